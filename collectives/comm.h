@@ -1,0 +1,68 @@
+/* comm.h — the communicator: the only code that knows MPI from NCCL.
+ *
+ * Buffers are device pointers of the device the communicator was created for (plain host memory
+ * for the MPI backend). Every collective has a blocking form (req == NULL) and a non-blocking
+ * form that returns a request to comm_wait/comm_test. On a GPU backend, "complete" after
+ * comm_wait means later work on the device's compute stream is ordered after the collective
+ * (no host synchronisation); on MPI it means the data is in place.
+ * Counts are size_t: backends split anything larger than INT_MAX elements themselves.
+ * Collectives must be issued in the same order with the same sizes on every rank.
+ * This module must not know about models, buckets or training. */
+#ifndef DDP_COMM_H
+#define DDP_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../runtime/err.h"
+
+typedef enum {
+    DT_FLOAT, DT_DOUBLE, DT_HALF, DT_BFLOAT16, DT_INT32, DT_INT8, DT_UINT8, DT_INT64, DT_UINT64,
+    DT_COUNT
+} comm_dtype;
+
+typedef enum { OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_AVG, OP_COUNT } comm_op;
+
+typedef struct comm comm;
+typedef struct comm_req comm_req;
+
+struct comm_ops {
+    const char *name; /* "mpi" or "nccl" */
+    int (*allreduce)(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, comm_req **req, ddp_err *err);
+    int (*broadcast)(comm *c, void *buf, size_t count, comm_dtype dt, int root, comm_req **req, ddp_err *err);
+    int (*reduce)(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, int root, comm_req **req, ddp_err *err);
+    /* recv holds size * count elements, rank r's block at r * count */
+    int (*allgather)(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err);
+    /* send holds size * count elements; rank r receives the reduction of every rank's block r */
+    int (*reducescatter)(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, comm_req **req, ddp_err *err);
+    /* send and recv hold size * count elements; block j of send goes to rank j */
+    int (*alltoall)(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err);
+    /* sends count elements to `to` while receiving count elements from `from` */
+    int (*sendrecv)(comm *c, const void *send, int to, void *recv, int from, size_t count, comm_dtype dt, comm_req **req, ddp_err *err);
+    int (*barrier)(comm *c, ddp_err *err);
+    int (*wait)(comm *c, comm_req *req, ddp_err *err);         /* frees req */
+    int (*test)(comm *c, comm_req *req, bool *done, ddp_err *err); /* never frees; call wait after done */
+    void (*destroy)(comm *c);
+};
+
+struct comm {
+    const struct comm_ops *ops;
+    int rank, size;
+    int local_rank, local_size;
+    char host[64];
+    void *impl;
+};
+
+size_t comm_dtype_size(comm_dtype dt);
+const char *comm_dtype_name(comm_dtype dt); /* nccl-tests names: float double half bfloat16 int32 int8 uint8 int64 uint64 */
+const char *comm_op_name(comm_op op);       /* sum prod min max avg */
+
+/* MPI backend over MPI_COMM_WORLD (MPI must be initialised). Host buffers. */
+int comm_mpi_create(comm **out, ddp_err *err);
+
+/* NCCL backend: rank 0 makes the ncclUniqueId, MPI broadcasts it. `stream` is the device's
+ * compute stream, which collectives order themselves after. */
+int comm_nccl_create(void *compute_stream, int device_index, double timeout_s, bool debug, comm **out, ddp_err *err);
+
+#endif

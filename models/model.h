@@ -1,0 +1,78 @@
+/* model.h — what every model (the MLP now, a GPT later) offers the training loop.
+ *
+ * All parameters live in one contiguous device buffer and all gradients in another with the same
+ * layout, so the DDP reducer's buckets are plain slices. tensors[] names each parameter slice
+ * (PyTorch names: fc1.weight, fc1.bias, ...) in buffer order; the backward pass produces
+ * gradients from the end of the buffer towards the start and reports each finished range
+ * through grad_ready, which is how all-reduce overlaps with the rest of backward.
+ * A model must not communicate, step an optimizer, or read data from disk. */
+#ifndef DDP_MODEL_H
+#define DDP_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../runtime/config.h"
+#include "../runtime/device.h"
+#include "../runtime/err.h"
+
+#define MODEL_MAX_TENSORS 64
+
+typedef struct param_tensor {
+    char name[48];
+    int ndim;
+    int64_t shape[4];
+    size_t offset; /* in elements, into params/grads */
+    size_t numel;
+} param_tensor;
+
+/* One micro-batch, already on the device. inputs are uint8 pixels [rows, in_features] for the
+ * MLP (token ids for a GPT); targets are class ids [rows]. */
+typedef struct model_batch {
+    const void *inputs;
+    const int32_t *targets;
+    int64_t rows;
+} model_batch;
+
+/* Gradients [offset, offset + count) are final for this backward pass. */
+typedef void (*grad_ready_fn)(void *ctx, size_t offset, size_t count);
+
+typedef struct model model;
+
+struct model_ops {
+    /* Forward + backward. Loss is the per-row cross-entropy times grad_scale, so for a mean over
+     * the global batch pass 1/(rows * grad_accum) and average across ranks.
+     * accumulate=false overwrites grads; true adds to them (gradient accumulation).
+     * grad_ready may be NULL. stats: device float[2], += (loss sum, correct count). */
+    int (*forward_backward)(model *m, const model_batch *b, float grad_scale, bool accumulate,
+                            grad_ready_fn grad_ready, void *ctx, float *stats, ddp_err *err);
+    /* Forward only; stats += (loss sum, correct count). */
+    int (*evaluate)(model *m, const model_batch *b, float *stats, ddp_err *err);
+    void (*destroy)(model *m);
+};
+
+struct model {
+    const struct model_ops *ops;
+    device *dev;
+    float *params, *grads;           /* device buffers, n_params floats each */
+    size_t n_params;
+    param_tensor tensors[MODEL_MAX_TENSORS];
+    int n_tensors;
+    int64_t in_features, n_classes;  /* MLP: 784 and 10 */
+    int64_t max_rows;                /* largest micro-batch forward/backward accepts */
+    void *impl;
+};
+
+/* Builds the model named by cfg->model for inputs of in_features and n_classes outputs,
+ * with activation buffers for up to max_rows rows. Parameters are left uninitialised. */
+int model_create(const config *cfg, device *dev, int64_t in_features, int64_t n_classes,
+                 int64_t max_rows, model **out, ddp_err *err);
+
+/* PyTorch nn.Linear's default init (kaiming_uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+ * for weights and biases) from a seeded RNG; identical on every rank for the same seed. */
+int model_init_params(model *m, uint64_t seed, ddp_err *err);
+
+const param_tensor *model_find_tensor(const model *m, const char *name);
+
+#endif

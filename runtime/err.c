@@ -1,0 +1,32 @@
+/* err.c — formatting of ddp_err messages. Owns nothing else; never prints. */
+#include "err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int ddp_fail(ddp_err *e, int code, const char *fmt, ...)
+{
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+        e->code = code;
+    }
+    return code;
+}
+
+int ddp_prefix(ddp_err *e, const char *fmt, ...)
+{
+    if (!e)
+        return DDP_ERUNTIME;
+    char ctx[DDP_ERR_MSG], old[DDP_ERR_MSG];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    va_end(ap);
+    memcpy(old, e->msg, sizeof old);
+    snprintf(e->msg, sizeof e->msg, "%s: %s", ctx, old);
+    return e->code ? e->code : DDP_ERUNTIME;
+}
