@@ -1,1 +1,651 @@
-/* placeholder: being written */
+/* comm_mpi.c — the MPI backend of the communicator (comm.h) over a duplicate of MPI_COMM_WORLD,
+ * on host buffers.
+ *
+ * It owns: mapping comm.h types and ops onto MPI (half and bfloat16 travel as a 2-byte MPI type
+ * reduced by our own MPI_Ops in float math, rounded to nearest-even back), splitting counts
+ * larger than the chunk limit (INT_MAX, or DDP_COMM_MAX_CHUNK elements for tests) into several
+ * MPI calls, blocking and non-blocking forms (a comm_req holds every MPI request of one call plus
+ * the work to do once they complete), and turning every MPI return code into a ddp_err with the
+ * file:line and MPI's own error string (the communicator uses MPI_ERRORS_RETURN).
+ * OP_AVG is a sum followed by a division by the number of ranks: exact float division for
+ * floating types, C integer division (truncating toward zero) for integer types.
+ * In place: allreduce/reduce/alltoall/sendrecv when send == recv; allgather when
+ * send == recv + rank*count; reducescatter when recv == send + rank*count (nccl-tests' layout).
+ * It must not know about models, buckets, training or benchmarks. */
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "fp16.h"
+
+typedef struct mpi_impl {
+    MPI_Comm comm;             /* our own duplicate, so nothing else's traffic can match ours */
+    MPI_Datatype two_byte;     /* half and bfloat16 */
+    MPI_Op half_op[OP_AVG];    /* sum prod min max in float math */
+    MPI_Op bf16_op[OP_AVG];
+    size_t max_chunk;          /* elements per MPI call */
+} mpi_impl;
+
+struct comm_req {
+    bool blocking;             /* a stack request of a blocking call: no MPI requests */
+    MPI_Request *reqs;
+    int n, cap;
+    /* work once every request completed, in this order */
+    void *move_dst;            /* memmove(move_dst, move_src, move_bytes) */
+    const void *move_src;
+    size_t move_bytes;
+    void *avg_buf;             /* divide avg_count elements by the number of ranks */
+    size_t avg_count;
+    comm_dtype avg_dt;
+    void *scratch;             /* freed last */
+};
+
+static int mpi_fail(ddp_err *err, int rc, const char *call, const char *file, int line)
+{
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "MPI error code %d", rc);
+    int name_len = (int)strcspn(call, "(");
+    return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %.*s: %s", file, line, name_len, call, msg);
+}
+
+#define MPI_TRY(call)                                                         \
+    do {                                                                      \
+        int rc_ = (call);                                                     \
+        if (rc_ != MPI_SUCCESS)                                               \
+            return mpi_fail(err, rc_, #call, __FILE__, __LINE__);             \
+    } while (0)
+
+static mpi_impl *impl_of(comm *c) { return c->impl; }
+
+/* ---- half / bfloat16 reductions (MPI_User_function) ---- */
+
+static inline float combine(float a, float b, comm_op op)
+{
+    switch (op) {
+    case OP_PROD: return a * b;
+    case OP_MIN: return b < a ? b : a;
+    case OP_MAX: return b > a ? b : a;
+    default: return a + b;
+    }
+}
+
+#define TWO_BYTE_OP(name, to_float, from_float, op)                                    \
+    static void name(void *in, void *inout, int *len, MPI_Datatype *dt)                \
+    {                                                                                  \
+        (void)dt;                                                                      \
+        const uint16_t *a = in;                                                        \
+        uint16_t *b = inout;                                                           \
+        for (int i = 0; i < *len; i++)                                                 \
+            b[i] = from_float(combine(to_float(b[i]), to_float(a[i]), op));            \
+    }
+TWO_BYTE_OP(half_sum, half_to_float, float_to_half, OP_SUM)
+TWO_BYTE_OP(half_prod, half_to_float, float_to_half, OP_PROD)
+TWO_BYTE_OP(half_min, half_to_float, float_to_half, OP_MIN)
+TWO_BYTE_OP(half_max, half_to_float, float_to_half, OP_MAX)
+TWO_BYTE_OP(bf16_sum, bf16_to_float, float_to_bf16, OP_SUM)
+TWO_BYTE_OP(bf16_prod, bf16_to_float, float_to_bf16, OP_PROD)
+TWO_BYTE_OP(bf16_min, bf16_to_float, float_to_bf16, OP_MIN)
+TWO_BYTE_OP(bf16_max, bf16_to_float, float_to_bf16, OP_MAX)
+
+static MPI_Datatype mpi_type(const mpi_impl *m, comm_dtype dt)
+{
+    switch (dt) {
+    case DT_FLOAT: return MPI_FLOAT;
+    case DT_DOUBLE: return MPI_DOUBLE;
+    case DT_INT32: return MPI_INT32_T;
+    case DT_INT8: return MPI_INT8_T;
+    case DT_UINT8: return MPI_UINT8_T;
+    case DT_INT64: return MPI_INT64_T;
+    case DT_UINT64: return MPI_UINT64_T;
+    default: return m->two_byte;
+    }
+}
+
+static MPI_Op mpi_op(const mpi_impl *m, comm_dtype dt, comm_op op)
+{
+    comm_op base = op == OP_AVG ? OP_SUM : op;
+    if (dt == DT_HALF)
+        return m->half_op[base];
+    if (dt == DT_BFLOAT16)
+        return m->bf16_op[base];
+    static const MPI_Op native[OP_AVG] = {[OP_SUM] = MPI_SUM, [OP_PROD] = MPI_PROD, [OP_MIN] = MPI_MIN, [OP_MAX] = MPI_MAX};
+    return native[base];
+}
+
+static void divide_by_ranks(void *buf, size_t n, comm_dtype dt, int ranks)
+{
+    switch (dt) {
+    case DT_FLOAT: for (size_t i = 0; i < n; i++) ((float *)buf)[i] /= (float)ranks; break;
+    case DT_DOUBLE: for (size_t i = 0; i < n; i++) ((double *)buf)[i] /= ranks; break;
+    case DT_HALF:
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)buf)[i] = float_to_half(half_to_float(((uint16_t *)buf)[i]) / (float)ranks);
+        break;
+    case DT_BFLOAT16:
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)buf)[i] = float_to_bf16(bf16_to_float(((uint16_t *)buf)[i]) / (float)ranks);
+        break;
+    case DT_INT32: for (size_t i = 0; i < n; i++) ((int32_t *)buf)[i] /= ranks; break;
+    case DT_INT8: for (size_t i = 0; i < n; i++) ((int8_t *)buf)[i] = (int8_t)(((int8_t *)buf)[i] / ranks); break;
+    case DT_UINT8: for (size_t i = 0; i < n; i++) ((uint8_t *)buf)[i] = (uint8_t)(((uint8_t *)buf)[i] / ranks); break;
+    case DT_INT64: for (size_t i = 0; i < n; i++) ((int64_t *)buf)[i] /= ranks; break;
+    case DT_UINT64: for (size_t i = 0; i < n; i++) ((uint64_t *)buf)[i] /= (uint64_t)ranks; break;
+    default: break;
+    }
+}
+
+/* ---- requests ---- */
+
+static size_t chunks_of(const mpi_impl *m, size_t count) { return (count + m->max_chunk - 1) / m->max_chunk; }
+
+static size_t chunk_len(const mpi_impl *m, size_t count, size_t off)
+{
+    return count - off < m->max_chunk ? count - off : m->max_chunk;
+}
+
+/* Blocking calls use *stack; non-blocking ones get a heap request with room for n_mpi requests. */
+static int req_begin(comm_req **req, size_t n_mpi, comm_req *stack, comm_req **out, ddp_err *err)
+{
+    memset(stack, 0, sizeof *stack);
+    stack->blocking = true;
+    *out = stack;
+    if (!req)
+        return DDP_OK;
+    if (n_mpi > INT_MAX)
+        return ddp_fail(err, DDP_EUSAGE, "comm_mpi: %zu MPI requests needed; raise DDP_COMM_MAX_CHUNK", n_mpi);
+    comm_req *r = calloc(1, sizeof *r);
+    MPI_Request *q = calloc(n_mpi ? n_mpi : 1, sizeof *q);
+    if (!r || !q) {
+        free(r);
+        free(q);
+        return ddp_fail(err, DDP_ERUNTIME, "comm_mpi: out of memory for a request of %zu MPI requests", n_mpi);
+    }
+    r->reqs = q;
+    r->cap = (int)n_mpi;
+    *out = r;
+    return DDP_OK;
+}
+
+static MPI_Request *next_req(comm_req *r) { return &r->reqs[r->n++]; }
+
+static void req_free(comm_req *r)
+{
+    free(r->scratch);
+    if (!r->blocking) {
+        free(r->reqs);
+        free(r);
+    }
+}
+
+static void req_finish(comm *c, comm_req *r)
+{
+    if (r->move_bytes && r->move_dst != r->move_src)
+        memmove(r->move_dst, r->move_src, r->move_bytes);
+    if (r->avg_buf)
+        divide_by_ranks(r->avg_buf, r->avg_count, r->avg_dt, c->size);
+    req_free(r);
+}
+
+/* Ends a collective: on failure frees r; blocking calls finish now, others hand r out. */
+static int req_end(comm *c, comm_req *r, comm_req **req, int rc)
+{
+    if (rc != DDP_OK)
+        req_free(r);
+    else if (r->blocking)
+        req_finish(c, r);
+    else
+        *req = r;
+    return rc;
+}
+
+static int check_args(comm_dtype dt, comm_op op, bool has_op, ddp_err *err)
+{
+    if ((unsigned)dt >= DT_COUNT)
+        return ddp_fail(err, DDP_EUSAGE, "comm_mpi: unknown data type %d", (int)dt);
+    if (has_op && (unsigned)op >= OP_COUNT)
+        return ddp_fail(err, DDP_EUSAGE, "comm_mpi: unknown reduction %d", (int)op);
+    return DDP_OK;
+}
+
+/* A type of n contiguous elements whose extent is `stride` elements: one block of a
+ * [ranks][count] buffer, so a chunk of every block moves in one collective. */
+static int block_type(MPI_Datatype base, size_t n, size_t stride, size_t esz, MPI_Datatype *out, ddp_err *err)
+{
+    MPI_Datatype run;
+    MPI_TRY(MPI_Type_contiguous((int)n, base, &run));
+    int rc = MPI_Type_create_resized(run, 0, (MPI_Aint)(stride * esz), out);
+    MPI_Type_free(&run);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(err, rc, "MPI_Type_create_resized", __FILE__, __LINE__);
+    MPI_TRY(MPI_Type_commit(out));
+    return DDP_OK;
+}
+
+/* ---- collectives ---- */
+
+static int issue_allreduce(comm *c, comm_req *r, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, ddp_err *err)
+{
+    mpi_impl *m = impl_of(c);
+    size_t esz = comm_dtype_size(dt);
+    MPI_Datatype t = mpi_type(m, dt);
+    MPI_Op o = mpi_op(m, dt, op);
+    for (size_t off = 0; off < count; off += m->max_chunk) {
+        int n = (int)chunk_len(m, count, off);
+        char *rb = (char *)recv + off * esz;
+        const void *sb = send == recv ? MPI_IN_PLACE : (const char *)send + off * esz;
+        if (r->blocking)
+            MPI_TRY(MPI_Allreduce(sb, rb, n, t, o, m->comm));
+        else
+            MPI_TRY(MPI_Iallreduce(sb, rb, n, t, o, m->comm, next_req(r)));
+    }
+    if (op == OP_AVG)
+        r->avg_buf = recv, r->avg_count = count, r->avg_dt = dt;
+    return DDP_OK;
+}
+
+static int mpi_allreduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, comm_req **req, ddp_err *err)
+{
+    comm_req stack, *r;
+    int rc = check_args(dt, op, true, err);
+    if (!rc)
+        rc = req_begin(req, chunks_of(impl_of(c), count), &stack, &r, err);
+    if (rc)
+        return rc;
+    return req_end(c, r, req, issue_allreduce(c, r, send, recv, count, dt, op, err));
+}
+
+static int issue_broadcast(comm *c, comm_req *r, void *buf, size_t count, comm_dtype dt, int root, ddp_err *err)
+{
+    mpi_impl *m = impl_of(c);
+    size_t esz = comm_dtype_size(dt);
+    MPI_Datatype t = mpi_type(m, dt);
+    for (size_t off = 0; off < count; off += m->max_chunk) {
+        int n = (int)chunk_len(m, count, off);
+        char *b = (char *)buf + off * esz;
+        if (r->blocking)
+            MPI_TRY(MPI_Bcast(b, n, t, root, m->comm));
+        else
+            MPI_TRY(MPI_Ibcast(b, n, t, root, m->comm, next_req(r)));
+    }
+    return DDP_OK;
+}
+
+static int mpi_broadcast(comm *c, void *buf, size_t count, comm_dtype dt, int root, comm_req **req, ddp_err *err)
+{
+    comm_req stack, *r;
+    int rc = check_args(dt, OP_SUM, false, err);
+    if (!rc)
+        rc = req_begin(req, chunks_of(impl_of(c), count), &stack, &r, err);
+    if (rc)
+        return rc;
+    return req_end(c, r, req, issue_broadcast(c, r, buf, count, dt, root, err));
+}
+
+static int issue_reduce(comm *c, comm_req *r, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, int root, ddp_err *err)
+{
+    mpi_impl *m = impl_of(c);
+    size_t esz = comm_dtype_size(dt);
+    MPI_Datatype t = mpi_type(m, dt);
+    MPI_Op o = mpi_op(m, dt, op);
+    bool in_place = send == recv && c->rank == root;
+    for (size_t off = 0; off < count; off += m->max_chunk) {
+        int n = (int)chunk_len(m, count, off);
+        char *rb = (char *)recv + off * esz;
+        const void *sb = in_place ? MPI_IN_PLACE : (const char *)send + off * esz;
+        if (r->blocking)
+            MPI_TRY(MPI_Reduce(sb, rb, n, t, o, root, m->comm));
+        else
+            MPI_TRY(MPI_Ireduce(sb, rb, n, t, o, root, m->comm, next_req(r)));
+    }
+    if (op == OP_AVG && c->rank == root)
+        r->avg_buf = recv, r->avg_count = count, r->avg_dt = dt;
+    return DDP_OK;
+}
+
+static int mpi_reduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, int root, comm_req **req, ddp_err *err)
+{
+    comm_req stack, *r;
+    int rc = check_args(dt, op, true, err);
+    if (!rc)
+        rc = req_begin(req, chunks_of(impl_of(c), count), &stack, &r, err);
+    if (rc)
+        return rc;
+    return req_end(c, r, req, issue_reduce(c, r, send, recv, count, dt, op, root, err));
+}
+
+static int issue_allgather(comm *c, comm_req *r, const void *send, void *recv, size_t count, comm_dtype dt, ddp_err *err)
+{
+    mpi_impl *m = impl_of(c);
+    size_t esz = comm_dtype_size(dt);
+    MPI_Datatype t = mpi_type(m, dt);
+    bool in_place = (const char *)send == (char *)recv + (size_t)c->rank * count * esz;
+    if (count <= m->max_chunk) {
+        const void *sb = in_place ? MPI_IN_PLACE : send;
+        if (r->blocking)
+            MPI_TRY(MPI_Allgather(sb, (int)count, t, recv, (int)count, t, m->comm));
+        else
+            MPI_TRY(MPI_Iallgather(sb, (int)count, t, recv, (int)count, t, m->comm, next_req(r)));
+        return DDP_OK;
+    }
+    for (size_t off = 0; off < count; off += m->max_chunk) {
+        size_t n = chunk_len(m, count, off);
+        MPI_Datatype block;
+        int rc = block_type(t, n, count, esz, &block, err);
+        if (rc)
+            return rc;
+        const void *sb = in_place ? MPI_IN_PLACE : (const char *)send + off * esz;
+        char *rb = (char *)recv + off * esz;
+        if (r->blocking)
+            rc = MPI_Allgather(sb, (int)n, t, rb, 1, block, m->comm);
+        else
+            rc = MPI_Iallgather(sb, (int)n, t, rb, 1, block, m->comm, next_req(r));
+        MPI_Type_free(&block); /* a pending operation keeps its own reference */
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(err, rc, r->blocking ? "MPI_Allgather" : "MPI_Iallgather", __FILE__, __LINE__);
+    }
+    return DDP_OK;
+}
+
+static int mpi_allgather(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
+{
+    comm_req stack, *r;
+    int rc = check_args(dt, OP_SUM, false, err);
+    if (!rc)
+        rc = req_begin(req, chunks_of(impl_of(c), count), &stack, &r, err);
+    if (rc)
+        return rc;
+    return req_end(c, r, req, issue_allgather(c, r, send, recv, count, dt, err));
+}
+
+/* Counts beyond the chunk limit: one reduce per (chunk, destination rank), since
+ * MPI_Reduce_scatter_block needs each rank's block contiguous in the send buffer. */
+static int issue_reducescatter_chunked(comm *c, comm_req *r, const char *send, char *recv, size_t count, comm_dtype dt, comm_op op, ddp_err *err)
+{
+    mpi_impl *m = impl_of(c);
+    size_t esz = comm_dtype_size(dt);
+    MPI_Datatype t = mpi_type(m, dt);
+    MPI_Op o = mpi_op(m, dt, op);
+    for (size_t off = 0; off < count; off += m->max_chunk) {
+        int n = (int)chunk_len(m, count, off);
+        for (int root = 0; root < c->size; root++) {
+            const char *sb = send + ((size_t)root * count + off) * esz;
+            char *rb = recv + off * esz;
+            const void *s = root == c->rank && sb == rb ? MPI_IN_PLACE : sb;
+            if (r->blocking)
+                MPI_TRY(MPI_Reduce(s, rb, n, t, o, root, m->comm));
+            else
+                MPI_TRY(MPI_Ireduce(s, rb, n, t, o, root, m->comm, next_req(r)));
+        }
+    }
+    return DDP_OK;
+}
+
+static int issue_reducescatter(comm *c, comm_req *r, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, ddp_err *err)
+{
+    mpi_impl *m = impl_of(c);
+    size_t esz = comm_dtype_size(dt);
+    if (op == OP_AVG)
+        r->avg_buf = recv, r->avg_count = count, r->avg_dt = dt;
+    if (count > m->max_chunk)
+        return issue_reducescatter_chunked(c, r, send, recv, count, dt, op, err);
+    MPI_Datatype t = mpi_type(m, dt);
+    MPI_Op o = mpi_op(m, dt, op);
+    bool in_place = (char *)recv == (const char *)send + (size_t)c->rank * count * esz;
+    /* MPI's in-place form leaves the result at the start of the buffer: move it to recv after */
+    const void *sb = in_place ? MPI_IN_PLACE : send;
+    void *rb = in_place ? (void *)send : recv;
+    if (in_place)
+        r->move_dst = recv, r->move_src = send, r->move_bytes = count * esz;
+    if (r->blocking)
+        MPI_TRY(MPI_Reduce_scatter_block(sb, rb, (int)count, t, o, m->comm));
+    else
+        MPI_TRY(MPI_Ireduce_scatter_block(sb, rb, (int)count, t, o, m->comm, next_req(r)));
+    return DDP_OK;
+}
+
+static int mpi_reducescatter(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, comm_req **req, ddp_err *err)
+{
+    comm_req stack, *r;
+    mpi_impl *m = impl_of(c);
+    size_t n_mpi = count > m->max_chunk ? chunks_of(m, count) * (size_t)c->size : 1;
+    int rc = check_args(dt, op, true, err);
+    if (!rc)
+        rc = req_begin(req, n_mpi, &stack, &r, err);
+    if (rc)
+        return rc;
+    if (count == 0)
+        return req_end(c, r, req, DDP_OK);
+    return req_end(c, r, req, issue_reducescatter(c, r, send, recv, count, dt, op, err));
+}
+
+static int issue_alltoall(comm *c, comm_req *r, const void *send, void *recv, size_t count, comm_dtype dt, ddp_err *err)
+{
+    mpi_impl *m = impl_of(c);
+    size_t esz = comm_dtype_size(dt);
+    MPI_Datatype t = mpi_type(m, dt);
+    bool in_place = send == recv;
+    if (count <= m->max_chunk) {
+        const void *sb = in_place ? MPI_IN_PLACE : send;
+        if (r->blocking)
+            MPI_TRY(MPI_Alltoall(sb, (int)count, t, recv, (int)count, t, m->comm));
+        else
+            MPI_TRY(MPI_Ialltoall(sb, (int)count, t, recv, (int)count, t, m->comm, next_req(r)));
+        return DDP_OK;
+    }
+    for (size_t off = 0; off < count; off += m->max_chunk) {
+        MPI_Datatype block;
+        int rc = block_type(t, chunk_len(m, count, off), count, esz, &block, err);
+        if (rc)
+            return rc;
+        const void *sb = in_place ? MPI_IN_PLACE : (const char *)send + off * esz;
+        char *rb = (char *)recv + off * esz;
+        if (r->blocking)
+            rc = MPI_Alltoall(sb, 1, block, rb, 1, block, m->comm);
+        else
+            rc = MPI_Ialltoall(sb, 1, block, rb, 1, block, m->comm, next_req(r));
+        MPI_Type_free(&block);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(err, rc, r->blocking ? "MPI_Alltoall" : "MPI_Ialltoall", __FILE__, __LINE__);
+    }
+    return DDP_OK;
+}
+
+static int mpi_alltoall(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
+{
+    comm_req stack, *r;
+    int rc = check_args(dt, OP_SUM, false, err);
+    if (!rc)
+        rc = req_begin(req, chunks_of(impl_of(c), count), &stack, &r, err);
+    if (rc)
+        return rc;
+    return req_end(c, r, req, issue_alltoall(c, r, send, recv, count, dt, err));
+}
+
+static int issue_sendrecv(comm *c, comm_req *r, const void *send, int to, void *recv, int from, size_t count, comm_dtype dt, ddp_err *err)
+{
+    mpi_impl *m = impl_of(c);
+    size_t esz = comm_dtype_size(dt);
+    MPI_Datatype t = mpi_type(m, dt);
+    char *rbuf = recv;
+    if (send == recv && count) { /* receive aside, then copy over what was sent */
+        if (!(r->scratch = malloc(count * esz)))
+            return ddp_fail(err, DDP_ERUNTIME, "comm_mpi: out of memory for an in-place sendrecv of %zu bytes", count * esz);
+        rbuf = r->scratch;
+        r->move_dst = recv, r->move_src = rbuf, r->move_bytes = count * esz;
+    }
+    const int tag = 0; /* our communicator carries nothing else; same-order issue keeps matches */
+    for (size_t off = 0; off < count; off += m->max_chunk) {
+        int n = (int)chunk_len(m, count, off);
+        const char *sb = (const char *)send + off * esz;
+        char *rb = rbuf + off * esz;
+        if (r->blocking) {
+            MPI_TRY(MPI_Sendrecv(sb, n, t, to, tag, rb, n, t, from, tag, m->comm, MPI_STATUS_IGNORE));
+        } else {
+            MPI_TRY(MPI_Irecv(rb, n, t, from, tag, m->comm, next_req(r)));
+            MPI_TRY(MPI_Isend(sb, n, t, to, tag, m->comm, next_req(r)));
+        }
+    }
+    return DDP_OK;
+}
+
+static int mpi_sendrecv(comm *c, const void *send, int to, void *recv, int from, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
+{
+    comm_req stack, *r;
+    int rc = check_args(dt, OP_SUM, false, err);
+    if (!rc)
+        rc = req_begin(req, 2 * chunks_of(impl_of(c), count), &stack, &r, err);
+    if (rc)
+        return rc;
+    return req_end(c, r, req, issue_sendrecv(c, r, send, to, recv, from, count, dt, err));
+}
+
+static int mpi_barrier(comm *c, ddp_err *err)
+{
+    MPI_TRY(MPI_Barrier(impl_of(c)->comm));
+    return DDP_OK;
+}
+
+static int mpi_wait(comm *c, comm_req *r, ddp_err *err)
+{
+    int rc = MPI_Waitall(r->n, r->reqs, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) {
+        req_free(r);
+        return mpi_fail(err, rc, "MPI_Waitall", __FILE__, __LINE__);
+    }
+    req_finish(c, r);
+    return DDP_OK;
+}
+
+static int mpi_test(comm *c, comm_req *r, bool *done, ddp_err *err)
+{
+    (void)c;
+    int flag = 0;
+    MPI_TRY(MPI_Testall(r->n, r->reqs, &flag, MPI_STATUSES_IGNORE));
+    *done = flag != 0;
+    return DDP_OK;
+}
+
+/* Must run before MPI_Finalize; after it, MPI objects are gone and only memory is freed. */
+static void mpi_destroy(comm *c)
+{
+    if (!c)
+        return;
+    mpi_impl *m = c->impl;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (m && !finalized) {
+        for (int i = 0; i < OP_AVG; i++) {
+            if (m->half_op[i] != MPI_OP_NULL)
+                MPI_Op_free(&m->half_op[i]);
+            if (m->bf16_op[i] != MPI_OP_NULL)
+                MPI_Op_free(&m->bf16_op[i]);
+        }
+        if (m->two_byte != MPI_DATATYPE_NULL)
+            MPI_Type_free(&m->two_byte);
+        if (m->comm != MPI_COMM_NULL)
+            MPI_Comm_free(&m->comm);
+    }
+    free(m);
+    free(c);
+}
+
+static const struct comm_ops mpi_comm_ops = {
+    .name = "mpi",
+    .allreduce = mpi_allreduce,
+    .broadcast = mpi_broadcast,
+    .reduce = mpi_reduce,
+    .allgather = mpi_allgather,
+    .reducescatter = mpi_reducescatter,
+    .alltoall = mpi_alltoall,
+    .sendrecv = mpi_sendrecv,
+    .barrier = mpi_barrier,
+    .wait = mpi_wait,
+    .test = mpi_test,
+    .destroy = mpi_destroy,
+};
+
+static int read_max_chunk(size_t *out, ddp_err *err)
+{
+    const char *s = getenv("DDP_COMM_MAX_CHUNK");
+    *out = INT_MAX;
+    if (!s || !*s)
+        return DDP_OK;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || v == 0 || s[0] == '-')
+        return ddp_fail(err, DDP_EUSAGE, "DDP_COMM_MAX_CHUNK: expected a positive element count, got \"%s\"", s);
+    *out = v < INT_MAX ? (size_t)v : INT_MAX;
+    return DDP_OK;
+}
+
+static int create_ops(mpi_impl *m, ddp_err *err)
+{
+    MPI_User_function *half_fn[OP_AVG] = {half_sum, half_prod, half_min, half_max};
+    MPI_User_function *bf16_fn[OP_AVG] = {bf16_sum, bf16_prod, bf16_min, bf16_max};
+    MPI_TRY(MPI_Type_contiguous(2, MPI_BYTE, &m->two_byte));
+    MPI_TRY(MPI_Type_commit(&m->two_byte));
+    for (int i = 0; i < OP_AVG; i++) {
+        MPI_TRY(MPI_Op_create(half_fn[i], 1, &m->half_op[i]));
+        MPI_TRY(MPI_Op_create(bf16_fn[i], 1, &m->bf16_op[i]));
+    }
+    return DDP_OK;
+}
+
+static int fill_identity(comm *c, mpi_impl *m, ddp_err *err)
+{
+    MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &m->comm));
+    MPI_TRY(MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN));
+    MPI_TRY(MPI_Comm_rank(m->comm, &c->rank));
+    MPI_TRY(MPI_Comm_size(m->comm, &c->size));
+    MPI_Comm local;
+    MPI_TRY(MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local));
+    int rc = MPI_Comm_rank(local, &c->local_rank);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_size(local, &c->local_size);
+    MPI_Comm_free(&local);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(err, rc, "MPI_Comm_rank/size(shared-memory communicator)", __FILE__, __LINE__);
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    MPI_TRY(MPI_Get_processor_name(name, &len));
+    snprintf(c->host, sizeof c->host, "%.*s", len, name);
+    return DDP_OK;
+}
+
+int comm_mpi_create(comm **out, ddp_err *err)
+{
+    *out = NULL;
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized)
+        return ddp_fail(err, DDP_ERUNTIME, "comm_mpi_create: MPI is not initialised (call MPI_Init first)");
+    comm *c = calloc(1, sizeof *c);
+    mpi_impl *m = calloc(1, sizeof *m);
+    if (!c || !m) {
+        free(c);
+        free(m);
+        return ddp_fail(err, DDP_ERUNTIME, "comm_mpi_create: out of memory");
+    }
+    c->ops = &mpi_comm_ops;
+    c->impl = m;
+    m->comm = MPI_COMM_NULL;
+    m->two_byte = MPI_DATATYPE_NULL;
+    for (int i = 0; i < OP_AVG; i++)
+        m->half_op[i] = m->bf16_op[i] = MPI_OP_NULL;
+    int rc = read_max_chunk(&m->max_chunk, err);
+    if (!rc)
+        rc = fill_identity(c, m, err);
+    if (!rc)
+        rc = create_ops(m, err);
+    if (rc) {
+        mpi_destroy(c);
+        return ddp_prefix(err, "comm_mpi_create");
+    }
+    *out = c;
+    return DDP_OK;
+}

@@ -1,1 +1,162 @@
-/* placeholder: being written */
+/* reducer.c — bucketed, overlapped gradient all-reduce for DDP (see reducer.h).
+ * Owns the bucket plan and the in-flight requests; must not touch gradient values itself. */
+#include "reducer.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Walk tensors from the last to the first, closing a bucket when adding the next tensor would
+ * pass the cap. Buckets are stored in reduction order (bucket 0 = end of the buffer). */
+static int plan_buckets(reducer *r, const size_t *offs, int n_tensors, double bucket_mb, double first_mb)
+{
+    r->buckets = calloc((size_t)n_tensors, sizeof *r->buckets);
+    if (!r->buckets)
+        return -1;
+    size_t cap = (size_t)(first_mb * 1024 * 1024 / sizeof(float));
+    size_t end = r->n;
+    size_t start = r->n;
+    for (int t = n_tensors - 1; t >= 0; t--) {
+        size_t tsize = start - offs[t];
+        if (start != end && (end - start) + tsize > cap) {
+            r->buckets[r->n_buckets++] = (reducer_bucket){.offset = start, .count = end - start};
+            end = start;
+            cap = (size_t)(bucket_mb * 1024 * 1024 / sizeof(float));
+        }
+        start = offs[t];
+    }
+    if (end > start)
+        r->buckets[r->n_buckets++] = (reducer_bucket){.offset = start, .count = end - start};
+    return 0;
+}
+
+int reducer_create(comm *c, float *grads, size_t n, const size_t *tensor_offsets, int n_tensors,
+                   double bucket_mb, double first_bucket_mb, reducer **out, ddp_err *err)
+{
+    *out = NULL;
+    if (n_tensors < 1 || tensor_offsets[0] != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "reducer: tensor offsets must start at 0");
+    for (int t = 1; t < n_tensors; t++)
+        if (tensor_offsets[t] <= tensor_offsets[t - 1] || tensor_offsets[t] >= n)
+            return ddp_fail(err, DDP_ERUNTIME, "reducer: tensor offsets must ascend inside the buffer");
+    reducer *r = calloc(1, sizeof *r);
+    if (!r)
+        return ddp_fail(err, DDP_ERUNTIME, "reducer: out of memory");
+    r->comm = c;
+    r->grads = grads;
+    r->n = n;
+    if (plan_buckets(r, tensor_offsets, n_tensors, bucket_mb, first_bucket_mb) != 0) {
+        free(r);
+        return ddp_fail(err, DDP_ERUNTIME, "reducer: out of memory");
+    }
+    *out = r;
+    return DDP_OK;
+}
+
+void reducer_destroy(reducer *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < r->n_buckets; i++)
+        if (r->buckets[i].req)
+            r->comm->ops->wait(r->comm, r->buckets[i].req, NULL);
+    free(r->buckets);
+    free(r);
+}
+
+void reducer_begin(reducer *r)
+{
+    for (int i = 0; i < r->n_buckets; i++) {
+        r->buckets[i].ready = 0;
+        r->buckets[i].started = 0;
+        r->buckets[i].req = NULL;
+    }
+    r->next_to_start = 0;
+    r->status = DDP_OK;
+    r->wait_ms = 0;
+}
+
+static void start_bucket(reducer *r, reducer_bucket *b)
+{
+    float *p = r->grads + b->offset;
+    int rc = r->comm->ops->allreduce(r->comm, p, p, b->count, DT_FLOAT, OP_AVG, &b->req, &r->err);
+    b->started = 1;
+    if (rc != DDP_OK && r->status == DDP_OK)
+        r->status = rc;
+}
+
+/* Start every bucket, in order, whose gradients are complete. */
+static void start_ready_buckets(reducer *r)
+{
+    while (r->next_to_start < r->n_buckets) {
+        reducer_bucket *b = &r->buckets[r->next_to_start];
+        if (b->ready < b->count)
+            break;
+        start_bucket(r, b);
+        r->next_to_start++;
+    }
+}
+
+/* Give MPI a chance to progress what is in flight (it has no progress thread). */
+static void poke_in_flight(reducer *r)
+{
+    for (int i = 0; i < r->next_to_start; i++) {
+        reducer_bucket *b = &r->buckets[i];
+        bool done = false;
+        if (b->req && r->comm->ops->test(r->comm, b->req, &done, &r->err) != DDP_OK && r->status == DDP_OK)
+            r->status = r->err.code ? r->err.code : DDP_ERUNTIME;
+    }
+}
+
+void reducer_grad_ready(void *ctx, size_t offset, size_t count)
+{
+    reducer *r = ctx;
+    size_t end = offset + count;
+    for (int i = 0; i < r->n_buckets; i++) {
+        reducer_bucket *b = &r->buckets[i];
+        size_t lo = offset > b->offset ? offset : b->offset;
+        size_t hi = end < b->offset + b->count ? end : b->offset + b->count;
+        if (hi > lo)
+            b->ready += hi - lo;
+    }
+    poke_in_flight(r);
+    start_ready_buckets(r);
+}
+
+int reducer_finish(reducer *r, ddp_err *err)
+{
+    double t0 = now_ms();
+    int rc = r->status;
+    if (rc != DDP_OK) {
+        *err = r->err;
+        return rc;
+    }
+    for (int i = r->next_to_start; i < r->n_buckets; i++) {
+        reducer_bucket *b = &r->buckets[i];
+        if (b->ready != b->count)
+            return ddp_fail(err, DDP_ERUNTIME, "reducer: bucket %d [%zu, +%zu) has %zu of %zu gradients final "
+                            "at the end of backward", i, b->offset, b->count, b->ready, b->count);
+        start_bucket(r, b);
+        r->next_to_start++;
+    }
+    for (int i = 0; i < r->n_buckets && rc == DDP_OK; i++) {
+        reducer_bucket *b = &r->buckets[i];
+        if (b->req) {
+            rc = r->comm->ops->wait(r->comm, b->req, err);
+            b->req = NULL;
+        }
+    }
+    if (rc == DDP_OK && r->status != DDP_OK) {
+        *err = r->err;
+        rc = r->status;
+    }
+    r->wait_ms = now_ms() - t0;
+    return rc;
+}

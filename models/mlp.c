@@ -1,1 +1,296 @@
-/* placeholder: being written */
+/* mlp.c — the multi-layer perceptron: Linear layers fc1..fcN in PyTorch's layout (weight [out, in],
+ * y = x·Wᵀ + b), the configured activation between layers and none after the last, softmax
+ * cross-entropy on top.
+ *
+ * Parameters sit in one flat buffer in the order fc1.weight, fc1.bias, fc2.weight, ... so each
+ * layer's [weight, bias] is one contiguous range; backward walks the layers last to first and
+ * reports each range through grad_ready the moment its gradient is final. Everything runs as
+ * device ops, so the same code serves the CPU and CUDA backends. This file must not communicate,
+ * step an optimizer or touch files. */
+#include "mlp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MLP_MAX_LAYERS (CFG_MAX_HIDDEN + 1)
+
+typedef struct mlp_layer {
+    int64_t in, out;
+    size_t w_off, b_off; /* element offsets into params/grads */
+    float *z;            /* pre-activation output [max_rows, out]; logits for the last layer */
+    float *h;            /* act(z) [max_rows, out]; NULL for the last layer */
+} mlp_layer;
+
+typedef struct mlp_impl {
+    int n_layers;
+    mlp_layer layer[MLP_MAX_LAYERS];
+    act_kind act;
+    float *x_f32;       /* converted uint8 inputs [max_rows, in_features] */
+    float *dz, *dh;     /* backward scratch [max_rows, widest layer] each */
+    int64_t last_rows;  /* rows of the last forward pass, for mlp_logits */
+} mlp_impl;
+
+static int check_rows(const model *m, int64_t rows, ddp_err *err)
+{
+    if (rows < 1 || rows > m->max_rows)
+        return ddp_fail(err, DDP_ERUNTIME, "mlp: batch of %lld rows, model was built for 1..%lld", (long long)rows,
+                        (long long)m->max_rows);
+    return DDP_OK;
+}
+
+/* Logits end up in the last layer's z. */
+static int mlp_forward(model *m, const float *x, int64_t rows, ddp_err *err)
+{
+    mlp_impl *p = m->impl;
+    const struct device_ops *op = m->dev->ops;
+    const float *in = x;
+    for (int l = 0; l < p->n_layers; l++) {
+        mlp_layer *L = &p->layer[l];
+        int rc = op->gemm(m->dev, false, true, rows, L->out, L->in, 1.0f, in, L->in, m->params + L->w_off, L->in,
+                          0.0f, L->z, L->out, err);
+        if (!rc)
+            rc = op->bias_add(m->dev, L->z, m->params + L->b_off, rows, L->out, err);
+        if (!rc && L->h)
+            rc = op->act_forward(m->dev, p->act, L->z, L->h, (size_t)(rows * L->out), err);
+        if (rc)
+            return ddp_prefix(err, "mlp forward fc%d", l + 1);
+        in = L->h;
+    }
+    p->last_rows = rows;
+    return DDP_OK;
+}
+
+/* One layer's backward: dz holds dLoss/dz for layer l on entry; on exit (l > 0) it holds
+ * dLoss/dz for layer l-1. */
+static int layer_backward(model *m, int l, const float *x, int64_t rows, bool accumulate, ddp_err *err)
+{
+    mlp_impl *p = m->impl;
+    const struct device_ops *op = m->dev->ops;
+    mlp_layer *L = &p->layer[l];
+    const float *layer_in = l > 0 ? p->layer[l - 1].h : x;
+    float beta = accumulate ? 1.0f : 0.0f;
+    /* dW[out,in] = dzᵀ · input ; db = column sums of dz */
+    int rc = op->gemm(m->dev, true, false, L->out, L->in, rows, 1.0f, p->dz, L->out, layer_in, L->in, beta,
+                      m->grads + L->w_off, L->in, err);
+    if (!rc)
+        rc = op->bias_grad(m->dev, p->dz, m->grads + L->b_off, rows, L->out, beta, err);
+    if (!rc && l > 0) {
+        /* dh[rows,in] = dz · W, then through the previous layer's activation back into dz */
+        rc = op->gemm(m->dev, false, false, rows, L->in, L->out, 1.0f, p->dz, L->out, m->params + L->w_off, L->in,
+                      0.0f, p->dh, L->in, err);
+        if (!rc)
+            rc = op->act_backward(m->dev, p->act, p->layer[l - 1].z, p->dh, p->dz, (size_t)(rows * L->in), err);
+    }
+    return rc ? ddp_prefix(err, "mlp backward fc%d", l + 1) : DDP_OK;
+}
+
+int mlp_forward_backward_f32(model *m, const float *x, const int32_t *targets, int64_t rows, float grad_scale,
+                             bool accumulate, grad_ready_fn grad_ready, void *ctx, float *stats, ddp_err *err)
+{
+    mlp_impl *p = m->impl;
+    int rc = check_rows(m, rows, err);
+    if (!rc)
+        rc = mlp_forward(m, x, rows, err);
+    if (rc)
+        return rc;
+    mlp_layer *top = &p->layer[p->n_layers - 1];
+    rc = m->dev->ops->softmax_xent(m->dev, top->z, targets, rows, top->out, grad_scale, p->dz, stats, err);
+    if (rc)
+        return ddp_prefix(err, "mlp loss");
+    for (int l = p->n_layers - 1; l >= 0; l--) {
+        rc = layer_backward(m, l, x, rows, accumulate, err);
+        if (rc)
+            return rc;
+        mlp_layer *L = &p->layer[l];
+        if (grad_ready)
+            grad_ready(ctx, L->w_off, (size_t)(L->in * L->out + L->out));
+    }
+    return DDP_OK;
+}
+
+int mlp_evaluate_f32(model *m, const float *x, const int32_t *targets, int64_t rows, float *stats, ddp_err *err)
+{
+    mlp_impl *p = m->impl;
+    int rc = check_rows(m, rows, err);
+    if (!rc)
+        rc = mlp_forward(m, x, rows, err);
+    if (rc)
+        return rc;
+    mlp_layer *top = &p->layer[p->n_layers - 1];
+    rc = m->dev->ops->softmax_xent(m->dev, top->z, targets, rows, top->out, 1.0f, NULL, stats, err);
+    return rc ? ddp_prefix(err, "mlp evaluate") : DDP_OK;
+}
+
+const float *mlp_logits(const model *m)
+{
+    const mlp_impl *p = m->impl;
+    return p->layer[p->n_layers - 1].z;
+}
+
+/* uint8 pixels -> normalised floats in x_f32 */
+static int convert_inputs(model *m, const model_batch *b, ddp_err *err)
+{
+    mlp_impl *p = m->impl;
+    int rc = check_rows(m, b->rows, err);
+    if (rc)
+        return rc;
+    rc = m->dev->ops->u8_to_f32(m->dev, b->inputs, p->x_f32, (size_t)(b->rows * m->in_features), MLP_INPUT_MEAN,
+                                1.0f / MLP_INPUT_STD, err);
+    return rc ? ddp_prefix(err, "mlp input conversion") : DDP_OK;
+}
+
+static int mlp_forward_backward(model *m, const model_batch *b, float grad_scale, bool accumulate,
+                                grad_ready_fn grad_ready, void *ctx, float *stats, ddp_err *err)
+{
+    int rc = convert_inputs(m, b, err);
+    if (rc)
+        return rc;
+    mlp_impl *p = m->impl;
+    return mlp_forward_backward_f32(m, p->x_f32, b->targets, b->rows, grad_scale, accumulate, grad_ready, ctx, stats,
+                                    err);
+}
+
+static int mlp_evaluate(model *m, const model_batch *b, float *stats, ddp_err *err)
+{
+    int rc = convert_inputs(m, b, err);
+    if (rc)
+        return rc;
+    mlp_impl *p = m->impl;
+    return mlp_evaluate_f32(m, p->x_f32, b->targets, b->rows, stats, err);
+}
+
+static void free_buffer(device *d, float *ptr)
+{
+    if (ptr)
+        d->ops->free(d, ptr);
+}
+
+static void mlp_destroy(model *m)
+{
+    if (!m)
+        return;
+    mlp_impl *p = m->impl;
+    device *d = m->dev;
+    if (p) {
+        for (int l = 0; l < p->n_layers; l++) {
+            free_buffer(d, p->layer[l].z);
+            free_buffer(d, p->layer[l].h);
+        }
+        free_buffer(d, p->x_f32);
+        free_buffer(d, p->dz);
+        free_buffer(d, p->dh);
+        free(p);
+    }
+    free_buffer(d, m->params);
+    free_buffer(d, m->grads);
+    free(m);
+}
+
+static const struct model_ops mlp_ops = {
+    .forward_backward = mlp_forward_backward,
+    .evaluate = mlp_evaluate,
+    .destroy = mlp_destroy,
+};
+
+static void add_tensor(model *m, const char *name, int ndim, int64_t d0, int64_t d1, size_t *offset)
+{
+    param_tensor *t = &m->tensors[m->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = ndim > 1 ? d1 : 0;
+    t->numel = (size_t)(ndim > 1 ? d0 * d1 : d0);
+    t->offset = *offset;
+    *offset += t->numel;
+}
+
+/* Lays out fc1..fcN in the flat buffer and records each layer's widths and offsets. */
+static void build_layout(model *m, mlp_impl *p, const config *cfg)
+{
+    size_t offset = 0;
+    int64_t in = m->in_features;
+    p->n_layers = cfg->model.n_hidden + 1;
+    for (int l = 0; l < p->n_layers; l++) {
+        int64_t out = l < cfg->model.n_hidden ? cfg->model.hidden[l] : m->n_classes;
+        char name[48];
+        p->layer[l].in = in;
+        p->layer[l].out = out;
+        snprintf(name, sizeof name, "fc%d.weight", l + 1);
+        add_tensor(m, name, 2, out, in, &offset);
+        p->layer[l].w_off = m->tensors[m->n_tensors - 1].offset;
+        snprintf(name, sizeof name, "fc%d.bias", l + 1);
+        add_tensor(m, name, 1, out, 0, &offset);
+        p->layer[l].b_off = m->tensors[m->n_tensors - 1].offset;
+        in = out;
+    }
+    m->n_params = offset;
+}
+
+static int alloc_floats(device *d, size_t n, float **out, ddp_err *err)
+{
+    void *ptr = NULL;
+    int rc = d->ops->alloc(d, n * sizeof(float), &ptr, err);
+    *out = ptr;
+    return rc;
+}
+
+static int alloc_buffers(model *m, mlp_impl *p, ddp_err *err)
+{
+    device *d = m->dev;
+    size_t rows = (size_t)m->max_rows;
+    int64_t widest = 0;
+    int rc = alloc_floats(d, m->n_params, &m->params, err);
+    if (!rc)
+        rc = alloc_floats(d, m->n_params, &m->grads, err);
+    if (!rc)
+        rc = alloc_floats(d, rows * (size_t)m->in_features, &p->x_f32, err);
+    for (int l = 0; !rc && l < p->n_layers; l++) {
+        mlp_layer *L = &p->layer[l];
+        widest = L->out > widest ? L->out : widest;
+        rc = alloc_floats(d, rows * (size_t)L->out, &L->z, err);
+        if (!rc && l < p->n_layers - 1)
+            rc = alloc_floats(d, rows * (size_t)L->out, &L->h, err);
+    }
+    if (!rc)
+        rc = alloc_floats(d, rows * (size_t)widest, &p->dz, err);
+    if (!rc)
+        rc = alloc_floats(d, rows * (size_t)widest, &p->dh, err);
+    return rc;
+}
+
+int mlp_create(const config *cfg, device *dev, int64_t in_features, int64_t n_classes, int64_t max_rows,
+               model **out, ddp_err *err)
+{
+    if (in_features < 1 || n_classes < 2 || max_rows < 1 || cfg->model.n_hidden < 0 ||
+        cfg->model.n_hidden > CFG_MAX_HIDDEN)
+        return ddp_fail(err, DDP_EUSAGE, "mlp: bad shape (in_features %lld, classes %lld, max_rows %lld, %d hidden)",
+                        (long long)in_features, (long long)n_classes, (long long)max_rows, cfg->model.n_hidden);
+    for (int l = 0; l < cfg->model.n_hidden; l++)
+        if (cfg->model.hidden[l] < 1)
+            return ddp_fail(err, DDP_EUSAGE, "mlp: model.hidden[%d] is %lld, must be positive", l,
+                            (long long)cfg->model.hidden[l]);
+    model *m = calloc(1, sizeof *m);
+    mlp_impl *p = calloc(1, sizeof *p);
+    if (!m || !p) {
+        free(m);
+        free(p);
+        return ddp_fail(err, DDP_ERUNTIME, "mlp: out of host memory");
+    }
+    m->ops = &mlp_ops;
+    m->dev = dev;
+    m->impl = p;
+    m->in_features = in_features;
+    m->n_classes = n_classes;
+    m->max_rows = max_rows;
+    p->act = cfg->model.activation;
+    build_layout(m, p, cfg);
+    int rc = alloc_buffers(m, p, err);
+    if (rc) {
+        mlp_destroy(m);
+        return ddp_prefix(err, "mlp: allocating %zu parameters and activations for %lld rows", m->n_params,
+                          (long long)max_rows);
+    }
+    *out = m;
+    return DDP_OK;
+}

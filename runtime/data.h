@@ -21,9 +21,12 @@ typedef struct dataset {
     char name[64];      /* "fashion-mnist/train", "synthetic/test", ... */
 } dataset;
 
-/* dir holds train-images-idx3-ubyte.gz etc.; train selects train or t10k files. */
+/* dir holds train-images-idx3-ubyte.gz etc.; train selects train or t10k files.
+ * On any error *out is all zero (nothing allocated) and err names the offending file. */
 int dataset_load_fashion_mnist(const char *dir, bool train, dataset *out, ddp_err *err);
-/* Random bytes with labels that depend on the inputs (learnable), reproducible from seed. */
+/* Random bytes with labels that depend on the inputs (learnable), reproducible from seed.
+ * label = argmax of a fixed random linear projection (stream RNG_SYNTHETIC); 2 <= classes <= 256.
+ * name is set to "synthetic"; callers may overwrite it (e.g. "synthetic/test"). */
 int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_t seed, dataset *out, ddp_err *err);
 void dataset_free(dataset *d);
 /* x_out[i*features..] = images[idx[i]], y_out[i] = labels[idx[i]] */

@@ -1,1 +1,131 @@
-/* placeholder: being written */
+/* optim.c — SGD (momentum, Nesterov, weight decay) and AdamW over the flat parameter buffer,
+ * learning-rate schedules, and clipping by global gradient norm, with torch.optim semantics.
+ *
+ * The per-element arithmetic is a device op (sgd_step / adamw_step); this file holds the state
+ * buffers, the step count, and the scalar decisions (learning rate, clip scale, bias-correction
+ * step). It must not communicate: the gradients it sees are already averaged across ranks. */
+#include "optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static int alloc_zeroed(device *d, size_t n, float **out, ddp_err *err)
+{
+    void *p = NULL;
+    int rc = d->ops->alloc(d, n * sizeof(float), &p, err);
+    if (!rc)
+        rc = d->ops->fill(d, p, n, 0.0f, err);
+    if (rc) {
+        if (p)
+            d->ops->free(d, p);
+        return ddp_prefix(err, "optimizer state (%zu floats)", n);
+    }
+    *out = p;
+    return DDP_OK;
+}
+
+int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_err *err)
+{
+    optimizer *o = calloc(1, sizeof *o);
+    if (!o)
+        return ddp_fail(err, DDP_ERUNTIME, "optimizer: out of host memory");
+    o->kind = cfg->optimizer.kind;
+    o->dev = dev;
+    o->n = n;
+    o->lr = cfg->optimizer.lr;
+    o->weight_decay = cfg->optimizer.weight_decay;
+    o->beta1 = cfg->optimizer.beta1;
+    o->beta2 = cfg->optimizer.beta2;
+    o->eps = cfg->optimizer.eps;
+    o->momentum = cfg->optimizer.momentum;
+    o->grad_clip = cfg->optimizer.grad_clip;
+    o->nesterov = cfg->optimizer.nesterov;
+    o->sched = cfg->optimizer.schedule.kind;
+    o->warmup_steps = cfg->optimizer.schedule.warmup_steps;
+    o->min_lr = cfg->optimizer.schedule.min_lr;
+    /* SGD keeps a momentum buffer even at momentum 0 so checkpoints have one layout per kind */
+    int rc = alloc_zeroed(dev, n, &o->state0, err);
+    if (!rc && o->kind == OPT_ADAMW)
+        rc = alloc_zeroed(dev, n, &o->state1, err);
+    if (rc) {
+        optim_destroy(o);
+        return rc;
+    }
+    *out = o;
+    return DDP_OK;
+}
+
+void optim_destroy(optimizer *o)
+{
+    if (!o)
+        return;
+    if (o->state0)
+        o->dev->ops->free(o->dev, o->state0);
+    if (o->state1)
+        o->dev->ops->free(o->dev, o->state1);
+    free(o);
+}
+
+double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps)
+{
+    if (step < 0)
+        step = 0;
+    if (o->warmup_steps > 0 && step < o->warmup_steps)
+        return o->lr * (double)(step + 1) / (double)o->warmup_steps;
+    if (o->sched == SCHED_CONSTANT)
+        return o->lr;
+    int64_t decay_steps = total_steps - o->warmup_steps;
+    double progress = decay_steps > 0 ? (double)(step - o->warmup_steps) / (double)decay_steps : 1.0;
+    if (progress > 1.0)
+        progress = 1.0;
+    return o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos(M_PI * progress));
+}
+
+int optim_grad_norm(optimizer *o, const float *grads, double *norm, float *scale, ddp_err *err)
+{
+    double sumsq = 0.0;
+    int rc = o->dev->ops->sumsq(o->dev, grads, o->n, &sumsq, err);
+    if (rc)
+        return ddp_prefix(err, "gradient norm");
+    *norm = sqrt(sumsq);
+    *scale = 1.0f;
+    /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied only below 1.
+     * A non-finite norm gives coef 0 or NaN, as in PyTorch; the caller decides what to do. */
+    if (o->grad_clip > 0.0) {
+        double coef = o->grad_clip / (*norm + 1e-6);
+        if (!(coef >= 1.0))
+            *scale = (float)coef;
+    }
+    return DDP_OK;
+}
+
+int optim_step(optimizer *o, float *params, const float *grads, double lr, float grad_scale, ddp_err *err)
+{
+    int rc;
+    if (o->kind == OPT_SGD) {
+        sgd_args a = {
+            .lr = (float)lr,
+            .momentum = (float)o->momentum,
+            .weight_decay = (float)o->weight_decay,
+            .nesterov = o->nesterov,
+            .first_step = o->step == 0,
+            .grad_scale = grad_scale,
+        };
+        rc = o->dev->ops->sgd_step(o->dev, params, grads, o->state0, o->n, &a, err);
+    } else {
+        adamw_args a = {
+            .lr = (float)lr,
+            .beta1 = (float)o->beta1,
+            .beta2 = (float)o->beta2,
+            .eps = (float)o->eps,
+            .weight_decay = (float)o->weight_decay,
+            .step = o->step + 1,
+            .grad_scale = grad_scale,
+        };
+        rc = o->dev->ops->adamw_step(o->dev, params, grads, o->state0, o->state1, o->n, &a, err);
+    }
+    if (rc)
+        return ddp_prefix(err, "optimizer step %lld", (long long)(o->step + 1));
+    o->step++;
+    return DDP_OK;
+}

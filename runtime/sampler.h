@@ -10,6 +10,12 @@
  * drop_last: the tail that does not fill a global batch is dropped. Otherwise the order is padded
  * by repeating its start up to a multiple of R and the last batch may be shorter than B.
  * Evaluation uses sampler_eval_range instead: every sample exactly once, no padding.
+ * Edge cases: the shuffle is Fisher–Yates driven by rng_seed(seed + epoch, RNG_SAMPLER). Resuming
+ * at `consumed` on R' ranks treats the rest [consumed, n) like a fresh epoch for R': drop_last drops
+ * its tail short of a global batch, otherwise it is padded up to a multiple of R' with the epoch's
+ * order repeated from position 0 (and that repeats cyclically when the pad exceeds n, e.g. n < R).
+ * `consumed` never exceeds n: the padded last step advances it to exactly n. With drop_last and
+ * n < R·B an epoch has no steps at all (callers should reject that configuration).
  * This module must not read data or talk to other ranks. */
 #ifndef DDP_SAMPLER_H
 #define DDP_SAMPLER_H
@@ -34,6 +40,7 @@ int sampler_init(sampler *s, int64_t n, int rank, int world, int64_t batch, bool
 void sampler_free(sampler *s);
 /* Starts epoch e at position 0 (or `consumed`, when resuming). */
 int sampler_set_epoch(sampler *s, int64_t epoch, int64_t consumed, ddp_err *err);
+/* (sampler_init starts at epoch 0, position 0; set_epoch rejects consumed outside [0, n].) */
 /* Steps left in this epoch from the current position (same on every rank). */
 int64_t sampler_steps_left(const sampler *s);
 /* Steps in a whole epoch from position 0. */

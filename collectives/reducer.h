@@ -1,0 +1,48 @@
+/* reducer.h — DDP gradient averaging in buckets, overlapped with the backward pass.
+ *
+ * The gradient buffer is cut into buckets along parameter-tensor boundaries in reverse tensor
+ * order (backward produces the last layer's gradients first): a small first bucket
+ * (ddp.first_bucket_mb) so communication starts early, then buckets of up to ddp.bucket_mb; a
+ * tensor larger than the cap is a bucket of its own. As backward reports finished gradient ranges
+ * (reducer_grad_ready, a model grad_ready_fn), each bucket whose gradients are all final starts a
+ * non-blocking all-reduce (average), strictly in bucket order, which is the same on every rank.
+ * reducer_finish waits for all of them before the optimizer may step.
+ * The reducer must not know about models beyond offsets, nor call the optimizer. */
+#ifndef DDP_REDUCER_H
+#define DDP_REDUCER_H
+
+#include <stddef.h>
+
+#include "comm.h"
+
+typedef struct reducer_bucket {
+    size_t offset, count;   /* slice of the gradient buffer, in elements */
+    size_t ready;           /* elements reported final in the current pass */
+    comm_req *req;          /* in flight, or NULL */
+    int started;
+} reducer_bucket;
+
+typedef struct reducer {
+    comm *comm;
+    float *grads;
+    size_t n;
+    reducer_bucket *buckets;
+    int n_buckets;
+    int next_to_start;      /* buckets start in order 0, 1, ... */
+    int status;             /* first error seen inside a callback */
+    ddp_err err;
+    double wait_ms;         /* time the last finish() spent blocked on communication */
+} reducer;
+
+/* tensor_offsets: start offset of each parameter tensor, ascending, n_tensors entries. */
+int reducer_create(comm *c, float *grads, size_t n, const size_t *tensor_offsets, int n_tensors,
+                   double bucket_mb, double first_bucket_mb, reducer **out, ddp_err *err);
+void reducer_destroy(reducer *r);
+/* Start of a backward pass whose gradients will be reduced. */
+void reducer_begin(reducer *r);
+/* grad_ready_fn: gradients [offset, offset+count) are final. ctx is the reducer. */
+void reducer_grad_ready(void *ctx, size_t offset, size_t count);
+/* Starts any bucket not yet started (all gradients must have been reported), waits for all. */
+int reducer_finish(reducer *r, ddp_err *err);
+
+#endif

@@ -1,0 +1,70 @@
+/* ddprun.h — the pieces of the ddprun launcher shared between its source files.
+ *
+ * ddprun.c parses the command line and builds the mpirun command; ddprun_job.c runs one mpirun,
+ * pipes its output and turns signals into checkpoint requests; ddprun_output.c rewrites mpirun's
+ * rank tags and recognises rank-failure reports; ddprun_shim.c is the tiny per-rank wrapper that
+ * mpirun starts in front of each worker. Nothing here is used outside launcher/ddprun*. */
+#ifndef DDPRUN_H
+#define DDPRUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* First argument that turns ddprun into the per-rank wrapper (internal; see ddprun_shim.c). */
+#define DDPRUN_SHIM_FLAG "--rank-shim"
+/* Line the wrapper writes to stderr when its worker fails; ddprun consumes it. */
+#define DDPRUN_STATUS_MARK "ddprun-rank-status:"
+
+/* A growable NULL-terminated argument vector (strings owned). */
+typedef struct argv_list {
+    char **v;
+    int n, cap;
+} argv_list;
+
+void argv_push(argv_list *a, const char *s);
+void argv_pushf(argv_list *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void argv_free(argv_list *a);
+
+/* The first rank that failed, as reported by its wrapper or, failing that, by mpirun. */
+typedef struct rank_failure {
+    bool known;
+    int rank;
+    char host[256];   /* "" when mpirun did not say */
+    int exit_code;    /* valid when signal == 0 */
+    int signal;       /* > 0 when the rank died of a signal */
+} rank_failure;
+
+/* Rewrites tagged mpirun output into "[rank R] " lines and records rank failures. */
+typedef struct output_filter output_filter;
+
+output_filter *output_filter_new(void);
+/* Feeds bytes read from mpirun's stdout (is_stderr false) or stderr. */
+void output_feed(output_filter *f, bool is_stderr, const char *buf, size_t n);
+/* Flushes partial lines and unfinished blocks (call once both pipes reached EOF). */
+void output_finish(output_filter *f);
+const rank_failure *output_first_failure(const output_filter *f);
+void output_filter_free(output_filter *f);
+
+/* Outcome of one mpirun run. */
+typedef struct job_result {
+    int wait_status;      /* mpirun's waitpid status */
+    int signals_received; /* SIGINT/SIGTERM delivered to ddprun during the run */
+    rank_failure failure;
+} job_result;
+
+/* Once per process, before the first job_run: SIGINT/SIGTERM become checkpoint requests. */
+int job_signals_install(void);
+/* Total SIGINT/SIGTERM seen so far (also between runs). */
+int job_signals_seen(void);
+/* Runs argv (argv[0] = mpirun, looked up on PATH when it has no '/') to completion.
+ * The first SIGINT/SIGTERM sends stop_signal to mpirun (which forwards it to every rank); a
+ * second sends SIGTERM (mpirun then kills the job). Returns 0, or -1 if mpirun could not start. */
+int job_run(char *const argv[], int stop_signal, job_result *out);
+
+/* The per-rank wrapper: runs argv[0] with argv, reports its failure, exits like it. */
+int rank_shim_main(int argc, char **argv);
+
+/* "SIGKILL" for 9; never NULL. */
+const char *signal_abbrev(int sig);
+
+#endif

@@ -1,0 +1,173 @@
+/* ddprun_job.c — runs one mpirun to completion: output piping, signals, exit status.
+ *
+ * mpirun runs in its own process group with stdin from /dev/null, so a terminal's Ctrl-C reaches
+ * only ddprun: Open MPI 4.1 answers SIGINT/SIGTERM by killing every rank at once, which would
+ * lose the checkpoint. ddprun instead turns the first SIGINT/SIGTERM into the configured stop
+ * signal (SIGUSR1/SIGUSR2, which mpirun forwards to every rank and then waits for them), and a
+ * second into SIGTERM (hard stop). Output keeps flowing through ddprun_output.c meanwhile.
+ * Signal handlers only write to a self-pipe; all work happens in the poll loop.
+ * This file does not build command lines or choose exit codes. */
+#include "ddprun.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* After mpirun exits, how long to wait for stray holders of its pipes before giving up. */
+#define DRAIN_AFTER_EXIT_MS 2000
+
+static int wake_pipe[2] = {-1, -1};
+static volatile sig_atomic_t stop_requests;
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    if (sig != SIGCHLD) stop_requests++;
+    char c = (char)sig;
+    if (write(wake_pipe[1], &c, 1) < 0) { /* pipe full: a wake-up is pending anyway */ }
+    errno = saved;
+}
+
+const char *signal_abbrev(int sig)
+{
+    const char *name = sigabbrev_np(sig);
+    static char buf[32];
+    if (name) {
+        snprintf(buf, sizeof buf, "SIG%s", name);
+        return buf;
+    }
+    snprintf(buf, sizeof buf, "signal %d", sig);
+    return buf;
+}
+
+int job_signals_seen(void) { return stop_requests; }
+
+int job_signals_install(void)
+{
+    if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        perror("ddprun: pipe");
+        return -1;
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(SIGINT, &sa, NULL) || sigaction(SIGTERM, &sa, NULL) || sigaction(SIGCHLD, &sa, NULL)) {
+        perror("ddprun: sigaction");
+        return -1;
+    }
+    /* A closed stdout (ddprun ... | head) must not kill the launcher while ranks still run. */
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+/* In the child between fork and exec: own process group, pipes, default signal state. */
+static void exec_mpirun(char *const argv[], int out_fd, int err_fd)
+{
+    setpgid(0, 0);
+    int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) dup2(null_fd, 0);
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execvp(argv[0], argv);
+    dprintf(2, "ddprun: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+static void forward_stop(pid_t pid, int count, int stop_signal)
+{
+    if (count == 1) {
+        fprintf(stderr, "ddprun: stop requested: sending %s to all ranks so they checkpoint and exit "
+                        "(signal again to stop immediately)\n", signal_abbrev(stop_signal));
+        kill(pid, stop_signal);
+    } else {
+        fprintf(stderr, "ddprun: second stop request: terminating the job now\n");
+        kill(pid, SIGTERM);
+    }
+    fflush(stderr);
+}
+
+/* Reads what is available on fd into the filter; returns false at EOF or error. */
+static bool pump(int fd, bool is_stderr, output_filter *f)
+{
+    char buf[65536];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) {
+        output_feed(f, is_stderr, buf, (size_t)n);
+        return true;
+    }
+    return n < 0 && (errno == EINTR || errno == EAGAIN);
+}
+
+int job_run(char *const argv[], int stop_signal, job_result *out)
+{
+    int out_pipe[2], err_pipe[2];
+    *out = (job_result){0};
+    if (pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC)) {
+        perror("ddprun: pipe");
+        return -1;
+    }
+    int seen_before = stop_requests;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("ddprun: fork");
+        return -1;
+    }
+    if (pid == 0) exec_mpirun(argv, out_pipe[1], err_pipe[1]);
+    setpgid(pid, pid); /* also in the child: whichever runs first wins the race */
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+
+    output_filter *f = output_filter_new();
+    struct pollfd fds[3] = {{.fd = out_pipe[0], .events = POLLIN},
+                            {.fd = err_pipe[0], .events = POLLIN},
+                            {.fd = wake_pipe[0], .events = POLLIN}};
+    bool exited = false;
+    int handled = seen_before;
+    if (stop_requests > handled) { /* a stop request arrived while we were starting */
+        handled = stop_requests;
+        forward_stop(pid, handled - seen_before, stop_signal);
+    }
+    for (;;) {
+        bool pipes_open = fds[0].fd >= 0 || fds[1].fd >= 0;
+        if (exited && !pipes_open) break;
+        int rc = poll(fds, 3, exited ? DRAIN_AFTER_EXIT_MS : -1);
+        if (rc < 0 && errno != EINTR) { perror("ddprun: poll"); break; }
+        if (rc == 0) break; /* mpirun is gone and someone else still holds its pipes */
+        for (int i = 0; i < 2; i++)
+            if (fds[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) && !pump(fds[i].fd, i == 1, f)) {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+            }
+        if (fds[2].revents & POLLIN) {
+            char drain[64];
+            while (read(wake_pipe[0], drain, sizeof drain) > 0) {}
+        }
+        while (!exited && stop_requests > handled) forward_stop(pid, ++handled - seen_before, stop_signal);
+        if (!exited && waitpid(pid, &out->wait_status, WNOHANG) == pid) exited = true;
+    }
+    for (int i = 0; i < 2; i++)
+        if (fds[i].fd >= 0) close(fds[i].fd);
+    if (!exited && waitpid(pid, &out->wait_status, 0) != pid) { /* only after a poll failure */
+        perror("ddprun: waitpid");
+        out->wait_status = 1 << 8;
+    }
+    output_finish(f);
+    out->failure = *output_first_failure(f);
+    out->signals_received = stop_requests - seen_before;
+    output_filter_free(f);
+    return 0;
+}

@@ -1,0 +1,211 @@
+/* ddprun_output.c — turns mpirun's --tag-output stream into "[rank R] " lines.
+ *
+ * mpirun prefixes each rank line with "[JOB,RANK]<stdout>:" or "<stderr>:"; we rewrite that to
+ * "[rank RANK] " and send it to our stdout or stderr accordingly, so stdout redirection keeps
+ * working. Untagged lines are mpirun's own and pass through unchanged, except the boxed
+ * "a process failed / the job was aborted" reports: ddprun replaces those with one line of its
+ * own, so we parse them (fallback source for the failing rank) and drop them. Lines our per-rank
+ * wrapper writes (DDPRUN_STATUS_MARK) are the primary source and are consumed too.
+ * This file only filters text; it never decides exit codes or talks to processes. */
+#include "ddprun.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A line longer than this is emitted in pieces rather than buffered without bound. */
+#define LINE_MAX_BYTES (1u << 20)
+/* mpirun's report boxes are a few lines; anything bigger is not one and is passed through. */
+#define BLOCK_MAX_LINES 64
+
+typedef struct line_buf {
+    char *data;
+    size_t len, cap;
+} line_buf;
+
+struct output_filter {
+    line_buf partial[2];          /* per stream: bytes after the last newline */
+    bool in_block[2];             /* between two dashed lines of an mpirun box */
+    argv_list block[2];           /* the box's lines so far (dashed opener included) */
+    rank_failure first;           /* from the wrapper's status line */
+    rank_failure from_mpirun;     /* from mpirun's own report */
+};
+
+static void buf_append(line_buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *grown = realloc(b->data, cap);
+        if (!grown) { perror("ddprun: out of memory"); exit(1); }
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+output_filter *output_filter_new(void)
+{
+    output_filter *f = calloc(1, sizeof *f);
+    if (!f) { perror("ddprun: out of memory"); exit(1); }
+    return f;
+}
+
+void output_filter_free(output_filter *f)
+{
+    if (!f) return;
+    for (int s = 0; s < 2; s++) {
+        free(f->partial[s].data);
+        argv_free(&f->block[s]);
+    }
+    free(f);
+}
+
+const rank_failure *output_first_failure(const output_filter *f)
+{
+    return f->first.known ? &f->first : &f->from_mpirun;
+}
+
+/* "[1,3]<stderr>:text" -> rank 3, is_err, payload "text". Returns false for untagged lines. */
+static bool parse_tag(const char *line, int *rank, bool *is_err, const char **payload)
+{
+    int job, r, used = 0;
+    if (sscanf(line, "[%d,%d]%n", &job, &r, &used) != 2 || used == 0) return false;
+    const char *p = line + used;
+    if (strncmp(p, "<stdout>:", 9) == 0) *is_err = false;
+    else if (strncmp(p, "<stderr>:", 9) == 0) *is_err = true;
+    else return false;
+    *rank = r;
+    *payload = p + 9;
+    return true;
+}
+
+/* The wrapper's "ddprun-rank-status: rank=R host=H exit=C|signal=S". */
+static void parse_status(output_filter *f, const char *text)
+{
+    rank_failure r = {.known = true};
+    int value = 0;
+    char kind[16];
+    if (sscanf(text, DDPRUN_STATUS_MARK " rank=%d host=%255s %15[a-z]=%d", &r.rank, r.host, kind, &value) != 4)
+        return;
+    if (strcmp(kind, "signal") == 0) r.signal = value;
+    else r.exit_code = value;
+    if (!f->first.known) f->first = r;
+}
+
+static bool is_dashed_line(const char *line)
+{
+    size_t n = strspn(line, "-");
+    return n >= 20 && line[n] == '\0';
+}
+
+/* mpirun's failure boxes: "Process name: [[J,1],R]" + "Exit code: C", or "process rank R with
+ * PID P on node H exited on signal S". Returns true when the box is one ddprun replaces. */
+static bool parse_mpirun_box(output_filter *f, const argv_list *box)
+{
+    bool ours = false;
+    rank_failure *r = &f->from_mpirun;
+    for (int i = 0; i < box->n; i++) {
+        const char *l = box->v[i];
+        const char *p;
+        int job, step, rank, sig, pid, code;
+        char host[256];
+        if (strstr(l, "Per user-direction, the job has been aborted") ||
+            strstr(l, "terminated normally, but") || strstr(l, "mpirun detected that one or more processes"))
+            ours = true;
+        if ((p = strstr(l, "Process name: [[")) && sscanf(p, "Process name: [[%d,%d],%d]", &job, &step, &rank) == 3 &&
+            !r->known) {
+            *r = (rank_failure){.known = true, .rank = rank};
+            ours = true;
+        }
+        if ((p = strstr(l, "Exit code:")) && sscanf(p, "Exit code: %d", &code) == 1 && r->known && !r->signal)
+            r->exit_code = code;
+        if ((p = strstr(l, "process rank ")) &&
+            sscanf(p, "process rank %d with PID %d on node %255s exited on signal %d", &rank, &pid, host, &sig) == 4) {
+            if (!r->known) *r = (rank_failure){.known = true, .rank = rank, .signal = sig};
+            snprintf(r->host, sizeof r->host, "%s", host);
+            ours = true;
+        }
+    }
+    return ours;
+}
+
+static void emit(bool is_err, const char *text)
+{
+    FILE *out = is_err ? stderr : stdout;
+    fputs(text, out);
+    fputc('\n', out);
+}
+
+static void flush_block(output_filter *f, int s)
+{
+    if (!parse_mpirun_box(f, &f->block[s]))
+        for (int i = 0; i < f->block[s].n; i++) emit(s == 1, f->block[s].v[i]);
+    argv_free(&f->block[s]);
+    f->in_block[s] = false;
+}
+
+static void handle_line(output_filter *f, int s, const char *line)
+{
+    int rank;
+    bool is_err;
+    const char *payload;
+    if (parse_tag(line, &rank, &is_err, &payload)) {
+        if (is_err && strncmp(payload, DDPRUN_STATUS_MARK, strlen(DDPRUN_STATUS_MARK)) == 0) {
+            parse_status(f, payload);
+            return;
+        }
+        FILE *out = is_err ? stderr : stdout;
+        fprintf(out, "[rank %d] %s\n", rank, payload);
+        return;
+    }
+    if (is_dashed_line(line)) {
+        if (f->in_block[s]) {   /* closing line: decide about the whole box */
+            argv_push(&f->block[s], line);
+            flush_block(f, s);
+            return;
+        }
+        f->in_block[s] = true;
+    }
+    if (f->in_block[s]) {
+        argv_push(&f->block[s], line);
+        if (f->block[s].n >= BLOCK_MAX_LINES) flush_block(f, s);
+        return;
+    }
+    emit(s == 1, line);
+}
+
+void output_feed(output_filter *f, bool is_stderr, const char *buf, size_t n)
+{
+    int s = is_stderr ? 1 : 0;
+    line_buf *b = &f->partial[s];
+    while (n > 0) {
+        const char *nl = memchr(buf, '\n', n);
+        size_t take = nl ? (size_t)(nl - buf) : n;
+        buf_append(b, buf, take);
+        if (nl || b->len >= LINE_MAX_BYTES) {
+            handle_line(f, s, b->data);
+            b->len = 0;
+        }
+        if (nl) take++;
+        buf += take;
+        n -= take;
+    }
+    fflush(stdout);
+    fflush(stderr);
+}
+
+void output_finish(output_filter *f)
+{
+    for (int s = 0; s < 2; s++) {
+        if (f->partial[s].len > 0) {
+            handle_line(f, s, f->partial[s].data);
+            f->partial[s].len = 0;
+        }
+        if (f->in_block[s]) flush_block(f, s);
+    }
+    fflush(stdout);
+    fflush(stderr);
+}

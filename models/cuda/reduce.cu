@@ -1,0 +1,162 @@
+/* reduce.cu — the CUDA kernels that reduce: bias gradients (column sums), fused softmax +
+ * cross-entropy with its loss/accuracy statistics, and the two-pass sum of squares behind the
+ * global gradient norm.
+ *
+ * All of them are deterministic: no atomics, every sum is combined in a fixed order that depends
+ * only on the shape, so the same inputs give the same bits on every run and every GPU. Sums are
+ * accumulated in double (the CPU backend's precision for losses and norms). Scratch memory is
+ * the caller's. This file must not hold element-wise kernels or host API calls beyond launches. */
+#include "kernel_common.cuh"
+
+using ddp_kernels::block_argmax;
+using ddp_kernels::block_sum;
+using ddp_kernels::global_index;
+using ddp_kernels::grid_for;
+using ddp_kernels::grid_stride;
+using ddp_kernels::kBlock;
+
+/* ---- bias_grad: db[c] = beta*db[c] + sum_r dy[r,c] -------------------------------------
+ * A block owns 32 columns (one per lane, so loads are coalesced) and kBiasRowLanes row lanes;
+ * row lane y sums rows y, y+kBiasRowLanes, ... and the lanes are then added in order y = 0, 1, ...
+ * in dynamic shared memory. */
+constexpr unsigned kBiasCols = 32, kBiasRowLanes = 8;
+
+__global__ void ddp_bias_grad_kernel(const float *dy, float *db, size_t rows, size_t cols, float beta)
+{
+    DDP_DYNAMIC_SHARED(double, lane_sums); /* [kBiasRowLanes][kBiasCols] */
+    const size_t n_tiles = cols / kBiasCols + (cols % kBiasCols != 0);
+    for (size_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+        const size_t c = tile * kBiasCols + threadIdx.x;
+        double acc = 0.0;
+        if (c < cols)
+            for (size_t r = threadIdx.y; r < rows; r += kBiasRowLanes) acc += (double)dy[r * cols + c];
+        lane_sums[threadIdx.y * kBiasCols + threadIdx.x] = acc;
+        __syncthreads();
+        if (threadIdx.y == 0 && c < cols) {
+            double total = 0.0;
+            for (unsigned y = 0; y < kBiasRowLanes; y++) total += lane_sums[y * kBiasCols + threadIdx.x];
+            db[c] = (beta == 0.0f ? 0.0f : beta * db[c]) + (float)total; /* beta 0: ignore NaN garbage */
+        }
+        __syncthreads(); /* lane_sums is rewritten by the next tile */
+    }
+}
+
+extern "C" cudaError_t ddp_cuda_bias_grad(const float *dy, float *db, int64_t rows, int64_t cols, float beta,
+                                          cudaStream_t stream)
+{
+    if (rows < 0 || cols <= 0) return cudaSuccess;
+    const dim3 block(kBiasCols, kBiasRowLanes);
+    const size_t smem = sizeof(double) * kBiasCols * kBiasRowLanes;
+    DDP_LAUNCH(ddp_bias_grad_kernel, grid_for((size_t)cols, kBiasCols), block, smem, stream, dy, db, (size_t)rows,
+               (size_t)cols, beta);
+    return DDP_LAUNCH_STATUS();
+}
+
+/* ---- softmax cross-entropy ----------------------------------------------------------------
+ * One block per row (grid-stride over rows), threads stride over the columns, so rows of any
+ * length work. Per-row results go to row_stats; ddp_xent_stats_kernel then sums them in order. */
+__global__ void ddp_softmax_xent_kernel(const float *logits, const int32_t *labels, size_t rows, size_t cols,
+                                        float grad_scale, float *dlogits, float *row_stats)
+{
+    __shared__ float max_scratch[33];
+    __shared__ long long arg_scratch[33];
+    __shared__ double sum_scratch[33];
+    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *x = logits + r * cols;
+        float best = -INFINITY;
+        long long arg = (long long)INT64_MAX;
+        for (size_t c = threadIdx.x; c < cols; c += blockDim.x)
+            if (x[c] > best) { /* strict: within a thread the first maximum stays */
+                best = x[c];
+                arg = (long long)c;
+            }
+        block_argmax(&best, &arg, max_scratch, arg_scratch);
+
+        double sum = 0.0;
+        for (size_t c = threadIdx.x; c < cols; c += blockDim.x) sum += (double)expf(x[c] - best);
+        sum = block_sum(sum, sum_scratch);
+
+        const int32_t label = labels[r];
+        const bool label_ok = label >= 0 && (size_t)label < cols;
+        if (threadIdx.x == 0) {
+            const double lse = (double)best + log(sum);
+            row_stats[2 * r] = label_ok ? (float)(lse - (double)x[label]) : NAN;
+            row_stats[2 * r + 1] = label_ok && arg == (long long)label ? 1.0f : 0.0f;
+        }
+        if (dlogits) {
+            float *dl = dlogits + r * cols;
+            for (size_t c = threadIdx.x; c < cols; c += blockDim.x) {
+                const double p = (double)expf(x[c] - best) / sum;
+                dl[c] = (float)((p - ((size_t)label == c ? 1.0 : 0.0)) * grad_scale);
+            }
+        }
+    }
+}
+
+/* stats[0] += sum of row losses, stats[1] += sum of correct flags; one block, fixed order. */
+__global__ void ddp_xent_stats_kernel(const float *row_stats, size_t rows, float *stats)
+{
+    __shared__ double scratch[33];
+    double loss = 0.0, correct = 0.0;
+    for (size_t r = threadIdx.x; r < rows; r += blockDim.x) {
+        loss += (double)row_stats[2 * r];
+        correct += (double)row_stats[2 * r + 1];
+    }
+    loss = block_sum(loss, scratch);
+    correct = block_sum(correct, scratch);
+    if (threadIdx.x == 0) {
+        stats[0] += (float)loss;
+        stats[1] += (float)correct;
+    }
+}
+
+/* Threads per softmax row: the columns rounded up to a warp, at most kBlock. */
+static unsigned xent_block(size_t cols)
+{
+    const size_t warps = cols / 32 + (cols % 32 != 0);
+    const size_t threads = warps * 32;
+    return (unsigned)(threads < 32 ? 32 : threads > kBlock ? kBlock : threads);
+}
+
+extern "C" cudaError_t ddp_cuda_softmax_xent(const float *logits, const int32_t *labels, int64_t rows, int64_t cols,
+                                             float grad_scale, float *dlogits, float *row_stats, float *stats,
+                                             cudaStream_t stream)
+{
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    DDP_LAUNCH(ddp_softmax_xent_kernel, grid_for((size_t)rows, 1), xent_block((size_t)cols), 0, stream, logits,
+               labels, (size_t)rows, (size_t)cols, grad_scale, dlogits, row_stats);
+    cudaError_t e = DDP_LAUNCH_STATUS();
+    if (e != cudaSuccess) return e;
+    DDP_LAUNCH(ddp_xent_stats_kernel, 1, kBlock, 0, stream, row_stats, (size_t)rows, stats);
+    return DDP_LAUNCH_STATUS();
+}
+
+/* ---- sum of squares: per-block partials, then one block adds them in block order ---------- */
+__global__ void ddp_sumsq_partial_kernel(const float *x, size_t n, double *partials)
+{
+    __shared__ double scratch[33];
+    double acc = 0.0;
+    for (size_t i = global_index(); i < n; i += grid_stride()) acc += (double)x[i] * (double)x[i];
+    acc = block_sum(acc, scratch);
+    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+__global__ void ddp_sumsq_final_kernel(const double *partials, unsigned n_partials, double *out)
+{
+    __shared__ double scratch[33];
+    double acc = 0.0;
+    for (unsigned i = threadIdx.x; i < n_partials; i += blockDim.x) acc += partials[i];
+    acc = block_sum(acc, scratch);
+    if (threadIdx.x == 0) *out = acc;
+}
+
+extern "C" cudaError_t ddp_cuda_sumsq(const float *x, size_t n, double *partials, double *out, cudaStream_t stream)
+{
+    /* n == 0 still runs: one block writes a zero partial, so *out is always written */
+    const unsigned blocks = grid_for(n, kBlock, DDP_CUDA_SUMSQ_MAX_BLOCKS);
+    DDP_LAUNCH(ddp_sumsq_partial_kernel, blocks, kBlock, 0, stream, x, n, partials);
+    cudaError_t e = DDP_LAUNCH_STATUS();
+    if (e != cudaSuccess) return e;
+    DDP_LAUNCH(ddp_sumsq_final_kernel, 1, kBlock, 0, stream, partials, blocks, out);
+    return DDP_LAUNCH_STATUS();
+}

@@ -1,0 +1,68 @@
+/* model.c — what every model shares: picking the model named by the config, finding a parameter
+ * tensor by name, and PyTorch's default Linear initialisation over the flat parameter buffer.
+ *
+ * Initial values are generated on the host from the RNG_INIT stream and uploaded, so every rank
+ * (and every backend) starts from bit-identical parameters for the same seed. This file must not
+ * know any model's internals beyond the param_tensor table. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runtime/rng.h"
+#include "mlp.h"
+
+int model_create(const config *cfg, device *dev, int64_t in_features, int64_t n_classes, int64_t max_rows,
+                 model **out, ddp_err *err)
+{
+    switch (cfg->model.kind) {
+    case MODEL_MLP:
+        return mlp_create(cfg, dev, in_features, n_classes, max_rows, out, err);
+    }
+    return ddp_fail(err, DDP_EUSAGE, "model.kind: unknown model %d", (int)cfg->model.kind);
+}
+
+const param_tensor *model_find_tensor(const model *m, const char *name)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name))
+            return &m->tensors[i];
+    return NULL;
+}
+
+/* fan_in of the Linear layer a tensor belongs to: a weight's row length, or for "X.bias" the row
+ * length of "X.weight" (nn.Linear bounds its bias by the weight's fan_in). */
+static int64_t linear_fan_in(const model *m, const param_tensor *t)
+{
+    if (t->ndim >= 2)
+        return t->shape[1];
+    const char *dot = strrchr(t->name, '.');
+    if (dot && !strcmp(dot, ".bias")) {
+        char weight[sizeof t->name + 8];
+        snprintf(weight, sizeof weight, "%.*s.weight", (int)(dot - t->name), t->name);
+        const param_tensor *w = model_find_tensor(m, weight);
+        if (w && w->ndim >= 2)
+            return w->shape[1];
+    }
+    return t->shape[0];
+}
+
+int model_init_params(model *m, uint64_t seed, ddp_err *err)
+{
+    float *host = malloc(m->n_params * sizeof *host);
+    if (!host)
+        return ddp_fail(err, DDP_ERUNTIME, "model init: out of host memory for %zu parameters", m->n_params);
+    rng r;
+    rng_seed(&r, seed, RNG_INIT);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const param_tensor *t = &m->tensors[i];
+        float bound = (float)(1.0 / sqrt((double)linear_fan_in(m, t)));
+        for (size_t j = 0; j < t->numel; j++)
+            host[t->offset + j] = rng_uniform(&r, -bound, bound);
+    }
+    int rc = m->dev->ops->upload(m->dev, m->params, host, m->n_params * sizeof *host, err);
+    free(host);
+    return rc ? ddp_prefix(err, "model init: uploading parameters") : DDP_OK;
+}

@@ -1,0 +1,440 @@
+/* ckpt_format.c — the checkpoint byte layout (docs/checkpoint-format.md): encoding the header
+ * and tensor table, and reading a file back with every check done before anything is returned.
+ *
+ * Everything is encoded explicitly little-endian, byte by byte, so files move between machines.
+ * This file must not write files, create directories or decide which checkpoint to use. */
+#include "ckpt_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+static const size_t dtype_sizes[] = {4, 8, 4, 8, 1, 2};
+static const char *const dtype_names[] = {"f32", "f64", "i32", "i64", "u8", "bf16"};
+#define N_DTYPES 6
+
+size_t ckpt_dtype_size(ckpt_dtype d) { return (unsigned)d < N_DTYPES ? dtype_sizes[d] : 0; }
+const char *ckpt_dtype_name(ckpt_dtype d) { return (unsigned)d < N_DTYPES ? dtype_names[d] : "?"; }
+
+uint64_t ckpt_tensor_numel(const ckpt_tensor *t)
+{
+    uint64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= (uint64_t)t->shape[i];
+    return n;
+}
+
+/* numel * element size, or UINT64_MAX when the shape is invalid or the product overflows */
+static uint64_t tensor_bytes_checked(ckpt_dtype dtype, int ndim, const int64_t *shape)
+{
+    uint64_t n = ckpt_dtype_size(dtype);
+    if (n == 0 || ndim < 0 || ndim > CKPT_MAX_NDIM)
+        return UINT64_MAX;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return UINT64_MAX;
+        if (shape[i] != 0 && n > UINT64_MAX / 2 / (uint64_t)shape[i])
+            return UINT64_MAX;
+        n *= (uint64_t)shape[i];
+    }
+    return n;
+}
+
+/* ---- encoding ----------------------------------------------------------------------- */
+
+typedef struct bytebuf { uint8_t *p; size_t len, cap; } bytebuf;
+
+static void put_bytes(bytebuf *b, const void *src, size_t n)
+{
+    if (b->p && b->len + n <= b->cap)
+        memcpy(b->p + b->len, src, n);
+    b->len += n;   /* sizing pass (p == NULL) only counts */
+}
+static void put_le(bytebuf *b, uint64_t v, int nbytes)
+{
+    uint8_t tmp[8];
+    for (int i = 0; i < nbytes; i++)
+        tmp[i] = (uint8_t)(v >> (8 * i));
+    put_bytes(b, tmp, (size_t)nbytes);
+}
+static void put_f64(bytebuf *b, double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, sizeof v);
+    put_le(b, v, 8);
+}
+static void put_str(bytebuf *b, const char *s)
+{
+    size_t n = strnlen(s, CKPT_NAME_MAX - 1);
+    put_le(b, n, 2);
+    put_bytes(b, s, n);
+}
+
+/* header section (everything after the 32-byte preamble); see docs/checkpoint-format.md */
+static void encode_header_section(bytebuf *b, const ckpt_state *s, const ckpt_layout *L)
+{
+    const ckpt_header *h = &s->hdr;
+    put_le(b, (uint64_t)h->step, 8);
+    put_le(b, (uint64_t)h->epoch, 8);
+    put_le(b, (uint64_t)h->consumed, 8);
+    put_le(b, (uint64_t)h->total_steps, 8);
+    put_le(b, (uint64_t)h->optim_step, 8);
+    put_le(b, (uint32_t)h->world_size, 4);
+    put_le(b, (uint32_t)h->restart_count, 4);
+    put_le(b, h->config_hash, 8);
+    put_f64(b, h->save_time);
+    put_f64(b, h->elapsed_s);
+    put_str(b, h->model_kind);
+    put_le(b, (uint32_t)h->n_rng, 4);
+    for (int i = 0; i < h->n_rng; i++) {
+        put_str(b, h->rng[i].name);
+        for (int k = 0; k < 4; k++)
+            put_le(b, h->rng[i].state.s[k], 8);
+    }
+    put_le(b, (uint32_t)s->n_tensors, 4);
+    for (int i = 0; i < s->n_tensors; i++) {
+        const ckpt_tensor *t = &s->tensors[i];
+        put_str(b, t->name);
+        put_le(b, (uint8_t)t->dtype, 1);
+        put_le(b, (uint8_t)t->ndim, 1);
+        put_le(b, 0, 2);
+        for (int d = 0; d < t->ndim; d++)
+            put_le(b, (uint64_t)t->shape[d], 8);
+        put_le(b, L->offset[i], 8);
+        put_le(b, L->nbytes[i], 8);
+        put_le(b, L->crc ? L->crc[i] : 0, 4);
+    }
+}
+
+static int check_name(const char *what, const char *name, ddp_err *err)
+{
+    size_t n = strnlen(name, CKPT_NAME_MAX);
+    if (n == 0 || n >= CKPT_NAME_MAX)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint %s name is empty or longer than %d bytes",
+                        what, CKPT_NAME_MAX - 1);
+    return DDP_OK;
+}
+
+static int validate_state(const ckpt_state *s, ddp_err *err)
+{
+    const ckpt_header *h = &s->hdr;
+    if (strnlen(h->model_kind, CKPT_NAME_MAX) >= CKPT_NAME_MAX)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint model kind is not NUL-terminated");
+    if (h->n_rng < 0 || h->n_rng > CKPT_MAX_RNG)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint has %d RNG states (max %d)", h->n_rng, CKPT_MAX_RNG);
+    for (int i = 0; i < h->n_rng; i++)
+        if (check_name("RNG state", h->rng[i].name, err))
+            return err->code;
+    if (s->n_tensors < 0 || (s->n_tensors > 0 && !s->tensors))
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint tensor list is invalid");
+    for (int i = 0; i < s->n_tensors; i++) {
+        const ckpt_tensor *t = &s->tensors[i];
+        if (check_name("tensor", t->name, err))
+            return err->code;
+        uint64_t nb = tensor_bytes_checked(t->dtype, t->ndim, t->shape);
+        if (nb == UINT64_MAX)
+            return ddp_fail(err, DDP_EUSAGE, "checkpoint tensor %s: invalid dtype %d or shape", t->name, (int)t->dtype);
+        if (nb > 0 && !t->data)
+            return ddp_fail(err, DDP_EUSAGE, "checkpoint tensor %s has no data", t->name);
+        for (int j = 0; j < i; j++)
+            if (strcmp(s->tensors[j].name, t->name) == 0)
+                return ddp_fail(err, DDP_EUSAGE, "checkpoint tensor name %s appears twice", t->name);
+    }
+    return DDP_OK;
+}
+
+int ckpt_layout_plan(const ckpt_state *s, ckpt_layout *L, ddp_err *err)
+{
+    memset(L, 0, sizeof *L);
+    if (validate_state(s, err))
+        return err->code;
+    size_t n = (size_t)s->n_tensors;
+    L->n = s->n_tensors;
+    L->offset = calloc(n + 1, sizeof *L->offset);
+    L->nbytes = calloc(n + 1, sizeof *L->nbytes);
+    L->crc = calloc(n + 1, sizeof *L->crc);
+    if (!L->offset || !L->nbytes || !L->crc) {
+        ckpt_layout_free(L);
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint layout: out of memory");
+    }
+    bytebuf sizing = {0};
+    encode_header_section(&sizing, s, L);
+    if (sizing.len > UINT32_MAX) {
+        ckpt_layout_free(L);
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint header is too large (%zu bytes)", sizing.len);
+    }
+    L->header_len = (uint32_t)sizing.len;
+    L->data_start = ckpt_align_up(CKPT_PREAMBLE_BYTES + sizing.len);
+    uint64_t pos = L->data_start;
+    L->file_len = pos;
+    for (size_t i = 0; i < n; i++) {
+        const ckpt_tensor *t = &s->tensors[i];
+        L->nbytes[i] = tensor_bytes_checked(t->dtype, t->ndim, t->shape);
+        L->offset[i] = pos;
+        L->file_len = pos + L->nbytes[i];
+        pos = ckpt_align_up(L->file_len);
+    }
+    return DDP_OK;
+}
+
+void ckpt_layout_free(ckpt_layout *L)
+{
+    free(L->offset);
+    free(L->nbytes);
+    free(L->crc);
+    memset(L, 0, sizeof *L);
+}
+
+int ckpt_header_encode(const ckpt_state *s, const ckpt_layout *L, uint8_t **out, ddp_err *err)
+{
+    uint8_t *buf = calloc(1, L->data_start);
+    if (!buf)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint header: out of memory");
+    bytebuf b = {buf, 0, L->data_start};
+    put_bytes(&b, CKPT_MAGIC, 8);
+    put_le(&b, CKPT_FORMAT_VERSION, 4);
+    put_le(&b, L->header_len, 4);
+    put_le(&b, L->file_len, 8);
+    put_le(&b, 0, 8);   /* header CRC + reserved, filled below */
+    encode_header_section(&b, s, L);
+    uLong crc = crc32_z(0L, buf, 24);
+    crc = crc32_z(crc, buf + CKPT_PREAMBLE_BYTES, L->header_len);
+    bytebuf at_crc = {buf + 24, 0, 4};
+    put_le(&at_crc, (uint32_t)crc, 4);
+    *out = buf;
+    return DDP_OK;
+}
+
+/* ---- decoding ----------------------------------------------------------------------- */
+
+typedef struct reader { const uint8_t *p; size_t len, pos; bool bad; } reader;
+
+static uint64_t get_le(reader *r, int nbytes)
+{
+    if (r->bad || r->len - r->pos < (size_t)nbytes) {
+        r->bad = true;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < nbytes; i++)
+        v |= (uint64_t)r->p[r->pos + (size_t)i] << (8 * i);
+    r->pos += (size_t)nbytes;
+    return v;
+}
+static double get_f64(reader *r)
+{
+    uint64_t v = get_le(r, 8);
+    double d;
+    memcpy(&d, &v, sizeof d);
+    return d;
+}
+static void get_str(reader *r, char out[CKPT_NAME_MAX])
+{
+    size_t n = (size_t)get_le(r, 2);
+    if (r->bad || n >= CKPT_NAME_MAX || r->len - r->pos < n) {
+        r->bad = true;
+        out[0] = '\0';
+        return;
+    }
+    memcpy(out, r->p + r->pos, n);
+    out[n] = '\0';
+    r->pos += n;
+}
+
+static int fail_file(ddp_err *err, const char *path, const char *fmt, const char *detail)
+{
+    char what[DDP_ERR_MSG / 2];
+    snprintf(what, sizeof what, fmt, detail);
+    return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: %s", path, what);
+}
+
+static int decode_header(const char *path, reader *r, ckpt_loaded *out, ddp_err *err)
+{
+    ckpt_header *h = &out->hdr;
+    h->step = (int64_t)get_le(r, 8);
+    h->epoch = (int64_t)get_le(r, 8);
+    h->consumed = (int64_t)get_le(r, 8);
+    h->total_steps = (int64_t)get_le(r, 8);
+    h->optim_step = (int64_t)get_le(r, 8);
+    h->world_size = (int32_t)get_le(r, 4);
+    h->restart_count = (int32_t)get_le(r, 4);
+    h->config_hash = get_le(r, 8);
+    h->save_time = get_f64(r);
+    h->elapsed_s = get_f64(r);
+    get_str(r, h->model_kind);
+    uint64_t n_rng = get_le(r, 4);
+    if (r->bad || n_rng > CKPT_MAX_RNG)
+        return fail_file(err, path, "header is malformed (RNG list)%s", "");
+    h->n_rng = (int)n_rng;
+    for (int i = 0; i < h->n_rng; i++) {
+        get_str(r, h->rng[i].name);
+        for (int k = 0; k < 4; k++)
+            h->rng[i].state.s[k] = get_le(r, 8);
+    }
+    uint64_t n_t = get_le(r, 4);
+    /* each entry takes at least 32 bytes, so a count beyond the remaining bytes is corrupt */
+    if (r->bad || n_t > (r->len - r->pos) / 32)
+        return fail_file(err, path, "header is malformed (tensor count)%s", "");
+    out->n_tensors = (int)n_t;
+    out->tensors = calloc(n_t + 1, sizeof *out->tensors);
+    if (!out->tensors)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", path);
+    return DDP_OK;
+}
+
+static int decode_table(const char *path, reader *r, ckpt_loaded *out, uint64_t data_start, ddp_err *err)
+{
+    for (int i = 0; i < out->n_tensors; i++) {
+        ckpt_tensor *t = &out->tensors[i];
+        get_str(r, t->name);
+        t->dtype = (ckpt_dtype)get_le(r, 1);
+        t->ndim = (int)get_le(r, 1);
+        get_le(r, 2);
+        if (r->bad || t->ndim > CKPT_MAX_NDIM)
+            return fail_file(err, path, "tensor table is malformed%s", "");
+        for (int d = 0; d < t->ndim; d++)
+            t->shape[d] = (int64_t)get_le(r, 8);
+        uint64_t offset = get_le(r, 8);
+        t->nbytes = get_le(r, 8);
+        t->crc = (uint32_t)get_le(r, 4);
+        if (r->bad)
+            return fail_file(err, path, "tensor table is truncated%s", "");
+        if (t->name[0] == '\0' || tensor_bytes_checked(t->dtype, t->ndim, t->shape) != t->nbytes)
+            return fail_file(err, path, "tensor %s: dtype/shape do not match its byte length", t->name);
+        if (offset % CKPT_ALIGN || offset < data_start || offset > out->file_bytes ||
+            t->nbytes > out->file_bytes - offset)
+            return fail_file(err, path, "tensor %s lies outside the file (truncated?)", t->name);
+        for (int j = 0; j < i; j++)
+            if (strcmp(out->tensors[j].name, t->name) == 0)
+                return fail_file(err, path, "tensor %s appears twice", t->name);
+        t->data = (const uint8_t *)out->blob_ + offset;
+    }
+    if (r->pos != r->len)
+        return fail_file(err, path, "header has trailing bytes%s", "");
+    return DDP_OK;
+}
+
+/* Reads the whole file into a 64-byte aligned buffer. */
+static int slurp(const char *path, void **buf, uint64_t *size, ddp_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: fstat: %s", path, strerror(e));
+    }
+    *size = (uint64_t)st.st_size;
+    *buf = aligned_alloc(CKPT_ALIGN, ckpt_align_up(*size + 1));
+    if (!*buf) {
+        close(fd);
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory for %llu bytes", path,
+                        (unsigned long long)*size);
+    }
+    uint64_t got = 0;
+    while (got < *size) {
+        ssize_t n = read(fd, (uint8_t *)*buf + got, *size - got > (1u << 30) ? (1u << 30) : *size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : EIO;
+            close(fd);
+            free(*buf);
+            *buf = NULL;
+            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: read: %s", path,
+                            n < 0 ? strerror(e) : "file shrank while reading");
+        }
+        got += (uint64_t)n;
+    }
+    close(fd);
+    return DDP_OK;
+}
+
+static int check_preamble(const char *path, const uint8_t *p, uint64_t size, uint32_t *header_len, ddp_err *err)
+{
+    if (size < CKPT_PREAMBLE_BYTES || memcmp(p, CKPT_MAGIC, 8) != 0)
+        return fail_file(err, path, "not a ddprun checkpoint (bad magic or shorter than 32 bytes)%s", "");
+    reader r = {p, CKPT_PREAMBLE_BYTES, 8, false};
+    uint32_t version = (uint32_t)get_le(&r, 4);
+    *header_len = (uint32_t)get_le(&r, 4);
+    uint64_t file_len = get_le(&r, 8);
+    uint32_t stored_crc = (uint32_t)get_le(&r, 4);
+    char detail[160];
+    if (version != CKPT_FORMAT_VERSION) {
+        snprintf(detail, sizeof detail, "%u (this build reads %d)", version, CKPT_FORMAT_VERSION);
+        return fail_file(err, path, "unsupported format version %s", detail);
+    }
+    if (file_len != size) {
+        snprintf(detail, sizeof detail, "file is %llu bytes but its header says %llu",
+                 (unsigned long long)size, (unsigned long long)file_len);
+        return fail_file(err, path, "truncated or extended: %s", detail);
+    }
+    if (*header_len > size - CKPT_PREAMBLE_BYTES)
+        return fail_file(err, path, "header length exceeds the file%s", "");
+    uLong crc = crc32_z(crc32_z(0L, p, 24), p + CKPT_PREAMBLE_BYTES, *header_len);
+    if ((uint32_t)crc != stored_crc) {
+        snprintf(detail, sizeof detail, "stored %08x, computed %08x", stored_crc, (uint32_t)crc);
+        return fail_file(err, path, "header CRC mismatch (%s)", detail);
+    }
+    return DDP_OK;
+}
+
+static int read_impl(const char *path, ckpt_loaded *out, bool strict, ddp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    ckpt_loaded c = {0};
+    if (slurp(path, &c.blob_, &c.file_bytes, err))
+        return err->code;
+    uint32_t header_len = 0;
+    int rc = check_preamble(path, c.blob_, c.file_bytes, &header_len, err);
+    reader r = {(const uint8_t *)c.blob_ + CKPT_PREAMBLE_BYTES, header_len, 0, false};
+    if (!rc)
+        rc = decode_header(path, &r, &c, err);
+    if (!rc)
+        rc = decode_table(path, &r, &c, ckpt_align_up(CKPT_PREAMBLE_BYTES + (uint64_t)header_len), err);
+    for (int i = 0; !rc && i < c.n_tensors; i++) {
+        ckpt_tensor *t = &c.tensors[i];
+        t->crc_ok = (uint32_t)crc32_z(0L, t->data, t->nbytes) == t->crc;
+        if (!t->crc_ok && strict)
+            rc = fail_file(err, path, "CRC mismatch in tensor %s (data corrupt)", t->name);
+    }
+    if (rc) {
+        ckpt_loaded_free(&c);
+        return rc;
+    }
+    *out = c;
+    return DDP_OK;
+}
+
+int ckpt_read(const char *path, ckpt_loaded *out, ddp_err *err) { return read_impl(path, out, true, err); }
+int ckpt_read_lenient(const char *path, ckpt_loaded *out, ddp_err *err) { return read_impl(path, out, false, err); }
+
+const ckpt_tensor *ckpt_loaded_tensor(const ckpt_loaded *c, const char *name)
+{
+    for (int i = 0; i < c->n_tensors; i++)
+        if (strcmp(c->tensors[i].name, name) == 0)
+            return &c->tensors[i];
+    return NULL;
+}
+
+const rng *ckpt_loaded_rng(const ckpt_loaded *c, const char *name)
+{
+    for (int i = 0; i < c->hdr.n_rng; i++)
+        if (strcmp(c->hdr.rng[i].name, name) == 0)
+            return &c->hdr.rng[i].state;
+    return NULL;
+}
+
+void ckpt_loaded_free(ckpt_loaded *c)
+{
+    free(c->tensors);
+    free(c->blob_);
+    memset(c, 0, sizeof *c);
+}

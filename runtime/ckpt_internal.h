@@ -1,0 +1,37 @@
+/* ckpt_internal.h — what the checkpoint sources share among themselves and nobody else uses:
+ * the file layout plan and the header encoder (ckpt_format.c), used by the writer (ckpt.c).
+ * Not a contract: other modules include ckpt.h only. */
+#ifndef DDP_CKPT_INTERNAL_H
+#define DDP_CKPT_INTERNAL_H
+
+#include <stdint.h>
+
+#include "ckpt.h"
+
+#define CKPT_MAGIC "DDPCKPT"     /* 8 bytes with its NUL */
+#define CKPT_PREAMBLE_BYTES 32
+
+/* Where everything goes in the file; crc[] is filled by the writer as it streams the data. */
+typedef struct ckpt_layout {
+    int n;
+    uint64_t *offset, *nbytes;
+    uint32_t *crc;
+    uint32_t header_len;     /* bytes of the header section after the preamble */
+    uint64_t data_start;     /* first tensor offset (aligned) */
+    uint64_t file_len;
+} ckpt_layout;
+
+/* Validates s (names, dtypes, shapes, data pointers, duplicates) and plans the layout. */
+int ckpt_layout_plan(const ckpt_state *s, ckpt_layout *L, ddp_err *err);
+void ckpt_layout_free(ckpt_layout *L);
+/* Encodes preamble + header section (with L->crc) into a malloc'd buffer of data_start bytes,
+ * zero padded; *out must be freed by the caller. */
+int ckpt_header_encode(const ckpt_state *s, const ckpt_layout *L, uint8_t **out, ddp_err *err);
+
+/* Sets SIGXFSZ to SIG_IGN (once per process) if it is at its default; see ckpt.h. */
+void ckpt_ignore_sigxfsz_once(void);
+
+/* Round n up to a multiple of CKPT_ALIGN. */
+static inline uint64_t ckpt_align_up(uint64_t n) { return (n + CKPT_ALIGN - 1) / CKPT_ALIGN * CKPT_ALIGN; }
+
+#endif

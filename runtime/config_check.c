@@ -1,0 +1,83 @@
+/* config_check.c — checks that span keys: required sections and contradictory settings.
+ *
+ * Runs once, after the file and every override were applied, so a contradiction is judged on
+ * the final values and reported at whichever of the two keys was set later (an override beats
+ * the file; further down the file beats further up). Single-key ranges belong to the key table
+ * (config_keys.c), not here. */
+#include "config_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* A file without these is almost certainly not a training config (or a mis-indented one). */
+static const char *const required_sections[] = {"model", "data"};
+
+typedef struct conflict {
+    const char *a, *b;               /* the two keys involved */
+    bool (*bad)(const config *c);
+    const char *rule;                /* completes "expected ..." */
+} conflict;
+
+static bool nccl_on_cpu(const config *c) { return c->ddp.backend == BACKEND_NCCL && c->device == DEVICE_CPU; }
+static bool bf16_over_mpi(const config *c) { return c->ddp.grad_dtype == GRAD_BF16 && c->ddp.backend == BACKEND_MPI; }
+static bool warmup_too_long(const config *c)
+{
+    return c->train.max_steps > 0 && c->optimizer.schedule.warmup_steps > c->train.max_steps;
+}
+static bool min_lr_above_lr(const config *c) { return c->optimizer.schedule.min_lr > c->optimizer.lr; }
+static bool first_bucket_too_big(const config *c) { return c->ddp.first_bucket_mb > c->ddp.bucket_mb; }
+static bool nesterov_adamw(const config *c) { return c->optimizer.nesterov && c->optimizer.kind == OPT_ADAMW; }
+static bool nesterov_no_momentum(const config *c) { return c->optimizer.nesterov && c->optimizer.momentum == 0; }
+
+static const conflict conflicts[] = {
+    {"device", "ddp.backend", nccl_on_cpu, "ddp.backend nccl only with device cuda or auto"},
+    {"ddp.backend", "ddp.grad_dtype", bf16_over_mpi, "ddp.grad_dtype bf16 only with ddp.backend nccl or auto"},
+    {"train.max_steps", "optimizer.schedule.warmup_steps", warmup_too_long,
+     "optimizer.schedule.warmup_steps <= train.max_steps when train.max_steps > 0"},
+    {"optimizer.lr", "optimizer.schedule.min_lr", min_lr_above_lr, "optimizer.schedule.min_lr <= optimizer.lr"},
+    {"ddp.bucket_mb", "ddp.first_bucket_mb", first_bucket_too_big, "ddp.first_bucket_mb <= ddp.bucket_mb"},
+    {"optimizer.kind", "optimizer.nesterov", nesterov_adamw, "optimizer.nesterov true only with optimizer.kind sgd"},
+    {"optimizer.momentum", "optimizer.nesterov", nesterov_no_momentum,
+     "optimizer.nesterov true only with optimizer.momentum > 0"},
+};
+
+static int check_required(cfg_loader *L)
+{
+    if (!L->c->source[0]) /* no file: defaults plus overrides, e.g. for tools and tests */
+        return DDP_OK;
+    for (size_t i = 0; i < sizeof required_sections / sizeof required_sections[0]; i++) {
+        int k = cfg_key_find(required_sections[i]);
+        if (L->origin[k].source < 0)
+            return cfg_error(L, (cfg_pos){0, 1, 1}, required_sections[i],
+                             "expected a '%s' mapping (required section), got none", required_sections[i]);
+    }
+    return DDP_OK;
+}
+
+static int report_conflict(cfg_loader *L, const conflict *cf)
+{
+    int ka = cfg_key_find(cf->a), kb = cfg_key_find(cf->b);
+    int later = cfg_pos_later(L->origin[ka], L->origin[kb]) ? ka : kb;
+    int other = later == ka ? kb : ka;
+    char later_val[CFG_PATH_MAX], other_val[CFG_PATH_MAX], other_at[CFG_PATH_MAX + 64];
+    cfg_format_value(L->c, &cfg_keys[later], later_val, sizeof later_val);
+    cfg_format_value(L->c, &cfg_keys[other], other_val, sizeof other_val);
+    if (L->origin[other].source < 0)
+        snprintf(other_at, sizeof other_at, "the default");
+    else
+        cfg_pos_label(L, L->origin[other], other_at, sizeof other_at);
+    cfg_pos at = L->origin[later];
+    if (at.source < 0) /* both defaults: a bug in cfg_defaults, but still say where */
+        at = (cfg_pos){0, 1, 1};
+    return cfg_error(L, at, cfg_keys[later].path, "expected %s, got %s %.100s with %s %.100s (%s)", cf->rule,
+                     cfg_keys[later].path, later_val, cfg_keys[other].path, other_val, other_at);
+}
+
+int cfg_check(cfg_loader *L)
+{
+    int rc = check_required(L);
+    for (size_t i = 0; !rc && i < sizeof conflicts / sizeof conflicts[0]; i++)
+        if (conflicts[i].bad(L->c))
+            rc = report_conflict(L, &conflicts[i]);
+    return rc;
+}

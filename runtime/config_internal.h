@@ -1,0 +1,92 @@
+/* config_internal.h — what the config*.c files share and nobody else may use.
+ *
+ * The key table (config_keys.c) is the single description of every setting: its dotted path,
+ * type, range and where it lives in struct config. The loader (config.c) walks YAML against it,
+ * the checks (config_check.c) and the writer/hash (config_write.c) iterate it. Locations are
+ * tracked per key so contradictions can name the later of two settings. Not a public header. */
+#ifndef DDP_CONFIG_INTERNAL_H
+#define DDP_CONFIG_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <yaml.h>
+
+#include "config.h"
+
+typedef enum key_type {
+    KT_SECTION, /* a mapping of further keys */
+    KT_INT,     /* int64_t in [imin, imax] */
+    KT_UINT,    /* uint64_t, any value (run.seed) */
+    KT_NUM,     /* finite double, range by num_range */
+    KT_BOOL,
+    KT_STR,     /* non-empty char[CFG_PATH_MAX] */
+    KT_ENUM,    /* int-sized enum; choices[] in enum order */
+    KT_HIDDEN,  /* model.hidden: list of 1..CFG_MAX_HIDDEN ints in [imin, imax] */
+    KT_BETAS,   /* optimizer.betas: [beta1, beta2], each a KT_NUM in [0, 1) */
+    KT_RESUME,  /* checkpoint.resume: auto | never | path */
+    KT_SIGNAL,  /* checkpoint.signal: a signal name -> number */
+} key_type;
+
+typedef enum num_range { NR_POSITIVE, NR_NONNEG, NR_UNIT } num_range; /* >0, >=0, [0,1) */
+
+typedef struct cfg_key {
+    const char *path;           /* "optimizer.schedule.kind" */
+    key_type type;
+    size_t off;                 /* offsetof(config, field); unused for sections and lists */
+    int64_t imin, imax;         /* KT_INT and KT_HIDDEN elements */
+    num_range range;            /* KT_NUM and KT_BETAS elements */
+    const char *const *choices; /* KT_ENUM / KT_SIGNAL names, NULL-terminated */
+    bool hashed;                /* part of config_hash (when relevant, see config_write.c) */
+} cfg_key;
+
+extern const cfg_key cfg_keys[];
+extern const int cfg_n_keys;
+#define CFG_MAX_KEYS 64
+#define CFG_KEY_MAX 256         /* longest dotted path we accept, NUL included */
+
+int cfg_key_find(const char *path);          /* index into cfg_keys, or -1 */
+void cfg_key_parent(const char *path, char *out, size_t n); /* "a.b.c" -> "a.b", "a" -> "" */
+const char *cfg_key_leaf(const char *path);  /* "a.b.c" -> "c" */
+void cfg_defaults(config *c);
+/* "a positive number", "an integer >= 1", "one of sgd, adamw", ... */
+void cfg_expect(const cfg_key *k, char *out, size_t n);
+/* The value as text: plain scalars, "[1024, 1024]" for lists (also used by the writer/hash). */
+void cfg_format_value(const config *c, const cfg_key *k, char *out, size_t n);
+/* Shortest "%g" text that strtod reads back to exactly v. */
+void cfg_format_double(double v, char *out, size_t n);
+const char *cfg_signal_name(int signo);     /* NULL when not one we accept */
+
+/* Where a value came from: source -1 = default, 0 = the file, N = override N (1-based). */
+typedef struct cfg_pos { int source, line, col; } cfg_pos;
+
+/* How marks of one parsed YAML text map to positions: overrides shift line-0 columns by the
+ * offset of the value inside `key.path=value`. */
+typedef struct cfg_src { int source, col_offset; } cfg_src;
+
+typedef struct cfg_loader {
+    config *c;
+    ddp_err *err;
+    const char *file;                  /* label for source 0 */
+    cfg_pos origin[CFG_MAX_KEYS];      /* where each key was last set */
+} cfg_loader;
+
+cfg_pos cfg_node_pos(const cfg_src *s, const yaml_node_t *node);
+int cfg_pos_later(cfg_pos a, cfg_pos b);     /* 1 when a was set after b */
+/* Formats "LABEL:LINE:COL: KEY: MESSAGE" (KEY omitted when NULL) into L->err; returns DDP_EUSAGE. */
+int cfg_error(const cfg_loader *L, cfg_pos at, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void cfg_pos_label(const cfg_loader *L, cfg_pos at, char *out, size_t n); /* "x.yaml:3:7" */
+
+/* Parses one non-section value node into L->c (config_keys.c). */
+int cfg_parse_value(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_node_t *node,
+                    const cfg_key *k);
+/* OSA edit distance, case-insensitive; stops counting at cap+1. */
+int cfg_edit_distance(const char *a, const char *b, int cap);
+/* Distance a near miss may have from a name of this length. */
+int cfg_near_limit(const char *name);
+
+/* Required sections and contradictory settings (config_check.c). */
+int cfg_check(cfg_loader *L);
+
+#endif

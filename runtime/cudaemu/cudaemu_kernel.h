@@ -1,0 +1,246 @@
+/* cudaemu_kernel.h — what a kernel sees when g++ compiles it for the CUDA-on-CPU emulator.
+ *
+ * Included only by runtime/cuda_kernel.h (after the real CUDA headers, which in host mode turn
+ * __global__/__device__ into nothing and leave the built-in variables and device intrinsics
+ * undeclared). It redirects the built-ins to the running fiber's state, declares the barrier,
+ * warp and atomic intrinsics over the emulator (cudaemu_sched.cpp), places static __shared__
+ * variables in the poisoned section, and defines the launcher behind DDP_LAUNCH. It holds no
+ * scheduling logic itself and must not be included by host-only code. */
+#ifndef DDP_CUDAEMU_KERNEL_H
+#define DDP_CUDAEMU_KERNEL_H
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace ddp_cudaemu {
+
+/* Built-in variables of the fiber that is running (set by the scheduler at every switch). */
+extern thread_local const uint3 *cur_thread_idx;
+extern thread_local uint3 cur_block_idx;
+extern thread_local dim3 cur_block_dim;
+extern thread_local dim3 cur_grid_dim;
+
+enum warp_op_kind { WARP_SYNC, WARP_SHFL_IDX, WARP_SHFL_UP, WARP_SHFL_DOWN, WARP_SHFL_XOR,
+                    WARP_BALLOT, WARP_ANY, WARP_ALL };
+enum block_reduce_kind { BLOCK_SYNC, BLOCK_COUNT, BLOCK_AND, BLOCK_OR };
+
+/* Block barrier; all threads of the block must reach the same call site. Returns the reduction
+ * of `predicate` over the block for __syncthreads_count/_and/_or. */
+int syncthreads(block_reduce_kind kind, int predicate, const char *file, int line);
+/* Exchange among the lanes named in mask (which must include the caller): every lane deposits
+ * `bits`; returns the bits of its source lane (shuffles), or the ballot/any/all result. A source
+ * lane outside the mask yields all-ones bits (NaN for floats), like unwritten shared memory. */
+uint64_t warp_op(warp_op_kind kind, unsigned mask, uint64_t bits, int param, int width,
+                 const char *file, int line);
+unsigned active_mask();
+void *dynamic_shared();
+
+typedef void (*kernel_thunk)(const void *ctx);
+/* Validates the configuration (errors go to cudaGetLastError) and runs every block. */
+void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem_bytes,
+            cudaStream_t stream, kernel_thunk thunk, const void *ctx);
+
+template <class... P> struct kernel_call {
+    void (*fn)(P...);
+    std::tuple<typename std::decay<P>::type...> args;
+    static void run(const void *ctx)
+    {
+        const kernel_call *call = static_cast<const kernel_call *>(ctx);
+        std::apply(call->fn, call->args); /* each thread gets its own copies of the arguments */
+    }
+};
+
+template <class... P> struct launcher {
+    const char *name;
+    void (*fn)(P...);
+    dim3 grid, block;
+    size_t smem_bytes;
+    cudaStream_t stream;
+    template <class... A> void operator()(A &&...a) const
+    {
+        static_assert(sizeof...(A) == sizeof...(P), "DDP_LAUNCH: wrong number of kernel arguments");
+        const kernel_call<P...> call{fn, {std::forward<A>(a)...}};
+        launch(name, reinterpret_cast<const void *>(fn), grid, block, smem_bytes, stream,
+               &kernel_call<P...>::run, &call);
+    }
+};
+
+template <class... P>
+launcher<P...> make_launcher(const char *name, void (*fn)(P...), dim3 grid, dim3 block,
+                             size_t smem_bytes, cudaStream_t stream)
+{
+    return launcher<P...>{name, fn, grid, block, smem_bytes, stream};
+}
+
+template <class T> inline uint64_t to_bits(T v)
+{
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value,
+                  "warp shuffles carry at most 8 trivially copyable bytes");
+    uint64_t bits = 0;
+    memcpy(&bits, &v, sizeof v);
+    return bits;
+}
+template <class T> inline T from_bits(uint64_t bits)
+{
+    T v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
+} /* namespace ddp_cudaemu */
+
+/* ---- built-in variables ---- */
+#define threadIdx (*::ddp_cudaemu::cur_thread_idx)
+#define blockIdx (static_cast<const uint3 &>(::ddp_cudaemu::cur_block_idx))
+#define blockDim (static_cast<const dim3 &>(::ddp_cudaemu::cur_block_dim))
+#define gridDim (static_cast<const dim3 &>(::ddp_cudaemu::cur_grid_dim))
+#define warpSize 32
+
+/* ---- memory spaces and qualifiers ---- */
+/* Static shared memory: one object per kernel (shared by the block's fibers), in a section the
+ * emulator fills with 0xFF before every block. `extern __shared__` needs DDP_DYNAMIC_SHARED. */
+#undef __shared__
+#define __shared__ static __attribute__((section("ddp_cuda_shared")))
+#ifndef __launch_bounds__
+#define __launch_bounds__(...)
+#endif
+
+/* ---- barriers and warp intrinsics ----
+ * The call site (file:line, filled in by the default arguments) identifies a barrier: every
+ * thread of a block, or every lane of a mask, must wait at the same one. */
+#define DDP_CUDAEMU_SITE const char *file = __builtin_FILE(), int line = __builtin_LINE()
+inline void __syncthreads(DDP_CUDAEMU_SITE)
+{
+    ddp_cudaemu::syncthreads(ddp_cudaemu::BLOCK_SYNC, 0, file, line);
+}
+inline int __syncthreads_count(int p, DDP_CUDAEMU_SITE)
+{
+    return ddp_cudaemu::syncthreads(ddp_cudaemu::BLOCK_COUNT, p != 0, file, line);
+}
+inline int __syncthreads_and(int p, DDP_CUDAEMU_SITE)
+{
+    return ddp_cudaemu::syncthreads(ddp_cudaemu::BLOCK_AND, p != 0, file, line);
+}
+inline int __syncthreads_or(int p, DDP_CUDAEMU_SITE)
+{
+    return ddp_cudaemu::syncthreads(ddp_cudaemu::BLOCK_OR, p != 0, file, line);
+}
+inline void __syncwarp(unsigned mask = 0xffffffffu, DDP_CUDAEMU_SITE)
+{
+    ddp_cudaemu::warp_op(ddp_cudaemu::WARP_SYNC, mask, 0, 0, 32, file, line);
+}
+template <class T> inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32, DDP_CUDAEMU_SITE)
+{
+    using namespace ddp_cudaemu;
+    return from_bits<T>(warp_op(WARP_SHFL_IDX, mask, to_bits(v), src_lane, width, file, line));
+}
+template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32, DDP_CUDAEMU_SITE)
+{
+    using namespace ddp_cudaemu;
+    return from_bits<T>(warp_op(WARP_SHFL_UP, mask, to_bits(v), (int)delta, width, file, line));
+}
+template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32, DDP_CUDAEMU_SITE)
+{
+    using namespace ddp_cudaemu;
+    return from_bits<T>(warp_op(WARP_SHFL_DOWN, mask, to_bits(v), (int)delta, width, file, line));
+}
+template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32, DDP_CUDAEMU_SITE)
+{
+    using namespace ddp_cudaemu;
+    return from_bits<T>(warp_op(WARP_SHFL_XOR, mask, to_bits(v), lane_mask, width, file, line));
+}
+inline unsigned __ballot_sync(unsigned mask, int p, DDP_CUDAEMU_SITE)
+{
+    return (unsigned)ddp_cudaemu::warp_op(ddp_cudaemu::WARP_BALLOT, mask, p != 0, 0, 32, file, line);
+}
+inline int __any_sync(unsigned mask, int p, DDP_CUDAEMU_SITE)
+{
+    return (int)ddp_cudaemu::warp_op(ddp_cudaemu::WARP_ANY, mask, p != 0, 0, 32, file, line);
+}
+inline int __all_sync(unsigned mask, int p, DDP_CUDAEMU_SITE)
+{
+    return (int)ddp_cudaemu::warp_op(ddp_cudaemu::WARP_ALL, mask, p != 0, 0, 32, file, line);
+}
+inline unsigned __activemask() { return ddp_cudaemu::active_mask(); }
+#undef DDP_CUDAEMU_SITE
+
+/* ---- atomics: fibers of one process never run at the same time, so plain updates are atomic ---- */
+template <class T> inline T ddp_cudaemu_fetch_add(T *address, T val)
+{
+    T old = *address;
+    *address = old + val;
+    return old;
+}
+inline float atomicAdd(float *a, float v) { return ddp_cudaemu_fetch_add(a, v); }
+inline double atomicAdd(double *a, double v) { return ddp_cudaemu_fetch_add(a, v); }
+inline int atomicAdd(int *a, int v) { return ddp_cudaemu_fetch_add(a, v); }
+inline unsigned atomicAdd(unsigned *a, unsigned v) { return ddp_cudaemu_fetch_add(a, v); }
+inline unsigned long long atomicAdd(unsigned long long *a, unsigned long long v)
+{
+    return ddp_cudaemu_fetch_add(a, v);
+}
+template <class T> inline T atomicExch(T *a, T v)
+{
+    T old = *a;
+    *a = v;
+    return old;
+}
+template <class T> inline T atomicCAS(T *a, T compare, T v)
+{
+    T old = *a;
+    if (old == compare)
+        *a = v;
+    return old;
+}
+template <class T> inline T atomicMax(T *a, T v)
+{
+    T old = *a;
+    *a = old < v ? v : old;
+    return old;
+}
+template <class T> inline T atomicMin(T *a, T v)
+{
+    T old = *a;
+    *a = v < old ? v : old;
+    return old;
+}
+
+/* ---- device math and bit intrinsics missing from the host-mode CUDA headers ---- */
+template <class T> inline T min(T a, T b) { return b < a ? b : a; }
+template <class T> inline T max(T a, T b) { return a < b ? b : a; }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+inline float __expf(float x) { return expf(x); }
+inline float __exp10f(float x) { return powf(10.0f, x); }
+inline float __logf(float x) { return logf(x); }
+inline float __log2f(float x) { return log2f(x); }
+inline float __powf(float x, float y) { return powf(x, y); }
+inline float __sinf(float x) { return sinf(x); }
+inline float __cosf(float x) { return cosf(x); }
+inline float __tanf(float x) { return tanf(x); }
+inline float __fdividef(float x, float y) { return x / y; }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __fsqrt_rn(float x) { return sqrtf(x); }
+inline float __fadd_rn(float x, float y) { return x + y; }
+inline float __fmul_rn(float x, float y) { return x * y; }
+inline float __fmaf_rn(float x, float y, float z) { return fmaf(x, y, z); }
+inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+inline float normcdff(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
+inline double normcdf(double x) { return 0.5 * erfc(-x * 0.70710678118654752); }
+inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+inline int __float_as_int(float x) { return ddp_cudaemu::from_bits<int>(ddp_cudaemu::to_bits(x)); }
+inline unsigned __float_as_uint(float x) { return ddp_cudaemu::from_bits<unsigned>(ddp_cudaemu::to_bits(x)); }
+inline float __int_as_float(int x) { return ddp_cudaemu::from_bits<float>(ddp_cudaemu::to_bits(x)); }
+inline float __uint_as_float(unsigned x) { return ddp_cudaemu::from_bits<float>(ddp_cudaemu::to_bits(x)); }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+template <class T> inline T __ldg(const T *p) { return *p; }
+
+#endif
