@@ -324,6 +324,8 @@ static void report(const job_result *r, int code)
     describe_failure(r, who, how, sizeof who);
     if (code == DDP_EPREEMPTED)
         fprintf(stderr, "ddprun: job stopped after saving a checkpoint (preempted, exit 75)\n");
+    else if (code != 0 && r->signals_received >= 2)
+        fprintf(stderr, "ddprun: job terminated by a second stop request (exit %d)\n", code);
     else if (code == DDP_EUSAGE)
         fprintf(stderr, "ddprun: %s %s (usage/config error, exit 2)\n", who, how);
     else if (code != 0)

@@ -4,7 +4,8 @@
  * "[rank RANK] " and send it to our stdout or stderr accordingly, so stdout redirection keeps
  * working. Untagged lines are mpirun's own and pass through unchanged, except the boxed
  * "a process failed / the job was aborted" reports: ddprun replaces those with one line of its
- * own, so we parse them (fallback source for the failing rank) and drop them. Lines our per-rank
+ * own, so we parse them (fallback source for the failing rank) and drop them, and mpirun's
+ * "Forwarding signal" notice, which ddprun announces itself. Lines our per-rank
  * wrapper writes (DDPRUN_STATUS_MARK) are the primary source and are consumed too.
  * This file only filters text; it never decides exit codes or talks to processes. */
 #include "ddprun.h"
@@ -161,6 +162,7 @@ static void handle_line(output_filter *f, int s, const char *line)
         fprintf(out, "[rank %d] %s\n", rank, payload);
         return;
     }
+    if (strncmp(line, "mpirun: Forwarding signal", 25) == 0) return; /* ddprun already said so */
     if (is_dashed_line(line)) {
         if (f->in_block[s]) {   /* closing line: decide about the whole box */
             argv_push(&f->block[s], line);

@@ -5,8 +5,10 @@
  * OMPI_COMM_WORLD_* before starting the worker. (2) mpirun's failure report lacks the host for a
  * non-zero exit, so when the worker fails the wrapper writes one DDPRUN_STATUS_MARK line to
  * stderr (rank, host, exit code or signal), which the launcher consumes, then exits the same way
- * the worker did. mpirun signals the whole process group of each rank (odls default), so stop
- * signals reach the worker directly; the wrapper only has to survive SIGUSR1/SIGUSR2 itself.
+ * the worker did. mpirun signals the whole process group of each rank (odls default), so every
+ * signal reaches the worker directly; the wrapper only has to outlive the worker (it survives
+ * catchable signals, so a worker saving a checkpoint on SIGTERM is not reported dead early) and
+ * never leave it orphaned (the worker gets SIGKILL if the wrapper dies: PR_SET_PDEATHSIG).
  * It must stay transparent: no other output, same exit status as the worker. */
 #include "ddprun.h"
 
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,8 +58,9 @@ int rank_shim_main(int argc, char **argv)
     /* Handlers (not SIG_IGN, which exec would pass on) so the worker gets default dispositions. */
     struct sigaction sa = {.sa_handler = ignore_signal};
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGUSR2, &sa, NULL);
+    const int survived[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < sizeof survived / sizeof survived[0]; i++) sigaction(survived[i], &sa, NULL);
+    pid_t shim = getpid();
 
     pid_t pid = fork();
     if (pid < 0) {
@@ -64,6 +68,8 @@ int rank_shim_main(int argc, char **argv)
         return 1;
     }
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != shim) _exit(127); /* the wrapper died before prctl took effect */
         execv(argv[0], argv);
         fprintf(stderr, "ddprun: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);

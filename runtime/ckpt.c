@@ -120,10 +120,9 @@ static int slow_write_ms(void)
 }
 
 /* Writes n bytes (crc != NULL: also CRC them) in chunks, retrying short writes and EINTR. */
-static int write_stream(int fd, const void *src, uint64_t n, uint32_t *crc, const char *tmp, ddp_err *err)
+static int write_stream(int fd, const void *src, uint64_t n, uint32_t *crc, int slow_ms, const char *tmp, ddp_err *err)
 {
     const uint8_t *p = src;
-    int slow_ms = slow_write_ms();
     while (n > 0) {
         size_t chunk = n > WRITE_CHUNK ? WRITE_CHUNK : (size_t)n;
         ssize_t w = write(fd, p, chunk);
@@ -166,14 +165,15 @@ static int write_contents(int fd, const ckpt_state *s, ckpt_layout *L, const cha
     uint8_t *header = NULL;
     if (ckpt_header_encode(s, L, &header, err))
         return err->code;
-    int rc = write_stream(fd, header, L->data_start, NULL, tmp, err);
+    int slow_ms = slow_write_ms();
+    int rc = write_stream(fd, header, L->data_start, NULL, slow_ms, tmp, err);
     uint64_t pos = L->data_start;
     for (int i = 0; !rc && i < L->n; i++) {
         if (L->offset[i] > pos)
-            rc = write_stream(fd, zeros, L->offset[i] - pos, NULL, tmp, err);
+            rc = write_stream(fd, zeros, L->offset[i] - pos, NULL, 0, tmp, err);
         L->crc[i] = (uint32_t)crc32_z(0L, NULL, 0);
         if (!rc)
-            rc = write_stream(fd, s->tensors[i].data, L->nbytes[i], &L->crc[i], tmp, err);
+            rc = write_stream(fd, s->tensors[i].data, L->nbytes[i], &L->crc[i], slow_ms, tmp, err);
         pos = L->offset[i] + L->nbytes[i];
     }
     free(header);

@@ -135,7 +135,8 @@ typedef struct ckpt_write_stats {
     char path[CKPT_PATH_MAX];   /* final path */
 } ckpt_write_stats;
 
-/* A writer for dir (created if missing) keeping keep_last checkpoints (<= 0: all). */
+/* A writer for dir (created, with parents, at the first write) keeping keep_last checkpoints
+ * (<= 0: all). The caller times ckpt_writer_submit for the stall, or reads stats.snapshot_s. */
 int ckpt_writer_create(const char *dir, int keep_last, ckpt_writer **out, ddp_err *err);
 /* Waits for the previous write (returning its error, without starting a new one, if it failed),
  * deep-copies s into the writer's host snapshot and returns; the worker thread then writes it

@@ -15,11 +15,18 @@
 
 /* ---- positions and messages ---- */
 
+/* An override is one line of text, so its column is the character index into `key=value`
+ * (libyaml puts the end of an unterminated value on a line 2 of its own). */
+static cfg_pos mark_pos(const cfg_src *s, yaml_mark_t m)
+{
+    if (s->source > 0)
+        return (cfg_pos){s->source, 1, (int)m.index + 1 + s->col_offset};
+    return (cfg_pos){s->source, (int)m.line + 1, (int)m.column + 1};
+}
+
 cfg_pos cfg_node_pos(const cfg_src *s, const yaml_node_t *node)
 {
-    yaml_mark_t m = node->start_mark;
-    int shift = m.line == 0 ? s->col_offset : 0;
-    return (cfg_pos){s->source, (int)m.line + 1, (int)m.column + 1 + shift};
+    return mark_pos(s, node->start_mark);
 }
 
 int cfg_pos_later(cfg_pos a, cfg_pos b)
@@ -131,9 +138,11 @@ static int apply_node(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yam
     L->origin[k] = cfg_node_pos(s, node);
     if (cfg_keys[k].type != KT_SECTION)
         return cfg_parse_value(L, s, doc, node, &cfg_keys[k]);
-    if (node->type != YAML_MAPPING_NODE)
-        return cfg_error(L, cfg_node_pos(s, node), cfg_keys[k].path, "expected a mapping, got %s",
-                         node->type == YAML_SEQUENCE_NODE ? "a list" : "a single value");
+    if (node->type != YAML_MAPPING_NODE) {
+        char got[128];
+        cfg_describe(node, got, sizeof got);
+        return cfg_error(L, cfg_node_pos(s, node), cfg_keys[k].path, "expected a mapping, got %s", got);
+    }
     return apply_mapping(L, s, doc, node, cfg_keys[k].path);
 }
 
@@ -186,12 +195,11 @@ static int syntax_error(const cfg_loader *L, const yaml_parser_t *p, cfg_src s)
     if (p->error == YAML_READER_ERROR) /* bad encoding: libyaml gives a byte offset, no mark */
         return cfg_error(L, (cfg_pos){s.source, 1, 1}, NULL, "YAML read error at byte %zu: %s",
                          p->problem_offset, p->problem ? p->problem : "unknown");
-    cfg_pos at = {s.source, (int)p->problem_mark.line + 1,
-                  (int)p->problem_mark.column + 1 + (p->problem_mark.line == 0 ? s.col_offset : 0)};
+    cfg_pos at = mark_pos(&s, p->problem_mark);
+    cfg_pos ctx = mark_pos(&s, p->context_mark);
     if (p->context)
         return cfg_error(L, at, NULL, "YAML syntax error: %s (%s at line %d, column %d)",
-                         p->problem ? p->problem : "unknown", p->context, (int)p->context_mark.line + 1,
-                         (int)p->context_mark.column + 1);
+                         p->problem ? p->problem : "unknown", p->context, ctx.line, ctx.col);
     return cfg_error(L, at, NULL, "YAML syntax error: %s", p->problem ? p->problem : "unknown");
 }
 
@@ -201,9 +209,11 @@ static int apply_file_document(cfg_loader *L, yaml_parser_t *parser, yaml_docume
     yaml_node_t *root = yaml_document_get_root_node(doc);
     if (!root)
         return cfg_error(L, (cfg_pos){0, 1, 1}, NULL, "expected a mapping of settings, got an empty file");
-    if (root->type != YAML_MAPPING_NODE)
-        return cfg_error(L, cfg_node_pos(&src, root), NULL, "expected a mapping of settings at the top level, got %s",
-                         root->type == YAML_SEQUENCE_NODE ? "a list" : "a single value");
+    if (root->type != YAML_MAPPING_NODE) {
+        char got[128];
+        cfg_describe(root, got, sizeof got);
+        return cfg_error(L, cfg_node_pos(&src, root), NULL, "expected a mapping of settings at the top level, got %s", got);
+    }
     int rc = apply_mapping(L, &src, doc, root, "");
     if (rc)
         return rc;

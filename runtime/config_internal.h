@@ -60,7 +60,7 @@ const char *cfg_signal_name(int signo);     /* NULL when not one we accept */
 /* Where a value came from: source -1 = default, 0 = the file, N = override N (1-based). */
 typedef struct cfg_pos { int source, line, col; } cfg_pos;
 
-/* How marks of one parsed YAML text map to positions: overrides shift line-0 columns by the
+/* How marks of one parsed YAML text map to positions: override columns are shifted by the
  * offset of the value inside `key.path=value`. */
 typedef struct cfg_src { int source, col_offset; } cfg_src;
 
@@ -81,6 +81,8 @@ void cfg_pos_label(const cfg_loader *L, cfg_pos at, char *out, size_t n); /* "x.
 /* Parses one non-section value node into L->c (config_keys.c). */
 int cfg_parse_value(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_node_t *node,
                     const cfg_key *k);
+/* What the user wrote, for "got ...": the scalar in quotes, "nothing", "a list", "a mapping". */
+void cfg_describe(const yaml_node_t *nd, char *out, size_t n);
 /* OSA edit distance, case-insensitive; stops counting at cap+1. */
 int cfg_edit_distance(const char *a, const char *b, int cap);
 /* Distance a near miss may have from a name of this length. */

@@ -216,8 +216,7 @@ static bool is_null(const yaml_node_t *nd)
     return !*v || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") || !strcmp(v, "NULL");
 }
 
-/* What the user wrote, for "got ...": the scalar in quotes, or the kind of node. */
-static void describe(const yaml_node_t *nd, char *out, size_t n)
+void cfg_describe(const yaml_node_t *nd, char *out, size_t n)
 {
     if (nd->type == YAML_MAPPING_NODE)
         snprintf(out, n, "a mapping");
@@ -234,7 +233,7 @@ static int wrong(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const c
                  const char *expect)
 {
     char got[128];
-    describe(nd, got, sizeof got);
+    cfg_describe(nd, got, sizeof got);
     return cfg_error(L, cfg_node_pos(s, nd), key, "expected %s, got %s", expect, got);
 }
 
@@ -355,7 +354,8 @@ static int parse_str(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, con
     if (nd->data.scalar.length >= CFG_PATH_MAX)
         return cfg_error(L, cfg_node_pos(s, nd), key, "expected a path shorter than %d bytes, got %zu bytes",
                          CFG_PATH_MAX, nd->data.scalar.length);
-    memcpy(out, nd->data.scalar.value, nd->data.scalar.length + 1);
+    memset(out, 0, CFG_PATH_MAX); /* no stale tail: equal settings give byte-equal structs */
+    memcpy(out, nd->data.scalar.value, nd->data.scalar.length);
     return DDP_OK;
 }
 
@@ -370,12 +370,14 @@ static int parse_choice(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, 
             *out = i;
             return DDP_OK;
         }
-        int d = cfg_edit_distance(t, names[i], cfg_near_limit(names[i]));
-        if (d <= cfg_near_limit(names[i]) && d < best_d)
+        /* short values get no hint: "gpu" is one letter from "cpu" but rarely means it */
+        int lim = strlen(names[i]) <= 3 ? 0 : cfg_near_limit(names[i]);
+        int d = cfg_edit_distance(t, names[i], lim);
+        if (d <= lim && d < best_d)
             best = i, best_d = d;
     }
     choices_expect(names, expect, sizeof expect);
-    describe(nd, got, sizeof got);
+    cfg_describe(nd, got, sizeof got);
     if (best >= 0)
         return cfg_error(L, cfg_node_pos(s, nd), key, "expected %s, got %s; did you mean '%s'?", expect,
                          got, names[best]);
@@ -442,7 +444,7 @@ static int parse_resume(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, 
     for (int i = 0; i < 2; i++) {
         if (!strcmp(path, words[i])) {
             c->checkpoint.resume = i == 0 ? RESUME_AUTO : RESUME_NEVER;
-            c->checkpoint.resume_path[0] = '\0';
+            memset(c->checkpoint.resume_path, 0, sizeof c->checkpoint.resume_path);
             return DDP_OK;
         }
         if (!strchr(path, '/') && cfg_edit_distance(path, words[i], 1) <= 1)

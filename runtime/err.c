@@ -27,6 +27,8 @@ int ddp_prefix(ddp_err *e, const char *fmt, ...)
     vsnprintf(ctx, sizeof ctx, fmt, ap);
     va_end(ap);
     memcpy(old, e->msg, sizeof old);
-    snprintf(e->msg, sizeof e->msg, "%s: %s", ctx, old);
+    /* a message longer than the buffer is cut, never overflowed */
+    if (snprintf(e->msg, sizeof e->msg, "%s: %s", ctx, old) < 0)
+        e->msg[0] = '\0';
     return e->code ? e->code : DDP_ERUNTIME;
 }

@@ -7,6 +7,7 @@
  * communicator interfaces do. */
 #include "train.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -330,9 +331,11 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
         rc = rc2 != DDP_OK ? rc2 : rc;
     if (rc == DDP_OK || rc == DDP_EPREEMPTED) {
         double secs = train_now_s() - t.t_start;
-        log_info("done: %lld steps in %.1f s%s, final test accuracy %.2f%%", (long long)t.step, secs,
-                 rc == DDP_EPREEMPTED ? " (stopped by signal, checkpoint saved)" : "",
-                 t.last_test_acc >= 0 ? 100.0 * t.last_test_acc : 0.0);
+        char acc[64] = "no evaluation";
+        if (t.last_test_acc >= 0)
+            snprintf(acc, sizeof acc, "final test accuracy %.2f%%", 100.0 * t.last_test_acc);
+        log_info("done: %lld steps in %.1f s%s, %s", (long long)t.step, secs,
+                 rc == DDP_EPREEMPTED ? " (stopped by signal, checkpoint saved)" : "", acc);
     }
     teardown(&t);
     return rc;

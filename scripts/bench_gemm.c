@@ -6,7 +6,7 @@
  * gradient dW = dYᵀ·X and (except the first layer, whose input gradient nobody needs) the input
  * gradient dX = dY·W. Prints GFLOP/s per GEMM and for the whole step. Thread count comes from
  * --threads N and is applied to both libraries (OpenMP for oneDNN, openblas_set_num_threads for
- * OpenBLAS). This program only measures: it must not assert on timings or change the CPU type
+ * OpenBLAS); --threads 0 leaves both at what the environment (OMP_NUM_THREADS) gives them. This program only measures: it must not assert on timings or change the CPU type
  * OpenBLAS picks (OPENBLAS_CORETYPE is left as the environment sets it). */
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -89,10 +89,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
+    if (threads > 0) {
+        omp_set_num_threads(threads);
+        openblas_set_num_threads(threads);
+    }
     const dnnl_version_t *v = dnnl_version();
-    printf("# threads %d; oneDNN %d.%d.%d; OpenBLAS %s (core %s)\n", threads, v->major, v->minor, v->patch,
+    printf("# threads %d (OpenMP max %d, OpenBLAS %d); oneDNN %d.%d.%d; OpenBLAS %s (core %s)\n", threads, omp_get_max_threads(), openblas_get_num_threads(), v->major, v->minor, v->patch,
            openblas_get_config(), openblas_get_corename());
 
     size_t maxel = 1024 * 1024;

@@ -1,0 +1,235 @@
+/* config_write.c — the resolved config as YAML, the resume hash, and value formatting.
+ *
+ * config_write_resolved emits every key in table order through libyaml's emitter (so quoting
+ * and escaping are libyaml's), numbers in the shortest text that reads back exactly, and
+ * replaces the target atomically (temp file + rename). config_hash covers only what a bit-exact
+ * resume depends on. This file must not parse YAML or validate values. */
+#include "config_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *act_kind_name(act_kind a)
+{
+    switch (a) {
+    case ACT_RELU: return "relu";
+    case ACT_GELU: return "gelu";
+    }
+    return "unknown";
+}
+
+void cfg_format_double(double v, char *out, size_t n)
+{
+    if (v == floor(v) && fabs(v) < 1e15) { /* 300, not %g's 3e+02 */
+        snprintf(out, n, "%.0f", v);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(out, n, "%.*g", prec, v);
+        if (strtod(out, NULL) == v)
+            return;
+    }
+}
+
+static void format_list(const char *const *items, int count, char *out, size_t n)
+{
+    size_t used = (size_t)snprintf(out, n, "[");
+    for (int i = 0; i < count && used < n; i++)
+        used += (size_t)snprintf(out + used, n - used, "%s%s", i ? ", " : "", items[i]);
+    if (used < n)
+        snprintf(out + used, n - used, "]");
+}
+
+void cfg_format_value(const config *c, const cfg_key *k, char *out, size_t n)
+{
+    const char *field = (const char *)c + k->off;
+    char items[CFG_MAX_HIDDEN][32];
+    const char *ptrs[CFG_MAX_HIDDEN];
+    switch (k->type) {
+    case KT_SECTION: snprintf(out, n, "{}"); break;
+    case KT_INT: snprintf(out, n, "%lld", (long long)*(const int64_t *)field); break;
+    case KT_UINT: snprintf(out, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
+    case KT_NUM: cfg_format_double(*(const double *)field, out, n); break;
+    case KT_BOOL: snprintf(out, n, "%s", *(const bool *)field ? "true" : "false"); break;
+    case KT_STR: snprintf(out, n, "%s", field); break;
+    case KT_ENUM: snprintf(out, n, "%s", k->choices[*(const int *)field]); break;
+    case KT_SIGNAL: snprintf(out, n, "%s", cfg_signal_name(c->checkpoint.stop_signal)); break;
+    case KT_RESUME:
+        snprintf(out, n, "%s", c->checkpoint.resume == RESUME_AUTO ? "auto"
+                              : c->checkpoint.resume == RESUME_NEVER ? "never" : c->checkpoint.resume_path);
+        break;
+    case KT_HIDDEN:
+        for (int i = 0; i < c->model.n_hidden; i++) {
+            snprintf(items[i], sizeof items[i], "%lld", (long long)c->model.hidden[i]);
+            ptrs[i] = items[i];
+        }
+        format_list(ptrs, c->model.n_hidden, out, n);
+        break;
+    case KT_BETAS:
+        cfg_format_double(c->optimizer.beta1, items[0], sizeof items[0]);
+        cfg_format_double(c->optimizer.beta2, items[1], sizeof items[1]);
+        ptrs[0] = items[0], ptrs[1] = items[1];
+        format_list(ptrs, 2, out, n);
+        break;
+    }
+}
+
+/* ---- writer ---- */
+
+typedef struct writer { yaml_emitter_t em; yaml_event_t ev; } writer;
+
+static int emit(writer *w) { return yaml_emitter_emit(&w->em, &w->ev) ? 0 : -1; }
+
+static int emit_scalar(writer *w, const char *text, yaml_scalar_style_t style)
+{
+    if (!yaml_scalar_event_initialize(&w->ev, NULL, NULL, (yaml_char_t *)text, (int)strlen(text), 1, 1, style))
+        return -1;
+    return emit(w);
+}
+
+static int emit_list(writer *w, const char *const *items, int count)
+{
+    if (!yaml_sequence_start_event_initialize(&w->ev, NULL, NULL, 1, YAML_FLOW_SEQUENCE_STYLE) || emit(w))
+        return -1;
+    for (int i = 0; i < count; i++)
+        if (emit_scalar(w, items[i], YAML_PLAIN_SCALAR_STYLE))
+            return -1;
+    return yaml_sequence_end_event_initialize(&w->ev) ? emit(w) : -1;
+}
+
+static int emit_value(writer *w, const config *c, const cfg_key *k)
+{
+    char text[CFG_PATH_MAX], items[CFG_MAX_HIDDEN][32];
+    const char *ptrs[CFG_MAX_HIDDEN];
+    if (k->type == KT_HIDDEN || k->type == KT_BETAS) {
+        int count = k->type == KT_HIDDEN ? c->model.n_hidden : 2;
+        for (int i = 0; i < count; i++) {
+            if (k->type == KT_HIDDEN)
+                snprintf(items[i], sizeof items[i], "%lld", (long long)c->model.hidden[i]);
+            else
+                cfg_format_double(i ? c->optimizer.beta2 : c->optimizer.beta1, items[i], sizeof items[i]);
+            ptrs[i] = items[i];
+        }
+        return emit_list(w, ptrs, count);
+    }
+    cfg_format_value(c, k, text, sizeof text);
+    bool is_path = k->type == KT_STR || (k->type == KT_RESUME && c->checkpoint.resume == RESUME_PATH);
+    return emit_scalar(w, text, is_path ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_PLAIN_SCALAR_STYLE);
+}
+
+/* Walks the depth-first key table, opening and closing block mappings as sections change. */
+static int emit_config(writer *w, const config *c)
+{
+    char open[4][CFG_KEY_MAX], parent[CFG_KEY_MAX];
+    int depth = 0;
+    if (!yaml_stream_start_event_initialize(&w->ev, YAML_UTF8_ENCODING) || emit(w) ||
+        !yaml_document_start_event_initialize(&w->ev, NULL, NULL, NULL, 1) || emit(w) ||
+        !yaml_mapping_start_event_initialize(&w->ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE) || emit(w))
+        return -1;
+    for (int i = 0; i < cfg_n_keys; i++) {
+        const cfg_key *k = &cfg_keys[i];
+        cfg_key_parent(k->path, parent, sizeof parent);
+        while (depth > 0 && strcmp(open[depth - 1], parent)) {
+            depth--;
+            if (!yaml_mapping_end_event_initialize(&w->ev) || emit(w))
+                return -1;
+        }
+        if (emit_scalar(w, cfg_key_leaf(k->path), YAML_PLAIN_SCALAR_STYLE))
+            return -1;
+        if (k->type != KT_SECTION) {
+            if (emit_value(w, c, k))
+                return -1;
+            continue;
+        }
+        if (!yaml_mapping_start_event_initialize(&w->ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE) || emit(w))
+            return -1;
+        snprintf(open[depth++], sizeof open[0], "%s", k->path);
+    }
+    for (; depth >= 0; depth--) /* the open sections, then the top-level mapping */
+        if (!yaml_mapping_end_event_initialize(&w->ev) || emit(w))
+            return -1;
+    if (!yaml_document_end_event_initialize(&w->ev, 1) || emit(w) ||
+        !yaml_stream_end_event_initialize(&w->ev) || emit(w))
+        return -1;
+    return 0;
+}
+
+static int write_to(FILE *f, const config *c, const char *path, ddp_err *err)
+{
+    writer w;
+    if (!yaml_emitter_initialize(&w.em))
+        return ddp_fail(err, DDP_ERUNTIME, "%s: libyaml: cannot initialize emitter", path);
+    fprintf(f, "# ddprun resolved config: every key, defaults included (from %s)\n",
+            c->source[0] ? c->source : "defaults");
+    yaml_emitter_set_output_file(&w.em, f);
+    yaml_emitter_set_unicode(&w.em, 1);
+    yaml_emitter_set_width(&w.em, -1); /* never fold long paths */
+    int rc = DDP_OK;
+    if (emit_config(&w, c) || !yaml_emitter_flush(&w.em))
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: libyaml emitter: %s", path,
+                      w.em.problem ? w.em.problem : strerror(errno));
+    yaml_emitter_delete(&w.em);
+    return rc;
+}
+
+int config_write_resolved(const config *c, const char *path, ddp_err *err)
+{
+    char tmp[CFG_PATH_MAX + 32];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return ddp_fail(err, DDP_EUSAGE, "%.200s...: path too long", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
+    int rc = write_to(f, c, path, err);
+    if (fflush(f) != 0 && !rc)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", tmp, strerror(errno));
+    if (fclose(f) != 0 && !rc)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: close failed: %s", tmp, strerror(errno));
+    if (!rc && rename(tmp, path) != 0)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
+/* ---- resume hash ---- */
+
+/* Keys whose value cannot affect this run (SGD momentum under AdamW, synthetic sizes with real
+ * data) stay out, so changing them does not block a resume. */
+static bool relevant(const config *c, const cfg_key *k)
+{
+    bool sgd = c->optimizer.kind == OPT_SGD;
+    if (!strcmp(k->path, "optimizer.momentum") || !strcmp(k->path, "optimizer.nesterov"))
+        return sgd;
+    if (!strcmp(k->path, "optimizer.betas") || !strcmp(k->path, "optimizer.eps"))
+        return !sgd;
+    if (!strcmp(k->path, "optimizer.schedule.min_lr"))
+        return c->optimizer.schedule.kind == SCHED_COSINE;
+    if (!strncmp(k->path, "data.synthetic.", 15))
+        return c->data.kind == DATA_SYNTHETIC;
+    return true;
+}
+
+/* FNV-1a 64 over "path=value\n" lines: the text form is independent of struct layout and
+ * endianness, and numbers are in their exact shortest form. */
+uint64_t config_hash(const config *c)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    char line[CFG_PATH_MAX + CFG_KEY_MAX + 4], value[CFG_PATH_MAX];
+    for (int i = 0; i < cfg_n_keys; i++) {
+        const cfg_key *k = &cfg_keys[i];
+        if (!k->hashed || !relevant(c, k))
+            continue;
+        cfg_format_value(c, k, value, sizeof value);
+        int len = snprintf(line, sizeof line, "%s=%s\n", k->path, value);
+        for (int j = 0; j < len; j++) {
+            h ^= (unsigned char)line[j];
+            h *= 0x100000001b3ull;
+        }
+    }
+    return h;
+}

@@ -1,0 +1,418 @@
+/* cublas_shim.cpp — the cuBLAS entry points ddprun calls, computed by the CPU GEMM library.
+ *
+ * Column-major as cuBLAS. Arguments are validated exactly as the cuBLAS documentation lists for
+ * gemm (sizes, transposes, leading dimensions, NULL scalars -> CUBLAS_STATUS_INVALID_VALUE) and,
+ * beyond what cuBLAS can check, every matrix must lie inside one cudaMalloc'd allocation
+ * (otherwise a GPU faults with an illegal address: here CUBLAS_STATUS_EXECUTION_FAILED). Every
+ * rejection prints one "cudaemu: cublas...: <argument>" line. When TF32 is allowed (math mode
+ * CUBLAS_TF32_TENSOR_OP_MATH or compute type CUBLAS_COMPUTE_32F_FAST_TF32) the inputs are rounded
+ * to TF32 like tensor cores do, so tolerances are tested against what a GPU really computes.
+ * Must not implement GEMMs itself: the CPU library (oneDNN or OpenBLAS) does. */
+#include "cudaemu_internal.h"
+
+#include <cublas_v2.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <vector>
+
+#if defined(DDP_GEMM_ONEDNN)
+#include <oneapi/dnnl/dnnl.h>
+#elif defined(DDP_GEMM_OPENBLAS)
+#include <cblas.h>
+#else
+#error "define DDP_GEMM_ONEDNN or DDP_GEMM_OPENBLAS (meson option cpu_gemm)"
+#endif
+
+struct cublasContext {
+    cudaStream_t stream;
+    cublasMath_t math_mode;
+    cublasPointerMode_t pointer_mode;
+};
+
+namespace ddp_cudaemu {
+
+static cublasStatus_t reject(cublasStatus_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static cublasStatus_t reject(cublasStatus_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("cudaemu: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (%s)\n", cublasGetStatusName(status));
+    va_end(ap);
+    return status;
+}
+
+struct gemm_call {
+    const char *fn;
+    cublasHandle_t handle;
+    cublasOperation_t transa, transb;
+    int m, n, k;
+    const float *alpha, *beta;
+    const float *A, *B;
+    float *C;
+    int lda, ldb, ldc;
+    long long stride_a, stride_b, stride_c;
+    int batch;
+    bool tf32;
+};
+
+static char op_char(cublasOperation_t op) { return op == CUBLAS_OP_N ? 'N' : 'T'; }
+
+static int max1(int v) { return v > 1 ? v : 1; }
+
+static cublasStatus_t check_arguments(const gemm_call &g)
+{
+    if (!g.handle)
+        return reject(CUBLAS_STATUS_NOT_INITIALIZED, "%s: handle is NULL", g.fn);
+    const cublasOperation_t ops[2] = {g.transa, g.transb};
+    for (int i = 0; i < 2; i++)
+        if (ops[i] != CUBLAS_OP_N && ops[i] != CUBLAS_OP_T && ops[i] != CUBLAS_OP_C)
+            return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: trans%c=%d is not CUBLAS_OP_N/T/C", g.fn, "ab"[i], (int)ops[i]);
+    if (g.m < 0 || g.n < 0 || g.k < 0)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: negative size m=%d n=%d k=%d", g.fn, g.m, g.n, g.k);
+    int rows_a = g.transa == CUBLAS_OP_N ? g.m : g.k, rows_b = g.transb == CUBLAS_OP_N ? g.k : g.n;
+    if (g.lda < max1(rows_a))
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: lda=%d < max(1, %s=%d) with transa=%c", g.fn, g.lda,
+                      g.transa == CUBLAS_OP_N ? "m" : "k", rows_a, op_char(g.transa));
+    if (g.ldb < max1(rows_b))
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: ldb=%d < max(1, %s=%d) with transb=%c", g.fn, g.ldb,
+                      g.transb == CUBLAS_OP_N ? "k" : "n", rows_b, op_char(g.transb));
+    if (g.ldc < max1(g.m))
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: ldc=%d < max(1, m=%d)", g.fn, g.ldc, g.m);
+    if (g.batch < 0)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: batchCount=%d is negative", g.fn, g.batch);
+    if (!g.alpha || !g.beta)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: alpha or beta is NULL", g.fn);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The scalars must live where the pointer mode says: dereferencing a device pointer on the host
+ * (or the reverse) crashes on a real GPU. */
+static cublasStatus_t check_scalar(const gemm_call &g, const float *p, const char *name)
+{
+    alloc_kind kind;
+    size_t overrun;
+    bool on_device = alloc_lookup(p, sizeof(float), &kind, &overrun) && kind == ALLOC_DEVICE;
+    bool want_device = g.handle->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+    if (on_device != want_device)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: %s=%p is %s memory but the pointer mode is %s", g.fn,
+                      name, static_cast<const void *>(p), on_device ? "device" : "host",
+                      want_device ? "CUBLAS_POINTER_MODE_DEVICE" : "CUBLAS_POINTER_MODE_HOST");
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* A rows x cols column-major matrix with leading dimension ld, repeated batch times at stride. */
+static cublasStatus_t check_extent(const gemm_call &g, const void *p, const char *name, int rows, int cols,
+                                   int ld, long long stride)
+{
+    if (rows == 0 || cols == 0 || g.batch == 0)
+        return CUBLAS_STATUS_SUCCESS;
+    if (!p)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: %s is NULL", g.fn, name);
+    if (stride < 0)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: stride of %s is negative (%lld)", g.fn, name, stride);
+    size_t elems = (size_t)stride * (size_t)(g.batch - 1) + (size_t)ld * (size_t)(cols - 1) + (size_t)rows;
+    alloc_kind kind;
+    size_t overrun;
+    if (alloc_lookup(p, elems * sizeof(float), &kind, &overrun))
+        return CUBLAS_STATUS_SUCCESS;
+    if (overrun)
+        return reject(CUBLAS_STATUS_EXECUTION_FAILED, "%s: %s (%dx%d, ld=%d, batch=%d, stride=%lld) runs %zu bytes "
+                      "past the end of its cudaMalloc allocation", g.fn, name, rows, cols, ld, g.batch, stride, overrun);
+    return reject(CUBLAS_STATUS_EXECUTION_FAILED, "%s: %s=%p is not device memory from cudaMalloc", g.fn, name, p);
+}
+
+static float round_to_tf32(float x)
+{
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    if ((bits & 0x7f800000u) != 0x7f800000u) /* finite: round to nearest even at 10 mantissa bits */
+        bits = (bits + 0xfffu + ((bits >> 13) & 1u)) & ~0x1fffu;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+/* Packs op-free column-major rows x cols (ld) into a dense TF32-rounded copy with ld = rows. */
+static const float *tf32_copy(std::vector<float> &buf, const float *p, int rows, int cols, int ld)
+{
+    buf.resize((size_t)rows * (size_t)cols);
+    for (int c = 0; c < cols; c++)
+        for (int r = 0; r < rows; r++)
+            buf[(size_t)c * (size_t)rows + (size_t)r] = round_to_tf32(p[(size_t)c * (size_t)ld + (size_t)r]);
+    return buf.data();
+}
+
+static void scale_c(float *c, int m, int n, int ldc, float beta)
+{
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float *x = &c[(size_t)j * (size_t)ldc + (size_t)i];
+            *x = beta == 0.0f ? 0.0f : *x * beta; /* beta == 0: C is output only, even if NaN */
+        }
+}
+
+/* C = alpha op(A) op(B) + beta C, column-major, one matrix of the batch. */
+static cublasStatus_t gemm_one(const gemm_call &g, const float *a, int lda, const float *b, int ldb, float *c)
+{
+    float alpha = *g.alpha, beta = *g.beta;
+    if (g.m == 0 || g.n == 0)
+        return CUBLAS_STATUS_SUCCESS;
+    if (g.k == 0 || alpha == 0.0f) {
+        scale_c(c, g.m, g.n, g.ldc, beta);
+        return CUBLAS_STATUS_SUCCESS;
+    }
+#if defined(DDP_GEMM_ONEDNN)
+    /* oneDNN is row-major: column-major C (m x n) is row-major C^T = op(B)^T op(A)^T */
+    dnnl_status_t st = dnnl_sgemm(op_char(g.transb), op_char(g.transa), g.n, g.m, g.k, alpha, b, ldb, a, lda,
+                                  beta, c, g.ldc);
+    if (st != dnnl_success)
+        return reject(CUBLAS_STATUS_EXECUTION_FAILED, "%s: dnnl_sgemm failed with status %d", g.fn, (int)st);
+#else
+    cblas_sgemm(CblasColMajor, g.transa == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                g.transb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, g.m, g.n, g.k, alpha, a, lda, b, ldb, beta, c,
+                g.ldc);
+#endif
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t run_gemm(const gemm_call &g)
+{
+    cublasStatus_t st = check_arguments(g);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = check_scalar(g, g.alpha, "alpha");
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = check_scalar(g, g.beta, "beta");
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    if (!stream_is_valid(g.handle->stream))
+        return reject(CUBLAS_STATUS_EXECUTION_FAILED, "%s: the handle's stream was destroyed", g.fn);
+    int rows_a = g.transa == CUBLAS_OP_N ? g.m : g.k, cols_a = g.transa == CUBLAS_OP_N ? g.k : g.m;
+    int rows_b = g.transb == CUBLAS_OP_N ? g.k : g.n, cols_b = g.transb == CUBLAS_OP_N ? g.n : g.k;
+    bool uses_ab = g.k > 0 && *g.alpha != 0.0f;
+    if (uses_ab && (st = check_extent(g, g.A, "A", rows_a, cols_a, g.lda, g.stride_a)) != CUBLAS_STATUS_SUCCESS)
+        return st;
+    if (uses_ab && (st = check_extent(g, g.B, "B", rows_b, cols_b, g.ldb, g.stride_b)) != CUBLAS_STATUS_SUCCESS)
+        return st;
+    if ((st = check_extent(g, g.C, "C", g.m, g.n, g.ldc, g.stride_c)) != CUBLAS_STATUS_SUCCESS)
+        return st;
+    std::vector<float> a_tf32, b_tf32;
+    for (int i = 0; i < g.batch && st == CUBLAS_STATUS_SUCCESS; i++) {
+        const float *a = g.A + (size_t)i * (size_t)g.stride_a, *b = g.B + (size_t)i * (size_t)g.stride_b;
+        int lda = g.lda, ldb = g.ldb;
+        if (g.tf32 && uses_ab) {
+            a = tf32_copy(a_tf32, a, rows_a, cols_a, lda);
+            b = tf32_copy(b_tf32, b, rows_b, cols_b, ldb);
+            lda = max1(rows_a);
+            ldb = max1(rows_b);
+        }
+        st = gemm_one(g, a, lda, b, ldb, g.C + (size_t)i * (size_t)g.stride_c);
+    }
+    return st;
+}
+
+static bool tf32_by_math_mode(cublasHandle_t h)
+{
+    return h && (h->math_mode & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH;
+}
+
+static cublasStatus_t check_ex_types(const char *fn, cudaDataType at, cudaDataType bt, cudaDataType ct,
+                                     cublasComputeType_t compute, cublasGemmAlgo_t algo, bool *tf32)
+{
+    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F)
+        return reject(CUBLAS_STATUS_NOT_SUPPORTED, "%s: only CUDA_R_32F A/B/C are emulated (got %d/%d/%d)", fn,
+                      (int)at, (int)bt, (int)ct);
+    if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32 &&
+        compute != CUBLAS_COMPUTE_32F_PEDANTIC)
+        return reject(CUBLAS_STATUS_NOT_SUPPORTED, "%s: compute type %d is not emulated (32F, 32F_PEDANTIC and "
+                      "32F_FAST_TF32 are)", fn, (int)compute);
+    if (!((algo >= CUBLAS_GEMM_DEFAULT && algo <= CUBLAS_GEMM_ALGO23) ||
+          (algo >= CUBLAS_GEMM_DEFAULT_TENSOR_OP && algo <= CUBLAS_GEMM_ALGO15_TENSOR_OP)))
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: algo %d is not a cublasGemmAlgo_t", fn, (int)algo);
+    *tf32 = compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+} /* namespace ddp_cudaemu */
+
+using namespace ddp_cudaemu;
+
+extern "C" {
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
+{
+    if (!handle)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasCreate: handle is NULL");
+    *handle = new cublasContext{nullptr, CUBLAS_DEFAULT_MATH, CUBLAS_POINTER_MODE_HOST};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)
+{
+    if (!handle)
+        return reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasDestroy: handle is NULL");
+    delete handle;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetVersion_v2(cublasHandle_t handle, int *version)
+{
+    if (!handle || !version)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasGetVersion: NULL argument");
+    *version = CUBLAS_VERSION;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId)
+{
+    if (!handle)
+        return reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetStream: handle is NULL");
+    if (!stream_is_valid(streamId))
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasSetStream: %p is not a live stream",
+                      static_cast<void *>(streamId));
+    handle->stream = streamId;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t *streamId)
+{
+    if (!handle || !streamId)
+        return reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasGetStream: NULL argument");
+    *streamId = handle->stream;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void *workspace, size_t workspaceSizeInBytes)
+{
+    (void)workspace;
+    (void)workspaceSizeInBytes;
+    return handle ? CUBLAS_STATUS_SUCCESS : reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetWorkspace: handle is NULL");
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode)
+{
+    if (!handle)
+        return reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetMathMode: handle is NULL");
+    unsigned base = (unsigned)mode & 0xfu, flags = (unsigned)mode & ~0xfu;
+    if (base > CUBLAS_TF32_TENSOR_OP_MATH || (flags & ~(unsigned)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasSetMathMode: mode %d is not a cublasMath_t", (int)mode);
+    handle->math_mode = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t *mode)
+{
+    if (!handle || !mode)
+        return reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasGetMathMode: NULL argument");
+    *mode = handle->math_mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode)
+{
+    if (!handle)
+        return reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetPointerMode: handle is NULL");
+    if (mode != CUBLAS_POINTER_MODE_HOST && mode != CUBLAS_POINTER_MODE_DEVICE)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasSetPointerMode: mode %d", (int)mode);
+    handle->pointer_mode = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t *mode)
+{
+    if (!handle || !mode)
+        return reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasGetPointerMode: NULL argument");
+    *mode = handle->pointer_mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasGetStatusName(cublasStatus_t status)
+{
+    switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    }
+    return "<unknown>";
+}
+
+const char *cublasGetStatusString(cublasStatus_t status)
+{
+    switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "an absent device architectural feature is required";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory space failed";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "error detected trying to check the license";
+    }
+    return "unknown error";
+}
+
+cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                              int n, int k, const float *alpha, const float *A, int lda, const float *B, int ldb,
+                              const float *beta, float *C, int ldc)
+{
+    gemm_call g = {"cublasSgemm", handle, transa, transb, m, n, k, alpha, beta, A, B, C, lda, ldb, ldc,
+                   0, 0, 0, 1, tf32_by_math_mode(handle)};
+    return run_gemm(g);
+}
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
+                                         cublasOperation_t transb, int m, int n, int k, const float *alpha,
+                                         const float *A, int lda, long long int strideA, const float *B, int ldb,
+                                         long long int strideB, const float *beta, float *C, int ldc,
+                                         long long int strideC, int batchCount)
+{
+    gemm_call g = {"cublasSgemmStridedBatched", handle, transa, transb, m, n, k, alpha, beta, A, B, C, lda,
+                   ldb, ldc, strideA, strideB, strideC, batchCount, tf32_by_math_mode(handle)};
+    return run_gemm(g);
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                            int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
+                            const void *B, cudaDataType Btype, int ldb, const void *beta, void *C,
+                            cudaDataType Ctype, int ldc, cublasComputeType_t computeType, cublasGemmAlgo_t algo)
+{
+    bool tf32 = false;
+    cublasStatus_t st = check_ex_types("cublasGemmEx", Atype, Btype, Ctype, computeType, algo, &tf32);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    gemm_call g = {"cublasGemmEx", handle, transa, transb, m, n, k, static_cast<const float *>(alpha),
+                   static_cast<const float *>(beta), static_cast<const float *>(A), static_cast<const float *>(B),
+                   static_cast<float *>(C), lda, ldb, ldc, 0, 0, 0, 1, tf32};
+    return run_gemm(g);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k, const void *alpha,
+                                          const void *A, cudaDataType Atype, int lda, long long int strideA,
+                                          const void *B, cudaDataType Btype, int ldb, long long int strideB,
+                                          const void *beta, void *C, cudaDataType Ctype, int ldc,
+                                          long long int strideC, int batchCount, cublasComputeType_t computeType,
+                                          cublasGemmAlgo_t algo)
+{
+    bool tf32 = false;
+    cublasStatus_t st = check_ex_types("cublasGemmStridedBatchedEx", Atype, Btype, Ctype, computeType, algo, &tf32);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    gemm_call g = {"cublasGemmStridedBatchedEx", handle, transa, transb, m, n, k, static_cast<const float *>(alpha),
+                   static_cast<const float *>(beta), static_cast<const float *>(A), static_cast<const float *>(B),
+                   static_cast<float *>(C), lda, ldb, ldc, strideA, strideB, strideC, batchCount, tf32};
+    return run_gemm(g);
+}
+
+} /* extern "C" */

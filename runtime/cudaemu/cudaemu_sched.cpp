@@ -1,0 +1,492 @@
+/* cudaemu_sched.cpp — runs an emulated kernel launch: blocks one after another, each block's
+ * threads as fibers, __syncthreads and warp intrinsics as barriers and exchanges.
+ *
+ * Owns launch validation (dimension and shared memory limits -> cudaGetLastError), the fiber
+ * order (env DDP_CUDA_EMU_ORDER = forward | reverse | random:SEED), shared memory poisoning
+ * (0xFF = NaN before every block) and the reports of deadlocks and divergent barriers, which
+ * abort the process with a message naming the kernel, block and threads: on a GPU the same bug
+ * hangs or corrupts silently. Must not implement runtime API calls (cudart_shim.cpp). */
+#include "cudaemu_fiber.h"
+#include "cudaemu_internal.h"
+#include "../cuda_kernel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+/* the poisoned section of static __shared__ objects (weak: a program may have none) */
+extern "C" char __start_ddp_cuda_shared[] __attribute__((weak));
+extern "C" char __stop_ddp_cuda_shared[] __attribute__((weak));
+
+namespace ddp_cudaemu {
+
+thread_local const uint3 *cur_thread_idx;
+thread_local uint3 cur_block_idx;
+thread_local dim3 cur_block_dim;
+thread_local dim3 cur_grid_dim;
+
+enum thread_state { RUNNABLE, AT_BARRIER, AT_WARP, EXITED };
+enum fiber_order { ORDER_FORWARD, ORDER_REVERSE, ORDER_RANDOM };
+
+struct emu_thread {
+    uint3 tid;
+    int linear;
+    thread_state state;
+    const char *file; /* where it waits */
+    int line;
+    int predicate, result;             /* __syncthreads_count/and/or */
+    warp_op_kind op;                   /* warp exchange */
+    unsigned mask;
+    uint64_t in, out;
+    int param, width;
+    fiber_context ctx;
+};
+
+struct block_run {
+    const char *kernel;
+    kernel_thunk thunk;
+    const void *args;
+    int nthreads, runnable, exited, at_barrier;
+    std::vector<emu_thread> threads;
+    int warp_runnable[MAX_THREADS_PER_BLOCK / 32];
+    fiber_order order;
+    uint64_t rng;
+    int cursor, current_warp;
+    emu_thread *running;
+    fiber_context scheduler;
+    std::vector<char> dynamic_smem;
+};
+
+static thread_local block_run *active;
+
+static const char *op_name(warp_op_kind op)
+{
+    static const char *const names[] = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
+                                        "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync"};
+    return names[op];
+}
+
+[[noreturn]] static void die(const block_run &b, const char *what, const char *detail)
+{
+    fprintf(stderr, "cudaemu: %s in kernel %s, block (%u,%u,%u) of grid (%u,%u,%u), block (%u,%u,%u): %s\n",
+            what, b.kernel, cur_block_idx.x, cur_block_idx.y, cur_block_idx.z, cur_grid_dim.x,
+            cur_grid_dim.y, cur_grid_dim.z, cur_block_dim.x, cur_block_dim.y, cur_block_dim.z, detail);
+    fflush(stderr);
+    abort();
+}
+
+static emu_thread *running_thread(const char *intrinsic)
+{
+    if (!active || !active->running) {
+        fprintf(stderr, "cudaemu: %s called outside a kernel\n", intrinsic);
+        abort();
+    }
+    return active->running;
+}
+
+static void yield(emu_thread *t)
+{
+    fiber_switch(&t->ctx, &active->scheduler);
+}
+
+static void fiber_main(void *arg)
+{
+    emu_thread *t = static_cast<emu_thread *>(arg);
+    active->thunk(active->args);
+    t->state = EXITED;
+    yield(t);
+}
+
+int syncthreads(block_reduce_kind kind, int predicate, const char *file, int line)
+{
+    emu_thread *t = running_thread("__syncthreads");
+    t->state = AT_BARRIER;
+    t->file = file;
+    t->line = line;
+    t->predicate = predicate;
+    t->op = (warp_op_kind)kind; /* reused to check that all threads ask for the same reduction */
+    yield(t);
+    return t->result;
+}
+
+uint64_t warp_op(warp_op_kind kind, unsigned mask, uint64_t bits, int param, int width,
+                 const char *file, int line)
+{
+    emu_thread *t = running_thread(op_name(kind));
+    t->state = AT_WARP;
+    t->op = kind;
+    t->mask = mask;
+    t->in = bits;
+    t->param = param;
+    t->width = width;
+    t->file = file;
+    t->line = line;
+    yield(t);
+    return t->out;
+}
+
+unsigned active_mask()
+{
+    emu_thread *t = running_thread("__activemask");
+    unsigned mask = 0;
+    int base = t->linear / 32 * 32;
+    for (int lane = 0; lane < 32 && base + lane < active->nthreads; lane++)
+        if (active->threads[base + lane].state != EXITED)
+            mask |= 1u << lane;
+    return mask;
+}
+
+void *dynamic_shared()
+{
+    running_thread("dynamic shared memory");
+    return active->dynamic_smem.data();
+}
+
+/* ---- barrier and exchange release ---- */
+
+static void make_runnable(block_run &b, emu_thread &t)
+{
+    t.state = RUNNABLE;
+    b.runnable++;
+    b.warp_runnable[t.linear / 32]++;
+}
+
+static void reset_cursor(block_run &b)
+{
+    b.cursor = b.order == ORDER_REVERSE ? b.nthreads - 1 : 0;
+}
+
+static void release_block_barrier(block_run &b)
+{
+    const emu_thread &first = b.threads[0];
+    int count = 0, all = 1, any = 0;
+    for (const emu_thread &t : b.threads) {
+        if (t.line != first.line || strcmp(t.file, first.file) != 0 || t.op != first.op) {
+            char detail[512];
+            snprintf(detail, sizeof detail,
+                     "thread %d waits at the __syncthreads at %s:%d but thread %d at the one at %s:%d "
+                     "(every thread of a block must reach the same barrier)",
+                     first.linear, first.file, first.line, t.linear, t.file, t.line);
+            die(b, "divergent __syncthreads", detail);
+        }
+        count += t.predicate;
+        all &= t.predicate;
+        any |= t.predicate;
+    }
+    int result = first.op == (warp_op_kind)BLOCK_COUNT ? count
+               : first.op == (warp_op_kind)BLOCK_AND  ? all
+               : any;
+    b.at_barrier = 0;
+    for (emu_thread &t : b.threads) {
+        t.result = result;
+        make_runnable(b, t);
+    }
+    reset_cursor(b);
+}
+
+static int source_lane(const emu_thread &t, int lane)
+{
+    int seg = lane / t.width * t.width, pos = lane - seg;
+    switch (t.op) {
+    case WARP_SHFL_IDX: return seg + (t.param & (t.width - 1));
+    case WARP_SHFL_UP: return pos - t.param >= 0 ? lane - t.param : lane;
+    case WARP_SHFL_DOWN: return pos + t.param < t.width ? lane + t.param : lane;
+    case WARP_SHFL_XOR: {
+        int src = lane ^ t.param;
+        return src >= seg + t.width ? lane : src;
+    }
+    default: return lane;
+    }
+}
+
+static void complete_exchange(block_run &b, int base, unsigned mask)
+{
+    uint64_t ballot = 0;
+    for (int lane = 0; lane < 32; lane++)
+        if (mask >> lane & 1u)
+            ballot |= (b.threads[base + lane].in != 0 ? 1ull : 0ull) << lane;
+    for (int lane = 0; lane < 32; lane++) {
+        if (!(mask >> lane & 1u))
+            continue;
+        emu_thread &t = b.threads[base + lane];
+        switch (t.op) {
+        case WARP_BALLOT: t.out = ballot; break;
+        case WARP_ANY: t.out = ballot != 0; break;
+        case WARP_ALL: t.out = ballot == mask; break;
+        case WARP_SYNC: t.out = 0; break;
+        default: {
+            int src = source_lane(t, lane);
+            /* reading a lane that did not take part is undefined: poison it like shared memory */
+            t.out = (src >= 0 && src < 32 && (mask >> src & 1u)) ? b.threads[base + src].in : ~0ull;
+        }
+        }
+        make_runnable(b, t);
+    }
+}
+
+static void check_lane_in_mask(block_run &b, const emu_thread &t, int base, int lane)
+{
+    char detail[640];
+    int idx = base + lane;
+    const char *why = idx >= b.nthreads ? "does not exist (partial warp)"
+                    : b.threads[idx].state == EXITED ? "has exited" : nullptr;
+    if (!why)
+        return;
+    snprintf(detail, sizeof detail,
+             "%s at %s:%d by thread %d with mask 0x%08x: lane %d (thread %d) named in the mask %s, "
+             "so the lanes waiting for it never continue", op_name(t.op), t.file, t.line,
+             t.linear, t.mask, lane, idx, why);
+    die(b, "deadlock", detail);
+}
+
+/* t just arrived at a warp operation: complete it if every lane of its mask is there. */
+static void try_exchange(block_run &b, const emu_thread &t)
+{
+    int base = t.linear / 32 * 32, own = t.linear - base;
+    char detail[640];
+    if (!(t.mask >> own & 1u)) {
+        snprintf(detail, sizeof detail, "%s at %s:%d: mask 0x%08x does not include the calling lane %d",
+                 op_name(t.op), t.file, t.line, t.mask, own);
+        die(b, "invalid warp mask", detail);
+    }
+    if (t.width < 1 || t.width > 32 || (t.width & (t.width - 1)) != 0) {
+        snprintf(detail, sizeof detail, "%s at %s:%d: width %d is not a power of two in [1, 32]",
+                 op_name(t.op), t.file, t.line, t.width);
+        die(b, "invalid shuffle width", detail);
+    }
+    for (int lane = 0; lane < 32; lane++) {
+        if (!(t.mask >> lane & 1u))
+            continue;
+        check_lane_in_mask(b, t, base, lane);
+        const emu_thread &o = b.threads[base + lane];
+        if (o.state != AT_WARP)
+            return; /* still running, or at __syncthreads (a deadlock the scheduler reports) */
+        if (o.op != t.op || o.mask != t.mask) {
+            snprintf(detail, sizeof detail,
+                     "lane %d is at %s (mask 0x%08x) at %s:%d while lane %d is at %s (mask 0x%08x) at %s:%d",
+                     t.linear - base, op_name(t.op), t.mask, t.file, t.line, lane, op_name(o.op),
+                     o.mask, o.file, o.line);
+            die(b, "mismatched warp operation", detail);
+        }
+    }
+    complete_exchange(b, base, t.mask);
+}
+
+/* A thread exited: a lane of its warp waiting on it can never continue. */
+static void check_exit(block_run &b, const emu_thread &t)
+{
+    int base = t.linear / 32 * 32;
+    for (int lane = 0; lane < 32 && base + lane < b.nthreads; lane++) {
+        const emu_thread &o = b.threads[base + lane];
+        if (o.state == AT_WARP && (o.mask >> (t.linear - base) & 1u))
+            check_lane_in_mask(b, o, base, t.linear - base);
+    }
+}
+
+static void after_yield(block_run &b, emu_thread &t)
+{
+    b.runnable--;
+    b.warp_runnable[t.linear / 32]--;
+    if (t.state == EXITED) {
+        b.exited++;
+        check_exit(b, t);
+    } else if (t.state == AT_BARRIER) {
+        if (++b.at_barrier == b.nthreads)
+            release_block_barrier(b);
+    } else {
+        try_exchange(b, t);
+    }
+}
+
+/* ---- fiber order ---- */
+
+static uint64_t next_random(block_run &b)
+{
+    uint64_t z = (b.rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int pick_random(block_run &b)
+{
+    int nwarps = (b.nthreads + 31) / 32;
+    if (b.current_warp < 0 || b.warp_runnable[b.current_warp] == 0) {
+        int choice = (int)(next_random(b) % (uint64_t)nwarps); /* then the next warp with work */
+        while (b.warp_runnable[choice] == 0)
+            choice = (choice + 1) % nwarps;
+        b.current_warp = choice;
+    }
+    int lanes[32], n = 0, base = b.current_warp * 32;
+    for (int i = base; i < base + 32 && i < b.nthreads; i++)
+        if (b.threads[i].state == RUNNABLE)
+            lanes[n++] = i;
+    return lanes[next_random(b) % (uint64_t)n];
+}
+
+static int pick_next(block_run &b)
+{
+    if (b.runnable == 0)
+        return -1;
+    if (b.order == ORDER_RANDOM)
+        return pick_random(b);
+    int step = b.order == ORDER_FORWARD ? 1 : -1;
+    while (b.threads[b.cursor].state != RUNNABLE)
+        b.cursor = (b.cursor + step + b.nthreads) % b.nthreads;
+    return b.cursor;
+}
+
+static void report_stuck(block_run &b)
+{
+    char detail[1024];
+    int n = snprintf(detail, sizeof detail, "%d of %d threads exited, the others wait forever:",
+                     b.exited, b.nthreads);
+    int shown = 0;
+    for (const emu_thread &t : b.threads) {
+        if (t.state == EXITED || n >= (int)sizeof detail - 160)
+            continue;
+        if (shown++ == 6) {
+            n += snprintf(detail + n, sizeof detail - (size_t)n, " ...");
+            break;
+        }
+        n += snprintf(detail + n, sizeof detail - (size_t)n, " thread %d at %s (%s:%d);", t.linear,
+                      t.state == AT_BARRIER ? "__syncthreads" : op_name(t.op), t.file, t.line);
+    }
+    die(b, "deadlock", detail);
+}
+
+static void poison_shared(block_run &b, const void *fn, size_t smem_bytes)
+{
+    uintptr_t start = reinterpret_cast<uintptr_t>(__start_ddp_cuda_shared);
+    uintptr_t stop = reinterpret_cast<uintptr_t>(__stop_ddp_cuda_shared);
+    if (start && stop > start)
+        memset(__start_ddp_cuda_shared, 0xff, stop - start);
+    size_t count = 0;
+    const memory_range *locals = kernel_static_shared(fn, &count);
+    for (size_t i = 0; i < count; i++)
+        memset(locals[i].addr, 0xff, locals[i].bytes);
+    memset(b.dynamic_smem.data(), 0xff, smem_bytes);
+}
+
+static void run_block(block_run &b)
+{
+    b.runnable = b.nthreads;
+    b.exited = b.at_barrier = 0;
+    b.current_warp = -1;
+    reset_cursor(b);
+    for (int w = 0; w < (b.nthreads + 31) / 32; w++)
+        b.warp_runnable[w] = b.nthreads - w * 32 < 32 ? b.nthreads - w * 32 : 32;
+    for (int i = 0; i < b.nthreads; i++) {
+        emu_thread &t = b.threads[i];
+        t.state = RUNNABLE;
+        fiber_prepare(&t.ctx, i, fiber_main, &t);
+    }
+    for (int i; (i = pick_next(b)) >= 0;) {
+        emu_thread &t = b.threads[i];
+        b.running = &t;
+        cur_thread_idx = &t.tid;
+        fiber_switch(&b.scheduler, &t.ctx);
+        b.running = nullptr;
+        after_yield(b, t);
+    }
+    if (b.exited != b.nthreads)
+        report_stuck(b);
+}
+
+/* ---- launch ---- */
+
+static bool parse_order(block_run &b, const char *kernel)
+{
+    const char *env = getenv("DDP_CUDA_EMU_ORDER");
+    static thread_local uint64_t launch_count;
+    b.rng = 0;
+    if (!env || !*env || strcmp(env, "forward") == 0) {
+        b.order = ORDER_FORWARD;
+    } else if (strcmp(env, "reverse") == 0) {
+        b.order = ORDER_REVERSE;
+    } else if (strncmp(env, "random:", 7) == 0 && env[7]) {
+        char *end;
+        unsigned long long seed = strtoull(env + 7, &end, 10);
+        if (*end != '\0')
+            goto bad;
+        b.order = ORDER_RANDOM;
+        b.rng = seed * 0x2545f4914f6cdd1dull + launch_count++; /* a different draw per launch */
+    } else {
+        goto bad;
+    }
+    return true;
+bad:
+    fail(cudaErrorInvalidValue, "launch of %s: DDP_CUDA_EMU_ORDER=%s: expected forward, reverse or random:SEED",
+         kernel, env);
+    return false;
+}
+
+static bool check_config(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem,
+                         cudaStream_t stream)
+{
+    unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535) {
+        fail(cudaErrorInvalidConfiguration, "launch of %s: grid (%u,%u,%u) outside [1, 2^31-1] x [1, 65535] x [1, 65535]",
+             name, grid.x, grid.y, grid.z);
+        return false;
+    }
+    if (threads == 0 || block.x > 1024 || block.y > 1024 || block.z > 64 || threads > MAX_THREADS_PER_BLOCK) {
+        fail(cudaErrorInvalidConfiguration, "launch of %s: block (%u,%u,%u) has %llu threads; limits are "
+             "1024 x 1024 x 64 and %d threads in all", name, block.x, block.y, block.z, threads,
+             MAX_THREADS_PER_BLOCK);
+        return false;
+    }
+    if (smem > kernel_max_dynamic_smem(fn)) {
+        fail(cudaErrorInvalidValue, "launch of %s: %zu bytes of dynamic shared memory, the limit is %zu "
+             "(raise it up to %d with cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize))",
+             name, smem, kernel_max_dynamic_smem(fn), MAX_DYNAMIC_SMEM_OPTIN);
+        return false;
+    }
+    if (!stream_is_valid(stream)) {
+        fail(cudaErrorInvalidResourceHandle, "launch of %s: stream %p is not a live stream", name,
+             static_cast<void *>(stream));
+        return false;
+    }
+    return true;
+}
+
+void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem_bytes,
+            cudaStream_t stream, kernel_thunk thunk, const void *args)
+{
+    if (active) {
+        fprintf(stderr, "cudaemu: kernel %s launched from device code (not supported)\n", name);
+        abort();
+    }
+    if (!check_config(name, fn, grid, block, smem_bytes, stream))
+        return;
+    static thread_local block_run b;
+    if (!parse_order(b, name))
+        return;
+    b.kernel = name;
+    b.thunk = thunk;
+    b.args = args;
+    b.nthreads = (int)(block.x * block.y * block.z);
+    b.threads.resize((size_t)b.nthreads);
+    for (int i = 0; i < b.nthreads; i++) {
+        emu_thread &t = b.threads[(size_t)i];
+        t.linear = i;
+        t.tid = make_uint3((unsigned)i % block.x, (unsigned)i / block.x % block.y,
+                           (unsigned)i / (block.x * block.y));
+    }
+    b.dynamic_smem.resize(smem_bytes > 0 ? smem_bytes : 1);
+    fiber_stacks_reserve(b.nthreads, name);
+    cur_grid_dim = grid;
+    cur_block_dim = block;
+    active = &b;
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++) {
+                cur_block_idx = make_uint3(x, y, z);
+                poison_shared(b, fn, smem_bytes);
+                run_block(b);
+            }
+    active = nullptr;
+}
+
+} /* namespace ddp_cudaemu */

@@ -1,0 +1,538 @@
+/* nccl_shim.c — the emulated build's NCCL, part 1: communicators, errors, argument validation,
+ * data types and reduction operators, and groups (the batch of MPI requests a call or a
+ * ncclGroupStart/End pair waits for).
+ *
+ * Emulated device memory is host memory and the emulated streams execute synchronously, so a
+ * collective here is MPI over the caller's buffers, complete when the call returns (or at
+ * ncclGroupEnd inside a group). ncclCommInitRank needs MPI initialised and every rank of
+ * MPI_COMM_WORLD to call it at the same time (it splits MPI_COMM_WORLD by the unique id).
+ * ncclCommAbort may be called from another thread (a watchdog): it only sets a flag that makes
+ * any wait in progress give up, and leaves the memory to the exiting process.
+ * C ABI exactly as declared by the real nccl.h. It must not implement anything our code does not
+ * call, nor accept arguments real NCCL rejects. */
+#include "nccl_shim_internal.h"
+
+#include <limits.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collectives/fp16.h"
+
+/* ---- errors ----------------------------------------------------------------------------- */
+
+static char last_global_error[512];
+
+ncclResult_t shim_fail(ncclComm_t comm, ncclResult_t rc, const char *fmt, ...)
+{
+    char *buf = comm ? comm->last_error : last_global_error;
+    size_t cap = comm ? sizeof comm->last_error : sizeof last_global_error;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "NCCL WARN (emulated) %s\n", buf);
+    return rc;
+}
+
+ncclResult_t shim_mpi_fail(ncclComm_t comm, int mpi_rc, const char *call, int line)
+{
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    if (MPI_Error_string(mpi_rc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "MPI error code %d", mpi_rc);
+    if (comm)
+        atomic_store(&comm->async_error, ncclSystemError);
+    return shim_fail(comm, ncclSystemError, "%s:%d: %s: %s", __FILE__, line, call, msg);
+}
+
+const char *ncclGetErrorString(ncclResult_t rc)
+{
+    switch (rc) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+    }
+}
+
+const char *ncclGetLastError(ncclComm_t comm)
+{
+    return comm ? comm->last_error : last_global_error;
+}
+
+ncclResult_t ncclGetVersion(int *version)
+{
+    if (!version)
+        return shim_fail(NULL, ncclInvalidArgument, "ncclGetVersion: version argument is NULL");
+    *version = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
+/* ---- validation --------------------------------------------------------------------------- */
+
+ncclResult_t shim_check_comm(ncclComm_t comm, const char *fn)
+{
+    if (!comm)
+        return shim_fail(NULL, ncclInvalidArgument, "%s: comm argument is NULL", fn);
+    if (atomic_load(&comm->aborted))
+        return shim_fail(comm, ncclInvalidUsage, "%s: the communicator was aborted", fn);
+    return ncclSuccess;
+}
+
+size_t shim_type_size(ncclDataType_t dt)
+{
+    switch (dt) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 0; /* fp8 types and anything out of range: not supported here */
+    }
+}
+
+ncclResult_t shim_check_type(ncclComm_t comm, ncclDataType_t dt, const char *fn)
+{
+    if ((unsigned)dt >= ncclNumTypes)
+        return shim_fail(comm, ncclInvalidArgument, "%s: invalid type %d", fn, (int)dt);
+    if (shim_type_size(dt) == 0)
+        return shim_fail(comm, ncclInvalidArgument, "%s: type %d (fp8) is not supported by the emulated "
+                         "NCCL shim", fn, (int)dt);
+    return ncclSuccess;
+}
+
+ncclResult_t shim_check_op(ncclComm_t comm, ncclRedOp_t op, const char *fn)
+{
+    if ((unsigned)op >= ncclNumOps)
+        return shim_fail(comm, ncclInvalidArgument, "%s: invalid reduction operation %d", fn, (int)op);
+    return ncclSuccess;
+}
+
+ncclResult_t shim_check_rank(ncclComm_t comm, int r, const char *what, const char *fn)
+{
+    if (r < 0 || r >= comm->size)
+        return shim_fail(comm, ncclInvalidArgument, "%s: %s %d is not in [0, %d)", fn, what, r, comm->size);
+    return ncclSuccess;
+}
+
+static bool is_device_byte(const void *p)
+{
+    struct cudaPointerAttributes a;
+    return cudaPointerGetAttributes(&a, p) == cudaSuccess &&
+           (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged);
+}
+
+ncclResult_t shim_check_buffer(ncclComm_t comm, const void *buf, size_t count, ncclDataType_t dt,
+                               const char *what, const char *fn)
+{
+    size_t esz = shim_type_size(dt);
+    if (count == 0)
+        return ncclSuccess;
+    if (!buf)
+        return shim_fail(comm, ncclInvalidArgument, "%s: %s argument is NULL", fn, what);
+    if (count > SIZE_MAX / esz)
+        return shim_fail(comm, ncclInvalidArgument, "%s: count %zu overflows", fn, count);
+    const char *last = (const char *)buf + count * esz - 1;
+    if (!is_device_byte(buf) || !is_device_byte(last))
+        return shim_fail(comm, ncclInvalidArgument, "%s: %s %p (%zu bytes) is not device memory "
+                         "(cudaMalloc)", fn, what, buf, count * esz);
+    return ncclSuccess;
+}
+
+ncclResult_t shim_check_stream(ncclComm_t comm, cudaStream_t stream, const char *fn)
+{
+    cudaError_t e = cudaStreamQuery(stream);
+    if (e != cudaSuccess && e != cudaErrorNotReady)
+        return shim_fail(comm, ncclUnhandledCudaError, "%s: stream %p: %s", fn, (void *)stream,
+                         cudaGetErrorString(e));
+    return ncclSuccess;
+}
+
+/* ---- half / bfloat16 reductions, averages ------------------------------------------------ */
+
+static inline float combine(float a, float b, int op)
+{
+    switch (op) {
+    case ncclProd: return a * b;
+    case ncclMax: return b > a ? b : a;
+    case ncclMin: return b < a ? b : a;
+    default: return a + b;
+    }
+}
+
+#define TWO_BYTE_OP(name, to_float, from_float, op)                                \
+    static void name(void *in, void *inout, int *len, MPI_Datatype *dt)            \
+    {                                                                              \
+        (void)dt;                                                                  \
+        const uint16_t *a = in;                                                    \
+        uint16_t *b = inout;                                                       \
+        for (int i = 0; i < *len; i++)                                             \
+            b[i] = from_float(combine(to_float(b[i]), to_float(a[i]), op));        \
+    }
+TWO_BYTE_OP(half_sum, half_to_float, float_to_half, ncclSum)
+TWO_BYTE_OP(half_prod, half_to_float, float_to_half, ncclProd)
+TWO_BYTE_OP(half_max, half_to_float, float_to_half, ncclMax)
+TWO_BYTE_OP(half_min, half_to_float, float_to_half, ncclMin)
+TWO_BYTE_OP(bf16_sum, bf16_to_float, float_to_bf16, ncclSum)
+TWO_BYTE_OP(bf16_prod, bf16_to_float, float_to_bf16, ncclProd)
+TWO_BYTE_OP(bf16_max, bf16_to_float, float_to_bf16, ncclMax)
+TWO_BYTE_OP(bf16_min, bf16_to_float, float_to_bf16, ncclMin)
+
+ncclResult_t shim_create_ops(ncclComm_t comm)
+{
+    /* indexed by ncclSum, ncclProd, ncclMax, ncclMin */
+    MPI_User_function *half_fn[SHIM_BUILTIN_OPS] = {half_sum, half_prod, half_max, half_min};
+    MPI_User_function *bf16_fn[SHIM_BUILTIN_OPS] = {bf16_sum, bf16_prod, bf16_max, bf16_min};
+    int rc = MPI_Type_contiguous(2, MPI_BYTE, &comm->two_byte);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Type_commit(&comm->two_byte);
+    for (int i = 0; i < SHIM_BUILTIN_OPS && rc == MPI_SUCCESS; i++) {
+        rc = MPI_Op_create(half_fn[i], 1, &comm->half_op[i]);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Op_create(bf16_fn[i], 1, &comm->bf16_op[i]);
+    }
+    return rc == MPI_SUCCESS ? ncclSuccess : shim_mpi_fail(comm, rc, "MPI_Op_create", __LINE__);
+}
+
+void shim_free_ops(ncclComm_t comm)
+{
+    for (int i = 0; i < SHIM_BUILTIN_OPS; i++) {
+        if (comm->half_op[i] != MPI_OP_NULL)
+            MPI_Op_free(&comm->half_op[i]);
+        if (comm->bf16_op[i] != MPI_OP_NULL)
+            MPI_Op_free(&comm->bf16_op[i]);
+    }
+    if (comm->two_byte != MPI_DATATYPE_NULL)
+        MPI_Type_free(&comm->two_byte);
+}
+
+MPI_Datatype shim_mpi_type(ncclComm_t comm, ncclDataType_t dt)
+{
+    switch (dt) {
+    case ncclInt8: return MPI_INT8_T;
+    case ncclUint8: return MPI_UINT8_T;
+    case ncclInt32: return MPI_INT32_T;
+    case ncclUint32: return MPI_UINT32_T;
+    case ncclInt64: return MPI_INT64_T;
+    case ncclUint64: return MPI_UINT64_T;
+    case ncclFloat32: return MPI_FLOAT;
+    case ncclFloat64: return MPI_DOUBLE;
+    default: return comm->two_byte;
+    }
+}
+
+MPI_Op shim_mpi_op(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op)
+{
+    int base = op == ncclAvg ? ncclSum : (int)op;
+    if (dt == ncclFloat16)
+        return comm->half_op[base];
+    if (dt == ncclBfloat16)
+        return comm->bf16_op[base];
+    static const MPI_Op native[SHIM_BUILTIN_OPS] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN};
+    return native[base];
+}
+
+/* ncclAvg: the sum divided by the number of ranks (integer types truncate, like NCCL). */
+void shim_divide(void *buf, size_t n, ncclDataType_t dt, int ranks)
+{
+    switch (dt) {
+    case ncclInt8: for (size_t i = 0; i < n; i++) ((int8_t *)buf)[i] = (int8_t)(((int8_t *)buf)[i] / ranks); break;
+    case ncclUint8: for (size_t i = 0; i < n; i++) ((uint8_t *)buf)[i] = (uint8_t)(((uint8_t *)buf)[i] / ranks); break;
+    case ncclInt32: for (size_t i = 0; i < n; i++) ((int32_t *)buf)[i] /= ranks; break;
+    case ncclUint32: for (size_t i = 0; i < n; i++) ((uint32_t *)buf)[i] /= (uint32_t)ranks; break;
+    case ncclInt64: for (size_t i = 0; i < n; i++) ((int64_t *)buf)[i] /= ranks; break;
+    case ncclUint64: for (size_t i = 0; i < n; i++) ((uint64_t *)buf)[i] /= (uint64_t)ranks; break;
+    case ncclFloat32: for (size_t i = 0; i < n; i++) ((float *)buf)[i] /= (float)ranks; break;
+    case ncclFloat64: for (size_t i = 0; i < n; i++) ((double *)buf)[i] /= ranks; break;
+    case ncclFloat16:
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)buf)[i] = float_to_half(half_to_float(((uint16_t *)buf)[i]) / (float)ranks);
+        break;
+    case ncclBfloat16:
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)buf)[i] = float_to_bf16(bf16_to_float(((uint16_t *)buf)[i]) / (float)ranks);
+        break;
+    default: break;
+    }
+}
+
+/* ---- groups and the batch -------------------------------------------------------------- */
+
+static _Thread_local struct {
+    int depth;                    /* ncclGroupStart nesting */
+    MPI_Request *reqs;
+    ncclComm_t *req_comm;
+    int n_reqs, cap_reqs;
+    shim_post *posts;
+    int n_posts, cap_posts;
+    ncclResult_t deferred;        /* first failure inside the current group */
+} batch;
+
+bool shim_in_group(void) { return batch.depth > 0; }
+
+MPI_Request *shim_batch_request(ncclComm_t comm)
+{
+    if (batch.n_reqs == batch.cap_reqs) {
+        int cap = batch.cap_reqs ? 2 * batch.cap_reqs : 16;
+        MPI_Request *r = realloc(batch.reqs, (size_t)cap * sizeof *r);
+        ncclComm_t *c = r ? realloc(batch.req_comm, (size_t)cap * sizeof *c) : NULL;
+        if (r)
+            batch.reqs = r;
+        if (!c) {
+            shim_fail(comm, ncclSystemError, "out of memory for %d MPI requests", cap);
+            return NULL;
+        }
+        batch.req_comm = c;
+        batch.cap_reqs = cap;
+    }
+    batch.req_comm[batch.n_reqs] = comm;
+    return &batch.reqs[batch.n_reqs++];
+}
+
+ncclResult_t shim_batch_post(const shim_post *p)
+{
+    if (batch.n_posts == batch.cap_posts) {
+        int cap = batch.cap_posts ? 2 * batch.cap_posts : 8;
+        shim_post *q = realloc(batch.posts, (size_t)cap * sizeof *q);
+        if (!q)
+            return shim_fail(p->comm, ncclSystemError, "out of memory for the group's pending work");
+        batch.posts = q;
+        batch.cap_posts = cap;
+    }
+    batch.posts[batch.n_posts++] = *p;
+    return ncclSuccess;
+}
+
+static ncclComm_t aborted_comm(void)
+{
+    for (int i = 0; i < batch.n_reqs; i++)
+        if (atomic_load(&batch.req_comm[i]->aborted))
+            return batch.req_comm[i];
+    return NULL;
+}
+
+/* MPI progresses only inside MPI calls: poll, yielding the core (CI oversubscribes ranks). */
+static ncclResult_t wait_requests(void)
+{
+    for (long spins = 0;; spins++) {
+        int done = 0;
+        int rc = MPI_Testall(batch.n_reqs, batch.reqs, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return shim_mpi_fail(batch.req_comm[0], rc, "MPI_Testall", __LINE__);
+        if (done)
+            return ncclSuccess;
+        ncclComm_t gone = aborted_comm();
+        if (gone) {
+            atomic_store(&gone->async_error, ncclRemoteError);
+            return shim_fail(gone, ncclRemoteError, "operation abandoned: the communicator was aborted");
+        }
+        if (spins < 1000) {
+            sched_yield();
+        } else {
+            struct timespec pause = {0, 100 * 1000};
+            nanosleep(&pause, NULL);
+        }
+    }
+}
+
+static void run_post(const shim_post *p)
+{
+    if (p->kind == POST_MOVE)
+        memmove(p->dst, p->src, p->count);
+    else
+        shim_divide(p->dst, p->count, p->dt, p->comm->size);
+}
+
+ncclResult_t shim_batch_run(void)
+{
+    ncclResult_t rc = batch.n_reqs ? wait_requests() : ncclSuccess;
+    for (int i = 0; i < batch.n_posts && rc == ncclSuccess; i++)
+        run_post(&batch.posts[i]);
+    batch.n_reqs = 0;
+    batch.n_posts = 0;
+    return rc;
+}
+
+void shim_batch_discard(void)
+{
+    batch.n_reqs = 0;
+    batch.n_posts = 0;
+}
+
+ncclResult_t ncclGroupStart(void)
+{
+    if (batch.depth++ == 0)
+        batch.deferred = ncclSuccess;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void)
+{
+    if (batch.depth == 0)
+        return shim_fail(NULL, ncclInvalidUsage, "ncclGroupEnd: not in a group (ncclGroupStart missing)");
+    if (--batch.depth > 0)
+        return ncclSuccess;
+    ncclResult_t rc = shim_batch_run();
+    return batch.deferred != ncclSuccess ? batch.deferred : rc;
+}
+
+ncclResult_t shim_group_note(ncclResult_t rc)
+{
+    if (rc != ncclSuccess && batch.depth > 0 && batch.deferred == ncclSuccess)
+        batch.deferred = rc;
+    return rc;
+}
+
+/* ---- communicators ------------------------------------------------------------------------ */
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+    static unsigned counter;
+    if (!id)
+        return shim_fail(NULL, ncclInvalidArgument, "ncclGetUniqueId: uniqueId argument is NULL");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    memset(id, 0, sizeof *id);
+    snprintf(id->internal, sizeof id->internal, "ddp-nccl-shim %ld %lld.%09ld %u", (long)getpid(),
+             (long long)ts.tv_sec, ts.tv_nsec, counter++);
+    return ncclSuccess;
+}
+
+static int color_of(const ncclUniqueId *id)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < sizeof id->internal; i++)
+        h = (h ^ (uint8_t)id->internal[i]) * 16777619u;
+    return (int)(h & 0x7fffffffu);
+}
+
+static size_t max_chunk(void)
+{
+    const char *s = getenv("DDP_COMM_MAX_CHUNK"); /* test knob shared with the MPI backend */
+    unsigned long long v = s && *s ? strtoull(s, NULL, 10) : 0;
+    return v > 0 && v < INT_MAX ? (size_t)v : INT_MAX;
+}
+
+static ncclResult_t join(ncclComm_t c, int nranks, ncclUniqueId id, int rank)
+{
+    int rc = MPI_Comm_split(MPI_COMM_WORLD, color_of(&id), rank, &c->mpi);
+    if (rc != MPI_SUCCESS)
+        return shim_mpi_fail(c, rc, "MPI_Comm_split", __LINE__);
+    MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c->mpi, &c->rank);
+    MPI_Comm_size(c->mpi, &c->size);
+    if (c->size != nranks)
+        return shim_fail(c, ncclInvalidUsage, "ncclCommInitRank: nranks is %d but %d processes joined "
+                         "with this unique id", nranks, c->size);
+    if (c->rank != rank)
+        return shim_fail(c, ncclInvalidUsage, "ncclCommInitRank: rank %d given twice (or ranks are not "
+                         "0..%d)", rank, nranks - 1);
+    return shim_create_ops(c);
+}
+
+static void free_comm(ncclComm_t c)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+        shim_free_ops(c);
+        if (c->mpi != MPI_COMM_NULL)
+            MPI_Comm_free(&c->mpi);
+    }
+    free(c);
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int rank)
+{
+    int initialized = 0;
+    if (!out)
+        return shim_fail(NULL, ncclInvalidArgument, "ncclCommInitRank: comm argument is NULL");
+    *out = NULL;
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        return shim_fail(NULL, ncclInvalidArgument, "ncclCommInitRank: rank %d / nranks %d are invalid", rank, nranks);
+    MPI_Initialized(&initialized);
+    if (!initialized)
+        return shim_fail(NULL, ncclInvalidUsage, "ncclCommInitRank: the emulated NCCL runs over MPI; "
+                         "call MPI_Init first");
+    ncclComm_t c = calloc(1, sizeof *c);
+    if (!c)
+        return shim_fail(NULL, ncclSystemError, "ncclCommInitRank: out of memory");
+    c->mpi = MPI_COMM_NULL;
+    c->two_byte = MPI_DATATYPE_NULL;
+    for (int i = 0; i < SHIM_BUILTIN_OPS; i++)
+        c->half_op[i] = c->bf16_op[i] = MPI_OP_NULL;
+    c->max_chunk = max_chunk();
+    atomic_init(&c->async_error, ncclSuccess);
+    atomic_init(&c->aborted, false);
+    if (cudaGetDevice(&c->device) != cudaSuccess)
+        c->device = -1;
+    ncclResult_t rc = join(c, nranks, id, rank);
+    if (rc != ncclSuccess) {
+        snprintf(last_global_error, sizeof last_global_error, "%s", c->last_error);
+        free_comm(c);
+        return rc;
+    }
+    *out = c;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+    if (!comm)
+        return shim_fail(NULL, ncclInvalidArgument, "ncclCommDestroy: comm argument is NULL");
+    if (atomic_load(&comm->aborted))
+        return ncclSuccess; /* ncclCommAbort already released it (see the header comment) */
+    free_comm(comm);
+    return ncclSuccess;
+}
+
+/* Called from a watchdog thread while the owner may be inside a collective: flag only, no MPI
+ * (MPI is initialised FUNNELED) and no free (the owner still holds pointers into it). */
+ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+    if (!comm)
+        return shim_fail(NULL, ncclInvalidArgument, "ncclCommAbort: comm argument is NULL");
+    atomic_store(&comm->aborted, true);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *async_error)
+{
+    if (!comm || !async_error)
+        return shim_fail(comm, ncclInvalidArgument, "ncclCommGetAsyncError: NULL argument");
+    *async_error = (ncclResult_t)atomic_load(&comm->async_error);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+    if (!comm || !count)
+        return shim_fail(comm, ncclInvalidArgument, "ncclCommCount: NULL argument");
+    *count = comm->size;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+    if (!comm || !rank)
+        return shim_fail(comm, ncclInvalidArgument, "ncclCommUserRank: NULL argument");
+    *rank = comm->rank;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
+{
+    if (!comm || !device)
+        return shim_fail(comm, ncclInvalidArgument, "ncclCommCuDevice: NULL argument");
+    *device = comm->device;
+    return ncclSuccess;
+}

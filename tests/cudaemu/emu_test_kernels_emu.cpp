@@ -1,0 +1,1 @@
+#include "emu_test_kernels.cu"

@@ -1,0 +1,34 @@
+# tests/lib.sh — shared helpers for the shell integration tests (sourced, never run).
+# Needs DDPRUN, DDPRUN_WORKER, DDP_SRC from tests/meson.build's prog_env.
+set -uo pipefail
+FAILED=0
+CHECKS=0
+TMP=$(mktemp -d /tmp/ddptest.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+CKPT_COMPARE=${CKPT_COMPARE:-$(dirname "$DDPRUN")/../tests/ckpt_compare}
+SMALL=$DDP_SRC/tests/data/ddp_small.yaml
+
+check() { # description, command...
+    local what=$1; shift
+    CHECKS=$((CHECKS + 1))
+    if "$@"; then
+        echo "ok - $what"
+    else
+        echo "FAIL - $what"
+        FAILED=$((FAILED + 1))
+    fi
+}
+
+# worker NP RUNDIR [overrides...]: the worker under plain mpirun (the way srun users run it)
+worker() {
+    local np=$1 dir=$2; shift 2
+    mpirun -np "$np" --oversubscribe --bind-to none "$DDPRUN_WORKER" "$SMALL" run.dir="$dir" "$@"
+}
+
+# last_ckpt RUNDIR: path of the newest checkpoint
+last_ckpt() { ls "$1"/checkpoints/ckpt-*.ddp 2>/dev/null | sort | tail -n 1; }
+
+finish() {
+    echo "$CHECKS checks, $FAILED failed"
+    [ "$CHECKS" -gt 0 ] && [ "$FAILED" -eq 0 ]
+}

@@ -1,0 +1,168 @@
+#!/bin/bash
+# test_launcher.sh — ddprun end to end with real mpirun and tests/fake_worker as the rank program.
+#
+# Proves: the mpirun command ddprun builds (--dry-run with -H / --hostfile / root / oversubscribe),
+# config validation before launch, [rank R] output tagging and stream routing, the torchrun
+# environment, failure reports naming rank + host (exit code and SIGKILL), exit-code passthrough
+# (2, 75), SIGTERM -> SIGUSR1 to every rank -> exit 75, the second-signal hard stop, and
+# --max-restarts. Wall-time bounds below are hang guards (a launcher that fails to stop the
+# surviving ranks would wait for their 60 s timeout), not performance assertions.
+# Needs env: DDPRUN, FAKE_WORKER, DDP_SRC (tests/meson.build sets them).
+set -u
+
+passed=0
+failed=0
+check() { # check DESCRIPTION COMMAND...
+    local what=$1; shift
+    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what" >&2; fi
+}
+contains() { grep -qF -- "$2" "$1"; }
+lacks() { ! grep -qF -- "$2" "$1"; }
+count_is() { [ "$(grep -cF -- "$2" "$1")" -eq "$3" ]; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+config="$DDP_SRC/configs/fashion_mlp.yaml"
+host=$(hostname)
+cores=$(nproc)
+export DDPRUN_WORKER=$FAKE_WORKER DDPRUN_BENCH=$FAKE_WORKER
+unset OMP_NUM_THREADS FAKE_WORKER_MODE
+
+# run NAME ARGS...: runs ddprun, stdout/stderr in $tmp/NAME.out/.err, status in rc, wall time in ms
+run() {
+    local name=$1; shift
+    local t0=$(date +%s%N)
+    "$DDPRUN" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+    rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    out=$tmp/$name.out err=$tmp/$name.err
+}
+hang_guard() { [ $ms -lt 30000 ]; }
+
+# ---- help / version ----
+run help --help
+check "--help exits 0" [ $rc -eq 0 ]
+check "--help documents -np" contains $out "-np N"
+run version --version
+check "--version exits 0" [ $rc -eq 0 ]
+check "--version prints a version" grep -qE '^ddprun [0-9]+\.[0-9]+' $out
+run badflag --no-such-flag "$config"
+check "unknown flag is a usage error" [ $rc -eq 2 ]
+
+# ---- dry run: the mpirun command ----
+run dry_h -np 4 -H host1:2,host2:2 --dry-run "$config" 'run.dir=a b'
+check "dry-run exits 0" [ $rc -eq 0 ]
+check "dry-run passes -H" contains $out " -H host1:2,host2:2 "
+check "dry-run passes -np" contains $out " -np 4 "
+check "dry-run tags output" contains $out " --tag-output "
+check "dry-run runs the worker with the config" contains $out "$FAKE_WORKER $config"
+check "dry-run shell-quotes overrides" contains $out "'run.dir=a b'"
+check "dry-run: no --oversubscribe with -H" lacks $out "--oversubscribe"
+check "dry-run exports the restart count" contains $out "-x DDPRUN_RESTART_COUNT=0"
+if [ "$(id -u)" -eq 0 ]; then
+    check "dry-run as root adds --allow-run-as-root" contains $out "--allow-run-as-root"
+else
+    check "dry-run as non-root has no --allow-run-as-root" lacks $out "--allow-run-as-root"
+fi
+check "dry-run starts no rank" lacks $out "[rank"
+printf 'host1 slots=2\nhost2 slots=2\n' >"$tmp/hosts"
+run dry_hf --dry-run -np 4 --hostfile "$tmp/hosts" "$config"
+check "dry-run passes --hostfile" contains $out " --hostfile $tmp/hosts "
+run dry_over --dry-run -np $((cores + 1)) "$config"
+check "more ranks than cores adds --oversubscribe" contains $out "--oversubscribe"
+run dry_one --dry-run -np 1 "$config"
+check "one rank: no --oversubscribe" lacks $out "--oversubscribe"
+check "one rank gets every core as threads" contains $out "-x OMP_NUM_THREADS=$cores "
+run dry_topo --dry-run -np 2 topo
+check "topo runs the bench program" contains $out "$FAKE_WORKER topo"
+
+# ---- config validated before launch ----
+printf 'run:\n  dir: x\nbogus_key: 1\n' >"$tmp/bad.yaml"
+run badcfg -np 2 "$tmp/bad.yaml"
+check "bad config exits 2" [ $rc -eq 2 ]
+check "bad config message names file:line" grep -qE "bad.yaml:[0-9]+:[0-9]+" $err
+check "bad config message printed once" count_is $err "bad.yaml:" 1
+check "bad config starts no rank" lacks $out "[rank"
+
+# ---- output tagging ----
+FAKE_WORKER_MODE=hello run hello -np 2 "$config"
+check "job exits 0" [ $rc -eq 0 ]
+check "rank 0 stdout tagged" contains $out "[rank 0] hello from rank 0 of 2"
+check "rank 1 stdout tagged" contains $out "[rank 1] hello from rank 1 of 2"
+check "rank stderr goes to stderr, tagged" contains $err "[rank 1] note on stderr from rank 1"
+check "rank stderr not on stdout" lacks $out "note on stderr"
+check "no raw mpirun tags left" lacks $out "<stdout>"
+
+# ---- torchrun environment ----
+run env -np 2 bench env
+threads=$((cores / 2)); [ $threads -ge 1 ] || threads=1
+for r in 0 1; do
+    check "rank $r environment" contains $out "[rank $r] env RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 OMP_NUM_THREADS=$threads"
+done
+OMP_NUM_THREADS=3 run env_user -np 2 bench env
+check "user OMP_NUM_THREADS is kept" contains $out "OMP_NUM_THREADS=3"
+
+# ---- failures ----
+run exit3 -np 2 bench exit:1:3
+check "rank exit 3 -> ddprun exits 1" [ $rc -eq 1 ]
+check "failure names rank 1, host, code" contains $err "rank 1 on $host exited with code 3"
+check "one failure line" count_is $err "ddprun: job failed" 1
+check "mpirun's abort box replaced" lacks $err "Per user-direction"
+check "exit failure: no hang (${ms} ms < 30 s)" hang_guard
+run killed -np 2 bench kill:1
+check "SIGKILLed rank -> ddprun exits 1" [ $rc -eq 1 ]
+check "failure names rank 1, host, signal" contains $err "rank 1 on $host was killed by SIGKILL"
+check "SIGKILL failure: no hang (${ms} ms < 30 s)" hang_guard
+run exit2 -np 2 bench all-exit:2
+check "worker exit 2 passes through" [ $rc -eq 2 ]
+run exit75 -np 2 --max-restarts 2 bench all-exit:75
+check "worker exit 75 passes through" [ $rc -eq 75 ]
+check "exit 75 is not restarted" lacks $err "attempt"
+
+# ---- signals ----
+# start_and_signal NAME MODE: starts ddprun -np 2, waits for both ranks' "ready", sends SIGTERM
+start_and_signal() {
+    local name=$1 mode=$2
+    out=$tmp/$name.out err=$tmp/$name.err
+    "$DDPRUN" -np 2 bench "$mode" >"$out" 2>"$err" &
+    pid=$!
+    for _ in $(seq 200); do
+        [ "$(grep -c 'ready rank' "$out")" -ge 2 ] && break
+        sleep 0.1
+    done
+    t0=$(date +%s%N)
+    kill -TERM $pid
+}
+finish() {
+    wait $pid
+    rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+}
+start_and_signal sigterm wait-signal
+finish
+check "SIGTERM -> ddprun exits 75" [ $rc -eq 75 ]
+check "rank 0 got SIGUSR1 and saved" contains $out "[rank 0] rank 0 got SIGUSR1, checkpoint saved"
+check "rank 1 got SIGUSR1 and saved" contains $out "[rank 1] rank 1 got SIGUSR1, checkpoint saved"
+check "SIGTERM: no hang (${ms} ms < 30 s)" hang_guard
+start_and_signal twice ignore-signal
+sleep 0.5
+kill -INT $pid
+finish
+check "second signal stops the job (non-zero)" [ $rc -ne 0 ]
+check "second signal is announced" contains $err "second stop request"
+check "second signal: no hang (${ms} ms < 30 s)" hang_guard
+
+# ---- restarts ----
+run norestart -np 2 bench fail-first
+check "without --max-restarts a failure is final" [ $rc -eq 1 ]
+run restart -np 2 --max-restarts 1 bench fail-first
+check "--max-restarts 1 recovers" [ $rc -eq 0 ]
+check "attempt message" contains $err "ddprun: attempt 2 of 2 (restarting after rank 1 on $host failed: exited with code 3)"
+check "ranks see the restart count" count_is $out "DDPRUN_RESTART_COUNT=1 MAX=1 ok" 2
+
+# ---- checkpoint tool runs in-process ----
+run ckpt ckpt
+check "ckpt without a verb is a usage error" [ $rc -eq 2 ]
+
+echo "launcher: $passed passed, $failed failed"
+[ $failed -eq 0 ] && [ $passed -gt 0 ]
