@@ -249,7 +249,7 @@ static void json_string(FILE *f, const char *s)
 
 static void json_placement(FILE *f, const char *key, const placement *p)
 {
-    fprintf(f, "\"%s\": {\"time_us\": %.3f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, \"wrong\": ", key, p->time_us,
+    fprintf(f, "\"%s\": {\"time_us\": %.9g, \"algbw_gbs\": %.9g, \"busbw_gbs\": %.9g, \"wrong\": ", key, p->time_us,
             p->algbw, p->busbw);
     if (p->wrong < 0)
         fprintf(f, "null}");
@@ -284,7 +284,7 @@ static int write_json(const harness *h, const rank_info *all, long long wrong, d
         json_placement(f, "in_place", &x->p[1]);
         fprintf(f, "}%s\n", i + 1 < h->n_rows ? "," : "");
     }
-    fprintf(f, " ],\n \"summary\": {\"out_of_bounds\": %lld, \"ok\": %s, \"avg_busbw_gbs\": %.4f}}\n", wrong,
+    fprintf(f, " ],\n \"summary\": {\"out_of_bounds\": %lld, \"ok\": %s, \"avg_busbw_gbs\": %.9g}}\n", wrong,
             wrong ? "false" : "true", avg);
     if (fclose(f) != 0)
         return ddp_fail(err, DDP_ERUNTIME, "-J %s: write failed: %m", h->o->json_path);

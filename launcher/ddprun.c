@@ -249,7 +249,7 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
     if (geteuid() == 0) argv_push(cmd, "--allow-run-as-root");
     if (!o->hosts && !o->hostfile && o->np > local_cores()) argv_push(cmd, "--oversubscribe");
     argv_push(cmd, "--tag-output");
-    argv_pushf(cmd, "-np");
+    argv_push(cmd, "-np");
     argv_pushf(cmd, "%d", o->np);
     if (o->hosts) { argv_push(cmd, "-H"); argv_push(cmd, o->hosts); }
     if (o->hostfile) { argv_push(cmd, "--hostfile"); argv_push(cmd, o->hostfile); }
@@ -259,8 +259,9 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
     const char *user_threads = getenv("OMP_NUM_THREADS");
     int threads = local_cores() / ranks_per_node(o);
     threads = threads > 1 ? threads : 1;
-    if (user_threads && *user_threads) argv_pushf(cmd, "-x"), argv_push(cmd, "OMP_NUM_THREADS");
-    else argv_push(cmd, "-x"), argv_pushf(cmd, "OMP_NUM_THREADS=%d", threads);
+    argv_push(cmd, "-x");
+    if (user_threads && *user_threads) argv_push(cmd, "OMP_NUM_THREADS");
+    else argv_pushf(cmd, "OMP_NUM_THREADS=%d", threads);
     const char *bind = o->bind_to ? o->bind_to : (threads > 1 || user_threads ? "none" : NULL);
     if (bind) { argv_push(cmd, "--bind-to"); argv_push(cmd, bind); }
     argv_push(cmd, "-x");

@@ -73,6 +73,9 @@ check "more ranks than cores adds --oversubscribe" contains $out "--oversubscrib
 run dry_one --dry-run -np 1 "$config"
 check "one rank: no --oversubscribe" lacks $out "--oversubscribe"
 check "one rank gets every core as threads" contains $out "-x OMP_NUM_THREADS=$cores "
+MPI_HOME=/opt/mpi run dry_home --dry-run --mca btl self,vader -x FOO=1 "$config"
+check "mpirun comes from MPI_HOME/bin" grep -q "^/opt/mpi/bin/mpirun " $out
+check "--mca and -x pass through" contains $out " --mca btl self,vader -x FOO=1 "
 run dry_topo --dry-run -np 2 topo
 check "topo runs the bench program" contains $out "$FAKE_WORKER topo"
 

@@ -32,10 +32,10 @@ static void on_segv(int sig, siginfo_t *info, void *uctx)
         (size_t)(addr - pool_base) % slot < page_bytes) {
         char msg[512];
         int n = snprintf(msg, sizeof msg,
-                         "cudaemu: fiber stack overflow in kernel %s (thread %zu of its block): "
-                         "a thread used more than %zu KiB of stack; set DDP_CUDA_EMU_STACK_KIB "
-                         "higher or move big per-thread arrays to shared or global memory\n",
-                         overflow_kernel_name, (size_t)(addr - pool_base) / slot, stack_bytes / 1024);
+                         "cudaemu: fiber stack overflow in kernel %s: a thread used more than %zu KiB "
+                         "of stack; set DDP_CUDA_EMU_STACK_KIB higher or move big per-thread arrays "
+                         "to shared or global memory\n",
+                         overflow_kernel_name, stack_bytes / 1024);
         if (n > 0 && write(2, msg, (size_t)n) < 0)
             abort();
         abort();

@@ -19,11 +19,14 @@
 
 namespace ddp_cudaemu {
 
-/* Built-in variables of the fiber that is running (set by the scheduler at every switch). */
-extern thread_local const uint3 *cur_thread_idx;
-extern thread_local uint3 cur_block_idx;
-extern thread_local dim3 cur_block_dim;
-extern thread_local dim3 cur_grid_dim;
+/* Built-in variables of the fiber that is running (set by the scheduler at every switch).
+ * initial-exec TLS: the emulator is linked statically into executables, and kernels read these
+ * often. */
+#define DDP_CUDAEMU_TLS __thread __attribute__((tls_model("initial-exec")))
+extern DDP_CUDAEMU_TLS const uint3 *cur_thread_idx;
+extern DDP_CUDAEMU_TLS uint3 cur_block_idx;
+extern DDP_CUDAEMU_TLS uint3 cur_block_dim;
+extern DDP_CUDAEMU_TLS uint3 cur_grid_dim;
 
 enum warp_op_kind { WARP_SYNC, WARP_SHFL_IDX, WARP_SHFL_UP, WARP_SHFL_DOWN, WARP_SHFL_XOR,
                     WARP_BALLOT, WARP_ANY, WARP_ALL };
@@ -97,8 +100,8 @@ template <class T> inline T from_bits(uint64_t bits)
 /* ---- built-in variables ---- */
 #define threadIdx (*::ddp_cudaemu::cur_thread_idx)
 #define blockIdx (static_cast<const uint3 &>(::ddp_cudaemu::cur_block_idx))
-#define blockDim (static_cast<const dim3 &>(::ddp_cudaemu::cur_block_dim))
-#define gridDim (static_cast<const dim3 &>(::ddp_cudaemu::cur_grid_dim))
+#define blockDim (static_cast<const uint3 &>(::ddp_cudaemu::cur_block_dim))
+#define gridDim (static_cast<const uint3 &>(::ddp_cudaemu::cur_grid_dim))
 #define warpSize 32
 
 /* ---- memory spaces and qualifiers ---- */

@@ -21,12 +21,14 @@ extern "C" char __stop_ddp_cuda_shared[] __attribute__((weak));
 
 namespace ddp_cudaemu {
 
-thread_local const uint3 *cur_thread_idx;
-thread_local uint3 cur_block_idx;
-thread_local dim3 cur_block_dim;
-thread_local dim3 cur_grid_dim;
+DDP_CUDAEMU_TLS const uint3 *cur_thread_idx;
+DDP_CUDAEMU_TLS uint3 cur_block_idx;
+DDP_CUDAEMU_TLS uint3 cur_block_dim;
+DDP_CUDAEMU_TLS uint3 cur_grid_dim;
 
 enum thread_state { RUNNABLE, AT_BARRIER, AT_WARP, EXITED };
+/* A thread gets a stack when it first runs and gives it back when it exits, so threads that never
+ * block (most element-wise kernels) all reuse one hot stack. */
 enum fiber_order { ORDER_FORWARD, ORDER_REVERSE, ORDER_RANDOM };
 
 struct emu_thread {
@@ -40,6 +42,7 @@ struct emu_thread {
     unsigned mask;
     uint64_t in, out;
     int param, width;
+    int stack; /* -1 until started */
     fiber_context ctx;
 };
 
@@ -56,9 +59,10 @@ struct block_run {
     emu_thread *running;
     fiber_context scheduler;
     std::vector<char> dynamic_smem;
+    std::vector<int> free_stacks;
 };
 
-static thread_local block_run *active;
+static DDP_CUDAEMU_TLS block_run *active;
 
 static const char *op_name(warp_op_kind op)
 {
@@ -290,6 +294,7 @@ static void after_yield(block_run &b, emu_thread &t)
     b.warp_runnable[t.linear / 32]--;
     if (t.state == EXITED) {
         b.exited++;
+        b.free_stacks.push_back(t.stack);
         check_exit(b, t);
     } else if (t.state == AT_BARRIER) {
         if (++b.at_barrier == b.nthreads)
@@ -377,13 +382,19 @@ static void run_block(block_run &b)
     reset_cursor(b);
     for (int w = 0; w < (b.nthreads + 31) / 32; w++)
         b.warp_runnable[w] = b.nthreads - w * 32 < 32 ? b.nthreads - w * 32 : 32;
-    for (int i = 0; i < b.nthreads; i++) {
-        emu_thread &t = b.threads[i];
-        t.state = RUNNABLE;
-        fiber_prepare(&t.ctx, i, fiber_main, &t);
+    b.free_stacks.clear();
+    for (int i = b.nthreads - 1; i >= 0; i--) {
+        b.threads[i].state = RUNNABLE;
+        b.threads[i].stack = -1;
+        b.free_stacks.push_back(i);
     }
     for (int i; (i = pick_next(b)) >= 0;) {
         emu_thread &t = b.threads[i];
+        if (t.stack < 0) {
+            t.stack = b.free_stacks.back();
+            b.free_stacks.pop_back();
+            fiber_prepare(&t.ctx, t.stack, fiber_main, &t);
+        }
         b.running = &t;
         cur_thread_idx = &t.tid;
         fiber_switch(&b.scheduler, &t.ctx);
@@ -476,8 +487,8 @@ void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem
     }
     b.dynamic_smem.resize(smem_bytes > 0 ? smem_bytes : 1);
     fiber_stacks_reserve(b.nthreads, name);
-    cur_grid_dim = grid;
-    cur_block_dim = block;
+    cur_grid_dim = make_uint3(grid.x, grid.y, grid.z);
+    cur_block_dim = make_uint3(block.x, block.y, block.z);
     active = &b;
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)

@@ -42,6 +42,32 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* Emulated (or GPU) time spent inside each CUDA device op, summed over the run. */
+static struct op_time {
+    const char *name;
+    double ms;
+    int calls;
+} op_times[32];
+
+static void op_time_add(const char *name, double ms)
+{
+    int i = 0;
+    while (op_times[i].name && strcmp(op_times[i].name, name) != 0)
+        i++;
+    op_times[i].name = name;
+    op_times[i].ms += ms;
+    op_times[i].calls++;
+}
+
+/* Runs p->gpu->ops->OP(ARGS) timed, and checks it succeeded. */
+#define GPU_CHECK(op, args, msg)                                                                  \
+    do {                                                                                          \
+        double t0_ = now_ms();                                                                    \
+        int rc_ = p->gpu->ops->op args;                                                           \
+        op_time_add(#op, now_ms() - t0_);                                                         \
+        CHECK(rc_ == 0, "%s: %s", #op, msg);                                                      \
+    } while (0)
+
 /* Random floats in ±[0.05, scale): never zero, mixed signs. */
 static float *random_floats(size_t n, float scale)
 {
@@ -132,7 +158,7 @@ static void test_fill_scale_u8(pair *p)
         output_both(p, NULL, n, &xc, &xg);
         float v = rng_uniform(&test_rng, 0.5f, 3.0f);
         CHECK(p->cpu->ops->fill(p->cpu, xc, n, v, &ec) == 0, "%s", ec.msg);
-        CHECK(p->gpu->ops->fill(p->gpu, xg, n, v, &eg) == 0, "%s", eg.msg);
+        GPU_CHECK(fill, (p->gpu, xg, n, v, &eg), eg.msg);
         snprintf(what, sizeof what, "fill n=%zu", n);
         compare(p, what, xc, xg, n, 0, 0);
         free_both(p, xc, xg);
@@ -141,7 +167,7 @@ static void test_fill_scale_u8(pair *p)
         output_both(p, h, n, &xc, &xg);
         float k = rng_uniform(&test_rng, -2.0f, -0.5f);
         CHECK(p->cpu->ops->scale(p->cpu, xc, n, k, &ec) == 0, "%s", ec.msg);
-        CHECK(p->gpu->ops->scale(p->gpu, xg, n, k, &eg) == 0, "%s", eg.msg);
+        GPU_CHECK(scale, (p->gpu, xg, n, k, &eg), eg.msg);
         snprintf(what, sizeof what, "scale n=%zu", n);
         compare(p, what, xc, xg, n, 0, 0);
         free_both(p, xc, xg);
@@ -154,7 +180,7 @@ static void test_fill_scale_u8(pair *p)
         upload_both(p, px, n, &uc, &ug);
         output_both(p, NULL, n, &xc, &xg);
         CHECK(p->cpu->ops->u8_to_f32(p->cpu, uc, xc, n, 0.2860f, 1.0f / 0.3530f, &ec) == 0, "%s", ec.msg);
-        CHECK(p->gpu->ops->u8_to_f32(p->gpu, ug, xg, n, 0.2860f, 1.0f / 0.3530f, &eg) == 0, "%s", eg.msg);
+        GPU_CHECK(u8_to_f32, (p->gpu, ug, xg, n, 0.2860f, 1.0f / 0.3530f, &eg), eg.msg);
         snprintf(what, sizeof what, "u8_to_f32 n=%zu", n);
         compare(p, what, xc, xg, n, 1e-6, 1e-7);
         free_both(p, xc, xg);
@@ -178,13 +204,13 @@ static void test_activations(pair *p)
             upload_both(p, hdy, n * sizeof *hdy, (void **)&dyc, (void **)&dyg);
             output_both(p, NULL, n, &yc, &yg);
             CHECK(p->cpu->ops->act_forward(p->cpu, acts[a], xc, yc, n, &ec) == 0, "%s", ec.msg);
-            CHECK(p->gpu->ops->act_forward(p->gpu, acts[a], xg, yg, n, &eg) == 0, "%s", eg.msg);
+            GPU_CHECK(act_forward, (p->gpu, acts[a], xg, yg, n, &eg), eg.msg);
             snprintf(what, sizeof what, "act_forward %s n=%zu", act_kind_name(acts[a]), n);
             compare(p, what, yc, yg, n, rtol, atol);
             free_both(p, yc, yg);
             output_both(p, NULL, n, &yc, &yg);
             CHECK(p->cpu->ops->act_backward(p->cpu, acts[a], xc, dyc, yc, n, &ec) == 0, "%s", ec.msg);
-            CHECK(p->gpu->ops->act_backward(p->gpu, acts[a], xg, dyg, yg, n, &eg) == 0, "%s", eg.msg);
+            GPU_CHECK(act_backward, (p->gpu, acts[a], xg, dyg, yg, n, &eg), eg.msg);
             snprintf(what, sizeof what, "act_backward %s n=%zu", act_kind_name(acts[a]), n);
             compare(p, what, yc, yg, n, rtol, atol);
             free_both(p, yc, yg);
@@ -213,7 +239,7 @@ static void test_bias(pair *p)
         output_both(p, hy, n, &yc, &yg);
         upload_both(p, hb, (size_t)cols * sizeof *hb, (void **)&bc, (void **)&bg);
         CHECK(p->cpu->ops->bias_add(p->cpu, yc, bc, rows, cols, &ec) == 0, "%s", ec.msg);
-        CHECK(p->gpu->ops->bias_add(p->gpu, yg, bg, rows, cols, &eg) == 0, "%s", eg.msg);
+        GPU_CHECK(bias_add, (p->gpu, yg, bg, rows, cols, &eg), eg.msg);
         snprintf(what, sizeof what, "bias_add %lldx%lld", (long long)rows, (long long)cols);
         compare(p, what, yc, yg, n, 0, 0);
         free_both(p, bc, bg);
@@ -221,13 +247,13 @@ static void test_bias(pair *p)
         /* beta 0 must overwrite the NaN poison; beta 1 accumulates onto random values */
         output_both(p, NULL, (size_t)cols, &bc, &bg);
         CHECK(p->cpu->ops->bias_grad(p->cpu, yc, bc, rows, cols, 0.0f, &ec) == 0, "%s", ec.msg);
-        CHECK(p->gpu->ops->bias_grad(p->gpu, yg, bg, rows, cols, 0.0f, &eg) == 0, "%s", eg.msg);
+        GPU_CHECK(bias_grad, (p->gpu, yg, bg, rows, cols, 0.0f, &eg), eg.msg);
         snprintf(what, sizeof what, "bias_grad beta=0 %lldx%lld", (long long)rows, (long long)cols);
         compare(p, what, bc, bg, (size_t)cols, 1e-5, 1e-5);
         free_both(p, bc, bg);
         output_both(p, hb, (size_t)cols, &bc, &bg);
         CHECK(p->cpu->ops->bias_grad(p->cpu, yc, bc, rows, cols, 1.0f, &ec) == 0, "%s", ec.msg);
-        CHECK(p->gpu->ops->bias_grad(p->gpu, yg, bg, rows, cols, 1.0f, &eg) == 0, "%s", eg.msg);
+        GPU_CHECK(bias_grad, (p->gpu, yg, bg, rows, cols, 1.0f, &eg), eg.msg);
         snprintf(what, sizeof what, "bias_grad beta=1 %lldx%lld", (long long)rows, (long long)cols);
         compare(p, what, bc, bg, (size_t)cols, 1e-5, 1e-5);
         free_both(p, bc, bg);
@@ -260,7 +286,7 @@ static void softmax_case(pair *p, int64_t rows, int64_t cols, bool quantized, bo
         output_both(p, NULL, n, &dc, &dg);
     float gs = 1.0f / (float)rows;
     CHECK(p->cpu->ops->softmax_xent(p->cpu, lc, labc, rows, cols, gs, dc, sc, &ec) == 0, "%s", ec.msg);
-    CHECK(p->gpu->ops->softmax_xent(p->gpu, lg, labg, rows, cols, gs, dg, sg, &eg) == 0, "%s", eg.msg);
+    GPU_CHECK(softmax_xent, (p->gpu, lg, labg, rows, cols, gs, dg, sg, &eg), eg.msg);
     snprintf(what, sizeof what, "softmax_xent stats %lldx%lld%s%s", (long long)rows, (long long)cols,
              quantized ? " ties" : "", with_grad ? "" : " no-grad");
     compare(p, what, sc, sg, 2, 1e-5, 1e-6);
@@ -297,8 +323,8 @@ static void test_sumsq(pair *p)
         upload_both(p, h, n * sizeof *h, (void **)&xc, (void **)&xg);
         double rc = -1, rg = -1, rg2 = -2;
         CHECK(p->cpu->ops->sumsq(p->cpu, xc, n, &rc, &ec) == 0, "%s", ec.msg);
-        CHECK(p->gpu->ops->sumsq(p->gpu, xg, n, &rg, &eg) == 0, "%s", eg.msg);
-        CHECK(p->gpu->ops->sumsq(p->gpu, xg, n, &rg2, &eg) == 0, "%s", eg.msg);
+        GPU_CHECK(sumsq, (p->gpu, xg, n, &rg, &eg), eg.msg);
+        GPU_CHECK(sumsq, (p->gpu, xg, n, &rg2, &eg), eg.msg);
         CHECK(fabs(rg - rc) <= 1e-12 * rc, "sumsq n=%zu: cuda %.17g, cpu %.17g", n, rg, rc);
         CHECK(memcmp(&rg, &rg2, sizeof rg) == 0, "sumsq n=%zu not deterministic: %.17g then %.17g", n, rg, rg2);
         free_both(p, xc, xg);
@@ -327,7 +353,7 @@ static void test_sgd(pair *p)
                 sgd_args a = {.lr = 0.1f, .momentum = cases[c].momentum, .weight_decay = cases[c].wd,
                               .nesterov = cases[c].nesterov, .first_step = step == 0, .grad_scale = cases[c].gs};
                 CHECK(p->cpu->ops->sgd_step(p->cpu, pc, gc, bc, n, &a, &ec) == 0, "%s", ec.msg);
-                CHECK(p->gpu->ops->sgd_step(p->gpu, pg, gg, bg, n, &a, &eg) == 0, "%s", eg.msg);
+                GPU_CHECK(sgd_step, (p->gpu, pg, gg, bg, n, &a, &eg), eg.msg);
                 free_both(p, gc, gg);
                 free(hg);
             }
@@ -360,7 +386,7 @@ static void test_adamw(pair *p)
             adamw_args a = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f,
                             .step = step, .grad_scale = step == 2 ? 0.6f : 1.0f};
             CHECK(p->cpu->ops->adamw_step(p->cpu, pc, gc, mc, vc, n, &a, &ec) == 0, "%s", ec.msg);
-            CHECK(p->gpu->ops->adamw_step(p->gpu, pg, gg, mg, vg, n, &a, &eg) == 0, "%s", eg.msg);
+            GPU_CHECK(adamw_step, (p->gpu, pg, gg, mg, vg, n, &a, &eg), eg.msg);
             free_both(p, gc, gg);
             free(hg);
         }
@@ -411,8 +437,7 @@ static void test_gemm(pair *p)
                 }
                 CHECK(p->cpu->ops->gemm(p->cpu, ta, tb, m, n, k, 0.7f, ac, lda, bc, ldb, betas[bi], cc, ldc, &ec) == 0,
                       "%s", ec.msg);
-                CHECK(p->gpu->ops->gemm(p->gpu, ta, tb, m, n, k, 0.7f, ag, lda, bg, ldb, betas[bi], cg, ldc, &eg) == 0,
-                      "%s", eg.msg);
+                GPU_CHECK(gemm, (p->gpu, ta, tb, m, n, k, 0.7f, ag, lda, bg, ldb, betas[bi], cg, ldc, &eg), eg.msg);
                 snprintf(what, sizeof what, "gemm ta=%d tb=%d m=%lld n=%lld k=%lld beta=%g", ta, tb, (long long)m,
                          (long long)n, (long long)k, (double)betas[bi]);
                 compare(p, what, cc, cg, (size_t)(m * ldc), 1e-5, 1e-6 * (double)k);
@@ -466,6 +491,8 @@ int main(int argc, char **argv)
         groups[i].run(&p);
         fprintf(stderr, "  %-22s %8.1f ms\n", groups[i].name, now_ms() - t0);
     }
+    for (int i = 0; op_times[i].name; i++)
+        fprintf(stderr, "  op %-14s %5d calls %9.1f ms\n", op_times[i].name, op_times[i].calls, op_times[i].ms);
     p.gpu->ops->destroy(p.gpu);
     p.cpu->ops->destroy(p.cpu);
     return check_done("test_cuda_kernels");

@@ -1,0 +1,292 @@
+/* nccl_shim_coll.c — the emulated build's NCCL, part 2: the collectives and point-to-point calls
+ * (ncclAllReduce, ncclBroadcast, ncclReduce, ncclAllGather, ncclReduceScatter, ncclSend,
+ * ncclRecv) as non-blocking MPI calls added to the current batch (nccl_shim.c), which a call
+ * outside a group waits for before returning and ncclGroupEnd waits for inside one.
+ * Every argument is validated first as NCCL does (ncclInvalidArgument naming it). Counts above
+ * INT_MAX (or DDP_COMM_MAX_CHUNK) are split into several MPI calls. ncclAvg is a sum followed by
+ * a division by the number of ranks. It must not keep state beyond the batch. */
+#include "nccl_shim_internal.h"
+
+#include <string.h>
+
+#define TRY_MPI(comm, call)                                                  \
+    do {                                                                     \
+        int mpi_rc_ = (call);                                                \
+        if (mpi_rc_ != MPI_SUCCESS)                                          \
+            return shim_mpi_fail((comm), mpi_rc_, #call, __LINE__);          \
+    } while (0)
+
+/* An MPI request slot of the batch, or return the out-of-memory failure it recorded. */
+#define NEXT_REQ(comm, var)                                                  \
+    MPI_Request *var = shim_batch_request(comm);                             \
+    if (!var)                                                                \
+        return ncclSystemError
+
+static size_t chunk_len(const struct ncclComm *c, size_t count, size_t off)
+{
+    return count - off < c->max_chunk ? count - off : c->max_chunk;
+}
+
+/* The end of every entry point: outside a group, wait now; inside one, ncclGroupEnd waits. */
+static ncclResult_t end_call(ncclResult_t rc)
+{
+    if (shim_in_group())
+        return shim_group_note(rc);
+    if (rc != ncclSuccess) {
+        shim_batch_discard();
+        return rc;
+    }
+    return shim_batch_run();
+}
+
+static ncclResult_t check_common(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream, const char *fn)
+{
+    ncclResult_t rc = shim_check_comm(comm, fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_type(comm, dt, fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_stream(comm, stream, fn);
+    return rc;
+}
+
+static ncclResult_t post_average(ncclComm_t comm, void *buf, size_t count, ncclDataType_t dt)
+{
+    shim_post p = {.kind = POST_DIVIDE, .comm = comm, .dst = buf, .count = count, .dt = dt};
+    return shim_batch_post(&p);
+}
+
+/* ---- all-reduce -------------------------------------------------------------------------- */
+
+static ncclResult_t issue_allreduce(const void *send, void *recv, size_t count, ncclDataType_t dt,
+                                    ncclRedOp_t op, ncclComm_t comm)
+{
+    size_t esz = shim_type_size(dt);
+    MPI_Datatype t = shim_mpi_type(comm, dt);
+    MPI_Op o = shim_mpi_op(comm, dt, op);
+    for (size_t off = 0; off < count; off += comm->max_chunk) {
+        int n = (int)chunk_len(comm, count, off);
+        const void *sb = send == recv ? MPI_IN_PLACE : (const char *)send + off * esz;
+        NEXT_REQ(comm, req);
+        TRY_MPI(comm, MPI_Iallreduce(sb, (char *)recv + off * esz, n, t, o, comm->mpi, req));
+    }
+    return op == ncclAvg ? post_average(comm, recv, count, dt) : ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    static const char fn[] = "ncclAllReduce";
+    ncclResult_t rc = check_common(comm, datatype, stream, fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_op(comm, op, fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_buffer(comm, sendbuff, count, datatype, "sendbuff", fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_buffer(comm, recvbuff, count, datatype, "recvbuff", fn);
+    if (rc == ncclSuccess)
+        rc = issue_allreduce(sendbuff, recvbuff, count, datatype, op, comm);
+    return end_call(rc);
+}
+
+/* ---- broadcast and reduce ------------------------------------------------------------------ */
+
+static ncclResult_t issue_broadcast(void *buf, size_t count, ncclDataType_t dt, int root, ncclComm_t comm)
+{
+    size_t esz = shim_type_size(dt);
+    MPI_Datatype t = shim_mpi_type(comm, dt);
+    for (size_t off = 0; off < count; off += comm->max_chunk) {
+        NEXT_REQ(comm, req);
+        TRY_MPI(comm, MPI_Ibcast((char *)buf + off * esz, (int)chunk_len(comm, count, off), t, root,
+                                 comm->mpi, req));
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                           int root, ncclComm_t comm, cudaStream_t stream)
+{
+    static const char fn[] = "ncclBroadcast";
+    ncclResult_t rc = check_common(comm, datatype, stream, fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_rank(comm, root, "root", fn);
+    if (rc == ncclSuccess && comm->rank == root)
+        rc = shim_check_buffer(comm, sendbuff, count, datatype, "sendbuff", fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_buffer(comm, recvbuff, count, datatype, "recvbuff", fn);
+    if (rc == ncclSuccess && comm->rank == root && sendbuff != recvbuff && count)
+        memmove(recvbuff, sendbuff, count * shim_type_size(datatype)); /* the root's own copy */
+    if (rc == ncclSuccess)
+        rc = issue_broadcast(recvbuff, count, datatype, root, comm);
+    return end_call(rc);
+}
+
+static ncclResult_t issue_reduce(const void *send, void *recv, size_t count, ncclDataType_t dt,
+                                 ncclRedOp_t op, int root, ncclComm_t comm)
+{
+    size_t esz = shim_type_size(dt);
+    MPI_Datatype t = shim_mpi_type(comm, dt);
+    MPI_Op o = shim_mpi_op(comm, dt, op);
+    bool in_place = comm->rank == root && send == recv;
+    for (size_t off = 0; off < count; off += comm->max_chunk) {
+        int n = (int)chunk_len(comm, count, off);
+        const void *sb = in_place ? MPI_IN_PLACE : (const char *)send + off * esz;
+        char *rb = comm->rank == root ? (char *)recv + off * esz : NULL;
+        NEXT_REQ(comm, req);
+        TRY_MPI(comm, MPI_Ireduce(sb, rb, n, t, o, root, comm->mpi, req));
+    }
+    return op == ncclAvg && comm->rank == root ? post_average(comm, recv, count, dt) : ncclSuccess;
+}
+
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    static const char fn[] = "ncclReduce";
+    ncclResult_t rc = check_common(comm, datatype, stream, fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_op(comm, op, fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_rank(comm, root, "root", fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_buffer(comm, sendbuff, count, datatype, "sendbuff", fn);
+    if (rc == ncclSuccess && comm->rank == root)
+        rc = shim_check_buffer(comm, recvbuff, count, datatype, "recvbuff", fn);
+    if (rc == ncclSuccess)
+        rc = issue_reduce(sendbuff, recvbuff, count, datatype, op, root, comm);
+    return end_call(rc);
+}
+
+/* ---- all-gather and reduce-scatter ----------------------------------------------------------- */
+
+/* count elements from every rank into recv[rank * count]; in place when send is our own block. */
+static ncclResult_t issue_allgather(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclComm_t comm)
+{
+    size_t esz = shim_type_size(dt);
+    MPI_Datatype t = shim_mpi_type(comm, dt);
+    char *own = (char *)recv + (size_t)comm->rank * count * esz;
+    bool in_place = (const char *)send == own;
+    if (count <= comm->max_chunk) {
+        NEXT_REQ(comm, req);
+        TRY_MPI(comm, MPI_Iallgather(in_place ? MPI_IN_PLACE : send, (int)count, t, recv, (int)count, t,
+                                     comm->mpi, req));
+        return ncclSuccess;
+    }
+    /* Larger than one MPI call: every rank broadcasts its own block, chunk by chunk. */
+    if (!in_place)
+        memmove(own, send, count * esz);
+    for (int r = 0; r < comm->size; r++) {
+        char *block = (char *)recv + (size_t)r * count * esz;
+        for (size_t off = 0; off < count; off += comm->max_chunk) {
+            NEXT_REQ(comm, req);
+            TRY_MPI(comm, MPI_Ibcast(block + off * esz, (int)chunk_len(comm, count, off), t, r, comm->mpi, req));
+        }
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t check_total(ncclComm_t comm, size_t count, size_t *total, const char *fn)
+{
+    if (count > SIZE_MAX / (size_t)comm->size)
+        return shim_fail(comm, ncclInvalidArgument, "%s: count %zu x %d ranks overflows", fn, count, comm->size);
+    *total = count * (size_t)comm->size;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream)
+{
+    static const char fn[] = "ncclAllGather";
+    size_t total = 0;
+    ncclResult_t rc = check_common(comm, datatype, stream, fn);
+    if (rc == ncclSuccess)
+        rc = check_total(comm, sendcount, &total, fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_buffer(comm, sendbuff, sendcount, datatype, "sendbuff", fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_buffer(comm, recvbuff, total, datatype, "recvbuff", fn);
+    if (rc == ncclSuccess)
+        rc = issue_allgather(sendbuff, recvbuff, sendcount, datatype, comm);
+    return end_call(rc);
+}
+
+/* Block r of send, reduced over ranks, lands in rank r's recv: one reduce per (rank, chunk),
+ * which also covers the in-place layout (recv == send + rank * count). */
+static ncclResult_t issue_reducescatter(const void *send, void *recv, size_t count, ncclDataType_t dt,
+                                        ncclRedOp_t op, ncclComm_t comm)
+{
+    size_t esz = shim_type_size(dt);
+    MPI_Datatype t = shim_mpi_type(comm, dt);
+    MPI_Op o = shim_mpi_op(comm, dt, op);
+    for (int r = 0; r < comm->size; r++) {
+        const char *block = (const char *)send + (size_t)r * count * esz;
+        for (size_t off = 0; off < count; off += comm->max_chunk) {
+            const void *sb = block + off * esz;
+            char *rb = r == comm->rank ? (char *)recv + off * esz : NULL;
+            NEXT_REQ(comm, req);
+            TRY_MPI(comm, MPI_Ireduce(sb == rb ? MPI_IN_PLACE : sb, rb, (int)chunk_len(comm, count, off), t, o,
+                                      r, comm->mpi, req));
+        }
+    }
+    return op == ncclAvg ? post_average(comm, recv, count, dt) : ncclSuccess;
+}
+
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    static const char fn[] = "ncclReduceScatter";
+    size_t total = 0;
+    ncclResult_t rc = check_common(comm, datatype, stream, fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_op(comm, op, fn);
+    if (rc == ncclSuccess)
+        rc = check_total(comm, recvcount, &total, fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_buffer(comm, sendbuff, total, datatype, "sendbuff", fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_buffer(comm, recvbuff, recvcount, datatype, "recvbuff", fn);
+    if (rc == ncclSuccess && recvcount)
+        rc = issue_reducescatter(sendbuff, recvbuff, recvcount, datatype, op, comm);
+    return end_call(rc);
+}
+
+/* ---- point to point ------------------------------------------------------------------------- */
+
+/* NCCL matches sends and receives between two ranks in issue order; so does MPI on one tag. */
+enum { P2P_TAG = 0 };
+
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
+{
+    static const char fn[] = "ncclSend";
+    ncclResult_t rc = check_common(comm, datatype, stream, fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_rank(comm, peer, "peer", fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_buffer(comm, sendbuff, count, datatype, "sendbuff", fn);
+    size_t esz = shim_type_size(datatype);
+    for (size_t off = 0; rc == ncclSuccess && off < count; off += comm->max_chunk) {
+        MPI_Request *req = shim_batch_request(comm);
+        int m = req ? MPI_Isend((const char *)sendbuff + off * esz, (int)chunk_len(comm, count, off),
+                                shim_mpi_type(comm, datatype), peer, P2P_TAG, comm->mpi, req) : MPI_SUCCESS;
+        rc = !req ? ncclSystemError : m != MPI_SUCCESS ? shim_mpi_fail(comm, m, "MPI_Isend", __LINE__) : ncclSuccess;
+    }
+    return end_call(rc);
+}
+
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream)
+{
+    static const char fn[] = "ncclRecv";
+    ncclResult_t rc = check_common(comm, datatype, stream, fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_rank(comm, peer, "peer", fn);
+    if (rc == ncclSuccess)
+        rc = shim_check_buffer(comm, recvbuff, count, datatype, "recvbuff", fn);
+    size_t esz = shim_type_size(datatype);
+    for (size_t off = 0; rc == ncclSuccess && off < count; off += comm->max_chunk) {
+        MPI_Request *req = shim_batch_request(comm);
+        int m = req ? MPI_Irecv((char *)recvbuff + off * esz, (int)chunk_len(comm, count, off),
+                                shim_mpi_type(comm, datatype), peer, P2P_TAG, comm->mpi, req) : MPI_SUCCESS;
+        rc = !req ? ncclSystemError : m != MPI_SUCCESS ? shim_mpi_fail(comm, m, "MPI_Irecv", __LINE__) : ncclSuccess;
+    }
+    return end_call(rc);
+}
