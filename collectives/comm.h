@@ -52,6 +52,8 @@ struct comm {
     int local_rank, local_size;
     char host[64];
     void *impl;
+    char label[64];   /* optional: what the caller is reducing now ("bucket 3 of 7"), named in the
+                         NCCL watchdog's and ddp.debug's messages; backends never require it */
 };
 
 size_t comm_dtype_size(comm_dtype dt);

@@ -148,12 +148,18 @@ static size_t chunk_len(const mpi_impl *m, size_t count, size_t off)
     return count - off < m->max_chunk ? count - off : m->max_chunk;
 }
 
-/* Blocking calls use *stack; non-blocking ones get a heap request with room for n_mpi requests. */
-static int req_begin(comm_req **req, size_t n_mpi, comm_req *stack, comm_req **out, ddp_err *err)
+/* Validates dt (and op when has_op). Blocking calls use *stack; non-blocking ones get a heap
+ * request with room for n_mpi MPI requests. */
+static int req_begin(comm_dtype dt, comm_op op, bool has_op, comm_req **req, size_t n_mpi, comm_req *stack,
+                     comm_req **out, ddp_err *err)
 {
     memset(stack, 0, sizeof *stack);
     stack->blocking = true;
     *out = stack;
+    if ((unsigned)dt >= DT_COUNT)
+        return ddp_fail(err, DDP_EUSAGE, "comm_mpi: unknown data type %d", (int)dt);
+    if (has_op && (unsigned)op >= OP_COUNT)
+        return ddp_fail(err, DDP_EUSAGE, "comm_mpi: unknown reduction %d", (int)op);
     if (!req)
         return DDP_OK;
     if (n_mpi > INT_MAX)
@@ -203,15 +209,6 @@ static int req_end(comm *c, comm_req *r, comm_req **req, int rc)
     return rc;
 }
 
-static int check_args(comm_dtype dt, comm_op op, bool has_op, ddp_err *err)
-{
-    if ((unsigned)dt >= DT_COUNT)
-        return ddp_fail(err, DDP_EUSAGE, "comm_mpi: unknown data type %d", (int)dt);
-    if (has_op && (unsigned)op >= OP_COUNT)
-        return ddp_fail(err, DDP_EUSAGE, "comm_mpi: unknown reduction %d", (int)op);
-    return DDP_OK;
-}
-
 /* A type of n contiguous elements whose extent is `stride` elements: one block of a
  * [ranks][count] buffer, so a chunk of every block moves in one collective. */
 static int block_type(MPI_Datatype base, size_t n, size_t stride, size_t esz, MPI_Datatype *out, ddp_err *err)
@@ -251,9 +248,7 @@ static int issue_allreduce(comm *c, comm_req *r, const void *send, void *recv, s
 static int mpi_allreduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, comm_req **req, ddp_err *err)
 {
     comm_req stack, *r;
-    int rc = check_args(dt, op, true, err);
-    if (!rc)
-        rc = req_begin(req, chunks_of(impl_of(c), count), &stack, &r, err);
+    int rc = req_begin(dt, op, true, req, chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
     return req_end(c, r, req, issue_allreduce(c, r, send, recv, count, dt, op, err));
@@ -278,9 +273,7 @@ static int issue_broadcast(comm *c, comm_req *r, void *buf, size_t count, comm_d
 static int mpi_broadcast(comm *c, void *buf, size_t count, comm_dtype dt, int root, comm_req **req, ddp_err *err)
 {
     comm_req stack, *r;
-    int rc = check_args(dt, OP_SUM, false, err);
-    if (!rc)
-        rc = req_begin(req, chunks_of(impl_of(c), count), &stack, &r, err);
+    int rc = req_begin(dt, OP_SUM, false, req, chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
     return req_end(c, r, req, issue_broadcast(c, r, buf, count, dt, root, err));
@@ -310,12 +303,39 @@ static int issue_reduce(comm *c, comm_req *r, const void *send, void *recv, size
 static int mpi_reduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, int root, comm_req **req, ddp_err *err)
 {
     comm_req stack, *r;
-    int rc = check_args(dt, op, true, err);
-    if (!rc)
-        rc = req_begin(req, chunks_of(impl_of(c), count), &stack, &r, err);
+    int rc = req_begin(dt, op, true, req, chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
     return req_end(c, r, req, issue_reduce(c, r, send, recv, count, dt, op, root, err));
+}
+
+/* Allgather / alltoall of more than max_chunk elements per block: chunk k of every block moves
+ * in one call, through a block type whose extent skips to the same chunk of the next block. */
+static int issue_block_chunks(comm *c, comm_req *r, bool alltoall, const void *send, void *recv, size_t count,
+                              comm_dtype dt, bool in_place, ddp_err *err)
+{
+    mpi_impl *m = impl_of(c);
+    size_t esz = comm_dtype_size(dt);
+    MPI_Datatype t = mpi_type(m, dt);
+    for (size_t off = 0; off < count; off += m->max_chunk) {
+        size_t n = chunk_len(m, count, off);
+        MPI_Datatype block;
+        int rc = block_type(t, n, count, esz, &block, err);
+        if (rc)
+            return rc;
+        const void *sb = in_place ? MPI_IN_PLACE : (const char *)send + off * esz;
+        char *rb = (char *)recv + off * esz;
+        if (alltoall) /* a chunk of every send block too */
+            rc = r->blocking ? MPI_Alltoall(sb, 1, block, rb, 1, block, m->comm)
+                             : MPI_Ialltoall(sb, 1, block, rb, 1, block, m->comm, next_req(r));
+        else /* one plain chunk of our own block */
+            rc = r->blocking ? MPI_Allgather(sb, (int)n, t, rb, 1, block, m->comm)
+                             : MPI_Iallgather(sb, (int)n, t, rb, 1, block, m->comm, next_req(r));
+        MPI_Type_free(&block); /* a pending operation keeps its own reference */
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(err, rc, alltoall ? "MPI_(I)alltoall" : "MPI_(I)allgather", __FILE__, __LINE__);
+    }
+    return DDP_OK;
 }
 
 static int issue_allgather(comm *c, comm_req *r, const void *send, void *recv, size_t count, comm_dtype dt, ddp_err *err)
@@ -332,31 +352,14 @@ static int issue_allgather(comm *c, comm_req *r, const void *send, void *recv, s
             MPI_TRY(MPI_Iallgather(sb, (int)count, t, recv, (int)count, t, m->comm, next_req(r)));
         return DDP_OK;
     }
-    for (size_t off = 0; off < count; off += m->max_chunk) {
-        size_t n = chunk_len(m, count, off);
-        MPI_Datatype block;
-        int rc = block_type(t, n, count, esz, &block, err);
-        if (rc)
-            return rc;
-        const void *sb = in_place ? MPI_IN_PLACE : (const char *)send + off * esz;
-        char *rb = (char *)recv + off * esz;
-        if (r->blocking)
-            rc = MPI_Allgather(sb, (int)n, t, rb, 1, block, m->comm);
-        else
-            rc = MPI_Iallgather(sb, (int)n, t, rb, 1, block, m->comm, next_req(r));
-        MPI_Type_free(&block); /* a pending operation keeps its own reference */
-        if (rc != MPI_SUCCESS)
-            return mpi_fail(err, rc, r->blocking ? "MPI_Allgather" : "MPI_Iallgather", __FILE__, __LINE__);
-    }
-    return DDP_OK;
+    return issue_block_chunks(c, r, false, send, recv, count, dt, in_place, err);
 }
+
 
 static int mpi_allgather(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
 {
     comm_req stack, *r;
-    int rc = check_args(dt, OP_SUM, false, err);
-    if (!rc)
-        rc = req_begin(req, chunks_of(impl_of(c), count), &stack, &r, err);
+    int rc = req_begin(dt, OP_SUM, false, req, chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
     return req_end(c, r, req, issue_allgather(c, r, send, recv, count, dt, err));
@@ -413,9 +416,7 @@ static int mpi_reducescatter(comm *c, const void *send, void *recv, size_t count
     comm_req stack, *r;
     mpi_impl *m = impl_of(c);
     size_t n_mpi = count > m->max_chunk ? chunks_of(m, count) * (size_t)c->size : 1;
-    int rc = check_args(dt, op, true, err);
-    if (!rc)
-        rc = req_begin(req, n_mpi, &stack, &r, err);
+    int rc = req_begin(dt, op, true, req, n_mpi, &stack, &r, err);
     if (rc)
         return rc;
     if (count == 0)
@@ -426,7 +427,6 @@ static int mpi_reducescatter(comm *c, const void *send, void *recv, size_t count
 static int issue_alltoall(comm *c, comm_req *r, const void *send, void *recv, size_t count, comm_dtype dt, ddp_err *err)
 {
     mpi_impl *m = impl_of(c);
-    size_t esz = comm_dtype_size(dt);
     MPI_Datatype t = mpi_type(m, dt);
     bool in_place = send == recv;
     if (count <= m->max_chunk) {
@@ -437,30 +437,14 @@ static int issue_alltoall(comm *c, comm_req *r, const void *send, void *recv, si
             MPI_TRY(MPI_Ialltoall(sb, (int)count, t, recv, (int)count, t, m->comm, next_req(r)));
         return DDP_OK;
     }
-    for (size_t off = 0; off < count; off += m->max_chunk) {
-        MPI_Datatype block;
-        int rc = block_type(t, chunk_len(m, count, off), count, esz, &block, err);
-        if (rc)
-            return rc;
-        const void *sb = in_place ? MPI_IN_PLACE : (const char *)send + off * esz;
-        char *rb = (char *)recv + off * esz;
-        if (r->blocking)
-            rc = MPI_Alltoall(sb, 1, block, rb, 1, block, m->comm);
-        else
-            rc = MPI_Ialltoall(sb, 1, block, rb, 1, block, m->comm, next_req(r));
-        MPI_Type_free(&block);
-        if (rc != MPI_SUCCESS)
-            return mpi_fail(err, rc, r->blocking ? "MPI_Alltoall" : "MPI_Ialltoall", __FILE__, __LINE__);
-    }
-    return DDP_OK;
+    return issue_block_chunks(c, r, true, send, recv, count, dt, in_place, err);
 }
+
 
 static int mpi_alltoall(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
 {
     comm_req stack, *r;
-    int rc = check_args(dt, OP_SUM, false, err);
-    if (!rc)
-        rc = req_begin(req, chunks_of(impl_of(c), count), &stack, &r, err);
+    int rc = req_begin(dt, OP_SUM, false, req, chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
     return req_end(c, r, req, issue_alltoall(c, r, send, recv, count, dt, err));
@@ -496,9 +480,7 @@ static int issue_sendrecv(comm *c, comm_req *r, const void *send, int to, void *
 static int mpi_sendrecv(comm *c, const void *send, int to, void *recv, int from, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
 {
     comm_req stack, *r;
-    int rc = check_args(dt, OP_SUM, false, err);
-    if (!rc)
-        rc = req_begin(req, 2 * chunks_of(impl_of(c), count), &stack, &r, err);
+    int rc = req_begin(dt, OP_SUM, false, req, 2 * chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
     return req_end(c, r, req, issue_sendrecv(c, r, send, to, recv, from, count, dt, err));

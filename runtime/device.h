@@ -66,6 +66,11 @@ struct device_ops {
     int (*sgd_step)(device *d, float *p, const float *g, float *buf, size_t n, const sgd_args *a, ddp_err *err);
     int (*adamw_step)(device *d, float *p, const float *g, float *m, float *v, size_t n, const adamw_args *a, ddp_err *err);
 
+    /* bfloat16 gradients (ddp.grad_dtype: bf16): dst[i] = bf16(src[i]) rounded to nearest-even;
+     * and back, dst[i] = float(src[i]) * scale */
+    int (*cast_f32_to_bf16)(device *d, const float *src, uint16_t *dst, size_t n, ddp_err *err);
+    int (*cast_bf16_to_f32)(device *d, const uint16_t *src, float *dst, size_t n, float scale, ddp_err *err);
+
     void (*destroy)(device *d);
 };
 

@@ -10,6 +10,8 @@
  * communication. */
 #include "device.h"
 
+#include "../collectives/fp16.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -348,6 +350,27 @@ static int cpu_adamw_step(device *d, float *restrict p, const float *restrict g,
     return DDP_OK;
 }
 
+/* ---- bfloat16 gradient casts (ddp.grad_dtype: bf16) ---------------------------------------- */
+
+static int cpu_cast_f32_to_bf16(device *d, const float *restrict src, uint16_t *restrict dst, size_t n, ddp_err *err)
+{
+    (void)d;
+    (void)err;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = float_to_bf16(src[i]);
+    return DDP_OK;
+}
+
+static int cpu_cast_bf16_to_f32(device *d, const uint16_t *restrict src, float *restrict dst, size_t n, float scale,
+                                ddp_err *err)
+{
+    (void)d;
+    (void)err;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = bf16_to_float(src[i]) * scale;
+    return DDP_OK;
+}
+
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
 static void cpu_destroy(device *d) { free(d); }
@@ -371,6 +394,8 @@ static const struct device_ops cpu_ops = {
     .sumsq = cpu_sumsq,
     .sgd_step = cpu_sgd_step,
     .adamw_step = cpu_adamw_step,
+    .cast_f32_to_bf16 = cpu_cast_f32_to_bf16,
+    .cast_bf16_to_f32 = cpu_cast_bf16_to_f32,
     .destroy = cpu_destroy,
 };
 

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../models/cuda/cast_kernels.h"
 #include "../models/cuda/kernels.h"
 
 /* Both macros expect a `ddp_err *err` in scope and return from the calling function. */
@@ -295,6 +296,19 @@ static int cuda_adamw_step(device *d, float *p, const float *g, float *m, float 
     return DDP_OK;
 }
 
+/* bf16 gradient casts (ddp.grad_dtype: bf16), kernels in models/cuda/cast_kernels.cu */
+static int cuda_cast_f32_to_bf16(device *d, const float *src, uint16_t *dst, size_t n, ddp_err *err)
+{
+    CUDA_TRY(ddp_cuda_cast_f32_to_bf16(src, dst, n, stream_of(d)));
+    return DDP_OK;
+}
+
+static int cuda_cast_bf16_to_f32(device *d, const uint16_t *src, float *dst, size_t n, float scale, ddp_err *err)
+{
+    CUDA_TRY(ddp_cuda_cast_bf16_to_f32(src, dst, n, scale, stream_of(d)));
+    return DDP_OK;
+}
+
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
 static void cuda_destroy(device *d)
@@ -341,6 +355,8 @@ static const struct device_ops cuda_ops = {
     .sumsq = cuda_sumsq,
     .sgd_step = cuda_sgd_step,
     .adamw_step = cuda_adamw_step,
+    .cast_f32_to_bf16 = cuda_cast_f32_to_bf16,
+    .cast_bf16_to_f32 = cuda_cast_bf16_to_f32,
     .destroy = cuda_destroy,
 };
 

@@ -153,12 +153,14 @@ static int load_on_rank0(trainer *t, float *host, int64_t *hdr, char *used, ddp_
 {
     const config *cfg = t->cfg;
     ckpt_loaded ck = {0};
-    int rc;
-    if (cfg->checkpoint.resume == RESUME_PATH) {
+    int rc = CKPT_NONE;
+    /* A restart by ddprun --max-restarts continues this run: its own newest checkpoint wins
+     * over checkpoint.resume (never / a path), which only decides how the first attempt starts. */
+    if (cfg->checkpoint.resume == RESUME_AUTO || t->restart_count > 0)
+        rc = ckpt_find_latest(((train_ckpt *)t->ckpt)->dir, &ck, used, err);
+    if (rc == CKPT_NONE && cfg->checkpoint.resume == RESUME_PATH) {
         snprintf(used, CKPT_PATH_MAX, "%s", cfg->checkpoint.resume_path);
         rc = ckpt_read(used, &ck, err);
-    } else {
-        rc = ckpt_find_latest(((train_ckpt *)t->ckpt)->dir, &ck, used, err);
     }
     if (rc != DDP_OK)
         return rc;
@@ -231,7 +233,7 @@ static void recompute_total(trainer *t, const int64_t *hdr)
 int train_ckpt_resume(trainer *t, int64_t *consumed, ddp_err *err)
 {
     *consumed = 0;
-    if (t->cfg->checkpoint.resume == RESUME_NEVER)
+    if (t->cfg->checkpoint.resume == RESUME_NEVER && t->restart_count == 0)
         return DDP_OK;
     size_t n = t->m->n_params, total = n * (1 + (size_t)n_state_buffers(t->opt));
     float *host = malloc(total * sizeof(float));

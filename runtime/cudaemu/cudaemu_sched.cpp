@@ -53,6 +53,8 @@ struct block_run {
     int nthreads, runnable, exited, at_barrier;
     std::vector<emu_thread> threads;
     int warp_runnable[MAX_THREADS_PER_BLOCK / 32];
+    int warp_waiting[MAX_THREADS_PER_BLOCK / 32]; /* lanes at a warp operation */
+    unsigned warp_live[MAX_THREADS_PER_BLOCK / 32]; /* lanes that exist and have not exited */
     fiber_order order;
     uint64_t rng;
     int cursor, current_warp;
@@ -151,6 +153,8 @@ void *dynamic_shared()
 
 static void make_runnable(block_run &b, emu_thread &t)
 {
+    if (t.state == AT_WARP)
+        b.warp_waiting[t.linear / 32]--;
     t.state = RUNNABLE;
     b.runnable++;
     b.warp_runnable[t.linear / 32]++;
@@ -259,10 +263,14 @@ static void try_exchange(block_run &b, const emu_thread &t)
                  op_name(t.op), t.file, t.line, t.width);
         die(b, "invalid shuffle width", detail);
     }
+    unsigned gone = t.mask & ~b.warp_live[base / 32];
+    if (gone)
+        check_lane_in_mask(b, t, base, __builtin_ctz(gone));
+    if (b.warp_waiting[base / 32] < __builtin_popcount(t.mask))
+        return; /* cheap test first: not enough lanes are waiting yet */
     for (int lane = 0; lane < 32; lane++) {
         if (!(t.mask >> lane & 1u))
             continue;
-        check_lane_in_mask(b, t, base, lane);
         const emu_thread &o = b.threads[base + lane];
         if (o.state != AT_WARP)
             return; /* still running, or at __syncthreads (a deadlock the scheduler reports) */
@@ -281,6 +289,8 @@ static void try_exchange(block_run &b, const emu_thread &t)
 static void check_exit(block_run &b, const emu_thread &t)
 {
     int base = t.linear / 32 * 32;
+    if (b.warp_waiting[t.linear / 32] == 0)
+        return;
     for (int lane = 0; lane < 32 && base + lane < b.nthreads; lane++) {
         const emu_thread &o = b.threads[base + lane];
         if (o.state == AT_WARP && (o.mask >> (t.linear - base) & 1u))
@@ -295,11 +305,13 @@ static void after_yield(block_run &b, emu_thread &t)
     if (t.state == EXITED) {
         b.exited++;
         b.free_stacks.push_back(t.stack);
+        b.warp_live[t.linear / 32] &= ~(1u << (t.linear % 32));
         check_exit(b, t);
     } else if (t.state == AT_BARRIER) {
         if (++b.at_barrier == b.nthreads)
             release_block_barrier(b);
     } else {
+        b.warp_waiting[t.linear / 32]++;
         try_exchange(b, t);
     }
 }
@@ -380,8 +392,11 @@ static void run_block(block_run &b)
     b.exited = b.at_barrier = 0;
     b.current_warp = -1;
     reset_cursor(b);
-    for (int w = 0; w < (b.nthreads + 31) / 32; w++)
+    for (int w = 0; w < (b.nthreads + 31) / 32; w++) {
         b.warp_runnable[w] = b.nthreads - w * 32 < 32 ? b.nthreads - w * 32 : 32;
+        b.warp_waiting[w] = 0;
+        b.warp_live[w] = b.warp_runnable[w] == 32 ? 0xffffffffu : (1u << b.warp_runnable[w]) - 1u;
+    }
     b.free_stacks.clear();
     for (int i = b.nthreads - 1; i >= 0; i--) {
         b.threads[i].state = RUNNABLE;

@@ -14,6 +14,7 @@
 
 #include <limits.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,8 +144,8 @@ ncclResult_t shim_check_buffer(ncclComm_t comm, const void *buf, size_t count, n
         return shim_fail(comm, ncclInvalidArgument, "%s: count %zu overflows", fn, count);
     const char *last = (const char *)buf + count * esz - 1;
     if (!is_device_byte(buf) || !is_device_byte(last))
-        return shim_fail(comm, ncclInvalidArgument, "%s: %s %p (%zu bytes) is not device memory "
-                         "(cudaMalloc)", fn, what, buf, count * esz);
+        return shim_fail(comm, ncclInvalidArgument, "%s: %s %p + %zu bytes is not (all) device memory "
+                         "from cudaMalloc", fn, what, buf, count * esz);
     return ncclSuccess;
 }
 

@@ -7,6 +7,7 @@
  * a division by the number of ranks. It must not keep state beyond the batch. */
 #include "nccl_shim_internal.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #define TRY_MPI(comm, call)                                                  \
