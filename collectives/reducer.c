@@ -1,7 +1,9 @@
 /* reducer.c — bucketed, overlapped gradient all-reduce for DDP (see reducer.h).
- * Owns the bucket plan and the in-flight requests; must not touch gradient values itself. */
+ * Owns the bucket plan and the in-flight requests; must not touch gradient values itself (the
+ * bf16 casts are device ops on the compute stream, ordered with the collectives). */
 #include "reducer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -60,6 +62,15 @@ int reducer_create(comm *c, float *grads, size_t n, const size_t *tensor_offsets
     return DDP_OK;
 }
 
+int reducer_use_bf16(reducer *r, device *d, ddp_err *err)
+{
+    int rc = d->ops->alloc(d, r->n * sizeof *r->bf16, (void **)&r->bf16, err);
+    if (rc != DDP_OK)
+        return ddp_prefix(err, "reducer: bf16 gradient shadow of %zu elements", r->n);
+    r->dev = d;
+    return DDP_OK;
+}
+
 void reducer_destroy(reducer *r)
 {
     if (!r)
@@ -67,6 +78,8 @@ void reducer_destroy(reducer *r)
     for (int i = 0; i < r->n_buckets; i++)
         if (r->buckets[i].req)
             r->comm->ops->wait(r->comm, r->buckets[i].req, NULL);
+    if (r->bf16)
+        r->dev->ops->free(r->dev, r->bf16);
     free(r->buckets);
     free(r);
 }
@@ -86,7 +99,17 @@ void reducer_begin(reducer *r)
 static void start_bucket(reducer *r, reducer_bucket *b)
 {
     float *p = r->grads + b->offset;
-    int rc = r->comm->ops->allreduce(r->comm, p, p, b->count, DT_FLOAT, OP_AVG, &b->req, &r->err);
+    int rc = DDP_OK;
+    snprintf(r->comm->label, sizeof r->comm->label, "bucket %d of %d", (int)(b - r->buckets) + 1, r->n_buckets);
+    if (r->bf16) {
+        uint16_t *h = r->bf16 + b->offset;
+        rc = r->dev->ops->cast_f32_to_bf16(r->dev, p, h, b->count, &r->err);
+        if (rc == DDP_OK)
+            rc = r->comm->ops->allreduce(r->comm, h, h, b->count, DT_BFLOAT16, OP_AVG, &b->req, &r->err);
+    } else {
+        rc = r->comm->ops->allreduce(r->comm, p, p, b->count, DT_FLOAT, OP_AVG, &b->req, &r->err);
+    }
+    r->comm->label[0] = '\0';
     b->started = 1;
     if (rc != DDP_OK && r->status == DDP_OK)
         r->status = rc;
@@ -156,6 +179,10 @@ int reducer_finish(reducer *r, ddp_err *err)
     if (rc == DDP_OK && r->status != DDP_OK) {
         *err = r->err;
         rc = r->status;
+    }
+    for (int i = 0; i < r->n_buckets && rc == DDP_OK && r->bf16; i++) {
+        reducer_bucket *b = &r->buckets[i];
+        rc = r->dev->ops->cast_bf16_to_f32(r->dev, r->bf16 + b->offset, r->grads + b->offset, b->count, 1.0f, err);
     }
     r->wait_ms = now_ms() - t0;
     return rc;

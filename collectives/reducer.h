@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 
+#include "../runtime/device.h"
 #include "comm.h"
 
 typedef struct reducer_bucket {
@@ -32,11 +33,16 @@ typedef struct reducer {
     int status;             /* first error seen inside a callback */
     ddp_err err;
     double wait_ms;         /* time the last finish() spent blocked on communication */
+    device *dev;            /* bf16 only: runs the casts on its compute stream */
+    uint16_t *bf16;         /* bf16 only: device shadow of grads that the all-reduce carries */
 } reducer;
 
 /* tensor_offsets: start offset of each parameter tensor, ascending, n_tensors entries. */
 int reducer_create(comm *c, float *grads, size_t n, const size_t *tensor_offsets, int n_tensors,
                    double bucket_mb, double first_bucket_mb, reducer **out, ddp_err *err);
+/* ddp.grad_dtype bf16: each bucket is cast to a bf16 shadow (allocated on d), averaged in bf16
+ * (half the bytes) and cast back into the fp32 gradients by reducer_finish. */
+int reducer_use_bf16(reducer *r, device *d, ddp_err *err);
 void reducer_destroy(reducer *r);
 /* Start of a backward pass whose gradients will be reduced. */
 void reducer_begin(reducer *r);

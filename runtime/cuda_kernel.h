@@ -11,7 +11,8 @@
  *
  * A template kernel with several template arguments needs parentheses:
  * DDP_LAUNCH((k<float, 256>), ...). Everything else is plain CUDA: __global__, __device__,
- * static __shared__ arrays, threadIdx/blockIdx/blockDim/gridDim/warpSize, __syncthreads(),
+ * __shared__ arrays declared inside kernels or __device__ functions (not at file scope),
+ * threadIdx/blockIdx/blockDim/gridDim/warpSize, __syncthreads() reached by every thread,
  * __syncwarp(), __shfl_*_sync, __ballot_sync/__any_sync/__all_sync, atomicAdd, bf16/fp16 types,
  * libm math and the usual float intrinsics (__expf, rsqrtf, __fdividef, ...).
  * Not available under emulation (so not allowed in our kernels): CUB, cooperative groups, inline

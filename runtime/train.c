@@ -81,6 +81,22 @@ static int init_params(trainer *t, ddp_err *err)
     return rc;
 }
 
+/* One rank per GPU: more ranks on this host than GPUs visible is an error at startup (ranks
+ * would silently share GPUs) unless DDPRUN_ALLOW_GPU_SHARING=1. */
+static int check_gpu_count(trainer *t, ddp_err *err)
+{
+    char reason[256] = "";
+    const char *share = getenv("DDPRUN_ALLOW_GPU_SHARING");
+    if (t->dev->kind != DEVICE_CUDA || (share && strcmp(share, "1") == 0))
+        return DDP_OK;
+    int gpus = device_cuda_count(reason, sizeof reason);
+    if (t->ctl->local_size <= gpus)
+        return DDP_OK;
+    return ddp_fail(err, DDP_EUSAGE, "%d ranks on host %s but only %d GPU%s visible%s%s%s; run one rank per GPU "
+                    "(-np), or set DDPRUN_ALLOW_GPU_SHARING=1 to share GPUs", t->ctl->local_size, t->ctl->host,
+                    gpus, gpus == 1 ? "" : "s", reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
+}
+
 static int open_grad_comm(trainer *t, ddp_err *err)
 {
     const config *c = t->cfg;
@@ -102,8 +118,11 @@ static int make_reducer(trainer *t, ddp_err *err)
     size_t offs[MODEL_MAX_TENSORS];
     for (int i = 0; i < t->m->n_tensors; i++)
         offs[i] = t->m->tensors[i].offset;
-    return reducer_create(t->grad_comm, t->m->grads, t->m->n_params, offs, t->m->n_tensors,
-                          t->cfg->ddp.bucket_mb, t->cfg->ddp.first_bucket_mb, &t->red, err);
+    int rc = reducer_create(t->grad_comm, t->m->grads, t->m->n_params, offs, t->m->n_tensors,
+                            t->cfg->ddp.bucket_mb, t->cfg->ddp.first_bucket_mb, &t->red, err);
+    if (rc == DDP_OK && t->cfg->ddp.grad_dtype == GRAD_BF16)
+        rc = reducer_use_bf16(t->red, t->dev, err);
+    return rc;
 }
 
 /* Test-only: DDP_TEST_TRACE_DIR makes each rank append "epoch index" for every sample it trains
@@ -128,6 +147,8 @@ static int setup(trainer *t, ddp_err *err)
     if (trc != DDP_OK)
         return trc;
     int rc = device_open(c, t->ctl->local_rank, &t->dev, err);
+    if (rc == DDP_OK)
+        rc = check_gpu_count(t, err);
     if (rc == DDP_OK)
         rc = load_data(t, err);
     if (rc == DDP_OK)

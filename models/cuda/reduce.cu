@@ -14,6 +14,7 @@ using ddp_kernels::global_index;
 using ddp_kernels::grid_for;
 using ddp_kernels::grid_stride;
 using ddp_kernels::kBlock;
+using ddp_kernels::kMaxGrid;
 
 /* ---- bias_grad: db[c] = beta*db[c] + sum_r dy[r,c] -------------------------------------
  * A block owns 32 columns (one per lane, so loads are coalesced) and kBiasRowLanes row lanes;
@@ -153,7 +154,8 @@ __global__ void ddp_sumsq_final_kernel(const double *partials, unsigned n_partia
 extern "C" cudaError_t ddp_cuda_sumsq(const float *x, size_t n, double *partials, double *out, cudaStream_t stream)
 {
     /* n == 0 still runs: one block writes a zero partial, so *out is always written */
-    const unsigned blocks = grid_for(n, kBlock, DDP_CUDA_SUMSQ_MAX_BLOCKS);
+    const size_t cap = DDP_CUDA_SUMSQ_MAX_BLOCKS < kMaxGrid ? DDP_CUDA_SUMSQ_MAX_BLOCKS : kMaxGrid;
+    const unsigned blocks = grid_for(n, kBlock, cap);
     DDP_LAUNCH(ddp_sumsq_partial_kernel, blocks, kBlock, 0, stream, x, n, partials);
     cudaError_t e = DDP_LAUNCH_STATUS();
     if (e != cudaSuccess) return e;

@@ -26,13 +26,13 @@ bool alloc_lookup(const void *p, size_t bytes, alloc_kind *kind, size_t *overrun
 /* Dynamic shared memory limit of a kernel (48 KiB unless raised by cudaFuncSetAttribute). */
 size_t kernel_max_dynamic_smem(const void *fn);
 
-/* Static shared objects local to a kernel function, found in the executable's symbol table
- * (g++ ignores the section attribute for statics in template functions). */
+/* Every static __shared__ object in the executable: the writable static locals of each function
+ * that declares a shared-memory marker (see cudaemu_kernel.h), found once in the symbol table. */
 struct memory_range {
     void *addr;
     size_t bytes;
 };
-const memory_range *kernel_static_shared(const void *fn, size_t *count);
+const memory_range *static_shared_objects(size_t *count);
 
 enum { MAX_THREADS_PER_BLOCK = 1024, DEFAULT_DYNAMIC_SMEM = 48 * 1024,
        MAX_DYNAMIC_SMEM_OPTIN = 227 * 1024, EMULATED_SM_COUNT = 132 };

@@ -3,8 +3,8 @@
  * Included only by runtime/cuda_kernel.h (after the real CUDA headers, which in host mode turn
  * __global__/__device__ into nothing and leave the built-in variables and device intrinsics
  * undeclared). It redirects the built-ins to the running fiber's state, declares the barrier,
- * warp and atomic intrinsics over the emulator (cudaemu_sched.cpp), places static __shared__
- * variables in the poisoned section, and defines the launcher behind DDP_LAUNCH. It holds no
+ * warp and atomic intrinsics over the emulator (cudaemu_sched.cpp), marks static __shared__
+ * variables so they can be poisoned, and defines the launcher behind DDP_LAUNCH. It holds no
  * scheduling logic itself and must not be included by host-only code. */
 #ifndef DDP_CUDAEMU_KERNEL_H
 #define DDP_CUDAEMU_KERNEL_H
@@ -105,10 +105,16 @@ template <class T> inline T from_bits(uint64_t bits)
 #define warpSize 32
 
 /* ---- memory spaces and qualifiers ---- */
-/* Static shared memory: one object per kernel (shared by the block's fibers), in a section the
- * emulator fills with 0xFF before every block. `extern __shared__` needs DDP_DYNAMIC_SHARED. */
+/* Static shared memory: a static local (one object per function, shared by the block's fibers).
+ * The emulator fills it with 0xFF before every block; it finds these objects in the symbol table
+ * through the marker declared beside them (every writable static local of a function holding a
+ * marker is shared memory). Declare __shared__ inside kernels and __device__ functions;
+ * `extern __shared__` needs DDP_DYNAMIC_SHARED. */
+#define DDP_CUDAEMU_CAT2(a, b) a##b
+#define DDP_CUDAEMU_CAT(a, b) DDP_CUDAEMU_CAT2(a, b)
 #undef __shared__
-#define __shared__ static __attribute__((section("ddp_cuda_shared")))
+#define __shared__ \
+    static __attribute__((used)) char DDP_CUDAEMU_CAT(ddp_cudaemu_shared_marker_, __COUNTER__); static
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
 #endif

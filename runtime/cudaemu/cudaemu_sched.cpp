@@ -15,10 +15,6 @@
 #include <string.h>
 #include <vector>
 
-/* the poisoned section of static __shared__ objects (weak: a program may have none) */
-extern "C" char __start_ddp_cuda_shared[] __attribute__((weak));
-extern "C" char __stop_ddp_cuda_shared[] __attribute__((weak));
-
 namespace ddp_cudaemu {
 
 DDP_CUDAEMU_TLS const uint3 *cur_thread_idx;
@@ -52,7 +48,7 @@ struct block_run {
     const void *args;
     int nthreads, runnable, exited, at_barrier;
     std::vector<emu_thread> threads;
-    int warp_runnable[MAX_THREADS_PER_BLOCK / 32];
+    unsigned warp_runnable[MAX_THREADS_PER_BLOCK / 32]; /* bit per runnable lane */
     int warp_waiting[MAX_THREADS_PER_BLOCK / 32]; /* lanes at a warp operation */
     unsigned warp_live[MAX_THREADS_PER_BLOCK / 32]; /* lanes that exist and have not exited */
     fiber_order order;
@@ -157,7 +153,7 @@ static void make_runnable(block_run &b, emu_thread &t)
         b.warp_waiting[t.linear / 32]--;
     t.state = RUNNABLE;
     b.runnable++;
-    b.warp_runnable[t.linear / 32]++;
+    b.warp_runnable[t.linear / 32] |= 1u << (t.linear % 32);
 }
 
 static void reset_cursor(block_run &b)
@@ -301,7 +297,7 @@ static void check_exit(block_run &b, const emu_thread &t)
 static void after_yield(block_run &b, emu_thread &t)
 {
     b.runnable--;
-    b.warp_runnable[t.linear / 32]--;
+    b.warp_runnable[t.linear / 32] &= ~(1u << (t.linear % 32));
     if (t.state == EXITED) {
         b.exited++;
         b.free_stacks.push_back(t.stack);
@@ -335,11 +331,10 @@ static int pick_random(block_run &b)
             choice = (choice + 1) % nwarps;
         b.current_warp = choice;
     }
-    int lanes[32], n = 0, base = b.current_warp * 32;
-    for (int i = base; i < base + 32 && i < b.nthreads; i++)
-        if (b.threads[i].state == RUNNABLE)
-            lanes[n++] = i;
-    return lanes[next_random(b) % (uint64_t)n];
+    unsigned lanes = b.warp_runnable[b.current_warp];
+    for (int skip = (int)(next_random(b) % (uint64_t)__builtin_popcount(lanes)); skip > 0; skip--)
+        lanes &= lanes - 1; /* drop the lowest runnable lanes: a uniformly chosen one remains lowest */
+    return b.current_warp * 32 + __builtin_ctz(lanes);
 }
 
 static int pick_next(block_run &b)
@@ -373,16 +368,12 @@ static void report_stuck(block_run &b)
     die(b, "deadlock", detail);
 }
 
-static void poison_shared(block_run &b, const void *fn, size_t smem_bytes)
+static void poison_shared(block_run &b, size_t smem_bytes)
 {
-    uintptr_t start = reinterpret_cast<uintptr_t>(__start_ddp_cuda_shared);
-    uintptr_t stop = reinterpret_cast<uintptr_t>(__stop_ddp_cuda_shared);
-    if (start && stop > start)
-        memset(__start_ddp_cuda_shared, 0xff, stop - start);
     size_t count = 0;
-    const memory_range *locals = kernel_static_shared(fn, &count);
+    const memory_range *objects = static_shared_objects(&count);
     for (size_t i = 0; i < count; i++)
-        memset(locals[i].addr, 0xff, locals[i].bytes);
+        memset(objects[i].addr, 0xff, objects[i].bytes);
     memset(b.dynamic_smem.data(), 0xff, smem_bytes);
 }
 
@@ -393,9 +384,10 @@ static void run_block(block_run &b)
     b.current_warp = -1;
     reset_cursor(b);
     for (int w = 0; w < (b.nthreads + 31) / 32; w++) {
-        b.warp_runnable[w] = b.nthreads - w * 32 < 32 ? b.nthreads - w * 32 : 32;
+        int lanes = b.nthreads - w * 32 < 32 ? b.nthreads - w * 32 : 32;
+        b.warp_live[w] = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1u;
+        b.warp_runnable[w] = b.warp_live[w];
         b.warp_waiting[w] = 0;
-        b.warp_live[w] = b.warp_runnable[w] == 32 ? 0xffffffffu : (1u << b.warp_runnable[w]) - 1u;
     }
     b.free_stacks.clear();
     for (int i = b.nthreads - 1; i >= 0; i--) {
@@ -509,7 +501,7 @@ void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
                 cur_block_idx = make_uint3(x, y, z);
-                poison_shared(b, fn, smem_bytes);
+                poison_shared(b, smem_bytes);
                 run_block(b);
             }
     active = nullptr;

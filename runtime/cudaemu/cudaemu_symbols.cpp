@@ -1,18 +1,17 @@
-/* cudaemu_symbols.cpp — finds the static __shared__ objects of a kernel in the executable's
- * symbol table.
+/* cudaemu_symbols.cpp — finds every static __shared__ object in the executable's symbol table.
  *
- * Why: __shared__ places statics in the poisoned section "ddp_cuda_shared", but g++ (12) drops
- * the section attribute for static locals of template functions, and kernels templated on the
- * block size are common. A kernel's local statics are named _ZZ<kernel encoding>E...; we find the
- * kernel's own symbol by address, then every writable local object of it. Read once per kernel
- * and cached. Must not poison anything itself (the scheduler does). Without a symbol table
- * (stripped binary) it warns once and finds nothing. */
+ * Why the symbol table: a static local is shared by all fibers (right for __shared__), but g++
+ * gives no portable way to place them in one section (it drops the section attribute in template
+ * functions, and mixing inline and non-inline functions in one section is a compile error). So
+ * __shared__ declares a marker static beside each object (cudaemu_kernel.h); a function's local
+ * statics are named _ZZ<function>E<name>, so every writable _ZZ<function>E* object of a function
+ * holding a marker is shared memory. Read once; must not poison anything itself (the scheduler
+ * does). Without a symbol table (stripped binary) it warns once and finds nothing. */
 #include "cudaemu_internal.h"
 
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
-#include <map>
 #include <mutex>
 #include <stdio.h>
 #include <string.h>
@@ -24,12 +23,24 @@
 
 namespace ddp_cudaemu {
 
+static const char MARKER[] = "ddp_cudaemu_shared_marker_";
+
 struct symbol_table {
-    bool loaded = false;
     uintptr_t bias = 0;
-    std::map<uintptr_t, std::string> functions;                    /* address -> mangled name */
+    std::vector<std::string> function_prefixes;                      /* "_ZZ<function>E" with a marker */
     std::vector<std::pair<std::string, memory_range>> local_objects; /* writable _ZZ* objects */
 };
+
+/* "_ZZ<function>E<len>ddp_cudaemu_shared_marker_<n>..." -> "_ZZ<function>E" */
+static void note_marker(symbol_table &st, const char *name)
+{
+    const char *m = strstr(name, MARKER);
+    const char *p = m;
+    while (p > name && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    if (m && p > name)
+        st.function_prefixes.emplace_back(name, (size_t)(p - name));
+}
 
 static int find_main_bias(struct dl_phdr_info *info, size_t, void *data)
 {
@@ -58,11 +69,12 @@ static bool read_symbols(symbol_table &st, const char *elf, size_t size)
             if (s.st_name >= strs.sh_size || s.st_shndx == SHN_UNDEF || s.st_shndx >= eh->e_shnum)
                 continue;
             const char *name = names + s.st_name;
-            int type = ELF64_ST_TYPE(s.st_info);
-            if (type == STT_FUNC)
-                st.functions[s.st_value + st.bias] = name;
-            else if (type == STT_OBJECT && s.st_size > 0 && strncmp(name, "_ZZ", 3) == 0 &&
-                     (sh[s.st_shndx].sh_flags & SHF_WRITE))
+            if (ELF64_ST_TYPE(s.st_info) != STT_OBJECT || strncmp(name, "_ZZ", 3) != 0 ||
+                !(sh[s.st_shndx].sh_flags & SHF_WRITE))
+                continue;
+            if (strstr(name, MARKER))
+                note_marker(st, name);
+            else if (s.st_size > 0)
                 st.local_objects.push_back({name, memory_range{reinterpret_cast<void *>(s.st_value + st.bias),
                                                                (size_t)s.st_size}});
         }
@@ -73,7 +85,6 @@ static bool read_symbols(symbol_table &st, const char *elf, size_t size)
 
 static void load(symbol_table &st)
 {
-    st.loaded = true;
     dl_iterate_phdr(find_main_bias, &st.bias);
     int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
     struct stat sb;
@@ -92,31 +103,22 @@ static void load(symbol_table &st)
     munmap(map, (size_t)sb.st_size);
 }
 
-const memory_range *kernel_static_shared(const void *fn, size_t *count)
+const memory_range *static_shared_objects(size_t *count)
 {
-    static std::mutex lock;
-    static symbol_table table;
-    static std::map<const void *, std::vector<memory_range>> per_kernel;
-    std::lock_guard<std::mutex> hold(lock);
-    auto cached = per_kernel.find(fn);
-    if (cached == per_kernel.end()) {
-        if (!table.loaded)
-            load(table);
-        std::vector<memory_range> ranges;
-        auto f = table.functions.find(reinterpret_cast<uintptr_t>(fn));
-        if (f != table.functions.end()) {
-            const std::string &fname = f->second; /* extern "C" kernels are not mangled */
-            std::string encoding = fname.compare(0, 2, "_Z") == 0 ? fname.substr(2)
-                                                                   : std::to_string(fname.size()) + fname;
-            std::string prefix = "_ZZ" + encoding + "E";
-            for (const auto &obj : table.local_objects)
-                if (obj.first.compare(0, prefix.size(), prefix) == 0)
-                    ranges.push_back(obj.second);
-        }
-        cached = per_kernel.emplace(fn, std::move(ranges)).first;
-    }
-    *count = cached->second.size();
-    return cached->second.data();
+    static std::once_flag once;
+    static std::vector<memory_range> objects;
+    std::call_once(once, [] {
+        symbol_table table;
+        load(table);
+        for (const auto &obj : table.local_objects) /* a few dozen of each: a plain scan */
+            for (const std::string &prefix : table.function_prefixes)
+                if (obj.first.compare(0, prefix.size(), prefix) == 0) {
+                    objects.push_back(obj.second);
+                    break;
+                }
+    });
+    *count = objects.size();
+    return objects.data();
 }
 
 } /* namespace ddp_cudaemu */

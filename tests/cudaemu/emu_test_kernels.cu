@@ -78,10 +78,28 @@ __global__ void read_unwritten_dynamic(float *out)
     out[blockIdx.x * blockDim.x + threadIdx.x] = s[threadIdx.x];
 }
 
-/* which: 0 template static, 1 plain static, 2 dynamic; out holds 2 blocks of 64 */
+/* shared memory declared in an inline device function (a comdat static, unlike the ones above) */
+__device__ __forceinline__ float helper_read_unwritten()
+{
+    __shared__ float s[64];
+    if (blockIdx.x == 0)
+        s[threadIdx.x] = 1.0f;
+    __syncthreads();
+    return s[threadIdx.x];
+}
+
+__global__ void read_unwritten_helper(float *out)
+{
+    out[blockIdx.x * 64 + threadIdx.x] = helper_read_unwritten();
+}
+
+/* which: 0 template static, 1 plain static, 2 dynamic, 3 in a device function; out holds 2 blocks
+ * of 64 */
 extern "C" int emu_read_unwritten(int which, float *out)
 {
-    if (which == 0)
+    if (which == 3)
+        DDP_LAUNCH(read_unwritten_helper, 2, 64, 0, 0, out);
+    else if (which == 0)
         DDP_LAUNCH(read_unwritten_tmpl<64>, 2, 64, 0, 0, out);
     else if (which == 1)
         DDP_LAUNCH(read_unwritten_plain, 2, 64, 0, 0, out);

@@ -5,9 +5,10 @@
  * reductions through static shared memory and warp shuffles are right for block and grid sizes
  * that are not multiples of 32; a reduction missing one __syncthreads gives a wrong result under
  * at least one order; unwritten shared memory reads NaN in every block (template, plain and
- * dynamic shared memory); warp intrinsics match a reference; multi-dimensional geometry; launch
- * limits reach cudaGetLastError; and each kernel bug (exited lane in a mask, partial warp, exit
- * before a barrier, divergent barriers, stack overflow) aborts with a message naming it. */
+ * dynamic shared memory, and in an inline device function); warp intrinsics match a reference;
+ * multi-dimensional geometry; launch limits reach cudaGetLastError; and each kernel bug (exited
+ * lane in a mask, partial warp, exit before a barrier, divergent barriers, stack overflow) aborts
+ * with a message naming it. */
 #include "emu_test_util.h"
 #include "tests/check.h"
 
@@ -89,12 +90,12 @@ static void test_reductions(const float *x)
 
 static void test_unwritten_shared(void)
 {
-    static const char *const kinds[] = {"template static", "plain static", "dynamic"};
+    static const char *const kinds[] = {"template static", "plain static", "dynamic", "device function"};
     float out[128], *d = NULL;
     cudaMalloc((void **)&d, sizeof out);
     for (int o = 0; o < EMU_ORDER_COUNT; o++) {
         emu_set_order(emu_orders[o]);
-        for (int which = 0; which < 3; which++) {
+        for (int which = 0; which < 4; which++) {
             CHECK_EQ_INT(emu_read_unwritten(which, d), cudaSuccess);
             cudaMemcpy(out, d, sizeof out, cudaMemcpyDeviceToHost);
             int ones = 0, nans = 0;
