@@ -375,9 +375,12 @@ static int parse_one(int ch, const char *arg, bench_opts *o, ddp_err *err)
     case 'b': return parse_bytes("-b", arg, &o->min_bytes, err);
     case 'e': return parse_bytes("-e", arg, &o->max_bytes, err);
     case 'i': return parse_bytes("-i", arg, &o->step_bytes, err);
-    case 'f':
-        o->step_factor = strtod(arg, NULL);
-        return o->step_factor > 1 ? DDP_OK : ddp_fail(err, DDP_EUSAGE, "-f: expected a factor > 1, got \"%s\"", arg);
+    case 'f': {
+        char *end;
+        o->step_factor = strtod(arg, &end);
+        bool ok = end != arg && !*end && o->step_factor > 1;
+        return ok ? DDP_OK : ddp_fail(err, DDP_EUSAGE, "-f: expected a factor > 1, got \"%s\"", arg);
+    }
     case 'n': return parse_int("-n", arg, 1, &o->iters, err);
     case 'w': return parse_int("-w", arg, 0, &o->warmup, err);
     case 'c':

@@ -291,17 +291,25 @@ static int launch_exchange(comm *c, const char *send, char *recv, size_t count, 
     }
     ncclDataType_t t = nccl_type(dt);
     NCCL_TRY(c, ncclGroupStart());
-    for (int j = 0; j < c->size && to < 0; j++) {
-        NCCL_TRY(c, ncclSend(send + (size_t)j * count * esz, count, t, j, im->nccl, im->stream));
-        NCCL_TRY(c, ncclRecv(recv + (size_t)j * count * esz, count, t, j, im->nccl, im->stream));
+    /* the group is always closed: the first failure is reported, by ncclGroupEnd at the latest */
+    ncclResult_t first = ncclSuccess;
+    for (int j = 0; j < c->size && to < 0 && first == ncclSuccess; j++) {
+        first = ncclSend(send + (size_t)j * count * esz, count, t, j, im->nccl, im->stream);
+        if (first == ncclSuccess)
+            first = ncclRecv(recv + (size_t)j * count * esz, count, t, j, im->nccl, im->stream);
     }
     if (to >= 0) {
-        NCCL_TRY(c, ncclSend(send, count, t, to, im->nccl, im->stream));
-        NCCL_TRY(c, ncclRecv(recv, count, t, from, im->nccl, im->stream));
+        first = ncclSend(send, count, t, to, im->nccl, im->stream);
+        if (first == ncclSuccess)
+            first = ncclRecv(recv, count, t, from, im->nccl, im->stream);
     }
-    NCCL_TRY(c, ncclGroupEnd());
-    if (copy)
-        CUDA_TRY(cudaFreeAsync(copy, im->stream));
+    ncclResult_t end = ncclGroupEnd();
+    cudaError_t freed = copy ? cudaFreeAsync(copy, im->stream) : cudaSuccess;
+    if (first != ncclSuccess)
+        return nccl_fail(c, first, "ncclSend/ncclRecv", __FILE__, __LINE__, err);
+    if (end != ncclSuccess)
+        return nccl_fail(c, end, "ncclGroupEnd", __FILE__, __LINE__, err);
+    CUDA_TRY(freed);
     return DDP_OK;
 }
 

@@ -171,7 +171,7 @@ def usage():
     cases = [(["allreduce", "--backend", "nccl"], "NCCL backend not available in this build"),
              (["allreduce", "-b", "12Q"], "-b"), (["allreduce", "-d", "float7"], "-d"),
              (["allreduce", "-r", "5"], "-r 5"), (["bogus"], "expected a collective"),
-             (["allreduce", "-e", "8", "-b", "16"], "-e")]
+             (["allreduce", "-e", "8", "-b", "16"], "-e"), (["allreduce", "-f", "2x"], "-f")]
     for args, needle in cases:
         p = subprocess.run(["mpirun", "-np", "2", BENCH] + args, capture_output=True, text=True, timeout=120)
         check(p.returncode == 2, "%s: exit %d, wanted 2" % (args, p.returncode))
