@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "comm.h"
-#include "fp16.h"
+#include "fp16_mpi.h"
 
 typedef struct mpi_impl {
     MPI_Comm comm;             /* our own duplicate, so nothing else's traffic can match ours */
@@ -61,36 +61,6 @@ static int mpi_fail(ddp_err *err, int rc, const char *call, const char *file, in
     } while (0)
 
 static mpi_impl *impl_of(comm *c) { return c->impl; }
-
-/* ---- half / bfloat16 reductions (MPI_User_function) ---- */
-
-static inline float combine(float a, float b, comm_op op)
-{
-    switch (op) {
-    case OP_PROD: return a * b;
-    case OP_MIN: return b < a ? b : a;
-    case OP_MAX: return b > a ? b : a;
-    default: return a + b;
-    }
-}
-
-#define TWO_BYTE_OP(name, to_float, from_float, op)                                    \
-    static void name(void *in, void *inout, int *len, MPI_Datatype *dt)                \
-    {                                                                                  \
-        (void)dt;                                                                      \
-        const uint16_t *a = in;                                                        \
-        uint16_t *b = inout;                                                           \
-        for (int i = 0; i < *len; i++)                                                 \
-            b[i] = from_float(combine(to_float(b[i]), to_float(a[i]), op));            \
-    }
-TWO_BYTE_OP(half_sum, half_to_float, float_to_half, OP_SUM)
-TWO_BYTE_OP(half_prod, half_to_float, float_to_half, OP_PROD)
-TWO_BYTE_OP(half_min, half_to_float, float_to_half, OP_MIN)
-TWO_BYTE_OP(half_max, half_to_float, float_to_half, OP_MAX)
-TWO_BYTE_OP(bf16_sum, bf16_to_float, float_to_bf16, OP_SUM)
-TWO_BYTE_OP(bf16_prod, bf16_to_float, float_to_bf16, OP_PROD)
-TWO_BYTE_OP(bf16_min, bf16_to_float, float_to_bf16, OP_MIN)
-TWO_BYTE_OP(bf16_max, bf16_to_float, float_to_bf16, OP_MAX)
 
 static MPI_Datatype mpi_type(const mpi_impl *m, comm_dtype dt)
 {
@@ -567,13 +537,12 @@ static int read_max_chunk(size_t *out, ddp_err *err)
 
 static int create_ops(mpi_impl *m, ddp_err *err)
 {
-    MPI_User_function *half_fn[OP_AVG] = {half_sum, half_prod, half_min, half_max};
-    MPI_User_function *bf16_fn[OP_AVG] = {bf16_sum, bf16_prod, bf16_min, bf16_max};
+    /* comm_op's SUM PROD MIN MAX are in fp16_mpi_op's order */
     MPI_TRY(MPI_Type_contiguous(2, MPI_BYTE, &m->two_byte));
     MPI_TRY(MPI_Type_commit(&m->two_byte));
     for (int i = 0; i < OP_AVG; i++) {
-        MPI_TRY(MPI_Op_create(half_fn[i], 1, &m->half_op[i]));
-        MPI_TRY(MPI_Op_create(bf16_fn[i], 1, &m->bf16_op[i]));
+        MPI_TRY(MPI_Op_create(fp16_mpi_function(false, (enum fp16_mpi_op)i), 1, &m->half_op[i]));
+        MPI_TRY(MPI_Op_create(fp16_mpi_function(true, (enum fp16_mpi_op)i), 1, &m->bf16_op[i]));
     }
     return DDP_OK;
 }

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collectives/fp16.h"
+#include "collectives/fp16_mpi.h"
 
 /* ---- errors ----------------------------------------------------------------------------- */
 
@@ -160,46 +160,17 @@ ncclResult_t shim_check_stream(ncclComm_t comm, cudaStream_t stream, const char 
 
 /* ---- half / bfloat16 reductions, averages ------------------------------------------------ */
 
-static inline float combine(float a, float b, int op)
-{
-    switch (op) {
-    case ncclProd: return a * b;
-    case ncclMax: return b > a ? b : a;
-    case ncclMin: return b < a ? b : a;
-    default: return a + b;
-    }
-}
-
-#define TWO_BYTE_OP(name, to_float, from_float, op)                                \
-    static void name(void *in, void *inout, int *len, MPI_Datatype *dt)            \
-    {                                                                              \
-        (void)dt;                                                                  \
-        const uint16_t *a = in;                                                    \
-        uint16_t *b = inout;                                                       \
-        for (int i = 0; i < *len; i++)                                             \
-            b[i] = from_float(combine(to_float(b[i]), to_float(a[i]), op));        \
-    }
-TWO_BYTE_OP(half_sum, half_to_float, float_to_half, ncclSum)
-TWO_BYTE_OP(half_prod, half_to_float, float_to_half, ncclProd)
-TWO_BYTE_OP(half_max, half_to_float, float_to_half, ncclMax)
-TWO_BYTE_OP(half_min, half_to_float, float_to_half, ncclMin)
-TWO_BYTE_OP(bf16_sum, bf16_to_float, float_to_bf16, ncclSum)
-TWO_BYTE_OP(bf16_prod, bf16_to_float, float_to_bf16, ncclProd)
-TWO_BYTE_OP(bf16_max, bf16_to_float, float_to_bf16, ncclMax)
-TWO_BYTE_OP(bf16_min, bf16_to_float, float_to_bf16, ncclMin)
-
 ncclResult_t shim_create_ops(ncclComm_t comm)
 {
     /* indexed by ncclSum, ncclProd, ncclMax, ncclMin */
-    MPI_User_function *half_fn[SHIM_BUILTIN_OPS] = {half_sum, half_prod, half_max, half_min};
-    MPI_User_function *bf16_fn[SHIM_BUILTIN_OPS] = {bf16_sum, bf16_prod, bf16_max, bf16_min};
+    static const enum fp16_mpi_op as_fp16[SHIM_BUILTIN_OPS] = {FP16_SUM, FP16_PROD, FP16_MAX, FP16_MIN};
     int rc = MPI_Type_contiguous(2, MPI_BYTE, &comm->two_byte);
     if (rc == MPI_SUCCESS)
         rc = MPI_Type_commit(&comm->two_byte);
     for (int i = 0; i < SHIM_BUILTIN_OPS && rc == MPI_SUCCESS; i++) {
-        rc = MPI_Op_create(half_fn[i], 1, &comm->half_op[i]);
+        rc = MPI_Op_create(fp16_mpi_function(false, as_fp16[i]), 1, &comm->half_op[i]);
         if (rc == MPI_SUCCESS)
-            rc = MPI_Op_create(bf16_fn[i], 1, &comm->bf16_op[i]);
+            rc = MPI_Op_create(fp16_mpi_function(true, as_fp16[i]), 1, &comm->bf16_op[i]);
     }
     return rc == MPI_SUCCESS ? ncclSuccess : shim_mpi_fail(comm, rc, "MPI_Op_create", __LINE__);
 }
