@@ -304,8 +304,11 @@ void bench_usage(void)
             "  -r, --root N           root of broadcast and reduce (default 0)\n"
             "  -a, --average avg|min|max  how ranks' times combine (or 1|2|3; default avg)\n"
             "  -J, --output_file FILE also write the results as JSON\n"
-            "      --backend mpi|nccl|auto  (default auto)\n"
-            "      --corrupt RANK     test only: perturb one result element on RANK\n",
+            "  -T, --timeout S        NCCL backend: end the job when a collective stalls S seconds (default 300)\n"
+            "      --backend mpi|nccl|auto  nccl: GPU buffers, one GPU per rank; auto: nccl when every\n"
+            "                         rank has a GPU of its own, else mpi on host buffers (default auto)\n"
+            "      --corrupt RANK     test only: perturb one result element on RANK\n"
+            "      --fail RANK        test only: RANK fails its second row as a collective error would\n",
             bench_coll_names());
 }
 
@@ -398,7 +401,14 @@ static int parse_one(int ch, const char *arg, bench_opts *o, ddp_err *err)
         if (strcmp(arg, "mpi") && strcmp(arg, "nccl") && strcmp(arg, "auto"))
             return ddp_fail(err, DDP_EUSAGE, "--backend: expected mpi, nccl or auto, got \"%s\"", arg);
         return DDP_OK;
+    case 'T': {
+        char *end;
+        o->timeout_s = strtod(arg, &end);
+        bool ok = end != arg && !*end && o->timeout_s > 0 && o->timeout_s <= 1e6;
+        return ok ? DDP_OK : ddp_fail(err, DDP_EUSAGE, "-T: expected a timeout in seconds > 0, got \"%s\"", arg);
+    }
     case 'X': return parse_int("--corrupt", arg, 0, &o->corrupt_rank, err);
+    case 'F': return parse_int("--fail", arg, 0, &o->fail_rank, err);
     default: return ddp_fail(err, DDP_EUSAGE, "unknown or incomplete option (see usage)");
     }
 }
@@ -413,11 +423,12 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, ddp_err *err)
         {"datatype", required_argument, 0, 'd'}, {"root", required_argument, 0, 'r'},
         {"average", required_argument, 0, 'a'}, {"output_file", required_argument, 0, 'J'},
         {"backend", required_argument, 0, 'B'}, {"corrupt", required_argument, 0, 'X'},
+        {"timeout", required_argument, 0, 'T'}, {"fail", required_argument, 0, 'F'},
         {0, 0, 0, 0},
     };
     *o = (bench_opts){.min_bytes = 8, .max_bytes = 32u << 20, .step_factor = 2, .iters = 20, .warmup = 5,
                       .check = true, .op = OP_SUM, .dtype = DT_FLOAT, .agg = AGG_AVG, .backend = "auto",
-                      .corrupt_rank = -1};
+                      .timeout_s = 300, .corrupt_rank = -1, .fail_rank = -1};
     if (argc < 1 || !argv[0] || !bench_find(argv[0]))
         return ddp_fail(err, DDP_EUSAGE, "expected a collective (%s), got \"%s\"", bench_coll_names(),
                         argc > 0 && argv[0] ? argv[0] : "");
@@ -425,7 +436,7 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, ddp_err *err)
     optind = 1;
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:a:J:", longs, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:a:J:T:", longs, NULL)) != -1) {
         int rc = parse_one(ch, ch == '?' || ch == ':' ? NULL : optarg, o, err);
         if (rc)
             return ch == '?' ? ddp_fail(err, DDP_EUSAGE, "unknown option or missing value: \"%s\"", argv[optind - 1]) : rc;

@@ -31,7 +31,9 @@ typedef struct bench_opts {
     enum bench_agg agg;
     const char *json_path;     /* NULL: no JSON */
     const char *backend;       /* mpi nccl auto */
+    double timeout_s;          /* NCCL watchdog: a collective stalled this long ends the job */
     int corrupt_rank;          /* test only: -1, or the rank whose results get one element perturbed */
+    int fail_rank;             /* test only: -1, or the rank whose second row fails as a collective error would */
 } bench_opts;
 
 /* One table row: one collective on one dtype/op/size. count = elements per rank block. */

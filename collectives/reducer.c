@@ -8,13 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* Walk tensors from the last to the first, closing a bucket when adding the next tensor would
  * pass the cap. Buckets are stored in reduction order (bucket 0 = end of the buffer). */
 static int plan_buckets(reducer *r, const size_t *offs, int n_tensors, double bucket_mb, double first_mb)
@@ -54,6 +47,8 @@ int reducer_create(comm *c, float *grads, size_t n, const size_t *tensor_offsets
     r->comm = c;
     r->grads = grads;
     r->n = n;
+    const char *delay = getenv("DDP_TEST_COMM_DELAY_MS");
+    r->test_delay_ms = delay ? strtol(delay, NULL, 10) : 0;
     if (plan_buckets(r, tensor_offsets, n_tensors, bucket_mb, first_bucket_mb) != 0) {
         free(r);
         return ddp_fail(err, DDP_ERUNTIME, "reducer: out of memory");
@@ -93,7 +88,6 @@ void reducer_begin(reducer *r)
     }
     r->next_to_start = 0;
     r->status = DDP_OK;
-    r->wait_ms = 0;
 }
 
 static void start_bucket(reducer *r, reducer_bucket *b)
@@ -153,9 +147,18 @@ void reducer_grad_ready(void *ctx, size_t offset, size_t count)
     start_ready_buckets(r);
 }
 
+/* Test-only (DDP_TEST_COMM_DELAY_MS): as if the collectives finished this much later. */
+static void test_delay(const reducer *r)
+{
+    if (r->test_delay_ms <= 0)
+        return;
+    struct timespec ts = {.tv_sec = r->test_delay_ms / 1000, .tv_nsec = r->test_delay_ms % 1000 * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 int reducer_finish(reducer *r, ddp_err *err)
 {
-    double t0 = now_ms();
+    test_delay(r);
     int rc = r->status;
     if (rc != DDP_OK) {
         *err = r->err;
@@ -184,6 +187,5 @@ int reducer_finish(reducer *r, ddp_err *err)
         reducer_bucket *b = &r->buckets[i];
         rc = r->dev->ops->cast_bf16_to_f32(r->dev, r->bf16 + b->offset, r->grads + b->offset, b->count, 1.0f, err);
     }
-    r->wait_ms = now_ms() - t0;
     return rc;
 }

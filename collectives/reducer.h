@@ -6,7 +6,8 @@
  * tensor larger than the cap is a bucket of its own. As backward reports finished gradient ranges
  * (reducer_grad_ready, a model grad_ready_fn), each bucket whose gradients are all final starts a
  * non-blocking all-reduce (average), strictly in bucket order, which is the same on every rank.
- * reducer_finish waits for all of them before the optimizer may step.
+ * reducer_finish waits for all of them before the optimizer may step. Test-only: the env
+ * DDP_TEST_COMM_DELAY_MS=N makes reducer_finish sleep N ms first, as a collective that slow would.
  * The reducer must not know about models beyond offsets, nor call the optimizer. */
 #ifndef DDP_REDUCER_H
 #define DDP_REDUCER_H
@@ -32,7 +33,7 @@ typedef struct reducer {
     int next_to_start;      /* buckets start in order 0, 1, ... */
     int status;             /* first error seen inside a callback */
     ddp_err err;
-    double wait_ms;         /* time the last finish() spent blocked on communication */
+    long test_delay_ms;     /* test-only DDP_TEST_COMM_DELAY_MS: finish() sleeps this long before its waits */
     device *dev;            /* bf16 only: runs the casts on its compute stream */
     uint16_t *bf16;         /* bf16 only: device shadow of grads that the all-reduce carries */
 } reducer;

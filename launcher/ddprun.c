@@ -29,6 +29,7 @@
 
 #include "runtime/ckpt.h"
 #include "runtime/config.h"
+#include "runtime/device.h"
 #include "runtime/err.h"
 
 #ifndef DDPRUN_VERSION
@@ -36,7 +37,7 @@
 #endif
 
 typedef struct launch_opts {
-    int np;
+    int np;                /* 0 until -np is given or defaulted (default_np) */
     const char *hosts;     /* -H host1:8,host2:8 */
     const char *hostfile;  /* --hostfile FILE */
     const char *bind_to;   /* --bind-to X; NULL: ddprun decides */
@@ -52,7 +53,8 @@ static const char usage_text[] =
     "       ddprun ckpt info PATH | ckpt diff A B             inspect checkpoints (no mpirun)\n"
     "\n"
     "flags (before CONFIG or the subcommand):\n"
-    "  -np N, -n N          number of ranks (default 1)\n"
+    "  -np N, -n N          number of ranks (default: one per GPU on this node, 1 without GPUs;\n"
+    "                       ddprun says which it chose)\n"
     "  -H h1:8,h2:8         hosts and slots, passed to mpirun -H\n"
     "  --hostfile FILE      Open MPI hostfile (`host slots=N` lines), passed to mpirun\n"
     "  --max-restarts N     restart a failed job up to N times (default 0); ranks see\n"
@@ -164,6 +166,21 @@ static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
 }
 
 /* ---- placement -------------------------------------------------------------------------- */
+
+/* -np not given: one rank per GPU visible on this node (CUDA_VISIBLE_DEVICES applies), 1 when
+ * there are none; says which on stderr, so --dry-run shows it without changing its stdout. */
+static void default_np(launch_opts *o)
+{
+    if (o->np > 0) return;
+    char reason[256] = "";
+    int gpus = device_cuda_count(reason, sizeof reason);
+    o->np = gpus > 0 ? gpus : 1;
+    if (gpus > 0)
+        fprintf(stderr, "ddprun: -np not given: %d GPU%s on this node -> %d rank%s\n", gpus, gpus == 1 ? "" : "s",
+                o->np, o->np == 1 ? "" : "s");
+    else
+        fprintf(stderr, "ddprun: -np not given: no GPUs on this node (%s) -> 1 rank\n", reason);
+}
 
 static int local_cores(void)
 {
@@ -374,7 +391,7 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], DDPRUN_SHIM_FLAG)) return rank_shim_main(argc - 2, argv + 2);
 
-    static launch_opts o = {.np = 1};
+    static launch_opts o = {0};
     int first = 0;
     int rc = parse_flags(argc, argv, &o, &first);
     if (rc != 0) return rc < 0 ? 0 : rc;
@@ -402,6 +419,7 @@ int main(int argc, char **argv)
         argv_push(&prog_argv, prog);
         for (int i = first; i < argc; i++) argv_push(&prog_argv, argv[i]);
     }
+    default_np(&o);
     rc = launch(&o, self, prog_argv.v, stop_signal);
     argv_free(&prog_argv);
     argv_free(&o.passthrough);

@@ -1,9 +1,9 @@
 /* device.h — the device layer: the only code that knows CPU from CUDA.
  *
  * A device owns memory and an in-order compute stream. Every compute op is enqueued on that
- * stream and may return before it runs (CUDA) or after (CPU); download() and sumsq() are the
- * only ops that wait. Pointers passed to ops are device pointers from alloc(); sizes are
- * size_t/int64_t throughout, so tensors with more than INT_MAX elements are fine.
+ * stream and may return before it runs (CUDA) or after (CPU); download(), sumsq() and
+ * timer_take_ms() are the only ops that wait. Pointers passed to ops are device pointers from
+ * alloc(); sizes are size_t/int64_t throughout, so tensors with more than INT_MAX elements are fine.
  * Matrices are row-major. Ops are shaped so a transformer adds ops rather than changing these.
  * This layer must not know about models, optimizers' schedules, ranks or communication. */
 #ifndef DDP_DEVICE_H
@@ -17,6 +17,7 @@
 #include "err.h"
 
 typedef struct device device;
+typedef struct device_timer device_timer;
 
 typedef struct sgd_args {
     float lr, momentum, weight_decay;
@@ -70,6 +71,17 @@ struct device_ops {
      * and back, dst[i] = float(src[i]) * scale */
     int (*cast_f32_to_bf16)(device *d, const float *src, uint16_t *dst, size_t n, ddp_err *err);
     int (*cast_bf16_to_f32)(device *d, const uint16_t *src, float *dst, size_t n, float scale, ddp_err *err);
+
+    /* Interval timer on the compute stream, e.g. for time the stream is held up by communication:
+     * timer_start/timer_stop mark points in stream order and never wait (CUDA: timing events; CPU:
+     * the monotonic clock, since its ops run in order on the calling thread). timer_take_ms waits
+     * for the marks, returns the summed duration of every start->stop interval since the last take
+     * and resets. Up to 64 intervals stay in flight; past that, timer_start waits for the oldest. */
+    int (*timer_create)(device *d, device_timer **out, ddp_err *err);
+    int (*timer_start)(device *d, device_timer *t, ddp_err *err);
+    int (*timer_stop)(device *d, device_timer *t, ddp_err *err);
+    int (*timer_take_ms)(device *d, device_timer *t, double *ms, ddp_err *err);
+    void (*timer_destroy)(device *d, device_timer *t);
 
     void (*destroy)(device *d);
 };

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(DDP_GEMM_ONEDNN)
 #include <oneapi/dnnl/dnnl.h>
@@ -26,6 +27,14 @@
 #else
 #error "define DDP_GEMM_ONEDNN or DDP_GEMM_OPENBLAS (meson option cpu_gemm)"
 #endif
+
+/* Element-wise loops run on OpenMP threads when large enough to pay for the fork: the GEMM
+ * library's worker threads would otherwise spin idle (on this project's 2-vCPU machines, on the
+ * hyperthread sibling of the one doing the work). Every element is computed independently, so
+ * results do not depend on the thread count. */
+#define DDP_OMP_MIN_ELEMENTS 32768
+#define DDP_PRAGMA(x) _Pragma(#x)
+#define DDP_PARALLEL_FOR(n) DDP_PRAGMA(omp parallel for schedule(static) if ((size_t)(n) >= DDP_OMP_MIN_ELEMENTS))
 
 #define CPU_ALIGN 64
 
@@ -132,6 +141,7 @@ static int cpu_fill(device *d, float *x, size_t n, float value, ddp_err *err)
 {
     (void)d;
     (void)err;
+    DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++)
         x[i] = value;
     return DDP_OK;
@@ -141,6 +151,7 @@ static int cpu_scale(device *d, float *x, size_t n, float s, ddp_err *err)
 {
     (void)d;
     (void)err;
+    DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++)
         x[i] *= s;
     return DDP_OK;
@@ -151,6 +162,7 @@ static int cpu_u8_to_f32(device *d, const uint8_t *src, float *dst, size_t n, fl
 {
     (void)d;
     (void)err;
+    DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++)
         dst[i] = ((float)src[i] / 255.0f - mean) * inv_std;
     return DDP_OK;
@@ -171,6 +183,7 @@ static int cpu_bias_add(device *d, float *restrict y, const float *restrict b, i
     int rc = check_rows_cols("bias_add", rows, cols, err);
     if (rc)
         return rc;
+    DDP_PARALLEL_FOR(rows * cols)
     for (int64_t r = 0; r < rows; r++) {
         float *restrict row = y + r * cols;
         for (int64_t c = 0; c < cols; c++)
@@ -204,9 +217,11 @@ static int cpu_act_forward(device *d, act_kind a, const float *restrict x, float
 {
     (void)d;
     if (a == ACT_RELU) {
+        DDP_PARALLEL_FOR(n)
         for (size_t i = 0; i < n; i++)
             y[i] = x[i] > 0.0f ? x[i] : 0.0f;
     } else if (a == ACT_GELU) {
+        DDP_PARALLEL_FOR(n)
         for (size_t i = 0; i < n; i++)
             y[i] = x[i] * gelu_cdf(x[i]);
     } else {
@@ -220,11 +235,13 @@ static int cpu_act_backward(device *d, act_kind a, const float *restrict x, cons
 {
     (void)d;
     if (a == ACT_RELU) {
+        DDP_PARALLEL_FOR(n)
         for (size_t i = 0; i < n; i++)
             dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
     } else if (a == ACT_GELU) {
         const float inv_sqrt_2pi = 0.3989422804014327f;
         /* d/dx [x·Φ(x)] = Φ(x) + x·φ(x) */
+        DDP_PARALLEL_FOR(n)
         for (size_t i = 0; i < n; i++) {
             float pdf = inv_sqrt_2pi * expf(-0.5f * x[i] * x[i]);
             dx[i] = dy[i] * (gelu_cdf(x[i]) + x[i] * pdf);
@@ -308,6 +325,7 @@ static int cpu_sgd_step(device *d, float *restrict p, const float *restrict g, f
     if (a->momentum != 0.0f && !buf)
         return ddp_fail(err, DDP_ERUNTIME, "sgd_step: momentum %g needs a momentum buffer", (double)a->momentum);
     const float lr = a->lr, mom = a->momentum, wd = a->weight_decay, gs = a->grad_scale;
+    DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++) {
         float step = g[i] * gs;      /* clip_grad_norm_ scales the gradient in place */
         if (wd != 0.0f)
@@ -337,6 +355,7 @@ static int cpu_adamw_step(device *d, float *restrict p, const float *restrict g,
     const float step_size = (float)(lr / (1.0 - pow(b1, (double)a->step)));
     const float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)a->step));
     const float eps = a->eps, gs = a->grad_scale;
+    DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * gs;
         float pi = p[i] * decay;
@@ -356,6 +375,7 @@ static int cpu_cast_f32_to_bf16(device *d, const float *restrict src, uint16_t *
 {
     (void)d;
     (void)err;
+    DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++)
         dst[i] = float_to_bf16(src[i]);
     return DDP_OK;
@@ -366,9 +386,68 @@ static int cpu_cast_bf16_to_f32(device *d, const uint16_t *restrict src, float *
 {
     (void)d;
     (void)err;
+    DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++)
         dst[i] = bf16_to_float(src[i]) * scale;
     return DDP_OK;
+}
+
+/* ---- interval timer ------------------------------------------------------------------------ */
+
+/* Ops run on the calling thread, so stream order is host order and host time is stream time. */
+struct device_timer {
+    double started_ms;  /* < 0 while not running */
+    double total_ms;
+};
+
+static double monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cpu_timer_create(device *d, device_timer **out, ddp_err *err)
+{
+    (void)d;
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return ddp_fail(err, DDP_ERUNTIME, "cpu timer: out of memory");
+    (*out)->started_ms = -1;
+    return DDP_OK;
+}
+
+static int cpu_timer_start(device *d, device_timer *t, ddp_err *err)
+{
+    (void)d;
+    (void)err;
+    t->started_ms = monotonic_ms();
+    return DDP_OK;
+}
+
+static int cpu_timer_stop(device *d, device_timer *t, ddp_err *err)
+{
+    (void)d;
+    if (t->started_ms < 0)
+        return ddp_fail(err, DDP_ERUNTIME, "cpu timer: timer_stop without timer_start");
+    t->total_ms += monotonic_ms() - t->started_ms;
+    t->started_ms = -1;
+    return DDP_OK;
+}
+
+static int cpu_timer_take_ms(device *d, device_timer *t, double *ms, ddp_err *err)
+{
+    (void)d;
+    (void)err;
+    *ms = t->total_ms;
+    t->total_ms = 0;
+    return DDP_OK;
+}
+
+static void cpu_timer_destroy(device *d, device_timer *t)
+{
+    (void)d;
+    free(t);
 }
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
@@ -396,6 +475,11 @@ static const struct device_ops cpu_ops = {
     .adamw_step = cpu_adamw_step,
     .cast_f32_to_bf16 = cpu_cast_f32_to_bf16,
     .cast_bf16_to_f32 = cpu_cast_bf16_to_f32,
+    .timer_create = cpu_timer_create,
+    .timer_start = cpu_timer_start,
+    .timer_stop = cpu_timer_stop,
+    .timer_take_ms = cpu_timer_take_ms,
+    .timer_destroy = cpu_timer_destroy,
     .destroy = cpu_destroy,
 };
 

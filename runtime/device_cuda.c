@@ -309,6 +309,98 @@ static int cuda_cast_bf16_to_f32(device *d, const uint16_t *src, float *dst, siz
     return DDP_OK;
 }
 
+/* ---- interval timer ------------------------------------------------------------------------ */
+
+/* A ring of (start, stop) timing-event pairs recorded on the compute stream; elapsed times are
+ * read only when taken (or when the ring is full), so marking never waits for the GPU. */
+#define TIMER_INTERVALS 64
+
+struct device_timer {
+    cudaEvent_t start[TIMER_INTERVALS], stop[TIMER_INTERVALS];
+    int first, count;   /* recorded intervals not yet added to total_ms */
+    bool running;       /* start[(first + count) % TIMER_INTERVALS] is recorded, its stop not yet */
+    double total_ms;
+};
+
+static void cuda_timer_destroy(device *d, device_timer *t)
+{
+    (void)d;
+    if (!t)
+        return;
+    for (int i = 0; i < TIMER_INTERVALS; i++) {
+        if (t->start[i])
+            cudaEventDestroy(t->start[i]);
+        if (t->stop[i])
+            cudaEventDestroy(t->stop[i]);
+    }
+    free(t);
+}
+
+static int cuda_timer_create(device *d, device_timer **out, ddp_err *err)
+{
+    device_timer *t = calloc(1, sizeof *t);
+    *out = NULL;
+    if (!t)
+        return ddp_fail(err, DDP_ERUNTIME, "cuda timer: out of host memory");
+    for (int i = 0; i < TIMER_INTERVALS; i++) {
+        cudaError_t e = cudaEventCreate(&t->start[i]);
+        if (e == cudaSuccess)
+            e = cudaEventCreate(&t->stop[i]);
+        if (e != cudaSuccess) {
+            cuda_timer_destroy(d, t);
+            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: cudaEventCreate (timer): %s", __FILE__, __LINE__,
+                            cudaGetErrorString(e));
+        }
+    }
+    *out = t;
+    return DDP_OK;
+}
+
+/* Waits for the oldest recorded interval and adds it to the total. */
+static int timer_retire_oldest(device_timer *t, ddp_err *err)
+{
+    float ms = 0;
+    CUDA_TRY(cudaEventSynchronize(t->stop[t->first]));
+    CUDA_TRY(cudaEventElapsedTime(&ms, t->start[t->first], t->stop[t->first]));
+    t->total_ms += ms;
+    t->first = (t->first + 1) % TIMER_INTERVALS;
+    t->count--;
+    return DDP_OK;
+}
+
+static int cuda_timer_start(device *d, device_timer *t, ddp_err *err)
+{
+    int rc = t->count == TIMER_INTERVALS ? timer_retire_oldest(t, err) : DDP_OK;
+    if (rc)
+        return rc;
+    CUDA_TRY(cudaEventRecord(t->start[(t->first + t->count) % TIMER_INTERVALS], stream_of(d)));
+    t->running = true;
+    return DDP_OK;
+}
+
+static int cuda_timer_stop(device *d, device_timer *t, ddp_err *err)
+{
+    if (!t->running)
+        return ddp_fail(err, DDP_ERUNTIME, "cuda timer: timer_stop without timer_start");
+    CUDA_TRY(cudaEventRecord(t->stop[(t->first + t->count) % TIMER_INTERVALS], stream_of(d)));
+    t->running = false;
+    t->count++;
+    return DDP_OK;
+}
+
+static int cuda_timer_take_ms(device *d, device_timer *t, double *ms, ddp_err *err)
+{
+    (void)d;
+    while (t->count > 0) {
+        int rc = timer_retire_oldest(t, err);
+        if (rc)
+            return rc;
+    }
+    *ms = t->total_ms;
+    t->total_ms = 0;
+    return DDP_OK;
+}
+
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
 static void cuda_destroy(device *d)
@@ -357,6 +449,11 @@ static const struct device_ops cuda_ops = {
     .adamw_step = cuda_adamw_step,
     .cast_f32_to_bf16 = cuda_cast_f32_to_bf16,
     .cast_bf16_to_f32 = cuda_cast_bf16_to_f32,
+    .timer_create = cuda_timer_create,
+    .timer_start = cuda_timer_start,
+    .timer_stop = cuda_timer_stop,
+    .timer_take_ms = cuda_timer_take_ms,
+    .timer_destroy = cuda_timer_destroy,
     .destroy = cuda_destroy,
 };
 

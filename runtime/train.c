@@ -122,6 +122,8 @@ static int make_reducer(trainer *t, ddp_err *err)
                             t->cfg->ddp.bucket_mb, t->cfg->ddp.first_bucket_mb, &t->red, err);
     if (rc == DDP_OK && t->cfg->ddp.grad_dtype == GRAD_BF16)
         rc = reducer_use_bf16(t->red, t->dev, err);
+    if (rc == DDP_OK)
+        rc = t->dev->ops->timer_create(t->dev, &t->comm_exposed, err);
     return rc;
 }
 
@@ -203,12 +205,24 @@ static int micro_step(trainer *t, int64_t rows, bool first, bool last, ddp_err *
     return rc;
 }
 
+/* Communication exposed (not hidden by backward) is the compute stream's time from the end of
+ * backward until the reduced gradients are usable: timed on the device, read at log lines. */
+static int reduce_gradients(trainer *t, ddp_err *err)
+{
+    device *d = t->dev;
+    int rc = d->ops->timer_start(d, t->comm_exposed, err);
+    if (rc == DDP_OK)
+        rc = reducer_finish(t->red, err);
+    if (rc == DDP_OK)
+        rc = d->ops->timer_stop(d, t->comm_exposed, err);
+    return rc;
+}
+
 static int optimizer_step(trainer *t, double *lr, ddp_err *err)
 {
-    int rc = reducer_finish(t->red, err);
+    int rc = reduce_gradients(t, err);
     if (rc != DDP_OK)
         return ddp_prefix(err, "gradient all-reduce at step %lld", (long long)t->step + 1);
-    t->comm_ms_acc += t->red->wait_ms;
     double norm = 0;
     float scale = 1.0f;
     rc = optim_grad_norm(t->opt, t->m->grads, &norm, &scale, err);
@@ -316,6 +330,7 @@ static void teardown(trainer *t)
         t->grad_comm->ops->destroy(t->grad_comm);
     optim_destroy(t->opt);
     if (t->dev) {
+        t->dev->ops->timer_destroy(t->dev, t->comm_exposed);
         t->dev->ops->free(t->dev, t->x_dev);
         t->dev->ops->free(t->dev, t->y_dev);
         t->dev->ops->free(t->dev, t->stats_dev);

@@ -25,6 +25,7 @@ typedef struct trainer {
     model *m;
     optimizer *opt;
     reducer *red;
+    device_timer *comm_exposed;  /* compute-stream time from end of backward to reduced gradients */
 
     /* batch staging */
     int64_t *idx;
@@ -43,7 +44,7 @@ typedef struct trainer {
     int world_at_save;        /* world size recorded in the checkpoint we resumed from, 0 if none */
 
     /* accounting since the last log line */
-    double t_last_log, comm_ms_acc, samples_acc;
+    double t_last_log, samples_acc;
     int64_t steps_acc;
     double t_start;
     double last_ckpt_time;
