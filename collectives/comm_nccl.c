@@ -526,10 +526,6 @@ int comm_nccl_create(void *compute_stream, int device_index, double timeout_s, b
         nccl_destroy(c);
         return ddp_prefix(err, "comm_nccl_create (GPU %d)", device_index);
     }
-    int version = 0;
-    ncclGetVersion(&version);
-    log_info("gradients: NCCL %d.%d.%d over %d ranks, watchdog timeout %g s%s", version / 10000,
-             version / 100 % 100, version % 100, c->size, timeout_s, debug ? ", ddp.debug fingerprint checks" : "");
     *out = c;
     return DDP_OK;
 }
