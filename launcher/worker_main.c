@@ -5,6 +5,7 @@
  * WORLD_SIZE, LOCAL_WORLD_SIZE), the stop signals, and the exit code (README "Exit codes").
  * Everything else is train_run's. */
 #include <mpi.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,23 +17,38 @@
 #include "runtime/log.h"
 #include "runtime/train.h"
 
-static void on_stop_signal(int sig)
+/* The stop signals (SIGTERM, SIGINT, SIGUSR1, SIGUSR2: "checkpoint and stop") are blocked in
+ * every thread and received by one thread of their own. A signal handler would run on whichever
+ * thread the kernel picks, interrupting system calls there, and Open MPI's shared-memory
+ * transport does not survive that: a process_vm_readv cut short by a signal corrupted the heap
+ * about once in ten stops at np=2. ddprun forwards SIGTERM/SIGINT as checkpoint.signal; under
+ * srun or a plain kill the rank gets them directly. */
+static sigset_t stop_signals;
+
+static void *stop_signal_thread(void *arg)
 {
-    (void)sig;
-    train_stop_requested = 1;
+    (void)arg;
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&stop_signals, &sig) == 0)
+            train_stop_requested = 1;
+    }
+    return NULL;
 }
 
-/* SIGTERM/SIGINT reach a rank directly under srun or a plain kill; ddprun turns them into the
- * configured checkpoint.signal (SIGUSR1 by default), which mpirun forwards. All mean: save, stop. */
-static void install_stop_handlers(int configured)
+/* Must run before MPI_Init and before any other thread exists, so every thread inherits the mask. */
+static int start_stop_signal_thread(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    int sigs[] = {SIGTERM, SIGINT, SIGUSR1, configured};
+    sigemptyset(&stop_signals);
+    int sigs[] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        sigaction(sigs[i], &sa, NULL);
+        sigaddset(&stop_signals, sigs[i]);
+    pthread_t tid;
+    if (pthread_sigmask(SIG_BLOCK, &stop_signals, NULL) != 0 ||
+        pthread_create(&tid, NULL, stop_signal_thread, NULL) != 0)
+        return -1;
+    pthread_detach(tid);
+    return 0;
 }
 
 static void export_torchrun_env(const comm *c)
@@ -60,7 +76,10 @@ int main(int argc, char **argv)
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
         return usage();
     /* Before MPI_Init: a stop signal that arrives during start-up must not kill the rank. */
-    install_stop_handlers(SIGUSR1);
+    if (start_stop_signal_thread() != 0) {
+        fprintf(stderr, "ddprun-worker: cannot start the signal thread\n");
+        return DDP_ERUNTIME;
+    }
     int provided = 0;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "ddprun-worker: MPI_Init failed\n");
@@ -77,10 +96,8 @@ int main(int argc, char **argv)
         if (rc != DDP_OK && ctl->rank != 0)
             err.msg[0] = '\0'; /* every rank found the same config error; rank 0 reports it */
     }
-    if (rc == DDP_OK) {
-        install_stop_handlers(cfg.checkpoint.stop_signal);
+    if (rc == DDP_OK)
         rc = train_run(&cfg, ctl, &err);
-    }
     if (rc != DDP_OK && rc != DDP_EPREEMPTED && err.msg[0])
         log_error("%s", err.msg);
     if (ctl)
