@@ -135,6 +135,8 @@ static void poke_in_flight(reducer *r)
 void reducer_grad_ready(void *ctx, size_t offset, size_t count)
 {
     reducer *r = ctx;
+    if (r->comm->size == 1)
+        return; /* the average over one rank is the gradient itself */
     size_t end = offset + count;
     for (int i = 0; i < r->n_buckets; i++) {
         reducer_bucket *b = &r->buckets[i];
@@ -159,6 +161,8 @@ static void test_delay(const reducer *r)
 int reducer_finish(reducer *r, ddp_err *err)
 {
     test_delay(r);
+    if (r->comm->size == 1)
+        return DDP_OK;
     int rc = r->status;
     if (rc != DDP_OK) {
         *err = r->err;

@@ -223,10 +223,10 @@ static int optimizer_step(trainer *t, double *lr, ddp_err *err)
     int rc = reduce_gradients(t, err);
     if (rc != DDP_OK)
         return ddp_prefix(err, "gradient all-reduce at step %lld", (long long)t->step + 1);
+    /* The norm is a full pass over the gradients (and a device sync): only clipping needs it. */
     double norm = 0;
     float scale = 1.0f;
-    rc = optim_grad_norm(t->opt, t->m->grads, &norm, &scale, err);
-    if (rc != DDP_OK)
+    if (t->opt->grad_clip > 0 && (rc = optim_grad_norm(t->opt, t->m->grads, &norm, &scale, err)) != DDP_OK)
         return rc;
     *lr = optim_lr_at(t->opt, t->step, t->total_steps);
     rc = optim_step(t->opt, t->m->params, t->m->grads, *lr, scale, err);
