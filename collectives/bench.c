@@ -16,36 +16,6 @@
 
 /* ---- element access on host staging buffers ---- */
 
-void bench_put(void *b, size_t i, comm_dtype dt, double v)
-{
-    switch (dt) {
-    case DT_FLOAT: ((float *)b)[i] = (float)v; break;
-    case DT_DOUBLE: ((double *)b)[i] = v; break;
-    case DT_HALF: ((uint16_t *)b)[i] = float_to_half((float)v); break;
-    case DT_BFLOAT16: ((uint16_t *)b)[i] = float_to_bf16((float)v); break;
-    case DT_INT32: ((int32_t *)b)[i] = (int32_t)v; break;
-    case DT_INT8: ((int8_t *)b)[i] = (int8_t)v; break;
-    case DT_UINT8: ((uint8_t *)b)[i] = (uint8_t)v; break;
-    case DT_INT64: ((int64_t *)b)[i] = (int64_t)v; break;
-    default: ((uint64_t *)b)[i] = (uint64_t)v; break;
-    }
-}
-
-double bench_get(const void *b, size_t i, comm_dtype dt)
-{
-    switch (dt) {
-    case DT_FLOAT: return ((const float *)b)[i];
-    case DT_DOUBLE: return ((const double *)b)[i];
-    case DT_HALF: return half_to_float(((const uint16_t *)b)[i]);
-    case DT_BFLOAT16: return bf16_to_float(((const uint16_t *)b)[i]);
-    case DT_INT32: return ((const int32_t *)b)[i];
-    case DT_INT8: return ((const int8_t *)b)[i];
-    case DT_UINT8: return ((const uint8_t *)b)[i];
-    case DT_INT64: return (double)((const int64_t *)b)[i];
-    default: return (double)((const uint64_t *)b)[i];
-    }
-}
-
 /* 0xA5 bytes: a non-integer in every float type, -91 / 165 / huge in the integer types, all
  * outside what the generator below can produce or reduce to. */
 void bench_fill_sentinel(void *buf, size_t bytes) { memset(buf, 0xA5, bytes); }
@@ -100,7 +70,7 @@ static double reduced(const bench_row *r, size_t i)
 static void fill_inputs(const bench_row *r, void *buf, size_t first, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        bench_put(buf, first + i, r->dt, input(r, r->rank, i));
+        comm_dtype_store(buf, first + i, r->dt, input(r, r->rank, i));
 }
 
 static size_t esz(const bench_row *r) { return comm_dtype_size(r->dt); }
@@ -281,7 +251,7 @@ size_t bench_count_wrong(const bench_row *r, bool in_place, const void *recv)
     size_t first, n, wrong = 0;
     r->coll->checked(r, in_place, &first, &n);
     for (size_t j = 0; j < n; j++)
-        wrong += bench_get(recv, first + j, r->dt) != r->coll->expected(r, j);
+        wrong += comm_dtype_load(recv, first + j, r->dt) != r->coll->expected(r, j);
     return wrong;
 }
 

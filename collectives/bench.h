@@ -66,8 +66,6 @@ const bench_coll *bench_find(const char *name);
 const char *bench_coll_names(void); /* "allreduce allgather ..." for usage messages */
 
 /* Host helpers the harness uses on staging buffers. */
-void bench_put(void *buf, size_t i, comm_dtype dt, double v);
-double bench_get(const void *buf, size_t i, comm_dtype dt);
 void bench_fill_sentinel(void *buf, size_t bytes); /* a byte pattern no result ever equals */
 
 /* Counts result elements that differ from r->coll->expected. */

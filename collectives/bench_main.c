@@ -232,7 +232,7 @@ static void corrupt_one(const bench_row *r, bool in_place, void *recv)
     size_t first, n;
     r->coll->checked(r, in_place, &first, &n);
     if (n)
-        bench_put(recv, first, r->dt, bench_get(recv, first, r->dt) + 1);
+        comm_dtype_store(recv, first, r->dt, comm_dtype_load(recv, first, r->dt) + 1);
 }
 
 static int run_coll(harness *h, const bench_row *r, bool in_place, ddp_err *err)

@@ -2,6 +2,10 @@
  * sizes and the names nccl-tests prints. It must not talk to MPI or NCCL. */
 #include "comm.h"
 
+#include <stdint.h>
+
+#include "fp16.h"
+
 static const struct {
     const char *name;
     size_t size;
@@ -28,4 +32,34 @@ const char *comm_dtype_name(comm_dtype dt)
 const char *comm_op_name(comm_op op)
 {
     return (unsigned)op < OP_COUNT ? op_names[op] : "?";
+}
+
+void comm_dtype_store(void *b, size_t i, comm_dtype dt, double v)
+{
+    switch (dt) {
+    case DT_FLOAT: ((float *)b)[i] = (float)v; break;
+    case DT_DOUBLE: ((double *)b)[i] = v; break;
+    case DT_HALF: ((uint16_t *)b)[i] = float_to_half((float)v); break;
+    case DT_BFLOAT16: ((uint16_t *)b)[i] = float_to_bf16((float)v); break;
+    case DT_INT32: ((int32_t *)b)[i] = (int32_t)v; break;
+    case DT_INT8: ((int8_t *)b)[i] = (int8_t)v; break;
+    case DT_UINT8: ((uint8_t *)b)[i] = (uint8_t)v; break;
+    case DT_INT64: ((int64_t *)b)[i] = (int64_t)v; break;
+    default: ((uint64_t *)b)[i] = (uint64_t)v; break;
+    }
+}
+
+double comm_dtype_load(const void *b, size_t i, comm_dtype dt)
+{
+    switch (dt) {
+    case DT_FLOAT: return ((const float *)b)[i];
+    case DT_DOUBLE: return ((const double *)b)[i];
+    case DT_HALF: return half_to_float(((const uint16_t *)b)[i]);
+    case DT_BFLOAT16: return bf16_to_float(((const uint16_t *)b)[i]);
+    case DT_INT32: return ((const int32_t *)b)[i];
+    case DT_INT8: return ((const int8_t *)b)[i];
+    case DT_UINT8: return ((const uint8_t *)b)[i];
+    case DT_INT64: return (double)((const int64_t *)b)[i];
+    default: return (double)((const uint64_t *)b)[i];
+    }
 }

@@ -59,6 +59,10 @@ struct comm {
 size_t comm_dtype_size(comm_dtype dt);
 const char *comm_dtype_name(comm_dtype dt); /* nccl-tests names: float double half bfloat16 int32 int8 uint8 int64 uint64 */
 const char *comm_op_name(comm_op op);       /* sum prod min max avg */
+/* Element i of a host buffer of type dt, read as / written from a double (written values are
+ * converted as a C cast would; half and bfloat16 round to nearest-even). For checking results. */
+double comm_dtype_load(const void *buf, size_t i, comm_dtype dt);
+void comm_dtype_store(void *buf, size_t i, comm_dtype dt, double v);
 
 /* MPI backend over MPI_COMM_WORLD (MPI must be initialised). Host buffers. */
 int comm_mpi_create(comm **out, ddp_err *err);

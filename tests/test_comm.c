@@ -38,36 +38,6 @@ static double input(int r, size_t i, comm_op op, bool reduction, comm_dtype dt)
     }
 }
 
-static void put(void *b, size_t i, comm_dtype dt, double v)
-{
-    switch (dt) {
-    case DT_FLOAT: ((float *)b)[i] = (float)v; break;
-    case DT_DOUBLE: ((double *)b)[i] = v; break;
-    case DT_HALF: ((uint16_t *)b)[i] = float_to_half((float)v); break;
-    case DT_BFLOAT16: ((uint16_t *)b)[i] = float_to_bf16((float)v); break;
-    case DT_INT32: ((int32_t *)b)[i] = (int32_t)v; break;
-    case DT_INT8: ((int8_t *)b)[i] = (int8_t)v; break;
-    case DT_UINT8: ((uint8_t *)b)[i] = (uint8_t)v; break;
-    case DT_INT64: ((int64_t *)b)[i] = (int64_t)v; break;
-    default: ((uint64_t *)b)[i] = (uint64_t)v; break;
-    }
-}
-
-static double get(const void *b, size_t i, comm_dtype dt)
-{
-    switch (dt) {
-    case DT_FLOAT: return ((const float *)b)[i];
-    case DT_DOUBLE: return ((const double *)b)[i];
-    case DT_HALF: return half_to_float(((const uint16_t *)b)[i]);
-    case DT_BFLOAT16: return bf16_to_float(((const uint16_t *)b)[i]);
-    case DT_INT32: return ((const int32_t *)b)[i];
-    case DT_INT8: return ((const int8_t *)b)[i];
-    case DT_UINT8: return ((const uint8_t *)b)[i];
-    case DT_INT64: return (double)((const int64_t *)b)[i];
-    default: return (double)((const uint64_t *)b)[i];
-    }
-}
-
 /* The reduction over all ranks of input(·, i); avg divides the exact sum the way the dtype does. */
 static double reduced(size_t i, comm_op op, comm_dtype dt)
 {
@@ -157,10 +127,10 @@ static void check_case(comm *c, const tcase *t)
     char *in = t->in_place ? recv : send, *out = recv;
     size_t in_off = t->in_place && t->coll == C_ALLGATHER ? (size_t)g_rank * t->count : 0;
     for (size_t i = 0; i < (t->coll == C_BROADCAST ? 0 : n_send); i++)
-        put(in, in_off + i, t->dt, input(g_rank, i, t->op, reduction, t->dt));
+        comm_dtype_store(in, in_off + i, t->dt, input(g_rank, i, t->op, reduction, t->dt));
     if (t->coll == C_BROADCAST && g_rank == g_size / 2)
         for (size_t i = 0; i < t->count; i++)
-            put(recv, i, t->dt, input(g_rank, i, t->op, false, t->dt));
+            comm_dtype_store(recv, i, t->dt, input(g_rank, i, t->op, false, t->dt));
     if (t->in_place && t->coll == C_REDUCESCATTER)
         out = recv + (size_t)g_rank * t->count * esz;
     const void *send_arg = t->coll == C_ALLGATHER && t->in_place ? recv + in_off * esz : in;
@@ -170,12 +140,12 @@ static void check_case(comm *c, const tcase *t)
     bool checked = !(t->coll == C_REDUCE && g_rank != g_size - 1);
     size_t n_check = t->coll == C_REDUCESCATTER ? t->count : n_recv, wrong = 0, first = 0;
     for (size_t j = 0; checked && j < n_check; j++)
-        if (get(out, j, t->dt) != expected(t, j) && wrong++ == 0)
+        if (comm_dtype_load(out, j, t->dt) != expected(t, j) && wrong++ == 0)
             first = j;
     CHECK(wrong == 0, "rank %d %s %s %s count %zu %s %s: %zu wrong, first [%zu] = %g expected %g", g_rank,
           coll_name[t->coll], comm_dtype_name(t->dt), comm_op_name(t->op), t->count,
           t->in_place ? "in-place" : "out-of-place", t->nonblocking ? "non-blocking" : "blocking", wrong, first,
-          get(out, first, t->dt), expected(t, first));
+          comm_dtype_load(out, first, t->dt), expected(t, first));
     free(send);
     free(recv);
 }

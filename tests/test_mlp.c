@@ -8,50 +8,6 @@
 #include "mlp_fixture.h"
 
 /* Fixture tolerances: references are float64 results rounded to float32. */
-#define FX_RTOL 1e-5
-#define FX_ATOL_LOGIT 1e-5  /* logits are O(0.1..1) */
-#define FX_ATOL_GRAD 1e-7   /* gradients are O(1e-3..1e-1); near-zero entries need an absolute floor */
-
-static void test_fixture(act_kind act, const char *name)
-{
-    fx_mlp fx;
-    int rc = fx_setup(&fx, act, act == ACT_RELU ? "relu.init" : "gelu.init");
-    CHECK(rc == 0, "fixture setup for %s", name);
-    if (rc)
-        return;
-    fprintf(stderr, "%s fixture:\n", name);
-    ddp_err err = {0};
-    device *d = fx.dev;
-    rc = mlp_forward_backward_f32(fx.m, fx.x, fx.labels, FX_BATCH, 1.0f / FX_BATCH, false, NULL, NULL, fx.stats, &err);
-    CHECK(rc == 0, "forward_backward: %s", err.msg);
-
-    char key[64];
-    float logits[FX_BATCH * FX_CLASSES], stats[2];
-    d->ops->download(d, logits, mlp_logits(fx.m), sizeof logits, NULL);
-    d->ops->download(d, stats, fx.stats, sizeof stats, NULL);
-    snprintf(key, sizeof key, "%s.logits", name);
-    float *exp_logits = fx_load(key, FX_BATCH * FX_CLASSES);
-    snprintf(key, sizeof key, "%s.loss", name);
-    float *exp_loss = fx_load(key, 1);
-    snprintf(key, sizeof key, "%s.grad_global_norm", name);
-    float *exp_norm = fx_load(key, 1);
-    CHECK(exp_logits && exp_loss && exp_norm, "fixtures for %s", name);
-    if (exp_logits && exp_loss && exp_norm) {
-        fx_compare("logits", logits, exp_logits, FX_BATCH * FX_CLASSES, FX_RTOL, FX_ATOL_LOGIT);
-        float mean_loss = stats[0] / FX_BATCH;
-        fx_compare("loss (stats[0] / rows)", &mean_loss, exp_loss, 1, FX_RTOL, 0);
-        double sumsq;
-        d->ops->sumsq(d, fx.m->grads, fx.m->n_params, &sumsq, NULL);
-        float norm = (float)sqrt(sumsq);
-        fx_compare("grad_global_norm", &norm, exp_norm, 1, FX_RTOL, 0);
-    }
-    snprintf(key, sizeof key, "%s.grad", name);
-    fx_compare_params(&fx, fx.m->grads, key, FX_RTOL, FX_ATOL_GRAD);
-    free(exp_logits);
-    free(exp_loss);
-    free(exp_norm);
-    fx_teardown(&fx);
-}
 
 /* ---- a tiny MLP for the contract tests -------------------------------------------------------- */
 
@@ -323,8 +279,8 @@ static void test_init(void)
 
 int main(void)
 {
-    test_fixture(ACT_RELU, "relu");
-    test_fixture(ACT_GELU, "gelu");
+    fx_check_forward_backward(DEVICE_CPU, ACT_RELU, "relu");
+    fx_check_forward_backward(DEVICE_CPU, ACT_GELU, "gelu");
     test_finite_differences(ACT_RELU);
     test_finite_differences(ACT_GELU);
     test_layout();

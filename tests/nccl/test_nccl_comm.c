@@ -37,21 +37,6 @@ static double input(size_t i, comm_op op, comm_dtype dt)
     return (double)((i * 7 + (size_t)g_rank * 11) % 9) - (unsig ? 0 : 4);
 }
 
-static void put(void *b, size_t i, comm_dtype dt, double v)
-{
-    switch (dt) {
-    case DT_FLOAT: ((float *)b)[i] = (float)v; break;
-    case DT_DOUBLE: ((double *)b)[i] = v; break;
-    case DT_HALF: ((uint16_t *)b)[i] = float_to_half((float)v); break;
-    case DT_BFLOAT16: ((uint16_t *)b)[i] = float_to_bf16((float)v); break;
-    case DT_INT32: ((int32_t *)b)[i] = (int32_t)v; break;
-    case DT_INT8: ((int8_t *)b)[i] = (int8_t)v; break;
-    case DT_UINT8: ((uint8_t *)b)[i] = (uint8_t)v; break;
-    case DT_INT64: ((int64_t *)b)[i] = (int64_t)v; break;
-    default: ((uint64_t *)b)[i] = (uint64_t)v; break;
-    }
-}
-
 /* Where send and recv live in one working region of `total` elements; the result is the
  * `out` elements at recv. */
 typedef struct layout {
@@ -121,7 +106,7 @@ static void one_case(comm *mpi, comm *nccl, enum coll k, size_t n, comm_dtype dt
     char *host = malloc(bytes), *got = malloc(bytes), *dev = NULL;
     CHECK(host && got && cudaMalloc((void **)&dev, bytes) == cudaSuccess, "allocating %zu bytes", bytes);
     for (size_t i = 0; i < l.total; i++)
-        put(host, i, dt, input(i, op, dt));
+        comm_dtype_store(host, i, dt, input(i, op, dt));
     cudaMemcpy(dev, host, l.total * esz, cudaMemcpyHostToDevice);
     ddp_err err = {0};
     int rc_mpi = run(mpi, k, host, &l, n, dt, op, blocking, &err);
@@ -138,7 +123,7 @@ static void one_case(comm *mpi, comm *nccl, enum coll k, size_t n, comm_dtype dt
             first = i;
         if (!result) {
             char want[8];
-            put(want, 0, dt, input(i, op, dt));
+            comm_dtype_store(want, 0, dt, input(i, op, dt));
             stray += memcmp(got + i * esz, want, esz) != 0;
         }
     }
