@@ -298,25 +298,29 @@ static int run_epoch(trainer *t, bool *stopped, ddp_err *err)
     return DDP_OK;
 }
 
+/* Epochs advance only when one is complete, together with the sampler, so every checkpoint
+ * (periodic, on a stop signal, or the final one) pairs an epoch with a position inside it. */
 static int train_loop(trainer *t, int64_t consumed, ddp_err *err)
 {
     const config *c = t->cfg;
     t->t_start = t->t_last_log = train_now_s();
     int64_t last_epoch = c->train.max_steps > 0 ? INT64_MAX : c->train.epochs;
-    for (; t->step < t->total_steps && t->epoch < last_epoch; t->epoch++, consumed = 0) {
-        int rc = sampler_set_epoch(&t->smp, t->epoch, consumed, err);
+    int rc = sampler_set_epoch(&t->smp, t->epoch, consumed, err);
+    while (rc == DDP_OK && t->step < t->total_steps && t->epoch < last_epoch) {
         bool stopped = false;
-        if (rc == DDP_OK)
-            rc = run_epoch(t, &stopped, err);
-        if (rc != DDP_OK)
+        if ((rc = run_epoch(t, &stopped, err)) != DDP_OK)
             return rc;
         if (stopped)
             return DDP_EPREEMPTED;
         bool epoch_done = sampler_steps_left(&t->smp) < c->train.grad_accum;
         if (c->train.eval && (epoch_done || t->step >= t->total_steps) && (rc = train_evaluate(t, err)) != DDP_OK)
             return rc;
+        if (!epoch_done)
+            break; /* the step budget ran out inside this epoch */
+        t->epoch++;
+        rc = sampler_set_epoch(&t->smp, t->epoch, 0, err);
     }
-    return train_ckpt_maybe_save(t, 1, err);
+    return rc != DDP_OK ? rc : train_ckpt_maybe_save(t, 1, err);
 }
 
 static void teardown(trainer *t)
@@ -360,6 +364,10 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
         rc = train_ckpt_resume(&t, &consumed, err);
     if (rc == DDP_OK) {
         train_log_header(&t);
+        if (t.step >= t.total_steps)
+            log_info("nothing to train: %s already holds step %lld of %lld; use a new run.dir, "
+                     "checkpoint.resume=never, or more train.epochs / train.max_steps", cfg->run.dir,
+                     (long long)t.step, (long long)t.total_steps);
         rc = train_loop(&t, consumed, err);
     }
     int rc2 = train_ckpt_finish(&t, rc == DDP_OK || rc == DDP_EPREEMPTED ? err : NULL);

@@ -211,8 +211,10 @@ static int apply_resume(trainer *t, const float *host, const int64_t *hdr, const
     return rc;
 }
 
-/* The LR schedule's horizon: the saved one when the world size is unchanged (bit-exact resume);
- * after a world-size change, the steps done plus what the new world size has left to do. */
+/* The LR schedule's horizon after a resume, from the config as it is now: train.max_steps, or the
+ * steps done plus what is left of this epoch and of the remaining epochs at this world size. With
+ * an unchanged config and world size that is the horizon the checkpoint was saved with; more
+ * epochs or steps extend the run, and a new world size re-plans the rest. */
 static void recompute_total(trainer *t, const int64_t *hdr)
 {
     const config *cfg = t->cfg;
@@ -220,14 +222,11 @@ static void recompute_total(trainer *t, const int64_t *hdr)
         t->total_steps = cfg->train.max_steps;
         return;
     }
-    if (t->world_at_save == t->ctl->size) {
-        t->total_steps = hdr[HDR_TOTAL];
-        return;
-    }
     int64_t left_now = 0;
     if (sampler_set_epoch(&t->smp, t->epoch, hdr[HDR_CONSUMED], NULL) == DDP_OK)
         left_now = sampler_steps_left(&t->smp) / cfg->train.grad_accum;
-    t->total_steps = t->step + left_now + (cfg->train.epochs - t->epoch - 1) * t->steps_per_epoch;
+    int64_t later_epochs = cfg->train.epochs - t->epoch - 1;
+    t->total_steps = t->step + left_now + (later_epochs > 0 ? later_epochs * t->steps_per_epoch : 0);
 }
 
 int train_ckpt_resume(trainer *t, int64_t *consumed, ddp_err *err)

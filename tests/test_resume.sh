@@ -45,6 +45,21 @@ f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x10]))' "$f" $((size - 1000))
         "$DDPRUN" ckpt diff "$TMP/ref1/checkpoints/ckpt-00000040.ddp" "$d/checkpoints/ckpt-00000040.ddp"
 done
 
+# A finished run extended later (more max_steps mid-epoch, or more epochs across an epoch
+# boundary) continues exactly where it ended: bit-identical to one uninterrupted run.
+EXT=(optimizer.kind=sgd optimizer.schedule.kind=constant optimizer.schedule.warmup_steps=0)
+for how in "train.max_steps=25 train.max_steps=40" "train.max_steps=0+train.epochs=1 train.max_steps=0+train.epochs=2"; do
+    first=${how% *} second=${how#* }
+    name=$(echo "$second" | tr -c 'a-z0-9' _)
+    worker 1 "$TMP/ext-ref-$name" "${EXT[@]}" ${second//+/ } >/dev/null 2>&1
+    check "extend ($first -> $second): uninterrupted reference run" [ $? -eq 0 ]
+    worker 1 "$TMP/ext-$name" "${EXT[@]}" ${first//+/ } >/dev/null 2>&1 &&
+        worker 1 "$TMP/ext-$name" "${EXT[@]}" ${second//+/ } checkpoint.resume=auto >"$TMP/ext-$name.log" 2>&1
+    check "extend ($first -> $second): both parts complete" [ $? -eq 0 ]
+    check "extend ($first -> $second): bit-identical to the uninterrupted run" \
+        "$DDPRUN" ckpt diff "$(last_ckpt "$TMP/ext-ref-$name")" "$(last_ckpt "$TMP/ext-$name")"
+done
+
 # World size change mid-epoch: save at np=2 after 30 steps, resume at np=1 and at np=3; every
 # sample of the epoch is used at most once and the total is what drop_last promises.
 WS=(train.max_steps=0 train.epochs=1 checkpoint.every_steps=0 data.batch_size=64)
