@@ -85,8 +85,10 @@ static int layer_backward(model *m, int l, const float *x, int64_t rows, bool ac
     return rc ? ddp_prefix(err, "mlp backward fc%d", l + 1) : DDP_OK;
 }
 
-int mlp_forward_backward_f32(model *m, const float *x, const int32_t *targets, int64_t rows, float grad_scale,
-                             bool accumulate, grad_ready_fn grad_ready, void *ctx, float *stats, ddp_err *err)
+/* Forward pass and the loss over the top layer's logits: dlogits (NULL for evaluation) gets the
+ * loss gradient times grad_scale, stats the loss sum and correct count. */
+static int forward_loss(model *m, const float *x, const int32_t *targets, int64_t rows, float grad_scale,
+                        float *dlogits, float *stats, ddp_err *err)
 {
     mlp_impl *p = m->impl;
     int rc = check_rows(m, rows, err);
@@ -95,9 +97,17 @@ int mlp_forward_backward_f32(model *m, const float *x, const int32_t *targets, i
     if (rc)
         return rc;
     mlp_layer *top = &p->layer[p->n_layers - 1];
-    rc = m->dev->ops->softmax_xent(m->dev, top->z, targets, rows, top->out, grad_scale, p->dz, stats, err);
+    rc = m->dev->ops->softmax_xent(m->dev, top->z, targets, rows, top->out, grad_scale, dlogits, stats, err);
+    return rc ? ddp_prefix(err, "mlp loss") : DDP_OK;
+}
+
+int mlp_forward_backward_f32(model *m, const float *x, const int32_t *targets, int64_t rows, float grad_scale,
+                             bool accumulate, grad_ready_fn grad_ready, void *ctx, float *stats, ddp_err *err)
+{
+    mlp_impl *p = m->impl;
+    int rc = forward_loss(m, x, targets, rows, grad_scale, p->dz, stats, err);
     if (rc)
-        return ddp_prefix(err, "mlp loss");
+        return rc;
     for (int l = p->n_layers - 1; l >= 0; l--) {
         rc = layer_backward(m, l, x, rows, accumulate, err);
         if (rc)
@@ -111,14 +121,7 @@ int mlp_forward_backward_f32(model *m, const float *x, const int32_t *targets, i
 
 int mlp_evaluate_f32(model *m, const float *x, const int32_t *targets, int64_t rows, float *stats, ddp_err *err)
 {
-    mlp_impl *p = m->impl;
-    int rc = check_rows(m, rows, err);
-    if (!rc)
-        rc = mlp_forward(m, x, rows, err);
-    if (rc)
-        return rc;
-    mlp_layer *top = &p->layer[p->n_layers - 1];
-    rc = m->dev->ops->softmax_xent(m->dev, top->z, targets, rows, top->out, 1.0f, NULL, stats, err);
+    int rc = forward_loss(m, x, targets, rows, 1.0f, NULL, stats, err);
     return rc ? ddp_prefix(err, "mlp evaluate") : DDP_OK;
 }
 
