@@ -308,21 +308,28 @@ static int issue_block_chunks(comm *c, comm_req *r, bool alltoall, const void *s
     return DDP_OK;
 }
 
-static int issue_allgather(comm *c, comm_req *r, const void *send, void *recv, size_t count, comm_dtype dt, ddp_err *err)
+/* Allgather and alltoall: block-per-rank collectives. In place means, for allgather, that send is
+ * this rank's block of recv; for alltoall, that send is recv. */
+static int issue_block_collective(comm *c, comm_req *r, bool alltoall, const void *send, void *recv, size_t count,
+                                  comm_dtype dt, ddp_err *err)
 {
     mpi_impl *m = impl_of(c);
-    size_t esz = comm_dtype_size(dt);
     MPI_Datatype t = mpi_type(m, dt);
-    bool in_place = (const char *)send == (char *)recv + (size_t)c->rank * count * esz;
-    if (count <= m->max_chunk) {
-        const void *sb = in_place ? MPI_IN_PLACE : send;
-        if (r->blocking)
-            MPI_TRY(MPI_Allgather(sb, (int)count, t, recv, (int)count, t, m->comm));
-        else
-            MPI_TRY(MPI_Iallgather(sb, (int)count, t, recv, (int)count, t, m->comm, next_req(r)));
-        return DDP_OK;
-    }
-    return issue_block_chunks(c, r, false, send, recv, count, dt, in_place, err);
+    bool in_place = alltoall ? send == recv
+                             : (const char *)send == (char *)recv + (size_t)c->rank * count * comm_dtype_size(dt);
+    if (count > m->max_chunk)
+        return issue_block_chunks(c, r, alltoall, send, recv, count, dt, in_place, err);
+    const void *sb = in_place ? MPI_IN_PLACE : send;
+    int n = (int)count;
+    if (alltoall && r->blocking)
+        MPI_TRY(MPI_Alltoall(sb, n, t, recv, n, t, m->comm));
+    else if (alltoall)
+        MPI_TRY(MPI_Ialltoall(sb, n, t, recv, n, t, m->comm, next_req(r)));
+    else if (r->blocking)
+        MPI_TRY(MPI_Allgather(sb, n, t, recv, n, t, m->comm));
+    else
+        MPI_TRY(MPI_Iallgather(sb, n, t, recv, n, t, m->comm, next_req(r)));
+    return DDP_OK;
 }
 
 
@@ -332,7 +339,7 @@ static int mpi_allgather(comm *c, const void *send, void *recv, size_t count, co
     int rc = req_begin(dt, OP_SUM, false, req, chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
-    return req_end(c, r, req, issue_allgather(c, r, send, recv, count, dt, err));
+    return req_end(c, r, req, issue_block_collective(c, r, false, send, recv, count, dt, err));
 }
 
 /* Counts beyond the chunk limit: one reduce per (chunk, destination rank), since
@@ -394,30 +401,13 @@ static int mpi_reducescatter(comm *c, const void *send, void *recv, size_t count
     return req_end(c, r, req, issue_reducescatter(c, r, send, recv, count, dt, op, err));
 }
 
-static int issue_alltoall(comm *c, comm_req *r, const void *send, void *recv, size_t count, comm_dtype dt, ddp_err *err)
-{
-    mpi_impl *m = impl_of(c);
-    MPI_Datatype t = mpi_type(m, dt);
-    bool in_place = send == recv;
-    if (count <= m->max_chunk) {
-        const void *sb = in_place ? MPI_IN_PLACE : send;
-        if (r->blocking)
-            MPI_TRY(MPI_Alltoall(sb, (int)count, t, recv, (int)count, t, m->comm));
-        else
-            MPI_TRY(MPI_Ialltoall(sb, (int)count, t, recv, (int)count, t, m->comm, next_req(r)));
-        return DDP_OK;
-    }
-    return issue_block_chunks(c, r, true, send, recv, count, dt, in_place, err);
-}
-
-
 static int mpi_alltoall(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
 {
     comm_req stack, *r;
     int rc = req_begin(dt, OP_SUM, false, req, chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
-    return req_end(c, r, req, issue_alltoall(c, r, send, recv, count, dt, err));
+    return req_end(c, r, req, issue_block_collective(c, r, true, send, recv, count, dt, err));
 }
 
 static int issue_sendrecv(comm *c, comm_req *r, const void *send, int to, void *recv, int from, size_t count, comm_dtype dt, ddp_err *err)
