@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#include "fp16.h"
+#include "runtime/base/half.h"
 
 static const struct {
     const char *name;

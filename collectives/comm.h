@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../runtime/err.h"
+#include "runtime/base/err.h"
 
 typedef enum {
     DT_FLOAT, DT_DOUBLE, DT_HALF, DT_BFLOAT16, DT_INT32, DT_INT8, DT_UINT8, DT_INT64, DT_UINT64,

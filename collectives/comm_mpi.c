@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "comm.h"
-#include "fp16_mpi.h"
+#include "runtime/base/half_mpi.h"
 
 typedef struct mpi_impl {
     MPI_Comm comm;             /* our own duplicate, so nothing else's traffic can match ours */

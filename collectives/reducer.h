@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "../runtime/device.h"
+#include "runtime/device/device.h"
 #include "comm.h"
 
 typedef struct reducer_bucket {

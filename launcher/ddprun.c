@@ -27,10 +27,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/ckpt.h"
-#include "runtime/config.h"
-#include "runtime/device.h"
-#include "runtime/err.h"
+#include "runtime/ckpt/ckpt.h"
+#include "runtime/config/config.h"
+#include "runtime/device/device.h"
+#include "runtime/base/err.h"
 
 #ifndef DDPRUN_VERSION
 #define DDPRUN_VERSION "unknown"

@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "collectives/comm.h"
-#include "runtime/config.h"
-#include "runtime/log.h"
-#include "runtime/train.h"
+#include "runtime/config/config.h"
+#include "runtime/base/log.h"
+#include "launcher/train/train.h"
 
 /* The stop signals (SIGTERM, SIGINT, SIGUSR1, SIGUSR2: "checkpoint and stop") are blocked in
  * every thread and received by one thread of their own. A signal handler would run on whichever

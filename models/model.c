@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/rng.h"
+#include "runtime/base/rng.h"
 #include "mlp.h"
 
 int model_create(const config *cfg, device *dev, int64_t in_features, int64_t n_classes, int64_t max_rows,

@@ -13,9 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../runtime/config.h"
-#include "../runtime/device.h"
-#include "../runtime/err.h"
+#include "runtime/config/config.h"
+#include "runtime/device/device.h"
+#include "runtime/base/err.h"
 
 #define MODEL_MAX_TENSORS 64
 

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/ckpt.h"
+#include "runtime/ckpt/ckpt.h"
 
 static double now_s(void)
 {

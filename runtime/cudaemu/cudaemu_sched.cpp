@@ -5,10 +5,10 @@
  * order (env DDP_CUDA_EMU_ORDER = forward | reverse | random:SEED), shared memory poisoning
  * (0xFF = NaN before every block) and the reports of deadlocks and divergent barriers, which
  * abort the process with a message naming the kernel, block and threads: on a GPU the same bug
- * hangs or corrupts silently. Must not implement runtime API calls (cudart_shim.cpp). */
+ * hangs or corrupts silently. Must not implement runtime API calls (cudart_*.cpp). */
 #include "cudaemu_fiber.h"
 #include "cudaemu_internal.h"
-#include "../cuda_kernel.h"
+#include "cudaemu_kernel.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collectives/fp16_mpi.h"
+#include "runtime/base/half_mpi.h"
 
 /* ---- errors ----------------------------------------------------------------------------- */
 

@@ -1,0 +1,531 @@
+/* comm_nccl.c — the NCCL backend of the communicator (comm.h) over device buffers.
+ *
+ * It owns: creating the NCCL communicator (rank 0's ncclUniqueId travels by MPI_Bcast), one
+ * non-blocking communication stream, and issuing every collective on it ordered after the device's
+ * compute stream (an event recorded on the compute stream, waited for by the communication
+ * stream). Completion is an event recorded after the collective: comm_wait makes the compute
+ * stream wait for it (no host synchronisation), comm_test queries it. Every issued collective
+ * occupies a slot of a ring that the watchdog (comm_nccl_watchdog.c) polls, so a stalled or
+ * failed collective ends the process with a message naming it instead of hanging; ddp.debug
+ * cross-checks each collective's fingerprint first (comm_nccl_check.c).
+ * all-to-all and sendrecv are grouped ncclSend/ncclRecv; barrier is a one-int all-reduce the
+ * host waits for. Counts are size_t throughout (NCCL takes size_t). Every NCCL and CUDA call is
+ * checked with file:line and the library's own error string.
+ * It must not know about models, buckets or training, and never picks the GPU: the caller has. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/base/log.h"
+#include "comm_nccl_internal.h"
+
+#define CUDA_TRY(call)                                                                          \
+    do {                                                                                        \
+        cudaError_t cuda_rc_ = (call);                                                          \
+        if (cuda_rc_ != cudaSuccess)                                                            \
+            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,      \
+                            cudaGetErrorString(cuda_rc_));                                      \
+    } while (0)
+
+#define MPI_TRY(call)                                                                           \
+    do {                                                                                        \
+        int mpi_rc_ = (call);                                                                   \
+        if (mpi_rc_ != MPI_SUCCESS) {                                                           \
+            char mpi_msg_[MPI_MAX_ERROR_STRING] = "";                                           \
+            int mpi_len_ = 0;                                                                   \
+            MPI_Error_string(mpi_rc_, mpi_msg_, &mpi_len_);                                     \
+            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,      \
+                            mpi_msg_);                                                          \
+        }                                                                                       \
+    } while (0)
+
+struct comm_req {
+    int slot;
+    nccl_fingerprint fp;
+};
+
+static nccl_impl *impl_of(comm *c) { return c->impl; }
+
+double nccl_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int nccl_fail(comm *c, ncclResult_t rc, const char *call, const char *file, int line, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    if (atomic_load(&im->aborting))
+        nccl_watchdog_await_exit(); /* the watchdog aborted the call and is reporting why */
+    const char *last = im->nccl ? ncclGetLastError(im->nccl) : "";
+    int name_len = (int)strcspn(call, "(");
+    return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %.*s: %s%s%s", file, line, name_len, call, ncclGetErrorString(rc),
+                    last && *last ? ": " : "", last ? last : "");
+}
+
+#define NCCL_TRY(c, call)                                                                       \
+    do {                                                                                        \
+        ncclResult_t nccl_rc_ = (call);                                                         \
+        if (nccl_rc_ != ncclSuccess)                                                            \
+            return nccl_fail((c), nccl_rc_, #call, __FILE__, __LINE__, err);                    \
+    } while (0)
+
+static ncclDataType_t nccl_type(comm_dtype dt)
+{
+    static const ncclDataType_t map[DT_COUNT] = {
+        [DT_FLOAT] = ncclFloat32, [DT_DOUBLE] = ncclFloat64, [DT_HALF] = ncclFloat16,
+        [DT_BFLOAT16] = ncclBfloat16, [DT_INT32] = ncclInt32, [DT_INT8] = ncclInt8,
+        [DT_UINT8] = ncclUint8, [DT_INT64] = ncclInt64, [DT_UINT64] = ncclUint64,
+    };
+    return map[dt];
+}
+
+static ncclRedOp_t nccl_op(comm_op op)
+{
+    static const ncclRedOp_t map[OP_COUNT] = {
+        [OP_SUM] = ncclSum, [OP_PROD] = ncclProd, [OP_MIN] = ncclMin, [OP_MAX] = ncclMax, [OP_AVG] = ncclAvg,
+    };
+    return map[op];
+}
+
+static int check_args(comm_dtype dt, comm_op op, bool has_op, ddp_err *err)
+{
+    if ((unsigned)dt >= DT_COUNT)
+        return ddp_fail(err, DDP_EUSAGE, "comm_nccl: unknown data type %d", (int)dt);
+    if (has_op && (unsigned)op >= OP_COUNT)
+        return ddp_fail(err, DDP_EUSAGE, "comm_nccl: unknown reduction %d", (int)op);
+    return DDP_OK;
+}
+
+/* ---- issuing: slot, ordering after compute, completion event --------------------------------- */
+
+/* The slot of collective seq, once its previous occupant has completed. */
+static int take_slot(comm *c, uint64_t seq, int *out, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    int i = (int)(seq % NCCL_SLOTS);
+    nccl_slot *s = &im->slots[i];
+    if (atomic_load(&s->state) == SLOT_LAUNCHED) {
+        CUDA_TRY(cudaEventSynchronize(s->done)); /* 256 in flight: wait for the oldest */
+        atomic_store(&s->state, SLOT_FREE);
+    }
+    *out = i;
+    return DDP_OK;
+}
+
+/* Registers the collective with the watchdog, cross-checks it (ddp.debug) and orders the
+ * communication stream after everything already on the compute stream. */
+static int begin_collective(comm *c, nccl_fingerprint *fp, int *slot, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    fp->seq = ++im->seq;
+    nccl_faults_apply(c, fp);
+    int rc = take_slot(c, fp->seq, slot, err);
+    if (rc)
+        return rc;
+    nccl_slot *s = &im->slots[*slot];
+    pthread_mutex_lock(&im->lock);
+    s->fp = *fp;
+    snprintf(s->label, sizeof s->label, "%s", c->label);
+    s->issued_s = nccl_now_s();
+    atomic_store(&s->state, SLOT_ISSUING);
+    pthread_mutex_unlock(&im->lock);
+    rc = im->debug ? nccl_check_fingerprint(c, fp, err) : DDP_OK;
+    if (rc) {
+        atomic_store(&s->state, SLOT_FREE);
+        return rc;
+    }
+    cudaError_t e = cudaEventRecord(im->compute_ready, im->compute);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(im->stream, im->compute_ready, 0);
+    if (e != cudaSuccess) {
+        atomic_store(&s->state, SLOT_FREE);
+        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: ordering the communication stream after the compute stream: %s",
+                        __FILE__, __LINE__, cudaGetErrorString(e));
+    }
+    return DDP_OK;
+}
+
+/* After the NCCL call(s) of a collective returned `launched`: its completion event, then a
+ * request (non-blocking) or the compute stream ordered after it (blocking). */
+static int end_collective(comm *c, int slot, const nccl_fingerprint *fp, int launched, comm_req **req, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    nccl_slot *s = &im->slots[slot];
+    if (launched != DDP_OK) {
+        atomic_store(&s->state, SLOT_FREE);
+        char what[160];
+        nccl_fingerprint_describe(fp, what, sizeof what);
+        return ddp_prefix(err, "collective #%llu (%s)", (unsigned long long)fp->seq, what);
+    }
+    CUDA_TRY(cudaEventRecord(s->done, im->stream));
+    atomic_store(&s->state, SLOT_LAUNCHED);
+    if (!req) {
+        CUDA_TRY(cudaStreamWaitEvent(im->compute, s->done, 0));
+        return DDP_OK;
+    }
+    comm_req *r = malloc(sizeof *r);
+    if (!r)
+        return ddp_fail(err, DDP_ERUNTIME, "comm_nccl: out of memory for a request");
+    r->slot = slot;
+    r->fp = *fp;
+    *req = r;
+    return DDP_OK;
+}
+
+/* ---- collectives ------------------------------------------------------------------------------ */
+
+static int launch_allreduce(comm *c, const void *send, void *recv, const nccl_fingerprint *fp, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    NCCL_TRY(c, ncclAllReduce(send, recv, fp->count, nccl_type(fp->dtype), nccl_op(fp->op), im->nccl, im->stream));
+    return DDP_OK;
+}
+
+static int nccl_allreduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, comm_req **req, ddp_err *err)
+{
+    nccl_fingerprint fp = {.kind = NK_ALLREDUCE, .op = op, .dtype = dt, .root = -1, .count = count};
+    int slot, rc = check_args(dt, op, true, err);
+    if (!rc)
+        rc = begin_collective(c, &fp, &slot, err);
+    if (rc)
+        return rc;
+    return end_collective(c, slot, &fp, launch_allreduce(c, send, recv, &fp, err), req, err);
+}
+
+static int launch_broadcast(comm *c, void *buf, const nccl_fingerprint *fp, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    NCCL_TRY(c, ncclBroadcast(buf, buf, fp->count, nccl_type(fp->dtype), fp->root, im->nccl, im->stream));
+    return DDP_OK;
+}
+
+static int nccl_broadcast(comm *c, void *buf, size_t count, comm_dtype dt, int root, comm_req **req, ddp_err *err)
+{
+    nccl_fingerprint fp = {.kind = NK_BROADCAST, .op = -1, .dtype = dt, .root = root, .count = count};
+    int slot, rc = check_args(dt, OP_SUM, false, err);
+    if (!rc)
+        rc = begin_collective(c, &fp, &slot, err);
+    if (rc)
+        return rc;
+    return end_collective(c, slot, &fp, launch_broadcast(c, buf, &fp, err), req, err);
+}
+
+static int launch_reduce(comm *c, const void *send, void *recv, const nccl_fingerprint *fp, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    NCCL_TRY(c, ncclReduce(send, recv, fp->count, nccl_type(fp->dtype), nccl_op(fp->op), fp->root, im->nccl, im->stream));
+    return DDP_OK;
+}
+
+static int nccl_reduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, int root, comm_req **req, ddp_err *err)
+{
+    nccl_fingerprint fp = {.kind = NK_REDUCE, .op = op, .dtype = dt, .root = root, .count = count};
+    int slot, rc = check_args(dt, op, true, err);
+    if (!rc)
+        rc = begin_collective(c, &fp, &slot, err);
+    if (rc)
+        return rc;
+    return end_collective(c, slot, &fp, launch_reduce(c, send, recv, &fp, err), req, err);
+}
+
+static int launch_allgather(comm *c, const void *send, void *recv, const nccl_fingerprint *fp, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    NCCL_TRY(c, ncclAllGather(send, recv, fp->count, nccl_type(fp->dtype), im->nccl, im->stream));
+    return DDP_OK;
+}
+
+static int nccl_allgather(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
+{
+    nccl_fingerprint fp = {.kind = NK_ALLGATHER, .op = -1, .dtype = dt, .root = -1, .count = count};
+    int slot, rc = check_args(dt, OP_SUM, false, err);
+    if (!rc)
+        rc = begin_collective(c, &fp, &slot, err);
+    if (rc)
+        return rc;
+    return end_collective(c, slot, &fp, launch_allgather(c, send, recv, &fp, err), req, err);
+}
+
+static int launch_reducescatter(comm *c, const void *send, void *recv, const nccl_fingerprint *fp, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    NCCL_TRY(c, ncclReduceScatter(send, recv, fp->count, nccl_type(fp->dtype), nccl_op(fp->op), im->nccl, im->stream));
+    return DDP_OK;
+}
+
+static int nccl_reducescatter(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, comm_req **req, ddp_err *err)
+{
+    nccl_fingerprint fp = {.kind = NK_REDUCESCATTER, .op = op, .dtype = dt, .root = -1, .count = count};
+    int slot, rc = check_args(dt, op, true, err);
+    if (!rc)
+        rc = begin_collective(c, &fp, &slot, err);
+    if (rc)
+        return rc;
+    return end_collective(c, slot, &fp, launch_reducescatter(c, send, recv, &fp, err), req, err);
+}
+
+/* In-place point-to-point exchanges read what they overwrite: send from a stream-ordered copy. */
+static int stage_copy(comm *c, const void *src, size_t bytes, void **copy, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    *copy = NULL;
+    CUDA_TRY(cudaMallocAsync(copy, bytes ? bytes : 1, im->stream));
+    CUDA_TRY(cudaMemcpyAsync(*copy, src, bytes, cudaMemcpyDeviceToDevice, im->stream));
+    return DDP_OK;
+}
+
+/* Grouped sends and receives: block j of send to rank j, block j of recv from rank j. */
+static int launch_exchange(comm *c, const char *send, char *recv, size_t count, comm_dtype dt, int to, int from, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    size_t esz = comm_dtype_size(dt), bytes = to < 0 ? count * esz * (size_t)c->size : count * esz;
+    void *copy = NULL;
+    if (send == recv && count) {
+        int rc = stage_copy(c, send, bytes, &copy, err);
+        if (rc)
+            return rc;
+        send = copy;
+    }
+    ncclDataType_t t = nccl_type(dt);
+    NCCL_TRY(c, ncclGroupStart());
+    /* the group is always closed: the first failure is reported, by ncclGroupEnd at the latest */
+    ncclResult_t first = ncclSuccess;
+    for (int j = 0; j < c->size && to < 0 && first == ncclSuccess; j++) {
+        first = ncclSend(send + (size_t)j * count * esz, count, t, j, im->nccl, im->stream);
+        if (first == ncclSuccess)
+            first = ncclRecv(recv + (size_t)j * count * esz, count, t, j, im->nccl, im->stream);
+    }
+    if (to >= 0) {
+        first = ncclSend(send, count, t, to, im->nccl, im->stream);
+        if (first == ncclSuccess)
+            first = ncclRecv(recv, count, t, from, im->nccl, im->stream);
+    }
+    ncclResult_t end = ncclGroupEnd();
+    cudaError_t freed = copy ? cudaFreeAsync(copy, im->stream) : cudaSuccess;
+    if (first != ncclSuccess)
+        return nccl_fail(c, first, "ncclSend/ncclRecv", __FILE__, __LINE__, err);
+    if (end != ncclSuccess)
+        return nccl_fail(c, end, "ncclGroupEnd", __FILE__, __LINE__, err);
+    CUDA_TRY(freed);
+    return DDP_OK;
+}
+
+static int nccl_alltoall(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
+{
+    nccl_fingerprint fp = {.kind = NK_ALLTOALL, .op = -1, .dtype = dt, .root = -1, .count = count};
+    int slot, rc = check_args(dt, OP_SUM, false, err);
+    if (!rc)
+        rc = begin_collective(c, &fp, &slot, err);
+    if (rc)
+        return rc;
+    return end_collective(c, slot, &fp, launch_exchange(c, send, recv, fp.count, dt, -1, -1, err), req, err);
+}
+
+static int nccl_sendrecv(comm *c, const void *send, int to, void *recv, int from, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
+{
+    nccl_fingerprint fp = {.kind = NK_SENDRECV, .op = -1, .dtype = dt, .root = -1, .count = count};
+    int slot, rc = check_args(dt, OP_SUM, false, err);
+    if (!rc && (to < 0 || to >= c->size || from < 0 || from >= c->size))
+        rc = ddp_fail(err, DDP_EUSAGE, "comm_nccl: sendrecv peers %d/%d outside [0, %d)", to, from, c->size);
+    if (!rc)
+        rc = begin_collective(c, &fp, &slot, err);
+    if (rc)
+        return rc;
+    return end_collective(c, slot, &fp, launch_exchange(c, send, recv, fp.count, dt, to, from, err), req, err);
+}
+
+static int nccl_barrier(comm *c, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    nccl_fingerprint fp = {.kind = NK_BARRIER, .op = OP_SUM, .dtype = DT_INT32, .root = -1, .count = 1};
+    int slot, rc = begin_collective(c, &fp, &slot, err);
+    if (rc)
+        return rc;
+    int launched = DDP_OK;
+    ncclResult_t nrc = ncclAllReduce(im->barrier_buf, im->barrier_buf, 1, ncclInt32, ncclSum, im->nccl, im->stream);
+    if (nrc != ncclSuccess)
+        launched = nccl_fail(c, nrc, "ncclAllReduce", __FILE__, __LINE__, err);
+    rc = end_collective(c, slot, &fp, launched, NULL, err);
+    if (rc)
+        return rc;
+    CUDA_TRY(cudaEventSynchronize(im->slots[slot].done)); /* the watchdog guards this wait */
+    return DDP_OK;
+}
+
+/* ---- requests --------------------------------------------------------------------------------- */
+
+/* Whether the slot still holds this request's collective (else it completed long ago). */
+static bool slot_holds(nccl_impl *im, const comm_req *r)
+{
+    const nccl_slot *s = &im->slots[r->slot];
+    return atomic_load(&s->state) == SLOT_LAUNCHED && s->fp.seq == r->fp.seq;
+}
+
+static int nccl_wait(comm *c, comm_req *r, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    cudaError_t e = slot_holds(im, r) ? cudaStreamWaitEvent(im->compute, im->slots[r->slot].done, 0) : cudaSuccess;
+    free(r);
+    if (e != cudaSuccess)
+        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: cudaStreamWaitEvent(compute stream, collective done): %s",
+                        __FILE__, __LINE__, cudaGetErrorString(e));
+    return DDP_OK;
+}
+
+static int nccl_test(comm *c, comm_req *r, bool *done, ddp_err *err)
+{
+    nccl_impl *im = impl_of(c);
+    *done = true;
+    if (!slot_holds(im, r))
+        return DDP_OK;
+    cudaError_t e = cudaEventQuery(im->slots[r->slot].done);
+    if (e == cudaErrorNotReady) {
+        *done = false;
+        return DDP_OK;
+    }
+    CUDA_TRY(e);
+    return DDP_OK;
+}
+
+/* ---- lifecycle -------------------------------------------------------------------------------- */
+
+static void nccl_destroy(comm *c)
+{
+    if (!c)
+        return;
+    nccl_impl *im = c->impl;
+    if (im) {
+        nccl_watchdog_stop(c);
+        if (im->stream)
+            cudaStreamSynchronize(im->stream);
+        if (im->nccl)
+            ncclCommDestroy(im->nccl);
+        for (int i = 0; i < NCCL_SLOTS; i++)
+            if (im->slots[i].done)
+                cudaEventDestroy(im->slots[i].done);
+        if (im->compute_ready)
+            cudaEventDestroy(im->compute_ready);
+        if (im->barrier_buf)
+            cudaFree(im->barrier_buf);
+        if (im->stream)
+            cudaStreamDestroy(im->stream);
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized && im->ctl != MPI_COMM_NULL)
+            MPI_Comm_free(&im->ctl);
+        pthread_mutex_destroy(&im->lock);
+        pthread_cond_destroy(&im->wake);
+        free(im);
+    }
+    free(c);
+}
+
+static const struct comm_ops nccl_comm_ops = {
+    .name = "nccl",
+    .allreduce = nccl_allreduce,
+    .broadcast = nccl_broadcast,
+    .reduce = nccl_reduce,
+    .allgather = nccl_allgather,
+    .reducescatter = nccl_reducescatter,
+    .alltoall = nccl_alltoall,
+    .sendrecv = nccl_sendrecv,
+    .barrier = nccl_barrier,
+    .wait = nccl_wait,
+    .test = nccl_test,
+    .destroy = nccl_destroy,
+};
+
+static int fill_identity(comm *c, nccl_impl *im, ddp_err *err)
+{
+    MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &im->ctl));
+    MPI_TRY(MPI_Comm_set_errhandler(im->ctl, MPI_ERRORS_RETURN));
+    MPI_TRY(MPI_Comm_rank(im->ctl, &c->rank));
+    MPI_TRY(MPI_Comm_size(im->ctl, &c->size));
+    MPI_Comm local;
+    MPI_TRY(MPI_Comm_split_type(im->ctl, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local));
+    MPI_Comm_rank(local, &c->local_rank);
+    MPI_Comm_size(local, &c->local_size);
+    MPI_Comm_free(&local);
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    MPI_TRY(MPI_Get_processor_name(name, &len));
+    snprintf(c->host, sizeof c->host, "%.*s", len, name);
+    return DDP_OK;
+}
+
+/* Rank 0 makes the unique id and broadcasts it with its status, so a failure there is every
+ * rank's failure rather than a hang in ncclCommInitRank. */
+static int init_nccl(comm *c, nccl_impl *im, ddp_err *err)
+{
+    struct { int32_t status; ncclUniqueId id; } msg;
+    memset(&msg, 0, sizeof msg);
+    if (c->rank == 0)
+        msg.status = ncclGetUniqueId(&msg.id);
+    MPI_TRY(MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, im->ctl));
+    if (msg.status != ncclSuccess)
+        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: ncclGetUniqueId on rank 0: %s", __FILE__, __LINE__,
+                        ncclGetErrorString((ncclResult_t)msg.status));
+    NCCL_TRY(c, ncclCommInitRank(&im->nccl, c->size, msg.id, c->rank));
+    return DDP_OK;
+}
+
+static int setup(comm *c, nccl_impl *im, ddp_err *err)
+{
+    int rc = fill_identity(c, im, err);
+    if (rc)
+        return rc;
+    rc = nccl_faults_read(im, err);
+    if (rc)
+        return rc;
+    CUDA_TRY(cudaSetDevice(im->device));
+    CUDA_TRY(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
+    CUDA_TRY(cudaEventCreateWithFlags(&im->compute_ready, cudaEventDisableTiming));
+    for (int i = 0; i < NCCL_SLOTS; i++)
+        CUDA_TRY(cudaEventCreateWithFlags(&im->slots[i].done, cudaEventDisableTiming));
+    CUDA_TRY(cudaMalloc((void **)&im->barrier_buf, sizeof(int)));
+    CUDA_TRY(cudaMemset(im->barrier_buf, 0, sizeof(int)));
+    rc = init_nccl(c, im, err);
+    if (rc)
+        return rc;
+    return nccl_watchdog_start(c, err);
+}
+
+int comm_nccl_create(void *compute_stream, int device_index, double timeout_s, bool debug, comm **out, ddp_err *err)
+{
+    *out = NULL;
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized)
+        return ddp_fail(err, DDP_ERUNTIME, "comm_nccl_create: MPI is not initialised (call MPI_Init first)");
+    if (!(timeout_s > 0))
+        return ddp_fail(err, DDP_EUSAGE, "comm_nccl_create: ddp.timeout_s must be positive, got %g", timeout_s);
+    comm *c = calloc(1, sizeof *c);
+    nccl_impl *im = calloc(1, sizeof *im);
+    if (!c || !im) {
+        free(c);
+        free(im);
+        return ddp_fail(err, DDP_ERUNTIME, "comm_nccl_create: out of memory");
+    }
+    c->ops = &nccl_comm_ops;
+    c->impl = im;
+    im->ctl = MPI_COMM_NULL;
+    im->compute = (cudaStream_t)compute_stream;
+    im->device = device_index;
+    im->timeout_s = timeout_s;
+    im->debug = debug;
+    pthread_mutex_init(&im->lock, NULL);
+    pthread_cond_init(&im->wake, NULL);
+    for (int i = 0; i < NCCL_SLOTS; i++)
+        atomic_init(&im->slots[i].state, SLOT_FREE);
+    atomic_init(&im->aborting, false);
+    int rc = setup(c, im, err);
+    if (rc) {
+        nccl_destroy(c);
+        return ddp_prefix(err, "comm_nccl_create (GPU %d)", device_index);
+    }
+    *out = c;
+    return DDP_OK;
+}

@@ -1,0 +1,91 @@
+/* comm_nccl_internal.h — what the NCCL backend's files share: the backend state, the ring of
+ * in-flight collectives (slots) that requests and the watchdog look at, and fingerprints.
+ *   comm_nccl.c           creation, the collectives, wait/test, destroy
+ *   comm_nccl_watchdog.c  the host thread that aborts a stalled or failed communicator
+ *   comm_nccl_check.c     ddp.debug fingerprint cross-check and the test-only fault switches
+ * Internal to collectives/; nothing outside includes it. */
+#ifndef DDP_COMM_NCCL_INTERNAL_H
+#define DDP_COMM_NCCL_INTERNAL_H
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "collectives/comm.h"
+
+/* Collectives in flight at once before issuing one more waits for the oldest. */
+#define NCCL_SLOTS 256
+
+typedef enum { NK_ALLREDUCE, NK_BROADCAST, NK_REDUCE, NK_ALLGATHER, NK_REDUCESCATTER, NK_ALLTOALL,
+               NK_SENDRECV, NK_BARRIER } nccl_kind;
+
+/* What a collective is; identical on every rank when ranks agree (ddp.debug compares them). */
+typedef struct nccl_fingerprint {
+    uint64_t seq;          /* 1-based issue number on this communicator */
+    uint64_t count;
+    int32_t kind;          /* nccl_kind */
+    int32_t op;            /* comm_op, or -1 */
+    int32_t dtype;         /* comm_dtype */
+    int32_t root;          /* root, or -1 (sendrecv: peers differ per rank, so -1) */
+} nccl_fingerprint;
+
+enum { SLOT_FREE, SLOT_ISSUING, SLOT_LAUNCHED };
+
+typedef struct nccl_slot {
+    cudaEvent_t done;      /* recorded on the communication stream after the collective */
+    atomic_int state;      /* SLOT_*: ISSUING while the host is inside the NCCL call */
+    nccl_fingerprint fp;
+    char label[64];
+    double issued_s;
+} nccl_slot;
+
+typedef struct nccl_impl {
+    ncclComm_t nccl;
+    MPI_Comm ctl;              /* our duplicate of MPI_COMM_WORLD: id broadcast, ddp.debug checks */
+    cudaStream_t compute;      /* the device's stream, which collectives order themselves after */
+    cudaStream_t stream;       /* our non-blocking communication stream */
+    cudaEvent_t compute_ready; /* recorded on the compute stream before each launch */
+    int device;
+    bool debug;
+    double timeout_s;
+    uint64_t seq;              /* of the last collective issued */
+    int *barrier_buf;          /* one device int */
+
+    pthread_mutex_t lock;      /* slots' fields other than state, shared with the watchdog */
+    nccl_slot slots[NCCL_SLOTS];
+
+    /* watchdog */
+    pthread_t watchdog;
+    bool watchdog_running;
+    pthread_cond_t wake;
+    bool stop;
+    atomic_bool aborting;      /* the watchdog is taking the process down */
+
+    /* test-only fault switches (comm_nccl_check.c) */
+    int stall_rank, skew_rank;
+    uint64_t stall_seq, skew_seq;
+} nccl_impl;
+
+const char *nccl_kind_name(nccl_kind k);
+/* "allreduce avg, 1234 x float, root -1" style description for messages. */
+void nccl_fingerprint_describe(const nccl_fingerprint *fp, char *out, size_t len);
+double nccl_now_s(void);
+
+/* comm_nccl_watchdog.c */
+int nccl_watchdog_start(comm *c, ddp_err *err);
+void nccl_watchdog_stop(comm *c);
+/* The calling thread waits for the watchdog to end the process (used after an NCCL call failed
+ * because the watchdog aborted the communicator). Never returns. */
+void nccl_watchdog_await_exit(void) __attribute__((noreturn));
+
+/* comm_nccl_check.c */
+int nccl_faults_read(nccl_impl *im, ddp_err *err);
+/* Applies the test-only fault switches to collective fp on this rank: may stall forever or
+ * change fp->count. */
+void nccl_faults_apply(comm *c, nccl_fingerprint *fp);
+/* ddp.debug: every rank's fingerprint of this collective must match (blocking, control path). */
+int nccl_check_fingerprint(comm *c, const nccl_fingerprint *fp, ddp_err *err);
+
+#endif

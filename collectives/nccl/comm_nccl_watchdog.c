@@ -1,0 +1,148 @@
+/* comm_nccl_watchdog.c — the NCCL backend's watchdog: a host thread that turns a hang into a
+ * prompt, named failure.
+ *
+ * Every ddp.timeout_s/20 (10 ms .. 1 s) it retires completed collectives (their completion event
+ * fired), asks NCCL for an asynchronous error, and measures how long the oldest unfinished
+ * collective has gone without progress (since it was issued, or since the last one completed,
+ * whichever is later). On an error or after ddp.timeout_s without progress it prints which rank,
+ * which collective (kind, sequence number, the caller's label such as the bucket, count, type),
+ * calls ncclCommAbort and ends the process with DDP_ERUNTIME, so mpirun/ddprun end the job.
+ * It makes no MPI calls (MPI is initialised FUNNELED) and never touches collective buffers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/base/log.h"
+#include "comm_nccl_internal.h"
+
+typedef struct scan {
+    int oldest;                /* slot of the oldest unfinished collective, -1 if none */
+    bool progressed;           /* some collective completed */
+    cudaError_t failure;       /* an event query failed: the device or stream is broken */
+    int failed_slot;
+} scan;
+
+static scan scan_slots(nccl_impl *im)
+{
+    scan s = {.oldest = -1, .failure = cudaSuccess, .failed_slot = -1};
+    for (int i = 0; i < NCCL_SLOTS; i++) {
+        nccl_slot *sl = &im->slots[i];
+        int st = atomic_load(&sl->state);
+        if (st == SLOT_FREE)
+            continue;
+        if (st == SLOT_LAUNCHED) {
+            cudaError_t e = cudaEventQuery(sl->done);
+            if (e == cudaSuccess) {
+                atomic_store(&sl->state, SLOT_FREE);
+                s.progressed = true;
+                continue;
+            }
+            if (e != cudaErrorNotReady && s.failure == cudaSuccess)
+                s.failure = e, s.failed_slot = i;
+        }
+        if (s.oldest < 0 || sl->fp.seq < im->slots[s.oldest].fp.seq)
+            s.oldest = i;
+    }
+    return s;
+}
+
+static void describe_slot(const nccl_slot *sl, char *out, size_t len)
+{
+    char what[160];
+    nccl_fingerprint_describe(&sl->fp, what, sizeof what);
+    snprintf(out, len, "%s #%llu (%s%s%s)", nccl_kind_name((nccl_kind)sl->fp.kind), (unsigned long long)sl->fp.seq,
+             sl->label, sl->label[0] ? ", " : "", what);
+}
+
+/* Prints, aborts the communicator and ends the process. Called with im->lock held. */
+__attribute__((noreturn)) static void abort_job(nccl_impl *im, const char *why)
+{
+    atomic_store(&im->aborting, true);
+    log_error("NCCL watchdog: %s; aborting", why);
+    ncclCommAbort(im->nccl);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(DDP_ERUNTIME);
+}
+
+static void check_once(nccl_impl *im, double *last_progress)
+{
+    scan s = scan_slots(im);
+    double now = nccl_now_s();
+    char what[320], why[512];
+    if (s.progressed || s.oldest < 0)
+        *last_progress = now;
+    if (s.failure != cudaSuccess) {
+        describe_slot(&im->slots[s.failed_slot], what, sizeof what);
+        snprintf(why, sizeof why, "collective %s failed on the GPU: %s", what, cudaGetErrorString(s.failure));
+        abort_job(im, why);
+    }
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(im->nccl, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+        if (s.oldest >= 0)
+            describe_slot(&im->slots[s.oldest], what, sizeof what);
+        snprintf(why, sizeof why, "asynchronous NCCL error%s%s: %s", s.oldest >= 0 ? " during collective " : "",
+                 s.oldest >= 0 ? what : "", ncclGetErrorString(async));
+        abort_job(im, why);
+    }
+    if (s.oldest < 0)
+        return;
+    const nccl_slot *old = &im->slots[s.oldest];
+    double since = old->issued_s > *last_progress ? old->issued_s : *last_progress;
+    if (now - since > im->timeout_s) {
+        describe_slot(old, what, sizeof what);
+        snprintf(why, sizeof why, "collective %s did not complete within %g s", what, im->timeout_s);
+        abort_job(im, why);
+    }
+}
+
+static void *watchdog_main(void *arg)
+{
+    nccl_impl *im = ((comm *)arg)->impl;
+    double poll_s = im->timeout_s / 20;
+    poll_s = poll_s < 0.01 ? 0.01 : poll_s > 1.0 ? 1.0 : poll_s;
+    double last_progress = nccl_now_s();
+    pthread_mutex_lock(&im->lock);
+    while (!im->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        long long ns = until.tv_nsec + (long long)(poll_s * 1e9);
+        until.tv_sec += (time_t)(ns / 1000000000LL);
+        until.tv_nsec = (long)(ns % 1000000000LL);
+        pthread_cond_timedwait(&im->wake, &im->lock, &until);
+        if (!im->stop)
+            check_once(im, &last_progress);
+    }
+    pthread_mutex_unlock(&im->lock);
+    return NULL;
+}
+
+int nccl_watchdog_start(comm *c, ddp_err *err)
+{
+    nccl_impl *im = c->impl;
+    int e = pthread_create(&im->watchdog, NULL, watchdog_main, c);
+    if (e != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: pthread_create(NCCL watchdog): error %d", __FILE__, __LINE__, e);
+    im->watchdog_running = true;
+    return DDP_OK;
+}
+
+void nccl_watchdog_stop(comm *c)
+{
+    nccl_impl *im = c->impl;
+    if (!im->watchdog_running)
+        return;
+    pthread_mutex_lock(&im->lock);
+    im->stop = true;
+    pthread_cond_signal(&im->wake);
+    pthread_mutex_unlock(&im->lock);
+    pthread_join(im->watchdog, NULL);
+    im->watchdog_running = false;
+}
+
+void nccl_watchdog_await_exit(void)
+{
+    for (;;)
+        pause();
+}

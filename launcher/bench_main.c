@@ -1,0 +1,457 @@
+/* bench_main.c — ddprun-bench, one rank of `ddprun -np N bench OP [flags]`: choosing and opening
+ * the backend (MPI on host buffers, or NCCL on this rank's GPU), the shared harness that times
+ * and checks every collective the same way, the exit status, and `ddprun-bench topo`.
+ *
+ * Error policy (no rank may be left waiting): set-up steps (backend, buffers) end with an
+ * agreement over MPI_COMM_WORLD, so when one rank fails every rank exits cleanly and the failing
+ * rank names itself. Once collectives run, a failure on one rank (a collective's error, a copy)
+ * may leave the others inside a collective, so that rank prints "[rank N host] error: ..." and
+ * calls MPI_Abort. Verdicts every rank reaches together (usage errors, wrong elements) exit
+ * normally and are printed once. NCCL stalls are the communicator watchdog's (-T).
+ * The collective under test goes through comm.h only; bookkeeping uses MPI. What each collective
+ * moves and must produce lives in bench.c; printing in bench_report.c. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collectives/bench/bench_harness.h"
+#include "runtime/base/log.h"
+
+typedef struct harness {
+    const bench_env *env;
+    const bench_opts *o;
+    const bench_coll *coll;
+    comm *c;
+    device *dev;                 /* NULL: the collective works on host memory (MPI backend) */
+    void *send, *recv;           /* what the collective gets; recv is also the in-place buffer */
+    void *host_send, *host_recv; /* where inputs are made and results checked (== send/recv on host) */
+    row_result *rows;
+    size_t n_rows, cap_rows;
+} harness;
+
+/* Who prints a failure: this rank, rank 0 alone (a verdict all ranks share), or nobody here
+ * (another rank failed and said so). */
+enum report { REPORT_SELF, REPORT_ONCE, REPORT_NONE };
+static enum report g_report = REPORT_SELF;
+
+/* ---- error policy ---- */
+
+void bench_abort(int exit_code, const char *msg)
+{
+    log_error("ddprun-bench: %s", msg);
+    MPI_Abort(MPI_COMM_WORLD, exit_code ? exit_code : DDP_ERUNTIME);
+    _exit(exit_code ? exit_code : DDP_ERUNTIME); /* MPI_Abort does not return; this says so */
+}
+
+void *bench_xalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "out of host memory (%zu bytes)", bytes);
+        bench_abort(DDP_ERUNTIME, msg);
+    }
+    return p;
+}
+
+/* FNV-1a, folded to a non-negative int: tells whether every rank's message is the same. */
+static int message_hash(const char *msg)
+{
+    unsigned h = 2166136261u;
+    for (; *msg; msg++)
+        h = (h ^ (unsigned char)*msg) * 16777619u;
+    return (int)(h >> 1);
+}
+
+/* Every rank learns whether any rank's set-up step failed. A rank that failed keeps its error and
+ * prints it (rank 0 alone when every rank failed with the same status and message); the others
+ * return the worst status quietly. */
+static int agree(const bench_env *env, int rc, ddp_err *err)
+{
+    int h = rc ? message_hash(err->msg) : -1;
+    int mine[4] = {rc, -rc, h, -h}, all[4];
+    MPI_Allreduce(mine, all, 4, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (all[0] == DDP_OK)
+        return DDP_OK;
+    if (rc == DDP_OK) {
+        g_report = REPORT_NONE;
+        return ddp_fail(err, all[0], "another rank failed (see its message)");
+    }
+    if (all[0] == -all[1] && all[2] == -all[3] && env->size > 1)
+        g_report = REPORT_ONCE; /* same status and same message on every rank */
+    return rc;
+}
+
+/* ---- backend ---- */
+
+static bool gpu_sharing_allowed(void)
+{
+    const char *share = getenv("DDPRUN_ALLOW_GPU_SHARING");
+    return share && strcmp(share, "1") == 0;
+}
+
+/* auto: NCCL when every rank of the job has a GPU of its own, else MPI (all ranks agree). */
+static bool auto_picks_nccl(const bench_env *env)
+{
+    char reason[256] = "";
+    int gpus = device_cuda_count(reason, sizeof reason);
+    int mine = gpus > 0 && (env->local_size <= gpus || gpu_sharing_allowed()), all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!mine && gpus > 0)
+        snprintf(reason, sizeof reason, "%d ranks on host %s, %d GPU%s", env->local_size, env->host, gpus,
+                 gpus == 1 ? "" : "s");
+    if (!all)
+        log_info("# backend auto: mpi (%s)", mine ? "another host has fewer GPUs than ranks" : reason);
+    return all;
+}
+
+static int open_gpu(const bench_env *env, device **dev, ddp_err *err)
+{
+    char reason[256] = "";
+    int gpus = device_cuda_count(reason, sizeof reason);
+    if (gpus > 0 && env->local_size > gpus && !gpu_sharing_allowed())
+        return ddp_fail(err, DDP_EUSAGE, "--backend nccl: %d ranks on host %s but only %d GPU%s visible; run one "
+                        "rank per GPU (-np), or set DDPRUN_ALLOW_GPU_SHARING=1 to share GPUs", env->local_size,
+                        env->host, gpus, gpus == 1 ? "" : "s");
+    config cfg;
+    memset(&cfg, 0, sizeof cfg); /* defaults: no TF32; the benchmark runs no GEMMs */
+    cfg.device = DEVICE_CUDA;
+    int rc = device_cuda_create(env->local_rank, &cfg, dev, err);
+    if (rc && gpus == 0) /* builds without CUDA say so with DDP_EUSAGE, machines without a GPU DDP_ERUNTIME */
+        return ddp_fail(err, rc, "--backend nccl: no CUDA devices (%s)", reason);
+    return rc ? ddp_prefix(err, "--backend nccl") : DDP_OK;
+}
+
+/* The communicator (and, for NCCL, the device whose memory and stream it uses). Collective. */
+static int open_backend(const bench_env *env, const bench_opts *o, comm **c, device **dev, ddp_err *err)
+{
+    bool nccl = strcmp(o->backend, "nccl") == 0 || (strcmp(o->backend, "auto") == 0 && auto_picks_nccl(env));
+    if (!nccl)
+        return agree(env, comm_mpi_create(c, err), err);
+    int rc = agree(env, open_gpu(env, dev, err), err);
+    if (rc)
+        return rc;
+    rc = comm_nccl_create((*dev)->stream, (*dev)->index, o->timeout_s, false, c, err);
+    return agree(env, rc, err);
+}
+
+/* ---- buffers: host memory, or device memory with host staging ---- */
+
+static void placement_bytes(const bench_row *r, bool in_place, size_t *send, size_t *recv)
+{
+    size_t s, v, esz = comm_dtype_size(r->dt);
+    r->coll->elems(r, &s, &v);
+    *send = in_place ? 0 : s * esz;
+    *recv = (in_place && s > v ? s : v) * esz;
+}
+
+static size_t row_count(const harness *h, size_t bytes, comm_dtype dt)
+{
+    return bytes / comm_dtype_size(dt) / (h->coll->blocks ? (size_t)h->env->size : 1);
+}
+
+static int alloc_pair(harness *h, size_t bytes, void **buf, void **host, ddp_err *err)
+{
+    *host = malloc(bytes ? bytes : 1);
+    if (!*host)
+        return ddp_fail(err, DDP_ERUNTIME, "cannot allocate %zu bytes of host buffer", bytes);
+    if (!h->dev) {
+        *buf = *host;
+        return DDP_OK;
+    }
+    return h->dev->ops->alloc(h->dev, bytes, buf, err);
+}
+
+/* The largest row's buffers, whatever its dtype; in place uses recv, sized for either role. */
+static int alloc_buffers(harness *h, ddp_err *err)
+{
+    size_t send = 0, recv = 0;
+    for (int dt = 0; dt < DT_COUNT; dt++) {
+        bench_row r = {h->coll, dt, OP_SUM, 0, row_count(h, h->o->max_bytes, dt), 0, h->env->rank, h->env->size};
+        size_t s, v, none, in_place;
+        placement_bytes(&r, false, &s, &v);
+        placement_bytes(&r, true, &none, &in_place);
+        send = s > send ? s : send;
+        recv = v > recv ? v : recv;
+        recv = in_place > recv ? in_place : recv;
+    }
+    int rc = alloc_pair(h, send, &h->send, &h->host_send, err);
+    return rc ? rc : alloc_pair(h, recv, &h->recv, &h->host_recv, err);
+}
+
+static void free_pair(harness *h, void *buf, void *host)
+{
+    if (h->dev && buf)
+        h->dev->ops->free(h->dev, buf);
+    free(host);
+}
+
+/* This rank's inputs made on the host, then copied to where the collective reads them. */
+static int stage_inputs(harness *h, const bench_row *r, bool in_place, ddp_err *err)
+{
+    r->coll->init(r, in_place, in_place ? h->host_recv : h->host_send, h->host_recv);
+    if (!h->dev)
+        return DDP_OK;
+    size_t send, recv;
+    placement_bytes(r, in_place, &send, &recv);
+    int rc = send ? h->dev->ops->upload(h->dev, h->send, h->host_send, send, err) : DDP_OK;
+    return rc ? rc : h->dev->ops->upload(h->dev, h->recv, h->host_recv, recv, err);
+}
+
+/* The result elements this rank checks, copied to the host; waits for the collective. */
+static int fetch_results(harness *h, const bench_row *r, bool in_place, ddp_err *err)
+{
+    size_t first, n, esz = comm_dtype_size(r->dt);
+    r->coll->checked(r, in_place, &first, &n);
+    if (!h->dev || !n)
+        return DDP_OK;
+    return h->dev->ops->download(h->dev, (char *)h->host_recv + first * esz, (char *)h->recv + first * esz, n * esz, err);
+}
+
+/* Host: MPI collectives are complete on return. NCCL: a blocking collective orders the compute
+ * stream after itself (comm.h), so waiting for that stream waits for every collective issued. */
+static int sync_device(harness *h, ddp_err *err)
+{
+    return h->dev ? h->dev->ops->synchronize(h->dev, err) : DDP_OK;
+}
+
+/* ---- timing and checking one placement of one row ---- */
+
+static double combine_times(const harness *h, double local)
+{
+    double out = local;
+    MPI_Op op = h->o->agg == AGG_MIN ? MPI_MIN : h->o->agg == AGG_MAX ? MPI_MAX : MPI_SUM;
+    MPI_Allreduce(&local, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
+    return h->o->agg == AGG_AVG ? out / h->env->size : out;
+}
+
+static void corrupt_one(const bench_row *r, bool in_place, void *recv)
+{
+    size_t first, n;
+    r->coll->checked(r, in_place, &first, &n);
+    if (n)
+        comm_dtype_store(recv, first, r->dt, comm_dtype_load(recv, first, r->dt) + 1);
+}
+
+static int run_coll(harness *h, const bench_row *r, bool in_place, ddp_err *err)
+{
+    return r->coll->run(h->c, r, in_place, in_place ? h->recv : h->send, h->recv, err);
+}
+
+static int check_placement(harness *h, const bench_row *r, bool in_place, long long *wrong, ddp_err *err)
+{
+    int rc = stage_inputs(h, r, in_place, err);
+    if (!rc)
+        rc = run_coll(h, r, in_place, err);
+    if (!rc)
+        rc = fetch_results(h, r, in_place, err);
+    if (rc)
+        return rc;
+    if (h->o->corrupt_rank == r->rank)
+        corrupt_one(r, in_place, h->host_recv);
+    long long mine = (long long)bench_count_wrong(r, in_place, h->host_recv);
+    MPI_Allreduce(&mine, wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    return DDP_OK;
+}
+
+static int time_placement(harness *h, const bench_row *r, bool in_place, size_t bytes, placement *p, ddp_err *err)
+{
+    int rc = stage_inputs(h, r, in_place, err);
+    for (int i = 0; !rc && i < h->o->warmup; i++)
+        rc = run_coll(h, r, in_place, err);
+    if (!rc)
+        rc = sync_device(h, err);
+    if (rc)
+        return rc;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; !rc && i < h->o->iters; i++)
+        rc = run_coll(h, r, in_place, err);
+    if (!rc)
+        rc = sync_device(h, err);
+    if (rc)
+        return rc;
+    double sec = combine_times(h, (MPI_Wtime() - t0) / h->o->iters);
+    p->time_us = sec * 1e6;
+    p->algbw = sec > 0 ? (double)bytes / 1e9 / sec : 0;
+    p->busbw = p->algbw * r->coll->busbw_factor(r->ranks);
+    p->wrong = -1;
+    return h->o->check ? check_placement(h, r, in_place, &p->wrong, err) : DDP_OK;
+}
+
+/* ---- the sweep ---- */
+
+static size_t next_size(const bench_opts *o, size_t bytes)
+{
+    size_t next = o->step_bytes ? bytes + o->step_bytes : (size_t)((double)bytes * o->step_factor);
+    return next > bytes ? next : bytes + 1;
+}
+
+static int add_row(harness *h, const row_result *x, ddp_err *err)
+{
+    if (h->n_rows == h->cap_rows) {
+        size_t cap = h->cap_rows ? 2 * h->cap_rows : 64;
+        row_result *rows = realloc(h->rows, cap * sizeof *rows);
+        if (!rows)
+            return ddp_fail(err, DDP_ERUNTIME, "out of memory for the results table");
+        h->rows = rows, h->cap_rows = cap;
+    }
+    h->rows[h->n_rows++] = *x;
+    return DDP_OK;
+}
+
+static int run_row(harness *h, comm_dtype dt, int op, size_t bytes, ddp_err *err)
+{
+    bench_row r = {h->coll, dt, op < 0 ? OP_SUM : (comm_op)op, h->o->root, row_count(h, bytes, dt),
+                   (uint32_t)h->n_rows, h->env->rank, h->env->size};
+    if (r.count == 0)
+        return DDP_OK; /* smaller than one element per rank */
+    row_result x = {.elements = r.count * (h->coll->blocks ? (size_t)r.ranks : 1), .dt = dt, .op = op,
+                    .root = h->coll->rooted ? r.root : -1};
+    x.bytes = x.elements * comm_dtype_size(dt);
+    for (int in_place = 0; in_place < 2; in_place++) {
+        /* what the NCCL watchdog names if this row stalls */
+        snprintf(h->c->label, sizeof h->c->label, "ddprun-bench row %zu B %s%s", x.bytes, comm_dtype_name(dt),
+                 in_place ? " in-place" : "");
+        int rc = h->o->fail_rank == r.rank && h->n_rows == 1
+                     ? ddp_fail(err, DDP_ERUNTIME, "planted failure (--fail %d, test only)", r.rank)
+                     : time_placement(h, &r, in_place, x.bytes, &x.p[in_place], err);
+        if (rc)
+            return ddp_prefix(err, "%s %zu B %s%s", h->coll->name, x.bytes, comm_dtype_name(dt),
+                              in_place ? " in-place" : "");
+    }
+    bench_print_row(&x);
+    return add_row(h, &x, err);
+}
+
+static int sweep(harness *h, ddp_err *err)
+{
+    int rc = DDP_OK;
+    int dt_lo = h->o->dtype < 0 ? 0 : h->o->dtype, dt_hi = h->o->dtype < 0 ? DT_COUNT - 1 : h->o->dtype;
+    int op_lo = h->o->op < 0 ? 0 : h->o->op, op_hi = h->o->op < 0 ? OP_COUNT - 1 : h->o->op;
+    if (!h->coll->reduction)
+        op_lo = op_hi = -1;
+    for (int dt = dt_lo; !rc && dt <= dt_hi; dt++)
+        for (int op = op_lo; !rc && op <= op_hi; op++)
+            for (size_t b = h->o->min_bytes; !rc && b <= h->o->max_bytes; b = next_size(h->o, b))
+                rc = run_row(h, (comm_dtype)dt, op, b, err);
+    return rc;
+}
+
+static int run_bench(harness *h, ddp_err *err)
+{
+    char device_label[128] = "cpu";
+    if (h->dev)
+        bench_gpu_label(h->dev, device_label, sizeof device_label);
+    rank_info *all = bench_gather_ranks(h->env, device_label);
+    bench_run run = {h->env, h->o, h->coll, h->c->ops->name, all, NULL, 0};
+    bench_print_header(&run);
+    bench_print_topology(h->env, all);
+    bench_print_columns();
+    int rc = agree(h->env, alloc_buffers(h, err), err);
+    if (!rc && (rc = sweep(h, err)) != DDP_OK)
+        bench_abort(rc, err->msg); /* the other ranks may be inside a collective */
+    long long wrong = 0;
+    double avg = 0;
+    if (!rc) {
+        run.rows = h->rows, run.n_rows = h->n_rows;
+        bench_print_footer(&run, &wrong, &avg);
+        if (h->o->json_path && h->env->rank == 0)
+            rc = bench_write_json(&run, wrong, avg, err);
+    }
+    free_pair(h, h->send, h->host_send);
+    free_pair(h, h->recv, h->host_recv);
+    free(h->rows);
+    free(all);
+    if (!rc && wrong) {
+        rc = ddp_fail(err, DDP_ERUNTIME, "%lld wrong result elements (see #wrong)", wrong);
+        g_report = REPORT_ONCE;
+    }
+    return rc;
+}
+
+/* ---- main ---- */
+
+static int topo_main(const bench_env *env)
+{
+    rank_info *all = bench_gather_ranks(env, "");
+    bench_print_topology(env, all);
+    free(all);
+    return DDP_OK;
+}
+
+static int check_ranks(const bench_env *env, const bench_opts *o, ddp_err *err)
+{
+    if (o->root >= env->size)
+        return ddp_fail(err, DDP_EUSAGE, "-r %d: there are only %d ranks", o->root, env->size);
+    if (o->corrupt_rank >= env->size)
+        return ddp_fail(err, DDP_EUSAGE, "--corrupt %d: there are only %d ranks", o->corrupt_rank, env->size);
+    if (o->fail_rank >= env->size)
+        return ddp_fail(err, DDP_EUSAGE, "--fail %d: there are only %d ranks", o->fail_rank, env->size);
+    return DDP_OK;
+}
+
+static int bench_main(int argc, char **argv, const bench_env *env, ddp_err *err)
+{
+    if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        if (env->rank == 0)
+            bench_usage();
+        g_report = REPORT_ONCE;
+        return argc < 2 ? ddp_fail(err, DDP_EUSAGE, "no collective given") : DDP_OK;
+    }
+    if (strcmp(argv[1], "topo") == 0)
+        return topo_main(env);
+    bench_opts o;
+    int rc = bench_parse_args(argc - 1, argv + 1, &o, err);
+    if (!rc)
+        rc = check_ranks(env, &o, err);
+    if (rc) {
+        g_report = REPORT_ONCE; /* every rank parsed the same command line */
+        return rc;
+    }
+    harness h = {.env = env, .o = &o, .coll = bench_find(o.coll)};
+    rc = open_backend(env, &o, &h.c, &h.dev, err);
+    if (!rc)
+        rc = run_bench(&h, err);
+    if (h.c)
+        h.c->ops->destroy(h.c);
+    if (h.dev)
+        h.dev->ops->destroy(h.dev);
+    return rc;
+}
+
+static void identify(bench_env *env)
+{
+    memset(env, 0, sizeof *env);
+    MPI_Comm_rank(MPI_COMM_WORLD, &env->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &env->size);
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, env->rank, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &env->local_rank);
+    MPI_Comm_size(local, &env->local_size);
+    MPI_Comm_free(&local);
+    char host[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    MPI_Get_processor_name(host, &len);
+    snprintf(env->host, sizeof env->host, "%.*s", len, host);
+}
+
+int main(int argc, char **argv)
+{
+    int provided = 0; /* FUNNELED: the NCCL watchdog is a second thread (it makes no MPI calls) */
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "ddprun-bench: MPI_Init failed\n");
+        return DDP_ERUNTIME;
+    }
+    bench_env env;
+    identify(&env);
+    log_init(env.rank, env.size, env.host);
+    ddp_err err = {0};
+    int rc = bench_main(argc, argv, &env, &err);
+    if (rc && (g_report == REPORT_SELF || (g_report == REPORT_ONCE && env.rank == 0)))
+        log_error("ddprun-bench: %s", err.msg);
+    MPI_Finalize();
+    return rc;
+}

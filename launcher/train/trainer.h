@@ -1,0 +1,77 @@
+/* trainer.h — the state of one rank's training job, shared by the files that implement it
+ * (train.c: setup and the step loop; train_ckpt.c: saving and resuming; train_log.c: progress,
+ * metrics and evaluation). Internal to runtime/; nothing outside includes it. */
+#ifndef DDP_TRAINER_H
+#define DDP_TRAINER_H
+
+#include <stdio.h>
+
+#include "collectives/comm.h"
+#include "collectives/reducer.h"
+#include "models/model.h"
+#include "runtime/config/config.h"
+#include "runtime/data/dataset.h"
+#include "runtime/device/device.h"
+#include "runtime/optim/optim.h"
+#include "runtime/data/sampler.h"
+
+typedef struct trainer {
+    const config *cfg;
+    comm *ctl;              /* MPI, host buffers: control traffic, evaluation sums, stop agreement */
+    comm *grad_comm;        /* gradient all-reduce: MPI (CPU) or NCCL (CUDA); may equal ctl */
+    device *dev;
+    dataset train, test;
+    sampler smp;
+    model *m;
+    optimizer *opt;
+    reducer *red;
+    device_timer *comm_exposed;  /* compute-stream time from end of backward to reduced gradients */
+
+    /* batch staging */
+    int64_t *idx;
+    uint8_t *x_host;
+    int32_t *y_host;
+    void *x_dev;
+    int32_t *y_dev;
+    float *stats_dev;       /* device float[2]: loss sum, correct — since the last log line */
+
+    /* schedule */
+    int64_t steps_per_epoch;  /* optimizer steps in a whole epoch at this world size */
+    int64_t total_steps;      /* optimizer steps planned for the job (LR schedule horizon) */
+    int64_t step;             /* optimizer steps done */
+    int64_t epoch;            /* current epoch, 0-based */
+    int restart_count;
+    int world_at_save;        /* world size recorded in the checkpoint we resumed from, 0 if none */
+
+    /* accounting since the last log line */
+    double t_last_log, samples_acc;
+    int64_t steps_acc;
+    double t_start;
+    double last_ckpt_time;
+    double last_test_acc, last_test_loss;
+
+    FILE *metrics;          /* rank 0: run.dir/metrics.jsonl */
+    FILE *trace;            /* test-only: DDP_TEST_TRACE_DIR, every trained sample index */
+    void *ckpt;             /* train_ckpt.c's state */
+} trainer;
+
+double train_now_s(void);
+
+/* train_log.c */
+int train_log_open(trainer *t, ddp_err *err);
+void train_log_header(trainer *t);
+int train_log_progress(trainer *t, double lr, ddp_err *err);
+int train_evaluate(trainer *t, ddp_err *err);
+void train_log_close(trainer *t);
+
+/* train_ckpt.c */
+int train_ckpt_open(trainer *t, ddp_err *err);
+/* Loads a checkpoint per checkpoint.resume; sets step/epoch/sampler position/optimizer state. */
+int train_ckpt_resume(trainer *t, int64_t *consumed, ddp_err *err);
+/* Saves when a trigger fires (every_steps, every_minutes) or when force is set. */
+int train_ckpt_maybe_save(trainer *t, int force, ddp_err *err);
+/* Waits for a background save in flight. */
+int train_ckpt_finish(trainer *t, ddp_err *err);
+void train_ckpt_close(trainer *t);
+
+#endif

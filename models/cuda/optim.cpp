@@ -1,6 +1,0 @@
-/* optim.cpp — the emulated build of optim.cu: the host C++ compiler compiles the same kernel source
- * for the CUDA-on-CPU emulator (runtime/cudaemu). Nothing else belongs here. */
-#ifndef DDP_CUDA_EMULATION
-#define DDP_CUDA_EMULATION 1
-#endif
-#include "optim.cu"

@@ -1,0 +1,337 @@
+/* ckpt.c — checkpoint files in a directory: the atomic durable write (temp + fsync + rename +
+ * directory fsync), pruning to keep_last, and finding the newest valid checkpoint with fallback.
+ *
+ * The byte layout lives in ckpt_format.c and the background thread in ckpt_writer.c. This file
+ * must not decide when to save or talk to other ranks; it never leaves a partial file under a
+ * final name and never deletes the checkpoint it has just written.
+ *
+ * Test hook: DDP_CKPT_TEST_SLOW_WRITE_MS=N sleeps N ms after every data chunk so tests can kill
+ * a process in the middle of a write. */
+#include "ckpt_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "runtime/base/log.h"
+
+#define WRITE_CHUNK (4u << 20)
+
+static pthread_once_t sigxfsz_once = PTHREAD_ONCE_INIT;
+
+/* Past RLIMIT_FSIZE the kernel sends SIGXFSZ, whose default action kills the process; ignored,
+ * the write fails with EFBIG and becomes a normal error. A handler someone installed is kept. */
+static void ignore_sigxfsz(void)
+{
+    struct sigaction old;
+    if (sigaction(SIGXFSZ, NULL, &old) == 0 && old.sa_handler == SIG_DFL) {
+        struct sigaction ign = {0};
+        ign.sa_handler = SIG_IGN;
+        sigemptyset(&ign.sa_mask);
+        sigaction(SIGXFSZ, &ign, NULL);
+    }
+}
+void ckpt_ignore_sigxfsz_once(void) { pthread_once(&sigxfsz_once, ignore_sigxfsz); }
+
+void ckpt_file_name(int64_t step, char *out, size_t out_size)
+{
+    snprintf(out, out_size, "ckpt-%08lld.ddp", (long long)step);
+}
+
+/* Step of a final checkpoint name "ckpt-<digits>.ddp", or -1 for anything else. */
+static int64_t parse_ckpt_name(const char *name)
+{
+    if (strncmp(name, "ckpt-", 5) != 0)
+        return -1;
+    const char *p = name + 5;
+    int64_t step = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 18; p++, digits++)
+        step = step * 10 + (*p - '0');
+    return digits > 0 && strcmp(p, ".ddp") == 0 ? step : -1;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir, ddp_err *err)
+{
+    char path[CKPT_PATH_MAX];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint directory path too long: %s", dir);
+    for (char *p = path + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(path, 0755) != 0 && errno != EEXIST)
+                return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: mkdir %s: %s", dir, path, strerror(errno));
+            *p = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    return DDP_OK;
+}
+
+static int fsync_dir(const char *dir, ddp_err *err)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: open for fsync: %s", dir, strerror(errno));
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    if (rc != 0 && e != EINVAL)  /* some filesystems cannot fsync directories */
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: fsync: %s", dir, strerror(e));
+    return DDP_OK;
+}
+
+/* Removes ".ckpt-*.tmp.<pid>" files left by processes that no longer exist. */
+static void remove_stale_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const char *tag = strstr(de->d_name, ".tmp.");
+        if (strncmp(de->d_name, ".ckpt-", 6) != 0 || !tag)
+            continue;
+        long pid = strtol(tag + 5, NULL, 10);
+        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+            log_warn("checkpoint: removed %s/%s left by an interrupted save", dir, de->d_name);
+    }
+    closedir(d);
+}
+
+static int slow_write_ms(void)
+{
+    const char *s = getenv("DDP_CKPT_TEST_SLOW_WRITE_MS");
+    return s ? atoi(s) : 0;
+}
+
+/* Writes n bytes (crc != NULL: also CRC them) in chunks, retrying short writes and EINTR. */
+static int write_stream(int fd, const void *src, uint64_t n, uint32_t *crc, int slow_ms, const char *tmp, ddp_err *err)
+{
+    const uint8_t *p = src;
+    while (n > 0) {
+        size_t chunk = n > WRITE_CHUNK ? WRITE_CHUNK : (size_t)n;
+        ssize_t w = write(fd, p, chunk);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: write: %s", tmp, strerror(errno));
+        if (crc)
+            *crc = (uint32_t)crc32_z(*crc, p, (size_t)w);
+        p += w;
+        n -= (uint64_t)w;
+        if (slow_ms > 0) {
+            struct timespec ts = {slow_ms / 1000, (long)(slow_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return DDP_OK;
+}
+
+static int pwrite_all(int fd, const uint8_t *p, size_t n, const char *tmp, ddp_err *err)
+{
+    off_t off = 0;
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, n, off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: write header: %s", tmp, strerror(errno));
+        p += w;
+        off += w;
+        n -= (size_t)w;
+    }
+    return DDP_OK;
+}
+
+/* Header placeholder, tensor data (CRCs computed on the way), then the real header at 0. */
+static int write_contents(int fd, const ckpt_state *s, ckpt_layout *L, const char *tmp, ddp_err *err)
+{
+    static const uint8_t zeros[CKPT_ALIGN];
+    uint8_t *header = NULL;
+    if (ckpt_header_encode(s, L, &header, err))
+        return err->code;
+    int slow_ms = slow_write_ms();
+    int rc = write_stream(fd, header, L->data_start, NULL, slow_ms, tmp, err);
+    uint64_t pos = L->data_start;
+    for (int i = 0; !rc && i < L->n; i++) {
+        if (L->offset[i] > pos)
+            rc = write_stream(fd, zeros, L->offset[i] - pos, NULL, 0, tmp, err);
+        L->crc[i] = (uint32_t)crc32_z(0L, NULL, 0);
+        if (!rc)
+            rc = write_stream(fd, s->tensors[i].data, L->nbytes[i], &L->crc[i], slow_ms, tmp, err);
+        pos = L->offset[i] + L->nbytes[i];
+    }
+    free(header);
+    header = NULL;
+    if (!rc)
+        rc = ckpt_header_encode(s, L, &header, err);
+    if (!rc)
+        rc = pwrite_all(fd, header, L->data_start, tmp, err);
+    free(header);
+    if (!rc && fsync(fd) != 0)
+        rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: fsync: %s", tmp, strerror(errno));
+    return rc;
+}
+
+int ckpt_write_atomic(const char *dir, const ckpt_state *s, char *final_path, ddp_err *err)
+{
+    ckpt_ignore_sigxfsz_once();
+    char name[64], tmp[CKPT_PATH_MAX], final[CKPT_PATH_MAX];
+    ckpt_file_name(s->hdr.step, name, sizeof name);
+    if (snprintf(final, sizeof final, "%s/%s", dir, name) >= (int)sizeof final ||
+        snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%ld", dir, name, (long)getpid()) >= (int)sizeof tmp)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint directory path too long: %s", dir);
+    ckpt_layout L;
+    if (ckpt_layout_plan(s, &L, err))
+        return err->code;
+    int rc = make_dirs(dir, err);
+    if (!rc)
+        remove_stale_temps(dir);
+    int fd = rc ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (!rc && fd < 0)
+        rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: cannot create: %s", tmp, strerror(errno));
+    if (!rc)
+        rc = write_contents(fd, s, &L, tmp, err);
+    if (fd >= 0 && close(fd) != 0 && !rc)
+        rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: close: %s", tmp, strerror(errno));
+    if (!rc && rename(tmp, final) != 0)
+        rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: rename to %s: %s", tmp, final, strerror(errno));
+    if (rc && fd >= 0)
+        unlink(tmp);   /* the previous checkpoints are untouched; only our temp goes */
+    if (!rc)
+        rc = fsync_dir(dir, err);
+    ckpt_layout_free(&L);
+    if (!rc && final_path)
+        snprintf(final_path, CKPT_PATH_MAX, "%s", final);
+    return rc;
+}
+
+/* ---- listing, pruning, lookup ------------------------------------------------------- */
+
+typedef struct ckpt_entry { int64_t step; char name[256]; } ckpt_entry;
+
+static int by_step_desc(const void *a, const void *b)
+{
+    int64_t x = ((const ckpt_entry *)a)->step, y = ((const ckpt_entry *)b)->step;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Final checkpoint files in dir, newest step first. CKPT_NONE when dir does not exist. */
+static int list_ckpts(const char *dir, ckpt_entry **out, int *n, ddp_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return CKPT_NONE;
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: %s", dir, strerror(errno));
+    }
+    int cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        int64_t step = parse_ckpt_name(de->d_name);
+        if (step < 0)
+            continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            ckpt_entry *grown = realloc(*out, (size_t)cap * sizeof **out);
+            if (!grown) {
+                closedir(d);
+                free(*out);
+                *out = NULL;
+                return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: out of memory", dir);
+            }
+            *out = grown;
+        }
+        (*out)[*n].step = step;
+        snprintf((*out)[*n].name, sizeof (*out)[*n].name, "%s", de->d_name);
+        (*n)++;
+    }
+    closedir(d);
+    if (*n > 0)
+        qsort(*out, (size_t)*n, sizeof **out, by_step_desc);
+    return DDP_OK;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *err)
+{
+    if (keep_last <= 0)
+        return DDP_OK;
+    ckpt_entry *e;
+    int n;
+    int rc = list_ckpts(dir, &e, &n, err);
+    if (rc)
+        return rc == CKPT_NONE ? DDP_OK : rc;
+    const char *keep = keep_path ? base_name(keep_path) : "";
+    int kept = 0, removed = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(e[i].name, keep) == 0)
+            kept++;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(e[i].name, keep) == 0)
+            continue;
+        if (kept < keep_last) {
+            kept++;
+            continue;
+        }
+        char path[CKPT_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
+        if (unlink(path) != 0)
+            log_warn("checkpoint: cannot remove old checkpoint %s: %s", path, strerror(errno));
+        else
+            removed++;
+    }
+    free(e);
+    return removed ? fsync_dir(dir, err) : DDP_OK;
+}
+
+int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    ckpt_entry *e;
+    int n;
+    int rc = list_ckpts(dir, &e, &n, err);
+    if (rc == CKPT_NONE || (rc == DDP_OK && n == 0)) {
+        free(e);
+        ddp_fail(err, DDP_OK, "no checkpoint in %s", dir);
+        return CKPT_NONE;
+    }
+    if (rc)
+        return rc;
+    for (int i = 0; i < n; i++) {
+        char path[CKPT_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
+        ddp_err why = {0};
+        if (ckpt_read(path, out, &why) == DDP_OK) {
+            if (used_path)
+                snprintf(used_path, CKPT_PATH_MAX, "%s", path);
+            free(e);
+            return DDP_OK;
+        }
+        log_warn("%s; %s", why.msg, i + 1 < n ? "falling back to the previous checkpoint" : "no older checkpoint left");
+    }
+    free(e);
+    return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: %d checkpoint file(s), none valid (see warnings above)", dir, n);
+}

@@ -1,0 +1,157 @@
+/* ckpt.h — checkpoints: the on-disk format (docs/checkpoint-format.md), atomic durable writes,
+ * fully verified reads, newest-valid lookup with fallback, pruning, a background writer, and the
+ * `ddprun ckpt info|diff` tool.
+ *
+ * The trainer describes what to save as a ckpt_state (header fields + named host tensors); this
+ * module never decides *when* to save, never talks MPI and never touches device memory: callers
+ * stage device buffers to host first. A file is visible under its final name only once complete
+ * and durable; a read returns nothing unless every CRC and size checked out.
+ *
+ * Signals: the first write (or ckpt_writer_create) sets SIGXFSZ to SIG_IGN process-wide when it
+ * is at its default, so exceeding RLIMIT_FSIZE gives EFBIG (a clear error) instead of killing
+ * the process. */
+#ifndef DDP_CKPT_H
+#define DDP_CKPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/base/err.h"
+#include "runtime/base/rng.h"
+
+#define CKPT_FORMAT_VERSION 1
+#define CKPT_MAX_NDIM 8
+#define CKPT_NAME_MAX 128  /* tensor / RNG / model-kind names, NUL included */
+#define CKPT_MAX_RNG 64
+#define CKPT_PATH_MAX 4096
+#define CKPT_ALIGN 64      /* tensor data offsets are multiples of this */
+
+/* Returned by ckpt_find_latest when the directory holds no checkpoint file at all (or does not
+ * exist): not an error, "start fresh". Negative so it never collides with an exit status. */
+#define CKPT_NONE (-1)
+
+typedef enum ckpt_dtype {
+    CKPT_F32 = 0, CKPT_F64 = 1, CKPT_I32 = 2, CKPT_I64 = 3, CKPT_U8 = 4, CKPT_BF16 = 5
+} ckpt_dtype;
+
+/* A named host tensor. Writers fill name/dtype/ndim/shape/data; reads also fill nbytes, crc
+ * and crc_ok (data then points into the ckpt_loaded's own buffer). */
+typedef struct ckpt_tensor {
+    char name[CKPT_NAME_MAX];   /* e.g. "param/fc1.weight", "optim/m/fc1.weight" */
+    ckpt_dtype dtype;
+    int ndim;                   /* 0 = scalar */
+    int64_t shape[CKPT_MAX_NDIM];
+    const void *data;
+    uint64_t nbytes;            /* read side only (writers: computed from dtype and shape) */
+    uint32_t crc;               /* read side only: CRC32 stored in the table */
+    bool crc_ok;                /* read side only: data matches crc */
+} ckpt_tensor;
+
+typedef struct ckpt_rng_state {
+    char name[CKPT_NAME_MAX];   /* e.g. "sampler", "dropout/rank3" */
+    rng state;
+} ckpt_rng_state;
+
+typedef struct ckpt_header {
+    int64_t step;               /* optimizer steps done (global training step) */
+    int64_t epoch;
+    int64_t consumed;           /* global sampler position within the epoch */
+    int64_t total_steps;        /* planned length of the run (LR schedule needs it) */
+    int64_t optim_step;         /* optimizer's own step count (bias correction) */
+    int32_t world_size;         /* ranks at save time */
+    int32_t restart_count;
+    uint64_t config_hash;       /* config_hash() of the run that saved */
+    double save_time;           /* Unix time of the save, seconds */
+    double elapsed_s;           /* training wall time so far, seconds */
+    char model_kind[CKPT_NAME_MAX];
+    int n_rng;
+    ckpt_rng_state rng[CKPT_MAX_RNG];
+} ckpt_header;
+
+/* What the trainer hands in: the header plus tensors it owns (only read during the call). */
+typedef struct ckpt_state {
+    ckpt_header hdr;
+    int n_tensors;
+    const ckpt_tensor *tensors;
+} ckpt_state;
+
+/* A checkpoint read back; owns its memory (free with ckpt_loaded_free). */
+typedef struct ckpt_loaded {
+    ckpt_header hdr;
+    int n_tensors;
+    ckpt_tensor *tensors;
+    uint64_t file_bytes;
+    void *blob_;                /* private: the file contents */
+} ckpt_loaded;
+
+size_t ckpt_dtype_size(ckpt_dtype d);
+const char *ckpt_dtype_name(ckpt_dtype d);
+/* Number of elements (product of shape; 1 for a scalar). */
+uint64_t ckpt_tensor_numel(const ckpt_tensor *t);
+
+/* Final file name for a step: "ckpt-%08lld.ddp" (more digits past 1e8 steps). */
+void ckpt_file_name(int64_t step, char *out, size_t out_size);
+
+/* Writes dir/ckpt-<step>.ddp atomically: a temporary ".ckpt-*.tmp.<pid>" in dir, written and
+ * fsync'd, renamed into place, directory fsync'd. On any failure the temporary file is removed,
+ * nothing else in dir changes, and err names the path and strerror. Leftover temporaries from
+ * dead processes are removed. final_path (CKPT_PATH_MAX bytes, may be NULL) gets the path. */
+int ckpt_write_atomic(const char *dir, const ckpt_state *s, char *final_path, ddp_err *err);
+
+/* Deletes all checkpoints in dir except keep_path and the keep_last-1 others with the highest
+ * steps. keep_last <= 0 keeps everything. Call only after keep_path is durable. */
+int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *err);
+
+/* Reads and verifies the whole file (magic, version, header CRC, table sanity, sizes against the
+ * file length, every tensor CRC) before returning DDP_OK; on failure *out is left empty and err
+ * names the file and what was wrong (the tensor, for a CRC mismatch). */
+int ckpt_read(const char *path, ckpt_loaded *out, ddp_err *err);
+
+/* Like ckpt_read, but a tensor whose CRC does not match is kept with crc_ok = false instead of
+ * failing the read (for `ckpt info`). The header and table must still be valid. */
+int ckpt_read_lenient(const char *path, ckpt_loaded *out, ddp_err *err);
+
+/* Loads the newest valid checkpoint in dir (by step): a corrupt or truncated one is reported
+ * with log_warn (file and reason) and the previous one is tried. Returns DDP_OK (used_path, of
+ * CKPT_PATH_MAX bytes, gets its path), CKPT_NONE when dir holds no checkpoint file, or
+ * DDP_ERUNTIME when checkpoint files exist but none is valid. */
+int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err *err);
+
+/* Tensor by name, or NULL. */
+const ckpt_tensor *ckpt_loaded_tensor(const ckpt_loaded *c, const char *name);
+/* RNG state by name, or NULL. */
+const rng *ckpt_loaded_rng(const ckpt_loaded *c, const char *name);
+void ckpt_loaded_free(ckpt_loaded *c);
+
+/* ---- background writer ---------------------------------------------------------------- */
+
+typedef struct ckpt_writer ckpt_writer;
+
+typedef struct ckpt_write_stats {
+    double snapshot_s;          /* time submit spent copying the state (the training stall) */
+    double write_s;             /* background: write + fsync + rename + prune */
+    uint64_t bytes;             /* file size */
+    char path[CKPT_PATH_MAX];   /* final path */
+} ckpt_write_stats;
+
+/* A writer for dir (created, with parents, at the first write) keeping keep_last checkpoints
+ * (<= 0: all). The caller times ckpt_writer_submit for the stall, or reads stats.snapshot_s. */
+int ckpt_writer_create(const char *dir, int keep_last, ckpt_writer **out, ddp_err *err);
+/* Waits for the previous write (returning its error, without starting a new one, if it failed),
+ * deep-copies s into the writer's host snapshot and returns; the worker thread then writes it
+ * atomically and prunes. s's buffers may change as soon as this returns. */
+int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err);
+/* Waits until no write is in flight; returns the last write's status (once) and its stats
+ * (stats may be NULL). */
+int ckpt_writer_wait(ckpt_writer *w, ckpt_write_stats *stats, ddp_err *err);
+/* Waits for an in-flight write, then stops the thread and frees everything. */
+void ckpt_writer_destroy(ckpt_writer *w);
+
+/* ---- user tool ------------------------------------------------------------------------- */
+
+/* `ckpt info PATH` / `ckpt diff A B` (argv[0] is "ckpt" or the program name, argv[1] the verb).
+ * Exit status: 0 valid / identical, 1 bad CRC / different / unreadable, 2 usage error. */
+int ckpt_tool_main(int argc, char **argv);
+
+#endif

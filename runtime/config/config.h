@@ -1,0 +1,100 @@
+/* config.h — the typed, validated job configuration.
+ *
+ * config_load reads a YAML file with libyaml, applies `key.path=value` overrides from the command
+ * line, and validates everything before any rank does work. Every rejection names
+ * FILE:LINE:COL and the key path (overrides are reported as `<override N>:1:COL`), and returns
+ * DDP_EUSAGE. The struct below is plain data; nothing outside config.c parses YAML.
+ * This module must not touch the filesystem beyond reading the YAML file (config_write_resolved
+ * is the one writer, called by the training loop once the run directory exists). */
+#ifndef DDP_CONFIG_H
+#define DDP_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/base/err.h"
+
+#define CFG_MAX_HIDDEN 16
+#define CFG_PATH_MAX 1024
+
+typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA } cfg_device;
+typedef enum { MODEL_MLP } cfg_model_kind;
+typedef enum { ACT_RELU, ACT_GELU } act_kind;
+typedef enum { DATA_FASHION_MNIST, DATA_SYNTHETIC } cfg_data_kind;
+typedef enum { OPT_SGD, OPT_ADAMW } cfg_opt_kind;
+typedef enum { SCHED_CONSTANT, SCHED_COSINE } cfg_sched_kind;
+typedef enum { BACKEND_AUTO, BACKEND_MPI, BACKEND_NCCL } cfg_backend;
+typedef enum { GRAD_FP32, GRAD_BF16 } cfg_grad_dtype;
+typedef enum { RESUME_AUTO, RESUME_NEVER, RESUME_PATH } cfg_resume;
+
+typedef struct config {
+    char source[CFG_PATH_MAX]; /* the YAML file it came from */
+
+    struct { char dir[CFG_PATH_MAX]; uint64_t seed; } run;
+    cfg_device device;
+    struct { bool tf32; } cuda;                 /* cuda.tf32: allow TF32 GEMMs on the CUDA backend */
+
+    struct {
+        cfg_model_kind kind;
+        int n_hidden;
+        int64_t hidden[CFG_MAX_HIDDEN];
+        act_kind activation;
+    } model;
+
+    struct {
+        cfg_data_kind kind;
+        char path[CFG_PATH_MAX];                /* fashion-mnist: folder with the four .gz IDX files */
+        int64_t batch_size;                     /* per rank, per micro-step */
+        bool shuffle;
+        bool drop_last;
+        /* synthetic only */
+        int64_t synthetic_train, synthetic_test, synthetic_features, synthetic_classes;
+    } data;
+
+    struct {
+        int64_t epochs;
+        int64_t max_steps;                      /* 0 = epochs decide; >0 stops after this many optimizer steps */
+        int64_t grad_accum;
+        int64_t log_every;
+        bool eval;                              /* evaluate on the test set after each epoch */
+    } train;
+
+    struct {
+        cfg_opt_kind kind;
+        double lr, weight_decay, beta1, beta2, eps, momentum, grad_clip; /* grad_clip 0 = off */
+        bool nesterov;
+        struct { cfg_sched_kind kind; int64_t warmup_steps; double min_lr; } schedule;
+    } optimizer;
+
+    struct {
+        cfg_backend backend;
+        double bucket_mb, first_bucket_mb;
+        double timeout_s;
+        bool debug;
+        cfg_grad_dtype grad_dtype;
+    } ddp;
+
+    struct {
+        int64_t every_steps;                    /* 0 = off */
+        double every_minutes;                   /* 0 = off */
+        int64_t keep_last;
+        cfg_resume resume;
+        char resume_path[CFG_PATH_MAX];
+        int stop_signal;                        /* signal number that means "checkpoint and stop" */
+    } checkpoint;
+} config;
+
+/* Fills *out with defaults, then the file, then the overrides; validates. */
+int config_load(const char *path, int n_overrides, char *const overrides[], config *out, ddp_err *err);
+
+/* Writes the fully resolved config (every key, defaults included) as YAML to path. */
+int config_write_resolved(const config *c, const char *path, ddp_err *err);
+
+/* A stable 64-bit hash of the settings that must match for a bit-exact resume (model shape,
+ * data, optimizer kind); stored in checkpoints. */
+uint64_t config_hash(const config *c);
+
+const char *act_kind_name(act_kind a);
+
+#endif

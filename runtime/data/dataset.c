@@ -1,0 +1,315 @@
+/* data.c — in-memory datasets: the Fashion-MNIST gzipped IDX reader, synthetic data, gathering.
+ *
+ * Owns the IDX format checks (magic, dimensions, matching counts, exact payload length, label
+ * range) and the rule that a failed load leaves *out zeroed with nothing allocated. Decompression
+ * is zlib's gz* API. It must not know about ranks, batching order or devices (sampler.h, device.h).
+ */
+#include "dataset.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "runtime/base/rng.h"
+
+#define IDX_MAGIC_IMAGES 0x00000803u /* unsigned bytes, 3 dimensions */
+#define IDX_MAGIC_LABELS 0x00000801u /* unsigned bytes, 1 dimension */
+#define FMNIST_SIDE 28
+#define FMNIST_CLASSES 10
+#define FMNIST_PACKAGE "dataset-fashion-mnist"
+/* Payloads are read in slices that fit gzread's unsigned length, into a buffer grown as data
+ * arrives so a header that lies about a huge count fails on truncation, not on a giant malloc. */
+#define READ_SLICE ((size_t)1 << 24)
+
+typedef struct idx_file {
+    const char *path;
+    gzFile gz;
+} idx_file;
+
+static int idx_open(idx_file *f, const char *path, ddp_err *err)
+{
+    f->path = path;
+    errno = 0;
+    f->gz = gzopen(path, "rb");
+    if (!f->gz) {
+        if (errno == ENOENT)
+            return ddp_fail(err, DDP_EUSAGE, "%s: file not found (Fashion-MNIST is shipped by the "
+                            "Debian package %s)", path, FMNIST_PACKAGE);
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot open: %s", path,
+                        errno ? strerror(errno) : "out of memory in zlib");
+    }
+    gzbuffer(f->gz, 1u << 18);
+    return DDP_OK;
+}
+
+/* zlib's message without the "path: " it prefixes, since our messages name the path already. */
+static const char *zlib_message(idx_file *f, int *zerr)
+{
+    const char *msg = gzerror(f->gz, zerr);
+    size_t len = strlen(f->path);
+    if (strncmp(msg, f->path, len) == 0 && msg[len] == ':' && msg[len + 1] == ' ')
+        msg += len + 2;
+    return msg;
+}
+
+/* Describes why gzread fell short: a zlib error (corrupt stream, I/O) or plain end of data. */
+static int idx_short_read(idx_file *f, const char *what, size_t want, size_t got, ddp_err *err)
+{
+    int zerr = Z_OK;
+    const char *zmsg = zlib_message(f, &zerr);
+    if (zerr == Z_ERRNO)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: read error in %s: %s", f->path, what, strerror(errno));
+    if (zerr != Z_OK && zerr != Z_BUF_ERROR)
+        return ddp_fail(err, DDP_EUSAGE, "%s: corrupt gzip data in %s (zlib: %s)", f->path, what, zmsg);
+    return ddp_fail(err, DDP_EUSAGE, "%s: truncated: %s needs %zu bytes, only %zu present%s%s%s", f->path,
+                    what, want, got, zerr == Z_BUF_ERROR ? " (zlib: " : "",
+                    zerr == Z_BUF_ERROR ? zmsg : "", zerr == Z_BUF_ERROR ? ")" : "");
+}
+
+static int idx_read_exact(idx_file *f, void *buf, size_t len, const char *what, ddp_err *err)
+{
+    size_t got = 0;
+    while (got < len) {
+        size_t slice = len - got < READ_SLICE ? len - got : READ_SLICE;
+        int r = gzread(f->gz, (char *)buf + got, (unsigned)slice);
+        if (r <= 0)
+            return idx_short_read(f, what, len, got, err);
+        got += (size_t)r;
+    }
+    return DDP_OK;
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* Reads the magic and `ndims` dimensions. A file that is not gzip at all is rejected here:
+ * zlib would otherwise pass its bytes through unchanged. */
+static int idx_read_header(idx_file *f, uint32_t magic, uint32_t *dims, int ndims, ddp_err *err)
+{
+    uint8_t hdr[4 + 4 * 3];
+    int rc = idx_read_exact(f, hdr, 4 + 4 * (size_t)ndims, "the IDX header", err);
+    if (gzdirect(f->gz))
+        return ddp_fail(err, DDP_EUSAGE, "%s: not a gzip file (expected gzipped IDX data)", f->path);
+    if (rc)
+        return rc;
+    uint32_t got = be32(hdr);
+    if (got != magic)
+        return ddp_fail(err, DDP_EUSAGE, "%s: bad IDX magic 0x%08x, expected 0x%08x (%s)", f->path,
+                        got, magic, magic == IDX_MAGIC_IMAGES ? "images" : "labels");
+    for (int i = 0; i < ndims; i++)
+        dims[i] = be32(hdr + 4 + 4 * i);
+    return DDP_OK;
+}
+
+/* Reads exactly len payload bytes into a new buffer, then insists the stream ends there
+ * (reading past the payload also makes zlib verify the gzip CRC and length trailer). */
+static int idx_read_payload(idx_file *f, size_t len, const char *what, uint8_t **out, ddp_err *err)
+{
+    size_t cap = len < READ_SLICE ? len : READ_SLICE, got = 0;
+    uint8_t *buf = malloc(cap ? cap : 1);
+    if (!buf)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot allocate %zu bytes", f->path, cap);
+    while (got < len) {
+        if (got == cap) {
+            cap = len - cap < cap ? len : 2 * cap;
+            uint8_t *grown = realloc(buf, cap);
+            if (!grown) {
+                free(buf);
+                return ddp_fail(err, DDP_ERUNTIME, "%s: cannot allocate %zu bytes", f->path, cap);
+            }
+            buf = grown;
+        }
+        size_t slice = cap - got < READ_SLICE ? cap - got : READ_SLICE;
+        int r = gzread(f->gz, buf + got, (unsigned)slice);
+        if (r <= 0) {
+            free(buf);
+            return idx_short_read(f, what, len, got, err);
+        }
+        got += (size_t)r;
+    }
+    uint8_t extra;
+    int r = gzread(f->gz, &extra, 1);
+    int zerr = Z_OK;
+    const char *zmsg = zlib_message(f, &zerr);
+    int rc = DDP_OK;
+    if (r > 0)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: trailing data after the %zu bytes of %s the header declares",
+                      f->path, len, what);
+    else if (zerr != Z_OK)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: corrupt or truncated gzip stream after %s (zlib: %s)",
+                      f->path, what, zmsg);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    return DDP_OK;
+}
+
+static int join_path(char *buf, size_t size, const char *dir, const char *file, ddp_err *err)
+{
+    int len = snprintf(buf, size, "%s/%s", dir, file);
+    if (len < 0 || (size_t)len >= size)
+        return ddp_fail(err, DDP_EUSAGE, "%s/%s: path too long", dir, file);
+    return DDP_OK;
+}
+
+static int load_labels(const char *path, uint8_t **labels, uint32_t *count, ddp_err *err)
+{
+    idx_file f;
+    int rc = idx_open(&f, path, err);
+    if (rc)
+        return rc;
+    rc = idx_read_header(&f, IDX_MAGIC_LABELS, count, 1, err);
+    if (!rc && *count == 0)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: header declares 0 labels", path);
+    if (!rc)
+        rc = idx_read_payload(&f, *count, "labels", labels, err);
+    gzclose(f.gz);
+    if (rc)
+        return rc;
+    for (uint32_t i = 0; i < *count; i++)
+        if ((*labels)[i] >= FMNIST_CLASSES) {
+            rc = ddp_fail(err, DDP_EUSAGE, "%s: label %u of sample %u is not below %d", path,
+                          (*labels)[i], i, FMNIST_CLASSES);
+            free(*labels);
+            *labels = NULL;
+            return rc;
+        }
+    return DDP_OK;
+}
+
+static int load_images(const char *path, uint32_t expect_count, const char *labels_path, uint8_t **images,
+                       ddp_err *err)
+{
+    idx_file f;
+    uint32_t dims[3];
+    int rc = idx_open(&f, path, err);
+    if (rc)
+        return rc;
+    rc = idx_read_header(&f, IDX_MAGIC_IMAGES, dims, 3, err);
+    if (!rc && (dims[1] != FMNIST_SIDE || dims[2] != FMNIST_SIDE))
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: images are %ux%u, expected %dx%d", path, dims[1], dims[2],
+                      FMNIST_SIDE, FMNIST_SIDE);
+    if (!rc && dims[0] != expect_count)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: header declares %u images but %s has %u labels", path,
+                      dims[0], labels_path, expect_count);
+    if (!rc)
+        rc = idx_read_payload(&f, (size_t)dims[0] * FMNIST_SIDE * FMNIST_SIDE, "images", images, err);
+    gzclose(f.gz);
+    return rc;
+}
+
+int dataset_load_fashion_mnist(const char *dir, bool train, dataset *out, ddp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const char *prefix = train ? "train" : "t10k";
+    char file[64], images_path[4096], labels_path[4096];
+    snprintf(file, sizeof file, "%s-labels-idx1-ubyte.gz", prefix);
+    int rc = join_path(labels_path, sizeof labels_path, dir, file, err);
+    snprintf(file, sizeof file, "%s-images-idx3-ubyte.gz", prefix);
+    if (!rc)
+        rc = join_path(images_path, sizeof images_path, dir, file, err);
+    if (rc)
+        return rc;
+
+    uint8_t *labels = NULL, *images = NULL;
+    uint32_t count = 0;
+    rc = load_labels(labels_path, &labels, &count, err);
+    if (!rc)
+        rc = load_images(images_path, count, labels_path, &images, err);
+    if (rc) {
+        free(labels);
+        return rc;
+    }
+    out->n = count;
+    out->features = FMNIST_SIDE * FMNIST_SIDE;
+    out->classes = FMNIST_CLASSES;
+    out->images = images;
+    out->labels = labels;
+    snprintf(out->name, sizeof out->name, "fashion-mnist/%s", train ? "train" : "test");
+    return DDP_OK;
+}
+
+/* label = argmax over classes of a fixed random projection of the centred pixels: a linear rule,
+ * so a linear model can learn it exactly, and it depends only on (seed, features, classes). */
+static void synthetic_labels(dataset *d, const float *projection)
+{
+    for (int64_t i = 0; i < d->n; i++) {
+        const uint8_t *x = d->images + i * d->features;
+        double best = 0;
+        int64_t best_class = 0;
+        for (int64_t c = 0; c < d->classes; c++) {
+            const float *w = projection + c * d->features;
+            double score = 0;
+            for (int64_t f = 0; f < d->features; f++)
+                score += (double)w[f] * ((double)x[f] - 127.5);
+            if (c == 0 || score > best) {
+                best = score;
+                best_class = c;
+            }
+        }
+        d->labels[i] = (uint8_t)best_class;
+    }
+}
+
+int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_t seed, dataset *out,
+                           ddp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (n <= 0 || features <= 0 || classes < 2 || classes > 256)
+        return ddp_fail(err, DDP_EUSAGE, "synthetic data: need n > 0, features > 0 and 2 <= classes <= 256"
+                        " (got n=%lld features=%lld classes=%lld)", (long long)n, (long long)features,
+                        (long long)classes);
+    if (n > INT64_MAX / features || features > INT64_MAX / classes / (int64_t)sizeof(float))
+        return ddp_fail(err, DDP_EUSAGE, "synthetic data: %lld x %lld bytes is too large", (long long)n,
+                        (long long)features);
+    out->images = malloc((size_t)(n * features));
+    out->labels = malloc((size_t)n);
+    float *projection = malloc((size_t)(classes * features) * sizeof(float));
+    if (!out->images || !out->labels || !projection) {
+        free(projection);
+        dataset_free(out);
+        return ddp_fail(err, DDP_ERUNTIME, "synthetic data: cannot allocate %lld x %lld bytes",
+                        (long long)n, (long long)features);
+    }
+    rng r;
+    rng_seed(&r, seed, RNG_SYNTHETIC);
+    for (int64_t i = 0; i < classes * features; i++)
+        projection[i] = rng_uniform(&r, -1.0f, 1.0f);
+    for (int64_t i = 0; i < n * features; i += 8) {
+        uint64_t bits = rng_next(&r);
+        for (int64_t b = 0; b < 8 && i + b < n * features; b++)
+            out->images[i + b] = (uint8_t)(bits >> (8 * b));
+    }
+    out->n = n;
+    out->features = features;
+    out->classes = classes;
+    synthetic_labels(out, projection);
+    free(projection);
+    snprintf(out->name, sizeof out->name, "synthetic");
+    return DDP_OK;
+}
+
+void dataset_free(dataset *d)
+{
+    if (!d)
+        return;
+    free(d->images);
+    free(d->labels);
+    memset(d, 0, sizeof *d);
+}
+
+void dataset_gather(const dataset *d, const int64_t *idx, int64_t count, uint8_t *x_out, int32_t *y_out)
+{
+    size_t row = (size_t)d->features;
+    for (int64_t i = 0; i < count; i++) {
+        memcpy(x_out + (size_t)i * row, d->images + (size_t)idx[i] * row, row);
+        y_out[i] = d->labels[idx[i]];
+    }
+}

@@ -1,0 +1,42 @@
+/* optim.h — optimizers (SGD with momentum/Nesterov/weight decay, AdamW), learning-rate schedules
+ * and gradient clipping by global norm, over the flat parameter and gradient buffers.
+ *
+ * Matches PyTorch's torch.optim.SGD and AdamW step for step (see
+ * ../shared/fixtures/mlp-reference/README.md). State buffers live on the device; step counts and
+ * the schedule position are plain integers that checkpoints store. The element-wise update runs
+ * as a device op. This module must not communicate: gradients arrive already averaged. */
+#ifndef DDP_OPTIM_H
+#define DDP_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/config/config.h"
+#include "runtime/device/device.h"
+#include "runtime/base/err.h"
+
+typedef struct optimizer {
+    cfg_opt_kind kind;
+    device *dev;
+    size_t n;
+    float *state0;      /* SGD momentum buffer / AdamW first moment (device, n floats) */
+    float *state1;      /* AdamW second moment (device, n floats); NULL for SGD */
+    int64_t step;       /* optimizer steps taken so far */
+    double lr, weight_decay, beta1, beta2, eps, momentum, grad_clip;
+    bool nesterov;
+    cfg_sched_kind sched;
+    int64_t warmup_steps;
+    double min_lr;
+} optimizer;
+
+int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_err *err);
+void optim_destroy(optimizer *o);
+/* Learning rate for optimizer step `step` (0-based) of total_steps. Linear warmup from lr/warmup
+ * to lr over warmup_steps, then cosine to min_lr at total_steps; constant: lr (after warmup). */
+double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps);
+/* Global L2 norm of the gradients; sets *scale to min(1, clip/(norm+1e-6)) when clipping is on. */
+int optim_grad_norm(optimizer *o, const float *grads, double *norm, float *scale, ddp_err *err);
+/* One update with learning rate lr and gradients multiplied by grad_scale; increments step. */
+int optim_step(optimizer *o, float *params, const float *grads, double lr, float grad_scale, ddp_err *err);
+
+#endif

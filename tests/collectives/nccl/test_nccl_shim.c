@@ -1,0 +1,139 @@
+/* test_nccl_shim.c — the emulated build's NCCL shim (runtime/cudaemu/nccl) called directly, under
+ * real mpirun: it must reject what real NCCL rejects, with NCCL's result codes, so code that
+ * passes here does not fail on a GPU for an argument error.
+ * Covers: NULL comm / outputs, bad and unsupported (fp8) types, bad reduction ops, root and peer
+ * out of range, NULL and host (not cudaMalloc'd) buffers, a buffer shorter than count, a dead
+ * stream, ncclGroupEnd without ncclGroupStart, a failure inside a group reported again by
+ * ncclGroupEnd; identity queries, version, the async-error query; and that ncclCommAbort makes a
+ * later call fail instead of hanging. Results of valid calls are compared with MPI by
+ * test_nccl_comm; one bf16 average here is checked against exact values. */
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "tests/check.h"
+#include "runtime/base/half.h"
+
+#define EXPECT(call, want)                                                                        \
+    do {                                                                                          \
+        ncclResult_t got_ = (call);                                                               \
+        CHECK(got_ == (want), "%s returned %d (%s), expected %d", #call, (int)got_,               \
+              ncclGetErrorString(got_), (int)(want));                                             \
+    } while (0)
+
+static int g_rank, g_size;
+
+static void bad_arguments(ncclComm_t comm, cudaStream_t s, float *d, float *host)
+{
+    EXPECT(ncclAllReduce(d, d, 4, ncclFloat, ncclSum, NULL, s), ncclInvalidArgument);
+    EXPECT(ncclAllReduce(d, d, 4, ncclNumTypes, ncclSum, comm, s), ncclInvalidArgument);
+    EXPECT(ncclAllReduce(d, d, 4, ncclFloat8e4m3, ncclSum, comm, s), ncclInvalidArgument);
+    EXPECT(ncclAllReduce(d, d, 4, ncclFloat, ncclNumOps, comm, s), ncclInvalidArgument);
+    EXPECT(ncclAllReduce(NULL, d, 4, ncclFloat, ncclSum, comm, s), ncclInvalidArgument);
+    EXPECT(ncclAllReduce(host, host, 4, ncclFloat, ncclSum, comm, s), ncclInvalidArgument);
+    EXPECT(ncclAllReduce(d, d, 5, ncclFloat, ncclSum, comm, s), ncclInvalidArgument); /* 4 allocated */
+    EXPECT(ncclBroadcast(d, d, 4, ncclFloat, g_size, comm, s), ncclInvalidArgument);
+    EXPECT(ncclBroadcast(d, d, 4, ncclFloat, -1, comm, s), ncclInvalidArgument);
+    EXPECT(ncclReduce(d, d, 4, ncclFloat, ncclSum, g_size, comm, s), ncclInvalidArgument);
+    EXPECT(ncclAllGather(d, d, 4, ncclFloat, comm, s), ncclInvalidArgument);  /* needs size*4 */
+    EXPECT(ncclReduceScatter(d, d, 4, ncclFloat, ncclSum, comm, s), ncclInvalidArgument);
+    EXPECT(ncclSend(d, 4, ncclFloat, g_size, comm, s), ncclInvalidArgument);
+    EXPECT(ncclRecv(d, 4, ncclFloat, -1, comm, s), ncclInvalidArgument);
+    cudaStream_t dead;
+    cudaStreamCreate(&dead);
+    cudaStreamDestroy(dead);
+    EXPECT(ncclAllReduce(d, d, 4, ncclFloat, ncclSum, comm, dead), ncclUnhandledCudaError);
+    CHECK(ncclGetLastError(comm)[0] != '\0', "ncclGetLastError says nothing after a failure");
+}
+
+static void groups(ncclComm_t comm, cudaStream_t s, float *d)
+{
+    EXPECT(ncclGroupEnd(), ncclInvalidUsage);
+    /* a bad call inside a group fails, and ncclGroupEnd reports it again */
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclSend(d, 4, ncclFloat, g_size + 3, comm, s), ncclInvalidArgument);
+    EXPECT(ncclGroupEnd(), ncclInvalidArgument);
+    /* a ring exchange inside a group completes (a lone blocking send would deadlock) */
+    float *r = NULL;
+    cudaMalloc((void **)&r, 4 * sizeof *r);
+    float h[4] = {(float)g_rank, 1, 2, 3};
+    cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclSend(d, 4, ncclFloat, (g_rank + 1) % g_size, comm, s), ncclSuccess);
+    EXPECT(ncclRecv(r, 4, ncclFloat, (g_rank + g_size - 1) % g_size, comm, s), ncclSuccess);
+    EXPECT(ncclGroupEnd(), ncclSuccess);
+    cudaMemcpy(h, r, sizeof h, cudaMemcpyDeviceToHost);
+    CHECK(h[0] == (float)((g_rank + g_size - 1) % g_size) && h[3] == 3, "ring exchange got %g %g", h[0], h[3]);
+    cudaFree(r);
+}
+
+/* bf16 average of rank-dependent values: sum in float, rounded once, divided, rounded again. */
+static void bf16_average(ncclComm_t comm, cudaStream_t s)
+{
+    enum { N = 64 };
+    uint16_t h[N], *d = NULL;
+    for (int i = 0; i < N; i++)
+        h[i] = float_to_bf16((float)(i + g_rank * 3) * 0.25f);
+    cudaMalloc((void **)&d, sizeof h);
+    cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+    EXPECT(ncclAllReduce(d, d, N, ncclBfloat16, ncclAvg, comm, s), ncclSuccess);
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        double exact = 0;
+        for (int r = 0; r < g_size; r++)
+            exact += (i + r * 3) * 0.25;
+        exact /= g_size;
+        bad += fabs(bf16_to_float(h[i]) - exact) > 1e-2 * fabs(exact) + 1e-3;
+    }
+    CHECK(bad == 0, "%d of %d bf16 averages are off by more than bf16 rounding", bad, N);
+    cudaFree(d);
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    int version = 0;
+    EXPECT(ncclGetVersion(&version), ncclSuccess);
+    CHECK(version == NCCL_VERSION_CODE, "version %d", version);
+    EXPECT(ncclGetUniqueId(NULL), ncclInvalidArgument);
+    ncclUniqueId id;
+    if (g_rank == 0)
+        EXPECT(ncclGetUniqueId(&id), ncclSuccess);
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    ncclComm_t comm = NULL;
+    EXPECT(ncclCommInitRank(&comm, g_size, id, g_size), ncclInvalidArgument);
+    EXPECT(ncclCommInitRank(&comm, g_size, id, g_rank), ncclSuccess);
+    int n = -1, me = -1;
+    EXPECT(ncclCommCount(comm, &n), ncclSuccess);
+    EXPECT(ncclCommUserRank(comm, &me), ncclSuccess);
+    CHECK(n == g_size && me == g_rank, "count %d rank %d", n, me);
+    ncclResult_t async = ncclInternalError;
+    EXPECT(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    CHECK(async == ncclSuccess, "fresh communicator reports async error %d", (int)async);
+
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    float *d = NULL, host[8];
+    cudaMalloc((void **)&d, 4 * sizeof *d);
+    bad_arguments(comm, s, d, host);
+    groups(comm, s, d);
+    bf16_average(comm, s);
+
+    /* after ncclCommAbort, calls fail at once rather than waiting for peers */
+    EXPECT(ncclCommAbort(comm), ncclSuccess);
+    EXPECT(ncclAllReduce(d, d, 4, ncclFloat, ncclSum, comm, s), ncclInvalidUsage);
+    EXPECT(ncclCommDestroy(comm), ncclSuccess);
+    cudaFree(d);
+    cudaStreamDestroy(s);
+    int status = check_done(g_rank == 0 ? "test_nccl_shim" : "test_nccl_shim (other rank)");
+    int worst = status;
+    MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return worst;
+}

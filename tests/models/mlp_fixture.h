@@ -1,0 +1,305 @@
+/* mlp_fixture.h — the PyTorch reference checks of $DDP_TEST_FIXTURES/mlp-reference (README there),
+ * shared by test_mlp.c and test_optim.c (CPU device) and cuda/test_cuda_mlp.c (CUDA device): loads
+ * the reference tensors, builds the 784-64-32-10 MLP they describe on either device with the
+ * reference batch uploaded, and checks forward/backward and 3-step optimizer trajectories
+ * against PyTorch with one set of tolerances for both backends.
+ *
+ * Header-only like check.h. */
+#ifndef DDP_MLP_FIXTURE_H
+#define DDP_MLP_FIXTURE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <math.h>
+
+#include "models/mlp.h"
+#include "runtime/optim/optim.h"
+#include "tests/check.h"
+
+#define FX_RTOL 1e-5
+#define FX_ATOL_LOGIT 1e-5  /* logits are O(0.1..1) */
+#define FX_ATOL_GRAD 1e-7   /* gradients are O(1e-3..1e-1); near-zero entries need an absolute floor */
+#define FX_SGD_ATOL 1e-6    /* parameters are O(0.01..0.1); a floor for the ones near zero */
+/* An AdamW update is lr·m̂/(sqrt(v̂)+eps): where |g| is near eps (fixture fc1.weight[412] has
+ * g = -1.4e-9 from cancellation) float32 gradient rounding moves that step by a good fraction of
+ * lr = 1e-3. 5e-6 (0.5% of lr) still catches any wrong formula, which shifts steps by O(lr). */
+#define FX_ADAMW_ATOL 5e-6
+
+#define FX_BATCH 16
+#define FX_IN 784
+#define FX_CLASSES 10
+
+typedef struct fx_mlp {
+    device *dev;
+    model *m;
+    float *x;        /* device [16, 784] */
+    int32_t *labels; /* device [16] */
+    float *stats;    /* device [2] */
+} fx_mlp;
+
+/* Reads NAME.bin (count 4-byte values) into a malloc'd buffer; NULL (after a message) when
+ * missing or of the wrong size. */
+static inline void *fx_load(const char *name, size_t count)
+{
+    const char *dir = getenv("DDP_TEST_FIXTURES");
+    char path[2048];
+    snprintf(path, sizeof path, "%s/mlp-reference/%s.bin", dir ? dir : "../shared/fixtures", name);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "fixture %s: cannot open (set DDP_TEST_FIXTURES)\n", path);
+        return NULL;
+    }
+    void *buf = malloc(count * 4 + 1);
+    size_t got = buf ? fread(buf, 1, count * 4 + 1, f) : 0;
+    fclose(f);
+    if (got != count * 4) {
+        fprintf(stderr, "fixture %s: %zu bytes, expected %zu\n", path, got, count * 4);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Uploads fixture PREFIX.<tensor> into dst (a params-layout device buffer) for every tensor. */
+static inline int fx_load_params(model *m, const char *prefix, float *dst)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        const param_tensor *t = &m->tensors[i];
+        char name[128];
+        snprintf(name, sizeof name, "%s.%s", prefix, t->name);
+        float *h = fx_load(name, t->numel);
+        if (!h)
+            return 1;
+        m->dev->ops->upload(m->dev, dst + t->offset, h, t->numel * 4, NULL);
+        free(h);
+    }
+    return 0;
+}
+
+static inline void *fx_device_copy(device *d, const void *host, size_t bytes)
+{
+    void *p = NULL;
+    if (d->ops->alloc(d, bytes, &p, NULL))
+        return NULL;
+    d->ops->upload(d, p, host, bytes, NULL);
+    return p;
+}
+
+/* The reference MLP with activation act and parameters "<init_prefix>.*" on a device of the
+ * given kind (DEVICE_CPU or DEVICE_CUDA); 0 on success. Call fx_teardown either way. */
+static inline int fx_setup(fx_mlp *fx, cfg_device kind, act_kind act, const char *init_prefix)
+{
+    memset(fx, 0, sizeof *fx);
+    ddp_err err = {0};
+    config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.device = kind;
+    cfg.model.kind = MODEL_MLP;
+    cfg.model.n_hidden = 2;
+    cfg.model.hidden[0] = 64;
+    cfg.model.hidden[1] = 32;
+    cfg.model.activation = act;
+    int rc = kind == DEVICE_CUDA ? device_cuda_create(0, &cfg, &fx->dev, &err) : device_cpu_create(&fx->dev, &err);
+    if (rc || model_create(&cfg, fx->dev, FX_IN, FX_CLASSES, FX_BATCH, &fx->m, &err)) {
+        fprintf(stderr, "fixture setup: %s\n", err.msg);
+        return 1;
+    }
+    float *x = fx_load("input", FX_BATCH * FX_IN);
+    int32_t *y = fx_load("labels", FX_BATCH);
+    float zero[2] = {0, 0};
+    rc = !x || !y || fx_load_params(fx->m, init_prefix, fx->m->params);
+    if (!rc) {
+        fx->x = fx_device_copy(fx->dev, x, sizeof(float) * FX_BATCH * FX_IN);
+        fx->labels = fx_device_copy(fx->dev, y, sizeof(int32_t) * FX_BATCH);
+        fx->stats = fx_device_copy(fx->dev, zero, sizeof zero);
+        rc = !fx->x || !fx->labels || !fx->stats;
+    }
+    free(x);
+    free(y);
+    return rc;
+}
+
+static inline void fx_teardown(fx_mlp *fx)
+{
+    if (fx->m)
+        fx->m->ops->destroy(fx->m);
+    if (fx->dev) {
+        fx->dev->ops->free(fx->dev, fx->x);
+        fx->dev->ops->free(fx->dev, fx->labels);
+        fx->dev->ops->free(fx->dev, fx->stats);
+        fx->dev->ops->destroy(fx->dev);
+    }
+}
+
+/* Compares n values elementwise with |got-exp| <= atol + rtol*|exp| (one CHECK for the tensor)
+ * and prints the largest errors, so the report can quote them. Returns the max abs error. */
+static inline double fx_compare(const char *what, const float *got, const float *exp, size_t n, double rtol,
+                                double atol)
+{
+    double max_abs = 0, max_rel = 0;
+    size_t bad = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)exp[i]);
+        double rel = d / (fabs((double)exp[i]) + 1e-30);
+        if (d > max_abs) {
+            max_abs = d;
+            worst = i;
+        }
+        if (fabs((double)exp[i]) > 1e-3 && rel > max_rel)
+            max_rel = rel;
+        if (!(d <= atol + rtol * fabs((double)exp[i])))
+            bad++;
+    }
+    fprintf(stderr, "  %-34s n=%-6zu max_abs=%.3g max_rel(|ref|>1e-3)=%.3g\n", what, n, max_abs, max_rel);
+    CHECK(bad == 0, "%s: %zu of %zu values off (worst [%zu] %.9g vs %.9g)", what, bad, n, worst, (double)got[worst],
+          (double)exp[worst]);
+    return max_abs;
+}
+
+/* Downloads PREFIX-layout device buffer buf and compares each tensor with fixture "<prefix>.*". */
+static inline void fx_compare_params(const fx_mlp *fx, const float *buf, const char *prefix, double rtol,
+                                     double atol)
+{
+    model *m = fx->m;
+    float *host = malloc(m->n_params * 4);
+    m->dev->ops->download(m->dev, host, buf, m->n_params * 4, NULL);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const param_tensor *t = &m->tensors[i];
+        char name[128];
+        snprintf(name, sizeof name, "%s.%s", prefix, t->name);
+        float *exp = fx_load(name, t->numel);
+        CHECK(exp != NULL, "fixture %s missing", name);
+        if (exp)
+            fx_compare(name, host + t->offset, exp, t->numel, rtol, atol);
+        free(exp);
+    }
+    free(host);
+}
+
+/* Forward and backward of the reference batch against PyTorch: logits, loss, gradient norm and
+ * every gradient tensor. */
+static inline void fx_check_forward_backward(cfg_device kind, act_kind act, const char *name)
+{
+    fx_mlp fx;
+    int rc = fx_setup(&fx, kind, act, act == ACT_RELU ? "relu.init" : "gelu.init");
+    CHECK(rc == 0, "fixture setup for %s", name);
+    if (rc) {
+        fx_teardown(&fx);
+        return;
+    }
+    fprintf(stderr, "%s fixture on %s:\n", name, fx.dev->name);
+    ddp_err err = {0};
+    device *d = fx.dev;
+    rc = mlp_forward_backward_f32(fx.m, fx.x, fx.labels, FX_BATCH, 1.0f / FX_BATCH, false, NULL, NULL, fx.stats, &err);
+    CHECK(rc == 0, "forward_backward: %s", err.msg);
+    float logits[FX_BATCH * FX_CLASSES], stats[2];
+    CHECK(d->ops->download(d, logits, mlp_logits(fx.m), sizeof logits, &err) == 0, "%s", err.msg);
+    CHECK(d->ops->download(d, stats, fx.stats, sizeof stats, &err) == 0, "%s", err.msg);
+    char key[64];
+    snprintf(key, sizeof key, "%s.logits", name);
+    float *exp_logits = fx_load(key, FX_BATCH * FX_CLASSES);
+    snprintf(key, sizeof key, "%s.loss", name);
+    float *exp_loss = fx_load(key, 1);
+    snprintf(key, sizeof key, "%s.grad_global_norm", name);
+    float *exp_norm = fx_load(key, 1);
+    CHECK(exp_logits && exp_loss && exp_norm, "fixtures for %s", name);
+    if (exp_logits && exp_loss && exp_norm) {
+        fx_compare("logits", logits, exp_logits, FX_BATCH * FX_CLASSES, FX_RTOL, FX_ATOL_LOGIT);
+        float mean_loss = stats[0] / FX_BATCH;
+        fx_compare("loss (stats[0] / rows)", &mean_loss, exp_loss, 1, FX_RTOL, 0);
+        double sumsq = -1;
+        CHECK(d->ops->sumsq(d, fx.m->grads, fx.m->n_params, &sumsq, &err) == 0, "%s", err.msg);
+        float norm = (float)sqrt(sumsq);
+        fx_compare("grad_global_norm", &norm, exp_norm, 1, FX_RTOL, 0);
+    }
+    snprintf(key, sizeof key, "%s.grad", name);
+    fx_compare_params(&fx, fx.m->grads, key, FX_RTOL, FX_ATOL_GRAD);
+    free(exp_logits);
+    free(exp_loss);
+    free(exp_norm);
+    fx_teardown(&fx);
+}
+
+static inline config fx_optim_config(cfg_opt_kind kind, double lr, double momentum, bool nesterov, double wd, double clip)
+{
+    config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.optimizer.kind = kind;
+    cfg.optimizer.lr = lr;
+    cfg.optimizer.momentum = momentum;
+    cfg.optimizer.nesterov = nesterov;
+    cfg.optimizer.weight_decay = wd;
+    cfg.optimizer.beta1 = 0.9;
+    cfg.optimizer.beta2 = 0.999;
+    cfg.optimizer.eps = 1e-8;
+    cfg.optimizer.grad_clip = clip;
+    cfg.optimizer.schedule.kind = SCHED_CONSTANT;
+    return cfg;
+}
+
+/* 3 optimizer steps on the fixture batch from relu.init (fixture README): losses and final
+ * parameters against PyTorch's trajectory "name". */
+static inline void fx_check_trajectory(cfg_device kind, const char *name, const config *cfg, double atol)
+{
+    fx_mlp fx;
+    int rc = fx_setup(&fx, kind, ACT_RELU, "relu.init");
+    CHECK(rc == 0, "fixture setup for %s", name);
+    if (rc) {
+        fx_teardown(&fx);
+        return;
+    }
+    fprintf(stderr, "%s trajectory:\n", name);
+    device *d = fx.dev;
+    model *m = fx.m;
+    optimizer *o = NULL;
+    ddp_err err = {0};
+    rc = optim_create(cfg, d, m->n_params, &o, &err);
+    CHECK(rc == 0, "optim_create: %s", err.msg);
+    float losses[3] = {0, 0, 0};
+    for (int step = 0; step < 3 && rc == 0; step++) {
+        float stats[2] = {0, 0};
+        rc = d->ops->upload(d, fx.stats, stats, sizeof stats, &err);
+        if (!rc)
+            rc = mlp_forward_backward_f32(m, fx.x, fx.labels, FX_BATCH, 1.0f / FX_BATCH, false, NULL, NULL, fx.stats,
+                                          &err);
+        if (!rc)
+            rc = d->ops->download(d, stats, fx.stats, sizeof stats, &err);
+        losses[step] = stats[0] / FX_BATCH;
+        double norm;
+        float scale;
+        if (!rc)
+            rc = optim_grad_norm(o, m->grads, &norm, &scale, &err);
+        if (!rc)
+            rc = optim_step(o, m->params, m->grads, optim_lr_at(o, step, 3), scale, &err);
+        CHECK(rc == 0, "step %d: %s", step, err.msg);
+    }
+    char key[64];
+    snprintf(key, sizeof key, "%s.losses", name);
+    float *exp_losses = fx_load(key, 3);
+    CHECK(exp_losses != NULL, "fixture %s", key);
+    if (exp_losses)
+        fx_compare(key, losses, exp_losses, 3, FX_RTOL, 0);
+    snprintf(key, sizeof key, "%s.after3", name);
+    fx_compare_params(&fx, m->params, key, FX_RTOL, atol);
+    free(exp_losses);
+    if (o)
+        optim_destroy(o);
+    fx_teardown(&fx);
+}
+
+/* The fixture's four trajectories: SGD+Nesterov+weight decay, plain SGD, AdamW, AdamW+clipping. */
+static inline void fx_check_all_trajectories(cfg_device kind)
+{
+    config sgd = fx_optim_config(OPT_SGD, 0.1, 0.9, true, 1e-4, 0);
+    config sgd_plain = fx_optim_config(OPT_SGD, 0.1, 0, false, 0, 0);
+    config adamw = fx_optim_config(OPT_ADAMW, 1e-3, 0, false, 0.01, 0);
+    config adamw_clip = fx_optim_config(OPT_ADAMW, 1e-3, 0, false, 0.01, 0.5);
+    fx_check_trajectory(kind, "sgd", &sgd, FX_SGD_ATOL);
+    fx_check_trajectory(kind, "sgd_plain", &sgd_plain, FX_SGD_ATOL);
+    fx_check_trajectory(kind, "adamw", &adamw, FX_ADAMW_ATOL);
+    fx_check_trajectory(kind, "adamw_clip", &adamw_clip, FX_ADAMW_ATOL);
+}
+
+#endif

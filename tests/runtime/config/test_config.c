@@ -1,0 +1,279 @@
+/* test_config.c — config_load, overrides, error locations, the resolved writer and the hash.
+ *
+ * Bad inputs are hand-written fixtures in tests/runtime/config/data/ (and override strings here); every
+ * expected FILE:LINE:COL below was counted from the fixture text as written, not taken from the
+ * loader's output. Good inputs: configs/fashion_mlp.yaml and tests/runtime/config/data/minimal.yaml. */
+#include "tests/check.h"
+#include "runtime/config/config.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#ifndef CONFIG_TEST_DATA
+#error "tests/meson.build defines CONFIG_TEST_DATA and DDP_SOURCE_ROOT"
+#endif
+
+static char path_buf[1024];
+
+static const char *fixture(const char *name)
+{
+    snprintf(path_buf, sizeof path_buf, "%s/%s", CONFIG_TEST_DATA, name);
+    return path_buf;
+}
+
+/* Loads (file, overrides) expecting DDP_EUSAGE whose message starts with WHERE and contains
+ * `also` (may be NULL). WHERE is "L:C: key.path:" after the fixture's path, or
+ * "<override N>:1:C: key.path:" (then file_rel only supplies the base file; NULL = minimal.yaml). */
+static void expect_fail(const char *file_rel, int n_ov, char *const ov[], const char *where, const char *also)
+{
+    config c;
+    ddp_err err = {0};
+    memset(&c, 0x5a, sizeof c);
+    const char *file = file_rel ? fixture(file_rel) : fixture("minimal.yaml");
+    char prefix[4096];
+    if (file_rel && strncmp(where, "<override", 9) != 0)
+        snprintf(prefix, sizeof prefix, "%s:%s", file, where);
+    else
+        snprintf(prefix, sizeof prefix, "%s", where);
+    int rc = config_load(file, n_ov, ov, &c, &err);
+    CHECK_EQ_INT(rc, DDP_EUSAGE);
+    CHECK_EQ_INT(err.code, DDP_EUSAGE);
+    CHECK(strncmp(err.msg, prefix, strlen(prefix)) == 0, "message \"%s\" does not start with \"%s\"", err.msg, prefix);
+    if (also)
+        CHECK_STR_CONTAINS(err.msg, also);
+    CHECK(((unsigned char *)&c)[0] == 0x5a && ((unsigned char *)&c)[sizeof c - 1] == 0x5a,
+          "a failed load wrote into *out (%s)", where);
+}
+
+static void test_bad_files(void)
+{
+    expect_fail("lr_not_number.yaml", 0, NULL, "8:7: optimizer.lr:", "expected a positive number, got \"fast\"");
+    expect_fail("key_typo.yaml", 0, NULL, "2:3: model.hiden:", "unknown key, did you mean 'model.hidden'?");
+    expect_fail("key_wrong_section.yaml", 0, NULL, "5:1: lr:", "did you mean 'optimizer.lr'?");
+    expect_fail("syntax_indent.yaml", 0, NULL, "3:10: YAML syntax error", "mapping values are not allowed");
+    expect_fail("int_fraction.yaml", 0, NULL, "4:15: data.batch_size:", "expected an integer in [1, 2147483647], got \"1.5\"");
+    expect_fail("int_overflow.yaml", 0, NULL, "6:11: train.epochs:", "(out of range)");
+    expect_fail("scalar_for_mapping.yaml", 0, NULL, "5:12: optimizer:", "expected a mapping, got \"adamw\"");
+    expect_fail("list_for_scalar.yaml", 0, NULL, "4:15: data.batch_size:", "got a list");
+    expect_fail("scalar_for_list.yaml", 0, NULL, "2:11: model.hidden:", "expected a list of 1 to 16 layer sizes");
+    expect_fail("hidden_zero.yaml", 0, NULL, "2:16: model.hidden[1]:", "got \"0\"");
+    expect_fail("hidden_too_many.yaml", 0, NULL, "2:11: model.hidden:", "got a list of 17");
+    expect_fail("betas_range.yaml", 0, NULL, "6:16: optimizer.betas[1]:", "expected a number in [0, 1), got \"1.0\"");
+    expect_fail("enum_typo.yaml", 0, NULL, "3:15: model.activation:", "got \"rleu\"; did you mean 'relu'?");
+    expect_fail("enum_unknown.yaml", 0, NULL, "1:9: device:", "expected one of auto, cpu, cuda, got \"metal\"");
+    expect_fail("duplicate_key.yaml", 0, NULL, "8:3: optimizer.lr:", "duplicate key (first given at line 6, column 3)");
+    expect_fail("missing_model.yaml", 0, NULL, "1:1: model:", "required section");
+    expect_fail("nccl_on_cpu.yaml", 0, NULL, "8:12: ddp.backend:", "with device cpu (");
+    expect_fail("bf16_over_mpi.yaml", 0, NULL, "7:12: ddp.backend:", "got ddp.backend mpi with ddp.grad_dtype bf16");
+    expect_fail("warmup_over_max_steps.yaml", 0, NULL, "10:14: train.max_steps:", "warmup_steps <= train.max_steps");
+    expect_fail("min_lr_above_lr.yaml", 0, NULL, "9:7: optimizer.lr:", "min_lr <= optimizer.lr");
+    expect_fail("empty.yaml", 0, NULL, "1:1: expected a mapping", "got an empty file");
+    expect_fail("top_level_list.yaml", 0, NULL, "1:1: expected a mapping", "got a list");
+    expect_fail("bucket_zero.yaml", 0, NULL, "6:14: ddp.bucket_mb:", "expected a positive number, got \"0\"");
+    expect_fail("keep_last_zero.yaml", 0, NULL, "6:14: checkpoint.keep_last:", "expected an integer in [1,");
+    expect_fail("signal_unknown.yaml", 0, NULL, "6:11: checkpoint.signal:", "one of SIGUSR1, SIGUSR2, SIGTERM, SIGINT");
+    expect_fail("quoted_number.yaml", 0, NULL, "6:7: optimizer.lr:", "(quoted, so a string)");
+    expect_fail("two_documents.yaml", 0, NULL, "6:1: expected one YAML document", NULL);
+    expect_fail("resume_typo.yaml", 0, NULL, "6:11: checkpoint.resume:", "did you mean 'never'?");
+    expect_fail("unclosed_list.yaml", 0, NULL, "3:5: YAML syntax error", "while parsing a flow sequence at line 2, column 11");
+}
+
+static void test_bad_overrides(void)
+{
+    expect_fail(NULL, 1, (char *[]){"optimizer.lrr=0.1"}, "<override 1>:1:11: optimizer.lrr:",
+                "did you mean 'optimizer.lr'?");
+    expect_fail(NULL, 1, (char *[]){"optimizer.lr=fast"}, "<override 1>:1:14: optimizer.lr:",
+                "expected a positive number, got \"fast\"");
+    expect_fail(NULL, 1, (char *[]){"model.hidden=[256, 0]"}, "<override 1>:1:20: model.hidden[1]:", NULL);
+    expect_fail(NULL, 2, (char *[]){"train.epochs=2", "data.batch_size=-1"}, "<override 2>:1:17: data.batch_size:",
+                "got \"-1\"");
+    expect_fail(NULL, 1, (char *[]){"optimizer.lr"}, "<override 1>:1:1: expected key.path=value", NULL);
+    expect_fail(NULL, 1, (char *[]){"optimizer.lr.x=1"}, "<override 1>:1:14: optimizer.lr:", "not a section");
+    expect_fail(NULL, 1, (char *[]){"trian.epochs=3"}, "<override 1>:1:1: trian:", "did you mean 'train'?");
+    expect_fail(NULL, 1, (char *[]){"data.synthetic={train: 0}"}, "<override 1>:1:24: data.synthetic.train:", NULL);
+    expect_fail(NULL, 1, (char *[]){"train.grad_accum=1e3"}, "<override 1>:1:18: train.grad_accum:",
+                "expected an integer");
+    expect_fail(NULL, 1, (char *[]){"optimizer.lr="}, "<override 1>:1:14: optimizer.lr:", "got nothing");
+    expect_fail(NULL, 1, (char *[]){"device=gpu"}, "<override 1>:1:8: device:", "got \"gpu\"");
+    /* libyaml reports the unclosed flow list at the end of the text: column 4 of "[1,2" */
+    expect_fail(NULL, 1, (char *[]){"model.hidden=[1,2"}, "<override 1>:1:18: YAML syntax error", NULL);
+    /* contradictions are reported at the later of the two keys */
+    expect_fail("nccl_on_cpu.yaml", 1, (char *[]){"device=cpu"}, "<override 1>:1:8: device:",
+                "got device cpu with ddp.backend nccl");
+    expect_fail(NULL, 2, (char *[]){"device=cpu", "ddp.backend=nccl"}, "<override 2>:1:13: ddp.backend:",
+                "(<override 1>:1:8)");
+    char *warm[] = {"optimizer.schedule.warmup_steps=10", "train.max_steps=5"};
+    expect_fail(NULL, 2, warm, "<override 2>:1:17: train.max_steps:", NULL);
+    expect_fail(NULL, 1, (char *[]){"optimizer.nesterov=true"}, "<override 1>:1:20: optimizer.nesterov:",
+                "only with optimizer.kind sgd");
+}
+
+static void test_unreadable(void)
+{
+    config c;
+    ddp_err err = {0};
+    const char *missing = fixture("no-such-file.yaml");
+    CHECK_EQ_INT(config_load(missing, 0, NULL, &c, &err), DDP_EUSAGE);
+    CHECK_STR_CONTAINS(err.msg, missing);
+    CHECK_STR_CONTAINS(err.msg, "No such file or directory");
+    CHECK_EQ_INT(config_load(CONFIG_TEST_DATA, 0, NULL, &c, &err), DDP_EUSAGE);
+    CHECK_STR_CONTAINS(err.msg, "is a directory");
+}
+
+/* Values as written in configs/fashion_mlp.yaml. */
+static void test_example(void)
+{
+    config c;
+    ddp_err err = {0};
+    int rc = config_load(DDP_SOURCE_ROOT "/configs/fashion_mlp.yaml", 0, NULL, &c, &err);
+    CHECK(rc == DDP_OK, "fashion_mlp.yaml: %s", err.msg);
+    CHECK(!strcmp(c.run.dir, "runs/fashion-mlp"), "run.dir %s", c.run.dir);
+    CHECK_EQ_INT(c.run.seed, 1234);
+    CHECK_EQ_INT(c.device, DEVICE_AUTO);
+    CHECK_EQ_INT(c.model.n_hidden, 2);
+    CHECK_EQ_INT(c.model.hidden[0], 1024);
+    CHECK_EQ_INT(c.model.hidden[1], 1024);
+    CHECK(!strcmp(act_kind_name(c.model.activation), "relu"), "activation");
+    CHECK(!strcmp(c.data.path, "/usr/share/datasets/fashion-mnist"), "data.path %s", c.data.path);
+    CHECK_EQ_INT(c.data.batch_size, 128);
+    CHECK_EQ_INT(c.train.epochs, 3);
+    CHECK_EQ_INT(c.train.log_every, 50);
+    CHECK_EQ_INT(c.optimizer.kind, OPT_ADAMW);
+    CHECK(c.optimizer.lr == 1.0e-3 && c.optimizer.eps == 1.0e-8, "lr %g eps %g", c.optimizer.lr, c.optimizer.eps);
+    CHECK(c.optimizer.beta1 == 0.9 && c.optimizer.beta2 == 0.999, "betas");
+    CHECK(c.optimizer.grad_clip == 1.0 && c.optimizer.weight_decay == 0.01, "clip/wd");
+    CHECK_EQ_INT(c.optimizer.schedule.kind, SCHED_COSINE);
+    CHECK_EQ_INT(c.optimizer.schedule.warmup_steps, 100);
+    CHECK(c.ddp.bucket_mb == 25 && c.ddp.first_bucket_mb == 1 && c.ddp.timeout_s == 300, "ddp sizes");
+    CHECK_EQ_INT(c.checkpoint.every_steps, 0);
+    CHECK(c.checkpoint.every_minutes == 10, "every_minutes %g", c.checkpoint.every_minutes);
+    CHECK_EQ_INT(c.checkpoint.keep_last, 3);
+    CHECK_EQ_INT(c.checkpoint.resume, RESUME_AUTO);
+    CHECK_EQ_INT(c.checkpoint.stop_signal, SIGUSR1);
+    CHECK(strstr(c.source, "configs/fashion_mlp.yaml") != NULL, "source %s", c.source);
+}
+
+/* The defaults the brief specifies, through a file that sets nothing. */
+static void test_defaults(void)
+{
+    config c;
+    ddp_err err = {0};
+    CHECK(config_load(fixture("minimal.yaml"), 0, NULL, &c, &err) == DDP_OK, "minimal: %s", err.msg);
+    CHECK(!strcmp(c.run.dir, "runs/default") && c.run.seed == 0 && c.device == DEVICE_AUTO && !c.cuda.tf32, "run");
+    CHECK(c.model.kind == MODEL_MLP && c.model.n_hidden == 2 && c.model.hidden[1] == 1024 &&
+          c.model.activation == ACT_RELU, "model");
+    CHECK(c.data.kind == DATA_FASHION_MNIST && c.data.batch_size == 128 && c.data.shuffle && c.data.drop_last, "data");
+    CHECK(c.data.synthetic_train == 60000 && c.data.synthetic_test == 10000 && c.data.synthetic_features == 784 &&
+          c.data.synthetic_classes == 10, "synthetic");
+    CHECK(c.train.epochs == 1 && c.train.max_steps == 0 && c.train.grad_accum == 1 && c.train.log_every == 50 &&
+          c.train.eval, "train");
+    CHECK(c.optimizer.kind == OPT_ADAMW && c.optimizer.lr == 1e-3 && c.optimizer.weight_decay == 0.01 &&
+          c.optimizer.eps == 1e-8 && c.optimizer.momentum == 0.9 && !c.optimizer.nesterov &&
+          c.optimizer.grad_clip == 0, "optimizer");
+    CHECK(c.optimizer.schedule.kind == SCHED_CONSTANT && c.optimizer.schedule.warmup_steps == 0 &&
+          c.optimizer.schedule.min_lr == 0, "schedule");
+    CHECK(c.ddp.backend == BACKEND_AUTO && !c.ddp.debug && c.ddp.grad_dtype == GRAD_FP32, "ddp");
+    CHECK(c.checkpoint.every_steps == 0 && c.checkpoint.every_minutes == 0 && c.checkpoint.keep_last == 3 &&
+          c.checkpoint.resume == RESUME_AUTO && c.checkpoint.stop_signal == SIGUSR1, "checkpoint");
+}
+
+static void test_overrides_apply(void)
+{
+    config c;
+    ddp_err err = {0};
+    char *ov[] = {"model.hidden=[256,256,128]", "optimizer.lr=3e-4", "optimizer.lr=1.0e-3", "optimizer.kind=sgd",
+                  "optimizer.nesterov=true", "optimizer.schedule={kind: cosine, warmup_steps: 5}",
+                  "checkpoint.resume=runs/x/ckpt-000100.ddp", "checkpoint.signal=SIGUSR2", "run.seed=18446744073709551615",
+                  "data.kind=synthetic", "data.synthetic.classes=3"};
+    int rc = config_load(DDP_SOURCE_ROOT "/configs/fashion_mlp.yaml", 11, ov, &c, &err);
+    CHECK(rc == DDP_OK, "overrides: %s", err.msg);
+    CHECK_EQ_INT(c.model.n_hidden, 3);
+    CHECK_EQ_INT(c.model.hidden[2], 128);
+    CHECK(c.optimizer.lr == 1e-3, "later override wins: lr %g", c.optimizer.lr);
+    CHECK(c.optimizer.kind == OPT_SGD && c.optimizer.nesterov, "sgd nesterov");
+    CHECK(c.optimizer.schedule.kind == SCHED_COSINE && c.optimizer.schedule.warmup_steps == 5, "schedule mapping");
+    CHECK(c.checkpoint.resume == RESUME_PATH && !strcmp(c.checkpoint.resume_path, "runs/x/ckpt-000100.ddp"), "resume");
+    CHECK_EQ_INT(c.checkpoint.stop_signal, SIGUSR2);
+    CHECK(c.run.seed == UINT64_MAX, "seed");
+    CHECK(c.data.kind == DATA_SYNTHETIC && c.data.synthetic_classes == 3, "synthetic");
+    rc = config_load(fixture("minimal.yaml"), 1, (char *[]){"optimizer.lr=3e-4"}, &c, &err);
+    CHECK(rc == DDP_OK && c.optimizer.lr == 3e-4, "3e-4: rc %d lr %g", rc, c.optimizer.lr);
+}
+
+/* Writes c, reads it back and demands the identical struct. */
+static void round_trip(const config *a, const char *dir)
+{
+    char path[4096];
+    config b;
+    ddp_err err = {0};
+    snprintf(path, sizeof path, "%s/resolved.yaml", dir);
+    CHECK(config_write_resolved(a, path, &err) == DDP_OK, "write: %s", err.msg);
+    CHECK(config_load(path, 0, NULL, &b, &err) == DDP_OK, "read back: %s", err.msg);
+    memset(b.source, 0, sizeof b.source);
+    memcpy(b.source, a->source, sizeof b.source);
+    CHECK(memcmp(a, &b, sizeof b) == 0, "round trip through %s changed the config", path);
+    CHECK(config_hash(a) == config_hash(&b), "hash changed in round trip");
+}
+
+static void test_round_trip(void)
+{
+    char dir[] = "/tmp/test_config.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    config c;
+    ddp_err err = {0};
+    CHECK(config_load(DDP_SOURCE_ROOT "/configs/fashion_mlp.yaml", 0, NULL, &c, &err) == DDP_OK, "%s", err.msg);
+    round_trip(&c, dir);
+    char *ov[] = {"run.dir='runs/with \"quotes\" and: colon #x'", "optimizer.kind=sgd", "optimizer.lr=0.1",
+                  "optimizer.betas=[0.1, 0.2]", "optimizer.eps=3e-300", "checkpoint.resume=never",
+                  "checkpoint.signal=SIGINT", "model.hidden=[7]", "model.activation=gelu", "device=cpu",
+                  "ddp.grad_dtype=fp32", "data.shuffle=false", "cuda.tf32=true", "checkpoint.every_minutes=0.1"};
+    CHECK(config_load(fixture("minimal.yaml"), 14, ov, &c, &err) == DDP_OK, "%s", err.msg);
+    round_trip(&c, dir);
+    CHECK(config_load(fixture("minimal.yaml"), 1, (char *[]){"checkpoint.resume=/ckpt/a b.ddp"}, &c, &err) == DDP_OK,
+          "%s", err.msg);
+    round_trip(&c, dir);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/resolved.yaml", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+static uint64_t hash_with(const char *override)
+{
+    config c;
+    ddp_err err = {0};
+    char *ov[] = {(char *)override};
+    int rc = config_load(DDP_SOURCE_ROOT "/configs/fashion_mlp.yaml", override ? 1 : 0, ov, &c, &err);
+    CHECK(rc == DDP_OK, "%s: %s", override ? override : "-", err.msg);
+    return config_hash(&c);
+}
+
+static void test_hash(void)
+{
+    uint64_t base = hash_with(NULL);
+    const char *same[] = {"run.dir=elsewhere", "train.log_every=7", "train.epochs=9", "train.max_steps=1000",
+                          "checkpoint.keep_last=9", "checkpoint.every_steps=5", "checkpoint.resume=never",
+                          "ddp.bucket_mb=50", "optimizer.momentum=0.5", "data.synthetic.train=5"};
+    const char *differ[] = {"optimizer.lr=0.002", "model.hidden=[1024,512]", "model.activation=gelu", "run.seed=1",
+                            "data.batch_size=64", "data.shuffle=false", "train.grad_accum=2", "optimizer.kind=sgd",
+                            "optimizer.betas=[0.9,0.99]", "optimizer.weight_decay=0", "data.kind=synthetic"};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        CHECK(hash_with(same[i]) == base, "%s changed the hash", same[i]);
+    for (size_t i = 0; i < sizeof differ / sizeof differ[0]; i++)
+        CHECK(hash_with(differ[i]) != base, "%s did not change the hash", differ[i]);
+}
+
+int main(void)
+{
+    test_example();
+    test_defaults();
+    test_overrides_apply();
+    test_bad_files();
+    test_bad_overrides();
+    test_unreadable();
+    test_round_trip();
+    test_hash();
+    CHECK(!strcmp(act_kind_name(ACT_GELU), "gelu"), "act_kind_name");
+    return check_done("test_config");
+}

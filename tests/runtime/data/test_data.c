@@ -1,0 +1,328 @@
+/* test_data.c — the Fashion-MNIST reader, synthetic data and gathering (suite 'data').
+ *
+ * Loads the real dataset and checks what Fashion-MNIST documents (60000/10000 samples, 28x28,
+ * 6000/1000 per class); writes small valid and corrupted IDX files into a temporary directory and
+ * checks each corruption is rejected with the path named and the dataset left zeroed. Does not
+ * hard-code anything computed by the code under test. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "tests/check.h"
+#include "runtime/data/dataset.h"
+
+static char tmpdir[256];
+
+static void check_real(const char *dir, bool train, int64_t n, int64_t per_class)
+{
+    dataset d;
+    ddp_err err = {0};
+    int rc = dataset_load_fashion_mnist(dir, train, &d, &err);
+    CHECK_EQ_INT(rc, DDP_OK);
+    if (rc) {
+        fprintf(stderr, "load failed: %s\n", err.msg);
+        return;
+    }
+    CHECK_EQ_INT(d.n, n);
+    CHECK_EQ_INT(d.features, 784);
+    CHECK_EQ_INT(d.classes, 10);
+    CHECK_STR_CONTAINS(d.name, train ? "fashion-mnist/train" : "fashion-mnist/test");
+    int64_t counts[10] = {0};
+    for (int64_t i = 0; i < d.n; i++)
+        if (d.labels[i] < 10)
+            counts[d.labels[i]]++;
+    for (int c = 0; c < 10; c++)
+        CHECK(counts[c] == per_class, "class %d has %lld samples, expected %lld", c, (long long)counts[c],
+              (long long)per_class);
+    /* every image is a real picture: some ink, and a black background in at least one corner */
+    int64_t blank = 0, max_px = 0;
+    for (int64_t i = 0; i < d.n; i++) {
+        const uint8_t *x = d.images + i * 784;
+        int64_t ink = 0;
+        for (int p = 0; p < 784; p++) {
+            ink += x[p];
+            max_px = x[p] > max_px ? x[p] : max_px;
+        }
+        blank += ink == 0;
+    }
+    CHECK_EQ_INT(blank, 0);
+    CHECK_EQ_INT(max_px, 255);
+    dataset_free(&d);
+    CHECK(d.images == NULL && d.labels == NULL && d.n == 0, "dataset_free leaves the struct zeroed");
+}
+
+/* ---- small IDX files written at test time ---- */
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+}
+
+static void write_gz(const char *path, const uint8_t *data, size_t len)
+{
+    gzFile gz = gzopen(path, "wb");
+    if (!gz || gzwrite(gz, data, (unsigned)len) != (int)len || gzclose(gz) != Z_OK) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+static void write_raw(const char *path, const uint8_t *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+static uint8_t *read_raw(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        exit(1);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc(*len);
+    if (fread(buf, 1, *len, f) != *len)
+        exit(1);
+    fclose(f);
+    return buf;
+}
+
+typedef struct idx_spec {
+    uint32_t images_magic, labels_magic;
+    uint32_t images_count, labels_count, rows, cols;
+    int64_t payload_delta;  /* bytes added to (or cut from) the images payload */
+    uint8_t bad_label;      /* value written as the last label */
+} idx_spec;
+
+static idx_spec valid_spec(void)
+{
+    return (idx_spec){0x803, 0x801, 5, 5, 28, 28, 0, 9};
+}
+
+static void path_of(char *buf, size_t size, const char *file) { snprintf(buf, size, "%s/%s", tmpdir, file); }
+
+/* Writes train-{images,labels} per spec; returns the images payload size written. */
+static void write_set(idx_spec s)
+{
+    char path[512];
+    size_t img_len = (size_t)((int64_t)s.images_count * s.rows * s.cols + s.payload_delta);
+    uint8_t *img = malloc(16 + img_len);
+    put_be32(img, s.images_magic), put_be32(img + 4, s.images_count);
+    put_be32(img + 8, s.rows), put_be32(img + 12, s.cols);
+    for (size_t i = 0; i < img_len; i++)
+        img[16 + i] = (uint8_t)(i * 7 + 1);
+    path_of(path, sizeof path, "train-images-idx3-ubyte.gz");
+    write_gz(path, img, 16 + img_len);
+    free(img);
+
+    uint8_t *lab = malloc(8 + s.labels_count);
+    put_be32(lab, s.labels_magic), put_be32(lab + 4, s.labels_count);
+    for (uint32_t i = 0; i < s.labels_count; i++)
+        lab[8 + i] = (uint8_t)(i % 10);
+    lab[8 + s.labels_count - 1] = s.bad_label;
+    path_of(path, sizeof path, "train-labels-idx1-ubyte.gz");
+    write_gz(path, lab, 8 + s.labels_count);
+    free(lab);
+}
+
+/* Loads tmpdir (train) expecting failure naming `file`, and a zeroed dataset; `want` in the text. */
+static void expect_fail(const char *what, const char *file, const char *want)
+{
+    dataset d, zero;
+    memset(&d, 0xAB, sizeof d);
+    memset(&zero, 0, sizeof zero);
+    ddp_err err = {0};
+    char path[512];
+    path_of(path, sizeof path, file);
+    int rc = dataset_load_fashion_mnist(tmpdir, true, &d, &err);
+    CHECK(rc != DDP_OK, "%s: load succeeded", what);
+    CHECK_EQ_INT(err.code, rc);
+    CHECK(strstr(err.msg, path) != NULL, "%s: message \"%s\" does not name %s", what, err.msg, path);
+    if (want)
+        CHECK(strstr(err.msg, want) != NULL, "%s: message \"%s\" lacks \"%s\"", what, err.msg, want);
+    CHECK(memcmp(&d, &zero, sizeof d) == 0, "%s: dataset not zeroed after error", what);
+    fprintf(stderr, "  %-26s -> %s\n", what, err.msg);
+}
+
+static void check_corrupt_files(void)
+{
+    char images[512], labels[512];
+    path_of(images, sizeof images, "train-images-idx3-ubyte.gz");
+    path_of(labels, sizeof labels, "train-labels-idx1-ubyte.gz");
+
+    /* positive control: the generator writes files the reader accepts */
+    write_set(valid_spec());
+    dataset d;
+    ddp_err err = {0};
+    int rc = dataset_load_fashion_mnist(tmpdir, true, &d, &err);
+    CHECK(rc == DDP_OK, "valid small set rejected: %s", err.msg);
+    if (rc == DDP_OK) {
+        CHECK_EQ_INT(d.n, 5);
+        CHECK_EQ_INT(d.labels[4], 9);
+        CHECK_EQ_INT(d.images[784 * 4 + 783], (uint8_t)((784 * 4 + 783) * 7 + 1));
+        dataset_free(&d);
+    }
+
+    /* truncated gzip: the compressed file cut in half */
+    size_t len;
+    uint8_t *gz = read_raw(images, &len);
+    write_raw(images, gz, len / 2);
+    expect_fail("truncated gzip", "train-images-idx3-ubyte.gz", "truncated");
+    /* only the 8-byte gzip trailer (CRC + length) missing */
+    write_raw(images, gz, len - 8);
+    expect_fail("gzip trailer missing", "train-images-idx3-ubyte.gz", NULL);
+    /* a flipped CRC byte in the trailer */
+    gz[len - 6] ^= 0x5A;
+    write_raw(images, gz, len);
+    expect_fail("bad gzip CRC", "train-images-idx3-ubyte.gz", "corrupt");
+    free(gz);
+
+    /* garbage (non-gzip) */
+    write_set(valid_spec());
+    uint8_t garbage[4000];
+    for (size_t i = 0; i < sizeof garbage; i++)
+        garbage[i] = (uint8_t)(i * 131 + 17);
+    write_raw(labels, garbage, sizeof garbage);
+    expect_fail("garbage labels", "train-labels-idx1-ubyte.gz", "not a gzip");
+
+    idx_spec s = valid_spec();
+    s.images_magic = 0x804;
+    write_set(s);
+    expect_fail("wrong images magic", "train-images-idx3-ubyte.gz", "magic");
+    s = valid_spec();
+    s.labels_magic = 0x803;
+    write_set(s);
+    expect_fail("wrong labels magic", "train-labels-idx1-ubyte.gz", "magic");
+
+    s = valid_spec();
+    s.images_count = 4;
+    write_set(s);
+    expect_fail("count mismatch", "train-images-idx3-ubyte.gz", "labels");
+
+    s = valid_spec();
+    s.rows = 32, s.cols = 32;
+    write_set(s);
+    expect_fail("32x32 images", "train-images-idx3-ubyte.gz", "28x28");
+
+    s = valid_spec();
+    s.payload_delta = -100;
+    write_set(s);
+    expect_fail("payload short of header", "train-images-idx3-ubyte.gz", "truncated");
+    s.payload_delta = 3;
+    write_set(s);
+    expect_fail("trailing payload", "train-images-idx3-ubyte.gz", "trailing");
+
+    s = valid_spec();
+    s.bad_label = 10;
+    write_set(s);
+    expect_fail("label 10", "train-labels-idx1-ubyte.gz", "label");
+
+    write_set(valid_spec());
+    unlink(images);
+    expect_fail("missing images", "train-images-idx3-ubyte.gz", "dataset-fashion-mnist");
+    unlink(labels);
+    expect_fail("missing labels", "train-labels-idx1-ubyte.gz", "dataset-fashion-mnist");
+}
+
+/* A multi-class perceptron fits the synthetic labels: they are a function of the inputs. */
+static double perceptron_accuracy(const dataset *d)
+{
+    int64_t f = d->features, k = d->classes;
+    double *w = calloc((size_t)(f * k), sizeof *w);
+    int64_t correct = 0;
+    for (int pass = 0; pass < 30; pass++) {
+        correct = 0;
+        for (int64_t i = 0; i < d->n; i++) {
+            const uint8_t *x = d->images + i * f;
+            int64_t best = 0;
+            double best_score = 0;
+            for (int64_t c = 0; c < k; c++) {
+                double score = 0;
+                for (int64_t j = 0; j < f; j++)
+                    score += w[c * f + j] * (x[j] - 127.5);
+                if (c == 0 || score > best_score)
+                    best_score = score, best = c;
+            }
+            int64_t y = d->labels[i];
+            if (best == y) {
+                correct++;
+                continue;
+            }
+            for (int64_t j = 0; j < f; j++) {
+                w[y * f + j] += x[j] - 127.5;
+                w[best * f + j] -= x[j] - 127.5;
+            }
+        }
+    }
+    free(w);
+    return (double)correct / (double)d->n;
+}
+
+static void check_synthetic(void)
+{
+    dataset a, b, c;
+    ddp_err err = {0};
+    CHECK_EQ_INT(dataset_make_synthetic(2000, 24, 5, 42, &a, &err), DDP_OK);
+    CHECK_EQ_INT(dataset_make_synthetic(2000, 24, 5, 42, &b, &err), DDP_OK);
+    CHECK_EQ_INT(dataset_make_synthetic(2000, 24, 5, 43, &c, &err), DDP_OK);
+    CHECK(a.n == 2000 && a.features == 24 && a.classes == 5, "synthetic shape");
+    CHECK(memcmp(a.images, b.images, 2000 * 24) == 0 && memcmp(a.labels, b.labels, 2000) == 0,
+          "same seed gives the same data");
+    CHECK(memcmp(a.images, c.images, 2000 * 24) != 0, "another seed gives other images");
+    int64_t counts[5] = {0};
+    for (int64_t i = 0; i < a.n; i++) {
+        CHECK(a.labels[i] < 5, "label %u out of range", a.labels[i]);
+        if (a.labels[i] < 5)
+            counts[a.labels[i]]++;
+    }
+    for (int k = 0; k < 5; k++)
+        CHECK(counts[k] >= 100, "class %d has only %lld of 2000 samples", k, (long long)counts[k]);
+    double acc = perceptron_accuracy(&a);
+    fprintf(stderr, "  perceptron training accuracy on synthetic data: %.3f\n", acc);
+    CHECK(acc >= 0.9, "synthetic labels not learnable by a linear model: accuracy %.3f", acc);
+
+    /* gather returns the rows and labels named by idx */
+    int64_t idx[4] = {1999, 0, 7, 7};
+    uint8_t x[4 * 24];
+    int32_t y[4];
+    dataset_gather(&a, idx, 4, x, y);
+    for (int i = 0; i < 4; i++) {
+        CHECK(memcmp(x + i * 24, a.images + idx[i] * 24, 24) == 0, "gathered row %d", i);
+        CHECK_EQ_INT(y[i], a.labels[idx[i]]);
+    }
+    dataset_free(&a), dataset_free(&b), dataset_free(&c);
+
+    dataset z, zero;
+    memset(&zero, 0, sizeof zero);
+    CHECK(dataset_make_synthetic(0, 24, 5, 1, &z, &err) == DDP_EUSAGE, "n = 0 rejected");
+    CHECK(memcmp(&z, &zero, sizeof z) == 0, "rejected synthetic dataset is zeroed");
+    CHECK(dataset_make_synthetic(10, 24, 1, 1, &z, &err) == DDP_EUSAGE, "one class rejected");
+}
+
+int main(void)
+{
+    const char *fmnist = getenv("DDP_TEST_FMNIST");
+    if (!fmnist)
+        fmnist = "/usr/share/datasets/fashion-mnist";
+    check_real(fmnist, true, 60000, 6000);
+    check_real(fmnist, false, 10000, 1000);
+
+    const char *base = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/test_data.XXXXXX", base ? base : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    check_corrupt_files();
+    check_synthetic();
+    rmdir(tmpdir);
+    return check_done("test_data");
+}

@@ -1,0 +1,499 @@
+/* test_cuda_kernels.c — every CUDA device op against the CPU backend.
+ *
+ * Each op runs on both devices with the same fresh random inputs (never zeros; seed printed,
+ * DDP_TEST_SEED repeats a run) over several shapes, including sizes that are not multiples of the
+ * block size and softmax rows longer than a block. Outputs on the CUDA side are poisoned with NaN
+ * first, so an element a kernel forgets to write fails the comparison. In the emulated build the
+ * kernels run under the fiber order named by DDP_CUDA_EMU_ORDER (meson registers one test per
+ * order). Groups: `kernels` (default) and `gemm` (argv[1]). Prints the time each group took.
+ * Tolerances (relative, plus a tiny absolute floor for values near zero): 1e-6 for exact
+ * element-wise ops, 1e-5 for sums, optimizers, GEMM and softmax/exp paths, 2e-5 for GELU
+ * (erff/expf differ by an ulp or two between libm and CUDA). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/device/device.h"
+#include "runtime/base/rng.h"
+#include "tests/check.h"
+
+typedef struct pair {
+    device *cpu, *gpu;
+} pair;
+
+static rng test_rng;
+
+static void die_on(int rc, const ddp_err *err, const char *what)
+{
+    if (rc) {
+        fprintf(stderr, "FATAL: %s: %s\n", what, err->msg);
+        exit(1);
+    }
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Emulated (or GPU) time spent inside each CUDA device op, summed over the run. */
+static struct op_time {
+    const char *name;
+    double ms;
+    int calls;
+} op_times[32];
+
+static void op_time_add(const char *name, double ms)
+{
+    int i = 0;
+    while (op_times[i].name && strcmp(op_times[i].name, name) != 0)
+        i++;
+    op_times[i].name = name;
+    op_times[i].ms += ms;
+    op_times[i].calls++;
+}
+
+/* Runs p->gpu->ops->OP(ARGS) timed, and checks it succeeded. */
+#define GPU_CHECK(op, args, msg)                                                                  \
+    do {                                                                                          \
+        double t0_ = now_ms();                                                                    \
+        int rc_ = p->gpu->ops->op args;                                                           \
+        op_time_add(#op, now_ms() - t0_);                                                         \
+        CHECK(rc_ == 0, "%s: %s", #op, msg);                                                      \
+    } while (0)
+
+/* Random floats in ±[0.05, scale): never zero, mixed signs. */
+static float *random_floats(size_t n, float scale)
+{
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    for (size_t i = 0; i < n; i++) {
+        float mag = rng_uniform(&test_rng, 0.05f, scale);
+        h[i] = rng_below(&test_rng, 2) ? mag : -mag;
+    }
+    return h;
+}
+
+static void *dev_alloc(device *d, size_t bytes)
+{
+    ddp_err err = {0};
+    void *p = NULL;
+    die_on(d->ops->alloc(d, bytes, &p, &err), &err, "alloc");
+    return p;
+}
+
+static void dev_upload(device *d, void *dst, const void *src, size_t bytes)
+{
+    ddp_err err = {0};
+    die_on(d->ops->upload(d, dst, src, bytes, &err), &err, "upload");
+}
+
+/* The same host data on both devices. */
+static void upload_both(pair *p, const void *h, size_t bytes, void **on_cpu, void **on_gpu)
+{
+    *on_cpu = dev_alloc(p->cpu, bytes);
+    *on_gpu = dev_alloc(p->gpu, bytes);
+    dev_upload(p->cpu, *on_cpu, h, bytes);
+    dev_upload(p->gpu, *on_gpu, h, bytes);
+}
+
+/* An output buffer on both devices: the CPU copy holds `init` (or NaN), the GPU copy too, so
+ * elements the GPU kernel must overwrite start as NaN when init is NULL. */
+static void output_both(pair *p, const float *init, size_t n, float **on_cpu, float **on_gpu)
+{
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = init ? init[i] : NAN;
+    upload_both(p, h, n * sizeof *h, (void **)on_cpu, (void **)on_gpu);
+    free(h);
+}
+
+static void free_both(pair *p, void *c, void *g)
+{
+    p->cpu->ops->free(p->cpu, c);
+    p->gpu->ops->free(p->gpu, g);
+}
+
+/* Downloads both and checks |gpu - cpu| <= atol + rtol*|cpu| elementwise (NaN never passes). */
+static void compare(pair *p, const char *what, const float *on_cpu, const float *on_gpu, size_t n, double rtol,
+                    double atol)
+{
+    ddp_err err = {0};
+    float *hc = malloc((n ? n : 1) * sizeof *hc), *hg = malloc((n ? n : 1) * sizeof *hg);
+    die_on(p->cpu->ops->download(p->cpu, hc, on_cpu, n * sizeof *hc, &err), &err, "download cpu");
+    die_on(p->gpu->ops->download(p->gpu, hg, on_gpu, n * sizeof *hg, &err), &err, "download gpu");
+    size_t bad = 0, first = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double diff = fabs((double)hg[i] - (double)hc[i]);
+        bool ok = diff <= atol + rtol * fabs((double)hc[i]); /* false for NaN */
+        if (!ok && bad++ == 0)
+            first = i;
+        if (ok && diff > worst)
+            worst = diff;
+    }
+    CHECK(bad == 0, "%s: %zu of %zu elements differ; first [%zu]: cuda %.9g, cpu %.9g", what, bad, n, first,
+          bad ? (double)hg[first] : 0.0, bad ? (double)hc[first] : 0.0);
+    free(hc);
+    free(hg);
+}
+
+/* ---- element-wise ---------------------------------------------------------------------- */
+
+static const size_t sizes[] = {1, 31, 255, 256, 257, 1000, 4099, 70001};
+#define N_SIZES (sizeof sizes / sizeof sizes[0])
+
+static void test_fill_scale_u8(pair *p)
+{
+    ddp_err ec = {0}, eg = {0};
+    char what[96];
+    for (size_t s = 0; s < N_SIZES; s++) {
+        size_t n = sizes[s];
+        float *xc, *xg;
+        output_both(p, NULL, n, &xc, &xg);
+        float v = rng_uniform(&test_rng, 0.5f, 3.0f);
+        CHECK(p->cpu->ops->fill(p->cpu, xc, n, v, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(fill, (p->gpu, xg, n, v, &eg), eg.msg);
+        snprintf(what, sizeof what, "fill n=%zu", n);
+        compare(p, what, xc, xg, n, 0, 0);
+        free_both(p, xc, xg);
+
+        float *h = random_floats(n, 4.0f);
+        output_both(p, h, n, &xc, &xg);
+        float k = rng_uniform(&test_rng, -2.0f, -0.5f);
+        CHECK(p->cpu->ops->scale(p->cpu, xc, n, k, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(scale, (p->gpu, xg, n, k, &eg), eg.msg);
+        snprintf(what, sizeof what, "scale n=%zu", n);
+        compare(p, what, xc, xg, n, 0, 0);
+        free_both(p, xc, xg);
+        free(h);
+
+        uint8_t *px = malloc(n);
+        for (size_t i = 0; i < n; i++)
+            px[i] = (uint8_t)(1 + rng_below(&test_rng, 255));
+        void *uc, *ug;
+        upload_both(p, px, n, &uc, &ug);
+        output_both(p, NULL, n, &xc, &xg);
+        CHECK(p->cpu->ops->u8_to_f32(p->cpu, uc, xc, n, 0.2860f, 1.0f / 0.3530f, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(u8_to_f32, (p->gpu, ug, xg, n, 0.2860f, 1.0f / 0.3530f, &eg), eg.msg);
+        snprintf(what, sizeof what, "u8_to_f32 n=%zu", n);
+        compare(p, what, xc, xg, n, 1e-6, 1e-7);
+        free_both(p, xc, xg);
+        free_both(p, uc, ug);
+        free(px);
+    }
+}
+
+static void test_activations(pair *p)
+{
+    ddp_err ec = {0}, eg = {0};
+    char what[96];
+    const act_kind acts[] = {ACT_RELU, ACT_GELU};
+    for (int a = 0; a < 2; a++) {
+        double rtol = acts[a] == ACT_GELU ? 2e-5 : 0, atol = acts[a] == ACT_GELU ? 1e-7 : 0;
+        for (size_t s = 0; s < N_SIZES; s++) {
+            size_t n = sizes[s];
+            float *hx = random_floats(n, 4.0f), *hdy = random_floats(n, 1.0f);
+            float *xc, *xg, *dyc, *dyg, *yc, *yg;
+            upload_both(p, hx, n * sizeof *hx, (void **)&xc, (void **)&xg);
+            upload_both(p, hdy, n * sizeof *hdy, (void **)&dyc, (void **)&dyg);
+            output_both(p, NULL, n, &yc, &yg);
+            CHECK(p->cpu->ops->act_forward(p->cpu, acts[a], xc, yc, n, &ec) == 0, "%s", ec.msg);
+            GPU_CHECK(act_forward, (p->gpu, acts[a], xg, yg, n, &eg), eg.msg);
+            snprintf(what, sizeof what, "act_forward %s n=%zu", act_kind_name(acts[a]), n);
+            compare(p, what, yc, yg, n, rtol, atol);
+            free_both(p, yc, yg);
+            output_both(p, NULL, n, &yc, &yg);
+            CHECK(p->cpu->ops->act_backward(p->cpu, acts[a], xc, dyc, yc, n, &ec) == 0, "%s", ec.msg);
+            GPU_CHECK(act_backward, (p->gpu, acts[a], xg, dyg, yg, n, &eg), eg.msg);
+            snprintf(what, sizeof what, "act_backward %s n=%zu", act_kind_name(acts[a]), n);
+            compare(p, what, yc, yg, n, rtol, atol);
+            free_both(p, yc, yg);
+            free_both(p, xc, xg);
+            free_both(p, dyc, dyg);
+            free(hx);
+            free(hdy);
+        }
+    }
+}
+
+/* ---- row-wise ops ------------------------------------------------------------------------ */
+
+static const int64_t shapes[][2] = {{1, 1}, {3, 10}, {64, 10}, {7, 300}, {130, 33}, {1000, 5}, {2, 1025}, {9, 70}};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+static void test_bias(pair *p)
+{
+    ddp_err ec = {0}, eg = {0};
+    char what[96];
+    for (size_t s = 0; s < N_SHAPES; s++) {
+        int64_t rows = shapes[s][0], cols = shapes[s][1];
+        size_t n = (size_t)(rows * cols);
+        float *hy = random_floats(n, 2.0f), *hb = random_floats((size_t)cols, 2.0f);
+        float *yc, *yg, *bc, *bg;
+        output_both(p, hy, n, &yc, &yg);
+        upload_both(p, hb, (size_t)cols * sizeof *hb, (void **)&bc, (void **)&bg);
+        CHECK(p->cpu->ops->bias_add(p->cpu, yc, bc, rows, cols, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(bias_add, (p->gpu, yg, bg, rows, cols, &eg), eg.msg);
+        snprintf(what, sizeof what, "bias_add %lldx%lld", (long long)rows, (long long)cols);
+        compare(p, what, yc, yg, n, 0, 0);
+        free_both(p, bc, bg);
+
+        /* beta 0 must overwrite the NaN poison; beta 1 accumulates onto random values */
+        output_both(p, NULL, (size_t)cols, &bc, &bg);
+        CHECK(p->cpu->ops->bias_grad(p->cpu, yc, bc, rows, cols, 0.0f, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(bias_grad, (p->gpu, yg, bg, rows, cols, 0.0f, &eg), eg.msg);
+        snprintf(what, sizeof what, "bias_grad beta=0 %lldx%lld", (long long)rows, (long long)cols);
+        compare(p, what, bc, bg, (size_t)cols, 1e-5, 1e-5);
+        free_both(p, bc, bg);
+        output_both(p, hb, (size_t)cols, &bc, &bg);
+        CHECK(p->cpu->ops->bias_grad(p->cpu, yc, bc, rows, cols, 1.0f, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(bias_grad, (p->gpu, yg, bg, rows, cols, 1.0f, &eg), eg.msg);
+        snprintf(what, sizeof what, "bias_grad beta=1 %lldx%lld", (long long)rows, (long long)cols);
+        compare(p, what, bc, bg, (size_t)cols, 1e-5, 1e-5);
+        free_both(p, bc, bg);
+        free_both(p, yc, yg);
+        free(hy);
+        free(hb);
+    }
+}
+
+/* quantized: logits from a few values, so rows have tied maxima (argmax must pick the first) */
+static void softmax_case(pair *p, int64_t rows, int64_t cols, bool quantized, bool with_grad)
+{
+    ddp_err ec = {0}, eg = {0};
+    char what[128];
+    size_t n = (size_t)(rows * cols);
+    float *hl = random_floats(n, 6.0f);
+    if (quantized)
+        for (size_t i = 0; i < n; i++)
+            hl[i] = (float)rng_below(&test_rng, 3) * 0.5f + 0.25f;
+    int32_t *hlab = malloc((size_t)rows * sizeof *hlab);
+    for (int64_t r = 0; r < rows; r++)
+        hlab[r] = (int32_t)rng_below(&test_rng, (uint64_t)cols);
+    float hstats[2] = {rng_uniform(&test_rng, 1.0f, 5.0f), 3.0f};
+    float *lc, *lg, *dc = NULL, *dg = NULL, *sc, *sg;
+    int32_t *labc, *labg;
+    upload_both(p, hl, n * sizeof *hl, (void **)&lc, (void **)&lg);
+    upload_both(p, hlab, (size_t)rows * sizeof *hlab, (void **)&labc, (void **)&labg);
+    output_both(p, hstats, 2, &sc, &sg);
+    if (with_grad)
+        output_both(p, NULL, n, &dc, &dg);
+    float gs = 1.0f / (float)rows;
+    CHECK(p->cpu->ops->softmax_xent(p->cpu, lc, labc, rows, cols, gs, dc, sc, &ec) == 0, "%s", ec.msg);
+    GPU_CHECK(softmax_xent, (p->gpu, lg, labg, rows, cols, gs, dg, sg, &eg), eg.msg);
+    snprintf(what, sizeof what, "softmax_xent stats %lldx%lld%s%s", (long long)rows, (long long)cols,
+             quantized ? " ties" : "", with_grad ? "" : " no-grad");
+    compare(p, what, sc, sg, 2, 1e-5, 1e-6);
+    if (with_grad) {
+        snprintf(what, sizeof what, "softmax_xent dlogits %lldx%lld%s", (long long)rows, (long long)cols,
+                 quantized ? " ties" : "");
+        compare(p, what, dc, dg, n, 1e-5, 1e-8);
+        free_both(p, dc, dg);
+    }
+    free_both(p, lc, lg);
+    free_both(p, labc, labg);
+    free_both(p, sc, sg);
+    free(hl);
+    free(hlab);
+}
+
+static void test_softmax_xent(pair *p)
+{
+    for (size_t s = 0; s < N_SHAPES; s++) {
+        softmax_case(p, shapes[s][0], shapes[s][1], false, true);
+        softmax_case(p, shapes[s][0], shapes[s][1], true, true);
+    }
+    softmax_case(p, 64, 10, false, false);
+    softmax_case(p, 1100, 10, false, true); /* more rows than either grid cap: the row loop strides */
+}
+
+static void test_sumsq(pair *p)
+{
+    ddp_err ec = {0}, eg = {0};
+    const size_t extra[] = {0, 300000}; /* empty, and more blocks than the partial-sum cap */
+    for (size_t s = 0; s < N_SIZES + 2; s++) {
+        size_t n = s < N_SIZES ? sizes[s] : extra[s - N_SIZES];
+        float *h = random_floats(n, 3.0f), *xc, *xg;
+        upload_both(p, h, n * sizeof *h, (void **)&xc, (void **)&xg);
+        double rc = -1, rg = -1, rg2 = -2;
+        CHECK(p->cpu->ops->sumsq(p->cpu, xc, n, &rc, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(sumsq, (p->gpu, xg, n, &rg, &eg), eg.msg);
+        GPU_CHECK(sumsq, (p->gpu, xg, n, &rg2, &eg), eg.msg);
+        CHECK(fabs(rg - rc) <= 1e-12 * rc, "sumsq n=%zu: cuda %.17g, cpu %.17g", n, rg, rc);
+        CHECK(memcmp(&rg, &rg2, sizeof rg) == 0, "sumsq n=%zu not deterministic: %.17g then %.17g", n, rg, rg2);
+        free_both(p, xc, xg);
+        free(h);
+    }
+}
+
+/* ---- optimizers -------------------------------------------------------------------------- */
+
+static void test_sgd(pair *p)
+{
+    ddp_err ec = {0}, eg = {0};
+    char what[128];
+    const struct { float momentum, wd; bool nesterov; float gs; } cases[] = {
+        {0.0f, 0.0f, false, 1.0f}, {0.9f, 1e-4f, true, 1.0f}, {0.9f, 0.0f, false, 0.5f}, {0.5f, 0.01f, false, 0.75f}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t s = 0; s < N_SIZES; s += 2) {
+            size_t n = sizes[s];
+            float *hp = random_floats(n, 1.0f), *pc, *pg, *bc = NULL, *bg = NULL;
+            output_both(p, hp, n, &pc, &pg);
+            if (cases[c].momentum != 0.0f)
+                output_both(p, NULL, n, &bc, &bg); /* step 1 must write the buffer, not read it */
+            for (int step = 0; step < 3; step++) {
+                float *hg = random_floats(n, 1.0f), *gc, *gg;
+                upload_both(p, hg, n * sizeof *hg, (void **)&gc, (void **)&gg);
+                sgd_args a = {.lr = 0.1f, .momentum = cases[c].momentum, .weight_decay = cases[c].wd,
+                              .nesterov = cases[c].nesterov, .first_step = step == 0, .grad_scale = cases[c].gs};
+                CHECK(p->cpu->ops->sgd_step(p->cpu, pc, gc, bc, n, &a, &ec) == 0, "%s", ec.msg);
+                GPU_CHECK(sgd_step, (p->gpu, pg, gg, bg, n, &a, &eg), eg.msg);
+                free_both(p, gc, gg);
+                free(hg);
+            }
+            snprintf(what, sizeof what, "sgd case %zu n=%zu params", c, n);
+            compare(p, what, pc, pg, n, 1e-5, 1e-7);
+            if (bc) {
+                snprintf(what, sizeof what, "sgd case %zu n=%zu momentum buffer", c, n);
+                compare(p, what, bc, bg, n, 1e-5, 1e-7);
+                free_both(p, bc, bg);
+            }
+            free_both(p, pc, pg);
+            free(hp);
+        }
+}
+
+static void test_adamw(pair *p)
+{
+    ddp_err ec = {0}, eg = {0};
+    char what[128];
+    for (size_t s = 0; s < N_SIZES; s += 2) {
+        size_t n = sizes[s];
+        float *hp = random_floats(n, 1.0f), *zeros = calloc(n ? n : 1, sizeof *zeros);
+        float *pc, *pg, *mc, *mg, *vc, *vg;
+        output_both(p, hp, n, &pc, &pg);
+        output_both(p, zeros, n, &mc, &mg);
+        output_both(p, zeros, n, &vc, &vg);
+        for (int step = 1; step <= 3; step++) {
+            float *hg = random_floats(n, 1.0f), *gc, *gg;
+            upload_both(p, hg, n * sizeof *hg, (void **)&gc, (void **)&gg);
+            adamw_args a = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f,
+                            .step = step, .grad_scale = step == 2 ? 0.6f : 1.0f};
+            CHECK(p->cpu->ops->adamw_step(p->cpu, pc, gc, mc, vc, n, &a, &ec) == 0, "%s", ec.msg);
+            GPU_CHECK(adamw_step, (p->gpu, pg, gg, mg, vg, n, &a, &eg), eg.msg);
+            free_both(p, gc, gg);
+            free(hg);
+        }
+        snprintf(what, sizeof what, "adamw n=%zu params", n);
+        compare(p, what, pc, pg, n, 1e-5, 1e-7);
+        snprintf(what, sizeof what, "adamw n=%zu m", n);
+        compare(p, what, mc, mg, n, 1e-5, 1e-8);
+        snprintf(what, sizeof what, "adamw n=%zu v", n);
+        compare(p, what, vc, vg, n, 1e-5, 1e-10);
+        free_both(p, pc, pg);
+        free_both(p, mc, mg);
+        free_both(p, vc, vg);
+        free(hp);
+        free(zeros);
+    }
+}
+
+/* ---- GEMM through cuBLAS (or its emulation) ---------------------------------------------- */
+
+static void test_gemm(pair *p)
+{
+    ddp_err ec = {0}, eg = {0};
+    char what[160];
+    const int64_t dims[][3] = {{1, 1, 1}, {5, 7, 3}, {64, 10, 32}, {33, 17, 65}, {16, 64, 784}};
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        for (size_t s = 0; s < sizeof dims / sizeof dims[0]; s++) {
+            int64_t m = dims[s][0], n = dims[s][1], k = dims[s][2];
+            /* row strides padded past the minimum, so a wrong leading dimension shows */
+            int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+            int64_t lda = a_cols + 3, ldb = b_cols + 1, ldc = n + 2;
+            float *ha = random_floats((size_t)(a_rows * lda), 1.0f), *hb = random_floats((size_t)(b_rows * ldb), 1.0f);
+            float *hc = random_floats((size_t)(m * ldc), 1.0f);
+            float *ac, *ag, *bc, *bg, *cc, *cg;
+            upload_both(p, ha, (size_t)(a_rows * lda) * sizeof(float), (void **)&ac, (void **)&ag);
+            upload_both(p, hb, (size_t)(b_rows * ldb) * sizeof(float), (void **)&bc, (void **)&bg);
+            const float betas[] = {0.0f, 1.3f};
+            for (int bi = 0; bi < 2; bi++) {
+                output_both(p, betas[bi] == 0.0f ? NULL : hc, (size_t)(m * ldc), &cc, &cg);
+                if (betas[bi] == 0.0f) { /* padding between rows is never written: give it values */
+                    float *init = random_floats((size_t)(m * ldc), 1.0f);
+                    for (int64_t i = 0; i < m; i++)
+                        for (int64_t j = 0; j < n; j++)
+                            init[i * ldc + j] = NAN;
+                    dev_upload(p->cpu, cc, init, (size_t)(m * ldc) * sizeof(float));
+                    dev_upload(p->gpu, cg, init, (size_t)(m * ldc) * sizeof(float));
+                    free(init);
+                }
+                CHECK(p->cpu->ops->gemm(p->cpu, ta, tb, m, n, k, 0.7f, ac, lda, bc, ldb, betas[bi], cc, ldc, &ec) == 0,
+                      "%s", ec.msg);
+                GPU_CHECK(gemm, (p->gpu, ta, tb, m, n, k, 0.7f, ag, lda, bg, ldb, betas[bi], cg, ldc, &eg), eg.msg);
+                snprintf(what, sizeof what, "gemm ta=%d tb=%d m=%lld n=%lld k=%lld beta=%g", ta, tb, (long long)m,
+                         (long long)n, (long long)k, (double)betas[bi]);
+                compare(p, what, cc, cg, (size_t)(m * ldc), 1e-5, 1e-6 * (double)k);
+                free_both(p, cc, cg);
+            }
+            free_both(p, ac, ag);
+            free_both(p, bc, bg);
+            free(ha);
+            free(hb);
+            free(hc);
+        }
+    }
+    /* cuBLAS takes int: larger sizes are refused with a clear error, before anything runs */
+    int rc = p->gpu->ops->gemm(p->gpu, false, false, (int64_t)1 << 31, 1, 1, 1.0f, NULL, 1, NULL, 1, 0.0f, NULL, 1, &eg);
+    CHECK(rc != 0, "gemm with m = 2^31 accepted");
+    CHECK_STR_CONTAINS(eg.msg, "INT_MAX");
+}
+
+typedef struct group {
+    const char *name;
+    void (*run)(pair *p);
+} group;
+
+int main(int argc, char **argv)
+{
+    const char *which = argc > 1 ? argv[1] : "kernels";
+    const char *seed_env = getenv("DDP_TEST_SEED");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
+    rng_seed(&test_rng, seed, 7);
+    const char *order = getenv("DDP_CUDA_EMU_ORDER");
+    fprintf(stderr, "test_cuda_kernels %s: seed %llu (DDP_TEST_SEED repeats), order %s\n", which,
+            (unsigned long long)seed, order ? order : "(default)");
+
+    pair p = {0};
+    ddp_err err = {0};
+    config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    die_on(device_cpu_create(&p.cpu, &err), &err, "device_cpu_create");
+    die_on(device_cuda_create(0, &cfg, &p.gpu, &err), &err, "device_cuda_create");
+    CHECK(p.gpu->kind == DEVICE_CUDA && p.gpu->stream != NULL, "cuda device has no stream");
+
+    const group kernel_groups[] = {{"fill+scale+u8_to_f32", test_fill_scale_u8}, {"act_forward+backward", test_activations},
+                                   {"bias_add+bias_grad", test_bias}, {"softmax_xent", test_softmax_xent},
+                                   {"sumsq", test_sumsq}, {"sgd_step", test_sgd}, {"adamw_step", test_adamw}};
+    const group gemm_groups[] = {{"gemm", test_gemm}};
+    bool gemm = strcmp(which, "gemm") == 0;
+    const group *groups = gemm ? gemm_groups : kernel_groups;
+    size_t n_groups = gemm ? 1 : sizeof kernel_groups / sizeof kernel_groups[0];
+    for (size_t i = 0; i < n_groups; i++) {
+        double t0 = now_ms();
+        groups[i].run(&p);
+        fprintf(stderr, "  %-22s %8.1f ms\n", groups[i].name, now_ms() - t0);
+    }
+    for (int i = 0; op_times[i].name; i++)
+        fprintf(stderr, "  op %-14s %5d calls %9.1f ms\n", op_times[i].name, op_times[i].calls, op_times[i].ms);
+    p.gpu->ops->destroy(p.gpu);
+    p.cpu->ops->destroy(p.cpu);
+    return check_done("test_cuda_kernels");
+}
