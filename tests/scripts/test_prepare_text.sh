@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# tests/scripts/test_prepare_text.sh [PROJECT_ROOT] — scripts/prepare-text: llm.c shard and tokenizer.bin
+# headers, train+val decoding back to the input bytes through tokenizer.bin, the val split, shard
+# rollover, --force, and the refusals. The gpt2 checks need tiktoken and the GPT-2 ranks file
+# (scripts/setup --text); without them it exits 77 (skipped) after the byte-tokenizer checks.
+set -euo pipefail
+ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
+PREP=$ROOT/scripts/prepare-text
+TMP=$(mktemp -d /tmp/ddptest.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "ok - $*"; }
+
+# check.py OUT_DIR VOCAB EOT VAL_FRACTION SHARD_TOKENS INPUT...: every file in OUT_DIR against the
+# llm.c formats, and the decoded train+val stream against the inputs (each preceded by the
+# end-of-text token's bytes when EOT >= 0).
+cat > "$TMP/check.py" <<'EOF'
+import os, re, struct, sys
+from array import array
+from fractions import Fraction
+out, vocab, eot, frac, shard = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Fraction(sys.argv[4]), int(sys.argv[5])
+inputs = sys.argv[6:]
+def die(msg):
+    sys.exit(f"check: {out}: {msg}")
+names = sorted(os.listdir(out))
+extra = [n for n in names if n != "tokenizer.bin" and not re.match(r"^(train|val)_\d{6}\.bin$", n)]
+if extra:
+    die(f"unexpected files (temporaries left behind?): {extra}")
+tb = open(os.path.join(out, "tokenizer.bin"), "rb").read()
+h = struct.unpack("<256i", tb[:1024])
+if h[:4] != (20240328, 2, vocab, eot) or any(h[4:]):
+    die(f"tokenizer.bin header {h[:4]}, expected {(20240328, 2, vocab, eot)} and zeros")
+table, pos = [], 1024
+for i in range(vocab):
+    n = tb[pos]
+    table.append(tb[pos + 1:pos + 1 + n])
+    pos += 1 + n
+if pos != len(tb):
+    die(f"tokenizer.bin has {len(tb) - pos} trailing bytes after {vocab} tokens")
+if eot >= 0 and table[eot] != b"<|endoftext|>":
+    die(f"tokenizer.bin: end-of-text token {eot} is {table[eot]!r}, expected b'<|endoftext|>'")
+streams = {}
+for split in ("train", "val"):
+    files = [n for n in names if n.startswith(split + "_")]
+    if files != [f"{split}_{k:06d}.bin" for k in range(len(files))]:
+        die(f"{split} shards not numbered 0..{len(files) - 1}: {files}")
+    toks = array("H")
+    for k, name in enumerate(files):
+        d = open(os.path.join(out, name), "rb").read()
+        hh = struct.unpack("<256i", d[:1024])
+        if hh[:2] != (20240520, 1) or any(hh[3:]):
+            die(f"{name} header {hh[:3]}, expected magic 20240520, version 1, then zeros")
+        if len(d) != 1024 + 2 * hh[2]:
+            die(f"{name} header says {hh[2]} tokens, file holds {(len(d) - 1024) / 2}")
+        last = k == len(files) - 1
+        if not (hh[2] == shard or (last and 0 < hh[2] <= shard)):
+            die(f"{name} holds {hh[2]} tokens; shards hold {shard} except a non-empty last one")
+        t = array("H", d[1024:])
+        if sys.byteorder != "little":
+            t.byteswap()
+        toks.extend(t)
+    if not toks:
+        die(f"no {split} tokens")
+    streams[split] = toks
+stream = streams["train"] + streams["val"]
+want_val = max(1, int(len(stream) * frac))
+if len(streams["val"]) != want_val:
+    die(f"{len(streams['val'])} val tokens of {len(stream)}, expected {want_val} (fraction {frac})")
+if max(stream) >= vocab:
+    die(f"token {max(stream)} outside the vocabulary of {vocab}")
+sep = table[eot] if eot >= 0 else b""
+want = b"".join(sep + open(p, "rb").read() for p in inputs)
+got = b"".join(table[t] for t in stream)
+if got != want:
+    i = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), min(len(got), len(want)))
+    die(f"decoded stream ({len(got)} bytes) differs from the input ({len(want)} bytes) at byte {i}")
+if eot >= 0 and stream[0] != eot:
+    die(f"first token {stream[0]}, expected end-of-text {eot}")
+print(f"{len(streams['train'])} train + {len(streams['val'])} val tokens decode to the input")
+EOF
+check() { python3 "$TMP/check.py" "$@" || fail "check.py $*"; }
+
+# expect_refusal WHAT PATTERN command...: the command fails and its stderr matches PATTERN
+expect_refusal() {
+    local what=$1 pattern=$2; shift 2
+    if "$@" >"$TMP/out" 2>"$TMP/err"; then fail "$what: accepted ($(cat "$TMP/out"))"; fi
+    grep -qE -- "$pattern" "$TMP/err" || fail "$what: stderr lacks /$pattern/: $(cat "$TMP/err")"
+    ok "$what: $(tail -n 1 "$TMP/err")"
+}
+
+A=$TMP/a.txt
+B=$TMP/b.txt
+printf 'A naïve café — 日本語のテキスト, emoji 🙂.\nSecond line\twith a tab.\n' > "$A"
+for i in $(seq 1 40); do printf 'Line %d: the quick brown fox — ünïcödé %d.\n' "$i" $((i * i)); done > "$B"
+
+# bytes tokenizer: headers, exact decoding, val split
+"$PREP" --tokenizer bytes --val-fraction 0.25 "$A" "$TMP/b1" >/dev/null
+check "$TMP/b1" 256 -1 0.25 100000000 "$A"
+ok "bytes: one document, 25% val"
+"$PREP" --tokenizer bytes "$A" "$B" "$TMP/b2" >/dev/null
+check "$TMP/b2" 256 -1 0.05 100000000 "$A" "$B"
+ok "bytes: two documents, default 5% val"
+
+# shard rollover, then --force with bigger shards leaves no stale shard behind
+"$PREP" --tokenizer bytes --val-fraction 0.3 --shard-tokens 97 "$A" "$B" "$TMP/b3" >/dev/null
+check "$TMP/b3" 256 -1 0.3 97 "$A" "$B"
+shards=("$TMP"/b3/train_*.bin)
+n=${#shards[@]}
+[ "$n" -ge 10 ] || fail "rollover: $n train shards of 97 tokens"
+ok "rollover: $n train shards of 97 tokens"
+sum_before=$(cat "$TMP"/b3/*.bin | cksum)
+expect_refusal "existing shards without --force" "--force" "$PREP" --tokenizer bytes "$A" "$TMP/b3"
+[ "$(cat "$TMP"/b3/*.bin | cksum)" = "$sum_before" ] || fail "refused run changed $TMP/b3"
+"$PREP" --tokenizer bytes --val-fraction 0.3 --shard-tokens 1000 --force "$A" "$B" "$TMP/b3" >/dev/null
+check "$TMP/b3" 256 -1 0.3 1000 "$A" "$B"
+ok "--force replaces the shards and removes stale ones"
+
+# refusals
+printf 'valid start\n\xc3\xa9 then a bad byte \xff here\n' > "$TMP/bad.txt"
+expect_refusal "invalid UTF-8" "bad\\.txt.*byte offset 31" "$PREP" --tokenizer bytes "$A" "$TMP/bad.txt" "$TMP/b4"
+[ ! -e "$TMP/b4" ] || fail "invalid UTF-8 left $TMP/b4 behind"
+printf 'x' > "$TMP/one.txt"
+expect_refusal "one-token stream" "too short" "$PREP" --tokenizer bytes "$TMP/one.txt" "$TMP/b5"
+expect_refusal "--val-fraction 1" "between 0 and 1" "$PREP" --tokenizer bytes --val-fraction 1 "$A" "$TMP/b6"
+expect_refusal "--val-fraction 0" "between 0 and 1" "$PREP" --tokenizer bytes --val-fraction 0 "$A" "$TMP/b6"
+expect_refusal "missing input" "nope\\.txt" "$PREP" --tokenizer bytes "$TMP/nope.txt" "$TMP/b6"
+
+# gpt2: needs tiktoken and the ranks file
+RANKS=${DDPRUN_GPT2_RANKS:-${XDG_CACHE_HOME:-$HOME/.cache}/ddprun/gpt2.tiktoken}
+if ! python3 -c 'import tiktoken' 2>/dev/null; then
+    echo "SKIP: gpt2 checks: python3 cannot import tiktoken (scripts/setup --text installs it)"
+    exit 77
+fi
+if [ ! -f "$RANKS" ]; then
+    echo "SKIP: gpt2 checks: no GPT-2 ranks file at $RANKS (scripts/setup --text fetches it)"
+    exit 77
+fi
+"$PREP" --ranks "$RANKS" "$A" "$B" "$TMP/g1" >/dev/null
+check "$TMP/g1" 50257 50256 0.05 100000000 "$A" "$B"
+ok "gpt2: two documents decode through tokenizer.bin, end-of-text first"
+printf 'Hello world' > "$TMP/hello.txt"
+"$PREP" --ranks "$RANKS" --val-fraction 0.3 "$TMP/hello.txt" "$TMP/g2" >/dev/null
+ids=$(python3 -c 'import sys
+from array import array
+print(*[t for s in sys.argv[1:] for t in array("H", open(s, "rb").read()[1024:])])' "$TMP/g2/train_000000.bin" "$TMP/g2/val_000000.bin")
+[ "$ids" = "50256 15496 995" ] || fail "gpt2: 'Hello world' -> $ids, expected 50256 15496 995"
+ok "gpt2: 'Hello world' -> $ids"
+head -n 1000 "$RANKS" > "$TMP/short.tiktoken"
+expect_refusal "truncated ranks file" "not GPT-2's ranks" "$PREP" --ranks "$TMP/short.tiktoken" "$A" "$TMP/g3"
+# every rank present, but 'Hello' and ' world' trade places
+sed -e 's/ 15496$/ SWAP/' -e 's/ 995$/ 15496/' -e 's/ SWAP$/ 995/' "$RANKS" > "$TMP/swapped.tiktoken"
+expect_refusal "scrambled ranks file" "does not reproduce GPT-2" "$PREP" --ranks "$TMP/swapped.tiktoken" "$A" "$TMP/g3"
+echo "all prepare-text checks passed"
