@@ -1,0 +1,363 @@
+/* token_shards.c — finding, mapping and validating a split's llm.c token shards; stream lookups.
+ *
+ * Owns the directory scan (SPLIT_NNNNNN.bin, numbered without gaps from 000000), the per-shard
+ * checks (header size, magic, version, token count, exact file size), the prefix sums that map a
+ * stream position to its shard in O(log shards), window gathering and the vocabulary scan. Shards
+ * are mmapped read-only and never copied: a dataset of billions of tokens costs page cache, not heap.
+ * Everything is decoded explicitly little-endian, byte by byte, as the checkpoint format is. It must
+ * not know about ranks, batching order, models or devices, and must not print. */
+#include "token_shards.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SHARD_DIGITS 6
+#define SPLIT_MAX 64
+/* The vocabulary scan takes the maximum of a block first (a loop the compiler vectorizes) and
+ * looks for the offending position only in a block that has one. */
+#define SCAN_BLOCK 65536
+
+static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+static int32_t le32(const uint8_t *p)
+{
+    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+}
+
+/* ---- finding the shard files ---- */
+
+/* The split becomes part of file names, so it must not be able to leave the directory. */
+static int check_split(const char *split, ddp_err *err)
+{
+    size_t len = split ? strlen(split) : 0;
+    if (len == 0 || len >= SPLIT_MAX || strchr(split, '/'))
+        return ddp_fail(err, DDP_EUSAGE, "token shards: split \"%s\" must be a non-empty file-name "
+                        "prefix such as \"train\" or \"val\"", split ? split : "(null)");
+    return DDP_OK;
+}
+
+/* The shard number of a name "SPLIT_NNNNNN.bin", or -1 for any other name. */
+static int32_t shard_number(const char *name, const char *split)
+{
+    size_t len = strlen(split);
+    if (strncmp(name, split, len) != 0 || name[len] != '_')
+        return -1;
+    const char *digits = name + len + 1;
+    int32_t k = 0;
+    for (int i = 0; i < SHARD_DIGITS; i++) {
+        if (digits[i] < '0' || digits[i] > '9')
+            return -1;
+        k = k * 10 + (digits[i] - '0');
+    }
+    return strcmp(digits + SHARD_DIGITS, ".bin") == 0 ? k : -1;
+}
+
+static int push_number(int32_t **list, int64_t *n, int64_t *cap, int32_t k)
+{
+    if (*n == *cap) {
+        int64_t grown_cap = *cap ? 2 * *cap : 64;
+        int32_t *grown = realloc(*list, (size_t)grown_cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        *list = grown;
+        *cap = grown_cap;
+    }
+    (*list)[(*n)++] = k;
+    return 0;
+}
+
+static int compare_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A missing or unreadable directory is the user's to fix; anything else is the system's. */
+static int open_dir_error(void)
+{
+    return errno == ENOENT || errno == ENOTDIR || errno == EACCES ? DDP_EUSAGE : DDP_ERUNTIME;
+}
+
+/* The numbers of every SPLIT_NNNNNN.bin in dir, sorted ascending (*n may be 0). */
+static int list_numbers(const char *dir, const char *split, int32_t **out, int64_t *n, ddp_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return ddp_fail(err, open_dir_error(), "%s: cannot open the token shard directory: %s "
+                        "(scripts/prepare-text makes it)", dir, strerror(errno));
+    int64_t cap = 0;
+    int rc = DDP_OK;
+    for (;;) {
+        errno = 0;
+        struct dirent *e = readdir(d);
+        if (!e) {
+            if (errno)
+                rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot list the directory: %s", dir, strerror(errno));
+            break;
+        }
+        int32_t k = shard_number(e->d_name, split);
+        if (k >= 0 && push_number(out, n, &cap, k) != 0) {
+            rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory listing %s shards", dir, split);
+            break;
+        }
+    }
+    closedir(d);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+        return rc;
+    }
+    if (*n > 1)
+        qsort(*out, (size_t)*n, sizeof **out, compare_i32);
+    return DDP_OK;
+}
+
+/* Sorted unique numbers are 0..n-1 exactly when numbers[k] == k for every k; the first k where that
+ * fails is the missing file, and numbers[k] is a later one that exists. */
+static int check_numbering(const char *dir, const char *split, const int32_t *numbers, int64_t n,
+                           ddp_err *err)
+{
+    if (n == 0)
+        return ddp_fail(err, DDP_EUSAGE, "%s: no %s token shards: expected files %s_000000.bin, "
+                        "%s_000001.bin, ... (scripts/prepare-text makes them)", dir, split, split, split);
+    for (int64_t k = 0; k < n; k++)
+        if (numbers[k] != k)
+            return ddp_fail(err, DDP_EUSAGE, "%s/%s_%06lld.bin is missing but %s_%06d.bin exists "
+                            "(shards must be numbered consecutively from %s_000000.bin)", dir, split,
+                            (long long)k, split, numbers[k], split);
+    return DDP_OK;
+}
+
+static char *shard_path(const char *dir, const char *split, int64_t k)
+{
+    int len = snprintf(NULL, 0, "%s/%s_%06lld.bin", dir, split, (long long)k);
+    char *path = len < 0 ? NULL : malloc((size_t)len + 1);
+    if (path)
+        snprintf(path, (size_t)len + 1, "%s/%s_%06lld.bin", dir, split, (long long)k);
+    return path;
+}
+
+/* ---- one shard ---- */
+
+static int map_file(token_shard *sh, ddp_err *err)
+{
+    int fd = open(sh->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ddp_fail(err, errno == ENOENT ? DDP_EUSAGE : DDP_ERUNTIME, "%s: cannot open: %s", sh->path,
+                        strerror(errno));
+    struct stat st;
+    int rc = DDP_OK;
+    if (fstat(fd, &st) != 0)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot stat: %s", sh->path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: not a regular file", sh->path);
+    /* checked before mmap, which refuses length 0, so an empty file gets the same message */
+    else if (st.st_size < TOKEN_SHARD_HEADER_BYTES)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: %lld bytes is too short for the %d-byte shard header",
+                      sh->path, (long long)st.st_size, TOKEN_SHARD_HEADER_BYTES);
+    if (!rc) {
+        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED)
+            rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot mmap %lld bytes: %s", sh->path,
+                          (long long)st.st_size, strerror(errno));
+        else
+            sh->map = map, sh->map_len = (size_t)st.st_size;
+    }
+    close(fd); /* the mapping keeps the file alive */
+    return rc;
+}
+
+static int check_header(token_shard *sh, ddp_err *err)
+{
+    int32_t magic = le32(sh->map), version = le32(sh->map + 4), count = le32(sh->map + 8);
+    if (magic != TOKEN_SHARD_MAGIC)
+        return ddp_fail(err, DDP_EUSAGE, "%s: bad magic %d, expected %d (an llm.c token shard)", sh->path,
+                        magic, TOKEN_SHARD_MAGIC);
+    if (version != TOKEN_SHARD_VERSION)
+        return ddp_fail(err, DDP_EUSAGE, "%s: unsupported shard version %d, expected %d", sh->path,
+                        version, TOKEN_SHARD_VERSION);
+    if (count < 1)
+        return ddp_fail(err, DDP_EUSAGE, "%s: header declares %d tokens; a shard holds at least 1",
+                        sh->path, count);
+    /* int64 arithmetic: 2 * INT32_MAX + 1024 does not fit an int32 */
+    long long want = TOKEN_SHARD_HEADER_BYTES + 2 * (long long)count, have = (long long)sh->map_len;
+    if (have < want)
+        return ddp_fail(err, DDP_EUSAGE, "%s: truncated: the header declares %d tokens (%lld bytes with "
+                        "the header) but the file has %lld bytes", sh->path, count, want, have);
+    if (have > want)
+        return ddp_fail(err, DDP_EUSAGE, "%s: %lld trailing bytes: the header declares %d tokens (%lld "
+                        "bytes with the header) but the file has %lld bytes", sh->path, have - want,
+                        count, want, have);
+    sh->tokens = sh->map + TOKEN_SHARD_HEADER_BYTES;
+    sh->ntokens = count;
+    return DDP_OK;
+}
+
+static void shard_release(token_shard *sh)
+{
+    if (sh->map)
+        munmap((void *)sh->map, sh->map_len);
+    free(sh->path);
+    memset(sh, 0, sizeof *sh);
+}
+
+/* ---- the split ---- */
+
+static int open_shards(const char *dir, const char *split, token_shards *s, ddp_err *err)
+{
+    for (int64_t k = 0; k < s->count; k++) {
+        token_shard *sh = &s->shards[k];
+        sh->path = shard_path(dir, split, k);
+        if (!sh->path)
+            return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for shard paths", dir);
+        int rc = map_file(sh, err);
+        if (!rc)
+            rc = check_header(sh, err);
+        if (rc)
+            return rc;
+        s->start[k + 1] = s->start[k] + sh->ntokens;
+    }
+    s->total = s->start[s->count];
+    return DDP_OK;
+}
+
+int token_shards_open(const char *dir, const char *split, token_shards *out, ddp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    int32_t *numbers = NULL;
+    int64_t n = 0;
+    int rc = check_split(split, err);
+    if (!rc)
+        rc = list_numbers(dir, split, &numbers, &n, err);
+    if (!rc)
+        rc = check_numbering(dir, split, numbers, n, err);
+    free(numbers);
+    if (rc)
+        return rc;
+    out->count = n;
+    out->shards = calloc((size_t)n, sizeof *out->shards);
+    out->start = calloc((size_t)n + 1, sizeof *out->start);
+    if (!out->shards || !out->start)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %lld shards", dir, (long long)n);
+    if (!rc)
+        rc = open_shards(dir, split, out, err);
+    if (rc)
+        token_shards_close(out);
+    return rc;
+}
+
+void token_shards_close(token_shards *s)
+{
+    if (!s)
+        return;
+    for (int64_t k = 0; s->shards && k < s->count; k++)
+        shard_release(&s->shards[k]);
+    free(s->shards);
+    free(s->start);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- reading the stream ---- */
+
+int64_t token_shards_windows(const token_shards *s, int64_t T)
+{
+    if (T < 1 || s->total < 2)
+        return 0;
+    return (s->total - 1) / T;
+}
+
+/* The shard holding stream position pos: the last k with start[k] <= pos (every shard is non-empty,
+ * so that shard also satisfies pos < start[k + 1]). */
+static int64_t shard_of(const token_shards *s, int64_t pos)
+{
+    int64_t lo = 0, hi = s->count - 1;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (s->start[mid] <= pos)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* dst[i] = stream[pos + i] for i < n, crossing into as many following shards as it takes. */
+static void copy_stream(const token_shards *s, int64_t pos, int64_t n, int32_t *dst)
+{
+    assert(pos >= 0 && n >= 0 && pos + n <= s->total);
+    int64_t k = shard_of(s, pos);
+    while (n > 0) {
+        const token_shard *sh = &s->shards[k];
+        int64_t off = pos - s->start[k], run = sh->ntokens - off;
+        run = run < n ? run : n;
+        for (int64_t i = 0; i < run; i++)
+            dst[i] = le16(sh->tokens + 2 * (off + i));
+        dst += run, pos += run, n -= run, k++;
+    }
+}
+
+void token_shards_gather(const token_shards *s, int64_t T, const int64_t *window_idx, int64_t count,
+                         int32_t *inputs, int32_t *targets)
+{
+    assert(T >= 1);
+    for (int64_t i = 0; i < count; i++) {
+        int64_t w = window_idx[i];
+        assert(w >= 0 && w < token_shards_windows(s, T));
+        copy_stream(s, w * T, T, inputs + i * T);
+        copy_stream(s, w * T + 1, T, targets + i * T);
+    }
+}
+
+int32_t token_shards_at(const token_shards *s, int64_t pos)
+{
+    int32_t v;
+    copy_stream(s, pos, 1, &v);
+    return v;
+}
+
+/* Index of the first token >= limit among n tokens, or -1. */
+static int64_t first_at_least(const uint8_t *tokens, int64_t n, unsigned limit)
+{
+    for (int64_t b = 0; b < n; b += SCAN_BLOCK) {
+        int64_t e = n - b < SCAN_BLOCK ? n : b + SCAN_BLOCK;
+        unsigned max = 0;
+        for (int64_t i = b; i < e; i++) {
+            unsigned v = le16(tokens + 2 * i);
+            max = v > max ? v : max;
+        }
+        if (max < limit)
+            continue;
+        for (int64_t i = b; i < e; i++)
+            if (le16(tokens + 2 * i) >= limit)
+                return i;
+    }
+    return -1;
+}
+
+int token_shards_check_vocab(const token_shards *s, int64_t vocab_size, ddp_err *err)
+{
+    if (vocab_size < 1)
+        return ddp_fail(err, DDP_EUSAGE, "token shards: vocab_size %lld must be >= 1", (long long)vocab_size);
+    /* uint16 ids are all below 65536: nothing to scan */
+    if (vocab_size > UINT16_MAX)
+        return DDP_OK;
+    for (int64_t k = 0; k < s->count; k++) {
+        const token_shard *sh = &s->shards[k];
+        int64_t i = first_at_least(sh->tokens, sh->ntokens, (unsigned)vocab_size);
+        if (i >= 0)
+            return ddp_fail(err, DDP_EUSAGE, "token %u at %s:%lld is >= vocab_size %lld",
+                            (unsigned)le16(sh->tokens + 2 * i), sh->path, (long long)i, (long long)vocab_size);
+    }
+    return DDP_OK;
+}

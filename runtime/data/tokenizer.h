@@ -1,0 +1,48 @@
+/* tokenizer.h — llm.c's tokenizer.bin (version 2): the bytes of every token id, for turning ids back
+ * into text when printing samples.
+ *
+ * Owns the file format checks: a header of 256 little-endian int32 (magic 20240328, version 2,
+ * vocabulary size in 1..2^20, end-of-text id or -1), then for each id in order a uint8 length >= 1
+ * and that many bytes, and nothing after the last entry. A failed load leaves *out zeroed with
+ * nothing allocated, and the error names the file and what is wrong. Decoding only: encoding text
+ * is scripts/prepare-text's job. This module must not print, and must not assume token bytes are
+ * valid UTF-8 on their own (GPT-2 splits multi-byte characters across tokens). */
+#ifndef DDP_TOKENIZER_H
+#define DDP_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/base/err.h"
+
+#define TOKENIZER_MAGIC 20240328
+#define TOKENIZER_VERSION 2
+#define TOKENIZER_HEADER_BYTES 1024 /* 256 int32 */
+#define TOKENIZER_MAX_VOCAB (1 << 20)
+#define TOKENIZER_MAX_TOKEN_BYTES 255 /* the length is one byte */
+
+typedef struct tokenizer {
+    int32_t vocab_size;
+    int32_t eot;          /* end-of-text id, -1 when the tokenizer has none */
+    uint8_t *entries;     /* the file's entries after the header: length byte, then the bytes */
+    uint32_t *offset;     /* vocab_size entries: offset[id] is id's length byte in entries */
+} tokenizer;
+
+int tokenizer_load(const char *path, tokenizer *out, ddp_err *err);
+/* Frees everything; leaves *t zeroed. Safe on a zeroed struct. */
+void tokenizer_free(tokenizer *t);
+
+/* The bytes of id (not NUL-terminated) and their count in *len; NULL (and *len = 0) for an id
+ * outside [0, vocab_size). */
+const uint8_t *tokenizer_bytes(const tokenizer *t, int32_t id, size_t *len);
+
+/* Decodes ids[0..n) into out (cap bytes), whole tokens only, stopping before the first token that
+ * does not fit; out is always NUL-terminated when cap >= 1 and *written (if not NULL) gets the bytes
+ * written, NUL excluded. An id outside the vocabulary decodes as U+FFFD (a sample being printed is
+ * not worth failing over; tokenizer_bytes tells callers that care). Returns the number of ids
+ * decoded, so a caller streams a long sequence by calling again from ids + that count; with
+ * cap > TOKENIZER_MAX_TOKEN_BYTES every call decodes at least one id when n >= 1. */
+int64_t tokenizer_decode(const tokenizer *t, const int32_t *ids, int64_t n, char *out, size_t cap,
+                         size_t *written);
+
+#endif

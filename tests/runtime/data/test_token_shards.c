@@ -1,0 +1,615 @@
+/* test_token_shards.c — llm.c token shards and tokenizer.bin (suite 'data').
+ *
+ * Writes shards and tokenizer files into a temporary directory and checks: window counts and the
+ * contents of gathered windows against a reference stream built here, for shard layouts where
+ * windows cross one or several shard boundaries; every malformed shard set and tokenizer file is
+ * rejected with the offending file named, the struct zeroed and nothing left mapped (counted in
+ * /proc/self/maps; heap leaks are LeakSanitizer's job under -fsanitize=address); the vocabulary
+ * scan names file:offset of the first bad id; a stream past 2^32 tokens (sparse files) is addressed
+ * correctly. Expected values come from the format's definition, never from the code under test. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/check.h"
+#include "runtime/data/token_shards.h"
+#include "runtime/data/tokenizer.h"
+
+static char tmpdir[256];
+
+/* ---- files written at test time ---- */
+
+static void die(const char *what, const char *path)
+{
+    fprintf(stderr, "test setup: %s %s: %s\n", what, path, strerror(errno));
+    exit(1);
+}
+
+static void put_le32(uint8_t *p, int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    p[0] = (uint8_t)u, p[1] = (uint8_t)(u >> 8), p[2] = (uint8_t)(u >> 16), p[3] = (uint8_t)(u >> 24);
+}
+
+static void write_raw(const char *path, const uint8_t *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0)
+        die("cannot write", path);
+}
+
+/* A fresh empty directory under tmpdir, named after the case for readable messages. */
+static void fresh_dir(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/%s", tmpdir, name);
+    if (mkdir(out, 0700) != 0)
+        die("cannot mkdir", out);
+}
+
+/* Shard bytes: a header declaring `declared` tokens, then n tokens (n may differ, to corrupt). */
+static uint8_t *shard_bytes(const uint16_t *tokens, int64_t n, int32_t declared, size_t *len)
+{
+    *len = 1024 + 2 * (size_t)n;
+    uint8_t *b = calloc(*len, 1);
+    if (!b)
+        die("out of memory", "");
+    put_le32(b, 20240520);
+    put_le32(b + 4, 1);
+    put_le32(b + 8, declared);
+    for (int64_t i = 0; i < n; i++)
+        b[1024 + 2 * i] = (uint8_t)tokens[i], b[1024 + 2 * i + 1] = (uint8_t)(tokens[i] >> 8);
+    return b;
+}
+
+static void shard_name(char *out, size_t cap, const char *dir, const char *split, int k)
+{
+    snprintf(out, cap, "%s/%s_%06d.bin", dir, split, k);
+}
+
+static void write_shard(const char *dir, const char *split, int k, const uint16_t *tokens, int64_t n)
+{
+    char path[512];
+    size_t len;
+    uint8_t *b = shard_bytes(tokens, n, (int32_t)n, &len);
+    shard_name(path, sizeof path, dir, split, k);
+    write_raw(path, b, len);
+    free(b);
+}
+
+/* Mappings of files under dir in this process: what a failed open or a close must leave at 0. */
+static int count_maps(const char *dir)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        die("cannot read", "/proc/self/maps");
+    char line[1024], prefix[600];
+    snprintf(prefix, sizeof prefix, "%s/", dir); /* so "empty" does not count "empty_file" */
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, prefix) != NULL;
+    fclose(f);
+    return n;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* ---- windows and gathering ---- */
+
+/* The reference stream: distinct-looking values that use both bytes of the uint16. */
+static uint16_t stream_value(int64_t p) { return (uint16_t)(p * 40503u + 12345u); }
+
+static void check_layout(const char *name, const int64_t *sizes, int nshards)
+{
+    char dir[512];
+    fresh_dir(dir, sizeof dir, name);
+    int64_t total = 0;
+    for (int k = 0; k < nshards; k++) {
+        uint16_t tok[128];
+        for (int64_t i = 0; i < sizes[k]; i++)
+            tok[i] = stream_value(total + i);
+        write_shard(dir, "train", k, tok, sizes[k]);
+        total += sizes[k];
+    }
+    token_shards s;
+    ddp_err err = {0};
+    int rc = token_shards_open(dir, "train", &s, &err);
+    CHECK(rc == DDP_OK, "%s: open failed: %s", name, err.msg);
+    if (rc)
+        return;
+    CHECK_EQ_INT(s.count, nshards);
+    CHECK_EQ_INT(s.total, total);
+    CHECK_EQ_INT(count_maps(dir), nshards);
+    for (int64_t p = 0; p < total; p++)
+        CHECK(token_shards_at(&s, p) == stream_value(p), "%s: position %lld", name, (long long)p);
+    const int64_t Ts[] = {1, 4, 16};
+    for (int j = 0; j < 3; j++) {
+        int64_t T = Ts[j], windows = token_shards_windows(&s, T);
+        CHECK(windows == (total - 1) / T, "%s: T=%lld: %lld windows", name, (long long)T, (long long)windows);
+        /* every window, in reverse order so the gather cannot rely on walking forwards */
+        int64_t *idx = malloc((size_t)windows * sizeof *idx);
+        int32_t *in = malloc((size_t)(windows * T) * sizeof *in), *tg = malloc((size_t)(windows * T) * sizeof *tg);
+        for (int64_t i = 0; i < windows; i++)
+            idx[i] = windows - 1 - i;
+        token_shards_gather(&s, T, idx, windows, in, tg);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < windows; i++)
+            for (int64_t t = 0; t < T; t++) {
+                int64_t p = idx[i] * T + t;
+                bad += in[i * T + t] != stream_value(p) || tg[i * T + t] != stream_value(p + 1);
+            }
+        CHECK(bad == 0, "%s: T=%lld: %lld gathered tokens differ from the stream", name, (long long)T,
+              (long long)bad);
+        free(idx), free(in), free(tg);
+    }
+    token_shards_close(&s);
+    CHECK(s.count == 0 && s.shards == NULL && s.start == NULL && s.total == 0, "close leaves the struct zeroed");
+    CHECK_EQ_INT(count_maps(dir), 0);
+}
+
+static void check_windows(void)
+{
+    const int64_t a[] = {1, 7, 100}, b[] = {100, 1, 7}, c[] = {1, 1, 1, 1, 1, 7, 1, 1}, d[] = {7};
+    check_layout("layout_1_7_100", a, 3);
+    check_layout("layout_100_1_7", b, 3);
+    check_layout("layout_tiny", c, 8);  /* a T=16 window spans all eight shards */
+    check_layout("layout_7", d, 1);
+    /* literal window counts for 108 tokens: (108 - 1) / T */
+    char dir[512];
+    uint16_t tok[108] = {0};
+    fresh_dir(dir, sizeof dir, "literal");
+    write_shard(dir, "train", 0, tok, 1);
+    write_shard(dir, "train", 1, tok, 7);
+    write_shard(dir, "train", 2, tok, 100);
+    write_shard(dir, "val", 0, tok, 1);
+    token_shards s, v;
+    ddp_err err = {0};
+    CHECK_EQ_INT(token_shards_open(dir, "train", &s, &err), DDP_OK);
+    CHECK_EQ_INT(token_shards_windows(&s, 1), 107);
+    CHECK_EQ_INT(token_shards_windows(&s, 4), 26);
+    CHECK_EQ_INT(token_shards_windows(&s, 16), 6);
+    CHECK_EQ_INT(token_shards_windows(&s, 107), 1);
+    CHECK_EQ_INT(token_shards_windows(&s, 108), 0);
+    CHECK_EQ_INT(token_shards_windows(&s, 0), 0);
+    token_shards_close(&s);
+    /* one token makes no window: there is no target */
+    CHECK_EQ_INT(token_shards_open(dir, "val", &v, &err), DDP_OK);
+    CHECK_EQ_INT(v.total, 1);
+    CHECK_EQ_INT(token_shards_windows(&v, 1), 0);
+    token_shards_close(&v);
+}
+
+/* Names that are not SPLIT_NNNNNN.bin are ignored: temporaries, the tokenizer, other splits. */
+static void check_ignored_names(void)
+{
+    char dir[512], path[600];
+    uint16_t tok[3] = {1, 2, 3};
+    fresh_dir(dir, sizeof dir, "ignored");
+    write_shard(dir, "train", 0, tok, 3);
+    const char *others[] = {"tokenizer.bin", "train_000001.bin.tmp", "train_1.bin", "train_0000001.bin",
+                            "xtrain_000001.bin", "train-000001.bin", "val_000000.bin"};
+    for (int i = 0; i < 7; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, others[i]);
+        write_raw(path, (const uint8_t *)"junk", 4);
+    }
+    token_shards s;
+    ddp_err err = {0};
+    int rc = token_shards_open(dir, "train", &s, &err);
+    CHECK(rc == DDP_OK, "open with unrelated files around: %s", err.msg);
+    CHECK_EQ_INT(s.count, 1);
+    CHECK_EQ_INT(s.total, 3);
+    token_shards_close(&s);
+}
+
+/* ---- malformed shard sets ---- */
+
+static void expect_open_error(const char *dir, const char *split, const char *needle1, const char *needle2)
+{
+    token_shards s;
+    memset(&s, 0xab, sizeof s); /* garbage in: the failed open must zero it */
+    ddp_err err = {0};
+    int rc = token_shards_open(dir, split, &s, &err);
+    CHECK(rc == DDP_EUSAGE, "%s: rc %d, expected DDP_EUSAGE (msg: %s)", dir, rc, err.msg);
+    CHECK_STR_CONTAINS(err.msg, needle1);
+    CHECK_STR_CONTAINS(err.msg, needle2);
+    CHECK(s.count == 0 && s.shards == NULL && s.start == NULL && s.total == 0, "%s: struct not zeroed", dir);
+    CHECK(count_maps(dir) == 0, "%s: %d mappings left after a failed open", dir, count_maps(dir));
+    if (rc == DDP_OK)
+        token_shards_close(&s);
+}
+
+/* Shards 0 and 2 valid, shard 1 written from `bytes`: shard 0 is mapped before shard 1 fails. */
+static void corrupt_middle(const char *name, const uint8_t *bytes, size_t len, const char *n1, const char *n2)
+{
+    char dir[512], path[600];
+    uint16_t tok[7] = {1, 2, 3, 4, 5, 6, 7};
+    fresh_dir(dir, sizeof dir, name);
+    write_shard(dir, "train", 0, tok, 7);
+    write_shard(dir, "train", 2, tok, 7);
+    shard_name(path, sizeof path, dir, "train", 1);
+    write_raw(path, bytes, len);
+    expect_open_error(dir, "train", "train_000001.bin", n1);
+    if (n2)
+        expect_open_error(dir, "train", "train_000001.bin", n2);
+}
+
+static void check_bad_shards(void)
+{
+    uint16_t tok[7] = {1, 2, 3, 4, 5, 6, 7};
+    size_t len;
+    uint8_t *b = shard_bytes(tok, 7, 7, &len); /* len = 1038 */
+    put_le32(b, 12345);
+    corrupt_middle("bad_magic", b, len, "bad magic 12345", "20240520");
+    put_le32(b, 20240520);
+    put_le32(b + 4, 2);
+    corrupt_middle("bad_version", b, len, "version 2", NULL);
+    put_le32(b + 4, 1);
+    corrupt_middle("truncated_byte", b, len - 1, "truncated", "7 tokens (1038 bytes");
+    corrupt_middle("truncated_token", b, len - 2, "truncated", "file has 1036 bytes");
+    corrupt_middle("too_short", b, 1000, "1000 bytes is too short", NULL);
+    corrupt_middle("empty_file", b, 0, "0 bytes is too short", NULL);
+    put_le32(b + 8, 0);
+    corrupt_middle("zero_tokens", b, 1024, "declares 0 tokens", NULL);
+    put_le32(b + 8, -5);
+    corrupt_middle("negative_tokens", b, 1024, "declares -5 tokens", NULL);
+    free(b);
+    b = shard_bytes(tok, 7, 6, &len); /* declares 6, holds 7: one token too many */
+    corrupt_middle("trailing_token", b, len, "2 trailing bytes", "file has 1038 bytes");
+    corrupt_middle("trailing_byte", b, len - 1, "1 trailing bytes", "6 tokens (1036 bytes");
+    free(b);
+
+    /* the last shard failing after two were mapped */
+    char dir[512], path[600];
+    fresh_dir(dir, sizeof dir, "bad_last");
+    write_shard(dir, "train", 0, tok, 7);
+    write_shard(dir, "train", 1, tok, 7);
+    b = shard_bytes(tok, 7, 7, &len);
+    shard_name(path, sizeof path, dir, "train", 2);
+    write_raw(path, b, len - 3);
+    free(b);
+    expect_open_error(dir, "train", "train_000002.bin", "truncated");
+
+    /* a directory where a shard should be */
+    fresh_dir(dir, sizeof dir, "dir_shard");
+    write_shard(dir, "train", 0, tok, 7);
+    shard_name(path, sizeof path, dir, "train", 1);
+    if (mkdir(path, 0700) != 0)
+        die("cannot mkdir", path);
+    expect_open_error(dir, "train", "train_000001.bin", "not a regular file");
+}
+
+static void check_bad_sets(void)
+{
+    char dir[512];
+    uint16_t tok[3] = {1, 2, 3};
+    fresh_dir(dir, sizeof dir, "gap");
+    write_shard(dir, "train", 0, tok, 3);
+    write_shard(dir, "train", 2, tok, 3);
+    write_shard(dir, "train", 3, tok, 3);
+    expect_open_error(dir, "train", "train_000001.bin is missing", "train_000002.bin exists");
+    fresh_dir(dir, sizeof dir, "no_first");
+    write_shard(dir, "train", 1, tok, 3);
+    expect_open_error(dir, "train", "train_000000.bin is missing", "train_000001.bin exists");
+    fresh_dir(dir, sizeof dir, "empty");
+    expect_open_error(dir, "train", "train_000000.bin", "scripts/prepare-text");
+    expect_open_error(dir, "val", "val_000000.bin", "empty");
+    fresh_dir(dir, sizeof dir, "only_val");
+    write_shard(dir, "val", 0, tok, 3);
+    expect_open_error(dir, "train", "no train token shards", "only_val");
+    snprintf(dir, sizeof dir, "%s/does_not_exist", tmpdir);
+    expect_open_error(dir, "train", "does_not_exist", "No such file");
+    expect_open_error(tmpdir, "../x", "split", "../x");
+    expect_open_error(tmpdir, "", "split", "non-empty");
+}
+
+/* ---- the vocabulary scan ---- */
+
+static void expect_vocab_error(const token_shards *s, int64_t V, const char *n1, const char *n2)
+{
+    ddp_err err = {0};
+    int rc = token_shards_check_vocab(s, V, &err);
+    CHECK(rc == DDP_EUSAGE, "vocab %lld: rc %d (msg: %s)", (long long)V, rc, err.msg);
+    CHECK_STR_CONTAINS(err.msg, n1);
+    CHECK_STR_CONTAINS(err.msg, n2);
+}
+
+static void check_vocab(void)
+{
+    char dir[512];
+    uint16_t tok[100] = {0};
+    fresh_dir(dir, sizeof dir, "vocab");
+    tok[0] = 5;
+    write_shard(dir, "train", 0, tok, 1);
+    for (int i = 0; i < 7; i++)
+        tok[i] = (uint16_t)(10 + i);
+    tok[5] = 300, tok[6] = 400;
+    write_shard(dir, "train", 1, tok, 7);
+    for (int i = 0; i < 100; i++)
+        tok[i] = 255;
+    tok[50] = 999;
+    write_shard(dir, "train", 2, tok, 100);
+    token_shards s;
+    ddp_err err = {0};
+    CHECK_EQ_INT(token_shards_open(dir, "train", &s, &err), DDP_OK);
+    expect_vocab_error(&s, 256, "token 300 at ", "train_000001.bin:5 is >= vocab_size 256");
+    expect_vocab_error(&s, 301, "token 400 at ", "train_000001.bin:6 is >= vocab_size 301");
+    expect_vocab_error(&s, 400, "token 400 at ", "train_000001.bin:6");
+    expect_vocab_error(&s, 401, "token 999 at ", "train_000002.bin:50");
+    expect_vocab_error(&s, 999, "token 999 at ", "train_000002.bin:50");
+    CHECK_EQ_INT(token_shards_check_vocab(&s, 1000, &err), DDP_OK);
+    CHECK_EQ_INT(token_shards_check_vocab(&s, 65536, &err), DDP_OK);
+    expect_vocab_error(&s, 0, "vocab_size 0", ">= 1");
+    token_shards_close(&s);
+
+    /* one bad id deep in a large shard (past the scan's first blocks), and at the very end */
+    enum { BIG = 200000 };
+    uint16_t *big = malloc(BIG * sizeof *big);
+    for (int i = 0; i < BIG; i++)
+        big[i] = 7;
+    big[150001] = 65535;
+    fresh_dir(dir, sizeof dir, "vocab_big");
+    write_shard(dir, "train", 0, big, BIG);
+    big[150001] = 7, big[BIG - 1] = 8;
+    write_shard(dir, "train", 1, big, BIG);
+    free(big);
+    CHECK_EQ_INT(token_shards_open(dir, "train", &s, &err), DDP_OK);
+    expect_vocab_error(&s, 65535, "token 65535 at ", "train_000000.bin:150001 ");
+    expect_vocab_error(&s, 8, "token 65535 at ", "train_000000.bin:150001 ");
+    CHECK_EQ_INT(token_shards_check_vocab(&s, 65536, &err), DDP_OK);
+    token_shards_close(&s);
+    fresh_dir(dir, sizeof dir, "vocab_last");
+    uint16_t last[3] = {1, 1, 9};
+    write_shard(dir, "train", 0, last, 3);
+    CHECK_EQ_INT(token_shards_open(dir, "train", &s, &err), DDP_OK);
+    expect_vocab_error(&s, 9, "token 9 at ", "train_000000.bin:2 ");
+    CHECK_EQ_INT(token_shards_check_vocab(&s, 10, &err), DDP_OK);
+    token_shards_close(&s);
+}
+
+/* ---- beyond 2^32 tokens: two sparse shards of INT32_MAX tokens each ---- */
+
+static int sparse_shard(const char *path, const int64_t *pos, const uint16_t *val, int n)
+{
+    uint8_t header[1024] = {0};
+    put_le32(header, 20240520);
+    put_le32(header + 4, 1);
+    put_le32(header + 8, INT32_MAX);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        die("cannot create", path);
+    int ok = ftruncate(fd, 1024 + 2 * (off_t)INT32_MAX) == 0 && pwrite(fd, header, 1024, 0) == 1024;
+    for (int i = 0; ok && i < n; i++) {
+        uint8_t le[2] = {(uint8_t)val[i], (uint8_t)(val[i] >> 8)};
+        ok = pwrite(fd, le, 2, 1024 + 2 * (off_t)pos[i]) == 2;
+    }
+    close(fd);
+    return ok;
+}
+
+static void check_huge_stream(void)
+{
+    char dir[512], p0[600], p1[600];
+    fresh_dir(dir, sizeof dir, "huge");
+    shard_name(p0, sizeof p0, dir, "train", 0);
+    shard_name(p1, sizeof p1, dir, "train", 1);
+    const int64_t last = INT32_MAX - 1; /* last token of each shard */
+    const int64_t pos0[] = {0, last - 1, last}, pos1[] = {0, 1, last};
+    const uint16_t val0[] = {11, 22, 33}, val1[] = {44, 55, 66};
+    if (!sparse_shard(p0, pos0, val0, 3) || !sparse_shard(p1, pos1, val1, 3)) {
+        fprintf(stderr, "huge stream: sparse files unsupported here, skipped\n");
+        return;
+    }
+    token_shards s;
+    ddp_err err = {0};
+    int rc = token_shards_open(dir, "train", &s, &err);
+    CHECK(rc == DDP_OK, "huge: %s", err.msg);
+    if (rc)
+        return;
+    CHECK(s.total == 4294967294LL, "huge: total %lld", (long long)s.total);
+    CHECK_EQ_INT(token_shards_windows(&s, 1024), 4194303);   /* (4294967294 - 1) / 1024 */
+    CHECK_EQ_INT(token_shards_windows(&s, 1), 4294967293LL);
+    /* window 2097151 covers [2147482624, 2147483649): the boundary (2147483647) at t = 1023 */
+    int64_t w = 2097151;
+    int32_t *in = malloc(1024 * sizeof *in), *tg = malloc(1024 * sizeof *tg);
+    token_shards_gather(&s, 1024, &w, 1, in, tg);
+    CHECK_EQ_INT(in[1021], 22);
+    CHECK_EQ_INT(in[1022], 33);
+    CHECK_EQ_INT(in[1023], 44);
+    CHECK_EQ_INT(tg[1022], 44);
+    CHECK_EQ_INT(tg[1023], 55);
+    CHECK_EQ_INT(in[0], 0);
+    /* the last window of T = 1 ends on the stream's last token */
+    w = 4294967292LL;
+    token_shards_gather(&s, 1, &w, 1, in, tg);
+    CHECK_EQ_INT(tg[0], 66);
+    CHECK_EQ_INT(token_shards_at(&s, 0), 11);
+    CHECK_EQ_INT(token_shards_at(&s, 4294967293LL), 66);
+    free(in), free(tg);
+    token_shards_close(&s);
+    CHECK_EQ_INT(count_maps(dir), 0);
+}
+
+/* ---- tokenizer.bin ---- */
+
+#define TOK_VOCAB 260
+#define TOK_EOT 259
+static const char *const MULTI[] = {"th", "e ", NULL /* 255 x 'x' */, "<|endoftext|>"};
+
+static uint8_t *tokenizer_file(size_t *len)
+{
+    uint8_t *b = calloc(1024 + TOK_VOCAB * 256, 1);
+    put_le32(b, 20240328);
+    put_le32(b + 4, 2);
+    put_le32(b + 8, TOK_VOCAB);
+    put_le32(b + 12, TOK_EOT);
+    size_t pos = 1024;
+    for (int id = 0; id < 256; id++)
+        b[pos++] = 1, b[pos++] = (uint8_t)id;
+    for (int j = 0; j < 4; j++) {
+        size_t n = MULTI[j] ? strlen(MULTI[j]) : 255;
+        b[pos++] = (uint8_t)n;
+        for (size_t i = 0; i < n; i++)
+            b[pos++] = MULTI[j] ? (uint8_t)MULTI[j][i] : 'x';
+    }
+    *len = pos;
+    return b;
+}
+
+static void check_tokenizer_good(const char *path)
+{
+    tokenizer t;
+    ddp_err err = {0};
+    int rc = tokenizer_load(path, &t, &err);
+    CHECK(rc == DDP_OK, "tokenizer load: %s", err.msg);
+    if (rc)
+        return;
+    CHECK_EQ_INT(t.vocab_size, TOK_VOCAB);
+    CHECK_EQ_INT(t.eot, TOK_EOT);
+    size_t len;
+    const uint8_t *p;
+    for (int id = 0; id < 256; id++) {
+        p = tokenizer_bytes(&t, id, &len);
+        CHECK(p && len == 1 && p[0] == id, "byte token %d", id);
+    }
+    p = tokenizer_bytes(&t, 258, &len);
+    CHECK(p && len == 255 && p[0] == 'x' && p[254] == 'x', "the 255-byte token");
+    p = tokenizer_bytes(&t, TOK_EOT, &len);
+    CHECK(p && len == 13 && memcmp(p, "<|endoftext|>", 13) == 0, "end-of-text token");
+    CHECK(tokenizer_bytes(&t, -1, &len) == NULL && len == 0, "id -1 has no bytes");
+    CHECK(tokenizer_bytes(&t, TOK_VOCAB, &len) == NULL && len == 0, "id vocab_size has no bytes");
+
+    /* round trip: ids for "the cat<|endoftext|>" */
+    const int32_t ids[] = {256, 257, 'c', 'a', 't', TOK_EOT};
+    char out[64];
+    size_t written = 99;
+    CHECK_EQ_INT(tokenizer_decode(&t, ids, 6, out, sizeof out, &written), 6);
+    CHECK(strcmp(out, "the cat<|endoftext|>") == 0 && written == 20, "decoded \"%s\" (%zu bytes)", out, written);
+    /* whole tokens only: 5 bytes of room hold "th", "e " and the NUL, so decoding stops before "c" */
+    CHECK_EQ_INT(tokenizer_decode(&t, ids, 6, out, 5, &written), 2);
+    CHECK(strcmp(out, "the ") == 0 && written == 4, "cut decode gave \"%s\"", out);
+    CHECK_EQ_INT(tokenizer_decode(&t, ids, 6, out, 0, &written), 0);
+    CHECK_EQ_INT(written, 0);
+    const int32_t odd[] = {-1, TOK_VOCAB, 'a'};
+    CHECK_EQ_INT(tokenizer_decode(&t, odd, 3, out, sizeof out, &written), 3);
+    CHECK(strcmp(out, "\xEF\xBF\xBD\xEF\xBF\xBD" "a") == 0, "out-of-range ids decode as U+FFFD");
+
+    /* streaming every id through a buffer of 256 bytes reassembles the whole table */
+    int32_t all[TOK_VOCAB];
+    for (int i = 0; i < TOK_VOCAB; i++)
+        all[i] = i;
+    char want[1024 + TOK_VOCAB * 256], got[sizeof want], buf[256];
+    size_t want_len = 0, got_len = 0;
+    for (int i = 0; i < TOK_VOCAB; i++) {
+        p = tokenizer_bytes(&t, i, &len);
+        memcpy(want + want_len, p, len);
+        want_len += len;
+    }
+    int64_t done = 0, calls = 0;
+    while (done < TOK_VOCAB && calls++ < 1000) {
+        int64_t k = tokenizer_decode(&t, all + done, TOK_VOCAB - done, buf, sizeof buf, &written);
+        CHECK(k >= 1, "streaming decode made no progress at id %lld", (long long)done);
+        memcpy(got + got_len, buf, written);
+        got_len += written, done += k;
+    }
+    CHECK(done == TOK_VOCAB && got_len == want_len && memcmp(got, want, want_len) == 0,
+          "streamed decode differs (%zu of %zu bytes)", got_len, want_len);
+    tokenizer_free(&t);
+    CHECK(t.entries == NULL && t.offset == NULL && t.vocab_size == 0, "tokenizer_free zeroes");
+}
+
+static void expect_tokenizer_error(const char *name, const uint8_t *bytes, size_t len, const char *n1,
+                                   const char *n2)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    if (bytes)
+        write_raw(path, bytes, len);
+    tokenizer t;
+    memset(&t, 0xab, sizeof t);
+    ddp_err err = {0};
+    int rc = tokenizer_load(path, &t, &err);
+    CHECK(rc == DDP_EUSAGE, "%s: rc %d (msg: %s)", name, rc, err.msg);
+    CHECK_STR_CONTAINS(err.msg, name);
+    CHECK_STR_CONTAINS(err.msg, n1);
+    if (n2)
+        CHECK_STR_CONTAINS(err.msg, n2);
+    CHECK(t.entries == NULL && t.offset == NULL && t.vocab_size == 0 && t.eot == 0, "%s: not zeroed", name);
+    if (rc == DDP_OK)
+        tokenizer_free(&t);
+}
+
+/* A copy of the good file with the int32 at byte `at` replaced. */
+static void bad_field(const char *name, const uint8_t *good, size_t len, size_t at, int32_t v, const char *n1,
+                      const char *n2)
+{
+    uint8_t *b = malloc(len);
+    memcpy(b, good, len);
+    put_le32(b + at, v);
+    expect_tokenizer_error(name, b, len, n1, n2);
+    free(b);
+}
+
+static void check_tokenizer(void)
+{
+    size_t len;
+    uint8_t *good = tokenizer_file(&len);
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer.bin", tmpdir);
+    write_raw(path, good, len);
+    check_tokenizer_good(path);
+
+    bad_field("tok_magic.bin", good, len, 0, 20240520, "bad magic 20240520", "20240328");
+    bad_field("tok_version.bin", good, len, 4, 1, "version 1", "expected 2");
+    bad_field("tok_vocab0.bin", good, len, 8, 0, "vocabulary size 0", NULL);
+    bad_field("tok_vocab_neg.bin", good, len, 8, -3, "vocabulary size -3", NULL);
+    bad_field("tok_vocab_huge.bin", good, len, 8, (1 << 20) + 1, "vocabulary size 1048577", NULL);
+    /* one id fewer (and no end-of-text id, which would now be out of range): the last entry is left over */
+    uint8_t *less = malloc(len);
+    memcpy(less, good, len);
+    put_le32(less + 8, TOK_VOCAB - 1);
+    put_le32(less + 12, -1);
+    expect_tokenizer_error("tok_vocab_less.bin", less, len, "14 trailing bytes", "259 tokens");
+    free(less);
+    bad_field("tok_eot_gone.bin", good, len, 8, TOK_VOCAB - 1, "end-of-text id 259", "-1..258");
+    bad_field("tok_vocab_more.bin", good, len, 8, TOK_VOCAB + 1, "truncated", "token 260 of 261");
+    bad_field("tok_eot_big.bin", good, len, 12, TOK_VOCAB, "end-of-text id 260", NULL);
+    bad_field("tok_eot_neg.bin", good, len, 12, -2, "end-of-text id -2", NULL);
+    uint8_t *b = malloc(len + 1);
+    memcpy(b, good, len);
+    b[len] = 'z';
+    expect_tokenizer_error("tok_trailing.bin", b, len + 1, "1 trailing bytes", NULL);
+    expect_tokenizer_error("tok_cut_last.bin", b, len - 1, "truncated", "token 259");
+    expect_tokenizer_error("tok_cut_mid.bin", b, 1024 + 11, "truncated", "token 5 needs 1 bytes");
+    expect_tokenizer_error("tok_short.bin", b, 500, "500 bytes is too short", NULL);
+    expect_tokenizer_error("tok_empty.bin", b, 0, "0 bytes is too short", NULL);
+    b[1024 + 2 * 100] = 0; /* id 100's length byte */
+    expect_tokenizer_error("tok_zero_len.bin", b, len, "token 100 has length 0", "byte 1224");
+    free(b);
+    expect_tokenizer_error("tok_missing.bin", NULL, 0, "No such file", "scripts/prepare-text");
+    free(good);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "%s/ddptest_shards.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmpdir))
+        die("cannot create", tmpdir);
+    check_windows();
+    check_ignored_names();
+    check_bad_shards();
+    check_bad_sets();
+    check_vocab();
+    check_huge_stream();
+    check_tokenizer();
+    nftw(tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    return check_done("test_token_shards");
+}
