@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "runtime/base/log.h"
-#include "trainer.h"
+#include "train_job.h"
 
 volatile sig_atomic_t train_stop_requested = 0;
 
@@ -24,7 +24,7 @@ double train_now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int load_data(trainer *t, ddp_err *err)
+static int load_data(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     int rc;
@@ -42,7 +42,7 @@ static int load_data(trainer *t, ddp_err *err)
     return rc;
 }
 
-static int alloc_staging(trainer *t, ddp_err *err)
+static int alloc_staging(train_job *t, ddp_err *err)
 {
     int64_t b = t->cfg->data.batch_size, f = t->train.features;
     t->idx = malloc((size_t)b * sizeof *t->idx);
@@ -63,7 +63,7 @@ static int alloc_staging(trainer *t, ddp_err *err)
 
 /* Replicas start identical by construction (same seed) and by a broadcast from rank 0, so a
  * rank with a different build or seed cannot silently diverge. */
-static int init_params(trainer *t, ddp_err *err)
+static int init_params(train_job *t, ddp_err *err)
 {
     model *m = t->m;
     int rc = model_init_params(m, t->cfg->run.seed, err);
@@ -83,7 +83,7 @@ static int init_params(trainer *t, ddp_err *err)
 
 /* One rank per GPU: more ranks on this host than GPUs visible is an error at startup (ranks
  * would silently share GPUs) unless DDPRUN_ALLOW_GPU_SHARING=1. */
-static int check_gpu_count(trainer *t, ddp_err *err)
+static int check_gpu_count(train_job *t, ddp_err *err)
 {
     char reason[256] = "";
     const char *share = getenv("DDPRUN_ALLOW_GPU_SHARING");
@@ -97,7 +97,7 @@ static int check_gpu_count(trainer *t, ddp_err *err)
                     gpus, gpus == 1 ? "" : "s", reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
 }
 
-static int open_grad_comm(trainer *t, ddp_err *err)
+static int open_grad_comm(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     bool nccl = c->ddp.backend == BACKEND_NCCL || (c->ddp.backend == BACKEND_AUTO && t->dev->kind == DEVICE_CUDA);
@@ -113,7 +113,7 @@ static int open_grad_comm(trainer *t, ddp_err *err)
     return comm_nccl_create(t->dev->stream, t->dev->index, c->ddp.timeout_s, c->ddp.debug, &t->grad_comm, err);
 }
 
-static int make_reducer(trainer *t, ddp_err *err)
+static int make_reducer(train_job *t, ddp_err *err)
 {
     size_t offs[MODEL_MAX_TENSORS];
     for (int i = 0; i < t->m->n_tensors; i++)
@@ -129,7 +129,7 @@ static int make_reducer(trainer *t, ddp_err *err)
 
 /* Test-only: DDP_TEST_TRACE_DIR makes each rank append "epoch index" for every sample it trains
  * on, so tests can prove each sample of an interrupted epoch is used exactly once. */
-static int open_trace(trainer *t, ddp_err *err)
+static int open_trace(train_job *t, ddp_err *err)
 {
     const char *dir = getenv("DDP_TEST_TRACE_DIR");
     if (!dir)
@@ -140,7 +140,7 @@ static int open_trace(trainer *t, ddp_err *err)
     return t->trace ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "cannot open %s", path);
 }
 
-static int setup(trainer *t, ddp_err *err)
+static int setup(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     const char *rs = getenv("DDPRUN_RESTART_COUNT");
@@ -183,7 +183,7 @@ static int setup(trainer *t, ddp_err *err)
 
 /* One micro-batch: gather this rank's rows, upload, forward/backward. Gradients of the last
  * micro-step of an optimizer step are reduced while backward runs (no_sync for the others). */
-static int micro_step(trainer *t, int64_t rows, bool first, bool last, ddp_err *err)
+static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err *err)
 {
     device *d = t->dev;
     int64_t f = t->train.features;
@@ -207,7 +207,7 @@ static int micro_step(trainer *t, int64_t rows, bool first, bool last, ddp_err *
 
 /* Communication exposed (not hidden by backward) is the compute stream's time from the end of
  * backward until the reduced gradients are usable: timed on the device, read at log lines. */
-static int reduce_gradients(trainer *t, ddp_err *err)
+static int reduce_gradients(train_job *t, ddp_err *err)
 {
     device *d = t->dev;
     int rc = d->ops->timer_start(d, t->comm_exposed, err);
@@ -218,7 +218,7 @@ static int reduce_gradients(trainer *t, ddp_err *err)
     return rc;
 }
 
-static int optimizer_step(trainer *t, double *lr, ddp_err *err)
+static int optimizer_step(train_job *t, double *lr, ddp_err *err)
 {
     int rc = reduce_gradients(t, err);
     if (rc != DDP_OK)
@@ -239,7 +239,7 @@ static int optimizer_step(trainer *t, double *lr, ddp_err *err)
  * the first attempt of a job (DDPRUN_RESTART_COUNT unset or 0): `kill` SIGKILLs the rank, `stop`
  * acts as if that rank alone received the stop signal, `exit` exits with status 3. Each fires
  * after optimizer step STEP, so integration tests hit exact, reproducible points. */
-static void test_fault(const trainer *t)
+static void test_fault(const train_job *t)
 {
     const char *spec = getenv("DDP_TEST_FAULT");
     char kind[16];
@@ -259,7 +259,7 @@ static void test_fault(const trainer *t)
 
 /* Every rank must stop at the same step: a one-int MAX all-reduce per step makes a signal seen
  * by any rank a decision of all ranks. */
-static int agree_stop(trainer *t, bool *stop, ddp_err *err)
+static int agree_stop(train_job *t, bool *stop, ddp_err *err)
 {
     int32_t flag = train_stop_requested ? 1 : 0;
     int rc = t->ctl->ops->allreduce(t->ctl, &flag, &flag, 1, DT_INT32, OP_MAX, NULL, err);
@@ -267,7 +267,7 @@ static int agree_stop(trainer *t, bool *stop, ddp_err *err)
     return rc;
 }
 
-static int run_epoch(trainer *t, bool *stopped, ddp_err *err)
+static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
 {
     const config *c = t->cfg;
     int64_t accum = c->train.grad_accum;
@@ -300,7 +300,7 @@ static int run_epoch(trainer *t, bool *stopped, ddp_err *err)
 
 /* Epochs advance only when one is complete, together with the sampler, so every checkpoint
  * (periodic, on a stop signal, or the final one) pairs an epoch with a position inside it. */
-static int train_loop(trainer *t, int64_t consumed, ddp_err *err)
+static int train_loop(train_job *t, int64_t consumed, ddp_err *err)
 {
     const config *c = t->cfg;
     t->t_start = t->t_last_log = train_now_s();
@@ -323,7 +323,7 @@ static int train_loop(trainer *t, int64_t consumed, ddp_err *err)
     return rc != DDP_OK ? rc : train_ckpt_maybe_save(t, 1, err);
 }
 
-static void teardown(trainer *t)
+static void teardown(train_job *t)
 {
     train_ckpt_close(t);
     train_log_close(t);
@@ -353,7 +353,7 @@ static void teardown(trainer *t)
 
 int train_run(const config *cfg, comm *ctl, ddp_err *err)
 {
-    trainer t = {.cfg = cfg, .ctl = ctl, .last_test_acc = -1};
+    train_job t = {.cfg = cfg, .ctl = ctl, .last_test_acc = -1};
     int64_t consumed = 0;
     int rc = setup(&t, err);
     if (rc == DDP_OK)

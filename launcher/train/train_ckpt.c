@@ -12,7 +12,7 @@
 
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/base/log.h"
-#include "trainer.h"
+#include "train_job.h"
 
 typedef struct train_ckpt {
     ckpt_writer *writer;          /* rank 0 only */
@@ -31,7 +31,7 @@ static const char *state_prefix(const optimizer *o, int which)
 
 static int n_state_buffers(const optimizer *o) { return o->state1 ? 2 : 1; }
 
-int train_ckpt_open(trainer *t, ddp_err *err)
+int train_ckpt_open(train_job *t, ddp_err *err)
 {
     train_ckpt *c = calloc(1, sizeof *c);
     if (!c)
@@ -50,7 +50,7 @@ int train_ckpt_open(trainer *t, ddp_err *err)
     return ckpt_writer_create(c->dir, (int)t->cfg->checkpoint.keep_last, &c->writer, err);
 }
 
-void train_ckpt_close(trainer *t)
+void train_ckpt_close(train_job *t)
 {
     train_ckpt *c = t->ckpt;
     if (!c)
@@ -64,7 +64,7 @@ void train_ckpt_close(trainer *t)
 }
 
 /* Describes params and optimizer state (already in c->host) as named tensors. */
-static int describe_tensors(trainer *t, train_ckpt *c)
+static int describe_tensors(train_job *t, train_ckpt *c)
 {
     const model *m = t->m;
     int k = 0;
@@ -83,7 +83,7 @@ static int describe_tensors(trainer *t, train_ckpt *c)
     return k;
 }
 
-static int snapshot_and_submit(trainer *t, train_ckpt *c, ddp_err *err)
+static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
 {
     double t0 = train_now_s();
     device *d = t->dev;
@@ -109,7 +109,7 @@ static int snapshot_and_submit(trainer *t, train_ckpt *c, ddp_err *err)
     return rc;
 }
 
-int train_ckpt_maybe_save(trainer *t, int force, ddp_err *err)
+int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
     const config *cfg = t->cfg;
@@ -128,7 +128,7 @@ int train_ckpt_maybe_save(trainer *t, int force, ddp_err *err)
     return snapshot_and_submit(t, c, err);
 }
 
-int train_ckpt_finish(trainer *t, ddp_err *err)
+int train_ckpt_finish(train_job *t, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
     if (!c || !c->writer)
@@ -149,7 +149,7 @@ enum { HDR_STEP, HDR_EPOCH, HDR_CONSUMED, HDR_TOTAL, HDR_OPTIM_STEP, HDR_WORLD, 
 
 /* Rank 0: fills host (params | state buffers) and hdr from a verified checkpoint. Returns
  * DDP_OK, CKPT_NONE, or an error. */
-static int load_on_rank0(trainer *t, float *host, int64_t *hdr, char *used, ddp_err *err)
+static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, ddp_err *err)
 {
     const config *cfg = t->cfg;
     ckpt_loaded ck = {0};
@@ -186,7 +186,7 @@ static int load_on_rank0(trainer *t, float *host, int64_t *hdr, char *used, ddp_
     return rc;
 }
 
-static int apply_resume(trainer *t, const float *host, const int64_t *hdr, const char *used, ddp_err *err)
+static int apply_resume(train_job *t, const float *host, const int64_t *hdr, const char *used, ddp_err *err)
 {
     if (!hdr[HDR_HASH_MATCH])
         return ddp_fail(err, DDP_EUSAGE, "%s was saved by a run with different model, data or optimizer settings; "
@@ -215,7 +215,7 @@ static int apply_resume(trainer *t, const float *host, const int64_t *hdr, const
  * steps done plus what is left of this epoch and of the remaining epochs at this world size. With
  * an unchanged config and world size that is the horizon the checkpoint was saved with; more
  * epochs or steps extend the run, and a new world size re-plans the rest. */
-static void recompute_total(trainer *t, const int64_t *hdr)
+static void recompute_total(train_job *t, const int64_t *hdr)
 {
     const config *cfg = t->cfg;
     if (cfg->train.max_steps > 0) {
@@ -229,7 +229,7 @@ static void recompute_total(trainer *t, const int64_t *hdr)
     t->total_steps = t->step + left_now + (later_epochs > 0 ? later_epochs * t->steps_per_epoch : 0);
 }
 
-int train_ckpt_resume(trainer *t, int64_t *consumed, ddp_err *err)
+int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
 {
     *consumed = 0;
     if (t->cfg->checkpoint.resume == RESUME_NEVER && t->restart_count == 0)

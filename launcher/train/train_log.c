@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "runtime/base/log.h"
-#include "trainer.h"
+#include "train_job.h"
 
 /* mkdir -p */
 static int make_dirs(const char *path, ddp_err *err)
@@ -30,7 +30,7 @@ static int make_dirs(const char *path, ddp_err *err)
     return DDP_OK;
 }
 
-int train_log_open(trainer *t, ddp_err *err)
+int train_log_open(train_job *t, ddp_err *err)
 {
     if (t->ctl->rank != 0)
         return DDP_OK;
@@ -49,14 +49,14 @@ int train_log_open(trainer *t, ddp_err *err)
     return DDP_OK;
 }
 
-void train_log_close(trainer *t)
+void train_log_close(train_job *t)
 {
     if (t->metrics)
         fclose(t->metrics);
     t->metrics = NULL;
 }
 
-void train_log_header(trainer *t)
+void train_log_header(train_job *t)
 {
     const config *c = t->cfg;
     log_info("ddprun: %d rank%s, device %s, gradient backend %s, %d bucket%s", t->ctl->size,
@@ -79,7 +79,7 @@ void train_log_header(trainer *t)
 /* Averages the loss/accuracy accumulated on the device since the last line over all ranks, and
  * the per-step communication exposed (ms the step waited for gradients after backward; the
  * download has synchronised, so taking the timer costs no extra wait). */
-int train_log_progress(trainer *t, double lr, ddp_err *err)
+int train_log_progress(train_job *t, double lr, ddp_err *err)
 {
     device *d = t->dev;
     float st[2];
@@ -113,7 +113,7 @@ int train_log_progress(trainer *t, double lr, ddp_err *err)
     return DDP_OK;
 }
 
-int train_evaluate(trainer *t, ddp_err *err)
+int train_evaluate(train_job *t, ddp_err *err)
 {
     device *d = t->dev;
     int64_t begin, end, bs = t->cfg->data.batch_size, f = t->test.features;

@@ -1,8 +1,9 @@
-/* trainer.h — the state of one rank's training job, shared by the files that implement it
+/* train_job.h — the state of one rank's training job, shared by the files that implement it
  * (train.c: setup and the step loop; train_ckpt.c: saving and resuming; train_log.c: progress,
- * metrics and evaluation). Internal to runtime/; nothing outside includes it. */
-#ifndef DDP_TRAINER_H
-#define DDP_TRAINER_H
+ * metrics and evaluation). Internal to launcher/train/: train.h is the public entry point, and
+ * nothing outside this folder includes this header. */
+#ifndef DDP_TRAIN_JOB_H
+#define DDP_TRAIN_JOB_H
 
 #include <stdio.h>
 
@@ -15,7 +16,7 @@
 #include "runtime/optim/optim.h"
 #include "runtime/data/sampler.h"
 
-typedef struct trainer {
+typedef struct train_job {
     const config *cfg;
     comm *ctl;              /* MPI, host buffers: control traffic, evaluation sums, stop agreement */
     comm *grad_comm;        /* gradient all-reduce: MPI (CPU) or NCCL (CUDA); may equal ctl */
@@ -53,25 +54,25 @@ typedef struct trainer {
     FILE *metrics;          /* rank 0: run.dir/metrics.jsonl */
     FILE *trace;            /* test-only: DDP_TEST_TRACE_DIR, every trained sample index */
     void *ckpt;             /* train_ckpt.c's state */
-} trainer;
+} train_job;
 
 double train_now_s(void);
 
 /* train_log.c */
-int train_log_open(trainer *t, ddp_err *err);
-void train_log_header(trainer *t);
-int train_log_progress(trainer *t, double lr, ddp_err *err);
-int train_evaluate(trainer *t, ddp_err *err);
-void train_log_close(trainer *t);
+int train_log_open(train_job *t, ddp_err *err);
+void train_log_header(train_job *t);
+int train_log_progress(train_job *t, double lr, ddp_err *err);
+int train_evaluate(train_job *t, ddp_err *err);
+void train_log_close(train_job *t);
 
 /* train_ckpt.c */
-int train_ckpt_open(trainer *t, ddp_err *err);
+int train_ckpt_open(train_job *t, ddp_err *err);
 /* Loads a checkpoint per checkpoint.resume; sets step/epoch/sampler position/optimizer state. */
-int train_ckpt_resume(trainer *t, int64_t *consumed, ddp_err *err);
+int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err);
 /* Saves when a trigger fires (every_steps, every_minutes) or when force is set. */
-int train_ckpt_maybe_save(trainer *t, int force, ddp_err *err);
+int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err);
 /* Waits for a background save in flight. */
-int train_ckpt_finish(trainer *t, ddp_err *err);
-void train_ckpt_close(trainer *t);
+int train_ckpt_finish(train_job *t, ddp_err *err);
+void train_ckpt_close(train_job *t);
 
 #endif
