@@ -213,9 +213,9 @@ static void build_layout(model *m, mlp_impl *p, const config *cfg)
 {
     size_t offset = 0;
     int64_t in = m->in_features;
-    p->n_layers = cfg->model.n_hidden + 1;
+    p->n_layers = cfg->model.mlp.n_hidden + 1;
     for (int l = 0; l < p->n_layers; l++) {
-        int64_t out = l < cfg->model.n_hidden ? cfg->model.hidden[l] : m->n_classes;
+        int64_t out = l < cfg->model.mlp.n_hidden ? cfg->model.mlp.hidden[l] : m->n_classes;
         char name[48];
         p->layer[l].in = in;
         p->layer[l].out = out;
@@ -265,14 +265,14 @@ static int alloc_buffers(model *m, mlp_impl *p, ddp_err *err)
 int mlp_create(const config *cfg, device *dev, int64_t in_features, int64_t n_classes, int64_t max_rows,
                model **out, ddp_err *err)
 {
-    if (in_features < 1 || n_classes < 2 || max_rows < 1 || cfg->model.n_hidden < 0 ||
-        cfg->model.n_hidden > CFG_MAX_HIDDEN)
+    if (in_features < 1 || n_classes < 2 || max_rows < 1 || cfg->model.mlp.n_hidden < 0 ||
+        cfg->model.mlp.n_hidden > CFG_MAX_HIDDEN)
         return ddp_fail(err, DDP_EUSAGE, "mlp: bad shape (in_features %lld, classes %lld, max_rows %lld, %d hidden)",
-                        (long long)in_features, (long long)n_classes, (long long)max_rows, cfg->model.n_hidden);
-    for (int l = 0; l < cfg->model.n_hidden; l++)
-        if (cfg->model.hidden[l] < 1)
-            return ddp_fail(err, DDP_EUSAGE, "mlp: model.hidden[%d] is %lld, must be positive", l,
-                            (long long)cfg->model.hidden[l]);
+                        (long long)in_features, (long long)n_classes, (long long)max_rows, cfg->model.mlp.n_hidden);
+    for (int l = 0; l < cfg->model.mlp.n_hidden; l++)
+        if (cfg->model.mlp.hidden[l] < 1)
+            return ddp_fail(err, DDP_EUSAGE, "mlp: model.mlp.hidden[%d] is %lld, must be positive", l,
+                            (long long)cfg->model.mlp.hidden[l]);
     model *m = calloc(1, sizeof *m);
     mlp_impl *p = calloc(1, sizeof *p);
     if (!m || !p) {
@@ -286,7 +286,7 @@ int mlp_create(const config *cfg, device *dev, int64_t in_features, int64_t n_cl
     m->in_features = in_features;
     m->n_classes = n_classes;
     m->max_rows = max_rows;
-    p->act = cfg->model.activation;
+    p->act = cfg->model.mlp.activation;
     build_layout(m, p, cfg);
     int rc = alloc_buffers(m, p, err);
     if (rc) {

@@ -64,10 +64,10 @@ void train_log_header(train_job *t)
              t->red->n_buckets == 1 ? "" : "s");
     char shape[256] = "";
     size_t len = 0;
-    for (int i = 0; i < c->model.n_hidden && len < sizeof shape - 16; i++)
-        len += (size_t)snprintf(shape + len, sizeof shape - len, "-%lld", (long long)c->model.hidden[i]);
+    for (int i = 0; i < c->model.mlp.n_hidden && len < sizeof shape - 16; i++)
+        len += (size_t)snprintf(shape + len, sizeof shape - len, "-%lld", (long long)c->model.mlp.hidden[i]);
     log_info("model: mlp %lld%s-%lld (%s), %zu parameters", (long long)t->m->in_features, shape,
-             (long long)t->m->n_classes, act_kind_name(c->model.activation), t->m->n_params);
+             (long long)t->m->n_classes, act_kind_name(c->model.mlp.activation), t->m->n_params);
     log_info("data: %s %lld samples, %s %lld samples; global batch %lld = %lld per rank x %d ranks x %lld accumulation",
              t->train.name, (long long)t->train.n, t->test.name, (long long)t->test.n,
              (long long)(c->data.batch_size * t->ctl->size * c->train.grad_accum), (long long)c->data.batch_size,

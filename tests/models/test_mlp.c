@@ -25,10 +25,10 @@ static void tiny_setup(tiny *t, act_kind act, int64_t rows, uint64_t seed)
     config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.model.kind = MODEL_MLP;
-    cfg.model.n_hidden = 2;
-    cfg.model.hidden[0] = 6;
-    cfg.model.hidden[1] = 5;
-    cfg.model.activation = act;
+    cfg.model.mlp.n_hidden = 2;
+    cfg.model.mlp.hidden[0] = 6;
+    cfg.model.mlp.hidden[1] = 5;
+    cfg.model.mlp.activation = act;
     t->rows = rows;
     int rc = device_cpu_create(&t->dev, &err);
     if (!rc)
