@@ -2,9 +2,10 @@
  *
  * Owns the order of a step: gather the rank's batch (sampler), upload, forward/backward with the
  * reducer averaging gradient buckets as backward produces them, wait for the buckets, clip, step
- * the optimizer, agree across ranks whether to stop. Logging/evaluation live in train_log.c and
- * checkpoints in train_ckpt.c. Must not know CPU from CUDA or MPI from NCCL: the device and
- * communicator interfaces do. */
+ * the optimizer, agree across ranks whether to stop. Batches are staged as the bytes the model's
+ * io describes, so nothing here knows pixels from token ids. Logging/evaluation live in
+ * train_log.c and checkpoints in train_ckpt.c. Must not know CPU from CUDA or MPI from NCCL: the
+ * device and communicator interfaces do; nor any model's kind: model.h does. */
 #include "train.h"
 
 #include <stdio.h>
@@ -42,18 +43,35 @@ static int load_data(train_job *t, ddp_err *err)
     return rc;
 }
 
+/* The model was built for the training data; the test data must have the same samples, and a
+ * model built from its own settings (a language model's context length) must fit the data too. */
+static int check_data_fits(const train_job *t, const dataset *data, ddp_err *err)
+{
+    const sample_layout *want = &t->m->io.sample, *have = &data->layout;
+    if (sample_field_equal(want->input, have->input) && sample_field_equal(want->target, have->target) &&
+        have->n_classes <= want->n_classes)
+        return DDP_OK;
+    char w[160], h[160];
+    sample_layout_format(want, w, sizeof w);
+    sample_layout_format(have, h, sizeof h);
+    return ddp_fail(err, DDP_EUSAGE, "model %s takes samples of %s, but %s has samples of %s", t->m->description, w,
+                    data->name, h);
+}
+
 static int alloc_staging(train_job *t, ddp_err *err)
 {
-    int64_t b = t->cfg->data.batch_size, f = t->train.features;
+    int64_t b = t->cfg->data.batch_size;
+    size_t in = (size_t)b * sample_field_bytes(t->m->io.sample.input);
+    size_t tgt = (size_t)b * sample_field_bytes(t->m->io.sample.target);
     t->idx = malloc((size_t)b * sizeof *t->idx);
-    t->x_host = malloc((size_t)(b * f));
-    t->y_host = malloc((size_t)b * sizeof *t->y_host);
-    if (!t->idx || !t->x_host || !t->y_host)
+    t->inputs_host = malloc(in);
+    t->targets_host = malloc(tgt);
+    if (!t->idx || !t->inputs_host || !t->targets_host)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for batch staging (%lld rows)", (long long)b);
     device *d = t->dev;
-    int rc = d->ops->alloc(d, (size_t)(b * f), &t->x_dev, err);
+    int rc = d->ops->alloc(d, in, &t->inputs_dev, err);
     if (rc == DDP_OK)
-        rc = d->ops->alloc(d, (size_t)b * sizeof(int32_t), (void **)&t->y_dev, err);
+        rc = d->ops->alloc(d, tgt, &t->targets_dev, err);
     if (rc == DDP_OK)
         rc = d->ops->alloc(d, 2 * sizeof(float), (void **)&t->stats_dev, err);
     if (rc == DDP_OK)
@@ -154,7 +172,11 @@ static int setup(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = load_data(t, err);
     if (rc == DDP_OK)
-        rc = model_create(c, t->dev, t->train.features, t->train.classes, c->data.batch_size, &t->m, err);
+        rc = model_create(c, t->dev, &t->train.layout, c->data.batch_size, &t->m, err);
+    if (rc == DDP_OK)
+        rc = check_data_fits(t, &t->train, err);
+    if (rc == DDP_OK)
+        rc = check_data_fits(t, &t->test, err);
     if (rc == DDP_OK)
         rc = init_params(t, err);
     if (rc == DDP_OK)
@@ -181,22 +203,30 @@ static int setup(train_job *t, ddp_err *err)
     return DDP_OK;
 }
 
+int train_stage_batch(train_job *t, const dataset *data, int64_t rows, model_batch *b, ddp_err *err)
+{
+    device *d = t->dev;
+    const sample_layout *io = &t->m->io.sample;
+    dataset_gather(data, t->idx, rows, t->inputs_host, t->targets_host);
+    int rc = d->ops->upload(d, t->inputs_dev, t->inputs_host, (size_t)rows * sample_field_bytes(io->input), err);
+    if (rc == DDP_OK)
+        rc = d->ops->upload(d, t->targets_dev, t->targets_host, (size_t)rows * sample_field_bytes(io->target), err);
+    *b = (model_batch){.inputs = t->inputs_dev, .targets = t->targets_dev, .rows = rows};
+    return rc;
+}
+
 /* One micro-batch: gather this rank's rows, upload, forward/backward. Gradients of the last
  * micro-step of an optimizer step are reduced while backward runs (no_sync for the others). */
 static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err *err)
 {
-    device *d = t->dev;
-    int64_t f = t->train.features;
-    dataset_gather(&t->train, t->idx, rows, t->x_host, t->y_host);
     for (int64_t i = 0; t->trace && i < rows; i++)
         fprintf(t->trace, "%lld %lld\n", (long long)t->epoch, (long long)t->idx[i]);
-    int rc = d->ops->upload(d, t->x_dev, t->x_host, (size_t)(rows * f), err);
-    if (rc == DDP_OK)
-        rc = d->ops->upload(d, t->y_dev, t->y_host, (size_t)rows * sizeof(int32_t), err);
+    model_batch b;
+    int rc = train_stage_batch(t, &t->train, rows, &b, err);
     if (rc != DDP_OK)
         return rc;
-    model_batch b = {.inputs = t->x_dev, .targets = t->y_dev, .rows = rows};
-    float scale = 1.0f / ((float)rows * (float)t->cfg->train.grad_accum);
+    /* the loss is a mean over every target element of the global batch */
+    float scale = 1.0f / ((float)rows * (float)t->m->io.sample.target.count * (float)t->cfg->train.grad_accum);
     if (last)
         reducer_begin(t->red);
     rc = t->m->ops->forward_backward(t->m, &b, scale, !first, last ? reducer_grad_ready : NULL,
@@ -335,8 +365,8 @@ static void teardown(train_job *t)
     optim_destroy(t->opt);
     if (t->dev) {
         t->dev->ops->timer_destroy(t->dev, t->comm_exposed);
-        t->dev->ops->free(t->dev, t->x_dev);
-        t->dev->ops->free(t->dev, t->y_dev);
+        t->dev->ops->free(t->dev, t->inputs_dev);
+        t->dev->ops->free(t->dev, t->targets_dev);
         t->dev->ops->free(t->dev, t->stats_dev);
     }
     if (t->m)
@@ -347,13 +377,13 @@ static void teardown(train_job *t)
     dataset_free(&t->train);
     dataset_free(&t->test);
     free(t->idx);
-    free(t->x_host);
-    free(t->y_host);
+    free(t->inputs_host);
+    free(t->targets_host);
 }
 
 int train_run(const config *cfg, comm *ctl, ddp_err *err)
 {
-    train_job t = {.cfg = cfg, .ctl = ctl, .last_test_acc = -1};
+    train_job t = {.cfg = cfg, .ctl = ctl};
     int64_t consumed = 0;
     int rc = setup(&t, err);
     if (rc == DDP_OK)
@@ -375,11 +405,13 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
         rc = rc2 != DDP_OK ? rc2 : rc;
     if (rc == DDP_OK || rc == DDP_EPREEMPTED) {
         double secs = train_now_s() - t.t_start;
-        char acc[64] = "no evaluation";
-        if (t.last_test_acc >= 0)
-            snprintf(acc, sizeof acc, "final test accuracy %.2f%%", 100.0 * t.last_test_acc);
+        char result[64] = "no evaluation";
+        if (t.evaluated && t.m->io.classifier)
+            snprintf(result, sizeof result, "final test accuracy %.2f%%", 100.0 * t.last_test_acc);
+        else if (t.evaluated)
+            snprintf(result, sizeof result, "final test loss %.4f", t.last_test_loss);
         log_info("done: %lld steps in %.1f s%s, %s", (long long)t.step, secs,
-                 rc == DDP_EPREEMPTED ? " (stopped by signal, checkpoint saved)" : "", acc);
+                 rc == DDP_EPREEMPTED ? " (stopped by signal, checkpoint saved)" : "", result);
     }
     teardown(&t);
     return rc;

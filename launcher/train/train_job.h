@@ -28,12 +28,11 @@ typedef struct train_job {
     reducer *red;
     device_timer *comm_exposed;  /* compute-stream time from end of backward to reduced gradients */
 
-    /* batch staging */
+    /* batch staging: data.batch_size samples of inputs and of targets, as m->io.sample lays
+     * them out (the bytes dataset_gather produces) */
     int64_t *idx;
-    uint8_t *x_host;
-    int32_t *y_host;
-    void *x_dev;
-    int32_t *y_dev;
+    void *inputs_host, *targets_host;
+    void *inputs_dev, *targets_dev;
     float *stats_dev;       /* device float[2]: loss sum, correct — since the last log line */
 
     /* schedule */
@@ -49,7 +48,8 @@ typedef struct train_job {
     int64_t steps_acc;
     double t_start;
     double last_ckpt_time;
-    double last_test_acc, last_test_loss;
+    bool evaluated;           /* the test set was evaluated at least once */
+    double last_test_loss, last_test_acc;  /* the latest evaluation; accuracy only for classifiers */
 
     FILE *metrics;          /* rank 0: run.dir/metrics.jsonl */
     FILE *trace;            /* test-only: DDP_TEST_TRACE_DIR, every trained sample index */
@@ -57,6 +57,9 @@ typedef struct train_job {
 } train_job;
 
 double train_now_s(void);
+/* train.c: gathers samples t->idx[0..rows) of data into the staging buffers, uploads them and
+ * describes them as b. */
+int train_stage_batch(train_job *t, const dataset *data, int64_t rows, model_batch *b, ddp_err *err);
 
 /* train_log.c */
 int train_log_open(train_job *t, ddp_err *err);
