@@ -387,11 +387,12 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
     int64_t consumed = 0;
     int rc = setup(&t, err);
     if (rc == DDP_OK)
-        rc = train_log_open(&t, err);
-    if (rc == DDP_OK)
         rc = train_ckpt_open(&t, err);
+    /* resume first: a checkpoint refused (another model, other settings) leaves run.dir untouched */
     if (rc == DDP_OK)
         rc = train_ckpt_resume(&t, &consumed, err);
+    if (rc == DDP_OK)
+        rc = train_log_open(&t, err);
     if (rc == DDP_OK) {
         train_log_header(&t);
         if (t.step >= t.total_steps)

@@ -2,9 +2,10 @@
  *
  * Parameters and optimizer state are replicated, so rank 0 alone snapshots them (device ->
  * host, then a deep copy by the background writer: that is the whole training stall) and
- * writes them with ckpt.h's atomic writer. On resume rank 0 finds and verifies the checkpoint
- * and broadcasts it, so ranks need no shared filesystem and a different world size is fine:
- * the sampler continues from the same number of globally consumed samples.
+ * writes them with ckpt.h's atomic writer, together with the model's description. On resume
+ * rank 0 finds and verifies the checkpoint, refuses one written for another model (naming
+ * both), and broadcasts it, so ranks need no shared filesystem and a different world size is
+ * fine: the sampler continues from the same number of globally consumed samples.
  * Must not decide the file format (ckpt.c) or the loop order (train.c). */
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/base/log.h"
 #include "train_job.h"
+
+_Static_assert(MODEL_DESCRIPTION_MAX <= CKPT_MODEL_MAX, "a model description must fit the checkpoint header");
 
 typedef struct train_ckpt {
     ckpt_writer *writer;          /* rank 0 only */
@@ -101,7 +104,7 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
                           .world_size = t->ctl->size, .restart_count = t->restart_count,
                           .config_hash = config_hash(t->cfg), .save_time = (double)time(NULL),
                           .elapsed_s = train_now_s() - t->t_start};
-    snprintf(s.hdr.model_kind, sizeof s.hdr.model_kind, "mlp");
+    snprintf(s.hdr.model, sizeof s.hdr.model, "%s", t->m->description);
     rc = ckpt_writer_submit(c->writer, &s, err);
     if (rc == DDP_OK)
         log_info("checkpoint: step %lld snapshot taken in %.1f ms, writing in the background",
@@ -164,6 +167,10 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
     }
     if (rc != DDP_OK)
         return rc;
+    if (strcmp(ck.hdr.model, t->m->description) != 0)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: checkpoint was written for %s, this run builds %s; resume with the model "
+                      "settings it was written with, or set checkpoint.resume: never", used, ck.hdr.model,
+                      t->m->description);
     const model *m = t->m;
     for (int b = 0; b < 1 + n_state_buffers(t->opt) && rc == DDP_OK; b++) {
         const char *prefix = b == 0 ? "param/" : state_prefix(t->opt, b - 1);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main job end to end, as a user runs it: `ddprun -np 2 configs/fashion_mlp.yaml` trains the
 # 784-1024-1024-10 MLP on real Fashion-MNIST for 3 epochs and must reach >= 85% test accuracy;
-# metrics.jsonl, the resolved config and the final checkpoint are written and usable; the log
-# and the metrics carry what the model declares about itself (its description; accuracy, as a
-# classifier; no tokens per second, not being a language model).
+# metrics.jsonl, the resolved config and the final checkpoint are written and usable; the log,
+# the metrics and the checkpoint carry what the model declares about itself (its description;
+# accuracy, as a classifier; no tokens per second, not being a language model).
 source "$(dirname "$0")/../../lib.sh"
 run=$TMP/fashion
 "$DDPRUN" -np 2 "$DDP_SRC/configs/fashion_mlp.yaml" run.dir="$run" train.log_every=100 >"$TMP/out.log" 2>&1
@@ -17,6 +17,8 @@ check "the resolved config is valid input again (dry run validates it)" "$DDPRUN
 check "the final checkpoint is valid (ckpt info)" "$DDPRUN" ckpt info "$run/checkpoints/ckpt-00000702.ddp"
 model="mlp hidden=[1024,1024] activation=relu in=784 classes=10"
 check "the header line prints the model's description" grep -qF "[rank 0] model: $model, 1863690 parameters" "$TMP/out.log"
+check "the checkpoint records the model's description" \
+    bash -c "'$DDPRUN' ckpt info '$run/checkpoints/ckpt-00000702.ddp' | grep -qxF 'model $model'"
 check "metrics: every train record has loss and acc, none tokens_per_s; every eval record test_acc" python3 - "$run/metrics.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
