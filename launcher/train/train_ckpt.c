@@ -17,22 +17,41 @@
 
 _Static_assert(MODEL_DESCRIPTION_MAX <= CKPT_MODEL_MAX, "a model description must fit the checkpoint header");
 
+/* Per parameter tensor a checkpoint holds the parameters and each optimizer state buffer, under
+ * a prefix per buffer: param/fc1.weight, optim/exp_avg/fc1.weight, ... */
+#define MAX_SAVED_BUFFERS 4
+
+typedef struct saved_buffer {
+    char prefix[32];
+    float *dev;                   /* n_params floats on the device */
+} saved_buffer;
+
 typedef struct train_ckpt {
     ckpt_writer *writer;          /* rank 0 only */
     char dir[CFG_PATH_MAX + 16];
-    float *host;                  /* rank 0: params | state0 | state1 staging */
+    saved_buffer buffers[MAX_SAVED_BUFFERS];
+    int n_buffers;
+    float *host;                  /* rank 0: staging, the buffers one after another */
     ckpt_tensor *tensors;
     int64_t last_saved_step;
 } train_ckpt;
 
-static const char *state_prefix(const optimizer *o, int which)
+/* The parameters, then the optimizer state buffers it has, named as its fields. */
+static void list_buffers(const train_job *t, train_ckpt *c)
 {
-    if (o->kind == OPT_SGD)
-        return "optim/momentum/";
-    return which == 0 ? "optim/exp_avg/" : "optim/exp_avg_sq/";
+    const optimizer *o = t->opt;
+    const struct { const char *name; float *dev; } state[] = {
+        {"momentum_buffer", o->momentum_buffer}, {"exp_avg", o->exp_avg}, {"exp_avg_sq", o->exp_avg_sq}};
+    c->buffers[0] = (saved_buffer){"param/", t->m->params};
+    c->n_buffers = 1;
+    for (size_t i = 0; i < sizeof state / sizeof state[0]; i++) {
+        if (!state[i].dev)
+            continue;
+        saved_buffer *b = &c->buffers[c->n_buffers++];
+        snprintf(b->prefix, sizeof b->prefix, "optim/%s/", state[i].name);
+        b->dev = state[i].dev;
+    }
 }
-
-static int n_state_buffers(const optimizer *o) { return o->state1 ? 2 : 1; }
 
 int train_ckpt_open(train_job *t, ddp_err *err)
 {
@@ -43,9 +62,10 @@ int train_ckpt_open(train_job *t, ddp_err *err)
     c->last_saved_step = -1;
     t->last_ckpt_time = train_now_s();
     snprintf(c->dir, sizeof c->dir, "%s/checkpoints", t->cfg->run.dir);
+    list_buffers(t, c);
     if (t->ctl->rank != 0)
         return DDP_OK;
-    size_t n = t->m->n_params, bufs = 1 + (size_t)n_state_buffers(t->opt);
+    size_t n = t->m->n_params, bufs = (size_t)c->n_buffers;
     c->host = malloc(n * bufs * sizeof(float));
     c->tensors = calloc((size_t)t->m->n_tensors * bufs, sizeof *c->tensors);
     if (!c->host || !c->tensors)
@@ -71,12 +91,11 @@ static int describe_tensors(train_job *t, train_ckpt *c)
 {
     const model *m = t->m;
     int k = 0;
-    for (int b = 0; b < 1 + n_state_buffers(t->opt); b++) {
-        const char *prefix = b == 0 ? "param/" : state_prefix(t->opt, b - 1);
+    for (int b = 0; b < c->n_buffers; b++) {
         for (int i = 0; i < m->n_tensors; i++, k++) {
             const param_tensor *p = &m->tensors[i];
             ckpt_tensor *x = &c->tensors[k];
-            snprintf(x->name, sizeof x->name, "%s%s", prefix, p->name);
+            snprintf(x->name, sizeof x->name, "%s%s", c->buffers[b].prefix, p->name);
             x->dtype = CKPT_F32;
             x->ndim = p->ndim;
             memcpy(x->shape, p->shape, sizeof p->shape);
@@ -91,11 +110,9 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
     double t0 = train_now_s();
     device *d = t->dev;
     size_t n = t->m->n_params, bytes = n * sizeof(float);
-    int rc = d->ops->download(d, c->host, t->m->params, bytes, err);
-    if (rc == DDP_OK)
-        rc = d->ops->download(d, c->host + n, t->opt->state0, bytes, err);
-    if (rc == DDP_OK && t->opt->state1)
-        rc = d->ops->download(d, c->host + 2 * n, t->opt->state1, bytes, err);
+    int rc = DDP_OK;
+    for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
+        rc = d->ops->download(d, c->host + (size_t)b * n, c->buffers[b].dev, bytes, err);
     if (rc != DDP_OK)
         return rc;
     ckpt_state s = {.tensors = c->tensors, .n_tensors = describe_tensors(t, c)};
@@ -150,6 +167,25 @@ int train_ckpt_finish(train_job *t, ddp_err *err)
 
 enum { HDR_STEP, HDR_EPOCH, HDR_CONSUMED, HDR_TOTAL, HDR_OPTIM_STEP, HDR_WORLD, HDR_HASH_MATCH, HDR_N };
 
+/* Copies every saved buffer's tensors of a checkpoint written for this model into host. */
+static int copy_tensors(const train_job *t, const ckpt_loaded *ck, const char *used, float *host, ddp_err *err)
+{
+    const model *m = t->m;
+    const train_ckpt *c = t->ckpt;
+    for (int b = 0; b < c->n_buffers; b++) {
+        for (int i = 0; i < m->n_tensors; i++) {
+            char name[CKPT_NAME_MAX];
+            snprintf(name, sizeof name, "%s%s", c->buffers[b].prefix, m->tensors[i].name);
+            const ckpt_tensor *x = ckpt_loaded_tensor(ck, name);
+            if (!x || x->dtype != CKPT_F32 || ckpt_tensor_numel(x) != m->tensors[i].numel)
+                return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s in the checkpoint; this model needs %zu float32 "
+                                "values", used, name, x ? "of another shape or type" : "missing", m->tensors[i].numel);
+            memcpy(host + (size_t)b * m->n_params + m->tensors[i].offset, x->data, m->tensors[i].numel * sizeof(float));
+        }
+    }
+    return DDP_OK;
+}
+
 /* Rank 0: fills host (params | state buffers) and hdr from a verified checkpoint. Returns
  * DDP_OK, CKPT_NONE, or an error. */
 static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, ddp_err *err)
@@ -171,21 +207,8 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
         rc = ddp_fail(err, DDP_EUSAGE, "%s: checkpoint was written for %s, this run builds %s; resume with the model "
                       "settings it was written with, or set checkpoint.resume: never", used, ck.hdr.model,
                       t->m->description);
-    const model *m = t->m;
-    for (int b = 0; b < 1 + n_state_buffers(t->opt) && rc == DDP_OK; b++) {
-        const char *prefix = b == 0 ? "param/" : state_prefix(t->opt, b - 1);
-        for (int i = 0; i < m->n_tensors; i++) {
-            char name[CKPT_NAME_MAX];
-            snprintf(name, sizeof name, "%s%s", prefix, m->tensors[i].name);
-            const ckpt_tensor *x = ckpt_loaded_tensor(&ck, name);
-            if (!x || x->dtype != CKPT_F32 || ckpt_tensor_numel(x) != m->tensors[i].numel) {
-                rc = ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s in the checkpoint; this model needs %zu float32 values",
-                              used, name, x ? "of another shape or type" : "missing", m->tensors[i].numel);
-                break;
-            }
-            memcpy(host + (size_t)b * m->n_params + m->tensors[i].offset, x->data, m->tensors[i].numel * sizeof(float));
-        }
-    }
+    else
+        rc = copy_tensors(t, &ck, used, host, err);
     int64_t h[HDR_N] = {ck.hdr.step, ck.hdr.epoch, ck.hdr.consumed, ck.hdr.total_steps, ck.hdr.optim_step,
                         ck.hdr.world_size, ck.hdr.config_hash == config_hash(cfg)};
     memcpy(hdr, h, sizeof h);
@@ -199,12 +222,11 @@ static int apply_resume(train_job *t, const float *host, const int64_t *hdr, con
         return ddp_fail(err, DDP_EUSAGE, "%s was saved by a run with different model, data or optimizer settings; "
                         "resume it with the same config, or set checkpoint.resume: never", used);
     device *d = t->dev;
+    const train_ckpt *c = t->ckpt;
     size_t n = t->m->n_params, bytes = n * sizeof(float);
-    int rc = d->ops->upload(d, t->m->params, host, bytes, err);
-    if (rc == DDP_OK)
-        rc = d->ops->upload(d, t->opt->state0, host + n, bytes, err);
-    if (rc == DDP_OK && t->opt->state1)
-        rc = d->ops->upload(d, t->opt->state1, host + 2 * n, bytes, err);
+    int rc = DDP_OK;
+    for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
+        rc = d->ops->upload(d, c->buffers[b].dev, host + (size_t)b * n, bytes, err);
     t->step = hdr[HDR_STEP];
     t->epoch = hdr[HDR_EPOCH];
     t->opt->step = hdr[HDR_OPTIM_STEP];
@@ -241,7 +263,7 @@ int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
     *consumed = 0;
     if (t->cfg->checkpoint.resume == RESUME_NEVER && t->restart_count == 0)
         return DDP_OK;
-    size_t n = t->m->n_params, total = n * (1 + (size_t)n_state_buffers(t->opt));
+    size_t n = t->m->n_params, total = n * (size_t)((train_ckpt *)t->ckpt)->n_buffers;
     float *host = malloc(total * sizeof(float));
     if (!host)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for resume");
