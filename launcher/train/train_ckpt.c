@@ -5,7 +5,9 @@
  * writes them with ckpt.h's atomic writer, together with the model's description. On resume
  * rank 0 finds and verifies the checkpoint, refuses one written for another model (naming
  * both), and broadcasts it, so ranks need no shared filesystem and a different world size is
- * fine: the sampler continues from the same number of globally consumed samples.
+ * fine: the sampler continues from the same number of globally consumed samples. No RNG state
+ * is saved: every stream is derived from run.seed, its purpose and the epoch (README, "How it
+ * works"; docs/checkpoint-format.md, "Resuming").
  * Must not decide the file format (ckpt.c) or the loop order (train.c). */
 #include <stdlib.h>
 #include <string.h>
