@@ -26,7 +26,7 @@ typedef struct mlp_impl {
     int n_layers;
     mlp_layer layer[MLP_MAX_LAYERS];
     act_kind act;
-    float *x_f32;       /* converted uint8 inputs [max_rows, in_features] */
+    float *x_f32;       /* converted uint8 inputs [max_rows, input width] */
     float *dz, *dh;     /* backward scratch [max_rows, widest layer] each */
     int64_t last_rows;  /* rows of the last forward pass, for mlp_logits */
 } mlp_impl;
@@ -138,8 +138,8 @@ static int convert_inputs(model *m, const model_batch *b, ddp_err *err)
     int rc = check_rows(m, b->rows, err);
     if (rc)
         return rc;
-    rc = m->dev->ops->u8_to_f32(m->dev, b->inputs, p->x_f32, (size_t)(b->rows * m->in_features), MLP_INPUT_MEAN,
-                                1.0f / MLP_INPUT_STD, err);
+    rc = m->dev->ops->u8_to_f32(m->dev, b->inputs, p->x_f32, (size_t)(b->rows * m->io.sample.input.count),
+                                MLP_INPUT_MEAN, 1.0f / MLP_INPUT_STD, err);
     return rc ? ddp_prefix(err, "mlp input conversion") : DDP_OK;
 }
 
@@ -209,13 +209,13 @@ static void add_tensor(model *m, const char *name, int ndim, int64_t d0, int64_t
 }
 
 /* Lays out fc1..fcN in the flat buffer and records each layer's widths and offsets. */
-static void build_layout(model *m, mlp_impl *p, const config *cfg)
+static void build_layout(model *m, mlp_impl *p, const cfg_mlp *cfg)
 {
     size_t offset = 0;
-    int64_t in = m->in_features;
-    p->n_layers = cfg->model.n_hidden + 1;
+    int64_t in = m->io.sample.input.count;
+    p->n_layers = cfg->n_hidden + 1;
     for (int l = 0; l < p->n_layers; l++) {
-        int64_t out = l < cfg->model.n_hidden ? cfg->model.hidden[l] : m->n_classes;
+        int64_t out = l < cfg->n_hidden ? cfg->hidden[l] : m->io.sample.n_classes;
         char name[48];
         p->layer[l].in = in;
         p->layer[l].out = out;
@@ -247,7 +247,7 @@ static int alloc_buffers(model *m, mlp_impl *p, ddp_err *err)
     if (!rc)
         rc = alloc_floats(d, m->n_params, &m->grads, err);
     if (!rc)
-        rc = alloc_floats(d, rows * (size_t)m->in_features, &p->x_f32, err);
+        rc = alloc_floats(d, rows * (size_t)m->io.sample.input.count, &p->x_f32, err);
     for (int l = 0; !rc && l < p->n_layers; l++) {
         mlp_layer *L = &p->layer[l];
         widest = L->out > widest ? L->out : widest;
@@ -262,17 +262,43 @@ static int alloc_buffers(model *m, mlp_impl *p, ddp_err *err)
     return rc;
 }
 
-int mlp_create(const config *cfg, device *dev, int64_t in_features, int64_t n_classes, int64_t max_rows,
-               model **out, ddp_err *err)
+/* "mlp hidden=[1024,1024] activation=relu in=784 classes=10" */
+static void describe(model *m, const cfg_mlp *cfg)
 {
-    if (in_features < 1 || n_classes < 2 || max_rows < 1 || cfg->model.n_hidden < 0 ||
-        cfg->model.n_hidden > CFG_MAX_HIDDEN)
-        return ddp_fail(err, DDP_EUSAGE, "mlp: bad shape (in_features %lld, classes %lld, max_rows %lld, %d hidden)",
-                        (long long)in_features, (long long)n_classes, (long long)max_rows, cfg->model.n_hidden);
-    for (int l = 0; l < cfg->model.n_hidden; l++)
-        if (cfg->model.hidden[l] < 1)
-            return ddp_fail(err, DDP_EUSAGE, "mlp: model.hidden[%d] is %lld, must be positive", l,
-                            (long long)cfg->model.hidden[l]);
+    char *out = m->description;
+    size_t n = sizeof m->description, used = (size_t)snprintf(out, n, "mlp hidden=[");
+    for (int l = 0; l < cfg->n_hidden && used < n; l++)
+        used += (size_t)snprintf(out + used, n - used, "%s%lld", l ? "," : "", (long long)cfg->hidden[l]);
+    if (used < n)
+        snprintf(out + used, n - used, "] activation=%s in=%lld classes=%lld", act_kind_name(cfg->activation),
+                 (long long)m->io.sample.input.count, (long long)m->io.sample.n_classes);
+}
+
+/* Pixels in, one class id out (u8 x in -> i32 x 1 in [0, classes)), and positive layer widths. */
+static int check_shape(const cfg_mlp *cfg, const sample_layout *data, int64_t max_rows, ddp_err *err)
+{
+    char got[160];
+    sample_layout_format(data, got, sizeof got);
+    if (data->input.dtype != SAMPLE_U8 || data->input.count < 1 || data->target.dtype != SAMPLE_I32 ||
+        data->target.count != 1 || data->n_classes < 2)
+        return ddp_fail(err, DDP_EUSAGE, "mlp: takes samples of u8 pixels -> one i32 class id of at least 2 "
+                        "classes, the data has %s", got);
+    if (max_rows < 1 || cfg->n_hidden < 0 || cfg->n_hidden > CFG_MAX_HIDDEN)
+        return ddp_fail(err, DDP_EUSAGE, "mlp: bad shape (max_rows %lld, %d hidden)", (long long)max_rows,
+                        cfg->n_hidden);
+    for (int l = 0; l < cfg->n_hidden; l++)
+        if (cfg->hidden[l] < 1)
+            return ddp_fail(err, DDP_EUSAGE, "mlp: model.mlp.hidden[%d] is %lld, must be positive", l,
+                            (long long)cfg->hidden[l]);
+    return DDP_OK;
+}
+
+int mlp_create(const cfg_mlp *cfg, device *dev, const sample_layout *data, int64_t max_rows, model **out,
+               ddp_err *err)
+{
+    int rc = check_shape(cfg, data, max_rows, err);
+    if (rc)
+        return rc;
     model *m = calloc(1, sizeof *m);
     mlp_impl *p = calloc(1, sizeof *p);
     if (!m || !p) {
@@ -283,12 +309,12 @@ int mlp_create(const config *cfg, device *dev, int64_t in_features, int64_t n_cl
     m->ops = &mlp_ops;
     m->dev = dev;
     m->impl = p;
-    m->in_features = in_features;
-    m->n_classes = n_classes;
+    m->io = (model_io){.sample = *data, .classifier = true};
     m->max_rows = max_rows;
-    p->act = cfg->model.activation;
+    p->act = cfg->activation;
     build_layout(m, p, cfg);
-    int rc = alloc_buffers(m, p, err);
+    describe(m, cfg);
+    rc = alloc_buffers(m, p, err);
     if (rc) {
         mlp_destroy(m);
         return ddp_prefix(err, "mlp: allocating %zu parameters and activations for %lld rows", m->n_params,

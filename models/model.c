@@ -14,12 +14,12 @@
 #include "runtime/base/rng.h"
 #include "mlp.h"
 
-int model_create(const config *cfg, device *dev, int64_t in_features, int64_t n_classes, int64_t max_rows,
-                 model **out, ddp_err *err)
+int model_create(const config *cfg, device *dev, const sample_layout *data, int64_t max_rows, model **out,
+                 ddp_err *err)
 {
     switch (cfg->model.kind) {
     case MODEL_MLP:
-        return mlp_create(cfg, dev, in_features, n_classes, max_rows, out, err);
+        return mlp_create(&cfg->model.mlp, dev, data, max_rows, out, err);
     }
     return ddp_fail(err, DDP_EUSAGE, "model.kind: unknown model %d", (int)cfg->model.kind);
 }

@@ -1,11 +1,13 @@
 /* model.h — what every model (the MLP now, a GPT later) offers the training loop.
  *
- * All parameters live in one contiguous device buffer and all gradients in another with the same
- * layout, so the DDP reducer's buckets are plain slices. tensors[] names each parameter slice
- * (PyTorch names: fc1.weight, fc1.bias, ...) in buffer order; the backward pass produces
- * gradients from the end of the buffer towards the start and reports each finished range
- * through grad_ready, which is how all-reduce overlaps with the rest of backward.
- * A model must not communicate, step an optimizer, or read data from disk. */
+ * A model describes itself: what one sample's input and target are (model_io: element type and
+ * count, so the training job stages pixels and token ids alike), which metrics it reports, and
+ * its kind and shape settings as text (description). All parameters live in one contiguous
+ * device buffer and all gradients in another with the same layout, so the DDP reducer's buckets
+ * are plain slices. tensors[] names each parameter slice (PyTorch names: fc1.weight, fc1.bias,
+ * ...) in buffer order; the backward pass produces gradients from the end of the buffer towards
+ * the start and reports each finished range through grad_ready, which is how all-reduce overlaps
+ * with the rest of backward. A model must not communicate, step an optimizer, or read data. */
 #ifndef DDP_MODEL_H
 #define DDP_MODEL_H
 
@@ -14,10 +16,12 @@
 #include <stdint.h>
 
 #include "runtime/config/config.h"
+#include "runtime/data/sample.h"
 #include "runtime/device/device.h"
 #include "runtime/base/err.h"
 
 #define MODEL_MAX_TENSORS 64
+#define MODEL_DESCRIPTION_MAX 256
 
 typedef struct param_tensor {
     char name[48];
@@ -27,11 +31,19 @@ typedef struct param_tensor {
     size_t numel;
 } param_tensor;
 
-/* One micro-batch, already on the device. inputs are uint8 pixels [rows, in_features] for the
- * MLP (token ids for a GPT); targets are class ids [rows]. */
+/* What the model takes and reports. Every model reports its loss: the mean cross-entropy over
+ * all target elements (rows x sample.target.count of them). */
+typedef struct model_io {
+    sample_layout sample;   /* one sample's input and target as the model takes them */
+    bool classifier;        /* counts correct predictions, so accuracy is a metric */
+    bool language_model;    /* inputs are token sequences, so tokens per second is a metric */
+} model_io;
+
+/* One micro-batch, already on the device: rows samples of inputs and of targets, each laid out
+ * as model_io.sample describes. */
 typedef struct model_batch {
     const void *inputs;
-    const int32_t *targets;
+    const void *targets;
     int64_t rows;
 } model_batch;
 
@@ -41,10 +53,11 @@ typedef void (*grad_ready_fn)(void *ctx, size_t offset, size_t count);
 typedef struct model model;
 
 struct model_ops {
-    /* Forward + backward. Loss is the per-row cross-entropy times grad_scale, so for a mean over
-     * the global batch pass 1/(rows * grad_accum) and average across ranks.
-     * accumulate=false overwrites grads; true adds to them (gradient accumulation).
-     * grad_ready may be NULL. stats: device float[2], += (loss sum, correct count). */
+    /* Forward + backward. Loss is the cross-entropy summed over target elements times grad_scale,
+     * so for a mean over the global batch pass 1/(rows * target elements * grad_accum) and average
+     * across ranks. accumulate=false overwrites grads; true adds to them (gradient accumulation).
+     * grad_ready may be NULL. stats: device float[2], += (loss sum, correct count); the count
+     * stays 0 unless io.classifier. */
     int (*forward_backward)(model *m, const model_batch *b, float grad_scale, bool accumulate,
                             grad_ready_fn grad_ready, void *ctx, float *stats, ddp_err *err);
     /* Forward only; stats += (loss sum, correct count). */
@@ -59,15 +72,20 @@ struct model {
     size_t n_params;
     param_tensor tensors[MODEL_MAX_TENSORS];
     int n_tensors;
-    int64_t in_features, n_classes;  /* MLP: 784 and 10 */
+    model_io io;
+    /* Kind and shape settings, e.g. "mlp hidden=[1024,1024] activation=relu in=784 classes=10":
+     * the training log prints it, checkpoints record it and a resume must find the same text. */
+    char description[MODEL_DESCRIPTION_MAX];
     int64_t max_rows;                /* largest micro-batch forward/backward accepts */
     void *impl;
 };
 
-/* Builds the model named by cfg->model for inputs of in_features and n_classes outputs,
- * with activation buffers for up to max_rows rows. Parameters are left uninitialised. */
-int model_create(const config *cfg, device *dev, int64_t in_features, int64_t n_classes,
-                 int64_t max_rows, model **out, ddp_err *err);
+/* Builds the model named by cfg->model for samples of the given layout (a model whose shape
+ * follows the data, like the MLP's input width and class count, takes it from there), with
+ * activation buffers for up to max_rows rows. Parameters are left uninitialised. A layout the
+ * model cannot take is a usage error naming both. */
+int model_create(const config *cfg, device *dev, const sample_layout *data, int64_t max_rows, model **out,
+                 ddp_err *err);
 
 /* PyTorch nn.Linear's default init (kaiming_uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in))
  * for weights and biases) from a seeded RNG; identical on every rank for the same seed. */

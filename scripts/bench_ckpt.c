@@ -68,7 +68,7 @@ static int bench(const char *dir, double mb)
     ckpt_state s = {0};
     s.n_tensors = N;
     s.tensors = t;
-    snprintf(s.hdr.model_kind, sizeof s.hdr.model_kind, "bench");
+    snprintf(s.hdr.model, sizeof s.hdr.model, "bench");
     ckpt_writer *w;
     ddp_err err = {0};
     if (ckpt_writer_create(dir, 1, &w, &err)) {

@@ -2,9 +2,10 @@
  *
  * Owns the order of a step: gather the rank's batch (sampler), upload, forward/backward with the
  * reducer averaging gradient buckets as backward produces them, wait for the buckets, clip, step
- * the optimizer, agree across ranks whether to stop. Logging/evaluation live in train_log.c and
- * checkpoints in train_ckpt.c. Must not know CPU from CUDA or MPI from NCCL: the device and
- * communicator interfaces do. */
+ * the optimizer, agree across ranks whether to stop. Batches are staged as the bytes the model's
+ * io describes, so nothing here knows pixels from token ids. Logging/evaluation live in
+ * train_log.c and checkpoints in train_ckpt.c. Must not know CPU from CUDA or MPI from NCCL: the
+ * device and communicator interfaces do; nor any model's kind: model.h does. */
 #include "train.h"
 
 #include <stdio.h>
@@ -13,7 +14,7 @@
 #include <time.h>
 
 #include "runtime/base/log.h"
-#include "trainer.h"
+#include "train_job.h"
 
 volatile sig_atomic_t train_stop_requested = 0;
 
@@ -24,7 +25,7 @@ double train_now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int load_data(trainer *t, ddp_err *err)
+static int load_data(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     int rc;
@@ -42,18 +43,35 @@ static int load_data(trainer *t, ddp_err *err)
     return rc;
 }
 
-static int alloc_staging(trainer *t, ddp_err *err)
+/* The model was built for the training data; the test data must have the same samples, and a
+ * model built from its own settings (a language model's context length) must fit the data too. */
+static int check_data_fits(const train_job *t, const dataset *data, ddp_err *err)
 {
-    int64_t b = t->cfg->data.batch_size, f = t->train.features;
+    const sample_layout *want = &t->m->io.sample, *have = &data->layout;
+    if (sample_field_equal(want->input, have->input) && sample_field_equal(want->target, have->target) &&
+        have->n_classes <= want->n_classes)
+        return DDP_OK;
+    char w[160], h[160];
+    sample_layout_format(want, w, sizeof w);
+    sample_layout_format(have, h, sizeof h);
+    return ddp_fail(err, DDP_EUSAGE, "model %s takes samples of %s, but %s has samples of %s", t->m->description, w,
+                    data->name, h);
+}
+
+static int alloc_staging(train_job *t, ddp_err *err)
+{
+    int64_t b = t->cfg->data.batch_size;
+    size_t in = (size_t)b * sample_field_bytes(t->m->io.sample.input);
+    size_t tgt = (size_t)b * sample_field_bytes(t->m->io.sample.target);
     t->idx = malloc((size_t)b * sizeof *t->idx);
-    t->x_host = malloc((size_t)(b * f));
-    t->y_host = malloc((size_t)b * sizeof *t->y_host);
-    if (!t->idx || !t->x_host || !t->y_host)
+    t->inputs_host = malloc(in);
+    t->targets_host = malloc(tgt);
+    if (!t->idx || !t->inputs_host || !t->targets_host)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for batch staging (%lld rows)", (long long)b);
     device *d = t->dev;
-    int rc = d->ops->alloc(d, (size_t)(b * f), &t->x_dev, err);
+    int rc = d->ops->alloc(d, in, &t->inputs_dev, err);
     if (rc == DDP_OK)
-        rc = d->ops->alloc(d, (size_t)b * sizeof(int32_t), (void **)&t->y_dev, err);
+        rc = d->ops->alloc(d, tgt, &t->targets_dev, err);
     if (rc == DDP_OK)
         rc = d->ops->alloc(d, 2 * sizeof(float), (void **)&t->stats_dev, err);
     if (rc == DDP_OK)
@@ -63,7 +81,7 @@ static int alloc_staging(trainer *t, ddp_err *err)
 
 /* Replicas start identical by construction (same seed) and by a broadcast from rank 0, so a
  * rank with a different build or seed cannot silently diverge. */
-static int init_params(trainer *t, ddp_err *err)
+static int init_params(train_job *t, ddp_err *err)
 {
     model *m = t->m;
     int rc = model_init_params(m, t->cfg->run.seed, err);
@@ -83,7 +101,7 @@ static int init_params(trainer *t, ddp_err *err)
 
 /* One rank per GPU: more ranks on this host than GPUs visible is an error at startup (ranks
  * would silently share GPUs) unless DDPRUN_ALLOW_GPU_SHARING=1. */
-static int check_gpu_count(trainer *t, ddp_err *err)
+static int check_gpu_count(train_job *t, ddp_err *err)
 {
     char reason[256] = "";
     const char *share = getenv("DDPRUN_ALLOW_GPU_SHARING");
@@ -97,7 +115,7 @@ static int check_gpu_count(trainer *t, ddp_err *err)
                     gpus, gpus == 1 ? "" : "s", reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
 }
 
-static int open_grad_comm(trainer *t, ddp_err *err)
+static int open_grad_comm(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     bool nccl = c->ddp.backend == BACKEND_NCCL || (c->ddp.backend == BACKEND_AUTO && t->dev->kind == DEVICE_CUDA);
@@ -113,7 +131,7 @@ static int open_grad_comm(trainer *t, ddp_err *err)
     return comm_nccl_create(t->dev->stream, t->dev->index, c->ddp.timeout_s, c->ddp.debug, &t->grad_comm, err);
 }
 
-static int make_reducer(trainer *t, ddp_err *err)
+static int make_reducer(train_job *t, ddp_err *err)
 {
     size_t offs[MODEL_MAX_TENSORS];
     for (int i = 0; i < t->m->n_tensors; i++)
@@ -129,7 +147,7 @@ static int make_reducer(trainer *t, ddp_err *err)
 
 /* Test-only: DDP_TEST_TRACE_DIR makes each rank append "epoch index" for every sample it trains
  * on, so tests can prove each sample of an interrupted epoch is used exactly once. */
-static int open_trace(trainer *t, ddp_err *err)
+static int open_trace(train_job *t, ddp_err *err)
 {
     const char *dir = getenv("DDP_TEST_TRACE_DIR");
     if (!dir)
@@ -140,7 +158,7 @@ static int open_trace(trainer *t, ddp_err *err)
     return t->trace ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "cannot open %s", path);
 }
 
-static int setup(trainer *t, ddp_err *err)
+static int setup(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     const char *rs = getenv("DDPRUN_RESTART_COUNT");
@@ -154,7 +172,11 @@ static int setup(trainer *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = load_data(t, err);
     if (rc == DDP_OK)
-        rc = model_create(c, t->dev, t->train.features, t->train.classes, c->data.batch_size, &t->m, err);
+        rc = model_create(c, t->dev, &t->train.layout, c->data.batch_size, &t->m, err);
+    if (rc == DDP_OK)
+        rc = check_data_fits(t, &t->train, err);
+    if (rc == DDP_OK)
+        rc = check_data_fits(t, &t->test, err);
     if (rc == DDP_OK)
         rc = init_params(t, err);
     if (rc == DDP_OK)
@@ -181,22 +203,30 @@ static int setup(trainer *t, ddp_err *err)
     return DDP_OK;
 }
 
-/* One micro-batch: gather this rank's rows, upload, forward/backward. Gradients of the last
- * micro-step of an optimizer step are reduced while backward runs (no_sync for the others). */
-static int micro_step(trainer *t, int64_t rows, bool first, bool last, ddp_err *err)
+int train_stage_batch(train_job *t, const dataset *data, int64_t rows, model_batch *b, ddp_err *err)
 {
     device *d = t->dev;
-    int64_t f = t->train.features;
-    dataset_gather(&t->train, t->idx, rows, t->x_host, t->y_host);
+    const sample_layout *io = &t->m->io.sample;
+    dataset_gather(data, t->idx, rows, t->inputs_host, t->targets_host);
+    int rc = d->ops->upload(d, t->inputs_dev, t->inputs_host, (size_t)rows * sample_field_bytes(io->input), err);
+    if (rc == DDP_OK)
+        rc = d->ops->upload(d, t->targets_dev, t->targets_host, (size_t)rows * sample_field_bytes(io->target), err);
+    *b = (model_batch){.inputs = t->inputs_dev, .targets = t->targets_dev, .rows = rows};
+    return rc;
+}
+
+/* One micro-batch: gather this rank's rows, upload, forward/backward. Gradients of the last
+ * micro-step of an optimizer step are reduced while backward runs (no_sync for the others). */
+static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err *err)
+{
     for (int64_t i = 0; t->trace && i < rows; i++)
         fprintf(t->trace, "%lld %lld\n", (long long)t->epoch, (long long)t->idx[i]);
-    int rc = d->ops->upload(d, t->x_dev, t->x_host, (size_t)(rows * f), err);
-    if (rc == DDP_OK)
-        rc = d->ops->upload(d, t->y_dev, t->y_host, (size_t)rows * sizeof(int32_t), err);
+    model_batch b;
+    int rc = train_stage_batch(t, &t->train, rows, &b, err);
     if (rc != DDP_OK)
         return rc;
-    model_batch b = {.inputs = t->x_dev, .targets = t->y_dev, .rows = rows};
-    float scale = 1.0f / ((float)rows * (float)t->cfg->train.grad_accum);
+    /* the loss is a mean over every target element of the global batch */
+    float scale = 1.0f / ((float)rows * (float)t->m->io.sample.target.count * (float)t->cfg->train.grad_accum);
     if (last)
         reducer_begin(t->red);
     rc = t->m->ops->forward_backward(t->m, &b, scale, !first, last ? reducer_grad_ready : NULL,
@@ -207,7 +237,7 @@ static int micro_step(trainer *t, int64_t rows, bool first, bool last, ddp_err *
 
 /* Communication exposed (not hidden by backward) is the compute stream's time from the end of
  * backward until the reduced gradients are usable: timed on the device, read at log lines. */
-static int reduce_gradients(trainer *t, ddp_err *err)
+static int reduce_gradients(train_job *t, ddp_err *err)
 {
     device *d = t->dev;
     int rc = d->ops->timer_start(d, t->comm_exposed, err);
@@ -218,7 +248,7 @@ static int reduce_gradients(trainer *t, ddp_err *err)
     return rc;
 }
 
-static int optimizer_step(trainer *t, double *lr, ddp_err *err)
+static int optimizer_step(train_job *t, double *lr, ddp_err *err)
 {
     int rc = reduce_gradients(t, err);
     if (rc != DDP_OK)
@@ -239,7 +269,7 @@ static int optimizer_step(trainer *t, double *lr, ddp_err *err)
  * the first attempt of a job (DDPRUN_RESTART_COUNT unset or 0): `kill` SIGKILLs the rank, `stop`
  * acts as if that rank alone received the stop signal, `exit` exits with status 3. Each fires
  * after optimizer step STEP, so integration tests hit exact, reproducible points. */
-static void test_fault(const trainer *t)
+static void test_fault(const train_job *t)
 {
     const char *spec = getenv("DDP_TEST_FAULT");
     char kind[16];
@@ -259,7 +289,7 @@ static void test_fault(const trainer *t)
 
 /* Every rank must stop at the same step: a one-int MAX all-reduce per step makes a signal seen
  * by any rank a decision of all ranks. */
-static int agree_stop(trainer *t, bool *stop, ddp_err *err)
+static int agree_stop(train_job *t, bool *stop, ddp_err *err)
 {
     int32_t flag = train_stop_requested ? 1 : 0;
     int rc = t->ctl->ops->allreduce(t->ctl, &flag, &flag, 1, DT_INT32, OP_MAX, NULL, err);
@@ -267,7 +297,7 @@ static int agree_stop(trainer *t, bool *stop, ddp_err *err)
     return rc;
 }
 
-static int run_epoch(trainer *t, bool *stopped, ddp_err *err)
+static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
 {
     const config *c = t->cfg;
     int64_t accum = c->train.grad_accum;
@@ -300,7 +330,7 @@ static int run_epoch(trainer *t, bool *stopped, ddp_err *err)
 
 /* Epochs advance only when one is complete, together with the sampler, so every checkpoint
  * (periodic, on a stop signal, or the final one) pairs an epoch with a position inside it. */
-static int train_loop(trainer *t, int64_t consumed, ddp_err *err)
+static int train_loop(train_job *t, int64_t consumed, ddp_err *err)
 {
     const config *c = t->cfg;
     t->t_start = t->t_last_log = train_now_s();
@@ -323,7 +353,7 @@ static int train_loop(trainer *t, int64_t consumed, ddp_err *err)
     return rc != DDP_OK ? rc : train_ckpt_maybe_save(t, 1, err);
 }
 
-static void teardown(trainer *t)
+static void teardown(train_job *t)
 {
     train_ckpt_close(t);
     train_log_close(t);
@@ -335,8 +365,8 @@ static void teardown(trainer *t)
     optim_destroy(t->opt);
     if (t->dev) {
         t->dev->ops->timer_destroy(t->dev, t->comm_exposed);
-        t->dev->ops->free(t->dev, t->x_dev);
-        t->dev->ops->free(t->dev, t->y_dev);
+        t->dev->ops->free(t->dev, t->inputs_dev);
+        t->dev->ops->free(t->dev, t->targets_dev);
         t->dev->ops->free(t->dev, t->stats_dev);
     }
     if (t->m)
@@ -347,21 +377,22 @@ static void teardown(trainer *t)
     dataset_free(&t->train);
     dataset_free(&t->test);
     free(t->idx);
-    free(t->x_host);
-    free(t->y_host);
+    free(t->inputs_host);
+    free(t->targets_host);
 }
 
 int train_run(const config *cfg, comm *ctl, ddp_err *err)
 {
-    trainer t = {.cfg = cfg, .ctl = ctl, .last_test_acc = -1};
+    train_job t = {.cfg = cfg, .ctl = ctl};
     int64_t consumed = 0;
     int rc = setup(&t, err);
     if (rc == DDP_OK)
-        rc = train_log_open(&t, err);
-    if (rc == DDP_OK)
         rc = train_ckpt_open(&t, err);
+    /* resume first: a checkpoint refused (another model, other settings) leaves run.dir untouched */
     if (rc == DDP_OK)
         rc = train_ckpt_resume(&t, &consumed, err);
+    if (rc == DDP_OK)
+        rc = train_log_open(&t, err);
     if (rc == DDP_OK) {
         train_log_header(&t);
         if (t.step >= t.total_steps)
@@ -375,11 +406,13 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
         rc = rc2 != DDP_OK ? rc2 : rc;
     if (rc == DDP_OK || rc == DDP_EPREEMPTED) {
         double secs = train_now_s() - t.t_start;
-        char acc[64] = "no evaluation";
-        if (t.last_test_acc >= 0)
-            snprintf(acc, sizeof acc, "final test accuracy %.2f%%", 100.0 * t.last_test_acc);
+        char result[64] = "no evaluation";
+        if (t.evaluated && t.m->io.classifier)
+            snprintf(result, sizeof result, "final test accuracy %.2f%%", 100.0 * t.last_test_acc);
+        else if (t.evaluated)
+            snprintf(result, sizeof result, "final test loss %.4f", t.last_test_loss);
         log_info("done: %lld steps in %.1f s%s, %s", (long long)t.step, secs,
-                 rc == DDP_EPREEMPTED ? " (stopped by signal, checkpoint saved)" : "", acc);
+                 rc == DDP_EPREEMPTED ? " (stopped by signal, checkpoint saved)" : "", result);
     }
     teardown(&t);
     return rc;

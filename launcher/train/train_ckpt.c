@@ -2,9 +2,12 @@
  *
  * Parameters and optimizer state are replicated, so rank 0 alone snapshots them (device ->
  * host, then a deep copy by the background writer: that is the whole training stall) and
- * writes them with ckpt.h's atomic writer. On resume rank 0 finds and verifies the checkpoint
- * and broadcasts it, so ranks need no shared filesystem and a different world size is fine:
- * the sampler continues from the same number of globally consumed samples.
+ * writes them with ckpt.h's atomic writer, together with the model's description. On resume
+ * rank 0 finds and verifies the checkpoint, refuses one written for another model (naming
+ * both), and broadcasts it, so ranks need no shared filesystem and a different world size is
+ * fine: the sampler continues from the same number of globally consumed samples. No RNG state
+ * is saved: every stream is derived from run.seed, its purpose and the epoch (README, "How it
+ * works"; docs/checkpoint-format.md, "Resuming").
  * Must not decide the file format (ckpt.c) or the loop order (train.c). */
 #include <stdlib.h>
 #include <string.h>
@@ -12,26 +15,47 @@
 
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/base/log.h"
-#include "trainer.h"
+#include "train_job.h"
+
+_Static_assert(MODEL_DESCRIPTION_MAX <= CKPT_MODEL_MAX, "a model description must fit the checkpoint header");
+
+/* Per parameter tensor a checkpoint holds the parameters and each optimizer state buffer, under
+ * a prefix per buffer: param/fc1.weight, optim/exp_avg/fc1.weight, ... */
+#define MAX_SAVED_BUFFERS 4
+
+typedef struct saved_buffer {
+    char prefix[32];
+    float *dev;                   /* n_params floats on the device */
+} saved_buffer;
 
 typedef struct train_ckpt {
     ckpt_writer *writer;          /* rank 0 only */
     char dir[CFG_PATH_MAX + 16];
-    float *host;                  /* rank 0: params | state0 | state1 staging */
+    saved_buffer buffers[MAX_SAVED_BUFFERS];
+    int n_buffers;
+    float *host;                  /* rank 0: staging, the buffers one after another */
     ckpt_tensor *tensors;
     int64_t last_saved_step;
 } train_ckpt;
 
-static const char *state_prefix(const optimizer *o, int which)
+/* The parameters, then the optimizer state buffers it has, named as its fields. */
+static void list_buffers(const train_job *t, train_ckpt *c)
 {
-    if (o->kind == OPT_SGD)
-        return "optim/momentum/";
-    return which == 0 ? "optim/exp_avg/" : "optim/exp_avg_sq/";
+    const optimizer *o = t->opt;
+    const struct { const char *name; float *dev; } state[] = {
+        {"momentum_buffer", o->momentum_buffer}, {"exp_avg", o->exp_avg}, {"exp_avg_sq", o->exp_avg_sq}};
+    c->buffers[0] = (saved_buffer){"param/", t->m->params};
+    c->n_buffers = 1;
+    for (size_t i = 0; i < sizeof state / sizeof state[0]; i++) {
+        if (!state[i].dev)
+            continue;
+        saved_buffer *b = &c->buffers[c->n_buffers++];
+        snprintf(b->prefix, sizeof b->prefix, "optim/%s/", state[i].name);
+        b->dev = state[i].dev;
+    }
 }
 
-static int n_state_buffers(const optimizer *o) { return o->state1 ? 2 : 1; }
-
-int train_ckpt_open(trainer *t, ddp_err *err)
+int train_ckpt_open(train_job *t, ddp_err *err)
 {
     train_ckpt *c = calloc(1, sizeof *c);
     if (!c)
@@ -40,9 +64,10 @@ int train_ckpt_open(trainer *t, ddp_err *err)
     c->last_saved_step = -1;
     t->last_ckpt_time = train_now_s();
     snprintf(c->dir, sizeof c->dir, "%s/checkpoints", t->cfg->run.dir);
+    list_buffers(t, c);
     if (t->ctl->rank != 0)
         return DDP_OK;
-    size_t n = t->m->n_params, bufs = 1 + (size_t)n_state_buffers(t->opt);
+    size_t n = t->m->n_params, bufs = (size_t)c->n_buffers;
     c->host = malloc(n * bufs * sizeof(float));
     c->tensors = calloc((size_t)t->m->n_tensors * bufs, sizeof *c->tensors);
     if (!c->host || !c->tensors)
@@ -50,7 +75,7 @@ int train_ckpt_open(trainer *t, ddp_err *err)
     return ckpt_writer_create(c->dir, (int)t->cfg->checkpoint.keep_last, &c->writer, err);
 }
 
-void train_ckpt_close(trainer *t)
+void train_ckpt_close(train_job *t)
 {
     train_ckpt *c = t->ckpt;
     if (!c)
@@ -64,16 +89,15 @@ void train_ckpt_close(trainer *t)
 }
 
 /* Describes params and optimizer state (already in c->host) as named tensors. */
-static int describe_tensors(trainer *t, train_ckpt *c)
+static int describe_tensors(train_job *t, train_ckpt *c)
 {
     const model *m = t->m;
     int k = 0;
-    for (int b = 0; b < 1 + n_state_buffers(t->opt); b++) {
-        const char *prefix = b == 0 ? "param/" : state_prefix(t->opt, b - 1);
+    for (int b = 0; b < c->n_buffers; b++) {
         for (int i = 0; i < m->n_tensors; i++, k++) {
             const param_tensor *p = &m->tensors[i];
             ckpt_tensor *x = &c->tensors[k];
-            snprintf(x->name, sizeof x->name, "%s%s", prefix, p->name);
+            snprintf(x->name, sizeof x->name, "%s%s", c->buffers[b].prefix, p->name);
             x->dtype = CKPT_F32;
             x->ndim = p->ndim;
             memcpy(x->shape, p->shape, sizeof p->shape);
@@ -83,16 +107,14 @@ static int describe_tensors(trainer *t, train_ckpt *c)
     return k;
 }
 
-static int snapshot_and_submit(trainer *t, train_ckpt *c, ddp_err *err)
+static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
 {
     double t0 = train_now_s();
     device *d = t->dev;
     size_t n = t->m->n_params, bytes = n * sizeof(float);
-    int rc = d->ops->download(d, c->host, t->m->params, bytes, err);
-    if (rc == DDP_OK)
-        rc = d->ops->download(d, c->host + n, t->opt->state0, bytes, err);
-    if (rc == DDP_OK && t->opt->state1)
-        rc = d->ops->download(d, c->host + 2 * n, t->opt->state1, bytes, err);
+    int rc = DDP_OK;
+    for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
+        rc = d->ops->download(d, c->host + (size_t)b * n, c->buffers[b].dev, bytes, err);
     if (rc != DDP_OK)
         return rc;
     ckpt_state s = {.tensors = c->tensors, .n_tensors = describe_tensors(t, c)};
@@ -101,7 +123,7 @@ static int snapshot_and_submit(trainer *t, train_ckpt *c, ddp_err *err)
                           .world_size = t->ctl->size, .restart_count = t->restart_count,
                           .config_hash = config_hash(t->cfg), .save_time = (double)time(NULL),
                           .elapsed_s = train_now_s() - t->t_start};
-    snprintf(s.hdr.model_kind, sizeof s.hdr.model_kind, "mlp");
+    snprintf(s.hdr.model, sizeof s.hdr.model, "%s", t->m->description);
     rc = ckpt_writer_submit(c->writer, &s, err);
     if (rc == DDP_OK)
         log_info("checkpoint: step %lld snapshot taken in %.1f ms, writing in the background",
@@ -109,7 +131,7 @@ static int snapshot_and_submit(trainer *t, train_ckpt *c, ddp_err *err)
     return rc;
 }
 
-int train_ckpt_maybe_save(trainer *t, int force, ddp_err *err)
+int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
     const config *cfg = t->cfg;
@@ -128,7 +150,7 @@ int train_ckpt_maybe_save(trainer *t, int force, ddp_err *err)
     return snapshot_and_submit(t, c, err);
 }
 
-int train_ckpt_finish(trainer *t, ddp_err *err)
+int train_ckpt_finish(train_job *t, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
     if (!c || !c->writer)
@@ -147,9 +169,28 @@ int train_ckpt_finish(trainer *t, ddp_err *err)
 
 enum { HDR_STEP, HDR_EPOCH, HDR_CONSUMED, HDR_TOTAL, HDR_OPTIM_STEP, HDR_WORLD, HDR_HASH_MATCH, HDR_N };
 
+/* Copies every saved buffer's tensors of a checkpoint written for this model into host. */
+static int copy_tensors(const train_job *t, const ckpt_loaded *ck, const char *used, float *host, ddp_err *err)
+{
+    const model *m = t->m;
+    const train_ckpt *c = t->ckpt;
+    for (int b = 0; b < c->n_buffers; b++) {
+        for (int i = 0; i < m->n_tensors; i++) {
+            char name[CKPT_NAME_MAX];
+            snprintf(name, sizeof name, "%s%s", c->buffers[b].prefix, m->tensors[i].name);
+            const ckpt_tensor *x = ckpt_loaded_tensor(ck, name);
+            if (!x || x->dtype != CKPT_F32 || ckpt_tensor_numel(x) != m->tensors[i].numel)
+                return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s in the checkpoint; this model needs %zu float32 "
+                                "values", used, name, x ? "of another shape or type" : "missing", m->tensors[i].numel);
+            memcpy(host + (size_t)b * m->n_params + m->tensors[i].offset, x->data, m->tensors[i].numel * sizeof(float));
+        }
+    }
+    return DDP_OK;
+}
+
 /* Rank 0: fills host (params | state buffers) and hdr from a verified checkpoint. Returns
  * DDP_OK, CKPT_NONE, or an error. */
-static int load_on_rank0(trainer *t, float *host, int64_t *hdr, char *used, ddp_err *err)
+static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, ddp_err *err)
 {
     const config *cfg = t->cfg;
     ckpt_loaded ck = {0};
@@ -164,21 +205,12 @@ static int load_on_rank0(trainer *t, float *host, int64_t *hdr, char *used, ddp_
     }
     if (rc != DDP_OK)
         return rc;
-    const model *m = t->m;
-    for (int b = 0; b < 1 + n_state_buffers(t->opt) && rc == DDP_OK; b++) {
-        const char *prefix = b == 0 ? "param/" : state_prefix(t->opt, b - 1);
-        for (int i = 0; i < m->n_tensors; i++) {
-            char name[CKPT_NAME_MAX];
-            snprintf(name, sizeof name, "%s%s", prefix, m->tensors[i].name);
-            const ckpt_tensor *x = ckpt_loaded_tensor(&ck, name);
-            if (!x || x->dtype != CKPT_F32 || ckpt_tensor_numel(x) != m->tensors[i].numel) {
-                rc = ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s in the checkpoint; this model needs %zu float32 values",
-                              used, name, x ? "of another shape or type" : "missing", m->tensors[i].numel);
-                break;
-            }
-            memcpy(host + (size_t)b * m->n_params + m->tensors[i].offset, x->data, m->tensors[i].numel * sizeof(float));
-        }
-    }
+    if (strcmp(ck.hdr.model, t->m->description) != 0)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: checkpoint was written for %s, this run builds %s; resume with the model "
+                      "settings it was written with, or set checkpoint.resume: never", used, ck.hdr.model,
+                      t->m->description);
+    else
+        rc = copy_tensors(t, &ck, used, host, err);
     int64_t h[HDR_N] = {ck.hdr.step, ck.hdr.epoch, ck.hdr.consumed, ck.hdr.total_steps, ck.hdr.optim_step,
                         ck.hdr.world_size, ck.hdr.config_hash == config_hash(cfg)};
     memcpy(hdr, h, sizeof h);
@@ -186,18 +218,17 @@ static int load_on_rank0(trainer *t, float *host, int64_t *hdr, char *used, ddp_
     return rc;
 }
 
-static int apply_resume(trainer *t, const float *host, const int64_t *hdr, const char *used, ddp_err *err)
+static int apply_resume(train_job *t, const float *host, const int64_t *hdr, const char *used, ddp_err *err)
 {
     if (!hdr[HDR_HASH_MATCH])
         return ddp_fail(err, DDP_EUSAGE, "%s was saved by a run with different model, data or optimizer settings; "
                         "resume it with the same config, or set checkpoint.resume: never", used);
     device *d = t->dev;
+    const train_ckpt *c = t->ckpt;
     size_t n = t->m->n_params, bytes = n * sizeof(float);
-    int rc = d->ops->upload(d, t->m->params, host, bytes, err);
-    if (rc == DDP_OK)
-        rc = d->ops->upload(d, t->opt->state0, host + n, bytes, err);
-    if (rc == DDP_OK && t->opt->state1)
-        rc = d->ops->upload(d, t->opt->state1, host + 2 * n, bytes, err);
+    int rc = DDP_OK;
+    for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
+        rc = d->ops->upload(d, c->buffers[b].dev, host + (size_t)b * n, bytes, err);
     t->step = hdr[HDR_STEP];
     t->epoch = hdr[HDR_EPOCH];
     t->opt->step = hdr[HDR_OPTIM_STEP];
@@ -215,7 +246,7 @@ static int apply_resume(trainer *t, const float *host, const int64_t *hdr, const
  * steps done plus what is left of this epoch and of the remaining epochs at this world size. With
  * an unchanged config and world size that is the horizon the checkpoint was saved with; more
  * epochs or steps extend the run, and a new world size re-plans the rest. */
-static void recompute_total(trainer *t, const int64_t *hdr)
+static void recompute_total(train_job *t, const int64_t *hdr)
 {
     const config *cfg = t->cfg;
     if (cfg->train.max_steps > 0) {
@@ -229,12 +260,12 @@ static void recompute_total(trainer *t, const int64_t *hdr)
     t->total_steps = t->step + left_now + (later_epochs > 0 ? later_epochs * t->steps_per_epoch : 0);
 }
 
-int train_ckpt_resume(trainer *t, int64_t *consumed, ddp_err *err)
+int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
 {
     *consumed = 0;
     if (t->cfg->checkpoint.resume == RESUME_NEVER && t->restart_count == 0)
         return DDP_OK;
-    size_t n = t->m->n_params, total = n * (1 + (size_t)n_state_buffers(t->opt));
+    size_t n = t->m->n_params, total = n * (size_t)((train_ckpt *)t->ckpt)->n_buffers;
     float *host = malloc(total * sizeof(float));
     if (!host)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for resume");

@@ -1,7 +1,9 @@
 /* train_log.c — what a training job tells its user: the header, a progress line every
  * train.log_every steps, test-set evaluation, and run.dir/metrics.jsonl (rank 0 writes it).
- * Evaluation counts every test sample exactly once across ranks (no sampler padding).
- * Must not change training state: it only reads it (evaluation runs the model forward only). */
+ * The metrics are the ones the model declares (model_io): loss always, accuracy for classifiers,
+ * tokens per second for language models. Evaluation counts every test sample exactly once across
+ * ranks (no sampler padding). Must not change training state: it only reads it (evaluation runs
+ * the model forward only). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +11,7 @@
 #include <sys/stat.h>
 
 #include "runtime/base/log.h"
-#include "trainer.h"
+#include "train_job.h"
 
 /* mkdir -p */
 static int make_dirs(const char *path, ddp_err *err)
@@ -30,7 +32,7 @@ static int make_dirs(const char *path, ddp_err *err)
     return DDP_OK;
 }
 
-int train_log_open(trainer *t, ddp_err *err)
+int train_log_open(train_job *t, ddp_err *err)
 {
     if (t->ctl->rank != 0)
         return DDP_OK;
@@ -49,25 +51,20 @@ int train_log_open(trainer *t, ddp_err *err)
     return DDP_OK;
 }
 
-void train_log_close(trainer *t)
+void train_log_close(train_job *t)
 {
     if (t->metrics)
         fclose(t->metrics);
     t->metrics = NULL;
 }
 
-void train_log_header(trainer *t)
+void train_log_header(train_job *t)
 {
     const config *c = t->cfg;
     log_info("ddprun: %d rank%s, device %s, gradient backend %s, %d bucket%s", t->ctl->size,
              t->ctl->size == 1 ? "" : "s", t->dev->name, t->grad_comm->ops->name, t->red->n_buckets,
              t->red->n_buckets == 1 ? "" : "s");
-    char shape[256] = "";
-    size_t len = 0;
-    for (int i = 0; i < c->model.n_hidden && len < sizeof shape - 16; i++)
-        len += (size_t)snprintf(shape + len, sizeof shape - len, "-%lld", (long long)c->model.hidden[i]);
-    log_info("model: mlp %lld%s-%lld (%s), %zu parameters", (long long)t->m->in_features, shape,
-             (long long)t->m->n_classes, act_kind_name(c->model.activation), t->m->n_params);
+    log_info("model: %s, %zu parameters", t->m->description, t->m->n_params);
     log_info("data: %s %lld samples, %s %lld samples; global batch %lld = %lld per rank x %d ranks x %lld accumulation",
              t->train.name, (long long)t->train.n, t->test.name, (long long)t->test.n,
              (long long)(c->data.batch_size * t->ctl->size * c->train.grad_accum), (long long)c->data.batch_size,
@@ -79,7 +76,7 @@ void train_log_header(trainer *t)
 /* Averages the loss/accuracy accumulated on the device since the last line over all ranks, and
  * the per-step communication exposed (ms the step waited for gradients after backward; the
  * download has synchronised, so taking the timer costs no extra wait). */
-int train_log_progress(trainer *t, double lr, ddp_err *err)
+int train_log_progress(train_job *t, double lr, ddp_err *err)
 {
     device *d = t->dev;
     float st[2];
@@ -94,17 +91,29 @@ int train_log_progress(trainer *t, double lr, ddp_err *err)
         rc = t->ctl->ops->allreduce(t->ctl, sums, sums, 4, DT_DOUBLE, OP_SUM, NULL, err);
     if (rc != DDP_OK)
         return rc;
+    const model_io *io = &t->m->io;
     double now = train_now_s(), dt = now - t->t_last_log;
-    double n = sums[2] > 0 ? sums[2] : 1, steps = t->steps_acc > 0 ? (double)t->steps_acc : 1;
-    double loss = sums[0] / n, acc = sums[1] / n, sps = t->samples_acc / dt;
-    double ms_step = 1e3 * dt / steps, comm_ms = sums[3] / steps;
-    log_info("epoch %lld step %lld/%lld loss %.4f acc %.1f%% lr %.3e | %.0f samples/s %.2f ms/step "
-             "%.2f ms comm exposed", (long long)t->epoch + 1, (long long)t->step, (long long)t->total_steps, loss,
-             100 * acc, lr, sps, ms_step, comm_ms);
+    double terms = (sums[2] > 0 ? sums[2] : 1) * (double)io->sample.target.count;
+    double steps = t->steps_acc > 0 ? (double)t->steps_acc : 1;
+    double loss = sums[0] / terms, acc = sums[1] / terms, sps = t->samples_acc / dt;
+    double tps = sps * (double)io->sample.input.count, ms_step = 1e3 * dt / steps, comm_ms = sums[3] / steps;
+    char acc_text[32] = "", tps_text[32] = "";
+    if (io->classifier)
+        snprintf(acc_text, sizeof acc_text, " acc %.1f%%", 100 * acc);
+    if (io->language_model)
+        snprintf(tps_text, sizeof tps_text, " %.0f tokens/s", tps);
+    log_info("epoch %lld step %lld/%lld loss %.4f%s lr %.3e | %.0f samples/s%s %.2f ms/step %.2f ms comm exposed",
+             (long long)t->epoch + 1, (long long)t->step, (long long)t->total_steps, loss, acc_text, lr, sps,
+             tps_text, ms_step, comm_ms);
     if (t->metrics) {
-        fprintf(t->metrics, "{\"kind\":\"train\",\"epoch\":%lld,\"step\":%lld,\"loss\":%.6g,\"acc\":%.6g,"
-                "\"lr\":%.6g,\"samples_per_s\":%.1f,\"ms_per_step\":%.4f,\"comm_exposed_ms\":%.4f}\n",
-                (long long)t->epoch + 1, (long long)t->step, loss, acc, lr, sps, ms_step, comm_ms);
+        fprintf(t->metrics, "{\"kind\":\"train\",\"epoch\":%lld,\"step\":%lld,\"loss\":%.6g", (long long)t->epoch + 1,
+                (long long)t->step, loss);
+        if (io->classifier)
+            fprintf(t->metrics, ",\"acc\":%.6g", acc);
+        fprintf(t->metrics, ",\"lr\":%.6g,\"samples_per_s\":%.1f", lr, sps);
+        if (io->language_model)
+            fprintf(t->metrics, ",\"tokens_per_s\":%.1f", tps);
+        fprintf(t->metrics, ",\"ms_per_step\":%.4f,\"comm_exposed_ms\":%.4f}\n", ms_step, comm_ms);
         fflush(t->metrics);
     }
     t->t_last_log = now;
@@ -113,27 +122,51 @@ int train_log_progress(trainer *t, double lr, ddp_err *err)
     return DDP_OK;
 }
 
-int train_evaluate(trainer *t, ddp_err *err)
+/* Forward passes over this rank's disjoint range of the test set; stats += (loss sum, correct). */
+static int evaluate_range(train_job *t, int64_t begin, int64_t end, float *stats, ddp_err *err)
+{
+    int64_t bs = t->cfg->data.batch_size;
+    int rc = DDP_OK;
+    for (int64_t i = begin; i < end && rc == DDP_OK; i += bs) {
+        int64_t rows = end - i < bs ? end - i : bs;
+        for (int64_t r = 0; r < rows; r++)
+            t->idx[r] = i + r;
+        model_batch b;
+        rc = train_stage_batch(t, &t->test, rows, &b, err);
+        if (rc == DDP_OK)
+            rc = t->m->ops->evaluate(t->m, &b, stats, err);
+    }
+    return rc;
+}
+
+static void log_evaluation(train_job *t, double samples)
+{
+    bool classifier = t->m->io.classifier;
+    char acc_text[48] = "", acc_json[32] = "";
+    if (classifier) {
+        snprintf(acc_text, sizeof acc_text, ", test accuracy %.2f%%", 100 * t->last_test_acc);
+        snprintf(acc_json, sizeof acc_json, ",\"test_acc\":%.6g", t->last_test_acc);
+    }
+    log_info("eval epoch %lld step %lld: test loss %.4f%s (%.0f samples)", (long long)t->epoch + 1,
+             (long long)t->step, t->last_test_loss, acc_text, samples);
+    if (t->metrics) {
+        fprintf(t->metrics, "{\"kind\":\"eval\",\"epoch\":%lld,\"step\":%lld,\"test_loss\":%.6g%s,\"samples\":%.0f}\n",
+                (long long)t->epoch + 1, (long long)t->step, t->last_test_loss, acc_json, samples);
+        fflush(t->metrics);
+    }
+}
+
+int train_evaluate(train_job *t, ddp_err *err)
 {
     device *d = t->dev;
-    int64_t begin, end, bs = t->cfg->data.batch_size, f = t->test.features;
+    int64_t begin, end;
     sampler_eval_range(t->test.n, t->ctl->rank, t->ctl->size, &begin, &end);
     float *stats = NULL;
     int rc = d->ops->alloc(d, 2 * sizeof(float), (void **)&stats, err);
     if (rc == DDP_OK)
         rc = d->ops->fill(d, stats, 2, 0.0f, err);
-    for (int64_t i = begin; i < end && rc == DDP_OK; i += bs) {
-        int64_t rows = end - i < bs ? end - i : bs;
-        for (int64_t r = 0; r < rows; r++)
-            t->idx[r] = i + r;
-        dataset_gather(&t->test, t->idx, rows, t->x_host, t->y_host);
-        rc = d->ops->upload(d, t->x_dev, t->x_host, (size_t)(rows * f), err);
-        if (rc == DDP_OK)
-            rc = d->ops->upload(d, t->y_dev, t->y_host, (size_t)rows * sizeof(int32_t), err);
-        model_batch b = {.inputs = t->x_dev, .targets = t->y_dev, .rows = rows};
-        if (rc == DDP_OK)
-            rc = t->m->ops->evaluate(t->m, &b, stats, err);
-    }
+    if (rc == DDP_OK)
+        rc = evaluate_range(t, begin, end, stats, err);
     float st[2] = {0, 0};
     if (rc == DDP_OK)
         rc = d->ops->download(d, st, stats, sizeof st, err);
@@ -143,15 +176,10 @@ int train_evaluate(trainer *t, ddp_err *err)
         rc = t->ctl->ops->allreduce(t->ctl, sums, sums, 3, DT_DOUBLE, OP_SUM, NULL, err);
     if (rc != DDP_OK)
         return ddp_prefix(err, "evaluation");
-    t->last_test_loss = sums[0] / sums[2];
-    t->last_test_acc = sums[1] / sums[2];
-    log_info("eval epoch %lld step %lld: test loss %.4f, test accuracy %.2f%% (%.0f samples)", (long long)t->epoch + 1,
-             (long long)t->step, t->last_test_loss, 100 * t->last_test_acc, sums[2]);
-    if (t->metrics) {
-        fprintf(t->metrics, "{\"kind\":\"eval\",\"epoch\":%lld,\"step\":%lld,\"test_loss\":%.6g,\"test_acc\":%.6g,"
-                "\"samples\":%.0f}\n", (long long)t->epoch + 1, (long long)t->step, t->last_test_loss,
-                t->last_test_acc, sums[2]);
-        fflush(t->metrics);
-    }
+    double terms = sums[2] * (double)t->m->io.sample.target.count;
+    t->last_test_loss = sums[0] / terms;
+    t->last_test_acc = sums[1] / terms;
+    t->evaluated = true;
+    log_evaluation(t, sums[2]);
     return DDP_OK;
 }

@@ -20,9 +20,10 @@
 #include "runtime/base/err.h"
 #include "runtime/base/rng.h"
 
-#define CKPT_FORMAT_VERSION 1
+#define CKPT_FORMAT_VERSION 2
 #define CKPT_MAX_NDIM 8
-#define CKPT_NAME_MAX 128  /* tensor / RNG / model-kind names, NUL included */
+#define CKPT_NAME_MAX 128  /* tensor / RNG names, NUL included */
+#define CKPT_MODEL_MAX 256 /* the model description, NUL included */
 #define CKPT_MAX_RNG 64
 #define CKPT_PATH_MAX 4096
 #define CKPT_ALIGN 64      /* tensor data offsets are multiples of this */
@@ -64,7 +65,7 @@ typedef struct ckpt_header {
     uint64_t config_hash;       /* config_hash() of the run that saved */
     double save_time;           /* Unix time of the save, seconds */
     double elapsed_s;           /* training wall time so far, seconds */
-    char model_kind[CKPT_NAME_MAX];
+    char model[CKPT_MODEL_MAX]; /* the model's kind and shape settings, e.g. "mlp hidden=[1024] ..." */
     int n_rng;
     ckpt_rng_state rng[CKPT_MAX_RNG];
 } ckpt_header;

@@ -68,9 +68,9 @@ static void put_f64(bytebuf *b, double d)
     memcpy(&v, &d, sizeof v);
     put_le(b, v, 8);
 }
-static void put_str(bytebuf *b, const char *s)
+static void put_str(bytebuf *b, const char *s, size_t max)
 {
-    size_t n = strnlen(s, CKPT_NAME_MAX - 1);
+    size_t n = strnlen(s, max - 1);
     put_le(b, n, 2);
     put_bytes(b, s, n);
 }
@@ -89,17 +89,17 @@ static void encode_header_section(bytebuf *b, const ckpt_state *s, const ckpt_la
     put_le(b, h->config_hash, 8);
     put_f64(b, h->save_time);
     put_f64(b, h->elapsed_s);
-    put_str(b, h->model_kind);
+    put_str(b, h->model, CKPT_MODEL_MAX);
     put_le(b, (uint32_t)h->n_rng, 4);
     for (int i = 0; i < h->n_rng; i++) {
-        put_str(b, h->rng[i].name);
+        put_str(b, h->rng[i].name, CKPT_NAME_MAX);
         for (int k = 0; k < 4; k++)
             put_le(b, h->rng[i].state.s[k], 8);
     }
     put_le(b, (uint32_t)s->n_tensors, 4);
     for (int i = 0; i < s->n_tensors; i++) {
         const ckpt_tensor *t = &s->tensors[i];
-        put_str(b, t->name);
+        put_str(b, t->name, CKPT_NAME_MAX);
         put_le(b, (uint8_t)t->dtype, 1);
         put_le(b, (uint8_t)t->ndim, 1);
         put_le(b, 0, 2);
@@ -123,8 +123,8 @@ static int check_name(const char *what, const char *name, ddp_err *err)
 static int validate_state(const ckpt_state *s, ddp_err *err)
 {
     const ckpt_header *h = &s->hdr;
-    if (strnlen(h->model_kind, CKPT_NAME_MAX) >= CKPT_NAME_MAX)
-        return ddp_fail(err, DDP_EUSAGE, "checkpoint model kind is not NUL-terminated");
+    if (strnlen(h->model, CKPT_MODEL_MAX) >= CKPT_MODEL_MAX)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint model description is not NUL-terminated");
     if (h->n_rng < 0 || h->n_rng > CKPT_MAX_RNG)
         return ddp_fail(err, DDP_EUSAGE, "checkpoint has %d RNG states (max %d)", h->n_rng, CKPT_MAX_RNG);
     for (int i = 0; i < h->n_rng; i++)
@@ -233,10 +233,10 @@ static double get_f64(reader *r)
     memcpy(&d, &v, sizeof d);
     return d;
 }
-static void get_str(reader *r, char out[CKPT_NAME_MAX])
+static void get_str(reader *r, char *out, size_t max)
 {
     size_t n = (size_t)get_le(r, 2);
-    if (r->bad || n >= CKPT_NAME_MAX || r->len - r->pos < n) {
+    if (r->bad || n >= max || r->len - r->pos < n) {
         r->bad = true;
         out[0] = '\0';
         return;
@@ -266,13 +266,13 @@ static int decode_header(const char *path, reader *r, ckpt_loaded *out, ddp_err 
     h->config_hash = get_le(r, 8);
     h->save_time = get_f64(r);
     h->elapsed_s = get_f64(r);
-    get_str(r, h->model_kind);
+    get_str(r, h->model, CKPT_MODEL_MAX);
     uint64_t n_rng = get_le(r, 4);
     if (r->bad || n_rng > CKPT_MAX_RNG)
         return fail_file(err, path, "header is malformed (RNG list)%s", "");
     h->n_rng = (int)n_rng;
     for (int i = 0; i < h->n_rng; i++) {
-        get_str(r, h->rng[i].name);
+        get_str(r, h->rng[i].name, CKPT_NAME_MAX);
         for (int k = 0; k < 4; k++)
             h->rng[i].state.s[k] = get_le(r, 8);
     }
@@ -291,7 +291,7 @@ static int decode_table(const char *path, reader *r, ckpt_loaded *out, uint64_t 
 {
     for (int i = 0; i < out->n_tensors; i++) {
         ckpt_tensor *t = &out->tensors[i];
-        get_str(r, t->name);
+        get_str(r, t->name, CKPT_NAME_MAX);
         t->dtype = (ckpt_dtype)get_le(r, 1);
         t->ndim = (int)get_le(r, 1);
         get_le(r, 2);
@@ -368,7 +368,9 @@ static int check_preamble(const char *path, const uint8_t *p, uint64_t size, uin
     uint32_t stored_crc = (uint32_t)get_le(&r, 4);
     char detail[160];
     if (version != CKPT_FORMAT_VERSION) {
-        snprintf(detail, sizeof detail, "%u (this build reads %d)", version, CKPT_FORMAT_VERSION);
+        snprintf(detail, sizeof detail, "%u (this build reads %d%s)", version, CKPT_FORMAT_VERSION,
+                 version < CKPT_FORMAT_VERSION ? "; older versions do not record the model's shape: see "
+                 "docs/checkpoint-format.md, Compatibility" : "");
         return fail_file(err, path, "unsupported format version %s", detail);
     }
     if (file_len != size) {

@@ -2,7 +2,7 @@
  * what a checkpoint holds, whether it is intact, and whether two runs ended identical.
  *
  * diff's exit status covers the training state (tensors, step/epoch/sampler position, schedule,
- * optimizer step, config hash, model kind, RNG states); provenance fields (save time, elapsed
+ * optimizer step, config hash, model description, RNG states); provenance fields (save time, elapsed
  * time, restart count, world size) are printed when they differ but do not count, so an
  * interrupted-and-resumed run can be compared with an uninterrupted one.
  * This file only reads checkpoints; it must not modify them. */
@@ -27,8 +27,9 @@ static void print_header(const ckpt_header *h)
 {
     printf("step %" PRId64 "  epoch %" PRId64 "  consumed %" PRId64 "  total_steps %" PRId64
            "  optim_step %" PRId64 "\n", h->step, h->epoch, h->consumed, h->total_steps, h->optim_step);
-    printf("world_size %d  restart_count %d  config_hash %016" PRIx64 "  model %s\n",
-           h->world_size, h->restart_count, h->config_hash, h->model_kind);
+    printf("world_size %d  restart_count %d  config_hash %016" PRIx64 "\n", h->world_size, h->restart_count,
+           h->config_hash);
+    printf("model %s\n", h->model);
     printf("save_time %.3f  elapsed_s %.3f\n", h->save_time, h->elapsed_s);
     for (int i = 0; i < h->n_rng; i++)
         printf("rng %-24s %016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %016" PRIx64 "\n", h->rng[i].name,
@@ -128,8 +129,8 @@ static int diff_headers(const ckpt_header *a, const ckpt_header *b)
         printf("header config_hash: %016" PRIx64 " vs %016" PRIx64 "\n", a->config_hash, b->config_hash);
         n++;
     }
-    if (strcmp(a->model_kind, b->model_kind) != 0) {
-        printf("header model_kind: %s vs %s\n", a->model_kind, b->model_kind);
+    if (strcmp(a->model, b->model) != 0) {
+        printf("header model: %s vs %s\n", a->model, b->model);
         n++;
     }
     for (int i = 0; i < a->n_rng; i++) {

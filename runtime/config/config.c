@@ -87,25 +87,47 @@ int cfg_near_limit(const char *name)
     return n <= 3 ? 1 : n <= 7 ? 2 : 3;
 }
 
-/* Closest key under the same section; else a key anywhere whose last part matches (a setting
- * written in the wrong section). NULL when nothing is close. */
-static const char *suggest(const char *section, const char *name)
+/* Whether a key with this parent is a candidate: in the section itself, or (nested) in one of
+ * its subsections at any depth. */
+static bool under(const char *parent, const char *section, bool nested)
+{
+    if (!nested)
+        return !strcmp(parent, section);
+    size_t n = strlen(section);
+    return *parent && (!n || (!strncmp(parent, section, n) && parent[n] == '.'));
+}
+
+/* The key whose last part is nearest to name among the candidates, or NULL. */
+static const char *closest_key(const char *section, const char *name, bool nested)
 {
     char parent[CFG_KEY_MAX];
     const char *best = NULL;
     int best_d = 1 << 30;
-    for (int i = 0; i < cfg_n_keys; i++) {
-        cfg_key_parent(cfg_keys[i].path, parent, sizeof parent);
-        if (strcmp(parent, section))
+    const cfg_key *k;
+    for (int i = 0; (k = cfg_key_at(i)); i++) {
+        cfg_key_parent(k->path, parent, sizeof parent);
+        if (!under(parent, section, nested))
             continue;
-        const char *leaf = cfg_key_leaf(cfg_keys[i].path);
+        const char *leaf = cfg_key_leaf(k->path);
         int lim = cfg_near_limit(leaf), d = cfg_edit_distance(name, leaf, lim);
         if (d <= lim && d < best_d)
-            best = cfg_keys[i].path, best_d = d;
+            best = k->path, best_d = d;
     }
-    for (int i = 0; !best && i < cfg_n_keys; i++)
-        if (cfg_edit_distance(name, cfg_key_leaf(cfg_keys[i].path), 0) == 0)
-            best = cfg_keys[i].path;
+    return best;
+}
+
+/* Closest key under the same section; else under one of its subsections (a setting that moved
+ * into a section of its own: model.hidden -> model.mlp.hidden); else a key anywhere whose last
+ * part matches (a setting written in the wrong section). NULL when nothing is close. */
+static const char *suggest(const char *section, const char *name)
+{
+    const char *best = closest_key(section, name, false);
+    if (!best)
+        best = closest_key(section, name, true);
+    const cfg_key *k;
+    for (int i = 0; !best && (k = cfg_key_at(i)); i++)
+        if (cfg_edit_distance(name, cfg_key_leaf(k->path), 0) == 0)
+            best = k->path;
     return best;
 }
 
@@ -118,11 +140,12 @@ static int unknown_key(const cfg_loader *L, cfg_pos at, const char *section, con
         return cfg_error(L, at, path, "unknown key, did you mean '%s'?", near);
     size_t used = 0;
     allowed[0] = '\0';
-    for (int i = 0; i < cfg_n_keys && used < sizeof allowed; i++) {
-        cfg_key_parent(cfg_keys[i].path, parent, sizeof parent);
+    const cfg_key *k;
+    for (int i = 0; (k = cfg_key_at(i)) && used < sizeof allowed; i++) {
+        cfg_key_parent(k->path, parent, sizeof parent);
         if (!strcmp(parent, section))
             used += (size_t)snprintf(allowed + used, sizeof allowed - used, "%s%s", used ? ", " : "",
-                                     cfg_key_leaf(cfg_keys[i].path));
+                                     cfg_key_leaf(k->path));
     }
     return cfg_error(L, at, path, "unknown key (expected one of: %s)", allowed);
 }
@@ -135,15 +158,16 @@ static int apply_mapping(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, 
 /* Sets key k from node (a section recurses). */
 static int apply_node(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_node_t *node, int k)
 {
+    const cfg_key *key = cfg_key_at(k);
     L->origin[k] = cfg_node_pos(s, node);
-    if (cfg_keys[k].type != KT_SECTION)
-        return cfg_parse_value(L, s, doc, node, &cfg_keys[k]);
+    if (key->type != KT_SECTION)
+        return cfg_parse_value(L, s, doc, node, key);
     if (node->type != YAML_MAPPING_NODE) {
         char got[128];
         cfg_describe(node, got, sizeof got);
-        return cfg_error(L, cfg_node_pos(s, node), cfg_keys[k].path, "expected a mapping, got %s", got);
+        return cfg_error(L, cfg_node_pos(s, node), key->path, "expected a mapping, got %s", got);
     }
-    return apply_mapping(L, s, doc, node, cfg_keys[k].path);
+    return apply_mapping(L, s, doc, node, key->path);
 }
 
 static int check_duplicate(const cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_node_t *map,
@@ -272,8 +296,8 @@ static int override_key(cfg_loader *L, int n, const char *text, size_t key_len, 
         cfg_pos at = {n, 1, (int)start + 1};
         if (end == start)
             return cfg_error(L, at, NULL, "expected key.path=value, got \"%s\" (empty key part)", text);
-        if (k >= 0 && cfg_keys[k].type != KT_SECTION)
-            return cfg_error(L, at, cfg_keys[k].path, "is a setting, not a section: no key '%.*s' under it",
+        if (k >= 0 && cfg_key_at(k)->type != KT_SECTION)
+            return cfg_error(L, at, cfg_key_at(k)->path, "is a setting, not a section: no key '%.*s' under it",
                              (int)(end - start), text + start);
         char name[CFG_KEY_MAX];
         snprintf(name, sizeof name, "%.*s", (int)(end - start), text + start);
@@ -310,11 +334,11 @@ static int apply_override(cfg_loader *L, int n, const char *text)
     } else {
         yaml_node_t *root = yaml_document_get_root_node(&doc);
         char expect[256];
-        cfg_expect(&cfg_keys[k], expect, sizeof expect);
+        cfg_expect(cfg_key_at(k), expect, sizeof expect);
         if (root)
             rc = apply_node(L, &src, &doc, root, k);
         else
-            rc = cfg_error(L, (cfg_pos){n, 1, src.col_offset + 1}, cfg_keys[k].path,
+            rc = cfg_error(L, (cfg_pos){n, 1, src.col_offset + 1}, cfg_key_at(k)->path,
                            "expected %s, got nothing", expect);
         yaml_document_delete(&doc);
     }
@@ -326,6 +350,8 @@ static int apply_override(cfg_loader *L, int n, const char *text)
 
 int config_load(const char *path, int n_overrides, char *const overrides[], config *out, ddp_err *err)
 {
+    if (cfg_key_count() > CFG_MAX_KEYS) /* a build error in spirit: the tables outgrew origin[] */
+        return ddp_fail(err, DDP_ERUNTIME, "config: %d keys, raise CFG_MAX_KEYS (%d)", cfg_key_count(), CFG_MAX_KEYS);
     config work;
     cfg_loader L = {.c = &work, .err = err, .file = path ? path : "<no file>"};
     cfg_defaults(&work);

@@ -28,6 +28,13 @@ typedef enum { BACKEND_AUTO, BACKEND_MPI, BACKEND_NCCL } cfg_backend;
 typedef enum { GRAD_FP32, GRAD_BF16 } cfg_grad_dtype;
 typedef enum { RESUME_AUTO, RESUME_NEVER, RESUME_PATH } cfg_resume;
 
+/* model.mlp: the multi-layer perceptron's own settings. */
+typedef struct cfg_mlp {
+    int n_hidden;
+    int64_t hidden[CFG_MAX_HIDDEN];             /* hidden layer widths, input side first */
+    act_kind activation;
+} cfg_mlp;
+
 typedef struct config {
     char source[CFG_PATH_MAX]; /* the YAML file it came from */
 
@@ -35,11 +42,11 @@ typedef struct config {
     cfg_device device;
     struct { bool tf32; } cuda;                 /* cuda.tf32: allow TF32 GEMMs on the CUDA backend */
 
+    /* Each model kind has a section of its own (model.mlp, ...); only model.kind's is read, and a
+     * file that sets another kind's section is rejected. */
     struct {
         cfg_model_kind kind;
-        int n_hidden;
-        int64_t hidden[CFG_MAX_HIDDEN];
-        act_kind activation;
+        cfg_mlp mlp;
     } model;
 
     struct {
@@ -92,7 +99,7 @@ int config_load(const char *path, int n_overrides, char *const overrides[], conf
 int config_write_resolved(const config *c, const char *path, ddp_err *err);
 
 /* A stable 64-bit hash of the settings that must match for a bit-exact resume (model shape,
- * data, optimizer kind); stored in checkpoints. */
+ * data, optimizer); stored in checkpoints. */
 uint64_t config_hash(const config *c);
 
 const char *act_kind_name(act_kind a);

@@ -3,7 +3,7 @@
  * Runs once, after the file and every override were applied, so a contradiction is judged on
  * the final values and reported at whichever of the two keys was set later (an override beats
  * the file; further down the file beats further up). Single-key ranges belong to the key table
- * (config_keys.c), not here. */
+ * (config_keys.c), not here; the model kinds' sections are checked by config_model.c. */
 #include "config_internal.h"
 
 #include <stdio.h>
@@ -59,9 +59,10 @@ static int report_conflict(cfg_loader *L, const conflict *cf)
     int ka = cfg_key_find(cf->a), kb = cfg_key_find(cf->b);
     int later = cfg_pos_later(L->origin[ka], L->origin[kb]) ? ka : kb;
     int other = later == ka ? kb : ka;
+    const cfg_key *later_key = cfg_key_at(later), *other_key = cfg_key_at(other);
     char later_val[CFG_PATH_MAX], other_val[CFG_PATH_MAX], other_at[CFG_PATH_MAX + 64];
-    cfg_format_value(L->c, &cfg_keys[later], later_val, sizeof later_val);
-    cfg_format_value(L->c, &cfg_keys[other], other_val, sizeof other_val);
+    cfg_format_value(L->c, later_key, later_val, sizeof later_val);
+    cfg_format_value(L->c, other_key, other_val, sizeof other_val);
     if (L->origin[other].source < 0)
         snprintf(other_at, sizeof other_at, "the default");
     else
@@ -69,13 +70,15 @@ static int report_conflict(cfg_loader *L, const conflict *cf)
     cfg_pos at = L->origin[later];
     if (at.source < 0) /* both defaults: a bug in cfg_defaults, but still say where */
         at = (cfg_pos){0, 1, 1};
-    return cfg_error(L, at, cfg_keys[later].path, "expected %s, got %s %.100s with %s %.100s (%s)", cf->rule,
-                     cfg_keys[later].path, later_val, cfg_keys[other].path, other_val, other_at);
+    return cfg_error(L, at, later_key->path, "expected %s, got %s %.100s with %s %.100s (%s)", cf->rule,
+                     later_key->path, later_val, other_key->path, other_val, other_at);
 }
 
 int cfg_check(cfg_loader *L)
 {
     int rc = check_required(L);
+    if (!rc)
+        rc = cfg_check_model(L);
     for (size_t i = 0; !rc && i < sizeof conflicts / sizeof conflicts[0]; i++)
         if (conflicts[i].bad(L->c))
             rc = report_conflict(L, &conflicts[i]);

@@ -1,9 +1,11 @@
 /* config_internal.h — what the config*.c files share and nobody else may use.
  *
- * The key table (config_keys.c) is the single description of every setting: its dotted path,
- * type, range and where it lives in struct config. The loader (config.c) walks YAML against it,
- * the checks (config_check.c) and the writer/hash (config_write.c) iterate it. Locations are
- * tracked per key so contradictions can name the later of two settings. Not a public header. */
+ * The key table is the single description of every setting: its dotted path, type, range and
+ * where it lives in struct config. It comes in parts: the general keys (config_keys.c) and each
+ * model kind's section (config_model.c), walked as one depth-first sequence through cfg_key_at.
+ * The loader (config.c) walks YAML against it, the checks (config_check.c, config_model.c) and
+ * the writer/hash (config_write.c) iterate it. Locations are tracked per key so contradictions
+ * can name the later of two settings. Not a public header. */
 #ifndef DDP_CONFIG_INTERNAL_H
 #define DDP_CONFIG_INTERNAL_H
 
@@ -22,7 +24,7 @@ typedef enum key_type {
     KT_BOOL,
     KT_STR,     /* non-empty char[CFG_PATH_MAX] */
     KT_ENUM,    /* int-sized enum; choices[] in enum order */
-    KT_HIDDEN,  /* model.hidden: list of 1..CFG_MAX_HIDDEN ints in [imin, imax] */
+    KT_HIDDEN,  /* model.mlp.hidden: list of 1..CFG_MAX_HIDDEN ints in [imin, imax] */
     KT_BETAS,   /* optimizer.betas: [beta1, beta2], each a KT_NUM in [0, 1) */
     KT_RESUME,  /* checkpoint.resume: auto | never | path */
     KT_SIGNAL,  /* checkpoint.signal: a signal name -> number */
@@ -40,12 +42,25 @@ typedef struct cfg_key {
     bool hashed;                /* part of config_hash (when relevant, see config_write.c) */
 } cfg_key;
 
-extern const cfg_key cfg_keys[];
-extern const int cfg_n_keys;
-#define CFG_MAX_KEYS 64
+/* Row constructors for the key tables (config_keys.c, config_model.c). */
+#define OFF(field) offsetof(config, field)
+#define SECTION(p) {.path = p, .type = KT_SECTION}
+#define INT(p, f, lo, hi, h) {.path = p, .type = KT_INT, .off = OFF(f), .imin = lo, .imax = hi, .hashed = h}
+#define NUM(p, f, r, h) {.path = p, .type = KT_NUM, .off = OFF(f), .range = r, .hashed = h}
+#define BOOL(p, f, h) {.path = p, .type = KT_BOOL, .off = OFF(f), .hashed = h}
+#define STR(p, f) {.path = p, .type = KT_STR, .off = OFF(f)}
+#define ENUM(p, f, names, h) {.path = p, .type = KT_ENUM, .off = OFF(f), .choices = names, .hashed = h}
+#define BIG INT64_MAX
+#define I32 INT32_MAX
+
+/* Key i of the whole table in depth-first order (every section is followed by its own keys; the
+ * writer relies on it), or NULL past the end. Indices are stable: cfg_loader.origin uses them. */
+const cfg_key *cfg_key_at(int i);
+int cfg_key_count(void);
+#define CFG_MAX_KEYS 96
 #define CFG_KEY_MAX 256         /* longest dotted path we accept, NUL included */
 
-int cfg_key_find(const char *path);          /* index into cfg_keys, or -1 */
+int cfg_key_find(const char *path);          /* index for cfg_key_at, or -1 */
 void cfg_key_parent(const char *path, char *out, size_t n); /* "a.b.c" -> "a.b", "a" -> "" */
 const char *cfg_key_leaf(const char *path);  /* "a.b.c" -> "c" */
 void cfg_defaults(config *c);
@@ -90,5 +105,29 @@ int cfg_near_limit(const char *name);
 
 /* Required sections and contradictory settings (config_check.c). */
 int cfg_check(cfg_loader *L);
+
+/* ---- model kinds (config_model.c) ---- */
+
+/* One model kind: model.kind's value NAME selects it and its settings live in the section
+ * model.NAME. Adding a kind is one of these (a key table and a check) plus its enum value. */
+typedef struct cfg_model_section {
+    cfg_model_kind kind;
+    const char *path;               /* "model.mlp"; its last part is the model.kind value */
+    const cfg_key *keys;            /* the section's own row first, then its keys */
+    int n_keys;
+    void (*defaults)(config *c);
+    int (*check)(cfg_loader *L);    /* rules across the section's keys; NULL when there are none */
+} cfg_model_section;
+
+extern const cfg_model_section cfg_model_sections[];
+extern const int cfg_n_model_sections;
+extern const char *const cfg_model_kind_names[]; /* model.kind's choices, in enum order */
+
+/* false for the keys of a model kind other than c->model.kind: they are neither written nor hashed */
+bool cfg_model_key_active(const config *c, const cfg_key *k);
+/* Every model kind's defaults. */
+void cfg_model_defaults(config *c);
+/* Rejects a section of a kind other than model.kind (naming both), then runs the active kind's check. */
+int cfg_check_model(cfg_loader *L);
 
 #endif

@@ -1,9 +1,10 @@
-/* config_keys.c — the table of every config key, its defaults, and the parsing of one value.
+/* config_keys.c — the table of the general config keys, their defaults, and the parsing of one value.
  *
- * Adding a setting means one row here, one default in cfg_defaults and one row in
- * docs/config.md; the loader, writer and hash pick it up from the table. This file turns a
- * single YAML node into a typed field with range checks; it does not walk documents, know about
- * files or overrides, or check one key against another (config.c / config_check.c do). */
+ * Adding a setting means one row here (a model kind's setting: in config_model.c), one default
+ * in cfg_defaults and one row in README's config reference; the loader, writer and hash pick it
+ * up from the table. This file turns a single YAML node into a typed field with range checks; it
+ * does not walk documents, know about files or overrides, or check one key against another
+ * (config.c / config_check.c do). */
 #include "config_internal.h"
 
 #include <ctype.h>
@@ -18,8 +19,6 @@ _Static_assert(sizeof(cfg_device) == sizeof(int) && sizeof(act_kind) == sizeof(i
                sizeof(cfg_backend) == sizeof(int), "enums are stored through int pointers");
 
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
-static const char *const model_names[] = {"mlp", NULL};
-static const char *const act_names[] = {"relu", "gelu", NULL};
 static const char *const data_names[] = {"fashion-mnist", "synthetic", NULL};
 static const char *const opt_names[] = {"sgd", "adamw", NULL};
 static const char *const sched_names[] = {"constant", "cosine", NULL};
@@ -28,18 +27,9 @@ static const char *const grad_dtype_names[] = {"fp32", "bf16", NULL};
 static const char *const signal_names[] = {"SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", NULL};
 static const int signal_numbers[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT};
 
-#define OFF(field) offsetof(config, field)
-#define SECTION(p) {.path = p, .type = KT_SECTION}
-#define INT(p, f, lo, hi, h) {.path = p, .type = KT_INT, .off = OFF(f), .imin = lo, .imax = hi, .hashed = h}
-#define NUM(p, f, r, h) {.path = p, .type = KT_NUM, .off = OFF(f), .range = r, .hashed = h}
-#define BOOL(p, f, h) {.path = p, .type = KT_BOOL, .off = OFF(f), .hashed = h}
-#define STR(p, f) {.path = p, .type = KT_STR, .off = OFF(f)}
-#define ENUM(p, f, names, h) {.path = p, .type = KT_ENUM, .off = OFF(f), .choices = names, .hashed = h}
-#define BIG INT64_MAX
-#define I32 INT32_MAX
-
-/* Depth-first order: every section is followed by its own keys (the writer relies on it). */
-const cfg_key cfg_keys[] = {
+/* Depth-first order: every section is followed by its own keys (the writer relies on it). The
+ * model kinds' sections (config_model.c) go between model.kind and data. */
+static const cfg_key keys_before_models[] = {
     SECTION("run"),
     STR("run.dir", run.dir),
     {.path = "run.seed", .type = KT_UINT, .off = OFF(run.seed), .hashed = true},
@@ -47,9 +37,10 @@ const cfg_key cfg_keys[] = {
     SECTION("cuda"),
     BOOL("cuda.tf32", cuda.tf32, false),
     SECTION("model"),
-    ENUM("model.kind", model.kind, model_names, true),
-    {.path = "model.hidden", .type = KT_HIDDEN, .imin = 1, .imax = 1 << 20, .hashed = true},
-    ENUM("model.activation", model.activation, act_names, true),
+    ENUM("model.kind", model.kind, cfg_model_kind_names, true),
+};
+
+static const cfg_key keys_after_models[] = {
     SECTION("data"),
     ENUM("data.kind", data.kind, data_names, true),
     STR("data.path", data.path),
@@ -94,8 +85,31 @@ const cfg_key cfg_keys[] = {
     {.path = "checkpoint.resume", .type = KT_RESUME},
     {.path = "checkpoint.signal", .type = KT_SIGNAL, .choices = signal_names},
 };
-const int cfg_n_keys = (int)(sizeof cfg_keys / sizeof cfg_keys[0]);
-_Static_assert(sizeof cfg_keys / sizeof cfg_keys[0] <= CFG_MAX_KEYS, "raise CFG_MAX_KEYS");
+#define N_BEFORE ((int)(sizeof keys_before_models / sizeof keys_before_models[0]))
+#define N_AFTER ((int)(sizeof keys_after_models / sizeof keys_after_models[0]))
+
+const cfg_key *cfg_key_at(int i)
+{
+    if (i < 0)
+        return NULL;
+    if (i < N_BEFORE)
+        return &keys_before_models[i];
+    i -= N_BEFORE;
+    for (int s = 0; s < cfg_n_model_sections; s++) {
+        if (i < cfg_model_sections[s].n_keys)
+            return &cfg_model_sections[s].keys[i];
+        i -= cfg_model_sections[s].n_keys;
+    }
+    return i < N_AFTER ? &keys_after_models[i] : NULL;
+}
+
+int cfg_key_count(void)
+{
+    int n = N_BEFORE + N_AFTER;
+    for (int s = 0; s < cfg_n_model_sections; s++)
+        n += cfg_model_sections[s].n_keys;
+    return n;
+}
 
 void cfg_defaults(config *c)
 {
@@ -103,9 +117,7 @@ void cfg_defaults(config *c)
     snprintf(c->run.dir, sizeof c->run.dir, "runs/default");
     c->device = DEVICE_AUTO;
     c->model.kind = MODEL_MLP;
-    c->model.n_hidden = 2;
-    c->model.hidden[0] = c->model.hidden[1] = 1024;
-    c->model.activation = ACT_RELU;
+    cfg_model_defaults(c);
     c->data.kind = DATA_FASHION_MNIST;
     snprintf(c->data.path, sizeof c->data.path, "/usr/share/datasets/fashion-mnist");
     c->data.batch_size = 128;
@@ -138,8 +150,9 @@ void cfg_defaults(config *c)
 
 int cfg_key_find(const char *path)
 {
-    for (int i = 0; i < cfg_n_keys; i++)
-        if (strcmp(cfg_keys[i].path, path) == 0)
+    const cfg_key *k;
+    for (int i = 0; (k = cfg_key_at(i)); i++)
+        if (strcmp(k->path, path) == 0)
             return i;
     return -1;
 }
@@ -402,9 +415,10 @@ static int parse_hidden(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, c
         if (rc)
             return rc;
     }
-    L->c->model.n_hidden = (int)n;
-    memset(L->c->model.hidden, 0, sizeof L->c->model.hidden);
-    memcpy(L->c->model.hidden, sizes, (size_t)n * sizeof sizes[0]);
+    cfg_mlp *mlp = &L->c->model.mlp;
+    mlp->n_hidden = (int)n;
+    memset(mlp->hidden, 0, sizeof mlp->hidden);
+    memcpy(mlp->hidden, sizes, (size_t)n * sizeof sizes[0]);
     return DDP_OK;
 }
 

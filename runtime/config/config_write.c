@@ -63,11 +63,11 @@ void cfg_format_value(const config *c, const cfg_key *k, char *out, size_t n)
                               : c->checkpoint.resume == RESUME_NEVER ? "never" : c->checkpoint.resume_path);
         break;
     case KT_HIDDEN:
-        for (int i = 0; i < c->model.n_hidden; i++) {
-            snprintf(items[i], sizeof items[i], "%lld", (long long)c->model.hidden[i]);
+        for (int i = 0; i < c->model.mlp.n_hidden; i++) {
+            snprintf(items[i], sizeof items[i], "%lld", (long long)c->model.mlp.hidden[i]);
             ptrs[i] = items[i];
         }
-        format_list(ptrs, c->model.n_hidden, out, n);
+        format_list(ptrs, c->model.mlp.n_hidden, out, n);
         break;
     case KT_BETAS:
         cfg_format_double(c->optimizer.beta1, items[0], sizeof items[0]);
@@ -106,10 +106,10 @@ static int emit_value(writer *w, const config *c, const cfg_key *k)
     char text[CFG_PATH_MAX], items[CFG_MAX_HIDDEN][32];
     const char *ptrs[CFG_MAX_HIDDEN];
     if (k->type == KT_HIDDEN || k->type == KT_BETAS) {
-        int count = k->type == KT_HIDDEN ? c->model.n_hidden : 2;
+        int count = k->type == KT_HIDDEN ? c->model.mlp.n_hidden : 2;
         for (int i = 0; i < count; i++) {
             if (k->type == KT_HIDDEN)
-                snprintf(items[i], sizeof items[i], "%lld", (long long)c->model.hidden[i]);
+                snprintf(items[i], sizeof items[i], "%lld", (long long)c->model.mlp.hidden[i]);
             else
                 cfg_format_double(i ? c->optimizer.beta2 : c->optimizer.beta1, items[i], sizeof items[i]);
             ptrs[i] = items[i];
@@ -121,7 +121,8 @@ static int emit_value(writer *w, const config *c, const cfg_key *k)
     return emit_scalar(w, text, is_path ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_PLAIN_SCALAR_STYLE);
 }
 
-/* Walks the depth-first key table, opening and closing block mappings as sections change. */
+/* Walks the depth-first key table, opening and closing block mappings as sections change. Other
+ * model kinds' sections are left out: the file would be rejected with them. */
 static int emit_config(writer *w, const config *c)
 {
     char open[4][CFG_KEY_MAX], parent[CFG_KEY_MAX];
@@ -130,8 +131,10 @@ static int emit_config(writer *w, const config *c)
         !yaml_document_start_event_initialize(&w->ev, NULL, NULL, NULL, 1) || emit(w) ||
         !yaml_mapping_start_event_initialize(&w->ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE) || emit(w))
         return -1;
-    for (int i = 0; i < cfg_n_keys; i++) {
-        const cfg_key *k = &cfg_keys[i];
+    const cfg_key *k;
+    for (int i = 0; (k = cfg_key_at(i)); i++) {
+        if (!cfg_model_key_active(c, k))
+            continue;
         cfg_key_parent(k->path, parent, sizeof parent);
         while (depth > 0 && strcmp(open[depth - 1], parent)) {
             depth--;
@@ -199,9 +202,11 @@ int config_write_resolved(const config *c, const char *path, ddp_err *err)
 /* ---- resume hash ---- */
 
 /* Keys whose value cannot affect this run (SGD momentum under AdamW, synthetic sizes with real
- * data) stay out, so changing them does not block a resume. */
+ * data, another model kind's section) stay out, so changing them does not block a resume. */
 static bool relevant(const config *c, const cfg_key *k)
 {
+    if (!cfg_model_key_active(c, k))
+        return false;
     bool sgd = c->optimizer.kind == OPT_SGD;
     if (!strcmp(k->path, "optimizer.momentum") || !strcmp(k->path, "optimizer.nesterov"))
         return sgd;
@@ -220,8 +225,8 @@ uint64_t config_hash(const config *c)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     char line[CFG_PATH_MAX + CFG_KEY_MAX + 4], value[CFG_PATH_MAX];
-    for (int i = 0; i < cfg_n_keys; i++) {
-        const cfg_key *k = &cfg_keys[i];
+    const cfg_key *k;
+    for (int i = 0; (k = cfg_key_at(i)); i++) {
         if (!k->hashed || !relevant(c, k))
             continue;
         cfg_format_value(c, k, value, sizeof value);

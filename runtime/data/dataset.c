@@ -1,4 +1,4 @@
-/* data.c — in-memory datasets: the Fashion-MNIST gzipped IDX reader, synthetic data, gathering.
+/* dataset.c — in-memory datasets: the Fashion-MNIST gzipped IDX reader, synthetic data, gathering.
  *
  * Owns the IDX format checks (magic, dimensions, matching counts, exact payload length, label
  * range) and the rule that a failed load leaves *out zeroed with nothing allocated. Decompression
@@ -151,6 +151,12 @@ static int idx_read_payload(idx_file *f, size_t len, const char *what, uint8_t *
     return DDP_OK;
 }
 
+/* u8 x features -> i32 x 1 class id in [0, classes) */
+static sample_layout classification_layout(int64_t features, int64_t classes)
+{
+    return (sample_layout){.input = {SAMPLE_U8, features}, .target = {SAMPLE_I32, 1}, .n_classes = classes};
+}
+
 static int join_path(char *buf, size_t size, const char *dir, const char *file, ddp_err *err)
 {
     int len = snprintf(buf, size, "%s/%s", dir, file);
@@ -159,9 +165,11 @@ static int join_path(char *buf, size_t size, const char *dir, const char *file, 
     return DDP_OK;
 }
 
-static int load_labels(const char *path, uint8_t **labels, uint32_t *count, ddp_err *err)
+/* Reads the label file and widens its bytes to int32 class ids, the type models take. */
+static int load_labels(const char *path, int32_t **labels, uint32_t *count, ddp_err *err)
 {
     idx_file f;
+    uint8_t *raw = NULL;
     int rc = idx_open(&f, path, err);
     if (rc)
         return rc;
@@ -169,19 +177,21 @@ static int load_labels(const char *path, uint8_t **labels, uint32_t *count, ddp_
     if (!rc && *count == 0)
         rc = ddp_fail(err, DDP_EUSAGE, "%s: header declares 0 labels", path);
     if (!rc)
-        rc = idx_read_payload(&f, *count, "labels", labels, err);
+        rc = idx_read_payload(&f, *count, "labels", &raw, err);
     gzclose(f.gz);
     if (rc)
         return rc;
-    for (uint32_t i = 0; i < *count; i++)
-        if ((*labels)[i] >= FMNIST_CLASSES) {
-            rc = ddp_fail(err, DDP_EUSAGE, "%s: label %u of sample %u is not below %d", path,
-                          (*labels)[i], i, FMNIST_CLASSES);
-            free(*labels);
-            *labels = NULL;
-            return rc;
-        }
-    return DDP_OK;
+    for (uint32_t i = 0; i < *count && !rc; i++)
+        if (raw[i] >= FMNIST_CLASSES)
+            rc = ddp_fail(err, DDP_EUSAGE, "%s: label %u of sample %u is not below %d", path, raw[i], i,
+                          FMNIST_CLASSES);
+    *labels = rc ? NULL : malloc((size_t)*count * sizeof **labels);
+    if (!rc && !*labels)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot allocate %u labels", path, *count);
+    for (uint32_t i = 0; !rc && i < *count; i++)
+        (*labels)[i] = raw[i];
+    free(raw);
+    return rc;
 }
 
 static int load_images(const char *path, uint32_t expect_count, const char *labels_path, uint8_t **images,
@@ -218,7 +228,8 @@ int dataset_load_fashion_mnist(const char *dir, bool train, dataset *out, ddp_er
     if (rc)
         return rc;
 
-    uint8_t *labels = NULL, *images = NULL;
+    int32_t *labels = NULL;
+    uint8_t *images = NULL;
     uint32_t count = 0;
     rc = load_labels(labels_path, &labels, &count, err);
     if (!rc)
@@ -228,33 +239,33 @@ int dataset_load_fashion_mnist(const char *dir, bool train, dataset *out, ddp_er
         return rc;
     }
     out->n = count;
-    out->features = FMNIST_SIDE * FMNIST_SIDE;
-    out->classes = FMNIST_CLASSES;
-    out->images = images;
-    out->labels = labels;
+    out->layout = classification_layout(FMNIST_SIDE * FMNIST_SIDE, FMNIST_CLASSES);
+    out->inputs = images;
+    out->targets = (uint8_t *)labels;
     snprintf(out->name, sizeof out->name, "fashion-mnist/%s", train ? "train" : "test");
     return DDP_OK;
 }
 
 /* label = argmax over classes of a fixed random projection of the centred pixels: a linear rule,
  * so a linear model can learn it exactly, and it depends only on (seed, features, classes). */
-static void synthetic_labels(dataset *d, const float *projection)
+static void synthetic_labels(int64_t n, int64_t features, int64_t classes, const uint8_t *images,
+                             const float *projection, int32_t *labels)
 {
-    for (int64_t i = 0; i < d->n; i++) {
-        const uint8_t *x = d->images + i * d->features;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *x = images + i * features;
         double best = 0;
-        int64_t best_class = 0;
-        for (int64_t c = 0; c < d->classes; c++) {
-            const float *w = projection + c * d->features;
+        int32_t best_class = 0;
+        for (int64_t c = 0; c < classes; c++) {
+            const float *w = projection + c * features;
             double score = 0;
-            for (int64_t f = 0; f < d->features; f++)
+            for (int64_t f = 0; f < features; f++)
                 score += (double)w[f] * ((double)x[f] - 127.5);
             if (c == 0 || score > best) {
                 best = score;
-                best_class = c;
+                best_class = (int32_t)c;
             }
         }
-        d->labels[i] = (uint8_t)best_class;
+        labels[i] = best_class;
     }
 }
 
@@ -269,10 +280,12 @@ int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_
     if (n > INT64_MAX / features || features > INT64_MAX / classes / (int64_t)sizeof(float))
         return ddp_fail(err, DDP_EUSAGE, "synthetic data: %lld x %lld bytes is too large", (long long)n,
                         (long long)features);
-    out->images = malloc((size_t)(n * features));
-    out->labels = malloc((size_t)n);
+    uint8_t *images = malloc((size_t)(n * features));
+    int32_t *labels = malloc((size_t)n * sizeof *labels);
     float *projection = malloc((size_t)(classes * features) * sizeof(float));
-    if (!out->images || !out->labels || !projection) {
+    out->inputs = images;
+    out->targets = (uint8_t *)labels;
+    if (!images || !labels || !projection) {
         free(projection);
         dataset_free(out);
         return ddp_fail(err, DDP_ERUNTIME, "synthetic data: cannot allocate %lld x %lld bytes",
@@ -285,12 +298,11 @@ int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_
     for (int64_t i = 0; i < n * features; i += 8) {
         uint64_t bits = rng_next(&r);
         for (int64_t b = 0; b < 8 && i + b < n * features; b++)
-            out->images[i + b] = (uint8_t)(bits >> (8 * b));
+            images[i + b] = (uint8_t)(bits >> (8 * b));
     }
     out->n = n;
-    out->features = features;
-    out->classes = classes;
-    synthetic_labels(out, projection);
+    out->layout = classification_layout(features, classes);
+    synthetic_labels(n, features, classes, images, projection, labels);
     free(projection);
     snprintf(out->name, sizeof out->name, "synthetic");
     return DDP_OK;
@@ -300,16 +312,16 @@ void dataset_free(dataset *d)
 {
     if (!d)
         return;
-    free(d->images);
-    free(d->labels);
+    free(d->inputs);
+    free(d->targets);
     memset(d, 0, sizeof *d);
 }
 
-void dataset_gather(const dataset *d, const int64_t *idx, int64_t count, uint8_t *x_out, int32_t *y_out)
+void dataset_gather(const dataset *d, const int64_t *idx, int64_t count, void *inputs_out, void *targets_out)
 {
-    size_t row = (size_t)d->features;
+    size_t in = sample_field_bytes(d->layout.input), tgt = sample_field_bytes(d->layout.target);
     for (int64_t i = 0; i < count; i++) {
-        memcpy(x_out + (size_t)i * row, d->images + (size_t)idx[i] * row, row);
-        y_out[i] = d->labels[idx[i]];
+        memcpy((uint8_t *)inputs_out + (size_t)i * in, d->inputs + (size_t)idx[i] * in, in);
+        memcpy((uint8_t *)targets_out + (size_t)i * tgt, d->targets + (size_t)idx[i] * tgt, tgt);
     }
 }

@@ -1,9 +1,12 @@
-/* data.h — datasets held in memory as bytes: Fashion-MNIST from gzipped IDX files, or synthetic.
+/* dataset.h — datasets held in memory as the raw bytes of each sample's input and target:
+ * Fashion-MNIST from gzipped IDX files, or synthetic.
  *
- * Images stay uint8 (47 MB for the training set, not 188 MB of floats); batches are gathered as
- * bytes and converted on the device. A file that is missing, truncated, has a wrong magic or
- * inconsistent sizes is rejected with its path named (and the Debian package that ships it), and
- * nothing is half-loaded. This module must not know about ranks or batching order (sampler.h). */
+ * Every dataset describes its samples with a sample_layout (sample.h); Fashion-MNIST images stay
+ * uint8 (47 MB for the training set, not 188 MB of floats) and are converted on the device, and
+ * class ids are int32, the type models take. Batches are gathered as bytes, whatever the types.
+ * A file that is missing, truncated, has a wrong magic or inconsistent sizes is rejected with its
+ * path named (and the Debian package that ships it), and nothing is half-loaded. This module must
+ * not know about ranks or batching order (sampler.h) or about models. */
 #ifndef DDP_DATA_H
 #define DDP_DATA_H
 
@@ -11,25 +14,26 @@
 #include <stdint.h>
 
 #include "runtime/base/err.h"
+#include "runtime/data/sample.h"
 
 typedef struct dataset {
-    int64_t n;          /* samples */
-    int64_t features;   /* bytes per sample (784) */
-    int64_t classes;    /* 10 */
-    uint8_t *images;    /* n * features */
-    uint8_t *labels;    /* n */
-    char name[64];      /* "fashion-mnist/train", "synthetic/test", ... */
+    int64_t n;              /* samples */
+    sample_layout layout;   /* Fashion-MNIST: u8 x 784 pixels -> i32 x 1 class id in [0, 10) */
+    uint8_t *inputs;        /* n samples of sample_field_bytes(layout.input) bytes */
+    uint8_t *targets;       /* n samples of sample_field_bytes(layout.target) bytes */
+    char name[64];          /* "fashion-mnist/train", "synthetic/test", ... */
 } dataset;
 
 /* dir holds train-images-idx3-ubyte.gz etc.; train selects train or t10k files.
  * On any error *out is all zero (nothing allocated) and err names the offending file. */
 int dataset_load_fashion_mnist(const char *dir, bool train, dataset *out, ddp_err *err);
-/* Random bytes with labels that depend on the inputs (learnable), reproducible from seed.
- * label = argmax of a fixed random linear projection (stream RNG_SYNTHETIC); 2 <= classes <= 256.
- * name is set to "synthetic"; callers may overwrite it (e.g. "synthetic/test"). */
+/* Random bytes with labels that depend on the inputs (learnable), reproducible from seed:
+ * u8 x features -> i32 x 1 class id. label = argmax of a fixed random linear projection (stream
+ * RNG_SYNTHETIC); 2 <= classes <= 256. name is set to "synthetic"; callers may overwrite it. */
 int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_t seed, dataset *out, ddp_err *err);
 void dataset_free(dataset *d);
-/* x_out[i*features..] = images[idx[i]], y_out[i] = labels[idx[i]] */
-void dataset_gather(const dataset *d, const int64_t *idx, int64_t count, uint8_t *x_out, int32_t *y_out);
+/* The bytes of samples idx[0..count): inputs_out gets count inputs back to back, targets_out
+ * count targets (each as the layout describes). */
+void dataset_gather(const dataset *d, const int64_t *idx, int64_t count, void *inputs_out, void *targets_out);
 
 #endif

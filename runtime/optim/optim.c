@@ -44,9 +44,9 @@ int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_
     o->warmup_steps = cfg->optimizer.schedule.warmup_steps;
     o->min_lr = cfg->optimizer.schedule.min_lr;
     /* SGD keeps a momentum buffer even at momentum 0 so checkpoints have one layout per kind */
-    int rc = alloc_zeroed(dev, n, &o->state0, err);
+    int rc = alloc_zeroed(dev, n, o->kind == OPT_SGD ? &o->momentum_buffer : &o->exp_avg, err);
     if (!rc && o->kind == OPT_ADAMW)
-        rc = alloc_zeroed(dev, n, &o->state1, err);
+        rc = alloc_zeroed(dev, n, &o->exp_avg_sq, err);
     if (rc) {
         optim_destroy(o);
         return rc;
@@ -59,10 +59,12 @@ void optim_destroy(optimizer *o)
 {
     if (!o)
         return;
-    if (o->state0)
-        o->dev->ops->free(o->dev, o->state0);
-    if (o->state1)
-        o->dev->ops->free(o->dev, o->state1);
+    if (o->momentum_buffer)
+        o->dev->ops->free(o->dev, o->momentum_buffer);
+    if (o->exp_avg)
+        o->dev->ops->free(o->dev, o->exp_avg);
+    if (o->exp_avg_sq)
+        o->dev->ops->free(o->dev, o->exp_avg_sq);
     free(o);
 }
 
@@ -111,7 +113,7 @@ int optim_step(optimizer *o, float *params, const float *grads, double lr, float
             .first_step = o->step == 0,
             .grad_scale = grad_scale,
         };
-        rc = o->dev->ops->sgd_step(o->dev, params, grads, o->state0, o->n, &a, err);
+        rc = o->dev->ops->sgd_step(o->dev, params, grads, o->momentum_buffer, o->n, &a, err);
     } else {
         adamw_args a = {
             .lr = (float)lr,
@@ -122,7 +124,7 @@ int optim_step(optimizer *o, float *params, const float *grads, double lr, float
             .step = o->step + 1,
             .grad_scale = grad_scale,
         };
-        rc = o->dev->ops->adamw_step(o->dev, params, grads, o->state0, o->state1, o->n, &a, err);
+        rc = o->dev->ops->adamw_step(o->dev, params, grads, o->exp_avg, o->exp_avg_sq, o->n, &a, err);
     }
     if (rc)
         return ddp_prefix(err, "optimizer step %lld", (long long)(o->step + 1));

@@ -19,8 +19,9 @@ typedef struct optimizer {
     cfg_opt_kind kind;
     device *dev;
     size_t n;
-    float *state0;      /* SGD momentum buffer / AdamW first moment (device, n floats) */
-    float *state1;      /* AdamW second moment (device, n floats); NULL for SGD */
+    float *momentum_buffer; /* SGD momentum (device, n floats); NULL for AdamW */
+    float *exp_avg;         /* AdamW first moment (device, n floats); NULL for SGD */
+    float *exp_avg_sq;      /* AdamW second moment (device, n floats); NULL for SGD */
     int64_t step;       /* optimizer steps taken so far */
     double lr, weight_decay, beta1, beta2, eps, momentum, grad_clip;
     bool nesterov;

@@ -97,12 +97,13 @@ static inline int fx_setup(fx_mlp *fx, cfg_device kind, act_kind act, const char
     memset(&cfg, 0, sizeof cfg);
     cfg.device = kind;
     cfg.model.kind = MODEL_MLP;
-    cfg.model.n_hidden = 2;
-    cfg.model.hidden[0] = 64;
-    cfg.model.hidden[1] = 32;
-    cfg.model.activation = act;
+    cfg.model.mlp.n_hidden = 2;
+    cfg.model.mlp.hidden[0] = 64;
+    cfg.model.mlp.hidden[1] = 32;
+    cfg.model.mlp.activation = act;
+    sample_layout data = {.input = {SAMPLE_U8, FX_IN}, .target = {SAMPLE_I32, 1}, .n_classes = FX_CLASSES};
     int rc = kind == DEVICE_CUDA ? device_cuda_create(0, &cfg, &fx->dev, &err) : device_cpu_create(&fx->dev, &err);
-    if (rc || model_create(&cfg, fx->dev, FX_IN, FX_CLASSES, FX_BATCH, &fx->m, &err)) {
+    if (rc || model_create(&cfg, fx->dev, &data, FX_BATCH, &fx->m, &err)) {
         fprintf(stderr, "fixture setup: %s\n", err.msg);
         return 1;
     }

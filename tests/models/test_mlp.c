@@ -1,6 +1,7 @@
 /* test_mlp.c — the MLP against PyTorch (fixtures), against finite differences, and against its
- * own contract: tensor layout, grad_ready order and timing, gradient accumulation, the uint8 input
- * path, evaluation, and initialisation. Runs on the CPU device. */
+ * own contract: its self-description (io, description text, the data it refuses), tensor layout,
+ * grad_ready order and timing, gradient accumulation, the uint8 input path, evaluation, and
+ * initialisation. Runs on the CPU device. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -19,20 +20,29 @@ typedef struct tiny {
     int64_t rows;
 } tiny;
 
-static void tiny_setup(tiny *t, act_kind act, int64_t rows, uint64_t seed)
+/* The 7-6-5-4 MLP's config and data: u8 x 7 -> i32 x 1 class id in [0, 4). */
+static config tiny_config(act_kind act)
 {
-    ddp_err err = {0};
     config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.model.kind = MODEL_MLP;
-    cfg.model.n_hidden = 2;
-    cfg.model.hidden[0] = 6;
-    cfg.model.hidden[1] = 5;
-    cfg.model.activation = act;
+    cfg.model.mlp.n_hidden = 2;
+    cfg.model.mlp.hidden[0] = 6;
+    cfg.model.mlp.hidden[1] = 5;
+    cfg.model.mlp.activation = act;
+    return cfg;
+}
+
+static const sample_layout tiny_data = {.input = {SAMPLE_U8, 7}, .target = {SAMPLE_I32, 1}, .n_classes = 4};
+
+static void tiny_setup(tiny *t, act_kind act, int64_t rows, uint64_t seed)
+{
+    ddp_err err = {0};
+    config cfg = tiny_config(act);
     t->rows = rows;
     int rc = device_cpu_create(&t->dev, &err);
     if (!rc)
-        rc = model_create(&cfg, t->dev, 7, 4, rows, &t->m, &err);
+        rc = model_create(&cfg, t->dev, &tiny_data, rows, &t->m, &err);
     if (!rc)
         rc = model_init_params(t->m, seed, &err);
     CHECK(rc == 0, "tiny setup: %s", err.msg);
@@ -251,6 +261,33 @@ static void test_uint8_path_and_evaluate(void)
     tiny_teardown(&t);
 }
 
+/* The model describes what it takes (the data's layout), that it is a classifier, and its shape
+ * as the text checkpoints record; data it cannot take is refused naming what the data is. */
+static void test_self_description(void)
+{
+    tiny t;
+    tiny_setup(&t, ACT_GELU, 3, 1);
+    const model_io *io = &t.m->io;
+    CHECK(io->sample.input.dtype == SAMPLE_U8 && io->sample.input.count == 7, "input u8 x 7");
+    CHECK(io->sample.target.dtype == SAMPLE_I32 && io->sample.target.count == 1, "target i32 x 1");
+    CHECK_EQ_INT(io->sample.n_classes, 4);
+    CHECK(io->classifier && !io->language_model, "a classifier, not a language model");
+    CHECK(!strcmp(t.m->description, "mlp hidden=[6,5] activation=gelu in=7 classes=4"), "description \"%s\"",
+          t.m->description);
+    tiny_teardown(&t);
+
+    config cfg = tiny_config(ACT_RELU);
+    sample_layout tokens = {.input = {SAMPLE_I32, 64}, .target = {SAMPLE_I32, 64}, .n_classes = 50257};
+    device *d = NULL;
+    model *m = NULL;
+    ddp_err err = {0};
+    device_cpu_create(&d, NULL);
+    CHECK_EQ_INT(model_create(&cfg, d, &tokens, 4, &m, &err), DDP_EUSAGE);
+    CHECK(m == NULL, "a refused model was returned");
+    CHECK_STR_CONTAINS(err.msg, "the data has i32 x 64 -> i32 x 64 in [0, 50257)");
+    d->ops->destroy(d);
+}
+
 /* PyTorch Linear init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias; reproducible. */
 static void test_init(void)
 {
@@ -283,6 +320,7 @@ int main(void)
     fx_check_forward_backward(DEVICE_CPU, ACT_GELU, "gelu");
     test_finite_differences(ACT_RELU);
     test_finite_differences(ACT_GELU);
+    test_self_description();
     test_layout();
     test_grad_ready();
     test_accumulate();

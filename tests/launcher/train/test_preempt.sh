@@ -4,7 +4,7 @@
 # between checkpoints ends the job naming the rank, and with --max-restarts 1 the job restarts
 # from the last checkpoint and still ends bit-identical.
 source "$(dirname "$0")/../../lib.sh"
-LONG=(model.hidden=[512,512] optimizer.kind=adamw optimizer.nesterov=false train.max_steps=400
+LONG=(model.mlp.hidden=[512,512] optimizer.kind=adamw optimizer.nesterov=false train.max_steps=400
       checkpoint.every_steps=100 train.log_every=5)
 ddprun_np2() { "$DDPRUN" -np 2 "$SMALL" "$@"; }
 

@@ -2,7 +2,9 @@
 # Checkpoint/resume integration (issue: checkpoints that survive preemption), real mpirun:
 # bit-exact resume after a stop at a non-checkpoint step (np=1, np=2, stop seen by one rank
 # only), resume from the previous checkpoint when the newest is corrupt or truncated,
-# and a world-size change that uses every sample of the interrupted epoch exactly once.
+# a world-size change that uses every sample of the interrupted epoch exactly once, a
+# checkpoint of another model refused naming both models, and one of the previous format
+# version refused saying why.
 source "$(dirname "$0")/../../lib.sh"
 COMMON=(optimizer.kind=adamw optimizer.nesterov=false optimizer.lr=2e-3 train.max_steps=40 checkpoint.every_steps=15)
 
@@ -78,4 +80,41 @@ for np2 in 1 3; do
     check "world size 2 -> $np2: no sample used twice ($total trained, $uniq distinct)" [ "$total" -eq "$uniq" ]
     check "world size 2 -> $np2: $expect samples used, as drop_last promises (got $total)" [ "$total" -eq "$expect" ]
 done
+
+# A checkpoint records the model it was written for; resuming it into another model shape is
+# a usage error naming both, and the refused run writes nothing into its run.dir.
+ckpt40=$TMP/ref1/checkpoints/ckpt-00000040.ddp
+worker 1 "$TMP/other-model" "${COMMON[@]}" model.mlp.hidden=[64] checkpoint.resume="$ckpt40" >"$TMP/other-model.log" 2>&1
+rc=$?
+check "checkpoint of another model: resume refused as a usage error (rc $rc)" [ $rc -eq 2 ]
+check "the refusal names the checkpoint's model and this run's" grep -qF \
+    "checkpoint was written for mlp hidden=[64,32] activation=relu in=784 classes=10, this run builds mlp hidden=[64] activation=relu in=784 classes=10" \
+    "$TMP/other-model.log"
+check "the refused run wrote nothing into its run.dir" [ ! -e "$TMP/other-model" ]
+
+# The previous format version (1) recorded the model kind only; this build refuses it, saying
+# why. The version-1 file is this run's checkpoint with its version field set to 1 and the
+# header CRC recomputed (the reader decides on the version before reading anything else); the
+# same rewrite keeping version 2 must still be accepted, so the rewrite itself is sound.
+rewrite_version() { # SRC DST VERSION
+    python3 - "$@" <<'PY'
+import struct, sys, zlib
+b = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<I", b, 8, int(sys.argv[3]))
+header_len = struct.unpack_from("<I", b, 12)[0]
+struct.pack_into("<I", b, 24, zlib.crc32(bytes(b[:24]) + bytes(b[32:32 + header_len])))
+open(sys.argv[2], "wb").write(b)
+PY
+}
+rewrite_version "$ckpt40" "$TMP/v1.ddp" 1 && rewrite_version "$ckpt40" "$TMP/v2.ddp" 2
+check "the version rewrite keeping version 2 is still a valid checkpoint" "$DDPRUN" ckpt info "$TMP/v2.ddp"
+worker 1 "$TMP/v1-run" "${COMMON[@]}" checkpoint.resume="$TMP/v1.ddp" >"$TMP/v1-run.log" 2>&1
+rc=$?
+check "format version 1: resume refused (rc $rc)" [ $rc -ne 0 ]
+check "format version 1: the refusal says why" grep -qF \
+    "unsupported format version 1 (this build reads 2; older versions do not record the model's shape" "$TMP/v1-run.log"
+"$DDPRUN" ckpt info "$TMP/v1.ddp" >"$TMP/v1-info.log" 2>&1
+rc=$?
+check "format version 1: ckpt info reports it unreadable (rc $rc)" [ $rc -eq 1 ]
+check "format version 1: ckpt info says why" grep -qF "unsupported format version 1" "$TMP/v1-info.log"
 finish

@@ -73,7 +73,10 @@ static void ts_init(test_state *ts, int64_t step, uint64_t seed, int64_t width)
     h->config_hash = 0x0123456789abcdefull ^ seed;
     h->save_time = 1.7e9 + 0.25;
     h->elapsed_s = 42.5;
-    snprintf(h->model_kind, sizeof h->model_kind, "mlp");
+    /* longer than a tensor name may be: model descriptions have room for 16 wide layers */
+    snprintf(h->model, sizeof h->model, "mlp hidden=[%s] activation=gelu in=1048576 classes=1048576",
+             "1048576,1048576,1048576,1048576,1048576,1048576,1048576,1048576,1048576,1048576,1048576,1048576,"
+             "1048576,1048576,1048576,1048576");
     h->n_rng = 2;
     snprintf(h->rng[0].name, sizeof h->rng[0].name, "sampler");
     rng_seed(&h->rng[0].state, seed, RNG_SAMPLER);

@@ -70,7 +70,7 @@ static void test_round_trip(void)
     CHECK_EQ_INT(b->restart_count, a->restart_count);
     CHECK(b->config_hash == a->config_hash, "config hash");
     CHECK(b->save_time == a->save_time && b->elapsed_s == a->elapsed_s, "times");
-    CHECK(strcmp(b->model_kind, "mlp") == 0, "model kind %s", b->model_kind);
+    CHECK(strcmp(b->model, a->model) == 0, "model %s", b->model);
     CHECK_EQ_INT(b->n_rng, 2);
     const rng *r = ckpt_loaded_rng(&c, "dropout/rank1");
     CHECK(r && memcmp(r, &a->rng[1].state, sizeof *r) == 0, "rng state");

@@ -49,18 +49,19 @@ static void expect_fail(const char *file_rel, int n_ov, char *const ov[], const 
 static void test_bad_files(void)
 {
     expect_fail("lr_not_number.yaml", 0, NULL, "8:7: optimizer.lr:", "expected a positive number, got \"fast\"");
-    expect_fail("key_typo.yaml", 0, NULL, "2:3: model.hiden:", "unknown key, did you mean 'model.hidden'?");
+    expect_fail("key_typo.yaml", 0, NULL, "3:5: model.mlp.hiden:", "unknown key, did you mean 'model.mlp.hidden'?");
+    expect_fail("old_flat_key.yaml", 0, NULL, "4:3: model.hidden:", "unknown key, did you mean 'model.mlp.hidden'?");
     expect_fail("key_wrong_section.yaml", 0, NULL, "5:1: lr:", "did you mean 'optimizer.lr'?");
-    expect_fail("syntax_indent.yaml", 0, NULL, "3:10: YAML syntax error", "mapping values are not allowed");
+    expect_fail("syntax_indent.yaml", 0, NULL, "3:7: YAML syntax error", "mapping values are not allowed");
     expect_fail("int_fraction.yaml", 0, NULL, "4:15: data.batch_size:", "expected an integer in [1, 2147483647], got \"1.5\"");
     expect_fail("int_overflow.yaml", 0, NULL, "6:11: train.epochs:", "(out of range)");
     expect_fail("scalar_for_mapping.yaml", 0, NULL, "5:12: optimizer:", "expected a mapping, got \"adamw\"");
     expect_fail("list_for_scalar.yaml", 0, NULL, "4:15: data.batch_size:", "got a list");
-    expect_fail("scalar_for_list.yaml", 0, NULL, "2:11: model.hidden:", "expected a list of 1 to 16 layer sizes");
-    expect_fail("hidden_zero.yaml", 0, NULL, "2:16: model.hidden[1]:", "got \"0\"");
-    expect_fail("hidden_too_many.yaml", 0, NULL, "2:11: model.hidden:", "got a list of 17");
+    expect_fail("scalar_for_list.yaml", 0, NULL, "3:13: model.mlp.hidden:", "expected a list of 1 to 16 layer sizes");
+    expect_fail("hidden_zero.yaml", 0, NULL, "3:18: model.mlp.hidden[1]:", "got \"0\"");
+    expect_fail("hidden_too_many.yaml", 0, NULL, "3:13: model.mlp.hidden:", "got a list of 17");
     expect_fail("betas_range.yaml", 0, NULL, "6:16: optimizer.betas[1]:", "expected a number in [0, 1), got \"1.0\"");
-    expect_fail("enum_typo.yaml", 0, NULL, "3:15: model.activation:", "got \"rleu\"; did you mean 'relu'?");
+    expect_fail("enum_typo.yaml", 0, NULL, "4:17: model.mlp.activation:", "got \"rleu\"; did you mean 'relu'?");
     expect_fail("enum_unknown.yaml", 0, NULL, "1:9: device:", "expected one of auto, cpu, cuda, got \"metal\"");
     expect_fail("duplicate_key.yaml", 0, NULL, "8:3: optimizer.lr:", "duplicate key (first given at line 6, column 3)");
     expect_fail("missing_model.yaml", 0, NULL, "1:1: model:", "required section");
@@ -76,7 +77,7 @@ static void test_bad_files(void)
     expect_fail("quoted_number.yaml", 0, NULL, "6:7: optimizer.lr:", "(quoted, so a string)");
     expect_fail("two_documents.yaml", 0, NULL, "6:1: expected one YAML document", NULL);
     expect_fail("resume_typo.yaml", 0, NULL, "6:11: checkpoint.resume:", "did you mean 'never'?");
-    expect_fail("unclosed_list.yaml", 0, NULL, "3:5: YAML syntax error", "while parsing a flow sequence at line 2, column 11");
+    expect_fail("unclosed_list.yaml", 0, NULL, "4:5: YAML syntax error", "while parsing a flow sequence at line 3, column 13");
 }
 
 static void test_bad_overrides(void)
@@ -85,7 +86,14 @@ static void test_bad_overrides(void)
                 "did you mean 'optimizer.lr'?");
     expect_fail(NULL, 1, (char *[]){"optimizer.lr=fast"}, "<override 1>:1:14: optimizer.lr:",
                 "expected a positive number, got \"fast\"");
-    expect_fail(NULL, 1, (char *[]){"model.hidden=[256, 0]"}, "<override 1>:1:20: model.hidden[1]:", NULL);
+    expect_fail(NULL, 1, (char *[]){"model.mlp.hidden=[256, 0]"}, "<override 1>:1:24: model.mlp.hidden[1]:", NULL);
+    /* the flat MLP keys of earlier releases, and a typo of one, point at their model.mlp home */
+    expect_fail(NULL, 1, (char *[]){"model.activation=gelu"}, "<override 1>:1:7: model.activation:",
+                "unknown key, did you mean 'model.mlp.activation'?");
+    expect_fail(NULL, 1, (char *[]){"model.hiden=[8]"}, "<override 1>:1:7: model.hiden:",
+                "unknown key, did you mean 'model.mlp.hidden'?");
+    expect_fail(NULL, 1, (char *[]){"model.mlp={hidden: [8], activaton: gelu}"}, "<override 1>:1:25: model.mlp.activaton:",
+                "did you mean 'model.mlp.activation'?");
     expect_fail(NULL, 2, (char *[]){"train.epochs=2", "data.batch_size=-1"}, "<override 2>:1:17: data.batch_size:",
                 "got \"-1\"");
     expect_fail(NULL, 1, (char *[]){"optimizer.lr"}, "<override 1>:1:1: expected key.path=value", NULL);
@@ -97,7 +105,7 @@ static void test_bad_overrides(void)
     expect_fail(NULL, 1, (char *[]){"optimizer.lr="}, "<override 1>:1:14: optimizer.lr:", "got nothing");
     expect_fail(NULL, 1, (char *[]){"device=gpu"}, "<override 1>:1:8: device:", "got \"gpu\"");
     /* libyaml reports the unclosed flow list at the end of the text: column 4 of "[1,2" */
-    expect_fail(NULL, 1, (char *[]){"model.hidden=[1,2"}, "<override 1>:1:18: YAML syntax error", NULL);
+    expect_fail(NULL, 1, (char *[]){"model.mlp.hidden=[1,2"}, "<override 1>:1:22: YAML syntax error", NULL);
     /* contradictions are reported at the later of the two keys */
     expect_fail("nccl_on_cpu.yaml", 1, (char *[]){"device=cpu"}, "<override 1>:1:8: device:",
                 "got device cpu with ddp.backend nccl");
@@ -131,10 +139,11 @@ static void test_example(void)
     CHECK(!strcmp(c.run.dir, "runs/fashion-mlp"), "run.dir %s", c.run.dir);
     CHECK_EQ_INT(c.run.seed, 1234);
     CHECK_EQ_INT(c.device, DEVICE_AUTO);
-    CHECK_EQ_INT(c.model.n_hidden, 2);
-    CHECK_EQ_INT(c.model.hidden[0], 1024);
-    CHECK_EQ_INT(c.model.hidden[1], 1024);
-    CHECK(!strcmp(act_kind_name(c.model.activation), "relu"), "activation");
+    CHECK_EQ_INT(c.model.kind, MODEL_MLP);
+    CHECK_EQ_INT(c.model.mlp.n_hidden, 2);
+    CHECK_EQ_INT(c.model.mlp.hidden[0], 1024);
+    CHECK_EQ_INT(c.model.mlp.hidden[1], 1024);
+    CHECK(!strcmp(act_kind_name(c.model.mlp.activation), "relu"), "activation");
     CHECK(!strcmp(c.data.path, "/usr/share/datasets/fashion-mnist"), "data.path %s", c.data.path);
     CHECK_EQ_INT(c.data.batch_size, 128);
     CHECK_EQ_INT(c.train.epochs, 3);
@@ -161,8 +170,8 @@ static void test_defaults(void)
     ddp_err err = {0};
     CHECK(config_load(fixture("minimal.yaml"), 0, NULL, &c, &err) == DDP_OK, "minimal: %s", err.msg);
     CHECK(!strcmp(c.run.dir, "runs/default") && c.run.seed == 0 && c.device == DEVICE_AUTO && !c.cuda.tf32, "run");
-    CHECK(c.model.kind == MODEL_MLP && c.model.n_hidden == 2 && c.model.hidden[1] == 1024 &&
-          c.model.activation == ACT_RELU, "model");
+    CHECK(c.model.kind == MODEL_MLP && c.model.mlp.n_hidden == 2 && c.model.mlp.hidden[1] == 1024 &&
+          c.model.mlp.activation == ACT_RELU, "model");
     CHECK(c.data.kind == DATA_FASHION_MNIST && c.data.batch_size == 128 && c.data.shuffle && c.data.drop_last, "data");
     CHECK(c.data.synthetic_train == 60000 && c.data.synthetic_test == 10000 && c.data.synthetic_features == 784 &&
           c.data.synthetic_classes == 10, "synthetic");
@@ -182,14 +191,14 @@ static void test_overrides_apply(void)
 {
     config c;
     ddp_err err = {0};
-    char *ov[] = {"model.hidden=[256,256,128]", "optimizer.lr=3e-4", "optimizer.lr=1.0e-3", "optimizer.kind=sgd",
+    char *ov[] = {"model.mlp.hidden=[256,256,128]", "optimizer.lr=3e-4", "optimizer.lr=1.0e-3", "optimizer.kind=sgd",
                   "optimizer.nesterov=true", "optimizer.schedule={kind: cosine, warmup_steps: 5}",
                   "checkpoint.resume=runs/x/ckpt-000100.ddp", "checkpoint.signal=SIGUSR2", "run.seed=18446744073709551615",
                   "data.kind=synthetic", "data.synthetic.classes=3"};
     int rc = config_load(DDP_SOURCE_ROOT "/configs/fashion_mlp.yaml", 11, ov, &c, &err);
     CHECK(rc == DDP_OK, "overrides: %s", err.msg);
-    CHECK_EQ_INT(c.model.n_hidden, 3);
-    CHECK_EQ_INT(c.model.hidden[2], 128);
+    CHECK_EQ_INT(c.model.mlp.n_hidden, 3);
+    CHECK_EQ_INT(c.model.mlp.hidden[2], 128);
     CHECK(c.optimizer.lr == 1e-3, "later override wins: lr %g", c.optimizer.lr);
     CHECK(c.optimizer.kind == OPT_SGD && c.optimizer.nesterov, "sgd nesterov");
     CHECK(c.optimizer.schedule.kind == SCHED_COSINE && c.optimizer.schedule.warmup_steps == 5, "schedule mapping");
@@ -199,6 +208,11 @@ static void test_overrides_apply(void)
     CHECK(c.data.kind == DATA_SYNTHETIC && c.data.synthetic_classes == 3, "synthetic");
     rc = config_load(fixture("minimal.yaml"), 1, (char *[]){"optimizer.lr=3e-4"}, &c, &err);
     CHECK(rc == DDP_OK && c.optimizer.lr == 3e-4, "3e-4: rc %d lr %g", rc, c.optimizer.lr);
+    /* a model kind's whole section as one flow mapping; what it leaves out keeps its default */
+    rc = config_load(fixture("minimal.yaml"), 1, (char *[]){"model.mlp={activation: gelu}"}, &c, &err);
+    CHECK(rc == DDP_OK, "model.mlp mapping: %s", err.msg);
+    CHECK(c.model.mlp.activation == ACT_GELU && c.model.mlp.n_hidden == 2 && c.model.mlp.hidden[0] == 1024,
+          "model.mlp={activation: gelu}");
 }
 
 /* Writes c, reads it back and demands the identical struct. */
@@ -226,7 +240,7 @@ static void test_round_trip(void)
     round_trip(&c, dir);
     char *ov[] = {"run.dir='runs/with \"quotes\" and: colon #x'", "optimizer.kind=sgd", "optimizer.lr=0.1",
                   "optimizer.betas=[0.1, 0.2]", "optimizer.eps=3e-300", "checkpoint.resume=never",
-                  "checkpoint.signal=SIGINT", "model.hidden=[7]", "model.activation=gelu", "device=cpu",
+                  "checkpoint.signal=SIGINT", "model.mlp.hidden=[7]", "model.mlp.activation=gelu", "device=cpu",
                   "ddp.grad_dtype=fp32", "data.shuffle=false", "cuda.tf32=true", "checkpoint.every_minutes=0.1"};
     CHECK(config_load(fixture("minimal.yaml"), 14, ov, &c, &err) == DDP_OK, "%s", err.msg);
     round_trip(&c, dir);
@@ -255,7 +269,7 @@ static void test_hash(void)
     const char *same[] = {"run.dir=elsewhere", "train.log_every=7", "train.epochs=9", "train.max_steps=1000",
                           "checkpoint.keep_last=9", "checkpoint.every_steps=5", "checkpoint.resume=never",
                           "ddp.bucket_mb=50", "optimizer.momentum=0.5", "data.synthetic.train=5"};
-    const char *differ[] = {"optimizer.lr=0.002", "model.hidden=[1024,512]", "model.activation=gelu", "run.seed=1",
+    const char *differ[] = {"optimizer.lr=0.002", "model.mlp.hidden=[1024,512]", "model.mlp.activation=gelu", "run.seed=1",
                             "data.batch_size=64", "data.shuffle=false", "train.grad_accum=2", "optimizer.kind=sgd",
                             "optimizer.betas=[0.9,0.99]", "optimizer.weight_decay=0", "data.kind=synthetic"};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)

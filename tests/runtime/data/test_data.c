@@ -17,6 +17,15 @@
 
 static char tmpdir[256];
 
+/* Pixels and class ids: u8 x features -> i32 x 1 in [0, classes). */
+static void check_classification_layout(const dataset *d, int64_t features, int64_t classes)
+{
+    CHECK(d->layout.input.dtype == SAMPLE_U8 && d->layout.input.count == features, "input u8 x %lld",
+          (long long)features);
+    CHECK(d->layout.target.dtype == SAMPLE_I32 && d->layout.target.count == 1, "target i32 x 1");
+    CHECK_EQ_INT(d->layout.n_classes, classes);
+}
+
 static void check_real(const char *dir, bool train, int64_t n, int64_t per_class)
 {
     dataset d;
@@ -28,20 +37,20 @@ static void check_real(const char *dir, bool train, int64_t n, int64_t per_class
         return;
     }
     CHECK_EQ_INT(d.n, n);
-    CHECK_EQ_INT(d.features, 784);
-    CHECK_EQ_INT(d.classes, 10);
+    check_classification_layout(&d, 784, 10);
     CHECK_STR_CONTAINS(d.name, train ? "fashion-mnist/train" : "fashion-mnist/test");
+    const int32_t *labels = (const int32_t *)d.targets;
     int64_t counts[10] = {0};
     for (int64_t i = 0; i < d.n; i++)
-        if (d.labels[i] < 10)
-            counts[d.labels[i]]++;
+        if (labels[i] >= 0 && labels[i] < 10)
+            counts[labels[i]]++;
     for (int c = 0; c < 10; c++)
         CHECK(counts[c] == per_class, "class %d has %lld samples, expected %lld", c, (long long)counts[c],
               (long long)per_class);
     /* every image is a real picture: some ink, and a black background in at least one corner */
     int64_t blank = 0, max_px = 0;
     for (int64_t i = 0; i < d.n; i++) {
-        const uint8_t *x = d.images + i * 784;
+        const uint8_t *x = d.inputs + i * 784;
         int64_t ink = 0;
         for (int p = 0; p < 784; p++) {
             ink += x[p];
@@ -52,7 +61,7 @@ static void check_real(const char *dir, bool train, int64_t n, int64_t per_class
     CHECK_EQ_INT(blank, 0);
     CHECK_EQ_INT(max_px, 255);
     dataset_free(&d);
-    CHECK(d.images == NULL && d.labels == NULL && d.n == 0, "dataset_free leaves the struct zeroed");
+    CHECK(d.inputs == NULL && d.targets == NULL && d.n == 0, "dataset_free leaves the struct zeroed");
 }
 
 /* ---- small IDX files written at test time ---- */
@@ -166,8 +175,8 @@ static void check_corrupt_files(void)
     CHECK(rc == DDP_OK, "valid small set rejected: %s", err.msg);
     if (rc == DDP_OK) {
         CHECK_EQ_INT(d.n, 5);
-        CHECK_EQ_INT(d.labels[4], 9);
-        CHECK_EQ_INT(d.images[784 * 4 + 783], (uint8_t)((784 * 4 + 783) * 7 + 1));
+        CHECK_EQ_INT(((const int32_t *)d.targets)[4], 9);
+        CHECK_EQ_INT(d.inputs[784 * 4 + 783], (uint8_t)((784 * 4 + 783) * 7 + 1));
         dataset_free(&d);
     }
 
@@ -235,13 +244,14 @@ static void check_corrupt_files(void)
 /* A multi-class perceptron fits the synthetic labels: they are a function of the inputs. */
 static double perceptron_accuracy(const dataset *d)
 {
-    int64_t f = d->features, k = d->classes;
+    int64_t f = d->layout.input.count, k = d->layout.n_classes;
+    const int32_t *labels = (const int32_t *)d->targets;
     double *w = calloc((size_t)(f * k), sizeof *w);
     int64_t correct = 0;
     for (int pass = 0; pass < 30; pass++) {
         correct = 0;
         for (int64_t i = 0; i < d->n; i++) {
-            const uint8_t *x = d->images + i * f;
+            const uint8_t *x = d->inputs + i * f;
             int64_t best = 0;
             double best_score = 0;
             for (int64_t c = 0; c < k; c++) {
@@ -251,7 +261,7 @@ static double perceptron_accuracy(const dataset *d)
                 if (c == 0 || score > best_score)
                     best_score = score, best = c;
             }
-            int64_t y = d->labels[i];
+            int64_t y = labels[i];
             if (best == y) {
                 correct++;
                 continue;
@@ -273,15 +283,17 @@ static void check_synthetic(void)
     CHECK_EQ_INT(dataset_make_synthetic(2000, 24, 5, 42, &a, &err), DDP_OK);
     CHECK_EQ_INT(dataset_make_synthetic(2000, 24, 5, 42, &b, &err), DDP_OK);
     CHECK_EQ_INT(dataset_make_synthetic(2000, 24, 5, 43, &c, &err), DDP_OK);
-    CHECK(a.n == 2000 && a.features == 24 && a.classes == 5, "synthetic shape");
-    CHECK(memcmp(a.images, b.images, 2000 * 24) == 0 && memcmp(a.labels, b.labels, 2000) == 0,
+    CHECK_EQ_INT(a.n, 2000);
+    check_classification_layout(&a, 24, 5);
+    CHECK(memcmp(a.inputs, b.inputs, 2000 * 24) == 0 && memcmp(a.targets, b.targets, 2000 * sizeof(int32_t)) == 0,
           "same seed gives the same data");
-    CHECK(memcmp(a.images, c.images, 2000 * 24) != 0, "another seed gives other images");
+    CHECK(memcmp(a.inputs, c.inputs, 2000 * 24) != 0, "another seed gives other images");
+    const int32_t *labels = (const int32_t *)a.targets;
     int64_t counts[5] = {0};
     for (int64_t i = 0; i < a.n; i++) {
-        CHECK(a.labels[i] < 5, "label %u out of range", a.labels[i]);
-        if (a.labels[i] < 5)
-            counts[a.labels[i]]++;
+        CHECK(labels[i] >= 0 && labels[i] < 5, "label %d out of range", labels[i]);
+        if (labels[i] >= 0 && labels[i] < 5)
+            counts[labels[i]]++;
     }
     for (int k = 0; k < 5; k++)
         CHECK(counts[k] >= 100, "class %d has only %lld of 2000 samples", k, (long long)counts[k]);
@@ -295,8 +307,8 @@ static void check_synthetic(void)
     int32_t y[4];
     dataset_gather(&a, idx, 4, x, y);
     for (int i = 0; i < 4; i++) {
-        CHECK(memcmp(x + i * 24, a.images + idx[i] * 24, 24) == 0, "gathered row %d", i);
-        CHECK_EQ_INT(y[i], a.labels[idx[i]]);
+        CHECK(memcmp(x + i * 24, a.inputs + idx[i] * 24, 24) == 0, "gathered row %d", i);
+        CHECK_EQ_INT(y[i], labels[idx[i]]);
     }
     dataset_free(&a), dataset_free(&b), dataset_free(&c);
 

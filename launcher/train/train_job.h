@@ -1,8 +1,9 @@
-/* trainer.h — the state of one rank's training job, shared by the files that implement it
+/* train_job.h — the state of one rank's training job, shared by the files that implement it
  * (train.c: setup and the step loop; train_ckpt.c: saving and resuming; train_log.c: progress,
- * metrics and evaluation). Internal to runtime/; nothing outside includes it. */
-#ifndef DDP_TRAINER_H
-#define DDP_TRAINER_H
+ * metrics and evaluation). Internal to launcher/train/: train.h is the public entry point, and
+ * nothing outside this folder includes this header. */
+#ifndef DDP_TRAIN_JOB_H
+#define DDP_TRAIN_JOB_H
 
 #include <stdio.h>
 
@@ -15,7 +16,7 @@
 #include "runtime/optim/optim.h"
 #include "runtime/data/sampler.h"
 
-typedef struct trainer {
+typedef struct train_job {
     const config *cfg;
     comm *ctl;              /* MPI, host buffers: control traffic, evaluation sums, stop agreement */
     comm *grad_comm;        /* gradient all-reduce: MPI (CPU) or NCCL (CUDA); may equal ctl */
@@ -27,12 +28,11 @@ typedef struct trainer {
     reducer *red;
     device_timer *comm_exposed;  /* compute-stream time from end of backward to reduced gradients */
 
-    /* batch staging */
+    /* batch staging: data.batch_size samples of inputs and of targets, as m->io.sample lays
+     * them out (the bytes dataset_gather produces) */
     int64_t *idx;
-    uint8_t *x_host;
-    int32_t *y_host;
-    void *x_dev;
-    int32_t *y_dev;
+    void *inputs_host, *targets_host;
+    void *inputs_dev, *targets_dev;
     float *stats_dev;       /* device float[2]: loss sum, correct — since the last log line */
 
     /* schedule */
@@ -48,30 +48,34 @@ typedef struct trainer {
     int64_t steps_acc;
     double t_start;
     double last_ckpt_time;
-    double last_test_acc, last_test_loss;
+    bool evaluated;           /* the test set was evaluated at least once */
+    double last_test_loss, last_test_acc;  /* the latest evaluation; accuracy only for classifiers */
 
     FILE *metrics;          /* rank 0: run.dir/metrics.jsonl */
     FILE *trace;            /* test-only: DDP_TEST_TRACE_DIR, every trained sample index */
     void *ckpt;             /* train_ckpt.c's state */
-} trainer;
+} train_job;
 
 double train_now_s(void);
+/* train.c: gathers samples t->idx[0..rows) of data into the staging buffers, uploads them and
+ * describes them as b. */
+int train_stage_batch(train_job *t, const dataset *data, int64_t rows, model_batch *b, ddp_err *err);
 
 /* train_log.c */
-int train_log_open(trainer *t, ddp_err *err);
-void train_log_header(trainer *t);
-int train_log_progress(trainer *t, double lr, ddp_err *err);
-int train_evaluate(trainer *t, ddp_err *err);
-void train_log_close(trainer *t);
+int train_log_open(train_job *t, ddp_err *err);
+void train_log_header(train_job *t);
+int train_log_progress(train_job *t, double lr, ddp_err *err);
+int train_evaluate(train_job *t, ddp_err *err);
+void train_log_close(train_job *t);
 
 /* train_ckpt.c */
-int train_ckpt_open(trainer *t, ddp_err *err);
+int train_ckpt_open(train_job *t, ddp_err *err);
 /* Loads a checkpoint per checkpoint.resume; sets step/epoch/sampler position/optimizer state. */
-int train_ckpt_resume(trainer *t, int64_t *consumed, ddp_err *err);
+int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err);
 /* Saves when a trigger fires (every_steps, every_minutes) or when force is set. */
-int train_ckpt_maybe_save(trainer *t, int force, ddp_err *err);
+int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err);
 /* Waits for a background save in flight. */
-int train_ckpt_finish(trainer *t, ddp_err *err);
-void train_ckpt_close(trainer *t);
+int train_ckpt_finish(train_job *t, ddp_err *err);
+void train_ckpt_close(train_job *t);
 
 #endif

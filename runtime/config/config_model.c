@@ -1,0 +1,98 @@
+/* config_model.c — the model kinds' config sections: each kind's keys, defaults and checks.
+ *
+ * model.kind picks a model; its settings live in a section of their own named after it
+ * (model.mlp for the MLP), so one model's settings never sit among another's. Adding a kind is
+ * one key table, one defaults function and (when its keys constrain each other) one check,
+ * listed in cfg_model_sections. A section of a kind other than model.kind is an error naming
+ * both, reported where the later of the two was set. This file must not parse YAML values
+ * (config_keys.c) or know the general keys. */
+#include "config_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *const cfg_model_kind_names[] = {"mlp", NULL};
+
+static const char *const act_names[] = {"relu", "gelu", NULL};
+
+/* ---- mlp ---- */
+
+static const cfg_key mlp_keys[] = {
+    SECTION("model.mlp"),
+    {.path = "model.mlp.hidden", .type = KT_HIDDEN, .imin = 1, .imax = 1 << 20, .hashed = true},
+    ENUM("model.mlp.activation", model.mlp.activation, act_names, true),
+};
+
+static void mlp_defaults(config *c)
+{
+    c->model.mlp.n_hidden = 2;
+    c->model.mlp.hidden[0] = c->model.mlp.hidden[1] = 1024;
+    c->model.mlp.activation = ACT_RELU;
+}
+
+/* ---- the kinds ---- */
+
+#define KEYS(table) table, (int)(sizeof table / sizeof table[0])
+
+const cfg_model_section cfg_model_sections[] = {
+    {MODEL_MLP, "model.mlp", KEYS(mlp_keys), mlp_defaults, NULL},
+};
+const int cfg_n_model_sections = (int)(sizeof cfg_model_sections / sizeof cfg_model_sections[0]);
+_Static_assert(sizeof cfg_model_sections / sizeof cfg_model_sections[0] ==
+               sizeof cfg_model_kind_names / sizeof cfg_model_kind_names[0] - 1,
+               "one section per model kind");
+
+/* The kind whose section holds key path, or NULL for a key outside every model section. */
+static const cfg_model_section *section_of(const char *path)
+{
+    for (int s = 0; s < cfg_n_model_sections; s++) {
+        size_t n = strlen(cfg_model_sections[s].path);
+        if (!strncmp(path, cfg_model_sections[s].path, n) && (path[n] == '\0' || path[n] == '.'))
+            return &cfg_model_sections[s];
+    }
+    return NULL;
+}
+
+bool cfg_model_key_active(const config *c, const cfg_key *k)
+{
+    const cfg_model_section *s = section_of(k->path);
+    return !s || s->kind == c->model.kind;
+}
+
+void cfg_model_defaults(config *c)
+{
+    for (int s = 0; s < cfg_n_model_sections; s++)
+        cfg_model_sections[s].defaults(c);
+}
+
+/* A section set for another kind, reported like a contradiction (config_check.c): at the later
+ * of the section and model.kind, naming both and where the earlier one was set. */
+static int wrong_kind(cfg_loader *L, const cfg_model_section *s, int k_section)
+{
+    int k_kind = cfg_key_find("model.kind");
+    cfg_pos sec = L->origin[k_section], kind = L->origin[k_kind];
+    bool section_later = cfg_pos_later(sec, kind);
+    char kind_text[64], earlier_at[CFG_PATH_MAX + 64];
+    snprintf(kind_text, sizeof kind_text, "model.kind %s", cfg_model_kind_names[L->c->model.kind]);
+    if (kind.source < 0)
+        snprintf(earlier_at, sizeof earlier_at, "the default");
+    else
+        cfg_pos_label(L, section_later ? kind : sec, earlier_at, sizeof earlier_at);
+    return cfg_error(L, section_later ? sec : kind, section_later ? s->path : "model.kind",
+                     "expected %s only with model.kind %s, got %s with %s (%s)", s->path, cfg_key_leaf(s->path),
+                     section_later ? s->path : kind_text, section_later ? kind_text : s->path, earlier_at);
+}
+
+int cfg_check_model(cfg_loader *L)
+{
+    const cfg_model_section *active = NULL;
+    for (int s = 0; s < cfg_n_model_sections; s++) {
+        const cfg_model_section *sec = &cfg_model_sections[s];
+        int k = cfg_key_find(sec->path);
+        if (sec->kind == L->c->model.kind)
+            active = sec;
+        else if (L->origin[k].source >= 0)
+            return wrong_kind(L, sec, k);
+    }
+    return active && active->check ? active->check(L) : DDP_OK;
+}
