@@ -26,9 +26,14 @@ typedef struct sgd_args {
     float grad_scale;         /* gradients are multiplied by this first (clipping) */
 } sgd_args;
 
+/* AdamW's scalars for one step, computed once by the optimizer (optim_adamw_args) the way
+ * torch.optim.AdamW does: in double, applied as float32. */
 typedef struct adamw_args {
-    float lr, beta1, beta2, eps, weight_decay;
-    int64_t step;             /* 1-based, for bias correction */
+    float beta1, beta2, eps;
+    float one_minus_beta1, one_minus_beta2;
+    float decay;              /* 1 - lr * weight_decay */
+    float step_size;          /* lr / (1 - beta1^step) */
+    float bias2_sqrt;         /* sqrt(1 - beta2^step), > 0 */
     float grad_scale;         /* gradients are multiplied by this first (clipping) */
 } adamw_args;
 

@@ -6,7 +6,8 @@
  * Threading belongs to the GEMM library: oneDNN (OpenMP build) and OpenBLAS both honour
  * OMP_NUM_THREADS (OpenBLAS prefers OPENBLAS_NUM_THREADS); this file never sets a thread count
  * or OPENBLAS_CORETYPE. The optimizer updates copy PyTorch's float32 order of operations so
- * trajectories match torch.optim step for step. This file must not know about models, ranks or
+ * trajectories match torch.optim step for step (AdamW's double-precision scalars arrive computed,
+ * in the args). This file must not know about models, ranks or
  * communication. */
 #include "device.h"
 
@@ -344,24 +345,20 @@ static int cpu_adamw_step(device *d, float *restrict p, const float *restrict g,
                           float *restrict v, size_t n, const adamw_args *a, ddp_err *err)
 {
     (void)d;
-    if (a->step < 1)
-        return ddp_fail(err, DDP_ERUNTIME, "adamw_step: step is %lld, must be >= 1 (bias correction)",
-                        (long long)a->step);
-    /* PyTorch computes these scalars in double and applies them as float32 */
-    const double lr = a->lr, b1 = a->beta1, b2 = a->beta2;
-    const float decay = (float)(1.0 - lr * (double)a->weight_decay);
-    const float b1f = (float)b1, one_minus_b1 = (float)(1.0 - b1);
-    const float b2f = (float)b2, one_minus_b2 = (float)(1.0 - b2);
-    const float step_size = (float)(lr / (1.0 - pow(b1, (double)a->step)));
-    const float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)a->step));
-    const float eps = a->eps, gs = a->grad_scale;
+    if (!(a->bias2_sqrt > 0.0f))
+        return ddp_fail(err, DDP_ERUNTIME,
+                        "adamw_step: bias2_sqrt is %g, must be > 0 (sqrt(1 - beta2^step), step >= 1)",
+                        (double)a->bias2_sqrt);
+    const float decay = a->decay, b1 = a->beta1, one_minus_b1 = a->one_minus_beta1;
+    const float b2 = a->beta2, one_minus_b2 = a->one_minus_beta2;
+    const float step_size = a->step_size, bias2_sqrt = a->bias2_sqrt, eps = a->eps, gs = a->grad_scale;
     DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * gs;
         float pi = p[i] * decay;
-        float mi = m[i] * b1f + one_minus_b1 * gi;
-        float vi = v[i] * b2f + one_minus_b2 * (gi * gi);
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
+        float mi = m[i] * b1 + one_minus_b1 * gi;
+        float vi = v[i] * b2 + one_minus_b2 * (gi * gi);
+        float denom = sqrtf(vi) / bias2_sqrt + eps;
         p[i] = pi + (-step_size) * (mi / denom);
         m[i] = mi;
         v[i] = vi;

@@ -14,7 +14,6 @@
 #include <cuda_runtime_api.h>
 
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,16 +282,13 @@ static int cuda_sgd_step(device *d, float *p, const float *g, float *buf, size_t
 static int cuda_adamw_step(device *d, float *p, const float *g, float *m, float *v, size_t n, const adamw_args *a,
                            ddp_err *err)
 {
-    if (a->step < 1)
-        return ddp_fail(err, DDP_ERUNTIME, "adamw_step: step is %lld, must be >= 1 (bias correction)",
-                        (long long)a->step);
-    /* PyTorch computes these scalars in double and applies them as float32 (as the CPU backend) */
-    const double lr = a->lr, b1 = a->beta1, b2 = a->beta2;
-    const float decay = (float)(1.0 - lr * (double)a->weight_decay);
-    const float step_size = (float)(lr / (1.0 - pow(b1, (double)a->step)));
-    const float bias2_sqrt = (float)sqrt(1.0 - pow(b2, (double)a->step));
-    CUDA_TRY(ddp_cuda_adamw_step(p, g, m, v, n, decay, (float)b1, (float)(1.0 - b1), (float)b2, (float)(1.0 - b2),
-                                 a->eps, step_size, bias2_sqrt, a->grad_scale, stream_of(d)));
+    if (!(a->bias2_sqrt > 0.0f))
+        return ddp_fail(err, DDP_ERUNTIME,
+                        "adamw_step: bias2_sqrt is %g, must be > 0 (sqrt(1 - beta2^step), step >= 1)",
+                        (double)a->bias2_sqrt);
+    CUDA_TRY(ddp_cuda_adamw_step(p, g, m, v, n, a->decay, a->beta1, a->one_minus_beta1, a->beta2,
+                                 a->one_minus_beta2, a->eps, a->step_size, a->bias2_sqrt, a->grad_scale,
+                                 stream_of(d)));
     return DDP_OK;
 }
 

@@ -55,8 +55,8 @@ cudaError_t ddp_cuda_sgd_step(float *p, const float *g, float *buf, size_t n, fl
                               cudaStream_t stream);
 /* PyTorch AdamW, in the CPU backend's float32 order: g *= grad_scale; p *= decay;
  * m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; p -= step_size * m / (sqrt(v)/bias2_sqrt + eps).
- * The caller computes decay = 1 - lr*wd, one_minus_b1/b2, step_size = lr / (1 - b1^t) and
- * bias2_sqrt = sqrt(1 - b2^t) in double, as PyTorch does. */
+ * The optimizer computes decay = 1 - lr*wd, one_minus_b1/b2, step_size = lr / (1 - b1^t) and
+ * bias2_sqrt = sqrt(1 - b2^t) in double, as PyTorch does (optim_adamw_args). */
 cudaError_t ddp_cuda_adamw_step(float *p, const float *g, float *m, float *v, size_t n, float decay, float beta1,
                                 float one_minus_beta1, float beta2, float one_minus_beta2, float eps,
                                 float step_size, float bias2_sqrt, float grad_scale, cudaStream_t stream);
