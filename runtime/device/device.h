@@ -15,18 +15,20 @@
  * job; it checks only what depends on its library or on the data (cuBLAS's 32-bit sizes, a CPU
  * label out of range).
  *
- * Ops come in families, one block below each. Each block is an X-macro list, OP(name, (params)),
+ * Ops come in families, one block below each. A family's CPU code and CUDA code sit side by side
+ * in runtime/device/kernels/ (FAMILY_cpu.c next to FAMILY.cu); memory, GEMM and timers are the
+ * backends' own (device_cpu.c, device_cuda.c). Each block is an X-macro list, OP(name, (params)),
  * that generates the ops-table field `int (*name)(params, ddp_err *err)`, both backends' tables
  * and their function declarations (backend.h). Adding a device op:
  *   1. one OP(...) line in its family's block here, with a comment saying what it computes;
  *   2. its argument contract in device.c: `checked_NAME`, which rejects bad arguments, returns
  *      on an empty job and forwards to d->backend->NAME;
- *   3. the CPU function `device_cpu_NAME` in device_cpu.c;
- *   4. the CUDA kernel in kernels/FAMILY.cu and `device_cuda_NAME`, which launches it, in
- *      device_cuda.c;
+ *   3. the CPU function `device_cpu_NAME` in kernels/FAMILY_cpu.c;
+ *   4. the CUDA kernel and its host launcher `extern "C" int device_cuda_NAME` in kernels/FAMILY.cu;
  *   5. a test: CPU against a reference (tests/runtime/device/test_device_cpu.c), CUDA against CPU
  *      (test_cuda_kernels.c), and a bad argument in test_device_contract.c.
- * A missing piece fails the build: the tables name every function. */
+ * A missing function of steps 2-4 fails the build: the tables name each. A new family is a block
+ * (added to DEVICE_OPS), FAMILY_cpu.c next to FAMILY.cu, and both files in kernels/meson.build. */
 #ifndef DDP_DEVICE_H
 #define DDP_DEVICE_H
 
@@ -78,7 +80,7 @@ typedef struct adamw_args {
               const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,      \
               int64_t ldc))
 
-/* ---- element-wise (CUDA kernels: kernels/elementwise.cu) ------------------------------------- */
+/* ---- element-wise (kernels/elementwise_cpu.c, kernels/elementwise.cu) ------------------------ */
 #define DEVICE_ELEMENTWISE_OPS(OP)                                                                 \
     OP(fill, (device *d, float *x, size_t n, float value))                                         \
     OP(scale, (device *d, float *x, size_t n, float s))                                            \
@@ -91,7 +93,7 @@ typedef struct adamw_args {
     /* dx = dy * act'(x), x is the pre-activation input */                                         \
     OP(act_backward, (device *d, act_kind a, const float *x, const float *dy, float *dx, size_t n))
 
-/* ---- reductions (CUDA kernels: kernels/reduce.cu): deterministic, sums in double ------------- */
+/* ---- reductions (kernels/reduce_cpu.c, kernels/reduce.cu): deterministic, sums in double ----- */
 #define DEVICE_REDUCE_OPS(OP)                                                                      \
     /* db[c] = beta * db[c] + sum_r dy[r,c]   (beta is 0 or 1; 0 overwrites db unread) */          \
     OP(bias_grad, (device *d, const float *dy, float *db, int64_t rows, int64_t cols, float beta)) \
@@ -104,7 +106,7 @@ typedef struct adamw_args {
     /* *out = sum x[i]^2 in double, deterministic (same order every call); waits */                \
     OP(sumsq, (device *d, const float *x, size_t n, double *out))
 
-/* ---- optimizer updates (CUDA kernels: kernels/optim_step.cu) --------------------------------- */
+/* ---- optimizer updates (kernels/optim_step_cpu.c, kernels/optim_step.cu) --------------------- */
 /* torch.optim's float32 order of operations, so trajectories match PyTorch step for step. */
 #define DEVICE_OPTIM_STEP_OPS(OP)                                                                  \
     /* SGD (dampening 0); buf may be NULL when momentum is 0 */                                    \
@@ -112,7 +114,7 @@ typedef struct adamw_args {
     OP(adamw_step, (device *d, float *p, const float *g, float *m, float *v, size_t n,             \
                     const adamw_args *args))
 
-/* ---- bfloat16 casts for ddp.grad_dtype: bf16 (CUDA kernels: kernels/cast.cu) ----------------- */
+/* ---- bfloat16 casts for ddp.grad_dtype: bf16 (kernels/cast_cpu.c, kernels/cast.cu) ----------- */
 #define DEVICE_CAST_OPS(OP)                                                                        \
     /* dst[i] = bf16(src[i]), rounded to nearest-even (NaN stays NaN) */                           \
     OP(cast_f32_to_bf16, (device *d, const float *src, uint16_t *dst, size_t n))                   \

@@ -1,21 +1,18 @@
 /* device_cpu.c — the CPU backend of the device layer (device.h): host memory, one GEMM library
  * (oneDNN's dnnl_sgemm or OpenBLAS's cblas_sgemm, chosen at build time by the meson option
- * cpu_gemm after scripts/bench-gemm measured both) and plain loops for the element-wise ops.
+ * cpu_gemm after scripts/bench-gemm measured both), the interval timer, and the backend's ops
+ * table, whose other ops are the op families' CPU code in kernels/FAMILY_cpu.c.
  *
  * Every op runs synchronously on the calling thread, so the "stream" is trivially in order.
  * Threading belongs to the GEMM library: oneDNN (OpenMP build) and OpenBLAS both honour
  * OMP_NUM_THREADS (OpenBLAS prefers OPENBLAS_NUM_THREADS); this file never sets a thread count
- * or OPENBLAS_CORETYPE. The optimizer updates copy PyTorch's float32 order of operations so
- * trajectories match torch.optim step for step (AdamW's double-precision scalars arrive computed,
- * in the args). Arguments arrive checked by device.c. This file must not know about models, ranks
- * or communication. */
+ * or OPENBLAS_CORETYPE. Arguments arrive checked by device.c. This file must not know about
+ * models, ranks or communication. */
 #include "device.h"
 
-#include "runtime/base/half.h"
 #include "runtime/device/backend.h"
 
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,14 +26,6 @@
 #else
 #error "define DDP_GEMM_ONEDNN or DDP_GEMM_OPENBLAS (meson option cpu_gemm)"
 #endif
-
-/* Element-wise loops run on OpenMP threads when large enough to pay for the fork: the GEMM
- * library's worker threads would otherwise spin idle (on this project's 2-vCPU machines, on the
- * hyperthread sibling of the one doing the work). Every element is computed independently, so
- * results do not depend on the thread count. */
-#define DDP_OMP_MIN_ELEMENTS 32768
-#define DDP_PRAGMA(x) _Pragma(#x)
-#define DDP_PARALLEL_FOR(n) DDP_PRAGMA(omp parallel for schedule(static) if ((size_t)(n) >= DDP_OMP_MIN_ELEMENTS))
 
 #define CPU_ALIGN 64
 
@@ -130,244 +119,6 @@ int device_cpu_gemm(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
                 (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 #endif
-    return DDP_OK;
-}
-
-/* ---- element-wise ---------------------------------------------------------------------- */
-
-int device_cpu_fill(device *d, float *x, size_t n, float value, ddp_err *err)
-{
-    (void)d;
-    (void)err;
-    DDP_PARALLEL_FOR(n)
-    for (size_t i = 0; i < n; i++)
-        x[i] = value;
-    return DDP_OK;
-}
-
-int device_cpu_scale(device *d, float *x, size_t n, float s, ddp_err *err)
-{
-    (void)d;
-    (void)err;
-    DDP_PARALLEL_FOR(n)
-    for (size_t i = 0; i < n; i++)
-        x[i] *= s;
-    return DDP_OK;
-}
-
-int device_cpu_u8_to_f32(device *d, const uint8_t *src, float *dst, size_t n, float mean, float inv_std,
-                         ddp_err *err)
-{
-    (void)d;
-    (void)err;
-    DDP_PARALLEL_FOR(n)
-    for (size_t i = 0; i < n; i++)
-        dst[i] = ((float)src[i] / 255.0f - mean) * inv_std;
-    return DDP_OK;
-}
-
-int device_cpu_bias_add(device *d, float *restrict y, const float *restrict b, int64_t rows, int64_t cols,
-                        ddp_err *err)
-{
-    (void)d;
-    (void)err;
-    DDP_PARALLEL_FOR(rows * cols)
-    for (int64_t r = 0; r < rows; r++) {
-        float *restrict row = y + r * cols;
-        for (int64_t c = 0; c < cols; c++)
-            row[c] += b[c];
-    }
-    return DDP_OK;
-}
-
-/* Exact (erf) GELU, as torch.nn.GELU() with approximate='none'. */
-static inline float gelu_cdf(float x) { return 0.5f * (1.0f + erff(x * (float)M_SQRT1_2)); }
-
-int device_cpu_act_forward(device *d, act_kind a, const float *restrict x, float *restrict y, size_t n,
-                           ddp_err *err)
-{
-    (void)d;
-    (void)err;
-    switch (a) { /* no default: a new activation must be handled here (-Wswitch) */
-    case ACT_RELU:
-        DDP_PARALLEL_FOR(n)
-        for (size_t i = 0; i < n; i++)
-            y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-        break;
-    case ACT_GELU:
-        DDP_PARALLEL_FOR(n)
-        for (size_t i = 0; i < n; i++)
-            y[i] = x[i] * gelu_cdf(x[i]);
-        break;
-    }
-    return DDP_OK;
-}
-
-int device_cpu_act_backward(device *d, act_kind a, const float *restrict x, const float *restrict dy,
-                            float *restrict dx, size_t n, ddp_err *err)
-{
-    (void)d;
-    (void)err;
-    const float inv_sqrt_2pi = 0.3989422804014327f;
-    switch (a) {
-    case ACT_RELU:
-        DDP_PARALLEL_FOR(n)
-        for (size_t i = 0; i < n; i++)
-            dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
-        break;
-    case ACT_GELU: /* d/dx [x·Φ(x)] = Φ(x) + x·φ(x) */
-        DDP_PARALLEL_FOR(n)
-        for (size_t i = 0; i < n; i++) {
-            float pdf = inv_sqrt_2pi * expf(-0.5f * x[i] * x[i]);
-            dx[i] = dy[i] * (gelu_cdf(x[i]) + x[i] * pdf);
-        }
-        break;
-    }
-    return DDP_OK;
-}
-
-/* ---- reductions ------------------------------------------------------------------------ */
-
-int device_cpu_bias_grad(device *d, const float *restrict dy, float *restrict db, int64_t rows, int64_t cols,
-                         float beta, ddp_err *err)
-{
-    (void)d;
-    (void)err;
-    for (int64_t c = 0; c < cols; c++)
-        db[c] = beta == 0.0f ? 0.0f : beta * db[c]; /* beta 0 must clear NaN garbage too */
-    for (int64_t r = 0; r < rows; r++) {
-        const float *restrict row = dy + r * cols;
-        for (int64_t c = 0; c < cols; c++)
-            db[c] += row[c];
-    }
-    return DDP_OK;
-}
-
-/* One row: loss = logsumexp(l) - l[label], computed around the row max so exp never overflows. */
-static double xent_row(const float *restrict l, int32_t label, int64_t cols, float grad_scale,
-                       float *restrict dl, int *correct)
-{
-    int64_t argmax = 0;
-    for (int64_t c = 1; c < cols; c++)
-        if (l[c] > l[argmax]) /* strict: ties keep the lowest index, as torch.argmax */
-            argmax = c;
-    float mx = l[argmax];
-    double sum = 0.0;
-    for (int64_t c = 0; c < cols; c++)
-        sum += exp((double)l[c] - (double)mx);
-    double lse = (double)mx + log(sum);
-    if (dl) {
-        for (int64_t c = 0; c < cols; c++) {
-            double p = exp((double)l[c] - lse);
-            dl[c] = (float)((p - (c == label ? 1.0 : 0.0)) * grad_scale);
-        }
-    }
-    *correct = argmax == label;
-    return lse - (double)l[label];
-}
-
-int device_cpu_softmax_xent(device *d, const float *logits, const int32_t *labels, int64_t rows, int64_t cols,
-                            float grad_scale, float *dlogits, float *stats, ddp_err *err)
-{
-    (void)d;
-    double loss_sum = 0.0;
-    int64_t n_correct = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        if (labels[r] < 0 || labels[r] >= cols)
-            return ddp_fail(err, DDP_ERUNTIME, "softmax_xent: row %lld has label %d outside [0, %lld)",
-                            (long long)r, (int)labels[r], (long long)cols);
-        int correct;
-        loss_sum += xent_row(logits + r * cols, labels[r], cols, grad_scale, dlogits ? dlogits + r * cols : NULL,
-                             &correct);
-        n_correct += correct;
-    }
-    stats[0] += (float)loss_sum;
-    stats[1] += (float)n_correct;
-    return DDP_OK;
-}
-
-int device_cpu_sumsq(device *d, const float *x, size_t n, double *out, ddp_err *err)
-{
-    (void)d;
-    (void)err;
-    /* eight fixed lanes, combined in a fixed order: deterministic and not latency-bound */
-    double lane[8] = {0};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            lane[j] += (double)x[i + j] * (double)x[i + j];
-    for (; i < n; i++)
-        lane[0] += (double)x[i] * (double)x[i];
-    *out = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-    return DDP_OK;
-}
-
-/* ---- optimizer updates (torch.optim order of float32 operations) ------------------------ */
-
-int device_cpu_sgd_step(device *d, float *restrict p, const float *restrict g, float *restrict buf, size_t n,
-                        const sgd_args *a, ddp_err *err)
-{
-    (void)d;
-    (void)err;
-    const float lr = a->lr, mom = a->momentum, wd = a->weight_decay, gs = a->grad_scale;
-    DDP_PARALLEL_FOR(n)
-    for (size_t i = 0; i < n; i++) {
-        float step = g[i] * gs;      /* clip_grad_norm_ scales the gradient in place */
-        if (wd != 0.0f)
-            step = step + wd * p[i]; /* d_p = d_p.add(p, alpha=wd) */
-        if (mom != 0.0f) {
-            float b = a->first_step ? step : buf[i] * mom + step;
-            buf[i] = b;
-            step = a->nesterov ? step + mom * b : b;
-        }
-        p[i] = p[i] + (-lr) * step;
-    }
-    return DDP_OK;
-}
-
-int device_cpu_adamw_step(device *d, float *restrict p, const float *restrict g, float *restrict m,
-                          float *restrict v, size_t n, const adamw_args *a, ddp_err *err)
-{
-    (void)d;
-    (void)err;
-    const float decay = a->decay, b1 = a->beta1, one_minus_b1 = a->one_minus_beta1;
-    const float b2 = a->beta2, one_minus_b2 = a->one_minus_beta2;
-    const float step_size = a->step_size, bias2_sqrt = a->bias2_sqrt, eps = a->eps, gs = a->grad_scale;
-    DDP_PARALLEL_FOR(n)
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] * gs;
-        float pi = p[i] * decay;
-        float mi = m[i] * b1 + one_minus_b1 * gi;
-        float vi = v[i] * b2 + one_minus_b2 * (gi * gi);
-        float denom = sqrtf(vi) / bias2_sqrt + eps;
-        p[i] = pi + (-step_size) * (mi / denom);
-        m[i] = mi;
-        v[i] = vi;
-    }
-    return DDP_OK;
-}
-
-/* ---- bfloat16 gradient casts (ddp.grad_dtype: bf16) ---------------------------------------- */
-
-int device_cpu_cast_f32_to_bf16(device *d, const float *restrict src, uint16_t *restrict dst, size_t n,
-                                ddp_err *err)
-{
-    (void)d;
-    (void)err;
-    DDP_PARALLEL_FOR(n)
-    for (size_t i = 0; i < n; i++)
-        dst[i] = float_to_bf16(src[i]);
-    return DDP_OK;
-}
-
-int device_cpu_cast_bf16_to_f32(device *d, const uint16_t *restrict src, float *restrict dst, size_t n,
-                                float scale, ddp_err *err)
-{
-    (void)d;
-    (void)err;
-    DDP_PARALLEL_FOR(n)
-    for (size_t i = 0; i < n; i++)
-        dst[i] = bf16_to_float(src[i]) * scale;
     return DDP_OK;
 }
 

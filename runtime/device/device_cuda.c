@@ -1,13 +1,14 @@
 /* device_cuda.c — the CUDA backend of the device layer (device.h): cudaMalloc'd memory, one
  * non-blocking compute stream per device, GEMMs through cuBLAS on that stream (fp32, TF32 when
- * cuda.tf32 allows it), and the kernels of kernels/ for every other op.
+ * cuda.tf32 allows it), the interval timer, scratch memory for the ops, and the backend's ops
+ * table, whose other ops are the op families' host launchers in kernels/FAMILY.cu.
  *
  * Uploads go through pinned staging buffers so cudaMemcpyAsync really is asynchronous; each
- * buffer is reused only after an event says its previous copy finished. Downloads and sumsq
- * wait. Every CUDA and cuBLAS call is checked and reported with file:line and the library's own
- * error string. The same code runs in the emulated build (runtime/cudaemu implements the runtime
- * and cuBLAS entry points on the CPU). Arguments arrive checked by device.c. This file must not
- * know about models, ranks or communication, and holds no kernels. */
+ * buffer is reused only after an event says its previous copy finished. Downloads wait. Every
+ * CUDA and cuBLAS call is checked and reported with file:line and the library's own error
+ * string. The same code runs in the emulated build (runtime/cudaemu implements the runtime and
+ * cuBLAS entry points on the CPU). Arguments arrive checked by device.c. This file must not know
+ * about models, ranks or communication, and holds no kernels. */
 #include "device.h"
 
 #include <cublas_v2.h>
@@ -18,19 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/device/backend.h"
-#include "runtime/device/kernels/cast.h"
-#include "runtime/device/kernels/kernels.h"
+#include "runtime/device/device_cuda.h"
 
-/* Both macros expect a `ddp_err *err` in scope and return from the calling function. */
-#define CUDA_TRY(call)                                                                              \
-    do {                                                                                            \
-        cudaError_t cuda_status_ = (call);                                                          \
-        if (cuda_status_ != cudaSuccess)                                                            \
-            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,          \
-                            cudaGetErrorString(cuda_status_));                                      \
-    } while (0)
-
+/* Expects a `ddp_err *err` in scope and returns from the calling function. */
 #define CUBLAS_TRY(call)                                                                            \
     do {                                                                                            \
         cublasStatus_t cublas_status_ = (call);                                                     \
@@ -50,13 +41,11 @@ typedef struct cuda_impl {
     size_t staging_cap[2];
     cudaEvent_t staging_done[2];  /* recorded after the last copy out of staging[i] */
     int next_staging;
-    double *sumsq_scratch;        /* DDP_CUDA_SUMSQ_MAX_BLOCKS partials + 1 result */
-    float *xent_rows;             /* softmax_xent per-row (loss, correct) pairs */
-    size_t xent_rows_cap;         /* in rows */
+    void *scratch;                /* device_cuda_scratch() */
+    size_t scratch_bytes;
 } cuda_impl;
 
 static cuda_impl *impl_of(device *d) { return (cuda_impl *)d->impl; }
-static cudaStream_t stream_of(device *d) { return impl_of(d)->stream; }
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
@@ -111,20 +100,20 @@ int device_cuda_upload(device *d, void *dst, const void *src, size_t bytes, ddp_
 
 int device_cuda_download(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
 {
-    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_of(d)));
-    CUDA_TRY(cudaStreamSynchronize(stream_of(d)));
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, device_cuda_stream(d)));
+    CUDA_TRY(cudaStreamSynchronize(device_cuda_stream(d)));
     return DDP_OK;
 }
 
 int device_cuda_copy(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
 {
-    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_of(d)));
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, device_cuda_stream(d)));
     return DDP_OK;
 }
 
 int device_cuda_synchronize(device *d, ddp_err *err)
 {
-    CUDA_TRY(cudaStreamSynchronize(stream_of(d)));
+    CUDA_TRY(cudaStreamSynchronize(device_cuda_stream(d)));
     return DDP_OK;
 }
 
@@ -147,126 +136,21 @@ int device_cuda_gemm(device *d, bool trans_a, bool trans_b, int64_t m, int64_t n
     return DDP_OK;
 }
 
-/* ---- kernels ----------------------------------------------------------------------------- */
+/* ---- scratch memory for the ops -------------------------------------------------------- */
 
-/* No default: a new activation must be handled here (-Wswitch); device.c admits only these. */
-static int act_code(act_kind a)
-{
-    switch (a) {
-    case ACT_RELU: return DDP_CUDA_ACT_RELU;
-    case ACT_GELU: return DDP_CUDA_ACT_GELU;
-    }
-    return -1;
-}
-
-int device_cuda_fill(device *d, float *x, size_t n, float value, ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_fill(x, n, value, stream_of(d)));
-    return DDP_OK;
-}
-
-int device_cuda_scale(device *d, float *x, size_t n, float s, ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_scale(x, n, s, stream_of(d)));
-    return DDP_OK;
-}
-
-int device_cuda_u8_to_f32(device *d, const uint8_t *src, float *dst, size_t n, float mean, float inv_std,
-                          ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_u8_to_f32(src, dst, n, mean, inv_std, stream_of(d)));
-    return DDP_OK;
-}
-
-int device_cuda_bias_add(device *d, float *y, const float *b, int64_t rows, int64_t cols, ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_bias_add(y, b, rows, cols, stream_of(d)));
-    return DDP_OK;
-}
-
-int device_cuda_bias_grad(device *d, const float *dy, float *db, int64_t rows, int64_t cols, float beta,
-                          ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_bias_grad(dy, db, rows, cols, beta, stream_of(d)));
-    return DDP_OK;
-}
-
-int device_cuda_act_forward(device *d, act_kind a, const float *x, float *y, size_t n, ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_act_forward(act_code(a), x, y, n, stream_of(d)));
-    return DDP_OK;
-}
-
-int device_cuda_act_backward(device *d, act_kind a, const float *x, const float *dy, float *dx, size_t n,
-                             ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_act_backward(act_code(a), x, dy, dx, n, stream_of(d)));
-    return DDP_OK;
-}
-
-/* Grows the per-row softmax scratch; the old buffer may still be read by queued kernels. */
-static int xent_rows_reserve(device *d, int64_t rows, ddp_err *err)
+int device_cuda_scratch(device *d, size_t bytes, void **out, ddp_err *err)
 {
     cuda_impl *im = impl_of(d);
-    if ((size_t)rows <= im->xent_rows_cap)
-        return DDP_OK;
-    CUDA_TRY(cudaStreamSynchronize(im->stream));
-    if (im->xent_rows)
-        CUDA_TRY(cudaFree(im->xent_rows));
-    im->xent_rows = NULL;
-    im->xent_rows_cap = 0;
-    CUDA_TRY(cudaMalloc((void **)&im->xent_rows, 2 * sizeof(float) * (size_t)rows));
-    im->xent_rows_cap = (size_t)rows;
-    return DDP_OK;
-}
-
-/* A label outside [0, cols) cannot be reported without waiting on the GPU: it makes the loss
- * sum NaN instead (the CPU backend rejects it with an error). */
-int device_cuda_softmax_xent(device *d, const float *logits, const int32_t *labels, int64_t rows, int64_t cols,
-                             float grad_scale, float *dlogits, float *stats, ddp_err *err)
-{
-    int rc = xent_rows_reserve(d, rows, err);
-    if (rc)
-        return rc;
-    CUDA_TRY(ddp_cuda_softmax_xent(logits, labels, rows, cols, grad_scale, dlogits, impl_of(d)->xent_rows, stats,
-                                   stream_of(d)));
-    return DDP_OK;
-}
-
-int device_cuda_sumsq(device *d, const float *x, size_t n, double *out, ddp_err *err)
-{
-    double *scratch = impl_of(d)->sumsq_scratch;
-    double *result = scratch + DDP_CUDA_SUMSQ_MAX_BLOCKS;
-    CUDA_TRY(ddp_cuda_sumsq(x, n, scratch, result, stream_of(d)));
-    return device_cuda_download(d, out, result, sizeof *out, err);
-}
-
-int device_cuda_sgd_step(device *d, float *p, const float *g, float *buf, size_t n, const sgd_args *a, ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_sgd_step(p, g, buf, n, a->lr, a->momentum, a->weight_decay, a->nesterov, a->first_step,
-                               a->grad_scale, stream_of(d)));
-    return DDP_OK;
-}
-
-int device_cuda_adamw_step(device *d, float *p, const float *g, float *m, float *v, size_t n, const adamw_args *a,
-                           ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_adamw_step(p, g, m, v, n, a->decay, a->beta1, a->one_minus_beta1, a->beta2,
-                                 a->one_minus_beta2, a->eps, a->step_size, a->bias2_sqrt, a->grad_scale,
-                                 stream_of(d)));
-    return DDP_OK;
-}
-
-/* bf16 gradient casts (ddp.grad_dtype: bf16), kernels in kernels/cast.cu */
-int device_cuda_cast_f32_to_bf16(device *d, const float *src, uint16_t *dst, size_t n, ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_cast_f32_to_bf16(src, dst, n, stream_of(d)));
-    return DDP_OK;
-}
-
-int device_cuda_cast_bf16_to_f32(device *d, const uint16_t *src, float *dst, size_t n, float scale, ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_cast_bf16_to_f32(src, dst, n, scale, stream_of(d)));
+    if (im->scratch_bytes < bytes) {
+        CUDA_TRY(cudaStreamSynchronize(im->stream)); /* queued kernels may still use the old buffer */
+        if (im->scratch)
+            CUDA_TRY(cudaFree(im->scratch));
+        im->scratch = NULL;
+        im->scratch_bytes = 0;
+        CUDA_TRY(cudaMalloc(&im->scratch, bytes));
+        im->scratch_bytes = bytes;
+    }
+    *out = im->scratch;
     return DDP_OK;
 }
 
@@ -334,7 +218,7 @@ int device_cuda_timer_start(device *d, device_timer *t, ddp_err *err)
     int rc = t->count == TIMER_INTERVALS ? timer_retire_oldest(t, err) : DDP_OK;
     if (rc)
         return rc;
-    CUDA_TRY(cudaEventRecord(t->start[(t->first + t->count) % TIMER_INTERVALS], stream_of(d)));
+    CUDA_TRY(cudaEventRecord(t->start[(t->first + t->count) % TIMER_INTERVALS], device_cuda_stream(d)));
     t->running = true;
     return DDP_OK;
 }
@@ -343,7 +227,7 @@ int device_cuda_timer_stop(device *d, device_timer *t, ddp_err *err)
 {
     if (!t->running)
         return ddp_fail(err, DDP_ERUNTIME, "cuda timer: timer_stop without timer_start");
-    CUDA_TRY(cudaEventRecord(t->stop[(t->first + t->count) % TIMER_INTERVALS], stream_of(d)));
+    CUDA_TRY(cudaEventRecord(t->stop[(t->first + t->count) % TIMER_INTERVALS], device_cuda_stream(d)));
     t->running = false;
     t->count++;
     return DDP_OK;
@@ -378,8 +262,7 @@ static void cuda_destroy(device *d)
             if (im->staging_done[i])
                 cudaEventDestroy(im->staging_done[i]);
         }
-        cudaFree(im->sumsq_scratch);
-        cudaFree(im->xent_rows);
+        cudaFree(im->scratch);
         if (im->blas)
             cublasDestroy(im->blas);
         if (im->stream)
@@ -424,7 +307,6 @@ static int cuda_setup(device *d, const config *cfg, ddp_err *err)
     d->stream = im->stream;
     for (int i = 0; i < 2; i++)
         CUDA_TRY(cudaEventCreateWithFlags(&im->staging_done[i], cudaEventDisableTiming));
-    CUDA_TRY(cudaMalloc((void **)&im->sumsq_scratch, sizeof(double) * (DDP_CUDA_SUMSQ_MAX_BLOCKS + 1)));
     CUBLAS_TRY(cublasCreate(&im->blas));
     CUBLAS_TRY(cublasSetStream(im->blas, im->stream));
     CUBLAS_TRY(cublasSetMathMode(im->blas, cfg && cfg->cuda.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
