@@ -9,6 +9,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum ddp_status {
     DDP_OK = 0,
     DDP_ERUNTIME = 1,   /* runtime failure: I/O, library error, a peer died */
@@ -29,5 +33,9 @@ int ddp_fail(ddp_err *e, int code, const char *fmt, ...) __attribute__((format(p
 
 /* Prepends "context: " to e's message, keeping its code; returns e->code. */
 int ddp_prefix(ddp_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

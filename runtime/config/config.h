@@ -15,6 +15,10 @@
 
 #include "runtime/base/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define CFG_MAX_HIDDEN 16
 #define CFG_PATH_MAX 1024
 
@@ -103,5 +107,9 @@ int config_write_resolved(const config *c, const char *path, ddp_err *err);
 uint64_t config_hash(const config *c);
 
 const char *act_kind_name(act_kind a);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,14 +1,332 @@
-/* device.c — choosing the device backend for a rank (device: auto | cpu | cuda).
+/* device.c — the device layer's front: choosing the backend for a rank (device: auto | cpu | cuda)
+ * and the checking table every caller's d->ops points to.
  *
- * Owns the policy only: auto picks CUDA when the build has it and a GPU answers, otherwise the
- * CPU with a one-line reason. It must not implement any op; the backends do. */
+ * Each op's checked_NAME states the op's argument contract once for both backends: it rejects
+ * bad arguments with one message (the same whichever backend runs), returns when the op has
+ * nothing to do, and forwards everything else to d->backend. It must not compute anything an
+ * op produces (that is the backends' job) nor read device memory. */
 #include "device.h"
 
 #include "runtime/base/log.h"
+#include "runtime/device/backend.h"
 
 #include <stdio.h>
 
-#ifndef DDP_HAVE_CUDA
+/* Returns the op's failure from the calling checked_* function when pointer p is NULL. */
+#define NEED_POINTER(op, p)                                                                        \
+    do {                                                                                           \
+        if (!(p))                                                                                  \
+            return ddp_fail(err, DDP_ERUNTIME, "%s: %s is NULL", op, #p);                          \
+    } while (0)
+
+static int check_shape(const char *op, int64_t rows, int64_t cols, ddp_err *err)
+{
+    if (rows < 0 || cols < 0)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: negative shape [%lld, %lld]", op, (long long)rows,
+                        (long long)cols);
+    return DDP_OK;
+}
+
+static int check_act(const char *op, act_kind a, ddp_err *err)
+{
+    if (a != ACT_RELU && a != ACT_GELU)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: unknown activation %d", op, (int)a);
+    return DDP_OK;
+}
+
+/* ---- memory ---------------------------------------------------------------------------- */
+
+static int checked_alloc(device *d, size_t bytes, void **out, ddp_err *err)
+{
+    NEED_POINTER("alloc", out);
+    return d->backend->alloc(d, bytes, out, err);
+}
+
+static void checked_free(device *d, void *p)
+{
+    if (p)
+        d->backend->free(d, p);
+}
+
+static int checked_upload(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
+{
+    if (bytes == 0)
+        return DDP_OK;
+    NEED_POINTER("upload", dst);
+    NEED_POINTER("upload", src);
+    return d->backend->upload(d, dst, src, bytes, err);
+}
+
+/* Downloading nothing still waits for the stream, as every download does. */
+static int checked_download(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
+{
+    if (bytes == 0)
+        return d->backend->synchronize(d, err);
+    NEED_POINTER("download", dst);
+    NEED_POINTER("download", src);
+    return d->backend->download(d, dst, src, bytes, err);
+}
+
+static int checked_copy(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
+{
+    if (bytes == 0)
+        return DDP_OK;
+    NEED_POINTER("copy", dst);
+    NEED_POINTER("copy", src);
+    return d->backend->copy(d, dst, src, bytes, err);
+}
+
+static int checked_synchronize(device *d, ddp_err *err) { return d->backend->synchronize(d, err); }
+
+/* ---- GEMM ------------------------------------------------------------------------------ */
+
+static int check_gemm_sizes(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                            int64_t ldc, ddp_err *err)
+{
+    if (m < 0 || n < 0 || k < 0)
+        return ddp_fail(err, DDP_ERUNTIME, "gemm: negative size m=%lld n=%lld k=%lld", (long long)m,
+                        (long long)n, (long long)k);
+    int64_t a_row = ta ? m : k, b_row = tb ? k : n;
+    if (lda < 1 || lda < a_row || ldb < 1 || ldb < b_row || ldc < 1 || ldc < n)
+        return ddp_fail(err, DDP_ERUNTIME,
+                        "gemm: leading dimension shorter than its row (lda=%lld needs >= %lld, ldb=%lld "
+                        "needs >= %lld, ldc=%lld needs >= %lld)",
+                        (long long)lda, (long long)(a_row > 1 ? a_row : 1), (long long)ldb,
+                        (long long)(b_row > 1 ? b_row : 1), (long long)ldc, (long long)(n > 1 ? n : 1));
+    return DDP_OK;
+}
+
+static int checked_gemm(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                        int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ddp_err *err)
+{
+    int rc = check_gemm_sizes(ta, tb, m, n, k, lda, ldb, ldc, err);
+    if (rc || m == 0 || n == 0)
+        return rc;
+    NEED_POINTER("gemm", c);
+    if (k > 0) {
+        NEED_POINTER("gemm", a);
+        NEED_POINTER("gemm", b);
+    }
+    return d->backend->gemm(d, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
+}
+
+/* ---- element-wise ---------------------------------------------------------------------- */
+
+static int checked_fill(device *d, float *x, size_t n, float value, ddp_err *err)
+{
+    if (n == 0)
+        return DDP_OK;
+    NEED_POINTER("fill", x);
+    return d->backend->fill(d, x, n, value, err);
+}
+
+static int checked_scale(device *d, float *x, size_t n, float s, ddp_err *err)
+{
+    if (n == 0)
+        return DDP_OK;
+    NEED_POINTER("scale", x);
+    return d->backend->scale(d, x, n, s, err);
+}
+
+static int checked_u8_to_f32(device *d, const uint8_t *src, float *dst, size_t n, float mean, float inv_std,
+                             ddp_err *err)
+{
+    if (n == 0)
+        return DDP_OK;
+    NEED_POINTER("u8_to_f32", src);
+    NEED_POINTER("u8_to_f32", dst);
+    return d->backend->u8_to_f32(d, src, dst, n, mean, inv_std, err);
+}
+
+static int checked_bias_add(device *d, float *y, const float *b, int64_t rows, int64_t cols, ddp_err *err)
+{
+    int rc = check_shape("bias_add", rows, cols, err);
+    if (rc || rows == 0 || cols == 0)
+        return rc;
+    NEED_POINTER("bias_add", y);
+    NEED_POINTER("bias_add", b);
+    return d->backend->bias_add(d, y, b, rows, cols, err);
+}
+
+static int checked_act_forward(device *d, act_kind a, const float *x, float *y, size_t n, ddp_err *err)
+{
+    int rc = check_act("act_forward", a, err);
+    if (rc || n == 0)
+        return rc;
+    NEED_POINTER("act_forward", x);
+    NEED_POINTER("act_forward", y);
+    return d->backend->act_forward(d, a, x, y, n, err);
+}
+
+static int checked_act_backward(device *d, act_kind a, const float *x, const float *dy, float *dx, size_t n,
+                                ddp_err *err)
+{
+    int rc = check_act("act_backward", a, err);
+    if (rc || n == 0)
+        return rc;
+    NEED_POINTER("act_backward", x);
+    NEED_POINTER("act_backward", dy);
+    NEED_POINTER("act_backward", dx);
+    return d->backend->act_backward(d, a, x, dy, dx, n, err);
+}
+
+/* ---- reductions ------------------------------------------------------------------------ */
+
+/* No rows still writes db (beta 0 clears it), so only an empty row is nothing to do. */
+static int checked_bias_grad(device *d, const float *dy, float *db, int64_t rows, int64_t cols, float beta,
+                             ddp_err *err)
+{
+    int rc = check_shape("bias_grad", rows, cols, err);
+    if (rc || cols == 0)
+        return rc;
+    NEED_POINTER("bias_grad", db);
+    if (rows > 0)
+        NEED_POINTER("bias_grad", dy);
+    return d->backend->bias_grad(d, dy, db, rows, cols, beta, err);
+}
+
+static int checked_softmax_xent(device *d, const float *logits, const int32_t *labels, int64_t rows, int64_t cols,
+                                float grad_scale, float *dlogits, float *stats, ddp_err *err)
+{
+    int rc = check_shape("softmax_xent", rows, cols, err);
+    if (rc || rows == 0)
+        return rc;
+    if (cols == 0)
+        return ddp_fail(err, DDP_ERUNTIME, "softmax_xent: zero classes");
+    NEED_POINTER("softmax_xent", logits);
+    NEED_POINTER("softmax_xent", labels);
+    NEED_POINTER("softmax_xent", stats);
+    return d->backend->softmax_xent(d, logits, labels, rows, cols, grad_scale, dlogits, stats, err);
+}
+
+/* The sum of nothing is 0; the op still waits, as it always does. */
+static int checked_sumsq(device *d, const float *x, size_t n, double *out, ddp_err *err)
+{
+    NEED_POINTER("sumsq", out);
+    if (n == 0) {
+        *out = 0.0;
+        return d->backend->synchronize(d, err);
+    }
+    NEED_POINTER("sumsq", x);
+    return d->backend->sumsq(d, x, n, out, err);
+}
+
+/* ---- optimizer updates ----------------------------------------------------------------- */
+
+static int checked_sgd_step(device *d, float *p, const float *g, float *buf, size_t n, const sgd_args *args,
+                            ddp_err *err)
+{
+    NEED_POINTER("sgd_step", args);
+    if (n == 0)
+        return DDP_OK;
+    NEED_POINTER("sgd_step", p);
+    NEED_POINTER("sgd_step", g);
+    if (args->momentum != 0.0f && !buf)
+        return ddp_fail(err, DDP_ERUNTIME, "sgd_step: momentum %g needs a momentum buffer", (double)args->momentum);
+    return d->backend->sgd_step(d, p, g, buf, n, args, err);
+}
+
+static int checked_adamw_step(device *d, float *p, const float *g, float *m, float *v, size_t n,
+                              const adamw_args *args, ddp_err *err)
+{
+    NEED_POINTER("adamw_step", args);
+    if (!(args->bias2_sqrt > 0.0f))
+        return ddp_fail(err, DDP_ERUNTIME,
+                        "adamw_step: bias2_sqrt is %g, must be > 0 (sqrt(1 - beta2^step), step >= 1)",
+                        (double)args->bias2_sqrt);
+    if (n == 0)
+        return DDP_OK;
+    NEED_POINTER("adamw_step", p);
+    NEED_POINTER("adamw_step", g);
+    NEED_POINTER("adamw_step", m);
+    NEED_POINTER("adamw_step", v);
+    return d->backend->adamw_step(d, p, g, m, v, n, args, err);
+}
+
+/* ---- bfloat16 casts -------------------------------------------------------------------- */
+
+static int checked_cast_f32_to_bf16(device *d, const float *src, uint16_t *dst, size_t n, ddp_err *err)
+{
+    if (n == 0)
+        return DDP_OK;
+    NEED_POINTER("cast_f32_to_bf16", src);
+    NEED_POINTER("cast_f32_to_bf16", dst);
+    return d->backend->cast_f32_to_bf16(d, src, dst, n, err);
+}
+
+static int checked_cast_bf16_to_f32(device *d, const uint16_t *src, float *dst, size_t n, float scale, ddp_err *err)
+{
+    if (n == 0)
+        return DDP_OK;
+    NEED_POINTER("cast_bf16_to_f32", src);
+    NEED_POINTER("cast_bf16_to_f32", dst);
+    return d->backend->cast_bf16_to_f32(d, src, dst, n, scale, err);
+}
+
+/* ---- interval timer -------------------------------------------------------------------- */
+
+static int checked_timer_create(device *d, device_timer **out, ddp_err *err)
+{
+    NEED_POINTER("timer_create", out);
+    return d->backend->timer_create(d, out, err);
+}
+
+static int checked_timer_start(device *d, device_timer *t, ddp_err *err)
+{
+    NEED_POINTER("timer_start", t);
+    return d->backend->timer_start(d, t, err);
+}
+
+static int checked_timer_stop(device *d, device_timer *t, ddp_err *err)
+{
+    NEED_POINTER("timer_stop", t);
+    return d->backend->timer_stop(d, t, err);
+}
+
+static int checked_timer_take_ms(device *d, device_timer *t, double *ms, ddp_err *err)
+{
+    NEED_POINTER("timer_take_ms", t);
+    NEED_POINTER("timer_take_ms", ms);
+    return d->backend->timer_take_ms(d, t, ms, err);
+}
+
+static void checked_timer_destroy(device *d, device_timer *t)
+{
+    if (t)
+        d->backend->timer_destroy(d, t);
+}
+
+static void checked_destroy(device *d) { d->backend->destroy(d); }
+
+/* ---- the table and the backends behind it ------------------------------------------------ */
+
+#define CHECKED_OP_ENTRY(name, params) .name = checked_##name,
+static const struct device_ops checked_ops = {
+    DEVICE_OPS(CHECKED_OP_ENTRY)
+    .free = checked_free,
+    .timer_destroy = checked_timer_destroy,
+    .destroy = checked_destroy,
+};
+
+int device_cpu_create(device **out, ddp_err *err)
+{
+    *out = NULL;
+    int rc = device_cpu_backend_create(out, err);
+    if (!rc)
+        (*out)->ops = &checked_ops;
+    return rc;
+}
+
+#ifdef DDP_HAVE_CUDA
+int device_cuda_create(int local_rank, const config *cfg, device **out, ddp_err *err)
+{
+    *out = NULL;
+    int rc = device_cuda_backend_create(local_rank, cfg, out, err);
+    if (!rc)
+        (*out)->ops = &checked_ops;
+    return rc;
+}
+#else
 int device_cuda_count(char *reason, size_t reason_len)
 {
     snprintf(reason, reason_len, "this build of ddprun has no CUDA backend (configure with -Dgpu=enabled)");

@@ -5,7 +5,30 @@
  * timer_take_ms() are the only ops that wait. Pointers passed to ops are device pointers from
  * alloc(); sizes are size_t/int64_t throughout, so tensors with more than INT_MAX elements are fine.
  * Matrices are row-major. Ops are shaped so a transformer adds ops rather than changing these.
- * This layer must not know about models, optimizers' schedules, ranks or communication. */
+ * This layer must not know about models, optimizers' schedules, ranks or communication.
+ *
+ * Callers reach every op as d->ops->op(d, ..., err). d->ops is the checking table of device.c:
+ * it validates each op's arguments once, for both backends, with one message per mistake
+ * (negative or inconsistent sizes, NULL where data is read or written, unknown enum values),
+ * returns at once when an op has nothing to do (n == 0, an empty matrix), and only then calls
+ * the backend's table, d->backend. So a backend's op may assume valid arguments and a non-empty
+ * job; it checks only what depends on its library or on the data (cuBLAS's 32-bit sizes, a CPU
+ * label out of range).
+ *
+ * Ops come in families, one block below each. A family's CPU code and CUDA code sit side by side
+ * in runtime/device/kernels/ (FAMILY_cpu.c next to FAMILY.cu); memory, GEMM and timers are the
+ * backends' own (device_cpu.c, device_cuda.c). Each block is an X-macro list, OP(name, (params)),
+ * that generates the ops-table field `int (*name)(params, ddp_err *err)`, both backends' tables
+ * and their function declarations (backend.h). Adding a device op:
+ *   1. one OP(...) line in its family's block here, with a comment saying what it computes;
+ *   2. its argument contract in device.c: `checked_NAME`, which rejects bad arguments, returns
+ *      on an empty job and forwards to d->backend->NAME;
+ *   3. the CPU function `device_cpu_NAME` in kernels/FAMILY_cpu.c;
+ *   4. the CUDA kernel and its host launcher `extern "C" int device_cuda_NAME` in kernels/FAMILY.cu;
+ *   5. a test: CPU against a reference (tests/runtime/device/test_device_cpu.c), CUDA against CPU
+ *      (test_cuda_kernels.c), and a bad argument in test_device_contract.c.
+ * A missing function of steps 2-4 fails the build: the tables name each. A new family is a block
+ * (added to DEVICE_OPS), FAMILY_cpu.c next to FAMILY.cu, and both files in kernels/meson.build. */
 #ifndef DDP_DEVICE_H
 #define DDP_DEVICE_H
 
@@ -13,8 +36,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/config/config.h"
 #include "runtime/base/err.h"
+#include "runtime/config/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct device device;
 typedef struct device_timer device_timer;
@@ -26,68 +53,111 @@ typedef struct sgd_args {
     float grad_scale;         /* gradients are multiplied by this first (clipping) */
 } sgd_args;
 
+/* AdamW's scalars for one step, computed once by the optimizer (optim_adamw_args) the way
+ * torch.optim.AdamW does: in double, applied as float32. */
 typedef struct adamw_args {
-    float lr, beta1, beta2, eps, weight_decay;
-    int64_t step;             /* 1-based, for bias correction */
+    float beta1, beta2, eps;
+    float one_minus_beta1, one_minus_beta2;
+    float decay;              /* 1 - lr * weight_decay */
+    float step_size;          /* lr / (1 - beta1^step) */
+    float bias2_sqrt;         /* sqrt(1 - beta2^step), > 0 */
     float grad_scale;         /* gradients are multiplied by this first (clipping) */
 } adamw_args;
 
+/* ---- memory (device_cpu.c, device_cuda.c) ---------------------------------------------------- */
+#define DEVICE_MEMORY_OPS(OP)                                                                      \
+    OP(alloc, (device *d, size_t bytes, void **out))                                               \
+    OP(upload, (device *d, void *dst, const void *src, size_t bytes))   /* host -> device */       \
+    OP(download, (device *d, void *dst, const void *src, size_t bytes)) /* device -> host; waits */ \
+    OP(copy, (device *d, void *dst, const void *src, size_t bytes))     /* device -> device */     \
+    OP(synchronize, (device *d))
+
+/* ---- GEMM (device_cpu.c: oneDNN or OpenBLAS; device_cuda.c: cuBLAS) -------------------------- */
+/* C[m,n] = alpha * op(A)[m,k] · op(B)[k,n] + beta * C, row-major, ld = row stride in elements;
+ * beta 0 overwrites C without reading it. */
+#define DEVICE_GEMM_OPS(OP)                                                                        \
+    OP(gemm, (device *d, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, \
+              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,      \
+              int64_t ldc))
+
+/* ---- element-wise (kernels/elementwise_cpu.c, kernels/elementwise.cu) ------------------------ */
+#define DEVICE_ELEMENTWISE_OPS(OP)                                                                 \
+    OP(fill, (device *d, float *x, size_t n, float value))                                         \
+    OP(scale, (device *d, float *x, size_t n, float s))                                            \
+    /* dst[i] = (src[i] / 255 - mean) * inv_std */                                                 \
+    OP(u8_to_f32, (device *d, const uint8_t *src, float *dst, size_t n, float mean, float inv_std)) \
+    /* y[r,c] += b[c] */                                                                           \
+    OP(bias_add, (device *d, float *y, const float *b, int64_t rows, int64_t cols))                \
+    /* y = act(x): ReLU, or exact (erf) GELU as torch.nn.GELU() */                                 \
+    OP(act_forward, (device *d, act_kind a, const float *x, float *y, size_t n))                   \
+    /* dx = dy * act'(x), x is the pre-activation input */                                         \
+    OP(act_backward, (device *d, act_kind a, const float *x, const float *dy, float *dx, size_t n))
+
+/* ---- reductions (kernels/reduce_cpu.c, kernels/reduce.cu): deterministic, sums in double ----- */
+#define DEVICE_REDUCE_OPS(OP)                                                                      \
+    /* db[c] = beta * db[c] + sum_r dy[r,c]   (beta is 0 or 1; 0 overwrites db unread) */          \
+    OP(bias_grad, (device *d, const float *dy, float *db, int64_t rows, int64_t cols, float beta)) \
+    /* Row-wise softmax cross-entropy. dlogits = (softmax - onehot) * grad_scale (dlogits may be   \
+     * NULL for evaluation). stats[0] += sum of per-row losses, stats[1] += rows whose argmax is   \
+     * the label (stats is a device float[2]). A label outside [0, cols): the CPU backend fails,   \
+     * the CUDA backend (which cannot see it without waiting) makes the loss NaN. */               \
+    OP(softmax_xent, (device *d, const float *logits, const int32_t *labels, int64_t rows,         \
+                      int64_t cols, float grad_scale, float *dlogits, float *stats))               \
+    /* *out = sum x[i]^2 in double, deterministic (same order every call); waits */                \
+    OP(sumsq, (device *d, const float *x, size_t n, double *out))
+
+/* ---- optimizer updates (kernels/optim_step_cpu.c, kernels/optim_step.cu) --------------------- */
+/* torch.optim's float32 order of operations, so trajectories match PyTorch step for step. */
+#define DEVICE_OPTIM_STEP_OPS(OP)                                                                  \
+    /* SGD (dampening 0); buf may be NULL when momentum is 0 */                                    \
+    OP(sgd_step, (device *d, float *p, const float *g, float *buf, size_t n, const sgd_args *args)) \
+    OP(adamw_step, (device *d, float *p, const float *g, float *m, float *v, size_t n,             \
+                    const adamw_args *args))
+
+/* ---- bfloat16 casts for ddp.grad_dtype: bf16 (kernels/cast_cpu.c, kernels/cast.cu) ----------- */
+#define DEVICE_CAST_OPS(OP)                                                                        \
+    /* dst[i] = bf16(src[i]), rounded to nearest-even (NaN stays NaN) */                           \
+    OP(cast_f32_to_bf16, (device *d, const float *src, uint16_t *dst, size_t n))                   \
+    /* dst[i] = float(src[i]) * scale */                                                           \
+    OP(cast_bf16_to_f32, (device *d, const uint16_t *src, float *dst, size_t n, float scale))
+
+/* ---- interval timer (device_cpu.c, device_cuda.c) -----------------------------------------------
+ * On the compute stream, e.g. for time the stream is held up by communication: timer_start and
+ * timer_stop mark points in stream order and never wait (CUDA: timing events; CPU: the monotonic
+ * clock, since its ops run in order on the calling thread). timer_take_ms waits for the marks,
+ * returns the summed duration of every start->stop interval since the last take and resets. Up
+ * to 64 intervals stay in flight; past that, timer_start waits for the oldest. */
+#define DEVICE_TIMER_OPS(OP)                                                                       \
+    OP(timer_create, (device *d, device_timer **out))                                              \
+    OP(timer_start, (device *d, device_timer *t))                                                  \
+    OP(timer_stop, (device *d, device_timer *t))                                                   \
+    OP(timer_take_ms, (device *d, device_timer *t, double *ms))
+
+/* Every op that returns a status, family by family. */
+#define DEVICE_OPS(OP)                                                                             \
+    DEVICE_MEMORY_OPS(OP)                                                                          \
+    DEVICE_GEMM_OPS(OP)                                                                            \
+    DEVICE_ELEMENTWISE_OPS(OP)                                                                     \
+    DEVICE_REDUCE_OPS(OP)                                                                          \
+    DEVICE_OPTIM_STEP_OPS(OP)                                                                      \
+    DEVICE_CAST_OPS(OP)                                                                            \
+    DEVICE_TIMER_OPS(OP)
+
+/* (a, b, c) -> a, b, c: lets a parenthesised parameter list travel as one macro argument. */
+#define DEVICE_UNPAREN(...) __VA_ARGS__
+#define DEVICE_OP_FIELD(name, params) int (*name)(DEVICE_UNPAREN params, ddp_err *err);
+
 struct device_ops {
-    /* memory */
-    int (*alloc)(device *d, size_t bytes, void **out, ddp_err *err);
+    DEVICE_OPS(DEVICE_OP_FIELD)
+    /* the ops that cannot fail: freeing (NULL is fine) and the device's end */
     void (*free)(device *d, void *p);
-    int (*upload)(device *d, void *dst, const void *src, size_t bytes, ddp_err *err);   /* host -> device */
-    int (*download)(device *d, void *dst, const void *src, size_t bytes, ddp_err *err); /* device -> host; waits */
-    int (*copy)(device *d, void *dst, const void *src, size_t bytes, ddp_err *err);     /* device -> device */
-    int (*synchronize)(device *d, ddp_err *err);
-
-    /* C[m,n] = alpha * op(A)[m,k] · op(B)[k,n] + beta * C, row-major, ld = row stride in elements */
-    int (*gemm)(device *d, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                int64_t ldc, ddp_err *err);
-
-    int (*fill)(device *d, float *x, size_t n, float value, ddp_err *err);
-    int (*scale)(device *d, float *x, size_t n, float s, ddp_err *err);
-    /* dst[i] = (src[i] / 255 - mean) * inv_std */
-    int (*u8_to_f32)(device *d, const uint8_t *src, float *dst, size_t n, float mean, float inv_std, ddp_err *err);
-    /* y[r,c] += b[c] */
-    int (*bias_add)(device *d, float *y, const float *b, int64_t rows, int64_t cols, ddp_err *err);
-    /* db[c] = beta * db[c] + sum_r dy[r,c]   (beta is 0 or 1) */
-    int (*bias_grad)(device *d, const float *dy, float *db, int64_t rows, int64_t cols, float beta, ddp_err *err);
-    int (*act_forward)(device *d, act_kind a, const float *x, float *y, size_t n, ddp_err *err);
-    /* dx = dy * act'(x), x is the pre-activation input */
-    int (*act_backward)(device *d, act_kind a, const float *x, const float *dy, float *dx, size_t n, ddp_err *err);
-    /* Row-wise softmax cross-entropy. dlogits = (softmax - onehot) * grad_scale (dlogits may be
-     * NULL for evaluation). stats[0] += sum of per-row losses, stats[1] += rows whose argmax is
-     * the label (stats is a device float[2]). */
-    int (*softmax_xent)(device *d, const float *logits, const int32_t *labels, int64_t rows, int64_t cols,
-                        float grad_scale, float *dlogits, float *stats, ddp_err *err);
-    /* *out = sum x[i]^2 in double, deterministic (same order every call); waits */
-    int (*sumsq)(device *d, const float *x, size_t n, double *out, ddp_err *err);
-    int (*sgd_step)(device *d, float *p, const float *g, float *buf, size_t n, const sgd_args *a, ddp_err *err);
-    int (*adamw_step)(device *d, float *p, const float *g, float *m, float *v, size_t n, const adamw_args *a, ddp_err *err);
-
-    /* bfloat16 gradients (ddp.grad_dtype: bf16): dst[i] = bf16(src[i]) rounded to nearest-even;
-     * and back, dst[i] = float(src[i]) * scale */
-    int (*cast_f32_to_bf16)(device *d, const float *src, uint16_t *dst, size_t n, ddp_err *err);
-    int (*cast_bf16_to_f32)(device *d, const uint16_t *src, float *dst, size_t n, float scale, ddp_err *err);
-
-    /* Interval timer on the compute stream, e.g. for time the stream is held up by communication:
-     * timer_start/timer_stop mark points in stream order and never wait (CUDA: timing events; CPU:
-     * the monotonic clock, since its ops run in order on the calling thread). timer_take_ms waits
-     * for the marks, returns the summed duration of every start->stop interval since the last take
-     * and resets. Up to 64 intervals stay in flight; past that, timer_start waits for the oldest. */
-    int (*timer_create)(device *d, device_timer **out, ddp_err *err);
-    int (*timer_start)(device *d, device_timer *t, ddp_err *err);
-    int (*timer_stop)(device *d, device_timer *t, ddp_err *err);
-    int (*timer_take_ms)(device *d, device_timer *t, double *ms, ddp_err *err);
     void (*timer_destroy)(device *d, device_timer *t);
-
     void (*destroy)(device *d);
 };
 
 struct device {
-    const struct device_ops *ops;
+    const struct device_ops *ops;     /* the checking table (device.c): what callers use */
+    const struct device_ops *backend; /* the backend's own table: for device.c only */
     cfg_device kind;          /* DEVICE_CPU or DEVICE_CUDA */
     int index;                /* GPU ordinal, -1 on CPU */
     char name[128];           /* e.g. "cpu (oneDNN)" or "NVIDIA H100 80GB HBM3" */
@@ -95,16 +165,20 @@ struct device {
     void *impl;
 };
 
-/* CPU backend (runtime/device_cpu.c). */
+/* CPU backend (device_cpu.c). */
 int device_cpu_create(device **out, ddp_err *err);
 
-/* CUDA backend (runtime/device_cuda.c); fails cleanly with a reason when no GPU/driver.
- * local_rank picks the GPU among those visible. Built only when CUDA (or its emulation) is. */
+/* CUDA backend (device_cuda.c); fails cleanly with a reason when no GPU/driver, or when this
+ * build has no CUDA backend. local_rank picks the GPU among those visible. */
 int device_cuda_create(int local_rank, const config *cfg, device **out, ddp_err *err);
 /* Number of usable CUDA devices, 0 with a one-line reason when none. */
 int device_cuda_count(char *reason, size_t reason_len);
 
 /* Picks per cfg->device (auto: CUDA when device_cuda_count() > 0, else CPU, logging why). */
 int device_open(const config *cfg, int local_rank, device **out, ddp_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,36 +1,27 @@
 /* device_cuda.c — the CUDA backend of the device layer (device.h): cudaMalloc'd memory, one
  * non-blocking compute stream per device, GEMMs through cuBLAS on that stream (fp32, TF32 when
- * cuda.tf32 allows it), and the kernels of models/cuda/ for every other op.
+ * cuda.tf32 allows it), the interval timer, scratch memory for the ops, and the backend's ops
+ * table, whose other ops are the op families' host launchers in kernels/FAMILY.cu.
  *
  * Uploads go through pinned staging buffers so cudaMemcpyAsync really is asynchronous; each
- * buffer is reused only after an event says its previous copy finished. Downloads and sumsq
- * wait. Every CUDA and cuBLAS call is checked and reported with file:line and the library's own
- * error string. The same code runs in the emulated build (runtime/cudaemu implements the runtime
- * and cuBLAS entry points on the CPU). This file must not know about models, ranks or
- * communication, and holds no kernels. */
+ * buffer is reused only after an event says its previous copy finished. Downloads wait. Every
+ * CUDA and cuBLAS call is checked and reported with file:line and the library's own error
+ * string. The same code runs in the emulated build (runtime/cudaemu implements the runtime and
+ * cuBLAS entry points on the CPU). Arguments arrive checked by device.c. This file must not know
+ * about models, ranks or communication, and holds no kernels. */
 #include "device.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/device/kernels/cast.h"
-#include "runtime/device/kernels/kernels.h"
+#include "runtime/device/device_cuda.h"
 
-/* Both macros expect a `ddp_err *err` in scope and return from the calling function. */
-#define CUDA_TRY(call)                                                                              \
-    do {                                                                                            \
-        cudaError_t cuda_status_ = (call);                                                          \
-        if (cuda_status_ != cudaSuccess)                                                            \
-            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,          \
-                            cudaGetErrorString(cuda_status_));                                      \
-    } while (0)
-
+/* Expects a `ddp_err *err` in scope and returns from the calling function. */
 #define CUBLAS_TRY(call)                                                                            \
     do {                                                                                            \
         cublasStatus_t cublas_status_ = (call);                                                     \
@@ -50,19 +41,16 @@ typedef struct cuda_impl {
     size_t staging_cap[2];
     cudaEvent_t staging_done[2];  /* recorded after the last copy out of staging[i] */
     int next_staging;
-    double *sumsq_scratch;        /* DDP_CUDA_SUMSQ_MAX_BLOCKS partials + 1 result */
-    float *xent_rows;             /* softmax_xent per-row (loss, correct) pairs */
-    size_t xent_rows_cap;         /* in rows */
+    void *scratch;                /* device_cuda_scratch() */
+    size_t scratch_bytes;
 } cuda_impl;
 
 static cuda_impl *impl_of(device *d) { return (cuda_impl *)d->impl; }
-static cudaStream_t stream_of(device *d) { return impl_of(d)->stream; }
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
-static int cuda_alloc(device *d, size_t bytes, void **out, ddp_err *err)
+int device_cuda_alloc(device *d, size_t bytes, void **out, ddp_err *err)
 {
-    (void)d;
     *out = NULL;
     cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
     if (e != cudaSuccess)
@@ -74,8 +62,7 @@ static int cuda_alloc(device *d, size_t bytes, void **out, ddp_err *err)
 static void cuda_free(device *d, void *p)
 {
     (void)d;
-    if (p)
-        cudaFree(p); /* nothing useful to do with a failure while freeing */
+    cudaFree(p); /* nothing useful to do with a failure while freeing */
 }
 
 /* Staging slot `slot` holding at least `bytes`, once its previous copy has finished. */
@@ -93,7 +80,7 @@ static int staging_acquire(cuda_impl *im, int slot, size_t bytes, ddp_err *err)
     return DDP_OK;
 }
 
-static int cuda_upload(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
+int device_cuda_upload(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
 {
     cuda_impl *im = impl_of(d);
     for (size_t off = 0; off < bytes;) {
@@ -111,24 +98,22 @@ static int cuda_upload(device *d, void *dst, const void *src, size_t bytes, ddp_
     return DDP_OK;
 }
 
-static int cuda_download(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
+int device_cuda_download(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
 {
-    if (bytes)
-        CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_of(d)));
-    CUDA_TRY(cudaStreamSynchronize(stream_of(d)));
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, device_cuda_stream(d)));
+    CUDA_TRY(cudaStreamSynchronize(device_cuda_stream(d)));
     return DDP_OK;
 }
 
-static int cuda_copy(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
+int device_cuda_copy(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
 {
-    if (bytes)
-        CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_of(d)));
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, device_cuda_stream(d)));
     return DDP_OK;
 }
 
-static int cuda_synchronize(device *d, ddp_err *err)
+int device_cuda_synchronize(device *d, ddp_err *err)
 {
-    CUDA_TRY(cudaStreamSynchronize(stream_of(d)));
+    CUDA_TRY(cudaStreamSynchronize(device_cuda_stream(d)));
     return DDP_OK;
 }
 
@@ -137,175 +122,35 @@ static int cuda_synchronize(device *d, ddp_err *err)
 /* Row-major C[m,n] = op(A)·op(B) is column-major Cᵀ[n,m] = op(B)ᵀ·op(A)ᵀ, and a row-major matrix
  * with row stride ld is its own transpose in column-major with leading dimension ld: so cuBLAS
  * gets B before A, n before m, and the same transpose flags. */
-static int cuda_gemm(device *d, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+int device_cuda_gemm(device *d, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
                      ddp_err *err)
 {
-    if (m < 0 || n < 0 || k < 0)
-        return ddp_fail(err, DDP_ERUNTIME, "gemm: negative size m=%lld n=%lld k=%lld", (long long)m, (long long)n,
-                        (long long)k);
+    /* cuBLAS takes int: a dimension past INT_MAX would need a blocked loop nothing here needs yet */
     if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
         return ddp_fail(err, DDP_ERUNTIME,
                         "gemm: cuBLAS takes 32-bit sizes; m=%lld n=%lld k=%lld (ld %lld/%lld/%lld) exceeds INT_MAX",
                         (long long)m, (long long)n, (long long)k, (long long)lda, (long long)ldb, (long long)ldc);
-    if (m == 0 || n == 0)
-        return DDP_OK;
     CUBLAS_TRY(cublasSgemm(impl_of(d)->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                            (int)n, (int)m, (int)k, &alpha, b, (int)ldb, a, (int)lda, &beta, c, (int)ldc));
     return DDP_OK;
 }
 
-/* ---- kernels ----------------------------------------------------------------------------- */
+/* ---- scratch memory for the ops -------------------------------------------------------- */
 
-static int act_code(act_kind a, int *code, const char *op, ddp_err *err)
-{
-    switch (a) {
-    case ACT_RELU: *code = DDP_CUDA_ACT_RELU; return DDP_OK;
-    case ACT_GELU: *code = DDP_CUDA_ACT_GELU; return DDP_OK;
-    }
-    return ddp_fail(err, DDP_ERUNTIME, "%s: unknown activation %d", op, (int)a);
-}
-
-static int check_shape(const char *op, int64_t rows, int64_t cols, ddp_err *err)
-{
-    if (rows < 0 || cols < 0)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: negative shape [%lld, %lld]", op, (long long)rows, (long long)cols);
-    return DDP_OK;
-}
-
-static int cuda_fill(device *d, float *x, size_t n, float value, ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_fill(x, n, value, stream_of(d)));
-    return DDP_OK;
-}
-
-static int cuda_scale(device *d, float *x, size_t n, float s, ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_scale(x, n, s, stream_of(d)));
-    return DDP_OK;
-}
-
-static int cuda_u8_to_f32(device *d, const uint8_t *src, float *dst, size_t n, float mean, float inv_std,
-                          ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_u8_to_f32(src, dst, n, mean, inv_std, stream_of(d)));
-    return DDP_OK;
-}
-
-static int cuda_bias_add(device *d, float *y, const float *b, int64_t rows, int64_t cols, ddp_err *err)
-{
-    int rc = check_shape("bias_add", rows, cols, err);
-    if (rc)
-        return rc;
-    CUDA_TRY(ddp_cuda_bias_add(y, b, rows, cols, stream_of(d)));
-    return DDP_OK;
-}
-
-static int cuda_bias_grad(device *d, const float *dy, float *db, int64_t rows, int64_t cols, float beta,
-                          ddp_err *err)
-{
-    int rc = check_shape("bias_grad", rows, cols, err);
-    if (rc)
-        return rc;
-    CUDA_TRY(ddp_cuda_bias_grad(dy, db, rows, cols, beta, stream_of(d)));
-    return DDP_OK;
-}
-
-static int cuda_act_forward(device *d, act_kind a, const float *x, float *y, size_t n, ddp_err *err)
-{
-    int code = 0, rc = act_code(a, &code, "act_forward", err);
-    if (rc)
-        return rc;
-    CUDA_TRY(ddp_cuda_act_forward(code, x, y, n, stream_of(d)));
-    return DDP_OK;
-}
-
-static int cuda_act_backward(device *d, act_kind a, const float *x, const float *dy, float *dx, size_t n,
-                             ddp_err *err)
-{
-    int code = 0, rc = act_code(a, &code, "act_backward", err);
-    if (rc)
-        return rc;
-    CUDA_TRY(ddp_cuda_act_backward(code, x, dy, dx, n, stream_of(d)));
-    return DDP_OK;
-}
-
-/* Grows the per-row softmax scratch; the old buffer may still be read by queued kernels. */
-static int xent_rows_reserve(device *d, int64_t rows, ddp_err *err)
+int device_cuda_scratch(device *d, size_t bytes, void **out, ddp_err *err)
 {
     cuda_impl *im = impl_of(d);
-    if ((size_t)rows <= im->xent_rows_cap)
-        return DDP_OK;
-    CUDA_TRY(cudaStreamSynchronize(im->stream));
-    if (im->xent_rows)
-        CUDA_TRY(cudaFree(im->xent_rows));
-    im->xent_rows = NULL;
-    im->xent_rows_cap = 0;
-    CUDA_TRY(cudaMalloc((void **)&im->xent_rows, 2 * sizeof(float) * (size_t)rows));
-    im->xent_rows_cap = (size_t)rows;
-    return DDP_OK;
-}
-
-/* A label outside [0, cols) cannot be reported without waiting on the GPU: it makes the loss
- * sum NaN instead (the CPU backend rejects it with an error). */
-static int cuda_softmax_xent(device *d, const float *logits, const int32_t *labels, int64_t rows, int64_t cols,
-                             float grad_scale, float *dlogits, float *stats, ddp_err *err)
-{
-    int rc = check_shape("softmax_xent", rows, cols, err);
-    if (rc)
-        return rc;
-    if (cols == 0 && rows > 0)
-        return ddp_fail(err, DDP_ERUNTIME, "softmax_xent: zero classes");
-    if ((rc = xent_rows_reserve(d, rows, err)))
-        return rc;
-    CUDA_TRY(ddp_cuda_softmax_xent(logits, labels, rows, cols, grad_scale, dlogits, impl_of(d)->xent_rows, stats,
-                                   stream_of(d)));
-    return DDP_OK;
-}
-
-static int cuda_sumsq(device *d, const float *x, size_t n, double *out, ddp_err *err)
-{
-    double *scratch = impl_of(d)->sumsq_scratch;
-    double *result = scratch + DDP_CUDA_SUMSQ_MAX_BLOCKS;
-    CUDA_TRY(ddp_cuda_sumsq(x, n, scratch, result, stream_of(d)));
-    return cuda_download(d, out, result, sizeof *out, err);
-}
-
-static int cuda_sgd_step(device *d, float *p, const float *g, float *buf, size_t n, const sgd_args *a, ddp_err *err)
-{
-    if (a->momentum != 0.0f && !buf)
-        return ddp_fail(err, DDP_ERUNTIME, "sgd_step: momentum %g needs a momentum buffer", (double)a->momentum);
-    CUDA_TRY(ddp_cuda_sgd_step(p, g, buf, n, a->lr, a->momentum, a->weight_decay, a->nesterov, a->first_step,
-                               a->grad_scale, stream_of(d)));
-    return DDP_OK;
-}
-
-static int cuda_adamw_step(device *d, float *p, const float *g, float *m, float *v, size_t n, const adamw_args *a,
-                           ddp_err *err)
-{
-    if (a->step < 1)
-        return ddp_fail(err, DDP_ERUNTIME, "adamw_step: step is %lld, must be >= 1 (bias correction)",
-                        (long long)a->step);
-    /* PyTorch computes these scalars in double and applies them as float32 (as the CPU backend) */
-    const double lr = a->lr, b1 = a->beta1, b2 = a->beta2;
-    const float decay = (float)(1.0 - lr * (double)a->weight_decay);
-    const float step_size = (float)(lr / (1.0 - pow(b1, (double)a->step)));
-    const float bias2_sqrt = (float)sqrt(1.0 - pow(b2, (double)a->step));
-    CUDA_TRY(ddp_cuda_adamw_step(p, g, m, v, n, decay, (float)b1, (float)(1.0 - b1), (float)b2, (float)(1.0 - b2),
-                                 a->eps, step_size, bias2_sqrt, a->grad_scale, stream_of(d)));
-    return DDP_OK;
-}
-
-/* bf16 gradient casts (ddp.grad_dtype: bf16), kernels in models/cuda/cast_kernels.cu */
-static int cuda_cast_f32_to_bf16(device *d, const float *src, uint16_t *dst, size_t n, ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_cast_f32_to_bf16(src, dst, n, stream_of(d)));
-    return DDP_OK;
-}
-
-static int cuda_cast_bf16_to_f32(device *d, const uint16_t *src, float *dst, size_t n, float scale, ddp_err *err)
-{
-    CUDA_TRY(ddp_cuda_cast_bf16_to_f32(src, dst, n, scale, stream_of(d)));
+    if (im->scratch_bytes < bytes) {
+        CUDA_TRY(cudaStreamSynchronize(im->stream)); /* queued kernels may still use the old buffer */
+        if (im->scratch)
+            CUDA_TRY(cudaFree(im->scratch));
+        im->scratch = NULL;
+        im->scratch_bytes = 0;
+        CUDA_TRY(cudaMalloc(&im->scratch, bytes));
+        im->scratch_bytes = bytes;
+    }
+    *out = im->scratch;
     return DDP_OK;
 }
 
@@ -336,7 +181,7 @@ static void cuda_timer_destroy(device *d, device_timer *t)
     free(t);
 }
 
-static int cuda_timer_create(device *d, device_timer **out, ddp_err *err)
+int device_cuda_timer_create(device *d, device_timer **out, ddp_err *err)
 {
     device_timer *t = calloc(1, sizeof *t);
     *out = NULL;
@@ -368,27 +213,27 @@ static int timer_retire_oldest(device_timer *t, ddp_err *err)
     return DDP_OK;
 }
 
-static int cuda_timer_start(device *d, device_timer *t, ddp_err *err)
+int device_cuda_timer_start(device *d, device_timer *t, ddp_err *err)
 {
     int rc = t->count == TIMER_INTERVALS ? timer_retire_oldest(t, err) : DDP_OK;
     if (rc)
         return rc;
-    CUDA_TRY(cudaEventRecord(t->start[(t->first + t->count) % TIMER_INTERVALS], stream_of(d)));
+    CUDA_TRY(cudaEventRecord(t->start[(t->first + t->count) % TIMER_INTERVALS], device_cuda_stream(d)));
     t->running = true;
     return DDP_OK;
 }
 
-static int cuda_timer_stop(device *d, device_timer *t, ddp_err *err)
+int device_cuda_timer_stop(device *d, device_timer *t, ddp_err *err)
 {
     if (!t->running)
         return ddp_fail(err, DDP_ERUNTIME, "cuda timer: timer_stop without timer_start");
-    CUDA_TRY(cudaEventRecord(t->stop[(t->first + t->count) % TIMER_INTERVALS], stream_of(d)));
+    CUDA_TRY(cudaEventRecord(t->stop[(t->first + t->count) % TIMER_INTERVALS], device_cuda_stream(d)));
     t->running = false;
     t->count++;
     return DDP_OK;
 }
 
-static int cuda_timer_take_ms(device *d, device_timer *t, double *ms, ddp_err *err)
+int device_cuda_timer_take_ms(device *d, device_timer *t, double *ms, ddp_err *err)
 {
     (void)d;
     while (t->count > 0) {
@@ -401,7 +246,7 @@ static int cuda_timer_take_ms(device *d, device_timer *t, double *ms, ddp_err *e
     return DDP_OK;
 }
 
-/* ---- lifetime ---------------------------------------------------------------------------- */
+/* ---- the backend's table ------------------------------------------------------------------ */
 
 static void cuda_destroy(device *d)
 {
@@ -417,8 +262,7 @@ static void cuda_destroy(device *d)
             if (im->staging_done[i])
                 cudaEventDestroy(im->staging_done[i]);
         }
-        cudaFree(im->sumsq_scratch);
-        cudaFree(im->xent_rows);
+        cudaFree(im->scratch);
         if (im->blas)
             cublasDestroy(im->blas);
         if (im->stream)
@@ -428,31 +272,10 @@ static void cuda_destroy(device *d)
     free(d);
 }
 
+#define CUDA_OP_ENTRY(name, params) .name = device_cuda_##name,
 static const struct device_ops cuda_ops = {
-    .alloc = cuda_alloc,
+    DEVICE_OPS(CUDA_OP_ENTRY)
     .free = cuda_free,
-    .upload = cuda_upload,
-    .download = cuda_download,
-    .copy = cuda_copy,
-    .synchronize = cuda_synchronize,
-    .gemm = cuda_gemm,
-    .fill = cuda_fill,
-    .scale = cuda_scale,
-    .u8_to_f32 = cuda_u8_to_f32,
-    .bias_add = cuda_bias_add,
-    .bias_grad = cuda_bias_grad,
-    .act_forward = cuda_act_forward,
-    .act_backward = cuda_act_backward,
-    .softmax_xent = cuda_softmax_xent,
-    .sumsq = cuda_sumsq,
-    .sgd_step = cuda_sgd_step,
-    .adamw_step = cuda_adamw_step,
-    .cast_f32_to_bf16 = cuda_cast_f32_to_bf16,
-    .cast_bf16_to_f32 = cuda_cast_bf16_to_f32,
-    .timer_create = cuda_timer_create,
-    .timer_start = cuda_timer_start,
-    .timer_stop = cuda_timer_stop,
-    .timer_take_ms = cuda_timer_take_ms,
     .timer_destroy = cuda_timer_destroy,
     .destroy = cuda_destroy,
 };
@@ -484,14 +307,13 @@ static int cuda_setup(device *d, const config *cfg, ddp_err *err)
     d->stream = im->stream;
     for (int i = 0; i < 2; i++)
         CUDA_TRY(cudaEventCreateWithFlags(&im->staging_done[i], cudaEventDisableTiming));
-    CUDA_TRY(cudaMalloc((void **)&im->sumsq_scratch, sizeof(double) * (DDP_CUDA_SUMSQ_MAX_BLOCKS + 1)));
     CUBLAS_TRY(cublasCreate(&im->blas));
     CUBLAS_TRY(cublasSetStream(im->blas, im->stream));
     CUBLAS_TRY(cublasSetMathMode(im->blas, cfg && cfg->cuda.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     return DDP_OK;
 }
 
-int device_cuda_create(int local_rank, const config *cfg, device **out, ddp_err *err)
+int device_cuda_backend_create(int local_rank, const config *cfg, device **out, ddp_err *err)
 {
     *out = NULL;
     char reason[256] = "";
@@ -505,7 +327,7 @@ int device_cuda_create(int local_rank, const config *cfg, device **out, ddp_err 
         free(im);
         return ddp_fail(err, DDP_ERUNTIME, "cuda device: out of host memory");
     }
-    d->ops = &cuda_ops;
+    d->backend = &cuda_ops;
     d->kind = DEVICE_CUDA;
     d->index = (local_rank < 0 ? 0 : local_rank) % count; /* CUDA_VISIBLE_DEVICES already applied */
     d->impl = im;

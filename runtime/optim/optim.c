@@ -2,8 +2,9 @@
  * learning-rate schedules, and clipping by global gradient norm, with torch.optim semantics.
  *
  * The per-element arithmetic is a device op (sgd_step / adamw_step); this file holds the state
- * buffers, the step count, and the scalar decisions (learning rate, clip scale, bias-correction
- * step). It must not communicate: the gradients it sees are already averaged across ranks. */
+ * buffers, the step count, and the scalar decisions (learning rate, clip scale, AdamW's bias
+ * corrections and decay, computed here once for both backends). It must not communicate: the
+ * gradients it sees are already averaged across ranks. */
 #include "optim.h"
 
 #include <math.h>
@@ -101,6 +102,24 @@ int optim_grad_norm(optimizer *o, const float *grads, double *norm, float *scale
     return DDP_OK;
 }
 
+/* torch.optim.AdamW computes these in double and applies them to float32 tensors. */
+adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                            float grad_scale)
+{
+    const double lr_d = lr, b1 = beta1, b2 = beta2;
+    return (adamw_args){
+        .beta1 = beta1,
+        .beta2 = beta2,
+        .eps = eps,
+        .one_minus_beta1 = (float)(1.0 - b1),
+        .one_minus_beta2 = (float)(1.0 - b2),
+        .decay = (float)(1.0 - lr_d * (double)weight_decay),
+        .step_size = (float)(lr_d / (1.0 - pow(b1, (double)step))),
+        .bias2_sqrt = (float)sqrt(1.0 - pow(b2, (double)step)),
+        .grad_scale = grad_scale,
+    };
+}
+
 int optim_step(optimizer *o, float *params, const float *grads, double lr, float grad_scale, ddp_err *err)
 {
     int rc;
@@ -115,15 +134,8 @@ int optim_step(optimizer *o, float *params, const float *grads, double lr, float
         };
         rc = o->dev->ops->sgd_step(o->dev, params, grads, o->momentum_buffer, o->n, &a, err);
     } else {
-        adamw_args a = {
-            .lr = (float)lr,
-            .beta1 = (float)o->beta1,
-            .beta2 = (float)o->beta2,
-            .eps = (float)o->eps,
-            .weight_decay = (float)o->weight_decay,
-            .step = o->step + 1,
-            .grad_scale = grad_scale,
-        };
+        adamw_args a = optim_adamw_args((float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
+                                        (float)o->weight_decay, o->step + 1, grad_scale);
         rc = o->dev->ops->adamw_step(o->dev, params, grads, o->exp_avg, o->exp_avg_sq, o->n, &a, err);
     }
     if (rc)

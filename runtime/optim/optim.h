@@ -39,5 +39,9 @@ double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps);
 int optim_grad_norm(optimizer *o, const float *grads, double *norm, float *scale, ddp_err *err);
 /* One update with learning rate lr and gradients multiplied by grad_scale; increments step. */
 int optim_step(optimizer *o, float *params, const float *grads, double lr, float grad_scale, ddp_err *err);
+/* The adamw_step scalars for 1-based step `step`: bias corrections and decay computed once, in
+ * double, from the float32 hyperparameters the update applies, then rounded to float32. */
+adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                            float grad_scale);
 
 #endif

@@ -1,9 +1,10 @@
-/* elementwise.cu — the CUDA kernels that touch each element once: fill, scale, uint8 → float
- * conversion with normalisation, bias add, and ReLU / exact-erf GELU forward and backward.
+/* elementwise.cu — the CUDA code of the element-wise family (CPU: elementwise_cpu.c): fill,
+ * scale, uint8 → float conversion with normalisation, bias add, and ReLU / exact-erf GELU forward
+ * and backward; each op's kernel and its host launcher, device_cuda_NAME.
  *
  * Every kernel is a grid-stride loop over size_t indices, so any n works with a capped grid.
- * The formulas are the CPU backend's (runtime/device_cpu.c), which the tests compare against.
- * This file must not hold reductions (reduce.cu) or host API calls beyond the launch itself. */
+ * The formulas are the CPU code's, which the tests compare against. Arguments arrive checked by
+ * device.c (n > 0, pointers set). This file must not hold reductions (reduce.cu). */
 #include "kernel_common.cuh"
 
 using ddp_kernels::global_index;
@@ -41,63 +42,71 @@ __device__ inline float gelu_grad(float x)
     return gelu_cdf(x) + x * (inv_sqrt_2pi * expf(-0.5f * x * x));
 }
 
-__global__ void ddp_act_forward_kernel(int act, const float *x, float *y, size_t n)
+/* act(v), and dy * act'(v). No default: a new activation must be handled here (-Wswitch);
+ * device.c admits only the kinds listed, so the return after the switch is never reached. */
+__device__ inline float activation(act_kind act, float v)
 {
-    for (size_t i = global_index(); i < n; i += grid_stride()) {
-        const float v = x[i];
-        y[i] = act == DDP_CUDA_ACT_GELU ? gelu(v) : (v > 0.0f ? v : 0.0f);
+    switch (act) {
+    case ACT_RELU: return v > 0.0f ? v : 0.0f;
+    case ACT_GELU: return gelu(v);
     }
+    return NAN;
 }
 
-__global__ void ddp_act_backward_kernel(int act, const float *x, const float *dy, float *dx, size_t n)
+__device__ inline float activation_backward(act_kind act, float v, float dy)
 {
-    for (size_t i = global_index(); i < n; i += grid_stride()) {
-        const float v = x[i];
-        dx[i] = act == DDP_CUDA_ACT_GELU ? dy[i] * gelu_grad(v) : (v > 0.0f ? dy[i] : 0.0f);
+    switch (act) {
+    case ACT_RELU: return v > 0.0f ? dy : 0.0f;
+    case ACT_GELU: return dy * gelu_grad(v);
     }
+    return NAN;
 }
 
-extern "C" cudaError_t ddp_cuda_fill(float *x, size_t n, float value, cudaStream_t stream)
+__global__ void ddp_act_forward_kernel(act_kind act, const float *x, float *y, size_t n)
 {
-    if (n == 0) return cudaSuccess;
-    DDP_LAUNCH(ddp_fill_kernel, grid_for(n, kBlock), kBlock, 0, stream, x, n, value);
-    return DDP_LAUNCH_STATUS();
+    for (size_t i = global_index(); i < n; i += grid_stride()) y[i] = activation(act, x[i]);
 }
 
-extern "C" cudaError_t ddp_cuda_scale(float *x, size_t n, float s, cudaStream_t stream)
+__global__ void ddp_act_backward_kernel(act_kind act, const float *x, const float *dy, float *dx, size_t n)
 {
-    if (n == 0) return cudaSuccess;
-    DDP_LAUNCH(ddp_scale_kernel, grid_for(n, kBlock), kBlock, 0, stream, x, n, s);
-    return DDP_LAUNCH_STATUS();
+    for (size_t i = global_index(); i < n; i += grid_stride()) dx[i] = activation_backward(act, x[i], dy[i]);
 }
 
-extern "C" cudaError_t ddp_cuda_u8_to_f32(const uint8_t *src, float *dst, size_t n, float mean, float inv_std,
-                                          cudaStream_t stream)
+extern "C" int device_cuda_fill(device *d, float *x, size_t n, float value, ddp_err *err)
 {
-    if (n == 0) return cudaSuccess;
-    DDP_LAUNCH(ddp_u8_to_f32_kernel, grid_for(n, kBlock), kBlock, 0, stream, src, dst, n, mean, inv_std);
-    return DDP_LAUNCH_STATUS();
+    DDP_LAUNCH_OP(ddp_fill_kernel, grid_for(n, kBlock), kBlock, 0, x, n, value);
+    return DDP_OK;
 }
 
-extern "C" cudaError_t ddp_cuda_bias_add(float *y, const float *b, int64_t rows, int64_t cols, cudaStream_t stream)
+extern "C" int device_cuda_scale(device *d, float *x, size_t n, float s, ddp_err *err)
 {
-    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    DDP_LAUNCH_OP(ddp_scale_kernel, grid_for(n, kBlock), kBlock, 0, x, n, s);
+    return DDP_OK;
+}
+
+extern "C" int device_cuda_u8_to_f32(device *d, const uint8_t *src, float *dst, size_t n, float mean, float inv_std,
+                                     ddp_err *err)
+{
+    DDP_LAUNCH_OP(ddp_u8_to_f32_kernel, grid_for(n, kBlock), kBlock, 0, src, dst, n, mean, inv_std);
+    return DDP_OK;
+}
+
+extern "C" int device_cuda_bias_add(device *d, float *y, const float *b, int64_t rows, int64_t cols, ddp_err *err)
+{
     const size_t total = (size_t)rows * (size_t)cols;
-    DDP_LAUNCH(ddp_bias_add_kernel, grid_for(total, kBlock), kBlock, 0, stream, y, b, total, (size_t)cols);
-    return DDP_LAUNCH_STATUS();
+    DDP_LAUNCH_OP(ddp_bias_add_kernel, grid_for(total, kBlock), kBlock, 0, y, b, total, (size_t)cols);
+    return DDP_OK;
 }
 
-extern "C" cudaError_t ddp_cuda_act_forward(int act, const float *x, float *y, size_t n, cudaStream_t stream)
+extern "C" int device_cuda_act_forward(device *d, act_kind a, const float *x, float *y, size_t n, ddp_err *err)
 {
-    if (n == 0) return cudaSuccess;
-    DDP_LAUNCH(ddp_act_forward_kernel, grid_for(n, kBlock), kBlock, 0, stream, act, x, y, n);
-    return DDP_LAUNCH_STATUS();
+    DDP_LAUNCH_OP(ddp_act_forward_kernel, grid_for(n, kBlock), kBlock, 0, a, x, y, n);
+    return DDP_OK;
 }
 
-extern "C" cudaError_t ddp_cuda_act_backward(int act, const float *x, const float *dy, float *dx, size_t n,
-                                             cudaStream_t stream)
+extern "C" int device_cuda_act_backward(device *d, act_kind a, const float *x, const float *dy, float *dx, size_t n,
+                                        ddp_err *err)
 {
-    if (n == 0) return cudaSuccess;
-    DDP_LAUNCH(ddp_act_backward_kernel, grid_for(n, kBlock), kBlock, 0, stream, act, x, dy, dx, n);
-    return DDP_LAUNCH_STATUS();
+    DDP_LAUNCH_OP(ddp_act_backward_kernel, grid_for(n, kBlock), kBlock, 0, a, x, dy, dx, n);
+    return DDP_OK;
 }

@@ -1,11 +1,13 @@
-/* kernel_common.cuh — launch geometry and block reductions shared by the kernel .cu files.
+/* kernel_common.cuh — what every op family's .cu file includes: the backend's internals its host
+ * launchers need (device_cuda.h: stream, scratch, CUDA_TRY, the device_cuda_* declarations), the
+ * checked launch, launch geometry and block reductions.
  *
  * Grid sizes are computed in size_t and capped (kernels use grid-stride loops), so no element
  * count overflows an int. Reductions combine values in a fixed tree order that depends only on
  * blockDim, never on timing, so results are bit-for-bit repeatable. Everything here stays inside
- * the subset the CUDA-on-CPU emulator runs (runtime/cuda_kernel.h): static shared memory,
- * __syncthreads reached by every thread of the block, full-mask warp shuffles. Block sizes must
- * be multiples of 32 and at most 1024. This file must not hold kernels or host API calls. */
+ * the subset the CUDA-on-CPU emulator runs (cuda_kernel.h): static shared memory, __syncthreads
+ * reached by every thread of the block, full-mask warp shuffles. Block sizes must be multiples of
+ * 32 and at most 1024. This file must not hold kernels or ops. */
 #ifndef DDP_CUDA_KERNEL_COMMON_CUH
 #define DDP_CUDA_KERNEL_COMMON_CUH
 
@@ -14,7 +16,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels.h"
+#include "runtime/device/device_cuda.h"
+
+/* Launches `kernel` on device d's compute stream from a device_cuda_* op; when the runtime
+ * refuses the launch (a bad configuration) the op returns that error, naming the kernel. Faults
+ * inside the kernel surface at the next synchronising call. Expects `device *d` and
+ * `ddp_err *err` in scope. */
+#define DDP_LAUNCH_OP(kernel, grid, block, smem_bytes, ...)                                         \
+    do {                                                                                            \
+        DDP_LAUNCH(kernel, grid, block, smem_bytes, device_cuda_stream(d), __VA_ARGS__);           \
+        cudaError_t launch_status_ = DDP_LAUNCH_STATUS();                                           \
+        if (launch_status_ != cudaSuccess)                                                          \
+            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: launching %s: %s", __FILE__, __LINE__, #kernel, \
+                            cudaGetErrorString(launch_status_));                                    \
+    } while (0)
 
 namespace ddp_kernels {
 

@@ -1,8 +1,10 @@
-/* optim.cu — the element-wise optimizer updates: SGD (momentum, Nesterov, weight decay) and
- * AdamW, in exactly the float32 operation order of the CPU backend (runtime/device_cpu.c), which
- * follows torch.optim. Scalars that PyTorch computes in double (bias corrections, decay) arrive
- * precomputed from the host. This file must not know about schedules, clipping policy or steps
- * beyond the scalars it is given. */
+/* optim_step.cu — the CUDA code of the optimizer-update family (CPU: optim_step_cpu.c): SGD
+ * (momentum, Nesterov, weight decay) and AdamW, in exactly the CPU code's float32 order of
+ * operations, which follows torch.optim; each op's kernel and its host launcher.
+ *
+ * Scalars that PyTorch computes in double (bias corrections, decay) arrive computed, in the args.
+ * Arguments arrive checked by device.c. This file must not know about schedules, clipping policy
+ * or step counts beyond the scalars it is given. */
 #include "kernel_common.cuh"
 
 using ddp_kernels::global_index;
@@ -41,23 +43,19 @@ __global__ void ddp_adamw_step_kernel(float *p, const float *g, float *m, float 
     }
 }
 
-extern "C" cudaError_t ddp_cuda_sgd_step(float *p, const float *g, float *buf, size_t n, float lr, float momentum,
-                                         float weight_decay, int nesterov, int first_step, float grad_scale,
-                                         cudaStream_t stream)
+extern "C" int device_cuda_sgd_step(device *d, float *p, const float *g, float *buf, size_t n, const sgd_args *a,
+                                    ddp_err *err)
 {
-    if (n == 0) return cudaSuccess;
-    DDP_LAUNCH(ddp_sgd_step_kernel, grid_for(n, kBlock), kBlock, 0, stream, p, g, buf, n, lr, momentum,
-               weight_decay, nesterov, first_step, grad_scale);
-    return DDP_LAUNCH_STATUS();
+    DDP_LAUNCH_OP(ddp_sgd_step_kernel, grid_for(n, kBlock), kBlock, 0, p, g, buf, n, a->lr, a->momentum,
+                  a->weight_decay, (int)a->nesterov, (int)a->first_step, a->grad_scale);
+    return DDP_OK;
 }
 
-extern "C" cudaError_t ddp_cuda_adamw_step(float *p, const float *g, float *m, float *v, size_t n, float decay,
-                                           float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
-                                           float eps, float step_size, float bias2_sqrt, float grad_scale,
-                                           cudaStream_t stream)
+extern "C" int device_cuda_adamw_step(device *d, float *p, const float *g, float *m, float *v, size_t n,
+                                      const adamw_args *a, ddp_err *err)
 {
-    if (n == 0) return cudaSuccess;
-    DDP_LAUNCH(ddp_adamw_step_kernel, grid_for(n, kBlock), kBlock, 0, stream, p, g, m, v, n, decay, beta1,
-               one_minus_beta1, beta2, one_minus_beta2, eps, step_size, bias2_sqrt, grad_scale);
-    return DDP_LAUNCH_STATUS();
+    DDP_LAUNCH_OP(ddp_adamw_step_kernel, grid_for(n, kBlock), kBlock, 0, p, g, m, v, n, a->decay, a->beta1,
+                  a->one_minus_beta1, a->beta2, a->one_minus_beta2, a->eps, a->step_size, a->bias2_sqrt,
+                  a->grad_scale);
+    return DDP_OK;
 }

@@ -1,11 +1,12 @@
-/* reduce.cu — the CUDA kernels that reduce: bias gradients (column sums), fused softmax +
- * cross-entropy with its loss/accuracy statistics, and the two-pass sum of squares behind the
- * global gradient norm.
+/* reduce.cu — the CUDA code of the reduction family (CPU: reduce_cpu.c): bias gradients (column
+ * sums), fused softmax + cross-entropy with its loss/accuracy statistics, and the two-pass sum of
+ * squares behind the global gradient norm; each op's kernels and its host launcher.
  *
  * All of them are deterministic: no atomics, every sum is combined in a fixed order that depends
  * only on the shape, so the same inputs give the same bits on every run and every GPU. Sums are
- * accumulated in double (the CPU backend's precision for losses and norms). Scratch memory is
- * the caller's. This file must not hold element-wise kernels or host API calls beyond launches. */
+ * accumulated in double (the CPU code's precision for losses and norms). Intermediate results
+ * live in the device's scratch memory. Arguments arrive checked by device.c. This file must not
+ * hold element-wise kernels (elementwise.cu). */
 #include "kernel_common.cuh"
 
 using ddp_kernels::block_argmax;
@@ -14,7 +15,6 @@ using ddp_kernels::global_index;
 using ddp_kernels::grid_for;
 using ddp_kernels::grid_stride;
 using ddp_kernels::kBlock;
-using ddp_kernels::kMaxGrid;
 
 /* ---- bias_grad: db[c] = beta*db[c] + sum_r dy[r,c] -------------------------------------
  * A block owns 32 columns (one per lane, so loads are coalesced) and kBiasRowLanes row lanes;
@@ -42,15 +42,14 @@ __global__ void ddp_bias_grad_kernel(const float *dy, float *db, size_t rows, si
     }
 }
 
-extern "C" cudaError_t ddp_cuda_bias_grad(const float *dy, float *db, int64_t rows, int64_t cols, float beta,
-                                          cudaStream_t stream)
+extern "C" int device_cuda_bias_grad(device *d, const float *dy, float *db, int64_t rows, int64_t cols, float beta,
+                                     ddp_err *err)
 {
-    if (rows < 0 || cols <= 0) return cudaSuccess;
     const dim3 block(kBiasCols, kBiasRowLanes);
     const size_t smem = sizeof(double) * kBiasCols * kBiasRowLanes;
-    DDP_LAUNCH(ddp_bias_grad_kernel, grid_for((size_t)cols, kBiasCols), block, smem, stream, dy, db, (size_t)rows,
-               (size_t)cols, beta);
-    return DDP_LAUNCH_STATUS();
+    DDP_LAUNCH_OP(ddp_bias_grad_kernel, grid_for((size_t)cols, kBiasCols), block, smem, dy, db, (size_t)rows,
+                  (size_t)cols, beta);
+    return DDP_OK;
 }
 
 /* ---- softmax cross-entropy ----------------------------------------------------------------
@@ -119,17 +118,18 @@ static unsigned xent_block(size_t cols)
     return (unsigned)(threads < 32 ? 32 : threads > kBlock ? kBlock : threads);
 }
 
-extern "C" cudaError_t ddp_cuda_softmax_xent(const float *logits, const int32_t *labels, int64_t rows, int64_t cols,
-                                             float grad_scale, float *dlogits, float *row_stats, float *stats,
-                                             cudaStream_t stream)
+/* A label outside [0, cols) cannot be reported without waiting on the GPU: it makes that row's
+ * loss, and so the loss sum, NaN instead. */
+extern "C" int device_cuda_softmax_xent(device *d, const float *logits, const int32_t *labels, int64_t rows,
+                                        int64_t cols, float grad_scale, float *dlogits, float *stats, ddp_err *err)
 {
-    if (rows <= 0 || cols <= 0) return cudaSuccess;
-    DDP_LAUNCH(ddp_softmax_xent_kernel, grid_for((size_t)rows, 1), xent_block((size_t)cols), 0, stream, logits,
-               labels, (size_t)rows, (size_t)cols, grad_scale, dlogits, row_stats);
-    cudaError_t e = DDP_LAUNCH_STATUS();
-    if (e != cudaSuccess) return e;
-    DDP_LAUNCH(ddp_xent_stats_kernel, 1, kBlock, 0, stream, row_stats, (size_t)rows, stats);
-    return DDP_LAUNCH_STATUS();
+    float *row_stats = NULL; /* per-row (loss, correct) pairs */
+    int rc = device_cuda_scratch(d, 2 * sizeof(float) * (size_t)rows, (void **)&row_stats, err);
+    if (rc) return rc;
+    DDP_LAUNCH_OP(ddp_softmax_xent_kernel, grid_for((size_t)rows, 1), xent_block((size_t)cols), 0, logits, labels,
+                  (size_t)rows, (size_t)cols, grad_scale, dlogits, row_stats);
+    DDP_LAUNCH_OP(ddp_xent_stats_kernel, 1, kBlock, 0, row_stats, (size_t)rows, stats);
+    return DDP_OK;
 }
 
 /* ---- sum of squares: per-block partials, then one block adds them in block order ---------- */
@@ -151,14 +151,13 @@ __global__ void ddp_sumsq_final_kernel(const double *partials, unsigned n_partia
     if (threadIdx.x == 0) *out = acc;
 }
 
-extern "C" cudaError_t ddp_cuda_sumsq(const float *x, size_t n, double *partials, double *out, cudaStream_t stream)
+extern "C" int device_cuda_sumsq(device *d, const float *x, size_t n, double *out, ddp_err *err)
 {
-    /* n == 0 still runs: one block writes a zero partial, so *out is always written */
-    const size_t cap = DDP_CUDA_SUMSQ_MAX_BLOCKS < kMaxGrid ? DDP_CUDA_SUMSQ_MAX_BLOCKS : kMaxGrid;
-    const unsigned blocks = grid_for(n, kBlock, cap);
-    DDP_LAUNCH(ddp_sumsq_partial_kernel, blocks, kBlock, 0, stream, x, n, partials);
-    cudaError_t e = DDP_LAUNCH_STATUS();
-    if (e != cudaSuccess) return e;
-    DDP_LAUNCH(ddp_sumsq_final_kernel, 1, kBlock, 0, stream, partials, blocks, out);
-    return DDP_LAUNCH_STATUS();
+    const unsigned blocks = grid_for(n, kBlock); /* partial sums, then one for the total */
+    double *partials = NULL;
+    int rc = device_cuda_scratch(d, sizeof(double) * (blocks + 1), (void **)&partials, err);
+    if (rc) return rc;
+    DDP_LAUNCH_OP(ddp_sumsq_partial_kernel, blocks, kBlock, 0, x, n, partials);
+    DDP_LAUNCH_OP(ddp_sumsq_final_kernel, 1, kBlock, 0, partials, blocks, partials + blocks);
+    return device_cuda_download(d, out, partials + blocks, sizeof *out, err);
 }

@@ -1,0 +1,40 @@
+/* device_cuda.h — the CUDA backend's internals that its op families' host launchers
+ * (kernels/FAMILY.cu) share with device_cuda.c: the check macro for CUDA runtime calls, the
+ * compute stream, per-device scratch memory, and the backend function declarations (backend.h).
+ *
+ * Included from C (device_cuda.c) and C++ (the .cu files, compiled by nvcc or, for the
+ * emulator, by g++). Nothing outside runtime/device/ includes it; it must not hold kernels. */
+#ifndef DDP_DEVICE_CUDA_H
+#define DDP_DEVICE_CUDA_H
+
+#include <cuda_runtime_api.h>
+
+#include "runtime/device/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Returns from the calling function with the CUDA runtime's error, reported with file:line and
+ * the call; expects a `ddp_err *err` in scope. */
+#define CUDA_TRY(call)                                                                              \
+    do {                                                                                            \
+        cudaError_t cuda_status_ = (call);                                                          \
+        if (cuda_status_ != cudaSuccess)                                                            \
+            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,          \
+                            cudaGetErrorString(cuda_status_));                                      \
+    } while (0)
+
+/* The device's compute stream, on which every op is enqueued. */
+static inline cudaStream_t device_cuda_stream(const device *d) { return (cudaStream_t)d->stream; }
+
+/* Device memory of at least `bytes` for one op's intermediate results, valid until the next
+ * call. Ops run in stream order, so one op's use ends before the next op's kernels start; when
+ * it grows, the stream is drained before the old buffer is freed. */
+int device_cuda_scratch(device *d, size_t bytes, void **out, ddp_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,322 @@
+/* test_device_contract.c — the device ops' argument contract (device.c) holds on every backend:
+ * each bad argument in the table below is rejected with exactly the expected message and
+ * DDP_ERUNTIME, and the CUDA backend's message is byte for byte the CPU backend's; each empty job
+ * (n == 0, an empty matrix) succeeds without touching its NULL pointers. The backends check no
+ * arguments themselves, so identical messages show the check ran in front of both.
+ *
+ * Runs on the CPU backend always and on CUDA when a GPU (or, in the emulated build, the
+ * emulator) answers; `--require-cuda` makes a missing CUDA device a failure. */
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/device/device.h"
+#include "tests/check.h"
+
+/* Valid device buffers for the arguments a call does not get wrong. */
+typedef struct bufs {
+    float *f;      /* BUF_FLOATS floats */
+    int32_t *labels;
+    device_timer *timer;
+} bufs;
+
+enum { BUF_FLOATS = 64 };
+
+typedef struct bad_call {
+    const char *expect; /* the whole message */
+    int (*call)(device *d, const bufs *b, ddp_err *err);
+} bad_call;
+
+static const sgd_args sgd_momentum = {.lr = 0.1f, .momentum = 0.9f, .grad_scale = 1.0f};
+static const adamw_args adamw_no_bias2 = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .one_minus_beta1 = 0.1f,
+                                          .one_minus_beta2 = 0.001f, .decay = 1.0f, .step_size = 1e-3f,
+                                          .bias2_sqrt = 0.0f, .grad_scale = 1.0f};
+static const adamw_args adamw_step1 = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .one_minus_beta1 = 0.1f,
+                                       .one_minus_beta2 = 0.001f, .decay = 1.0f, .step_size = 1e-2f,
+                                       .bias2_sqrt = 0.0316f, .grad_scale = 1.0f};
+
+/* One function per mistake, named after it. */
+static int gemm_negative_m(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm(d, false, false, -1, 2, 2, 1.0f, b->f, 2, b->f, 2, 0.0f, b->f, 2, err);
+}
+static int gemm_lda_below_k(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm(d, false, false, 2, 2, 3, 1.0f, b->f, 2, b->f, 2, 0.0f, b->f, 2, err);
+}
+static int gemm_lda_below_m_transposed(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm(d, true, false, 3, 2, 2, 1.0f, b->f, 2, b->f, 2, 0.0f, b->f, 2, err);
+}
+static int gemm_ldc_below_n(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm(d, false, true, 2, 3, 2, 1.0f, b->f, 2, b->f, 2, 0.0f, b->f, 2, err);
+}
+static int gemm_null_a(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm(d, false, false, 2, 2, 2, 1.0f, NULL, 2, b->f, 2, 0.0f, b->f, 2, err);
+}
+static int gemm_null_c(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm(d, false, false, 2, 2, 2, 1.0f, b->f, 2, b->f, 2, 0.0f, NULL, 2, err);
+}
+static int fill_null(device *d, const bufs *b, ddp_err *err)
+{
+    (void)b;
+    return d->ops->fill(d, NULL, 4, 1.0f, err);
+}
+static int scale_null(device *d, const bufs *b, ddp_err *err)
+{
+    (void)b;
+    return d->ops->scale(d, NULL, 4, 2.0f, err);
+}
+static int u8_to_f32_null_src(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->u8_to_f32(d, NULL, b->f, 4, 0.5f, 2.0f, err);
+}
+static int bias_add_negative_rows(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->bias_add(d, b->f, b->f, -1, 3, err);
+}
+static int bias_add_null_b(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->bias_add(d, b->f, NULL, 2, 3, err);
+}
+static int act_forward_unknown(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->act_forward(d, (act_kind)99, b->f, b->f + 8, 8, err);
+}
+static int act_backward_unknown_empty(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->act_backward(d, (act_kind)7, b->f, b->f, b->f, 0, err); /* checked even with n == 0 */
+}
+static int act_backward_null_dy(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->act_backward(d, ACT_GELU, b->f, NULL, b->f + 8, 8, err);
+}
+static int bias_grad_negative_cols(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->bias_grad(d, b->f, b->f + 8, 2, -4, 0.0f, err);
+}
+static int bias_grad_null_dy(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->bias_grad(d, NULL, b->f + 8, 2, 4, 0.0f, err);
+}
+static int softmax_xent_zero_classes(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->softmax_xent(d, b->f, b->labels, 3, 0, 1.0f, NULL, b->f + 32, err);
+}
+static int softmax_xent_null_labels(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->softmax_xent(d, b->f, NULL, 2, 4, 1.0f, b->f + 8, b->f + 32, err);
+}
+static int softmax_xent_null_stats(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->softmax_xent(d, b->f, b->labels, 2, 4, 1.0f, NULL, NULL, err);
+}
+static int sumsq_null_out(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->sumsq(d, b->f, 4, NULL, err);
+}
+static int sumsq_null_x(device *d, const bufs *b, ddp_err *err)
+{
+    (void)b;
+    double out;
+    return d->ops->sumsq(d, NULL, 4, &out, err);
+}
+static int sgd_momentum_without_buffer(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->sgd_step(d, b->f, b->f + 8, NULL, 8, &sgd_momentum, err);
+}
+static int sgd_null_args(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->sgd_step(d, b->f, b->f + 8, b->f + 16, 8, NULL, err);
+}
+static int adamw_zero_bias2(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->adamw_step(d, b->f, b->f + 8, b->f + 16, b->f + 24, 8, &adamw_no_bias2, err);
+}
+static int adamw_null_v(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->adamw_step(d, b->f, b->f + 8, b->f + 16, NULL, 8, &adamw_step1, err);
+}
+static int cast_to_bf16_null_dst(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->cast_f32_to_bf16(d, b->f, NULL, 8, err);
+}
+static int cast_to_f32_null_src(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->cast_bf16_to_f32(d, NULL, b->f, 8, 1.0f, err);
+}
+static int alloc_null_out(device *d, const bufs *b, ddp_err *err)
+{
+    (void)b;
+    return d->ops->alloc(d, 16, NULL, err);
+}
+static int upload_null_src(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->upload(d, b->f, NULL, 16, err);
+}
+static int download_null_dst(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->download(d, NULL, b->f, 16, err);
+}
+static int copy_null_dst(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->copy(d, NULL, b->f, 16, err);
+}
+static int timer_create_null_out(device *d, const bufs *b, ddp_err *err)
+{
+    (void)b;
+    return d->ops->timer_create(d, NULL, err);
+}
+static int timer_start_null(device *d, const bufs *b, ddp_err *err)
+{
+    (void)b;
+    return d->ops->timer_start(d, NULL, err);
+}
+static int timer_take_null_ms(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->timer_take_ms(d, b->timer, NULL, err);
+}
+
+static const bad_call bad_calls[] = {
+    {"gemm: negative size m=-1 n=2 k=2", gemm_negative_m},
+    {"gemm: leading dimension shorter than its row (lda=2 needs >= 3, ldb=2 needs >= 2, ldc=2 needs >= 2)",
+     gemm_lda_below_k},
+    {"gemm: leading dimension shorter than its row (lda=2 needs >= 3, ldb=2 needs >= 2, ldc=2 needs >= 2)",
+     gemm_lda_below_m_transposed},
+    {"gemm: leading dimension shorter than its row (lda=2 needs >= 2, ldb=2 needs >= 2, ldc=2 needs >= 3)",
+     gemm_ldc_below_n},
+    {"gemm: a is NULL", gemm_null_a},
+    {"gemm: c is NULL", gemm_null_c},
+    {"fill: x is NULL", fill_null},
+    {"scale: x is NULL", scale_null},
+    {"u8_to_f32: src is NULL", u8_to_f32_null_src},
+    {"bias_add: negative shape [-1, 3]", bias_add_negative_rows},
+    {"bias_add: b is NULL", bias_add_null_b},
+    {"act_forward: unknown activation 99", act_forward_unknown},
+    {"act_backward: unknown activation 7", act_backward_unknown_empty},
+    {"act_backward: dy is NULL", act_backward_null_dy},
+    {"bias_grad: negative shape [2, -4]", bias_grad_negative_cols},
+    {"bias_grad: dy is NULL", bias_grad_null_dy},
+    {"softmax_xent: zero classes", softmax_xent_zero_classes},
+    {"softmax_xent: labels is NULL", softmax_xent_null_labels},
+    {"softmax_xent: stats is NULL", softmax_xent_null_stats},
+    {"sumsq: out is NULL", sumsq_null_out},
+    {"sumsq: x is NULL", sumsq_null_x},
+    {"sgd_step: momentum 0.9 needs a momentum buffer", sgd_momentum_without_buffer},
+    {"sgd_step: args is NULL", sgd_null_args},
+    {"adamw_step: bias2_sqrt is 0, must be > 0 (sqrt(1 - beta2^step), step >= 1)", adamw_zero_bias2},
+    {"adamw_step: v is NULL", adamw_null_v},
+    {"cast_f32_to_bf16: dst is NULL", cast_to_bf16_null_dst},
+    {"cast_bf16_to_f32: src is NULL", cast_to_f32_null_src},
+    {"alloc: out is NULL", alloc_null_out},
+    {"upload: src is NULL", upload_null_src},
+    {"download: dst is NULL", download_null_dst},
+    {"copy: dst is NULL", copy_null_dst},
+    {"timer_create: out is NULL", timer_create_null_out},
+    {"timer_start: t is NULL", timer_start_null},
+    {"timer_take_ms: ms is NULL", timer_take_null_ms},
+};
+#define N_BAD (sizeof bad_calls / sizeof bad_calls[0])
+
+/* Empty jobs: nothing is read or written, so NULL pointers are fine, on every backend. */
+static void empty_jobs(device *d, const char *backend)
+{
+    ddp_err err = {0};
+    double out = -1.0;
+    int rc = d->ops->fill(d, NULL, 0, 1.0f, &err);
+    rc |= d->ops->gemm(d, false, false, 0, 3, 2, 1.0f, NULL, 2, NULL, 3, 0.0f, NULL, 3, &err);
+    rc |= d->ops->gemm(d, false, false, 3, 0, 2, 1.0f, NULL, 2, NULL, 1, 0.0f, NULL, 1, &err);
+    rc |= d->ops->bias_add(d, NULL, NULL, 0, 5, &err);
+    rc |= d->ops->bias_grad(d, NULL, NULL, 4, 0, 1.0f, &err);
+    rc |= d->ops->act_forward(d, ACT_RELU, NULL, NULL, 0, &err);
+    rc |= d->ops->softmax_xent(d, NULL, NULL, 0, 10, 1.0f, NULL, NULL, &err);
+    rc |= d->ops->sgd_step(d, NULL, NULL, NULL, 0, &sgd_momentum, &err);
+    rc |= d->ops->adamw_step(d, NULL, NULL, NULL, NULL, 0, &adamw_step1, &err);
+    rc |= d->ops->cast_f32_to_bf16(d, NULL, NULL, 0, &err);
+    rc |= d->ops->upload(d, NULL, NULL, 0, &err);
+    rc |= d->ops->download(d, NULL, NULL, 0, &err);
+    rc |= d->ops->copy(d, NULL, NULL, 0, &err);
+    rc |= d->ops->sumsq(d, NULL, 0, &out, &err);
+    CHECK(rc == 0, "%s: an empty job failed: %s", backend, err.msg);
+    CHECK(out == 0.0, "%s: sumsq of nothing = %g, expected 0", backend, out);
+}
+
+static int open_bufs(device *d, bufs *b)
+{
+    ddp_err err = {0};
+    int32_t labels[4] = {0, 1, 2, 3};
+    int rc = d->ops->alloc(d, BUF_FLOATS * sizeof(float), (void **)&b->f, &err);
+    if (!rc)
+        rc = d->ops->alloc(d, sizeof labels, (void **)&b->labels, &err);
+    if (!rc)
+        rc = d->ops->fill(d, b->f, BUF_FLOATS, 0.5f, &err);
+    if (!rc)
+        rc = d->ops->upload(d, b->labels, labels, sizeof labels, &err);
+    if (!rc)
+        rc = d->ops->timer_create(d, &b->timer, &err);
+    CHECK(rc == 0, "%s: setting up buffers: %s", d->name, err.msg);
+    return rc;
+}
+
+static void close_bufs(device *d, bufs *b)
+{
+    d->ops->timer_destroy(d, b->timer);
+    d->ops->free(d, b->labels);
+    d->ops->free(d, b->f);
+}
+
+/* Runs every bad call on d; msgs[i] gets call i's message. */
+static void bad_calls_on(device *d, const char *backend, char msgs[][DDP_ERR_MSG])
+{
+    bufs b = {0};
+    if (open_bufs(d, &b))
+        return;
+    for (size_t i = 0; i < N_BAD; i++) {
+        ddp_err err = {0};
+        int rc = bad_calls[i].call(d, &b, &err);
+        CHECK(rc == DDP_ERUNTIME && err.code == DDP_ERUNTIME, "%s: \"%s\" case returned %d", backend,
+              bad_calls[i].expect, rc);
+        CHECK(strcmp(err.msg, bad_calls[i].expect) == 0, "%s: message \"%s\", expected \"%s\"", backend, err.msg,
+              bad_calls[i].expect);
+        snprintf(msgs[i], DDP_ERR_MSG, "%s", err.msg);
+    }
+    ddp_err err = {0};
+    CHECK(d->ops->synchronize(d, &err) == 0, "%s: the stream after the bad calls: %s", backend, err.msg);
+    close_bufs(d, &b);
+    empty_jobs(d, backend);
+}
+
+static char cpu_msgs[N_BAD][DDP_ERR_MSG], cuda_msgs[N_BAD][DDP_ERR_MSG];
+
+int main(int argc, char **argv)
+{
+    bool require_cuda = argc > 1 && strcmp(argv[1], "--require-cuda") == 0;
+    device *cpu = NULL, *gpu = NULL;
+    ddp_err err = {0};
+    CHECK(device_cpu_create(&cpu, &err) == 0, "device_cpu_create: %s", err.msg);
+    if (cpu) {
+        bad_calls_on(cpu, "cpu", cpu_msgs);
+        cpu->ops->destroy(cpu);
+    }
+
+    char reason[256] = "";
+    if (device_cuda_count(reason, sizeof reason) == 0) {
+        fprintf(stderr, "no CUDA device (%s): CPU backend only\n", reason);
+        CHECK(!require_cuda, "--require-cuda, but no CUDA device: %s", reason);
+        return check_done("test_device_contract");
+    }
+    config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    CHECK(device_cuda_create(0, &cfg, &gpu, &err) == 0, "device_cuda_create: %s", err.msg);
+    if (gpu) {
+        fprintf(stderr, "comparing the CPU backend with CUDA on %s\n", gpu->name);
+        bad_calls_on(gpu, "cuda", cuda_msgs);
+        for (size_t i = 0; i < N_BAD; i++)
+            CHECK(strcmp(cpu_msgs[i], cuda_msgs[i]) == 0, "backends differ: cpu \"%s\", cuda \"%s\"", cpu_msgs[i],
+                  cuda_msgs[i]);
+        gpu->ops->destroy(gpu);
+    }
+    return check_done("test_device_contract");
+}
