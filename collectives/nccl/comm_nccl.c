@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/base/log.h"
 #include "comm_nccl_internal.h"
 
@@ -46,13 +46,6 @@ struct comm_req {
 };
 
 static nccl_impl *impl_of(comm *c) { return c->impl; }
-
-double nccl_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int nccl_fail(comm *c, ncclResult_t rc, const char *call, const char *file, int line, ddp_err *err)
 {
@@ -129,7 +122,7 @@ static int begin_collective(comm *c, nccl_fingerprint *fp, int *slot, ddp_err *e
     pthread_mutex_lock(&im->lock);
     s->fp = *fp;
     snprintf(s->label, sizeof s->label, "%s", c->label);
-    s->issued_s = nccl_now_s();
+    s->issued_s = monotonic_s();
     atomic_store(&s->state, SLOT_ISSUING);
     pthread_mutex_unlock(&im->lock);
     rc = im->debug ? nccl_check_fingerprint(c, fp, err) : DDP_OK;

@@ -71,7 +71,6 @@ typedef struct nccl_impl {
 const char *nccl_kind_name(nccl_kind k);
 /* "allreduce avg, 1234 x float, root -1" style description for messages. */
 void nccl_fingerprint_describe(const nccl_fingerprint *fp, char *out, size_t len);
-double nccl_now_s(void);
 
 /* comm_nccl_watchdog.c */
 int nccl_watchdog_start(comm *c, ddp_err *err);

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/base/log.h"
 #include "comm_nccl_internal.h"
 
@@ -69,7 +70,7 @@ __attribute__((noreturn)) static void abort_job(nccl_impl *im, const char *why)
 static void check_once(nccl_impl *im, double *last_progress)
 {
     scan s = scan_slots(im);
-    double now = nccl_now_s();
+    double now = monotonic_s();
     char what[320], why[512];
     if (s.progressed || s.oldest < 0)
         *last_progress = now;
@@ -102,7 +103,7 @@ static void *watchdog_main(void *arg)
     nccl_impl *im = ((comm *)arg)->impl;
     double poll_s = im->timeout_s / 20;
     poll_s = poll_s < 0.01 ? 0.01 : poll_s > 1.0 ? 1.0 : poll_s;
-    double last_progress = nccl_now_s();
+    double last_progress = monotonic_s();
     pthread_mutex_lock(&im->lock);
     while (!im->stop) {
         struct timespec until;

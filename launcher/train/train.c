@@ -10,19 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/base/log.h"
 #include "trainer.h"
 
 volatile sig_atomic_t train_stop_requested = 0;
-
-double train_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int load_data(trainer *t, ddp_err *err)
 {
@@ -303,7 +296,7 @@ static int run_epoch(trainer *t, bool *stopped, ddp_err *err)
 static int train_loop(trainer *t, int64_t consumed, ddp_err *err)
 {
     const config *c = t->cfg;
-    t->t_start = t->t_last_log = train_now_s();
+    t->t_start = t->t_last_log = monotonic_s();
     int64_t last_epoch = c->train.max_steps > 0 ? INT64_MAX : c->train.epochs;
     int rc = sampler_set_epoch(&t->smp, t->epoch, consumed, err);
     while (rc == DDP_OK && t->step < t->total_steps && t->epoch < last_epoch) {
@@ -374,7 +367,7 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
     if (rc == DDP_OK || rc == DDP_EPREEMPTED)
         rc = rc2 != DDP_OK ? rc2 : rc;
     if (rc == DDP_OK || rc == DDP_EPREEMPTED) {
-        double secs = train_now_s() - t.t_start;
+        double secs = monotonic_s() - t.t_start;
         char acc[64] = "no evaluation";
         if (t.last_test_acc >= 0)
             snprintf(acc, sizeof acc, "final test accuracy %.2f%%", 100.0 * t.last_test_acc);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/base/log.h"
 #include "trainer.h"
 
@@ -94,7 +95,7 @@ int train_log_progress(trainer *t, double lr, ddp_err *err)
         rc = t->ctl->ops->allreduce(t->ctl, sums, sums, 4, DT_DOUBLE, OP_SUM, NULL, err);
     if (rc != DDP_OK)
         return rc;
-    double now = train_now_s(), dt = now - t->t_last_log;
+    double now = monotonic_s(), dt = now - t->t_last_log;
     double n = sums[2] > 0 ? sums[2] : 1, steps = t->steps_acc > 0 ? (double)t->steps_acc : 1;
     double loss = sums[0] / n, acc = sums[1] / n, sps = t->samples_acc / dt;
     double ms_step = 1e3 * dt / steps, comm_ms = sums[3] / steps;

@@ -55,8 +55,6 @@ typedef struct trainer {
     void *ckpt;             /* train_ckpt.c's state */
 } trainer;
 
-double train_now_s(void);
-
 /* train_log.c */
 int train_log_open(trainer *t, ddp_err *err);
 void train_log_header(trainer *t);
