@@ -4,7 +4,15 @@
 #ifndef DDP_CLOCK_H
 #define DDP_CLOCK_H
 
+#ifdef __cplusplus
+extern "C" { /* the CUDA emulator's event timestamps (C++) read it too */
+#endif
+
 /* Seconds since an arbitrary fixed point; subtract two readings for a duration. */
 double monotonic_s(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
