@@ -20,6 +20,7 @@
 
 #include "comm.h"
 #include "runtime/base/half_mpi.h"
+#include "runtime/base/mpi_identity.h"
 
 typedef struct mpi_impl {
     MPI_Comm comm;             /* our own duplicate, so nothing else's traffic can match ours */
@@ -541,20 +542,10 @@ static int fill_identity(comm *c, mpi_impl *m, ddp_err *err)
 {
     MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &m->comm));
     MPI_TRY(MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN));
-    MPI_TRY(MPI_Comm_rank(m->comm, &c->rank));
-    MPI_TRY(MPI_Comm_size(m->comm, &c->size));
-    MPI_Comm local;
-    MPI_TRY(MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local));
-    int rc = MPI_Comm_rank(local, &c->local_rank);
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Comm_size(local, &c->local_size);
-    MPI_Comm_free(&local);
-    if (rc != MPI_SUCCESS)
-        return mpi_fail(err, rc, "MPI_Comm_rank/size(shared-memory communicator)", __FILE__, __LINE__);
-    char name[MPI_MAX_PROCESSOR_NAME];
-    int len = 0;
-    MPI_TRY(MPI_Get_processor_name(name, &len));
-    snprintf(c->host, sizeof c->host, "%.*s", len, name);
+    mpi_identity id;
+    MPI_TRY(mpi_identity_of(m->comm, &id));
+    c->rank = id.rank, c->size = id.size, c->local_rank = id.local_rank, c->local_size = id.local_size;
+    snprintf(c->host, sizeof c->host, "%s", id.host);
     return DDP_OK;
 }
 

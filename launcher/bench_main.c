@@ -20,7 +20,7 @@
 #include "runtime/base/log.h"
 
 typedef struct harness {
-    const bench_env *env;
+    const mpi_identity *id;
     const bench_opts *o;
     const bench_coll *coll;
     comm *c;
@@ -68,7 +68,7 @@ static int message_hash(const char *msg)
 /* Every rank learns whether any rank's set-up step failed. A rank that failed keeps its error and
  * prints it (rank 0 alone when every rank failed with the same status and message); the others
  * return the worst status quietly. */
-static int agree(const bench_env *env, int rc, ddp_err *err)
+static int agree(const mpi_identity *id, int rc, ddp_err *err)
 {
     int h = rc ? message_hash(err->msg) : -1;
     int mine[4] = {rc, -rc, h, -h}, all[4];
@@ -79,7 +79,7 @@ static int agree(const bench_env *env, int rc, ddp_err *err)
         g_report = REPORT_NONE;
         return ddp_fail(err, all[0], "another rank failed (see its message)");
     }
-    if (all[0] == -all[1] && all[2] == -all[3] && env->size > 1)
+    if (all[0] == -all[1] && all[2] == -all[3] && id->size > 1)
         g_report = REPORT_ONCE; /* same status and same message on every rank */
     return rc;
 }
@@ -93,48 +93,48 @@ static bool gpu_sharing_allowed(void)
 }
 
 /* auto: NCCL when every rank of the job has a GPU of its own, else MPI (all ranks agree). */
-static bool auto_picks_nccl(const bench_env *env)
+static bool auto_picks_nccl(const mpi_identity *id)
 {
     char reason[256] = "";
     int gpus = device_cuda_count(reason, sizeof reason);
-    int mine = gpus > 0 && (env->local_size <= gpus || gpu_sharing_allowed()), all = 0;
+    int mine = gpus > 0 && (id->local_size <= gpus || gpu_sharing_allowed()), all = 0;
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!mine && gpus > 0)
-        snprintf(reason, sizeof reason, "%d ranks on host %s, %d GPU%s", env->local_size, env->host, gpus,
+        snprintf(reason, sizeof reason, "%d ranks on host %s, %d GPU%s", id->local_size, id->host, gpus,
                  gpus == 1 ? "" : "s");
     if (!all)
         log_info("# backend auto: mpi (%s)", mine ? "another host has fewer GPUs than ranks" : reason);
     return all;
 }
 
-static int open_gpu(const bench_env *env, device **dev, ddp_err *err)
+static int open_gpu(const mpi_identity *id, device **dev, ddp_err *err)
 {
     char reason[256] = "";
     int gpus = device_cuda_count(reason, sizeof reason);
-    if (gpus > 0 && env->local_size > gpus && !gpu_sharing_allowed())
+    if (gpus > 0 && id->local_size > gpus && !gpu_sharing_allowed())
         return ddp_fail(err, DDP_EUSAGE, "--backend nccl: %d ranks on host %s but only %d GPU%s visible; run one "
-                        "rank per GPU (-np), or set DDPRUN_ALLOW_GPU_SHARING=1 to share GPUs", env->local_size,
-                        env->host, gpus, gpus == 1 ? "" : "s");
+                        "rank per GPU (-np), or set DDPRUN_ALLOW_GPU_SHARING=1 to share GPUs", id->local_size,
+                        id->host, gpus, gpus == 1 ? "" : "s");
     config cfg;
     memset(&cfg, 0, sizeof cfg); /* defaults: no TF32; the benchmark runs no GEMMs */
     cfg.device = DEVICE_CUDA;
-    int rc = device_cuda_create(env->local_rank, &cfg, dev, err);
+    int rc = device_cuda_create(id->local_rank, &cfg, dev, err);
     if (rc && gpus == 0) /* builds without CUDA say so with DDP_EUSAGE, machines without a GPU DDP_ERUNTIME */
         return ddp_fail(err, rc, "--backend nccl: no CUDA devices (%s)", reason);
     return rc ? ddp_prefix(err, "--backend nccl") : DDP_OK;
 }
 
 /* The communicator (and, for NCCL, the device whose memory and stream it uses). Collective. */
-static int open_backend(const bench_env *env, const bench_opts *o, comm **c, device **dev, ddp_err *err)
+static int open_backend(const mpi_identity *id, const bench_opts *o, comm **c, device **dev, ddp_err *err)
 {
-    bool nccl = strcmp(o->backend, "nccl") == 0 || (strcmp(o->backend, "auto") == 0 && auto_picks_nccl(env));
+    bool nccl = strcmp(o->backend, "nccl") == 0 || (strcmp(o->backend, "auto") == 0 && auto_picks_nccl(id));
     if (!nccl)
-        return agree(env, comm_mpi_create(c, err), err);
-    int rc = agree(env, open_gpu(env, dev, err), err);
+        return agree(id, comm_mpi_create(c, err), err);
+    int rc = agree(id, open_gpu(id, dev, err), err);
     if (rc)
         return rc;
     rc = comm_nccl_create((*dev)->stream, (*dev)->index, o->timeout_s, false, c, err);
-    return agree(env, rc, err);
+    return agree(id, rc, err);
 }
 
 /* ---- buffers: host memory, or device memory with host staging ---- */
@@ -149,7 +149,7 @@ static void placement_bytes(const bench_row *r, bool in_place, size_t *send, siz
 
 static size_t row_count(const harness *h, size_t bytes, comm_dtype dt)
 {
-    return bytes / comm_dtype_size(dt) / (h->coll->blocks ? (size_t)h->env->size : 1);
+    return bytes / comm_dtype_size(dt) / (h->coll->blocks ? (size_t)h->id->size : 1);
 }
 
 static int alloc_pair(harness *h, size_t bytes, void **buf, void **host, ddp_err *err)
@@ -169,7 +169,7 @@ static int alloc_buffers(harness *h, ddp_err *err)
 {
     size_t send = 0, recv = 0;
     for (int dt = 0; dt < DT_COUNT; dt++) {
-        bench_row r = {h->coll, dt, OP_SUM, 0, row_count(h, h->o->max_bytes, dt), 0, h->env->rank, h->env->size};
+        bench_row r = {h->coll, dt, OP_SUM, 0, row_count(h, h->o->max_bytes, dt), 0, h->id->rank, h->id->size};
         size_t s, v, none, in_place;
         placement_bytes(&r, false, &s, &v);
         placement_bytes(&r, true, &none, &in_place);
@@ -224,7 +224,7 @@ static double combine_times(const harness *h, double local)
     double out = local;
     MPI_Op op = h->o->agg == AGG_MIN ? MPI_MIN : h->o->agg == AGG_MAX ? MPI_MAX : MPI_SUM;
     MPI_Allreduce(&local, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
-    return h->o->agg == AGG_AVG ? out / h->env->size : out;
+    return h->o->agg == AGG_AVG ? out / h->id->size : out;
 }
 
 static void corrupt_one(const bench_row *r, bool in_place, void *recv)
@@ -305,7 +305,7 @@ static int add_row(harness *h, const row_result *x, ddp_err *err)
 static int run_row(harness *h, comm_dtype dt, int op, size_t bytes, ddp_err *err)
 {
     bench_row r = {h->coll, dt, op < 0 ? OP_SUM : (comm_op)op, h->o->root, row_count(h, bytes, dt),
-                   (uint32_t)h->n_rows, h->env->rank, h->env->size};
+                   (uint32_t)h->n_rows, h->id->rank, h->id->size};
     if (r.count == 0)
         return DDP_OK; /* smaller than one element per rank */
     row_result x = {.elements = r.count * (h->coll->blocks ? (size_t)r.ranks : 1), .dt = dt, .op = op,
@@ -345,12 +345,12 @@ static int run_bench(harness *h, ddp_err *err)
     char device_label[128] = "cpu";
     if (h->dev)
         bench_gpu_label(h->dev, device_label, sizeof device_label);
-    rank_info *all = bench_gather_ranks(h->env, device_label);
-    bench_run run = {h->env, h->o, h->coll, h->c->ops->name, all, NULL, 0};
+    rank_info *all = bench_gather_ranks(h->id, device_label);
+    bench_run run = {h->id, h->o, h->coll, h->c->ops->name, all, NULL, 0};
     bench_print_header(&run);
-    bench_print_topology(h->env, all);
+    bench_print_topology(h->id, all);
     bench_print_columns();
-    int rc = agree(h->env, alloc_buffers(h, err), err);
+    int rc = agree(h->id, alloc_buffers(h, err), err);
     if (!rc && (rc = sweep(h, err)) != DDP_OK)
         bench_abort(rc, err->msg); /* the other ranks may be inside a collective */
     long long wrong = 0;
@@ -358,7 +358,7 @@ static int run_bench(harness *h, ddp_err *err)
     if (!rc) {
         run.rows = h->rows, run.n_rows = h->n_rows;
         bench_print_footer(&run, &wrong, &avg);
-        if (h->o->json_path && h->env->rank == 0)
+        if (h->o->json_path && h->id->rank == 0)
             rc = bench_write_json(&run, wrong, avg, err);
     }
     free_pair(h, h->send, h->host_send);
@@ -374,45 +374,45 @@ static int run_bench(harness *h, ddp_err *err)
 
 /* ---- main ---- */
 
-static int topo_main(const bench_env *env)
+static int topo_main(const mpi_identity *id)
 {
-    rank_info *all = bench_gather_ranks(env, "");
-    bench_print_topology(env, all);
+    rank_info *all = bench_gather_ranks(id, "");
+    bench_print_topology(id, all);
     free(all);
     return DDP_OK;
 }
 
-static int check_ranks(const bench_env *env, const bench_opts *o, ddp_err *err)
+static int check_ranks(const mpi_identity *id, const bench_opts *o, ddp_err *err)
 {
-    if (o->root >= env->size)
-        return ddp_fail(err, DDP_EUSAGE, "-r %d: there are only %d ranks", o->root, env->size);
-    if (o->corrupt_rank >= env->size)
-        return ddp_fail(err, DDP_EUSAGE, "--corrupt %d: there are only %d ranks", o->corrupt_rank, env->size);
-    if (o->fail_rank >= env->size)
-        return ddp_fail(err, DDP_EUSAGE, "--fail %d: there are only %d ranks", o->fail_rank, env->size);
+    if (o->root >= id->size)
+        return ddp_fail(err, DDP_EUSAGE, "-r %d: there are only %d ranks", o->root, id->size);
+    if (o->corrupt_rank >= id->size)
+        return ddp_fail(err, DDP_EUSAGE, "--corrupt %d: there are only %d ranks", o->corrupt_rank, id->size);
+    if (o->fail_rank >= id->size)
+        return ddp_fail(err, DDP_EUSAGE, "--fail %d: there are only %d ranks", o->fail_rank, id->size);
     return DDP_OK;
 }
 
-static int bench_main(int argc, char **argv, const bench_env *env, ddp_err *err)
+static int bench_main(int argc, char **argv, const mpi_identity *id, ddp_err *err)
 {
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        if (env->rank == 0)
+        if (id->rank == 0)
             bench_usage();
         g_report = REPORT_ONCE;
         return argc < 2 ? ddp_fail(err, DDP_EUSAGE, "no collective given") : DDP_OK;
     }
     if (strcmp(argv[1], "topo") == 0)
-        return topo_main(env);
+        return topo_main(id);
     bench_opts o;
     int rc = bench_parse_args(argc - 1, argv + 1, &o, err);
     if (!rc)
-        rc = check_ranks(env, &o, err);
+        rc = check_ranks(id, &o, err);
     if (rc) {
         g_report = REPORT_ONCE; /* every rank parsed the same command line */
         return rc;
     }
-    harness h = {.env = env, .o = &o, .coll = bench_find(o.coll)};
-    rc = open_backend(env, &o, &h.c, &h.dev, err);
+    harness h = {.id = id, .o = &o, .coll = bench_find(o.coll)};
+    rc = open_backend(id, &o, &h.c, &h.dev, err);
     if (!rc)
         rc = run_bench(&h, err);
     if (h.c)
@@ -422,22 +422,6 @@ static int bench_main(int argc, char **argv, const bench_env *env, ddp_err *err)
     return rc;
 }
 
-static void identify(bench_env *env)
-{
-    memset(env, 0, sizeof *env);
-    MPI_Comm_rank(MPI_COMM_WORLD, &env->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &env->size);
-    MPI_Comm local;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, env->rank, MPI_INFO_NULL, &local);
-    MPI_Comm_rank(local, &env->local_rank);
-    MPI_Comm_size(local, &env->local_size);
-    MPI_Comm_free(&local);
-    char host[MPI_MAX_PROCESSOR_NAME];
-    int len = 0;
-    MPI_Get_processor_name(host, &len);
-    snprintf(env->host, sizeof env->host, "%.*s", len, host);
-}
-
 int main(int argc, char **argv)
 {
     int provided = 0; /* FUNNELED: the NCCL watchdog is a second thread (it makes no MPI calls) */
@@ -445,12 +429,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "ddprun-bench: MPI_Init failed\n");
         return DDP_ERUNTIME;
     }
-    bench_env env;
-    identify(&env);
-    log_init(env.rank, env.size, env.host);
+    mpi_identity id; /* known before any backend exists; MPI_COMM_WORLD's errors are fatal */
+    mpi_identity_of(MPI_COMM_WORLD, &id);
+    log_init(id.rank, id.size, id.host);
     ddp_err err = {0};
-    int rc = bench_main(argc, argv, &env, &err);
-    if (rc && (g_report == REPORT_SELF || (g_report == REPORT_ONCE && env.rank == 0)))
+    int rc = bench_main(argc, argv, &id, &err);
+    if (rc && (g_report == REPORT_SELF || (g_report == REPORT_ONCE && id.rank == 0)))
         log_error("ddprun-bench: %s", err.msg);
     MPI_Finalize();
     return rc;

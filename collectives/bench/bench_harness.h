@@ -12,13 +12,8 @@
 #include <stddef.h>
 
 #include "bench.h"
+#include "runtime/base/mpi_identity.h"
 #include "runtime/device/device.h"
-
-/* This process in MPI_COMM_WORLD, known before any backend exists. */
-typedef struct bench_env {
-    int rank, size, local_rank, local_size;
-    char host[64];
-} bench_env;
 
 /* One rank's line of the header table; gathered to every rank. */
 typedef struct rank_info {
@@ -41,11 +36,11 @@ typedef struct row_result {
 
 /* What the rows were measured with, for the header and the JSON file. */
 typedef struct bench_run {
-    const bench_env *env;
+    const mpi_identity *id;  /* this process in MPI_COMM_WORLD */
     const bench_opts *o;
     const bench_coll *coll;
     const char *backend;     /* "mpi" or "nccl" */
-    const rank_info *ranks;  /* env->size entries */
+    const rank_info *ranks;  /* id->size entries */
     const row_result *rows;
     size_t n_rows;
 } bench_run;
@@ -59,10 +54,10 @@ void *bench_xalloc(size_t bytes);
 
 /* ---- bench_report.c ---- */
 /* Every rank's table line (device: what this rank's buffers live on). Collective. */
-rank_info *bench_gather_ranks(const bench_env *env, const char *device);
+rank_info *bench_gather_ranks(const mpi_identity *id, const char *device);
 /* "# Topology": one line per host (cores, NUMA nodes, ranks, GPUs), then each host's GPU lines
  * (bench_gpu_describe on its first rank). Collective. */
-void bench_print_topology(const bench_env *env, const rank_info *all);
+void bench_print_topology(const mpi_identity *id, const rank_info *all);
 /* The opening line and the rank table; the column headings. */
 void bench_print_header(const bench_run *run);
 void bench_print_columns(void);

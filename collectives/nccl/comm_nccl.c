@@ -18,6 +18,7 @@
 
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
+#include "runtime/base/mpi_identity.h"
 #include "comm_nccl_internal.h"
 
 #define CUDA_TRY(call)                                                                          \
@@ -435,17 +436,10 @@ static int fill_identity(comm *c, nccl_impl *im, ddp_err *err)
 {
     MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &im->ctl));
     MPI_TRY(MPI_Comm_set_errhandler(im->ctl, MPI_ERRORS_RETURN));
-    MPI_TRY(MPI_Comm_rank(im->ctl, &c->rank));
-    MPI_TRY(MPI_Comm_size(im->ctl, &c->size));
-    MPI_Comm local;
-    MPI_TRY(MPI_Comm_split_type(im->ctl, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local));
-    MPI_Comm_rank(local, &c->local_rank);
-    MPI_Comm_size(local, &c->local_size);
-    MPI_Comm_free(&local);
-    char name[MPI_MAX_PROCESSOR_NAME];
-    int len = 0;
-    MPI_TRY(MPI_Get_processor_name(name, &len));
-    snprintf(c->host, sizeof c->host, "%.*s", len, name);
+    mpi_identity id;
+    MPI_TRY(mpi_identity_of(im->ctl, &id));
+    c->rank = id.rank, c->size = id.size, c->local_rank = id.local_rank, c->local_size = id.local_size;
+    snprintf(c->host, sizeof c->host, "%s", id.host);
     return DDP_OK;
 }
 
