@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "collectives/bench/bench_harness.h"
+#include "runtime/base/gpu_share.h"
 #include "runtime/base/log.h"
 
 typedef struct harness {
@@ -86,24 +87,17 @@ static int agree(const mpi_identity *id, int rc, ddp_err *err)
 
 /* ---- backend ---- */
 
-static bool gpu_sharing_allowed(void)
-{
-    const char *share = getenv("DDPRUN_ALLOW_GPU_SHARING");
-    return share && strcmp(share, "1") == 0;
-}
-
 /* auto: NCCL when every rank of the job has a GPU of its own, else MPI (all ranks agree). */
 static bool auto_picks_nccl(const mpi_identity *id)
 {
     char reason[256] = "";
     int gpus = device_cuda_count(reason, sizeof reason);
-    int mine = gpus > 0 && (id->local_size <= gpus || gpu_sharing_allowed()), all = 0;
+    ddp_err shared = {0};
+    int mine = gpus > 0 && gpu_share_check(id->local_size, gpus, id->host, reason, &shared) == DDP_OK, all = 0;
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!mine && gpus > 0)
-        snprintf(reason, sizeof reason, "%d ranks on host %s, %d GPU%s", id->local_size, id->host, gpus,
-                 gpus == 1 ? "" : "s");
     if (!all)
-        log_info("# backend auto: mpi (%s)", mine ? "another host has fewer GPUs than ranks" : reason);
+        log_info("# backend auto: mpi (%s)",
+                 mine ? "another host has fewer GPUs than ranks" : gpus > 0 ? shared.msg : reason);
     return all;
 }
 
@@ -111,10 +105,8 @@ static int open_gpu(const mpi_identity *id, device **dev, ddp_err *err)
 {
     char reason[256] = "";
     int gpus = device_cuda_count(reason, sizeof reason);
-    if (gpus > 0 && id->local_size > gpus && !gpu_sharing_allowed())
-        return ddp_fail(err, DDP_EUSAGE, "--backend nccl: %d ranks on host %s but only %d GPU%s visible; run one "
-                        "rank per GPU (-np), or set DDPRUN_ALLOW_GPU_SHARING=1 to share GPUs", id->local_size,
-                        id->host, gpus, gpus == 1 ? "" : "s");
+    if (gpus > 0 && gpu_share_check(id->local_size, gpus, id->host, reason, err))
+        return ddp_prefix(err, "--backend nccl");
     config cfg;
     memset(&cfg, 0, sizeof cfg); /* defaults: no TF32; the benchmark runs no GEMMs */
     cfg.device = DEVICE_CUDA;

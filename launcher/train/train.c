@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "runtime/base/clock.h"
+#include "runtime/base/gpu_share.h"
 #include "runtime/base/log.h"
 #include "trainer.h"
 
@@ -78,16 +79,11 @@ static int init_params(trainer *t, ddp_err *err)
  * would silently share GPUs) unless DDPRUN_ALLOW_GPU_SHARING=1. */
 static int check_gpu_count(trainer *t, ddp_err *err)
 {
+    if (t->dev->kind != DEVICE_CUDA)
+        return DDP_OK;
     char reason[256] = "";
-    const char *share = getenv("DDPRUN_ALLOW_GPU_SHARING");
-    if (t->dev->kind != DEVICE_CUDA || (share && strcmp(share, "1") == 0))
-        return DDP_OK;
     int gpus = device_cuda_count(reason, sizeof reason);
-    if (t->ctl->local_size <= gpus)
-        return DDP_OK;
-    return ddp_fail(err, DDP_EUSAGE, "%d ranks on host %s but only %d GPU%s visible%s%s%s; run one rank per GPU "
-                    "(-np), or set DDPRUN_ALLOW_GPU_SHARING=1 to share GPUs", t->ctl->local_size, t->ctl->host,
-                    gpus, gpus == 1 ? "" : "s", reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
+    return gpu_share_check(t->ctl->local_size, gpus, t->ctl->host, reason, err);
 }
 
 static int open_grad_comm(trainer *t, ddp_err *err)
