@@ -19,7 +19,9 @@
 #include <string.h>
 
 #include "comm.h"
+#include "runtime/base/avg.h"
 #include "runtime/base/half_mpi.h"
+#include "runtime/base/max_chunk.h"
 #include "runtime/base/mpi_identity.h"
 
 typedef struct mpi_impl {
@@ -88,26 +90,14 @@ static MPI_Op mpi_op(const mpi_impl *m, comm_dtype dt, comm_op op)
     return native[base];
 }
 
+/* OP_AVG's division after the sum (runtime/base/avg.h, shared with the emulated NCCL). */
 static void divide_by_ranks(void *buf, size_t n, comm_dtype dt, int ranks)
 {
-    switch (dt) {
-    case DT_FLOAT: for (size_t i = 0; i < n; i++) ((float *)buf)[i] /= (float)ranks; break;
-    case DT_DOUBLE: for (size_t i = 0; i < n; i++) ((double *)buf)[i] /= ranks; break;
-    case DT_HALF:
-        for (size_t i = 0; i < n; i++)
-            ((uint16_t *)buf)[i] = float_to_half(half_to_float(((uint16_t *)buf)[i]) / (float)ranks);
-        break;
-    case DT_BFLOAT16:
-        for (size_t i = 0; i < n; i++)
-            ((uint16_t *)buf)[i] = float_to_bf16(bf16_to_float(((uint16_t *)buf)[i]) / (float)ranks);
-        break;
-    case DT_INT32: for (size_t i = 0; i < n; i++) ((int32_t *)buf)[i] /= ranks; break;
-    case DT_INT8: for (size_t i = 0; i < n; i++) ((int8_t *)buf)[i] = (int8_t)(((int8_t *)buf)[i] / ranks); break;
-    case DT_UINT8: for (size_t i = 0; i < n; i++) ((uint8_t *)buf)[i] = (uint8_t)(((uint8_t *)buf)[i] / ranks); break;
-    case DT_INT64: for (size_t i = 0; i < n; i++) ((int64_t *)buf)[i] /= ranks; break;
-    case DT_UINT64: for (size_t i = 0; i < n; i++) ((uint64_t *)buf)[i] /= (uint64_t)ranks; break;
-    default: break;
-    }
+    static const avg_elem elem[DT_COUNT] = {
+        [DT_FLOAT] = AVG_F32, [DT_DOUBLE] = AVG_F64, [DT_HALF] = AVG_F16, [DT_BFLOAT16] = AVG_BF16,
+        [DT_INT32] = AVG_I32, [DT_INT8] = AVG_I8, [DT_UINT8] = AVG_U8, [DT_INT64] = AVG_I64, [DT_UINT64] = AVG_U64,
+    };
+    avg_divide(buf, n, elem[dt], ranks);
 }
 
 /* ---- requests ---- */
@@ -512,20 +502,6 @@ static const struct comm_ops mpi_comm_ops = {
     .destroy = mpi_destroy,
 };
 
-static int read_max_chunk(size_t *out, ddp_err *err)
-{
-    const char *s = getenv("DDP_COMM_MAX_CHUNK");
-    *out = INT_MAX;
-    if (!s || !*s)
-        return DDP_OK;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || v == 0 || s[0] == '-')
-        return ddp_fail(err, DDP_EUSAGE, "DDP_COMM_MAX_CHUNK: expected a positive element count, got \"%s\"", s);
-    *out = v < INT_MAX ? (size_t)v : INT_MAX;
-    return DDP_OK;
-}
-
 static int create_ops(mpi_impl *m, ddp_err *err)
 {
     /* comm_op's SUM PROD MIN MAX are in fp16_mpi_op's order */
@@ -569,7 +545,7 @@ int comm_mpi_create(comm **out, ddp_err *err)
     m->two_byte = MPI_DATATYPE_NULL;
     for (int i = 0; i < OP_AVG; i++)
         m->half_op[i] = m->bf16_op[i] = MPI_OP_NULL;
-    int rc = read_max_chunk(&m->max_chunk, err);
+    int rc = max_chunk_read(&m->max_chunk, err);
     if (!rc)
         rc = fill_identity(c, m, err);
     if (!rc)
