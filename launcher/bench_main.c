@@ -9,14 +9,14 @@
  * calls MPI_Abort. Verdicts every rank reaches together (usage errors, wrong elements) exit
  * normally and are printed once. NCCL stalls are the communicator watchdog's (-T).
  * The collective under test goes through comm.h only; bookkeeping uses MPI. What each collective
- * moves and must produce lives in bench.c; printing in bench_report.c. */
+ * moves and must produce lives in collectives/bench/bench_colls.c, the options in bench_opts.c,
+ * printing in bench_report.c. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "collectives/bench/bench_harness.h"
+#include "collectives/bench/bench_report.h"
 #include "runtime/base/gpu_share.h"
 #include "runtime/base/log.h"
 
@@ -38,24 +38,6 @@ enum report { REPORT_SELF, REPORT_ONCE, REPORT_NONE };
 static enum report g_report = REPORT_SELF;
 
 /* ---- error policy ---- */
-
-void bench_abort(int exit_code, const char *msg)
-{
-    log_error("ddprun-bench: %s", msg);
-    MPI_Abort(MPI_COMM_WORLD, exit_code ? exit_code : DDP_ERUNTIME);
-    _exit(exit_code ? exit_code : DDP_ERUNTIME); /* MPI_Abort does not return; this says so */
-}
-
-void *bench_xalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "out of host memory (%zu bytes)", bytes);
-        bench_abort(DDP_ERUNTIME, msg);
-    }
-    return p;
-}
 
 /* FNV-1a, folded to a non-negative int: tells whether every rank's message is the same. */
 static int message_hash(const char *msg)

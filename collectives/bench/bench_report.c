@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench_harness.h"
+#include "bench_report.h"
 #include "runtime/base/log.h"
 
 /* Room for one host's GPU description (64 GPUs' lines and P2P matrix fit). */

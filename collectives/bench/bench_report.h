@@ -1,17 +1,20 @@
-/* bench_harness.h — what the files of the ddprun-bench program share (not a library interface):
- *   bench_main.c    main, the error policy, choosing and opening the backend, the sweep and timing
+/* bench_report.h — what ddprun-bench reports and the facts it reports from (each rank's table
+ * line, the measured rows, the run they belong to), the functions that gather, print and write
+ * them, and what the reports and the harness (launcher/bench_main.c) share besides:
  *   bench_report.c  the rank table, the host topology, the results table, footer and JSON
  *   bench_gpu.c     the local GPUs: names, PCI bus ids, peer-to-peer matrix, CUDA/NCCL versions
  *                   (bench_gpu_absent.c in builds without CUDA)
+ *   bench_abort.c   a failure of one rank alone: its message, then MPI_Abort
  * Bookkeeping between ranks (rank table, topology, times, wrong counts) goes over MPI_COMM_WORLD,
  * never through the communicator under test. */
-#ifndef DDP_BENCH_HARNESS_H
-#define DDP_BENCH_HARNESS_H
+#ifndef DDP_BENCH_REPORT_H
+#define DDP_BENCH_REPORT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "bench.h"
+#include "bench_colls.h"
+#include "bench_opts.h"
 #include "runtime/base/mpi_identity.h"
 #include "runtime/device/device.h"
 
@@ -45,7 +48,7 @@ typedef struct bench_run {
     size_t n_rows;
 } bench_run;
 
-/* ---- bench_main.c: the error policy ---- */
+/* ---- bench_abort.c ---- */
 /* A failure on this rank alone (the others may be waiting inside a collective): prints
  * "[rank N host] error: ddprun-bench: MSG" and ends the whole job with MPI_Abort(exit_code). */
 __attribute__((noreturn)) void bench_abort(int exit_code, const char *msg);
