@@ -20,7 +20,6 @@
 
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,39 +71,6 @@ static const char usage_text[] =
     "exit 75; a second SIGINT/SIGTERM stops the job at once.\n"
     "Exit codes: 0 success, 1 failure, 2 usage/config error, 75 preempted after a checkpoint.\n"
     "Environment: MPI_HOME (mpirun from MPI_HOME/bin), DDPRUN_WORKER, DDPRUN_BENCH (programs).\n";
-
-/* ---- argument vectors ------------------------------------------------------------------- */
-
-void argv_push(argv_list *a, const char *s)
-{
-    if (a->n + 2 > a->cap) {
-        int cap = a->cap ? a->cap * 2 : 16;
-        char **grown = realloc(a->v, (size_t)cap * sizeof *grown);
-        if (!grown) { perror("ddprun: out of memory"); exit(1); }
-        a->v = grown;
-        a->cap = cap;
-    }
-    a->v[a->n] = strdup(s);
-    if (!a->v[a->n]) { perror("ddprun: out of memory"); exit(1); }
-    a->v[++a->n] = NULL;
-}
-
-void argv_pushf(argv_list *a, const char *fmt, ...)
-{
-    char buf[PATH_MAX + 64];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    argv_push(a, buf);
-}
-
-void argv_free(argv_list *a)
-{
-    for (int i = 0; i < a->n; i++) free(a->v[i]);
-    free(a->v);
-    *a = (argv_list){0};
-}
 
 /* ---- command line ----------------------------------------------------------------------- */
 

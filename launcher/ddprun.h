@@ -3,7 +3,8 @@
  * ddprun.c parses the command line and builds the mpirun command; ddprun_job.c runs one mpirun,
  * pipes its output and turns signals into checkpoint requests; ddprun_output.c rewrites mpirun's
  * rank tags and recognises rank-failure reports; ddprun_shim.c is the tiny per-rank wrapper that
- * mpirun starts in front of each worker. Nothing here is used outside launcher/ddprun*. */
+ * mpirun starts in front of each worker; ddprun_argv.c is the string vector the command and the
+ * output filter are built in. Nothing here is used outside launcher/ddprun*. */
 #ifndef DDPRUN_H
 #define DDPRUN_H
 
