@@ -2,7 +2,7 @@
  *
  * It validates the config in-process (so a bad file fails once, with FILE:LINE:COL, before any
  * rank starts), builds the Open MPI mpirun command that starts one ddprun-worker per rank behind
- * the per-rank wrapper (ddprun_shim.c), runs it (ddprun_job.c), prints one line naming the
+ * the per-rank wrapper (ddprun_rankwrap.c), runs it (ddprun_job.c), prints one line naming the
  * failing rank when the job fails, and restarts it up to --max-restarts times. `bench`/`topo`
  * launch ddprun-bench the same way; `ckpt` runs the checkpoint tool in-process.
  * It must not do any training or MPI itself: ddprun is not an MPI process.
@@ -261,7 +261,7 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
     for (int i = 0; i < o->passthrough.n; i++) argv_push(cmd, o->passthrough.v[i]);
 
     argv_push(cmd, self);
-    argv_push(cmd, DDPRUN_SHIM_FLAG);
+    argv_push(cmd, DDPRUN_RANK_WRAPPER_FLAG);
     for (int i = 0; prog_argv[i]; i++) argv_push(cmd, prog_argv[i]);
 }
 
@@ -362,7 +362,7 @@ static int stop_signal_of(const config *cfg)
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && !strcmp(argv[1], DDPRUN_SHIM_FLAG)) return rank_shim_main(argc - 2, argv + 2);
+    if (argc >= 2 && !strcmp(argv[1], DDPRUN_RANK_WRAPPER_FLAG)) return rank_wrapper_main(argc - 2, argv + 2);
 
     static launch_opts o = {0};
     int first = 0;
