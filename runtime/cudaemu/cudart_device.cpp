@@ -1,10 +1,10 @@
-/* cudart_device.cpp — the CUDA runtime shim's device half: devices, streams, events, attributes.
+/* cudart_device.cpp — the CUDA runtime shim's device part: devices, streams, events, attributes.
  *
  * The emulated machine has DDP_CUDA_EMU_DEVICES devices (default 1; 0 behaves like a machine
  * without a GPU) named "CUDA emulator (CPU)", shaped like an H100 (sm_90, 132 SMs, 48 KiB default
  * / 227 KiB opt-in shared memory per block). Work runs synchronously at launch, so streams and
  * events only need to be validated and timestamped. C ABI as declared by cuda_runtime_api.h;
- * memory and error strings live in cudart_memory.cpp. */
+ * memory lives in cudart_memory.cpp, the error state in cudart_error.cpp. */
 #include "cudaemu_internal.h"
 
 #include <cuda_runtime_api.h>
