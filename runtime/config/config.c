@@ -1,91 +1,15 @@
 /* config.c — config_load: defaults, then the YAML file, then `key.path=value` overrides.
  *
  * Owns the walk of YAML documents (libyaml document API) against the key table, the handling of
- * unknown and duplicate keys (with did-you-mean), syntax errors, and error locations
- * (FILE:LINE:COL, 1-based; overrides as `<override N>:1:COL`). Turning one node into a value
- * lives in config_keys.c; cross-key checks in config_check.c. Reads only the one YAML file. */
+ * unknown and duplicate keys (with did-you-mean) and syntax errors. Turning one node into a value
+ * lives in config_keys.c; cross-key checks in config_check.c; error locations and the message
+ * format in config_errors.c. Reads only the one YAML file. */
 #include "config_internal.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* ---- positions and messages ---- */
-
-/* An override is one line of text, so its column is the character index into `key=value`
- * (libyaml puts the end of an unterminated value on a line 2 of its own). */
-static cfg_pos mark_pos(const cfg_src *s, yaml_mark_t m)
-{
-    if (s->source > 0)
-        return (cfg_pos){s->source, 1, (int)m.index + 1 + s->col_offset};
-    return (cfg_pos){s->source, (int)m.line + 1, (int)m.column + 1};
-}
-
-cfg_pos cfg_node_pos(const cfg_src *s, const yaml_node_t *node)
-{
-    return mark_pos(s, node->start_mark);
-}
-
-int cfg_pos_later(cfg_pos a, cfg_pos b)
-{
-    if (a.source != b.source)
-        return a.source > b.source;
-    return a.line != b.line ? a.line > b.line : a.col > b.col;
-}
-
-void cfg_pos_label(const cfg_loader *L, cfg_pos at, char *out, size_t n)
-{
-    if (at.source == 0)
-        snprintf(out, n, "%s:%d:%d", L->file, at.line, at.col);
-    else
-        snprintf(out, n, "<override %d>:%d:%d", at.source, at.line, at.col);
-}
-
-int cfg_error(const cfg_loader *L, cfg_pos at, const char *key, const char *fmt, ...)
-{
-    char where[CFG_PATH_MAX + 64], what[DDP_ERR_MSG];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    cfg_pos_label(L, at, where, sizeof where);
-    if (key)
-        return ddp_fail(L->err, DDP_EUSAGE, "%s: %s: %s", where, key, what);
-    return ddp_fail(L->err, DDP_EUSAGE, "%s: %s", where, what);
-}
-
-/* ---- did you mean ---- */
-
-int cfg_edit_distance(const char *a, const char *b, int cap)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return cap + 1;
-    int d[64][64];
-    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        for (size_t j = 1; j <= lb; j++) {
-            int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
-            int best = d[i - 1][j - 1] + !same;
-            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1; /* transposition: "lr" vs "rl" */
-            d[i][j] = best;
-        }
-    }
-    return d[la][lb] > cap ? cap + 1 : d[la][lb];
-}
-
-int cfg_near_limit(const char *name)
-{
-    size_t n = strlen(name);
-    return n <= 3 ? 1 : n <= 7 ? 2 : 3;
-}
 
 /* Closest key under the same section; else a key anywhere whose last part matches (a setting
  * written in the wrong section). NULL when nothing is close. */
@@ -195,8 +119,8 @@ static int syntax_error(const cfg_loader *L, const yaml_parser_t *p, cfg_src s)
     if (p->error == YAML_READER_ERROR) /* bad encoding: libyaml gives a byte offset, no mark */
         return cfg_error(L, (cfg_pos){s.source, 1, 1}, NULL, "YAML read error at byte %zu: %s",
                          p->problem_offset, p->problem ? p->problem : "unknown");
-    cfg_pos at = mark_pos(&s, p->problem_mark);
-    cfg_pos ctx = mark_pos(&s, p->context_mark);
+    cfg_pos at = cfg_mark_pos(&s, p->problem_mark);
+    cfg_pos ctx = cfg_mark_pos(&s, p->context_mark);
     if (p->context)
         return cfg_error(L, at, NULL, "YAML syntax error: %s (%s at line %d, column %d)",
                          p->problem ? p->problem : "unknown", p->context, ctx.line, ctx.col);

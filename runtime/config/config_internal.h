@@ -3,7 +3,8 @@
  * The key table (config_keys.c) is the single description of every setting: its dotted path,
  * type, range and where it lives in struct config. The loader (config.c) walks YAML against it,
  * the checks (config_check.c) and the writer/hash (config_write.c) iterate it. Locations are
- * tracked per key so contradictions can name the later of two settings. Not a public header. */
+ * tracked per key so contradictions can name the later of two settings; positions, the error
+ * format and did-you-mean distances are config_errors.c's. Not a public header. */
 #ifndef DDP_CONFIG_INTERNAL_H
 #define DDP_CONFIG_INTERNAL_H
 
@@ -71,6 +72,8 @@ typedef struct cfg_loader {
     cfg_pos origin[CFG_MAX_KEYS];      /* where each key was last set */
 } cfg_loader;
 
+/* Positions and the error format (config_errors.c, with cfg_edit_distance and cfg_near_limit). */
+cfg_pos cfg_mark_pos(const cfg_src *s, yaml_mark_t m);
 cfg_pos cfg_node_pos(const cfg_src *s, const yaml_node_t *node);
 int cfg_pos_later(cfg_pos a, cfg_pos b);     /* 1 when a was set after b */
 /* Formats "LABEL:LINE:COL: KEY: MESSAGE" (KEY omitted when NULL) into L->err; returns DDP_EUSAGE. */
