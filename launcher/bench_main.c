@@ -405,7 +405,7 @@ int main(int argc, char **argv)
     }
     mpi_identity id; /* known before any backend exists; MPI_COMM_WORLD's errors are fatal */
     mpi_identity_of(MPI_COMM_WORLD, &id);
-    log_init(id.rank, id.size, id.host);
+    log_init(id.rank, id.host);
     ddp_err err = {0};
     int rc = bench_main(argc, argv, &id, &err);
     if (rc && (g_report == REPORT_SELF || (g_report == REPORT_ONCE && id.rank == 0)))

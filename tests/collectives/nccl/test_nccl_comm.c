@@ -182,7 +182,7 @@ int main(int argc, char **argv)
     CHECK(comm_mpi_create(&mpi, &err) == DDP_OK, "comm_mpi_create: %s", err.msg);
     g_rank = mpi->rank;
     g_size = mpi->size;
-    log_init(g_rank, g_size, mpi->host);
+    log_init(g_rank, mpi->host);
     CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice(0)");
     CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) == cudaSuccess, "compute stream");
     int rc = comm_nccl_create(g_stream, 0, 60, debug, &nccl, &err);
