@@ -3,8 +3,8 @@
  * It owns: creating the NCCL communicator (rank 0's ncclUniqueId travels by MPI_Bcast), one
  * non-blocking communication stream, and issuing every collective on it ordered after the device's
  * compute stream (an event recorded on the compute stream, waited for by the communication
- * stream). Completion is an event recorded after the collective: comm_wait makes the compute
- * stream wait for it (no host synchronisation), comm_test queries it. Every issued collective
+ * stream). Completion is an event recorded after the collective: ops->wait makes the compute
+ * stream wait for it (no host synchronisation), ops->test queries it. Every issued collective
  * occupies a slot of a ring that the watchdog (comm_nccl_watchdog.c) polls, so a stalled or
  * failed collective ends the process with a message naming it instead of hanging; ddp.debug
  * cross-checks each collective's fingerprint first (comm_nccl_check.c).
