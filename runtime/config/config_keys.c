@@ -1,7 +1,7 @@
 /* config_keys.c — the table of every config key, its defaults, and the parsing of one value.
  *
- * Adding a setting means one row here, one default in cfg_defaults and one row in
- * docs/config.md; the loader, writer and hash pick it up from the table. This file turns a
+ * Adding a setting means one row here, one default in cfg_defaults and one row in README.md's
+ * "Config reference"; the loader, writer and hash pick it up from the table. This file turns a
  * single YAML node into a typed field with range checks; it does not walk documents, know about
  * files or overrides, or check one key against another (config.c / config_check.c do). */
 #include "config_internal.h"

@@ -1,4 +1,4 @@
-/* data.c — in-memory datasets: the Fashion-MNIST gzipped IDX reader, synthetic data, gathering.
+/* dataset.c — in-memory datasets: the Fashion-MNIST gzipped IDX reader, synthetic data, gathering.
  *
  * Owns the IDX format checks (magic, dimensions, matching counts, exact payload length, label
  * range) and the rule that a failed load leaves *out zeroed with nothing allocated. Decompression

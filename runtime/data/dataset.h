@@ -1,4 +1,4 @@
-/* data.h — datasets held in memory as bytes: Fashion-MNIST from gzipped IDX files, or synthetic.
+/* dataset.h — datasets held in memory as bytes: Fashion-MNIST from gzipped IDX files, or synthetic.
  *
  * Images stay uint8 (47 MB for the training set, not 188 MB of floats); batches are gathered as
  * bytes and converted on the device. A file that is missing, truncated, has a wrong magic or

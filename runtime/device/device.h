@@ -95,10 +95,10 @@ struct device {
     void *impl;
 };
 
-/* CPU backend (runtime/device_cpu.c). */
+/* CPU backend (runtime/device/device_cpu.c). */
 int device_cpu_create(device **out, ddp_err *err);
 
-/* CUDA backend (runtime/device_cuda.c); fails cleanly with a reason when no GPU/driver.
+/* CUDA backend (runtime/device/device_cuda.c); fails cleanly with a reason when no GPU/driver.
  * local_rank picks the GPU among those visible. Built only when CUDA (or its emulation) is. */
 int device_cuda_create(int local_rank, const config *cfg, device **out, ddp_err *err);
 /* Number of usable CUDA devices, 0 with a one-line reason when none. */

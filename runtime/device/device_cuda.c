@@ -1,6 +1,6 @@
 /* device_cuda.c — the CUDA backend of the device layer (device.h): cudaMalloc'd memory, one
  * non-blocking compute stream per device, GEMMs through cuBLAS on that stream (fp32, TF32 when
- * cuda.tf32 allows it), and the kernels of models/cuda/ for every other op.
+ * cuda.tf32 allows it), and the kernels of runtime/device/kernels/ for every other op.
  *
  * Uploads go through pinned staging buffers so cudaMemcpyAsync really is asynchronous; each
  * buffer is reused only after an event says its previous copy finished. Downloads and sumsq
@@ -296,7 +296,7 @@ static int cuda_adamw_step(device *d, float *p, const float *g, float *m, float 
     return DDP_OK;
 }
 
-/* bf16 gradient casts (ddp.grad_dtype: bf16), kernels in models/cuda/cast_kernels.cu */
+/* bf16 gradient casts (ddp.grad_dtype: bf16), kernels in runtime/device/kernels/cast.cu */
 static int cuda_cast_f32_to_bf16(device *d, const float *src, uint16_t *dst, size_t n, ddp_err *err)
 {
     CUDA_TRY(ddp_cuda_cast_f32_to_bf16(src, dst, n, stream_of(d)));

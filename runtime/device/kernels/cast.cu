@@ -1,8 +1,8 @@
-/* cast_kernels.cu — float <-> bfloat16 conversion kernels for bf16 gradient reduction
+/* cast.cu — float <-> bfloat16 conversion kernels for bf16 gradient reduction
  * (ddp.grad_dtype: bf16): fp32 gradients are cast to a bf16 shadow before the all-reduce and the
  * reduced bf16 values are cast back (times a scale) into the fp32 gradients.
  * Grid-stride loops over size_t indices; rounding is the hardware's round-to-nearest-even, the
- * CPU backend's (runtime/device_cpu.c) too. This file must not hold other kernels. */
+ * CPU backend's (runtime/device/device_cpu.c) too. This file must not hold other kernels. */
 #include "kernel_common.cuh"
 
 #include "cast.h"

@@ -1,4 +1,4 @@
-/* cast_kernels.h — the C entry points of the float <-> bfloat16 conversion kernels used by
+/* cast.h — the C entry points of the float <-> bfloat16 conversion kernels used by
  * ddp.grad_dtype: bf16 (gradients travel in bf16 and are accumulated back into fp32).
  * Same conventions as kernels.h: enqueue on `stream`, return the launch status, device pointers,
  * size_t counts, no allocation or synchronisation. */

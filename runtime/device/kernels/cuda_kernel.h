@@ -17,7 +17,7 @@
  * libm math and the usual float intrinsics (__expf, rsqrtf, __fdividef, ...).
  * Not available under emulation (so not allowed in our kernels): CUB, cooperative groups, inline
  * PTX, tensor-core mma, cp.async, cross-block synchronisation. This header must not grow host
- * code: host-side CUDA calls belong to runtime/device_cuda.c. */
+ * code: host-side CUDA calls belong to runtime/device/device_cuda.c. */
 #ifndef DDP_CUDA_KERNEL_H
 #define DDP_CUDA_KERNEL_H
 

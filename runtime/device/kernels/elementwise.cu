@@ -2,7 +2,7 @@
  * conversion with normalisation, bias add, and ReLU / exact-erf GELU forward and backward.
  *
  * Every kernel is a grid-stride loop over size_t indices, so any n works with a capped grid.
- * The formulas are the CPU backend's (runtime/device_cpu.c), which the tests compare against.
+ * The formulas are the CPU backend's (runtime/device/device_cpu.c), which the tests compare against.
  * This file must not hold reductions (reduce.cu) or host API calls beyond the launch itself. */
 #include "kernel_common.cuh"
 

@@ -3,7 +3,7 @@
  * Grid sizes are computed in size_t and capped (kernels use grid-stride loops), so no element
  * count overflows an int. Reductions combine values in a fixed tree order that depends only on
  * blockDim, never on timing, so results are bit-for-bit repeatable. Everything here stays inside
- * the subset the CUDA-on-CPU emulator runs (runtime/cuda_kernel.h): static shared memory,
+ * the subset the CUDA-on-CPU emulator runs (runtime/device/kernels/cuda_kernel.h): static shared memory,
  * __syncthreads reached by every thread of the block, full-mask warp shuffles. Block sizes must
  * be multiples of 32 and at most 1024. This file must not hold kernels or host API calls. */
 #ifndef DDP_CUDA_KERNEL_COMMON_CUH

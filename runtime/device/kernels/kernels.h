@@ -4,7 +4,7 @@
  * launch (so a bad launch configuration is reported, while faults inside the kernel surface at
  * the next synchronising call). Pointers are device pointers. Shapes are size_t/int64_t; grid
  * sizes are computed without int overflow. Nothing here allocates, synchronises or knows about
- * models: scratch buffers are owned by the caller (runtime/device_cuda.c). The same .cu sources
+ * models: scratch buffers are owned by the caller (runtime/device/device_cuda.c). The same .cu sources
  * are compiled by nvcc for GPUs and by the host C++ compiler for the CUDA-on-CPU emulator. */
 #ifndef DDP_CUDA_KERNELS_H
 #define DDP_CUDA_KERNELS_H

@@ -1,5 +1,5 @@
-/* optim.cu — the element-wise optimizer updates: SGD (momentum, Nesterov, weight decay) and
- * AdamW, in exactly the float32 operation order of the CPU backend (runtime/device_cpu.c), which
+/* optim_step.cu — the element-wise optimizer updates: SGD (momentum, Nesterov, weight decay) and
+ * AdamW, in exactly the float32 operation order of the CPU backend (runtime/device/device_cpu.c), which
  * follows torch.optim. Scalars that PyTorch computes in double (bias corrections, decay) arrive
  * precomputed from the host. This file must not know about schedules, clipping policy or steps
  * beyond the scalars it is given. */

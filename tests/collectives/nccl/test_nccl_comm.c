@@ -1,4 +1,4 @@
-/* test_nccl_comm.c — the NCCL communicator (collectives/comm_nccl.c) over the emulated build's
+/* test_nccl_comm.c — the NCCL communicator (collectives/nccl/comm_nccl.c) over the emulated build's
  * NCCL shim, against the MPI communicator, under real mpirun.
  *
  * Every collective of comm.h x every dtype x every reduction x blocking/non-blocking x out of

@@ -1,6 +1,6 @@
 /* test_cast.c — the bf16 gradient casts (device ops cast_f32_to_bf16 / cast_bf16_to_f32): the CPU
  * backend against hand-computed round-to-nearest-even bit patterns, and the CUDA kernels
- * (models/cuda/cast_kernels.cu, run by the emulator under DDP_CUDA_EMU_ORDER) against the CPU
+ * (runtime/device/kernels/cast.cu, run by the emulator under DDP_CUDA_EMU_ORDER) against the CPU
  * backend bit for bit, on fresh random inputs of mixed magnitudes plus ties, infinities and NaN,
  * over sizes that are not multiples of the block size. CUDA outputs are poisoned first so an
  * element a kernel skips fails. Seed printed; DDP_TEST_SEED repeats a run. */
