@@ -22,6 +22,7 @@
 #include "runtime/base/avg.h"
 #include "runtime/base/half_mpi.h"
 #include "runtime/base/max_chunk.h"
+#include "runtime/base/mpi_check.h"
 #include "runtime/base/mpi_identity.h"
 
 typedef struct mpi_impl {
@@ -46,22 +47,6 @@ struct comm_req {
     void *scratch;             /* freed last */
 };
 
-static int mpi_fail(ddp_err *err, int rc, const char *call, const char *file, int line)
-{
-    char msg[MPI_MAX_ERROR_STRING] = "";
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
-        snprintf(msg, sizeof msg, "MPI error code %d", rc);
-    int name_len = (int)strcspn(call, "(");
-    return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %.*s: %s", file, line, name_len, call, msg);
-}
-
-#define MPI_TRY(call)                                                         \
-    do {                                                                      \
-        int rc_ = (call);                                                     \
-        if (rc_ != MPI_SUCCESS)                                               \
-            return mpi_fail(err, rc_, #call, __FILE__, __LINE__);             \
-    } while (0)
 
 static mpi_impl *impl_of(comm *c) { return c->impl; }
 

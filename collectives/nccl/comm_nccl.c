@@ -18,6 +18,7 @@
 
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
+#include "runtime/base/mpi_check.h"
 #include "runtime/base/mpi_identity.h"
 #include "comm_nccl_internal.h"
 
@@ -27,18 +28,6 @@
         if (cuda_rc_ != cudaSuccess)                                                            \
             return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,      \
                             cudaGetErrorString(cuda_rc_));                                      \
-    } while (0)
-
-#define MPI_TRY(call)                                                                           \
-    do {                                                                                        \
-        int mpi_rc_ = (call);                                                                   \
-        if (mpi_rc_ != MPI_SUCCESS) {                                                           \
-            char mpi_msg_[MPI_MAX_ERROR_STRING] = "";                                           \
-            int mpi_len_ = 0;                                                                   \
-            MPI_Error_string(mpi_rc_, mpi_msg_, &mpi_len_);                                     \
-            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,      \
-                            mpi_msg_);                                                          \
-        }                                                                                       \
     } while (0)
 
 struct comm_req {

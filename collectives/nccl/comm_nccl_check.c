@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "runtime/base/log.h"
+#include "runtime/base/mpi_check.h"
 #include "comm_nccl_internal.h"
 
 const char *ncclcomm_kind_name(ncclcomm_kind k)
@@ -59,10 +60,8 @@ int ncclcomm_check_fingerprint(comm *c, const ncclcomm_fingerprint *fp, ddp_err 
     int rc = MPI_Allgather(fp, (int)sizeof *fp, MPI_BYTE, all, (int)sizeof *fp, MPI_BYTE, im->ctl);
     if (rc != MPI_SUCCESS) {
         free(all);
-        char msg[MPI_MAX_ERROR_STRING] = "";
-        int len = 0;
-        MPI_Error_string(rc, msg, &len);
-        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: MPI_Allgather(ddp.debug fingerprints): %s", __FILE__, __LINE__, msg);
+        mpi_fail(err, rc, "MPI_Allgather", __FILE__, __LINE__);
+        return ddp_prefix(err, "ddp.debug fingerprints");
     }
     int differs = -1;
     for (int r = 1; r < c->size && differs < 0; r++)
