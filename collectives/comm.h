@@ -2,8 +2,8 @@
  *
  * Buffers are device pointers of the device the communicator was created for (plain host memory
  * for the MPI backend). Every collective has a blocking form (req == NULL) and a non-blocking
- * form that returns a request to comm_wait/comm_test. On a GPU backend, "complete" after
- * comm_wait means later work on the device's compute stream is ordered after the collective
+ * form that returns a request for ops->wait / ops->test. On a GPU backend, "complete" after
+ * ops->wait means later work on the device's compute stream is ordered after the collective
  * (no host synchronisation); on MPI it means the data is in place.
  * Counts are size_t: backends split anything larger than INT_MAX elements themselves.
  * Collectives must be issued in the same order with the same sizes on every rank.

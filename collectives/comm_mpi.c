@@ -19,7 +19,11 @@
 #include <string.h>
 
 #include "comm.h"
+#include "runtime/base/avg.h"
 #include "runtime/base/half_mpi.h"
+#include "runtime/base/max_chunk.h"
+#include "runtime/base/mpi_check.h"
+#include "runtime/base/mpi_identity.h"
 
 typedef struct mpi_impl {
     MPI_Comm comm;             /* our own duplicate, so nothing else's traffic can match ours */
@@ -43,22 +47,6 @@ struct comm_req {
     void *scratch;             /* freed last */
 };
 
-static int mpi_fail(ddp_err *err, int rc, const char *call, const char *file, int line)
-{
-    char msg[MPI_MAX_ERROR_STRING] = "";
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
-        snprintf(msg, sizeof msg, "MPI error code %d", rc);
-    int name_len = (int)strcspn(call, "(");
-    return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %.*s: %s", file, line, name_len, call, msg);
-}
-
-#define MPI_TRY(call)                                                         \
-    do {                                                                      \
-        int rc_ = (call);                                                     \
-        if (rc_ != MPI_SUCCESS)                                               \
-            return mpi_fail(err, rc_, #call, __FILE__, __LINE__);             \
-    } while (0)
 
 static mpi_impl *impl_of(comm *c) { return c->impl; }
 
@@ -87,26 +75,14 @@ static MPI_Op mpi_op(const mpi_impl *m, comm_dtype dt, comm_op op)
     return native[base];
 }
 
+/* OP_AVG's division after the sum (runtime/base/avg.h, shared with the emulated NCCL). */
 static void divide_by_ranks(void *buf, size_t n, comm_dtype dt, int ranks)
 {
-    switch (dt) {
-    case DT_FLOAT: for (size_t i = 0; i < n; i++) ((float *)buf)[i] /= (float)ranks; break;
-    case DT_DOUBLE: for (size_t i = 0; i < n; i++) ((double *)buf)[i] /= ranks; break;
-    case DT_HALF:
-        for (size_t i = 0; i < n; i++)
-            ((uint16_t *)buf)[i] = float_to_half(half_to_float(((uint16_t *)buf)[i]) / (float)ranks);
-        break;
-    case DT_BFLOAT16:
-        for (size_t i = 0; i < n; i++)
-            ((uint16_t *)buf)[i] = float_to_bf16(bf16_to_float(((uint16_t *)buf)[i]) / (float)ranks);
-        break;
-    case DT_INT32: for (size_t i = 0; i < n; i++) ((int32_t *)buf)[i] /= ranks; break;
-    case DT_INT8: for (size_t i = 0; i < n; i++) ((int8_t *)buf)[i] = (int8_t)(((int8_t *)buf)[i] / ranks); break;
-    case DT_UINT8: for (size_t i = 0; i < n; i++) ((uint8_t *)buf)[i] = (uint8_t)(((uint8_t *)buf)[i] / ranks); break;
-    case DT_INT64: for (size_t i = 0; i < n; i++) ((int64_t *)buf)[i] /= ranks; break;
-    case DT_UINT64: for (size_t i = 0; i < n; i++) ((uint64_t *)buf)[i] /= (uint64_t)ranks; break;
-    default: break;
-    }
+    static const avg_elem elem[DT_COUNT] = {
+        [DT_FLOAT] = AVG_F32, [DT_DOUBLE] = AVG_F64, [DT_HALF] = AVG_F16, [DT_BFLOAT16] = AVG_BF16,
+        [DT_INT32] = AVG_I32, [DT_INT8] = AVG_I8, [DT_UINT8] = AVG_U8, [DT_INT64] = AVG_I64, [DT_UINT64] = AVG_U64,
+    };
+    avg_divide(buf, n, elem[dt], ranks);
 }
 
 /* ---- requests ---- */
@@ -511,20 +487,6 @@ static const struct comm_ops mpi_comm_ops = {
     .destroy = mpi_destroy,
 };
 
-static int read_max_chunk(size_t *out, ddp_err *err)
-{
-    const char *s = getenv("DDP_COMM_MAX_CHUNK");
-    *out = INT_MAX;
-    if (!s || !*s)
-        return DDP_OK;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || v == 0 || s[0] == '-')
-        return ddp_fail(err, DDP_EUSAGE, "DDP_COMM_MAX_CHUNK: expected a positive element count, got \"%s\"", s);
-    *out = v < INT_MAX ? (size_t)v : INT_MAX;
-    return DDP_OK;
-}
-
 static int create_ops(mpi_impl *m, ddp_err *err)
 {
     /* comm_op's SUM PROD MIN MAX are in fp16_mpi_op's order */
@@ -541,20 +503,10 @@ static int fill_identity(comm *c, mpi_impl *m, ddp_err *err)
 {
     MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &m->comm));
     MPI_TRY(MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN));
-    MPI_TRY(MPI_Comm_rank(m->comm, &c->rank));
-    MPI_TRY(MPI_Comm_size(m->comm, &c->size));
-    MPI_Comm local;
-    MPI_TRY(MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local));
-    int rc = MPI_Comm_rank(local, &c->local_rank);
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Comm_size(local, &c->local_size);
-    MPI_Comm_free(&local);
-    if (rc != MPI_SUCCESS)
-        return mpi_fail(err, rc, "MPI_Comm_rank/size(shared-memory communicator)", __FILE__, __LINE__);
-    char name[MPI_MAX_PROCESSOR_NAME];
-    int len = 0;
-    MPI_TRY(MPI_Get_processor_name(name, &len));
-    snprintf(c->host, sizeof c->host, "%.*s", len, name);
+    mpi_identity id;
+    MPI_TRY(mpi_identity_of(m->comm, &id));
+    c->rank = id.rank, c->size = id.size, c->local_rank = id.local_rank, c->local_size = id.local_size;
+    snprintf(c->host, sizeof c->host, "%s", id.host);
     return DDP_OK;
 }
 
@@ -578,7 +530,7 @@ int comm_mpi_create(comm **out, ddp_err *err)
     m->two_byte = MPI_DATATYPE_NULL;
     for (int i = 0; i < OP_AVG; i++)
         m->half_op[i] = m->bf16_op[i] = MPI_OP_NULL;
-    int rc = read_max_chunk(&m->max_chunk, err);
+    int rc = max_chunk_read(&m->max_chunk, err);
     if (!rc)
         rc = fill_identity(c, m, err);
     if (!rc)

@@ -9,18 +9,19 @@
  * calls MPI_Abort. Verdicts every rank reaches together (usage errors, wrong elements) exit
  * normally and are printed once. NCCL stalls are the communicator watchdog's (-T).
  * The collective under test goes through comm.h only; bookkeeping uses MPI. What each collective
- * moves and must produce lives in bench.c; printing in bench_report.c. */
+ * moves and must produce lives in collectives/bench/bench_colls.c, the options in bench_opts.c,
+ * printing in bench_report.c. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "collectives/bench/bench_harness.h"
+#include "collectives/bench/bench_report.h"
+#include "runtime/base/gpu_share.h"
 #include "runtime/base/log.h"
 
 typedef struct harness {
-    const bench_env *env;
+    const mpi_identity *id;
     const bench_opts *o;
     const bench_coll *coll;
     comm *c;
@@ -38,24 +39,6 @@ static enum report g_report = REPORT_SELF;
 
 /* ---- error policy ---- */
 
-void bench_abort(int exit_code, const char *msg)
-{
-    log_error("ddprun-bench: %s", msg);
-    MPI_Abort(MPI_COMM_WORLD, exit_code ? exit_code : DDP_ERUNTIME);
-    _exit(exit_code ? exit_code : DDP_ERUNTIME); /* MPI_Abort does not return; this says so */
-}
-
-void *bench_xalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "out of host memory (%zu bytes)", bytes);
-        bench_abort(DDP_ERUNTIME, msg);
-    }
-    return p;
-}
-
 /* FNV-1a, folded to a non-negative int: tells whether every rank's message is the same. */
 static int message_hash(const char *msg)
 {
@@ -68,7 +51,7 @@ static int message_hash(const char *msg)
 /* Every rank learns whether any rank's set-up step failed. A rank that failed keeps its error and
  * prints it (rank 0 alone when every rank failed with the same status and message); the others
  * return the worst status quietly. */
-static int agree(const bench_env *env, int rc, ddp_err *err)
+static int agree(const mpi_identity *id, int rc, ddp_err *err)
 {
     int h = rc ? message_hash(err->msg) : -1;
     int mine[4] = {rc, -rc, h, -h}, all[4];
@@ -79,62 +62,53 @@ static int agree(const bench_env *env, int rc, ddp_err *err)
         g_report = REPORT_NONE;
         return ddp_fail(err, all[0], "another rank failed (see its message)");
     }
-    if (all[0] == -all[1] && all[2] == -all[3] && env->size > 1)
+    if (all[0] == -all[1] && all[2] == -all[3] && id->size > 1)
         g_report = REPORT_ONCE; /* same status and same message on every rank */
     return rc;
 }
 
 /* ---- backend ---- */
 
-static bool gpu_sharing_allowed(void)
-{
-    const char *share = getenv("DDPRUN_ALLOW_GPU_SHARING");
-    return share && strcmp(share, "1") == 0;
-}
-
 /* auto: NCCL when every rank of the job has a GPU of its own, else MPI (all ranks agree). */
-static bool auto_picks_nccl(const bench_env *env)
+static bool auto_picks_nccl(const mpi_identity *id)
 {
     char reason[256] = "";
     int gpus = device_cuda_count(reason, sizeof reason);
-    int mine = gpus > 0 && (env->local_size <= gpus || gpu_sharing_allowed()), all = 0;
+    ddp_err shared = {0};
+    int mine = gpus > 0 && gpu_share_check(id->local_size, gpus, id->host, reason, &shared) == DDP_OK, all = 0;
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!mine && gpus > 0)
-        snprintf(reason, sizeof reason, "%d ranks on host %s, %d GPU%s", env->local_size, env->host, gpus,
-                 gpus == 1 ? "" : "s");
     if (!all)
-        log_info("# backend auto: mpi (%s)", mine ? "another host has fewer GPUs than ranks" : reason);
+        log_info("# backend auto: mpi (%s)",
+                 mine ? "another host has fewer GPUs than ranks" : gpus > 0 ? shared.msg : reason);
     return all;
 }
 
-static int open_gpu(const bench_env *env, device **dev, ddp_err *err)
+static int open_gpu(const mpi_identity *id, device **dev, ddp_err *err)
 {
     char reason[256] = "";
     int gpus = device_cuda_count(reason, sizeof reason);
-    if (gpus > 0 && env->local_size > gpus && !gpu_sharing_allowed())
-        return ddp_fail(err, DDP_EUSAGE, "--backend nccl: %d ranks on host %s but only %d GPU%s visible; run one "
-                        "rank per GPU (-np), or set DDPRUN_ALLOW_GPU_SHARING=1 to share GPUs", env->local_size,
-                        env->host, gpus, gpus == 1 ? "" : "s");
+    if (gpus > 0 && gpu_share_check(id->local_size, gpus, id->host, reason, err))
+        return ddp_prefix(err, "--backend nccl");
     config cfg;
     memset(&cfg, 0, sizeof cfg); /* defaults: no TF32; the benchmark runs no GEMMs */
     cfg.device = DEVICE_CUDA;
-    int rc = device_cuda_create(env->local_rank, &cfg, dev, err);
+    int rc = device_cuda_create(id->local_rank, &cfg, dev, err);
     if (rc && gpus == 0) /* builds without CUDA say so with DDP_EUSAGE, machines without a GPU DDP_ERUNTIME */
         return ddp_fail(err, rc, "--backend nccl: no CUDA devices (%s)", reason);
     return rc ? ddp_prefix(err, "--backend nccl") : DDP_OK;
 }
 
 /* The communicator (and, for NCCL, the device whose memory and stream it uses). Collective. */
-static int open_backend(const bench_env *env, const bench_opts *o, comm **c, device **dev, ddp_err *err)
+static int open_backend(const mpi_identity *id, const bench_opts *o, comm **c, device **dev, ddp_err *err)
 {
-    bool nccl = strcmp(o->backend, "nccl") == 0 || (strcmp(o->backend, "auto") == 0 && auto_picks_nccl(env));
+    bool nccl = strcmp(o->backend, "nccl") == 0 || (strcmp(o->backend, "auto") == 0 && auto_picks_nccl(id));
     if (!nccl)
-        return agree(env, comm_mpi_create(c, err), err);
-    int rc = agree(env, open_gpu(env, dev, err), err);
+        return agree(id, comm_mpi_create(c, err), err);
+    int rc = agree(id, open_gpu(id, dev, err), err);
     if (rc)
         return rc;
     rc = comm_nccl_create((*dev)->stream, (*dev)->index, o->timeout_s, false, c, err);
-    return agree(env, rc, err);
+    return agree(id, rc, err);
 }
 
 /* ---- buffers: host memory, or device memory with host staging ---- */
@@ -149,7 +123,7 @@ static void placement_bytes(const bench_row *r, bool in_place, size_t *send, siz
 
 static size_t row_count(const harness *h, size_t bytes, comm_dtype dt)
 {
-    return bytes / comm_dtype_size(dt) / (h->coll->blocks ? (size_t)h->env->size : 1);
+    return bytes / comm_dtype_size(dt) / (h->coll->blocks ? (size_t)h->id->size : 1);
 }
 
 static int alloc_pair(harness *h, size_t bytes, void **buf, void **host, ddp_err *err)
@@ -169,7 +143,7 @@ static int alloc_buffers(harness *h, ddp_err *err)
 {
     size_t send = 0, recv = 0;
     for (int dt = 0; dt < DT_COUNT; dt++) {
-        bench_row r = {h->coll, dt, OP_SUM, 0, row_count(h, h->o->max_bytes, dt), 0, h->env->rank, h->env->size};
+        bench_row r = {h->coll, dt, OP_SUM, 0, row_count(h, h->o->max_bytes, dt), 0, h->id->rank, h->id->size};
         size_t s, v, none, in_place;
         placement_bytes(&r, false, &s, &v);
         placement_bytes(&r, true, &none, &in_place);
@@ -224,7 +198,7 @@ static double combine_times(const harness *h, double local)
     double out = local;
     MPI_Op op = h->o->agg == AGG_MIN ? MPI_MIN : h->o->agg == AGG_MAX ? MPI_MAX : MPI_SUM;
     MPI_Allreduce(&local, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
-    return h->o->agg == AGG_AVG ? out / h->env->size : out;
+    return h->o->agg == AGG_AVG ? out / h->id->size : out;
 }
 
 static void corrupt_one(const bench_row *r, bool in_place, void *recv)
@@ -305,7 +279,7 @@ static int add_row(harness *h, const row_result *x, ddp_err *err)
 static int run_row(harness *h, comm_dtype dt, int op, size_t bytes, ddp_err *err)
 {
     bench_row r = {h->coll, dt, op < 0 ? OP_SUM : (comm_op)op, h->o->root, row_count(h, bytes, dt),
-                   (uint32_t)h->n_rows, h->env->rank, h->env->size};
+                   (uint32_t)h->n_rows, h->id->rank, h->id->size};
     if (r.count == 0)
         return DDP_OK; /* smaller than one element per rank */
     row_result x = {.elements = r.count * (h->coll->blocks ? (size_t)r.ranks : 1), .dt = dt, .op = op,
@@ -345,12 +319,12 @@ static int run_bench(harness *h, ddp_err *err)
     char device_label[128] = "cpu";
     if (h->dev)
         bench_gpu_label(h->dev, device_label, sizeof device_label);
-    rank_info *all = bench_gather_ranks(h->env, device_label);
-    bench_run run = {h->env, h->o, h->coll, h->c->ops->name, all, NULL, 0};
+    rank_info *all = bench_gather_ranks(h->id, device_label);
+    bench_run run = {h->id, h->o, h->coll, h->c->ops->name, all, NULL, 0};
     bench_print_header(&run);
-    bench_print_topology(h->env, all);
+    bench_print_topology(h->id, all);
     bench_print_columns();
-    int rc = agree(h->env, alloc_buffers(h, err), err);
+    int rc = agree(h->id, alloc_buffers(h, err), err);
     if (!rc && (rc = sweep(h, err)) != DDP_OK)
         bench_abort(rc, err->msg); /* the other ranks may be inside a collective */
     long long wrong = 0;
@@ -358,7 +332,7 @@ static int run_bench(harness *h, ddp_err *err)
     if (!rc) {
         run.rows = h->rows, run.n_rows = h->n_rows;
         bench_print_footer(&run, &wrong, &avg);
-        if (h->o->json_path && h->env->rank == 0)
+        if (h->o->json_path && h->id->rank == 0)
             rc = bench_write_json(&run, wrong, avg, err);
     }
     free_pair(h, h->send, h->host_send);
@@ -374,45 +348,45 @@ static int run_bench(harness *h, ddp_err *err)
 
 /* ---- main ---- */
 
-static int topo_main(const bench_env *env)
+static int topo_main(const mpi_identity *id)
 {
-    rank_info *all = bench_gather_ranks(env, "");
-    bench_print_topology(env, all);
+    rank_info *all = bench_gather_ranks(id, "");
+    bench_print_topology(id, all);
     free(all);
     return DDP_OK;
 }
 
-static int check_ranks(const bench_env *env, const bench_opts *o, ddp_err *err)
+static int check_ranks(const mpi_identity *id, const bench_opts *o, ddp_err *err)
 {
-    if (o->root >= env->size)
-        return ddp_fail(err, DDP_EUSAGE, "-r %d: there are only %d ranks", o->root, env->size);
-    if (o->corrupt_rank >= env->size)
-        return ddp_fail(err, DDP_EUSAGE, "--corrupt %d: there are only %d ranks", o->corrupt_rank, env->size);
-    if (o->fail_rank >= env->size)
-        return ddp_fail(err, DDP_EUSAGE, "--fail %d: there are only %d ranks", o->fail_rank, env->size);
+    if (o->root >= id->size)
+        return ddp_fail(err, DDP_EUSAGE, "-r %d: there are only %d ranks", o->root, id->size);
+    if (o->corrupt_rank >= id->size)
+        return ddp_fail(err, DDP_EUSAGE, "--corrupt %d: there are only %d ranks", o->corrupt_rank, id->size);
+    if (o->fail_rank >= id->size)
+        return ddp_fail(err, DDP_EUSAGE, "--fail %d: there are only %d ranks", o->fail_rank, id->size);
     return DDP_OK;
 }
 
-static int bench_main(int argc, char **argv, const bench_env *env, ddp_err *err)
+static int bench_main(int argc, char **argv, const mpi_identity *id, ddp_err *err)
 {
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        if (env->rank == 0)
+        if (id->rank == 0)
             bench_usage();
         g_report = REPORT_ONCE;
         return argc < 2 ? ddp_fail(err, DDP_EUSAGE, "no collective given") : DDP_OK;
     }
     if (strcmp(argv[1], "topo") == 0)
-        return topo_main(env);
+        return topo_main(id);
     bench_opts o;
     int rc = bench_parse_args(argc - 1, argv + 1, &o, err);
     if (!rc)
-        rc = check_ranks(env, &o, err);
+        rc = check_ranks(id, &o, err);
     if (rc) {
         g_report = REPORT_ONCE; /* every rank parsed the same command line */
         return rc;
     }
-    harness h = {.env = env, .o = &o, .coll = bench_find(o.coll)};
-    rc = open_backend(env, &o, &h.c, &h.dev, err);
+    harness h = {.id = id, .o = &o, .coll = bench_find(o.coll)};
+    rc = open_backend(id, &o, &h.c, &h.dev, err);
     if (!rc)
         rc = run_bench(&h, err);
     if (h.c)
@@ -422,22 +396,6 @@ static int bench_main(int argc, char **argv, const bench_env *env, ddp_err *err)
     return rc;
 }
 
-static void identify(bench_env *env)
-{
-    memset(env, 0, sizeof *env);
-    MPI_Comm_rank(MPI_COMM_WORLD, &env->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &env->size);
-    MPI_Comm local;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, env->rank, MPI_INFO_NULL, &local);
-    MPI_Comm_rank(local, &env->local_rank);
-    MPI_Comm_size(local, &env->local_size);
-    MPI_Comm_free(&local);
-    char host[MPI_MAX_PROCESSOR_NAME];
-    int len = 0;
-    MPI_Get_processor_name(host, &len);
-    snprintf(env->host, sizeof env->host, "%.*s", len, host);
-}
-
 int main(int argc, char **argv)
 {
     int provided = 0; /* FUNNELED: the NCCL watchdog is a second thread (it makes no MPI calls) */
@@ -445,12 +403,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "ddprun-bench: MPI_Init failed\n");
         return DDP_ERUNTIME;
     }
-    bench_env env;
-    identify(&env);
-    log_init(env.rank, env.size, env.host);
+    mpi_identity id; /* known before any backend exists; MPI_COMM_WORLD's errors are fatal */
+    mpi_identity_of(MPI_COMM_WORLD, &id);
+    log_init(id.rank, id.host);
     ddp_err err = {0};
-    int rc = bench_main(argc, argv, &env, &err);
-    if (rc && (g_report == REPORT_SELF || (g_report == REPORT_ONCE && env.rank == 0)))
+    int rc = bench_main(argc, argv, &id, &err);
+    if (rc && (g_report == REPORT_SELF || (g_report == REPORT_ONCE && id.rank == 0)))
         log_error("ddprun-bench: %s", err.msg);
     MPI_Finalize();
     return rc;

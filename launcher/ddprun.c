@@ -2,7 +2,7 @@
  *
  * It validates the config in-process (so a bad file fails once, with FILE:LINE:COL, before any
  * rank starts), builds the Open MPI mpirun command that starts one ddprun-worker per rank behind
- * the per-rank wrapper (ddprun_shim.c), runs it (ddprun_job.c), prints one line naming the
+ * the per-rank wrapper (ddprun_rankwrap.c), runs it (ddprun_job.c), prints one line naming the
  * failing rank when the job fails, and restarts it up to --max-restarts times. `bench`/`topo`
  * launch ddprun-bench the same way; `ckpt` runs the checkpoint tool in-process.
  * It must not do any training or MPI itself: ddprun is not an MPI process.
@@ -20,7 +20,6 @@
 
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,39 +71,6 @@ static const char usage_text[] =
     "exit 75; a second SIGINT/SIGTERM stops the job at once.\n"
     "Exit codes: 0 success, 1 failure, 2 usage/config error, 75 preempted after a checkpoint.\n"
     "Environment: MPI_HOME (mpirun from MPI_HOME/bin), DDPRUN_WORKER, DDPRUN_BENCH (programs).\n";
-
-/* ---- argument vectors ------------------------------------------------------------------- */
-
-void argv_push(argv_list *a, const char *s)
-{
-    if (a->n + 2 > a->cap) {
-        int cap = a->cap ? a->cap * 2 : 16;
-        char **grown = realloc(a->v, (size_t)cap * sizeof *grown);
-        if (!grown) { perror("ddprun: out of memory"); exit(1); }
-        a->v = grown;
-        a->cap = cap;
-    }
-    a->v[a->n] = strdup(s);
-    if (!a->v[a->n]) { perror("ddprun: out of memory"); exit(1); }
-    a->v[++a->n] = NULL;
-}
-
-void argv_pushf(argv_list *a, const char *fmt, ...)
-{
-    char buf[PATH_MAX + 64];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    argv_push(a, buf);
-}
-
-void argv_free(argv_list *a)
-{
-    for (int i = 0; i < a->n; i++) free(a->v[i]);
-    free(a->v);
-    *a = (argv_list){0};
-}
 
 /* ---- command line ----------------------------------------------------------------------- */
 
@@ -295,7 +261,7 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
     for (int i = 0; i < o->passthrough.n; i++) argv_push(cmd, o->passthrough.v[i]);
 
     argv_push(cmd, self);
-    argv_push(cmd, DDPRUN_SHIM_FLAG);
+    argv_push(cmd, DDPRUN_RANK_WRAPPER_FLAG);
     for (int i = 0; prog_argv[i]; i++) argv_push(cmd, prog_argv[i]);
 }
 
@@ -396,7 +362,7 @@ static int stop_signal_of(const config *cfg)
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && !strcmp(argv[1], DDPRUN_SHIM_FLAG)) return rank_shim_main(argc - 2, argv + 2);
+    if (argc >= 2 && !strcmp(argv[1], DDPRUN_RANK_WRAPPER_FLAG)) return rank_wrapper_main(argc - 2, argv + 2);
 
     static launch_opts o = {0};
     int first = 0;

@@ -2,16 +2,17 @@
  *
  * ddprun.c parses the command line and builds the mpirun command; ddprun_job.c runs one mpirun,
  * pipes its output and turns signals into checkpoint requests; ddprun_output.c rewrites mpirun's
- * rank tags and recognises rank-failure reports; ddprun_shim.c is the tiny per-rank wrapper that
- * mpirun starts in front of each worker. Nothing here is used outside launcher/ddprun*. */
+ * rank tags and recognises rank-failure reports; ddprun_rankwrap.c is the tiny per-rank wrapper that
+ * mpirun starts in front of each worker; ddprun_argv.c is the string vector the command and the
+ * output filter are built in. Nothing here is used outside launcher/ddprun*. */
 #ifndef DDPRUN_H
 #define DDPRUN_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-/* First argument that turns ddprun into the per-rank wrapper (internal; see ddprun_shim.c). */
-#define DDPRUN_SHIM_FLAG "--rank-shim"
+/* First argument that turns ddprun into the per-rank wrapper (internal; see ddprun_rankwrap.c). */
+#define DDPRUN_RANK_WRAPPER_FLAG "--rank-wrapper"
 /* Line the wrapper writes to stderr when its worker fails; ddprun consumes it. */
 #define DDPRUN_STATUS_MARK "ddprun-rank-status:"
 
@@ -62,7 +63,7 @@ int job_signals_seen(void);
 int job_run(char *const argv[], int stop_signal, job_result *out);
 
 /* The per-rank wrapper: runs argv[0] with argv, reports its failure, exits like it. */
-int rank_shim_main(int argc, char **argv);
+int rank_wrapper_main(int argc, char **argv);
 
 /* "SIGKILL" for 9; never NULL. */
 const char *signal_abbrev(int sig);

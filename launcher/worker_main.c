@@ -90,7 +90,7 @@ int main(int argc, char **argv)
     static config cfg;
     int rc = comm_mpi_create(&ctl, &err);
     if (rc == DDP_OK) {
-        log_init(ctl->rank, ctl->size, ctl->host);
+        log_init(ctl->rank, ctl->host);
         export_torchrun_env(ctl);
         rc = config_load(argv[1], argc - 2, argv + 2, &cfg, &err);
         if (rc != DDP_OK && ctl->rank != 0)

@@ -7,24 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/ckpt/ckpt.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* baseline: the same tensor bytes written raw (4 MiB writes + fsync), no CRC, no rename */
 static void raw_write(const char *dir, const ckpt_tensor *t, int n)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/raw.bin", dir);
-    double t0 = now_s();
+    double t0 = monotonic_s();
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     uint64_t total = 0;
     for (int i = 0; i < n && fd >= 0; i++) {
@@ -43,7 +36,7 @@ static void raw_write(const char *dir, const ckpt_tensor *t, int n)
         fsync(fd);
         close(fd);
     }
-    double dt = now_s() - t0;
+    double dt = monotonic_s() - t0;
     unlink(path);
     printf("baseline raw write+fsync of the same %.1f MB: %7.1f ms = %6.0f MB/s\n", (double)total / 1e6,
            dt * 1e3, (double)total / 1e6 / dt);

@@ -6,8 +6,9 @@
  * gradient dW = dYᵀ·X and (except the first layer, whose input gradient nobody needs) the input
  * gradient dX = dY·W. Prints GFLOP/s per GEMM and for the whole step. Thread count comes from
  * --threads N and is applied to both libraries (OpenMP for oneDNN, openblas_set_num_threads for
- * OpenBLAS); --threads 0 leaves both at what the environment (OMP_NUM_THREADS) gives them. This program only measures: it must not assert on timings or change the CPU type
- * OpenBLAS picks (OPENBLAS_CORETYPE is left as the environment sets it). */
+ * OpenBLAS); --threads 0 leaves both at what the environment (OMP_NUM_THREADS) gives them.
+ * This program only measures: it must not assert on timings or change the CPU type OpenBLAS
+ * picks (OPENBLAS_CORETYPE is left as the environment sets it). */
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
@@ -15,20 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "runtime/base/clock.h"
 
 typedef struct gemm_shape {
     const char *what;
     bool ta, tb;
     int m, n, k;
 } gemm_shape;
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void run_gemm(int lib, const gemm_shape *s, const float *a, const float *b, float *c)
 {
@@ -52,11 +47,11 @@ static double time_gemm(int lib, const gemm_shape *s, const float *a, const floa
     run_gemm(lib, s, a, b, c);
     run_gemm(lib, s, a, b, c);
     int reps = 0;
-    double t0 = now_s(), t;
+    double t0 = monotonic_s(), t;
     do {
         run_gemm(lib, s, a, b, c);
         reps++;
-        t = now_s() - t0;
+        t = monotonic_s() - t0;
     } while (t < min_time);
     return t / reps;
 }

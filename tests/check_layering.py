@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
 """check_layering.py — the folders are the design: prove that no source file includes from a layer
-above its own, and that every project include names its path from the project root.
+above its own, that every project include names its path from the project root, and that every
+path a comment or a build file names still exists.
 
 The allowed edges below are the dependency order README's "How it works" describes. A file may
 include system headers and, by bare name, files of its own folder; anything else must be a
-root-relative path ("runtime/base/err.h") into a folder its own folder may depend on. Exits 1 and
-lists every offending line. Takes the source root as its argument."""
+root-relative path ("runtime/base/err.h") into a folder its own folder may depend on.
+Path references: in comments (C /* */ and //, # in meson, shell, Python, YAML and INI files,
+Python docstrings) and in Markdown prose (code blocks, which show example output, excepted),
+every root-relative path under one of REFERENCED_TOPS must name a file or folder that exists
+(a * matches as a glob). A path glued to something before it (build/launcher/ddprun, $dir/x,
+CPU/MPI/launcher) is not root-relative and is not checked.
+Exits 1 and lists every offending line or reference. Takes the source root as its argument."""
+import glob
 import os
 import re
 import sys
@@ -73,20 +80,86 @@ def check_file(root, rel):
     return problems
 
 
-def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    problems, checked = [], 0
+REFERENCED_TOPS = ("runtime", "collectives", "models", "launcher", "tests", "scripts", "docs", "configs")
+PATH_REF = re.compile(r"(?<![\w./$~-])((?:%s)/[\w./*-]*[\w*])" % "|".join(REFERENCED_TOPS))
+C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+HASH_COMMENT = re.compile(r"(?:^|(?<=\s))#[^\n]*", re.M)
+DOCSTRING = re.compile(r'"""(?:.|\n)*?"""')
+HASH_COMMENTED = ("meson.build", "meson_options.txt", ".sh", ".yaml", ".ini")
+
+
+def markdown_prose(text):
+    """The lines of a Markdown text outside fenced and indented code blocks."""
+    prose, fenced = [], False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and not line.startswith("    "):
+            prose.append(line)
+    return ["\n".join(prose)]
+
+
+def commented_text(name, text):
+    """The parts of a file that are comments (or prose), where a path is a pointer for readers."""
+    if name.endswith(SOURCE_EXT):
+        return C_COMMENT.findall(text)
+    if name.endswith(".md"):
+        return markdown_prose(text)
+    if name.endswith(".py"):
+        return HASH_COMMENT.findall(text) + DOCSTRING.findall(text)
+    if name.endswith(HASH_COMMENTED) or text.startswith("#!"):
+        return HASH_COMMENT.findall(text)
+    return []
+
+
+def path_exists(root, ref):
+    if "*" in ref:
+        return bool(glob.glob(os.path.join(root, ref)))
+    return os.path.exists(os.path.join(root, ref))
+
+
+def check_references(root, rel):
+    try:
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError:
+        return []  # binary test data
+    problems = []
+    for chunk in commented_text(os.path.basename(rel), text):
+        for ref in PATH_REF.findall(chunk):
+            if not path_exists(root, ref):
+                problems.append(f"{rel}: names {ref}, which does not exist")
+    return problems
+
+
+def source_files(root):
+    """The relative path of every file under the folders ALLOWED lists."""
     for top in ALLOWED:
         for dirpath, _, names in os.walk(os.path.join(root, top)):
             for name in names:
-                if name.endswith(SOURCE_EXT):
-                    rel = os.path.relpath(os.path.join(dirpath, name), root)
-                    if layer_of(rel) == top:
-                        problems += check_file(root, rel)
-                        checked += 1
+                rel = os.path.relpath(os.path.join(dirpath, name), root)
+                if layer_of(rel) == top:
+                    yield rel
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    problems, checked = [], 0
+    for rel in source_files(root):
+        if rel.endswith(SOURCE_EXT):
+            problems += check_file(root, rel)
+            checked += 1
+    referring = list(source_files(root)) + ["README.md", "meson.build", "meson_options.txt"]
+    for top in ("docs", "configs"):
+        for dirpath, _, names in os.walk(os.path.join(root, top)):
+            referring += [os.path.relpath(os.path.join(dirpath, n), root) for n in names]
+    for rel in referring:
+        if os.path.exists(os.path.join(root, rel)):
+            problems += check_references(root, rel)
     for p in problems:
         print(p)
-    print(f"layering: {checked} files checked, {len(problems)} problems")
+    print(f"layering: {checked} files checked for includes, {len(referring)} for path references, "
+          f"{len(problems)} problems")
     return 1 if problems or checked == 0 else 0
 
 

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bench_harness.h"
+#include "bench_report.h"
 
 #ifdef DDP_CUDA_EMULATION
 #define RUNTIME_KIND "; CUDA-on-CPU emulation"

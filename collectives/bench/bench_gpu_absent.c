@@ -2,7 +2,7 @@
  * (the device layer's), so ddprun-bench needs no #ifdefs. Must not be linked into CUDA builds. */
 #include <stdio.h>
 
-#include "bench_harness.h"
+#include "bench_report.h"
 
 int bench_gpu_describe(char *out, size_t len)
 {

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench_harness.h"
+#include "bench_report.h"
 #include "runtime/base/log.h"
 
 /* Room for one host's GPU description (64 GPUs' lines and P2P matrix fit). */
@@ -28,13 +28,13 @@ static void read_line(const char *path, char *out, size_t len)
         fclose(f);
 }
 
-static void local_topology(const bench_env *env, const char *device, rank_info *me)
+static void local_topology(const mpi_identity *id, const char *device, rank_info *me)
 {
     memset(me, 0, sizeof *me);
     me->pid = (int)getpid();
     me->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    me->local_rank = env->local_rank;
-    snprintf(me->host, sizeof me->host, "%s", env->host);
+    me->local_rank = id->local_rank;
+    snprintf(me->host, sizeof me->host, "%s", id->host);
     snprintf(me->device, sizeof me->device, "%s", device);
     DIR *d = opendir("/sys/devices/system/node");
     struct dirent *e;
@@ -58,33 +58,33 @@ static void local_topology(const bench_env *env, const char *device, rank_info *
         snprintf(me->numa, sizeof me->numa, "no NUMA information in /sys");
 }
 
-rank_info *bench_gather_ranks(const bench_env *env, const char *device)
+rank_info *bench_gather_ranks(const mpi_identity *id, const char *device)
 {
-    rank_info me, *all = bench_xalloc((size_t)env->size * sizeof *all);
-    local_topology(env, device, &me);
+    rank_info me, *all = bench_xalloc((size_t)id->size * sizeof *all);
+    local_topology(id, device, &me);
     MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD);
     return all;
 }
 
 /* Rank 0 gets every host's GPU description (from its first rank; the others send nothing): one
  * buffer of all texts and each rank's offset into it. */
-static char *gather_gpu_texts(const bench_env *env, int **offsets)
+static char *gather_gpu_texts(const mpi_identity *id, int **offsets)
 {
-    char *mine = env->local_rank == 0 ? bench_xalloc(GPU_TEXT_MAX) : NULL;
+    char *mine = id->local_rank == 0 ? bench_xalloc(GPU_TEXT_MAX) : NULL;
     int len = 0;
     if (mine) {
         bench_gpu_describe(mine, GPU_TEXT_MAX);
         len = (int)strlen(mine) + 1;
     }
-    int *lens = env->rank == 0 ? bench_xalloc((size_t)env->size * sizeof *lens) : NULL;
-    *offsets = env->rank == 0 ? bench_xalloc((size_t)env->size * sizeof **offsets) : NULL;
+    int *lens = id->rank == 0 ? bench_xalloc((size_t)id->size * sizeof *lens) : NULL;
+    *offsets = id->rank == 0 ? bench_xalloc((size_t)id->size * sizeof **offsets) : NULL;
     MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
     size_t total = 0;
-    for (int r = 0; lens && r < env->size; r++) {
+    for (int r = 0; lens && r < id->size; r++) {
         (*offsets)[r] = (int)total;
         total += (size_t)lens[r];
     }
-    char *texts = env->rank == 0 ? bench_xalloc(total + 1) : NULL;
+    char *texts = id->rank == 0 ? bench_xalloc(total + 1) : NULL;
     MPI_Gatherv(mine, len, MPI_CHAR, texts, lens, *offsets, MPI_CHAR, 0, MPI_COMM_WORLD);
     free(mine);
     free(lens);
@@ -92,12 +92,12 @@ static char *gather_gpu_texts(const bench_env *env, int **offsets)
 }
 
 /* One line per host: cores, NUMA nodes, its ranks, its GPUs; then each host's GPU lines. */
-void bench_print_topology(const bench_env *env, const rank_info *all)
+void bench_print_topology(const mpi_identity *id, const rank_info *all)
 {
     int *offsets = NULL;
-    char *gpus = gather_gpu_texts(env, &offsets);
+    char *gpus = gather_gpu_texts(id, &offsets);
     log_info("# Topology");
-    for (int r = 0; env->rank == 0 && r < env->size; r++) {
+    for (int r = 0; id->rank == 0 && r < id->size; r++) {
         bool first = true;
         for (int q = 0; q < r; q++)
             first = first && strcmp(all[q].host, all[r].host) != 0;
@@ -105,7 +105,7 @@ void bench_print_topology(const bench_env *env, const rank_info *all)
             continue;
         char ranks[256] = "";
         size_t used = 0;
-        for (int q = r; q < env->size && used < sizeof ranks; q++)
+        for (int q = r; q < id->size && used < sizeof ranks; q++)
             if (strcmp(all[q].host, all[r].host) == 0)
                 used += (size_t)snprintf(ranks + used, sizeof ranks - used, " %d", q);
         const char *gpu = gpus + offsets[r];
@@ -135,7 +135,7 @@ void bench_print_header(const bench_run *run)
              run->coll->name, o->min_bytes, o->max_bytes, step, o->warmup, o->iters,
              o->agg == AGG_MIN ? "min" : o->agg == AGG_MAX ? "max" : "avg", o->check, run->backend);
     log_info("#\n# Using devices");
-    for (int r = 0; r < run->env->size; r++)
+    for (int r = 0; r < run->id->size; r++)
         log_info("#  Rank %2d Pid %7d on %12s device %-8s backend %s", r, run->ranks[r].pid, run->ranks[r].host,
                  run->ranks[r].device, run->backend);
     log_info("#");
@@ -211,7 +211,7 @@ static void json_placement(FILE *f, const char *key, const placement *p)
 
 static void json_ranks(FILE *f, const bench_run *run)
 {
-    for (int r = 0; r < run->env->size; r++) {
+    for (int r = 0; r < run->id->size; r++) {
         fprintf(f, "%s{\"rank\": %d, \"pid\": %d, \"host\": ", r ? ", " : "", r, run->ranks[r].pid);
         json_string(f, run->ranks[r].host);
         fputs(", \"device\": ", f);
@@ -227,7 +227,7 @@ int bench_write_json(const bench_run *run, long long wrong, double avg, ddp_err 
     if (!f)
         return ddp_fail(err, DDP_ERUNTIME, "-J %s: cannot write: %m", o->json_path);
     fprintf(f, "{\"collective\": \"%s\", \"backend\": \"%s\", \"nranks\": %d,\n \"ranks\": [", run->coll->name,
-            run->backend, run->env->size);
+            run->backend, run->id->size);
     json_ranks(f, run);
     fprintf(f, "],\n \"options\": {\"min_bytes\": %zu, \"max_bytes\": %zu, \"step_factor\": %g, \"step_bytes\": %zu, "
                "\"iters\": %d, \"warmup_iters\": %d, \"check\": %s, \"average\": \"%s\"},\n \"rows\": [\n",

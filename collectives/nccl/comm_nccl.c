@@ -3,8 +3,8 @@
  * It owns: creating the NCCL communicator (rank 0's ncclUniqueId travels by MPI_Bcast), one
  * non-blocking communication stream, and issuing every collective on it ordered after the device's
  * compute stream (an event recorded on the compute stream, waited for by the communication
- * stream). Completion is an event recorded after the collective: comm_wait makes the compute
- * stream wait for it (no host synchronisation), comm_test queries it. Every issued collective
+ * stream). Completion is an event recorded after the collective: ops->wait makes the compute
+ * stream wait for it (no host synchronisation), ops->test queries it. Every issued collective
  * occupies a slot of a ring that the watchdog (comm_nccl_watchdog.c) polls, so a stalled or
  * failed collective ends the process with a message naming it instead of hanging; ddp.debug
  * cross-checks each collective's fingerprint first (comm_nccl_check.c).
@@ -15,9 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/base/log.h"
+#include "runtime/base/mpi_check.h"
+#include "runtime/base/mpi_identity.h"
 #include "comm_nccl_internal.h"
 
 #define CUDA_TRY(call)                                                                          \
@@ -28,37 +30,18 @@
                             cudaGetErrorString(cuda_rc_));                                      \
     } while (0)
 
-#define MPI_TRY(call)                                                                           \
-    do {                                                                                        \
-        int mpi_rc_ = (call);                                                                   \
-        if (mpi_rc_ != MPI_SUCCESS) {                                                           \
-            char mpi_msg_[MPI_MAX_ERROR_STRING] = "";                                           \
-            int mpi_len_ = 0;                                                                   \
-            MPI_Error_string(mpi_rc_, mpi_msg_, &mpi_len_);                                     \
-            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,      \
-                            mpi_msg_);                                                          \
-        }                                                                                       \
-    } while (0)
-
 struct comm_req {
     int slot;
-    nccl_fingerprint fp;
+    ncclcomm_fingerprint fp;
 };
 
-static nccl_impl *impl_of(comm *c) { return c->impl; }
+static ncclcomm_impl *impl_of(comm *c) { return c->impl; }
 
-double nccl_now_s(void)
+static int ncclcomm_fail(comm *c, ncclResult_t rc, const char *call, const char *file, int line, ddp_err *err)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int nccl_fail(comm *c, ncclResult_t rc, const char *call, const char *file, int line, ddp_err *err)
-{
-    nccl_impl *im = impl_of(c);
+    ncclcomm_impl *im = impl_of(c);
     if (atomic_load(&im->aborting))
-        nccl_watchdog_await_exit(); /* the watchdog aborted the call and is reporting why */
+        ncclcomm_watchdog_await_exit(); /* the watchdog aborted the call and is reporting why */
     const char *last = im->nccl ? ncclGetLastError(im->nccl) : "";
     int name_len = (int)strcspn(call, "(");
     return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %.*s: %s%s%s", file, line, name_len, call, ncclGetErrorString(rc),
@@ -67,12 +50,12 @@ static int nccl_fail(comm *c, ncclResult_t rc, const char *call, const char *fil
 
 #define NCCL_TRY(c, call)                                                                       \
     do {                                                                                        \
-        ncclResult_t nccl_rc_ = (call);                                                         \
-        if (nccl_rc_ != ncclSuccess)                                                            \
-            return nccl_fail((c), nccl_rc_, #call, __FILE__, __LINE__, err);                    \
+        ncclResult_t ncclcomm_rc_ = (call);                                                     \
+        if (ncclcomm_rc_ != ncclSuccess)                                                        \
+            return ncclcomm_fail((c), ncclcomm_rc_, #call, __FILE__, __LINE__, err);            \
     } while (0)
 
-static ncclDataType_t nccl_type(comm_dtype dt)
+static ncclDataType_t ncclcomm_type(comm_dtype dt)
 {
     static const ncclDataType_t map[DT_COUNT] = {
         [DT_FLOAT] = ncclFloat32, [DT_DOUBLE] = ncclFloat64, [DT_HALF] = ncclFloat16,
@@ -82,7 +65,7 @@ static ncclDataType_t nccl_type(comm_dtype dt)
     return map[dt];
 }
 
-static ncclRedOp_t nccl_op(comm_op op)
+static ncclRedOp_t ncclcomm_op(comm_op op)
 {
     static const ncclRedOp_t map[OP_COUNT] = {
         [OP_SUM] = ncclSum, [OP_PROD] = ncclProd, [OP_MIN] = ncclMin, [OP_MAX] = ncclMax, [OP_AVG] = ncclAvg,
@@ -104,9 +87,9 @@ static int check_args(comm_dtype dt, comm_op op, bool has_op, ddp_err *err)
 /* The slot of collective seq, once its previous occupant has completed. */
 static int take_slot(comm *c, uint64_t seq, int *out, ddp_err *err)
 {
-    nccl_impl *im = impl_of(c);
-    int i = (int)(seq % NCCL_SLOTS);
-    nccl_slot *s = &im->slots[i];
+    ncclcomm_impl *im = impl_of(c);
+    int i = (int)(seq % NCCLCOMM_SLOTS);
+    ncclcomm_slot *s = &im->slots[i];
     if (atomic_load(&s->state) == SLOT_LAUNCHED) {
         CUDA_TRY(cudaEventSynchronize(s->done)); /* 256 in flight: wait for the oldest */
         atomic_store(&s->state, SLOT_FREE);
@@ -117,22 +100,22 @@ static int take_slot(comm *c, uint64_t seq, int *out, ddp_err *err)
 
 /* Registers the collective with the watchdog, cross-checks it (ddp.debug) and orders the
  * communication stream after everything already on the compute stream. */
-static int begin_collective(comm *c, nccl_fingerprint *fp, int *slot, ddp_err *err)
+static int begin_collective(comm *c, ncclcomm_fingerprint *fp, int *slot, ddp_err *err)
 {
-    nccl_impl *im = impl_of(c);
+    ncclcomm_impl *im = impl_of(c);
     fp->seq = ++im->seq;
-    nccl_faults_apply(c, fp);
+    ncclcomm_faults_apply(c, fp);
     int rc = take_slot(c, fp->seq, slot, err);
     if (rc)
         return rc;
-    nccl_slot *s = &im->slots[*slot];
+    ncclcomm_slot *s = &im->slots[*slot];
     pthread_mutex_lock(&im->lock);
     s->fp = *fp;
     snprintf(s->label, sizeof s->label, "%s", c->label);
-    s->issued_s = nccl_now_s();
+    s->issued_s = monotonic_s();
     atomic_store(&s->state, SLOT_ISSUING);
     pthread_mutex_unlock(&im->lock);
-    rc = im->debug ? nccl_check_fingerprint(c, fp, err) : DDP_OK;
+    rc = im->debug ? ncclcomm_check_fingerprint(c, fp, err) : DDP_OK;
     if (rc) {
         atomic_store(&s->state, SLOT_FREE);
         return rc;
@@ -150,14 +133,14 @@ static int begin_collective(comm *c, nccl_fingerprint *fp, int *slot, ddp_err *e
 
 /* After the NCCL call(s) of a collective returned `launched`: its completion event, then a
  * request (non-blocking) or the compute stream ordered after it (blocking). */
-static int end_collective(comm *c, int slot, const nccl_fingerprint *fp, int launched, comm_req **req, ddp_err *err)
+static int end_collective(comm *c, int slot, const ncclcomm_fingerprint *fp, int launched, comm_req **req, ddp_err *err)
 {
-    nccl_impl *im = impl_of(c);
-    nccl_slot *s = &im->slots[slot];
+    ncclcomm_impl *im = impl_of(c);
+    ncclcomm_slot *s = &im->slots[slot];
     if (launched != DDP_OK) {
         atomic_store(&s->state, SLOT_FREE);
         char what[160];
-        nccl_fingerprint_describe(fp, what, sizeof what);
+        ncclcomm_fingerprint_describe(fp, what, sizeof what);
         return ddp_prefix(err, "collective #%llu (%s)", (unsigned long long)fp->seq, what);
     }
     CUDA_TRY(cudaEventRecord(s->done, im->stream));
@@ -177,16 +160,17 @@ static int end_collective(comm *c, int slot, const nccl_fingerprint *fp, int lau
 
 /* ---- collectives ------------------------------------------------------------------------------ */
 
-static int launch_allreduce(comm *c, const void *send, void *recv, const nccl_fingerprint *fp, ddp_err *err)
+static int launch_allreduce(comm *c, const void *send, void *recv, const ncclcomm_fingerprint *fp, ddp_err *err)
 {
-    nccl_impl *im = impl_of(c);
-    NCCL_TRY(c, ncclAllReduce(send, recv, fp->count, nccl_type(fp->dtype), nccl_op(fp->op), im->nccl, im->stream));
+    ncclcomm_impl *im = impl_of(c);
+    NCCL_TRY(c, ncclAllReduce(send, recv, fp->count, ncclcomm_type(fp->dtype), ncclcomm_op(fp->op), im->nccl, im->stream));
     return DDP_OK;
 }
 
-static int nccl_allreduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, comm_req **req, ddp_err *err)
+static int ncclcomm_allreduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt,
+                              comm_op op, comm_req **req, ddp_err *err)
 {
-    nccl_fingerprint fp = {.kind = NK_ALLREDUCE, .op = op, .dtype = dt, .root = -1, .count = count};
+    ncclcomm_fingerprint fp = {.kind = NK_ALLREDUCE, .op = op, .dtype = dt, .root = -1, .count = count};
     int slot, rc = check_args(dt, op, true, err);
     if (!rc)
         rc = begin_collective(c, &fp, &slot, err);
@@ -195,16 +179,16 @@ static int nccl_allreduce(comm *c, const void *send, void *recv, size_t count, c
     return end_collective(c, slot, &fp, launch_allreduce(c, send, recv, &fp, err), req, err);
 }
 
-static int launch_broadcast(comm *c, void *buf, const nccl_fingerprint *fp, ddp_err *err)
+static int launch_broadcast(comm *c, void *buf, const ncclcomm_fingerprint *fp, ddp_err *err)
 {
-    nccl_impl *im = impl_of(c);
-    NCCL_TRY(c, ncclBroadcast(buf, buf, fp->count, nccl_type(fp->dtype), fp->root, im->nccl, im->stream));
+    ncclcomm_impl *im = impl_of(c);
+    NCCL_TRY(c, ncclBroadcast(buf, buf, fp->count, ncclcomm_type(fp->dtype), fp->root, im->nccl, im->stream));
     return DDP_OK;
 }
 
-static int nccl_broadcast(comm *c, void *buf, size_t count, comm_dtype dt, int root, comm_req **req, ddp_err *err)
+static int ncclcomm_broadcast(comm *c, void *buf, size_t count, comm_dtype dt, int root, comm_req **req, ddp_err *err)
 {
-    nccl_fingerprint fp = {.kind = NK_BROADCAST, .op = -1, .dtype = dt, .root = root, .count = count};
+    ncclcomm_fingerprint fp = {.kind = NK_BROADCAST, .op = -1, .dtype = dt, .root = root, .count = count};
     int slot, rc = check_args(dt, OP_SUM, false, err);
     if (!rc)
         rc = begin_collective(c, &fp, &slot, err);
@@ -213,16 +197,18 @@ static int nccl_broadcast(comm *c, void *buf, size_t count, comm_dtype dt, int r
     return end_collective(c, slot, &fp, launch_broadcast(c, buf, &fp, err), req, err);
 }
 
-static int launch_reduce(comm *c, const void *send, void *recv, const nccl_fingerprint *fp, ddp_err *err)
+static int launch_reduce(comm *c, const void *send, void *recv, const ncclcomm_fingerprint *fp, ddp_err *err)
 {
-    nccl_impl *im = impl_of(c);
-    NCCL_TRY(c, ncclReduce(send, recv, fp->count, nccl_type(fp->dtype), nccl_op(fp->op), fp->root, im->nccl, im->stream));
+    ncclcomm_impl *im = impl_of(c);
+    NCCL_TRY(c, ncclReduce(send, recv, fp->count, ncclcomm_type(fp->dtype), ncclcomm_op(fp->op),
+                           fp->root, im->nccl, im->stream));
     return DDP_OK;
 }
 
-static int nccl_reduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, int root, comm_req **req, ddp_err *err)
+static int ncclcomm_reduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt,
+                           comm_op op, int root, comm_req **req, ddp_err *err)
 {
-    nccl_fingerprint fp = {.kind = NK_REDUCE, .op = op, .dtype = dt, .root = root, .count = count};
+    ncclcomm_fingerprint fp = {.kind = NK_REDUCE, .op = op, .dtype = dt, .root = root, .count = count};
     int slot, rc = check_args(dt, op, true, err);
     if (!rc)
         rc = begin_collective(c, &fp, &slot, err);
@@ -231,16 +217,16 @@ static int nccl_reduce(comm *c, const void *send, void *recv, size_t count, comm
     return end_collective(c, slot, &fp, launch_reduce(c, send, recv, &fp, err), req, err);
 }
 
-static int launch_allgather(comm *c, const void *send, void *recv, const nccl_fingerprint *fp, ddp_err *err)
+static int launch_allgather(comm *c, const void *send, void *recv, const ncclcomm_fingerprint *fp, ddp_err *err)
 {
-    nccl_impl *im = impl_of(c);
-    NCCL_TRY(c, ncclAllGather(send, recv, fp->count, nccl_type(fp->dtype), im->nccl, im->stream));
+    ncclcomm_impl *im = impl_of(c);
+    NCCL_TRY(c, ncclAllGather(send, recv, fp->count, ncclcomm_type(fp->dtype), im->nccl, im->stream));
     return DDP_OK;
 }
 
-static int nccl_allgather(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
+static int ncclcomm_allgather(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
 {
-    nccl_fingerprint fp = {.kind = NK_ALLGATHER, .op = -1, .dtype = dt, .root = -1, .count = count};
+    ncclcomm_fingerprint fp = {.kind = NK_ALLGATHER, .op = -1, .dtype = dt, .root = -1, .count = count};
     int slot, rc = check_args(dt, OP_SUM, false, err);
     if (!rc)
         rc = begin_collective(c, &fp, &slot, err);
@@ -249,16 +235,18 @@ static int nccl_allgather(comm *c, const void *send, void *recv, size_t count, c
     return end_collective(c, slot, &fp, launch_allgather(c, send, recv, &fp, err), req, err);
 }
 
-static int launch_reducescatter(comm *c, const void *send, void *recv, const nccl_fingerprint *fp, ddp_err *err)
+static int launch_reducescatter(comm *c, const void *send, void *recv, const ncclcomm_fingerprint *fp, ddp_err *err)
 {
-    nccl_impl *im = impl_of(c);
-    NCCL_TRY(c, ncclReduceScatter(send, recv, fp->count, nccl_type(fp->dtype), nccl_op(fp->op), im->nccl, im->stream));
+    ncclcomm_impl *im = impl_of(c);
+    NCCL_TRY(c, ncclReduceScatter(send, recv, fp->count, ncclcomm_type(fp->dtype),
+                                  ncclcomm_op(fp->op), im->nccl, im->stream));
     return DDP_OK;
 }
 
-static int nccl_reducescatter(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, comm_req **req, ddp_err *err)
+static int ncclcomm_reducescatter(comm *c, const void *send, void *recv, size_t count, comm_dtype dt,
+                                  comm_op op, comm_req **req, ddp_err *err)
 {
-    nccl_fingerprint fp = {.kind = NK_REDUCESCATTER, .op = op, .dtype = dt, .root = -1, .count = count};
+    ncclcomm_fingerprint fp = {.kind = NK_REDUCESCATTER, .op = op, .dtype = dt, .root = -1, .count = count};
     int slot, rc = check_args(dt, op, true, err);
     if (!rc)
         rc = begin_collective(c, &fp, &slot, err);
@@ -270,7 +258,7 @@ static int nccl_reducescatter(comm *c, const void *send, void *recv, size_t coun
 /* In-place point-to-point exchanges read what they overwrite: send from a stream-ordered copy. */
 static int stage_copy(comm *c, const void *src, size_t bytes, void **copy, ddp_err *err)
 {
-    nccl_impl *im = impl_of(c);
+    ncclcomm_impl *im = impl_of(c);
     *copy = NULL;
     CUDA_TRY(cudaMallocAsync(copy, bytes ? bytes : 1, im->stream));
     CUDA_TRY(cudaMemcpyAsync(*copy, src, bytes, cudaMemcpyDeviceToDevice, im->stream));
@@ -280,7 +268,7 @@ static int stage_copy(comm *c, const void *src, size_t bytes, void **copy, ddp_e
 /* Grouped sends and receives: block j of send to rank j, block j of recv from rank j. */
 static int launch_exchange(comm *c, const char *send, char *recv, size_t count, comm_dtype dt, int to, int from, ddp_err *err)
 {
-    nccl_impl *im = impl_of(c);
+    ncclcomm_impl *im = impl_of(c);
     size_t esz = comm_dtype_size(dt), bytes = to < 0 ? count * esz * (size_t)c->size : count * esz;
     void *copy = NULL;
     if (send == recv && count) {
@@ -289,7 +277,7 @@ static int launch_exchange(comm *c, const char *send, char *recv, size_t count, 
             return rc;
         send = copy;
     }
-    ncclDataType_t t = nccl_type(dt);
+    ncclDataType_t t = ncclcomm_type(dt);
     NCCL_TRY(c, ncclGroupStart());
     /* the group is always closed: the first failure is reported, by ncclGroupEnd at the latest */
     ncclResult_t first = ncclSuccess;
@@ -306,16 +294,16 @@ static int launch_exchange(comm *c, const char *send, char *recv, size_t count, 
     ncclResult_t end = ncclGroupEnd();
     cudaError_t freed = copy ? cudaFreeAsync(copy, im->stream) : cudaSuccess;
     if (first != ncclSuccess)
-        return nccl_fail(c, first, "ncclSend/ncclRecv", __FILE__, __LINE__, err);
+        return ncclcomm_fail(c, first, "ncclSend/ncclRecv", __FILE__, __LINE__, err);
     if (end != ncclSuccess)
-        return nccl_fail(c, end, "ncclGroupEnd", __FILE__, __LINE__, err);
+        return ncclcomm_fail(c, end, "ncclGroupEnd", __FILE__, __LINE__, err);
     CUDA_TRY(freed);
     return DDP_OK;
 }
 
-static int nccl_alltoall(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
+static int ncclcomm_alltoall(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
 {
-    nccl_fingerprint fp = {.kind = NK_ALLTOALL, .op = -1, .dtype = dt, .root = -1, .count = count};
+    ncclcomm_fingerprint fp = {.kind = NK_ALLTOALL, .op = -1, .dtype = dt, .root = -1, .count = count};
     int slot, rc = check_args(dt, OP_SUM, false, err);
     if (!rc)
         rc = begin_collective(c, &fp, &slot, err);
@@ -324,9 +312,10 @@ static int nccl_alltoall(comm *c, const void *send, void *recv, size_t count, co
     return end_collective(c, slot, &fp, launch_exchange(c, send, recv, fp.count, dt, -1, -1, err), req, err);
 }
 
-static int nccl_sendrecv(comm *c, const void *send, int to, void *recv, int from, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
+static int ncclcomm_sendrecv(comm *c, const void *send, int to, void *recv, int from, size_t count,
+                             comm_dtype dt, comm_req **req, ddp_err *err)
 {
-    nccl_fingerprint fp = {.kind = NK_SENDRECV, .op = -1, .dtype = dt, .root = -1, .count = count};
+    ncclcomm_fingerprint fp = {.kind = NK_SENDRECV, .op = -1, .dtype = dt, .root = -1, .count = count};
     int slot, rc = check_args(dt, OP_SUM, false, err);
     if (!rc && (to < 0 || to >= c->size || from < 0 || from >= c->size))
         rc = ddp_fail(err, DDP_EUSAGE, "comm_nccl: sendrecv peers %d/%d outside [0, %d)", to, from, c->size);
@@ -337,17 +326,17 @@ static int nccl_sendrecv(comm *c, const void *send, int to, void *recv, int from
     return end_collective(c, slot, &fp, launch_exchange(c, send, recv, fp.count, dt, to, from, err), req, err);
 }
 
-static int nccl_barrier(comm *c, ddp_err *err)
+static int ncclcomm_barrier(comm *c, ddp_err *err)
 {
-    nccl_impl *im = impl_of(c);
-    nccl_fingerprint fp = {.kind = NK_BARRIER, .op = OP_SUM, .dtype = DT_INT32, .root = -1, .count = 1};
+    ncclcomm_impl *im = impl_of(c);
+    ncclcomm_fingerprint fp = {.kind = NK_BARRIER, .op = OP_SUM, .dtype = DT_INT32, .root = -1, .count = 1};
     int slot, rc = begin_collective(c, &fp, &slot, err);
     if (rc)
         return rc;
     int launched = DDP_OK;
     ncclResult_t nrc = ncclAllReduce(im->barrier_buf, im->barrier_buf, 1, ncclInt32, ncclSum, im->nccl, im->stream);
     if (nrc != ncclSuccess)
-        launched = nccl_fail(c, nrc, "ncclAllReduce", __FILE__, __LINE__, err);
+        launched = ncclcomm_fail(c, nrc, "ncclAllReduce", __FILE__, __LINE__, err);
     rc = end_collective(c, slot, &fp, launched, NULL, err);
     if (rc)
         return rc;
@@ -358,15 +347,15 @@ static int nccl_barrier(comm *c, ddp_err *err)
 /* ---- requests --------------------------------------------------------------------------------- */
 
 /* Whether the slot still holds this request's collective (else it completed long ago). */
-static bool slot_holds(nccl_impl *im, const comm_req *r)
+static bool slot_holds(ncclcomm_impl *im, const comm_req *r)
 {
-    const nccl_slot *s = &im->slots[r->slot];
+    const ncclcomm_slot *s = &im->slots[r->slot];
     return atomic_load(&s->state) == SLOT_LAUNCHED && s->fp.seq == r->fp.seq;
 }
 
-static int nccl_wait(comm *c, comm_req *r, ddp_err *err)
+static int ncclcomm_wait(comm *c, comm_req *r, ddp_err *err)
 {
-    nccl_impl *im = impl_of(c);
+    ncclcomm_impl *im = impl_of(c);
     cudaError_t e = slot_holds(im, r) ? cudaStreamWaitEvent(im->compute, im->slots[r->slot].done, 0) : cudaSuccess;
     free(r);
     if (e != cudaSuccess)
@@ -375,9 +364,9 @@ static int nccl_wait(comm *c, comm_req *r, ddp_err *err)
     return DDP_OK;
 }
 
-static int nccl_test(comm *c, comm_req *r, bool *done, ddp_err *err)
+static int ncclcomm_test(comm *c, comm_req *r, bool *done, ddp_err *err)
 {
-    nccl_impl *im = impl_of(c);
+    ncclcomm_impl *im = impl_of(c);
     *done = true;
     if (!slot_holds(im, r))
         return DDP_OK;
@@ -392,18 +381,18 @@ static int nccl_test(comm *c, comm_req *r, bool *done, ddp_err *err)
 
 /* ---- lifecycle -------------------------------------------------------------------------------- */
 
-static void nccl_destroy(comm *c)
+static void ncclcomm_destroy(comm *c)
 {
     if (!c)
         return;
-    nccl_impl *im = c->impl;
+    ncclcomm_impl *im = c->impl;
     if (im) {
-        nccl_watchdog_stop(c);
+        ncclcomm_watchdog_stop(c);
         if (im->stream)
             cudaStreamSynchronize(im->stream);
         if (im->nccl)
             ncclCommDestroy(im->nccl);
-        for (int i = 0; i < NCCL_SLOTS; i++)
+        for (int i = 0; i < NCCLCOMM_SLOTS; i++)
             if (im->slots[i].done)
                 cudaEventDestroy(im->slots[i].done);
         if (im->compute_ready)
@@ -423,42 +412,35 @@ static void nccl_destroy(comm *c)
     free(c);
 }
 
-static const struct comm_ops nccl_comm_ops = {
+static const struct comm_ops ncclcomm_comm_ops = {
     .name = "nccl",
-    .allreduce = nccl_allreduce,
-    .broadcast = nccl_broadcast,
-    .reduce = nccl_reduce,
-    .allgather = nccl_allgather,
-    .reducescatter = nccl_reducescatter,
-    .alltoall = nccl_alltoall,
-    .sendrecv = nccl_sendrecv,
-    .barrier = nccl_barrier,
-    .wait = nccl_wait,
-    .test = nccl_test,
-    .destroy = nccl_destroy,
+    .allreduce = ncclcomm_allreduce,
+    .broadcast = ncclcomm_broadcast,
+    .reduce = ncclcomm_reduce,
+    .allgather = ncclcomm_allgather,
+    .reducescatter = ncclcomm_reducescatter,
+    .alltoall = ncclcomm_alltoall,
+    .sendrecv = ncclcomm_sendrecv,
+    .barrier = ncclcomm_barrier,
+    .wait = ncclcomm_wait,
+    .test = ncclcomm_test,
+    .destroy = ncclcomm_destroy,
 };
 
-static int fill_identity(comm *c, nccl_impl *im, ddp_err *err)
+static int fill_identity(comm *c, ncclcomm_impl *im, ddp_err *err)
 {
     MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &im->ctl));
     MPI_TRY(MPI_Comm_set_errhandler(im->ctl, MPI_ERRORS_RETURN));
-    MPI_TRY(MPI_Comm_rank(im->ctl, &c->rank));
-    MPI_TRY(MPI_Comm_size(im->ctl, &c->size));
-    MPI_Comm local;
-    MPI_TRY(MPI_Comm_split_type(im->ctl, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local));
-    MPI_Comm_rank(local, &c->local_rank);
-    MPI_Comm_size(local, &c->local_size);
-    MPI_Comm_free(&local);
-    char name[MPI_MAX_PROCESSOR_NAME];
-    int len = 0;
-    MPI_TRY(MPI_Get_processor_name(name, &len));
-    snprintf(c->host, sizeof c->host, "%.*s", len, name);
+    mpi_identity id;
+    MPI_TRY(mpi_identity_of(im->ctl, &id));
+    c->rank = id.rank, c->size = id.size, c->local_rank = id.local_rank, c->local_size = id.local_size;
+    snprintf(c->host, sizeof c->host, "%s", id.host);
     return DDP_OK;
 }
 
 /* Rank 0 makes the unique id and broadcasts it with its status, so a failure there is every
  * rank's failure rather than a hang in ncclCommInitRank. */
-static int init_nccl(comm *c, nccl_impl *im, ddp_err *err)
+static int init_nccl(comm *c, ncclcomm_impl *im, ddp_err *err)
 {
     struct { int32_t status; ncclUniqueId id; } msg;
     memset(&msg, 0, sizeof msg);
@@ -472,25 +454,25 @@ static int init_nccl(comm *c, nccl_impl *im, ddp_err *err)
     return DDP_OK;
 }
 
-static int setup(comm *c, nccl_impl *im, ddp_err *err)
+static int setup(comm *c, ncclcomm_impl *im, ddp_err *err)
 {
     int rc = fill_identity(c, im, err);
     if (rc)
         return rc;
-    rc = nccl_faults_read(im, err);
+    rc = ncclcomm_faults_read(im, err);
     if (rc)
         return rc;
     CUDA_TRY(cudaSetDevice(im->device));
     CUDA_TRY(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
     CUDA_TRY(cudaEventCreateWithFlags(&im->compute_ready, cudaEventDisableTiming));
-    for (int i = 0; i < NCCL_SLOTS; i++)
+    for (int i = 0; i < NCCLCOMM_SLOTS; i++)
         CUDA_TRY(cudaEventCreateWithFlags(&im->slots[i].done, cudaEventDisableTiming));
     CUDA_TRY(cudaMalloc((void **)&im->barrier_buf, sizeof(int)));
     CUDA_TRY(cudaMemset(im->barrier_buf, 0, sizeof(int)));
     rc = init_nccl(c, im, err);
     if (rc)
         return rc;
-    return nccl_watchdog_start(c, err);
+    return ncclcomm_watchdog_start(c, err);
 }
 
 int comm_nccl_create(void *compute_stream, int device_index, double timeout_s, bool debug, comm **out, ddp_err *err)
@@ -503,13 +485,13 @@ int comm_nccl_create(void *compute_stream, int device_index, double timeout_s, b
     if (!(timeout_s > 0))
         return ddp_fail(err, DDP_EUSAGE, "comm_nccl_create: ddp.timeout_s must be positive, got %g", timeout_s);
     comm *c = calloc(1, sizeof *c);
-    nccl_impl *im = calloc(1, sizeof *im);
+    ncclcomm_impl *im = calloc(1, sizeof *im);
     if (!c || !im) {
         free(c);
         free(im);
         return ddp_fail(err, DDP_ERUNTIME, "comm_nccl_create: out of memory");
     }
-    c->ops = &nccl_comm_ops;
+    c->ops = &ncclcomm_comm_ops;
     c->impl = im;
     im->ctl = MPI_COMM_NULL;
     im->compute = (cudaStream_t)compute_stream;
@@ -518,12 +500,12 @@ int comm_nccl_create(void *compute_stream, int device_index, double timeout_s, b
     im->debug = debug;
     pthread_mutex_init(&im->lock, NULL);
     pthread_cond_init(&im->wake, NULL);
-    for (int i = 0; i < NCCL_SLOTS; i++)
+    for (int i = 0; i < NCCLCOMM_SLOTS; i++)
         atomic_init(&im->slots[i].state, SLOT_FREE);
     atomic_init(&im->aborting, false);
     int rc = setup(c, im, err);
     if (rc) {
-        nccl_destroy(c);
+        ncclcomm_destroy(c);
         return ddp_prefix(err, "comm_nccl_create (GPU %d)", device_index);
     }
     *out = c;

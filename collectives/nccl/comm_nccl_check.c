@@ -16,9 +16,10 @@
 #include <unistd.h>
 
 #include "runtime/base/log.h"
+#include "runtime/base/mpi_check.h"
 #include "comm_nccl_internal.h"
 
-const char *nccl_kind_name(nccl_kind k)
+const char *ncclcomm_kind_name(ncclcomm_kind k)
 {
     static const char *const names[] = {
         [NK_ALLREDUCE] = "allreduce", [NK_BROADCAST] = "broadcast", [NK_REDUCE] = "reduce",
@@ -28,7 +29,7 @@ const char *nccl_kind_name(nccl_kind k)
     return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 
-void nccl_fingerprint_describe(const nccl_fingerprint *fp, char *out, size_t len)
+void ncclcomm_fingerprint_describe(const ncclcomm_fingerprint *fp, char *out, size_t len)
 {
     char root[32] = "";
     if (fp->root >= 0)
@@ -37,32 +38,30 @@ void nccl_fingerprint_describe(const nccl_fingerprint *fp, char *out, size_t len
              fp->op >= 0 ? ", " : "", fp->op >= 0 ? comm_op_name((comm_op)fp->op) : "", root);
 }
 
-static bool same(const nccl_fingerprint *a, const nccl_fingerprint *b)
+static bool same(const ncclcomm_fingerprint *a, const ncclcomm_fingerprint *b)
 {
     return a->seq == b->seq && a->count == b->count && a->kind == b->kind && a->op == b->op &&
            a->dtype == b->dtype && a->root == b->root;
 }
 
-static void describe_full(const nccl_fingerprint *fp, char *out, size_t len)
+static void describe_full(const ncclcomm_fingerprint *fp, char *out, size_t len)
 {
     char what[160];
-    nccl_fingerprint_describe(fp, what, sizeof what);
-    snprintf(out, len, "%s #%llu (%s)", nccl_kind_name((nccl_kind)fp->kind), (unsigned long long)fp->seq, what);
+    ncclcomm_fingerprint_describe(fp, what, sizeof what);
+    snprintf(out, len, "%s #%llu (%s)", ncclcomm_kind_name((ncclcomm_kind)fp->kind), (unsigned long long)fp->seq, what);
 }
 
-int nccl_check_fingerprint(comm *c, const nccl_fingerprint *fp, ddp_err *err)
+int ncclcomm_check_fingerprint(comm *c, const ncclcomm_fingerprint *fp, ddp_err *err)
 {
-    nccl_impl *im = c->impl;
-    nccl_fingerprint *all = calloc((size_t)c->size, sizeof *all);
+    ncclcomm_impl *im = c->impl;
+    ncclcomm_fingerprint *all = calloc((size_t)c->size, sizeof *all);
     if (!all)
         return ddp_fail(err, DDP_ERUNTIME, "ddp.debug: out of memory for %d fingerprints", c->size);
     int rc = MPI_Allgather(fp, (int)sizeof *fp, MPI_BYTE, all, (int)sizeof *fp, MPI_BYTE, im->ctl);
     if (rc != MPI_SUCCESS) {
         free(all);
-        char msg[MPI_MAX_ERROR_STRING] = "";
-        int len = 0;
-        MPI_Error_string(rc, msg, &len);
-        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: MPI_Allgather(ddp.debug fingerprints): %s", __FILE__, __LINE__, msg);
+        mpi_fail(err, rc, "MPI_Allgather", __FILE__, __LINE__);
+        return ddp_prefix(err, "ddp.debug fingerprints");
     }
     int differs = -1;
     for (int r = 1; r < c->size && differs < 0; r++)
@@ -97,7 +96,7 @@ static int read_switch(const char *name, int *rank, uint64_t *seq, ddp_err *err)
     return DDP_OK;
 }
 
-int nccl_faults_read(nccl_impl *im, ddp_err *err)
+int ncclcomm_faults_read(ncclcomm_impl *im, ddp_err *err)
 {
     int rc = read_switch("DDP_TEST_NCCL_STALL", &im->stall_rank, &im->stall_seq, err);
     if (rc == DDP_OK)
@@ -105,9 +104,9 @@ int nccl_faults_read(nccl_impl *im, ddp_err *err)
     return rc;
 }
 
-void nccl_faults_apply(comm *c, nccl_fingerprint *fp)
+void ncclcomm_faults_apply(comm *c, ncclcomm_fingerprint *fp)
 {
-    nccl_impl *im = c->impl;
+    ncclcomm_impl *im = c->impl;
     if (im->skew_rank == c->rank && im->skew_seq == fp->seq && fp->count > 0) {
         log_warn("test fault DDP_TEST_NCCL_SKEW: collective #%llu issued with %llu elements instead of %llu",
                  (unsigned long long)fp->seq, (unsigned long long)fp->count - 1, (unsigned long long)fp->count);

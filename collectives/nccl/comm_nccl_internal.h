@@ -16,32 +16,32 @@
 #include "collectives/comm.h"
 
 /* Collectives in flight at once before issuing one more waits for the oldest. */
-#define NCCL_SLOTS 256
+#define NCCLCOMM_SLOTS 256
 
 typedef enum { NK_ALLREDUCE, NK_BROADCAST, NK_REDUCE, NK_ALLGATHER, NK_REDUCESCATTER, NK_ALLTOALL,
-               NK_SENDRECV, NK_BARRIER } nccl_kind;
+               NK_SENDRECV, NK_BARRIER } ncclcomm_kind;
 
 /* What a collective is; identical on every rank when ranks agree (ddp.debug compares them). */
-typedef struct nccl_fingerprint {
+typedef struct ncclcomm_fingerprint {
     uint64_t seq;          /* 1-based issue number on this communicator */
     uint64_t count;
-    int32_t kind;          /* nccl_kind */
+    int32_t kind;          /* ncclcomm_kind */
     int32_t op;            /* comm_op, or -1 */
     int32_t dtype;         /* comm_dtype */
     int32_t root;          /* root, or -1 (sendrecv: peers differ per rank, so -1) */
-} nccl_fingerprint;
+} ncclcomm_fingerprint;
 
 enum { SLOT_FREE, SLOT_ISSUING, SLOT_LAUNCHED };
 
-typedef struct nccl_slot {
+typedef struct ncclcomm_slot {
     cudaEvent_t done;      /* recorded on the communication stream after the collective */
     atomic_int state;      /* SLOT_*: ISSUING while the host is inside the NCCL call */
-    nccl_fingerprint fp;
+    ncclcomm_fingerprint fp;
     char label[64];
     double issued_s;
-} nccl_slot;
+} ncclcomm_slot;
 
-typedef struct nccl_impl {
+typedef struct ncclcomm_impl {
     ncclComm_t nccl;
     MPI_Comm ctl;              /* our duplicate of MPI_COMM_WORLD: id broadcast, ddp.debug checks */
     cudaStream_t compute;      /* the device's stream, which collectives order themselves after */
@@ -54,7 +54,7 @@ typedef struct nccl_impl {
     int *barrier_buf;          /* one device int */
 
     pthread_mutex_t lock;      /* slots' fields other than state, shared with the watchdog */
-    nccl_slot slots[NCCL_SLOTS];
+    ncclcomm_slot slots[NCCLCOMM_SLOTS];
 
     /* watchdog */
     pthread_t watchdog;
@@ -66,26 +66,25 @@ typedef struct nccl_impl {
     /* test-only fault switches (comm_nccl_check.c) */
     int stall_rank, skew_rank;
     uint64_t stall_seq, skew_seq;
-} nccl_impl;
+} ncclcomm_impl;
 
-const char *nccl_kind_name(nccl_kind k);
+const char *ncclcomm_kind_name(ncclcomm_kind k);
 /* "allreduce avg, 1234 x float, root -1" style description for messages. */
-void nccl_fingerprint_describe(const nccl_fingerprint *fp, char *out, size_t len);
-double nccl_now_s(void);
+void ncclcomm_fingerprint_describe(const ncclcomm_fingerprint *fp, char *out, size_t len);
 
 /* comm_nccl_watchdog.c */
-int nccl_watchdog_start(comm *c, ddp_err *err);
-void nccl_watchdog_stop(comm *c);
+int ncclcomm_watchdog_start(comm *c, ddp_err *err);
+void ncclcomm_watchdog_stop(comm *c);
 /* The calling thread waits for the watchdog to end the process (used after an NCCL call failed
  * because the watchdog aborted the communicator). Never returns. */
-void nccl_watchdog_await_exit(void) __attribute__((noreturn));
+void ncclcomm_watchdog_await_exit(void) __attribute__((noreturn));
 
 /* comm_nccl_check.c */
-int nccl_faults_read(nccl_impl *im, ddp_err *err);
+int ncclcomm_faults_read(ncclcomm_impl *im, ddp_err *err);
 /* Applies the test-only fault switches to collective fp on this rank: may stall forever or
  * change fp->count. */
-void nccl_faults_apply(comm *c, nccl_fingerprint *fp);
+void ncclcomm_faults_apply(comm *c, ncclcomm_fingerprint *fp);
 /* ddp.debug: every rank's fingerprint of this collective must match (blocking, control path). */
-int nccl_check_fingerprint(comm *c, const nccl_fingerprint *fp, ddp_err *err);
+int ncclcomm_check_fingerprint(comm *c, const ncclcomm_fingerprint *fp, ddp_err *err);
 
 #endif

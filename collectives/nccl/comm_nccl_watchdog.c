@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/base/log.h"
 #include "comm_nccl_internal.h"
 
@@ -23,11 +24,11 @@ typedef struct scan {
     int failed_slot;
 } scan;
 
-static scan scan_slots(nccl_impl *im)
+static scan scan_slots(ncclcomm_impl *im)
 {
     scan s = {.oldest = -1, .failure = cudaSuccess, .failed_slot = -1};
-    for (int i = 0; i < NCCL_SLOTS; i++) {
-        nccl_slot *sl = &im->slots[i];
+    for (int i = 0; i < NCCLCOMM_SLOTS; i++) {
+        ncclcomm_slot *sl = &im->slots[i];
         int st = atomic_load(&sl->state);
         if (st == SLOT_FREE)
             continue;
@@ -47,16 +48,16 @@ static scan scan_slots(nccl_impl *im)
     return s;
 }
 
-static void describe_slot(const nccl_slot *sl, char *out, size_t len)
+static void describe_slot(const ncclcomm_slot *sl, char *out, size_t len)
 {
     char what[160];
-    nccl_fingerprint_describe(&sl->fp, what, sizeof what);
-    snprintf(out, len, "%s #%llu (%s%s%s)", nccl_kind_name((nccl_kind)sl->fp.kind), (unsigned long long)sl->fp.seq,
+    ncclcomm_fingerprint_describe(&sl->fp, what, sizeof what);
+    snprintf(out, len, "%s #%llu (%s%s%s)", ncclcomm_kind_name((ncclcomm_kind)sl->fp.kind), (unsigned long long)sl->fp.seq,
              sl->label, sl->label[0] ? ", " : "", what);
 }
 
 /* Prints, aborts the communicator and ends the process. Called with im->lock held. */
-__attribute__((noreturn)) static void abort_job(nccl_impl *im, const char *why)
+__attribute__((noreturn)) static void abort_job(ncclcomm_impl *im, const char *why)
 {
     atomic_store(&im->aborting, true);
     log_error("NCCL watchdog: %s; aborting", why);
@@ -66,10 +67,10 @@ __attribute__((noreturn)) static void abort_job(nccl_impl *im, const char *why)
     _exit(DDP_ERUNTIME);
 }
 
-static void check_once(nccl_impl *im, double *last_progress)
+static void check_once(ncclcomm_impl *im, double *last_progress)
 {
     scan s = scan_slots(im);
-    double now = nccl_now_s();
+    double now = monotonic_s();
     char what[320], why[512];
     if (s.progressed || s.oldest < 0)
         *last_progress = now;
@@ -88,7 +89,7 @@ static void check_once(nccl_impl *im, double *last_progress)
     }
     if (s.oldest < 0)
         return;
-    const nccl_slot *old = &im->slots[s.oldest];
+    const ncclcomm_slot *old = &im->slots[s.oldest];
     double since = old->issued_s > *last_progress ? old->issued_s : *last_progress;
     if (now - since > im->timeout_s) {
         describe_slot(old, what, sizeof what);
@@ -99,10 +100,10 @@ static void check_once(nccl_impl *im, double *last_progress)
 
 static void *watchdog_main(void *arg)
 {
-    nccl_impl *im = ((comm *)arg)->impl;
+    ncclcomm_impl *im = ((comm *)arg)->impl;
     double poll_s = im->timeout_s / 20;
     poll_s = poll_s < 0.01 ? 0.01 : poll_s > 1.0 ? 1.0 : poll_s;
-    double last_progress = nccl_now_s();
+    double last_progress = monotonic_s();
     pthread_mutex_lock(&im->lock);
     while (!im->stop) {
         struct timespec until;
@@ -118,9 +119,9 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-int nccl_watchdog_start(comm *c, ddp_err *err)
+int ncclcomm_watchdog_start(comm *c, ddp_err *err)
 {
-    nccl_impl *im = c->impl;
+    ncclcomm_impl *im = c->impl;
     int e = pthread_create(&im->watchdog, NULL, watchdog_main, c);
     if (e != 0)
         return ddp_fail(err, DDP_ERUNTIME, "%s:%d: pthread_create(NCCL watchdog): error %d", __FILE__, __LINE__, e);
@@ -128,9 +129,9 @@ int nccl_watchdog_start(comm *c, ddp_err *err)
     return DDP_OK;
 }
 
-void nccl_watchdog_stop(comm *c)
+void ncclcomm_watchdog_stop(comm *c)
 {
-    nccl_impl *im = c->impl;
+    ncclcomm_impl *im = c->impl;
     if (!im->watchdog_running)
         return;
     pthread_mutex_lock(&im->lock);
@@ -141,7 +142,7 @@ void nccl_watchdog_stop(comm *c)
     im->watchdog_running = false;
 }
 
-void nccl_watchdog_await_exit(void)
+void ncclcomm_watchdog_await_exit(void)
 {
     for (;;)
         pause();

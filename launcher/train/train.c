@@ -11,19 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "runtime/base/clock.h"
+#include "runtime/base/gpu_share.h"
 #include "runtime/base/log.h"
 #include "train_job.h"
 
 volatile sig_atomic_t train_stop_requested = 0;
-
-double train_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int load_data(train_job *t, ddp_err *err)
 {
@@ -103,16 +97,11 @@ static int init_params(train_job *t, ddp_err *err)
  * would silently share GPUs) unless DDPRUN_ALLOW_GPU_SHARING=1. */
 static int check_gpu_count(train_job *t, ddp_err *err)
 {
+    if (t->dev->kind != DEVICE_CUDA)
+        return DDP_OK;
     char reason[256] = "";
-    const char *share = getenv("DDPRUN_ALLOW_GPU_SHARING");
-    if (t->dev->kind != DEVICE_CUDA || (share && strcmp(share, "1") == 0))
-        return DDP_OK;
     int gpus = device_cuda_count(reason, sizeof reason);
-    if (t->ctl->local_size <= gpus)
-        return DDP_OK;
-    return ddp_fail(err, DDP_EUSAGE, "%d ranks on host %s but only %d GPU%s visible%s%s%s; run one rank per GPU "
-                    "(-np), or set DDPRUN_ALLOW_GPU_SHARING=1 to share GPUs", t->ctl->local_size, t->ctl->host,
-                    gpus, gpus == 1 ? "" : "s", reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
+    return gpu_share_check(t->ctl->local_size, gpus, t->ctl->host, reason, err);
 }
 
 static int open_grad_comm(train_job *t, ddp_err *err)
@@ -333,7 +322,7 @@ static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
 static int train_loop(train_job *t, int64_t consumed, ddp_err *err)
 {
     const config *c = t->cfg;
-    t->t_start = t->t_last_log = train_now_s();
+    t->t_start = t->t_last_log = monotonic_s();
     int64_t last_epoch = c->train.max_steps > 0 ? INT64_MAX : c->train.epochs;
     int rc = sampler_set_epoch(&t->smp, t->epoch, consumed, err);
     while (rc == DDP_OK && t->step < t->total_steps && t->epoch < last_epoch) {
@@ -405,7 +394,7 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
     if (rc == DDP_OK || rc == DDP_EPREEMPTED)
         rc = rc2 != DDP_OK ? rc2 : rc;
     if (rc == DDP_OK || rc == DDP_EPREEMPTED) {
-        double secs = train_now_s() - t.t_start;
+        double secs = monotonic_s() - t.t_start;
         char result[64] = "no evaluation";
         if (t.evaluated && t.m->io.classifier)
             snprintf(result, sizeof result, "final test accuracy %.2f%%", 100.0 * t.last_test_acc);

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "runtime/ckpt/ckpt.h"
+#include "runtime/base/clock.h"
 #include "runtime/base/log.h"
 #include "train_job.h"
 
@@ -62,7 +63,7 @@ int train_ckpt_open(train_job *t, ddp_err *err)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory");
     t->ckpt = c;
     c->last_saved_step = -1;
-    t->last_ckpt_time = train_now_s();
+    t->last_ckpt_time = monotonic_s();
     snprintf(c->dir, sizeof c->dir, "%s/checkpoints", t->cfg->run.dir);
     list_buffers(t, c);
     if (t->ctl->rank != 0)
@@ -109,7 +110,7 @@ static int describe_tensors(train_job *t, train_ckpt *c)
 
 static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
 {
-    double t0 = train_now_s();
+    double t0 = monotonic_s();
     device *d = t->dev;
     size_t n = t->m->n_params, bytes = n * sizeof(float);
     int rc = DDP_OK;
@@ -122,12 +123,12 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
                           .total_steps = t->total_steps, .optim_step = t->opt->step,
                           .world_size = t->ctl->size, .restart_count = t->restart_count,
                           .config_hash = config_hash(t->cfg), .save_time = (double)time(NULL),
-                          .elapsed_s = train_now_s() - t->t_start};
+                          .elapsed_s = monotonic_s() - t->t_start};
     snprintf(s.hdr.model, sizeof s.hdr.model, "%s", t->m->description);
     rc = ckpt_writer_submit(c->writer, &s, err);
     if (rc == DDP_OK)
         log_info("checkpoint: step %lld snapshot taken in %.1f ms, writing in the background",
-                 (long long)t->step, 1e3 * (train_now_s() - t0));
+                 (long long)t->step, 1e3 * (monotonic_s() - t0));
     return rc;
 }
 
@@ -139,12 +140,12 @@ int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err)
     if (cfg->checkpoint.every_steps > 0 && t->step % cfg->checkpoint.every_steps == 0)
         due = true;
     /* every_minutes is decided by rank 0's clock alone: only rank 0 writes. */
-    if (cfg->checkpoint.every_minutes > 0 && train_now_s() - t->last_ckpt_time >= 60.0 * cfg->checkpoint.every_minutes)
+    if (cfg->checkpoint.every_minutes > 0 && monotonic_s() - t->last_ckpt_time >= 60.0 * cfg->checkpoint.every_minutes)
         due = true;
     if (!due || c->last_saved_step == t->step)
         return DDP_OK;
     c->last_saved_step = t->step;
-    t->last_ckpt_time = train_now_s();
+    t->last_ckpt_time = monotonic_s();
     if (t->ctl->rank != 0)
         return DDP_OK;
     return snapshot_and_submit(t, c, err);

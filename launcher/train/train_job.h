@@ -56,7 +56,6 @@ typedef struct train_job {
     void *ckpt;             /* train_ckpt.c's state */
 } train_job;
 
-double train_now_s(void);
 /* train.c: gathers samples t->idx[0..rows) of data into the staging buffers, uploads them and
  * describes them as b. */
 int train_stage_batch(train_job *t, const dataset *data, int64_t rows, model_batch *b, ddp_err *err);

@@ -8,36 +8,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "runtime/base/clock.h"
+#include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
 #include "train_job.h"
-
-/* mkdir -p */
-static int make_dirs(const char *path, ddp_err *err)
-{
-    char buf[CFG_PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char saved = *p;
-            *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return ddp_fail(err, DDP_ERUNTIME, "run.dir: cannot create %s: %s", buf, strerror(errno));
-            *p = saved;
-            if (saved == '\0')
-                break;
-        }
-    }
-    return DDP_OK;
-}
 
 int train_log_open(train_job *t, ddp_err *err)
 {
     if (t->ctl->rank != 0)
         return DDP_OK;
     const char *dir = t->cfg->run.dir;
-    int rc = make_dirs(dir, err);
+    int rc = make_dirs(dir, err) ? ddp_prefix(err, "run.dir") : DDP_OK;
     char path[CFG_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/config.resolved.yaml", dir);
     if (rc == DDP_OK)
@@ -92,7 +74,7 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
     if (rc != DDP_OK)
         return rc;
     const model_io *io = &t->m->io;
-    double now = train_now_s(), dt = now - t->t_last_log;
+    double now = monotonic_s(), dt = now - t->t_last_log;
     double terms = (sums[2] > 0 ? sums[2] : 1) * (double)io->sample.target.count;
     double steps = t->steps_acc > 0 ? (double)t->steps_acc : 1;
     double loss = sums[0] / terms, acc = sums[1] / terms, sps = t->samples_acc / dt;

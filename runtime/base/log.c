@@ -9,16 +9,12 @@
 static int g_rank = 0;
 static char g_host[64] = "localhost";
 
-void log_init(int rank, int world, const char *host)
+void log_init(int rank, const char *host)
 {
-    (void)world;
     g_rank = rank;
     if (host)
         snprintf(g_host, sizeof g_host, "%s", host);
 }
-
-int log_rank(void) { return g_rank; }
-const char *log_host(void) { return g_host; }
 
 void log_info(const char *fmt, ...)
 {

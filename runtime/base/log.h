@@ -6,9 +6,8 @@
 #ifndef DDP_LOG_H
 #define DDP_LOG_H
 
-void log_init(int rank, int world, const char *host);
-int log_rank(void);
-const char *log_host(void);
+/* Sets the identity every later line is tagged with (rank 0 and "localhost" until called). */
+void log_init(int rank, const char *host);
 
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -17,11 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
 
 #define WRITE_CHUNK (4u << 20)
@@ -58,26 +58,6 @@ static int64_t parse_ckpt_name(const char *name)
     for (; *p >= '0' && *p <= '9' && digits < 18; p++, digits++)
         step = step * 10 + (*p - '0');
     return digits > 0 && strcmp(p, ".ddp") == 0 ? step : -1;
-}
-
-/* mkdir -p */
-static int make_dirs(const char *dir, ddp_err *err)
-{
-    char path[CKPT_PATH_MAX];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return ddp_fail(err, DDP_EUSAGE, "checkpoint directory path too long: %s", dir);
-    for (char *p = path + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(path, 0755) != 0 && errno != EEXIST)
-                return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: mkdir %s: %s", dir, path, strerror(errno));
-            *p = c;
-            if (c == '\0')
-                break;
-        }
-    }
-    return DDP_OK;
 }
 
 static int fsync_dir(const char *dir, ddp_err *err)
@@ -199,7 +179,7 @@ int ckpt_write_atomic(const char *dir, const ckpt_state *s, char *final_path, dd
     ckpt_layout L;
     if (ckpt_layout_plan(s, &L, err))
         return err->code;
-    int rc = make_dirs(dir, err);
+    int rc = make_dirs(dir, err) ? ddp_prefix(err, "checkpoint directory %s", dir) : DDP_OK;
     if (!rc)
         remove_stale_temps(dir);
     int fd = rc ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

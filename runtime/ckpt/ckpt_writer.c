@@ -10,7 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "runtime/base/clock.h"
 
 struct ckpt_writer {
     char dir[CKPT_PATH_MAX];
@@ -31,13 +32,6 @@ struct ckpt_writer {
     uint64_t arena_cap;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void *worker_main(void *arg)
 {
     ckpt_writer *w = arg;
@@ -52,11 +46,11 @@ static void *worker_main(void *arg)
         /* the snapshot is ours alone while busy: submit waits before touching it */
         ddp_err e = {0};
         char path[CKPT_PATH_MAX] = "";
-        double t0 = now_s();
+        double t0 = monotonic_s();
         int rc = ckpt_write_atomic(w->dir, &w->snap, path, &e);
         if (!rc)
             rc = ckpt_prune(w->dir, w->keep_last, path, &e);
-        double dt = now_s() - t0;
+        double dt = monotonic_s() - t0;
 
         pthread_mutex_lock(&w->mu);
         w->status = rc;
@@ -161,9 +155,9 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
     pthread_mutex_lock(&w->mu);
     int rc = wait_locked(w, err);
     if (!rc) {
-        double t0 = now_s();
+        double t0 = monotonic_s();
         rc = take_snapshot(w, s, err);
-        w->stats.snapshot_s = now_s() - t0;
+        w->stats.snapshot_s = monotonic_s() - t0;
         w->stats.write_s = 0;
         w->stats.path[0] = '\0';
     }

@@ -1,8 +1,8 @@
 /* cudaemu_kernel.h — what a kernel sees when g++ compiles it for the CUDA-on-CPU emulator.
  *
- * Included only by runtime/cuda_kernel.h (after the real CUDA headers, which in host mode turn
- * __global__/__device__ into nothing and leave the built-in variables and device intrinsics
- * undeclared). It redirects the built-ins to the running fiber's state, declares the barrier,
+ * Included only by runtime/device/kernels/cuda_kernel.h (after the real CUDA headers, which in
+ * host mode turn __global__/__device__ into nothing and leave the built-in variables and device
+ * intrinsics undeclared). It redirects the built-ins to the running fiber's state, declares the barrier,
  * warp and atomic intrinsics over the emulator (cudaemu_sched.cpp), marks static __shared__
  * variables so they can be poisoned, and defines the launcher behind DDP_LAUNCH. It holds no
  * scheduling logic itself and must not be included by host-only code. */

@@ -1,10 +1,10 @@
-/* cudart_device.cpp — the CUDA runtime shim's device half: devices, streams, events, attributes.
+/* cudart_device.cpp — the CUDA runtime shim's device part: devices, streams, events, attributes.
  *
  * The emulated machine has DDP_CUDA_EMU_DEVICES devices (default 1; 0 behaves like a machine
  * without a GPU) named "CUDA emulator (CPU)", shaped like an H100 (sm_90, 132 SMs, 48 KiB default
  * / 227 KiB opt-in shared memory per block). Work runs synchronously at launch, so streams and
  * events only need to be validated and timestamped. C ABI as declared by cuda_runtime_api.h;
- * memory and error strings live in cudart_memory.cpp. */
+ * memory lives in cudart_memory.cpp, the error state in cudart_error.cpp. */
 #include "cudaemu_internal.h"
 
 #include <cuda_runtime_api.h>
@@ -14,8 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "runtime/base/clock.h"
 
 struct CUstream_st {
     unsigned flags;
@@ -78,13 +79,6 @@ static cudaError_t check_device(int device, const char *fn)
     if (device < 0 || device >= n)
         return fail(cudaErrorInvalidDevice, "%s: device %d, the emulator has %d", fn, device, n);
     return cudaSuccess;
-}
-
-static double now_ms()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 static int attribute_value(cudaDeviceAttr attr, int *value)
@@ -353,7 +347,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
                    static_cast<void *>(event));
     if (err == cudaSuccess) {
         event->recorded = true;
-        event->time_ms = now_ms();
+        event->time_ms = 1e3 * monotonic_s();
     }
     return err;
 }

@@ -10,13 +10,13 @@
  * models, ranks or communication. */
 #include "device.h"
 
+#include "runtime/base/clock.h"
 #include "runtime/device/backend.h"
 
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #if defined(DDP_GEMM_ONEDNN)
 #include <oneapi/dnnl/dnnl.h>
@@ -130,13 +130,6 @@ struct device_timer {
     double total_ms;
 };
 
-static double monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
 int device_cpu_timer_create(device *d, device_timer **out, ddp_err *err)
 {
     (void)d;
@@ -151,7 +144,7 @@ int device_cpu_timer_start(device *d, device_timer *t, ddp_err *err)
 {
     (void)d;
     (void)err;
-    t->started_ms = monotonic_ms();
+    t->started_ms = 1e3 * monotonic_s();
     return DDP_OK;
 }
 
@@ -160,7 +153,7 @@ int device_cpu_timer_stop(device *d, device_timer *t, ddp_err *err)
     (void)d;
     if (t->started_ms < 0)
         return ddp_fail(err, DDP_ERUNTIME, "cpu timer: timer_stop without timer_start");
-    t->total_ms += monotonic_ms() - t->started_ms;
+    t->total_ms += 1e3 * monotonic_s() - t->started_ms;
     t->started_ms = -1;
     return DDP_OK;
 }

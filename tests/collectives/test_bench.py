@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_bench.py — ddprun-bench end to end under real mpirun (issues #4 and #6).
+"""test_bench.py — ddprun-bench end to end under real mpirun.
 
 MPI backend (suite 'bench', every build):
   test_bench.py sweep NP     every collective x every dtype (and every op) at NP ranks: exit 0,

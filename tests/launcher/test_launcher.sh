@@ -1,5 +1,5 @@
 #!/bin/bash
-# test_launcher.sh — ddprun end to end with real mpirun and tests/fake_worker as the rank program.
+# test_launcher.sh — ddprun end to end with real mpirun and tests/launcher/fake_worker.c as the rank program.
 #
 # Proves: the mpirun command ddprun builds (--dry-run with -H / --hostfile / root / oversubscribe),
 # config validation before launch, [rank R] output tagging and stream routing, the torchrun

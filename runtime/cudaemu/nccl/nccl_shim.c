@@ -12,7 +12,6 @@
  * call, nor accept arguments real NCCL rejects. */
 #include "nccl_shim_internal.h"
 
-#include <limits.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdarg.h>
@@ -22,7 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/base/avg.h"
 #include "runtime/base/half_mpi.h"
+#include "runtime/base/max_chunk.h"
 
 /* ---- errors ----------------------------------------------------------------------------- */
 
@@ -213,28 +214,16 @@ MPI_Op shim_mpi_op(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op)
     return native[base];
 }
 
-/* ncclAvg: the sum divided by the number of ranks (integer types truncate, like NCCL). */
-void shim_divide(void *buf, size_t n, ncclDataType_t dt, int ranks)
+/* ncclAvg: the sum divided by the number of ranks (runtime/base/avg.h, shared with the MPI
+ * communicator). dt was validated when the operation was issued. */
+static void divide_by_ranks(void *buf, size_t n, ncclDataType_t dt, int ranks)
 {
-    switch (dt) {
-    case ncclInt8: for (size_t i = 0; i < n; i++) ((int8_t *)buf)[i] = (int8_t)(((int8_t *)buf)[i] / ranks); break;
-    case ncclUint8: for (size_t i = 0; i < n; i++) ((uint8_t *)buf)[i] = (uint8_t)(((uint8_t *)buf)[i] / ranks); break;
-    case ncclInt32: for (size_t i = 0; i < n; i++) ((int32_t *)buf)[i] /= ranks; break;
-    case ncclUint32: for (size_t i = 0; i < n; i++) ((uint32_t *)buf)[i] /= (uint32_t)ranks; break;
-    case ncclInt64: for (size_t i = 0; i < n; i++) ((int64_t *)buf)[i] /= ranks; break;
-    case ncclUint64: for (size_t i = 0; i < n; i++) ((uint64_t *)buf)[i] /= (uint64_t)ranks; break;
-    case ncclFloat32: for (size_t i = 0; i < n; i++) ((float *)buf)[i] /= (float)ranks; break;
-    case ncclFloat64: for (size_t i = 0; i < n; i++) ((double *)buf)[i] /= ranks; break;
-    case ncclFloat16:
-        for (size_t i = 0; i < n; i++)
-            ((uint16_t *)buf)[i] = float_to_half(half_to_float(((uint16_t *)buf)[i]) / (float)ranks);
-        break;
-    case ncclBfloat16:
-        for (size_t i = 0; i < n; i++)
-            ((uint16_t *)buf)[i] = float_to_bf16(bf16_to_float(((uint16_t *)buf)[i]) / (float)ranks);
-        break;
-    default: break;
-    }
+    static const avg_elem elem[ncclNumTypes] = {
+        [ncclInt8] = AVG_I8, [ncclUint8] = AVG_U8, [ncclInt32] = AVG_I32, [ncclUint32] = AVG_U32,
+        [ncclInt64] = AVG_I64, [ncclUint64] = AVG_U64, [ncclFloat16] = AVG_F16, [ncclFloat32] = AVG_F32,
+        [ncclFloat64] = AVG_F64, [ncclBfloat16] = AVG_BF16,
+    };
+    avg_divide(buf, n, elem[dt], ranks);
 }
 
 /* ---- groups and the batch -------------------------------------------------------------- */
@@ -321,7 +310,7 @@ static void run_post(const shim_post *p)
     if (p->kind == POST_MOVE)
         memmove(p->dst, p->src, p->count);
     else
-        shim_divide(p->dst, p->count, p->dt, p->comm->size);
+        divide_by_ranks(p->dst, p->count, p->dt, p->comm->size);
 }
 
 ncclResult_t shim_batch_run(void)
@@ -387,13 +376,6 @@ static int color_of(const ncclUniqueId *id)
     return (int)(h & 0x7fffffffu);
 }
 
-static size_t max_chunk(void)
-{
-    const char *s = getenv("DDP_COMM_MAX_CHUNK"); /* test knob shared with the MPI backend */
-    unsigned long long v = s && *s ? strtoull(s, NULL, 10) : 0;
-    return v > 0 && v < INT_MAX ? (size_t)v : INT_MAX;
-}
-
 static ncclResult_t join(ncclComm_t c, int nranks, ncclUniqueId id, int rank)
 {
     int rc = MPI_Comm_split(MPI_COMM_WORLD, color_of(&id), rank, &c->mpi);
@@ -435,6 +417,10 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
     if (!initialized)
         return shim_fail(NULL, ncclInvalidUsage, "ncclCommInitRank: the emulated NCCL runs over MPI; "
                          "call MPI_Init first");
+    size_t chunk;
+    ddp_err chunk_err = {0};
+    if (max_chunk_read(&chunk, &chunk_err))
+        return shim_fail(NULL, ncclInvalidUsage, "ncclCommInitRank: %s", chunk_err.msg);
     ncclComm_t c = calloc(1, sizeof *c);
     if (!c)
         return shim_fail(NULL, ncclSystemError, "ncclCommInitRank: out of memory");
@@ -442,7 +428,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
     c->two_byte = MPI_DATATYPE_NULL;
     for (int i = 0; i < SHIM_BUILTIN_OPS; i++)
         c->half_op[i] = c->bf16_op[i] = MPI_OP_NULL;
-    c->max_chunk = max_chunk();
+    c->max_chunk = chunk;
     atomic_init(&c->async_error, ncclSuccess);
     atomic_init(&c->aborted, false);
     if (cudaGetDevice(&c->device) != cudaSuccess)

@@ -55,7 +55,6 @@ MPI_Datatype shim_mpi_type(ncclComm_t comm, ncclDataType_t dt);
 MPI_Op shim_mpi_op(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op);
 ncclResult_t shim_create_ops(ncclComm_t comm);
 void shim_free_ops(ncclComm_t comm);
-void shim_divide(void *buf, size_t count, ncclDataType_t dt, int ranks);
 
 /* The batch: a slot for one more MPI request (NULL after recording an out-of-memory failure)
  * and one more post-completion step. Outside a group each call ends with shim_batch_run. */

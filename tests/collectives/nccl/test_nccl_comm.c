@@ -1,4 +1,4 @@
-/* test_nccl_comm.c — the NCCL communicator (collectives/comm_nccl.c) over the emulated build's
+/* test_nccl_comm.c — the NCCL communicator (collectives/nccl/comm_nccl.c) over the emulated build's
  * NCCL shim, against the MPI communicator, under real mpirun.
  *
  * Every collective of comm.h x every dtype x every reduction x blocking/non-blocking x out of
@@ -182,7 +182,7 @@ int main(int argc, char **argv)
     CHECK(comm_mpi_create(&mpi, &err) == DDP_OK, "comm_mpi_create: %s", err.msg);
     g_rank = mpi->rank;
     g_size = mpi->size;
-    log_init(g_rank, g_size, mpi->host);
+    log_init(g_rank, mpi->host);
     CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice(0)");
     CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) == cudaSuccess, "compute stream");
     int rc = comm_nccl_create(g_stream, 0, 60, debug, &nccl, &err);

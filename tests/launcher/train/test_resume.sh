@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoint/resume integration (issue: checkpoints that survive preemption), real mpirun:
+# Checkpoints that survive preemption, end to end under real mpirun:
 # bit-exact resume after a stop at a non-checkpoint step (np=1, np=2, stop seen by one rank
 # only), resume from the previous checkpoint when the newest is corrupt or truncated,
 # a world-size change that uses every sample of the interrupted epoch exactly once, a

@@ -1,9 +1,9 @@
 /* emu_test_kernels.cu — small CUDA kernels that exercise the emulator (tests only).
  *
- * Written as ordinary CUDA through runtime/cuda_kernel.h, so the same file builds with nvcc.
- * Each kernel has an extern "C" entry point that launches it and returns the launch status, so
- * the C test driver (test_cudaemu_kernels.c) needs no C++. Some kernels are wrong on purpose
- * (named *_racy, *_after_exit, *_divergent, ...): they prove the emulator catches the bug. */
+ * Written as ordinary CUDA through runtime/device/kernels/cuda_kernel.h, so the same file builds
+ * with nvcc. Each kernel has an extern "C" entry point that launches it and returns the launch
+ * status, so the C test driver (test_cudaemu_kernels.c) needs no C++. Some kernels are wrong on
+ * purpose (named *_racy, *_after_exit, *_divergent, ...): they prove the emulator catches the bug. */
 #include "runtime/device/kernels/cuda_kernel.h"
 
 /* ---- block reduction through static shared memory (template: the symbol-table path) ---- */

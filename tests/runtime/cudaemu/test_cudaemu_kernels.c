@@ -1,8 +1,8 @@
 /* test_cudaemu_kernels.c — the emulator runs CUDA kernels correctly and catches their bugs.
  *
  * Plain C host code against the real cuda_runtime_api.h, linked with the emulator (as
- * runtime/device_cuda.c will be). Every kernel runs under each fiber order of emu_orders. Proves:
- * reductions through static shared memory and warp shuffles are right for block and grid sizes
+ * runtime/device/device_cuda.c is). Every kernel runs under each fiber order of emu_orders.
+ * Proves: reductions through static shared memory and warp shuffles are right for block and grid sizes
  * that are not multiples of 32; a reduction missing one __syncthreads gives a wrong result under
  * at least one order; unwritten shared memory reads NaN in every block (template, plain and
  * dynamic shared memory, and in an inline device function); warp intrinsics match a reference;

@@ -69,7 +69,9 @@ static uint8_t *shard_bytes(const uint16_t *tokens, int64_t n, int32_t declared,
 
 static void shard_name(char *out, size_t cap, const char *dir, const char *split, int k)
 {
-    snprintf(out, cap, "%s/%s_%06d.bin", dir, split, k);
+    /* a path that does not fit is a broken test setup, never a silently shorter name */
+    if (snprintf(out, cap, "%s/%s_%06d.bin", dir, split, k) >= (int)cap)
+        die("shard path too long: ", dir);
 }
 
 static void write_shard(const char *dir, const char *split, int k, const uint16_t *tokens, int64_t n)

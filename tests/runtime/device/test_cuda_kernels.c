@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/base/rng.h"
 #include "runtime/device/device.h"
 #include "runtime/optim/optim.h"
@@ -34,13 +35,6 @@ static void die_on(int rc, const ddp_err *err, const char *what)
         fprintf(stderr, "FATAL: %s: %s\n", what, err->msg);
         exit(1);
     }
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 /* Emulated (or GPU) time spent inside each CUDA device op, summed over the run. */
@@ -63,9 +57,9 @@ static void op_time_add(const char *name, double ms)
 /* Runs p->gpu->ops->OP(ARGS) timed, and checks it succeeded. */
 #define GPU_CHECK(op, args, msg)                                                                  \
     do {                                                                                          \
-        double t0_ = now_ms();                                                                    \
+        double t0_ = 1e3 * monotonic_s();                                                         \
         int rc_ = p->gpu->ops->op args;                                                           \
-        op_time_add(#op, now_ms() - t0_);                                                         \
+        op_time_add(#op, 1e3 * monotonic_s() - t0_);                                              \
         CHECK(rc_ == 0, "%s: %s", #op, msg);                                                      \
     } while (0)
 
@@ -490,9 +484,9 @@ int main(int argc, char **argv)
     const group *groups = gemm ? gemm_groups : kernel_groups;
     size_t n_groups = gemm ? 1 : sizeof kernel_groups / sizeof kernel_groups[0];
     for (size_t i = 0; i < n_groups; i++) {
-        double t0 = now_ms();
+        double t0 = 1e3 * monotonic_s();
         groups[i].run(&p);
-        fprintf(stderr, "  %-22s %8.1f ms\n", groups[i].name, now_ms() - t0);
+        fprintf(stderr, "  %-22s %8.1f ms\n", groups[i].name, 1e3 * monotonic_s() - t0);
     }
     for (int i = 0; op_times[i].name; i++)
         fprintf(stderr, "  op %-14s %5d calls %9.1f ms\n", op_times[i].name, op_times[i].calls, op_times[i].ms);

@@ -1,24 +1,22 @@
-/* bench_harness.h — what the files of the ddprun-bench program share (not a library interface):
- *   bench_main.c    main, the error policy, choosing and opening the backend, the sweep and timing
+/* bench_report.h — what ddprun-bench reports and the facts it reports from (each rank's table
+ * line, the measured rows, the run they belong to), the functions that gather, print and write
+ * them, and what the reports and the harness (launcher/bench_main.c) share besides:
  *   bench_report.c  the rank table, the host topology, the results table, footer and JSON
  *   bench_gpu.c     the local GPUs: names, PCI bus ids, peer-to-peer matrix, CUDA/NCCL versions
  *                   (bench_gpu_absent.c in builds without CUDA)
+ *   bench_abort.c   a failure of one rank alone: its message, then MPI_Abort
  * Bookkeeping between ranks (rank table, topology, times, wrong counts) goes over MPI_COMM_WORLD,
  * never through the communicator under test. */
-#ifndef DDP_BENCH_HARNESS_H
-#define DDP_BENCH_HARNESS_H
+#ifndef DDP_BENCH_REPORT_H
+#define DDP_BENCH_REPORT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "bench.h"
+#include "bench_colls.h"
+#include "bench_opts.h"
+#include "runtime/base/mpi_identity.h"
 #include "runtime/device/device.h"
-
-/* This process in MPI_COMM_WORLD, known before any backend exists. */
-typedef struct bench_env {
-    int rank, size, local_rank, local_size;
-    char host[64];
-} bench_env;
 
 /* One rank's line of the header table; gathered to every rank. */
 typedef struct rank_info {
@@ -41,16 +39,16 @@ typedef struct row_result {
 
 /* What the rows were measured with, for the header and the JSON file. */
 typedef struct bench_run {
-    const bench_env *env;
+    const mpi_identity *id;  /* this process in MPI_COMM_WORLD */
     const bench_opts *o;
     const bench_coll *coll;
     const char *backend;     /* "mpi" or "nccl" */
-    const rank_info *ranks;  /* env->size entries */
+    const rank_info *ranks;  /* id->size entries */
     const row_result *rows;
     size_t n_rows;
 } bench_run;
 
-/* ---- bench_main.c: the error policy ---- */
+/* ---- bench_abort.c ---- */
 /* A failure on this rank alone (the others may be waiting inside a collective): prints
  * "[rank N host] error: ddprun-bench: MSG" and ends the whole job with MPI_Abort(exit_code). */
 __attribute__((noreturn)) void bench_abort(int exit_code, const char *msg);
@@ -59,10 +57,10 @@ void *bench_xalloc(size_t bytes);
 
 /* ---- bench_report.c ---- */
 /* Every rank's table line (device: what this rank's buffers live on). Collective. */
-rank_info *bench_gather_ranks(const bench_env *env, const char *device);
+rank_info *bench_gather_ranks(const mpi_identity *id, const char *device);
 /* "# Topology": one line per host (cores, NUMA nodes, ranks, GPUs), then each host's GPU lines
  * (bench_gpu_describe on its first rank). Collective. */
-void bench_print_topology(const bench_env *env, const rank_info *all);
+void bench_print_topology(const mpi_identity *id, const rank_info *all);
 /* The opening line and the rank table; the column headings. */
 void bench_print_header(const bench_run *run);
 void bench_print_columns(void);

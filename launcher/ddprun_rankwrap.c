@@ -1,4 +1,4 @@
-/* ddprun_shim.c — the per-rank wrapper: `ddprun --rank-shim PROGRAM ARGS...` under mpirun.
+/* ddprun_rankwrap.c — the per-rank wrapper: `ddprun --rank-wrapper PROGRAM ARGS...` under mpirun.
  *
  * It exists for two reasons. (1) mpirun cannot give each rank its own environment values, so the
  * wrapper sets the torchrun names RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE from Open MPI's
@@ -44,10 +44,10 @@ static void die_like(int sig)
     _exit(128 + sig);
 }
 
-int rank_shim_main(int argc, char **argv)
+int rank_wrapper_main(int argc, char **argv)
 {
     if (argc < 1) {
-        fprintf(stderr, "ddprun: %s needs a program to run\n", DDPRUN_SHIM_FLAG);
+        fprintf(stderr, "ddprun: %s needs a program to run\n", DDPRUN_RANK_WRAPPER_FLAG);
         return 2;
     }
     copy_env("RANK", "OMPI_COMM_WORLD_RANK");
@@ -60,7 +60,7 @@ int rank_shim_main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     const int survived[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP};
     for (size_t i = 0; i < sizeof survived / sizeof survived[0]; i++) sigaction(survived[i], &sa, NULL);
-    pid_t shim = getpid();
+    pid_t wrapper = getpid();
 
     pid_t pid = fork();
     if (pid < 0) {
@@ -69,7 +69,7 @@ int rank_shim_main(int argc, char **argv)
     }
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != shim) _exit(127); /* the wrapper died before prctl took effect */
+        if (getppid() != wrapper) _exit(127); /* the wrapper died before prctl took effect */
         execv(argv[0], argv);
         fprintf(stderr, "ddprun: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
