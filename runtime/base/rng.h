@@ -1,7 +1,8 @@
 /* rng.h — small deterministic random streams, one per purpose (init, sampler, synthetic data).
  *
  * xoshiro256** seeded through splitmix64 from (seed, stream id), so every stream is reproducible
- * on every rank and its whole state is 32 bytes that checkpoints store verbatim.
+ * on every rank. Every stream is re-derived from (run.seed, purpose, epoch) when it is needed, so
+ * checkpoints store no RNG state (docs/checkpoint-format.md says what a resume rests on).
  * Not for cryptography; must not keep global state. */
 #ifndef DDP_RNG_H
 #define DDP_RNG_H
