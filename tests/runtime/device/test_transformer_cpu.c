@@ -1,0 +1,957 @@
+/* test_transformer_cpu.c — runtime/device/kernels/transformer_cpu.c against straightforward
+ * double-precision references written here, on random inputs with awkward shapes (sizes 1,
+ * non-multiples of 4/8/16, C not a power of two). Every backward op is also checked against a
+ * central finite difference of its forward reference, every op for identical bits with 1 and 2
+ * OpenMP threads, and the classifier for in-place == out-of-place and zero padding gradients.
+ *
+ * Tolerances come from float32 rounding (u = FLT_EPSILON/2 per operation, error bounds next to
+ * each check), never from observed errors. A failure names the op and its worst element and
+ * the exit status is 1; TEST_VERBOSE=1 prints every check's worst error/tolerance ratio.
+ * `--bench` also times the attention GEMMs (sgemm loop vs oneDNN matmul primitive) without
+ * asserting anything. This test must not depend on the rest of the project. */
+#include "runtime/device/kernels/transformer_cpu.h"
+
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#define EPS ((double)FLT_EPSILON) /* 2u: twice the unit roundoff of one float operation */
+
+/* Central differences in double with h = 1e-4·max(1,|x|) (|x| <= 12 here): truncation
+ * h²|f'''|/6 <= 2.4e-7·|f'''|, |f'''| = O(1) for these functions; cancellation
+ * ~DBL_EPSILON·Σ|loss terms|/h <= 2e-7 (Σ|terms| < 1e5). FD_SLACK, absolute plus relative, sits
+ * above both and far below a wrong formula's error, which is the size of the gradient itself. */
+#define FD_STEP 1e-4
+#define FD_SLACK 1e-6
+
+static int n_checks, n_failed;
+
+/* ---- utilities --------------------------------------------------------------------------- */
+
+static uint64_t rng_s = 20240601;
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double urand(void) { return (double)(rng_next() >> 11) * 0x1.0p-53; }
+static int64_t irand(int64_t n) { return (int64_t)(rng_next() % (uint64_t)n); }
+
+/* Every buffer goes on one list, freed by arena_free() at the end of each test. */
+static void **arena;
+static size_t arena_n, arena_cap;
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (arena_n == arena_cap)
+        arena = realloc(arena, (arena_cap = 2 * arena_cap + 64) * sizeof *arena);
+    if (!p || !arena) {
+        fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
+        exit(2);
+    }
+    return arena[arena_n++] = p;
+}
+static void arena_free(void)
+{
+    while (arena_n)
+        free(arena[--arena_n]);
+}
+static float *frand(size_t n, double lo, double hi)
+{
+    float *x = xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(lo + (hi - lo) * urand());
+    return x;
+}
+static float *fnan(size_t n)
+{
+    float *x = xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = NAN;
+    return x;
+}
+static float *fdup(const float *x, size_t n) { return memcpy(xmalloc(n * sizeof *x), x, n * sizeof *x); }
+static double *dzero(size_t n) { return memset(xmalloc(n * sizeof(double)), 0, n * sizeof(double)); }
+static double *todbl(const float *x, size_t n)
+{
+    double *d = xmalloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = x[i];
+    return d;
+}
+static int32_t *tokens_new(size_t n, int64_t V)
+{
+    int32_t *t = xmalloc(n * sizeof *t);
+    for (size_t i = 0; i < n; i++)
+        t[i] = (int32_t)irand(V);
+    return t;
+}
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void fail(const char *op, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL %s: ", op);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    n_failed++;
+}
+
+/* |got - ref| <= bound elementwise (bound 0: exact); reports the worst element by error/bound. */
+static void check_close(const char *op, const char *what, const float *got, const double *ref, const double *bound,
+                        size_t n)
+{
+    n_checks++;
+    size_t worst = 0;
+    double worst_ratio = -1.0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - ref[i]);
+        double ratio = err == 0.0 ? 0.0 : bound[i] > 0.0 && !isnan(err) ? err / bound[i] : INFINITY;
+        if (ratio > worst_ratio)
+            worst_ratio = ratio, worst = i;
+    }
+    if (getenv("TEST_VERBOSE"))
+        fprintf(stderr, "  %-28s %-40.40s worst error/tolerance %.3g\n", op, what, worst_ratio);
+    if (worst_ratio > 1.0)
+        fail(op, "%s: worst element %zu of %zu: got %.9g, want %.12g, |err| %.3g > tolerance %.3g", what, worst, n,
+             (double)got[worst], ref[worst], fabs((double)got[worst] - ref[worst]), bound[worst]);
+}
+
+static void check_bits(const char *op, const char *what, const float *a, const float *b, size_t n)
+{
+    n_checks++;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof *a) != 0) {
+            fail(op, "%s: element %zu of %zu differs: %.9g vs %.9g", what, i, n, (double)a[i], (double)b[i]);
+            return;
+        }
+}
+
+/* x[r·ld + c] must be +0.0 for c >= start(r): start = r % tri + 1 (causal upper triangle) when
+ * tri > 0, else `first` (vocabulary padding). */
+static void check_zero_cols(const char *op, const char *what, const float *x, int64_t rows, int64_t ld,
+                            int64_t first, int64_t tri)
+{
+    n_checks++;
+    static const float zero = 0.0f;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = tri > 0 ? r % tri + 1 : first; c < ld; c++)
+            if (memcmp(&x[r * ld + c], &zero, sizeof zero) != 0) {
+                fail(op, "%s: row %lld col %lld is %.9g, must be exactly 0", what, (long long)r, (long long)c,
+                     (double)x[r * ld + c]);
+                return;
+            }
+}
+
+/* Central differences of `loss` (a double reference) at a few entries of x vs the kernel's grad. */
+typedef double (*loss_fn)(const void *ctx);
+static void fd_check(const char *op, const char *what, loss_fn loss, const void *ctx, double *x, size_t n,
+                     const float *grad, const double *bound)
+{
+    n_checks++;
+    for (int s = 0; s < 6 && (size_t)s < n; s++) {
+        size_t i = s == 0 ? 0 : s == 1 ? n - 1 : (size_t)irand((int64_t)n);
+        double v = x[i], xp = v + FD_STEP * fmax(1.0, fabs(v)), xm = v - FD_STEP * fmax(1.0, fabs(v));
+        x[i] = xp;
+        double lp = loss(ctx);
+        x[i] = xm;
+        double lm = loss(ctx);
+        x[i] = v;
+        double fd = (lp - lm) / (xp - xm), tol = bound[i] + FD_SLACK * (1.0 + fabs(fd));
+        if (!(fabs((double)grad[i] - fd) <= tol)) {
+            fail(op, "finite difference of %s at element %zu of %zu: kernel %.9g, central difference %.9g, "
+                     "|err| %.3g > %.3g", what, i, n, (double)grad[i], fd, fabs((double)grad[i] - fd), tol);
+            return;
+        }
+    }
+}
+
+/* Runs `run` from the same outputs with 1 and then 2 threads: every output must match bit for bit. */
+typedef struct { float *p; size_t n; } span;
+static void check_threads(const char *op, void (*run)(void *), void *ctx, const span *outs, int nout)
+{
+    float *init[8], *first[8];
+    for (int i = 0; i < nout; i++)
+        init[i] = fdup(outs[i].p, outs[i].n);
+    omp_set_num_threads(1);
+    run(ctx);
+    for (int i = 0; i < nout; i++) {
+        first[i] = fdup(outs[i].p, outs[i].n);
+        memcpy(outs[i].p, init[i], outs[i].n * sizeof(float));
+    }
+    omp_set_num_threads(2);
+    run(ctx);
+    for (int i = 0; i < nout; i++)
+        check_bits(op, "1 vs 2 threads", first[i], outs[i].p, outs[i].n);
+}
+
+/* ---- embeddings ------------------------------------------------------------------------------ */
+
+typedef struct { int64_t B, T, C, V; int32_t *tok; float *wte, *wpe, *out, *dout, *dwte, *dwpe; } emb_case;
+typedef struct { const emb_case *e; double *wte, *wpe, *dout; } emb_fd;
+
+static emb_case emb_make(int64_t B, int64_t T, int64_t C, int64_t V)
+{
+    size_t n = (size_t)(B * T * C);
+    return (emb_case){B, T, C, V, tokens_new((size_t)(B * T), V), frand((size_t)(V * C), -1, 1),
+                      frand((size_t)(T * C), -1, 1), fnan(n), frand(n, -1, 1), frand((size_t)(V * C), -1, 1),
+                      frand((size_t)(T * C), -1, 1)};
+}
+static void emb_run(void *p)
+{
+    emb_case *e = p;
+    cpu_embedding_forward(e->out, e->tok, e->wte, e->wpe, e->B, e->T, e->C);
+    cpu_embedding_backward(e->dwte, e->dwpe, e->dout, e->tok, e->B, e->T, e->C);
+}
+static double emb_loss(const void *p)
+{
+    const emb_fd *f = p;
+    const emb_case *e = f->e;
+    double L = 0.0;
+    for (int64_t bt = 0; bt < e->B * e->T; bt++)
+        for (int64_t c = 0; c < e->C; c++)
+            L += f->dout[bt * e->C + c] * (f->wte[e->tok[bt] * e->C + c] + f->wpe[bt % e->T * e->C + c]);
+    return L;
+}
+
+static void test_embedding(int64_t B, int64_t T, int64_t C, int64_t V, bool zero_init)
+{
+    emb_case e = emb_make(B, T, C, V);
+    size_t n = (size_t)(B * T * C), nte = (size_t)(V * C), npe = (size_t)(T * C);
+    if (zero_init) {
+        memset(e.dwte, 0, nte * sizeof(float));
+        memset(e.dwpe, 0, npe * sizeof(float));
+    }
+    float *dwte0 = fdup(e.dwte, nte);
+    double *ref = dzero(n), *bnd = dzero(n), *rte = todbl(e.dwte, nte), *ate = dzero(nte);
+    double *rpe = todbl(e.dwpe, npe), *ape = dzero(npe), *bte = dzero(nte), *bpe = dzero(npe), *cnt = dzero((size_t)V);
+    for (size_t i = 0; i < nte; i++)
+        ate[i] = fabs(rte[i]);
+    for (size_t i = 0; i < npe; i++)
+        ape[i] = fabs(rpe[i]);
+    emb_run(&e);
+    for (int64_t bt = 0; bt < B * T; bt++) {
+        int64_t t = bt % T, tok = e.tok[bt];
+        cnt[tok]++;
+        for (int64_t c = 0; c < C; c++) {
+            double d = e.dout[bt * C + c];
+            ref[bt * C + c] = (double)e.wte[tok * C + c] + (double)e.wpe[t * C + c];
+            bnd[bt * C + c] = EPS / 2 * fabs(ref[bt * C + c]); /* one correctly rounded addition */
+            rte[tok * C + c] += d, ate[tok * C + c] += fabs(d), rpe[t * C + c] += d, ape[t * C + c] += fabs(d);
+        }
+    }
+    /* dwte: a float sum of K terms in order errs by <= (K-1)·u·Σ|terms| (K-1 <= count);
+     * dwpe: a double sum of B + 1 floats (exact but for ~B·DBL_EPSILON) rounded once: u·|sum|. */
+    for (size_t i = 0; i < nte; i++)
+        bte[i] = (cnt[i / (size_t)C] + 1) * EPS / 2 * ate[i];
+    for (size_t i = 0; i < npe; i++)
+        bpe[i] = EPS / 2 * fabs(rpe[i]) + (double)(B + 1) * DBL_EPSILON * ape[i];
+    check_close("embedding_forward", "out", e.out, ref, bnd, n);
+    check_close("embedding_backward", "dwte", e.dwte, rte, bte, nte);
+    /* the documented order (positions in (b,t) order, float adds) replayed bit for bit */
+    for (int64_t bt = 0; bt < B * T; bt++)
+        for (int64_t c = 0; c < C; c++)
+            dwte0[e.tok[bt] * C + c] += e.dout[bt * C + c];
+    check_bits("embedding_backward", "dwte vs in-order float accumulation", dwte0, e.dwte, nte);
+    check_close("embedding_backward", "dwpe", e.dwpe, rpe, bpe, npe);
+    if (zero_init) {
+        emb_fd f = {&e, todbl(e.wte, nte), todbl(e.wpe, npe), todbl(e.dout, n)};
+        fd_check("embedding_backward", "dwte", emb_loss, &f, f.wte, nte, e.dwte, bte);
+        fd_check("embedding_backward", "dwpe", emb_loss, &f, f.wpe, npe, e.dwpe, bpe);
+    }
+    arena_free();
+}
+
+/* ---- LayerNorm --------------------------------------------------------------------------------- */
+
+typedef struct { int64_t N, C; float *x, *w, *b, *out, *mean, *rstd, *dout, *dx, *dw, *db; } ln_case;
+typedef struct { int64_t N, C; double *x, *w, *b, *dout; } ln_fd;
+
+static ln_case ln_make(int64_t N, int64_t C, double offset)
+{
+    size_t n = (size_t)(N * C), c = (size_t)C, r = (size_t)N;
+    return (ln_case){N, C, frand(n, offset - 1, offset + 1), frand(c, 0.5, 1.5), frand(c, -0.5, 0.5), fnan(n),
+                     fnan(r), fnan(r), frand(n, -1, 1), frand(n, -1, 1), frand(c, -1, 1), frand(c, -1, 1)};
+}
+static void ln_run(void *p)
+{
+    ln_case *l = p;
+    cpu_layernorm_forward(l->out, l->mean, l->rstd, l->x, l->w, l->b, l->N, l->C);
+    cpu_layernorm_backward(l->dx, l->dw, l->db, l->dout, l->x, l->w, l->mean, l->rstd, l->N, l->C);
+}
+static void ln_stats(const double *x, int64_t C, double *m, double *s)
+{
+    double sum = 0, var = 0;
+    for (int64_t c = 0; c < C; c++)
+        sum += x[c];
+    *m = sum / (double)C;
+    for (int64_t c = 0; c < C; c++)
+        var += (x[c] - *m) * (x[c] - *m);
+    *s = 1.0 / sqrt(var / (double)C + 1e-5);
+}
+static double ln_loss(const void *p)
+{
+    const ln_fd *f = p;
+    double L = 0, m, s;
+    for (int64_t r = 0; r < f->N; r++) {
+        ln_stats(f->x + r * f->C, f->C, &m, &s);
+        for (int64_t c = 0; c < f->C; c++)
+            L += f->dout[r * f->C + c] * ((f->x[r * f->C + c] - m) * s * f->w[c] + f->b[c]);
+    }
+    return L;
+}
+
+/* Bounds (u = EPS/2): x̂ rebuilt from the float-rounded mean/rstd is off by u·(s·|m| + |x̂_c|),
+ * E_c below (doubled); the kernels' sums are double (error ~C·1e-16·Σ|terms|, negligible).
+ * out = x̂·w + b: E_c·|w| plus up to three float roundings (4u·(|x̂w| + |b|)). mean: one rounding
+ * to float (u·|m|) plus the double sum's error (< DBL_EPSILON·Σ|x|). dinp: E pushed through
+ * s·(dn - mean(dn) - x̂·mean(dn·x̂)) to first order, doubled, plus u·|g| for rstd's rounding and
+ * the float accumulation. dw = Σ dout·x̂: 2·Σ|dout|·E plus one rounding. db = Σ dout, a double
+ * sum of N + 1 floats (error < (N+1)·DBL_EPSILON·Σ|terms|) rounded once: u·|db|. */
+static void test_layernorm(int64_t N, int64_t C, double offset, bool zero_init)
+{
+    ln_case l = ln_make(N, C, offset);
+    size_t n = (size_t)(N * C);
+    if (zero_init)
+        memset(l.dx, 0, n * 4), memset(l.dw, 0, (size_t)C * 4), memset(l.db, 0, (size_t)C * 4);
+    double *rout = dzero(n), *bout = dzero(n), *rdx = todbl(l.dx, n), *bdx = dzero(n), *rdw = todbl(l.dw, (size_t)C);
+    double *rdb = todbl(l.db, (size_t)C), *bdw = dzero((size_t)C), *bdb = dzero((size_t)C), *x = todbl(l.x, n);
+    double *rm = dzero((size_t)N), *rs = dzero((size_t)N), *bm = dzero((size_t)N), *bs = dzero((size_t)N);
+    double *xh = dzero((size_t)C), *E = dzero((size_t)C);
+    for (int64_t c = 0; c < C; c++)
+        bdb[c] = fabs(rdb[c]); /* Σ|terms| of db, starting with its initial value */
+    ln_run(&l);
+    for (int64_t r = 0; r < N; r++) {
+        double m, s, sum_dn = 0, sum_dnx = 0, sum_dnE = 0, ax = 0;
+        ln_stats(x + r * C, C, &m, &s);
+        for (int64_t c = 0; c < C; c++) {
+            double d = l.dout[r * C + c], dn = d * l.w[c];
+            xh[c] = (x[r * C + c] - m) * s, E[c] = EPS * (s * fabs(m) + fabs(xh[c]));
+            sum_dn += dn, sum_dnx += dn * xh[c], sum_dnE += fabs(dn) * E[c], ax += fabs(x[r * C + c]);
+            rout[r * C + c] = xh[c] * l.w[c] + l.b[c];
+            bout[r * C + c] = 2 * EPS * (fabs(xh[c] * l.w[c]) + fabs(l.b[c])) + l.w[c] * E[c];
+            rdw[c] += d * xh[c], bdw[c] += 2 * fabs(d) * E[c], rdb[c] += d, bdb[c] += fabs(d);
+        }
+        rm[r] = m, rs[r] = s, bm[r] = EPS / 2 * fabs(m) + DBL_EPSILON * ax;
+        bs[r] = EPS / 2 * s * (1 + 1e-6); /* one rounding to float; the double variance is ~exact */
+        double A = sum_dn / (double)C, Bm = sum_dnx / (double)C, BE = sum_dnE / (double)C;
+        for (int64_t c = 0; c < C; c++) {
+            double g = s * ((double)l.dout[r * C + c] * l.w[c] - A - xh[c] * Bm);
+            rdx[r * C + c] += g;
+            bdx[r * C + c] = 2 * (EPS * fabs(g) + s * (E[c] * fabs(Bm) + fabs(xh[c]) * BE)) + EPS * fabs(rdx[r * C + c]);
+        }
+    }
+    for (int64_t c = 0; c < C; c++) {
+        bdw[c] += EPS * fabs(rdw[c]);
+        bdb[c] = EPS / 2 * fabs(rdb[c]) + (double)(N + 1) * DBL_EPSILON * bdb[c];
+    }
+    check_close("layernorm_forward", "out", l.out, rout, bout, n);
+    check_close("layernorm_forward", "mean", l.mean, rm, bm, (size_t)N);
+    check_close("layernorm_forward", "rstd", l.rstd, rs, bs, (size_t)N);
+    check_close("layernorm_backward", "dinp", l.dx, rdx, bdx, n);
+    check_close("layernorm_backward", "dw", l.dw, rdw, bdw, (size_t)C);
+    check_close("layernorm_backward", "db", l.db, rdb, bdb, (size_t)C);
+    if (zero_init) {
+        ln_fd f = {N, C, x, todbl(l.w, (size_t)C), todbl(l.b, (size_t)C), todbl(l.dout, n)};
+        fd_check("layernorm_backward", "dinp", ln_loss, &f, f.x, n, l.dx, bdx);
+        fd_check("layernorm_backward", "dw", ln_loss, &f, f.w, (size_t)C, l.dw, bdw);
+        fd_check("layernorm_backward", "db", ln_loss, &f, f.b, (size_t)C, l.db, bdb);
+    }
+    arena_free();
+}
+
+/* ---- attention head permutes --------------------------------------------------------------------- */
+
+typedef struct { int64_t B, T, NH, hs; float *qkv, *q, *k, *v, *dqkv, *y, *out, *dy, *dout; } heads_case;
+typedef struct { const heads_case *h; double *x, *w; int merge; } heads_fd;
+
+static heads_case heads_make(int64_t B, int64_t T, int64_t NH, int64_t hs)
+{
+    size_t n = (size_t)(B * T * NH * hs);
+    return (heads_case){B, T, NH, hs, frand(3 * n, -1, 1), fnan(n), fnan(n), fnan(n), fnan(3 * n),
+                        frand(n, -1, 1), fnan(n), fnan(n), frand(n, -1, 1)};
+}
+static void heads_run(void *p)
+{
+    heads_case *h = p;
+    cpu_attention_split_heads(h->q, h->k, h->v, h->qkv, h->B, h->T, h->NH, h->hs);
+    cpu_attention_merge_heads(h->out, h->y, h->B, h->T, h->NH, h->hs);
+    cpu_attention_split_heads_grad(h->dy, h->dout, h->B, h->T, h->NH, h->hs);
+    /* the split outputs double as dq, dk, dv */
+    cpu_attention_merge_heads_grad(h->dqkv, h->q, h->k, h->v, h->B, h->T, h->NH, h->hs);
+}
+/* Element (b,h,t,d) of a head-major tensor lives at token-major (b,t, off + h·hs + d) with rows of ld. */
+static int64_t tok_index(const heads_case *h, int64_t i, int64_t ld, int64_t off)
+{
+    int64_t d = i % h->hs, t = i / h->hs % h->T, hh = i / (h->hs * h->T) % h->NH, b = i / (h->hs * h->T * h->NH);
+    return (b * h->T + t) * ld + off + hh * h->hs + d;
+}
+/* merge: L = Σ w·merge(x) with x head-major; split: L = Σ_{q,k,v} w·split(x) with x = qkv. */
+static double heads_loss(const void *p)
+{
+    const heads_fd *f = p;
+    int64_t n = f->h->B * f->h->T * f->h->NH * f->h->hs, C = f->h->NH * f->h->hs;
+    double L = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (f->merge)
+            L += f->w[tok_index(f->h, i, C, 0)] * f->x[i];
+        else
+            for (int s = 0; s < 3; s++)
+                L += f->w[s * n + i] * f->x[tok_index(f->h, i, 3 * C, s * C)];
+    return L;
+}
+
+/* Pure permutations: every element must be copied exactly (tolerance 0). */
+static void test_heads(int64_t B, int64_t T, int64_t NH, int64_t hs)
+{
+    heads_case h = heads_make(B, T, NH, hs);
+    int64_t n = B * T * NH * hs, C = NH * hs;
+    double *rq = dzero(3 * (size_t)n), *rqkv = dzero(3 * (size_t)n), *rout = dzero((size_t)n),
+           *rdy = dzero((size_t)n), *zero = dzero(3 * (size_t)n);
+    heads_run(&h);
+    for (int64_t i = 0; i < n; i++) {
+        for (int s = 0; s < 3; s++) {
+            rq[s * n + i] = h.qkv[tok_index(&h, i, 3 * C, s * C)];
+            rqkv[tok_index(&h, i, 3 * C, s * C)] = (s == 0 ? h.q : s == 1 ? h.k : h.v)[i];
+        }
+        rout[tok_index(&h, i, C, 0)] = h.y[i];
+        rdy[i] = h.dout[tok_index(&h, i, C, 0)];
+    }
+    check_close("attention_split_heads", "q", h.q, rq, zero, (size_t)n);
+    check_close("attention_split_heads", "k", h.k, rq + n, zero, (size_t)n);
+    check_close("attention_split_heads", "v", h.v, rq + 2 * n, zero, (size_t)n);
+    check_close("attention_merge_heads_grad", "dqkv", h.dqkv, rqkv, zero, 3 * (size_t)n);
+    check_close("attention_merge_heads", "out", h.out, rout, zero, (size_t)n);
+    check_close("attention_split_heads_grad", "dy", h.dy, rdy, zero, (size_t)n);
+    heads_fd fm = {&h, todbl(h.y, (size_t)n), todbl(h.dout, (size_t)n), 1};
+    fd_check("attention_split_heads_grad", "dy", heads_loss, &fm, fm.x, (size_t)n, h.dy, zero);
+    float *dq3 = xmalloc(3 * (size_t)n * sizeof(float)); /* w = [dq | dk | dv] = the split outputs */
+    memcpy(dq3, h.q, (size_t)n * 4), memcpy(dq3 + n, h.k, (size_t)n * 4), memcpy(dq3 + 2 * n, h.v, (size_t)n * 4);
+    heads_fd fs = {&h, todbl(h.qkv, 3 * (size_t)n), todbl(dq3, 3 * (size_t)n), 0};
+    fd_check("attention_merge_heads_grad", "dqkv", heads_loss, &fs, fs.x, 3 * (size_t)n, h.dqkv, zero);
+    arena_free();
+}
+
+/* ---- causal softmax ------------------------------------------------------------------------------ */
+
+typedef struct { int64_t BH, T; float scale, *pre, *att, *datt, *attn, *dpre; } sm_case;
+typedef struct { int64_t BH, T; double scale, *pre, *datt; } sm_fd;
+
+/* preatt and datt hold NaN above the diagonal: the kernels must not read there. */
+static sm_case sm_make(int64_t BH, int64_t T, float scale)
+{
+    size_t n = (size_t)(BH * T * T);
+    sm_case s = {BH, T, scale, frand(n, -6, 6), fnan(n), frand(n, -1, 1), fnan(n), fnan(n)};
+    for (size_t i = 0; i < n; i++)
+        if ((int64_t)i % T > (int64_t)i / T % T)
+            s.pre[i] = s.datt[i] = NAN;
+    return s;
+}
+static void sm_run(void *p)
+{
+    sm_case *s = p;
+    size_t n = (size_t)(s->BH * s->T * s->T);
+    cpu_causal_softmax_forward(s->att, s->pre, s->scale, s->BH, s->T);
+    memcpy(s->attn, s->att, n * sizeof(float)); /* the backward's att, with NaN above the diagonal */
+    for (size_t i = 0; i < n; i++)
+        if ((int64_t)i % s->T > (int64_t)i / s->T % s->T)
+            s->attn[i] = NAN;
+    cpu_causal_softmax_backward(s->dpre, s->datt, s->attn, s->scale, s->BH, s->T);
+}
+/* Reference softmax of one row (columns 0..t) into p; returns max_j |z_j| + |z_max| + |z_j - z_max|. */
+static double sm_ref_row(double *p, const double *pre, double scale, int64_t t)
+{
+    double mx = -INFINITY, sum = 0, R = 0;
+    for (int64_t j = 0; j <= t; j++)
+        mx = fmax(mx, scale * pre[j]);
+    for (int64_t j = 0; j <= t; j++)
+        sum += (p[j] = exp(scale * pre[j] - mx));
+    for (int64_t j = 0; j <= t; j++) {
+        p[j] /= sum;
+        R = fmax(R, fabs(scale * pre[j]) + fabs(mx) + fabs(scale * pre[j] - mx));
+    }
+    return R;
+}
+static double sm_loss(const void *ctx)
+{
+    const sm_fd *f = ctx;
+    double L = 0, *p = calloc((size_t)f->T, sizeof *p);
+    for (int64_t row = 0; row < f->BH * f->T; row++) {
+        sm_ref_row(p, f->pre + row * f->T, f->scale, row % f->T);
+        for (int64_t j = 0; j <= row % f->T; j++)
+            L += f->datt[row * f->T + j] * p[j];
+    }
+    free(p);
+    return L;
+}
+
+static void test_softmax(int64_t BH, int64_t T, float scale)
+{
+    sm_case s = sm_make(BH, T, scale);
+    size_t n = (size_t)(BH * T * T);
+    double *pre = todbl(s.pre, n), *ratt = dzero(n), *batt = dzero(n), *rd = dzero(n), *bd = dzero(n),
+           *bfd = dzero(n);
+    sm_run(&s);
+    for (int64_t row = 0; row < BH * T; row++) {
+        int64_t t = row % T, o = row * T;
+        /* att_j: rel. error of e_j <= u·(|z_j| + |z_max| + |z_j - z_max| + 2) (rounded scale·x, max
+         * and difference; expf within an ulp), the same again through the sum, 2u for the divide
+         * and the final rounding: EPS·(R + 3) with R the row's max of the first three terms. */
+        double R = sm_ref_row(ratt + o, pre + o, scale, t), dot = 0, adot = 0, bdot = 0;
+        for (int64_t j = 0; j <= t; j++) {
+            batt[o + j] = EPS * (R + 3) * ratt[o + j];
+            dot += (double)s.att[o + j] * s.datt[o + j], adot += fabs((double)s.att[o + j] * s.datt[o + j]);
+            bdot += batt[o + j] * fabs(s.datt[o + j]);
+        }
+        /* dpre from the kernel's own att: the double dot product is ~exact and the result is
+         * rounded once (<= u·scale·att·(|datt| + Σ|att·datt|), doubled). Against the exact
+         * gradient (finite differences) att's own error adds scale·(δatt_j·|datt_j - dot| + att_j·Σδatt·|datt|). */
+        for (int64_t j = 0; j <= t; j++) {
+            double a = s.att[o + j];
+            rd[o + j] = scale * a * (s.datt[o + j] - dot);
+            bd[o + j] = EPS * fabs(scale) * a * (fabs(s.datt[o + j]) + adot);
+            bfd[o + j] = bd[o + j] + fabs(scale) * (batt[o + j] * (fabs(s.datt[o + j]) + adot) + a * bdot);
+        }
+    }
+    check_zero_cols("causal_softmax_forward", "att above the diagonal", s.att, BH * T, T, 0, T);
+    check_zero_cols("causal_softmax_backward", "dpreatt above the diagonal", s.dpre, BH * T, T, 0, T);
+    check_close("causal_softmax_forward", "att", s.att, ratt, batt, n);
+    check_close("causal_softmax_backward", "dpreatt", s.dpre, rd, bd, n);
+    for (size_t i = 0; i < n; i++)
+        if ((int64_t)i % T > (int64_t)i / T % T) /* no input of the loss: gradient 0 */
+            pre[i] = 0;
+    sm_fd f = {BH, T, scale, pre, todbl(s.datt, n)};
+    fd_check("causal_softmax_backward", "dpreatt", sm_loss, &f, pre, n, s.dpre, bfd);
+    arena_free();
+}
+
+/* ---- strided batched GEMM --------------------------------------------------------------------------- */
+
+typedef struct { bool ta, tb; int64_t m, n, k, lda, ldb, ldc, sa, sb, sc, batch; float alpha, beta, *a, *b, *c; } gemm_case;
+
+/* Padded leading dimensions and gaps between batch entries, which must stay untouched. */
+static gemm_case gemm_make(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta,
+                           int64_t batch, int64_t pad)
+{
+    gemm_case g = {ta, tb, m, n, k, (ta ? m : k) + pad, (tb ? k : n) + pad, n + pad, 0, 0, 0, batch, alpha, beta,
+                   NULL, NULL, NULL};
+    g.sa = (ta ? k : m) * g.lda + pad, g.sb = (tb ? n : k) * g.ldb + pad, g.sc = m * g.ldc + pad;
+    g.a = frand((size_t)(g.sa * batch), -1, 1), g.b = frand((size_t)(g.sb * batch), -1, 1);
+    g.c = frand((size_t)(g.sc * batch), -1, 1);
+    for (int64_t i = 0; i < g.sc * batch; i++) {
+        int64_t r = i % g.sc / g.ldc, j = i % g.sc % g.ldc;
+        if (r >= m || j >= n)
+            g.c[i] = 777.0f; /* padding and gaps: must stay bit-unchanged */
+        else if (beta == 0.0f)
+            g.c[i] = NAN; /* beta 0 must overwrite, NaN included */
+    }
+    return g;
+}
+static void gemm_run(void *p)
+{
+    gemm_case *g = p;
+    int rc = cpu_gemm_strided_batched(g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a, g->lda, g->sa, g->b, g->ldb,
+                                      g->sb, g->beta, g->c, g->ldc, g->sc, g->batch);
+    if (rc != 0)
+        fail("gemm_strided_batched", "returned %d (m=%lld n=%lld k=%lld)", rc, (long long)g->m, (long long)g->n,
+             (long long)g->k);
+}
+
+/* A sum of k products errs by <= γ_k·Σ|a·b| ≈ k·u·Σ|a·b| in any order; alpha and beta·C add two
+ * roundings: (k + 2)·EPS·(|alpha|·Σ|a·b| + |beta·c|) has a factor 2 of margin. Outside the m×n
+ * blocks (padding, gaps) C must be bit-unchanged: the bound there is 0. */
+static void test_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, int64_t batch,
+                      int64_t pad, bool nan_a)
+{
+    gemm_case g = gemm_make(ta, tb, m, n, k, alpha, beta, batch, pad);
+    if (nan_a) /* alpha == 0 or k == 0: A must not be read */
+        for (int64_t i = 0; i < g.sa * batch; i++)
+            g.a[i] = NAN;
+    size_t nc = (size_t)(g.sc * batch);
+    double *ref = todbl(g.c, nc), *bnd = dzero(nc);
+    gemm_run(&g);
+    for (int64_t bi = 0; bi < batch; bi++)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                const float *A = g.a + bi * g.sa, *Bm = g.b + bi * g.sb;
+                double s = 0, as = 0;
+                for (int64_t p = 0; p < k && alpha != 0.0f; p++) {
+                    double x = (ta ? A[p * g.lda + i] : A[i * g.lda + p]) * (double)(tb ? Bm[j * g.ldb + p] : Bm[p * g.ldb + j]);
+                    s += x, as += fabs(x);
+                }
+                double *r = &ref[bi * g.sc + i * g.ldc + j], c0 = beta == 0.0f ? 0.0 : beta * *r;
+                bnd[r - ref] = (double)(k + 2) * EPS * (fabs(alpha) * as + fabs(c0));
+                *r = alpha * s + c0;
+            }
+    char what[96];
+    snprintf(what, sizeof what, "C (ta=%d tb=%d m=%lld n=%lld k=%lld alpha=%g beta=%g batch=%lld)", ta, tb,
+             (long long)m, (long long)n, (long long)k, (double)alpha, (double)beta, (long long)batch);
+    check_close("gemm_strided_batched", what, g.c, ref, bnd, nc);
+    arena_free();
+}
+
+/* ---- GELU, add ----------------------------------------------------------------------------------- */
+
+/* 0.5·(1 + tanh(u)) = σ(2u): the same function, and in this form double keeps its relative
+ * accuracy in the tail (x < -9) where 1 + tanh(u) rounds to 0 even in double. */
+static double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
+static double gelu_u(double x) { return sqrt(2 / M_PI) * (x + 0.044715 * x * x * x); }
+static double gelu_ref(double x) { return x * sigmoid(2 * gelu_u(x)); }
+typedef struct { size_t n; double *x, *dy; } gelu_fd;
+static double gelu_loss(const void *p)
+{
+    const gelu_fd *f = p;
+    double L = 0;
+    for (size_t i = 0; i < f->n; i++)
+        L += f->dy[i] * gelu_ref(f->x[i]);
+    return L;
+}
+
+/* The kernel evaluates x·σ(z), z = 2·sqrt(2/π)·(x + 0.044715x³): z carries <= 7u relative error
+ * (float constants, x³, sums of same-sign terms), so σ(z) and the product with x carry
+ * <= u·(14|z| + 6): bound EPS·(7|z| + 3)·|y|. dx = dy·(s + t), s = σ(z), t = x·σ'(z)·z': each
+ * part <= u·(14|z| + 17) relative, plus the final sum and product: EPS·(7|z| + 9)·(|s| + |t|)·|dy|.
+ * In the tail σ(z) underflows: a subnormal carries an absolute error up to FLT_TRUE_MIN, then
+ * multiplied by x (and z'), hence the FLT_TRUE_MIN terms. */
+static void test_gelu(size_t n)
+{
+    float *x = xmalloc(n * sizeof *x), *y = fnan(n), *dy = frand(n, -1, 1), *dx = fnan(n);
+    static const float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 100.0f, -100.0f, 9.5f, -9.5f, 1e20f, -1e20f};
+    for (size_t i = 0; i < n; i++)
+        x[i] = i < sizeof special / sizeof *special ? special[i] : (float)(-12 + 24 * urand());
+    double *ry = dzero(n), *by = dzero(n), *rdx = dzero(n), *bdx = dzero(n);
+    cpu_gelu_tanh_forward(x, y, n);
+    cpu_gelu_tanh_backward(x, dy, dx, n);
+    for (size_t i = 0; i < n; i++) {
+        double xi = x[i], u = gelu_u(xi), s = sigmoid(2 * u);
+        double t = xi * s * sigmoid(-2 * u) * 2 * sqrt(2 / M_PI) * (1 + 3 * 0.044715 * xi * xi);
+        double dz = 2 * sqrt(2 / M_PI) * (1 + 3 * 0.044715 * xi * xi);
+        ry[i] = gelu_ref(xi), rdx[i] = dy[i] * (s + t);
+        by[i] = EPS * (7 * fabs(2 * u) + 3) * fabs(ry[i]) + 2 * fabs(xi) * FLT_TRUE_MIN;
+        bdx[i] = (EPS * (7 * fabs(2 * u) + 9) * (fabs(s) + fabs(t)) + 2 * (1 + fabs(xi * dz)) * FLT_TRUE_MIN) *
+                 fabs((double)dy[i]);
+    }
+    check_close("gelu_tanh_forward", "y", y, ry, by, n);
+    check_close("gelu_tanh_backward", "dx", dx, rdx, bdx, n);
+    /* the huge specials would swamp the loss's double sum: give them no weight for this check */
+    for (size_t i = 0; i < n; i++)
+        dy[i] = fabsf(x[i]) > 20.0f ? 0.0f : dy[i];
+    cpu_gelu_tanh_backward(x, dy, dx, n);
+    gelu_fd f = {n, todbl(x, n), todbl(dy, n)};
+    fd_check("gelu_tanh_backward", "dx", gelu_loss, &f, f.x, n, dx, bdx);
+    arena_free();
+}
+
+/* One correctly rounded float addition per element: within u·|a + b|; aliased calls bit-equal. */
+static void test_add(size_t n)
+{
+    float *a = frand(n, -1, 1), *b = frand(n, -1e3, 1e3), *out = fnan(n), *o2 = fdup(a, n), *o3 = fdup(b, n);
+    double *ref = dzero(n), *bnd = dzero(n);
+    cpu_add(out, a, b, n);
+    cpu_add(o2, o2, b, n); /* out == a */
+    cpu_add(o3, a, o3, n); /* out == b */
+    for (size_t i = 0; i < n; i++)
+        ref[i] = (double)a[i] + b[i], bnd[i] = EPS / 2 * fabs(ref[i]);
+    check_close("add", "out", out, ref, bnd, n);
+    check_bits("add", "out aliasing a vs separate out", o2, out, n);
+    check_bits("add", "out aliasing b vs separate out", o3, out, n);
+    memcpy(o2, a, n * 4);
+    cpu_add(o2, o2, o2, n); /* out == a == b: exact doubling */
+    for (size_t i = 0; i < n; i++)
+        ref[i] = 2.0 * a[i], bnd[i] = 0;
+    check_close("add", "out aliasing a and b", o2, ref, bnd, n);
+    arena_free();
+}
+
+/* ---- fused classifier ---------------------------------------------------------------------------- */
+
+typedef struct { int64_t rows, V, ld; float gs, *l, *dl, *dl_inplace, loss[3], correct[3]; int32_t *tgt; } xent_case;
+typedef struct { const xent_case *x; double *l; } xent_fd;
+
+/* Logit padding holds NaN and 1e30 (never to be read); rows 0 and 1 tie at columns 1 and 3. */
+static xent_case xent_make(int64_t rows, int64_t V, int64_t ld, float gs)
+{
+    size_t n = (size_t)(rows * ld);
+    xent_case x = {rows, V, ld, gs, frand(n, -5, 5), fnan(n), NULL, {1.5f, 1.5f, 1.5f}, {2, 2, 2},
+                   tokens_new((size_t)rows, V)};
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = V; c < ld; c++)
+            x.l[r * ld + c] = (c % 2) ? NAN : 1e30f;
+    for (int64_t r = 0; r < 2 && r < rows && V >= 4; r++) {
+        x.l[r * ld + 1] = x.l[r * ld + 3] = 7.0f;
+        x.tgt[r] = r == 0 ? 1 : 3; /* row 0 correct (first index wins), row 1 not */
+    }
+    x.dl_inplace = fdup(x.l, n);
+    return x;
+}
+static void xent_run(void *p)
+{
+    xent_case *x = p;
+    int rc = cpu_softmax_xent_padded(x->l, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl, &x->loss[0], &x->correct[0], NULL);
+    rc |= cpu_softmax_xent_padded(x->dl_inplace, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl_inplace, &x->loss[1],
+                                  &x->correct[1], NULL);
+    rc |= cpu_softmax_xent_padded(x->l, x->ld, x->tgt, x->rows, x->V, x->gs, NULL, &x->loss[2], &x->correct[2], NULL);
+    if (rc)
+        fail("softmax_xent_padded", "returned %d on valid targets", rc);
+}
+static double xent_loss(const void *p)
+{
+    const xent_fd *f = p;
+    const xent_case *x = f->x;
+    double L = 0;
+    for (int64_t r = 0; r < x->rows; r++) {
+        const double *l = f->l + r * x->ld;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t c = 0; c < x->V; c++)
+            mx = fmax(mx, l[c]);
+        for (int64_t c = 0; c < x->V; c++)
+            sum += exp(l[c] - mx);
+        L += x->gs * (mx + log(sum) - l[x->tgt[r]]);
+    }
+    return L;
+}
+
+static void xent_check_bad_target(xent_case *x)
+{
+    const char *op = "softmax_xent_padded";
+    int64_t bad = -7, r = x->rows / 2;
+    int32_t saved = x->tgt[r];
+    float *before = fdup(x->dl_inplace, (size_t)(x->rows * x->ld)), loss = x->loss[1], corr = x->correct[1];
+    for (int k = 0; k < 2; k++) {
+        x->tgt[r] = k == 0 ? (int32_t)x->V : -1;
+        int rc = cpu_softmax_xent_padded(x->dl_inplace, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl_inplace,
+                                         &x->loss[1], &x->correct[1], &bad);
+        n_checks++;
+        if (rc != -1 || bad != r || x->loss[1] != loss || x->correct[1] != corr)
+            fail(op, "target %d at row %lld: rc %d (want -1), bad_row %lld, loss %g -> %g, correct %g -> %g",
+                 (int)x->tgt[r], (long long)r, rc, (long long)bad, (double)loss, (double)x->loss[1], (double)corr,
+                 (double)x->correct[1]);
+    }
+    check_bits(op, "in-place buffer after a bad target", before, x->dl_inplace, (size_t)(x->rows * x->ld));
+    x->tgt[r] = saved;
+}
+
+/* Bounds (u = EPS/2): e_j = expf(l_j - max) errs by u·(|l_j - max| + 2) relative, their double
+ * sum by at most the max of that (D), so a row's logsumexp errs by <= u·Σ p_j(|l_j - max| + 2);
+ * the loss total adds one rounding. p_j·gs: rel. u·(|l_j - max| + 2 + D + 2); the target's
+ * p - 1 adds u·|p - 1|. Both doubled. */
+static void test_xent(int64_t rows, int64_t V, int64_t ld, float gs)
+{
+    const char *op = "softmax_xent_padded";
+    xent_case x = xent_make(rows, V, ld, gs);
+    size_t n = (size_t)(rows * ld);
+    double *rdl = dzero(n), *bdl = dzero(n), total = 0, btotal = 0, *p = dzero((size_t)V);
+    int64_t hits = 0;
+    xent_run(&x);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *l = x.l + r * ld;
+        int64_t am = 0;
+        double mx = l[0], sum = 0, D = 0, wsum = 0;
+        for (int64_t c = 1; c < V; c++)
+            if (l[c] > l[am])
+                am = c, mx = l[c];
+        for (int64_t c = 0; c < V; c++)
+            sum += (p[c] = exp(l[c] - mx)), D = fmax(D, fabs(l[c] - mx) + 2);
+        for (int64_t c = 0; c < V; c++) {
+            p[c] /= sum, wsum += p[c] * (fabs(l[c] - mx) + 2);
+            double g = p[c] - (c == x.tgt[r]);
+            rdl[r * ld + c] = g * gs, bdl[r * ld + c] = EPS * fabs(gs) * (p[c] * (fabs(l[c] - mx) + D + 2) + fabs(g));
+        }
+        total += mx + log(sum) - l[x.tgt[r]], btotal += EPS * wsum, hits += am == x.tgt[r];
+    }
+    double rl = 1.5 + total, bl = btotal + EPS * fabs(rl), rc = 2.0 + (double)hits, zero = 0;
+    check_close(op, "loss_sum", &x.loss[0], &rl, &bl, 1);
+    check_close(op, "correct", &x.correct[0], &rc, &zero, 1);
+    check_close(op, "dlogits", x.dl, rdl, bdl, n);
+    check_zero_cols(op, "dlogits padding", x.dl, rows, ld, V, 0);
+    check_bits(op, "in-place vs out-of-place dlogits", x.dl, x.dl_inplace, n);
+    check_bits(op, "in-place vs out-of-place loss and correct", x.loss, x.loss + 1, 1);
+    check_bits(op, "in-place vs out-of-place correct", x.correct, x.correct + 1, 1);
+    check_bits(op, "dlogits NULL vs out-of-place loss", x.loss, x.loss + 2, 1);
+    check_bits(op, "dlogits NULL vs out-of-place correct", x.correct, x.correct + 2, 1);
+    xent_check_bad_target(&x);
+    xent_fd f = {&x, todbl(x.l, n)};
+    for (size_t i = 0; i < n; i++)
+        if ((int64_t)i % ld >= V) /* the padding is no input of the loss */
+            f.l[i] = 0, bdl[i] = 0;
+    fd_check(op, "dlogits", xent_loss, &f, f.l, n, x.dl, bdl);
+    arena_free();
+}
+
+/* ---- determinism: shapes large enough that every op forks ----------------------------------------- */
+
+static void test_threads(void)
+{
+    emb_case e = emb_make(8, 64, 96, 5); /* few token ids: long sums into each dwte row */
+    check_threads("embedding", emb_run, &e, (span[]){{e.out, 8 * 64 * 96}, {e.dwte, 5 * 96}, {e.dwpe, 64 * 96}}, 3);
+    ln_case l = ln_make(300, 333, 2.0);
+    size_t n = 300 * 333;
+    check_threads("layernorm", ln_run, &l, (span[]){{l.out, n}, {l.mean, 300}, {l.rstd, 300}, {l.dx, n}, {l.dw, 333},
+                                                   {l.db, 333}}, 6);
+    heads_case h = heads_make(3, 37, 6, 29);
+    n = 3 * 37 * 6 * 29;
+    check_threads("attention heads", heads_run, &h, (span[]){{h.q, n}, {h.out, n}, {h.dy, n}, {h.dqkv, 3 * n}}, 4);
+    sm_case s = sm_make(12, 70, 0.37f);
+    n = 12 * 70 * 70;
+    check_threads("causal_softmax", sm_run, &s, (span[]){{s.att, n}, {s.dpre, n}}, 2);
+    gemm_case g1 = gemm_make(false, true, 64, 64, 16, 0.25f, 0.0f, 48, 0), g2 = gemm_make(true, false, 300, 200, 517, 1.0f, 0.5f, 1, 3);
+    check_threads("gemm_strided_batched (48 heads)", gemm_run, &g1, (span[]){{g1.c, (size_t)(g1.sc * 48)}}, 1);
+    check_threads("gemm_strided_batched (batch 1)", gemm_run, &g2, (span[]){{g2.c, (size_t)g2.sc}}, 1);
+    xent_case x = xent_make(300, 1000, 1024, 0.01f);
+    check_threads("softmax_xent_padded", xent_run, &x, (span[]){{x.dl, 300 * 1024}, {x.dl_inplace, 300 * 1024}, {x.loss, 3},
+                                                                {x.correct, 3}}, 4);
+    arena_free();
+}
+
+/* ---- --bench: sgemm loop (the kernel) vs a oneDNN matmul primitive with a batch dimension ---------- */
+
+typedef int (*gemm_fn)(bool, bool, int64_t, int64_t, int64_t, float, const float *, int64_t, int64_t, const float *,
+                       int64_t, int64_t, float, float *, int64_t, int64_t, int64_t);
+static dnnl_engine_t bench_engine;
+static dnnl_stream_t bench_stream;
+
+/* The alternative: one primitive over [batch, m, k] x [batch, k, n] with strided descriptors,
+ * alpha as output scale, beta as a sum post-op (created per call; oneDNN caches the kernel). */
+static int matmul_primitive(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                            int64_t lda, int64_t sa, const float *b, int64_t ldb, int64_t sb, float beta, float *c,
+                            int64_t ldc, int64_t sc, int64_t batch)
+{
+    dnnl_memory_desc_t md[3];
+    dnnl_dims_t ad = {batch, m, k}, as = {sa, ta ? 1 : lda, ta ? lda : 1}, bd = {batch, k, n},
+                bs = {sb, tb ? 1 : ldb, tb ? ldb : 1}, cd = {batch, m, n}, cs = {sc, ldc, 1};
+    dnnl_memory_desc_init_by_strides(&md[0], 3, ad, dnnl_f32, as);
+    dnnl_memory_desc_init_by_strides(&md[1], 3, bd, dnnl_f32, bs);
+    dnnl_memory_desc_init_by_strides(&md[2], 3, cd, dnnl_f32, cs);
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_attr_t attr;
+    dnnl_post_ops_t po;
+    dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL, &md[2]);
+    dnnl_primitive_attr_create(&attr);
+    dnnl_post_ops_create(&po);
+    dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha);
+    if (beta != 0.0f)
+        dnnl_post_ops_append_sum(po, beta);
+    dnnl_primitive_attr_set_post_ops(attr, po);
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    dnnl_memory_t mem[3];
+    dnnl_status_t rc = dnnl_primitive_desc_create(&pd, &desc, attr, bench_engine, NULL);
+    if (rc == dnnl_success)
+        rc = dnnl_primitive_create(&prim, pd);
+    if (rc == dnnl_success) {
+        void *ptr[3] = {(void *)a, (void *)b, c};
+        for (int i = 0; i < 3; i++)
+            dnnl_memory_create(&mem[i], &md[i], bench_engine, ptr[i]);
+        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
+        rc = dnnl_primitive_execute(prim, bench_stream, 3, args);
+        dnnl_stream_wait(bench_stream);
+        for (int i = 0; i < 3; i++)
+            dnnl_memory_destroy(mem[i]);
+        dnnl_primitive_destroy(prim);
+    }
+    dnnl_primitive_desc_destroy(pd);
+    dnnl_post_ops_destroy(po);
+    dnnl_primitive_attr_destroy(attr);
+    return (int)rc;
+}
+
+/* The six attention GEMMs of one layer: preatt = q·kᵀ, y = att·v; datt = dy·vᵀ, dv = attᵀ·dy,
+ * dq = dpreatt·k, dk = dpreattᵀ·q (y, datt and dpreatt stand in for dy and dpreatt). */
+static void attention_gemms(gemm_fn g, int64_t BH, int64_t T, int64_t hs, float *const buf[7])
+{
+    float *q = buf[0], *k = buf[1], *v = buf[2], *y = buf[3], *dv = buf[4], *att = buf[5], *datt = buf[6];
+    int64_t sq = T * hs, sa = T * T;
+    g(false, true, T, T, hs, 0.125f, q, hs, sq, k, hs, sq, 0.0f, att, T, sa, BH);
+    g(false, false, T, hs, T, 1.0f, att, T, sa, v, hs, sq, 0.0f, y, hs, sq, BH);
+    g(false, true, T, T, hs, 1.0f, y, hs, sq, v, hs, sq, 0.0f, datt, T, sa, BH);
+    g(true, false, T, hs, T, 1.0f, att, T, sa, y, hs, sq, 1.0f, dv, hs, sq, BH);
+    g(false, false, T, hs, T, 1.0f, datt, T, sa, k, hs, sq, 0.0f, y, hs, sq, BH);
+    g(true, false, T, hs, T, 1.0f, datt, T, sa, q, hs, sq, 0.0f, dv, hs, sq, BH);
+}
+
+/* Best of 7 runs (shared vCPUs are noisy); prints, asserts nothing. */
+static void bench_gemm(void)
+{
+    static const int64_t shapes[2][2] = {{256, 64}, {64, 16}};
+    const int64_t BH = 8 * 6;
+    dnnl_engine_create(&bench_engine, dnnl_cpu, 0);
+    dnnl_stream_create(&bench_stream, bench_engine, dnnl_stream_default_flags);
+    for (int s = 0; s < 2; s++) {
+        int64_t T = shapes[s][0], hs = shapes[s][1], reps = T == 256 ? 5 : 50;
+        size_t nq = (size_t)(BH * T * hs), na = (size_t)(BH * T * T);
+        float *buf[7], *out[2][2];
+        for (int i = 0; i < 7; i++)
+            buf[i] = frand(i < 5 ? nq : na, -1, 1);
+        for (int th = 1; th <= 2; th++) {
+            omp_set_num_threads(th);
+            double ms[2];
+            for (int impl = 0; impl < 2; impl++) {
+                gemm_fn g = impl ? matmul_primitive : cpu_gemm_strided_batched;
+                memset(buf[4], 0, nq * 4);
+                attention_gemms(g, BH, T, hs, buf); /* warm-up; dv accumulates once (beta = 1) */
+                out[th - 1][impl] = fdup(buf[4], nq);
+                ms[impl] = INFINITY;
+                for (int trial = 0; trial < 7; trial++) {
+                    double t = now_s();
+                    for (int64_t r = 0; r < reps; r++)
+                        attention_gemms(g, BH, T, hs, buf);
+                    ms[impl] = fmin(ms[impl], (now_s() - t) * 1e3 / (double)reps);
+                }
+            }
+            printf("bench: batch %lld T=%lld hs=%lld, %d thread(s): sgemm loop %.3f ms, matmul primitive %.3f ms "
+                   "(6 GEMMs, %.1f / %.1f GFLOP/s), same bits: %s\n", (long long)BH, (long long)T, (long long)hs, th,
+                   ms[0], ms[1], 12.0 * (double)(BH * T * T * hs) / ms[0] * 1e-6,
+                   12.0 * (double)(BH * T * T * hs) / ms[1] * 1e-6,
+                   memcmp(out[th - 1][0], out[th - 1][1], nq * 4) ? "no" : "yes");
+        }
+        printf("bench: T=%lld 1 vs 2 threads, same bits: sgemm loop %s, matmul primitive %s\n", (long long)T,
+               memcmp(out[0][0], out[1][0], nq * 4) ? "no" : "yes", memcmp(out[0][1], out[1][1], nq * 4) ? "no" : "yes");
+        arena_free();
+    }
+    dnnl_stream_destroy(bench_stream);
+    dnnl_engine_destroy(bench_engine);
+}
+
+int main(int argc, char **argv)
+{
+    double t0 = now_s();
+    omp_set_num_threads(2);
+    test_embedding(2, 7, 37, 5, false), test_embedding(2, 7, 37, 5, true), test_embedding(1, 1, 13, 3, true);
+    test_embedding(3, 17, 129, 50, false);
+    test_layernorm(1, 1, 3.0, true), test_layernorm(1, 37, 0.0, true), test_layernorm(7, 37, 3.0, false);
+    test_layernorm(7, 37, 3.0, true), test_layernorm(33, 129, -2.0, true);
+    test_heads(1, 1, 1, 1), test_heads(2, 5, 3, 7), test_heads(3, 13, 4, 9);
+    test_softmax(3, 1, 0.5f), test_softmax(5, 13, 1.0f / sqrtf(7.0f)), test_softmax(2, 37, 0.125f);
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        test_gemm(ta, tb, 5, 7, 3, 1.0f, 0.0f, 3, 1, false), test_gemm(ta, tb, 13, 1, 17, -0.7f, 0.5f, 2, 3, false);
+        test_gemm(ta, tb, 1, 9, 33, 0.125f, 1.0f, 1, 0, false), test_gemm(ta, tb, 37, 37, 10, 0.3f, 0.0f, 6, 0, false);
+        test_gemm(ta, tb, 17, 19, 0, 1.0f, 0.5f, 2, 2, true), test_gemm(ta, tb, 17, 19, 23, 0.0f, 0.0f, 2, 2, true);
+    }
+    test_gelu(1), test_gelu(4099);
+    test_add(1), test_add(1001);
+    test_xent(1, 1, 128, 1.0f), test_xent(5, 37, 128, 0.7f), test_xent(1, 200, 256, 1.0f);
+    test_xent(300, 300, 384, 1.0f / 300);
+    test_threads();
+    fprintf(stderr, "test_transformer_cpu: %d checks, %d failed (%.2f s)\n", n_checks, n_failed, now_s() - t0);
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0)
+        bench_gemm();
+    free(arena);
+    return n_failed ? 1 : 0;
+}
