@@ -11,7 +11,7 @@
 #include "device.h"
 
 #include "runtime/base/clock.h"
-#include "runtime/device/backend.h"
+#include "runtime/device/kernels/cpu_kernel.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -86,21 +86,12 @@ int device_cpu_synchronize(device *d, ddp_err *err)
 
 /* ---- GEMM ------------------------------------------------------------------------------ */
 
-/* C = beta * C for k == 0 or alpha == 0, where no library call is needed (and BLAS conventions
- * differ). */
-static void scale_matrix(float *c, int64_t m, int64_t n, int64_t ldc, float beta)
-{
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++)
-            c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-}
-
 int device_cpu_gemm(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                     int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ddp_err *err)
 {
     (void)d;
     if (k == 0 || alpha == 0.0f) {
-        scale_matrix(c, m, n, ldc, beta);
+        ddp_cpu_scale_matrices(c, m, n, ldc, 0, 1, beta);
         return DDP_OK;
     }
 #if defined(DDP_GEMM_ONEDNN)

@@ -5,7 +5,8 @@
  * library's worker threads would otherwise spin idle (on this project's 2-vCPU machines, on the
  * hyperthread sibling of the one doing the work). A loop marked DDP_PARALLEL_FOR must compute
  * every element independently, so results do not depend on the thread count; reductions stay
- * serial, in a fixed order. This header must not grow op code. */
+ * serial, in a fixed order. Besides the loop it holds the one helper two families share (the
+ * GEMMs' k == 0 case); it must not grow op code. */
 #ifndef DDP_CPU_KERNEL_H
 #define DDP_CPU_KERNEL_H
 
@@ -14,5 +15,19 @@
 #define DDP_OMP_MIN_ELEMENTS 32768
 #define DDP_PRAGMA(x) _Pragma(#x)
 #define DDP_PARALLEL_FOR(n) DDP_PRAGMA(omp parallel for schedule(static) if ((size_t)(n) >= DDP_OMP_MIN_ELEMENTS))
+
+/* C[i] = beta·C[i] for each of batch m x n matrices (row stride ldc, matrix stride stride_c): the
+ * GEMMs' k == 0 or alpha == 0 case, where BLAS reads neither A nor B; beta 0 clears NaN. */
+static inline void ddp_cpu_scale_matrices(float *c, int64_t m, int64_t n, int64_t ldc, int64_t stride_c,
+                                          int64_t batch, float beta)
+{
+    DDP_PARALLEL_FOR(batch * m * n)
+    for (int64_t i = 0; i < batch; i++)
+        for (int64_t r = 0; r < m; r++) {
+            float *row = c + i * stride_c + r * ldc;
+            for (int64_t j = 0; j < n; j++)
+                row[j] = beta == 0.0f ? 0.0f : beta * row[j];
+        }
+}
 
 #endif

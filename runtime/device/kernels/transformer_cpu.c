@@ -9,16 +9,12 @@
  * set thread counts, or know about models, ranks or the device vtable. */
 #include "transformer_cpu.h"
 
+#include "cpu_kernel.h"
+
 #include <math.h>
 #include <string.h>
 
 #include <oneapi/dnnl/dnnl.h>
-
-/* Loops fork only when the work pays for it (the threshold device_cpu.c uses). The `if` never
- * changes a result: each iteration writes its own outputs. */
-#define KERN_OMP_MIN_WORK 32768
-#define KERN_PRAGMA(x) _Pragma(#x)
-#define KERN_PARALLEL_FOR(work) KERN_PRAGMA(omp parallel for schedule(static) if ((size_t)(work) >= KERN_OMP_MIN_WORK))
 
 /* Width of the column blocks that column-sum loops give each thread: 64 double accumulators
  * (512 bytes) stay in L1, and 64 floats are whole cache lines of every row they read. */
@@ -54,7 +50,7 @@ static void add_column_sums(float *restrict dst, const float *restrict src, int6
 void cpu_embedding_forward(float *restrict out, const int32_t *restrict tokens, const float *restrict wte,
                            const float *restrict wpe, int64_t B, int64_t T, int64_t C)
 {
-    KERN_PARALLEL_FOR(B * T * C)
+    DDP_PARALLEL_FOR(B * T * C)
     for (int64_t bt = 0; bt < B * T; bt++) {
         const float *restrict te = wte + (int64_t)tokens[bt] * C;
         const float *restrict pe = wpe + (bt % T) * C;
@@ -72,7 +68,7 @@ static void embedding_backward_wte(float *restrict dwte, const float *restrict d
                                    int64_t BT, int64_t C)
 {
     int64_t nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
-    KERN_PARALLEL_FOR(BT * C)
+    DDP_PARALLEL_FOR(BT * C)
     for (int64_t blk = 0; blk < nblocks; blk++) {
         int64_t c0 = blk * COL_BLOCK, c1 = min_i64(c0 + COL_BLOCK, C);
         for (int64_t bt = 0; bt < BT; bt++) {
@@ -89,7 +85,7 @@ void cpu_embedding_backward(float *restrict dwte, float *restrict dwpe, const fl
 {
     embedding_backward_wte(dwte, dout, tokens, B * T, C);
     /* position t's rows are dout[b,t,:] for every b: stride T·C */
-    KERN_PARALLEL_FOR(B * T * C)
+    DDP_PARALLEL_FOR(B * T * C)
     for (int64_t t = 0; t < T; t++)
         add_column_sums(dwpe + t * C, dout + t * C, B, T * C, C);
 }
@@ -119,7 +115,7 @@ static void layernorm_row(float *restrict out, float *restrict mean, float *rest
 void cpu_layernorm_forward(float *restrict out, float *restrict mean, float *restrict rstd, const float *restrict inp,
                            const float *restrict w, const float *restrict b, int64_t N, int64_t C)
 {
-    KERN_PARALLEL_FOR(N * C)
+    DDP_PARALLEL_FOR(N * C)
     for (int64_t r = 0; r < N; r++)
         layernorm_row(out + r * C, mean + r, rstd + r, inp + r * C, w, b, C);
 }
@@ -150,7 +146,7 @@ static void layernorm_backward_params(float *restrict dw, float *restrict db, co
                                       const float *restrict rstd, int64_t N, int64_t C)
 {
     int64_t nblocks = (C + COL_BLOCK - 1) / COL_BLOCK;
-    KERN_PARALLEL_FOR(N * C)
+    DDP_PARALLEL_FOR(N * C)
     for (int64_t blk = 0; blk < nblocks; blk++) {
         int64_t c0 = blk * COL_BLOCK, w = min_i64(COL_BLOCK, C - c0);
         double acc_w[COL_BLOCK] = {0}, acc_b[COL_BLOCK] = {0};
@@ -173,7 +169,7 @@ void cpu_layernorm_backward(float *restrict dinp, float *restrict dw, float *res
                             const float *restrict inp, const float *restrict w, const float *restrict mean,
                             const float *restrict rstd, int64_t N, int64_t C)
 {
-    KERN_PARALLEL_FOR(N * C)
+    DDP_PARALLEL_FOR(N * C)
     for (int64_t r = 0; r < N; r++)
         layernorm_backward_row(dinp + r * C, dout + r * C, inp + r * C, w, mean[r], rstd[r], C);
     layernorm_backward_params(dw, db, dout, inp, mean, rstd, N, C);
@@ -186,7 +182,7 @@ void cpu_layernorm_backward(float *restrict dinp, float *restrict dw, float *res
 static void gather_heads(float *restrict heads, const float *restrict tok, int64_t ld, int64_t off, int64_t B,
                          int64_t T, int64_t NH, int64_t hs)
 {
-    KERN_PARALLEL_FOR(B * NH * T * hs)
+    DDP_PARALLEL_FOR(B * NH * T * hs)
     for (int64_t bht = 0; bht < B * NH * T; bht++) {
         int64_t b = bht / (NH * T), h = bht / T % NH, t = bht % T;
         memcpy(heads + bht * hs, tok + (b * T + t) * ld + off + h * hs, (size_t)hs * sizeof(float));
@@ -197,7 +193,7 @@ static void gather_heads(float *restrict heads, const float *restrict tok, int64
 static void scatter_heads(float *restrict tok, const float *restrict heads, int64_t ld, int64_t off, int64_t B,
                           int64_t T, int64_t NH, int64_t hs)
 {
-    KERN_PARALLEL_FOR(B * NH * T * hs)
+    DDP_PARALLEL_FOR(B * NH * T * hs)
     for (int64_t bht = 0; bht < B * NH * T; bht++) {
         int64_t b = bht / (NH * T), h = bht / T % NH, t = bht % T;
         memcpy(tok + (b * T + t) * ld + off + h * hs, heads + bht * hs, (size_t)hs * sizeof(float));
@@ -258,7 +254,7 @@ static void causal_softmax_row(float *restrict att, const float *restrict pre, f
 void cpu_causal_softmax_forward(float *restrict att, const float *restrict preatt, float scale, int64_t BH,
                                 int64_t T)
 {
-    KERN_PARALLEL_FOR(BH * T * T)
+    DDP_PARALLEL_FOR(BH * T * T)
     for (int64_t row = 0; row < BH * T; row++)
         causal_softmax_row(att + row * T, preatt + row * T, scale, row % T, T);
 }
@@ -279,24 +275,12 @@ static void causal_softmax_backward_row(float *restrict dpre, const float *restr
 void cpu_causal_softmax_backward(float *restrict dpreatt, const float *restrict datt, const float *restrict att,
                                  float scale, int64_t BH, int64_t T)
 {
-    KERN_PARALLEL_FOR(BH * T * T)
+    DDP_PARALLEL_FOR(BH * T * T)
     for (int64_t row = 0; row < BH * T; row++)
         causal_softmax_backward_row(dpreatt + row * T, datt + row * T, att + row * T, scale, row % T, T);
 }
 
 /* ---- strided batched GEMM ---------------------------------------------------------------- */
-
-/* C = beta·C for k == 0 or alpha == 0, where BLAS reads neither A nor B; beta 0 clears NaN. */
-static void scale_matrices(float *c, int64_t m, int64_t n, int64_t ldc, int64_t stride_c, int64_t batch, float beta)
-{
-    KERN_PARALLEL_FOR(batch * m * n)
-    for (int64_t i = 0; i < batch; i++)
-        for (int64_t r = 0; r < m; r++) {
-            float *row = c + i * stride_c + r * ldc;
-            for (int64_t j = 0; j < n; j++)
-                row[j] = beta == 0.0f ? 0.0f : beta * row[j];
-        }
-}
 
 /* One dnnl_sgemm per batch entry inside an OpenMP loop over the batch, chosen over a oneDNN
  * matmul primitive with a batch dimension. `test_transformer_cpu --bench` times the six
@@ -319,7 +303,7 @@ int cpu_gemm_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, i
     if (batch <= 0 || m == 0 || n == 0)
         return 0;
     if (k == 0 || alpha == 0.0f) {
-        scale_matrices(c, m, n, ldc, stride_c, batch, beta);
+        ddp_cpu_scale_matrices(c, m, n, ldc, stride_c, batch, beta);
         return 0;
     }
     int failed = dnnl_success;
@@ -357,7 +341,7 @@ static inline void sigmoid_and_slope(float z, float *s, float *slope)
 
 void cpu_gelu_tanh_forward(const float *restrict x, float *restrict y, size_t n)
 {
-    KERN_PARALLEL_FOR(n)
+    DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++) {
         float s, slope;
         sigmoid_and_slope(gelu_z(x[i]), &s, &slope);
@@ -368,7 +352,7 @@ void cpu_gelu_tanh_forward(const float *restrict x, float *restrict y, size_t n)
 /* d/dx [x·σ(z(x))] = σ(z) + x·σ(z)(1 - σ(z))·z'(x), z'(x) = 2K(1 + 3C·x²). */
 void cpu_gelu_tanh_backward(const float *restrict x, const float *restrict dy, float *restrict dx, size_t n)
 {
-    KERN_PARALLEL_FOR(n)
+    DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++) {
         float xi = x[i], s, slope;
         sigmoid_and_slope(gelu_z(xi), &s, &slope);
@@ -383,7 +367,7 @@ void cpu_gelu_tanh_backward(const float *restrict x, const float *restrict dy, f
 void cpu_add(float *out, const float *a, const float *b, size_t n)
 {
     /* no restrict: out may be a or b, and element i only reads a[i], b[i] before writing out[i] */
-    KERN_PARALLEL_FOR(n)
+    DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 }
@@ -438,7 +422,7 @@ int cpu_softmax_xent_padded(const float *logits, int64_t ld, const int32_t *targ
         int64_t nr = min_i64(XENT_ROW_BLOCK, rows - r0);
         double loss[XENT_ROW_BLOCK];
         bool hit[XENT_ROW_BLOCK];
-        KERN_PARALLEL_FOR(nr * V)
+        DDP_PARALLEL_FOR(nr * V)
         for (int64_t i = 0; i < nr; i++) {
             int64_t r = r0 + i;
             loss[i] = xent_row(logits + r * ld, dlogits ? dlogits + r * ld : NULL, ld, targets[r], V, grad_scale,
