@@ -97,7 +97,7 @@ static int forward_loss(model *m, const float *x, const int32_t *targets, int64_
     if (rc)
         return rc;
     mlp_layer *top = &p->layer[p->n_layers - 1];
-    rc = m->dev->ops->softmax_xent(m->dev, top->z, targets, rows, top->out, grad_scale, dlogits, stats, err);
+    rc = m->dev->ops->softmax_xent(m->dev, top->z, top->out, targets, rows, top->out, grad_scale, dlogits, stats, err);
     return rc ? ddp_prefix(err, "mlp loss") : DDP_OK;
 }
 

@@ -24,7 +24,7 @@ extern "C" {
 
 typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA } cfg_device;
 typedef enum { MODEL_MLP } cfg_model_kind;
-typedef enum { ACT_RELU, ACT_GELU } act_kind;
+typedef enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH } act_kind;
 typedef enum { DATA_FASHION_MNIST, DATA_SYNTHETIC } cfg_data_kind;
 typedef enum { OPT_SGD, OPT_ADAMW } cfg_opt_kind;
 typedef enum { SCHED_CONSTANT, SCHED_COSINE } cfg_sched_kind;

@@ -13,7 +13,7 @@
 
 const char *const cfg_model_kind_names[] = {"mlp", NULL};
 
-static const char *const act_names[] = {"relu", "gelu", NULL};
+static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", NULL};
 
 /* ---- mlp ---- */
 

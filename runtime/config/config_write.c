@@ -18,6 +18,7 @@ const char *act_kind_name(act_kind a)
     switch (a) {
     case ACT_RELU: return "relu";
     case ACT_GELU: return "gelu";
+    case ACT_GELU_TANH: return "gelu_tanh";
     }
     return "unknown";
 }

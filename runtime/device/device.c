@@ -29,7 +29,7 @@ static int check_shape(const char *op, int64_t rows, int64_t cols, ddp_err *err)
 
 static int check_act(const char *op, act_kind a, ddp_err *err)
 {
-    if (a != ACT_RELU && a != ACT_GELU)
+    if (a != ACT_RELU && a != ACT_GELU && a != ACT_GELU_TANH)
         return ddp_fail(err, DDP_ERUNTIME, "%s: unknown activation %d", op, (int)a);
     return DDP_OK;
 }
@@ -110,6 +110,33 @@ static int checked_gemm(device *d, bool ta, bool tb, int64_t m, int64_t n, int64
     return d->backend->gemm(d, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
 }
 
+/* Each batch entry is a gemm; the strides must keep every C_i apart (|stride_c| >= the span of
+ * one C matrix) and are otherwise the caller's business, as in cuBLAS. */
+static int checked_gemm_strided_batched(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                        const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
+                                        int64_t stride_b, float beta, float *c, int64_t ldc, int64_t stride_c,
+                                        int64_t batch, ddp_err *err)
+{
+    int rc = check_gemm_sizes(ta, tb, m, n, k, lda, ldb, ldc, err);
+    if (rc)
+        return ddp_prefix(err, "gemm_strided_batched");
+    if (batch < 0 || stride_a < 0 || stride_b < 0 || stride_c < 0)
+        return ddp_fail(err, DDP_ERUNTIME, "gemm_strided_batched: negative batch %lld or stride (a %lld, b %lld, c %lld)",
+                        (long long)batch, (long long)stride_a, (long long)stride_b, (long long)stride_c);
+    if (batch == 0 || m == 0 || n == 0)
+        return DDP_OK;
+    if (batch > 1 && stride_c < (m - 1) * ldc + n)
+        return ddp_fail(err, DDP_ERUNTIME, "gemm_strided_batched: stride_c %lld makes C matrices of %lld x %lld "
+                        "(ldc %lld) overlap", (long long)stride_c, (long long)m, (long long)n, (long long)ldc);
+    NEED_POINTER("gemm_strided_batched", c);
+    if (k > 0) {
+        NEED_POINTER("gemm_strided_batched", a);
+        NEED_POINTER("gemm_strided_batched", b);
+    }
+    return d->backend->gemm_strided_batched(d, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                                            ldc, stride_c, batch, err);
+}
+
 /* ---- element-wise ---------------------------------------------------------------------- */
 
 static int checked_fill(device *d, float *x, size_t n, float value, ddp_err *err)
@@ -170,6 +197,16 @@ static int checked_act_backward(device *d, act_kind a, const float *x, const flo
     return d->backend->act_backward(d, a, x, dy, dx, n, err);
 }
 
+static int checked_add(device *d, float *out, const float *a, const float *b, size_t n, ddp_err *err)
+{
+    if (n == 0)
+        return DDP_OK;
+    NEED_POINTER("add", out);
+    NEED_POINTER("add", a);
+    NEED_POINTER("add", b);
+    return d->backend->add(d, out, a, b, n, err);
+}
+
 /* ---- reductions ------------------------------------------------------------------------ */
 
 /* No rows still writes db (beta 0 clears it), so only an empty row is nothing to do. */
@@ -185,18 +222,21 @@ static int checked_bias_grad(device *d, const float *dy, float *db, int64_t rows
     return d->backend->bias_grad(d, dy, db, rows, cols, beta, err);
 }
 
-static int checked_softmax_xent(device *d, const float *logits, const int32_t *labels, int64_t rows, int64_t cols,
-                                float grad_scale, float *dlogits, float *stats, ddp_err *err)
+static int checked_softmax_xent(device *d, const float *logits, int64_t ld, const int32_t *labels, int64_t rows,
+                                int64_t cols, float grad_scale, float *dlogits, float *stats, ddp_err *err)
 {
     int rc = check_shape("softmax_xent", rows, cols, err);
     if (rc || rows == 0)
         return rc;
     if (cols == 0)
         return ddp_fail(err, DDP_ERUNTIME, "softmax_xent: zero classes");
+    if (ld < cols)
+        return ddp_fail(err, DDP_ERUNTIME, "softmax_xent: row stride %lld is shorter than the %lld classes",
+                        (long long)ld, (long long)cols);
     NEED_POINTER("softmax_xent", logits);
     NEED_POINTER("softmax_xent", labels);
     NEED_POINTER("softmax_xent", stats);
-    return d->backend->softmax_xent(d, logits, labels, rows, cols, grad_scale, dlogits, stats, err);
+    return d->backend->softmax_xent(d, logits, ld, labels, rows, cols, grad_scale, dlogits, stats, err);
 }
 
 /* The sum of nothing is 0; the op still waits, as it always does. */
@@ -261,6 +301,167 @@ static int checked_cast_bf16_to_f32(device *d, const uint16_t *src, float *dst, 
     NEED_POINTER("cast_bf16_to_f32", src);
     NEED_POINTER("cast_bf16_to_f32", dst);
     return d->backend->cast_bf16_to_f32(d, src, dst, n, scale, err);
+}
+
+/* ---- the transformer's ops --------------------------------------------------------------- */
+
+/* B, T, C (or NH, hs) of a transformer op: all >= 0; true in *empty when there is nothing to do. */
+static int check_btc(const char *op, int64_t b, int64_t t, int64_t c, bool *empty, ddp_err *err)
+{
+    *empty = true;
+    if (b < 0 || t < 0 || c < 0)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: negative size (%lld, %lld, %lld)", op, (long long)b, (long long)t,
+                        (long long)c);
+    *empty = b == 0 || t == 0 || c == 0;
+    return DDP_OK;
+}
+
+static int check_heads(const char *op, int64_t B, int64_t T, int64_t NH, int64_t hs, bool *empty, ddp_err *err)
+{
+    int rc = check_btc(op, B, T, NH, empty, err);
+    if (!rc && hs < 0)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: negative head size %lld", op, (long long)hs);
+    *empty = *empty || hs == 0;
+    return rc;
+}
+
+static int checked_embedding_forward(device *d, float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                                     int64_t B, int64_t T, int64_t C, ddp_err *err)
+{
+    bool empty;
+    int rc = check_btc("embedding_forward", B, T, C, &empty, err);
+    if (rc || empty)
+        return rc;
+    NEED_POINTER("embedding_forward", out);
+    NEED_POINTER("embedding_forward", tokens);
+    NEED_POINTER("embedding_forward", wte);
+    NEED_POINTER("embedding_forward", wpe);
+    return d->backend->embedding_forward(d, out, tokens, wte, wpe, B, T, C, err);
+}
+
+static int checked_embedding_backward(device *d, float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                                      int64_t B, int64_t T, int64_t C, ddp_err *err)
+{
+    bool empty;
+    int rc = check_btc("embedding_backward", B, T, C, &empty, err);
+    if (rc || empty)
+        return rc;
+    NEED_POINTER("embedding_backward", dwte);
+    NEED_POINTER("embedding_backward", dwpe);
+    NEED_POINTER("embedding_backward", dout);
+    NEED_POINTER("embedding_backward", tokens);
+    return d->backend->embedding_backward(d, dwte, dwpe, dout, tokens, B, T, C, err);
+}
+
+static int checked_layernorm_forward(device *d, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                                     const float *b, int64_t N, int64_t C, ddp_err *err)
+{
+    int rc = check_shape("layernorm_forward", N, C, err);
+    if (rc || N == 0)
+        return rc;
+    if (C == 0)
+        return ddp_fail(err, DDP_ERUNTIME, "layernorm_forward: rows of zero channels have no mean");
+    NEED_POINTER("layernorm_forward", out);
+    NEED_POINTER("layernorm_forward", mean);
+    NEED_POINTER("layernorm_forward", rstd);
+    NEED_POINTER("layernorm_forward", inp);
+    NEED_POINTER("layernorm_forward", w);
+    NEED_POINTER("layernorm_forward", b);
+    return d->backend->layernorm_forward(d, out, mean, rstd, inp, w, b, N, C, err);
+}
+
+static int checked_layernorm_backward(device *d, float *dinp, float *dw, float *db, const float *dout,
+                                      const float *inp, const float *w, const float *mean, const float *rstd,
+                                      int64_t N, int64_t C, ddp_err *err)
+{
+    int rc = check_shape("layernorm_backward", N, C, err);
+    if (rc || N == 0 || C == 0)
+        return rc;
+    NEED_POINTER("layernorm_backward", dinp);
+    NEED_POINTER("layernorm_backward", dw);
+    NEED_POINTER("layernorm_backward", db);
+    NEED_POINTER("layernorm_backward", dout);
+    NEED_POINTER("layernorm_backward", inp);
+    NEED_POINTER("layernorm_backward", w);
+    NEED_POINTER("layernorm_backward", mean);
+    NEED_POINTER("layernorm_backward", rstd);
+    return d->backend->layernorm_backward(d, dinp, dw, db, dout, inp, w, mean, rstd, N, C, err);
+}
+
+static int checked_attention_split_heads(device *d, float *q, float *k, float *v, const float *qkv, int64_t B,
+                                         int64_t T, int64_t NH, int64_t hs, ddp_err *err)
+{
+    bool empty;
+    int rc = check_heads("attention_split_heads", B, T, NH, hs, &empty, err);
+    if (rc || empty)
+        return rc;
+    NEED_POINTER("attention_split_heads", q);
+    NEED_POINTER("attention_split_heads", k);
+    NEED_POINTER("attention_split_heads", v);
+    NEED_POINTER("attention_split_heads", qkv);
+    return d->backend->attention_split_heads(d, q, k, v, qkv, B, T, NH, hs, err);
+}
+
+static int checked_attention_merge_heads(device *d, float *out, const float *y, int64_t B, int64_t T, int64_t NH,
+                                         int64_t hs, ddp_err *err)
+{
+    bool empty;
+    int rc = check_heads("attention_merge_heads", B, T, NH, hs, &empty, err);
+    if (rc || empty)
+        return rc;
+    NEED_POINTER("attention_merge_heads", out);
+    NEED_POINTER("attention_merge_heads", y);
+    return d->backend->attention_merge_heads(d, out, y, B, T, NH, hs, err);
+}
+
+static int checked_attention_split_heads_grad(device *d, float *dy, const float *dout, int64_t B, int64_t T,
+                                              int64_t NH, int64_t hs, ddp_err *err)
+{
+    bool empty;
+    int rc = check_heads("attention_split_heads_grad", B, T, NH, hs, &empty, err);
+    if (rc || empty)
+        return rc;
+    NEED_POINTER("attention_split_heads_grad", dy);
+    NEED_POINTER("attention_split_heads_grad", dout);
+    return d->backend->attention_split_heads_grad(d, dy, dout, B, T, NH, hs, err);
+}
+
+static int checked_attention_merge_heads_grad(device *d, float *dqkv, const float *dq, const float *dk,
+                                              const float *dv, int64_t B, int64_t T, int64_t NH, int64_t hs,
+                                              ddp_err *err)
+{
+    bool empty;
+    int rc = check_heads("attention_merge_heads_grad", B, T, NH, hs, &empty, err);
+    if (rc || empty)
+        return rc;
+    NEED_POINTER("attention_merge_heads_grad", dqkv);
+    NEED_POINTER("attention_merge_heads_grad", dq);
+    NEED_POINTER("attention_merge_heads_grad", dk);
+    NEED_POINTER("attention_merge_heads_grad", dv);
+    return d->backend->attention_merge_heads_grad(d, dqkv, dq, dk, dv, B, T, NH, hs, err);
+}
+
+static int checked_causal_softmax_forward(device *d, float *att, const float *preatt, float scale, int64_t BH,
+                                          int64_t T, ddp_err *err)
+{
+    int rc = check_shape("causal_softmax_forward", BH, T, err);
+    if (rc || BH == 0 || T == 0)
+        return rc;
+    NEED_POINTER("causal_softmax_forward", att);
+    NEED_POINTER("causal_softmax_forward", preatt);
+    return d->backend->causal_softmax_forward(d, att, preatt, scale, BH, T, err);
+}
+
+static int checked_causal_softmax_backward(device *d, float *dpreatt, const float *datt, const float *att, float scale,
+                                           int64_t BH, int64_t T, ddp_err *err)
+{
+    int rc = check_shape("causal_softmax_backward", BH, T, err);
+    if (rc || BH == 0 || T == 0)
+        return rc;
+    NEED_POINTER("causal_softmax_backward", dpreatt);
+    NEED_POINTER("causal_softmax_backward", datt);
+    NEED_POINTER("causal_softmax_backward", att);
+    return d->backend->causal_softmax_backward(d, dpreatt, datt, att, scale, BH, T, err);
 }
 
 /* ---- interval timer -------------------------------------------------------------------- */

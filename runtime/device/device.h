@@ -78,7 +78,13 @@ typedef struct adamw_args {
 #define DEVICE_GEMM_OPS(OP)                                                                        \
     OP(gemm, (device *d, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, \
               const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,      \
-              int64_t ldc))
+              int64_t ldc))                                                                        \
+    /* For i in [0, batch): C_i = alpha * op(A_i) · op(B_i) + beta * C_i with X_i = x + i*stride_x, \
+     * each as gemm above (attention's per-head products). No C_i may overlap another, A or B. */ \
+    OP(gemm_strided_batched, (device *d, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,  \
+                              float alpha, const float *a, int64_t lda, int64_t stride_a,          \
+                              const float *b, int64_t ldb, int64_t stride_b, float beta, float *c, \
+                              int64_t ldc, int64_t stride_c, int64_t batch))
 
 /* ---- element-wise (kernels/elementwise_cpu.c, kernels/elementwise.cu) ------------------------ */
 #define DEVICE_ELEMENTWISE_OPS(OP)                                                                 \
@@ -88,20 +94,24 @@ typedef struct adamw_args {
     OP(u8_to_f32, (device *d, const uint8_t *src, float *dst, size_t n, float mean, float inv_std)) \
     /* y[r,c] += b[c] */                                                                           \
     OP(bias_add, (device *d, float *y, const float *b, int64_t rows, int64_t cols))                \
-    /* y = act(x): ReLU, or exact (erf) GELU as torch.nn.GELU() */                                 \
+    /* y = act(x): ReLU, exact (erf) GELU as torch.nn.GELU(), or GPT-2's tanh-approximated GELU */ \
     OP(act_forward, (device *d, act_kind a, const float *x, float *y, size_t n))                   \
     /* dx = dy * act'(x), x is the pre-activation input */                                         \
-    OP(act_backward, (device *d, act_kind a, const float *x, const float *dy, float *dx, size_t n))
+    OP(act_backward, (device *d, act_kind a, const float *x, const float *dy, float *dx, size_t n)) \
+    /* out = a + b; out may be a or b itself (not a partial overlap): the residual stream */       \
+    OP(add, (device *d, float *out, const float *a, const float *b, size_t n))
 
 /* ---- reductions (kernels/reduce_cpu.c, kernels/reduce.cu): deterministic, sums in double ----- */
 #define DEVICE_REDUCE_OPS(OP)                                                                      \
     /* db[c] = beta * db[c] + sum_r dy[r,c]   (beta is 0 or 1; 0 overwrites db unread) */          \
     OP(bias_grad, (device *d, const float *dy, float *db, int64_t rows, int64_t cols, float beta)) \
-    /* Row-wise softmax cross-entropy. dlogits = (softmax - onehot) * grad_scale (dlogits may be   \
-     * NULL for evaluation). stats[0] += sum of per-row losses, stats[1] += rows whose argmax is   \
-     * the label (stats is a device float[2]). A label outside [0, cols): the CPU backend fails,   \
-     * the CUDA backend (which cannot see it without waiting) makes the loss NaN. */               \
-    OP(softmax_xent, (device *d, const float *logits, const int32_t *labels, int64_t rows,         \
+    /* Row-wise softmax cross-entropy over the first cols of rows with stride ld >= cols (columns \
+     * cols..ld-1 are padding, never read). dlogits = (softmax - onehot) * grad_scale, 0 in the    \
+     * padding; dlogits may be NULL (evaluation) or logits itself (in place). stats[0] += sum of   \
+     * per-row losses, stats[1] += rows whose argmax is the label (stats is a device float[2]). A  \
+     * label outside [0, cols): the CPU backend fails before writing anything, the CUDA backend    \
+     * (which cannot see it without waiting) makes the loss NaN. */                                \
+    OP(softmax_xent, (device *d, const float *logits, int64_t ld, const int32_t *labels, int64_t rows, \
                       int64_t cols, float grad_scale, float *dlogits, float *stats))               \
     /* *out = sum x[i]^2 in double, deterministic (same order every call); waits */                \
     OP(sumsq, (device *d, const float *x, size_t n, double *out))
@@ -120,6 +130,44 @@ typedef struct adamw_args {
     OP(cast_f32_to_bf16, (device *d, const float *src, uint16_t *dst, size_t n))                   \
     /* dst[i] = float(src[i]) * scale */                                                           \
     OP(cast_bf16_to_f32, (device *d, const uint16_t *src, float *dst, size_t n, float scale))
+
+/* ---- the transformer's ops (kernels/transformer_cpu.c, kernels/transformer.cu) ----------------
+ * Shapes: B sequences of T positions, C channels, NH heads of hs = C/NH; [B,T,C] tensors are
+ * row-major. "+=" outputs accumulate (gradients of shared or residual inputs), "=" outputs are
+ * overwritten. Deterministic for a given thread count and GPU: no float atomics. */
+#define DEVICE_TRANSFORMER_OPS(OP)                                                                 \
+    /* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]; tokens in [0, rows of wte) */                  \
+    OP(embedding_forward, (device *d, float *out, const int32_t *tokens, const float *wte,        \
+                           const float *wpe, int64_t B, int64_t T, int64_t C))                      \
+    /* dwte[tokens[b,t],:] += dout[b,t,:], dwpe[t,:] += sum_b dout[b,t,:] */                       \
+    OP(embedding_backward, (device *d, float *dwte, float *dwpe, const float *dout,               \
+                            const int32_t *tokens, int64_t B, int64_t T, int64_t C))                \
+    /* out = (inp - mean) * rstd * w + b per row of C (eps 1e-5, biased variance); mean and rstd  \
+     * [N] are saved for the backward */                                                           \
+    OP(layernorm_forward, (device *d, float *out, float *mean, float *rstd, const float *inp,      \
+                           const float *w, const float *b, int64_t N, int64_t C))                   \
+    /* dinp += d/dinp, dw += sum dout * xhat, db += sum dout */                                    \
+    OP(layernorm_backward, (device *d, float *dinp, float *dw, float *db, const float *dout,       \
+                            const float *inp, const float *w, const float *mean, const float *rstd,\
+                            int64_t N, int64_t C))                                                  \
+    /* qkv [B,T,3C] ([q | k | v], head h at channels h*hs..) = q, k, v [B,NH,T,hs] */             \
+    OP(attention_split_heads, (device *d, float *q, float *k, float *v, const float *qkv,         \
+                               int64_t B, int64_t T, int64_t NH, int64_t hs))                       \
+    /* y [B,NH,T,hs] -> out [B,T,C] (=), heads concatenated in order */                            \
+    OP(attention_merge_heads, (device *d, float *out, const float *y, int64_t B, int64_t T,       \
+                               int64_t NH, int64_t hs))                                             \
+    /* backward of merge_heads: dy [B,NH,T,hs] (=) from dout [B,T,C] */                            \
+    OP(attention_split_heads_grad, (device *d, float *dy, const float *dout, int64_t B, int64_t T, \
+                                    int64_t NH, int64_t hs))                                        \
+    /* backward of split_heads: dqkv [B,T,3C] (=) from dq, dk, dv */                               \
+    OP(attention_merge_heads_grad, (device *d, float *dqkv, const float *dq, const float *dk,     \
+                                    const float *dv, int64_t B, int64_t T, int64_t NH, int64_t hs)) \
+    /* att [BH,T,T] (=) = causal softmax of scale * preatt (j <= t), exactly 0 above the diagonal */ \
+    OP(causal_softmax_forward, (device *d, float *att, const float *preatt, float scale,          \
+                                int64_t BH, int64_t T))                                             \
+    /* dpreatt (=) from datt and the forward's att, scale folded in; 0 above the diagonal */       \
+    OP(causal_softmax_backward, (device *d, float *dpreatt, const float *datt, const float *att,   \
+                                 float scale, int64_t BH, int64_t T))
 
 /* ---- interval timer (device_cpu.c, device_cuda.c) -----------------------------------------------
  * On the compute stream, e.g. for time the stream is held up by communication: timer_start and
@@ -141,6 +189,7 @@ typedef struct adamw_args {
     DEVICE_REDUCE_OPS(OP)                                                                          \
     DEVICE_OPTIM_STEP_OPS(OP)                                                                      \
     DEVICE_CAST_OPS(OP)                                                                            \
+    DEVICE_TRANSFORMER_OPS(OP)                                                                     \
     DEVICE_TIMER_OPS(OP)
 
 /* (a, b, c) -> a, b, c: lets a parenthesised parameter list travel as one macro argument. */

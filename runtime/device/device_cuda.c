@@ -136,6 +136,25 @@ int device_cuda_gemm(device *d, bool trans_a, bool trans_b, int64_t m, int64_t n
     return DDP_OK;
 }
 
+/* Batched the same way: cuBLAS's strides are 64-bit, its sizes and batch count 32-bit. */
+int device_cuda_gemm_strided_batched(device *d, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                     float alpha, const float *a, int64_t lda, int64_t stride_a, const float *b,
+                                     int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc, int64_t stride_c,
+                                     int64_t batch, ddp_err *err)
+{
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX ||
+        batch > INT_MAX)
+        return ddp_fail(err, DDP_ERUNTIME,
+                        "gemm_strided_batched: cuBLAS takes 32-bit sizes; m=%lld n=%lld k=%lld (ld %lld/%lld/%lld) "
+                        "batch %lld exceeds INT_MAX", (long long)m, (long long)n, (long long)k, (long long)lda,
+                        (long long)ldb, (long long)ldc, (long long)batch);
+    CUBLAS_TRY(cublasSgemmStridedBatched(impl_of(d)->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                         trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, b,
+                                         (int)ldb, stride_b, a, (int)lda, stride_a, &beta, c, (int)ldc, stride_c,
+                                         (int)batch));
+    return DDP_OK;
+}
+
 /* ---- scratch memory for the ops -------------------------------------------------------- */
 
 int device_cuda_scratch(device *d, size_t bytes, void **out, ddp_err *err)

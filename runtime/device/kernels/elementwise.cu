@@ -1,6 +1,6 @@
 /* elementwise.cu — the CUDA code of the element-wise family (CPU: elementwise_cpu.c): fill,
- * scale, uint8 → float conversion with normalisation, bias add, and ReLU / exact-erf GELU forward
- * and backward; each op's kernel and its host launcher, device_cuda_NAME.
+ * scale, uint8 → float conversion with normalisation, bias add, ReLU / exact-erf GELU / tanh-GELU
+ * forward and backward, and the residual add; each op's kernel and its host launcher.
  *
  * Every kernel is a grid-stride loop over size_t indices, so any n works with a capped grid.
  * The formulas are the CPU code's, which the tests compare against. Arguments arrive checked by
@@ -42,6 +42,31 @@ __device__ inline float gelu_grad(float x)
     return gelu_cdf(x) + x * (inv_sqrt_2pi * expf(-0.5f * x * x));
 }
 
+/* GPT-2's tanh GELU as x·σ(z), z = 2·sqrt(2/π)·(x + 0.044715·x³) (0.5·(1 + tanh(z/2)) = σ(z),
+ * without the cancellation of 1 + tanh near -1), and its derivative σ(z) + x·σ(z)(1 - σ(z))·z'. */
+__device__ inline void gelu_tanh_parts(float x, float *s, float *slope, float *dz)
+{
+    const float k = 0.7978845608028654f, c = 0.044715f;
+    const float z = 2.0f * k * (x + c * x * x * x);
+    const float e = expf(-fabsf(z));
+    const float p = 1.0f / (1.0f + e), q = e * p;
+    *s = z >= 0.0f ? p : q;
+    *slope = p * q;
+    *dz = 2.0f * k * (1.0f + 3.0f * c * x * x);
+}
+__device__ inline float gelu_tanh(float x)
+{
+    float s, slope, dz;
+    gelu_tanh_parts(x, &s, &slope, &dz);
+    return x * s;
+}
+__device__ inline float gelu_tanh_grad(float x)
+{
+    float s, slope, dz;
+    gelu_tanh_parts(x, &s, &slope, &dz);
+    return s + (slope > 0.0f ? x * slope * dz : 0.0f);
+}
+
 /* act(v), and dy * act'(v). No default: a new activation must be handled here (-Wswitch);
  * device.c admits only the kinds listed, so the return after the switch is never reached. */
 __device__ inline float activation(act_kind act, float v)
@@ -49,6 +74,7 @@ __device__ inline float activation(act_kind act, float v)
     switch (act) {
     case ACT_RELU: return v > 0.0f ? v : 0.0f;
     case ACT_GELU: return gelu(v);
+    case ACT_GELU_TANH: return gelu_tanh(v);
     }
     return NAN;
 }
@@ -58,8 +84,15 @@ __device__ inline float activation_backward(act_kind act, float v, float dy)
     switch (act) {
     case ACT_RELU: return v > 0.0f ? dy : 0.0f;
     case ACT_GELU: return dy * gelu_grad(v);
+    case ACT_GELU_TANH: return dy * gelu_tanh_grad(v);
     }
     return NAN;
+}
+
+/* out may be a or b: each element reads its inputs before writing */
+__global__ void ddp_add_kernel(float *out, const float *a, const float *b, size_t n)
+{
+    for (size_t i = global_index(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
 }
 
 __global__ void ddp_act_forward_kernel(act_kind act, const float *x, float *y, size_t n)
@@ -108,5 +141,11 @@ extern "C" int device_cuda_act_backward(device *d, act_kind a, const float *x, c
                                         ddp_err *err)
 {
     DDP_LAUNCH_OP(ddp_act_backward_kernel, grid_for(n, kBlock), kBlock, 0, a, x, dy, dx, n);
+    return DDP_OK;
+}
+
+extern "C" int device_cuda_add(device *d, float *out, const float *a, const float *b, size_t n, ddp_err *err)
+{
+    DDP_LAUNCH_OP(ddp_add_kernel, grid_for(n, kBlock), kBlock, 0, out, a, b, n);
     return DDP_OK;
 }

@@ -1,6 +1,6 @@
 /* elementwise_cpu.c — the CPU code of the element-wise family (CUDA: elementwise.cu): fill,
- * scale, uint8 → float conversion with normalisation, bias add, and ReLU / exact-erf GELU forward
- * and backward.
+ * scale, uint8 → float conversion with normalisation, bias add, ReLU / exact-erf GELU / tanh-GELU
+ * forward and backward, and the residual add.
  *
  * Plain loops, each element computed on its own (DDP_PARALLEL_FOR). These formulas are the
  * reference the CUDA kernels are tested against. Arguments arrive checked by device.c. This file
@@ -54,6 +54,25 @@ int device_cpu_bias_add(device *d, float *restrict y, const float *restrict b, i
     return DDP_OK;
 }
 
+/* GPT-2's tanh-approximated GELU, torch's approximate='tanh': 0.5·x·(1 + tanh(u)),
+ * u = sqrt(2/π)·(x + 0.044715·x³). */
+#define GELU_K 0.7978845608028654f /* sqrt(2/π) */
+#define GELU_C 0.044715f
+
+/* 0.5·(1 + tanh(u)) = σ(2u), so the tanh formula is x·σ(z) with z = 2u: the same function, but
+ * without the 1 + tanh(u) cancellation that loses all relative accuracy for x < -3 or so.
+ * σ(z) and σ(z)·(1 - σ(z)) come from one exp(-|z|), which never overflows and needs no 1 - σ. */
+static inline float gelu_z(float x) { return 2.0f * GELU_K * (x + GELU_C * x * x * x); }
+
+static inline void sigmoid_and_slope(float z, float *s, float *slope)
+{
+    float e = expf(-fabsf(z));
+    float p = 1.0f / (1.0f + e); /* σ(|z|) */
+    float q = e * p;             /* σ(-|z|) = e/(1+e) */
+    *s = z >= 0.0f ? p : q;
+    *slope = p * q;
+}
+
 /* Exact (erf) GELU, as torch.nn.GELU() with approximate='none'. */
 static inline float gelu_cdf(float x) { return 0.5f * (1.0f + erff(x * (float)M_SQRT1_2)); }
 
@@ -72,6 +91,14 @@ int device_cpu_act_forward(device *d, act_kind a, const float *restrict x, float
         DDP_PARALLEL_FOR(n)
         for (size_t i = 0; i < n; i++)
             y[i] = x[i] * gelu_cdf(x[i]);
+        break;
+    case ACT_GELU_TANH:
+        DDP_PARALLEL_FOR(n)
+        for (size_t i = 0; i < n; i++) {
+            float s, slope;
+            sigmoid_and_slope(gelu_z(x[i]), &s, &slope);
+            y[i] = x[i] * s;
+        }
         break;
     }
     return DDP_OK;
@@ -96,6 +123,27 @@ int device_cpu_act_backward(device *d, act_kind a, const float *restrict x, cons
             dx[i] = dy[i] * (gelu_cdf(x[i]) + x[i] * pdf);
         }
         break;
+    case ACT_GELU_TANH: /* d/dx [x·σ(z(x))] = σ(z) + x·σ(z)(1 - σ(z))·z'(x), z'(x) = 2K(1 + 3C·x²) */
+        DDP_PARALLEL_FOR(n)
+        for (size_t i = 0; i < n; i++) {
+            float xi = x[i], s, slope;
+            sigmoid_and_slope(gelu_z(xi), &s, &slope);
+            float dz = 2.0f * GELU_K * (1.0f + 3.0f * GELU_C * xi * xi);
+            /* slope is exactly 0 once |x| > ~10.5; dz overflows only at |x| > 1e19, where 0·inf = NaN */
+            dx[i] = dy[i] * (s + (slope > 0.0f ? xi * slope * dz : 0.0f));
+        }
+        break;
     }
+    return DDP_OK;
+}
+
+int device_cpu_add(device *d, float *out, const float *a, const float *b, size_t n, ddp_err *err)
+{
+    (void)d;
+    (void)err;
+    /* no restrict: out may be a or b, and element i only reads a[i], b[i] before writing out[i] */
+    DDP_PARALLEL_FOR(n)
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
     return DDP_OK;
 }

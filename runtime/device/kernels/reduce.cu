@@ -54,15 +54,22 @@ extern "C" int device_cuda_bias_grad(device *d, const float *dy, float *db, int6
 
 /* ---- softmax cross-entropy ----------------------------------------------------------------
  * One block per row (grid-stride over rows), threads stride over the columns, so rows of any
- * length work. Per-row results go to row_stats; ddp_xent_stats_kernel then sums them in order. */
-__global__ void ddp_softmax_xent_kernel(const float *logits, const int32_t *labels, size_t rows, size_t cols,
-                                        float grad_scale, float *dlogits, float *row_stats)
+ * length work; rows are ld apart and columns cols..ld-1 are padding (dlogits gets 0 there).
+ * Per-row results go to row_stats; ddp_xent_stats_kernel then sums them in order. dlogits may be
+ * logits itself: every read of the row other than a thread's own element (the max, the sum, the
+ * label's logit) happens before the block-wide reductions' barriers, and the gradient pass reads
+ * each element just before the same thread overwrites it. */
+__global__ void ddp_softmax_xent_kernel(const float *logits, size_t ld, const int32_t *labels, size_t rows,
+                                        size_t cols, float grad_scale, float *dlogits, float *row_stats)
 {
     __shared__ float max_scratch[33];
     __shared__ long long arg_scratch[33];
     __shared__ double sum_scratch[33];
     for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float *x = logits + r * cols;
+        const float *x = logits + r * ld;
+        const int32_t label = labels[r];
+        const bool label_ok = label >= 0 && (size_t)label < cols;
+        const float x_label = label_ok ? x[label] : 0.0f; /* read before any thread can overwrite it */
         float best = -INFINITY;
         long long arg = (long long)INT64_MAX;
         for (size_t c = threadIdx.x; c < cols; c += blockDim.x)
@@ -76,19 +83,18 @@ __global__ void ddp_softmax_xent_kernel(const float *logits, const int32_t *labe
         for (size_t c = threadIdx.x; c < cols; c += blockDim.x) sum += (double)expf(x[c] - best);
         sum = block_sum(sum, sum_scratch);
 
-        const int32_t label = labels[r];
-        const bool label_ok = label >= 0 && (size_t)label < cols;
         if (threadIdx.x == 0) {
             const double lse = (double)best + log(sum);
-            row_stats[2 * r] = label_ok ? (float)(lse - (double)x[label]) : NAN;
+            row_stats[2 * r] = label_ok ? (float)(lse - (double)x_label) : NAN;
             row_stats[2 * r + 1] = label_ok && arg == (long long)label ? 1.0f : 0.0f;
         }
         if (dlogits) {
-            float *dl = dlogits + r * cols;
+            float *dl = dlogits + r * ld;
             for (size_t c = threadIdx.x; c < cols; c += blockDim.x) {
                 const double p = (double)expf(x[c] - best) / sum;
                 dl[c] = (float)((p - ((size_t)label == c ? 1.0 : 0.0)) * grad_scale);
             }
+            for (size_t c = cols + threadIdx.x; c < ld; c += blockDim.x) dl[c] = 0.0f;
         }
     }
 }
@@ -120,14 +126,15 @@ static unsigned xent_block(size_t cols)
 
 /* A label outside [0, cols) cannot be reported without waiting on the GPU: it makes that row's
  * loss, and so the loss sum, NaN instead. */
-extern "C" int device_cuda_softmax_xent(device *d, const float *logits, const int32_t *labels, int64_t rows,
-                                        int64_t cols, float grad_scale, float *dlogits, float *stats, ddp_err *err)
+extern "C" int device_cuda_softmax_xent(device *d, const float *logits, int64_t ld, const int32_t *labels,
+                                        int64_t rows, int64_t cols, float grad_scale, float *dlogits, float *stats,
+                                        ddp_err *err)
 {
     float *row_stats = NULL; /* per-row (loss, correct) pairs */
     int rc = device_cuda_scratch(d, 2 * sizeof(float) * (size_t)rows, (void **)&row_stats, err);
     if (rc) return rc;
-    DDP_LAUNCH_OP(ddp_softmax_xent_kernel, grid_for((size_t)rows, 1), xent_block((size_t)cols), 0, logits, labels,
-                  (size_t)rows, (size_t)cols, grad_scale, dlogits, row_stats);
+    DDP_LAUNCH_OP(ddp_softmax_xent_kernel, grid_for((size_t)rows, 1), xent_block((size_t)cols), 0, logits,
+                  (size_t)ld, labels, (size_t)rows, (size_t)cols, grad_scale, dlogits, row_stats);
     DDP_LAUNCH_OP(ddp_xent_stats_kernel, 1, kBlock, 0, row_stats, (size_t)rows, stats);
     return DDP_OK;
 }

@@ -8,6 +8,7 @@
 #include "cpu_kernel.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 int device_cpu_bias_grad(device *d, const float *restrict dy, float *restrict db, int64_t rows, int64_t cols,
                          float beta, ddp_err *err)
@@ -24,46 +25,72 @@ int device_cpu_bias_grad(device *d, const float *restrict dy, float *restrict db
     return DDP_OK;
 }
 
-/* One row: loss = logsumexp(l) - l[label], computed around the row max so exp never overflows. */
-static double xent_row(const float *restrict l, int32_t label, int64_t cols, float grad_scale,
-                       float *restrict dl, int *correct)
+/* Rows of the classifier processed between two serial loss summations (stack arrays). */
+#define XENT_ROW_BLOCK 256
+
+static inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* One row. Everything the loss needs (argmax, max, l[target]) is read before the gradient pass,
+ * and that pass reads l[c] before writing dl[c], so dl == l works (hence no restrict). The
+ * exponentials are stored in dl on the way and scaled afterwards, so expf runs once per logit. */
+static double xent_row(const float *l, float *dl, int64_t ld, int32_t target, int64_t V, float grad_scale,
+                       bool *hit)
 {
     int64_t argmax = 0;
-    for (int64_t c = 1; c < cols; c++)
+    for (int64_t c = 1; c < V; c++)
         if (l[c] > l[argmax]) /* strict: ties keep the lowest index, as torch.argmax */
             argmax = c;
-    float mx = l[argmax];
+    const float mx = l[argmax], lt = l[target], et = expf(lt - mx);
+    *hit = argmax == target;
     double sum = 0.0;
-    for (int64_t c = 0; c < cols; c++)
-        sum += exp((double)l[c] - (double)mx);
-    double lse = (double)mx + log(sum);
     if (dl) {
-        for (int64_t c = 0; c < cols; c++) {
-            double p = exp((double)l[c] - lse);
-            dl[c] = (float)((p - (c == label ? 1.0 : 0.0)) * grad_scale);
+        for (int64_t c = 0; c < V; c++) {
+            dl[c] = expf(l[c] - mx);
+            sum += dl[c];
         }
+        double k = (double)grad_scale / sum;
+        for (int64_t c = 0; c < V; c++)
+            dl[c] = (float)((double)dl[c] * k);
+        dl[target] = (float)(((double)et / sum - 1.0) * (double)grad_scale);
+        for (int64_t c = V; c < ld; c++)
+            dl[c] = 0.0f;
+    } else {
+        for (int64_t c = 0; c < V; c++)
+            sum += expf(l[c] - mx);
     }
-    *correct = argmax == label;
-    return lse - (double)l[label];
+    return (double)mx + log(sum) - (double)lt;
 }
 
-int device_cpu_softmax_xent(device *d, const float *logits, const int32_t *labels, int64_t rows, int64_t cols,
-                            float grad_scale, float *dlogits, float *stats, ddp_err *err)
+/* Rows are independent outputs (OpenMP); their losses are then summed in double in row order. */
+int device_cpu_softmax_xent(device *d, const float *logits, int64_t ld, const int32_t *targets, int64_t rows,
+                            int64_t V, float grad_scale, float *dlogits, float *stats, ddp_err *err)
 {
     (void)d;
-    double loss_sum = 0.0;
-    int64_t n_correct = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        if (labels[r] < 0 || labels[r] >= cols)
+    /* all targets first, so a bad one leaves every output untouched (the logits too, in place) */
+    for (int64_t r = 0; r < rows; r++)
+        if (targets[r] < 0 || targets[r] >= V)
             return ddp_fail(err, DDP_ERUNTIME, "softmax_xent: row %lld has label %d outside [0, %lld)",
-                            (long long)r, (int)labels[r], (long long)cols);
-        int correct;
-        loss_sum += xent_row(logits + r * cols, labels[r], cols, grad_scale, dlogits ? dlogits + r * cols : NULL,
-                             &correct);
-        n_correct += correct;
+                            (long long)r, (int)targets[r], (long long)V);
+    /* rows in parallel per block, then the block's losses summed serially in row order */
+    double total = 0.0;
+    int64_t hits = 0;
+    for (int64_t r0 = 0; r0 < rows; r0 += XENT_ROW_BLOCK) {
+        int64_t nr = min_i64(XENT_ROW_BLOCK, rows - r0);
+        double loss[XENT_ROW_BLOCK];
+        bool hit[XENT_ROW_BLOCK];
+        DDP_PARALLEL_FOR(nr * V)
+        for (int64_t i = 0; i < nr; i++) {
+            int64_t r = r0 + i;
+            loss[i] = xent_row(logits + r * ld, dlogits ? dlogits + r * ld : NULL, ld, targets[r], V, grad_scale,
+                               &hit[i]);
+        }
+        for (int64_t i = 0; i < nr; i++) {
+            total += loss[i];
+            hits += hit[i];
+        }
     }
-    stats[0] += (float)loss_sum;
-    stats[1] += (float)n_correct;
+    stats[0] = (float)((double)stats[0] + total);
+    stats[1] = (float)((double)stats[1] + (double)hits);
     return DDP_OK;
 }
 

@@ -1,27 +1,25 @@
-/* transformer_cpu.c — CPU implementations of the GPT-2 device ops declared in transformer_cpu.h:
- * embeddings, LayerNorm, the attention permutes and causal softmax, strided batched GEMM through
- * oneDNN, tanh-GELU, the residual add and the fused classifier over a padded vocabulary.
+/* transformer_cpu.c — the CPU code of the transformer family (CUDA: transformer.cu): token and
+ * position embeddings, LayerNorm, the attention head split/merge and the causal softmax.
  *
  * Determinism is the design rule: OpenMP only splits independent outputs (rows, or column
  * blocks whose sums each walk every row in order), each reduction runs in one fixed order and
  * long sums run in double (dwte's scatter-add, in position order, is the documented exception),
- * so no result depends on the thread count and there are no float atomics. This file must not validate arguments (the dispatch layer does), allocate memory,
- * set thread counts, or know about models, ranks or the device vtable. */
-#include "transformer_cpu.h"
-
+ * so no result depends on the thread count and there are no float atomics. Arguments arrive
+ * checked by device.c; token ids are trusted to lie in [0, rows of wte), as the model checks its
+ * data before training. Entries of preatt above the diagonal are never read. This file must not
+ * allocate memory, set thread counts, or hold GEMMs (device_cpu.c), element-wise ops or the
+ * classifier (elementwise_cpu.c, reduce_cpu.c). */
 #include "cpu_kernel.h"
 
 #include <math.h>
 #include <string.h>
 
-#include <oneapi/dnnl/dnnl.h>
+/* LayerNorm's variance epsilon (GPT-2 / torch.nn.LayerNorm default). */
+#define CPU_LAYERNORM_EPS 1e-5
 
 /* Width of the column blocks that column-sum loops give each thread: 64 double accumulators
  * (512 bytes) stay in L1, and 64 floats are whole cache lines of every row they read. */
 #define COL_BLOCK 64
-
-/* Rows of the classifier processed between two serial loss summations (stack arrays). */
-#define XENT_ROW_BLOCK 256
 
 static inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -47,9 +45,11 @@ static void add_column_sums(float *restrict dst, const float *restrict src, int6
 
 /* ---- embeddings ------------------------------------------------------------------------ */
 
-void cpu_embedding_forward(float *restrict out, const int32_t *restrict tokens, const float *restrict wte,
-                           const float *restrict wpe, int64_t B, int64_t T, int64_t C)
+int device_cpu_embedding_forward(device *d, float *restrict out, const int32_t *restrict tokens, const float *restrict wte,
+                           const float *restrict wpe, int64_t B, int64_t T, int64_t C, ddp_err *err)
 {
+    (void)d;
+    (void)err;
     DDP_PARALLEL_FOR(B * T * C)
     for (int64_t bt = 0; bt < B * T; bt++) {
         const float *restrict te = wte + (int64_t)tokens[bt] * C;
@@ -58,6 +58,7 @@ void cpu_embedding_forward(float *restrict out, const int32_t *restrict tokens, 
         for (int64_t c = 0; c < C; c++)
             o[c] = te[c] + pe[c];
     }
+    return DDP_OK;
 }
 
 /* A token can occur at many positions, so rows of dwte are not independent outputs; columns
@@ -80,14 +81,17 @@ static void embedding_backward_wte(float *restrict dwte, const float *restrict d
     }
 }
 
-void cpu_embedding_backward(float *restrict dwte, float *restrict dwpe, const float *restrict dout,
-                            const int32_t *restrict tokens, int64_t B, int64_t T, int64_t C)
+int device_cpu_embedding_backward(device *d, float *restrict dwte, float *restrict dwpe, const float *restrict dout,
+                            const int32_t *restrict tokens, int64_t B, int64_t T, int64_t C, ddp_err *err)
 {
+    (void)d;
+    (void)err;
     embedding_backward_wte(dwte, dout, tokens, B * T, C);
     /* position t's rows are dout[b,t,:] for every b: stride T·C */
     DDP_PARALLEL_FOR(B * T * C)
     for (int64_t t = 0; t < T; t++)
         add_column_sums(dwpe + t * C, dout + t * C, B, T * C, C);
+    return DDP_OK;
 }
 
 /* ---- LayerNorm --------------------------------------------------------------------------- */
@@ -112,12 +116,15 @@ static void layernorm_row(float *restrict out, float *restrict mean, float *rest
     *rstd = (float)r;
 }
 
-void cpu_layernorm_forward(float *restrict out, float *restrict mean, float *restrict rstd, const float *restrict inp,
-                           const float *restrict w, const float *restrict b, int64_t N, int64_t C)
+int device_cpu_layernorm_forward(device *d, float *restrict out, float *restrict mean, float *restrict rstd, const float *restrict inp,
+                           const float *restrict w, const float *restrict b, int64_t N, int64_t C, ddp_err *err)
 {
+    (void)d;
+    (void)err;
     DDP_PARALLEL_FOR(N * C)
     for (int64_t r = 0; r < N; r++)
         layernorm_row(out + r * C, mean + r, rstd + r, inp + r * C, w, b, C);
+    return DDP_OK;
 }
 
 /* dinp += rstd·(dn - mean(dn) - x̂·mean(dn·x̂)) with dn = dout·w: the standard LayerNorm input
@@ -165,14 +172,17 @@ static void layernorm_backward_params(float *restrict dw, float *restrict db, co
     }
 }
 
-void cpu_layernorm_backward(float *restrict dinp, float *restrict dw, float *restrict db, const float *restrict dout,
+int device_cpu_layernorm_backward(device *d, float *restrict dinp, float *restrict dw, float *restrict db, const float *restrict dout,
                             const float *restrict inp, const float *restrict w, const float *restrict mean,
-                            const float *restrict rstd, int64_t N, int64_t C)
+                            const float *restrict rstd, int64_t N, int64_t C, ddp_err *err)
 {
+    (void)d;
+    (void)err;
     DDP_PARALLEL_FOR(N * C)
     for (int64_t r = 0; r < N; r++)
         layernorm_backward_row(dinp + r * C, dout + r * C, inp + r * C, w, mean[r], rstd[r], C);
     layernorm_backward_params(dw, db, dout, inp, mean, rstd, N, C);
+    return DDP_OK;
 }
 
 /* ---- attention: head permutes ------------------------------------------------------------ */
@@ -200,34 +210,46 @@ static void scatter_heads(float *restrict tok, const float *restrict heads, int6
     }
 }
 
-void cpu_attention_split_heads(float *restrict q, float *restrict k, float *restrict v, const float *restrict qkv,
-                               int64_t B, int64_t T, int64_t NH, int64_t hs)
+int device_cpu_attention_split_heads(device *d, float *restrict q, float *restrict k, float *restrict v, const float *restrict qkv,
+                               int64_t B, int64_t T, int64_t NH, int64_t hs, ddp_err *err)
 {
+    (void)d;
+    (void)err;
     int64_t C = NH * hs;
     gather_heads(q, qkv, 3 * C, 0, B, T, NH, hs);
     gather_heads(k, qkv, 3 * C, C, B, T, NH, hs);
     gather_heads(v, qkv, 3 * C, 2 * C, B, T, NH, hs);
+    return DDP_OK;
 }
 
-void cpu_attention_merge_heads_grad(float *restrict dqkv, const float *restrict dq, const float *restrict dk,
-                                    const float *restrict dv, int64_t B, int64_t T, int64_t NH, int64_t hs)
+int device_cpu_attention_merge_heads_grad(device *d, float *restrict dqkv, const float *restrict dq, const float *restrict dk,
+                                    const float *restrict dv, int64_t B, int64_t T, int64_t NH, int64_t hs, ddp_err *err)
 {
+    (void)d;
+    (void)err;
     int64_t C = NH * hs;
     scatter_heads(dqkv, dq, 3 * C, 0, B, T, NH, hs);
     scatter_heads(dqkv, dk, 3 * C, C, B, T, NH, hs);
     scatter_heads(dqkv, dv, 3 * C, 2 * C, B, T, NH, hs);
+    return DDP_OK;
 }
 
-void cpu_attention_merge_heads(float *restrict out, const float *restrict y, int64_t B, int64_t T, int64_t NH,
-                               int64_t hs)
+int device_cpu_attention_merge_heads(device *d, float *restrict out, const float *restrict y, int64_t B, int64_t T, int64_t NH,
+                               int64_t hs, ddp_err *err)
 {
+    (void)d;
+    (void)err;
     scatter_heads(out, y, NH * hs, 0, B, T, NH, hs);
+    return DDP_OK;
 }
 
-void cpu_attention_split_heads_grad(float *restrict dy, const float *restrict dout, int64_t B, int64_t T,
-                                    int64_t NH, int64_t hs)
+int device_cpu_attention_split_heads_grad(device *d, float *restrict dy, const float *restrict dout, int64_t B, int64_t T,
+                                    int64_t NH, int64_t hs, ddp_err *err)
 {
+    (void)d;
+    (void)err;
     gather_heads(dy, dout, NH * hs, 0, B, T, NH, hs);
+    return DDP_OK;
 }
 
 /* ---- attention: causal softmax ----------------------------------------------------------- */
@@ -251,12 +273,15 @@ static void causal_softmax_row(float *restrict att, const float *restrict pre, f
         att[j] = 0.0f;
 }
 
-void cpu_causal_softmax_forward(float *restrict att, const float *restrict preatt, float scale, int64_t BH,
-                                int64_t T)
+int device_cpu_causal_softmax_forward(device *d, float *restrict att, const float *restrict preatt, float scale, int64_t BH,
+                                int64_t T, ddp_err *err)
 {
+    (void)d;
+    (void)err;
     DDP_PARALLEL_FOR(BH * T * T)
     for (int64_t row = 0; row < BH * T; row++)
         causal_softmax_row(att + row * T, preatt + row * T, scale, row % T, T);
+    return DDP_OK;
 }
 
 /* softmax backward: dpre_j = scale·att_j·(datt_j - Σ_k att_k·datt_k), the dot in double. */
@@ -272,168 +297,13 @@ static void causal_softmax_backward_row(float *restrict dpre, const float *restr
         dpre[j] = 0.0f;
 }
 
-void cpu_causal_softmax_backward(float *restrict dpreatt, const float *restrict datt, const float *restrict att,
-                                 float scale, int64_t BH, int64_t T)
+int device_cpu_causal_softmax_backward(device *d, float *restrict dpreatt, const float *restrict datt, const float *restrict att,
+                                 float scale, int64_t BH, int64_t T, ddp_err *err)
 {
+    (void)d;
+    (void)err;
     DDP_PARALLEL_FOR(BH * T * T)
     for (int64_t row = 0; row < BH * T; row++)
         causal_softmax_backward_row(dpreatt + row * T, datt + row * T, att + row * T, scale, row % T, T);
-}
-
-/* ---- strided batched GEMM ---------------------------------------------------------------- */
-
-/* One dnnl_sgemm per batch entry inside an OpenMP loop over the batch, chosen over a oneDNN
- * matmul primitive with a batch dimension. `test_transformer_cpu --bench` times the six
- * attention GEMMs of a layer (forward and backward) at batch 8·6 = 48 on the project's 2-vCPU
- * AMD EPYC (AVX2) VM with oneDNN 2.6.3; best of 7, ms, sgemm loop vs primitive, quietest runs
- * (the vCPUs are shared, so runs vary by ±10% and more under load):
- *   T=256 hs=64: 1 thread 37.4 vs 37.4, 2 threads 24.0 vs 23.1  (a tie within noise)
- *   T=64  hs=16: 1 thread 0.59 vs 0.66, 2 threads 0.42 vs 0.46  (loop ~10% faster)
- * The primitive picks oneDNN's own "gemm:jit" for these shapes (the same kernel, same bits)
- * and adds descriptor creation to every call, which shows at small shapes. The loop is also
- * deterministic by construction: oneDNN runs a call made inside an active parallel region on
- * one thread (dnnl_get_current_num_threads() is 1 there), and with one OpenMP thread there is
- * nothing to split, so the k sum is never divided among threads, as oneDNN may do for a lone
- * multi-threaded call. Cost: batch == 1 runs on one thread, fine for attention (batch = B·NH).
- * No `if` clause on purpose: an inactive region would let oneDNN thread the call. */
-int cpu_gemm_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                             const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
-                             int64_t stride_b, float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch)
-{
-    if (batch <= 0 || m == 0 || n == 0)
-        return 0;
-    if (k == 0 || alpha == 0.0f) {
-        ddp_cpu_scale_matrices(c, m, n, ldc, stride_c, batch, beta);
-        return 0;
-    }
-    int failed = dnnl_success;
-    const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < batch; i++) {
-        dnnl_status_t st = dnnl_sgemm(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
-                                      c + i * stride_c, ldc);
-        if (st != dnnl_success) {
-#pragma omp atomic write
-            failed = (int)st;
-        }
-    }
-    return failed;
-}
-
-/* ---- GELU (tanh approximation) ----------------------------------------------------------- */
-
-#define GELU_K 0.7978845608028654f /* sqrt(2/π) */
-#define GELU_C 0.044715f
-
-/* 0.5·(1 + tanh(u)) = σ(2u), so the tanh formula is x·σ(z) with z = 2u: the same function, but
- * without the 1 + tanh(u) cancellation that loses all relative accuracy for x < -3 or so.
- * σ(z) and σ(z)·(1 - σ(z)) come from one exp(-|z|), which never overflows and needs no 1 - σ. */
-static inline float gelu_z(float x) { return 2.0f * GELU_K * (x + GELU_C * x * x * x); }
-
-static inline void sigmoid_and_slope(float z, float *s, float *slope)
-{
-    float e = expf(-fabsf(z));
-    float p = 1.0f / (1.0f + e); /* σ(|z|) */
-    float q = e * p;             /* σ(-|z|) = e/(1+e) */
-    *s = z >= 0.0f ? p : q;
-    *slope = p * q;
-}
-
-void cpu_gelu_tanh_forward(const float *restrict x, float *restrict y, size_t n)
-{
-    DDP_PARALLEL_FOR(n)
-    for (size_t i = 0; i < n; i++) {
-        float s, slope;
-        sigmoid_and_slope(gelu_z(x[i]), &s, &slope);
-        y[i] = x[i] * s;
-    }
-}
-
-/* d/dx [x·σ(z(x))] = σ(z) + x·σ(z)(1 - σ(z))·z'(x), z'(x) = 2K(1 + 3C·x²). */
-void cpu_gelu_tanh_backward(const float *restrict x, const float *restrict dy, float *restrict dx, size_t n)
-{
-    DDP_PARALLEL_FOR(n)
-    for (size_t i = 0; i < n; i++) {
-        float xi = x[i], s, slope;
-        sigmoid_and_slope(gelu_z(xi), &s, &slope);
-        float dz = 2.0f * GELU_K * (1.0f + 3.0f * GELU_C * xi * xi);
-        /* slope is exactly 0 once |x| > ~10.5; dz overflows only at |x| > 1e19, where 0·inf = NaN */
-        dx[i] = dy[i] * (s + (slope > 0.0f ? xi * slope * dz : 0.0f));
-    }
-}
-
-/* ---- residual add -------------------------------------------------------------------------- */
-
-void cpu_add(float *out, const float *a, const float *b, size_t n)
-{
-    /* no restrict: out may be a or b, and element i only reads a[i], b[i] before writing out[i] */
-    DDP_PARALLEL_FOR(n)
-    for (size_t i = 0; i < n; i++)
-        out[i] = a[i] + b[i];
-}
-
-/* ---- fused classifier ---------------------------------------------------------------------- */
-
-/* One row. Everything the loss needs (argmax, max, l[target]) is read before the gradient pass,
- * and that pass reads l[c] before writing dl[c], so dl == l works (hence no restrict). The
- * exponentials are stored in dl on the way and scaled afterwards, so expf runs once per logit. */
-static double xent_row(const float *l, float *dl, int64_t ld, int32_t target, int64_t V, float grad_scale,
-                       bool *hit)
-{
-    int64_t argmax = 0;
-    for (int64_t c = 1; c < V; c++)
-        if (l[c] > l[argmax]) /* strict: ties keep the lowest index, as torch.argmax */
-            argmax = c;
-    const float mx = l[argmax], lt = l[target], et = expf(lt - mx);
-    *hit = argmax == target;
-    double sum = 0.0;
-    if (dl) {
-        for (int64_t c = 0; c < V; c++) {
-            dl[c] = expf(l[c] - mx);
-            sum += dl[c];
-        }
-        double k = (double)grad_scale / sum;
-        for (int64_t c = 0; c < V; c++)
-            dl[c] = (float)((double)dl[c] * k);
-        dl[target] = (float)(((double)et / sum - 1.0) * (double)grad_scale);
-        for (int64_t c = V; c < ld; c++)
-            dl[c] = 0.0f;
-    } else {
-        for (int64_t c = 0; c < V; c++)
-            sum += expf(l[c] - mx);
-    }
-    return (double)mx + log(sum) - (double)lt;
-}
-
-int cpu_softmax_xent_padded(const float *logits, int64_t ld, const int32_t *targets, int64_t rows, int64_t V,
-                            float grad_scale, float *dlogits, float *loss_sum, float *correct, int64_t *bad_row)
-{
-    /* all targets first, so a bad one leaves every output untouched (the logits too, in place) */
-    for (int64_t r = 0; r < rows; r++)
-        if (targets[r] < 0 || targets[r] >= V) {
-            if (bad_row)
-                *bad_row = r;
-            return -1;
-        }
-    /* rows in parallel per block, then the block's losses summed serially in row order */
-    double total = 0.0;
-    int64_t hits = 0;
-    for (int64_t r0 = 0; r0 < rows; r0 += XENT_ROW_BLOCK) {
-        int64_t nr = min_i64(XENT_ROW_BLOCK, rows - r0);
-        double loss[XENT_ROW_BLOCK];
-        bool hit[XENT_ROW_BLOCK];
-        DDP_PARALLEL_FOR(nr * V)
-        for (int64_t i = 0; i < nr; i++) {
-            int64_t r = r0 + i;
-            loss[i] = xent_row(logits + r * ld, dlogits ? dlogits + r * ld : NULL, ld, targets[r], V, grad_scale,
-                               &hit[i]);
-        }
-        for (int64_t i = 0; i < nr; i++) {
-            total += loss[i];
-            hits += hit[i];
-        }
-    }
-    *loss_sum = (float)((double)*loss_sum + total);
-    *correct = (float)((double)*correct + (double)hits);
-    return 0;
+    return DDP_OK;
 }

@@ -258,38 +258,56 @@ static void test_bias(pair *p)
     }
 }
 
-/* quantized: logits from a few values, so rows have tied maxima (argmax must pick the first) */
-static void softmax_case(pair *p, int64_t rows, int64_t cols, bool quantized, bool with_grad)
+/* quantized: logits from a few values, so rows have tied maxima (argmax must pick the first).
+ * pad: columns of padding after the cols classes (the row stride is cols + pad); their logits
+ * are NaN, which must never be read, and their gradient must come out 0. in_place: dlogits is
+ * the logits buffer itself. */
+typedef struct xent_case {
+    int64_t rows, cols, pad;
+    bool quantized, with_grad, in_place;
+} xent_case;
+
+static void softmax_case(pair *p, xent_case x)
 {
     ddp_err ec = {0}, eg = {0};
-    char what[128];
-    size_t n = (size_t)(rows * cols);
+    char what[160];
+    int64_t ld = x.cols + x.pad;
+    size_t n = (size_t)(x.rows * ld);
     float *hl = random_floats(n, 6.0f);
-    if (quantized)
-        for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (x.quantized)
             hl[i] = (float)rng_below(&test_rng, 3) * 0.5f + 0.25f;
-    int32_t *hlab = malloc((size_t)rows * sizeof *hlab);
-    for (int64_t r = 0; r < rows; r++)
-        hlab[r] = (int32_t)rng_below(&test_rng, (uint64_t)cols);
+        if ((int64_t)(i % (size_t)ld) >= x.cols)
+            hl[i] = NAN;
+    }
+    int32_t *hlab = malloc((size_t)x.rows * sizeof *hlab);
+    for (int64_t r = 0; r < x.rows; r++)
+        hlab[r] = (int32_t)rng_below(&test_rng, (uint64_t)x.cols);
     float hstats[2] = {rng_uniform(&test_rng, 1.0f, 5.0f), 3.0f};
     float *lc, *lg, *dc = NULL, *dg = NULL, *sc, *sg;
     int32_t *labc, *labg;
     upload_both(p, hl, n * sizeof *hl, (void **)&lc, (void **)&lg);
-    upload_both(p, hlab, (size_t)rows * sizeof *hlab, (void **)&labc, (void **)&labg);
+    upload_both(p, hlab, (size_t)x.rows * sizeof *hlab, (void **)&labc, (void **)&labg);
     output_both(p, hstats, 2, &sc, &sg);
-    if (with_grad)
+    if (x.with_grad && x.in_place) {
+        dc = lc;
+        dg = lg;
+    } else if (x.with_grad) {
         output_both(p, NULL, n, &dc, &dg);
-    float gs = 1.0f / (float)rows;
-    CHECK(p->cpu->ops->softmax_xent(p->cpu, lc, labc, rows, cols, gs, dc, sc, &ec) == 0, "%s", ec.msg);
-    GPU_CHECK(softmax_xent, (p->gpu, lg, labg, rows, cols, gs, dg, sg, &eg), eg.msg);
-    snprintf(what, sizeof what, "softmax_xent stats %lldx%lld%s%s", (long long)rows, (long long)cols,
-             quantized ? " ties" : "", with_grad ? "" : " no-grad");
+    }
+    float gs = 1.0f / (float)x.rows;
+    CHECK(p->cpu->ops->softmax_xent(p->cpu, lc, ld, labc, x.rows, x.cols, gs, dc, sc, &ec) == 0, "%s", ec.msg);
+    GPU_CHECK(softmax_xent, (p->gpu, lg, ld, labg, x.rows, x.cols, gs, dg, sg, &eg), eg.msg);
+    snprintf(what, sizeof what, "softmax_xent stats %lldx%lld+%lld%s%s%s", (long long)x.rows, (long long)x.cols,
+             (long long)x.pad, x.quantized ? " ties" : "", x.with_grad ? "" : " no-grad",
+             x.in_place ? " in-place" : "");
     compare(p, what, sc, sg, 2, 1e-5, 1e-6);
-    if (with_grad) {
-        snprintf(what, sizeof what, "softmax_xent dlogits %lldx%lld%s", (long long)rows, (long long)cols,
-                 quantized ? " ties" : "");
+    if (x.with_grad) {
+        snprintf(what, sizeof what, "softmax_xent dlogits %lldx%lld+%lld%s%s", (long long)x.rows, (long long)x.cols,
+                 (long long)x.pad, x.quantized ? " ties" : "", x.in_place ? " in-place" : "");
         compare(p, what, dc, dg, n, 1e-5, 1e-8);
-        free_both(p, dc, dg);
+        if (!x.in_place)
+            free_both(p, dc, dg);
     }
     free_both(p, lc, lg);
     free_both(p, labc, labg);
@@ -301,11 +319,15 @@ static void softmax_case(pair *p, int64_t rows, int64_t cols, bool quantized, bo
 static void test_softmax_xent(pair *p)
 {
     for (size_t s = 0; s < N_SHAPES; s++) {
-        softmax_case(p, shapes[s][0], shapes[s][1], false, true);
-        softmax_case(p, shapes[s][0], shapes[s][1], true, true);
+        softmax_case(p, (xent_case){shapes[s][0], shapes[s][1], 0, false, true, false});
+        softmax_case(p, (xent_case){shapes[s][0], shapes[s][1], 0, true, true, false});
     }
-    softmax_case(p, 64, 10, false, false);
-    softmax_case(p, 1100, 10, false, true); /* more rows than either grid cap: the row loop strides */
+    softmax_case(p, (xent_case){64, 10, 0, false, false, false});
+    softmax_case(p, (xent_case){1100, 10, 0, false, true, false}); /* more rows than either grid cap */
+    /* a vocabulary padded for the GEMMs, the gradient written over the logits, as GPT-2 uses it */
+    softmax_case(p, (xent_case){37, 300, 84, false, true, true});
+    softmax_case(p, (xent_case){5, 1000, 24, true, true, false});
+    softmax_case(p, (xent_case){9, 50, 78, false, false, false});
 }
 
 static void test_sumsq(pair *p)

@@ -103,15 +103,54 @@ static int bias_grad_null_dy(device *d, const bufs *b, ddp_err *err)
 }
 static int softmax_xent_zero_classes(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->softmax_xent(d, b->f, b->labels, 3, 0, 1.0f, NULL, b->f + 32, err);
+    return d->ops->softmax_xent(d, b->f, 1, b->labels, 3, 0, 1.0f, NULL, b->f + 32, err);
 }
 static int softmax_xent_null_labels(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->softmax_xent(d, b->f, NULL, 2, 4, 1.0f, b->f + 8, b->f + 32, err);
+    return d->ops->softmax_xent(d, b->f, 4, NULL, 2, 4, 1.0f, b->f + 8, b->f + 32, err);
 }
 static int softmax_xent_null_stats(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->softmax_xent(d, b->f, b->labels, 2, 4, 1.0f, NULL, NULL, err);
+    return d->ops->softmax_xent(d, b->f, 4, b->labels, 2, 4, 1.0f, NULL, NULL, err);
+}
+static int softmax_xent_short_stride(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->softmax_xent(d, b->f, 3, b->labels, 2, 4, 1.0f, NULL, b->f + 32, err);
+}
+static int gemm_batched_overlapping_c(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm_strided_batched(d, false, false, 2, 2, 2, 1.0f, b->f, 2, 4, b->f + 8, 2, 4, 0.0f, b->f + 16,
+                                        2, 3, 2, err);
+}
+static int gemm_batched_negative_batch(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm_strided_batched(d, false, false, 2, 2, 2, 1.0f, b->f, 2, 4, b->f + 8, 2, 4, 0.0f, b->f + 16,
+                                        2, 4, -1, err);
+}
+static int add_null_b(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->add(d, b->f, b->f, NULL, 4, err);
+}
+static int embedding_negative_t(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->embedding_forward(d, b->f, b->labels, b->f + 8, b->f + 16, 1, -2, 4, err);
+}
+static int layernorm_zero_channels(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->layernorm_forward(d, b->f, b->f + 8, b->f + 12, b->f + 16, b->f + 20, b->f + 24, 2, 0, err);
+}
+static int layernorm_backward_null_rstd(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->layernorm_backward(d, b->f, b->f + 4, b->f + 8, b->f + 12, b->f + 16, b->f + 20, b->f + 24, NULL,
+                                      1, 4, err);
+}
+static int split_heads_negative_hs(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->attention_split_heads(d, b->f, b->f + 4, b->f + 8, b->f + 12, 1, 1, 1, -4, err);
+}
+static int causal_softmax_null_att(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->causal_softmax_backward(d, b->f, b->f + 4, NULL, 1.0f, 1, 2, err);
 }
 static int sumsq_null_out(device *d, const bufs *b, ddp_err *err)
 {
@@ -202,6 +241,15 @@ static const bad_call bad_calls[] = {
     {"softmax_xent: zero classes", softmax_xent_zero_classes},
     {"softmax_xent: labels is NULL", softmax_xent_null_labels},
     {"softmax_xent: stats is NULL", softmax_xent_null_stats},
+    {"softmax_xent: row stride 3 is shorter than the 4 classes", softmax_xent_short_stride},
+    {"gemm_strided_batched: stride_c 3 makes C matrices of 2 x 2 (ldc 2) overlap", gemm_batched_overlapping_c},
+    {"gemm_strided_batched: negative batch -1 or stride (a 4, b 4, c 4)", gemm_batched_negative_batch},
+    {"add: b is NULL", add_null_b},
+    {"embedding_forward: negative size (1, -2, 4)", embedding_negative_t},
+    {"layernorm_forward: rows of zero channels have no mean", layernorm_zero_channels},
+    {"layernorm_backward: rstd is NULL", layernorm_backward_null_rstd},
+    {"attention_split_heads: negative head size -4", split_heads_negative_hs},
+    {"causal_softmax_backward: att is NULL", causal_softmax_null_att},
     {"sumsq: out is NULL", sumsq_null_out},
     {"sumsq: x is NULL", sumsq_null_x},
     {"sgd_step: momentum 0.9 needs a momentum buffer", sgd_momentum_without_buffer},
@@ -231,8 +279,15 @@ static void empty_jobs(device *d, const char *backend)
     rc |= d->ops->bias_add(d, NULL, NULL, 0, 5, &err);
     rc |= d->ops->bias_grad(d, NULL, NULL, 4, 0, 1.0f, &err);
     rc |= d->ops->act_forward(d, ACT_RELU, NULL, NULL, 0, &err);
-    rc |= d->ops->softmax_xent(d, NULL, NULL, 0, 10, 1.0f, NULL, NULL, &err);
+    rc |= d->ops->softmax_xent(d, NULL, 10, NULL, 0, 10, 1.0f, NULL, NULL, &err);
     rc |= d->ops->sgd_step(d, NULL, NULL, NULL, 0, &sgd_momentum, &err);
+    rc |= d->ops->gemm_strided_batched(d, false, false, 3, 3, 2, 1.0f, NULL, 2, 6, NULL, 3, 6, 0.0f, NULL, 3, 9, 0,
+                                       &err);
+    rc |= d->ops->add(d, NULL, NULL, NULL, 0, &err);
+    rc |= d->ops->embedding_backward(d, NULL, NULL, NULL, NULL, 0, 4, 8, &err);
+    rc |= d->ops->layernorm_backward(d, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 8, &err);
+    rc |= d->ops->attention_merge_heads_grad(d, NULL, NULL, NULL, NULL, 2, 3, 0, 4, &err);
+    rc |= d->ops->causal_softmax_forward(d, NULL, NULL, 1.0f, 0, 4, &err);
     rc |= d->ops->adamw_step(d, NULL, NULL, NULL, NULL, 0, &adamw_step1, &err);
     rc |= d->ops->cast_f32_to_bf16(d, NULL, NULL, 0, &err);
     rc |= d->ops->upload(d, NULL, NULL, 0, &err);

@@ -148,7 +148,7 @@ static void test_softmax_xent(device *d)
     }
     float stats[2] = {10.0f, 3.0f};
     ddp_err err = {0};
-    CHECK(d->ops->softmax_xent(d, l, y, ROWS, COLS, 0.5f, dl, stats, &err) == 0, "%s", err.msg);
+    CHECK(d->ops->softmax_xent(d, l, COLS, y, ROWS, COLS, 0.5f, dl, stats, &err) == 0, "%s", err.msg);
     double loss = 0;
     int correct = 0;
     for (int r = 0; r < ROWS; r++) {
@@ -173,7 +173,7 @@ static void test_softmax_xent(device *d)
     float tie_rows[2 * COLS], tie_stats[2] = {0, 0};
     memcpy(tie_rows, l + 3 * COLS, sizeof(float) * COLS);
     memcpy(tie_rows + COLS, l + 5 * COLS, sizeof(float) * COLS);
-    CHECK(d->ops->softmax_xent(d, tie_rows, tie_labels, 2, COLS, 1.0f, NULL, tie_stats, NULL) == 0, "ties");
+    CHECK(d->ops->softmax_xent(d, tie_rows, COLS, tie_labels, 2, COLS, 1.0f, NULL, tie_stats, NULL) == 0, "ties");
     CHECK_EQ_INT(tie_stats[1], 1);
     CHECK_CLOSE(tie_stats[0], log(2.0) + log(5.0), 1e-6, 0);
     CHECK_CLOSE(stats[0], 10.0 + loss, 1e-6, 0);
@@ -181,10 +181,10 @@ static void test_softmax_xent(device *d)
     CHECK(isfinite(stats[0]), "loss with logits of 1000 is not finite");
     /* evaluation form: no dlogits */
     float s2[2] = {0, 0};
-    CHECK(d->ops->softmax_xent(d, l, y, ROWS, COLS, 1.0f, NULL, s2, NULL) == 0, "dlogits NULL");
+    CHECK(d->ops->softmax_xent(d, l, COLS, y, ROWS, COLS, 1.0f, NULL, s2, NULL) == 0, "dlogits NULL");
     CHECK_CLOSE(s2[1], correct, 0, 0);
     int32_t bad_label[ROWS] = {0, 5, 0, 0, 0, 0};
-    CHECK(d->ops->softmax_xent(d, l, bad_label, ROWS, COLS, 1.0f, NULL, s2, &err) != 0, "label 5 of 5 classes accepted");
+    CHECK(d->ops->softmax_xent(d, l, COLS, bad_label, ROWS, COLS, 1.0f, NULL, s2, &err) != 0, "label 5 of 5 classes accepted");
     CHECK_STR_CONTAINS(err.msg, "row 1");
     free(l);
 }

@@ -1,4 +1,5 @@
-/* test_transformer_cpu.c — runtime/device/kernels/transformer_cpu.c against straightforward
+/* test_transformer_cpu.c — the CPU backend's transformer ops (kernels/transformer_cpu.c), its
+ * strided batched GEMM, tanh-GELU, residual add and padded classifier against straightforward
  * double-precision references written here, on random inputs with awkward shapes (sizes 1,
  * non-multiples of 4/8/16, C not a power of two). Every backward op is also checked against a
  * central finite difference of its forward reference, every op for identical bits with 1 and 2
@@ -7,9 +8,8 @@
  * Tolerances come from float32 rounding (u = FLT_EPSILON/2 per operation, error bounds next to
  * each check), never from observed errors. A failure names the op and its worst element and
  * the exit status is 1; TEST_VERBOSE=1 prints every check's worst error/tolerance ratio.
- * `--bench` also times the attention GEMMs (sgemm loop vs oneDNN matmul primitive) without
- * asserting anything. This test must not depend on the rest of the project. */
-#include "runtime/device/kernels/transformer_cpu.h"
+ * Every op is called through the CPU device's checked ops table, as the model calls it. */
+#include "runtime/device/device.h"
 
 #include <float.h>
 #include <math.h>
@@ -19,8 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include <oneapi/dnnl/dnnl.h>
 
 #define EPS ((double)FLT_EPSILON) /* 2u: twice the unit roundoff of one float operation */
 
@@ -32,6 +30,15 @@
 #define FD_SLACK 1e-6
 
 static int n_checks, n_failed;
+static device *dev;
+
+/* Calls a device op that must succeed on valid arguments. */
+#define DEV(op, ...)                                                                               \
+    do {                                                                                           \
+        ddp_err dev_err_ = {0};                                                                    \
+        if (dev->ops->op(dev, __VA_ARGS__, &dev_err_))                                             \
+            fail(#op, "failed: %s", dev_err_.msg);                                                 \
+    } while (0)
 
 /* ---- utilities --------------------------------------------------------------------------- */
 
@@ -216,8 +223,8 @@ static emb_case emb_make(int64_t B, int64_t T, int64_t C, int64_t V)
 static void emb_run(void *p)
 {
     emb_case *e = p;
-    cpu_embedding_forward(e->out, e->tok, e->wte, e->wpe, e->B, e->T, e->C);
-    cpu_embedding_backward(e->dwte, e->dwpe, e->dout, e->tok, e->B, e->T, e->C);
+    DEV(embedding_forward, e->out, e->tok, e->wte, e->wpe, e->B, e->T, e->C);
+    DEV(embedding_backward, e->dwte, e->dwpe, e->dout, e->tok, e->B, e->T, e->C);
 }
 static double emb_loss(const void *p)
 {
@@ -292,8 +299,8 @@ static ln_case ln_make(int64_t N, int64_t C, double offset)
 static void ln_run(void *p)
 {
     ln_case *l = p;
-    cpu_layernorm_forward(l->out, l->mean, l->rstd, l->x, l->w, l->b, l->N, l->C);
-    cpu_layernorm_backward(l->dx, l->dw, l->db, l->dout, l->x, l->w, l->mean, l->rstd, l->N, l->C);
+    DEV(layernorm_forward, l->out, l->mean, l->rstd, l->x, l->w, l->b, l->N, l->C);
+    DEV(layernorm_backward, l->dx, l->dw, l->db, l->dout, l->x, l->w, l->mean, l->rstd, l->N, l->C);
 }
 static void ln_stats(const double *x, int64_t C, double *m, double *s)
 {
@@ -390,11 +397,11 @@ static heads_case heads_make(int64_t B, int64_t T, int64_t NH, int64_t hs)
 static void heads_run(void *p)
 {
     heads_case *h = p;
-    cpu_attention_split_heads(h->q, h->k, h->v, h->qkv, h->B, h->T, h->NH, h->hs);
-    cpu_attention_merge_heads(h->out, h->y, h->B, h->T, h->NH, h->hs);
-    cpu_attention_split_heads_grad(h->dy, h->dout, h->B, h->T, h->NH, h->hs);
+    DEV(attention_split_heads, h->q, h->k, h->v, h->qkv, h->B, h->T, h->NH, h->hs);
+    DEV(attention_merge_heads, h->out, h->y, h->B, h->T, h->NH, h->hs);
+    DEV(attention_split_heads_grad, h->dy, h->dout, h->B, h->T, h->NH, h->hs);
     /* the split outputs double as dq, dk, dv */
-    cpu_attention_merge_heads_grad(h->dqkv, h->q, h->k, h->v, h->B, h->T, h->NH, h->hs);
+    DEV(attention_merge_heads_grad, h->dqkv, h->q, h->k, h->v, h->B, h->T, h->NH, h->hs);
 }
 /* Element (b,h,t,d) of a head-major tensor lives at token-major (b,t, off + h·hs + d) with rows of ld. */
 static int64_t tok_index(const heads_case *h, int64_t i, int64_t ld, int64_t off)
@@ -467,12 +474,12 @@ static void sm_run(void *p)
 {
     sm_case *s = p;
     size_t n = (size_t)(s->BH * s->T * s->T);
-    cpu_causal_softmax_forward(s->att, s->pre, s->scale, s->BH, s->T);
+    DEV(causal_softmax_forward, s->att, s->pre, s->scale, s->BH, s->T);
     memcpy(s->attn, s->att, n * sizeof(float)); /* the backward's att, with NaN above the diagonal */
     for (size_t i = 0; i < n; i++)
         if ((int64_t)i % s->T > (int64_t)i / s->T % s->T)
             s->attn[i] = NAN;
-    cpu_causal_softmax_backward(s->dpre, s->datt, s->attn, s->scale, s->BH, s->T);
+    DEV(causal_softmax_backward, s->dpre, s->datt, s->attn, s->scale, s->BH, s->T);
 }
 /* Reference softmax of one row (columns 0..t) into p; returns max_j |z_j| + |z_max| + |z_j - z_max|. */
 static double sm_ref_row(double *p, const double *pre, double scale, int64_t t)
@@ -566,11 +573,8 @@ static gemm_case gemm_make(bool ta, bool tb, int64_t m, int64_t n, int64_t k, fl
 static void gemm_run(void *p)
 {
     gemm_case *g = p;
-    int rc = cpu_gemm_strided_batched(g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a, g->lda, g->sa, g->b, g->ldb,
-                                      g->sb, g->beta, g->c, g->ldc, g->sc, g->batch);
-    if (rc != 0)
-        fail("gemm_strided_batched", "returned %d (m=%lld n=%lld k=%lld)", rc, (long long)g->m, (long long)g->n,
-             (long long)g->k);
+    DEV(gemm_strided_batched, g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a, g->lda, g->sa, g->b, g->ldb, g->sb,
+        g->beta, g->c, g->ldc, g->sc, g->batch);
 }
 
 /* A sum of k products errs by <= γ_k·Σ|a·b| ≈ k·u·Σ|a·b| in any order; alpha and beta·C add two
@@ -636,8 +640,8 @@ static void test_gelu(size_t n)
     for (size_t i = 0; i < n; i++)
         x[i] = i < sizeof special / sizeof *special ? special[i] : (float)(-12 + 24 * urand());
     double *ry = dzero(n), *by = dzero(n), *rdx = dzero(n), *bdx = dzero(n);
-    cpu_gelu_tanh_forward(x, y, n);
-    cpu_gelu_tanh_backward(x, dy, dx, n);
+    DEV(act_forward, ACT_GELU_TANH, x, y, n);
+    DEV(act_backward, ACT_GELU_TANH, x, dy, dx, n);
     for (size_t i = 0; i < n; i++) {
         double xi = x[i], u = gelu_u(xi), s = sigmoid(2 * u);
         double t = xi * s * sigmoid(-2 * u) * 2 * sqrt(2 / M_PI) * (1 + 3 * 0.044715 * xi * xi);
@@ -652,7 +656,7 @@ static void test_gelu(size_t n)
     /* the huge specials would swamp the loss's double sum: give them no weight for this check */
     for (size_t i = 0; i < n; i++)
         dy[i] = fabsf(x[i]) > 20.0f ? 0.0f : dy[i];
-    cpu_gelu_tanh_backward(x, dy, dx, n);
+    DEV(act_backward, ACT_GELU_TANH, x, dy, dx, n);
     gelu_fd f = {n, todbl(x, n), todbl(dy, n)};
     fd_check("gelu_tanh_backward", "dx", gelu_loss, &f, f.x, n, dx, bdx);
     arena_free();
@@ -663,16 +667,16 @@ static void test_add(size_t n)
 {
     float *a = frand(n, -1, 1), *b = frand(n, -1e3, 1e3), *out = fnan(n), *o2 = fdup(a, n), *o3 = fdup(b, n);
     double *ref = dzero(n), *bnd = dzero(n);
-    cpu_add(out, a, b, n);
-    cpu_add(o2, o2, b, n); /* out == a */
-    cpu_add(o3, a, o3, n); /* out == b */
+    DEV(add, out, a, b, n);
+    DEV(add, o2, o2, b, n); /* out == a */
+    DEV(add, o3, a, o3, n); /* out == b */
     for (size_t i = 0; i < n; i++)
         ref[i] = (double)a[i] + b[i], bnd[i] = EPS / 2 * fabs(ref[i]);
     check_close("add", "out", out, ref, bnd, n);
     check_bits("add", "out aliasing a vs separate out", o2, out, n);
     check_bits("add", "out aliasing b vs separate out", o3, out, n);
     memcpy(o2, a, n * 4);
-    cpu_add(o2, o2, o2, n); /* out == a == b: exact doubling */
+    DEV(add, o2, o2, o2, n); /* out == a == b: exact doubling */
     for (size_t i = 0; i < n; i++)
         ref[i] = 2.0 * a[i], bnd[i] = 0;
     check_close("add", "out aliasing a and b", o2, ref, bnd, n);
@@ -681,14 +685,14 @@ static void test_add(size_t n)
 
 /* ---- fused classifier ---------------------------------------------------------------------------- */
 
-typedef struct { int64_t rows, V, ld; float gs, *l, *dl, *dl_inplace, loss[3], correct[3]; int32_t *tgt; } xent_case;
+typedef struct { int64_t rows, V, ld; float gs, *l, *dl, *dl_inplace, stats[3][2]; int32_t *tgt; } xent_case;
 typedef struct { const xent_case *x; double *l; } xent_fd;
 
 /* Logit padding holds NaN and 1e30 (never to be read); rows 0 and 1 tie at columns 1 and 3. */
 static xent_case xent_make(int64_t rows, int64_t V, int64_t ld, float gs)
 {
     size_t n = (size_t)(rows * ld);
-    xent_case x = {rows, V, ld, gs, frand(n, -5, 5), fnan(n), NULL, {1.5f, 1.5f, 1.5f}, {2, 2, 2},
+    xent_case x = {rows, V, ld, gs, frand(n, -5, 5), fnan(n), NULL, {{1.5f, 2}, {1.5f, 2}, {1.5f, 2}},
                    tokens_new((size_t)rows, V)};
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = V; c < ld; c++)
@@ -703,12 +707,9 @@ static xent_case xent_make(int64_t rows, int64_t V, int64_t ld, float gs)
 static void xent_run(void *p)
 {
     xent_case *x = p;
-    int rc = cpu_softmax_xent_padded(x->l, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl, &x->loss[0], &x->correct[0], NULL);
-    rc |= cpu_softmax_xent_padded(x->dl_inplace, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl_inplace, &x->loss[1],
-                                  &x->correct[1], NULL);
-    rc |= cpu_softmax_xent_padded(x->l, x->ld, x->tgt, x->rows, x->V, x->gs, NULL, &x->loss[2], &x->correct[2], NULL);
-    if (rc)
-        fail("softmax_xent_padded", "returned %d on valid targets", rc);
+    DEV(softmax_xent, x->l, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl, x->stats[0]);
+    DEV(softmax_xent, x->dl_inplace, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl_inplace, x->stats[1]);
+    DEV(softmax_xent, x->l, x->ld, x->tgt, x->rows, x->V, x->gs, NULL, x->stats[2]);
 }
 static double xent_loss(const void *p)
 {
@@ -729,19 +730,22 @@ static double xent_loss(const void *p)
 
 static void xent_check_bad_target(xent_case *x)
 {
-    const char *op = "softmax_xent_padded";
-    int64_t bad = -7, r = x->rows / 2;
+    const char *op = "softmax_xent";
+    int64_t r = x->rows / 2;
     int32_t saved = x->tgt[r];
-    float *before = fdup(x->dl_inplace, (size_t)(x->rows * x->ld)), loss = x->loss[1], corr = x->correct[1];
+    float *before = fdup(x->dl_inplace, (size_t)(x->rows * x->ld)), loss = x->stats[1][0], corr = x->stats[1][1];
     for (int k = 0; k < 2; k++) {
         x->tgt[r] = k == 0 ? (int32_t)x->V : -1;
-        int rc = cpu_softmax_xent_padded(x->dl_inplace, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl_inplace,
-                                         &x->loss[1], &x->correct[1], &bad);
+        ddp_err e = {0};
+        int rc = dev->ops->softmax_xent(dev, x->dl_inplace, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl_inplace,
+                                        x->stats[1], &e);
+        char want[64];
+        snprintf(want, sizeof want, "row %lld has label %d", (long long)r, (int)x->tgt[r]);
         n_checks++;
-        if (rc != -1 || bad != r || x->loss[1] != loss || x->correct[1] != corr)
-            fail(op, "target %d at row %lld: rc %d (want -1), bad_row %lld, loss %g -> %g, correct %g -> %g",
-                 (int)x->tgt[r], (long long)r, rc, (long long)bad, (double)loss, (double)x->loss[1], (double)corr,
-                 (double)x->correct[1]);
+        if (rc == 0 || !strstr(e.msg, want) || x->stats[1][0] != loss || x->stats[1][1] != corr)
+            fail(op, "target %d at row %lld: rc %d, message \"%s\" (want \"%s\"), loss %g -> %g, correct %g -> %g",
+                 (int)x->tgt[r], (long long)r, rc, e.msg, want, (double)loss, (double)x->stats[1][0], (double)corr,
+                 (double)x->stats[1][1]);
     }
     check_bits(op, "in-place buffer after a bad target", before, x->dl_inplace, (size_t)(x->rows * x->ld));
     x->tgt[r] = saved;
@@ -753,7 +757,7 @@ static void xent_check_bad_target(xent_case *x)
  * p - 1 adds u·|p - 1|. Both doubled. */
 static void test_xent(int64_t rows, int64_t V, int64_t ld, float gs)
 {
-    const char *op = "softmax_xent_padded";
+    const char *op = "softmax_xent";
     xent_case x = xent_make(rows, V, ld, gs);
     size_t n = (size_t)(rows * ld);
     double *rdl = dzero(n), *bdl = dzero(n), total = 0, btotal = 0, *p = dzero((size_t)V);
@@ -776,15 +780,13 @@ static void test_xent(int64_t rows, int64_t V, int64_t ld, float gs)
         total += mx + log(sum) - l[x.tgt[r]], btotal += EPS * wsum, hits += am == x.tgt[r];
     }
     double rl = 1.5 + total, bl = btotal + EPS * fabs(rl), rc = 2.0 + (double)hits, zero = 0;
-    check_close(op, "loss_sum", &x.loss[0], &rl, &bl, 1);
-    check_close(op, "correct", &x.correct[0], &rc, &zero, 1);
+    check_close(op, "loss_sum", &x.stats[0][0], &rl, &bl, 1);
+    check_close(op, "correct", &x.stats[0][1], &rc, &zero, 1);
     check_close(op, "dlogits", x.dl, rdl, bdl, n);
     check_zero_cols(op, "dlogits padding", x.dl, rows, ld, V, 0);
     check_bits(op, "in-place vs out-of-place dlogits", x.dl, x.dl_inplace, n);
-    check_bits(op, "in-place vs out-of-place loss and correct", x.loss, x.loss + 1, 1);
-    check_bits(op, "in-place vs out-of-place correct", x.correct, x.correct + 1, 1);
-    check_bits(op, "dlogits NULL vs out-of-place loss", x.loss, x.loss + 2, 1);
-    check_bits(op, "dlogits NULL vs out-of-place correct", x.correct, x.correct + 2, 1);
+    check_bits(op, "in-place vs out-of-place loss and correct", x.stats[0], x.stats[1], 2);
+    check_bits(op, "dlogits NULL vs out-of-place loss and correct", x.stats[0], x.stats[2], 2);
     xent_check_bad_target(&x);
     xent_fd f = {&x, todbl(x.l, n)};
     for (size_t i = 0; i < n; i++)
@@ -814,123 +816,18 @@ static void test_threads(void)
     check_threads("gemm_strided_batched (48 heads)", gemm_run, &g1, (span[]){{g1.c, (size_t)(g1.sc * 48)}}, 1);
     check_threads("gemm_strided_batched (batch 1)", gemm_run, &g2, (span[]){{g2.c, (size_t)g2.sc}}, 1);
     xent_case x = xent_make(300, 1000, 1024, 0.01f);
-    check_threads("softmax_xent_padded", xent_run, &x, (span[]){{x.dl, 300 * 1024}, {x.dl_inplace, 300 * 1024}, {x.loss, 3},
-                                                                {x.correct, 3}}, 4);
+    check_threads("softmax_xent", xent_run, &x, (span[]){{x.dl, 300 * 1024}, {x.dl_inplace, 300 * 1024}, {x.stats[0], 6}}, 3);
     arena_free();
 }
 
-/* ---- --bench: sgemm loop (the kernel) vs a oneDNN matmul primitive with a batch dimension ---------- */
-
-typedef int (*gemm_fn)(bool, bool, int64_t, int64_t, int64_t, float, const float *, int64_t, int64_t, const float *,
-                       int64_t, int64_t, float, float *, int64_t, int64_t, int64_t);
-static dnnl_engine_t bench_engine;
-static dnnl_stream_t bench_stream;
-
-/* The alternative: one primitive over [batch, m, k] x [batch, k, n] with strided descriptors,
- * alpha as output scale, beta as a sum post-op (created per call; oneDNN caches the kernel). */
-static int matmul_primitive(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                            int64_t lda, int64_t sa, const float *b, int64_t ldb, int64_t sb, float beta, float *c,
-                            int64_t ldc, int64_t sc, int64_t batch)
-{
-    dnnl_memory_desc_t md[3];
-    dnnl_dims_t ad = {batch, m, k}, as = {sa, ta ? 1 : lda, ta ? lda : 1}, bd = {batch, k, n},
-                bs = {sb, tb ? 1 : ldb, tb ? ldb : 1}, cd = {batch, m, n}, cs = {sc, ldc, 1};
-    dnnl_memory_desc_init_by_strides(&md[0], 3, ad, dnnl_f32, as);
-    dnnl_memory_desc_init_by_strides(&md[1], 3, bd, dnnl_f32, bs);
-    dnnl_memory_desc_init_by_strides(&md[2], 3, cd, dnnl_f32, cs);
-    dnnl_matmul_desc_t desc;
-    dnnl_primitive_attr_t attr;
-    dnnl_post_ops_t po;
-    dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL, &md[2]);
-    dnnl_primitive_attr_create(&attr);
-    dnnl_post_ops_create(&po);
-    dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha);
-    if (beta != 0.0f)
-        dnnl_post_ops_append_sum(po, beta);
-    dnnl_primitive_attr_set_post_ops(attr, po);
-    dnnl_primitive_desc_t pd;
-    dnnl_primitive_t prim;
-    dnnl_memory_t mem[3];
-    dnnl_status_t rc = dnnl_primitive_desc_create(&pd, &desc, attr, bench_engine, NULL);
-    if (rc == dnnl_success)
-        rc = dnnl_primitive_create(&prim, pd);
-    if (rc == dnnl_success) {
-        void *ptr[3] = {(void *)a, (void *)b, c};
-        for (int i = 0; i < 3; i++)
-            dnnl_memory_create(&mem[i], &md[i], bench_engine, ptr[i]);
-        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
-        rc = dnnl_primitive_execute(prim, bench_stream, 3, args);
-        dnnl_stream_wait(bench_stream);
-        for (int i = 0; i < 3; i++)
-            dnnl_memory_destroy(mem[i]);
-        dnnl_primitive_destroy(prim);
-    }
-    dnnl_primitive_desc_destroy(pd);
-    dnnl_post_ops_destroy(po);
-    dnnl_primitive_attr_destroy(attr);
-    return (int)rc;
-}
-
-/* The six attention GEMMs of one layer: preatt = q·kᵀ, y = att·v; datt = dy·vᵀ, dv = attᵀ·dy,
- * dq = dpreatt·k, dk = dpreattᵀ·q (y, datt and dpreatt stand in for dy and dpreatt). */
-static void attention_gemms(gemm_fn g, int64_t BH, int64_t T, int64_t hs, float *const buf[7])
-{
-    float *q = buf[0], *k = buf[1], *v = buf[2], *y = buf[3], *dv = buf[4], *att = buf[5], *datt = buf[6];
-    int64_t sq = T * hs, sa = T * T;
-    g(false, true, T, T, hs, 0.125f, q, hs, sq, k, hs, sq, 0.0f, att, T, sa, BH);
-    g(false, false, T, hs, T, 1.0f, att, T, sa, v, hs, sq, 0.0f, y, hs, sq, BH);
-    g(false, true, T, T, hs, 1.0f, y, hs, sq, v, hs, sq, 0.0f, datt, T, sa, BH);
-    g(true, false, T, hs, T, 1.0f, att, T, sa, y, hs, sq, 1.0f, dv, hs, sq, BH);
-    g(false, false, T, hs, T, 1.0f, datt, T, sa, k, hs, sq, 0.0f, y, hs, sq, BH);
-    g(true, false, T, hs, T, 1.0f, datt, T, sa, q, hs, sq, 0.0f, dv, hs, sq, BH);
-}
-
-/* Best of 7 runs (shared vCPUs are noisy); prints, asserts nothing. */
-static void bench_gemm(void)
-{
-    static const int64_t shapes[2][2] = {{256, 64}, {64, 16}};
-    const int64_t BH = 8 * 6;
-    dnnl_engine_create(&bench_engine, dnnl_cpu, 0);
-    dnnl_stream_create(&bench_stream, bench_engine, dnnl_stream_default_flags);
-    for (int s = 0; s < 2; s++) {
-        int64_t T = shapes[s][0], hs = shapes[s][1], reps = T == 256 ? 5 : 50;
-        size_t nq = (size_t)(BH * T * hs), na = (size_t)(BH * T * T);
-        float *buf[7], *out[2][2];
-        for (int i = 0; i < 7; i++)
-            buf[i] = frand(i < 5 ? nq : na, -1, 1);
-        for (int th = 1; th <= 2; th++) {
-            omp_set_num_threads(th);
-            double ms[2];
-            for (int impl = 0; impl < 2; impl++) {
-                gemm_fn g = impl ? matmul_primitive : cpu_gemm_strided_batched;
-                memset(buf[4], 0, nq * 4);
-                attention_gemms(g, BH, T, hs, buf); /* warm-up; dv accumulates once (beta = 1) */
-                out[th - 1][impl] = fdup(buf[4], nq);
-                ms[impl] = INFINITY;
-                for (int trial = 0; trial < 7; trial++) {
-                    double t = now_s();
-                    for (int64_t r = 0; r < reps; r++)
-                        attention_gemms(g, BH, T, hs, buf);
-                    ms[impl] = fmin(ms[impl], (now_s() - t) * 1e3 / (double)reps);
-                }
-            }
-            printf("bench: batch %lld T=%lld hs=%lld, %d thread(s): sgemm loop %.3f ms, matmul primitive %.3f ms "
-                   "(6 GEMMs, %.1f / %.1f GFLOP/s), same bits: %s\n", (long long)BH, (long long)T, (long long)hs, th,
-                   ms[0], ms[1], 12.0 * (double)(BH * T * T * hs) / ms[0] * 1e-6,
-                   12.0 * (double)(BH * T * T * hs) / ms[1] * 1e-6,
-                   memcmp(out[th - 1][0], out[th - 1][1], nq * 4) ? "no" : "yes");
-        }
-        printf("bench: T=%lld 1 vs 2 threads, same bits: sgemm loop %s, matmul primitive %s\n", (long long)T,
-               memcmp(out[0][0], out[1][0], nq * 4) ? "no" : "yes", memcmp(out[0][1], out[1][1], nq * 4) ? "no" : "yes");
-        arena_free();
-    }
-    dnnl_stream_destroy(bench_stream);
-    dnnl_engine_destroy(bench_engine);
-}
-
-int main(int argc, char **argv)
+int main(void)
 {
     double t0 = now_s();
+    ddp_err err = {0};
+    if (device_cpu_create(&dev, &err)) {
+        fprintf(stderr, "test_transformer_cpu: %s\n", err.msg);
+        return 2;
+    }
     omp_set_num_threads(2);
     test_embedding(2, 7, 37, 5, false), test_embedding(2, 7, 37, 5, true), test_embedding(1, 1, 13, 3, true);
     test_embedding(3, 17, 129, 50, false);
@@ -950,8 +847,7 @@ int main(int argc, char **argv)
     test_xent(300, 300, 384, 1.0f / 300);
     test_threads();
     fprintf(stderr, "test_transformer_cpu: %d checks, %d failed (%.2f s)\n", n_checks, n_failed, now_s() - t0);
-    if (argc > 1 && strcmp(argv[1], "--bench") == 0)
-        bench_gemm();
     free(arena);
+    dev->ops->destroy(dev);
     return n_failed ? 1 : 0;
 }
