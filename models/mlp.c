@@ -187,29 +187,20 @@ static void mlp_destroy(model *m)
     }
     free_buffer(d, m->params);
     free_buffer(d, m->grads);
+    model_free_tensors(m);
     free(m);
 }
 
 static const struct model_ops mlp_ops = {
     .forward_backward = mlp_forward_backward,
     .evaluate = mlp_evaluate,
+    .init_params = model_init_linear_default,
     .destroy = mlp_destroy,
 };
 
-static void add_tensor(model *m, const char *name, int ndim, int64_t d0, int64_t d1, size_t *offset)
-{
-    param_tensor *t = &m->tensors[m->n_tensors++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->ndim = ndim;
-    t->shape[0] = d0;
-    t->shape[1] = ndim > 1 ? d1 : 0;
-    t->numel = (size_t)(ndim > 1 ? d0 * d1 : d0);
-    t->offset = *offset;
-    *offset += t->numel;
-}
-
-/* Lays out fc1..fcN in the flat buffer and records each layer's widths and offsets. */
-static void build_layout(model *m, mlp_impl *p, const cfg_mlp *cfg)
+/* Lays out fc1..fcN in the flat buffer and records each layer's widths and offsets. Weight decay
+ * applies to every tensor, as in PyTorch's default single parameter group. */
+static int build_layout(model *m, mlp_impl *p, const cfg_mlp *cfg, ddp_err *err)
 {
     size_t offset = 0;
     int64_t in = m->io.sample.input.count;
@@ -220,14 +211,18 @@ static void build_layout(model *m, mlp_impl *p, const cfg_mlp *cfg)
         p->layer[l].in = in;
         p->layer[l].out = out;
         snprintf(name, sizeof name, "fc%d.weight", l + 1);
-        add_tensor(m, name, 2, out, in, &offset);
-        p->layer[l].w_off = m->tensors[m->n_tensors - 1].offset;
+        p->layer[l].w_off = offset;
+        int rc = model_add_tensor(m, name, out, in, true, &offset, err);
         snprintf(name, sizeof name, "fc%d.bias", l + 1);
-        add_tensor(m, name, 1, out, 0, &offset);
-        p->layer[l].b_off = m->tensors[m->n_tensors - 1].offset;
+        p->layer[l].b_off = offset;
+        if (!rc)
+            rc = model_add_tensor(m, name, out, 0, true, &offset, err);
+        if (rc)
+            return rc;
         in = out;
     }
     m->n_params = offset;
+    return DDP_OK;
 }
 
 static int alloc_floats(device *d, size_t n, float **out, ddp_err *err)
@@ -312,9 +307,10 @@ int mlp_create(const cfg_mlp *cfg, device *dev, const sample_layout *data, int64
     m->io = (model_io){.sample = *data, .classifier = true};
     m->max_rows = max_rows;
     p->act = cfg->activation;
-    build_layout(m, p, cfg);
+    rc = build_layout(m, p, cfg, err);
     describe(m, cfg);
-    rc = alloc_buffers(m, p, err);
+    if (!rc)
+        rc = alloc_buffers(m, p, err);
     if (rc) {
         mlp_destroy(m);
         return ddp_prefix(err, "mlp: allocating %zu parameters and activations for %lld rows", m->n_params,

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "runtime/base/rng.h"
+#include "gpt2.h"
 #include "mlp.h"
 
 int model_create(const config *cfg, device *dev, const sample_layout *data, int64_t max_rows, model **out,
@@ -20,6 +21,8 @@ int model_create(const config *cfg, device *dev, const sample_layout *data, int6
     switch (cfg->model.kind) {
     case MODEL_MLP:
         return mlp_create(&cfg->model.mlp, dev, data, max_rows, out, err);
+    case MODEL_GPT2:
+        return gpt2_create(&cfg->model.gpt2, dev, data, max_rows, out, err);
     }
     return ddp_fail(err, DDP_EUSAGE, "model.kind: unknown model %d", (int)cfg->model.kind);
 }
@@ -50,6 +53,42 @@ static int64_t linear_fan_in(const model *m, const param_tensor *t)
 }
 
 int model_init_params(model *m, uint64_t seed, ddp_err *err)
+{
+    return m->ops->init_params(m, seed, err);
+}
+
+int model_add_tensor(model *m, const char *name, int64_t d0, int64_t d1, bool weight_decay, size_t *offset,
+                     ddp_err *err)
+{
+    /* grow by doubling: n_tensors is a power of two whenever the table is full */
+    if ((m->n_tensors & (m->n_tensors - 1)) == 0) {
+        size_t cap = m->n_tensors ? 2 * (size_t)m->n_tensors : 16;
+        param_tensor *t = realloc(m->tensors, cap * sizeof *t);
+        if (!t)
+            return ddp_fail(err, DDP_ERUNTIME, "out of host memory for %zu parameter tensors", cap);
+        m->tensors = t;
+    }
+    param_tensor *t = &m->tensors[m->n_tensors++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = d1 ? 2 : 1;
+    t->shape[0] = d0;
+    t->shape[1] = d1;
+    t->numel = (size_t)d0 * (size_t)(d1 ? d1 : 1);
+    t->offset = *offset;
+    t->weight_decay = weight_decay;
+    *offset += t->numel;
+    return DDP_OK;
+}
+
+void model_free_tensors(model *m)
+{
+    free(m->tensors);
+    m->tensors = NULL;
+    m->n_tensors = 0;
+}
+
+int model_init_linear_default(model *m, uint64_t seed, ddp_err *err)
 {
     float *host = malloc(m->n_params * sizeof *host);
     if (!host)

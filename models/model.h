@@ -1,11 +1,11 @@
-/* model.h — what every model (the MLP now, a GPT later) offers the training loop.
+/* model.h — what every model (the MLP, GPT-2) offers the training loop.
  *
  * A model describes itself: what one sample's input and target are (model_io: element type and
  * count, so the training job stages pixels and token ids alike), which metrics it reports, and
  * its kind and shape settings as text (description). All parameters live in one contiguous
  * device buffer and all gradients in another with the same layout, so the DDP reducer's buckets
  * are plain slices. tensors[] names each parameter slice (PyTorch names: fc1.weight, fc1.bias,
- * ...) in buffer order; the backward pass produces gradients from the end of the buffer towards
+ * ...) in buffer order, and says whether weight decay applies to it; the backward pass produces gradients from the end of the buffer towards
  * the start and reports each finished range through grad_ready, which is how all-reduce overlaps
  * with the rest of backward. A model must not communicate, step an optimizer, or read data. */
 #ifndef DDP_MODEL_H
@@ -20,15 +20,15 @@
 #include "runtime/device/device.h"
 #include "runtime/base/err.h"
 
-#define MODEL_MAX_TENSORS 64
 #define MODEL_DESCRIPTION_MAX 256
 
 typedef struct param_tensor {
     char name[48];
     int ndim;
     int64_t shape[4];
-    size_t offset; /* in elements, into params/grads */
+    size_t offset;      /* in elements, into params/grads */
     size_t numel;
+    bool weight_decay;  /* the optimizer's weight decay applies (PyTorch param groups' choice) */
 } param_tensor;
 
 /* What the model takes and reports. Every model reports its loss: the mean cross-entropy over
@@ -62,6 +62,9 @@ struct model_ops {
                             grad_ready_fn grad_ready, void *ctx, float *stats, ddp_err *err);
     /* Forward only; stats += (loss sum, correct count). */
     int (*evaluate)(model *m, const model_batch *b, float *stats, ddp_err *err);
+    /* The model's own initialisation from a seeded RNG (stream RNG_INIT), identical on every
+     * rank and backend for the same seed. */
+    int (*init_params)(model *m, uint64_t seed, ddp_err *err);
     void (*destroy)(model *m);
 };
 
@@ -70,7 +73,7 @@ struct model {
     device *dev;
     float *params, *grads;           /* device buffers, n_params floats each */
     size_t n_params;
-    param_tensor tensors[MODEL_MAX_TENSORS];
+    param_tensor *tensors;           /* n_tensors, in buffer order; freed by model_free_tensors */
     int n_tensors;
     model_io io;
     /* Kind and shape settings, e.g. "mlp hidden=[1024,1024] activation=relu in=784 classes=10":
@@ -87,9 +90,18 @@ struct model {
 int model_create(const config *cfg, device *dev, const sample_layout *data, int64_t max_rows, model **out,
                  ddp_err *err);
 
-/* PyTorch nn.Linear's default init (kaiming_uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in))
- * for weights and biases) from a seeded RNG; identical on every rank for the same seed. */
+/* m->ops->init_params. */
 int model_init_params(model *m, uint64_t seed, ddp_err *err);
+
+/* PyTorch nn.Linear's default init (kaiming_uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+ * for weights and biases), for models built of Linear layers. */
+int model_init_linear_default(model *m, uint64_t seed, ddp_err *err);
+
+/* Appends a tensor of shape [d0] (d1 == 0) or [d0, d1] at *offset, advancing it; the table grows
+ * as needed. Fails only when out of memory. */
+int model_add_tensor(model *m, const char *name, int64_t d0, int64_t d1, bool weight_decay, size_t *offset,
+                     ddp_err *err);
+void model_free_tensors(model *m);
 
 const param_tensor *model_find_tensor(const model *m, const char *name);
 

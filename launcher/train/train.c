@@ -23,7 +23,11 @@ static int load_data(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     int rc;
-    if (c->data.kind == DATA_FASHION_MNIST) {
+    if (c->data.kind == DATA_TOKENS) {
+        rc = dataset_load_tokens(c->data.path, "train", c->data.seq_len, &t->train, err);
+        if (rc == DDP_OK)
+            rc = dataset_load_tokens(c->data.path, "val", c->data.seq_len, &t->test, err);
+    } else if (c->data.kind == DATA_FASHION_MNIST) {
         rc = dataset_load_fashion_mnist(c->data.path, true, &t->train, err);
         if (rc == DDP_OK)
             rc = dataset_load_fashion_mnist(c->data.path, false, &t->test, err);
@@ -120,13 +124,34 @@ static int open_grad_comm(train_job *t, ddp_err *err)
     return comm_nccl_create(t->dev->stream, t->dev->index, c->ddp.timeout_s, c->ddp.debug, &t->grad_comm, err);
 }
 
+/* The model says which tensors weight decay skips (GPT-2: biases and LayerNorm parameters). */
+static int make_optimizer(train_job *t, ddp_err *err)
+{
+    const model *m = t->m;
+    int rc = optim_create(t->cfg, t->dev, m->n_params, &t->opt, err);
+    optim_span *spans = rc ? NULL : malloc((size_t)m->n_tensors * sizeof *spans);
+    if (!rc && !spans)
+        rc = ddp_fail(err, DDP_ERUNTIME, "out of memory for %d tensor spans", m->n_tensors);
+    int n = 0;
+    for (int i = 0; !rc && i < m->n_tensors; i++)
+        if (!m->tensors[i].weight_decay)
+            spans[n++] = (optim_span){m->tensors[i].offset, m->tensors[i].numel};
+    if (!rc && n > 0)
+        rc = optim_set_no_decay(t->opt, spans, n, err);
+    free(spans);
+    return rc;
+}
+
 static int make_reducer(train_job *t, ddp_err *err)
 {
-    size_t offs[MODEL_MAX_TENSORS];
+    size_t *offs = malloc((size_t)t->m->n_tensors * sizeof *offs);
+    if (!offs)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d tensor offsets", t->m->n_tensors);
     for (int i = 0; i < t->m->n_tensors; i++)
         offs[i] = t->m->tensors[i].offset;
     int rc = reducer_create(t->grad_comm, t->m->grads, t->m->n_params, offs, t->m->n_tensors,
                             t->cfg->ddp.bucket_mb, t->cfg->ddp.first_bucket_mb, &t->red, err);
+    free(offs);
     if (rc == DDP_OK && t->cfg->ddp.grad_dtype == GRAD_BF16)
         rc = reducer_use_bf16(t->red, t->dev, err);
     if (rc == DDP_OK)
@@ -169,7 +194,7 @@ static int setup(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = init_params(t, err);
     if (rc == DDP_OK)
-        rc = optim_create(c, t->dev, t->m->n_params, &t->opt, err);
+        rc = make_optimizer(t, err);
     if (rc == DDP_OK)
         rc = open_grad_comm(t, err);
     if (rc == DDP_OK)

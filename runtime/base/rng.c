@@ -1,6 +1,8 @@
 /* rng.c — xoshiro256** (Blackman & Vigna) with splitmix64 seeding; see rng.h. */
 #include "rng.h"
 
+#include <math.h>
+
 static uint64_t splitmix64(uint64_t *x)
 {
     uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
@@ -47,4 +49,13 @@ float rng_uniform(rng *r, float lo, float hi)
 {
     float u = (float)(rng_next(r) >> 40) * (1.0f / 16777216.0f);
     return lo + (hi - lo) * u;
+}
+
+double rng_normal(rng *r)
+{
+    /* Box–Muller with the cosine branch only: one normal per two uniforms keeps the stream
+     * position a plain function of how many normals were drawn. u1 is in (0, 1], so log is finite. */
+    double u1 = ((double)(rng_next(r) >> 11) + 1.0) * 0x1.0p-53;
+    double u2 = (double)(rng_next(r) >> 11) * 0x1.0p-53;
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
 }

@@ -19,5 +19,7 @@ uint64_t rng_next(rng *r);
 uint64_t rng_below(rng *r, uint64_t bound);
 /* uniform float in [lo, hi) with 24 random bits */
 float rng_uniform(rng *r, float lo, float hi);
+/* A standard normal N(0, 1) sample (Box–Muller, in double). */
+double rng_normal(rng *r);
 
 #endif

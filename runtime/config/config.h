@@ -23,9 +23,9 @@ extern "C" {
 #define CFG_PATH_MAX 1024
 
 typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA } cfg_device;
-typedef enum { MODEL_MLP } cfg_model_kind;
+typedef enum { MODEL_MLP, MODEL_GPT2 } cfg_model_kind;
 typedef enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH } act_kind;
-typedef enum { DATA_FASHION_MNIST, DATA_SYNTHETIC } cfg_data_kind;
+typedef enum { DATA_FASHION_MNIST, DATA_SYNTHETIC, DATA_TOKENS } cfg_data_kind;
 typedef enum { OPT_SGD, OPT_ADAMW } cfg_opt_kind;
 typedef enum { SCHED_CONSTANT, SCHED_COSINE } cfg_sched_kind;
 typedef enum { BACKEND_AUTO, BACKEND_MPI, BACKEND_NCCL } cfg_backend;
@@ -39,6 +39,11 @@ typedef struct cfg_mlp {
     act_kind activation;
 } cfg_mlp;
 
+/* model.gpt2: the transformer's shape. vocab_size is the tokenizer's; the model pads it. */
+typedef struct cfg_gpt2 {
+    int64_t n_layer, n_head, n_embd, block_size, vocab_size;
+} cfg_gpt2;
+
 typedef struct config {
     char source[CFG_PATH_MAX]; /* the YAML file it came from */
 
@@ -51,11 +56,14 @@ typedef struct config {
     struct {
         cfg_model_kind kind;
         cfg_mlp mlp;
+        cfg_gpt2 gpt2;
     } model;
 
     struct {
         cfg_data_kind kind;
-        char path[CFG_PATH_MAX];                /* fashion-mnist: folder with the four .gz IDX files */
+        char path[CFG_PATH_MAX];                /* fashion-mnist: folder with the four .gz IDX files;
+                                                 * tokens: folder of scripts/prepare-text's shards */
+        int64_t seq_len;                        /* tokens: positions per training sequence */
         int64_t batch_size;                     /* per rank, per micro-step */
         bool shuffle;
         bool drop_last;
@@ -69,6 +77,9 @@ typedef struct config {
         int64_t grad_accum;
         int64_t log_every;
         bool eval;                              /* evaluate on the test set after each epoch */
+        int64_t eval_every;                     /* also every this many steps (0 = epoch ends only) */
+        int64_t sample_every;                   /* language models: print a text sample every N steps (0 = off) */
+        int64_t sample_tokens;                  /* tokens per text sample */
     } train;
 
     struct {

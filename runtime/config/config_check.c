@@ -29,7 +29,21 @@ static bool first_bucket_too_big(const config *c) { return c->ddp.first_bucket_m
 static bool nesterov_adamw(const config *c) { return c->optimizer.nesterov && c->optimizer.kind == OPT_ADAMW; }
 static bool nesterov_no_momentum(const config *c) { return c->optimizer.nesterov && c->optimizer.momentum == 0; }
 
+static bool gpt2_heads_uneven(const config *c)
+{
+    return c->model.kind == MODEL_GPT2 && c->model.gpt2.n_embd % c->model.gpt2.n_head != 0;
+}
+static bool seq_over_block(const config *c)
+{
+    return c->model.kind == MODEL_GPT2 && c->data.kind == DATA_TOKENS && c->data.seq_len > c->model.gpt2.block_size;
+}
+static bool tokens_without_lm(const config *c) { return c->data.kind == DATA_TOKENS && c->model.kind != MODEL_GPT2; }
+
 static const conflict conflicts[] = {
+    {"model.gpt2.n_head", "model.gpt2.n_embd", gpt2_heads_uneven,
+     "model.gpt2.n_embd divisible by model.gpt2.n_head"},
+    {"model.gpt2.block_size", "data.seq_len", seq_over_block, "data.seq_len <= model.gpt2.block_size"},
+    {"model.kind", "data.kind", tokens_without_lm, "data.kind tokens only with a language model (model.kind gpt2)"},
     {"device", "ddp.backend", nccl_on_cpu, "ddp.backend nccl only with device cuda or auto"},
     {"ddp.backend", "ddp.grad_dtype", bf16_over_mpi, "ddp.grad_dtype bf16 only with ddp.backend nccl or auto"},
     {"train.max_steps", "optimizer.schedule.warmup_steps", warmup_too_long,

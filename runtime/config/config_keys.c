@@ -19,7 +19,7 @@ _Static_assert(sizeof(cfg_device) == sizeof(int) && sizeof(act_kind) == sizeof(i
                sizeof(cfg_backend) == sizeof(int), "enums are stored through int pointers");
 
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
-static const char *const data_names[] = {"fashion-mnist", "synthetic", NULL};
+static const char *const data_names[] = {"fashion-mnist", "synthetic", "tokens", NULL};
 static const char *const opt_names[] = {"sgd", "adamw", NULL};
 static const char *const sched_names[] = {"constant", "cosine", NULL};
 static const char *const backend_names[] = {"auto", "mpi", "nccl", NULL};
@@ -47,6 +47,7 @@ static const cfg_key keys_after_models[] = {
     INT("data.batch_size", data.batch_size, 1, I32, true),
     BOOL("data.shuffle", data.shuffle, true),
     BOOL("data.drop_last", data.drop_last, true),
+    INT("data.seq_len", data.seq_len, 1, 1 << 20, true),
     SECTION("data.synthetic"),
     INT("data.synthetic.train", data.synthetic_train, 1, I32, true),
     INT("data.synthetic.test", data.synthetic_test, 1, I32, true),
@@ -58,6 +59,9 @@ static const cfg_key keys_after_models[] = {
     INT("train.grad_accum", train.grad_accum, 1, 1 << 20, true),
     INT("train.log_every", train.log_every, 1, BIG, false),
     BOOL("train.eval", train.eval, false),
+    INT("train.eval_every", train.eval_every, 0, BIG, false),
+    INT("train.sample_every", train.sample_every, 0, BIG, false),
+    INT("train.sample_tokens", train.sample_tokens, 1, 1 << 20, false),
     SECTION("optimizer"),
     ENUM("optimizer.kind", optimizer.kind, opt_names, true),
     NUM("optimizer.lr", optimizer.lr, NR_POSITIVE, true),
@@ -126,10 +130,12 @@ void cfg_defaults(config *c)
     c->data.synthetic_test = 10000;
     c->data.synthetic_features = 784;
     c->data.synthetic_classes = 10;
+    c->data.seq_len = 256;
     c->train.epochs = 1;
     c->train.grad_accum = 1;
     c->train.log_every = 50;
     c->train.eval = true;
+    c->train.sample_tokens = 64;
     c->optimizer.kind = OPT_ADAMW;
     c->optimizer.lr = 1e-3;
     c->optimizer.weight_decay = 0.01;

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *const cfg_model_kind_names[] = {"mlp", NULL};
+const char *const cfg_model_kind_names[] = {"mlp", "gpt2", NULL};
 
 static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", NULL};
 
@@ -30,12 +30,38 @@ static void mlp_defaults(config *c)
     c->model.mlp.activation = ACT_RELU;
 }
 
+/* ---- gpt2 ---- */
+
+static const cfg_key gpt2_keys[] = {
+    SECTION("model.gpt2"),
+    INT("model.gpt2.n_layer", model.gpt2.n_layer, 1, 96, true),
+    INT("model.gpt2.n_head", model.gpt2.n_head, 1, 1024, true),
+    INT("model.gpt2.n_embd", model.gpt2.n_embd, 1, 1 << 16, true),
+    INT("model.gpt2.block_size", model.gpt2.block_size, 1, 1 << 20, true),
+    INT("model.gpt2.vocab_size", model.gpt2.vocab_size, 2, 1 << 24, true),
+};
+
+/* GPT-2 small (124M), as llm.c and Hugging Face define it. */
+static void gpt2_defaults(config *c)
+{
+    c->model.gpt2 = (cfg_gpt2){.n_layer = 12, .n_head = 12, .n_embd = 768, .block_size = 1024, .vocab_size = 50257};
+}
+
+/* GPT-2 trains with AdamW betas (0.9, 0.95): the model's default unless the file sets them. */
+static int gpt2_check(cfg_loader *L)
+{
+    if (L->origin[cfg_key_find("optimizer.betas")].source < 0)
+        L->c->optimizer.beta2 = 0.95;
+    return DDP_OK;
+}
+
 /* ---- the kinds ---- */
 
 #define KEYS(table) table, (int)(sizeof table / sizeof table[0])
 
 const cfg_model_section cfg_model_sections[] = {
     {MODEL_MLP, "model.mlp", KEYS(mlp_keys), mlp_defaults, NULL},
+    {MODEL_GPT2, "model.gpt2", KEYS(gpt2_keys), gpt2_defaults, gpt2_check},
 };
 const int cfg_n_model_sections = (int)(sizeof cfg_model_sections / sizeof cfg_model_sections[0]);
 _Static_assert(sizeof cfg_model_sections / sizeof cfg_model_sections[0] ==

@@ -217,6 +217,8 @@ static bool relevant(const config *c, const cfg_key *k)
         return c->optimizer.schedule.kind == SCHED_COSINE;
     if (!strncmp(k->path, "data.synthetic.", 15))
         return c->data.kind == DATA_SYNTHETIC;
+    if (!strcmp(k->path, "data.seq_len"))
+        return c->data.kind == DATA_TOKENS;
     return true;
 }
 

@@ -5,6 +5,7 @@
  * is zlib's gz* API. It must not know about ranks, batching order or devices (sampler.h, device.h).
  */
 #include "dataset.h"
+#include "tokenizer.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -308,17 +309,67 @@ int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_
     return DDP_OK;
 }
 
+/* The vocabulary size from DIR/tokenizer.bin's header (the decoding table prepare-text writes). */
+static int token_vocab(const char *dir, int64_t *vocab, ddp_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.bin", dir);
+    tokenizer tok;
+    int rc = tokenizer_load(path, &tok, err);
+    if (rc)
+        return ddp_prefix(err, "data.path %s: scripts/prepare-text writes tokenizer.bin beside the shards", dir);
+    *vocab = tok.vocab_size;
+    tokenizer_free(&tok);
+    return DDP_OK;
+}
+
+int dataset_load_tokens(const char *dir, const char *split, int64_t seq_len, dataset *out, ddp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    int64_t vocab = 0;
+    int rc = token_vocab(dir, &vocab, err);
+    if (rc)
+        return rc;
+    token_shards *s = calloc(1, sizeof *s);
+    if (!s)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory opening %s/%s shards", dir, split);
+    rc = token_shards_open(dir, split, s, err);
+    if (!rc)
+        rc = token_shards_check_vocab(s, vocab, err);
+    if (!rc && token_shards_windows(s, seq_len) < 1)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s/%s_*.bin: %lld tokens is less than one window of data.seq_len %lld + 1",
+                      dir, split, (long long)s->total, (long long)seq_len);
+    if (rc) {
+        token_shards_close(s);
+        free(s);
+        return rc;
+    }
+    out->tokens = s;
+    out->n = token_shards_windows(s, seq_len);
+    out->layout = (sample_layout){.input = {SAMPLE_I32, seq_len}, .target = {SAMPLE_I32, seq_len}, .n_classes = vocab};
+    snprintf(out->name, sizeof out->name, "tokens/%s", split);
+    return DDP_OK;
+}
+
 void dataset_free(dataset *d)
 {
     if (!d)
         return;
     free(d->inputs);
     free(d->targets);
+    if (d->tokens) {
+        token_shards_close(d->tokens);
+        free(d->tokens);
+    }
     memset(d, 0, sizeof *d);
 }
 
 void dataset_gather(const dataset *d, const int64_t *idx, int64_t count, void *inputs_out, void *targets_out)
 {
+    if (d->tokens) {
+        token_shards_gather(d->tokens, d->layout.input.count, idx, count, inputs_out, targets_out);
+        return;
+    }
     size_t in = sample_field_bytes(d->layout.input), tgt = sample_field_bytes(d->layout.target);
     for (int64_t i = 0; i < count; i++) {
         memcpy((uint8_t *)inputs_out + (size_t)i * in, d->inputs + (size_t)idx[i] * in, in);

@@ -1,5 +1,6 @@
-/* dataset.h — datasets held in memory as the raw bytes of each sample's input and target:
- * Fashion-MNIST from gzipped IDX files, or synthetic.
+/* dataset.h — the datasets a job trains on: Fashion-MNIST from gzipped IDX files or synthetic
+ * samples, held in memory as the raw bytes of each sample's input and target; or token shards
+ * (token_shards.h), mapped, whose samples are the non-overlapping windows of T + 1 tokens.
  *
  * Every dataset describes its samples with a sample_layout (sample.h); Fashion-MNIST images stay
  * uint8 (47 MB for the training set, not 188 MB of floats) and are converted on the device, and
@@ -15,13 +16,15 @@
 
 #include "runtime/base/err.h"
 #include "runtime/data/sample.h"
+#include "runtime/data/token_shards.h"
 
 typedef struct dataset {
     int64_t n;              /* samples */
     sample_layout layout;   /* Fashion-MNIST: u8 x 784 pixels -> i32 x 1 class id in [0, 10) */
     uint8_t *inputs;        /* n samples of sample_field_bytes(layout.input) bytes */
     uint8_t *targets;       /* n samples of sample_field_bytes(layout.target) bytes */
-    char name[64];          /* "fashion-mnist/train", "synthetic/test", ... */
+    token_shards *tokens;   /* token data instead of inputs/targets: sample i is window i */
+    char name[64];          /* "fashion-mnist/train", "synthetic/test", "tokens/val", ... */
 } dataset;
 
 /* dir holds train-images-idx3-ubyte.gz etc.; train selects train or t10k files.
@@ -31,6 +34,12 @@ int dataset_load_fashion_mnist(const char *dir, bool train, dataset *out, ddp_er
  * u8 x features -> i32 x 1 class id. label = argmax of a fixed random linear projection (stream
  * RNG_SYNTHETIC); 2 <= classes <= 256. name is set to "synthetic"; callers may overwrite it. */
 int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_t seed, dataset *out, ddp_err *err);
+/* The SPLIT shards of DIR (scripts/prepare-text's output) as windows of seq_len tokens:
+ * i32 x seq_len -> i32 x seq_len, next-token targets, n_classes = the vocabulary of DIR/tokenizer.bin.
+ * Every token is checked against that vocabulary here, so a foreign or corrupt shard is refused
+ * before training with the file and the token's index named. Fewer tokens than one window
+ * (seq_len + 1) is a usage error naming the split and both counts. */
+int dataset_load_tokens(const char *dir, const char *split, int64_t seq_len, dataset *out, ddp_err *err);
 void dataset_free(dataset *d);
 /* The bytes of samples idx[0..count): inputs_out gets count inputs back to back, targets_out
  * count targets (each as the layout describes). */

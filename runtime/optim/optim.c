@@ -45,6 +45,14 @@ int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_
     o->warmup_steps = cfg->optimizer.schedule.warmup_steps;
     o->min_lr = cfg->optimizer.schedule.min_lr;
     /* SGD keeps a momentum buffer even at momentum 0 so checkpoints have one layout per kind */
+    o->runs = malloc(sizeof *o->runs);
+    if (!o->runs) {
+        free(o);
+        return ddp_fail(err, DDP_ERUNTIME, "optimizer: out of host memory");
+    }
+    o->runs[0] = (optim_span){0, n};
+    o->n_runs = 1;
+    o->decay_first = true;
     int rc = alloc_zeroed(dev, n, o->kind == OPT_SGD ? &o->momentum_buffer : &o->exp_avg, err);
     if (!rc && o->kind == OPT_ADAMW)
         rc = alloc_zeroed(dev, n, &o->exp_avg_sq, err);
@@ -66,6 +74,7 @@ void optim_destroy(optimizer *o)
         o->dev->ops->free(o->dev, o->exp_avg);
     if (o->exp_avg_sq)
         o->dev->ops->free(o->dev, o->exp_avg_sq);
+    free(o->runs);
     free(o);
 }
 
@@ -102,6 +111,45 @@ int optim_grad_norm(optimizer *o, const float *grads, double *norm, float *scale
     return DDP_OK;
 }
 
+int optim_set_no_decay(optimizer *o, const optim_span *spans, int n_spans, ddp_err *err)
+{
+    optim_span *runs = malloc((2 * (size_t)n_spans + 1) * sizeof *runs);
+    if (!runs)
+        return ddp_fail(err, DDP_ERUNTIME, "optimizer: out of host memory");
+    int n = 0;
+    bool decaying = true, first_decays = true;
+    size_t pos = 0;
+    /* walk [0, o->n), closing a run at every change between decayed and exempt */
+    for (int i = 0; i <= n_spans; i++) {
+        size_t start = i < n_spans ? spans[i].offset : o->n, end = i < n_spans ? start + spans[i].count : o->n;
+        if (start < pos || end > o->n) {
+            free(runs);
+            return ddp_fail(err, DDP_ERUNTIME, "optimizer: no-decay span [%zu, %zu) is out of order or outside "
+                            "[0, %zu)", start, end, o->n);
+        }
+        for (int part = 0; part < 2; part++) { /* the decayed gap, then the exempt span */
+            size_t a = part ? start : pos, b = part ? end : start;
+            bool decays = part == 0;
+            if (a == b)
+                continue;
+            if (n > 0 && decays == decaying)
+                runs[n - 1].count += b - a;
+            else {
+                if (n == 0)
+                    first_decays = decays;
+                runs[n++] = (optim_span){a, b - a};
+                decaying = decays;
+            }
+        }
+        pos = end;
+    }
+    free(o->runs);
+    o->runs = runs;
+    o->n_runs = n;
+    o->decay_first = first_decays;
+    return DDP_OK;
+}
+
 /* torch.optim.AdamW computes these in double and applies them to float32 tensors. */
 adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                             float grad_scale)
@@ -120,23 +168,34 @@ adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float
     };
 }
 
-int optim_step(optimizer *o, float *params, const float *grads, double lr, float grad_scale, ddp_err *err)
+/* One update of the elements in r, with weight decay wd. */
+static int step_run(optimizer *o, optim_span r, float *params, const float *grads, double lr, float grad_scale,
+                    double wd, ddp_err *err)
 {
-    int rc;
+    size_t at = r.offset;
     if (o->kind == OPT_SGD) {
         sgd_args a = {
             .lr = (float)lr,
             .momentum = (float)o->momentum,
-            .weight_decay = (float)o->weight_decay,
+            .weight_decay = (float)wd,
             .nesterov = o->nesterov,
             .first_step = o->step == 0,
             .grad_scale = grad_scale,
         };
-        rc = o->dev->ops->sgd_step(o->dev, params, grads, o->momentum_buffer, o->n, &a, err);
-    } else {
-        adamw_args a = optim_adamw_args((float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
-                                        (float)o->weight_decay, o->step + 1, grad_scale);
-        rc = o->dev->ops->adamw_step(o->dev, params, grads, o->exp_avg, o->exp_avg_sq, o->n, &a, err);
+        return o->dev->ops->sgd_step(o->dev, params + at, grads + at, o->momentum_buffer + at, r.count, &a, err);
+    }
+    adamw_args a = optim_adamw_args((float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)wd,
+                                    o->step + 1, grad_scale);
+    return o->dev->ops->adamw_step(o->dev, params + at, grads + at, o->exp_avg + at, o->exp_avg_sq + at, r.count,
+                                   &a, err);
+}
+
+int optim_step(optimizer *o, float *params, const float *grads, double lr, float grad_scale, ddp_err *err)
+{
+    int rc = DDP_OK;
+    for (int i = 0; !rc && i < o->n_runs; i++) {
+        bool decays = o->decay_first == (i % 2 == 0);
+        rc = step_run(o, o->runs[i], params, grads, lr, grad_scale, decays ? o->weight_decay : 0.0, err);
     }
     if (rc)
         return ddp_prefix(err, "optimizer step %lld", (long long)(o->step + 1));

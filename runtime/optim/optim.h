@@ -8,12 +8,18 @@
 #ifndef DDP_OPTIM_H
 #define DDP_OPTIM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "runtime/config/config.h"
 #include "runtime/device/device.h"
 #include "runtime/base/err.h"
+
+/* A range of the flat buffers, in elements. */
+typedef struct optim_span {
+    size_t offset, count;
+} optim_span;
 
 typedef struct optimizer {
     cfg_opt_kind kind;
@@ -28,10 +34,19 @@ typedef struct optimizer {
     cfg_sched_kind sched;
     int64_t warmup_steps;
     double min_lr;
+    /* [0, n) in order as runs alternating between decayed and not: runs[i] decays iff
+     * decay_first == (i % 2 == 0). One decayed run of n until optim_set_no_decay. */
+    optim_span *runs;
+    int n_runs;
+    bool decay_first;
 } optimizer;
 
 int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_err *err);
 void optim_destroy(optimizer *o);
+/* Exempts these ranges (ascending, non-overlapping, inside [0, n)) from weight decay, as a
+ * PyTorch param group with weight_decay 0 does; everything else keeps it. Each step then runs
+ * one update per run of decayed or exempt elements. */
+int optim_set_no_decay(optimizer *o, const optim_span *spans, int n_spans, ddp_err *err);
 /* Learning rate for optimizer step `step` (0-based) of total_steps. Linear warmup from lr/warmup
  * to lr over warmup_steps, then cosine to min_lr at total_steps; constant: lr (after warmup). */
 double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps);

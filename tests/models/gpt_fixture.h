@@ -1,0 +1,278 @@
+/* gpt_fixture.h — the PyTorch reference checks of $DDP_TEST_FIXTURES/gpt-reference (README there):
+ * reads every shape from the fixture's MANIFEST (L, C, NH, T, V, B and each tensor's own line),
+ * builds the GPT-2 it describes on a device with the reference batch uploaded, and compares
+ * logits, loss, every gradient, the global gradient norm and two 3-step AdamW trajectories, with
+ * one set of tolerances for every backend. A fixture made by the same generator with other shapes
+ * passes unchanged.
+ *
+ * Header-only like check.h. */
+#ifndef DDP_GPT_FIXTURE_H
+#define DDP_GPT_FIXTURE_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/gpt2.h"
+#include "runtime/optim/optim.h"
+#include "tests/check.h"
+
+/* Forward values and gradients: the README says a correct float32 implementation lands within
+ * ~1e-5 relative of the float64 reference. Each value is a sum of at most max(C, 4C, T, V, B·T)
+ * float32 products, whose rounding is bounded by ~K·eps·sum|terms| in the worst case and
+ * ~sqrt(K)·eps·|terms| typically; 1e-4 of the tensor's largest magnitude covers the worst case
+ * for K <= 1024 with margin, while any wrong formula moves values by O(their magnitude). */
+#define GFX_RTOL 1e-4
+#define GFX_SCALE_ATOL 1e-4   /* times max |reference| of the tensor */
+/* AdamW divides each gradient by its own magnitude: the README gives the float32 noise floor of
+ * the trajectories (PyTorch float32 vs float64); our float32 differs from PyTorch's by the same
+ * order, so a few times the floor. A wrong formula moves a step by O(lr) = 1e-3. */
+#define GFX_TRAJ_FLOORS 8.0
+
+typedef struct gfx_tensor_meta {
+    char name[96];
+    int64_t numel;
+} gfx_tensor_meta;
+
+typedef struct gfx {
+    cfg_gpt2 shape;
+    int64_t Vp;                 /* the model's padded vocabulary: row stride of its logits */
+    int64_t B, T;
+    double noise_floor;
+    device *dev;
+    model *m;
+    int32_t *tokens, *targets;  /* device [B, T] */
+    float *stats;               /* device [2] */
+    gfx_tensor_meta meta[512];
+    int n_meta;
+} gfx;
+
+static inline const char *gfx_dir(void)
+{
+    const char *dir = getenv("DDP_TEST_FIXTURES");
+    return dir ? dir : "../shared/fixtures";
+}
+
+static inline int64_t gfx_header_int(const char *line, const char *key)
+{
+    const char *p = strstr(line, key);
+    return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+/* Parses MANIFEST: the shape line, the noise floor, and each tensor's element count. */
+static inline int gfx_read_manifest(gfx *f)
+{
+    char path[2048], line[1024];
+    snprintf(path, sizeof path, "%s/gpt-reference/MANIFEST", gfx_dir());
+    FILE *fp = fopen(path, "r");
+    if (!fp || !fgets(line, sizeof line, fp)) {
+        fprintf(stderr, "fixture %s: cannot read (set DDP_TEST_FIXTURES)\n", path);
+        if (fp)
+            fclose(fp);
+        return 1;
+    }
+    f->shape.n_layer = gfx_header_int(line, " L=");
+    f->shape.n_embd = gfx_header_int(line, " C=");
+    f->shape.n_head = gfx_header_int(line, " NH=");
+    f->T = gfx_header_int(line, " T=");
+    f->shape.vocab_size = gfx_header_int(line, " V=");
+    f->B = gfx_header_int(line, " B=");
+    f->shape.block_size = f->T;
+    f->Vp = gpt2_vocab_padded(f->shape.vocab_size);
+    const char *floor = strstr(line, "max abs)");
+    f->noise_floor = floor ? strtod(floor + strlen("max abs)"), NULL) : -1;
+    while (fgets(line, sizeof line, fp) && f->n_meta < (int)(sizeof f->meta / sizeof f->meta[0])) {
+        gfx_tensor_meta *t = &f->meta[f->n_meta];
+        char dtype[16], shape[128];
+        if (sscanf(line, "%95s %15s %127s", t->name, dtype, shape) != 3)
+            continue;
+        t->numel = 1;
+        for (char *s = shape; *s; s++) {
+            t->numel *= strtoll(s, &s, 10);
+            if (*s != 'x')
+                break;
+        }
+        f->n_meta++;
+    }
+    fclose(fp);
+    if (f->shape.n_layer < 1 || f->shape.n_embd < 1 || f->B < 1 || f->T < 1 || f->noise_floor <= 0) {
+        fprintf(stderr, "fixture %s: header line not understood\n", path);
+        return 1;
+    }
+    return 0;
+}
+
+static inline int64_t gfx_numel(const gfx *f, const char *name)
+{
+    for (int i = 0; i < f->n_meta; i++)
+        if (!strcmp(f->meta[i].name, name))
+            return f->meta[i].numel;
+    return -1;
+}
+
+/* NAME.bin as a malloc'd buffer of its MANIFEST element count (4-byte values); NULL after a
+ * message when missing or of the wrong size. */
+static inline void *gfx_load(const gfx *f, const char *name, int64_t *numel_out)
+{
+    int64_t numel = gfx_numel(f, name);
+    char path[2048];
+    snprintf(path, sizeof path, "%s/gpt-reference/%s.bin", gfx_dir(), name);
+    FILE *fp = numel > 0 ? fopen(path, "rb") : NULL;
+    if (!fp) {
+        fprintf(stderr, "fixture %s: missing (or not in MANIFEST)\n", path);
+        return NULL;
+    }
+    void *buf = malloc((size_t)numel * 4 + 1);
+    size_t got = buf ? fread(buf, 1, (size_t)numel * 4 + 1, fp) : 0;
+    fclose(fp);
+    if (got != (size_t)numel * 4) {
+        fprintf(stderr, "fixture %s: %zu bytes, MANIFEST says %lld values\n", path, got, (long long)numel);
+        free(buf);
+        return NULL;
+    }
+    if (numel_out)
+        *numel_out = numel;
+    return buf;
+}
+
+/* The fixture's tensor PREFIX.<name> for model tensor t: wte's fixture rows are the first
+ * vocab_size of the model's vocab_padded, the rest stay zero. */
+static inline float *gfx_load_param(const gfx *f, const char *prefix, const param_tensor *t)
+{
+    char name[160];
+    snprintf(name, sizeof name, "%s.%s", prefix, t->name);
+    int64_t numel = 0;
+    float *src = gfx_load(f, name, &numel);
+    if (!src)
+        return NULL;
+    float *full = calloc(t->numel, sizeof *full);
+    if (full && numel <= (int64_t)t->numel)
+        memcpy(full, src, (size_t)numel * 4);
+    free(src);
+    if (numel > (int64_t)t->numel) {
+        fprintf(stderr, "fixture %s: %lld values, the model's tensor has %zu\n", name, (long long)numel, t->numel);
+        free(full);
+        return NULL;
+    }
+    return full;
+}
+
+static inline int gfx_upload_params(gfx *f, const char *prefix)
+{
+    model *m = f->m;
+    for (int i = 0; i < m->n_tensors; i++) {
+        float *h = gfx_load_param(f, prefix, &m->tensors[i]);
+        if (!h)
+            return 1;
+        m->dev->ops->upload(m->dev, m->params + m->tensors[i].offset, h, m->tensors[i].numel * 4, NULL);
+        free(h);
+    }
+    return 0;
+}
+
+static inline void *gfx_device_copy(device *d, const void *host, size_t bytes)
+{
+    void *p = NULL;
+    if (d->ops->alloc(d, bytes, &p, NULL))
+        return NULL;
+    d->ops->upload(d, p, host, bytes, NULL);
+    return p;
+}
+
+/* The reference GPT-2 with parameters init.* on dev; 0 on success. Call gfx_teardown either way. */
+static inline int gfx_setup(gfx *f, device *dev)
+{
+    memset(f, 0, sizeof *f);
+    f->dev = dev;
+    if (gfx_read_manifest(f))
+        return 1;
+    ddp_err err = {0};
+    sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T},
+                          .n_classes = f->shape.vocab_size};
+    if (gpt2_create(&f->shape, dev, &data, f->B, &f->m, &err)) {
+        fprintf(stderr, "fixture setup: %s\n", err.msg);
+        return 1;
+    }
+    int32_t *x = gfx_load(f, "input", NULL), *y = gfx_load(f, "targets", NULL);
+    float zero[2] = {0, 0};
+    int rc = !x || !y || gfx_upload_params(f, "init");
+    if (!rc) {
+        f->tokens = gfx_device_copy(dev, x, sizeof(int32_t) * (size_t)(f->B * f->T));
+        f->targets = gfx_device_copy(dev, y, sizeof(int32_t) * (size_t)(f->B * f->T));
+        f->stats = gfx_device_copy(dev, zero, sizeof zero);
+        rc = !f->tokens || !f->targets || !f->stats;
+    }
+    free(x);
+    free(y);
+    return rc;
+}
+
+static inline void gfx_teardown(gfx *f)
+{
+    if (f->m)
+        f->m->ops->destroy(f->m);
+    if (f->dev) {
+        f->dev->ops->free(f->dev, f->tokens);
+        f->dev->ops->free(f->dev, f->targets);
+        f->dev->ops->free(f->dev, f->stats);
+    }
+}
+
+static inline model_batch gfx_batch(const gfx *f)
+{
+    model_batch b = {.inputs = f->tokens, .targets = f->targets, .rows = f->B};
+    return b;
+}
+
+/* One CHECK per tensor: |got - exp| <= atol_scale·max|exp| + rtol·|exp|; prints the worst error. */
+static inline void gfx_compare(const char *what, const float *got, const float *exp, size_t n, double rtol,
+                               double atol_scale, double atol_abs)
+{
+    double max_ref = 0, max_abs = 0;
+    for (size_t i = 0; i < n; i++)
+        max_ref = fmax(max_ref, fabs((double)exp[i]));
+    double atol = atol_scale * max_ref + atol_abs;
+    size_t bad = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)exp[i]);
+        if (d > max_abs) {
+            max_abs = d;
+            worst = i;
+        }
+        if (!(d <= atol + rtol * fabs((double)exp[i])))
+            bad++;
+    }
+    fprintf(stderr, "  %-36s n=%-7zu max_abs=%.3g (max|ref| %.3g)\n", what, n, max_abs, max_ref);
+    CHECK(bad == 0, "%s: %zu of %zu values off (worst [%zu] %.9g vs %.9g)", what, bad, n, worst,
+          (double)got[worst], (double)exp[worst]);
+}
+
+/* Compares the params-layout device buffer buf with fixture "<prefix>.*", tensor by tensor; wte's
+ * padding rows must be exactly zero. */
+static inline void gfx_compare_params(const gfx *f, const float *buf, const char *prefix, double rtol,
+                                      double atol_scale, double atol_abs)
+{
+    model *m = f->m;
+    float *host = malloc(m->n_params * 4);
+    m->dev->ops->download(m->dev, host, buf, m->n_params * 4, NULL);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const param_tensor *t = &m->tensors[i];
+        char name[160];
+        snprintf(name, sizeof name, "%s.%s", prefix, t->name);
+        int64_t numel = 0;
+        float *exp = gfx_load(f, name, &numel);
+        CHECK(exp != NULL, "fixture %s missing", name);
+        if (exp) {
+            gfx_compare(name, host + t->offset, exp, (size_t)numel, rtol, atol_scale, atol_abs);
+            size_t nonzero = 0;
+            for (size_t j = (size_t)numel; j < t->numel; j++)
+                nonzero += host[t->offset + j] != 0.0f;
+            CHECK(nonzero == 0, "%s: %zu padding values are not zero", name, nonzero);
+        }
+        free(exp);
+    }
+    free(host);
+}
+
+#endif

@@ -1,0 +1,225 @@
+/* test_gpt.c — GPT-2 on the CPU backend against PyTorch ($DDP_TEST_FIXTURES/gpt-reference): logits,
+ * loss, every gradient and the global gradient norm at init; two 3-step AdamW trajectories (with
+ * and without clipping) with weight decay on the 2-D tensors only; and a central finite-difference
+ * check of a few entries of every parameter tensor. Every shape comes from the fixture's MANIFEST. */
+#include "tests/models/gpt_fixture.h"
+
+#include "runtime/device/device.h"
+
+static device *open_cpu(void)
+{
+    device *d = NULL;
+    ddp_err err = {0};
+    if (device_cpu_create(&d, &err))
+        fprintf(stderr, "cpu device: %s\n", err.msg);
+    return d;
+}
+
+/* Mean cross-entropy of the last forward pass, computed in double on the host from the logits. */
+static double host_loss(const gfx *f, const int32_t *targets_host)
+{
+    int64_t rows = f->B * f->T, Vp = f->Vp, V = f->shape.vocab_size;
+    float *logits = malloc((size_t)(rows * Vp) * 4);
+    f->dev->ops->download(f->dev, logits, gpt2_logits(f->m), (size_t)(rows * Vp) * 4, NULL);
+    double sum = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *z = logits + r * Vp;
+        double mx = -INFINITY, se = 0;
+        for (int64_t j = 0; j < V; j++)
+            mx = fmax(mx, z[j]);
+        for (int64_t j = 0; j < V; j++)
+            se += exp((double)z[j] - mx);
+        sum += mx + log(se) - z[targets_host[r]];
+    }
+    free(logits);
+    return sum / (double)rows;
+}
+
+static int evaluate(gfx *f, ddp_err *err)
+{
+    model_batch b = gfx_batch(f);
+    f->dev->ops->fill(f->dev, f->stats, 2, 0.0f, err);
+    return f->m->ops->evaluate(f->m, &b, f->stats, err);
+}
+
+static int forward_backward(gfx *f, ddp_err *err)
+{
+    model_batch b = gfx_batch(f);
+    f->dev->ops->fill(f->dev, f->stats, 2, 0.0f, err);
+    return f->m->ops->forward_backward(f->m, &b, 1.0f / (float)(f->B * f->T), false, NULL, NULL, f->stats, err);
+}
+
+static void check_forward_backward(gfx *f)
+{
+    ddp_err err = {0};
+    device *d = f->dev;
+    int64_t rows = f->B * f->T, Vp = f->Vp, V = f->shape.vocab_size;
+    CHECK(evaluate(f, &err) == 0, "evaluate: %s", err.msg);
+    float *logits = malloc((size_t)(rows * Vp) * 4), *packed = malloc((size_t)(rows * V) * 4);
+    d->ops->download(d, logits, gpt2_logits(f->m), (size_t)(rows * Vp) * 4, NULL);
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(packed + r * V, logits + r * Vp, (size_t)V * 4);
+    float *ref = gfx_load(f, "logits", NULL), *loss = gfx_load(f, "loss", NULL);
+    CHECK(ref && loss, "fixture logits/loss");
+    if (ref)
+        gfx_compare("logits", packed, ref, (size_t)(rows * V), GFX_RTOL, GFX_SCALE_ATOL, 0);
+    float stats[2];
+    d->ops->download(d, stats, f->stats, sizeof stats, NULL);
+    if (loss)
+        CHECK_CLOSE(stats[0] / (double)rows, loss[0], 1e-5, 0);
+    free(ref);
+    free(logits);
+    free(packed);
+
+    CHECK(forward_backward(f, &err) == 0, "forward_backward: %s", err.msg);
+    d->ops->download(d, stats, f->stats, sizeof stats, NULL);
+    if (loss)
+        CHECK_CLOSE(stats[0] / (double)rows, loss[0], 1e-5, 0);
+    free(loss);
+    gfx_compare_params(f, f->m->grads, "grad", GFX_RTOL, GFX_SCALE_ATOL, 0);
+    double sumsq = 0;
+    d->ops->sumsq(d, f->m->grads, f->m->n_params, &sumsq, &err);
+    float *norm = gfx_load(f, "grad_global_norm", NULL);
+    if (norm)
+        CHECK_CLOSE(sqrt(sumsq), norm[0], 1e-5, 0);
+    free(norm);
+}
+
+static optimizer *make_adamw(gfx *f, double clip)
+{
+    config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.optimizer.kind = OPT_ADAMW;
+    cfg.optimizer.lr = 1e-3;
+    cfg.optimizer.beta1 = 0.9;
+    cfg.optimizer.beta2 = 0.95;
+    cfg.optimizer.eps = 1e-8;
+    cfg.optimizer.weight_decay = 0.1;
+    cfg.optimizer.grad_clip = clip;
+    cfg.optimizer.schedule.kind = SCHED_CONSTANT;
+    optimizer *o = NULL;
+    ddp_err err = {0};
+    CHECK(optim_create(&cfg, f->dev, f->m->n_params, &o, &err) == 0, "optim_create: %s", err.msg);
+    /* the README's param groups: decay on the 2-D tensors only */
+    optim_span *spans = malloc((size_t)f->m->n_tensors * sizeof *spans);
+    int n = 0;
+    for (int i = 0; i < f->m->n_tensors; i++) {
+        const param_tensor *t = &f->m->tensors[i];
+        CHECK(t->weight_decay == (t->ndim == 2), "%s: weight_decay %d for a %d-D tensor", t->name, t->weight_decay,
+              t->ndim);
+        if (!t->weight_decay)
+            spans[n++] = (optim_span){t->offset, t->numel};
+    }
+    CHECK(optim_set_no_decay(o, spans, n, &err) == 0, "optim_set_no_decay: %s", err.msg);
+    free(spans);
+    return o;
+}
+
+/* Three steps from init.* on the reference batch, as the README's trajectories. */
+static void check_trajectory(gfx *f, const char *name, double clip)
+{
+    ddp_err err = {0};
+    CHECK(gfx_upload_params(f, "init") == 0, "reloading init.*");
+    optimizer *o = make_adamw(f, clip);
+    if (!o)
+        return;
+    char what[64];
+    snprintf(what, sizeof what, "%s.losses", name);
+    float *losses = gfx_load(f, what, NULL);
+    snprintf(what, sizeof what, "%s.grad_norms", name);
+    float *norms = gfx_load(f, what, NULL);
+    for (int step = 0; step < 3 && losses && norms; step++) {
+        CHECK(forward_backward(f, &err) == 0, "%s step %d: %s", name, step, err.msg);
+        float stats[2];
+        f->dev->ops->download(f->dev, stats, f->stats, sizeof stats, NULL);
+        CHECK_CLOSE(stats[0] / (double)(f->B * f->T), losses[step], 1e-5, 0);
+        double norm = 0;
+        float scale = 1;
+        CHECK(optim_grad_norm(o, f->m->grads, &norm, &scale, &err) == 0, "%s", err.msg);
+        CHECK_CLOSE(norm, norms[step], 1e-5, 0);
+        CHECK(optim_step(o, f->m->params, f->m->grads, 1e-3, scale, &err) == 0, "%s", err.msg);
+    }
+    snprintf(what, sizeof what, "%s.after3", name);
+    gfx_compare_params(f, f->m->params, what, 0, 0, GFX_TRAJ_FLOORS * f->noise_floor);
+    free(losses);
+    free(norms);
+    optim_destroy(o);
+}
+
+/* Central differences of the host-computed loss for the largest-gradient entry and one other
+ * entry of every tensor. The error estimate is the difference between steps h and h/2 (their
+ * truncation errors differ by 4x, rounding noise shows in both), so the tolerance follows the
+ * float32 noise of this very model instead of a constant. */
+static void check_finite_differences(gfx *f)
+{
+    ddp_err err = {0};
+    CHECK(gfx_upload_params(f, "init") == 0, "reloading init.*");
+    CHECK(forward_backward(f, &err) == 0, "%s", err.msg);
+    model *m = f->m;
+    device *d = m->dev;
+    float *params = malloc(m->n_params * 4), *grads = malloc(m->n_params * 4);
+    int32_t *targets = gfx_load(f, "targets", NULL);
+    d->ops->download(d, params, m->params, m->n_params * 4, NULL);
+    d->ops->download(d, grads, m->grads, m->n_params * 4, NULL);
+    int checked = 0;
+    for (int i = 0; i < m->n_tensors && targets; i++) {
+        const param_tensor *t = &m->tensors[i];
+        size_t live = !strcmp(t->name, "wte.weight") ? (size_t)(f->shape.vocab_size * f->shape.n_embd) : t->numel;
+        size_t big = 0;
+        for (size_t j = 0; j < live; j++)
+            if (fabs(grads[t->offset + j]) > fabs(grads[t->offset + big]))
+                big = j;
+        size_t picks[2] = {big, (big * 7919 + live / 3) % live};
+        for (int p = 0; p < 2; p++) {
+            size_t at = t->offset + picks[p];
+            double fd[2];
+            for (int s = 0; s < 2; s++) {
+                double h = s ? 5e-3 : 1e-2, lp, lm;
+                float orig = params[at];
+                params[at] = orig + (float)h;
+                d->ops->upload(d, m->params + at, params + at, 4, NULL);
+                evaluate(f, &err);
+                lp = host_loss(f, targets);
+                params[at] = orig - (float)h;
+                d->ops->upload(d, m->params + at, params + at, 4, NULL);
+                evaluate(f, &err);
+                lm = host_loss(f, targets);
+                params[at] = orig;
+                d->ops->upload(d, m->params + at, params + at, 4, NULL);
+                /* the perturbation actually applied is the float32 difference */
+                fd[s] = (lp - lm) / ((double)(orig + (float)h) - (double)(orig - (float)h));
+            }
+            double g = grads[at], tol = 3 * fabs(fd[0] - fd[1]) + 1e-3 * fabs(g) + 2e-6;
+            CHECK(fabs(fd[1] - g) <= tol, "%s[%zu]: finite difference %.6g, gradient %.6g (tol %.3g)", t->name,
+                  picks[p], fd[1], g, tol);
+            checked++;
+        }
+    }
+    fprintf(stderr, "  finite differences: %d entries\n", checked);
+    free(params);
+    free(grads);
+    free(targets);
+}
+
+int main(void)
+{
+    gfx f;
+    device *d = open_cpu();
+    CHECK(d != NULL, "cpu device");
+    if (!d)
+        return check_done("test_gpt");
+    int rc = gfx_setup(&f, d);
+    CHECK(rc == 0, "fixture setup");
+    if (!rc) {
+        fprintf(stderr, "gpt-reference L=%lld C=%lld NH=%lld T=%lld V=%lld B=%lld on %s:\n",
+                (long long)f.shape.n_layer, (long long)f.shape.n_embd, (long long)f.shape.n_head, (long long)f.T,
+                (long long)f.shape.vocab_size, (long long)f.B, d->name);
+        check_forward_backward(&f);
+        check_trajectory(&f, "adamw", 0.0);
+        check_trajectory(&f, "adamw_clip", 0.5);
+        check_finite_differences(&f);
+    }
+    gfx_teardown(&f);
+    d->ops->destroy(d);
+    return check_done("test_gpt");
+}
