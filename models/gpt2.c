@@ -467,10 +467,13 @@ static int gpt2_init_params(model *m, uint64_t seed, ddp_err *err)
     return rc ? ddp_prefix(err, "gpt2 init: uploading parameters") : DDP_OK;
 }
 
+static const float *gpt2_logits(const model *m, int64_t *ld);
+
 static const struct model_ops gpt2_ops = {
     .forward_backward = gpt2_forward_backward,
     .evaluate = gpt2_evaluate,
     .init_params = gpt2_init_params,
+    .logits = gpt2_logits,
     .destroy = gpt2_destroy,
 };
 
@@ -544,6 +547,7 @@ int gpt2_create(const cfg_gpt2 *shape, device *dev, const sample_layout *data, i
         rc = dev->ops->alloc(dev, bytes, (void **)&m->grads, err);
     if (!rc)
         rc = alloc_acts(m, g, max_rows, err);
+    m->activation_bytes = g->act_bytes;
     if (rc) {
         char what[MODEL_DESCRIPTION_MAX];
         snprintf(what, sizeof what, "%s", m->description);
@@ -554,12 +558,9 @@ int gpt2_create(const cfg_gpt2 *shape, device *dev, const sample_layout *data, i
     return DDP_OK;
 }
 
-size_t gpt2_activation_bytes(const model *m)
+static const float *gpt2_logits(const model *m, int64_t *ld)
 {
-    return ((const gpt2_impl *)m->impl)->act_bytes;
-}
-
-const float *gpt2_logits(const model *m)
-{
-    return ((const gpt2_impl *)m->impl)->logits;
+    const gpt2_impl *g = m->impl;
+    *ld = g->Vp;
+    return g->logits;
 }

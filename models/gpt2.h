@@ -3,7 +3,8 @@
  *
  * The model takes int32 token ids [rows, T] and predicts the next token at every position
  * (io.sample i32 x T -> i32 x T, a language model). T is the data's sequence length, at most
- * block_size. This header must not grow training-loop concerns. */
+ * block_size. Everything else goes through model.h. This header must not grow training-loop
+ * concerns. */
 #ifndef DDP_GPT2_H
 #define DDP_GPT2_H
 
@@ -19,12 +20,5 @@ int64_t gpt2_vocab_padded(int64_t vocab_size);
  * up to max_rows sequences. A shape or data that does not fit is a usage error naming both. */
 int gpt2_create(const cfg_gpt2 *shape, device *dev, const sample_layout *data, int64_t max_rows, model **out,
                 ddp_err *err);
-
-/* Bytes of activations and backward scratch allocated for max_rows sequences. */
-size_t gpt2_activation_bytes(const model *m);
-
-/* Device pointer to the last forward pass's logits [rows * T, vocab_padded] (only the first
- * vocab_size columns are meaningful; after forward_backward they hold dlogits). */
-const float *gpt2_logits(const model *m);
 
 #endif

@@ -225,10 +225,12 @@ static int build_layout(model *m, mlp_impl *p, const cfg_mlp *cfg, ddp_err *err)
     return DDP_OK;
 }
 
-static int alloc_floats(device *d, size_t n, float **out, ddp_err *err)
+/* Allocates an activation buffer, counting it in m->activation_bytes. */
+static int alloc_floats(model *m, size_t n, float **out, ddp_err *err)
 {
     void *ptr = NULL;
-    int rc = d->ops->alloc(d, n * sizeof(float), &ptr, err);
+    int rc = m->dev->ops->alloc(m->dev, n * sizeof(float), &ptr, err);
+    m->activation_bytes += rc ? 0 : n * sizeof(float);
     *out = ptr;
     return rc;
 }
@@ -238,22 +240,22 @@ static int alloc_buffers(model *m, mlp_impl *p, ddp_err *err)
     device *d = m->dev;
     size_t rows = (size_t)m->max_rows;
     int64_t widest = 0;
-    int rc = alloc_floats(d, m->n_params, &m->params, err);
+    int rc = d->ops->alloc(d, m->n_params * sizeof(float), (void **)&m->params, err);
     if (!rc)
-        rc = alloc_floats(d, m->n_params, &m->grads, err);
+        rc = d->ops->alloc(d, m->n_params * sizeof(float), (void **)&m->grads, err);
     if (!rc)
-        rc = alloc_floats(d, rows * (size_t)m->io.sample.input.count, &p->x_f32, err);
+        rc = alloc_floats(m, rows * (size_t)m->io.sample.input.count, &p->x_f32, err);
     for (int l = 0; !rc && l < p->n_layers; l++) {
         mlp_layer *L = &p->layer[l];
         widest = L->out > widest ? L->out : widest;
-        rc = alloc_floats(d, rows * (size_t)L->out, &L->z, err);
+        rc = alloc_floats(m, rows * (size_t)L->out, &L->z, err);
         if (!rc && l < p->n_layers - 1)
-            rc = alloc_floats(d, rows * (size_t)L->out, &L->h, err);
+            rc = alloc_floats(m, rows * (size_t)L->out, &L->h, err);
     }
     if (!rc)
-        rc = alloc_floats(d, rows * (size_t)widest, &p->dz, err);
+        rc = alloc_floats(m, rows * (size_t)widest, &p->dz, err);
     if (!rc)
-        rc = alloc_floats(d, rows * (size_t)widest, &p->dh, err);
+        rc = alloc_floats(m, rows * (size_t)widest, &p->dh, err);
     return rc;
 }
 

@@ -65,6 +65,10 @@ struct model_ops {
     /* The model's own initialisation from a seeded RNG (stream RNG_INIT), identical on every
      * rank and backend for the same seed. */
     int (*init_params)(model *m, uint64_t seed, ddp_err *err);
+    /* Language models: the last forward pass's logits on the device, [rows * T, *ld] with the
+     * vocabulary in the first io.sample.n_classes columns (after forward_backward they hold the
+     * gradient instead; after evaluate the logits). NULL for other models. */
+    const float *(*logits)(const model *m, int64_t *ld);
     void (*destroy)(model *m);
 };
 
@@ -80,6 +84,7 @@ struct model {
      * the training log prints it, checkpoints record it and a resume must find the same text. */
     char description[MODEL_DESCRIPTION_MAX];
     int64_t max_rows;                /* largest micro-batch forward/backward accepts */
+    size_t activation_bytes;         /* device memory for activations and backward scratch */
     void *impl;
 };
 

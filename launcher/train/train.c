@@ -324,8 +324,12 @@ static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
         double lr = 0;
         if (rc == DDP_OK)
             rc = optimizer_step(t, &lr, err);
+        if (rc == DDP_OK && c->train.eval && c->train.eval_every > 0 && t->step % c->train.eval_every == 0)
+            rc = train_evaluate(t, err);
         if (rc == DDP_OK && (t->step % c->train.log_every == 0 || t->step == t->total_steps))
             rc = train_log_progress(t, lr, err);
+        if (rc == DDP_OK && c->train.sample_every > 0 && t->step % c->train.sample_every == 0)
+            rc = train_sample_text(t, err);
         test_fault(t);
         bool stop = false;
         if (rc == DDP_OK)

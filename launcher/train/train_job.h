@@ -1,6 +1,6 @@
 /* train_job.h — the state of one rank's training job, shared by the files that implement it
  * (train.c: setup and the step loop; train_ckpt.c: saving and resuming; train_log.c: progress,
- * metrics and evaluation). Internal to launcher/train/: train.h is the public entry point, and
+ * metrics and evaluation; train_sample.c: text samples). Internal to launcher/train/: train.h is the public entry point, and
  * nothing outside this folder includes this header. */
 #ifndef DDP_TRAIN_JOB_H
 #define DDP_TRAIN_JOB_H
@@ -66,6 +66,9 @@ void train_log_header(train_job *t);
 int train_log_progress(train_job *t, double lr, ddp_err *err);
 int train_evaluate(train_job *t, ddp_err *err);
 void train_log_close(train_job *t);
+
+/* train_sample.c: rank 0 logs a text sample from a language model (a no-op elsewhere). */
+int train_sample_text(train_job *t, ddp_err *err);
 
 /* train_ckpt.c */
 int train_ckpt_open(train_job *t, ddp_err *err);

@@ -1,8 +1,8 @@
 /* train_log.c — what a training job tells its user: the header, a progress line every
  * train.log_every steps, test-set evaluation, and run.dir/metrics.jsonl (rank 0 writes it).
  * The metrics are the ones the model declares (model_io): loss always, accuracy for classifiers,
- * tokens per second for language models. Evaluation counts every test sample exactly once across
- * ranks (no sampler padding). Must not change training state: it only reads it (evaluation runs
+ * tokens per second and the validation loss for language models (whose test set is the val
+ * split). Evaluation counts every test sample exactly once across ranks (no sampler padding). Must not change training state: it only reads it (evaluation runs
  * the model forward only). */
 #include <errno.h>
 #include <stdio.h>
@@ -53,6 +53,12 @@ void train_log_header(train_job *t)
              t->ctl->size, (long long)c->train.grad_accum);
     log_info("schedule: %lld steps per epoch, %lld steps in total, starting at step %lld (epoch %lld)",
              (long long)t->steps_per_epoch, (long long)t->total_steps, (long long)t->step, (long long)t->epoch + 1);
+    /* optimizer state: AdamW's two moments, SGD's momentum buffer */
+    double mib = 1.0 / (1 << 20), params = (double)t->m->n_params * sizeof(float);
+    double state = (c->optimizer.kind == OPT_ADAMW ? 2 : 1) * params, acts = (double)t->m->activation_bytes;
+    log_info("memory per rank: parameters %.1f MiB, gradients %.1f MiB, optimizer state %.1f MiB, activations "
+             "%.1f MiB (%lld rows), %.1f MiB in all", params * mib, params * mib, state * mib, acts * mib,
+             (long long)c->data.batch_size, (2 * params + state + acts) * mib);
 }
 
 /* Averages the loss/accuracy accumulated on the device since the last line over all ranks, and
@@ -79,9 +85,11 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
     double steps = t->steps_acc > 0 ? (double)t->steps_acc : 1;
     double loss = sums[0] / terms, acc = sums[1] / terms, sps = t->samples_acc / dt;
     double tps = sps * (double)io->sample.input.count, ms_step = 1e3 * dt / steps, comm_ms = sums[3] / steps;
-    char acc_text[32] = "", tps_text[32] = "";
+    char acc_text[48] = "", tps_text[32] = "";
     if (io->classifier)
         snprintf(acc_text, sizeof acc_text, " acc %.1f%%", 100 * acc);
+    if (io->language_model && t->evaluated)
+        snprintf(acc_text, sizeof acc_text, " val loss %.4f", t->last_test_loss);
     if (io->language_model)
         snprintf(tps_text, sizeof tps_text, " %.0f tokens/s", tps);
     log_info("epoch %lld step %lld/%lld loss %.4f%s lr %.3e | %.0f samples/s%s %.2f ms/step %.2f ms comm exposed",
@@ -121,19 +129,21 @@ static int evaluate_range(train_job *t, int64_t begin, int64_t end, float *stats
     return rc;
 }
 
+/* A language model's test set is its val split: its loss is reported as val_loss. */
 static void log_evaluation(train_job *t, double samples)
 {
     bool classifier = t->m->io.classifier;
+    const char *split = t->m->io.language_model ? "val" : "test";
     char acc_text[48] = "", acc_json[32] = "";
     if (classifier) {
         snprintf(acc_text, sizeof acc_text, ", test accuracy %.2f%%", 100 * t->last_test_acc);
         snprintf(acc_json, sizeof acc_json, ",\"test_acc\":%.6g", t->last_test_acc);
     }
-    log_info("eval epoch %lld step %lld: test loss %.4f%s (%.0f samples)", (long long)t->epoch + 1,
-             (long long)t->step, t->last_test_loss, acc_text, samples);
+    log_info("eval epoch %lld step %lld: %s loss %.4f%s (%.0f samples)", (long long)t->epoch + 1,
+             (long long)t->step, split, t->last_test_loss, acc_text, samples);
     if (t->metrics) {
-        fprintf(t->metrics, "{\"kind\":\"eval\",\"epoch\":%lld,\"step\":%lld,\"test_loss\":%.6g%s,\"samples\":%.0f}\n",
-                (long long)t->epoch + 1, (long long)t->step, t->last_test_loss, acc_json, samples);
+        fprintf(t->metrics, "{\"kind\":\"eval\",\"epoch\":%lld,\"step\":%lld,\"%s_loss\":%.6g%s,\"samples\":%.0f}\n",
+                (long long)t->epoch + 1, (long long)t->step, split, t->last_test_loss, acc_json, samples);
         fflush(t->metrics);
     }
 }

@@ -6,6 +6,15 @@
 
 #include "runtime/device/device.h"
 
+/* The logits of the last forward pass; their row stride must be the padded vocabulary. */
+static const float *model_logits(const model *m)
+{
+    int64_t ld = 0;
+    const float *p = m->ops->logits(m, &ld);
+    CHECK(ld == gpt2_vocab_padded(m->io.sample.n_classes), "logits row stride %lld", (long long)ld);
+    return p;
+}
+
 static device *open_cpu(void)
 {
     device *d = NULL;
@@ -20,7 +29,7 @@ static double host_loss(const gfx *f, const int32_t *targets_host)
 {
     int64_t rows = f->B * f->T, Vp = f->Vp, V = f->shape.vocab_size;
     float *logits = malloc((size_t)(rows * Vp) * 4);
-    f->dev->ops->download(f->dev, logits, gpt2_logits(f->m), (size_t)(rows * Vp) * 4, NULL);
+    f->dev->ops->download(f->dev, logits, model_logits(f->m), (size_t)(rows * Vp) * 4, NULL);
     double sum = 0;
     for (int64_t r = 0; r < rows; r++) {
         const float *z = logits + r * Vp;
@@ -56,7 +65,7 @@ static void check_forward_backward(gfx *f)
     int64_t rows = f->B * f->T, Vp = f->Vp, V = f->shape.vocab_size;
     CHECK(evaluate(f, &err) == 0, "evaluate: %s", err.msg);
     float *logits = malloc((size_t)(rows * Vp) * 4), *packed = malloc((size_t)(rows * V) * 4);
-    d->ops->download(d, logits, gpt2_logits(f->m), (size_t)(rows * Vp) * 4, NULL);
+    d->ops->download(d, logits, model_logits(f->m), (size_t)(rows * Vp) * 4, NULL);
     for (int64_t r = 0; r < rows; r++)
         memcpy(packed + r * V, logits + r * Vp, (size_t)V * 4);
     float *ref = gfx_load(f, "logits", NULL), *loss = gfx_load(f, "loss", NULL);

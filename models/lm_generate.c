@@ -1,0 +1,117 @@
+/* lm_generate.c — sampling tokens from a language model (see lm_generate.h). Owns the window of
+ * the last T tokens fed to the model, the download of one logits row per token and the draw
+ * (temperature, top-k) from the RNG_GENERATE stream. Must not touch the model's parameters. */
+#include "lm_generate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/base/rng.h"
+
+typedef struct gen_bufs {
+    int32_t *window;        /* host [T] */
+    float *row;             /* host [V]: the logits of the position being predicted */
+    double *p;              /* host [V] */
+    int32_t *in_dev, *tgt_dev;
+    float *stats_dev;
+} gen_bufs;
+
+static void free_bufs(model *m, gen_bufs *b)
+{
+    free(b->window);
+    free(b->row);
+    free(b->p);
+    m->dev->ops->free(m->dev, b->in_dev);
+    m->dev->ops->free(m->dev, b->tgt_dev);
+    m->dev->ops->free(m->dev, b->stats_dev);
+}
+
+static int alloc_bufs(model *m, int64_t T, int64_t V, gen_bufs *b, ddp_err *err)
+{
+    device *d = m->dev;
+    memset(b, 0, sizeof *b);
+    b->window = calloc((size_t)T, sizeof *b->window);
+    b->row = malloc((size_t)V * sizeof *b->row);
+    b->p = malloc((size_t)V * sizeof *b->p);
+    if (!b->window || !b->row || !b->p)
+        return ddp_fail(err, DDP_ERUNTIME, "generate: out of host memory");
+    int rc = d->ops->alloc(d, (size_t)T * sizeof(int32_t), (void **)&b->in_dev, err);
+    if (!rc)
+        rc = d->ops->alloc(d, (size_t)T * sizeof(int32_t), (void **)&b->tgt_dev, err);
+    if (!rc)
+        rc = d->ops->alloc(d, 2 * sizeof(float), (void **)&b->stats_dev, err);
+    if (!rc) /* targets only feed the loss, which generation ignores: any valid ids do */
+        rc = d->ops->upload(d, b->tgt_dev, b->window, (size_t)T * sizeof(int32_t), err);
+    return rc;
+}
+
+/* The index of the token drawn from logits row[0..V) (see lm_sampling). */
+static int32_t draw(const float *row, double *p, int64_t V, const lm_sampling *s, rng *r)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; i++)
+        if (row[i] > row[best])
+            best = i;
+    if (s->temperature <= 0)
+        return (int32_t)best;
+    /* top-k: the threshold is the k-th largest logit, found by k passes only when k is small */
+    double cut = -INFINITY;
+    if (s->top_k > 0 && s->top_k < V) {
+        double prev = INFINITY;
+        int64_t taken = 0;
+        while (taken < s->top_k) {
+            double m = -INFINITY;
+            int64_t count = 0;
+            for (int64_t i = 0; i < V; i++)
+                if (row[i] < prev && row[i] > m)
+                    m = row[i];
+            for (int64_t i = 0; i < V; i++)
+                count += row[i] == m;
+            taken += count;
+            prev = cut = m;
+        }
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < V; i++) {
+        p[i] = row[i] >= cut ? exp(((double)row[i] - (double)row[best]) / s->temperature) : 0.0;
+        sum += p[i];
+    }
+    double u = (double)(rng_next(r) >> 11) * 0x1.0p-53 * sum;
+    for (int64_t i = 0; i < V; i++) {
+        if (u < p[i])
+            return (int32_t)i;
+        u -= p[i];
+    }
+    return (int32_t)best; /* rounding left u past the end: the top token is the safe choice */
+}
+
+int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_sampling *s, ddp_err *err)
+{
+    if (!m->io.language_model || !m->ops->logits)
+        return ddp_fail(err, DDP_EUSAGE, "generate: %s is not a language model", m->description);
+    if (len < 1)
+        return ddp_fail(err, DDP_EUSAGE, "generate: needs at least one token of context");
+    device *d = m->dev;
+    int64_t T = m->io.sample.input.count, V = m->io.sample.n_classes;
+    gen_bufs b;
+    int rc = alloc_bufs(m, T, V, &b, err);
+    rng r;
+    rng_seed(&r, s->seed, RNG_GENERATE);
+    for (int64_t k = 0; !rc && k < n; k++) {
+        int64_t have = len + k, w = have < T ? have : T;
+        memcpy(b.window, tokens + have - w, (size_t)w * sizeof *tokens); /* the rest stays 0: causal, unread */
+        rc = d->ops->upload(d, b.in_dev, b.window, (size_t)T * sizeof(int32_t), err);
+        model_batch batch = {.inputs = b.in_dev, .targets = b.tgt_dev, .rows = 1};
+        if (!rc)
+            rc = m->ops->evaluate(m, &batch, b.stats_dev, err);
+        int64_t ld = 0;
+        const float *logits = rc ? NULL : m->ops->logits(m, &ld);
+        if (!rc)
+            rc = d->ops->download(d, b.row, logits + (w - 1) * ld, (size_t)V * sizeof(float), err);
+        if (!rc)
+            tokens[have] = draw(b.row, b.p, V, s, &r);
+    }
+    free_bufs(m, &b);
+    return rc ? ddp_prefix(err, "generate") : DDP_OK;
+}

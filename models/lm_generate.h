@@ -1,0 +1,25 @@
+/* lm_generate.h — text generation with any language model (model_io.language_model): repeated
+ * forward passes over the last T tokens and one token drawn from the last position's logits.
+ *
+ * No key/value cache: each new token costs one forward pass of a single T-token sequence, which
+ * is what sampling a few dozen tokens during training or from `ddprun generate` needs. The draw
+ * is seeded and runs on the host in double, so a seed gives the same text on every backend with
+ * the same logits. This module must not read files or know tokenizers: it maps ids to ids. */
+#ifndef DDP_LM_GENERATE_H
+#define DDP_LM_GENERATE_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+typedef struct lm_sampling {
+    double temperature;   /* > 0 scales the logits; 0 takes the most likely token (greedy) */
+    int64_t top_k;        /* draw among the k most likely tokens; 0 = the whole vocabulary */
+    uint64_t seed;
+} lm_sampling;
+
+/* tokens holds len >= 1 ids (the prompt) and room for n more; appends n drawn ids. Ids must lie in
+ * the model's vocabulary. The model must have been built for at least one row. */
+int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_sampling *s, ddp_err *err);
+
+#endif
