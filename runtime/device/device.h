@@ -26,7 +26,8 @@
  *   3. the CPU function `device_cpu_NAME` in kernels/FAMILY_cpu.c;
  *   4. the CUDA kernel and its host launcher `extern "C" int device_cuda_NAME` in kernels/FAMILY.cu;
  *   5. a test: CPU against a reference (tests/runtime/device/test_device_cpu.c), CUDA against CPU
- *      (test_cuda_kernels.c), and a bad argument in test_device_contract.c.
+ *      (test_cuda_kernels.c; the transformer family: test_cuda_transformer.c), and a bad argument
+ *      in test_device_contract.c.
  * A missing function of steps 2-4 fails the build: the tables name each. A new family is a block
  * (added to DEVICE_OPS), FAMILY_cpu.c next to FAMILY.cu, and both files in kernels/meson.build. */
 #ifndef DDP_DEVICE_H
