@@ -4,7 +4,8 @@
  * rank starts), builds the Open MPI mpirun command that starts one ddprun-worker per rank behind
  * the per-rank wrapper (ddprun_rankwrap.c), runs it (ddprun_job.c), prints one line naming the
  * failing rank when the job fails, and restarts it up to --max-restarts times. `bench`/`topo`
- * launch ddprun-bench the same way; `ckpt` runs the checkpoint tool in-process.
+ * launch ddprun-bench the same way; `ckpt` runs the checkpoint tool in-process (`ckpt export`:
+ * ddprun_export.c), and so does `generate` (ddprun_generate.c, on the CPU device).
  * It must not do any training or MPI itself: ddprun is not an MPI process.
  *
  * Exit codes (README "Exit codes" copies this table):
@@ -50,6 +51,9 @@ static const char usage_text[] =
     "       ddprun [flags] bench OP [bench flags]             collective benchmark (ddprun-bench)\n"
     "       ddprun [flags] topo                               print the rank/host/device layout\n"
     "       ddprun ckpt info PATH | ckpt diff A B             inspect checkpoints (no mpirun)\n"
+    "       ddprun ckpt export --format llmc CKPT OUT.bin     a GPT-2 checkpoint as an llm.c model file\n"
+    "       ddprun generate CKPT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+    "                       [--tokenizer PATH]                text from a GPT-2 checkpoint (CPU, no mpirun)\n"
     "\n"
     "flags (before CONFIG or the subcommand):\n"
     "  -np N, -n N          number of ranks (default: one per GPU on this node, 1 without GPUs;\n"
@@ -126,7 +130,7 @@ static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
         i++;
     }
     if (o->hosts && o->hostfile) return usage_error("%s", "-H and --hostfile are exclusive");
-    if (i >= argc) return usage_error("%s", "missing CONFIG.yaml (or bench/topo/ckpt)");
+    if (i >= argc) return usage_error("%s", "missing CONFIG.yaml (or bench/topo/ckpt/generate)");
     *first_arg = i;
     return 0;
 }
@@ -369,7 +373,10 @@ int main(int argc, char **argv)
     int rc = parse_flags(argc, argv, &o, &first);
     if (rc != 0) return rc < 0 ? 0 : rc;
     const char *cmd = argv[first];
+    if (!strcmp(cmd, "ckpt") && first + 1 < argc && !strcmp(argv[first + 1], "export"))
+        return ckpt_export_main(argc - first, argv + first);
     if (!strcmp(cmd, "ckpt")) return ckpt_tool_main(argc - first, argv + first);
+    if (!strcmp(cmd, "generate")) return generate_main(argc - first, argv + first);
 
     char self[PATH_MAX], prog[PATH_MAX];
     self_path(self, sizeof self, argv[0]);

@@ -507,12 +507,38 @@ int64_t gpt2_vocab_padded(int64_t vocab_size)
     return (vocab_size + GPT2_VOCAB_ALIGN - 1) / GPT2_VOCAB_ALIGN * GPT2_VOCAB_ALIGN;
 }
 
+void gpt2_format_shape(const cfg_gpt2 *s, char *out, size_t size)
+{
+    snprintf(out, size, "gpt2 n_layer=%lld n_head=%lld n_embd=%lld block_size=%lld vocab_size=%lld",
+             (long long)s->n_layer, (long long)s->n_head, (long long)s->n_embd, (long long)s->block_size,
+             (long long)s->vocab_size);
+}
+
 static void describe(model *m, const cfg_gpt2 *s, int64_t T)
 {
-    snprintf(m->description, sizeof m->description,
-             "gpt2 n_layer=%lld n_head=%lld n_embd=%lld block_size=%lld vocab_size=%lld seq_len=%lld",
-             (long long)s->n_layer, (long long)s->n_head, (long long)s->n_embd, (long long)s->block_size,
-             (long long)s->vocab_size, (long long)T);
+    char shape[192]; /* five int64 and their names fit; leaves room for seq_len in the description */
+    gpt2_format_shape(s, shape, sizeof shape);
+    snprintf(m->description, sizeof m->description, "%s seq_len=%lld", shape, (long long)T);
+}
+
+int gpt2_parse_description(const char *desc, cfg_gpt2 *shape, int64_t *seq_len, ddp_err *err)
+{
+    long long v[6] = {0};
+    int end = -1;
+    sscanf(desc, "gpt2 n_layer=%lld n_head=%lld n_embd=%lld block_size=%lld vocab_size=%lld seq_len=%lld%n", &v[0],
+           &v[1], &v[2], &v[3], &v[4], &v[5], &end);
+    cfg_gpt2 s = {.n_layer = v[0], .n_head = v[1], .n_embd = v[2], .block_size = v[3], .vocab_size = v[4]};
+    char again[MODEL_DESCRIPTION_MAX + 32] = "";
+    if (end > 0) { /* exactly what describe() writes: no sign, no leading zeros, nothing after */
+        gpt2_format_shape(&s, again, sizeof again);
+        snprintf(again + strlen(again), sizeof again - strlen(again), " seq_len=%lld", v[5]);
+    }
+    if (end < 0 || strcmp(again, desc) != 0 || s.n_layer < 1 || s.n_head < 1 || s.n_embd < 1 || s.block_size < 1 ||
+        s.vocab_size < 1 || v[5] < 1)
+        return ddp_fail(err, DDP_EUSAGE, "not a GPT-2 model: \"%.200s\"", desc);
+    *shape = s;
+    *seq_len = v[5];
+    return DDP_OK;
 }
 
 int gpt2_create(const cfg_gpt2 *shape, device *dev, const sample_layout *data, int64_t max_rows, model **out,

@@ -1,5 +1,6 @@
 /* gpt2.h — the GPT-2 model's own entry points beyond model.h: its shape, building it, and what
- * the memory plan, the fixture checks and text generation read from it.
+ * the memory plan, the fixture checks and text generation read from it, and its description text
+ * both ways (checkpoints record it; `ddprun generate` and `ckpt export` rebuild the shape from it).
  *
  * The model takes int32 token ids [rows, T] and predicts the next token at every position
  * (io.sample i32 x T -> i32 x T, a language model). T is the data's sequence length, at most
@@ -20,5 +21,14 @@ int64_t gpt2_vocab_padded(int64_t vocab_size);
  * up to max_rows sequences. A shape or data that does not fit is a usage error naming both. */
 int gpt2_create(const cfg_gpt2 *shape, device *dev, const sample_layout *data, int64_t max_rows, model **out,
                 ddp_err *err);
+
+/* The shape as text: "gpt2 n_layer=12 n_head=12 n_embd=768 block_size=1024 vocab_size=50257". A
+ * model's description is this followed by " seq_len=T". */
+void gpt2_format_shape(const cfg_gpt2 *shape, char *out, size_t size);
+
+/* The shape and sequence length back from a GPT-2 model's description (model.description, as
+ * checkpoints record it), exactly as gpt2_create writes it; any other text (another model's
+ * description) is a usage error quoting it. */
+int gpt2_parse_description(const char *description, cfg_gpt2 *shape, int64_t *seq_len, ddp_err *err);
 
 #endif

@@ -77,24 +77,32 @@ static int alloc_staging(train_job *t, ddp_err *err)
     return rc;
 }
 
-/* Replicas start identical by construction (same seed) and by a broadcast from rank 0, so a
- * rank with a different build or seed cannot silently diverge. */
-static int init_params(train_job *t, ddp_err *err)
+int train_broadcast_params(train_job *t, ddp_err *err)
 {
     model *m = t->m;
-    int rc = model_init_params(m, t->cfg->run.seed, err);
-    if (rc != DDP_OK || t->ctl->size == 1)
-        return rc;
+    if (t->ctl->size == 1)
+        return DDP_OK;
     float *host = malloc(m->n_params * sizeof(float));
     if (!host)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory broadcasting parameters");
-    rc = m->dev->ops->download(m->dev, host, m->params, m->n_params * sizeof(float), err);
+    int rc = m->dev->ops->download(m->dev, host, m->params, m->n_params * sizeof(float), err);
     if (rc == DDP_OK)
         rc = t->ctl->ops->broadcast(t->ctl, host, m->n_params, DT_FLOAT, 0, NULL, err);
     if (rc == DDP_OK)
         rc = m->dev->ops->upload(m->dev, m->params, host, m->n_params * sizeof(float), err);
     free(host);
     return rc;
+}
+
+/* Replicas start identical by construction (same seed) and by a broadcast from rank 0, so a
+ * rank with a different build or seed cannot silently diverge. With checkpoint.init_from the
+ * parameters come from that file instead (train_ckpt.c, once it is known nothing is resumed). */
+static int init_params(train_job *t, ddp_err *err)
+{
+    if (t->cfg->checkpoint.init_from[0])
+        return DDP_OK;
+    int rc = model_init_params(t->m, t->cfg->run.seed, err);
+    return rc != DDP_OK ? rc : train_broadcast_params(t, err);
 }
 
 /* One rank per GPU: more ranks on this host than GPUs visible is an error at startup (ranks

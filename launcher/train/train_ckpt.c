@@ -7,12 +7,15 @@
  * both), and broadcasts it, so ranks need no shared filesystem and a different world size is
  * fine: the sampler continues from the same number of globally consumed samples. No RNG state
  * is saved: every stream is derived from run.seed, its purpose and the epoch (README, "How it
- * works"; docs/checkpoint-format.md, "Resuming").
+ * works"; docs/checkpoint-format.md, "Resuming"). A job that loads no checkpoint and has
+ * checkpoint.init_from starts from that llm.c model file instead (models/gpt2_llmc.h), read by
+ * rank 0 and broadcast like a checkpoint.
  * Must not decide the file format (ckpt.c) or the loop order (train.c). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "models/gpt2_llmc.h"
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
@@ -261,11 +264,33 @@ static void recompute_total(train_job *t, const int64_t *hdr)
     t->total_steps = t->step + left_now + (later_epochs > 0 ? later_epochs * t->steps_per_epoch : 0);
 }
 
+/* checkpoint.init_from, when nothing was resumed: rank 0 reads the file into its parameters
+ * (validated against this run's model.gpt2 shape), every rank learns its verdict, then rank 0's
+ * parameters are broadcast. */
+static int init_from_file(train_job *t, ddp_err *err)
+{
+    const char *path = t->cfg->checkpoint.init_from;
+    if (!path[0])
+        return DDP_OK;
+    int32_t status = DDP_OK;
+    if (t->ctl->rank == 0 && (status = gpt2_llmc_load_model(t->m, path, err)) != DDP_OK)
+        ddp_prefix(err, "checkpoint.init_from");
+    int rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
+    if (rc == DDP_OK && status != DDP_OK) {
+        if (t->ctl->rank != 0)
+            ddp_fail(err, status, "rank 0 could not load checkpoint.init_from %s", path);
+        return status;
+    }
+    if (rc == DDP_OK)
+        log_info("parameters from the llm.c model file %s (checkpoint.init_from)", path);
+    return rc != DDP_OK ? rc : train_broadcast_params(t, err);
+}
+
 int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
 {
     *consumed = 0;
     if (t->cfg->checkpoint.resume == RESUME_NEVER && t->restart_count == 0)
-        return DDP_OK;
+        return init_from_file(t, err);
     size_t n = t->m->n_params, total = n * (size_t)((train_ckpt *)t->ckpt)->n_buffers;
     float *host = malloc(total * sizeof(float));
     if (!host)
@@ -287,9 +312,13 @@ int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
             recompute_total(t, hdr);
             *consumed = hdr[HDR_CONSUMED];
         }
+        if (rc == DDP_OK && t->cfg->checkpoint.init_from[0])
+            log_info("checkpoint.init_from %s not used: the run resumed", t->cfg->checkpoint.init_from);
     } else if (rc == DDP_OK && status == CKPT_NONE) {
         if (t->cfg->checkpoint.resume == RESUME_AUTO)
             log_info("checkpoint: none in %s, starting fresh", ((train_ckpt *)t->ckpt)->dir);
+        free(host);
+        return init_from_file(t, err);
     } else if (rc == DDP_OK) {
         rc = status;
         if (t->ctl->rank != 0)

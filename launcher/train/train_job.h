@@ -56,6 +56,9 @@ typedef struct train_job {
     void *ckpt;             /* train_ckpt.c's state */
 } train_job;
 
+/* train.c: makes every rank's parameters rank 0's (a no-op on one rank). */
+int train_broadcast_params(train_job *t, ddp_err *err);
+
 /* train.c: gathers samples t->idx[0..rows) of data into the staging buffers, uploads them and
  * describes them as b. */
 int train_stage_batch(train_job *t, const dataset *data, int64_t rows, model_batch *b, ddp_err *err);
@@ -72,7 +75,8 @@ int train_sample_text(train_job *t, ddp_err *err);
 
 /* train_ckpt.c */
 int train_ckpt_open(train_job *t, ddp_err *err);
-/* Loads a checkpoint per checkpoint.resume; sets step/epoch/sampler position/optimizer state. */
+/* Loads a checkpoint per checkpoint.resume; sets step/epoch/sampler position/optimizer state. When
+ * none is loaded and checkpoint.init_from is set, loads the parameters from that llm.c file. */
 int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err);
 /* Saves when a trigger fires (every_steps, every_minutes) or when force is set. */
 int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err);

@@ -103,6 +103,7 @@ typedef struct config {
         int64_t keep_last;
         cfg_resume resume;
         char resume_path[CFG_PATH_MAX];
+        char init_from[CFG_PATH_MAX];           /* llm.c GPT-2 model file for a fresh start; "" = none */
         int stop_signal;                        /* signal number that means "checkpoint and stop" */
     } checkpoint;
 } config;

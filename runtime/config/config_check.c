@@ -38,12 +38,15 @@ static bool seq_over_block(const config *c)
     return c->model.kind == MODEL_GPT2 && c->data.kind == DATA_TOKENS && c->data.seq_len > c->model.gpt2.block_size;
 }
 static bool tokens_without_lm(const config *c) { return c->data.kind == DATA_TOKENS && c->model.kind != MODEL_GPT2; }
+static bool init_from_not_gpt2(const config *c) { return c->checkpoint.init_from[0] && c->model.kind != MODEL_GPT2; }
 
 static const conflict conflicts[] = {
     {"model.gpt2.n_head", "model.gpt2.n_embd", gpt2_heads_uneven,
      "model.gpt2.n_embd divisible by model.gpt2.n_head"},
     {"model.gpt2.block_size", "data.seq_len", seq_over_block, "data.seq_len <= model.gpt2.block_size"},
     {"model.kind", "data.kind", tokens_without_lm, "data.kind tokens only with a language model (model.kind gpt2)"},
+    {"model.kind", "checkpoint.init_from", init_from_not_gpt2,
+     "checkpoint.init_from (an llm.c GPT-2 model file) only with model.kind gpt2"},
     {"device", "ddp.backend", nccl_on_cpu, "ddp.backend nccl only with device cuda or auto"},
     {"ddp.backend", "ddp.grad_dtype", bf16_over_mpi, "ddp.grad_dtype bf16 only with ddp.backend nccl or auto"},
     {"train.max_steps", "optimizer.schedule.warmup_steps", warmup_too_long,

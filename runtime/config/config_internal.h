@@ -23,6 +23,7 @@ typedef enum key_type {
     KT_NUM,     /* finite double, range by num_range */
     KT_BOOL,
     KT_STR,     /* non-empty char[CFG_PATH_MAX] */
+    KT_OPT_PATH,/* char[CFG_PATH_MAX], "" (or nothing) = not set */
     KT_ENUM,    /* int-sized enum; choices[] in enum order */
     KT_HIDDEN,  /* model.mlp.hidden: list of 1..CFG_MAX_HIDDEN ints in [imin, imax] */
     KT_BETAS,   /* optimizer.betas: [beta1, beta2], each a KT_NUM in [0, 1) */
@@ -49,6 +50,7 @@ typedef struct cfg_key {
 #define NUM(p, f, r, h) {.path = p, .type = KT_NUM, .off = OFF(f), .range = r, .hashed = h}
 #define BOOL(p, f, h) {.path = p, .type = KT_BOOL, .off = OFF(f), .hashed = h}
 #define STR(p, f) {.path = p, .type = KT_STR, .off = OFF(f)}
+#define OPT_PATH(p, f) {.path = p, .type = KT_OPT_PATH, .off = OFF(f)}
 #define ENUM(p, f, names, h) {.path = p, .type = KT_ENUM, .off = OFF(f), .choices = names, .hashed = h}
 #define BIG INT64_MAX
 #define I32 INT32_MAX

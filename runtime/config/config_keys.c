@@ -88,6 +88,7 @@ static const cfg_key keys_after_models[] = {
     INT("checkpoint.keep_last", checkpoint.keep_last, 1, I32, false),
     {.path = "checkpoint.resume", .type = KT_RESUME},
     {.path = "checkpoint.signal", .type = KT_SIGNAL, .choices = signal_names},
+    OPT_PATH("checkpoint.init_from", checkpoint.init_from),
 };
 #define N_BEFORE ((int)(sizeof keys_before_models / sizeof keys_before_models[0]))
 #define N_AFTER ((int)(sizeof keys_after_models / sizeof keys_after_models[0]))
@@ -215,6 +216,7 @@ void cfg_expect(const cfg_key *k, char *out, size_t n)
     case KT_NUM: num_expect(k->range, out, n); break;
     case KT_BOOL: snprintf(out, n, "true or false"); break;
     case KT_STR: snprintf(out, n, "a non-empty path"); break;
+    case KT_OPT_PATH: snprintf(out, n, "a path, or \"\" for none"); break;
     case KT_ENUM: case KT_SIGNAL: choices_expect(k->choices, out, n); break;
     case KT_HIDDEN:
         int_expect(k->imin, k->imax, elem, sizeof elem);
@@ -487,6 +489,13 @@ int cfg_parse_value(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_
     case KT_NUM: return parse_num(L, s, nd, k->path, k->range, (double *)field);
     case KT_BOOL: return parse_bool(L, s, nd, k->path, (bool *)field);
     case KT_STR: return parse_str(L, s, nd, k->path, field);
+    case KT_OPT_PATH:
+        if (nd->type == YAML_SCALAR_NODE && (is_null(nd) || !nd->data.scalar.length)) {
+            memset(field, 0, CFG_PATH_MAX);
+            return DDP_OK;
+        }
+        return nd->type == YAML_SCALAR_NODE ? parse_str(L, s, nd, k->path, field)
+                                            : wrong(L, s, nd, k->path, "a path, or \"\" for none");
     case KT_ENUM: return parse_choice(L, s, nd, k->path, k->choices, (int *)field);
     case KT_HIDDEN: return parse_hidden(L, s, doc, nd, k);
     case KT_BETAS: return parse_betas(L, s, doc, nd, k);

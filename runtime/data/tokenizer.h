@@ -1,11 +1,11 @@
 /* tokenizer.h — llm.c's tokenizer.bin (version 2): the bytes of every token id, for turning ids back
- * into text when printing samples.
+ * into text when printing samples (and for tokenizer_encode.h, which turns text into ids).
  *
  * Owns the file format checks: a header of 256 little-endian int32 (magic 20240328, version 2,
  * vocabulary size in 1..2^20, end-of-text id or -1), then for each id in order a uint8 length >= 1
  * and that many bytes, and nothing after the last entry. A failed load leaves *out zeroed with
  * nothing allocated, and the error names the file and what is wrong. Decoding only: encoding text
- * is scripts/prepare-text's job. This module must not print, and must not assume token bytes are
+ * is tokenizer_encode.c's (and scripts/prepare-text's) job. This module must not print, and must not assume token bytes are
  * valid UTF-8 on their own (GPT-2 splits multi-byte characters across tokens). */
 #ifndef DDP_TOKENIZER_H
 #define DDP_TOKENIZER_H

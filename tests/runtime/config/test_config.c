@@ -184,7 +184,8 @@ static void test_defaults(void)
           c.optimizer.schedule.min_lr == 0, "schedule");
     CHECK(c.ddp.backend == BACKEND_AUTO && !c.ddp.debug && c.ddp.grad_dtype == GRAD_FP32, "ddp");
     CHECK(c.checkpoint.every_steps == 0 && c.checkpoint.every_minutes == 0 && c.checkpoint.keep_last == 3 &&
-          c.checkpoint.resume == RESUME_AUTO && c.checkpoint.stop_signal == SIGUSR1, "checkpoint");
+          c.checkpoint.resume == RESUME_AUTO && c.checkpoint.stop_signal == SIGUSR1 && !c.checkpoint.init_from[0],
+          "checkpoint");
 }
 
 static void test_overrides_apply(void)
@@ -278,6 +279,35 @@ static void test_hash(void)
         CHECK(hash_with(differ[i]) != base, "%s did not change the hash", differ[i]);
 }
 
+/* checkpoint.init_from: empty by default, a path round-trips through the resolved config, not
+ * hashed (a resume does not depend on how the first attempt started), GPT-2 only. */
+static void test_init_from(void)
+{
+    config a, b;
+    ddp_err err = {0};
+    CHECK(config_load(DDP_SOURCE_ROOT "/configs/gpt2_kjv.yaml", 0, NULL, &a, &err) == DDP_OK, "%s", err.msg);
+    CHECK(a.checkpoint.init_from[0] == '\0', "init_from default \"%s\"", a.checkpoint.init_from);
+    char *ov[] = {"checkpoint.init_from=models/gpt2_124M.bin"};
+    CHECK(config_load(DDP_SOURCE_ROOT "/configs/gpt2_kjv.yaml", 1, ov, &b, &err) == DDP_OK, "%s", err.msg);
+    CHECK(!strcmp(b.checkpoint.init_from, "models/gpt2_124M.bin"), "init_from \"%s\"", b.checkpoint.init_from);
+    CHECK(config_hash(&a) == config_hash(&b), "checkpoint.init_from changed the hash");
+    char dir[] = "/tmp/test_config.XXXXXX", path[4096];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    round_trip(&a, dir);
+    round_trip(&b, dir);
+    /* set back to none, as a later override may */
+    char *ov2[] = {"checkpoint.init_from=models/x.bin", "checkpoint.init_from=\"\""};
+    CHECK(config_load(DDP_SOURCE_ROOT "/configs/gpt2_kjv.yaml", 2, ov2, &b, &err) == DDP_OK, "%s", err.msg);
+    CHECK(b.checkpoint.init_from[0] == '\0', "init_from=\"\" left \"%s\"", b.checkpoint.init_from);
+    snprintf(path, sizeof path, "%s/resolved.yaml", dir);
+    unlink(path);
+    rmdir(dir);
+    expect_fail(NULL, 1, (char *[]){"checkpoint.init_from=gpt2_124M.bin"},
+                "<override 1>:1:22: checkpoint.init_from:", "only with model.kind gpt2, got checkpoint.init_from");
+    expect_fail(NULL, 1, (char *[]){"checkpoint.init_from=[a]"}, "<override 1>:1:22: checkpoint.init_from:",
+                "expected a path, or \"\" for none, got a list");
+}
+
 int main(void)
 {
     test_example();
@@ -288,6 +318,7 @@ int main(void)
     test_unreadable();
     test_round_trip();
     test_hash();
+    test_init_from();
     CHECK(!strcmp(act_kind_name(ACT_GELU), "gelu"), "act_kind_name");
     return check_done("test_config");
 }

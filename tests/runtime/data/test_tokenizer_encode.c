@@ -1,0 +1,193 @@
+/* test_tokenizer_encode.c — the encoder (runtime/data/tokenizer_encode.c) on small hand-made
+ * tokenizer.bin files: GPT-2's pre-tokenizer splits (expected pieces taken from Python's `regex`
+ * module with the same pattern, ASCII and non-ASCII), the byte-pair merge (lowest id first, the
+ * leftmost pair on a tie, a whole piece that is a token taken as is, the end-of-text token never
+ * produced, the lower of two ids with the same bytes), the byte tokenizer's one id per byte, and
+ * the refusals with their byte offsets (invalid UTF-8 of every kind, a byte without a token).
+ * tests/scripts/test_tokenizer_encode.py checks the same encoder against tiktoken's GPT-2. */
+#include "tests/check.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "runtime/data/tokenizer_encode.h"
+
+static char dir[] = "/tmp/test_tokenizer_encode.XXXXXX";
+
+/* Writes a tokenizer.bin of the given tokens (NUL-terminated strings; "" is byte 0) and loads it. */
+static int make_tokenizer(const char *name, const char *const *tokens, int n, int eot, tokenizer *out)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    int32_t header[256] = {20240328, 2, n, eot};
+    fwrite(header, 4, 256, f); /* the test machines are little-endian, like the files */
+    for (int i = 0; i < n; i++) {
+        size_t len = tokens[i][0] ? strlen(tokens[i]) : 1;
+        fputc((int)len, f);
+        fwrite(tokens[i], 1, len, f);
+    }
+    fclose(f);
+    ddp_err err = {0};
+    int rc = tokenizer_load(path, out, &err);
+    CHECK(rc == DDP_OK, "%s: %s", name, err.msg);
+    unlink(path);
+    return rc;
+}
+
+/* Tokens 0..255 are the bytes; then extra. */
+static int make_bpe(const char *name, const char *const *extra, int n_extra, int eot, tokenizer *out)
+{
+    static char bytes[256][2];
+    const char *tokens[512];
+    for (int b = 0; b < 256; b++) {
+        bytes[b][0] = (char)b;
+        tokens[b] = bytes[b];
+    }
+    for (int i = 0; i < n_extra; i++)
+        tokens[256 + i] = extra[i];
+    return make_tokenizer(name, tokens, 256 + n_extra, eot, out);
+}
+
+static void expect_ids(const tokenizer_encoder *e, const char *text, size_t len, const int32_t *want, int64_t n_want)
+{
+    int32_t *ids = NULL;
+    int64_t n = -1;
+    ddp_err err = {0};
+    int rc = tokenizer_encode(e, text, len, &ids, &n, &err);
+    CHECK(rc == DDP_OK, "encode \"%s\": %s", text, err.msg);
+    bool same = rc == DDP_OK && n == n_want && (n == 0 || !memcmp(ids, want, (size_t)n * sizeof *ids));
+    CHECK(same, "encode \"%s\": %lld ids, expected %lld; first %d, expected %d", text, (long long)n,
+          (long long)n_want, n > 0 ? ids[0] : -1, n_want > 0 ? want[0] : -1);
+    free(ids);
+}
+
+#define IDS(...) (const int32_t[]){__VA_ARGS__}, (int64_t)(sizeof (const int32_t[]){__VA_ARGS__} / sizeof(int32_t))
+
+static void expect_refused(const tokenizer_encoder *e, const char *text, size_t len, const char *msg)
+{
+    int32_t *ids = (int32_t *)1;
+    int64_t n = -1;
+    ddp_err err = {0};
+    int rc = tokenizer_encode(e, text, len, &ids, &n, &err);
+    CHECK(rc == DDP_EUSAGE && ids == NULL && n == 0, "\"%s\" accepted (rc %d)", text, rc);
+    CHECK(strstr(err.msg, msg) != NULL, "\"%s\": message \"%s\" lacks \"%s\"", text, err.msg, msg);
+    if (rc == DDP_OK)
+        free(ids);
+}
+
+static void test_merges(void)
+{
+    /* eot sits among the others on purpose; 262 repeats 257's bytes */
+    const char *extra[] = {"ll", "he", "hell", "aa", "xyz", "<|endoftext|>", "he", "lo"};
+    tokenizer t;
+    if (make_bpe("bpe.bin", extra, 8, 261, &t))
+        return;
+    tokenizer_encoder *e = NULL;
+    ddp_err err = {0};
+    CHECK(tokenizer_encoder_create(&t, &e, &err) == DDP_OK, "%s", err.msg);
+    /* ll (256) first, then he (257), then hell (258); "lo" (263) never gets its chance */
+    expect_ids(e, "hello", 5, IDS(258, 'o'));
+    expect_ids(e, "aaa", 3, IDS(259, 'a'));          /* a tie: the leftmost pair */
+    expect_ids(e, "aaaa", 4, IDS(259, 259));
+    expect_ids(e, "xyz", 3, IDS(260));               /* no pair of it is a token, the whole piece is */
+    expect_ids(e, " xyz", 4, IDS(' ', 'x', 'y', 'z'));
+    expect_ids(e, "he", 2, IDS(257));                /* 262 has the same bytes: the lower id wins */
+    expect_ids(e, "<|endoftext|>", 13, IDS('<', '|', 'e', 'n', 'd', 'o', 'f', 't', 'e', 'x', 't', '|', '>'));
+    expect_ids(e, "", 0, NULL, 0);
+    expect_ids(e, "a\0b", 3, IDS('a', 0, 'b'));
+    /* UTF-8 passes through as bytes when no token joins them */
+    expect_ids(e, "\xc3\xa9", 2, IDS(0xc3, 0xa9));
+    expect_refused(e, "ok\xff", 3, "invalid UTF-8 at byte offset 2 (byte 0xFF)");
+    expect_refused(e, "ab\xe2\x82", 4, "invalid UTF-8 at byte offset 2");     /* cut short */
+    expect_refused(e, "\xc0\x80", 2, "invalid UTF-8 at byte offset 0");       /* overlong NUL */
+    expect_refused(e, "\xe0\x80\xaf", 3, "invalid UTF-8 at byte offset 0");   /* overlong '/' */
+    expect_refused(e, "x\xed\xa0\x80", 4, "invalid UTF-8 at byte offset 1");  /* a surrogate */
+    expect_refused(e, "\xf4\x90\x80\x80", 4, "invalid UTF-8 at byte offset 0"); /* above U+10FFFF */
+    expect_refused(e, "a\x80", 2, "invalid UTF-8 at byte offset 1");          /* stray continuation */
+    expect_refused(e, "caf\xc3\xa9 \xe2\x28\xa1", 9, "invalid UTF-8 at byte offset 6");
+    tokenizer_encoder_free(e);
+    tokenizer_free(&t);
+}
+
+static void test_bytes_and_missing(void)
+{
+    tokenizer t;
+    if (make_bpe("bytes.bin", NULL, 0, -1, &t))
+        return;
+    tokenizer_encoder *e = NULL;
+    ddp_err err = {0};
+    CHECK(tokenizer_encoder_create(&t, &e, &err) == DDP_OK, "%s", err.msg);
+    expect_ids(e, "h\xc3\xa9llo\n", 7, IDS('h', 0xc3, 0xa9, 'l', 'l', 'o', '\n'));
+    tokenizer_encoder_free(e);
+    tokenizer_free(&t);
+
+    /* ASCII only: a non-ASCII byte has no token */
+    const char *ascii[128];
+    static char b[128][2];
+    for (int i = 0; i < 128; i++) {
+        b[i][0] = (char)i;
+        ascii[i] = b[i];
+    }
+    if (make_tokenizer("ascii.bin", ascii, 128, -1, &t))
+        return;
+    CHECK(tokenizer_encoder_create(&t, &e, &err) == DDP_OK, "%s", err.msg);
+    expect_ids(e, "plain", 5, IDS('p', 'l', 'a', 'i', 'n'));
+    expect_refused(e, "h\xc3\xa9llo", 6, "byte 0xC3 at byte offset 1 has no token");
+    tokenizer_encoder_free(e);
+    tokenizer_free(&t);
+}
+
+/* pieces: the expected split, joined by '|' (no case below contains '|'). */
+static void expect_split(const char *text, const char *pieces)
+{
+    size_t len = strlen(text), ends[256];
+    ddp_err err = {0};
+    int64_t n = tokenizer_pretokenize(text, len, ends, &err);
+    char got[1024] = "";
+    size_t used = 0, start = 0;
+    for (int64_t i = 0; i < n && used < sizeof got - 64; i++) {
+        used += (size_t)snprintf(got + used, sizeof got - used, "%s%.*s", i ? "|" : "", (int)(ends[i] - start),
+                                 text + start);
+        start = ends[i];
+    }
+    CHECK(n > 0 && !strcmp(got, pieces), "split of \"%s\": \"%s\", expected \"%s\" (%s)", text, got, pieces,
+          n < 0 ? err.msg : "");
+}
+
+static void test_pretokenizer(void)
+{
+    expect_split("Hello world", "Hello| world");
+    expect_split("I'm  here,   don't!", "I|'m| | here|,|  | don|'t|!");
+    expect_split("  leading", " | leading");
+    expect_split("trailing  ", "trailing|  ");
+    expect_split("a\n\nb", "a|\n|\n|b");
+    expect_split("x\t \ty", "x|\t |\t|y");
+    expect_split("'S 's 'll 'LL 've 're 'd 'x", "'|S| '|s| '|ll| '|LL| '|ve| '|re| '|d| '|x");
+    expect_split("?'s", "?'|s");
+    expect_split("abc123def 4567", "abc|123|def| 4567");
+    expect_split("...!? ", "...!?| ");
+    expect_split("\n", "\n");
+    expect_split("   ", "   ");
+    expect_split("caf\xc3\xa9 na\xc3\xafve\xe2\x80\x94\xe2\x80\x9cquoted\xe2\x80\x9d \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e "
+                 "\xf0\x9f\x99\x82 \xd9\xa1\xd9\xa2\xd9\xa3 \xe2\x85\xab e\xcc\x81",
+                 "caf\xc3\xa9| na\xc3\xafve|\xe2\x80\x94\xe2\x80\x9c|quoted|\xe2\x80\x9d| \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e|"
+                 " \xf0\x9f\x99\x82| \xd9\xa1\xd9\xa2\xd9\xa3| \xe2\x85\xab| e|\xcc\x81");
+    expect_split("a\xc2\xa0" "b\xe3\x80\x80" "c\xe2\x80\xa8" "d", "a|\xc2\xa0|b|\xe3\x80\x80|c|\xe2\x80\xa8|d");
+    size_t ends[4];
+    ddp_err err = {0};
+    CHECK(tokenizer_pretokenize("a\xff", 2, ends, &err) == -1 && strstr(err.msg, "byte offset 1"),
+          "pretokenize of invalid UTF-8: %s", err.msg);
+}
+
+int main(void)
+{
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    test_merges();
+    test_bytes_and_missing();
+    test_pretokenizer();
+    rmdir(dir);
+    return check_done("test_tokenizer_encode");
+}

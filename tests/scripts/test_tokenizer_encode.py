@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""tests/scripts/test_tokenizer_encode.py [PROJECT_ROOT] — ddprun's C encoder of GPT-2 BPE
+(runtime/data/tokenizer_encode.c, through `ddprun generate --encode-only`) against tiktoken, the
+encoder scripts/prepare-text makes the training data with: KJV paragraphs (the whole Bible when
+the `bible` program is installed), this project's README, and punctuation, white-space,
+contraction and non-ASCII edge cases must give the same ids. Also: invalid UTF-8 is refused with
+its byte offset, and --prompt gives what --prompt-file gives.
+
+Needs tiktoken and the GPT-2 ranks file (scripts/setup --text); without them it prints why and
+exits 77, which meson reports as skipped. DDPRUN names the ddprun program (tests/meson.build).
+"""
+import importlib.machinery
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+DDPRUN = os.environ.get("DDPRUN") or os.path.join(ROOT, "build", "launcher", "ddprun")
+SKIP = 77
+
+KJV = """In the beginning God created the heaven and the earth. And the earth was without form, and void; \
+and darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters.
+And God said, Let there be light: and there was light.
+
+The LORD is my shepherd; I shall not want. He maketh me to lie down in green pastures: he leadeth me \
+beside the still waters. He restoreth my soul: he leadeth me in the paths of righteousness for his \
+name's sake.
+
+Vanity of vanities, saith the Preacher, vanity of vanities; all is vanity. What profit hath a man of \
+all his labour which he taketh under the sun? One generation passeth away, and another generation \
+cometh: but the earth abideth for ever.
+"""
+
+EDGE_CASES = [
+    "Hello world", "Hello world\n", " Hello", "  two leading spaces", "trailing spaces   ", "\n", "\n\n\n",
+    " \n ", "\t\ttabs\tand  spaces \t\n", "a\n\nb", "x\r\ny\r\n", "I'm don't we'll they've you're he'd it's",
+    "'S 'LL 'Ve capital contractions", "?'s '' ''s' 'tis", "quotes \"double\" and 'single'",
+    "numbers 123 4567 89012 3.14159 1,000,000 0x1F 2nd 3rd", "punctuation...!?;:--()[]{}<>@#$%^&*_+=|\\/~`",
+    "<|endoftext|> spelled out is ordinary text", "emails a.b@c.de and https://example.com/path?q=1&r=2",
+    "  \n  \n  indented\n    code();\n", "CamelCaseWords and snake_case_words and SHOUTING",
+    "café naïve façade résumé coöperate", "em dash—here – en dash … ellipsis", "“curly” ‘quotes’ don’t",
+    "日本語のテキスト、中文文本。한국어", "emoji 🙂👍🏽 and ZWJ 👩‍👩‍👧 family", "Ⅻ ½ ² ١٢٣ numbers of other scripts",
+    "e\u0301 combining accent, NBSP\u00a0here, ideographic\u3000space, line\u2028separator, NEL\u0085x",
+    "Ελληνικά, русский текст, עברית, العربية", "a" * 300, " " * 70 + "x", "ab" * 150 + "!",
+]
+
+
+def skip(why):
+    print(f"SKIP: {why}")
+    sys.exit(SKIP)
+
+
+def load_prepare_text():
+    path = os.path.join(ROOT, "scripts", "prepare-text")
+    loader = importlib.machinery.SourceFileLoader("prepare_text", path)
+    spec = importlib.util.spec_from_loader("prepare_text", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def bible_text():
+    try:
+        r = subprocess.run(["bible", "-f", "Gen1:1-Rev22:21"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return None
+    if r.returncode != 0:
+        return None
+    lines = r.stdout.decode("utf-8").splitlines()
+    return "\n".join(line.split(" ", 1)[1] for line in lines if " " in line) + "\n"
+
+
+def main():
+    try:
+        import tiktoken  # noqa: F401
+    except ImportError:
+        skip("python3 cannot import tiktoken (scripts/setup --text installs it)")
+    prep = load_prepare_text()
+    ranks = prep.ranks_path(None)
+    if not os.path.isfile(ranks):
+        skip(f"no GPT-2 ranks file at {ranks} (scripts/setup --text fetches it)")
+    enc = prep.GPT2Tokenizer(ranks).enc
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="ddptest.") as tmp:
+        seed = os.path.join(tmp, "seed.txt")
+        with open(seed, "w") as f:
+            f.write(KJV)
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "prepare-text"), "--ranks", ranks, seed,
+                        os.path.join(tmp, "data")], check=True, stdout=subprocess.DEVNULL)
+        tok = os.path.join(tmp, "data", "tokenizer.bin")
+
+        def ddprun_encode(data):
+            path = os.path.join(tmp, "prompt.txt")
+            with open(path, "wb") as f:
+                f.write(data)
+            return subprocess.run([DDPRUN, "generate", "--encode-only", "--tokenizer", tok, "--prompt-file", path],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+        texts = [("KJV paragraphs", KJV)]
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            texts.append(("README.md", f.read()))
+        kjv = bible_text()
+        if kjv:
+            texts.append(("the whole KJV (bible -f Gen1:1-Rev22:21)", kjv))
+        else:
+            print("note: `bible` not installed; the whole-KJV comparison is left out")
+        texts += [(f"edge case {i}: {t[:40]!r}", t) for i, t in enumerate(EDGE_CASES)]
+        for name, text in texts:
+            want = enc.encode_ordinary(text)
+            r = ddprun_encode(text.encode("utf-8"))
+            got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else None
+            if got == want:
+                print(f"ok - {name}: {len(want)} tokens")
+                continue
+            failed += 1
+            if got is None:
+                print(f"FAIL - {name}: ddprun exited {r.returncode}: {r.stderr.decode(errors='replace').strip()}")
+                continue
+            i = next((k for k in range(min(len(got), len(want))) if got[k] != want[k]), min(len(got), len(want)))
+            print(f"FAIL - {name}: {len(got)} ids, tiktoken {len(want)}; first difference at id {i}: ddprun "
+                  f"{got[i:i + 5]} tiktoken {want[i:i + 5]} around {enc.decode(want[max(0, i - 5):i + 5])!r}")
+
+        r = subprocess.run([DDPRUN, "generate", "--encode-only", "--tokenizer", tok, "--prompt", "Hello world"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if r.returncode == 0 and r.stdout.split() == [b"15496", b"995"]:
+            print("ok - --prompt 'Hello world' -> 15496 995")
+        else:
+            failed += 1
+            print(f"FAIL - --prompt 'Hello world': exit {r.returncode}, {r.stdout!r} {r.stderr!r}")
+
+        for data, offset in [(b"valid start \xc3\xa9 then \xff", 20), (b"cut short \xe2\x82", 10),
+                             (b"\xed\xa0\x80 surrogate", 0)]:
+            r = ddprun_encode(data)
+            err = r.stderr.decode(errors="replace")
+            if r.returncode == 2 and f"invalid UTF-8 at byte offset {offset}" in err and not r.stdout:
+                print(f"ok - refused {data!r}: {err.strip()}")
+            else:
+                failed += 1
+                print(f"FAIL - {data!r}: exit {r.returncode}, stdout {r.stdout!r}, stderr {err.strip()!r}")
+    print(f"{len(texts) + 4} checks, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
