@@ -1,0 +1,142 @@
+"""PyTorch reference for scripts/bench-gpt: the same GPT-2 as models/gpt2.c (tied token embedding
+and classifier, learned position embedding, pre-LayerNorm blocks, causal self-attention as explicit
+matmul + mask + softmax, tanh-GELU MLP of 4x width, final LayerNorm), trained with AdamW (weight
+decay on the 2-D weights only, as ddprun's per-tensor no-decay list) and gradient clipping at 1.0,
+fp32 on the CPU, one process with --threads intra-op threads. The vocabulary is the padded one
+ddprun's wte holds (nanoGPT's 50304 trick), so the GEMM shapes and FLOPs match ours exactly.
+Batches are random windows of a token shard from scripts/prepare-text (or random tokens).
+
+Prints one line: the median tokens/s over windows of --window steps after --warmup steps, then
+the median ms/step, e.g. "tokens_per_s 4321.0 ms_per_step 1234.5". Measures only."""
+import argparse
+import math
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, C, NH, T):
+        super().__init__()
+        self.NH = NH
+        self.ln_1 = nn.LayerNorm(C)
+        self.c_attn = nn.Linear(C, 3 * C)
+        self.c_proj = nn.Linear(C, C)
+        self.ln_2 = nn.LayerNorm(C)
+        self.c_fc = nn.Linear(C, 4 * C)
+        self.mlp_proj = nn.Linear(4 * C, C)
+        self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T),
+                             persistent=False)
+
+    def attn(self, x):
+        B, T, C = x.shape
+        hs = C // self.NH
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, self.NH, hs).transpose(1, 2)
+        k = k.view(B, T, self.NH, hs).transpose(1, 2)
+        v = v.view(B, T, self.NH, hs).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT2(nn.Module):
+    def __init__(self, L, C, NH, T, Vp):
+        super().__init__()
+        self.wte = nn.Embedding(Vp, C)
+        self.wpe = nn.Embedding(T, C)
+        self.h = nn.ModuleList([Block(C, NH, T) for _ in range(L)])
+        self.ln_f = nn.LayerNorm(C)
+        for name, p in self.named_parameters():
+            if p.dim() == 2:
+                std = 0.02 / math.sqrt(2 * L) if name.endswith(("c_proj.weight", "mlp_proj.weight")) else 0.02
+                nn.init.normal_(p, 0.0, std)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for blk in self.h:
+            x = blk(x)
+        logits = F.linear(self.ln_f(x), self.wte.weight)  # tied classifier
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--embd", type=int, default=384)
+    ap.add_argument("--heads", type=int, default=6)
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--vocab-padded", type=int, default=50304)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=8, help="timed steps after the warm-up")
+    ap.add_argument("--window", type=int, default=2, help="steps per timed window")
+    ap.add_argument("--data", help="a train_*.bin shard from scripts/prepare-text")
+    ap.add_argument("--foreach", action="store_true", help="AdamW(foreach=True)")
+    a = ap.parse_args()
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    B, T = a.batch, a.seq
+    if a.data:
+        with open(a.data, "rb") as f:
+            header = np.frombuffer(f.read(1024), dtype="<i4")
+            tokens = np.frombuffer(f.read(), dtype="<u2")[: header[2]].astype(np.int64)
+    else:
+        tokens = np.random.default_rng(0).integers(0, a.vocab_padded, 1 << 20)
+    tokens = torch.from_numpy(tokens)
+    gen = torch.Generator().manual_seed(1)
+
+    def batch():
+        starts = torch.randint(0, len(tokens) - T - 1, (B,), generator=gen)
+        win = torch.stack([tokens[s:s + T + 1] for s in starts.tolist()])
+        return win[:, :-1].contiguous(), win[:, 1:].contiguous()
+
+    model = GPT2(a.layers, a.embd, a.heads, T, a.vocab_padded)
+    decay = [p for p in model.parameters() if p.dim() == 2]
+    no_decay = [p for p in model.parameters() if p.dim() != 2]
+    kw = {"foreach": True} if a.foreach else {}
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8, **kw)
+
+    def step():
+        x, y = batch()
+        opt.zero_grad(set_to_none=True)
+        loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss
+
+    for _ in range(a.warmup):
+        step()
+    rates, ms = [], []
+    for _ in range(max(1, a.steps // a.window)):
+        t0 = time.perf_counter()
+        for _ in range(a.window):
+            loss = step()
+        dt = time.perf_counter() - t0
+        rates.append(B * T * a.window / dt)
+        ms.append(1e3 * dt / a.window)
+    if not math.isfinite(loss.item()):
+        print("bench_torch_gpt: loss is not finite", file=sys.stderr)
+    print(f"tokens_per_s {statistics.median(rates):.1f} ms_per_step {statistics.median(ms):.1f}")
+
+
+if __name__ == "__main__":
+    main()
