@@ -369,7 +369,9 @@ static int train_loop(train_job *t, int64_t consumed, ddp_err *err)
         if (stopped)
             return DDP_EPREEMPTED;
         bool epoch_done = sampler_steps_left(&t->smp) < c->train.grad_accum;
-        if (c->train.eval && (epoch_done || t->step >= t->total_steps) && (rc = train_evaluate(t, err)) != DDP_OK)
+        bool fresh = t->evaluated && t->eval_step == t->step; /* train.eval_every just did it */
+        if (c->train.eval && !fresh && (epoch_done || t->step >= t->total_steps) &&
+            (rc = train_evaluate(t, err)) != DDP_OK)
             return rc;
         if (!epoch_done)
             break; /* the step budget ran out inside this epoch */

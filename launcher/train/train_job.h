@@ -49,6 +49,7 @@ typedef struct train_job {
     double t_start;
     double last_ckpt_time;
     bool evaluated;           /* the test set was evaluated at least once */
+    int64_t eval_step;        /* the step of the latest evaluation */
     double last_test_loss, last_test_acc;  /* the latest evaluation; accuracy only for classifiers */
 
     FILE *metrics;          /* rank 0: run.dir/metrics.jsonl */

@@ -172,6 +172,7 @@ int train_evaluate(train_job *t, ddp_err *err)
     t->last_test_loss = sums[0] / terms;
     t->last_test_acc = sums[1] / terms;
     t->evaluated = true;
+    t->eval_step = t->step;
     log_evaluation(t, sums[2]);
     return DDP_OK;
 }
