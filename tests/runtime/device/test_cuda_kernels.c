@@ -23,6 +23,7 @@
 #include "runtime/device/device.h"
 #include "runtime/optim/optim.h"
 #include "tests/check.h"
+#include "tests/runtime/device/op_times.h"
 
 typedef struct pair {
     device *cpu, *gpu;
@@ -36,23 +37,6 @@ static void die_on(int rc, const ddp_err *err, const char *what)
         fprintf(stderr, "FATAL: %s: %s\n", what, err->msg);
         exit(1);
     }
-}
-
-/* Emulated (or GPU) time spent inside each CUDA device op, summed over the run. */
-static struct op_time {
-    const char *name;
-    double ms;
-    int calls;
-} op_times[32];
-
-static void op_time_add(const char *name, double ms)
-{
-    int i = 0;
-    while (op_times[i].name && strcmp(op_times[i].name, name) != 0)
-        i++;
-    op_times[i].name = name;
-    op_times[i].ms += ms;
-    op_times[i].calls++;
 }
 
 /* Runs p->gpu->ops->OP(ARGS) timed, and checks it succeeded. */
@@ -511,8 +495,7 @@ int main(int argc, char **argv)
         groups[i].run(&p);
         fprintf(stderr, "  %-22s %8.1f ms\n", groups[i].name, 1e3 * monotonic_s() - t0);
     }
-    for (int i = 0; op_times[i].name; i++)
-        fprintf(stderr, "  op %-14s %5d calls %9.1f ms\n", op_times[i].name, op_times[i].calls, op_times[i].ms);
+    op_times_print();
     p.gpu->ops->destroy(p.gpu);
     p.cpu->ops->destroy(p.cpu);
     return check_done("test_cuda_kernels");

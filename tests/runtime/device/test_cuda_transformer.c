@@ -34,6 +34,7 @@
 #include "runtime/base/rng.h"
 #include "runtime/device/device.h"
 #include "tests/check.h"
+#include "tests/runtime/device/op_times.h"
 
 #define ROUND_ONCE ((double)FLT_EPSILON)
 #define SOFTMAX_RTOL (8.0 * (double)FLT_EPSILON)
@@ -155,23 +156,6 @@ static void out_check(out *o, const char *what, double rtol, double atol)
     free(hg);
     free(o->init);
     free(o->first);
-}
-
-/* Emulated time spent in the CUDA ops, summed per op. */
-static struct {
-    const char *name;
-    double ms;
-    int calls;
-} op_times[16];
-
-static void op_time_add(const char *name, double ms)
-{
-    int i = 0;
-    while (op_times[i].name && strcmp(op_times[i].name, name) != 0)
-        i++;
-    op_times[i].name = name;
-    op_times[i].ms += ms;
-    op_times[i].calls++;
 }
 
 /* Runs OP on the CPU, then twice on the CUDA device, resetting the outs[0..n_outs) between the
@@ -438,8 +422,7 @@ int main(void)
         groups[i].run();
         fprintf(stderr, "  %-16s %8.1f ms\n", groups[i].name, 1e3 * monotonic_s() - t0);
     }
-    for (int i = 0; op_times[i].name; i++)
-        fprintf(stderr, "  op %-27s %4d calls %9.1f ms\n", op_times[i].name, op_times[i].calls, op_times[i].ms);
+    op_times_print();
     gpu->ops->destroy(gpu);
     cpu->ops->destroy(cpu);
     return check_done("test_cuda_transformer");
