@@ -45,8 +45,9 @@ static void add_column_sums(float *restrict dst, const float *restrict src, int6
 
 /* ---- embeddings ------------------------------------------------------------------------ */
 
-int device_cpu_embedding_forward(device *d, float *restrict out, const int32_t *restrict tokens, const float *restrict wte,
-                           const float *restrict wpe, int64_t B, int64_t T, int64_t C, ddp_err *err)
+int device_cpu_embedding_forward(device *d, float *restrict out, const int32_t *restrict tokens,
+                                 const float *restrict wte, const float *restrict wpe, int64_t B, int64_t T, int64_t C,
+                                 ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -82,7 +83,7 @@ static void embedding_backward_wte(float *restrict dwte, const float *restrict d
 }
 
 int device_cpu_embedding_backward(device *d, float *restrict dwte, float *restrict dwpe, const float *restrict dout,
-                            const int32_t *restrict tokens, int64_t B, int64_t T, int64_t C, ddp_err *err)
+                                  const int32_t *restrict tokens, int64_t B, int64_t T, int64_t C, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -116,8 +117,9 @@ static void layernorm_row(float *restrict out, float *restrict mean, float *rest
     *rstd = (float)r;
 }
 
-int device_cpu_layernorm_forward(device *d, float *restrict out, float *restrict mean, float *restrict rstd, const float *restrict inp,
-                           const float *restrict w, const float *restrict b, int64_t N, int64_t C, ddp_err *err)
+int device_cpu_layernorm_forward(device *d, float *restrict out, float *restrict mean, float *restrict rstd,
+                                 const float *restrict inp, const float *restrict w, const float *restrict b, int64_t N,
+                                 int64_t C, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -172,9 +174,10 @@ static void layernorm_backward_params(float *restrict dw, float *restrict db, co
     }
 }
 
-int device_cpu_layernorm_backward(device *d, float *restrict dinp, float *restrict dw, float *restrict db, const float *restrict dout,
-                            const float *restrict inp, const float *restrict w, const float *restrict mean,
-                            const float *restrict rstd, int64_t N, int64_t C, ddp_err *err)
+int device_cpu_layernorm_backward(device *d, float *restrict dinp, float *restrict dw, float *restrict db,
+                                  const float *restrict dout, const float *restrict inp, const float *restrict w,
+                                  const float *restrict mean, const float *restrict rstd, int64_t N, int64_t C,
+                                  ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -210,8 +213,9 @@ static void scatter_heads(float *restrict tok, const float *restrict heads, int6
     }
 }
 
-int device_cpu_attention_split_heads(device *d, float *restrict q, float *restrict k, float *restrict v, const float *restrict qkv,
-                               int64_t B, int64_t T, int64_t NH, int64_t hs, ddp_err *err)
+int device_cpu_attention_split_heads(device *d, float *restrict q, float *restrict k, float *restrict v,
+                                     const float *restrict qkv, int64_t B, int64_t T, int64_t NH, int64_t hs,
+                                     ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -222,8 +226,9 @@ int device_cpu_attention_split_heads(device *d, float *restrict q, float *restri
     return DDP_OK;
 }
 
-int device_cpu_attention_merge_heads_grad(device *d, float *restrict dqkv, const float *restrict dq, const float *restrict dk,
-                                    const float *restrict dv, int64_t B, int64_t T, int64_t NH, int64_t hs, ddp_err *err)
+int device_cpu_attention_merge_heads_grad(device *d, float *restrict dqkv, const float *restrict dq,
+                                          const float *restrict dk, const float *restrict dv, int64_t B, int64_t T,
+                                          int64_t NH, int64_t hs, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -234,8 +239,8 @@ int device_cpu_attention_merge_heads_grad(device *d, float *restrict dqkv, const
     return DDP_OK;
 }
 
-int device_cpu_attention_merge_heads(device *d, float *restrict out, const float *restrict y, int64_t B, int64_t T, int64_t NH,
-                               int64_t hs, ddp_err *err)
+int device_cpu_attention_merge_heads(device *d, float *restrict out, const float *restrict y, int64_t B, int64_t T,
+                                     int64_t NH, int64_t hs, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -243,8 +248,8 @@ int device_cpu_attention_merge_heads(device *d, float *restrict out, const float
     return DDP_OK;
 }
 
-int device_cpu_attention_split_heads_grad(device *d, float *restrict dy, const float *restrict dout, int64_t B, int64_t T,
-                                    int64_t NH, int64_t hs, ddp_err *err)
+int device_cpu_attention_split_heads_grad(device *d, float *restrict dy, const float *restrict dout, int64_t B,
+                                          int64_t T, int64_t NH, int64_t hs, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -273,8 +278,8 @@ static void causal_softmax_row(float *restrict att, const float *restrict pre, f
         att[j] = 0.0f;
 }
 
-int device_cpu_causal_softmax_forward(device *d, float *restrict att, const float *restrict preatt, float scale, int64_t BH,
-                                int64_t T, ddp_err *err)
+int device_cpu_causal_softmax_forward(device *d, float *restrict att, const float *restrict preatt, float scale,
+                                      int64_t BH, int64_t T, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -297,8 +302,8 @@ static void causal_softmax_backward_row(float *restrict dpre, const float *restr
         dpre[j] = 0.0f;
 }
 
-int device_cpu_causal_softmax_backward(device *d, float *restrict dpreatt, const float *restrict datt, const float *restrict att,
-                                 float scale, int64_t BH, int64_t T, ddp_err *err)
+int device_cpu_causal_softmax_backward(device *d, float *restrict dpreatt, const float *restrict datt,
+                                       const float *restrict att, float scale, int64_t BH, int64_t T, ddp_err *err)
 {
     (void)d;
     (void)err;
