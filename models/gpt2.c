@@ -53,7 +53,7 @@ typedef struct gpt2_impl {
     float *dres, *dln, *datty, *dqkv, *dq, *dk, *dv, *dyh, *datt, *dfch, *dfch_gelu;
     float *preatt;             /* [B, NH, T, T] scores before the softmax (forward scratch) */
     float *yh;                 /* [B, NH, T, hs] attention output before merging (forward scratch) */
-    void *allocs[64];
+    void *allocs[24];          /* the shared buffers of alloc_acts and the blocks' slab */
     int n_allocs;
     size_t act_bytes;          /* activation + scratch bytes, for the memory plan */
 } gpt2_impl;
@@ -101,10 +101,9 @@ static float *block_tensor(const model *m, float *base, int l, int i)
 
 static int act_alloc(model *m, gpt2_impl *g, float **p, int64_t count, ddp_err *err)
 {
-    if (g->n_allocs == (int)(sizeof g->allocs / sizeof g->allocs[0])) {
-        /* Blocks allocate as one slab each (below), so this bound holds for any depth. */
-        return ddp_fail(err, DDP_ERUNTIME, "gpt2: too many activation buffers");
-    }
+    if (g->n_allocs == (int)(sizeof g->allocs / sizeof g->allocs[0])) /* a layout change outgrew allocs[] */
+        return ddp_fail(err, DDP_ERUNTIME, "gpt2: more than %d activation buffers",
+                        (int)(sizeof g->allocs / sizeof g->allocs[0]));
     size_t bytes = (size_t)count * sizeof(float);
     int rc = m->dev->ops->alloc(m->dev, bytes, (void **)p, err);
     if (rc)
@@ -114,26 +113,30 @@ static int act_alloc(model *m, gpt2_impl *g, float **p, int64_t count, ddp_err *
     return DDP_OK;
 }
 
-/* One slab per block, carved into its saved activations. */
-static int alloc_block(model *m, gpt2_impl *g, gpt2_block_acts *a, int64_t B, ddp_err *err)
+/* Every block's saved activations in one slab, each block's part carved into its buffers, so the
+ * number of allocations does not grow with depth. */
+static int alloc_blocks(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
 {
     int64_t T = g->T, C = g->s.n_embd, NH = g->s.n_head, BT = B * T;
-    int64_t sizes[] = {BT * C, BT, BT, BT * C, BT * C, BT * C, B * NH * T * T, BT * C, BT * C, BT * C, BT, BT,
-                       BT * 4 * C, BT * 4 * C, BT * C};
-    float **ptrs[] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->q, &a->k, &a->v, &a->att, &a->atty,
-                      &a->res2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu, &a->res3};
-    int64_t total = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        total += (sizes[i] + 15) / 16 * 16;   /* keep every buffer 64-byte aligned */
+    const int64_t sizes[] = {BT * C, BT, BT, BT * C, BT * C, BT * C, B * NH * T * T, BT * C, BT * C, BT * C, BT, BT,
+                             BT * 4 * C, BT * 4 * C, BT * C};
+    enum { N_BUFS = sizeof sizes / sizeof sizes[0] };
+    int64_t per_block = 0;
+    for (int i = 0; i < N_BUFS; i++)
+        per_block += (sizes[i] + 15) / 16 * 16; /* keep every buffer 64-byte aligned */
     float *slab;
-    int rc = act_alloc(m, g, &slab, total, err);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        *ptrs[i] = slab;
-        slab += (sizes[i] + 15) / 16 * 16;
+    int rc = act_alloc(m, g, &slab, per_block * g->s.n_layer, err);
+    for (int l = 0; !rc && l < g->s.n_layer; l++) {
+        gpt2_block_acts *a = &g->blocks[l];
+        float **const ptrs[N_BUFS] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->q, &a->k, &a->v, &a->att,
+                                      &a->atty, &a->res2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch,
+                                      &a->fch_gelu, &a->res3};
+        for (int i = 0; i < N_BUFS; i++) {
+            *ptrs[i] = slab;
+            slab += (sizes[i] + 15) / 16 * 16;
+        }
     }
-    return DDP_OK;
+    return rc;
 }
 
 static int alloc_acts(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
@@ -155,12 +158,7 @@ static int alloc_acts(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
     g->blocks = calloc((size_t)g->s.n_layer, sizeof *g->blocks);
     if (!g->blocks)
         return ddp_fail(err, DDP_ERUNTIME, "gpt2: out of host memory");
-    for (int l = 0; l < g->s.n_layer; l++) {
-        int rc = alloc_block(m, g, &g->blocks[l], B, err);
-        if (rc)
-            return rc;
-    }
-    return DDP_OK;
+    return alloc_blocks(m, g, B, err);
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */

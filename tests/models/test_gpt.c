@@ -214,6 +214,18 @@ static void check_finite_differences(gfx *f)
     free(targets);
 }
 
+/* The deepest model the config allows builds: activations are not allocated per layer. */
+static void check_deepest_builds(device *d)
+{
+    cfg_gpt2 shape = {.n_layer = GPT2_MAX_LAYERS, .n_head = 1, .n_embd = 8, .block_size = 4, .vocab_size = 16};
+    sample_layout data = {.input = {SAMPLE_I32, 4}, .target = {SAMPLE_I32, 4}, .n_classes = 16};
+    model *m = NULL;
+    ddp_err err = {0};
+    CHECK(gpt2_create(&shape, d, &data, 2, &m, &err) == 0, "%d layers: %s", GPT2_MAX_LAYERS, err.msg);
+    if (m)
+        m->ops->destroy(m);
+}
+
 /* `--cuda` runs the PyTorch checks on the CUDA device; the finite differences, which check the
  * model's formulas rather than a backend, run on the CPU only. */
 int main(int argc, char **argv)
@@ -235,6 +247,7 @@ int main(int argc, char **argv)
         check_trajectory(&f, "adamw_clip", 0.5);
         if (!cuda)
             check_finite_differences(&f);
+        check_deepest_builds(d);
     }
     gfx_teardown(&f);
     d->ops->destroy(d);
