@@ -274,6 +274,24 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 
 cudaError_t cudaStreamCreate(cudaStream_t *pStream) { return cudaStreamCreateWithFlags(pStream, cudaStreamDefault); }
 
+/* Priorities as on an H100: 0 (least) down to -5 (greatest); values outside are clamped, as CUDA does. */
+enum { LEAST_STREAM_PRIORITY = 0, GREATEST_STREAM_PRIORITY = -5 };
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    if (leastPriority)
+        *leastPriority = LEAST_STREAM_PRIORITY;
+    if (greatestPriority)
+        *greatestPriority = GREATEST_STREAM_PRIORITY;
+    return check_device(current_device, "cudaDeviceGetStreamPriorityRange");
+}
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+    (void)priority; /* every emulated stream runs only when something waits for it */
+    return cudaStreamCreateWithFlags(pStream, flags);
+}
+
 cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
     std::lock_guard<std::mutex> hold(handles_lock);
