@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/mpi_thread.h"
 #include "collectives/bench/bench_report.h"
 #include "runtime/base/gpu_share.h"
 #include "runtime/base/log.h"
@@ -398,8 +399,8 @@ static int bench_main(int argc, char **argv, const mpi_identity *id, ddp_err *er
 
 int main(int argc, char **argv)
 {
-    int provided = 0; /* FUNNELED: the NCCL watchdog is a second thread (it makes no MPI calls) */
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    int provided = 0; /* runtime/base/mpi_thread.h says which level and why */
+    if (MPI_Init_thread(&argc, &argv, DDP_MPI_THREAD_LEVEL, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "ddprun-bench: MPI_Init failed\n");
         return DDP_ERUNTIME;
     }

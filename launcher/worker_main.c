@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/base/mpi_thread.h"
 #include "collectives/comm.h"
 #include "runtime/config/config.h"
 #include "runtime/base/log.h"
@@ -81,7 +82,7 @@ int main(int argc, char **argv)
         return DDP_ERUNTIME;
     }
     int provided = 0;
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    if (MPI_Init_thread(&argc, &argv, DDP_MPI_THREAD_LEVEL, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "ddprun-worker: MPI_Init failed\n");
         return DDP_ERUNTIME;
     }

@@ -101,6 +101,13 @@ static void check_once(ncclcomm_impl *im, double *last_progress)
 static void *watchdog_main(void *arg)
 {
     ncclcomm_impl *im = ((comm *)arg)->impl;
+    cudaError_t dev = cudaSetDevice(im->device); /* a new thread has no current device */
+    if (dev != cudaSuccess) {
+        char why[256];
+        snprintf(why, sizeof why, "cudaSetDevice(%d) in the watchdog thread: %s", im->device, cudaGetErrorString(dev));
+        pthread_mutex_lock(&im->lock);
+        abort_job(im, why);
+    }
     double poll_s = im->timeout_s / 20;
     poll_s = poll_s < 0.01 ? 0.01 : poll_s > 1.0 ? 1.0 : poll_s;
     double last_progress = monotonic_s();

@@ -4,7 +4,8 @@
  * gemm (sizes, transposes, leading dimensions, NULL scalars -> CUBLAS_STATUS_INVALID_VALUE) and,
  * beyond what cuBLAS can check, every matrix must lie inside one cudaMalloc'd allocation
  * (otherwise a GPU faults with an illegal address: here CUBLAS_STATUS_EXECUTION_FAILED). Every
- * rejection prints one "cudaemu: cublas...: <argument>" line. When TF32 is allowed (math mode
+ * rejection prints one "cudaemu: cublas...: <argument>" line. Arguments are checked at the call;
+ * the GEMM itself is queued on the handle's stream and runs when that stream is drained. When TF32 is allowed (math mode
  * CUBLAS_TF32_TENSOR_OP_MATH or compute type CUBLAS_COMPUTE_32F_FAST_TF32) the inputs are rounded
  * to TF32 like tensor cores do, so tolerances are tested against what a GPU really computes.
  * Must not implement GEMMs itself: the CPU library (oneDNN or OpenBLAS) does. */
@@ -26,6 +27,7 @@
 #endif
 
 struct cublasContext {
+    int device;                   /* current when the handle was created */
     cudaStream_t stream;
     cublasMath_t math_mode;
     cublasPointerMode_t pointer_mode;
@@ -57,6 +59,8 @@ struct gemm_call {
     long long stride_a, stride_b, stride_c;
     int batch;
     bool tf32;
+    float alpha_value, beta_value; /* host pointer mode: read at the call, as cuBLAS does */
+    bool handle_pointer_host() const { return handle->pointer_mode == CUBLAS_POINTER_MODE_HOST; }
 };
 
 static char op_char(cublasOperation_t op) { return op == CUBLAS_OP_N ? 'N' : 'T'; }
@@ -178,28 +182,18 @@ static cublasStatus_t gemm_one(const gemm_call &g, const float *a, int lda, cons
     return CUBLAS_STATUS_SUCCESS;
 }
 
-static cublasStatus_t run_gemm(const gemm_call &g)
+/* Runs on the handle's stream, when that stream is drained. */
+static void execute_gemm(gemm_call g)
 {
-    cublasStatus_t st = check_arguments(g);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = check_scalar(g, g.alpha, "alpha");
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = check_scalar(g, g.beta, "beta");
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return st;
-    if (!stream_is_valid(g.handle->stream))
-        return reject(CUBLAS_STATUS_EXECUTION_FAILED, "%s: the handle's stream was destroyed", g.fn);
+    if (g.handle_pointer_host()) {
+        g.alpha = &g.alpha_value;
+        g.beta = &g.beta_value;
+    }
     int rows_a = g.transa == CUBLAS_OP_N ? g.m : g.k, cols_a = g.transa == CUBLAS_OP_N ? g.k : g.m;
     int rows_b = g.transb == CUBLAS_OP_N ? g.k : g.n, cols_b = g.transb == CUBLAS_OP_N ? g.n : g.k;
     bool uses_ab = g.k > 0 && *g.alpha != 0.0f;
-    if (uses_ab && (st = check_extent(g, g.A, "A", rows_a, cols_a, g.lda, g.stride_a)) != CUBLAS_STATUS_SUCCESS)
-        return st;
-    if (uses_ab && (st = check_extent(g, g.B, "B", rows_b, cols_b, g.ldb, g.stride_b)) != CUBLAS_STATUS_SUCCESS)
-        return st;
-    if ((st = check_extent(g, g.C, "C", g.m, g.n, g.ldc, g.stride_c)) != CUBLAS_STATUS_SUCCESS)
-        return st;
     std::vector<float> a_tf32, b_tf32;
-    for (int i = 0; i < g.batch && st == CUBLAS_STATUS_SUCCESS; i++) {
+    for (int i = 0; i < g.batch; i++) {
         const float *a = g.A + (size_t)i * (size_t)g.stride_a, *b = g.B + (size_t)i * (size_t)g.stride_b;
         int lda = g.lda, ldb = g.ldb;
         if (g.tf32 && uses_ab) {
@@ -208,9 +202,42 @@ static cublasStatus_t run_gemm(const gemm_call &g)
             lda = max1(rows_a);
             ldb = max1(rows_b);
         }
-        st = gemm_one(g, a, lda, b, ldb, g.C + (size_t)i * (size_t)g.stride_c);
+        if (gemm_one(g, a, lda, b, ldb, g.C + (size_t)i * (size_t)g.stride_c) != CUBLAS_STATUS_SUCCESS)
+            abort(); /* reported; a GPU would have faulted the context */
     }
-    return st;
+}
+
+/* Validates as cuBLAS does (and the extents beyond), then queues the GEMM on the handle's stream. */
+static cublasStatus_t run_gemm(gemm_call g)
+{
+    cublasStatus_t st = check_arguments(g);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = check_scalar(g, g.alpha, "alpha");
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = check_scalar(g, g.beta, "beta");
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    if (calling_device(g.fn) != g.handle->device)
+        return reject(CUBLAS_STATUS_EXECUTION_FAILED, "%s: the handle belongs to device %d, not the calling thread's "
+                      "current device", g.fn, g.handle->device);
+    bool host_scalars = g.handle_pointer_host();
+    if (host_scalars) {
+        g.alpha_value = *g.alpha;
+        g.beta_value = *g.beta;
+    }
+    int rows_a = g.transa == CUBLAS_OP_N ? g.m : g.k, cols_a = g.transa == CUBLAS_OP_N ? g.k : g.m;
+    int rows_b = g.transb == CUBLAS_OP_N ? g.k : g.n, cols_b = g.transb == CUBLAS_OP_N ? g.n : g.k;
+    bool uses_ab = g.k > 0 && (!host_scalars || g.alpha_value != 0.0f);
+    if (uses_ab && (st = check_extent(g, g.A, "A", rows_a, cols_a, g.lda, g.stride_a)) != CUBLAS_STATUS_SUCCESS)
+        return st;
+    if (uses_ab && (st = check_extent(g, g.B, "B", rows_b, cols_b, g.ldb, g.stride_b)) != CUBLAS_STATUS_SUCCESS)
+        return st;
+    if ((st = check_extent(g, g.C, "C", g.m, g.n, g.ldc, g.stride_c)) != CUBLAS_STATUS_SUCCESS)
+        return st;
+    if (enqueue(g.handle->stream, g.fn, [g] { execute_gemm(g); }, false, g.fn, nullptr) != cudaSuccess)
+        return reject(CUBLAS_STATUS_EXECUTION_FAILED, "%s: the handle's stream %p cannot take work", g.fn,
+                      static_cast<void *>(g.handle->stream));
+    return CUBLAS_STATUS_SUCCESS;
 }
 
 static bool tf32_by_math_mode(cublasHandle_t h)
@@ -245,7 +272,10 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
 {
     if (!handle)
         return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasCreate: handle is NULL");
-    *handle = new cublasContext{nullptr, CUBLAS_DEFAULT_MATH, CUBLAS_POINTER_MODE_HOST};
+    int device = calling_device("cublasCreate");
+    if (device < 0)
+        return reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasCreate: no usable device");
+    *handle = new cublasContext{device, nullptr, CUBLAS_DEFAULT_MATH, CUBLAS_POINTER_MODE_HOST};
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -367,7 +397,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
                               const float *beta, float *C, int ldc)
 {
     gemm_call g = {"cublasSgemm", handle, transa, transb, m, n, k, alpha, beta, A, B, C, lda, ldb, ldc,
-                   0, 0, 0, 1, tf32_by_math_mode(handle)};
+                   0, 0, 0, 1, tf32_by_math_mode(handle), 0.0f, 0.0f};
     return run_gemm(g);
 }
 
@@ -378,7 +408,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          long long int strideC, int batchCount)
 {
     gemm_call g = {"cublasSgemmStridedBatched", handle, transa, transb, m, n, k, alpha, beta, A, B, C, lda,
-                   ldb, ldc, strideA, strideB, strideC, batchCount, tf32_by_math_mode(handle)};
+                   ldb, ldc, strideA, strideB, strideC, batchCount, tf32_by_math_mode(handle), 0.0f, 0.0f};
     return run_gemm(g);
 }
 
@@ -393,7 +423,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
         return st;
     gemm_call g = {"cublasGemmEx", handle, transa, transb, m, n, k, static_cast<const float *>(alpha),
                    static_cast<const float *>(beta), static_cast<const float *>(A), static_cast<const float *>(B),
-                   static_cast<float *>(C), lda, ldb, ldc, 0, 0, 0, 1, tf32};
+                   static_cast<float *>(C), lda, ldb, ldc, 0, 0, 0, 1, tf32, 0.0f, 0.0f};
     return run_gemm(g);
 }
 
@@ -411,7 +441,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
         return st;
     gemm_call g = {"cublasGemmStridedBatchedEx", handle, transa, transb, m, n, k, static_cast<const float *>(alpha),
                    static_cast<const float *>(beta), static_cast<const float *>(A), static_cast<const float *>(B),
-                   static_cast<float *>(C), lda, ldb, ldc, strideA, strideB, strideC, batchCount, tf32};
+                   static_cast<float *>(C), lda, ldb, ldc, strideA, strideB, strideC, batchCount, tf32, 0.0f, 0.0f};
     return run_gemm(g);
 }
 

@@ -2,10 +2,13 @@
  *
  * One pool of 1024 stacks (DDP_CUDA_EMU_STACK_KIB each, default 64) is mapped once with a
  * PROT_NONE guard page below every stack; a SIGSEGV on a guard page is reported as a fiber stack
- * overflow naming the kernel, any other SIGSEGV goes to the previous handler. Must not know
- * about blocks, barriers or CUDA; that is cudaemu_sched.cpp. */
+ * overflow naming the kernel; any other SIGSEGV is offered to the device memory report
+ * (cudart_memory.cpp), then goes to the previous handler. Must not know about blocks, barriers
+ * or CUDA; that is cudaemu_sched.cpp. */
 #include "cudaemu_fiber.h"
+#include "cudaemu_internal.h"
 
+#include <mutex>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,7 +31,7 @@ static void on_segv(int sig, siginfo_t *info, void *uctx)
     (void)uctx;
     char *addr = static_cast<char *>(info->si_addr);
     size_t slot = page_bytes + stack_bytes;
-    if (addr >= pool_base && addr < pool_base + pool_bytes &&
+    if (pool_base && addr >= pool_base && addr < pool_base + pool_bytes &&
         (size_t)(addr - pool_base) % slot < page_bytes) {
         char msg[512];
         int n = snprintf(msg, sizeof msg,
@@ -40,18 +43,28 @@ static void on_segv(int sig, siginfo_t *info, void *uctx)
             abort();
         abort();
     }
+    report_device_memory_fault(addr); /* returns only when addr is not near device memory */
     /* not ours: restore the previous disposition and let the fault happen again */
     sigaction(sig, &previous_segv, nullptr);
 }
 
-static void install_overflow_report()
+/* Libraries initialised later (MPI transports, for one) may install their own SIGSEGV handler:
+ * ours goes back in front, and theirs becomes the one a foreign fault is passed on to. */
+void install_fault_report()
 {
-    static char alt_stack[64 * 1024];
-    stack_t ss;
-    memset(&ss, 0, sizeof ss);
-    ss.ss_sp = alt_stack;
-    ss.ss_size = sizeof alt_stack;
-    sigaltstack(&ss, nullptr);
+    static std::once_flag once;
+    std::call_once(once, [] {
+        static char alt_stack[64 * 1024];
+        stack_t ss;
+        memset(&ss, 0, sizeof ss);
+        ss.ss_sp = alt_stack;
+        ss.ss_size = sizeof alt_stack;
+        sigaltstack(&ss, nullptr);
+    });
+    struct sigaction current;
+    if (sigaction(SIGSEGV, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+        current.sa_sigaction == on_segv)
+        return;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_segv;
@@ -94,7 +107,7 @@ size_t fiber_stacks_reserve(int count, const char *kernel_name)
             perror("cudaemu: mprotect of a stack guard page");
             abort();
         }
-    install_overflow_report();
+    install_fault_report();
     return stack_bytes;
 }
 

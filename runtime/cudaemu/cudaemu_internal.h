@@ -1,13 +1,18 @@
-/* cudaemu_internal.h — what the emulator's parts (scheduler, runtime shim, cuBLAS shim) share.
+/* cudaemu_internal.h — what the emulator's parts (scheduler, stream engine, runtime shim, cuBLAS
+ * shim) share.
  *
- * Not for kernels or host code outside runtime/cudaemu/: they see the real CUDA headers only.
- * Holds the error state hooks, the registry of emulated device and pinned allocations, and the
- * per-kernel launch attributes. */
+ * Not for kernels or host code outside runtime/cudaemu/: they see the real CUDA headers only (and
+ * cudaemu.h). Holds the error state hooks, the calling thread's device, queueing work on streams
+ * and waiting for it, the registry of emulated device and pinned allocations with their
+ * protection and bounds checks, and the per-kernel launch attributes. */
 #ifndef DDP_CUDAEMU_INTERNAL_H
 #define DDP_CUDAEMU_INTERNAL_H
 
 #include <cuda_runtime_api.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <functional>
+#include <memory>
 
 namespace ddp_cudaemu {
 
@@ -15,13 +20,51 @@ namespace ddp_cudaemu {
  * Returns err so callers can `return fail(...)`. */
 cudaError_t fail(cudaError_t err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* True when stream is 0, a legacy/per-thread handle, or a live stream from cudaStreamCreate. */
+/* The calling thread's device for a call that uses one: its cudaSetDevice choice, or device 0 when
+ * it never chose and the machine has exactly one. Reports through fail() and returns -1 when the
+ * thread never chose while several devices exist (on a GPU it would silently use device 0), or
+ * when there is no device. */
+int calling_device(const char *fn);
+
+/* True when stream is 0, a legacy/per-thread handle, or a live stream of the calling thread's
+ * device; otherwise reports through fail(). */
 bool stream_is_valid(cudaStream_t stream);
+
+/* A point in a stream's queue: reached once the stream has run the op numbered seq. */
+struct queued_at {
+    std::shared_ptr<CUstream_st> stream;
+    uint64_t seq;
+};
+/* Queues work on stream (0 = the legacy default stream of the calling thread's device) to run
+ * when something waits for it. issuer_only: only the calling thread may run it. On success the
+ * point just after it goes to *where when where is not NULL. Errors are reported as fn. */
+cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()> work, bool issuer_only,
+                    const char *fn, queued_at *where);
+/* Blocks until the point is reached, running whatever it needs on this thread. */
+cudaError_t synchronize_point(const queued_at &at, const char *fn);
+/* Blocks until every stream of device (all devices when -1) has run everything queued so far. */
+cudaError_t synchronize_device(int device, const char *fn);
+/* Counts a call that blocks the host until the device catches up (cudaemu_host_blocking_calls). */
+void count_blocking_call(const char *fn, const void *caller);
+/* The op the calling thread is running (a kernel's name), or NULL: for fault reports. */
+const char *op_running_on_this_thread();
 
 enum alloc_kind { ALLOC_DEVICE, ALLOC_PINNED_HOST };
 /* Finds the allocation holding [p, p+bytes): returns true and its kind, or false with the
  * distance past the end in *overrun_bytes (0 when p is in no allocation at all). */
 bool alloc_lookup(const void *p, size_t bytes, alloc_kind *kind, size_t *overrun_bytes);
+
+/* Opens device memory to host code while queued work runs, and closes it again after (PROT_NONE:
+ * host code dereferencing device memory faults). */
+void device_memory_access(bool open);
+/* After an op ran: every device allocation's guard bytes must be intact, else the op (named
+ * `what`) wrote outside its allocation: reported, and the process aborts. */
+void check_allocation_bounds(const char *what);
+/* From the SIGSEGV handler: if addr lies in or beside a device allocation, report who touched it
+ * and abort; otherwise return. */
+void report_device_memory_fault(const void *addr);
+/* Installs the emulator's SIGSEGV report (fiber stack overflows, device memory faults) once. */
+void install_fault_report();
 
 /* Dynamic shared memory limit of a kernel (48 KiB unless raised by cudaFuncSetAttribute). */
 size_t kernel_max_dynamic_smem(const void *fn);

@@ -44,18 +44,21 @@ unsigned active_mask();
 void *dynamic_shared();
 
 typedef void (*kernel_thunk)(const void *ctx);
-/* Validates the configuration (errors go to cudaGetLastError) and runs every block. */
+/* Validates the configuration (errors go to cudaGetLastError) and queues the grid on the stream;
+ * it runs when something waits for that stream. launch owns ctx and calls release(ctx) after the
+ * grid ran (or at once when the launch is rejected). */
 void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem_bytes,
-            cudaStream_t stream, kernel_thunk thunk, const void *ctx);
+            cudaStream_t stream, kernel_thunk thunk, const void *ctx, kernel_thunk release);
 
 template <class... P> struct kernel_call {
     void (*fn)(P...);
-    std::tuple<typename std::decay<P>::type...> args;
+    std::tuple<typename std::decay<P>::type...> args; /* copied at launch, as a GPU copies them */
     static void run(const void *ctx)
     {
         const kernel_call *call = static_cast<const kernel_call *>(ctx);
         std::apply(call->fn, call->args); /* each thread gets its own copies of the arguments */
     }
+    static void release(const void *ctx) { delete static_cast<const kernel_call *>(ctx); }
 };
 
 template <class... P> struct launcher {
@@ -67,9 +70,9 @@ template <class... P> struct launcher {
     template <class... A> void operator()(A &&...a) const
     {
         static_assert(sizeof...(A) == sizeof...(P), "DDP_LAUNCH: wrong number of kernel arguments");
-        const kernel_call<P...> call{fn, {std::forward<A>(a)...}};
+        const kernel_call<P...> *call = new kernel_call<P...>{fn, {std::forward<A>(a)...}};
         launch(name, reinterpret_cast<const void *>(fn), grid, block, smem_bytes, stream,
-               &kernel_call<P...>::run, &call);
+               &kernel_call<P...>::run, call, &kernel_call<P...>::release);
     }
 };
 

@@ -1,7 +1,8 @@
 /* cudaemu_sched.cpp — runs an emulated kernel launch: blocks one after another, each block's
  * threads as fibers, __syncthreads and warp intrinsics as barriers and exchanges.
  *
- * Owns launch validation (dimension and shared memory limits -> cudaGetLastError), the fiber
+ * Owns launch validation (dimension and shared memory limits -> cudaGetLastError, at launch; the
+ * grid itself is queued on its stream and runs when the stream is drained), the fiber
  * order (env DDP_CUDA_EMU_ORDER = forward | reverse | random:SEED), shared memory poisoning
  * (0xFF = NaN before every block) and the reports of deadlocks and divergent barriers, which
  * abort the process with a message naming the kernel, block and threads: on a GPU the same bug
@@ -469,18 +470,13 @@ static bool check_config(const char *name, const void *fn, dim3 grid, dim3 block
     return true;
 }
 
-void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem_bytes,
-            cudaStream_t stream, kernel_thunk thunk, const void *args)
+/* Runs every block of a queued grid, on the thread that drains its stream. */
+static void run_grid(const char *name, dim3 grid, dim3 block, size_t smem_bytes, kernel_thunk thunk,
+                     const void *args)
 {
-    if (active) {
-        fprintf(stderr, "cudaemu: kernel %s launched from device code (not supported)\n", name);
-        abort();
-    }
-    if (!check_config(name, fn, grid, block, smem_bytes, stream))
-        return;
     static thread_local block_run b;
     if (!parse_order(b, name))
-        return;
+        abort(); /* checked at launch: the environment changed under a running program */
     b.kernel = name;
     b.thunk = thunk;
     b.args = args;
@@ -505,6 +501,26 @@ void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem
                 run_block(b);
             }
     active = nullptr;
+}
+
+void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem_bytes,
+            cudaStream_t stream, kernel_thunk thunk, const void *args, kernel_thunk release)
+{
+    if (active) {
+        fprintf(stderr, "cudaemu: kernel %s launched from device code (not supported)\n", name);
+        abort();
+    }
+    block_run probe;
+    if (!check_config(name, fn, grid, block, smem_bytes, stream) || !parse_order(probe, name)) {
+        release(args);
+        return;
+    }
+    cudaError_t err = enqueue(stream, name, [=] {
+        run_grid(name, grid, block, smem_bytes, thunk, args);
+        release(args);
+    }, false, name, nullptr);
+    if (err != cudaSuccess)
+        release(args);
 }
 
 } /* namespace ddp_cudaemu */

@@ -1,54 +1,28 @@
-/* cudart_device.cpp — the CUDA runtime shim's device part: devices, streams, events, attributes.
+/* cudart_device.cpp — the CUDA runtime shim's device part: devices, the calling thread's current
+ * device, attributes, kernel attributes.
  *
  * The emulated machine has DDP_CUDA_EMU_DEVICES devices (default 1; 0 behaves like a machine
  * without a GPU) named "CUDA emulator (CPU)", shaped like an H100 (sm_90, 132 SMs, 48 KiB default
- * / 227 KiB opt-in shared memory per block). Work runs synchronously at launch, so streams and
- * events only need to be validated and timestamped. C ABI as declared by cuda_runtime_api.h;
- * memory lives in cudart_memory.cpp, the error state in cudart_error.cpp. */
+ * / 227 KiB opt-in shared memory per block). Stricter than CUDA: a thread that never called
+ * cudaSetDevice may not use a device while several exist (CUDA silently gives it device 0, which
+ * on a multi-GPU node makes a context there). C ABI as declared by cuda_runtime_api.h; streams and
+ * events live in cudaemu_streams.cpp, memory in cudart_memory.cpp, errors in cudart_error.cpp. */
 #include "cudaemu_internal.h"
 
 #include <cuda_runtime_api.h>
 #include <map>
 #include <mutex>
-#include <set>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/base/clock.h"
-
-struct CUstream_st {
-    unsigned flags;
-    int device;
-};
-struct CUevent_st {
-    unsigned flags;
-    bool recorded;
-    double time_ms;
-};
 
 namespace ddp_cudaemu {
 
 static std::mutex handles_lock;
-static std::set<cudaStream_t> live_streams;
-static std::set<cudaEvent_t> live_events;
 static std::map<const void *, size_t> dynamic_smem_limits;
-static thread_local int current_device;
-
-bool stream_is_valid(cudaStream_t stream)
-{
-    if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
-        return true;
-    std::lock_guard<std::mutex> hold(handles_lock);
-    return live_streams.count(stream) != 0;
-}
-
-static bool event_is_valid(cudaEvent_t event)
-{
-    std::lock_guard<std::mutex> hold(handles_lock);
-    return live_events.count(event) != 0;
-}
+static thread_local int current_device = -1; /* -1: this thread never called cudaSetDevice */
 
 size_t kernel_max_dynamic_smem(const void *fn)
 {
@@ -79,6 +53,18 @@ static cudaError_t check_device(int device, const char *fn)
     if (device < 0 || device >= n)
         return fail(cudaErrorInvalidDevice, "%s: device %d, the emulator has %d", fn, device, n);
     return cudaSuccess;
+}
+
+int calling_device(const char *fn)
+{
+    int n = device_count();
+    if (current_device < 0 && n > 1) {
+        fail(cudaErrorInvalidDevice, "%s: called from a thread that never selected a device while %d exist "
+             "(on a GPU it silently uses device 0): call cudaSetDevice in every thread that calls CUDA", fn, n);
+        return -1;
+    }
+    int device = current_device < 0 ? 0 : current_device;
+    return check_device(device, fn) == cudaSuccess ? device : -1;
 }
 
 static int attribute_value(cudaDeviceAttr attr, int *value)
@@ -130,14 +116,14 @@ cudaError_t cudaGetDevice(int *device)
 {
     if (!device)
         return fail(cudaErrorInvalidValue, "cudaGetDevice: device is NULL");
-    *device = current_device;
-    return check_device(current_device, "cudaGetDevice");
+    *device = current_device < 0 ? 0 : current_device; /* as CUDA; using it is what is checked */
+    return check_device(*device, "cudaGetDevice");
 }
 
 cudaError_t cudaSetDeviceFlags(unsigned int flags)
 {
     (void)flags;
-    return check_device(current_device, "cudaSetDeviceFlags");
+    return calling_device("cudaSetDeviceFlags") < 0 ? cudaErrorInvalidDevice : cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
@@ -242,7 +228,6 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return check_device(current_device, "cudaDeviceSynchronize"); }
 cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
 
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
@@ -258,143 +243,6 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
                     "limit is %d", value, MAX_DYNAMIC_SMEM_OPTIN);
     std::lock_guard<std::mutex> hold(handles_lock);
     dynamic_smem_limits[func] = (size_t)value;
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
-{
-    if (!pStream || (flags & ~(unsigned)cudaStreamNonBlocking))
-        return fail(cudaErrorInvalidValue, "cudaStreamCreateWithFlags: NULL output or unknown flags 0x%x", flags);
-    cudaStream_t s = new CUstream_st{flags, current_device};
-    std::lock_guard<std::mutex> hold(handles_lock);
-    live_streams.insert(s);
-    *pStream = s;
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamCreate(cudaStream_t *pStream) { return cudaStreamCreateWithFlags(pStream, cudaStreamDefault); }
-
-/* Priorities as on an H100: 0 (least) down to -5 (greatest); values outside are clamped, as CUDA does. */
-enum { LEAST_STREAM_PRIORITY = 0, GREATEST_STREAM_PRIORITY = -5 };
-
-cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
-{
-    if (leastPriority)
-        *leastPriority = LEAST_STREAM_PRIORITY;
-    if (greatestPriority)
-        *greatestPriority = GREATEST_STREAM_PRIORITY;
-    return check_device(current_device, "cudaDeviceGetStreamPriorityRange");
-}
-
-cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
-{
-    (void)priority; /* every emulated stream runs only when something waits for it */
-    return cudaStreamCreateWithFlags(pStream, flags);
-}
-
-cudaError_t cudaStreamDestroy(cudaStream_t stream)
-{
-    std::lock_guard<std::mutex> hold(handles_lock);
-    if (!live_streams.erase(stream))
-        return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: %p is not a live stream",
-                    static_cast<void *>(stream));
-    delete stream;
-    return cudaSuccess;
-}
-
-static cudaError_t check_stream(cudaStream_t stream, const char *fn)
-{
-    return stream_is_valid(stream) ? cudaSuccess
-         : fail(cudaErrorInvalidResourceHandle, "%s: %p is not a live stream", fn, static_cast<void *>(stream));
-}
-
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return check_stream(stream, "cudaStreamSynchronize"); }
-cudaError_t cudaStreamQuery(cudaStream_t stream) { return check_stream(stream, "cudaStreamQuery"); }
-
-cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
-{
-    cudaError_t err = check_stream(hStream, "cudaStreamGetFlags");
-    if (err == cudaSuccess && !flags)
-        err = fail(cudaErrorInvalidValue, "cudaStreamGetFlags: flags is NULL");
-    if (err == cudaSuccess)
-        *flags = (hStream == nullptr || hStream == cudaStreamLegacy || hStream == cudaStreamPerThread)
-                     ? cudaStreamDefault : hStream->flags;
-    return err;
-}
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
-{
-    cudaError_t err = check_stream(stream, "cudaStreamWaitEvent");
-    if (err == cudaSuccess && !event_is_valid(event))
-        err = fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: %p is not a live event",
-                   static_cast<void *>(event));
-    if (err == cudaSuccess && flags & ~(unsigned)cudaEventWaitExternal)
-        err = fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: unknown flags 0x%x", flags);
-    return err;
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
-{
-    unsigned known = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
-    if (!event || (flags & ~known))
-        return fail(cudaErrorInvalidValue, "cudaEventCreateWithFlags: NULL output or unknown flags 0x%x", flags);
-    cudaEvent_t e = new CUevent_st{flags, false, 0.0};
-    std::lock_guard<std::mutex> hold(handles_lock);
-    live_events.insert(e);
-    *event = e;
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
-
-cudaError_t cudaEventDestroy(cudaEvent_t event)
-{
-    std::lock_guard<std::mutex> hold(handles_lock);
-    if (!live_events.erase(event))
-        return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: %p is not a live event",
-                    static_cast<void *>(event));
-    delete event;
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
-{
-    cudaError_t err = check_stream(stream, "cudaEventRecord");
-    if (err == cudaSuccess && !event_is_valid(event))
-        err = fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: %p is not a live event",
-                   static_cast<void *>(event));
-    if (err == cudaSuccess) {
-        event->recorded = true;
-        event->time_ms = 1e3 * monotonic_s();
-    }
-    return err;
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event)
-{
-    return event_is_valid(event) ? cudaSuccess
-         : fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: %p is not a live event", static_cast<void *>(event));
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t event)
-{
-    return event_is_valid(event) ? cudaSuccess
-         : fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: %p is not a live event",
-                static_cast<void *>(event));
-}
-
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
-{
-    if (!ms)
-        return fail(cudaErrorInvalidValue, "cudaEventElapsedTime: ms is NULL");
-    if (!event_is_valid(start) || !event_is_valid(end))
-        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: not a live event");
-    if ((start->flags | end->flags) & cudaEventDisableTiming)
-        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was created with "
-                    "cudaEventDisableTiming");
-    if (!start->recorded || !end->recorded)
-        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
-    *ms = (float)(end->time_ms - start->time_ms);
     return cudaSuccess;
 }
 

@@ -2,12 +2,16 @@
  * data types and reduction operators, and groups (the batch of MPI requests a call or a
  * ncclGroupStart/End pair waits for).
  *
- * Emulated device memory is host memory and the emulated streams execute synchronously, so a
- * collective here is MPI over the caller's buffers, complete when the call returns (or at
- * ncclGroupEnd inside a group). ncclCommInitRank needs MPI initialised and every rank of
- * MPI_COMM_WORLD to call it at the same time (it splits MPI_COMM_WORLD by the unique id).
- * ncclCommAbort may be called from another thread (a watchdog): it only sets a flag that makes
- * any wait in progress give up, and leaves the memory to the exiting process.
+ * Emulated device memory is host memory, so a collective here is MPI over the caller's buffers.
+ * A call (or a ncclGroupStart/End group) is validated when issued and queued on its stream
+ * (cudaemu.h): it runs in stream order, on the issuing thread (MPI is FUNNELED), when something
+ * waits for that stream, so a missing wait between the compute and communication streams reads
+ * or overwrites data as on a GPU. ncclCommInitRank needs MPI initialised and every rank of
+ * MPI_COMM_WORLD to call it at the same time (it splits MPI_COMM_WORLD by the unique id), and
+ * rejects two ranks on one device of one host, as NCCL does. ncclCommDestroy waits for the
+ * communicator's queued calls. ncclCommAbort may be called from another thread (a watchdog): it
+ * sets a flag that makes any wait in progress give up and queued calls be dropped, and leaves the
+ * memory to the exiting process.
  * C ABI exactly as declared by the real nccl.h. It must not implement anything our code does not
  * call, nor accept arguments real NCCL rejects. */
 #include "nccl_shim_internal.h"
@@ -24,6 +28,7 @@
 #include "runtime/base/avg.h"
 #include "runtime/base/half_mpi.h"
 #include "runtime/base/max_chunk.h"
+#include "runtime/cudaemu/cudaemu.h"
 
 /* ---- errors ----------------------------------------------------------------------------- */
 
@@ -152,8 +157,9 @@ ncclResult_t shim_check_buffer(ncclComm_t comm, const void *buf, size_t count, n
 
 ncclResult_t shim_check_stream(ncclComm_t comm, cudaStream_t stream, const char *fn)
 {
-    cudaError_t e = cudaStreamQuery(stream);
-    if (e != cudaSuccess && e != cudaErrorNotReady)
+    unsigned flags = 0;
+    cudaError_t e = cudaStreamGetFlags(stream, &flags); /* validates without running queued work */
+    if (e != cudaSuccess)
         return shim_fail(comm, ncclUnhandledCudaError, "%s: stream %p: %s", fn, (void *)stream,
                          cudaGetErrorString(e));
     return ncclSuccess;
@@ -226,19 +232,15 @@ static void divide_by_ranks(void *buf, size_t n, ncclDataType_t dt, int ranks)
     avg_divide(buf, n, elem[dt], ranks);
 }
 
-/* ---- groups and the batch -------------------------------------------------------------- */
+/* ---- running calls: their MPI requests and post steps ----------------------------------- */
 
 static _Thread_local struct {
-    int depth;                    /* ncclGroupStart nesting */
     MPI_Request *reqs;
     ncclComm_t *req_comm;
     int n_reqs, cap_reqs;
     shim_post *posts;
     int n_posts, cap_posts;
-    ncclResult_t deferred;        /* first failure inside the current group */
 } batch;
-
-bool shim_in_group(void) { return batch.depth > 0; }
 
 MPI_Request *shim_batch_request(ncclComm_t comm)
 {
@@ -313,43 +315,117 @@ static void run_post(const shim_post *p)
         divide_by_ranks(p->dst, p->count, p->dt, p->comm->size);
 }
 
-ncclResult_t shim_batch_run(void)
+/* ---- groups: calls recorded at issue, queued on their stream, run in stream order --------- */
+
+typedef struct recorded_group {
+    int n;
+    shim_call calls[];
+} recorded_group;
+
+static _Thread_local struct {
+    int depth;                    /* ncclGroupStart nesting */
+    shim_call *calls;
+    int n, cap;
+    cudaStream_t stream;
+    ncclResult_t deferred;        /* first failure inside the current group */
+} group;
+
+bool shim_in_group(void) { return group.depth > 0; }
+
+ncclResult_t shim_record(const shim_call *call, cudaStream_t stream)
 {
-    ncclResult_t rc = batch.n_reqs ? wait_requests() : ncclSuccess;
-    for (int i = 0; i < batch.n_posts && rc == ncclSuccess; i++)
-        run_post(&batch.posts[i]);
-    batch.n_reqs = 0;
-    batch.n_posts = 0;
-    return rc;
+    if (group.n > 0 && stream != group.stream)
+        return shim_fail(call->comm, ncclInvalidUsage, "a group on several streams is not emulated (stream %p, "
+                         "then %p)", (void *)group.stream, (void *)stream);
+    if (group.n == group.cap) {
+        int cap = group.cap ? 2 * group.cap : 8;
+        shim_call *c = realloc(group.calls, (size_t)cap * sizeof *c);
+        if (!c)
+            return shim_fail(call->comm, ncclSystemError, "out of memory recording a call");
+        group.calls = c;
+        group.cap = cap;
+    }
+    group.stream = stream;
+    group.calls[group.n++] = *call;
+    return ncclSuccess;
 }
 
-void shim_batch_discard(void)
+/* Runs a recorded group on the issuing thread, when its stream reaches it. Calls of an aborted
+ * communicator are dropped, as NCCL drops outstanding work at abort; failures become the
+ * communicator's asynchronous error (ncclCommGetAsyncError), as on a GPU. */
+static void run_group(void *arg)
 {
+    recorded_group *g = arg;
+    ncclResult_t rc = ncclSuccess;
+    for (int i = 0; i < g->n && rc == ncclSuccess; i++)
+        if (!atomic_load(&g->calls[i].comm->aborted))
+            rc = shim_issue(&g->calls[i]);
+    if (rc == ncclSuccess && batch.n_reqs)
+        rc = wait_requests();
+    for (int i = 0; i < batch.n_posts && rc == ncclSuccess; i++)
+        run_post(&batch.posts[i]);
+    for (int i = 0; i < g->n; i++) {
+        if (rc != ncclSuccess)
+            atomic_store(&g->calls[i].comm->async_error, rc);
+        atomic_fetch_sub(&g->calls[i].comm->pending, 1);
+    }
     batch.n_reqs = 0;
     batch.n_posts = 0;
+    free(g);
+}
+
+void shim_discard(void) { group.n = 0; }
+
+ncclResult_t shim_submit(void)
+{
+    if (group.n == 0)
+        return ncclSuccess;
+    recorded_group *g = malloc(sizeof *g + (size_t)group.n * sizeof g->calls[0]);
+    if (!g) {
+        shim_discard();
+        return shim_fail(NULL, ncclSystemError, "out of memory queueing %d calls", group.n);
+    }
+    g->n = group.n;
+    memcpy(g->calls, group.calls, (size_t)group.n * sizeof g->calls[0]);
+    shim_discard();
+    for (int i = 0; i < g->n; i++)
+        atomic_fetch_add(&g->calls[i].comm->pending, 1);
+    cudaError_t e = cudaemu_enqueue_host_work(group.stream, "NCCL collective", run_group, g, 1);
+    if (e != cudaSuccess) {
+        ncclComm_t c = g->calls[0].comm;
+        for (int i = 0; i < g->n; i++)
+            atomic_fetch_sub(&g->calls[i].comm->pending, 1);
+        free(g);
+        return shim_fail(c, ncclUnhandledCudaError, "queueing on stream %p: %s", (void *)group.stream,
+                         cudaGetErrorString(e));
+    }
+    return ncclSuccess;
 }
 
 ncclResult_t ncclGroupStart(void)
 {
-    if (batch.depth++ == 0)
-        batch.deferred = ncclSuccess;
+    if (group.depth++ == 0)
+        group.deferred = ncclSuccess;
     return ncclSuccess;
 }
 
 ncclResult_t ncclGroupEnd(void)
 {
-    if (batch.depth == 0)
+    if (group.depth == 0)
         return shim_fail(NULL, ncclInvalidUsage, "ncclGroupEnd: not in a group (ncclGroupStart missing)");
-    if (--batch.depth > 0)
+    if (--group.depth > 0)
         return ncclSuccess;
-    ncclResult_t rc = shim_batch_run();
-    return batch.deferred != ncclSuccess ? batch.deferred : rc;
+    if (group.deferred != ncclSuccess) {
+        shim_discard();
+        return group.deferred;
+    }
+    return shim_submit();
 }
 
 ncclResult_t shim_group_note(ncclResult_t rc)
 {
-    if (rc != ncclSuccess && batch.depth > 0 && batch.deferred == ncclSuccess)
-        batch.deferred = rc;
+    if (rc != ncclSuccess && group.depth > 0 && group.deferred == ncclSuccess)
+        group.deferred = rc;
     return rc;
 }
 
@@ -376,6 +452,26 @@ static int color_of(const ncclUniqueId *id)
     return (int)(h & 0x7fffffffu);
 }
 
+/* NCCL refuses two ranks of a communicator on one GPU ("Duplicate GPU detected"). */
+static ncclResult_t check_duplicate_devices(ncclComm_t c)
+{
+    struct where { char host[64]; int32_t device; } me, *all = calloc((size_t)c->size, sizeof *all);
+    if (!all)
+        return shim_fail(c, ncclSystemError, "ncclCommInitRank: out of memory");
+    memset(&me, 0, sizeof me);
+    gethostname(me.host, sizeof me.host - 1);
+    me.device = c->device;
+    int rc = MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, c->mpi);
+    ncclResult_t result = rc == MPI_SUCCESS ? ncclSuccess : shim_mpi_fail(c, rc, "MPI_Allgather", __LINE__);
+    for (int a = 0; a < c->size && result == ncclSuccess; a++)
+        for (int b = a + 1; b < c->size && result == ncclSuccess; b++)
+            if (all[a].device == all[b].device && strcmp(all[a].host, all[b].host) == 0)
+                result = shim_fail(c, ncclInvalidUsage, "ncclCommInitRank: Duplicate GPU detected : rank %d and rank "
+                                   "%d both on CUDA device %d of host %s", a, b, all[a].device, all[a].host);
+    free(all);
+    return result;
+}
+
 static ncclResult_t join(ncclComm_t c, int nranks, ncclUniqueId id, int rank)
 {
     int rc = MPI_Comm_split(MPI_COMM_WORLD, color_of(&id), rank, &c->mpi);
@@ -390,7 +486,8 @@ static ncclResult_t join(ncclComm_t c, int nranks, ncclUniqueId id, int rank)
     if (c->rank != rank)
         return shim_fail(c, ncclInvalidUsage, "ncclCommInitRank: rank %d given twice (or ranks are not "
                          "0..%d)", rank, nranks - 1);
-    return shim_create_ops(c);
+    ncclResult_t dup = check_duplicate_devices(c);
+    return dup != ncclSuccess ? dup : shim_create_ops(c);
 }
 
 static void free_comm(ncclComm_t c)
@@ -417,6 +514,12 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
     if (!initialized)
         return shim_fail(NULL, ncclInvalidUsage, "ncclCommInitRank: the emulated NCCL runs over MPI; "
                          "call MPI_Init first");
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE)
+        return shim_fail(NULL, ncclInvalidUsage, "ncclCommInitRank: the emulated NCCL's collectives also run on "
+                         "the CUDA emulator's progress thread: initialise MPI with MPI_THREAD_MULTIPLE "
+                         "(runtime/base/mpi_thread.h)");
     size_t chunk;
     ddp_err chunk_err = {0};
     if (max_chunk_read(&chunk, &chunk_err))
@@ -431,6 +534,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
     c->max_chunk = chunk;
     atomic_init(&c->async_error, ncclSuccess);
     atomic_init(&c->aborted, false);
+    atomic_init(&c->pending, 0);
     if (cudaGetDevice(&c->device) != cudaSuccess)
         c->device = -1;
     ncclResult_t rc = join(c, nranks, id, rank);
@@ -449,6 +553,12 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
         return shim_fail(NULL, ncclInvalidArgument, "ncclCommDestroy: comm argument is NULL");
     if (atomic_load(&comm->aborted))
         return ncclSuccess; /* ncclCommAbort already released it (see the header comment) */
+    if (atomic_load(&comm->pending) > 0) {
+        cudaError_t e = cudaemu_synchronize_all(); /* NCCL waits for the communicator's work */
+        if (e != cudaSuccess)
+            return shim_fail(comm, ncclUnhandledCudaError, "ncclCommDestroy: waiting for queued work: %s",
+                             cudaGetErrorString(e));
+    }
     free_comm(comm);
     return ncclSuccess;
 }

@@ -1,7 +1,7 @@
 /* nccl_shim_coll.c — the emulated build's NCCL, part 2: the collectives and point-to-point calls
  * (ncclAllReduce, ncclBroadcast, ncclReduce, ncclAllGather, ncclReduceScatter, ncclSend,
- * ncclRecv) as non-blocking MPI calls added to the current batch (nccl_shim.c), which a call
- * outside a group waits for before returning and ncclGroupEnd waits for inside one.
+ * ncclRecv). Each is validated and recorded when called (nccl_shim.c queues it on its stream),
+ * and issued as non-blocking MPI calls when the stream runs it (shim_issue).
  * Every argument is validated first as NCCL does (ncclInvalidArgument naming it). Counts above
  * INT_MAX (or DDP_COMM_MAX_CHUNK) are split into several MPI calls. ncclAvg is a sum followed by
  * a division by the number of ranks. It must not keep state beyond the batch. */
@@ -28,16 +28,19 @@ static size_t chunk_len(const struct ncclComm *c, size_t count, size_t off)
     return count - off < c->max_chunk ? count - off : c->max_chunk;
 }
 
-/* The end of every entry point: outside a group, wait now; inside one, ncclGroupEnd waits. */
-static ncclResult_t end_call(ncclResult_t rc)
+/* The end of every entry point: records the call; outside a group it is queued on its stream
+ * now, inside one at ncclGroupEnd. */
+static ncclResult_t end_call(ncclResult_t rc, const shim_call *call, cudaStream_t stream)
 {
+    if (rc == ncclSuccess)
+        rc = shim_record(call, stream);
     if (shim_in_group())
         return shim_group_note(rc);
     if (rc != ncclSuccess) {
-        shim_batch_discard();
+        shim_discard();
         return rc;
     }
-    return shim_batch_run();
+    return shim_submit();
 }
 
 static ncclResult_t check_common(ncclComm_t comm, ncclDataType_t dt, cudaStream_t stream, const char *fn)
@@ -84,17 +87,19 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, n
         rc = shim_check_buffer(comm, sendbuff, count, datatype, "sendbuff", fn);
     if (rc == ncclSuccess)
         rc = shim_check_buffer(comm, recvbuff, count, datatype, "recvbuff", fn);
-    if (rc == ncclSuccess)
-        rc = issue_allreduce(sendbuff, recvbuff, count, datatype, op, comm);
-    return end_call(rc);
+    shim_call call = {CALL_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, op, -1};
+    return end_call(rc, &call, stream);
 }
 
 /* ---- broadcast and reduce ------------------------------------------------------------------ */
 
-static ncclResult_t issue_broadcast(void *buf, size_t count, ncclDataType_t dt, int root, ncclComm_t comm)
+static ncclResult_t issue_broadcast(const void *send, void *buf, size_t count, ncclDataType_t dt, int root,
+                                    ncclComm_t comm)
 {
     size_t esz = shim_type_size(dt);
     MPI_Datatype t = shim_mpi_type(comm, dt);
+    if (comm->rank == root && send != buf && count)
+        memmove(buf, send, count * esz); /* the root's own copy */
     for (size_t off = 0; off < count; off += comm->max_chunk) {
         NEXT_REQ(comm, req);
         TRY_MPI(comm, MPI_Ibcast((char *)buf + off * esz, (int)chunk_len(comm, count, off), t, root,
@@ -114,11 +119,8 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, n
         rc = shim_check_buffer(comm, sendbuff, count, datatype, "sendbuff", fn);
     if (rc == ncclSuccess)
         rc = shim_check_buffer(comm, recvbuff, count, datatype, "recvbuff", fn);
-    if (rc == ncclSuccess && comm->rank == root && sendbuff != recvbuff && count)
-        memmove(recvbuff, sendbuff, count * shim_type_size(datatype)); /* the root's own copy */
-    if (rc == ncclSuccess)
-        rc = issue_broadcast(recvbuff, count, datatype, root, comm);
-    return end_call(rc);
+    shim_call call = {CALL_BROADCAST, comm, sendbuff, recvbuff, count, datatype, ncclSum, root};
+    return end_call(rc, &call, stream);
 }
 
 static ncclResult_t issue_reduce(const void *send, void *recv, size_t count, ncclDataType_t dt,
@@ -151,9 +153,8 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, nccl
         rc = shim_check_buffer(comm, sendbuff, count, datatype, "sendbuff", fn);
     if (rc == ncclSuccess && comm->rank == root)
         rc = shim_check_buffer(comm, recvbuff, count, datatype, "recvbuff", fn);
-    if (rc == ncclSuccess)
-        rc = issue_reduce(sendbuff, recvbuff, count, datatype, op, root, comm);
-    return end_call(rc);
+    shim_call call = {CALL_REDUCE, comm, sendbuff, recvbuff, count, datatype, op, root};
+    return end_call(rc, &call, stream);
 }
 
 /* ---- all-gather and reduce-scatter ----------------------------------------------------------- */
@@ -204,9 +205,8 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
         rc = shim_check_buffer(comm, sendbuff, sendcount, datatype, "sendbuff", fn);
     if (rc == ncclSuccess)
         rc = shim_check_buffer(comm, recvbuff, total, datatype, "recvbuff", fn);
-    if (rc == ncclSuccess)
-        rc = issue_allgather(sendbuff, recvbuff, sendcount, datatype, comm);
-    return end_call(rc);
+    shim_call call = {CALL_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, ncclSum, -1};
+    return end_call(rc, &call, stream);
 }
 
 /* Block r of send, reduced over ranks, lands in rank r's recv: one reduce per (rank, chunk),
@@ -244,15 +244,29 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
         rc = shim_check_buffer(comm, sendbuff, total, datatype, "sendbuff", fn);
     if (rc == ncclSuccess)
         rc = shim_check_buffer(comm, recvbuff, recvcount, datatype, "recvbuff", fn);
-    if (rc == ncclSuccess && recvcount)
-        rc = issue_reducescatter(sendbuff, recvbuff, recvcount, datatype, op, comm);
-    return end_call(rc);
+    shim_call call = {CALL_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, op, -1};
+    return end_call(rc, &call, stream);
 }
 
 /* ---- point to point ------------------------------------------------------------------------- */
 
 /* NCCL matches sends and receives between two ranks in issue order; so does MPI on one tag. */
 enum { P2P_TAG = 0 };
+
+static ncclResult_t issue_p2p(const shim_call *c)
+{
+    size_t esz = shim_type_size(c->dt);
+    MPI_Datatype t = shim_mpi_type(c->comm, c->dt);
+    for (size_t off = 0; off < c->count; off += c->comm->max_chunk) {
+        NEXT_REQ(c->comm, req);
+        int n = (int)chunk_len(c->comm, c->count, off);
+        if (c->kind == CALL_SEND)
+            TRY_MPI(c->comm, MPI_Isend((const char *)c->send + off * esz, n, t, c->root, P2P_TAG, c->comm->mpi, req));
+        else
+            TRY_MPI(c->comm, MPI_Irecv((char *)c->recv + off * esz, n, t, c->root, P2P_TAG, c->comm->mpi, req));
+    }
+    return ncclSuccess;
+}
 
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream)
@@ -263,14 +277,8 @@ ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatyp
         rc = shim_check_rank(comm, peer, "peer", fn);
     if (rc == ncclSuccess)
         rc = shim_check_buffer(comm, sendbuff, count, datatype, "sendbuff", fn);
-    size_t esz = shim_type_size(datatype);
-    for (size_t off = 0; rc == ncclSuccess && off < count; off += comm->max_chunk) {
-        MPI_Request *req = shim_batch_request(comm);
-        int m = req ? MPI_Isend((const char *)sendbuff + off * esz, (int)chunk_len(comm, count, off),
-                                shim_mpi_type(comm, datatype), peer, P2P_TAG, comm->mpi, req) : MPI_SUCCESS;
-        rc = !req ? ncclSystemError : m != MPI_SUCCESS ? shim_mpi_fail(comm, m, "MPI_Isend", __LINE__) : ncclSuccess;
-    }
-    return end_call(rc);
+    shim_call call = {CALL_SEND, comm, sendbuff, NULL, count, datatype, ncclSum, peer};
+    return end_call(rc, &call, stream);
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
@@ -282,12 +290,22 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
         rc = shim_check_rank(comm, peer, "peer", fn);
     if (rc == ncclSuccess)
         rc = shim_check_buffer(comm, recvbuff, count, datatype, "recvbuff", fn);
-    size_t esz = shim_type_size(datatype);
-    for (size_t off = 0; rc == ncclSuccess && off < count; off += comm->max_chunk) {
-        MPI_Request *req = shim_batch_request(comm);
-        int m = req ? MPI_Irecv((char *)recvbuff + off * esz, (int)chunk_len(comm, count, off),
-                                shim_mpi_type(comm, datatype), peer, P2P_TAG, comm->mpi, req) : MPI_SUCCESS;
-        rc = !req ? ncclSystemError : m != MPI_SUCCESS ? shim_mpi_fail(comm, m, "MPI_Irecv", __LINE__) : ncclSuccess;
+    shim_call call = {CALL_RECV, comm, NULL, recvbuff, count, datatype, ncclSum, peer};
+    return end_call(rc, &call, stream);
+}
+
+/* ---- running a recorded call ------------------------------------------------------------------ */
+
+ncclResult_t shim_issue(const shim_call *c)
+{
+    switch (c->kind) {
+    case CALL_ALLREDUCE: return issue_allreduce(c->send, c->recv, c->count, c->dt, c->op, c->comm);
+    case CALL_BROADCAST: return issue_broadcast(c->send, c->recv, c->count, c->dt, c->root, c->comm);
+    case CALL_REDUCE: return issue_reduce(c->send, c->recv, c->count, c->dt, c->op, c->root, c->comm);
+    case CALL_ALLGATHER: return issue_allgather(c->send, c->recv, c->count, c->dt, c->comm);
+    case CALL_REDUCESCATTER:
+        return c->count ? issue_reducescatter(c->send, c->recv, c->count, c->dt, c->op, c->comm) : ncclSuccess;
+    case CALL_SEND: case CALL_RECV: return issue_p2p(c);
     }
-    return end_call(rc);
+    return ncclInternalError;
 }

@@ -1,6 +1,7 @@
 /* nccl_shim_internal.h — what the two halves of the emulated build's NCCL shim share: the
- * communicator object, the operation batch (everything issued since ncclGroupStart, or one call
- * outside a group), argument validation and error recording.
+ * communicator object, the recorded calls (everything issued since ncclGroupStart, or one call
+ * outside a group) that run later in stream order, the MPI requests of the calls running now,
+ * argument validation and error recording.
  * Not for code outside runtime/cudaemu/nccl/: callers see the real nccl.h only. */
 #ifndef DDP_NCCL_SHIM_INTERNAL_H
 #define DDP_NCCL_SHIM_INTERNAL_H
@@ -10,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <cuda_runtime_api.h>
 
 /* MPI has no 2-byte float types: half and bfloat16 travel as 2 bytes reduced by our own ops. */
 enum { SHIM_BUILTIN_OPS = 4 }; /* sum prod max min; avg is a sum then a division */
@@ -22,6 +24,7 @@ struct ncclComm {
     MPI_Op half_op[SHIM_BUILTIN_OPS], bf16_op[SHIM_BUILTIN_OPS];
     atomic_int async_error;       /* ncclResult_t; read by another thread (a watchdog) */
     atomic_bool aborted;          /* set by ncclCommAbort, possibly from another thread */
+    atomic_int pending;           /* recorded calls queued on a stream that have not run yet */
     char last_error[512];
 };
 
@@ -56,17 +59,36 @@ MPI_Op shim_mpi_op(ncclComm_t comm, ncclDataType_t dt, ncclRedOp_t op);
 ncclResult_t shim_create_ops(ncclComm_t comm);
 void shim_free_ops(ncclComm_t comm);
 
-/* The batch: a slot for one more MPI request (NULL after recording an out-of-memory failure)
- * and one more post-completion step. Outside a group each call ends with shim_batch_run. */
-MPI_Request *shim_batch_request(ncclComm_t comm);
-ncclResult_t shim_batch_post(const shim_post *p);
+/* A collective or point-to-point call, validated and recorded when issued; it runs (becomes MPI
+ * calls) when its stream is drained. */
+typedef enum { CALL_ALLREDUCE, CALL_BROADCAST, CALL_REDUCE, CALL_ALLGATHER, CALL_REDUCESCATTER, CALL_SEND,
+               CALL_RECV } shim_call_kind;
+typedef struct shim_call {
+    shim_call_kind kind;
+    ncclComm_t comm;
+    const void *send;
+    void *recv;
+    size_t count;
+    ncclDataType_t dt;
+    ncclRedOp_t op;
+    int root;                     /* the root, or the peer of a send or receive */
+} shim_call;
+
+/* Records a validated call in the current group (a group of one outside ncclGroupStart).
+ * Every call of a group must use the same stream. */
+ncclResult_t shim_record(const shim_call *call, cudaStream_t stream);
 bool shim_in_group(void);
 /* Inside a group a failing call is reported by it and again by ncclGroupEnd, like NCCL. */
 ncclResult_t shim_group_note(ncclResult_t rc);
-/* Forgets what a failed call outside a group had issued. */
-void shim_batch_discard(void);
-/* Waits for every request of the batch (giving up if a communicator involved is aborted), then
- * runs the post steps. Always empties the batch. */
-ncclResult_t shim_batch_run(void);
+/* Outside a group: queues the recorded call on its stream, or forgets it after a failure. */
+ncclResult_t shim_submit(void);
+void shim_discard(void);
+/* Issues one recorded call as non-blocking MPI calls (nccl_shim_coll.c) while it runs. */
+ncclResult_t shim_issue(const shim_call *call);
+
+/* While calls run: a slot for one more MPI request (NULL after recording an out-of-memory
+ * failure) and one more post-completion step. */
+MPI_Request *shim_batch_request(ncclComm_t comm);
+ncclResult_t shim_batch_post(const shim_post *p);
 
 #endif

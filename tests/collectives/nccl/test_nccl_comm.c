@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/mpi_thread.h"
 #include "tests/check.h"
 #include "collectives/comm.h"
 #include "runtime/base/half.h"
@@ -175,7 +176,7 @@ static void misuse(comm *nccl)
 int main(int argc, char **argv)
 {
     int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(&argc, &argv, DDP_MPI_THREAD_LEVEL, &provided);
     bool debug = argc > 1 && strcmp(argv[1], "debug") == 0;
     ddp_err err = {0};
     comm *mpi = NULL, *nccl = NULL;
@@ -183,9 +184,10 @@ int main(int argc, char **argv)
     g_rank = mpi->rank;
     g_size = mpi->size;
     log_init(g_rank, mpi->host);
-    CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice(0)");
+    /* one (emulated) GPU per rank, as NCCL requires */
+    CHECK(cudaSetDevice(mpi->local_rank) == cudaSuccess, "cudaSetDevice(%d)", mpi->local_rank);
     CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) == cudaSuccess, "compute stream");
-    int rc = comm_nccl_create(g_stream, 0, 60, debug, &nccl, &err);
+    int rc = comm_nccl_create(g_stream, mpi->local_rank, 60, debug, &nccl, &err);
     CHECK(rc == DDP_OK, "comm_nccl_create: %s", err.msg);
     if (rc == DDP_OK) {
         CHECK(strcmp(nccl->ops->name, "nccl") == 0, "backend name %s", nccl->ops->name);

@@ -295,3 +295,29 @@ extern "C" int emu_barrier_loop(float *out, int threads, int iterations)
     DDP_LAUNCH(barrier_loop, 1, threads, 0, 0, out, iterations);
     return (int)DDP_LAUNCH_STATUS();
 }
+
+/* ---- memory checking: one thread writes one element, wherever it is told ---- */
+__global__ void write_at(float *out, long long index, float value)
+{
+    out[index] = value;
+}
+
+extern "C" int emu_write_at(float *out, long long index, float value, cudaStream_t stream)
+{
+    DDP_LAUNCH(write_at, 1, 1, 0, stream, out, index, value);
+    return (int)DDP_LAUNCH_STATUS();
+}
+
+/* ---- stream order: copies n floats, reading the source when the kernel runs ---- */
+__global__ void copy_floats(const float *in, float *out, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = in[i];
+}
+
+extern "C" int emu_copy_floats(const float *in, float *out, int n, cudaStream_t stream)
+{
+    DDP_LAUNCH(copy_floats, (n + 127) / 128, 128, 0, stream, in, out, n);
+    return (int)DDP_LAUNCH_STATUS();
+}

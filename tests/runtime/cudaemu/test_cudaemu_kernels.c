@@ -206,6 +206,7 @@ static void run_broken(int which)
     float *d = NULL;
     cudaMalloc((void **)&d, 64 * sizeof(float));
     emu_broken_kernel(which, d);
+    cudaDeviceSynchronize(); /* the launch only queued it */
 }
 
 static void test_bug_reports(void)

@@ -4,8 +4,9 @@
  * Covers: NULL comm / outputs, bad and unsupported (fp8) types, bad reduction ops, root and peer
  * out of range, NULL and host (not cudaMalloc'd) buffers, a buffer shorter than count, a dead
  * stream, ncclGroupEnd without ncclGroupStart, a failure inside a group reported again by
- * ncclGroupEnd; identity queries, version, the async-error query; and that ncclCommAbort makes a
- * later call fail instead of hanging. Results of valid calls are compared with MPI by
+ * ncclGroupEnd; identity queries, version, the async-error query; that collectives run in stream
+ * order (a missing wait reads unwritten memory); two ranks on one GPU refused; and that
+ * ncclCommAbort drops queued calls and makes a later call fail instead of hanging. Results of valid calls are compared with MPI by
  * test_nccl_comm; one bf16 average here is checked against exact values. */
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -13,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "runtime/base/mpi_thread.h"
 #include "tests/check.h"
 #include "runtime/base/half.h"
 
@@ -64,9 +66,55 @@ static void groups(ncclComm_t comm, cudaStream_t s, float *d)
     EXPECT(ncclSend(d, 4, ncclFloat, (g_rank + 1) % g_size, comm, s), ncclSuccess);
     EXPECT(ncclRecv(r, 4, ncclFloat, (g_rank + g_size - 1) % g_size, comm, s), ncclSuccess);
     EXPECT(ncclGroupEnd(), ncclSuccess);
+    cudaStreamSynchronize(s); /* s is non-blocking: cudaMemcpy on the default stream does not wait for it */
     cudaMemcpy(h, r, sizeof h, cudaMemcpyDeviceToHost);
     CHECK(h[0] == (float)((g_rank + g_size - 1) % g_size) && h[3] == 3, "ring exchange got %g %g", h[0], h[3]);
     cudaFree(r);
+}
+
+/* A collective runs in its stream's order, when the stream runs: issued after a fill queued on
+ * another stream, it reads the fill's result only if its stream waits for that one. */
+static void stream_order(ncclComm_t comm, cudaStream_t s)
+{
+    float *d = NULL, h[4];
+    cudaStream_t other;
+    cudaEvent_t filled;
+    cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&filled, cudaEventDisableTiming);
+    cudaMalloc((void **)&d, sizeof h);
+    for (int waits = 0; waits < 2; waits++) {
+        cudaMemsetAsync(d, 0, sizeof h, other); /* 0.0f */
+        cudaEventRecord(filled, other);
+        if (waits)
+            cudaStreamWaitEvent(s, filled, 0);
+        EXPECT(ncclAllReduce(d, d, 4, ncclFloat, ncclSum, comm, s), ncclSuccess);
+        cudaStreamSynchronize(s);
+        cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost); /* the default stream waits for neither */
+        cudaStreamSynchronize(other);
+        if (waits)
+            CHECK(h[0] == 0.0f && h[3] == 0.0f, "with the wait: sum %g, expected 0", h[0]);
+        else
+            CHECK(h[0] != h[0], "without the wait the all-reduce read the unwritten (NaN) buffer, got %g", h[0]);
+        cudaMemsetAsync(d, 0xff, sizeof h, s); /* back to NaN for the next round */
+        cudaStreamSynchronize(s);
+    }
+    cudaFree(d);
+    cudaEventDestroy(filled);
+    cudaStreamDestroy(other);
+}
+
+/* Two ranks on one GPU: NCCL refuses the communicator ("Duplicate GPU detected"). */
+static void duplicate_gpu(void)
+{
+    ncclUniqueId id;
+    if (g_rank == 0)
+        EXPECT(ncclGetUniqueId(&id), ncclSuccess);
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    cudaSetDevice(0);
+    ncclComm_t dup = NULL;
+    EXPECT(ncclCommInitRank(&dup, g_size, id, g_rank), ncclInvalidUsage);
+    CHECK(dup == NULL, "a refused communicator was returned");
+    cudaSetDevice(g_rank);
 }
 
 /* bf16 average of rank-dependent values: sum in float, rounded once, divided, rounded again. */
@@ -79,6 +127,7 @@ static void bf16_average(ncclComm_t comm, cudaStream_t s)
     cudaMalloc((void **)&d, sizeof h);
     cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
     EXPECT(ncclAllReduce(d, d, N, ncclBfloat16, ncclAvg, comm, s), ncclSuccess);
+    cudaStreamSynchronize(s);
     cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
     int bad = 0;
     for (int i = 0; i < N; i++) {
@@ -95,9 +144,10 @@ static void bf16_average(ncclComm_t comm, cudaStream_t s)
 int main(int argc, char **argv)
 {
     int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(&argc, &argv, DDP_MPI_THREAD_LEVEL, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    cudaSetDevice(g_rank); /* one emulated GPU per rank (DDP_CUDA_EMU_DEVICES = ranks) */
     int version = 0;
     EXPECT(ncclGetVersion(&version), ncclSuccess);
     CHECK(version == NCCL_VERSION_CODE, "version %d", version);
@@ -124,6 +174,22 @@ int main(int argc, char **argv)
     bad_arguments(comm, s, d, host);
     groups(comm, s, d);
     bf16_average(comm, s);
+    stream_order(comm, s);
+    duplicate_gpu();
+
+    /* ncclCommAbort drops queued calls: a collective only this rank issued does not hang */
+    float *lone = NULL;
+    cudaMalloc((void **)&lone, 4 * sizeof *lone);
+    if (g_rank == 0) {
+        cudaStream_t q;
+        cudaStreamCreateWithFlags(&q, cudaStreamNonBlocking);
+        EXPECT(ncclAllReduce(lone, lone, 4, ncclFloat, ncclSum, comm, q), ncclSuccess);
+        EXPECT(ncclCommAbort(comm), ncclSuccess);
+        CHECK(cudaStreamSynchronize(q) == cudaSuccess, "stream of an aborted communicator");
+        cudaStreamDestroy(q);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    cudaFree(lone);
 
     /* after ncclCommAbort, calls fail at once rather than waiting for peers */
     EXPECT(ncclCommAbort(comm), ncclSuccess);

@@ -1,0 +1,34 @@
+/* cudaemu.h — the CUDA-on-CPU emulator's own C interface, beyond the CUDA runtime it implements.
+ *
+ * For the emulated build's NCCL shim and for tests: queueing host work in stream order (like
+ * cudaLaunchHostFunc, but allowed to run only on the issuing thread, which MPI needs), waiting
+ * for every stream, and the count of calls that blocked the host. Real-CUDA builds never include
+ * it. */
+#ifndef DDP_CUDAEMU_H
+#define DDP_CUDAEMU_H
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void (*cudaemu_host_fn)(void *arg);
+
+/* Queues run(arg) on stream, to run in stream order when something waits for it; with
+ * issuer_only set it runs only on the calling thread (a query from another thread reports it
+ * not ready). run owns arg. */
+cudaError_t cudaemu_enqueue_host_work(cudaStream_t stream, const char *what, cudaemu_host_fn run, void *arg,
+                                      int issuer_only);
+/* Blocks until every stream of every device has run everything queued so far. */
+cudaError_t cudaemu_synchronize_all(void);
+/* Calls so far, in this process, that blocked the host until the device caught up: stream, event
+ * and device synchronisation, blocking copies, cudaFree. DDP_CUDA_EMU_TRACE_BLOCKING=1 prints
+ * each with the function that called it. */
+unsigned long long cudaemu_host_blocking_calls(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

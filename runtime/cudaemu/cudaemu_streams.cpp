@@ -1,0 +1,751 @@
+/* cudaemu_streams.cpp — the emulator's asynchronous execution: streams as queues of work that runs
+ * later, events, and the drain that runs queued work when the host waits.
+ *
+ * A kernel launch, copy, fill, GEMM or collective is queued on its stream and runs only when the
+ * host needs it: at a synchronising call (stream, event or device synchronize, a blocking copy,
+ * cudaFree), or one operation at a time at an event or stream query. So a kernel reads its
+ * arguments' memory when it runs, not when it was launched, and a host buffer reused before its
+ * copy ran shows up as wrong data, as on a GPU. A drain runs only what its target needs: the
+ * target stream's queue, and through cudaStreamWaitEvent (and the legacy default stream's
+ * implicit waits) the other streams' work up to the awaited point. Streams with work ready
+ * interleave in the order DDP_CUDA_EMU_ORDER picks (forward: the oldest stream first, reverse:
+ * the newest first, random:SEED), so a missing wait between two streams reads stale data under
+ * one of the orders. A GPU also finishes work while its host is busy elsewhere (inside an MPI
+ * call, say, that a peer can only join once this device has run its collective): a progress
+ * thread runs everything queued once no host thread has queued or waited for work for
+ * DDP_CUDA_EMU_PROGRESS_MS (default 20; 0 turns it off, for tests that need the host's timing
+ * to be irrelevant). Work marked issuer-only (the NCCL shim's MPI collectives) runs only on the
+ * thread that queued it or the progress thread; a query from another thread (a watchdog)
+ * reports it as not ready. One thread executes at a time; device memory is host-accessible only while it does
+ * (cudart_memory.cpp). Streams and events belong to the device current when they were made, and
+ * using them from a thread whose current device differs is an error. The per-process count of
+ * host-blocking calls (cudaemu.h) lives here. Must not know what the work does. */
+#include "cudaemu.h"
+#include "cudaemu_internal.h"
+
+#include <condition_variable>
+#include <deque>
+#include <dlfcn.h>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "runtime/base/clock.h"
+
+typedef std::shared_ptr<CUstream_st> stream_ref;
+
+namespace ddp_cudaemu {
+struct queued_op {
+    uint64_t seq;
+    const char *what;             /* what reports name: a kernel, "cudaMemcpyAsync", ... */
+    std::function<void()> work;   /* empty for a wait */
+    stream_ref wait_stream;       /* a wait: until wait_stream has run op wait_seq */
+    uint64_t wait_seq;
+    bool issuer_only;
+    pthread_t issuer;
+    bool check_bounds;            /* touches device memory: check the allocations' bounds after */
+};
+} /* namespace ddp_cudaemu */
+
+struct CUstream_st {
+    unsigned flags;
+    int device;
+    bool legacy;                  /* a device's legacy default stream (handle 0) */
+    uint64_t id;                  /* creation order */
+    bool live;                    /* not destroyed (its queue still runs to the end) */
+    std::deque<ddp_cudaemu::queued_op> queue;
+    uint64_t done_seq, last_seq;  /* of the last op run / queued */
+};
+
+namespace ddp_cudaemu {
+struct event_record {
+    stream_ref stream;
+    uint64_t seq;                 /* the marker op; the event completes when it has run */
+    double time_ms;
+};
+} /* namespace ddp_cudaemu */
+
+struct CUevent_st {
+    unsigned flags;
+    int device;
+    std::shared_ptr<ddp_cudaemu::event_record> last; /* the latest cudaEventRecord */
+};
+
+namespace ddp_cudaemu {
+
+static std::mutex engine_lock;                 /* every queue, stream and event field */
+static std::condition_variable engine_changed; /* an op ran, or the executor left */
+static std::map<CUstream_st *, stream_ref> streams; /* live, or destroyed with work queued */
+static std::map<int, CUstream_st *> legacy_streams;
+static std::map<cudaEvent_t, bool> live_events;
+static uint64_t next_seq = 1, next_stream_id = 1;
+static bool executing;                         /* some thread is running an op */
+static pthread_t executor;
+static thread_local const char *running_op;    /* for fault reports */
+static thread_local bool is_progress_thread;
+static unsigned long long blocking_calls;
+static double last_host_activity_s;            /* a host thread queued work or waited for it */
+
+const char *op_running_on_this_thread() { return running_op; }
+
+/* ---- streams and handles --------------------------------------------------------------- */
+
+static stream_ref new_stream(int device, unsigned flags, bool legacy)
+{
+    stream_ref s(new CUstream_st{flags, device, legacy, next_stream_id++, true, {}, 0, 0});
+    streams[s.get()] = s;
+    return s;
+}
+
+/* The stream a handle names, on the caller's device; nullptr after reporting an error.
+ * Called with engine_lock held. */
+static CUstream_st *resolve(cudaStream_t handle, int device, const char *fn)
+{
+    if (handle == nullptr || handle == cudaStreamLegacy || handle == cudaStreamPerThread) {
+        auto it = legacy_streams.find(device);
+        if (it == legacy_streams.end())
+            it = legacy_streams.emplace(device, new_stream(device, cudaStreamDefault, true).get()).first;
+        return it->second;
+    }
+    auto it = streams.find(handle);
+    if (it == streams.end() || !it->second->live) {
+        fail(cudaErrorInvalidResourceHandle, "%s: stream %p is not a live stream", fn, static_cast<void *>(handle));
+        return nullptr;
+    }
+    if (handle->device != device) {
+        fail(cudaErrorInvalidResourceHandle, "%s: stream %p belongs to device %d but the calling thread's "
+             "current device is %d (call cudaSetDevice(%d) in this thread first)", fn,
+             static_cast<void *>(handle), handle->device, device, handle->device);
+        return nullptr;
+    }
+    return handle;
+}
+
+bool stream_is_valid(cudaStream_t stream)
+{
+    int device = calling_device("stream use");
+    if (device < 0)
+        return false;
+    std::lock_guard<std::mutex> hold(engine_lock);
+    return resolve(stream, device, "stream use") != nullptr;
+}
+
+/* ---- queueing ------------------------------------------------------------------------- */
+
+void start_progress_thread();
+
+static void push(CUstream_st *s, queued_op op)
+{
+    op.seq = next_seq++;
+    s->last_seq = op.seq;
+    s->queue.push_back(std::move(op));
+}
+
+static void push_wait(CUstream_st *s, const stream_ref &on, uint64_t seq)
+{
+    if (on.get() == s || on->done_seq >= seq)
+        return;
+    push(s, queued_op{0, "cudaStreamWaitEvent", {}, on, seq, false, pthread_t(), false});
+}
+
+/* The legacy default stream waits for, and is waited for by, every blocking stream of its device. */
+static void legacy_waits(CUstream_st *s)
+{
+    if (s->flags & cudaStreamNonBlocking)
+        return;
+    if (s->legacy) {
+        for (auto &kv : streams)
+            if (kv.second.get() != s && kv.second->device == s->device && !kv.second->legacy &&
+                !(kv.second->flags & cudaStreamNonBlocking) && kv.second->last_seq > kv.second->done_seq)
+                push_wait(s, kv.second, kv.second->last_seq);
+        return;
+    }
+    auto it = legacy_streams.find(s->device);
+    if (it != legacy_streams.end() && it->second->last_seq > it->second->done_seq)
+        push_wait(s, streams[it->second], it->second->last_seq);
+}
+
+cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()> work, bool issuer_only,
+                    const char *fn, queued_at *where)
+{
+    int device = calling_device(fn);
+    if (device < 0)
+        return cudaErrorInvalidDevice;
+    std::lock_guard<std::mutex> hold(engine_lock);
+    CUstream_st *s = resolve(stream, device, fn);
+    if (!s)
+        return cudaErrorInvalidResourceHandle;
+    legacy_waits(s);
+    push(s, queued_op{0, what, std::move(work), nullptr, 0, issuer_only, pthread_self(), true});
+    last_host_activity_s = monotonic_s();
+    start_progress_thread();
+    if (where)
+        *where = queued_at{streams[s], s->last_seq};
+    return cudaSuccess;
+}
+
+/* ---- the drain ------------------------------------------------------------------------- */
+
+struct drain_order {
+    int kind; /* 0 forward, 1 reverse, 2 random */
+    uint64_t rng;
+};
+
+static drain_order order_from_env()
+{
+    static uint64_t drains;
+    const char *env = getenv("DDP_CUDA_EMU_ORDER");
+    drain_order o = {0, 0};
+    if (env && strcmp(env, "reverse") == 0)
+        o.kind = 1;
+    else if (env && strncmp(env, "random:", 7) == 0) /* malformed values fail at the first launch */
+        o = drain_order{2, strtoull(env + 7, nullptr, 10) * 0x9e3779b97f4a7c15ull + ++drains};
+    return o;
+}
+
+static uint64_t next_random(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+typedef std::map<CUstream_st *, uint64_t> need_map;
+
+static bool reached(const std::vector<queued_at> &targets)
+{
+    for (const queued_at &t : targets)
+        if (t.stream->done_seq < t.seq)
+            return false;
+    return true;
+}
+
+/* How far each stream must run for the targets: their own streams, then transitively every
+ * stream an op on the way waits for. */
+static need_map needed(const std::vector<queued_at> &targets)
+{
+    need_map need;
+    for (const queued_at &t : targets)
+        if (t.stream->done_seq < t.seq && need[t.stream.get()] < t.seq)
+            need[t.stream.get()] = t.seq;
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (auto &kv : need)
+            for (const queued_op &op : kv.first->queue) {
+                if (op.seq > kv.second)
+                    break;
+                if (!op.work && op.wait_stream->done_seq < op.wait_seq && need[op.wait_stream.get()] < op.wait_seq) {
+                    need[op.wait_stream.get()] = op.wait_seq;
+                    grew = true;
+                }
+            }
+    }
+    return need;
+}
+
+enum pick_result { PICKED, BLOCKED_ON_OTHER_THREAD, NOTHING };
+
+/* Retires satisfied waits, then picks a stream whose next op is needed and may run on this thread. */
+static pick_result pick(const need_map &need, drain_order &order, CUstream_st **out)
+{
+    std::vector<CUstream_st *> ready;
+    bool blocked = false;
+    for (const auto &kv : need) {
+        CUstream_st *s = kv.first;
+        while (!s->queue.empty() && !s->queue.front().work && s->queue.front().seq <= kv.second &&
+               s->queue.front().wait_stream->done_seq >= s->queue.front().wait_seq) {
+            s->done_seq = s->queue.front().seq;
+            s->queue.pop_front();
+        }
+        if (s->queue.empty() || s->queue.front().seq > kv.second || !s->queue.front().work)
+            continue;
+        if (s->queue.front().issuer_only && !is_progress_thread &&
+            !pthread_equal(s->queue.front().issuer, pthread_self())) {
+            blocked = true;
+            continue;
+        }
+        ready.push_back(s);
+    }
+    if (ready.empty())
+        return blocked ? BLOCKED_ON_OTHER_THREAD : NOTHING;
+    CUstream_st *best = ready[0];
+    if (order.kind == 2) {
+        best = ready[next_random(&order.rng) % ready.size()];
+    } else {
+        for (CUstream_st *s : ready)
+            if (order.kind == 0 ? s->id < best->id : s->id > best->id)
+                best = s;
+    }
+    *out = best;
+    return PICKED;
+}
+
+static void release_finished_streams()
+{
+    for (auto it = streams.begin(); it != streams.end();)
+        it = !it->second->live && it->second->queue.empty() ? streams.erase(it) : std::next(it);
+}
+
+/* Runs the front op of s with the lock released. */
+static void run_front(std::unique_lock<std::mutex> &lock, CUstream_st *s)
+{
+    queued_op op = std::move(s->queue.front());
+    s->queue.pop_front();
+    lock.unlock();
+    running_op = op.what;
+    op.work();
+    if (op.check_bounds)
+        check_allocation_bounds(op.what);
+    running_op = nullptr;
+    lock.lock();
+    s->done_seq = op.seq;
+}
+
+[[noreturn]] static void report_stuck(const std::vector<queued_at> &targets, const char *fn)
+{
+    fprintf(stderr, "cudaemu: %s waits for work that can never run:", fn);
+    for (const queued_at &t : targets)
+        fprintf(stderr, " stream %llu up to op %llu (ran up to %llu, %zu queued);", (unsigned long long)t.stream->id,
+                (unsigned long long)t.seq, (unsigned long long)t.stream->done_seq, t.stream->queue.size());
+    fputc('\n', stderr);
+    abort();
+}
+
+/* Runs queued work until the targets are reached (blocking) or one op has run (a query).
+ * Returns whether the targets are reached. The progress thread drains non-blocking, without the
+ * one-op limit. */
+static bool drain(const std::vector<queued_at> &targets, bool blocking, const char *fn)
+{
+    std::unique_lock<std::mutex> lock(engine_lock);
+    if (blocking)
+        last_host_activity_s = monotonic_s();
+    drain_order order = order_from_env();
+    const need_map need = needed(targets); /* fixed: later ops lie beyond what the targets need */
+    bool opened = false, ran = false;
+    while (!reached(targets) && !(ran && !blocking && !is_progress_thread)) {
+        if (executing && !pthread_equal(executor, pthread_self())) {
+            if (!blocking)
+                break;
+            engine_changed.wait(lock);
+            continue;
+        }
+        CUstream_st *s = nullptr;
+        pick_result r = pick(need, order, &s);
+        if (r == NOTHING && reached(targets))
+            break;
+        if (r == NOTHING)
+            report_stuck(targets, fn);
+        if (r == BLOCKED_ON_OTHER_THREAD) {
+            if (!blocking)
+                break;
+            engine_changed.wait(lock); /* the issuing thread runs it when it next waits */
+            continue;
+        }
+        executing = true;
+        executor = pthread_self();
+        if (!opened)
+            device_memory_access(true);
+        opened = ran = true;
+        run_front(lock, s);
+        engine_changed.notify_all();
+    }
+    if (opened) {
+        device_memory_access(false);
+        executing = false;
+        engine_changed.notify_all();
+    }
+    release_finished_streams();
+    return reached(targets);
+}
+
+/* ---- the progress thread ---------------------------------------------------------------- */
+
+static long progress_ms()
+{
+    const char *env = getenv("DDP_CUDA_EMU_PROGRESS_MS");
+    if (!env || !*env)
+        return 20;
+    char *end;
+    long ms = strtol(env, &end, 10);
+    if (*end != '\0' || ms < 0) {
+        fprintf(stderr, "cudaemu: DDP_CUDA_EMU_PROGRESS_MS=%s: expected milliseconds (0 = off)\n", env);
+        abort();
+    }
+    return ms;
+}
+
+static std::vector<queued_at> all_pending()
+{
+    std::vector<queued_at> targets;
+    for (auto &kv : streams)
+        if (kv.second->last_seq > kv.second->done_seq)
+            targets.push_back(queued_at{kv.second, kv.second->last_seq});
+    return targets;
+}
+
+static void *progress_main(void *)
+{
+    is_progress_thread = true;
+    const double idle_s = (double)progress_ms() / 1e3;
+    for (;;) {
+        struct timespec nap = {0, (long)(idle_s / 2 * 1e9)};
+        nanosleep(&nap, nullptr);
+        std::vector<queued_at> targets;
+        {
+            std::lock_guard<std::mutex> hold(engine_lock);
+            if (executing || monotonic_s() - last_host_activity_s < idle_s)
+                continue;
+            targets = all_pending();
+        }
+        if (!targets.empty())
+            drain(targets, false, "the emulator's progress thread");
+    }
+    return nullptr;
+}
+
+static bool progress_running;
+
+/* A fork()ed child has no progress thread and must not inherit a held lock. */
+static void before_fork() { engine_lock.lock(); }
+static void after_fork_parent() { engine_lock.unlock(); }
+static void after_fork_child()
+{
+    engine_lock.unlock();
+    progress_running = false;
+}
+
+/* Called with engine_lock held, from the first queued work on. */
+void start_progress_thread()
+{
+    static std::once_flag atfork;
+    std::call_once(atfork, [] { pthread_atfork(before_fork, after_fork_parent, after_fork_child); });
+    if (progress_running || progress_ms() == 0)
+        return;
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    progress_running = pthread_create(&t, &attr, progress_main, nullptr) == 0;
+    pthread_attr_destroy(&attr);
+}
+
+/* ---- host-blocking calls ----------------------------------------------------------------- */
+
+void count_blocking_call(const char *fn, const void *caller)
+{
+    {
+        std::lock_guard<std::mutex> hold(engine_lock);
+        blocking_calls++;
+    }
+    static const char *trace = getenv("DDP_CUDA_EMU_TRACE_BLOCKING");
+    if (!trace || !*trace || strcmp(trace, "0") == 0)
+        return;
+    Dl_info info;
+    const char *who = dladdr(caller, &info) && info.dli_sname ? info.dli_sname : "?";
+    fprintf(stderr, "cudaemu: host blocks in %s called from %s\n", fn, who);
+}
+
+cudaError_t synchronize_point(const queued_at &at, const char *fn)
+{
+    drain({at}, true, fn);
+    return cudaSuccess;
+}
+
+cudaError_t synchronize_device(int device, const char *fn)
+{
+    std::vector<queued_at> targets;
+    {
+        std::lock_guard<std::mutex> hold(engine_lock);
+            for (auto &kv : streams)
+            if ((device < 0 || kv.second->device == device) && kv.second->last_seq > kv.second->done_seq)
+                targets.push_back(queued_at{kv.second, kv.second->last_seq});
+    }
+    drain(targets, true, fn);
+    return cudaSuccess;
+}
+
+} /* namespace ddp_cudaemu */
+
+using namespace ddp_cudaemu;
+
+/* ---- the emulator's own C API (cudaemu.h) ----------------------------------------------- */
+
+extern "C" unsigned long long cudaemu_host_blocking_calls(void)
+{
+    std::lock_guard<std::mutex> hold(engine_lock);
+    return blocking_calls;
+}
+
+extern "C" cudaError_t cudaemu_enqueue_host_work(cudaStream_t stream, const char *what, cudaemu_host_fn run,
+                                                 void *arg, int issuer_only)
+{
+    return enqueue(stream, what, [run, arg] { run(arg); }, issuer_only != 0, what, nullptr);
+}
+
+extern "C" cudaError_t cudaemu_synchronize_all(void)
+{
+    count_blocking_call("cudaemu_synchronize_all", __builtin_return_address(0));
+    return synchronize_device(-1, "cudaemu_synchronize_all");
+}
+
+/* ---- streams --------------------------------------------------------------------------- */
+
+extern "C" {
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+    if (!pStream || (flags & ~(unsigned)cudaStreamNonBlocking))
+        return fail(cudaErrorInvalidValue, "cudaStreamCreateWithFlags: NULL output or unknown flags 0x%x", flags);
+    int device = calling_device("cudaStreamCreateWithFlags");
+    if (device < 0)
+        return cudaErrorInvalidDevice;
+    std::lock_guard<std::mutex> hold(engine_lock);
+    *pStream = new_stream(device, flags, false).get();
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *pStream) { return cudaStreamCreateWithFlags(pStream, cudaStreamDefault); }
+
+/* Priorities as on an H100: 0 (least) down to -5 (greatest). Emulated streams run when something
+ * waits for them, so a priority changes nothing here. */
+enum { LEAST_STREAM_PRIORITY = 0, GREATEST_STREAM_PRIORITY = -5 };
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    if (calling_device("cudaDeviceGetStreamPriorityRange") < 0)
+        return cudaErrorInvalidDevice;
+    if (leastPriority)
+        *leastPriority = LEAST_STREAM_PRIORITY;
+    if (greatestPriority)
+        *greatestPriority = GREATEST_STREAM_PRIORITY;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+    (void)priority; /* CUDA clamps values outside the range */
+    return cudaStreamCreateWithFlags(pStream, flags);
+}
+
+/* Returns at once, as CUDA does; queued work still runs, in order, when something waits for it. */
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    int device = calling_device("cudaStreamDestroy");
+    if (device < 0)
+        return cudaErrorInvalidDevice;
+    std::lock_guard<std::mutex> hold(engine_lock);
+    if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
+        return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: the default stream cannot be destroyed");
+    CUstream_st *s = resolve(stream, device, "cudaStreamDestroy");
+    if (!s)
+        return cudaErrorInvalidResourceHandle;
+    s->live = false;
+    release_finished_streams();
+    return cudaSuccess;
+}
+
+static cudaError_t stream_tail(cudaStream_t stream, const char *fn, queued_at *tail)
+{
+    int device = calling_device(fn);
+    if (device < 0)
+        return cudaErrorInvalidDevice;
+    std::lock_guard<std::mutex> hold(engine_lock);
+    CUstream_st *s = resolve(stream, device, fn);
+    if (!s)
+        return cudaErrorInvalidResourceHandle;
+    *tail = queued_at{streams[s], s->last_seq};
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    count_blocking_call("cudaStreamSynchronize", __builtin_return_address(0));
+    queued_at tail;
+    cudaError_t err = stream_tail(stream, "cudaStreamSynchronize", &tail);
+    return err == cudaSuccess ? synchronize_point(tail, "cudaStreamSynchronize") : err;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+    queued_at tail;
+    cudaError_t err = stream_tail(stream, "cudaStreamQuery", &tail);
+    if (err != cudaSuccess)
+        return err;
+    return drain({tail}, false, "cudaStreamQuery") ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
+{
+    if (!flags)
+        return fail(cudaErrorInvalidValue, "cudaStreamGetFlags: flags is NULL");
+    int device = calling_device("cudaStreamGetFlags");
+    if (device < 0)
+        return cudaErrorInvalidDevice;
+    std::lock_guard<std::mutex> hold(engine_lock);
+    CUstream_st *s = resolve(hStream, device, "cudaStreamGetFlags");
+    if (!s)
+        return cudaErrorInvalidResourceHandle;
+    *flags = s->flags;
+    return cudaSuccess;
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+    if (!fn)
+        return fail(cudaErrorInvalidValue, "cudaLaunchHostFunc: fn is NULL");
+    return enqueue(stream, "cudaLaunchHostFunc", [fn, userData] { fn(userData); }, false, "cudaLaunchHostFunc",
+                   nullptr);
+}
+
+/* ---- events ----------------------------------------------------------------------------- */
+
+static CUevent_st *live_event(cudaEvent_t event, int device, const char *fn)
+{
+    if (!live_events.count(event)) {
+        fail(cudaErrorInvalidResourceHandle, "%s: %p is not a live event", fn, static_cast<void *>(event));
+        return nullptr;
+    }
+    if (event->device != device) {
+        fail(cudaErrorInvalidResourceHandle, "%s: event %p belongs to device %d but the calling thread's current "
+             "device is %d (call cudaSetDevice(%d) in this thread first)", fn, static_cast<void *>(event),
+             event->device, device, event->device);
+        return nullptr;
+    }
+    return event;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+    unsigned known = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+    if (!event || (flags & ~known))
+        return fail(cudaErrorInvalidValue, "cudaEventCreateWithFlags: NULL output or unknown flags 0x%x", flags);
+    int device = calling_device("cudaEventCreateWithFlags");
+    if (device < 0)
+        return cudaErrorInvalidDevice;
+    std::lock_guard<std::mutex> hold(engine_lock);
+    cudaEvent_t e = new CUevent_st{flags, device, nullptr};
+    live_events[e] = true;
+    *event = e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    int device = calling_device("cudaEventDestroy");
+    if (device < 0)
+        return cudaErrorInvalidDevice;
+    std::lock_guard<std::mutex> hold(engine_lock);
+    if (!live_event(event, device, "cudaEventDestroy"))
+        return cudaErrorInvalidResourceHandle;
+    live_events.erase(event);
+    delete event; /* pending waits hold the record itself */
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    int device = calling_device("cudaEventRecord");
+    if (device < 0)
+        return cudaErrorInvalidDevice;
+    std::lock_guard<std::mutex> hold(engine_lock);
+    CUstream_st *s = resolve(stream, device, "cudaEventRecord");
+    if (!s || !live_event(event, device, "cudaEventRecord"))
+        return cudaErrorInvalidResourceHandle;
+    std::shared_ptr<event_record> rec(new event_record{streams[s], 0, 0.0});
+    legacy_waits(s);
+    push(s, queued_op{0, "cudaEventRecord", [rec] { rec->time_ms = 1e3 * monotonic_s(); }, nullptr, 0, false,
+                      pthread_self(), false});
+    rec->seq = s->last_seq;
+    event->last = rec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+    if (flags & ~(unsigned)cudaEventWaitExternal)
+        return fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: unknown flags 0x%x", flags);
+    int device = calling_device("cudaStreamWaitEvent");
+    if (device < 0)
+        return cudaErrorInvalidDevice;
+    std::lock_guard<std::mutex> hold(engine_lock);
+    CUstream_st *s = resolve(stream, device, "cudaStreamWaitEvent");
+    if (!s)
+        return cudaErrorInvalidResourceHandle;
+    if (!live_events.count(event)) /* an event of another device may be waited for */
+        return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: %p is not a live event",
+                    static_cast<void *>(event));
+    if (event->last) /* a never-recorded event is complete */
+        push_wait(s, event->last->stream, event->last->seq);
+    return cudaSuccess;
+}
+
+static cudaError_t event_point(cudaEvent_t event, const char *fn, std::shared_ptr<event_record> *rec)
+{
+    int device = calling_device(fn);
+    if (device < 0)
+        return cudaErrorInvalidDevice;
+    std::lock_guard<std::mutex> hold(engine_lock);
+    if (!live_event(event, device, fn))
+        return cudaErrorInvalidResourceHandle;
+    *rec = event->last;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+    std::shared_ptr<event_record> rec;
+    cudaError_t err = event_point(event, "cudaEventQuery", &rec);
+    if (err != cudaSuccess || !rec)
+        return err;
+    return drain({queued_at{rec->stream, rec->seq}}, false, "cudaEventQuery") ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    count_blocking_call("cudaEventSynchronize", __builtin_return_address(0));
+    std::shared_ptr<event_record> rec;
+    cudaError_t err = event_point(event, "cudaEventSynchronize", &rec);
+    if (err != cudaSuccess || !rec)
+        return err;
+    return synchronize_point(queued_at{rec->stream, rec->seq}, "cudaEventSynchronize");
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    if (!ms)
+        return fail(cudaErrorInvalidValue, "cudaEventElapsedTime: ms is NULL");
+    std::shared_ptr<event_record> a, b;
+    cudaError_t err = event_point(start, "cudaEventElapsedTime", &a);
+    if (err == cudaSuccess)
+        err = event_point(end, "cudaEventElapsedTime", &b);
+    if (err != cudaSuccess)
+        return err;
+    if ((start->flags | end->flags) & cudaEventDisableTiming)
+        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was created with "
+                    "cudaEventDisableTiming");
+    if (!a || !b)
+        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
+    std::lock_guard<std::mutex> hold(engine_lock);
+    if (a->stream->done_seq < a->seq || b->stream->done_seq < b->seq)
+        return cudaErrorNotReady; /* as CUDA: not an error to report, the work has not run yet */
+    *ms = (float)(b->time_ms - a->time_ms);
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    count_blocking_call("cudaDeviceSynchronize", __builtin_return_address(0));
+    int device = calling_device("cudaDeviceSynchronize");
+    return device < 0 ? cudaErrorInvalidDevice : synchronize_device(device, "cudaDeviceSynchronize");
+}
+
+} /* extern "C" */
