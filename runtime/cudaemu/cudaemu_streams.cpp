@@ -8,9 +8,9 @@
  * copy ran shows up as wrong data, as on a GPU. A drain runs only what its target needs: the
  * target stream's queue, and through cudaStreamWaitEvent (and the legacy default stream's
  * implicit waits) the other streams' work up to the awaited point. Streams with work ready
- * interleave in the order DDP_CUDA_EMU_ORDER picks (forward: the oldest stream first, reverse:
- * the newest first, random:SEED), so a missing wait between two streams reads stale data under
- * one of the orders. A GPU also finishes work while its host is busy elsewhere (inside an MPI
+ * interleave in the order DDP_CUDA_EMU_ORDER picks (forward: the op issued first, as the host
+ * issued them; reverse: the op issued last first; random:SEED), so a missing wait between two
+ * streams reads stale data, or overwrites data still to be read, under one of the orders. A GPU also finishes work while its host is busy elsewhere (inside an MPI
  * call, say, that a peer can only join once this device has run its collective): a progress
  * thread runs everything queued once no host thread has queued or waited for work for
  * DDP_CUDA_EMU_PROGRESS_MS (default 20; 0 turns it off, for tests that need the host's timing
@@ -278,9 +278,10 @@ static pick_result pick(const need_map &need, drain_order &order, CUstream_st **
     CUstream_st *best = ready[0];
     if (order.kind == 2) {
         best = ready[next_random(&order.rng) % ready.size()];
-    } else {
+    } else { /* forward: the op issued first (program order); reverse: the op issued last */
         for (CUstream_st *s : ready)
-            if (order.kind == 0 ? s->id < best->id : s->id > best->id)
+            if (order.kind == 0 ? s->queue.front().seq < best->queue.front().seq
+                                : s->queue.front().seq > best->queue.front().seq)
                 best = s;
     }
     *out = best;

@@ -243,7 +243,7 @@ void report_device_memory_fault(const void *addr)
                          "cudaMalloc allocation at %p): device memory is not host-accessible; copy it with "
                          "cudaMemcpy\n", addr, off, al.bytes, reinterpret_cast<void *>(kv.first));
         else
-            n = snprintf(msg, sizeof msg, "cudaemu: %s accessed %p, %td bytes %s a %zu-byte cudaMalloc allocation at "
+            n = snprintf(msg, sizeof msg, "cudaemu: %s accessed %p, byte %td %s a %zu-byte cudaMalloc allocation at "
                          "%p (on a GPU: an illegal address)\n", op ? op : "host code", addr,
                          off < 0 ? -off : off - (ptrdiff_t)al.bytes + 1, off < 0 ? "before the start of" : "past the end of",
                          al.bytes, reinterpret_cast<void *>(kv.first));

@@ -29,12 +29,14 @@ gpu_run() {
     return $rc
 }
 
-gpu_run np2 2 2 data.batch_size=24
+# streams interleave newest-op-first (np=2) and at random (np=3): a missing wait between the
+# compute and communication streams reads stale gradients in one of them
+DDP_CUDA_EMU_ORDER=reverse gpu_run np2 2 2 data.batch_size=24
 check "cuda+nccl np=2 batch 24 runs" [ $? -eq 0 ]
 check "np=2 log names the nccl gradient backend" grep -q "gradient backend nccl" "$TMP/np2.log"
 check "cuda+nccl np=2 params equal cpu np=1 within 1e-5" "$CKPT_COMPARE" "$ref" "$(last_ckpt "$TMP/np2")" param/ 1e-5
 
-gpu_run np3 3 3 data.batch_size=16 ddp.debug=true
+DDP_CUDA_EMU_ORDER=random:7 gpu_run np3 3 3 data.batch_size=16 ddp.debug=true
 check "cuda+nccl np=3 batch 16 (ddp.debug on) runs" [ $? -eq 0 ]
 check "cuda+nccl np=3 params equal cpu np=1 within 1e-5" "$CKPT_COMPARE" "$ref" "$(last_ckpt "$TMP/np3")" param/ 1e-5
 
