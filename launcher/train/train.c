@@ -2,10 +2,13 @@
  *
  * Owns the order of a step: gather the rank's batch (sampler), upload, forward/backward with the
  * reducer averaging gradient buckets as backward produces them, wait for the buckets, clip, step
- * the optimizer, agree across ranks whether to stop. Batches are staged as the bytes the model's
- * io describes, so nothing here knows pixels from token ids. Logging/evaluation live in
- * train_log.c and checkpoints in train_ckpt.c. Must not know CPU from CUDA or MPI from NCCL: the
- * device and communicator interfaces do; nor any model's kind: model.h does. */
+ * the optimizer, agree across ranks whether to stop. Past the batch upload (a staging buffer may
+ * wait for its previous copy) no part of a step waits for the device: the loss sums, the gradient
+ * norm and the clip factor stay in device memory; only log lines, evaluation, text samples and
+ * checkpoints download. Batches are staged as the bytes the model's io describes, so
+ * nothing here knows pixels from token ids. Logging/evaluation live in train_log.c and
+ * checkpoints in train_ckpt.c. Must not know CPU from CUDA or MPI from NCCL: the device and
+ * communicator interfaces do; nor any model's kind: model.h does. */
 #include "train.h"
 
 #include <stdio.h>
@@ -275,10 +278,10 @@ static int optimizer_step(train_job *t, double *lr, ddp_err *err)
     int rc = reduce_gradients(t, err);
     if (rc != DDP_OK)
         return ddp_prefix(err, "gradient all-reduce at step %lld", (long long)t->step + 1);
-    /* The norm is a full pass over the gradients (and a device sync): only clipping needs it. */
-    double norm = 0;
-    float scale = 1.0f;
-    if (t->opt->grad_clip > 0 && (rc = optim_grad_norm(t->opt, t->m->grads, &norm, &scale, err)) != DDP_OK)
+    /* The norm is a full pass over the gradients: only clipping needs it. It and the clip factor
+     * stay on the device, where the update reads the factor, so the step does not wait. */
+    const float *scale = NULL;
+    if (t->opt->grad_clip > 0 && (rc = optim_grad_norm(t->opt, t->m->grads, &scale, err)) != DDP_OK)
         return rc;
     *lr = optim_lr_at(t->opt, t->step, t->total_steps);
     rc = optim_step(t->opt, t->m->params, t->m->grads, *lr, scale, err);

@@ -239,22 +239,30 @@ static int checked_softmax_xent(device *d, const float *logits, int64_t ld, cons
     return d->backend->softmax_xent(d, logits, ld, labels, rows, cols, grad_scale, dlogits, stats, err);
 }
 
-/* The sum of nothing is 0; the op still waits, as it always does. */
+/* The sum of nothing is 0, which the backend still writes to out (a device double). */
 static int checked_sumsq(device *d, const float *x, size_t n, double *out, ddp_err *err)
 {
     NEED_POINTER("sumsq", out);
-    if (n == 0) {
-        *out = 0.0;
-        return d->backend->synchronize(d, err);
-    }
-    NEED_POINTER("sumsq", x);
+    if (n > 0)
+        NEED_POINTER("sumsq", x);
     return d->backend->sumsq(d, x, n, out, err);
+}
+
+static int checked_clip_scale(device *d, const double *sumsq, double max_norm, float *scale, ddp_err *err)
+{
+    if (!(max_norm > 0.0))
+        return ddp_fail(err, DDP_ERUNTIME, "clip_scale: max_norm is %g, must be > 0 (clipping off: no scale)",
+                        max_norm);
+    NEED_POINTER("clip_scale", sumsq);
+    NEED_POINTER("clip_scale", scale);
+    return d->backend->clip_scale(d, sumsq, max_norm, scale, err);
 }
 
 /* ---- optimizer updates ----------------------------------------------------------------- */
 
-static int checked_sgd_step(device *d, float *p, const float *g, float *buf, size_t n, const sgd_args *args,
-                            ddp_err *err)
+/* scale may be NULL (gradients used as they are) and is never read here: it is device memory. */
+static int checked_sgd_step(device *d, float *p, const float *g, const float *scale, float *buf, size_t n,
+                            const sgd_args *args, ddp_err *err)
 {
     NEED_POINTER("sgd_step", args);
     if (n == 0)
@@ -263,10 +271,10 @@ static int checked_sgd_step(device *d, float *p, const float *g, float *buf, siz
     NEED_POINTER("sgd_step", g);
     if (args->momentum != 0.0f && !buf)
         return ddp_fail(err, DDP_ERUNTIME, "sgd_step: momentum %g needs a momentum buffer", (double)args->momentum);
-    return d->backend->sgd_step(d, p, g, buf, n, args, err);
+    return d->backend->sgd_step(d, p, g, scale, buf, n, args, err);
 }
 
-static int checked_adamw_step(device *d, float *p, const float *g, float *m, float *v, size_t n,
+static int checked_adamw_step(device *d, float *p, const float *g, const float *scale, float *m, float *v, size_t n,
                               const adamw_args *args, ddp_err *err)
 {
     NEED_POINTER("adamw_step", args);
@@ -280,7 +288,7 @@ static int checked_adamw_step(device *d, float *p, const float *g, float *m, flo
     NEED_POINTER("adamw_step", g);
     NEED_POINTER("adamw_step", m);
     NEED_POINTER("adamw_step", v);
-    return d->backend->adamw_step(d, p, g, m, v, n, args, err);
+    return d->backend->adamw_step(d, p, g, scale, m, v, n, args, err);
 }
 
 /* ---- bfloat16 casts -------------------------------------------------------------------- */

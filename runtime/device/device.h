@@ -1,9 +1,11 @@
 /* device.h — the device layer: the only code that knows CPU from CUDA.
  *
  * A device owns memory and an in-order compute stream. Every compute op is enqueued on that
- * stream and may return before it runs (CUDA) or after (CPU); download(), sumsq() and
- * timer_take_ms() are the only ops that wait. Pointers passed to ops are device pointers from
- * alloc(); sizes are size_t/int64_t throughout, so tensors with more than INT_MAX elements are fine.
+ * stream and may return before it runs (CUDA) or after (CPU); download(), synchronize() and
+ * timer_take_ms() are the only ops that wait, so results meant for the host (loss sums, the
+ * gradient norm) stay in device memory until a caller downloads them, where it reports them.
+ * Pointers passed to ops are device pointers from alloc(); sizes are size_t/int64_t throughout,
+ * so tensors with more than INT_MAX elements are fine.
  * Matrices are row-major. Ops are shaped so a transformer adds ops rather than changing these.
  * This layer must not know about models, optimizers' schedules, ranks or communication.
  *
@@ -51,7 +53,6 @@ typedef struct sgd_args {
     float lr, momentum, weight_decay;
     bool nesterov;
     bool first_step;          /* PyTorch: the momentum buffer is the gradient itself on step 1 */
-    float grad_scale;         /* gradients are multiplied by this first (clipping) */
 } sgd_args;
 
 /* AdamW's scalars for one step, computed once by the optimizer (optim_adamw_args) the way
@@ -62,7 +63,6 @@ typedef struct adamw_args {
     float decay;              /* 1 - lr * weight_decay */
     float step_size;          /* lr / (1 - beta1^step) */
     float bias2_sqrt;         /* sqrt(1 - beta2^step), > 0 */
-    float grad_scale;         /* gradients are multiplied by this first (clipping) */
 } adamw_args;
 
 /* ---- memory (device_cpu.c, device_cuda.c) ---------------------------------------------------- */
@@ -114,16 +114,25 @@ typedef struct adamw_args {
      * (which cannot see it without waiting) makes the loss NaN. */                                \
     OP(softmax_xent, (device *d, const float *logits, int64_t ld, const int32_t *labels, int64_t rows, \
                       int64_t cols, float grad_scale, float *dlogits, float *stats))               \
-    /* *out = sum x[i]^2 in double, deterministic (same order every call); waits */                \
-    OP(sumsq, (device *d, const float *x, size_t n, double *out))
+    /* *out = sum x[i]^2 in double, deterministic (same order every call); out is a device double  \
+     * (0 when n is 0), written in stream order: download it to read it */                         \
+    OP(sumsq, (device *d, const float *x, size_t n, double *out))                                  \
+    /* *scale = torch.nn.utils.clip_grad_norm_'s factor for norm = sqrt(*sumsq), max_norm > 0:     \
+     * coef = max_norm / (norm + 1e-6) in double, stored as float when coef < 1, else 1; a         \
+     * non-finite norm gives 0 (inf) or NaN (NaN), as PyTorch does. sumsq (sumsq's out) and scale  \
+     * are device scalars and the optimizer steps read scale when they run: nothing waits */       \
+    OP(clip_scale, (device *d, const double *sumsq, double max_norm, float *scale))
 
 /* ---- optimizer updates (kernels/optim_step_cpu.c, kernels/optim_step.cu) --------------------- */
-/* torch.optim's float32 order of operations, so trajectories match PyTorch step for step. */
+/* torch.optim's float32 order of operations, so trajectories match PyTorch step for step. The
+ * gradients are multiplied first by *scale, a device float read when the step runs (clip_scale's
+ * output), as clip_grad_norm_ scales them in place; scale NULL means 1. */
 #define DEVICE_OPTIM_STEP_OPS(OP)                                                                  \
     /* SGD (dampening 0); buf may be NULL when momentum is 0 */                                    \
-    OP(sgd_step, (device *d, float *p, const float *g, float *buf, size_t n, const sgd_args *args)) \
-    OP(adamw_step, (device *d, float *p, const float *g, float *m, float *v, size_t n,             \
-                    const adamw_args *args))
+    OP(sgd_step, (device *d, float *p, const float *g, const float *scale, float *buf, size_t n,   \
+                  const sgd_args *args))                                                           \
+    OP(adamw_step, (device *d, float *p, const float *g, const float *scale, float *m, float *v,   \
+                    size_t n, const adamw_args *args))
 
 /* ---- bfloat16 casts for ddp.grad_dtype: bf16 (kernels/cast_cpu.c, kernels/cast.cu) ----------- */
 #define DEVICE_CAST_OPS(OP)                                                                        \

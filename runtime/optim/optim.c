@@ -2,9 +2,12 @@
  * learning-rate schedules, and clipping by global gradient norm, with torch.optim semantics.
  *
  * The per-element arithmetic is a device op (sgd_step / adamw_step); this file holds the state
- * buffers, the step count, and the scalar decisions (learning rate, clip scale, AdamW's bias
- * corrections and decay, computed here once for both backends). It must not communicate: the
- * gradients it sees are already averaged across ranks. */
+ * buffers, the step count, and the host-side scalar decisions (learning rate, AdamW's bias
+ * corrections and decay, computed here once for both backends). The clip factor depends on the
+ * gradients, so it is computed where they are: device ops (sumsq, clip_scale) write the norm and
+ * the factor into two device scalars this file owns and the update reads the factor from there;
+ * only optim_read_grad_norm brings the norm to the host. It must not communicate: the gradients
+ * it sees are already averaged across ranks. */
 #include "optim.h"
 
 #include <math.h>
@@ -23,6 +26,22 @@ static int alloc_zeroed(device *d, size_t n, float **out, ddp_err *err)
     }
     *out = p;
     return DDP_OK;
+}
+
+/* The norm's and the clip factor's device scalars: sum of squares 0 (the sum of nothing, read as
+ * norm 0 before the first optim_grad_norm) and factor 1. */
+static int alloc_norm_scalars(optimizer *o, ddp_err *err)
+{
+    device *d = o->dev;
+    int rc = d->ops->alloc(d, sizeof *o->grad_sumsq, (void **)&o->grad_sumsq, err);
+    if (!rc)
+        rc = d->ops->alloc(d, sizeof *o->clip_scale, (void **)&o->clip_scale, err);
+    const double zero = 0.0;
+    if (!rc)
+        rc = d->ops->upload(d, o->grad_sumsq, &zero, sizeof zero, err);
+    if (!rc)
+        rc = d->ops->fill(d, o->clip_scale, 1, 1.0f, err);
+    return rc ? ddp_prefix(err, "optimizer: gradient norm scalars") : DDP_OK;
 }
 
 int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_err *err)
@@ -56,6 +75,8 @@ int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_
     int rc = alloc_zeroed(dev, n, o->kind == OPT_SGD ? &o->momentum_buffer : &o->exp_avg, err);
     if (!rc && o->kind == OPT_ADAMW)
         rc = alloc_zeroed(dev, n, &o->exp_avg_sq, err);
+    if (!rc)
+        rc = alloc_norm_scalars(o, err);
     if (rc) {
         optim_destroy(o);
         return rc;
@@ -74,6 +95,8 @@ void optim_destroy(optimizer *o)
         o->dev->ops->free(o->dev, o->exp_avg);
     if (o->exp_avg_sq)
         o->dev->ops->free(o->dev, o->exp_avg_sq);
+    o->dev->ops->free(o->dev, o->grad_sumsq);
+    o->dev->ops->free(o->dev, o->clip_scale);
     free(o->runs);
     free(o);
 }
@@ -93,21 +116,27 @@ double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps)
     return o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos(M_PI * progress));
 }
 
-int optim_grad_norm(optimizer *o, const float *grads, double *norm, float *scale, ddp_err *err)
+int optim_grad_norm(optimizer *o, const float *grads, const float **scale, ddp_err *err)
+{
+    *scale = NULL;
+    device *d = o->dev;
+    int rc = d->ops->sumsq(d, grads, o->n, o->grad_sumsq, err);
+    /* torch.nn.utils.clip_grad_norm_: the device op applies max_norm / (norm + 1e-6) only below
+     * 1; a non-finite norm gives a factor of 0 or NaN, as in PyTorch: the caller decides. */
+    if (!rc && o->grad_clip > 0.0) {
+        rc = d->ops->clip_scale(d, o->grad_sumsq, o->grad_clip, o->clip_scale, err);
+        *scale = o->clip_scale;
+    }
+    return rc ? ddp_prefix(err, "gradient norm") : DDP_OK;
+}
+
+int optim_read_grad_norm(optimizer *o, double *norm, ddp_err *err)
 {
     double sumsq = 0.0;
-    int rc = o->dev->ops->sumsq(o->dev, grads, o->n, &sumsq, err);
+    int rc = o->dev->ops->download(o->dev, &sumsq, o->grad_sumsq, sizeof sumsq, err);
     if (rc)
-        return ddp_prefix(err, "gradient norm");
+        return ddp_prefix(err, "reading the gradient norm");
     *norm = sqrt(sumsq);
-    *scale = 1.0f;
-    /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied only below 1.
-     * A non-finite norm gives coef 0 or NaN, as in PyTorch; the caller decides what to do. */
-    if (o->grad_clip > 0.0) {
-        double coef = o->grad_clip / (*norm + 1e-6);
-        if (!(coef >= 1.0))
-            *scale = (float)coef;
-    }
     return DDP_OK;
 }
 
@@ -151,8 +180,7 @@ int optim_set_no_decay(optimizer *o, const optim_span *spans, int n_spans, ddp_e
 }
 
 /* torch.optim.AdamW computes these in double and applies them to float32 tensors. */
-adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
-                            float grad_scale)
+adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step)
 {
     const double lr_d = lr, b1 = beta1, b2 = beta2;
     return (adamw_args){
@@ -164,13 +192,12 @@ adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float
         .decay = (float)(1.0 - lr_d * (double)weight_decay),
         .step_size = (float)(lr_d / (1.0 - pow(b1, (double)step))),
         .bias2_sqrt = (float)sqrt(1.0 - pow(b2, (double)step)),
-        .grad_scale = grad_scale,
     };
 }
 
 /* One update of the elements in r, with weight decay wd. */
-static int step_run(optimizer *o, optim_span r, float *params, const float *grads, double lr, float grad_scale,
-                    double wd, ddp_err *err)
+static int step_run(optimizer *o, optim_span r, float *params, const float *grads, double lr,
+                    const float *grad_scale, double wd, ddp_err *err)
 {
     size_t at = r.offset;
     if (o->kind == OPT_SGD) {
@@ -180,17 +207,17 @@ static int step_run(optimizer *o, optim_span r, float *params, const float *grad
             .weight_decay = (float)wd,
             .nesterov = o->nesterov,
             .first_step = o->step == 0,
-            .grad_scale = grad_scale,
         };
-        return o->dev->ops->sgd_step(o->dev, params + at, grads + at, o->momentum_buffer + at, r.count, &a, err);
+        return o->dev->ops->sgd_step(o->dev, params + at, grads + at, grad_scale, o->momentum_buffer + at, r.count,
+                                     &a, err);
     }
     adamw_args a = optim_adamw_args((float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)wd,
-                                    o->step + 1, grad_scale);
-    return o->dev->ops->adamw_step(o->dev, params + at, grads + at, o->exp_avg + at, o->exp_avg_sq + at, r.count,
-                                   &a, err);
+                                    o->step + 1);
+    return o->dev->ops->adamw_step(o->dev, params + at, grads + at, grad_scale, o->exp_avg + at, o->exp_avg_sq + at,
+                                   r.count, &a, err);
 }
 
-int optim_step(optimizer *o, float *params, const float *grads, double lr, float grad_scale, ddp_err *err)
+int optim_step(optimizer *o, float *params, const float *grads, double lr, const float *grad_scale, ddp_err *err)
 {
     int rc = DDP_OK;
     for (int i = 0; !rc && i < o->n_runs; i++) {

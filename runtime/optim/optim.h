@@ -4,7 +4,10 @@
  * Matches PyTorch's torch.optim.SGD and AdamW step for step (see
  * ../shared/fixtures/mlp-reference/README.md). State buffers live on the device; step counts and
  * the schedule position are plain integers that checkpoints store. The element-wise update runs
- * as a device op. This module must not communicate: gradients arrive already averaged. */
+ * as a device op. Clipping never waits for the device: the gradient norm and the clip factor are
+ * device scalars the step reads where it runs, and the norm reaches the host only when someone
+ * asks for it (optim_read_grad_norm). This module must not communicate: gradients arrive already
+ * averaged. */
 #ifndef DDP_OPTIM_H
 #define DDP_OPTIM_H
 
@@ -28,6 +31,8 @@ typedef struct optimizer {
     float *momentum_buffer; /* SGD momentum (device, n floats); NULL for AdamW */
     float *exp_avg;         /* AdamW first moment (device, n floats); NULL for SGD */
     float *exp_avg_sq;      /* AdamW second moment (device, n floats); NULL for SGD */
+    double *grad_sumsq;     /* device double: the latest optim_grad_norm's sum of squared gradients */
+    float *clip_scale;      /* device float: its clip factor (written only when grad_clip > 0) */
     int64_t step;       /* optimizer steps taken so far */
     double lr, weight_decay, beta1, beta2, eps, momentum, grad_clip;
     bool nesterov;
@@ -50,13 +55,19 @@ int optim_set_no_decay(optimizer *o, const optim_span *spans, int n_spans, ddp_e
 /* Learning rate for optimizer step `step` (0-based) of total_steps. Linear warmup from lr/warmup
  * to lr over warmup_steps, then cosine to min_lr at total_steps; constant: lr (after warmup). */
 double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps);
-/* Global L2 norm of the gradients; sets *scale to min(1, clip/(norm+1e-6)) when clipping is on. */
-int optim_grad_norm(optimizer *o, const float *grads, double *norm, float *scale, ddp_err *err);
-/* One update with learning rate lr and gradients multiplied by grad_scale; increments step. */
-int optim_step(optimizer *o, float *params, const float *grads, double lr, float grad_scale, ddp_err *err);
+/* Computes the global L2 norm of the gradients on the device and, when clipping is on
+ * (grad_clip > 0), clip_grad_norm_'s factor min(1, grad_clip/(norm+1e-6)) there too; waits for
+ * nothing. *scale is the device float to hand to optim_step (o->clip_scale), or NULL when clipping
+ * is off. The norm stays on the device for optim_read_grad_norm. */
+int optim_grad_norm(optimizer *o, const float *grads, const float **scale, ddp_err *err);
+/* The norm of the latest optim_grad_norm (0 before the first): downloads it, so waits for the
+ * device. For tests and log lines that report it; a training step never calls it. */
+int optim_read_grad_norm(optimizer *o, double *norm, ddp_err *err);
+/* One update with learning rate lr and gradients multiplied by *grad_scale, a device float read
+ * when the update runs (optim_grad_norm's *scale; NULL: 1); increments step. */
+int optim_step(optimizer *o, float *params, const float *grads, double lr, const float *grad_scale, ddp_err *err);
 /* The adamw_step scalars for 1-based step `step`: bias corrections and decay computed once, in
  * double, from the float32 hyperparameters the update applies, then rounded to float32. */
-adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
-                            float grad_scale);
+adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step);
 
 #endif

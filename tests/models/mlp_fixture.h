@@ -210,8 +210,11 @@ static inline void fx_check_forward_backward(cfg_device kind, act_kind act, cons
         fx_compare("logits", logits, exp_logits, FX_BATCH * FX_CLASSES, FX_RTOL, FX_ATOL_LOGIT);
         float mean_loss = stats[0] / FX_BATCH;
         fx_compare("loss (stats[0] / rows)", &mean_loss, exp_loss, 1, FX_RTOL, 0);
-        double sumsq = -1;
-        CHECK(d->ops->sumsq(d, fx.m->grads, fx.m->n_params, &sumsq, &err) == 0, "%s", err.msg);
+        double sumsq = -1, *sumsq_dev = NULL;
+        CHECK(d->ops->alloc(d, sizeof sumsq, (void **)&sumsq_dev, &err) == 0 &&
+              d->ops->sumsq(d, fx.m->grads, fx.m->n_params, sumsq_dev, &err) == 0 &&
+              d->ops->download(d, &sumsq, sumsq_dev, sizeof sumsq, &err) == 0, "%s", err.msg);
+        d->ops->free(d, sumsq_dev);
         float norm = (float)sqrt(sumsq);
         fx_compare("grad_global_norm", &norm, exp_norm, 1, FX_RTOL, 0);
     }
@@ -268,10 +271,9 @@ static inline void fx_check_trajectory(cfg_device kind, const char *name, const 
         if (!rc)
             rc = d->ops->download(d, stats, fx.stats, sizeof stats, &err);
         losses[step] = stats[0] / FX_BATCH;
-        double norm;
-        float scale;
+        const float *scale = NULL;
         if (!rc)
-            rc = optim_grad_norm(o, m->grads, &norm, &scale, &err);
+            rc = optim_grad_norm(o, m->grads, &scale, &err);
         if (!rc)
             rc = optim_step(o, m->params, m->grads, optim_lr_at(o, step, 3), scale, &err);
         CHECK(rc == 0, "step %d: %s", step, err.msg);

@@ -3,18 +3,19 @@
  * order of operations, so trajectories match PyTorch step for step.
  *
  * The scalars PyTorch computes in double (AdamW's bias corrections and decay) arrive computed,
- * in the args. Arguments arrive checked by device.c. This file must not know about schedules,
+ * in the args; the gradient scale (clipping) arrives as a device float, NULL for 1, read once per
+ * step. Arguments arrive checked by device.c. This file must not know about schedules,
  * clipping policy or step counts beyond the scalars it is given. */
 #include "cpu_kernel.h"
 
 #include <math.h>
 
-int device_cpu_sgd_step(device *d, float *restrict p, const float *restrict g, float *restrict buf, size_t n,
-                        const sgd_args *a, ddp_err *err)
+int device_cpu_sgd_step(device *d, float *restrict p, const float *restrict g, const float *scale,
+                        float *restrict buf, size_t n, const sgd_args *a, ddp_err *err)
 {
     (void)d;
     (void)err;
-    const float lr = a->lr, mom = a->momentum, wd = a->weight_decay, gs = a->grad_scale;
+    const float lr = a->lr, mom = a->momentum, wd = a->weight_decay, gs = scale ? *scale : 1.0f;
     DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++) {
         float step = g[i] * gs;      /* clip_grad_norm_ scales the gradient in place */
@@ -30,14 +31,14 @@ int device_cpu_sgd_step(device *d, float *restrict p, const float *restrict g, f
     return DDP_OK;
 }
 
-int device_cpu_adamw_step(device *d, float *restrict p, const float *restrict g, float *restrict m,
-                          float *restrict v, size_t n, const adamw_args *a, ddp_err *err)
+int device_cpu_adamw_step(device *d, float *restrict p, const float *restrict g, const float *scale,
+                          float *restrict m, float *restrict v, size_t n, const adamw_args *a, ddp_err *err)
 {
     (void)d;
     (void)err;
     const float decay = a->decay, b1 = a->beta1, one_minus_b1 = a->one_minus_beta1;
     const float b2 = a->beta2, one_minus_b2 = a->one_minus_beta2;
-    const float step_size = a->step_size, bias2_sqrt = a->bias2_sqrt, eps = a->eps, gs = a->grad_scale;
+    const float step_size = a->step_size, bias2_sqrt = a->bias2_sqrt, eps = a->eps, gs = scale ? *scale : 1.0f;
     DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * gs;

@@ -1,12 +1,14 @@
 /* reduce.cu — the CUDA code of the reduction family (CPU: reduce_cpu.c): bias gradients (column
- * sums), fused softmax + cross-entropy with its loss/accuracy statistics, and the two-pass sum of
- * squares behind the global gradient norm; each op's kernels and its host launcher.
+ * sums), fused softmax + cross-entropy with its loss/accuracy statistics, the two-pass sum of
+ * squares behind the global gradient norm and the clip factor computed from it on the GPU; each
+ * op's kernels and its host launcher.
  *
  * All of them are deterministic: no atomics, every sum is combined in a fixed order that depends
  * only on the shape, so the same inputs give the same bits on every run and every GPU. Sums are
  * accumulated in double (the CPU code's precision for losses and norms). Intermediate results
- * live in the device's scratch memory. Arguments arrive checked by device.c. This file must not
- * hold element-wise kernels (elementwise.cu). */
+ * live in the device's scratch memory; results stay in device memory and no launcher waits for
+ * the GPU. Arguments arrive checked by device.c. This file must not hold element-wise kernels
+ * (elementwise.cu). */
 #include "kernel_common.cuh"
 
 using ddp_kernels::block_argmax;
@@ -158,13 +160,29 @@ __global__ void ddp_sumsq_final_kernel(const double *partials, unsigned n_partia
     if (threadIdx.x == 0) *out = acc;
 }
 
+/* n == 0 runs one partial block over nothing (x is never read): out gets 0. */
 extern "C" int device_cuda_sumsq(device *d, const float *x, size_t n, double *out, ddp_err *err)
 {
-    const unsigned blocks = grid_for(n, kBlock); /* partial sums, then one for the total */
+    const unsigned blocks = grid_for(n, kBlock); /* partial sums, then one block for the total */
     double *partials = NULL;
-    int rc = device_cuda_scratch(d, sizeof(double) * (blocks + 1), (void **)&partials, err);
+    int rc = device_cuda_scratch(d, sizeof(double) * blocks, (void **)&partials, err);
     if (rc) return rc;
     DDP_LAUNCH_OP(ddp_sumsq_partial_kernel, blocks, kBlock, 0, x, n, partials);
-    DDP_LAUNCH_OP(ddp_sumsq_final_kernel, 1, kBlock, 0, partials, blocks, partials + blocks);
-    return device_cuda_download(d, out, partials + blocks, sizeof *out, err);
+    DDP_LAUNCH_OP(ddp_sumsq_final_kernel, 1, kBlock, 0, partials, blocks, out);
+    return DDP_OK;
+}
+
+/* ---- clip factor: one thread, the CPU code's double arithmetic -------------------------------
+ * sqrt and division in double are correctly rounded on the GPU, and there is no a*b+c for nvcc
+ * to contract, so the same *sumsq gives the CPU backend's bits. */
+__global__ void ddp_clip_scale_kernel(const double *sumsq, double max_norm, float *scale)
+{
+    const double coef = max_norm / (sqrt(*sumsq) + 1e-6);
+    *scale = coef >= 1.0 ? 1.0f : (float)coef; /* NaN norm: NaN; infinite norm: 0 */
+}
+
+extern "C" int device_cuda_clip_scale(device *d, const double *sumsq, double max_norm, float *scale, ddp_err *err)
+{
+    DDP_LAUNCH_OP(ddp_clip_scale_kernel, 1, 1, 0, sumsq, max_norm, scale);
+    return DDP_OK;
 }

@@ -1,6 +1,6 @@
 /* reduce_cpu.c — the CPU code of the reduction family (CUDA: reduce.cu): bias gradients (column
- * sums), fused softmax + cross-entropy with its loss/accuracy statistics, and the sum of squares
- * behind the global gradient norm.
+ * sums), fused softmax + cross-entropy with its loss/accuracy statistics, the sum of squares
+ * behind the global gradient norm and the clip factor computed from it.
  *
  * Serial loops in a fixed order, so results are the same bits on every run; losses and norms
  * are summed in double. Arguments arrive checked by device.c; the labels, being data, are
@@ -107,5 +107,17 @@ int device_cpu_sumsq(device *d, const float *x, size_t n, double *out, ddp_err *
     for (; i < n; i++)
         lane[0] += (double)x[i] * (double)x[i];
     *out = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    return DDP_OK;
+}
+
+/* clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied only below 1. An infinite norm gives
+ * coef 0 and a NaN norm coef NaN (coef >= 1 is false), as in PyTorch. reduce.cu's kernel is the
+ * same double arithmetic. */
+int device_cpu_clip_scale(device *d, const double *sumsq, double max_norm, float *scale, ddp_err *err)
+{
+    (void)d;
+    (void)err;
+    const double coef = max_norm / (sqrt(*sumsq) + 1e-6);
+    *scale = coef >= 1.0 ? 1.0f : (float)coef;
     return DDP_OK;
 }

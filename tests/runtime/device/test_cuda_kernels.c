@@ -315,23 +315,38 @@ static void test_softmax_xent(pair *p)
     softmax_case(p, (xent_case){9, 50, 78, false, false, false});
 }
 
+/* sumsq writes a device double; it is read back here, twice on the GPU to see the same bits. */
+static double sumsq_on(device *d, const float *x, size_t n, double *out, ddp_err *err, const char *which)
+{
+    double v = -1;
+    int rc = d->ops->sumsq(d, x, n, out, err);
+    if (!rc)
+        rc = d->ops->download(d, &v, out, sizeof v, err);
+    CHECK(rc == 0, "sumsq on %s: %s", which, err->msg);
+    return v;
+}
+
 static void test_sumsq(pair *p)
 {
     ddp_err ec = {0}, eg = {0};
     const size_t extra[] = {0, 300000}; /* empty, and more blocks than the partial-sum cap */
+    double *oc = dev_alloc(p->cpu, sizeof(double)), *og = dev_alloc(p->gpu, sizeof(double));
     for (size_t s = 0; s < N_SIZES + 2; s++) {
         size_t n = s < N_SIZES ? sizes[s] : extra[s - N_SIZES];
         float *h = random_floats(n, 3.0f), *xc, *xg;
         upload_both(p, h, n * sizeof *h, (void **)&xc, (void **)&xg);
-        double rc = -1, rg = -1, rg2 = -2;
-        CHECK(p->cpu->ops->sumsq(p->cpu, xc, n, &rc, &ec) == 0, "%s", ec.msg);
-        GPU_CHECK(sumsq, (p->gpu, xg, n, &rg, &eg), eg.msg);
-        GPU_CHECK(sumsq, (p->gpu, xg, n, &rg2, &eg), eg.msg);
+        dev_upload(p->gpu, og, &(double){NAN}, sizeof(double)); /* must be overwritten, n == 0 too */
+        double rc = sumsq_on(p->cpu, xc, n, oc, &ec, "cpu");
+        double t0 = 1e3 * monotonic_s();
+        double rg = sumsq_on(p->gpu, xg, n, og, &eg, "cuda");
+        op_time_add("sumsq", 1e3 * monotonic_s() - t0);
+        double rg2 = sumsq_on(p->gpu, xg, n, og, &eg, "cuda");
         CHECK(fabs(rg - rc) <= 1e-12 * rc, "sumsq n=%zu: cuda %.17g, cpu %.17g", n, rg, rc);
         CHECK(memcmp(&rg, &rg2, sizeof rg) == 0, "sumsq n=%zu not deterministic: %.17g then %.17g", n, rg, rg2);
         free_both(p, xc, xg);
         free(h);
     }
+    free_both(p, oc, og);
 }
 
 /* ---- optimizers -------------------------------------------------------------------------- */
@@ -349,16 +364,21 @@ static void test_sgd(pair *p)
             output_both(p, hp, n, &pc, &pg);
             if (cases[c].momentum != 0.0f)
                 output_both(p, NULL, n, &bc, &bg); /* step 1 must write the buffer, not read it */
+            float *sc = NULL, *sg = NULL; /* the gradient scale: a device float, or none for 1 */
+            if (cases[c].gs != 1.0f)
+                upload_both(p, &cases[c].gs, sizeof(float), (void **)&sc, (void **)&sg);
             for (int step = 0; step < 3; step++) {
                 float *hg = random_floats(n, 1.0f), *gc, *gg;
                 upload_both(p, hg, n * sizeof *hg, (void **)&gc, (void **)&gg);
                 sgd_args a = {.lr = 0.1f, .momentum = cases[c].momentum, .weight_decay = cases[c].wd,
-                              .nesterov = cases[c].nesterov, .first_step = step == 0, .grad_scale = cases[c].gs};
-                CHECK(p->cpu->ops->sgd_step(p->cpu, pc, gc, bc, n, &a, &ec) == 0, "%s", ec.msg);
-                GPU_CHECK(sgd_step, (p->gpu, pg, gg, bg, n, &a, &eg), eg.msg);
+                              .nesterov = cases[c].nesterov, .first_step = step == 0};
+                CHECK(p->cpu->ops->sgd_step(p->cpu, pc, gc, sc, bc, n, &a, &ec) == 0, "%s", ec.msg);
+                GPU_CHECK(sgd_step, (p->gpu, pg, gg, sg, bg, n, &a, &eg), eg.msg);
                 free_both(p, gc, gg);
                 free(hg);
             }
+            if (sc)
+                free_both(p, sc, sg);
             snprintf(what, sizeof what, "sgd case %zu n=%zu params", c, n);
             compare(p, what, pc, pg, n, 1e-5, 1e-7);
             if (bc) {
@@ -382,15 +402,21 @@ static void test_adamw(pair *p)
         output_both(p, hp, n, &pc, &pg);
         output_both(p, zeros, n, &mc, &mg);
         output_both(p, zeros, n, &vc, &vg);
+        const float gs = 0.6f;
+        float *sc, *sg;
+        upload_both(p, &gs, sizeof gs, (void **)&sc, (void **)&sg);
         for (int step = 1; step <= 3; step++) {
             float *hg = random_floats(n, 1.0f), *gc, *gg;
             upload_both(p, hg, n * sizeof *hg, (void **)&gc, (void **)&gg);
-            adamw_args a = optim_adamw_args(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step, step == 2 ? 0.6f : 1.0f);
-            CHECK(p->cpu->ops->adamw_step(p->cpu, pc, gc, mc, vc, n, &a, &ec) == 0, "%s", ec.msg);
-            GPU_CHECK(adamw_step, (p->gpu, pg, gg, mg, vg, n, &a, &eg), eg.msg);
+            adamw_args a = optim_adamw_args(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step);
+            /* step 2 scales the gradients (clipping), the others run without a scale */
+            CHECK(p->cpu->ops->adamw_step(p->cpu, pc, gc, step == 2 ? sc : NULL, mc, vc, n, &a, &ec) == 0, "%s",
+                  ec.msg);
+            GPU_CHECK(adamw_step, (p->gpu, pg, gg, step == 2 ? sg : NULL, mg, vg, n, &a, &eg), eg.msg);
             free_both(p, gc, gg);
             free(hg);
         }
+        free_both(p, sc, sg);
         snprintf(what, sizeof what, "adamw n=%zu params", n);
         compare(p, what, pc, pg, n, 1e-5, 1e-7);
         snprintf(what, sizeof what, "adamw n=%zu m", n);

@@ -15,6 +15,7 @@
 /* Valid device buffers for the arguments a call does not get wrong. */
 typedef struct bufs {
     float *f;      /* BUF_FLOATS floats */
+    double *sumsq; /* one double */
     int32_t *labels;
     device_timer *timer;
 } bufs;
@@ -26,13 +27,13 @@ typedef struct bad_call {
     int (*call)(device *d, const bufs *b, ddp_err *err);
 } bad_call;
 
-static const sgd_args sgd_momentum = {.lr = 0.1f, .momentum = 0.9f, .grad_scale = 1.0f};
+static const sgd_args sgd_momentum = {.lr = 0.1f, .momentum = 0.9f};
 static const adamw_args adamw_no_bias2 = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .one_minus_beta1 = 0.1f,
                                           .one_minus_beta2 = 0.001f, .decay = 1.0f, .step_size = 1e-3f,
-                                          .bias2_sqrt = 0.0f, .grad_scale = 1.0f};
+                                          .bias2_sqrt = 0.0f};
 static const adamw_args adamw_step1 = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .one_minus_beta1 = 0.1f,
                                        .one_minus_beta2 = 0.001f, .decay = 1.0f, .step_size = 1e-2f,
-                                       .bias2_sqrt = 0.0316f, .grad_scale = 1.0f};
+                                       .bias2_sqrt = 0.0316f};
 
 /* One function per mistake, named after it. */
 static int gemm_negative_m(device *d, const bufs *b, ddp_err *err)
@@ -158,25 +159,43 @@ static int sumsq_null_out(device *d, const bufs *b, ddp_err *err)
 }
 static int sumsq_null_x(device *d, const bufs *b, ddp_err *err)
 {
-    (void)b;
-    double out;
-    return d->ops->sumsq(d, NULL, 4, &out, err);
+    return d->ops->sumsq(d, NULL, 4, b->sumsq, err);
+}
+static int clip_scale_zero_max_norm(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->clip_scale(d, b->sumsq, 0.0, b->f, err);
+}
+static int clip_scale_nan_max_norm(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->clip_scale(d, b->sumsq, NAN, b->f, err);
+}
+static int clip_scale_null_sumsq(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->clip_scale(d, NULL, 1.0, b->f, err);
+}
+static int clip_scale_null_scale(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->clip_scale(d, b->sumsq, 1.0, NULL, err);
 }
 static int sgd_momentum_without_buffer(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->sgd_step(d, b->f, b->f + 8, NULL, 8, &sgd_momentum, err);
+    return d->ops->sgd_step(d, b->f, b->f + 8, NULL, NULL, 8, &sgd_momentum, err);
 }
 static int sgd_null_args(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->sgd_step(d, b->f, b->f + 8, b->f + 16, 8, NULL, err);
+    return d->ops->sgd_step(d, b->f, b->f + 8, NULL, b->f + 16, 8, NULL, err);
+}
+static int sgd_null_g(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->sgd_step(d, b->f, NULL, b->f + 32, b->f + 16, 8, &sgd_momentum, err);
 }
 static int adamw_zero_bias2(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->adamw_step(d, b->f, b->f + 8, b->f + 16, b->f + 24, 8, &adamw_no_bias2, err);
+    return d->ops->adamw_step(d, b->f, b->f + 8, NULL, b->f + 16, b->f + 24, 8, &adamw_no_bias2, err);
 }
 static int adamw_null_v(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->adamw_step(d, b->f, b->f + 8, b->f + 16, NULL, 8, &adamw_step1, err);
+    return d->ops->adamw_step(d, b->f, b->f + 8, b->f + 32, b->f + 16, NULL, 8, &adamw_step1, err);
 }
 static int cast_to_bf16_null_dst(device *d, const bufs *b, ddp_err *err)
 {
@@ -252,8 +271,13 @@ static const bad_call bad_calls[] = {
     {"causal_softmax_backward: att is NULL", causal_softmax_null_att},
     {"sumsq: out is NULL", sumsq_null_out},
     {"sumsq: x is NULL", sumsq_null_x},
+    {"clip_scale: max_norm is 0, must be > 0 (clipping off: no scale)", clip_scale_zero_max_norm},
+    {"clip_scale: max_norm is nan, must be > 0 (clipping off: no scale)", clip_scale_nan_max_norm},
+    {"clip_scale: sumsq is NULL", clip_scale_null_sumsq},
+    {"clip_scale: scale is NULL", clip_scale_null_scale},
     {"sgd_step: momentum 0.9 needs a momentum buffer", sgd_momentum_without_buffer},
     {"sgd_step: args is NULL", sgd_null_args},
+    {"sgd_step: g is NULL", sgd_null_g},
     {"adamw_step: bias2_sqrt is 0, must be > 0 (sqrt(1 - beta2^step), step >= 1)", adamw_zero_bias2},
     {"adamw_step: v is NULL", adamw_null_v},
     {"cast_f32_to_bf16: dst is NULL", cast_to_bf16_null_dst},
@@ -280,7 +304,7 @@ static void empty_jobs(device *d, const char *backend)
     rc |= d->ops->bias_grad(d, NULL, NULL, 4, 0, 1.0f, &err);
     rc |= d->ops->act_forward(d, ACT_RELU, NULL, NULL, 0, &err);
     rc |= d->ops->softmax_xent(d, NULL, 10, NULL, 0, 10, 1.0f, NULL, NULL, &err);
-    rc |= d->ops->sgd_step(d, NULL, NULL, NULL, 0, &sgd_momentum, &err);
+    rc |= d->ops->sgd_step(d, NULL, NULL, NULL, NULL, 0, &sgd_momentum, &err);
     rc |= d->ops->gemm_strided_batched(d, false, false, 3, 3, 2, 1.0f, NULL, 2, 6, NULL, 3, 6, 0.0f, NULL, 3, 9, 0,
                                        &err);
     rc |= d->ops->add(d, NULL, NULL, NULL, 0, &err);
@@ -288,13 +312,23 @@ static void empty_jobs(device *d, const char *backend)
     rc |= d->ops->layernorm_backward(d, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 8, &err);
     rc |= d->ops->attention_merge_heads_grad(d, NULL, NULL, NULL, NULL, 2, 3, 0, 4, &err);
     rc |= d->ops->causal_softmax_forward(d, NULL, NULL, 1.0f, 0, 4, &err);
-    rc |= d->ops->adamw_step(d, NULL, NULL, NULL, NULL, 0, &adamw_step1, &err);
+    rc |= d->ops->adamw_step(d, NULL, NULL, NULL, NULL, NULL, 0, &adamw_step1, &err);
     rc |= d->ops->cast_f32_to_bf16(d, NULL, NULL, 0, &err);
     rc |= d->ops->upload(d, NULL, NULL, 0, &err);
     rc |= d->ops->download(d, NULL, NULL, 0, &err);
     rc |= d->ops->copy(d, NULL, NULL, 0, &err);
-    rc |= d->ops->sumsq(d, NULL, 0, &out, &err);
     CHECK(rc == 0, "%s: an empty job failed: %s", backend, err.msg);
+    /* the sum of nothing still writes its (device) output: 0 */
+    double *out_dev = NULL;
+    rc = d->ops->alloc(d, sizeof out, (void **)&out_dev, &err);
+    if (!rc)
+        rc = d->ops->upload(d, out_dev, &out, sizeof out, &err);
+    if (!rc)
+        rc = d->ops->sumsq(d, NULL, 0, out_dev, &err);
+    if (!rc)
+        rc = d->ops->download(d, &out, out_dev, sizeof out, &err);
+    d->ops->free(d, out_dev);
+    CHECK(rc == 0, "%s: sumsq of nothing failed: %s", backend, err.msg);
     CHECK(out == 0.0, "%s: sumsq of nothing = %g, expected 0", backend, out);
 }
 
@@ -302,9 +336,14 @@ static int open_bufs(device *d, bufs *b)
 {
     ddp_err err = {0};
     int32_t labels[4] = {0, 1, 2, 3};
+    const double zero = 0.0;
     int rc = d->ops->alloc(d, BUF_FLOATS * sizeof(float), (void **)&b->f, &err);
     if (!rc)
         rc = d->ops->alloc(d, sizeof labels, (void **)&b->labels, &err);
+    if (!rc)
+        rc = d->ops->alloc(d, sizeof zero, (void **)&b->sumsq, &err);
+    if (!rc)
+        rc = d->ops->upload(d, b->sumsq, &zero, sizeof zero, &err);
     if (!rc)
         rc = d->ops->fill(d, b->f, BUF_FLOATS, 0.5f, &err);
     if (!rc)
@@ -319,6 +358,7 @@ static void close_bufs(device *d, bufs *b)
 {
     d->ops->timer_destroy(d, b->timer);
     d->ops->free(d, b->labels);
+    d->ops->free(d, b->sumsq);
     d->ops->free(d, b->f);
 }
 

@@ -1,15 +1,25 @@
 /* test_optim.c — optimizers, schedules and clipping: 3-step PyTorch trajectories (fixtures) for
  * SGD+Nesterov+weight decay, plain SGD, AdamW and AdamW with clipping; hand-computed updates for
- * what the fixtures do not cover (heavy-ball momentum, grad_scale); learning-rate schedule values
- * at their key points; clip scale semantics. Runs on the CPU device. */
+ * what the fixtures do not cover (heavy-ball momentum, a gradient scale); learning-rate schedule
+ * values at their key points; clip scale semantics through optim_grad_norm. Runs on the CPU
+ * device. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "runtime/optim/optim.h"
 #include "tests/models/mlp_fixture.h"
 
-/* Heavy-ball momentum (no Nesterov) with weight decay and grad_scale, against the formulas in
- * double: buf1 = g1', buf2 = m*buf1 + g2', p -= lr*buf, with g' = s*g + wd*p. */
+/* A device float holding v (the gradient scale optim_step reads). */
+static float *device_scalar(device *d, float v)
+{
+    float *p = NULL;
+    CHECK(d->ops->alloc(d, sizeof *p, (void **)&p, NULL) == 0 && d->ops->fill(d, p, 1, v, NULL) == 0,
+          "device scalar");
+    return p;
+}
+
+/* Heavy-ball momentum (no Nesterov) with weight decay and a gradient scale, against the formulas
+ * in double: buf1 = g1', buf2 = m*buf1 + g2', p -= lr*buf, with g' = s*g + wd*p. */
 static void test_sgd_by_hand(void)
 {
     device *d;
@@ -20,13 +30,14 @@ static void test_sgd_by_hand(void)
     float p[3] = {1.0f, -2.0f, 0.25f}, g[3] = {0.5f, 1.5f, -4.0f};
     double pd[3] = {1.0, -2.0, 0.25}, buf[3];
     for (int step = 0; step < 2; step++) {
-        float s = step == 0 ? 0.5f : 2.0f;
+        float s = step == 0 ? 0.5f : 2.0f, *s_dev = device_scalar(d, s);
         for (int i = 0; i < 3; i++) {
             double gi = s * g[i] + 0.1 * pd[i];
             buf[i] = step == 0 ? gi : 0.8 * buf[i] + gi;
             pd[i] -= 0.5 * buf[i];
         }
-        CHECK(optim_step(o, p, g, 0.5, s, NULL) == 0, "sgd step %d", step);
+        CHECK(optim_step(o, p, g, 0.5, s_dev, NULL) == 0, "sgd step %d", step);
+        d->ops->free(d, s_dev);
     }
     for (int i = 0; i < 3; i++) {
         CHECK_CLOSE(p[i], pd[i], 1e-6, 1e-7);
@@ -44,8 +55,9 @@ static void test_adamw_first_step(void)
     config cfg = fx_optim_config(OPT_ADAMW, 0.01, 0, false, 0.5, 0);
     optimizer *o;
     CHECK(optim_create(&cfg, d, 2, &o, NULL) == 0, "optim_create");
-    float p[2] = {1.0f, 2.0f}, g[2] = {3.0f, -0.5f};
-    CHECK(optim_step(o, p, g, 0.01, 0.5f, NULL) == 0, "adamw step");
+    float p[2] = {1.0f, 2.0f}, g[2] = {3.0f, -0.5f}, *half = device_scalar(d, 0.5f);
+    CHECK(optim_step(o, p, g, 0.01, half, NULL) == 0, "adamw step");
+    d->ops->free(d, half);
     CHECK_CLOSE(p[0], 1.0 * (1 - 0.01 * 0.5) - 0.01, 1e-6, 0);
     CHECK_CLOSE(p[1], 2.0 * (1 - 0.01 * 0.5) + 0.01, 1e-6, 0);
     CHECK_CLOSE(o->exp_avg[0], 0.1 * 1.5, 1e-6, 0);     /* m = (1-b1) * scaled g */
@@ -87,7 +99,8 @@ static void test_schedules(void)
     d->ops->destroy(d);
 }
 
-/* clip_grad_norm_: scale = max_norm/(norm+1e-6) only when that is below 1; off when clip is 0. */
+/* clip_grad_norm_: scale = max_norm/(norm+1e-6) only when that is below 1; off when clip is 0
+ * (no scale: optim_step uses the gradients as they are). The norm is read back only on request. */
 static void test_clip(void)
 {
     device *d;
@@ -98,12 +111,18 @@ static void test_clip(void)
     for (int i = 0; i < 4; i++) {
         config cfg = fx_optim_config(OPT_SGD, 0.1, 0, false, 0, clips[i]);
         optimizer *o;
-        double norm = 0;
-        float scale = 0;
+        double norm = -1;
+        const float *scale = NULL;
         CHECK(optim_create(&cfg, d, 2, &o, NULL) == 0, "optim_create");
-        CHECK(optim_grad_norm(o, g, &norm, &scale, NULL) == 0, "optim_grad_norm");
+        CHECK(optim_read_grad_norm(o, &norm, NULL) == 0 && norm == 0.0, "norm before any step: %g", norm);
+        CHECK(optim_grad_norm(o, g, &scale, NULL) == 0, "optim_grad_norm");
+        CHECK(optim_read_grad_norm(o, &norm, NULL) == 0, "optim_read_grad_norm");
         CHECK_CLOSE(norm, 5.0, 1e-15, 0);
-        CHECK_CLOSE(scale, want[i], 1e-7, 0);
+        CHECK((scale == NULL) == (clips[i] == 0.0), "clip %g: scale %p", clips[i], (const void *)scale);
+        float s = 1.0f;
+        if (scale)
+            CHECK(d->ops->download(d, &s, scale, sizeof s, NULL) == 0, "download scale");
+        CHECK_CLOSE(s, want[i], 1e-7, 0);
         optim_destroy(o);
     }
     d->ops->destroy(d);
