@@ -1,5 +1,5 @@
 /* test_cuda_kernels.c — every CUDA device op against the CPU backend (the transformer family's
- * in test_cuda_transformer.c).
+ * in test_cuda_transformer.c; clip_scale, against a host reference on both, in test_grad_clip.c).
  *
  * Each op runs on both devices with the same fresh random inputs (never zeros; seed printed,
  * DDP_TEST_SEED repeats a run) over several shapes, including sizes that are not multiples of the

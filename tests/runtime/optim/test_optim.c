@@ -2,7 +2,7 @@
  * SGD+Nesterov+weight decay, plain SGD, AdamW and AdamW with clipping; hand-computed updates for
  * what the fixtures do not cover (heavy-ball momentum, a gradient scale); learning-rate schedule
  * values at their key points; clip scale semantics through optim_grad_norm. Runs on the CPU
- * device. */
+ * device (the device ops behind clipping, on CPU and CUDA: tests/runtime/device/test_grad_clip.c). */
 #include <math.h>
 #include <stdlib.h>
 
