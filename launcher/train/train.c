@@ -240,6 +240,22 @@ int train_stage_batch(train_job *t, const dataset *data, int64_t rows, model_bat
     return rc;
 }
 
+/* A step's compute must not make the host wait for the device (on a GPU that stalls the queue
+ * of launches): the waits between a mark and the next add are counted for the log line. */
+static int mark_host_waits(train_job *t, ddp_err *err)
+{
+    return t->dev->ops->host_waits(t->dev, &t->waits_mark, err);
+}
+
+static int add_host_waits(train_job *t, ddp_err *err)
+{
+    uint64_t now = 0;
+    int rc = t->dev->ops->host_waits(t->dev, &now, err);
+    t->step_host_waits += now - t->waits_mark;
+    t->waits_mark = now;
+    return rc;
+}
+
 /* One micro-batch: gather this rank's rows, upload, forward/backward. Gradients of the last
  * micro-step of an optimizer step are reduced while backward runs (no_sync for the others). */
 static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err *err)
@@ -248,6 +264,8 @@ static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err
         fprintf(t->trace, "%lld %lld\n", (long long)t->epoch, (long long)t->idx[i]);
     model_batch b;
     int rc = train_stage_batch(t, &t->train, rows, &b, err);
+    if (rc == DDP_OK)
+        rc = mark_host_waits(t, err);
     if (rc != DDP_OK)
         return rc;
     /* the loss is a mean over every target element of the global batch */
@@ -257,7 +275,7 @@ static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err
     rc = t->m->ops->forward_backward(t->m, &b, scale, !first, last ? reducer_grad_ready : NULL,
                                      last ? t->red : NULL, t->stats_dev, err);
     t->samples_acc += (double)rows * t->ctl->size;
-    return rc;
+    return rc != DDP_OK ? rc : add_host_waits(t, err);
 }
 
 /* Communication exposed (not hidden by backward) is the compute stream's time from the end of
@@ -275,7 +293,9 @@ static int reduce_gradients(train_job *t, ddp_err *err)
 
 static int optimizer_step(train_job *t, double *lr, ddp_err *err)
 {
-    int rc = reduce_gradients(t, err);
+    int rc = mark_host_waits(t, err);
+    if (rc == DDP_OK)
+        rc = reduce_gradients(t, err);
     if (rc != DDP_OK)
         return ddp_prefix(err, "gradient all-reduce at step %lld", (long long)t->step + 1);
     /* The norm is a full pass over the gradients: only clipping needs it. It and the clip factor
@@ -287,7 +307,7 @@ static int optimizer_step(train_job *t, double *lr, ddp_err *err)
     rc = optim_step(t->opt, t->m->params, t->m->grads, *lr, scale, err);
     t->step++;
     t->steps_acc++;
-    return rc;
+    return rc != DDP_OK ? rc : add_host_waits(t, err);
 }
 
 /* Test-only fault switch, DDP_TEST_FAULT=KIND:RANK:STEP (KIND kill | stop | exit), active only on

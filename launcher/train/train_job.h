@@ -46,6 +46,9 @@ typedef struct train_job {
     /* accounting since the last log line */
     double t_last_log, samples_acc;
     int64_t steps_acc;
+    /* times the host waited for the device inside steps since the last log line, from each batch
+     * upload to the end of the step's update (log lines, evaluation and checkpoints excluded) */
+    uint64_t step_host_waits, waits_mark;
     double t_start;
     double last_ckpt_time;
     bool evaluated;           /* the test set was evaluated at least once */

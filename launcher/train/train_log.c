@@ -103,12 +103,14 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
         fprintf(t->metrics, ",\"lr\":%.6g,\"samples_per_s\":%.1f", lr, sps);
         if (io->language_model)
             fprintf(t->metrics, ",\"tokens_per_s\":%.1f", tps);
-        fprintf(t->metrics, ",\"ms_per_step\":%.4f,\"comm_exposed_ms\":%.4f}\n", ms_step, comm_ms);
+        fprintf(t->metrics, ",\"ms_per_step\":%.4f,\"comm_exposed_ms\":%.4f,\"host_waits\":%llu}\n", ms_step,
+                comm_ms, (unsigned long long)t->step_host_waits);
         fflush(t->metrics);
     }
     t->t_last_log = now;
     t->steps_acc = 0;
     t->samples_acc = 0;
+    t->step_host_waits = 0;
     return DDP_OK;
 }
 

@@ -78,6 +78,12 @@ static int checked_copy(device *d, void *dst, const void *src, size_t bytes, ddp
 
 static int checked_synchronize(device *d, ddp_err *err) { return d->backend->synchronize(d, err); }
 
+static int checked_host_waits(device *d, uint64_t *count, ddp_err *err)
+{
+    NEED_POINTER("host_waits", count);
+    return d->backend->host_waits(d, count, err);
+}
+
 /* ---- GEMM ------------------------------------------------------------------------------ */
 
 static int check_gemm_sizes(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,

@@ -71,7 +71,10 @@ typedef struct adamw_args {
     OP(upload, (device *d, void *dst, const void *src, size_t bytes))   /* host -> device */       \
     OP(download, (device *d, void *dst, const void *src, size_t bytes)) /* device -> host; waits */ \
     OP(copy, (device *d, void *dst, const void *src, size_t bytes))     /* device -> device */     \
-    OP(synchronize, (device *d))
+    OP(synchronize, (device *d))                                                                   \
+    /* how many times so far the host waited for this device: always 0 on the CPU; on CUDA every */ \
+    /* blocking call (the emulated build counts all of them, hidden ones too) */                  \
+    OP(host_waits, (device *d, uint64_t *count))
 
 /* ---- GEMM (device_cpu.c: oneDNN or OpenBLAS; device_cuda.c: cuBLAS) -------------------------- */
 /* C[m,n] = alpha * op(A)[m,k] · op(B)[k,n] + beta * C, row-major, ld = row stride in elements;

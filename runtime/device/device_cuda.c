@@ -20,6 +20,9 @@
 #include <string.h>
 
 #include "runtime/device/device_cuda.h"
+#ifdef DDP_CUDA_EMULATION
+#include "runtime/cudaemu/cudaemu.h"
+#endif
 
 /* Expects a `ddp_err *err` in scope and returns from the calling function. */
 #define CUBLAS_TRY(call)                                                                            \
@@ -43,9 +46,24 @@ typedef struct cuda_impl {
     int next_staging;
     void *scratch;                /* device_cuda_scratch() */
     size_t scratch_bytes;
+    uint64_t host_waits;          /* calls below that blocked the host (wait_stream, wait_event) */
 } cuda_impl;
 
 static cuda_impl *impl_of(device *d) { return (cuda_impl *)d->impl; }
+
+/* Every place this backend blocks the host goes through one of these two, so host_waits can say
+ * how often it happened (a training step must not, between its batch upload and the next). */
+static cudaError_t wait_stream(cuda_impl *im, cudaStream_t s)
+{
+    im->host_waits++;
+    return cudaStreamSynchronize(s);
+}
+
+static cudaError_t wait_event(cuda_impl *im, cudaEvent_t e)
+{
+    im->host_waits++;
+    return cudaEventSynchronize(e);
+}
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
@@ -68,7 +86,7 @@ static void cuda_free(device *d, void *p)
 /* Staging slot `slot` holding at least `bytes`, once its previous copy has finished. */
 static int staging_acquire(cuda_impl *im, int slot, size_t bytes, ddp_err *err)
 {
-    CUDA_TRY(cudaEventSynchronize(im->staging_done[slot]));
+    CUDA_TRY(wait_event(im, im->staging_done[slot]));
     if (im->staging_cap[slot] >= bytes)
         return DDP_OK;
     if (im->staging[slot])
@@ -101,7 +119,7 @@ int device_cuda_upload(device *d, void *dst, const void *src, size_t bytes, ddp_
 int device_cuda_download(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
 {
     CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, device_cuda_stream(d)));
-    CUDA_TRY(cudaStreamSynchronize(device_cuda_stream(d)));
+    CUDA_TRY(wait_stream(impl_of(d), device_cuda_stream(d)));
     return DDP_OK;
 }
 
@@ -113,7 +131,19 @@ int device_cuda_copy(device *d, void *dst, const void *src, size_t bytes, ddp_er
 
 int device_cuda_synchronize(device *d, ddp_err *err)
 {
-    CUDA_TRY(cudaStreamSynchronize(device_cuda_stream(d)));
+    CUDA_TRY(wait_stream(impl_of(d), device_cuda_stream(d)));
+    return DDP_OK;
+}
+
+int device_cuda_host_waits(device *d, uint64_t *count, ddp_err *err)
+{
+    (void)err;
+#ifdef DDP_CUDA_EMULATION
+    (void)d;
+    *count = cudaemu_host_blocking_calls(); /* every blocking CUDA call, not only this file's */
+#else
+    *count = impl_of(d)->host_waits;
+#endif
     return DDP_OK;
 }
 
@@ -161,12 +191,12 @@ int device_cuda_scratch(device *d, size_t bytes, void **out, ddp_err *err)
 {
     cuda_impl *im = impl_of(d);
     if (im->scratch_bytes < bytes) {
-        CUDA_TRY(cudaStreamSynchronize(im->stream)); /* queued kernels may still use the old buffer */
+        /* stream-ordered: queued kernels still using the old buffer finish first, the host never waits */
         if (im->scratch)
-            CUDA_TRY(cudaFree(im->scratch));
+            CUDA_TRY(cudaFreeAsync(im->scratch, im->stream));
         im->scratch = NULL;
         im->scratch_bytes = 0;
-        CUDA_TRY(cudaMalloc(&im->scratch, bytes));
+        CUDA_TRY(cudaMallocAsync(&im->scratch, bytes, im->stream));
         im->scratch_bytes = bytes;
     }
     *out = im->scratch;
@@ -221,10 +251,15 @@ int device_cuda_timer_create(device *d, device_timer **out, ddp_err *err)
 }
 
 /* Waits for the oldest recorded interval and adds it to the total. */
-static int timer_retire_oldest(device_timer *t, ddp_err *err)
+/* Adds the oldest interval to the total, waiting for it only if it has not finished (a full ring
+ * holds intervals long done on a running GPU: no wait then). */
+static int timer_retire_oldest(device *d, device_timer *t, ddp_err *err)
 {
     float ms = 0;
-    CUDA_TRY(cudaEventSynchronize(t->stop[t->first]));
+    cudaError_t done = cudaEventQuery(t->stop[t->first]);
+    if (done == cudaErrorNotReady)
+        done = wait_event(impl_of(d), t->stop[t->first]);
+    CUDA_TRY(done);
     CUDA_TRY(cudaEventElapsedTime(&ms, t->start[t->first], t->stop[t->first]));
     t->total_ms += ms;
     t->first = (t->first + 1) % TIMER_INTERVALS;
@@ -234,7 +269,7 @@ static int timer_retire_oldest(device_timer *t, ddp_err *err)
 
 int device_cuda_timer_start(device *d, device_timer *t, ddp_err *err)
 {
-    int rc = t->count == TIMER_INTERVALS ? timer_retire_oldest(t, err) : DDP_OK;
+    int rc = t->count == TIMER_INTERVALS ? timer_retire_oldest(d, t, err) : DDP_OK;
     if (rc)
         return rc;
     CUDA_TRY(cudaEventRecord(t->start[(t->first + t->count) % TIMER_INTERVALS], device_cuda_stream(d)));
@@ -254,9 +289,8 @@ int device_cuda_timer_stop(device *d, device_timer *t, ddp_err *err)
 
 int device_cuda_timer_take_ms(device *d, device_timer *t, double *ms, ddp_err *err)
 {
-    (void)d;
     while (t->count > 0) {
-        int rc = timer_retire_oldest(t, err);
+        int rc = timer_retire_oldest(d, t, err);
         if (rc)
             return rc;
     }
@@ -274,7 +308,7 @@ static void cuda_destroy(device *d)
     cuda_impl *im = impl_of(d);
     if (im) {
         if (im->stream)
-            cudaStreamSynchronize(im->stream);
+            wait_stream(im, im->stream);
         for (int i = 0; i < 2; i++) {
             if (im->staging[i])
                 cudaFreeHost(im->staging[i]);
