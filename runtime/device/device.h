@@ -2,8 +2,9 @@
  *
  * A device owns memory and an in-order compute stream. Every compute op is enqueued on that
  * stream and may return before it runs (CUDA) or after (CPU); download(), synchronize() and
- * timer_take_ms() are the only ops that wait, so results meant for the host (loss sums, the
- * gradient norm) stay in device memory until a caller downloads them, where it reports them.
+ * timer_take_ms() are the only ops that wait (and upload(), for a staging buffer still being
+ * copied), so results meant for the host (loss sums, the gradient norm) stay in device memory
+ * until a caller downloads them, where it reports them; host_waits() counts the waits.
  * Pointers passed to ops are device pointers from alloc(); sizes are size_t/int64_t throughout,
  * so tensors with more than INT_MAX elements are fine.
  * Matrices are row-major. Ops are shaped so a transformer adds ops rather than changing these.
