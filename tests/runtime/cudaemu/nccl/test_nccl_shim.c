@@ -5,7 +5,8 @@
  * out of range, NULL and host (not cudaMalloc'd) buffers, a buffer shorter than count, a dead
  * stream, ncclGroupEnd without ncclGroupStart, a failure inside a group reported again by
  * ncclGroupEnd; identity queries, version, the async-error query; that collectives run in stream
- * order (a missing wait reads unwritten memory); two ranks on one GPU refused; and that
+ * order (a missing wait reads unwritten memory); destroy runs queued work; two ranks on one GPU
+ * refused; and that
  * ncclCommAbort drops queued calls and makes a later call fail instead of hanging. Results of valid calls are compared with MPI by
  * test_nccl_comm; one bf16 average here is checked against exact values. */
 #include <cuda_runtime_api.h>
@@ -103,6 +104,26 @@ static void stream_order(ncclComm_t comm, cudaStream_t s)
     cudaStreamDestroy(other);
 }
 
+/* ncclCommDestroy waits for the communicator's queued work, as NCCL's does. */
+static void destroy_waits(cudaStream_t s)
+{
+    ncclUniqueId id;
+    if (g_rank == 0)
+        EXPECT(ncclGetUniqueId(&id), ncclSuccess);
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    ncclComm_t c = NULL;
+    EXPECT(ncclCommInitRank(&c, g_size, id, g_rank), ncclSuccess);
+    float h[4] = {(float)g_rank + 1, 1, 1, 1}, *d = NULL;
+    cudaMalloc((void **)&d, sizeof h);
+    cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+    EXPECT(ncclAllReduce(d, d, 4, ncclFloat, ncclSum, c, s), ncclSuccess);
+    EXPECT(ncclCommDestroy(c), ncclSuccess); /* the all-reduce has not run yet: destroy runs it */
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    CHECK(h[0] == (float)(g_size * (g_size + 1) / 2) && h[1] == (float)g_size,
+          "after destroy: %g %g, expected the reduced values", h[0], h[1]);
+    cudaFree(d);
+}
+
 /* Two ranks on one GPU: NCCL refuses the communicator ("Duplicate GPU detected"). */
 static void duplicate_gpu(void)
 {
@@ -175,6 +196,7 @@ int main(int argc, char **argv)
     groups(comm, s, d);
     bf16_average(comm, s);
     stream_order(comm, s);
+    destroy_waits(s);
     duplicate_gpu();
 
     /* ncclCommAbort drops queued calls: a collective only this rank issued does not hang */
