@@ -79,11 +79,12 @@ struct CUevent_st {
 
 namespace ddp_cudaemu {
 
-static std::mutex engine_lock;                 /* every queue, stream and event field */
-static std::condition_variable engine_changed; /* an op ran, or the executor left */
-static std::map<CUstream_st *, stream_ref> streams; /* live, or destroyed with work queued */
-static std::map<int, CUstream_st *> legacy_streams;
-static std::map<cudaEvent_t, bool> live_events;
+/* Never destroyed: the progress thread may still look at them while the process exits. */
+static std::mutex &engine_lock = *new std::mutex;                   /* every field below */
+static std::condition_variable &engine_changed = *new std::condition_variable; /* an op ran, or the executor left */
+static auto &streams = *new std::map<CUstream_st *, stream_ref>;   /* live, or destroyed with work queued */
+static auto &legacy_streams = *new std::map<int, CUstream_st *>;
+static auto &live_events = *new std::map<cudaEvent_t, bool>;
 static uint64_t next_seq = 1, next_stream_id = 1;
 static bool executing;                         /* some thread is running an op */
 static pthread_t executor;
@@ -91,6 +92,7 @@ static thread_local const char *running_op;    /* for fault reports */
 static thread_local bool is_progress_thread;
 static unsigned long long blocking_calls;
 static double last_host_activity_s;            /* a host thread queued work or waited for it */
+static bool process_exiting;                   /* set at exit: the progress thread stops */
 
 const char *op_running_on_this_thread() { return running_op; }
 
@@ -401,6 +403,8 @@ static void *progress_main(void *)
         std::vector<queued_at> targets;
         {
             std::lock_guard<std::mutex> hold(engine_lock);
+            if (process_exiting)
+                return nullptr;
             if (executing || monotonic_s() - last_host_activity_s < idle_s)
                 continue;
             targets = all_pending();
@@ -412,6 +416,13 @@ static void *progress_main(void *)
 }
 
 static bool progress_running;
+
+/* exit() runs other libraries' destructors (MPI's among them): queued work must not start then. */
+static void stop_progress_at_exit()
+{
+    std::lock_guard<std::mutex> hold(engine_lock);
+    process_exiting = true;
+}
 
 /* A fork()ed child has no progress thread and must not inherit a held lock. */
 static void before_fork() { engine_lock.lock(); }
@@ -426,7 +437,10 @@ static void after_fork_child()
 void start_progress_thread()
 {
     static std::once_flag atfork;
-    std::call_once(atfork, [] { pthread_atfork(before_fork, after_fork_parent, after_fork_child); });
+    std::call_once(atfork, [] {
+        pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+        atexit(stop_progress_at_exit);
+    });
     if (progress_running || progress_ms() == 0)
         return;
     pthread_t t;

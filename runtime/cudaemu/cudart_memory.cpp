@@ -43,8 +43,9 @@ struct allocation {
     size_t map_bytes;
     bool freeing;        /* cudaFreeAsync queued: live until its stream reaches the free */
 };
-static std::mutex registry_lock;
-static std::map<uintptr_t, allocation> registry;
+/* Never destroyed: the emulator's progress thread may still use them while the process exits. */
+static std::mutex &registry_lock = *new std::mutex;
+static auto &registry = *new std::map<uintptr_t, allocation>;
 static bool device_memory_open;
 static size_t page_bytes;
 
