@@ -1,9 +1,10 @@
 /* comm_nccl.c — the NCCL backend of the communicator (comm.h) over device buffers.
  *
  * It owns: creating the NCCL communicator (rank 0's ncclUniqueId travels by MPI_Bcast), one
- * non-blocking communication stream, and issuing every collective on it ordered after the device's
- * compute stream (an event recorded on the compute stream, waited for by the communication
- * stream). Completion is an event recorded after the collective: ops->wait makes the compute
+ * non-blocking communication stream of the device's greatest priority (so queued backward
+ * kernels do not hold up a ready all-reduce), and issuing every collective on it ordered after
+ * the device's compute stream (an event recorded on the compute stream, waited for by the
+ * communication stream). Completion is an event recorded after the collective: ops->wait makes the compute
  * stream wait for it (no host synchronisation), ops->test queries it. Every issued collective
  * occupies a slot of a ring that the watchdog (comm_nccl_watchdog.c) polls, so a stalled or
  * failed collective ends the process with a message naming it instead of hanging; ddp.debug
@@ -463,7 +464,11 @@ static int setup(comm *c, ncclcomm_impl *im, ddp_err *err)
     if (rc)
         return rc;
     CUDA_TRY(cudaSetDevice(im->device));
-    CUDA_TRY(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
+    /* The greatest priority: the GPU schedules a collective's blocks ahead of queued backward
+     * kernels, so a bucket's all-reduce starts when it is ready, not after the compute queue. */
+    int least = 0, greatest = 0;
+    CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CUDA_TRY(cudaStreamCreateWithPriority(&im->stream, cudaStreamNonBlocking, greatest));
     CUDA_TRY(cudaEventCreateWithFlags(&im->compute_ready, cudaEventDisableTiming));
     for (int i = 0; i < NCCLCOMM_SLOTS; i++)
         CUDA_TRY(cudaEventCreateWithFlags(&im->slots[i].done, cudaEventDisableTiming));
