@@ -59,7 +59,9 @@ typedef struct ncclcomm_impl {
     /* watchdog */
     pthread_t watchdog;
     bool watchdog_running;
-    pthread_cond_t wake;
+    pthread_cond_t wake;       /* wakes the watchdog (stop), and its starter once it has started */
+    int watchdog_started;      /* 0 starting, 1 running, -1 could not select the GPU */
+    cudaError_t watchdog_start_error;
     bool stop;
     atomic_bool aborting;      /* the watchdog is taking the process down */
 
@@ -73,6 +75,8 @@ const char *ncclcomm_kind_name(ncclcomm_kind k);
 void ncclcomm_fingerprint_describe(const ncclcomm_fingerprint *fp, char *out, size_t len);
 
 /* comm_nccl_watchdog.c */
+/* Starts the watchdog thread and returns once it runs on im->device, or with the error that kept
+ * it from selecting that GPU. */
 int ncclcomm_watchdog_start(comm *c, ddp_err *err);
 void ncclcomm_watchdog_stop(comm *c);
 /* The calling thread waits for the watchdog to end the process (used after an NCCL call failed

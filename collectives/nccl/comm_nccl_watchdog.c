@@ -7,6 +7,8 @@
  * whichever is later). On an error or after ddp.timeout_s without progress it prints which rank,
  * which collective (kind, sequence number, the caller's label such as the bucket, count, type),
  * calls ncclCommAbort and ends the process with DDP_ERUNTIME, so mpirun/ddprun end the job.
+ * Its first call selects the communicator's GPU (a thread's current device is its own; a thread
+ * that never chose one works on GPU 0); starting fails with that call's error.
  * It makes no MPI calls (MPI is initialised FUNNELED) and never touches collective buffers. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,17 +103,21 @@ static void check_once(ncclcomm_impl *im, double *last_progress)
 static void *watchdog_main(void *arg)
 {
     ncclcomm_impl *im = ((comm *)arg)->impl;
-    cudaError_t dev = cudaSetDevice(im->device); /* a new thread has no current device */
-    if (dev != cudaSuccess) {
-        char why[256];
-        snprintf(why, sizeof why, "cudaSetDevice(%d) in the watchdog thread: %s", im->device, cudaGetErrorString(dev));
-        pthread_mutex_lock(&im->lock);
-        abort_job(im, why);
-    }
     double poll_s = im->timeout_s / 20;
     poll_s = poll_s < 0.01 ? 0.01 : poll_s > 1.0 ? 1.0 : poll_s;
-    double last_progress = monotonic_s();
+    /* The current device belongs to the thread: without this, every CUDA call here would run
+     * on GPU 0 (each rank of an 8-GPU node creating a context there, or failing outright in
+     * exclusive-process mode). The starter learns the outcome before it returns. */
+    cudaError_t selected = cudaSetDevice(im->device);
     pthread_mutex_lock(&im->lock);
+    im->watchdog_started = selected == cudaSuccess ? 1 : -1;
+    im->watchdog_start_error = selected;
+    pthread_cond_broadcast(&im->wake);
+    if (selected != cudaSuccess) {
+        pthread_mutex_unlock(&im->lock);
+        return NULL;
+    }
+    double last_progress = monotonic_s();
     while (!im->stop) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -132,6 +138,16 @@ int ncclcomm_watchdog_start(comm *c, ddp_err *err)
     int e = pthread_create(&im->watchdog, NULL, watchdog_main, c);
     if (e != 0)
         return ddp_fail(err, DDP_ERUNTIME, "%s:%d: pthread_create(NCCL watchdog): error %d", __FILE__, __LINE__, e);
+    pthread_mutex_lock(&im->lock);
+    while (im->watchdog_started == 0)
+        pthread_cond_wait(&im->wake, &im->lock);
+    bool started = im->watchdog_started > 0;
+    pthread_mutex_unlock(&im->lock);
+    if (!started) {
+        pthread_join(im->watchdog, NULL);
+        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: the NCCL watchdog thread cannot select GPU %d: cudaSetDevice: %s",
+                        __FILE__, __LINE__, im->device, cudaGetErrorString(im->watchdog_start_error));
+    }
     im->watchdog_running = true;
     return DDP_OK;
 }

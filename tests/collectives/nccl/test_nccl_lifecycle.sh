@@ -21,5 +21,10 @@ scenario() {
 
 scenario priority 1
 check "communication stream: non-blocking, greatest priority" [ $? -eq 0 ]
+# 3 emulated GPUs, rank r on GPU r+1: a thread left on GPU 0 shows
+scenario threads 2 DDP_CUDA_EMU_DEVICES=3
+check "every CUDA call, the watchdog's too, runs on the rank's GPU" [ $? -eq 0 ]
+scenario setdevice 1
+check "a watchdog that cannot select its GPU fails creation with cudaSetDevice's error" [ $? -eq 0 ]
 
 finish
