@@ -43,7 +43,12 @@ struct comm_ops {
     int (*barrier)(comm *c, ddp_err *err);
     int (*wait)(comm *c, comm_req *req, ddp_err *err);         /* frees req */
     int (*test)(comm *c, comm_req *req, bool *done, ddp_err *err); /* never frees; call wait after done */
+    /* The end of a communicator after success: collectives still in flight may finish (NCCL: for
+     * at most the timeout it was created with, then it aborts), then everything is freed. */
     void (*destroy)(comm *c);
+    /* The end on an error path, when this rank or another failed and a collective may never
+     * finish: nothing in flight is waited for (NCCL: ncclCommAbort), then everything is freed. */
+    void (*abort)(comm *c);
 };
 
 struct comm {

@@ -390,7 +390,9 @@ static int bench_main(int argc, char **argv, const mpi_identity *id, ddp_err *er
     rc = open_backend(id, &o, &h.c, &h.dev, err);
     if (!rc)
         rc = run_bench(&h, err);
-    if (h.c)
+    if (h.c && rc)
+        h.c->ops->abort(h.c); /* some rank failed: a collective may never finish */
+    else if (h.c)
         h.c->ops->destroy(h.c);
     if (h.dev)
         h.dev->ops->destroy(h.dev);

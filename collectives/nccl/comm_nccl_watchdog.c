@@ -6,10 +6,14 @@
  * collective has gone without progress (since it was issued, or since the last one completed,
  * whichever is later). On an error or after ddp.timeout_s without progress it prints which rank,
  * which collective (kind, sequence number, the caller's label such as the bucket, count, type),
- * calls ncclCommAbort and ends the process with DDP_ERUNTIME, so mpirun/ddprun end the job.
+ * calls ncclCommAbort and ends the process with DDP_ERUNTIME, so mpirun/ddprun end the job; an
+ * abort that has not returned after min(ddp.timeout_s, 30 s) is given up on, and the process
+ * ends all the same. Once the communicator's teardown begins it stops looking at collectives
+ * and only ends the process if the teardown overruns its deadline.
  * Its first call selects the communicator's GPU (a thread's current device is its own; a thread
  * that never chose one works on GPU 0); starting fails with that call's error.
- * It makes no MPI calls (MPI is initialised FUNNELED) and never touches collective buffers. */
+ * It makes no MPI calls (MPI may be initialised FUNNELED: runtime/base/mpi_thread.h) and never
+ * touches collective buffers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -58,12 +62,69 @@ static void describe_slot(const ncclcomm_slot *sl, char *out, size_t len)
              sl->label, sl->label[0] ? ", " : "", what);
 }
 
-/* Prints, aborts the communicator and ends the process. Called with im->lock held. */
+/* ncclCommAbort on a thread of its own, so the watchdog can stop waiting for it. Static: if the
+ * call never returns, the process ends with the thread still holding it. */
+static struct {
+    ncclComm_t nccl;
+    int device;
+    atomic_bool done;
+    ncclResult_t rc;
+} abort_call;
+
+static void *abort_main(void *arg)
+{
+    (void)arg;
+    cudaError_t e = cudaSetDevice(abort_call.device); /* NCCL selects it too; ours is for safety */
+    if (e != cudaSuccess)
+        log_warn("NCCL watchdog: cudaSetDevice(%d) before ncclCommAbort: %s", abort_call.device, cudaGetErrorString(e));
+    abort_call.rc = ncclCommAbort(abort_call.nccl);
+    atomic_store(&abort_call.done, true);
+    return NULL;
+}
+
+/* ncclCommAbort, waited for at most limit_s (on a wedged GPU it can hang like anything else). */
+static bool abort_within(ncclcomm_impl *im, double limit_s, ncclResult_t *rc)
+{
+    abort_call.nccl = im->nccl;
+    abort_call.device = im->device;
+    atomic_store(&abort_call.done, false);
+    pthread_t t;
+    if (pthread_create(&t, NULL, abort_main, NULL) != 0) {
+        log_warn("NCCL watchdog: no thread for ncclCommAbort; calling it here, without a time limit");
+        *rc = ncclCommAbort(im->nccl);
+        return true;
+    }
+    pthread_detach(t);
+    double deadline = monotonic_s() + limit_s;
+    while (!atomic_load(&abort_call.done) && monotonic_s() < deadline)
+        usleep(1000);
+    *rc = abort_call.rc;
+    return atomic_load(&abort_call.done);
+}
+
+/* Prints, aborts the communicator (for at most im->abort_limit_s) and ends the process. Called
+ * with im->lock held. */
 __attribute__((noreturn)) static void abort_job(ncclcomm_impl *im, const char *why)
 {
     atomic_store(&im->aborting, true);
     log_error("NCCL watchdog: %s; aborting", why);
-    ncclCommAbort(im->nccl);
+    ncclResult_t rc = ncclSuccess;
+    if (!abort_within(im, im->abort_limit_s, &rc))
+        log_error("NCCL watchdog: ncclCommAbort did not return within %g s (a wedged GPU?); exiting without it",
+                  im->abort_limit_s);
+    else if (rc != ncclSuccess)
+        log_warn("NCCL watchdog: ncclCommAbort: %s", ncclGetErrorString(rc));
+    fflush(stdout);
+    fflush(stderr);
+    _exit(DDP_ERUNTIME);
+}
+
+/* The teardown ran past its deadline. Called with im->lock held. */
+__attribute__((noreturn)) static void teardown_overdue(ncclcomm_impl *im)
+{
+    atomic_store(&im->aborting, true);
+    log_error("NCCL teardown: %s did not finish within %g s (a wedged GPU or a hung NCCL call?); exiting",
+              im->teardown_what, im->teardown_limit_s);
     fflush(stdout);
     fflush(stderr);
     _exit(DDP_ERUNTIME);
@@ -125,8 +186,14 @@ static void *watchdog_main(void *arg)
         until.tv_sec += (time_t)(ns / 1000000000LL);
         until.tv_nsec = (long)(ns % 1000000000LL);
         pthread_cond_timedwait(&im->wake, &im->lock, &until);
-        if (!im->stop)
-            check_once(im, &last_progress);
+        if (im->stop)
+            break;
+        if (im->teardown_deadline > 0) {
+            if (monotonic_s() > im->teardown_deadline)
+                teardown_overdue(im);
+            continue;
+        }
+        check_once(im, &last_progress);
     }
     pthread_mutex_unlock(&im->lock);
     return NULL;
@@ -150,6 +217,18 @@ int ncclcomm_watchdog_start(comm *c, ddp_err *err)
     }
     im->watchdog_running = true;
     return DDP_OK;
+}
+
+void ncclcomm_watchdog_teardown(comm *c, double limit_s, const char *what)
+{
+    ncclcomm_impl *im = c->impl;
+    if (!im->watchdog_running)
+        return;
+    pthread_mutex_lock(&im->lock);
+    im->teardown_deadline = monotonic_s() + limit_s;
+    im->teardown_limit_s = limit_s;
+    im->teardown_what = what;
+    pthread_mutex_unlock(&im->lock);
 }
 
 void ncclcomm_watchdog_stop(comm *c)

@@ -404,15 +404,21 @@ static int train_loop(train_job *t, int64_t consumed, ddp_err *err)
     return rc != DDP_OK ? rc : train_ckpt_maybe_save(t, 1, err);
 }
 
-static void teardown(train_job *t)
+/* failed: the job ends on an error, so the gradient communicator is aborted (a peer may never
+ * finish a collective) rather than drained. */
+static void teardown(train_job *t, bool failed)
 {
     train_ckpt_close(t);
     train_log_close(t);
     if (t->trace)
         fclose(t->trace);
     reducer_destroy(t->red);
-    if (t->grad_comm && t->grad_comm != t->ctl)
-        t->grad_comm->ops->destroy(t->grad_comm);
+    if (t->grad_comm && t->grad_comm != t->ctl) {
+        if (failed)
+            t->grad_comm->ops->abort(t->grad_comm);
+        else
+            t->grad_comm->ops->destroy(t->grad_comm);
+    }
     optim_destroy(t->opt);
     if (t->dev) {
         t->dev->ops->timer_destroy(t->dev, t->comm_exposed);
@@ -465,6 +471,6 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
         log_info("done: %lld steps in %.1f s%s, %s", (long long)t.step, secs,
                  rc == DDP_EPREEMPTED ? " (stopped by signal, checkpoint saved)" : "", result);
     }
-    teardown(&t);
+    teardown(&t, rc != DDP_OK && rc != DDP_EPREEMPTED);
     return rc;
 }

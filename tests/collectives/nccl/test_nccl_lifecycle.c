@@ -7,6 +7,11 @@
  *   priority   the communication stream is non-blocking, of the device's greatest priority
  *   threads    every CUDA call, the watchdog thread's included, runs on the communicator's GPU
  *   setdevice  a watchdog that cannot select its GPU makes comm_nccl_create fail, saying why
+ *   stuck      destroy with a collective that never finishes: waits the timeout, then aborts
+ *   wedged     destroy on a GPU where nothing returns, ncclCommAbort included: the process ends
+ *   failed     destroy after a failed call aborts at once
+ *   abort      ops->abort aborts at once
+ *   watchdog   the watchdog's own abort never returns: the process ends anyway
  * It must not reach into the communicator's internals: only comm.h and the calls it makes. */
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -65,19 +70,77 @@ static void observe(const char *call)
 WRAP(cudaEventCreateWithFlags, (cudaEvent_t *e, unsigned flags), (e, flags))
 WRAP(cudaEventDestroy, (cudaEvent_t e), (e))
 WRAP(cudaEventRecord, (cudaEvent_t e, cudaStream_t s), (e, s))
-WRAP(cudaEventQuery, (cudaEvent_t e), (e))
-WRAP(cudaEventSynchronize, (cudaEvent_t e), (e))
 WRAP(cudaStreamWaitEvent, (cudaStream_t s, cudaEvent_t e, unsigned flags), (s, e, flags))
-WRAP(cudaStreamQuery, (cudaStream_t s), (s))
-WRAP(cudaStreamSynchronize, (cudaStream_t s), (s))
 WRAP(cudaStreamDestroy, (cudaStream_t s), (s))
 WRAP(cudaDeviceGetStreamPriorityRange, (int *least, int *greatest), (least, greatest))
 WRAP(cudaMalloc, (void **p, size_t n), (p, n))
-WRAP(cudaFree, (void *p), (p))
 WRAP(cudaMemset, (void *p, int v, size_t n), (p, v, n))
 WRAP(cudaMallocAsync, (void **p, size_t n, cudaStream_t s), (p, n, s))
 WRAP(cudaFreeAsync, (void *p, cudaStream_t s), (p, s))
 WRAP(cudaMemcpyAsync, (void *d, const void *src, size_t n, enum cudaMemcpyKind k, cudaStream_t s), (d, src, n, k, s))
+
+/* The GPU's work: finishes (RUNS), never finishes until ncclCommAbort ends it (STUCK: a peer that
+ * never joins the collective), or never finishes at all, every waiting call and ncclCommAbort
+ * included (WEDGED). cudaFree waits like a synchronisation, as on a GPU. */
+enum { RUNS, STUCK, WEDGED };
+static atomic_int g_gpu = RUNS;
+static atomic_bool g_aborted;
+static atomic_int g_abort_calls, g_destroy_calls;
+
+static bool unfinished(void)
+{
+    int gpu = atomic_load(&g_gpu);
+    return gpu == WEDGED || (gpu == STUCK && !atomic_load(&g_aborted));
+}
+
+static void wait_while_unfinished(void)
+{
+    while (unfinished())
+        usleep(1000);
+}
+
+#define WRAP_QUERY(name, type)                                                                     \
+    cudaError_t __real_##name(type x);                                                             \
+    cudaError_t __wrap_##name(type x);                                                             \
+    cudaError_t __wrap_##name(type x)                                                              \
+    {                                                                                              \
+        observe(#name);                                                                            \
+        return unfinished() ? cudaErrorNotReady : __real_##name(x);                                \
+    }
+#define WRAP_WAIT(name, type)                                                                      \
+    cudaError_t __real_##name(type x);                                                             \
+    cudaError_t __wrap_##name(type x);                                                             \
+    cudaError_t __wrap_##name(type x)                                                              \
+    {                                                                                              \
+        observe(#name);                                                                            \
+        wait_while_unfinished();                                                                   \
+        return __real_##name(x);                                                                   \
+    }
+WRAP_QUERY(cudaEventQuery, cudaEvent_t)
+WRAP_QUERY(cudaStreamQuery, cudaStream_t)
+WRAP_WAIT(cudaEventSynchronize, cudaEvent_t)
+WRAP_WAIT(cudaStreamSynchronize, cudaStream_t)
+WRAP_WAIT(cudaFree, void *)
+
+ncclResult_t __real_ncclCommAbort(ncclComm_t comm);
+ncclResult_t __wrap_ncclCommAbort(ncclComm_t comm);
+ncclResult_t __wrap_ncclCommAbort(ncclComm_t comm)
+{
+    atomic_fetch_add(&g_abort_calls, 1);
+    while (atomic_load(&g_gpu) == WEDGED)
+        usleep(1000);
+    atomic_store(&g_aborted, true);
+    return __real_ncclCommAbort(comm);
+}
+
+ncclResult_t __real_ncclCommDestroy(ncclComm_t comm);
+ncclResult_t __wrap_ncclCommDestroy(ncclComm_t comm);
+ncclResult_t __wrap_ncclCommDestroy(ncclComm_t comm)
+{
+    atomic_fetch_add(&g_destroy_calls, 1);
+    wait_while_unfinished(); /* NCCL's destroy waits for the communicator's work */
+    return __real_ncclCommDestroy(comm);
+}
 
 cudaError_t __real_cudaSetDevice(int device);
 cudaError_t __wrap_cudaSetDevice(int device);
@@ -190,6 +253,90 @@ static void scenario_setdevice(void)
         c->ops->destroy(c);
 }
 
+/* A collective left in flight (non-blocking, waited for on the stream only), then the GPU's
+ * state for the rest of the run. */
+static comm *in_flight(double timeout_s, int gpu)
+{
+    comm *c = create(0, timeout_s);
+    static float *buf;
+    CHECK(cudaMalloc((void **)&buf, 64 * sizeof *buf) == cudaSuccess, "cudaMalloc");
+    ddp_err err = {0};
+    comm_req *req = NULL;
+    if (c && c->ops->allreduce(c, buf, buf, 64, DT_FLOAT, OP_SUM, &req, &err) == DDP_OK)
+        CHECK(c->ops->wait(c, req, &err) == DDP_OK, "wait: %s", err.msg);
+    atomic_store(&g_gpu, gpu);
+    return c;
+}
+
+/* destroy after success, with a collective that does not finish until aborted: it waits
+ * timeout_s for it, then aborts instead of destroying, and returns. */
+static void scenario_stuck(void)
+{
+    comm *c = in_flight(2.0, STUCK);
+    double t0 = monotonic_s();
+    if (c)
+        c->ops->destroy(c);
+    double took = monotonic_s() - t0;
+    CHECK(took >= 1.9 && took < 3.5, "destroy took %.2f s with a stuck collective and timeout 2 s", took);
+    CHECK_EQ_INT(atomic_load(&g_abort_calls), 1);
+    CHECK_EQ_INT(atomic_load(&g_destroy_calls), 0);
+}
+
+/* destroy on a wedged GPU: nothing returns, ncclCommAbort included; the process still ends
+ * (exit 1, with a message) once timeout_s + min(timeout_s, 30) have passed. Never returns. */
+static void scenario_wedged(void)
+{
+    comm *c = in_flight(1.0, WEDGED);
+    if (c)
+        c->ops->destroy(c);
+    CHECK(0, "destroy returned on a wedged GPU");
+}
+
+/* After a failed call the end is an abort at once: no waiting for what is in flight. */
+static void scenario_failed(void)
+{
+    comm *c = create(0, 10.0);
+    if (!c)
+        return;
+    float host[4] = {0};
+    ddp_err err = {0};
+    CHECK(c->ops->allreduce(c, host, host, 4, DT_FLOAT, OP_SUM, NULL, &err) == DDP_ERUNTIME,
+          "an all-reduce of host memory fails");
+    static float *buf;
+    CHECK(cudaMalloc((void **)&buf, 64 * sizeof *buf) == cudaSuccess, "cudaMalloc");
+    CHECK(c->ops->allreduce(c, buf, buf, 64, DT_FLOAT, OP_SUM, NULL, &err) == DDP_OK, "allreduce: %s", err.msg);
+    atomic_store(&g_gpu, STUCK);
+    double t0 = monotonic_s();
+    c->ops->destroy(c);
+    double took = monotonic_s() - t0;
+    CHECK(took < 1.0, "destroy after a failure took %.2f s (timeout 10 s): it waited", took);
+    CHECK_EQ_INT(atomic_load(&g_abort_calls), 1);
+    CHECK_EQ_INT(atomic_load(&g_destroy_calls), 0);
+}
+
+/* ops->abort, the caller's error path: no waiting either. */
+static void scenario_abort(void)
+{
+    comm *c = in_flight(10.0, STUCK);
+    double t0 = monotonic_s();
+    if (c)
+        c->ops->abort(c);
+    double took = monotonic_s() - t0;
+    CHECK(took < 1.0, "abort took %.2f s (timeout 10 s): it waited", took);
+    CHECK_EQ_INT(atomic_load(&g_abort_calls), 1);
+    CHECK_EQ_INT(atomic_load(&g_destroy_calls), 0);
+}
+
+/* The watchdog's own abort on a wedged GPU: the collective times out after 1 s, ncclCommAbort
+ * never returns, and the process ends anyway after min(timeout_s, 30) more. Never returns. */
+static void scenario_watchdog(void)
+{
+    comm *c = in_flight(1.0, WEDGED);
+    (void)c;
+    for (;;)
+        pause();
+}
+
 int main(int argc, char **argv)
 {
     g_main = pthread_self();
@@ -202,7 +349,9 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         void (*run)(void);
-    } scenarios[] = {{"priority", scenario_priority}, {"threads", scenario_threads}, {"setdevice", scenario_setdevice}};
+    } scenarios[] = {{"priority", scenario_priority}, {"threads", scenario_threads}, {"setdevice", scenario_setdevice},
+                     {"stuck", scenario_stuck}, {"wedged", scenario_wedged}, {"failed", scenario_failed},
+                     {"abort", scenario_abort}, {"watchdog", scenario_watchdog}};
     int found = 0;
     for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)
         if (strcmp(what, scenarios[i].name) == 0) {
