@@ -70,25 +70,37 @@ static int agree(const mpi_identity *id, int rc, ddp_err *err)
 
 /* ---- backend ---- */
 
+/* The one-rank-per-GPU rule over every rank's host and GPU count (gpu_share.h), so all ranks
+ * reach the same verdict. Collective. */
+static int check_gpu_share(const mpi_identity *id, int gpus, ddp_err *err)
+{
+    gpu_share_rank me = gpu_share_me(id->host, id->local_rank, gpus);
+    gpu_share_rank *all = bench_xalloc((size_t)id->size * sizeof *all);
+    MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD);
+    int rc = gpu_share_check(all, id->size, "use --backend mpi", err);
+    free(all);
+    return rc;
+}
+
 /* auto: NCCL when every rank of the job has a GPU of its own, else MPI (all ranks agree). */
 static bool auto_picks_nccl(const mpi_identity *id)
 {
     char reason[256] = "";
     int gpus = device_cuda_count(reason, sizeof reason);
     ddp_err shared = {0};
-    int mine = gpus > 0 && gpu_share_check(id->local_size, gpus, id->host, reason, &shared) == DDP_OK, all = 0;
+    bool shares = check_gpu_share(id, gpus, &shared) != DDP_OK;
+    int mine = gpus > 0, all = 0;
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all)
-        log_info("# backend auto: mpi (%s)",
-                 mine ? "another host has fewer GPUs than ranks" : gpus > 0 ? shared.msg : reason);
-    return all;
+    if (!all || shares)
+        log_info("# backend auto: mpi (%s)", !mine ? reason : !all ? "a rank on another host has no GPU" : shared.msg);
+    return all && !shares;
 }
 
 static int open_gpu(const mpi_identity *id, device **dev, ddp_err *err)
 {
     char reason[256] = "";
     int gpus = device_cuda_count(reason, sizeof reason);
-    if (gpus > 0 && gpu_share_check(id->local_size, gpus, id->host, reason, err))
+    if (check_gpu_share(id, gpus, err))
         return ddp_prefix(err, "--backend nccl");
     config cfg;
     memset(&cfg, 0, sizeof cfg); /* defaults: no TF32; the benchmark runs no GEMMs */

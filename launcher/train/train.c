@@ -108,15 +108,23 @@ static int init_params(train_job *t, ddp_err *err)
     return rc != DDP_OK ? rc : train_broadcast_params(t, err);
 }
 
-/* One rank per GPU: more ranks on this host than GPUs visible is an error at startup (ranks
- * would silently share GPUs) unless DDPRUN_ALLOW_GPU_SHARING=1. */
+/* One rank per GPU (gpu_share.h): device: cuda reduces gradients with NCCL, which refuses two
+ * ranks on one GPU, so more ranks on a host than GPUs is an error at startup, the same on every
+ * rank (each rank's host and GPU count are gathered: every rank takes part, CUDA or not). */
 static int check_gpu_count(train_job *t, ddp_err *err)
 {
-    if (t->dev->kind != DEVICE_CUDA)
-        return DDP_OK;
+    comm *ctl = t->ctl;
     char reason[256] = "";
-    int gpus = device_cuda_count(reason, sizeof reason);
-    return gpu_share_check(t->ctl->local_size, gpus, t->ctl->host, reason, err);
+    int gpus = t->dev->kind == DEVICE_CUDA ? device_cuda_count(reason, sizeof reason) : 0;
+    gpu_share_rank me = gpu_share_me(ctl->host, ctl->local_rank, gpus);
+    gpu_share_rank *all = calloc((size_t)ctl->size, sizeof *all);
+    if (!all)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d ranks' GPU counts", ctl->size);
+    int rc = ctl->ops->allgather(ctl, &me, all, sizeof me, DT_UINT8, NULL, err);
+    if (rc == DDP_OK)
+        rc = gpu_share_check(all, ctl->size, "train on device: cpu (its gradients go over MPI)", err);
+    free(all);
+    return rc;
 }
 
 static int open_grad_comm(train_job *t, ddp_err *err)

@@ -30,6 +30,7 @@ import glob
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -339,17 +340,25 @@ def nccl_errors():
     small = ["-b", "8", "-e", "1K", "-n", "1", "-w", "0"]
     rc, out, err = mpirun(2, ["allreduce", "--backend", "nccl"] + small, emu_env(0), timeout=120)
     check_error_once("nccl with no GPU", rc, err, 1, "--backend nccl: no CUDA devices (")
+    share = ("2 ranks on host %s but only 1 GPU visible: ranks 0 and 1 would both use GPU 0, and NCCL refuses two "
+             "ranks on one GPU" % socket.gethostname())
+    fix = "; run at most 1 rank on %s (one per GPU), or use --backend mpi" % socket.gethostname()
     rc, out, err = mpirun(2, ["allreduce", "--backend", "nccl"] + small, emu_env(1), timeout=120)
-    check_error_once("nccl with 2 ranks, 1 GPU", rc, err, 2, "2 ranks on host")
+    check_error_once("nccl with 2 ranks, 1 GPU", rc, err, 2, "--backend nccl: " + share + fix)
+    # NCCL refuses two ranks on one GPU, so DDPRUN_ALLOW_GPU_SHARING=1 cannot make it run
     rc, out, err = mpirun(2, ["allreduce", "--backend", "nccl"] + small,
                           dict(emu_env(1), DDPRUN_ALLOW_GPU_SHARING="1"), timeout=120)
-    check(rc == 0 and "# Out of bounds values : 0 OK" in out and re.search(r"^#\s+Rank\s+1 .*backend nccl$", out, re.M),
-          "nccl sharing one GPU when allowed: exit %s %s" % (rc, err[-300:]))
-    for gpus, backend in [(2, "nccl"), (1, "mpi"), (0, "mpi")]:
-        rc, out, err = mpirun(2, ["allreduce"] + small, emu_env(gpus), timeout=120)
-        check(rc == 0 and re.search(r"^#\s+Rank\s+1 .*backend %s$" % backend, out, re.M),
-              "auto with %d GPUs for 2 ranks picks %s: exit %s" % (gpus, backend, rc))
+    check_error_once("nccl with 2 ranks, 1 GPU, DDPRUN_ALLOW_GPU_SHARING=1", rc, err, 2,
+                     "--backend nccl: " + share + " (DDPRUN_ALLOW_GPU_SHARING=1 cannot change that)" + fix)
+    for gpus, backend, env in [(2, "nccl", {}), (1, "mpi", {}), (0, "mpi", {}),
+                               (1, "mpi", {"DDPRUN_ALLOW_GPU_SHARING": "1"})]:
+        rc, out, err = mpirun(2, ["allreduce"] + small, dict(emu_env(gpus), **env), timeout=120)
+        check(rc == 0 and "# Out of bounds values : 0 OK" in out
+              and re.search(r"^#\s+Rank\s+1 .*backend %s$" % backend, out, re.M),
+              "auto with %d GPUs for 2 ranks %s picks %s: exit %s" % (gpus, env, backend, rc))
         check((backend == "mpi") == ("# backend auto: mpi (" in out), "auto with %d GPUs says why it is mpi" % gpus)
+        if gpus == 1:
+            check("# backend auto: mpi (%s" % share in out, "auto with 1 GPU for 2 ranks %s says why: %s" % (env, out[:600]))
     # rank 1 stops participating before its 5th collective: rank 0's watchdog ends the job
     rc, out, err = mpirun(2, ["allreduce", "--backend", "nccl", "-T", "1"] + small,
                           dict(emu_env(2), DDP_TEST_NCCL_STALL="1:5"), timeout=60)
