@@ -4,16 +4,18 @@
  * non-blocking communication stream of the device's greatest priority (so queued backward
  * kernels do not hold up a ready all-reduce), and issuing every collective on it ordered after
  * the device's compute stream (an event recorded on the compute stream, waited for by the
- * communication stream). Completion is an event recorded after the collective: ops->wait makes
- * the compute stream wait for it (no host synchronisation), ops->test queries it. Every issued
- * collective occupies a slot of a ring that the watchdog (comm_nccl_watchdog.c) polls, so a
- * stalled or failed collective ends the process with a message naming it instead of hanging;
- * ddp.debug cross-checks each collective's fingerprint first (comm_nccl_check.c).
- * all-to-all and sendrecv are grouped ncclSend/ncclRecv; barrier is a one-int all-reduce the
- * host waits for. Counts are size_t throughout (NCCL takes size_t). Every NCCL and CUDA call is
- * checked with file:line and the library's own error string, and a failed one marks the
- * communicator failed. Its end never waits without limit: ops->abort, or destroy after a
- * failure, calls ncclCommAbort at once; destroy otherwise gives the collectives in flight
+ * communication stream). With single_stream (the benchmark) collectives run on the compute
+ * stream itself and stream order is all the ordering. Completion is an event recorded after the
+ * collective: ops->wait makes the compute stream wait for it (no host synchronisation), ops->test
+ * queries it. Every issued collective occupies a slot of a ring that the watchdog
+ * (comm_nccl_watchdog.c) polls, so a stalled or failed collective ends the process with a
+ * message naming it instead of hanging; ddp.debug cross-checks each collective's fingerprint
+ * first (comm_nccl_check.c). all-to-all and sendrecv are grouped ncclSend/ncclRecv (in place:
+ * sent from a copy in a staging buffer kept for the communicator's life); barrier is a one-int
+ * all-reduce the host waits for. Counts are size_t throughout (NCCL takes size_t). Every NCCL
+ * and CUDA call is checked with file:line and the library's own error string, and a failed one
+ * marks the communicator failed. Its end never waits without limit: ops->abort, or destroy after
+ * a failure, calls ncclCommAbort at once; destroy otherwise gives the collectives in flight
  * ddp.timeout_s, then destroys (or aborts, if they did not finish); the watchdog lives until the
  * end and takes the process down if the teardown itself hangs (a wedged GPU).
  * It must not know about models, buckets or training, and never picks the GPU: the caller has. */
@@ -131,9 +133,12 @@ static int begin_collective(comm *c, ncclcomm_fingerprint *fp, int *slot, ddp_er
         im->failed = true; /* the ranks disagree: what is in flight may never finish */
         return rc;
     }
-    cudaError_t e = cudaEventRecord(im->compute_ready, im->compute);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(im->stream, im->compute_ready, 0);
+    cudaError_t e = cudaSuccess;
+    if (im->own_stream) { /* single_stream: stream order is the order */
+        e = cudaEventRecord(im->compute_ready, im->compute);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent(im->stream, im->compute_ready, 0);
+    }
     if (e != cudaSuccess) {
         atomic_store(&s->state, SLOT_FREE);
         im->failed = true;
@@ -158,7 +163,8 @@ static int end_collective(comm *c, int slot, const ncclcomm_fingerprint *fp, int
     CUDA_TRY(cudaEventRecord(s->done, im->stream));
     atomic_store(&s->state, SLOT_LAUNCHED);
     if (!req) {
-        CUDA_TRY(cudaStreamWaitEvent(im->compute, s->done, 0));
+        if (im->own_stream)
+            CUDA_TRY(cudaStreamWaitEvent(im->compute, s->done, 0));
         return DDP_OK;
     }
     comm_req *r = malloc(sizeof *r);
@@ -269,13 +275,22 @@ static int ncclcomm_reducescatter(comm *c, const void *send, void *recv, size_t 
     return end_collective(c, slot, &fp, launch_reducescatter(c, send, recv, &fp, err), req, err);
 }
 
-/* In-place point-to-point exchanges read what they overwrite: send from a stream-ordered copy. */
+/* In-place point-to-point exchanges read what they overwrite: they send from a copy, made on the
+ * stream into a buffer that only grows (freed and allocated in stream order, so an exchange
+ * still in flight keeps the old one), so repeated exchanges allocate nothing. */
 static int stage_copy(comm *c, const void *src, size_t bytes, void **copy, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
-    *copy = NULL;
-    CUDA_TRY(cudaMallocAsync(copy, bytes ? bytes : 1, im->stream));
-    CUDA_TRY(cudaMemcpyAsync(*copy, src, bytes, cudaMemcpyDeviceToDevice, im->stream));
+    if (bytes > im->stage_bytes) {
+        if (im->stage)
+            CUDA_TRY(cudaFreeAsync(im->stage, im->stream));
+        im->stage = NULL;
+        im->stage_bytes = 0;
+        CUDA_TRY(cudaMallocAsync(&im->stage, bytes, im->stream));
+        im->stage_bytes = bytes;
+    }
+    CUDA_TRY(cudaMemcpyAsync(im->stage, src, bytes, cudaMemcpyDeviceToDevice, im->stream));
+    *copy = im->stage;
     return DDP_OK;
 }
 
@@ -285,7 +300,7 @@ static int launch_exchange(comm *c, const char *send, char *recv, size_t count, 
     ncclcomm_impl *im = impl_of(c);
     size_t esz = comm_dtype_size(dt), bytes = to < 0 ? count * esz * (size_t)c->size : count * esz;
     void *copy = NULL;
-    if (send == recv && count) {
+    if (send == recv && bytes) {
         int rc = stage_copy(c, send, bytes, &copy, err);
         if (rc)
             return rc;
@@ -306,12 +321,10 @@ static int launch_exchange(comm *c, const char *send, char *recv, size_t count, 
             first = ncclRecv(recv, count, t, from, im->nccl, im->stream);
     }
     ncclResult_t end = ncclGroupEnd();
-    cudaError_t freed = copy ? cudaFreeAsync(copy, im->stream) : cudaSuccess;
     if (first != ncclSuccess)
         return ncclcomm_fail(c, first, "ncclSend/ncclRecv", __FILE__, __LINE__, err);
     if (end != ncclSuccess)
         return ncclcomm_fail(c, end, "ncclGroupEnd", __FILE__, __LINE__, err);
-    CUDA_TRY(freed);
     return DDP_OK;
 }
 
@@ -370,7 +383,8 @@ static bool slot_holds(ncclcomm_impl *im, const comm_req *r)
 static int ncclcomm_wait(comm *c, comm_req *r, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
-    cudaError_t e = slot_holds(im, r) ? cudaStreamWaitEvent(im->compute, im->slots[r->slot].done, 0) : cudaSuccess;
+    cudaError_t e = im->own_stream && slot_holds(im, r) ? cudaStreamWaitEvent(im->compute, im->slots[r->slot].done, 0)
+                                                        : cudaSuccess;
     free(r);
     if (e != cudaSuccess) {
         im->failed = true;
@@ -473,9 +487,11 @@ static void release(comm *c, bool abort)
             teardown_check(&reported, "cudaEventDestroy", cudaEventDestroy(im->slots[i].done));
     if (im->compute_ready)
         teardown_check(&reported, "cudaEventDestroy", cudaEventDestroy(im->compute_ready));
+    if (im->stage)
+        teardown_check(&reported, "cudaFreeAsync", cudaFreeAsync(im->stage, im->stream));
     if (im->barrier_buf)
         teardown_check(&reported, "cudaFree", cudaFree(im->barrier_buf));
-    if (im->stream)
+    if (im->stream && im->own_stream)
         teardown_check(&reported, "cudaStreamDestroy", cudaStreamDestroy(im->stream));
     ncclcomm_watchdog_stop(c);
 }
@@ -553,11 +569,15 @@ static int setup(comm *c, ncclcomm_impl *im, ddp_err *err)
     if (rc)
         return rc;
     CUDA_TRY(cudaSetDevice(im->device));
-    /* The greatest priority: the GPU schedules a collective's blocks ahead of queued backward
-     * kernels, so a bucket's all-reduce starts when it is ready, not after the compute queue. */
-    int least = 0, greatest = 0;
-    CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    CUDA_TRY(cudaStreamCreateWithPriority(&im->stream, cudaStreamNonBlocking, greatest));
+    if (im->own_stream) {
+        /* The greatest priority: the GPU schedules a collective's blocks ahead of queued backward
+         * kernels, so a bucket's all-reduce starts when it is ready, not after the compute queue. */
+        int least = 0, greatest = 0;
+        CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        CUDA_TRY(cudaStreamCreateWithPriority(&im->stream, cudaStreamNonBlocking, greatest));
+    } else {
+        im->stream = im->compute;
+    }
     CUDA_TRY(cudaEventCreateWithFlags(&im->compute_ready, cudaEventDisableTiming));
     for (int i = 0; i < NCCLCOMM_SLOTS; i++)
         CUDA_TRY(cudaEventCreateWithFlags(&im->slots[i].done, cudaEventDisableTiming));
@@ -569,9 +589,10 @@ static int setup(comm *c, ncclcomm_impl *im, ddp_err *err)
     return ncclcomm_watchdog_start(c, err);
 }
 
-int comm_nccl_create(void *compute_stream, int device_index, double timeout_s, bool debug, comm **out, ddp_err *err)
+int comm_nccl_create(const comm_nccl_opts *opts, comm **out, ddp_err *err)
 {
     *out = NULL;
+    double timeout_s = opts->timeout_s;
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized)
@@ -588,10 +609,11 @@ int comm_nccl_create(void *compute_stream, int device_index, double timeout_s, b
     c->ops = &ncclcomm_comm_ops;
     c->impl = im;
     im->ctl = MPI_COMM_NULL;
-    im->compute = (cudaStream_t)compute_stream;
-    im->device = device_index;
+    im->compute = (cudaStream_t)opts->compute_stream;
+    im->own_stream = !opts->single_stream;
+    im->device = opts->device;
     im->timeout_s = timeout_s;
-    im->debug = debug;
+    im->debug = opts->debug;
     pthread_mutex_init(&im->lock, NULL);
     pthread_cond_init(&im->wake, NULL);
     for (int i = 0; i < NCCLCOMM_SLOTS; i++)
@@ -601,7 +623,7 @@ int comm_nccl_create(void *compute_stream, int device_index, double timeout_s, b
     int rc = setup(c, im, err);
     if (rc) {
         ncclcomm_abort(c);
-        return ddp_prefix(err, "comm_nccl_create (GPU %d)", device_index);
+        return ddp_prefix(err, "comm_nccl_create (GPU %d)", opts->device);
     }
     *out = c;
     return DDP_OK;

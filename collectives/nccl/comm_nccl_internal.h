@@ -46,8 +46,13 @@ typedef struct ncclcomm_impl {
     ncclComm_t nccl;
     MPI_Comm ctl;              /* our duplicate of MPI_COMM_WORLD: id broadcast, ddp.debug checks */
     cudaStream_t compute;      /* the device's stream, which collectives order themselves after */
-    cudaStream_t stream;       /* our non-blocking communication stream */
+    cudaStream_t stream;       /* where collectives run: our non-blocking communication stream, or
+                                  `compute` itself (single_stream; then nothing needs ordering) */
+    bool own_stream;           /* stream is ours to destroy */
     cudaEvent_t compute_ready; /* recorded on the compute stream before each launch */
+    void *stage;               /* in-place exchanges send from this copy of their input: grown on
+                                  demand, stream-ordered, kept for the communicator's life */
+    size_t stage_bytes;
     int device;
     bool debug;
     double timeout_s;

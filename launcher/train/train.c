@@ -140,7 +140,9 @@ static int open_grad_comm(train_job *t, ddp_err *err)
     }
     if (t->dev->kind != DEVICE_CUDA)
         return ddp_fail(err, DDP_EUSAGE, "ddp.backend: nccl needs device: cuda (this rank runs on %s)", t->dev->name);
-    return comm_nccl_create(t->dev->stream, t->dev->index, c->ddp.timeout_s, c->ddp.debug, &t->grad_comm, err);
+    comm_nccl_opts o = {.compute_stream = t->dev->stream, .device = t->dev->index, .timeout_s = c->ddp.timeout_s,
+                        .debug = c->ddp.debug};
+    return comm_nccl_create(&o, &t->grad_comm, err);
 }
 
 /* The model says which tensors weight decay skips (GPT-2: biases and LayerNorm parameters). */

@@ -369,10 +369,38 @@ def nccl_errors():
           "nccl --fail 1: exit %s, stderr %s" % (rc, err[-400:]))
 
 
+def nccl_timed():
+    """Inside the timed loops only the collectives run, on one stream, as in nccl-tests: the traced
+    ddprun-bench (tests/collectives/bench_trace.c) counts, per rank, what happened between the barrier
+    that starts each timed loop and the all-reduce that combines its time."""
+    global BENCH
+    BENCH = os.environ["DDPRUN_BENCH_TRACED"]
+    trace = re.compile(r"^# trace rank (\d+): regions (\d+) nccl (\d+) streams (\d+\+?) allocs (\d+) copies (\d+) "
+                       r"frees (\d+) waits (\d+)$", re.M)
+    iters = 3
+    for coll in COLLS:
+        rc, out, err = mpirun(2, [coll, "--backend", "nccl", "-b", "1K", "-e", "4K", "-n", str(iters), "-w", "1"],
+                              emu_env(2), timeout=120)
+        _, rows, _ = parse_table(out)
+        lines = trace.findall(err)
+        check(rc == 0 and len(rows) == 3 and len(lines) == 2, "%s traced: exit %s, %d rows, %d trace lines: %s"
+              % (coll, rc, len(rows), len(lines), err[-400:]))
+        for rank, regions, nccl, streams, allocs, copies, frees, waits in lines:
+            # alltoall is one ncclSend and one ncclRecv per rank, sendrecv one of each
+            per_call = {"alltoall": 4, "sendrecv": 2}.get(coll, 1)
+            check(int(regions) == 2 * len(rows) and int(nccl) == 2 * len(rows) * iters * per_call,
+                  "%s rank %s: %s timed loops with %s NCCL calls, wanted %d with %d"
+                  % (coll, rank, regions, nccl, 2 * len(rows), 2 * len(rows) * iters * per_call))
+            check(streams == "1", "%s rank %s: the timed loops used %s streams, wanted 1" % (coll, rank, streams))
+            check((allocs, copies, frees, waits) == ("0", "0", "0", "0"),
+                  "%s rank %s: inside the timed loops %s allocations, %s copies, %s frees, %s cross-stream waits"
+                  % (coll, rank, allocs, copies, frees, waits))
+
+
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     modes = {"corrupt": corrupt, "usage": usage, "abort": abort, "nccl-topo": nccl_topo, "nccl-errors": nccl_errors,
-             "nccl-corrupt": lambda: corrupt("nccl")}
+             "nccl-corrupt": lambda: corrupt("nccl"), "nccl-timed": nccl_timed}
     if what == "sweep":
         sweep(int(sys.argv[2]))
     elif what == "nccl-sweep":

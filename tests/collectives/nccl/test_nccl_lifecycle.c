@@ -12,6 +12,7 @@
  *   failed     destroy after a failed call aborts at once
  *   abort      ops->abort aborts at once
  *   watchdog   the watchdog's own abort never returns: the process ends anyway
+ *   staging    in-place exchanges reuse one staging buffer instead of allocating each time
  * It must not reach into the communicator's internals: only comm.h and the calls it makes. */
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -75,8 +76,6 @@ WRAP(cudaStreamDestroy, (cudaStream_t s), (s))
 WRAP(cudaDeviceGetStreamPriorityRange, (int *least, int *greatest), (least, greatest))
 WRAP(cudaMalloc, (void **p, size_t n), (p, n))
 WRAP(cudaMemset, (void *p, int v, size_t n), (p, v, n))
-WRAP(cudaMallocAsync, (void **p, size_t n, cudaStream_t s), (p, n, s))
-WRAP(cudaFreeAsync, (void *p, cudaStream_t s), (p, s))
 WRAP(cudaMemcpyAsync, (void *d, const void *src, size_t n, enum cudaMemcpyKind k, cudaStream_t s), (d, src, n, k, s))
 
 /* The GPU's work: finishes (RUNS), never finishes until ncclCommAbort ends it (STUCK: a peer that
@@ -142,6 +141,26 @@ ncclResult_t __wrap_ncclCommDestroy(ncclComm_t comm)
     return __real_ncclCommDestroy(comm);
 }
 
+static atomic_int g_async_allocs, g_async_frees;
+
+cudaError_t __real_cudaMallocAsync(void **p, size_t n, cudaStream_t s);
+cudaError_t __wrap_cudaMallocAsync(void **p, size_t n, cudaStream_t s);
+cudaError_t __wrap_cudaMallocAsync(void **p, size_t n, cudaStream_t s)
+{
+    observe("cudaMallocAsync");
+    atomic_fetch_add(&g_async_allocs, 1);
+    return __real_cudaMallocAsync(p, n, s);
+}
+
+cudaError_t __real_cudaFreeAsync(void *p, cudaStream_t s);
+cudaError_t __wrap_cudaFreeAsync(void *p, cudaStream_t s);
+cudaError_t __wrap_cudaFreeAsync(void *p, cudaStream_t s)
+{
+    observe("cudaFreeAsync");
+    atomic_fetch_add(&g_async_frees, 1);
+    return __real_cudaFreeAsync(p, s);
+}
+
 cudaError_t __real_cudaSetDevice(int device);
 cudaError_t __wrap_cudaSetDevice(int device);
 cudaError_t __wrap_cudaSetDevice(int device)
@@ -186,7 +205,8 @@ static comm *create(int device, double timeout_s)
     CHECK(cudaStreamCreateWithFlags(&g_compute, cudaStreamNonBlocking) == cudaSuccess, "compute stream");
     ddp_err err = {0};
     comm *c = NULL;
-    int rc = comm_nccl_create(g_compute, device, timeout_s, false, &c, &err);
+    comm_nccl_opts o = {.compute_stream = g_compute, .device = device, .timeout_s = timeout_s};
+    int rc = comm_nccl_create(&o, &c, &err);
     CHECK(rc == DDP_OK, "comm_nccl_create: %s", err.msg);
     return c;
 }
@@ -244,7 +264,8 @@ static void scenario_setdevice(void)
     CHECK(cudaStreamCreateWithFlags(&g_compute, cudaStreamNonBlocking) == cudaSuccess, "compute stream");
     ddp_err err = {0};
     comm *c = NULL;
-    int rc = comm_nccl_create(g_compute, 0, 60, false, &c, &err);
+    comm_nccl_opts o = {.compute_stream = g_compute, .device = 0, .timeout_s = 60};
+    int rc = comm_nccl_create(&o, &c, &err);
     CHECK(rc == DDP_ERUNTIME && c == NULL, "comm_nccl_create returned %d with a watchdog that cannot select its GPU", rc);
     CHECK_STR_CONTAINS(err.msg, "comm_nccl_create (GPU 0)");
     CHECK_STR_CONTAINS(err.msg, "the NCCL watchdog thread cannot select GPU 0: cudaSetDevice: ");
@@ -337,6 +358,35 @@ static void scenario_watchdog(void)
         pause();
 }
 
+/* In-place all-to-all and sendrecv send from a staging copy that is allocated once and only
+ * grows: repeated exchanges allocate nothing, a larger one replaces it, destroy frees it. */
+static void scenario_staging(void)
+{
+    comm *c = create(g_rank, 60); /* one GPU per rank, as NCCL requires */
+    if (!c)
+        return;
+    size_t n = 256 * (size_t)g_size;
+    float *buf = NULL;
+    CHECK(cudaMalloc((void **)&buf, 4 * n * sizeof *buf) == cudaSuccess, "cudaMalloc");
+    ddp_err err = {0};
+    int to = (g_rank + 1) % g_size, from = (g_rank + g_size - 1) % g_size;
+    for (int i = 0; i < 5; i++) {
+        CHECK(c->ops->alltoall(c, buf, buf, n / (size_t)g_size, DT_FLOAT, NULL, &err) == DDP_OK, "alltoall: %s", err.msg);
+        CHECK(c->ops->sendrecv(c, buf, to, buf, from, n, DT_FLOAT, NULL, &err) == DDP_OK, "sendrecv: %s", err.msg);
+    }
+    CHECK(atomic_load(&g_async_allocs) == 1 && atomic_load(&g_async_frees) == 0,
+          "10 in-place exchanges of one size: %d allocations, %d frees (want 1, 0)", atomic_load(&g_async_allocs),
+          atomic_load(&g_async_frees));
+    CHECK(c->ops->sendrecv(c, buf, to, buf, from, 4 * n, DT_FLOAT, NULL, &err) == DDP_OK, "sendrecv: %s", err.msg);
+    CHECK(atomic_load(&g_async_allocs) == 2 && atomic_load(&g_async_frees) == 1,
+          "a larger exchange: %d allocations, %d frees (want 2, 1)", atomic_load(&g_async_allocs),
+          atomic_load(&g_async_frees));
+    c->ops->destroy(c);
+    CHECK(atomic_load(&g_async_frees) == 2, "destroy: %d frees of the staging buffer in all (want 2)",
+          atomic_load(&g_async_frees));
+    cudaFree(buf);
+}
+
 int main(int argc, char **argv)
 {
     g_main = pthread_self();
@@ -351,7 +401,7 @@ int main(int argc, char **argv)
         void (*run)(void);
     } scenarios[] = {{"priority", scenario_priority}, {"threads", scenario_threads}, {"setdevice", scenario_setdevice},
                      {"stuck", scenario_stuck}, {"wedged", scenario_wedged}, {"failed", scenario_failed},
-                     {"abort", scenario_abort}, {"watchdog", scenario_watchdog}};
+                     {"abort", scenario_abort}, {"watchdog", scenario_watchdog}, {"staging", scenario_staging}};
     int found = 0;
     for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)
         if (strcmp(what, scenarios[i].name) == 0) {

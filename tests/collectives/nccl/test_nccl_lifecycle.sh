@@ -26,6 +26,8 @@ scenario threads 2 DDP_CUDA_EMU_DEVICES=3
 check "every CUDA call, the watchdog's too, runs on the rank's GPU" [ $? -eq 0 ]
 scenario setdevice 1
 check "a watchdog that cannot select its GPU fails creation with cudaSetDevice's error" [ $? -eq 0 ]
+scenario staging 2 DDP_CUDA_EMU_DEVICES=2
+check "in-place exchanges reuse one staging buffer" [ $? -eq 0 ]
 
 # Teardown. Without bounds each of these hangs until `timeout 60` (exit 124).
 scenario stuck 1
