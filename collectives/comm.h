@@ -43,7 +43,12 @@ struct comm_ops {
     int (*barrier)(comm *c, ddp_err *err);
     int (*wait)(comm *c, comm_req *req, ddp_err *err);         /* frees req */
     int (*test)(comm *c, comm_req *req, bool *done, ddp_err *err); /* never frees; call wait after done */
+    /* The end of a communicator after success: collectives still in flight may finish (NCCL: for
+     * at most the timeout it was created with, then it aborts), then everything is freed. */
     void (*destroy)(comm *c);
+    /* The end on an error path, when this rank or another failed and a collective may never
+     * finish: nothing in flight is waited for (NCCL: ncclCommAbort), then everything is freed. */
+    void (*abort)(comm *c);
 };
 
 struct comm {
@@ -67,8 +72,18 @@ void comm_dtype_store(void *buf, size_t i, comm_dtype dt, double v);
 /* MPI backend over MPI_COMM_WORLD (MPI must be initialised). Host buffers. */
 int comm_mpi_create(comm **out, ddp_err *err);
 
-/* NCCL backend: rank 0 makes the ncclUniqueId, MPI broadcasts it. `stream` is the device's
- * compute stream, which collectives order themselves after. */
-int comm_nccl_create(void *compute_stream, int device_index, double timeout_s, bool debug, comm **out, ddp_err *err);
+/* NCCL backend: rank 0 makes the ncclUniqueId, MPI broadcasts it. */
+typedef struct comm_nccl_opts {
+    void *compute_stream; /* cudaStream_t of the device's compute stream, which collectives
+                             order themselves after */
+    int device;           /* the GPU the caller selected for this rank */
+    double timeout_s;     /* > 0: a collective without progress this long ends the process (the
+                             watchdog); destroy gives collectives in flight this long too */
+    bool debug;           /* ddp.debug: cross-check every collective's fingerprint first */
+    bool single_stream;   /* issue collectives on the compute stream itself instead of a
+                             communication stream of their own: nothing overlaps them, and no
+                             event ties two streams per collective (the benchmark) */
+} comm_nccl_opts;
+int comm_nccl_create(const comm_nccl_opts *opts, comm **out, ddp_err *err);
 
 #endif

@@ -485,6 +485,7 @@ static const struct comm_ops mpi_comm_ops = {
     .wait = mpi_wait,
     .test = mpi_test,
     .destroy = mpi_destroy,
+    .abort = mpi_destroy, /* MPI_Comm_free does not wait for pending operations */
 };
 
 static int create_ops(mpi_impl *m, ddp_err *err)

@@ -1,6 +1,9 @@
 /* bench_main.c — ddprun-bench, one rank of `ddprun -np N bench OP [flags]`: choosing and opening
  * the backend (MPI on host buffers, or NCCL on this rank's GPU), the shared harness that times
  * and checks every collective the same way, the exit status, and `ddprun-bench topo`.
+ * Timing follows nccl-tests: NCCL collectives run on one stream (the communicator's single_stream
+ * mode) and two timing events on it bracket the batch of iterations; on host buffers MPI_Wtime
+ * does. Inside the timed loop nothing runs but the collectives: no allocation, no copy.
  *
  * Error policy (no rank may be left waiting): set-up steps (backend, buffers) end with an
  * agreement over MPI_COMM_WORLD, so when one rank fails every rank exits cleanly and the failing
@@ -27,6 +30,7 @@ typedef struct harness {
     const bench_coll *coll;
     comm *c;
     device *dev;                 /* NULL: the collective works on host memory (MPI backend) */
+    device_timer *timer;         /* on dev's stream: events around the timed iterations */
     void *send, *recv;           /* what the collective gets; recv is also the in-place buffer */
     void *host_send, *host_recv; /* where inputs are made and results checked (== send/recv on host) */
     row_result *rows;
@@ -70,25 +74,37 @@ static int agree(const mpi_identity *id, int rc, ddp_err *err)
 
 /* ---- backend ---- */
 
+/* The one-rank-per-GPU rule over every rank's host and GPU count (gpu_share.h), so all ranks
+ * reach the same verdict. Collective. */
+static int check_gpu_share(const mpi_identity *id, int gpus, ddp_err *err)
+{
+    gpu_share_rank me = gpu_share_me(id->host, id->local_rank, gpus);
+    gpu_share_rank *all = bench_xalloc((size_t)id->size * sizeof *all);
+    MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD);
+    int rc = gpu_share_check(all, id->size, "use --backend mpi", err);
+    free(all);
+    return rc;
+}
+
 /* auto: NCCL when every rank of the job has a GPU of its own, else MPI (all ranks agree). */
 static bool auto_picks_nccl(const mpi_identity *id)
 {
     char reason[256] = "";
     int gpus = device_cuda_count(reason, sizeof reason);
     ddp_err shared = {0};
-    int mine = gpus > 0 && gpu_share_check(id->local_size, gpus, id->host, reason, &shared) == DDP_OK, all = 0;
+    bool shares = check_gpu_share(id, gpus, &shared) != DDP_OK;
+    int mine = gpus > 0, all = 0;
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all)
-        log_info("# backend auto: mpi (%s)",
-                 mine ? "another host has fewer GPUs than ranks" : gpus > 0 ? shared.msg : reason);
-    return all;
+    if (!all || shares)
+        log_info("# backend auto: mpi (%s)", !mine ? reason : !all ? "a rank on another host has no GPU" : shared.msg);
+    return all && !shares;
 }
 
 static int open_gpu(const mpi_identity *id, device **dev, ddp_err *err)
 {
     char reason[256] = "";
     int gpus = device_cuda_count(reason, sizeof reason);
-    if (gpus > 0 && gpu_share_check(id->local_size, gpus, id->host, reason, err))
+    if (check_gpu_share(id, gpus, err))
         return ddp_prefix(err, "--backend nccl");
     config cfg;
     memset(&cfg, 0, sizeof cfg); /* defaults: no TF32; the benchmark runs no GEMMs */
@@ -108,7 +124,10 @@ static int open_backend(const mpi_identity *id, const bench_opts *o, comm **c, d
     int rc = agree(id, open_gpu(id, dev, err), err);
     if (rc)
         return rc;
-    rc = comm_nccl_create((*dev)->stream, (*dev)->index, o->timeout_s, false, c, err);
+    /* one stream, as nccl-tests: the collectives run on the device's stream, back to back */
+    comm_nccl_opts no = {.compute_stream = (*dev)->stream, .device = (*dev)->index, .timeout_s = o->timeout_s,
+                         .single_stream = true};
+    rc = comm_nccl_create(&no, c, err);
     return agree(id, rc, err);
 }
 
@@ -185,8 +204,8 @@ static int fetch_results(harness *h, const bench_row *r, bool in_place, ddp_err 
     return h->dev->ops->download(h->dev, (char *)h->host_recv + first * esz, (char *)h->recv + first * esz, n * esz, err);
 }
 
-/* Host: MPI collectives are complete on return. NCCL: a blocking collective orders the compute
- * stream after itself (comm.h), so waiting for that stream waits for every collective issued. */
+/* Host: MPI collectives are complete on return. NCCL: the collectives run on the device's stream
+ * (single_stream), so waiting for it waits for every collective issued. */
 static int sync_device(harness *h, ddp_err *err)
 {
     return h->dev ? h->dev->ops->synchronize(h->dev, err) : DDP_OK;
@@ -215,6 +234,49 @@ static int run_coll(harness *h, const bench_row *r, bool in_place, ddp_err *err)
     return r->coll->run(h->c, r, in_place, in_place ? h->recv : h->send, h->recv, err);
 }
 
+/* What the timed loop runs: the collective itself, except that an in-place exchange whose
+ * comm.h form copies its input first (bench_coll.in_place_copies) is timed out of place, from a
+ * copy of the in-place input made here, before any timing, into the send buffer. */
+static int stage_timed(harness *h, const bench_row *r, bool in_place, bool *out_of_place, ddp_err *err)
+{
+    *out_of_place = !in_place || r->coll->in_place_copies;
+    if (!in_place || !r->coll->in_place_copies)
+        return DDP_OK;
+    size_t none, bytes;
+    placement_bytes(r, true, &none, &bytes);
+    if (!h->dev) {
+        memcpy(h->send, h->recv, bytes);
+        return DDP_OK;
+    }
+    return h->dev->ops->copy(h->dev, h->send, h->recv, bytes, err);
+}
+
+/* Seconds per iteration. On a device, timing events on the one stream the collectives run on
+ * bracket the whole batch (the GPU's time, as nccl-tests measures it); on host buffers, MPI_Wtime.
+ * Nothing but the collectives runs inside: no allocation, no copy, no second stream. */
+static int timed_loop(harness *h, const bench_row *r, bool in_place, double *sec, ddp_err *err)
+{
+    int rc = DDP_OK, iters = h->o->iters;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (!h->dev) {
+        double t0 = MPI_Wtime();
+        for (int i = 0; !rc && i < iters; i++)
+            rc = run_coll(h, r, in_place, err);
+        *sec = (MPI_Wtime() - t0) / iters;
+        return rc;
+    }
+    double ms = 0;
+    rc = h->dev->ops->timer_start(h->dev, h->timer, err);
+    for (int i = 0; !rc && i < iters; i++)
+        rc = run_coll(h, r, in_place, err);
+    if (!rc)
+        rc = h->dev->ops->timer_stop(h->dev, h->timer, err);
+    if (!rc)
+        rc = h->dev->ops->timer_take_ms(h->dev, h->timer, &ms, err); /* waits for the stop event */
+    *sec = ms / 1e3 / iters;
+    return rc;
+}
+
 static int check_placement(harness *h, const bench_row *r, bool in_place, long long *wrong, ddp_err *err)
 {
     int rc = stage_inputs(h, r, in_place, err);
@@ -233,22 +295,20 @@ static int check_placement(harness *h, const bench_row *r, bool in_place, long l
 
 static int time_placement(harness *h, const bench_row *r, bool in_place, size_t bytes, placement *p, ddp_err *err)
 {
+    bool out_of_place = !in_place;
     int rc = stage_inputs(h, r, in_place, err);
+    if (!rc)
+        rc = stage_timed(h, r, in_place, &out_of_place, err);
     for (int i = 0; !rc && i < h->o->warmup; i++)
-        rc = run_coll(h, r, in_place, err);
+        rc = run_coll(h, r, !out_of_place, err);
     if (!rc)
         rc = sync_device(h, err);
-    if (rc)
-        return rc;
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    for (int i = 0; !rc && i < h->o->iters; i++)
-        rc = run_coll(h, r, in_place, err);
+    double sec = 0;
     if (!rc)
-        rc = sync_device(h, err);
+        rc = timed_loop(h, r, !out_of_place, &sec, err);
     if (rc)
         return rc;
-    double sec = combine_times(h, (MPI_Wtime() - t0) / h->o->iters);
+    sec = combine_times(h, sec);
     p->time_us = sec * 1e6;
     p->algbw = sec > 0 ? (double)bytes / 1e9 / sec : 0;
     p->busbw = p->algbw * r->coll->busbw_factor(r->ranks);
@@ -325,7 +385,10 @@ static int run_bench(harness *h, ddp_err *err)
     bench_print_header(&run);
     bench_print_topology(h->id, all);
     bench_print_columns();
-    int rc = agree(h->id, alloc_buffers(h, err), err);
+    int rc = alloc_buffers(h, err);
+    if (!rc && h->dev)
+        rc = h->dev->ops->timer_create(h->dev, &h->timer, err);
+    rc = agree(h->id, rc, err);
     if (!rc && (rc = sweep(h, err)) != DDP_OK)
         bench_abort(rc, err->msg); /* the other ranks may be inside a collective */
     long long wrong = 0;
@@ -336,6 +399,8 @@ static int run_bench(harness *h, ddp_err *err)
         if (h->o->json_path && h->id->rank == 0)
             rc = bench_write_json(&run, wrong, avg, err);
     }
+    if (h->timer)
+        h->dev->ops->timer_destroy(h->dev, h->timer);
     free_pair(h, h->send, h->host_send);
     free_pair(h, h->recv, h->host_recv);
     free(h->rows);
@@ -390,7 +455,9 @@ static int bench_main(int argc, char **argv, const mpi_identity *id, ddp_err *er
     rc = open_backend(id, &o, &h.c, &h.dev, err);
     if (!rc)
         rc = run_bench(&h, err);
-    if (h.c)
+    if (h.c && rc)
+        h.c->ops->abort(h.c); /* some rank failed: a collective may never finish */
+    else if (h.c)
         h.c->ops->destroy(h.c);
     if (h.dev)
         h.dev->ops->destroy(h.dev);

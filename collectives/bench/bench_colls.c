@@ -221,14 +221,17 @@ static double expect_alltoall(const bench_row *r, size_t j)
 }
 
 static const bench_coll colls[] = {
-    {"allreduce", true, false, false, bw_allreduce, elems_same, init_same, run_allreduce, checked_all, expect_reduced},
-    {"allgather", false, false, true, bw_blocks, elems_allgather, init_allgather, run_allgather, checked_all, expect_allgather},
+    {"allreduce", true, false, false, bw_allreduce, elems_same, init_same, run_allreduce, checked_all, expect_reduced,
+     false},
+    {"allgather", false, false, true, bw_blocks, elems_allgather, init_allgather, run_allgather, checked_all,
+     expect_allgather, false},
     {"reducescatter", true, false, true, bw_blocks, elems_reducescatter, init_blocks_in, run_reducescatter,
-     checked_reducescatter, expect_reducescatter},
-    {"broadcast", false, true, false, bw_one, elems_bcast, init_bcast, run_bcast, checked_all, expect_bcast},
-    {"reduce", true, true, false, bw_one, elems_same, init_same, run_reduce, checked_root, expect_reduced},
-    {"alltoall", false, false, true, bw_blocks, elems_alltoall, init_blocks_in, run_alltoall, checked_all, expect_alltoall},
-    {"sendrecv", false, false, false, bw_one, elems_same, init_same, run_sendrecv, checked_all, expect_sendrecv},
+     checked_reducescatter, expect_reducescatter, false},
+    {"broadcast", false, true, false, bw_one, elems_bcast, init_bcast, run_bcast, checked_all, expect_bcast, false},
+    {"reduce", true, true, false, bw_one, elems_same, init_same, run_reduce, checked_root, expect_reduced, false},
+    {"alltoall", false, false, true, bw_blocks, elems_alltoall, init_blocks_in, run_alltoall, checked_all, expect_alltoall,
+     true},
+    {"sendrecv", false, false, false, bw_one, elems_same, init_same, run_sendrecv, checked_all, expect_sendrecv, true},
 };
 
 const bench_coll *bench_find(const char *name)

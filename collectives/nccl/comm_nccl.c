@@ -1,20 +1,28 @@
 /* comm_nccl.c — the NCCL backend of the communicator (comm.h) over device buffers.
  *
  * It owns: creating the NCCL communicator (rank 0's ncclUniqueId travels by MPI_Bcast), one
- * non-blocking communication stream, and issuing every collective on it ordered after the device's
- * compute stream (an event recorded on the compute stream, waited for by the communication
- * stream). Completion is an event recorded after the collective: ops->wait makes the compute
- * stream wait for it (no host synchronisation), ops->test queries it. Every issued collective
- * occupies a slot of a ring that the watchdog (comm_nccl_watchdog.c) polls, so a stalled or
- * failed collective ends the process with a message naming it instead of hanging; ddp.debug
- * cross-checks each collective's fingerprint first (comm_nccl_check.c).
- * all-to-all and sendrecv are grouped ncclSend/ncclRecv; barrier is a one-int all-reduce the
- * host waits for. Counts are size_t throughout (NCCL takes size_t). Every NCCL and CUDA call is
- * checked with file:line and the library's own error string.
+ * non-blocking communication stream of the device's greatest priority (so queued backward
+ * kernels do not hold up a ready all-reduce), and issuing every collective on it ordered after
+ * the device's compute stream (an event recorded on the compute stream, waited for by the
+ * communication stream). With single_stream (the benchmark) collectives run on the compute
+ * stream itself and stream order is all the ordering. Completion is an event recorded after the
+ * collective: ops->wait makes the compute stream wait for it (no host synchronisation), ops->test
+ * queries it. Every issued collective occupies a slot of a ring that the watchdog
+ * (comm_nccl_watchdog.c) polls, so a stalled or failed collective ends the process with a
+ * message naming it instead of hanging; ddp.debug cross-checks each collective's fingerprint
+ * first (comm_nccl_check.c). all-to-all and sendrecv are grouped ncclSend/ncclRecv (in place:
+ * sent from a copy in a staging buffer kept for the communicator's life); barrier is a one-int
+ * all-reduce the host waits for. Counts are size_t throughout (NCCL takes size_t). Every NCCL
+ * and CUDA call is checked with file:line and the library's own error string, and a failed one
+ * marks the communicator failed. Its end never waits without limit: ops->abort, or destroy after
+ * a failure, calls ncclCommAbort at once; destroy otherwise gives the collectives in flight
+ * ddp.timeout_s, then destroys (or aborts, if they did not finish); the watchdog lives until the
+ * end and takes the process down if the teardown itself hangs (a wedged GPU).
  * It must not know about models, buckets or training, and never picks the GPU: the caller has. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
@@ -22,12 +30,15 @@
 #include "runtime/base/mpi_identity.h"
 #include "comm_nccl_internal.h"
 
+/* Expects `im` (ncclcomm_impl *) and `err` in scope; a failure marks the communicator failed. */
 #define CUDA_TRY(call)                                                                          \
     do {                                                                                        \
         cudaError_t cuda_rc_ = (call);                                                          \
-        if (cuda_rc_ != cudaSuccess)                                                            \
+        if (cuda_rc_ != cudaSuccess) {                                                          \
+            im->failed = true;                                                                  \
             return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,      \
                             cudaGetErrorString(cuda_rc_));                                      \
+        }                                                                                       \
     } while (0)
 
 struct comm_req {
@@ -42,6 +53,7 @@ static int ncclcomm_fail(comm *c, ncclResult_t rc, const char *call, const char 
     ncclcomm_impl *im = impl_of(c);
     if (atomic_load(&im->aborting))
         ncclcomm_watchdog_await_exit(); /* the watchdog aborted the call and is reporting why */
+    im->failed = true;
     const char *last = im->nccl ? ncclGetLastError(im->nccl) : "";
     int name_len = (int)strcspn(call, "(");
     return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %.*s: %s%s%s", file, line, name_len, call, ncclGetErrorString(rc),
@@ -118,13 +130,18 @@ static int begin_collective(comm *c, ncclcomm_fingerprint *fp, int *slot, ddp_er
     rc = im->debug ? ncclcomm_check_fingerprint(c, fp, err) : DDP_OK;
     if (rc) {
         atomic_store(&s->state, SLOT_FREE);
+        im->failed = true; /* the ranks disagree: what is in flight may never finish */
         return rc;
     }
-    cudaError_t e = cudaEventRecord(im->compute_ready, im->compute);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(im->stream, im->compute_ready, 0);
+    cudaError_t e = cudaSuccess;
+    if (im->own_stream) { /* single_stream: stream order is the order */
+        e = cudaEventRecord(im->compute_ready, im->compute);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent(im->stream, im->compute_ready, 0);
+    }
     if (e != cudaSuccess) {
         atomic_store(&s->state, SLOT_FREE);
+        im->failed = true;
         return ddp_fail(err, DDP_ERUNTIME, "%s:%d: ordering the communication stream after the compute stream: %s",
                         __FILE__, __LINE__, cudaGetErrorString(e));
     }
@@ -146,12 +163,15 @@ static int end_collective(comm *c, int slot, const ncclcomm_fingerprint *fp, int
     CUDA_TRY(cudaEventRecord(s->done, im->stream));
     atomic_store(&s->state, SLOT_LAUNCHED);
     if (!req) {
-        CUDA_TRY(cudaStreamWaitEvent(im->compute, s->done, 0));
+        if (im->own_stream)
+            CUDA_TRY(cudaStreamWaitEvent(im->compute, s->done, 0));
         return DDP_OK;
     }
     comm_req *r = malloc(sizeof *r);
-    if (!r)
+    if (!r) {
+        im->failed = true; /* the collective runs, but nothing can wait for it */
         return ddp_fail(err, DDP_ERUNTIME, "comm_nccl: out of memory for a request");
+    }
     r->slot = slot;
     r->fp = *fp;
     *req = r;
@@ -255,13 +275,22 @@ static int ncclcomm_reducescatter(comm *c, const void *send, void *recv, size_t 
     return end_collective(c, slot, &fp, launch_reducescatter(c, send, recv, &fp, err), req, err);
 }
 
-/* In-place point-to-point exchanges read what they overwrite: send from a stream-ordered copy. */
+/* In-place point-to-point exchanges read what they overwrite: they send from a copy, made on the
+ * stream into a buffer that only grows (freed and allocated in stream order, so an exchange
+ * still in flight keeps the old one), so repeated exchanges allocate nothing. */
 static int stage_copy(comm *c, const void *src, size_t bytes, void **copy, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
-    *copy = NULL;
-    CUDA_TRY(cudaMallocAsync(copy, bytes ? bytes : 1, im->stream));
-    CUDA_TRY(cudaMemcpyAsync(*copy, src, bytes, cudaMemcpyDeviceToDevice, im->stream));
+    if (bytes > im->stage_bytes) {
+        if (im->stage)
+            CUDA_TRY(cudaFreeAsync(im->stage, im->stream));
+        im->stage = NULL;
+        im->stage_bytes = 0;
+        CUDA_TRY(cudaMallocAsync(&im->stage, bytes, im->stream));
+        im->stage_bytes = bytes;
+    }
+    CUDA_TRY(cudaMemcpyAsync(im->stage, src, bytes, cudaMemcpyDeviceToDevice, im->stream));
+    *copy = im->stage;
     return DDP_OK;
 }
 
@@ -271,7 +300,7 @@ static int launch_exchange(comm *c, const char *send, char *recv, size_t count, 
     ncclcomm_impl *im = impl_of(c);
     size_t esz = comm_dtype_size(dt), bytes = to < 0 ? count * esz * (size_t)c->size : count * esz;
     void *copy = NULL;
-    if (send == recv && count) {
+    if (send == recv && bytes) {
         int rc = stage_copy(c, send, bytes, &copy, err);
         if (rc)
             return rc;
@@ -292,12 +321,10 @@ static int launch_exchange(comm *c, const char *send, char *recv, size_t count, 
             first = ncclRecv(recv, count, t, from, im->nccl, im->stream);
     }
     ncclResult_t end = ncclGroupEnd();
-    cudaError_t freed = copy ? cudaFreeAsync(copy, im->stream) : cudaSuccess;
     if (first != ncclSuccess)
         return ncclcomm_fail(c, first, "ncclSend/ncclRecv", __FILE__, __LINE__, err);
     if (end != ncclSuccess)
         return ncclcomm_fail(c, end, "ncclGroupEnd", __FILE__, __LINE__, err);
-    CUDA_TRY(freed);
     return DDP_OK;
 }
 
@@ -356,11 +383,14 @@ static bool slot_holds(ncclcomm_impl *im, const comm_req *r)
 static int ncclcomm_wait(comm *c, comm_req *r, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
-    cudaError_t e = slot_holds(im, r) ? cudaStreamWaitEvent(im->compute, im->slots[r->slot].done, 0) : cudaSuccess;
+    cudaError_t e = im->own_stream && slot_holds(im, r) ? cudaStreamWaitEvent(im->compute, im->slots[r->slot].done, 0)
+                                                        : cudaSuccess;
     free(r);
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+        im->failed = true;
         return ddp_fail(err, DDP_ERUNTIME, "%s:%d: cudaStreamWaitEvent(compute stream, collective done): %s",
                         __FILE__, __LINE__, cudaGetErrorString(e));
+    }
     return DDP_OK;
 }
 
@@ -381,26 +411,98 @@ static int ncclcomm_test(comm *c, comm_req *r, bool *done, ddp_err *err)
 
 /* ---- lifecycle -------------------------------------------------------------------------------- */
 
-static void ncclcomm_destroy(comm *c)
+/* Waits, for at most timeout_s, until the newest collective launched has completed (they run in
+ * order on one stream, so then all have). NULL when it has; otherwise why not, in why. */
+static const char *drain(ncclcomm_impl *im, char *why, size_t len)
+{
+    const ncclcomm_slot *s = NULL;
+    for (int i = 0; i < NCCLCOMM_SLOTS; i++)
+        if (atomic_load(&im->slots[i].state) == SLOT_LAUNCHED && (!s || im->slots[i].fp.seq > s->fp.seq))
+            s = &im->slots[i];
+    if (!s)
+        return NULL; /* nothing in flight, or the watchdog saw it all complete */
+    double deadline = monotonic_s() + im->timeout_s;
+    for (useconds_t nap = 100;; nap = nap < 10000 ? 2 * nap : nap) {
+        cudaError_t e = cudaEventQuery(s->done);
+        if (e == cudaSuccess)
+            return NULL;
+        if (e != cudaErrorNotReady) {
+            snprintf(why, len, "collective #%llu failed on the GPU: %s", (unsigned long long)s->fp.seq,
+                     cudaGetErrorString(e));
+            return why;
+        }
+        ncclResult_t async = ncclSuccess, q = ncclCommGetAsyncError(im->nccl, &async);
+        if (q != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+            snprintf(why, len, "%s: %s", q != ncclSuccess ? "ncclCommGetAsyncError" : "asynchronous NCCL error",
+                     ncclGetErrorString(q != ncclSuccess ? q : async));
+            return why;
+        }
+        if (monotonic_s() > deadline) {
+            snprintf(why, len, "collective #%llu did not complete within %g s", (unsigned long long)s->fp.seq,
+                     im->timeout_s);
+            return why;
+        }
+        usleep(nap);
+    }
+}
+
+/* Teardown calls cannot fail the caller: the first failure is reported, the rest are expected. */
+static void teardown_check(bool *reported, const char *call, cudaError_t e)
+{
+    if (e != cudaSuccess && !*reported) {
+        *reported = true;
+        log_warn("NCCL teardown: %s: %s", call, cudaGetErrorString(e));
+    }
+}
+
+/* The communicator's end. Normal: its collectives may finish for up to ddp.timeout_s, then
+ * ncclCommDestroy; if they do not (or something failed), ncclCommAbort, which waits for nothing.
+ * The watchdog outlives all of it and ends the process if the teardown overruns. */
+static void release(comm *c, bool abort)
+{
+    ncclcomm_impl *im = c->impl;
+    abort = abort || im->failed;
+    if (im->nccl) {
+        char why[256];
+        const char *stuck = NULL;
+        if (!abort) {
+            ncclcomm_watchdog_teardown(c, im->timeout_s + im->abort_limit_s, "destroying the NCCL communicator");
+            stuck = drain(im, why, sizeof why);
+            if (stuck)
+                log_warn("NCCL teardown: %s; aborting the communicator", stuck);
+        } else {
+            ncclcomm_watchdog_teardown(c, im->abort_limit_s, "aborting the NCCL communicator");
+        }
+        const char *call = abort || stuck ? "ncclCommAbort" : "ncclCommDestroy";
+        ncclResult_t rc = abort || stuck ? ncclCommAbort(im->nccl) : ncclCommDestroy(im->nccl);
+        if (rc != ncclSuccess)
+            log_warn("NCCL teardown: %s: %s", call, ncclGetErrorString(rc));
+        im->nccl = NULL;
+    } else {
+        ncclcomm_watchdog_teardown(c, im->abort_limit_s, "freeing the NCCL communicator's resources");
+    }
+    bool reported = false;
+    for (int i = 0; i < NCCLCOMM_SLOTS; i++)
+        if (im->slots[i].done)
+            teardown_check(&reported, "cudaEventDestroy", cudaEventDestroy(im->slots[i].done));
+    if (im->compute_ready)
+        teardown_check(&reported, "cudaEventDestroy", cudaEventDestroy(im->compute_ready));
+    if (im->stage)
+        teardown_check(&reported, "cudaFreeAsync", cudaFreeAsync(im->stage, im->stream));
+    if (im->barrier_buf)
+        teardown_check(&reported, "cudaFree", cudaFree(im->barrier_buf));
+    if (im->stream && im->own_stream)
+        teardown_check(&reported, "cudaStreamDestroy", cudaStreamDestroy(im->stream));
+    ncclcomm_watchdog_stop(c);
+}
+
+static void free_comm(comm *c, bool abort)
 {
     if (!c)
         return;
     ncclcomm_impl *im = c->impl;
     if (im) {
-        ncclcomm_watchdog_stop(c);
-        if (im->stream)
-            cudaStreamSynchronize(im->stream);
-        if (im->nccl)
-            ncclCommDestroy(im->nccl);
-        for (int i = 0; i < NCCLCOMM_SLOTS; i++)
-            if (im->slots[i].done)
-                cudaEventDestroy(im->slots[i].done);
-        if (im->compute_ready)
-            cudaEventDestroy(im->compute_ready);
-        if (im->barrier_buf)
-            cudaFree(im->barrier_buf);
-        if (im->stream)
-            cudaStreamDestroy(im->stream);
+        release(c, abort);
         int finalized = 0;
         MPI_Finalized(&finalized);
         if (!finalized && im->ctl != MPI_COMM_NULL)
@@ -411,6 +513,9 @@ static void ncclcomm_destroy(comm *c)
     }
     free(c);
 }
+
+static void ncclcomm_destroy(comm *c) { free_comm(c, false); }
+static void ncclcomm_abort(comm *c) { free_comm(c, true); }
 
 static const struct comm_ops ncclcomm_comm_ops = {
     .name = "nccl",
@@ -425,6 +530,7 @@ static const struct comm_ops ncclcomm_comm_ops = {
     .wait = ncclcomm_wait,
     .test = ncclcomm_test,
     .destroy = ncclcomm_destroy,
+    .abort = ncclcomm_abort,
 };
 
 static int fill_identity(comm *c, ncclcomm_impl *im, ddp_err *err)
@@ -463,7 +569,15 @@ static int setup(comm *c, ncclcomm_impl *im, ddp_err *err)
     if (rc)
         return rc;
     CUDA_TRY(cudaSetDevice(im->device));
-    CUDA_TRY(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
+    if (im->own_stream) {
+        /* The greatest priority: the GPU schedules a collective's blocks ahead of queued backward
+         * kernels, so a bucket's all-reduce starts when it is ready, not after the compute queue. */
+        int least = 0, greatest = 0;
+        CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        CUDA_TRY(cudaStreamCreateWithPriority(&im->stream, cudaStreamNonBlocking, greatest));
+    } else {
+        im->stream = im->compute;
+    }
     CUDA_TRY(cudaEventCreateWithFlags(&im->compute_ready, cudaEventDisableTiming));
     for (int i = 0; i < NCCLCOMM_SLOTS; i++)
         CUDA_TRY(cudaEventCreateWithFlags(&im->slots[i].done, cudaEventDisableTiming));
@@ -475,9 +589,10 @@ static int setup(comm *c, ncclcomm_impl *im, ddp_err *err)
     return ncclcomm_watchdog_start(c, err);
 }
 
-int comm_nccl_create(void *compute_stream, int device_index, double timeout_s, bool debug, comm **out, ddp_err *err)
+int comm_nccl_create(const comm_nccl_opts *opts, comm **out, ddp_err *err)
 {
     *out = NULL;
+    double timeout_s = opts->timeout_s;
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized)
@@ -494,19 +609,21 @@ int comm_nccl_create(void *compute_stream, int device_index, double timeout_s, b
     c->ops = &ncclcomm_comm_ops;
     c->impl = im;
     im->ctl = MPI_COMM_NULL;
-    im->compute = (cudaStream_t)compute_stream;
-    im->device = device_index;
+    im->compute = (cudaStream_t)opts->compute_stream;
+    im->own_stream = !opts->single_stream;
+    im->device = opts->device;
     im->timeout_s = timeout_s;
-    im->debug = debug;
+    im->debug = opts->debug;
     pthread_mutex_init(&im->lock, NULL);
     pthread_cond_init(&im->wake, NULL);
     for (int i = 0; i < NCCLCOMM_SLOTS; i++)
         atomic_init(&im->slots[i].state, SLOT_FREE);
     atomic_init(&im->aborting, false);
+    im->abort_limit_s = timeout_s < 30 ? timeout_s : 30;
     int rc = setup(c, im, err);
     if (rc) {
-        ncclcomm_destroy(c);
-        return ddp_prefix(err, "comm_nccl_create (GPU %d)", device_index);
+        ncclcomm_abort(c);
+        return ddp_prefix(err, "comm_nccl_create (GPU %d)", opts->device);
     }
     *out = c;
     return DDP_OK;

@@ -2,12 +2,9 @@
  * training loop and the benchmark need no #ifdefs. Must not be linked into NCCL builds. */
 #include "collectives/comm.h"
 
-int comm_nccl_create(void *compute_stream, int device_index, double timeout_s, bool debug, comm **out, ddp_err *err)
+int comm_nccl_create(const comm_nccl_opts *opts, comm **out, ddp_err *err)
 {
-    (void)compute_stream;
-    (void)device_index;
-    (void)timeout_s;
-    (void)debug;
+    (void)opts;
     *out = NULL;
     return ddp_fail(err, DDP_EUSAGE, "ddp.backend: nccl is not available in this build of ddprun "
                     "(build with CUDA and NCCL, or the CUDA emulation)");

@@ -6,8 +6,14 @@
  * collective has gone without progress (since it was issued, or since the last one completed,
  * whichever is later). On an error or after ddp.timeout_s without progress it prints which rank,
  * which collective (kind, sequence number, the caller's label such as the bucket, count, type),
- * calls ncclCommAbort and ends the process with DDP_ERUNTIME, so mpirun/ddprun end the job.
- * It makes no MPI calls (MPI is initialised FUNNELED) and never touches collective buffers. */
+ * calls ncclCommAbort and ends the process with DDP_ERUNTIME, so mpirun/ddprun end the job; an
+ * abort that has not returned after min(ddp.timeout_s, 30 s) is given up on, and the process
+ * ends all the same. Once the communicator's teardown begins it stops looking at collectives
+ * and only ends the process if the teardown overruns its deadline.
+ * Its first call selects the communicator's GPU (a thread's current device is its own; a thread
+ * that never chose one works on GPU 0); starting fails with that call's error.
+ * It makes no MPI calls (MPI may be initialised FUNNELED: runtime/base/mpi_thread.h) and never
+ * touches collective buffers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -56,12 +62,69 @@ static void describe_slot(const ncclcomm_slot *sl, char *out, size_t len)
              sl->label, sl->label[0] ? ", " : "", what);
 }
 
-/* Prints, aborts the communicator and ends the process. Called with im->lock held. */
+/* ncclCommAbort on a thread of its own, so the watchdog can stop waiting for it. Static: if the
+ * call never returns, the process ends with the thread still holding it. */
+static struct {
+    ncclComm_t nccl;
+    int device;
+    atomic_bool done;
+    ncclResult_t rc;
+} abort_call;
+
+static void *abort_main(void *arg)
+{
+    (void)arg;
+    cudaError_t e = cudaSetDevice(abort_call.device); /* NCCL selects it too; ours is for safety */
+    if (e != cudaSuccess)
+        log_warn("NCCL watchdog: cudaSetDevice(%d) before ncclCommAbort: %s", abort_call.device, cudaGetErrorString(e));
+    abort_call.rc = ncclCommAbort(abort_call.nccl);
+    atomic_store(&abort_call.done, true);
+    return NULL;
+}
+
+/* ncclCommAbort, waited for at most limit_s (on a wedged GPU it can hang like anything else). */
+static bool abort_within(ncclcomm_impl *im, double limit_s, ncclResult_t *rc)
+{
+    abort_call.nccl = im->nccl;
+    abort_call.device = im->device;
+    atomic_store(&abort_call.done, false);
+    pthread_t t;
+    if (pthread_create(&t, NULL, abort_main, NULL) != 0) {
+        log_warn("NCCL watchdog: no thread for ncclCommAbort; calling it here, without a time limit");
+        *rc = ncclCommAbort(im->nccl);
+        return true;
+    }
+    pthread_detach(t);
+    double deadline = monotonic_s() + limit_s;
+    while (!atomic_load(&abort_call.done) && monotonic_s() < deadline)
+        usleep(1000);
+    *rc = abort_call.rc;
+    return atomic_load(&abort_call.done);
+}
+
+/* Prints, aborts the communicator (for at most im->abort_limit_s) and ends the process. Called
+ * with im->lock held. */
 __attribute__((noreturn)) static void abort_job(ncclcomm_impl *im, const char *why)
 {
     atomic_store(&im->aborting, true);
     log_error("NCCL watchdog: %s; aborting", why);
-    ncclCommAbort(im->nccl);
+    ncclResult_t rc = ncclSuccess;
+    if (!abort_within(im, im->abort_limit_s, &rc))
+        log_error("NCCL watchdog: ncclCommAbort did not return within %g s (a wedged GPU?); exiting without it",
+                  im->abort_limit_s);
+    else if (rc != ncclSuccess)
+        log_warn("NCCL watchdog: ncclCommAbort: %s", ncclGetErrorString(rc));
+    fflush(stdout);
+    fflush(stderr);
+    _exit(DDP_ERUNTIME);
+}
+
+/* The teardown ran past its deadline. Called with im->lock held. */
+__attribute__((noreturn)) static void teardown_overdue(ncclcomm_impl *im)
+{
+    atomic_store(&im->aborting, true);
+    log_error("NCCL teardown: %s did not finish within %g s (a wedged GPU or a hung NCCL call?); exiting",
+              im->teardown_what, im->teardown_limit_s);
     fflush(stdout);
     fflush(stderr);
     _exit(DDP_ERUNTIME);
@@ -101,17 +164,21 @@ static void check_once(ncclcomm_impl *im, double *last_progress)
 static void *watchdog_main(void *arg)
 {
     ncclcomm_impl *im = ((comm *)arg)->impl;
-    cudaError_t dev = cudaSetDevice(im->device); /* a new thread has no current device */
-    if (dev != cudaSuccess) {
-        char why[256];
-        snprintf(why, sizeof why, "cudaSetDevice(%d) in the watchdog thread: %s", im->device, cudaGetErrorString(dev));
-        pthread_mutex_lock(&im->lock);
-        abort_job(im, why);
-    }
     double poll_s = im->timeout_s / 20;
     poll_s = poll_s < 0.01 ? 0.01 : poll_s > 1.0 ? 1.0 : poll_s;
-    double last_progress = monotonic_s();
+    /* The current device belongs to the thread: without this, every CUDA call here would run
+     * on GPU 0 (each rank of an 8-GPU node creating a context there, or failing outright in
+     * exclusive-process mode). The starter learns the outcome before it returns. */
+    cudaError_t selected = cudaSetDevice(im->device);
     pthread_mutex_lock(&im->lock);
+    im->watchdog_started = selected == cudaSuccess ? 1 : -1;
+    im->watchdog_start_error = selected;
+    pthread_cond_broadcast(&im->wake);
+    if (selected != cudaSuccess) {
+        pthread_mutex_unlock(&im->lock);
+        return NULL;
+    }
+    double last_progress = monotonic_s();
     while (!im->stop) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -119,8 +186,14 @@ static void *watchdog_main(void *arg)
         until.tv_sec += (time_t)(ns / 1000000000LL);
         until.tv_nsec = (long)(ns % 1000000000LL);
         pthread_cond_timedwait(&im->wake, &im->lock, &until);
-        if (!im->stop)
-            check_once(im, &last_progress);
+        if (im->stop)
+            break;
+        if (im->teardown_deadline > 0) {
+            if (monotonic_s() > im->teardown_deadline)
+                teardown_overdue(im);
+            continue;
+        }
+        check_once(im, &last_progress);
     }
     pthread_mutex_unlock(&im->lock);
     return NULL;
@@ -132,8 +205,30 @@ int ncclcomm_watchdog_start(comm *c, ddp_err *err)
     int e = pthread_create(&im->watchdog, NULL, watchdog_main, c);
     if (e != 0)
         return ddp_fail(err, DDP_ERUNTIME, "%s:%d: pthread_create(NCCL watchdog): error %d", __FILE__, __LINE__, e);
+    pthread_mutex_lock(&im->lock);
+    while (im->watchdog_started == 0)
+        pthread_cond_wait(&im->wake, &im->lock);
+    bool started = im->watchdog_started > 0;
+    pthread_mutex_unlock(&im->lock);
+    if (!started) {
+        pthread_join(im->watchdog, NULL);
+        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: the NCCL watchdog thread cannot select GPU %d: cudaSetDevice: %s",
+                        __FILE__, __LINE__, im->device, cudaGetErrorString(im->watchdog_start_error));
+    }
     im->watchdog_running = true;
     return DDP_OK;
+}
+
+void ncclcomm_watchdog_teardown(comm *c, double limit_s, const char *what)
+{
+    ncclcomm_impl *im = c->impl;
+    if (!im->watchdog_running)
+        return;
+    pthread_mutex_lock(&im->lock);
+    im->teardown_deadline = monotonic_s() + limit_s;
+    im->teardown_limit_s = limit_s;
+    im->teardown_what = what;
+    pthread_mutex_unlock(&im->lock);
 }
 
 void ncclcomm_watchdog_stop(comm *c)

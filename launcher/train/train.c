@@ -108,15 +108,23 @@ static int init_params(train_job *t, ddp_err *err)
     return rc != DDP_OK ? rc : train_broadcast_params(t, err);
 }
 
-/* One rank per GPU: more ranks on this host than GPUs visible is an error at startup (ranks
- * would silently share GPUs) unless DDPRUN_ALLOW_GPU_SHARING=1. */
+/* One rank per GPU (gpu_share.h): device: cuda reduces gradients with NCCL, which refuses two
+ * ranks on one GPU, so more ranks on a host than GPUs is an error at startup, the same on every
+ * rank (each rank's host and GPU count are gathered: every rank takes part, CUDA or not). */
 static int check_gpu_count(train_job *t, ddp_err *err)
 {
-    if (t->dev->kind != DEVICE_CUDA)
-        return DDP_OK;
+    comm *ctl = t->ctl;
     char reason[256] = "";
-    int gpus = device_cuda_count(reason, sizeof reason);
-    return gpu_share_check(t->ctl->local_size, gpus, t->ctl->host, reason, err);
+    int gpus = t->dev->kind == DEVICE_CUDA ? device_cuda_count(reason, sizeof reason) : 0;
+    gpu_share_rank me = gpu_share_me(ctl->host, ctl->local_rank, gpus);
+    gpu_share_rank *all = calloc((size_t)ctl->size, sizeof *all);
+    if (!all)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d ranks' GPU counts", ctl->size);
+    int rc = ctl->ops->allgather(ctl, &me, all, sizeof me, DT_UINT8, NULL, err);
+    if (rc == DDP_OK)
+        rc = gpu_share_check(all, ctl->size, "train on device: cpu (its gradients go over MPI)", err);
+    free(all);
+    return rc;
 }
 
 static int open_grad_comm(train_job *t, ddp_err *err)
@@ -132,7 +140,9 @@ static int open_grad_comm(train_job *t, ddp_err *err)
     }
     if (t->dev->kind != DEVICE_CUDA)
         return ddp_fail(err, DDP_EUSAGE, "ddp.backend: nccl needs device: cuda (this rank runs on %s)", t->dev->name);
-    return comm_nccl_create(t->dev->stream, t->dev->index, c->ddp.timeout_s, c->ddp.debug, &t->grad_comm, err);
+    comm_nccl_opts o = {.compute_stream = t->dev->stream, .device = t->dev->index, .timeout_s = c->ddp.timeout_s,
+                        .debug = c->ddp.debug};
+    return comm_nccl_create(&o, &t->grad_comm, err);
 }
 
 /* The model says which tensors weight decay skips (GPT-2: biases and LayerNorm parameters). */
@@ -404,15 +414,21 @@ static int train_loop(train_job *t, int64_t consumed, ddp_err *err)
     return rc != DDP_OK ? rc : train_ckpt_maybe_save(t, 1, err);
 }
 
-static void teardown(train_job *t)
+/* failed: the job ends on an error, so the gradient communicator is aborted (a peer may never
+ * finish a collective) rather than drained. */
+static void teardown(train_job *t, bool failed)
 {
     train_ckpt_close(t);
     train_log_close(t);
     if (t->trace)
         fclose(t->trace);
     reducer_destroy(t->red);
-    if (t->grad_comm && t->grad_comm != t->ctl)
-        t->grad_comm->ops->destroy(t->grad_comm);
+    if (t->grad_comm && t->grad_comm != t->ctl) {
+        if (failed)
+            t->grad_comm->ops->abort(t->grad_comm);
+        else
+            t->grad_comm->ops->destroy(t->grad_comm);
+    }
     optim_destroy(t->opt);
     if (t->dev) {
         t->dev->ops->timer_destroy(t->dev, t->comm_exposed);
@@ -465,6 +481,6 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
         log_info("done: %lld steps in %.1f s%s, %s", (long long)t.step, secs,
                  rc == DDP_EPREEMPTED ? " (stopped by signal, checkpoint saved)" : "", result);
     }
-    teardown(&t);
+    teardown(&t, rc != DDP_OK && rc != DDP_EPREEMPTED);
     return rc;
 }

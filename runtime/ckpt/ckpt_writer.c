@@ -3,7 +3,8 @@
  * writes it atomically (ckpt.c) and prunes. One write in flight at a time.
  *
  * This file must not touch the trainer's buffers after submit returns, nor drop a write's
- * error: it is returned by the next submit or wait. */
+ * error: it is returned by the next submit or wait. Its thread must not call CUDA: a thread's
+ * current device is its own, and one that never selects it works on GPU 0. */
 #include "ckpt_internal.h"
 
 #include <pthread.h>

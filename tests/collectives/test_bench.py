@@ -30,6 +30,7 @@ import glob
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -339,17 +340,25 @@ def nccl_errors():
     small = ["-b", "8", "-e", "1K", "-n", "1", "-w", "0"]
     rc, out, err = mpirun(2, ["allreduce", "--backend", "nccl"] + small, emu_env(0), timeout=120)
     check_error_once("nccl with no GPU", rc, err, 1, "--backend nccl: no CUDA devices (")
+    share = ("2 ranks on host %s but only 1 GPU visible: ranks 0 and 1 would both use GPU 0, and NCCL refuses two "
+             "ranks on one GPU" % socket.gethostname())
+    fix = "; run at most 1 rank on %s (one per GPU), or use --backend mpi" % socket.gethostname()
     rc, out, err = mpirun(2, ["allreduce", "--backend", "nccl"] + small, emu_env(1), timeout=120)
-    check_error_once("nccl with 2 ranks, 1 GPU", rc, err, 2, "2 ranks on host")
+    check_error_once("nccl with 2 ranks, 1 GPU", rc, err, 2, "--backend nccl: " + share + fix)
+    # NCCL refuses two ranks on one GPU, so DDPRUN_ALLOW_GPU_SHARING=1 cannot make it run
     rc, out, err = mpirun(2, ["allreduce", "--backend", "nccl"] + small,
                           dict(emu_env(1), DDPRUN_ALLOW_GPU_SHARING="1"), timeout=120)
-    check(rc == 0 and "# Out of bounds values : 0 OK" in out and re.search(r"^#\s+Rank\s+1 .*backend nccl$", out, re.M),
-          "nccl sharing one GPU when allowed: exit %s %s" % (rc, err[-300:]))
-    for gpus, backend in [(2, "nccl"), (1, "mpi"), (0, "mpi")]:
-        rc, out, err = mpirun(2, ["allreduce"] + small, emu_env(gpus), timeout=120)
-        check(rc == 0 and re.search(r"^#\s+Rank\s+1 .*backend %s$" % backend, out, re.M),
-              "auto with %d GPUs for 2 ranks picks %s: exit %s" % (gpus, backend, rc))
+    check_error_once("nccl with 2 ranks, 1 GPU, DDPRUN_ALLOW_GPU_SHARING=1", rc, err, 2,
+                     "--backend nccl: " + share + " (DDPRUN_ALLOW_GPU_SHARING=1 cannot change that)" + fix)
+    for gpus, backend, env in [(2, "nccl", {}), (1, "mpi", {}), (0, "mpi", {}),
+                               (1, "mpi", {"DDPRUN_ALLOW_GPU_SHARING": "1"})]:
+        rc, out, err = mpirun(2, ["allreduce"] + small, dict(emu_env(gpus), **env), timeout=120)
+        check(rc == 0 and "# Out of bounds values : 0 OK" in out
+              and re.search(r"^#\s+Rank\s+1 .*backend %s$" % backend, out, re.M),
+              "auto with %d GPUs for 2 ranks %s picks %s: exit %s" % (gpus, env, backend, rc))
         check((backend == "mpi") == ("# backend auto: mpi (" in out), "auto with %d GPUs says why it is mpi" % gpus)
+        if gpus == 1:
+            check("# backend auto: mpi (%s" % share in out, "auto with 1 GPU for 2 ranks %s says why: %s" % (env, out[:600]))
     # rank 1 stops participating before its 5th collective: rank 0's watchdog ends the job
     rc, out, err = mpirun(2, ["allreduce", "--backend", "nccl", "-T", "1"] + small,
                           dict(emu_env(2), DDP_TEST_NCCL_STALL="1:5"), timeout=60)
@@ -360,10 +369,38 @@ def nccl_errors():
           "nccl --fail 1: exit %s, stderr %s" % (rc, err[-400:]))
 
 
+def nccl_timed():
+    """Inside the timed loops only the collectives run, on one stream, as in nccl-tests: the traced
+    ddprun-bench (tests/collectives/bench_trace.c) counts, per rank, what happened between the barrier
+    that starts each timed loop and the all-reduce that combines its time."""
+    global BENCH
+    BENCH = os.environ["DDPRUN_BENCH_TRACED"]
+    trace = re.compile(r"^# trace rank (\d+): regions (\d+) nccl (\d+) streams (\d+\+?) allocs (\d+) copies (\d+) "
+                       r"frees (\d+) waits (\d+)$", re.M)
+    iters = 3
+    for coll in COLLS:
+        rc, out, err = mpirun(2, [coll, "--backend", "nccl", "-b", "1K", "-e", "4K", "-n", str(iters), "-w", "1"],
+                              emu_env(2), timeout=120)
+        _, rows, _ = parse_table(out)
+        lines = trace.findall(err)
+        check(rc == 0 and len(rows) == 3 and len(lines) == 2, "%s traced: exit %s, %d rows, %d trace lines: %s"
+              % (coll, rc, len(rows), len(lines), err[-400:]))
+        for rank, regions, nccl, streams, allocs, copies, frees, waits in lines:
+            # alltoall is one ncclSend and one ncclRecv per rank, sendrecv one of each
+            per_call = {"alltoall": 4, "sendrecv": 2}.get(coll, 1)
+            check(int(regions) == 2 * len(rows) and int(nccl) == 2 * len(rows) * iters * per_call,
+                  "%s rank %s: %s timed loops with %s NCCL calls, wanted %d with %d"
+                  % (coll, rank, regions, nccl, 2 * len(rows), 2 * len(rows) * iters * per_call))
+            check(streams == "1", "%s rank %s: the timed loops used %s streams, wanted 1" % (coll, rank, streams))
+            check((allocs, copies, frees, waits) == ("0", "0", "0", "0"),
+                  "%s rank %s: inside the timed loops %s allocations, %s copies, %s frees, %s cross-stream waits"
+                  % (coll, rank, allocs, copies, frees, waits))
+
+
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     modes = {"corrupt": corrupt, "usage": usage, "abort": abort, "nccl-topo": nccl_topo, "nccl-errors": nccl_errors,
-             "nccl-corrupt": lambda: corrupt("nccl")}
+             "nccl-corrupt": lambda: corrupt("nccl"), "nccl-timed": nccl_timed}
     if what == "sweep":
         sweep(int(sys.argv[2]))
     elif what == "nccl-sweep":

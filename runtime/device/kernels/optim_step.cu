@@ -2,6 +2,12 @@
  * (momentum, Nesterov, weight decay) and AdamW, in exactly the CPU code's float32 order of
  * operations, which follows torch.optim; each op's kernel and its host launcher.
  *
+ * "Exactly" needs help: nvcc contracts a*b + c into one FMA by default (-fmad=true), rounding
+ * once where the CPU rounds twice (C17 ISO mode compiles with -ffp-contract=off), so every
+ * multiply and add here is an explicitly rounded __fmul_rn / __fadd_rn, which nvcc never fuses,
+ * and the square root is __fsqrt_rn; division is IEEE under nvcc's default -prec-div=true (this
+ * build never passes --use_fast_math). These kernels are memory-bound: the extra instructions
+ * cost nothing measurable. tests/runtime/device/check_float_order.sh reads the PTX to prove it.
  * Scalars that PyTorch computes in double (bias corrections, decay) arrive computed, in the args;
  * the gradient scale (clipping) is a device float each thread reads when the kernel runs (NULL:
  * 1), so a scale computed on the GPU by the op before never travels through the host.
@@ -19,14 +25,14 @@ __global__ void ddp_sgd_step_kernel(float *p, const float *g, const float *scale
 {
     const float grad_scale = scale ? *scale : 1.0f;
     for (size_t i = global_index(); i < n; i += grid_stride()) {
-        float step = g[i] * grad_scale;
-        if (weight_decay != 0.0f) step = step + weight_decay * p[i];
+        float step = __fmul_rn(g[i], grad_scale);
+        if (weight_decay != 0.0f) step = __fadd_rn(step, __fmul_rn(weight_decay, p[i]));
         if (momentum != 0.0f) {
-            const float b = first_step ? step : buf[i] * momentum + step;
+            const float b = first_step ? step : __fadd_rn(__fmul_rn(buf[i], momentum), step);
             buf[i] = b;
-            step = nesterov ? step + momentum * b : b;
+            step = nesterov ? __fadd_rn(step, __fmul_rn(momentum, b)) : b;
         }
-        p[i] = p[i] + (-lr) * step;
+        p[i] = __fadd_rn(p[i], __fmul_rn(-lr, step));
     }
 }
 
@@ -36,12 +42,12 @@ __global__ void ddp_adamw_step_kernel(float *p, const float *g, const float *sca
 {
     const float grad_scale = scale ? *scale : 1.0f;
     for (size_t i = global_index(); i < n; i += grid_stride()) {
-        const float gi = g[i] * grad_scale;
-        const float pi = p[i] * decay;
-        const float mi = m[i] * beta1 + one_minus_beta1 * gi;
-        const float vi = v[i] * beta2 + one_minus_beta2 * (gi * gi);
-        const float denom = sqrtf(vi) / bias2_sqrt + eps;
-        p[i] = pi + (-step_size) * (mi / denom);
+        const float gi = __fmul_rn(g[i], grad_scale);
+        const float pi = __fmul_rn(p[i], decay);
+        const float mi = __fadd_rn(__fmul_rn(m[i], beta1), __fmul_rn(one_minus_beta1, gi));
+        const float vi = __fadd_rn(__fmul_rn(v[i], beta2), __fmul_rn(one_minus_beta2, __fmul_rn(gi, gi)));
+        const float denom = __fadd_rn(__fsqrt_rn(vi) / bias2_sqrt, eps);
+        p[i] = __fadd_rn(pi, __fmul_rn(-step_size, mi / denom));
         m[i] = mi;
         v[i] = vi;
     }

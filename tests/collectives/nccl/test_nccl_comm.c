@@ -8,7 +8,8 @@
  * region must come back byte for byte identical. Inputs are small integers, exact in every type,
  * so any difference is a wrong element, not rounding. Also: barrier, identity fields, and the
  * rejection of bad dtype/op values. Run with ddp.debug on (argv[1] == "debug") the fingerprint
- * cross-check runs before every collective and must stay silent. */
+ * cross-check runs before every collective and must stay silent; with argv[1] == "single-stream"
+ * the collectives run on the compute stream itself (the benchmark's mode). */
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 #include <sched.h>
@@ -181,6 +182,7 @@ int main(int argc, char **argv)
     int provided;
     MPI_Init_thread(&argc, &argv, DDP_MPI_THREAD_LEVEL, &provided);
     bool debug = argc > 1 && strcmp(argv[1], "debug") == 0;
+    bool single_stream = argc > 1 && strcmp(argv[1], "single-stream") == 0;
     ddp_err err = {0};
     comm *mpi = NULL, *nccl = NULL;
     CHECK(comm_mpi_create(&mpi, &err) == DDP_OK, "comm_mpi_create: %s", err.msg);
@@ -190,7 +192,9 @@ int main(int argc, char **argv)
     /* one (emulated) GPU per rank, as NCCL requires */
     CHECK(cudaSetDevice(mpi->local_rank) == cudaSuccess, "cudaSetDevice(%d)", mpi->local_rank);
     CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) == cudaSuccess, "compute stream");
-    int rc = comm_nccl_create(g_stream, mpi->local_rank, 60, debug, &nccl, &err);
+    comm_nccl_opts o = {.compute_stream = g_stream, .device = mpi->local_rank, .timeout_s = 60, .debug = debug,
+                        .single_stream = single_stream};
+    int rc = comm_nccl_create(&o, &nccl, &err);
     CHECK(rc == DDP_OK, "comm_nccl_create: %s", err.msg);
     if (rc == DDP_OK) {
         CHECK(strcmp(nccl->ops->name, "nccl") == 0, "backend name %s", nccl->ops->name);

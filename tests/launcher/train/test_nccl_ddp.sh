@@ -8,7 +8,8 @@
 #  - a rank that stops participating makes the job exit non-zero soon after ddp.timeout_s,
 #    the watchdog naming rank, collective, bucket;
 #  - ddp.debug turns a planted size mismatch into a clear error instead of a hang;
-#  - more ranks than (emulated) GPUs on a host is rejected, unless DDPRUN_ALLOW_GPU_SHARING=1.
+#  - more ranks than (emulated) GPUs on a host is rejected at startup, naming host, ranks and GPU,
+#    DDPRUN_ALLOW_GPU_SHARING=1 or not (NCCL refuses two ranks on one GPU).
 source "$(dirname "$0")/../../lib.sh"
 
 GPU=(device=cuda ddp.backend=nccl)
@@ -74,11 +75,19 @@ check "planted size mismatch: job exits non-zero, not by the outer guard (rc $rc
 check "ddp.debug names both ranks and both fingerprints" \
     grep -Eq "ddp.debug: collective mismatch at bucket 1 of 2: rank 0 issues allreduce #3 \([0-9]+ x float, avg\) but rank 1 issues allreduce #3 \([0-9]+ x float, avg\)" "$TMP/skew.log"
 
-# More ranks than GPUs on one host.
+# More ranks than GPUs on one host: NCCL refuses two ranks on one GPU, so this is a usage error on
+# every rank, before anything is written; DDPRUN_ALLOW_GPU_SHARING=1 cannot change that.
+SHARE_MSG="2 ranks on host [^ ]* but only 1 GPU visible: ranks 0 and 1 would both use GPU 0, and NCCL refuses two ranks on one GPU"
+SHARE_FIX="; run at most 1 rank on [^ ]* \\(one per GPU\\), or train on device: cpu \\(its gradients go over MPI\\)"
 gpu_run share 2 1 train.max_steps=5
 rc=$?
 check "2 ranks on 1 emulated GPU: rejected as a usage error (rc $rc)" [ $rc -eq 2 ]
-check "rejection names ranks, host and GPU count" grep -q "2 ranks on host .* but only 1 GPU visible" "$TMP/share.log"
+check "rejection names host, ranks, GPU and what to do, on both ranks" \
+    [ "$(grep -Ec "\[rank [01] [^]]*\] error: $SHARE_MSG$SHARE_FIX" "$TMP/share.log")" -eq 2 ]
 DDPRUN_ALLOW_GPU_SHARING=1 gpu_run shared 2 1 data.batch_size=24 train.max_steps=5
-check "DDPRUN_ALLOW_GPU_SHARING=1 lets 2 ranks share 1 GPU" [ $? -eq 0 ]
+rc=$?
+check "DDPRUN_ALLOW_GPU_SHARING=1 with NCCL: still a usage error (rc $rc)" [ $rc -eq 2 ]
+check "... saying the variable cannot help" \
+    grep -Eq "error: $SHARE_MSG \(DDPRUN_ALLOW_GPU_SHARING=1 cannot change that\)$SHARE_FIX" "$TMP/shared.log"
+check "... before anything is written" [ ! -e "$TMP/shared/checkpoints" ]
 finish

@@ -6,31 +6,13 @@
 # The expected kernel names come from the sources (every `__global__ void NAME(`), never from a
 # list kept by hand. For each arch, `cuobjdump -symbols` of LIBRARY must list each kernel as an
 # entry point (mangled _Z<len><name>...) in an sm_<arch> ELF, and `cuobjdump --list-ptx` must show
-# PTX for the last arch. cuobjdump comes from PATH, /usr/local/cuda/bin, or the PyPI package
-# nvidia-cuda-cuobjdump (scripts/setup installs it; the CUDA 13.0 toolkit here lacks it).
+# PTX for the last arch. cuobjdump is found by cuobjdump.sh.
 set -euo pipefail
 
 lib=$1 archs=$2
 shift 2
 
-cuobjdump=$(command -v cuobjdump || true)
-[[ -z $cuobjdump && -x /usr/local/cuda/bin/cuobjdump ]] && cuobjdump=/usr/local/cuda/bin/cuobjdump
-if [[ -z $cuobjdump ]]; then
-    cuobjdump=$(python3 - <<'EOF' 2>/dev/null || true
-import os, nvidia
-for root in nvidia.__path__:
-    for sub in ("cu13", "cuda_cuobjdump"):
-        p = os.path.join(root, sub, "bin", "cuobjdump")
-        if os.access(p, os.X_OK):
-            print(p)
-            raise SystemExit
-EOF
-)
-fi
-if [[ -z $cuobjdump ]]; then
-    echo "FAIL: cuobjdump not found (pip install nvidia-cuda-cuobjdump, see scripts/setup)" >&2
-    exit 1
-fi
+source "$(dirname "$0")/cuobjdump.sh"
 
 mapfile -t kernels < <(sed -n 's/.*__global__[[:space:]]\+void[[:space:]]\+\([A-Za-z_][A-Za-z0-9_]*\)[[:space:]]*(.*/\1/p' "$@" | sort -u)
 if ((${#kernels[@]} == 0)); then
@@ -38,15 +20,7 @@ if ((${#kernels[@]} == 0)); then
     exit 1
 fi
 
-# meson writes thin archives, which cuobjdump cannot read: inspect their member objects instead
-inputs=("$lib")
-if [[ $(head -c 7 "$lib") == '!<thin>' ]]; then
-    mapfile -t members < <(cd "$(dirname "$lib")" && ar t "$(basename "$lib")")
-    inputs=("${members[@]/#/$(dirname "$lib")/}")
-fi
-objdump_all() { for f in "${inputs[@]}"; do "$cuobjdump" "$@" "$f"; done; }
-
-symbols=$(objdump_all -symbols)
+symbols=$(objdump_all "$lib" -symbols)
 failed=0 checked=0
 IFS=',' read -r -a arch_list <<<"$archs"
 for arch in "${arch_list[@]}"; do
@@ -68,12 +42,12 @@ done
 
 last=${arch_list[-1]// /}
 checked=$((checked + 1))
-ptx_list=$(objdump_all --list-ptx)
+ptx_list=$(objdump_all "$lib" --list-ptx)
 if ! grep -q "sm_$last\.ptx" <<<"$ptx_list"; then
     echo "FAIL: no PTX for compute_$last in $lib" >&2
     failed=$((failed + 1))
 fi
-ptx=$(objdump_all -ptx)
+ptx=$(objdump_all "$lib" -ptx)
 for k in "${kernels[@]}"; do
     checked=$((checked + 1))
     if ! grep -q "\.entry _Z${#k}${k}" <<<"$ptx"; then
