@@ -129,6 +129,16 @@ static CUstream_st *resolve(cudaStream_t handle, int device, const char *fn)
     return handle;
 }
 
+/* The stream a handle names on the calling thread's device, with engine_lock held by the caller;
+ * nullptr, with the error in *err, after reporting why not. */
+static CUstream_st *stream_of_caller(cudaStream_t handle, const char *fn, cudaError_t *err)
+{
+    int device = calling_device(fn);
+    CUstream_st *s = device < 0 ? nullptr : resolve(handle, device, fn);
+    *err = device < 0 ? cudaErrorInvalidDevice : s ? cudaSuccess : cudaErrorInvalidResourceHandle;
+    return s;
+}
+
 bool stream_is_valid(cudaStream_t stream)
 {
     int device = calling_device("stream use");
@@ -176,13 +186,11 @@ static void legacy_waits(CUstream_st *s)
 cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()> work, bool issuer_only,
                     const char *fn, queued_at *where)
 {
-    int device = calling_device(fn);
-    if (device < 0)
-        return cudaErrorInvalidDevice;
     std::lock_guard<std::mutex> hold(engine_lock);
-    CUstream_st *s = resolve(stream, device, fn);
+    cudaError_t err;
+    CUstream_st *s = stream_of_caller(stream, fn, &err);
     if (!s)
-        return cudaErrorInvalidResourceHandle;
+        return err;
     legacy_waits(s);
     push(s, queued_op{0, what, std::move(work), nullptr, 0, issuer_only, pthread_self(), true});
     last_host_activity_s = monotonic_s();
@@ -552,15 +560,13 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int fla
 /* Returns at once, as CUDA does; queued work still runs, in order, when something waits for it. */
 cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
-    int device = calling_device("cudaStreamDestroy");
-    if (device < 0)
-        return cudaErrorInvalidDevice;
-    std::lock_guard<std::mutex> hold(engine_lock);
     if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
         return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: the default stream cannot be destroyed");
-    CUstream_st *s = resolve(stream, device, "cudaStreamDestroy");
+    std::lock_guard<std::mutex> hold(engine_lock);
+    cudaError_t err;
+    CUstream_st *s = stream_of_caller(stream, "cudaStreamDestroy", &err);
     if (!s)
-        return cudaErrorInvalidResourceHandle;
+        return err;
     s->live = false;
     release_finished_streams();
     return cudaSuccess;
@@ -568,13 +574,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 
 static cudaError_t stream_tail(cudaStream_t stream, const char *fn, queued_at *tail)
 {
-    int device = calling_device(fn);
-    if (device < 0)
-        return cudaErrorInvalidDevice;
     std::lock_guard<std::mutex> hold(engine_lock);
-    CUstream_st *s = resolve(stream, device, fn);
+    cudaError_t err;
+    CUstream_st *s = stream_of_caller(stream, fn, &err);
     if (!s)
-        return cudaErrorInvalidResourceHandle;
+        return err;
     *tail = queued_at{streams[s], s->last_seq};
     return cudaSuccess;
 }
@@ -600,13 +604,11 @@ cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
 {
     if (!flags)
         return fail(cudaErrorInvalidValue, "cudaStreamGetFlags: flags is NULL");
-    int device = calling_device("cudaStreamGetFlags");
-    if (device < 0)
-        return cudaErrorInvalidDevice;
     std::lock_guard<std::mutex> hold(engine_lock);
-    CUstream_st *s = resolve(hStream, device, "cudaStreamGetFlags");
+    cudaError_t err;
+    CUstream_st *s = stream_of_caller(hStream, "cudaStreamGetFlags", &err);
     if (!s)
-        return cudaErrorInvalidResourceHandle;
+        return err;
     *flags = s->flags;
     return cudaSuccess;
 }
@@ -668,12 +670,12 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 {
-    int device = calling_device("cudaEventRecord");
-    if (device < 0)
-        return cudaErrorInvalidDevice;
     std::lock_guard<std::mutex> hold(engine_lock);
-    CUstream_st *s = resolve(stream, device, "cudaEventRecord");
-    if (!s || !live_event(event, device, "cudaEventRecord"))
+    cudaError_t err;
+    CUstream_st *s = stream_of_caller(stream, "cudaEventRecord", &err);
+    if (!s)
+        return err;
+    if (!live_event(event, s->device, "cudaEventRecord"))
         return cudaErrorInvalidResourceHandle;
     std::shared_ptr<event_record> rec(new event_record{streams[s], 0, 0.0});
     legacy_waits(s);
@@ -688,13 +690,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 {
     if (flags & ~(unsigned)cudaEventWaitExternal)
         return fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: unknown flags 0x%x", flags);
-    int device = calling_device("cudaStreamWaitEvent");
-    if (device < 0)
-        return cudaErrorInvalidDevice;
     std::lock_guard<std::mutex> hold(engine_lock);
-    CUstream_st *s = resolve(stream, device, "cudaStreamWaitEvent");
+    cudaError_t err;
+    CUstream_st *s = stream_of_caller(stream, "cudaStreamWaitEvent", &err);
     if (!s)
-        return cudaErrorInvalidResourceHandle;
+        return err;
     if (!live_events.count(event)) /* an event of another device may be waited for */
         return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: %p is not a live event",
                     static_cast<void *>(event));

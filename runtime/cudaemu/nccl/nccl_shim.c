@@ -261,16 +261,25 @@ MPI_Request *shim_batch_request(ncclComm_t comm)
     return &batch.reqs[batch.n_reqs++];
 }
 
+/* array (n used of *cap elements) with room for one more, possibly moved; NULL when memory runs
+ * out (array is then untouched). */
+static void *grow(void *array, int n, int *cap, size_t elem)
+{
+    if (n < *cap)
+        return array;
+    int want = *cap ? 2 * *cap : 8;
+    void *bigger = realloc(array, (size_t)want * elem);
+    if (bigger)
+        *cap = want;
+    return bigger;
+}
+
 ncclResult_t shim_batch_post(const shim_post *p)
 {
-    if (batch.n_posts == batch.cap_posts) {
-        int cap = batch.cap_posts ? 2 * batch.cap_posts : 8;
-        shim_post *q = realloc(batch.posts, (size_t)cap * sizeof *q);
-        if (!q)
-            return shim_fail(p->comm, ncclSystemError, "out of memory for the group's pending work");
-        batch.posts = q;
-        batch.cap_posts = cap;
-    }
+    shim_post *posts = grow(batch.posts, batch.n_posts, &batch.cap_posts, sizeof *posts);
+    if (!posts)
+        return shim_fail(p->comm, ncclSystemError, "out of memory for the group's pending work");
+    batch.posts = posts;
     batch.posts[batch.n_posts++] = *p;
     return ncclSuccess;
 }
@@ -337,14 +346,10 @@ ncclResult_t shim_record(const shim_call *call, cudaStream_t stream)
     if (group.n > 0 && stream != group.stream)
         return shim_fail(call->comm, ncclInvalidUsage, "a group on several streams is not emulated (stream %p, "
                          "then %p)", (void *)group.stream, (void *)stream);
-    if (group.n == group.cap) {
-        int cap = group.cap ? 2 * group.cap : 8;
-        shim_call *c = realloc(group.calls, (size_t)cap * sizeof *c);
-        if (!c)
-            return shim_fail(call->comm, ncclSystemError, "out of memory recording a call");
-        group.calls = c;
-        group.cap = cap;
-    }
+    shim_call *calls = grow(group.calls, group.n, &group.cap, sizeof *calls);
+    if (!calls)
+        return shim_fail(call->comm, ncclSystemError, "out of memory recording a call");
+    group.calls = calls;
     group.stream = stream;
     group.calls[group.n++] = *call;
     return ncclSuccess;
