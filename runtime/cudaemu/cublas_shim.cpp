@@ -5,9 +5,10 @@
  * beyond what cuBLAS can check, every matrix must lie inside one cudaMalloc'd allocation
  * (otherwise a GPU faults with an illegal address: here CUBLAS_STATUS_EXECUTION_FAILED). Every
  * rejection prints one "cudaemu: cublas...: <argument>" line. Arguments are checked at the call;
- * the GEMM itself is queued on the handle's stream and runs when that stream is drained. When TF32 is allowed (math mode
- * CUBLAS_TF32_TENSOR_OP_MATH or compute type CUBLAS_COMPUTE_32F_FAST_TF32) the inputs are rounded
- * to TF32 like tensor cores do, so tolerances are tested against what a GPU really computes.
+ * the GEMM itself is queued on the handle's stream and runs when that stream is drained. When
+ * TF32 is allowed (math mode CUBLAS_TF32_TENSOR_OP_MATH or compute type
+ * CUBLAS_COMPUTE_32F_FAST_TF32) the inputs are rounded to TF32 like tensor cores do, so
+ * tolerances are tested against what a GPU really computes.
  * Must not implement GEMMs itself: the CPU library (oneDNN or OpenBLAS) does. */
 #include "cudaemu_internal.h"
 
@@ -234,7 +235,7 @@ static cublasStatus_t run_gemm(gemm_call g)
         return st;
     if ((st = check_extent(g, g.C, "C", g.m, g.n, g.ldc, g.stride_c)) != CUBLAS_STATUS_SUCCESS)
         return st;
-    if (enqueue(g.handle->stream, g.fn, [g] { execute_gemm(g); }, false, g.fn, nullptr) != cudaSuccess)
+    if (enqueue(g.handle->stream, g.fn, [g] { execute_gemm(g); }, 0, g.fn, nullptr) != cudaSuccess)
         return reject(CUBLAS_STATUS_EXECUTION_FAILED, "%s: the handle's stream %p cannot take work", g.fn,
                       static_cast<void *>(g.handle->stream));
     return CUBLAS_STATUS_SUCCESS;

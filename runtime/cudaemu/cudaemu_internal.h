@@ -35,13 +35,23 @@ struct queued_at {
     std::shared_ptr<CUstream_st> stream;
     uint64_t seq;
 };
+enum op_flags {
+    OP_ISSUER_ONLY = 1, /* only the queueing thread (or the progress thread) may run it */
+    OP_MARKER = 2,      /* touches no device memory: no bounds check after it (event records) */
+};
 /* Queues work on stream (0 = the legacy default stream of the calling thread's device) to run
- * when something waits for it. issuer_only: only the calling thread may run it. On success the
- * point just after it goes to *where when where is not NULL. Errors are reported as fn. */
-cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()> work, bool issuer_only,
+ * when something waits for it; flags are op_flags. On success the point just after it goes to
+ * *where when where is not NULL. Errors are reported as fn. */
+cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()> work, unsigned flags,
                     const char *fn, queued_at *where);
+/* Makes stream's later work wait until the point is reached (cudaStreamWaitEvent). */
+cudaError_t enqueue_wait(cudaStream_t stream, const queued_at &until, const char *fn);
 /* Blocks until the point is reached, running whatever it needs on this thread. */
 cudaError_t synchronize_point(const queued_at &at, const char *fn);
+/* A query: runs at most one op toward the point, then says whether it is reached. */
+bool query_point(const queued_at &at, const char *fn);
+/* Whether the point is reached, running nothing. */
+bool point_reached(const queued_at &at);
 /* Blocks until every stream of device (all devices when -1) has run everything queued so far. */
 cudaError_t synchronize_device(int device, const char *fn);
 /* Counts a call that blocks the host until the device catches up (cudaemu_host_blocking_calls). */

@@ -518,7 +518,7 @@ void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem
     cudaError_t err = enqueue(stream, name, [=] {
         run_grid(name, grid, block, smem_bytes, thunk, args);
         release(args);
-    }, false, name, nullptr);
+    }, 0, name, nullptr);
     if (err != cudaSuccess)
         release(args);
 }

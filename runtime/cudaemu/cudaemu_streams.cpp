@@ -1,5 +1,6 @@
 /* cudaemu_streams.cpp — the emulator's asynchronous execution: streams as queues of work that runs
- * later, events, and the drain that runs queued work when the host waits.
+ * later, points in them (which events name, cudart_event.cpp), and the drain that runs queued
+ * work when the host waits.
  *
  * A kernel launch, copy, fill, GEMM or collective is queued on its stream and runs only when the
  * host needs it: at a synchronising call (stream, event or device synchronize, a blocking copy,
@@ -8,24 +9,22 @@
  * copy ran shows up as wrong data, as on a GPU. A drain runs only what its target needs: the
  * target stream's queue, and through cudaStreamWaitEvent (and the legacy default stream's
  * implicit waits) the other streams' work up to the awaited point. Streams with work ready
- * interleave in the order DDP_CUDA_EMU_ORDER picks (forward: the op issued first, as the host
- * issued them; reverse: the op issued last first; random:SEED), so a missing wait between two
- * streams reads stale data, or overwrites data still to be read, under one of the orders. A GPU also finishes work while its host is busy elsewhere (inside an MPI
- * call, say, that a peer can only join once this device has run its collective): a progress
- * thread runs everything queued once no host thread has queued or waited for work for
- * DDP_CUDA_EMU_PROGRESS_MS (default 20; 0 turns it off, for tests that need the host's timing
- * to be irrelevant). Work marked issuer-only (the NCCL shim's MPI collectives) runs only on the
- * thread that queued it or the progress thread; a query from another thread (a watchdog)
- * reports it as not ready. One thread executes at a time; device memory is host-accessible only while it does
- * (cudart_memory.cpp). Streams and events belong to the device current when they were made, and
- * using them from a thread whose current device differs is an error. The per-process count of
- * host-blocking calls (cudaemu.h) lives here. Must not know what the work does. */
-#include "cudaemu.h"
+ * interleave in the order DDP_CUDA_EMU_ORDER picks (forward: the op issued first; reverse: the op
+ * issued last first; random:SEED), so a missing wait between two streams reads stale data, or
+ * overwrites data still to be read, under one of the orders. A GPU also finishes work while its
+ * host is busy elsewhere (inside an MPI call, say, that a peer can only join once this device has
+ * run its collective): a progress thread runs everything queued once no host thread has queued or
+ * waited for work for DDP_CUDA_EMU_PROGRESS_MS (default 20; 0 turns it off, for tests that need
+ * the host's timing to be irrelevant). Work marked issuer-only (the NCCL shim's MPI collectives)
+ * runs only on the thread that queued it or the progress thread; a query from another thread (a
+ * watchdog) reports it as not ready. One thread executes at a time; device memory is
+ * host-accessible only while it does (cudart_memory.cpp). Streams belong to the device current
+ * when they were made, and using them from a thread whose current device differs is an error.
+ * Must not know what the work does. */
 #include "cudaemu_internal.h"
 
 #include <condition_variable>
 #include <deque>
-#include <dlfcn.h>
 #include <functional>
 #include <map>
 #include <memory>
@@ -64,33 +63,17 @@ struct CUstream_st {
 };
 
 namespace ddp_cudaemu {
-struct event_record {
-    stream_ref stream;
-    uint64_t seq;                 /* the marker op; the event completes when it has run */
-    double time_ms;
-};
-} /* namespace ddp_cudaemu */
-
-struct CUevent_st {
-    unsigned flags;
-    int device;
-    std::shared_ptr<ddp_cudaemu::event_record> last; /* the latest cudaEventRecord */
-};
-
-namespace ddp_cudaemu {
 
 /* Never destroyed: the progress thread may still look at them while the process exits. */
 static std::mutex &engine_lock = *new std::mutex;                   /* every field below */
 static std::condition_variable &engine_changed = *new std::condition_variable; /* an op ran, or the executor left */
 static auto &streams = *new std::map<CUstream_st *, stream_ref>;   /* live, or destroyed with work queued */
 static auto &legacy_streams = *new std::map<int, CUstream_st *>;
-static auto &live_events = *new std::map<cudaEvent_t, bool>;
 static uint64_t next_seq = 1, next_stream_id = 1;
 static bool executing;                         /* some thread is running an op */
 static pthread_t executor;
 static thread_local const char *running_op;    /* for fault reports */
 static thread_local bool is_progress_thread;
-static unsigned long long blocking_calls;
 static double last_host_activity_s;            /* a host thread queued work or waited for it */
 static bool process_exiting;                   /* set at exit: the progress thread stops */
 
@@ -183,7 +166,7 @@ static void legacy_waits(CUstream_st *s)
         push_wait(s, streams[it->second], it->second->last_seq);
 }
 
-cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()> work, bool issuer_only,
+cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()> work, unsigned flags,
                     const char *fn, queued_at *where)
 {
     std::lock_guard<std::mutex> hold(engine_lock);
@@ -192,12 +175,23 @@ cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()>
     if (!s)
         return err;
     legacy_waits(s);
-    push(s, queued_op{0, what, std::move(work), nullptr, 0, issuer_only, pthread_self(), true});
+    push(s, queued_op{0, what, std::move(work), nullptr, 0, (flags & OP_ISSUER_ONLY) != 0, pthread_self(),
+                      !(flags & OP_MARKER)});
     last_host_activity_s = monotonic_s();
     start_progress_thread();
     if (where)
         *where = queued_at{streams[s], s->last_seq};
     return cudaSuccess;
+}
+
+cudaError_t enqueue_wait(cudaStream_t stream, const queued_at &until, const char *fn)
+{
+    std::lock_guard<std::mutex> hold(engine_lock);
+    cudaError_t err;
+    CUstream_st *s = stream_of_caller(stream, fn, &err);
+    if (s)
+        push_wait(s, until.stream, until.seq);
+    return err;
 }
 
 /* ---- the drain ------------------------------------------------------------------------- */
@@ -459,26 +453,20 @@ void start_progress_thread()
     pthread_attr_destroy(&attr);
 }
 
-/* ---- host-blocking calls ----------------------------------------------------------------- */
-
-void count_blocking_call(const char *fn, const void *caller)
-{
-    {
-        std::lock_guard<std::mutex> hold(engine_lock);
-        blocking_calls++;
-    }
-    static const char *trace = getenv("DDP_CUDA_EMU_TRACE_BLOCKING");
-    if (!trace || !*trace || strcmp(trace, "0") == 0)
-        return;
-    Dl_info info;
-    const char *who = dladdr(caller, &info) && info.dli_sname ? info.dli_sname : "?";
-    fprintf(stderr, "cudaemu: host blocks in %s called from %s\n", fn, who);
-}
+/* ---- waiting -------------------------------------------------------------------------- */
 
 cudaError_t synchronize_point(const queued_at &at, const char *fn)
 {
     drain({at}, true, fn);
     return cudaSuccess;
+}
+
+bool query_point(const queued_at &at, const char *fn) { return drain({at}, false, fn); }
+
+bool point_reached(const queued_at &at)
+{
+    std::lock_guard<std::mutex> hold(engine_lock);
+    return at.stream->done_seq >= at.seq;
 }
 
 cudaError_t synchronize_device(int device, const char *fn)
@@ -498,26 +486,6 @@ cudaError_t synchronize_device(int device, const char *fn)
 
 using namespace ddp_cudaemu;
 
-/* ---- the emulator's own C API (cudaemu.h) ----------------------------------------------- */
-
-extern "C" unsigned long long cudaemu_host_blocking_calls(void)
-{
-    std::lock_guard<std::mutex> hold(engine_lock);
-    return blocking_calls;
-}
-
-extern "C" cudaError_t cudaemu_enqueue_host_work(cudaStream_t stream, const char *what, cudaemu_host_fn run,
-                                                 void *arg, int issuer_only)
-{
-    return enqueue(stream, what, [run, arg] { run(arg); }, issuer_only != 0, what, nullptr);
-}
-
-extern "C" cudaError_t cudaemu_synchronize_all(void)
-{
-    count_blocking_call("cudaemu_synchronize_all", __builtin_return_address(0));
-    return synchronize_device(-1, "cudaemu_synchronize_all");
-}
-
 /* ---- streams --------------------------------------------------------------------------- */
 
 extern "C" {
@@ -536,21 +504,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 
 cudaError_t cudaStreamCreate(cudaStream_t *pStream) { return cudaStreamCreateWithFlags(pStream, cudaStreamDefault); }
 
-/* Priorities as on an H100: 0 (least) down to -5 (greatest). Emulated streams run when something
- * waits for them, so a priority changes nothing here. */
-enum { LEAST_STREAM_PRIORITY = 0, GREATEST_STREAM_PRIORITY = -5 };
-
-cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
-{
-    if (calling_device("cudaDeviceGetStreamPriorityRange") < 0)
-        return cudaErrorInvalidDevice;
-    if (leastPriority)
-        *leastPriority = LEAST_STREAM_PRIORITY;
-    if (greatestPriority)
-        *greatestPriority = GREATEST_STREAM_PRIORITY;
-    return cudaSuccess;
-}
-
+/* Emulated streams run when something waits for them, so a priority changes nothing here. */
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
 {
     (void)priority; /* CUDA clamps values outside the range */
@@ -597,7 +551,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
     cudaError_t err = stream_tail(stream, "cudaStreamQuery", &tail);
     if (err != cudaSuccess)
         return err;
-    return drain({tail}, false, "cudaStreamQuery") ? cudaSuccess : cudaErrorNotReady;
+    return query_point(tail, "cudaStreamQuery") ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
@@ -617,150 +571,8 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
 {
     if (!fn)
         return fail(cudaErrorInvalidValue, "cudaLaunchHostFunc: fn is NULL");
-    return enqueue(stream, "cudaLaunchHostFunc", [fn, userData] { fn(userData); }, false, "cudaLaunchHostFunc",
+    return enqueue(stream, "cudaLaunchHostFunc", [fn, userData] { fn(userData); }, 0, "cudaLaunchHostFunc",
                    nullptr);
-}
-
-/* ---- events ----------------------------------------------------------------------------- */
-
-static CUevent_st *live_event(cudaEvent_t event, int device, const char *fn)
-{
-    if (!live_events.count(event)) {
-        fail(cudaErrorInvalidResourceHandle, "%s: %p is not a live event", fn, static_cast<void *>(event));
-        return nullptr;
-    }
-    if (event->device != device) {
-        fail(cudaErrorInvalidResourceHandle, "%s: event %p belongs to device %d but the calling thread's current "
-             "device is %d (call cudaSetDevice(%d) in this thread first)", fn, static_cast<void *>(event),
-             event->device, device, event->device);
-        return nullptr;
-    }
-    return event;
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
-{
-    unsigned known = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
-    if (!event || (flags & ~known))
-        return fail(cudaErrorInvalidValue, "cudaEventCreateWithFlags: NULL output or unknown flags 0x%x", flags);
-    int device = calling_device("cudaEventCreateWithFlags");
-    if (device < 0)
-        return cudaErrorInvalidDevice;
-    std::lock_guard<std::mutex> hold(engine_lock);
-    cudaEvent_t e = new CUevent_st{flags, device, nullptr};
-    live_events[e] = true;
-    *event = e;
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
-
-cudaError_t cudaEventDestroy(cudaEvent_t event)
-{
-    int device = calling_device("cudaEventDestroy");
-    if (device < 0)
-        return cudaErrorInvalidDevice;
-    std::lock_guard<std::mutex> hold(engine_lock);
-    if (!live_event(event, device, "cudaEventDestroy"))
-        return cudaErrorInvalidResourceHandle;
-    live_events.erase(event);
-    delete event; /* pending waits hold the record itself */
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
-{
-    std::lock_guard<std::mutex> hold(engine_lock);
-    cudaError_t err;
-    CUstream_st *s = stream_of_caller(stream, "cudaEventRecord", &err);
-    if (!s)
-        return err;
-    if (!live_event(event, s->device, "cudaEventRecord"))
-        return cudaErrorInvalidResourceHandle;
-    std::shared_ptr<event_record> rec(new event_record{streams[s], 0, 0.0});
-    legacy_waits(s);
-    push(s, queued_op{0, "cudaEventRecord", [rec] { rec->time_ms = 1e3 * monotonic_s(); }, nullptr, 0, false,
-                      pthread_self(), false});
-    rec->seq = s->last_seq;
-    event->last = rec;
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
-{
-    if (flags & ~(unsigned)cudaEventWaitExternal)
-        return fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: unknown flags 0x%x", flags);
-    std::lock_guard<std::mutex> hold(engine_lock);
-    cudaError_t err;
-    CUstream_st *s = stream_of_caller(stream, "cudaStreamWaitEvent", &err);
-    if (!s)
-        return err;
-    if (!live_events.count(event)) /* an event of another device may be waited for */
-        return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: %p is not a live event",
-                    static_cast<void *>(event));
-    if (event->last) /* a never-recorded event is complete */
-        push_wait(s, event->last->stream, event->last->seq);
-    return cudaSuccess;
-}
-
-static cudaError_t event_point(cudaEvent_t event, const char *fn, std::shared_ptr<event_record> *rec)
-{
-    int device = calling_device(fn);
-    if (device < 0)
-        return cudaErrorInvalidDevice;
-    std::lock_guard<std::mutex> hold(engine_lock);
-    if (!live_event(event, device, fn))
-        return cudaErrorInvalidResourceHandle;
-    *rec = event->last;
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event)
-{
-    std::shared_ptr<event_record> rec;
-    cudaError_t err = event_point(event, "cudaEventQuery", &rec);
-    if (err != cudaSuccess || !rec)
-        return err;
-    return drain({queued_at{rec->stream, rec->seq}}, false, "cudaEventQuery") ? cudaSuccess : cudaErrorNotReady;
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t event)
-{
-    count_blocking_call("cudaEventSynchronize", __builtin_return_address(0));
-    std::shared_ptr<event_record> rec;
-    cudaError_t err = event_point(event, "cudaEventSynchronize", &rec);
-    if (err != cudaSuccess || !rec)
-        return err;
-    return synchronize_point(queued_at{rec->stream, rec->seq}, "cudaEventSynchronize");
-}
-
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
-{
-    if (!ms)
-        return fail(cudaErrorInvalidValue, "cudaEventElapsedTime: ms is NULL");
-    std::shared_ptr<event_record> a, b;
-    cudaError_t err = event_point(start, "cudaEventElapsedTime", &a);
-    if (err == cudaSuccess)
-        err = event_point(end, "cudaEventElapsedTime", &b);
-    if (err != cudaSuccess)
-        return err;
-    if ((start->flags | end->flags) & cudaEventDisableTiming)
-        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was created with "
-                    "cudaEventDisableTiming");
-    if (!a || !b)
-        return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
-    std::lock_guard<std::mutex> hold(engine_lock);
-    if (a->stream->done_seq < a->seq || b->stream->done_seq < b->seq)
-        return cudaErrorNotReady; /* as CUDA: not an error to report, the work has not run yet */
-    *ms = (float)(b->time_ms - a->time_ms);
-    return cudaSuccess;
-}
-
-cudaError_t cudaDeviceSynchronize(void)
-{
-    count_blocking_call("cudaDeviceSynchronize", __builtin_return_address(0));
-    int device = calling_device("cudaDeviceSynchronize");
-    return device < 0 ? cudaErrorInvalidDevice : synchronize_device(device, "cudaDeviceSynchronize");
 }
 
 } /* extern "C" */

@@ -6,7 +6,8 @@
  * / 227 KiB opt-in shared memory per block). Stricter than CUDA: a thread that never called
  * cudaSetDevice may not use a device while several exist (CUDA silently gives it device 0, which
  * on a multi-GPU node makes a context there). C ABI as declared by cuda_runtime_api.h; streams and
- * events live in cudaemu_streams.cpp, memory in cudart_memory.cpp, errors in cudart_error.cpp. */
+ * streams in cudaemu_streams.cpp, events in cudart_event.cpp, memory in cudart_memory.cpp, errors
+ * in cudart_error.cpp. */
 #include "cudaemu_internal.h"
 
 #include <cuda_runtime_api.h>
@@ -229,6 +230,29 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 }
 
 cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    count_blocking_call("cudaDeviceSynchronize", __builtin_return_address(0));
+    int device = calling_device("cudaDeviceSynchronize");
+    return device < 0 ? cudaErrorInvalidDevice : synchronize_device(device, "cudaDeviceSynchronize");
+}
+
+/* Priorities as on an H100: 0 (least) down to -5 (greatest). Emulated streams run when something
+ * waits for them, so a priority changes nothing here. */
+enum { LEAST_STREAM_PRIORITY = 0, GREATEST_STREAM_PRIORITY = -5 };
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    if (calling_device("cudaDeviceGetStreamPriorityRange") < 0)
+        return cudaErrorInvalidDevice;
+    if (leastPriority)
+        *leastPriority = LEAST_STREAM_PRIORITY;
+    if (greatestPriority)
+        *greatestPriority = GREATEST_STREAM_PRIORITY;
+    return cudaSuccess;
+}
+
 
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
 {

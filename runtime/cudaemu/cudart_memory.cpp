@@ -159,7 +159,8 @@ static bool unregister(void *p, alloc_kind kind, const char *fn, allocation *out
     auto it = registry.find(reinterpret_cast<uintptr_t>(p));
     if (it == registry.end() || it->second.kind != kind || it->second.freeing) {
         fail(kind == ALLOC_DEVICE ? cudaErrorInvalidDevicePointer : cudaErrorInvalidValue,
-             "%s(%p): not the start of a live %s allocation", fn, p, kind == ALLOC_DEVICE ? "cudaMalloc" : "cudaMallocHost");
+             "%s(%p): not the start of a live %s allocation", fn, p,
+             kind == ALLOC_DEVICE ? "cudaMalloc" : "cudaMallocHost");
         return false;
     }
     *out = it->second;
@@ -197,9 +198,10 @@ void device_memory_access(bool open)
 [[noreturn]] static void report_out_of_bounds(const char *what, uintptr_t data, const allocation &al,
                                              ptrdiff_t offset)
 {
+    bool before = offset < 0;
     fprintf(stderr, "cudaemu: %s wrote outside its allocation: byte %td %s a %zu-byte cudaMalloc allocation at "
             "%p (on a GPU: an illegal address, or silently corrupted memory)\n", what,
-            offset < 0 ? -offset : offset - (ptrdiff_t)al.bytes + 1, offset < 0 ? "before the start of" : "past the end of",
+            before ? -offset : offset - (ptrdiff_t)al.bytes + 1, before ? "before the start of" : "past the end of",
             al.bytes, reinterpret_cast<void *>(data));
     fflush(stderr);
     abort();
@@ -246,7 +248,8 @@ void report_device_memory_fault(const void *addr)
         else
             n = snprintf(msg, sizeof msg, "cudaemu: %s accessed %p, byte %td %s a %zu-byte cudaMalloc allocation at "
                          "%p (on a GPU: an illegal address)\n", op ? op : "host code", addr,
-                         off < 0 ? -off : off - (ptrdiff_t)al.bytes + 1, off < 0 ? "before the start of" : "past the end of",
+                         off < 0 ? -off : off - (ptrdiff_t)al.bytes + 1,
+                         off < 0 ? "before the start of" : "past the end of",
                          al.bytes, reinterpret_cast<void *>(kv.first));
         if (n > 0 && write(2, msg, (size_t)n) < 0)
             abort();
@@ -315,7 +318,7 @@ static cudaError_t copy(void *dst, const void *src, size_t count, cudaMemcpyKind
         work = [dst, snapshot] { memcpy(dst, snapshot->data(), snapshot->size()); };
     }
     queued_at done;
-    err = enqueue(mode == COPY_SYNC ? nullptr : stream, fn, std::move(work), false, fn, &done);
+    err = enqueue(mode == COPY_SYNC ? nullptr : stream, fn, std::move(work), 0, fn, &done);
     if (err != cudaSuccess || !(mode == COPY_SYNC || pageable_dst))
         return err;
     count_blocking_call(fn, caller);
@@ -331,7 +334,7 @@ static cudaError_t fill(void *p, int value, size_t count, cudaStream_t stream, c
     cudaError_t err = check_side(p, count, true, fn, "devPtr");
     if (err != cudaSuccess)
         return err;
-    return enqueue(stream, fn, [p, value, count] { memset(p, value, count); }, false, fn, nullptr);
+    return enqueue(stream, fn, [p, value, count] { memset(p, value, count); }, 0, fn, nullptr);
 }
 
 } /* namespace ddp_cudaemu */
@@ -371,7 +374,7 @@ cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
         al = it->second;
         registry.erase(it);
         release(devPtr, al);
-    }, false, "cudaFreeAsync", nullptr);
+    }, 0, "cudaFreeAsync", nullptr);
 }
 cudaError_t cudaMallocHost(void **ptr, size_t size) { return register_new(ptr, size, ALLOC_PINNED_HOST, "cudaMallocHost"); }
 cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
@@ -380,7 +383,10 @@ cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
         return fail(cudaErrorInvalidValue, "cudaHostAlloc: unknown flags 0x%x", flags);
     return register_new(pHost, size, ALLOC_PINNED_HOST, "cudaHostAlloc");
 }
-cudaError_t cudaFreeHost(void *ptr) { return free_now(ptr, ALLOC_PINNED_HOST, "cudaFreeHost", __builtin_return_address(0)); }
+cudaError_t cudaFreeHost(void *ptr)
+{
+    return free_now(ptr, ALLOC_PINNED_HOST, "cudaFreeHost", __builtin_return_address(0));
+}
 
 cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
 {
@@ -470,7 +476,7 @@ cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count
         return fail(cudaErrorInvalidValue, "cudaMemcpyToSymbol: NULL symbol/src or invalid kind %d", (int)kind);
     char *dst = static_cast<char *>(const_cast<void *>(symbol)) + offset;
     queued_at done;
-    cudaError_t err = enqueue(nullptr, "cudaMemcpyToSymbol", [dst, src, count] { memcpy(dst, src, count); }, false,
+    cudaError_t err = enqueue(nullptr, "cudaMemcpyToSymbol", [dst, src, count] { memcpy(dst, src, count); }, 0,
                               "cudaMemcpyToSymbol", &done);
     if (err != cudaSuccess)
         return err;

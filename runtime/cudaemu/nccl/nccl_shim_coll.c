@@ -1,6 +1,6 @@
 /* nccl_shim_coll.c — the emulated build's NCCL, part 2: the collectives and point-to-point calls
  * (ncclAllReduce, ncclBroadcast, ncclReduce, ncclAllGather, ncclReduceScatter, ncclSend,
- * ncclRecv). Each is validated and recorded when called (nccl_shim.c queues it on its stream),
+ * ncclRecv). Each is validated and recorded when called (nccl_shim_group.c queues it on its stream),
  * and issued as non-blocking MPI calls when the stream runs it (shim_issue).
  * Every argument is validated first as NCCL does (ncclInvalidArgument naming it). Counts above
  * INT_MAX (or DDP_COMM_MAX_CHUNK) are split into several MPI calls. ncclAvg is a sum followed by

@@ -1,4 +1,4 @@
-/* nccl_shim_internal.h — what the two halves of the emulated build's NCCL shim share: the
+/* nccl_shim_internal.h — what the three parts of the emulated build's NCCL shim share: the
  * communicator object, the recorded calls (everything issued since ncclGroupStart, or one call
  * outside a group) that run later in stream order, the MPI requests of the calls running now,
  * argument validation and error recording.
