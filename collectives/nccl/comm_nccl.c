@@ -14,18 +14,13 @@
  * sent from a copy in a staging buffer kept for the communicator's life); barrier is a one-int
  * all-reduce the host waits for. Counts are size_t throughout (NCCL takes size_t). Every NCCL
  * and CUDA call is checked with file:line and the library's own error string, and a failed one
- * marks the communicator failed. Its end never waits without limit: ops->abort, or destroy after
- * a failure, calls ncclCommAbort at once; destroy otherwise gives the collectives in flight
- * ddp.timeout_s, then destroys (or aborts, if they did not finish); the watchdog lives until the
- * end and takes the process down if the teardown itself hangs (a wedged GPU).
+ * marks the communicator failed, so that its end (comm_nccl_teardown.c) aborts instead of waiting.
  * It must not know about models, buckets or training, and never picks the GPU: the caller has. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "runtime/base/clock.h"
-#include "runtime/base/log.h"
 #include "runtime/base/mpi_check.h"
 #include "runtime/base/mpi_identity.h"
 #include "comm_nccl_internal.h"
@@ -409,113 +404,10 @@ static int ncclcomm_test(comm *c, comm_req *r, bool *done, ddp_err *err)
     return DDP_OK;
 }
 
-/* ---- lifecycle -------------------------------------------------------------------------------- */
+/* ---- lifecycle (the end: comm_nccl_teardown.c) ------------------------------------------------ */
 
-/* Waits, for at most timeout_s, until the newest collective launched has completed (they run in
- * order on one stream, so then all have). NULL when it has; otherwise why not, in why. */
-static const char *drain(ncclcomm_impl *im, char *why, size_t len)
-{
-    const ncclcomm_slot *s = NULL;
-    for (int i = 0; i < NCCLCOMM_SLOTS; i++)
-        if (atomic_load(&im->slots[i].state) == SLOT_LAUNCHED && (!s || im->slots[i].fp.seq > s->fp.seq))
-            s = &im->slots[i];
-    if (!s)
-        return NULL; /* nothing in flight, or the watchdog saw it all complete */
-    double deadline = monotonic_s() + im->timeout_s;
-    for (useconds_t nap = 100;; nap = nap < 10000 ? 2 * nap : nap) {
-        cudaError_t e = cudaEventQuery(s->done);
-        if (e == cudaSuccess)
-            return NULL;
-        if (e != cudaErrorNotReady) {
-            snprintf(why, len, "collective #%llu failed on the GPU: %s", (unsigned long long)s->fp.seq,
-                     cudaGetErrorString(e));
-            return why;
-        }
-        ncclResult_t async = ncclSuccess, q = ncclCommGetAsyncError(im->nccl, &async);
-        if (q != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
-            snprintf(why, len, "%s: %s", q != ncclSuccess ? "ncclCommGetAsyncError" : "asynchronous NCCL error",
-                     ncclGetErrorString(q != ncclSuccess ? q : async));
-            return why;
-        }
-        if (monotonic_s() > deadline) {
-            snprintf(why, len, "collective #%llu did not complete within %g s", (unsigned long long)s->fp.seq,
-                     im->timeout_s);
-            return why;
-        }
-        usleep(nap);
-    }
-}
-
-/* Teardown calls cannot fail the caller: the first failure is reported, the rest are expected. */
-static void teardown_check(bool *reported, const char *call, cudaError_t e)
-{
-    if (e != cudaSuccess && !*reported) {
-        *reported = true;
-        log_warn("NCCL teardown: %s: %s", call, cudaGetErrorString(e));
-    }
-}
-
-/* The communicator's end. Normal: its collectives may finish for up to ddp.timeout_s, then
- * ncclCommDestroy; if they do not (or something failed), ncclCommAbort, which waits for nothing.
- * The watchdog outlives all of it and ends the process if the teardown overruns. */
-static void release(comm *c, bool abort)
-{
-    ncclcomm_impl *im = c->impl;
-    abort = abort || im->failed;
-    if (im->nccl) {
-        char why[256];
-        const char *stuck = NULL;
-        if (!abort) {
-            ncclcomm_watchdog_teardown(c, im->timeout_s + im->abort_limit_s, "destroying the NCCL communicator");
-            stuck = drain(im, why, sizeof why);
-            if (stuck)
-                log_warn("NCCL teardown: %s; aborting the communicator", stuck);
-        } else {
-            ncclcomm_watchdog_teardown(c, im->abort_limit_s, "aborting the NCCL communicator");
-        }
-        const char *call = abort || stuck ? "ncclCommAbort" : "ncclCommDestroy";
-        ncclResult_t rc = abort || stuck ? ncclCommAbort(im->nccl) : ncclCommDestroy(im->nccl);
-        if (rc != ncclSuccess)
-            log_warn("NCCL teardown: %s: %s", call, ncclGetErrorString(rc));
-        im->nccl = NULL;
-    } else {
-        ncclcomm_watchdog_teardown(c, im->abort_limit_s, "freeing the NCCL communicator's resources");
-    }
-    bool reported = false;
-    for (int i = 0; i < NCCLCOMM_SLOTS; i++)
-        if (im->slots[i].done)
-            teardown_check(&reported, "cudaEventDestroy", cudaEventDestroy(im->slots[i].done));
-    if (im->compute_ready)
-        teardown_check(&reported, "cudaEventDestroy", cudaEventDestroy(im->compute_ready));
-    if (im->stage)
-        teardown_check(&reported, "cudaFreeAsync", cudaFreeAsync(im->stage, im->stream));
-    if (im->barrier_buf)
-        teardown_check(&reported, "cudaFree", cudaFree(im->barrier_buf));
-    if (im->stream && im->own_stream)
-        teardown_check(&reported, "cudaStreamDestroy", cudaStreamDestroy(im->stream));
-    ncclcomm_watchdog_stop(c);
-}
-
-static void free_comm(comm *c, bool abort)
-{
-    if (!c)
-        return;
-    ncclcomm_impl *im = c->impl;
-    if (im) {
-        release(c, abort);
-        int finalized = 0;
-        MPI_Finalized(&finalized);
-        if (!finalized && im->ctl != MPI_COMM_NULL)
-            MPI_Comm_free(&im->ctl);
-        pthread_mutex_destroy(&im->lock);
-        pthread_cond_destroy(&im->wake);
-        free(im);
-    }
-    free(c);
-}
-
-static void ncclcomm_destroy(comm *c) { free_comm(c, false); }
-static void ncclcomm_abort(comm *c) { free_comm(c, true); }
+static void ncclcomm_destroy(comm *c) { ncclcomm_free(c, false); }
+static void ncclcomm_abort(comm *c) { ncclcomm_free(c, true); }
 
 static const struct comm_ops ncclcomm_comm_ops = {
     .name = "nccl",

@@ -1,6 +1,7 @@
 /* comm_nccl_internal.h — what the NCCL backend's files share: the backend state, the ring of
  * in-flight collectives (slots) that requests and the watchdog look at, and fingerprints.
- *   comm_nccl.c           creation, the collectives, wait/test, destroy
+ *   comm_nccl.c           creation, the collectives, wait/test
+ *   comm_nccl_teardown.c  destroy and abort, with every wait bounded
  *   comm_nccl_watchdog.c  the host thread that aborts a stalled or failed communicator and
  *                         bounds the teardown
  *   comm_nccl_check.c     ddp.debug fingerprint cross-check and the test-only fault switches
@@ -85,6 +86,9 @@ typedef struct ncclcomm_impl {
 const char *ncclcomm_kind_name(ncclcomm_kind k);
 /* "allreduce avg, 1234 x float, root -1" style description for messages. */
 void ncclcomm_fingerprint_describe(const ncclcomm_fingerprint *fp, char *out, size_t len);
+
+/* comm_nccl_teardown.c: ends the communicator and frees c (abort: ncclCommAbort at once). */
+void ncclcomm_free(comm *c, bool abort);
 
 /* comm_nccl_watchdog.c */
 /* Starts the watchdog thread and returns once it runs on im->device, or with the error that kept
