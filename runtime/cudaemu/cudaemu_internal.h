@@ -76,6 +76,18 @@ void report_device_memory_fault(const void *addr);
 /* Installs the emulator's SIGSEGV report (fiber stack overflows, device memory faults) once. */
 void install_fault_report();
 
+/* DDP_CUDA_EMU_ORDER, which orders both the fibers of a block and independent streams: forward
+ * (the default), reverse, or random:SEED. */
+enum emu_order_kind { ORDER_FORWARD, ORDER_REVERSE, ORDER_RANDOM };
+struct emu_order {
+    emu_order_kind kind;
+    uint64_t seed; /* ORDER_RANDOM */
+};
+/* Reads it; false, reported through fail() as "<who>: ...", when it is malformed. */
+bool read_emu_order(emu_order *out, const char *who);
+/* splitmix64: advances *state and returns the next draw. */
+uint64_t next_random(uint64_t *state);
+
 /* Dynamic shared memory limit of a kernel (48 KiB unless raised by cudaFuncSetAttribute). */
 size_t kernel_max_dynamic_smem(const void *fn);
 

@@ -26,7 +26,6 @@ DDP_CUDAEMU_TLS uint3 cur_grid_dim;
 enum thread_state { RUNNABLE, AT_BARRIER, AT_WARP, EXITED };
 /* A thread gets a stack when it first runs and gives it back when it exits, so threads that never
  * block (most element-wise kernels) all reuse one hot stack. */
-enum fiber_order { ORDER_FORWARD, ORDER_REVERSE, ORDER_RANDOM };
 
 struct emu_thread {
     uint3 tid;
@@ -52,7 +51,7 @@ struct block_run {
     unsigned warp_runnable[MAX_THREADS_PER_BLOCK / 32]; /* bit per runnable lane */
     int warp_waiting[MAX_THREADS_PER_BLOCK / 32]; /* lanes at a warp operation */
     unsigned warp_live[MAX_THREADS_PER_BLOCK / 32]; /* lanes that exist and have not exited */
-    fiber_order order;
+    emu_order_kind order;
     uint64_t rng;
     int cursor, current_warp;
     emu_thread *running;
@@ -315,9 +314,9 @@ static void after_yield(block_run &b, emu_thread &t)
 
 /* ---- fiber order ---- */
 
-static uint64_t next_random(block_run &b)
+uint64_t next_random(uint64_t *state)
 {
-    uint64_t z = (b.rng += 0x9e3779b97f4a7c15ull);
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
@@ -327,13 +326,13 @@ static int pick_random(block_run &b)
 {
     int nwarps = (b.nthreads + 31) / 32;
     if (b.current_warp < 0 || b.warp_runnable[b.current_warp] == 0) {
-        int choice = (int)(next_random(b) % (uint64_t)nwarps); /* then the next warp with work */
+        int choice = (int)(next_random(&b.rng) % (uint64_t)nwarps); /* then the next warp with work */
         while (b.warp_runnable[choice] == 0)
             choice = (choice + 1) % nwarps;
         b.current_warp = choice;
     }
     unsigned lanes = b.warp_runnable[b.current_warp];
-    for (int skip = (int)(next_random(b) % (uint64_t)__builtin_popcount(lanes)); skip > 0; skip--)
+    for (int skip = (int)(next_random(&b.rng) % (uint64_t)__builtin_popcount(lanes)); skip > 0; skip--)
         lanes &= lanes - 1; /* drop the lowest runnable lanes: a uniformly chosen one remains lowest */
     return b.current_warp * 32 + __builtin_ctz(lanes);
 }
@@ -415,30 +414,38 @@ static void run_block(block_run &b)
 
 /* ---- launch ---- */
 
-static bool parse_order(block_run &b, const char *kernel)
+bool read_emu_order(emu_order *out, const char *who)
 {
     const char *env = getenv("DDP_CUDA_EMU_ORDER");
-    static thread_local uint64_t launch_count;
-    b.rng = 0;
-    if (!env || !*env || strcmp(env, "forward") == 0) {
-        b.order = ORDER_FORWARD;
-    } else if (strcmp(env, "reverse") == 0) {
-        b.order = ORDER_REVERSE;
-    } else if (strncmp(env, "random:", 7) == 0 && env[7]) {
-        char *end;
-        unsigned long long seed = strtoull(env + 7, &end, 10);
-        if (*end != '\0')
-            goto bad;
-        b.order = ORDER_RANDOM;
-        b.rng = seed * 0x2545f4914f6cdd1dull + launch_count++; /* a different draw per launch */
-    } else {
-        goto bad;
+    char *end = nullptr;
+    *out = emu_order{ORDER_FORWARD, 0};
+    if (!env || !*env || strcmp(env, "forward") == 0)
+        return true;
+    if (strcmp(env, "reverse") == 0) {
+        out->kind = ORDER_REVERSE;
+        return true;
     }
-    return true;
-bad:
-    fail(cudaErrorInvalidValue, "launch of %s: DDP_CUDA_EMU_ORDER=%s: expected forward, reverse or random:SEED",
-         kernel, env);
+    if (strncmp(env, "random:", 7) == 0 && env[7]) {
+        out->seed = strtoull(env + 7, &end, 10);
+        if (*end == '\0') {
+            out->kind = ORDER_RANDOM;
+            return true;
+        }
+    }
+    fail(cudaErrorInvalidValue, "%s: DDP_CUDA_EMU_ORDER=%s: expected forward, reverse or random:SEED", who, env);
     return false;
+}
+
+/* The fiber order of a grid: a different random draw per launch. */
+static bool parse_order(block_run &b, const char *kernel)
+{
+    static thread_local uint64_t launch_count;
+    emu_order o;
+    if (!read_emu_order(&o, kernel))
+        return false;
+    b.order = o.kind;
+    b.rng = o.kind == ORDER_RANDOM ? o.seed * 0x2545f4914f6cdd1dull + launch_count++ : 0;
+    return true;
 }
 
 static bool check_config(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem,
@@ -510,8 +517,8 @@ void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem
         fprintf(stderr, "cudaemu: kernel %s launched from device code (not supported)\n", name);
         abort();
     }
-    block_run probe;
-    if (!check_config(name, fn, grid, block, smem_bytes, stream) || !parse_order(probe, name)) {
+    emu_order order; /* a malformed DDP_CUDA_EMU_ORDER fails the launch, as a bad configuration does */
+    if (!check_config(name, fn, grid, block, smem_bytes, stream) || !read_emu_order(&order, name)) {
         release(args);
         return;
     }

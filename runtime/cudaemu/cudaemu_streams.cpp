@@ -196,29 +196,15 @@ cudaError_t enqueue_wait(cudaStream_t stream, const queued_at &until, const char
 
 /* ---- the drain ------------------------------------------------------------------------- */
 
-struct drain_order {
-    int kind; /* 0 forward, 1 reverse, 2 random */
-    uint64_t rng;
-};
-
-static drain_order order_from_env()
+/* The stream order of one drain: DDP_CUDA_EMU_ORDER (a malformed value was refused at launch),
+ * with a different random draw per drain. */
+static emu_order drain_order(const char *fn)
 {
     static uint64_t drains;
-    const char *env = getenv("DDP_CUDA_EMU_ORDER");
-    drain_order o = {0, 0};
-    if (env && strcmp(env, "reverse") == 0)
-        o.kind = 1;
-    else if (env && strncmp(env, "random:", 7) == 0) /* malformed values fail at the first launch */
-        o = drain_order{2, strtoull(env + 7, nullptr, 10) * 0x9e3779b97f4a7c15ull + ++drains};
+    emu_order o;
+    if (read_emu_order(&o, fn) && o.kind == ORDER_RANDOM)
+        o.seed = o.seed * 0x9e3779b97f4a7c15ull + ++drains;
     return o;
-}
-
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 typedef std::map<CUstream_st *, uint64_t> need_map;
@@ -257,7 +243,7 @@ static need_map needed(const std::vector<queued_at> &targets)
 enum pick_result { PICKED, BLOCKED_ON_OTHER_THREAD, NOTHING };
 
 /* Retires satisfied waits, then picks a stream whose next op is needed and may run on this thread. */
-static pick_result pick(const need_map &need, drain_order &order, CUstream_st **out)
+static pick_result pick(const need_map &need, emu_order &order, CUstream_st **out)
 {
     std::vector<CUstream_st *> ready;
     bool blocked = false;
@@ -280,11 +266,11 @@ static pick_result pick(const need_map &need, drain_order &order, CUstream_st **
     if (ready.empty())
         return blocked ? BLOCKED_ON_OTHER_THREAD : NOTHING;
     CUstream_st *best = ready[0];
-    if (order.kind == 2) {
-        best = ready[next_random(&order.rng) % ready.size()];
+    if (order.kind == ORDER_RANDOM) {
+        best = ready[next_random(&order.seed) % ready.size()];
     } else { /* forward: the op issued first (program order); reverse: the op issued last */
         for (CUstream_st *s : ready)
-            if (order.kind == 0 ? s->queue.front().seq < best->queue.front().seq
+            if (order.kind == ORDER_FORWARD ? s->queue.front().seq < best->queue.front().seq
                                 : s->queue.front().seq > best->queue.front().seq)
                 best = s;
     }
@@ -331,7 +317,7 @@ static bool drain(const std::vector<queued_at> &targets, bool blocking, const ch
     std::unique_lock<std::mutex> lock(engine_lock);
     if (blocking)
         last_host_activity_s = monotonic_s();
-    drain_order order = order_from_env();
+    emu_order order = drain_order(fn);
     const need_map need = needed(targets); /* fixed: later ops lie beyond what the targets need */
     bool opened = false, ran = false;
     while (!reached(targets) && !(ran && !blocking && !is_progress_thread)) {
