@@ -194,6 +194,17 @@ cudaError_t enqueue_wait(cudaStream_t stream, const queued_at &until, const char
     return err;
 }
 
+/* The tail of every stream of device (every device when -1) with work not yet run. Called with
+ * engine_lock held. */
+static std::vector<queued_at> pending_tails(int device)
+{
+    std::vector<queued_at> tails;
+    for (auto &kv : streams)
+        if ((device < 0 || kv.second->device == device) && kv.second->last_seq > kv.second->done_seq)
+            tails.push_back(queued_at{kv.second, kv.second->last_seq});
+    return tails;
+}
+
 /* ---- the drain ------------------------------------------------------------------------- */
 
 /* The stream order of one drain: DDP_CUDA_EMU_ORDER (a malformed value was refused at launch),
@@ -372,15 +383,6 @@ static long progress_ms()
     return ms;
 }
 
-static std::vector<queued_at> all_pending()
-{
-    std::vector<queued_at> targets;
-    for (auto &kv : streams)
-        if (kv.second->last_seq > kv.second->done_seq)
-            targets.push_back(queued_at{kv.second, kv.second->last_seq});
-    return targets;
-}
-
 static void *progress_main(void *)
 {
     is_progress_thread = true;
@@ -395,7 +397,7 @@ static void *progress_main(void *)
                 return nullptr;
             if (executing || monotonic_s() - last_host_activity_s < idle_s)
                 continue;
-            targets = all_pending();
+            targets = pending_tails(-1);
         }
         if (!targets.empty())
             drain(targets, false, "the emulator's progress thread");
@@ -460,9 +462,7 @@ cudaError_t synchronize_device(int device, const char *fn)
     std::vector<queued_at> targets;
     {
         std::lock_guard<std::mutex> hold(engine_lock);
-            for (auto &kv : streams)
-            if ((device < 0 || kv.second->device == device) && kv.second->last_seq > kv.second->done_seq)
-                targets.push_back(queued_at{kv.second, kv.second->last_seq});
+        targets = pending_tails(device);
     }
     drain(targets, true, fn);
     return cudaSuccess;
