@@ -76,7 +76,7 @@ static int alloc_staging(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = d->ops->alloc(d, 2 * sizeof(float), (void **)&t->stats_dev, err);
     if (rc == DDP_OK)
-        rc = d->ops->fill(d, t->stats_dev, 2, 0.0f, err);
+        rc = d->ops->fill(d, TENSOR_F32, t->stats_dev, 2, 0.0f, err);
     return rc;
 }
 

@@ -51,14 +51,14 @@ static double host_loss(const gfx *f, const int32_t *targets_host)
 static int evaluate(gfx *f, ddp_err *err)
 {
     model_batch b = gfx_batch(f);
-    f->dev->ops->fill(f->dev, f->stats, 2, 0.0f, err);
+    f->dev->ops->fill(f->dev, TENSOR_F32, f->stats, 2, 0.0f, err);
     return f->m->ops->evaluate(f->m, &b, f->stats, err);
 }
 
 static int forward_backward(gfx *f, ddp_err *err)
 {
     model_batch b = gfx_batch(f);
-    f->dev->ops->fill(f->dev, f->stats, 2, 0.0f, err);
+    f->dev->ops->fill(f->dev, TENSOR_F32, f->stats, 2, 0.0f, err);
     return f->m->ops->forward_backward(f->m, &b, 1.0f / (float)(f->B * f->T), false, NULL, NULL, f->stats, err);
 }
 

@@ -68,7 +68,7 @@ static void against_cpu(device *cpu, device *gpu, size_t n)
           gpu->ops->alloc(gpu, n * 4, (void **)&dback, &err) == DDP_OK, "alloc: %s", err.msg);
     gpu->ops->upload(gpu, dx, x, n * 4, &err);
     gpu->ops->upload(gpu, dh, poison, n * 2, &err);
-    gpu->ops->fill(gpu, dback, n, NAN, &err);
+    gpu->ops->fill(gpu, TENSOR_F32, dback, n, NAN, &err);
     CHECK(gpu->ops->cast_f32_to_bf16(gpu, dx, dh, n, &err) == DDP_OK, "cuda cast_f32_to_bf16: %s", err.msg);
     CHECK(gpu->ops->cast_bf16_to_f32(gpu, dh, dback, n, 0.25f, &err) == DDP_OK, "cuda cast_bf16_to_f32: %s", err.msg);
     gpu->ops->download(gpu, h_gpu, dh, n * 2, &err);

@@ -137,7 +137,7 @@ static void test_fill_scale_u8(pair *p)
         float *xc, *xg;
         output_both(p, NULL, n, &xc, &xg);
         float v = rng_uniform(&test_rng, 0.5f, 3.0f);
-        CHECK(p->cpu->ops->fill(p->cpu, xc, n, v, &ec) == 0, "%s", ec.msg);
+        CHECK(p->cpu->ops->fill(p->cpu, TENSOR_F32, xc, n, v, &ec) == 0, "%s", ec.msg);
         GPU_CHECK(fill, (p->gpu, xg, n, v, &eg), eg.msg);
         snprintf(what, sizeof what, "fill n=%zu", n);
         compare(p, what, xc, xg, n, 0, 0);
@@ -183,13 +183,13 @@ static void test_activations(pair *p)
             upload_both(p, hx, n * sizeof *hx, (void **)&xc, (void **)&xg);
             upload_both(p, hdy, n * sizeof *hdy, (void **)&dyc, (void **)&dyg);
             output_both(p, NULL, n, &yc, &yg);
-            CHECK(p->cpu->ops->act_forward(p->cpu, acts[a], xc, yc, n, &ec) == 0, "%s", ec.msg);
+            CHECK(p->cpu->ops->act_forward(p->cpu, TENSOR_F32, acts[a], xc, yc, n, &ec) == 0, "%s", ec.msg);
             GPU_CHECK(act_forward, (p->gpu, acts[a], xg, yg, n, &eg), eg.msg);
             snprintf(what, sizeof what, "act_forward %s n=%zu", act_kind_name(acts[a]), n);
             compare(p, what, yc, yg, n, rtol, atol);
             free_both(p, yc, yg);
             output_both(p, NULL, n, &yc, &yg);
-            CHECK(p->cpu->ops->act_backward(p->cpu, acts[a], xc, dyc, yc, n, &ec) == 0, "%s", ec.msg);
+            CHECK(p->cpu->ops->act_backward(p->cpu, TENSOR_F32, acts[a], xc, dyc, yc, n, &ec) == 0, "%s", ec.msg);
             GPU_CHECK(act_backward, (p->gpu, acts[a], xg, dyg, yg, n, &eg), eg.msg);
             snprintf(what, sizeof what, "act_backward %s n=%zu", act_kind_name(acts[a]), n);
             compare(p, what, yc, yg, n, rtol, atol);
@@ -218,7 +218,7 @@ static void test_bias(pair *p)
         float *yc, *yg, *bc, *bg;
         output_both(p, hy, n, &yc, &yg);
         upload_both(p, hb, (size_t)cols * sizeof *hb, (void **)&bc, (void **)&bg);
-        CHECK(p->cpu->ops->bias_add(p->cpu, yc, bc, rows, cols, &ec) == 0, "%s", ec.msg);
+        CHECK(p->cpu->ops->bias_add(p->cpu, TENSOR_F32, yc, bc, rows, cols, &ec) == 0, "%s", ec.msg);
         GPU_CHECK(bias_add, (p->gpu, yg, bg, rows, cols, &eg), eg.msg);
         snprintf(what, sizeof what, "bias_add %lldx%lld", (long long)rows, (long long)cols);
         compare(p, what, yc, yg, n, 0, 0);
@@ -226,13 +226,13 @@ static void test_bias(pair *p)
 
         /* beta 0 must overwrite the NaN poison; beta 1 accumulates onto random values */
         output_both(p, NULL, (size_t)cols, &bc, &bg);
-        CHECK(p->cpu->ops->bias_grad(p->cpu, yc, bc, rows, cols, 0.0f, &ec) == 0, "%s", ec.msg);
+        CHECK(p->cpu->ops->bias_grad(p->cpu, TENSOR_F32, yc, bc, rows, cols, 0.0f, &ec) == 0, "%s", ec.msg);
         GPU_CHECK(bias_grad, (p->gpu, yg, bg, rows, cols, 0.0f, &eg), eg.msg);
         snprintf(what, sizeof what, "bias_grad beta=0 %lldx%lld", (long long)rows, (long long)cols);
         compare(p, what, bc, bg, (size_t)cols, 1e-5, 1e-5);
         free_both(p, bc, bg);
         output_both(p, hb, (size_t)cols, &bc, &bg);
-        CHECK(p->cpu->ops->bias_grad(p->cpu, yc, bc, rows, cols, 1.0f, &ec) == 0, "%s", ec.msg);
+        CHECK(p->cpu->ops->bias_grad(p->cpu, TENSOR_F32, yc, bc, rows, cols, 1.0f, &ec) == 0, "%s", ec.msg);
         GPU_CHECK(bias_grad, (p->gpu, yg, bg, rows, cols, 1.0f, &eg), eg.msg);
         snprintf(what, sizeof what, "bias_grad beta=1 %lldx%lld", (long long)rows, (long long)cols);
         compare(p, what, bc, bg, (size_t)cols, 1e-5, 1e-5);
@@ -281,7 +281,7 @@ static void softmax_case(pair *p, xent_case x)
         output_both(p, NULL, n, &dc, &dg);
     }
     float gs = 1.0f / (float)x.rows;
-    CHECK(p->cpu->ops->softmax_xent(p->cpu, lc, ld, labc, x.rows, x.cols, gs, dc, sc, &ec) == 0, "%s", ec.msg);
+    CHECK(p->cpu->ops->softmax_xent(p->cpu, TENSOR_F32, lc, ld, labc, x.rows, x.cols, gs, dc, sc, &ec) == 0, "%s", ec.msg);
     GPU_CHECK(softmax_xent, (p->gpu, lg, ld, labg, x.rows, x.cols, gs, dg, sg, &eg), eg.msg);
     snprintf(what, sizeof what, "softmax_xent stats %lldx%lld+%lld%s%s%s", (long long)x.rows, (long long)x.cols,
              (long long)x.pad, x.quantized ? " ties" : "", x.with_grad ? "" : " no-grad",
@@ -462,7 +462,7 @@ static void test_gemm(pair *p)
                     dev_upload(p->gpu, cg, init, (size_t)(m * ldc) * sizeof(float));
                     free(init);
                 }
-                CHECK(p->cpu->ops->gemm(p->cpu, ta, tb, m, n, k, 0.7f, ac, lda, bc, ldb, betas[bi], cc, ldc, &ec) == 0,
+                CHECK(p->cpu->ops->gemm(p->cpu, TENSOR_F32, TENSOR_F32, ta, tb, m, n, k, 0.7f, ac, lda, bc, ldb, betas[bi], cc, ldc, &ec) == 0,
                       "%s", ec.msg);
                 GPU_CHECK(gemm, (p->gpu, ta, tb, m, n, k, 0.7f, ag, lda, bg, ldb, betas[bi], cg, ldc, &eg), eg.msg);
                 snprintf(what, sizeof what, "gemm ta=%d tb=%d m=%lld n=%lld k=%lld beta=%g", ta, tb, (long long)m,
@@ -480,7 +480,7 @@ static void test_gemm(pair *p)
     /* cuBLAS takes int: larger sizes are refused with a clear error, before anything runs (the
      * one-float buffer is never touched) */
     float *one = dev_alloc(p->gpu, sizeof(float));
-    int rc = p->gpu->ops->gemm(p->gpu, false, false, (int64_t)1 << 31, 1, 1, 1.0f, one, 1, one, 1, 0.0f, one, 1, &eg);
+    int rc = p->gpu->ops->gemm(p->gpu, TENSOR_F32, TENSOR_F32, false, false, (int64_t)1 << 31, 1, 1, 1.0f, one, 1, one, 1, 0.0f, one, 1, &eg);
     p->gpu->ops->free(p->gpu, one);
     CHECK(rc != 0, "gemm with m = 2^31 accepted");
     CHECK_STR_CONTAINS(eg.msg, "INT_MAX");

@@ -737,7 +737,7 @@ static void xent_check_bad_target(xent_case *x)
     for (int k = 0; k < 2; k++) {
         x->tgt[r] = k == 0 ? (int32_t)x->V : -1;
         ddp_err e = {0};
-        int rc = dev->ops->softmax_xent(dev, x->dl_inplace, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl_inplace,
+        int rc = dev->ops->softmax_xent(dev, TENSOR_F32, x->dl_inplace, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl_inplace,
                                         x->stats[1], &e);
         char want[64];
         snprintf(want, sizeof want, "row %lld has label %d", (long long)r, (int)x->tgt[r]);
