@@ -6,7 +6,8 @@
  * copied), so results meant for the host (loss sums, the gradient norm) stay in device memory
  * until a caller downloads them, where it reports them; host_waits() counts the waits.
  * Pointers passed to ops are device pointers from alloc(); sizes are size_t/int64_t throughout,
- * so tensors with more than INT_MAX elements are fine.
+ * so tensors with more than INT_MAX elements are fine. Ops on activations take the tensors'
+ * element type (tensor_dtype) and void pointers; gradients and optimizer state are always float.
  * Matrices are row-major. Ops are shaped so a transformer adds ops rather than changing these.
  * This layer must not know about models, optimizers' schedules, ranks or communication.
  *
@@ -24,8 +25,9 @@
  * that generates the ops-table field `int (*name)(params, ddp_err *err)`, both backends' tables
  * and their function declarations (backend.h). Adding a device op:
  *   1. one OP(...) line in its family's block here, with a comment saying what it computes;
- *   2. its argument contract in device.c: `checked_NAME`, which rejects bad arguments, returns
- *      on an empty job and forwards to d->backend->NAME;
+ *   2. its argument contract in device.c (the transformer family's: device_check_transformer.c):
+ *      `checked_NAME`, which rejects bad arguments, returns on an empty job and forwards to
+ *      d->backend->NAME;
  *   3. the CPU function `device_cpu_NAME` in kernels/FAMILY_cpu.c;
  *   4. the CUDA kernel and its host launcher `extern "C" int device_cuda_NAME` in kernels/FAMILY.cu;
  *   5. a test: CPU against a reference (tests/runtime/device/test_device_cpu.c), CUDA against CPU
