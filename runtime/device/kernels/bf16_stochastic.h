@@ -13,7 +13,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__CUDACC__) || defined(DDP_CUDA_EMULATION)
+/* __host__ __device__ for CUDA code: nvcc's, or the emulated build's C++ (cuda_kernel.h, included
+ * first, defines both as nothing there). The emulated build also defines DDP_CUDA_EMULATION for
+ * its C files (cast_cpu.c), which know neither word. */
+#if defined(__CUDACC__) || (defined(__cplusplus) && defined(DDP_CUDA_EMULATION))
 #define DDP_BF16_SR_FN static inline __host__ __device__
 #else
 #define DDP_BF16_SR_FN static inline
