@@ -6,6 +6,10 @@
 #    backend's (device=cpu, np=2, MPI); its step-50 parameters are within 1e-4 too;
 #  - a run resumed on the emulator from that run's step-40 checkpoint ends at step 50 with
 #    parameters and AdamW state bit-identical to the uninterrupted run, logging the same losses;
+#  - precision bf16 on the emulated GPU (bf16 activations, stochastically rounded bf16 weight copy,
+#    bf16 gradients on the wire) trains, its step-50 loss within 2e-2 relative of the CPU fp32 run
+#    and not equal to the fp32 run's, and its resume from step 40 is bit-identical too (the weight
+#    copy's rounding is keyed by seed, step and element, so the resumed run rebuilds it exactly);
 #  - the referees can fail: a CPU run with another seed, or 1% more lr (same step-1 loss), is not
 #    within 1e-4 at step 50, and the CPU and emulated runs are not bit-identical.
 # Overrides, and why: train.max_steps=50 (the cosine horizon becomes 50 steps, the same for every
@@ -112,6 +116,30 @@ done
 check "resumed step 50: every tensor bit-identical (ckpt diff)" "$DDPRUN" ckpt diff "$end" "$(last_ckpt "$TMP/resumed")"
 check "resumed run logs the uninterrupted run's losses at steps 41-50" \
     [ "$(losses resumed)" = "$(losses cuda | awk '$1 > 40')" -a "$(losses resumed | wc -l)" -eq 10 ]
+
+# --- precision bf16 on the emulator ---
+# Tolerance: bf16 rounds every activation (2^-8 relative) and the weight copy, which perturbs each
+# step's gradient by a few percent of its norm (test_gpt_bf16's bound: ~0.1 for a 2-layer model),
+# far less than the minibatch noise of 4 rows per rank; a trajectory perturbed by less than its own
+# gradient noise ends within the spread of the loss between independent runs, measured below for
+# another seed at 1.0e-2 relative. 2e-2 is twice that spread; a bf16 path that does not train, or
+# trains something else, misses by O(1) nat.
+kjv bf16 600 "${GPU[@]}" precision=bf16
+check "cuda+nccl np=2 precision bf16 runs" [ $? -eq 0 ]
+check "... with bf16 gradients on the wire (ddp.grad_dtype follows precision)" \
+    grep -q "grad_dtype: bf16" "$TMP/bf16/config.resolved.yaml"
+b1=$(loss_at bf16 1) b50=$(loss_at bf16 50)
+echo "# bf16 loss: step 1 ${b1:-missing}, step 50 ${b50:-missing}"
+check "the bf16 run trained: step-50 loss more than 1 nat/byte below step 1's" \
+    python3 -c 'import sys; sys.exit(0 if float(sys.argv[2]) < float(sys.argv[1]) - 1 else 1)' "${b1:-nan}" "${b50:-nan}"
+check "step-50 training loss: bf16 within 2e-2 relative of cpu fp32" within cpu bf16 2e-2
+check "bf16 is not fp32 (the step-50 losses differ by more than 1e-5)" beyond within cuda bf16 1e-5
+kjv bf16resumed 300 "${GPU[@]}" precision=bf16 checkpoint.resume="$TMP/bf16/checkpoints/ckpt-00000040.ddp"
+check "bf16 run resumed from step 40 runs" [ $? -eq 0 ]
+for what in param/ optim/; do
+    check "bf16 resumed step 50: $what bit-identical to the uninterrupted bf16 run" \
+        "$CKPT_COMPARE" "$TMP/bf16/checkpoints/ckpt-00000050.ddp" "$(last_ckpt "$TMP/bf16resumed")" $what 0
+done
 
 # --- the referees can fail ---
 # Another seed (other initial weights and batch order): measured 1.0e-2 apart at step 50.
