@@ -120,13 +120,13 @@ static int softmax_xent_short_stride(device *d, const bufs *b, ddp_err *err)
 }
 static int gemm_batched_overlapping_c(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, b->f, 2, 4, b->f + 8, 2, 4, 0.0f, b->f + 16,
-                                        2, 3, 2, err);
+    return d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, b->f, 2, 4, b->f + 8, 2,
+                                        4, 0.0f, b->f + 16, 2, 3, 2, err);
 }
 static int gemm_batched_negative_batch(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, b->f, 2, 4, b->f + 8, 2, 4, 0.0f, b->f + 16,
-                                        2, 4, -1, err);
+    return d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, b->f, 2, 4, b->f + 8, 2,
+                                        4, 0.0f, b->f + 16, 2, 4, -1, err);
 }
 static int add_null_b(device *d, const bufs *b, ddp_err *err)
 {
@@ -138,12 +138,13 @@ static int embedding_negative_t(device *d, const bufs *b, ddp_err *err)
 }
 static int layernorm_zero_channels(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->layernorm_forward(d, TENSOR_F32, b->f, b->f + 8, b->f + 12, b->f + 16, b->f + 20, b->f + 24, 2, 0, err);
+    return d->ops->layernorm_forward(d, TENSOR_F32, b->f, b->f + 8, b->f + 12, b->f + 16, b->f + 20, b->f + 24, 2, 0,
+                                     err);
 }
 static int layernorm_backward_null_rstd(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->layernorm_backward(d, TENSOR_F32, b->f, b->f + 4, b->f + 8, b->f + 12, b->f + 16, b->f + 20, b->f + 24, NULL,
-                                      1, 4, err);
+    return d->ops->layernorm_backward(d, TENSOR_F32, b->f, b->f + 4, b->f + 8, b->f + 12, b->f + 16, b->f + 20,
+                                      b->f + 24, NULL, 1, 4, err);
 }
 static int split_heads_negative_hs(device *d, const bufs *b, ddp_err *err)
 {
@@ -305,8 +306,8 @@ static void empty_jobs(device *d, const char *backend)
     rc |= d->ops->act_forward(d, TENSOR_F32, ACT_RELU, NULL, NULL, 0, &err);
     rc |= d->ops->softmax_xent(d, TENSOR_F32, NULL, 10, NULL, 0, 10, 1.0f, NULL, NULL, &err);
     rc |= d->ops->sgd_step(d, NULL, NULL, NULL, NULL, 0, &sgd_momentum, &err);
-    rc |= d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 3, 3, 2, 1.0f, NULL, 2, 6, NULL, 3, 6, 0.0f, NULL, 3, 9, 0,
-                                       &err);
+    rc |= d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 3, 3, 2, 1.0f, NULL, 2, 6, NULL, 3, 6,
+                                       0.0f, NULL, 3, 9, 0, &err);
     rc |= d->ops->add(d, TENSOR_F32, NULL, NULL, NULL, 0, &err);
     rc |= d->ops->embedding_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, 0, 4, 8, &err);
     rc |= d->ops->layernorm_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 8, &err);

@@ -65,16 +65,22 @@ static void test_gemm(device *d)
     gemm_case(d, false, false, 4, 3, 0, 1.0f, 0.5f); /* k = 0: C = beta·C */
     float c[4] = {NAN, NAN, NAN, NAN}, a[4] = {1, 2, 3, 4};
     ddp_err err = {0};
-    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2, &err) == 0, "gemm");
+    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2,
+                       &err) == 0, "gemm");
     CHECK(c[0] == 7.0f && c[3] == 22.0f, "beta 0 must ignore NaN already in C: %g %g", c[0], c[3]);
 
-    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, -1, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2, &err) != 0, "negative m accepted");
+    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, -1, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2,
+                       &err) != 0, "negative m accepted");
     CHECK_STR_CONTAINS(err.msg, "negative");
-    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 3, 1.0f, a, 2, a, 2, 0.0f, c, 2, &err) != 0, "lda < k accepted");
+    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 3, 1.0f, a, 2, a, 2, 0.0f, c, 2,
+                       &err) != 0, "lda < k accepted");
     CHECK_STR_CONTAINS(err.msg, "lda=2");
-    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, true, false, 3, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2, &err) != 0, "lda < m accepted (trans)");
-    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, true, 2, 3, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2, &err) != 0, "ldc < n accepted");
-    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 0, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2, &err) == 0, "m = 0 rejected");
+    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, true, false, 3, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2,
+                       &err) != 0, "lda < m accepted (trans)");
+    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, true, 2, 3, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2,
+                       &err) != 0, "ldc < n accepted");
+    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 0, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2,
+                       &err) == 0, "m = 0 rejected");
 }
 
 static void test_bias(device *d)
@@ -165,7 +171,8 @@ static void test_softmax_xent(device *d)
         correct += am == y[r];
         for (int c = 0; c < COLS; c++) {
             double want = (exp(row[c] - mx) / s - (c == y[r])) * 0.5;
-            CHECK(fabs(dl[r * COLS + c] - want) < 1e-6, "dlogits[%d,%d] = %g, expected %g", r, c, dl[r * COLS + c], want);
+            CHECK(fabs(dl[r * COLS + c] - want) < 1e-6, "dlogits[%d,%d] = %g, expected %g", r, c, dl[r * COLS + c],
+                  want);
         }
     }
     /* the two tie rows alone: row 3 (label 1) is wrong, row 5 (label 0) right */
@@ -173,7 +180,8 @@ static void test_softmax_xent(device *d)
     float tie_rows[2 * COLS], tie_stats[2] = {0, 0};
     memcpy(tie_rows, l + 3 * COLS, sizeof(float) * COLS);
     memcpy(tie_rows + COLS, l + 5 * COLS, sizeof(float) * COLS);
-    CHECK(d->ops->softmax_xent(d, TENSOR_F32, tie_rows, COLS, tie_labels, 2, COLS, 1.0f, NULL, tie_stats, NULL) == 0, "ties");
+    CHECK(d->ops->softmax_xent(d, TENSOR_F32, tie_rows, COLS, tie_labels, 2, COLS, 1.0f, NULL, tie_stats,
+                               NULL) == 0, "ties");
     CHECK_EQ_INT(tie_stats[1], 1);
     CHECK_CLOSE(tie_stats[0], log(2.0) + log(5.0), 1e-6, 0);
     CHECK_CLOSE(stats[0], 10.0 + loss, 1e-6, 0);
@@ -184,7 +192,8 @@ static void test_softmax_xent(device *d)
     CHECK(d->ops->softmax_xent(d, TENSOR_F32, l, COLS, y, ROWS, COLS, 1.0f, NULL, s2, NULL) == 0, "dlogits NULL");
     CHECK_CLOSE(s2[1], correct, 0, 0);
     int32_t bad_label[ROWS] = {0, 5, 0, 0, 0, 0};
-    CHECK(d->ops->softmax_xent(d, TENSOR_F32, l, COLS, bad_label, ROWS, COLS, 1.0f, NULL, s2, &err) != 0, "label 5 of 5 classes accepted");
+    CHECK(d->ops->softmax_xent(d, TENSOR_F32, l, COLS, bad_label, ROWS, COLS, 1.0f, NULL, s2,
+                               &err) != 0, "label 5 of 5 classes accepted");
     CHECK_STR_CONTAINS(err.msg, "row 1");
     free(l);
 }
