@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/half.h"
 #include "runtime/base/rng.h"
 
 typedef struct gen_bufs {
@@ -86,6 +87,23 @@ static int32_t draw(const float *row, double *p, int64_t V, const lm_sampling *s
     return (int32_t)best; /* rounding left u past the end: the top token is the safe choice */
 }
 
+/* row[0..V) = the logits starting at element `first` of the device buffer, widened to float. */
+static int download_row(model *m, float *row, const void *logits, int64_t first, int64_t V, ddp_err *err)
+{
+    const size_t elem = tensor_dtype_size(m->act_dtype);
+    int rc = m->dev->ops->download(m->dev, row, (const char *)logits + (size_t)first * elem, (size_t)V * elem, err);
+    if (rc || m->act_dtype == TENSOR_F32)
+        return rc;
+    /* bf16 i sits at bytes 2i, float i goes to 4i: widening from the end never overwrites a bf16
+     * value before it is read */
+    for (int64_t i = V - 1; i >= 0; i--) {
+        uint16_t h;
+        memcpy(&h, (const char *)row + 2 * i, sizeof h);
+        row[i] = bf16_to_float(h);
+    }
+    return DDP_OK;
+}
+
 int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_sampling *s, ddp_err *err)
 {
     if (!m->io.language_model || !m->ops->logits)
@@ -106,9 +124,9 @@ int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_samp
         if (!rc)
             rc = m->ops->evaluate(m, &batch, b.stats_dev, err);
         int64_t ld = 0;
-        const float *logits = rc ? NULL : m->ops->logits(m, &ld);
+        const void *logits = rc ? NULL : m->ops->logits(m, &ld);
         if (!rc)
-            rc = d->ops->download(d, b.row, logits + (w - 1) * ld, (size_t)V * sizeof(float), err);
+            rc = download_row(m, b.row, logits, (w - 1) * ld, V, err);
         if (!rc)
             tokens[have] = draw(b.row, b.p, V, s, &r);
     }

@@ -47,12 +47,12 @@ static int mlp_forward(model *m, const float *x, int64_t rows, ddp_err *err)
     const float *in = x;
     for (int l = 0; l < p->n_layers; l++) {
         mlp_layer *L = &p->layer[l];
-        int rc = op->gemm(m->dev, false, true, rows, L->out, L->in, 1.0f, in, L->in, m->params + L->w_off, L->in,
-                          0.0f, L->z, L->out, err);
+        int rc = op->gemm(m->dev, TENSOR_F32, TENSOR_F32, false, true, rows, L->out, L->in, 1.0f, in, L->in,
+                          m->params + L->w_off, L->in, 0.0f, L->z, L->out, err);
         if (!rc)
-            rc = op->bias_add(m->dev, L->z, m->params + L->b_off, rows, L->out, err);
+            rc = op->bias_add(m->dev, TENSOR_F32, L->z, m->params + L->b_off, rows, L->out, err);
         if (!rc && L->h)
-            rc = op->act_forward(m->dev, p->act, L->z, L->h, (size_t)(rows * L->out), err);
+            rc = op->act_forward(m->dev, TENSOR_F32, p->act, L->z, L->h, (size_t)(rows * L->out), err);
         if (rc)
             return ddp_prefix(err, "mlp forward fc%d", l + 1);
         in = L->h;
@@ -71,16 +71,17 @@ static int layer_backward(model *m, int l, const float *x, int64_t rows, bool ac
     const float *layer_in = l > 0 ? p->layer[l - 1].h : x;
     float beta = accumulate ? 1.0f : 0.0f;
     /* dW[out,in] = dzᵀ · input ; db = column sums of dz */
-    int rc = op->gemm(m->dev, true, false, L->out, L->in, rows, 1.0f, p->dz, L->out, layer_in, L->in, beta,
-                      m->grads + L->w_off, L->in, err);
+    int rc = op->gemm(m->dev, TENSOR_F32, TENSOR_F32, true, false, L->out, L->in, rows, 1.0f, p->dz, L->out, layer_in,
+                      L->in, beta, m->grads + L->w_off, L->in, err);
     if (!rc)
-        rc = op->bias_grad(m->dev, p->dz, m->grads + L->b_off, rows, L->out, beta, err);
+        rc = op->bias_grad(m->dev, TENSOR_F32, p->dz, m->grads + L->b_off, rows, L->out, beta, err);
     if (!rc && l > 0) {
         /* dh[rows,in] = dz · W, then through the previous layer's activation back into dz */
-        rc = op->gemm(m->dev, false, false, rows, L->in, L->out, 1.0f, p->dz, L->out, m->params + L->w_off, L->in,
-                      0.0f, p->dh, L->in, err);
+        rc = op->gemm(m->dev, TENSOR_F32, TENSOR_F32, false, false, rows, L->in, L->out, 1.0f, p->dz, L->out,
+                      m->params + L->w_off, L->in, 0.0f, p->dh, L->in, err);
         if (!rc)
-            rc = op->act_backward(m->dev, p->act, p->layer[l - 1].z, p->dh, p->dz, (size_t)(rows * L->in), err);
+            rc = op->act_backward(m->dev, TENSOR_F32, p->act, p->layer[l - 1].z, p->dh, p->dz, (size_t)(rows * L->in),
+                                  err);
     }
     return rc ? ddp_prefix(err, "mlp backward fc%d", l + 1) : DDP_OK;
 }
@@ -97,7 +98,8 @@ static int forward_loss(model *m, const float *x, const int32_t *targets, int64_
     if (rc)
         return rc;
     mlp_layer *top = &p->layer[p->n_layers - 1];
-    rc = m->dev->ops->softmax_xent(m->dev, top->z, top->out, targets, rows, top->out, grad_scale, dlogits, stats, err);
+    rc = m->dev->ops->softmax_xent(m->dev, TENSOR_F32, top->z, top->out, targets, rows, top->out, grad_scale, dlogits,
+                                   stats, err);
     return rc ? ddp_prefix(err, "mlp loss") : DDP_OK;
 }
 

@@ -22,7 +22,8 @@ int model_create(const config *cfg, device *dev, const sample_layout *data, int6
     case MODEL_MLP:
         return mlp_create(&cfg->model.mlp, dev, data, max_rows, out, err);
     case MODEL_GPT2:
-        return gpt2_create(&cfg->model.gpt2, dev, data, max_rows, out, err);
+        return gpt2_create(&cfg->model.gpt2, cfg->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32, dev, data,
+                           max_rows, out, err);
     }
     return ddp_fail(err, DDP_EUSAGE, "model.kind: unknown model %d", (int)cfg->model.kind);
 }
@@ -55,6 +56,11 @@ static int64_t linear_fan_in(const model *m, const param_tensor *t)
 int model_init_params(model *m, uint64_t seed, ddp_err *err)
 {
     return m->ops->init_params(m, seed, err);
+}
+
+int model_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *err)
+{
+    return m->ops->params_changed ? m->ops->params_changed(m, seed, step, err) : DDP_OK;
 }
 
 int model_add_tensor(model *m, const char *name, int64_t d0, int64_t d1, bool weight_decay, size_t *offset,

@@ -65,10 +65,15 @@ struct model_ops {
     /* The model's own initialisation from a seeded RNG (stream RNG_INIT), identical on every
      * rank and backend for the same seed. */
     int (*init_params)(model *m, uint64_t seed, ddp_err *err);
-    /* Language models: the last forward pass's logits on the device, [rows * T, *ld] with the
-     * vocabulary in the first io.sample.n_classes columns (after forward_backward they hold the
-     * gradient instead; after evaluate the logits). NULL for other models. */
-    const float *(*logits)(const model *m, int64_t *ld);
+    /* The parameters changed (initialised, loaded, broadcast or stepped; `step` optimizer steps
+     * done, in a run seeded `seed`): rebuild what the model derives from them, i.e. the bf16
+     * copy it computes with under precision bf16. NULL when the model computes on m->params. */
+    int (*params_changed)(model *m, uint64_t seed, uint64_t step, ddp_err *err);
+    /* Language models: the last forward pass's logits on the device, [rows * T, *ld] of type
+     * m->act_dtype with the vocabulary in the first io.sample.n_classes columns (after
+     * forward_backward they hold the gradient instead; after evaluate the logits). NULL for
+     * other models. */
+    const void *(*logits)(const model *m, int64_t *ld);
     void (*destroy)(model *m);
 };
 
@@ -76,6 +81,7 @@ struct model {
     const struct model_ops *ops;
     device *dev;
     float *params, *grads;           /* device buffers, n_params floats each */
+    tensor_dtype act_dtype;          /* activations' and logits' type (TENSOR_F32 unless precision bf16) */
     size_t n_params;
     param_tensor *tensors;           /* n_tensors, in buffer order; freed by model_free_tensors */
     int n_tensors;
@@ -97,6 +103,9 @@ int model_create(const config *cfg, device *dev, const sample_layout *data, int6
 
 /* m->ops->init_params. */
 int model_init_params(model *m, uint64_t seed, ddp_err *err);
+
+/* m->ops->params_changed where the model has one. */
+int model_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *err);
 
 /* PyTorch nn.Linear's default init (kaiming_uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in))
  * for weights and biases), for models built of Linear layers. */

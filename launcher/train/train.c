@@ -76,15 +76,20 @@ static int alloc_staging(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = d->ops->alloc(d, 2 * sizeof(float), (void **)&t->stats_dev, err);
     if (rc == DDP_OK)
-        rc = d->ops->fill(d, t->stats_dev, 2, 0.0f, err);
+        rc = d->ops->fill(d, TENSOR_F32, t->stats_dev, 2, 0.0f, err);
     return rc;
+}
+
+int train_params_changed(train_job *t, ddp_err *err)
+{
+    return model_params_changed(t->m, t->cfg->run.seed, t->opt ? (uint64_t)t->opt->step : 0, err);
 }
 
 int train_broadcast_params(train_job *t, ddp_err *err)
 {
     model *m = t->m;
     if (t->ctl->size == 1)
-        return DDP_OK;
+        return train_params_changed(t, err);
     float *host = malloc(m->n_params * sizeof(float));
     if (!host)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory broadcasting parameters");
@@ -94,7 +99,7 @@ int train_broadcast_params(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = m->dev->ops->upload(m->dev, m->params, host, m->n_params * sizeof(float), err);
     free(host);
-    return rc;
+    return rc != DDP_OK ? rc : train_params_changed(t, err);
 }
 
 /* Replicas start identical by construction (same seed) and by a broadcast from rank 0, so a
@@ -202,6 +207,9 @@ static int setup(train_job *t, ddp_err *err)
     if (trc != DDP_OK)
         return trc;
     int rc = device_open(c, t->ctl->local_rank, &t->dev, err);
+    if (rc == DDP_OK && c->precision == PRECISION_BF16 && t->dev->kind != DEVICE_CUDA)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: precision: bf16 needs a GPU (the CPU backend computes in float32), and "
+                      "this rank runs on %s; use precision: fp32 here", c->source, t->dev->name);
     if (rc == DDP_OK)
         rc = check_gpu_count(t, err);
     if (rc == DDP_OK)
@@ -315,6 +323,8 @@ static int optimizer_step(train_job *t, double *lr, ddp_err *err)
         return rc;
     *lr = optim_lr_at(t->opt, t->step, t->total_steps);
     rc = optim_step(t->opt, t->m->params, t->m->grads, *lr, scale, err);
+    if (rc == DDP_OK)
+        rc = train_params_changed(t, err);
     t->step++;
     t->steps_acc++;
     return rc != DDP_OK ? rc : add_host_waits(t, err);

@@ -236,6 +236,8 @@ static int apply_resume(train_job *t, const float *host, const int64_t *hdr, con
     t->step = hdr[HDR_STEP];
     t->epoch = hdr[HDR_EPOCH];
     t->opt->step = hdr[HDR_OPTIM_STEP];
+    if (rc == DDP_OK)
+        rc = train_params_changed(t, err);
     t->world_at_save = (int)hdr[HDR_WORLD];
     ((train_ckpt *)t->ckpt)->last_saved_step = t->step;
     log_info("resumed from %s: step %lld, epoch %lld, %lld samples of the epoch consumed", used,

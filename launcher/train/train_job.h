@@ -60,8 +60,14 @@ typedef struct train_job {
     void *ckpt;             /* train_ckpt.c's state */
 } train_job;
 
-/* train.c: makes every rank's parameters rank 0's (a no-op on one rank). */
+/* train.c: makes every rank's parameters rank 0's (no communication on one rank), then tells the
+ * model its parameters changed (train_params_changed). */
 int train_broadcast_params(train_job *t, ddp_err *err);
+
+/* train.c: the model's parameters were set or stepped: the model rebuilds what it derives from
+ * them (precision bf16: the stochastically rounded bf16 copy, keyed by run.seed and the optimizer
+ * steps done, so a resumed run computes with the copy the uninterrupted run had). */
+int train_params_changed(train_job *t, ddp_err *err);
 
 /* train.c: gathers samples t->idx[0..rows) of data into the staging buffers, uploads them and
  * describes them as b. */

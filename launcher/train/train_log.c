@@ -71,7 +71,7 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
     double exposed_ms = 0;
     int rc = d->ops->download(d, st, t->stats_dev, sizeof st, err);
     if (rc == DDP_OK)
-        rc = d->ops->fill(d, t->stats_dev, 2, 0.0f, err);
+        rc = d->ops->fill(d, TENSOR_F32, t->stats_dev, 2, 0.0f, err);
     if (rc == DDP_OK)
         rc = d->ops->timer_take_ms(d, t->comm_exposed, &exposed_ms, err);
     double sums[4] = {st[0], st[1], t->samples_acc / t->ctl->size, exposed_ms / t->ctl->size};
@@ -158,7 +158,7 @@ int train_evaluate(train_job *t, ddp_err *err)
     float *stats = NULL;
     int rc = d->ops->alloc(d, 2 * sizeof(float), (void **)&stats, err);
     if (rc == DDP_OK)
-        rc = d->ops->fill(d, stats, 2, 0.0f, err);
+        rc = d->ops->fill(d, TENSOR_F32, stats, 2, 0.0f, err);
     if (rc == DDP_OK)
         rc = evaluate_range(t, begin, end, stats, err);
     float st[2] = {0, 0};

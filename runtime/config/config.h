@@ -30,6 +30,7 @@ typedef enum { OPT_SGD, OPT_ADAMW } cfg_opt_kind;
 typedef enum { SCHED_CONSTANT, SCHED_COSINE } cfg_sched_kind;
 typedef enum { BACKEND_AUTO, BACKEND_MPI, BACKEND_NCCL } cfg_backend;
 typedef enum { GRAD_FP32, GRAD_BF16 } cfg_grad_dtype;
+typedef enum { PRECISION_FP32, PRECISION_BF16 } cfg_precision;
 typedef enum { RESUME_AUTO, RESUME_NEVER, RESUME_PATH } cfg_resume;
 
 /* model.mlp: the multi-layer perceptron's own settings. */
@@ -50,6 +51,9 @@ typedef struct config {
     struct { char dir[CFG_PATH_MAX]; uint64_t seed; } run;
     cfg_device device;
     struct { bool tf32; } cuda;                 /* cuda.tf32: allow TF32 GEMMs on the CUDA backend */
+    /* bf16: activations and GEMM operands in bf16 with fp32 accumulation, fp32 master weights,
+     * optimizer state and gradients (CUDA only); ddp.grad_dtype then defaults to bf16 */
+    cfg_precision precision;
 
     /* Each model kind has a section of its own (model.mlp, ...); only model.kind's is read, and a
      * file that sets another kind's section is rejected. */

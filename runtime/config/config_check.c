@@ -20,6 +20,8 @@ typedef struct conflict {
 
 static bool nccl_on_cpu(const config *c) { return c->ddp.backend == BACKEND_NCCL && c->device == DEVICE_CPU; }
 static bool bf16_over_mpi(const config *c) { return c->ddp.grad_dtype == GRAD_BF16 && c->ddp.backend == BACKEND_MPI; }
+static bool bf16_on_cpu(const config *c) { return c->precision == PRECISION_BF16 && c->device == DEVICE_CPU; }
+static bool bf16_not_gpt2(const config *c) { return c->precision == PRECISION_BF16 && c->model.kind != MODEL_GPT2; }
 static bool warmup_too_long(const config *c)
 {
     return c->train.max_steps > 0 && c->optimizer.schedule.warmup_steps > c->train.max_steps;
@@ -49,6 +51,9 @@ static const conflict conflicts[] = {
      "checkpoint.init_from (an llm.c GPT-2 model file) only with model.kind gpt2"},
     {"device", "ddp.backend", nccl_on_cpu, "ddp.backend nccl only with device cuda or auto"},
     {"ddp.backend", "ddp.grad_dtype", bf16_over_mpi, "ddp.grad_dtype bf16 only with ddp.backend nccl or auto"},
+    {"device", "precision", bf16_on_cpu,
+     "precision bf16 only with device cuda or auto (the CPU backend computes in float32)"},
+    {"model.kind", "precision", bf16_not_gpt2, "precision bf16 only with model.kind gpt2"},
     {"train.max_steps", "optimizer.schedule.warmup_steps", warmup_too_long,
      "optimizer.schedule.warmup_steps <= train.max_steps when train.max_steps > 0"},
     {"optimizer.lr", "optimizer.schedule.min_lr", min_lr_above_lr, "optimizer.schedule.min_lr <= optimizer.lr"},
@@ -91,8 +96,19 @@ static int report_conflict(cfg_loader *L, const conflict *cf)
                      later_key->path, later_val, other_key->path, other_val, other_at);
 }
 
+/* Settings whose default follows another key: with precision bf16, gradients travel in bf16
+ * unless ddp.grad_dtype says otherwise (or the MPI backend, which reduces in float, is asked for). */
+static void derive_defaults(cfg_loader *L)
+{
+    config *c = L->c;
+    if (c->precision == PRECISION_BF16 && L->origin[cfg_key_find("ddp.grad_dtype")].source < 0 &&
+        c->ddp.backend != BACKEND_MPI)
+        c->ddp.grad_dtype = GRAD_BF16;
+}
+
 int cfg_check(cfg_loader *L)
 {
+    derive_defaults(L);
     int rc = check_required(L);
     if (!rc)
         rc = cfg_check_model(L);

@@ -24,6 +24,7 @@ static const char *const opt_names[] = {"sgd", "adamw", NULL};
 static const char *const sched_names[] = {"constant", "cosine", NULL};
 static const char *const backend_names[] = {"auto", "mpi", "nccl", NULL};
 static const char *const grad_dtype_names[] = {"fp32", "bf16", NULL};
+static const char *const precision_names[] = {"fp32", "bf16", NULL};
 static const char *const signal_names[] = {"SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", NULL};
 static const int signal_numbers[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT};
 
@@ -36,6 +37,7 @@ static const cfg_key keys_before_models[] = {
     ENUM("device", device, device_names, false),
     SECTION("cuda"),
     BOOL("cuda.tf32", cuda.tf32, false),
+    ENUM("precision", precision, precision_names, false),
     SECTION("model"),
     ENUM("model.kind", model.kind, cfg_model_kind_names, true),
 };

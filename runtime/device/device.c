@@ -9,30 +9,9 @@
 
 #include "runtime/base/log.h"
 #include "runtime/device/backend.h"
+#include "runtime/device/device_check.h"
 
 #include <stdio.h>
-
-/* Returns the op's failure from the calling checked_* function when pointer p is NULL. */
-#define NEED_POINTER(op, p)                                                                        \
-    do {                                                                                           \
-        if (!(p))                                                                                  \
-            return ddp_fail(err, DDP_ERUNTIME, "%s: %s is NULL", op, #p);                          \
-    } while (0)
-
-static int check_shape(const char *op, int64_t rows, int64_t cols, ddp_err *err)
-{
-    if (rows < 0 || cols < 0)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: negative shape [%lld, %lld]", op, (long long)rows,
-                        (long long)cols);
-    return DDP_OK;
-}
-
-static int check_act(const char *op, act_kind a, ddp_err *err)
-{
-    if (a != ACT_RELU && a != ACT_GELU && a != ACT_GELU_TANH)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: unknown activation %d", op, (int)a);
-    return DDP_OK;
-}
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
@@ -102,10 +81,25 @@ static int check_gemm_sizes(bool ta, bool tb, int64_t m, int64_t n, int64_t k, i
     return DDP_OK;
 }
 
-static int checked_gemm(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                        int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ddp_err *err)
+/* The operand types a backend can multiply: fp32 throughout, or (CUDA only) bf16 A and B into a
+ * bf16 or fp32 C. */
+static int check_gemm_types(const device *d, const char *op, tensor_dtype ab, tensor_dtype c_type, ddp_err *err)
 {
-    int rc = check_gemm_sizes(ta, tb, m, n, k, lda, ldb, ldc, err);
+    int rc = check_dtype(d, op, ab, err);
+    if (!rc)
+        rc = check_dtype(d, op, c_type, err);
+    if (!rc && ab == TENSOR_F32 && c_type != TENSOR_F32)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: fp32 A and B with a bf16 C is not a supported combination", op);
+    return rc;
+}
+
+static int checked_gemm(device *d, tensor_dtype ab, tensor_dtype c_type, bool ta, bool tb, int64_t m, int64_t n,
+                        int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, float beta,
+                        void *c, int64_t ldc, ddp_err *err)
+{
+    int rc = check_gemm_types(d, "gemm", ab, c_type, err);
+    if (!rc)
+        rc = check_gemm_sizes(ta, tb, m, n, k, lda, ldb, ldc, err);
     if (rc || m == 0 || n == 0)
         return rc;
     NEED_POINTER("gemm", c);
@@ -113,21 +107,25 @@ static int checked_gemm(device *d, bool ta, bool tb, int64_t m, int64_t n, int64
         NEED_POINTER("gemm", a);
         NEED_POINTER("gemm", b);
     }
-    return d->backend->gemm(d, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
+    return d->backend->gemm(d, ab, c_type, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
 }
 
 /* Each batch entry is a gemm; the strides must keep every C_i apart (|stride_c| >= the span of
  * one C matrix) and are otherwise the caller's business, as in cuBLAS. */
-static int checked_gemm_strided_batched(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                                        const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
-                                        int64_t stride_b, float beta, float *c, int64_t ldc, int64_t stride_c,
-                                        int64_t batch, ddp_err *err)
+static int checked_gemm_strided_batched(device *d, tensor_dtype ab, tensor_dtype c_type, bool ta, bool tb, int64_t m,
+                                        int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                                        int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta,
+                                        void *c, int64_t ldc, int64_t stride_c, int64_t batch, ddp_err *err)
 {
-    int rc = check_gemm_sizes(ta, tb, m, n, k, lda, ldb, ldc, err);
+    int rc = check_gemm_types(d, "gemm_strided_batched", ab, c_type, err);
+    if (rc)
+        return rc;
+    rc = check_gemm_sizes(ta, tb, m, n, k, lda, ldb, ldc, err);
     if (rc)
         return ddp_prefix(err, "gemm_strided_batched");
     if (batch < 0 || stride_a < 0 || stride_b < 0 || stride_c < 0)
-        return ddp_fail(err, DDP_ERUNTIME, "gemm_strided_batched: negative batch %lld or stride (a %lld, b %lld, c %lld)",
+        return ddp_fail(err, DDP_ERUNTIME,
+                        "gemm_strided_batched: negative batch %lld or stride (a %lld, b %lld, c %lld)",
                         (long long)batch, (long long)stride_a, (long long)stride_b, (long long)stride_c);
     if (batch == 0 || m == 0 || n == 0)
         return DDP_OK;
@@ -139,18 +137,19 @@ static int checked_gemm_strided_batched(device *d, bool ta, bool tb, int64_t m, 
         NEED_POINTER("gemm_strided_batched", a);
         NEED_POINTER("gemm_strided_batched", b);
     }
-    return d->backend->gemm_strided_batched(d, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
-                                            ldc, stride_c, batch, err);
+    return d->backend->gemm_strided_batched(d, ab, c_type, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b,
+                                            beta, c, ldc, stride_c, batch, err);
 }
 
 /* ---- element-wise ---------------------------------------------------------------------- */
 
-static int checked_fill(device *d, float *x, size_t n, float value, ddp_err *err)
+static int checked_fill(device *d, tensor_dtype t, void *x, size_t n, float value, ddp_err *err)
 {
-    if (n == 0)
-        return DDP_OK;
+    int rc = check_dtype(d, "fill", t, err);
+    if (rc || n == 0)
+        return rc;
     NEED_POINTER("fill", x);
-    return d->backend->fill(d, x, n, value, err);
+    return d->backend->fill(d, t, x, n, value, err);
 }
 
 static int checked_scale(device *d, float *x, size_t n, float s, ddp_err *err)
@@ -171,67 +170,80 @@ static int checked_u8_to_f32(device *d, const uint8_t *src, float *dst, size_t n
     return d->backend->u8_to_f32(d, src, dst, n, mean, inv_std, err);
 }
 
-static int checked_bias_add(device *d, float *y, const float *b, int64_t rows, int64_t cols, ddp_err *err)
+static int checked_bias_add(device *d, tensor_dtype t, void *y, const void *b, int64_t rows, int64_t cols,
+                            ddp_err *err)
 {
-    int rc = check_shape("bias_add", rows, cols, err);
+    int rc = check_dtype(d, "bias_add", t, err);
+    if (!rc)
+        rc = check_shape("bias_add", rows, cols, err);
     if (rc || rows == 0 || cols == 0)
         return rc;
     NEED_POINTER("bias_add", y);
     NEED_POINTER("bias_add", b);
-    return d->backend->bias_add(d, y, b, rows, cols, err);
+    return d->backend->bias_add(d, t, y, b, rows, cols, err);
 }
 
-static int checked_act_forward(device *d, act_kind a, const float *x, float *y, size_t n, ddp_err *err)
+static int checked_act_forward(device *d, tensor_dtype t, act_kind a, const void *x, void *y, size_t n,
+                               ddp_err *err)
 {
-    int rc = check_act("act_forward", a, err);
+    int rc = check_dtype(d, "act_forward", t, err);
+    if (!rc)
+        rc = check_act("act_forward", a, err);
     if (rc || n == 0)
         return rc;
     NEED_POINTER("act_forward", x);
     NEED_POINTER("act_forward", y);
-    return d->backend->act_forward(d, a, x, y, n, err);
+    return d->backend->act_forward(d, t, a, x, y, n, err);
 }
 
-static int checked_act_backward(device *d, act_kind a, const float *x, const float *dy, float *dx, size_t n,
-                                ddp_err *err)
+static int checked_act_backward(device *d, tensor_dtype t, act_kind a, const void *x, const void *dy, void *dx,
+                                size_t n, ddp_err *err)
 {
-    int rc = check_act("act_backward", a, err);
+    int rc = check_dtype(d, "act_backward", t, err);
+    if (!rc)
+        rc = check_act("act_backward", a, err);
     if (rc || n == 0)
         return rc;
     NEED_POINTER("act_backward", x);
     NEED_POINTER("act_backward", dy);
     NEED_POINTER("act_backward", dx);
-    return d->backend->act_backward(d, a, x, dy, dx, n, err);
+    return d->backend->act_backward(d, t, a, x, dy, dx, n, err);
 }
 
-static int checked_add(device *d, float *out, const float *a, const float *b, size_t n, ddp_err *err)
+static int checked_add(device *d, tensor_dtype t, void *out, const void *a, const void *b, size_t n, ddp_err *err)
 {
-    if (n == 0)
-        return DDP_OK;
+    int rc = check_dtype(d, "add", t, err);
+    if (rc || n == 0)
+        return rc;
     NEED_POINTER("add", out);
     NEED_POINTER("add", a);
     NEED_POINTER("add", b);
-    return d->backend->add(d, out, a, b, n, err);
+    return d->backend->add(d, t, out, a, b, n, err);
 }
 
 /* ---- reductions ------------------------------------------------------------------------ */
 
 /* No rows still writes db (beta 0 clears it), so only an empty row is nothing to do. */
-static int checked_bias_grad(device *d, const float *dy, float *db, int64_t rows, int64_t cols, float beta,
-                             ddp_err *err)
+static int checked_bias_grad(device *d, tensor_dtype t, const void *dy, float *db, int64_t rows, int64_t cols,
+                             float beta, ddp_err *err)
 {
-    int rc = check_shape("bias_grad", rows, cols, err);
+    int rc = check_dtype(d, "bias_grad", t, err);
+    if (!rc)
+        rc = check_shape("bias_grad", rows, cols, err);
     if (rc || cols == 0)
         return rc;
     NEED_POINTER("bias_grad", db);
     if (rows > 0)
         NEED_POINTER("bias_grad", dy);
-    return d->backend->bias_grad(d, dy, db, rows, cols, beta, err);
+    return d->backend->bias_grad(d, t, dy, db, rows, cols, beta, err);
 }
 
-static int checked_softmax_xent(device *d, const float *logits, int64_t ld, const int32_t *labels, int64_t rows,
-                                int64_t cols, float grad_scale, float *dlogits, float *stats, ddp_err *err)
+static int checked_softmax_xent(device *d, tensor_dtype t, const void *logits, int64_t ld, const int32_t *labels,
+                                int64_t rows, int64_t cols, float grad_scale, void *dlogits, float *stats, ddp_err *err)
 {
-    int rc = check_shape("softmax_xent", rows, cols, err);
+    int rc = check_dtype(d, "softmax_xent", t, err);
+    if (!rc)
+        rc = check_shape("softmax_xent", rows, cols, err);
     if (rc || rows == 0)
         return rc;
     if (cols == 0)
@@ -242,7 +254,7 @@ static int checked_softmax_xent(device *d, const float *logits, int64_t ld, cons
     NEED_POINTER("softmax_xent", logits);
     NEED_POINTER("softmax_xent", labels);
     NEED_POINTER("softmax_xent", stats);
-    return d->backend->softmax_xent(d, logits, ld, labels, rows, cols, grad_scale, dlogits, stats, err);
+    return d->backend->softmax_xent(d, t, logits, ld, labels, rows, cols, grad_scale, dlogits, stats, err);
 }
 
 /* The sum of nothing is 0, which the backend still writes to out (a device double). */
@@ -317,165 +329,17 @@ static int checked_cast_bf16_to_f32(device *d, const uint16_t *src, float *dst, 
     return d->backend->cast_bf16_to_f32(d, src, dst, n, scale, err);
 }
 
-/* ---- the transformer's ops --------------------------------------------------------------- */
-
-/* B, T, C (or NH, hs) of a transformer op: all >= 0; true in *empty when there is nothing to do. */
-static int check_btc(const char *op, int64_t b, int64_t t, int64_t c, bool *empty, ddp_err *err)
+static int checked_cast_f32_to_bf16_stochastic(device *d, const float *src, uint16_t *dst, size_t n, uint64_t seed,
+                                               uint64_t step, uint64_t first, ddp_err *err)
 {
-    *empty = true;
-    if (b < 0 || t < 0 || c < 0)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: negative size (%lld, %lld, %lld)", op, (long long)b, (long long)t,
-                        (long long)c);
-    *empty = b == 0 || t == 0 || c == 0;
-    return DDP_OK;
-}
-
-static int check_heads(const char *op, int64_t B, int64_t T, int64_t NH, int64_t hs, bool *empty, ddp_err *err)
-{
-    int rc = check_btc(op, B, T, NH, empty, err);
-    if (!rc && hs < 0)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: negative head size %lld", op, (long long)hs);
-    *empty = *empty || hs == 0;
-    return rc;
-}
-
-static int checked_embedding_forward(device *d, float *out, const int32_t *tokens, const float *wte, const float *wpe,
-                                     int64_t B, int64_t T, int64_t C, ddp_err *err)
-{
-    bool empty;
-    int rc = check_btc("embedding_forward", B, T, C, &empty, err);
-    if (rc || empty)
-        return rc;
-    NEED_POINTER("embedding_forward", out);
-    NEED_POINTER("embedding_forward", tokens);
-    NEED_POINTER("embedding_forward", wte);
-    NEED_POINTER("embedding_forward", wpe);
-    return d->backend->embedding_forward(d, out, tokens, wte, wpe, B, T, C, err);
-}
-
-static int checked_embedding_backward(device *d, float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
-                                      int64_t B, int64_t T, int64_t C, ddp_err *err)
-{
-    bool empty;
-    int rc = check_btc("embedding_backward", B, T, C, &empty, err);
-    if (rc || empty)
-        return rc;
-    NEED_POINTER("embedding_backward", dwte);
-    NEED_POINTER("embedding_backward", dwpe);
-    NEED_POINTER("embedding_backward", dout);
-    NEED_POINTER("embedding_backward", tokens);
-    return d->backend->embedding_backward(d, dwte, dwpe, dout, tokens, B, T, C, err);
-}
-
-static int checked_layernorm_forward(device *d, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                                     const float *b, int64_t N, int64_t C, ddp_err *err)
-{
-    int rc = check_shape("layernorm_forward", N, C, err);
-    if (rc || N == 0)
-        return rc;
-    if (C == 0)
-        return ddp_fail(err, DDP_ERUNTIME, "layernorm_forward: rows of zero channels have no mean");
-    NEED_POINTER("layernorm_forward", out);
-    NEED_POINTER("layernorm_forward", mean);
-    NEED_POINTER("layernorm_forward", rstd);
-    NEED_POINTER("layernorm_forward", inp);
-    NEED_POINTER("layernorm_forward", w);
-    NEED_POINTER("layernorm_forward", b);
-    return d->backend->layernorm_forward(d, out, mean, rstd, inp, w, b, N, C, err);
-}
-
-static int checked_layernorm_backward(device *d, float *dinp, float *dw, float *db, const float *dout,
-                                      const float *inp, const float *w, const float *mean, const float *rstd,
-                                      int64_t N, int64_t C, ddp_err *err)
-{
-    int rc = check_shape("layernorm_backward", N, C, err);
-    if (rc || N == 0 || C == 0)
-        return rc;
-    NEED_POINTER("layernorm_backward", dinp);
-    NEED_POINTER("layernorm_backward", dw);
-    NEED_POINTER("layernorm_backward", db);
-    NEED_POINTER("layernorm_backward", dout);
-    NEED_POINTER("layernorm_backward", inp);
-    NEED_POINTER("layernorm_backward", w);
-    NEED_POINTER("layernorm_backward", mean);
-    NEED_POINTER("layernorm_backward", rstd);
-    return d->backend->layernorm_backward(d, dinp, dw, db, dout, inp, w, mean, rstd, N, C, err);
-}
-
-static int checked_attention_split_heads(device *d, float *q, float *k, float *v, const float *qkv, int64_t B,
-                                         int64_t T, int64_t NH, int64_t hs, ddp_err *err)
-{
-    bool empty;
-    int rc = check_heads("attention_split_heads", B, T, NH, hs, &empty, err);
-    if (rc || empty)
-        return rc;
-    NEED_POINTER("attention_split_heads", q);
-    NEED_POINTER("attention_split_heads", k);
-    NEED_POINTER("attention_split_heads", v);
-    NEED_POINTER("attention_split_heads", qkv);
-    return d->backend->attention_split_heads(d, q, k, v, qkv, B, T, NH, hs, err);
-}
-
-static int checked_attention_merge_heads(device *d, float *out, const float *y, int64_t B, int64_t T, int64_t NH,
-                                         int64_t hs, ddp_err *err)
-{
-    bool empty;
-    int rc = check_heads("attention_merge_heads", B, T, NH, hs, &empty, err);
-    if (rc || empty)
-        return rc;
-    NEED_POINTER("attention_merge_heads", out);
-    NEED_POINTER("attention_merge_heads", y);
-    return d->backend->attention_merge_heads(d, out, y, B, T, NH, hs, err);
-}
-
-static int checked_attention_split_heads_grad(device *d, float *dy, const float *dout, int64_t B, int64_t T,
-                                              int64_t NH, int64_t hs, ddp_err *err)
-{
-    bool empty;
-    int rc = check_heads("attention_split_heads_grad", B, T, NH, hs, &empty, err);
-    if (rc || empty)
-        return rc;
-    NEED_POINTER("attention_split_heads_grad", dy);
-    NEED_POINTER("attention_split_heads_grad", dout);
-    return d->backend->attention_split_heads_grad(d, dy, dout, B, T, NH, hs, err);
-}
-
-static int checked_attention_merge_heads_grad(device *d, float *dqkv, const float *dq, const float *dk,
-                                              const float *dv, int64_t B, int64_t T, int64_t NH, int64_t hs,
-                                              ddp_err *err)
-{
-    bool empty;
-    int rc = check_heads("attention_merge_heads_grad", B, T, NH, hs, &empty, err);
-    if (rc || empty)
-        return rc;
-    NEED_POINTER("attention_merge_heads_grad", dqkv);
-    NEED_POINTER("attention_merge_heads_grad", dq);
-    NEED_POINTER("attention_merge_heads_grad", dk);
-    NEED_POINTER("attention_merge_heads_grad", dv);
-    return d->backend->attention_merge_heads_grad(d, dqkv, dq, dk, dv, B, T, NH, hs, err);
-}
-
-static int checked_causal_softmax_forward(device *d, float *att, const float *preatt, float scale, int64_t BH,
-                                          int64_t T, ddp_err *err)
-{
-    int rc = check_shape("causal_softmax_forward", BH, T, err);
-    if (rc || BH == 0 || T == 0)
-        return rc;
-    NEED_POINTER("causal_softmax_forward", att);
-    NEED_POINTER("causal_softmax_forward", preatt);
-    return d->backend->causal_softmax_forward(d, att, preatt, scale, BH, T, err);
-}
-
-static int checked_causal_softmax_backward(device *d, float *dpreatt, const float *datt, const float *att, float scale,
-                                           int64_t BH, int64_t T, ddp_err *err)
-{
-    int rc = check_shape("causal_softmax_backward", BH, T, err);
-    if (rc || BH == 0 || T == 0)
-        return rc;
-    NEED_POINTER("causal_softmax_backward", dpreatt);
-    NEED_POINTER("causal_softmax_backward", datt);
-    NEED_POINTER("causal_softmax_backward", att);
-    return d->backend->causal_softmax_backward(d, dpreatt, datt, att, scale, BH, T, err);
+    if (n == 0)
+        return DDP_OK;
+    NEED_POINTER("cast_f32_to_bf16_stochastic", src);
+    NEED_POINTER("cast_f32_to_bf16_stochastic", dst);
+    if (first > UINT64_MAX - n)
+        return ddp_fail(err, DDP_ERUNTIME, "cast_f32_to_bf16_stochastic: element indices %llu + %zu overflow",
+                        (unsigned long long)first, n);
+    return d->backend->cast_f32_to_bf16_stochastic(d, src, dst, n, seed, step, first, err);
 }
 
 /* ---- interval timer -------------------------------------------------------------------- */

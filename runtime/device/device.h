@@ -6,7 +6,8 @@
  * copied), so results meant for the host (loss sums, the gradient norm) stay in device memory
  * until a caller downloads them, where it reports them; host_waits() counts the waits.
  * Pointers passed to ops are device pointers from alloc(); sizes are size_t/int64_t throughout,
- * so tensors with more than INT_MAX elements are fine.
+ * so tensors with more than INT_MAX elements are fine. Ops on activations take the tensors'
+ * element type (tensor_dtype) and void pointers; gradients and optimizer state are always float.
  * Matrices are row-major. Ops are shaped so a transformer adds ops rather than changing these.
  * This layer must not know about models, optimizers' schedules, ranks or communication.
  *
@@ -24,8 +25,9 @@
  * that generates the ops-table field `int (*name)(params, ddp_err *err)`, both backends' tables
  * and their function declarations (backend.h). Adding a device op:
  *   1. one OP(...) line in its family's block here, with a comment saying what it computes;
- *   2. its argument contract in device.c: `checked_NAME`, which rejects bad arguments, returns
- *      on an empty job and forwards to d->backend->NAME;
+ *   2. its argument contract in device.c (the transformer family's: device_check_transformer.c):
+ *      `checked_NAME`, which rejects bad arguments, returns on an empty job and forwards to
+ *      d->backend->NAME;
  *   3. the CPU function `device_cpu_NAME` in kernels/FAMILY_cpu.c;
  *   4. the CUDA kernel and its host launcher `extern "C" int device_cuda_NAME` in kernels/FAMILY.cu;
  *   5. a test: CPU against a reference (tests/runtime/device/test_device_cpu.c), CUDA against CPU
@@ -49,6 +51,15 @@ extern "C" {
 
 typedef struct device device;
 typedef struct device_timer device_timer;
+
+/* Element type of the tensors an op computes on (activations, GEMM operands): float, or bfloat16
+ * (2 bytes, stored as uint16_t bits; the CUDA backend's mixed precision, with float arithmetic
+ * inside every kernel). Gradients, optimizer state, losses and LayerNorm statistics are always
+ * float. The CPU backend computes in float only: a TENSOR_BF16 op there is refused. */
+typedef enum { TENSOR_F32, TENSOR_BF16 } tensor_dtype;
+
+/* Bytes per element of t. */
+static inline size_t tensor_dtype_size(tensor_dtype t) { return t == TENSOR_BF16 ? 2 : 4; }
 
 typedef struct sgd_args {
     float lr, momentum, weight_decay;
@@ -79,45 +90,54 @@ typedef struct adamw_args {
 
 /* ---- GEMM (device_cpu.c: oneDNN or OpenBLAS; device_cuda.c: cuBLAS) -------------------------- */
 /* C[m,n] = alpha * op(A)[m,k] · op(B)[k,n] + beta * C, row-major, ld = row stride in elements;
- * beta 0 overwrites C without reading it. */
+ * beta 0 overwrites C without reading it. A and B are of type ab, C of type c_type: (F32, F32),
+ * or on CUDA (BF16, BF16) and (BF16, F32) with fp32 accumulation (the weight gradients of the
+ * mixed-precision path add bf16 products into fp32 gradients). */
 #define DEVICE_GEMM_OPS(OP)                                                                        \
-    OP(gemm, (device *d, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, \
-              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,      \
-              int64_t ldc))                                                                        \
-    /* For i in [0, batch): C_i = alpha * op(A_i) · op(B_i) + beta * C_i with X_i = x + i*stride_x, \
-     * each as gemm above (attention's per-head products). No C_i may overlap another, A or B. */ \
-    OP(gemm_strided_batched, (device *d, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,  \
-                              float alpha, const float *a, int64_t lda, int64_t stride_a,          \
-                              const float *b, int64_t ldb, int64_t stride_b, float beta, float *c, \
-                              int64_t ldc, int64_t stride_c, int64_t batch))
+    OP(gemm, (device *d, tensor_dtype ab, tensor_dtype c_type, bool trans_a, bool trans_b, int64_t m, \
+              int64_t n, int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, \
+              float beta, void *c, int64_t ldc))                                                   \
+    /* For i in [0, batch): C_i = alpha * op(A_i) · op(B_i) + beta * C_i with X_i = x + i*stride_x \
+     * elements, each as gemm above (attention's per-head products). No C_i may overlap another, \
+     * A or B. */                                                                                  \
+    OP(gemm_strided_batched, (device *d, tensor_dtype ab, tensor_dtype c_type, bool trans_a, bool trans_b, \
+                              int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda, \
+                              int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta, \
+                              void *c, int64_t ldc, int64_t stride_c, int64_t batch))
 
-/* ---- element-wise (kernels/elementwise_cpu.c, kernels/elementwise.cu) ------------------------ */
+/* ---- element-wise (kernels/elementwise_cpu.c, kernels/elementwise.cu) ------------------------
+ * t is the element type of every void* tensor of the op: they are read and written in it, and
+ * computed in float. */
 #define DEVICE_ELEMENTWISE_OPS(OP)                                                                 \
-    OP(fill, (device *d, float *x, size_t n, float value))                                         \
+    OP(fill, (device *d, tensor_dtype t, void *x, size_t n, float value))                          \
     OP(scale, (device *d, float *x, size_t n, float s))                                            \
     /* dst[i] = (src[i] / 255 - mean) * inv_std */                                                 \
     OP(u8_to_f32, (device *d, const uint8_t *src, float *dst, size_t n, float mean, float inv_std)) \
     /* y[r,c] += b[c] */                                                                           \
-    OP(bias_add, (device *d, float *y, const float *b, int64_t rows, int64_t cols))                \
+    OP(bias_add, (device *d, tensor_dtype t, void *y, const void *b, int64_t rows, int64_t cols))  \
     /* y = act(x): ReLU, exact (erf) GELU as torch.nn.GELU(), or GPT-2's tanh-approximated GELU */ \
-    OP(act_forward, (device *d, act_kind a, const float *x, float *y, size_t n))                   \
+    OP(act_forward, (device *d, tensor_dtype t, act_kind a, const void *x, void *y, size_t n))     \
     /* dx = dy * act'(x), x is the pre-activation input */                                         \
-    OP(act_backward, (device *d, act_kind a, const float *x, const float *dy, float *dx, size_t n)) \
+    OP(act_backward, (device *d, tensor_dtype t, act_kind a, const void *x, const void *dy, void *dx, \
+                      size_t n))                                                                   \
     /* out = a + b; out may be a or b itself (not a partial overlap): the residual stream */       \
-    OP(add, (device *d, float *out, const float *a, const float *b, size_t n))
+    OP(add, (device *d, tensor_dtype t, void *out, const void *a, const void *b, size_t n))
 
 /* ---- reductions (kernels/reduce_cpu.c, kernels/reduce.cu): deterministic, sums in double ----- */
 #define DEVICE_REDUCE_OPS(OP)                                                                      \
-    /* db[c] = beta * db[c] + sum_r dy[r,c]   (beta is 0 or 1; 0 overwrites db unread) */          \
-    OP(bias_grad, (device *d, const float *dy, float *db, int64_t rows, int64_t cols, float beta)) \
+    /* db[c] = beta * db[c] + sum_r dy[r,c]   (beta is 0 or 1; 0 overwrites db unread); dy of     \
+     * type t, db float (a gradient) */                                                            \
+    OP(bias_grad, (device *d, tensor_dtype t, const void *dy, float *db, int64_t rows, int64_t cols, \
+                   float beta))                                                                    \
     /* Row-wise softmax cross-entropy over the first cols of rows with stride ld >= cols (columns \
      * cols..ld-1 are padding, never read). dlogits = (softmax - onehot) * grad_scale, 0 in the    \
-     * padding; dlogits may be NULL (evaluation) or logits itself (in place). stats[0] += sum of   \
-     * per-row losses, stats[1] += rows whose argmax is the label (stats is a device float[2]). A  \
-     * label outside [0, cols): the CPU backend fails before writing anything, the CUDA backend    \
-     * (which cannot see it without waiting) makes the loss NaN. */                                \
-    OP(softmax_xent, (device *d, const float *logits, int64_t ld, const int32_t *labels, int64_t rows, \
-                      int64_t cols, float grad_scale, float *dlogits, float *stats))               \
+     * padding; dlogits may be NULL (evaluation) or logits itself (in place); both of type t, the  \
+     * softmax computed in float from them. stats[0] += sum of per-row losses, stats[1] += rows    \
+     * whose argmax is the label (stats is a device float[2]). A label outside [0, cols): the CPU  \
+     * backend fails before writing anything, the CUDA backend (which cannot see it without        \
+     * waiting) makes the loss NaN. */                                                             \
+    OP(softmax_xent, (device *d, tensor_dtype t, const void *logits, int64_t ld, const int32_t *labels, \
+                      int64_t rows, int64_t cols, float grad_scale, void *dlogits, float *stats))  \
     /* *out = sum x[i]^2 in double, deterministic (same order every call); out is a device double  \
      * (0 when n is 0), written in stream order: download it to read it */                         \
     OP(sumsq, (device *d, const float *x, size_t n, double *out))                                  \
@@ -138,49 +158,58 @@ typedef struct adamw_args {
     OP(adamw_step, (device *d, float *p, const float *g, const float *scale, float *m, float *v,   \
                     size_t n, const adamw_args *args))
 
-/* ---- bfloat16 casts for ddp.grad_dtype: bf16 (kernels/cast_cpu.c, kernels/cast.cu) ----------- */
+/* ---- bfloat16 casts: ddp.grad_dtype bf16, precision bf16 (kernels/cast_cpu.c, kernels/cast.cu) -- */
 #define DEVICE_CAST_OPS(OP)                                                                        \
     /* dst[i] = bf16(src[i]), rounded to nearest-even (NaN stays NaN) */                           \
     OP(cast_f32_to_bf16, (device *d, const float *src, uint16_t *dst, size_t n))                   \
     /* dst[i] = float(src[i]) * scale */                                                           \
-    OP(cast_bf16_to_f32, (device *d, const uint16_t *src, float *dst, size_t n, float scale))
+    OP(cast_bf16_to_f32, (device *d, const uint16_t *src, float *dst, size_t n, float scale))   \
+    /* dst[i] = src[i] rounded to bf16 stochastically: up with probability (src - down) / (up -    \
+     * down) for its two bf16 neighbours, from 16 random bits that depend only on (seed, step,     \
+     * first + i). So the fp32 master weights' bf16 copy is unbiased and reproducible: the same   \
+     * element rounds the same way whichever rank, launch or world size computes it. NaN and inf   \
+     * stay themselves; a value that would round past the largest bf16 becomes inf. */            \
+    OP(cast_f32_to_bf16_stochastic, (device *d, const float *src, uint16_t *dst, size_t n, uint64_t seed, \
+                                     uint64_t step, uint64_t first))
 
 /* ---- the transformer's ops (kernels/transformer_cpu.c, kernels/transformer.cu) ----------------
  * Shapes: B sequences of T positions, C channels, NH heads of hs = C/NH; [B,T,C] tensors are
  * row-major. "+=" outputs accumulate (gradients of shared or residual inputs), "=" outputs are
- * overwritten. Deterministic for a given thread count and GPU: no float atomics. */
+ * overwritten. t is the type of every void* tensor (activations and the parameters they are
+ * computed from); parameter gradients and LayerNorm's statistics are float. Deterministic for a
+ * given thread count and GPU: no float atomics. */
 #define DEVICE_TRANSFORMER_OPS(OP)                                                                 \
     /* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]; tokens in [0, rows of wte) */                  \
-    OP(embedding_forward, (device *d, float *out, const int32_t *tokens, const float *wte,        \
-                           const float *wpe, int64_t B, int64_t T, int64_t C))                      \
+    OP(embedding_forward, (device *d, tensor_dtype t, void *out, const int32_t *tokens, const void *wte, \
+                           const void *wpe, int64_t B, int64_t T, int64_t C))                       \
     /* dwte[tokens[b,t],:] += dout[b,t,:], dwpe[t,:] += sum_b dout[b,t,:] */                       \
-    OP(embedding_backward, (device *d, float *dwte, float *dwpe, const float *dout,               \
+    OP(embedding_backward, (device *d, tensor_dtype t, float *dwte, float *dwpe, const void *dout, \
                             const int32_t *tokens, int64_t B, int64_t T, int64_t C))                \
     /* out = (inp - mean) * rstd * w + b per row of C (eps 1e-5, biased variance); mean and rstd  \
      * [N] are saved for the backward */                                                           \
-    OP(layernorm_forward, (device *d, float *out, float *mean, float *rstd, const float *inp,      \
-                           const float *w, const float *b, int64_t N, int64_t C))                   \
+    OP(layernorm_forward, (device *d, tensor_dtype t, void *out, float *mean, float *rstd, const void *inp, \
+                           const void *w, const void *b, int64_t N, int64_t C))                     \
     /* dinp += d/dinp, dw += sum dout * xhat, db += sum dout */                                    \
-    OP(layernorm_backward, (device *d, float *dinp, float *dw, float *db, const float *dout,       \
-                            const float *inp, const float *w, const float *mean, const float *rstd,\
+    OP(layernorm_backward, (device *d, tensor_dtype t, void *dinp, float *dw, float *db, const void *dout, \
+                            const void *inp, const void *w, const float *mean, const float *rstd,  \
                             int64_t N, int64_t C))                                                  \
     /* qkv [B,T,3C] ([q | k | v], head h at channels h*hs..) = q, k, v [B,NH,T,hs] */             \
-    OP(attention_split_heads, (device *d, float *q, float *k, float *v, const float *qkv,         \
+    OP(attention_split_heads, (device *d, tensor_dtype t, void *q, void *k, void *v, const void *qkv, \
                                int64_t B, int64_t T, int64_t NH, int64_t hs))                       \
     /* y [B,NH,T,hs] -> out [B,T,C] (=), heads concatenated in order */                            \
-    OP(attention_merge_heads, (device *d, float *out, const float *y, int64_t B, int64_t T,       \
+    OP(attention_merge_heads, (device *d, tensor_dtype t, void *out, const void *y, int64_t B, int64_t T, \
                                int64_t NH, int64_t hs))                                             \
     /* backward of merge_heads: dy [B,NH,T,hs] (=) from dout [B,T,C] */                            \
-    OP(attention_split_heads_grad, (device *d, float *dy, const float *dout, int64_t B, int64_t T, \
-                                    int64_t NH, int64_t hs))                                        \
+    OP(attention_split_heads_grad, (device *d, tensor_dtype t, void *dy, const void *dout, int64_t B, \
+                                    int64_t T, int64_t NH, int64_t hs))                             \
     /* backward of split_heads: dqkv [B,T,3C] (=) from dq, dk, dv */                               \
-    OP(attention_merge_heads_grad, (device *d, float *dqkv, const float *dq, const float *dk,     \
-                                    const float *dv, int64_t B, int64_t T, int64_t NH, int64_t hs)) \
+    OP(attention_merge_heads_grad, (device *d, tensor_dtype t, void *dqkv, const void *dq, const void *dk, \
+                                    const void *dv, int64_t B, int64_t T, int64_t NH, int64_t hs))  \
     /* att [BH,T,T] (=) = causal softmax of scale * preatt (j <= t), exactly 0 above the diagonal */ \
-    OP(causal_softmax_forward, (device *d, float *att, const float *preatt, float scale,          \
+    OP(causal_softmax_forward, (device *d, tensor_dtype t, void *att, const void *preatt, float scale, \
                                 int64_t BH, int64_t T))                                             \
     /* dpreatt (=) from datt and the forward's att, scale folded in; 0 above the diagonal */       \
-    OP(causal_softmax_backward, (device *d, float *dpreatt, const float *datt, const float *att,   \
+    OP(causal_softmax_backward, (device *d, tensor_dtype t, void *dpreatt, const void *datt, const void *att, \
                                  float scale, int64_t BH, int64_t T))
 
 /* ---- interval timer (device_cpu.c, device_cuda.c) -----------------------------------------------

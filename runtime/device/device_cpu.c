@@ -95,8 +95,8 @@ int device_cpu_host_waits(device *d, uint64_t *count, ddp_err *err)
 
 /* ---- GEMM ------------------------------------------------------------------------------ */
 
-int device_cpu_gemm(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                    int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ddp_err *err)
+static int cpu_gemm_f32(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                        int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ddp_err *err)
 {
     (void)d;
     if (k == 0 || alpha == 0.0f) {
@@ -136,10 +136,10 @@ int device_cpu_gemm(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k
  * nothing to split, so the k sum is never divided among threads, as oneDNN may do for a lone
  * multi-threaded call. Cost: batch == 1 runs on one thread, fine for attention (batch = B·NH).
  * No `if` clause on purpose: an inactive region would let oneDNN thread the call. */
-int device_cpu_gemm_strided_batched(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                                    const float *a, int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
-                                    int64_t stride_b, float beta, float *c, int64_t ldc, int64_t stride_c,
-                                    int64_t batch, ddp_err *err)
+static int cpu_gemm_strided_batched_f32(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                        float alpha, const float *a, int64_t lda, int64_t stride_a, const float *b,
+                                        int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
+                                        int64_t stride_c, int64_t batch, ddp_err *err)
 {
     if (k == 0 || alpha == 0.0f) {
         ddp_cpu_scale_matrices(c, m, n, ldc, stride_c, batch, beta);
@@ -166,8 +166,8 @@ int device_cpu_gemm_strided_batched(device *d, bool ta, bool tb, int64_t m, int6
 #else
     /* OpenBLAS threads each call itself (over m and n, never k): one call after another */
     for (int64_t i = 0; i < batch; i++) {
-        int rc = device_cpu_gemm(d, ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
-                                 c + i * stride_c, ldc, err);
+        int rc = cpu_gemm_f32(d, ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+                              c + i * stride_c, ldc, err);
         if (rc)
             return rc;
     }
@@ -254,4 +254,26 @@ int device_cpu_backend_create(device **out, ddp_err *err)
 #endif
     *out = d;
     return DDP_OK;
+}
+
+/* ---- entry points: device.c admits only TENSOR_F32 on the CPU, so the types are not looked at */
+
+int device_cpu_gemm(device *d, tensor_dtype ab, tensor_dtype c_type, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                    int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, float beta, void *c,
+                    int64_t ldc, ddp_err *err)
+{
+    (void)ab;
+    (void)c_type;
+    return cpu_gemm_f32(d, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
+}
+
+int device_cpu_gemm_strided_batched(device *d, tensor_dtype ab, tensor_dtype c_type, bool trans_a, bool trans_b,
+                                    int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
+                                    int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
+                                    int64_t ldc, int64_t stride_c, int64_t batch, ddp_err *err)
+{
+    (void)ab;
+    (void)c_type;
+    return cpu_gemm_strided_batched_f32(d, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
+                                        c, ldc, stride_c, batch, err);
 }

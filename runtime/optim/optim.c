@@ -18,7 +18,7 @@ static int alloc_zeroed(device *d, size_t n, float **out, ddp_err *err)
     void *p = NULL;
     int rc = d->ops->alloc(d, n * sizeof(float), &p, err);
     if (!rc)
-        rc = d->ops->fill(d, p, n, 0.0f, err);
+        rc = d->ops->fill(d, TENSOR_F32, p, n, 0.0f, err);
     if (rc) {
         if (p)
             d->ops->free(d, p);
@@ -40,7 +40,7 @@ static int alloc_norm_scalars(optimizer *o, ddp_err *err)
     if (!rc)
         rc = d->ops->upload(d, o->grad_sumsq, &zero, sizeof zero, err);
     if (!rc)
-        rc = d->ops->fill(d, o->clip_scale, 1, 1.0f, err);
+        rc = d->ops->fill(d, TENSOR_F32, o->clip_scale, 1, 1.0f, err);
     return rc ? ddp_prefix(err, "optimizer: gradient norm scalars") : DDP_OK;
 }
 

@@ -168,7 +168,8 @@ static inline int gfx_upload_params(gfx *f, const char *prefix)
         m->dev->ops->upload(m->dev, m->params + m->tensors[i].offset, h, m->tensors[i].numel * 4, NULL);
         free(h);
     }
-    return 0;
+    /* the bf16 compute copy, where the model has one, from these parameters */
+    return model_params_changed(m, 0, 0, NULL) != DDP_OK;
 }
 
 static inline void *gfx_device_copy(device *d, const void *host, size_t bytes)
@@ -180,8 +181,9 @@ static inline void *gfx_device_copy(device *d, const void *host, size_t bytes)
     return p;
 }
 
-/* The reference GPT-2 with parameters init.* on dev; 0 on success. Call gfx_teardown either way. */
-static inline int gfx_setup(gfx *f, device *dev)
+/* The reference GPT-2 with parameters init.* on dev, computing in `compute`; 0 on success. Call
+ * gfx_teardown either way. */
+static inline int gfx_setup(gfx *f, device *dev, tensor_dtype compute)
 {
     memset(f, 0, sizeof *f);
     f->dev = dev;
@@ -190,7 +192,7 @@ static inline int gfx_setup(gfx *f, device *dev)
     ddp_err err = {0};
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T},
                           .n_classes = f->shape.vocab_size};
-    if (gpt2_create(&f->shape, dev, &data, f->B, &f->m, &err)) {
+    if (gpt2_create(&f->shape, compute, dev, &data, f->B, &f->m, &err)) {
         fprintf(stderr, "fixture setup: %s\n", err.msg);
         return 1;
     }
@@ -217,6 +219,38 @@ static inline void gfx_teardown(gfx *f)
         f->dev->ops->free(f->dev, f->targets);
         f->dev->ops->free(f->dev, f->stats);
     }
+}
+
+/* The README's AdamW (lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on the 2-D tensors
+ * only), clipping the global gradient norm to clip (0 = off). */
+static inline optimizer *gfx_make_adamw(gfx *f, double clip)
+{
+    config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.optimizer.kind = OPT_ADAMW;
+    cfg.optimizer.lr = 1e-3;
+    cfg.optimizer.beta1 = 0.9;
+    cfg.optimizer.beta2 = 0.95;
+    cfg.optimizer.eps = 1e-8;
+    cfg.optimizer.weight_decay = 0.1;
+    cfg.optimizer.grad_clip = clip;
+    cfg.optimizer.schedule.kind = SCHED_CONSTANT;
+    optimizer *o = NULL;
+    ddp_err err = {0};
+    CHECK(optim_create(&cfg, f->dev, f->m->n_params, &o, &err) == 0, "optim_create: %s", err.msg);
+    /* the README's param groups: decay on the 2-D tensors only */
+    optim_span *spans = malloc((size_t)f->m->n_tensors * sizeof *spans);
+    int n = 0;
+    for (int i = 0; i < f->m->n_tensors; i++) {
+        const param_tensor *t = &f->m->tensors[i];
+        CHECK(t->weight_decay == (t->ndim == 2), "%s: weight_decay %d for a %d-D tensor", t->name, t->weight_decay,
+              t->ndim);
+        if (!t->weight_decay)
+            spans[n++] = (optim_span){t->offset, t->numel};
+    }
+    CHECK(optim_set_no_decay(o, spans, n, &err) == 0, "optim_set_no_decay: %s", err.msg);
+    free(spans);
+    return o;
 }
 
 static inline model_batch gfx_batch(const gfx *f)

@@ -8,10 +8,10 @@
 #include "runtime/device/device.h"
 
 /* The logits of the last forward pass; their row stride must be the padded vocabulary. */
-static const float *model_logits(const model *m)
+static const void *model_logits(const model *m)
 {
     int64_t ld = 0;
-    const float *p = m->ops->logits(m, &ld);
+    const void *p = m->ops->logits(m, &ld);
     CHECK(ld == gpt2_vocab_padded(m->io.sample.n_classes), "logits row stride %lld", (long long)ld);
     return p;
 }
@@ -51,14 +51,14 @@ static double host_loss(const gfx *f, const int32_t *targets_host)
 static int evaluate(gfx *f, ddp_err *err)
 {
     model_batch b = gfx_batch(f);
-    f->dev->ops->fill(f->dev, f->stats, 2, 0.0f, err);
+    f->dev->ops->fill(f->dev, TENSOR_F32, f->stats, 2, 0.0f, err);
     return f->m->ops->evaluate(f->m, &b, f->stats, err);
 }
 
 static int forward_backward(gfx *f, ddp_err *err)
 {
     model_batch b = gfx_batch(f);
-    f->dev->ops->fill(f->dev, f->stats, 2, 0.0f, err);
+    f->dev->ops->fill(f->dev, TENSOR_F32, f->stats, 2, 0.0f, err);
     return f->m->ops->forward_backward(f->m, &b, 1.0f / (float)(f->B * f->T), false, NULL, NULL, f->stats, err);
 }
 
@@ -101,42 +101,12 @@ static void check_forward_backward(gfx *f)
     free(norm);
 }
 
-static optimizer *make_adamw(gfx *f, double clip)
-{
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.optimizer.kind = OPT_ADAMW;
-    cfg.optimizer.lr = 1e-3;
-    cfg.optimizer.beta1 = 0.9;
-    cfg.optimizer.beta2 = 0.95;
-    cfg.optimizer.eps = 1e-8;
-    cfg.optimizer.weight_decay = 0.1;
-    cfg.optimizer.grad_clip = clip;
-    cfg.optimizer.schedule.kind = SCHED_CONSTANT;
-    optimizer *o = NULL;
-    ddp_err err = {0};
-    CHECK(optim_create(&cfg, f->dev, f->m->n_params, &o, &err) == 0, "optim_create: %s", err.msg);
-    /* the README's param groups: decay on the 2-D tensors only */
-    optim_span *spans = malloc((size_t)f->m->n_tensors * sizeof *spans);
-    int n = 0;
-    for (int i = 0; i < f->m->n_tensors; i++) {
-        const param_tensor *t = &f->m->tensors[i];
-        CHECK(t->weight_decay == (t->ndim == 2), "%s: weight_decay %d for a %d-D tensor", t->name, t->weight_decay,
-              t->ndim);
-        if (!t->weight_decay)
-            spans[n++] = (optim_span){t->offset, t->numel};
-    }
-    CHECK(optim_set_no_decay(o, spans, n, &err) == 0, "optim_set_no_decay: %s", err.msg);
-    free(spans);
-    return o;
-}
-
 /* Three steps from init.* on the reference batch, as the README's trajectories. */
 static void check_trajectory(gfx *f, const char *name, double clip)
 {
     ddp_err err = {0};
     CHECK(gfx_upload_params(f, "init") == 0, "reloading init.*");
-    optimizer *o = make_adamw(f, clip);
+    optimizer *o = gfx_make_adamw(f, clip);
     if (!o)
         return;
     char what[64];
@@ -225,7 +195,7 @@ static void check_deepest_builds(device *d)
     sample_layout data = {.input = {SAMPLE_I32, 4}, .target = {SAMPLE_I32, 4}, .n_classes = 16};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(gpt2_create(&shape, d, &data, 2, &m, &err) == 0, "%d layers: %s", GPT2_MAX_LAYERS, err.msg);
+    CHECK(gpt2_create(&shape, TENSOR_F32, d, &data, 2, &m, &err) == 0, "%d layers: %s", GPT2_MAX_LAYERS, err.msg);
     if (m)
         m->ops->destroy(m);
 }
@@ -240,7 +210,7 @@ int main(int argc, char **argv)
     CHECK(d != NULL, "cpu device");
     if (!d)
         return check_done("test_gpt");
-    int rc = gfx_setup(&f, d);
+    int rc = gfx_setup(&f, d, TENSOR_F32);
     CHECK(rc == 0, "fixture setup");
     if (!rc) {
         fprintf(stderr, "gpt-reference L=%lld C=%lld NH=%lld T=%lld V=%lld B=%lld on %s:\n",

@@ -170,8 +170,8 @@ static void test_grad_ready(void)
     tiny_setup(&t, ACT_GELU, 5, 3);
     model *m = t.m;
     ready_log log = {.m = m, .snapshot = malloc(m->n_params * 4)};
-    m->dev->ops->fill(m->dev, m->grads, m->n_params, NAN, NULL);
-    m->dev->ops->fill(m->dev, log.snapshot, m->n_params, -1.0f, NULL);
+    m->dev->ops->fill(m->dev, TENSOR_F32, m->grads, m->n_params, NAN, NULL);
+    m->dev->ops->fill(m->dev, TENSOR_F32, log.snapshot, m->n_params, -1.0f, NULL);
     ddp_err err = {0};
     int rc = mlp_forward_backward_f32(m, t.x, t.y, 5, 0.2f, false, on_ready, &log, t.stats, &err);
     CHECK(rc == 0, "forward_backward: %s", err.msg);
@@ -199,7 +199,7 @@ static void test_accumulate(void)
     model *m = t.m;
     size_t n = m->n_params;
     float *once = malloc(n * 4), stats[2];
-    m->dev->ops->fill(m->dev, m->grads, n, 123.0f, NULL);
+    m->dev->ops->fill(m->dev, TENSOR_F32, m->grads, n, 123.0f, NULL);
     mlp_forward_backward_f32(m, t.x, t.y, 4, 0.25f, false, NULL, NULL, t.stats, NULL);
     memcpy(once, m->grads, n * 4);
     mlp_forward_backward_f32(m, t.x, t.y, 4, 0.25f, true, NULL, NULL, t.stats, NULL);
@@ -248,7 +248,7 @@ static void test_uint8_path_and_evaluate(void)
     fx_compare("uint8 path grads", m->grads, g_f32, n, 1e-4, 1e-6);
     CHECK_CLOSE(s_u8[0], s_f32[0], 1e-5, 0);
 
-    d->ops->fill(d, m->grads, n, 7.0f, NULL);
+    d->ops->fill(d, TENSOR_F32, m->grads, n, 7.0f, NULL);
     d->ops->upload(d, t.stats, s_eval, sizeof s_eval, NULL);
     CHECK(m->ops->evaluate(m, &b, t.stats, &err) == 0, "%s", err.msg);
     d->ops->download(d, s_eval, t.stats, sizeof s_eval, NULL);

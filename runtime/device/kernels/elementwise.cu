@@ -3,18 +3,27 @@
  * forward and backward, and the residual add; each op's kernel and its host launcher.
  *
  * Every kernel is a grid-stride loop over size_t indices, so any n works with a capped grid.
- * The formulas are the CPU code's, which the tests compare against. Arguments arrive checked by
- * device.c (n > 0, pointers set). This file must not hold reductions (reduce.cu). */
+ * The formulas are the CPU code's, which the tests compare against, computed in float. The ops
+ * with a tensor_dtype (fill, bias_add, act_forward/backward, add) have one kernel each, a
+ * template on the storage type (float or bf16, kernel_common.cuh): elements are widened to float,
+ * and each output is rounded to bf16 once, so a float instantiation is the float kernel bit for
+ * bit and a bf16 one gives bf16(the float result). scale and u8_to_f32 are float only. Arguments
+ * arrive checked by device.c (n > 0, pointers set, a known type). This file must not hold
+ * reductions (reduce.cu). */
 #include "kernel_common.cuh"
 
+using ddp_kernels::from_float;
 using ddp_kernels::global_index;
 using ddp_kernels::grid_for;
 using ddp_kernels::grid_stride;
 using ddp_kernels::kBlock;
+using ddp_kernels::to_float;
 
-__global__ void ddp_fill_kernel(float *x, size_t n, float value)
+template <typename T>
+__global__ void ddp_fill_kernel(T *x, size_t n, float value)
 {
-    for (size_t i = global_index(); i < n; i += grid_stride()) x[i] = value;
+    const T v = from_float<T>(value);
+    for (size_t i = global_index(); i < n; i += grid_stride()) x[i] = v;
 }
 
 __global__ void ddp_scale_kernel(float *x, size_t n, float s)
@@ -28,9 +37,11 @@ __global__ void ddp_u8_to_f32_kernel(const uint8_t *src, float *dst, size_t n, f
         dst[i] = ((float)src[i] / 255.0f - mean) * inv_std;
 }
 
-__global__ void ddp_bias_add_kernel(float *y, const float *b, size_t total, size_t cols)
+template <typename T>
+__global__ void ddp_bias_add_kernel(T *y, const T *b, size_t total, size_t cols)
 {
-    for (size_t i = global_index(); i < total; i += grid_stride()) y[i] += b[i % cols];
+    for (size_t i = global_index(); i < total; i += grid_stride())
+        y[i] = from_float<T>(to_float(y[i]) + to_float(b[i % cols]));
 }
 
 /* Exact GELU, x·Φ(x) with Φ(x) = 0.5·(1 + erf(x/√2)), and its derivative Φ(x) + x·φ(x). */
@@ -90,24 +101,29 @@ __device__ inline float activation_backward(act_kind act, float v, float dy)
 }
 
 /* out may be a or b: each element reads its inputs before writing */
-__global__ void ddp_add_kernel(float *out, const float *a, const float *b, size_t n)
+template <typename T>
+__global__ void ddp_add_kernel(T *out, const T *a, const T *b, size_t n)
 {
-    for (size_t i = global_index(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
+    for (size_t i = global_index(); i < n; i += grid_stride()) out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
 }
 
-__global__ void ddp_act_forward_kernel(act_kind act, const float *x, float *y, size_t n)
+template <typename T>
+__global__ void ddp_act_forward_kernel(act_kind act, const T *x, T *y, size_t n)
 {
-    for (size_t i = global_index(); i < n; i += grid_stride()) y[i] = activation(act, x[i]);
+    for (size_t i = global_index(); i < n; i += grid_stride()) y[i] = from_float<T>(activation(act, to_float(x[i])));
 }
 
-__global__ void ddp_act_backward_kernel(act_kind act, const float *x, const float *dy, float *dx, size_t n)
+template <typename T>
+__global__ void ddp_act_backward_kernel(act_kind act, const T *x, const T *dy, T *dx, size_t n)
 {
-    for (size_t i = global_index(); i < n; i += grid_stride()) dx[i] = activation_backward(act, x[i], dy[i]);
+    for (size_t i = global_index(); i < n; i += grid_stride())
+        dx[i] = from_float<T>(activation_backward(act, to_float(x[i]), to_float(dy[i])));
 }
 
-extern "C" int device_cuda_fill(device *d, float *x, size_t n, float value, ddp_err *err)
+extern "C" int device_cuda_fill(device *d, tensor_dtype t, void *x, size_t n, float value, ddp_err *err)
 {
-    DDP_LAUNCH_OP(ddp_fill_kernel, grid_for(n, kBlock), kBlock, 0, x, n, value);
+    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_fill_kernel<T>, grid_for(n, kBlock), kBlock, 0, static_cast<T *>(x), n,
+                                         value));
     return DDP_OK;
 }
 
@@ -124,28 +140,36 @@ extern "C" int device_cuda_u8_to_f32(device *d, const uint8_t *src, float *dst, 
     return DDP_OK;
 }
 
-extern "C" int device_cuda_bias_add(device *d, float *y, const float *b, int64_t rows, int64_t cols, ddp_err *err)
+extern "C" int device_cuda_bias_add(device *d, tensor_dtype t, void *y, const void *b, int64_t rows, int64_t cols,
+                                    ddp_err *err)
 {
     const size_t total = (size_t)rows * (size_t)cols;
-    DDP_LAUNCH_OP(ddp_bias_add_kernel, grid_for(total, kBlock), kBlock, 0, y, b, total, (size_t)cols);
+    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_bias_add_kernel<T>, grid_for(total, kBlock), kBlock, 0,
+                                         static_cast<T *>(y), static_cast<const T *>(b), total, (size_t)cols));
     return DDP_OK;
 }
 
-extern "C" int device_cuda_act_forward(device *d, act_kind a, const float *x, float *y, size_t n, ddp_err *err)
+extern "C" int device_cuda_act_forward(device *d, tensor_dtype t, act_kind a, const void *x, void *y, size_t n,
+                                       ddp_err *err)
 {
-    DDP_LAUNCH_OP(ddp_act_forward_kernel, grid_for(n, kBlock), kBlock, 0, a, x, y, n);
+    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_act_forward_kernel<T>, grid_for(n, kBlock), kBlock, 0, a,
+                                         static_cast<const T *>(x), static_cast<T *>(y), n));
     return DDP_OK;
 }
 
-extern "C" int device_cuda_act_backward(device *d, act_kind a, const float *x, const float *dy, float *dx, size_t n,
-                                        ddp_err *err)
+extern "C" int device_cuda_act_backward(device *d, tensor_dtype t, act_kind a, const void *x, const void *dy, void *dx,
+                                        size_t n, ddp_err *err)
 {
-    DDP_LAUNCH_OP(ddp_act_backward_kernel, grid_for(n, kBlock), kBlock, 0, a, x, dy, dx, n);
+    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_act_backward_kernel<T>, grid_for(n, kBlock), kBlock, 0, a,
+                                         static_cast<const T *>(x), static_cast<const T *>(dy), static_cast<T *>(dx),
+                                         n));
     return DDP_OK;
 }
 
-extern "C" int device_cuda_add(device *d, float *out, const float *a, const float *b, size_t n, ddp_err *err)
+extern "C" int device_cuda_add(device *d, tensor_dtype t, void *out, const void *a, const void *b, size_t n,
+                               ddp_err *err)
 {
-    DDP_LAUNCH_OP(ddp_add_kernel, grid_for(n, kBlock), kBlock, 0, out, a, b, n);
+    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_add_kernel<T>, grid_for(n, kBlock), kBlock, 0, static_cast<T *>(out),
+                                         static_cast<const T *>(a), static_cast<const T *>(b), n));
     return DDP_OK;
 }

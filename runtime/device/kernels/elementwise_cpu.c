@@ -9,7 +9,7 @@
 
 #include <math.h>
 
-int device_cpu_fill(device *d, float *x, size_t n, float value, ddp_err *err)
+static int cpu_fill_f32(device *d, float *x, size_t n, float value, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -40,8 +40,8 @@ int device_cpu_u8_to_f32(device *d, const uint8_t *src, float *dst, size_t n, fl
     return DDP_OK;
 }
 
-int device_cpu_bias_add(device *d, float *restrict y, const float *restrict b, int64_t rows, int64_t cols,
-                        ddp_err *err)
+static int cpu_bias_add_f32(device *d, float *restrict y, const float *restrict b, int64_t rows, int64_t cols,
+                            ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -76,8 +76,8 @@ static inline void sigmoid_and_slope(float z, float *s, float *slope)
 /* Exact (erf) GELU, as torch.nn.GELU() with approximate='none'. */
 static inline float gelu_cdf(float x) { return 0.5f * (1.0f + erff(x * (float)M_SQRT1_2)); }
 
-int device_cpu_act_forward(device *d, act_kind a, const float *restrict x, float *restrict y, size_t n,
-                           ddp_err *err)
+static int cpu_act_forward_f32(device *d, act_kind a, const float *restrict x, float *restrict y, size_t n,
+                               ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -104,8 +104,8 @@ int device_cpu_act_forward(device *d, act_kind a, const float *restrict x, float
     return DDP_OK;
 }
 
-int device_cpu_act_backward(device *d, act_kind a, const float *restrict x, const float *restrict dy,
-                            float *restrict dx, size_t n, ddp_err *err)
+static int cpu_act_backward_f32(device *d, act_kind a, const float *restrict x, const float *restrict dy,
+                                float *restrict dx, size_t n, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -137,7 +137,7 @@ int device_cpu_act_backward(device *d, act_kind a, const float *restrict x, cons
     return DDP_OK;
 }
 
-int device_cpu_add(device *d, float *out, const float *a, const float *b, size_t n, ddp_err *err)
+static int cpu_add_f32(device *d, float *out, const float *a, const float *b, size_t n, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -146,4 +146,37 @@ int device_cpu_add(device *d, float *out, const float *a, const float *b, size_t
     for (size_t i = 0; i < n; i++)
         out[i] = a[i] + b[i];
     return DDP_OK;
+}
+
+/* ---- entry points: device.c admits only TENSOR_F32 on the CPU, so the types are not looked at */
+
+int device_cpu_fill(device *d, tensor_dtype t, void *x, size_t n, float value, ddp_err *err)
+{
+    (void)t;
+    return cpu_fill_f32(d, x, n, value, err);
+}
+
+int device_cpu_bias_add(device *d, tensor_dtype t, void *y, const void *b, int64_t rows, int64_t cols, ddp_err *err)
+{
+    (void)t;
+    return cpu_bias_add_f32(d, y, b, rows, cols, err);
+}
+
+int device_cpu_act_forward(device *d, tensor_dtype t, act_kind a, const void *x, void *y, size_t n, ddp_err *err)
+{
+    (void)t;
+    return cpu_act_forward_f32(d, a, x, y, n, err);
+}
+
+int device_cpu_act_backward(device *d, tensor_dtype t, act_kind a, const void *x, const void *dy, void *dx, size_t n,
+                            ddp_err *err)
+{
+    (void)t;
+    return cpu_act_backward_f32(d, a, x, dy, dx, n, err);
+}
+
+int device_cpu_add(device *d, tensor_dtype t, void *out, const void *a, const void *b, size_t n, ddp_err *err)
+{
+    (void)t;
+    return cpu_add_f32(d, out, a, b, n, err);
 }

@@ -1,6 +1,12 @@
 /* kernel_common.cuh — what every op family's .cu file includes: the backend's internals its host
  * launchers need (device_cuda.h: stream, scratch, CUDA_TRY, the device_cuda_* declarations), the
- * checked launch, launch geometry and block reductions.
+ * checked launch, the switch from a tensor_dtype to a storage type, the loads and stores of that
+ * type, launch geometry and block reductions.
+ *
+ * Kernels of ops that take a tensor_dtype are templates on their storage type T (float or
+ * __nv_bfloat16): they widen every element they read with to_float (exact), compute in float or
+ * double exactly as the float kernel always did, and narrow each result once with from_float<T>
+ * (round to nearest-even for bf16; nothing at all for float, so float results keep their bits).
  *
  * Grid sizes are computed in size_t and capped (kernels use grid-stride loops), so no element
  * count overflows an int. Reductions combine values in a fixed tree order that depends only on
@@ -31,7 +37,36 @@
                             cudaGetErrorString(launch_status_));                                    \
     } while (0)
 
+/* Runs the statements after T once, with T the storage type of tensor_dtype t: float or
+ * __nv_bfloat16. It is a launcher's one switch on its type; the statements may return (a failed
+ * launch). No default: a new tensor_dtype must be handled here (-Wswitch), and device.c lets no
+ * other value through. */
+#define DDP_DTYPE_SWITCH(t, T, ...)                                                                 \
+    switch (t) {                                                                                    \
+    case TENSOR_F32: {                                                                              \
+        using T = float;                                                                            \
+        __VA_ARGS__;                                                                                \
+    } break;                                                                                        \
+    case TENSOR_BF16: {                                                                             \
+        using T = __nv_bfloat16;                                                                    \
+        __VA_ARGS__;                                                                                \
+    } break;                                                                                        \
+    }
+
 namespace ddp_kernels {
+
+/* An element of storage type float or __nv_bfloat16 as float: exact either way. */
+__device__ inline float to_float(float x) { return x; }
+__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+/* A float result stored as T: itself, or bf16 rounded to nearest-even (the only rounding a bf16
+ * output gets beyond the float kernel's own). A result computed in double is converted to float
+ * first, as the float kernel stores it, so a bf16 output is exactly bf16(the float output), the
+ * CPU backend's reference rounded; that differs from rounding the double directly only when the
+ * float lands exactly on a bf16 midpoint, and then by one ulp. */
+template <typename T> __device__ inline T from_float(float v);
+template <> __device__ inline float from_float<float>(float v) { return v; }
+template <> __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 constexpr unsigned kBlock = 256;        /* threads per block for element-wise kernels */
 /* Grid cap; kernels grid-stride past it. On a GPU: about one wave of 256-thread blocks on an H100

@@ -3,6 +3,11 @@
  * squares behind the global gradient norm and the clip factor computed from it on the GPU; each
  * op's kernels and its host launcher.
  *
+ * bias_grad and softmax_xent read tensors of their tensor_dtype: their kernels are templates on
+ * the storage type (kernel_common.cuh) that widen each element to float and compute exactly as
+ * the float kernels (the float instantiation is the float kernel, bit for bit). bias_grad's db
+ * and the loss statistics stay float; softmax_xent's dlogits is rounded to bf16 once per element.
+ *
  * All of them are deterministic: no atomics, every sum is combined in a fixed order that depends
  * only on the shape, so the same inputs give the same bits on every run and every GPU. Sums are
  * accumulated in double (the CPU code's precision for losses and norms). Intermediate results
@@ -13,10 +18,12 @@
 
 using ddp_kernels::block_argmax;
 using ddp_kernels::block_sum;
+using ddp_kernels::from_float;
 using ddp_kernels::global_index;
 using ddp_kernels::grid_for;
 using ddp_kernels::grid_stride;
 using ddp_kernels::kBlock;
+using ddp_kernels::to_float;
 
 /* ---- bias_grad: db[c] = beta*db[c] + sum_r dy[r,c] -------------------------------------
  * A block owns 32 columns (one per lane, so loads are coalesced) and kBiasRowLanes row lanes;
@@ -24,7 +31,8 @@ using ddp_kernels::kBlock;
  * in dynamic shared memory. */
 constexpr unsigned kBiasCols = 32, kBiasRowLanes = 8;
 
-__global__ void ddp_bias_grad_kernel(const float *dy, float *db, size_t rows, size_t cols, float beta)
+template <typename T>
+__global__ void ddp_bias_grad_kernel(const T *dy, float *db, size_t rows, size_t cols, float beta)
 {
     DDP_DYNAMIC_SHARED(double, lane_sums); /* [kBiasRowLanes][kBiasCols] */
     const size_t n_tiles = cols / kBiasCols + (cols % kBiasCols != 0);
@@ -32,7 +40,7 @@ __global__ void ddp_bias_grad_kernel(const float *dy, float *db, size_t rows, si
         const size_t c = tile * kBiasCols + threadIdx.x;
         double acc = 0.0;
         if (c < cols)
-            for (size_t r = threadIdx.y; r < rows; r += kBiasRowLanes) acc += (double)dy[r * cols + c];
+            for (size_t r = threadIdx.y; r < rows; r += kBiasRowLanes) acc += (double)to_float(dy[r * cols + c]);
         lane_sums[threadIdx.y * kBiasCols + threadIdx.x] = acc;
         __syncthreads();
         if (threadIdx.y == 0 && c < cols) {
@@ -44,13 +52,14 @@ __global__ void ddp_bias_grad_kernel(const float *dy, float *db, size_t rows, si
     }
 }
 
-extern "C" int device_cuda_bias_grad(device *d, const float *dy, float *db, int64_t rows, int64_t cols, float beta,
-                                     ddp_err *err)
+/* rows may be 0 (device.c lets it through: beta 0 still clears db); dy is not read then. */
+extern "C" int device_cuda_bias_grad(device *d, tensor_dtype t, const void *dy, float *db, int64_t rows, int64_t cols,
+                                     float beta, ddp_err *err)
 {
     const dim3 block(kBiasCols, kBiasRowLanes);
     const size_t smem = sizeof(double) * kBiasCols * kBiasRowLanes;
-    DDP_LAUNCH_OP(ddp_bias_grad_kernel, grid_for((size_t)cols, kBiasCols), block, smem, dy, db, (size_t)rows,
-                  (size_t)cols, beta);
+    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_bias_grad_kernel<T>, grid_for((size_t)cols, kBiasCols), block, smem,
+                                         static_cast<const T *>(dy), db, (size_t)rows, (size_t)cols, beta));
     return DDP_OK;
 }
 
@@ -61,28 +70,31 @@ extern "C" int device_cuda_bias_grad(device *d, const float *dy, float *db, int6
  * logits itself: every read of the row other than a thread's own element (the max, the sum, the
  * label's logit) happens before the block-wide reductions' barriers, and the gradient pass reads
  * each element just before the same thread overwrites it. */
-__global__ void ddp_softmax_xent_kernel(const float *logits, size_t ld, const int32_t *labels, size_t rows,
-                                        size_t cols, float grad_scale, float *dlogits, float *row_stats)
+template <typename T>
+__global__ void ddp_softmax_xent_kernel(const T *logits, size_t ld, const int32_t *labels, size_t rows, size_t cols,
+                                        float grad_scale, T *dlogits, float *row_stats)
 {
     __shared__ float max_scratch[33];
     __shared__ long long arg_scratch[33];
     __shared__ double sum_scratch[33];
     for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float *x = logits + r * ld;
+        const T *x = logits + r * ld;
         const int32_t label = labels[r];
         const bool label_ok = label >= 0 && (size_t)label < cols;
-        const float x_label = label_ok ? x[label] : 0.0f; /* read before any thread can overwrite it */
+        const float x_label = label_ok ? to_float(x[label]) : 0.0f; /* read before any thread can overwrite it */
         float best = -INFINITY;
         long long arg = (long long)INT64_MAX;
-        for (size_t c = threadIdx.x; c < cols; c += blockDim.x)
-            if (x[c] > best) { /* strict: within a thread the first maximum stays */
-                best = x[c];
+        for (size_t c = threadIdx.x; c < cols; c += blockDim.x) {
+            const float v = to_float(x[c]);
+            if (v > best) { /* strict: within a thread the first maximum stays */
+                best = v;
                 arg = (long long)c;
             }
+        }
         block_argmax(&best, &arg, max_scratch, arg_scratch);
 
         double sum = 0.0;
-        for (size_t c = threadIdx.x; c < cols; c += blockDim.x) sum += (double)expf(x[c] - best);
+        for (size_t c = threadIdx.x; c < cols; c += blockDim.x) sum += (double)expf(to_float(x[c]) - best);
         sum = block_sum(sum, sum_scratch);
 
         if (threadIdx.x == 0) {
@@ -91,12 +103,12 @@ __global__ void ddp_softmax_xent_kernel(const float *logits, size_t ld, const in
             row_stats[2 * r + 1] = label_ok && arg == (long long)label ? 1.0f : 0.0f;
         }
         if (dlogits) {
-            float *dl = dlogits + r * ld;
+            T *dl = dlogits + r * ld;
             for (size_t c = threadIdx.x; c < cols; c += blockDim.x) {
-                const double p = (double)expf(x[c] - best) / sum;
-                dl[c] = (float)((p - ((size_t)label == c ? 1.0 : 0.0)) * grad_scale);
+                const double p = (double)expf(to_float(x[c]) - best) / sum;
+                dl[c] = from_float<T>((float)((p - ((size_t)label == c ? 1.0 : 0.0)) * grad_scale));
             }
-            for (size_t c = cols + threadIdx.x; c < ld; c += blockDim.x) dl[c] = 0.0f;
+            for (size_t c = cols + threadIdx.x; c < ld; c += blockDim.x) dl[c] = from_float<T>(0.0f);
         }
     }
 }
@@ -128,15 +140,17 @@ static unsigned xent_block(size_t cols)
 
 /* A label outside [0, cols) cannot be reported without waiting on the GPU: it makes that row's
  * loss, and so the loss sum, NaN instead. */
-extern "C" int device_cuda_softmax_xent(device *d, const float *logits, int64_t ld, const int32_t *labels,
-                                        int64_t rows, int64_t cols, float grad_scale, float *dlogits, float *stats,
-                                        ddp_err *err)
+extern "C" int device_cuda_softmax_xent(device *d, tensor_dtype t, const void *logits, int64_t ld,
+                                        const int32_t *labels, int64_t rows, int64_t cols, float grad_scale,
+                                        void *dlogits, float *stats, ddp_err *err)
 {
     float *row_stats = NULL; /* per-row (loss, correct) pairs */
     int rc = device_cuda_scratch(d, 2 * sizeof(float) * (size_t)rows, (void **)&row_stats, err);
     if (rc) return rc;
-    DDP_LAUNCH_OP(ddp_softmax_xent_kernel, grid_for((size_t)rows, 1), xent_block((size_t)cols), 0, logits,
-                  (size_t)ld, labels, (size_t)rows, (size_t)cols, grad_scale, dlogits, row_stats);
+    const unsigned grid = grid_for((size_t)rows, 1), block = xent_block((size_t)cols);
+    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_softmax_xent_kernel<T>, grid, block, 0, static_cast<const T *>(logits),
+                                         (size_t)ld, labels, (size_t)rows, (size_t)cols, grad_scale,
+                                         static_cast<T *>(dlogits), row_stats));
     DDP_LAUNCH_OP(ddp_xent_stats_kernel, 1, kBlock, 0, row_stats, (size_t)rows, stats);
     return DDP_OK;
 }

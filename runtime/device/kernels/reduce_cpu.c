@@ -10,8 +10,8 @@
 #include <math.h>
 #include <stdbool.h>
 
-int device_cpu_bias_grad(device *d, const float *restrict dy, float *restrict db, int64_t rows, int64_t cols,
-                         float beta, ddp_err *err)
+static int cpu_bias_grad_f32(device *d, const float *restrict dy, float *restrict db, int64_t rows, int64_t cols,
+                             float beta, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -62,8 +62,8 @@ static double xent_row(const float *l, float *dl, int64_t ld, int32_t target, in
 }
 
 /* Rows are independent outputs (OpenMP); their losses are then summed in double in row order. */
-int device_cpu_softmax_xent(device *d, const float *logits, int64_t ld, const int32_t *targets, int64_t rows,
-                            int64_t V, float grad_scale, float *dlogits, float *stats, ddp_err *err)
+static int cpu_softmax_xent_f32(device *d, const float *logits, int64_t ld, const int32_t *targets, int64_t rows,
+                                int64_t V, float grad_scale, float *dlogits, float *stats, ddp_err *err)
 {
     (void)d;
     /* all targets first, so a bad one leaves every output untouched (the logits too, in place) */
@@ -120,4 +120,20 @@ int device_cpu_clip_scale(device *d, const double *sumsq, double max_norm, float
     const double coef = max_norm / (sqrt(*sumsq) + 1e-6);
     *scale = coef >= 1.0 ? 1.0f : (float)coef;
     return DDP_OK;
+}
+
+/* ---- entry points: device.c admits only TENSOR_F32 on the CPU, so the types are not looked at */
+
+int device_cpu_bias_grad(device *d, tensor_dtype t, const void *dy, float *db, int64_t rows, int64_t cols, float beta,
+                         ddp_err *err)
+{
+    (void)t;
+    return cpu_bias_grad_f32(d, dy, db, rows, cols, beta, err);
+}
+
+int device_cpu_softmax_xent(device *d, tensor_dtype t, const void *logits, int64_t ld, const int32_t *labels,
+                            int64_t rows, int64_t cols, float grad_scale, void *dlogits, float *stats, ddp_err *err)
+{
+    (void)t;
+    return cpu_softmax_xent_f32(d, logits, ld, labels, rows, cols, grad_scale, dlogits, stats, err);
 }

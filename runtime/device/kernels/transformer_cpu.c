@@ -45,9 +45,9 @@ static void add_column_sums(float *restrict dst, const float *restrict src, int6
 
 /* ---- embeddings ------------------------------------------------------------------------ */
 
-int device_cpu_embedding_forward(device *d, float *restrict out, const int32_t *restrict tokens,
-                                 const float *restrict wte, const float *restrict wpe, int64_t B, int64_t T, int64_t C,
-                                 ddp_err *err)
+static int cpu_embedding_forward_f32(device *d, float *restrict out, const int32_t *restrict tokens,
+                                     const float *restrict wte, const float *restrict wpe, int64_t B, int64_t T,
+                                     int64_t C, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -82,8 +82,8 @@ static void embedding_backward_wte(float *restrict dwte, const float *restrict d
     }
 }
 
-int device_cpu_embedding_backward(device *d, float *restrict dwte, float *restrict dwpe, const float *restrict dout,
-                                  const int32_t *restrict tokens, int64_t B, int64_t T, int64_t C, ddp_err *err)
+static int cpu_embedding_backward_f32(device *d, float *restrict dwte, float *restrict dwpe, const float *restrict dout,
+                                      const int32_t *restrict tokens, int64_t B, int64_t T, int64_t C, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -117,9 +117,9 @@ static void layernorm_row(float *restrict out, float *restrict mean, float *rest
     *rstd = (float)r;
 }
 
-int device_cpu_layernorm_forward(device *d, float *restrict out, float *restrict mean, float *restrict rstd,
-                                 const float *restrict inp, const float *restrict w, const float *restrict b, int64_t N,
-                                 int64_t C, ddp_err *err)
+static int cpu_layernorm_forward_f32(device *d, float *restrict out, float *restrict mean, float *restrict rstd,
+                                     const float *restrict inp, const float *restrict w, const float *restrict b,
+                                     int64_t N, int64_t C, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -174,10 +174,10 @@ static void layernorm_backward_params(float *restrict dw, float *restrict db, co
     }
 }
 
-int device_cpu_layernorm_backward(device *d, float *restrict dinp, float *restrict dw, float *restrict db,
-                                  const float *restrict dout, const float *restrict inp, const float *restrict w,
-                                  const float *restrict mean, const float *restrict rstd, int64_t N, int64_t C,
-                                  ddp_err *err)
+static int cpu_layernorm_backward_f32(device *d, float *restrict dinp, float *restrict dw, float *restrict db,
+                                      const float *restrict dout, const float *restrict inp, const float *restrict w,
+                                      const float *restrict mean, const float *restrict rstd, int64_t N, int64_t C,
+                                      ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -213,9 +213,9 @@ static void scatter_heads(float *restrict tok, const float *restrict heads, int6
     }
 }
 
-int device_cpu_attention_split_heads(device *d, float *restrict q, float *restrict k, float *restrict v,
-                                     const float *restrict qkv, int64_t B, int64_t T, int64_t NH, int64_t hs,
-                                     ddp_err *err)
+static int cpu_attention_split_heads_f32(device *d, float *restrict q, float *restrict k, float *restrict v,
+                                         const float *restrict qkv, int64_t B, int64_t T, int64_t NH, int64_t hs,
+                                         ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -226,9 +226,9 @@ int device_cpu_attention_split_heads(device *d, float *restrict q, float *restri
     return DDP_OK;
 }
 
-int device_cpu_attention_merge_heads_grad(device *d, float *restrict dqkv, const float *restrict dq,
-                                          const float *restrict dk, const float *restrict dv, int64_t B, int64_t T,
-                                          int64_t NH, int64_t hs, ddp_err *err)
+static int cpu_attention_merge_heads_grad_f32(device *d, float *restrict dqkv, const float *restrict dq,
+                                              const float *restrict dk, const float *restrict dv, int64_t B, int64_t T,
+                                              int64_t NH, int64_t hs, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -239,8 +239,8 @@ int device_cpu_attention_merge_heads_grad(device *d, float *restrict dqkv, const
     return DDP_OK;
 }
 
-int device_cpu_attention_merge_heads(device *d, float *restrict out, const float *restrict y, int64_t B, int64_t T,
-                                     int64_t NH, int64_t hs, ddp_err *err)
+static int cpu_attention_merge_heads_f32(device *d, float *restrict out, const float *restrict y, int64_t B, int64_t T,
+                                         int64_t NH, int64_t hs, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -248,8 +248,8 @@ int device_cpu_attention_merge_heads(device *d, float *restrict out, const float
     return DDP_OK;
 }
 
-int device_cpu_attention_split_heads_grad(device *d, float *restrict dy, const float *restrict dout, int64_t B,
-                                          int64_t T, int64_t NH, int64_t hs, ddp_err *err)
+static int cpu_attention_split_heads_grad_f32(device *d, float *restrict dy, const float *restrict dout, int64_t B,
+                                              int64_t T, int64_t NH, int64_t hs, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -278,8 +278,8 @@ static void causal_softmax_row(float *restrict att, const float *restrict pre, f
         att[j] = 0.0f;
 }
 
-int device_cpu_causal_softmax_forward(device *d, float *restrict att, const float *restrict preatt, float scale,
-                                      int64_t BH, int64_t T, ddp_err *err)
+static int cpu_causal_softmax_forward_f32(device *d, float *restrict att, const float *restrict preatt, float scale,
+                                          int64_t BH, int64_t T, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -302,8 +302,8 @@ static void causal_softmax_backward_row(float *restrict dpre, const float *restr
         dpre[j] = 0.0f;
 }
 
-int device_cpu_causal_softmax_backward(device *d, float *restrict dpreatt, const float *restrict datt,
-                                       const float *restrict att, float scale, int64_t BH, int64_t T, ddp_err *err)
+static int cpu_causal_softmax_backward_f32(device *d, float *restrict dpreatt, const float *restrict datt,
+                                           const float *restrict att, float scale, int64_t BH, int64_t T, ddp_err *err)
 {
     (void)d;
     (void)err;
@@ -311,4 +311,77 @@ int device_cpu_causal_softmax_backward(device *d, float *restrict dpreatt, const
     for (int64_t row = 0; row < BH * T; row++)
         causal_softmax_backward_row(dpreatt + row * T, datt + row * T, att + row * T, scale, row % T, T);
     return DDP_OK;
+}
+
+/* ---- entry points: device.c admits only TENSOR_F32 on the CPU, so the types are not looked at */
+
+int device_cpu_embedding_forward(device *d, tensor_dtype t, void *out, const int32_t *tokens, const void *wte,
+                                 const void *wpe, int64_t B, int64_t T, int64_t C, ddp_err *err)
+{
+    (void)t;
+    return cpu_embedding_forward_f32(d, out, tokens, wte, wpe, B, T, C, err);
+}
+
+int device_cpu_embedding_backward(device *d, tensor_dtype t, float *dwte, float *dwpe, const void *dout,
+                                  const int32_t *tokens, int64_t B, int64_t T, int64_t C, ddp_err *err)
+{
+    (void)t;
+    return cpu_embedding_backward_f32(d, dwte, dwpe, dout, tokens, B, T, C, err);
+}
+
+int device_cpu_layernorm_forward(device *d, tensor_dtype t, void *out, float *mean, float *rstd, const void *inp,
+                                 const void *w, const void *b, int64_t N, int64_t C, ddp_err *err)
+{
+    (void)t;
+    return cpu_layernorm_forward_f32(d, out, mean, rstd, inp, w, b, N, C, err);
+}
+
+int device_cpu_layernorm_backward(device *d, tensor_dtype t, void *dinp, float *dw, float *db, const void *dout,
+                                  const void *inp, const void *w, const float *mean, const float *rstd, int64_t N,
+                                  int64_t C, ddp_err *err)
+{
+    (void)t;
+    return cpu_layernorm_backward_f32(d, dinp, dw, db, dout, inp, w, mean, rstd, N, C, err);
+}
+
+int device_cpu_attention_split_heads(device *d, tensor_dtype t, void *q, void *k, void *v, const void *qkv, int64_t B,
+                                     int64_t T, int64_t NH, int64_t hs, ddp_err *err)
+{
+    (void)t;
+    return cpu_attention_split_heads_f32(d, q, k, v, qkv, B, T, NH, hs, err);
+}
+
+int device_cpu_attention_merge_heads(device *d, tensor_dtype t, void *out, const void *y, int64_t B, int64_t T,
+                                     int64_t NH, int64_t hs, ddp_err *err)
+{
+    (void)t;
+    return cpu_attention_merge_heads_f32(d, out, y, B, T, NH, hs, err);
+}
+
+int device_cpu_attention_split_heads_grad(device *d, tensor_dtype t, void *dy, const void *dout, int64_t B, int64_t T,
+                                          int64_t NH, int64_t hs, ddp_err *err)
+{
+    (void)t;
+    return cpu_attention_split_heads_grad_f32(d, dy, dout, B, T, NH, hs, err);
+}
+
+int device_cpu_attention_merge_heads_grad(device *d, tensor_dtype t, void *dqkv, const void *dq, const void *dk,
+                                          const void *dv, int64_t B, int64_t T, int64_t NH, int64_t hs, ddp_err *err)
+{
+    (void)t;
+    return cpu_attention_merge_heads_grad_f32(d, dqkv, dq, dk, dv, B, T, NH, hs, err);
+}
+
+int device_cpu_causal_softmax_forward(device *d, tensor_dtype t, void *att, const void *preatt, float scale, int64_t BH,
+                                      int64_t T, ddp_err *err)
+{
+    (void)t;
+    return cpu_causal_softmax_forward_f32(d, att, preatt, scale, BH, T, err);
+}
+
+int device_cpu_causal_softmax_backward(device *d, tensor_dtype t, void *dpreatt, const void *datt, const void *att,
+                                       float scale, int64_t BH, int64_t T, ddp_err *err)
+{
+    (void)t;
+    return cpu_causal_softmax_backward_f32(d, dpreatt, datt, att, scale, BH, T, err);
 }

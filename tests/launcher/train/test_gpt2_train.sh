@@ -85,6 +85,11 @@ worker 1 "$TMP/seq" "${D[@]}" data.seq_len=40 >"$TMP/seq.log" 2>&1
 check "seq_len over block_size: a config error naming both keys" grep -qE "<override [0-9]+>:1:[0-9]+: data.seq_len: expected data.seq_len <= model.gpt2.block_size" "$TMP/seq.log"
 worker 1 "$TMP/heads" "${D[@]}" model.gpt2.n_head=3 >"$TMP/heads.log" 2>&1
 check "n_embd not divisible by n_head: a config error" grep -qF "expected model.gpt2.n_embd divisible by model.gpt2.n_head" "$TMP/heads.log"
+# precision bf16 is GPT-2's GPU path: on a rank that runs on the CPU (device auto without a GPU, as
+# here, or CUDA_VISIBLE_DEVICES hiding them) the job stops at startup instead of training in fp32
+CUDA_VISIBLE_DEVICES= worker 1 "$TMP/bf16" "${D[@]}" device=auto precision=bf16 >"$TMP/bf16.log" 2>&1
+check "precision bf16 on the CPU backend: refused as a usage error (rc $?)" \
+    grep -qF "precision: bf16 needs a GPU (the CPU backend computes in float32)" "$TMP/bf16.log"
 bad=$TMP/bad
 cp -r "$DATA" "$bad"
 printf '\x01' | dd of="$bad/val_000000.bin" bs=1 seek=0 conv=notrunc 2>/dev/null

@@ -308,6 +308,31 @@ static void test_init_from(void)
                 "expected a path, or \"\" for none, got a list");
 }
 
+/* precision: fp32 by default; bf16 on a GPT-2 makes gradients travel in bf16 unless ddp.grad_dtype
+ * (or ddp.backend mpi) says otherwise, and is refused on the CPU backend and for the MLP, at the
+ * key set last. */
+static void test_precision(void)
+{
+    config c;
+    ddp_err err = {0};
+    const char *kjv = DDP_SOURCE_ROOT "/configs/gpt2_kjv.yaml";
+    CHECK(config_load(kjv, 0, NULL, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(c.precision == PRECISION_FP32 && c.ddp.grad_dtype == GRAD_FP32, "default precision %d", (int)c.precision);
+    CHECK(config_load(kjv, 1, (char *[]){"precision=bf16"}, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(c.precision == PRECISION_BF16 && c.ddp.grad_dtype == GRAD_BF16, "bf16: grad_dtype %d", (int)c.ddp.grad_dtype);
+    CHECK(config_load(kjv, 2, (char *[]){"precision=bf16", "ddp.grad_dtype=fp32"}, &c, &err) == DDP_OK, "%s",
+          err.msg);
+    CHECK(c.ddp.grad_dtype == GRAD_FP32, "an explicit ddp.grad_dtype fp32 was overridden");
+    CHECK(config_load(kjv, 3, (char *[]){"precision=bf16", "device=cuda", "ddp.backend=mpi"}, &c, &err) == DDP_OK,
+          "%s", err.msg);
+    CHECK(c.ddp.grad_dtype == GRAD_FP32, "bf16 gradients derived for the MPI backend");
+    expect_fail(NULL, 2, (char *[]){"device=cpu", "precision=bf16"}, "<override 2>:1:11: precision:",
+                "precision bf16 only with device cuda or auto");
+    expect_fail(NULL, 1, (char *[]){"precision=bf16"}, "<override 1>:1:11: precision:",
+                "precision bf16 only with model.kind gpt2");
+    expect_fail(NULL, 1, (char *[]){"precision=fp16"}, "<override 1>:1:11: precision:", "expected one of fp32, bf16");
+}
+
 int main(void)
 {
     test_example();
@@ -319,6 +344,7 @@ int main(void)
     test_round_trip();
     test_hash();
     test_init_from();
+    test_precision();
     CHECK(!strcmp(act_kind_name(ACT_GELU), "gelu"), "act_kind_name");
     return check_done("test_config");
 }

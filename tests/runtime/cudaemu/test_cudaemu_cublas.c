@@ -6,13 +6,20 @@
  * combinations with leading dimensions larger than the rows; beta = 0 ignores NaN in C; invalid
  * lda/ldb/ldc, negative sizes and bad transposes give CUBLAS_STATUS_INVALID_VALUE with a stderr
  * line naming the argument; a matrix running past its allocation, or a host matrix, is refused;
- * TF32 mode rounds the inputs (results differ from fp32 but stay within TF32 error). */
+ * TF32 mode rounds the inputs (results differ from fp32 but stay within TF32 error).
+ * bf16 (the GPT-2 mixed-precision path): cublasGemmEx and cublasGemmStridedBatchedEx with bf16
+ * A/B and C bf16 or fp32 match a double reference over the widened inputs within the derived
+ * bound, for all four transposes, beta 0 (NaN C never read) and 1, batch 1 and 2, every operand
+ * in an allocation of exactly its size; a bf16 C is rounded to nearest even (ties, NaN, inf) and
+ * its padding untouched; type combinations cuBLAS's table lacks are CUBLAS_STATUS_NOT_SUPPORTED;
+ * a bf16 operand one element short of its allocation is reported in 2-byte elements. */
 #include "emu_test_util.h"
 #include "tests/check.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdint.h>
 
 enum { M = 5, N = 4, K = 3, PAD = 2, BATCH = 2 };
 
@@ -168,6 +175,233 @@ static void test_rejections(cublasHandle_t h)
     cudaFree(d);
 }
 
+/* --- bf16: the test keeps bf16 as raw uint16_t bits and widens them itself (exact). --- */
+enum { BM = 9, BN = 7, BK = 40 }; /* K large enough that fp32 accumulation order matters */
+
+static float bf16_value(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+/* Inputs only need to be some bf16 values: truncation keeps this independent of the shim's rounding. */
+static uint16_t bf16_trunc(float x)
+{
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    return (uint16_t)(bits >> 16);
+}
+
+static void *to_device_bytes(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    cudaMalloc(&d, bytes);
+    cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
+    return d;
+}
+
+/* Elements a rows x cols (ld) matrix repeated batch times at stride spans: allocating exactly this
+ * many proves a correct operand is not flagged (an fp32-sized extent would run past it). */
+static size_t span(int rows, int cols, int ld, long long stride, int batch)
+{
+    return (size_t)stride * (size_t)(batch - 1) + (size_t)ld * (size_t)(cols - 1) + (size_t)rows;
+}
+
+/* Tolerance. bf16 x bf16 products are exact in fp32 (8 + 8 significant bits <= 24) and the double
+ * reference over the widened inputs is exact to ~2^-53, so the fp32 path's error is roundings
+ * only: alpha (up to 2 per product where the library folds alpha into a or b), BK - 1 additions on
+ * any product's path through whatever summation order, and beta*c plus its addition. Each term
+ * thus carries at most BK + 2 factors (1 + d), |d| <= u = 2^-24, and
+ *     |C_fp32 - ref| <= (BK + 3) * 2^-24 * (|alpha| sum_p |a_ip b_pj| + |beta c0_ij|)
+ * (+1 covers gamma_n = n u / (1 - n u) and the reference's own rounding). A bf16 C is that float
+ * x rounded once to nearest even: bf16 keeps 8 significant bits, so for |x| in [2^e, 2^(e+1)) an
+ * ulp is 2^(e-7) and the rounding moves x by at most half of it, 2^(e-8) <= 2^-8 |x| (2^-9 would
+ * be a quarter ulp: correct results fail it),
+ *     |C_bf16 - ref| <= bound_fp32 + 2^-8 * (|ref| + bound_fp32). */
+static int count_wrong_bf16(const uint16_t *a16, int lda, long long sa, int ta, const uint16_t *b16, int ldb,
+                            long long sb, int tb, const void *c0, const void *c, int c_bf16, int ldc, long long sc,
+                            int batch, float alpha, float beta)
+{
+    int wrong = 0;
+    for (int q = 0; q < batch; q++)
+        for (int j = 0; j < BN; j++)
+            for (int i = 0; i < BM; i++) {
+                size_t at = (size_t)(q * sc) + (size_t)j * ldc + i;
+                double c_in = c_bf16 ? bf16_value(((const uint16_t *)c0)[at]) : ((const float *)c0)[at];
+                double dot = 0.0, mag = 0.0;
+                for (int p = 0; p < BK; p++) {
+                    size_t ia = (size_t)(q * sa) + (ta ? (size_t)i * lda + p : (size_t)p * lda + i);
+                    size_t ib = (size_t)(q * sb) + (tb ? (size_t)p * ldb + j : (size_t)j * ldb + p);
+                    double prod = (double)bf16_value(a16[ia]) * bf16_value(b16[ib]);
+                    dot += prod;
+                    mag += fabs(prod);
+                }
+                double ref = alpha * dot + (beta == 0.0f ? 0.0 : beta * c_in); /* beta 0: C never read */
+                double bound = (BK + 3) * 0x1p-24 * (fabs(alpha) * mag + (beta == 0.0f ? 0.0 : fabs(beta * c_in)));
+                if (c_bf16)
+                    bound += 0x1p-8 * (fabs(ref) + bound);
+                double got = c_bf16 ? bf16_value(((const uint16_t *)c)[at]) : ((const float *)c)[at];
+                wrong += !(fabs(got - ref) <= bound);
+            }
+    return wrong;
+}
+
+/* C's padding rows (ldc > BM) must keep their bytes: a bf16 C written as fp32 would spill into them. */
+static int count_padding_changed(const void *c0, const void *c, size_t esize, int ldc, long long sc, int batch)
+{
+    int changed = 0;
+    for (int q = 0; q < batch; q++)
+        for (int j = 0; j < BN; j++)
+            for (int i = BM; i < ldc && (q < batch - 1 || j < BN - 1); i++) {
+                size_t at = ((size_t)(q * sc) + (size_t)j * ldc + i) * esize;
+                changed += memcmp((const char *)c0 + at, (const char *)c + at, esize) != 0;
+            }
+    return changed;
+}
+
+static void test_bf16_transposes(cublasHandle_t h)
+{
+    enum { MAXE = 2 * (BK + PAD) * (BM + PAD) }; /* room for two tight batches of any operand */
+    unsigned state = 11;
+    static uint16_t a16[MAXE], b16[MAXE], c16_0[MAXE], c16[MAXE], nan16[MAXE];
+    static float c32_0[MAXE], c32[MAXE], nan32[MAXE];
+    for (int i = 0; i < MAXE; i++) {
+        a16[i] = bf16_trunc(rnd(&state));
+        b16[i] = bf16_trunc(rnd(&state) * 4.0f);
+        c16_0[i] = bf16_trunc(rnd(&state) * 8.0f);
+        c32_0[i] = rnd(&state) * 8.0f;
+        nan16[i] = 0x7fc0;
+        nan32[i] = NAN;
+    }
+    const float alpha = 1.5f;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int cbf = 0; cbf < 2; cbf++)
+                for (int bi = 0; bi < 2; bi++)
+                    for (int batch = 1; batch <= BATCH; batch++) {
+                        const float beta = bi ? 1.0f : 0.0f;
+                        cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+                        int ra = ta ? BK : BM, ca = ta ? BM : BK, rb = tb ? BN : BK, cb = tb ? BK : BN;
+                        int lda = ra + PAD, ldb = rb + PAD, ldc = BM + PAD;
+                        long long sa = (long long)lda * ca + 1, sb = (long long)ldb * cb + 3, sc = (long long)ldc * BN;
+                        size_t na = span(ra, ca, lda, sa, batch), nb = span(rb, cb, ldb, sb, batch);
+                        size_t nc = span(BM, BN, ldc, sc, batch), esize = cbf ? 2 : 4;
+                        const void *c_init = bi ? (cbf ? (const void *)c16_0 : (const void *)c32_0)
+                                                : (cbf ? (const void *)nan16 : (const void *)nan32);
+                        void *c_host = cbf ? (void *)c16 : (void *)c32;
+                        void *da = to_device_bytes(a16, na * 2), *db = to_device_bytes(b16, nb * 2);
+                        void *dc = to_device_bytes(c_init, nc * esize);
+                        cudaDataType ct = cbf ? CUDA_R_16BF : CUDA_R_32F;
+                        cublasStatus_t st;
+                        if (batch == 1)
+                            st = cublasGemmEx(h, opa, opb, BM, BN, BK, &alpha, da, CUDA_R_16BF, lda, db, CUDA_R_16BF,
+                                              ldb, &beta, dc, ct, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                        else
+                            st = cublasGemmStridedBatchedEx(h, opa, opb, BM, BN, BK, &alpha, da, CUDA_R_16BF, lda, sa,
+                                                            db, CUDA_R_16BF, ldb, sb, &beta, dc, ct, ldc, sc, batch,
+                                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                        CHECK_EQ_INT(st, CUBLAS_STATUS_SUCCESS);
+                        cudaMemcpy(c_host, dc, nc * esize, cudaMemcpyDeviceToHost);
+                        int wrong = count_wrong_bf16(a16, lda, sa, ta, b16, ldb, sb, tb, c_init, c_host, cbf, ldc, sc,
+                                                     batch, alpha, beta);
+                        CHECK(wrong == 0, "bf16 transa=%c transb=%c C=%s beta=%g batch=%d: %d wrong elements",
+                              "NT"[ta], "NT"[tb], cbf ? "bf16" : "fp32", beta, batch, wrong);
+                        int padding = count_padding_changed(c_init, c_host, esize, ldc, sc, batch);
+                        CHECK(padding == 0, "bf16 transa=%c transb=%c C=%s: %d padding elements of C written", "NT"[ta],
+                              "NT"[tb], cbf ? "bf16" : "fp32", padding);
+                        cudaFree(da);
+                        cudaFree(db);
+                        cudaFree(dc);
+                    }
+}
+
+/* One bf16 C element per batch entry, each a dot of 3 exact terms whose fp32 sum is exact, so the
+ * only rounding is the final one to bf16 (7 stored bits: ulp at 1 is 2^-7). */
+static void test_bf16_rounding(cublasHandle_t h)
+{
+    enum { CASES = 6, KR = 3 };
+    const float a[CASES][KR] = {
+        {1.0f, 0x1p-8f, 0.0f},          /* 1 + 2^-8: tie between 1 and 1 + 2^-7 -> even 1 (0x3f80) */
+        {1.0f, 0x3p-8f, 0.0f},          /* 1 + 3 2^-8: tie between 1 + 2^-7 and 1 + 2^-6 -> even 0x3f82 */
+        {1.0f, 0x1p-8f, 0x1p-20f},      /* just above the tie -> up to 1 + 2^-7 (0x3f81) */
+        {-1.0f, -0x1p-8f, -0x1p-20f},   /* the same, negative (0xbf81) */
+        {NAN, 1.0f, 0.0f},              /* NaN stays NaN */
+        {INFINITY, 1.0f, 0.0f},         /* inf stays inf (0x7f80) */
+    };
+    const uint16_t want[CASES] = {0x3f80, 0x3f82, 0x3f81, 0xbf81, 0, 0x7f80};
+    uint16_t a16[CASES * KR], b16[CASES * KR], c16[CASES];
+    for (int q = 0; q < CASES; q++)
+        for (int p = 0; p < KR; p++) {
+            a16[q * KR + p] = bf16_trunc(a[q][p]); /* all exact in bf16 */
+            b16[q * KR + p] = 0x3f80;              /* 1.0 */
+        }
+    void *da = to_device_bytes(a16, sizeof a16), *db = to_device_bytes(b16, sizeof b16), *dc = NULL;
+    cudaMalloc(&dc, sizeof c16);
+    const float one = 1.0f, zero = 0.0f;
+    /* A is 1 x KR (lda 1), B is KR x 1; PEDANTIC is in the same row of cuBLAS's table as COMPUTE_32F */
+    CHECK_EQ_INT(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, KR, &one, da, CUDA_R_16BF, 1, KR, db,
+                                            CUDA_R_16BF, KR, KR, &zero, dc, CUDA_R_16BF, 1, 1, CASES,
+                                            CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
+                 CUBLAS_STATUS_SUCCESS);
+    cudaMemcpy(c16, dc, sizeof c16, cudaMemcpyDeviceToHost);
+    for (int q = 0; q < CASES; q++) {
+        if (q == 4)
+            CHECK(isnan(bf16_value(c16[q])), "case %d: NaN became 0x%04x", q, (unsigned)c16[q]);
+        else
+            CHECK(c16[q] == want[q], "case %d: got 0x%04x, expected 0x%04x", q, (unsigned)c16[q], (unsigned)want[q]);
+    }
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dc);
+}
+
+static void test_bf16_rejections(cublasHandle_t h)
+{
+    void *a = NULL, *a_short = NULL, *b = NULL, *c = NULL, *c16f = NULL;
+    cudaMalloc(&a, M * K * 2);
+    cudaMalloc(&a_short, (M * K - 1) * 2); /* one bf16 element short of M x K */
+    cudaMalloc(&b, K * N * 2);
+    cudaMalloc(&c, M * N * 2);
+    cudaMalloc(&c16f, M * N * 2);
+    const float one = 1.0f;
+    char msg[4096];
+    emu_capture_begin();
+    cublasStatus_t c_fp16 = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, a, CUDA_R_16BF, M, b, CUDA_R_16BF,
+                                         K, &one, c16f, CUDA_R_16F, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t fast_tf32 = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, a, CUDA_R_16BF, M, b,
+                                            CUDA_R_16BF, K, &one, c, CUDA_R_16BF, M, CUBLAS_COMPUTE_32F_FAST_TF32,
+                                            CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t mixed_ab = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, a, CUDA_R_16BF, M,
+                                                         0, b, CUDA_R_32F, K, 0, &one, c, CUDA_R_32F, M, 0, 1,
+                                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t short_a = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, a_short, CUDA_R_16BF, M, b,
+                                          CUDA_R_16BF, K, &one, c, CUDA_R_16BF, M, CUBLAS_COMPUTE_32F,
+                                          CUBLAS_GEMM_DEFAULT);
+    /* the second batch entry of B runs one column (K elements) past its K x N allocation */
+    cublasStatus_t short_b = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N - 1, K, &one, a, CUDA_R_16BF,
+                                                        M, 0, b, CUDA_R_16BF, K, K * 2, &one, c, CUDA_R_16BF, M, 0, 2,
+                                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    emu_capture_end(msg, sizeof msg);
+    CHECK_EQ_INT(c_fp16, CUBLAS_STATUS_NOT_SUPPORTED);
+    CHECK_EQ_INT(fast_tf32, CUBLAS_STATUS_NOT_SUPPORTED);
+    CHECK_EQ_INT(mixed_ab, CUBLAS_STATUS_NOT_SUPPORTED);
+    CHECK_EQ_INT(short_a, CUBLAS_STATUS_EXECUTION_FAILED);
+    CHECK_EQ_INT(short_b, CUBLAS_STATUS_EXECUTION_FAILED);
+    CHECK_STR_CONTAINS(msg, "cublasGemmEx: A/B CUDA_R_16BF with Ctype CUDA_R_16F (2)");
+    CHECK_STR_CONTAINS(msg, "A/B CUDA_R_16BF with compute type CUBLAS_COMPUTE_32F_FAST_TF32 (77)");
+    CHECK_STR_CONTAINS(msg, "cublasGemmStridedBatchedEx: Atype CUDA_R_16BF (14) differs from Btype CUDA_R_32F (0)");
+    CHECK_STR_CONTAINS(msg, "cublasGemmEx: A (5x3, ld=5, batch=1, stride=0) runs 2 bytes past the end of its "
+                            "cudaMalloc allocation (2-byte CUDA_R_16BF elements) (CUBLAS_STATUS_EXECUTION_FAILED)");
+    CHECK_STR_CONTAINS(msg, "B (3x3, ld=3, batch=2, stride=6) runs 6 bytes past the end");
+    cudaFree(a);
+    cudaFree(a_short);
+    cudaFree(b);
+    cudaFree(c);
+    cudaFree(c16f);
+}
+
 int main(void)
 {
     cublasHandle_t h = NULL;
@@ -178,6 +412,9 @@ int main(void)
     test_transposes(h);
     test_beta_zero_and_tf32(h);
     test_rejections(h);
+    test_bf16_transposes(h);
+    test_bf16_rounding(h);
+    test_bf16_rejections(h);
     CHECK(strcmp(cublasGetStatusName(CUBLAS_STATUS_INVALID_VALUE), "CUBLAS_STATUS_INVALID_VALUE") == 0, "status name");
     CHECK_EQ_INT(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
     cudaStreamDestroy(s);

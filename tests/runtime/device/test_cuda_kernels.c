@@ -8,8 +8,9 @@
  * kernels run under the fiber order named by DDP_CUDA_EMU_ORDER (meson registers one test per
  * order). Groups: `kernels` (default) and `gemm` (argv[1]). Prints the time each group took.
  * Tolerances (relative, plus a tiny absolute floor for values near zero): 1e-6 for exact
- * element-wise ops, 1e-5 for sums, optimizers, GEMM and softmax/exp paths, 2e-5 for GELU
- * (erff/expf differ by an ulp or two between libm and CUDA). */
+ * element-wise ops, 1e-5 for sums, optimizers, GEMM and softmax/exp paths, 2e-5 for both GELUs
+ * (erff/expf differ by an ulp or two between libm and CUDA). The ops' bf16 variants are tested in
+ * test_cuda_bf16.c. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -137,8 +138,8 @@ static void test_fill_scale_u8(pair *p)
         float *xc, *xg;
         output_both(p, NULL, n, &xc, &xg);
         float v = rng_uniform(&test_rng, 0.5f, 3.0f);
-        CHECK(p->cpu->ops->fill(p->cpu, xc, n, v, &ec) == 0, "%s", ec.msg);
-        GPU_CHECK(fill, (p->gpu, xg, n, v, &eg), eg.msg);
+        CHECK(p->cpu->ops->fill(p->cpu, TENSOR_F32, xc, n, v, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(fill, (p->gpu, TENSOR_F32, xg, n, v, &eg), eg.msg);
         snprintf(what, sizeof what, "fill n=%zu", n);
         compare(p, what, xc, xg, n, 0, 0);
         free_both(p, xc, xg);
@@ -173,9 +174,9 @@ static void test_activations(pair *p)
 {
     ddp_err ec = {0}, eg = {0};
     char what[96];
-    const act_kind acts[] = {ACT_RELU, ACT_GELU};
-    for (int a = 0; a < 2; a++) {
-        double rtol = acts[a] == ACT_GELU ? 2e-5 : 0, atol = acts[a] == ACT_GELU ? 1e-7 : 0;
+    const act_kind acts[] = {ACT_RELU, ACT_GELU, ACT_GELU_TANH};
+    for (int a = 0; a < 3; a++) {
+        double rtol = acts[a] != ACT_RELU ? 2e-5 : 0, atol = acts[a] != ACT_RELU ? 1e-7 : 0;
         for (size_t s = 0; s < N_SIZES; s++) {
             size_t n = sizes[s];
             float *hx = random_floats(n, 4.0f), *hdy = random_floats(n, 1.0f);
@@ -183,14 +184,14 @@ static void test_activations(pair *p)
             upload_both(p, hx, n * sizeof *hx, (void **)&xc, (void **)&xg);
             upload_both(p, hdy, n * sizeof *hdy, (void **)&dyc, (void **)&dyg);
             output_both(p, NULL, n, &yc, &yg);
-            CHECK(p->cpu->ops->act_forward(p->cpu, acts[a], xc, yc, n, &ec) == 0, "%s", ec.msg);
-            GPU_CHECK(act_forward, (p->gpu, acts[a], xg, yg, n, &eg), eg.msg);
+            CHECK(p->cpu->ops->act_forward(p->cpu, TENSOR_F32, acts[a], xc, yc, n, &ec) == 0, "%s", ec.msg);
+            GPU_CHECK(act_forward, (p->gpu, TENSOR_F32, acts[a], xg, yg, n, &eg), eg.msg);
             snprintf(what, sizeof what, "act_forward %s n=%zu", act_kind_name(acts[a]), n);
             compare(p, what, yc, yg, n, rtol, atol);
             free_both(p, yc, yg);
             output_both(p, NULL, n, &yc, &yg);
-            CHECK(p->cpu->ops->act_backward(p->cpu, acts[a], xc, dyc, yc, n, &ec) == 0, "%s", ec.msg);
-            GPU_CHECK(act_backward, (p->gpu, acts[a], xg, dyg, yg, n, &eg), eg.msg);
+            CHECK(p->cpu->ops->act_backward(p->cpu, TENSOR_F32, acts[a], xc, dyc, yc, n, &ec) == 0, "%s", ec.msg);
+            GPU_CHECK(act_backward, (p->gpu, TENSOR_F32, acts[a], xg, dyg, yg, n, &eg), eg.msg);
             snprintf(what, sizeof what, "act_backward %s n=%zu", act_kind_name(acts[a]), n);
             compare(p, what, yc, yg, n, rtol, atol);
             free_both(p, yc, yg);
@@ -199,6 +200,34 @@ static void test_activations(pair *p)
             free(hx);
             free(hdy);
         }
+    }
+}
+
+/* out = a + b, then the same written over a (the residual stream adds in place) */
+static void test_add(pair *p)
+{
+    ddp_err ec = {0}, eg = {0};
+    char what[96];
+    for (size_t s = 0; s < N_SIZES; s++) {
+        size_t n = sizes[s];
+        float *ha = random_floats(n, 4.0f), *hb = random_floats(n, 4.0f);
+        float *ac, *ag, *bc, *bg, *oc, *og;
+        output_both(p, ha, n, &ac, &ag);
+        output_both(p, hb, n, &bc, &bg);
+        output_both(p, NULL, n, &oc, &og);
+        CHECK(p->cpu->ops->add(p->cpu, TENSOR_F32, oc, ac, bc, n, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(add, (p->gpu, TENSOR_F32, og, ag, bg, n, &eg), eg.msg);
+        snprintf(what, sizeof what, "add n=%zu", n);
+        compare(p, what, oc, og, n, 0, 0);
+        CHECK(p->cpu->ops->add(p->cpu, TENSOR_F32, ac, ac, bc, n, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(add, (p->gpu, TENSOR_F32, ag, ag, bg, n, &eg), eg.msg);
+        snprintf(what, sizeof what, "add in place n=%zu", n);
+        compare(p, what, ac, ag, n, 0, 0);
+        free_both(p, ac, ag);
+        free_both(p, bc, bg);
+        free_both(p, oc, og);
+        free(ha);
+        free(hb);
     }
 }
 
@@ -218,22 +247,22 @@ static void test_bias(pair *p)
         float *yc, *yg, *bc, *bg;
         output_both(p, hy, n, &yc, &yg);
         upload_both(p, hb, (size_t)cols * sizeof *hb, (void **)&bc, (void **)&bg);
-        CHECK(p->cpu->ops->bias_add(p->cpu, yc, bc, rows, cols, &ec) == 0, "%s", ec.msg);
-        GPU_CHECK(bias_add, (p->gpu, yg, bg, rows, cols, &eg), eg.msg);
+        CHECK(p->cpu->ops->bias_add(p->cpu, TENSOR_F32, yc, bc, rows, cols, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(bias_add, (p->gpu, TENSOR_F32, yg, bg, rows, cols, &eg), eg.msg);
         snprintf(what, sizeof what, "bias_add %lldx%lld", (long long)rows, (long long)cols);
         compare(p, what, yc, yg, n, 0, 0);
         free_both(p, bc, bg);
 
         /* beta 0 must overwrite the NaN poison; beta 1 accumulates onto random values */
         output_both(p, NULL, (size_t)cols, &bc, &bg);
-        CHECK(p->cpu->ops->bias_grad(p->cpu, yc, bc, rows, cols, 0.0f, &ec) == 0, "%s", ec.msg);
-        GPU_CHECK(bias_grad, (p->gpu, yg, bg, rows, cols, 0.0f, &eg), eg.msg);
+        CHECK(p->cpu->ops->bias_grad(p->cpu, TENSOR_F32, yc, bc, rows, cols, 0.0f, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(bias_grad, (p->gpu, TENSOR_F32, yg, bg, rows, cols, 0.0f, &eg), eg.msg);
         snprintf(what, sizeof what, "bias_grad beta=0 %lldx%lld", (long long)rows, (long long)cols);
         compare(p, what, bc, bg, (size_t)cols, 1e-5, 1e-5);
         free_both(p, bc, bg);
         output_both(p, hb, (size_t)cols, &bc, &bg);
-        CHECK(p->cpu->ops->bias_grad(p->cpu, yc, bc, rows, cols, 1.0f, &ec) == 0, "%s", ec.msg);
-        GPU_CHECK(bias_grad, (p->gpu, yg, bg, rows, cols, 1.0f, &eg), eg.msg);
+        CHECK(p->cpu->ops->bias_grad(p->cpu, TENSOR_F32, yc, bc, rows, cols, 1.0f, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(bias_grad, (p->gpu, TENSOR_F32, yg, bg, rows, cols, 1.0f, &eg), eg.msg);
         snprintf(what, sizeof what, "bias_grad beta=1 %lldx%lld", (long long)rows, (long long)cols);
         compare(p, what, bc, bg, (size_t)cols, 1e-5, 1e-5);
         free_both(p, bc, bg);
@@ -281,8 +310,9 @@ static void softmax_case(pair *p, xent_case x)
         output_both(p, NULL, n, &dc, &dg);
     }
     float gs = 1.0f / (float)x.rows;
-    CHECK(p->cpu->ops->softmax_xent(p->cpu, lc, ld, labc, x.rows, x.cols, gs, dc, sc, &ec) == 0, "%s", ec.msg);
-    GPU_CHECK(softmax_xent, (p->gpu, lg, ld, labg, x.rows, x.cols, gs, dg, sg, &eg), eg.msg);
+    CHECK(p->cpu->ops->softmax_xent(p->cpu, TENSOR_F32, lc, ld, labc, x.rows, x.cols, gs, dc, sc, &ec) == 0, "%s",
+          ec.msg);
+    GPU_CHECK(softmax_xent, (p->gpu, TENSOR_F32, lg, ld, labg, x.rows, x.cols, gs, dg, sg, &eg), eg.msg);
     snprintf(what, sizeof what, "softmax_xent stats %lldx%lld+%lld%s%s%s", (long long)x.rows, (long long)x.cols,
              (long long)x.pad, x.quantized ? " ties" : "", x.with_grad ? "" : " no-grad",
              x.in_place ? " in-place" : "");
@@ -462,9 +492,11 @@ static void test_gemm(pair *p)
                     dev_upload(p->gpu, cg, init, (size_t)(m * ldc) * sizeof(float));
                     free(init);
                 }
-                CHECK(p->cpu->ops->gemm(p->cpu, ta, tb, m, n, k, 0.7f, ac, lda, bc, ldb, betas[bi], cc, ldc, &ec) == 0,
+                CHECK(p->cpu->ops->gemm(p->cpu, TENSOR_F32, TENSOR_F32, ta, tb, m, n, k, 0.7f, ac, lda, bc, ldb,
+                                        betas[bi], cc, ldc, &ec) == 0,
                       "%s", ec.msg);
-                GPU_CHECK(gemm, (p->gpu, ta, tb, m, n, k, 0.7f, ag, lda, bg, ldb, betas[bi], cg, ldc, &eg), eg.msg);
+                GPU_CHECK(gemm, (p->gpu, TENSOR_F32, TENSOR_F32, ta, tb, m, n, k, 0.7f, ag, lda, bg, ldb, betas[bi],
+                                 cg, ldc, &eg), eg.msg);
                 snprintf(what, sizeof what, "gemm ta=%d tb=%d m=%lld n=%lld k=%lld beta=%g", ta, tb, (long long)m,
                          (long long)n, (long long)k, (double)betas[bi]);
                 compare(p, what, cc, cg, (size_t)(m * ldc), 1e-5, 1e-6 * (double)k);
@@ -480,7 +512,8 @@ static void test_gemm(pair *p)
     /* cuBLAS takes int: larger sizes are refused with a clear error, before anything runs (the
      * one-float buffer is never touched) */
     float *one = dev_alloc(p->gpu, sizeof(float));
-    int rc = p->gpu->ops->gemm(p->gpu, false, false, (int64_t)1 << 31, 1, 1, 1.0f, one, 1, one, 1, 0.0f, one, 1, &eg);
+    int rc = p->gpu->ops->gemm(p->gpu, TENSOR_F32, TENSOR_F32, false, false, (int64_t)1 << 31, 1, 1, 1.0f, one, 1, one,
+                               1, 0.0f, one, 1, &eg);
     p->gpu->ops->free(p->gpu, one);
     CHECK(rc != 0, "gemm with m = 2^31 accepted");
     CHECK_STR_CONTAINS(eg.msg, "INT_MAX");
@@ -509,9 +542,14 @@ int main(int argc, char **argv)
     die_on(device_cuda_create(0, &cfg, &p.gpu, &err), &err, "device_cuda_create");
     CHECK(p.gpu->kind == DEVICE_CUDA && p.gpu->stream != NULL, "cuda device has no stream");
 
-    const group kernel_groups[] = {{"fill+scale+u8_to_f32", test_fill_scale_u8}, {"act_forward+backward", test_activations},
-                                   {"bias_add+bias_grad", test_bias}, {"softmax_xent", test_softmax_xent},
-                                   {"sumsq", test_sumsq}, {"sgd_step", test_sgd}, {"adamw_step", test_adamw}};
+    const group kernel_groups[] = {{"fill+scale+u8_to_f32", test_fill_scale_u8},
+                                   {"act_forward+backward", test_activations},
+                                   {"add", test_add},
+                                   {"bias_add+bias_grad", test_bias},
+                                   {"softmax_xent", test_softmax_xent},
+                                   {"sumsq", test_sumsq},
+                                   {"sgd_step", test_sgd},
+                                   {"adamw_step", test_adamw}};
     const group gemm_groups[] = {{"gemm", test_gemm}};
     bool gemm = strcmp(which, "gemm") == 0;
     const group *groups = gemm ? gemm_groups : kernel_groups;

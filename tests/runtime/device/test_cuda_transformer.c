@@ -1,6 +1,7 @@
 /* test_cuda_transformer.c — the transformer family's CUDA kernels (runtime/device/kernels/
  * transformer.cu, run by the emulator under DDP_CUDA_EMU_ORDER) against the CPU backend
- * (transformer_cpu.c, itself tested against double references by test_transformer_cpu.c).
+ * (transformer_cpu.c, itself tested against double references by test_transformer_cpu.c), with
+ * TENSOR_F32; the TENSOR_BF16 variants are test_cuda_bf16.c's.
  *
  * Every op runs on the CPU once and on the CUDA device twice, with the same fresh random inputs
  * (seed printed, DDP_TEST_SEED repeats a run) over awkward shapes: sizes 1, odd sizes, C not a
@@ -201,14 +202,14 @@ static void test_embeddings(void)
         both dout = both_upload(hdout, n * sizeof(float));
 
         out fwd[1] = {out_new(NULL, n)};
-        RUN(fwd, 1, embedding_forward, S(fwd[0]), S(tok), S(wte), S(wpe), B, T, C);
+        RUN(fwd, 1, embedding_forward, TENSOR_F32, S(fwd[0]), S(tok), S(wte), S(wpe), B, T, C);
         snprintf(what, sizeof what, "embedding_forward B=%lld T=%lld C=%lld V=%lld", (long long)B, (long long)T,
                  (long long)C, (long long)V);
         out_check(&fwd[0], what, 0, 0);
 
         /* "+=" onto random gradients (hwte, hwpe reused as their initial values) */
         out bwd[2] = {out_new(hwte, (size_t)(V * C)), out_new(hwpe, (size_t)(T * C))};
-        RUN(bwd, 2, embedding_backward, S(bwd[0]), S(bwd[1]), S(dout), S(tok), B, T, C);
+        RUN(bwd, 2, embedding_backward, TENSOR_F32, S(bwd[0]), S(bwd[1]), S(dout), S(tok), B, T, C);
         snprintf(what, sizeof what, "embedding_backward dwte B=%lld T=%lld C=%lld V=%lld", (long long)B, (long long)T,
                  (long long)C, (long long)V);
         out_check(&bwd[0], what, 0, 0);
@@ -246,7 +247,7 @@ static void test_layernorm(void)
         both b = both_upload(hb, (size_t)C * sizeof(float)), dout = both_upload(hdout, n * sizeof(float));
 
         out fwd[3] = {out_new(NULL, n), out_new(NULL, (size_t)N), out_new(NULL, (size_t)N)};
-        RUN(fwd, 3, layernorm_forward, S(fwd[0]), S(fwd[1]), S(fwd[2]), S(x), S(w), S(b), N, C);
+        RUN(fwd, 3, layernorm_forward, TENSOR_F32, S(fwd[0]), S(fwd[1]), S(fwd[2]), S(x), S(w), S(b), N, C);
         /* the backward reads the CPU forward's statistics on both devices */
         float *hmean = out_cpu(&fwd[1]), *hrstd = out_cpu(&fwd[2]);
         both mean = both_upload(hmean, (size_t)N * sizeof(float)), rstd = both_upload(hrstd, (size_t)N * sizeof(float));
@@ -263,7 +264,8 @@ static void test_layernorm(void)
         float *hdinp = random_floats(n, 0, 0.05f, 1), *hdw = random_floats((size_t)C, 0, 0.05f, 1);
         float *hdb = random_floats((size_t)C, 0, 0.05f, 1);
         out bwd[3] = {out_new(hdinp, n), out_new(hdw, (size_t)C), out_new(hdb, (size_t)C)};
-        RUN(bwd, 3, layernorm_backward, S(bwd[0]), S(bwd[1]), S(bwd[2]), S(dout), S(x), S(w), S(mean), S(rstd), N, C);
+        RUN(bwd, 3, layernorm_backward, TENSOR_F32, S(bwd[0]), S(bwd[1]), S(bwd[2]), S(dout), S(x), S(w), S(mean),
+            S(rstd), N, C);
         const char *bnames[] = {"dinp", "dw", "db"};
         const double floors[] = {1e-9, 1e-8, 1e-8};
         for (int i = 0; i < 3; i++) {
@@ -311,22 +313,24 @@ static void test_heads(void)
                                 (long long)T, (long long)NH, (long long)hs)
 
         out split[3] = {out_new(NULL, n), out_new(NULL, n), out_new(NULL, n)};
-        RUN(split, 3, attention_split_heads, S(split[0]), S(split[1]), S(split[2]), S(qkv), B, T, NH, hs);
+        RUN(split, 3, attention_split_heads, TENSOR_F32, S(split[0]), S(split[1]), S(split[2]), S(qkv), B, T, NH,
+            hs);
         const char *parts[] = {"attention_split_heads q", "attention_split_heads k", "attention_split_heads v"};
         for (int i = 0; i < 3; i++) {
             SHAPE_NAME(parts[i]);
             out_check(&split[i], what, 0, 0);
         }
         out merge[1] = {out_new(NULL, n)};
-        RUN(merge, 1, attention_merge_heads, S(merge[0]), S(y), B, T, NH, hs);
+        RUN(merge, 1, attention_merge_heads, TENSOR_F32, S(merge[0]), S(y), B, T, NH, hs);
         SHAPE_NAME("attention_merge_heads");
         out_check(&merge[0], what, 0, 0);
         out split_grad[1] = {out_new(NULL, n)};
-        RUN(split_grad, 1, attention_split_heads_grad, S(split_grad[0]), S(y), B, T, NH, hs);
+        RUN(split_grad, 1, attention_split_heads_grad, TENSOR_F32, S(split_grad[0]), S(y), B, T, NH, hs);
         SHAPE_NAME("attention_split_heads_grad");
         out_check(&split_grad[0], what, 0, 0);
         out merge_grad[1] = {out_new(NULL, 3 * n)};
-        RUN(merge_grad, 1, attention_merge_heads_grad, S(merge_grad[0]), S(q), S(k), S(v), B, T, NH, hs);
+        RUN(merge_grad, 1, attention_merge_heads_grad, TENSOR_F32, S(merge_grad[0]), S(q), S(k), S(v), B, T, NH,
+            hs);
         SHAPE_NAME("attention_merge_heads_grad");
         out_check(&merge_grad[0], what, 0, 0);
 #undef SHAPE_NAME
@@ -371,7 +375,7 @@ static void test_causal_softmax(void)
         both pre = both_upload(hpre, n * sizeof(float)), datt = both_upload(hdatt, n * sizeof(float));
 
         out fwd[1] = {out_new(NULL, n)};
-        RUN(fwd, 1, causal_softmax_forward, S(fwd[0]), S(pre), scale, BH, T);
+        RUN(fwd, 1, causal_softmax_forward, TENSOR_F32, S(fwd[0]), S(pre), scale, BH, T);
         /* the backward reads the CPU forward's att on both devices, NaN above the diagonal */
         float *hatt = out_cpu(&fwd[0]);
         nan_above_diagonal(hatt, BH, T);
@@ -382,7 +386,7 @@ static void test_causal_softmax(void)
         out_check(&fwd[0], what, SOFTMAX_RTOL, (double)FLT_MIN);
 
         out bwd[1] = {out_new(NULL, n)};
-        RUN(bwd, 1, causal_softmax_backward, S(bwd[0]), S(datt), S(att), scale, BH, T);
+        RUN(bwd, 1, causal_softmax_backward, TENSOR_F32, S(bwd[0]), S(datt), S(att), scale, BH, T);
         snprintf(what, sizeof what, "causal_softmax_backward BH=%lld T=%lld scale=%g", (long long)BH, (long long)T,
                  (double)scale);
         /* floor: datt_j - dot cancels; the dot's order noise is <= T·2^-53·max|datt| <= 3.4e-14,

@@ -38,32 +38,32 @@ static const adamw_args adamw_step1 = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e
 /* One function per mistake, named after it. */
 static int gemm_negative_m(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->gemm(d, false, false, -1, 2, 2, 1.0f, b->f, 2, b->f, 2, 0.0f, b->f, 2, err);
+    return d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, -1, 2, 2, 1.0f, b->f, 2, b->f, 2, 0.0f, b->f, 2, err);
 }
 static int gemm_lda_below_k(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->gemm(d, false, false, 2, 2, 3, 1.0f, b->f, 2, b->f, 2, 0.0f, b->f, 2, err);
+    return d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 3, 1.0f, b->f, 2, b->f, 2, 0.0f, b->f, 2, err);
 }
 static int gemm_lda_below_m_transposed(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->gemm(d, true, false, 3, 2, 2, 1.0f, b->f, 2, b->f, 2, 0.0f, b->f, 2, err);
+    return d->ops->gemm(d, TENSOR_F32, TENSOR_F32, true, false, 3, 2, 2, 1.0f, b->f, 2, b->f, 2, 0.0f, b->f, 2, err);
 }
 static int gemm_ldc_below_n(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->gemm(d, false, true, 2, 3, 2, 1.0f, b->f, 2, b->f, 2, 0.0f, b->f, 2, err);
+    return d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, true, 2, 3, 2, 1.0f, b->f, 2, b->f, 2, 0.0f, b->f, 2, err);
 }
 static int gemm_null_a(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->gemm(d, false, false, 2, 2, 2, 1.0f, NULL, 2, b->f, 2, 0.0f, b->f, 2, err);
+    return d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, NULL, 2, b->f, 2, 0.0f, b->f, 2, err);
 }
 static int gemm_null_c(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->gemm(d, false, false, 2, 2, 2, 1.0f, b->f, 2, b->f, 2, 0.0f, NULL, 2, err);
+    return d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, b->f, 2, b->f, 2, 0.0f, NULL, 2, err);
 }
 static int fill_null(device *d, const bufs *b, ddp_err *err)
 {
     (void)b;
-    return d->ops->fill(d, NULL, 4, 1.0f, err);
+    return d->ops->fill(d, TENSOR_F32, NULL, 4, 1.0f, err);
 }
 static int scale_null(device *d, const bufs *b, ddp_err *err)
 {
@@ -76,82 +76,83 @@ static int u8_to_f32_null_src(device *d, const bufs *b, ddp_err *err)
 }
 static int bias_add_negative_rows(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->bias_add(d, b->f, b->f, -1, 3, err);
+    return d->ops->bias_add(d, TENSOR_F32, b->f, b->f, -1, 3, err);
 }
 static int bias_add_null_b(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->bias_add(d, b->f, NULL, 2, 3, err);
+    return d->ops->bias_add(d, TENSOR_F32, b->f, NULL, 2, 3, err);
 }
 static int act_forward_unknown(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->act_forward(d, (act_kind)99, b->f, b->f + 8, 8, err);
+    return d->ops->act_forward(d, TENSOR_F32, (act_kind)99, b->f, b->f + 8, 8, err);
 }
 static int act_backward_unknown_empty(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->act_backward(d, (act_kind)7, b->f, b->f, b->f, 0, err); /* checked even with n == 0 */
+    return d->ops->act_backward(d, TENSOR_F32, (act_kind)7, b->f, b->f, b->f, 0, err); /* checked even with n == 0 */
 }
 static int act_backward_null_dy(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->act_backward(d, ACT_GELU, b->f, NULL, b->f + 8, 8, err);
+    return d->ops->act_backward(d, TENSOR_F32, ACT_GELU, b->f, NULL, b->f + 8, 8, err);
 }
 static int bias_grad_negative_cols(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->bias_grad(d, b->f, b->f + 8, 2, -4, 0.0f, err);
+    return d->ops->bias_grad(d, TENSOR_F32, b->f, b->f + 8, 2, -4, 0.0f, err);
 }
 static int bias_grad_null_dy(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->bias_grad(d, NULL, b->f + 8, 2, 4, 0.0f, err);
+    return d->ops->bias_grad(d, TENSOR_F32, NULL, b->f + 8, 2, 4, 0.0f, err);
 }
 static int softmax_xent_zero_classes(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->softmax_xent(d, b->f, 1, b->labels, 3, 0, 1.0f, NULL, b->f + 32, err);
+    return d->ops->softmax_xent(d, TENSOR_F32, b->f, 1, b->labels, 3, 0, 1.0f, NULL, b->f + 32, err);
 }
 static int softmax_xent_null_labels(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->softmax_xent(d, b->f, 4, NULL, 2, 4, 1.0f, b->f + 8, b->f + 32, err);
+    return d->ops->softmax_xent(d, TENSOR_F32, b->f, 4, NULL, 2, 4, 1.0f, b->f + 8, b->f + 32, err);
 }
 static int softmax_xent_null_stats(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->softmax_xent(d, b->f, 4, b->labels, 2, 4, 1.0f, NULL, NULL, err);
+    return d->ops->softmax_xent(d, TENSOR_F32, b->f, 4, b->labels, 2, 4, 1.0f, NULL, NULL, err);
 }
 static int softmax_xent_short_stride(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->softmax_xent(d, b->f, 3, b->labels, 2, 4, 1.0f, NULL, b->f + 32, err);
+    return d->ops->softmax_xent(d, TENSOR_F32, b->f, 3, b->labels, 2, 4, 1.0f, NULL, b->f + 32, err);
 }
 static int gemm_batched_overlapping_c(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->gemm_strided_batched(d, false, false, 2, 2, 2, 1.0f, b->f, 2, 4, b->f + 8, 2, 4, 0.0f, b->f + 16,
-                                        2, 3, 2, err);
+    return d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, b->f, 2, 4, b->f + 8, 2,
+                                        4, 0.0f, b->f + 16, 2, 3, 2, err);
 }
 static int gemm_batched_negative_batch(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->gemm_strided_batched(d, false, false, 2, 2, 2, 1.0f, b->f, 2, 4, b->f + 8, 2, 4, 0.0f, b->f + 16,
-                                        2, 4, -1, err);
+    return d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, b->f, 2, 4, b->f + 8, 2,
+                                        4, 0.0f, b->f + 16, 2, 4, -1, err);
 }
 static int add_null_b(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->add(d, b->f, b->f, NULL, 4, err);
+    return d->ops->add(d, TENSOR_F32, b->f, b->f, NULL, 4, err);
 }
 static int embedding_negative_t(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->embedding_forward(d, b->f, b->labels, b->f + 8, b->f + 16, 1, -2, 4, err);
+    return d->ops->embedding_forward(d, TENSOR_F32, b->f, b->labels, b->f + 8, b->f + 16, 1, -2, 4, err);
 }
 static int layernorm_zero_channels(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->layernorm_forward(d, b->f, b->f + 8, b->f + 12, b->f + 16, b->f + 20, b->f + 24, 2, 0, err);
+    return d->ops->layernorm_forward(d, TENSOR_F32, b->f, b->f + 8, b->f + 12, b->f + 16, b->f + 20, b->f + 24, 2, 0,
+                                     err);
 }
 static int layernorm_backward_null_rstd(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->layernorm_backward(d, b->f, b->f + 4, b->f + 8, b->f + 12, b->f + 16, b->f + 20, b->f + 24, NULL,
-                                      1, 4, err);
+    return d->ops->layernorm_backward(d, TENSOR_F32, b->f, b->f + 4, b->f + 8, b->f + 12, b->f + 16, b->f + 20,
+                                      b->f + 24, NULL, 1, 4, err);
 }
 static int split_heads_negative_hs(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->attention_split_heads(d, b->f, b->f + 4, b->f + 8, b->f + 12, 1, 1, 1, -4, err);
+    return d->ops->attention_split_heads(d, TENSOR_F32, b->f, b->f + 4, b->f + 8, b->f + 12, 1, 1, 1, -4, err);
 }
 static int causal_softmax_null_att(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->causal_softmax_backward(d, b->f, b->f + 4, NULL, 1.0f, 1, 2, err);
+    return d->ops->causal_softmax_backward(d, TENSOR_F32, b->f, b->f + 4, NULL, 1.0f, 1, 2, err);
 }
 static int sumsq_null_out(device *d, const bufs *b, ddp_err *err)
 {
@@ -297,21 +298,21 @@ static void empty_jobs(device *d, const char *backend)
 {
     ddp_err err = {0};
     double out = -1.0;
-    int rc = d->ops->fill(d, NULL, 0, 1.0f, &err);
-    rc |= d->ops->gemm(d, false, false, 0, 3, 2, 1.0f, NULL, 2, NULL, 3, 0.0f, NULL, 3, &err);
-    rc |= d->ops->gemm(d, false, false, 3, 0, 2, 1.0f, NULL, 2, NULL, 1, 0.0f, NULL, 1, &err);
-    rc |= d->ops->bias_add(d, NULL, NULL, 0, 5, &err);
-    rc |= d->ops->bias_grad(d, NULL, NULL, 4, 0, 1.0f, &err);
-    rc |= d->ops->act_forward(d, ACT_RELU, NULL, NULL, 0, &err);
-    rc |= d->ops->softmax_xent(d, NULL, 10, NULL, 0, 10, 1.0f, NULL, NULL, &err);
+    int rc = d->ops->fill(d, TENSOR_F32, NULL, 0, 1.0f, &err);
+    rc |= d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 0, 3, 2, 1.0f, NULL, 2, NULL, 3, 0.0f, NULL, 3, &err);
+    rc |= d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 3, 0, 2, 1.0f, NULL, 2, NULL, 1, 0.0f, NULL, 1, &err);
+    rc |= d->ops->bias_add(d, TENSOR_F32, NULL, NULL, 0, 5, &err);
+    rc |= d->ops->bias_grad(d, TENSOR_F32, NULL, NULL, 4, 0, 1.0f, &err);
+    rc |= d->ops->act_forward(d, TENSOR_F32, ACT_RELU, NULL, NULL, 0, &err);
+    rc |= d->ops->softmax_xent(d, TENSOR_F32, NULL, 10, NULL, 0, 10, 1.0f, NULL, NULL, &err);
     rc |= d->ops->sgd_step(d, NULL, NULL, NULL, NULL, 0, &sgd_momentum, &err);
-    rc |= d->ops->gemm_strided_batched(d, false, false, 3, 3, 2, 1.0f, NULL, 2, 6, NULL, 3, 6, 0.0f, NULL, 3, 9, 0,
-                                       &err);
-    rc |= d->ops->add(d, NULL, NULL, NULL, 0, &err);
-    rc |= d->ops->embedding_backward(d, NULL, NULL, NULL, NULL, 0, 4, 8, &err);
-    rc |= d->ops->layernorm_backward(d, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 8, &err);
-    rc |= d->ops->attention_merge_heads_grad(d, NULL, NULL, NULL, NULL, 2, 3, 0, 4, &err);
-    rc |= d->ops->causal_softmax_forward(d, NULL, NULL, 1.0f, 0, 4, &err);
+    rc |= d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 3, 3, 2, 1.0f, NULL, 2, 6, NULL, 3, 6,
+                                       0.0f, NULL, 3, 9, 0, &err);
+    rc |= d->ops->add(d, TENSOR_F32, NULL, NULL, NULL, 0, &err);
+    rc |= d->ops->embedding_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, 0, 4, 8, &err);
+    rc |= d->ops->layernorm_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 8, &err);
+    rc |= d->ops->attention_merge_heads_grad(d, TENSOR_F32, NULL, NULL, NULL, NULL, 2, 3, 0, 4, &err);
+    rc |= d->ops->causal_softmax_forward(d, TENSOR_F32, NULL, NULL, 1.0f, 0, 4, &err);
     rc |= d->ops->adamw_step(d, NULL, NULL, NULL, NULL, NULL, 0, &adamw_step1, &err);
     rc |= d->ops->cast_f32_to_bf16(d, NULL, NULL, 0, &err);
     rc |= d->ops->upload(d, NULL, NULL, 0, &err);
@@ -345,7 +346,7 @@ static int open_bufs(device *d, bufs *b)
     if (!rc)
         rc = d->ops->upload(d, b->sumsq, &zero, sizeof zero, &err);
     if (!rc)
-        rc = d->ops->fill(d, b->f, BUF_FLOATS, 0.5f, &err);
+        rc = d->ops->fill(d, TENSOR_F32, b->f, BUF_FLOATS, 0.5f, &err);
     if (!rc)
         rc = d->ops->upload(d, b->labels, labels, sizeof labels, &err);
     if (!rc)

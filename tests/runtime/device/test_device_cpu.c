@@ -29,7 +29,7 @@ static void gemm_case(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t
     float *c = random_floats((size_t)(m * ldc), -1, 1), *c0 = malloc((size_t)(m * ldc) * sizeof *c0);
     memcpy(c0, c, (size_t)(m * ldc) * sizeof *c0);
     ddp_err err = {0};
-    int rc = d->ops->gemm(d, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &err);
+    int rc = d->ops->gemm(d, TENSOR_F32, TENSOR_F32, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &err);
     CHECK(rc == 0, "gemm: %s", err.msg);
     int bad = 0;
     for (int64_t i = 0; i < m; i++) {
@@ -65,16 +65,22 @@ static void test_gemm(device *d)
     gemm_case(d, false, false, 4, 3, 0, 1.0f, 0.5f); /* k = 0: C = beta·C */
     float c[4] = {NAN, NAN, NAN, NAN}, a[4] = {1, 2, 3, 4};
     ddp_err err = {0};
-    CHECK(d->ops->gemm(d, false, false, 2, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2, &err) == 0, "gemm");
+    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2,
+                       &err) == 0, "gemm");
     CHECK(c[0] == 7.0f && c[3] == 22.0f, "beta 0 must ignore NaN already in C: %g %g", c[0], c[3]);
 
-    CHECK(d->ops->gemm(d, false, false, -1, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2, &err) != 0, "negative m accepted");
+    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, -1, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2,
+                       &err) != 0, "negative m accepted");
     CHECK_STR_CONTAINS(err.msg, "negative");
-    CHECK(d->ops->gemm(d, false, false, 2, 2, 3, 1.0f, a, 2, a, 2, 0.0f, c, 2, &err) != 0, "lda < k accepted");
+    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 3, 1.0f, a, 2, a, 2, 0.0f, c, 2,
+                       &err) != 0, "lda < k accepted");
     CHECK_STR_CONTAINS(err.msg, "lda=2");
-    CHECK(d->ops->gemm(d, true, false, 3, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2, &err) != 0, "lda < m accepted (trans)");
-    CHECK(d->ops->gemm(d, false, true, 2, 3, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2, &err) != 0, "ldc < n accepted");
-    CHECK(d->ops->gemm(d, false, false, 0, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2, &err) == 0, "m = 0 rejected");
+    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, true, false, 3, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2,
+                       &err) != 0, "lda < m accepted (trans)");
+    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, true, 2, 3, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2,
+                       &err) != 0, "ldc < n accepted");
+    CHECK(d->ops->gemm(d, TENSOR_F32, TENSOR_F32, false, false, 0, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2,
+                       &err) == 0, "m = 0 rejected");
 }
 
 static void test_bias(device *d)
@@ -82,7 +88,7 @@ static void test_bias(device *d)
     enum { ROWS = 5, COLS = 7 };
     float *y = random_floats(ROWS * COLS, -1, 1), *b = random_floats(COLS, -1, 1), y0[ROWS * COLS];
     memcpy(y0, y, sizeof y0);
-    CHECK(d->ops->bias_add(d, y, b, ROWS, COLS, NULL) == 0, "bias_add");
+    CHECK(d->ops->bias_add(d, TENSOR_F32, y, b, ROWS, COLS, NULL) == 0, "bias_add");
     int bad = 0;
     for (int i = 0; i < ROWS * COLS; i++)
         bad += y[i] != y0[i] + b[i % COLS];
@@ -91,10 +97,10 @@ static void test_bias(device *d)
     float db[COLS];
     for (int c = 0; c < COLS; c++)
         db[c] = NAN;
-    CHECK(d->ops->bias_grad(d, y0, db, ROWS, COLS, 0.0f, NULL) == 0, "bias_grad beta 0");
+    CHECK(d->ops->bias_grad(d, TENSOR_F32, y0, db, ROWS, COLS, 0.0f, NULL) == 0, "bias_grad beta 0");
     float first[COLS];
     memcpy(first, db, sizeof db);
-    CHECK(d->ops->bias_grad(d, y0, db, ROWS, COLS, 1.0f, NULL) == 0, "bias_grad beta 1");
+    CHECK(d->ops->bias_grad(d, TENSOR_F32, y0, db, ROWS, COLS, 1.0f, NULL) == 0, "bias_grad beta 1");
     for (int c = 0; c < COLS; c++) {
         double sum = 0;
         for (int r = 0; r < ROWS; r++)
@@ -111,14 +117,14 @@ static void test_activations(device *d)
     enum { N = 1001 };
     float *x = random_floats(N, -6, 6), *dy = random_floats(N, -1, 1), y[N], dx[N];
     x[0] = 0.0f; /* ReLU'(0) = 0, as PyTorch */
-    CHECK(d->ops->act_forward(d, ACT_RELU, x, y, N, NULL) == 0 && d->ops->act_backward(d, ACT_RELU, x, dy, dx, N, NULL) == 0,
+    CHECK(d->ops->act_forward(d, TENSOR_F32, ACT_RELU, x, y, N, NULL) == 0 && d->ops->act_backward(d, TENSOR_F32, ACT_RELU, x, dy, dx, N, NULL) == 0,
           "relu");
     int bad = 0;
     for (int i = 0; i < N; i++)
         bad += y[i] != (x[i] > 0 ? x[i] : 0) || dx[i] != (x[i] > 0 ? dy[i] : 0);
     CHECK(bad == 0, "relu: %d wrong", bad);
 
-    CHECK(d->ops->act_forward(d, ACT_GELU, x, y, N, NULL) == 0 && d->ops->act_backward(d, ACT_GELU, x, dy, dx, N, NULL) == 0,
+    CHECK(d->ops->act_forward(d, TENSOR_F32, ACT_GELU, x, y, N, NULL) == 0 && d->ops->act_backward(d, TENSOR_F32, ACT_GELU, x, dy, dx, N, NULL) == 0,
           "gelu");
     bad = 0;
     for (int i = 0; i < N; i++) {
@@ -130,7 +136,7 @@ static void test_activations(device *d)
         bad += fabs(y[i] - gelu) > 1e-6 * (1 + fabs(gelu)) || fabs(dx[i] - dy[i] * dgelu) > 1e-5;
     }
     CHECK(bad == 0, "gelu: %d wrong", bad);
-    CHECK(d->ops->act_forward(d, (act_kind)99, x, y, N, NULL) != 0, "unknown activation accepted");
+    CHECK(d->ops->act_forward(d, TENSOR_F32, (act_kind)99, x, y, N, NULL) != 0, "unknown activation accepted");
     free(x);
     free(dy);
 }
@@ -148,7 +154,7 @@ static void test_softmax_xent(device *d)
     }
     float stats[2] = {10.0f, 3.0f};
     ddp_err err = {0};
-    CHECK(d->ops->softmax_xent(d, l, COLS, y, ROWS, COLS, 0.5f, dl, stats, &err) == 0, "%s", err.msg);
+    CHECK(d->ops->softmax_xent(d, TENSOR_F32, l, COLS, y, ROWS, COLS, 0.5f, dl, stats, &err) == 0, "%s", err.msg);
     double loss = 0;
     int correct = 0;
     for (int r = 0; r < ROWS; r++) {
@@ -165,7 +171,8 @@ static void test_softmax_xent(device *d)
         correct += am == y[r];
         for (int c = 0; c < COLS; c++) {
             double want = (exp(row[c] - mx) / s - (c == y[r])) * 0.5;
-            CHECK(fabs(dl[r * COLS + c] - want) < 1e-6, "dlogits[%d,%d] = %g, expected %g", r, c, dl[r * COLS + c], want);
+            CHECK(fabs(dl[r * COLS + c] - want) < 1e-6, "dlogits[%d,%d] = %g, expected %g", r, c, dl[r * COLS + c],
+                  want);
         }
     }
     /* the two tie rows alone: row 3 (label 1) is wrong, row 5 (label 0) right */
@@ -173,7 +180,8 @@ static void test_softmax_xent(device *d)
     float tie_rows[2 * COLS], tie_stats[2] = {0, 0};
     memcpy(tie_rows, l + 3 * COLS, sizeof(float) * COLS);
     memcpy(tie_rows + COLS, l + 5 * COLS, sizeof(float) * COLS);
-    CHECK(d->ops->softmax_xent(d, tie_rows, COLS, tie_labels, 2, COLS, 1.0f, NULL, tie_stats, NULL) == 0, "ties");
+    CHECK(d->ops->softmax_xent(d, TENSOR_F32, tie_rows, COLS, tie_labels, 2, COLS, 1.0f, NULL, tie_stats,
+                               NULL) == 0, "ties");
     CHECK_EQ_INT(tie_stats[1], 1);
     CHECK_CLOSE(tie_stats[0], log(2.0) + log(5.0), 1e-6, 0);
     CHECK_CLOSE(stats[0], 10.0 + loss, 1e-6, 0);
@@ -181,10 +189,11 @@ static void test_softmax_xent(device *d)
     CHECK(isfinite(stats[0]), "loss with logits of 1000 is not finite");
     /* evaluation form: no dlogits */
     float s2[2] = {0, 0};
-    CHECK(d->ops->softmax_xent(d, l, COLS, y, ROWS, COLS, 1.0f, NULL, s2, NULL) == 0, "dlogits NULL");
+    CHECK(d->ops->softmax_xent(d, TENSOR_F32, l, COLS, y, ROWS, COLS, 1.0f, NULL, s2, NULL) == 0, "dlogits NULL");
     CHECK_CLOSE(s2[1], correct, 0, 0);
     int32_t bad_label[ROWS] = {0, 5, 0, 0, 0, 0};
-    CHECK(d->ops->softmax_xent(d, l, COLS, bad_label, ROWS, COLS, 1.0f, NULL, s2, &err) != 0, "label 5 of 5 classes accepted");
+    CHECK(d->ops->softmax_xent(d, TENSOR_F32, l, COLS, bad_label, ROWS, COLS, 1.0f, NULL, s2,
+                               &err) != 0, "label 5 of 5 classes accepted");
     CHECK_STR_CONTAINS(err.msg, "row 1");
     free(l);
 }
@@ -209,7 +218,7 @@ static void test_sumsq_and_memory(device *d)
     d->ops->scale(d, p, N, 2.0f, NULL);
     d->ops->download(d, back, p, N * sizeof(float), NULL);
     CHECK(back[0] == 2 * x[0] && back[N - 1] == 2 * x[N - 1], "upload/scale/download");
-    d->ops->fill(d, p, N, -0.5f, NULL);
+    d->ops->fill(d, TENSOR_F32, p, N, -0.5f, NULL);
     d->ops->copy(d, back, p, N * sizeof(float), NULL);
     CHECK(back[0] == -0.5f && back[N - 1] == -0.5f, "fill/copy");
     uint8_t px[3] = {0, 51, 255};

@@ -244,7 +244,7 @@ static void one_step(device *d, int kind, const float *p0, const float *g, const
     ddp_err err = {0};
     float *p = dev_from_host(d, p0, n * sizeof *p0), *gd = dev_from_host(d, g, n * sizeof *g);
     float *m = dev_alloc(d, n * sizeof *m), *v = dev_alloc(d, n * sizeof *v);
-    die_on(d->ops->fill(d, m, n, 0.0f, &err) || d->ops->fill(d, v, n, 0.0f, &err), &err, "fill");
+    die_on(d->ops->fill(d, TENSOR_F32, m, n, 0.0f, &err) || d->ops->fill(d, TENSOR_F32, v, n, 0.0f, &err), &err, "fill");
     if (kind == 0) {
         /* no weight decay: nvcc may fuse g*scale into an FMA with wd*p, rounding differently from
          * the host's product (the comparison below is bit for bit) */

@@ -223,8 +223,8 @@ static emb_case emb_make(int64_t B, int64_t T, int64_t C, int64_t V)
 static void emb_run(void *p)
 {
     emb_case *e = p;
-    DEV(embedding_forward, e->out, e->tok, e->wte, e->wpe, e->B, e->T, e->C);
-    DEV(embedding_backward, e->dwte, e->dwpe, e->dout, e->tok, e->B, e->T, e->C);
+    DEV(embedding_forward, TENSOR_F32, e->out, e->tok, e->wte, e->wpe, e->B, e->T, e->C);
+    DEV(embedding_backward, TENSOR_F32, e->dwte, e->dwpe, e->dout, e->tok, e->B, e->T, e->C);
 }
 static double emb_loss(const void *p)
 {
@@ -299,8 +299,8 @@ static ln_case ln_make(int64_t N, int64_t C, double offset)
 static void ln_run(void *p)
 {
     ln_case *l = p;
-    DEV(layernorm_forward, l->out, l->mean, l->rstd, l->x, l->w, l->b, l->N, l->C);
-    DEV(layernorm_backward, l->dx, l->dw, l->db, l->dout, l->x, l->w, l->mean, l->rstd, l->N, l->C);
+    DEV(layernorm_forward, TENSOR_F32, l->out, l->mean, l->rstd, l->x, l->w, l->b, l->N, l->C);
+    DEV(layernorm_backward, TENSOR_F32, l->dx, l->dw, l->db, l->dout, l->x, l->w, l->mean, l->rstd, l->N, l->C);
 }
 static void ln_stats(const double *x, int64_t C, double *m, double *s)
 {
@@ -397,11 +397,11 @@ static heads_case heads_make(int64_t B, int64_t T, int64_t NH, int64_t hs)
 static void heads_run(void *p)
 {
     heads_case *h = p;
-    DEV(attention_split_heads, h->q, h->k, h->v, h->qkv, h->B, h->T, h->NH, h->hs);
-    DEV(attention_merge_heads, h->out, h->y, h->B, h->T, h->NH, h->hs);
-    DEV(attention_split_heads_grad, h->dy, h->dout, h->B, h->T, h->NH, h->hs);
+    DEV(attention_split_heads, TENSOR_F32, h->q, h->k, h->v, h->qkv, h->B, h->T, h->NH, h->hs);
+    DEV(attention_merge_heads, TENSOR_F32, h->out, h->y, h->B, h->T, h->NH, h->hs);
+    DEV(attention_split_heads_grad, TENSOR_F32, h->dy, h->dout, h->B, h->T, h->NH, h->hs);
     /* the split outputs double as dq, dk, dv */
-    DEV(attention_merge_heads_grad, h->dqkv, h->q, h->k, h->v, h->B, h->T, h->NH, h->hs);
+    DEV(attention_merge_heads_grad, TENSOR_F32, h->dqkv, h->q, h->k, h->v, h->B, h->T, h->NH, h->hs);
 }
 /* Element (b,h,t,d) of a head-major tensor lives at token-major (b,t, off + h·hs + d) with rows of ld. */
 static int64_t tok_index(const heads_case *h, int64_t i, int64_t ld, int64_t off)
@@ -474,12 +474,12 @@ static void sm_run(void *p)
 {
     sm_case *s = p;
     size_t n = (size_t)(s->BH * s->T * s->T);
-    DEV(causal_softmax_forward, s->att, s->pre, s->scale, s->BH, s->T);
+    DEV(causal_softmax_forward, TENSOR_F32, s->att, s->pre, s->scale, s->BH, s->T);
     memcpy(s->attn, s->att, n * sizeof(float)); /* the backward's att, with NaN above the diagonal */
     for (size_t i = 0; i < n; i++)
         if ((int64_t)i % s->T > (int64_t)i / s->T % s->T)
             s->attn[i] = NAN;
-    DEV(causal_softmax_backward, s->dpre, s->datt, s->attn, s->scale, s->BH, s->T);
+    DEV(causal_softmax_backward, TENSOR_F32, s->dpre, s->datt, s->attn, s->scale, s->BH, s->T);
 }
 /* Reference softmax of one row (columns 0..t) into p; returns max_j |z_j| + |z_max| + |z_j - z_max|. */
 static double sm_ref_row(double *p, const double *pre, double scale, int64_t t)
@@ -573,7 +573,7 @@ static gemm_case gemm_make(bool ta, bool tb, int64_t m, int64_t n, int64_t k, fl
 static void gemm_run(void *p)
 {
     gemm_case *g = p;
-    DEV(gemm_strided_batched, g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a, g->lda, g->sa, g->b, g->ldb, g->sb,
+    DEV(gemm_strided_batched, TENSOR_F32, TENSOR_F32, g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a, g->lda, g->sa, g->b, g->ldb, g->sb,
         g->beta, g->c, g->ldc, g->sc, g->batch);
 }
 
@@ -640,8 +640,8 @@ static void test_gelu(size_t n)
     for (size_t i = 0; i < n; i++)
         x[i] = i < sizeof special / sizeof *special ? special[i] : (float)(-12 + 24 * urand());
     double *ry = dzero(n), *by = dzero(n), *rdx = dzero(n), *bdx = dzero(n);
-    DEV(act_forward, ACT_GELU_TANH, x, y, n);
-    DEV(act_backward, ACT_GELU_TANH, x, dy, dx, n);
+    DEV(act_forward, TENSOR_F32, ACT_GELU_TANH, x, y, n);
+    DEV(act_backward, TENSOR_F32, ACT_GELU_TANH, x, dy, dx, n);
     for (size_t i = 0; i < n; i++) {
         double xi = x[i], u = gelu_u(xi), s = sigmoid(2 * u);
         double t = xi * s * sigmoid(-2 * u) * 2 * sqrt(2 / M_PI) * (1 + 3 * 0.044715 * xi * xi);
@@ -656,7 +656,7 @@ static void test_gelu(size_t n)
     /* the huge specials would swamp the loss's double sum: give them no weight for this check */
     for (size_t i = 0; i < n; i++)
         dy[i] = fabsf(x[i]) > 20.0f ? 0.0f : dy[i];
-    DEV(act_backward, ACT_GELU_TANH, x, dy, dx, n);
+    DEV(act_backward, TENSOR_F32, ACT_GELU_TANH, x, dy, dx, n);
     gelu_fd f = {n, todbl(x, n), todbl(dy, n)};
     fd_check("gelu_tanh_backward", "dx", gelu_loss, &f, f.x, n, dx, bdx);
     arena_free();
@@ -667,16 +667,16 @@ static void test_add(size_t n)
 {
     float *a = frand(n, -1, 1), *b = frand(n, -1e3, 1e3), *out = fnan(n), *o2 = fdup(a, n), *o3 = fdup(b, n);
     double *ref = dzero(n), *bnd = dzero(n);
-    DEV(add, out, a, b, n);
-    DEV(add, o2, o2, b, n); /* out == a */
-    DEV(add, o3, a, o3, n); /* out == b */
+    DEV(add, TENSOR_F32, out, a, b, n);
+    DEV(add, TENSOR_F32, o2, o2, b, n); /* out == a */
+    DEV(add, TENSOR_F32, o3, a, o3, n); /* out == b */
     for (size_t i = 0; i < n; i++)
         ref[i] = (double)a[i] + b[i], bnd[i] = EPS / 2 * fabs(ref[i]);
     check_close("add", "out", out, ref, bnd, n);
     check_bits("add", "out aliasing a vs separate out", o2, out, n);
     check_bits("add", "out aliasing b vs separate out", o3, out, n);
     memcpy(o2, a, n * 4);
-    DEV(add, o2, o2, o2, n); /* out == a == b: exact doubling */
+    DEV(add, TENSOR_F32, o2, o2, o2, n); /* out == a == b: exact doubling */
     for (size_t i = 0; i < n; i++)
         ref[i] = 2.0 * a[i], bnd[i] = 0;
     check_close("add", "out aliasing a and b", o2, ref, bnd, n);
@@ -707,9 +707,9 @@ static xent_case xent_make(int64_t rows, int64_t V, int64_t ld, float gs)
 static void xent_run(void *p)
 {
     xent_case *x = p;
-    DEV(softmax_xent, x->l, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl, x->stats[0]);
-    DEV(softmax_xent, x->dl_inplace, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl_inplace, x->stats[1]);
-    DEV(softmax_xent, x->l, x->ld, x->tgt, x->rows, x->V, x->gs, NULL, x->stats[2]);
+    DEV(softmax_xent, TENSOR_F32, x->l, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl, x->stats[0]);
+    DEV(softmax_xent, TENSOR_F32, x->dl_inplace, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl_inplace, x->stats[1]);
+    DEV(softmax_xent, TENSOR_F32, x->l, x->ld, x->tgt, x->rows, x->V, x->gs, NULL, x->stats[2]);
 }
 static double xent_loss(const void *p)
 {
@@ -737,7 +737,7 @@ static void xent_check_bad_target(xent_case *x)
     for (int k = 0; k < 2; k++) {
         x->tgt[r] = k == 0 ? (int32_t)x->V : -1;
         ddp_err e = {0};
-        int rc = dev->ops->softmax_xent(dev, x->dl_inplace, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl_inplace,
+        int rc = dev->ops->softmax_xent(dev, TENSOR_F32, x->dl_inplace, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl_inplace,
                                         x->stats[1], &e);
         char want[64];
         snprintf(want, sizeof want, "row %lld has label %d", (long long)r, (int)x->tgt[r]);

@@ -13,7 +13,7 @@
 static float *device_scalar(device *d, float v)
 {
     float *p = NULL;
-    CHECK(d->ops->alloc(d, sizeof *p, (void **)&p, NULL) == 0 && d->ops->fill(d, p, 1, v, NULL) == 0,
+    CHECK(d->ops->alloc(d, sizeof *p, (void **)&p, NULL) == 0 && d->ops->fill(d, TENSOR_F32, p, 1, v, NULL) == 0,
           "device scalar");
     return p;
 }

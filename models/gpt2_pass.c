@@ -1,0 +1,230 @@
+/* gpt2_pass.c — GPT-2's forward and backward passes as device ops (see gpt2.c for the model and
+ * gpt2_internal.h for its state).
+ *
+ * Every activation is of the model's compute type g->t and every op is told so; the weights come
+ * from g->wp (the bf16 copy under precision bf16). Gradients are float: the weight-gradient
+ * GEMMs multiply compute-type operands and add into the fp32 gradients (beta 1), so gradient
+ * accumulation across micro-batches and layers happens in fp32 in both precisions. Backward
+ * reports each block's range through grad_ready as soon as it is final, so the reducer
+ * all-reduces block L while block L-1 is still computing. Attention runs as batched GEMMs around
+ * a causal softmax. This file must not allocate, communicate, step an optimizer or read data. */
+#include "gpt2_internal.h"
+
+#include <math.h>
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+/* y[BT, out] = x[BT, in] · Wᵀ + b  (W is [out, in], PyTorch's Linear); w_off, b_off: parameter
+ * offsets of W and b */
+static int linear_forward(model *m, const gpt2_impl *g, const void *x, size_t w_off, size_t b_off, void *y,
+                          int64_t rows, int64_t in, int64_t out, ddp_err *err)
+{
+    const struct device_ops *op = m->dev->ops;
+    int rc = op->gemm(m->dev, g->t, g->t, false, true, rows, out, in, 1.0f, x, in, gpt2_weight(g, w_off), in, 0.0f,
+                      y, out, err);
+    return rc ? rc : op->bias_add(m->dev, g->t, y, gpt2_weight(g, b_off), rows, out, err);
+}
+
+static int attention_forward(model *m, gpt2_impl *g, gpt2_block_acts *a, const void *qkv, int64_t B, ddp_err *err)
+{
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const tensor_dtype t = g->t;
+    int64_t T = g->T, NH = g->s.n_head, hs = g->s.n_embd / NH, BH = B * NH;
+    float scale = (float)(1.0 / sqrt((double)hs));
+    int rc = op->attention_split_heads(d, t, a->q, a->k, a->v, qkv, B, T, NH, hs, err);
+    /* preatt[bh] = q[bh] · k[bh]ᵀ  (T x T) */
+    if (!rc)
+        rc = op->gemm_strided_batched(d, t, t, false, true, T, T, hs, 1.0f, a->q, hs, T * hs, a->k, hs, T * hs, 0.0f,
+                                      g->preatt, T, T * T, BH, err);
+    if (!rc)
+        rc = op->causal_softmax_forward(d, t, a->att, g->preatt, scale, BH, T, err);
+    /* yh[bh] = att[bh] · v[bh]  (T x hs) */
+    if (!rc)
+        rc = op->gemm_strided_batched(d, t, t, false, false, T, hs, T, 1.0f, a->att, T, T * T, a->v, hs, T * hs, 0.0f,
+                                      g->yh, hs, T * hs, BH, err);
+    if (!rc)
+        rc = op->attention_merge_heads(d, t, a->atty, g->yh, B, T, NH, hs, err);
+    return rc;
+}
+
+static int block_forward(model *m, gpt2_impl *g, int l, const void *res_in, int64_t B, ddp_err *err)
+{
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const tensor_dtype t = g->t;
+    gpt2_block_acts *a = &g->blocks[l];
+    int64_t C = g->s.n_embd, BT = B * g->T;
+    size_t p[BLOCK_TENSORS];
+    for (int i = 0; i < BLOCK_TENSORS; i++)
+        p[i] = gpt2_block_offset(m, l, i);
+    void *qkv = g->dqkv; /* forward uses the backward scratch for the packed q|k|v */
+    int rc = op->layernorm_forward(d, t, a->ln1, a->ln1_mean, a->ln1_rstd, res_in, gpt2_weight(g, p[LN1_W]),
+                                   gpt2_weight(g, p[LN1_B]), BT, C, err);
+    if (!rc)
+        rc = linear_forward(m, g, a->ln1, p[QKV_W], p[QKV_B], qkv, BT, C, 3 * C, err);
+    if (!rc)
+        rc = attention_forward(m, g, a, qkv, B, err);
+    if (!rc)
+        rc = linear_forward(m, g, a->atty, p[ATTPROJ_W], p[ATTPROJ_B], a->res2, BT, C, C, err);
+    if (!rc)
+        rc = op->add(d, t, a->res2, a->res2, res_in, (size_t)(BT * C), err);
+    if (!rc)
+        rc = op->layernorm_forward(d, t, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, gpt2_weight(g, p[LN2_W]),
+                                   gpt2_weight(g, p[LN2_B]), BT, C, err);
+    if (!rc)
+        rc = linear_forward(m, g, a->ln2, p[FC_W], p[FC_B], a->fch, BT, C, 4 * C, err);
+    if (!rc)
+        rc = op->act_forward(d, t, ACT_GELU_TANH, a->fch, a->fch_gelu, (size_t)(BT * 4 * C), err);
+    if (!rc)
+        rc = linear_forward(m, g, a->fch_gelu, p[FCPROJ_W], p[FCPROJ_B], a->res3, BT, 4 * C, C, err);
+    if (!rc)
+        rc = op->add(d, t, a->res3, a->res3, a->res2, (size_t)(BT * C), err);
+    return rc ? ddp_prefix(err, "gpt2 forward h.%d", l) : DDP_OK;
+}
+
+int gpt2_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
+{
+    gpt2_impl *g = m->impl;
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    int64_t C = g->s.n_embd, BT = B * g->T;
+    int rc = op->embedding_forward(d, g->t, g->encoded, tokens, gpt2_weight(g, g->off_wte), gpt2_weight(g, g->off_wpe),
+                                   B, g->T, C, err);
+    if (rc)
+        return ddp_prefix(err, "gpt2 forward embedding");
+    const void *res = g->encoded;
+    for (int l = 0; l < g->s.n_layer; l++) {
+        if ((rc = block_forward(m, g, l, res, B, err)))
+            return rc;
+        res = g->blocks[l].res3;
+    }
+    rc = op->layernorm_forward(d, g->t, g->lnf, g->lnf_mean, g->lnf_rstd, res, gpt2_weight(g, g->off_lnf_w),
+                               gpt2_weight(g, g->off_lnf_b), BT, C, err);
+    /* logits = lnf · wteᵀ over all padded rows: the padding columns are ignored by the classifier */
+    if (!rc)
+        rc = op->gemm(d, g->t, g->t, false, true, BT, g->Vp, C, 1.0f, g->lnf, C, gpt2_weight(g, g->off_wte), C, 0.0f,
+                      g->logits, g->Vp, err);
+    return rc ? ddp_prefix(err, "gpt2 forward ln_f/logits") : DDP_OK;
+}
+
+/* ---- backward ----------------------------------------------------------------------------- */
+
+/* dx = dy · W (overwrite; skipped when dx is NULL), dW += dyᵀ · x, db += column sums of dy. W is
+ * [out, in] at parameter offset w_off, b at b_off. */
+static int linear_backward(model *m, const gpt2_impl *g, const void *dy, const void *x, size_t w_off, size_t b_off,
+                           void *dx, int64_t rows, int64_t in, int64_t out, ddp_err *err)
+{
+    const struct device_ops *op = m->dev->ops;
+    int rc = op->gemm(m->dev, g->t, TENSOR_F32, true, false, out, in, rows, 1.0f, dy, out, x, in, 1.0f,
+                      m->grads + w_off, in, err);
+    if (!rc)
+        rc = op->bias_grad(m->dev, g->t, dy, m->grads + b_off, rows, out, 1.0f, err);
+    if (!rc && dx)
+        rc = op->gemm(m->dev, g->t, g->t, false, false, rows, in, out, 1.0f, dy, out, gpt2_weight(g, w_off), in, 0.0f,
+                      dx, in, err);
+    return rc;
+}
+
+/* g->datty holds dLoss/d(atty); on exit g->dqkv holds dLoss/d(qkv). */
+static int attention_backward(model *m, gpt2_impl *g, const gpt2_block_acts *a, int64_t B, ddp_err *err)
+{
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const tensor_dtype t = g->t;
+    int64_t T = g->T, NH = g->s.n_head, hs = g->s.n_embd / NH, BH = B * NH;
+    float scale = (float)(1.0 / sqrt((double)hs));
+    int rc = op->attention_split_heads_grad(d, t, g->dyh, g->datty, B, T, NH, hs, err);
+    /* datt = dyh · vᵀ ; dv = attᵀ · dyh */
+    if (!rc)
+        rc = op->gemm_strided_batched(d, t, t, false, true, T, T, hs, 1.0f, g->dyh, hs, T * hs, a->v, hs, T * hs,
+                                      0.0f, g->datt, T, T * T, BH, err);
+    if (!rc)
+        rc = op->gemm_strided_batched(d, t, t, true, false, T, hs, T, 1.0f, a->att, T, T * T, g->dyh, hs, T * hs,
+                                      0.0f, g->dv, hs, T * hs, BH, err);
+    void *dpreatt = g->preatt; /* the forward scores are dead now: reuse their buffer */
+    if (!rc)
+        rc = op->causal_softmax_backward(d, t, dpreatt, g->datt, a->att, scale, BH, T, err);
+    /* dq = dpreatt · k ; dk = dpreattᵀ · q */
+    if (!rc)
+        rc = op->gemm_strided_batched(d, t, t, false, false, T, hs, T, 1.0f, dpreatt, T, T * T, a->k, hs, T * hs,
+                                      0.0f, g->dq, hs, T * hs, BH, err);
+    if (!rc)
+        rc = op->gemm_strided_batched(d, t, t, true, false, T, hs, T, 1.0f, dpreatt, T, T * T, a->q, hs, T * hs,
+                                      0.0f, g->dk, hs, T * hs, BH, err);
+    if (!rc)
+        rc = op->attention_merge_heads_grad(d, t, g->dqkv, g->dq, g->dk, g->dv, B, T, NH, hs, err);
+    return rc;
+}
+
+/* g->dres holds dLoss/d(block l output) on entry and dLoss/d(block l input) on exit. */
+static int block_backward(model *m, gpt2_impl *g, int l, const void *res_in, int64_t B, ddp_err *err)
+{
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const tensor_dtype t = g->t;
+    const gpt2_block_acts *a = &g->blocks[l];
+    int64_t C = g->s.n_embd, BT = B * g->T;
+    size_t p[BLOCK_TENSORS];
+    for (int i = 0; i < BLOCK_TENSORS; i++)
+        p[i] = gpt2_block_offset(m, l, i);
+    float *G = m->grads;
+    /* MLP: res3 = res2 + c_proj(gelu(c_fc(ln2(res2)))) */
+    int rc = linear_backward(m, g, g->dres, a->fch_gelu, p[FCPROJ_W], p[FCPROJ_B], g->dfch_gelu, BT, 4 * C, C, err);
+    if (!rc)
+        rc = op->act_backward(d, t, ACT_GELU_TANH, a->fch, g->dfch_gelu, g->dfch, (size_t)(BT * 4 * C), err);
+    if (!rc)
+        rc = linear_backward(m, g, g->dfch, a->ln2, p[FC_W], p[FC_B], g->dln, BT, C, 4 * C, err);
+    if (!rc)
+        rc = op->layernorm_backward(d, t, g->dres, G + p[LN2_W], G + p[LN2_B], g->dln, a->res2,
+                                    gpt2_weight(g, p[LN2_W]), a->ln2_mean, a->ln2_rstd, BT, C, err);
+    /* attention: res2 = res_in + c_proj(attn(ln1(res_in))) */
+    if (!rc)
+        rc = linear_backward(m, g, g->dres, a->atty, p[ATTPROJ_W], p[ATTPROJ_B], g->datty, BT, C, C, err);
+    if (!rc)
+        rc = attention_backward(m, g, a, B, err);
+    if (!rc)
+        rc = linear_backward(m, g, g->dqkv, a->ln1, p[QKV_W], p[QKV_B], g->dln, BT, C, 3 * C, err);
+    if (!rc)
+        rc = op->layernorm_backward(d, t, g->dres, G + p[LN1_W], G + p[LN1_B], g->dln, res_in,
+                                    gpt2_weight(g, p[LN1_W]), a->ln1_mean, a->ln1_rstd, BT, C, err);
+    return rc ? ddp_prefix(err, "gpt2 backward h.%d", l) : DDP_OK;
+}
+
+int gpt2_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn ready, void *ctx, ddp_err *err)
+{
+    gpt2_impl *g = m->impl;
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const tensor_dtype t = g->t;
+    int64_t C = g->s.n_embd, BT = B * g->T, L = g->s.n_layer;
+    const void *res_out = L > 0 ? g->blocks[L - 1].res3 : g->encoded;
+    /* g->logits holds dlogits now. Classifier: dwte += dlogitsᵀ · lnf, dlnf = dlogits · wte */
+    int rc = op->gemm(d, t, TENSOR_F32, true, false, g->Vp, C, BT, 1.0f, g->logits, g->Vp, g->lnf, C, 1.0f,
+                      m->grads + g->off_wte, C, err);
+    if (!rc)
+        rc = op->gemm(d, t, t, false, false, BT, C, g->Vp, 1.0f, g->logits, g->Vp, gpt2_weight(g, g->off_wte), C,
+                      0.0f, g->dln, C, err);
+    if (!rc)
+        rc = op->fill(d, t, g->dres, (size_t)(BT * C), 0.0f, err);
+    if (!rc)
+        rc = op->layernorm_backward(d, t, g->dres, m->grads + g->off_lnf_w, m->grads + g->off_lnf_b, g->dln, res_out,
+                                    gpt2_weight(g, g->off_lnf_w), g->lnf_mean, g->lnf_rstd, BT, C, err);
+    if (rc)
+        return ddp_prefix(err, "gpt2 backward ln_f/classifier");
+    if (ready)
+        ready(ctx, g->block_off[L], m->n_params - g->block_off[L]);
+    for (int l = (int)L - 1; l >= 0; l--) {
+        const void *res_in = l > 0 ? g->blocks[l - 1].res3 : g->encoded;
+        if ((rc = block_backward(m, g, l, res_in, B, err)))
+            return rc;
+        if (ready)
+            ready(ctx, g->block_off[l], g->block_off[l + 1] - g->block_off[l]);
+    }
+    rc = op->embedding_backward(d, t, m->grads + g->off_wte, m->grads + g->off_wpe, g->dres, tokens, B, g->T, C, err);
+    if (rc)
+        return ddp_prefix(err, "gpt2 backward embedding");
+    if (ready)
+        ready(ctx, 0, g->block_off[0]);
+    return DDP_OK;
+}
