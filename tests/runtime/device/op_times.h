@@ -1,5 +1,5 @@
 /* op_times.h — per-op time accounting for the CUDA-against-CPU tests (test_cuda_kernels.c,
- * test_cuda_transformer.c): each timed device op adds its wall time under its name, and the test
+ * test_cuda_transformer.c, test_cuda_bf16.c): each timed device op adds its wall time under its name, and the test
  * prints the table at the end, so a slow emulated kernel shows up in the log. Header-only and
  * test-only; it must not check anything. */
 #ifndef DDP_TEST_OP_TIMES_H

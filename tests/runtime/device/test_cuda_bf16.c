@@ -31,57 +31,12 @@
  *    are computed from identical widened inputs: the float tests' tolerances. */
 #include <float.h>
 #include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
+#include <stdbool.h>
 
-#include "runtime/base/clock.h"
 #include "runtime/base/half.h"
-#include "runtime/base/rng.h"
-#include "runtime/device/device.h"
-#include "tests/check.h"
-#include "tests/runtime/device/op_times.h"
+#include "tests/runtime/device/cuda_pair.h"
 
 #define ROUND_ONCE ((double)FLT_EPSILON)
-
-static rng test_rng;
-static device *cpu, *gpu;
-
-static void die_on(int rc, const ddp_err *err, const char *what)
-{
-    if (rc) {
-        fprintf(stderr, "FATAL: %s: %s\n", what, err->msg);
-        exit(1);
-    }
-}
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "FATAL: out of memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    return p;
-}
-
-static void *dev_alloc_upload(device *d, const void *h, size_t bytes)
-{
-    ddp_err err = {0};
-    void *p = NULL;
-    die_on(d->ops->alloc(d, bytes ? bytes : 1, &p, &err), &err, "alloc");
-    die_on(d->ops->upload(d, p, h, bytes, &err), &err, "upload");
-    return p;
-}
-
-static void download(device *d, void *h, const void *p, size_t bytes)
-{
-    ddp_err err = {0};
-    die_on(d->ops->download(d, h, p, bytes, &err), &err, "download");
-}
 
 /* Random floats offset ± [lo, hi), rounded to bf16: never zero when lo > 0, mixed signs. */
 static float *random_bf16s(size_t n, float offset, float lo, float hi)
@@ -510,31 +465,9 @@ static void test_causal_softmax(void)
 
 int main(void)
 {
-    const char *seed_env = getenv("DDP_TEST_SEED");
-    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
-    rng_seed(&test_rng, seed, 13);
-    const char *order = getenv("DDP_CUDA_EMU_ORDER");
-    fprintf(stderr, "test_cuda_bf16: seed %llu (DDP_TEST_SEED repeats), order %s\n", (unsigned long long)seed,
-            order ? order : "(default)");
-
-    ddp_err err = {0};
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    die_on(device_cpu_create(&cpu, &err), &err, "device_cpu_create");
-    die_on(device_cuda_create(0, &cfg, &gpu, &err), &err, "device_cuda_create");
-    CHECK(gpu->kind == DEVICE_CUDA && gpu->stream != NULL, "cuda device has no stream");
-
-    const struct { const char *name; void (*run)(void); } groups[] = {
+    const pair_group groups[] = {
         {"element-wise", test_elementwise}, {"bias", test_bias}, {"softmax_xent", test_softmax_xent},
         {"embeddings", test_embeddings},    {"layernorm", test_layernorm}, {"heads", test_heads},
         {"causal_softmax", test_causal_softmax}};
-    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
-        double t0 = 1e3 * monotonic_s();
-        groups[i].run();
-        fprintf(stderr, "  %-16s %8.1f ms\n", groups[i].name, 1e3 * monotonic_s() - t0);
-    }
-    op_times_print();
-    gpu->ops->destroy(gpu);
-    cpu->ops->destroy(cpu);
-    return check_done("test_cuda_bf16");
+    return pair_main("test_cuda_bf16", 13, groups, sizeof groups / sizeof groups[0]);
 }

@@ -24,42 +24,11 @@
  *    quotient is rounded once: 7 ulp. Under the emulator both sides use glibc (1 ulp apart). */
 #include <float.h>
 #include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "runtime/base/clock.h"
-#include "runtime/base/rng.h"
-#include "runtime/device/device.h"
-#include "tests/check.h"
-#include "tests/runtime/device/op_times.h"
+#include "tests/runtime/device/cuda_pair.h"
 
 #define ROUND_ONCE ((double)FLT_EPSILON)
 #define SOFTMAX_RTOL (8.0 * (double)FLT_EPSILON)
-
-static rng test_rng;
-static device *cpu, *gpu;
-
-static void die_on(int rc, const ddp_err *err, const char *what)
-{
-    if (rc) {
-        fprintf(stderr, "FATAL: %s: %s\n", what, err->msg);
-        exit(1);
-    }
-}
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "FATAL: out of memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    return p;
-}
 
 /* Random floats offset ± [lo, hi): never zero when lo > 0, mixed signs. */
 static float *random_floats(size_t n, float offset, float lo, float hi)
@@ -77,15 +46,6 @@ typedef struct both {
     void *c, *g;
 } both;
 
-static void *dev_alloc_upload(device *d, const void *h, size_t bytes)
-{
-    ddp_err err = {0};
-    void *p = NULL;
-    die_on(d->ops->alloc(d, bytes ? bytes : 1, &p, &err), &err, "alloc");
-    die_on(d->ops->upload(d, p, h, bytes, &err), &err, "upload");
-    return p;
-}
-
 static both both_upload(const void *h, size_t bytes)
 {
     return (both){dev_alloc_upload(cpu, h, bytes), dev_alloc_upload(gpu, h, bytes)};
@@ -95,12 +55,6 @@ static void both_free(both b)
 {
     cpu->ops->free(cpu, b.c);
     gpu->ops->free(gpu, b.g);
-}
-
-static void download(device *d, float *h, const void *p, size_t n)
-{
-    ddp_err err = {0};
-    die_on(d->ops->download(d, h, p, n * sizeof *h, &err), &err, "download");
 }
 
 /* An output of an op on both devices: both start as `init`, NaN where init is NULL. The CUDA
@@ -125,7 +79,7 @@ static out out_new(const float *init, size_t n)
 static void out_rerun_prepare(out *o)
 {
     ddp_err err = {0};
-    download(gpu, o->first, o->g, o->n);
+    download(gpu, o->first, o->g, o->n * sizeof(float));
     die_on(gpu->ops->upload(gpu, o->g, o->init, o->n * sizeof(float), &err), &err, "upload");
 }
 
@@ -133,7 +87,7 @@ static void out_rerun_prepare(out *o)
 static float *out_cpu(const out *o)
 {
     float *h = xmalloc(o->n * sizeof *h);
-    download(cpu, h, o->c, o->n);
+    download(cpu, h, o->c, o->n * sizeof *h);
     return h;
 }
 
@@ -142,7 +96,7 @@ static float *out_cpu(const out *o)
 static void out_check(out *o, const char *what, double rtol, double atol)
 {
     float *hc = out_cpu(o), *hg = xmalloc(o->n * sizeof *hg);
-    download(gpu, hg, o->g, o->n);
+    download(gpu, hg, o->g, o->n * sizeof *hg);
     CHECK(memcmp(hg, o->first, o->n * sizeof *hg) == 0, "%s: two CUDA runs differ", what);
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < o->n; i++) {
@@ -404,30 +358,7 @@ static void test_causal_softmax(void)
 
 int main(void)
 {
-    const char *seed_env = getenv("DDP_TEST_SEED");
-    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
-    rng_seed(&test_rng, seed, 7);
-    const char *order = getenv("DDP_CUDA_EMU_ORDER");
-    fprintf(stderr, "test_cuda_transformer: seed %llu (DDP_TEST_SEED repeats), order %s\n", (unsigned long long)seed,
-            order ? order : "(default)");
-
-    ddp_err err = {0};
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    die_on(device_cpu_create(&cpu, &err), &err, "device_cpu_create");
-    die_on(device_cuda_create(0, &cfg, &gpu, &err), &err, "device_cuda_create");
-    CHECK(gpu->kind == DEVICE_CUDA && gpu->stream != NULL, "cuda device has no stream");
-
-    const struct { const char *name; void (*run)(void); } groups[] = {
-        {"embeddings", test_embeddings}, {"layernorm", test_layernorm}, {"heads", test_heads},
-        {"causal_softmax", test_causal_softmax}};
-    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
-        double t0 = 1e3 * monotonic_s();
-        groups[i].run();
-        fprintf(stderr, "  %-16s %8.1f ms\n", groups[i].name, 1e3 * monotonic_s() - t0);
-    }
-    op_times_print();
-    gpu->ops->destroy(gpu);
-    cpu->ops->destroy(cpu);
-    return check_done("test_cuda_transformer");
+    const pair_group groups[] = {{"embeddings", test_embeddings}, {"layernorm", test_layernorm},
+                                 {"heads", test_heads}, {"causal_softmax", test_causal_softmax}};
+    return pair_main("test_cuda_transformer", 7, groups, sizeof groups / sizeof groups[0]);
 }

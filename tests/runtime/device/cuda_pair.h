@@ -1,0 +1,89 @@
+/* cuda_pair.h — what the tests that run an op on the CPU backend and on the CUDA device and
+ * compare (test_cuda_transformer.c, test_cuda_bf16.c) share: the two devices, the seeded RNG of
+ * their random inputs, buffer helpers that end the test on an error, and the main loop over
+ * groups of checks with their times. Header-only and test-only; it must not check op results. */
+#ifndef DDP_TEST_CUDA_PAIR_H
+#define DDP_TEST_CUDA_PAIR_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/base/clock.h"
+#include "runtime/base/rng.h"
+#include "runtime/device/device.h"
+#include "tests/check.h"
+#include "tests/runtime/device/op_times.h"
+
+static rng test_rng;
+static device *cpu, *gpu;
+
+static void die_on(int rc, const ddp_err *err, const char *what)
+{
+    if (rc) {
+        fprintf(stderr, "FATAL: %s: %s\n", what, err->msg);
+        exit(1);
+    }
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "FATAL: out of memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+static void *dev_alloc_upload(device *d, const void *h, size_t bytes)
+{
+    ddp_err err = {0};
+    void *p = NULL;
+    die_on(d->ops->alloc(d, bytes ? bytes : 1, &p, &err), &err, "alloc");
+    die_on(d->ops->upload(d, p, h, bytes, &err), &err, "upload");
+    return p;
+}
+
+static void download(device *d, void *h, const void *p, size_t bytes)
+{
+    ddp_err err = {0};
+    die_on(d->ops->download(d, h, p, bytes, &err), &err, "download");
+}
+
+typedef struct pair_group {
+    const char *name;
+    void (*run)(void);
+} pair_group;
+
+/* Seeds test_rng (from DDP_TEST_SEED, else the clock; printed so a run can be repeated), opens both
+ * devices, runs every group with its time, prints the per-op times and closes the devices. */
+static int pair_main(const char *test, uint64_t rng_stream, const pair_group *groups, size_t n_groups)
+{
+    const char *seed_env = getenv("DDP_TEST_SEED");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
+    rng_seed(&test_rng, seed, rng_stream);
+    const char *order = getenv("DDP_CUDA_EMU_ORDER");
+    fprintf(stderr, "%s: seed %llu (DDP_TEST_SEED repeats), order %s\n", test, (unsigned long long)seed,
+            order ? order : "(default)");
+    ddp_err err = {0};
+    config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    die_on(device_cpu_create(&cpu, &err), &err, "device_cpu_create");
+    die_on(device_cuda_create(0, &cfg, &gpu, &err), &err, "device_cuda_create");
+    CHECK(gpu->kind == DEVICE_CUDA && gpu->stream != NULL, "cuda device has no stream");
+    for (size_t i = 0; i < n_groups; i++) {
+        double t0 = 1e3 * monotonic_s();
+        groups[i].run();
+        fprintf(stderr, "  %-16s %8.1f ms\n", groups[i].name, 1e3 * monotonic_s() - t0);
+    }
+    op_times_print();
+    gpu->ops->destroy(gpu);
+    cpu->ops->destroy(cpu);
+    return check_done(test);
+}
+
+#endif
