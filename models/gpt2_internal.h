@@ -64,12 +64,6 @@ static inline const void *gpt2_weight(const gpt2_impl *g, size_t off)
     return (const char *)g->wp + off * tensor_dtype_size(g->t);
 }
 
-/* Element i of activation buffer p (type g->t). */
-static inline void *gpt2_act_at(const gpt2_impl *g, void *p, int64_t i)
-{
-    return (char *)p + (size_t)i * tensor_dtype_size(g->t);
-}
-
 /* Logits [BT, Vp] of the tokens [B, T] (device int32). */
 int gpt2_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err);
 /* The backward pass from the dlogits the classifier left in g->logits; reports each block's
