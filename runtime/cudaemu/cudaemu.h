@@ -2,12 +2,13 @@
  *
  * For the emulated build's NCCL shim and for tests: queueing host work in stream order (like
  * cudaLaunchHostFunc, but allowed to run only on the issuing thread, which MPI needs), waiting
- * for every stream, and the count of calls that blocked the host. Real-CUDA builds never include
- * it. */
+ * for every stream, the count of calls that blocked the host, and the count of cuBLASLt matmuls
+ * queued. Real-CUDA builds never include it. */
 #ifndef DDP_CUDAEMU_H
 #define DDP_CUDAEMU_H
 
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,6 +27,10 @@ cudaError_t cudaemu_synchronize_all(void);
  * and device synchronisation, blocking copies, cudaFree. DDP_CUDA_EMU_TRACE_BLOCKING=1 prints
  * each with the function that called it. */
 unsigned long long cudaemu_host_blocking_calls(void);
+/* cublasLtMatmul calls so far, in this process, that passed every check and were queued on their
+ * stream (refused calls are not counted): lets a test prove the fused cuBLASLt path ran, not a
+ * fallback. */
+uint64_t cudaemu_cublaslt_matmuls(void);
 
 #ifdef __cplusplus
 }

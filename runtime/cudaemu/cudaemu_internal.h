@@ -1,5 +1,5 @@
 /* cudaemu_internal.h — what the emulator's parts (scheduler, stream engine, runtime shim, cuBLAS
- * shim) share.
+ * and cuBLASLt shims) share.
  *
  * Not for kernels or host code outside runtime/cudaemu/: they see the real CUDA headers only (and
  * cudaemu.h). Holds the error state hooks, the calling thread's device, queueing work on streams

@@ -1,0 +1,323 @@
+/* cublaslt_shim.cpp — the cuBLASLt entry points ddprun's CUDA backend calls (cublasLt.h): the
+ * handle, matmul descriptors, matrix layouts, preferences, the heuristic query and
+ * cublasLtMatmul, whose GEMM and epilogue the emulator's one GEMM engine (cublas_gemm.cpp)
+ * computes on the matmul's stream.
+ *
+ * Descriptors are this file's own structs behind cuBLASLt's opaque pointers, tagged so a stale or
+ * wrong one is refused. Attributes are stored as set (a wrong size is CUBLAS_STATUS_INVALID_VALUE,
+ * an attribute not listed here CUBLAS_STATUS_NOT_SUPPORTED) and judged by the heuristic query and
+ * the matmul (cublaslt_check.cpp), which refuse alike except that a bad aux ld finds no algorithm
+ * in the first and is an invalid value in the second. The heuristic returns one algorithm (tagged,
+ * no workspace); a matmul takes NULL or an algo from it. C is D itself (in place) or a separate
+ * matrix of D's layout, read only when beta != 0 and never written; A and B are read (and their
+ * extents checked) only when k > 0 and alpha != 0, as in BLAS. A dead stream is refused after the
+ * runtime's own "stream use" line. cudaemu_cublaslt_matmuls() counts the matmuls accepted and
+ * queued. Must not compute or validate GEMMs itself. */
+#include "cublaslt_shim.h"
+#include "cudaemu.h"
+#include "cudaemu_internal.h"
+
+#include <atomic>
+#include <new>
+#include <string.h>
+
+namespace ddp_cudaemu {
+
+static std::atomic<uint64_t> matmuls_queued;
+
+static lt_desc *live_desc(cublasLtMatmulDesc_t d)
+{
+    lt_desc *p = reinterpret_cast<lt_desc *>(d);
+    return p && p->magic == LT_DESC_MAGIC ? p : nullptr;
+}
+
+static lt_layout *live_layout(cublasLtMatrixLayout_t l)
+{
+    lt_layout *p = reinterpret_cast<lt_layout *>(l);
+    return p && p->magic == LT_LAYOUT_MAGIC ? p : nullptr;
+}
+
+static lt_pref *live_pref(cublasLtMatmulPreference_t l)
+{
+    lt_pref *p = reinterpret_cast<lt_pref *>(l);
+    return p && p->magic == LT_PREF_MAGIC ? p : nullptr;
+}
+
+/* Copies an attribute of type T from buf, which must hold exactly one. */
+template <typename T>
+static cublasStatus_t set_field(T *field, const char *fn, const char *attr, const void *buf, size_t size)
+{
+    if (!buf)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: %s: buf is NULL", fn, attr);
+    if (size != sizeof(T))
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: %s takes %zu bytes, not sizeInBytes=%zu", fn, attr,
+                      sizeof(T), size);
+    memcpy(field, buf, sizeof(T));
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+#define DESC_FIELD(attr, field) \
+    case attr: return set_field(&d->field, fn, #attr, buf, size)
+
+static cublasStatus_t set_desc_attribute(lt_desc *d, cublasLtMatmulDescAttributes_t attr, const void *buf,
+                                         size_t size)
+{
+    const char *fn = "cublasLtMatmulDescSetAttribute";
+    switch (attr) {
+    DESC_FIELD(CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, compute_type);
+    DESC_FIELD(CUBLASLT_MATMUL_DESC_SCALE_TYPE, scale_type);
+    DESC_FIELD(CUBLASLT_MATMUL_DESC_POINTER_MODE, pointer_mode);
+    DESC_FIELD(CUBLASLT_MATMUL_DESC_TRANSA, transa);
+    DESC_FIELD(CUBLASLT_MATMUL_DESC_TRANSB, transb);
+    DESC_FIELD(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+    DESC_FIELD(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    DESC_FIELD(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+    DESC_FIELD(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+    DESC_FIELD(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld);
+    DESC_FIELD(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, aux_type);
+    default:
+        return reject(CUBLAS_STATUS_NOT_SUPPORTED, "%s: attribute %d is not emulated", fn, (int)attr);
+    }
+}
+
+#undef DESC_FIELD
+
+/* The engine's call for a checked problem: D = epilogue(alpha op(A) op(B) + beta C) on stream. */
+static gemm_call lt_call(const lt_problem &p, const void *alpha, const void *A, const void *B, const void *beta,
+                         const void *C, void *D, cudaStream_t stream)
+{
+    gemm_call g;
+    g.fn = p.fn;
+    g.device = p.handle->device;
+    g.stream = stream;
+    g.transa = (cublasOperation_t)p.desc->transa;
+    g.transb = (cublasOperation_t)p.desc->transb;
+    g.m = p.m;
+    g.n = p.n;
+    g.k = p.k;
+    g.alpha = static_cast<const float *>(alpha);
+    g.beta = static_cast<const float *>(beta);
+    g.A = A;
+    g.B = B;
+    g.C = C;
+    g.D = D;
+    g.d_name = "D";
+    g.lda = (int)p.a->ld;
+    g.ldb = (int)p.b->ld;
+    g.ldc = (int)p.d->ld;
+    g.atype = g.btype = p.ab_type;
+    g.ctype = p.cd_type;
+    g.epilogue = p.epilogue;
+    return g;
+}
+
+/* What a matmul checks after the problem (as the heuristic did), in order: the pointers only a
+ * matmul has, the engine's checks (scalars, device, extents), the stream, overlaps. */
+static cublasStatus_t check_matmul(const lt_problem &p, gemm_call *g, const cublasLtMatmulAlgo_t *algo,
+                                   const void *workspace, size_t workspace_bytes)
+{
+    cublasStatus_t st = check_matmul_pointers(p, *g, algo, workspace, workspace_bytes);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = check_gemm(g);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    if (!stream_is_valid(g->stream))
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: stream %p is not a live stream of device %d", p.fn,
+                      static_cast<void *>(g->stream), g->device);
+    return check_overlaps(*g, workspace, workspace_bytes);
+}
+
+} /* namespace ddp_cudaemu */
+
+using namespace ddp_cudaemu;
+
+extern "C" {
+
+uint64_t cudaemu_cublaslt_matmuls(void) { return matmuls_queued.load(); }
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *lightHandle)
+{
+    if (!lightHandle)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtCreate: lightHandle is NULL");
+    int device = calling_device("cublasLtCreate");
+    if (device < 0)
+        return reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtCreate: no usable device");
+    *lightHandle = new cublasLtContext{device};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle)
+{
+    if (!lightHandle)
+        return reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtDestroy: lightHandle is NULL");
+    delete lightHandle;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasLtGetStatusName(cublasStatus_t status) { return cublasGetStatusName(status); }
+
+const char *cublasLtGetStatusString(cublasStatus_t status) { return cublasGetStatusString(status); }
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc, cublasComputeType_t computeType,
+                                        cudaDataType_t scaleType)
+{
+    if (!matmulDesc)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescCreate: matmulDesc is NULL");
+    lt_desc *d = new (std::nothrow) lt_desc{LT_DESC_MAGIC, (int32_t)computeType, (int32_t)scaleType,
+                                            CUBLASLT_POINTER_MODE_HOST, CUBLAS_OP_N, CUBLAS_OP_N,
+                                            CUBLASLT_EPILOGUE_DEFAULT, nullptr, -1, nullptr, 0, -1};
+    if (!d)
+        return reject(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatmulDescCreate: out of memory");
+    *matmulDesc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc)
+{
+    lt_desc *d = live_desc(matmulDesc);
+    if (!d)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescDestroy: %p is not a live "
+                      "cublasLtMatmulDesc_t", static_cast<void *>(matmulDesc));
+    d->magic = 0; /* a second destroy, or a use after it, is then refused rather than trusted */
+    delete d;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc, cublasLtMatmulDescAttributes_t attr,
+                                              const void *buf, size_t sizeInBytes)
+{
+    lt_desc *d = live_desc(matmulDesc);
+    if (!d)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: matmulDesc=%p is not a live "
+                      "cublasLtMatmulDesc_t", static_cast<void *>(matmulDesc));
+    return set_desc_attribute(d, attr, buf, sizeInBytes);
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld)
+{
+    if (!matLayout)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate: matLayout is NULL");
+    lt_layout *l = new (std::nothrow) lt_layout{LT_LAYOUT_MAGIC, (int32_t)type, rows, cols, ld};
+    if (!l)
+        return reject(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatrixLayoutCreate: out of memory");
+    *matLayout = reinterpret_cast<cublasLtMatrixLayout_t>(l);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout)
+{
+    lt_layout *l = live_layout(matLayout);
+    if (!l)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutDestroy: %p is not a live "
+                      "cublasLtMatrixLayout_t", static_cast<void *>(matLayout));
+    l->magic = 0;
+    delete l;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref)
+{
+    if (!pref)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceCreate: pref is NULL");
+    lt_pref *p = new (std::nothrow) lt_pref{LT_PREF_MAGIC, 0};
+    if (!p)
+        return reject(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatmulPreferenceCreate: out of memory");
+    *pref = reinterpret_cast<cublasLtMatmulPreference_t>(p);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)
+{
+    lt_pref *p = live_pref(pref);
+    if (!p)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceDestroy: %p is not a live "
+                      "cublasLtMatmulPreference_t", static_cast<void *>(pref));
+    p->magic = 0;
+    delete p;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
+                                                    size_t sizeInBytes)
+{
+    const char *fn = "cublasLtMatmulPreferenceSetAttribute";
+    lt_pref *p = live_pref(pref);
+    if (!p)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: pref=%p is not a live cublasLtMatmulPreference_t", fn,
+                      static_cast<void *>(pref));
+    if (attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
+        return reject(CUBLAS_STATUS_NOT_SUPPORTED, "%s: attribute %d is not emulated", fn, (int)attr);
+    return set_field(&p->max_workspace, fn, "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES", buf, sizeInBytes);
+}
+
+/* One algorithm (it needs no workspace, so every preference admits it) or, for anything a real
+ * cuBLASLt has no algorithm for, CUBLAS_STATUS_NOT_SUPPORTED; *returnAlgoCount is 0 on any refusal. */
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc,
+                                              cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
+                                              cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+                                              cublasLtMatmulPreference_t preference, int requestedAlgoCount,
+                                              cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
+                                              int *returnAlgoCount)
+{
+    const char *fn = "cublasLtMatmulAlgoGetHeuristic";
+    if (returnAlgoCount)
+        *returnAlgoCount = 0;
+    lt_problem p = {};
+    p.fn = fn;
+    p.handle = lightHandle;
+    p.desc_handle = operationDesc;
+    p.layouts[0] = Adesc;
+    p.layouts[1] = Bdesc;
+    p.layouts[2] = Cdesc;
+    p.layouts[3] = Ddesc;
+    cublasStatus_t st = check_problem(&p);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    if (!live_pref(preference))
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: preference=%p is not a live cublasLtMatmulPreference_t", fn,
+                      static_cast<void *>(preference));
+    if (requestedAlgoCount <= 0 || !heuristicResultsArray || !returnAlgoCount)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: requestedAlgoCount=%d, heuristicResultsArray=%p and "
+                      "returnAlgoCount=%p need room for a result", fn, requestedAlgoCount,
+                      static_cast<void *>(heuristicResultsArray), static_cast<void *>(returnAlgoCount));
+    cublasLtMatmulHeuristicResult_t &r = heuristicResultsArray[0];
+    memset(&r, 0, sizeof r);
+    r.algo.data[0] = LT_ALGO_MAGIC;
+    r.workspaceSize = 0;
+    r.state = CUBLAS_STATUS_SUCCESS;
+    r.wavesCount = 1.0f;
+    *returnAlgoCount = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc, const void *alpha,
+                              const void *A, cublasLtMatrixLayout_t Adesc, const void *B,
+                              cublasLtMatrixLayout_t Bdesc, const void *beta, const void *C,
+                              cublasLtMatrixLayout_t Cdesc, void *D, cublasLtMatrixLayout_t Ddesc,
+                              const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspaceSizeInBytes,
+                              cudaStream_t stream)
+{
+    lt_problem p = {};
+    p.fn = "cublasLtMatmul";
+    p.at_matmul = true;
+    p.handle = lightHandle;
+    p.desc_handle = computeDesc;
+    p.layouts[0] = Adesc;
+    p.layouts[1] = Bdesc;
+    p.layouts[2] = Cdesc;
+    p.layouts[3] = Ddesc;
+    cublasStatus_t st = check_problem(&p);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    gemm_call g = lt_call(p, alpha, A, B, beta, C, D, stream);
+    if ((st = check_matmul(p, &g, algo, workspace, workspaceSizeInBytes)) != CUBLAS_STATUS_SUCCESS)
+        return st;
+    if ((st = queue_gemm(g)) != CUBLAS_STATUS_SUCCESS)
+        return st;
+    matmuls_queued++;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+} /* extern "C" */

@@ -1,0 +1,84 @@
+/* cublaslt_shim.h — what the emulator's two cuBLASLt files share: the structs behind cuBLASLt's
+ * opaque handle and descriptors, and the checks a heuristic query and a matmul both run.
+ *
+ * Internal to runtime/cudaemu/. cublaslt_shim.cpp owns the entry points and the descriptors'
+ * lifetimes; cublaslt_check.cpp owns the validation (types, epilogue, layouts, alignment,
+ * overlap). Neither computes anything: the GEMM engine (cublas_gemm.h) does. */
+#ifndef DDP_CUBLASLT_SHIM_H
+#define DDP_CUBLASLT_SHIM_H
+
+#include "cublas_gemm.h"
+
+#include <cublasLt.h>
+#include <stdint.h>
+
+struct cublasLtContext {
+    int device; /* current when the handle was created */
+};
+
+namespace ddp_cudaemu {
+
+/* Tags telling a live descriptor of each kind from anything else passed in its place. */
+enum : uint64_t {
+    LT_DESC_MAGIC = 0x6375656d754c7444ull,   /* "cuemuLtD" */
+    LT_LAYOUT_MAGIC = 0x6375656d754c744cull, /* "cuemuLtL" */
+    LT_PREF_MAGIC = 0x6375656d754c7450ull,   /* "cuemuLtP" */
+    LT_ALGO_MAGIC = 0x6375656d754c7441ull,   /* "cuemuLtA": algo.data[0] of every heuristic result */
+};
+
+/* A cublasLtMatmulDesc_t: each attribute in the type cublasLt.h documents for it. */
+struct lt_desc {
+    uint64_t magic;
+    int32_t compute_type, scale_type, pointer_mode, transa, transb;
+    uint32_t epilogue;
+    const void *bias;
+    int32_t bias_type; /* -1 (unset): D's type */
+    void *aux;
+    int64_t aux_ld;
+    int32_t aux_type;  /* -1 (unset): D's type */
+};
+
+/* A cublasLtMatrixLayout_t: column-major, batch 1. */
+struct lt_layout {
+    uint64_t magic;
+    int32_t type;
+    uint64_t rows, cols;
+    int64_t ld;
+};
+
+struct lt_pref {
+    uint64_t magic;
+    uint64_t max_workspace;
+};
+
+/* One heuristic query or matmul: its descriptors and, once check_problem passed, what they mean. */
+struct lt_problem {
+    const char *fn;
+    bool at_matmul; /* a matmul refuses a bad aux ld as INVALID_VALUE, a heuristic finds no algo */
+    cublasLtHandle_t handle;
+    cublasLtMatmulDesc_t desc_handle;
+    cublasLtMatrixLayout_t layouts[4]; /* A, B, C, D as passed */
+    const lt_desc *desc;
+    const lt_layout *a, *b, *c, *d;
+    int m, n, k;
+    cudaDataType ab_type, cd_type;
+    gemm_epilogue epilogue; /* kind, pointers, resolved types and aux ld */
+};
+
+/* Everything a heuristic query can check: handle, descriptors, compute/scale types, pointer mode,
+ * matrix types, epilogue, layouts and their dimensions, aux ld, and the bias and aux pointers'
+ * alignment. Fills in p's meaning on success. */
+cublasStatus_t check_problem(lt_problem *p);
+
+/* What only a matmul can check before the engine does: algo, epilogue pointers, A/B/C/D
+ * alignment, workspace. */
+cublasStatus_t check_matmul_pointers(const lt_problem &p, const gemm_call &g, const cublasLtMatmulAlgo_t *algo,
+                                     const void *workspace, size_t workspace_bytes);
+
+/* After check_gemm: no output may share a byte with another operand (a race on a GPU), and the
+ * workspace none with any. */
+cublasStatus_t check_overlaps(const gemm_call &g, const void *workspace, size_t workspace_bytes);
+
+} /* namespace ddp_cudaemu */
+
+#endif
