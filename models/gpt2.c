@@ -119,7 +119,7 @@ static int alloc_acts(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
     struct { void **p; int64_t n; } bufs[] = {
         {&g->encoded, BT * C}, {&g->lnf, BT * C}, {&g->logits, BT * Vp}, {&g->dres, BT * C}, {&g->dln, BT * C},
         {&g->datty, BT * C}, {&g->dqkv, BT * 3 * C}, {&g->dq, BT * C}, {&g->dk, BT * C}, {&g->dv, BT * C},
-        {&g->dyh, BT * C}, {&g->datt, att}, {&g->dfch, BT * 4 * C}, {&g->dfch_gelu, BT * 4 * C},
+        {&g->dyh, BT * C}, {&g->datt, att}, {&g->dfch, BT * 4 * C},
         {&g->preatt, att}, {&g->yh, BT * C},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {

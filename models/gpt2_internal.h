@@ -44,7 +44,7 @@ typedef struct gpt2_impl {
     float *lnf_mean, *lnf_rstd;
     void *logits;              /* [BT, Vp]; the classifier writes dlogits over it */
     /* backward scratch, shared by all blocks */
-    void *dres, *dln, *datty, *dqkv, *dq, *dk, *dv, *dyh, *datt, *dfch, *dfch_gelu;
+    void *dres, *dln, *datty, *dqkv, *dq, *dk, *dv, *dyh, *datt, *dfch;
     void *preatt;              /* [B, NH, T, T] scores before the softmax (forward scratch) */
     void *yh;                  /* [B, NH, T, hs] attention output before merging (forward scratch) */
     void *allocs[24];          /* the shared buffers of alloc_acts and the blocks' slab */

@@ -15,14 +15,17 @@
 /* ---- forward ------------------------------------------------------------------------------ */
 
 /* y[BT, out] = x[BT, in] · Wᵀ + b  (W is [out, in], PyTorch's Linear); w_off, b_off: parameter
- * offsets of W and b */
-static int linear_forward(model *m, const gpt2_impl *g, const void *x, size_t w_off, size_t b_off, void *y,
-                          int64_t rows, int64_t in, int64_t out, ddp_err *err)
+ * offsets of W and b. With gelu_pre non-NULL, gelu_pre gets x · Wᵀ + b and y its GELU (the MLP's
+ * c_fc): one op either way, whose epilogue adds the bias (and applies the GELU) as the GEMM
+ * writes its output. */
+static int linear_forward(model *m, const gpt2_impl *g, const void *x, size_t w_off, size_t b_off, void *gelu_pre,
+                          void *y, int64_t rows, int64_t in, int64_t out, ddp_err *err)
 {
     const struct device_ops *op = m->dev->ops;
-    int rc = op->gemm(m->dev, g->t, g->t, false, true, rows, out, in, 1.0f, x, in, gpt2_weight(g, w_off), in, 0.0f,
-                      y, out, err);
-    return rc ? rc : op->bias_add(m->dev, g->t, y, gpt2_weight(g, b_off), rows, out, err);
+    const void *w = gpt2_weight(g, w_off), *b = gpt2_weight(g, b_off);
+    if (gelu_pre)
+        return op->gemm_bias_gelu(m->dev, g->t, false, true, rows, out, in, x, in, w, in, b, gelu_pre, y, err);
+    return op->gemm_bias(m->dev, g->t, false, true, rows, out, in, x, in, w, in, b, y, err);
 }
 
 static int attention_forward(model *m, gpt2_impl *g, gpt2_block_acts *a, const void *qkv, int64_t B, ddp_err *err)
@@ -62,22 +65,20 @@ static int block_forward(model *m, gpt2_impl *g, int l, const void *res_in, int6
     int rc = op->layernorm_forward(d, t, a->ln1, a->ln1_mean, a->ln1_rstd, res_in, gpt2_weight(g, p[LN1_W]),
                                    gpt2_weight(g, p[LN1_B]), BT, C, err);
     if (!rc)
-        rc = linear_forward(m, g, a->ln1, p[QKV_W], p[QKV_B], qkv, BT, C, 3 * C, err);
+        rc = linear_forward(m, g, a->ln1, p[QKV_W], p[QKV_B], NULL, qkv, BT, C, 3 * C, err);
     if (!rc)
         rc = attention_forward(m, g, a, qkv, B, err);
     if (!rc)
-        rc = linear_forward(m, g, a->atty, p[ATTPROJ_W], p[ATTPROJ_B], a->res2, BT, C, C, err);
+        rc = linear_forward(m, g, a->atty, p[ATTPROJ_W], p[ATTPROJ_B], NULL, a->res2, BT, C, C, err);
     if (!rc)
         rc = op->add(d, t, a->res2, a->res2, res_in, (size_t)(BT * C), err);
     if (!rc)
         rc = op->layernorm_forward(d, t, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, gpt2_weight(g, p[LN2_W]),
                                    gpt2_weight(g, p[LN2_B]), BT, C, err);
     if (!rc)
-        rc = linear_forward(m, g, a->ln2, p[FC_W], p[FC_B], a->fch, BT, C, 4 * C, err);
+        rc = linear_forward(m, g, a->ln2, p[FC_W], p[FC_B], a->fch, a->fch_gelu, BT, C, 4 * C, err);
     if (!rc)
-        rc = op->act_forward(d, t, ACT_GELU_TANH, a->fch, a->fch_gelu, (size_t)(BT * 4 * C), err);
-    if (!rc)
-        rc = linear_forward(m, g, a->fch_gelu, p[FCPROJ_W], p[FCPROJ_B], a->res3, BT, 4 * C, C, err);
+        rc = linear_forward(m, g, a->fch_gelu, p[FCPROJ_W], p[FCPROJ_B], NULL, a->res3, BT, 4 * C, C, err);
     if (!rc)
         rc = op->add(d, t, a->res3, a->res3, a->res2, (size_t)(BT * C), err);
     return rc ? ddp_prefix(err, "gpt2 forward h.%d", l) : DDP_OK;
@@ -111,19 +112,22 @@ int gpt2_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
 /* ---- backward ----------------------------------------------------------------------------- */
 
 /* dx = dy · W (overwrite; skipped when dx is NULL), dW += dyᵀ · x, db += column sums of dy. W is
- * [out, in] at parameter offset w_off, b at b_off. */
-static int linear_backward(model *m, const gpt2_impl *g, const void *dy, const void *x, size_t w_off, size_t b_off,
-                           void *dx, int64_t rows, int64_t in, int64_t out, ddp_err *err)
+ * [out, in] at parameter offset w_off, b at b_off. With gelu_pre non-NULL, x was GELU(gelu_pre)
+ * and dx is taken on through the GELU, to gelu_pre, by the same GEMM's epilogue. */
+static int linear_backward(model *m, const gpt2_impl *g, const void *dy, const void *x, const void *gelu_pre,
+                           size_t w_off, size_t b_off, void *dx, int64_t rows, int64_t in, int64_t out, ddp_err *err)
 {
     const struct device_ops *op = m->dev->ops;
+    const void *w = gpt2_weight(g, w_off);
     int rc = op->gemm(m->dev, g->t, TENSOR_F32, true, false, out, in, rows, 1.0f, dy, out, x, in, 1.0f,
                       m->grads + w_off, in, err);
     if (!rc)
         rc = op->bias_grad(m->dev, g->t, dy, m->grads + b_off, rows, out, 1.0f, err);
-    if (!rc && dx)
-        rc = op->gemm(m->dev, g->t, g->t, false, false, rows, in, out, 1.0f, dy, out, gpt2_weight(g, w_off), in, 0.0f,
-                      dx, in, err);
-    return rc;
+    if (rc || !dx)
+        return rc;
+    if (gelu_pre)
+        return op->gemm_gelu_backward(m->dev, g->t, false, false, rows, in, out, dy, out, w, in, gelu_pre, dx, err);
+    return op->gemm(m->dev, g->t, g->t, false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, err);
 }
 
 /* g->datty holds dLoss/d(atty); on exit g->dqkv holds dLoss/d(qkv). */
@@ -170,21 +174,20 @@ static int block_backward(model *m, gpt2_impl *g, int l, const void *res_in, int
         p[i] = gpt2_block_offset(m, l, i);
     float *G = m->grads;
     /* MLP: res3 = res2 + c_proj(gelu(c_fc(ln2(res2)))) */
-    int rc = linear_backward(m, g, g->dres, a->fch_gelu, p[FCPROJ_W], p[FCPROJ_B], g->dfch_gelu, BT, 4 * C, C, err);
+    int rc = linear_backward(m, g, g->dres, a->fch_gelu, a->fch, p[FCPROJ_W], p[FCPROJ_B], g->dfch, BT, 4 * C, C,
+                             err);
     if (!rc)
-        rc = op->act_backward(d, t, ACT_GELU_TANH, a->fch, g->dfch_gelu, g->dfch, (size_t)(BT * 4 * C), err);
-    if (!rc)
-        rc = linear_backward(m, g, g->dfch, a->ln2, p[FC_W], p[FC_B], g->dln, BT, C, 4 * C, err);
+        rc = linear_backward(m, g, g->dfch, a->ln2, NULL, p[FC_W], p[FC_B], g->dln, BT, C, 4 * C, err);
     if (!rc)
         rc = op->layernorm_backward(d, t, g->dres, G + p[LN2_W], G + p[LN2_B], g->dln, a->res2,
                                     gpt2_weight(g, p[LN2_W]), a->ln2_mean, a->ln2_rstd, BT, C, err);
     /* attention: res2 = res_in + c_proj(attn(ln1(res_in))) */
     if (!rc)
-        rc = linear_backward(m, g, g->dres, a->atty, p[ATTPROJ_W], p[ATTPROJ_B], g->datty, BT, C, C, err);
+        rc = linear_backward(m, g, g->dres, a->atty, NULL, p[ATTPROJ_W], p[ATTPROJ_B], g->datty, BT, C, C, err);
     if (!rc)
         rc = attention_backward(m, g, a, B, err);
     if (!rc)
-        rc = linear_backward(m, g, g->dqkv, a->ln1, p[QKV_W], p[QKV_B], g->dln, BT, C, 3 * C, err);
+        rc = linear_backward(m, g, g->dqkv, a->ln1, NULL, p[QKV_W], p[QKV_B], g->dln, BT, C, 3 * C, err);
     if (!rc)
         rc = op->layernorm_backward(d, t, g->dres, G + p[LN1_W], G + p[LN1_B], g->dln, res_in,
                                     gpt2_weight(g, p[LN1_W]), a->ln1_mean, a->ln1_rstd, BT, C, err);

@@ -47,10 +47,8 @@ static int mlp_forward(model *m, const float *x, int64_t rows, ddp_err *err)
     const float *in = x;
     for (int l = 0; l < p->n_layers; l++) {
         mlp_layer *L = &p->layer[l];
-        int rc = op->gemm(m->dev, TENSOR_F32, TENSOR_F32, false, true, rows, L->out, L->in, 1.0f, in, L->in,
-                          m->params + L->w_off, L->in, 0.0f, L->z, L->out, err);
-        if (!rc)
-            rc = op->bias_add(m->dev, TENSOR_F32, L->z, m->params + L->b_off, rows, L->out, err);
+        int rc = op->gemm_bias(m->dev, TENSOR_F32, false, true, rows, L->out, L->in, in, L->in, m->params + L->w_off,
+                               L->in, m->params + L->b_off, L->z, err);
         if (!rc && L->h)
             rc = op->act_forward(m->dev, TENSOR_F32, p->act, L->z, L->h, (size_t)(rows * L->out), err);
         if (rc)

@@ -1,12 +1,13 @@
 /* cublaslt_check.cpp — what the emulated cuBLASLt refuses, before the GEMM engine's own checks.
  *
  * Emulated is what ddprun's CUDA backend calls (llm.c's GPT-2 GEMMs): compute CUBLAS_COMPUTE_32F
- * with scale CUDA_R_32F; A, B, C, D all CUDA_R_32F, all CUDA_R_16BF, or bf16 A/B with fp32 C/D;
- * epilogues DEFAULT, BIAS, GELU_AUX_BIAS and DGELU with bias and aux in D's type; host scalars;
- * batch 1; every size and ld within int. Anything else is CUBLAS_STATUS_NOT_SUPPORTED ("not
- * emulated"), layouts that do not fit together are CUBLAS_STATUS_INVALID_VALUE, and each refusal
- * prints one "cudaemu: <fn>: <argument> ..." line. Beyond what cuBLASLt can see, a matmul's
- * outputs must not overlap its inputs or each other (threads of a GPU kernel would race), and the
+ * (or _FAST_TF32 with fp32 A/B: inputs rounded to TF32, as cuda.tf32 asks) with scale CUDA_R_32F;
+ * A, B, C, D all CUDA_R_32F, all CUDA_R_16BF, or bf16 A/B with fp32 C/D; epilogues DEFAULT, BIAS,
+ * GELU_AUX_BIAS and DGELU with bias and aux in D's type; host scalars; batch 1; every size and ld
+ * within int. Anything else is CUBLAS_STATUS_NOT_SUPPORTED ("not emulated"), layouts that do not
+ * fit together are CUBLAS_STATUS_INVALID_VALUE, and each refusal prints one "cudaemu: <fn>:
+ * <argument> ..." line. Beyond what cuBLASLt can see, a matmul's outputs must not overlap its
+ * inputs or each other (threads of a GPU kernel would race), and the
  * workspace must be device memory overlapping nothing. Must not queue or compute anything. */
 #include "cublaslt_shim.h"
 #include "cudaemu_internal.h"
@@ -44,9 +45,9 @@ static cublasStatus_t find_descriptors(lt_problem *p)
 static cublasStatus_t check_desc_modes(const lt_problem &p)
 {
     const lt_desc &d = *p.desc;
-    if (d.compute_type != CUBLAS_COMPUTE_32F)
-        return reject(CUBLAS_STATUS_NOT_SUPPORTED, "%s: computeType %d is not emulated (CUBLAS_COMPUTE_32F is)",
-                      p.fn, (int)d.compute_type);
+    if (d.compute_type != CUBLAS_COMPUTE_32F && d.compute_type != CUBLAS_COMPUTE_32F_FAST_TF32)
+        return reject(CUBLAS_STATUS_NOT_SUPPORTED, "%s: computeType %d is not emulated (CUBLAS_COMPUTE_32F and "
+                      "CUBLAS_COMPUTE_32F_FAST_TF32 are)", p.fn, (int)d.compute_type);
     if (d.scale_type != CUDA_R_32F)
         return reject(CUBLAS_STATUS_NOT_SUPPORTED, "%s: scaleType %s (%d) is not emulated (CUDA_R_32F is)", p.fn,
                       type_name((cudaDataType)d.scale_type), (int)d.scale_type);
@@ -74,6 +75,9 @@ static cublasStatus_t check_matrix_types(lt_problem *p)
         return reject(CUBLAS_STATUS_NOT_SUPPORTED, "%s: A/B %s with C/D %s is not emulated (all CUDA_R_32F, all "
                       "CUDA_R_16BF, or CUDA_R_16BF A/B with CUDA_R_32F C/D are)", p->fn, type_name((cudaDataType)at),
                       type_name((cudaDataType)dt));
+    if (p->desc->compute_type == CUBLAS_COMPUTE_32F_FAST_TF32 && at != CUDA_R_32F)
+        return reject(CUBLAS_STATUS_NOT_SUPPORTED, "%s: CUBLAS_COMPUTE_32F_FAST_TF32 takes CUDA_R_32F A/B only, not %s",
+                      p->fn, type_name((cudaDataType)at));
     p->ab_type = (cudaDataType)at;
     p->cd_type = (cudaDataType)dt;
     return CUBLAS_STATUS_SUCCESS;

@@ -108,6 +108,7 @@ static gemm_call lt_call(const lt_problem &p, const void *alpha, const void *A, 
     g.atype = g.btype = p.ab_type;
     g.ctype = p.cd_type;
     g.epilogue = p.epilogue;
+    g.tf32 = p.desc->compute_type == CUBLAS_COMPUTE_32F_FAST_TF32;
     return g;
 }
 

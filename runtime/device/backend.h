@@ -20,6 +20,11 @@ extern "C" {
 DEVICE_OPS(DEVICE_CPU_OP_DECL)
 DEVICE_OPS(DEVICE_CUDA_OP_DECL)
 
+/* The epilogue GEMMs unfused (gemm_epilogue.c): the GEMM, then the element-wise op, through
+ * d->backend. The CPU backend's implementation, and the CUDA backend's fallback. */
+#define DEVICE_UNFUSED_OP_DECL(name, params) int device_unfused_##name(DEVICE_UNPAREN params, ddp_err *err);
+DEVICE_GEMM_EPILOGUE_OPS(DEVICE_UNFUSED_OP_DECL)
+
 /* A device with d->backend set to the backend's table; device.c adds the checking table. */
 int device_cpu_backend_create(device **out, ddp_err *err);
 int device_cuda_backend_create(int local_rank, const config *cfg, device **out, ddp_err *err);

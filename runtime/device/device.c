@@ -141,6 +141,65 @@ static int checked_gemm_strided_batched(device *d, tensor_dtype ab, tensor_dtype
                                             beta, c, ldc, stride_c, batch, err);
 }
 
+/* The epilogue GEMMs' shared contract: a known type, consistent sizes with dense m x n outputs
+ * (ld n), k >= 1 (a linear layer has an input), and the operands present. */
+static int check_gemm_epilogue(const device *d, const char *op, tensor_dtype t, bool ta, bool tb, int64_t m,
+                               int64_t n, int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
+                               ddp_err *err)
+{
+    int rc = check_dtype(d, op, t, err);
+    if (!rc && k < 1 && m >= 0 && n >= 0)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: k=%lld, but a linear layer needs k >= 1", op, (long long)k);
+    if (!rc && (rc = check_gemm_sizes(ta, tb, m, n, k, lda, ldb, n > 1 ? n : 1, err)) != DDP_OK)
+        return ddp_prefix(err, "%s", op);
+    if (rc || m == 0 || n == 0)
+        return rc;
+    NEED_POINTER(op, a);
+    NEED_POINTER(op, b);
+    return DDP_OK;
+}
+
+static int checked_gemm_bias(device *d, tensor_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                             const void *a, int64_t lda, const void *b, int64_t ldb, const void *bias, void *y,
+                             ddp_err *err)
+{
+    int rc = check_gemm_epilogue(d, "gemm_bias", t, ta, tb, m, n, k, a, lda, b, ldb, err);
+    if (rc || m == 0 || n == 0)
+        return rc;
+    NEED_POINTER("gemm_bias", bias);
+    NEED_POINTER("gemm_bias", y);
+    return d->backend->gemm_bias(d, t, ta, tb, m, n, k, a, lda, b, ldb, bias, y, err);
+}
+
+static int checked_gemm_bias_gelu(device *d, tensor_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                  const void *a, int64_t lda, const void *b, int64_t ldb, const void *bias, void *pre,
+                                  void *y, ddp_err *err)
+{
+    int rc = check_gemm_epilogue(d, "gemm_bias_gelu", t, ta, tb, m, n, k, a, lda, b, ldb, err);
+    if (rc || m == 0 || n == 0)
+        return rc;
+    NEED_POINTER("gemm_bias_gelu", bias);
+    NEED_POINTER("gemm_bias_gelu", pre);
+    NEED_POINTER("gemm_bias_gelu", y);
+    if (pre == y)
+        return ddp_fail(err, DDP_ERUNTIME, "gemm_bias_gelu: pre and y are the same tensor (backward needs both)");
+    return d->backend->gemm_bias_gelu(d, t, ta, tb, m, n, k, a, lda, b, ldb, bias, pre, y, err);
+}
+
+static int checked_gemm_gelu_backward(device *d, tensor_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                      const void *a, int64_t lda, const void *b, int64_t ldb, const void *pre,
+                                      void *dx, ddp_err *err)
+{
+    int rc = check_gemm_epilogue(d, "gemm_gelu_backward", t, ta, tb, m, n, k, a, lda, b, ldb, err);
+    if (rc || m == 0 || n == 0)
+        return rc;
+    NEED_POINTER("gemm_gelu_backward", pre);
+    NEED_POINTER("gemm_gelu_backward", dx);
+    if (pre == dx)
+        return ddp_fail(err, DDP_ERUNTIME, "gemm_gelu_backward: dx overwrites pre, which it is computed from");
+    return d->backend->gemm_gelu_backward(d, t, ta, tb, m, n, k, a, lda, b, ldb, pre, dx, err);
+}
+
 /* ---- element-wise ---------------------------------------------------------------------- */
 
 static int checked_fill(device *d, tensor_dtype t, void *x, size_t n, float value, ddp_err *err)

@@ -105,6 +105,27 @@ typedef struct adamw_args {
                               int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta, \
                               void *c, int64_t ldc, int64_t stride_c, int64_t batch))
 
+/* ---- GEMMs with a fused epilogue (CUDA: device_cuda_lt.c; CPU: gemm_epilogue.c) ---------------
+ * The linear layers' GEMMs with their epilogues fused: on CUDA one cuBLASLt GEMM whose epilogue
+ * applies the bias and GELU to the fp32 accumulator before the single rounding to t, where
+ * cuBLASLt has a kernel for the shape (else, as on the CPU, the GEMM and the element-wise op in
+ * turn). Every tensor is of type t, k >= 1, the outputs are dense m x n (row stride n) and
+ * overlap no input nor each other. */
+#define DEVICE_GEMM_EPILOGUE_OPS(OP)                                                               \
+    /* y = op(A) · op(B) + bias, bias[n] added to every row */                                     \
+    OP(gemm_bias, (device *d, tensor_dtype t, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, \
+                   const void *a, int64_t lda, const void *b, int64_t ldb, const void *bias, void *y)) \
+    /* pre = op(A) · op(B) + bias as gemm_bias, and y = GPT-2's tanh GELU of pre (pre is kept for \
+     * gemm_gelu_backward) */                                                                      \
+    OP(gemm_bias_gelu, (device *d, tensor_dtype t, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, \
+                        const void *a, int64_t lda, const void *b, int64_t ldb, const void *bias, void *pre, \
+                        void *y))                                                                  \
+    /* dx = (op(A) · op(B)) * gelu'(pre), GPT-2's tanh GELU: the gradient reaching a GELU's output \
+     * (the GEMM) taken through it to its input pre, in one pass */                                \
+    OP(gemm_gelu_backward, (device *d, tensor_dtype t, bool trans_a, bool trans_b, int64_t m, int64_t n, \
+                            int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, const void *pre, \
+                            void *dx))
+
 /* ---- element-wise (kernels/elementwise_cpu.c, kernels/elementwise.cu) ------------------------
  * t is the element type of every void* tensor of the op: they are read and written in it, and
  * computed in float. */
@@ -117,7 +138,7 @@ typedef struct adamw_args {
     OP(bias_add, (device *d, tensor_dtype t, void *y, const void *b, int64_t rows, int64_t cols))  \
     /* y = act(x): ReLU, exact (erf) GELU as torch.nn.GELU(), or GPT-2's tanh-approximated GELU */ \
     OP(act_forward, (device *d, tensor_dtype t, act_kind a, const void *x, void *y, size_t n))     \
-    /* dx = dy * act'(x), x is the pre-activation input */                                         \
+    /* dx = dy * act'(x), x is the pre-activation input; dx may be dy itself */                    \
     OP(act_backward, (device *d, tensor_dtype t, act_kind a, const void *x, const void *dy, void *dx, \
                       size_t n))                                                                   \
     /* out = a + b; out may be a or b itself (not a partial overlap): the residual stream */       \
@@ -228,6 +249,7 @@ typedef struct adamw_args {
 #define DEVICE_OPS(OP)                                                                             \
     DEVICE_MEMORY_OPS(OP)                                                                          \
     DEVICE_GEMM_OPS(OP)                                                                            \
+    DEVICE_GEMM_EPILOGUE_OPS(OP)                                                                   \
     DEVICE_ELEMENTWISE_OPS(OP)                                                                     \
     DEVICE_REDUCE_OPS(OP)                                                                          \
     DEVICE_OPTIM_STEP_OPS(OP)                                                                      \

@@ -277,3 +277,25 @@ int device_cpu_gemm_strided_batched(device *d, tensor_dtype ab, tensor_dtype c_t
     return cpu_gemm_strided_batched_f32(d, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
                                         c, ldc, stride_c, batch, err);
 }
+
+/* The epilogue GEMMs are the GEMM and the element-wise pass in turn here: there is no fused CPU
+ * kernel to gain from, and the results are those of the separate ops bit for bit. */
+int device_cpu_gemm_bias(device *d, tensor_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+                         int64_t lda, const void *b, int64_t ldb, const void *bias, void *y, ddp_err *err)
+{
+    return device_unfused_gemm_bias(d, t, ta, tb, m, n, k, a, lda, b, ldb, bias, y, err);
+}
+
+int device_cpu_gemm_bias_gelu(device *d, tensor_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                              const void *a, int64_t lda, const void *b, int64_t ldb, const void *bias, void *pre,
+                              void *y, ddp_err *err)
+{
+    return device_unfused_gemm_bias_gelu(d, t, ta, tb, m, n, k, a, lda, b, ldb, bias, pre, y, err);
+}
+
+int device_cpu_gemm_gelu_backward(device *d, tensor_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                  const void *a, int64_t lda, const void *b, int64_t ldb, const void *pre, void *dx,
+                                  ddp_err *err)
+{
+    return device_unfused_gemm_gelu_backward(d, t, ta, tb, m, n, k, a, lda, b, ldb, pre, dx, err);
+}

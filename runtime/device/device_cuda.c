@@ -1,7 +1,8 @@
 /* device_cuda.c — the CUDA backend of the device layer (device.h): cudaMalloc'd memory, one
  * non-blocking compute stream per device, GEMMs through cuBLAS on that stream (fp32, TF32 when
- * cuda.tf32 allows it), the interval timer, scratch memory for the ops, and the backend's ops
- * table, whose other ops are the op families' host launchers in kernels/FAMILY.cu.
+ * cuda.tf32 allows it; the epilogue GEMMs are device_cuda_lt.c's), the interval timer, scratch
+ * memory for the ops, and the backend's ops table, whose other ops are the op families' host
+ * launchers in kernels/FAMILY.cu.
  *
  * Uploads go through pinned staging buffers so cudaMemcpyAsync really is asynchronous; each
  * buffer is reused only after an event says its previous copy finished. Downloads wait. Every
@@ -40,6 +41,7 @@
 typedef struct cuda_impl {
     cudaStream_t stream;
     cublasHandle_t blas;
+    cuda_lt *lt;                  /* the epilogue GEMMs' cuBLASLt state (device_cuda_lt.c) */
     void *staging[2];             /* pinned host memory */
     size_t staging_cap[2];
     cudaEvent_t staging_done[2];  /* recorded after the last copy out of staging[i] */
@@ -50,6 +52,8 @@ typedef struct cuda_impl {
 } cuda_impl;
 
 static cuda_impl *impl_of(device *d) { return (cuda_impl *)d->impl; }
+
+cuda_lt *device_cuda_lt(device *d) { return impl_of(d)->lt; }
 
 /* Every place this backend blocks the host goes through one of these two, so host_waits can say
  * how often it happened (a training step must not, between its batch upload and the next). */
@@ -346,6 +350,7 @@ static void cuda_destroy(device *d)
         cudaFree(im->scratch);
         if (im->blas)
             cublasDestroy(im->blas);
+        device_cuda_lt_destroy(im->lt);
         if (im->stream)
             cudaStreamDestroy(im->stream);
         free(im);
@@ -391,7 +396,7 @@ static int cuda_setup(device *d, const config *cfg, ddp_err *err)
     CUBLAS_TRY(cublasCreate(&im->blas));
     CUBLAS_TRY(cublasSetStream(im->blas, im->stream));
     CUBLAS_TRY(cublasSetMathMode(im->blas, cfg && cfg->cuda.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-    return DDP_OK;
+    return device_cuda_lt_create(cfg && cfg->cuda.tf32, &im->lt, err);
 }
 
 int device_cuda_backend_create(int local_rank, const config *cfg, device **out, ddp_err *err)

@@ -33,6 +33,13 @@ static inline cudaStream_t device_cuda_stream(const device *d) { return (cudaStr
  * it grows, the stream is drained before the old buffer is freed. */
 int device_cuda_scratch(device *d, size_t bytes, void **out, ddp_err *err);
 
+/* cuBLASLt's handle and workspace for the epilogue GEMMs (device_cuda_lt.c), one per device:
+ * created with the device (tf32: cuda.tf32), reached through device_cuda_lt(). */
+typedef struct cuda_lt cuda_lt;
+int device_cuda_lt_create(bool tf32, cuda_lt **out, ddp_err *err);
+void device_cuda_lt_destroy(cuda_lt *lt);
+cuda_lt *device_cuda_lt(device *d);
+
 #ifdef __cplusplus
 }
 #endif

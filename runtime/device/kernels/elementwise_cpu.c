@@ -104,8 +104,10 @@ static int cpu_act_forward_f32(device *d, act_kind a, const float *restrict x, f
     return DDP_OK;
 }
 
-static int cpu_act_backward_f32(device *d, act_kind a, const float *restrict x, const float *restrict dy,
-                                float *restrict dx, size_t n, ddp_err *err)
+/* dy and dx are not restrict: dx may be dy itself (gemm_gelu_backward's unfused form), and
+ * element i reads dy[i] before writing dx[i]. */
+static int cpu_act_backward_f32(device *d, act_kind a, const float *restrict x, const float *dy, float *dx, size_t n,
+                                ddp_err *err)
 {
     (void)d;
     (void)err;

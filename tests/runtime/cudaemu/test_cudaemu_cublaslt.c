@@ -427,7 +427,7 @@ static void test_refusals(void)
         {"gelu_bias", v, NS, NS, "CUBLASLT_MATMUL_DESC_EPILOGUE 36 is not emulated"},
         {"fp16", v, NS, NS, "A/B CUDA_R_16F with C/D CUDA_R_16F is not emulated"},
         {"fp32 A/B, bf16 D", v, NS, NS, "A/B CUDA_R_32F with C/D CUDA_R_16BF is not emulated"},
-        {"tf32", v, NS, NS, "computeType 77 is not emulated"},
+        {"tf32 bf16", v, NS, NS, "CUBLAS_COMPUTE_32F_FAST_TF32 takes CUDA_R_32F A/B only, not CUDA_R_16BF"},
         {"bias type", v, NS, NS, "CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE CUDA_R_16BF (14) differs from D's CUDA_R_32F"},
         {"aux type", v, NS, NS, "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE CUDA_R_16BF (14) differs"},
         {"device pointer mode", v, NS, NS, "CUBLASLT_MATMUL_DESC_POINTER_MODE 1 is not emulated"},
@@ -458,6 +458,7 @@ static void test_refusals(void)
     r[11].c.cd = CUDA_R_16BF;
     r[12].c.extra_attr = CUBLASLT_MATMUL_DESC_COMPUTE_TYPE + 1;
     r[12].c.extra_val = CUBLAS_COMPUTE_32F_FAST_TF32;
+    r[12].c.ab = r[12].c.cd = CUDA_R_16BF;
     r[13].c.extra_attr = CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE + 1;
     r[14].c.extra_attr = CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE + 1;
     r[13].c.extra_val = r[14].c.extra_val = CUDA_R_16BF;

@@ -128,6 +128,32 @@ static int gemm_batched_negative_batch(device *d, const bufs *b, ddp_err *err)
     return d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, b->f, 2, 4, b->f + 8, 2,
                                         4, 0.0f, b->f + 16, 2, 4, -1, err);
 }
+static int gemm_bias_zero_k(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm_bias(d, TENSOR_F32, false, true, 2, 2, 0, b->f, 1, b->f, 1, b->f + 8, b->f + 16, err);
+}
+static int gemm_bias_short_ldb(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm_bias(d, TENSOR_F32, false, true, 2, 3, 4, b->f, 4, b->f, 3, b->f + 8, b->f + 16, err);
+}
+static int gemm_bias_null_bias(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm_bias(d, TENSOR_F32, false, true, 2, 2, 2, b->f, 2, b->f, 2, NULL, b->f + 16, err);
+}
+static int gemm_bias_gelu_pre_is_y(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm_bias_gelu(d, TENSOR_F32, false, true, 2, 2, 2, b->f, 2, b->f, 2, b->f + 8, b->f + 16,
+                                  b->f + 16, err);
+}
+static int gemm_gelu_backward_null_pre(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm_gelu_backward(d, TENSOR_F32, false, false, 2, 2, 2, b->f, 2, b->f, 2, NULL, b->f + 16, err);
+}
+static int gemm_gelu_backward_dx_is_pre(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->gemm_gelu_backward(d, TENSOR_F32, false, false, 2, 2, 2, b->f, 2, b->f, 2, b->f + 16, b->f + 16,
+                                      err);
+}
 static int add_null_b(device *d, const bufs *b, ddp_err *err)
 {
     return d->ops->add(d, TENSOR_F32, b->f, b->f, NULL, 4, err);
@@ -264,6 +290,13 @@ static const bad_call bad_calls[] = {
     {"softmax_xent: row stride 3 is shorter than the 4 classes", softmax_xent_short_stride},
     {"gemm_strided_batched: stride_c 3 makes C matrices of 2 x 2 (ldc 2) overlap", gemm_batched_overlapping_c},
     {"gemm_strided_batched: negative batch -1 or stride (a 4, b 4, c 4)", gemm_batched_negative_batch},
+    {"gemm_bias: k=0, but a linear layer needs k >= 1", gemm_bias_zero_k},
+    {"gemm_bias: gemm: leading dimension shorter than its row (lda=4 needs >= 4, ldb=3 needs >= 4, ldc=3 needs >= 3)",
+     gemm_bias_short_ldb},
+    {"gemm_bias: bias is NULL", gemm_bias_null_bias},
+    {"gemm_bias_gelu: pre and y are the same tensor (backward needs both)", gemm_bias_gelu_pre_is_y},
+    {"gemm_gelu_backward: pre is NULL", gemm_gelu_backward_null_pre},
+    {"gemm_gelu_backward: dx overwrites pre, which it is computed from", gemm_gelu_backward_dx_is_pre},
     {"add: b is NULL", add_null_b},
     {"embedding_forward: negative size (1, -2, 4)", embedding_negative_t},
     {"layernorm_forward: rows of zero channels have no mean", layernorm_zero_channels},
@@ -309,6 +342,9 @@ static void empty_jobs(device *d, const char *backend)
     rc |= d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 3, 3, 2, 1.0f, NULL, 2, 6, NULL, 3, 6,
                                        0.0f, NULL, 3, 9, 0, &err);
     rc |= d->ops->add(d, TENSOR_F32, NULL, NULL, NULL, 0, &err);
+    rc |= d->ops->gemm_bias(d, TENSOR_F32, false, true, 0, 3, 2, NULL, 2, NULL, 2, NULL, NULL, &err);
+    rc |= d->ops->gemm_bias_gelu(d, TENSOR_F32, false, true, 3, 0, 2, NULL, 2, NULL, 2, NULL, NULL, NULL, &err);
+    rc |= d->ops->gemm_gelu_backward(d, TENSOR_F32, false, false, 0, 3, 2, NULL, 2, NULL, 3, NULL, NULL, &err);
     rc |= d->ops->embedding_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, 0, 4, 8, &err);
     rc |= d->ops->layernorm_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 8, &err);
     rc |= d->ops->attention_merge_heads_grad(d, TENSOR_F32, NULL, NULL, NULL, NULL, 2, 3, 0, 4, &err);
