@@ -14,6 +14,7 @@
  * its padding untouched; type combinations cuBLAS's table lacks are CUBLAS_STATUS_NOT_SUPPORTED;
  * a bf16 operand one element short of its allocation is reported in 2-byte elements. */
 #include "emu_test_util.h"
+#include "runtime/base/half.h"
 #include "tests/check.h"
 
 #include <cublas_v2.h>
@@ -178,14 +179,6 @@ static void test_rejections(cublasHandle_t h)
 /* --- bf16: the test keeps bf16 as raw uint16_t bits and widens them itself (exact). --- */
 enum { BM = 9, BN = 7, BK = 40 }; /* K large enough that fp32 accumulation order matters */
 
-static float bf16_value(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &bits, sizeof x);
-    return x;
-}
-
 /* Inputs only need to be some bf16 values: truncation keeps this independent of the shim's rounding. */
 static uint16_t bf16_trunc(float x)
 {
@@ -229,12 +222,12 @@ static int count_wrong_bf16(const uint16_t *a16, int lda, long long sa, int ta, 
         for (int j = 0; j < BN; j++)
             for (int i = 0; i < BM; i++) {
                 size_t at = (size_t)(q * sc) + (size_t)j * ldc + i;
-                double c_in = c_bf16 ? bf16_value(((const uint16_t *)c0)[at]) : ((const float *)c0)[at];
+                double c_in = c_bf16 ? bf16_to_float(((const uint16_t *)c0)[at]) : ((const float *)c0)[at];
                 double dot = 0.0, mag = 0.0;
                 for (int p = 0; p < BK; p++) {
                     size_t ia = (size_t)(q * sa) + (ta ? (size_t)i * lda + p : (size_t)p * lda + i);
                     size_t ib = (size_t)(q * sb) + (tb ? (size_t)p * ldb + j : (size_t)j * ldb + p);
-                    double prod = (double)bf16_value(a16[ia]) * bf16_value(b16[ib]);
+                    double prod = (double)bf16_to_float(a16[ia]) * bf16_to_float(b16[ib]);
                     dot += prod;
                     mag += fabs(prod);
                 }
@@ -242,7 +235,7 @@ static int count_wrong_bf16(const uint16_t *a16, int lda, long long sa, int ta, 
                 double bound = (BK + 3) * 0x1p-24 * (fabs(alpha) * mag + (beta == 0.0f ? 0.0 : fabs(beta * c_in)));
                 if (c_bf16)
                     bound += 0x1p-8 * (fabs(ref) + bound);
-                double got = c_bf16 ? bf16_value(((const uint16_t *)c)[at]) : ((const float *)c)[at];
+                double got = c_bf16 ? bf16_to_float(((const uint16_t *)c)[at]) : ((const float *)c)[at];
                 wrong += !(fabs(got - ref) <= bound);
             }
     return wrong;
@@ -348,7 +341,7 @@ static void test_bf16_rounding(cublasHandle_t h)
     cudaMemcpy(c16, dc, sizeof c16, cudaMemcpyDeviceToHost);
     for (int q = 0; q < CASES; q++) {
         if (q == 4)
-            CHECK(isnan(bf16_value(c16[q])), "case %d: NaN became 0x%04x", q, (unsigned)c16[q]);
+            CHECK(isnan(bf16_to_float(c16[q])), "case %d: NaN became 0x%04x", q, (unsigned)c16[q]);
         else
             CHECK(c16[q] == want[q], "case %d: got 0x%04x, expected 0x%04x", q, (unsigned)c16[q], (unsigned)want[q]);
     }

@@ -14,6 +14,7 @@
  * mismatched layouts, overlapping outputs, misalignment, device scalars, a dead stream, wrong
  * attribute sizes; matrices interleaved in one allocation without sharing a byte are accepted. */
 #include "emu_test_util.h"
+#include "runtime/base/half.h"
 #include "tests/check.h"
 #include "runtime/cudaemu/cudaemu.h"
 
@@ -57,14 +58,6 @@ static float rnd(unsigned *state)
     return ((float)(*state >> 8) / 16777216.0f - 0.5f) * 2.0f + 0.05f;
 }
 
-static float bf16_value(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &bits, sizeof x);
-    return x;
-}
-
 /* Truncation: inputs only need to be bf16 values, independently of the shim's rounding. */
 static uint16_t bf16_bits(float x)
 {
@@ -79,7 +72,7 @@ static void gen(float *v, size_t n, cudaDataType t, float scale, unsigned *state
     for (size_t i = 0; i < n; i++) {
         v[i] = rnd(state) * scale;
         if (t == CUDA_R_16BF)
-            v[i] = bf16_value(bf16_bits(v[i]));
+            v[i] = bf16_to_float(bf16_bits(v[i]));
     }
 }
 
@@ -101,7 +94,7 @@ static void download(cudaDataType t, const void *d, float *v, size_t n)
     uint16_t *h = malloc(n * 4 + 4);
     cudaMemcpy(t == CUDA_R_16BF ? (void *)h : (void *)v, d, n * esize(t), cudaMemcpyDeviceToHost);
     for (size_t i = 0; i < n && t == CUDA_R_16BF; i++)
-        v[i] = bf16_value(h[i]);
+        v[i] = bf16_to_float(h[i]);
     free(h);
 }
 
