@@ -28,17 +28,14 @@ static cublasStatus_t find_descriptors(lt_problem *p)
 {
     if (!p->handle)
         return reject(CUBLAS_STATUS_NOT_INITIALIZED, "%s: lightHandle is NULL", p->fn);
-    p->desc = reinterpret_cast<const lt_desc *>(p->desc_handle);
-    if (!p->desc || p->desc->magic != LT_DESC_MAGIC)
+    if (!(p->desc = live<const lt_desc>(p->desc_handle)))
         return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: computeDesc=%p is not a live cublasLtMatmulDesc_t", p->fn,
-                      static_cast<const void *>(p->desc));
+                      static_cast<void *>(p->desc_handle));
     const lt_layout **out[4] = {&p->a, &p->b, &p->c, &p->d};
-    for (int i = 0; i < 4; i++) {
-        *out[i] = reinterpret_cast<const lt_layout *>(p->layouts[i]);
-        if (!*out[i] || (*out[i])->magic != LT_LAYOUT_MAGIC)
+    for (int i = 0; i < 4; i++)
+        if (!(*out[i] = live<const lt_layout>(p->layouts[i])))
             return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: %cdesc=%p is not a live cublasLtMatrixLayout_t", p->fn,
-                          "ABCD"[i], static_cast<const void *>(*out[i]));
-    }
+                          "ABCD"[i], static_cast<void *>(p->layouts[i]));
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -3,9 +3,10 @@
  * cublasLtMatmul, whose GEMM and epilogue the emulator's one GEMM engine (cublas_gemm.cpp)
  * computes on the matmul's stream.
  *
- * Descriptors are this file's own structs behind cuBLASLt's opaque pointers, tagged so a stale or
- * wrong one is refused. Attributes are stored as set (a wrong size is CUBLAS_STATUS_INVALID_VALUE,
- * an attribute not listed here CUBLAS_STATUS_NOT_SUPPORTED) and judged by the heuristic query and
+ * Descriptors are this file's own structs behind cuBLASLt's opaque pointers, kept in a registry
+ * and tagged by kind, so a destroyed, foreign or wrong-kind one is refused without being read.
+ * Attributes are stored as set (a wrong size is CUBLAS_STATUS_INVALID_VALUE, an attribute not
+ * listed here CUBLAS_STATUS_NOT_SUPPORTED) and judged by the heuristic query and
  * the matmul (cublaslt_check.cpp), which refuse alike except that a bad aux ld finds no algorithm
  * in the first and is an invalid value in the second. The heuristic returns one algorithm (tagged,
  * no workspace); a matmul takes NULL or an algo from it. C is D itself (in place) or a separate
@@ -18,29 +19,59 @@
 #include "cudaemu_internal.h"
 
 #include <atomic>
+#include <mutex>
 #include <new>
+#include <set>
 #include <string.h>
 
 namespace ddp_cudaemu {
 
 static std::atomic<uint64_t> matmuls_queued;
 
-static lt_desc *live_desc(cublasLtMatmulDesc_t d)
+/* Never destroyed, like the engine's state: a process may exit with descriptors alive. */
+static std::mutex &registry_lock = *new std::mutex;
+static auto &registry = *new std::set<const void *>;
+
+void lt_register(const void *p)
 {
-    lt_desc *p = reinterpret_cast<lt_desc *>(d);
-    return p && p->magic == LT_DESC_MAGIC ? p : nullptr;
+    std::lock_guard<std::mutex> hold(registry_lock);
+    registry.insert(p);
 }
 
-static lt_layout *live_layout(cublasLtMatrixLayout_t l)
+void lt_unregister(const void *p)
 {
-    lt_layout *p = reinterpret_cast<lt_layout *>(l);
-    return p && p->magic == LT_LAYOUT_MAGIC ? p : nullptr;
+    std::lock_guard<std::mutex> hold(registry_lock);
+    registry.erase(p);
 }
 
-static lt_pref *live_pref(cublasLtMatmulPreference_t l)
+bool lt_registered(const void *p)
 {
-    lt_pref *p = reinterpret_cast<lt_pref *>(l);
-    return p && p->magic == LT_PREF_MAGIC ? p : nullptr;
+    std::lock_guard<std::mutex> hold(registry_lock);
+    return registry.count(p) != 0;
+}
+
+/* A new descriptor of kind T, registered, behind *out (fn's out-argument `what`). */
+template <typename T, typename H> static cublasStatus_t create(H *out, const T &init, const char *fn, const char *what)
+{
+    if (!out)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: %s is NULL", fn, what);
+    T *p = new (std::nothrow) T(init);
+    if (!p)
+        return reject(CUBLAS_STATUS_ALLOC_FAILED, "%s: out of memory", fn);
+    lt_register(p);
+    *out = reinterpret_cast<H>(p);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Frees a live descriptor of kind T; a second destroy, or a use after it, is then refused. */
+template <typename T, typename H> static cublasStatus_t destroy(H h, const char *fn, const char *type)
+{
+    T *p = live<T>(h);
+    if (!p)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: %p is not a live %s", fn, static_cast<void *>(h), type);
+    lt_unregister(p);
+    delete p;
+    return CUBLAS_STATUS_SUCCESS;
 }
 
 /* Copies an attribute of type T from buf, which must hold exactly one. */
@@ -81,6 +112,23 @@ static cublasStatus_t set_desc_attribute(lt_desc *d, cublasLtMatmulDescAttribute
 }
 
 #undef DESC_FIELD
+
+/* A heuristic query's or matmul's descriptors, for check_problem. */
+static lt_problem problem(const char *fn, bool at_matmul, cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                          cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                          cublasLtMatrixLayout_t d)
+{
+    lt_problem p = {};
+    p.fn = fn;
+    p.at_matmul = at_matmul;
+    p.handle = handle;
+    p.desc_handle = desc;
+    p.layouts[0] = a;
+    p.layouts[1] = b;
+    p.layouts[2] = c;
+    p.layouts[3] = d;
+    return p;
+}
 
 /* The engine's call for a checked problem: D = epilogue(alpha op(A) op(B) + beta C) on stream. */
 static gemm_call lt_call(const lt_problem &p, const void *alpha, const void *A, const void *B, const void *beta,
@@ -162,32 +210,20 @@ const char *cublasLtGetStatusString(cublasStatus_t status) { return cublasGetSta
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc, cublasComputeType_t computeType,
                                         cudaDataType_t scaleType)
 {
-    if (!matmulDesc)
-        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescCreate: matmulDesc is NULL");
-    lt_desc *d = new (std::nothrow) lt_desc{LT_DESC_MAGIC, (int32_t)computeType, (int32_t)scaleType,
-                                            CUBLASLT_POINTER_MODE_HOST, CUBLAS_OP_N, CUBLAS_OP_N,
-                                            CUBLASLT_EPILOGUE_DEFAULT, nullptr, -1, nullptr, 0, -1};
-    if (!d)
-        return reject(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatmulDescCreate: out of memory");
-    *matmulDesc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
-    return CUBLAS_STATUS_SUCCESS;
+    const lt_desc init{LT_DESC_MAGIC, (int32_t)computeType, (int32_t)scaleType, CUBLASLT_POINTER_MODE_HOST,
+                       CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr, -1, nullptr, 0, -1};
+    return create(matmulDesc, init, "cublasLtMatmulDescCreate", "matmulDesc");
 }
 
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc)
 {
-    lt_desc *d = live_desc(matmulDesc);
-    if (!d)
-        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescDestroy: %p is not a live "
-                      "cublasLtMatmulDesc_t", static_cast<void *>(matmulDesc));
-    d->magic = 0; /* a second destroy, or a use after it, is then refused rather than trusted */
-    delete d;
-    return CUBLAS_STATUS_SUCCESS;
+    return destroy<lt_desc>(matmulDesc, "cublasLtMatmulDescDestroy", "cublasLtMatmulDesc_t");
 }
 
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc, cublasLtMatmulDescAttributes_t attr,
                                               const void *buf, size_t sizeInBytes)
 {
-    lt_desc *d = live_desc(matmulDesc);
+    lt_desc *d = live<lt_desc>(matmulDesc);
     if (!d)
         return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: matmulDesc=%p is not a live "
                       "cublasLtMatmulDesc_t", static_cast<void *>(matmulDesc));
@@ -197,46 +233,23 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc, c
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout, cudaDataType type, uint64_t rows,
                                           uint64_t cols, int64_t ld)
 {
-    if (!matLayout)
-        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate: matLayout is NULL");
-    lt_layout *l = new (std::nothrow) lt_layout{LT_LAYOUT_MAGIC, (int32_t)type, rows, cols, ld};
-    if (!l)
-        return reject(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatrixLayoutCreate: out of memory");
-    *matLayout = reinterpret_cast<cublasLtMatrixLayout_t>(l);
-    return CUBLAS_STATUS_SUCCESS;
+    return create(matLayout, lt_layout{LT_LAYOUT_MAGIC, (int32_t)type, rows, cols, ld}, "cublasLtMatrixLayoutCreate",
+                  "matLayout");
 }
 
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout)
 {
-    lt_layout *l = live_layout(matLayout);
-    if (!l)
-        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutDestroy: %p is not a live "
-                      "cublasLtMatrixLayout_t", static_cast<void *>(matLayout));
-    l->magic = 0;
-    delete l;
-    return CUBLAS_STATUS_SUCCESS;
+    return destroy<lt_layout>(matLayout, "cublasLtMatrixLayoutDestroy", "cublasLtMatrixLayout_t");
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref)
 {
-    if (!pref)
-        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceCreate: pref is NULL");
-    lt_pref *p = new (std::nothrow) lt_pref{LT_PREF_MAGIC, 0};
-    if (!p)
-        return reject(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatmulPreferenceCreate: out of memory");
-    *pref = reinterpret_cast<cublasLtMatmulPreference_t>(p);
-    return CUBLAS_STATUS_SUCCESS;
+    return create(pref, lt_pref{LT_PREF_MAGIC, 0}, "cublasLtMatmulPreferenceCreate", "pref");
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)
 {
-    lt_pref *p = live_pref(pref);
-    if (!p)
-        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceDestroy: %p is not a live "
-                      "cublasLtMatmulPreference_t", static_cast<void *>(pref));
-    p->magic = 0;
-    delete p;
-    return CUBLAS_STATUS_SUCCESS;
+    return destroy<lt_pref>(pref, "cublasLtMatmulPreferenceDestroy", "cublasLtMatmulPreference_t");
 }
 
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
@@ -244,7 +257,7 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
                                                     size_t sizeInBytes)
 {
     const char *fn = "cublasLtMatmulPreferenceSetAttribute";
-    lt_pref *p = live_pref(pref);
+    lt_pref *p = live<lt_pref>(pref);
     if (!p)
         return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: pref=%p is not a live cublasLtMatmulPreference_t", fn,
                       static_cast<void *>(pref));
@@ -265,18 +278,11 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cubl
     const char *fn = "cublasLtMatmulAlgoGetHeuristic";
     if (returnAlgoCount)
         *returnAlgoCount = 0;
-    lt_problem p = {};
-    p.fn = fn;
-    p.handle = lightHandle;
-    p.desc_handle = operationDesc;
-    p.layouts[0] = Adesc;
-    p.layouts[1] = Bdesc;
-    p.layouts[2] = Cdesc;
-    p.layouts[3] = Ddesc;
+    lt_problem p = problem(fn, false, lightHandle, operationDesc, Adesc, Bdesc, Cdesc, Ddesc);
     cublasStatus_t st = check_problem(&p);
     if (st != CUBLAS_STATUS_SUCCESS)
         return st;
-    if (!live_pref(preference))
+    if (!live<lt_pref>(preference))
         return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: preference=%p is not a live cublasLtMatmulPreference_t", fn,
                       static_cast<void *>(preference));
     if (requestedAlgoCount <= 0 || !heuristicResultsArray || !returnAlgoCount)
@@ -300,15 +306,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
                               const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspaceSizeInBytes,
                               cudaStream_t stream)
 {
-    lt_problem p = {};
-    p.fn = "cublasLtMatmul";
-    p.at_matmul = true;
-    p.handle = lightHandle;
-    p.desc_handle = computeDesc;
-    p.layouts[0] = Adesc;
-    p.layouts[1] = Bdesc;
-    p.layouts[2] = Cdesc;
-    p.layouts[3] = Ddesc;
+    lt_problem p = problem("cublasLtMatmul", true, lightHandle, computeDesc, Adesc, Bdesc, Cdesc, Ddesc);
     cublasStatus_t st = check_problem(&p);
     if (st != CUBLAS_STATUS_SUCCESS)
         return st;

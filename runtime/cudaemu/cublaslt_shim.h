@@ -18,7 +18,7 @@ struct cublasLtContext {
 
 namespace ddp_cudaemu {
 
-/* Tags telling a live descriptor of each kind from anything else passed in its place. */
+/* Tags telling the kinds of live descriptor apart, one passed in place of another. */
 enum : uint64_t {
     LT_DESC_MAGIC = 0x6375656d754c7444ull,   /* "cuemuLtD" */
     LT_LAYOUT_MAGIC = 0x6375656d754c744cull, /* "cuemuLtL" */
@@ -28,6 +28,7 @@ enum : uint64_t {
 
 /* A cublasLtMatmulDesc_t: each attribute in the type cublasLt.h documents for it. */
 struct lt_desc {
+    static constexpr uint64_t MAGIC = LT_DESC_MAGIC;
     uint64_t magic;
     int32_t compute_type, scale_type, pointer_mode, transa, transb;
     uint32_t epilogue;
@@ -40,6 +41,7 @@ struct lt_desc {
 
 /* A cublasLtMatrixLayout_t: column-major, batch 1. */
 struct lt_layout {
+    static constexpr uint64_t MAGIC = LT_LAYOUT_MAGIC;
     uint64_t magic;
     int32_t type;
     uint64_t rows, cols;
@@ -47,9 +49,23 @@ struct lt_layout {
 };
 
 struct lt_pref {
+    static constexpr uint64_t MAGIC = LT_PREF_MAGIC;
     uint64_t magic;
     uint64_t max_workspace;
 };
+
+/* The registry of live descriptors (cublaslt_shim.cpp), so a destroyed or foreign pointer is
+ * refused without ever being dereferenced. */
+void lt_register(const void *p);
+void lt_unregister(const void *p);
+bool lt_registered(const void *p);
+
+/* The live descriptor of kind T (lt_desc, lt_layout, lt_pref) behind handle h, or nullptr. */
+template <typename T, typename H> T *live(H h)
+{
+    T *p = reinterpret_cast<T *>(h);
+    return p && lt_registered(p) && p->magic == T::MAGIC ? p : nullptr;
+}
 
 /* One heuristic query or matmul: its descriptors and, once check_problem passed, what they mean. */
 struct lt_problem {

@@ -536,6 +536,8 @@ static void test_descriptor_refusals(void)
     EXPECT_REFUSED(cublasLtMatmulAlgoGetHeuristic(lt, d, a, b, c, c, pref, 0, &res, &found), INV,
                    "requestedAlgoCount=0");
     CHECK_EQ_INT(found, 0);
+    EXPECT_REFUSED(cublasLtMatmulDescSetAttribute((cublasLtMatmulDesc_t)(void *)a, CUBLASLT_MATMUL_DESC_TRANSA, &op,
+                                                  sizeof op), INV, "matmulDesc="); /* a layout is not a desc */
     EXPECT_REFUSED(cublasLtMatmulAlgoGetHeuristic(NULL, d, a, b, c, c, pref, 1, &res, &found),
                    CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtMatmulAlgoGetHeuristic: lightHandle is NULL");
     EXPECT_REFUSED(MATMUL(&one, a, NULL, c), INV, "cublasLtMatmul: Bdesc=(nil) is not a live cublasLtMatrixLayout_t");
