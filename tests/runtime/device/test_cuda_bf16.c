@@ -423,13 +423,6 @@ static void test_heads(void)
     }
 }
 
-static void nan_above_diagonal(float *x, int64_t BH, int64_t T)
-{
-    for (int64_t r = 0; r < BH * T; r++)
-        for (int64_t j = r % T + 1; j < T; j++)
-            x[r * T + j] = NAN;
-}
-
 static void test_causal_softmax(void)
 {
     /* BH, T, magnitude, scale: T = 1, rows longer than a block (300), more rows than the grid
