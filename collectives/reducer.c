@@ -1,6 +1,6 @@
 /* reducer.c — bucketed, overlapped gradient all-reduce for DDP (see reducer.h).
- * Owns the bucket plan and the in-flight requests; must not touch gradient values itself (the
- * bf16 casts are device ops on the compute stream, ordered with the collectives). */
+ * Owns the bucket plan and the in-flight requests; must not touch gradient values itself (the bf16 casts are device ops on the compute stream, ordered
+ * with the collectives). */
 #include "reducer.h"
 
 #include <stdio.h>
@@ -59,22 +59,71 @@ int reducer_create(comm *c, float *grads, size_t n, const size_t *tensor_offsets
 
 int reducer_use_bf16(reducer *r, device *d, ddp_err *err)
 {
-    int rc = d->ops->alloc(d, r->n * sizeof *r->bf16, (void **)&r->bf16, err);
+    int rc = d->ops->alloc(d, (r->n + r->tail) * sizeof *r->bf16, (void **)&r->bf16, err);
+    /* the ZeRO padding reads the shadow's tail: zero, as the gradients' tail is */
+    if (rc == DDP_OK && r->tail > 0)
+        rc = d->ops->cast_f32_to_bf16(d, r->grads + r->n, r->bf16 + r->n, r->tail, err);
     if (rc != DDP_OK)
         return ddp_prefix(err, "reducer: bf16 gradient shadow of %zu elements", r->n);
     r->dev = d;
     return DDP_OK;
 }
 
+/* Moves every bucket's start down to a multiple of w (dropping a bucket left empty), so every
+ * bucket but the one ending at n holds a whole number of w-element rows; then sizes the blocks. */
+static void cut_for_ranks(reducer *r, size_t w)
+{
+    int kept = 0;
+    size_t end = r->n, shard = 0;
+    for (int i = 0; i < r->n_buckets; i++) {
+        size_t start = r->buckets[i].offset / w * w;
+        if (start == end)
+            continue;
+        size_t count = end - start, block = (count + w - 1) / w;
+        r->buckets[kept++] = (reducer_bucket){.offset = start, .count = count, .block = block, .shard_offset = shard};
+        shard += block;
+        end = start;
+    }
+    r->n_buckets = kept;
+    r->shard_n = shard;
+}
+
+int reducer_use_zero(reducer *r, float *params, size_t tail, ddp_err *err)
+{
+    size_t w = (size_t)r->comm->size;
+    if (w < 2 || tail < w - 1)
+        return ddp_fail(err, DDP_ERUNTIME, "reducer: ZeRO needs 2 or more ranks and %zu spare floats past the "
+                        "parameters (has %zu ranks, %zu spare)", w - 1, w, tail);
+    cut_for_ranks(r, w);
+    r->zero_ranks = (int)w;
+    r->params = params;
+    r->tail = tail;
+    return DDP_OK;
+}
+
+void reducer_zero_part(const reducer *r, int bucket, int rank, size_t *param_offset, size_t *shard_offset,
+                       size_t *count)
+{
+    const reducer_bucket *b = &r->buckets[bucket];
+    size_t at = b->offset + (size_t)rank * b->block;
+    *param_offset = at < r->n ? at : r->n;
+    *count = at < r->n ? (r->n - at < b->block ? r->n - at : b->block) : 0;
+    *shard_offset = b->shard_offset;
+}
+
 void reducer_destroy(reducer *r)
 {
     if (!r)
         return;
-    for (int i = 0; i < r->n_buckets; i++)
+    for (int i = 0; i < r->n_buckets; i++) {
         if (r->buckets[i].req)
             r->comm->ops->wait(r->comm, r->buckets[i].req, NULL);
+        if (r->buckets[i].gather_req)
+            r->comm->ops->wait(r->comm, r->buckets[i].gather_req, NULL);
+    }
     if (r->bf16)
         r->dev->ops->free(r->dev, r->bf16);
+
     free(r->buckets);
     free(r);
 }
@@ -90,6 +139,16 @@ void reducer_begin(reducer *r)
     r->status = DDP_OK;
 }
 
+/* The bucket's average, in place: all-reduced, or under ZeRO reduce-scattered (this rank's block
+ * receives it; the windows of two buckets never overlap, the last one's runs into the tail). */
+static int average_bucket(reducer *r, reducer_bucket *b, void *data, comm_dtype dt)
+{
+    if (r->zero_ranks == 0)
+        return r->comm->ops->allreduce(r->comm, data, data, b->count, dt, OP_AVG, &b->req, &r->err);
+    char *mine = (char *)data + (size_t)r->comm->rank * b->block * comm_dtype_size(dt);
+    return r->comm->ops->reducescatter(r->comm, data, mine, b->block, dt, OP_AVG, &b->req, &r->err);
+}
+
 static void start_bucket(reducer *r, reducer_bucket *b)
 {
     float *p = r->grads + b->offset;
@@ -99,9 +158,9 @@ static void start_bucket(reducer *r, reducer_bucket *b)
         uint16_t *h = r->bf16 + b->offset;
         rc = r->dev->ops->cast_f32_to_bf16(r->dev, p, h, b->count, &r->err);
         if (rc == DDP_OK)
-            rc = r->comm->ops->allreduce(r->comm, h, h, b->count, DT_BFLOAT16, OP_AVG, &b->req, &r->err);
+            rc = average_bucket(r, b, h, DT_BFLOAT16);
     } else {
-        rc = r->comm->ops->allreduce(r->comm, p, p, b->count, DT_FLOAT, OP_AVG, &b->req, &r->err);
+        rc = average_bucket(r, b, p, DT_FLOAT);
     }
     r->comm->label[0] = '\0';
     b->started = 1;
@@ -188,8 +247,40 @@ int reducer_finish(reducer *r, ddp_err *err)
         rc = r->status;
     }
     for (int i = 0; i < r->n_buckets && rc == DDP_OK && r->bf16; i++) {
+        size_t at = r->buckets[i].offset, count = r->buckets[i].count, unused;
+        if (r->zero_ranks > 0) /* only this rank's block was averaged */
+            reducer_zero_part(r, i, r->comm->rank, &at, &unused, &count);
+        rc = r->dev->ops->cast_bf16_to_f32(r->dev, r->bf16 + at, r->grads + at, count, 1.0f, err);
+    }
+    return rc;
+}
+
+int reducer_gather(reducer *r, int bucket, ddp_err *err)
+{
+    for (int i = 0; i < r->n_buckets; i++) { /* MPI progresses requests only inside its calls */
+        bool done = false;
+        if (r->buckets[i].gather_req && r->comm->ops->test(r->comm, r->buckets[i].gather_req, &done, err) != DDP_OK)
+            return err->code ? err->code : DDP_ERUNTIME;
+    }
+    reducer_bucket *b = &r->buckets[bucket];
+    float *rows = r->params + b->offset;
+    snprintf(r->comm->label, sizeof r->comm->label, "parameters of bucket %d of %d", bucket + 1, r->n_buckets);
+    int rc = r->comm->ops->allgather(r->comm, rows + (size_t)r->comm->rank * b->block, rows, b->block, DT_FLOAT,
+                                     &b->gather_req, err);
+    r->comm->label[0] = '\0';
+    return rc;
+}
+
+int reducer_gather_finish(reducer *r, ddp_err *err)
+{
+    int rc = DDP_OK;
+    for (int i = 0; i < r->n_buckets; i++) {
         reducer_bucket *b = &r->buckets[i];
-        rc = r->dev->ops->cast_bf16_to_f32(r->dev, r->bf16 + b->offset, r->grads + b->offset, b->count, 1.0f, err);
+        if (b->gather_req) {
+            int wrc = r->comm->ops->wait(r->comm, b->gather_req, err);
+            rc = rc == DDP_OK ? wrc : rc;
+            b->gather_req = NULL;
+        }
     }
     return rc;
 }

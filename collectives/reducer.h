@@ -6,7 +6,15 @@
  * tensor larger than the cap is a bucket of its own. As backward reports finished gradient ranges
  * (reducer_grad_ready, a model grad_ready_fn), each bucket whose gradients are all final starts a
  * non-blocking all-reduce (average), strictly in bucket order, which is the same on every rank.
- * reducer_finish waits for all of them before the optimizer may step. Test-only: the env
+ * reducer_finish waits for all of them before the optimizer may step.
+ *
+ * ZeRO-1 (reducer_use_zero): each bucket is reduce-scattered in place instead, so rank r holds
+ * the average of its block of every bucket where the block is, and after the optimizer has
+ * updated a block, reducer_gather sends it to every rank (an in-place all-gather of the
+ * parameters) while the next block is updated. Blocks are equal, so a bucket's size must be a
+ * multiple of the ranks: bucket boundaries move to multiples of the world size, and the one bucket
+ * at the end of the buffer pads its last block into the spare floats past it (model.param_tail),
+ * which stay zero. Any parameter count and world size work. Test-only: the env
  * DDP_TEST_COMM_DELAY_MS=N makes reducer_finish sleep N ms first, as a collective that slow would.
  * The reducer must not know about models beyond offsets, nor call the optimizer. */
 #ifndef DDP_REDUCER_H
@@ -22,6 +30,11 @@ typedef struct reducer_bucket {
     size_t ready;           /* elements reported final in the current pass */
     comm_req *req;          /* in flight, or NULL */
     int started;
+    /* ZeRO: every rank's block is `block` elements (the last ones may run past the parameters);
+     * rank r's is at offset + r * block, and at shard_offset of each rank's shard (the blocks of
+     * all buckets one after another: where the optimizer keeps its state) */
+    size_t block, shard_offset;
+    comm_req *gather_req;   /* the parameter all-gather in flight, or NULL */
 } reducer_bucket;
 
 typedef struct reducer {
@@ -36,6 +49,11 @@ typedef struct reducer {
     long test_delay_ms;     /* test-only DDP_TEST_COMM_DELAY_MS: finish() sleeps this long before its waits */
     device *dev;            /* bf16 only: runs the casts on its compute stream */
     uint16_t *bf16;         /* bf16 only: device shadow of grads that the all-reduce carries */
+    /* ZeRO only (zero_ranks > 0): */
+    int zero_ranks;         /* the world size the buckets are cut for */
+    float *params;          /* the parameters reducer_gather all-gathers */
+    size_t tail;            /* spare floats past n in grads and params (and the bf16 shadow) */
+    size_t shard_n;         /* a rank's shard: the sum of the buckets' blocks */
 } reducer;
 
 /* tensor_offsets: start offset of each parameter tensor, ascending, n_tensors entries. */
@@ -44,12 +62,26 @@ int reducer_create(comm *c, float *grads, size_t n, const size_t *tensor_offsets
 /* ddp.grad_dtype bf16: each bucket is cast to a bf16 shadow (allocated on d), averaged in bf16
  * (half the bytes) and cast back into the fp32 gradients by reducer_finish. */
 int reducer_use_bf16(reducer *r, device *d, ddp_err *err);
+/* ddp.zero 1 over comm's ranks (call before reducer_use_bf16): re-cuts the buckets at multiples of
+ * the world size and gathers into params. grads and params need tail >= size - 1 spare zero
+ * floats past n. */
+int reducer_use_zero(reducer *r, float *params, size_t tail, ddp_err *err);
+/* ZeRO: the parameters `rank` updates in `bucket`: its block, cut at the end of the parameters
+ * (count 0 for a block wholly past them), and where the block starts in that rank's shard. */
+void reducer_zero_part(const reducer *r, int bucket, int rank, size_t *param_offset, size_t *shard_offset,
+                       size_t *count);
+/* ZeRO: starts the all-gather of bucket's updated blocks into params (non-blocking), giving MPI a
+ * chance to progress the gathers already in flight. */
+int reducer_gather(reducer *r, int bucket, ddp_err *err);
+/* ZeRO: waits for every all-gather started since the last call. */
+int reducer_gather_finish(reducer *r, ddp_err *err);
 void reducer_destroy(reducer *r);
 /* Start of a backward pass whose gradients will be reduced. */
 void reducer_begin(reducer *r);
 /* grad_ready_fn: gradients [offset, offset+count) are final. ctx is the reducer. */
 void reducer_grad_ready(void *ctx, size_t offset, size_t count);
-/* Starts any bucket not yet started (all gradients must have been reported), waits for all. */
+/* Starts any bucket not yet started (all gradients must have been reported), waits for all. Under
+ * ZeRO only this rank's blocks of the gradients are then averaged. */
 int reducer_finish(reducer *r, ddp_err *err);
 
 #endif

@@ -214,7 +214,7 @@ static int build_model(const ckpt_loaded *ck, const cfg_gpt2 *shape, int64_t seq
 {
     sample_layout layout = {.input = {SAMPLE_I32, seq_len}, .target = {SAMPLE_I32, seq_len},
                             .n_classes = shape->vocab_size};
-    int rc = gpt2_create(shape, TENSOR_F32, dev, &layout, 1, out, err);
+    int rc = gpt2_create(shape, TENSOR_F32, dev, &layout, 1, 0, out, err);
     if (rc)
         return rc;
     model *m = *out;

@@ -321,7 +321,7 @@ int gpt2_parse_description(const char *desc, cfg_gpt2 *shape, int64_t *seq_len, 
 }
 
 int gpt2_create(const cfg_gpt2 *shape, tensor_dtype compute, device *dev, const sample_layout *data, int64_t max_rows,
-                model **out, ddp_err *err)
+                size_t param_tail, model **out, ddp_err *err)
 {
     *out = NULL;
     int rc = check_shape(shape, data, max_rows, err);
@@ -338,6 +338,7 @@ int gpt2_create(const cfg_gpt2 *shape, tensor_dtype compute, device *dev, const 
     m->dev = dev;
     m->impl = g;
     m->max_rows = max_rows;
+    m->param_tail = param_tail;
     g->s = *shape;
     g->t = compute;
     m->act_dtype = compute;
@@ -347,11 +348,8 @@ int gpt2_create(const cfg_gpt2 *shape, tensor_dtype compute, device *dev, const 
     m->io.sample.n_classes = shape->vocab_size;
     describe(m, shape, g->T);
     rc = lay_out_params(m, g, err);
-    size_t bytes = m->n_params * sizeof(float);
     if (!rc)
-        rc = dev->ops->alloc(dev, bytes, (void **)&m->params, err);
-    if (!rc)
-        rc = dev->ops->alloc(dev, bytes, (void **)&m->grads, err);
+        rc = model_alloc_params(m, err);
     if (!rc && compute == TENSOR_BF16)
         rc = dev->ops->alloc(dev, m->n_params * sizeof(uint16_t), &g->wp_bf16, err);
     g->wp = compute == TENSOR_BF16 ? g->wp_bf16 : m->params;

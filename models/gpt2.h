@@ -19,10 +19,11 @@ int64_t gpt2_vocab_padded(int64_t vocab_size);
 
 /* A GPT-2 of this shape for token sequences of data->input.count positions, with activations for
  * up to max_rows sequences, computing in `compute` (TENSOR_BF16: bf16 activations and a bf16 copy
- * of the fp32 parameters, made by params_changed; CUDA only). A shape or data that does not fit is
+ * of the fp32 parameters, made by params_changed; CUDA only), params and grads with param_tail
+ * spare floats (model.param_tail). A shape or data that does not fit is
  * a usage error naming both. */
 int gpt2_create(const cfg_gpt2 *shape, tensor_dtype compute, device *dev, const sample_layout *data, int64_t max_rows,
-                model **out, ddp_err *err);
+                size_t param_tail, model **out, ddp_err *err);
 
 /* The shape as text: "gpt2 n_layer=12 n_head=12 n_embd=768 block_size=1024 vocab_size=50257". A
  * model's description is this followed by " seq_len=T". */

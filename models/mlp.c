@@ -237,12 +237,9 @@ static int alloc_floats(model *m, size_t n, float **out, ddp_err *err)
 
 static int alloc_buffers(model *m, mlp_impl *p, ddp_err *err)
 {
-    device *d = m->dev;
     size_t rows = (size_t)m->max_rows;
     int64_t widest = 0;
-    int rc = d->ops->alloc(d, m->n_params * sizeof(float), (void **)&m->params, err);
-    if (!rc)
-        rc = d->ops->alloc(d, m->n_params * sizeof(float), (void **)&m->grads, err);
+    int rc = model_alloc_params(m, err);
     if (!rc)
         rc = alloc_floats(m, rows * (size_t)m->io.sample.input.count, &p->x_f32, err);
     for (int l = 0; !rc && l < p->n_layers; l++) {
@@ -290,8 +287,8 @@ static int check_shape(const cfg_mlp *cfg, const sample_layout *data, int64_t ma
     return DDP_OK;
 }
 
-int mlp_create(const cfg_mlp *cfg, device *dev, const sample_layout *data, int64_t max_rows, model **out,
-               ddp_err *err)
+int mlp_create(const cfg_mlp *cfg, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
+               model **out, ddp_err *err)
 {
     int rc = check_shape(cfg, data, max_rows, err);
     if (rc)
@@ -308,6 +305,7 @@ int mlp_create(const cfg_mlp *cfg, device *dev, const sample_layout *data, int64
     m->impl = p;
     m->io = (model_io){.sample = *data, .classifier = true};
     m->max_rows = max_rows;
+    m->param_tail = param_tail;
     p->act = cfg->activation;
     rc = build_layout(m, p, cfg, err);
     describe(m, cfg);

@@ -15,9 +15,9 @@
 #define MLP_INPUT_STD 0.3530f
 
 /* An MLP for data of this layout: its input width is data->input.count and its class count
- * data->n_classes; the data must be u8 inputs and i32 x 1 targets. */
-int mlp_create(const cfg_mlp *cfg, device *dev, const sample_layout *data, int64_t max_rows, model **out,
-               ddp_err *err);
+ * data->n_classes; the data must be u8 inputs and i32 x 1 targets. param_tail: model.param_tail. */
+int mlp_create(const cfg_mlp *cfg, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
+               model **out, ddp_err *err);
 
 /* model_ops.forward_backward with x = float inputs [rows, input width] on the device. */
 int mlp_forward_backward_f32(model *m, const float *x, const int32_t *targets, int64_t rows, float grad_scale,

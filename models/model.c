@@ -15,17 +15,31 @@
 #include "gpt2.h"
 #include "mlp.h"
 
-int model_create(const config *cfg, device *dev, const sample_layout *data, int64_t max_rows, model **out,
-                 ddp_err *err)
+int model_create(const config *cfg, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
+                 model **out, ddp_err *err)
 {
     switch (cfg->model.kind) {
     case MODEL_MLP:
-        return mlp_create(&cfg->model.mlp, dev, data, max_rows, out, err);
+        return mlp_create(&cfg->model.mlp, dev, data, max_rows, param_tail, out, err);
     case MODEL_GPT2:
         return gpt2_create(&cfg->model.gpt2, cfg->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32, dev, data,
-                           max_rows, out, err);
+                           max_rows, param_tail, out, err);
     }
     return ddp_fail(err, DDP_EUSAGE, "model.kind: unknown model %d", (int)cfg->model.kind);
+}
+
+int model_alloc_params(model *m, ddp_err *err)
+{
+    device *d = m->dev;
+    size_t total = m->n_params + m->param_tail;
+    int rc = d->ops->alloc(d, total * sizeof(float), (void **)&m->params, err);
+    if (!rc)
+        rc = d->ops->alloc(d, total * sizeof(float), (void **)&m->grads, err);
+    if (!rc && m->param_tail > 0)
+        rc = d->ops->fill(d, TENSOR_F32, m->params + m->n_params, m->param_tail, 0.0f, err);
+    if (!rc && m->param_tail > 0)
+        rc = d->ops->fill(d, TENSOR_F32, m->grads + m->n_params, m->param_tail, 0.0f, err);
+    return rc;
 }
 
 const param_tensor *model_find_tensor(const model *m, const char *name)

@@ -91,15 +91,23 @@ struct model {
     char description[MODEL_DESCRIPTION_MAX];
     int64_t max_rows;                /* largest micro-batch forward/backward accepts */
     size_t activation_bytes;         /* device memory for activations and backward scratch */
+    /* params and grads hold param_tail more floats past n_params, zero and part of no tensor:
+     * sharded collectives (ZeRO) pad their last block into it instead of copying the buffer */
+    size_t param_tail;
     void *impl;
 };
 
 /* Builds the model named by cfg->model for samples of the given layout (a model whose shape
  * follows the data, like the MLP's input width and class count, takes it from there), with
- * activation buffers for up to max_rows rows. Parameters are left uninitialised. A layout the
- * model cannot take is a usage error naming both. */
-int model_create(const config *cfg, device *dev, const sample_layout *data, int64_t max_rows, model **out,
-                 ddp_err *err);
+ * activation buffers for up to max_rows rows and param_tail spare floats past the parameters and
+ * gradients (model.param_tail). Parameters are left uninitialised. A layout the model cannot take
+ * is a usage error naming both. */
+int model_create(const config *cfg, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
+                 model **out, ddp_err *err);
+
+/* For the models' create functions, once n_params is known: allocates params and grads with
+ * m->param_tail spare floats each and zeroes the spare ones. */
+int model_alloc_params(model *m, ddp_err *err);
 
 /* m->ops->init_params. */
 int model_init_params(model *m, uint64_t seed, ddp_err *err);

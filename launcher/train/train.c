@@ -150,11 +150,12 @@ static int open_grad_comm(train_job *t, ddp_err *err)
     return comm_nccl_create(&o, &t->grad_comm, err);
 }
 
-/* The model says which tensors weight decay skips (GPT-2: biases and LayerNorm parameters). */
+/* The model says which tensors weight decay skips (GPT-2: biases and LayerNorm parameters).
+ * Under ZeRO the optimizer covers this rank's shard of the reducer's buckets. */
 static int make_optimizer(train_job *t, ddp_err *err)
 {
     const model *m = t->m;
-    int rc = optim_create(t->cfg, t->dev, m->n_params, &t->opt, err);
+    int rc = t->zero ? train_zero_optimizer(t, err) : optim_create(t->cfg, t->dev, m->n_params, &t->opt, err);
     optim_span *spans = rc ? NULL : malloc((size_t)m->n_tensors * sizeof *spans);
     if (!rc && !spans)
         rc = ddp_fail(err, DDP_ERUNTIME, "out of memory for %d tensor spans", m->n_tensors);
@@ -178,6 +179,8 @@ static int make_reducer(train_job *t, ddp_err *err)
     int rc = reducer_create(t->grad_comm, t->m->grads, t->m->n_params, offs, t->m->n_tensors,
                             t->cfg->ddp.bucket_mb, t->cfg->ddp.first_bucket_mb, &t->red, err);
     free(offs);
+    if (rc == DDP_OK && t->zero)
+        rc = reducer_use_zero(t->red, t->m->params, t->m->param_tail, err);
     if (rc == DDP_OK && t->cfg->ddp.grad_dtype == GRAD_BF16)
         rc = reducer_use_bf16(t->red, t->dev, err);
     if (rc == DDP_OK)
@@ -214,8 +217,10 @@ static int setup(train_job *t, ddp_err *err)
         rc = check_gpu_count(t, err);
     if (rc == DDP_OK)
         rc = load_data(t, err);
+    t->zero = train_zero_on(c, t->ctl->size);
     if (rc == DDP_OK)
-        rc = model_create(c, t->dev, &t->train.layout, c->data.batch_size, &t->m, err);
+        rc = model_create(c, t->dev, &t->train.layout, c->data.batch_size, train_zero_param_tail(c, t->ctl->size),
+                          &t->m, err);
     if (rc == DDP_OK)
         rc = check_data_fits(t, &t->train, err);
     if (rc == DDP_OK)
@@ -223,11 +228,11 @@ static int setup(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = init_params(t, err);
     if (rc == DDP_OK)
-        rc = make_optimizer(t, err);
-    if (rc == DDP_OK)
         rc = open_grad_comm(t, err);
     if (rc == DDP_OK)
         rc = make_reducer(t, err);
+    if (rc == DDP_OK)
+        rc = make_optimizer(t, err);
     if (rc == DDP_OK)
         rc = alloc_staging(t, err);
     if (rc == DDP_OK)
@@ -318,11 +323,14 @@ static int optimizer_step(train_job *t, double *lr, ddp_err *err)
         return ddp_prefix(err, "gradient all-reduce at step %lld", (long long)t->step + 1);
     /* The norm is a full pass over the gradients: only clipping needs it. It and the clip factor
      * stay on the device, where the update reads the factor, so the step does not wait. */
-    const float *scale = NULL;
-    if (t->opt->grad_clip > 0 && (rc = optim_grad_norm(t->opt, t->m->grads, &scale, err)) != DDP_OK)
-        return rc;
     *lr = optim_lr_at(t->opt, t->step, t->total_steps);
-    rc = optim_step(t->opt, t->m->params, t->m->grads, *lr, scale, err);
+    const float *scale = NULL;
+    if (t->zero)
+        rc = train_zero_step(t, *lr, err);
+    else if (t->opt->grad_clip > 0 && (rc = optim_grad_norm(t->opt, t->m->grads, &scale, err)) != DDP_OK)
+        return rc;
+    else
+        rc = optim_step(t->opt, t->m->params, t->m->grads, *lr, scale, err);
     if (rc == DDP_OK)
         rc = train_params_changed(t, err);
     t->step++;
@@ -352,13 +360,15 @@ static void test_fault(const train_job *t)
         exit(3);
 }
 
-/* Every rank must stop at the same step: a one-int MAX all-reduce per step makes a signal seen
- * by any rank a decision of all ranks. */
+/* Every rank must stop at the same step: a small MAX all-reduce per step makes a signal seen by
+ * any rank a decision of all ranks. It carries rank 0's verdict on checkpoint.every_minutes too,
+ * so every rank saves at the same step (ZeRO's save needs them all). */
 static int agree_stop(train_job *t, bool *stop, ddp_err *err)
 {
-    int32_t flag = train_stop_requested ? 1 : 0;
-    int rc = t->ctl->ops->allreduce(t->ctl, &flag, &flag, 1, DT_INT32, OP_MAX, NULL, err);
-    *stop = flag != 0;
+    int32_t flags[2] = {train_stop_requested ? 1 : 0, train_ckpt_clock_due(t) ? 1 : 0};
+    int rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 2, DT_INT32, OP_MAX, NULL, err);
+    *stop = flags[0] != 0;
+    t->ckpt_clock_due = flags[1] != 0;
     return rc;
 }
 

@@ -5,7 +5,10 @@
  * writes them with ckpt.h's atomic writer, together with the model's description. On resume
  * rank 0 finds and verifies the checkpoint, refuses one written for another model (naming
  * both), and broadcasts it, so ranks need no shared filesystem and a different world size is
- * fine: the sampler continues from the same number of globally consumed samples. No RNG state
+ * fine: the sampler continues from the same number of globally consumed samples. Under ZeRO the
+ * optimizer state is sharded: every rank takes part in a save (rank 0 collects the shards into
+ * the same global layout, train_zero.c) and takes its shard from the full state on resume, so
+ * checkpoints do not depend on ddp.zero or the world size. No RNG state
  * is saved: every stream is derived from run.seed, its purpose and the epoch (README, "How it
  * works"; docs/checkpoint-format.md, "Resuming"). A job that loads no checkpoint and has
  * checkpoint.init_from starts from that llm.c model file instead (models/gpt2_llmc.h), read by
@@ -29,7 +32,8 @@ _Static_assert(MODEL_DESCRIPTION_MAX <= CKPT_MODEL_MAX, "a model description mus
 
 typedef struct saved_buffer {
     char prefix[32];
-    float *dev;                   /* n_params floats on the device */
+    float *dev;                   /* n_params floats on the device, or this rank's shard */
+    bool sharded;                 /* ZeRO optimizer state: dev holds the optimizer's n_state floats */
 } saved_buffer;
 
 typedef struct train_ckpt {
@@ -48,7 +52,7 @@ static void list_buffers(const train_job *t, train_ckpt *c)
     const optimizer *o = t->opt;
     const struct { const char *name; float *dev; } state[] = {
         {"momentum_buffer", o->momentum_buffer}, {"exp_avg", o->exp_avg}, {"exp_avg_sq", o->exp_avg_sq}};
-    c->buffers[0] = (saved_buffer){"param/", t->m->params};
+    c->buffers[0] = (saved_buffer){.prefix = "param/", .dev = t->m->params};
     c->n_buffers = 1;
     for (size_t i = 0; i < sizeof state / sizeof state[0]; i++) {
         if (!state[i].dev)
@@ -56,6 +60,7 @@ static void list_buffers(const train_job *t, train_ckpt *c)
         saved_buffer *b = &c->buffers[c->n_buffers++];
         snprintf(b->prefix, sizeof b->prefix, "optim/%s/", state[i].name);
         b->dev = state[i].dev;
+        b->sharded = t->zero;
     }
 }
 
@@ -118,7 +123,8 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
     size_t n = t->m->n_params, bytes = n * sizeof(float);
     int rc = DDP_OK;
     for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
-        rc = d->ops->download(d, c->host + (size_t)b * n, c->buffers[b].dev, bytes, err);
+        if (!c->buffers[b].sharded) /* the sharded ones were collected */
+            rc = d->ops->download(d, c->host + (size_t)b * n, c->buffers[b].dev, bytes, err);
     if (rc != DDP_OK)
         return rc;
     ckpt_state s = {.tensors = c->tensors, .n_tensors = describe_tensors(t, c)};
@@ -135,20 +141,29 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
     return rc;
 }
 
+bool train_ckpt_clock_due(const train_job *t)
+{
+    double minutes = t->cfg->checkpoint.every_minutes;
+    return t->ctl->rank == 0 && minutes > 0 && monotonic_s() - t->last_ckpt_time >= 60.0 * minutes;
+}
+
 int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
     const config *cfg = t->cfg;
-    bool due = force;
+    bool due = force || t->ckpt_clock_due;
     if (cfg->checkpoint.every_steps > 0 && t->step % cfg->checkpoint.every_steps == 0)
-        due = true;
-    /* every_minutes is decided by rank 0's clock alone: only rank 0 writes. */
-    if (cfg->checkpoint.every_minutes > 0 && monotonic_s() - t->last_ckpt_time >= 60.0 * cfg->checkpoint.every_minutes)
         due = true;
     if (!due || c->last_saved_step == t->step)
         return DDP_OK;
     c->last_saved_step = t->step;
     t->last_ckpt_time = monotonic_s();
+    int rc = DDP_OK;
+    for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
+        if (c->buffers[b].sharded)
+            rc = train_zero_collect(t, c->buffers[b].dev, c->host ? c->host + (size_t)b * t->m->n_params : NULL, err);
+    if (rc != DDP_OK)
+        return ddp_prefix(err, "checkpoint at step %lld: collecting the optimizer state", (long long)t->step);
     if (t->ctl->rank != 0)
         return DDP_OK;
     return snapshot_and_submit(t, c, err);
@@ -232,7 +247,8 @@ static int apply_resume(train_job *t, const float *host, const int64_t *hdr, con
     size_t n = t->m->n_params, bytes = n * sizeof(float);
     int rc = DDP_OK;
     for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
-        rc = d->ops->upload(d, c->buffers[b].dev, host + (size_t)b * n, bytes, err);
+        rc = c->buffers[b].sharded ? train_zero_distribute(t, host + (size_t)b * n, c->buffers[b].dev, err)
+                                   : d->ops->upload(d, c->buffers[b].dev, host + (size_t)b * n, bytes, err);
     t->step = hdr[HDR_STEP];
     t->epoch = hdr[HDR_EPOCH];
     t->opt->step = hdr[HDR_OPTIM_STEP];

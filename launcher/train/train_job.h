@@ -1,6 +1,7 @@
 /* train_job.h — the state of one rank's training job, shared by the files that implement it
  * (train.c: setup and the step loop; train_ckpt.c: saving and resuming; train_log.c: progress,
- * metrics and evaluation; train_sample.c: text samples). Internal to launcher/train/: train.h is the public entry point, and
+ * metrics and evaluation; train_sample.c: text samples; train_zero.c: ZeRO-1's sharded
+ * optimizer). Internal to launcher/train/: train.h is the public entry point, and
  * nothing outside this folder includes this header. */
 #ifndef DDP_TRAIN_JOB_H
 #define DDP_TRAIN_JOB_H
@@ -24,8 +25,10 @@ typedef struct train_job {
     dataset train, test;
     sampler smp;
     model *m;
-    optimizer *opt;
+    optimizer *opt;         /* under ZeRO: this rank's shard of the parameters only */
     reducer *red;
+    bool zero;              /* ddp.zero 1 over more than one rank */
+    bool ckpt_clock_due;    /* this step: rank 0's clock says checkpoint.every_minutes is due (all ranks agree) */
     device_timer *comm_exposed;  /* compute-stream time from end of backward to reduced gradients */
 
     /* batch staging: data.batch_size samples of inputs and of targets, as m->io.sample lays
@@ -83,12 +86,30 @@ void train_log_close(train_job *t);
 /* train_sample.c: rank 0 logs a text sample from a language model (a no-op elsewhere). */
 int train_sample_text(train_job *t, ddp_err *err);
 
+/* train_zero.c: ZeRO-1. */
+bool train_zero_on(const config *c, int world);
+/* Spare floats the model's parameter buffers need past the parameters (model.param_tail). */
+size_t train_zero_param_tail(const config *c, int world);
+/* The optimizer over this rank's blocks of the reducer's buckets (after reducer_use_zero). */
+int train_zero_optimizer(train_job *t, ddp_err *err);
+/* After reducer_finish: clip by the global norm, update this rank's blocks and all-gather each
+ * bucket's parameters as its block is done; counts the optimizer step. */
+int train_zero_step(train_job *t, double lr, ddp_err *err);
+/* A state buffer (n_state floats on the device) into global, n_params floats in the checkpoint's
+ * layout: every rank takes part; global is written on rank 0 only (may be NULL elsewhere). */
+int train_zero_collect(train_job *t, const float *state, float *global, ddp_err *err);
+/* This rank's part of a full state buffer global (n_params floats) into state on the device. */
+int train_zero_distribute(train_job *t, const float *global, float *state, ddp_err *err);
+
 /* train_ckpt.c */
 int train_ckpt_open(train_job *t, ddp_err *err);
 /* Loads a checkpoint per checkpoint.resume; sets step/epoch/sampler position/optimizer state. When
  * none is loaded and checkpoint.init_from is set, loads the parameters from that llm.c file. */
 int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err);
-/* Saves when a trigger fires (every_steps, every_minutes) or when force is set. */
+/* Rank 0's clock: checkpoint.every_minutes has passed since the last save (other ranks: false). */
+bool train_ckpt_clock_due(const train_job *t);
+/* Saves when a trigger fires (every_steps, or every_minutes by rank 0's clock as the ranks agreed
+ * in t->ckpt_clock_due) or when force is set. Every rank calls it at the same steps. */
 int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err);
 /* Waits for a background save in flight. */
 int train_ckpt_finish(train_job *t, ddp_err *err);

@@ -99,6 +99,7 @@ typedef struct config {
         double timeout_s;
         bool debug;
         cfg_grad_dtype grad_dtype;
+        int64_t zero;                           /* ZeRO stage: 0 replicated optimizer state, 1 sharded */
     } ddp;
 
     struct {

@@ -84,6 +84,7 @@ static const cfg_key keys_after_models[] = {
     NUM("ddp.timeout_s", ddp.timeout_s, NR_POSITIVE, false),
     BOOL("ddp.debug", ddp.debug, false),
     ENUM("ddp.grad_dtype", ddp.grad_dtype, grad_dtype_names, false),
+    INT("ddp.zero", ddp.zero, 0, 1, false),
     SECTION("checkpoint"),
     INT("checkpoint.every_steps", checkpoint.every_steps, 0, BIG, false),
     NUM("checkpoint.every_minutes", checkpoint.every_minutes, NR_NONNEG, false),
@@ -152,6 +153,7 @@ void cfg_defaults(config *c)
     c->ddp.first_bucket_mb = 1;
     c->ddp.timeout_s = 300;
     c->ddp.grad_dtype = GRAD_FP32;
+    c->ddp.zero = 0;
     c->checkpoint.keep_last = 3;
     c->checkpoint.resume = RESUME_AUTO;
     c->checkpoint.stop_signal = SIGUSR1;

@@ -11,6 +11,7 @@
 #include "runtime/device/backend.h"
 #include "runtime/device/device_check.h"
 
+#include <limits.h>
 #include <stdio.h>
 
 /* ---- memory ---------------------------------------------------------------------------- */
@@ -323,6 +324,16 @@ static int checked_sumsq(device *d, const float *x, size_t n, double *out, ddp_e
     if (n > 0)
         NEED_POINTER("sumsq", x);
     return d->backend->sumsq(d, x, n, out, err);
+}
+
+static int checked_sum_f64(device *d, const double *x, size_t n, double *out, ddp_err *err)
+{
+    NEED_POINTER("sum_f64", out);
+    if (n > 0)
+        NEED_POINTER("sum_f64", x);
+    if (n > UINT_MAX)
+        return ddp_fail(err, DDP_ERUNTIME, "sum_f64: %zu doubles, more than one block adds", n);
+    return d->backend->sum_f64(d, x, n, out, err);
 }
 
 static int checked_clip_scale(device *d, const double *sumsq, double max_norm, float *scale, ddp_err *err)

@@ -162,6 +162,9 @@ typedef struct adamw_args {
     /* *out = sum x[i]^2 in double, deterministic (same order every call); out is a device double  \
      * (0 when n is 0), written in stream order: download it to read it */                         \
     OP(sumsq, (device *d, const float *x, size_t n, double *out))                                  \
+    /* *out = the sum of n device doubles (sumsq's outputs over several ranges), in a fixed order  \
+     * (0 when n is 0); n at most UINT_MAX */                                                      \
+    OP(sum_f64, (device *d, const double *x, size_t n, double *out))                               \
     /* *scale = torch.nn.utils.clip_grad_norm_'s factor for norm = sqrt(*sumsq), max_norm > 0:     \
      * coef = max_norm / (norm + 1e-6) in double, stored as float when coef < 1, else 1; a         \
      * non-finite norm gives 0 (inf) or NaN (NaN), as PyTorch does. sumsq (sumsq's out) and scale  \

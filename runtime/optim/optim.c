@@ -6,12 +6,14 @@
  * corrections and decay, computed here once for both backends). The clip factor depends on the
  * gradients, so it is computed where they are: device ops (sumsq, clip_scale) write the norm and
  * the factor into two device scalars this file owns and the update reads the factor from there;
- * only optim_read_grad_norm brings the norm to the host. It must not communicate: the gradients
- * it sees are already averaged across ranks. */
+ * only optim_read_grad_norm brings the norm to the host. Under ZeRO it updates the parts it was
+ * given, with state for those alone. It must not communicate: the gradients it sees are already
+ * averaged across ranks. */
 #include "optim.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int alloc_zeroed(device *d, size_t n, float **out, ddp_err *err)
 {
@@ -44,7 +46,68 @@ static int alloc_norm_scalars(optimizer *o, ddp_err *err)
     return rc ? ddp_prefix(err, "optimizer: gradient norm scalars") : DDP_OK;
 }
 
+static void free_state(optimizer *o)
+{
+    float **state[] = {&o->momentum_buffer, &o->exp_avg, &o->exp_avg_sq};
+    for (size_t i = 0; i < sizeof state / sizeof state[0]; i++) {
+        if (*state[i])
+            o->dev->ops->free(o->dev, *state[i]);
+        *state[i] = NULL;
+    }
+}
+
+static int set_parts(optimizer *o, const optim_part *parts, int n_parts, size_t n_state, ddp_err *err)
+{
+    for (int i = 0; i < n_parts; i++) {
+        const optim_part *p = &parts[i];
+        bool after_previous = i == 0 || p->param_offset >= parts[i - 1].param_offset + parts[i - 1].count;
+        if (!after_previous || p->param_offset + p->count > o->n || p->state_offset + p->count > n_state)
+            return ddp_fail(err, DDP_ERUNTIME, "optimizer: part %d (parameters [%zu, +%zu), state at %zu) is out of "
+                            "order or outside %zu parameters / %zu state elements", i, p->param_offset, p->count,
+                            p->state_offset, o->n, n_state);
+    }
+    optim_part *copy = malloc((size_t)(n_parts > 0 ? n_parts : 1) * sizeof *copy);
+    if (!copy)
+        return ddp_fail(err, DDP_ERUNTIME, "optimizer: out of host memory");
+    memcpy(copy, parts, (size_t)n_parts * sizeof *copy);
+    o->parts = copy;
+    o->n_parts = n_parts;
+    o->n_state = n_state;
+    if (n_parts > 1) {
+        int rc = o->dev->ops->alloc(o->dev, (size_t)n_parts * sizeof(double), (void **)&o->part_sumsq, err);
+        if (rc)
+            return ddp_prefix(err, "optimizer: %d parts' gradient norms", n_parts);
+    }
+    /* SGD keeps a momentum buffer even at momentum 0 so checkpoints have one layout per kind */
+    int rc = alloc_zeroed(o->dev, n_state, o->kind == OPT_SGD ? &o->momentum_buffer : &o->exp_avg, err);
+    if (!rc && o->kind == OPT_ADAMW)
+        rc = alloc_zeroed(o->dev, n_state, &o->exp_avg_sq, err);
+    return rc;
+}
+
+double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps)
+{
+    if (step < 0)
+        step = 0;
+    if (o->warmup_steps > 0 && step < o->warmup_steps)
+        return o->lr * (double)(step + 1) / (double)o->warmup_steps;
+    if (o->sched == SCHED_CONSTANT)
+        return o->lr;
+    int64_t decay_steps = total_steps - o->warmup_steps;
+    double progress = decay_steps > 0 ? (double)(step - o->warmup_steps) / (double)decay_steps : 1.0;
+    if (progress > 1.0)
+        progress = 1.0;
+    return o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos(M_PI * progress));
+}
+
 int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_err *err)
+{
+    const optim_part all = {0, 0, n};
+    return optim_create_parts(cfg, dev, n, &all, 1, n, out, err);
+}
+
+int optim_create_parts(const config *cfg, device *dev, size_t n, const optim_part *parts, int n_parts, size_t n_state,
+                       optimizer **out, ddp_err *err)
 {
     optimizer *o = calloc(1, sizeof *o);
     if (!o)
@@ -63,7 +126,6 @@ int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_
     o->sched = cfg->optimizer.schedule.kind;
     o->warmup_steps = cfg->optimizer.schedule.warmup_steps;
     o->min_lr = cfg->optimizer.schedule.min_lr;
-    /* SGD keeps a momentum buffer even at momentum 0 so checkpoints have one layout per kind */
     o->runs = malloc(sizeof *o->runs);
     if (!o->runs) {
         free(o);
@@ -72,11 +134,9 @@ int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_
     o->runs[0] = (optim_span){0, n};
     o->n_runs = 1;
     o->decay_first = true;
-    int rc = alloc_zeroed(dev, n, o->kind == OPT_SGD ? &o->momentum_buffer : &o->exp_avg, err);
-    if (!rc && o->kind == OPT_ADAMW)
-        rc = alloc_zeroed(dev, n, &o->exp_avg_sq, err);
+    int rc = alloc_norm_scalars(o, err);
     if (!rc)
-        rc = alloc_norm_scalars(o, err);
+        rc = set_parts(o, parts, n_parts, n_state, err);
     if (rc) {
         optim_destroy(o);
         return rc;
@@ -89,45 +149,51 @@ void optim_destroy(optimizer *o)
 {
     if (!o)
         return;
-    if (o->momentum_buffer)
-        o->dev->ops->free(o->dev, o->momentum_buffer);
-    if (o->exp_avg)
-        o->dev->ops->free(o->dev, o->exp_avg);
-    if (o->exp_avg_sq)
-        o->dev->ops->free(o->dev, o->exp_avg_sq);
-    o->dev->ops->free(o->dev, o->grad_sumsq);
-    o->dev->ops->free(o->dev, o->clip_scale);
+    free_state(o);
+    if (o->grad_sumsq)
+        o->dev->ops->free(o->dev, o->grad_sumsq);
+    if (o->clip_scale)
+        o->dev->ops->free(o->dev, o->clip_scale);
+    if (o->part_sumsq)
+        o->dev->ops->free(o->dev, o->part_sumsq);
     free(o->runs);
+    free(o->parts);
     free(o);
 }
 
-double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps)
+/* One part: straight into grad_sumsq. Several: each into its slot, then their sum (the order is
+ * fixed, so every step sums alike). */
+int optim_grad_sumsq(optimizer *o, const float *grads, ddp_err *err)
 {
-    if (step < 0)
-        step = 0;
-    if (o->warmup_steps > 0 && step < o->warmup_steps)
-        return o->lr * (double)(step + 1) / (double)o->warmup_steps;
-    if (o->sched == SCHED_CONSTANT)
-        return o->lr;
-    int64_t decay_steps = total_steps - o->warmup_steps;
-    double progress = decay_steps > 0 ? (double)(step - o->warmup_steps) / (double)decay_steps : 1.0;
-    if (progress > 1.0)
-        progress = 1.0;
-    return o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos(M_PI * progress));
+    device *d = o->dev;
+    int rc = DDP_OK;
+    for (int k = 0; !rc && k < o->n_parts; k++) {
+        const optim_part *p = &o->parts[k];
+        rc = d->ops->sumsq(d, grads + p->param_offset, p->count, o->n_parts > 1 ? o->part_sumsq + k : o->grad_sumsq,
+                           err);
+    }
+    if (!rc && o->n_parts > 1)
+        rc = d->ops->sum_f64(d, o->part_sumsq, (size_t)o->n_parts, o->grad_sumsq, err);
+    return rc ? ddp_prefix(err, "gradient norm") : DDP_OK;
+}
+
+int optim_clip_scale(optimizer *o, const float **scale, ddp_err *err)
+{
+    *scale = NULL;
+    if (o->grad_clip <= 0.0)
+        return DDP_OK;
+    /* torch.nn.utils.clip_grad_norm_: the device op applies max_norm / (norm + 1e-6) only below
+     * 1; a non-finite norm gives a factor of 0 or NaN, as in PyTorch: the caller decides. */
+    int rc = o->dev->ops->clip_scale(o->dev, o->grad_sumsq, o->grad_clip, o->clip_scale, err);
+    *scale = o->clip_scale;
+    return rc ? ddp_prefix(err, "gradient clip factor") : DDP_OK;
 }
 
 int optim_grad_norm(optimizer *o, const float *grads, const float **scale, ddp_err *err)
 {
     *scale = NULL;
-    device *d = o->dev;
-    int rc = d->ops->sumsq(d, grads, o->n, o->grad_sumsq, err);
-    /* torch.nn.utils.clip_grad_norm_: the device op applies max_norm / (norm + 1e-6) only below
-     * 1; a non-finite norm gives a factor of 0 or NaN, as in PyTorch: the caller decides. */
-    if (!rc && o->grad_clip > 0.0) {
-        rc = d->ops->clip_scale(d, o->grad_sumsq, o->grad_clip, o->clip_scale, err);
-        *scale = o->clip_scale;
-    }
-    return rc ? ddp_prefix(err, "gradient norm") : DDP_OK;
+    int rc = optim_grad_sumsq(o, grads, err);
+    return rc ? rc : optim_clip_scale(o, scale, err);
 }
 
 int optim_read_grad_norm(optimizer *o, double *norm, ddp_err *err)
@@ -195,11 +261,10 @@ adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float
     };
 }
 
-/* One update of the elements in r, with weight decay wd. */
-static int step_run(optimizer *o, optim_span r, float *params, const float *grads, double lr,
-                    const float *grad_scale, double wd, ddp_err *err)
+/* One update of count parameters (and gradients) at p_at whose state is at s_at, with weight decay wd. */
+static int update_range(optimizer *o, size_t p_at, size_t s_at, size_t count, float *params, const float *grads,
+                        double lr, const float *grad_scale, double wd, ddp_err *err)
 {
-    size_t at = r.offset;
     if (o->kind == OPT_SGD) {
         sgd_args a = {
             .lr = (float)lr,
@@ -208,24 +273,46 @@ static int step_run(optimizer *o, optim_span r, float *params, const float *grad
             .nesterov = o->nesterov,
             .first_step = o->step == 0,
         };
-        return o->dev->ops->sgd_step(o->dev, params + at, grads + at, grad_scale, o->momentum_buffer + at, r.count,
-                                     &a, err);
+        return o->dev->ops->sgd_step(o->dev, params + p_at, grads + p_at, grad_scale, o->momentum_buffer + s_at,
+                                     count, &a, err);
     }
     adamw_args a = optim_adamw_args((float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)wd,
                                     o->step + 1);
-    return o->dev->ops->adamw_step(o->dev, params + at, grads + at, grad_scale, o->exp_avg + at, o->exp_avg_sq + at,
-                                   r.count, &a, err);
+    return o->dev->ops->adamw_step(o->dev, params + p_at, grads + p_at, grad_scale, o->exp_avg + s_at,
+                                   o->exp_avg_sq + s_at, count, &a, err);
+}
+
+/* The part's parameters, one update per run of decayed or exempt elements it overlaps. */
+int optim_update_part(optimizer *o, int part, float *params, const float *grads, double lr, const float *grad_scale,
+                      ddp_err *err)
+{
+    const optim_part *p = &o->parts[part];
+    size_t end = p->param_offset + p->count;
+    int rc = DDP_OK;
+    for (int i = 0; !rc && i < o->n_runs; i++) {
+        size_t lo = o->runs[i].offset > p->param_offset ? o->runs[i].offset : p->param_offset;
+        size_t run_end = o->runs[i].offset + o->runs[i].count, hi = run_end < end ? run_end : end;
+        if (hi <= lo)
+            continue;
+        bool decays = o->decay_first == (i % 2 == 0);
+        rc = update_range(o, lo, p->state_offset + (lo - p->param_offset), hi - lo, params, grads, lr, grad_scale,
+                          decays ? o->weight_decay : 0.0, err);
+    }
+    return rc ? ddp_prefix(err, "optimizer step %lld", (long long)(o->step + 1)) : DDP_OK;
+}
+
+void optim_end_step(optimizer *o)
+{
+    o->step++;
 }
 
 int optim_step(optimizer *o, float *params, const float *grads, double lr, const float *grad_scale, ddp_err *err)
 {
-    int rc = DDP_OK;
-    for (int i = 0; !rc && i < o->n_runs; i++) {
-        bool decays = o->decay_first == (i % 2 == 0);
-        rc = step_run(o, o->runs[i], params, grads, lr, grad_scale, decays ? o->weight_decay : 0.0, err);
+    for (int k = 0; k < o->n_parts; k++) {
+        int rc = optim_update_part(o, k, params, grads, lr, grad_scale, err);
+        if (rc)
+            return rc;
     }
-    if (rc)
-        return ddp_prefix(err, "optimizer step %lld", (long long)(o->step + 1));
-    o->step++;
+    optim_end_step(o);
     return DDP_OK;
 }

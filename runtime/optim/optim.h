@@ -6,8 +6,10 @@
  * the schedule position are plain integers that checkpoints store. The element-wise update runs
  * as a device op. Clipping never waits for the device: the gradient norm and the clip factor are
  * device scalars the step reads where it runs, and the norm reaches the host only when someone
- * asks for it (optim_read_grad_norm). This module must not communicate: gradients arrive already
- * averaged. */
+ * asks for it (optim_read_grad_norm). By default the optimizer updates every parameter; under ZeRO
+ * it updates only its parts (optim_create_parts): its state covers just those, its norm is theirs,
+ * and the caller all-reduces the sum of squares between optim_grad_sumsq and optim_clip_scale.
+ * This module must not communicate: gradients arrive already averaged. */
 #ifndef DDP_OPTIM_H
 #define DDP_OPTIM_H
 
@@ -24,14 +26,24 @@ typedef struct optim_span {
     size_t offset, count;
 } optim_span;
 
+/* Parameters [param_offset, +count) that this optimizer updates (their gradients at the same
+ * offsets), with their state at [state_offset, +count) of its state buffers. */
+typedef struct optim_part {
+    size_t param_offset, state_offset, count;
+} optim_part;
+
 typedef struct optimizer {
     cfg_opt_kind kind;
     device *dev;
-    size_t n;
-    float *momentum_buffer; /* SGD momentum (device, n floats); NULL for AdamW */
-    float *exp_avg;         /* AdamW first moment (device, n floats); NULL for SGD */
-    float *exp_avg_sq;      /* AdamW second moment (device, n floats); NULL for SGD */
+    size_t n;               /* parameters in the model's flat buffer */
+    size_t n_state;         /* elements of each state buffer */
+    optim_part *parts;      /* what it updates: one part {0, 0, n} unless optim_create_parts */
+    int n_parts;
+    float *momentum_buffer; /* SGD momentum (device, n_state floats); NULL for AdamW */
+    float *exp_avg;         /* AdamW first moment (device, n_state floats); NULL for SGD */
+    float *exp_avg_sq;      /* AdamW second moment (device, n_state floats); NULL for SGD */
     double *grad_sumsq;     /* device double: the latest optim_grad_norm's sum of squared gradients */
+    double *part_sumsq;     /* device, one double per part when there are several (NULL otherwise) */
     float *clip_scale;      /* device float: its clip factor (written only when grad_clip > 0) */
     int64_t step;       /* optimizer steps taken so far */
     double lr, weight_decay, beta1, beta2, eps, momentum, grad_clip;
@@ -47,11 +59,18 @@ typedef struct optimizer {
 } optimizer;
 
 int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_err *err);
+/* ZeRO: an optimizer of n parameters that updates only these parts (parameter ranges inside
+ * [0, n), ascending, each with its state offset inside [0, n_state); a part may be empty), with
+ * n_state elements per state buffer. Gradients are still passed as the whole buffer of n; only
+ * the parts' are read. optim_create is this with the one part {0, 0, n}. */
+int optim_create_parts(const config *cfg, device *dev, size_t n, const optim_part *parts, int n_parts, size_t n_state,
+                       optimizer **out, ddp_err *err);
 void optim_destroy(optimizer *o);
 /* Exempts these ranges (ascending, non-overlapping, inside [0, n)) from weight decay, as a
  * PyTorch param group with weight_decay 0 does; everything else keeps it. Each step then runs
  * one update per run of decayed or exempt elements. */
 int optim_set_no_decay(optimizer *o, const optim_span *spans, int n_spans, ddp_err *err);
+
 /* Learning rate for optimizer step `step` (0-based) of total_steps. Linear warmup from lr/warmup
  * to lr over warmup_steps, then cosine to min_lr at total_steps; constant: lr (after warmup). */
 double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps);
@@ -60,12 +79,21 @@ double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps);
  * nothing. *scale is the device float to hand to optim_step (o->clip_scale), or NULL when clipping
  * is off. The norm stays on the device for optim_read_grad_norm. */
 int optim_grad_norm(optimizer *o, const float *grads, const float **scale, ddp_err *err);
+/* optim_grad_norm in two halves, for ZeRO: the sum of squares of the parts' gradients into the
+ * device double o->grad_sumsq (which the caller then all-reduces), and the clip factor from it. */
+int optim_grad_sumsq(optimizer *o, const float *grads, ddp_err *err);
+int optim_clip_scale(optimizer *o, const float **scale, ddp_err *err);
 /* The norm of the latest optim_grad_norm (0 before the first): downloads it, so waits for the
  * device. For tests and log lines that report it; a training step never calls it. */
 int optim_read_grad_norm(optimizer *o, double *norm, ddp_err *err);
 /* One update with learning rate lr and gradients multiplied by *grad_scale, a device float read
  * when the update runs (optim_grad_norm's *scale; NULL: 1); increments step. */
 int optim_step(optimizer *o, float *params, const float *grads, double lr, const float *grad_scale, ddp_err *err);
+/* optim_step one part at a time, so a caller can send part k's parameters while part k+1 is
+ * updated: optim_update_part for each part, then optim_end_step to count the step. */
+int optim_update_part(optimizer *o, int part, float *params, const float *grads, double lr, const float *grad_scale,
+                      ddp_err *err);
+void optim_end_step(optimizer *o);
 /* The adamw_step scalars for 1-based step `step`: bias corrections and decay computed once, in
  * double, from the float32 hyperparameters the update applies, then rounded to float32. */
 adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step);

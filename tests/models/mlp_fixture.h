@@ -103,7 +103,7 @@ static inline int fx_setup(fx_mlp *fx, cfg_device kind, act_kind act, const char
     cfg.model.mlp.activation = act;
     sample_layout data = {.input = {SAMPLE_U8, FX_IN}, .target = {SAMPLE_I32, 1}, .n_classes = FX_CLASSES};
     int rc = kind == DEVICE_CUDA ? device_cuda_create(0, &cfg, &fx->dev, &err) : device_cpu_create(&fx->dev, &err);
-    if (rc || model_create(&cfg, fx->dev, &data, FX_BATCH, &fx->m, &err)) {
+    if (rc || model_create(&cfg, fx->dev, &data, FX_BATCH, 0, &fx->m, &err)) {
         fprintf(stderr, "fixture setup: %s\n", err.msg);
         return 1;
     }

@@ -195,7 +195,7 @@ static void check_deepest_builds(device *d)
     sample_layout data = {.input = {SAMPLE_I32, 4}, .target = {SAMPLE_I32, 4}, .n_classes = 16};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(gpt2_create(&shape, TENSOR_F32, d, &data, 2, &m, &err) == 0, "%d layers: %s", GPT2_MAX_LAYERS, err.msg);
+    CHECK(gpt2_create(&shape, TENSOR_F32, d, &data, 2, 0, &m, &err) == 0, "%d layers: %s", GPT2_MAX_LAYERS, err.msg);
     if (m)
         m->ops->destroy(m);
 }

@@ -186,6 +186,13 @@ extern "C" int device_cuda_sumsq(device *d, const float *x, size_t n, double *ou
     return DDP_OK;
 }
 
+/* One block adds the doubles in the sumsq final kernel's order. */
+extern "C" int device_cuda_sum_f64(device *d, const double *x, size_t n, double *out, ddp_err *err)
+{
+    DDP_LAUNCH_OP(ddp_sumsq_final_kernel, 1, kBlock, 0, x, (unsigned)n, out);
+    return DDP_OK;
+}
+
 /* ---- clip factor: one thread, the CPU code's double arithmetic -------------------------------
  * sqrt and division in double are correctly rounded on the GPU, and there is no a*b+c for nvcc
  * to contract, so the same *sumsq gives the CPU backend's bits. */

@@ -110,6 +110,17 @@ int device_cpu_sumsq(device *d, const float *x, size_t n, double *out, ddp_err *
     return DDP_OK;
 }
 
+int device_cpu_sum_f64(device *d, const double *x, size_t n, double *out, ddp_err *err)
+{
+    (void)d;
+    (void)err;
+    double acc = 0.0;
+    for (size_t i = 0; i < n; i++)
+        acc += x[i];
+    *out = acc;
+    return DDP_OK;
+}
+
 /* clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied only below 1. An infinite norm gives
  * coef 0 and a NaN norm coef NaN (coef >= 1 is false), as in PyTorch. reduce.cu's kernel is the
  * same double arithmetic. */

@@ -6,6 +6,7 @@
  *
  * Runs on the CPU backend always and on CUDA when a GPU (or, in the emulated build, the
  * emulator) answers; `--require-cuda` makes a missing CUDA device a failure. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -188,6 +189,14 @@ static int sumsq_null_x(device *d, const bufs *b, ddp_err *err)
 {
     return d->ops->sumsq(d, NULL, 4, b->sumsq, err);
 }
+static int sum_f64_null_out(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->sum_f64(d, b->sumsq, 1, NULL, err);
+}
+static int sum_f64_too_many(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->sum_f64(d, b->sumsq, (size_t)UINT_MAX + 1, b->sumsq, err);
+}
 static int clip_scale_zero_max_norm(device *d, const bufs *b, ddp_err *err)
 {
     return d->ops->clip_scale(d, b->sumsq, 0.0, b->f, err);
@@ -305,6 +314,8 @@ static const bad_call bad_calls[] = {
     {"causal_softmax_backward: att is NULL", causal_softmax_null_att},
     {"sumsq: out is NULL", sumsq_null_out},
     {"sumsq: x is NULL", sumsq_null_x},
+    {"sum_f64: out is NULL", sum_f64_null_out},
+    {"sum_f64: 4294967296 doubles, more than one block adds", sum_f64_too_many},
     {"clip_scale: max_norm is 0, must be > 0 (clipping off: no scale)", clip_scale_zero_max_norm},
     {"clip_scale: max_norm is nan, must be > 0 (clipping off: no scale)", clip_scale_nan_max_norm},
     {"clip_scale: sumsq is NULL", clip_scale_null_sumsq},

@@ -1,7 +1,8 @@
 /* test_grad_clip.c — clipping by global gradient norm on the device, on every backend: the sumsq
  * op's sum of squares and the clip_scale op's factor against a double-precision host reference,
  * the optimizer steps reading that factor from device memory, and optim's clipping path
- * (optim_grad_norm, optim_step) issuing no op that waits for the device.
+ * (optim_grad_norm, optim_step) issuing no op that waits for the device, and ZeRO's optimizer
+ * over parts (the sum of squares of its parts, their updates equal to the whole optimizer's).
  *
  * Cases: random gradients of several sizes (past both grid caps of the reduction), clipping
  * active and inactive (norm below max_norm: a factor of exactly 1), infinite and NaN gradients
@@ -399,6 +400,68 @@ static void optim_clipping(device *d)
     free(p0);
 }
 
+/* ---- ZeRO's optimizer over parts: their norm (sumsq per part, then sum_f64) and updates -------- */
+
+static void optim_parts(device *d)
+{
+    enum { N = 5000 };
+    const optim_part parts[] = {{0, 0, 1000}, {2000, 1000, 0}, {3000, 1000, 1500}, {4600, 2500, 400}};
+    const int n_parts = (int)(sizeof parts / sizeof parts[0]);
+    float *g = random_floats(N, 1.0f), *p0 = random_floats(N, 1.0f);
+    float *gd = dev_from_host(d, g, N * sizeof *g), *pd = dev_from_host(d, p0, N * sizeof *p0);
+    float *pw = dev_from_host(d, p0, N * sizeof *p0);
+    float *got = malloc(N * sizeof *got), *whole = malloc(N * sizeof *whole);
+    double want = 0;
+    for (int k = 0; k < n_parts; k++)
+        want += ref_sumsq(g + parts[k].param_offset, parts[k].count);
+    config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.optimizer.kind = OPT_ADAMW;
+    cfg.optimizer.lr = 0.01;
+    cfg.optimizer.beta1 = 0.9;
+    cfg.optimizer.beta2 = 0.999;
+    cfg.optimizer.eps = 1e-8;
+    cfg.optimizer.weight_decay = 0.1;
+    cfg.optimizer.grad_clip = 1.0;
+    optimizer *o = NULL, *all = NULL;
+    ddp_err err = {0};
+    die_on(optim_create_parts(&cfg, d, N, parts, n_parts, 2900, &o, &err), &err, "optim_create_parts");
+    die_on(optim_create(&cfg, d, N, &all, &err), &err, "optim_create");
+    const float *scale = NULL;
+    double sumsq = -1;
+    int rc = optim_grad_sumsq(o, gd, &err);
+    if (!rc)
+        rc = optim_clip_scale(o, &scale, &err);
+    if (!rc)
+        rc = optim_step(o, pd, gd, 0.01, scale, &err);
+    if (!rc) /* the whole optimizer's update with the parts' clip factor: the parts must equal it */
+        rc = optim_step(all, pw, gd, 0.01, scale, &err);
+    CHECK(rc == 0, "%s: optimizer over parts: %s", backend, err.msg);
+    to_host(d, &sumsq, o->grad_sumsq, sizeof sumsq);
+    CHECK_CLOSE(sumsq, want, 1e-12, 0);
+    to_host(d, got, pd, N * sizeof *got);
+    to_host(d, whole, pw, N * sizeof *whole);
+    size_t bad = 0, moved = 0;
+    for (size_t i = 0, k = 0; i < N; i++) {
+        while (k < (size_t)n_parts && i >= parts[k].param_offset + parts[k].count)
+            k++;
+        bool in = k < (size_t)n_parts && i >= parts[k].param_offset;
+        bad += in ? !same_bits(got[i], whole[i]) : !same_bits(got[i], p0[i]);
+        moved += in && got[i] != p0[i];
+    }
+    CHECK(bad == 0 && moved > 2000, "%s: optimizer over parts: %zu parameters differ from the whole optimizer's "
+          "update inside the parts or moved outside them (%zu moved)", backend, bad, moved);
+    optim_destroy(o);
+    optim_destroy(all);
+    d->ops->free(d, gd);
+    d->ops->free(d, pd);
+    d->ops->free(d, pw);
+    free(g);
+    free(p0);
+    free(got);
+    free(whole);
+}
+
 static void run_all(device *d, const char *name)
 {
     backend = name;
@@ -408,6 +471,7 @@ static void run_all(device *d, const char *name)
     nonfinite_gradients(d);
     steps_read_the_factor(d);
     optim_clipping(d);
+    optim_parts(d);
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,182 @@
+/* test_reducer_zero.c — the reducer's ZeRO-1 mode (collectives/reducer.h) under real mpirun, on
+ * the MPI communicator (host buffers), at any world size of 2 or more.
+ *
+ * For parameter counts below, at and around the world size and well past it, with tensors of
+ * uneven sizes and buckets small enough that there are many: the buckets start at multiples of
+ * the world size and cover the buffer in order; every parameter belongs to exactly one rank's
+ * block; after a backward pass reported in pieces, each rank's block of the gradients holds the
+ * exact average (small integers, so the average is exact) and the spare floats past the gradients
+ * stay zero; the all-gather then gives every rank every block's parameters, and the spare floats
+ * past the parameters stay zero. */
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/reducer.h"
+#include "tests/check.h"
+
+static int g_rank, g_size;
+
+static float grad_of(int rank, size_t i) { return (float)((i * 7 + (size_t)rank * 3) % 5) - 2.0f; }
+static float param_of(size_t i) { return 0.5f * (float)i + 1.0f; }
+
+/* Up to five tensors of uneven sizes, the first at 0. */
+static int make_tensors(size_t n, size_t *offs)
+{
+    int k = 0;
+    for (size_t t = 0; t < 5; t++) {
+        size_t at = t == 0 ? 0 : t * n / 5 + t % 2;
+        if (k == 0 || (at > offs[k - 1] && at < n))
+            offs[k++] = at;
+    }
+    return k;
+}
+
+/* The plan: buckets in reduction order cover [0, n) from the end, start at multiples of the world
+ * size, and the blocks of all ranks cover every parameter exactly once. */
+static void check_plan(const reducer *r, size_t n)
+{
+    size_t end = n, w = (size_t)g_size;
+    unsigned char *owner = calloc(n, 1);
+    for (int b = 0; b < r->n_buckets; b++) {
+        const reducer_bucket *k = &r->buckets[b];
+        CHECK(k->offset + k->count == end && k->offset % w == 0, "n=%zu: bucket %d [%zu, +%zu) after %zu", n, b,
+              k->offset, k->count, end);
+        CHECK(k->block * w >= k->count && k->block * w < k->count + w, "n=%zu: bucket %d block %zu", n, b, k->block);
+        end = k->offset;
+        for (int rank = 0; rank < g_size; rank++) {
+            size_t p, s, c;
+            reducer_zero_part(r, b, rank, &p, &s, &c);
+            for (size_t j = 0; j < c; j++)
+                owner[p + j]++;
+        }
+    }
+    CHECK(end == 0, "n=%zu: buckets end at %zu, not 0", n, end);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += owner[i] != 1;
+    CHECK(bad == 0, "n=%zu: %zu parameters not in exactly one block", n, bad);
+    free(owner);
+}
+
+/* Backward reports the tensors from the last to the first, each in two pieces. */
+static void backward(reducer *r, const size_t *offs, int n_tensors, size_t n)
+{
+    reducer_begin(r);
+    for (int t = n_tensors - 1; t >= 0; t--) {
+        size_t lo = offs[t], hi = t + 1 < n_tensors ? offs[t + 1] : n, mid = lo + (hi - lo) / 2;
+        reducer_grad_ready(r, mid, hi - mid);
+        reducer_grad_ready(r, lo, mid - lo);
+    }
+}
+
+static void check_averages(const reducer *r, const float *grads, size_t n, size_t tail)
+{
+    size_t bad = 0, tail_bad = 0;
+    for (int b = 0; b < r->n_buckets; b++) {
+        size_t p, s, c;
+        reducer_zero_part(r, b, g_rank, &p, &s, &c);
+        for (size_t j = 0; j < c; j++) {
+            float sum = 0;
+            for (int rank = 0; rank < g_size; rank++)
+                sum += grad_of(rank, p + j);
+            bad += grads[p + j] != sum / (float)g_size;
+        }
+    }
+    for (size_t i = n; i < n + tail; i++)
+        tail_bad += grads[i] != 0.0f;
+    CHECK(bad == 0 && tail_bad == 0, "n=%zu: %zu gradients of this rank's blocks not the average, %zu spare floats "
+          "not zero", n, bad, tail_bad);
+}
+
+static void check_gather(reducer *r, float *params, size_t n, size_t tail)
+{
+    for (size_t i = 0; i < n; i++)
+        params[i] = -7.0f; /* what this rank does not own must arrive */
+    for (int b = 0; b < r->n_buckets; b++) {
+        size_t p, s, c;
+        reducer_zero_part(r, b, g_rank, &p, &s, &c);
+        for (size_t j = 0; j < c; j++)
+            params[p + j] = param_of(p + j);
+    }
+    ddp_err err = {0};
+    int rc = DDP_OK;
+    for (int b = 0; b < r->n_buckets && rc == DDP_OK; b++)
+        rc = reducer_gather(r, b, &err);
+    if (rc == DDP_OK)
+        rc = reducer_gather_finish(r, &err);
+    CHECK(rc == DDP_OK, "n=%zu: gather: %s", n, err.msg);
+    size_t bad = 0, tail_bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += params[i] != param_of(i);
+    for (size_t i = n; i < n + tail; i++)
+        tail_bad += params[i] != 0.0f;
+    CHECK(bad == 0 && tail_bad == 0, "n=%zu: %zu parameters not gathered, %zu spare floats not zero", n, bad,
+          tail_bad);
+}
+
+static void test_count(comm *c, size_t n)
+{
+    size_t tail = (size_t)g_size - 1, offs[8];
+    int n_tensors = make_tensors(n, offs);
+    float *grads = calloc(n + tail, sizeof *grads), *params = calloc(n + tail, sizeof *params);
+    for (size_t i = 0; i < n; i++)
+        grads[i] = grad_of(g_rank, i);
+    reducer *r = NULL;
+    ddp_err err = {0};
+    /* buckets of 3 floats after a first of 2: many buckets, most moved by the cut */
+    int rc = reducer_create(c, grads, n, offs, n_tensors, 12.0 / (1 << 20), 8.0 / (1 << 20), &r, &err);
+    if (rc == DDP_OK)
+        rc = reducer_use_zero(r, params, tail, &err);
+    CHECK(rc == DDP_OK, "n=%zu: reducer: %s", n, err.msg);
+    if (rc == DDP_OK) {
+        check_plan(r, n);
+        backward(r, offs, n_tensors, n);
+        rc = reducer_finish(r, &err);
+        CHECK(rc == DDP_OK, "n=%zu: finish: %s", n, err.msg);
+        check_averages(r, grads, n, tail);
+        check_gather(r, params, n, tail);
+    }
+    reducer_destroy(r);
+    free(grads);
+    free(params);
+}
+
+/* Too few spare floats is refused, naming what is needed. */
+static void test_refusal(comm *c)
+{
+    float grads[4] = {0}, params[4] = {0};
+    size_t offs[1] = {0};
+    reducer *r = NULL;
+    ddp_err err = {0};
+    int rc = reducer_create(c, grads, 4, offs, 1, 1.0, 1.0, &r, &err);
+    if (rc == DDP_OK)
+        rc = reducer_use_zero(r, params, (size_t)g_size - 2, &err);
+    CHECK(rc != DDP_OK && strstr(err.msg, "spare floats"), "tail of size-2 refused: %s", err.msg);
+    reducer_destroy(r);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    comm *c = NULL;
+    ddp_err err = {0};
+    int rc = comm_mpi_create(&c, &err);
+    CHECK(rc == DDP_OK, "setup: %s", err.msg);
+    if (rc == DDP_OK) {
+        g_rank = c->rank;
+        g_size = c->size;
+        const size_t w = (size_t)g_size, counts[] = {1, 2, w - 1, w, w + 1, 2 * w + 1, 37, 1000, 4099};
+        for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+            if (counts[i] > 0)
+                test_count(c, counts[i]);
+        test_refusal(c);
+    }
+    if (c)
+        c->ops->destroy(c);
+    int failed = check_done("test_reducer_zero");
+    int any = 0;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return any;
+}
