@@ -1,6 +1,6 @@
 /* reducer.c — bucketed, overlapped gradient all-reduce for DDP (see reducer.h).
- * Owns the bucket plan and the in-flight requests; must not touch gradient values itself (the bf16 casts are device ops on the compute stream, ordered
- * with the collectives). */
+ * Owns the bucket plan and the in-flight requests; must not touch gradient values itself (the
+ * bf16 casts are device ops on the compute stream, ordered with the collectives). */
 #include "reducer.h"
 
 #include <stdio.h>
@@ -123,7 +123,6 @@ void reducer_destroy(reducer *r)
     }
     if (r->bf16)
         r->dev->ops->free(r->dev, r->bf16);
-
     free(r->buckets);
     free(r);
 }

@@ -324,13 +324,14 @@ static int optimizer_step(train_job *t, double *lr, ddp_err *err)
     /* The norm is a full pass over the gradients: only clipping needs it. It and the clip factor
      * stay on the device, where the update reads the factor, so the step does not wait. */
     *lr = optim_lr_at(t->opt, t->step, t->total_steps);
-    const float *scale = NULL;
-    if (t->zero)
+    if (t->zero) {
         rc = train_zero_step(t, *lr, err);
-    else if (t->opt->grad_clip > 0 && (rc = optim_grad_norm(t->opt, t->m->grads, &scale, err)) != DDP_OK)
-        return rc;
-    else
+    } else {
+        const float *scale = NULL;
+        if (t->opt->grad_clip > 0 && (rc = optim_grad_norm(t->opt, t->m->grads, &scale, err)) != DDP_OK)
+            return rc;
         rc = optim_step(t->opt, t->m->params, t->m->grads, *lr, scale, err);
+    }
     if (rc == DDP_OK)
         rc = train_params_changed(t, err);
     t->step++;

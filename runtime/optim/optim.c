@@ -85,21 +85,6 @@ static int set_parts(optimizer *o, const optim_part *parts, int n_parts, size_t 
     return rc;
 }
 
-double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps)
-{
-    if (step < 0)
-        step = 0;
-    if (o->warmup_steps > 0 && step < o->warmup_steps)
-        return o->lr * (double)(step + 1) / (double)o->warmup_steps;
-    if (o->sched == SCHED_CONSTANT)
-        return o->lr;
-    int64_t decay_steps = total_steps - o->warmup_steps;
-    double progress = decay_steps > 0 ? (double)(step - o->warmup_steps) / (double)decay_steps : 1.0;
-    if (progress > 1.0)
-        progress = 1.0;
-    return o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos(M_PI * progress));
-}
-
 int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_err *err)
 {
     const optim_part all = {0, 0, n};
@@ -159,6 +144,21 @@ void optim_destroy(optimizer *o)
     free(o->runs);
     free(o->parts);
     free(o);
+}
+
+double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps)
+{
+    if (step < 0)
+        step = 0;
+    if (o->warmup_steps > 0 && step < o->warmup_steps)
+        return o->lr * (double)(step + 1) / (double)o->warmup_steps;
+    if (o->sched == SCHED_CONSTANT)
+        return o->lr;
+    int64_t decay_steps = total_steps - o->warmup_steps;
+    double progress = decay_steps > 0 ? (double)(step - o->warmup_steps) / (double)decay_steps : 1.0;
+    if (progress > 1.0)
+        progress = 1.0;
+    return o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos(M_PI * progress));
 }
 
 /* One part: straight into grad_sumsq. Several: each into its slot, then their sum (the order is

@@ -70,7 +70,6 @@ void optim_destroy(optimizer *o);
  * PyTorch param group with weight_decay 0 does; everything else keeps it. Each step then runs
  * one update per run of decayed or exempt elements. */
 int optim_set_no_decay(optimizer *o, const optim_span *spans, int n_spans, ddp_err *err);
-
 /* Learning rate for optimizer step `step` (0-based) of total_steps. Linear warmup from lr/warmup
  * to lr over warmup_steps, then cosine to min_lr at total_steps; constant: lr (after warmup). */
 double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps);

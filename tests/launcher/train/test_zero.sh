@@ -140,7 +140,8 @@ else
     ON=cuda run gpt-z2 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=4 ddp.zero=1
     check "gpt bf16: cuda+nccl np=2 ZeRO-1 runs" [ -f "$(ckpt gpt-z2 20)" ]
     for what in "${ADAM_STATE[@]}"; do
-        close "gpt bf16: np=2 ZeRO-1 $what equal ZeRO-0 within 1e-3" "$(ckpt gpt-r2 20)" "$(ckpt gpt-z2 20)" "$what" 1e-3
+        close "gpt bf16: np=2 ZeRO-1 $what equal ZeRO-0 within 1e-3" "$(ckpt gpt-r2 20)" "$(ckpt gpt-z2 20)" \
+            "$what" 1e-3
     done
     ON=cuda run gpt-other 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=3
     differ "gpt bf16: batch 3 x 2 differs from 4 x 2 at 1e-3 (the referee can fail)" "$(ckpt gpt-r2 20)" \
