@@ -2,7 +2,10 @@
 and classifier, learned position embedding, pre-LayerNorm blocks, causal self-attention as explicit
 matmul + mask + softmax, tanh-GELU MLP of 4x width, final LayerNorm), trained with AdamW (weight
 decay on the 2-D weights only, as ddprun's per-tensor no-decay list) and gradient clipping at 1.0,
-fp32 on the CPU, one process with --threads intra-op threads. The vocabulary is the padded one
+fp32 on the CPU, one process with --threads intra-op threads. On a GPU (--device cuda): --bf16
+autocasts forward to bfloat16 over fp32 weights (ddprun's `precision: bf16`), --fused uses the fused
+AdamW kernel, --sdpa replaces the explicit attention by scaled_dot_product_attention (flash
+attention), and each timed window ends with a device synchronisation. The vocabulary is the padded one
 ddprun's wte holds (nanoGPT's 50304 trick), so the GEMM shapes and FLOPs match ours exactly.
 Batches are random windows of a token shard from scripts/prepare-text (or random tokens).
 
@@ -21,9 +24,10 @@ from torch import nn
 
 
 class Block(nn.Module):
-    def __init__(self, C, NH, T):
+    def __init__(self, C, NH, T, sdpa=False):
         super().__init__()
         self.NH = NH
+        self.sdpa = sdpa
         self.ln_1 = nn.LayerNorm(C)
         self.c_attn = nn.Linear(C, 3 * C)
         self.c_proj = nn.Linear(C, C)
@@ -40,6 +44,9 @@ class Block(nn.Module):
         q = q.view(B, T, self.NH, hs).transpose(1, 2)
         k = k.view(B, T, self.NH, hs).transpose(1, 2)
         v = v.view(B, T, self.NH, hs).transpose(1, 2)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
         att = F.softmax(att, dim=-1)
@@ -52,11 +59,11 @@ class Block(nn.Module):
 
 
 class GPT2(nn.Module):
-    def __init__(self, L, C, NH, T, Vp):
+    def __init__(self, L, C, NH, T, Vp, sdpa=False):
         super().__init__()
         self.wte = nn.Embedding(Vp, C)
         self.wpe = nn.Embedding(T, C)
-        self.h = nn.ModuleList([Block(C, NH, T) for _ in range(L)])
+        self.h = nn.ModuleList([Block(C, NH, T, sdpa) for _ in range(L)])
         self.ln_f = nn.LayerNorm(C)
         for name, p in self.named_parameters():
             if p.dim() == 2:
@@ -67,7 +74,7 @@ class GPT2(nn.Module):
 
     def forward(self, idx, targets):
         B, T = idx.shape
-        x = self.wte(idx) + self.wpe(torch.arange(T))
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         for blk in self.h:
             x = blk(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)  # tied classifier
@@ -88,6 +95,10 @@ def main():
     ap.add_argument("--window", type=int, default=2, help="steps per timed window")
     ap.add_argument("--data", help="a train_*.bin shard from scripts/prepare-text")
     ap.add_argument("--foreach", action="store_true", help="AdamW(foreach=True)")
+    ap.add_argument("--fused", action="store_true", help="AdamW(fused=True), GPU only")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--bf16", action="store_true", help="autocast forward to bfloat16 (GPU)")
+    ap.add_argument("--sdpa", action="store_true", help="flash attention instead of explicit matmuls")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -105,19 +116,22 @@ def main():
     def batch():
         starts = torch.randint(0, len(tokens) - T - 1, (B,), generator=gen)
         win = torch.stack([tokens[s:s + T + 1] for s in starts.tolist()])
-        return win[:, :-1].contiguous(), win[:, 1:].contiguous()
+        return win[:, :-1].to(dev), win[:, 1:].to(dev)
 
-    model = GPT2(a.layers, a.embd, a.heads, T, a.vocab_padded)
+    dev = torch.device(a.device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    model = GPT2(a.layers, a.embd, a.heads, T, a.vocab_padded, a.sdpa).to(dev)
     decay = [p for p in model.parameters() if p.dim() == 2]
     no_decay = [p for p in model.parameters() if p.dim() != 2]
-    kw = {"foreach": True} if a.foreach else {}
+    kw = {"fused": True} if a.fused else {"foreach": True} if a.foreach else {}
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=3e-4, betas=(0.9, 0.95), eps=1e-8, **kw)
 
     def step():
         x, y = batch()
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.bf16):
+            loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -125,11 +139,13 @@ def main():
 
     for _ in range(a.warmup):
         step()
+    sync()
     rates, ms = [], []
     for _ in range(max(1, a.steps // a.window)):
         t0 = time.perf_counter()
         for _ in range(a.window):
             loss = step()
+        sync()
         dt = time.perf_counter() - t0
         rates.append(B * T * a.window / dt)
         ms.append(1e3 * dt / a.window)

@@ -89,6 +89,52 @@ static int check_args(comm_dtype dt, comm_op op, bool has_op, ddp_err *err)
     return DDP_OK;
 }
 
+/* NCCL needs memory of this communicator's GPU; with one rank NCCL 2.28 does not check, and pageable
+ * host memory passed by mistake ran without an error on an H100. So each buffer is checked here,
+ * first and last byte, with the CUDA runtime's own bookkeeping (no device synchronisation). */
+static int check_buffer(comm *c, const char *what, const void *p, size_t count, comm_dtype dt, ddp_err *err)
+{
+    ncclcomm_impl *im = impl_of(c);
+    if (count == 0)
+        return DDP_OK;
+    if (!p || count > SIZE_MAX / comm_dtype_size(dt))
+        return ddp_fail(err, DDP_EUSAGE, "comm_nccl: %s buffer %p of %zu elements is NULL or too large", what, p,
+                        count);
+    size_t bytes = count * comm_dtype_size(dt);
+    const void *ends[2] = {p, (const char *)p + bytes - 1};
+    for (int i = 0; i < 2; i++) {
+        struct cudaPointerAttributes a;
+        CUDA_TRY(cudaPointerGetAttributes(&a, ends[i]));
+        bool ours = a.type == cudaMemoryTypeManaged || (a.type == cudaMemoryTypeDevice && a.device == im->device);
+        const char *is = a.type == cudaMemoryTypeDevice ? "on another GPU"
+                       : a.type == cudaMemoryTypeHost   ? "pinned host memory"
+                                                        : "not CUDA memory (pageable host memory, or past an allocation)";
+        if (!ours)
+            return ddp_fail(err, DDP_EUSAGE, "comm_nccl: %s buffer %p + %zu bytes is not (all) memory of GPU %d: its "
+                            "%s byte is %s", what, p, bytes, im->device, i ? "last" : "first", is);
+    }
+    return DDP_OK;
+}
+
+static int check_buffers(comm *c, const void *send, size_t n_send, const void *recv, size_t n_recv, comm_dtype dt,
+                         ddp_err *err)
+{
+    int rc = check_buffer(c, "send", send, n_send, dt, err);
+    return rc ? rc : check_buffer(c, "receive", recv, n_recv, dt, err);
+}
+
+/* With one rank every reduction is its input. Copying it here also avoids NCCL 2.28.3's one-rank
+ * ncclAvg, which on an H100 left the last element of some out-of-place results wrong (double
+ * n = 3001 and 65537, float n = 4097). */
+static int one_rank_reduction(comm *c, const void *send, void *recv, const ncclcomm_fingerprint *fp, ddp_err *err)
+{
+    ncclcomm_impl *im = impl_of(c);
+    if (send != recv && fp->count)
+        CUDA_TRY(cudaMemcpyAsync(recv, send, fp->count * comm_dtype_size(fp->dtype), cudaMemcpyDeviceToDevice,
+                                 im->stream));
+    return DDP_OK;
+}
+
 /* ---- issuing: slot, ordering after compute, completion event --------------------------------- */
 
 /* The slot of collective seq, once its previous occupant has completed. */
@@ -178,6 +224,8 @@ static int end_collective(comm *c, int slot, const ncclcomm_fingerprint *fp, int
 static int launch_allreduce(comm *c, const void *send, void *recv, const ncclcomm_fingerprint *fp, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
+    if (c->size == 1)
+        return one_rank_reduction(c, send, recv, fp, err);
     NCCL_TRY(c, ncclAllReduce(send, recv, fp->count, ncclcomm_type(fp->dtype), ncclcomm_op(fp->op), im->nccl, im->stream));
     return DDP_OK;
 }
@@ -187,6 +235,8 @@ static int ncclcomm_allreduce(comm *c, const void *send, void *recv, size_t coun
 {
     ncclcomm_fingerprint fp = {.kind = NK_ALLREDUCE, .op = op, .dtype = dt, .root = -1, .count = count};
     int slot, rc = check_args(dt, op, true, err);
+    if (!rc)
+        rc = check_buffers(c, send, count, recv, count, dt, err);
     if (!rc)
         rc = begin_collective(c, &fp, &slot, err);
     if (rc)
@@ -205,6 +255,10 @@ static int ncclcomm_broadcast(comm *c, void *buf, size_t count, comm_dtype dt, i
 {
     ncclcomm_fingerprint fp = {.kind = NK_BROADCAST, .op = -1, .dtype = dt, .root = root, .count = count};
     int slot, rc = check_args(dt, OP_SUM, false, err);
+    if (!rc && (root < 0 || root >= c->size))
+        rc = ddp_fail(err, DDP_EUSAGE, "comm_nccl: root %d outside [0, %d)", root, c->size);
+    if (!rc)
+        rc = check_buffer(c, "broadcast", buf, count, dt, err);
     if (!rc)
         rc = begin_collective(c, &fp, &slot, err);
     if (rc)
@@ -215,6 +269,8 @@ static int ncclcomm_broadcast(comm *c, void *buf, size_t count, comm_dtype dt, i
 static int launch_reduce(comm *c, const void *send, void *recv, const ncclcomm_fingerprint *fp, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
+    if (c->size == 1)
+        return one_rank_reduction(c, send, recv, fp, err);
     NCCL_TRY(c, ncclReduce(send, recv, fp->count, ncclcomm_type(fp->dtype), ncclcomm_op(fp->op),
                            fp->root, im->nccl, im->stream));
     return DDP_OK;
@@ -225,6 +281,10 @@ static int ncclcomm_reduce(comm *c, const void *send, void *recv, size_t count, 
 {
     ncclcomm_fingerprint fp = {.kind = NK_REDUCE, .op = op, .dtype = dt, .root = root, .count = count};
     int slot, rc = check_args(dt, op, true, err);
+    if (!rc && (root < 0 || root >= c->size))
+        rc = ddp_fail(err, DDP_EUSAGE, "comm_nccl: root %d outside [0, %d)", root, c->size);
+    if (!rc)
+        rc = check_buffers(c, send, count, recv, c->rank == root ? count : 0, dt, err);
     if (!rc)
         rc = begin_collective(c, &fp, &slot, err);
     if (rc)
@@ -244,6 +304,8 @@ static int ncclcomm_allgather(comm *c, const void *send, void *recv, size_t coun
     ncclcomm_fingerprint fp = {.kind = NK_ALLGATHER, .op = -1, .dtype = dt, .root = -1, .count = count};
     int slot, rc = check_args(dt, OP_SUM, false, err);
     if (!rc)
+        rc = check_buffers(c, send, count, recv, count * (size_t)c->size, dt, err);
+    if (!rc)
         rc = begin_collective(c, &fp, &slot, err);
     if (rc)
         return rc;
@@ -253,6 +315,8 @@ static int ncclcomm_allgather(comm *c, const void *send, void *recv, size_t coun
 static int launch_reducescatter(comm *c, const void *send, void *recv, const ncclcomm_fingerprint *fp, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
+    if (c->size == 1)
+        return one_rank_reduction(c, send, recv, fp, err);
     NCCL_TRY(c, ncclReduceScatter(send, recv, fp->count, ncclcomm_type(fp->dtype),
                                   ncclcomm_op(fp->op), im->nccl, im->stream));
     return DDP_OK;
@@ -263,6 +327,8 @@ static int ncclcomm_reducescatter(comm *c, const void *send, void *recv, size_t 
 {
     ncclcomm_fingerprint fp = {.kind = NK_REDUCESCATTER, .op = op, .dtype = dt, .root = -1, .count = count};
     int slot, rc = check_args(dt, op, true, err);
+    if (!rc)
+        rc = check_buffers(c, send, count * (size_t)c->size, recv, count, dt, err);
     if (!rc)
         rc = begin_collective(c, &fp, &slot, err);
     if (rc)
@@ -328,6 +394,8 @@ static int ncclcomm_alltoall(comm *c, const void *send, void *recv, size_t count
     ncclcomm_fingerprint fp = {.kind = NK_ALLTOALL, .op = -1, .dtype = dt, .root = -1, .count = count};
     int slot, rc = check_args(dt, OP_SUM, false, err);
     if (!rc)
+        rc = check_buffers(c, send, count * (size_t)c->size, recv, count * (size_t)c->size, dt, err);
+    if (!rc)
         rc = begin_collective(c, &fp, &slot, err);
     if (rc)
         return rc;
@@ -341,6 +409,8 @@ static int ncclcomm_sendrecv(comm *c, const void *send, int to, void *recv, int 
     int slot, rc = check_args(dt, OP_SUM, false, err);
     if (!rc && (to < 0 || to >= c->size || from < 0 || from >= c->size))
         rc = ddp_fail(err, DDP_EUSAGE, "comm_nccl: sendrecv peers %d/%d outside [0, %d)", to, from, c->size);
+    if (!rc)
+        rc = check_buffers(c, send, count, recv, count, dt, err);
     if (!rc)
         rc = begin_collective(c, &fp, &slot, err);
     if (rc)

@@ -6,7 +6,8 @@
  * GELU_AUX_BIAS and DGELU with bias and aux in D's type; host scalars; batch 1; every size and ld
  * within int. Anything else is CUBLAS_STATUS_NOT_SUPPORTED ("not emulated"), layouts that do not
  * fit together are CUBLAS_STATUS_INVALID_VALUE, and each refusal prints one "cudaemu: <fn>:
- * <argument> ..." line. Beyond what cuBLASLt can see, a matmul's outputs must not overlap its
+ * <argument> ..." line. A matmul's operands must keep the alignment promised to the heuristic that
+ * chose its algorithm. Beyond what cuBLASLt can see, a matmul's outputs must not overlap its
  * inputs or each other (threads of a GPU kernel would race), and the
  * workspace must be device memory overlapping nothing. Must not queue or compute anything. */
 #include "cublaslt_shim.h"
@@ -228,6 +229,35 @@ static cublasStatus_t check_workspace(const char *fn, const void *workspace, siz
                   workspace);
 }
 
+/* The alignment an operand really has: of its address and of its row stride, at most the 256 a
+ * promise can ask for. */
+static uint32_t real_alignment(const void *ptr, int ld, cudaDataType type)
+{
+    uintptr_t bits = reinterpret_cast<uintptr_t>(ptr) | (static_cast<uintptr_t>(ld) * elem_bytes(type)) |
+                     LT_DEFAULT_ALIGNMENT;
+    return static_cast<uint32_t>(bits & (~bits + 1));
+}
+
+/* An algorithm is chosen for the alignment the preference promised (256 bytes unless set). On an
+ * H100 a GELU-epilogue algorithm chosen for 256 but given A with 36-byte rows computed wrong
+ * results without any error, so here a broken promise is refused. */
+static cublasStatus_t check_promise(const char *fn, const cublasLtMatmulAlgo_t *algo, const gemm_call &g)
+{
+    const void *ptrs[4] = {g.A, g.B, g.C, g.D};
+    const int lds[4] = {g.lda, g.ldb, g.ldc, g.ldc};
+    const cudaDataType types[4] = {g.atype, g.btype, g.ctype, g.ctype};
+    for (int i = 0; i < 4; i++) {
+        uint32_t have = real_alignment(ptrs[i], lds[i], types[i]);
+        if (!ptrs[i] || have >= algo->data[1 + i])
+            continue;
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: %c=%p with ld %d is aligned to %u bytes, below the %llu "
+                      "bytes the algorithm was chosen for (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%c_BYTES): a GPU may "
+                      "compute a wrong result", fn, "ABCD"[i], ptrs[i], lds[i], have,
+                      static_cast<unsigned long long>(algo->data[1 + i]), "ABCD"[i]);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t check_matmul_pointers(const lt_problem &p, const gemm_call &g, const cublasLtMatmulAlgo_t *algo,
                                      const void *workspace, size_t workspace_bytes)
 {
@@ -249,7 +279,8 @@ cublasStatus_t check_matmul_pointers(const lt_problem &p, const gemm_call &g, co
         if (st != CUBLAS_STATUS_SUCCESS)
             return st;
     }
-    return check_workspace(p.fn, workspace, workspace_bytes);
+    cublasStatus_t st = algo ? check_promise(p.fn, algo, g) : CUBLAS_STATUS_SUCCESS;
+    return st != CUBLAS_STATUS_SUCCESS ? st : check_workspace(p.fn, workspace, workspace_bytes);
 }
 
 /* ---- overlap ------------------------------------------------------------------------------- */

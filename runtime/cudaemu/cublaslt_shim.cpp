@@ -244,7 +244,8 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout)
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref)
 {
-    return create(pref, lt_pref{LT_PREF_MAGIC, 0}, "cublasLtMatmulPreferenceCreate", "pref");
+    const uint32_t a = LT_DEFAULT_ALIGNMENT;
+    return create(pref, lt_pref{LT_PREF_MAGIC, 0, {a, a, a, a}}, "cublasLtMatmulPreferenceCreate", "pref");
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)
@@ -261,13 +262,25 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
     if (!p)
         return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: pref=%p is not a live cublasLtMatmulPreference_t", fn,
                       static_cast<void *>(pref));
-    if (attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
+    switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+        return set_field(&p->max_workspace, fn, "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES", buf, sizeInBytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+        return set_field(&p->min_alignment[0], fn, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES", buf, sizeInBytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+        return set_field(&p->min_alignment[1], fn, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES", buf, sizeInBytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+        return set_field(&p->min_alignment[2], fn, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES", buf, sizeInBytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+        return set_field(&p->min_alignment[3], fn, "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES", buf, sizeInBytes);
+    default:
         return reject(CUBLAS_STATUS_NOT_SUPPORTED, "%s: attribute %d is not emulated", fn, (int)attr);
-    return set_field(&p->max_workspace, fn, "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES", buf, sizeInBytes);
+    }
 }
 
-/* One algorithm (it needs no workspace, so every preference admits it) or, for anything a real
- * cuBLASLt has no algorithm for, CUBLAS_STATUS_NOT_SUPPORTED; *returnAlgoCount is 0 on any refusal. */
+/* One algorithm (it needs no workspace, so every preference admits it; it carries the preference's
+ * alignment promise) or, for anything a real cuBLASLt has no algorithm for,
+ * CUBLAS_STATUS_NOT_SUPPORTED; *returnAlgoCount is 0 on any refusal. */
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc,
                                               cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
                                               cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
@@ -282,7 +295,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cubl
     cublasStatus_t st = check_problem(&p);
     if (st != CUBLAS_STATUS_SUCCESS)
         return st;
-    if (!live<lt_pref>(preference))
+    const lt_pref *pref = live<lt_pref>(preference);
+    if (!pref)
         return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: preference=%p is not a live cublasLtMatmulPreference_t", fn,
                       static_cast<void *>(preference));
     if (requestedAlgoCount <= 0 || !heuristicResultsArray || !returnAlgoCount)
@@ -292,6 +306,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cubl
     cublasLtMatmulHeuristicResult_t &r = heuristicResultsArray[0];
     memset(&r, 0, sizeof r);
     r.algo.data[0] = LT_ALGO_MAGIC;
+    for (int i = 0; i < 4; i++)
+        r.algo.data[1 + i] = pref->min_alignment[i];
     r.workspaceSize = 0;
     r.state = CUBLAS_STATUS_SUCCESS;
     r.wavesCount = 1.0f;

@@ -48,10 +48,16 @@ struct lt_layout {
     int64_t ld;
 };
 
+/* CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES: what the caller promises of each operand
+ * (address and row stride); cuBLASLt's default is 256. The heuristic's algorithm carries the
+ * promise in algo.data[1..4], and the matmul holds the operands to it. */
+constexpr uint32_t LT_DEFAULT_ALIGNMENT = 256;
+
 struct lt_pref {
     static constexpr uint64_t MAGIC = LT_PREF_MAGIC;
     uint64_t magic;
     uint64_t max_workspace;
+    uint32_t min_alignment[4]; /* A, B, C, D */
 };
 
 /* The registry of live descriptors (cublaslt_shim.cpp), so a destroyed or foreign pointer is

@@ -6,7 +6,10 @@
  * the cuBLASLt handle and its workspace.
  *
  * Where cuBLASLt offers no kernel for a call (its heuristic returns none; the GELU input's row
- * stride must be a multiple of 8 elements, so that case is not even asked), the op runs unfused
+ * stride must be a multiple of 8 elements, so that case is not even asked), or an operand is less
+ * than 16-byte aligned (address or row stride: on an H100 with cuBLASLt 13.1 the algorithm chosen
+ * for 4- and 8-byte aligned bf16 operands computed wrong GELU epilogues without an error, while
+ * the 16-byte aligned ones, and the unfused path, were right), the op runs unfused
  * (gemm_epilogue.c), and the log says so once per device. Every cuBLASLt call is checked, and the
  * per-call descriptors are freed on every path. Arguments arrive checked by device.c. This file
  * must not hold kernels nor know about models. */
@@ -109,6 +112,30 @@ static cublasStatus_t set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttr
     return cublasLtMatmulDescSetAttribute(desc, attr, value, bytes);
 }
 
+/* The alignment an operand really has, address and row stride together, as cuBLASLt's
+ * MIN_ALIGNMENT preferences count it (at most the 256 bytes they assume when unset). */
+static uint32_t operand_alignment(const void *p, int64_t ld, size_t elem_bytes)
+{
+    uintptr_t bits = (uintptr_t)p | ((uintptr_t)ld * elem_bytes) | 256u;
+    return (uint32_t)(bits & (~bits + 1));
+}
+
+/* The heuristic assumes 256-byte aligned operands unless told otherwise and may then pick an
+ * algorithm that reads them with wider vectors than they allow. So it is told what each operand
+ * really has (cuBLASLt's A is our B, its B our A). */
+static int lt_promise_alignment(const lt_gemm *g, cublasLtMatmulPreference_t pref, ddp_err *err)
+{
+    size_t esz = g->t == TENSOR_BF16 ? 2 : 4;
+    const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t have[4] = {operand_alignment(g->b, g->ldb, esz), operand_alignment(g->a, g->lda, esz),
+                              operand_alignment(g->y, g->n, esz), operand_alignment(g->y, g->n, esz)};
+    for (int i = 0; i < 4; i++)
+        LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &have[i], sizeof have[i]));
+    return DDP_OK;
+}
+
 /* Row-major Y[m,n] = op(A)·op(B) is column-major Yᵀ[n,m] = op(B)ᵀ·op(A)ᵀ (device_cuda_gemm's
  * mapping): cuBLASLt's first operand is our B, its second our A, its D is n x m with ld n, and
  * the bias (one per row of D) has our n elements. Layouts describe matrices as stored. */
@@ -136,7 +163,7 @@ static int lt_describe(const cuda_lt *lt, const lt_gemm *g, lt_call *c, ddp_err 
     LT_TRY(cublasLtMatmulPreferenceCreate(&c->pref));
     LT_TRY(cublasLtMatmulPreferenceSetAttribute(c->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                                 sizeof workspace));
-    return DDP_OK;
+    return lt_promise_alignment(g, c->pref, err);
 }
 
 /* With c described: asks cuBLASLt for a kernel and queues it, or leaves *fused false. */
@@ -177,14 +204,19 @@ static int lt_run(device *d, cuda_lt *lt, const lt_gemm *g, bool *fused, ddp_err
 static int lt_try(device *d, const lt_gemm *g, bool *fused, ddp_err *err)
 {
     cuda_lt *lt = device_cuda_lt(d);
+    size_t esz = g->t == TENSOR_BF16 ? 2 : 4;
     *fused = false;
-    /* cuBLASLt requires the GELU input's leading dimension to be a multiple of 8 */
-    int rc = g->aux && g->n % 8 != 0 ? DDP_OK : lt_run(d, lt, g, fused, err);
+    /* cuBLASLt requires the GELU input's leading dimension to be a multiple of 8; below 16-byte
+     * alignment its GELU epilogues were wrong on an H100 (see the top of this file) */
+    bool aligned = operand_alignment(g->a, g->lda, esz) >= 16 && operand_alignment(g->b, g->ldb, esz) >= 16 &&
+                   operand_alignment(g->y, g->n, esz) >= 16 && (!g->aux || operand_alignment(g->aux, g->n, esz) >= 16);
+    int rc = !aligned || (g->aux && g->n % 8 != 0) ? DDP_OK : lt_run(d, lt, g, fused, err);
     if (!rc && !*fused && !lt->told_unfused) {
         lt->told_unfused = true;
-        log_info("cuda device %d: cuBLASLt has no fused kernel for %s (m=%lld n=%lld k=%lld, %s): running it as a "
-                 "GEMM and an element-wise pass (said once)", d->index, g->op, (long long)g->m, (long long)g->n,
-                 (long long)g->k, g->t == TENSOR_BF16 ? "bf16" : "fp32");
+        log_info("cuda device %d: %s (m=%lld n=%lld k=%lld, %s) is not fused: %s; running it as a GEMM and an "
+                 "element-wise pass (said once)", d->index, g->op, (long long)g->m, (long long)g->n, (long long)g->k,
+                 g->t == TENSOR_BF16 ? "bf16" : "fp32", aligned ? "cuBLASLt has no kernel for it" :
+                 "an operand or row stride is not 16-byte aligned");
     }
     return rc;
 }

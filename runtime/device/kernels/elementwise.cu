@@ -44,8 +44,9 @@ __global__ void ddp_bias_add_kernel(T *y, const T *b, size_t total, size_t cols)
         y[i] = from_float<T>(to_float(y[i]) + to_float(b[i % cols]));
 }
 
-/* Exact GELU, x·Φ(x) with Φ(x) = 0.5·(1 + erf(x/√2)), and its derivative Φ(x) + x·φ(x). */
-__device__ inline float gelu_cdf(float x) { return 0.5f * (1.0f + erff(x * (float)M_SQRT1_2)); }
+/* Exact GELU, x·Φ(x) with Φ(x) = 0.5·erfc(-x/√2) (= 0.5·(1 + erf(x/√2)) without its cancellation for
+ * x < 0; elementwise_cpu.c says why), and its derivative Φ(x) + x·φ(x). */
+__device__ inline float gelu_cdf(float x) { return 0.5f * erfcf(-x * (float)M_SQRT1_2); }
 __device__ inline float gelu(float x) { return x * gelu_cdf(x); }
 __device__ inline float gelu_grad(float x)
 {

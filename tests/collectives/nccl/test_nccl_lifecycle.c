@@ -77,6 +77,18 @@ WRAP(cudaDeviceGetStreamPriorityRange, (int *least, int *greatest), (least, grea
 WRAP(cudaMalloc, (void **p, size_t n), (p, n))
 WRAP(cudaMemset, (void *p, int v, size_t n), (p, v, n))
 WRAP(cudaMemcpyAsync, (void *d, const void *src, size_t n, enum cudaMemcpyKind k, cudaStream_t s), (d, src, n, k, s))
+WRAP(cudaPointerGetAttributes, (struct cudaPointerAttributes *a, const void *p), (a, p))
+
+/* NCCL refusing the next all-gather, as it would on a communicator it found broken. */
+static atomic_bool g_refuse_allgather;
+ncclResult_t __real_ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st);
+ncclResult_t __wrap_ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st);
+ncclResult_t __wrap_ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st)
+{
+    if (atomic_exchange(&g_refuse_allgather, false))
+        return ncclInternalError;
+    return __real_ncclAllGather(s, r, n, t, c, st);
+}
 
 /* The GPU's work: finishes (RUNS), never finishes until ncclCommAbort ends it (STUCK: a peer that
  * never joins the collective), or never finishes at all, every waiting call and ncclCommAbort
@@ -319,12 +331,11 @@ static void scenario_failed(void)
     comm *c = create(0, 10.0);
     if (!c)
         return;
-    float host[4] = {0};
     ddp_err err = {0};
-    CHECK(c->ops->allreduce(c, host, host, 4, DT_FLOAT, OP_SUM, NULL, &err) == DDP_ERUNTIME,
-          "an all-reduce of host memory fails");
     static float *buf;
     CHECK(cudaMalloc((void **)&buf, 64 * sizeof *buf) == cudaSuccess, "cudaMalloc");
+    atomic_store(&g_refuse_allgather, true);
+    CHECK(c->ops->allgather(c, buf, buf, 4, DT_FLOAT, NULL, &err) == DDP_ERUNTIME, "an all-gather NCCL refuses fails");
     CHECK(c->ops->allreduce(c, buf, buf, 64, DT_FLOAT, OP_SUM, NULL, &err) == DDP_OK, "allreduce: %s", err.msg);
     atomic_store(&g_gpu, STUCK);
     double t0 = monotonic_s();

@@ -11,8 +11,8 @@
  * ones. Refusals (status, heuristic and/or matmul, and the stderr line naming the argument): aux
  * ld not a multiple of 8 or below D's rows, missing bias or aux pointer, aux or bias one element
  * past its allocation, wrong device, host matrix, unsupported epilogues and types, a bogus algo,
- * mismatched layouts, overlapping outputs, misalignment, device scalars, a dead stream, wrong
- * attribute sizes; matrices interleaved in one allocation without sharing a byte are accepted. */
+ * mismatched layouts, overlapping outputs, misalignment, operands below the alignment promised to
+ * the heuristic (cuBLASLt's default 256 bytes), device scalars, a dead stream, wrong attribute sizes; matrices interleaved in one allocation without sharing a byte are accepted. */
 #include "emu_test_util.h"
 #include "runtime/base/half.h"
 #include "tests/check.h"
@@ -48,6 +48,7 @@ typedef struct {
     const cudaStream_t *on;              /* instead of the test's stream when set */
     void *ws;
     size_t ws_bytes;
+    int promise_default;                 /* leave the MIN_ALIGNMENT preferences at cuBLASLt's 256 */
 } lt_case;
 
 static size_t esize(cudaDataType t) { return t == CUDA_R_16BF ? 2 : 4; }
@@ -133,6 +134,26 @@ static void free_case(const lt_case *c)
         cudaFree((void *)p[i]);
 }
 
+/* What a careful caller promises the heuristic of an operand: its address's and row stride's
+ * alignment, at most 256 bytes. */
+static uint32_t alignment_of(const void *p, int ld, cudaDataType t)
+{
+    uintptr_t bits = (uintptr_t)p | ((uintptr_t)ld * esize(t)) | 256u;
+    return (uint32_t)(bits & (~bits + 1));
+}
+
+static void promise_alignment(const lt_case *c, cublasLtMatmulPreference_t pref)
+{
+    const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t have[4] = {alignment_of(c->A, c->lda, c->ab), alignment_of(c->B, c->ldb, c->ab),
+                              alignment_of(c->C, c->ldc, c->cd), alignment_of(c->D, c->ldc, c->cd)};
+    for (int i = 0; i < 4 && !c->promise_default; i++)
+        CHECK_EQ_INT(cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &have[i], sizeof have[i]),
+                     CUBLAS_STATUS_SUCCESS);
+}
+
 /* Heuristic, then matmul with its algo (NULL when it found none, so the matmul's own verdict shows);
  * the heuristic's status and count go where heur and found point, when they do. */
 static cublasStatus_t run_case(const lt_case *c, cublasStatus_t *heur, int *found)
@@ -153,6 +174,7 @@ static cublasStatus_t run_case(const lt_case *c, cublasStatus_t *heur, int *foun
     cublasLtMatmulPreferenceCreate(&pref);
     CHECK_EQ_INT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
                  CUBLAS_STATUS_SUCCESS);
+    promise_alignment(c, pref);
     cublasLtMatmulHeuristicResult_t r[2];
     *found = -1;
     *heur = cublasLtMatmulAlgoGetHeuristic(lt, desc, l[0], l[1], l[2], l[3], pref, 2, r, found);
@@ -435,6 +457,7 @@ static void test_refusals(void)
         {"workspace overlaps bias", v, OK, EXE, "workspace (52x1, ld=52) overlaps bias (13x1, ld=13)"},
         {"misaligned bias", v, NS, NS, "cublasLtMatmulAlgoGetHeuristic: CUBLASLT_MATMUL_DESC_BIAS_POINTER=0x"},
         {"dead stream", v, OK, INV, "is not a live stream of device 0"},
+        {"alignment promise", v, OK, INV, "cublasLtMatmul: A=0x"},
     };
     r[0].c.aux_ld = 20;
     r[1].c.aux_ld = 8;
@@ -473,6 +496,7 @@ static void test_refusals(void)
     cudaStreamCreate(&dead);
     cudaStreamDestroy(dead);
     r[26].c.on = &dead;
+    r[27].c.promise_default = 1; /* A's rows are 13 floats: 4-byte aligned, not the default 256 */
     expect_refusals(r, (int)(sizeof r / sizeof r[0]));
     cudaGetLastError(); /* the dead stream's cudaErrorInvalidResourceHandle */
     cudaFree(short_aux);

@@ -9,7 +9,7 @@
  * order). Groups: `kernels` (default) and `gemm` (argv[1]). Prints the time each group took.
  * Tolerances (relative, plus a tiny absolute floor for values near zero): 1e-6 for exact
  * element-wise ops, 1e-5 for sums, optimizers, GEMM and softmax/exp paths, 2e-5 for both GELUs
- * (erff/expf differ by an ulp or two between libm and CUDA). The ops' bf16 variants are tested in
+' * (erfcf/expf differ by an ulp or two between libm and CUDA). The ops' bf16 variants are tested in
  * test_cuda_bf16.c. */
 #include <math.h>
 #include <stdint.h>
