@@ -59,6 +59,7 @@ struct comm {
     void *impl;
     char label[64];   /* optional: what the caller is reducing now ("bucket 3 of 7"), named in the
                          NCCL watchdog's and ddp.debug's messages; backends never require it */
+    char phase[32];   /* optional: where the caller is ("step 17"), named in the MPI deadline's */
 };
 
 size_t comm_dtype_size(comm_dtype dt);
@@ -71,6 +72,11 @@ void comm_dtype_store(void *buf, size_t i, comm_dtype dt, double v);
 
 /* MPI backend over MPI_COMM_WORLD (MPI must be initialised). Host buffers. */
 int comm_mpi_create(comm **out, ddp_err *err);
+/* Collective: from now on every collective of c that is waited for longer than timeout_s (> 0;
+ * 0 leaves MPI's own unbounded wait) ends the job, naming the ranks that did not arrive, their
+ * hosts, the collective and c's label and phase (comm_mpi_watch.h). Waiting polls and sleeps
+ * instead of spinning. */
+int comm_mpi_set_timeout(comm *c, double timeout_s, ddp_err *err);
 
 /* NCCL backend: rank 0 makes the ncclUniqueId, MPI broadcasts it. */
 typedef struct comm_nccl_opts {

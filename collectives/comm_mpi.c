@@ -24,6 +24,7 @@
 #include "runtime/base/max_chunk.h"
 #include "runtime/base/mpi_check.h"
 #include "runtime/base/mpi_identity.h"
+#include "comm_mpi_watch.h"
 
 typedef struct mpi_impl {
     MPI_Comm comm;             /* our own duplicate, so nothing else's traffic can match ours */
@@ -31,10 +32,13 @@ typedef struct mpi_impl {
     MPI_Op half_op[OP_AVG];    /* sum prod min max in float math */
     MPI_Op bf16_op[OP_AVG];
     size_t max_chunk;          /* elements per MPI call */
+    mpi_watch *watch;          /* the deadline (comm_mpi_set_timeout), or NULL: MPI_Wait as is */
 } mpi_impl;
 
 struct comm_req {
     bool blocking;             /* a stack request of a blocking call: no MPI requests */
+    uint64_t seq;              /* with a deadline: the collective's number, and its name */
+    const char *what;
     MPI_Request *reqs;
     int n, cap;
     /* work once every request completed, in this order */
@@ -94,11 +98,12 @@ static size_t chunk_len(const mpi_impl *m, size_t count, size_t off)
     return count - off < m->max_chunk ? count - off : m->max_chunk;
 }
 
-/* Validates dt (and op when has_op). Blocking calls use *stack; non-blocking ones get a heap
- * request with room for n_mpi MPI requests. */
-static int req_begin(comm_dtype dt, comm_op op, bool has_op, comm_req **req, size_t n_mpi, comm_req *stack,
-                     comm_req **out, ddp_err *err)
+/* Validates dt (and op when has_op). Blocking calls use *stack, unless a deadline watches them:
+ * those, like non-blocking ones, get a heap request with room for n_mpi MPI requests. */
+static int req_begin(comm *c, const char *what, comm_dtype dt, comm_op op, bool has_op, comm_req **req, size_t n_mpi,
+                     comm_req *stack, comm_req **out, ddp_err *err)
 {
+    mpi_impl *m = impl_of(c);
     memset(stack, 0, sizeof *stack);
     stack->blocking = true;
     *out = stack;
@@ -106,7 +111,7 @@ static int req_begin(comm_dtype dt, comm_op op, bool has_op, comm_req **req, siz
         return ddp_fail(err, DDP_EUSAGE, "comm_mpi: unknown data type %d", (int)dt);
     if (has_op && (unsigned)op >= OP_COUNT)
         return ddp_fail(err, DDP_EUSAGE, "comm_mpi: unknown reduction %d", (int)op);
-    if (!req)
+    if (!req && !m->watch)
         return DDP_OK;
     if (n_mpi > INT_MAX)
         return ddp_fail(err, DDP_EUSAGE, "comm_mpi: %zu MPI requests needed; raise DDP_COMM_MAX_CHUNK", n_mpi);
@@ -119,6 +124,8 @@ static int req_begin(comm_dtype dt, comm_op op, bool has_op, comm_req **req, siz
     }
     r->reqs = q;
     r->cap = (int)n_mpi;
+    r->what = what;
+    r->seq = m->watch ? mpi_watch_enter(m->watch) : 0;
     *out = r;
     return DDP_OK;
 }
@@ -143,13 +150,18 @@ static void req_finish(comm *c, comm_req *r)
     req_free(r);
 }
 
-/* Ends a collective: on failure frees r; blocking calls finish now, others hand r out. */
-static int req_end(comm *c, comm_req *r, comm_req **req, int rc)
+static int mpi_wait(comm *c, comm_req *r, ddp_err *err);
+
+/* Ends a collective: on failure frees r; blocking calls finish now (waiting under the deadline
+ * when one watches them), others hand r out. */
+static int req_end(comm *c, comm_req *r, comm_req **req, int rc, ddp_err *err)
 {
     if (rc != DDP_OK)
         req_free(r);
     else if (r->blocking)
         req_finish(c, r);
+    else if (!req)
+        return mpi_wait(c, r, err);
     else
         *req = r;
     return rc;
@@ -194,10 +206,10 @@ static int issue_allreduce(comm *c, comm_req *r, const void *send, void *recv, s
 static int mpi_allreduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, comm_req **req, ddp_err *err)
 {
     comm_req stack, *r;
-    int rc = req_begin(dt, op, true, req, chunks_of(impl_of(c), count), &stack, &r, err);
+    int rc = req_begin(c, "all-reduce", dt, op, true, req, chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
-    return req_end(c, r, req, issue_allreduce(c, r, send, recv, count, dt, op, err));
+    return req_end(c, r, req, issue_allreduce(c, r, send, recv, count, dt, op, err), err);
 }
 
 static int issue_broadcast(comm *c, comm_req *r, void *buf, size_t count, comm_dtype dt, int root, ddp_err *err)
@@ -219,10 +231,10 @@ static int issue_broadcast(comm *c, comm_req *r, void *buf, size_t count, comm_d
 static int mpi_broadcast(comm *c, void *buf, size_t count, comm_dtype dt, int root, comm_req **req, ddp_err *err)
 {
     comm_req stack, *r;
-    int rc = req_begin(dt, OP_SUM, false, req, chunks_of(impl_of(c), count), &stack, &r, err);
+    int rc = req_begin(c, "broadcast", dt, OP_SUM, false, req, chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
-    return req_end(c, r, req, issue_broadcast(c, r, buf, count, dt, root, err));
+    return req_end(c, r, req, issue_broadcast(c, r, buf, count, dt, root, err), err);
 }
 
 static int issue_reduce(comm *c, comm_req *r, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, int root, ddp_err *err)
@@ -249,10 +261,10 @@ static int issue_reduce(comm *c, comm_req *r, const void *send, void *recv, size
 static int mpi_reduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, int root, comm_req **req, ddp_err *err)
 {
     comm_req stack, *r;
-    int rc = req_begin(dt, op, true, req, chunks_of(impl_of(c), count), &stack, &r, err);
+    int rc = req_begin(c, "reduce", dt, op, true, req, chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
-    return req_end(c, r, req, issue_reduce(c, r, send, recv, count, dt, op, root, err));
+    return req_end(c, r, req, issue_reduce(c, r, send, recv, count, dt, op, root, err), err);
 }
 
 /* Allgather / alltoall of more than max_chunk elements per block: chunk k of every block moves
@@ -312,10 +324,10 @@ static int issue_block_collective(comm *c, comm_req *r, bool alltoall, const voi
 static int mpi_allgather(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
 {
     comm_req stack, *r;
-    int rc = req_begin(dt, OP_SUM, false, req, chunks_of(impl_of(c), count), &stack, &r, err);
+    int rc = req_begin(c, "all-gather", dt, OP_SUM, false, req, chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
-    return req_end(c, r, req, issue_block_collective(c, r, false, send, recv, count, dt, err));
+    return req_end(c, r, req, issue_block_collective(c, r, false, send, recv, count, dt, err), err);
 }
 
 /* Counts beyond the chunk limit: one reduce per (chunk, destination rank), since
@@ -369,21 +381,21 @@ static int mpi_reducescatter(comm *c, const void *send, void *recv, size_t count
     comm_req stack, *r;
     mpi_impl *m = impl_of(c);
     size_t n_mpi = count > m->max_chunk ? chunks_of(m, count) * (size_t)c->size : 1;
-    int rc = req_begin(dt, op, true, req, n_mpi, &stack, &r, err);
+    int rc = req_begin(c, "reduce-scatter", dt, op, true, req, n_mpi, &stack, &r, err);
     if (rc)
         return rc;
     if (count == 0)
-        return req_end(c, r, req, DDP_OK);
-    return req_end(c, r, req, issue_reducescatter(c, r, send, recv, count, dt, op, err));
+        return req_end(c, r, req, DDP_OK, err);
+    return req_end(c, r, req, issue_reducescatter(c, r, send, recv, count, dt, op, err), err);
 }
 
 static int mpi_alltoall(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
 {
     comm_req stack, *r;
-    int rc = req_begin(dt, OP_SUM, false, req, chunks_of(impl_of(c), count), &stack, &r, err);
+    int rc = req_begin(c, "all-to-all", dt, OP_SUM, false, req, chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
-    return req_end(c, r, req, issue_block_collective(c, r, true, send, recv, count, dt, err));
+    return req_end(c, r, req, issue_block_collective(c, r, true, send, recv, count, dt, err), err);
 }
 
 static int issue_sendrecv(comm *c, comm_req *r, const void *send, int to, void *recv, int from, size_t count, comm_dtype dt, ddp_err *err)
@@ -416,24 +428,36 @@ static int issue_sendrecv(comm *c, comm_req *r, const void *send, int to, void *
 static int mpi_sendrecv(comm *c, const void *send, int to, void *recv, int from, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
 {
     comm_req stack, *r;
-    int rc = req_begin(dt, OP_SUM, false, req, 2 * chunks_of(impl_of(c), count), &stack, &r, err);
+    int rc = req_begin(c, "sendrecv", dt, OP_SUM, false, req, 2 * chunks_of(impl_of(c), count), &stack, &r, err);
     if (rc)
         return rc;
-    return req_end(c, r, req, issue_sendrecv(c, r, send, to, recv, from, count, dt, err));
+    return req_end(c, r, req, issue_sendrecv(c, r, send, to, recv, from, count, dt, err), err);
 }
 
 static int mpi_barrier(comm *c, ddp_err *err)
 {
-    MPI_TRY(MPI_Barrier(impl_of(c)->comm));
-    return DDP_OK;
+    mpi_impl *m = impl_of(c);
+    if (!m->watch) {
+        MPI_TRY(MPI_Barrier(m->comm));
+        return DDP_OK;
+    }
+    MPI_Request r;
+    uint64_t seq = mpi_watch_enter(m->watch);
+    MPI_TRY(MPI_Ibarrier(m->comm, &r));
+    return mpi_watch_wait(m->watch, c, 1, &r, seq, "barrier", err);
 }
 
 static int mpi_wait(comm *c, comm_req *r, ddp_err *err)
 {
-    int rc = MPI_Waitall(r->n, r->reqs, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) {
+    mpi_impl *m = impl_of(c);
+    int rc = DDP_OK;
+    if (m->watch)
+        rc = mpi_watch_wait(m->watch, c, r->n, r->reqs, r->seq, r->what, err);
+    else if ((rc = MPI_Waitall(r->n, r->reqs, MPI_STATUSES_IGNORE)) != MPI_SUCCESS)
+        rc = mpi_fail(err, rc, "MPI_Waitall", __FILE__, __LINE__);
+    if (rc != DDP_OK) {
         req_free(r);
-        return mpi_fail(err, rc, "MPI_Waitall", __FILE__, __LINE__);
+        return rc;
     }
     req_finish(c, r);
     return DDP_OK;
@@ -456,6 +480,8 @@ static void mpi_destroy(comm *c)
     mpi_impl *m = c->impl;
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (m)
+        mpi_watch_destroy(m->watch);
     if (m && !finalized) {
         for (int i = 0; i < OP_AVG; i++) {
             if (m->half_op[i] != MPI_OP_NULL)
@@ -542,4 +568,19 @@ int comm_mpi_create(comm **out, ddp_err *err)
     }
     *out = c;
     return DDP_OK;
+}
+
+int comm_mpi_set_timeout(comm *c, double timeout_s, ddp_err *err)
+{
+    if (c->ops != &mpi_comm_ops)
+        return ddp_fail(err, DDP_EUSAGE, "comm_mpi_set_timeout: communicator %s is not the MPI one", c->ops->name);
+    mpi_impl *m = impl_of(c);
+    if (m->watch || timeout_s <= 0)
+        return DDP_OK;
+    int rc = mpi_watch_create(c, m->comm, timeout_s, &m->watch, err);
+    if (rc) {
+        mpi_watch_destroy(m->watch);
+        m->watch = NULL;
+    }
+    return rc;
 }

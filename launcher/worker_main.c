@@ -98,6 +98,8 @@ int main(int argc, char **argv)
             err.msg[0] = '\0'; /* every rank found the same config error; rank 0 reports it */
     }
     if (rc == DDP_OK)
+        rc = comm_mpi_set_timeout(ctl, cfg.ddp.timeout_s, &err);
+    if (rc == DDP_OK)
         rc = train_run(&cfg, ctl, &err);
     if (rc != DDP_OK && rc != DDP_EPREEMPTED && err.msg[0])
         log_error("%s", err.msg);

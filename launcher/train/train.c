@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/base/clock.h"
 #include "runtime/base/gpu_share.h"
@@ -339,17 +340,20 @@ static int optimizer_step(train_job *t, double *lr, ddp_err *err)
     return rc != DDP_OK ? rc : add_host_waits(t, err);
 }
 
-/* Test-only fault switch, DDP_TEST_FAULT=KIND:RANK:STEP (KIND kill | stop | exit), active only on
- * the first attempt of a job (DDPRUN_RESTART_COUNT unset or 0): `kill` SIGKILLs the rank, `stop`
- * acts as if that rank alone received the stop signal, `exit` exits with status 3. Each fires
- * after optimizer step STEP, so integration tests hit exact, reproducible points. */
+/* Test-only fault switch, DDP_TEST_FAULT=KIND:RANK:STEP[:SECONDS] (KIND kill | stop | exit |
+ * sigstop | sleep | quit), active only on the first attempt of a job (DDPRUN_RESTART_COUNT unset or
+ * 0): `kill` SIGKILLs the rank, `stop` acts as if that rank alone received the stop signal, `exit`
+ * exits with status 3, `sigstop` stops the process (SIGSTOP), `sleep` sleeps SECONDS, `quit` exits
+ * with status 0 without MPI_Finalize. Each fires after optimizer step STEP, before the next
+ * collective, so integration tests hit exact, reproducible points. */
 static void test_fault(const train_job *t)
 {
     const char *spec = getenv("DDP_TEST_FAULT");
     char kind[16];
     int rank;
     long long step;
-    if (!spec || t->restart_count != 0 || sscanf(spec, "%15[a-z]:%d:%lld", kind, &rank, &step) != 3)
+    double seconds = 0;
+    if (!spec || t->restart_count != 0 || sscanf(spec, "%15[a-z]:%d:%lld:%lf", kind, &rank, &step, &seconds) < 3)
         return;
     if (rank != t->ctl->rank || step != t->step)
         return;
@@ -359,6 +363,12 @@ static void test_fault(const train_job *t)
         train_stop_requested = 1;
     else if (strcmp(kind, "exit") == 0)
         exit(3);
+    else if (strcmp(kind, "sigstop") == 0)
+        raise(SIGSTOP);
+    else if (strcmp(kind, "sleep") == 0)
+        nanosleep(&(struct timespec){(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)}, NULL);
+    else if (strcmp(kind, "quit") == 0)
+        _exit(0);
 }
 
 /* Every rank must stop at the same step: a small MAX all-reduce per step makes a signal seen by
@@ -367,7 +377,9 @@ static void test_fault(const train_job *t)
 static int agree_stop(train_job *t, bool *stop, ddp_err *err)
 {
     int32_t flags[2] = {train_stop_requested ? 1 : 0, train_ckpt_clock_due(t) ? 1 : 0};
+    snprintf(t->ctl->label, sizeof t->ctl->label, "stop agreement");
     int rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 2, DT_INT32, OP_MAX, NULL, err);
+    t->ctl->label[0] = '\0';
     *stop = flags[0] != 0;
     t->ckpt_clock_due = flags[1] != 0;
     return rc;
@@ -379,6 +391,9 @@ static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
     int64_t accum = c->train.grad_accum;
     while (t->step < t->total_steps && sampler_steps_left(&t->smp) >= accum) {
         int rc = DDP_OK;
+        snprintf(t->ctl->phase, sizeof t->ctl->phase, "step %lld", (long long)t->step + 1);
+        if (t->grad_comm != t->ctl)
+            memcpy(t->grad_comm->phase, t->ctl->phase, sizeof t->ctl->phase);
         for (int64_t a = 0; a < accum && rc == DDP_OK; a++) {
             int64_t rows = sampler_next_batch(&t->smp, t->idx);
             rc = micro_step(t, rows, a == 0, a == accum - 1, err);

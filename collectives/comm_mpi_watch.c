@@ -1,0 +1,234 @@
+/* comm_mpi_watch.c — the MPI communicator's deadline: waiting without taking the CPU, and a
+ * timed-out collective ending the job with the ranks that did not arrive named
+ * (comm_mpi_watch.h says how). Owns the alarm communicator and the table of hosts. Must not know
+ * about models or training. */
+#include "comm_mpi_watch.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/base/clock.h"
+#include "runtime/base/log.h"
+#include "runtime/base/mpi_check.h"
+
+enum { MSG_ALARM = 1, MSG_STATUS = 2 };
+#define SPINS_BEFORE_SLEEP 100
+#define NAP_MAX_NS 250000L
+#define LISTED_MAX 12
+
+/* What a rank says of itself when it times out (ALARM, to every rank) or is asked (STATUS). */
+typedef struct watch_msg {
+    int32_t kind, rank;
+    uint64_t seq;
+    double waited_s;
+    char what[24], label[64], phase[32];
+} watch_msg;
+
+struct mpi_watch {
+    MPI_Comm comm;
+    double timeout_s, grace_s;
+    uint64_t seq;
+    int rank, size;
+    char (*hosts)[64];
+    watch_msg *heard;          /* the last word from each rank (kind 0: none), kept from any wait */
+    MPI_Request inbox_req;
+    watch_msg inbox;
+};
+
+int mpi_watch_create(comm *c, MPI_Comm base, double timeout_s, mpi_watch **out, ddp_err *err)
+{
+    mpi_watch *w = calloc(1, sizeof *w);
+    char (*hosts)[64] = calloc((size_t)c->size, sizeof *hosts);
+    watch_msg *heard = calloc((size_t)c->size, sizeof *heard);
+    *out = NULL;
+    if (!w || !hosts || !heard) {
+        free(w);
+        free(hosts);
+        free(heard);
+        return ddp_fail(err, DDP_ERUNTIME, "comm_mpi: out of memory for the deadline of %d ranks", c->size);
+    }
+    w->timeout_s = timeout_s;
+    w->grace_s = timeout_s < 5.0 ? timeout_s : 5.0;
+    w->rank = c->rank, w->size = c->size, w->hosts = hosts, w->heard = heard;
+    w->comm = MPI_COMM_NULL;
+    w->inbox_req = MPI_REQUEST_NULL;
+    *out = w;
+    MPI_TRY(MPI_Comm_dup(base, &w->comm));
+    MPI_TRY(MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN));
+    MPI_TRY(MPI_Allgather(c->host, 64, MPI_CHAR, hosts, 64, MPI_CHAR, w->comm));
+    MPI_TRY(MPI_Irecv(&w->inbox, sizeof w->inbox, MPI_BYTE, MPI_ANY_SOURCE, 0, w->comm, &w->inbox_req));
+    return DDP_OK;
+}
+
+void mpi_watch_destroy(mpi_watch *w)
+{
+    if (!w)
+        return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && w->inbox_req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&w->inbox_req);
+        MPI_Wait(&w->inbox_req, MPI_STATUS_IGNORE);
+    }
+    if (!finalized && w->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&w->comm);
+    free(w->hosts);
+    free(w->heard);
+    free(w);
+}
+
+uint64_t mpi_watch_enter(mpi_watch *w) { return ++w->seq; }
+
+static watch_msg describe(const mpi_watch *w, const comm *c, int kind, uint64_t seq, const char *what,
+                          double waited_s)
+{
+    watch_msg m = {.kind = kind, .rank = w->rank, .seq = seq, .waited_s = waited_s};
+    snprintf(m.what, sizeof m.what, "%s", what ? what : "collective");
+    snprintf(m.label, sizeof m.label, "%s", c->label);
+    snprintf(m.phase, sizeof m.phase, "%s", c->phase);
+    return m;
+}
+
+/* Sends m to rank `to` and forgets it: the job is ending, so the copy is never freed. */
+static void send_forget(mpi_watch *w, const watch_msg *m, int to)
+{
+    watch_msg *copy = malloc(sizeof *copy);
+    MPI_Request r;
+    if (copy && (*copy = *m, MPI_Isend(copy, sizeof *copy, MPI_BYTE, to, 0, w->comm, &r)) == MPI_SUCCESS)
+        MPI_Request_free(&r);
+}
+
+/* Takes every message that arrived into w->heard, whenever it comes: an alarm can reach a rank
+ * still waiting within its own deadline. While waiting (answer), an alarm is answered with where
+ * this rank waits; a rank that timed out has already told everyone. */
+static void poll_inbox(mpi_watch *w, const watch_msg *me, bool answer)
+{
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        if (w->inbox_req == MPI_REQUEST_NULL || MPI_Test(&w->inbox_req, &flag, &st) != MPI_SUCCESS || !flag)
+            return;
+        watch_msg m = w->inbox;
+        int from = st.MPI_SOURCE;
+        if (MPI_Irecv(&w->inbox, sizeof w->inbox, MPI_BYTE, MPI_ANY_SOURCE, 0, w->comm, &w->inbox_req) !=
+            MPI_SUCCESS)
+            w->inbox_req = MPI_REQUEST_NULL;
+        if (from < 0 || from >= w->size)
+            continue;
+        if (m.kind == MSG_ALARM || w->heard[from].kind != MSG_ALARM)
+            w->heard[from] = m;
+        if (answer && m.kind == MSG_ALARM)
+            send_forget(w, me, from);
+    }
+}
+
+static void nap(long ns) { nanosleep(&(struct timespec){0, ns}, NULL); }
+
+/* "all-reduce #41 (bucket 3 of 7, step 17)" */
+static void name_collective(const watch_msg *m, char *out, size_t len)
+{
+    const char *sep = m->label[0] && m->phase[0] ? ", " : "";
+    if (m->label[0] || m->phase[0])
+        snprintf(out, len, "%s #%llu (%s%s%s)", m->what, (unsigned long long)m->seq, m->label, sep, m->phase);
+    else
+        snprintf(out, len, "%s #%llu", m->what, (unsigned long long)m->seq);
+}
+
+static size_t appendf(char *buf, size_t at, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (at < len)
+        at += (size_t)vsnprintf(buf + at, len - at, fmt, ap);
+    va_end(ap);
+    return at < len ? at : len;
+}
+
+/* The verdict: who did not answer, and where the others wait. Never returns. */
+static void report_and_abort(mpi_watch *w, const watch_msg *me, const watch_msg *heard)
+{
+    char mine[160], text[3072], where[160];
+    size_t at = 0;
+    int missing = 0, listed = 0;
+    name_collective(me, mine, sizeof mine);
+    at = (size_t)snprintf(text, sizeof text, "ddp.timeout_s: %s did not complete within %g s on rank %d (host %s).",
+                          mine, w->timeout_s, w->rank, w->hosts[w->rank]);
+    for (int r = 0; r < w->size; r++) {
+        if (heard[r].kind != 0)
+            continue;
+        if (missing++ < LISTED_MAX)
+            at = appendf(text, at, sizeof text, "%srank %d (host %s)", missing > 1 ? ", " : " Not arrived: ", r,
+                         w->hosts[r]);
+    }
+    if (missing > LISTED_MAX)
+        at = appendf(text, at, sizeof text, " and %d more ranks", missing - LISTED_MAX);
+    if (missing)
+        at = appendf(text, at, sizeof text, " (no answer within %g s: stopped, hung, ended, or busy outside the "
+                     "collectives).", w->grace_s);
+    for (int r = 0; r < w->size && listed < LISTED_MAX; r++) {
+        if (heard[r].kind == 0 || r == w->rank)
+            continue;
+        name_collective(&heard[r], where, sizeof where);
+        at = appendf(text, at, sizeof text, "%s rank %d in %s", listed++ ? ";" : " Waiting:", r, where);
+    }
+    if (listed)
+        appendf(text, at, sizeof text, ".");
+    log_error("%s", text);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+/* The deadline passed: tell everyone, listen for the grace period, and let the lowest-numbered
+ * rank that timed out give the verdict. Never returns. */
+static void expire(mpi_watch *w, comm *c, uint64_t seq, const char *what, double waited_s)
+{
+    watch_msg me = describe(w, c, MSG_ALARM, seq, what, waited_s);
+    watch_msg *heard = w->heard;
+    heard[w->rank] = me;
+    for (int r = 0; r < w->size; r++)
+        if (r != w->rank)
+            send_forget(w, &me, r);
+    int answered = 1;
+    for (double end = monotonic_s() + w->grace_s; answered < w->size && monotonic_s() < end; nap(1000000)) {
+        poll_inbox(w, &me, false);
+        answered = 0;
+        for (int r = 0; r < w->size; r++)
+            answered += heard[r].kind != 0;
+    }
+    int reporter = w->rank;
+    for (int r = 0; r < w->rank; r++)
+        if (heard[r].kind == MSG_ALARM) {
+            reporter = r;
+            break;
+        }
+    if (reporter != w->rank) /* its MPI_Abort ends this process too; if it does not, report here */
+        for (double end = monotonic_s() + 3.0; monotonic_s() < end; nap(10000000))
+            poll_inbox(w, &me, false);
+    report_and_abort(w, &me, heard);
+}
+
+int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq, const char *what, ddp_err *err)
+{
+    double t0 = monotonic_s();
+    long sleep_ns = 0;
+    for (int spins = 0;; spins++) {
+        int flag = 0;
+        MPI_TRY(MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE));
+        if (flag)
+            return DDP_OK;
+        if (spins < SPINS_BEFORE_SLEEP)
+            continue;
+        double waited = monotonic_s() - t0;
+        watch_msg me = describe(w, c, MSG_STATUS, seq, what, waited);
+        poll_inbox(w, &me, true);
+        if (waited > w->timeout_s)
+            expire(w, c, seq, what, waited);
+        sleep_ns = sleep_ns ? (sleep_ns * 2 < NAP_MAX_NS ? sleep_ns * 2 : NAP_MAX_NS) : 2000;
+        nap(sleep_ns);
+    }
+}

@@ -1,0 +1,32 @@
+/* comm_mpi_watch.h — the MPI communicator's deadline (comm_mpi.c's internal interface).
+ *
+ * With a timeout set, every collective of the communicator is waited for by polling its requests,
+ * spinning briefly and then sleeping in growing steps up to 250 µs (so a rank waiting for a slow
+ * peer leaves its CPU to the others), and a wait that outlasts the timeout ends the job: the rank
+ * tells every other rank on a communicator of its own, listens for a few seconds to who answers
+ * (ranks waiting in a collective answer at once; a stopped, hung or busy rank does not), and the
+ * lowest-numbered rank that timed out names the ranks that did not answer with their hosts, the
+ * collective, its sequence number and the caller's label and phase, then calls MPI_Abort.
+ * It must not know about models or training: the caller's words arrive in comm->label/phase. */
+#ifndef DDP_COMM_MPI_WATCH_H
+#define DDP_COMM_MPI_WATCH_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "comm.h"
+
+typedef struct mpi_watch mpi_watch;
+
+/* Collective over c: duplicates base for the alarms and gathers every rank's host. */
+int mpi_watch_create(comm *c, MPI_Comm base, double timeout_s, mpi_watch **out, ddp_err *err);
+void mpi_watch_destroy(mpi_watch *w);
+
+/* A collective is issued: returns its sequence number (1, 2, ...). */
+uint64_t mpi_watch_enter(mpi_watch *w);
+
+/* Waits for the n requests of collective seq (`what`: "all-reduce", ...) within the timeout;
+ * never returns once it expired. MPI errors come back as DDP_ERUNTIME. */
+int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq, const char *what, ddp_err *err);
+
+#endif

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The MPI backend's deadline (ddp.timeout_s) through the real launcher, at np 3 on the CPU: a rank
+# stopped with SIGSTOP, a rank sleeping before a collective, rank 0 itself stopped, and a rank that
+# exits with status 0 between collectives without MPI_Finalize each end the job with exit 1 within
+# the timeout plus 10 s; the message names the rank that did not arrive, its host, the collective,
+# its label and the step, and says where the other ranks wait. A rank that is late by less than the
+# timeout, and checkpoints written every few steps, end normally.
+source "$(dirname "$0")/../../lib.sh"
+HOST=$(hostname)
+TIMEOUT=3
+LIMIT=$((TIMEOUT + 10))
+
+# run TAG FAULT [overrides...]: the job at np 3 with DDP_TEST_FAULT=FAULT; sets rc and took (s)
+run() {
+    local tag=$1 fault=$2; shift 2
+    local t0 t1
+    t0=$(date +%s.%N)
+    DDP_TEST_FAULT=$fault timeout 120 "$DDPRUN" -np 3 "$SMALL" run.dir="$TMP/$tag" ddp.timeout_s=$TIMEOUT "$@" \
+        >"$TMP/$tag.log" 2>&1
+    rc=$?
+    t1=$(date +%s.%N)
+    took=$(python3 -c "print(round($t1 - $t0, 1))")
+    echo "$tag: exit $rc after $took s"
+}
+in_time() { python3 -c "import sys; sys.exit(0 if $took < $LIMIT else 1)"; }
+said() { grep -qF -- "$2" "$TMP/$1.log"; }
+
+run stopped sigstop:1:5
+check "a stopped rank ends the job with exit 1 (got $rc)" [ "$rc" -eq 1 ]
+check "within ddp.timeout_s + 10 s (took $took s)" in_time
+check "the message names rank 1 and its host" said stopped "Not arrived: rank 1 (host $HOST)"
+check "... the collective and its label" said stopped "all-reduce #"
+check "... and the step" said stopped "(stop agreement, step 5)"
+check "... and where the other ranks wait" said stopped "Waiting: rank 2 in all-reduce #"
+check "rank 0 gives the verdict once" [ "$(grep -c 'did not complete within' "$TMP/stopped.log")" -eq 1 ]
+
+run sleeping sleep:2:5:60
+check "a rank sleeping before a collective ends the job with exit 1 (got $rc)" [ "$rc" -eq 1 ]
+check "within ddp.timeout_s + 10 s (took $took s)" in_time
+check "the message names rank 2 and its host" said sleeping "Not arrived: rank 2 (host $HOST)"
+
+run root_stopped sigstop:0:5
+check "rank 0 stopped ends the job with exit 1 (got $rc)" [ "$rc" -eq 1 ]
+check "within ddp.timeout_s + 10 s (took $took s)" in_time
+check "rank 1 names rank 0" said root_stopped "on rank 1 (host $HOST). Not arrived: rank 0 (host $HOST)"
+
+run quit quit:1:5
+check "a rank exiting 0 without MPI_Finalize ends the job with exit 1 (got $rc)" [ "$rc" -eq 1 ]
+check "within ddp.timeout_s + 10 s (took $took s)" in_time
+check "the output names rank 1" grep -q "rank 1" "$TMP/quit.log"
+
+run late sleep:1:5:1.5 checkpoint.every_steps=4
+check "a rank late by less than the timeout, with checkpoints every 4 steps: the job ends normally (got $rc)" \
+    [ "$rc" -eq 0 ]
+check "... and no deadline message" bash -c "! grep -q 'ddp.timeout_s:' '$TMP/late.log'"
+check "... its checkpoints were written" [ -n "$(last_ckpt "$TMP/late")" ]
+
+finish
