@@ -16,6 +16,7 @@
 #include "collectives/comm.h"
 #include "runtime/config/config.h"
 #include "runtime/base/log.h"
+#include "runtime/base/slurm_task.h"
 #include "launcher/train/train.h"
 
 /* The stop signals (SIGTERM, SIGINT, SIGUSR1, SIGUSR2: "checkpoint and stop") are blocked in
@@ -72,6 +73,18 @@ static int usage(void)
     return DDP_EUSAGE;
 }
 
+/* Started by srun itself: MPI must see the same tasks Slurm started (slurm_task.h). */
+static int check_srun_task(const comm *ctl, ddp_err *err)
+{
+    slurm_task task;
+    if (!slurm_task_from_env(&task))
+        return DDP_OK;
+    int rc = slurm_task_check(&task, ctl->rank, ctl->size, ctl->local_rank, err);
+    if (rc == DDP_OK && ctl->rank == 0)
+        log_info("started by srun: %d tasks, MPI ranks and local ranks are Slurm's task and local ids", task.ntasks);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
@@ -93,6 +106,9 @@ int main(int argc, char **argv)
     if (rc == DDP_OK) {
         log_init(ctl->rank, ctl->host);
         export_torchrun_env(ctl);
+        rc = check_srun_task(ctl, &err);
+    }
+    if (rc == DDP_OK) {
         rc = config_load(argv[1], argc - 2, argv + 2, &cfg, &err);
         if (rc != DDP_OK && ctl->rank != 0)
             err.msg[0] = '\0'; /* every rank found the same config error; rank 0 reports it */
