@@ -77,6 +77,10 @@ int comm_mpi_create(comm **out, ddp_err *err);
  * hosts, the collective and c's label and phase (comm_mpi_watch.h). Waiting polls and sleeps
  * instead of spinning. */
 int comm_mpi_set_timeout(comm *c, double timeout_s, ddp_err *err);
+/* The deadline's verdict line starts with this and lists the ranks that did not arrive as
+ * "Not arrived: rank R (host H), ..."; ddprun reads both from a rank's output. */
+#define COMM_DEADLINE_VERDICT "ddp.timeout_s: "
+#define COMM_DEADLINE_NOT_ARRIVED "Not arrived: "
 
 /* NCCL backend: rank 0 makes the ncclUniqueId, MPI broadcasts it. */
 typedef struct comm_nccl_opts {

@@ -156,14 +156,14 @@ static void report_and_abort(mpi_watch *w, const watch_msg *me, const watch_msg 
     size_t at = 0;
     int missing = 0, listed = 0;
     name_collective(me, mine, sizeof mine);
-    at = (size_t)snprintf(text, sizeof text, "ddp.timeout_s: %s did not complete within %g s on rank %d (host %s).",
-                          mine, w->timeout_s, w->rank, w->hosts[w->rank]);
+    at = (size_t)snprintf(text, sizeof text, COMM_DEADLINE_VERDICT "%s did not complete within %g s on rank %d "
+                          "(host %s).", mine, w->timeout_s, w->rank, w->hosts[w->rank]);
     for (int r = 0; r < w->size; r++) {
         if (heard[r].kind != 0)
             continue;
         if (missing++ < LISTED_MAX)
-            at = appendf(text, at, sizeof text, "%srank %d (host %s)", missing > 1 ? ", " : " Not arrived: ", r,
-                         w->hosts[r]);
+            at = appendf(text, at, sizeof text, "%srank %d (host %s)",
+                         missing > 1 ? ", " : " " COMM_DEADLINE_NOT_ARRIVED, r, w->hosts[r]);
     }
     if (missing > LISTED_MAX)
         at = appendf(text, at, sizeof text, " and %d more ranks", missing - LISTED_MAX);

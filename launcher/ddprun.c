@@ -300,6 +300,11 @@ static int exit_code_for(int wait_status)
 static void describe_failure(const job_result *r, char *who, char *how, size_t size)
 {
     const rank_failure *f = &r->failure;
+    if (r->deadline.seen_s > 0 && r->deadline.not_arrived[0]) {
+        snprintf(who, size, "the collective deadline (ddp.timeout_s)");
+        snprintf(how, size, "passed; not arrived: %.200s", r->deadline.not_arrived);
+        return;
+    }
     if (!f->known) {
         snprintf(who, size, "mpirun");
         if (WIFSIGNALED(r->wait_status))
@@ -327,9 +332,36 @@ static void report(const job_result *r, int code)
         fprintf(stderr, "ddprun: job failed: %s %s\n", who, how);
 }
 
-/* Runs the job, restarting failures up to o->max_restarts times. */
-static int launch(const launch_opts *o, const char *self, char *const prog_argv[], int stop_signal)
+/* After a collective deadline named hosts whose ranks did not arrive, the next attempt runs
+ * without them: -H loses those hosts and -np is cut to the slots left. False (and o unchanged)
+ * when there is no -H list to edit or no host would be left. */
+static bool drop_lost_hosts(launch_opts *o, const deadline_verdict *d, char *buf, size_t size)
 {
+    size_t at = 0;
+    int slots_left = 0;
+    if (!o->hosts || d->n_hosts == 0) return false;
+    for (const char *p = o->hosts; *p;) {
+        size_t len = strcspn(p, ","), name_len = strcspn(p, ":,");
+        bool lost = false;
+        for (int i = 0; i < d->n_hosts; i++)
+            lost = lost || (strlen(d->hosts[i]) == name_len && !strncmp(d->hosts[i], p, name_len));
+        if (!lost && at + len + 2 < size) {
+            at += (size_t)snprintf(buf + at, size - at, "%s%.*s", at ? "," : "", (int)len, p);
+            slots_left += name_len < len ? atoi(p + name_len + 1) : 1;
+        }
+        p += len + (p[len] == ',');
+    }
+    if (at == 0) return false;
+    o->hosts = buf;
+    o->np = o->np < slots_left ? o->np : slots_left;
+    return true;
+}
+
+/* Runs the job, restarting failures up to o->max_restarts times. */
+static int launch(const launch_opts *opts, const char *self, char *const prog_argv[], int stop_signal)
+{
+    launch_opts cur = *opts, *o = &cur;
+    char hosts[4096];
     if (!o->dry_run && job_signals_install() != 0) return DDP_ERUNTIME;
     for (int attempt = 0;; attempt++) {
         argv_list cmd = {0};
@@ -352,6 +384,9 @@ static int launch(const launch_opts *o, const char *self, char *const prog_argv[
         describe_failure(&r, who, how, sizeof who);
         fprintf(stderr, "ddprun: attempt %d of %d (restarting after %s failed: %s)\n", attempt + 2,
                 o->max_restarts + 1, who, how);
+        if (drop_lost_hosts(o, &r.deadline, hosts, sizeof hosts))
+            fprintf(stderr, "ddprun: leaving out the host(s) whose ranks did not arrive: -np %d -H %s\n", o->np,
+                    o->hosts);
     }
 }
 

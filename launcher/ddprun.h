@@ -41,6 +41,16 @@ typedef struct rank_failure {
     int signal;       /* > 0 when the rank died of a signal */
 } rank_failure;
 
+/* A collective deadline's verdict seen in a rank's output (collectives/comm.h): the ranks that
+ * did not arrive, and their hosts without repeats. */
+#define DEADLINE_HOSTS_MAX 16
+typedef struct deadline_verdict {
+    double seen_s;                             /* monotonic_s() when seen; 0: none */
+    char not_arrived[512];                     /* "rank 2 (host h2), rank 3 (host h2)" */
+    char hosts[DEADLINE_HOSTS_MAX][64];
+    int n_hosts;
+} deadline_verdict;
+
 /* Rewrites tagged mpirun output into "[rank R] " lines and records rank failures. */
 typedef struct output_filter output_filter;
 
@@ -50,6 +60,7 @@ void output_feed(output_filter *f, bool is_stderr, const char *buf, size_t n);
 /* Flushes partial lines and unfinished blocks (call once both pipes reached EOF). */
 void output_finish(output_filter *f);
 const rank_failure *output_first_failure(const output_filter *f);
+const deadline_verdict *output_deadline(const output_filter *f);
 void output_filter_free(output_filter *f);
 
 /* Outcome of one mpirun run. */
@@ -57,6 +68,7 @@ typedef struct job_result {
     int wait_status;      /* mpirun's waitpid status */
     int signals_received; /* SIGINT/SIGTERM delivered to ddprun during the run */
     rank_failure failure;
+    deadline_verdict deadline;
 } job_result;
 
 /* Once per process, before the first job_run: SIGINT/SIGTERM become checkpoint requests. */

@@ -5,7 +5,9 @@
  * lose the checkpoint. ddprun instead turns the first SIGINT/SIGTERM into the configured stop
  * signal (SIGUSR1/SIGUSR2, which mpirun forwards to every rank and then waits for them), and a
  * second into SIGTERM (hard stop). Output keeps flowing through ddprun_output.c meanwhile.
- * Signal handlers only write to a self-pipe; all work happens in the poll loop.
+ * Signal handlers only write to a self-pipe; all work happens in the poll loop. Once a rank has
+ * given a collective deadline's verdict, mpirun gets END_AFTER_VERDICT_S to end the job before
+ * ddprun ends it (mpirun waits forever for the daemons of a host it can no longer reach).
  * This file does not build command lines or choose exit codes. */
 #include "ddprun.h"
 
@@ -18,8 +20,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime/base/clock.h"
+
 /* After mpirun exits, how long to wait for stray holders of its pipes before giving up. */
 #define DRAIN_AFTER_EXIT_MS 2000
+/* After a rank gave a collective deadline's verdict the job is over; mpirun that still has not
+ * ended it this long after (it waits for daemons on a host it can no longer reach) is ended by us:
+ * SIGTERM, then SIGKILL as long again after. */
+#define END_AFTER_VERDICT_S 3.0
 
 static int wake_pipe[2] = {-1, -1};
 static volatile sig_atomic_t stop_requests;
@@ -98,6 +106,31 @@ static void forward_stop(pid_t pid, int count, int stop_signal)
     fflush(stderr);
 }
 
+/* mpirun outlived a deadline's verdict: ends its process group (the first time politely). */
+static void end_stuck_mpirun(pid_t pid, int tries)
+{
+    if (tries == 0)
+        fprintf(stderr, "ddprun: mpirun has not ended the job %.0f s after the collective deadline (a host may be "
+                        "unreachable): terminating it\n", END_AFTER_VERDICT_S);
+    kill(-pid, tries == 0 ? SIGTERM : SIGKILL);
+    fflush(stderr);
+}
+
+/* poll's timeout: none while the job runs, a drain period after mpirun exited, and the bound on
+ * mpirun after a deadline's verdict (ending it when that passed). */
+static int wait_ms(const output_filter *f, pid_t pid, bool exited, int *ends)
+{
+    if (exited) return DRAIN_AFTER_EXIT_MS;
+    double seen = output_deadline(f)->seen_s;
+    if (seen <= 0) return -1;
+    double left = seen + END_AFTER_VERDICT_S * (1 + *ends) - monotonic_s();
+    if (left <= 0) {
+        end_stuck_mpirun(pid, (*ends)++);
+        left = END_AFTER_VERDICT_S;
+    }
+    return (int)(left * 1000.0) + 1;
+}
+
 /* Reads what is available on fd into the filter; returns false at EOF or error. */
 static bool pump(int fd, bool is_stderr, output_filter *f)
 {
@@ -141,12 +174,13 @@ int job_run(char *const argv[], int stop_signal, job_result *out)
         handled = stop_requests;
         forward_stop(pid, handled - seen_before, stop_signal);
     }
+    int ends = 0;
     for (;;) {
         bool pipes_open = fds[0].fd >= 0 || fds[1].fd >= 0;
         if (exited && !pipes_open) break;
-        int rc = poll(fds, 3, exited ? DRAIN_AFTER_EXIT_MS : -1);
+        int rc = poll(fds, 3, wait_ms(f, pid, exited, &ends));
         if (rc < 0 && errno != EINTR) { perror("ddprun: poll"); break; }
-        if (rc == 0) break; /* mpirun is gone and someone else still holds its pipes */
+        if (rc == 0 && exited) break; /* mpirun is gone and someone else still holds its pipes */
         for (int i = 0; i < 2; i++)
             if (fds[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) && !pump(fds[i].fd, i == 1, f)) {
                 close(fds[i].fd);
@@ -167,6 +201,7 @@ int job_run(char *const argv[], int stop_signal, job_result *out)
     }
     output_finish(f);
     out->failure = *output_first_failure(f);
+    out->deadline = *output_deadline(f);
     out->signals_received = stop_requests - seen_before;
     output_filter_free(f);
     return 0;

@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/comm.h"
+#include "runtime/base/clock.h"
+
 /* A line longer than this is emitted in pieces rather than buffered without bound. */
 #define LINE_MAX_BYTES (1u << 20)
 /* mpirun's report boxes are a few lines; anything bigger is not one and is passed through. */
@@ -30,6 +33,7 @@ struct output_filter {
     argv_list block[2];           /* the box's lines so far (dashed opener included) */
     rank_failure first;           /* from the wrapper's status line */
     rank_failure from_mpirun;     /* from mpirun's own report */
+    deadline_verdict deadline;    /* the first collective deadline's verdict */
 };
 
 static void buf_append(line_buf *b, const char *s, size_t n)
@@ -96,6 +100,33 @@ static void parse_status(output_filter *f, const char *text)
     if (!f->first.known) f->first = r;
 }
 
+/* A rank's "ddp.timeout_s: ... Not arrived: rank R (host H), rank R2 (host H2) (no answer ...". */
+static void parse_deadline(output_filter *f, const char *text)
+{
+    deadline_verdict *d = &f->deadline;
+    const char *p = strstr(text, COMM_DEADLINE_NOT_ARRIVED);
+    if (d->seen_s > 0 || strncmp(text, COMM_DEADLINE_VERDICT, strlen(COMM_DEADLINE_VERDICT)) != 0)
+        return;
+    d->seen_s = monotonic_s();
+    if (!p)
+        return;
+    p += strlen(COMM_DEADLINE_NOT_ARRIVED);
+    const char *end = strstr(p, " (no answer");
+    snprintf(d->not_arrived, sizeof d->not_arrived, "%.*s", end ? (int)(end - p) : (int)strlen(p), p);
+    int rank, used = 0;
+    char host[64];
+    while (sscanf(p, "rank %d (host %63[^)])%n", &rank, host, &used) == 2) {
+        bool known = false;
+        for (int i = 0; i < d->n_hosts; i++) known = known || !strcmp(d->hosts[i], host);
+        if (!known && d->n_hosts < DEADLINE_HOSTS_MAX) snprintf(d->hosts[d->n_hosts++], sizeof d->hosts[0], "%s", host);
+        p += used;
+        if (strncmp(p, ", ", 2) != 0) break;
+        p += 2;
+    }
+}
+
+const deadline_verdict *output_deadline(const output_filter *f) { return &f->deadline; }
+
 static bool is_dashed_line(const char *line)
 {
     size_t n = strspn(line, "-");
@@ -160,6 +191,9 @@ static void handle_line(output_filter *f, int s, const char *line)
         }
         FILE *out = is_err ? stderr : stdout;
         fprintf(out, "[rank %d] %s\n", rank, payload);
+        const char *verdict = strstr(payload, COMM_DEADLINE_VERDICT);
+        if (verdict)
+            parse_deadline(f, verdict);
         return;
     }
     if (strncmp(line, "mpirun: Forwarding signal", 25) == 0) return; /* ddprun already said so */
