@@ -1,11 +1,11 @@
 # tests/launcher/netns_hosts.sh — simulated hosts for multi-node tests (sourced after lib.sh).
 # netns_up N: network namespaces h1..hN, each joined to a bridge in this namespace by a veth link
-# (10.77.X.i/24, the bridge .254 where mpirun listens); NS_MPI holds the ddprun flags that make
+# (198.18.X.i/24, the bridge .254 where mpirun listens); NS_MPI holds the ddprun flags that make
 # Open MPI's rsh launcher start its daemons there through netns_rsh.sh; NS_LINK[i] is the bridge
 # end of host i's link (ip link set ... down cuts it). Every host sees its own directory
 # $NS_STORE/hI at $NS_RUNROOT. Exits 77 (skipped) where namespaces cannot be made. Torn down on exit.
 NS_PREFIX=d$$
-NS_NET=10.$((70 + $$ % 50)).$(($$ % 250)).
+NS_NET=198.18.$(($$ % 250)). # RFC 2544 benchmarking addresses: never a real network
 NS_STORE=$TMP/hosts
 NS_RUNROOT=$TMP/run
 NS_LINK=()
