@@ -4,6 +4,7 @@
  * about models or training. */
 #include "comm_mpi_watch.h"
 
+#include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,8 +18,13 @@
 #include "runtime/base/mpi_check.h"
 
 enum { MSG_ALARM = 1, MSG_STATUS = 2 };
-#define SPINS_BEFORE_SLEEP 100
-#define NAP_MAX_NS 250000L
+/* Waiting: the requests are polled, every POLLS_PER_LOOK-th poll also looks at the clock and the
+ * alarms; for the first YIELD_FOR_S the core is offered to other threads between polls (Open MPI
+ * advances a non-blocking collective only inside MPI calls, so a bucket's all-reduce must be
+ * polled often), after that the wait sleeps in doubling naps of at most NAP_MAX_NS. */
+#define POLLS_PER_LOOK 64
+#define YIELD_FOR_S 0.1
+#define NAP_MAX_NS 1000000L
 #define LISTED_MAX 12
 
 /* What a rank says of itself when it times out (ALARM, to every rank) or is asked (STATUS). */
@@ -216,19 +222,23 @@ int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq
 {
     double t0 = monotonic_s();
     long sleep_ns = 0;
-    for (int spins = 0;; spins++) {
+    for (unsigned polls = 1;; polls++) {
         int flag = 0;
         MPI_TRY(MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE));
         if (flag)
             return DDP_OK;
-        if (spins < SPINS_BEFORE_SLEEP)
+        if (polls % POLLS_PER_LOOK != 0)
             continue;
         double waited = monotonic_s() - t0;
         watch_msg me = describe(w, c, MSG_STATUS, seq, what, waited);
         poll_inbox(w, &me, true);
         if (waited > w->timeout_s)
             expire(w, c, seq, what, waited);
-        sleep_ns = sleep_ns ? (sleep_ns * 2 < NAP_MAX_NS ? sleep_ns * 2 : NAP_MAX_NS) : 2000;
+        if (waited < YIELD_FOR_S) { /* a collective in progress: MPI moves it on only inside MPI calls */
+            sched_yield();
+            continue;
+        }
+        sleep_ns = sleep_ns ? (sleep_ns * 2 < NAP_MAX_NS ? sleep_ns * 2 : NAP_MAX_NS) : 10000;
         nap(sleep_ns);
     }
 }

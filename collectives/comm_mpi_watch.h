@@ -1,8 +1,9 @@
 /* comm_mpi_watch.h — the MPI communicator's deadline (comm_mpi.c's internal interface).
  *
  * With a timeout set, every collective of the communicator is waited for by polling its requests,
- * spinning briefly and then sleeping in growing steps up to 250 µs (so a rank waiting for a slow
- * peer leaves its CPU to the others), and a wait that outlasts the timeout ends the job: the rank
+ * yielding the core between polls for the first 0.1 s (MPI only advances a collective inside MPI
+ * calls) and then sleeping in growing steps up to 1 ms (so a rank waiting for a slow peer leaves
+ * its CPU to the others), and a wait that outlasts the timeout ends the job: the rank
  * tells every other rank on a communicator of its own, listens for a few seconds to who answers
  * (ranks waiting in a collective answer at once; a stopped, hung or busy rank does not), and the
  * lowest-numbered rank that timed out names the ranks that did not answer with their hosts, the
