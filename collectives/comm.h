@@ -74,8 +74,8 @@ void comm_dtype_store(void *buf, size_t i, comm_dtype dt, double v);
 int comm_mpi_create(comm **out, ddp_err *err);
 /* Collective: from now on every collective of c that is waited for longer than timeout_s (> 0;
  * 0 leaves MPI's own unbounded wait) ends the job, naming the ranks that did not arrive, their
- * hosts, the collective and c's label and phase (comm_mpi_watch.h). Waiting polls and sleeps
- * instead of spinning. */
+ * hosts, the collective and c's label and phase (comm_mpi_watch.h). Waiting polls, yielding
+ * the core and after 0.1 s sleeping between polls, instead of spinning in MPI_Wait. */
 int comm_mpi_set_timeout(comm *c, double timeout_s, ddp_err *err);
 /* The deadline's verdict line starts with this and lists the ranks that did not arrive as
  * "Not arrived: rank R (host H), ..."; ddprun reads both from a rank's output. */
