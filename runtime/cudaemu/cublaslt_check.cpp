@@ -12,6 +12,7 @@
  * workspace must be device memory overlapping nothing. Must not queue or compute anything. */
 #include "cublaslt_shim.h"
 #include "cudaemu_internal.h"
+#include "runtime/base/align.h"
 
 #include <initializer_list>
 #include <limits.h>
@@ -229,15 +230,6 @@ static cublasStatus_t check_workspace(const char *fn, const void *workspace, siz
                   workspace);
 }
 
-/* The alignment an operand really has: of its address and of its row stride, at most the 256 a
- * promise can ask for. */
-static uint32_t real_alignment(const void *ptr, int ld, cudaDataType type)
-{
-    uintptr_t bits = reinterpret_cast<uintptr_t>(ptr) | (static_cast<uintptr_t>(ld) * elem_bytes(type)) |
-                     LT_DEFAULT_ALIGNMENT;
-    return static_cast<uint32_t>(bits & (~bits + 1));
-}
-
 /* An algorithm is chosen for the alignment the preference promised (256 bytes unless set). On an
  * H100 a GELU-epilogue algorithm chosen for 256 but given A with 36-byte rows computed wrong
  * results without any error, so here a broken promise is refused. */
@@ -247,7 +239,8 @@ static cublasStatus_t check_promise(const char *fn, const cublasLtMatmulAlgo_t *
     const int lds[4] = {g.lda, g.ldb, g.ldc, g.ldc};
     const cudaDataType types[4] = {g.atype, g.btype, g.ctype, g.ctype};
     for (int i = 0; i < 4; i++) {
-        uint32_t have = real_alignment(ptrs[i], lds[i], types[i]);
+        uint32_t have = operand_alignment(ptrs[i], static_cast<uint64_t>(lds[i]) * elem_bytes(types[i]),
+                                          LT_DEFAULT_ALIGNMENT);
         if (!ptrs[i] || have >= algo->data[1 + i])
             continue;
         return reject(CUBLAS_STATUS_INVALID_VALUE, "%s: %c=%p with ld %d is aligned to %u bytes, below the %llu "

@@ -19,6 +19,7 @@
 
 #include <stdlib.h>
 
+#include "runtime/base/align.h"
 #include "runtime/base/log.h"
 
 /* NVIDIA's recommendation for Hopper (32 MiB; less is enough on older GPUs). */
@@ -112,12 +113,12 @@ static cublasStatus_t set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttr
     return cublasLtMatmulDescSetAttribute(desc, attr, value, bytes);
 }
 
-/* The alignment an operand really has, address and row stride together, as cuBLASLt's
- * MIN_ALIGNMENT preferences count it (at most the 256 bytes they assume when unset). */
-static uint32_t operand_alignment(const void *p, int64_t ld, size_t elem_bytes)
+/* cuBLASLt's MIN_ALIGNMENT preferences assume this much when unset. */
+#define LT_ASSUMED_ALIGNMENT 256u
+
+static uint32_t lt_alignment(const lt_gemm *g, const void *p, int64_t ld)
 {
-    uintptr_t bits = (uintptr_t)p | ((uintptr_t)ld * elem_bytes) | 256u;
-    return (uint32_t)(bits & (~bits + 1));
+    return operand_alignment(p, (uint64_t)ld * tensor_dtype_size(g->t), LT_ASSUMED_ALIGNMENT);
 }
 
 /* The heuristic assumes 256-byte aligned operands unless told otherwise and may then pick an
@@ -125,12 +126,11 @@ static uint32_t operand_alignment(const void *p, int64_t ld, size_t elem_bytes)
  * really has (cuBLASLt's A is our B, its B our A). */
 static int lt_promise_alignment(const lt_gemm *g, cublasLtMatmulPreference_t pref, ddp_err *err)
 {
-    size_t esz = g->t == TENSOR_BF16 ? 2 : 4;
     const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    const uint32_t have[4] = {operand_alignment(g->b, g->ldb, esz), operand_alignment(g->a, g->lda, esz),
-                              operand_alignment(g->y, g->n, esz), operand_alignment(g->y, g->n, esz)};
+    const uint32_t have[4] = {lt_alignment(g, g->b, g->ldb), lt_alignment(g, g->a, g->lda), lt_alignment(g, g->y, g->n),
+                              lt_alignment(g, g->y, g->n)};
     for (int i = 0; i < 4; i++)
         LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &have[i], sizeof have[i]));
     return DDP_OK;
@@ -204,12 +204,11 @@ static int lt_run(device *d, cuda_lt *lt, const lt_gemm *g, bool *fused, ddp_err
 static int lt_try(device *d, const lt_gemm *g, bool *fused, ddp_err *err)
 {
     cuda_lt *lt = device_cuda_lt(d);
-    size_t esz = g->t == TENSOR_BF16 ? 2 : 4;
     *fused = false;
     /* cuBLASLt requires the GELU input's leading dimension to be a multiple of 8; below 16-byte
      * alignment its GELU epilogues were wrong on an H100 (see the top of this file) */
-    bool aligned = operand_alignment(g->a, g->lda, esz) >= 16 && operand_alignment(g->b, g->ldb, esz) >= 16 &&
-                   operand_alignment(g->y, g->n, esz) >= 16 && (!g->aux || operand_alignment(g->aux, g->n, esz) >= 16);
+    bool aligned = lt_alignment(g, g->a, g->lda) >= 16 && lt_alignment(g, g->b, g->ldb) >= 16 &&
+                   lt_alignment(g, g->y, g->n) >= 16 && (!g->aux || lt_alignment(g, g->aux, g->n) >= 16);
     int rc = !aligned || (g->aux && g->n % 8 != 0) ? DDP_OK : lt_run(d, lt, g, fused, err);
     if (!rc && !*fused && !lt->told_unfused) {
         lt->told_unfused = true;

@@ -12,8 +12,10 @@
  * ld not a multiple of 8 or below D's rows, missing bias or aux pointer, aux or bias one element
  * past its allocation, wrong device, host matrix, unsupported epilogues and types, a bogus algo,
  * mismatched layouts, overlapping outputs, misalignment, operands below the alignment promised to
- * the heuristic (cuBLASLt's default 256 bytes), device scalars, a dead stream, wrong attribute sizes; matrices interleaved in one allocation without sharing a byte are accepted. */
+ * the heuristic (cuBLASLt's default 256 bytes), device scalars, a dead stream, wrong attribute
+ * sizes; matrices interleaved in one allocation without sharing a byte are accepted. */
 #include "emu_test_util.h"
+#include "runtime/base/align.h"
 #include "runtime/base/half.h"
 #include "tests/check.h"
 #include "runtime/cudaemu/cudaemu.h"
@@ -134,12 +136,10 @@ static void free_case(const lt_case *c)
         cudaFree((void *)p[i]);
 }
 
-/* What a careful caller promises the heuristic of an operand: its address's and row stride's
- * alignment, at most 256 bytes. */
+/* What a careful caller promises the heuristic of an operand: its real alignment, at most 256. */
 static uint32_t alignment_of(const void *p, int ld, cudaDataType t)
 {
-    uintptr_t bits = (uintptr_t)p | ((uintptr_t)ld * esize(t)) | 256u;
-    return (uint32_t)(bits & (~bits + 1));
+    return operand_alignment(p, (uint64_t)ld * esize(t), 256);
 }
 
 static void promise_alignment(const lt_case *c, cublasLtMatmulPreference_t pref)
