@@ -158,18 +158,25 @@ static int local_cores(void)
     return n > 0 ? (int)n : 1;
 }
 
+/* The "host[:slots]" entry of a -H list at p: its length, its name's length and its slot count
+ * (1 when not given). Returns the next entry. */
+static const char *host_entry(const char *p, size_t *len, size_t *name_len, int *slots)
+{
+    *len = strcspn(p, ",");
+    *name_len = strcspn(p, ":,");
+    *slots = *name_len < *len ? atoi(p + *name_len + 1) : 1;
+    return p + *len + (p[*len] == ',');
+}
+
 /* Fills slots[] from "h1:8,h2" (-H; no count = 1 slot) or a hostfile's "host slots=N" lines
  * (no count = 0: let mpirun decide). Returns the host count. */
 static int host_slots(const launch_opts *o, int slots[], int max_hosts)
 {
     int n = 0;
     if (o->hosts) {
-        for (const char *p = o->hosts; *p && n < max_hosts; n++) {
-            size_t len = strcspn(p, ",");
-            const char *colon = memchr(p, ':', len);
-            slots[n] = colon ? atoi(colon + 1) : 1;
-            p += len + (p[len] == ',');
-        }
+        size_t len, name_len;
+        for (const char *p = o->hosts; *p && n < max_hosts; n++)
+            p = host_entry(p, &len, &name_len, &slots[n]);
     } else if (o->hostfile) {
         FILE *fp = fopen(o->hostfile, "r");
         char line[1024];
@@ -340,16 +347,17 @@ static bool drop_lost_hosts(launch_opts *o, const deadline_verdict *d, char *buf
     size_t at = 0;
     int slots_left = 0;
     if (!o->hosts || d->n_hosts == 0) return false;
-    for (const char *p = o->hosts; *p;) {
-        size_t len = strcspn(p, ","), name_len = strcspn(p, ":,");
+    for (const char *p = o->hosts, *next; *p; p = next) {
+        size_t len, name_len;
+        int slots;
+        next = host_entry(p, &len, &name_len, &slots);
         bool lost = false;
         for (int i = 0; i < d->n_hosts; i++)
             lost = lost || (strlen(d->hosts[i]) == name_len && !strncmp(d->hosts[i], p, name_len));
         if (!lost && at + len + 2 < size) {
             at += (size_t)snprintf(buf + at, size - at, "%s%.*s", at ? "," : "", (int)len, p);
-            slots_left += name_len < len ? atoi(p + name_len + 1) : 1;
+            slots_left += slots;
         }
-        p += len + (p[len] == ',');
     }
     if (at == 0) return false;
     o->hosts = buf;
