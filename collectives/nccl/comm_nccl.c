@@ -116,6 +116,13 @@ static int check_buffer(comm *c, const char *what, const void *p, size_t count, 
     return DDP_OK;
 }
 
+static int check_root(const comm *c, int root, ddp_err *err)
+{
+    if (root < 0 || root >= c->size)
+        return ddp_fail(err, DDP_EUSAGE, "comm_nccl: root %d outside [0, %d)", root, c->size);
+    return DDP_OK;
+}
+
 static int check_buffers(comm *c, const void *send, size_t n_send, const void *recv, size_t n_recv, comm_dtype dt,
                          ddp_err *err)
 {
@@ -255,8 +262,8 @@ static int ncclcomm_broadcast(comm *c, void *buf, size_t count, comm_dtype dt, i
 {
     ncclcomm_fingerprint fp = {.kind = NK_BROADCAST, .op = -1, .dtype = dt, .root = root, .count = count};
     int slot, rc = check_args(dt, OP_SUM, false, err);
-    if (!rc && (root < 0 || root >= c->size))
-        rc = ddp_fail(err, DDP_EUSAGE, "comm_nccl: root %d outside [0, %d)", root, c->size);
+    if (!rc)
+        rc = check_root(c, root, err);
     if (!rc)
         rc = check_buffer(c, "broadcast", buf, count, dt, err);
     if (!rc)
@@ -281,8 +288,8 @@ static int ncclcomm_reduce(comm *c, const void *send, void *recv, size_t count, 
 {
     ncclcomm_fingerprint fp = {.kind = NK_REDUCE, .op = op, .dtype = dt, .root = root, .count = count};
     int slot, rc = check_args(dt, op, true, err);
-    if (!rc && (root < 0 || root >= c->size))
-        rc = ddp_fail(err, DDP_EUSAGE, "comm_nccl: root %d outside [0, %d)", root, c->size);
+    if (!rc)
+        rc = check_root(c, root, err);
     if (!rc)
         rc = check_buffers(c, send, count, recv, c->rank == root ? count : 0, dt, err);
     if (!rc)
