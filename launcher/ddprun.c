@@ -269,6 +269,8 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
     argv_pushf(cmd, "DDPRUN_RESTART_COUNT=%d", attempt);
     argv_push(cmd, "-x");
     argv_pushf(cmd, "DDPRUN_MAX_RESTARTS=%d", o->max_restarts);
+    /* the preemption notice watch's endpoint, on every host (runtime/cloud/cloud_notice.h) */
+    if (getenv("DDPRUN_METADATA_URL")) { argv_push(cmd, "-x"); argv_push(cmd, "DDPRUN_METADATA_URL"); }
     for (int i = 0; i < o->passthrough.n; i++) argv_push(cmd, o->passthrough.v[i]);
 
     argv_push(cmd, self);

@@ -2,7 +2,8 @@
  * directly by `mpirun -np N ddprun-worker CONFIG [key=value ...]` or Slurm's srun.
  *
  * Owns the process: MPI init/finalize, the torchrun-style environment (RANK, LOCAL_RANK,
- * WORLD_SIZE, LOCAL_WORLD_SIZE), the stop signals, and the exit code (README "Exit codes").
+ * WORLD_SIZE, LOCAL_WORLD_SIZE), the stop requests (signals, and the cloud's preemption notice
+ * watched by each node's local rank 0), and the exit code (README "Exit codes").
  * Everything else is train_run's. */
 #include <mpi.h>
 #include <pthread.h>
@@ -17,6 +18,7 @@
 #include "runtime/config/config.h"
 #include "runtime/base/log.h"
 #include "runtime/base/slurm_task.h"
+#include "runtime/cloud/cloud_notice.h"
 #include "launcher/train/train.h"
 
 /* The stop signals (SIGTERM, SIGINT, SIGUSR1, SIGUSR2: "checkpoint and stop") are blocked in
@@ -32,8 +34,8 @@ static void *stop_signal_thread(void *arg)
     (void)arg;
     for (;;) {
         int sig = 0;
-        if (sigwait(&stop_signals, &sig) == 0)
-            train_stop_requested = 1;
+        if (sigwait(&stop_signals, &sig) == 0 && train_stop_requested < TRAIN_STOP_SIGNAL)
+            train_stop_requested = TRAIN_STOP_SIGNAL;
     }
     return NULL;
 }
@@ -51,6 +53,26 @@ static int start_stop_signal_thread(void)
         return -1;
     pthread_detach(tid);
     return 0;
+}
+
+/* A notice is a stop request like a signal: the stop agreement makes it every rank's, and the
+ * value 2 lets rank 0 say what it was. */
+static void on_preemption_notice(const char *what, void *arg)
+{
+    (void)arg;
+    log_warn("preemption notice: %s; checkpointing and stopping", what);
+    train_stop_requested = TRAIN_STOP_NOTICE;
+}
+
+/* One watch per node (its local rank 0): every node of a job is a machine the cloud may take, and
+ * ddprun runs on one node only, so the ranks do it. */
+static int start_notice_watch(const config *cfg, const comm *ctl, notice_watch **watch, ddp_err *err)
+{
+    *watch = NULL;
+    if (ctl->local_rank != 0)
+        return DDP_OK;
+    return notice_watch_start(cfg->checkpoint.preemption_notice, cfg->checkpoint.notice_poll_s,
+                              on_preemption_notice, NULL, watch, err);
 }
 
 static void export_torchrun_env(const comm *c)
@@ -115,8 +137,12 @@ int main(int argc, char **argv)
     }
     if (rc == DDP_OK)
         rc = comm_mpi_set_timeout(ctl, cfg.ddp.timeout_s, &err);
+    notice_watch *watch = NULL;
+    if (rc == DDP_OK)
+        rc = start_notice_watch(&cfg, ctl, &watch, &err);
     if (rc == DDP_OK)
         rc = train_run(&cfg, ctl, &err);
+    notice_watch_stop(watch);
     if (rc != DDP_OK && rc != DDP_EPREEMPTED && err.msg[0])
         log_error("%s", err.msg);
     if (ctl)

@@ -26,6 +26,7 @@ ALLOWED = {
     "runtime/device": ["runtime/base", "runtime/config", "runtime/cudaemu"],
     "runtime/optim": ["runtime/base", "runtime/config", "runtime/device"],
     "runtime/ckpt": ["runtime/base"],
+    "runtime/cloud": ["runtime/base", "runtime/config"],
     "collectives": ["runtime/base", "runtime/config", "runtime/device", "runtime/cudaemu"],
     "models": ["runtime/base", "runtime/config", "runtime/data", "runtime/device"],
     "launcher": ["runtime", "collectives", "models"],

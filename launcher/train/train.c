@@ -360,7 +360,7 @@ static void test_fault(const train_job *t)
     if (strcmp(kind, "kill") == 0)
         raise(SIGKILL);
     else if (strcmp(kind, "stop") == 0)
-        train_stop_requested = 1;
+        train_stop_requested = TRAIN_STOP_SIGNAL;
     else if (strcmp(kind, "exit") == 0)
         exit(3);
     else if (strcmp(kind, "sigstop") == 0)
@@ -371,16 +371,18 @@ static void test_fault(const train_job *t)
         _exit(0);
 }
 
-/* Every rank must stop at the same step: a small MAX all-reduce per step makes a signal seen by
- * any rank a decision of all ranks. It carries rank 0's verdict on checkpoint.every_minutes too,
- * so every rank saves at the same step (ZeRO's save needs them all). */
+/* Every rank must stop at the same step: a small MAX all-reduce per step makes a stop request
+ * (signal or preemption notice) seen by any rank a decision of all ranks. It carries rank 0's
+ * verdict on checkpoint.every_minutes too, so every rank saves at the same step (ZeRO's save
+ * needs them all). */
 static int agree_stop(train_job *t, bool *stop, ddp_err *err)
 {
-    int32_t flags[2] = {train_stop_requested ? 1 : 0, train_ckpt_clock_due(t) ? 1 : 0};
+    int32_t flags[2] = {(int32_t)train_stop_requested, train_ckpt_clock_due(t) ? 1 : 0};
     snprintf(t->ctl->label, sizeof t->ctl->label, "stop agreement");
     int rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 2, DT_INT32, OP_MAX, NULL, err);
     t->ctl->label[0] = '\0';
-    *stop = flags[0] != 0;
+    *stop = flags[0] != TRAIN_STOP_NONE;
+    t->stop_reason = flags[0];
     t->ckpt_clock_due = flags[1] != 0;
     return rc;
 }
@@ -514,8 +516,11 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
             snprintf(result, sizeof result, "final test accuracy %.2f%%", 100.0 * t.last_test_acc);
         else if (t.evaluated)
             snprintf(result, sizeof result, "final test loss %.4f", t.last_test_loss);
-        log_info("done: %lld steps in %.1f s%s, %s", (long long)t.step, secs,
-                 rc == DDP_EPREEMPTED ? " (stopped by signal, checkpoint saved)" : "", result);
+        const char *why = t.stop_reason == TRAIN_STOP_NOTICE
+                              ? " (stopped by the cloud's preemption notice, checkpoint saved)"
+                              : " (stopped by signal, checkpoint saved)";
+        log_info("done: %lld steps in %.1f s%s, %s", (long long)t.step, secs, rc == DDP_EPREEMPTED ? why : "",
+                 result);
     }
     teardown(&t, rc != DDP_OK && rc != DDP_EPREEMPTED);
     return rc;

@@ -1,7 +1,7 @@
 /* train.h — one rank's whole training job: setup, the step loop, evaluation, checkpoints.
  *
  * train_run is what ddprun-worker calls after MPI_Init and config_load. It returns DDP_OK when
- * training completed, DDP_EPREEMPTED when a stop signal was agreed on by all ranks and a
+ * training completed, DDP_EPREEMPTED when a stop request was agreed on by all ranks and a
  * checkpoint was saved, or an error code with err filled. It must not call MPI_Init/Finalize or
  * exit the process: worker_main owns the process. */
 #ifndef DDP_TRAIN_H
@@ -13,7 +13,9 @@
 #include "runtime/config/config.h"
 #include "runtime/base/err.h"
 
-/* Set asynchronously by the worker's signal handler: a stop (checkpoint-and-exit) was requested. */
+/* Set asynchronously by the worker's signal thread or preemption notice watch: a stop
+ * (checkpoint-and-exit) was requested, and by what. The ranks agree on the largest value. */
+enum { TRAIN_STOP_NONE, TRAIN_STOP_SIGNAL, TRAIN_STOP_NOTICE };
 extern volatile sig_atomic_t train_stop_requested;
 
 /* ctl is the MPI communicator over all ranks (host buffers), used for control traffic. */

@@ -20,6 +20,7 @@
 
 #include "models/gpt2_llmc.h"
 #include "runtime/ckpt/ckpt.h"
+#include "runtime/ckpt/ckpt_upload.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
 #include "train_job.h"
@@ -38,7 +39,9 @@ typedef struct saved_buffer {
 
 typedef struct train_ckpt {
     ckpt_writer *writer;          /* rank 0 only */
-    char dir[CFG_PATH_MAX + 16];
+    ckpt_uploader *uploader;      /* rank 0, with checkpoint.upload_cmd */
+    char dir[CFG_PATH_MAX + 16];  /* checkpoint.dir, or run.dir/checkpoints */
+    char command_log[CFG_PATH_MAX + 32];
     saved_buffer buffers[MAX_SAVED_BUFFERS];
     int n_buffers;
     float *host;                  /* rank 0: staging, the buffers one after another */
@@ -72,7 +75,12 @@ int train_ckpt_open(train_job *t, ddp_err *err)
     t->ckpt = c;
     c->last_saved_step = -1;
     t->last_ckpt_time = monotonic_s();
-    snprintf(c->dir, sizeof c->dir, "%s/checkpoints", t->cfg->run.dir);
+    const config *cfg = t->cfg;
+    if (cfg->checkpoint.dir[0])
+        snprintf(c->dir, sizeof c->dir, "%s", cfg->checkpoint.dir);
+    else
+        snprintf(c->dir, sizeof c->dir, "%s/checkpoints", cfg->run.dir);
+    snprintf(c->command_log, sizeof c->command_log, "%s/checkpoint-commands.log", cfg->run.dir);
     list_buffers(t, c);
     if (t->ctl->rank != 0)
         return DDP_OK;
@@ -81,7 +89,14 @@ int train_ckpt_open(train_job *t, ddp_err *err)
     c->tensors = calloc((size_t)t->m->n_tensors * bufs, sizeof *c->tensors);
     if (!c->host || !c->tensors)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint staging buffer");
-    return ckpt_writer_create(c->dir, (int)t->cfg->checkpoint.keep_last, &c->writer, err);
+    int rc = ckpt_writer_create(c->dir, (int)cfg->checkpoint.keep_last, &c->writer, err);
+    if (rc == DDP_OK && cfg->checkpoint.upload_cmd[0]) {
+        rc = ckpt_uploader_create(cfg->checkpoint.upload_cmd, cfg->checkpoint.command_timeout_s, c->command_log,
+                                  &c->uploader, err);
+        if (rc == DDP_OK)
+            ckpt_writer_set_uploader(c->writer, c->uploader);
+    }
+    return rc;
 }
 
 void train_ckpt_close(train_job *t)
@@ -91,6 +106,7 @@ void train_ckpt_close(train_job *t)
         return;
     if (c->writer)
         ckpt_writer_destroy(c->writer);
+    ckpt_uploader_destroy(c->uploader); /* after the writer: its last write may still hand one over */
     free(c->host);
     free(c->tensors);
     free(c);
@@ -181,6 +197,12 @@ int train_ckpt_finish(train_job *t, ddp_err *err)
         log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s); training stalled %.1f ms for the snapshot",
                  st.path, st.bytes / 1e6, 1e3 * st.write_s, st.write_s > 0 ? st.bytes / 1e6 / st.write_s : 0.0,
                  1e3 * st.snapshot_s);
+    if (c->uploader) {
+        ckpt_uploader_drain(c->uploader);
+        ddp_err e = {0}; /* what an upload held from pruning goes now */
+        if (ckpt_prune(c->dir, (int)t->cfg->checkpoint.keep_last, NULL, &e) != DDP_OK)
+            log_warn("checkpoint: %s", e.msg);
+    }
     return rc;
 }
 
@@ -216,8 +238,16 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
     int rc = CKPT_NONE;
     /* A restart by ddprun --max-restarts continues this run: its own newest checkpoint wins
      * over checkpoint.resume (never / a path), which only decides how the first attempt starts. */
+    const train_ckpt *c = t->ckpt;
     if (cfg->checkpoint.resume == RESUME_AUTO || t->restart_count > 0)
-        rc = ckpt_find_latest(((train_ckpt *)t->ckpt)->dir, &ck, used, err);
+        rc = ckpt_find_latest(c->dir, &ck, used, err);
+    if (rc == CKPT_NONE && cfg->checkpoint.download_cmd[0] && (cfg->checkpoint.resume == RESUME_AUTO ||
+                                                               t->restart_count > 0)) {
+        rc = ckpt_download(cfg->checkpoint.download_cmd, c->dir, cfg->checkpoint.command_timeout_s, c->command_log,
+                           err);
+        if (rc == DDP_OK && (rc = ckpt_find_latest(c->dir, &ck, used, err)) == CKPT_NONE)
+            log_info("checkpoint: checkpoint.download_cmd brought no checkpoint into %s", c->dir);
+    }
     if (rc == CKPT_NONE && cfg->checkpoint.resume == RESUME_PATH) {
         snprintf(used, CKPT_PATH_MAX, "%s", cfg->checkpoint.resume_path);
         rc = ckpt_read(used, &ck, err);

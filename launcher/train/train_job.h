@@ -29,6 +29,7 @@ typedef struct train_job {
     reducer *red;
     bool zero;              /* ddp.zero 1 over more than one rank */
     bool ckpt_clock_due;    /* this step: rank 0's clock says checkpoint.every_minutes is due (all ranks agree) */
+    int stop_reason;        /* TRAIN_STOP_*: what the ranks agreed to stop for */
     device_timer *comm_exposed;  /* compute-stream time from end of backward to reduced gradients */
 
     /* batch staging: data.batch_size samples of inputs and of targets, as m->io.sample lays

@@ -255,7 +255,16 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *err)
+static bool is_held(const char *name, const char *const held[], int n_held)
+{
+    for (int i = 0; i < n_held; i++)
+        if (held[i] && held[i][0] && strcmp(base_name(held[i]), name) == 0)
+            return true;
+    return false;
+}
+
+int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, const char *const held[], int n_held,
+                      ddp_err *err)
 {
     if (keep_last <= 0)
         return DDP_OK;
@@ -276,6 +285,8 @@ int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *e
             kept++;
             continue;
         }
+        if (is_held(e[i].name, held, n_held))
+            continue;
         char path[CKPT_PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
         if (unlink(path) != 0)
@@ -285,6 +296,11 @@ int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *e
     }
     free(e);
     return removed ? fsync_dir(dir, err) : DDP_OK;
+}
+
+int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *err)
+{
+    return ckpt_prune_except(dir, keep_last, keep_path, NULL, 0, err);
 }
 
 int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err *err)

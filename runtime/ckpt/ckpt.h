@@ -103,6 +103,10 @@ int ckpt_write_atomic(const char *dir, const ckpt_state *s, char *final_path, dd
 /* Deletes all checkpoints in dir except keep_path and the keep_last-1 others with the highest
  * steps. keep_last <= 0 keeps everything. Call only after keep_path is durable. */
 int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *err);
+/* Like ckpt_prune, but never deletes the n_held paths of held (NULL or "" entries are skipped):
+ * checkpoints an upload still reads. They count toward no limit and go at a later prune. */
+int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, const char *const held[], int n_held,
+                      ddp_err *err);
 
 /* Reads and verifies the whole file (magic, version, header CRC, table sanity, sizes against the
  * file length, every tensor CRC) before returning DDP_OK; on failure *out is left empty and err
@@ -146,6 +150,10 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err);
 /* Waits until no write is in flight; returns the last write's status (once) and its stats
  * (stats may be NULL). */
 int ckpt_writer_wait(ckpt_writer *w, ckpt_write_stats *stats, ddp_err *err);
+/* After each successful write, before pruning, hands the new checkpoint to u (ckpt_upload.h) and
+ * holds the checkpoints u still uploads from pruning. Set before the first submit. */
+typedef struct ckpt_uploader ckpt_uploader;
+void ckpt_writer_set_uploader(ckpt_writer *w, ckpt_uploader *u);
 /* Waits for an in-flight write, then stops the thread and frees everything. */
 void ckpt_writer_destroy(ckpt_writer *w);
 

@@ -12,11 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt_upload.h"
 #include "runtime/base/clock.h"
 
 struct ckpt_writer {
     char dir[CKPT_PATH_MAX];
     int keep_last;
+    ckpt_uploader *uploader;  /* NULL: no checkpoint.upload_cmd */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -32,6 +34,18 @@ struct ckpt_writer {
     uint8_t *arena;
     uint64_t arena_cap;
 };
+
+/* Hands the new checkpoint to the uploader first, so that pruning spares what it still reads. */
+static int prune_after(ckpt_writer *w, const char *path, int64_t step, ddp_err *e)
+{
+    char held[2][CKPT_PATH_MAX] = {"", ""};
+    if (w->uploader) {
+        ckpt_uploader_submit(w->uploader, path, step);
+        ckpt_uploader_held(w->uploader, held);
+    }
+    const char *const held_paths[2] = {held[0], held[1]};
+    return ckpt_prune_except(w->dir, w->keep_last, path, held_paths, 2, e);
+}
 
 static void *worker_main(void *arg)
 {
@@ -50,7 +64,7 @@ static void *worker_main(void *arg)
         double t0 = monotonic_s();
         int rc = ckpt_write_atomic(w->dir, &w->snap, path, &e);
         if (!rc)
-            rc = ckpt_prune(w->dir, w->keep_last, path, &e);
+            rc = prune_after(w, path, w->snap.hdr.step, &e);
         double dt = monotonic_s() - t0;
 
         pthread_mutex_lock(&w->mu);
@@ -168,6 +182,13 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
     }
     pthread_mutex_unlock(&w->mu);
     return rc;
+}
+
+void ckpt_writer_set_uploader(ckpt_writer *w, ckpt_uploader *u)
+{
+    pthread_mutex_lock(&w->mu);
+    w->uploader = u;
+    pthread_mutex_unlock(&w->mu);
 }
 
 int ckpt_writer_wait(ckpt_writer *w, ckpt_write_stats *stats, ddp_err *err)

@@ -32,6 +32,7 @@ typedef enum { BACKEND_AUTO, BACKEND_MPI, BACKEND_NCCL } cfg_backend;
 typedef enum { GRAD_FP32, GRAD_BF16 } cfg_grad_dtype;
 typedef enum { PRECISION_FP32, PRECISION_BF16 } cfg_precision;
 typedef enum { RESUME_AUTO, RESUME_NEVER, RESUME_PATH } cfg_resume;
+typedef enum { NOTICE_OFF, NOTICE_AUTO, NOTICE_AWS, NOTICE_GCP, NOTICE_AZURE } cfg_notice;
 
 /* model.mlp: the multi-layer perceptron's own settings. */
 typedef struct cfg_mlp {
@@ -110,6 +111,12 @@ typedef struct config {
         char resume_path[CFG_PATH_MAX];
         char init_from[CFG_PATH_MAX];           /* llm.c GPT-2 model file for a fresh start; "" = none */
         int stop_signal;                        /* signal number that means "checkpoint and stop" */
+        char dir[CFG_PATH_MAX];                 /* "" = run.dir/checkpoints */
+        char upload_cmd[CFG_PATH_MAX];          /* run after each save ({path} {name} {dir} {step}); "" = none */
+        char download_cmd[CFG_PATH_MAX];        /* run on resume when dir has no checkpoint ({dir}); "" = none */
+        double command_timeout_s;               /* limit of each upload / download command */
+        cfg_notice preemption_notice;           /* the cloud's preemption notice to watch (runtime/cloud) */
+        double notice_poll_s;
     } checkpoint;
 } config;
 

@@ -24,6 +24,7 @@ typedef enum key_type {
     KT_BOOL,
     KT_STR,     /* non-empty char[CFG_PATH_MAX] */
     KT_OPT_PATH,/* char[CFG_PATH_MAX], "" (or nothing) = not set */
+    KT_COMMAND, /* a shell command, char[CFG_PATH_MAX], "" = none; choices[] = its {placeholders} */
     KT_ENUM,    /* int-sized enum; choices[] in enum order */
     KT_HIDDEN,  /* model.mlp.hidden: list of 1..CFG_MAX_HIDDEN ints in [imin, imax] */
     KT_BETAS,   /* optimizer.betas: [beta1, beta2], each a KT_NUM in [0, 1) */
@@ -51,6 +52,7 @@ typedef struct cfg_key {
 #define BOOL(p, f, h) {.path = p, .type = KT_BOOL, .off = OFF(f), .hashed = h}
 #define STR(p, f) {.path = p, .type = KT_STR, .off = OFF(f)}
 #define OPT_PATH(p, f) {.path = p, .type = KT_OPT_PATH, .off = OFF(f)}
+#define COMMAND(p, f, names) {.path = p, .type = KT_COMMAND, .off = OFF(f), .choices = names}
 #define ENUM(p, f, names, h) {.path = p, .type = KT_ENUM, .off = OFF(f), .choices = names, .hashed = h}
 #define BIG INT64_MAX
 #define I32 INT32_MAX

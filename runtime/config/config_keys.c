@@ -7,6 +7,8 @@
  * (config.c / config_check.c do). */
 #include "config_internal.h"
 
+#include "runtime/base/command.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -27,6 +29,11 @@ static const char *const grad_dtype_names[] = {"fp32", "bf16", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
 static const char *const signal_names[] = {"SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", NULL};
 static const int signal_numbers[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT};
+static const char *const notice_names[] = {"off", "auto", "aws", "gcp", "azure", NULL};
+/* The placeholders runtime/ckpt/ckpt_upload.c fills in (ckpt_upload_placeholders and
+ * ckpt_download_placeholders): checked here so that a typo is reported at its line. */
+static const char *const upload_placeholders[] = {"path", "name", "dir", "step", NULL};
+static const char *const download_placeholders[] = {"dir", NULL};
 
 /* Depth-first order: every section is followed by its own keys (the writer relies on it). The
  * model kinds' sections (config_model.c) go between model.kind and data. */
@@ -92,6 +99,12 @@ static const cfg_key keys_after_models[] = {
     {.path = "checkpoint.resume", .type = KT_RESUME},
     {.path = "checkpoint.signal", .type = KT_SIGNAL, .choices = signal_names},
     OPT_PATH("checkpoint.init_from", checkpoint.init_from),
+    OPT_PATH("checkpoint.dir", checkpoint.dir),
+    COMMAND("checkpoint.upload_cmd", checkpoint.upload_cmd, upload_placeholders),
+    COMMAND("checkpoint.download_cmd", checkpoint.download_cmd, download_placeholders),
+    NUM("checkpoint.command_timeout_s", checkpoint.command_timeout_s, NR_POSITIVE, false),
+    ENUM("checkpoint.preemption_notice", checkpoint.preemption_notice, notice_names, false),
+    NUM("checkpoint.notice_poll_s", checkpoint.notice_poll_s, NR_POSITIVE, false),
 };
 #define N_BEFORE ((int)(sizeof keys_before_models / sizeof keys_before_models[0]))
 #define N_AFTER ((int)(sizeof keys_after_models / sizeof keys_after_models[0]))
@@ -157,6 +170,9 @@ void cfg_defaults(config *c)
     c->checkpoint.keep_last = 3;
     c->checkpoint.resume = RESUME_AUTO;
     c->checkpoint.stop_signal = SIGUSR1;
+    c->checkpoint.command_timeout_s = 900;
+    c->checkpoint.preemption_notice = NOTICE_OFF;
+    c->checkpoint.notice_poll_s = 5;
 }
 
 int cfg_key_find(const char *path)
@@ -221,6 +237,7 @@ void cfg_expect(const cfg_key *k, char *out, size_t n)
     case KT_BOOL: snprintf(out, n, "true or false"); break;
     case KT_STR: snprintf(out, n, "a non-empty path"); break;
     case KT_OPT_PATH: snprintf(out, n, "a path, or \"\" for none"); break;
+    case KT_COMMAND: snprintf(out, n, "a shell command, or \"\" for none"); break;
     case KT_ENUM: case KT_SIGNAL: choices_expect(k->choices, out, n); break;
     case KT_HIDDEN:
         int_expect(k->imin, k->imax, elem, sizeof elem);
@@ -384,6 +401,29 @@ static int parse_str(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, con
     return DDP_OK;
 }
 
+/* A shell command whose {placeholders} are all known (runtime/base/command.h expands them). */
+static int parse_command(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const cfg_key *k, char *out)
+{
+    if (nd->type == YAML_SCALAR_NODE && (is_null(nd) || !nd->data.scalar.length)) {
+        memset(out, 0, CFG_PATH_MAX);
+        return DDP_OK;
+    }
+    if (nd->type != YAML_SCALAR_NODE)
+        return wrong(L, s, nd, k->path, "a shell command, or \"\" for none");
+    int rc = parse_str(L, s, nd, k->path, out);
+    if (rc != DDP_OK)
+        return rc;
+    static const char *const blank[] = {"", "", "", "", "", "", "", ""};
+    int n = 0;
+    while (k->choices[n] && n < 8)
+        n++;
+    char expanded[COMMAND_MAX];
+    ddp_err e = {0};
+    if (command_expand(out, k->choices, blank, n, expanded, sizeof expanded, &e) != DDP_OK)
+        return cfg_error(L, cfg_node_pos(s, nd), k->path, "%s", e.msg);
+    return DDP_OK;
+}
+
 static int parse_choice(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key,
                         const char *const *names, int *out)
 {
@@ -500,6 +540,7 @@ int cfg_parse_value(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_
         }
         return nd->type == YAML_SCALAR_NODE ? parse_str(L, s, nd, k->path, field)
                                             : wrong(L, s, nd, k->path, "a path, or \"\" for none");
+    case KT_COMMAND: return parse_command(L, s, nd, k, field);
     case KT_ENUM: return parse_choice(L, s, nd, k->path, k->choices, (int *)field);
     case KT_HIDDEN: return parse_hidden(L, s, doc, nd, k);
     case KT_BETAS: return parse_betas(L, s, doc, nd, k);

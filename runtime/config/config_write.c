@@ -56,7 +56,7 @@ void cfg_format_value(const config *c, const cfg_key *k, char *out, size_t n)
     case KT_UINT: snprintf(out, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
     case KT_NUM: cfg_format_double(*(const double *)field, out, n); break;
     case KT_BOOL: snprintf(out, n, "%s", *(const bool *)field ? "true" : "false"); break;
-    case KT_STR: case KT_OPT_PATH: snprintf(out, n, "%s", field); break;
+    case KT_STR: case KT_OPT_PATH: case KT_COMMAND: snprintf(out, n, "%s", field); break;
     case KT_ENUM: snprintf(out, n, "%s", k->choices[*(const int *)field]); break;
     case KT_SIGNAL: snprintf(out, n, "%s", cfg_signal_name(c->checkpoint.stop_signal)); break;
     case KT_RESUME:
@@ -118,7 +118,7 @@ static int emit_value(writer *w, const config *c, const cfg_key *k)
         return emit_list(w, ptrs, count);
     }
     cfg_format_value(c, k, text, sizeof text);
-    bool is_path = k->type == KT_STR || k->type == KT_OPT_PATH ||
+    bool is_path = k->type == KT_STR || k->type == KT_OPT_PATH || k->type == KT_COMMAND ||
                    (k->type == KT_RESUME && c->checkpoint.resume == RESUME_PATH);
     return emit_scalar(w, text, is_path ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_PLAIN_SCALAR_STYLE);
 }

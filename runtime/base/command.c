@@ -1,0 +1,210 @@
+/* command.c — runs a user's shell command for a caller that decides what its outcome means
+ * (command.h). The child is started by posix_spawn in its own process group, so a time limit
+ * ends everything the command started (an `aws s3 cp` and its helpers), not only the shell.
+ * Must not print: the outcome is returned. */
+#include "command.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+
+extern char **environ;
+
+/* After SIGTERM on a timeout, how long the group has before SIGKILL. */
+#define KILL_GRACE_S 5.0
+#define POLL_MS 50
+
+static int put(char *out, size_t cap, size_t *len, const char *s, size_t n, ddp_err *err)
+{
+    if (*len + n >= cap)
+        return ddp_fail(err, DDP_EUSAGE, "command longer than %zu bytes once its placeholders are filled", cap - 1);
+    memcpy(out + *len, s, n);
+    *len += n;
+    out[*len] = '\0';
+    return DDP_OK;
+}
+
+/* value in single quotes; a ' inside becomes '\'' */
+static int put_quoted(char *out, size_t cap, size_t *len, const char *value, ddp_err *err)
+{
+    int rc = put(out, cap, len, "'", 1, err);
+    for (const char *p = value; !rc && *p; p++)
+        rc = *p == '\'' ? put(out, cap, len, "'\\''", 4, err) : put(out, cap, len, p, 1, err);
+    return rc ? rc : put(out, cap, len, "'", 1, err);
+}
+
+int command_expand(const char *tmpl, const char *const names[], const char *const values[], int n, char *out,
+                   size_t cap, ddp_err *err)
+{
+    size_t len = 0;
+    int rc = put(out, cap, &len, "", 0, err);
+    for (const char *p = tmpl; !rc && *p;) {
+        const char *close = *p == '{' ? strchr(p, '}') : NULL;
+        if (!close) {
+            rc = put(out, cap, &len, p++, 1, err);
+            continue;
+        }
+        size_t name_len = (size_t)(close - p - 1);
+        int which = -1;
+        for (int i = 0; i < n && which < 0; i++)
+            if (strlen(names[i]) == name_len && strncmp(p + 1, names[i], name_len) == 0)
+                which = i;
+        if (which < 0) {
+            char known[128] = "";
+            for (int i = 0; i < n; i++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s{%s}", i ? ", " : "", names[i]);
+            return ddp_fail(err, DDP_EUSAGE, "unknown placeholder {%.*s} in \"%s\" (known: %s)", (int)name_len,
+                            p + 1, tmpl, known);
+        }
+        rc = put_quoted(out, cap, &len, values[which], err);
+        p = close + 1;
+    }
+    return rc;
+}
+
+/* The output seen so far: appended to the log and its last 2*COMMAND_TAIL bytes kept. */
+typedef struct output {
+    int log_fd;
+    char keep[2 * COMMAND_TAIL];
+    size_t kept;
+} output;
+
+static void take_output(output *o, const char *buf, size_t n)
+{
+    for (size_t done = 0; o->log_fd >= 0 && done < n;) {
+        ssize_t w = write(o->log_fd, buf + done, n - done);
+        if (w <= 0)
+            break; /* a full disk must not stop the command; its outcome still counts */
+        done += (size_t)w;
+    }
+    if (n >= sizeof o->keep) {
+        memcpy(o->keep, buf + n - sizeof o->keep, sizeof o->keep);
+        o->kept = sizeof o->keep;
+        return;
+    }
+    if (o->kept + n > sizeof o->keep) {
+        size_t drop = o->kept + n - sizeof o->keep;
+        memmove(o->keep, o->keep + drop, o->kept - drop);
+        o->kept -= drop;
+    }
+    memcpy(o->keep + o->kept, buf, n);
+    o->kept += n;
+}
+
+static void last_line(const output *o, char *out, size_t cap)
+{
+    size_t end = o->kept;
+    while (end > 0 && (o->keep[end - 1] == '\n' || o->keep[end - 1] == '\r' || o->keep[end - 1] == ' '))
+        end--;
+    size_t start = end;
+    while (start > 0 && o->keep[start - 1] != '\n')
+        start--;
+    snprintf(out, cap, "%.*s", (int)(end - start), o->keep + start);
+}
+
+/* Reads what is there now; false at end of file or on error. */
+static bool read_available(int fd, output *o)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t r = read(fd, buf, sizeof buf);
+        if (r > 0) {
+            take_output(o, buf, (size_t)r);
+            continue;
+        }
+        return r < 0 && (errno == EAGAIN || errno == EINTR);
+    }
+}
+
+static int spawn_shell(const char *cmd, int out_fd, pid_t *pid)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&at, 0);
+    sigset_t none, reset;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&at, &none);
+    sigemptyset(&reset);
+    const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2, SIGCHLD};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaddset(&reset, sigs[i]);
+    posix_spawnattr_setsigdefault(&at, &reset);
+    char *argv[] = {"sh", "-c", (char *)cmd, NULL};
+    int rc = posix_spawn(pid, "/bin/sh", &fa, &at, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    return rc;
+}
+
+static int describe_end(int status, bool timed_out, double timeout_s, ddp_err *err)
+{
+    if (timed_out)
+        return ddp_fail(err, DDP_ERUNTIME, "did not finish within %g s (ended)", timeout_s);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return DDP_OK;
+    if (WIFEXITED(status))
+        return ddp_fail(err, DDP_ERUNTIME, "exited with status %d", WEXITSTATUS(status));
+    const char *name = WIFSIGNALED(status) ? sigabbrev_np(WTERMSIG(status)) : NULL;
+    return ddp_fail(err, DDP_ERUNTIME, "was killed by SIG%s", name ? name : "?");
+}
+
+int command_run(const char *cmd, double timeout_s, int log_fd, command_result *res, ddp_err *err)
+{
+    memset(res, 0, sizeof *res);
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "pipe: %s", strerror(errno));
+    fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+    pid_t pid;
+    double t0 = monotonic_s();
+    int rc = spawn_shell(cmd, pfd[1], &pid);
+    close(pfd[1]);
+    if (rc != 0) {
+        close(pfd[0]);
+        return ddp_fail(err, DDP_ERUNTIME, "cannot start /bin/sh: %s", strerror(rc));
+    }
+    output o = {.log_fd = log_fd};
+    bool open_pipe = true, timed_out = false;
+    double killed_at = 0;
+    int status = 0;
+    for (;;) {
+        struct pollfd p = {.fd = pfd[0], .events = POLLIN};
+        if (open_pipe && poll(&p, 1, POLL_MS) > 0)
+            open_pipe = read_available(pfd[0], &o);
+        else if (!open_pipe)
+            nanosleep(&(struct timespec){0, POLL_MS * 1000000L}, NULL);
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            break;
+        double now = monotonic_s();
+        if (!timed_out && now - t0 > timeout_s) {
+            timed_out = true;
+            killed_at = now;
+            kill(-pid, SIGTERM);
+        } else if (timed_out && killed_at > 0 && now - killed_at > KILL_GRACE_S) {
+            kill(-pid, SIGKILL);
+            killed_at = 0;
+        }
+    }
+    if (open_pipe)
+        read_available(pfd[0], &o); /* what it wrote last; a background child may hold the pipe on */
+    close(pfd[0]);
+    res->seconds = monotonic_s() - t0;
+    last_line(&o, res->tail, sizeof res->tail);
+    return describe_end(status, timed_out, timeout_s, err);
+}

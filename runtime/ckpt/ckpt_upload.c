@@ -1,0 +1,212 @@
+/* ckpt_upload.c — checkpoint.upload_cmd on a thread of its own, and checkpoint.download_cmd
+ * (ckpt_upload.h). The upload thread only runs commands and reports them; what is waiting and
+ * running is shared with the checkpoint writer's thread under one mutex, so that pruning never
+ * deletes a file an upload reads. Must not touch a checkpoint's contents. */
+#include "ckpt_upload.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/base/command.h"
+#include "runtime/base/dirs.h"
+#include "runtime/base/log.h"
+
+const char *const ckpt_upload_placeholders[] = {"path", "name", "dir", "step", NULL};
+const char *const ckpt_download_placeholders[] = {"dir", NULL};
+
+typedef struct upload_job {
+    char path[CKPT_PATH_MAX];   /* absolute; "" = none */
+    int64_t step;
+} upload_job;
+
+struct ckpt_uploader {
+    char cmd[COMMAND_MAX];
+    double timeout_s;
+    char log_path[CKPT_PATH_MAX];
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    upload_job waiting, running;
+    bool quit;
+    int failed;
+};
+
+/* Opens the log for appending and writes a header line naming what runs. */
+static int open_log(const char *log_path, const char *what, const char *cmd)
+{
+    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+    dprintf(fd, "=== %s %s: %s\n", stamp, what, cmd);
+    return fd;
+}
+
+/* Runs one command; on failure err holds "`CMD` HOW ENDED: LAST LINE (output in LOG)". */
+static int run_logged(const char *what, const char *cmd, double timeout_s, const char *log_path,
+                      command_result *res, ddp_err *err)
+{
+    int fd = open_log(log_path, what, cmd);
+    int rc = command_run(cmd, timeout_s, fd, res, err);
+    if (fd >= 0)
+        close(fd);
+    if (rc != DDP_OK) {
+        ddp_err why = *err;
+        ddp_fail(err, rc, "`%s` %s%s%s (output in %s)", cmd, why.msg, res->tail[0] ? ": " : "", res->tail,
+                 fd >= 0 ? log_path : "nowhere: the log could not be opened");
+    }
+    return rc;
+}
+
+static void upload_one(ckpt_uploader *u, const upload_job *job)
+{
+    char dir[CKPT_PATH_MAX], step[24], cmd[COMMAND_MAX];
+    snprintf(dir, sizeof dir, "%s", job->path);
+    char *slash = strrchr(dir, '/');
+    const char *name = slash ? slash + 1 : job->path;
+    if (slash)
+        *slash = '\0';
+    snprintf(step, sizeof step, "%lld", (long long)job->step);
+    const char *values[] = {job->path, name, dir, step};
+    ddp_err e = {0};
+    command_result res;
+    int rc = command_expand(u->cmd, ckpt_upload_placeholders, values, 4, cmd, sizeof cmd, &e);
+    if (rc == DDP_OK)
+        rc = run_logged("upload", cmd, u->timeout_s, u->log_path, &res, &e);
+    if (rc == DDP_OK) {
+        log_info("checkpoint: %s uploaded in %.1f s (checkpoint.upload_cmd)", name, res.seconds);
+        return;
+    }
+    pthread_mutex_lock(&u->mu);
+    u->failed++;
+    pthread_mutex_unlock(&u->mu);
+    log_warn("checkpoint: upload of %s failed: %s; training goes on and the checkpoint stays in %s", name, e.msg,
+             dir);
+}
+
+static void *upload_thread(void *arg)
+{
+    ckpt_uploader *u = arg;
+    pthread_mutex_lock(&u->mu);
+    for (;;) {
+        while (!u->waiting.path[0] && !u->quit)
+            pthread_cond_wait(&u->cv, &u->mu);
+        if (!u->waiting.path[0])
+            break;
+        u->running = u->waiting;
+        u->waiting.path[0] = '\0';
+        upload_job job = u->running;
+        pthread_mutex_unlock(&u->mu);
+        upload_one(u, &job);
+        pthread_mutex_lock(&u->mu);
+        u->running.path[0] = '\0';
+        pthread_cond_broadcast(&u->cv);
+    }
+    pthread_mutex_unlock(&u->mu);
+    return NULL;
+}
+
+int ckpt_uploader_create(const char *cmd, double timeout_s, const char *log_path, ckpt_uploader **out,
+                         ddp_err *err)
+{
+    *out = NULL;
+    ckpt_uploader *u = calloc(1, sizeof *u);
+    if (!u)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint uploader: out of memory");
+    snprintf(u->cmd, sizeof u->cmd, "%s", cmd);
+    snprintf(u->log_path, sizeof u->log_path, "%s", log_path);
+    u->timeout_s = timeout_s;
+    pthread_mutex_init(&u->mu, NULL);
+    pthread_cond_init(&u->cv, NULL);
+    int rc = pthread_create(&u->thread, NULL, upload_thread, u);
+    if (rc != 0) {
+        pthread_mutex_destroy(&u->mu);
+        pthread_cond_destroy(&u->cv);
+        free(u);
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint uploader: pthread_create: %s", strerror(rc));
+    }
+    *out = u;
+    return DDP_OK;
+}
+
+void ckpt_uploader_submit(ckpt_uploader *u, const char *path, int64_t step)
+{
+    char abs[PATH_MAX];
+    if (!realpath(path, abs))
+        snprintf(abs, sizeof abs, "%s", path);
+    pthread_mutex_lock(&u->mu);
+    if (u->waiting.path[0])
+        log_warn("checkpoint: upload of %s skipped: the upload before it is still running and %s is newer",
+                 strrchr(u->waiting.path, '/') ? strrchr(u->waiting.path, '/') + 1 : u->waiting.path, path);
+    snprintf(u->waiting.path, sizeof u->waiting.path, "%s", abs);
+    u->waiting.step = step;
+    pthread_cond_broadcast(&u->cv);
+    pthread_mutex_unlock(&u->mu);
+}
+
+void ckpt_uploader_held(ckpt_uploader *u, char held[2][CKPT_PATH_MAX])
+{
+    pthread_mutex_lock(&u->mu);
+    memcpy(held[0], u->running.path, CKPT_PATH_MAX);
+    memcpy(held[1], u->waiting.path, CKPT_PATH_MAX);
+    pthread_mutex_unlock(&u->mu);
+}
+
+int ckpt_uploader_drain(ckpt_uploader *u)
+{
+    pthread_mutex_lock(&u->mu);
+    if (u->running.path[0] || u->waiting.path[0])
+        log_info("checkpoint: waiting for the upload of %s (checkpoint.upload_cmd, at most %g s)",
+                 u->waiting.path[0] ? u->waiting.path : u->running.path, u->timeout_s);
+    while (u->running.path[0] || u->waiting.path[0])
+        pthread_cond_wait(&u->cv, &u->mu);
+    int failed = u->failed;
+    pthread_mutex_unlock(&u->mu);
+    return failed;
+}
+
+void ckpt_uploader_destroy(ckpt_uploader *u)
+{
+    if (!u)
+        return;
+    ckpt_uploader_drain(u);
+    pthread_mutex_lock(&u->mu);
+    u->quit = true;
+    pthread_cond_broadcast(&u->cv);
+    pthread_mutex_unlock(&u->mu);
+    pthread_join(u->thread, NULL);
+    pthread_mutex_destroy(&u->mu);
+    pthread_cond_destroy(&u->cv);
+    free(u);
+}
+
+int ckpt_download(const char *cmd, const char *dir, double timeout_s, const char *log_path, ddp_err *err)
+{
+    char abs[PATH_MAX], expanded[COMMAND_MAX];
+    int rc = make_dirs(dir, err);
+    if (rc != DDP_OK)
+        return ddp_prefix(err, "checkpoint.dir");
+    if (!realpath(dir, abs))
+        snprintf(abs, sizeof abs, "%s", dir);
+    const char *values[] = {abs};
+    rc = command_expand(cmd, ckpt_download_placeholders, values, 1, expanded, sizeof expanded, err);
+    if (rc != DDP_OK)
+        return ddp_prefix(err, "checkpoint.download_cmd");
+    log_info("checkpoint: none in %s; fetching with checkpoint.download_cmd", dir);
+    command_result res;
+    rc = run_logged("download", expanded, timeout_s, log_path, &res, err);
+    if (rc != DDP_OK)
+        return ddp_prefix(err, "checkpoint.download_cmd");
+    log_info("checkpoint: checkpoint.download_cmd finished in %.1f s", res.seconds);
+    return DDP_OK;
+}

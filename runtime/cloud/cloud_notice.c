@@ -1,0 +1,366 @@
+/* cloud_notice.c — the three providers' metadata endpoints, their answers and how this machine's
+ * provider is recognised (cloud_notice.h). JSON answers are read with libyaml: JSON is YAML's flow
+ * style, so the YAML library the config loader uses reads them. Must not keep state between
+ * calls other than the cloud_session the caller owns. */
+#include "cloud_internal.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+#include "runtime/base/clock.h"
+
+#define AWS_TOKEN_TTL_S 21600
+#define AZURE_API "api-version=2020-07-01"
+
+static const char aws_token_path[] = "/latest/api/token";
+static const char aws_notice_path[] = "/latest/meta-data/spot/instance-action";
+static const char gcp_notice_path[] = "/computeMetadata/v1/instance/preempted";
+static const char azure_events_path[] = "/metadata/scheduledevents?" AZURE_API;
+static const char azure_name_path[] = "/metadata/instance/compute/name?api-version=2021-02-01&format=text";
+
+const char *cloud_name(cfg_notice provider)
+{
+    switch (provider) {
+    case NOTICE_AWS: return "AWS";
+    case NOTICE_GCP: return "GCP";
+    case NOTICE_AZURE: return "Azure";
+    default: return "none";
+    }
+}
+
+/* ---- HTTP -------------------------------------------------------------------------------- */
+
+typedef struct http_reply {
+    long status;
+    char body[8192];
+    size_t len;
+    bool google;                /* the answer carried Metadata-Flavor: Google */
+    char error[CURL_ERROR_SIZE];
+} http_reply;
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg)
+{
+    http_reply *r = arg;
+    size_t bytes = size * n, room = sizeof r->body - 1 - r->len;
+    size_t take = bytes < room ? bytes : room;
+    memcpy(r->body + r->len, p, take);
+    r->len += take;
+    r->body[r->len] = '\0';
+    return bytes;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *arg)
+{
+    http_reply *r = arg;
+    size_t bytes = size * n;
+    static const char flavor[] = "Metadata-Flavor:";
+    if (bytes > sizeof flavor && strncasecmp(p, flavor, sizeof flavor - 1) == 0 &&
+        memmem(p, bytes, "Google", 6) != NULL)
+        r->google = true;
+    return bytes;
+}
+
+/* An easy handle for one request; headers stay owned by the caller until the request ends. */
+static CURL *request(const char *base, const char *path, bool put, struct curl_slist *headers, long timeout_ms,
+                     http_reply *r)
+{
+    memset(r, 0, sizeof *r);
+    CURL *h = curl_easy_init();
+    if (!h)
+        return NULL;
+    char url[CLOUD_URL_MAX + 128];
+    snprintf(url, sizeof url, "%s%s", base, path);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);       /* called from a thread: no SIGALRM timeouts */
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");       /* the metadata service is link-local */
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, r->error);
+    if (put) {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+    }
+    return h;
+}
+
+/* Performs one request; false (r->error says why) when no HTTP answer came. */
+static bool fetch(const char *base, const char *path, bool put, const char *header, http_reply *r)
+{
+    struct curl_slist *headers = header ? curl_slist_append(NULL, header) : NULL;
+    CURL *h = request(base, path, put, headers, CLOUD_REQUEST_TIMEOUT_MS, r);
+    bool ok = false;
+    if (h) {
+        CURLcode c = curl_easy_perform(h);
+        if (c == CURLE_OK)
+            curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+        else if (!r->error[0])
+            snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(c));
+        ok = c == CURLE_OK;
+        curl_easy_cleanup(h);
+    } else {
+        snprintf(r->error, sizeof r->error, "curl_easy_init failed");
+    }
+    curl_slist_free_all(headers);
+    return ok;
+}
+
+/* ---- JSON through libyaml ------------------------------------------------------------------ */
+
+static bool json_load(yaml_document_t *doc, const char *text)
+{
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p))
+        return false;
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, strlen(text));
+    bool ok = yaml_parser_load(&p, doc) && yaml_document_get_root_node(doc) != NULL;
+    if (!ok && doc->nodes.start)
+        yaml_document_delete(doc);
+    yaml_parser_delete(&p);
+    return ok;
+}
+
+static const char *scalar(yaml_node_t *n)
+{
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+/* The value under key in mapping node m, or NULL. */
+static yaml_node_t *member(yaml_document_t *doc, yaml_node_t *m, const char *key)
+{
+    if (!m || m->type != YAML_MAPPING_NODE)
+        return NULL;
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        const char *k = scalar(yaml_document_get_node(doc, p->key));
+        if (k && strcmp(k, key) == 0)
+            return yaml_document_get_node(doc, p->value);
+    }
+    return NULL;
+}
+
+static bool list_has(yaml_document_t *doc, yaml_node_t *seq, const char *value)
+{
+    if (!seq || seq->type != YAML_SEQUENCE_NODE)
+        return false;
+    for (yaml_node_item_t *i = seq->data.sequence.items.start; i < seq->data.sequence.items.top; i++) {
+        const char *v = scalar(yaml_document_get_node(doc, *i));
+        if (v && strcmp(v, value) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* ---- the providers' answers ------------------------------------------------------------------ */
+
+int notice_parse_aws(long http_status, const char *body, char *what, size_t cap)
+{
+    if (http_status == 404) /* documented: no action is scheduled */
+        return 0;
+    if (http_status != 200) {
+        snprintf(what, cap, "AWS spot/instance-action answered HTTP %ld", http_status);
+        return -1;
+    }
+    yaml_document_t doc;
+    const char *action = NULL, *when = NULL;
+    bool parsed = json_load(&doc, body);
+    if (parsed) {
+        yaml_node_t *root = yaml_document_get_root_node(&doc);
+        action = scalar(member(&doc, root, "action"));
+        when = scalar(member(&doc, root, "time"));
+    }
+    /* An answer of 200 is the notice itself; a body we cannot read still means the machine goes. */
+    if (action && when)
+        snprintf(what, cap, "AWS spot/instance-action: %s at %s", action, when);
+    else
+        snprintf(what, cap, "AWS spot/instance-action: %.120s", body);
+    if (parsed)
+        yaml_document_delete(&doc);
+    return 1;
+}
+
+int notice_parse_gcp(long http_status, const char *body, char *what, size_t cap)
+{
+    if (http_status != 200) {
+        snprintf(what, cap, "GCP instance/preempted answered HTTP %ld", http_status);
+        return -1;
+    }
+    if (strncmp(body, "TRUE", 4) == 0) {
+        snprintf(what, cap, "GCP instance/preempted: TRUE");
+        return 1;
+    }
+    if (strncmp(body, "FALSE", 5) == 0)
+        return 0;
+    snprintf(what, cap, "GCP instance/preempted answered \"%.40s\", not TRUE or FALSE", body);
+    return -1;
+}
+
+/* An event of type Preempt that names this VM (any, while its name is unknown). */
+static int azure_preempt(yaml_document_t *doc, yaml_node_t *events, const char *vm_name, char *what, size_t cap)
+{
+    for (yaml_node_item_t *i = events->data.sequence.items.start; i < events->data.sequence.items.top; i++) {
+        yaml_node_t *ev = yaml_document_get_node(doc, *i);
+        const char *type = scalar(member(doc, ev, "EventType"));
+        if (!type || strcmp(type, "Preempt") != 0)
+            continue;
+        if (vm_name && vm_name[0] && !list_has(doc, member(doc, ev, "Resources"), vm_name))
+            continue;
+        const char *id = scalar(member(doc, ev, "EventId")), *not_before = scalar(member(doc, ev, "NotBefore"));
+        snprintf(what, cap, "Azure Scheduled Events: Preempt (EventId %s, not before %s)", id ? id : "?",
+                 not_before && not_before[0] ? not_before : "now");
+        return 1;
+    }
+    return 0;
+}
+
+int notice_parse_azure(long http_status, const char *body, const char *vm_name, char *what, size_t cap)
+{
+    if (http_status != 200) {
+        snprintf(what, cap, "Azure Scheduled Events answered HTTP %ld", http_status);
+        return -1;
+    }
+    yaml_document_t doc;
+    if (!json_load(&doc, body)) {
+        snprintf(what, cap, "Azure Scheduled Events answered something that is not JSON");
+        return -1;
+    }
+    yaml_node_t *events = member(&doc, yaml_document_get_root_node(&doc), "Events");
+    int rc;
+    if (!events || events->type != YAML_SEQUENCE_NODE) {
+        snprintf(what, cap, "Azure Scheduled Events answered without an Events list");
+        rc = -1;
+    } else {
+        rc = azure_preempt(&doc, events, vm_name, what, cap);
+    }
+    yaml_document_delete(&doc);
+    return rc;
+}
+
+/* ---- polling one provider ---------------------------------------------------------------- */
+
+void cloud_session_init(cloud_session *s, cfg_notice provider)
+{
+    memset(s, 0, sizeof *s);
+    s->provider = provider;
+    const char *env = getenv("DDPRUN_METADATA_URL");
+    snprintf(s->base, sizeof s->base, "%s", env && env[0] ? env : "http://169.254.169.254");
+    size_t n = strlen(s->base);
+    while (n > 0 && s->base[n - 1] == '/')
+        s->base[--n] = '\0';
+}
+
+static int aws_poll(cloud_session *s, char *what, size_t cap)
+{
+    http_reply r;
+    if (!s->token[0] || monotonic_s() - s->token_time > AWS_TOKEN_TTL_S - 60) {
+        if (!fetch(s->base, aws_token_path, true, "X-aws-ec2-metadata-token-ttl-seconds: 21600", &r) ||
+            r.status != 200 || r.len == 0 || r.len >= sizeof s->token) {
+            snprintf(what, cap, "AWS IMDSv2 token: %s", r.error[0] ? r.error : "no token in the answer");
+            return -1;
+        }
+        snprintf(s->token, sizeof s->token, "%.*s", (int)strcspn(r.body, "\r\n"), r.body);
+        s->token_time = monotonic_s();
+    }
+    char header[sizeof s->token + 32];
+    snprintf(header, sizeof header, "X-aws-ec2-metadata-token: %s", s->token);
+    if (!fetch(s->base, aws_notice_path, false, header, &r)) {
+        snprintf(what, cap, "AWS spot/instance-action: %s", r.error);
+        return -1;
+    }
+    if (r.status == 401)
+        s->token[0] = '\0'; /* expired or revoked: a new one at the next poll */
+    return notice_parse_aws(r.status, r.body, what, cap);
+}
+
+static int gcp_poll(cloud_session *s, char *what, size_t cap)
+{
+    http_reply r;
+    if (!fetch(s->base, gcp_notice_path, false, "Metadata-Flavor: Google", &r)) {
+        snprintf(what, cap, "GCP instance/preempted: %s", r.error);
+        return -1;
+    }
+    return notice_parse_gcp(r.status, r.body, what, cap);
+}
+
+static int azure_poll(cloud_session *s, char *what, size_t cap)
+{
+    http_reply r;
+    if (!s->vm_name_tried) {
+        s->vm_name_tried = true;
+        if (fetch(s->base, azure_name_path, false, "Metadata: true", &r) && r.status == 200)
+            snprintf(s->vm_name, sizeof s->vm_name, "%.*s", (int)strcspn(r.body, "\r\n"), r.body);
+    }
+    if (!fetch(s->base, azure_events_path, false, "Metadata: true", &r)) {
+        snprintf(what, cap, "Azure Scheduled Events: %s", r.error);
+        return -1;
+    }
+    return notice_parse_azure(r.status, r.body, s->vm_name, what, cap);
+}
+
+int cloud_poll(cloud_session *s, char *what, size_t cap)
+{
+    switch (s->provider) {
+    case NOTICE_AWS: return aws_poll(s, what, cap);
+    case NOTICE_GCP: return gcp_poll(s, what, cap);
+    case NOTICE_AZURE: return azure_poll(s, what, cap);
+    default: snprintf(what, cap, "no provider"); return -1;
+    }
+}
+
+/* ---- which cloud ------------------------------------------------------------------------- */
+
+/* The three questions asked at once, so that a machine on no cloud costs timeout_s, not three. */
+cfg_notice cloud_detect(double timeout_s)
+{
+    cloud_session s;
+    cloud_session_init(&s, NOTICE_AUTO);
+    const cfg_notice who[3] = {NOTICE_AWS, NOTICE_GCP, NOTICE_AZURE};
+    const char *path[3] = {aws_token_path, gcp_notice_path, azure_events_path};
+    const char *header[3] = {"X-aws-ec2-metadata-token-ttl-seconds: 60", "Metadata-Flavor: Google",
+                             "Metadata: true"};
+    http_reply *r = calloc(3, sizeof *r);
+    struct curl_slist *h[3] = {NULL, NULL, NULL};
+    CURL *e[3] = {NULL, NULL, NULL};
+    CURLM *m = r ? curl_multi_init() : NULL;
+    for (int i = 0; m && i < 3; i++) {
+        h[i] = curl_slist_append(NULL, header[i]);
+        e[i] = request(s.base, path[i], i == 0, h[i], (long)(timeout_s * 1000), &r[i]);
+        if (e[i])
+            curl_multi_add_handle(m, e[i]);
+    }
+    double t0 = monotonic_s();
+    int running = m ? 1 : 0;
+    while (running > 0 && monotonic_s() - t0 < timeout_s + 0.1) {
+        curl_multi_perform(m, &running);
+        if (running > 0)
+            curl_multi_poll(m, NULL, 0, 50, NULL);
+    }
+    cfg_notice found = NOTICE_OFF;
+    for (int i = 0; i < 3; i++) {
+        if (!e[i])
+            continue;
+        curl_easy_getinfo(e[i], CURLINFO_RESPONSE_CODE, &r[i].status);
+        char what[NOTICE_TEXT_MAX];
+        bool answered = who[i] == NOTICE_AWS ? r[i].status == 200 && r[i].len > 0
+                        : who[i] == NOTICE_GCP ? r[i].google && notice_parse_gcp(r[i].status, r[i].body, what,
+                                                                                 sizeof what) >= 0
+                                               : notice_parse_azure(r[i].status, r[i].body, "", what, sizeof what) >= 0;
+        if (answered && found == NOTICE_OFF)
+            found = who[i];
+        curl_multi_remove_handle(m, e[i]);
+        curl_easy_cleanup(e[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        curl_slist_free_all(h[i]);
+    if (m)
+        curl_multi_cleanup(m);
+    free(r);
+    return found;
+}

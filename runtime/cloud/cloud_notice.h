@@ -1,0 +1,51 @@
+/* cloud_notice.h — the clouds' preemption notices: which cloud this machine runs on, and whether
+ * it has announced that it will take the machine away.
+ *
+ * AWS (spot/instance-action, IMDSv2 with its session token), GCP (instance/preempted, header
+ * Metadata-Flavor: Google) and Azure (Scheduled Events, an event of type Preempt for this VM,
+ * header Metadata: true), each read from its documented instance metadata endpoint over plain
+ * HTTP with libcurl, never through a proxy. The base URL is http://169.254.169.254 (every one of
+ * the three answers there) or DDPRUN_METADATA_URL, which tests point at a local server.
+ * A watch polls on a thread of its own and calls back once on a notice. This module must not
+ * decide what a notice leads to (the training job does) and must not print except through log.h. */
+#ifndef DDP_CLOUD_NOTICE_H
+#define DDP_CLOUD_NOTICE_H
+
+#include <stddef.h>
+
+#include "runtime/base/err.h"
+#include "runtime/config/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NOTICE_TEXT_MAX 256
+
+const char *cloud_name(cfg_notice provider); /* "AWS", "GCP", "Azure" */
+
+/* Which provider's metadata service answers within timeout_s (all three are asked at once);
+ * NOTICE_OFF when none does. */
+cfg_notice cloud_detect(double timeout_s);
+
+/* Reading one provider's answer: 1 = a notice (what describes it), 0 = none, -1 = not an answer
+ * of that provider (what says why). Exposed for the unit test. */
+int notice_parse_aws(long http_status, const char *body, char *what, size_t cap);
+int notice_parse_gcp(long http_status, const char *body, char *what, size_t cap);
+int notice_parse_azure(long http_status, const char *body, const char *vm_name, char *what, size_t cap);
+
+typedef struct notice_watch notice_watch;
+typedef void (*notice_fn)(const char *what, void *arg);
+
+/* Starts polling every poll_s (provider NOTICE_AUTO: detected first, on the watch's thread; when no
+ * service answers the watch ends silently). on_notice(what, arg) runs once, on the watch's thread. */
+int notice_watch_start(cfg_notice provider, double poll_s, notice_fn on_notice, void *arg, notice_watch **out,
+                       ddp_err *err);
+/* Stops the thread (within one request's time limit) and frees w (NULL is fine). */
+void notice_watch_stop(notice_watch *w);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

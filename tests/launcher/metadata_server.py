@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""metadata_server.py — a local stand-in for one cloud's instance metadata service, answering as
+that provider documents it, for the preemption notice tests (DDPRUN_METADATA_URL points at it).
+
+  metadata_server.py PROVIDER DIR      PROVIDER: aws | gcp | azure
+
+Listens on 127.0.0.1 (a free port, written to DIR/port). Until DIR/notice exists it answers "no
+notice"; from then on it answers with the provider's documented notice and writes DIR/served (the
+time it first did). Requests without the provider's required header (AWS: an IMDSv2 token from
+PUT /latest/api/token; GCP: Metadata-Flavor: Google; Azure: Metadata: true) are refused as the
+real services refuse them, and each refusal is logged to DIR/requests.log with "REFUSED".
+Azure also lists a Preempt event for another VM of the scale set from the start: only events that
+name this VM (vm-under-test) concern it.
+"""
+import http.server
+import json
+import os
+import sys
+import threading
+import time
+
+PROVIDER, DIR = sys.argv[1], sys.argv[2]
+TOKENS = set()
+LOCK = threading.Lock()
+VM = "vm-under-test"
+
+
+def notice_due():
+    if not os.path.exists(os.path.join(DIR, "notice")):
+        return False
+    served = os.path.join(DIR, "served")
+    with LOCK:
+        if not os.path.exists(served):
+            with open(served, "w") as f:
+                f.write(f"{time.time():.3f}\n")
+    return True
+
+
+def azure_events():
+    events = [{"EventId": "0F1C-OTHER", "EventStatus": "Scheduled", "EventType": "Preempt",
+               "ResourceType": "VirtualMachine", "Resources": ["other-vm"], "NotBefore": "",
+               "Description": "", "EventSource": "Platform", "DurationInSeconds": -1}]
+    if notice_due():
+        events.append({"EventId": "5A2E-THIS", "EventStatus": "Scheduled", "EventType": "Preempt",
+                       "ResourceType": "VirtualMachine", "Resources": [VM],
+                       "NotBefore": "Wed, 25 Nov 2026 18:02:00 GMT", "Description": "",
+                       "EventSource": "Platform", "DurationInSeconds": -1})
+    # compact, as the service sends it
+    return json.dumps({"DocumentIncarnation": 2, "Events": events}, separators=(",", ":"))
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        with open(os.path.join(DIR, "requests.log"), "a") as f:
+            f.write("%s %s\n" % (self.command, fmt % args))
+
+    def reply(self, status, body="", headers=()):
+        data = body.encode()
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def refuse(self, status, why):
+        self.log_message("REFUSED %s: %s", self.path, why)
+        self.reply(status, why)
+
+    def do_PUT(self):
+        if PROVIDER == "aws" and self.path == "/latest/api/token":
+            ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
+            if not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
+                return self.refuse(400, "missing or bad X-aws-ec2-metadata-token-ttl-seconds")
+            token = "tok-%d" % len(TOKENS)
+            TOKENS.add(token)
+            return self.reply(200, token)
+        self.reply(404 if PROVIDER != "gcp" else 405, "not found")
+
+    def do_GET(self):
+        getattr(self, "get_" + PROVIDER)()
+
+    def get_aws(self):
+        if self.headers.get("X-aws-ec2-metadata-token") not in TOKENS:
+            return self.refuse(401, "IMDSv2 token missing or unknown")
+        if self.path == "/latest/meta-data/spot/instance-action" and notice_due():
+            return self.reply(200, '{"action": "terminate", "time": "2026-11-25T18:02:00Z"}')
+        self.reply(404, "Not Found")
+
+    def get_gcp(self):
+        flavor = [("Metadata-Flavor", "Google")]
+        if self.headers.get("Metadata-Flavor") != "Google":
+            return self.refuse(403, "Missing Metadata-Flavor:Google header.")
+        if self.path.split("?")[0] == "/computeMetadata/v1/instance/preempted":
+            return self.reply(200, "TRUE" if notice_due() else "FALSE", flavor)
+        self.reply(404, "Not Found", flavor)
+
+    def get_azure(self):
+        if self.headers.get("Metadata") != "true":
+            return self.refuse(400, '{"error": "Bad request. Required metadata header not specified"}')
+        path, _, query = self.path.partition("?")
+        if "api-version=" not in query:
+            return self.refuse(400, '{"error": "Bad request. api-version was not specified"}')
+        if path == "/metadata/scheduledevents":
+            return self.reply(200, azure_events(), [("Content-Type", "application/json")])
+        if path == "/metadata/instance/compute/name":
+            return self.reply(200, VM)
+        self.reply(404, "Not Found")
+
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+with open(os.path.join(DIR, "port.tmp"), "w") as f:
+    f.write(str(server.server_address[1]))
+os.rename(os.path.join(DIR, "port.tmp"), os.path.join(DIR, "port"))
+server.serve_forever()

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Checkpoints off the instance's disk: checkpoint.dir elsewhere, checkpoint.upload_cmd after each
+# save (in the background, never blocking training; a failing, a slow and a hanging command), and
+# checkpoint.download_cmd fetching the newest checkpoint when a fresh machine resumes. Local
+# commands stand in for `aws s3 cp`.
+source "$(dirname "$0")/../../lib.sh"
+RUN=(train.max_steps=40 checkpoint.every_steps=10 checkpoint.keep_last=1 checkpoint.resume=auto)
+np2() { "$DDPRUN" -np 2 "$SMALL" "$@"; }
+remote=$TMP/remote
+mkdir -p "$remote"
+
+# checkpoint.dir outside run.dir, every save uploaded (a space in the path: {path} is quoted)
+np2 run.dir="$TMP/up" "${RUN[@]}" checkpoint.dir="$TMP/disk two/ckpts" \
+    checkpoint.upload_cmd="cp {path} $remote/ && echo uploaded {name} step {step}" >"$TMP/up.log" 2>&1
+check "upload run completes" [ $? -eq 0 ]
+check "checkpoints go to checkpoint.dir" [ -f "$TMP/disk two/ckpts/ckpt-00000040.ddp" ]
+check "nothing in run.dir/checkpoints" [ ! -e "$TMP/up/checkpoints" ]
+check "keep_last 1 holds locally after the uploads" [ "$(ls "$TMP/disk two/ckpts" | grep -c '^ckpt-')" -eq 1 ]
+check "every save was uploaded (10, 20, 30, 40)" [ "$(ls "$remote" | grep -c '^ckpt-')" -eq 4 ]
+check "the uploaded copy is the checkpoint, bit for bit" \
+    cmp "$remote/ckpt-00000040.ddp" "$TMP/disk two/ckpts/ckpt-00000040.ddp"
+check "each upload is reported" [ "$(grep -c 'uploaded in' "$TMP/up.log")" -eq 4 ]
+check "command output goes to run.dir/checkpoint-commands.log" \
+    grep -q "uploaded ckpt-00000040.ddp step 40" "$TMP/up/checkpoint-commands.log"
+
+# a slow upload: training goes on, only the newest waiting checkpoint is uploaded next, the job
+# waits for the last one at the end, and nothing an upload reads is pruned under it
+mkdir -p "$TMP/slow-remote"
+np2 run.dir="$TMP/slow" "${RUN[@]}" checkpoint.every_steps=5 \
+    checkpoint.upload_cmd="sleep 2; cp {path} $TMP/slow-remote/" >"$TMP/slow.log" 2>&1
+check "slow upload: job completes" [ $? -eq 0 ]
+check "slow upload: training finished while an upload still ran" grep -q "waiting for the upload of" "$TMP/slow.log"
+check "slow upload: older waiting checkpoints were skipped" grep -q "upload of ckpt-.* skipped" "$TMP/slow.log"
+check "slow upload: no upload failed (none lost its file to pruning)" bash -c "! grep -q 'failed' '$TMP/slow.log'"
+check "slow upload: the final checkpoint was uploaded" cmp "$TMP/slow-remote/ckpt-00000040.ddp" \
+    "$TMP/slow/checkpoints/ckpt-00000040.ddp"
+check "slow upload: what uploads held was pruned at the end" \
+    [ "$(ls "$TMP/slow/checkpoints" | grep -c '^ckpt-')" -eq 1 ]
+
+# a failing upload is reported, not fatal
+printf '#!/bin/sh\necho "denied: no credentials" >&2\nexit 3\n' >"$TMP/no-credentials"
+chmod +x "$TMP/no-credentials"
+np2 run.dir="$TMP/fail" "${RUN[@]}" checkpoint.upload_cmd="$TMP/no-credentials {path}" >"$TMP/fail.log" 2>&1
+check "failing upload: job still completes" [ $? -eq 0 ]
+check "failing upload: reported with its status and last line" \
+    grep -q "upload of ckpt-00000040.ddp failed: .* exited with status 3: denied: no credentials" "$TMP/fail.log"
+check "failing upload: the checkpoint stays" [ -f "$TMP/fail/checkpoints/ckpt-00000040.ddp" ]
+
+# a hanging upload is ended at checkpoint.command_timeout_s
+t0=$(date +%s)
+np2 run.dir="$TMP/hang" "${RUN[@]}" checkpoint.every_steps=40 checkpoint.command_timeout_s=1 \
+    checkpoint.upload_cmd="sleep 60" >"$TMP/hang.log" 2>&1
+rc=$?
+t1=$(date +%s)
+check "hanging upload: job completes (rc $rc)" [ $rc -eq 0 ]
+check "hanging upload: ended after 1 s and reported" grep -q "did not finish within 1 s" "$TMP/hang.log"
+check "hanging upload: the job did not wait for it (took $((t1 - t0)) s)" [ $((t1 - t0)) -lt 30 ]
+
+# a fresh machine: no checkpoint locally, download_cmd brings the newest one; the run equals the
+# one resumed from the local checkpoint on the machine that wrote it
+np2 run.dir="$TMP/up" "${RUN[@]}" train.max_steps=60 checkpoint.dir="$TMP/disk two/ckpts" >"$TMP/ref.log" 2>&1
+check "the uploading machine resumes to step 60 from its own checkpoint" [ $? -eq 0 ]
+np2 run.dir="$TMP/fresh" "${RUN[@]}" train.max_steps=60 \
+    checkpoint.download_cmd="cp $remote/ckpt-00000040.ddp {dir}/" >"$TMP/fresh.log" 2>&1
+check "download: job completes" [ $? -eq 0 ]
+check "download: resumed from the downloaded checkpoint" grep -q "resumed from .*ckpt-00000040.ddp" "$TMP/fresh.log"
+check "download: result bit-identical to the uninterrupted run" \
+    "$DDPRUN" ckpt diff "$TMP/disk two/ckpts/ckpt-00000060.ddp" "$TMP/fresh/checkpoints/ckpt-00000060.ddp"
+np2 run.dir="$TMP/fresh" "${RUN[@]}" train.max_steps=70 checkpoint.download_cmd="exit 9" >"$TMP/local.log" 2>&1
+check "download_cmd is not run when checkpoint.dir has a checkpoint" [ $? -eq 0 ]
+# a failed download stops the job before training: starting from step 0 would silently lose the run
+printf '#!/bin/sh\necho "bucket not found" >&2\nexit 4\n' >"$TMP/no-bucket"
+chmod +x "$TMP/no-bucket"
+np2 run.dir="$TMP/dlfail" "${RUN[@]}" checkpoint.download_cmd="$TMP/no-bucket {dir}" >"$TMP/dlfail.log" 2>&1
+rc=$?
+check "failed download: job fails (rc $rc)" [ $rc -ne 0 ]
+check "failed download: says which command and why" \
+    grep -q "checkpoint.download_cmd: .*exited with status 4: bucket not found" "$TMP/dlfail.log"
+check "failed download: no training happened" [ ! -e "$TMP/dlfail/checkpoints/ckpt-00000010.ddp" ]
+np2 run.dir="$TMP/dlnone" "${RUN[@]}" checkpoint.download_cmd="true" >"$TMP/dlnone.log" 2>&1
+check "download with nothing to fetch: starts fresh" [ $? -eq 0 ]
+check "download with nothing to fetch: said so" grep -q "brought no checkpoint" "$TMP/dlnone.log"
+
+# a placeholder typo is a config error naming where it is
+np2 run.dir="$TMP/typo" checkpoint.upload_cmd="cp {paht} /x" >"$TMP/typo.log" 2>&1
+check "unknown placeholder: exit 2" [ $? -eq 2 ]
+check "unknown placeholder: names the override, the key and the placeholder" \
+    grep -q "<override 2>:1:.*checkpoint.upload_cmd.*{paht}" "$TMP/typo.log"
+finish

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The cloud's preemption notice through the real launcher: a local server answers like AWS (IMDSv2),
+# GCP or Azure (tests/launcher/metadata_server.py, reached through DDPRUN_METADATA_URL). Once it
+# starts announcing the preemption, the np=2 job saves and exits 75 within the poll interval plus
+# the save time, naming the notice; the checkpoint resumes. `auto` finds GCP and Azure by their
+# answers; with no metadata service it stays silent and the job ends normally. Azure's event for
+# another VM of the scale set does not stop the job.
+source "$(dirname "$0")/../../lib.sh"
+POLL=0.5
+LONG=(model.mlp.hidden=[512,512] optimizer.kind=adamw optimizer.nesterov=false train.max_steps=3000
+      train.log_every=5 checkpoint.notice_poll_s=$POLL)
+SERVER=$DDP_SRC/tests/launcher/metadata_server.py
+server_pid=
+
+start_server() { # provider dir
+    mkdir -p "$2"
+    python3 "$SERVER" "$1" "$2" &
+    server_pid=$!
+    for _ in $(seq 100); do [ -f "$2/port" ] && break; sleep 0.05; done
+    export DDPRUN_METADATA_URL=http://127.0.0.1:$(cat "$2/port")
+}
+stop_server() { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; }
+trap 'stop_server; rm -rf "$TMP"' EXIT
+
+# notice_case PROVIDER SETTING: run until step 20, then the server announces the preemption
+notice_case() {
+    local p=$1 setting=$2 d=$TMP/$1
+    start_server "$p" "$d/meta"
+    "$DDPRUN" -np 2 "$SMALL" run.dir="$d/run" "${LONG[@]}" checkpoint.preemption_notice="$setting" \
+        >"$d/job.log" 2>&1 &
+    local pid=$! reached=no
+    for _ in $(seq 1200); do
+        grep -q '"step":20,' "$d/run/metrics.jsonl" 2>/dev/null && { reached=yes; break; }
+        sleep 0.05
+    done
+    check "$p ($setting): training ran to step 20 before any notice" [ $reached = yes ]
+    local t0 t1 rc
+    t0=$(date +%s.%N)
+    touch "$d/meta/notice"
+    wait $pid
+    rc=$?
+    t1=$(date +%s.%N)
+    stop_server
+    check "$p ($setting): the job exits 75 (got $rc)" [ $rc -eq 75 ]
+    check "$p ($setting): the notice is named" grep -q "preemption notice: $3" "$d/job.log"
+    check "$p ($setting): rank 0 says why it stopped" grep -q "stopped by the cloud's preemption notice" "$d/job.log"
+    local saved save_ms bound took
+    saved=$(last_ckpt "$d/run")
+    check "$p ($setting): a checkpoint was saved ($saved)" [ -n "$saved" ] && "$DDPRUN" ckpt info "$saved" >/dev/null
+    save_ms=$(sed -n 's/.*written in \([0-9.]*\) ms.*/\1/p' "$d/job.log" | tail -n 1)
+    # poll interval + save + one step, MPI finalize and the exit through mpirun (about 1 s here)
+    bound=$(python3 -c "print($POLL + ${save_ms:-0} / 1000 + 5)")
+    took=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+    echo "$p ($setting): notice served -> job exited in $took s (save ${save_ms:-?} ms, bound $bound s)"
+    check "$p ($setting): exited within poll interval + save time + 5 s" python3 -c "exit(not $took <= $bound)"
+    check "$p ($setting): the server saw only requests with the provider's headers" \
+        bash -c "! grep REFUSED '$d/meta/requests.log' | grep -v '$4'"
+}
+
+notice_case aws aws "AWS spot/instance-action: terminate at 2026-11-25T18:02:00Z" "^$"
+check "aws: the IMDSv2 token was asked for" grep -q "PUT /latest/api/token" "$TMP/aws/meta/requests.log"
+# auto: the detection asks all three providers at once; the others' questions may be refused
+notice_case gcp auto "GCP instance/preempted: TRUE" "scheduledevents"
+check "gcp (auto): detected" grep -q "watching GCP's preemption notice" "$TMP/gcp/job.log"
+notice_case azure auto "Azure Scheduled Events: Preempt (EventId 5A2E-THIS" "preempted"
+check "azure (auto): detected" grep -q "watching Azure's preemption notice" "$TMP/azure/job.log"
+check "azure: the event for another VM was not taken for this one" bash -c "! grep -q 0F1C-OTHER '$TMP/azure/job.log'"
+
+# the saved checkpoint resumes (the stop path is the signal's, whose resume test_preempt.sh proves exact)
+"$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/aws/run" "${LONG[@]}" train.max_steps=60 checkpoint.resume=auto \
+    >"$TMP/resume.log" 2>&1
+check "the job resumes from the notice's checkpoint" grep -q "resumed from .*ckpt-" "$TMP/resume.log"
+
+# auto with no metadata service: silent, and the job ends normally
+export DDPRUN_METADATA_URL=http://127.0.0.1:9   # discard port: connection refused
+"$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/none" checkpoint.preemption_notice=auto >"$TMP/none.log" 2>&1
+check "auto on no cloud: the job completes" [ $? -eq 0 ]
+check "auto on no cloud: nothing said about notices" bash -c "! grep -qi 'notice' '$TMP/none.log'"
+# a provider named explicitly whose service does not answer is reported, and the job goes on
+"$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/down" checkpoint.preemption_notice=aws >"$TMP/down.log" 2>&1
+check "aws without a metadata service: the job completes" [ $? -eq 0 ]
+check "aws without a metadata service: reported once" [ "$(grep -c 'preemption_notice AWS' "$TMP/down.log")" -eq 1 ]
+finish
