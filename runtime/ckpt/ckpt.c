@@ -99,8 +99,11 @@ static int slow_write_ms(void)
     return s ? atoi(s) : 0;
 }
 
-/* Writes n bytes (crc != NULL: also CRC them) in chunks, retrying short writes and EINTR. */
-static int write_stream(int fd, const void *src, uint64_t n, uint32_t *crc, int slow_ms, const char *tmp, ddp_err *err)
+/* Writes n bytes at *off in chunks, retrying short writes and EINTR. Each chunk's writeback to
+ * the disk starts as soon as it is in the page cache (sync_file_range), so the disk streams
+ * while later chunks are copied instead of all of it waiting for the final fsync. */
+static int write_stream(int fd, const void *src, uint64_t n, uint64_t *off, int slow_ms, const char *tmp,
+                        ddp_err *err)
 {
     const uint8_t *p = src;
     while (n > 0) {
@@ -110,8 +113,9 @@ static int write_stream(int fd, const void *src, uint64_t n, uint32_t *crc, int 
             continue;
         if (w < 0)
             return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: write: %s", tmp, strerror(errno));
-        if (crc)
-            *crc = (uint32_t)crc32_z(*crc, p, (size_t)w);
+        /* a hint: a filesystem without it still gets the fsync that makes the file durable */
+        (void)sync_file_range(fd, (off_t)*off, (off_t)w, SYNC_FILE_RANGE_WRITE);
+        *off += (uint64_t)w;
         p += w;
         n -= (uint64_t)w;
         if (slow_ms > 0) {
@@ -120,6 +124,22 @@ static int write_stream(int fd, const void *src, uint64_t n, uint32_t *crc, int 
         }
     }
     return DDP_OK;
+}
+
+/* The tensors' CRCs, computed on a thread of their own while the same bytes are written: the
+ * header that holds them is written last anyway, and CRC and disk then take max(), not the sum,
+ * of their times (500 MB: about 0.26 s of CRC at zlib's 1.9 GB/s next to 1.1 s of disk). */
+typedef struct crc_pass {
+    const ckpt_state *s;
+    ckpt_layout *L;
+} crc_pass;
+
+static void *compute_crcs(void *arg)
+{
+    crc_pass *c = arg;
+    for (int i = 0; i < c->L->n; i++)
+        c->L->crc[i] = (uint32_t)crc32_z(crc32_z(0L, NULL, 0), c->s->tensors[i].data, c->L->nbytes[i]);
+    return NULL;
 }
 
 static int pwrite_all(int fd, const uint8_t *p, size_t n, const char *tmp, ddp_err *err)
@@ -138,7 +158,7 @@ static int pwrite_all(int fd, const uint8_t *p, size_t n, const char *tmp, ddp_e
     return DDP_OK;
 }
 
-/* Header placeholder, tensor data (CRCs computed on the way), then the real header at 0. */
+/* Header placeholder, tensor data (CRCs computed beside it), then the real header at 0. */
 static int write_contents(int fd, const ckpt_state *s, ckpt_layout *L, const char *tmp, ddp_err *err)
 {
     static const uint8_t zeros[CKPT_ALIGN];
@@ -146,16 +166,21 @@ static int write_contents(int fd, const ckpt_state *s, ckpt_layout *L, const cha
     if (ckpt_header_encode(s, L, &header, err))
         return err->code;
     int slow_ms = slow_write_ms();
-    int rc = write_stream(fd, header, L->data_start, NULL, slow_ms, tmp, err);
-    uint64_t pos = L->data_start;
+    crc_pass crcs = {s, L};
+    pthread_t crc_thread;
+    bool threaded = pthread_create(&crc_thread, NULL, compute_crcs, &crcs) == 0;
+    if (!threaded)
+        compute_crcs(&crcs);
+    uint64_t pos = 0;
+    int rc = write_stream(fd, header, L->data_start, &pos, slow_ms, tmp, err);
     for (int i = 0; !rc && i < L->n; i++) {
         if (L->offset[i] > pos)
-            rc = write_stream(fd, zeros, L->offset[i] - pos, NULL, 0, tmp, err);
-        L->crc[i] = (uint32_t)crc32_z(0L, NULL, 0);
+            rc = write_stream(fd, zeros, L->offset[i] - pos, &pos, 0, tmp, err);
         if (!rc)
-            rc = write_stream(fd, s->tensors[i].data, L->nbytes[i], &L->crc[i], slow_ms, tmp, err);
-        pos = L->offset[i] + L->nbytes[i];
+            rc = write_stream(fd, s->tensors[i].data, L->nbytes[i], &pos, slow_ms, tmp, err);
     }
+    if (threaded)
+        pthread_join(crc_thread, NULL);
     free(header);
     header = NULL;
     if (!rc)
