@@ -2,7 +2,8 @@
  * (runtime/config/config.h).
  *
  * The input is cut at NUL bytes: the first part is the YAML file, each further part (up to 8) one
- * override as given to `ddprun -o`. A rejected config only has to come back as an error. An
+ * override as given to `ddprun -o`; an empty first part means no file at all (defaults plus
+ * overrides, as tools and tests load configs). A rejected config only has to come back as an error. An
  * accepted one must survive the trip the training job makes: config_write_resolved, then
  * config_load of that file gives the same struct and the same config_hash (anything else is a
  * setting silently changed on resume), and so the harness aborts on a difference. It owns no
@@ -38,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     static config c, again; /* 30 KB each: off the stack */
     ddp_err err = {0};
-    if (config_load(path, n_over, overrides, &c, &err) == DDP_OK) {
+    if (config_load(parts[0].n ? path : NULL, n_over, overrides, &c, &err) == DDP_OK) {
         if (config_write_resolved(&c, resolved, &err) != DDP_OK) {
             fprintf(stderr, "accepted config cannot be written back: %s\n", err.msg);
             abort();
