@@ -3,7 +3,7 @@
  * made by the project's own writer where it has one (checkpoints: ckpt_write_atomic) and by the
  * format's documentation otherwise, plus a few near misses. The text seeds (config, bench_args)
  * are written by hand. Run as `build-fuzz/tests/fuzz/fuzz_make_seeds tests/fuzz/corpus SCRATCH`
- * after `ninja -C build-fuzz tests/fuzz/fuzz_make_seeds` (not built by default); it only writes
+ * after `meson compile -C build-fuzz fuzz_make_seeds` (not built by default); it only writes
  * into the folders it is given (checkpoints go through SCRATCH) and must not be part of any test. */
 #include <stdio.h>
 #include <stdlib.h>
