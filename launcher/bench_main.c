@@ -320,7 +320,9 @@ static int time_placement(harness *h, const bench_row *r, bool in_place, size_t 
 
 static size_t next_size(const bench_opts *o, size_t bytes)
 {
-    size_t next = o->step_bytes ? bytes + o->step_bytes : (size_t)((double)bytes * o->step_factor);
+    /* saturated in double: a product beyond SIZE_MAX must not reach the (undefined) conversion */
+    double grown = (double)bytes * o->step_factor;
+    size_t next = o->step_bytes ? bytes + o->step_bytes : grown >= (double)SIZE_MAX ? SIZE_MAX : (size_t)grown;
     return next > bytes ? next : bytes + 1;
 }
 

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,8 @@ static int parse_bytes(const char *flag, const char *s, size_t *out, ddp_err *er
     }
     if (*end == 'B' || *end == 'b')
         end++;
-    if (end == s || *end || errno || v < 0 || v * mult > 1e18)
+    /* written so that NaN fails too: its conversion to size_t below would be undefined */
+    if (end == s || *end || errno || !(v >= 0 && v * mult <= 1e18))
         return ddp_fail(err, DDP_EUSAGE, "%s: expected a byte count like 8, 64K, 256M or 1G, got \"%s\"", flag, s);
     *out = (size_t)(v * mult);
     return DDP_OK;
@@ -106,7 +108,7 @@ static int parse_one(int ch, const char *arg, bench_opts *o, ddp_err *err)
     case 'f': {
         char *end;
         o->step_factor = strtod(arg, &end);
-        bool ok = end != arg && !*end && o->step_factor > 1;
+        bool ok = end != arg && !*end && o->step_factor > 1 && isfinite(o->step_factor);
         return ok ? DDP_OK : ddp_fail(err, DDP_EUSAGE, "-f: expected a factor > 1, got \"%s\"", arg);
     }
     case 'n': return parse_int("-n", arg, 1, &o->iters, err);
@@ -158,7 +160,10 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, ddp_err *err)
         return ddp_fail(err, DDP_EUSAGE, "expected a collective (%s), got \"%s\"", bench_coll_names(),
                         argc > 0 && argv[0] ? argv[0] : "");
     o->coll = argv[0];
-    optind = 1;
+    /* 0, not 1: glibc then resets all of getopt's state, including the position inside a cluster
+     * like "-xq" that an earlier failed parse stopped in (with 1 it would go on reading "q" from
+     * that call's argv, which may be freed by now) */
+    optind = 0;
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:a:J:T:", longs, NULL)) != -1) {

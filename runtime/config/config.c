@@ -155,11 +155,21 @@ static int unknown_key(const cfg_loader *L, cfg_pos at, const char *section, con
 static int apply_mapping(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_node_t *map,
                          const char *section);
 
+/* Whether a scalar holds a NUL byte (YAML's "\0" escape): every reader of scalars goes by C
+ * strings, so "cpu\0x" would be taken as cpu and a path cut short at the NUL. */
+static bool scalar_has_nul(const yaml_node_t *node)
+{
+    return node->type == YAML_SCALAR_NODE && memchr(node->data.scalar.value, '\0', node->data.scalar.length);
+}
+
 /* Sets key k from node (a section recurses). */
 static int apply_node(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_node_t *node, int k)
 {
     const cfg_key *key = cfg_key_at(k);
     L->origin[k] = cfg_node_pos(s, node);
+    if (scalar_has_nul(node))
+        return cfg_error(L, cfg_node_pos(s, node), key->path, "expected text without NUL bytes, got \"%.80s\\0...\"",
+                         (const char *)node->data.scalar.value);
     if (key->type != KT_SECTION)
         return cfg_parse_value(L, s, doc, node, key);
     if (node->type != YAML_MAPPING_NODE) {
@@ -196,6 +206,9 @@ static int apply_mapping(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, 
             return cfg_error(L, cfg_node_pos(s, key), *section ? section : NULL,
                              "expected a key name, got %s", key->type == YAML_SEQUENCE_NODE ? "a list" : "a mapping");
         const char *name = (const char *)key->data.scalar.value;
+        if (scalar_has_nul(key))
+            return cfg_error(L, cfg_node_pos(s, key), *section ? section : NULL,
+                             "expected a key name without NUL bytes, got \"%.80s\\0...\"", name);
         snprintf(path, sizeof path, "%s%s%.200s", section, *section ? "." : "", name);
         int rc = check_duplicate(L, s, doc, map, p, path);
         if (rc)

@@ -274,7 +274,8 @@ def usage():
              (["allreduce", "-r", "5"], "-r 5"), (["bogus"], "expected a collective"),
              (["allreduce", "-e", "8", "-b", "16"], "-e"), (["allreduce", "-f", "2x"], "-f"),
              (["allreduce", "-T", "0"], "-T"), (["allreduce", "--backend", "gloo"], "--backend"),
-             (["allreduce", "--fail", "2"], "--fail 2")]
+             (["allreduce", "--fail", "2"], "--fail 2"), (["allreduce", "-b", "nan"], "-b: expected a byte count"),
+             (["allreduce", "-f", "inf"], "-f: expected a factor")]
     # each failing mpirun spends ~1.5 s ending the job, mostly idle: run them side by side
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda args: mpirun(2, args, timeout=120), [c[0] for c in cases]))

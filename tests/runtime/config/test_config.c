@@ -115,6 +115,10 @@ static void test_bad_overrides(void)
     expect_fail(NULL, 2, warm, "<override 2>:1:17: train.max_steps:", NULL);
     expect_fail(NULL, 1, (char *[]){"optimizer.nesterov=true"}, "<override 1>:1:20: optimizer.nesterov:",
                 "only with optimizer.kind sgd");
+    /* YAML's "\0" escape: the readers go by C strings, so "cpu\0x" would pass as cpu */
+    expect_fail(NULL, 1, (char *[]){"run.dir=\"a\\0b\""}, "<override 1>:1:9: run.dir:", "without NUL bytes");
+    expect_fail(NULL, 1, (char *[]){"device=\"cpu\\0x\""}, "<override 1>:1:8: device:", "without NUL bytes");
+    expect_fail(NULL, 1, (char *[]){"run={\"dir\\0x\": a}"}, "<override 1>:1:6: run:", "key name without NUL bytes");
 }
 
 static void test_unreadable(void)

@@ -1,0 +1,61 @@
+/* fuzz_config.c — libFuzzer target for the YAML config loader with its `key.path=value` overrides
+ * (runtime/config/config.h).
+ *
+ * The input is cut at NUL bytes: the first part is the YAML file, each further part (up to 8) one
+ * override as given to `ddprun -o`; an empty first part means no file at all (defaults plus
+ * overrides, as tools and tests load configs). A rejected config only has to come back as an error. An
+ * accepted one must survive the trip the training job makes: config_write_resolved, then
+ * config_load of that file gives the same struct and the same config_hash (anything else is a
+ * setting silently changed on resume), and so the harness aborts on a difference. It owns no
+ * checks of its own beyond that round trip, and must not print for ordinary inputs. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/config/config.h"
+#include "tests/fuzz/fuzz_util.h"
+
+#define MAX_OVERRIDES 8
+#define INPUT_MAX_BYTES (64 * 1024) /* more YAML only costs time: the loader's branches are all reached below */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size > INPUT_MAX_BYTES)
+        return 0;
+    fuzz_part parts[1 + MAX_OVERRIDES];
+    size_t n = fuzz_split(data, size, "", 1, parts, 1 + MAX_OVERRIDES);
+    char path[512], resolved[512];
+    fuzz_path(path, sizeof path, "config.yaml");
+    fuzz_path(resolved, sizeof resolved, "resolved.yaml");
+    fuzz_write_file(path, parts[0].p, parts[0].n);
+    char *overrides[MAX_OVERRIDES];
+    int n_over = (int)n - 1;
+    for (int i = 0; i < n_over; i++)
+        if (!(overrides[i] = strndup((const char *)parts[i + 1].p, parts[i + 1].n)))
+            abort();
+
+    static config c, again; /* 30 KB each: off the stack */
+    ddp_err err = {0};
+    if (config_load(parts[0].n ? path : NULL, n_over, overrides, &c, &err) == DDP_OK) {
+        if (config_write_resolved(&c, resolved, &err) != DDP_OK) {
+            fprintf(stderr, "accepted config cannot be written back: %s\n", err.msg);
+            abort();
+        }
+        if (config_load(resolved, 0, NULL, &again, &err) != DDP_OK) {
+            fprintf(stderr, "resolved config is rejected when read back: %s\n", err.msg);
+            abort();
+        }
+        memcpy(again.source, c.source, sizeof c.source);
+        if (memcmp(&c, &again, sizeof c) != 0 || config_hash(&c) != config_hash(&again)) {
+            fprintf(stderr, "resolved config reads back different from the config it was written from\n");
+            abort();
+        }
+    }
+    for (int i = 0; i < n_over; i++)
+        free(overrides[i]);
+    fuzz_clear_dir(fuzz_dir());
+    return 0;
+}

@@ -1,0 +1,210 @@
+/* make_seeds.c — writes the binary part of the committed seed corpus (corpus/ckpt, corpus/idx,
+ * corpus/token_shards, corpus/tokenizer) in the harnesses' input layouts: small valid files, each
+ * made by the project's own writer where it has one (checkpoints: ckpt_write_atomic) and by the
+ * format's documentation otherwise, plus a few near misses. The text seeds (config, bench_args)
+ * are written by hand. Run as `build-fuzz/tests/fuzz/fuzz_make_seeds tests/fuzz/corpus SCRATCH`
+ * after `meson compile -C build-fuzz fuzz_make_seeds` (not built by default); it only writes
+ * into the folders it is given (checkpoints go through SCRATCH) and must not be part of any test. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "runtime/ckpt/ckpt.h"
+#include "runtime/data/token_shards.h"
+#include "runtime/data/tokenizer.h"
+
+static const char *out_dir;
+
+static void put(const char *target, const char *name, const void *a, size_t an, const void *b, size_t bn)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s/%s", out_dir, target, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(a, 1, an, f) != an || (bn && fwrite(b, 1, bn, f) != bn) || fclose(f)) {
+        perror(path);
+        exit(1);
+    }
+}
+
+static uint8_t *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f || fseek(f, 0, SEEK_END))
+        exit(1);
+    *n = (size_t)ftell(f);
+    rewind(f);
+    uint8_t *p = malloc(*n);
+    if (!p || fread(p, 1, *n, f) != *n)
+        exit(1);
+    fclose(f);
+    return p;
+}
+
+static void le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void be32(uint8_t *p, uint32_t v) { p[0] = v >> 24, p[1] = v >> 16 & 255, p[2] = v >> 8 & 255, p[3] = v & 255; }
+
+/* ---- checkpoints: flags byte + file ---- */
+
+static void ckpt_seeds(const char *scratch)
+{
+    float w[6] = {1, -2, 3.5f, 0, 1e-3f, 7};
+    int64_t steps[1] = {42};
+    uint16_t half[3] = {0x3f80, 0xbf80, 0};
+    ckpt_tensor t[3] = {
+        {.name = "param/fc1.weight", .dtype = CKPT_F32, .ndim = 2, .shape = {2, 3}, .data = w},
+        {.name = "optim/step", .dtype = CKPT_I64, .ndim = 0, .data = steps},
+        {.name = "param/bias", .dtype = CKPT_BF16, .ndim = 1, .shape = {3}, .data = half},
+    };
+    ckpt_state s = {.hdr = {.step = 7, .epoch = 1, .consumed = 640, .total_steps = 100, .optim_step = 7,
+                            .world_size = 2, .config_hash = 0x1234abcd, .save_time = 1.7e9, .elapsed_s = 12.5,
+                            .model = "mlp hidden=[3] activation=relu", .n_rng = 1},
+                    .n_tensors = 3, .tensors = t};
+    snprintf(s.hdr.rng[0].name, CKPT_NAME_MAX, "sampler");
+    s.hdr.rng[0].state = (rng){{1, 2, 3, 4}};
+    char path[CKPT_PATH_MAX];
+    ddp_err err = {0};
+    if (ckpt_write_atomic(scratch, &s, path, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    size_t n;
+    uint8_t *f = slurp(path, &n);
+    uint8_t flags = 0;
+    put("ckpt", "valid", &flags, 1, f, n);
+    flags = 1; /* harness repairs the preamble: a table edit still reaches the table checks */
+    put("ckpt", "valid-repair", &flags, 1, f, n);
+    flags = 3;
+    f[n - 1] ^= 0x55; /* tensor CRC mismatch, read leniently */
+    put("ckpt", "bad-tensor-crc-lenient", &flags, 1, f, n);
+    flags = 1;
+    put("ckpt", "truncated", &flags, 1, f, n - 7);
+    free(f);
+    s.n_tensors = 0;
+    s.hdr.n_rng = 0;
+    s.hdr.step = 8;
+    if (ckpt_write_atomic(scratch, &s, path, &err))
+        exit(1);
+    f = slurp(path, &n);
+    flags = 0;
+    put("ckpt", "empty", &flags, 1, f, n);
+    free(f);
+}
+
+/* ---- IDX: flags, labels length (u16 LE), labels file, images file ---- */
+
+static uint8_t *gzip_bytes(const uint8_t *p, size_t n, size_t *out_n)
+{
+    uLongf cap = compressBound(n) + 64;
+    uint8_t *out = malloc(cap);
+    z_stream z = {0};
+    if (!out || deflateInit2(&z, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        exit(1);
+    z.next_in = (Bytef *)p, z.avail_in = (uInt)n, z.next_out = out, z.avail_out = (uInt)cap;
+    if (deflate(&z, Z_FINISH) != Z_STREAM_END)
+        exit(1);
+    *out_n = z.total_out;
+    deflateEnd(&z);
+    return out;
+}
+
+static void idx_seed(const char *name, uint8_t flags, int count, int label_bad, int side)
+{
+    uint8_t labels[8 + 8], images[16 + 8 * 28 * 28];
+    be32(labels, 0x801), be32(labels + 4, (uint32_t)count);
+    be32(images, 0x803), be32(images + 4, (uint32_t)count), be32(images + 8, (uint32_t)side);
+    be32(images + 12, 28);
+    for (int i = 0; i < count; i++)
+        labels[8 + i] = (uint8_t)(label_bad && i == count - 1 ? 10 : (i * 3) % 10);
+    for (int i = 0; i < count * 28 * 28; i++)
+        images[16 + i] = (uint8_t)(i * 7);
+    size_t ln = 8 + (size_t)count, in = 16 + (size_t)count * 28 * 28;
+    uint8_t *lp = labels, *ip = images, *lz = NULL, *iz = NULL;
+    if (!(flags & 1)) /* the harness writes these bytes as they are: give it real gzip */
+        lp = lz = gzip_bytes(labels, ln, &ln);
+    if (!(flags & 2))
+        ip = iz = gzip_bytes(images, in, &in);
+    uint8_t *buf = malloc(3 + ln + in);
+    buf[0] = flags, buf[1] = (uint8_t)ln, buf[2] = (uint8_t)(ln >> 8);
+    memcpy(buf + 3, lp, ln);
+    memcpy(buf + 3 + ln, ip, in);
+    put("idx", name, buf, 3 + ln + in, NULL, 0);
+    free(buf), free(lz), free(iz);
+}
+
+/* ---- token shards: flags, T - 1, vocab (u16 LE), shards separated by @@SHARD@@ ---- */
+
+static size_t shard(uint8_t *p, int ntok, int version, int start)
+{
+    memset(p, 0, TOKEN_SHARD_HEADER_BYTES);
+    le(p, TOKEN_SHARD_MAGIC, 4), le(p + 4, (uint64_t)version, 4), le(p + 8, (uint64_t)ntok, 4);
+    for (int i = 0; i < ntok; i++)
+        le(p + TOKEN_SHARD_HEADER_BYTES + 2 * i, (uint64_t)((start + i * 37) % 256), 2);
+    return TOKEN_SHARD_HEADER_BYTES + 2 * (size_t)ntok;
+}
+
+static void shards_seed(const char *name, uint8_t flags, int T, int vocab, int nshards, int version)
+{
+    static uint8_t buf[4 + 4 * (TOKEN_SHARD_HEADER_BYTES + 64 + 9)];
+    size_t n = 4;
+    buf[0] = flags, buf[1] = (uint8_t)(T - 1), buf[2] = (uint8_t)vocab, buf[3] = (uint8_t)(vocab >> 8);
+    for (int k = 0; k < nshards; k++) {
+        if (k)
+            memcpy(buf + n, "@@SHARD@@", 9), n += 9;
+        n += shard(buf + n, 10 + 5 * k, version, k);
+    }
+    put("token_shards", name, buf, n, NULL, 0);
+}
+
+/* ---- tokenizer.bin: bytes 0..255, a few merges, and <|endoftext|> ---- */
+
+static void tokenizer_seed(const char *name, int eot_present, int zero_len)
+{
+    static const char *const merges[] = {" t", "he", "th", "the", " the", "in", "ll", "ello", "<|endoftext|>"};
+    static uint8_t buf[TOKENIZER_HEADER_BYTES + 256 * 2 + 128];
+    int n_merges = (int)(sizeof merges / sizeof merges[0]) - !eot_present;
+    int vocab = 256 + n_merges;
+    memset(buf, 0, TOKENIZER_HEADER_BYTES);
+    le(buf, TOKENIZER_MAGIC, 4), le(buf + 4, TOKENIZER_VERSION, 4), le(buf + 8, (uint64_t)vocab, 4);
+    le(buf + 12, eot_present ? (uint64_t)(vocab - 1) : 0xffffffffu, 4);
+    size_t n = TOKENIZER_HEADER_BYTES;
+    for (int b = 0; b < 256; b++)
+        buf[n++] = 1, buf[n++] = (uint8_t)b;
+    for (int i = 0; i < n_merges; i++) {
+        size_t len = strlen(merges[i]);
+        buf[n++] = (uint8_t)(zero_len && i == 2 ? 0 : len);
+        memcpy(buf + n, merges[i], len);
+        n += len;
+    }
+    put("tokenizer", name, buf, n, NULL, 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: fuzz_make_seeds CORPUS_DIR SCRATCH_DIR\n");
+        return 2;
+    }
+    out_dir = argv[1];
+    ckpt_seeds(argv[2]);
+    idx_seed("valid-t10k", 0x03, 3, 0, 28);
+    idx_seed("valid-train", 0x07, 2, 0, 28);
+    idx_seed("real-gzip", 0x00, 1, 0, 28);
+    idx_seed("label-out-of-range", 0x03, 3, 1, 28);
+    idx_seed("wrong-side", 0x03, 1, 0, 27);
+    idx_seed("images-missing", 0x0b, 2, 0, 28);
+    shards_seed("two-shards", 0x00, 3, 256, 2, TOKEN_SHARD_VERSION);
+    shards_seed("three-shards-repair", 0x01, 8, 200, 3, TOKEN_SHARD_VERSION);
+    shards_seed("one-shard-big-vocab", 0x00, 1, 0, 1, TOKEN_SHARD_VERSION);
+    shards_seed("gap", 0x02, 2, 256, 2, TOKEN_SHARD_VERSION);
+    shards_seed("folder-next", 0x04, 2, 256, 1, TOKEN_SHARD_VERSION);
+    shards_seed("bad-version", 0x00, 2, 256, 1, 2);
+    tokenizer_seed("bytes-merges-eot", 1, 0);
+    tokenizer_seed("bytes-merges", 0, 0);
+    tokenizer_seed("zero-length", 1, 1);
+    return 0;
+}
