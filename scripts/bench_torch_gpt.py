@@ -78,7 +78,7 @@ class GPT2(nn.Module):
         for blk in self.h:
             x = blk(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)  # tied classifier
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
 
 
 def main():

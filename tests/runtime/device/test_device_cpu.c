@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/device/device.h"
 #include "runtime/base/rng.h"
@@ -123,6 +124,10 @@ static void test_activations(device *d)
     for (int i = 0; i < N; i++)
         bad += y[i] != (x[i] > 0 ? x[i] : 0) || dx[i] != (x[i] > 0 ? dy[i] : 0);
     CHECK(bad == 0, "relu: %d wrong", bad);
+    float inplace[N]; /* dx == dy, as the contract allows */
+    memcpy(inplace, dy, sizeof inplace);
+    CHECK(d->ops->act_backward(d, TENSOR_F32, ACT_RELU, x, inplace, inplace, N, NULL) == 0, "relu in place");
+    CHECK(memcmp(inplace, dx, sizeof dx) == 0, "relu backward in place differs from out of place");
 
     CHECK(d->ops->act_forward(d, TENSOR_F32, ACT_GELU, x, y, N, NULL) == 0 && d->ops->act_backward(d, TENSOR_F32, ACT_GELU, x, dy, dx, N, NULL) == 0,
           "gelu");
