@@ -55,8 +55,8 @@ static int start_stop_signal_thread(void)
     return 0;
 }
 
-/* A notice is a stop request like a signal: the stop agreement makes it every rank's, and the
- * value 2 lets rank 0 say what it was. */
+/* A notice is a stop request like a signal: the stop agreement makes it every rank's, and
+ * TRAIN_STOP_NOTICE, the largest value, lets rank 0 say what it was. */
 static void on_preemption_notice(const char *what, void *arg)
 {
     (void)arg;

@@ -239,10 +239,10 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
     /* A restart by ddprun --max-restarts continues this run: its own newest checkpoint wins
      * over checkpoint.resume (never / a path), which only decides how the first attempt starts. */
     const train_ckpt *c = t->ckpt;
-    if (cfg->checkpoint.resume == RESUME_AUTO || t->restart_count > 0)
+    bool own_newest = cfg->checkpoint.resume == RESUME_AUTO || t->restart_count > 0;
+    if (own_newest)
         rc = ckpt_find_latest(c->dir, &ck, used, err);
-    if (rc == CKPT_NONE && cfg->checkpoint.download_cmd[0] && (cfg->checkpoint.resume == RESUME_AUTO ||
-                                                               t->restart_count > 0)) {
+    if (rc == CKPT_NONE && own_newest && cfg->checkpoint.download_cmd[0]) {
         rc = ckpt_download(cfg->checkpoint.download_cmd, c->dir, cfg->checkpoint.command_timeout_s, c->command_log,
                            err);
         if (rc == DDP_OK && (rc = ckpt_find_latest(c->dir, &ck, used, err)) == CKPT_NONE)
