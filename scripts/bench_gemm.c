@@ -7,6 +7,7 @@
  * gradient dX = dY·W. Prints GFLOP/s per GEMM and for the whole step. Thread count comes from
  * --threads N and is applied to both libraries (OpenMP for oneDNN, openblas_set_num_threads for
  * OpenBLAS); --threads 0 leaves both at what the environment (OMP_NUM_THREADS) gives them.
+ * --lib and --batch narrow that to one library and one batch (scripts/bench-train's ceiling).
  * With --shapes FILE (scripts/bench-gpt) it instead times the GEMMs listed in FILE ("-" for
  * stdin) with one library (--lib onednn|openblas, default onednn), one line per GEMM:
  *     NAME COUNT TA TB M N K BETA BATCH        (TA/TB: N or T; '#' starts a comment)
@@ -221,7 +222,7 @@ static int run_shape_list(const char *path, int lib, double min_time)
 
 int main(int argc, char **argv)
 {
-    int threads = 1, lib = 0;
+    int threads = 1, lib = 0, lib_given = 0, only_batch = 0;
     double min_time = 0.3;
     const char *shapes = NULL;
     for (int i = 1; i < argc; i++) {
@@ -233,10 +234,13 @@ int main(int argc, char **argv)
             shapes = argv[++i];
         else if (!strcmp(argv[i], "--lib") && i + 1 < argc && (!strcmp(argv[i + 1], "onednn") ||
                                                                 !strcmp(argv[i + 1], "openblas")))
-            lib = !strcmp(argv[++i], "openblas");
+            lib = !strcmp(argv[++i], "openblas"), lib_given = 1;
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc && (!strcmp(argv[i + 1], "256") ||
+                                                                  !strcmp(argv[i + 1], "128")))
+            only_batch = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--min-time SECONDS] [--shapes FILE|- [--lib onednn|openblas]]\n",
-                    argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--min-time SECONDS] [--lib onednn|openblas] "
+                            "[--batch 256|128 | --shapes FILE|-]\n", argv[0]);
             return 2;
         }
     }
@@ -261,20 +265,24 @@ int main(int argc, char **argv)
     static const char *names[] = {"onednn", "openblas"};
     printf("%-8s %5s %-13s %5s %5s %5s %10s %10s\n", "lib", "batch", "gemm", "m", "n", "k", "us", "GFLOP/s");
     for (int batch = 256; batch >= 128; batch /= 2) {
+        if (only_batch && batch != only_batch)
+            continue;
         gemm_shape shapes[9];
         int ns = build_shapes(batch, shapes);
-        for (int lib = 0; lib < 2; lib++) {
+        for (int l = 0; l < 2; l++) {
+            if (lib_given && l != lib)
+                continue;
             double total_flop = 0, total_s = 0;
             for (int i = 0; i < ns; i++) {
                 const gemm_shape *s = &shapes[i];
-                double sec = time_gemm(lib, s, a, b, c, min_time);
+                double sec = time_gemm(l, s, a, b, c, min_time);
                 double flop = 2.0 * s->m * s->n * s->k;
                 total_flop += flop;
                 total_s += sec;
-                printf("%-8s %5d %-13s %5d %5d %5d %10.1f %10.2f\n", names[lib], batch, s->what, s->m, s->n,
+                printf("%-8s %5d %-13s %5d %5d %5d %10.1f %10.2f\n", names[l], batch, s->what, s->m, s->n,
                        s->k, sec * 1e6, flop / sec * 1e-9);
             }
-            printf("%-8s %5d %-13s %29.1f %10.2f   <- whole step\n", names[lib], batch, "TOTAL", total_s * 1e6,
+            printf("%-8s %5d %-13s %29.1f %10.2f   <- whole step\n", names[l], batch, "TOTAL", total_s * 1e6,
                    total_flop / total_s * 1e-9);
         }
     }
