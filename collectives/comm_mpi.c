@@ -215,7 +215,7 @@ static int mpi_allreduce(comm *c, const void *send, void *recv, size_t count, co
         return DDP_OK;
     }
     comm_req stack, *r;
-    int rc = req_begin(c, "all-reduce", dt, op, true, req, chunks_of(impl_of(c), count), &stack, &r, err);
+    int rc = req_begin(c, "all-reduce", dt, op, true, req, chunks_of(m, count), &stack, &r, err);
     if (rc)
         return rc;
     return req_end(c, r, req, issue_allreduce(c, r, send, recv, count, dt, op, err), err);

@@ -113,8 +113,8 @@ static double time_listed(int lib, const listed_gemm *g, const float *a, const f
     return reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
 }
 
-/* One of the MLP's GEMMs, timed as a listed one: the median, because a mean over the calls let one
- * call that lost its core to another process move the whole step's rate by up to 40 %. */
+/* One of the MLP's GEMMs, timed as a listed one (the median of its calls), so that both modes
+ * measure alike. */
 static double time_gemm(int lib, const gemm_shape *s, const float *a, const float *b, float *c, double min_time)
 {
     listed_gemm g = {.count = 1, .s = *s, .beta = 0.0f, .batch = 1};
