@@ -1,7 +1,8 @@
 /* test_device_cpu.c — the CPU device ops against naive double-precision references: GEMM in all
  * four transpose combinations with odd shapes, padded leading dimensions and alpha/beta; argument
- * validation; bias ops; activations; softmax cross-entropy (stability, ties, accumulation);
- * sumsq; memory ops. Inputs are random and non-zero so a swapped index shows. */
+ * validation; bias ops (a layer-sized bias gradient bit for bit against the row-order sum);
+ * activations; softmax cross-entropy (stability, ties, accumulation); sumsq; memory ops. Inputs
+ * are random and non-zero so a swapped index shows. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -111,6 +112,28 @@ static void test_bias(device *d)
     }
     free(y);
     free(b);
+}
+
+/* A bias gradient of a layer's size, above the element count at which the CPU ops use OpenMP
+ * threads: every column must hold exactly the bits of a float sum in row order, the fixed order
+ * reduce_cpu.c promises, however the work is divided. */
+static void test_bias_grad_row_order(device *d)
+{
+    enum { ROWS = 300, COLS = 1000 };
+    float *dy = random_floats((size_t)ROWS * COLS, -1, 1), *db = random_floats(COLS, -1, 1);
+    float want[COLS];
+    for (int c = 0; c < COLS; c++) {
+        want[c] = 0.5f * db[c];
+        for (int r = 0; r < ROWS; r++)
+            want[c] += dy[r * COLS + c];
+    }
+    CHECK(d->ops->bias_grad(d, TENSOR_F32, dy, db, ROWS, COLS, 0.5f, NULL) == 0, "bias_grad %dx%d", ROWS, COLS);
+    int bad = 0;
+    for (int c = 0; c < COLS; c++)
+        bad += memcmp(&db[c], &want[c], sizeof want[c]) != 0;
+    CHECK(bad == 0, "bias_grad %dx%d: %d of %d columns differ from the row-order sum", ROWS, COLS, bad, COLS);
+    free(dy);
+    free(db);
 }
 
 static void test_activations(device *d)
@@ -252,6 +275,7 @@ int main(void)
     fprintf(stderr, "device: %s\n", d->name);
     test_gemm(d);
     test_bias(d);
+    test_bias_grad_row_order(d);
     test_activations(d);
     test_softmax_xent(d);
     test_sumsq_and_memory(d);
