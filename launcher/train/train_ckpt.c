@@ -194,9 +194,9 @@ int train_ckpt_finish(train_job *t, ddp_err *err)
     ddp_err local = {0};
     int rc = ckpt_writer_wait(c->writer, &st, err ? err : &local);
     if (rc == DDP_OK && st.bytes > 0)
-        log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s); training stalled %.1f ms for the snapshot",
-                 st.path, st.bytes / 1e6, 1e3 * st.write_s, st.write_s > 0 ? st.bytes / 1e6 / st.write_s : 0.0,
-                 1e3 * st.snapshot_s);
+        log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s), older ones pruned in %.1f ms; "
+                 "training stalled %.1f ms for the snapshot", st.path, st.bytes / 1e6, 1e3 * st.write_s,
+                 st.write_s > 0 ? st.bytes / 1e6 / st.write_s : 0.0, 1e3 * st.prune_s, 1e3 * st.snapshot_s);
     if (c->uploader) {
         ckpt_uploader_drain(c->uploader);
         ddp_err e = {0}; /* what an upload held from pruning goes now */

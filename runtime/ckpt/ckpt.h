@@ -135,7 +135,8 @@ typedef struct ckpt_writer ckpt_writer;
 
 typedef struct ckpt_write_stats {
     double snapshot_s;          /* time submit spent copying the state (the training stall) */
-    double write_s;             /* background: write + fsync + rename + prune */
+    double write_s;             /* background, until the file is durable: write + fsync + rename + dir fsync */
+    double prune_s;             /* background, after that: removing checkpoints beyond keep_last */
     uint64_t bytes;             /* file size */
     char path[CKPT_PATH_MAX];   /* final path */
 } ckpt_write_stats;

@@ -63,14 +63,16 @@ static void *worker_main(void *arg)
         char path[CKPT_PATH_MAX] = "";
         double t0 = monotonic_s();
         int rc = ckpt_write_atomic(w->dir, &w->snap, path, &e);
+        double t1 = monotonic_s();
         if (!rc)
             rc = prune_after(w, path, w->snap.hdr.step, &e);
-        double dt = monotonic_s() - t0;
+        double t2 = monotonic_s();
 
         pthread_mutex_lock(&w->mu);
         w->status = rc;
         w->status_err = e;
-        w->stats.write_s = dt;
+        w->stats.write_s = t1 - t0;
+        w->stats.prune_s = t2 - t1;
         snprintf(w->stats.path, sizeof w->stats.path, "%s", path);
         w->busy = false;
         pthread_cond_broadcast(&w->cv);
@@ -174,6 +176,7 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
         rc = take_snapshot(w, s, err);
         w->stats.snapshot_s = monotonic_s() - t0;
         w->stats.write_s = 0;
+        w->stats.prune_s = 0;
         w->stats.path[0] = '\0';
     }
     if (!rc) {

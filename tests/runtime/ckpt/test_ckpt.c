@@ -253,6 +253,32 @@ static void test_background_writer(void)
     ts_free(&ref);
 }
 
+/* With keep_last 1 the second save removes the first; its time is reported apart from the write's,
+ * which alone holds the test's per-chunk sleeps (>= 16 chunks of 50 ms). */
+static void test_writer_prune_timed_apart(void)
+{
+    char d[600];
+    snprintf(d, sizeof d, "%s/writer-prune", dir);
+    ckpt_writer *w;
+    ddp_err err = {0};
+    CHECK_EQ_INT(ckpt_writer_create(d, 1, &w, &err), DDP_OK);
+    test_state ts;
+    ts_init(&ts, 1, 11, 2048);
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    ckpt_write_stats st;
+    CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_OK);
+    ts.s.hdr.step = 2;
+    setenv("DDP_CKPT_TEST_SLOW_WRITE_MS", "50", 1);
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_OK);
+    unsetenv("DDP_CKPT_TEST_SLOW_WRITE_MS");
+    CHECK(!ts_file_exists(d, "ckpt-00000001.ddp") && ts_file_exists(d, "ckpt-00000002.ddp"),
+          "keep_last 1 keeps only the newest save");
+    CHECK(st.write_s >= 0.8 && st.prune_s > 0, "write %g s (holds the sleeps), prune %g s", st.write_s, st.prune_s);
+    ckpt_writer_destroy(w);
+    ts_free(&ts);
+}
+
 /* runs ckpt_tool_main with stdout captured into out */
 static int run_tool(char *out, size_t size, int argc, const char *a1, const char *a2, const char *a3)
 {
@@ -332,6 +358,7 @@ int main(void)
     test_corruption_and_fallback();
     test_prune_and_temps();
     test_background_writer();
+    test_writer_prune_timed_apart();
     test_tool();
     int rc = check_done("test_ckpt");
     if (rc == 0)
