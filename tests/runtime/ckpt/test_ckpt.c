@@ -204,15 +204,24 @@ static void test_prune_and_temps(void)
     CHECK_EQ_INT(ts_count(d, ".tmp."), 0);
 }
 
+/* A background writer on dir/sub keeping keep_last saves, and the state the writer tests save:
+ * ~19 MB in 14 tensors, so >= 16 chunks, each followed by a sleep when the test asks for one. */
+static ckpt_writer *writer_on(char *d, size_t size, const char *sub, int keep_last, test_state *ts)
+{
+    snprintf(d, size, "%s/%s", dir, sub);
+    ckpt_writer *w = NULL;
+    ddp_err err = {0};
+    CHECK_EQ_INT(ckpt_writer_create(d, keep_last, &w, &err), DDP_OK);
+    ts_init(ts, 1, 11, 2048);
+    return w;
+}
+
 static void test_background_writer(void)
 {
     char d[600];
-    snprintf(d, sizeof d, "%s/writer", dir);
-    ckpt_writer *w;
-    ddp_err err = {0};
-    CHECK_EQ_INT(ckpt_writer_create(d, 0, &w, &err), DDP_OK);
     test_state ts;
-    ts_init(&ts, 1, 11, 2048);     /* ~19 MB in 14 tensors: >= 16 chunks, each followed by a sleep */
+    ckpt_writer *w = writer_on(d, sizeof d, "writer", 0, &ts);
+    ddp_err err = {0};
     test_state ref;
     ts_init(&ref, 1, 11, 2048);
     setenv("DDP_CKPT_TEST_SLOW_WRITE_MS", "50", 1);
@@ -258,12 +267,9 @@ static void test_background_writer(void)
 static void test_writer_prune_timed_apart(void)
 {
     char d[600];
-    snprintf(d, sizeof d, "%s/writer-prune", dir);
-    ckpt_writer *w;
-    ddp_err err = {0};
-    CHECK_EQ_INT(ckpt_writer_create(d, 1, &w, &err), DDP_OK);
     test_state ts;
-    ts_init(&ts, 1, 11, 2048);
+    ckpt_writer *w = writer_on(d, sizeof d, "writer-prune", 1, &ts);
+    ddp_err err = {0};
     CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
     ckpt_write_stats st;
     CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_OK);
