@@ -85,10 +85,10 @@ static int alloc_blocks(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
 {
     int64_t T = g->T, C = g->s.n_embd, NH = g->s.n_head, BT = B * T;
     const size_t act = tensor_dtype_size(g->t);
-    const int64_t act_sizes[] = {BT * C, BT * C, BT * C, BT * C, B * NH * T * T, BT * C, BT * C, BT * C, BT * 4 * C,
-                                 BT * 4 * C, BT * C};
+    const int64_t act_sizes[] = {BT * C, BT * 3 * C, BT * C, BT * C, BT * C, BT * 4 * C, BT * 4 * C, BT * C};
     enum { N_ACTS = sizeof act_sizes / sizeof act_sizes[0], N_STATS = 4 };
-    size_t per_block = N_STATS * aligned_bytes(BT, sizeof(float));
+    /* the LayerNorm statistics, then attention's log-sum-exp (B·NH·T floats: linear in T) */
+    size_t per_block = N_STATS * aligned_bytes(BT, sizeof(float)) + aligned_bytes(B * NH * T, sizeof(float));
     for (int i = 0; i < N_ACTS; i++)
         per_block += aligned_bytes(act_sizes[i], act);
     void *base;
@@ -96,8 +96,7 @@ static int alloc_blocks(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
     char *slab = base;
     for (int l = 0; !rc && l < g->s.n_layer; l++) {
         gpt2_block_acts *a = &g->blocks[l];
-        void **const acts[N_ACTS] = {&a->ln1, &a->q, &a->k, &a->v, &a->att, &a->atty, &a->res2, &a->ln2, &a->fch,
-                                     &a->fch_gelu, &a->res3};
+        void **const acts[N_ACTS] = {&a->ln1, &a->qkv, &a->atty, &a->res2, &a->ln2, &a->fch, &a->fch_gelu, &a->res3};
         float **const stats[N_STATS] = {&a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd};
         for (int i = 0; i < N_ACTS; i++) {
             *acts[i] = slab;
@@ -107,20 +106,19 @@ static int alloc_blocks(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
             *stats[i] = (float *)(void *)slab;
             slab += aligned_bytes(BT, sizeof(float));
         }
+        a->lse = (float *)(void *)slab;
+        slab += aligned_bytes(B * NH * T, sizeof(float));
     }
     return rc;
 }
 
 static int alloc_acts(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
 {
-    int64_t T = g->T, C = g->s.n_embd, NH = g->s.n_head, BT = B * T, Vp = g->Vp;
-    int64_t att = B * NH * T * T;
+    int64_t T = g->T, C = g->s.n_embd, BT = B * T, Vp = g->Vp;
     const size_t act = tensor_dtype_size(g->t);
     struct { void **p; int64_t n; } bufs[] = {
         {&g->encoded, BT * C}, {&g->lnf, BT * C}, {&g->logits, BT * Vp}, {&g->dres, BT * C}, {&g->dln, BT * C},
-        {&g->datty, BT * C}, {&g->dqkv, BT * 3 * C}, {&g->dq, BT * C}, {&g->dk, BT * C}, {&g->dv, BT * C},
-        {&g->dyh, BT * C}, {&g->datt, att}, {&g->dfch, BT * 4 * C},
-        {&g->preatt, att}, {&g->yh, BT * C},
+        {&g->datty, BT * C}, {&g->dqkv, BT * 3 * C}, {&g->dfch, BT * 4 * C},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         int rc = act_alloc(m, g, bufs[i].p, (size_t)bufs[i].n * act, err);

@@ -19,9 +19,9 @@ enum { LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B, LN2_W, LN2_B, FC_W, FC_
 typedef struct gpt2_block_acts {
     void *ln1;                          /* [BT, C] */
     float *ln1_mean, *ln1_rstd;         /* [BT] */
-    void *q, *k, *v;                    /* [B, NH, T, hs] each */
-    void *att;                          /* [B, NH, T, T] softmax probabilities */
-    void *atty;                         /* [BT, C] heads merged, input of c_proj */
+    void *qkv;                          /* [BT, 3C]: q | k | v, head h at channels h*hs.. of each */
+    float *lse;                         /* [B, NH, T]: attention's per-row log-sum-exp */
+    void *atty;                         /* [BT, C] attention output (heads side by side), input of c_proj */
     void *res2;                         /* [BT, C] residual after attention */
     void *ln2;
     float *ln2_mean, *ln2_rstd;
@@ -44,9 +44,7 @@ typedef struct gpt2_impl {
     float *lnf_mean, *lnf_rstd;
     void *logits;              /* [BT, Vp]; the classifier writes dlogits over it */
     /* backward scratch, shared by all blocks */
-    void *dres, *dln, *datty, *dqkv, *dq, *dk, *dv, *dyh, *datt, *dfch;
-    void *preatt;              /* [B, NH, T, T] scores before the softmax (forward scratch) */
-    void *yh;                  /* [B, NH, T, hs] attention output before merging (forward scratch) */
+    void *dres, *dln, *datty, *dqkv, *dfch;
     void *allocs[24];          /* the shared buffers of alloc_acts and the blocks' slab */
     int n_allocs;
     size_t act_bytes;          /* activation + scratch bytes, for the memory plan */

@@ -6,8 +6,8 @@
  * GEMMs multiply compute-type operands and add into the fp32 gradients (beta 1), so gradient
  * accumulation across micro-batches and layers happens in fp32 in both precisions. Backward
  * reports each block's range through grad_ready as soon as it is final, so the reducer
- * all-reduces block L while block L-1 is still computing. Attention runs as batched GEMMs around
- * a causal softmax. This file must not allocate, communicate, step an optimizer or read data. */
+ * all-reduces block L while block L-1 is still computing. Attention is one flash-attention op each
+ * way, reading q, k and v in place from the QKV projection's output. This file must not allocate, communicate, step an optimizer or read data. */
 #include "gpt2_internal.h"
 
 #include <math.h>
@@ -28,27 +28,27 @@ static int linear_forward(model *m, const gpt2_impl *g, const void *x, size_t w_
     return op->gemm_bias(m->dev, g->t, false, true, rows, out, in, x, in, w, in, b, y, err);
 }
 
-static int attention_forward(model *m, gpt2_impl *g, gpt2_block_acts *a, const void *qkv, int64_t B, ddp_err *err)
+/* The attention op's view of GPT-2's tensors: q, k and v read in place from the QKV projection's
+ * [BT, 3C] output (row stride 3C), one key/value head per query head, the output [BT, C]. */
+static attn_shape attention_shape(const gpt2_impl *g, int64_t B)
 {
-    const struct device_ops *op = m->dev->ops;
-    device *d = m->dev;
-    const tensor_dtype t = g->t;
-    int64_t T = g->T, NH = g->s.n_head, hs = g->s.n_embd / NH, BH = B * NH;
-    float scale = (float)(1.0 / sqrt((double)hs));
-    int rc = op->attention_split_heads(d, t, a->q, a->k, a->v, qkv, B, T, NH, hs, err);
-    /* preatt[bh] = q[bh] · k[bh]ᵀ  (T x T) */
-    if (!rc)
-        rc = op->gemm_strided_batched(d, t, t, false, true, T, T, hs, 1.0f, a->q, hs, T * hs, a->k, hs, T * hs, 0.0f,
-                                      g->preatt, T, T * T, BH, err);
-    if (!rc)
-        rc = op->causal_softmax_forward(d, t, a->att, g->preatt, scale, BH, T, err);
-    /* yh[bh] = att[bh] · v[bh]  (T x hs) */
-    if (!rc)
-        rc = op->gemm_strided_batched(d, t, t, false, false, T, hs, T, 1.0f, a->att, T, T * T, a->v, hs, T * hs, 0.0f,
-                                      g->yh, hs, T * hs, BH, err);
-    if (!rc)
-        rc = op->attention_merge_heads(d, t, a->atty, g->yh, B, T, NH, hs, err);
-    return rc;
+    const int64_t C = g->s.n_embd, NH = g->s.n_head, hs = C / NH;
+    return (attn_shape){.B = B, .T = g->T, .NH = NH, .NKV = NH, .hs = hs, .ld_q = 3 * C, .ld_kv = 3 * C, .ld_o = C,
+                        .scale = (float)(1.0 / sqrt((double)hs))};
+}
+
+/* Element offset `elems` into a tensor of the model's compute type. */
+static void *at(const gpt2_impl *g, const void *base, int64_t elems)
+{
+    return (char *)base + (size_t)elems * tensor_dtype_size(g->t);
+}
+
+static int attention_forward(model *m, gpt2_impl *g, gpt2_block_acts *a, int64_t B, ddp_err *err)
+{
+    const attn_shape s = attention_shape(g, B);
+    const int64_t C = g->s.n_embd;
+    return m->dev->ops->attention_forward(m->dev, g->t, &s, a->atty, a->lse, a->qkv, at(g, a->qkv, C),
+                                          at(g, a->qkv, 2 * C), err);
 }
 
 static int block_forward(model *m, gpt2_impl *g, int l, const void *res_in, int64_t B, ddp_err *err)
@@ -61,13 +61,12 @@ static int block_forward(model *m, gpt2_impl *g, int l, const void *res_in, int6
     size_t p[BLOCK_TENSORS];
     for (int i = 0; i < BLOCK_TENSORS; i++)
         p[i] = gpt2_block_offset(m, l, i);
-    void *qkv = g->dqkv; /* forward uses the backward scratch for the packed q|k|v */
     int rc = op->layernorm_forward(d, t, a->ln1, a->ln1_mean, a->ln1_rstd, res_in, gpt2_weight(g, p[LN1_W]),
                                    gpt2_weight(g, p[LN1_B]), BT, C, err);
     if (!rc)
-        rc = linear_forward(m, g, a->ln1, p[QKV_W], p[QKV_B], NULL, qkv, BT, C, 3 * C, err);
+        rc = linear_forward(m, g, a->ln1, p[QKV_W], p[QKV_B], NULL, a->qkv, BT, C, 3 * C, err);
     if (!rc)
-        rc = attention_forward(m, g, a, qkv, B, err);
+        rc = attention_forward(m, g, a, B, err);
     if (!rc)
         rc = linear_forward(m, g, a->atty, p[ATTPROJ_W], p[ATTPROJ_B], NULL, a->res2, BT, C, C, err);
     if (!rc)
@@ -130,35 +129,14 @@ static int linear_backward(model *m, const gpt2_impl *g, const void *dy, const v
     return op->gemm(m->dev, g->t, g->t, false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, err);
 }
 
-/* g->datty holds dLoss/d(atty); on exit g->dqkv holds dLoss/d(qkv). */
+/* g->datty holds dLoss/d(atty); on exit g->dqkv holds dLoss/d(qkv): dq, dk and dv side by side. */
 static int attention_backward(model *m, gpt2_impl *g, const gpt2_block_acts *a, int64_t B, ddp_err *err)
 {
-    const struct device_ops *op = m->dev->ops;
-    device *d = m->dev;
-    const tensor_dtype t = g->t;
-    int64_t T = g->T, NH = g->s.n_head, hs = g->s.n_embd / NH, BH = B * NH;
-    float scale = (float)(1.0 / sqrt((double)hs));
-    int rc = op->attention_split_heads_grad(d, t, g->dyh, g->datty, B, T, NH, hs, err);
-    /* datt = dyh · vᵀ ; dv = attᵀ · dyh */
-    if (!rc)
-        rc = op->gemm_strided_batched(d, t, t, false, true, T, T, hs, 1.0f, g->dyh, hs, T * hs, a->v, hs, T * hs,
-                                      0.0f, g->datt, T, T * T, BH, err);
-    if (!rc)
-        rc = op->gemm_strided_batched(d, t, t, true, false, T, hs, T, 1.0f, a->att, T, T * T, g->dyh, hs, T * hs,
-                                      0.0f, g->dv, hs, T * hs, BH, err);
-    void *dpreatt = g->preatt; /* the forward scores are dead now: reuse their buffer */
-    if (!rc)
-        rc = op->causal_softmax_backward(d, t, dpreatt, g->datt, a->att, scale, BH, T, err);
-    /* dq = dpreatt · k ; dk = dpreattᵀ · q */
-    if (!rc)
-        rc = op->gemm_strided_batched(d, t, t, false, false, T, hs, T, 1.0f, dpreatt, T, T * T, a->k, hs, T * hs,
-                                      0.0f, g->dq, hs, T * hs, BH, err);
-    if (!rc)
-        rc = op->gemm_strided_batched(d, t, t, true, false, T, hs, T, 1.0f, dpreatt, T, T * T, a->q, hs, T * hs,
-                                      0.0f, g->dk, hs, T * hs, BH, err);
-    if (!rc)
-        rc = op->attention_merge_heads_grad(d, t, g->dqkv, g->dq, g->dk, g->dv, B, T, NH, hs, err);
-    return rc;
+    const attn_shape s = attention_shape(g, B);
+    const int64_t C = g->s.n_embd;
+    return m->dev->ops->attention_backward(m->dev, g->t, &s, g->dqkv, at(g, g->dqkv, C), at(g, g->dqkv, 2 * C),
+                                           g->datty, a->atty, a->lse, a->qkv, at(g, a->qkv, C), at(g, a->qkv, 2 * C),
+                                           err);
 }
 
 /* g->dres holds dLoss/d(block l output) on entry and dLoss/d(block l input) on exit. */

@@ -5,7 +5,9 @@ decay on the 2-D weights only, as ddprun's per-tensor no-decay list) and gradien
 fp32 on the CPU, one process with --threads intra-op threads. On a GPU (--device cuda): --bf16
 autocasts forward to bfloat16 over fp32 weights (ddprun's `precision: bf16`), --fused uses the fused
 AdamW kernel, --sdpa replaces the explicit attention by scaled_dot_product_attention (flash
-attention), and each timed window ends with a device synchronisation. The vocabulary is the padded one
+attention), --compile wraps the model in torch.compile (the warm-up steps absorb the compilation),
+and each timed window ends with a device synchronisation. Out of GPU memory, it prints
+"out_of_memory" instead of the figures. The vocabulary is the padded one
 ddprun's wte holds (nanoGPT's 50304 trick), so the GEMM shapes and FLOPs match ours exactly.
 Batches are random windows of a token shard from scripts/prepare-text (or random tokens).
 
@@ -99,6 +101,7 @@ def main():
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--bf16", action="store_true", help="autocast forward to bfloat16 (GPU)")
     ap.add_argument("--sdpa", action="store_true", help="flash attention instead of explicit matmuls")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -121,6 +124,7 @@ def main():
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     model = GPT2(a.layers, a.embd, a.heads, T, a.vocab_padded, a.sdpa).to(dev)
+    run = torch.compile(model) if a.compile else model
     decay = [p for p in model.parameters() if p.dim() == 2]
     no_decay = [p for p in model.parameters() if p.dim() != 2]
     kw = {"fused": True} if a.fused else {"foreach": True} if a.foreach else {}
@@ -131,7 +135,7 @@ def main():
         x, y = batch()
         opt.zero_grad(set_to_none=True)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.bf16):
-            loss = model(x, y)
+            loss = run(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -155,4 +159,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except torch.OutOfMemoryError:
+        print("out_of_memory")

@@ -3,7 +3,7 @@
  * For the emulated build's NCCL shim and for tests: queueing host work in stream order (like
  * cudaLaunchHostFunc, but allowed to run only on the issuing thread, which MPI needs), waiting
  * for every stream, the count of calls that blocked the host, and the count of cuBLASLt matmuls
- * queued. Real-CUDA builds never include it. */
+ * queued and of tensor-core instructions run. Real-CUDA builds never include it. */
 #ifndef DDP_CUDAEMU_H
 #define DDP_CUDAEMU_H
 
@@ -31,6 +31,9 @@ unsigned long long cudaemu_host_blocking_calls(void);
  * stream (refused calls are not counted): lets a test prove the fused cuBLASLt path ran, not a
  * fallback. */
 uint64_t cudaemu_cublaslt_matmuls(void);
+/* Warp-wide mma.sync instructions executed so far, in this process: lets a test prove a kernel took
+ * the tensor-core path, not a fallback. */
+uint64_t cudaemu_mma_count(void);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace ddp_cudaemu {
 
@@ -98,6 +99,30 @@ struct memory_range {
     size_t bytes;
 };
 const memory_range *static_shared_objects(size_t *count);
+
+/* ---- what the tensor-core instructions (cudaemu_tensor.cpp) need from the scheduler ---- */
+/* Whether [p, p+bytes) lies inside one shared-memory object of the running block: its dynamic
+ * shared memory (as sized at launch) or a static __shared__ array. */
+bool in_shared_memory(const void *p, size_t bytes);
+/* Reports a kernel bug with the running kernel's name and block, then aborts. */
+[[noreturn]] void die_in_kernel(const char *what, const char *detail);
+/* One cp.async copy queued by a thread, and the thread's queue of them. */
+struct async_copy {
+    void *dst;
+    const void *src;
+    unsigned bytes, src_bytes;
+    uint64_t group; /* the commit group it belongs to: the thread's commit count when it was issued */
+};
+struct async_queue {
+    std::vector<async_copy> copies; /* issued and not yet completed, oldest first */
+    uint64_t committed = 0;         /* commit groups closed so far */
+};
+/* The running thread's queue (reports `intrinsic` called outside a kernel). */
+async_queue &running_async_queue(const char *intrinsic);
+/* A warp whose 32 lanes all reached the same mma or ldmatrix (kind WARP_MMA / WARP_LDMATRIX of
+ * cudaemu_kernel.h, all with the same param): lane_ops[i] is lane i's operand record. Computes and
+ * writes every lane's result; called by the scheduler on its own stack. */
+void complete_tensor_exchange(int kind, int param, void *const lane_ops[32]);
 
 enum { MAX_THREADS_PER_BLOCK = 1024, DEFAULT_DYNAMIC_SMEM = 48 * 1024,
        MAX_DYNAMIC_SMEM_OPTIN = 227 * 1024, EMULATED_SM_COUNT = 132 };

@@ -29,7 +29,7 @@ extern DDP_CUDAEMU_TLS uint3 cur_block_dim;
 extern DDP_CUDAEMU_TLS uint3 cur_grid_dim;
 
 enum warp_op_kind { WARP_SYNC, WARP_SHFL_IDX, WARP_SHFL_UP, WARP_SHFL_DOWN, WARP_SHFL_XOR,
-                    WARP_BALLOT, WARP_ANY, WARP_ALL };
+                    WARP_BALLOT, WARP_ANY, WARP_ALL, WARP_MMA, WARP_LDMATRIX };
 enum block_reduce_kind { BLOCK_SYNC, BLOCK_COUNT, BLOCK_AND, BLOCK_OR };
 
 /* Block barrier; all threads of the block must reach the same call site. Returns the reduction
@@ -42,6 +42,23 @@ uint64_t warp_op(warp_op_kind kind, unsigned mask, uint64_t bits, int param, int
                  const char *file, int line);
 unsigned active_mask();
 void *dynamic_shared();
+
+/* Tensor-core and asynchronous-copy instructions (cudaemu_tensor.cpp), as the PTX ISA defines
+ * them; kernels reach them through runtime/device/kernels/tensor_core.cuh. mma and ldmatrix are
+ * warp-collective (.sync.aligned): every lane of a full warp must reach the same call site, and
+ * each lane holds exactly the fragment elements the ISA assigns it. */
+/* mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: d = a·b + c, a 16x16 (4 regs of 2 bf16),
+ * b 16x8 (2 regs), c and d 16x8 fp32 (4 each); d may alias c. */
+void mma_m16n8k16_bf16(float *d, const uint32_t *a, const uint32_t *b, const float *c, const char *file, int line);
+/* ldmatrix.sync.aligned.m8n8.x{count}[.trans].shared.b16: lanes 8i..8i+7 give the 16-byte-aligned
+ * shared-memory addresses of matrix i's rows; regs[i] gets this lane's two elements of matrix i. */
+void ldmatrix(uint32_t *regs, int count, bool trans, const void *row, const char *file, int line);
+/* cp.async.cg.shared.global [dst], [src], bytes, src_bytes: queued on the calling thread and done
+ * (src_bytes copied, the rest of bytes zero-filled) only when a cp_async_wait covers its group. */
+void cp_async(void *dst, const void *src, unsigned bytes, unsigned src_bytes, const char *file, int line);
+/* cp.async.commit_group / cp.async.wait_group N: completes every committed group but the N newest. */
+void cp_async_commit();
+void cp_async_wait(int newest_pending);
 
 typedef void (*kernel_thunk)(const void *ctx);
 /* Validates the configuration (errors go to cudaGetLastError) and queues the grid on the stream;

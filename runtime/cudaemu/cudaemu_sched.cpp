@@ -40,6 +40,7 @@ struct emu_thread {
     int param, width;
     int stack; /* -1 until started */
     fiber_context ctx;
+    async_queue async; /* its cp.async copies not yet waited for */
 };
 
 struct block_run {
@@ -57,6 +58,7 @@ struct block_run {
     emu_thread *running;
     fiber_context scheduler;
     std::vector<char> dynamic_smem;
+    size_t dynamic_smem_bytes; /* as launched (dynamic_smem holds at least one byte) */
     std::vector<int> free_stacks;
 };
 
@@ -65,7 +67,8 @@ static DDP_CUDAEMU_TLS block_run *active;
 static const char *op_name(warp_op_kind op)
 {
     static const char *const names[] = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
-                                        "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync"};
+                                        "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync",
+                                        "mma.sync", "ldmatrix"};
     return names[op];
 }
 
@@ -85,6 +88,15 @@ static emu_thread *running_thread(const char *intrinsic)
         abort();
     }
     return active->running;
+}
+
+void die_in_kernel(const char *what, const char *detail)
+{
+    if (!active) {
+        fprintf(stderr, "cudaemu: %s outside a kernel: %s\n", what, detail);
+        abort();
+    }
+    die(*active, what, detail);
 }
 
 static void yield(emu_thread *t)
@@ -143,6 +155,28 @@ void *dynamic_shared()
 {
     running_thread("dynamic shared memory");
     return active->dynamic_smem.data();
+}
+
+async_queue &running_async_queue(const char *intrinsic)
+{
+    return running_thread(intrinsic)->async;
+}
+
+bool in_shared_memory(const void *p, size_t bytes)
+{
+    if (!active)
+        return false;
+    const char *c = static_cast<const char *>(p), *dyn = active->dynamic_smem.data();
+    if (c >= dyn && bytes <= active->dynamic_smem_bytes && c - dyn <= (ptrdiff_t)(active->dynamic_smem_bytes - bytes))
+        return true;
+    size_t count = 0;
+    const memory_range *objects = static_shared_objects(&count);
+    for (size_t i = 0; i < count; i++) {
+        const char *base = static_cast<const char *>(objects[i].addr);
+        if (c >= base && bytes <= objects[i].bytes && c - base <= (ptrdiff_t)(objects[i].bytes - bytes))
+            return true;
+    }
+    return false;
 }
 
 /* ---- barrier and exchange release ---- */
@@ -206,6 +240,15 @@ static int source_lane(const emu_thread &t, int lane)
 
 static void complete_exchange(block_run &b, int base, unsigned mask)
 {
+    if (b.threads[base].op == WARP_MMA || b.threads[base].op == WARP_LDMATRIX) {
+        void *lane_ops[32];
+        for (int lane = 0; lane < 32; lane++)
+            lane_ops[lane] = reinterpret_cast<void *>(static_cast<uintptr_t>(b.threads[base + lane].in));
+        complete_tensor_exchange(b.threads[base].op, b.threads[base].param, lane_ops);
+        for (int lane = 0; lane < 32; lane++)
+            make_runnable(b, b.threads[base + lane]);
+        return;
+    }
     uint64_t ballot = 0;
     for (int lane = 0; lane < 32; lane++)
         if (mask >> lane & 1u)
@@ -254,6 +297,11 @@ static void try_exchange(block_run &b, const emu_thread &t)
                  op_name(t.op), t.file, t.line, t.mask, own);
         die(b, "invalid warp mask", detail);
     }
+    if ((t.op == WARP_MMA || t.op == WARP_LDMATRIX) && t.mask != 0xffffffffu) {
+        snprintf(detail, sizeof detail, "%s at %s:%d: .sync.aligned instructions need all 32 lanes (mask 0x%08x)",
+                 op_name(t.op), t.file, t.line, t.mask);
+        die(b, "invalid warp mask", detail);
+    }
     if (t.width < 1 || t.width > 32 || (t.width & (t.width - 1)) != 0) {
         snprintf(detail, sizeof detail, "%s at %s:%d: width %d is not a power of two in [1, 32]",
                  op_name(t.op), t.file, t.line, t.width);
@@ -270,7 +318,8 @@ static void try_exchange(block_run &b, const emu_thread &t)
         const emu_thread &o = b.threads[base + lane];
         if (o.state != AT_WARP)
             return; /* still running, or at __syncthreads (a deadlock the scheduler reports) */
-        if (o.op != t.op || o.mask != t.mask) {
+        if (o.op != t.op || o.mask != t.mask || ((t.op == WARP_MMA || t.op == WARP_LDMATRIX) &&
+                                                 (o.param != t.param || o.line != t.line || strcmp(o.file, t.file)))) {
             snprintf(detail, sizeof detail,
                      "lane %d is at %s (mask 0x%08x) at %s:%d while lane %d is at %s (mask 0x%08x) at %s:%d",
                      t.linear - base, op_name(t.op), t.mask, t.file, t.line, lane, op_name(o.op),
@@ -393,6 +442,8 @@ static void run_block(block_run &b)
     for (int i = b.nthreads - 1; i >= 0; i--) {
         b.threads[i].state = RUNNABLE;
         b.threads[i].stack = -1;
+        b.threads[i].async.copies.clear(); /* copies nobody waited for die with their block */
+        b.threads[i].async.committed = 0;
         b.free_stacks.push_back(i);
     }
     for (int i; (i = pick_next(b)) >= 0;) {
@@ -496,6 +547,7 @@ static void run_grid(const char *name, dim3 grid, dim3 block, size_t smem_bytes,
                            (unsigned)i / (block.x * block.y));
     }
     b.dynamic_smem.resize(smem_bytes > 0 ? smem_bytes : 1);
+    b.dynamic_smem_bytes = smem_bytes;
     fiber_stacks_reserve(b.nthreads, name);
     cur_grid_dim = make_uint3(grid.x, grid.y, grid.z);
     cur_block_dim = make_uint3(block.x, block.y, block.z);

@@ -236,6 +236,32 @@ typedef struct adamw_args {
     OP(causal_softmax_backward, (device *d, tensor_dtype t, void *dpreatt, const void *datt, const void *att, \
                                  float scale, int64_t BH, int64_t T))
 
+/* ---- causal self-attention (kernels/attention_cpu.c, kernels/attention.cu) ----------------------
+ * Flash attention: softmax(scale · q·kᵀ, causal) · v computed tile by tile with an online softmax,
+ * never materialising the T x T scores, so memory is linear in T. Tensors are read in place from
+ * the projections' token-major outputs: row (b, t) of a tensor with row stride ld starts at element
+ * (b·T + t)·ld, and head h's hs elements at column h·hs of it (GPT-2's q, k and v are three views
+ * of one [B, T, 3C] tensor with ld 3C). Query head h reads key/value head h / (NH / NKV)
+ * (grouped-query attention; NKV == NH is multi-head attention). q and dq have row stride ld_q; k,
+ * v, dk and dv ld_kv; out and dout ld_o. lse [B, NH, T] (float) is each query row's log-sum-exp of
+ * its scaled scores, saved by the forward for the backward, which recomputes the probabilities.
+ * Outputs are overwritten ("="); a shared K/V head's dk/dv sum every query head that reads it.
+ * Deterministic (no float atomics): the same bits every run. */
+typedef struct attn_shape {
+    int64_t B, T, NH, NKV, hs;   /* NKV >= 1 divides NH; hs >= 1 */
+    int64_t ld_q, ld_kv, ld_o;   /* row strides in elements, each >= the heads it holds times hs */
+    float scale;                 /* > 0, usually 1/sqrt(hs) */
+} attn_shape;
+
+#define DEVICE_ATTENTION_OPS(OP)                                                                   \
+    /* out = causal softmax(scale · q·kᵀ) · v per head; lse = each row's log-sum-exp */            \
+    OP(attention_forward, (device *d, tensor_dtype t, const attn_shape *s, void *out, float *lse, const void *q, \
+                           const void *k, const void *v))                                          \
+    /* dq, dk, dv (=) from dout, the forward's out and lse, and its inputs q, k, v */             \
+    OP(attention_backward, (device *d, tensor_dtype t, const attn_shape *s, void *dq, void *dk, void *dv,    \
+                            const void *dout, const void *out, const float *lse, const void *q, const void *k, \
+                            const void *v))
+
 /* ---- interval timer (device_cpu.c, device_cuda.c) -----------------------------------------------
  * On the compute stream, e.g. for time the stream is held up by communication: timer_start and
  * timer_stop mark points in stream order and never wait (CUDA: timing events; CPU: the monotonic
@@ -258,6 +284,7 @@ typedef struct adamw_args {
     DEVICE_OPTIM_STEP_OPS(OP)                                                                      \
     DEVICE_CAST_OPS(OP)                                                                            \
     DEVICE_TRANSFORMER_OPS(OP)                                                                     \
+    DEVICE_ATTENTION_OPS(OP)                                                                       \
     DEVICE_TIMER_OPS(OP)
 
 /* (a, b, c) -> a, b, c: lets a parenthesised parameter list travel as one macro argument. */

@@ -44,6 +44,7 @@ static inline int check_dtype(const device *d, const char *op, tensor_dtype t, d
 
 #define DEVICE_CHECKED_DECL(name, params) int checked_##name(DEVICE_UNPAREN params, ddp_err *err);
 DEVICE_TRANSFORMER_OPS(DEVICE_CHECKED_DECL)
+DEVICE_ATTENTION_OPS(DEVICE_CHECKED_DECL)
 #undef DEVICE_CHECKED_DECL
 
 #endif

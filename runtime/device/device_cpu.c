@@ -95,10 +95,9 @@ int device_cpu_host_waits(device *d, uint64_t *count, ddp_err *err)
 
 /* ---- GEMM ------------------------------------------------------------------------------ */
 
-static int cpu_gemm_f32(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                        int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ddp_err *err)
+int device_cpu_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                     const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ddp_err *err)
 {
-    (void)d;
     if (k == 0 || alpha == 0.0f) {
         ddp_cpu_scale_matrices(c, m, n, ldc, 0, 1, beta);
         return DDP_OK;
@@ -166,7 +165,7 @@ static int cpu_gemm_strided_batched_f32(device *d, bool ta, bool tb, int64_t m, 
 #else
     /* OpenBLAS threads each call itself (over m and n, never k): one call after another */
     for (int64_t i = 0; i < batch; i++) {
-        int rc = cpu_gemm_f32(d, ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+        int rc = device_cpu_sgemm(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
                               c + i * stride_c, ldc, err);
         if (rc)
             return rc;
@@ -262,9 +261,10 @@ int device_cpu_gemm(device *d, tensor_dtype ab, tensor_dtype c_type, bool trans_
                     int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, float beta, void *c,
                     int64_t ldc, ddp_err *err)
 {
+    (void)d;
     (void)ab;
     (void)c_type;
-    return cpu_gemm_f32(d, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
+    return device_cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
 }
 
 int device_cpu_gemm_strided_batched(device *d, tensor_dtype ab, tensor_dtype c_type, bool trans_a, bool trans_b,

@@ -6,7 +6,7 @@
  * hyperthread sibling of the one doing the work). A loop marked DDP_PARALLEL_FOR must compute
  * every element independently, so results do not depend on the thread count; reductions stay
  * serial, in a fixed order. Besides the loop it holds the one helper two families share (the
- * GEMMs' k == 0 case); it must not grow op code. */
+ * GEMMs' k == 0 case) and the GEMM entry for ops that run their own; it must not grow op code. */
 #ifndef DDP_CPU_KERNEL_H
 #define DDP_CPU_KERNEL_H
 
@@ -15,6 +15,13 @@
 #define DDP_OMP_MIN_ELEMENTS 32768
 #define DDP_PRAGMA(x) _Pragma(#x)
 #define DDP_PARALLEL_FOR(n) DDP_PRAGMA(omp parallel for schedule(static) if ((size_t)(n) >= DDP_OMP_MIN_ELEMENTS))
+
+/* C = alpha·op(A)·op(B) + beta·C in float, row-major (ld = row strides): the backend's GEMM
+ * library (device_cpu.c), for an op that runs GEMMs of its own (attention's tiles). With oneDNN a
+ * call made inside an OpenMP parallel region runs on the calling thread alone, so a loop of them
+ * over independent outputs is deterministic; OpenBLAS threads each call itself, over m and n. */
+int device_cpu_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                     const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ddp_err *err);
 
 /* C[i] = beta·C[i] for each of batch m x n matrices (row stride ldc, matrix stride stride_c): the
  * GEMMs' k == 0 or alpha == 0 case, where BLAS reads neither A nor B; beta 0 clears NaN. */

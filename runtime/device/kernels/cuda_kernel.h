@@ -14,9 +14,10 @@
  * __shared__ arrays declared inside kernels or __device__ functions (not at file scope),
  * threadIdx/blockIdx/blockDim/gridDim/warpSize, __syncthreads() reached by every thread,
  * __syncwarp(), __shfl_*_sync, __ballot_sync/__any_sync/__all_sync, atomicAdd, bf16/fp16 types,
- * libm math and the usual float intrinsics (__expf, rsqrtf, __fdividef, ...).
- * Not available under emulation (so not allowed in our kernels): CUB, cooperative groups, inline
- * PTX, tensor-core mma, cp.async, cross-block synchronisation. This header must not grow host
+ * libm math and the usual float intrinsics (__expf, rsqrtf, __fdividef, ...), and the tensor-core
+ * and cp.async instructions of tensor_core.cuh (mma.m16n8k16 bf16, ldmatrix, cp.async groups).
+ * Not available under emulation (so not allowed in our kernels): CUB, cooperative groups, other
+ * inline PTX, cross-block synchronisation. This header must not grow host
  * code: the ops' host launchers live beside their kernels and launch through kernel_common.cuh. */
 #ifndef DDP_CUDA_KERNEL_H
 #define DDP_CUDA_KERNEL_H

@@ -177,6 +177,35 @@ static int split_heads_negative_hs(device *d, const bufs *b, ddp_err *err)
 {
     return d->ops->attention_split_heads(d, TENSOR_F32, b->f, b->f + 4, b->f + 8, b->f + 12, 1, 1, 1, -4, err);
 }
+static const attn_shape attn_ok = {.B = 1, .T = 2, .NH = 2, .NKV = 1, .hs = 4, .ld_q = 8, .ld_kv = 4, .ld_o = 8,
+                                   .scale = 0.5f};
+static int attention_heads_not_grouped(device *d, const bufs *b, ddp_err *err)
+{
+    attn_shape s = attn_ok;
+    s.NKV = 3;
+    return d->ops->attention_forward(d, TENSOR_F32, &s, b->f, b->f + 16, b->f + 24, b->f + 40, b->f + 48, err);
+}
+static int attention_narrow_ld(device *d, const bufs *b, ddp_err *err)
+{
+    attn_shape s = attn_ok;
+    s.ld_kv = 3;
+    return d->ops->attention_forward(d, TENSOR_F32, &s, b->f, b->f + 16, b->f + 24, b->f + 40, b->f + 48, err);
+}
+static int attention_bad_scale(device *d, const bufs *b, ddp_err *err)
+{
+    attn_shape s = attn_ok;
+    s.scale = 0.0f;
+    return d->ops->attention_forward(d, TENSOR_F32, &s, b->f, b->f + 16, b->f + 24, b->f + 40, b->f + 48, err);
+}
+static int attention_backward_null_lse(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->attention_backward(d, TENSOR_F32, &attn_ok, b->f, b->f + 8, b->f + 12, b->f + 16, b->f + 24, NULL,
+                                      b->f + 32, b->f + 40, b->f + 48, err);
+}
+static int attention_null_shape(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->attention_forward(d, TENSOR_F32, NULL, b->f, b->f + 16, b->f + 24, b->f + 40, b->f + 48, err);
+}
 static int causal_softmax_null_att(device *d, const bufs *b, ddp_err *err)
 {
     return d->ops->causal_softmax_backward(d, TENSOR_F32, b->f, b->f + 4, NULL, 1.0f, 1, 2, err);
@@ -312,6 +341,12 @@ static const bad_call bad_calls[] = {
     {"layernorm_backward: rstd is NULL", layernorm_backward_null_rstd},
     {"attention_split_heads: negative head size -4", split_heads_negative_hs},
     {"causal_softmax_backward: att is NULL", causal_softmax_null_att},
+    {"attention_forward: 2 query heads cannot share 3 key/value heads of size 4", attention_heads_not_grouped},
+    {"attention_forward: row strides ld_q 8, ld_kv 3, ld_o 8 are narrower than the heads they hold (8, 4, 8)",
+     attention_narrow_ld},
+    {"attention_forward: scale 0 is not a positive finite number", attention_bad_scale},
+    {"attention_backward: lse is NULL", attention_backward_null_lse},
+    {"attention_forward: s is NULL", attention_null_shape},
     {"sumsq: out is NULL", sumsq_null_out},
     {"sumsq: x is NULL", sumsq_null_x},
     {"sum_f64: out is NULL", sum_f64_null_out},
@@ -360,6 +395,11 @@ static void empty_jobs(device *d, const char *backend)
     rc |= d->ops->layernorm_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 8, &err);
     rc |= d->ops->attention_merge_heads_grad(d, TENSOR_F32, NULL, NULL, NULL, NULL, 2, 3, 0, 4, &err);
     rc |= d->ops->causal_softmax_forward(d, TENSOR_F32, NULL, NULL, 1.0f, 0, 4, &err);
+    const attn_shape no_rows = {.B = 2, .T = 0, .NH = 2, .NKV = 2, .hs = 4, .ld_q = 8, .ld_kv = 8, .ld_o = 8,
+                                .scale = 0.5f};
+    rc |= d->ops->attention_forward(d, TENSOR_F32, &no_rows, NULL, NULL, NULL, NULL, NULL, &err);
+    rc |= d->ops->attention_backward(d, TENSOR_F32, &no_rows, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                     &err);
     rc |= d->ops->adamw_step(d, NULL, NULL, NULL, NULL, NULL, 0, &adamw_step1, &err);
     rc |= d->ops->cast_f32_to_bf16(d, NULL, NULL, 0, &err);
     rc |= d->ops->upload(d, NULL, NULL, 0, &err);
