@@ -3,9 +3,8 @@
  * with one message for both backends, returns when there is nothing to do, and forwards the rest
  * to d->backend. It must not compute anything an op produces nor read device memory. */
 #include "runtime/device/device_check.h"
-#include "runtime/device/device_prof.h"
 
-/* ---- what the ops cost, for the profiler (the rules: device.c's cost section) ---------------- */
+/* ---- what the ops cost, for the profiler (the rules: device_check.h) ------------------------- */
 
 static prof_cost btc_cost(tensor_dtype t, int64_t B, int64_t T, int64_t C, double bytes, double flops)
 {
