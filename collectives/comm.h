@@ -60,6 +60,8 @@ struct comm {
     char label[64];   /* optional: what the caller is reducing now ("bucket 3 of 7"), named in the
                          NCCL watchdog's and ddp.debug's messages; backends never require it */
     char phase[32];   /* optional: where the caller is ("step 17"), named in the MPI deadline's */
+    void *stream;     /* the cudaStream_t collectives run on (NCCL), so a profiler can time them in
+                         its order; NULL for host-memory communicators (MPI) */
 };
 
 size_t comm_dtype_size(comm_dtype dt);

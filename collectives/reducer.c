@@ -1,7 +1,10 @@
 /* reducer.c — bucketed, overlapped gradient all-reduce for DDP (see reducer.h).
- * Owns the bucket plan and the in-flight requests; must not touch gradient values itself (the
- * bf16 casts are device ops on the compute stream, ordered with the collectives). */
+ * Owns the bucket plan, the in-flight requests and their profiler ranges; must not touch gradient
+ * values itself (the bf16 casts are device ops on the compute stream, ordered with the
+ * collectives). */
 #include "reducer.h"
+
+#include "runtime/device/device_prof.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,14 +24,16 @@ static int plan_buckets(reducer *r, const size_t *offs, int n_tensors, double bu
     for (int t = n_tensors - 1; t >= 0; t--) {
         size_t tsize = start - offs[t];
         if (start != end && (end - start) + tsize > cap) {
-            r->buckets[r->n_buckets++] = (reducer_bucket){.offset = start, .count = end - start};
+            r->buckets[r->n_buckets++] = (reducer_bucket){.offset = start, .count = end - start, .prof_id = -1,
+                                                          .prof_gather_id = -1};
             end = start;
             cap = (size_t)(bucket_mb * 1024 * 1024 / sizeof(float));
         }
         start = offs[t];
     }
     if (end > start)
-        r->buckets[r->n_buckets++] = (reducer_bucket){.offset = start, .count = end - start};
+        r->buckets[r->n_buckets++] = (reducer_bucket){.offset = start, .count = end - start, .prof_id = -1,
+                                                          .prof_gather_id = -1};
     return 0;
 }
 
@@ -57,6 +62,8 @@ int reducer_create(comm *c, float *grads, size_t n, const size_t *tensor_offsets
     return DDP_OK;
 }
 
+void reducer_set_device(reducer *r, device *d) { r->dev = d; }
+
 int reducer_use_bf16(reducer *r, device *d, ddp_err *err)
 {
     int rc = d->ops->alloc(d, (r->n + r->tail) * sizeof *r->bf16, (void **)&r->bf16, err);
@@ -80,7 +87,8 @@ static void cut_for_ranks(reducer *r, size_t w)
         if (start == end)
             continue;
         size_t count = end - start, block = (count + w - 1) / w;
-        r->buckets[kept++] = (reducer_bucket){.offset = start, .count = count, .block = block, .shard_offset = shard};
+        r->buckets[kept++] = (reducer_bucket){.offset = start, .count = count, .block = block, .shard_offset = shard,
+                                              .prof_id = -1, .prof_gather_id = -1};
         shard += block;
         end = start;
     }
@@ -133,6 +141,7 @@ void reducer_begin(reducer *r)
         r->buckets[i].ready = 0;
         r->buckets[i].started = 0;
         r->buckets[i].req = NULL;
+        r->buckets[i].prof_id = -1;
     }
     r->next_to_start = 0;
     r->status = DDP_OK;
@@ -148,6 +157,56 @@ static int average_bucket(reducer *r, reducer_bucket *b, void *data, comm_dtype 
     return r->comm->ops->reducescatter(r->comm, data, mine, b->block, dt, OP_AVG, &b->req, &r->err);
 }
 
+/* ---- the profiler's ranges (only while r->dev has one attached) ---------------------------- */
+
+/* Begins the range of bucket b's collective `what` over bytes: on the communicator's stream
+ * (*host_id -1; the caller ends it with prof_stream_end once issued) or on the host clock
+ * (*host_id the range, ended when the wait returns). */
+static int prof_collective_begin(reducer *r, const char *what, const reducer_bucket *b, size_t bytes, comm_dtype dt,
+                                 int *stream_id, int *host_id, ddp_err *err)
+{
+    *stream_id = *host_id = -1;
+    device_prof *p = r->dev ? r->dev->prof : NULL;
+    if (!p)
+        return DDP_OK;
+    char name[PROF_NAME_MAX];
+    bool mb = bytes >= 1000000;
+    snprintf(name, sizeof name, "%s bucket %d/%d (%.1f %s)", what, (int)(b - r->buckets) + 1, r->n_buckets,
+             (double)bytes / (mb ? 1e6 : 1e3), mb ? "MB" : "kB");
+    if (!r->comm->stream) {
+        *host_id = device_prof_host_begin(p, name, PROF_TRACK_COMM);
+        return DDP_OK;
+    }
+    prof_cost cost = prof_cost_of((double)bytes, 0, PROF_MATH_NONE, "%s", comm_dtype_name(dt));
+    return device_prof_begin(r->dev, name, "comm", PROF_TRACK_COMM, r->comm->stream, &cost, stream_id, err);
+}
+
+static int prof_stream_end(reducer *r, int stream_id, ddp_err *err)
+{
+    return stream_id < 0 || !r->dev ? DDP_OK : device_prof_end(r->dev, stream_id, err);
+}
+
+static void prof_host_end(reducer *r, int *host_id)
+{
+    if (*host_id >= 0 && r->dev)
+        device_prof_host_end(r->dev->prof, *host_id);
+    *host_id = -1;
+}
+
+/* Bucket b's average, recorded when a profiler is attached. */
+static int average_bucket_recorded(reducer *r, reducer_bucket *b, void *data, comm_dtype dt)
+{
+    size_t elems = r->zero_ranks == 0 ? b->count : b->block * (size_t)r->comm->size;
+    int stream_id = -1;
+    int rc = prof_collective_begin(r, r->zero_ranks == 0 ? "allreduce" : "reduce-scatter", b,
+                                   elems * comm_dtype_size(dt), dt, &stream_id, &b->prof_id, &r->err);
+    if (rc == DDP_OK)
+        rc = average_bucket(r, b, data, dt);
+    if (rc == DDP_OK)
+        rc = prof_stream_end(r, stream_id, &r->err);
+    return rc;
+}
+
 static void start_bucket(reducer *r, reducer_bucket *b)
 {
     float *p = r->grads + b->offset;
@@ -157,9 +216,9 @@ static void start_bucket(reducer *r, reducer_bucket *b)
         uint16_t *h = r->bf16 + b->offset;
         rc = r->dev->ops->cast_f32_to_bf16(r->dev, p, h, b->count, &r->err);
         if (rc == DDP_OK)
-            rc = average_bucket(r, b, h, DT_BFLOAT16);
+            rc = average_bucket_recorded(r, b, h, DT_BFLOAT16);
     } else {
-        rc = average_bucket(r, b, p, DT_FLOAT);
+        rc = average_bucket_recorded(r, b, p, DT_FLOAT);
     }
     r->comm->label[0] = '\0';
     b->started = 1;
@@ -239,6 +298,7 @@ int reducer_finish(reducer *r, ddp_err *err)
         if (b->req) {
             rc = r->comm->ops->wait(r->comm, b->req, err);
             b->req = NULL;
+            prof_host_end(r, &b->prof_id);
         }
     }
     if (rc == DDP_OK && r->status != DDP_OK) {
@@ -263,11 +323,15 @@ int reducer_gather(reducer *r, int bucket, ddp_err *err)
     }
     reducer_bucket *b = &r->buckets[bucket];
     float *rows = r->params + b->offset;
+    int stream_id = -1;
+    int rc = prof_collective_begin(r, "all-gather", b, b->block * (size_t)r->comm->size * sizeof(float), DT_FLOAT,
+                                   &stream_id, &b->prof_gather_id, err);
     snprintf(r->comm->label, sizeof r->comm->label, "parameters of bucket %d of %d", bucket + 1, r->n_buckets);
-    int rc = r->comm->ops->allgather(r->comm, rows + (size_t)r->comm->rank * b->block, rows, b->block, DT_FLOAT,
+    if (rc == DDP_OK)
+        rc = r->comm->ops->allgather(r->comm, rows + (size_t)r->comm->rank * b->block, rows, b->block, DT_FLOAT,
                                      &b->gather_req, err);
     r->comm->label[0] = '\0';
-    return rc;
+    return rc == DDP_OK ? prof_stream_end(r, stream_id, err) : rc;
 }
 
 int reducer_gather_finish(reducer *r, ddp_err *err)
@@ -279,6 +343,7 @@ int reducer_gather_finish(reducer *r, ddp_err *err)
             int wrc = r->comm->ops->wait(r->comm, b->gather_req, err);
             rc = rc == DDP_OK ? wrc : rc;
             b->gather_req = NULL;
+            prof_host_end(r, &b->prof_gather_id);
         }
     }
     return rc;

@@ -16,6 +16,9 @@
  * at the end of the buffer pads its last block into the spare floats past it (model.param_tail),
  * which stay zero. Any parameter count and world size work. Test-only: the env
  * DDP_TEST_COMM_DELAY_MS=N makes reducer_finish sleep N ms first, as a collective that slow would.
+ * When its device (reducer_set_device) has a profiler attached, every bucket's collective is
+ * recorded on the communication track: on the communicator's stream where it has one (NCCL),
+ * else from its issue to its wait's return on the host clock (MPI).
  * The reducer must not know about models beyond offsets, nor call the optimizer. */
 #ifndef DDP_REDUCER_H
 #define DDP_REDUCER_H
@@ -35,6 +38,7 @@ typedef struct reducer_bucket {
      * all buckets one after another: where the optimizer keeps its state) */
     size_t block, shard_offset;
     comm_req *gather_req;   /* the parameter all-gather in flight, or NULL */
+    int prof_id, prof_gather_id; /* host-clock profiler ranges of req and gather_req, or -1 */
 } reducer_bucket;
 
 typedef struct reducer {
@@ -47,7 +51,7 @@ typedef struct reducer {
     int status;             /* first error seen inside a callback */
     ddp_err err;
     long test_delay_ms;     /* test-only DDP_TEST_COMM_DELAY_MS: finish() sleeps this long before its waits */
-    device *dev;            /* bf16 only: runs the casts on its compute stream */
+    device *dev;            /* the profiler's device, and under bf16 the one running the casts */
     uint16_t *bf16;         /* bf16 only: device shadow of grads that the all-reduce carries */
     /* ZeRO only (zero_ranks > 0): */
     int zero_ranks;         /* the world size the buckets are cut for */
@@ -59,8 +63,11 @@ typedef struct reducer {
 /* tensor_offsets: start offset of each parameter tensor, ascending, n_tensors entries. */
 int reducer_create(comm *c, float *grads, size_t n, const size_t *tensor_offsets, int n_tensors,
                    double bucket_mb, double first_bucket_mb, reducer **out, ddp_err *err);
+/* The device whose profiler (d->prof, when attached) records the collectives. */
+void reducer_set_device(reducer *r, device *d);
 /* ddp.grad_dtype bf16: each bucket is cast to a bf16 shadow (allocated on d), averaged in bf16
- * (half the bytes) and cast back into the fp32 gradients by reducer_finish. */
+ * (half the bytes) and cast back into the fp32 gradients by reducer_finish; d becomes the
+ * reducer's device. */
 int reducer_use_bf16(reducer *r, device *d, ddp_err *err);
 /* ddp.zero 1 over comm's ranks (call before reducer_use_bf16): re-cuts the buckets at multiples of
  * the world size and gathers into params. grads and params need tail >= size - 1 spare zero

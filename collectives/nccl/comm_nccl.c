@@ -547,6 +547,7 @@ static int setup(comm *c, ncclcomm_impl *im, ddp_err *err)
     } else {
         im->stream = im->compute;
     }
+    c->stream = im->stream;
     CUDA_TRY(cudaEventCreateWithFlags(&im->compute_ready, cudaEventDisableTiming));
     for (int i = 0; i < NCCLCOMM_SLOTS; i++)
         CUDA_TRY(cudaEventCreateWithFlags(&im->slots[i].done, cudaEventDisableTiming));

@@ -6,9 +6,11 @@
  * wait for its previous copy) no part of a step waits for the device: the loss sums, the gradient
  * norm and the clip factor stay in device memory; only log lines, evaluation, text samples and
  * checkpoints download. Batches are staged as the bytes the model's io describes, so
- * nothing here knows pixels from token ids. Logging/evaluation live in train_log.c and
- * checkpoints in train_ckpt.c. Must not know CPU from CUDA or MPI from NCCL: the device and
- * communicator interfaces do; nor any model's kind: model.h does. */
+ * nothing here knows pixels from token ids. With train.profile_steps the steps' phases and host
+ * work are marked for the profiler (train_profile.c); with it off those marks do nothing.
+ * Logging/evaluation live in train_log.c and checkpoints in train_ckpt.c. Must not know CPU from
+ * CUDA or MPI from NCCL: the device and communicator interfaces do; nor any model's kind: model.h
+ * does. */
 #include "train.h"
 
 #include <stdio.h>
@@ -180,6 +182,8 @@ static int make_reducer(train_job *t, ddp_err *err)
     int rc = reducer_create(t->grad_comm, t->m->grads, t->m->n_params, offs, t->m->n_tensors,
                             t->cfg->ddp.bucket_mb, t->cfg->ddp.first_bucket_mb, &t->red, err);
     free(offs);
+    if (rc == DDP_OK)
+        reducer_set_device(t->red, t->dev);
     if (rc == DDP_OK && t->zero)
         rc = reducer_use_zero(t->red, t->m->params, t->m->param_tail, err);
     if (rc == DDP_OK && t->cfg->ddp.grad_dtype == GRAD_BF16)
@@ -287,7 +291,9 @@ static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err
     for (int64_t i = 0; t->trace && i < rows; i++)
         fprintf(t->trace, "%lld %lld\n", (long long)t->epoch, (long long)t->idx[i]);
     model_batch b;
+    int data = device_prof_host_begin(t->dev->prof, "data", PROF_TRACK_HOST);
     int rc = train_stage_batch(t, &t->train, rows, &b, err);
+    device_prof_host_end(t->dev->prof, data);
     if (rc == DDP_OK)
         rc = mark_host_waits(t, err);
     if (rc != DDP_OK)
@@ -296,8 +302,13 @@ static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err
     float scale = 1.0f / ((float)rows * (float)t->m->io.sample.target.count * (float)t->cfg->train.grad_accum);
     if (last)
         reducer_begin(t->red);
-    rc = t->m->ops->forward_backward(t->m, &b, scale, !first, last ? reducer_grad_ready : NULL,
-                                     last ? t->red : NULL, t->stats_dev, err);
+    int phase = -1;
+    rc = train_phase_begin(t, "forward+backward", &phase, err);
+    if (rc == DDP_OK)
+        rc = t->m->ops->forward_backward(t->m, &b, scale, !first, last ? reducer_grad_ready : NULL,
+                                         last ? t->red : NULL, t->stats_dev, err);
+    if (rc == DDP_OK)
+        rc = train_phase_end(t, phase, err);
     t->samples_acc += (double)rows * t->ctl->size;
     return rc != DDP_OK ? rc : add_host_waits(t, err);
 }
@@ -307,12 +318,30 @@ static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err
 static int reduce_gradients(train_job *t, ddp_err *err)
 {
     device *d = t->dev;
-    int rc = d->ops->timer_start(d, t->comm_exposed, err);
+    int phase = -1;
+    int rc = train_phase_begin(t, "gradient wait", &phase, err);
+    if (rc == DDP_OK)
+        rc = d->ops->timer_start(d, t->comm_exposed, err);
     if (rc == DDP_OK)
         rc = reducer_finish(t->red, err);
     if (rc == DDP_OK)
         rc = d->ops->timer_stop(d, t->comm_exposed, err);
-    return rc;
+    return rc == DDP_OK ? train_phase_end(t, phase, err) : rc;
+}
+
+/* Clipping, the update and the model's rebuild of what it derives from the parameters. */
+static int update_params(train_job *t, double lr, ddp_err *err)
+{
+    int rc = DDP_OK;
+    if (t->zero) {
+        rc = train_zero_step(t, lr, err);
+    } else {
+        const float *scale = NULL;
+        if (t->opt->grad_clip > 0 && (rc = optim_grad_norm(t->opt, t->m->grads, &scale, err)) != DDP_OK)
+            return rc;
+        rc = optim_step(t->opt, t->m->params, t->m->grads, lr, scale, err);
+    }
+    return rc == DDP_OK ? train_params_changed(t, err) : rc;
 }
 
 static int optimizer_step(train_job *t, double *lr, ddp_err *err)
@@ -325,16 +354,12 @@ static int optimizer_step(train_job *t, double *lr, ddp_err *err)
     /* The norm is a full pass over the gradients: only clipping needs it. It and the clip factor
      * stay on the device, where the update reads the factor, so the step does not wait. */
     *lr = optim_lr_at(t->opt, t->step, t->total_steps);
-    if (t->zero) {
-        rc = train_zero_step(t, *lr, err);
-    } else {
-        const float *scale = NULL;
-        if (t->opt->grad_clip > 0 && (rc = optim_grad_norm(t->opt, t->m->grads, &scale, err)) != DDP_OK)
-            return rc;
-        rc = optim_step(t->opt, t->m->params, t->m->grads, *lr, scale, err);
-    }
+    int phase = -1;
+    rc = train_phase_begin(t, "optimizer", &phase, err);
     if (rc == DDP_OK)
-        rc = train_params_changed(t, err);
+        rc = update_params(t, *lr, err);
+    if (rc == DDP_OK)
+        rc = train_phase_end(t, phase, err);
     t->step++;
     t->steps_acc++;
     return rc != DDP_OK ? rc : add_host_waits(t, err);
@@ -379,11 +404,31 @@ static int agree_stop(train_job *t, bool *stop, ddp_err *err)
 {
     int32_t flags[2] = {(int32_t)train_stop_requested, train_ckpt_clock_due(t) ? 1 : 0};
     snprintf(t->ctl->label, sizeof t->ctl->label, "stop agreement");
+    int range = device_prof_host_begin(t->dev->prof, "stop agreement", PROF_TRACK_HOST);
     int rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 2, DT_INT32, OP_MAX, NULL, err);
+    device_prof_host_end(t->dev->prof, range);
     t->ctl->label[0] = '\0';
     *stop = flags[0] != TRAIN_STOP_NONE;
     t->stop_reason = flags[0];
     t->ckpt_clock_due = flags[1] != 0;
+    return rc;
+}
+
+/* The step's log line and text sample, each a host range for the profiler. */
+static int log_and_sample(train_job *t, double lr, ddp_err *err)
+{
+    const config *c = t->cfg;
+    int rc = DDP_OK;
+    if (t->step % c->train.log_every == 0 || t->step == t->total_steps) {
+        int range = device_prof_host_begin(t->dev->prof, "log", PROF_TRACK_HOST);
+        rc = train_log_progress(t, lr, err);
+        device_prof_host_end(t->dev->prof, range);
+    }
+    if (rc == DDP_OK && c->train.sample_every > 0 && t->step % c->train.sample_every == 0) {
+        int range = device_prof_host_begin(t->dev->prof, "text sample", PROF_TRACK_HOST);
+        rc = train_sample_text(t, err);
+        device_prof_host_end(t->dev->prof, range);
+    }
     return rc;
 }
 
@@ -392,7 +437,7 @@ static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
     const config *c = t->cfg;
     int64_t accum = c->train.grad_accum;
     while (t->step < t->total_steps && sampler_steps_left(&t->smp) >= accum) {
-        int rc = DDP_OK;
+        int rc = train_profile_step_begin(t, err);
         snprintf(t->ctl->phase, sizeof t->ctl->phase, "step %lld", (long long)t->step + 1);
         if (t->grad_comm != t->ctl)
             memcpy(t->grad_comm->phase, t->ctl->phase, sizeof t->ctl->phase);
@@ -405,16 +450,16 @@ static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
             rc = optimizer_step(t, &lr, err);
         if (rc == DDP_OK && c->train.eval && c->train.eval_every > 0 && t->step % c->train.eval_every == 0)
             rc = train_evaluate(t, err);
-        if (rc == DDP_OK && (t->step % c->train.log_every == 0 || t->step == t->total_steps))
-            rc = train_log_progress(t, lr, err);
-        if (rc == DDP_OK && c->train.sample_every > 0 && t->step % c->train.sample_every == 0)
-            rc = train_sample_text(t, err);
+        if (rc == DDP_OK)
+            rc = log_and_sample(t, lr, err);
         test_fault(t);
         bool stop = false;
         if (rc == DDP_OK)
             rc = agree_stop(t, &stop, err);
         if (rc == DDP_OK)
             rc = train_ckpt_maybe_save(t, stop, err);
+        if (rc == DDP_OK)
+            rc = train_profile_step_end(t, err);
         if (rc != DDP_OK)
             return rc;
         if (stop) {
@@ -457,6 +502,7 @@ static int train_loop(train_job *t, int64_t consumed, ddp_err *err)
 static void teardown(train_job *t, bool failed)
 {
     train_ckpt_close(t);
+    train_profile_close(t); /* after the checkpoint writer, which may still report a write to it */
     train_log_close(t);
     if (t->trace)
         fclose(t->trace);
@@ -500,11 +546,18 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
         rc = train_log_open(&t, err);
     if (rc == DDP_OK) {
         train_log_header(&t);
+        rc = train_profile_open(&t, err);
+    }
+    if (rc == DDP_OK) {
         if (t.step >= t.total_steps)
             log_info("nothing to train: %s already holds step %lld of %lld; use a new run.dir, "
                      "checkpoint.resume=never, or more train.epochs / train.max_steps", cfg->run.dir,
                      (long long)t.step, (long long)t.total_steps);
         rc = train_loop(&t, consumed, err);
+    }
+    if (rc == DDP_OK || rc == DDP_EPREEMPTED) {
+        int prc = train_profile_finish(&t, err);
+        rc = prc != DDP_OK ? prc : rc;
     }
     int rc2 = train_ckpt_finish(&t, rc == DDP_OK || rc == DDP_EPREEMPTED ? err : NULL);
     if (rc == DDP_OK || rc == DDP_EPREEMPTED)

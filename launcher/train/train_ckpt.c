@@ -157,6 +157,13 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
     return rc;
 }
 
+void train_ckpt_observe(train_job *t, ckpt_write_observer observe, void *ctx)
+{
+    train_ckpt *c = t->ckpt;
+    if (c && c->writer)
+        ckpt_writer_set_observer(c->writer, observe, ctx);
+}
+
 bool train_ckpt_clock_due(const train_job *t)
 {
     double minutes = t->cfg->checkpoint.every_minutes;
@@ -182,7 +189,10 @@ int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err)
         return ddp_prefix(err, "checkpoint at step %lld: collecting the optimizer state", (long long)t->step);
     if (t->ctl->rank != 0)
         return DDP_OK;
-    return snapshot_and_submit(t, c, err);
+    int range = device_prof_host_begin(t->dev->prof, "checkpoint snapshot", PROF_TRACK_HOST);
+    rc = snapshot_and_submit(t, c, err);
+    device_prof_host_end(t->dev->prof, range);
+    return rc;
 }
 
 int train_ckpt_finish(train_job *t, ddp_err *err)

@@ -1,8 +1,9 @@
 /* train_job.h — the state of one rank's training job, shared by the files that implement it
  * (train.c: setup and the step loop; train_ckpt.c: saving and resuming; train_log.c: progress,
  * metrics and evaluation; train_sample.c: text samples; train_zero.c: ZeRO-1's sharded
- * optimizer). Internal to launcher/train/: train.h is the public entry point, and
- * nothing outside this folder includes this header. */
+ * optimizer; train_profile.c and train_profile_report.c: train.profile_steps). Internal to
+ * launcher/train/: train.h is the public entry point, and nothing outside this folder includes
+ * this header. */
 #ifndef DDP_TRAIN_JOB_H
 #define DDP_TRAIN_JOB_H
 
@@ -13,7 +14,9 @@
 #include "models/model.h"
 #include "runtime/config/config.h"
 #include "runtime/data/dataset.h"
+#include "runtime/ckpt/ckpt.h"
 #include "runtime/device/device.h"
+#include "runtime/device/device_prof.h"
 #include "runtime/optim/optim.h"
 #include "runtime/data/sampler.h"
 
@@ -62,6 +65,7 @@ typedef struct train_job {
     FILE *metrics;          /* rank 0: run.dir/metrics.jsonl */
     FILE *trace;            /* test-only: DDP_TEST_TRACE_DIR, every trained sample index */
     void *ckpt;             /* train_ckpt.c's state */
+    struct train_prof *prof; /* train_profile.c's state; NULL when train.profile_steps records nothing */
 } train_job;
 
 /* train.c: makes every rank's parameters rank 0's (no communication on one rank), then tells the
@@ -115,5 +119,30 @@ int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err);
 /* Waits for a background save in flight. */
 int train_ckpt_finish(train_job *t, ddp_err *err);
 void train_ckpt_close(train_job *t);
+/* Hands every checkpoint write's timing to observe (ckpt_writer_set_observer; rank 0 only writes). */
+void train_ckpt_observe(train_job *t, ckpt_write_observer observe, void *ctx);
+
+/* train_profile.c: the profiler's window of train.profile_steps steps, opening after
+ * train.profile_start steps of this run (cut to what the run trains, and said so). */
+int train_profile_open(train_job *t, ddp_err *err);
+/* At the start of each step: opens the window at its first step (a device wait, an MPI barrier:
+ * ts 0 of every rank's trace), then marks the step boundary. */
+int train_profile_step_begin(train_job *t, ddp_err *err);
+/* At the end of each step: marks it; after the window's last step, reads the records (one device
+ * wait), writes run.dir/trace-rank{R}.json and, on rank 0, builds the table and profile.json. */
+int train_profile_step_end(train_job *t, ddp_err *err);
+/* At the end of training: a window the run stopped inside is ended with the steps it has; rank 0
+ * prints the table. */
+int train_profile_finish(train_job *t, ddp_err *err);
+void train_profile_close(train_job *t);
+/* A device-stamped phase ("forward+backward", "optimizer", ...) on the compute track, nesting the
+ * ops it runs; *id -1 and nothing recorded while no window is open. */
+int train_phase_begin(train_job *t, const char *name, int *id, ddp_err *err);
+int train_phase_end(train_job *t, int id, ddp_err *err);
+
+/* train_profile_report.c: rank 0's table of a finished window (malloc'd text, printed at the end of
+ * training) and run.dir/profile.json; first_step and planned say which steps the window meant. */
+int train_profile_report(const train_job *t, const device_prof *rec, int64_t first_step, int64_t planned,
+                         char **table, ddp_err *err);
 
 #endif

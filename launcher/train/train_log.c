@@ -173,7 +173,10 @@ int train_evaluate(train_job *t, ddp_err *err)
     int64_t begin, end;
     sampler_eval_range(t->test.n, t->ctl->rank, t->ctl->size, &begin, &end);
     float *stats = NULL;
-    int rc = d->ops->alloc(d, 2 * sizeof(float), (void **)&stats, err);
+    int phase = -1;
+    int rc = train_phase_begin(t, "evaluation", &phase, err);
+    if (rc == DDP_OK)
+        rc = d->ops->alloc(d, 2 * sizeof(float), (void **)&stats, err);
     if (rc == DDP_OK)
         rc = d->ops->fill(d, TENSOR_F32, stats, 2, 0.0f, err);
     if (rc == DDP_OK)
@@ -182,9 +185,13 @@ int train_evaluate(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = d->ops->download(d, st, stats, sizeof st, err);
     d->ops->free(d, stats);
+    if (rc == DDP_OK)
+        rc = train_phase_end(t, phase, err);
     double sums[3] = {st[0], st[1], (double)(end - begin)};
+    int range = device_prof_host_begin(d->prof, "evaluation sums", PROF_TRACK_HOST);
     if (rc == DDP_OK)
         rc = t->ctl->ops->allreduce(t->ctl, sums, sums, 3, DT_DOUBLE, OP_SUM, NULL, err);
+    device_prof_host_end(d->prof, range);
     if (rc != DDP_OK)
         return ddp_prefix(err, "evaluation");
     double terms = sums[2] * (double)t->m->io.sample.target.count;

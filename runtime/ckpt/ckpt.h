@@ -155,6 +155,11 @@ int ckpt_writer_wait(ckpt_writer *w, ckpt_write_stats *stats, ddp_err *err);
  * holds the checkpoints u still uploads from pruning. Set before the first submit. */
 typedef struct ckpt_uploader ckpt_uploader;
 void ckpt_writer_set_uploader(ckpt_writer *w, ckpt_uploader *u);
+/* After each write, the writer's thread calls observe(ctx, what, begin_s, end_s) for "checkpoint
+ * write" (until the file is durable) and "checkpoint prune", with monotonic_s() readings (a
+ * profiler's hook; it must be thread-safe and outlive the writer). NULL stops the calls. */
+typedef void (*ckpt_write_observer)(void *ctx, const char *what, double begin_s, double end_s);
+void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void *ctx);
 /* Waits for an in-flight write, then stops the thread and frees everything. */
 void ckpt_writer_destroy(ckpt_writer *w);
 

@@ -19,6 +19,8 @@ struct ckpt_writer {
     char dir[CKPT_PATH_MAX];
     int keep_last;
     ckpt_uploader *uploader;  /* NULL: no checkpoint.upload_cmd */
+    ckpt_write_observer observe;  /* NULL: none (ckpt_writer_set_observer) */
+    void *observe_ctx;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -69,6 +71,15 @@ static void *worker_main(void *arg)
         double t2 = monotonic_s();
 
         pthread_mutex_lock(&w->mu);
+        ckpt_write_observer observe = w->observe;
+        void *observe_ctx = w->observe_ctx;
+        pthread_mutex_unlock(&w->mu);
+        if (observe) {
+            observe(observe_ctx, "checkpoint write", t0, t1);
+            observe(observe_ctx, "checkpoint prune", t1, t2);
+        }
+
+        pthread_mutex_lock(&w->mu);
         w->status = rc;
         w->status_err = e;
         w->stats.write_s = t1 - t0;
@@ -79,6 +90,14 @@ static void *worker_main(void *arg)
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
+}
+
+void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void *ctx)
+{
+    pthread_mutex_lock(&w->mu);
+    w->observe = observe;
+    w->observe_ctx = ctx;
+    pthread_mutex_unlock(&w->mu);
 }
 
 int ckpt_writer_create(const char *dir, int keep_last, ckpt_writer **out, ddp_err *err)

@@ -85,6 +85,8 @@ typedef struct config {
         int64_t eval_every;                     /* also every this many steps (0 = epoch ends only) */
         int64_t sample_every;                   /* language models: print a text sample every N steps (0 = off) */
         int64_t sample_tokens;                  /* tokens per text sample */
+        int64_t profile_steps;                  /* steps the profiler records (0 = off) */
+        int64_t profile_start;                  /* steps this run does before the profiler's window opens */
     } train;
 
     struct {

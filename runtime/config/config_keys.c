@@ -71,6 +71,8 @@ static const cfg_key keys_after_models[] = {
     INT("train.eval_every", train.eval_every, 0, BIG, false),
     INT("train.sample_every", train.sample_every, 0, BIG, false),
     INT("train.sample_tokens", train.sample_tokens, 1, 1 << 20, false),
+    INT("train.profile_steps", train.profile_steps, 0, 1 << 20, false),
+    INT("train.profile_start", train.profile_start, 0, BIG, false),
     SECTION("optimizer"),
     ENUM("optimizer.kind", optimizer.kind, opt_names, true),
     NUM("optimizer.lr", optimizer.lr, NR_POSITIVE, true),
@@ -153,6 +155,7 @@ void cfg_defaults(config *c)
     c->train.log_every = 50;
     c->train.eval = true;
     c->train.sample_tokens = 64;
+    c->train.profile_start = 5;
     c->optimizer.kind = OPT_ADAMW;
     c->optimizer.lr = 1e-3;
     c->optimizer.weight_decay = 0.01;

@@ -25,6 +25,15 @@ DEVICE_OPS(DEVICE_CUDA_OP_DECL)
 #define DEVICE_UNFUSED_OP_DECL(name, params) int device_unfused_##name(DEVICE_UNPAREN params, ddp_err *err);
 DEVICE_GEMM_EPILOGUE_OPS(DEVICE_UNFUSED_OP_DECL)
 
+/* The stamp slots of device.h's stamp ops: their number, which ones were stamped (set by the
+ * backend's stamp), and the backend's own storage for them (CPU: a double of monotonic seconds
+ * per slot; CUDA: a timing event per slot). */
+struct device_stamps {
+    uint32_t capacity;
+    bool *stamped;
+    void *slots;
+};
+
 /* A device with d->backend set to the backend's table; device.c adds the checking table. */
 int device_cpu_backend_create(device **out, ddp_err *err);
 int device_cuda_backend_create(int local_rank, const config *cfg, device **out, ddp_err *err);

@@ -3,8 +3,10 @@
  *
  * Each op's checked_NAME states the op's argument contract once for both backends: it rejects
  * bad arguments with one message (the same whichever backend runs), returns when the op has
- * nothing to do, and forwards everything else to d->backend. It must not compute anything an
- * op produces (that is the backends' job) nor read device memory. */
+ * nothing to do, and forwards everything else to d->backend through DEVICE_FORWARD with the
+ * op's cost (bytes, FLOPs, detail), which the profiler records when one is attached
+ * (device_prof.h). It must not compute anything an op produces (that is the backends' job) nor
+ * read device memory. */
 #include "device.h"
 
 #include "runtime/base/log.h"
@@ -34,7 +36,8 @@ static int checked_upload(device *d, void *dst, const void *src, size_t bytes, d
         return DDP_OK;
     NEED_POINTER("upload", dst);
     NEED_POINTER("upload", src);
-    return d->backend->upload(d, dst, src, bytes, err);
+    DEVICE_FORWARD(upload, prof_cost_of((double)bytes, 0, PROF_MATH_NONE, "%zu bytes", bytes),
+                   d, dst, src, bytes, err);
 }
 
 /* Downloading nothing still waits for the stream, as every download does. */
@@ -44,7 +47,8 @@ static int checked_download(device *d, void *dst, const void *src, size_t bytes,
         return d->backend->synchronize(d, err);
     NEED_POINTER("download", dst);
     NEED_POINTER("download", src);
-    return d->backend->download(d, dst, src, bytes, err);
+    DEVICE_FORWARD(download, prof_cost_of((double)bytes, 0, PROF_MATH_NONE, "%zu bytes", bytes),
+                   d, dst, src, bytes, err);
 }
 
 static int checked_copy(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
@@ -53,7 +57,8 @@ static int checked_copy(device *d, void *dst, const void *src, size_t bytes, ddp
         return DDP_OK;
     NEED_POINTER("copy", dst);
     NEED_POINTER("copy", src);
-    return d->backend->copy(d, dst, src, bytes, err);
+    DEVICE_FORWARD(copy, prof_cost_of(2.0 * (double)bytes, 0, PROF_MATH_FP32, "%zu bytes", bytes),
+                   d, dst, src, bytes, err);
 }
 
 static int checked_synchronize(device *d, ddp_err *err) { return d->backend->synchronize(d, err); }
@@ -108,7 +113,8 @@ static int checked_gemm(device *d, tensor_dtype ab, tensor_dtype c_type, bool ta
         NEED_POINTER("gemm", a);
         NEED_POINTER("gemm", b);
     }
-    return d->backend->gemm(d, ab, c_type, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
+    DEVICE_FORWARD(gemm, gemm_cost(ab, c_type, ta, tb, m, n, k, beta, 1),
+                   d, ab, c_type, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
 }
 
 /* Each batch entry is a gemm; the strides must keep every C_i apart (|stride_c| >= the span of
@@ -138,8 +144,9 @@ static int checked_gemm_strided_batched(device *d, tensor_dtype ab, tensor_dtype
         NEED_POINTER("gemm_strided_batched", a);
         NEED_POINTER("gemm_strided_batched", b);
     }
-    return d->backend->gemm_strided_batched(d, ab, c_type, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b,
-                                            beta, c, ldc, stride_c, batch, err);
+    DEVICE_FORWARD(gemm_strided_batched, gemm_cost(ab, c_type, ta, tb, m, n, k, beta, batch),
+                   d, ab, c_type, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
+                   batch, err);
 }
 
 /* The epilogue GEMMs' shared contract: a known type, consistent sizes with dense m x n outputs
@@ -169,7 +176,8 @@ static int checked_gemm_bias(device *d, tensor_dtype t, bool ta, bool tb, int64_
         return rc;
     NEED_POINTER("gemm_bias", bias);
     NEED_POINTER("gemm_bias", y);
-    return d->backend->gemm_bias(d, t, ta, tb, m, n, k, a, lda, b, ldb, bias, y, err);
+    DEVICE_FORWARD(gemm_bias, epilogue_cost(t, ta, tb, m, n, k, 1, 1),
+                   d, t, ta, tb, m, n, k, a, lda, b, ldb, bias, y, err);
 }
 
 static int checked_gemm_bias_gelu(device *d, tensor_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
@@ -184,7 +192,8 @@ static int checked_gemm_bias_gelu(device *d, tensor_dtype t, bool ta, bool tb, i
     NEED_POINTER("gemm_bias_gelu", y);
     if (pre == y)
         return ddp_fail(err, DDP_ERUNTIME, "gemm_bias_gelu: pre and y are the same tensor (backward needs both)");
-    return d->backend->gemm_bias_gelu(d, t, ta, tb, m, n, k, a, lda, b, ldb, bias, pre, y, err);
+    DEVICE_FORWARD(gemm_bias_gelu, epilogue_cost(t, ta, tb, m, n, k, 2, 1 + FLOPS_GELU),
+                   d, t, ta, tb, m, n, k, a, lda, b, ldb, bias, pre, y, err);
 }
 
 static int checked_gemm_gelu_backward(device *d, tensor_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
@@ -198,7 +207,8 @@ static int checked_gemm_gelu_backward(device *d, tensor_dtype t, bool ta, bool t
     NEED_POINTER("gemm_gelu_backward", dx);
     if (pre == dx)
         return ddp_fail(err, DDP_ERUNTIME, "gemm_gelu_backward: dx overwrites pre, which it is computed from");
-    return d->backend->gemm_gelu_backward(d, t, ta, tb, m, n, k, a, lda, b, ldb, pre, dx, err);
+    DEVICE_FORWARD(gemm_gelu_backward, epilogue_cost(t, ta, tb, m, n, k, 2, FLOPS_GELU_GRAD),
+                   d, t, ta, tb, m, n, k, a, lda, b, ldb, pre, dx, err);
 }
 
 /* ---- element-wise ---------------------------------------------------------------------- */
@@ -209,7 +219,8 @@ static int checked_fill(device *d, tensor_dtype t, void *x, size_t n, float valu
     if (rc || n == 0)
         return rc;
     NEED_POINTER("fill", x);
-    return d->backend->fill(d, t, x, n, value, err);
+    DEVICE_FORWARD(fill, elementwise_cost(t, n, 1, 0),
+                   d, t, x, n, value, err);
 }
 
 static int checked_scale(device *d, float *x, size_t n, float s, ddp_err *err)
@@ -217,7 +228,8 @@ static int checked_scale(device *d, float *x, size_t n, float s, ddp_err *err)
     if (n == 0)
         return DDP_OK;
     NEED_POINTER("scale", x);
-    return d->backend->scale(d, x, n, s, err);
+    DEVICE_FORWARD(scale, flat_cost(n, 8, 1, ""),
+                   d, x, n, s, err);
 }
 
 static int checked_u8_to_f32(device *d, const uint8_t *src, float *dst, size_t n, float mean, float inv_std,
@@ -227,7 +239,8 @@ static int checked_u8_to_f32(device *d, const uint8_t *src, float *dst, size_t n
         return DDP_OK;
     NEED_POINTER("u8_to_f32", src);
     NEED_POINTER("u8_to_f32", dst);
-    return d->backend->u8_to_f32(d, src, dst, n, mean, inv_std, err);
+    DEVICE_FORWARD(u8_to_f32, flat_cost(n, 5, 3, ""),
+                   d, src, dst, n, mean, inv_std, err);
 }
 
 static int checked_bias_add(device *d, tensor_dtype t, void *y, const void *b, int64_t rows, int64_t cols,
@@ -240,7 +253,10 @@ static int checked_bias_add(device *d, tensor_dtype t, void *y, const void *b, i
         return rc;
     NEED_POINTER("bias_add", y);
     NEED_POINTER("bias_add", b);
-    return d->backend->bias_add(d, t, y, b, rows, cols, err);
+    DEVICE_FORWARD(bias_add,
+                   matrix_cost(t, rows, cols, (2.0 * rows * cols + cols) * tensor_dtype_size(t), (double)rows * cols,
+                               ""),
+                   d, t, y, b, rows, cols, err);
 }
 
 static int checked_act_forward(device *d, tensor_dtype t, act_kind a, const void *x, void *y, size_t n,
@@ -253,7 +269,8 @@ static int checked_act_forward(device *d, tensor_dtype t, act_kind a, const void
         return rc;
     NEED_POINTER("act_forward", x);
     NEED_POINTER("act_forward", y);
-    return d->backend->act_forward(d, t, a, x, y, n, err);
+    DEVICE_FORWARD(act_forward, act_cost(t, a, n, 2, a == ACT_RELU ? 1 : FLOPS_GELU),
+                   d, t, a, x, y, n, err);
 }
 
 static int checked_act_backward(device *d, tensor_dtype t, act_kind a, const void *x, const void *dy, void *dx,
@@ -267,7 +284,8 @@ static int checked_act_backward(device *d, tensor_dtype t, act_kind a, const voi
     NEED_POINTER("act_backward", x);
     NEED_POINTER("act_backward", dy);
     NEED_POINTER("act_backward", dx);
-    return d->backend->act_backward(d, t, a, x, dy, dx, n, err);
+    DEVICE_FORWARD(act_backward, act_cost(t, a, n, 3, a == ACT_RELU ? 1 : FLOPS_GELU_GRAD),
+                   d, t, a, x, dy, dx, n, err);
 }
 
 static int checked_add(device *d, tensor_dtype t, void *out, const void *a, const void *b, size_t n, ddp_err *err)
@@ -278,7 +296,8 @@ static int checked_add(device *d, tensor_dtype t, void *out, const void *a, cons
     NEED_POINTER("add", out);
     NEED_POINTER("add", a);
     NEED_POINTER("add", b);
-    return d->backend->add(d, t, out, a, b, n, err);
+    DEVICE_FORWARD(add, elementwise_cost(t, n, 3, 1),
+                   d, t, out, a, b, n, err);
 }
 
 /* ---- reductions ------------------------------------------------------------------------ */
@@ -295,7 +314,11 @@ static int checked_bias_grad(device *d, tensor_dtype t, const void *dy, float *d
     NEED_POINTER("bias_grad", db);
     if (rows > 0)
         NEED_POINTER("bias_grad", dy);
-    return d->backend->bias_grad(d, t, dy, db, rows, cols, beta, err);
+    DEVICE_FORWARD(bias_grad,
+                   matrix_cost(t, rows, cols,
+                               (double)rows * cols * tensor_dtype_size(t) + (beta != 0 ? 8.0 : 4.0) * cols,
+                               (double)rows * cols, ""),
+                   d, t, dy, db, rows, cols, beta, err);
 }
 
 static int checked_softmax_xent(device *d, tensor_dtype t, const void *logits, int64_t ld, const int32_t *labels,
@@ -314,7 +337,10 @@ static int checked_softmax_xent(device *d, tensor_dtype t, const void *logits, i
     NEED_POINTER("softmax_xent", logits);
     NEED_POINTER("softmax_xent", labels);
     NEED_POINTER("softmax_xent", stats);
-    return d->backend->softmax_xent(d, t, logits, ld, labels, rows, cols, grad_scale, dlogits, stats, err);
+    DEVICE_FORWARD(softmax_xent, /* dlogits written with its padding; labels read */
+                   matrix_cost(t, rows, cols, rows * ((double)(cols + (dlogits ? ld : 0)) * tensor_dtype_size(t) + 4),
+                               5.0 * rows * cols, dlogits ? " +grad" : ""),
+                   d, t, logits, ld, labels, rows, cols, grad_scale, dlogits, stats, err);
 }
 
 /* The sum of nothing is 0, which the backend still writes to out (a device double). */
@@ -323,7 +349,8 @@ static int checked_sumsq(device *d, const float *x, size_t n, double *out, ddp_e
     NEED_POINTER("sumsq", out);
     if (n > 0)
         NEED_POINTER("sumsq", x);
-    return d->backend->sumsq(d, x, n, out, err);
+    DEVICE_FORWARD(sumsq, flat_cost(n, 4, 2, ""),
+                   d, x, n, out, err);
 }
 
 static int checked_sum_f64(device *d, const double *x, size_t n, double *out, ddp_err *err)
@@ -333,7 +360,8 @@ static int checked_sum_f64(device *d, const double *x, size_t n, double *out, dd
         NEED_POINTER("sum_f64", x);
     if (n > UINT_MAX)
         return ddp_fail(err, DDP_ERUNTIME, "sum_f64: %zu doubles, more than one block adds", n);
-    return d->backend->sum_f64(d, x, n, out, err);
+    DEVICE_FORWARD(sum_f64, flat_cost(n, 8, 1, ""),
+                   d, x, n, out, err);
 }
 
 static int checked_clip_scale(device *d, const double *sumsq, double max_norm, float *scale, ddp_err *err)
@@ -343,7 +371,8 @@ static int checked_clip_scale(device *d, const double *sumsq, double max_norm, f
                         max_norm);
     NEED_POINTER("clip_scale", sumsq);
     NEED_POINTER("clip_scale", scale);
-    return d->backend->clip_scale(d, sumsq, max_norm, scale, err);
+    DEVICE_FORWARD(clip_scale, prof_cost_of(12, 4, PROF_MATH_FP32, NULL),
+                   d, sumsq, max_norm, scale, err);
 }
 
 /* ---- optimizer updates ----------------------------------------------------------------- */
@@ -359,7 +388,8 @@ static int checked_sgd_step(device *d, float *p, const float *g, const float *sc
     NEED_POINTER("sgd_step", g);
     if (args->momentum != 0.0f && !buf)
         return ddp_fail(err, DDP_ERUNTIME, "sgd_step: momentum %g needs a momentum buffer", (double)args->momentum);
-    return d->backend->sgd_step(d, p, g, scale, buf, n, args, err);
+    DEVICE_FORWARD(sgd_step, flat_cost(n, buf ? 20 : 12, buf ? 5 : 3, buf ? " momentum" : ""),
+                   d, p, g, scale, buf, n, args, err);
 }
 
 static int checked_adamw_step(device *d, float *p, const float *g, const float *scale, float *m, float *v, size_t n,
@@ -376,7 +406,8 @@ static int checked_adamw_step(device *d, float *p, const float *g, const float *
     NEED_POINTER("adamw_step", g);
     NEED_POINTER("adamw_step", m);
     NEED_POINTER("adamw_step", v);
-    return d->backend->adamw_step(d, p, g, scale, m, v, n, args, err);
+    DEVICE_FORWARD(adamw_step, flat_cost(n, 28, FLOPS_ADAMW, ""),
+                   d, p, g, scale, m, v, n, args, err);
 }
 
 /* ---- bfloat16 casts -------------------------------------------------------------------- */
@@ -387,7 +418,8 @@ static int checked_cast_f32_to_bf16(device *d, const float *src, uint16_t *dst, 
         return DDP_OK;
     NEED_POINTER("cast_f32_to_bf16", src);
     NEED_POINTER("cast_f32_to_bf16", dst);
-    return d->backend->cast_f32_to_bf16(d, src, dst, n, err);
+    DEVICE_FORWARD(cast_f32_to_bf16, flat_cost(n, 6, 1, ""),
+                   d, src, dst, n, err);
 }
 
 static int checked_cast_bf16_to_f32(device *d, const uint16_t *src, float *dst, size_t n, float scale, ddp_err *err)
@@ -396,7 +428,8 @@ static int checked_cast_bf16_to_f32(device *d, const uint16_t *src, float *dst, 
         return DDP_OK;
     NEED_POINTER("cast_bf16_to_f32", src);
     NEED_POINTER("cast_bf16_to_f32", dst);
-    return d->backend->cast_bf16_to_f32(d, src, dst, n, scale, err);
+    DEVICE_FORWARD(cast_bf16_to_f32, flat_cost(n, 6, 1, ""),
+                   d, src, dst, n, scale, err);
 }
 
 static int checked_cast_f32_to_bf16_stochastic(device *d, const float *src, uint16_t *dst, size_t n, uint64_t seed,
@@ -409,7 +442,8 @@ static int checked_cast_f32_to_bf16_stochastic(device *d, const float *src, uint
     if (first > UINT64_MAX - n)
         return ddp_fail(err, DDP_ERUNTIME, "cast_f32_to_bf16_stochastic: element indices %llu + %zu overflow",
                         (unsigned long long)first, n);
-    return d->backend->cast_f32_to_bf16_stochastic(d, src, dst, n, seed, step, first, err);
+    DEVICE_FORWARD(cast_f32_to_bf16_stochastic, flat_cost(n, 6, 10, ""),
+                   d, src, dst, n, seed, step, first, err);
 }
 
 /* ---- interval timer -------------------------------------------------------------------- */
@@ -445,6 +479,49 @@ static void checked_timer_destroy(device *d, device_timer *t)
         d->backend->timer_destroy(d, t);
 }
 
+/* ---- timestamps for the profiler (never recorded themselves) --------------------------------- */
+
+static int checked_stamps_create(device *d, uint32_t capacity, device_stamps **out, ddp_err *err)
+{
+    NEED_POINTER("stamps_create", out);
+    *out = NULL;
+    if (capacity == 0)
+        return ddp_fail(err, DDP_ERUNTIME, "stamps_create: no slots (capacity 0)");
+    return d->backend->stamps_create(d, capacity, out, err);
+}
+
+static int checked_stamp(device *d, device_stamps *s, uint32_t slot, void *stream, ddp_err *err)
+{
+    NEED_POINTER("stamp", s);
+    if (slot >= s->capacity)
+        return ddp_fail(err, DDP_ERUNTIME, "stamp: slot %u of %u", slot, s->capacity);
+    return d->backend->stamp(d, s, slot, stream, err);
+}
+
+static int checked_stream_wait_compute(device *d, void *stream, ddp_err *err)
+{
+    return d->backend->stream_wait_compute(d, stream, err);
+}
+
+static int checked_stamps_read(device *d, device_stamps *s, uint32_t n, double *us, ddp_err *err)
+{
+    NEED_POINTER("stamps_read", s);
+    if (n == 0)
+        return DDP_OK;
+    NEED_POINTER("stamps_read", us);
+    if (n > s->capacity)
+        return ddp_fail(err, DDP_ERUNTIME, "stamps_read: %u slots of %u", n, s->capacity);
+    if (!s->stamped[0])
+        return ddp_fail(err, DDP_ERUNTIME, "stamps_read: slot 0, which the others are timed from, was never stamped");
+    return d->backend->stamps_read(d, s, n, us, err);
+}
+
+static void checked_stamps_destroy(device *d, device_stamps *s)
+{
+    if (s)
+        d->backend->stamps_destroy(d, s);
+}
+
 static void checked_destroy(device *d) { d->backend->destroy(d); }
 
 /* ---- the table and the backends behind it ------------------------------------------------ */
@@ -454,6 +531,7 @@ static const struct device_ops checked_ops = {
     DEVICE_OPS(CHECKED_OP_ENTRY)
     .free = checked_free,
     .timer_destroy = checked_timer_destroy,
+    .stamps_destroy = checked_stamps_destroy,
     .destroy = checked_destroy,
 };
 

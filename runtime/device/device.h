@@ -27,14 +27,16 @@
  *   1. one OP(...) line in its family's block here, with a comment saying what it computes;
  *   2. its argument contract in device.c (the transformer family's: device_check_transformer.c):
  *      `checked_NAME`, which rejects bad arguments, returns on an empty job and forwards to
- *      d->backend->NAME;
+ *      d->backend->NAME through DEVICE_FORWARD(NAME, cost, ...) with the op's cost for the
+ *      profiler (device_prof.h: its bytes, FLOPs and a detail telling shapes apart);
  *   3. the CPU function `device_cpu_NAME` in kernels/FAMILY_cpu.c;
  *   4. the CUDA kernel and its host launcher `extern "C" int device_cuda_NAME` in kernels/FAMILY.cu;
  *   5. a test: CPU against a reference (tests/runtime/device/test_device_cpu.c), CUDA against CPU
  *      (test_cuda_kernels.c; the transformer family: test_cuda_transformer.c), and a bad argument
  *      in test_device_contract.c.
  * A missing function of steps 2-4 fails the build: the tables name each. A new family is a block
- * (added to DEVICE_OPS), FAMILY_cpu.c next to FAMILY.cu, and both files in kernels/meson.build. */
+ * (added to DEVICE_OPS and, with its name, to DEVICE_FAMILIES), FAMILY_cpu.c next to FAMILY.cu,
+ * and both files in kernels/meson.build. */
 #ifndef DDP_DEVICE_H
 #define DDP_DEVICE_H
 
@@ -51,6 +53,8 @@ extern "C" {
 
 typedef struct device device;
 typedef struct device_timer device_timer;
+typedef struct device_stamps device_stamps;
+typedef struct device_prof device_prof;
 
 /* Element type of the tensors an op computes on (activations, GEMM operands): float, or bfloat16
  * (2 bytes, stored as uint16_t bits; the CUDA backend's mixed precision, with float arithmetic
@@ -274,6 +278,21 @@ typedef struct attn_shape {
     OP(timer_stop, (device *d, device_timer *t))                                                   \
     OP(timer_take_ms, (device *d, device_timer *t, double *ms))
 
+/* ---- timestamps for the profiler (device_cpu.c, device_cuda.c; used by device_prof.c) -------------
+ * A set of `capacity` slots, each stamped at most once: stamp records when the device reaches
+ * that point of `stream`'s order and never waits (stream NULL: the compute stream; on CUDA also
+ * another cudaStream_t of this device, e.g. the NCCL communicator's; CUDA: a timing event per
+ * slot; CPU, whose ops run on the calling thread: the monotonic clock, now). stream_wait_compute
+ * makes `stream`'s later work wait for the work already enqueued on the compute stream (the CPU and
+ * stream NULL: nothing to do), so a stamp that opens a range on another stream is taken when that
+ * stream could start the range's work. stamps_read waits for the first n slots and writes each
+ * one's time in microseconds after slot 0 (NaN for a slot never stamped; slot 0 must have been). */
+#define DEVICE_STAMP_OPS(OP)                                                                       \
+    OP(stamps_create, (device *d, uint32_t capacity, device_stamps **out))                         \
+    OP(stamp, (device *d, device_stamps *s, uint32_t slot, void *stream))                          \
+    OP(stream_wait_compute, (device *d, void *stream))                                             \
+    OP(stamps_read, (device *d, device_stamps *s, uint32_t n, double *us))
+
 /* Every op that returns a status, family by family. */
 #define DEVICE_OPS(OP)                                                                             \
     DEVICE_MEMORY_OPS(OP)                                                                          \
@@ -285,7 +304,28 @@ typedef struct attn_shape {
     DEVICE_CAST_OPS(OP)                                                                            \
     DEVICE_TRANSFORMER_OPS(OP)                                                                     \
     DEVICE_ATTENTION_OPS(OP)                                                                       \
-    DEVICE_TIMER_OPS(OP)
+    DEVICE_TIMER_OPS(OP)                                                                           \
+    DEVICE_STAMP_OPS(OP)
+
+/* The families' names, one line per block of DEVICE_OPS in the same order: the profiler's table
+ * groups its rows by them (device_prof.c; a block missing here fails the build there). */
+#define DEVICE_FAMILIES(F)                                                                         \
+    F("memory", DEVICE_MEMORY_OPS)                                                                 \
+    F("gemm", DEVICE_GEMM_OPS)                                                                     \
+    F("gemm_epilogue", DEVICE_GEMM_EPILOGUE_OPS)                                                   \
+    F("elementwise", DEVICE_ELEMENTWISE_OPS)                                                       \
+    F("reduce", DEVICE_REDUCE_OPS)                                                                 \
+    F("optim_step", DEVICE_OPTIM_STEP_OPS)                                                         \
+    F("cast", DEVICE_CAST_OPS)                                                                     \
+    F("transformer", DEVICE_TRANSFORMER_OPS)                                                       \
+    F("attention", DEVICE_ATTENTION_OPS)                                                           \
+    F("timer", DEVICE_TIMER_OPS)                                                                   \
+    F("stamp", DEVICE_STAMP_OPS)
+
+/* Every op's number, DEVICE_OP_name, in DEVICE_OPS order (the profiler's records name ops by it). */
+#define DEVICE_OP_ID(name, params) DEVICE_OP_##name,
+typedef enum device_op { DEVICE_OPS(DEVICE_OP_ID) DEVICE_OP_COUNT } device_op;
+#undef DEVICE_OP_ID
 
 /* (a, b, c) -> a, b, c: lets a parenthesised parameter list travel as one macro argument. */
 #define DEVICE_UNPAREN(...) __VA_ARGS__
@@ -296,6 +336,7 @@ struct device_ops {
     /* the ops that cannot fail: freeing (NULL is fine) and the device's end */
     void (*free)(device *d, void *p);
     void (*timer_destroy)(device *d, device_timer *t);
+    void (*stamps_destroy)(device *d, device_stamps *s);
     void (*destroy)(device *d);
 };
 
@@ -306,6 +347,9 @@ struct device {
     int index;                /* GPU ordinal, -1 on CPU */
     char name[128];           /* e.g. "cpu (oneDNN)" or "NVIDIA H100 80GB HBM3" */
     void *stream;             /* cudaStream_t of the compute stream on CUDA, NULL on CPU */
+    /* the profiler recording every op (device_prof.h), NULL when off: all profiling costs an op
+     * then is the test of this pointer in device.c */
+    device_prof *prof;
     void *impl;
 };
 

@@ -40,6 +40,22 @@ static int check_attn_shape(const char *op, const attn_shape *s, bool *empty, dd
     return DDP_OK;
 }
 
+/* What the op computes and moves: the scores and the probabilities' product over the visible
+ * (causal) half, 2·2·hs FLOPs per query-key pair forward; the backward recomputes both products,
+ * takes dP, dV, dK and, in its second pass, the scores, dP and dQ again: 7 products, 3.5 times the
+ * forward (FlashAttention's convention counts 2.5). Each tensor is read or written once. */
+static prof_cost attention_cost(tensor_dtype t, const attn_shape *s, bool backward)
+{
+    const double es = (double)tensor_dtype_size(t), rows = (double)(s->B * s->T), hs = (double)s->hs;
+    const double qkv = rows * (double)(s->NH + 2 * s->NKV) * hs * es, o = rows * (double)s->NH * hs * es;
+    const double lse = (double)(s->B * s->NH * s->T) * sizeof(float);
+    const double fwd = 4.0 * (double)(s->B * s->NH) * hs * (double)s->T * (double)(s->T + 1) / 2.0;
+    return prof_cost_of(backward ? 2 * qkv + 2 * o + lse : qkv + o + lse, backward ? 3.5 * fwd : fwd,
+                        t == TENSOR_BF16 ? PROF_MATH_GEMM_BF16 : PROF_MATH_GEMM_FP32, "%lldx%lldx%lld hs=%lld kv=%lld %s",
+                        (long long)s->B, (long long)s->NH, (long long)s->T, (long long)s->hs, (long long)s->NKV,
+                        prof_dtype_name(t));
+}
+
 int checked_attention_forward(device *d, tensor_dtype t, const attn_shape *s, void *out, float *lse, const void *q,
                               const void *k, const void *v, ddp_err *err)
 {
@@ -54,7 +70,7 @@ int checked_attention_forward(device *d, tensor_dtype t, const attn_shape *s, vo
     NEED_POINTER("attention_forward", q);
     NEED_POINTER("attention_forward", k);
     NEED_POINTER("attention_forward", v);
-    return d->backend->attention_forward(d, t, s, out, lse, q, k, v, err);
+    DEVICE_FORWARD(attention_forward, attention_cost(t, s, false), d, t, s, out, lse, q, k, v, err);
 }
 
 int checked_attention_backward(device *d, tensor_dtype t, const attn_shape *s, void *dq, void *dk, void *dv,
@@ -76,5 +92,6 @@ int checked_attention_backward(device *d, tensor_dtype t, const attn_shape *s, v
     NEED_POINTER("attention_backward", q);
     NEED_POINTER("attention_backward", k);
     NEED_POINTER("attention_backward", v);
-    return d->backend->attention_backward(d, t, s, dq, dk, dv, dout, out, lse, q, k, v, err);
+    DEVICE_FORWARD(attention_backward, attention_cost(t, s, true), d, t, s, dq, dk, dv, dout, out, lse, q, k, v,
+                   err);
 }

@@ -4,6 +4,34 @@
  * to d->backend. It must not compute anything an op produces nor read device memory. */
 #include "runtime/device/device_check.h"
 
+/* ---- what the ops cost, for the profiler (the rules: device_check.h) ------------------------- */
+
+static prof_cost btc_cost(tensor_dtype t, int64_t B, int64_t T, int64_t C, double bytes, double flops)
+{
+    if (B == 1) /* the LayerNorms' rows */
+        return prof_cost_of(bytes, flops, PROF_MATH_FP32, "N=%lld C=%lld %s", (long long)T, (long long)C,
+                            prof_dtype_name(t));
+    return prof_cost_of(bytes, flops, PROF_MATH_FP32, "B=%lld T=%lld C=%lld %s", (long long)B, (long long)T,
+                        (long long)C, prof_dtype_name(t));
+}
+
+/* A permutation of `tensors` [B,T,NH*hs] tensors read or written once each; no arithmetic. */
+static prof_cost heads_cost(tensor_dtype t, int64_t B, int64_t T, int64_t NH, int64_t hs, int tensors)
+{
+    double bytes = (double)tensors * (double)B * (double)T * (double)NH * (double)hs * (double)tensor_dtype_size(t);
+    return prof_cost_of(bytes, 0, PROF_MATH_FP32, "B=%lld T=%lld NH=%lld hs=%lld %s", (long long)B, (long long)T,
+                        (long long)NH, (long long)hs, prof_dtype_name(t));
+}
+
+/* Causal softmax over BH [T,T] matrices: `inputs` lower triangles read, the whole matrix written,
+ * flops_per per element of the triangle. */
+static prof_cost softmax_cost(tensor_dtype t, int64_t BH, int64_t T, int inputs, double flops_per)
+{
+    double tri = (double)BH * (double)T * (double)(T + 1) / 2, full = (double)BH * (double)T * (double)T;
+    return prof_cost_of((inputs * tri + full) * (double)tensor_dtype_size(t), flops_per * tri, PROF_MATH_FP32,
+                        "BH=%lld T=%lld %s", (long long)BH, (long long)T, prof_dtype_name(t));
+}
+
 /* ---- the transformer's ops --------------------------------------------------------------- */
 
 /* B, T, C (or NH, hs) of a transformer op: all >= 0; true in *empty when there is nothing to do. */
@@ -39,7 +67,10 @@ int checked_embedding_forward(device *d, tensor_dtype t, void *out, const int32_
     NEED_POINTER("embedding_forward", tokens);
     NEED_POINTER("embedding_forward", wte);
     NEED_POINTER("embedding_forward", wpe);
-    return d->backend->embedding_forward(d, t, out, tokens, wte, wpe, B, T, C, err);
+    DEVICE_FORWARD(embedding_forward, /* out written, its wte rows and wpe read once, the tokens */
+                   btc_cost(t, B, T, C, ((2.0 * B + 1) * T * C) * tensor_dtype_size(t) + 4.0 * B * T,
+                            (double)B * T * C),
+                   d, t, out, tokens, wte, wpe, B, T, C, err);
 }
 
 int checked_embedding_backward(device *d, tensor_dtype t, float *dwte, float *dwpe, const void *dout,
@@ -55,7 +86,10 @@ int checked_embedding_backward(device *d, tensor_dtype t, float *dwte, float *dw
     NEED_POINTER("embedding_backward", dwpe);
     NEED_POINTER("embedding_backward", dout);
     NEED_POINTER("embedding_backward", tokens);
-    return d->backend->embedding_backward(d, t, dwte, dwpe, dout, tokens, B, T, C, err);
+    DEVICE_FORWARD(embedding_backward, /* dout and the tokens read, dwte's rows and dwpe += */
+                   btc_cost(t, B, T, C, (double)B * T * C * (tensor_dtype_size(t) + 8.0) + 8.0 * T * C + 4.0 * B * T,
+                            2.0 * B * T * C),
+                   d, t, dwte, dwpe, dout, tokens, B, T, C, err);
 }
 
 int checked_layernorm_forward(device *d, tensor_dtype t, void *out, float *mean, float *rstd, const void *inp,
@@ -74,7 +108,9 @@ int checked_layernorm_forward(device *d, tensor_dtype t, void *out, float *mean,
     NEED_POINTER("layernorm_forward", inp);
     NEED_POINTER("layernorm_forward", w);
     NEED_POINTER("layernorm_forward", b);
-    return d->backend->layernorm_forward(d, t, out, mean, rstd, inp, w, b, N, C, err);
+    DEVICE_FORWARD(layernorm_forward, /* inp, w, b read; out, mean, rstd written; 8 FLOPs an element */
+                   btc_cost(t, 1, N, C, (2.0 * N * C + 2.0 * C) * tensor_dtype_size(t) + 8.0 * N, 8.0 * N * C),
+                   d, t, out, mean, rstd, inp, w, b, N, C, err);
 }
 
 int checked_layernorm_backward(device *d, tensor_dtype t, void *dinp, float *dw, float *db, const void *dout,
@@ -94,7 +130,9 @@ int checked_layernorm_backward(device *d, tensor_dtype t, void *dinp, float *dw,
     NEED_POINTER("layernorm_backward", w);
     NEED_POINTER("layernorm_backward", mean);
     NEED_POINTER("layernorm_backward", rstd);
-    return d->backend->layernorm_backward(d, t, dinp, dw, db, dout, inp, w, mean, rstd, N, C, err);
+    DEVICE_FORWARD(layernorm_backward, /* dout, inp, w, mean, rstd read; dinp, dw, db += */
+                   btc_cost(t, 1, N, C, (4.0 * N * C + C) * tensor_dtype_size(t) + 16.0 * C + 8.0 * N, 14.0 * N * C),
+                   d, t, dinp, dw, db, dout, inp, w, mean, rstd, N, C, err);
 }
 
 int checked_attention_split_heads(device *d, tensor_dtype t, void *q, void *k, void *v, const void *qkv, int64_t B,
@@ -110,7 +148,8 @@ int checked_attention_split_heads(device *d, tensor_dtype t, void *q, void *k, v
     NEED_POINTER("attention_split_heads", k);
     NEED_POINTER("attention_split_heads", v);
     NEED_POINTER("attention_split_heads", qkv);
-    return d->backend->attention_split_heads(d, t, q, k, v, qkv, B, T, NH, hs, err);
+    DEVICE_FORWARD(attention_split_heads, heads_cost(t, B, T, NH, hs, 6),
+                   d, t, q, k, v, qkv, B, T, NH, hs, err);
 }
 
 int checked_attention_merge_heads(device *d, tensor_dtype t, void *out, const void *y, int64_t B, int64_t T,
@@ -124,7 +163,8 @@ int checked_attention_merge_heads(device *d, tensor_dtype t, void *out, const vo
         return rc;
     NEED_POINTER("attention_merge_heads", out);
     NEED_POINTER("attention_merge_heads", y);
-    return d->backend->attention_merge_heads(d, t, out, y, B, T, NH, hs, err);
+    DEVICE_FORWARD(attention_merge_heads, heads_cost(t, B, T, NH, hs, 2),
+                   d, t, out, y, B, T, NH, hs, err);
 }
 
 int checked_attention_split_heads_grad(device *d, tensor_dtype t, void *dy, const void *dout, int64_t B, int64_t T,
@@ -138,7 +178,8 @@ int checked_attention_split_heads_grad(device *d, tensor_dtype t, void *dy, cons
         return rc;
     NEED_POINTER("attention_split_heads_grad", dy);
     NEED_POINTER("attention_split_heads_grad", dout);
-    return d->backend->attention_split_heads_grad(d, t, dy, dout, B, T, NH, hs, err);
+    DEVICE_FORWARD(attention_split_heads_grad, heads_cost(t, B, T, NH, hs, 2),
+                   d, t, dy, dout, B, T, NH, hs, err);
 }
 
 int checked_attention_merge_heads_grad(device *d, tensor_dtype t, void *dqkv, const void *dq, const void *dk,
@@ -154,7 +195,8 @@ int checked_attention_merge_heads_grad(device *d, tensor_dtype t, void *dqkv, co
     NEED_POINTER("attention_merge_heads_grad", dq);
     NEED_POINTER("attention_merge_heads_grad", dk);
     NEED_POINTER("attention_merge_heads_grad", dv);
-    return d->backend->attention_merge_heads_grad(d, t, dqkv, dq, dk, dv, B, T, NH, hs, err);
+    DEVICE_FORWARD(attention_merge_heads_grad, heads_cost(t, B, T, NH, hs, 6),
+                   d, t, dqkv, dq, dk, dv, B, T, NH, hs, err);
 }
 
 int checked_causal_softmax_forward(device *d, tensor_dtype t, void *att, const void *preatt, float scale, int64_t BH,
@@ -167,7 +209,8 @@ int checked_causal_softmax_forward(device *d, tensor_dtype t, void *att, const v
         return rc;
     NEED_POINTER("causal_softmax_forward", att);
     NEED_POINTER("causal_softmax_forward", preatt);
-    return d->backend->causal_softmax_forward(d, t, att, preatt, scale, BH, T, err);
+    DEVICE_FORWARD(causal_softmax_forward, softmax_cost(t, BH, T, 1, 5),
+                   d, t, att, preatt, scale, BH, T, err);
 }
 
 int checked_causal_softmax_backward(device *d, tensor_dtype t, void *dpreatt, const void *datt, const void *att,
@@ -181,6 +224,7 @@ int checked_causal_softmax_backward(device *d, tensor_dtype t, void *dpreatt, co
     NEED_POINTER("causal_softmax_backward", dpreatt);
     NEED_POINTER("causal_softmax_backward", datt);
     NEED_POINTER("causal_softmax_backward", att);
-    return d->backend->causal_softmax_backward(d, t, dpreatt, datt, att, scale, BH, T, err);
+    DEVICE_FORWARD(causal_softmax_backward, softmax_cost(t, BH, T, 2, 4),
+                   d, t, dpreatt, datt, att, scale, BH, T, err);
 }
 

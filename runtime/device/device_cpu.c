@@ -1,7 +1,8 @@
 /* device_cpu.c — the CPU backend of the device layer (device.h): host memory, one GEMM library
  * (oneDNN's dnnl_sgemm or OpenBLAS's cblas_sgemm, chosen at build time by the meson option
  * cpu_gemm after scripts/bench-gemm measured both), the interval timer, and the backend's ops
- * table, whose other ops are the op families' CPU code in kernels/FAMILY_cpu.c.
+ * table, whose other ops are the op families' CPU code in kernels/FAMILY_cpu.c. The profiler's
+ * stamps are the monotonic clock read as each op's turn comes.
  *
  * Every op runs synchronously on the calling thread, so the "stream" is trivially in order.
  * Threading belongs to the GEMM library: oneDNN (OpenMP build) and OpenBLAS both honour
@@ -11,9 +12,11 @@
 #include "device.h"
 
 #include "runtime/base/clock.h"
+#include "runtime/device/backend.h"
 #include "runtime/device/kernels/cpu_kernel.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +228,62 @@ static void cpu_timer_destroy(device *d, device_timer *t)
     free(t);
 }
 
+/* ---- timestamps for the profiler ---------------------------------------------------------- */
+
+/* Host time is stream time here too: a stamp reads the clock, and there is nothing to wait for. */
+int device_cpu_stamps_create(device *d, uint32_t capacity, device_stamps **out, ddp_err *err)
+{
+    (void)d;
+    device_stamps *s = calloc(1, sizeof *s);
+    double *t = malloc((size_t)capacity * sizeof *t);
+    bool *stamped = calloc(capacity, sizeof *stamped);
+    if (!s || !t || !stamped) {
+        free(s);
+        free(t);
+        free(stamped);
+        return ddp_fail(err, DDP_ERUNTIME, "cpu stamps: out of memory for %u slots", capacity);
+    }
+    *s = (device_stamps){.capacity = capacity, .stamped = stamped, .slots = t};
+    *out = s;
+    return DDP_OK;
+}
+
+int device_cpu_stamp(device *d, device_stamps *s, uint32_t slot, void *stream, ddp_err *err)
+{
+    (void)d;
+    (void)stream;
+    (void)err;
+    ((double *)s->slots)[slot] = monotonic_s();
+    s->stamped[slot] = true;
+    return DDP_OK;
+}
+
+int device_cpu_stream_wait_compute(device *d, void *stream, ddp_err *err)
+{
+    (void)d;
+    (void)stream;
+    (void)err;
+    return DDP_OK;
+}
+
+int device_cpu_stamps_read(device *d, device_stamps *s, uint32_t n, double *us, ddp_err *err)
+{
+    (void)d;
+    (void)err;
+    const double *t = s->slots;
+    for (uint32_t i = 0; i < n; i++)
+        us[i] = s->stamped[i] ? 1e6 * (t[i] - t[0]) : NAN;
+    return DDP_OK;
+}
+
+static void cpu_stamps_destroy(device *d, device_stamps *s)
+{
+    (void)d;
+    free(s->stamped);
+    free(s->slots);
+    free(s);
+}
+
 /* ---- the backend's table ------------------------------------------------------------------ */
 
 static void cpu_destroy(device *d) { free(d); }
@@ -234,6 +293,7 @@ static const struct device_ops cpu_ops = {
     DEVICE_OPS(CPU_OP_ENTRY)
     .free = cpu_free,
     .timer_destroy = cpu_timer_destroy,
+    .stamps_destroy = cpu_stamps_destroy,
     .destroy = cpu_destroy,
 };
 

@@ -1,8 +1,9 @@
 /* device_cuda.c — the CUDA backend of the device layer (device.h): cudaMalloc'd memory, one
  * non-blocking compute stream per device, GEMMs through cuBLAS on that stream (fp32, TF32 when
- * cuda.tf32 allows it; the epilogue GEMMs are device_cuda_lt.c's), the interval timer, scratch
- * memory for the ops, and the backend's ops table, whose other ops are the op families' host
- * launchers in kernels/FAMILY.cu.
+ * cuda.tf32 allows it; the epilogue GEMMs are device_cuda_lt.c's), the interval timer, the
+ * profiler's stamps (timing events, read only after its window), scratch memory for the ops,
+ * and the backend's ops table, whose other ops are the op families' host launchers in
+ * kernels/FAMILY.cu.
  *
  * Uploads go through pinned staging buffers so cudaMemcpyAsync really is asynchronous; each
  * buffer is reused only after an event says its previous copy finished. Downloads wait. Every
@@ -16,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +51,7 @@ typedef struct cuda_impl {
     void *scratch;                /* device_cuda_scratch() */
     size_t scratch_bytes;
     uint64_t host_waits;          /* calls below that blocked the host (wait_stream, wait_event) */
+    cudaEvent_t compute_point;    /* stream_wait_compute's mark on the compute stream, made at its first call */
 } cuda_impl;
 
 static cuda_impl *impl_of(device *d) { return (cuda_impl *)d->impl; }
@@ -331,6 +334,106 @@ int device_cuda_timer_take_ms(device *d, device_timer *t, double *ms, ddp_err *e
     return DDP_OK;
 }
 
+/* ---- timestamps for the profiler ---------------------------------------------------------- */
+
+/* One timing event per slot, all made up front: stamping is one cudaEventRecord, and reading
+ * waits only for events not yet reached. */
+static void cuda_stamps_destroy(device *d, device_stamps *s)
+{
+    (void)d;
+    cudaEvent_t *ev = s->slots;
+    for (uint32_t i = 0; ev && i < s->capacity; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    free(ev);
+    free(s->stamped);
+    free(s);
+}
+
+int device_cuda_stamps_create(device *d, uint32_t capacity, device_stamps **out, ddp_err *err)
+{
+    device_stamps *s = calloc(1, sizeof *s);
+    cudaEvent_t *ev = calloc(capacity, sizeof *ev);
+    bool *stamped = calloc(capacity, sizeof *stamped);
+    if (!s || !ev || !stamped) {
+        free(s);
+        free(ev);
+        free(stamped);
+        return ddp_fail(err, DDP_ERUNTIME, "cuda stamps: out of host memory for %u slots", capacity);
+    }
+    *s = (device_stamps){.capacity = capacity, .stamped = stamped, .slots = ev};
+    for (uint32_t i = 0; i < capacity; i++) {
+        cudaError_t e = cudaEventCreate(&ev[i]);
+        if (e != cudaSuccess) {
+            ev[i] = NULL;
+            cuda_stamps_destroy(d, s);
+            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: cudaEventCreate (stamp %u of %u): %s", __FILE__, __LINE__, i,
+                            capacity, cudaGetErrorString(e));
+        }
+    }
+    *out = s;
+    return DDP_OK;
+}
+
+int device_cuda_stamp(device *d, device_stamps *s, uint32_t slot, void *stream, ddp_err *err)
+{
+    cudaStream_t on = stream ? (cudaStream_t)stream : device_cuda_stream(d);
+    CUDA_TRY(cudaEventRecord(((cudaEvent_t *)s->slots)[slot], on));
+    s->stamped[slot] = true;
+    return DDP_OK;
+}
+
+int device_cuda_stream_wait_compute(device *d, void *stream, ddp_err *err)
+{
+    cuda_impl *im = impl_of(d);
+    if (!stream || stream == (void *)im->stream)
+        return DDP_OK;
+    if (!im->compute_point)
+        CUDA_TRY(cudaEventCreateWithFlags(&im->compute_point, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventRecord(im->compute_point, im->stream));
+    CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)stream, im->compute_point, 0));
+    return DDP_OK;
+}
+
+/* Microseconds from event a to event b, once b has been reached (waiting only if it has not). */
+static int stamp_interval_us(cuda_impl *im, cudaEvent_t a, cudaEvent_t b, double *us, ddp_err *err)
+{
+    cudaError_t reached = cudaEventQuery(b);
+    if (reached == cudaErrorNotReady)
+        reached = wait_event(im, b);
+    CUDA_TRY(reached);
+    float ms = 0;
+    CUDA_TRY(cudaEventElapsedTime(&ms, a, b));
+    *us = 1e3 * (double)ms;
+    return DDP_OK;
+}
+
+/* Elapsed times come as float milliseconds, whose rounding grows with the interval (about 1 us
+ * at 10 s): each slot is timed from the first stamped slot of its block of 1024, and only that
+ * anchor from slot 0, so a range's two neighbouring stamps keep the events' own resolution. */
+#define STAMP_BLOCK 1024u
+
+int device_cuda_stamps_read(device *d, device_stamps *s, uint32_t n, double *us, ddp_err *err)
+{
+    cuda_impl *im = impl_of(d);
+    const cudaEvent_t *ev = s->slots;
+    uint32_t anchor = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        us[i] = NAN;
+        if (!s->stamped[i])
+            continue;
+        bool new_block = i / STAMP_BLOCK != anchor / STAMP_BLOCK;
+        int rc = stamp_interval_us(im, ev[new_block ? 0 : anchor], ev[i], &us[i], err);
+        if (rc)
+            return rc;
+        if (new_block)
+            anchor = i;
+        else if (i != anchor)
+            us[i] += us[anchor];
+    }
+    return DDP_OK;
+}
+
 /* ---- the backend's table ------------------------------------------------------------------ */
 
 static void cuda_destroy(device *d)
@@ -348,6 +451,8 @@ static void cuda_destroy(device *d)
                 cudaEventDestroy(im->staging_done[i]);
         }
         cudaFree(im->scratch);
+        if (im->compute_point)
+            cudaEventDestroy(im->compute_point);
         if (im->blas)
             cublasDestroy(im->blas);
         device_cuda_lt_destroy(im->lt);
@@ -363,6 +468,7 @@ static const struct device_ops cuda_ops = {
     DEVICE_OPS(CUDA_OP_ENTRY)
     .free = cuda_free,
     .timer_destroy = cuda_timer_destroy,
+    .stamps_destroy = cuda_stamps_destroy,
     .destroy = cuda_destroy,
 };
 

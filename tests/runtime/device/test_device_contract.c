@@ -19,9 +19,10 @@ typedef struct bufs {
     double *sumsq; /* one double */
     int32_t *labels;
     device_timer *timer;
+    device_stamps *stamps; /* STAMP_SLOTS slots, none stamped */
 } bufs;
 
-enum { BUF_FLOATS = 64 };
+enum { BUF_FLOATS = 64, STAMP_SLOTS = 4 };
 
 typedef struct bad_call {
     const char *expect; /* the whole message */
@@ -302,6 +303,41 @@ static int timer_take_null_ms(device *d, const bufs *b, ddp_err *err)
     return d->ops->timer_take_ms(d, b->timer, NULL, err);
 }
 
+static int stamps_create_null_out(device *d, const bufs *b, ddp_err *err)
+{
+    (void)b;
+    return d->ops->stamps_create(d, 4, NULL, err);
+}
+static int stamps_create_no_slots(device *d, const bufs *b, ddp_err *err)
+{
+    (void)b;
+    device_stamps *s = NULL;
+    return d->ops->stamps_create(d, 0, &s, err);
+}
+static int stamp_past_capacity(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->stamp(d, b->stamps, STAMP_SLOTS, NULL, err);
+}
+static int stamp_null(device *d, const bufs *b, ddp_err *err)
+{
+    (void)b;
+    return d->ops->stamp(d, NULL, 0, NULL, err);
+}
+static int stamps_read_past_capacity(device *d, const bufs *b, ddp_err *err)
+{
+    double us[STAMP_SLOTS + 1];
+    return d->ops->stamps_read(d, b->stamps, STAMP_SLOTS + 1, us, err);
+}
+static int stamps_read_null_us(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->stamps_read(d, b->stamps, 1, NULL, err);
+}
+static int stamps_read_unstamped_origin(device *d, const bufs *b, ddp_err *err)
+{
+    double us[2];
+    return d->ops->stamps_read(d, b->stamps, 2, us, err);
+}
+
 static const bad_call bad_calls[] = {
     {"gemm: negative size m=-1 n=2 k=2", gemm_negative_m},
     {"gemm: leading dimension shorter than its row (lda=2 needs >= 3, ldb=2 needs >= 2, ldc=2 needs >= 2)",
@@ -369,6 +405,13 @@ static const bad_call bad_calls[] = {
     {"timer_create: out is NULL", timer_create_null_out},
     {"timer_start: t is NULL", timer_start_null},
     {"timer_take_ms: ms is NULL", timer_take_null_ms},
+    {"stamps_create: out is NULL", stamps_create_null_out},
+    {"stamps_create: no slots (capacity 0)", stamps_create_no_slots},
+    {"stamp: slot 4 of 4", stamp_past_capacity},
+    {"stamp: s is NULL", stamp_null},
+    {"stamps_read: 5 slots of 4", stamps_read_past_capacity},
+    {"stamps_read: us is NULL", stamps_read_null_us},
+    {"stamps_read: slot 0, which the others are timed from, was never stamped", stamps_read_unstamped_origin},
 };
 #define N_BAD (sizeof bad_calls / sizeof bad_calls[0])
 
@@ -438,6 +481,8 @@ static int open_bufs(device *d, bufs *b)
         rc = d->ops->upload(d, b->labels, labels, sizeof labels, &err);
     if (!rc)
         rc = d->ops->timer_create(d, &b->timer, &err);
+    if (!rc)
+        rc = d->ops->stamps_create(d, STAMP_SLOTS, &b->stamps, &err);
     CHECK(rc == 0, "%s: setting up buffers: %s", d->name, err.msg);
     return rc;
 }
@@ -445,6 +490,7 @@ static int open_bufs(device *d, bufs *b)
 static void close_bufs(device *d, bufs *b)
 {
     d->ops->timer_destroy(d, b->timer);
+    d->ops->stamps_destroy(d, b->stamps);
     d->ops->free(d, b->labels);
     d->ops->free(d, b->sumsq);
     d->ops->free(d, b->f);

@@ -1,0 +1,249 @@
+/* train_profile.c — train.profile_steps: when the profiler's window opens and closes, the phases
+ * the step loop marks, and each rank's Chrome/Perfetto trace, run.dir/trace-rank{R}.json.
+ *
+ * The window opens at the start of a step once this run has done train.profile_start steps: every
+ * rank waits for its device, meets the others at an MPI barrier and takes its monotonic clock
+ * there as the trace's time 0, so ts 0 is one moment on every rank (to within the barrier's exit
+ * skew). It closes after its last step (or where the run stops), waiting for the device once,
+ * outside any step. Rank 0's table and profile.json are train_profile_report.c's. Must not change
+ * what training computes, and must not wait for the device inside a step. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/base/clock.h"
+#include "runtime/base/dirs.h"
+#include "runtime/base/log.h"
+#include "train_job.h"
+
+/* Stamp slots a step may use (two per range): the tests' 2-layer GPT-2 records about 110 ranges a
+ * step, GPT-2 124M's twelve layers several hundred. */
+#define SLOTS_PER_STEP 8192u
+#define SLOTS_MAX (1u << 18)
+
+struct train_prof {
+    int64_t first_step;     /* t->step when the window opens */
+    int64_t planned;        /* train.profile_steps */
+    int64_t steps;          /* the window's steps, cut to what the run trains */
+    int64_t done;           /* steps recorded so far */
+    bool open, finished;
+    double zero_s;          /* the ranks' common time 0 */
+    device_prof *rec;
+    char *table;            /* rank 0: printed at the end of training */
+};
+
+int train_profile_open(train_job *t, ddp_err *err)
+{
+    (void)err;
+    const config *c = t->cfg;
+    if (c->train.profile_steps == 0)
+        return DDP_OK;
+    int64_t first = t->step + c->train.profile_start, left = t->total_steps - first;
+    if (left <= 0) {
+        log_info("profile: training ends at step %lld, before the window of train.profile_start %lld steps would open "
+                 "(step %lld): nothing is profiled", (long long)t->total_steps, (long long)c->train.profile_start,
+                 (long long)first + 1);
+        return DDP_OK;
+    }
+    struct train_prof *p = calloc(1, sizeof *p);
+    if (!p)
+        return ddp_fail(err, DDP_ERUNTIME, "profile: out of memory");
+    p->first_step = first;
+    p->planned = c->train.profile_steps;
+    p->steps = left < p->planned ? left : p->planned;
+    if (p->steps < p->planned)
+        log_info("profile: train.profile_steps %lld cut to %lld: training ends at step %lld", (long long)p->planned,
+                 (long long)p->steps, (long long)t->total_steps);
+    t->prof = p;
+    return DDP_OK;
+}
+
+/* The writer thread's checkpoint writes, on their own track (ckpt_writer_set_observer). */
+static void observe_ckpt_write(void *ctx, const char *what, double begin_s, double end_s)
+{
+    device_prof_host_range(ctx, what, PROF_TRACK_CKPT_WRITER, begin_s, end_s);
+}
+
+static int open_window(train_job *t, struct train_prof *p, ddp_err *err)
+{
+    uint64_t slots = (uint64_t)p->steps * SLOTS_PER_STEP + (uint64_t)p->steps + 2;
+    uint32_t capacity = slots < SLOTS_MAX ? (uint32_t)slots : SLOTS_MAX;
+    int rc = device_prof_open(t->dev, capacity, (uint32_t)p->steps + 1, err);
+    if (rc == DDP_OK)
+        rc = t->ctl->ops->barrier(t->ctl, err);
+    if (rc != DDP_OK)
+        return ddp_prefix(err, "profile: opening the window at step %lld", (long long)t->step + 1);
+    p->zero_s = monotonic_s();
+    p->rec = t->dev->prof;
+    p->open = true;
+    train_ckpt_observe(t, observe_ckpt_write, p->rec);
+    return DDP_OK;
+}
+
+int train_profile_step_begin(train_job *t, ddp_err *err)
+{
+    struct train_prof *p = t->prof;
+    if (!p || p->open || p->finished || t->step != p->first_step)
+        return DDP_OK;
+    int rc = open_window(t, p, err);
+    return rc == DDP_OK ? device_prof_mark_step(t->dev, err) : rc;
+}
+
+int train_phase_begin(train_job *t, const char *name, int *id, ddp_err *err)
+{
+    return device_prof_begin(t->dev, name, "phase", PROF_TRACK_COMPUTE, NULL, NULL, id, err);
+}
+
+int train_phase_end(train_job *t, int id, ddp_err *err) { return device_prof_end(t->dev, id, err); }
+
+/* ---- the trace -------------------------------------------------------------------------- */
+
+static const char *const track_names[PROF_TRACKS] = {
+    [PROF_TRACK_COMPUTE] = "compute stream",
+    [PROF_TRACK_COMM] = "communication stream",
+    [PROF_TRACK_HOST] = "host",
+    [PROF_TRACK_CKPT_WRITER] = "checkpoint writer",
+};
+#define STEPS_TID 0                       /* the step boundaries' own track */
+#define TRACK_TID(track) ((int)(track) + 1)
+
+/* s as a JSON string's contents (names and details hold no quotes, but a host name might). */
+static void json_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+}
+
+static void trace_metadata(FILE *f, const train_job *t)
+{
+    int r = t->ctl->rank;
+    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d (", r, r);
+    json_text(f, t->ctl->host);
+    fprintf(f, ")\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+            "\"args\":{\"sort_index\":%d}}", r, r);
+    fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"steps\"}}", r,
+            STEPS_TID);
+    for (int k = 0; k < PROF_TRACKS; k++)
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", r,
+                TRACK_TID(k), track_names[k]);
+}
+
+static void trace_event(FILE *f, int pid, const prof_record *e, double zero_us)
+{
+    fprintf(f, ",\n{\"name\":\"");
+    json_text(f, e->name);
+    fprintf(f, "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{", e->family,
+            e->begin_us - zero_us, e->end_us - e->begin_us, pid, TRACK_TID(e->track));
+    fprintf(f, "\"detail\":\"");
+    json_text(f, e->detail);
+    fprintf(f, "\",\"bytes\":%.0f,\"flops\":%.0f}}", e->bytes, e->flops);
+}
+
+static int write_trace_file(const train_job *t, const struct train_prof *p, FILE *f)
+{
+    size_t n = 0;
+    int n_marks = 0;
+    const prof_record *recs = device_prof_records(p->rec, &n);
+    const double *marks = device_prof_marks(p->rec, &n_marks);
+    double zero_us = 1e6 * p->zero_s;
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+    trace_metadata(f, t);
+    for (int i = 0; i + 1 < n_marks; i++)
+        fprintf(f, ",\n{\"name\":\"step %lld\",\"cat\":\"step\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
+                "\"tid\":%d,\"args\":{}}", (long long)p->first_step + i + 1, marks[i] - zero_us,
+                marks[i + 1] - marks[i], t->ctl->rank, STEPS_TID);
+    for (size_t i = 0; i < n; i++)
+        trace_event(f, t->ctl->rank, &recs[i], zero_us);
+    fprintf(f, "\n]}\n");
+    return ferror(f) ? -1 : 0;
+}
+
+/* run.dir/trace-rank{R}.json, written whole to a temporary name and renamed into place. */
+static int write_trace(const train_job *t, const struct train_prof *p, ddp_err *err)
+{
+    char path[CFG_PATH_MAX + 32], tmp[CFG_PATH_MAX + 48];
+    snprintf(path, sizeof path, "%s/trace-rank%d.json", t->cfg->run.dir, t->ctl->rank);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return ddp_fail(err, DDP_ERUNTIME, "profile: cannot write %s: %s", tmp, strerror(errno));
+    int bad = write_trace_file(t, p, f);
+    if (fclose(f) != 0 || bad) {
+        remove(tmp);
+        return ddp_fail(err, DDP_ERUNTIME, "profile: writing %s failed: %s", tmp, strerror(errno));
+    }
+    if (rename(tmp, path) != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "profile: cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    return DDP_OK;
+}
+
+/* ---- the end of the window ------------------------------------------------------------------ */
+
+static int close_window(train_job *t, struct train_prof *p, ddp_err *err)
+{
+    p->open = false;
+    p->finished = true;
+    int rc = device_prof_finish(t->dev, p->rec, err);
+    if (rc == DDP_OK)
+        rc = make_dirs(t->cfg->run.dir, err);
+    if (rc == DDP_OK)
+        rc = write_trace(t, p, err);
+    if (rc == DDP_OK && t->ctl->rank == 0)
+        rc = train_profile_report(t, p->rec, p->first_step, p->planned, &p->table, err);
+    if (rc == DDP_OK && t->ctl->rank == 0)
+        log_info("profile: steps %lld-%lld recorded: %s/trace-rank{0..%d}.json, %s/profile.json; the table follows "
+                 "at the end", (long long)p->first_step + 1, (long long)(p->first_step + p->done), t->cfg->run.dir,
+                 t->ctl->size - 1, t->cfg->run.dir);
+    return rc;
+}
+
+int train_profile_step_end(train_job *t, ddp_err *err)
+{
+    struct train_prof *p = t->prof;
+    if (!p || !p->open)
+        return DDP_OK;
+    int rc = device_prof_mark_step(t->dev, err);
+    p->done++;
+    if (rc == DDP_OK && p->done == p->steps)
+        rc = close_window(t, p, err);
+    return rc;
+}
+
+int train_profile_finish(train_job *t, ddp_err *err)
+{
+    struct train_prof *p = t->prof;
+    if (!p)
+        return DDP_OK;
+    int rc = DDP_OK;
+    if (p->open) {
+        log_info("profile: training stopped after %lld of the window's %lld steps; reporting those", (long long)p->done,
+                 (long long)p->steps);
+        rc = p->done > 0 ? close_window(t, p, err) : DDP_OK;
+    } else if (!p->finished) {
+        log_info("profile: training stopped before the window opened at step %lld: nothing is profiled",
+                 (long long)p->first_step + 1);
+    }
+    if (rc == DDP_OK && p->table)
+        log_info("%s", p->table);
+    return rc;
+}
+
+void train_profile_close(train_job *t)
+{
+    struct train_prof *p = t->prof;
+    if (!p)
+        return;
+    if (t->dev)
+        device_prof_free(t->dev, p->rec);
+    free(p->table);
+    free(p);
+    t->prof = NULL;
+}
