@@ -231,8 +231,13 @@ int train_profile_finish(train_job *t, ddp_err *err)
         log_info("profile: training stopped before the window opened at step %lld: nothing is profiled",
                  (long long)p->first_step + 1);
     }
-    if (rc == DDP_OK && p->table)
-        log_info("%s", p->table);
+    /* a line at a time: one write per line keeps it whole through mpirun's output forwarding */
+    for (const char *line = p->table; rc == DDP_OK && line && *line;) {
+        const char *end = strchr(line, '\n');
+        int len = end ? (int)(end - line) : (int)strlen(line);
+        log_info("%.*s", len, line);
+        line = end ? end + 1 : line + len;
+    }
     return rc;
 }
 

@@ -232,9 +232,10 @@ static char *format_table(const train_job *tj, const prof_rows *ops, const prof_
     if (ops->n > shown)
         text_add(&t, "\n  ... phases, collectives, host work and %s in profile.json",
                  shown == TABLE_OP_ROWS ? "the smaller ops" : "every row");
-    text_add(&t, "\n  per family (the ops above; phase, comm and host ranges overlap them):");
+    text_add(&t, "\n  per family of device ops:");
     for (size_t i = 0; i < fams->n; i++)
-        table_row(&t, &fams->rows[i], w);
+        if (fams->rows[i].track == PROF_TRACK_COMPUTE && strcmp(fams->rows[i].family, "phase") != 0)
+            table_row(&t, &fams->rows[i], w);
     if (t.failed) {
         free(t.s);
         return NULL;
