@@ -23,6 +23,7 @@
 #include "collectives/bench/bench_report.h"
 #include "runtime/base/gpu_share.h"
 #include "runtime/base/log.h"
+#include "stop_signals.h"
 
 typedef struct harness {
     const mpi_identity *id;
@@ -468,6 +469,11 @@ static int bench_main(int argc, char **argv, const mpi_identity *id, ddp_err *er
 
 int main(int argc, char **argv)
 {
+    /* ddprun starts rank programs with the stop signals blocked (stop_signals.h); a benchmark has
+     * nothing to save, so a stop ends it, as it does when mpirun starts it directly. */
+    sigset_t stop;
+    stop_signals_fill(&stop);
+    sigprocmask(SIG_UNBLOCK, &stop, NULL);
     int provided = 0; /* runtime/base/mpi_thread.h says which level and why */
     if (MPI_Init_thread(&argc, &argv, DDP_MPI_THREAD_LEVEL, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "ddprun-bench: MPI_Init failed\n");

@@ -15,7 +15,8 @@
  *       `... was killed by SIGNAME` (after --max-restarts attempts are used up)
  *   2   usage error: bad ddprun flags or config (checked before launch), or a rank exited 2
  *   75  preempted: ranks received the stop signal, saved a checkpoint and exited 75
- *       (EX_TEMPFAIL); never restarted by --max-restarts, since the machine is going away
+ *       (EX_TEMPFAIL); never restarted by --max-restarts, since the machine is going away.
+ *       Also a stop that came before mpirun was started: nothing ran
  */
 #include "ddprun.h"
 
@@ -269,6 +270,8 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
     argv_pushf(cmd, "DDPRUN_RESTART_COUNT=%d", attempt);
     argv_push(cmd, "-x");
     argv_pushf(cmd, "DDPRUN_MAX_RESTARTS=%d", o->max_restarts);
+    argv_push(cmd, "-x");
+    argv_pushf(cmd, "DDPRUN_PID=%d", (int)getpid());
     /* the preemption notice watch's endpoint, on every host (runtime/cloud/cloud_notice.h) */
     if (getenv("DDPRUN_METADATA_URL")) { argv_push(cmd, "-x"); argv_push(cmd, "DDPRUN_METADATA_URL"); }
     for (int i = 0; i < o->passthrough.n; i++) argv_push(cmd, o->passthrough.v[i]);
@@ -367,12 +370,15 @@ static bool drop_lost_hosts(launch_opts *o, const deadline_verdict *d, char *buf
     return true;
 }
 
-/* Runs the job, restarting failures up to o->max_restarts times. */
+/* Runs the job, restarting failures up to o->max_restarts times. No attempt starts after a stop
+ * request: before the first one nothing runs (exit 75); a restart is not made, and the failure
+ * that called for it is the outcome. */
 static int launch(const launch_opts *opts, const char *self, char *const prog_argv[], int stop_signal)
 {
     launch_opts cur = *opts, *o = &cur;
     char hosts[4096];
-    if (!o->dry_run && job_signals_install() != 0) return DDP_ERUNTIME;
+    job_result r = {0};
+    int code = 0;
     for (int attempt = 0;; attempt++) {
         argv_list cmd = {0};
         build_command(o, self, prog_argv, attempt, &cmd);
@@ -381,11 +387,19 @@ static int launch(const launch_opts *opts, const char *self, char *const prog_ar
             argv_free(&cmd);
             return 0;
         }
-        job_result r;
-        int started = job_run(cmd.v, stop_signal, &r);
+        if (job_signals_seen() > 0) {
+            argv_free(&cmd);
+            if (attempt > 0) {
+                report(&r, code);
+                return code;
+            }
+            fprintf(stderr, "ddprun: stop requested before the job started: nothing was run (exit 75)\n");
+            return DDP_EPREEMPTED;
+        }
+        int started = job_run(cmd.v, o->np, stop_signal, &r);
         argv_free(&cmd);
         if (started != 0) return DDP_ERUNTIME;
-        int code = exit_code_for(r.wait_status);
+        code = exit_code_for(r.wait_status);
         if (code != DDP_ERUNTIME || attempt >= o->max_restarts || job_signals_seen() > 0) {
             report(&r, code);
             return code;
@@ -423,6 +437,8 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "ckpt")) return ckpt_tool_main(argc - first, argv + first);
     if (!strcmp(cmd, "generate")) return generate_main(argc - first, argv + first);
 
+    /* From here a stop is a request the job honours, also one that comes while the config loads. */
+    if (!o.dry_run && job_signals_install() != 0) return DDP_ERUNTIME;
     char self[PATH_MAX], prog[PATH_MAX];
     self_path(self, sizeof self, argv[0]);
     argv_list prog_argv = {0};

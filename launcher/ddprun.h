@@ -19,7 +19,8 @@
 
 /* First argument that turns ddprun into the per-rank wrapper (internal; see ddprun_rankwrap.c). */
 #define DDPRUN_RANK_WRAPPER_FLAG "--rank-wrapper"
-/* Line the wrapper writes to stderr when its worker fails; ddprun consumes it. */
+/* Lines the wrapper writes to stderr once its worker exists (from then on the rank takes a stop
+ * signal instead of dying of it) and when its worker fails; ddprun consumes them. */
 #define DDPRUN_STATUS_MARK "ddprun-rank-status:"
 
 /* A growable NULL-terminated argument vector (strings owned). */
@@ -60,6 +61,8 @@ void output_feed(output_filter *f, bool is_stderr, const char *buf, size_t n);
 /* Flushes partial lines and unfinished blocks (call once both pipes reached EOF). */
 void output_finish(output_filter *f);
 const rank_failure *output_first_failure(const output_filter *f);
+/* How many ranks' wrappers have said their worker started. */
+int output_ranks_started(const output_filter *f);
 const deadline_verdict *output_deadline(const output_filter *f);
 void output_filter_free(output_filter *f);
 
@@ -71,14 +74,16 @@ typedef struct job_result {
     deadline_verdict deadline;
 } job_result;
 
-/* Once per process, before the first job_run: SIGINT/SIGTERM become checkpoint requests. */
+/* Once per process, before the config is read: SIGINT/SIGTERM become checkpoint requests. */
 int job_signals_install(void);
 /* Total SIGINT/SIGTERM seen so far (also between runs). */
 int job_signals_seen(void);
-/* Runs argv (argv[0] = mpirun, looked up on PATH when it has no '/') to completion.
- * The first SIGINT/SIGTERM sends stop_signal to mpirun (which forwards it to every rank); a
- * second sends SIGTERM (mpirun then kills the job). Returns 0, or -1 if mpirun could not start. */
-int job_run(char *const argv[], int stop_signal, job_result *out);
+/* Runs argv (argv[0] = mpirun, looked up on PATH when it has no '/'; ranks started through the
+ * rank wrapper) to completion. mpirun ends when ddprun dies. The first SIGINT/SIGTERM (also one
+ * that came before this run) sends stop_signal to mpirun, which forwards it to every rank, as soon
+ * as all `ranks` have started; a second sends SIGTERM at once (mpirun then kills the job).
+ * Returns 0, or -1 if mpirun could not start. */
+int job_run(char *const argv[], int ranks, int stop_signal, job_result *out);
 
 /* The per-rank wrapper: runs argv[0] with argv, reports its failure, exits like it. */
 int rank_wrapper_main(int argc, char **argv);

@@ -4,7 +4,11 @@
  * only ddprun: Open MPI 4.1 answers SIGINT/SIGTERM by killing every rank at once, which would
  * lose the checkpoint. ddprun instead turns the first SIGINT/SIGTERM into the configured stop
  * signal (SIGUSR1/SIGUSR2, which mpirun forwards to every rank and then waits for them), and a
- * second into SIGTERM (hard stop). Output keeps flowing through ddprun_output.c meanwhile.
+ * second into SIGTERM (hard stop). The stop signal waits until every rank's wrapper has said its
+ * worker started (ddprun_rankwrap.c): before that mpirun would drop it (no rank yet) or a rank
+ * still loading would die of it; a stop that came before mpirun did waits the same way.
+ * mpirun gets SIGTERM when ddprun dies (PR_SET_PDEATHSIG), so a killed ddprun leaves no job
+ * behind. Output keeps flowing through ddprun_output.c meanwhile.
  * Signal handlers only write to a self-pipe; all work happens in the poll loop. Once a rank has
  * given a collective deadline's verdict, mpirun gets END_AFTER_VERDICT_S to end the job before
  * ddprun ends it (mpirun waits forever for the daemons of a host it can no longer reach).
@@ -17,6 +21,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,9 +78,12 @@ int job_signals_install(void)
     return 0;
 }
 
-/* In the child between fork and exec: own process group, pipes, default signal state. */
-static void exec_mpirun(char *const argv[], int out_fd, int err_fd)
+/* In the child between fork and exec: own process group, pipes, default signal state, and an
+ * end when ddprun ends (SIGTERM: mpirun ends the job, as on a second stop request). */
+static void exec_mpirun(char *const argv[], int out_fd, int err_fd, pid_t launcher)
 {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != launcher) _exit(127); /* ddprun died before prctl took effect */
     setpgid(0, 0);
     int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, 0);
@@ -93,15 +101,31 @@ static void exec_mpirun(char *const argv[], int out_fd, int err_fd)
     _exit(127);
 }
 
-static void forward_stop(pid_t pid, int count, int stop_signal)
+/* What one run has done about stop requests so far. */
+typedef struct stop_state {
+    bool signalled;   /* stop_signal sent */
+    bool terminated;  /* SIGTERM sent (second request) */
+    bool told_wait;   /* said that the stop signal waits for the ranks to start */
+} stop_state;
+
+/* Acts on the stop requests so far (they all belong to this run: launch starts none after one).
+ * The first becomes stop_signal once all `ranks` have started, the second ends the job at once. */
+static void act_on_stops(pid_t pid, int ranks, int stop_signal, const output_filter *f, stop_state *s)
 {
-    if (count == 1) {
+    int started = output_ranks_started(f);
+    if (stop_requests >= 2 && !s->terminated) {
+        fprintf(stderr, "ddprun: second stop request: terminating the job now\n");
+        kill(pid, SIGTERM);
+        s->terminated = true;
+    } else if (stop_requests == 1 && !s->signalled && started >= ranks) {
         fprintf(stderr, "ddprun: stop requested: sending %s to all ranks so they checkpoint and exit "
                         "(signal again to stop immediately)\n", signal_abbrev(stop_signal));
         kill(pid, stop_signal);
-    } else {
-        fprintf(stderr, "ddprun: second stop request: terminating the job now\n");
-        kill(pid, SIGTERM);
+        s->signalled = true;
+    } else if (stop_requests == 1 && !s->signalled && !s->told_wait) {
+        fprintf(stderr, "ddprun: stop requested while the ranks start (%d of %d started): they get %s once all "
+                        "have (signal again to stop immediately)\n", started, ranks, signal_abbrev(stop_signal));
+        s->told_wait = true;
     }
     fflush(stderr);
 }
@@ -143,7 +167,7 @@ static bool pump(int fd, bool is_stderr, output_filter *f)
     return n < 0 && (errno == EINTR || errno == EAGAIN);
 }
 
-int job_run(char *const argv[], int stop_signal, job_result *out)
+int job_run(char *const argv[], int ranks, int stop_signal, job_result *out)
 {
     int out_pipe[2], err_pipe[2];
     *out = (job_result){0};
@@ -151,15 +175,15 @@ int job_run(char *const argv[], int stop_signal, job_result *out)
         perror("ddprun: pipe");
         return -1;
     }
-    int seen_before = stop_requests;
     fflush(stdout);
     fflush(stderr);
+    pid_t launcher = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         perror("ddprun: fork");
         return -1;
     }
-    if (pid == 0) exec_mpirun(argv, out_pipe[1], err_pipe[1]);
+    if (pid == 0) exec_mpirun(argv, out_pipe[1], err_pipe[1], launcher);
     setpgid(pid, pid); /* also in the child: whichever runs first wins the race */
     close(out_pipe[1]);
     close(err_pipe[1]);
@@ -169,13 +193,10 @@ int job_run(char *const argv[], int stop_signal, job_result *out)
                             {.fd = err_pipe[0], .events = POLLIN},
                             {.fd = wake_pipe[0], .events = POLLIN}};
     bool exited = false;
-    int handled = seen_before;
-    if (stop_requests > handled) { /* a stop request arrived while we were starting */
-        handled = stop_requests;
-        forward_stop(pid, handled - seen_before, stop_signal);
-    }
+    stop_state stops = {0};
     int ends = 0;
     for (;;) {
+        if (!exited) act_on_stops(pid, ranks, stop_signal, f, &stops);
         bool pipes_open = fds[0].fd >= 0 || fds[1].fd >= 0;
         if (exited && !pipes_open) break;
         int rc = poll(fds, 3, wait_ms(f, pid, exited, &ends));
@@ -190,7 +211,6 @@ int job_run(char *const argv[], int stop_signal, job_result *out)
             char drain[64];
             while (read(wake_pipe[0], drain, sizeof drain) > 0) {}
         }
-        while (!exited && stop_requests > handled) forward_stop(pid, ++handled - seen_before, stop_signal);
         if (!exited && waitpid(pid, &out->wait_status, WNOHANG) == pid) exited = true;
     }
     for (int i = 0; i < 2; i++)
@@ -202,7 +222,7 @@ int job_run(char *const argv[], int stop_signal, job_result *out)
     output_finish(f);
     out->failure = *output_first_failure(f);
     out->deadline = *output_deadline(f);
-    out->signals_received = stop_requests - seen_before;
+    out->signals_received = stop_requests;
     output_filter_free(f);
     return 0;
 }

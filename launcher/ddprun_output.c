@@ -32,6 +32,7 @@ struct output_filter {
     bool in_block[2];             /* between two dashed lines of an mpirun box */
     argv_list block[2];           /* the box's lines so far (dashed opener included) */
     rank_failure first;           /* from the wrapper's status line */
+    int ranks_started;            /* wrappers' "started" status lines */
     rank_failure from_mpirun;     /* from mpirun's own report */
     deadline_verdict deadline;    /* the first collective deadline's verdict */
 };
@@ -87,13 +88,18 @@ static bool parse_tag(const char *line, int *rank, bool *is_err, const char **pa
     return true;
 }
 
-/* The wrapper's "ddprun-rank-status: rank=R host=H exit=C|signal=S". */
+int output_ranks_started(const output_filter *f) { return f->ranks_started; }
+
+/* The wrapper's "ddprun-rank-status: rank=R host=H started|exit=C|signal=S". */
 static void parse_status(output_filter *f, const char *text)
 {
     rank_failure r = {.known = true};
     int value = 0;
     char kind[16];
-    if (sscanf(text, DDPRUN_STATUS_MARK " rank=%d host=%255s %15[a-z]=%d", &r.rank, r.host, kind, &value) != 4)
+    int n = sscanf(text, DDPRUN_STATUS_MARK " rank=%d host=%255s %15[a-z]=%d", &r.rank, r.host, kind, &value);
+    if (n == 3 && strcmp(kind, "started") == 0)
+        f->ranks_started++;
+    if (n != 4)
         return;
     if (strcmp(kind, "signal") == 0) r.signal = value;
     else r.exit_code = value;

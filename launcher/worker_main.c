@@ -20,13 +20,16 @@
 #include "runtime/base/slurm_task.h"
 #include "runtime/cloud/cloud_notice.h"
 #include "launcher/train/train.h"
+#include "stop_signals.h"
 
-/* The stop signals (SIGTERM, SIGINT, SIGUSR1, SIGUSR2: "checkpoint and stop") are blocked in
- * every thread and received by one thread of their own. A signal handler would run on whichever
- * thread the kernel picks, interrupting system calls there, and Open MPI's shared-memory
- * transport does not survive that: a process_vm_readv cut short by a signal corrupted the heap
- * about once in ten stops at np=2. ddprun forwards SIGTERM/SIGINT as checkpoint.signal; under
- * srun or a plain kill the rank gets them directly. */
+/* The stop signals (stop_signals.h: "checkpoint and stop") are blocked in every thread and
+ * received by one thread of their own. A signal handler would run on whichever thread the kernel
+ * picks, interrupting system calls there, and Open MPI's shared-memory transport does not survive
+ * that: a process_vm_readv cut short by a signal corrupted the heap about once in ten stops at
+ * np=2. ddprun forwards SIGTERM/SIGINT as checkpoint.signal; under srun or a plain kill the rank
+ * gets them directly. Under ddprun they arrive blocked already (the rank wrapper's mask, inherited
+ * across exec), so a stop during the program's load waits for the thread; started by mpirun or srun
+ * directly, one in the moments before main blocks them ends the rank by the signal's default. */
 static sigset_t stop_signals;
 
 static void *stop_signal_thread(void *arg)
@@ -43,10 +46,7 @@ static void *stop_signal_thread(void *arg)
 /* Must run before MPI_Init and before any other thread exists, so every thread inherits the mask. */
 static int start_stop_signal_thread(void)
 {
-    sigemptyset(&stop_signals);
-    int sigs[] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        sigaddset(&stop_signals, sigs[i]);
+    stop_signals_fill(&stop_signals);
     pthread_t tid;
     if (pthread_sigmask(SIG_BLOCK, &stop_signals, NULL) != 0 ||
         pthread_create(&tid, NULL, stop_signal_thread, NULL) != 0)

@@ -16,11 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "runtime/base/clock.h"
 #include "runtime/base/gpu_share.h"
 #include "runtime/base/log.h"
+#include "runtime/base/test_fault.h"
 #include "train_job.h"
 
 volatile sig_atomic_t train_stop_requested = 0;
@@ -365,35 +365,32 @@ static int optimizer_step(train_job *t, double *lr, ddp_err *err)
     return rc != DDP_OK ? rc : add_host_waits(t, err);
 }
 
-/* Test-only fault switch, DDP_TEST_FAULT=KIND:RANK:STEP[:SECONDS] (KIND kill | stop | exit |
- * sigstop | sleep | quit), active only on the first attempt of a job (DDPRUN_RESTART_COUNT unset or
- * 0): `kill` SIGKILLs the rank, `stop` acts as if that rank alone received the stop signal, `exit`
- * exits with status 3, `sigstop` stops the process (SIGSTOP), `sleep` sleeps SECONDS, `quit` exits
- * with status 0 without MPI_Finalize. Each fires after optimizer step STEP, before the next
- * collective, so integration tests hit exact, reproducible points. */
-static void test_fault(const train_job *t)
+/* Test-only fault switch (runtime/base/test_fault.h), DDP_TEST_FAULT=KIND:RANK:STEP[:SECONDS], the
+ * training loop's kinds: `kill` SIGKILLs the rank, `stop` acts as if that rank alone received the
+ * stop signal, `exit` exits with status 3, `sigstop` stops the process (SIGSTOP), `sleep` sleeps
+ * SECONDS, `quit` exits with status 0 without MPI_Finalize, `kill-launcher` SIGKILLs ddprun (its
+ * DDPRUN_PID). Each fires after optimizer step STEP, before the next collective, so integration
+ * tests hit exact, reproducible points. */
+static void inject_test_fault(const train_job *t)
 {
-    const char *spec = getenv("DDP_TEST_FAULT");
-    char kind[16];
-    int rank;
-    long long step;
-    double seconds = 0;
-    if (!spec || t->restart_count != 0 || sscanf(spec, "%15[a-z]:%d:%lld:%lf", kind, &rank, &step, &seconds) < 3)
+    test_fault f;
+    if (!test_fault_get(&f) || f.rank != t->ctl->rank || f.step != t->step)
         return;
-    if (rank != t->ctl->rank || step != t->step)
-        return;
-    if (strcmp(kind, "kill") == 0)
+    const char *launcher = getenv("DDPRUN_PID");
+    if (strcmp(f.kind, "kill") == 0)
         raise(SIGKILL);
-    else if (strcmp(kind, "stop") == 0)
+    else if (strcmp(f.kind, "stop") == 0)
         train_stop_requested = TRAIN_STOP_SIGNAL;
-    else if (strcmp(kind, "exit") == 0)
+    else if (strcmp(f.kind, "exit") == 0)
         exit(3);
-    else if (strcmp(kind, "sigstop") == 0)
+    else if (strcmp(f.kind, "sigstop") == 0)
         raise(SIGSTOP);
-    else if (strcmp(kind, "sleep") == 0)
-        nanosleep(&(struct timespec){(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)}, NULL);
-    else if (strcmp(kind, "quit") == 0)
+    else if (strcmp(f.kind, "sleep") == 0)
+        test_fault_sleep(&f);
+    else if (strcmp(f.kind, "quit") == 0)
         _exit(0);
+    else if (strcmp(f.kind, "kill-launcher") == 0 && launcher && atoi(launcher) > 1)
+        kill((pid_t)atoi(launcher), SIGKILL);
 }
 
 /* Every rank must stop at the same step: a small MAX all-reduce per step makes a stop request
@@ -452,7 +449,7 @@ static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
             rc = train_evaluate(t, err);
         if (rc == DDP_OK)
             rc = log_and_sample(t, lr, err);
-        test_fault(t);
+        inject_test_fault(t);
         bool stop = false;
         if (rc == DDP_OK)
             rc = agree_stop(t, &stop, err);

@@ -6,14 +6,16 @@
  * The mode is env FAKE_WORKER_MODE, else argv[1] (as in `ddprun bench MODE`).
  * Modes: hello | env | exit:R:C (rank R exits C, others wait) | all-exit:C | kill:R (rank R
  * SIGKILLs itself) | wait-signal (print "ready", exit 75 on SIGUSR1) | ignore-signal (print
- * "ready", ignore SIGUSR1, wait) | fail-first (rank 1 exits 3
- * when DDPRUN_RESTART_COUNT is 0). Ranks that "wait" give up after 60 s so a launcher that fails
- * to stop them shows up as a hang-guard failure, not a stuck test. */
+ * "ready", ignore SIGUSR1, wait) | fail-first (rank 1 exits 3 when DDPRUN_RESTART_COUNT is 0) |
+ * fail-first-then-wait (the same, then wait-signal on a restart). Ranks that "wait" give up after
+ * 60 s so a launcher that fails to stop them shows up as a hang-guard failure, not a stuck test. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "launcher/stop_signals.h"
 
 static volatile sig_atomic_t got_signal;
 
@@ -22,6 +24,20 @@ static void on_signal(int sig) { got_signal = sig; }
 static void wait_up_to(int seconds)
 {
     for (int i = 0; i < seconds * 20 && !got_signal; i++) usleep(50000);
+}
+
+/* ddprun starts a rank program with the stop signals blocked: like ddprun-worker, take them once
+ * ready, here with the handler (or SIG_IGN) the mode wants, so a stop that came during the start
+ * is delivered now. */
+static void take_stop_signals(const char *mode)
+{
+    if (strstr(mode, "wait"))
+        signal(SIGUSR1, on_signal);
+    else if (!strcmp(mode, "ignore-signal"))
+        signal(SIGUSR1, SIG_IGN);
+    sigset_t stop;
+    stop_signals_fill(&stop);
+    sigprocmask(SIG_UNBLOCK, &stop, NULL);
 }
 
 static const char *env_or(const char *name, const char *fallback)
@@ -33,6 +49,7 @@ static const char *env_or(const char *name, const char *fallback)
 int main(int argc, char **argv)
 {
     const char *mode = env_or("FAKE_WORKER_MODE", argc > 1 ? argv[1] : "hello");
+    take_stop_signals(mode);
     int rank = atoi(env_or("OMPI_COMM_WORLD_RANK", "-1"));
     int size = atoi(env_or("OMPI_COMM_WORLD_SIZE", "-1"));
     int r, code;
@@ -66,8 +83,13 @@ int main(int argc, char **argv)
         wait_up_to(60);
         return 0;
     }
+    if (!strcmp(mode, "fail-first-then-wait")) {
+        const char *count = env_or("DDPRUN_RESTART_COUNT", "unset");
+        if (!strcmp(count, "0") && rank == 1) return 3;
+        if (!strcmp(count, "0")) { wait_up_to(60); return 0; }
+        mode = "wait-signal";
+    }
     if (!strcmp(mode, "wait-signal")) {
-        signal(SIGUSR1, on_signal);
         printf("ready rank %d\n", rank);
         wait_up_to(60);
         if (got_signal != SIGUSR1) return 1;
@@ -76,7 +98,6 @@ int main(int argc, char **argv)
         return 75;
     }
     if (!strcmp(mode, "ignore-signal")) {
-        signal(SIGUSR1, SIG_IGN);
         printf("ready rank %d\n", rank);
         wait_up_to(60);
         return 0;

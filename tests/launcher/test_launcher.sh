@@ -4,8 +4,9 @@
 # Proves: the mpirun command ddprun builds (--dry-run with -H / --hostfile / root / oversubscribe),
 # config validation before launch, [rank R] output tagging and stream routing, the torchrun
 # environment, failure reports naming rank + host (exit code and SIGKILL), exit-code passthrough
-# (2, 75), SIGTERM -> SIGUSR1 to every rank -> exit 75, the second-signal hard stop, and
-# --max-restarts. Wall-time bounds below are hang guards (a launcher that fails to stop the
+# (2, 75), SIGTERM -> SIGUSR1 to every rank -> exit 75, the second-signal hard stop, a stop
+# while the job starts (before mpirun starts, before any rank exists, while a rank loads, as a
+# restart begins), and --max-restarts. Wall-time bounds below are hang guards (a launcher that fails to stop the
 # surviving ranks would wait for their 60 s timeout), not performance assertions.
 # Needs env: DDPRUN, FAKE_WORKER, DDP_SRC (tests/meson.build sets them).
 set -u
@@ -154,6 +155,55 @@ finish
 check "second signal stops the job (non-zero)" [ $rc -ne 0 ]
 check "second signal is announced" contains $err "second stop request"
 check "second signal: no hang (${ms} ms < 30 s)" hang_guard
+
+# ---- stop requests while the job starts ----
+# Each must end with both ranks saving (exit 75): not dropped by an mpirun that has no rank yet,
+# not killing a rank that cannot take the signal yet.
+both_saved() { contains $out "[rank 0] rank 0 got SIGUSR1, checkpoint saved" && contains $out "[rank 1] rank 1 got SIGUSR1, checkpoint saved"; }
+# rank 1's wrapper sends ddprun SIGTERM before it can take a stop signal, then loads for 2 s more
+DDP_TEST_FAULT=stop-at-start:1:0:2 run loading -np 2 bench wait-signal
+check "stop while rank 1 loads -> exit 75 (got $rc)" [ $rc -eq 75 ]
+check "stop while rank 1 loads: both ranks saved" both_saved
+check "stop while rank 1 loads: no rank killed" lacks $err "killed by"
+# SIGTERM as soon as ddprun has forked mpirun, before any rank exists
+out=$tmp/early.out err=$tmp/early.err
+"$DDPRUN" -np 2 bench wait-signal >"$out" 2>"$err" &
+pid=$!
+for _ in $(seq 2000); do pgrep -P $pid >/dev/null && break; sleep 0.005; done
+t0=$(date +%s%N)
+kill -TERM $pid
+finish
+check "stop before any rank exists -> exit 75 (got $rc)" [ $rc -eq 75 ]
+check "stop before any rank exists: both ranks saved" both_saved
+check "stop before any rank exists: no hang (${ms} ms < 30 s)" hang_guard
+# SIGTERM as a restart begins: the second attempt's start-up is the same window
+out=$tmp/restart_stop.out err=$tmp/restart_stop.err
+"$DDPRUN" -np 2 --max-restarts 1 bench fail-first-then-wait >"$out" 2>"$err" &
+pid=$!
+for _ in $(seq 2000); do contains $err "attempt 2 of 2" && break; sleep 0.005; done
+t0=$(date +%s%N)
+kill -TERM $pid
+finish
+check "stop as the restart begins -> exit 75 (got $rc)" [ $rc -eq 75 ]
+check "stop as the restart begins: both ranks saved" both_saved
+# SIGTERM while ddprun reads its config (a FIFO that stays empty until then): nothing starts
+mkfifo "$tmp/fifo.yaml"
+out=$tmp/prestart.out err=$tmp/prestart.err
+"$DDPRUN" -np 2 "$tmp/fifo.yaml" >"$out" 2>"$err" &
+pid=$!
+catches_sigterm() { # SigCgt's bit for SIGTERM (15): ddprun has its handler
+    local m
+    m=$(awk '/^SigCgt:/ {print $2}' /proc/$1/status 2>/dev/null)
+    [ -n "$m" ] && [ $(((16#$m >> 14) & 1)) -eq 1 ]
+}
+for _ in $(seq 200); do catches_sigterm $pid && break; sleep 0.05; done
+t0=$(date +%s%N)
+kill -TERM $pid
+timeout 10 sh -c 'cat "$1" >"$2"' - "$config" "$tmp/fifo.yaml"
+finish
+check "stop before mpirun starts -> exit 75 (got $rc)" [ $rc -eq 75 ]
+check "stop before mpirun starts: says nothing ran" contains $err "before the job started"
+check "stop before mpirun starts: no rank started" lacks $out "[rank"
 
 # ---- restarts ----
 run norestart -np 2 bench fail-first

@@ -1,0 +1,22 @@
+/* test_fault.c — DDP_TEST_FAULT's parser (test_fault.h). Holds no state and acts on nothing. */
+#include "test_fault.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+bool test_fault_get(test_fault *f)
+{
+    const char *spec = getenv("DDP_TEST_FAULT");
+    const char *restart = getenv("DDPRUN_RESTART_COUNT");
+    *f = (test_fault){0};
+    if (!spec || (restart && atoi(restart) != 0))
+        return false;
+    return sscanf(spec, "%23[a-z-]:%d:%lld:%lf", f->kind, &f->rank, &f->step, &f->seconds) >= 3;
+}
+
+void test_fault_sleep(const test_fault *f)
+{
+    double s = f->seconds > 0 ? f->seconds : 0;
+    nanosleep(&(struct timespec){(time_t)s, (long)((s - (double)(time_t)s) * 1e9)}, NULL);
+}

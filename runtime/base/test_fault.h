@@ -1,0 +1,25 @@
+/* test_fault.h — the test-only fault switch DDP_TEST_FAULT=KIND:RANK:STEP[:SECONDS] (README
+ * "Environment variables"), parsed in this one place. It only says which fault, on which rank, at
+ * which step: each place that injects faults (the training loop, ddprun's rank wrapper) acts on the
+ * kinds it owns and ignores the others. Nothing here may act on its own or run outside tests'
+ * request: with DDP_TEST_FAULT unset it is inert. */
+#ifndef DDP_TEST_FAULT_H
+#define DDP_TEST_FAULT_H
+
+#include <stdbool.h>
+
+typedef struct test_fault {
+    char kind[24];   /* "kill", "stop-at-start", ... (lower case letters and '-') */
+    int rank;
+    long long step;
+    double seconds;  /* 0 when not given */
+} test_fault;
+
+/* The fault DDP_TEST_FAULT names, on the first attempt of a job only (DDPRUN_RESTART_COUNT unset
+ * or 0), so that a restarted job runs clean. False when unset, malformed or restarted. */
+bool test_fault_get(test_fault *f);
+
+/* Sleeps f->seconds (the `sleep` kind, and how long a slow start lasts). */
+void test_fault_sleep(const test_fault *f);
+
+#endif

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Stop requests that reach ddprun while its job starts, and ddprun itself killed, through the real
+# launcher and workers at np 2:
+#  - a stop while rank 1 is still loading (DDP_TEST_FAULT=stop-at-start: the rank's wrapper sends
+#    ddprun SIGTERM before it can take a stop signal, then takes 2 s more to start)
+#  - a stop as soon as ddprun has forked mpirun, before any rank exists
+# Each must end with every rank saving a checkpoint and exit 75: no rank killed by the stop signal,
+# no stop dropped (the job would train on).
+#  - ddprun killed with SIGKILL mid-run (DDP_TEST_FAULT=kill-launcher): mpirun and every rank must
+#    end within seconds, not train on with parent 1.
+# The jobs are long and quiet (no progress lines: a write to a dead ddprun's pipe would end mpirun
+# by SIGPIPE and hide orphans); `timeout -s KILL` bounds a job whose stop was lost.
+source "$(dirname "$0")/../../lib.sh"
+LONG=(train.max_steps=100000 train.log_every=100000)
+
+# child_of PID: the first child process of PID, once it has one (empty if PID ended first)
+child_of() {
+    local c=
+    for _ in $(seq 2000); do
+        c=$(pgrep -P "$1" | head -n 1)
+        [ -n "$c" ] || ! kill -0 "$1" 2>/dev/null && break
+        sleep 0.005
+    done
+    echo "$c"
+}
+
+# stopped_and_saved TAG RC: the job TAG ended by its stop request as README says
+stopped_and_saved() {
+    local tag=$1 rc=$2
+    check "$tag: the job exits 75 (got $rc)" [ "$rc" -eq 75 ]
+    check "$tag: a checkpoint was saved" [ -n "$(last_ckpt "$TMP/$tag")" ]
+    check "$tag: the ranks stopped by the signal" grep -q "stopped by signal, checkpoint saved" "$TMP/$tag.log"
+    check "$tag: no rank was killed" bash -c "! grep -q 'killed by' '$TMP/$tag.log'"
+}
+
+DDP_TEST_FAULT=stop-at-start:1:0:2 timeout -s KILL 120 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/loading" "${LONG[@]}" \
+    >"$TMP/loading.log" 2>&1
+stopped_and_saved loading $?
+
+timeout -s KILL 120 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/early" "${LONG[@]}" >"$TMP/early.log" 2>&1 &
+guard=$!
+ddprun=$(child_of $guard)
+mpirun=$(child_of "$ddprun")
+check "early: ddprun started mpirun" [ -n "$mpirun" ]
+kill -TERM "$ddprun"
+wait $guard
+stopped_and_saved early $?
+
+DDP_TEST_FAULT=kill-launcher:1:20 timeout -s KILL 120 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/orphans" "${LONG[@]}" \
+    >"$TMP/orphans.log" 2>&1
+rc=$?
+check "kill-launcher: ddprun was killed by SIGKILL (exit $rc)" [ $rc -eq 137 ]
+left=
+for _ in $(seq 300); do # 30 s: a hang guard, not a measurement
+    left=$(pgrep -f "run.dir=$TMP/orphans" | tr "\n" " ")
+    [ -z "$left" ] && break
+    sleep 0.1
+done
+check "mpirun and the ranks end once ddprun is gone (left: ${left:-none})" [ -z "$left" ]
+# whatever a failed check left running (this test's processes name $TMP in their arguments)
+left=$(pgrep -f "$TMP/")
+[ -z "$left" ] || kill -KILL $left 2>/dev/null
+finish
