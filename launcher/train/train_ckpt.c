@@ -22,6 +22,7 @@
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/ckpt/ckpt_upload.h"
 #include "runtime/base/clock.h"
+#include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
 #include "train_job.h"
 
@@ -97,6 +98,15 @@ int train_ckpt_open(train_job *t, ddp_err *err)
             ckpt_writer_set_uploader(c->writer, c->uploader);
     }
     return rc;
+}
+
+int train_ckpt_check_dir(train_job *t, ddp_err *err)
+{
+    const train_ckpt *c = t->ckpt;
+    if (t->ctl->rank != 0 || make_writable_dir(c->dir, err) == DDP_OK)
+        return DDP_OK;
+    return t->cfg->checkpoint.dir[0] ? ddp_prefix(err, "checkpoint.dir %s", c->dir)
+                                     : ddp_prefix(err, "checkpoint directory %s (run.dir/checkpoints)", c->dir);
 }
 
 void train_ckpt_close(train_job *t)
@@ -193,7 +203,7 @@ int train_ckpt_finish(train_job *t, ddp_err *err)
     ckpt_write_stats st;
     ddp_err local = {0};
     int rc = ckpt_writer_wait(c->writer, &st, err ? err : &local);
-    if (rc == DDP_OK && st.bytes > 0)
+    if (rc == DDP_OK && st.path[0]) /* a failed write was reported when it happened, never as written */
         log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s), older ones pruned in %.1f ms; "
                  "training stalled %.1f ms for the snapshot", st.path, st.bytes / 1e6, 1e3 * st.write_s,
                  st.write_s > 0 ? st.bytes / 1e6 / st.write_s : 0.0, 1e3 * st.prune_s, 1e3 * st.snapshot_s);

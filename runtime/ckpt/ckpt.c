@@ -60,19 +60,6 @@ static int64_t parse_ckpt_name(const char *name)
     return digits > 0 && strcmp(p, ".ddp") == 0 ? step : -1;
 }
 
-static int fsync_dir(const char *dir, ddp_err *err)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: open for fsync: %s", dir, strerror(errno));
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
-    if (rc != 0 && e != EINVAL)  /* some filesystems cannot fsync directories */
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: fsync: %s", dir, strerror(e));
-    return DDP_OK;
-}
-
 /* Removes ".ckpt-*.tmp.<pid>" files left by processes that no longer exist. */
 static void remove_stale_temps(const char *dir)
 {
@@ -219,7 +206,7 @@ int ckpt_write_atomic(const char *dir, const ckpt_state *s, char *final_path, dd
     if (rc && fd >= 0)
         unlink(tmp);   /* the previous checkpoints are untouched; only our temp goes */
     if (!rc)
-        rc = fsync_dir(dir, err);
+        rc = dir_fsync(dir, err) ? ddp_prefix(err, "checkpoint") : DDP_OK;
     ckpt_layout_free(&L);
     if (!rc && final_path)
         snprintf(final_path, CKPT_PATH_MAX, "%s", final);
@@ -320,7 +307,7 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
             removed++;
     }
     free(e);
-    return removed ? fsync_dir(dir, err) : DDP_OK;
+    return removed && dir_fsync(dir, err) ? ddp_prefix(err, "checkpoint") : DDP_OK;
 }
 
 int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *err)

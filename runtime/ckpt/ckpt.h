@@ -138,7 +138,7 @@ typedef struct ckpt_write_stats {
     double write_s;             /* background, until the file is durable: write + fsync + rename + dir fsync */
     double prune_s;             /* background, after that: removing checkpoints beyond keep_last */
     uint64_t bytes;             /* file size */
-    char path[CKPT_PATH_MAX];   /* final path */
+    char path[CKPT_PATH_MAX];   /* final path; "" when the last write failed or none finished */
 } ckpt_write_stats;
 
 /* A writer for dir (created, with parents, at the first write) keeping keep_last checkpoints

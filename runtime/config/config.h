@@ -123,7 +123,8 @@ typedef struct config {
 /* Fills *out with defaults, then the file, then the overrides; validates. */
 int config_load(const char *path, int n_overrides, char *const overrides[], config *out, ddp_err *err);
 
-/* Writes the fully resolved config (every key, defaults included) as YAML to path. */
+/* Writes the fully resolved config (every key, defaults included) as YAML to path, replacing it
+ * atomically and durably; an error names the file and the system's reason. */
 int config_write_resolved(const config *c, const char *path, ddp_err *err);
 
 /* A stable 64-bit hash of the settings that must match for a bit-exact resume (model shape,

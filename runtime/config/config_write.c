@@ -2,7 +2,7 @@
  *
  * config_write_resolved emits every key in table order through libyaml's emitter (so quoting
  * and escaping are libyaml's), numbers in the shortest text that reads back exactly, and
- * replaces the target atomically (temp file + rename). config_hash covers only what a bit-exact
+ * replaces the target atomically and durably (temp file, fsync, rename, directory fsync). config_hash covers only what a bit-exact
  * resume depends on. This file must not parse YAML or validate values. */
 #include "config_internal.h"
 
@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "runtime/base/dirs.h"
 
 const char *act_kind_name(act_kind a)
 {
@@ -190,15 +192,24 @@ int config_write_resolved(const config *c, const char *path, ddp_err *err)
     if (!f)
         return ddp_fail(err, DDP_ERUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
     int rc = write_to(f, c, path, err);
-    if (fflush(f) != 0 && !rc)
+    if ((fflush(f) != 0 || ferror(f)) && !rc)
         rc = ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", tmp, strerror(errno));
+    if (!rc && fsync(fileno(f)) != 0 && errno != EINVAL)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: fsync: %s", tmp, strerror(errno));
     if (fclose(f) != 0 && !rc)
         rc = ddp_fail(err, DDP_ERUNTIME, "%s: close failed: %s", tmp, strerror(errno));
     if (!rc && rename(tmp, path) != 0)
         rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-    if (rc)
+    if (rc) {
         unlink(tmp);
-    return rc;
+        return rc;
+    }
+    char dir[CFG_PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    return dir_fsync(slash ? (dir[0] ? dir : "/") : ".", err);
 }
 
 /* ---- resume hash ---- */

@@ -256,7 +256,9 @@ static void test_background_writer(void)
     CHECK_EQ_INT(ckpt_writer_wait(w, NULL, &err), DDP_ERUNTIME);
     CHECK_STR_CONTAINS(err.msg, "Not a directory");
     CHECK_STR_CONTAINS(err.msg, "ckpt-00000001.ddp");
-    CHECK_EQ_INT(ckpt_writer_wait(w, NULL, &err), DDP_OK);   /* reported once */
+    ckpt_write_stats failed;
+    CHECK_EQ_INT(ckpt_writer_wait(w, &failed, &err), DDP_OK);   /* reported once */
+    CHECK(failed.path[0] == '\0', "a failed write has no path to call written: \"%s\"", failed.path);
     ckpt_writer_destroy(w);
     ts_free(&ts);
     ts_free(&ref);
