@@ -413,13 +413,12 @@ static int parse_command(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd,
     int rc = parse_str(L, s, nd, k->path, out);
     if (rc != DDP_OK)
         return rc;
-    static const char *const blank[] = {"", "", "", "", "", "", "", ""};
     int n = 0;
-    while (k->choices[n] && n < 8)
+    while (k->choices[n])
         n++;
     char expanded[COMMAND_MAX];
     ddp_err e = {0};
-    if (command_expand(out, k->choices, blank, n, expanded, sizeof expanded, &e) != DDP_OK)
+    if (command_expand(out, k->choices, n, expanded, sizeof expanded, &e) != DDP_OK)
         return cfg_error(L, cfg_node_pos(s, nd), k->path, "%s", e.msg);
     return DDP_OK;
 }
