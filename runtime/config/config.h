@@ -120,8 +120,18 @@ typedef struct config {
     } checkpoint;
 } config;
 
+/* The loader's bounds: a config file is read up to CFG_MAX_FILE_BYTES (a FIFO or device that
+ * never ends too), and YAML collections nest at most CFG_MAX_DEPTH deep (the top-level mapping
+ * counts; a config needs 4). Beyond either, the load is refused naming where. */
+#define CFG_MAX_FILE_BYTES (1 << 20)
+#define CFG_MAX_DEPTH 32
+
 /* Fills *out with defaults, then the file, then the overrides; validates. */
 int config_load(const char *path, int n_overrides, char *const overrides[], config *out, ddp_err *err);
+/* config_load with a file size limit of its own instead of CFG_MAX_FILE_BYTES (fuzz_config's, so
+ * that its inputs reach the limit). */
+int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides, char *const overrides[],
+                        config *out, ddp_err *err);
 
 /* Writes the fully resolved config (every key, defaults included) as YAML to path, replacing it
  * atomically and durably; an error names the file and the system's reason. */

@@ -462,7 +462,9 @@ static int parse_hidden(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, c
     for (long i = 0; i < n; i++) {
         yaml_node_t *item = yaml_document_get_node(doc, nd->data.sequence.items.start[i]);
         snprintf(elem_key, sizeof elem_key, "%s[%ld]", k->path, i);
-        int rc = parse_int(L, s, item, elem_key, k->imin, k->imax, &sizes[i]);
+        int rc = cfg_check_tag(L, s, item, elem_key);
+        if (!rc)
+            rc = parse_int(L, s, item, elem_key, k->imin, k->imax, &sizes[i]);
         if (rc)
             return rc;
     }
@@ -487,7 +489,9 @@ static int parse_betas(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, co
     for (int i = 0; i < 2; i++) {
         yaml_node_t *item = yaml_document_get_node(doc, nd->data.sequence.items.start[i]);
         snprintf(elem_key, sizeof elem_key, "%s[%d]", k->path, i);
-        int rc = parse_num(L, s, item, elem_key, NR_UNIT, &b[i]);
+        int rc = cfg_check_tag(L, s, item, elem_key);
+        if (!rc)
+            rc = parse_num(L, s, item, elem_key, NR_UNIT, &b[i]);
         if (rc)
             return rc;
     }
