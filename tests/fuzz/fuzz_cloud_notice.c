@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!body)
         abort();
     memcpy(body, data + 1, len);
-    char what[NOTICE_TEXT_MAX];
+    char what[NOTICE_TEXT_MAX] = ""; /* an answer of no notice (0) leaves it as it was */
     int rc = notice_parse_aws(status, body, len, what, sizeof what);
     check(rc, what);
     if ((status == 404 && rc != 0) || (rc == 1 && (status != 200 || !aws_notice_text(what))))
