@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -223,6 +224,18 @@ static int by_step_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* Whether the entry is a regular file (through a symbolic link too): a directory or a device
+ * named like a checkpoint is none, and counts toward no keep_last. */
+static bool is_file(DIR *d, const struct dirent *de)
+{
+    if (de->d_type == DT_REG)
+        return true;
+    if (de->d_type != DT_UNKNOWN && de->d_type != DT_LNK)
+        return false;
+    struct stat st;
+    return fstatat(dirfd(d), de->d_name, &st, 0) == 0 && S_ISREG(st.st_mode);
+}
+
 /* Final checkpoint files in dir, newest step first. CKPT_NONE when dir does not exist. */
 static int list_ckpts(const char *dir, ckpt_entry **out, int *n, ddp_err *err)
 {
@@ -238,7 +251,7 @@ static int list_ckpts(const char *dir, ckpt_entry **out, int *n, ddp_err *err)
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         int64_t step = parse_ckpt_name(de->d_name);
-        if (step < 0)
+        if (step < 0 || !is_file(d, de))
             continue;
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;

@@ -27,6 +27,8 @@
 #define CKPT_MAX_RNG 64
 #define CKPT_PATH_MAX 4096
 #define CKPT_ALIGN 64      /* tensor data offsets are multiples of this */
+/* The training job's record of its settings: config_hashed_settings' text as u8 (docs/checkpoint-format.md). */
+#define CKPT_SETTINGS_TENSOR "meta/config"
 
 /* Returned by ckpt_find_latest when the directory holds no checkpoint file at all (or does not
  * exist): not an error, "start fresh". Negative so it never collides with an exit status. */

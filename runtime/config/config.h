@@ -140,6 +140,14 @@ int config_write_resolved(const config *c, const char *path, ddp_err *err);
 /* A stable 64-bit hash of the settings that must match for a bit-exact resume (model shape,
  * data, optimizer); stored in checkpoints. */
 uint64_t config_hash(const config *c);
+/* The settings config_hash covers, as the "path=value\n" lines it hashes (malloc'd, NUL-terminated;
+ * NULL when out of memory). Checkpoints store them (docs/checkpoint-format.md, meta/config). */
+char *config_hashed_settings(const config *c);
+/* Names the settings that differ between saved (text[0..saved_len) of config_hashed_settings from
+ * the run that saved; NULL when the checkpoint holds none) and c's, into out: "path SAVED (this
+ * run: NOW)", "path SAVED (not used by this run)", "path (not used by the saved run; this run:
+ * NOW)", comma-separated. Returns how many it named (0 also when saved is NULL). */
+int config_settings_changes(const char *saved, size_t saved_len, const config *c, char *out, size_t cap);
 
 const char *act_kind_name(act_kind a);
 
