@@ -540,6 +540,8 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
     if (rc == DDP_OK)
         rc = train_ckpt_resume(&t, &consumed, err);
     if (rc == DDP_OK)
+        rc = train_ckpt_check_dir(&t, err);
+    if (rc == DDP_OK)
         rc = train_log_open(&t, err);
     if (rc == DDP_OK) {
         train_log_header(&t);
@@ -559,6 +561,8 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
     int rc2 = train_ckpt_finish(&t, rc == DDP_OK || rc == DDP_EPREEMPTED ? err : NULL);
     if (rc == DDP_OK || rc == DDP_EPREEMPTED)
         rc = rc2 != DDP_OK ? rc2 : rc;
+    if ((rc == DDP_OK || rc == DDP_EPREEMPTED) && (rc2 = train_log_finish(&t, err)) != DDP_OK)
+        rc = rc2;
     if (rc == DDP_OK || rc == DDP_EPREEMPTED) {
         double secs = monotonic_s() - t.t_start;
         char result[64] = "no evaluation";

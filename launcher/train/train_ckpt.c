@@ -22,6 +22,7 @@
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/ckpt/ckpt_upload.h"
 #include "runtime/base/clock.h"
+#include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
 #include "train_job.h"
 
@@ -45,6 +46,7 @@ typedef struct train_ckpt {
     saved_buffer buffers[MAX_SAVED_BUFFERS];
     int n_buffers;
     float *host;                  /* rank 0: staging, the buffers one after another */
+    char *settings;               /* rank 0: config_hashed_settings, saved as meta/config */
     ckpt_tensor *tensors;
     int64_t last_saved_step;
 } train_ckpt;
@@ -86,8 +88,9 @@ int train_ckpt_open(train_job *t, ddp_err *err)
         return DDP_OK;
     size_t n = t->m->n_params, bufs = (size_t)c->n_buffers;
     c->host = malloc(n * bufs * sizeof(float));
-    c->tensors = calloc((size_t)t->m->n_tensors * bufs, sizeof *c->tensors);
-    if (!c->host || !c->tensors)
+    c->tensors = calloc((size_t)t->m->n_tensors * bufs + 1, sizeof *c->tensors);
+    c->settings = config_hashed_settings(cfg);
+    if (!c->host || !c->tensors || !c->settings)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint staging buffer");
     int rc = ckpt_writer_create(c->dir, (int)cfg->checkpoint.keep_last, &c->writer, err);
     if (rc == DDP_OK && cfg->checkpoint.upload_cmd[0]) {
@@ -97,6 +100,15 @@ int train_ckpt_open(train_job *t, ddp_err *err)
             ckpt_writer_set_uploader(c->writer, c->uploader);
     }
     return rc;
+}
+
+int train_ckpt_check_dir(train_job *t, ddp_err *err)
+{
+    const train_ckpt *c = t->ckpt;
+    if (t->ctl->rank != 0 || make_writable_dir(c->dir, err) == DDP_OK)
+        return DDP_OK;
+    return t->cfg->checkpoint.dir[0] ? ddp_prefix(err, "checkpoint.dir %s", c->dir)
+                                     : ddp_prefix(err, "checkpoint directory %s (run.dir/checkpoints)", c->dir);
 }
 
 void train_ckpt_close(train_job *t)
@@ -109,11 +121,13 @@ void train_ckpt_close(train_job *t)
     ckpt_uploader_destroy(c->uploader); /* after the writer: its last write may still hand one over */
     free(c->host);
     free(c->tensors);
+    free(c->settings);
     free(c);
     t->ckpt = NULL;
 }
 
-/* Describes params and optimizer state (already in c->host) as named tensors. */
+/* Describes params and optimizer state (already in c->host) as named tensors, then the settings
+ * the config hash covers as text (meta/config), so that a refused resume can name what changed. */
 static int describe_tensors(train_job *t, train_ckpt *c)
 {
     const model *m = t->m;
@@ -129,7 +143,9 @@ static int describe_tensors(train_job *t, train_ckpt *c)
             x->data = c->host + (size_t)b * m->n_params + p->offset;
         }
     }
-    return k;
+    c->tensors[k] = (ckpt_tensor){.name = CKPT_SETTINGS_TENSOR, .dtype = CKPT_U8, .ndim = 1,
+                                  .shape = {(int64_t)strlen(c->settings)}, .data = c->settings};
+    return k + 1;
 }
 
 static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
@@ -203,7 +219,7 @@ int train_ckpt_finish(train_job *t, ddp_err *err)
     ckpt_write_stats st;
     ddp_err local = {0};
     int rc = ckpt_writer_wait(c->writer, &st, err ? err : &local);
-    if (rc == DDP_OK && st.bytes > 0)
+    if (rc == DDP_OK && st.path[0]) /* a failed write was reported when it happened, never as written */
         log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s), older ones pruned in %.1f ms; "
                  "training stalled %.1f ms for the snapshot", st.path, st.bytes / 1e6, 1e3 * st.write_s,
                  st.write_s > 0 ? st.bytes / 1e6 / st.write_s : 0.0, 1e3 * st.prune_s, 1e3 * st.snapshot_s);
@@ -218,7 +234,24 @@ int train_ckpt_finish(train_job *t, ddp_err *err)
 
 /* ---- resume ------------------------------------------------------------------------- */
 
-enum { HDR_STEP, HDR_EPOCH, HDR_CONSUMED, HDR_TOTAL, HDR_OPTIM_STEP, HDR_WORLD, HDR_HASH_MATCH, HDR_N };
+enum { HDR_STEP, HDR_EPOCH, HDR_CONSUMED, HDR_TOTAL, HDR_OPTIM_STEP, HDR_WORLD, HDR_N };
+
+/* A checkpoint saved with other settings than this run's (of those config_hash covers): refused,
+ * naming each that differs from the checkpoint's meta/config; one saved before checkpoints held
+ * their settings can only be said to differ. */
+static int refuse_other_settings(const train_job *t, const ckpt_loaded *ck, const char *used, ddp_err *err)
+{
+    const ckpt_tensor *saved = ckpt_loaded_tensor(ck, CKPT_SETTINGS_TENSOR);
+    char changes[DDP_ERR_MSG / 2];
+    bool text = saved && saved->dtype == CKPT_U8 && saved->ndim == 1;
+    if (config_settings_changes(text ? saved->data : NULL, text ? saved->nbytes : 0, t->cfg, changes,
+                                sizeof changes) > 0)
+        return ddp_fail(err, DDP_EUSAGE, "%s was saved with other settings than this run's: %s; resume it with the "
+                        "settings it was saved with, or set checkpoint.resume: never", used, changes);
+    return ddp_fail(err, DDP_EUSAGE, "%s was saved by a run with different model, data or optimizer settings%s; "
+                    "resume it with the same config, or set checkpoint.resume: never", used,
+                    text ? "" : " (it does not record which: it was saved before checkpoints held their settings)");
+}
 
 /* Copies every saved buffer's tensors of a checkpoint written for this model into host. */
 static int copy_tensors(const train_job *t, const ckpt_loaded *ck, const char *used, float *host, ddp_err *err)
@@ -268,10 +301,12 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
         rc = ddp_fail(err, DDP_EUSAGE, "%s: checkpoint was written for %s, this run builds %s; resume with the model "
                       "settings it was written with, or set checkpoint.resume: never", used, ck.hdr.model,
                       t->m->description);
+    else if (ck.hdr.config_hash != config_hash(cfg))
+        rc = refuse_other_settings(t, &ck, used, err);
     else
         rc = copy_tensors(t, &ck, used, host, err);
     int64_t h[HDR_N] = {ck.hdr.step, ck.hdr.epoch, ck.hdr.consumed, ck.hdr.total_steps, ck.hdr.optim_step,
-                        ck.hdr.world_size, ck.hdr.config_hash == config_hash(cfg)};
+                        ck.hdr.world_size};
     memcpy(hdr, h, sizeof h);
     ckpt_loaded_free(&ck);
     return rc;
@@ -279,9 +314,6 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
 
 static int apply_resume(train_job *t, const float *host, const int64_t *hdr, const char *used, ddp_err *err)
 {
-    if (!hdr[HDR_HASH_MATCH])
-        return ddp_fail(err, DDP_EUSAGE, "%s was saved by a run with different model, data or optimizer settings; "
-                        "resume it with the same config, or set checkpoint.resume: never", used);
     device *d = t->dev;
     const train_ckpt *c = t->ckpt;
     size_t n = t->m->n_params, bytes = n * sizeof(float);

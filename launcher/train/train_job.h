@@ -63,6 +63,8 @@ typedef struct train_job {
     double last_test_loss, last_test_acc;  /* the latest evaluation; accuracy only for classifiers */
 
     FILE *metrics;          /* rank 0: run.dir/metrics.jsonl */
+    char metrics_path[CFG_PATH_MAX + 32];
+    long long metrics_bytes;  /* its size after the last line written whole */
     FILE *trace;            /* test-only: DDP_TEST_TRACE_DIR, every trained sample index */
     void *ckpt;             /* train_ckpt.c's state */
     struct train_prof *prof; /* train_profile.c's state; NULL when train.profile_steps records nothing */
@@ -86,6 +88,9 @@ int train_log_open(train_job *t, ddp_err *err);
 void train_log_header(train_job *t);
 int train_log_progress(train_job *t, double lr, ddp_err *err);
 int train_evaluate(train_job *t, ddp_err *err);
+/* Rank 0: metrics.jsonl made durable (fsync) and closed; an error names it. */
+int train_log_finish(train_job *t, ddp_err *err);
+/* Closes what is still open, on any path (no error reported). */
 void train_log_close(train_job *t);
 
 /* train_sample.c: rank 0 logs a text sample from a language model (a no-op elsewhere). */
@@ -116,6 +121,9 @@ bool train_ckpt_clock_due(const train_job *t);
 /* Saves when a trigger fires (every_steps, or every_minutes by rank 0's clock as the ranks agreed
  * in t->ckpt_clock_due) or when force is set. Every rank calls it at the same steps. */
 int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err);
+/* Rank 0, after the resume: the checkpoint directory exists and takes files, so that a bad
+ * checkpoint.dir ends the job before its first step, not at its first save. */
+int train_ckpt_check_dir(train_job *t, ddp_err *err);
 /* Waits for a background save in flight. */
 int train_ckpt_finish(train_job *t, ddp_err *err);
 void train_ckpt_close(train_job *t);

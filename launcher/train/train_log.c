@@ -2,12 +2,16 @@
  * train.log_every steps, test-set evaluation, and run.dir/metrics.jsonl (rank 0 writes it).
  * The metrics are the ones the model declares (model_io): loss always, accuracy for classifiers,
  * tokens per second and the validation loss for language models (whose test set is the val
- * split). Evaluation counts every test sample exactly once across ranks (no sampler padding). Must not change training state: it only reads it (evaluation runs
+ * split). Evaluation counts every test sample exactly once across ranks (no sampler padding).
+ * A metrics line that cannot be written ends the job naming the file (a run whose record is lost
+ * must not look successful). Must not change training state: it only reads it (evaluation runs
  * the model forward only). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime/base/clock.h"
 #include "runtime/base/dirs.h"
@@ -26,11 +30,47 @@ int train_log_open(train_job *t, ddp_err *err)
         rc = config_write_resolved(t->cfg, path, err);
     if (rc != DDP_OK)
         return rc;
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    t->metrics = fopen(path, "a");
+    snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl", dir);
+    t->metrics = fopen(t->metrics_path, "a");
     if (!t->metrics)
-        return ddp_fail(err, DDP_ERUNTIME, "cannot open %s: %s", path, strerror(errno));
+        return ddp_fail(err, DDP_ERUNTIME, "cannot open %s: %s", t->metrics_path, strerror(errno));
+    struct stat st;
+    t->metrics_bytes = fstat(fileno(t->metrics), &st) == 0 ? (long long)st.st_size : 0;
     return DDP_OK;
+}
+
+/* After each line: the line reached the file, or the job ends naming the file and the reason. A
+ * line the disk took only part of is cut off again, so metrics.jsonl holds whole lines only. */
+static int metrics_flush(train_job *t, ddp_err *err)
+{
+    struct stat st;
+    if (fflush(t->metrics) == 0 && !ferror(t->metrics)) {
+        if (fstat(fileno(t->metrics), &st) == 0)
+            t->metrics_bytes = (long long)st.st_size;
+        return DDP_OK;
+    }
+    int e = errno;
+    fclose(t->metrics); /* nothing buffered may reach the file after the cut */
+    t->metrics = NULL;
+    bool cut = truncate(t->metrics_path, (off_t)t->metrics_bytes) == 0 || errno == EINVAL; /* EINVAL: not a file */
+    return ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s%s", t->metrics_path, strerror(e),
+                    cut ? "" : "; its partial last line could not be cut off");
+}
+
+int train_log_finish(train_job *t, ddp_err *err)
+{
+    if (!t->metrics)
+        return DDP_OK;
+    FILE *f = t->metrics;
+    t->metrics = NULL;
+    int rc = DDP_OK;
+    if (fflush(f) != 0 || ferror(f))
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", t->metrics_path, strerror(errno));
+    else if (fsync(fileno(f)) != 0 && errno != EINVAL) /* EINVAL: a pipe or device, nothing to sync */
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: fsync: %s", t->metrics_path, strerror(errno));
+    if (fclose(f) != 0 && rc == DDP_OK)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: close: %s", t->metrics_path, strerror(errno));
+    return rc;
 }
 
 void train_log_close(train_job *t)
@@ -122,7 +162,8 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
             fprintf(t->metrics, ",\"tokens_per_s\":%.1f", tps);
         fprintf(t->metrics, ",\"ms_per_step\":%.4f,\"comm_exposed_ms\":%.4f,\"host_waits\":%llu}\n", ms_step,
                 comm_ms, (unsigned long long)t->step_host_waits);
-        fflush(t->metrics);
+        if ((rc = metrics_flush(t, err)) != DDP_OK)
+            return rc;
     }
     t->t_last_log = now;
     t->steps_acc = 0;
@@ -149,7 +190,7 @@ static int evaluate_range(train_job *t, int64_t begin, int64_t end, float *stats
 }
 
 /* A language model's test set is its val split: its loss is reported as val_loss. */
-static void log_evaluation(train_job *t, double samples)
+static int log_evaluation(train_job *t, double samples, ddp_err *err)
 {
     bool classifier = t->m->io.classifier;
     const char *split = t->m->io.language_model ? "val" : "test";
@@ -163,8 +204,9 @@ static void log_evaluation(train_job *t, double samples)
     if (t->metrics) {
         fprintf(t->metrics, "{\"kind\":\"eval\",\"epoch\":%lld,\"step\":%lld,\"%s_loss\":%.6g%s,\"samples\":%.0f}\n",
                 (long long)t->epoch + 1, (long long)t->step, split, t->last_test_loss, acc_json, samples);
-        fflush(t->metrics);
+        return metrics_flush(t, err);
     }
+    return DDP_OK;
 }
 
 int train_evaluate(train_job *t, ddp_err *err)
@@ -199,6 +241,5 @@ int train_evaluate(train_job *t, ddp_err *err)
     t->last_test_acc = sums[1] / terms;
     t->evaluated = true;
     t->eval_step = t->step;
-    log_evaluation(t, sums[2]);
-    return DDP_OK;
+    return log_evaluation(t, sums[2], err);
 }

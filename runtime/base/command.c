@@ -1,9 +1,12 @@
 /* command.c — runs a user's shell command for a caller that decides what its outcome means
- * (command.h). The child is started by posix_spawn in its own process group, so a time limit
- * ends everything the command started (an `aws s3 cp` and its helpers), not only the shell.
+ * (command.h). Placeholders become quoted references to environment variables by a scanner
+ * that follows POSIX sh's quotes and substitutions far enough to know which quotes surround
+ * each one. The child is started by posix_spawn in its own process group, so a time limit ends
+ * everything the command started (an `aws s3 cp` and its helpers), not only the shell.
  * Must not print: the outcome is returned. */
 #include "command.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -11,6 +14,7 @@
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,24 +38,110 @@ static int put(char *out, size_t cap, size_t *len, const char *s, size_t n, ddp_
     return DDP_OK;
 }
 
-/* value in single quotes; a ' inside becomes '\'' */
-static int put_quoted(char *out, size_t cap, size_t *len, const char *value, ddp_err *err)
+void command_var_name(const char *name, char *out, size_t cap)
 {
-    int rc = put(out, cap, len, "'", 1, err);
-    for (const char *p = value; !rc && *p; p++)
-        rc = *p == '\'' ? put(out, cap, len, "'\\''", 4, err) : put(out, cap, len, p, 1, err);
-    return rc ? rc : put(out, cap, len, "'", 1, err);
+    size_t len = (size_t)snprintf(out, cap, "DDPRUN_");
+    for (const char *p = name; *p && len + 1 < cap; p++)
+        out[len++] = isalnum((unsigned char)*p) ? (char)toupper((unsigned char)*p) : '_';
+    out[len < cap ? len : cap - 1] = '\0';
 }
 
-int command_expand(const char *tmpl, const char *const names[], const char *const values[], int n, char *out,
-                   size_t cap, ddp_err *err)
+/* Where the scanner of a template is: the quotes and substitutions it is inside, innermost last. */
+typedef enum scan_kind { SCAN_PLAIN, SCAN_SINGLE, SCAN_DOUBLE, SCAN_SUBST, SCAN_BACKQUOTE } scan_kind;
+
+typedef struct shell_scan {
+    scan_kind kind[COMMAND_NEST_MAX];
+    int parens[COMMAND_NEST_MAX];   /* SCAN_SUBST: '(' open inside it, so its own ')' is known */
+    int depth;                      /* kind[depth] is the innermost */
+    bool word_start;                /* the next byte starts a word (where '#' starts a comment) */
+} shell_scan;
+
+static bool scan_push(shell_scan *s, scan_kind k)
+{
+    if (s->depth + 1 >= COMMAND_NEST_MAX)
+        return false;
+    s->kind[++s->depth] = k;
+    s->parens[s->depth] = 0;
+    return true;
+}
+
+static void scan_pop(shell_scan *s)
+{
+    if (s->depth > 0)
+        s->depth--;
+}
+
+/* Steps over the shell syntax at p (not a placeholder): returns how many bytes belong together,
+ * or 0 when the nesting is deeper than the scanner follows. POSIX sh's quoting: nothing is special
+ * inside '...' but the closing quote; a backslash escapes the next byte elsewhere; "...", $(...)
+ * and `...` nest; '#' at the start of a word starts a comment to the end of the line. */
+static size_t scan_step(shell_scan *s, const char *p)
+{
+    scan_kind k = s->kind[s->depth];
+    size_t step = 1;
+    bool ok = true;
+    if (k == SCAN_SINGLE) {
+        if (*p == '\'')
+            scan_pop(s);
+    } else if (*p == '\\' && p[1]) {
+        step = 2;
+    } else if (k == SCAN_DOUBLE && *p == '"') {
+        scan_pop(s);
+    } else if (*p == '$' && p[1] == '(') {
+        ok = scan_push(s, SCAN_SUBST);
+        step = 2;
+    } else if (*p == '`') {
+        if (k == SCAN_BACKQUOTE)
+            scan_pop(s);
+        else
+            ok = scan_push(s, SCAN_BACKQUOTE);
+    } else if (k == SCAN_DOUBLE) {
+        /* anything else is literal inside double quotes */
+    } else if (*p == '\'' || *p == '"') {
+        ok = scan_push(s, *p == '\'' ? SCAN_SINGLE : SCAN_DOUBLE);
+    } else if (k == SCAN_SUBST && *p == '(') {
+        s->parens[s->depth]++;
+    } else if (k == SCAN_SUBST && *p == ')') {
+        if (s->parens[s->depth] > 0)
+            s->parens[s->depth]--;
+        else
+            scan_pop(s);
+    } else if (*p == '#' && s->word_start) {
+        step = strcspn(p, "\n");
+    }
+    s->word_start = k != SCAN_SINGLE && k != SCAN_DOUBLE && strchr(" \t\n;&|()<>", *p) != NULL;
+    return ok ? step : 0;
+}
+
+/* The reference to a placeholder's variable that the shell expands to its value as one word,
+ * unparsed, at a place inside the given quotes. */
+static int put_reference(char *out, size_t cap, size_t *len, scan_kind where, const char *name, ddp_err *err)
+{
+    char var[96], ref[128];
+    command_var_name(name, var, sizeof var);
+    if (where == SCAN_DOUBLE)
+        snprintf(ref, sizeof ref, "${%s}", var);
+    else if (where == SCAN_SINGLE) /* close the quote, the variable in double quotes, reopen it */
+        snprintf(ref, sizeof ref, "'\"${%s}\"'", var);
+    else
+        snprintf(ref, sizeof ref, "\"${%s}\"", var);
+    return put(out, cap, len, ref, strlen(ref), err);
+}
+
+int command_expand(const char *tmpl, const char *const names[], int n, char *out, size_t cap, ddp_err *err)
 {
     size_t len = 0;
     int rc = put(out, cap, &len, "", 0, err);
+    shell_scan sc = {.kind = {SCAN_PLAIN}, .word_start = true};
     for (const char *p = tmpl; !rc && *p;) {
         const char *close = *p == '{' ? strchr(p, '}') : NULL;
         if (!close) {
-            rc = put(out, cap, &len, p++, 1, err);
+            size_t step = scan_step(&sc, p);
+            if (step == 0)
+                return ddp_fail(err, DDP_EUSAGE, "quotes and substitutions nested deeper than %d levels in \"%s\"",
+                                COMMAND_NEST_MAX - 1, tmpl);
+            rc = put(out, cap, &len, p, step, err);
+            p += step;
             continue;
         }
         size_t name_len = (size_t)(close - p - 1);
@@ -66,7 +156,8 @@ int command_expand(const char *tmpl, const char *const names[], const char *cons
             return ddp_fail(err, DDP_EUSAGE, "unknown placeholder {%.*s} in \"%s\" (known: %s)", (int)name_len,
                             p + 1, tmpl, known);
         }
-        rc = put_quoted(out, cap, &len, values[which], err);
+        rc = put_reference(out, cap, &len, sc.kind[sc.depth], names[which], err);
+        sc.word_start = false;
         p = close + 1;
     }
     return rc;
@@ -126,7 +217,59 @@ static bool read_available(int fd, output *o)
     }
 }
 
-static int spawn_shell(const char *cmd, int out_fd, pid_t *pid)
+/* environ without any DDPRUN_<NAME> of names, then DDPRUN_<NAME>=value for each; NULL when out
+ * of memory. Free with free_env. */
+static char **placeholder_env(const char *const names[], const char *const values[], int n)
+{
+    size_t count = 0;
+    while (environ[count])
+        count++;
+    char **env = calloc(count + (size_t)n + 1, sizeof *env);
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < count; i++) {
+        bool ours = false;
+        for (int j = 0; j < n && !ours; j++) {
+            char var[96];
+            command_var_name(names[j], var, sizeof var);
+            size_t vlen = strlen(var);
+            ours = strncmp(environ[i], var, vlen) == 0 && environ[i][vlen] == '=';
+        }
+        if (!ours)
+            env[k++] = environ[i];
+    }
+    size_t first_own = k;
+    for (int j = 0; j < n; j++) {
+        char var[96];
+        command_var_name(names[j], var, sizeof var);
+        size_t size = strlen(var) + 1 + strlen(values[j]) + 1;
+        if (!(env[k] = malloc(size))) {
+            while (k > first_own)
+                free(env[--k]);
+            free(env);
+            return NULL;
+        }
+        snprintf(env[k++], size, "%s=%s", var, values[j]);
+    }
+    env[k] = NULL;
+    /* the ones we made are last: free_env finds them from the end */
+    return env;
+}
+
+static void free_env(char **env, int n)
+{
+    if (!env)
+        return;
+    size_t k = 0;
+    while (env[k])
+        k++;
+    for (int j = 0; j < n; j++)
+        free(env[k - 1 - (size_t)j]);
+    free(env);
+}
+
+static int spawn_shell(const char *cmd, char **env, int out_fd, pid_t *pid)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -146,7 +289,7 @@ static int spawn_shell(const char *cmd, int out_fd, pid_t *pid)
         sigaddset(&reset, sigs[i]);
     posix_spawnattr_setsigdefault(&at, &reset);
     char *argv[] = {"sh", "-c", (char *)cmd, NULL};
-    int rc = posix_spawn(pid, "/bin/sh", &fa, &at, argv, environ);
+    int rc = posix_spawn(pid, "/bin/sh", &fa, &at, argv, env);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     return rc;
@@ -164,16 +307,23 @@ static int describe_end(int status, bool timed_out, double timeout_s, ddp_err *e
     return ddp_fail(err, DDP_ERUNTIME, "was killed by SIG%s", name ? name : "?");
 }
 
-int command_run(const char *cmd, double timeout_s, int log_fd, command_result *res, ddp_err *err)
+int command_run(const char *cmd, const char *const names[], const char *const values[], int n, double timeout_s,
+                int log_fd, command_result *res, ddp_err *err)
 {
     memset(res, 0, sizeof *res);
+    char **env = placeholder_env(names, values, n);
+    if (!env)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for the command's environment");
     int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC) != 0)
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
+        free_env(env, n);
         return ddp_fail(err, DDP_ERUNTIME, "pipe: %s", strerror(errno));
+    }
     fcntl(pfd[0], F_SETFL, O_NONBLOCK);
     pid_t pid;
     double t0 = monotonic_s();
-    int rc = spawn_shell(cmd, pfd[1], &pid);
+    int rc = spawn_shell(cmd, env, pfd[1], &pid);
+    free_env(env, n);
     close(pfd[1]);
     if (rc != 0) {
         close(pfd[0]);

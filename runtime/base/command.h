@@ -1,6 +1,13 @@
 /* command.h — running a user's shell command (checkpoint.upload_cmd, checkpoint.download_cmd):
- * placeholders filled with shell-quoted values, `/bin/sh -c` in a process group of its own, its
- * output kept, a time limit that ends the whole group.
+ * placeholders that reach the command as environment variables, `/bin/sh -c` in a process group
+ * of its own, its output kept, a time limit that ends the whole group.
+ *
+ * A {name} placeholder is never replaced by its value's text: it becomes a reference to the
+ * variable DDPRUN_<NAME> (DDPRUN_PATH for {path}), quoted for where it stands — "${DDPRUN_PATH}"
+ * outside quotes, ${DDPRUN_PATH} inside double quotes, '"${DDPRUN_PATH}"' inside single quotes —
+ * and command_run puts the value in that variable. The shell never parses the value, so a value
+ * holding quotes, $(...) or backquotes is one word, unchanged, whatever quotes the user wrote
+ * around the placeholder ({path}, "{path}" and '{path}' all work).
  *
  * The caller decides when a command runs and what its failure means; this module only runs it
  * and says how it ended. It must not print. It starts the child with posix_spawn (no fork of a
@@ -20,22 +27,28 @@ extern "C" {
 #define COMMAND_MAX 4096
 #define COMMAND_TAIL 512
 
-/* Copies tmpl into out, replacing each {name} whose name is in names[0..n) by values[i] in single
- * quotes (so a path with spaces or quotes stays one word). Any other {...} is a usage error naming
- * it, as is an out too small. */
-int command_expand(const char *tmpl, const char *const names[], const char *const values[], int n, char *out,
-                   size_t cap, ddp_err *err);
+/* Copies tmpl into out, replacing each {name} whose name is in names[0..n) by the reference to
+ * DDPRUN_<NAME> that suits the quotes around it (above). Any other {...} is a usage error naming
+ * it, as are an out too small and quotes or substitutions nested deeper than the scanner follows
+ * (COMMAND_NEST_MAX). */
+#define COMMAND_NEST_MAX 32
+int command_expand(const char *tmpl, const char *const names[], int n, char *out, size_t cap, ddp_err *err);
 
 typedef struct command_result {
     double seconds;               /* from start to exit (or to the kill on a timeout) */
     char tail[COMMAND_TAIL];      /* the last line of its output with text, "" if none */
 } command_result;
 
-/* Runs `/bin/sh -c cmd` with stdin from /dev/null and stdout+stderr appended to log_fd (when >= 0)
- * and scanned for the last line. Returns DDP_OK on exit status 0; otherwise DDP_ERUNTIME with err
- * saying how it ended: "exited with status N", "was killed by SIGx", or "did not finish within S
- * s" (then the group got SIGTERM and, 5 s later, SIGKILL). */
-int command_run(const char *cmd, double timeout_s, int log_fd, command_result *res, ddp_err *err);
+/* Runs `/bin/sh -c cmd` with DDPRUN_<NAME>=values[i] added to the environment for names[0..n)
+ * (names may be NULL when n is 0), stdin from /dev/null and stdout+stderr appended to log_fd
+ * (when >= 0) and scanned for the last line. Returns DDP_OK on exit status 0; otherwise
+ * DDP_ERUNTIME with err saying how it ended: "exited with status N", "was killed by SIGx", or
+ * "did not finish within S s" (then the group got SIGTERM and, 5 s later, SIGKILL). */
+int command_run(const char *cmd, const char *const names[], const char *const values[], int n, double timeout_s,
+                int log_fd, command_result *res, ddp_err *err);
+
+/* "DDPRUN_<NAME>" for a placeholder name, into out (cap bytes). */
+void command_var_name(const char *name, char *out, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -1,11 +1,14 @@
-/* dirs.c — make_dirs: mkdir on each prefix of the path in turn, ignoring the ones that exist. */
+/* dirs.c — make_dirs: mkdir on each prefix of the path in turn, ignoring the ones that exist; the
+ * writability probe; the directory fsync (dirs.h). */
 #include "dirs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int make_dirs(const char *path, ddp_err *err)
 {
@@ -23,4 +26,34 @@ int make_dirs(const char *path, ddp_err *err)
         if (saved == '\0')
             return DDP_OK;
     }
+}
+
+int make_writable_dir(const char *path, ddp_err *err)
+{
+    int rc = make_dirs(path, err);
+    if (rc)
+        return rc;
+    char probe[PATH_MAX];
+    if (snprintf(probe, sizeof probe, "%s/.ddprun-probe.%ld", path, (long)getpid()) >= (int)sizeof probe)
+        return ddp_fail(err, DDP_EUSAGE, "directory path too long: %s", path);
+    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ddp_fail(err, DDP_ERUNTIME, "cannot create a file in it: %s", strerror(errno));
+    close(fd);
+    if (unlink(probe) != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "cannot remove a file from it (%s): %s", probe, strerror(errno));
+    return DDP_OK;
+}
+
+int dir_fsync(const char *path, ddp_err *err)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return ddp_fail(err, DDP_ERUNTIME, "directory %s: open for fsync: %s", path, strerror(errno));
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    if (rc != 0 && e != EINVAL) /* some filesystems cannot fsync directories */
+        return ddp_fail(err, DDP_ERUNTIME, "directory %s: fsync: %s", path, strerror(e));
+    return DDP_OK;
 }

@@ -1,6 +1,7 @@
-/* dirs.h — `mkdir -p`: create a directory and every missing parent, as the run directory and the
- * checkpoint directory need. Permissions are 0777 before the umask, as mkdir(1) gives.
- * Must not remove or change anything that exists. */
+/* dirs.h — directories the run writes into: `mkdir -p` (the run directory and the checkpoint
+ * directory), a check at start that files can be created there, and the directory fsync that
+ * makes a rename or unlink in it durable. Permissions are 0777 before the umask, as mkdir(1)
+ * gives. Must not remove or change anything that exists (the check removes only its own file). */
 #ifndef DDP_DIRS_H
 #define DDP_DIRS_H
 
@@ -9,5 +10,14 @@
 /* DDP_OK when path is a directory afterwards (existing already is fine); DDP_ERUNTIME naming the
  * component that could not be created, or DDP_EUSAGE when path is longer than PATH_MAX. */
 int make_dirs(const char *path, ddp_err *err);
+
+/* make_dirs, then creates and removes an empty file ".ddprun-probe.<pid>" in path, so that a
+ * read-only filesystem or a directory this process may not write is found before any work depends
+ * on it. DDP_ERUNTIME saying which step failed and why. */
+int make_writable_dir(const char *path, ddp_err *err);
+
+/* fsync of the directory itself. A filesystem that cannot fsync directories (EINVAL) counts as
+ * done. DDP_ERUNTIME naming path and strerror otherwise. */
+int dir_fsync(const char *path, ddp_err *err);
 
 #endif

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -58,19 +59,6 @@ static int64_t parse_ckpt_name(const char *name)
     for (; *p >= '0' && *p <= '9' && digits < 18; p++, digits++)
         step = step * 10 + (*p - '0');
     return digits > 0 && strcmp(p, ".ddp") == 0 ? step : -1;
-}
-
-static int fsync_dir(const char *dir, ddp_err *err)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: open for fsync: %s", dir, strerror(errno));
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
-    if (rc != 0 && e != EINVAL)  /* some filesystems cannot fsync directories */
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: fsync: %s", dir, strerror(e));
-    return DDP_OK;
 }
 
 /* Removes ".ckpt-*.tmp.<pid>" files left by processes that no longer exist. */
@@ -219,7 +207,7 @@ int ckpt_write_atomic(const char *dir, const ckpt_state *s, char *final_path, dd
     if (rc && fd >= 0)
         unlink(tmp);   /* the previous checkpoints are untouched; only our temp goes */
     if (!rc)
-        rc = fsync_dir(dir, err);
+        rc = dir_fsync(dir, err) ? ddp_prefix(err, "checkpoint") : DDP_OK;
     ckpt_layout_free(&L);
     if (!rc && final_path)
         snprintf(final_path, CKPT_PATH_MAX, "%s", final);
@@ -234,6 +222,18 @@ static int by_step_desc(const void *a, const void *b)
 {
     int64_t x = ((const ckpt_entry *)a)->step, y = ((const ckpt_entry *)b)->step;
     return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Whether the entry is a regular file (through a symbolic link too): a directory or a device
+ * named like a checkpoint is none, and counts toward no keep_last. */
+static bool is_file(DIR *d, const struct dirent *de)
+{
+    if (de->d_type == DT_REG)
+        return true;
+    if (de->d_type != DT_UNKNOWN && de->d_type != DT_LNK)
+        return false;
+    struct stat st;
+    return fstatat(dirfd(d), de->d_name, &st, 0) == 0 && S_ISREG(st.st_mode);
 }
 
 /* Final checkpoint files in dir, newest step first. CKPT_NONE when dir does not exist. */
@@ -251,7 +251,7 @@ static int list_ckpts(const char *dir, ckpt_entry **out, int *n, ddp_err *err)
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         int64_t step = parse_ckpt_name(de->d_name);
-        if (step < 0)
+        if (step < 0 || !is_file(d, de))
             continue;
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
@@ -320,7 +320,7 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
             removed++;
     }
     free(e);
-    return removed ? fsync_dir(dir, err) : DDP_OK;
+    return removed && dir_fsync(dir, err) ? ddp_prefix(err, "checkpoint") : DDP_OK;
 }
 
 int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *err)

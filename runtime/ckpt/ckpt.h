@@ -27,6 +27,8 @@
 #define CKPT_MAX_RNG 64
 #define CKPT_PATH_MAX 4096
 #define CKPT_ALIGN 64      /* tensor data offsets are multiples of this */
+/* The training job's record of its settings: config_hashed_settings' text as u8 (docs/checkpoint-format.md). */
+#define CKPT_SETTINGS_TENSOR "meta/config"
 
 /* Returned by ckpt_find_latest when the directory holds no checkpoint file at all (or does not
  * exist): not an error, "start fresh". Negative so it never collides with an exit status. */
@@ -138,7 +140,7 @@ typedef struct ckpt_write_stats {
     double write_s;             /* background, until the file is durable: write + fsync + rename + dir fsync */
     double prune_s;             /* background, after that: removing checkpoints beyond keep_last */
     uint64_t bytes;             /* file size */
-    char path[CKPT_PATH_MAX];   /* final path */
+    char path[CKPT_PATH_MAX];   /* final path; "" when the last write failed or none finished */
 } ckpt_write_stats;
 
 /* A writer for dir (created, with parents, at the first write) keeping keep_last checkpoints

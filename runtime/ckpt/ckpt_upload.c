@@ -38,8 +38,9 @@ struct ckpt_uploader {
     int failed;
 };
 
-/* Opens the log for appending and writes a header line naming what runs. */
-static int open_log(const char *log_path, const char *what, const char *cmd)
+/* Opens the log for appending and writes a header line naming what runs and with which values. */
+static int open_log(const char *log_path, const char *what, const char *tmpl, const char *const names[],
+                    const char *const values[], int n)
 {
     int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -48,21 +49,31 @@ static int open_log(const char *log_path, const char *what, const char *cmd)
     time_t now = time(NULL);
     struct tm tm;
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
-    dprintf(fd, "=== %s %s: %s\n", stamp, what, cmd);
+    dprintf(fd, "=== %s %s: %s\n", stamp, what, tmpl);
+    for (int i = 0; i < n; i++) {
+        char var[96];
+        command_var_name(names[i], var, sizeof var);
+        dprintf(fd, "    {%s} = %s = %s\n", names[i], var, values[i]);
+    }
     return fd;
 }
 
-/* Runs one command; on failure err holds "`CMD` HOW ENDED: LAST LINE (output in LOG)". */
-static int run_logged(const char *what, const char *cmd, double timeout_s, const char *log_path,
-                      command_result *res, ddp_err *err)
+/* Runs the template tmpl with its placeholders' values; on failure err holds "`TMPL` HOW ENDED:
+ * LAST LINE (output in LOG)". */
+static int run_logged(const char *what, const char *tmpl, const char *const names[], const char *const values[],
+                      int n, double timeout_s, const char *log_path, command_result *res, ddp_err *err)
 {
-    int fd = open_log(log_path, what, cmd);
-    int rc = command_run(cmd, timeout_s, fd, res, err);
+    char cmd[COMMAND_MAX];
+    int rc = command_expand(tmpl, names, n, cmd, sizeof cmd, err);
+    if (rc != DDP_OK)
+        return rc;
+    int fd = open_log(log_path, what, tmpl, names, values, n);
+    rc = command_run(cmd, names, values, n, timeout_s, fd, res, err);
     if (fd >= 0)
         close(fd);
     if (rc != DDP_OK) {
         ddp_err why = *err;
-        ddp_fail(err, rc, "`%s` %s%s%s (output in %s)", cmd, why.msg, res->tail[0] ? ": " : "", res->tail,
+        ddp_fail(err, rc, "`%s` %s%s%s (output in %s)", tmpl, why.msg, res->tail[0] ? ": " : "", res->tail,
                  fd >= 0 ? log_path : "nowhere: the log could not be opened");
     }
     return rc;
@@ -70,7 +81,7 @@ static int run_logged(const char *what, const char *cmd, double timeout_s, const
 
 static void upload_one(ckpt_uploader *u, const upload_job *job)
 {
-    char dir[CKPT_PATH_MAX], step[24], cmd[COMMAND_MAX];
+    char dir[CKPT_PATH_MAX], step[24];
     snprintf(dir, sizeof dir, "%s", job->path);
     char *slash = strrchr(dir, '/');
     const char *name = slash ? slash + 1 : job->path;
@@ -80,9 +91,7 @@ static void upload_one(ckpt_uploader *u, const upload_job *job)
     const char *values[] = {job->path, name, dir, step};
     ddp_err e = {0};
     command_result res;
-    int rc = command_expand(u->cmd, ckpt_upload_placeholders, values, 4, cmd, sizeof cmd, &e);
-    if (rc == DDP_OK)
-        rc = run_logged("upload", cmd, u->timeout_s, u->log_path, &res, &e);
+    int rc = run_logged("upload", u->cmd, ckpt_upload_placeholders, values, 4, u->timeout_s, u->log_path, &res, &e);
     if (rc == DDP_OK) {
         log_info("checkpoint: %s uploaded in %.1f s (checkpoint.upload_cmd)", name, res.seconds);
         return;
@@ -192,19 +201,16 @@ void ckpt_uploader_destroy(ckpt_uploader *u)
 
 int ckpt_download(const char *cmd, const char *dir, double timeout_s, const char *log_path, ddp_err *err)
 {
-    char abs[PATH_MAX], expanded[COMMAND_MAX];
+    char abs[PATH_MAX];
     int rc = make_dirs(dir, err);
     if (rc != DDP_OK)
         return ddp_prefix(err, "checkpoint.dir");
     if (!realpath(dir, abs))
         snprintf(abs, sizeof abs, "%s", dir);
     const char *values[] = {abs};
-    rc = command_expand(cmd, ckpt_download_placeholders, values, 1, expanded, sizeof expanded, err);
-    if (rc != DDP_OK)
-        return ddp_prefix(err, "checkpoint.download_cmd");
     log_info("checkpoint: none in %s; fetching with checkpoint.download_cmd", dir);
     command_result res;
-    rc = run_logged("download", expanded, timeout_s, log_path, &res, err);
+    rc = run_logged("download", cmd, ckpt_download_placeholders, values, 1, timeout_s, log_path, &res, err);
     if (rc != DDP_OK)
         return ddp_prefix(err, "checkpoint.download_cmd");
     log_info("checkpoint: checkpoint.download_cmd finished in %.1f s", res.seconds);

@@ -84,7 +84,7 @@ static void *worker_main(void *arg)
         w->status_err = e;
         w->stats.write_s = t1 - t0;
         w->stats.prune_s = t2 - t1;
-        snprintf(w->stats.path, sizeof w->stats.path, "%s", path);
+        snprintf(w->stats.path, sizeof w->stats.path, "%s", rc == DDP_OK ? path : ""); /* "": not written */
         w->busy = false;
         pthread_cond_broadcast(&w->cv);
     }

@@ -1,9 +1,12 @@
 /* cloud_notice.c — the three providers' metadata endpoints, their answers and how this machine's
  * provider is recognised (cloud_notice.h). JSON answers are read with libyaml: JSON is YAML's flow
- * style, so the YAML library the config loader uses reads them. Must not keep state between
- * calls other than the cloud_session the caller owns. */
+ * style, so the YAML library the config loader uses reads them, held to JSON's shape (one object,
+ * double-quoted strings, nothing after it). Only an answer in the provider's documented format is
+ * a notice; anything else is described with its bytes escaped and cut short. Must not keep state
+ * between calls other than the cloud_session the caller owns. */
 #include "cloud_internal.h"
 
+#include <ctype.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,33 +116,85 @@ static bool fetch(const char *base, const char *path, bool put, const char *head
     return ok;
 }
 
+/* ---- untrusted text ------------------------------------------------------------------------ */
+
+/* text[0..n) into out as printable ASCII of at most max characters (cap > max + 32): '\\', '"'
+ * and every byte outside 0x20..0x7e escaped (\xNN), then "..." and the whole length when it was
+ * cut. What a metadata service sends is only ever shown this way. */
+static void escape_bounded(const char *text, size_t n, size_t max, char *out, size_t cap)
+{
+    size_t len = 0, i = 0;
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        char one[8];
+        int w = c == '\\' || c == '"' ? snprintf(one, sizeof one, "\\%c", c)
+                : c >= 0x20 && c < 0x7f ? snprintf(one, sizeof one, "%c", c)
+                                         : snprintf(one, sizeof one, "\\x%02x", c);
+        if (len + (size_t)w > max || len + (size_t)w >= cap)
+            break;
+        memcpy(out + len, one, (size_t)w);
+        len += (size_t)w;
+    }
+    out[len] = '\0';
+    if (i < n)
+        snprintf(out + len, cap - len, "... (%zu bytes)", n);
+}
+
+/* How much of an answer a description shows, in escaped characters. */
+#define SHOWN_CHARS 80
+
+static int not_documented(const char *who, const char *body, size_t len, char *what, size_t cap)
+{
+    char shown[SHOWN_CHARS + 40];
+    escape_bounded(body, len, SHOWN_CHARS, shown, sizeof shown);
+    snprintf(what, cap, "%s answered \"%s\", not the documented format; not taken for a notice", who, shown);
+    return -1;
+}
+
 /* ---- JSON through libyaml ------------------------------------------------------------------ */
 
-static bool json_load(yaml_document_t *doc, const char *text)
+/* Loads body[0..len) when it is one JSON object: no NUL byte, '{' first (after white space), the
+ * root a flow mapping, nothing but white space after it. libyaml reads more than JSON (YAML's
+ * block style, plain scalars); the readers below also insist on double-quoted strings. */
+static bool json_object_load(yaml_document_t *doc, const char *body, size_t len)
 {
+    size_t lead = 0;
+    while (lead < len && strchr(" \t\r\n", body[lead]) && body[lead])
+        lead++;
+    if (lead == len || body[lead] != '{' || memchr(body, '\0', len))
+        return false;
     yaml_parser_t p;
     if (!yaml_parser_initialize(&p))
         return false;
-    yaml_parser_set_input_string(&p, (const unsigned char *)text, strlen(text));
-    bool ok = yaml_parser_load(&p, doc) && yaml_document_get_root_node(doc) != NULL;
-    if (!ok && doc->nodes.start)
-        yaml_document_delete(doc);
+    yaml_parser_set_input_string(&p, (const unsigned char *)body, len);
+    bool ok = yaml_parser_load(&p, doc);
     yaml_parser_delete(&p);
+    if (!ok)
+        return false;
+    yaml_node_t *root = yaml_document_get_root_node(doc);
+    ok = root && root->type == YAML_MAPPING_NODE && root->data.mapping.style == YAML_FLOW_MAPPING_STYLE;
+    for (size_t i = ok ? root->end_mark.index : len; i < len; i++)
+        ok = ok && strchr(" \t\r\n", body[i]);
+    if (!ok)
+        yaml_document_delete(doc);
     return ok;
 }
 
-static const char *scalar(yaml_node_t *n)
+/* A JSON string's value, or NULL for anything else (a number, a plain YAML scalar, a list). */
+static const char *json_string(yaml_node_t *n)
 {
-    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+    return n && n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE
+               ? (const char *)n->data.scalar.value
+               : NULL;
 }
 
-/* The value under key in mapping node m, or NULL. */
+/* The value under the JSON key in mapping node m, or NULL. */
 static yaml_node_t *member(yaml_document_t *doc, yaml_node_t *m, const char *key)
 {
     if (!m || m->type != YAML_MAPPING_NODE)
         return NULL;
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
-        const char *k = scalar(yaml_document_get_node(doc, p->key));
+        const char *k = json_string(yaml_document_get_node(doc, p->key));
         if (k && strcmp(k, key) == 0)
             return yaml_document_get_node(doc, p->value);
     }
@@ -151,7 +206,7 @@ static bool list_has(yaml_document_t *doc, yaml_node_t *seq, const char *value)
     if (!seq || seq->type != YAML_SEQUENCE_NODE)
         return false;
     for (yaml_node_item_t *i = seq->data.sequence.items.start; i < seq->data.sequence.items.top; i++) {
-        const char *v = scalar(yaml_document_get_node(doc, *i));
+        const char *v = json_string(yaml_document_get_node(doc, *i));
         if (v && strcmp(v, value) == 0)
             return true;
     }
@@ -160,7 +215,17 @@ static bool list_has(yaml_document_t *doc, yaml_node_t *seq, const char *value)
 
 /* ---- the providers' answers ------------------------------------------------------------------ */
 
-int notice_parse_aws(long http_status, const char *body, char *what, size_t cap)
+/* "2017-09-18T08:22:00Z": the instance-action time, UTC, as AWS documents it. */
+static bool aws_time(const char *t)
+{
+    static const char shape[] = "dddd-dd-ddTdd:dd:ddZ";
+    for (size_t i = 0; i < sizeof shape; i++)
+        if (shape[i] == 'd' ? !isdigit((unsigned char)t[i]) : t[i] != shape[i])
+            return false;
+    return true;
+}
+
+int notice_parse_aws(long http_status, const char *body, size_t len, char *what, size_t cap)
 {
     if (http_status == 404) /* documented: no action is scheduled */
         return 0;
@@ -168,77 +233,78 @@ int notice_parse_aws(long http_status, const char *body, char *what, size_t cap)
         snprintf(what, cap, "AWS spot/instance-action answered HTTP %ld", http_status);
         return -1;
     }
+    /* documented: {"action": "stop" | "terminate" | "hibernate", "time": "2017-09-18T08:22:00Z"} */
     yaml_document_t doc;
-    const char *action = NULL, *when = NULL;
-    bool parsed = json_load(&doc, body);
-    if (parsed) {
-        yaml_node_t *root = yaml_document_get_root_node(&doc);
-        action = scalar(member(&doc, root, "action"));
-        when = scalar(member(&doc, root, "time"));
-    }
-    /* An answer of 200 is the notice itself; a body we cannot read still means the machine goes. */
-    if (action && when)
+    if (!json_object_load(&doc, body, len))
+        return not_documented("AWS spot/instance-action", body, len, what, cap);
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    const char *action = json_string(member(&doc, root, "action")), *when = json_string(member(&doc, root, "time"));
+    bool known = action && (!strcmp(action, "stop") || !strcmp(action, "terminate") || !strcmp(action, "hibernate"));
+    int rc = 1;
+    if (known && when && aws_time(when))
         snprintf(what, cap, "AWS spot/instance-action: %s at %s", action, when);
     else
-        snprintf(what, cap, "AWS spot/instance-action: %.120s", body);
-    if (parsed)
-        yaml_document_delete(&doc);
-    return 1;
+        rc = not_documented("AWS spot/instance-action", body, len, what, cap);
+    yaml_document_delete(&doc);
+    return rc;
 }
 
-int notice_parse_gcp(long http_status, const char *body, char *what, size_t cap)
+int notice_parse_gcp(long http_status, const char *body, size_t len, char *what, size_t cap)
 {
     if (http_status != 200) {
         snprintf(what, cap, "GCP instance/preempted answered HTTP %ld", http_status);
         return -1;
     }
-    if (strncmp(body, "TRUE", 4) == 0) {
+    size_t n = len; /* documented: TRUE or FALSE; a line end after it is tolerated */
+    while (n > 0 && (body[n - 1] == '\n' || body[n - 1] == '\r'))
+        n--;
+    if (n == 4 && memcmp(body, "TRUE", 4) == 0) {
         snprintf(what, cap, "GCP instance/preempted: TRUE");
         return 1;
     }
-    if (strncmp(body, "FALSE", 5) == 0)
+    if (n == 5 && memcmp(body, "FALSE", 5) == 0)
         return 0;
-    snprintf(what, cap, "GCP instance/preempted answered \"%.40s\", not TRUE or FALSE", body);
-    return -1;
+    return not_documented("GCP instance/preempted", body, len, what, cap);
 }
 
-/* An event of type Preempt that names this VM (any, while its name is unknown). */
+/* An event of type Preempt that names this VM (any, while its name is unknown); -1 when an event
+ * is not an object. */
 static int azure_preempt(yaml_document_t *doc, yaml_node_t *events, const char *vm_name, char *what, size_t cap)
 {
     for (yaml_node_item_t *i = events->data.sequence.items.start; i < events->data.sequence.items.top; i++) {
         yaml_node_t *ev = yaml_document_get_node(doc, *i);
-        const char *type = scalar(member(doc, ev, "EventType"));
+        if (!ev || ev->type != YAML_MAPPING_NODE)
+            return -1;
+        const char *type = json_string(member(doc, ev, "EventType"));
         if (!type || strcmp(type, "Preempt") != 0)
             continue;
         if (vm_name && vm_name[0] && !list_has(doc, member(doc, ev, "Resources"), vm_name))
             continue;
-        const char *id = scalar(member(doc, ev, "EventId")), *not_before = scalar(member(doc, ev, "NotBefore"));
-        snprintf(what, cap, "Azure Scheduled Events: Preempt (EventId %s, not before %s)", id ? id : "?",
-                 not_before && not_before[0] ? not_before : "now");
+        const char *id = json_string(member(doc, ev, "EventId")), *not_before = json_string(member(doc, ev, "NotBefore"));
+        char id_text[SHOWN_CHARS + 40], when_text[SHOWN_CHARS + 40];
+        escape_bounded(id ? id : "?", id ? strlen(id) : 1, SHOWN_CHARS, id_text, sizeof id_text);
+        escape_bounded(not_before && not_before[0] ? not_before : "now",
+                       not_before && not_before[0] ? strlen(not_before) : 3, SHOWN_CHARS, when_text, sizeof when_text);
+        snprintf(what, cap, "Azure Scheduled Events: Preempt (EventId %s, not before %s)", id_text, when_text);
         return 1;
     }
     return 0;
 }
 
-int notice_parse_azure(long http_status, const char *body, const char *vm_name, char *what, size_t cap)
+int notice_parse_azure(long http_status, const char *body, size_t len, const char *vm_name, char *what, size_t cap)
 {
     if (http_status != 200) {
         snprintf(what, cap, "Azure Scheduled Events answered HTTP %ld", http_status);
         return -1;
     }
+    /* documented: {"DocumentIncarnation": N, "Events": [{"EventId": ..., "EventType": ..., ...}, ...]} */
     yaml_document_t doc;
-    if (!json_load(&doc, body)) {
-        snprintf(what, cap, "Azure Scheduled Events answered something that is not JSON");
-        return -1;
-    }
+    if (!json_object_load(&doc, body, len))
+        return not_documented("Azure Scheduled Events", body, len, what, cap);
     yaml_node_t *events = member(&doc, yaml_document_get_root_node(&doc), "Events");
-    int rc;
-    if (!events || events->type != YAML_SEQUENCE_NODE) {
-        snprintf(what, cap, "Azure Scheduled Events answered without an Events list");
-        rc = -1;
-    } else {
-        rc = azure_preempt(&doc, events, vm_name, what, cap);
-    }
+    int rc = events && events->type == YAML_SEQUENCE_NODE ? azure_preempt(&doc, events, vm_name, what, cap) : -1;
+    if (rc < 0)
+        not_documented("Azure Scheduled Events", body, len, what, cap);
     yaml_document_delete(&doc);
     return rc;
 }
@@ -276,7 +342,7 @@ static int aws_poll(cloud_session *s, char *what, size_t cap)
     }
     if (r.status == 401)
         s->token[0] = '\0'; /* expired or revoked: a new one at the next poll */
-    return notice_parse_aws(r.status, r.body, what, cap);
+    return notice_parse_aws(r.status, r.body, r.len, what, cap);
 }
 
 static int gcp_poll(cloud_session *s, char *what, size_t cap)
@@ -286,7 +352,11 @@ static int gcp_poll(cloud_session *s, char *what, size_t cap)
         snprintf(what, cap, "GCP instance/preempted: %s", r.error);
         return -1;
     }
-    return notice_parse_gcp(r.status, r.body, what, cap);
+    if (r.status == 200 && !r.google) { /* the real service always says who it is */
+        snprintf(what, cap, "GCP instance/preempted answered without the header Metadata-Flavor: Google");
+        return -1;
+    }
+    return notice_parse_gcp(r.status, r.body, r.len, what, cap);
 }
 
 static int azure_poll(cloud_session *s, char *what, size_t cap)
@@ -301,7 +371,7 @@ static int azure_poll(cloud_session *s, char *what, size_t cap)
         snprintf(what, cap, "Azure Scheduled Events: %s", r.error);
         return -1;
     }
-    return notice_parse_azure(r.status, r.body, s->vm_name, what, cap);
+    return notice_parse_azure(r.status, r.body, r.len, s->vm_name, what, cap);
 }
 
 int cloud_poll(cloud_session *s, char *what, size_t cap)
@@ -349,9 +419,10 @@ cfg_notice cloud_detect(double timeout_s)
         curl_easy_getinfo(e[i], CURLINFO_RESPONSE_CODE, &r[i].status);
         char what[NOTICE_TEXT_MAX];
         bool answered = who[i] == NOTICE_AWS ? r[i].status == 200 && r[i].len > 0
-                        : who[i] == NOTICE_GCP ? r[i].google && notice_parse_gcp(r[i].status, r[i].body, what,
-                                                                                 sizeof what) >= 0
-                                               : notice_parse_azure(r[i].status, r[i].body, "", what, sizeof what) >= 0;
+                        : who[i] == NOTICE_GCP ? r[i].google && notice_parse_gcp(r[i].status, r[i].body, r[i].len,
+                                                                                 what, sizeof what) >= 0
+                                               : notice_parse_azure(r[i].status, r[i].body, r[i].len, "", what,
+                                                                    sizeof what) >= 0;
         if (answered && found == NOTICE_OFF)
             found = who[i];
         curl_multi_remove_handle(m, e[i]);

@@ -28,11 +28,15 @@ const char *cloud_name(cfg_notice provider); /* "AWS", "GCP", "Azure" */
  * NOTICE_OFF when none does. */
 cfg_notice cloud_detect(double timeout_s);
 
-/* Reading one provider's answer: 1 = a notice (what describes it), 0 = none, -1 = not an answer
- * of that provider (what says why). Exposed for the unit test. */
-int notice_parse_aws(long http_status, const char *body, char *what, size_t cap);
-int notice_parse_gcp(long http_status, const char *body, char *what, size_t cap);
-int notice_parse_azure(long http_status, const char *body, const char *vm_name, char *what, size_t cap);
+/* Reading one provider's answer, body[0..len) (not NUL-terminated; may hold NUL bytes): 1 = a
+ * notice in the provider's documented format (what describes it), 0 = none, -1 = not such an
+ * answer (what says why, the body's bytes escaped and cut short) — never a notice, however the
+ * HTTP status reads. AWS: 404 = none, 200 with {"action": stop|terminate|hibernate, "time":
+ * "YYYY-MM-DDTHH:MM:SSZ"}; GCP: TRUE / FALSE; Azure: {"Events": [...]} with an event of type
+ * Preempt naming vm_name (any Preempt event when vm_name is ""). Exposed for the unit test. */
+int notice_parse_aws(long http_status, const char *body, size_t len, char *what, size_t cap);
+int notice_parse_gcp(long http_status, const char *body, size_t len, char *what, size_t cap);
+int notice_parse_azure(long http_status, const char *body, size_t len, const char *vm_name, char *what, size_t cap);
 
 typedef struct notice_watch notice_watch;
 typedef void (*notice_fn)(const char *what, void *arg);

@@ -3,13 +3,16 @@
  * Owns the walk of YAML documents (libyaml document API) against the key table, the handling of
  * unknown and duplicate keys (with did-you-mean), syntax errors, and error locations
  * (FILE:LINE:COL, 1-based; overrides as `<override N>:1:COL`). Turning one node into a value
- * lives in config_keys.c; cross-key checks in config_check.c. Reads only the one YAML file. */
+ * lives in config_keys.c; cross-key checks in config_check.c. Also owns the loader's bounds
+ * (the file read up to a size limit, CFG_MAX_DEPTH nesting checked on libyaml's events before its
+ * document loader runs) and YAML's explicit tags. Reads only the one YAML file. */
 #include "config_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -150,6 +153,144 @@ static int unknown_key(const cfg_loader *L, cfg_pos at, const char *section, con
     return cfg_error(L, at, path, "unknown key (expected one of: %s)", allowed);
 }
 
+/* ---- bounds and explicit tags ---- */
+
+/* "tag:yaml.org,2002:int" -> "!!int"; other tags as written. */
+static const char *tag_shown(const char *tag, char *buf, size_t n)
+{
+    static const char core[] = "tag:yaml.org,2002:";
+    if (strncmp(tag, core, sizeof core - 1) == 0)
+        snprintf(buf, n, "!!%s", tag + sizeof core - 1);
+    else
+        snprintf(buf, n, "%s", tag);
+    return buf;
+}
+
+int cfg_check_tag(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key)
+{
+    const char *tag = nd->tag ? (const char *)nd->tag : "";
+    char shown[128];
+    if (nd->type == YAML_SCALAR_NODE) {
+        static const char *const scalars[] = {YAML_STR_TAG, YAML_INT_TAG, YAML_FLOAT_TAG, YAML_BOOL_TAG, YAML_NULL_TAG};
+        for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++)
+            if (!strcmp(tag, scalars[i]))
+                return DDP_OK;
+        return cfg_error(L, cfg_node_pos(s, nd), key, "unsupported tag %s (the core tags !!str, !!int, !!float, "
+                         "!!bool and !!null are)", tag_shown(tag, shown, sizeof shown));
+    }
+    const char *want = nd->type == YAML_SEQUENCE_NODE ? YAML_SEQ_TAG : YAML_MAP_TAG;
+    if (!strcmp(tag, want))
+        return DDP_OK;
+    return cfg_error(L, cfg_node_pos(s, nd), key, "tagged %s, but it is a %s", tag_shown(tag, shown, sizeof shown),
+                     nd->type == YAML_SEQUENCE_NODE ? "list" : "mapping");
+}
+
+/* Where the nodes with an explicit tag start (byte offsets, ascending): libyaml's document
+ * loader gives every untagged scalar the tag !!str, so `!!str 32` cannot be told from 32 there. */
+typedef struct tag_marks {
+    size_t *at;
+    size_t n, cap;
+} tag_marks;
+
+static int note_tag(tag_marks *t, size_t at, ddp_err *err)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 16;
+        size_t *grown = realloc(t->at, cap * sizeof *grown);
+        if (!grown)
+            return ddp_fail(err, DDP_ERUNTIME, "config: out of memory");
+        t->at = grown;
+        t->cap = cap;
+    }
+    t->at[t->n++] = at;
+    return DDP_OK;
+}
+
+static bool tagged_at(const tag_marks *t, size_t at)
+{
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->at[mid] == at)
+            return true;
+        if (t->at[mid] < at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+static int syntax_error(const cfg_loader *L, const yaml_parser_t *p, cfg_src s);
+
+/* One pass over the events of text before libyaml's document loader sees it: refuses lists and
+ * mappings nested deeper than CFG_MAX_DEPTH (the loader's time grows with the square of the
+ * depth) at the first one too deep, and notes the explicitly tagged nodes. */
+static int scan_events(cfg_loader *L, const cfg_src *s, const char *text, size_t len, tag_marks *tags)
+{
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p))
+        return ddp_fail(L->err, DDP_ERUNTIME, "libyaml: cannot initialize parser");
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    int depth = 0, rc = DDP_OK;
+    for (bool done = false; !done && rc == DDP_OK;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) {
+            rc = syntax_error(L, &p, *s);
+            break;
+        }
+        const yaml_char_t *tag = NULL;
+        if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT) {
+            tag = ev.type == YAML_SEQUENCE_START_EVENT ? ev.data.sequence_start.tag : ev.data.mapping_start.tag;
+            depth++;
+        } else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        } else if (ev.type == YAML_SCALAR_EVENT) {
+            tag = ev.data.scalar.tag;
+        }
+        done = ev.type == YAML_STREAM_END_EVENT;
+        if (depth > CFG_MAX_DEPTH)
+            rc = cfg_error(L, mark_pos(s, ev.start_mark), NULL, "lists and mappings nested deeper than %d levels",
+                           CFG_MAX_DEPTH);
+        else if (tag)
+            rc = note_tag(tags, ev.start_mark.index, L->err);
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&p);
+    return rc;
+}
+
+/* An explicit core tag decides how its scalar reads: !!str (and the non-specific `!`) as quoted
+ * text, !!int, !!float, !!bool and !!null as the plain scalar of that type would. */
+static void apply_tags(yaml_document_t *doc, const tag_marks *tags)
+{
+    for (yaml_node_t *nd = doc->nodes.start; tags->n && nd < doc->nodes.top; nd++) {
+        if (nd->type != YAML_SCALAR_NODE || !tagged_at(tags, nd->start_mark.index))
+            continue;
+        const char *tag = (const char *)nd->tag;
+        if (!strcmp(tag, YAML_STR_TAG))
+            nd->data.scalar.style = YAML_SINGLE_QUOTED_SCALAR_STYLE;
+        else if (!strcmp(tag, YAML_INT_TAG) || !strcmp(tag, YAML_FLOAT_TAG) || !strcmp(tag, YAML_BOOL_TAG) ||
+                 !strcmp(tag, YAML_NULL_TAG))
+            nd->data.scalar.style = YAML_PLAIN_SCALAR_STYLE;
+    }
+}
+
+/* Parses text (bounded, in memory) into doc: the event pass, then the document loader, then the
+ * tags applied. DDP_OK with doc to delete, or an error with nothing to delete. */
+static int load_text(cfg_loader *L, const cfg_src *s, const char *text, size_t len, yaml_parser_t *parser,
+                     yaml_document_t *doc)
+{
+    tag_marks tags = {0};
+    int rc = scan_events(L, s, text, len, &tags);
+    if (rc == DDP_OK && !yaml_parser_load(parser, doc))
+        rc = syntax_error(L, parser, *s);
+    if (rc == DDP_OK)
+        apply_tags(doc, &tags);
+    free(tags.at);
+    return rc;
+}
+
 /* ---- walking documents ---- */
 
 static int apply_mapping(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_node_t *map,
@@ -170,6 +311,9 @@ static int apply_node(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yam
     if (scalar_has_nul(node))
         return cfg_error(L, cfg_node_pos(s, node), key->path, "expected text without NUL bytes, got \"%.80s\\0...\"",
                          (const char *)node->data.scalar.value);
+    int rc = cfg_check_tag(L, s, node, key->path);
+    if (rc)
+        return rc;
     if (key->type != KT_SECTION)
         return cfg_parse_value(L, s, doc, node, key);
     if (node->type != YAML_MAPPING_NODE) {
@@ -251,7 +395,9 @@ static int apply_file_document(cfg_loader *L, yaml_parser_t *parser, yaml_docume
         cfg_describe(root, got, sizeof got);
         return cfg_error(L, cfg_node_pos(&src, root), NULL, "expected a mapping of settings at the top level, got %s", got);
     }
-    int rc = apply_mapping(L, &src, doc, root, "");
+    int rc = cfg_check_tag(L, &src, root, NULL);
+    if (rc == DDP_OK)
+        rc = apply_mapping(L, &src, doc, root, "");
     if (rc)
         return rc;
     yaml_document_t next;
@@ -264,7 +410,9 @@ static int apply_file_document(cfg_loader *L, yaml_parser_t *parser, yaml_docume
     return rc;
 }
 
-static int apply_file(cfg_loader *L, const char *path)
+/* The whole file, read up to max_bytes: a larger file, or a FIFO or device that never ends, is
+ * refused once the limit is passed. *text is NUL-terminated; free it. */
+static int read_bounded(cfg_loader *L, const char *path, size_t max_bytes, char **text, size_t *len)
 {
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
@@ -272,24 +420,49 @@ static int apply_file(cfg_loader *L, const char *path)
     FILE *f = fopen(path, "rb");
     if (!f)
         return ddp_fail(L->err, DDP_EUSAGE, "%s: cannot read config: %s", path, strerror(errno));
+    char *buf = malloc(max_bytes + 2);
+    size_t n = buf ? fread(buf, 1, max_bytes + 1, f) : 0;
+    int rc = DDP_OK;
+    if (!buf)
+        rc = ddp_fail(L->err, DDP_ERUNTIME, "%s: out of memory", path);
+    else if (ferror(f))
+        rc = ddp_fail(L->err, DDP_EUSAGE, "%s: cannot read config: %s", path, strerror(errno));
+    else if (n > max_bytes)
+        rc = ddp_fail(L->err, DDP_EUSAGE, "%s: cannot read config: larger than %zu bytes; a config is a few kilobytes",
+                      path, max_bytes);
+    fclose(f);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    return DDP_OK;
+}
+
+static int apply_file(cfg_loader *L, const char *path, size_t max_bytes)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc = read_bounded(L, path, max_bytes, &text, &len);
+    if (rc)
+        return rc;
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) {
-        fclose(f);
+        free(text);
         return ddp_fail(L->err, DDP_ERUNTIME, "%s: libyaml: cannot initialize parser", path);
     }
-    yaml_parser_set_input_file(&parser, f);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    const cfg_src src = {0, 0};
     yaml_document_t doc;
-    int rc;
-    if (!yaml_parser_load(&parser, &doc)) {
-        rc = syntax_error(L, &parser, (cfg_src){0, 0});
-    } else {
+    rc = load_text(L, &src, text, len, &parser, &doc);
+    if (rc == DDP_OK) {
         rc = apply_file_document(L, &parser, &doc);
         yaml_document_delete(&doc);
     }
-    if (!rc && ferror(f))
-        rc = ddp_fail(L->err, DDP_EUSAGE, "%s: cannot read config: %s", path, strerror(errno));
     yaml_parser_delete(&parser);
-    fclose(f);
+    free(text);
     return rc;
 }
 
@@ -342,9 +515,8 @@ static int apply_override(cfg_loader *L, int n, const char *text)
         return ddp_fail(L->err, DDP_ERUNTIME, "override %d: libyaml: cannot initialize parser", n);
     yaml_parser_set_input_string(&parser, (const unsigned char *)value, strlen(value));
     yaml_document_t doc;
-    if (!yaml_parser_load(&parser, &doc)) {
-        rc = syntax_error(L, &parser, src);
-    } else {
+    rc = load_text(L, &src, value, strlen(value), &parser, &doc);
+    if (rc == DDP_OK) {
         yaml_node_t *root = yaml_document_get_root_node(&doc);
         char expect[256];
         cfg_expect(cfg_key_at(k), expect, sizeof expect);
@@ -363,6 +535,12 @@ static int apply_override(cfg_loader *L, int n, const char *text)
 
 int config_load(const char *path, int n_overrides, char *const overrides[], config *out, ddp_err *err)
 {
+    return config_load_bounded(path, CFG_MAX_FILE_BYTES, n_overrides, overrides, out, err);
+}
+
+int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides, char *const overrides[],
+                        config *out, ddp_err *err)
+{
     if (cfg_key_count() > CFG_MAX_KEYS) /* a build error in spirit: the tables outgrew origin[] */
         return ddp_fail(err, DDP_ERUNTIME, "config: %d keys, raise CFG_MAX_KEYS (%d)", cfg_key_count(), CFG_MAX_KEYS);
     config work;
@@ -374,7 +552,7 @@ int config_load(const char *path, int n_overrides, char *const overrides[], conf
         if (strlen(path) >= sizeof work.source)
             return ddp_fail(err, DDP_EUSAGE, "%.200s...: config path too long", path);
         snprintf(work.source, sizeof work.source, "%s", path);
-        int rc = apply_file(&L, path);
+        int rc = apply_file(&L, path, max_file_bytes);
         if (rc)
             return rc;
     }

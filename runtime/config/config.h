@@ -122,15 +122,34 @@ typedef struct config {
     } checkpoint;
 } config;
 
+/* The loader's bounds: a config file is read up to CFG_MAX_FILE_BYTES (a FIFO or device that
+ * never ends too), and YAML collections nest at most CFG_MAX_DEPTH deep (the top-level mapping
+ * counts; a config needs 4). Beyond either, the load is refused naming where. */
+#define CFG_MAX_FILE_BYTES (1 << 20)
+#define CFG_MAX_DEPTH 32
+
 /* Fills *out with defaults, then the file, then the overrides; validates. */
 int config_load(const char *path, int n_overrides, char *const overrides[], config *out, ddp_err *err);
+/* config_load with a file size limit of its own instead of CFG_MAX_FILE_BYTES (fuzz_config's, so
+ * that its inputs reach the limit). */
+int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides, char *const overrides[],
+                        config *out, ddp_err *err);
 
-/* Writes the fully resolved config (every key, defaults included) as YAML to path. */
+/* Writes the fully resolved config (every key, defaults included) as YAML to path, replacing it
+ * atomically and durably; an error names the file and the system's reason. */
 int config_write_resolved(const config *c, const char *path, ddp_err *err);
 
 /* A stable 64-bit hash of the settings that must match for a bit-exact resume (model shape,
  * data, optimizer); stored in checkpoints. */
 uint64_t config_hash(const config *c);
+/* The settings config_hash covers, as the "path=value\n" lines it hashes (malloc'd, NUL-terminated;
+ * NULL when out of memory). Checkpoints store them (docs/checkpoint-format.md, meta/config). */
+char *config_hashed_settings(const config *c);
+/* Names the settings that differ between saved (text[0..saved_len) of config_hashed_settings from
+ * the run that saved; NULL when the checkpoint holds none) and c's, into out: "path SAVED (this
+ * run: NOW)", "path SAVED (not used by this run)", "path (not used by the saved run; this run:
+ * NOW)", comma-separated. Returns how many it named (0 also when saved is NULL). */
+int config_settings_changes(const char *saved, size_t saved_len, const config *c, char *out, size_t cap);
 
 const char *act_kind_name(act_kind a);
 

@@ -416,13 +416,12 @@ static int parse_command(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd,
     int rc = parse_str(L, s, nd, k->path, out);
     if (rc != DDP_OK)
         return rc;
-    static const char *const blank[] = {"", "", "", "", "", "", "", ""};
     int n = 0;
-    while (k->choices[n] && n < 8)
+    while (k->choices[n])
         n++;
     char expanded[COMMAND_MAX];
     ddp_err e = {0};
-    if (command_expand(out, k->choices, blank, n, expanded, sizeof expanded, &e) != DDP_OK)
+    if (command_expand(out, k->choices, n, expanded, sizeof expanded, &e) != DDP_OK)
         return cfg_error(L, cfg_node_pos(s, nd), k->path, "%s", e.msg);
     return DDP_OK;
 }
@@ -466,7 +465,9 @@ static int parse_hidden(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, c
     for (long i = 0; i < n; i++) {
         yaml_node_t *item = yaml_document_get_node(doc, nd->data.sequence.items.start[i]);
         snprintf(elem_key, sizeof elem_key, "%s[%ld]", k->path, i);
-        int rc = parse_int(L, s, item, elem_key, k->imin, k->imax, &sizes[i]);
+        int rc = cfg_check_tag(L, s, item, elem_key);
+        if (!rc)
+            rc = parse_int(L, s, item, elem_key, k->imin, k->imax, &sizes[i]);
         if (rc)
             return rc;
     }
@@ -491,7 +492,9 @@ static int parse_betas(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, co
     for (int i = 0; i < 2; i++) {
         yaml_node_t *item = yaml_document_get_node(doc, nd->data.sequence.items.start[i]);
         snprintf(elem_key, sizeof elem_key, "%s[%d]", k->path, i);
-        int rc = parse_num(L, s, item, elem_key, NR_UNIT, &b[i]);
+        int rc = cfg_check_tag(L, s, item, elem_key);
+        if (!rc)
+            rc = parse_num(L, s, item, elem_key, NR_UNIT, &b[i]);
         if (rc)
             return rc;
     }

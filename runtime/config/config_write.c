@@ -2,16 +2,21 @@
  *
  * config_write_resolved emits every key in table order through libyaml's emitter (so quoting
  * and escaping are libyaml's), numbers in the shortest text that reads back exactly, and
- * replaces the target atomically (temp file + rename). config_hash covers only what a bit-exact
- * resume depends on. This file must not parse YAML or validate values. */
+ * replaces the target atomically and durably (temp file, fsync, rename, directory fsync).
+ * config_hash covers only what a bit-exact resume depends on; the same settings as text go into
+ * checkpoints, so that a refused resume can name what changed. This file must not parse YAML or
+ * validate values. */
 #include "config_internal.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "runtime/base/dirs.h"
 
 const char *act_kind_name(act_kind a)
 {
@@ -190,15 +195,24 @@ int config_write_resolved(const config *c, const char *path, ddp_err *err)
     if (!f)
         return ddp_fail(err, DDP_ERUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
     int rc = write_to(f, c, path, err);
-    if (fflush(f) != 0 && !rc)
+    if ((fflush(f) != 0 || ferror(f)) && !rc)
         rc = ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", tmp, strerror(errno));
+    if (!rc && fsync(fileno(f)) != 0 && errno != EINVAL)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: fsync: %s", tmp, strerror(errno));
     if (fclose(f) != 0 && !rc)
         rc = ddp_fail(err, DDP_ERUNTIME, "%s: close failed: %s", tmp, strerror(errno));
     if (!rc && rename(tmp, path) != 0)
         rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-    if (rc)
+    if (rc) {
         unlink(tmp);
-    return rc;
+        return rc;
+    }
+    char dir[CFG_PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    return dir_fsync(slash ? (dir[0] ? dir : "/") : ".", err);
 }
 
 /* ---- resume hash ---- */
@@ -223,22 +237,121 @@ static bool relevant(const config *c, const cfg_key *k)
     return true;
 }
 
+/* The i-th hashed setting from *i on as "path=value\n" into line; its length, or -1 past the end. */
+static int next_hashed_line(const config *c, int *i, char *line, size_t cap)
+{
+    char value[CFG_PATH_MAX];
+    for (const cfg_key *k; (k = cfg_key_at(*i)); (*i)++) {
+        if (!k->hashed || !relevant(c, k))
+            continue;
+        cfg_format_value(c, k, value, sizeof value);
+        (*i)++;
+        return snprintf(line, cap, "%s=%s\n", k->path, value);
+    }
+    return -1;
+}
+
 /* FNV-1a 64 over "path=value\n" lines: the text form is independent of struct layout and
  * endianness, and numbers are in their exact shortest form. */
 uint64_t config_hash(const config *c)
 {
     uint64_t h = 0xcbf29ce484222325ull;
-    char line[CFG_PATH_MAX + CFG_KEY_MAX + 4], value[CFG_PATH_MAX];
-    const cfg_key *k;
-    for (int i = 0; (k = cfg_key_at(i)); i++) {
-        if (!k->hashed || !relevant(c, k))
-            continue;
-        cfg_format_value(c, k, value, sizeof value);
-        int len = snprintf(line, sizeof line, "%s=%s\n", k->path, value);
+    char line[CFG_PATH_MAX + CFG_KEY_MAX + 4];
+    int len;
+    for (int i = 0; (len = next_hashed_line(c, &i, line, sizeof line)) >= 0;) {
         for (int j = 0; j < len; j++) {
             h ^= (unsigned char)line[j];
             h *= 0x100000001b3ull;
         }
     }
     return h;
+}
+
+char *config_hashed_settings(const config *c)
+{
+    char line[CFG_PATH_MAX + CFG_KEY_MAX + 4];
+    size_t used = 0, cap = 4096;
+    char *out = malloc(cap);
+    int len;
+    for (int i = 0; out && (len = next_hashed_line(c, &i, line, sizeof line)) >= 0;) {
+        if (used + (size_t)len + 1 > cap) {
+            char *grown = realloc(out, cap = 2 * cap + (size_t)len);
+            if (!grown)
+                free(out);
+            out = grown;
+        }
+        if (out) {
+            memcpy(out + used, line, (size_t)len);
+            used += (size_t)len;
+        }
+    }
+    if (out)
+        out[used] = '\0';
+    return out;
+}
+
+/* ---- what changed between two runs' settings ---- */
+
+/* The value of path in lines (text[0..len) of "path=value\n"): its start, and its length in
+ * *vlen; NULL when path is not there. */
+static const char *setting_in(const char *text, size_t len, const char *path, size_t *vlen)
+{
+    size_t plen = strlen(path);
+    for (const char *p = text, *end = text + len; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *stop = nl ? nl : end;
+        if ((size_t)(stop - p) > plen && !memcmp(p, path, plen) && p[plen] == '=') {
+            *vlen = (size_t)(stop - p) - plen - 1;
+            return p + plen + 1;
+        }
+        p = stop + 1;
+    }
+    return NULL;
+}
+
+/* Appends one item to the comma-separated list in out (cut at cap). */
+static void add_item(char *out, size_t cap, int *named, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void add_item(char *out, size_t cap, int *named, const char *fmt, ...)
+{
+    size_t used = strlen(out);
+    if (*named && used + 2 < cap)
+        used += (size_t)snprintf(out + used, cap - used, ", ");
+    va_list ap;
+    va_start(ap, fmt);
+    if (used < cap)
+        vsnprintf(out + used, cap - used, fmt, ap);
+    va_end(ap);
+    (*named)++;
+}
+
+/* k's value in the saved and in this run's settings: named when they differ or one lacks it. */
+static void compare_key(const cfg_key *k, const char *saved, size_t saved_len, const char *now, size_t now_len,
+                        char *out, size_t cap, int *named)
+{
+    size_t a_len = 0, b_len = 0;
+    const char *a = setting_in(saved, saved_len, k->path, &a_len), *b = setting_in(now, now_len, k->path, &b_len);
+    int al = a_len > 80 ? 80 : (int)a_len, bl = b_len > 80 ? 80 : (int)b_len; /* paths can be long */
+    if (a && b && (a_len != b_len || memcmp(a, b, a_len)))
+        add_item(out, cap, named, "%s %.*s (this run: %.*s)", k->path, al, a, bl, b);
+    else if (a && !b)
+        add_item(out, cap, named, "%s %.*s (not used by this run)", k->path, al, a);
+    else if (!a && b)
+        add_item(out, cap, named, "%s (not used by the saved run; this run: %.*s)", k->path, bl, b);
+}
+
+int config_settings_changes(const char *saved, size_t saved_len, const config *c, char *out, size_t cap)
+{
+    out[0] = '\0';
+    char *now = config_hashed_settings(c);
+    if (!saved || !now) {
+        free(now);
+        return 0;
+    }
+    int named = 0;
+    const cfg_key *k;
+    for (int i = 0; (k = cfg_key_at(i)); i++)
+        if (k->hashed)
+            compare_key(k, saved, saved_len, now, strlen(now), out, cap, &named);
+    free(now);
+    return named;
 }

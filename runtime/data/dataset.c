@@ -1,14 +1,16 @@
 /* dataset.c — in-memory datasets: the Fashion-MNIST gzipped IDX reader, synthetic data, gathering.
  *
  * Owns the IDX format checks (magic, dimensions, matching counts, exact payload length, label
- * range) and the rule that a failed load leaves *out zeroed with nothing allocated. Decompression
- * is zlib's gz* API. It must not know about ranks, batching order or devices (sampler.h, device.h).
+ * range, the gzip framing around it) and the rule that a failed load leaves *out zeroed with nothing
+ * allocated. Decompression is zlib's inflate. It must not know about ranks, batching order or
+ * devices (sampler.h, device.h).
  */
 #include "dataset.h"
 #include "tokenizer.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,101 +23,210 @@
 #define FMNIST_SIDE 28
 #define FMNIST_CLASSES 10
 #define FMNIST_PACKAGE "dataset-fashion-mnist"
-/* Payloads are read in slices that fit gzread's unsigned length, into a buffer grown as data
- * arrives so a header that lies about a huge count fails on truncation, not on a giant malloc. */
+/* Compressed input is read in IN_CHUNK pieces; payloads are inflated in slices that fit zlib's
+ * unsigned lengths, into a buffer grown as data arrives so a header that lies about a huge count
+ * fails on truncation, not on a giant malloc. */
+#define IN_CHUNK ((size_t)1 << 18)
 #define READ_SLICE ((size_t)1 << 24)
 
+/* A gzipped IDX file as it is inflated. gzip's framing is checked here, not left to zlib's gz*
+ * API, which takes bytes after the stream for nothing and reports a trailer found while filling
+ * its buffer against whatever was being read: the file must start as gzip, a member that ends is
+ * followed by nothing or by another member (gzip(1) reads concatenated members as one), and a
+ * trailer that does not match is named as the trailer. */
 typedef struct idx_file {
     const char *path;
-    gzFile gz;
+    FILE *f;
+    z_stream zs;
+    bool inflating;       /* inflateInit2 succeeded */
+    bool at_end;          /* the last member ended and nothing follows */
+    uint8_t *in;          /* IN_CHUNK bytes of compressed input */
 } idx_file;
+
+/* Why inflating stopped short of what was asked. */
+typedef enum idx_stop {
+    IDX_DONE,             /* all of it */
+    IDX_END,              /* the data ended (the stream, or the file in the middle of it) */
+    IDX_TRUNCATED,        /* the file ended inside a gzip member */
+    IDX_CORRUPT,          /* zlib's data error (zs.msg) */
+    IDX_GARBAGE,          /* bytes after the last member that are no gzip member */
+    IDX_IO,               /* a read error (errno) */
+} idx_stop;
+
+static void idx_close(idx_file *f)
+{
+    if (f->inflating)
+        inflateEnd(&f->zs);
+    free(f->in);
+    if (f->f)
+        fclose(f->f);
+}
+
+/* Input for inflate when it has used what it had; false at the end of the file or on a read error
+ * (ferror says which). */
+static bool idx_refill(idx_file *f)
+{
+    if (f->zs.avail_in > 0)
+        return true;
+    size_t n = fread(f->in, 1, IN_CHUNK, f->f);
+    f->zs.next_in = f->in;
+    f->zs.avail_in = (uInt)n;
+    return n > 0;
+}
+
+/* After a member's end: another member follows (inflate reset for it), nothing does (at_end), or
+ * something else does (IDX_GARBAGE). */
+static idx_stop idx_next_member(idx_file *f)
+{
+    if (!idx_refill(f)) {
+        f->at_end = !ferror(f->f);
+        return f->at_end ? IDX_END : IDX_IO;
+    }
+    if (f->zs.avail_in == 1) { /* the second magic byte may be in the next read */
+        f->in[0] = f->zs.next_in[0];
+        size_t n = fread(f->in + 1, 1, IN_CHUNK - 1, f->f);
+        f->zs.next_in = f->in;
+        f->zs.avail_in = (uInt)(1 + n);
+    }
+    if (f->zs.avail_in < 2 || f->zs.next_in[0] != 0x1f || f->zs.next_in[1] != 0x8b)
+        return IDX_GARBAGE;
+    return inflateReset(&f->zs) == Z_OK ? IDX_DONE : IDX_CORRUPT;
+}
+
+/* Inflates up to len bytes into out; *got says how many came. IDX_DONE when all did. */
+static idx_stop idx_inflate(idx_file *f, uint8_t *out, size_t len, size_t *got)
+{
+    *got = 0;
+    while (*got < len) {
+        if (f->at_end)
+            return IDX_END;
+        bool more = idx_refill(f);
+        if (!more && ferror(f->f))
+            return IDX_IO;
+        size_t want = len - *got;
+        uInt slice = want > UINT_MAX ? UINT_MAX : (uInt)want;
+        f->zs.next_out = out + *got;
+        f->zs.avail_out = slice;
+        int r = inflate(&f->zs, Z_NO_FLUSH);
+        *got += slice - f->zs.avail_out;
+        if (r == Z_STREAM_END) {
+            idx_stop next = idx_next_member(f);
+            if (next != IDX_DONE && next != IDX_END)
+                return next;
+        } else if (r == Z_DATA_ERROR || r == Z_STREAM_ERROR || r == Z_NEED_DICT || r == Z_MEM_ERROR) {
+            return IDX_CORRUPT;
+        } else if (!more && r == Z_BUF_ERROR) {
+            return IDX_TRUNCATED;
+        }
+    }
+    return IDX_DONE;
+}
 
 static int idx_open(idx_file *f, const char *path, ddp_err *err)
 {
+    memset(f, 0, sizeof *f);
     f->path = path;
     errno = 0;
-    f->gz = gzopen(path, "rb");
-    if (!f->gz) {
+    f->f = fopen(path, "rb");
+    if (!f->f) {
         if (errno == ENOENT)
             return ddp_fail(err, DDP_EUSAGE, "%s: file not found (Fashion-MNIST is shipped by the "
                             "Debian package %s)", path, FMNIST_PACKAGE);
-        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot open: %s", path,
-                        errno ? strerror(errno) : "out of memory in zlib");
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot open: %s", path, strerror(errno));
     }
-    gzbuffer(f->gz, 1u << 18);
+    f->in = malloc(IN_CHUNK);
+    f->inflating = f->in && inflateInit2(&f->zs, 16 + MAX_WBITS) == Z_OK; /* gzip framing only */
+    if (!f->inflating) {
+        idx_close(f);
+        return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for zlib", path);
+    }
+    if (!idx_refill(f) && ferror(f->f)) {
+        idx_close(f);
+        return ddp_fail(err, DDP_ERUNTIME, "%s: read error: %s", path, strerror(errno));
+    }
+    if (f->zs.avail_in < 2 || f->in[0] != 0x1f || f->in[1] != 0x8b) { /* zlib would say only "incorrect header check" */
+        idx_close(f);
+        return ddp_fail(err, DDP_EUSAGE, "%s: not a gzip file (expected gzipped IDX data)", path);
+    }
     return DDP_OK;
 }
 
-/* zlib's message without the "path: " it prefixes, since our messages name the path already. */
-static const char *zlib_message(idx_file *f, int *zerr)
+/* Bytes of the file from the current read position on, plus what inflate has not used. */
+static long long idx_bytes_left(idx_file *f)
 {
-    const char *msg = gzerror(f->gz, zerr);
-    size_t len = strlen(f->path);
-    if (strncmp(msg, f->path, len) == 0 && msg[len] == ':' && msg[len + 1] == ' ')
-        msg += len + 2;
-    return msg;
+    long pos = ftell(f->f);
+    long long left = f->zs.avail_in;
+    if (pos >= 0 && fseek(f->f, 0, SEEK_END) == 0)
+        left += ftell(f->f) - pos;
+    return left;
 }
 
-/* Describes why gzread fell short: a zlib error (corrupt stream, I/O) or plain end of data. */
-static int idx_short_read(idx_file *f, const char *what, size_t want, size_t got, ddp_err *err)
+/* The error for a stop short of want bytes of what (got of them came). */
+static int idx_stopped(idx_file *f, idx_stop why, const char *what, size_t want, size_t got, ddp_err *err)
 {
-    int zerr = Z_OK;
-    const char *zmsg = zlib_message(f, &zerr);
-    if (zerr == Z_ERRNO)
+    const char *zmsg = f->zs.msg ? f->zs.msg : "unknown";
+    switch (why) {
+    case IDX_IO:
         return ddp_fail(err, DDP_ERUNTIME, "%s: read error in %s: %s", f->path, what, strerror(errno));
-    if (zerr != Z_OK && zerr != Z_BUF_ERROR)
+    case IDX_CORRUPT:
+        if (!strcmp(zmsg, "incorrect data check") || !strcmp(zmsg, "incorrect length check"))
+            return ddp_fail(err, DDP_EUSAGE, "%s: corrupt gzip stream: the %s in its trailer does not match the data "
+                            "(zlib: %s)", f->path, strstr(zmsg, "data") ? "CRC-32" : "length", zmsg);
         return ddp_fail(err, DDP_EUSAGE, "%s: corrupt gzip data in %s (zlib: %s)", f->path, what, zmsg);
-    return ddp_fail(err, DDP_EUSAGE, "%s: truncated: %s needs %zu bytes, only %zu present%s%s%s", f->path,
-                    what, want, got, zerr == Z_BUF_ERROR ? " (zlib: " : "",
-                    zerr == Z_BUF_ERROR ? zmsg : "", zerr == Z_BUF_ERROR ? ")" : "");
+    case IDX_GARBAGE:
+        return ddp_fail(err, DDP_EUSAGE, "%s: %lld bytes after the gzip stream, which are no gzip data", f->path,
+                        idx_bytes_left(f));
+    case IDX_TRUNCATED:
+    case IDX_END:
+    case IDX_DONE:
+        break;
+    }
+    return ddp_fail(err, DDP_EUSAGE, "%s: truncated: %s needs %zu bytes, only %zu present%s", f->path, what, want,
+                    got, why == IDX_TRUNCATED ? " (the gzip stream is cut short)" : "");
 }
 
 static int idx_read_exact(idx_file *f, void *buf, size_t len, const char *what, ddp_err *err)
 {
-    size_t got = 0;
-    while (got < len) {
-        size_t slice = len - got < READ_SLICE ? len - got : READ_SLICE;
-        int r = gzread(f->gz, (char *)buf + got, (unsigned)slice);
-        if (r <= 0)
-            return idx_short_read(f, what, len, got, err);
-        got += (size_t)r;
+    size_t got;
+    idx_stop why = idx_inflate(f, buf, len, &got);
+    return why == IDX_DONE ? DDP_OK : idx_stopped(f, why, what, len, got, err);
+}
+
+static int32_t be32s(const uint8_t *p)
+{
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3]);
+}
+
+/* Reads the magic and `ndims` dimensions; IDX dimensions are signed 32-bit integers, and a
+ * negative one is refused as such. */
+static int idx_read_header(idx_file *f, uint32_t magic, int32_t *dims, int ndims, ddp_err *err)
+{
+    uint8_t hdr[4 + 4 * 3];
+    int rc = idx_read_exact(f, hdr, 4 + 4 * (size_t)ndims, "the IDX header", err);
+    if (rc)
+        return rc;
+    uint32_t got = (uint32_t)be32s(hdr);
+    if (got != magic)
+        return ddp_fail(err, DDP_EUSAGE, "%s: bad IDX magic 0x%08x, expected 0x%08x (%s)", f->path,
+                        got, magic, magic == IDX_MAGIC_IMAGES ? "images" : "labels");
+    for (int i = 0; i < ndims; i++) {
+        dims[i] = be32s(hdr + 4 + 4 * i);
+        if (dims[i] < 0)
+            return ddp_fail(err, DDP_EUSAGE, "%s: IDX header: dimension %d is negative (%d)", f->path, i + 1, dims[i]);
     }
     return DDP_OK;
 }
 
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-/* Reads the magic and `ndims` dimensions. A file that is not gzip at all is rejected here:
- * zlib would otherwise pass its bytes through unchanged. */
-static int idx_read_header(idx_file *f, uint32_t magic, uint32_t *dims, int ndims, ddp_err *err)
-{
-    uint8_t hdr[4 + 4 * 3];
-    int rc = idx_read_exact(f, hdr, 4 + 4 * (size_t)ndims, "the IDX header", err);
-    if (gzdirect(f->gz))
-        return ddp_fail(err, DDP_EUSAGE, "%s: not a gzip file (expected gzipped IDX data)", f->path);
-    if (rc)
-        return rc;
-    uint32_t got = be32(hdr);
-    if (got != magic)
-        return ddp_fail(err, DDP_EUSAGE, "%s: bad IDX magic 0x%08x, expected 0x%08x (%s)", f->path,
-                        got, magic, magic == IDX_MAGIC_IMAGES ? "images" : "labels");
-    for (int i = 0; i < ndims; i++)
-        dims[i] = be32(hdr + 4 + 4 * i);
-    return DDP_OK;
-}
-
-/* Reads exactly len payload bytes into a new buffer, then insists the stream ends there
- * (reading past the payload also makes zlib verify the gzip CRC and length trailer). */
+/* Reads exactly len payload bytes into a new buffer, then insists the data ends there: no byte
+ * more, and the gzip stream's end (its trailer checked) with nothing after it. */
 static int idx_read_payload(idx_file *f, size_t len, const char *what, uint8_t **out, ddp_err *err)
 {
     size_t cap = len < READ_SLICE ? len : READ_SLICE, got = 0;
     uint8_t *buf = malloc(cap ? cap : 1);
     if (!buf)
         return ddp_fail(err, DDP_ERUNTIME, "%s: cannot allocate %zu bytes", f->path, cap);
-    while (got < len) {
+    idx_stop why = IDX_DONE;
+    while (got < len && why == IDX_DONE) {
         if (got == cap) {
             cap = len - cap < cap ? len : 2 * cap;
             uint8_t *grown = realloc(buf, cap);
@@ -125,25 +236,22 @@ static int idx_read_payload(idx_file *f, size_t len, const char *what, uint8_t *
             }
             buf = grown;
         }
-        size_t slice = cap - got < READ_SLICE ? cap - got : READ_SLICE;
-        int r = gzread(f->gz, buf + got, (unsigned)slice);
-        if (r <= 0) {
-            free(buf);
-            return idx_short_read(f, what, len, got, err);
-        }
-        got += (size_t)r;
+        size_t slice = cap - got < READ_SLICE ? cap - got : READ_SLICE, n;
+        why = idx_inflate(f, buf + got, slice, &n);
+        got += n;
     }
     uint8_t extra;
-    int r = gzread(f->gz, &extra, 1);
-    int zerr = Z_OK;
-    const char *zmsg = zlib_message(f, &zerr);
+    size_t n = 0;
     int rc = DDP_OK;
-    if (r > 0)
+    if (why != IDX_DONE)
+        rc = idx_stopped(f, why, what, len, got, err);
+    else if ((why = idx_inflate(f, &extra, 1, &n)) == IDX_DONE)
         rc = ddp_fail(err, DDP_EUSAGE, "%s: trailing data after the %zu bytes of %s the header declares",
                       f->path, len, what);
-    else if (zerr != Z_OK)
-        rc = ddp_fail(err, DDP_EUSAGE, "%s: corrupt or truncated gzip stream after %s (zlib: %s)",
-                      f->path, what, zmsg);
+    else if (why != IDX_END)
+        rc = why == IDX_TRUNCATED ? ddp_fail(err, DDP_EUSAGE, "%s: truncated gzip stream after %s (its end is missing)",
+                                             f->path, what)
+                                  : idx_stopped(f, why, what, len, got, err);
     if (rc) {
         free(buf);
         return rc;
@@ -174,12 +282,14 @@ static int load_labels(const char *path, int32_t **labels, uint32_t *count, ddp_
     int rc = idx_open(&f, path, err);
     if (rc)
         return rc;
-    rc = idx_read_header(&f, IDX_MAGIC_LABELS, count, 1, err);
+    int32_t dims[1] = {0};
+    rc = idx_read_header(&f, IDX_MAGIC_LABELS, dims, 1, err);
+    *count = rc ? 0 : (uint32_t)dims[0];
     if (!rc && *count == 0)
         rc = ddp_fail(err, DDP_EUSAGE, "%s: header declares 0 labels", path);
     if (!rc)
         rc = idx_read_payload(&f, *count, "labels", &raw, err);
-    gzclose(f.gz);
+    idx_close(&f);
     if (rc)
         return rc;
     for (uint32_t i = 0; i < *count && !rc; i++)
@@ -199,20 +309,20 @@ static int load_images(const char *path, uint32_t expect_count, const char *labe
                        ddp_err *err)
 {
     idx_file f;
-    uint32_t dims[3];
+    int32_t dims[3];
     int rc = idx_open(&f, path, err);
     if (rc)
         return rc;
     rc = idx_read_header(&f, IDX_MAGIC_IMAGES, dims, 3, err);
     if (!rc && (dims[1] != FMNIST_SIDE || dims[2] != FMNIST_SIDE))
-        rc = ddp_fail(err, DDP_EUSAGE, "%s: images are %ux%u, expected %dx%d", path, dims[1], dims[2],
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: images are %dx%d, expected %dx%d", path, dims[1], dims[2],
                       FMNIST_SIDE, FMNIST_SIDE);
-    if (!rc && dims[0] != expect_count)
-        rc = ddp_fail(err, DDP_EUSAGE, "%s: header declares %u images but %s has %u labels", path,
+    if (!rc && (uint32_t)dims[0] != expect_count)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: header declares %d images but %s has %u labels", path,
                       dims[0], labels_path, expect_count);
     if (!rc)
         rc = idx_read_payload(&f, (size_t)dims[0] * FMNIST_SIDE * FMNIST_SIDE, "images", images, err);
-    gzclose(f.gz);
+    idx_close(&f);
     return rc;
 }
 

@@ -3,11 +3,13 @@
  *
  * The input is cut at NUL bytes: the first part is the YAML file, each further part (up to 8) one
  * override as given to `ddprun -o`; an empty first part means no file at all (defaults plus
- * overrides, as tools and tests load configs). A rejected config only has to come back as an error. An
- * accepted one must survive the trip the training job makes: config_write_resolved, then
- * config_load of that file gives the same struct and the same config_hash (anything else is a
- * setting silently changed on resume), and so the harness aborts on a difference. It owns no
- * checks of its own beyond that round trip, and must not print for ordinary inputs. */
+ * overrides, as tools and tests load configs). The file is read with a size limit of
+ * FILE_MAX_BYTES, so that the loader's size bound, like its nesting bound, is within the fuzzer's
+ * reach. A rejected config only has to come back as an error. An accepted one must survive the
+ * trip the training job makes: config_write_resolved, then config_load of that file gives the
+ * same struct and the same config_hash (anything else is a setting silently changed on resume),
+ * and so the harness aborts on a difference. It owns no checks of its own beyond that round trip,
+ * and must not print for ordinary inputs. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,9 @@
 
 #define MAX_OVERRIDES 8
 #define INPUT_MAX_BYTES (64 * 1024) /* more YAML only costs time: the loader's branches are all reached below */
+/* The file size limit the loader is given here: CFG_MAX_FILE_BYTES (1 MiB) is past what the
+ * fuzzer writes, this one is not. CFG_MAX_DEPTH is reached as it is. */
+#define FILE_MAX_BYTES (INPUT_MAX_BYTES / 2)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -39,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     static config c, again; /* 30 KB each: off the stack */
     ddp_err err = {0};
-    if (config_load(parts[0].n ? path : NULL, n_over, overrides, &c, &err) == DDP_OK) {
+    if (config_load_bounded(parts[0].n ? path : NULL, FILE_MAX_BYTES, n_over, overrides, &c, &err) == DDP_OK) {
         if (config_write_resolved(&c, resolved, &err) != DDP_OK) {
             fprintf(stderr, "accepted config cannot be written back: %s\n", err.msg);
             abort();

@@ -10,7 +10,9 @@ time it first did). Requests without the provider's required header (AWS: an IMD
 PUT /latest/api/token; GCP: Metadata-Flavor: Google; Azure: Metadata: true) are refused as the
 real services refuse them, and each refusal is logged to DIR/requests.log with "REFUSED".
 Azure also lists a Preempt event for another VM of the scale set from the start: only events that
-name this VM (vm-under-test) concern it.
+name this VM (vm-under-test) concern it. While DIR/garbage exists, the notice endpoint answers 200
+with bytes that are no notice (random bytes, escapes and NULs among them), as a broken service or
+a captive proxy might.
 """
 import http.server
 import json
@@ -82,9 +84,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         getattr(self, "get_" + PROVIDER)()
 
+    def garbage(self):
+        body = b"\x1b[2J\x00" + os.urandom(300)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def get_aws(self):
         if self.headers.get("X-aws-ec2-metadata-token") not in TOKENS:
             return self.refuse(401, "IMDSv2 token missing or unknown")
+        if self.path == "/latest/meta-data/spot/instance-action" and os.path.exists(os.path.join(DIR, "garbage")):
+            return self.garbage()
         if self.path == "/latest/meta-data/spot/instance-action" and notice_due():
             return self.reply(200, '{"action": "terminate", "time": "2026-11-25T18:02:00Z"}')
         self.reply(404, "Not Found")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checkpoints off the instance's disk: checkpoint.dir elsewhere, checkpoint.upload_cmd after each
 # save (in the background, never blocking training; a failing, a slow and a hanging command), and
-# checkpoint.download_cmd fetching the newest checkpoint when a fresh machine resumes. Local
-# commands stand in for `aws s3 cp`.
+# checkpoint.download_cmd fetching the newest checkpoint when a fresh machine resumes; placeholder
+# values with shell syntax in them, inside double, single or no quotes. Local commands stand in for
+# `aws s3 cp`.
 source "$(dirname "$0")/../../lib.sh"
 RUN=(train.max_steps=40 checkpoint.every_steps=10 checkpoint.keep_last=1 checkpoint.resume=auto)
 np2() { "$DDPRUN" -np 2 "$SMALL" "$@"; }
@@ -83,6 +84,25 @@ check "failed download: no training happened" [ ! -e "$TMP/dlfail/checkpoints/ck
 np2 run.dir="$TMP/dlnone" "${RUN[@]}" checkpoint.download_cmd="true" >"$TMP/dlnone.log" 2>&1
 check "download with nothing to fetch: starts fresh" [ $? -eq 0 ]
 check "download with nothing to fetch: said so" grep -q "brought no checkpoint" "$TMP/dlnone.log"
+
+# a placeholder's value reaches the command as one word, unchanged, whatever quotes the user put
+# around it: a directory named like a command substitution runs nothing, and '{path}' works
+mkdir -p "$TMP/cwd" "$TMP/q-remote"
+for quoted in '"{path}"' "'{path}'" '{path}'; do
+    tag=$(echo "$quoted" | tr -d '{}' | tr "\"'" 'dq')
+    rm -rf "$TMP/q-remote/"* "$TMP/cwd/"*
+    (cd "$TMP/cwd" && np2 run.dir="$TMP/q-$tag" train.max_steps=5 checkpoint.keep_last=1 \
+        checkpoint.dir="$TMP/q-$tag/ck \$(touch pwned) \`touch pwned2\`" \
+        checkpoint.upload_cmd="cp $quoted $TMP/q-remote/ && echo got $quoted") >"$TMP/q-$tag.log" 2>&1
+    check "upload_cmd with $quoted: job completes" [ $? -eq 0 ]
+    check "upload_cmd with $quoted: uploaded" [ -f "$TMP/q-remote/ckpt-00000005.ddp" ]
+    check "upload_cmd with $quoted: no upload failed" bash -c "! grep -q 'upload of .* failed' '$TMP/q-$tag.log'"
+    check "upload_cmd with $quoted: the name's command substitutions did not run" \
+        bash -c "[ -z \"\$(ls -A '$TMP/cwd')\" ]"
+    check "upload_cmd with $quoted: the command saw the path as it is" \
+        grep -qF "got $TMP/q-$tag/ck \$(touch pwned) \`touch pwned2\`/ckpt-00000005.ddp" \
+        "$TMP/q-$tag/checkpoint-commands.log"
+done
 
 # a placeholder typo is a config error naming where it is
 np2 run.dir="$TMP/typo" checkpoint.upload_cmd="cp {paht} /x" >"$TMP/typo.log" 2>&1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # llm.c model files and text generation end to end, on a tiny GPT-2 trained for 2 steps on byte
 # tokens (scripts/prepare-text --tokenizer bytes of README.md): `ddprun ckpt export --format llmc`
-# writes llm.c's header and size; a run at np=2 started from that file by checkpoint.init_from
+# writes llm.c's header and size, refuses an existing output without --force and the checkpoint
+# itself always; a run at np=2 started from that file by checkpoint.init_from
 # (with a learning rate too small to move a float) exports byte-identical parameters and generates
 # the same text; init_from of another shape is refused naming both, nothing written; a resumed run
 # does not read init_from; an MLP checkpoint is refused by export and generate; `ddprun generate`
@@ -45,6 +46,30 @@ sys.exit(0 if h[:8] == (20240326, 3, 48, 256, 2, 2, 32, 256) and not any(h[8:]) 
          f"header {h[:8]}, {len(d)} bytes, expected {want}")
 EOF
 check "llm.c header and size" [ $? -eq 0 ]
+
+# an existing output is refused unless --force; the checkpoint itself never, by any path to it
+cp "$A" "$TMP/a.copy"
+for same in "$A" "$TMP/a/checkpoints/../checkpoints/ckpt-00000002.ddp"; do
+    for force in "" --force; do
+        "$DDPRUN" ckpt export --format llmc $force "$A" "$same" >/dev/null 2>"$TMP/err"
+        rc=$?
+        check "export onto the checkpoint itself ($force $same): exit 2 (got $rc)" [ $rc -eq 2 ]
+        check "saying so" grep -q "is the checkpoint being exported" "$TMP/err"
+    done
+done
+ln -s "$A" "$TMP/a.link"
+"$DDPRUN" ckpt export --format llmc --force "$TMP/a.link" "$A" >/dev/null 2>"$TMP/err"
+check "export of a link onto its target: exit 2" [ $? -eq 2 ]
+check "the checkpoint is unchanged" cmp "$A" "$TMP/a.copy"
+cp "$TMP/out/a.bin" "$TMP/a.bin.copy"
+printf 'keep me' >"$TMP/out/other.bin"
+"$DDPRUN" ckpt export --format llmc "$A" "$TMP/out/other.bin" >/dev/null 2>"$TMP/err"
+check "export onto an existing file: exit 2" [ $? -eq 2 ]
+check "naming --force" grep -q "other.bin exists.*--force" "$TMP/err"
+check "the file is unchanged" [ "$(cat "$TMP/out/other.bin")" = "keep me" ]
+"$DDPRUN" ckpt export --format llmc --force "$A" "$TMP/out/other.bin" >/dev/null 2>&1
+check "--force replaces it" cmp "$TMP/out/other.bin" "$TMP/a.bin.copy"
+rm -f "$TMP/out/other.bin"
 
 for bad in "--format onnx $A x.bin" "$A $TMP/out/b.bin" "--format llmc $A"; do
     "$DDPRUN" ckpt export $bad >/dev/null 2>"$TMP/err"

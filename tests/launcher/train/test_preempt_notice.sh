@@ -4,7 +4,7 @@
 # starts announcing the preemption, the np=2 job saves and exits 75 within the poll interval plus
 # the save time, naming the notice; the checkpoint resumes. `auto` finds GCP and Azure by their
 # answers; with no metadata service it stays silent and the job ends normally. Azure's event for
-# another VM of the scale set does not stop the job.
+# another VM of the scale set does not stop the job, nor does an AWS answer of 200 that is garbage.
 source "$(dirname "$0")/../../lib.sh"
 POLL=0.5
 LONG=(model.mlp.hidden=[512,512] optimizer.kind=adamw optimizer.nesterov=false train.max_steps=3000
@@ -70,6 +70,20 @@ check "azure: the event for another VM was not taken for this one" bash -c "! gr
 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/aws/run" "${LONG[@]}" train.max_steps=60 checkpoint.resume=auto \
     >"$TMP/resume.log" 2>&1
 check "the job resumes from the notice's checkpoint" grep -q "resumed from .*ckpt-" "$TMP/resume.log"
+
+# a service answering 200 with garbage: no notice; reported once, escaped; the job ends normally
+mkdir -p "$TMP/garbage/meta"
+touch "$TMP/garbage/meta/garbage"
+start_server aws "$TMP/garbage/meta"
+"$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/garbage/run" train.max_steps=40 checkpoint.notice_poll_s=$POLL \
+    checkpoint.preemption_notice=aws >"$TMP/garbage/job.log" 2>&1
+rc=$?
+stop_server
+check "aws answering garbage: the job completes (exit 0, got $rc)" [ $rc -eq 0 ]
+check "aws answering garbage: not taken for a notice" bash -c "! grep -q 'preemption notice:' '$TMP/garbage/job.log'"
+check "aws answering garbage: reported once" [ "$(grep -c 'not the documented format' "$TMP/garbage/job.log")" -eq 1 ]
+check "aws answering garbage: its bytes escaped" grep -q 'answered "\\x1b\[2J\\x00' "$TMP/garbage/job.log"
+check "aws answering garbage: the log is printable text" bash -c "! LC_ALL=C grep -q '[^[:print:][:space:]]' '$TMP/garbage/job.log'"
 
 # auto with no metadata service: silent, and the job ends normally
 export DDPRUN_METADATA_URL=http://127.0.0.1:9   # discard port: connection refused

@@ -3,8 +3,8 @@
 # bit-exact resume after a stop at a non-checkpoint step (np=1, np=2, stop seen by one rank
 # only), resume from the previous checkpoint when the newest is corrupt or truncated,
 # a world-size change that uses every sample of the interrupted epoch exactly once, a
-# checkpoint of another model refused naming both models, and one of the previous format
-# version refused saying why.
+# checkpoint of another model refused naming both models, one saved with other settings refused
+# naming each setting that differs, and one of the previous format version refused saying why.
 source "$(dirname "$0")/../../lib.sh"
 COMMON=(optimizer.kind=adamw optimizer.nesterov=false optimizer.lr=2e-3 train.max_steps=40 checkpoint.every_steps=15)
 
@@ -91,6 +91,18 @@ check "the refusal names the checkpoint's model and this run's" grep -qF \
     "checkpoint was written for mlp hidden=[64,32] activation=relu in=784 classes=10, this run builds mlp hidden=[64] activation=relu in=784 classes=10" \
     "$TMP/other-model.log"
 check "the refused run wrote nothing into its run.dir" [ ! -e "$TMP/other-model" ]
+
+# A checkpoint saved with other settings (of those config_hash covers) is refused naming each
+# setting that differs, with the value it was saved with and this run's.
+worker 1 "$TMP/other-settings" "${COMMON[@]}" optimizer.lr=3e-3 run.seed=7 optimizer.kind=sgd optimizer.momentum=0.5 \
+    checkpoint.resume="$ckpt40" >"$TMP/other-settings.log" 2>&1
+rc=$?
+check "checkpoint of other settings: resume refused as a usage error (rc $rc)" [ $rc -eq 2 ]
+for named in "run.seed 42 (this run: 7)" "optimizer.kind adamw (this run: sgd)" "optimizer.lr 0.002 (this run: 0.003)" \
+    "optimizer.betas [0.9, 0.999] (not used by this run)" "optimizer.momentum (not used by the saved run; this run: 0.5)"; do
+    check "the refusal names $named" grep -qF "$named" "$TMP/other-settings.log"
+done
+check "and nothing that did not change" bash -c "! grep -q 'data.batch_size' '$TMP/other-settings.log'"
 
 # The previous format version (1) recorded the model kind only; this build refuses it, saying
 # why. The version-1 file is this run's checkpoint with its version field set to 1 and the

@@ -1,5 +1,6 @@
-/* test_command.c — runtime/base/command.c: placeholders filled with shell-quoted values (a path
- * with spaces, quotes and $ stays one word and is not expanded), unknown placeholders refused, and
+/* test_command.c — runtime/base/command.c: placeholders reach the command as environment
+ * variables (a value with spaces, quotes, $(...) and backquotes stays one word and is never run,
+ * inside double, single or no quotes, and inside $(...) and `...`), unknown placeholders refused, and
  * how a command ended: status, signal, time limit (the whole process group ended), its output in
  * the log and its last line kept. */
 #include <fcntl.h>
@@ -13,31 +14,71 @@
 
 static const char *const names[] = {"path", "dir"};
 
+/* Expands tmpl, runs it with values for {path} and {dir}, and returns what it printed (its last
+ * line) in tail; the command's status is checked. */
+static void run_template(const char *tmpl, const char *path, const char *dir, char *tail, size_t cap)
+{
+    char cmd[1024];
+    ddp_err err = {0};
+    const char *values[] = {path, dir};
+    CHECK_EQ_INT(command_expand(tmpl, names, 2, cmd, sizeof cmd, &err), DDP_OK);
+    command_result res;
+    int rc = command_run(cmd, names, values, 2, 10, -1, &res, &err);
+    CHECK(rc == DDP_OK, "`%s` as `%s`: %s", tmpl, cmd, err.msg);
+    snprintf(tail, cap, "%s", res.tail);
+}
+
 static void test_expand(void)
 {
     char out[256];
     ddp_err err = {0};
-    const char *values[] = {"/a b/it's $HOME.ddp", "/d"};
-    CHECK_EQ_INT(command_expand("cp {path} {dir}/x {path}", names, values, 2, out, sizeof out, &err), DDP_OK);
-    CHECK(strcmp(out, "cp '/a b/it'\\''s $HOME.ddp' '/d'/x '/a b/it'\\''s $HOME.ddp'") == 0, "got %s", out);
-    /* the shell sees the value unchanged, as one word */
-    char cmd[512], res_path[] = "/tmp/ddp_cmd_XXXXXX";
-    int fd = mkstemp(res_path);
-    CHECK(fd >= 0, "mkstemp");
-    command_result res;
-    snprintf(cmd, sizeof cmd, "printf '%%s|' %s", out + 3);
-    CHECK_EQ_INT(command_run(cmd, 10, fd, &res, &err), DDP_OK);
-    CHECK(strcmp(res.tail, "/a b/it's $HOME.ddp|/d/x|/a b/it's $HOME.ddp|") == 0, "the shell got %s", res.tail);
-    close(fd);
-    unlink(res_path);
-    CHECK_EQ_INT(command_expand("cp {paht} x", names, values, 2, out, sizeof out, &err), DDP_EUSAGE);
+    CHECK_EQ_INT(command_expand("cp {path} {dir}/x \"{path}\" '{dir}'", names, 2, out, sizeof out, &err), DDP_OK);
+    CHECK(strcmp(out, "cp \"${DDPRUN_PATH}\" \"${DDPRUN_DIR}\"/x \"${DDPRUN_PATH}\" ''\"${DDPRUN_DIR}\"''") == 0,
+          "got %s", out);
+    CHECK_EQ_INT(command_expand("cp {paht} x", names, 2, out, sizeof out, &err), DDP_EUSAGE);
     CHECK_STR_CONTAINS(err.msg, "{paht}");
     CHECK_STR_CONTAINS(err.msg, "{path}, {dir}");
-    CHECK_EQ_INT(command_expand("echo {} {", names, values, 2, out, sizeof out, &err), DDP_EUSAGE);
-    CHECK_EQ_INT(command_expand("echo {", names, values, 2, out, sizeof out, &err), DDP_OK);
+    CHECK_EQ_INT(command_expand("echo {} {", names, 2, out, sizeof out, &err), DDP_EUSAGE);
+    CHECK_EQ_INT(command_expand("echo {", names, 2, out, sizeof out, &err), DDP_OK);
     CHECK(strcmp(out, "echo {") == 0, "a lone brace stays: %s", out);
-    CHECK_EQ_INT(command_expand("{path}{path}{path}", names, values, 2, out, 40, &err), DDP_EUSAGE);
+    CHECK_EQ_INT(command_expand("{path}{path}{path}", names, 2, out, 40, &err), DDP_EUSAGE);
     CHECK_STR_CONTAINS(err.msg, "longer than 39 bytes");
+    char deep[128] = "echo ";
+    for (int i = 0; i < 40; i++)
+        strcat(deep, "$(");
+    CHECK_EQ_INT(command_expand(deep, names, 2, out, sizeof out, &err), DDP_EUSAGE);
+    CHECK_STR_CONTAINS(err.msg, "nested deeper than");
+}
+
+/* A value reaches the command as one word, unchanged and never run, whatever it holds and
+ * whatever quotes surround its placeholder. */
+static void test_values_unparsed(void)
+{
+    char marker[64], dir[320];
+    snprintf(marker, sizeof marker, "/tmp/ddp_cmd_pwned_%d", (int)getpid());
+    snprintf(dir, sizeof dir, "/d $(touch %s) `touch %s` \"; touch %s; \" '; touch %s; '", marker, marker, marker,
+             marker);
+    const char *values[] = {"/a b/it's $HOME.ddp", dir};
+    const char *const templates[] = {
+        "printf '%s|' {path} {dir}",
+        "printf '%s|' \"{path}\" \"{dir}\"",
+        "printf '%s|' '{path}' '{dir}'",
+        "printf '%s|' \"{path}\"'{dir}'",                       /* two quotings, one word */
+        "printf '%s|' \"$(printf %s \"{path}\")\" \"$(printf %s '{dir}')\"", /* inside $(...) */
+        "printf '%s|' \"`printf %s {path}`\" \"`printf %s '{dir}'`\"",     /* inside `...` */
+        "printf '%s|' \"$DDPRUN_PATH\" {dir} # it's a comment with {path}",
+    };
+    char want[4][512];
+    snprintf(want[0], sizeof want[0], "%s|%s|", values[0], values[1]);
+    snprintf(want[1], sizeof want[1], "%s%s|", values[0], values[1]);
+    for (size_t i = 0; i < sizeof templates / sizeof templates[0]; i++) {
+        char tail[COMMAND_TAIL];
+        run_template(templates[i], values[0], values[1], tail, sizeof tail);
+        const char *expect = i == 3 ? want[1] : want[0];
+        CHECK(strcmp(tail, expect) == 0, "`%s` printed\n  %s\nnot\n  %s", templates[i], tail, expect);
+    }
+    CHECK(access(marker, F_OK) != 0, "a value's $(...), `...` or quotes ran a command");
+    unlink(marker);
 }
 
 static void test_outcomes(void)
@@ -46,21 +87,21 @@ static void test_outcomes(void)
     command_result res;
     char log_path[] = "/tmp/ddp_cmdlog_XXXXXX";
     int fd = mkstemp(log_path);
-    CHECK_EQ_INT(command_run("echo first; echo second >&2; echo", 10, fd, &res, &err), DDP_OK);
+    CHECK_EQ_INT(command_run("echo first; echo second >&2; echo", NULL, NULL, 0, 10, fd, &res, &err), DDP_OK);
     CHECK(strcmp(res.tail, "second") == 0, "last line with text: '%s'", res.tail);
-    CHECK_EQ_INT(command_run("echo no creds >&2; exit 3", 10, fd, &res, &err), DDP_ERUNTIME);
+    CHECK_EQ_INT(command_run("echo no creds >&2; exit 3", NULL, NULL, 0, 10, fd, &res, &err), DDP_ERUNTIME);
     CHECK_STR_CONTAINS(err.msg, "exited with status 3");
     CHECK(strcmp(res.tail, "no creds") == 0, "tail '%s'", res.tail);
-    CHECK_EQ_INT(command_run("kill -SEGV $$", 10, fd, &res, &err), DDP_ERUNTIME);
+    CHECK_EQ_INT(command_run("kill -SEGV $$", NULL, NULL, 0, 10, fd, &res, &err), DDP_ERUNTIME);
     CHECK_STR_CONTAINS(err.msg, "killed by SIGSEGV");
-    CHECK_EQ_INT(command_run("read x; echo \"read '$x'\"", 10, fd, &res, &err), DDP_OK);
+    CHECK_EQ_INT(command_run("read x; echo \"read '$x'\"", NULL, NULL, 0, 10, fd, &res, &err), DDP_OK);
     CHECK(strcmp(res.tail, "read ''") == 0, "stdin is /dev/null: '%s'", res.tail);
     /* a time limit ends the whole group: the background sleeper too, which would write later */
     char marker[64];
     snprintf(marker, sizeof marker, "/tmp/ddp_cmd_marker_%d", (int)getpid());
     char cmd[256];
     snprintf(cmd, sizeof cmd, "(sleep 2; touch %s) & sleep 30", marker);
-    CHECK_EQ_INT(command_run(cmd, 0.5, fd, &res, &err), DDP_ERUNTIME);
+    CHECK_EQ_INT(command_run(cmd, NULL, NULL, 0, 0.5, fd, &res, &err), DDP_ERUNTIME);
     CHECK_STR_CONTAINS(err.msg, "did not finish within 0.5 s");
     CHECK(res.seconds < 5, "ended promptly: %.1f s", res.seconds);
     sleep(3);
@@ -75,13 +116,14 @@ static void test_outcomes(void)
     close(fd);
     unlink(log_path);
     /* a long output keeps only its last line */
-    CHECK_EQ_INT(command_run("seq 1 100000; echo the end", 10, -1, &res, &err), DDP_OK);
+    CHECK_EQ_INT(command_run("seq 1 100000; echo the end", NULL, NULL, 0, 10, -1, &res, &err), DDP_OK);
     CHECK(strcmp(res.tail, "the end") == 0, "tail '%s'", res.tail);
 }
 
 int main(void)
 {
     test_expand();
+    test_values_unparsed();
     test_outcomes();
     return check_done("command");
 }

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -202,6 +203,21 @@ static void test_prune_and_temps(void)
     ckpt_loaded_free(&c);
     write_step(d, 7, 7, path);
     CHECK_EQ_INT(ts_count(d, ".tmp."), 0);
+
+    /* a directory named like a checkpoint is no checkpoint: it counts toward no keep_last, is left
+     * alone by pruning and is not tried (or warned about) by the newest-first lookup */
+    char fake[CKPT_PATH_MAX];
+    snprintf(fake, sizeof fake, "%s/ckpt-00000099.ddp", d);
+    CHECK(mkdir(fake, 0755) == 0, "mkdir %s", fake);
+    write_step(d, 8, 8, path);
+    CHECK_EQ_INT(ckpt_prune(d, 2, path, &err), DDP_OK);
+    CHECK(ts_file_exists(d, "ckpt-00000007.ddp") && ts_file_exists(d, "ckpt-00000008.ddp"),
+          "keep_last 2 kept the two newest files, the directory counted for nothing");
+    struct stat st;
+    CHECK(stat(fake, &st) == 0 && S_ISDIR(st.st_mode), "the directory is left alone");
+    CHECK(ckpt_find_latest(d, &c, NULL, &err) == DDP_OK && c.hdr.step == 8, "the directory is not the newest");
+    ckpt_loaded_free(&c);
+    rmdir(fake);
 }
 
 /* A background writer on dir/sub keeping keep_last saves, and the state the writer tests save:
@@ -256,7 +272,9 @@ static void test_background_writer(void)
     CHECK_EQ_INT(ckpt_writer_wait(w, NULL, &err), DDP_ERUNTIME);
     CHECK_STR_CONTAINS(err.msg, "Not a directory");
     CHECK_STR_CONTAINS(err.msg, "ckpt-00000001.ddp");
-    CHECK_EQ_INT(ckpt_writer_wait(w, NULL, &err), DDP_OK);   /* reported once */
+    ckpt_write_stats failed;
+    CHECK_EQ_INT(ckpt_writer_wait(w, &failed, &err), DDP_OK);   /* reported once */
+    CHECK(failed.path[0] == '\0', "a failed write has no path to call written: \"%s\"", failed.path);
     ckpt_writer_destroy(w);
     ts_free(&ts);
     ts_free(&ref);

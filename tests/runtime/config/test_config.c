@@ -258,29 +258,67 @@ static void test_round_trip(void)
     rmdir(dir);
 }
 
-static uint64_t hash_with(const char *override)
+static config example_with(const char *override)
 {
     config c;
     ddp_err err = {0};
     char *ov[] = {(char *)override};
     int rc = config_load(DDP_SOURCE_ROOT "/configs/fashion_mlp.yaml", override ? 1 : 0, ov, &c, &err);
     CHECK(rc == DDP_OK, "%s: %s", override ? override : "-", err.msg);
+    return c;
+}
+
+static uint64_t hash_with(const char *override)
+{
+    config c = example_with(override);
     return config_hash(&c);
+}
+
+/* The hashed settings as text (what checkpoints keep) change exactly when the hash does, and the
+ * comparison names each setting that differs with both values. */
+static void test_settings_text(const char *const same[], size_t n_same, const char *const differ[], size_t n_differ)
+{
+    config base = example_with(NULL);
+    char *text = config_hashed_settings(&base);
+    CHECK(text && strstr(text, "optimizer.lr=0.001\n"), "settings text: %s", text ? text : "(none)");
+    for (size_t i = 0; i < n_same + n_differ; i++) {
+        const char *ov = i < n_same ? same[i] : differ[i - n_same];
+        config c = example_with(ov);
+        char *other = config_hashed_settings(&c), changes[1024];
+        bool equal = other && text && !strcmp(other, text);
+        CHECK(equal == (i < n_same), "%s: settings text %s, hash %s", ov, equal ? "equal" : "differs",
+              i < n_same ? "equal" : "differs");
+        int named = config_settings_changes(text, strlen(text), &c, changes, sizeof changes);
+        CHECK((named > 0) == (i >= n_same), "%s: %d named (%s)", ov, named, changes);
+        free(other);
+    }
+    config c = example_with("run.seed=1"), d = example_with("optimizer.kind=sgd");
+    char changes[1024];
+    CHECK_EQ_INT(config_settings_changes(text, strlen(text), &c, changes, sizeof changes), 1);
+    CHECK(strcmp(changes, "run.seed 1234 (this run: 1)") == 0, "%s", changes);
+    CHECK(config_settings_changes(text, strlen(text), &d, changes, sizeof changes) >= 3, "%s", changes);
+    CHECK_STR_CONTAINS(changes, "optimizer.kind adamw (this run: sgd)");
+    CHECK_STR_CONTAINS(changes, "optimizer.betas [0.9, 0.999] (not used by this run)");
+    CHECK_STR_CONTAINS(changes, "optimizer.momentum (not used by the saved run; this run: 0.9)");
+    CHECK_EQ_INT(config_settings_changes(NULL, 0, &c, changes, sizeof changes), 0);
+    CHECK(changes[0] == '\0', "nothing named without a record: %s", changes);
+    free(text);
 }
 
 static void test_hash(void)
 {
     uint64_t base = hash_with(NULL);
-    const char *same[] = {"run.dir=elsewhere", "train.log_every=7", "train.epochs=9", "train.max_steps=1000",
+    const char *const same[] = {"run.dir=elsewhere", "train.log_every=7", "train.epochs=9", "train.max_steps=1000",
                           "checkpoint.keep_last=9", "checkpoint.every_steps=5", "checkpoint.resume=never",
                           "ddp.bucket_mb=50", "optimizer.momentum=0.5", "data.synthetic.train=5"};
-    const char *differ[] = {"optimizer.lr=0.002", "model.mlp.hidden=[1024,512]", "model.mlp.activation=gelu", "run.seed=1",
+    const char *const differ[] = {"optimizer.lr=0.002", "model.mlp.hidden=[1024,512]", "model.mlp.activation=gelu", "run.seed=1",
                             "data.batch_size=64", "data.shuffle=false", "train.grad_accum=2", "optimizer.kind=sgd",
                             "optimizer.betas=[0.9,0.99]", "optimizer.weight_decay=0", "data.kind=synthetic"};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
         CHECK(hash_with(same[i]) == base, "%s changed the hash", same[i]);
     for (size_t i = 0; i < sizeof differ / sizeof differ[0]; i++)
         CHECK(hash_with(differ[i]) != base, "%s did not change the hash", differ[i]);
+    test_settings_text(same, sizeof same / sizeof same[0], differ, sizeof differ / sizeof differ[0]);
 }
 
 /* checkpoint.init_from: empty by default, a path round-trips through the resolved config, not

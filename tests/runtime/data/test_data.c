@@ -142,8 +142,16 @@ static void write_set(idx_spec s)
     free(lab);
 }
 
+static void expect_fail_without(const char *what, const char *file, const char *want, const char *unwanted);
+
 /* Loads tmpdir (train) expecting failure naming `file`, and a zeroed dataset; `want` in the text. */
 static void expect_fail(const char *what, const char *file, const char *want)
+{
+    expect_fail_without(what, file, want, NULL);
+}
+
+/* expect_fail, and `unwanted` (when not NULL) absent from the text. */
+static void expect_fail_without(const char *what, const char *file, const char *want, const char *unwanted)
 {
     dataset d, zero;
     memset(&d, 0xAB, sizeof d);
@@ -157,8 +165,74 @@ static void expect_fail(const char *what, const char *file, const char *want)
     CHECK(strstr(err.msg, path) != NULL, "%s: message \"%s\" does not name %s", what, err.msg, path);
     if (want)
         CHECK(strstr(err.msg, want) != NULL, "%s: message \"%s\" lacks \"%s\"", what, err.msg, want);
+    if (unwanted)
+        CHECK(strstr(err.msg, unwanted) == NULL, "%s: message \"%s\" says \"%s\"", what, err.msg, unwanted);
     CHECK(memcmp(&d, &zero, sizeof d) == 0, "%s: dataset not zeroed after error", what);
     fprintf(stderr, "  %-26s -> %s\n", what, err.msg);
+}
+
+/* The gzip stream around the IDX data: a trailer CRC that does not match, in a file small enough
+ * to be inflated at once, is named as the trailer's (not the IDX header's); bytes after the gzip
+ * stream that are no further gzip member are refused; a second member is part of the file, as
+ * gzip(1) reads it. */
+static void check_gzip_framing(const char *images, const char *labels)
+{
+    (void)images;
+    size_t len;
+    write_set(valid_spec());
+    uint8_t *gz = read_raw(labels, &len);
+    gz[len - 6] ^= 0x5A;
+    write_raw(labels, gz, len);
+    expect_fail_without("labels trailer CRC", "train-labels-idx1-ubyte.gz", "CRC", "header");
+    gz[len - 6] ^= 0x5A;
+    uint8_t *junk = malloc(len + 5);
+    memcpy(junk, gz, len);
+    memcpy(junk + len, "junk\n", 5);
+    write_raw(labels, junk, len + 5);
+    expect_fail("garbage after the gzip stream", "train-labels-idx1-ubyte.gz", "5 bytes after the gzip stream");
+    free(junk);
+    free(gz);
+
+    /* the labels file as two gzip members: header and two labels, then the other three */
+    uint8_t lab[13];
+    put_be32(lab, 0x801), put_be32(lab + 4, 5);
+    for (int i = 0; i < 5; i++)
+        lab[8 + i] = (uint8_t)(i % 10);
+    lab[12] = 9;
+    char part[512];
+    path_of(part, sizeof part, "part.gz");
+    write_gz(labels, lab, 10);
+    write_gz(part, lab + 10, 3);
+    size_t a_len, b_len;
+    uint8_t *a = read_raw(labels, &a_len), *b = read_raw(part, &b_len);
+    uint8_t *both = malloc(a_len + b_len);
+    memcpy(both, a, a_len);
+    memcpy(both + a_len, b, b_len);
+    write_raw(labels, both, a_len + b_len);
+    unlink(part);
+    free(a), free(b), free(both);
+    dataset d;
+    ddp_err err = {0};
+    int rc = dataset_load_fashion_mnist(tmpdir, true, &d, &err);
+    CHECK(rc == DDP_OK, "labels in two gzip members: %s", err.msg);
+    if (rc == DDP_OK) {
+        CHECK_EQ_INT(((const int32_t *)d.targets)[4], 9);
+        dataset_free(&d);
+    }
+}
+
+/* IDX dimensions are signed 32-bit: a negative one is named as negative, not as 4294967268. */
+static void check_negative_dimensions(const char *images, const char *labels)
+{
+    uint8_t hdr[16 + 28];
+    write_set(valid_spec());
+    put_be32(hdr, 0x803), put_be32(hdr + 4, 5), put_be32(hdr + 8, (uint32_t)-28), put_be32(hdr + 12, 28);
+    memset(hdr + 16, 0, 28);
+    write_gz(images, hdr, sizeof hdr);
+    expect_fail_without("negative rows", "train-images-idx3-ubyte.gz", "-28", "4294967268");
+    put_be32(hdr, 0x801), put_be32(hdr + 4, (uint32_t)-5);
+    write_gz(labels, hdr, 8 + 5);
+    expect_fail_without("negative label count", "train-labels-idx1-ubyte.gz", "-5", "4294967291");
 }
 
 static void check_corrupt_files(void)
@@ -233,6 +307,9 @@ static void check_corrupt_files(void)
     s.bad_label = 10;
     write_set(s);
     expect_fail("label 10", "train-labels-idx1-ubyte.gz", "label");
+
+    check_gzip_framing(images, labels);
+    check_negative_dimensions(images, labels);
 
     write_set(valid_spec());
     unlink(images);

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The files a run writes, when they cannot be written: a checkpoint.dir that cannot be created or
+# written is refused before the first step (not found at the second save); a save that fails is
+# never reported "written"; a run.dir on a full disk ends the job (exit 1) naming metrics.jsonl
+# and the system's reason, with no line of it cut short. The full-disk cases use small tmpfs
+# mounts where this process may mount (the job runs as root here, so permissions alone cannot
+# make a directory unwritable); a metrics.jsonl that is a link to /dev/full (every write: ENOSPC)
+# covers the metrics case everywhere.
+source "$(dirname "$0")/../../lib.sh"
+RUN=(train.max_steps=20 train.log_every=1 checkpoint.every_steps=5)
+np1() { "$DDPRUN" -np 1 "$SMALL" "$@"; }
+mounts=()
+trap 'for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+
+# small_fs DIR SIZE [ro]: a tmpfs at DIR; false where mounting is not allowed
+small_fs() {
+    mkdir -p "$1"
+    mount -t tmpfs -o "size=$2${3:+,$3}" tmpfs "$1" 2>/dev/null || return 1
+    mounts+=("$1")
+}
+
+# refused_at_start TAG DIR: the job with checkpoint.dir=DIR stops before its first step
+refused_at_start() {
+    local tag=$1 dir=$2
+    np1 run.dir="$TMP/$tag" "${RUN[@]}" checkpoint.dir="$dir" >"$TMP/$tag.log" 2>&1
+    local rc=$?
+    check "$tag: the job fails (exit 1, got $rc)" [ $rc -eq 1 ]
+    check "$tag: naming checkpoint.dir and why" grep -q "checkpoint.dir $dir: .*$3" "$TMP/$tag.log"
+    check "$tag: before the first step" bash -c "! grep -q 'step 1/' '$TMP/$tag.log'"
+    check "$tag: no save is said to be written" bash -c "! grep -q 'written' '$TMP/$tag.log'"
+}
+
+touch "$TMP/a-file"
+refused_at_start uncreatable "$TMP/a-file/ckpts" "Not a directory"
+if small_fs "$TMP/ro" 1m ro; then
+    refused_at_start read-only "$TMP/ro" "Read-only file system"
+else
+    echo "note: read-only checkpoint.dir case skipped (cannot mount a tmpfs here)"
+fi
+
+# a save that fails on a full disk: the job ends naming it, and nothing says "written"
+if small_fs "$TMP/tiny" 64k; then
+    np1 run.dir="$TMP/full-ckpt" "${RUN[@]}" checkpoint.dir="$TMP/tiny" >"$TMP/full-ckpt.log" 2>&1
+    rc=$?
+    check "full checkpoint.dir: the job fails (exit 1, got $rc)" [ $rc -eq 1 ]
+    check "full checkpoint.dir: naming the file and ENOSPC" \
+        grep -q "checkpoint $TMP/tiny/.ckpt-00000005.ddp.tmp.*No space left on device" "$TMP/full-ckpt.log"
+    check "full checkpoint.dir: no save is said to be written" bash -c "! grep -q 'written' '$TMP/full-ckpt.log'"
+    check "full checkpoint.dir: no temporary left" [ -z "$(ls -A "$TMP/tiny")" ]
+else
+    echo "note: full checkpoint.dir case skipped (cannot mount a tmpfs here)"
+fi
+
+# run.dir on a full disk: the resolved config fits, metrics.jsonl does not for long
+# (tmpfs counts 4 KiB pages: 12 of them, 10 taken by a filler; 60 lines of metrics need 3)
+metrics_full() { # TAG RUNDIR
+    local tag=$1 dir=$2
+    np1 run.dir="$dir" "${RUN[@]}" train.max_steps=60 checkpoint.dir="$TMP/$tag-ckpts" >"$TMP/$tag.log" 2>&1
+    local rc=$?
+    check "$tag: the job fails (exit 1, got $rc)" [ $rc -eq 1 ]
+    check "$tag: naming metrics.jsonl and ENOSPC" \
+        grep -q "$dir/metrics.jsonl: write failed: No space left on device" "$TMP/$tag.log"
+    check "$tag: no step after the failed write is trained" bash -c "! grep -q 'step 60/' '$TMP/$tag.log'"
+}
+if small_fs "$TMP/full-run" 48k; then
+    head -c $((10 * 4096)) /dev/zero >"$TMP/full-run/filler"
+    metrics_full full-run "$TMP/full-run"
+    check "full run.dir: the resolved config was written whole" \
+        grep -q "^checkpoint:" "$TMP/full-run/config.resolved.yaml"
+    check "full run.dir: some metrics lines were written" [ -s "$TMP/full-run/metrics.jsonl" ]
+    check "full run.dir: every metrics line is whole JSON" python3 -c "
+import json, sys
+data = open(sys.argv[1]).read()
+assert data.endswith('\n'), 'cut mid-line'
+[json.loads(l) for l in data.splitlines()]" "$TMP/full-run/metrics.jsonl"
+else
+    echo "note: full run.dir case skipped (cannot mount a tmpfs here)"
+fi
+mkdir -p "$TMP/dev-full"
+ln -s /dev/full "$TMP/dev-full/metrics.jsonl"
+metrics_full dev-full "$TMP/dev-full"
+finish
