@@ -6,15 +6,15 @@
  * wait for its previous copy) no part of a step waits for the device: the loss sums, the gradient
  * norm and the clip factor stay in device memory; only log lines, evaluation, text samples and
  * checkpoints download. Batches are staged as the bytes the model's io describes, so
- * nothing here knows pixels from token ids. Logging/evaluation live in train_log.c and
- * checkpoints in train_ckpt.c. Must not know CPU from CUDA or MPI from NCCL: the device and
+ * nothing here knows pixels from token ids. Logging/evaluation live in train_log.c,
+ * checkpoints in train_ckpt.c, and each step's loss record and the non-finite checks in
+ * train_finite.c. Must not know CPU from CUDA or MPI from NCCL: the device and
  * communicator interfaces do; nor any model's kind: model.h does. */
 #include "train.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "runtime/base/clock.h"
 #include "runtime/base/gpu_share.h"
@@ -74,10 +74,6 @@ static int alloc_staging(train_job *t, ddp_err *err)
     int rc = d->ops->alloc(d, in, &t->inputs_dev, err);
     if (rc == DDP_OK)
         rc = d->ops->alloc(d, tgt, &t->targets_dev, err);
-    if (rc == DDP_OK)
-        rc = d->ops->alloc(d, 2 * sizeof(float), (void **)&t->stats_dev, err);
-    if (rc == DDP_OK)
-        rc = d->ops->fill(d, TENSOR_F32, t->stats_dev, 2, 0.0f, err);
     return rc;
 }
 
@@ -237,6 +233,8 @@ static int setup(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = alloc_staging(t, err);
     if (rc == DDP_OK)
+        rc = train_finite_open(t, err);
+    if (rc == DDP_OK)
         rc = sampler_init(&t->smp, t->train.n, t->ctl->rank, t->ctl->size, c->data.batch_size,
                           c->data.shuffle, c->data.drop_last, c->run.seed, err);
     if (rc != DDP_OK)
@@ -294,10 +292,13 @@ static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err
         return rc;
     /* the loss is a mean over every target element of the global batch */
     float scale = 1.0f / ((float)rows * (float)t->m->io.sample.target.count * (float)t->cfg->train.grad_accum);
-    if (last)
+    grad_ready_fn ready = NULL;
+    void *ready_ctx = NULL;
+    if (last) {
         reducer_begin(t->red);
-    rc = t->m->ops->forward_backward(t->m, &b, scale, !first, last ? reducer_grad_ready : NULL,
-                                     last ? t->red : NULL, t->stats_dev, err);
+        ready = train_fault_grad_ready(t, &ready_ctx);
+    }
+    rc = t->m->ops->forward_backward(t->m, &b, scale, !first, ready, ready_ctx, train_finite_stats(t), err);
     t->samples_acc += (double)rows * t->ctl->size;
     return rc != DDP_OK ? rc : add_host_waits(t, err);
 }
@@ -340,50 +341,21 @@ static int optimizer_step(train_job *t, double *lr, ddp_err *err)
     return rc != DDP_OK ? rc : add_host_waits(t, err);
 }
 
-/* Test-only fault switch, DDP_TEST_FAULT=KIND:RANK:STEP[:SECONDS] (KIND kill | stop | exit |
- * sigstop | sleep | quit), active only on the first attempt of a job (DDPRUN_RESTART_COUNT unset or
- * 0): `kill` SIGKILLs the rank, `stop` acts as if that rank alone received the stop signal, `exit`
- * exits with status 3, `sigstop` stops the process (SIGSTOP), `sleep` sleeps SECONDS, `quit` exits
- * with status 0 without MPI_Finalize. Each fires after optimizer step STEP, before the next
- * collective, so integration tests hit exact, reproducible points. */
-static void test_fault(const train_job *t)
-{
-    const char *spec = getenv("DDP_TEST_FAULT");
-    char kind[16];
-    int rank;
-    long long step;
-    double seconds = 0;
-    if (!spec || t->restart_count != 0 || sscanf(spec, "%15[a-z]:%d:%lld:%lf", kind, &rank, &step, &seconds) < 3)
-        return;
-    if (rank != t->ctl->rank || step != t->step)
-        return;
-    if (strcmp(kind, "kill") == 0)
-        raise(SIGKILL);
-    else if (strcmp(kind, "stop") == 0)
-        train_stop_requested = TRAIN_STOP_SIGNAL;
-    else if (strcmp(kind, "exit") == 0)
-        exit(3);
-    else if (strcmp(kind, "sigstop") == 0)
-        raise(SIGSTOP);
-    else if (strcmp(kind, "sleep") == 0)
-        nanosleep(&(struct timespec){(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)}, NULL);
-    else if (strcmp(kind, "quit") == 0)
-        _exit(0);
-}
-
 /* Every rank must stop at the same step: a small MAX all-reduce per step makes a stop request
  * (signal or preemption notice) seen by any rank a decision of all ranks. It carries rank 0's
  * verdict on checkpoint.every_minutes too, so every rank saves at the same step (ZeRO's save
- * needs them all). */
-static int agree_stop(train_job *t, bool *stop, ddp_err *err)
+ * needs them all), and each rank's vote on non-finite values found so far (train_finite.c), so
+ * every rank stops at the same step, before any save, naming the same earliest finding. */
+static int agree_stop(train_job *t, bool *stop, int64_t *nonfinite, ddp_err *err)
 {
-    int32_t flags[2] = {(int32_t)train_stop_requested, train_ckpt_clock_due(t) ? 1 : 0};
+    int64_t flags[3] = {(int64_t)train_stop_requested, train_ckpt_clock_due(t) ? 1 : 0, train_finite_vote(t)};
     snprintf(t->ctl->label, sizeof t->ctl->label, "stop agreement");
-    int rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 2, DT_INT32, OP_MAX, NULL, err);
+    int rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 3, DT_INT64, OP_MAX, NULL, err);
     t->ctl->label[0] = '\0';
     *stop = flags[0] != TRAIN_STOP_NONE;
-    t->stop_reason = flags[0];
+    t->stop_reason = (int)flags[0];
     t->ckpt_clock_due = flags[1] != 0;
+    *nonfinite = flags[2];
     return rc;
 }
 
@@ -403,16 +375,21 @@ static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
         double lr = 0;
         if (rc == DDP_OK)
             rc = optimizer_step(t, &lr, err);
+        if (rc == DDP_OK)
+            rc = train_finite_step_done(t, err);
         if (rc == DDP_OK && c->train.eval && c->train.eval_every > 0 && t->step % c->train.eval_every == 0)
             rc = train_evaluate(t, err);
         if (rc == DDP_OK && (t->step % c->train.log_every == 0 || t->step == t->total_steps))
             rc = train_log_progress(t, lr, err);
         if (rc == DDP_OK && c->train.sample_every > 0 && t->step % c->train.sample_every == 0)
             rc = train_sample_text(t, err);
-        test_fault(t);
+        train_fault_after_step(t);
         bool stop = false;
+        int64_t nonfinite = 0;
         if (rc == DDP_OK)
-            rc = agree_stop(t, &stop, err);
+            rc = agree_stop(t, &stop, &nonfinite, err);
+        if (rc == DDP_OK && nonfinite != 0)
+            rc = train_finite_fail(t, nonfinite, err);
         if (rc == DDP_OK)
             rc = train_ckpt_maybe_save(t, stop, err);
         if (rc != DDP_OK)
@@ -472,8 +449,8 @@ static void teardown(train_job *t, bool failed)
         t->dev->ops->timer_destroy(t->dev, t->comm_exposed);
         t->dev->ops->free(t->dev, t->inputs_dev);
         t->dev->ops->free(t->dev, t->targets_dev);
-        t->dev->ops->free(t->dev, t->stats_dev);
     }
+    train_finite_close(t);
     if (t->m)
         t->m->ops->destroy(t->m);
     if (t->dev)
@@ -522,6 +499,7 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
         log_info("done: %lld steps in %.1f s%s, %s", (long long)t.step, secs, rc == DDP_EPREEMPTED ? why : "",
                  result);
     }
-    teardown(&t, rc != DDP_OK && rc != DDP_EPREEMPTED);
+    /* DDP_ENONFINITE, like a stop, is every rank's agreed decision: nothing is left in flight */
+    teardown(&t, rc != DDP_OK && rc != DDP_EPREEMPTED && rc != DDP_ENONFINITE);
     return rc;
 }
