@@ -8,6 +8,7 @@
 #    fault ends bit-identical to an uninterrupted run;
 #  - clipping off, +inf at a checkpoint step: the check before the save finds the parameters not
 #    finite and refuses that save; ZeRO-1 with AdamW and gradient accumulation: the global norm;
+#    progress lines 5000 steps apart: the step records are read when all 4096 are used;
 #  - GPT-2: the text sample (train.sample_every) refuses NaN logits and the job stops (it used to
 #    loop forever), an evaluation's NaN loss stops it too; `ddprun generate` on a checkpoint with a
 #    NaN parameter exits 65 naming the logits (it used to loop forever), and SIGTERM ends a long
@@ -84,6 +85,14 @@ check "ZeRO-1 np=2: exit 65 (got $rc)" [ $rc -eq 65 ]
 check "... naming the gradient norm of step 7" grep -q "the gradient norm of step 7 was not finite; stopped at step 10" "$TMP/zero.log"
 check "... nothing saved ($(ckpts "$TMP/zero"))" [ -z "$(ckpts "$TMP/zero")" ]
 
+# --- progress lines further apart than the 4096 recorded steps: the records are read when full ---
+DDP_TEST_FAULT=nan:0:4000 timeout 300 mpirun -np 1 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$SMALL" \
+    run.dir="$TMP/far" model.mlp.hidden=[8] data.batch_size=8 train.max_steps=4200 train.log_every=5000 >"$TMP/far.log" 2>&1
+rc=$?
+check "train.log_every 5000: exit 65 (got $rc)" [ $rc -eq 65 ]
+check "... when the 4096 records are full, naming step 4000" \
+    grep -q "the gradient norm of step 4000 was not finite; stopped at step 4096" "$TMP/far.log"
+
 # --- GPT-2 (clipping off): the text sample and the evaluation ---
 DATA=$TMP/data
 "$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DDP_SRC/README.md" "$DATA" >/dev/null
@@ -134,7 +143,7 @@ assert p == 32 + header_len
 struct.pack_into("<I", d, 24, zlib.crc32(bytes(d[:24]) + bytes(d[32:32 + header_len])))
 open(out, "wb").write(d)
 PY
-check "a checkpoint with a NaN parameter (CRCs recomputed) reads as valid" "$DDPRUN" ckpt info "$BAD"
+check "a checkpoint with a NaN parameter (CRCs recomputed) reads as valid" bash -c "'$DDPRUN' ckpt info '$BAD' >/dev/null"
 for flags in "" "--temperature 0" "--top-k 0"; do
     timeout 60 "$DDPRUN" generate "$BAD" --tokens 4 $flags >/dev/null 2>"$TMP/gen.err"
     rc=$?
