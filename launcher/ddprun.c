@@ -14,6 +14,9 @@
  *       could not start or failed; ddprun prints `ddprun: rank R on HOST exited with code C` or
  *       `... was killed by SIGNAME` (after --max-restarts attempts are used up)
  *   2   usage error: bad ddprun flags or config (checked before launch), or a rank exited 2
+ *   65  non-finite training: the ranks agreed to stop on a NaN or infinite loss, gradient norm or
+ *       state, saving nothing from it (EX_DATAERR); never restarted by --max-restarts, since a
+ *       resume from the last checkpoint would repeat the same steps bit for bit
  *   75  preempted: ranks received the stop signal, saved a checkpoint and exited 75
  *       (EX_TEMPFAIL); never restarted by --max-restarts, since the machine is going away.
  *       Also a stop that came before mpirun was started: nothing ran
@@ -75,7 +78,8 @@ static const char usage_text[] =
     "Ranks get RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE. Output lines are tagged [rank R].\n"
     "SIGINT/SIGTERM: ranks get the checkpoint signal (checkpoint.signal, default SIGUSR1), save and\n"
     "exit 75; a second SIGINT/SIGTERM stops the job at once.\n"
-    "Exit codes: 0 success, 1 failure, 2 usage/config error, 75 preempted after a checkpoint.\n"
+    "Exit codes: 0 success, 1 failure, 2 usage/config error, 65 non-finite training (nothing saved\n"
+    "from it), 75 preempted after a checkpoint.\n"
     "Environment: MPI_HOME (mpirun from MPI_HOME/bin), DDPRUN_WORKER, DDPRUN_BENCH (programs).\n";
 
 /* ---- command line ----------------------------------------------------------------------- */
@@ -306,7 +310,7 @@ static int exit_code_for(int wait_status)
 {
     if (!WIFEXITED(wait_status)) return DDP_ERUNTIME;
     int code = WEXITSTATUS(wait_status);
-    return code == 0 || code == DDP_EUSAGE || code == DDP_EPREEMPTED ? code : DDP_ERUNTIME;
+    return code == 0 || code == DDP_EUSAGE || code == DDP_ENONFINITE || code == DDP_EPREEMPTED ? code : DDP_ERUNTIME;
 }
 
 /* who = "rank R on HOST" (or "mpirun" when no rank said), how = "exited with code C" etc. */
@@ -337,6 +341,9 @@ static void report(const job_result *r, int code)
     describe_failure(r, who, how, sizeof who);
     if (code == DDP_EPREEMPTED)
         fprintf(stderr, "ddprun: job stopped after saving a checkpoint (preempted, exit 75)\n");
+    else if (code == DDP_ENONFINITE)
+        fprintf(stderr, "ddprun: job stopped on a non-finite value, nothing saved from it (exit 65; not restarted: a "
+                        "resume would repeat it)\n");
     else if (code != 0 && r->signals_received >= 2)
         fprintf(stderr, "ddprun: job terminated by a second stop request (exit %d)\n", code);
     else if (code == DDP_EUSAGE)

@@ -140,14 +140,17 @@ int main(int argc, char **argv)
     notice_watch *watch = NULL;
     if (rc == DDP_OK)
         rc = start_notice_watch(&cfg, ctl, &watch, &err);
-    if (rc == DDP_OK)
+    if (rc == DDP_OK) {
         rc = train_run(&cfg, ctl, &err);
+        if (rc == DDP_ENONFINITE && ctl->rank != 0)
+            err.msg[0] = '\0'; /* every rank agreed on the same finding; rank 0 reports it */
+    }
     notice_watch_stop(watch);
     if (rc != DDP_OK && rc != DDP_EPREEMPTED && err.msg[0])
         log_error("%s", err.msg);
     if (ctl)
         ctl->ops->destroy(ctl);
-    if (rc == DDP_OK || rc == DDP_EPREEMPTED || rc == DDP_EUSAGE)
+    if (rc == DDP_OK || rc == DDP_EPREEMPTED || rc == DDP_EUSAGE || rc == DDP_ENONFINITE)
         MPI_Finalize();
     /* A runtime failure may leave peers blocked in a collective: exiting non-zero without
      * MPI_Finalize lets mpirun see the failure and end the whole job at once. */

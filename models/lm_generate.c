@@ -69,6 +69,8 @@ static int32_t draw(const float *row, double *p, int64_t V, const lm_sampling *s
                     m = row[i];
             for (int64_t i = 0; i < V; i++)
                 count += row[i] == m;
+            if (count == 0)
+                break; /* nothing left below prev */
             taken += count;
             prev = cut = m;
         }
@@ -104,6 +106,18 @@ static int download_row(model *m, float *row, const void *logits, int64_t first,
     return DDP_OK;
 }
 
+/* The draw compares and exponentiates logits: a NaN or infinity would make its choice meaningless
+ * (and a NaN row has no k-th largest value). */
+static int check_finite(const float *row, int64_t V, int64_t token, ddp_err *err)
+{
+    for (int64_t i = 0; i < V; i++)
+        if (!isfinite(row[i]))
+            return ddp_fail(err, DDP_ENONFINITE, "the logits for token %lld are not finite (id %lld: %g): the "
+                            "model's parameters or activations hold NaN or infinity", (long long)token + 1,
+                            (long long)i, (double)row[i]);
+    return DDP_OK;
+}
+
 int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_sampling *s, ddp_err *err)
 {
     if (!m->io.language_model || !m->ops->logits)
@@ -117,6 +131,10 @@ int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_samp
     rng r;
     rng_seed(&r, s->seed, RNG_GENERATE);
     for (int64_t k = 0; !rc && k < n; k++) {
+        if (s->stop && *s->stop) {
+            rc = ddp_fail(err, DDP_EPREEMPTED, "stopped after %lld of %lld tokens", (long long)k, (long long)n);
+            break;
+        }
         int64_t have = len + k, w = have < T ? have : T;
         memcpy(b.window, tokens + have - w, (size_t)w * sizeof *tokens); /* the rest stays 0: causal, unread */
         rc = d->ops->upload(d, b.in_dev, b.window, (size_t)T * sizeof(int32_t), err);
@@ -127,6 +145,8 @@ int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_samp
         const void *logits = rc ? NULL : m->ops->logits(m, &ld);
         if (!rc)
             rc = download_row(m, b.row, logits, (w - 1) * ld, V, err);
+        if (!rc)
+            rc = check_finite(b.row, V, k, err);
         if (!rc)
             tokens[have] = draw(b.row, b.p, V, s, &r);
     }

@@ -4,10 +4,13 @@
  * No key/value cache: each new token costs one forward pass of a single T-token sequence, which
  * is what sampling a few dozen tokens during training or from `ddprun generate` needs. The draw
  * is seeded and runs on the host in double, so a seed gives the same text on every backend with
- * the same logits. This module must not read files or know tokenizers: it maps ids to ids. */
+ * the same logits. Logits that are not all finite (a model whose parameters are NaN or overflow)
+ * are refused, never drawn from. This module must not read files or know tokenizers: it maps
+ * ids to ids. */
 #ifndef DDP_LM_GENERATE_H
 #define DDP_LM_GENERATE_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "model.h"
@@ -16,10 +19,14 @@ typedef struct lm_sampling {
     double temperature;   /* > 0 scales the logits; 0 takes the most likely token (greedy) */
     int64_t top_k;        /* draw among the k most likely tokens; 0 = the whole vocabulary */
     uint64_t seed;
+    /* NULL, or a flag a signal sets: once it is non-zero no further token is drawn */
+    const volatile sig_atomic_t *stop;
 } lm_sampling;
 
 /* tokens holds len >= 1 ids (the prompt) and room for n more; appends n drawn ids. Ids must lie in
- * the model's vocabulary. The model must have been built for at least one row. */
+ * the model's vocabulary. The model must have been built for at least one row. Returns
+ * DDP_ENONFINITE (naming the token, id and value) when a logit is NaN or infinite, and
+ * DDP_EPREEMPTED when *s->stop was set before all n were drawn. */
 int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_sampling *s, ddp_err *err);
 
 #endif

@@ -8,9 +8,9 @@
  * checkpoints download. Batches are staged as the bytes the model's io describes, so
  * nothing here knows pixels from token ids. With train.profile_steps the steps' phases and host
  * work are marked for the profiler (train_profile.c); with it off those marks do nothing.
- * Logging/evaluation live in train_log.c and checkpoints in train_ckpt.c. Must not know CPU from
- * CUDA or MPI from NCCL: the device and communicator interfaces do; nor any model's kind: model.h
- * does. */
+ * Logging/evaluation live in train_log.c, checkpoints in train_ckpt.c, and each step's loss record
+ * and the non-finite checks in train_finite.c. Must not know CPU from CUDA or MPI from NCCL: the
+ * device and communicator interfaces do; nor any model's kind: model.h does. */
 #include "train.h"
 
 #include <stdio.h>
@@ -76,10 +76,6 @@ static int alloc_staging(train_job *t, ddp_err *err)
     int rc = d->ops->alloc(d, in, &t->inputs_dev, err);
     if (rc == DDP_OK)
         rc = d->ops->alloc(d, tgt, &t->targets_dev, err);
-    if (rc == DDP_OK)
-        rc = d->ops->alloc(d, 2 * sizeof(float), (void **)&t->stats_dev, err);
-    if (rc == DDP_OK)
-        rc = d->ops->fill(d, TENSOR_F32, t->stats_dev, 2, 0.0f, err);
     return rc;
 }
 
@@ -241,6 +237,8 @@ static int setup(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = alloc_staging(t, err);
     if (rc == DDP_OK)
+        rc = train_finite_open(t, err);
+    if (rc == DDP_OK)
         rc = sampler_init(&t->smp, t->train.n, t->ctl->rank, t->ctl->size, c->data.batch_size,
                           c->data.shuffle, c->data.drop_last, c->run.seed, err);
     if (rc != DDP_OK)
@@ -300,13 +298,16 @@ static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err
         return rc;
     /* the loss is a mean over every target element of the global batch */
     float scale = 1.0f / ((float)rows * (float)t->m->io.sample.target.count * (float)t->cfg->train.grad_accum);
-    if (last)
+    grad_ready_fn ready = NULL;
+    void *ready_ctx = NULL;
+    if (last) {
         reducer_begin(t->red);
+        ready = train_fault_grad_ready(t, &ready_ctx);
+    }
     int phase = -1;
     rc = train_phase_begin(t, "forward+backward", &phase, err);
     if (rc == DDP_OK)
-        rc = t->m->ops->forward_backward(t->m, &b, scale, !first, last ? reducer_grad_ready : NULL,
-                                         last ? t->red : NULL, t->stats_dev, err);
+        rc = t->m->ops->forward_backward(t->m, &b, scale, !first, ready, ready_ctx, train_finite_stats(t), err);
     if (rc == DDP_OK)
         rc = train_phase_end(t, phase, err);
     t->samples_acc += (double)rows * t->ctl->size;
@@ -365,49 +366,23 @@ static int optimizer_step(train_job *t, double *lr, ddp_err *err)
     return rc != DDP_OK ? rc : add_host_waits(t, err);
 }
 
-/* Test-only fault switch (runtime/base/test_fault.h), DDP_TEST_FAULT=KIND:RANK:STEP[:SECONDS], the
- * training loop's kinds: `kill` SIGKILLs the rank, `stop` acts as if that rank alone received the
- * stop signal, `exit` exits with status 3, `sigstop` stops the process (SIGSTOP), `sleep` sleeps
- * SECONDS, `quit` exits with status 0 without MPI_Finalize, `kill-launcher` SIGKILLs ddprun (its
- * DDPRUN_PID). Each fires after optimizer step STEP, before the next collective, so integration
- * tests hit exact, reproducible points. */
-static void inject_test_fault(const train_job *t)
-{
-    test_fault f;
-    if (!test_fault_get(&f) || f.rank != t->ctl->rank || f.step != t->step)
-        return;
-    const char *launcher = getenv("DDPRUN_PID");
-    if (strcmp(f.kind, "kill") == 0)
-        raise(SIGKILL);
-    else if (strcmp(f.kind, "stop") == 0)
-        train_stop_requested = TRAIN_STOP_SIGNAL;
-    else if (strcmp(f.kind, "exit") == 0)
-        exit(3);
-    else if (strcmp(f.kind, "sigstop") == 0)
-        raise(SIGSTOP);
-    else if (strcmp(f.kind, "sleep") == 0)
-        test_fault_sleep(&f);
-    else if (strcmp(f.kind, "quit") == 0)
-        _exit(0);
-    else if (strcmp(f.kind, "kill-launcher") == 0 && launcher && atoi(launcher) > 1)
-        kill((pid_t)atoi(launcher), SIGKILL);
-}
-
 /* Every rank must stop at the same step: a small MAX all-reduce per step makes a stop request
  * (signal or preemption notice) seen by any rank a decision of all ranks. It carries rank 0's
  * verdict on checkpoint.every_minutes too, so every rank saves at the same step (ZeRO's save
- * needs them all). */
-static int agree_stop(train_job *t, bool *stop, ddp_err *err)
+ * needs them all), and each rank's vote on non-finite values found so far (train_finite.c), so
+ * every rank stops at the same step, before any save, naming the same earliest finding. */
+static int agree_stop(train_job *t, bool *stop, int64_t *nonfinite, ddp_err *err)
 {
-    int32_t flags[2] = {(int32_t)train_stop_requested, train_ckpt_clock_due(t) ? 1 : 0};
+    int64_t flags[3] = {(int64_t)train_stop_requested, train_ckpt_clock_due(t) ? 1 : 0, train_finite_vote(t)};
     snprintf(t->ctl->label, sizeof t->ctl->label, "stop agreement");
     int range = device_prof_host_begin(t->dev->prof, "stop agreement", PROF_TRACK_HOST);
-    int rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 2, DT_INT32, OP_MAX, NULL, err);
+    int rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 3, DT_INT64, OP_MAX, NULL, err);
     device_prof_host_end(t->dev->prof, range);
     t->ctl->label[0] = '\0';
     *stop = flags[0] != TRAIN_STOP_NONE;
-    t->stop_reason = flags[0];
+    t->stop_reason = (int)flags[0];
     t->ckpt_clock_due = flags[1] != 0;
+    *nonfinite = flags[2];
     return rc;
 }
 
@@ -445,14 +420,19 @@ static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
         double lr = 0;
         if (rc == DDP_OK)
             rc = optimizer_step(t, &lr, err);
+        if (rc == DDP_OK)
+            rc = train_finite_step_done(t, err);
         if (rc == DDP_OK && c->train.eval && c->train.eval_every > 0 && t->step % c->train.eval_every == 0)
             rc = train_evaluate(t, err);
         if (rc == DDP_OK)
             rc = log_and_sample(t, lr, err);
-        inject_test_fault(t);
+        train_fault_after_step(t);
         bool stop = false;
+        int64_t nonfinite = 0;
         if (rc == DDP_OK)
-            rc = agree_stop(t, &stop, err);
+            rc = agree_stop(t, &stop, &nonfinite, err);
+        if (rc == DDP_OK && nonfinite != 0)
+            rc = train_finite_fail(t, nonfinite, err);
         if (rc == DDP_OK)
             rc = train_ckpt_maybe_save(t, stop, err);
         if (rc == DDP_OK)
@@ -515,8 +495,8 @@ static void teardown(train_job *t, bool failed)
         t->dev->ops->timer_destroy(t->dev, t->comm_exposed);
         t->dev->ops->free(t->dev, t->inputs_dev);
         t->dev->ops->free(t->dev, t->targets_dev);
-        t->dev->ops->free(t->dev, t->stats_dev);
     }
+    train_finite_close(t);
     if (t->m)
         t->m->ops->destroy(t->m);
     if (t->dev)
@@ -576,6 +556,7 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
         log_info("done: %lld steps in %.1f s%s, %s", (long long)t.step, secs, rc == DDP_EPREEMPTED ? why : "",
                  result);
     }
-    teardown(&t, rc != DDP_OK && rc != DDP_EPREEMPTED);
+    /* DDP_ENONFINITE, like a stop, is every rank's agreed decision: nothing is left in flight */
+    teardown(&t, rc != DDP_OK && rc != DDP_EPREEMPTED && rc != DDP_ENONFINITE);
     return rc;
 }

@@ -2,7 +2,8 @@
  *
  * train_run is what ddprun-worker calls after MPI_Init and config_load. It returns DDP_OK when
  * training completed, DDP_EPREEMPTED when a stop request was agreed on by all ranks and a
- * checkpoint was saved, or an error code with err filled. It must not call MPI_Init/Finalize or
+ * checkpoint was saved, DDP_ENONFINITE when all ranks agreed to stop on a non-finite value
+ * (nothing saved from it; err says what and where), or an error code with err filled. It must not call MPI_Init/Finalize or
  * exit the process: worker_main owns the process. */
 #ifndef DDP_TRAIN_H
 #define DDP_TRAIN_H

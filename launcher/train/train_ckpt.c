@@ -12,7 +12,9 @@
  * is saved: every stream is derived from run.seed, its purpose and the epoch (README, "How it
  * works"; docs/checkpoint-format.md, "Resuming"). A job that loads no checkpoint and has
  * checkpoint.init_from starts from that llm.c model file instead (models/gpt2_llmc.h), read by
- * rank 0 and broadcast like a checkpoint.
+ * rank 0 and broadcast like a checkpoint. Before every save all ranks check that the parameters
+ * and optimizer state are finite (train_finite.c): a checkpoint is never written from NaN or
+ * infinite values, so the last finite one is never pruned for it.
  * Must not decide the file format (ckpt.c) or the loop order (train.c). */
 #include <stdlib.h>
 #include <string.h>
@@ -195,9 +197,11 @@ int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err)
         due = true;
     if (!due || c->last_saved_step == t->step)
         return DDP_OK;
+    int rc = train_finite_check_state(t, err);
+    if (rc != DDP_OK)
+        return rc;
     c->last_saved_step = t->step;
     t->last_ckpt_time = monotonic_s();
-    int rc = DDP_OK;
     for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
         if (c->buffers[b].sharded)
             rc = train_zero_collect(t, c->buffers[b].dev, c->host ? c->host + (size_t)b * t->m->n_params : NULL, err);
@@ -209,6 +213,12 @@ int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err)
     rc = snapshot_and_submit(t, c, err);
     device_prof_host_end(t->dev->prof, range);
     return rc;
+}
+
+int64_t train_ckpt_last_saved(const train_job *t)
+{
+    const train_ckpt *c = t->ckpt;
+    return c ? c->last_saved_step : -1;
 }
 
 int train_ckpt_finish(train_job *t, ddp_err *err)

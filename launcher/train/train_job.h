@@ -20,6 +20,27 @@
 #include "runtime/optim/optim.h"
 #include "runtime/data/sampler.h"
 
+/* What train_finite.c found non-finite, in the order of a step (a note's rank among notes of one step). */
+typedef enum {
+    FINITE_LOSS, FINITE_GRAD_NORM, FINITE_EVAL_LOSS, FINITE_LOGITS, FINITE_PARAMS, FINITE_OPT_STATE
+} finite_what;
+
+/* Sums of squares the check before a checkpoint takes: the parameters and up to three state buffers. */
+#define FINITE_SUMS 4
+
+/* train_finite.c's state: each step's sums since the last drain, on the device, and what was found. */
+typedef struct finite_record {
+    float *stats;             /* device float[2 * cap]: per recorded step, its (loss sum, correct count) */
+    double *norms;            /* device double[cap]: per recorded step, the gradient sum of squares (norms_on) */
+    double *sums;             /* device double[FINITE_SUMS]: the check before a checkpoint */
+    float *host_stats;        /* host copies for a drain */
+    double *host_norms;
+    int64_t cap, used;        /* slots, and steps recorded since the last drain (the latest is t->step) */
+    bool norms_on;            /* the steps compute the gradient norm (optimizer.grad_clip > 0) */
+    double loss_sum, correct_sum;  /* drained since the last progress line */
+    int64_t key;              /* this rank's earliest note (train_finite.c's encoding), 0 when none */
+} finite_record;
+
 typedef struct train_job {
     const config *cfg;
     comm *ctl;              /* MPI, host buffers: control traffic, evaluation sums, stop agreement */
@@ -40,7 +61,6 @@ typedef struct train_job {
     int64_t *idx;
     void *inputs_host, *targets_host;
     void *inputs_dev, *targets_dev;
-    float *stats_dev;       /* device float[2]: loss sum, correct — since the last log line */
 
     /* schedule */
     int64_t steps_per_epoch;  /* optimizer steps in a whole epoch at this world size */
@@ -62,6 +82,8 @@ typedef struct train_job {
     int64_t eval_step;        /* the step of the latest evaluation */
     double last_test_loss, last_test_acc;  /* the latest evaluation; accuracy only for classifiers */
 
+    float fault_value;      /* test-only DDP_TEST_FAULT nan/inf: the value the next gradient gets */
+    finite_record finite;   /* train_finite.c: per-step loss sums and gradient norms, what was non-finite */
     FILE *metrics;          /* rank 0: run.dir/metrics.jsonl */
     char metrics_path[CFG_PATH_MAX + 32];
     long long metrics_bytes;  /* its size after the last line written whole */
@@ -96,6 +118,37 @@ void train_log_close(train_job *t);
 /* train_sample.c: rank 0 logs a text sample from a language model (a no-op elsewhere). */
 int train_sample_text(train_job *t, ddp_err *err);
 
+/* train_finite.c */
+int train_finite_open(train_job *t, ddp_err *err);   /* after the optimizer exists */
+void train_finite_close(train_job *t);
+/* The device float[2] the micro-steps of the next optimizer step add (loss sum, correct count) into. */
+float *train_finite_stats(train_job *t);
+/* After each optimizer step: records its gradient norm (when computed); drains when every slot is used. */
+int train_finite_step_done(train_job *t, ddp_err *err);
+/* Reads the steps recorded since the last drain (waits for the device): adds their sums to the
+ * progress line's, notes any non-finite loss or gradient norm. Every rank calls it at the same steps. */
+int train_finite_drain(train_job *t, ddp_err *err);
+/* The loss and correct-count sums drained since the last call (the progress line's). */
+void train_finite_take_sums(train_job *t, double *loss_sum, double *correct_sum);
+/* A non-finite value this rank found, what it was and when; detail (the value, "nan") goes into
+ * the warning logged for the rank's earliest finding. */
+void train_finite_note(train_job *t, int64_t step, finite_what what, const char *detail);
+/* This rank found a non-finite value (not yet agreed). */
+bool train_finite_found(const train_job *t);
+/* This rank's vote for the stop agreement, whose maximum over the ranks names the earliest note
+ * (0: nothing found); and the DDP_ENONFINITE error every rank returns for an agreed non-zero vote. */
+int64_t train_finite_vote(const train_job *t);
+int train_finite_fail(train_job *t, int64_t vote, ddp_err *err);
+/* Before a checkpoint (every rank): drains, checks the parameters and optimizer state, and has the
+ * ranks agree; DDP_ENONFINITE when anything non-finite was found anywhere. */
+int train_finite_check_state(train_job *t, ddp_err *err);
+
+/* train_fault.c: the test-only DDP_TEST_FAULT switch. After optimizer step t->step: */
+void train_fault_after_step(const train_job *t);
+/* For the last micro-step of the next optimizer step: the grad_ready callback (and its *ctx) that
+ * tells the reducer of finished gradients, poisoning one first when a nan/inf fault is due. */
+grad_ready_fn train_fault_grad_ready(train_job *t, void **ctx);
+
 /* train_zero.c: ZeRO-1. */
 bool train_zero_on(const config *c, int world);
 /* Spare floats the model's parameter buffers need past the parameters (model.param_tail). */
@@ -124,6 +177,8 @@ int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err);
 /* Rank 0, after the resume: the checkpoint directory exists and takes files, so that a bad
  * checkpoint.dir ends the job before its first step, not at its first save. */
 int train_ckpt_check_dir(train_job *t, ddp_err *err);
+/* The step of the newest checkpoint saved or resumed, -1 when none. */
+int64_t train_ckpt_last_saved(const train_job *t);
 /* Waits for a background save in flight. */
 int train_ckpt_finish(train_job *t, ddp_err *err);
 void train_ckpt_close(train_job *t);

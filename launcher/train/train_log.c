@@ -3,10 +3,12 @@
  * The metrics are the ones the model declares (model_io): loss always, accuracy for classifiers,
  * tokens per second and the validation loss for language models (whose test set is the val
  * split). Evaluation counts every test sample exactly once across ranks (no sampler padding).
- * A metrics line that cannot be written ends the job naming the file (a run whose record is lost
- * must not look successful). Must not change training state: it only reads it (evaluation runs
- * the model forward only). */
+ * Every metrics line is valid JSON: a value that is not finite is written as null. A metrics line
+ * that cannot be written ends the job naming the file (a run whose record is lost must not look
+ * successful). Must not change training state: it only reads it (evaluation runs the model forward
+ * only). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,20 +120,29 @@ void train_log_header(train_job *t)
     log_memory_plan(t);
 }
 
-/* Averages the loss/accuracy accumulated on the device since the last line over all ranks, and
- * the per-step communication exposed (ms the step waited for gradients after backward; the
- * download has synchronised, so taking the timer costs no extra wait). */
+/* `,"key":value` with printf format fmt, or `,"key":null` for a value JSON cannot hold (NaN,
+ * infinity): every line of metrics.jsonl stays valid JSON. */
+static void json_number(FILE *f, const char *key, const char *fmt, double v)
+{
+    fprintf(f, ",\"%s\":", key);
+    if (isfinite(v))
+        fprintf(f, fmt, v);
+    else
+        fputs("null", f);
+}
+
+/* Averages the loss/accuracy of the steps since the last line (train_finite.c's per-step sums,
+ * drained here) over all ranks, and the per-step communication exposed (ms the step waited for
+ * gradients after backward; the drain has synchronised, so taking the timer costs no extra wait). */
 int train_log_progress(train_job *t, double lr, ddp_err *err)
 {
     device *d = t->dev;
-    float st[2];
-    double exposed_ms = 0;
-    int rc = d->ops->download(d, st, t->stats_dev, sizeof st, err);
-    if (rc == DDP_OK)
-        rc = d->ops->fill(d, TENSOR_F32, t->stats_dev, 2, 0.0f, err);
+    double exposed_ms = 0, loss_sum = 0, correct_sum = 0;
+    int rc = train_finite_drain(t, err);
     if (rc == DDP_OK)
         rc = d->ops->timer_take_ms(d, t->comm_exposed, &exposed_ms, err);
-    double sums[4] = {st[0], st[1], t->samples_acc / t->ctl->size, exposed_ms / t->ctl->size};
+    train_finite_take_sums(t, &loss_sum, &correct_sum);
+    double sums[4] = {loss_sum, correct_sum, t->samples_acc / t->ctl->size, exposed_ms / t->ctl->size};
     if (rc == DDP_OK)
         rc = t->ctl->ops->allreduce(t->ctl, sums, sums, 4, DT_DOUBLE, OP_SUM, NULL, err);
     if (rc != DDP_OK)
@@ -152,16 +163,19 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
     log_info("epoch %lld step %lld/%lld loss %.4f%s lr %.3e | %.0f samples/s%s %.2f ms/step %.2f ms comm exposed",
              (long long)t->epoch + 1, (long long)t->step, (long long)t->total_steps, loss, acc_text, lr, sps,
              tps_text, ms_step, comm_ms);
-    if (t->metrics) {
-        fprintf(t->metrics, "{\"kind\":\"train\",\"epoch\":%lld,\"step\":%lld,\"loss\":%.6g", (long long)t->epoch + 1,
-                (long long)t->step, loss);
+    FILE *f = t->metrics;
+    if (f) {
+        fprintf(f, "{\"kind\":\"train\",\"epoch\":%lld,\"step\":%lld", (long long)t->epoch + 1, (long long)t->step);
+        json_number(f, "loss", "%.6g", loss);
         if (io->classifier)
-            fprintf(t->metrics, ",\"acc\":%.6g", acc);
-        fprintf(t->metrics, ",\"lr\":%.6g,\"samples_per_s\":%.1f", lr, sps);
+            json_number(f, "acc", "%.6g", acc);
+        json_number(f, "lr", "%.6g", lr);
+        json_number(f, "samples_per_s", "%.1f", sps);
         if (io->language_model)
-            fprintf(t->metrics, ",\"tokens_per_s\":%.1f", tps);
-        fprintf(t->metrics, ",\"ms_per_step\":%.4f,\"comm_exposed_ms\":%.4f,\"host_waits\":%llu}\n", ms_step,
-                comm_ms, (unsigned long long)t->step_host_waits);
+            json_number(f, "tokens_per_s", "%.1f", tps);
+        json_number(f, "ms_per_step", "%.4f", ms_step);
+        json_number(f, "comm_exposed_ms", "%.4f", comm_ms);
+        fprintf(f, ",\"host_waits\":%llu}\n", (unsigned long long)t->step_host_waits);
         if ((rc = metrics_flush(t, err)) != DDP_OK)
             return rc;
     }
@@ -194,16 +208,19 @@ static int log_evaluation(train_job *t, double samples, ddp_err *err)
 {
     bool classifier = t->m->io.classifier;
     const char *split = t->m->io.language_model ? "val" : "test";
-    char acc_text[48] = "", acc_json[32] = "";
-    if (classifier) {
+    char acc_text[48] = "", loss_key[16];
+    if (classifier)
         snprintf(acc_text, sizeof acc_text, ", test accuracy %.2f%%", 100 * t->last_test_acc);
-        snprintf(acc_json, sizeof acc_json, ",\"test_acc\":%.6g", t->last_test_acc);
-    }
     log_info("eval epoch %lld step %lld: %s loss %.4f%s (%.0f samples)", (long long)t->epoch + 1,
              (long long)t->step, split, t->last_test_loss, acc_text, samples);
-    if (t->metrics) {
-        fprintf(t->metrics, "{\"kind\":\"eval\",\"epoch\":%lld,\"step\":%lld,\"%s_loss\":%.6g%s,\"samples\":%.0f}\n",
-                (long long)t->epoch + 1, (long long)t->step, split, t->last_test_loss, acc_json, samples);
+    FILE *f = t->metrics;
+    if (f) {
+        fprintf(f, "{\"kind\":\"eval\",\"epoch\":%lld,\"step\":%lld", (long long)t->epoch + 1, (long long)t->step);
+        snprintf(loss_key, sizeof loss_key, "%s_loss", split);
+        json_number(f, loss_key, "%.6g", t->last_test_loss);
+        if (classifier)
+            json_number(f, "test_acc", "%.6g", t->last_test_acc);
+        fprintf(f, ",\"samples\":%.0f}\n", samples);
         return metrics_flush(t, err);
     }
     return DDP_OK;
@@ -241,5 +258,7 @@ int train_evaluate(train_job *t, ddp_err *err)
     t->last_test_acc = sums[1] / terms;
     t->evaluated = true;
     t->eval_step = t->step;
+    if (!isfinite(t->last_test_loss))
+        train_finite_note(t, t->step, FINITE_EVAL_LOSS, isnan(t->last_test_loss) ? "nan" : "inf");
     return log_evaluation(t, sums[2], err);
 }

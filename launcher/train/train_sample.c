@@ -2,24 +2,46 @@
  * rank 0 draws train.sample_tokens tokens from the model being trained, seeded by run.seed and
  * the step (so a resumed job prints the same samples), and decodes them with data.path's
  * tokenizer.bin. The context is the end-of-text token, or a newline for tokenizers without one.
- * Must not change training state: generation only runs forward passes. */
+ * Logits that are not finite end no job here: they are noted for the stop agreement
+ * (train_finite.c), and a stop request ends a sample between two tokens. Must not change training
+ * state: generation only runs forward passes. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "models/lm_generate.h"
 #include "runtime/base/log.h"
 #include "runtime/data/tokenizer.h"
+#include "train.h"
 #include "train_job.h"
+
+/* lm_generate's verdict: logits that are not finite are a finding for the stop agreement (every
+ * rank stops at this step), and a stop request ends the sample early; neither fails the job. */
+static int sample_verdict(train_job *t, int rc, ddp_err *err)
+{
+    if (rc == DDP_ENONFINITE) {
+        log_warn("text sample at step %lld: %s", (long long)t->step, err->msg);
+        train_finite_note(t, t->step, FINITE_LOGITS, "not finite");
+    }
+    else if (rc == DDP_EPREEMPTED)
+        log_info("sample at step %lld: %s (a stop was requested)", (long long)t->step, err->msg);
+    return rc == DDP_ENONFINITE || rc == DDP_EPREEMPTED ? DDP_OK : rc;
+}
 
 int train_sample_text(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
-    if (t->ctl->rank != 0 || !t->m->io.language_model || c->data.kind != DATA_TOKENS)
+    /* a non-finite loss or gradient norm already found makes sampling pointless */
+    int rc = train_finite_drain(t, err);
+    if (rc != DDP_OK || t->ctl->rank != 0 || !t->m->io.language_model || c->data.kind != DATA_TOKENS)
+        return rc;
+    if (train_finite_found(t)) {
+        log_info("sample at step %lld: skipped, a non-finite value was found", (long long)t->step);
         return DDP_OK;
+    }
     char path[CFG_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/tokenizer.bin", c->data.path);
     tokenizer tok;
-    int rc = tokenizer_load(path, &tok, err);
+    rc = tokenizer_load(path, &tok, err);
     if (rc)
         return rc;
     int64_t n = c->train.sample_tokens;
@@ -27,12 +49,16 @@ int train_sample_text(train_job *t, ddp_err *err)
     char *text = malloc((size_t)n * TOKENIZER_MAX_TOKEN_BYTES + 1);
     if (!ids || !text)
         rc = ddp_fail(err, DDP_ERUNTIME, "text sample: out of memory");
+    bool drawn = false;
     if (!rc) {
         ids[0] = tok.eot >= 0 ? tok.eot : '\n';
-        lm_sampling s = {.temperature = 1.0, .top_k = 40, .seed = c->run.seed ^ (uint64_t)t->step * 0x9E3779B97F4A7C15ull};
-        rc = lm_generate(t->m, ids, 1, n, &s, err);
+        lm_sampling s = {.temperature = 1.0, .top_k = 40, .seed = c->run.seed ^ (uint64_t)t->step * 0x9E3779B97F4A7C15ull,
+                         .stop = &train_stop_requested};
+        int gen = lm_generate(t->m, ids, 1, n, &s, err);
+        drawn = gen == DDP_OK;
+        rc = sample_verdict(t, gen, err);
     }
-    if (!rc) {
+    if (drawn) {
         tokenizer_decode(&tok, ids + 1, n, text, (size_t)n * TOKENIZER_MAX_TOKEN_BYTES + 1, NULL);
         log_info("sample at step %lld: %s", (long long)t->step, text);
     }

@@ -17,6 +17,8 @@ enum ddp_status {
     DDP_OK = 0,
     DDP_ERUNTIME = 1,   /* runtime failure: I/O, library error, a peer died */
     DDP_EUSAGE = 2,     /* bad command line, config or input file; nothing was written */
+    DDP_ENONFINITE = 65, /* training stopped on a non-finite loss, gradient norm or state (EX_DATAERR);
+                            nothing was saved from it */
     DDP_EPREEMPTED = 75 /* stopped by a preemption signal after a checkpoint was saved (EX_TEMPFAIL) */
 };
 

@@ -1,0 +1,107 @@
+/* test_lm_generate.c — text generation (models/lm_generate.c) on a tiny GPT-2 on the CPU backend:
+ * finite parameters draw every token inside the vocabulary, the same ones for the same seed; a
+ * NaN or infinite parameter makes it refuse the logits with DDP_ENONFINITE naming the token, for
+ * top-k, greedy and whole-vocabulary draws alike, before drawing anything (top-k sampling on NaN
+ * logits used to search forever for a k-th largest value: the test's time limit catches that);
+ * a stop flag already set draws nothing and says how far it got (DDP_EPREEMPTED). */
+#include "tests/check.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "models/gpt2.h"
+#include "models/lm_generate.h"
+#include "runtime/device/device.h"
+
+#define T 8
+#define PROMPT 3
+#define DRAW 5
+
+static const cfg_gpt2 SHAPE = {.n_layer = 1, .n_head = 2, .n_embd = 8, .block_size = T, .vocab_size = 50};
+static device *dev;
+
+static model *build(void)
+{
+    sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = SHAPE.vocab_size};
+    model *m = NULL;
+    ddp_err err = {0};
+    CHECK(gpt2_create(&SHAPE, TENSOR_F32, dev, &data, 1, 0, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
+    CHECK(m && model_init_params(m, 5, &err) == DDP_OK, "init: %s", err.msg);
+    return m;
+}
+
+/* Generates DRAW tokens after a fixed prompt into ids; returns the status, err filled. */
+static int generate(model *m, const lm_sampling *s, int32_t *ids, ddp_err *err)
+{
+    for (int i = 0; i < PROMPT + DRAW; i++)
+        ids[i] = i < PROMPT ? 7 * i + 1 : -1;
+    return lm_generate(m, ids, PROMPT, DRAW, s, err);
+}
+
+static void finite_draws(model *m)
+{
+    int32_t a[PROMPT + DRAW], b[PROMPT + DRAW];
+    ddp_err err = {0};
+    lm_sampling s = {.temperature = 1.0, .top_k = 10, .seed = 3};
+    CHECK(generate(m, &s, a, &err) == DDP_OK, "finite parameters: %s", err.msg);
+    for (int i = PROMPT; i < PROMPT + DRAW; i++)
+        CHECK(a[i] >= 0 && a[i] < SHAPE.vocab_size, "token %d is %d, outside the vocabulary", i, a[i]);
+    CHECK(generate(m, &s, b, &err) == DDP_OK && memcmp(a, b, sizeof a) == 0, "the same seed draws the same tokens");
+}
+
+/* One weight of the final LayerNorm set to value (every logit reads it): every kind of draw
+ * refuses the first token's logits. */
+static void refuses(model *m, float value)
+{
+    float saved;
+    const param_tensor *ln_f = model_find_tensor(m, "ln_f.weight");
+    CHECK(ln_f != NULL, "the model has no ln_f.weight");
+    if (!ln_f)
+        return;
+    size_t at = ln_f->offset;
+    dev->ops->download(dev, &saved, m->params + at, sizeof saved, NULL);
+    dev->ops->upload(dev, m->params + at, &value, sizeof value, NULL);
+    const lm_sampling kinds[] = {{.temperature = 1.0, .top_k = 10, .seed = 3},
+                                 {.temperature = 0.0, .seed = 3},
+                                 {.temperature = 0.7, .top_k = 0, .seed = 3}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        int32_t ids[PROMPT + DRAW];
+        ddp_err err = {0};
+        int rc = generate(m, &kinds[k], ids, &err);
+        CHECK(rc == DDP_ENONFINITE, "parameter %g, draw %zu: status %d (%s), expected DDP_ENONFINITE", value, k, rc,
+              err.msg);
+        CHECK_STR_CONTAINS(err.msg, "the logits for token 1 are not finite");
+        CHECK(ids[PROMPT] == -1, "parameter %g, draw %zu: a token was drawn (%d) from non-finite logits", value, k,
+              ids[PROMPT]);
+    }
+    dev->ops->upload(dev, m->params + at, &saved, sizeof saved, NULL);
+}
+
+static void stop_flag(model *m)
+{
+    volatile sig_atomic_t stop = 1;
+    lm_sampling s = {.temperature = 1.0, .top_k = 10, .seed = 3, .stop = &stop};
+    int32_t ids[PROMPT + DRAW];
+    ddp_err err = {0};
+    int rc = generate(m, &s, ids, &err);
+    CHECK(rc == DDP_EPREEMPTED, "a stop already requested: status %d, expected DDP_EPREEMPTED", rc);
+    CHECK_STR_CONTAINS(err.msg, "stopped after 0 of 5 tokens");
+    CHECK(ids[PROMPT] == -1, "a token was drawn after the stop (%d)", ids[PROMPT]);
+}
+
+int main(void)
+{
+    ddp_err err = {0};
+    CHECK(device_cpu_create(&dev, &err) == DDP_OK, "cpu device: %s", err.msg);
+    model *m = build();
+    if (m) {
+        finite_draws(m);
+        refuses(m, NAN);
+        refuses(m, INFINITY);
+        finite_draws(m); /* the parameter restored: drawing works again */
+        stop_flag(m);
+        m->ops->destroy(m);
+    }
+    dev->ops->destroy(dev);
+    return check_done("test_lm_generate");
+}
