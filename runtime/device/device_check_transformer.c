@@ -43,7 +43,7 @@ int checked_embedding_forward(device *d, tensor_dtype t, void *out, const int32_
 }
 
 int checked_embedding_backward(device *d, tensor_dtype t, float *dwte, float *dwpe, const void *dout,
-                               const int32_t *tokens, int64_t B, int64_t T, int64_t C, ddp_err *err)
+                               const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t V, ddp_err *err)
 {
     bool empty = true;
     int rc = check_dtype(d, "embedding_backward", t, err);
@@ -51,11 +51,14 @@ int checked_embedding_backward(device *d, tensor_dtype t, float *dwte, float *dw
         rc = check_btc("embedding_backward", B, T, C, &empty, err);
     if (rc || empty)
         return rc;
+    if (V < 1)
+        return ddp_fail(err, DDP_ERUNTIME, "embedding_backward: V = %lld, but the tokens index rows of dwte",
+                        (long long)V);
     NEED_POINTER("embedding_backward", dwte);
     NEED_POINTER("embedding_backward", dwpe);
     NEED_POINTER("embedding_backward", dout);
     NEED_POINTER("embedding_backward", tokens);
-    return d->backend->embedding_backward(d, t, dwte, dwpe, dout, tokens, B, T, C, err);
+    return d->backend->embedding_backward(d, t, dwte, dwpe, dout, tokens, B, T, C, V, err);
 }
 
 int checked_layernorm_forward(device *d, tensor_dtype t, void *out, float *mean, float *rstd, const void *inp,
@@ -75,6 +78,32 @@ int checked_layernorm_forward(device *d, tensor_dtype t, void *out, float *mean,
     NEED_POINTER("layernorm_forward", w);
     NEED_POINTER("layernorm_forward", b);
     return d->backend->layernorm_forward(d, t, out, mean, rstd, inp, w, b, N, C, err);
+}
+
+/* res_out may be a or b itself (the residual stream adds in place); ln_out must be apart. */
+int checked_residual_layernorm_forward(device *d, tensor_dtype t, void *res_out, void *ln_out, float *mean,
+                                       float *rstd, const void *a, const void *b, const void *w, const void *bias,
+                                       int64_t N, int64_t C, ddp_err *err)
+{
+    int rc = check_dtype(d, "residual_layernorm_forward", t, err);
+    if (!rc)
+        rc = check_shape("residual_layernorm_forward", N, C, err);
+    if (rc || N == 0)
+        return rc;
+    if (C == 0)
+        return ddp_fail(err, DDP_ERUNTIME, "residual_layernorm_forward: rows of zero channels have no mean");
+    NEED_POINTER("residual_layernorm_forward", res_out);
+    NEED_POINTER("residual_layernorm_forward", ln_out);
+    NEED_POINTER("residual_layernorm_forward", mean);
+    NEED_POINTER("residual_layernorm_forward", rstd);
+    NEED_POINTER("residual_layernorm_forward", a);
+    NEED_POINTER("residual_layernorm_forward", b);
+    NEED_POINTER("residual_layernorm_forward", w);
+    NEED_POINTER("residual_layernorm_forward", bias);
+    if (ln_out == res_out || ln_out == a || ln_out == b)
+        return ddp_fail(err, DDP_ERUNTIME, "residual_layernorm_forward: ln_out is also %s",
+                        ln_out == res_out ? "res_out" : ln_out == a ? "a" : "b");
+    return d->backend->residual_layernorm_forward(d, t, res_out, ln_out, mean, rstd, a, b, w, bias, N, C, err);
 }
 
 int checked_layernorm_backward(device *d, tensor_dtype t, void *dinp, float *dw, float *db, const void *dout,
