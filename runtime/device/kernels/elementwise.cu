@@ -32,7 +32,7 @@ using ddp_kernels::vec_width;
  * in PTRS (a parenthesised list), and the kernel's arguments. Expects d and err in scope. */
 #define DDP_LAUNCH_PACKED(kernel, T, n, ptrs, ...)                                                   \
     do {                                                                                            \
-        if (vec_width<T>(1, {DEVICE_UNPAREN ptrs}) > 1)                                             \
+        if (vec_width<T>(0, {DEVICE_UNPAREN ptrs}) > 1)                                             \
             DDP_LAUNCH_OP((kernel<T, kVec<T>>), grid_for((n) / kVec<T> + 1, kBlock), kBlock, 0, __VA_ARGS__); \
         else                                                                                        \
             DDP_LAUNCH_OP((kernel<T, 1>), grid_for((n), kBlock), kBlock, 0, __VA_ARGS__);            \

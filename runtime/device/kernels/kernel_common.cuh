@@ -131,7 +131,7 @@ static inline bool all_aligned(size_t bytes, std::initializer_list<const void *>
     return true;
 }
 
-/* The pack width W for a kernel over rows of `row_elems` elements of T (1 for a flat array):
+/* The pack width W for a kernel over rows of `row_elems` elements of T (0 for a flat array):
  * kVec<T> when every pointer and every row start is 16-byte aligned, else 1. */
 template <typename T> static inline int vec_width(size_t row_elems, std::initializer_list<const void *> ptrs)
 {
