@@ -51,18 +51,25 @@ static int attention_forward(model *m, gpt2_impl *g, gpt2_block_acts *a, int64_t
                                           at(g, a->qkv, 2 * C), err);
 }
 
-static int block_forward(model *m, gpt2_impl *g, int l, const void *res_in, int64_t B, ddp_err *err)
+/* Block l's forward. Its input, the residual stream, is block l-1's res3 after the residual add
+ * res3 += res2, which runs here fused with ln1 (residual_layernorm_forward); block 0 reads the
+ * embeddings as they are. The block's own two residual adds are fused likewise: res2 += res_in
+ * into ln2 here, res3 += res2 into the next block's ln1, or ln_f's (gpt2_forward). */
+static int block_forward(model *m, gpt2_impl *g, int l, int64_t B, ddp_err *err)
 {
     const struct device_ops *op = m->dev->ops;
     device *d = m->dev;
     const tensor_dtype t = g->t;
-    gpt2_block_acts *a = &g->blocks[l];
+    gpt2_block_acts *a = &g->blocks[l], *prev = l > 0 ? &g->blocks[l - 1] : NULL;
     int64_t C = g->s.n_embd, BT = B * g->T;
     size_t p[BLOCK_TENSORS];
     for (int i = 0; i < BLOCK_TENSORS; i++)
         p[i] = gpt2_block_offset(m, l, i);
-    int rc = op->layernorm_forward(d, t, a->ln1, a->ln1_mean, a->ln1_rstd, res_in, gpt2_weight(g, p[LN1_W]),
-                                   gpt2_weight(g, p[LN1_B]), BT, C, err);
+    const void *ln1_w = gpt2_weight(g, p[LN1_W]), *ln1_b = gpt2_weight(g, p[LN1_B]);
+    const void *res_in = prev ? prev->res3 : g->encoded;
+    int rc = prev ? op->residual_layernorm_forward(d, t, prev->res3, a->ln1, a->ln1_mean, a->ln1_rstd, prev->res3,
+                                                   prev->res2, ln1_w, ln1_b, BT, C, err)
+                  : op->layernorm_forward(d, t, a->ln1, a->ln1_mean, a->ln1_rstd, res_in, ln1_w, ln1_b, BT, C, err);
     if (!rc)
         rc = linear_forward(m, g, a->ln1, p[QKV_W], p[QKV_B], NULL, a->qkv, BT, C, 3 * C, err);
     if (!rc)
@@ -70,16 +77,13 @@ static int block_forward(model *m, gpt2_impl *g, int l, const void *res_in, int6
     if (!rc)
         rc = linear_forward(m, g, a->atty, p[ATTPROJ_W], p[ATTPROJ_B], NULL, a->res2, BT, C, C, err);
     if (!rc)
-        rc = op->add(d, t, a->res2, a->res2, res_in, (size_t)(BT * C), err);
-    if (!rc)
-        rc = op->layernorm_forward(d, t, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, gpt2_weight(g, p[LN2_W]),
-                                   gpt2_weight(g, p[LN2_B]), BT, C, err);
+        rc = op->residual_layernorm_forward(d, t, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, res_in,
+                                            gpt2_weight(g, p[LN2_W]), gpt2_weight(g, p[LN2_B]), BT, C, err);
     if (!rc)
         rc = linear_forward(m, g, a->ln2, p[FC_W], p[FC_B], a->fch, a->fch_gelu, BT, C, 4 * C, err);
+    /* res3 holds the MLP's output until the next LayerNorm adds res2 to it */
     if (!rc)
         rc = linear_forward(m, g, a->fch_gelu, p[FCPROJ_W], p[FCPROJ_B], NULL, a->res3, BT, 4 * C, C, err);
-    if (!rc)
-        rc = op->add(d, t, a->res3, a->res3, a->res2, (size_t)(BT * C), err);
     return rc ? ddp_prefix(err, "gpt2 forward h.%d", l) : DDP_OK;
 }
 
@@ -88,19 +92,20 @@ int gpt2_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
     gpt2_impl *g = m->impl;
     const struct device_ops *op = m->dev->ops;
     device *d = m->dev;
-    int64_t C = g->s.n_embd, BT = B * g->T;
+    int64_t C = g->s.n_embd, BT = B * g->T, L = g->s.n_layer;
     int rc = op->embedding_forward(d, g->t, g->encoded, tokens, gpt2_weight(g, g->off_wte), gpt2_weight(g, g->off_wpe),
                                    B, g->T, C, err);
     if (rc)
         return ddp_prefix(err, "gpt2 forward embedding");
-    const void *res = g->encoded;
-    for (int l = 0; l < g->s.n_layer; l++) {
-        if ((rc = block_forward(m, g, l, res, B, err)))
+    for (int l = 0; l < L; l++)
+        if ((rc = block_forward(m, g, l, B, err)))
             return rc;
-        res = g->blocks[l].res3;
-    }
-    rc = op->layernorm_forward(d, g->t, g->lnf, g->lnf_mean, g->lnf_rstd, res, gpt2_weight(g, g->off_lnf_w),
-                               gpt2_weight(g, g->off_lnf_b), BT, C, err);
+    /* ln_f of the last block's output, its residual add res3 += res2 fused in */
+    const void *lnf_w = gpt2_weight(g, g->off_lnf_w), *lnf_b = gpt2_weight(g, g->off_lnf_b);
+    gpt2_block_acts *last = L > 0 ? &g->blocks[L - 1] : NULL;
+    rc = last ? op->residual_layernorm_forward(d, g->t, last->res3, g->lnf, g->lnf_mean, g->lnf_rstd, last->res3,
+                                               last->res2, lnf_w, lnf_b, BT, C, err)
+              : op->layernorm_forward(d, g->t, g->lnf, g->lnf_mean, g->lnf_rstd, g->encoded, lnf_w, lnf_b, BT, C, err);
     /* logits = lnf · wteᵀ over all padded rows: the padding columns are ignored by the classifier */
     if (!rc)
         rc = op->gemm(d, g->t, g->t, false, true, BT, g->Vp, C, 1.0f, g->lnf, C, gpt2_weight(g, g->off_wte), C, 0.0f,
@@ -139,7 +144,9 @@ static int attention_backward(model *m, gpt2_impl *g, const gpt2_block_acts *a, 
                                            err);
 }
 
-/* g->dres holds dLoss/d(block l output) on entry and dLoss/d(block l input) on exit. */
+/* g->dres holds dLoss/d(block l output) on entry and dLoss/d(block l input) on exit. The residual
+ * adds need no pass of their own: their gradient flows on unchanged, and each LayerNorm backward
+ * adds its input's gradient into dres ("+="). */
 static int block_backward(model *m, gpt2_impl *g, int l, const void *res_in, int64_t B, ddp_err *err)
 {
     const struct device_ops *op = m->dev->ops;
@@ -202,7 +209,8 @@ int gpt2_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn read
         if (ready)
             ready(ctx, g->block_off[l], g->block_off[l + 1] - g->block_off[l]);
     }
-    rc = op->embedding_backward(d, t, m->grads + g->off_wte, m->grads + g->off_wpe, g->dres, tokens, B, g->T, C, err);
+    rc = op->embedding_backward(d, t, m->grads + g->off_wte, m->grads + g->off_wpe, g->dres, tokens, B, g->T, C, g->Vp,
+                                err);
     if (rc)
         return ddp_prefix(err, "gpt2 backward embedding");
     if (ready)

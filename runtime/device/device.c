@@ -377,13 +377,26 @@ static int checked_clip_scale(device *d, const double *sumsq, double max_norm, f
 
 /* ---- optimizer updates ----------------------------------------------------------------- */
 
+/* The exemption table's shape; its contents are device memory, never read here. */
+static int check_exempt(const char *op, const decay_exempt *x, size_t n, ddp_err *err)
+{
+    if (x->n_bounds % 2 != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: %zu exemption bounds, not [start, end) pairs", op, x->n_bounds);
+    if (x->n_bounds > 0 && !x->bounds)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: exempt.bounds is NULL with %zu bounds", op, x->n_bounds);
+    if (x->first > SIZE_MAX - n)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: element offsets %zu + %zu overflow", op, x->first, n);
+    return DDP_OK;
+}
+
 /* scale may be NULL (gradients used as they are) and is never read here: it is device memory. */
 static int checked_sgd_step(device *d, float *p, const float *g, const float *scale, float *buf, size_t n,
                             const sgd_args *args, ddp_err *err)
 {
     NEED_POINTER("sgd_step", args);
-    if (n == 0)
-        return DDP_OK;
+    int rc = check_exempt("sgd_step", &args->exempt, n, err);
+    if (rc || n == 0)
+        return rc;
     NEED_POINTER("sgd_step", p);
     NEED_POINTER("sgd_step", g);
     if (args->momentum != 0.0f && !buf)
@@ -400,8 +413,9 @@ static int checked_adamw_step(device *d, float *p, const float *g, const float *
         return ddp_fail(err, DDP_ERUNTIME,
                         "adamw_step: bias2_sqrt is %g, must be > 0 (sqrt(1 - beta2^step), step >= 1)",
                         (double)args->bias2_sqrt);
-    if (n == 0)
-        return DDP_OK;
+    int rc = check_exempt("adamw_step", &args->exempt, n, err);
+    if (rc || n == 0)
+        return rc;
     NEED_POINTER("adamw_step", p);
     NEED_POINTER("adamw_step", g);
     NEED_POINTER("adamw_step", m);

@@ -65,10 +65,22 @@ typedef enum { TENSOR_F32, TENSOR_BF16 } tensor_dtype;
 /* Bytes per element of t. */
 static inline size_t tensor_dtype_size(tensor_dtype t) { return t == TENSOR_BF16 ? 2 : 4; }
 
+/* The elements an optimizer step exempts from weight decay (a PyTorch param group with
+ * weight_decay 0), so that one launch can update every tensor: element i of the step's buffers
+ * sits at offset first + i of the flat parameter buffer, and is exempt when that offset lies in
+ * one of the spans [bounds[0], bounds[1]), [bounds[2], bounds[3]), ... bounds is a device array of
+ * n_bounds ascending offsets (an even number), read when the step runs; all zero: none exempt. */
+typedef struct decay_exempt {
+    const size_t *bounds;
+    size_t n_bounds;
+    size_t first;
+} decay_exempt;
+
 typedef struct sgd_args {
     float lr, momentum, weight_decay;
     bool nesterov;
     bool first_step;          /* PyTorch: the momentum buffer is the gradient itself on step 1 */
+    decay_exempt exempt;      /* elements with weight_decay 0 */
 } sgd_args;
 
 /* AdamW's scalars for one step, computed once by the optimizer (optim_adamw_args) the way
@@ -76,9 +88,10 @@ typedef struct sgd_args {
 typedef struct adamw_args {
     float beta1, beta2, eps;
     float one_minus_beta1, one_minus_beta2;
-    float decay;              /* 1 - lr * weight_decay */
+    float decay;              /* 1 - lr * weight_decay; exempt elements use 1 */
     float step_size;          /* lr / (1 - beta1^step) */
     float bias2_sqrt;         /* sqrt(1 - beta2^step), > 0 */
+    decay_exempt exempt;      /* elements without weight decay */
 } adamw_args;
 
 /* ---- memory (device_cpu.c, device_cuda.c) ---------------------------------------------------- */
@@ -178,7 +191,8 @@ typedef struct adamw_args {
 /* ---- optimizer updates (kernels/optim_step_cpu.c, kernels/optim_step.cu) --------------------- */
 /* torch.optim's float32 order of operations, so trajectories match PyTorch step for step. The
  * gradients are multiplied first by *scale, a device float read when the step runs (clip_scale's
- * output), as clip_grad_norm_ scales them in place; scale NULL means 1. */
+ * output), as clip_grad_norm_ scales them in place; scale NULL means 1. Weight decay applies to
+ * every element but the args' exempt ones, so one call updates a whole model. */
 #define DEVICE_OPTIM_STEP_OPS(OP)                                                                  \
     /* SGD (dampening 0); buf may be NULL when momentum is 0 */                                    \
     OP(sgd_step, (device *d, float *p, const float *g, const float *scale, float *buf, size_t n,   \
@@ -200,7 +214,8 @@ typedef struct adamw_args {
     OP(cast_f32_to_bf16_stochastic, (device *d, const float *src, uint16_t *dst, size_t n, uint64_t seed, \
                                      uint64_t step, uint64_t first))
 
-/* ---- the transformer's ops (kernels/transformer_cpu.c, kernels/transformer.cu) ----------------
+/* ---- the transformer's ops (kernels/embedding_cpu.c and embedding.cu, layernorm_cpu.c and
+ * layernorm.cu, transformer_cpu.c and transformer.cu: the attention) ---------------------------
  * Shapes: B sequences of T positions, C channels, NH heads of hs = C/NH; [B,T,C] tensors are
  * row-major. "+=" outputs accumulate (gradients of shared or residual inputs), "=" outputs are
  * overwritten. t is the type of every void* tensor (activations and the parameters they are
@@ -210,14 +225,21 @@ typedef struct adamw_args {
     /* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]; tokens in [0, rows of wte) */                  \
     OP(embedding_forward, (device *d, tensor_dtype t, void *out, const int32_t *tokens, const void *wte, \
                            const void *wpe, int64_t B, int64_t T, int64_t C))                       \
-    /* dwte[tokens[b,t],:] += dout[b,t,:], dwpe[t,:] += sum_b dout[b,t,:] */                       \
+    /* dwte[tokens[b,t],:] += dout[b,t,:] in (b,t) order, dwpe[t,:] += sum_b dout[b,t,:]; dwte has \
+     * V rows */                                                                                   \
     OP(embedding_backward, (device *d, tensor_dtype t, float *dwte, float *dwpe, const void *dout, \
-                            const int32_t *tokens, int64_t B, int64_t T, int64_t C))                \
+                            const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t V))     \
     /* out = (inp - mean) * rstd * w + b per row of C (eps 1e-5, biased variance); mean and rstd  \
      * [N] are saved for the backward */                                                           \
     OP(layernorm_forward, (device *d, tensor_dtype t, void *out, float *mean, float *rstd, const void *inp, \
                            const void *w, const void *b, int64_t N, int64_t C))                     \
-    /* dinp += d/dinp, dw += sum dout * xhat, db += sum dout */                                    \
+    /* res_out = a + b (rounded to t), then ln_out = layernorm_forward of res_out: the residual add \
+     * and the next LayerNorm in one pass. res_out may be a or b itself; ln_out overlaps nothing */ \
+    OP(residual_layernorm_forward, (device *d, tensor_dtype t, void *res_out, void *ln_out, float *mean, \
+                                    float *rstd, const void *a, const void *b, const void *w, const void *bias, \
+                                    int64_t N, int64_t C))                                          \
+    /* dinp += d/dinp, dw += sum dout * xhat, db += sum dout; "+=" into dinp is also the residual \
+     * stream's backward: the gradient reaching a residual sum flows on unchanged */             \
     OP(layernorm_backward, (device *d, tensor_dtype t, void *dinp, float *dw, float *db, const void *dout, \
                             const void *inp, const void *w, const float *mean, const float *rstd,  \
                             int64_t N, int64_t C))                                                  \

@@ -74,7 +74,7 @@ int checked_embedding_forward(device *d, tensor_dtype t, void *out, const int32_
 }
 
 int checked_embedding_backward(device *d, tensor_dtype t, float *dwte, float *dwpe, const void *dout,
-                               const int32_t *tokens, int64_t B, int64_t T, int64_t C, ddp_err *err)
+                               const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t V, ddp_err *err)
 {
     bool empty = true;
     int rc = check_dtype(d, "embedding_backward", t, err);
@@ -82,6 +82,9 @@ int checked_embedding_backward(device *d, tensor_dtype t, float *dwte, float *dw
         rc = check_btc("embedding_backward", B, T, C, &empty, err);
     if (rc || empty)
         return rc;
+    if (V < 1)
+        return ddp_fail(err, DDP_ERUNTIME, "embedding_backward: V = %lld, but the tokens index rows of dwte",
+                        (long long)V);
     NEED_POINTER("embedding_backward", dwte);
     NEED_POINTER("embedding_backward", dwpe);
     NEED_POINTER("embedding_backward", dout);
@@ -89,7 +92,7 @@ int checked_embedding_backward(device *d, tensor_dtype t, float *dwte, float *dw
     DEVICE_FORWARD(embedding_backward, /* dout and the tokens read, dwte's rows and dwpe += */
                    btc_cost(t, B, T, C, (double)B * T * C * (tensor_dtype_size(t) + 8.0) + 8.0 * T * C + 4.0 * B * T,
                             2.0 * B * T * C),
-                   d, t, dwte, dwpe, dout, tokens, B, T, C, err);
+                   d, t, dwte, dwpe, dout, tokens, B, T, C, V, err);
 }
 
 int checked_layernorm_forward(device *d, tensor_dtype t, void *out, float *mean, float *rstd, const void *inp,
@@ -111,6 +114,34 @@ int checked_layernorm_forward(device *d, tensor_dtype t, void *out, float *mean,
     DEVICE_FORWARD(layernorm_forward, /* inp, w, b read; out, mean, rstd written; 8 FLOPs an element */
                    btc_cost(t, 1, N, C, (2.0 * N * C + 2.0 * C) * tensor_dtype_size(t) + 8.0 * N, 8.0 * N * C),
                    d, t, out, mean, rstd, inp, w, b, N, C, err);
+}
+
+/* res_out may be a or b itself (the residual stream adds in place); ln_out must be apart. */
+int checked_residual_layernorm_forward(device *d, tensor_dtype t, void *res_out, void *ln_out, float *mean,
+                                       float *rstd, const void *a, const void *b, const void *w, const void *bias,
+                                       int64_t N, int64_t C, ddp_err *err)
+{
+    int rc = check_dtype(d, "residual_layernorm_forward", t, err);
+    if (!rc)
+        rc = check_shape("residual_layernorm_forward", N, C, err);
+    if (rc || N == 0)
+        return rc;
+    if (C == 0)
+        return ddp_fail(err, DDP_ERUNTIME, "residual_layernorm_forward: rows of zero channels have no mean");
+    NEED_POINTER("residual_layernorm_forward", res_out);
+    NEED_POINTER("residual_layernorm_forward", ln_out);
+    NEED_POINTER("residual_layernorm_forward", mean);
+    NEED_POINTER("residual_layernorm_forward", rstd);
+    NEED_POINTER("residual_layernorm_forward", a);
+    NEED_POINTER("residual_layernorm_forward", b);
+    NEED_POINTER("residual_layernorm_forward", w);
+    NEED_POINTER("residual_layernorm_forward", bias);
+    if (ln_out == res_out || ln_out == a || ln_out == b)
+        return ddp_fail(err, DDP_ERUNTIME, "residual_layernorm_forward: ln_out is also %s",
+                        ln_out == res_out ? "res_out" : ln_out == a ? "a" : "b");
+    DEVICE_FORWARD(residual_layernorm_forward, /* a, b, w, bias read; res_out, ln_out, mean, rstd written */
+                   btc_cost(t, 1, N, C, (4.0 * N * C + 2.0 * C) * tensor_dtype_size(t) + 8.0 * N, 9.0 * N * C),
+                   d, t, res_out, ln_out, mean, rstd, a, b, w, bias, N, C, err);
 }
 
 int checked_layernorm_backward(device *d, tensor_dtype t, void *dinp, float *dw, float *db, const void *dout,

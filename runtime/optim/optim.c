@@ -6,9 +6,11 @@
  * corrections and decay, computed here once for both backends). The clip factor depends on the
  * gradients, so it is computed where they are: device ops (sumsq, clip_scale) write the norm and
  * the factor into two device scalars this file owns and the update reads the factor from there;
- * only optim_read_grad_norm brings the norm to the host. Under ZeRO it updates the parts it was
- * given, with state for those alone. It must not communicate: the gradients it sees are already
- * averaged across ranks. */
+ * only optim_read_grad_norm brings the norm to the host. One update covers a part (the whole
+ * model unless ZeRO gave it several), whatever its tensors' weight decay: the spans exempt from
+ * it live in a device table the update reads. Under ZeRO it updates the parts it was given, with
+ * state for those alone. It must not communicate: the gradients it sees are already averaged
+ * across ranks. */
 #include "optim.h"
 
 #include <math.h>
@@ -111,14 +113,6 @@ int optim_create_parts(const config *cfg, device *dev, size_t n, const optim_par
     o->sched = cfg->optimizer.schedule.kind;
     o->warmup_steps = cfg->optimizer.schedule.warmup_steps;
     o->min_lr = cfg->optimizer.schedule.min_lr;
-    o->runs = malloc(sizeof *o->runs);
-    if (!o->runs) {
-        free(o);
-        return ddp_fail(err, DDP_ERUNTIME, "optimizer: out of host memory");
-    }
-    o->runs[0] = (optim_span){0, n};
-    o->n_runs = 1;
-    o->decay_first = true;
     int rc = alloc_norm_scalars(o, err);
     if (!rc)
         rc = set_parts(o, parts, n_parts, n_state, err);
@@ -141,7 +135,8 @@ void optim_destroy(optimizer *o)
         o->dev->ops->free(o->dev, o->clip_scale);
     if (o->part_sumsq)
         o->dev->ops->free(o->dev, o->part_sumsq);
-    free(o->runs);
+    if (o->exempt_bounds)
+        o->dev->ops->free(o->dev, o->exempt_bounds);
     free(o->parts);
     free(o);
 }
@@ -206,42 +201,51 @@ int optim_read_grad_norm(optimizer *o, double *norm, ddp_err *err)
     return DDP_OK;
 }
 
-int optim_set_no_decay(optimizer *o, const optim_span *spans, int n_spans, ddp_err *err)
+/* The exempt spans as ascending [start, end) bounds, adjacent spans merged (a zero-length span
+ * adds nothing); *n_out bounds into out (room for 2 * n_spans). */
+static int exempt_bounds(const optimizer *o, const optim_span *spans, int n_spans, size_t *out, size_t *n_out,
+                         ddp_err *err)
 {
-    optim_span *runs = malloc((2 * (size_t)n_spans + 1) * sizeof *runs);
-    if (!runs)
-        return ddp_fail(err, DDP_ERUNTIME, "optimizer: out of host memory");
-    int n = 0;
-    bool decaying = true, first_decays = true;
-    size_t pos = 0;
-    /* walk [0, o->n), closing a run at every change between decayed and exempt */
-    for (int i = 0; i <= n_spans; i++) {
-        size_t start = i < n_spans ? spans[i].offset : o->n, end = i < n_spans ? start + spans[i].count : o->n;
-        if (start < pos || end > o->n) {
-            free(runs);
+    size_t n = 0, pos = 0;
+    for (int i = 0; i < n_spans; i++) {
+        size_t start = spans[i].offset, end = start + spans[i].count;
+        if (start < pos || end < start || end > o->n)
             return ddp_fail(err, DDP_ERUNTIME, "optimizer: no-decay span [%zu, %zu) is out of order or outside "
                             "[0, %zu)", start, end, o->n);
-        }
-        for (int part = 0; part < 2; part++) { /* the decayed gap, then the exempt span */
-            size_t a = part ? start : pos, b = part ? end : start;
-            bool decays = part == 0;
-            if (a == b)
-                continue;
-            if (n > 0 && decays == decaying)
-                runs[n - 1].count += b - a;
-            else {
-                if (n == 0)
-                    first_decays = decays;
-                runs[n++] = (optim_span){a, b - a};
-                decaying = decays;
-            }
-        }
         pos = end;
+        if (start == end)
+            continue;
+        if (n > 0 && out[n - 1] == start)
+            out[n - 1] = end;
+        else {
+            out[n++] = start;
+            out[n++] = end;
+        }
     }
-    free(o->runs);
-    o->runs = runs;
-    o->n_runs = n;
-    o->decay_first = first_decays;
+    *n_out = n;
+    return DDP_OK;
+}
+
+int optim_set_no_decay(optimizer *o, const optim_span *spans, int n_spans, ddp_err *err)
+{
+    device *d = o->dev;
+    size_t *host = malloc((2 * (size_t)n_spans + 1) * sizeof *host), n = 0;
+    if (!host)
+        return ddp_fail(err, DDP_ERUNTIME, "optimizer: out of host memory");
+    int rc = exempt_bounds(o, spans, n_spans, host, &n, err);
+    size_t *dev_bounds = NULL;
+    if (!rc && n > 0)
+        rc = d->ops->alloc(d, n * sizeof *host, (void **)&dev_bounds, err);
+    if (!rc && n > 0)
+        rc = d->ops->upload(d, dev_bounds, host, n * sizeof *host, err);
+    free(host);
+    if (rc) {
+        d->ops->free(d, dev_bounds);
+        return ddp_prefix(err, "optimizer: the %zu bounds of the spans without weight decay", n);
+    }
+    d->ops->free(d, o->exempt_bounds);
+    o->exempt_bounds = dev_bounds;
+    o->n_exempt_bounds = n;
     return DDP_OK;
 }
 
@@ -261,42 +265,32 @@ adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float
     };
 }
 
-/* One update of count parameters (and gradients) at p_at whose state is at s_at, with weight decay wd. */
-static int update_range(optimizer *o, size_t p_at, size_t s_at, size_t count, float *params, const float *grads,
-                        double lr, const float *grad_scale, double wd, ddp_err *err)
+/* One update of a part: its count parameters (and gradients) at param_offset, their state at
+ * state_offset, each element's weight decay looked up in the exemption table on the device. */
+int optim_update_part(optimizer *o, int part, float *params, const float *grads, double lr, const float *grad_scale,
+                      ddp_err *err)
 {
+    const optim_part *pt = &o->parts[part];
+    const size_t p_at = pt->param_offset, s_at = pt->state_offset;
+    const decay_exempt exempt = {.bounds = o->exempt_bounds, .n_bounds = o->n_exempt_bounds, .first = p_at};
+    int rc;
     if (o->kind == OPT_SGD) {
         sgd_args a = {
             .lr = (float)lr,
             .momentum = (float)o->momentum,
-            .weight_decay = (float)wd,
+            .weight_decay = (float)o->weight_decay,
             .nesterov = o->nesterov,
             .first_step = o->step == 0,
+            .exempt = exempt,
         };
-        return o->dev->ops->sgd_step(o->dev, params + p_at, grads + p_at, grad_scale, o->momentum_buffer + s_at,
-                                     count, &a, err);
-    }
-    adamw_args a = optim_adamw_args((float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)wd,
-                                    o->step + 1);
-    return o->dev->ops->adamw_step(o->dev, params + p_at, grads + p_at, grad_scale, o->exp_avg + s_at,
-                                   o->exp_avg_sq + s_at, count, &a, err);
-}
-
-/* The part's parameters, one update per run of decayed or exempt elements it overlaps. */
-int optim_update_part(optimizer *o, int part, float *params, const float *grads, double lr, const float *grad_scale,
-                      ddp_err *err)
-{
-    const optim_part *p = &o->parts[part];
-    size_t end = p->param_offset + p->count;
-    int rc = DDP_OK;
-    for (int i = 0; !rc && i < o->n_runs; i++) {
-        size_t lo = o->runs[i].offset > p->param_offset ? o->runs[i].offset : p->param_offset;
-        size_t run_end = o->runs[i].offset + o->runs[i].count, hi = run_end < end ? run_end : end;
-        if (hi <= lo)
-            continue;
-        bool decays = o->decay_first == (i % 2 == 0);
-        rc = update_range(o, lo, p->state_offset + (lo - p->param_offset), hi - lo, params, grads, lr, grad_scale,
-                          decays ? o->weight_decay : 0.0, err);
+        rc = o->dev->ops->sgd_step(o->dev, params + p_at, grads + p_at, grad_scale, o->momentum_buffer + s_at,
+                                   pt->count, &a, err);
+    } else {
+        adamw_args a = optim_adamw_args((float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
+                                        (float)o->weight_decay, o->step + 1);
+        a.exempt = exempt;
+        rc = o->dev->ops->adamw_step(o->dev, params + p_at, grads + p_at, grad_scale, o->exp_avg + s_at,
+                                     o->exp_avg_sq + s_at, pt->count, &a, err);
     }
     return rc ? ddp_prefix(err, "optimizer step %lld", (long long)(o->step + 1)) : DDP_OK;
 }

@@ -51,11 +51,10 @@ typedef struct optimizer {
     cfg_sched_kind sched;
     int64_t warmup_steps;
     double min_lr;
-    /* [0, n) in order as runs alternating between decayed and not: runs[i] decays iff
-     * decay_first == (i % 2 == 0). One decayed run of n until optim_set_no_decay. */
-    optim_span *runs;
-    int n_runs;
-    bool decay_first;
+    /* The spans exempt from weight decay as [start, end) bounds in one device array (the steps
+     * read it where they run), adjacent spans merged; NULL and 0 until optim_set_no_decay. */
+    size_t *exempt_bounds;
+    size_t n_exempt_bounds;
 } optimizer;
 
 int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_err *err);
@@ -67,8 +66,9 @@ int optim_create_parts(const config *cfg, device *dev, size_t n, const optim_par
                        optimizer **out, ddp_err *err);
 void optim_destroy(optimizer *o);
 /* Exempts these ranges (ascending, non-overlapping, inside [0, n)) from weight decay, as a
- * PyTorch param group with weight_decay 0 does; everything else keeps it. Each step then runs
- * one update per run of decayed or exempt elements. */
+ * PyTorch param group with weight_decay 0 does; everything else keeps it. The ranges go to the
+ * device once, and each step still runs as one update per part, deciding each element's decay
+ * there. */
 int optim_set_no_decay(optimizer *o, const optim_span *spans, int n_spans, ddp_err *err);
 /* Learning rate for optimizer step `step` (0-based) of total_steps. Linear warmup from lr/warmup
  * to lr over warmup_steps, then cosine to min_lr at total_steps; constant: lr (after warmup). */

@@ -32,10 +32,22 @@ DDP_BF16_SR_FN uint64_t ddp_bf16_sr_mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
+/* The part of the hash that depends on (seed, step) alone: computed once per cast, not per element. */
+DDP_BF16_SR_FN uint64_t ddp_bf16_sr_key(uint64_t seed, uint64_t step)
+{
+    return ddp_bf16_sr_mix(ddp_bf16_sr_mix(seed) ^ step);
+}
+
+/* The 16 random bits of element `index` under key ddp_bf16_sr_key(seed, step). */
+DDP_BF16_SR_FN uint32_t ddp_bf16_sr_bits_keyed(uint64_t key, uint64_t index)
+{
+    return (uint32_t)(ddp_bf16_sr_mix(key ^ index) >> 48);
+}
+
 /* The 16 random bits of element `index` at optimizer step `step` of a run seeded `seed`. */
 DDP_BF16_SR_FN uint32_t ddp_bf16_sr_bits(uint64_t seed, uint64_t step, uint64_t index)
 {
-    return (uint32_t)(ddp_bf16_sr_mix(ddp_bf16_sr_mix(ddp_bf16_sr_mix(seed) ^ step) ^ index) >> 48);
+    return ddp_bf16_sr_bits_keyed(ddp_bf16_sr_key(seed, step), index);
 }
 
 /* x rounded to bf16 bits with random bits r16 < 2^16: NaN stays a quiet NaN, inf stays inf, and a

@@ -38,8 +38,9 @@ int device_cpu_cast_f32_to_bf16_stochastic(device *d, const float *restrict src,
 {
     (void)d;
     (void)err;
+    const uint64_t key = ddp_bf16_sr_key(seed, step);
     DDP_PARALLEL_FOR(n)
     for (size_t i = 0; i < n; i++)
-        dst[i] = ddp_bf16_stochastic(src[i], ddp_bf16_sr_bits(seed, step, first + i));
+        dst[i] = ddp_bf16_stochastic(src[i], ddp_bf16_sr_bits_keyed(key, first + i));
     return DDP_OK;
 }

@@ -5,14 +5,22 @@
  * library's worker threads would otherwise spin idle (on this project's 2-vCPU machines, on the
  * hyperthread sibling of the one doing the work). A loop marked DDP_PARALLEL_FOR must compute
  * every element independently, so results do not depend on the thread count; reductions stay
- * serial, in a fixed order. Besides the loop it holds the one helper two families share (the
- * GEMMs' k == 0 case) and the GEMM entry for ops that run their own; it must not grow op code. */
+ * serial, in a fixed order. Besides the loop it holds what several families' files share (the
+ * GEMMs' k == 0 case, the column-block width) and the GEMM entry for ops that run their own; it
+ * must not grow op code. */
 #ifndef DDP_CPU_KERNEL_H
 #define DDP_CPU_KERNEL_H
 
 #include "runtime/device/backend.h"
 
 #define DDP_OMP_MIN_ELEMENTS 32768
+
+/* Width of the column blocks that column-sum loops give each thread (the embedding's and
+ * LayerNorm's parameter gradients): 64 double accumulators (512 bytes) stay in L1, and 64 floats
+ * are whole cache lines of every row they read. */
+#define DDP_COL_BLOCK 64
+
+static inline int64_t ddp_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 #define DDP_PRAGMA(x) _Pragma(#x)
 #define DDP_PARALLEL_FOR(n) DDP_PRAGMA(omp parallel for schedule(static) if ((size_t)(n) >= DDP_OMP_MIN_ELEMENTS))
 

@@ -2,7 +2,10 @@
  * scale, uint8 → float conversion with normalisation, bias add, ReLU / exact-erf GELU / tanh-GELU
  * forward and backward, and the residual add; each op's kernel and its host launcher.
  *
- * Every kernel is a grid-stride loop over size_t indices, so any n works with a capped grid.
+ * Every kernel is a grid-stride loop over size_t indices, so any n works with a capped grid, and
+ * moves 16-byte packs (kernel_common.cuh's map_packs: 4 floats or 8 bf16 per access, the tail
+ * one element at a time) when its launcher finds every pointer aligned for them, else one element
+ * per access (W = 1): the arithmetic per element is the same, so the width never changes a bit.
  * The formulas are the CPU code's, which the tests compare against, computed in float. The ops
  * with a tensor_dtype (fill, bias_add, act_forward/backward, add) have one kernel each, a
  * template on the storage type (float or bf16, kernel_common.cuh): elements are widened to float,
@@ -17,18 +20,39 @@ using ddp_kernels::global_index;
 using ddp_kernels::grid_for;
 using ddp_kernels::grid_stride;
 using ddp_kernels::kBlock;
+using ddp_kernels::kVec;
+using ddp_kernels::load_pack;
+using ddp_kernels::map_packs;
+using ddp_kernels::pack;
+using ddp_kernels::store_pack;
 using ddp_kernels::to_float;
+using ddp_kernels::vec_width;
 
-template <typename T>
+/* Launches KERNEL<T, W> over n elements, with W the pack width vec_width picks for the pointers
+ * in PTRS (a parenthesised list), and the kernel's arguments. Expects d and err in scope. */
+#define DDP_LAUNCH_PACKED(kernel, T, n, ptrs, ...)                                                   \
+    do {                                                                                            \
+        if (vec_width<T>(0, {DEVICE_UNPAREN ptrs}) > 1)                                             \
+            DDP_LAUNCH_OP((kernel<T, kVec<T>>), grid_for((n) / kVec<T> + 1, kBlock), kBlock, 0, __VA_ARGS__); \
+        else                                                                                        \
+            DDP_LAUNCH_OP((kernel<T, 1>), grid_for((n), kBlock), kBlock, 0, __VA_ARGS__);            \
+    } while (0)
+
+template <typename T, int W>
 __global__ void ddp_fill_kernel(T *x, size_t n, float value)
 {
     const T v = from_float<T>(value);
-    for (size_t i = global_index(); i < n; i += grid_stride()) x[i] = v;
+    pack<T, W> p;
+DDP_UNROLL
+    for (int j = 0; j < W; j++) p.v[j] = v;
+    for (size_t k = global_index(); k < n / W; k += grid_stride()) store_pack<W>(x, k, p);
+    for (size_t i = n / W * W + global_index(); i < n; i += grid_stride()) x[i] = v;
 }
 
-__global__ void ddp_scale_kernel(float *x, size_t n, float s)
+template <typename T, int W>
+__global__ void ddp_scale_kernel(T *x, size_t n, float s)
 {
-    for (size_t i = global_index(); i < n; i += grid_stride()) x[i] *= s;
+    map_packs<W>(x, x, n, [=](T v, size_t) { return v * s; });
 }
 
 __global__ void ddp_u8_to_f32_kernel(const uint8_t *src, float *dst, size_t n, float mean, float inv_std)
@@ -37,11 +61,18 @@ __global__ void ddp_u8_to_f32_kernel(const uint8_t *src, float *dst, size_t n, f
         dst[i] = ((float)src[i] / 255.0f - mean) * inv_std;
 }
 
-template <typename T>
+/* Rows of cols elements; with W > 1, cols is a multiple of W, so a pack never straddles two rows
+ * and its columns are c .. c + W - 1 of one row. */
+template <typename T, int W>
 __global__ void ddp_bias_add_kernel(T *y, const T *b, size_t total, size_t cols)
 {
-    for (size_t i = global_index(); i < total; i += grid_stride())
-        y[i] = from_float<T>(to_float(y[i]) + to_float(b[i % cols]));
+    for (size_t k = global_index(); k < total / W; k += grid_stride()) {
+        pack<T, W> v = load_pack<W>(y, k);
+        const size_t c = k * W % cols;
+DDP_UNROLL
+        for (int j = 0; j < W; j++) v.v[j] = from_float<T>(to_float(v.v[j]) + to_float(b[c + j]));
+        store_pack<W>(y, k, v);
+    }
 }
 
 /* Exact GELU, x·Φ(x) with Φ(x) = 0.5·erfc(-x/√2) (= 0.5·(1 + erf(x/√2)) without its cancellation for
@@ -101,36 +132,35 @@ __device__ inline float activation_backward(act_kind act, float v, float dy)
     return NAN;
 }
 
-/* out may be a or b: each element reads its inputs before writing */
-template <typename T>
+/* out may be a or b: each element (each pack) reads its inputs before writing */
+template <typename T, int W>
 __global__ void ddp_add_kernel(T *out, const T *a, const T *b, size_t n)
 {
-    for (size_t i = global_index(); i < n; i += grid_stride()) out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
+    map_packs<W>(out, a, b, n, [](T u, T v, size_t) { return from_float<T>(to_float(u) + to_float(v)); });
 }
 
-template <typename T>
+template <typename T, int W>
 __global__ void ddp_act_forward_kernel(act_kind act, const T *x, T *y, size_t n)
 {
-    for (size_t i = global_index(); i < n; i += grid_stride()) y[i] = from_float<T>(activation(act, to_float(x[i])));
+    map_packs<W>(y, x, n, [=](T v, size_t) { return from_float<T>(activation(act, to_float(v))); });
 }
 
-template <typename T>
+template <typename T, int W>
 __global__ void ddp_act_backward_kernel(act_kind act, const T *x, const T *dy, T *dx, size_t n)
 {
-    for (size_t i = global_index(); i < n; i += grid_stride())
-        dx[i] = from_float<T>(activation_backward(act, to_float(x[i]), to_float(dy[i])));
+    map_packs<W>(dx, x, dy, n,
+                 [=](T v, T g, size_t) { return from_float<T>(activation_backward(act, to_float(v), to_float(g))); });
 }
 
 extern "C" int device_cuda_fill(device *d, tensor_dtype t, void *x, size_t n, float value, ddp_err *err)
 {
-    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_fill_kernel<T>, grid_for(n, kBlock), kBlock, 0, static_cast<T *>(x), n,
-                                         value));
+    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_PACKED(ddp_fill_kernel, T, n, (x), static_cast<T *>(x), n, value));
     return DDP_OK;
 }
 
 extern "C" int device_cuda_scale(device *d, float *x, size_t n, float s, ddp_err *err)
 {
-    DDP_LAUNCH_OP(ddp_scale_kernel, grid_for(n, kBlock), kBlock, 0, x, n, s);
+    DDP_LAUNCH_PACKED(ddp_scale_kernel, float, n, (x), x, n, s);
     return DDP_OK;
 }
 
@@ -145,32 +175,37 @@ extern "C" int device_cuda_bias_add(device *d, tensor_dtype t, void *y, const vo
                                     ddp_err *err)
 {
     const size_t total = (size_t)rows * (size_t)cols;
-    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_bias_add_kernel<T>, grid_for(total, kBlock), kBlock, 0,
-                                         static_cast<T *>(y), static_cast<const T *>(b), total, (size_t)cols));
+    DDP_DTYPE_SWITCH(t, T,
+                     if (vec_width<T>((size_t)cols, {y, b}) > 1)
+                         DDP_LAUNCH_OP((ddp_bias_add_kernel<T, kVec<T>>), grid_for(total / kVec<T>, kBlock), kBlock, 0,
+                                       static_cast<T *>(y), static_cast<const T *>(b), total, (size_t)cols);
+                     else
+                         DDP_LAUNCH_OP((ddp_bias_add_kernel<T, 1>), grid_for(total, kBlock), kBlock, 0,
+                                       static_cast<T *>(y), static_cast<const T *>(b), total, (size_t)cols));
     return DDP_OK;
 }
 
 extern "C" int device_cuda_act_forward(device *d, tensor_dtype t, act_kind a, const void *x, void *y, size_t n,
                                        ddp_err *err)
 {
-    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_act_forward_kernel<T>, grid_for(n, kBlock), kBlock, 0, a,
-                                         static_cast<const T *>(x), static_cast<T *>(y), n));
+    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_PACKED(ddp_act_forward_kernel, T, n, (x, y), a,
+                                             static_cast<const T *>(x), static_cast<T *>(y), n));
     return DDP_OK;
 }
 
 extern "C" int device_cuda_act_backward(device *d, tensor_dtype t, act_kind a, const void *x, const void *dy, void *dx,
                                         size_t n, ddp_err *err)
 {
-    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_act_backward_kernel<T>, grid_for(n, kBlock), kBlock, 0, a,
-                                         static_cast<const T *>(x), static_cast<const T *>(dy), static_cast<T *>(dx),
-                                         n));
+    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_PACKED(ddp_act_backward_kernel, T, n, (x, dy, dx), a,
+                                             static_cast<const T *>(x), static_cast<const T *>(dy),
+                                             static_cast<T *>(dx), n));
     return DDP_OK;
 }
 
 extern "C" int device_cuda_add(device *d, tensor_dtype t, void *out, const void *a, const void *b, size_t n,
                                ddp_err *err)
 {
-    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_add_kernel<T>, grid_for(n, kBlock), kBlock, 0, static_cast<T *>(out),
-                                         static_cast<const T *>(a), static_cast<const T *>(b), n));
+    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_PACKED(ddp_add_kernel, T, n, (out, a, b), static_cast<T *>(out),
+                                             static_cast<const T *>(a), static_cast<const T *>(b), n));
     return DDP_OK;
 }

@@ -1,12 +1,21 @@
 /* kernel_common.cuh — what every op family's .cu file includes: the backend's internals its host
  * launchers need (device_cuda.h: stream, scratch, CUDA_TRY, the device_cuda_* declarations), the
  * checked launch, the switch from a tensor_dtype to a storage type, the loads and stores of that
- * type, launch geometry and block reductions.
+ * type (one element, or a 16-byte pack of them), launch geometry, block reductions and the second
+ * stage of the deterministic column sums.
  *
  * Kernels of ops that take a tensor_dtype are templates on their storage type T (float or
  * __nv_bfloat16): they widen every element they read with to_float (exact), compute in float or
  * double exactly as the float kernel always did, and narrow each result once with from_float<T>
  * (round to nearest-even for bf16; nothing at all for float, so float results keep their bits).
+ *
+ * Memory-bound kernels move 16 bytes per access where they can (pack<T, W>: 4 floats or 8 bf16;
+ * 128-bit loads and stores on a GPU) and fall back to one element per access where a pointer is
+ * not aligned for it: ops get offset pointers (a tensor inside the flat parameter buffer, a
+ * ZeRO part), and a misaligned vector access is a fault on a GPU. The host launcher decides
+ * (vec_width); under the emulator every pack access checks its alignment, so a launcher that
+ * decides wrongly fails there too. The arithmetic per element is the same either way, so the
+ * pack width never changes a result.
  *
  * Grid sizes are computed in size_t and capped (kernels use grid-stride loops), so no element
  * count overflows an int. Reductions combine values in a fixed tree order that depends only on
@@ -19,8 +28,13 @@
 
 #include "cuda_kernel.h"
 
+#include <initializer_list>
 #include <stddef.h>
 #include <stdint.h>
+#ifdef DDP_CUDA_EMULATION
+#include <stdio.h>
+#include <stdlib.h>
+#endif
 
 #include "runtime/device/device_cuda.h"
 
@@ -52,6 +66,14 @@
         __VA_ARGS__;                                                                                \
     } break;                                                                                        \
     }
+
+/* `#pragma unroll` for the loop that follows (nvcc); g++ does not know the pragma, and the emulator
+ * gains nothing from it. */
+#if defined(__CUDACC__) && !defined(DDP_CUDA_EMULATION)
+#define DDP_UNROLL _Pragma("unroll")
+#else
+#define DDP_UNROLL
+#endif
 
 namespace ddp_kernels {
 
@@ -91,6 +113,93 @@ static inline unsigned grid_for(size_t n, size_t per_block, size_t cap = kMaxGri
 /* This thread's global index and the grid-wide stride, in size_t. */
 __device__ inline size_t global_index() { return (size_t)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ inline size_t grid_stride() { return (size_t)gridDim.x * blockDim.x; }
+
+/* ---- 16-byte packs ----------------------------------------------------------------------
+ * pack<T, W>: W consecutive elements read or written in one access of sizeof(T)·W bytes, which
+ * must be that many bytes aligned. kVec<T> elements make 16 bytes: the widest access a GPU thread
+ * makes (ld.global.v4). */
+template <typename T, int W> struct alignas(sizeof(T) * W) pack {
+    T v[W];
+};
+template <typename T> constexpr int kVec = (int)(16 / sizeof(T));
+
+/* Whether every pointer is aligned for packs of `bytes` bytes (host side, for launchers). */
+static inline bool all_aligned(size_t bytes, std::initializer_list<const void *> ptrs)
+{
+    for (const void *p : ptrs)
+        if ((uintptr_t)p % bytes != 0) return false;
+    return true;
+}
+
+/* The pack width W for a kernel over rows of `row_elems` elements of T (0 for a flat array):
+ * kVec<T> when every pointer and every row start is 16-byte aligned, else 1. */
+template <typename T> static inline int vec_width(size_t row_elems, std::initializer_list<const void *> ptrs)
+{
+    return row_elems % (size_t)kVec<T> == 0 && all_aligned(16, ptrs) ? kVec<T> : 1;
+}
+
+#ifdef DDP_CUDA_EMULATION
+/* A GPU faults on a misaligned vector access ("misaligned address"); x86 would not, so the
+ * emulated build checks every pack access and ends the process as the GPU would end the kernel. */
+__device__ inline void check_pack_aligned(const void *p, size_t bytes)
+{
+    if ((uintptr_t)p % bytes != 0) {
+        fprintf(stderr, "misaligned address: a %zu-byte pack access at %p\n", bytes, p);
+        abort();
+    }
+}
+#endif
+
+/* Pack k of p (elements k·W .. k·W + W - 1). */
+template <int W, typename T> __device__ inline pack<T, W> load_pack(const T *p, size_t k)
+{
+    const pack<T, W> *q = reinterpret_cast<const pack<T, W> *>(p) + k;
+#ifdef DDP_CUDA_EMULATION
+    check_pack_aligned(q, sizeof *q);
+#endif
+    return *q;
+}
+
+template <int W, typename T> __device__ inline void store_pack(T *p, size_t k, const pack<T, W> &v)
+{
+    pack<T, W> *q = reinterpret_cast<pack<T, W> *>(p) + k;
+#ifdef DDP_CUDA_EMULATION
+    check_pack_aligned(q, sizeof *q);
+#endif
+    *q = v;
+}
+
+/* y[i] = f(x[i], i) for i in [0, n): whole packs of W, grid-striding, then the n % W tail
+ * elements one at a time (the first threads of the grid take one each). y may be x itself. */
+template <int W, typename TY, typename TX, typename F>
+__device__ inline void map_packs(TY *y, const TX *x, size_t n, F f)
+{
+    const size_t packs = n / W;
+    for (size_t k = global_index(); k < packs; k += grid_stride()) {
+        const pack<TX, W> a = load_pack<W>(x, k);
+        pack<TY, W> r;
+DDP_UNROLL
+        for (int j = 0; j < W; j++) r.v[j] = f(a.v[j], k * W + j);
+        store_pack<W>(y, k, r);
+    }
+    for (size_t i = packs * W + global_index(); i < n; i += grid_stride()) y[i] = f(x[i], i);
+}
+
+/* y[i] = f(a[i], b[i], i), as map_packs above; y may be a or b itself. */
+template <int W, typename TY, typename TA, typename TB, typename F>
+__device__ inline void map_packs(TY *y, const TA *a, const TB *b, size_t n, F f)
+{
+    const size_t packs = n / W;
+    for (size_t k = global_index(); k < packs; k += grid_stride()) {
+        const pack<TA, W> u = load_pack<W>(a, k);
+        const pack<TB, W> v = load_pack<W>(b, k);
+        pack<TY, W> r;
+DDP_UNROLL
+        for (int j = 0; j < W; j++) r.v[j] = f(u.v[j], v.v[j], k * W + j);
+        store_pack<W>(y, k, r);
+    }
+    for (size_t i = packs * W + global_index(); i < n; i += grid_stride()) y[i] = f(a[i], b[i], i);
+}
 
 __device__ inline double warp_sum(double v)
 {
@@ -159,6 +268,42 @@ __device__ inline void block_argmax(float *best, long long *idx, float *scratch_
     *best = scratch_v[32];
     *idx = scratch_i[32];
     __syncthreads();
+}
+
+/* ---- deterministic column sums -------------------------------------------------------------
+ * A sum over many rows of each column (a bias or LayerNorm parameter gradient) runs in two
+ * stages whose order depends only on the number of rows: stage 1, each op's own kernel, gives
+ * one thread to each (chunk of kSumChunkRows consecutive rows, pack of columns) and adds the
+ * chunk's rows in order into double partials part[chunk][col]; stage 2, sum_chunk_partials,
+ * adds each column's partials. Stage 1 has rows/64 · cols/W threads (GPT-2's 65,536 x 768:
+ * 98,304), stage 2 reads one double per chunk and column. */
+constexpr size_t kSumChunkRows = 64;
+constexpr unsigned kSumLanes = 8; /* stage 2: chunk lanes per column; its block is (32, kSumLanes) */
+
+static inline size_t sum_chunks(size_t rows) { return rows / kSumChunkRows + (rows % kSumChunkRows != 0); }
+
+/* Stage 2, in a block of (32, kSumLanes) threads that grid-strides over tiles of 32 columns:
+ * column c's total is, for lanes y = 0, 1, ... kSumLanes - 1 in turn, the sum of chunks y,
+ * y + kSumLanes, ... in order; thread (c, 0) then calls finish(c, total). */
+template <typename Finish>
+__device__ inline void sum_chunk_partials(const double *part, size_t n_chunks, size_t cols, Finish finish)
+{
+    __shared__ double lane_sums[kSumLanes][32];
+    const size_t n_tiles = cols / 32 + (cols % 32 != 0);
+    for (size_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+        const size_t c = tile * 32 + threadIdx.x;
+        double acc = 0.0;
+        if (c < cols)
+            for (size_t chunk = threadIdx.y; chunk < n_chunks; chunk += kSumLanes) acc += part[chunk * cols + c];
+        lane_sums[threadIdx.y][threadIdx.x] = acc;
+        __syncthreads();
+        if (threadIdx.y == 0 && c < cols) {
+            double total = 0.0;
+            for (unsigned y = 0; y < kSumLanes; y++) total += lane_sums[y][threadIdx.x];
+            finish(c, total);
+        }
+        __syncthreads(); /* lane_sums is rewritten by the next tile */
+    }
 }
 
 } // namespace ddp_kernels

@@ -23,43 +23,69 @@ using ddp_kernels::global_index;
 using ddp_kernels::grid_for;
 using ddp_kernels::grid_stride;
 using ddp_kernels::kBlock;
+using ddp_kernels::kSumChunkRows;
+using ddp_kernels::kSumLanes;
+using ddp_kernels::kVec;
+using ddp_kernels::load_pack;
+using ddp_kernels::pack;
+using ddp_kernels::sum_chunk_partials;
+using ddp_kernels::sum_chunks;
 using ddp_kernels::to_float;
+using ddp_kernels::vec_width;
 
 /* ---- bias_grad: db[c] = beta*db[c] + sum_r dy[r,c] -------------------------------------
- * A block owns 32 columns (one per lane, so loads are coalesced) and kBiasRowLanes row lanes;
- * row lane y sums rows y, y+kBiasRowLanes, ... and the lanes are then added in order y = 0, 1, ...
- * in dynamic shared memory. */
-constexpr unsigned kBiasCols = 32, kBiasRowLanes = 8;
-
-template <typename T>
-__global__ void ddp_bias_grad_kernel(const T *dy, float *db, size_t rows, size_t cols, float beta)
+ * kernel_common.cuh's two-stage column sum: one thread per (64-row chunk, pack of columns) adds
+ * its chunk's rows in order into double partials, reading 16-byte packs where dy's rows are
+ * aligned for them; then each column's partials are added in a fixed order. Both orders depend
+ * only on rows, so any grid gives the same bits, and GPT-2's 65,536 x 768 gradient runs on 98,304
+ * threads instead of the 24 blocks a block per 32 columns gave it. */
+template <typename T, int W>
+__global__ void ddp_bias_partials_kernel(const T *dy, double *part, size_t rows, size_t cols, size_t n_chunks)
 {
-    DDP_DYNAMIC_SHARED(double, lane_sums); /* [kBiasRowLanes][kBiasCols] */
-    const size_t n_tiles = cols / kBiasCols + (cols % kBiasCols != 0);
-    for (size_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
-        const size_t c = tile * kBiasCols + threadIdx.x;
-        double acc = 0.0;
-        if (c < cols)
-            for (size_t r = threadIdx.y; r < rows; r += kBiasRowLanes) acc += (double)to_float(dy[r * cols + c]);
-        lane_sums[threadIdx.y * kBiasCols + threadIdx.x] = acc;
-        __syncthreads();
-        if (threadIdx.y == 0 && c < cols) {
-            double total = 0.0;
-            for (unsigned y = 0; y < kBiasRowLanes; y++) total += lane_sums[y * kBiasCols + threadIdx.x];
-            db[c] = (beta == 0.0f ? 0.0f : beta * db[c]) + (float)total; /* beta 0: ignore NaN garbage */
+    const size_t packs = cols / W;
+    for (size_t i = global_index(); i < n_chunks * packs; i += grid_stride()) {
+        const size_t chunk = i / packs, k = i % packs;
+        const size_t r_end = (chunk + 1) * kSumChunkRows < rows ? (chunk + 1) * kSumChunkRows : rows;
+        double acc[W];
+        DDP_UNROLL
+        for (int j = 0; j < W; j++) acc[j] = 0.0;
+        for (size_t r = chunk * kSumChunkRows; r < r_end; r++) {
+            const pack<T, W> v = load_pack<W>(dy + r * cols, k);
+            DDP_UNROLL
+            for (int j = 0; j < W; j++) acc[j] += (double)to_float(v.v[j]);
         }
-        __syncthreads(); /* lane_sums is rewritten by the next tile */
+        DDP_UNROLL
+        for (int j = 0; j < W; j++) part[chunk * cols + k * W + j] = acc[j];
     }
+}
+
+__global__ void ddp_bias_sums_kernel(float *db, const double *part, size_t n_chunks, size_t cols, float beta)
+{
+    sum_chunk_partials(part, n_chunks, cols, [=](size_t c, double total) {
+        db[c] = (beta == 0.0f ? 0.0f : beta * db[c]) + (float)total; /* beta 0: ignore NaN garbage */
+    });
 }
 
 /* rows may be 0 (device.c lets it through: beta 0 still clears db); dy is not read then. */
 extern "C" int device_cuda_bias_grad(device *d, tensor_dtype t, const void *dy, float *db, int64_t rows, int64_t cols,
                                      float beta, ddp_err *err)
 {
-    const dim3 block(kBiasCols, kBiasRowLanes);
-    const size_t smem = sizeof(double) * kBiasCols * kBiasRowLanes;
-    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_bias_grad_kernel<T>, grid_for((size_t)cols, kBiasCols), block, smem,
-                                         static_cast<const T *>(dy), db, (size_t)rows, (size_t)cols, beta));
+    const size_t n_chunks = sum_chunks((size_t)rows), C = (size_t)cols;
+    double *part = NULL; /* [n_chunks][cols] */
+    if (n_chunks > 0) {
+        int rc = device_cuda_scratch(d, sizeof(double) * n_chunks * C, (void **)&part, err);
+        if (rc) return rc;
+        DDP_DTYPE_SWITCH(t, T,
+                         const T *y = static_cast<const T *>(dy);
+                         if (vec_width<T>(C, {dy}) > 1)
+                             DDP_LAUNCH_OP((ddp_bias_partials_kernel<T, kVec<T>>),
+                                           grid_for(n_chunks * (C / kVec<T>), kBlock), kBlock, 0, y, part,
+                                           (size_t)rows, C, n_chunks);
+                         else
+                             DDP_LAUNCH_OP((ddp_bias_partials_kernel<T, 1>), grid_for(n_chunks * C, kBlock), kBlock,
+                                           0, y, part, (size_t)rows, C, n_chunks));
+    }
+    DDP_LAUNCH_OP(ddp_bias_sums_kernel, grid_for(C, 32), dim3(32, kSumLanes), 0, db, part, n_chunks, C, beta);
     return DDP_OK;
 }
 

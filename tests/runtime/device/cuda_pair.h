@@ -1,7 +1,10 @@
 /* cuda_pair.h — what the tests that run an op on the CPU backend and on the CUDA device and
  * compare (test_cuda_transformer.c, test_cuda_bf16.c) share: the two devices, the seeded RNG of
  * their random inputs, buffer helpers that end the test on an error, the causal mask's NaN fill,
- * and the main loop over groups of checks with their times. Header-only and test-only; it must not check op results. */
+ * and the main loop over groups of checks with their times, run once with every buffer at an
+ * aligned start and once with every buffer one element past it (pair_offset: the kernels' vector
+ * paths, then their one-element fallbacks). Header-only and test-only; it must not check op
+ * results. */
 #ifndef DDP_TEST_CUDA_PAIR_H
 #define DDP_TEST_CUDA_PAIR_H
 
@@ -18,9 +21,13 @@
 #include "runtime/device/device.h"
 #include "tests/check.h"
 #include "tests/runtime/device/op_times.h"
+#include "tests/runtime/device/placed.h"
 
 static rng test_rng;
 static device *cpu, *gpu;
+/* Elements (of each buffer's own type) by which dev_alloc_upload places buffers past an aligned
+ * start: 0, then 1 where pair_main runs the groups at both. */
+static size_t pair_offset;
 
 static void die_on(int rc, const ddp_err *err, const char *what)
 {
@@ -40,11 +47,12 @@ static void *xmalloc(size_t bytes)
     return p;
 }
 
-static void *dev_alloc_upload(device *d, const void *h, size_t bytes)
+/* Device memory holding h's `bytes`, placed pair_offset elements of elem_size bytes past an
+ * aligned start; free it with placed_free. */
+static void *dev_alloc_upload(device *d, const void *h, size_t bytes, size_t elem_size)
 {
     ddp_err err = {0};
-    void *p = NULL;
-    die_on(d->ops->alloc(d, bytes ? bytes : 1, &p, &err), &err, "alloc");
+    void *p = placed_alloc(d, bytes, pair_offset * elem_size);
     die_on(d->ops->upload(d, p, h, bytes, &err), &err, "upload");
     return p;
 }
@@ -71,8 +79,11 @@ typedef struct pair_group {
 
 /* Seeds test_rng (from DDP_TEST_SEED, else the clock; printed so a run can be repeated), opens both
  * devices (a build without CUDA leaves gpu NULL: only a test that also checks the CPU alone is
- * built there), runs every group with its time, prints the per-op times and closes the devices. */
-static int pair_main(const char *test, uint64_t rng_stream, const pair_group *groups, size_t n_groups)
+ * built there), runs every group with its time at each of the first `placements` values of
+ * pair_offset (1: aligned only; 2: then misaligned), prints the per-op times and closes the
+ * devices. */
+static int pair_main(const char *test, uint64_t rng_stream, const pair_group *groups, size_t n_groups,
+                     size_t placements)
 {
     const char *seed_env = getenv("DDP_TEST_SEED");
     uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
@@ -88,11 +99,13 @@ static int pair_main(const char *test, uint64_t rng_stream, const pair_group *gr
     die_on(device_cuda_create(0, &cfg, &gpu, &err), &err, "device_cuda_create");
     CHECK(gpu->kind == DEVICE_CUDA && gpu->stream != NULL, "cuda device has no stream");
 #endif
-    for (size_t i = 0; i < n_groups; i++) {
-        double t0 = 1e3 * monotonic_s();
-        groups[i].run();
-        fprintf(stderr, "  %-16s %8.1f ms\n", groups[i].name, 1e3 * monotonic_s() - t0);
-    }
+    for (pair_offset = 0; pair_offset < placements; pair_offset++)
+        for (size_t i = 0; i < n_groups; i++) {
+            double t0 = 1e3 * monotonic_s();
+            groups[i].run();
+            fprintf(stderr, "  %-16s %-10s %8.1f ms\n", groups[i].name, pair_offset ? "misaligned" : "aligned",
+                    1e3 * monotonic_s() - t0);
+        }
     op_times_print();
     if (gpu)
         gpu->ops->destroy(gpu);

@@ -8,7 +8,9 @@
  *
  * The stochastic cast is also checked for what its contract promises: a slice [first, first + n)
  * gives the bits of the whole tensor's call, every output is one of the value's two bf16
- * neighbours, specials keep their class, and the rounding is unbiased (see stochastic_unbiased). */
+ * neighbours, specials keep their class, and the rounding is unbiased (see stochastic_unbiased).
+ * The CUDA casts also run on device pointers one element past an aligned start, source or
+ * destination or both (their one-element fallbacks), against the same CPU bits. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -62,18 +64,22 @@ static float *random_inputs(size_t n)
     return h;
 }
 
-static void against_cpu(device *cpu, device *gpu, size_t n)
+/* Both casts (and the stochastic one, bit for bit against the CPU's) on n elements, the float
+ * buffers off_f and the bf16 buffer off_h elements past an aligned start. */
+static void against_cpu(device *cpu, device *gpu, size_t n, size_t off_f, size_t off_h)
 {
     ddp_err err = {0};
     float *x = random_inputs(n), *back_cpu = malloc(n * sizeof *x), *back_gpu = malloc(n * sizeof *x);
     uint16_t *h_cpu = malloc(n * 2), *h_gpu = malloc(n * 2), *poison = malloc(n * 2);
     memset(poison, 0xff, n * 2);
-    float *dx = NULL, *dback = NULL;
-    uint16_t *dh = NULL;
-    CHECK(gpu->ops->alloc(gpu, n * 4, (void **)&dx, &err) == DDP_OK &&
-              gpu->ops->alloc(gpu, n * 2, (void **)&dh, &err) == DDP_OK &&
-              gpu->ops->alloc(gpu, n * 4, (void **)&dback, &err) == DDP_OK,
+    float *base_x = NULL, *base_back = NULL;
+    uint16_t *base_h = NULL;
+    CHECK(gpu->ops->alloc(gpu, (n + 1) * 4, (void **)&base_x, &err) == DDP_OK &&
+              gpu->ops->alloc(gpu, (n + 1) * 2, (void **)&base_h, &err) == DDP_OK &&
+              gpu->ops->alloc(gpu, (n + 1) * 4, (void **)&base_back, &err) == DDP_OK,
           "alloc: %s", err.msg);
+    float *dx = base_x + off_f, *dback = base_back + off_f;
+    uint16_t *dh = base_h + off_h;
     gpu->ops->upload(gpu, dx, x, n * 4, &err);
     gpu->ops->upload(gpu, dh, poison, n * 2, &err);
     gpu->ops->fill(gpu, TENSOR_F32, dback, n, NAN, &err);
@@ -89,11 +95,20 @@ static void against_cpu(device *cpu, device *gpu, size_t n)
         bad += nan_cpu ? !nan_gpu : h_cpu[i] != h_gpu[i];
         bad_back += isnan(back_cpu[i]) ? !isnan(back_gpu[i]) : memcmp(&back_cpu[i], &back_gpu[i], 4) != 0;
     }
-    CHECK(bad == 0, "n=%zu: %zu of %zu bf16 values differ from the CPU backend", n, bad, n);
-    CHECK(bad_back == 0, "n=%zu: %zu of %zu values cast back differ from the CPU backend", n, bad_back, n);
-    gpu->ops->free(gpu, dx);
-    gpu->ops->free(gpu, dh);
-    gpu->ops->free(gpu, dback);
+    CHECK(bad == 0, "n=%zu offsets %zu/%zu: %zu of %zu bf16 values differ from the CPU backend", n, off_f, off_h, bad,
+          n);
+    CHECK(bad_back == 0, "n=%zu offsets %zu/%zu: %zu of %zu values cast back differ from the CPU backend", n, off_f,
+          off_h, bad_back, n);
+    gpu->ops->upload(gpu, dh, poison, n * 2, &err);
+    CHECK(gpu->ops->cast_f32_to_bf16_stochastic(gpu, dx, dh, n, 9, 4, 77, &err) == DDP_OK,
+          "cuda cast_f32_to_bf16_stochastic: %s", err.msg);
+    gpu->ops->download(gpu, h_gpu, dh, n * 2, &err);
+    cpu->ops->cast_f32_to_bf16_stochastic(cpu, x, h_cpu, n, 9, 4, 77, &err);
+    CHECK(memcmp(h_cpu, h_gpu, n * 2) == 0, "stochastic n=%zu offsets %zu/%zu: differs from the CPU backend", n,
+          off_f, off_h);
+    gpu->ops->free(gpu, base_x);
+    gpu->ops->free(gpu, base_h);
+    gpu->ops->free(gpu, base_back);
     free(x), free(back_cpu), free(back_gpu), free(h_cpu), free(h_gpu), free(poison);
 }
 
@@ -265,7 +280,8 @@ int main(void)
     known_patterns(cpu);
     const size_t sizes[] = {1, 5, 255, 257, 1000, 70001};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        against_cpu(cpu, gpu, sizes[i]);
+        for (size_t off = 0; off < 4; off++) /* aligned; float, bf16 or both one element on */
+            against_cpu(cpu, gpu, sizes[i], off & 1, off >> 1);
         stochastic_against_cpu(cpu, gpu, sizes[i]);
     }
     stochastic_specials(cpu, gpu);

@@ -7,7 +7,9 @@
  * a run); sizes are not multiples of 32 and pass the grid caps (emulator 64 blocks, GPU 1024). bf16
  * outputs on the CUDA side start as NaN, so an element a kernel skips fails; "+=" outputs start as
  * the same bf16 values on both sides. In the emulated build the kernels run under the fiber order
- * named by DDP_CUDA_EMU_ORDER (meson registers one test per order).
+ * named by DDP_CUDA_EMU_ORDER (meson registers one test per order). Every group runs twice: with its
+ * buffers at aligned starts (the kernels' 16-byte paths), then one element past them (their
+ * one-element fallbacks).
  *
  * Tolerances, derived from bf16 rounding (8 significant bits: one ulp is 2^-7 to 2^-8 of the value,
  * so they count ulps; a relative 2^-8 would be less than one ulp just above a power of two):
@@ -66,7 +68,8 @@ static both bf16_new(const float *init, size_t n)
         hg[i] = float_to_bf16(init ? init[i] : NAN);
         hc[i] = bf16_to_float(hg[i]);
     }
-    both b = {dev_alloc_upload(cpu, hc, n * sizeof *hc), dev_alloc_upload(gpu, hg, n * sizeof *hg), n, true};
+    both b = {dev_alloc_upload(cpu, hc, n * sizeof *hc, sizeof *hc),
+              dev_alloc_upload(gpu, hg, n * sizeof *hg, sizeof *hg), n, true};
     free(hc);
     free(hg);
     return b;
@@ -87,15 +90,15 @@ static both f32_new(const void *init, size_t n)
     for (size_t i = 0; i < n; i++)
         h[i] = NAN;
     const void *src = init ? init : h;
-    both b = {dev_alloc_upload(cpu, src, n * 4), dev_alloc_upload(gpu, src, n * 4), n, false};
+    both b = {dev_alloc_upload(cpu, src, n * 4, 4), dev_alloc_upload(gpu, src, n * 4, 4), n, false};
     free(h);
     return b;
 }
 
 static void both_free(both b)
 {
-    cpu->ops->free(cpu, b.c);
-    gpu->ops->free(gpu, b.g);
+    placed_free(cpu, b.c);
+    placed_free(gpu, b.g);
 }
 
 /* The CPU copy of a float or bf16 tensor, as floats (caller frees). */
@@ -219,7 +222,8 @@ static void test_elementwise(void)
 
 /* ---- bias add and bias gradient -------------------------------------------------------- */
 
-static const int64_t shapes[][2] = {{1, 1}, {3, 10}, {130, 33}, {1000, 5}, {2, 1025}, {9, 70}};
+/* as test_cuda_kernels.c's, with rows of whole 16-byte packs of bf16 over several 64-row chunks */
+static const int64_t shapes[][2] = {{1, 1}, {3, 10}, {130, 33}, {1000, 5}, {2, 1025}, {9, 70}, {200, 40}, {70, 64}};
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
 static void test_bias(void)
@@ -315,8 +319,10 @@ static void test_softmax_xent(void)
 static void test_embeddings(void)
 {
     /* B, T, C, V: V = 1 makes every token the same; 2·70·300 and 6·64·769 elements pass the
-     * emulator's and the GPU's grid caps */
-    const int64_t shp[][4] = {{1, 1, 1, 1}, {2, 3, 5, 1}, {3, 17, 33, 7}, {2, 70, 300, 5}, {6, 64, 769, 40}};
+     * emulator's and the GPU's grid caps; 1,200 positions make two tiles of the token sort, V = 300
+     * two passes, and V = 1 with 1,200 positions one token's run over both tiles */
+    const int64_t shp[][4] = {{1, 1, 1, 1}, {2, 3, 5, 1}, {3, 17, 33, 7}, {2, 70, 300, 5}, {6, 64, 769, 40},
+                              {4, 300, 24, 300}, {2, 600, 16, 1}};
     char what[160], shape[96];
     for (size_t s = 0; s < sizeof shp / sizeof shp[0]; s++) {
         int64_t B = shp[s][0], T = shp[s][1], C = shp[s][2], V = shp[s][3];
@@ -333,7 +339,7 @@ static void test_embeddings(void)
         check_bf16(out, NAME("embedding_forward"), 0, 0);
         /* float gradients of bf16 dout: the same float additions on both sides, exact */
         both dwte = f32_new(hwte, (size_t)(V * C)), dwpe = f32_new(hwpe, (size_t)(T * C));
-        RUN(embedding_backward, S(dwte), S(dwpe), S(dout), S(tok), B, T, C);
+        RUN(embedding_backward, S(dwte), S(dwpe), S(dout), S(tok), B, T, C, V);
         check_f32(dwte, NAME("embedding_backward dwte"), 0, 0);
         check_f32(dwpe, NAME("embedding_backward dwpe"), 0, 0);
         both_free(tok);
@@ -346,12 +352,50 @@ static void test_embeddings(void)
     }
 }
 
+/* residual_layernorm_forward with bf16: the sum a + b is rounded to bf16 before it is normalised,
+ * so the CPU reference is the float add, rounded to bf16 here, then the CPU's layernorm_forward of
+ * that: the stored sum must be its rounding exactly (0 ulp), the LayerNorm outputs get
+ * layernorm_forward's tolerances. x is a, w and b the LayerNorm's parameters. */
+static void residual_layernorm_case(int64_t N, int64_t C, both x, both w, both b)
+{
+    const size_t n = (size_t)(N * C), rows = (size_t)N;
+    char what[128];
+    ddp_err err = {0};
+    both y = bf16_random(n, 0, 0.05f, 2), res = bf16_new(NULL, n), ln = bf16_new(NULL, n);
+    both mean = f32_new(NULL, rows), rstd = f32_new(NULL, rows);
+    die_on(gpu->ops->residual_layernorm_forward(gpu, TENSOR_BF16, res.g, ln.g, mean.g, rstd.g, x.g, y.g, w.g, b.g, N,
+                                                C, &err), &err, "cuda residual_layernorm_forward");
+    float *ha = cpu_floats(x), *hy = cpu_floats(y), *hsum = xmalloc(n * sizeof *hsum);
+    for (size_t i = 0; i < n; i++)
+        hsum[i] = ha[i] + hy[i];
+    die_on(cpu->ops->upload(cpu, res.c, hsum, n * sizeof *hsum, &err), &err, "upload");
+    for (size_t i = 0; i < n; i++)
+        hsum[i] = bf16_to_float(float_to_bf16(hsum[i]));
+    both rounded = f32_new(hsum, n);
+    die_on(cpu->ops->layernorm_forward(cpu, TENSOR_F32, ln.c, mean.c, rstd.c, rounded.c, w.c, b.c, N, C, &err), &err,
+           "cpu layernorm_forward");
+    snprintf(what, sizeof what, "residual_layernorm_forward res_out N=%lld C=%lld", (long long)N, (long long)C);
+    check_bf16(res, what, 0, 0);
+    snprintf(what, sizeof what, "residual_layernorm_forward ln_out N=%lld C=%lld", (long long)N, (long long)C);
+    check_bf16(ln, what, 1, 1e-12);
+    check_f32(mean, what, ROUND_ONCE, 1e-12);
+    check_f32(rstd, what, ROUND_ONCE, 1e-12);
+    both_free(y);
+    both_free(rounded);
+    free(ha);
+    free(hy);
+    free(hsum);
+}
+
 static void test_layernorm(void)
 {
     /* N, C, offset: rows longer than a block (1025), more rows than the grid caps and several
-     * 64-row chunks of the dw/db sums (1100), a mean far from 0 */
+     * 64-row chunks of the dw/db sums (1100), a mean far from 0; rows of whole 16-byte packs for
+     * the warp path (8: one pack, 768: 3 per lane, 1024: 4, the most; 520: lanes partly idle) and
+     * one just past it (1032) */
     const struct { int64_t N, C; float offset; } shp[] = {{1, 1, 0}, {3, 5, 2}, {7, 33, 0}, {130, 31, 5},
-                                                          {1100, 5, 0}, {5, 1025, -3}};
+                                                          {1100, 5, 0}, {5, 1025, -3}, {33, 8, 1}, {70, 768, 0},
+                                                          {9, 1024, 2}, {40, 520, 0}, {3, 1032, 0}};
     char what[128];
     for (size_t s = 0; s < sizeof shp / sizeof shp[0]; s++) {
         int64_t N = shp[s].N, C = shp[s].C;
@@ -369,6 +413,7 @@ static void test_layernorm(void)
         snprintf(what, sizeof what, "layernorm_forward mean/rstd N=%lld C=%lld", (long long)N, (long long)C);
         check_f32(mean, what, ROUND_ONCE, 1e-12);
         check_f32(rstd, what, ROUND_ONCE, 1e-12);
+        residual_layernorm_case(N, C, x, w, b);
 
         /* "+=": dinp starts as the same bf16 values on both sides, dw and db as random floats */
         float *hdw = random_bf16s((size_t)C, 0, 0.05f, 1), *hdb = random_bf16s((size_t)C, 0, 0.05f, 1);
@@ -462,5 +507,5 @@ int main(void)
         {"element-wise", test_elementwise}, {"bias", test_bias}, {"softmax_xent", test_softmax_xent},
         {"embeddings", test_embeddings},    {"layernorm", test_layernorm}, {"heads", test_heads},
         {"causal_softmax", test_causal_softmax}};
-    return pair_main("test_cuda_bf16", 13, groups, sizeof groups / sizeof groups[0]);
+    return pair_main("test_cuda_bf16", 13, groups, sizeof groups / sizeof groups[0], 2);
 }

@@ -7,10 +7,14 @@
  * first, so an element a kernel forgets to write fails the comparison. In the emulated build the
  * kernels run under the fiber order named by DDP_CUDA_EMU_ORDER (meson registers one test per
  * order). Groups: `kernels` (default) and `gemm` (argv[1]). Prints the time each group took.
+ * The kernels group runs three times: with every buffer 16-byte aligned (the kernels' vector
+ * paths), with every buffer one element past that (their one-element fallbacks; the emulator ends
+ * the process on a misaligned vector access, as a GPU faults), and with every other buffer offset
+ * (mixed alignment within one op), so both paths meet the same CPU results and tail sizes.
  * Tolerances (relative, plus a tiny absolute floor for values near zero): 1e-6 for exact
  * element-wise ops, 1e-5 for sums, optimizers, GEMM and softmax/exp paths, 2e-5 for both GELUs
 ' * (erfcf/expf differ by an ulp or two between libm and CUDA). The ops' bf16 variants are tested in
- * test_cuda_bf16.c. */
+ * test_cuda_bf16.c. The optimizer steps run with and without a weight-decay exemption table. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +29,7 @@
 #include "runtime/optim/optim.h"
 #include "tests/check.h"
 #include "tests/runtime/device/op_times.h"
+#include "tests/runtime/device/placed.h"
 
 typedef struct pair {
     device *cpu, *gpu;
@@ -74,11 +79,17 @@ static void dev_upload(device *d, void *dst, const void *src, size_t bytes)
     die_on(d->ops->upload(d, dst, src, bytes, &err), &err, "upload");
 }
 
-/* The same host data on both devices. */
+/* How upload_both and output_both place their buffers: 0 at the start of an allocation (16-byte
+ * aligned and more), 1 four bytes in (one float or int32), 2 alternating between the two. */
+static int offset_mode;
+static unsigned n_placed;
+
+/* The same host data on both devices, placed as offset_mode says. */
 static void upload_both(pair *p, const void *h, size_t bytes, void **on_cpu, void **on_gpu)
 {
-    *on_cpu = dev_alloc(p->cpu, bytes);
-    *on_gpu = dev_alloc(p->gpu, bytes);
+    size_t off = offset_mode == 1 || (offset_mode == 2 && n_placed++ % 2) ? 4 : 0;
+    *on_cpu = placed_alloc(p->cpu, bytes, off);
+    *on_gpu = placed_alloc(p->gpu, bytes, off);
     dev_upload(p->cpu, *on_cpu, h, bytes);
     dev_upload(p->gpu, *on_gpu, h, bytes);
 }
@@ -96,8 +107,8 @@ static void output_both(pair *p, const float *init, size_t n, float **on_cpu, fl
 
 static void free_both(pair *p, void *c, void *g)
 {
-    p->cpu->ops->free(p->cpu, c);
-    p->gpu->ops->free(p->gpu, g);
+    placed_free(p->cpu, c);
+    placed_free(p->gpu, g);
 }
 
 /* Downloads both and checks |gpu - cpu| <= atol + rtol*|cpu| elementwise (NaN never passes). */
@@ -233,7 +244,10 @@ static void test_add(pair *p)
 
 /* ---- row-wise ops ------------------------------------------------------------------------ */
 
-static const int64_t shapes[][2] = {{1, 1}, {3, 10}, {64, 10}, {7, 300}, {130, 33}, {1000, 5}, {2, 1025}, {9, 70}};
+/* rows x cols: ones, odd columns, rows longer than a block, several 64-row chunks of the bias
+ * gradient's column sums with columns in 16-byte packs (200 x 36, 130 x 64) */
+static const int64_t shapes[][2] = {{1, 1}, {3, 10}, {64, 10}, {7, 300}, {130, 33}, {1000, 5}, {2, 1025}, {9, 70},
+                                    {200, 36}, {130, 64}};
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
 static void test_bias(pair *p)
@@ -381,6 +395,31 @@ static void test_sumsq(pair *p)
 
 /* ---- optimizers -------------------------------------------------------------------------- */
 
+/* A weight-decay exemption table for a step over n elements at offset `first` of a flat buffer,
+ * on both devices (8-byte aligned: the kernels read size_t): a span that begins before the first
+ * element, an empty span, and spans that end inside and past the elements, at places that depend
+ * on n so that packs straddle them. */
+typedef struct exempt_pair {
+    decay_exempt c, g;
+} exempt_pair;
+
+static exempt_pair exempt_tables(pair *p, size_t n, size_t first)
+{
+    const size_t b[] = {first - 10, first + n / 7 + 1, first + n / 3 + 1, first + n / 3 + 1, first + n / 2 + 2,
+                        first + n + 5};
+    size_t *bc = dev_alloc(p->cpu, sizeof b), *bg = dev_alloc(p->gpu, sizeof b);
+    dev_upload(p->cpu, bc, b, sizeof b);
+    dev_upload(p->gpu, bg, b, sizeof b);
+    const size_t nb = sizeof b / sizeof b[0];
+    return (exempt_pair){{bc, nb, first}, {bg, nb, first}};
+}
+
+static void exempt_free(pair *p, exempt_pair x)
+{
+    p->cpu->ops->free(p->cpu, (void *)x.c.bounds);
+    p->gpu->ops->free(p->gpu, (void *)x.g.bounds);
+}
+
 static void test_sgd(pair *p)
 {
     ddp_err ec = {0}, eg = {0};
@@ -397,18 +436,23 @@ static void test_sgd(pair *p)
             float *sc = NULL, *sg = NULL; /* the gradient scale: a device float, or none for 1 */
             if (cases[c].gs != 1.0f)
                 upload_both(p, &cases[c].gs, sizeof(float), (void **)&sc, (void **)&sg);
+            /* the cases with weight decay exempt some elements from it */
+            exempt_pair ex = cases[c].wd != 0.0f ? exempt_tables(p, n, 1000 + 3 * s) : (exempt_pair){0};
             for (int step = 0; step < 3; step++) {
                 float *hg = random_floats(n, 1.0f), *gc, *gg;
                 upload_both(p, hg, n * sizeof *hg, (void **)&gc, (void **)&gg);
                 sgd_args a = {.lr = 0.1f, .momentum = cases[c].momentum, .weight_decay = cases[c].wd,
-                              .nesterov = cases[c].nesterov, .first_step = step == 0};
+                              .nesterov = cases[c].nesterov, .first_step = step == 0, .exempt = ex.c};
                 CHECK(p->cpu->ops->sgd_step(p->cpu, pc, gc, sc, bc, n, &a, &ec) == 0, "%s", ec.msg);
+                a.exempt = ex.g;
                 GPU_CHECK(sgd_step, (p->gpu, pg, gg, sg, bg, n, &a, &eg), eg.msg);
                 free_both(p, gc, gg);
                 free(hg);
             }
             if (sc)
                 free_both(p, sc, sg);
+            if (ex.c.bounds)
+                exempt_free(p, ex);
             snprintf(what, sizeof what, "sgd case %zu n=%zu params", c, n);
             compare(p, what, pc, pg, n, 1e-5, 1e-7);
             if (bc) {
@@ -425,8 +469,10 @@ static void test_adamw(pair *p)
 {
     ddp_err ec = {0}, eg = {0};
     char what[128];
-    for (size_t s = 0; s < N_SIZES; s += 2) {
-        size_t n = sizes[s];
+    for (size_t s = 0; s < 2 * N_SIZES; s += 2) {
+        size_t n = sizes[s % N_SIZES];
+        /* the second round exempts some elements from weight decay */
+        exempt_pair ex = s >= N_SIZES ? exempt_tables(p, n, (size_t)1 << 33) : (exempt_pair){0};
         float *hp = random_floats(n, 1.0f), *zeros = calloc(n ? n : 1, sizeof *zeros);
         float *pc, *pg, *mc, *mg, *vc, *vg;
         output_both(p, hp, n, &pc, &pg);
@@ -439,19 +485,24 @@ static void test_adamw(pair *p)
             float *hg = random_floats(n, 1.0f), *gc, *gg;
             upload_both(p, hg, n * sizeof *hg, (void **)&gc, (void **)&gg);
             adamw_args a = optim_adamw_args(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step);
+            a.exempt = ex.c;
             /* step 2 scales the gradients (clipping), the others run without a scale */
             CHECK(p->cpu->ops->adamw_step(p->cpu, pc, gc, step == 2 ? sc : NULL, mc, vc, n, &a, &ec) == 0, "%s",
                   ec.msg);
+            a.exempt = ex.g;
             GPU_CHECK(adamw_step, (p->gpu, pg, gg, step == 2 ? sg : NULL, mg, vg, n, &a, &eg), eg.msg);
             free_both(p, gc, gg);
             free(hg);
         }
         free_both(p, sc, sg);
-        snprintf(what, sizeof what, "adamw n=%zu params", n);
+        if (ex.c.bounds)
+            exempt_free(p, ex);
+        const char *kind = ex.c.bounds ? " exempt" : "";
+        snprintf(what, sizeof what, "adamw%s n=%zu params", kind, n);
         compare(p, what, pc, pg, n, 1e-5, 1e-7);
-        snprintf(what, sizeof what, "adamw n=%zu m", n);
+        snprintf(what, sizeof what, "adamw%s n=%zu m", kind, n);
         compare(p, what, mc, mg, n, 1e-5, 1e-8);
-        snprintf(what, sizeof what, "adamw n=%zu v", n);
+        snprintf(what, sizeof what, "adamw%s n=%zu v", kind, n);
         compare(p, what, vc, vg, n, 1e-5, 1e-10);
         free_both(p, pc, pg);
         free_both(p, mc, mg);
@@ -554,11 +605,14 @@ int main(int argc, char **argv)
     bool gemm = strcmp(which, "gemm") == 0;
     const group *groups = gemm ? gemm_groups : kernel_groups;
     size_t n_groups = gemm ? 1 : sizeof kernel_groups / sizeof kernel_groups[0];
-    for (size_t i = 0; i < n_groups; i++) {
-        double t0 = 1e3 * monotonic_s();
-        groups[i].run(&p);
-        fprintf(stderr, "  %-22s %8.1f ms\n", groups[i].name, 1e3 * monotonic_s() - t0);
-    }
+    static const char *const placements[] = {"aligned", "misaligned", "mixed"};
+    for (offset_mode = 0; offset_mode < (gemm ? 1 : 3); offset_mode++)
+        for (size_t i = 0; i < n_groups; i++) {
+            double t0 = 1e3 * monotonic_s();
+            groups[i].run(&p);
+            fprintf(stderr, "  %-22s %-10s %8.1f ms\n", groups[i].name, placements[offset_mode],
+                    1e3 * monotonic_s() - t0);
+        }
     op_times_print();
     p.gpu->ops->destroy(p.gpu);
     p.cpu->ops->destroy(p.cpu);

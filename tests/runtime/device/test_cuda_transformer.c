@@ -1,7 +1,9 @@
 /* test_cuda_transformer.c — the transformer family's CUDA kernels (runtime/device/kernels/
- * transformer.cu, run by the emulator under DDP_CUDA_EMU_ORDER) against the CPU backend
- * (transformer_cpu.c, itself tested against double references by test_transformer_cpu.c), with
- * TENSOR_F32; the TENSOR_BF16 variants are test_cuda_bf16.c's.
+ * embedding.cu, layernorm.cu, transformer.cu, run by the emulator under DDP_CUDA_EMU_ORDER)
+ * against the CPU backend (their _cpu.c twins, themselves tested against double references by
+ * test_transformer_cpu.c), with TENSOR_F32; the TENSOR_BF16 variants are test_cuda_bf16.c's.
+ * Every group runs with its buffers at aligned starts (the vector paths: LayerNorm's warp per row,
+ * the embeddings' 16-byte packs) and again one element past them (the one-element fallbacks).
  *
  * Every op runs on the CPU once and on the CUDA device twice, with the same fresh random inputs
  * (seed printed, DDP_TEST_SEED repeats a run) over awkward shapes: sizes 1, odd sizes, C not a
@@ -13,8 +15,8 @@
  *
  * Tolerances come from float32 rounding (u = FLT_EPSILON/2), not from observed errors:
  *  - exact (0) where both sides do the same float operations in the same order: embeddings
- *    (one float add; dwte's float adds in position order; dwpe's double sum over b in order)
- *    and the head permutes (copies);
+ *    (one float add; dwte's float adds in position order, which the CUDA token sort keeps;
+ *    dwpe's double sum over b in order), the residual sum and the head permutes (copies);
  *  - ROUND_ONCE (FLT_EPSILON relative) where both sides compute in double, differing only in
  *    summation order (~n·2^-53 relative), and round once: the two roundings are at most one ulp
  *    apart. LayerNorm and the softmax backward; their absolute floors bound the double-order
@@ -46,15 +48,16 @@ typedef struct both {
     void *c, *g;
 } both;
 
+/* Every buffer here holds 4-byte elements (float, int32). */
 static both both_upload(const void *h, size_t bytes)
 {
-    return (both){dev_alloc_upload(cpu, h, bytes), dev_alloc_upload(gpu, h, bytes)};
+    return (both){dev_alloc_upload(cpu, h, bytes, 4), dev_alloc_upload(gpu, h, bytes, 4)};
 }
 
 static void both_free(both b)
 {
-    cpu->ops->free(cpu, b.c);
-    gpu->ops->free(gpu, b.g);
+    placed_free(cpu, b.c);
+    placed_free(gpu, b.g);
 }
 
 /* An output of an op on both devices: both start as `init`, NaN where init is NULL. The CUDA
@@ -138,9 +141,12 @@ static void out_check(out *o, const char *what, double rtol, double atol)
 static void test_embeddings(void)
 {
     /* B, T, C, V: V = 1 makes every token the same; 2·70·300 and 6·64·769 elements pass the
-     * emulator's and the GPU's grid caps */
-    const int64_t shapes[][4] = {{1, 1, 1, 1}, {1, 1, 7, 3}, {2, 3, 5, 1},   {3, 17, 33, 7},
-                                 {4, 20, 48, 500}, {2, 70, 300, 5}, {6, 64, 769, 40}};
+     * emulator's and the GPU's grid caps; 1,200 and 2,100 positions make two and three tiles of
+     * the token sort, V = 300 two passes of it, V = 70,000 three; V = 1 with 1,200 positions one
+     * token's run over both tiles */
+    const int64_t shapes[][4] = {{1, 1, 1, 1},      {1, 1, 7, 3},     {2, 3, 5, 1},     {3, 17, 33, 7},
+                                 {4, 20, 48, 500},  {2, 70, 300, 5},  {6, 64, 769, 40}, {4, 300, 24, 300},
+                                 {2, 600, 12, 1},   {3, 700, 8, 70000}};
     char what[128];
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], V = shapes[s][3];
@@ -163,7 +169,7 @@ static void test_embeddings(void)
 
         /* "+=" onto random gradients (hwte, hwpe reused as their initial values) */
         out bwd[2] = {out_new(hwte, (size_t)(V * C)), out_new(hwpe, (size_t)(T * C))};
-        RUN(bwd, 2, embedding_backward, TENSOR_F32, S(bwd[0]), S(bwd[1]), S(dout), S(tok), B, T, C);
+        RUN(bwd, 2, embedding_backward, TENSOR_F32, S(bwd[0]), S(bwd[1]), S(dout), S(tok), B, T, C, V);
         snprintf(what, sizeof what, "embedding_backward dwte B=%lld T=%lld C=%lld V=%lld", (long long)B, (long long)T,
                  (long long)C, (long long)V);
         out_check(&bwd[0], what, 0, 0);
@@ -182,15 +188,126 @@ static void test_embeddings(void)
     }
 }
 
+/* Token ids outside [0, V) (data the model did not check) must not make the CUDA backward write
+ * outside dwte: it skips their positions. The reference is the CPU's backward with those tokens
+ * made 0 and their dout rows 0, which adds exact zeros. */
+static void test_embedding_bad_tokens(void)
+{
+    const int64_t B = 2, T = 50, C = 8, V = 7;
+    const size_t BT = (size_t)(B * T), n = BT * (size_t)C;
+    int32_t *htok = xmalloc(BT * sizeof *htok), *hclean = xmalloc(BT * sizeof *hclean);
+    float *hdout = random_floats(n, 0, 0.05f, 1), *hclean_dout = xmalloc(n * sizeof *hclean_dout);
+    float *hwte = random_floats((size_t)(V * C), 0, 0.05f, 1), *hwpe = random_floats((size_t)(T * C), 0, 0.05f, 1);
+    const int32_t bad[] = {-1, (int32_t)V, 1 << 30, INT32_MIN};
+    memcpy(hclean_dout, hdout, n * sizeof *hdout);
+    for (size_t i = 0; i < BT; i++) {
+        htok[i] = i % 5 == 2 ? bad[i / 5 % 4] : (int32_t)rng_below(&test_rng, (uint64_t)V);
+        hclean[i] = htok[i] >= 0 && htok[i] < V ? htok[i] : 0;
+        if (hclean[i] != htok[i])
+            for (int64_t c = 0; c < C; c++)
+                hclean_dout[i * (size_t)C + (size_t)c] = 0.0f;
+    }
+    both tok = both_upload(htok, BT * sizeof *htok), clean = both_upload(hclean, BT * sizeof *hclean);
+    both dout = both_upload(hdout, n * sizeof(float)), clean_dout = both_upload(hclean_dout, n * sizeof(float));
+    out dwte = out_new(hwte, (size_t)(V * C)), dwpe = out_new(hwpe, (size_t)(T * C));
+    ddp_err err = {0};
+    die_on(cpu->ops->embedding_backward(cpu, TENSOR_F32, dwte.c, dwpe.c, clean_dout.c, clean.c, B, T, C, V, &err), &err,
+           "cpu embedding_backward");
+    for (int run = 0; run < 2; run++) {
+        if (run == 1) {
+            out_rerun_prepare(&dwte);
+            out_rerun_prepare(&dwpe);
+        }
+        die_on(gpu->ops->embedding_backward(gpu, TENSOR_F32, dwte.g, dwpe.g, dout.g, tok.g, B, T, C, V, &err), &err,
+               "cuda embedding_backward");
+        die_on(gpu->ops->synchronize(gpu, &err), &err, "synchronize");
+    }
+    out_check(&dwte, "embedding_backward dwte with token ids outside [0, V)", 0, 0);
+    both_free((both){dwpe.c, dwpe.g}); /* dwpe does not depend on the tokens; the clean dout changed it */
+    free(dwpe.init);
+    free(dwpe.first);
+    both_free(tok);
+    both_free(clean);
+    both_free(dout);
+    both_free(clean_dout);
+    free(htok);
+    free(hclean);
+    free(hdout);
+    free(hclean_dout);
+    free(hwte);
+    free(hwpe);
+}
+
 /* ---- LayerNorm ---------------------------------------------------------------------------- */
+
+/* The first n floats of a CUDA buffer, downloaded (caller frees). */
+static float *gpu_floats(const void *p, size_t n)
+{
+    float *h = xmalloc(n * sizeof *h);
+    download(gpu, h, p, n * sizeof *h);
+    return h;
+}
+
+/* residual_layernorm_forward against the CPU's: res_out = a + b is one float addition on both
+ * sides (exact), the LayerNorm outputs get layernorm_forward's tolerances. res_out is a third
+ * buffer, then (for rows of up to 20,000 elements in all: the emulator is slow) a itself, then b
+ * itself. And on CUDA the op gives the bits of add followed by
+ * layernorm_forward there: it is the same arithmetic in one pass. */
+static void test_residual_layernorm(int64_t N, int64_t C, const float *ha, both w, both b)
+{
+    const size_t n = (size_t)(N * C), rows = (size_t)N;
+    char what[128];
+    float *hb = random_floats(n, 0, 0.05f, 1);
+    both a_in = both_upload(ha, n * sizeof(float)), b_in = both_upload(hb, n * sizeof(float));
+    for (int where = 0; where < (n <= 20000 ? 3 : 1); where++) {
+        out o[4] = {out_new(where == 1 ? ha : where == 2 ? hb : NULL, n), out_new(NULL, n), out_new(NULL, rows),
+                    out_new(NULL, rows)};
+        both a = where == 1 ? (both){o[0].c, o[0].g} : a_in, bb = where == 2 ? (both){o[0].c, o[0].g} : b_in;
+        RUN(o, 4, residual_layernorm_forward, TENSOR_F32, S(o[0]), S(o[1]), S(o[2]), S(o[3]), S(a), S(bb), S(w),
+            S(b), N, C);
+        if (where == 0) {
+            ddp_err err = {0};
+            float *nan = xmalloc(n * sizeof *nan);
+            for (size_t i = 0; i < n; i++)
+                nan[i] = NAN;
+            void *sum = dev_alloc_upload(gpu, nan, n * 4, 4), *ln = dev_alloc_upload(gpu, nan, n * 4, 4);
+            void *mean = dev_alloc_upload(gpu, nan, rows * 4, 4), *rstd = dev_alloc_upload(gpu, nan, rows * 4, 4);
+            die_on(gpu->ops->add(gpu, TENSOR_F32, sum, a_in.g, b_in.g, n, &err), &err, "add");
+            die_on(gpu->ops->layernorm_forward(gpu, TENSOR_F32, ln, mean, rstd, sum, w.g, b.g, N, C, &err), &err,
+                   "layernorm_forward");
+            void *fused[4] = {o[0].g, o[1].g, o[2].g, o[3].g}, *unfused[4] = {sum, ln, mean, rstd};
+            for (int i = 0; i < 4; i++) {
+                size_t count = i < 2 ? n : rows;
+                float *f = gpu_floats(fused[i], count), *u = gpu_floats(unfused[i], count);
+                CHECK(memcmp(f, u, count * sizeof *f) == 0, "residual_layernorm_forward N=%lld C=%lld: output %d "
+                      "differs from add + layernorm_forward on CUDA", (long long)N, (long long)C, i);
+                free(f);
+                free(u);
+                placed_free(gpu, unfused[i]);
+            }
+            free(nan);
+        }
+        const char *names[] = {"res_out", "ln_out", "mean", "rstd"}, *places[] = {"", " over a", " over b"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(what, sizeof what, "residual_layernorm_forward %s%s N=%lld C=%lld", names[i], places[where],
+                     (long long)N, (long long)C);
+            out_check(&o[i], what, i == 0 ? 0 : ROUND_ONCE, i == 0 ? 0 : 1e-12);
+        }
+    }
+    both_free(a_in);
+    both_free(b_in);
+    free(hb);
+}
 
 static void test_layernorm(void)
 {
     /* N, C, offset: rows longer than a block (1025, 3000), more rows than both grid caps and
-     * several 64-row chunks of the dw/db sums (1100), a mean far from 0 (offset) */
+     * several 64-row chunks of the dw/db sums (1100), a mean far from 0 (offset); rows of whole
+     * 16-byte packs for the warp path (4: one pack, 12, 768: 6 per lane, 520: lanes partly idle,
+     * 1024: 8, the most) and an aligned one just past it (1028) */
     const struct { int64_t N, C; float offset; } shapes[] = {
         {1, 1, 0}, {1, 2, 0}, {3, 5, 2}, {7, 33, 0}, {64, 768, 0}, {130, 31, 5}, {1100, 5, 0}, {5, 1025, -3},
-        {2, 3000, 0}};
+        {2, 3000, 0}, {33, 4, 1}, {70, 12, 0}, {40, 520, 0}, {9, 1024, 2}, {3, 1028, 0}};
     char what[128];
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t N = shapes[s].N, C = shapes[s].C;
@@ -211,6 +328,7 @@ static void test_layernorm(void)
             /* double noise: terms of size |x - mean|·rstd·|w| + |b| <= ~10, order error ~C·2^-53 */
             out_check(&fwd[i], what, ROUND_ONCE, 1e-12);
         }
+        test_residual_layernorm(N, C, hx, w, b);
 
         /* "+=" onto random values; the dinp floor: rstd <= 1/sqrt(1e-5) ≈ 316 times terms of
          * size <= ~10 with double order noise <= C·2^-53 ≈ 3.3e-13 → 1e-9; dw/db: sums of N terms
@@ -351,7 +469,8 @@ static void test_causal_softmax(void)
 
 int main(void)
 {
-    const pair_group groups[] = {{"embeddings", test_embeddings}, {"layernorm", test_layernorm},
+    const pair_group groups[] = {{"embeddings", test_embeddings}, {"bad tokens", test_embedding_bad_tokens},
+                                 {"layernorm", test_layernorm},
                                  {"heads", test_heads}, {"causal_softmax", test_causal_softmax}};
-    return pair_main("test_cuda_transformer", 7, groups, sizeof groups / sizeof groups[0]);
+    return pair_main("test_cuda_transformer", 7, groups, sizeof groups / sizeof groups[0], 2);
 }

@@ -169,6 +169,30 @@ static int layernorm_zero_channels(device *d, const bufs *b, ddp_err *err)
     return d->ops->layernorm_forward(d, TENSOR_F32, b->f, b->f + 8, b->f + 12, b->f + 16, b->f + 20, b->f + 24, 2, 0,
                                      err);
 }
+static int residual_layernorm_ln_is_res(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->residual_layernorm_forward(d, TENSOR_F32, b->f, b->f, b->f + 8, b->f + 12, b->f, b->f + 16,
+                                              b->f + 20, b->f + 24, 1, 4, err);
+}
+static int residual_layernorm_ln_is_b(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->residual_layernorm_forward(d, TENSOR_F32, b->f, b->f + 16, b->f + 8, b->f + 12, b->f, b->f + 16,
+                                              b->f + 20, b->f + 24, 1, 4, err);
+}
+static int residual_layernorm_null_b(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->residual_layernorm_forward(d, TENSOR_F32, b->f, b->f + 32, b->f + 8, b->f + 12, b->f, NULL,
+                                              b->f + 20, b->f + 24, 1, 4, err);
+}
+static int residual_layernorm_zero_channels(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->residual_layernorm_forward(d, TENSOR_F32, b->f, b->f + 32, b->f + 8, b->f + 12, b->f, b->f + 16,
+                                              b->f + 20, b->f + 24, 3, 0, err);
+}
+static int embedding_backward_no_rows(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->embedding_backward(d, TENSOR_F32, b->f, b->f + 16, b->f + 32, b->labels, 1, 2, 4, 0, err);
+}
 static int layernorm_backward_null_rstd(device *d, const bufs *b, ddp_err *err)
 {
     return d->ops->layernorm_backward(d, TENSOR_F32, b->f, b->f + 4, b->f + 8, b->f + 12, b->f + 16, b->f + 20,
@@ -262,6 +286,24 @@ static int adamw_zero_bias2(device *d, const bufs *b, ddp_err *err)
 static int adamw_null_v(device *d, const bufs *b, ddp_err *err)
 {
     return d->ops->adamw_step(d, b->f, b->f + 8, b->f + 32, b->f + 16, NULL, 8, &adamw_step1, err);
+}
+static int adamw_odd_exempt_bounds(device *d, const bufs *b, ddp_err *err)
+{
+    adamw_args a = adamw_step1;
+    a.exempt = (decay_exempt){.bounds = (const size_t *)(void *)(b->f + 40), .n_bounds = 3};
+    return d->ops->adamw_step(d, b->f, b->f + 8, NULL, b->f + 16, b->f + 24, 8, &a, err);
+}
+static int sgd_null_exempt_bounds(device *d, const bufs *b, ddp_err *err)
+{
+    sgd_args a = sgd_momentum;
+    a.exempt = (decay_exempt){.n_bounds = 2};
+    return d->ops->sgd_step(d, b->f, b->f + 8, NULL, b->f + 16, 8, &a, err);
+}
+static int adamw_exempt_offsets_overflow(device *d, const bufs *b, ddp_err *err)
+{
+    adamw_args a = adamw_step1;
+    a.exempt = (decay_exempt){.bounds = (const size_t *)(void *)(b->f + 40), .n_bounds = 2, .first = SIZE_MAX - 4};
+    return d->ops->adamw_step(d, b->f, b->f + 8, NULL, b->f + 16, b->f + 24, 8, &a, err);
 }
 static int cast_to_bf16_null_dst(device *d, const bufs *b, ddp_err *err)
 {
@@ -374,6 +416,11 @@ static const bad_call bad_calls[] = {
     {"add: b is NULL", add_null_b},
     {"embedding_forward: negative size (1, -2, 4)", embedding_negative_t},
     {"layernorm_forward: rows of zero channels have no mean", layernorm_zero_channels},
+    {"residual_layernorm_forward: ln_out is also res_out", residual_layernorm_ln_is_res},
+    {"residual_layernorm_forward: ln_out is also b", residual_layernorm_ln_is_b},
+    {"residual_layernorm_forward: b is NULL", residual_layernorm_null_b},
+    {"residual_layernorm_forward: rows of zero channels have no mean", residual_layernorm_zero_channels},
+    {"embedding_backward: V = 0, but the tokens index rows of dwte", embedding_backward_no_rows},
     {"layernorm_backward: rstd is NULL", layernorm_backward_null_rstd},
     {"attention_split_heads: negative head size -4", split_heads_negative_hs},
     {"causal_softmax_backward: att is NULL", causal_softmax_null_att},
@@ -396,6 +443,9 @@ static const bad_call bad_calls[] = {
     {"sgd_step: g is NULL", sgd_null_g},
     {"adamw_step: bias2_sqrt is 0, must be > 0 (sqrt(1 - beta2^step), step >= 1)", adamw_zero_bias2},
     {"adamw_step: v is NULL", adamw_null_v},
+    {"adamw_step: 3 exemption bounds, not [start, end) pairs", adamw_odd_exempt_bounds},
+    {"sgd_step: exempt.bounds is NULL with 2 bounds", sgd_null_exempt_bounds},
+    {"adamw_step: element offsets 18446744073709551611 + 8 overflow", adamw_exempt_offsets_overflow},
     {"cast_f32_to_bf16: dst is NULL", cast_to_bf16_null_dst},
     {"cast_bf16_to_f32: src is NULL", cast_to_f32_null_src},
     {"alloc: out is NULL", alloc_null_out},
@@ -434,8 +484,9 @@ static void empty_jobs(device *d, const char *backend)
     rc |= d->ops->gemm_bias(d, TENSOR_F32, false, true, 0, 3, 2, NULL, 2, NULL, 2, NULL, NULL, &err);
     rc |= d->ops->gemm_bias_gelu(d, TENSOR_F32, false, true, 3, 0, 2, NULL, 2, NULL, 2, NULL, NULL, NULL, &err);
     rc |= d->ops->gemm_gelu_backward(d, TENSOR_F32, false, false, 0, 3, 2, NULL, 2, NULL, 3, NULL, NULL, &err);
-    rc |= d->ops->embedding_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, 0, 4, 8, &err);
+    rc |= d->ops->embedding_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, 0, 4, 8, 5, &err);
     rc |= d->ops->layernorm_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 8, &err);
+    rc |= d->ops->residual_layernorm_forward(d, TENSOR_F32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 8, &err);
     rc |= d->ops->attention_merge_heads_grad(d, TENSOR_F32, NULL, NULL, NULL, NULL, 2, 3, 0, 4, &err);
     rc |= d->ops->causal_softmax_forward(d, TENSOR_F32, NULL, NULL, 1.0f, 0, 4, &err);
     const attn_shape no_rows = {.B = 2, .T = 0, .NH = 2, .NKV = 2, .hs = 4, .ld_q = 8, .ld_kv = 8, .ld_o = 8,

@@ -103,11 +103,11 @@ static double gelu_slope(double x)
 static void *put(device *d, tensor_dtype t, const float *h, size_t n)
 {
     if (t == TENSOR_F32)
-        return dev_alloc_upload(d, h, n * sizeof *h);
+        return dev_alloc_upload(d, h, n * sizeof *h, sizeof *h);
     uint16_t *b = xmalloc(n * sizeof *b);
     for (size_t i = 0; i < n; i++)
         b[i] = float_to_bf16(h ? h[i] : NAN);
-    void *p = dev_alloc_upload(d, b, n * sizeof *b);
+    void *p = dev_alloc_upload(d, b, n * sizeof *b, sizeof *b);
     free(b);
     return p;
 }
@@ -135,7 +135,7 @@ static float *take(device *d, tensor_dtype t, void *p, size_t n)
             h[i] = bf16_to_float(b[i]);
         free(b);
     }
-    d->ops->free(d, p);
+    placed_free(d, p);
     return h;
 }
 
@@ -219,7 +219,7 @@ static void run_on(device *d, tensor_dtype t, const problem *p, const inputs *in
     report(&vdx, "gemm_gelu_backward dx", where);
     void *inputs_on_d[] = {a, b, bias, pre_in};
     for (size_t i = 0; i < 4; i++)
-        op->free(d, inputs_on_d[i]);
+        placed_free(d, inputs_on_d[i]);
     free(hy);
     free(hpre);
     free(hyg);
@@ -273,5 +273,5 @@ static void test_shapes(void)
 int main(void)
 {
     const pair_group groups[] = {{"epilogue GEMMs", test_shapes}};
-    return pair_main("test_gemm_epilogue", 17, groups, sizeof groups / sizeof groups[0]);
+    return pair_main("test_gemm_epilogue", 17, groups, sizeof groups / sizeof groups[0], 1);
 }

@@ -224,7 +224,7 @@ static void emb_run(void *p)
 {
     emb_case *e = p;
     DEV(embedding_forward, TENSOR_F32, e->out, e->tok, e->wte, e->wpe, e->B, e->T, e->C);
-    DEV(embedding_backward, TENSOR_F32, e->dwte, e->dwpe, e->dout, e->tok, e->B, e->T, e->C);
+    DEV(embedding_backward, TENSOR_F32, e->dwte, e->dwpe, e->dout, e->tok, e->B, e->T, e->C, e->V);
 }
 static double emb_loss(const void *p)
 {
@@ -379,6 +379,40 @@ static void test_layernorm(int64_t N, int64_t C, double offset, bool zero_init)
         fd_check("layernorm_backward", "dinp", ln_loss, &f, f.x, n, l.dx, bdx);
         fd_check("layernorm_backward", "dw", ln_loss, &f, f.w, (size_t)C, l.dw, bdw);
         fd_check("layernorm_backward", "db", ln_loss, &f, f.b, (size_t)C, l.db, bdb);
+    }
+    arena_free();
+}
+
+/* residual_layernorm_forward is the add op followed by layernorm_forward (whose numerics
+ * test_layernorm checks): the same bits for res_out and every LayerNorm output, with res_out a
+ * separate buffer, a itself or b itself; and the same at 1 and 2 threads. */
+typedef struct { int64_t N, C; float *a, *b, *w, *bias, *res, *out, *mean, *rstd; } res_case;
+static void res_run(void *p)
+{
+    res_case *r = p;
+    DEV(residual_layernorm_forward, TENSOR_F32, r->res, r->out, r->mean, r->rstd, r->a, r->b, r->w, r->bias, r->N,
+        r->C);
+}
+static void test_residual_layernorm(int64_t N, int64_t C)
+{
+    size_t n = (size_t)(N * C), rows = (size_t)N;
+    float *a = frand(n, -2, 2), *b = frand(n, -1, 3), *w = frand((size_t)C, 0.5, 1.5), *bias = frand((size_t)C, -1, 1);
+    float *sum = fnan(n), *out = fnan(n), *mean = fnan(rows), *rstd = fnan(rows);
+    DEV(add, TENSOR_F32, sum, a, b, n);
+    DEV(layernorm_forward, TENSOR_F32, out, mean, rstd, sum, w, bias, N, C);
+    for (int where = 0; where < 3; where++) {
+        res_case r = {N, C, fdup(a, n), fdup(b, n), w, bias, fnan(n), fnan(n), fnan(rows), fnan(rows)};
+        if (where)
+            r.res = where == 1 ? r.a : r.b;
+        res_run(&r);
+        const char *what = where == 0 ? "separate res_out" : where == 1 ? "res_out over a" : "res_out over b";
+        check_bits("residual_layernorm_forward", what, r.res, sum, n);
+        check_bits("residual_layernorm_forward", what, r.out, out, n);
+        check_bits("residual_layernorm_forward", what, r.mean, mean, rows);
+        check_bits("residual_layernorm_forward", what, r.rstd, rstd, rows);
+        if (where == 0)
+            check_threads("residual_layernorm_forward", res_run, &r,
+                          (span[]){{r.res, n}, {r.out, n}, {r.mean, rows}, {r.rstd, rows}}, 4);
     }
     arena_free();
 }
@@ -833,6 +867,7 @@ int main(void)
     test_embedding(3, 17, 129, 50, false);
     test_layernorm(1, 1, 3.0, true), test_layernorm(1, 37, 0.0, true), test_layernorm(7, 37, 3.0, false);
     test_layernorm(7, 37, 3.0, true), test_layernorm(33, 129, -2.0, true);
+    test_residual_layernorm(1, 1), test_residual_layernorm(7, 37), test_residual_layernorm(300, 333);
     test_heads(1, 1, 1, 1), test_heads(2, 5, 3, 7), test_heads(3, 13, 4, 9);
     test_softmax(3, 1, 0.5f), test_softmax(5, 13, 1.0f / sqrtf(7.0f)), test_softmax(2, 37, 0.125f);
     for (int t = 0; t < 4; t++) {

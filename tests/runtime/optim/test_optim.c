@@ -1,11 +1,14 @@
 /* test_optim.c — optimizers, schedules and clipping: 3-step PyTorch trajectories (fixtures) for
  * SGD+Nesterov+weight decay, plain SGD, AdamW and AdamW with clipping; hand-computed updates for
  * what the fixtures do not cover (heavy-ball momentum, a gradient scale); learning-rate schedule
- * values at their key points; clip scale semantics through optim_grad_norm. Runs on the CPU
+ * values at their key points; clip scale semantics through optim_grad_norm; weight-decay exempt
+ * spans updated in one call with the bits of one update per run. Runs on the CPU
  * device (the device ops behind clipping, on CPU and CUDA: tests/runtime/device/test_grad_clip.c). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "runtime/base/rng.h"
 #include "runtime/optim/optim.h"
 #include "tests/models/mlp_fixture.h"
 
@@ -66,6 +69,66 @@ static void test_adamw_first_step(void)
     CHECK_CLOSE(o->exp_avg_sq[1], 0.001 * 0.0625, 3e-5, 0);
     CHECK_EQ_INT(o->step, 1);
     optim_destroy(o);
+    d->ops->destroy(d);
+}
+
+/* optim_set_no_decay's spans (adjacent ones, an empty one, both ends) go to a table the one update
+ * per part reads: its bits must be those of one update per run of decayed or exempt elements, the
+ * exempt runs with weight decay 0, as PyTorch's param groups step them. AdamW and SGD with momentum
+ * and Nesterov, over the whole buffer and over a ZeRO part ([200, 900), its state at 0), 2 steps. */
+static void test_exempt_spans(void)
+{
+    enum { N = 1000, STEPS = 2 };
+    const optim_span spans[] = {{0, 3}, {3, 7}, {100, 0}, {500, 277}, {990, 10}};
+    const struct { size_t lo, hi; bool exempt; } runs[] = {
+        {0, 10, true}, {10, 500, false}, {500, 777, true}, {777, 990, false}, {990, N, true}};
+    device *d;
+    device_cpu_create(&d, NULL);
+    rng r;
+    rng_seed(&r, 11, 3);
+    for (int kind = 0; kind < 2; kind++)
+        for (int zero = 0; zero < 2; zero++) {
+            config cfg = kind ? fx_optim_config(OPT_SGD, 0.1, 0.9, true, 0.05, 0)
+                              : fx_optim_config(OPT_ADAMW, 0.01, 0, false, 0.05, 0);
+            const optim_part part = zero ? (optim_part){200, 0, 700} : (optim_part){0, 0, N};
+            optimizer *o;
+            CHECK(optim_create_parts(&cfg, d, N, &part, 1, part.count, &o, NULL) == 0, "optim_create_parts");
+            CHECK(optim_set_no_decay(o, spans, 5, NULL) == 0, "optim_set_no_decay");
+            static float p[N], g[N], p_ref[N], m_ref[N], v_ref[N];
+            for (size_t i = 0; i < N; i++)
+                p[i] = p_ref[i] = rng_uniform(&r, -1.0f, 1.0f), m_ref[i] = v_ref[i] = 0.0f;
+            for (int step = 0; step < STEPS; step++) {
+                for (size_t i = 0; i < N; i++)
+                    g[i] = rng_uniform(&r, -1.0f, 1.0f);
+                CHECK(optim_step(o, p, g, 0.01, NULL, NULL) == 0, "optim_step");
+                for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+                    const size_t part_end = part.param_offset + part.count;
+                    size_t lo = runs[k].lo > part.param_offset ? runs[k].lo : part.param_offset;
+                    size_t hi = runs[k].hi < part_end ? runs[k].hi : part_end;
+                    float wd = runs[k].exempt ? 0.0f : 0.05f, *m = m_ref + (lo - part.param_offset);
+                    if (hi <= lo)
+                        continue;
+                    if (kind) {
+                        sgd_args a = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = wd, .nesterov = true,
+                                      .first_step = step == 0};
+                        CHECK(d->ops->sgd_step(d, p_ref + lo, g + lo, NULL, m, hi - lo, &a, NULL) == 0, "sgd_step");
+                    } else {
+                        adamw_args a = optim_adamw_args(0.01f, 0.9f, 0.999f, 1e-8f, wd, step + 1);
+                        CHECK(d->ops->adamw_step(d, p_ref + lo, g + lo, NULL, m, v_ref + (lo - part.param_offset),
+                                                 hi - lo, &a, NULL) == 0, "adamw_step");
+                    }
+                }
+            }
+            const float *state = kind ? o->momentum_buffer : o->exp_avg;
+            CHECK(memcmp(p, p_ref, sizeof p) == 0, "%s%s: parameters differ from one update per run",
+                  kind ? "sgd" : "adamw", zero ? " (part)" : "");
+            CHECK(memcmp(state, m_ref, part.count * sizeof *state) == 0, "%s%s: state differs from one update per run",
+                  kind ? "sgd" : "adamw", zero ? " (part)" : "");
+            if (!kind)
+                CHECK(memcmp(o->exp_avg_sq, v_ref, part.count * sizeof *v_ref) == 0, "adamw%s: v differs",
+                      zero ? " (part)" : "");
+            optim_destroy(o);
+        }
     d->ops->destroy(d);
 }
 
@@ -133,6 +196,7 @@ int main(void)
     fx_check_all_trajectories(DEVICE_CPU);
     test_sgd_by_hand();
     test_adamw_first_step();
+    test_exempt_spans();
     test_schedules();
     test_clip();
     return check_done("test_optim");
