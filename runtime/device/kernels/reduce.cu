@@ -30,6 +30,7 @@ using ddp_kernels::load_pack;
 using ddp_kernels::pack;
 using ddp_kernels::sum_chunk_partials;
 using ddp_kernels::sum_chunks;
+using ddp_kernels::store_pack;
 using ddp_kernels::to_float;
 using ddp_kernels::vec_width;
 
@@ -90,19 +91,36 @@ extern "C" int device_cuda_bias_grad(device *d, tensor_dtype t, const void *dy, 
 }
 
 /* ---- softmax cross-entropy ----------------------------------------------------------------
- * One block per row (grid-stride over rows), threads stride over the columns, so rows of any
- * length work; rows are ld apart and columns cols..ld-1 are padding (dlogits gets 0 there).
- * Per-row results go to row_stats; ddp_xent_stats_kernel then sums them in order. dlogits may be
- * logits itself: every read of the row other than a thread's own element (the max, the sum, the
- * label's logit) happens before the block-wide reductions' barriers, and the gradient pass reads
- * each element just before the same thread overwrites it. */
-template <typename T>
+ * One block per row (grid-stride over rows), threads stride over the columns in packs of W
+ * (16-byte accesses where the rows allow), so rows of any length work; rows are ld apart and
+ * columns cols..ld-1 are padding (dlogits gets 0 there). The row is read twice: once for its
+ * maximum (the first index of it: PyTorch's argmax) and the sum of exp(x - max), kept online per
+ * thread (the sum in double, rescaled when the thread's maximum grows, a thread visiting its
+ * columns in increasing order) and combined over the block in a fixed tree; once more for dlogits
+ * = (exp(x - max) / sum - [c == label]) · grad_scale, in float with the quotient's reciprocal
+ * rounded once. Per-row results go to row_stats; ddp_xent_stats_kernel then sums them in order.
+ * dlogits may be logits itself: every read of the row other than a thread's own elements (the max,
+ * the sum, the label's logit) happens before the block-wide reductions' barriers, and the
+ * gradient pass reads each pack just before the same thread overwrites it. */
+__device__ inline void xent_online(float v, long long c, float *m, long long *arg, double *s)
+{
+    if (v > *m) { /* strict: within a thread the first maximum stays */
+        *s = *s * (double)expf(*m - v) + 1.0;
+        *m = v;
+        *arg = c;
+    } else {
+        *s += (double)expf(v - *m);
+    }
+}
+
+template <typename T, int W>
 __global__ void ddp_softmax_xent_kernel(const T *logits, size_t ld, const int32_t *labels, size_t rows, size_t cols,
                                         float grad_scale, T *dlogits, float *row_stats)
 {
     __shared__ float max_scratch[33];
     __shared__ long long arg_scratch[33];
     __shared__ double sum_scratch[33];
+    const size_t packs = cols / W;
     for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const T *x = logits + r * ld;
         const int32_t label = labels[r];
@@ -110,18 +128,16 @@ __global__ void ddp_softmax_xent_kernel(const T *logits, size_t ld, const int32_
         const float x_label = label_ok ? to_float(x[label]) : 0.0f; /* read before any thread can overwrite it */
         float best = -INFINITY;
         long long arg = (long long)INT64_MAX;
-        for (size_t c = threadIdx.x; c < cols; c += blockDim.x) {
-            const float v = to_float(x[c]);
-            if (v > best) { /* strict: within a thread the first maximum stays */
-                best = v;
-                arg = (long long)c;
-            }
-        }
-        block_argmax(&best, &arg, max_scratch, arg_scratch);
-
         double sum = 0.0;
-        for (size_t c = threadIdx.x; c < cols; c += blockDim.x) sum += (double)expf(to_float(x[c]) - best);
-        sum = block_sum(sum, sum_scratch);
+        for (size_t k = threadIdx.x; k < packs; k += blockDim.x) {
+            const pack<T, W> v = load_pack<W>(x, k);
+            for (int j = 0; j < W; j++) xent_online(to_float(v.v[j]), (long long)(k * W + j), &best, &arg, &sum);
+        }
+        for (size_t c = packs * W + threadIdx.x; c < cols; c += blockDim.x)
+            xent_online(to_float(x[c]), (long long)c, &best, &arg, &sum);
+        const float mine = best;
+        block_argmax(&best, &arg, max_scratch, arg_scratch);
+        sum = block_sum(mine == -INFINITY ? 0.0 : sum * (double)expf(mine - best), sum_scratch);
 
         if (threadIdx.x == 0) {
             const double lse = (double)best + log(sum);
@@ -130,10 +146,17 @@ __global__ void ddp_softmax_xent_kernel(const T *logits, size_t ld, const int32_
         }
         if (dlogits) {
             T *dl = dlogits + r * ld;
-            for (size_t c = threadIdx.x; c < cols; c += blockDim.x) {
-                const double p = (double)expf(to_float(x[c]) - best) / sum;
-                dl[c] = from_float<T>((float)((p - ((size_t)label == c ? 1.0 : 0.0)) * grad_scale));
+            const float inv = (float)(1.0 / sum);
+            auto grad = [&](float v, size_t c) {
+                return from_float<T>((expf(v - best) * inv - ((size_t)label == c ? 1.0f : 0.0f)) * grad_scale);
+            };
+            for (size_t k = threadIdx.x; k < packs; k += blockDim.x) {
+                const pack<T, W> v = load_pack<W>(x, k);
+                pack<T, W> o;
+                for (int j = 0; j < W; j++) o.v[j] = grad(to_float(v.v[j]), k * W + j);
+                store_pack<W>(dl, k, o);
             }
+            for (size_t c = packs * W + threadIdx.x; c < cols; c += blockDim.x) dl[c] = grad(to_float(x[c]), c);
             for (size_t c = cols + threadIdx.x; c < ld; c += blockDim.x) dl[c] = from_float<T>(0.0f);
         }
     }
@@ -174,9 +197,15 @@ extern "C" int device_cuda_softmax_xent(device *d, tensor_dtype t, const void *l
     int rc = device_cuda_scratch(d, 2 * sizeof(float) * (size_t)rows, (void **)&row_stats, err);
     if (rc) return rc;
     const unsigned grid = grid_for((size_t)rows, 1), block = xent_block((size_t)cols);
-    DDP_DTYPE_SWITCH(t, T, DDP_LAUNCH_OP(ddp_softmax_xent_kernel<T>, grid, block, 0, static_cast<const T *>(logits),
-                                         (size_t)ld, labels, (size_t)rows, (size_t)cols, grad_scale,
-                                         static_cast<T *>(dlogits), row_stats));
+    DDP_DTYPE_SWITCH(t, T,
+                     const T *x = static_cast<const T *>(logits);
+                     T *dx = static_cast<T *>(dlogits);
+                     if (vec_width<T>((size_t)ld, {logits, dlogits}) == kVec<T>)
+                         DDP_LAUNCH_OP((ddp_softmax_xent_kernel<T, kVec<T>>), grid, block, 0, x, (size_t)ld, labels,
+                                       (size_t)rows, (size_t)cols, grad_scale, dx, row_stats);
+                     else
+                         DDP_LAUNCH_OP((ddp_softmax_xent_kernel<T, 1>), grid, block, 0, x, (size_t)ld, labels,
+                                       (size_t)rows, (size_t)cols, grad_scale, dx, row_stats));
     DDP_LAUNCH_OP(ddp_xent_stats_kernel, 1, kBlock, 0, row_stats, (size_t)rows, stats);
     return DDP_OK;
 }
