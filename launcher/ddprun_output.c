@@ -2,7 +2,8 @@
  *
  * mpirun prefixes each rank line with "[JOB,RANK]<stdout>:" or "<stderr>:"; we rewrite that to
  * "[rank RANK] " and send it to our stdout or stderr accordingly, so stdout redirection keeps
- * working. Untagged lines are mpirun's own and pass through unchanged, except the boxed
+ * working. mpirun tags each read of a rank's output, so a line its read cut in two arrives as
+ * "[J,R]<stdout>:start[J,R]<stdout>:rest": the repeated tag is dropped. Untagged lines are mpirun's own and pass through unchanged, except the boxed
  * "a process failed / the job was aborted" reports: ddprun replaces those with one line of its
  * own, so we parse them (fallback source for the failing rank) and drop them, and mpirun's
  * "Forwarding signal" notice, which ddprun announces itself. Lines our per-rank
@@ -185,21 +186,60 @@ static void flush_block(output_filter *f, int s)
     f->in_block[s] = false;
 }
 
+/* The first tag inside a tagged line's payload, or NULL. mpirun tags what it read of a rank's
+ * output, and a read that ends inside a line leaves its start tagged on its own: the line's rest
+ * comes tagged again, after the start, with no newline between. */
+static const char *inner_tag(const char *payload, int *rank, bool *is_err, const char **rest)
+{
+    for (const char *p = strchr(payload, '['); p; p = strchr(p + 1, '['))
+        if (parse_tag(p, rank, is_err, rest))
+            return p;
+    return NULL;
+}
+
+static void handle_line(output_filter *f, int s, const char *line);
+
+/* A tagged line: mpirun's tags inside it mark where its reads of a rank's output ended. The same
+ * rank's continuation joins the line; another rank's fragment is a line of its own. */
+static void handle_tagged(output_filter *f, int s, int rank, bool is_err, const char *payload)
+{
+    char *joined = strdup(payload);
+    if (!joined) { perror("ddprun: out of memory"); exit(1); }
+    int r2;
+    bool err2;
+    const char *rest, *tag;
+    while ((tag = inner_tag(joined, &r2, &err2, &rest)) && r2 == rank && err2 == is_err)
+        memmove((char *)tag, rest, strlen(rest) + 1);
+    if (tag) { /* another rank's (or stream's) output starts here */
+        char *other = strdup(tag);
+        if (!other) { perror("ddprun: out of memory"); exit(1); }
+        *(char *)tag = '\0';
+        handle_tagged(f, s, rank, is_err, joined);
+        handle_line(f, s, other);
+        free(other);
+        free(joined);
+        return;
+    }
+    if (is_err && strncmp(joined, DDPRUN_STATUS_MARK, strlen(DDPRUN_STATUS_MARK)) == 0) {
+        parse_status(f, joined);
+        free(joined);
+        return;
+    }
+    FILE *out = is_err ? stderr : stdout;
+    fprintf(out, "[rank %d] %s\n", rank, joined);
+    const char *verdict = strstr(joined, COMM_DEADLINE_VERDICT);
+    if (verdict)
+        parse_deadline(f, verdict);
+    free(joined);
+}
+
 static void handle_line(output_filter *f, int s, const char *line)
 {
     int rank;
     bool is_err;
     const char *payload;
     if (parse_tag(line, &rank, &is_err, &payload)) {
-        if (is_err && strncmp(payload, DDPRUN_STATUS_MARK, strlen(DDPRUN_STATUS_MARK)) == 0) {
-            parse_status(f, payload);
-            return;
-        }
-        FILE *out = is_err ? stderr : stdout;
-        fprintf(out, "[rank %d] %s\n", rank, payload);
-        const char *verdict = strstr(payload, COMM_DEADLINE_VERDICT);
-        if (verdict)
-            parse_deadline(f, verdict);
+        handle_tagged(f, s, rank, is_err, payload);
         return;
     }
     if (strncmp(line, "mpirun: Forwarding signal", 25) == 0) return; /* ddprun already said so */
