@@ -2,7 +2,7 @@
  * and gradient clipping by global norm, over the flat parameter and gradient buffers.
  *
  * Matches PyTorch's torch.optim.SGD and AdamW step for step (see
- * ../shared/fixtures/mlp-reference/README.md). State buffers live on the device; step counts and
+ * tests/fixtures/README.md). State buffers live on the device; step counts and
  * the schedule position are plain integers that checkpoints store. The element-wise update runs
  * as a device op. Clipping never waits for the device: the gradient norm and the clip factor are
  * device scalars the step reads where it runs, and the norm reaches the host only when someone

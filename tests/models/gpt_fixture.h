@@ -1,4 +1,4 @@
-/* gpt_fixture.h — the PyTorch reference checks of $DDP_TEST_FIXTURES/gpt-reference (README there):
+/* gpt_fixture.h — the PyTorch reference checks of the fixture gpt-reference (tests/fixtures/README.md):
  * reads every shape from the fixture's MANIFEST (L, C, NH, T, V, B and each tensor's own line),
  * builds the GPT-2 it describes on a device with the reference batch uploaded, and compares
  * logits, loss, every gradient, the global gradient norm and two 3-step AdamW trajectories, with
@@ -17,6 +17,7 @@
 #include "models/gpt2.h"
 #include "runtime/optim/optim.h"
 #include "tests/check.h"
+#include "tests/fixture.h"
 
 /* Forward values and gradients: the README says a correct float32 implementation lands within
  * ~1e-5 relative of the float64 reference. Each value is a sum of at most max(C, 4C, T, V, B·T)
@@ -30,11 +31,6 @@
  * order, so a few times the floor. A wrong formula moves a step by O(lr) = 1e-3. */
 #define GFX_TRAJ_FLOORS 8.0
 
-typedef struct gfx_tensor_meta {
-    char name[96];
-    int64_t numel;
-} gfx_tensor_meta;
-
 typedef struct gfx {
     cfg_gpt2 shape;
     int64_t Vp;                 /* the model's padded vocabulary: row stride of its logits */
@@ -44,96 +40,37 @@ typedef struct gfx {
     model *m;
     int32_t *tokens, *targets;  /* device [B, T] */
     float *stats;               /* device [2] */
-    gfx_tensor_meta meta[512];
-    int n_meta;
+    fixture_manifest manifest;  /* gpt-reference's */
 } gfx;
 
-static inline const char *gfx_dir(void)
-{
-    const char *dir = getenv("DDP_TEST_FIXTURES");
-    return dir ? dir : "../shared/fixtures";
-}
-
-static inline int64_t gfx_header_int(const char *line, const char *key)
-{
-    const char *p = strstr(line, key);
-    return p ? strtoll(p + strlen(key), NULL, 10) : -1;
-}
-
-/* Parses MANIFEST: the shape line, the noise floor, and each tensor's element count. */
+/* Parses MANIFEST: the shape line (L, C, NH, T, V, B), the noise floor, and each tensor's line. */
 static inline int gfx_read_manifest(gfx *f)
 {
-    char path[2048], line[1024];
-    snprintf(path, sizeof path, "%s/gpt-reference/MANIFEST", gfx_dir());
-    FILE *fp = fopen(path, "r");
-    if (!fp || !fgets(line, sizeof line, fp)) {
-        fprintf(stderr, "fixture %s: cannot read (set DDP_TEST_FIXTURES)\n", path);
-        if (fp)
-            fclose(fp);
+    const fixture_manifest *mf = &f->manifest;
+    if (fixture_manifest_read(&f->manifest, "gpt-reference"))
         return 1;
-    }
-    f->shape.n_layer = gfx_header_int(line, " L=");
-    f->shape.n_embd = gfx_header_int(line, " C=");
-    f->shape.n_head = gfx_header_int(line, " NH=");
-    f->T = gfx_header_int(line, " T=");
-    f->shape.vocab_size = gfx_header_int(line, " V=");
-    f->B = gfx_header_int(line, " B=");
+    f->shape.n_layer = fixture_header_int(mf, "L");
+    f->shape.n_embd = fixture_header_int(mf, "C");
+    f->shape.n_head = fixture_header_int(mf, "NH");
+    f->T = fixture_header_int(mf, "T");
+    f->shape.vocab_size = fixture_header_int(mf, "V");
+    f->B = fixture_header_int(mf, "B");
     f->shape.block_size = f->T;
     f->Vp = gpt2_vocab_padded(f->shape.vocab_size);
-    const char *floor = strstr(line, "max abs)");
+    const char *floor = strstr(mf->header, "max abs)");
     f->noise_floor = floor ? strtod(floor + strlen("max abs)"), NULL) : -1;
-    while (fgets(line, sizeof line, fp) && f->n_meta < (int)(sizeof f->meta / sizeof f->meta[0])) {
-        gfx_tensor_meta *t = &f->meta[f->n_meta];
-        char dtype[16], shape[128];
-        if (sscanf(line, "%95s %15s %127s", t->name, dtype, shape) != 3)
-            continue;
-        t->numel = 1;
-        for (char *s = shape; *s; s++) {
-            t->numel *= strtoll(s, &s, 10);
-            if (*s != 'x')
-                break;
-        }
-        f->n_meta++;
-    }
-    fclose(fp);
-    if (f->shape.n_layer < 1 || f->shape.n_embd < 1 || f->B < 1 || f->T < 1 || f->noise_floor <= 0) {
-        fprintf(stderr, "fixture %s: header line not understood\n", path);
+    if (f->shape.n_layer < 1 || f->shape.n_embd < 1 || f->shape.n_head < 1 || f->shape.vocab_size < 2 || f->B < 1 ||
+        f->T < 1 || f->noise_floor <= 0) {
+        fprintf(stderr, "fixture %s/MANIFEST: header line not understood: %s\n", mf->dir, mf->header);
         return 1;
     }
     return 0;
 }
 
-static inline int64_t gfx_numel(const gfx *f, const char *name)
-{
-    for (int i = 0; i < f->n_meta; i++)
-        if (!strcmp(f->meta[i].name, name))
-            return f->meta[i].numel;
-    return -1;
-}
-
-/* NAME.bin as a malloc'd buffer of its MANIFEST element count (4-byte values); NULL after a
- * message when missing or of the wrong size. */
+/* NAME.bin at its MANIFEST size (fixture_load); NULL after a message. */
 static inline void *gfx_load(const gfx *f, const char *name, int64_t *numel_out)
 {
-    int64_t numel = gfx_numel(f, name);
-    char path[2048];
-    snprintf(path, sizeof path, "%s/gpt-reference/%s.bin", gfx_dir(), name);
-    FILE *fp = numel > 0 ? fopen(path, "rb") : NULL;
-    if (!fp) {
-        fprintf(stderr, "fixture %s: missing (or not in MANIFEST)\n", path);
-        return NULL;
-    }
-    void *buf = malloc((size_t)numel * 4 + 1);
-    size_t got = buf ? fread(buf, 1, (size_t)numel * 4 + 1, fp) : 0;
-    fclose(fp);
-    if (got != (size_t)numel * 4) {
-        fprintf(stderr, "fixture %s: %zu bytes, MANIFEST says %lld values\n", path, got, (long long)numel);
-        free(buf);
-        return NULL;
-    }
-    if (numel_out)
-        *numel_out = numel;
-    return buf;
+    return fixture_load(&f->manifest, name, numel_out);
 }
 
 /* The fixture's tensor PREFIX.<name> for model tensor t: wte's fixture rows are the first

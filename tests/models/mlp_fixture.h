@@ -1,8 +1,9 @@
-/* mlp_fixture.h — the PyTorch reference checks of $DDP_TEST_FIXTURES/mlp-reference (README there),
- * shared by test_mlp.c and test_optim.c (CPU device) and cuda/test_cuda_mlp.c (CUDA device): loads
- * the reference tensors, builds the 784-64-32-10 MLP they describe on either device with the
- * reference batch uploaded, and checks forward/backward and 3-step optimizer trajectories
- * against PyTorch with one set of tolerances for both backends.
+/* mlp_fixture.h — the PyTorch reference checks of the fixture mlp-reference (tests/fixtures/README.md),
+ * shared by test_mlp.c and test_optim.c (CPU device) and test_cuda_mlp.c (CUDA device): reads the
+ * batch size and layer widths from the fixture's MANIFEST (B and dims, and each tensor's own line),
+ * builds the MLP they describe on either device with the reference batch uploaded, and checks
+ * forward/backward and 3-step optimizer trajectories against PyTorch with one set of tolerances
+ * for both backends. A fixture made the same way with other shapes passes unchanged.
  *
  * Header-only like check.h. */
 #ifndef DDP_MLP_FIXTURE_H
@@ -17,59 +18,89 @@
 #include "models/mlp.h"
 #include "runtime/optim/optim.h"
 #include "tests/check.h"
+#include "tests/fixture.h"
 
 #define FX_RTOL 1e-5
 #define FX_ATOL_LOGIT 1e-5  /* logits are O(0.1..1) */
 #define FX_ATOL_GRAD 1e-7   /* gradients are O(1e-3..1e-1); near-zero entries need an absolute floor */
 #define FX_SGD_ATOL 1e-6    /* parameters are O(0.01..0.1); a floor for the ones near zero */
-/* An AdamW update is lr·m̂/(sqrt(v̂)+eps): where |g| is near eps (fixture fc1.weight[412] has
- * g = -1.4e-9 from cancellation) float32 gradient rounding moves that step by a good fraction of
- * lr = 1e-3. 5e-6 (0.5% of lr) still catches any wrong formula, which shifts steps by O(lr). */
+/* An AdamW update is lr·m̂/(sqrt(v̂)+eps): where |g| is near eps (a gradient entry that is a
+ * near-cancellation) float32 gradient rounding moves that step by a good fraction of lr = 1e-3;
+ * the fixture's seed keeps such entries above ~5e-8, where a correct float32 run lands within
+ * ~1e-6. 5e-6 (0.5% of lr) still catches any wrong formula, which shifts steps by O(lr). */
 #define FX_ADAMW_ATOL 5e-6
 
-#define FX_BATCH 16
-#define FX_IN 784
-#define FX_CLASSES 10
+/* The reference model's shape, from MANIFEST's header: "B=16 dims=784-64-32-10" is a batch of
+ * 16 rows of 784 inputs, hidden layers 64 and 32, 10 classes. */
+typedef struct fx_shape {
+    int64_t batch, in, classes;
+    int n_hidden;
+    int64_t hidden[CFG_MAX_HIDDEN];
+} fx_shape;
 
 typedef struct fx_mlp {
+    fx_shape shape;
+    fixture_manifest manifest; /* mlp-reference's */
     device *dev;
     model *m;
-    float *x;        /* device [16, 784] */
-    int32_t *labels; /* device [16] */
+    float *x;        /* device [batch, in] */
+    int32_t *labels; /* device [batch] */
     float *stats;    /* device [2] */
 } fx_mlp;
 
-/* Reads NAME.bin (count 4-byte values) into a malloc'd buffer; NULL (after a message) when
- * missing or of the wrong size. */
-static inline void *fx_load(const char *name, size_t count)
+/* Parses the header's B and dims into s; 0 on success, else 1 after a message. */
+static inline int fx_read_shape(const fixture_manifest *mf, fx_shape *s)
 {
-    const char *dir = getenv("DDP_TEST_FIXTURES");
-    char path[2048];
-    snprintf(path, sizeof path, "%s/mlp-reference/%s.bin", dir ? dir : "../shared/fixtures", name);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "fixture %s: cannot open (set DDP_TEST_FIXTURES)\n", path);
+    memset(s, 0, sizeof *s);
+    char dims[256];
+    int64_t widths[CFG_MAX_HIDDEN + 2];
+    int n = 0;
+    s->batch = fixture_header_int(mf, "B");
+    if (fixture_header_word(mf, "dims", dims, sizeof dims))
+        for (char *p = dims; *p && n < CFG_MAX_HIDDEN + 2; n++) {
+            char *end;
+            widths[n] = *p >= '0' && *p <= '9' ? strtoll(p, &end, 10) : 0;
+            if (widths[n] < 1 || (*end && *end != '-')) {
+                n = 0;
+                break;
+            }
+            p = *end ? end + 1 : end;
+        }
+    if (s->batch < 1 || n < 3) {
+        fprintf(stderr, "fixture %s/MANIFEST: header needs B=ROWS dims=IN-HIDDEN...-CLASSES (1 to %d hidden): %s\n",
+                mf->dir, CFG_MAX_HIDDEN, mf->header);
+        return 1;
+    }
+    s->in = widths[0];
+    s->classes = widths[n - 1];
+    s->n_hidden = n - 2;
+    for (int i = 0; i < s->n_hidden; i++)
+        s->hidden[i] = widths[i + 1];
+    return 0;
+}
+
+/* NAME.bin, whose MANIFEST line must give it count values (the model's size for it); NULL after
+ * a message otherwise. */
+static inline void *fx_load(const fx_mlp *fx, const char *name, int64_t count)
+{
+    int64_t numel = fixture_numel(&fx->manifest, name);
+    if (numel >= 1 && numel != count) {
+        fprintf(stderr, "fixture %s/%s: MANIFEST gives %lld values, the model's %lld\n", fx->manifest.dir, name,
+                (long long)numel, (long long)count);
         return NULL;
     }
-    void *buf = malloc(count * 4 + 1);
-    size_t got = buf ? fread(buf, 1, count * 4 + 1, f) : 0;
-    fclose(f);
-    if (got != count * 4) {
-        fprintf(stderr, "fixture %s: %zu bytes, expected %zu\n", path, got, count * 4);
-        free(buf);
-        return NULL;
-    }
-    return buf;
+    return fixture_load(&fx->manifest, name, NULL);
 }
 
 /* Uploads fixture PREFIX.<tensor> into dst (a params-layout device buffer) for every tensor. */
-static inline int fx_load_params(model *m, const char *prefix, float *dst)
+static inline int fx_load_params(const fx_mlp *fx, const char *prefix, float *dst)
 {
+    model *m = fx->m;
     for (int i = 0; i < m->n_tensors; i++) {
         const param_tensor *t = &m->tensors[i];
         char name[128];
         snprintf(name, sizeof name, "%s.%s", prefix, t->name);
-        float *h = fx_load(name, t->numel);
+        float *h = fx_load(fx, name, (int64_t)t->numel);
         if (!h)
             return 1;
         m->dev->ops->upload(m->dev, dst + t->offset, h, t->numel * 4, NULL);
@@ -88,32 +119,35 @@ static inline void *fx_device_copy(device *d, const void *host, size_t bytes)
 }
 
 /* The reference MLP with activation act and parameters "<init_prefix>.*" on a device of the
- * given kind (DEVICE_CPU or DEVICE_CUDA); 0 on success. Call fx_teardown either way. */
+ * given kind (DEVICE_CPU or DEVICE_CUDA), shaped as MANIFEST says; 0 on success. Call fx_teardown
+ * either way. */
 static inline int fx_setup(fx_mlp *fx, cfg_device kind, act_kind act, const char *init_prefix)
 {
     memset(fx, 0, sizeof *fx);
+    if (fixture_manifest_read(&fx->manifest, "mlp-reference") || fx_read_shape(&fx->manifest, &fx->shape))
+        return 1;
+    const fx_shape *s = &fx->shape;
     ddp_err err = {0};
     config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.device = kind;
     cfg.model.kind = MODEL_MLP;
-    cfg.model.mlp.n_hidden = 2;
-    cfg.model.mlp.hidden[0] = 64;
-    cfg.model.mlp.hidden[1] = 32;
+    cfg.model.mlp.n_hidden = s->n_hidden;
+    memcpy(cfg.model.mlp.hidden, s->hidden, sizeof s->hidden);
     cfg.model.mlp.activation = act;
-    sample_layout data = {.input = {SAMPLE_U8, FX_IN}, .target = {SAMPLE_I32, 1}, .n_classes = FX_CLASSES};
+    sample_layout data = {.input = {SAMPLE_U8, s->in}, .target = {SAMPLE_I32, 1}, .n_classes = s->classes};
     int rc = kind == DEVICE_CUDA ? device_cuda_create(0, &cfg, &fx->dev, &err) : device_cpu_create(&fx->dev, &err);
-    if (rc || model_create(&cfg, fx->dev, &data, FX_BATCH, 0, &fx->m, &err)) {
+    if (rc || model_create(&cfg, fx->dev, &data, s->batch, 0, &fx->m, &err)) {
         fprintf(stderr, "fixture setup: %s\n", err.msg);
         return 1;
     }
-    float *x = fx_load("input", FX_BATCH * FX_IN);
-    int32_t *y = fx_load("labels", FX_BATCH);
+    float *x = fx_load(fx, "input", s->batch * s->in);
+    int32_t *y = fx_load(fx, "labels", s->batch);
     float zero[2] = {0, 0};
-    rc = !x || !y || fx_load_params(fx->m, init_prefix, fx->m->params);
+    rc = !x || !y || fx_load_params(fx, init_prefix, fx->m->params);
     if (!rc) {
-        fx->x = fx_device_copy(fx->dev, x, sizeof(float) * FX_BATCH * FX_IN);
-        fx->labels = fx_device_copy(fx->dev, y, sizeof(int32_t) * FX_BATCH);
+        fx->x = fx_device_copy(fx->dev, x, sizeof(float) * (size_t)(s->batch * s->in));
+        fx->labels = fx_device_copy(fx->dev, y, sizeof(int32_t) * (size_t)s->batch);
         fx->stats = fx_device_copy(fx->dev, zero, sizeof zero);
         rc = !fx->x || !fx->labels || !fx->stats;
     }
@@ -170,7 +204,7 @@ static inline void fx_compare_params(const fx_mlp *fx, const float *buf, const c
         const param_tensor *t = &m->tensors[i];
         char name[128];
         snprintf(name, sizeof name, "%s.%s", prefix, t->name);
-        float *exp = fx_load(name, t->numel);
+        float *exp = fx_load(fx, name, (int64_t)t->numel);
         CHECK(exp != NULL, "fixture %s missing", name);
         if (exp)
             fx_compare(name, host + t->offset, exp, t->numel, rtol, atol);
@@ -190,25 +224,26 @@ static inline void fx_check_forward_backward(cfg_device kind, act_kind act, cons
         fx_teardown(&fx);
         return;
     }
-    fprintf(stderr, "%s fixture on %s:\n", name, fx.dev->name);
+    const int64_t rows = fx.shape.batch, n_logits = rows * fx.shape.classes;
+    fprintf(stderr, "%s fixture on %s (batch %lld, %s):\n", name, fx.dev->name, (long long)rows, fx.m->description);
     ddp_err err = {0};
     device *d = fx.dev;
-    rc = mlp_forward_backward_f32(fx.m, fx.x, fx.labels, FX_BATCH, 1.0f / FX_BATCH, false, NULL, NULL, fx.stats, &err);
+    rc = mlp_forward_backward_f32(fx.m, fx.x, fx.labels, rows, 1.0f / (float)rows, false, NULL, NULL, fx.stats, &err);
     CHECK(rc == 0, "forward_backward: %s", err.msg);
-    float logits[FX_BATCH * FX_CLASSES], stats[2];
-    CHECK(d->ops->download(d, logits, mlp_logits(fx.m), sizeof logits, &err) == 0, "%s", err.msg);
+    float *logits = malloc(sizeof(float) * (size_t)n_logits), stats[2];
+    CHECK(d->ops->download(d, logits, mlp_logits(fx.m), sizeof(float) * (size_t)n_logits, &err) == 0, "%s", err.msg);
     CHECK(d->ops->download(d, stats, fx.stats, sizeof stats, &err) == 0, "%s", err.msg);
     char key[64];
     snprintf(key, sizeof key, "%s.logits", name);
-    float *exp_logits = fx_load(key, FX_BATCH * FX_CLASSES);
+    float *exp_logits = fx_load(&fx, key, n_logits);
     snprintf(key, sizeof key, "%s.loss", name);
-    float *exp_loss = fx_load(key, 1);
+    float *exp_loss = fx_load(&fx, key, 1);
     snprintf(key, sizeof key, "%s.grad_global_norm", name);
-    float *exp_norm = fx_load(key, 1);
+    float *exp_norm = fx_load(&fx, key, 1);
     CHECK(exp_logits && exp_loss && exp_norm, "fixtures for %s", name);
     if (exp_logits && exp_loss && exp_norm) {
-        fx_compare("logits", logits, exp_logits, FX_BATCH * FX_CLASSES, FX_RTOL, FX_ATOL_LOGIT);
-        float mean_loss = stats[0] / FX_BATCH;
+        fx_compare("logits", logits, exp_logits, (size_t)n_logits, FX_RTOL, FX_ATOL_LOGIT);
+        float mean_loss = stats[0] / (float)rows;
         fx_compare("loss (stats[0] / rows)", &mean_loss, exp_loss, 1, FX_RTOL, 0);
         double sumsq = -1, *sumsq_dev = NULL;
         CHECK(d->ops->alloc(d, sizeof sumsq, (void **)&sumsq_dev, &err) == 0 &&
@@ -220,6 +255,7 @@ static inline void fx_check_forward_backward(cfg_device kind, act_kind act, cons
     }
     snprintf(key, sizeof key, "%s.grad", name);
     fx_compare_params(&fx, fx.m->grads, key, FX_RTOL, FX_ATOL_GRAD);
+    free(logits);
     free(exp_logits);
     free(exp_loss);
     free(exp_norm);
@@ -243,7 +279,7 @@ static inline config fx_optim_config(cfg_opt_kind kind, double lr, double moment
     return cfg;
 }
 
-/* 3 optimizer steps on the fixture batch from relu.init (fixture README): losses and final
+/* 3 optimizer steps on the fixture batch from relu.init (tests/fixtures/README.md): losses and final
  * parameters against PyTorch's trajectory "name". */
 static inline void fx_check_trajectory(cfg_device kind, const char *name, const config *cfg, double atol)
 {
@@ -266,11 +302,11 @@ static inline void fx_check_trajectory(cfg_device kind, const char *name, const 
         float stats[2] = {0, 0};
         rc = d->ops->upload(d, fx.stats, stats, sizeof stats, &err);
         if (!rc)
-            rc = mlp_forward_backward_f32(m, fx.x, fx.labels, FX_BATCH, 1.0f / FX_BATCH, false, NULL, NULL, fx.stats,
-                                          &err);
+            rc = mlp_forward_backward_f32(m, fx.x, fx.labels, fx.shape.batch, 1.0f / (float)fx.shape.batch, false, NULL,
+                                          NULL, fx.stats, &err);
         if (!rc)
             rc = d->ops->download(d, stats, fx.stats, sizeof stats, &err);
-        losses[step] = stats[0] / FX_BATCH;
+        losses[step] = stats[0] / (float)fx.shape.batch;
         const float *scale = NULL;
         if (!rc)
             rc = optim_grad_norm(o, m->grads, &scale, &err);
@@ -280,7 +316,7 @@ static inline void fx_check_trajectory(cfg_device kind, const char *name, const 
     }
     char key[64];
     snprintf(key, sizeof key, "%s.losses", name);
-    float *exp_losses = fx_load(key, 3);
+    float *exp_losses = fx_load(&fx, key, 3);
     CHECK(exp_losses != NULL, "fixture %s", key);
     if (exp_losses)
         fx_compare(key, losses, exp_losses, 3, FX_RTOL, 0);

@@ -1,6 +1,7 @@
-/* test_cuda_mlp.c — the PyTorch reference MLP (fixtures/mlp-reference) run through the CUDA
- * device: forward/backward for ReLU and GELU (logits, loss, gradient norm, every gradient) and the
- * four 3-step optimizer trajectories (SGD+Nesterov+wd, plain SGD, AdamW, AdamW with clipping).
+/* test_cuda_mlp.c — the PyTorch reference MLP (fixture mlp-reference, tests/fixtures/README.md)
+ * run through the CUDA device: forward/backward for ReLU and GELU (logits, loss, gradient norm,
+ * every gradient) and the four 3-step optimizer trajectories (SGD+Nesterov+wd, plain SGD, AdamW,
+ * AdamW with clipping), at the shapes the fixture's MANIFEST gives.
  *
  * Same checks and tolerances as the CPU tests (test_mlp.c, test_optim.c), so the CUDA backend is
  * held to an outside reference, not only to the CPU backend. In the emulated build the kernels

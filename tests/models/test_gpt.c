@@ -1,4 +1,4 @@
-/* test_gpt.c — GPT-2 on the CPU backend against PyTorch ($DDP_TEST_FIXTURES/gpt-reference): logits,
+/* test_gpt.c — GPT-2 on the CPU backend against PyTorch (fixture gpt-reference): logits,
  * loss, every gradient and the global gradient norm at init; two 3-step AdamW trajectories (with
  * and without clipping) with weight decay on the 2-D tensors only; and a central finite-difference
  * check of a few entries of every parameter tensor. Every shape comes from the fixture's MANIFEST.

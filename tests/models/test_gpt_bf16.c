@@ -1,6 +1,6 @@
 /* test_gpt_bf16.c — GPT-2 with precision bf16 (bf16 activations and GEMM operands, a
  * stochastically rounded bf16 copy of the fp32 weights, fp32 gradients) on the CUDA backend
- * against PyTorch's float64 reference ($DDP_TEST_FIXTURES/gpt-reference): logits, loss, every
+ * against PyTorch's float64 reference (fixture gpt-reference): logits, loss, every
  * gradient tensor, the global gradient norm and the losses of a 3-step AdamW trajectory, each
  * within a tolerance derived below from bf16 rounding. Also: the bf16 path really rounds (its
  * logits are farther from the reference than fp32's can be), the weight copy follows the seed and
