@@ -23,7 +23,7 @@ source "$(dirname "$0")/../../lib.sh"
 SMALL=$DDP_SRC/tests/launcher/train/gpt2_small.yaml
 # Every device op one fp32 GPT-2 training step runs (precision fp32, AdamW, clipping): the names
 # the profiler's table shows. The attention ops here change when attention becomes one op pair.
-GPT2_STEP_OPS="upload embedding_forward layernorm_forward gemm_bias gemm_bias_gelu attention_forward add
+GPT2_STEP_OPS="upload embedding_forward layernorm_forward gemm_bias gemm_bias_gelu attention_forward residual_layernorm_forward
     softmax_xent gemm bias_grad gemm_gelu_backward layernorm_backward attention_backward embedding_backward fill
     sumsq clip_scale adamw_step"
 OPS_FRACTION_CPU=0.5

@@ -3,7 +3,7 @@
 #
 # Usage: check_fatbin.sh LIBRARY ARCHS SOURCE.cu...
 #   ARCHS is the meson option gpu_archs (e.g. "80,90"); PTX of the last one must be embedded too.
-# The expected kernel names come from the sources (every `__global__ void NAME(`), never from a
+# The expected kernel names come from the sources (every `__global__ void [__launch_bounds__(...)] NAME(`), never from a
 # list kept by hand. For each arch, `cuobjdump -symbols` of LIBRARY must list each kernel as an
 # entry point (mangled _Z<len><name>...) in an sm_<arch> ELF, and `cuobjdump --list-ptx` must show
 # PTX for the last arch. cuobjdump is found by cuobjdump.sh.
@@ -14,7 +14,8 @@ shift 2
 
 source "$(dirname "$0")/cuobjdump.sh"
 
-mapfile -t kernels < <(sed -n 's/.*__global__[[:space:]]\+void[[:space:]]\+\([A-Za-z_][A-Za-z0-9_]*\)[[:space:]]*(.*/\1/p' "$@" | sort -u)
+# An optional `__launch_bounds__(...)` may stand between `void` and the name.
+mapfile -t kernels < <(sed -n 's/.*__global__[[:space:]]\+void[[:space:]]\+\(__launch_bounds__([^)]*)[[:space:]]\+\)\?\([A-Za-z_][A-Za-z0-9_]*\)[[:space:]]*(.*/\2/p' "$@" | sort -u)
 if ((${#kernels[@]} == 0)); then
     echo "FAIL: no __global__ kernels found in $*" >&2
     exit 1
