@@ -113,40 +113,8 @@ static int checked_gemm(device *d, tensor_dtype ab, tensor_dtype c_type, bool ta
         NEED_POINTER("gemm", a);
         NEED_POINTER("gemm", b);
     }
-    DEVICE_FORWARD(gemm, gemm_cost(ab, c_type, ta, tb, m, n, k, beta, 1),
+    DEVICE_FORWARD(gemm, gemm_cost(ab, c_type, ta, tb, m, n, k, beta),
                    d, ab, c_type, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
-}
-
-/* Each batch entry is a gemm; the strides must keep every C_i apart (|stride_c| >= the span of
- * one C matrix) and are otherwise the caller's business, as in cuBLAS. */
-static int checked_gemm_strided_batched(device *d, tensor_dtype ab, tensor_dtype c_type, bool ta, bool tb, int64_t m,
-                                        int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
-                                        int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta,
-                                        void *c, int64_t ldc, int64_t stride_c, int64_t batch, ddp_err *err)
-{
-    int rc = check_gemm_types(d, "gemm_strided_batched", ab, c_type, err);
-    if (rc)
-        return rc;
-    rc = check_gemm_sizes(ta, tb, m, n, k, lda, ldb, ldc, err);
-    if (rc)
-        return ddp_prefix(err, "gemm_strided_batched");
-    if (batch < 0 || stride_a < 0 || stride_b < 0 || stride_c < 0)
-        return ddp_fail(err, DDP_ERUNTIME,
-                        "gemm_strided_batched: negative batch %lld or stride (a %lld, b %lld, c %lld)",
-                        (long long)batch, (long long)stride_a, (long long)stride_b, (long long)stride_c);
-    if (batch == 0 || m == 0 || n == 0)
-        return DDP_OK;
-    if (batch > 1 && stride_c < (m - 1) * ldc + n)
-        return ddp_fail(err, DDP_ERUNTIME, "gemm_strided_batched: stride_c %lld makes C matrices of %lld x %lld "
-                        "(ldc %lld) overlap", (long long)stride_c, (long long)m, (long long)n, (long long)ldc);
-    NEED_POINTER("gemm_strided_batched", c);
-    if (k > 0) {
-        NEED_POINTER("gemm_strided_batched", a);
-        NEED_POINTER("gemm_strided_batched", b);
-    }
-    DEVICE_FORWARD(gemm_strided_batched, gemm_cost(ab, c_type, ta, tb, m, n, k, beta, batch),
-                   d, ab, c_type, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-                   batch, err);
 }
 
 /* The epilogue GEMMs' shared contract: a known type, consistent sizes with dense m x n outputs

@@ -55,20 +55,15 @@ static inline int check_dtype(const device *d, const char *op, tensor_dtype t, d
 #define FLOPS_GELU_GRAD 12  /* its derivative, times the incoming gradient */
 #define FLOPS_ADAMW 16      /* clip scale, weight decay, two moments, two bias corrections, sqrt, update */
 
-/* A GEMM (batch of them): A and B read, C written and read again when beta is not 0. */
+/* A GEMM: A and B read, C written and read again when beta is not 0. */
 static inline prof_cost gemm_cost(tensor_dtype ab, tensor_dtype c, bool ta, bool tb, int64_t m, int64_t n,
-                                  int64_t k, float beta, int64_t batch)
+                                  int64_t k, float beta)
 {
     double mn = (double)m * (double)n, io = (double)m * (double)k + (double)k * (double)n;
-    double bytes = (double)batch * (io * (double)tensor_dtype_size(ab) +
-                                    mn * (double)tensor_dtype_size(c) * (beta != 0.0f ? 2 : 1));
+    double bytes = io * (double)tensor_dtype_size(ab) + mn * (double)tensor_dtype_size(c) * (beta != 0.0f ? 2 : 1);
     prof_math math = ab == TENSOR_BF16 ? PROF_MATH_GEMM_BF16 : PROF_MATH_GEMM_FP32;
-    char batch_text[24] = "";
-    if (batch > 1)
-        snprintf(batch_text, sizeof batch_text, "%lld x ", (long long)batch);
-    return prof_cost_of(bytes, 2.0 * (double)batch * mn * (double)k, math, "%s%lldx%lldx%lld %s->%s %c%c", batch_text,
-                        (long long)m, (long long)n, (long long)k, prof_dtype_name(ab), prof_dtype_name(c),
-                        ta ? 'T' : 'N', tb ? 'T' : 'N');
+    return prof_cost_of(bytes, 2.0 * mn * (double)k, math, "%lldx%lldx%lld %s->%s %c%c", (long long)m, (long long)n,
+                        (long long)k, prof_dtype_name(ab), prof_dtype_name(c), ta ? 'T' : 'N', tb ? 'T' : 'N');
 }
 
 /* A linear layer's GEMM with its epilogue: A, B and the bias (or GELU input) read, `outputs` m x n
@@ -76,7 +71,7 @@ static inline prof_cost gemm_cost(tensor_dtype ab, tensor_dtype c, bool ta, bool
 static inline prof_cost epilogue_cost(tensor_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                                       int outputs, double flops_mn)
 {
-    prof_cost c = gemm_cost(t, t, ta, tb, m, n, k, 0.0f, 1);
+    prof_cost c = gemm_cost(t, t, ta, tb, m, n, k, 0.0f);
     double mn = (double)m * (double)n, sz = (double)tensor_dtype_size(t);
     c.bytes += ((double)n + (outputs - 1) * mn) * sz;
     c.flops += flops_mn * mn;
