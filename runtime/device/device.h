@@ -26,7 +26,7 @@
  * field `int (*name)(params, ddp_err *err)`, both backends' tables and their function declarations
  * (backend.h). Adding a device op:
  *   1. one OP(...) line in its family's block here, with a comment saying what it computes;
- *   2. its argument contract in device.c (the transformer family's: device_check_transformer.c):
+ *   2. its argument contract in device_check_FAMILY.c, which device.c's checking table points to:
  *      `checked_NAME`, which rejects bad arguments, returns on an empty job and forwards to
  *      d->backend->NAME through DEVICE_FORWARD(NAME, cost, ...) with the op's cost for the
  *      profiler (device_prof.h: its bytes, FLOPs and a detail telling shapes apart);
@@ -37,7 +37,7 @@
  *      in test_device_contract.c.
  * A missing function of steps 2-4 fails the build: the tables name each. A new family is a block
  * (added to DEVICE_OPS and, with its name, to DEVICE_FAMILIES), FAMILY_cpu.c next to FAMILY.cu,
- * and both files in kernels/meson.build. */
+ * both files in kernels/meson.build, and device_check_FAMILY.c in meson.build. */
 #ifndef DDP_DEVICE_H
 #define DDP_DEVICE_H
 

@@ -27,15 +27,6 @@
 #include "runtime/cudaemu/cudaemu.h"
 #endif
 
-/* Expects a `ddp_err *err` in scope and returns from the calling function. */
-#define CUBLAS_TRY(call)                                                                            \
-    do {                                                                                            \
-        cublasStatus_t cublas_status_ = (call);                                                     \
-        if (cublas_status_ != CUBLAS_STATUS_SUCCESS)                                                \
-            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,          \
-                            cublasGetStatusString(cublas_status_));                                 \
-    } while (0)
-
 /* Uploads are staged through two pinned buffers of at most this many bytes, alternately, so the
  * host memcpy into one overlaps the DMA out of the other. */
 #define STAGING_CHUNK ((size_t)16 << 20)

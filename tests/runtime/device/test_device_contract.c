@@ -1,8 +1,9 @@
-/* test_device_contract.c — the device ops' argument contract (device.c) holds on every backend:
- * each bad argument in the table below is rejected with exactly the expected message and
- * DDP_ERUNTIME, and the CUDA backend's message is byte for byte the CPU backend's; each empty job
- * (n == 0, an empty matrix) succeeds without touching its NULL pointers. The backends check no
- * arguments themselves, so identical messages show the check ran in front of both.
+/* test_device_contract.c — the device ops' argument contract (device.c's checking table, whose
+ * entries are runtime/device/device_check_*.c) holds on every backend: each bad argument in the
+ * table below is rejected with exactly the expected message and DDP_ERUNTIME, and the CUDA
+ * backend's message is byte for byte the CPU backend's; each empty job (n == 0, an empty matrix)
+ * succeeds without touching its NULL pointers. The backends check no arguments themselves, so
+ * identical messages show the check ran in front of both.
  *
  * Runs on the CPU backend always and on CUDA when a GPU (or, in the emulated build, the
  * emulator) answers; `--require-cuda` makes a missing CUDA device a failure. */
