@@ -7,7 +7,7 @@
  * Every op runs synchronously on the calling thread, so the "stream" is trivially in order.
  * Threading belongs to the GEMM library: oneDNN (OpenMP build) and OpenBLAS both honour
  * OMP_NUM_THREADS (OpenBLAS prefers OPENBLAS_NUM_THREADS); this file never sets a thread count
- * or OPENBLAS_CORETYPE. Arguments arrive checked by device.c. This file must not know about
+ * or OPENBLAS_CORETYPE. Arguments arrive checked (device_check_*.c). This file must not know about
  * models, ranks or communication. */
 #include "device.h"
 

@@ -9,7 +9,7 @@
  * buffer is reused only after an event says its previous copy finished. Downloads wait. Every
  * CUDA and cuBLAS call is checked and reported with file:line and the library's own error
  * string. The same code runs in the emulated build (runtime/cudaemu implements the runtime and
- * cuBLAS entry points on the CPU). Arguments arrive checked by device.c. This file must not know
+ * cuBLAS entry points on the CPU). Arguments arrive checked (device_check_*.c). This file must not know
  * about models, ranks or communication, and holds no kernels. */
 #include "device.h"
 

@@ -11,7 +11,7 @@
  * for 4- and 8-byte aligned bf16 operands computed wrong GELU epilogues without an error, while
  * the 16-byte aligned ones, and the unfused path, were right), the op runs unfused
  * (gemm_epilogue.c), and the log says so once per device. Every cuBLASLt call is checked, and the
- * per-call descriptors are freed on every path. Arguments arrive checked by device.c. This file
+ * per-call descriptors are freed on every path. Arguments arrive checked (device_check_*.c). This file
  * must not hold kernels nor know about models. */
 #include "runtime/device/device_cuda.h"
 
