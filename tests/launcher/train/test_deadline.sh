@@ -2,13 +2,15 @@
 # The MPI backend's deadline (ddp.timeout_s) through the real launcher, at np 3 on the CPU: a rank
 # stopped with SIGSTOP, a rank sleeping before a collective, rank 0 itself stopped, and a rank that
 # exits with status 0 between collectives without MPI_Finalize each end the job with exit 1 within
-# the timeout plus 10 s; the message names the rank that did not arrive, its host, the collective,
+# the timeout plus 30 s from the job's start; the message names the rank that did not arrive, its host, the collective,
 # its label and the step, and says where the other ranks wait. A rank that is late by less than the
 # timeout, and checkpoints written every few steps, end normally.
 source "$(dirname "$0")/../../lib.sh"
 HOST=$(hostname)
 TIMEOUT=3
-LIMIT=$((TIMEOUT + 10))
+# The clock starts with the job: the slack covers three ranks' start and five steps on a loaded
+# 2-vCPU machine (13 s seen), while a missed deadline runs to the 120 s limit below.
+LIMIT=$((TIMEOUT + 30))
 
 # run TAG FAULT [overrides...]: the job at np 3 with DDP_TEST_FAULT=FAULT; sets rc and took (s)
 run() {
@@ -27,7 +29,7 @@ said() { grep -qF -- "$2" "$TMP/$1.log"; }
 
 run stopped sigstop:1:5
 check "a stopped rank ends the job with exit 1 (got $rc)" [ "$rc" -eq 1 ]
-check "within ddp.timeout_s + 10 s (took $took s)" in_time
+check "within ddp.timeout_s + 30 s of the start (took $took s)" in_time
 check "the message names rank 1 and its host" said stopped "Not arrived: rank 1 (host $HOST)"
 check "... the collective and its label" said stopped "all-reduce #"
 check "... and the step" said stopped "(stop agreement, step 5)"
@@ -36,17 +38,17 @@ check "rank 0 gives the verdict once" [ "$(grep -c 'did not complete within' "$T
 
 run sleeping sleep:2:5:60
 check "a rank sleeping before a collective ends the job with exit 1 (got $rc)" [ "$rc" -eq 1 ]
-check "within ddp.timeout_s + 10 s (took $took s)" in_time
+check "within ddp.timeout_s + 30 s of the start (took $took s)" in_time
 check "the message names rank 2 and its host" said sleeping "Not arrived: rank 2 (host $HOST)"
 
 run root_stopped sigstop:0:5
 check "rank 0 stopped ends the job with exit 1 (got $rc)" [ "$rc" -eq 1 ]
-check "within ddp.timeout_s + 10 s (took $took s)" in_time
+check "within ddp.timeout_s + 30 s of the start (took $took s)" in_time
 check "rank 1 names rank 0" said root_stopped "on rank 1 (host $HOST). Not arrived: rank 0 (host $HOST)"
 
 run quit quit:1:5
 check "a rank exiting 0 without MPI_Finalize ends the job with exit 1 (got $rc)" [ "$rc" -eq 1 ]
-check "within ddp.timeout_s + 10 s (took $took s)" in_time
+check "within ddp.timeout_s + 30 s of the start (took $took s)" in_time
 check "the output names rank 1" grep -q "rank 1" "$TMP/quit.log"
 
 run late sleep:1:5:1.5 checkpoint.every_steps=4
