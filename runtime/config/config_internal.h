@@ -26,7 +26,7 @@ typedef enum key_type {
     KT_OPT_PATH,/* char[CFG_PATH_MAX], "" (or nothing) = not set */
     KT_COMMAND, /* a shell command, char[CFG_PATH_MAX], "" = none; choices[] = its {placeholders} */
     KT_ENUM,    /* int-sized enum; choices[] in enum order */
-    KT_HIDDEN,  /* model.mlp.hidden: list of 1..CFG_MAX_HIDDEN ints in [imin, imax] */
+    KT_HIDDEN,  /* model.mlp.hidden: list of 1..MLP_MAX_HIDDEN ints in [imin, imax] */
     KT_BETAS,   /* optimizer.betas: [beta1, beta2], each a KT_NUM in [0, 1) */
     KT_RESUME,  /* checkpoint.resume: auto | never | path */
     KT_SIGNAL,  /* checkpoint.signal: a signal name -> number */
@@ -120,7 +120,7 @@ int cfg_check(cfg_loader *L);
 /* One model kind: model.kind's value NAME selects it and its settings live in the section
  * model.NAME. Adding a kind is one of these (a key table and a check) plus its enum value. */
 typedef struct cfg_model_section {
-    cfg_model_kind kind;
+    model_kind kind;
     const char *path;               /* "model.mlp"; its last part is the model.kind value */
     const cfg_key *keys;            /* the section's own row first, then its keys */
     int n_keys;

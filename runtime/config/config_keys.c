@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(cfg_device) == sizeof(int) && sizeof(act_kind) == sizeof(int) &&
+_Static_assert(sizeof(device_kind) == sizeof(int) && sizeof(act_kind) == sizeof(int) &&
                sizeof(cfg_backend) == sizeof(int), "enums are stored through int pointers");
 
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
@@ -244,7 +244,7 @@ void cfg_expect(const cfg_key *k, char *out, size_t n)
     case KT_ENUM: case KT_SIGNAL: choices_expect(k->choices, out, n); break;
     case KT_HIDDEN:
         int_expect(k->imin, k->imax, elem, sizeof elem);
-        snprintf(out, n, "a list of 1 to %d layer sizes, each %s", CFG_MAX_HIDDEN, elem);
+        snprintf(out, n, "a list of 1 to %d layer sizes, each %s", MLP_MAX_HIDDEN, elem);
         break;
     case KT_BETAS: snprintf(out, n, "a list of two numbers in [0, 1)"); break;
     case KT_RESUME: snprintf(out, n, "auto, never or a checkpoint path"); break;
@@ -459,9 +459,9 @@ static int parse_hidden(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, c
     if (nd->type != YAML_SEQUENCE_NODE)
         return wrong(L, s, nd, k->path, expect);
     long n = nd->data.sequence.items.top - nd->data.sequence.items.start;
-    if (n < 1 || n > CFG_MAX_HIDDEN)
+    if (n < 1 || n > MLP_MAX_HIDDEN)
         return cfg_error(L, cfg_node_pos(s, nd), k->path, "expected %s, got a list of %ld", expect, n);
-    int64_t sizes[CFG_MAX_HIDDEN];
+    int64_t sizes[MLP_MAX_HIDDEN];
     for (long i = 0; i < n; i++) {
         yaml_node_t *item = yaml_document_get_node(doc, nd->data.sequence.items.start[i]);
         snprintf(elem_key, sizeof elem_key, "%s[%ld]", k->path, i);
@@ -471,7 +471,7 @@ static int parse_hidden(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, c
         if (rc)
             return rc;
     }
-    cfg_mlp *mlp = &L->c->model.mlp;
+    mlp_opts *mlp = &L->c->model.mlp;
     mlp->n_hidden = (int)n;
     memset(mlp->hidden, 0, sizeof mlp->hidden);
     memcpy(mlp->hidden, sizes, (size_t)n * sizeof sizes[0]);

@@ -44,7 +44,7 @@ static const cfg_key gpt2_keys[] = {
 /* GPT-2 small (124M), as llm.c and Hugging Face define it. */
 static void gpt2_defaults(config *c)
 {
-    c->model.gpt2 = (cfg_gpt2){.n_layer = 12, .n_head = 12, .n_embd = 768, .block_size = 1024, .vocab_size = 50257};
+    c->model.gpt2 = (gpt2_shape){.n_layer = 12, .n_head = 12, .n_embd = 768, .block_size = 1024, .vocab_size = 50257};
 }
 
 /* GPT-2 trains with AdamW betas (0.9, 0.95): the model's default unless the file sets them. */

@@ -18,16 +18,6 @@
 
 #include "runtime/base/dirs.h"
 
-const char *act_kind_name(act_kind a)
-{
-    switch (a) {
-    case ACT_RELU: return "relu";
-    case ACT_GELU: return "gelu";
-    case ACT_GELU_TANH: return "gelu_tanh";
-    }
-    return "unknown";
-}
-
 void cfg_format_double(double v, char *out, size_t n)
 {
     if (v == floor(v) && fabs(v) < 1e15) { /* 300, not %g's 3e+02 */
@@ -53,8 +43,8 @@ static void format_list(const char *const *items, int count, char *out, size_t n
 void cfg_format_value(const config *c, const cfg_key *k, char *out, size_t n)
 {
     const char *field = (const char *)c + k->off;
-    char items[CFG_MAX_HIDDEN][32];
-    const char *ptrs[CFG_MAX_HIDDEN];
+    char items[MLP_MAX_HIDDEN][32];
+    const char *ptrs[MLP_MAX_HIDDEN];
     switch (k->type) {
     case KT_SECTION: snprintf(out, n, "{}"); break;
     case KT_INT: snprintf(out, n, "%lld", (long long)*(const int64_t *)field); break;
@@ -109,8 +99,8 @@ static int emit_list(writer *w, const char *const *items, int count)
 
 static int emit_value(writer *w, const config *c, const cfg_key *k)
 {
-    char text[CFG_PATH_MAX], items[CFG_MAX_HIDDEN][32];
-    const char *ptrs[CFG_MAX_HIDDEN];
+    char text[CFG_PATH_MAX], items[MLP_MAX_HIDDEN][32];
+    const char *ptrs[MLP_MAX_HIDDEN];
     if (k->type == KT_HIDDEN || k->type == KT_BETAS) {
         int count = k->type == KT_HIDDEN ? c->model.mlp.n_hidden : 2;
         for (int i = 0; i < count; i++) {
