@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "models/model_opts.h"
 #include "runtime/base/err.h"
@@ -123,6 +124,10 @@ int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides
 /* Writes the fully resolved config (every key, defaults included) as YAML to path, replacing it
  * atomically and durably; an error names the file and the system's reason. */
 int config_write_resolved(const config *c, const char *path, ddp_err *err);
+
+/* The config reference (docs/config-reference.md) as Markdown, made from the key table: every
+ * key's type, default, allowed values, description and whether the hash covers it. */
+int config_write_reference(FILE *out, ddp_err *err);
 
 /* A stable 64-bit hash of the settings that must match for a bit-exact resume (model shape,
  * data, optimizer); stored in checkpoints. */
