@@ -11,9 +11,10 @@
  * With --shapes FILE (scripts/bench-gpt) it instead times the GEMMs listed in FILE ("-" for
  * stdin) with one library (--lib onednn|openblas, default onednn), one line per GEMM:
  *     NAME COUNT TA TB M N K BETA BATCH        (TA/TB: N or T; '#' starts a comment)
- * row-major, lda/ldb/ldc the packed ones; BATCH > 1 runs the batch as the CPU backend's
- * gemm_strided_batched does (oneDNN: one dnnl_sgemm per entry inside an OpenMP loop; OpenBLAS:
- * one threaded call after another). Each GEMM's time is the median of its timed calls (at least
+ * row-major, lda/ldb/ldc the packed ones; BATCH > 1 runs BATCH independent copies the way the CPU
+ * attention op runs its per-(sequence, head) GEMMs (runtime/device/kernels/attention_cpu.c; oneDNN:
+ * one dnnl_sgemm per copy inside an OpenMP loop, each on its thread; OpenBLAS: one threaded call
+ * after another). Each GEMM's time is the median of its timed calls (at least
  * 3, and at least --min-time seconds); the TOTAL line weighs each by COUNT (how often a training
  * step runs it), which gives a GEMM-only time per step.
  * This program only measures: it must not assert on timings or change the CPU type OpenBLAS
@@ -64,7 +65,7 @@ static int cmp_double(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* One call of a listed GEMM; a batch runs like device_cpu_gemm_strided_batched. */
+/* One call of a listed GEMM; a batch runs like the CPU attention op's units (attention_cpu.c). */
 static void run_listed(int lib, const listed_gemm *g, const float *a, const float *b, float *c)
 {
     const gemm_shape *s = &g->s;
@@ -128,7 +129,7 @@ static int run_shape_list(const char *path, int lib, double min_time)
         perror(path);
         return 2;
     }
-    enum { MAX_GEMMS = 256 };
+    enum { MAX_GEMMS = 1024 };
     static listed_gemm list[MAX_GEMMS];
     int n = 0, lineno = 0;
     size_t max_a = 1, max_b = 1, max_c = 1;

@@ -1,40 +1,27 @@
-/* comm_nccl.c — the NCCL backend of the communicator (comm.h) over device buffers.
+/* comm_nccl.c — the NCCL backend's collectives (comm.h) over device buffers, and its comm_ops.
  *
- * It owns: creating the NCCL communicator (rank 0's ncclUniqueId travels by MPI_Bcast), one
- * non-blocking communication stream of the device's greatest priority (so queued backward
- * kernels do not hold up a ready all-reduce), and issuing every collective on it ordered after
- * the device's compute stream (an event recorded on the compute stream, waited for by the
- * communication stream). With single_stream (the benchmark) collectives run on the compute
- * stream itself and stream order is all the ordering. Completion is an event recorded after the
- * collective: ops->wait makes the compute stream wait for it (no host synchronisation), ops->test
- * queries it. Every issued collective occupies a slot of a ring that the watchdog
- * (comm_nccl_watchdog.c) polls, so a stalled or failed collective ends the process with a
- * message naming it instead of hanging; ddp.debug cross-checks each collective's fingerprint
- * first (comm_nccl_check.c). all-to-all and sendrecv are grouped ncclSend/ncclRecv (in place:
- * sent from a copy in a staging buffer kept for the communicator's life); barrier is a one-int
- * all-reduce the host waits for. Counts are size_t throughout (NCCL takes size_t). Every NCCL
- * and CUDA call is checked with file:line and the library's own error string, and a failed one
- * marks the communicator failed, so that its end (comm_nccl_teardown.c) aborts instead of waiting.
+ * It owns issuing every collective on the communication stream ordered after the device's
+ * compute stream (an event recorded on the compute stream, waited for by the communication
+ * stream; with single_stream collectives run on the compute stream itself and stream order is all
+ * the ordering). Completion is an event recorded after the collective: ops->wait makes the
+ * compute stream wait for it (no host synchronisation), ops->test queries it. Every issued
+ * collective occupies a slot of a ring that the watchdog (comm_nccl_watchdog.c) polls, so a
+ * stalled or failed collective ends the process with a message naming it instead of hanging;
+ * ddp.debug cross-checks each collective's fingerprint first (comm_nccl_check.c). Each kind of
+ * collective is a row of one table (what is checked, its launch), and every collective takes the
+ * one path through checks, slot, launch and completion (issue()). all-to-all and sendrecv are
+ * grouped ncclSend/ncclRecv (in place: sent from a copy in a staging buffer kept for the
+ * communicator's life); barrier is a one-int all-reduce the host waits for. Counts are size_t
+ * throughout (NCCL takes size_t). Every NCCL and CUDA call is checked with file:line and the
+ * library's own error string, and a failed one marks the communicator failed, so that its end
+ * (comm_nccl_teardown.c) aborts instead of waiting. Creation is comm_nccl_create.c.
  * It must not know about models, buckets or training, and never picks the GPU: the caller has. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/base/clock.h"
-#include "runtime/base/mpi_check.h"
-#include "runtime/base/mpi_identity.h"
 #include "comm_nccl_internal.h"
-
-/* Expects `im` (ncclcomm_impl *) and `err` in scope; a failure marks the communicator failed. */
-#define CUDA_TRY(call)                                                                          \
-    do {                                                                                        \
-        cudaError_t cuda_rc_ = (call);                                                          \
-        if (cuda_rc_ != cudaSuccess) {                                                          \
-            im->failed = true;                                                                  \
-            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,      \
-                            cudaGetErrorString(cuda_rc_));                                      \
-        }                                                                                       \
-    } while (0)
 
 struct comm_req {
     int slot;
@@ -43,7 +30,7 @@ struct comm_req {
 
 static ncclcomm_impl *impl_of(comm *c) { return c->impl; }
 
-static int ncclcomm_fail(comm *c, ncclResult_t rc, const char *call, const char *file, int line, ddp_err *err)
+int ncclcomm_fail(comm *c, ncclResult_t rc, const char *call, const char *file, int line, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
     if (atomic_load(&im->aborting))
@@ -54,13 +41,6 @@ static int ncclcomm_fail(comm *c, ncclResult_t rc, const char *call, const char 
     return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %.*s: %s%s%s", file, line, name_len, call, ncclGetErrorString(rc),
                     last && *last ? ": " : "", last ? last : "");
 }
-
-#define NCCL_TRY(c, call)                                                                       \
-    do {                                                                                        \
-        ncclResult_t ncclcomm_rc_ = (call);                                                     \
-        if (ncclcomm_rc_ != ncclSuccess)                                                        \
-            return ncclcomm_fail((c), ncclcomm_rc_, #call, __FILE__, __LINE__, err);            \
-    } while (0)
 
 static ncclDataType_t ncclcomm_type(comm_dtype dt)
 {
@@ -104,7 +84,7 @@ static int check_buffer(comm *c, const char *what, const void *p, size_t count, 
     const void *ends[2] = {p, (const char *)p + bytes - 1};
     for (int i = 0; i < 2; i++) {
         struct cudaPointerAttributes a;
-        CUDA_TRY(cudaPointerGetAttributes(&a, ends[i]));
+        CUDA_TRY_MARK_FAILED(cudaPointerGetAttributes(&a, ends[i]));
         bool ours = a.type == cudaMemoryTypeManaged || (a.type == cudaMemoryTypeDevice && a.device == im->device);
         const char *is = a.type == cudaMemoryTypeDevice ? "on another GPU"
                        : a.type == cudaMemoryTypeHost   ? "pinned host memory"
@@ -123,13 +103,6 @@ static int check_root(const comm *c, int root, ddp_err *err)
     return DDP_OK;
 }
 
-static int check_buffers(comm *c, const void *send, size_t n_send, const void *recv, size_t n_recv, comm_dtype dt,
-                         ddp_err *err)
-{
-    int rc = check_buffer(c, "send", send, n_send, dt, err);
-    return rc ? rc : check_buffer(c, "receive", recv, n_recv, dt, err);
-}
-
 /* With one rank every reduction is its input. Copying it here also avoids NCCL 2.28.3's one-rank
  * ncclAvg, which on an H100 left the last element of some out-of-place results wrong (double
  * n = 3001 and 65537, float n = 4097). */
@@ -137,8 +110,8 @@ static int one_rank_reduction(comm *c, const void *send, void *recv, const ncclc
 {
     ncclcomm_impl *im = impl_of(c);
     if (send != recv && fp->count)
-        CUDA_TRY(cudaMemcpyAsync(recv, send, fp->count * comm_dtype_size(fp->dtype), cudaMemcpyDeviceToDevice,
-                                 im->stream));
+        CUDA_TRY_MARK_FAILED(cudaMemcpyAsync(recv, send, fp->count * comm_dtype_size(fp->dtype),
+                                             cudaMemcpyDeviceToDevice, im->stream));
     return DDP_OK;
 }
 
@@ -151,7 +124,7 @@ static int take_slot(comm *c, uint64_t seq, int *out, ddp_err *err)
     int i = (int)(seq % NCCLCOMM_SLOTS);
     ncclcomm_slot *s = &im->slots[i];
     if (atomic_load(&s->state) == SLOT_LAUNCHED) {
-        CUDA_TRY(cudaEventSynchronize(s->done)); /* 256 in flight: wait for the oldest */
+        CUDA_TRY_MARK_FAILED(cudaEventSynchronize(s->done)); /* 256 in flight: wait for the oldest */
         atomic_store(&s->state, SLOT_FREE);
     }
     *out = i;
@@ -169,12 +142,12 @@ static int begin_collective(comm *c, ncclcomm_fingerprint *fp, int *slot, ddp_er
     if (rc)
         return rc;
     ncclcomm_slot *s = &im->slots[*slot];
-    pthread_mutex_lock(&im->lock);
+    worker_lock(&im->watchdog);
     s->fp = *fp;
     snprintf(s->label, sizeof s->label, "%s", c->label);
     s->issued_s = monotonic_s();
     atomic_store(&s->state, SLOT_ISSUING);
-    pthread_mutex_unlock(&im->lock);
+    worker_unlock(&im->watchdog);
     rc = im->debug ? ncclcomm_check_fingerprint(c, fp, err) : DDP_OK;
     if (rc) {
         atomic_store(&s->state, SLOT_FREE);
@@ -208,11 +181,11 @@ static int end_collective(comm *c, int slot, const ncclcomm_fingerprint *fp, int
         ncclcomm_fingerprint_describe(fp, what, sizeof what);
         return ddp_prefix(err, "collective #%llu (%s)", (unsigned long long)fp->seq, what);
     }
-    CUDA_TRY(cudaEventRecord(s->done, im->stream));
+    CUDA_TRY_MARK_FAILED(cudaEventRecord(s->done, im->stream));
     atomic_store(&s->state, SLOT_LAUNCHED);
     if (!req) {
         if (im->own_stream)
-            CUDA_TRY(cudaStreamWaitEvent(im->compute, s->done, 0));
+            CUDA_TRY_MARK_FAILED(cudaStreamWaitEvent(im->compute, s->done, 0));
         return DDP_OK;
     }
     comm_req *r = malloc(sizeof *r);
@@ -226,121 +199,66 @@ static int end_collective(comm *c, int slot, const ncclcomm_fingerprint *fp, int
     return DDP_OK;
 }
 
-/* ---- collectives ------------------------------------------------------------------------------ */
+/* ---- collectives: a launch each, one row each, one path through the checks ------------------- */
 
-static int launch_allreduce(comm *c, const void *send, void *recv, const ncclcomm_fingerprint *fp, ddp_err *err)
+/* One collective call as the path below takes it. Counts are what each buffer must hold (0:
+ * unchecked); launches read fp (after begin_collective: ncclcomm_faults_apply may change count). */
+typedef struct coll_call {
+    ncclcomm_fingerprint fp;
+    const void *send;
+    void *recv;
+    size_t send_count, recv_count;
+    int to, from;              /* sendrecv's peers */
+    int slot;                  /* set by issue() */
+} coll_call;
+
+static int launch_allreduce(comm *c, const coll_call *a, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
-    if (c->size == 1)
-        return one_rank_reduction(c, send, recv, fp, err);
-    NCCL_TRY(c, ncclAllReduce(send, recv, fp->count, ncclcomm_type(fp->dtype), ncclcomm_op(fp->op), im->nccl, im->stream));
+    NCCL_TRY_MARK_FAILED(c, ncclAllReduce(a->send, a->recv, a->fp.count, ncclcomm_type(a->fp.dtype),
+                                          ncclcomm_op(a->fp.op), im->nccl, im->stream));
     return DDP_OK;
 }
 
-static int ncclcomm_allreduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt,
-                              comm_op op, comm_req **req, ddp_err *err)
-{
-    ncclcomm_fingerprint fp = {.kind = NK_ALLREDUCE, .op = op, .dtype = dt, .root = -1, .count = count};
-    int slot, rc = check_args(dt, op, true, err);
-    if (!rc)
-        rc = check_buffers(c, send, count, recv, count, dt, err);
-    if (!rc)
-        rc = begin_collective(c, &fp, &slot, err);
-    if (rc)
-        return rc;
-    return end_collective(c, slot, &fp, launch_allreduce(c, send, recv, &fp, err), req, err);
-}
-
-static int launch_broadcast(comm *c, void *buf, const ncclcomm_fingerprint *fp, ddp_err *err)
+static int launch_broadcast(comm *c, const coll_call *a, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
-    NCCL_TRY(c, ncclBroadcast(buf, buf, fp->count, ncclcomm_type(fp->dtype), fp->root, im->nccl, im->stream));
+    NCCL_TRY_MARK_FAILED(c, ncclBroadcast(a->recv, a->recv, a->fp.count, ncclcomm_type(a->fp.dtype), a->fp.root,
+                                          im->nccl, im->stream));
     return DDP_OK;
 }
 
-static int ncclcomm_broadcast(comm *c, void *buf, size_t count, comm_dtype dt, int root, comm_req **req, ddp_err *err)
-{
-    ncclcomm_fingerprint fp = {.kind = NK_BROADCAST, .op = -1, .dtype = dt, .root = root, .count = count};
-    int slot, rc = check_args(dt, OP_SUM, false, err);
-    if (!rc)
-        rc = check_root(c, root, err);
-    if (!rc)
-        rc = check_buffer(c, "broadcast", buf, count, dt, err);
-    if (!rc)
-        rc = begin_collective(c, &fp, &slot, err);
-    if (rc)
-        return rc;
-    return end_collective(c, slot, &fp, launch_broadcast(c, buf, &fp, err), req, err);
-}
-
-static int launch_reduce(comm *c, const void *send, void *recv, const ncclcomm_fingerprint *fp, ddp_err *err)
+static int launch_reduce(comm *c, const coll_call *a, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
-    if (c->size == 1)
-        return one_rank_reduction(c, send, recv, fp, err);
-    NCCL_TRY(c, ncclReduce(send, recv, fp->count, ncclcomm_type(fp->dtype), ncclcomm_op(fp->op),
-                           fp->root, im->nccl, im->stream));
+    NCCL_TRY_MARK_FAILED(c, ncclReduce(a->send, a->recv, a->fp.count, ncclcomm_type(a->fp.dtype),
+                                       ncclcomm_op(a->fp.op), a->fp.root, im->nccl, im->stream));
     return DDP_OK;
 }
 
-static int ncclcomm_reduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt,
-                           comm_op op, int root, comm_req **req, ddp_err *err)
-{
-    ncclcomm_fingerprint fp = {.kind = NK_REDUCE, .op = op, .dtype = dt, .root = root, .count = count};
-    int slot, rc = check_args(dt, op, true, err);
-    if (!rc)
-        rc = check_root(c, root, err);
-    if (!rc)
-        rc = check_buffers(c, send, count, recv, c->rank == root ? count : 0, dt, err);
-    if (!rc)
-        rc = begin_collective(c, &fp, &slot, err);
-    if (rc)
-        return rc;
-    return end_collective(c, slot, &fp, launch_reduce(c, send, recv, &fp, err), req, err);
-}
-
-static int launch_allgather(comm *c, const void *send, void *recv, const ncclcomm_fingerprint *fp, ddp_err *err)
+static int launch_allgather(comm *c, const coll_call *a, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
-    NCCL_TRY(c, ncclAllGather(send, recv, fp->count, ncclcomm_type(fp->dtype), im->nccl, im->stream));
+    NCCL_TRY_MARK_FAILED(c, ncclAllGather(a->send, a->recv, a->fp.count, ncclcomm_type(a->fp.dtype), im->nccl,
+                                          im->stream));
     return DDP_OK;
 }
 
-static int ncclcomm_allgather(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
-{
-    ncclcomm_fingerprint fp = {.kind = NK_ALLGATHER, .op = -1, .dtype = dt, .root = -1, .count = count};
-    int slot, rc = check_args(dt, OP_SUM, false, err);
-    if (!rc)
-        rc = check_buffers(c, send, count, recv, count * (size_t)c->size, dt, err);
-    if (!rc)
-        rc = begin_collective(c, &fp, &slot, err);
-    if (rc)
-        return rc;
-    return end_collective(c, slot, &fp, launch_allgather(c, send, recv, &fp, err), req, err);
-}
-
-static int launch_reducescatter(comm *c, const void *send, void *recv, const ncclcomm_fingerprint *fp, ddp_err *err)
+static int launch_reducescatter(comm *c, const coll_call *a, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
-    if (c->size == 1)
-        return one_rank_reduction(c, send, recv, fp, err);
-    NCCL_TRY(c, ncclReduceScatter(send, recv, fp->count, ncclcomm_type(fp->dtype),
-                                  ncclcomm_op(fp->op), im->nccl, im->stream));
+    NCCL_TRY_MARK_FAILED(c, ncclReduceScatter(a->send, a->recv, a->fp.count, ncclcomm_type(a->fp.dtype),
+                                              ncclcomm_op(a->fp.op), im->nccl, im->stream));
     return DDP_OK;
 }
 
-static int ncclcomm_reducescatter(comm *c, const void *send, void *recv, size_t count, comm_dtype dt,
-                                  comm_op op, comm_req **req, ddp_err *err)
+static int launch_barrier(comm *c, const coll_call *a, ddp_err *err)
 {
-    ncclcomm_fingerprint fp = {.kind = NK_REDUCESCATTER, .op = op, .dtype = dt, .root = -1, .count = count};
-    int slot, rc = check_args(dt, op, true, err);
-    if (!rc)
-        rc = check_buffers(c, send, count * (size_t)c->size, recv, count, dt, err);
-    if (!rc)
-        rc = begin_collective(c, &fp, &slot, err);
-    if (rc)
-        return rc;
-    return end_collective(c, slot, &fp, launch_reducescatter(c, send, recv, &fp, err), req, err);
+    ncclcomm_impl *im = impl_of(c);
+    (void)a;
+    NCCL_TRY_MARK_FAILED(c, ncclAllReduce(im->barrier_buf, im->barrier_buf, 1, ncclInt32, ncclSum, im->nccl,
+                                          im->stream));
+    return DDP_OK;
 }
 
 /* In-place point-to-point exchanges read what they overwrite: they send from a copy, made on the
@@ -351,22 +269,27 @@ static int stage_copy(comm *c, const void *src, size_t bytes, void **copy, ddp_e
     ncclcomm_impl *im = impl_of(c);
     if (bytes > im->stage_bytes) {
         if (im->stage)
-            CUDA_TRY(cudaFreeAsync(im->stage, im->stream));
+            CUDA_TRY_MARK_FAILED(cudaFreeAsync(im->stage, im->stream));
         im->stage = NULL;
         im->stage_bytes = 0;
-        CUDA_TRY(cudaMallocAsync(&im->stage, bytes, im->stream));
+        CUDA_TRY_MARK_FAILED(cudaMallocAsync(&im->stage, bytes, im->stream));
         im->stage_bytes = bytes;
     }
-    CUDA_TRY(cudaMemcpyAsync(im->stage, src, bytes, cudaMemcpyDeviceToDevice, im->stream));
+    CUDA_TRY_MARK_FAILED(cudaMemcpyAsync(im->stage, src, bytes, cudaMemcpyDeviceToDevice, im->stream));
     *copy = im->stage;
     return DDP_OK;
 }
 
-/* Grouped sends and receives: block j of send to rank j, block j of recv from rank j. */
-static int launch_exchange(comm *c, const char *send, char *recv, size_t count, comm_dtype dt, int to, int from, ddp_err *err)
+/* Grouped sends and receives: all-to-all sends block j of send to rank j and receives block j of
+ * recv from rank j; sendrecv sends to a->to while receiving from a->from. */
+static int launch_exchange(comm *c, const coll_call *a, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
-    size_t esz = comm_dtype_size(dt), bytes = to < 0 ? count * esz * (size_t)c->size : count * esz;
+    bool all = a->fp.kind == NK_ALLTOALL;
+    size_t count = a->fp.count, esz = comm_dtype_size(a->fp.dtype);
+    size_t bytes = all ? count * esz * (size_t)c->size : count * esz;
+    const char *send = a->send;
+    char *recv = a->recv;
     void *copy = NULL;
     if (send == recv && bytes) {
         int rc = stage_copy(c, send, bytes, &copy, err);
@@ -374,19 +297,19 @@ static int launch_exchange(comm *c, const char *send, char *recv, size_t count, 
             return rc;
         send = copy;
     }
-    ncclDataType_t t = ncclcomm_type(dt);
-    NCCL_TRY(c, ncclGroupStart());
+    ncclDataType_t t = ncclcomm_type(a->fp.dtype);
+    NCCL_TRY_MARK_FAILED(c, ncclGroupStart());
     /* the group is always closed: the first failure is reported, by ncclGroupEnd at the latest */
     ncclResult_t first = ncclSuccess;
-    for (int j = 0; j < c->size && to < 0 && first == ncclSuccess; j++) {
+    for (int j = 0; all && j < c->size && first == ncclSuccess; j++) {
         first = ncclSend(send + (size_t)j * count * esz, count, t, j, im->nccl, im->stream);
         if (first == ncclSuccess)
             first = ncclRecv(recv + (size_t)j * count * esz, count, t, j, im->nccl, im->stream);
     }
-    if (to >= 0) {
-        first = ncclSend(send, count, t, to, im->nccl, im->stream);
+    if (!all) {
+        first = ncclSend(send, count, t, a->to, im->nccl, im->stream);
         if (first == ncclSuccess)
-            first = ncclRecv(recv, count, t, from, im->nccl, im->stream);
+            first = ncclRecv(recv, count, t, a->from, im->nccl, im->stream);
     }
     ncclResult_t end = ncclGroupEnd();
     if (first != ncclSuccess)
@@ -396,50 +319,121 @@ static int launch_exchange(comm *c, const char *send, char *recv, size_t count, 
     return DDP_OK;
 }
 
-static int ncclcomm_alltoall(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
+/* What the path checks and launches for each kind of collective. */
+typedef struct coll_kind {
+    bool reduction;            /* takes an op (checked); with one rank, the result is a copy of the input */
+    bool rooted;               /* takes a root (checked) */
+    bool peers;                /* takes sendrecv's peers (checked) */
+    const char *recv_name;     /* the receive buffer in messages; NULL: "receive" */
+    int (*launch)(comm *c, const coll_call *a, ddp_err *err);
+} coll_kind;
+
+static const coll_kind kinds[] = {
+    [NK_ALLREDUCE] = {.reduction = true, .launch = launch_allreduce},
+    [NK_BROADCAST] = {.rooted = true, .recv_name = "broadcast", .launch = launch_broadcast},
+    [NK_REDUCE] = {.reduction = true, .rooted = true, .launch = launch_reduce},
+    [NK_ALLGATHER] = {.launch = launch_allgather},
+    [NK_REDUCESCATTER] = {.reduction = true, .launch = launch_reducescatter},
+    [NK_ALLTOALL] = {.launch = launch_exchange},
+    [NK_SENDRECV] = {.peers = true, .launch = launch_exchange},
+    [NK_BARRIER] = {.launch = launch_barrier},
+};
+
+static int check_call(comm *c, const coll_kind *k, const coll_call *a, ddp_err *err)
 {
-    ncclcomm_fingerprint fp = {.kind = NK_ALLTOALL, .op = -1, .dtype = dt, .root = -1, .count = count};
-    int slot, rc = check_args(dt, OP_SUM, false, err);
+    comm_dtype dt = (comm_dtype)a->fp.dtype;
+    int rc = check_args(dt, (comm_op)a->fp.op, k->reduction, err);
+    if (!rc && k->rooted)
+        rc = check_root(c, a->fp.root, err);
+    if (!rc && k->peers && (a->to < 0 || a->to >= c->size || a->from < 0 || a->from >= c->size))
+        rc = ddp_fail(err, DDP_EUSAGE, "comm_nccl: sendrecv peers %d/%d outside [0, %d)", a->to, a->from, c->size);
     if (!rc)
-        rc = check_buffers(c, send, count * (size_t)c->size, recv, count * (size_t)c->size, dt, err);
+        rc = check_buffer(c, "send", a->send, a->send_count, dt, err);
     if (!rc)
-        rc = begin_collective(c, &fp, &slot, err);
-    if (rc)
-        return rc;
-    return end_collective(c, slot, &fp, launch_exchange(c, send, recv, fp.count, dt, -1, -1, err), req, err);
+        rc = check_buffer(c, k->recv_name ? k->recv_name : "receive", a->recv, a->recv_count, dt, err);
+    return rc;
 }
 
-static int ncclcomm_sendrecv(comm *c, const void *send, int to, void *recv, int from, size_t count,
-                             comm_dtype dt, comm_req **req, ddp_err *err)
+/* Every collective's one path: its arguments checked, then begin_collective (slot, ddp.debug,
+ * ordering), its kind's launch (a reduction on one rank: a copy) and end_collective. */
+static int issue(comm *c, coll_call *a, comm_req **req, ddp_err *err)
 {
-    ncclcomm_fingerprint fp = {.kind = NK_SENDRECV, .op = -1, .dtype = dt, .root = -1, .count = count};
-    int slot, rc = check_args(dt, OP_SUM, false, err);
-    if (!rc && (to < 0 || to >= c->size || from < 0 || from >= c->size))
-        rc = ddp_fail(err, DDP_EUSAGE, "comm_nccl: sendrecv peers %d/%d outside [0, %d)", to, from, c->size);
+    const coll_kind *k = &kinds[a->fp.kind];
+    int rc = check_call(c, k, a, err);
     if (!rc)
-        rc = check_buffers(c, send, count, recv, count, dt, err);
-    if (!rc)
-        rc = begin_collective(c, &fp, &slot, err);
+        rc = begin_collective(c, &a->fp, &a->slot, err);
     if (rc)
         return rc;
-    return end_collective(c, slot, &fp, launch_exchange(c, send, recv, fp.count, dt, to, from, err), req, err);
+    int launched = k->reduction && c->size == 1 ? one_rank_reduction(c, a->send, a->recv, &a->fp, err)
+                                                : k->launch(c, a, err);
+    return end_collective(c, a->slot, &a->fp, launched, req, err);
 }
 
+static int ncclcomm_allreduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op,
+                              comm_req **req, ddp_err *err)
+{
+    coll_call a = {.fp = {.kind = NK_ALLREDUCE, .op = op, .dtype = dt, .root = -1, .count = count},
+                   .send = send, .recv = recv, .send_count = count, .recv_count = count};
+    return issue(c, &a, req, err);
+}
+
+static int ncclcomm_broadcast(comm *c, void *buf, size_t count, comm_dtype dt, int root, comm_req **req, ddp_err *err)
+{
+    coll_call a = {.fp = {.kind = NK_BROADCAST, .op = -1, .dtype = dt, .root = root, .count = count},
+                   .send = buf, .recv = buf, .recv_count = count};
+    return issue(c, &a, req, err);
+}
+
+static int ncclcomm_reduce(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op, int root,
+                           comm_req **req, ddp_err *err)
+{
+    coll_call a = {.fp = {.kind = NK_REDUCE, .op = op, .dtype = dt, .root = root, .count = count},
+                   .send = send, .recv = recv, .send_count = count, .recv_count = c->rank == root ? count : 0};
+    return issue(c, &a, req, err);
+}
+
+static int ncclcomm_allgather(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req,
+                              ddp_err *err)
+{
+    coll_call a = {.fp = {.kind = NK_ALLGATHER, .op = -1, .dtype = dt, .root = -1, .count = count},
+                   .send = send, .recv = recv, .send_count = count, .recv_count = count * (size_t)c->size};
+    return issue(c, &a, req, err);
+}
+
+static int ncclcomm_reducescatter(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_op op,
+                                  comm_req **req, ddp_err *err)
+{
+    coll_call a = {.fp = {.kind = NK_REDUCESCATTER, .op = op, .dtype = dt, .root = -1, .count = count},
+                   .send = send, .recv = recv, .send_count = count * (size_t)c->size, .recv_count = count};
+    return issue(c, &a, req, err);
+}
+
+static int ncclcomm_alltoall(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req,
+                             ddp_err *err)
+{
+    coll_call a = {.fp = {.kind = NK_ALLTOALL, .op = -1, .dtype = dt, .root = -1, .count = count},
+                   .send = send, .recv = recv, .send_count = count * (size_t)c->size,
+                   .recv_count = count * (size_t)c->size};
+    return issue(c, &a, req, err);
+}
+
+static int ncclcomm_sendrecv(comm *c, const void *send, int to, void *recv, int from, size_t count, comm_dtype dt,
+                             comm_req **req, ddp_err *err)
+{
+    coll_call a = {.fp = {.kind = NK_SENDRECV, .op = -1, .dtype = dt, .root = -1, .count = count},
+                   .send = send, .recv = recv, .send_count = count, .recv_count = count, .to = to, .from = from};
+    return issue(c, &a, req, err);
+}
+
+/* A one-int all-reduce the host waits for (the watchdog guards the wait). */
 static int ncclcomm_barrier(comm *c, ddp_err *err)
 {
     ncclcomm_impl *im = impl_of(c);
-    ncclcomm_fingerprint fp = {.kind = NK_BARRIER, .op = OP_SUM, .dtype = DT_INT32, .root = -1, .count = 1};
-    int slot, rc = begin_collective(c, &fp, &slot, err);
+    coll_call a = {.fp = {.kind = NK_BARRIER, .op = OP_SUM, .dtype = DT_INT32, .root = -1, .count = 1}};
+    int rc = issue(c, &a, NULL, err);
     if (rc)
         return rc;
-    int launched = DDP_OK;
-    ncclResult_t nrc = ncclAllReduce(im->barrier_buf, im->barrier_buf, 1, ncclInt32, ncclSum, im->nccl, im->stream);
-    if (nrc != ncclSuccess)
-        launched = ncclcomm_fail(c, nrc, "ncclAllReduce", __FILE__, __LINE__, err);
-    rc = end_collective(c, slot, &fp, launched, NULL, err);
-    if (rc)
-        return rc;
-    CUDA_TRY(cudaEventSynchronize(im->slots[slot].done)); /* the watchdog guards this wait */
+    CUDA_TRY_MARK_FAILED(cudaEventSynchronize(im->slots[a.slot].done));
     return DDP_OK;
 }
 
@@ -477,7 +471,7 @@ static int ncclcomm_test(comm *c, comm_req *r, bool *done, ddp_err *err)
         *done = false;
         return DDP_OK;
     }
-    CUDA_TRY(e);
+    CUDA_TRY_MARK_FAILED(e);
     return DDP_OK;
 }
 
@@ -486,7 +480,7 @@ static int ncclcomm_test(comm *c, comm_req *r, bool *done, ddp_err *err)
 static void ncclcomm_destroy(comm *c) { ncclcomm_free(c, false); }
 static void ncclcomm_abort(comm *c) { ncclcomm_free(c, true); }
 
-static const struct comm_ops ncclcomm_comm_ops = {
+const struct comm_ops ncclcomm_ops = {
     .name = "nccl",
     .allreduce = ncclcomm_allreduce,
     .broadcast = ncclcomm_broadcast,
@@ -501,100 +495,3 @@ static const struct comm_ops ncclcomm_comm_ops = {
     .destroy = ncclcomm_destroy,
     .abort = ncclcomm_abort,
 };
-
-static int fill_identity(comm *c, ncclcomm_impl *im, ddp_err *err)
-{
-    MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &im->ctl));
-    MPI_TRY(MPI_Comm_set_errhandler(im->ctl, MPI_ERRORS_RETURN));
-    mpi_identity id;
-    MPI_TRY(mpi_identity_of(im->ctl, &id));
-    c->rank = id.rank, c->size = id.size, c->local_rank = id.local_rank, c->local_size = id.local_size;
-    snprintf(c->host, sizeof c->host, "%s", id.host);
-    return DDP_OK;
-}
-
-/* Rank 0 makes the unique id and broadcasts it with its status, so a failure there is every
- * rank's failure rather than a hang in ncclCommInitRank. */
-static int init_nccl(comm *c, ncclcomm_impl *im, ddp_err *err)
-{
-    struct { int32_t status; ncclUniqueId id; } msg;
-    memset(&msg, 0, sizeof msg);
-    if (c->rank == 0)
-        msg.status = ncclGetUniqueId(&msg.id);
-    MPI_TRY(MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, im->ctl));
-    if (msg.status != ncclSuccess)
-        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: ncclGetUniqueId on rank 0: %s", __FILE__, __LINE__,
-                        ncclGetErrorString((ncclResult_t)msg.status));
-    NCCL_TRY(c, ncclCommInitRank(&im->nccl, c->size, msg.id, c->rank));
-    return DDP_OK;
-}
-
-static int setup(comm *c, ncclcomm_impl *im, ddp_err *err)
-{
-    int rc = fill_identity(c, im, err);
-    if (rc)
-        return rc;
-    rc = ncclcomm_faults_read(im, err);
-    if (rc)
-        return rc;
-    CUDA_TRY(cudaSetDevice(im->device));
-    if (im->own_stream) {
-        /* The greatest priority: the GPU schedules a collective's blocks ahead of queued backward
-         * kernels, so a bucket's all-reduce starts when it is ready, not after the compute queue. */
-        int least = 0, greatest = 0;
-        CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-        CUDA_TRY(cudaStreamCreateWithPriority(&im->stream, cudaStreamNonBlocking, greatest));
-    } else {
-        im->stream = im->compute;
-    }
-    c->stream = im->stream;
-    CUDA_TRY(cudaEventCreateWithFlags(&im->compute_ready, cudaEventDisableTiming));
-    for (int i = 0; i < NCCLCOMM_SLOTS; i++)
-        CUDA_TRY(cudaEventCreateWithFlags(&im->slots[i].done, cudaEventDisableTiming));
-    CUDA_TRY(cudaMalloc((void **)&im->barrier_buf, sizeof(int)));
-    CUDA_TRY(cudaMemset(im->barrier_buf, 0, sizeof(int)));
-    rc = init_nccl(c, im, err);
-    if (rc)
-        return rc;
-    return ncclcomm_watchdog_start(c, err);
-}
-
-int comm_nccl_create(const comm_nccl_opts *opts, comm **out, ddp_err *err)
-{
-    *out = NULL;
-    double timeout_s = opts->timeout_s;
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized)
-        return ddp_fail(err, DDP_ERUNTIME, "comm_nccl_create: MPI is not initialised (call MPI_Init first)");
-    if (!(timeout_s > 0))
-        return ddp_fail(err, DDP_EUSAGE, "comm_nccl_create: ddp.timeout_s must be positive, got %g", timeout_s);
-    comm *c = calloc(1, sizeof *c);
-    ncclcomm_impl *im = calloc(1, sizeof *im);
-    if (!c || !im) {
-        free(c);
-        free(im);
-        return ddp_fail(err, DDP_ERUNTIME, "comm_nccl_create: out of memory");
-    }
-    c->ops = &ncclcomm_comm_ops;
-    c->impl = im;
-    im->ctl = MPI_COMM_NULL;
-    im->compute = (cudaStream_t)opts->compute_stream;
-    im->own_stream = !opts->single_stream;
-    im->device = opts->device;
-    im->timeout_s = timeout_s;
-    im->debug = opts->debug;
-    pthread_mutex_init(&im->lock, NULL);
-    pthread_cond_init(&im->wake, NULL);
-    for (int i = 0; i < NCCLCOMM_SLOTS; i++)
-        atomic_init(&im->slots[i].state, SLOT_FREE);
-    atomic_init(&im->aborting, false);
-    im->abort_limit_s = timeout_s < 30 ? timeout_s : 30;
-    int rc = setup(c, im, err);
-    if (rc) {
-        ncclcomm_abort(c);
-        return ddp_prefix(err, "comm_nccl_create (GPU %d)", opts->device);
-    }
-    *out = c;
-    return DDP_OK;
-}

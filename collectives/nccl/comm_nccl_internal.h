@@ -1,6 +1,7 @@
 /* comm_nccl_internal.h — what the NCCL backend's files share: the backend state, the ring of
  * in-flight collectives (slots) that requests and the watchdog look at, and fingerprints.
- *   comm_nccl.c           creation, the collectives, wait/test
+ *   comm_nccl_create.c    creation: the NCCL communicator, the streams, events and watchdog
+ *   comm_nccl.c           the collectives (a table of kinds, one path each takes), wait/test
  *   comm_nccl_teardown.c  destroy and abort, with every wait bounded
  *   comm_nccl_watchdog.c  the host thread that aborts a stalled or failed communicator and
  *                         bounds the teardown
@@ -12,10 +13,10 @@
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 #include <nccl.h>
-#include <pthread.h>
 #include <stdatomic.h>
 
 #include "collectives/comm.h"
+#include "runtime/base/worker.h"
 
 /* Collectives in flight at once before issuing one more waits for the oldest. */
 #define NCCLCOMM_SLOTS 256
@@ -62,16 +63,11 @@ typedef struct ncclcomm_impl {
     bool failed;               /* an NCCL or CUDA call of ours failed: the end is an abort */
     double abort_limit_s;      /* what ncclCommAbort (and freeing after it) may take: min(timeout, 30 s) */
 
-    pthread_mutex_t lock;      /* slots' fields other than state, shared with the watchdog */
     ncclcomm_slot slots[NCCLCOMM_SLOTS];
 
-    /* watchdog */
-    pthread_t watchdog;
-    bool watchdog_running;
-    pthread_cond_t wake;       /* wakes the watchdog (stop), and its starter once it has started */
-    int watchdog_started;      /* 0 starting, 1 running, -1 could not select the GPU */
-    cudaError_t watchdog_start_error;
-    bool stop;
+    /* The watchdog thread. Its mutex guards the slots' fields other than state, which the
+     * watchdog reads, and the teardown fields below. */
+    worker watchdog;
     atomic_bool aborting;      /* the watchdog is taking the process down */
     double teardown_deadline;  /* > 0: the communicator is being torn down; past this monotonic
                                   time the watchdog ends the process */
@@ -86,6 +82,34 @@ typedef struct ncclcomm_impl {
 const char *ncclcomm_kind_name(ncclcomm_kind k);
 /* "allreduce avg, 1234 x float, root -1" style description for messages. */
 void ncclcomm_fingerprint_describe(const ncclcomm_fingerprint *fp, char *out, size_t len);
+
+/* comm_nccl.c: the collectives, wait/test, and the backend's comm_ops (creation fills c->ops). */
+extern const struct comm_ops ncclcomm_ops;
+/* An NCCL call of c's failed with rc: marks the communicator failed (or, when the watchdog is
+ * aborting it, waits for the watchdog to end the process) and returns DDP_ERUNTIME naming
+ * file:line, the call (up to its '(') and NCCL's error strings. */
+int ncclcomm_fail(comm *c, ncclResult_t rc, const char *call, const char *file, int line, ddp_err *err);
+/* An NCCL call of communicator c: on failure it marks the communicator failed and returns
+ * DDP_ERUNTIME naming file:line, the call and NCCL's error strings (ncclcomm_fail). */
+#define NCCL_TRY_MARK_FAILED(c, call)                                                           \
+    do {                                                                                        \
+        ncclResult_t ncclcomm_rc_ = (call);                                                     \
+        if (ncclcomm_rc_ != ncclSuccess)                                                        \
+            return ncclcomm_fail((c), ncclcomm_rc_, #call, __FILE__, __LINE__, err);            \
+    } while (0)
+
+/* A CUDA call of the communicator's: on failure it marks the communicator failed (its end
+ * aborts) and returns DDP_ERUNTIME naming file:line, the call and CUDA's error string. Expects
+ * `im` (ncclcomm_impl *) and `err` in scope. (runtime/device's CUDA_TRY only returns.) */
+#define CUDA_TRY_MARK_FAILED(call)                                                              \
+    do {                                                                                        \
+        cudaError_t cuda_rc_ = (call);                                                          \
+        if (cuda_rc_ != cudaSuccess) {                                                          \
+            im->failed = true;                                                                  \
+            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,      \
+                            cudaGetErrorString(cuda_rc_));                                      \
+        }                                                                                       \
+    } while (0)
 
 /* comm_nccl_teardown.c: ends the communicator and frees c (abort: ncclCommAbort at once). */
 void ncclcomm_free(comm *c, bool abort);

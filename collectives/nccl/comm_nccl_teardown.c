@@ -109,8 +109,7 @@ void ncclcomm_free(comm *c, bool abort)
         MPI_Finalized(&finalized);
         if (!finalized && im->ctl != MPI_COMM_NULL)
             MPI_Comm_free(&im->ctl);
-        pthread_mutex_destroy(&im->lock);
-        pthread_cond_destroy(&im->wake);
+        worker_destroy(&im->watchdog);
         free(im);
     }
     free(c);

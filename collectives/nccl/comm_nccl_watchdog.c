@@ -14,9 +14,9 @@
  * that never chose one works on GPU 0); starting fails with that call's error.
  * It makes no MPI calls (MPI may be initialised FUNNELED: runtime/base/mpi_thread.h) and never
  * touches collective buffers. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "runtime/base/clock.h"
@@ -103,7 +103,7 @@ static bool abort_within(ncclcomm_impl *im, double limit_s, ncclResult_t *rc)
 }
 
 /* Prints, aborts the communicator (for at most im->abort_limit_s) and ends the process. Called
- * with im->lock held. */
+ * with the watchdog's mutex held. */
 __attribute__((noreturn)) static void abort_job(ncclcomm_impl *im, const char *why)
 {
     atomic_store(&im->aborting, true);
@@ -119,7 +119,7 @@ __attribute__((noreturn)) static void abort_job(ncclcomm_impl *im, const char *w
     _exit(DDP_ERUNTIME);
 }
 
-/* The teardown ran past its deadline. Called with im->lock held. */
+/* The teardown ran past its deadline. Called with the watchdog's mutex held. */
 __attribute__((noreturn)) static void teardown_overdue(ncclcomm_impl *im)
 {
     atomic_store(&im->aborting, true);
@@ -161,33 +161,27 @@ static void check_once(ncclcomm_impl *im, double *last_progress)
     }
 }
 
-static void *watchdog_main(void *arg)
+/* The watchdog thread's first step. The current device belongs to the thread: without this,
+ * every CUDA call here would run on GPU 0 (each rank of an 8-GPU node creating a context there,
+ * or failing outright in exclusive-process mode). The starter learns the outcome before it returns. */
+static int select_gpu(void *arg, ddp_err *err)
 {
-    ncclcomm_impl *im = ((comm *)arg)->impl;
+    ncclcomm_impl *im = arg;
+    cudaError_t selected = cudaSetDevice(im->device);
+    if (selected != cudaSuccess)
+        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: the NCCL watchdog thread cannot select GPU %d: cudaSetDevice: %s",
+                        __FILE__, __LINE__, im->device, cudaGetErrorString(selected));
+    return DDP_OK;
+}
+
+static void watchdog_main(worker *t, void *arg)
+{
+    ncclcomm_impl *im = arg;
     double poll_s = im->timeout_s / 20;
     poll_s = poll_s < 0.01 ? 0.01 : poll_s > 1.0 ? 1.0 : poll_s;
-    /* The current device belongs to the thread: without this, every CUDA call here would run
-     * on GPU 0 (each rank of an 8-GPU node creating a context there, or failing outright in
-     * exclusive-process mode). The starter learns the outcome before it returns. */
-    cudaError_t selected = cudaSetDevice(im->device);
-    pthread_mutex_lock(&im->lock);
-    im->watchdog_started = selected == cudaSuccess ? 1 : -1;
-    im->watchdog_start_error = selected;
-    pthread_cond_broadcast(&im->wake);
-    if (selected != cudaSuccess) {
-        pthread_mutex_unlock(&im->lock);
-        return NULL;
-    }
     double last_progress = monotonic_s();
-    while (!im->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        long long ns = until.tv_nsec + (long long)(poll_s * 1e9);
-        until.tv_sec += (time_t)(ns / 1000000000LL);
-        until.tv_nsec = (long)(ns % 1000000000LL);
-        pthread_cond_timedwait(&im->wake, &im->lock, &until);
-        if (im->stop)
-            break;
+    worker_lock(t);
+    while (worker_nap(t, poll_s)) {
         if (im->teardown_deadline > 0) {
             if (monotonic_s() > im->teardown_deadline)
                 teardown_overdue(im);
@@ -195,54 +189,26 @@ static void *watchdog_main(void *arg)
         }
         check_once(im, &last_progress);
     }
-    pthread_mutex_unlock(&im->lock);
-    return NULL;
+    worker_unlock(t);
 }
 
 int ncclcomm_watchdog_start(comm *c, ddp_err *err)
 {
     ncclcomm_impl *im = c->impl;
-    int e = pthread_create(&im->watchdog, NULL, watchdog_main, c);
-    if (e != 0)
-        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: pthread_create(NCCL watchdog): error %d", __FILE__, __LINE__, e);
-    pthread_mutex_lock(&im->lock);
-    while (im->watchdog_started == 0)
-        pthread_cond_wait(&im->wake, &im->lock);
-    bool started = im->watchdog_started > 0;
-    pthread_mutex_unlock(&im->lock);
-    if (!started) {
-        pthread_join(im->watchdog, NULL);
-        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: the NCCL watchdog thread cannot select GPU %d: cudaSetDevice: %s",
-                        __FILE__, __LINE__, im->device, cudaGetErrorString(im->watchdog_start_error));
-    }
-    im->watchdog_running = true;
-    return DDP_OK;
+    return worker_start(&im->watchdog, "NCCL watchdog", select_gpu, watchdog_main, im, err);
 }
 
 void ncclcomm_watchdog_teardown(comm *c, double limit_s, const char *what)
 {
     ncclcomm_impl *im = c->impl;
-    if (!im->watchdog_running)
-        return;
-    pthread_mutex_lock(&im->lock);
+    worker_lock(&im->watchdog);
     im->teardown_deadline = monotonic_s() + limit_s;
     im->teardown_limit_s = limit_s;
     im->teardown_what = what;
-    pthread_mutex_unlock(&im->lock);
+    worker_unlock(&im->watchdog);
 }
 
-void ncclcomm_watchdog_stop(comm *c)
-{
-    ncclcomm_impl *im = c->impl;
-    if (!im->watchdog_running)
-        return;
-    pthread_mutex_lock(&im->lock);
-    im->stop = true;
-    pthread_cond_signal(&im->wake);
-    pthread_mutex_unlock(&im->lock);
-    pthread_join(im->watchdog, NULL);
-    im->watchdog_running = false;
-}
+void ncclcomm_watchdog_stop(comm *c) { worker_stop(&((ncclcomm_impl *)c->impl)->watchdog); }
 
 void ncclcomm_watchdog_await_exit(void)
 {

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "runtime/base/command.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
+#include "runtime/base/worker.h"
 
 const char *const ckpt_upload_placeholders[] = {"path", "name", "dir", "step", NULL};
 const char *const ckpt_download_placeholders[] = {"dir", NULL};
@@ -30,11 +30,8 @@ struct ckpt_uploader {
     char cmd[COMMAND_MAX];
     double timeout_s;
     char log_path[CKPT_PATH_MAX];
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    worker thread;   /* its mutex guards the fields below; the checkpoint writer's thread reads them too */
     upload_job waiting, running;
-    bool quit;
     int failed;
 };
 
@@ -96,33 +93,32 @@ static void upload_one(ckpt_uploader *u, const upload_job *job)
         log_info("checkpoint: %s uploaded in %.1f s (checkpoint.upload_cmd)", name, res.seconds);
         return;
     }
-    pthread_mutex_lock(&u->mu);
+    worker_lock(&u->thread);
     u->failed++;
-    pthread_mutex_unlock(&u->mu);
+    worker_unlock(&u->thread);
     log_warn("checkpoint: upload of %s failed: %s; training goes on and the checkpoint stays in %s", name, e.msg,
              dir);
 }
 
-static void *upload_thread(void *arg)
+static void upload_main(worker *t, void *arg)
 {
     ckpt_uploader *u = arg;
-    pthread_mutex_lock(&u->mu);
+    worker_lock(t);
     for (;;) {
-        while (!u->waiting.path[0] && !u->quit)
-            pthread_cond_wait(&u->cv, &u->mu);
+        while (!u->waiting.path[0] && !worker_stopping(t))
+            worker_wait(t);
         if (!u->waiting.path[0])
             break;
         u->running = u->waiting;
         u->waiting.path[0] = '\0';
         upload_job job = u->running;
-        pthread_mutex_unlock(&u->mu);
+        worker_unlock(t);
         upload_one(u, &job);
-        pthread_mutex_lock(&u->mu);
+        worker_lock(t);
         u->running.path[0] = '\0';
-        pthread_cond_broadcast(&u->cv);
+        worker_wake(t);
     }
-    pthread_mutex_unlock(&u->mu);
-    return NULL;
+    worker_unlock(t);
 }
 
 int ckpt_uploader_create(const char *cmd, double timeout_s, const char *log_path, ckpt_uploader **out,
@@ -135,14 +131,12 @@ int ckpt_uploader_create(const char *cmd, double timeout_s, const char *log_path
     snprintf(u->cmd, sizeof u->cmd, "%s", cmd);
     snprintf(u->log_path, sizeof u->log_path, "%s", log_path);
     u->timeout_s = timeout_s;
-    pthread_mutex_init(&u->mu, NULL);
-    pthread_cond_init(&u->cv, NULL);
-    int rc = pthread_create(&u->thread, NULL, upload_thread, u);
-    if (rc != 0) {
-        pthread_mutex_destroy(&u->mu);
-        pthread_cond_destroy(&u->cv);
+    worker_init(&u->thread);
+    int rc = worker_start(&u->thread, "checkpoint uploader", NULL, upload_main, u, err);
+    if (rc != DDP_OK) {
+        worker_destroy(&u->thread);
         free(u);
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint uploader: pthread_create: %s", strerror(rc));
+        return rc;
     }
     *out = u;
     return DDP_OK;
@@ -153,34 +147,34 @@ void ckpt_uploader_submit(ckpt_uploader *u, const char *path, int64_t step)
     char abs[PATH_MAX];
     if (!realpath(path, abs))
         snprintf(abs, sizeof abs, "%s", path);
-    pthread_mutex_lock(&u->mu);
+    worker_lock(&u->thread);
     if (u->waiting.path[0])
         log_warn("checkpoint: upload of %s skipped: the upload before it is still running and %s is newer",
                  strrchr(u->waiting.path, '/') ? strrchr(u->waiting.path, '/') + 1 : u->waiting.path, path);
     snprintf(u->waiting.path, sizeof u->waiting.path, "%s", abs);
     u->waiting.step = step;
-    pthread_cond_broadcast(&u->cv);
-    pthread_mutex_unlock(&u->mu);
+    worker_wake(&u->thread);
+    worker_unlock(&u->thread);
 }
 
 void ckpt_uploader_held(ckpt_uploader *u, char held[2][CKPT_PATH_MAX])
 {
-    pthread_mutex_lock(&u->mu);
+    worker_lock(&u->thread);
     memcpy(held[0], u->running.path, CKPT_PATH_MAX);
     memcpy(held[1], u->waiting.path, CKPT_PATH_MAX);
-    pthread_mutex_unlock(&u->mu);
+    worker_unlock(&u->thread);
 }
 
 int ckpt_uploader_drain(ckpt_uploader *u)
 {
-    pthread_mutex_lock(&u->mu);
+    worker_lock(&u->thread);
     if (u->running.path[0] || u->waiting.path[0])
         log_info("checkpoint: waiting for the upload of %s (checkpoint.upload_cmd, at most %g s)",
                  u->waiting.path[0] ? u->waiting.path : u->running.path, u->timeout_s);
     while (u->running.path[0] || u->waiting.path[0])
-        pthread_cond_wait(&u->cv, &u->mu);
+        worker_wait(&u->thread);
     int failed = u->failed;
-    pthread_mutex_unlock(&u->mu);
+    worker_unlock(&u->thread);
     return failed;
 }
 
@@ -189,13 +183,7 @@ void ckpt_uploader_destroy(ckpt_uploader *u)
     if (!u)
         return;
     ckpt_uploader_drain(u);
-    pthread_mutex_lock(&u->mu);
-    u->quit = true;
-    pthread_cond_broadcast(&u->cv);
-    pthread_mutex_unlock(&u->mu);
-    pthread_join(u->thread, NULL);
-    pthread_mutex_destroy(&u->mu);
-    pthread_cond_destroy(&u->cv);
+    worker_destroy(&u->thread);
     free(u);
 }
 

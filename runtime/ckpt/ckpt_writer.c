@@ -7,13 +7,13 @@
  * current device is its own, and one that never selects it works on GPU 0. */
 #include "ckpt_internal.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckpt_upload.h"
 #include "runtime/base/clock.h"
+#include "runtime/base/worker.h"
 
 struct ckpt_writer {
     char dir[CKPT_PATH_MAX];
@@ -21,11 +21,8 @@ struct ckpt_writer {
     ckpt_uploader *uploader;  /* NULL: no checkpoint.upload_cmd */
     ckpt_write_observer observe;  /* NULL: none (ckpt_writer_set_observer) */
     void *observe_ctx;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    worker thread;      /* its mutex guards the fields below */
     bool busy;          /* a snapshot is waiting for or being written */
-    bool quit;
     int status;         /* last write's status, reported once */
     ddp_err status_err;
     ckpt_write_stats stats;
@@ -49,16 +46,16 @@ static int prune_after(ckpt_writer *w, const char *path, int64_t step, ddp_err *
     return ckpt_prune_except(w->dir, w->keep_last, path, held_paths, 2, e);
 }
 
-static void *worker_main(void *arg)
+static void writer_main(worker *t, void *arg)
 {
     ckpt_writer *w = arg;
-    pthread_mutex_lock(&w->mu);
+    worker_lock(t);
     for (;;) {
-        while (!w->busy && !w->quit)
-            pthread_cond_wait(&w->cv, &w->mu);
+        while (!w->busy && !worker_stopping(t))
+            worker_wait(t);
         if (!w->busy)
-            break;
-        pthread_mutex_unlock(&w->mu);
+            break; /* stopping: a pending write is finished first */
+        worker_unlock(t);
 
         /* the snapshot is ours alone while busy: submit waits before touching it */
         ddp_err e = {0};
@@ -70,34 +67,33 @@ static void *worker_main(void *arg)
             rc = prune_after(w, path, w->snap.hdr.step, &e);
         double t2 = monotonic_s();
 
-        pthread_mutex_lock(&w->mu);
+        worker_lock(t);
         ckpt_write_observer observe = w->observe;
         void *observe_ctx = w->observe_ctx;
-        pthread_mutex_unlock(&w->mu);
+        worker_unlock(t);
         if (observe) {
             observe(observe_ctx, "checkpoint write", t0, t1);
             observe(observe_ctx, "checkpoint prune", t1, t2);
         }
 
-        pthread_mutex_lock(&w->mu);
+        worker_lock(t);
         w->status = rc;
         w->status_err = e;
         w->stats.write_s = t1 - t0;
         w->stats.prune_s = t2 - t1;
         snprintf(w->stats.path, sizeof w->stats.path, "%s", rc == DDP_OK ? path : ""); /* "": not written */
         w->busy = false;
-        pthread_cond_broadcast(&w->cv);
+        worker_wake(t);
     }
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
+    worker_unlock(t);
 }
 
 void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void *ctx)
 {
-    pthread_mutex_lock(&w->mu);
+    worker_lock(&w->thread);
     w->observe = observe;
     w->observe_ctx = ctx;
-    pthread_mutex_unlock(&w->mu);
+    worker_unlock(&w->thread);
 }
 
 int ckpt_writer_create(const char *dir, int keep_last, ckpt_writer **out, ddp_err *err)
@@ -111,14 +107,12 @@ int ckpt_writer_create(const char *dir, int keep_last, ckpt_writer **out, ddp_er
         return ddp_fail(err, DDP_EUSAGE, "checkpoint directory path too long: %s", dir);
     }
     w->keep_last = keep_last;
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
-    int rc = pthread_create(&w->thread, NULL, worker_main, w);
-    if (rc != 0) {
-        pthread_mutex_destroy(&w->mu);
-        pthread_cond_destroy(&w->cv);
+    worker_init(&w->thread);
+    int rc = worker_start(&w->thread, "checkpoint writer", NULL, writer_main, w, err);
+    if (rc != DDP_OK) {
+        worker_destroy(&w->thread);
         free(w);
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint writer: pthread_create: %s", strerror(rc));
+        return rc;
     }
     *out = w;
     return DDP_OK;
@@ -174,11 +168,11 @@ static int take_snapshot(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
     return rc;
 }
 
-/* Caller holds mu. Waits for the in-flight write; returns and clears its status. */
+/* Caller holds the worker's mutex. Waits for the in-flight write; returns and clears its status. */
 static int wait_locked(ckpt_writer *w, ddp_err *err)
 {
     while (w->busy)
-        pthread_cond_wait(&w->cv, &w->mu);
+        worker_wait(&w->thread);
     int rc = w->status;
     if (rc && err)
         *err = w->status_err;
@@ -188,7 +182,7 @@ static int wait_locked(ckpt_writer *w, ddp_err *err)
 
 int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
 {
-    pthread_mutex_lock(&w->mu);
+    worker_lock(&w->thread);
     int rc = wait_locked(w, err);
     if (!rc) {
         double t0 = monotonic_s();
@@ -200,26 +194,26 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
     }
     if (!rc) {
         w->busy = true;
-        pthread_cond_broadcast(&w->cv);
+        worker_wake(&w->thread);
     }
-    pthread_mutex_unlock(&w->mu);
+    worker_unlock(&w->thread);
     return rc;
 }
 
 void ckpt_writer_set_uploader(ckpt_writer *w, ckpt_uploader *u)
 {
-    pthread_mutex_lock(&w->mu);
+    worker_lock(&w->thread);
     w->uploader = u;
-    pthread_mutex_unlock(&w->mu);
+    worker_unlock(&w->thread);
 }
 
 int ckpt_writer_wait(ckpt_writer *w, ckpt_write_stats *stats, ddp_err *err)
 {
-    pthread_mutex_lock(&w->mu);
+    worker_lock(&w->thread);
     int rc = wait_locked(w, err);
     if (stats)
         *stats = w->stats;
-    pthread_mutex_unlock(&w->mu);
+    worker_unlock(&w->thread);
     return rc;
 }
 
@@ -227,13 +221,7 @@ void ckpt_writer_destroy(ckpt_writer *w)
 {
     if (!w)
         return;
-    pthread_mutex_lock(&w->mu);
-    w->quit = true;   /* the worker finishes a pending write first: it only exits when !busy */
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->thread, NULL);
-    pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
+    worker_destroy(&w->thread); /* the thread finishes a pending write first: it only ends when !busy */
     free(w->snap_tensors);
     free(w->arena);
     free(w);

@@ -5,12 +5,10 @@
 #include "cloud_internal.h"
 
 #include <curl/curl.h>
-#include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 #include "runtime/base/log.h"
+#include "runtime/base/worker.h"
 
 /* checkpoint.preemption_notice auto: how long the providers get to answer. */
 #define DETECT_TIMEOUT_S 1.0
@@ -20,34 +18,24 @@ struct notice_watch {
     double poll_s;
     notice_fn on_notice;
     void *arg;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;          /* on CLOCK_MONOTONIC */
-    bool quit;
+    worker thread;
 };
 
-/* Sleeps seconds unless told to quit first; false when quitting. */
-static bool nap(notice_watch *w, double seconds)
+/* Sleeps seconds unless told to stop first; false when stopping. */
+static bool nap(worker *t, double seconds)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    long long ns = until.tv_nsec + (long long)(seconds * 1e9);
-    until.tv_sec += (time_t)(ns / 1000000000LL);
-    until.tv_nsec = (long)(ns % 1000000000LL);
-    pthread_mutex_lock(&w->mu);
-    while (!w->quit && pthread_cond_timedwait(&w->cv, &w->mu, &until) == 0) {
-    }
-    bool go_on = !w->quit;
-    pthread_mutex_unlock(&w->mu);
+    worker_lock(t);
+    bool go_on = worker_nap(t, seconds);
+    worker_unlock(t);
     return go_on;
 }
 
-static void *watch_thread(void *arg)
+static void watch_main(worker *t, void *arg)
 {
     notice_watch *w = arg;
     notice_provider provider = w->provider;
     if (provider == NOTICE_AUTO && (provider = cloud_detect(DETECT_TIMEOUT_S)) == NOTICE_OFF)
-        return NULL; /* on no cloud: nothing to watch, nothing to say */
+        return; /* on no cloud: nothing to watch, nothing to say */
     cloud_session s;
     cloud_session_init(&s, provider);
     log_info("checkpoint.preemption_notice: watching %s's preemption notice at %s every %g s", cloud_name(provider),
@@ -66,8 +54,7 @@ static void *watch_thread(void *arg)
         else if (rc == 0 && failing)
             log_warn("checkpoint.preemption_notice %s: the metadata service answers again", cloud_name(provider));
         failing = rc < 0;
-    } while (nap(w, w->poll_s));
-    return NULL;
+    } while (nap(t, w->poll_s));
 }
 
 int notice_watch_start(notice_provider provider, double poll_s, notice_fn on_notice, void *arg, notice_watch **out,
@@ -82,18 +69,12 @@ int notice_watch_start(notice_provider provider, double poll_s, notice_fn on_not
     if (!w)
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint.preemption_notice: out of memory");
     *w = (notice_watch){.provider = provider, .poll_s = poll_s, .on_notice = on_notice, .arg = arg};
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&w->mu, NULL);
-    int rc = pthread_create(&w->thread, NULL, watch_thread, w);
-    if (rc != 0) {
-        pthread_cond_destroy(&w->cv);
-        pthread_mutex_destroy(&w->mu);
+    worker_init(&w->thread);
+    int rc = worker_start(&w->thread, "checkpoint.preemption_notice", NULL, watch_main, w, err);
+    if (rc != DDP_OK) {
+        worker_destroy(&w->thread);
         free(w);
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint.preemption_notice: pthread_create: %s", strerror(rc));
+        return rc;
     }
     *out = w;
     return DDP_OK;
@@ -103,13 +84,7 @@ void notice_watch_stop(notice_watch *w)
 {
     if (!w)
         return;
-    pthread_mutex_lock(&w->mu);
-    w->quit = true;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->thread, NULL);
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
+    worker_destroy(&w->thread);
     free(w);
     curl_global_cleanup();
 }

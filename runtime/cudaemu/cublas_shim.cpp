@@ -10,11 +10,11 @@
  * TF32 is allowed (math mode CUBLAS_TF32_TENSOR_OP_MATH or compute type
  * CUBLAS_COMPUTE_32F_FAST_TF32) the inputs are rounded to TF32 like tensor cores do, so
  * tolerances are tested against what a GPU really computes.
- * cublasGemmEx/cublasGemmStridedBatchedEx also take bf16 A and B (C bf16 or fp32), the rows of
- * cuBLAS's documented type table that the bf16 mixed-precision path uses; every other row, and
- * every combination the table lacks, is CUBLAS_STATUS_NOT_SUPPORTED. bf16 operands are widened
- * to float exactly, the float GEMM accumulates, and a bf16 C is rounded once, to nearest even, at
- * the end; extents are checked in bytes of each operand's own element type.
+ * cublasGemmEx also takes bf16 A and B (C bf16 or fp32), the rows of cuBLAS's documented type
+ * table that the bf16 mixed-precision path uses; every other row, and every combination the table
+ * lacks, is CUBLAS_STATUS_NOT_SUPPORTED. bf16 operands are widened to float exactly, the float
+ * GEMM accumulates, and a bf16 C is rounded once, to nearest even, at the end; extents are checked
+ * in bytes of each operand's own element type.
  * Owns the cuBLAS handle and cuBLAS's type table; must not compute or check GEMMs itself: the
  * engine does, for this shim and the cuBLASLt one alike. */
 #include "cublas_gemm.h"
@@ -89,11 +89,11 @@ static const char *compute_name(cublasComputeType_t c)
     }
 }
 
-/* cuBLAS documents the type combinations cublasGemmEx and cublasGemmStridedBatchedEx accept, one
- * table for both: Atype always equals Btype; CUBLAS_COMPUTE_32F and _32F_PEDANTIC (float
- * scalars) take A/B 16BF with C 16BF or 32F, 16F with C 16F or 32F, 8I with C 32F and 32F with C
- * 32F; CUBLAS_COMPUTE_32F_FAST_16F, _FAST_16BF and _FAST_TF32 take 32F A/B/C only (so bf16 A/B
- * with FAST_TF32 is refused, as cuBLAS refuses it). Emulated are the 32F row (with 32F, PEDANTIC
+/* cuBLAS documents the type combinations cublasGemmEx (and its batched forms) accepts in one
+ * table: Atype always equals Btype; CUBLAS_COMPUTE_32F and _32F_PEDANTIC (float scalars) take A/B
+ * 16BF with C 16BF or 32F, 16F with C 16F or 32F, 8I with C 32F and 32F with C 32F;
+ * CUBLAS_COMPUTE_32F_FAST_16F, _FAST_16BF and _FAST_TF32 take 32F A/B/C only (so bf16 A/B with
+ * FAST_TF32 is refused, as cuBLAS refuses it). Emulated are the 32F row (with 32F, PEDANTIC
  * and FAST_TF32) and the two 16BF rows (with 32F and PEDANTIC). Everything else is
  * CUBLAS_STATUS_NOT_SUPPORTED: for fp32 or bf16 A/B a Ctype or (bf16) compute type the table
  * lacks is named as the table's refusal, so a caller knows a GPU would refuse it too; the rest
@@ -271,22 +271,6 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
     return run_on_handle(handle, g);
 }
 
-cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
-                                         cublasOperation_t transb, int m, int n, int k, const float *alpha,
-                                         const float *A, int lda, long long int strideA, const float *B, int ldb,
-                                         long long int strideB, const float *beta, float *C, int ldc,
-                                         long long int strideC, int batchCount)
-{
-    gemm_call g = cublas_call("cublasSgemmStridedBatched", transa, transb, m, n, k, alpha, beta);
-    set_operands(&g, A, lda, B, ldb, C, ldc);
-    g.stride_a = strideA;
-    g.stride_b = strideB;
-    g.stride_c = strideC;
-    g.batch = batchCount;
-    g.tf32 = tf32_by_math_mode(handle);
-    return run_on_handle(handle, g);
-}
-
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
                             int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
                             const void *B, cudaDataType Btype, int ldb, const void *beta, void *C,
@@ -297,29 +281,6 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
     if (st != CUBLAS_STATUS_SUCCESS)
         return st;
     set_operands(&g, A, lda, B, ldb, C, ldc);
-    g.atype = Atype;
-    g.btype = Btype;
-    g.ctype = Ctype;
-    return run_on_handle(handle, g);
-}
-
-cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
-                                          cublasOperation_t transb, int m, int n, int k, const void *alpha,
-                                          const void *A, cudaDataType Atype, int lda, long long int strideA,
-                                          const void *B, cudaDataType Btype, int ldb, long long int strideB,
-                                          const void *beta, void *C, cudaDataType Ctype, int ldc,
-                                          long long int strideC, int batchCount, cublasComputeType_t computeType,
-                                          cublasGemmAlgo_t algo)
-{
-    gemm_call g = cublas_call("cublasGemmStridedBatchedEx", transa, transb, m, n, k, alpha, beta);
-    cublasStatus_t st = check_ex_types(g.fn, Atype, Btype, Ctype, computeType, algo, &g.tf32);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return st;
-    set_operands(&g, A, lda, B, ldb, C, ldc);
-    g.stride_a = strideA;
-    g.stride_b = strideB;
-    g.stride_c = strideC;
-    g.batch = batchCount;
     g.atype = Atype;
     g.btype = Btype;
     g.ctype = Ctype;

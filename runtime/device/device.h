@@ -20,12 +20,13 @@
  * label out of range).
  *
  * Ops come in families, one block below each. A family's CPU code and CUDA code sit side by side
- * in runtime/device/kernels/ (FAMILY_cpu.c next to FAMILY.cu); memory, GEMM and timers are the
- * backends' own (device_cpu.c, device_cuda.c). Each block is an X-macro list, OP(name, (params)),
- * that generates the ops-table field `int (*name)(params, ddp_err *err)`, both backends' tables
- * and their function declarations (backend.h). Adding a device op:
+ * in runtime/device/kernels/ (FAMILY_cpu.c next to FAMILY.cu; the transformer family's as
+ * embedding_* and layernorm_*); memory, GEMM and timers are the backends' own (device_cpu.c,
+ * device_cuda.c). Each block is an X-macro list, OP(name, (params)), that generates the ops-table
+ * field `int (*name)(params, ddp_err *err)`, both backends' tables and their function declarations
+ * (backend.h). Adding a device op:
  *   1. one OP(...) line in its family's block here, with a comment saying what it computes;
- *   2. its argument contract in device.c (the transformer family's: device_check_transformer.c):
+ *   2. its argument contract in device_check_FAMILY.c, which device.c's checking table points to:
  *      `checked_NAME`, which rejects bad arguments, returns on an empty job and forwards to
  *      d->backend->NAME through DEVICE_FORWARD(NAME, cost, ...) with the op's cost for the
  *      profiler (device_prof.h: its bytes, FLOPs and a detail telling shapes apart);
@@ -36,7 +37,7 @@
  *      in test_device_contract.c.
  * A missing function of steps 2-4 fails the build: the tables name each. A new family is a block
  * (added to DEVICE_OPS and, with its name, to DEVICE_FAMILIES), FAMILY_cpu.c next to FAMILY.cu,
- * and both files in kernels/meson.build. */
+ * both files in kernels/meson.build, and device_check_FAMILY.c in meson.build. */
 #ifndef DDP_DEVICE_H
 #define DDP_DEVICE_H
 
@@ -113,14 +114,7 @@ typedef struct adamw_args {
 #define DEVICE_GEMM_OPS(OP)                                                                        \
     OP(gemm, (device *d, tensor_dtype ab, tensor_dtype c_type, bool trans_a, bool trans_b, int64_t m, \
               int64_t n, int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, \
-              float beta, void *c, int64_t ldc))                                                   \
-    /* For i in [0, batch): C_i = alpha * op(A_i) · op(B_i) + beta * C_i with X_i = x + i*stride_x \
-     * elements, each as gemm above (attention's per-head products). No C_i may overlap another, \
-     * A or B. */                                                                                  \
-    OP(gemm_strided_batched, (device *d, tensor_dtype ab, tensor_dtype c_type, bool trans_a, bool trans_b, \
-                              int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda, \
-                              int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta, \
-                              void *c, int64_t ldc, int64_t stride_c, int64_t batch))
+              float beta, void *c, int64_t ldc))
 
 /* ---- GEMMs with a fused epilogue (CUDA: device_cuda_lt.c; CPU: gemm_epilogue.c) ---------------
  * The linear layers' GEMMs with their epilogues fused: on CUDA one cuBLASLt GEMM whose epilogue
@@ -214,13 +208,13 @@ typedef struct adamw_args {
     OP(cast_f32_to_bf16_stochastic, (device *d, const float *src, uint16_t *dst, size_t n, uint64_t seed, \
                                      uint64_t step, uint64_t first))
 
-/* ---- the transformer's ops (kernels/embedding_cpu.c and embedding.cu, layernorm_cpu.c and
- * layernorm.cu, transformer_cpu.c and transformer.cu: the attention) ---------------------------
- * Shapes: B sequences of T positions, C channels, NH heads of hs = C/NH; [B,T,C] tensors are
- * row-major. "+=" outputs accumulate (gradients of shared or residual inputs), "=" outputs are
- * overwritten. t is the type of every void* tensor (activations and the parameters they are
- * computed from); parameter gradients and LayerNorm's statistics are float. Deterministic for a
- * given thread count and GPU: no float atomics. */
+/* ---- the transformer's ops (kernels/embedding_cpu.c and embedding.cu, kernels/layernorm_cpu.c and
+ * layernorm.cu; the attention is its own family below) ----------------------------------------
+ * Shapes: B sequences of T positions, C channels; [B,T,C] tensors are row-major. "+=" outputs
+ * accumulate (gradients of shared or residual inputs), "=" outputs are overwritten. t is the type
+ * of every void* tensor (activations and the parameters they are computed from); parameter
+ * gradients and LayerNorm's statistics are float. Deterministic for a given thread count and GPU:
+ * no float atomics. */
 #define DEVICE_TRANSFORMER_OPS(OP)                                                                 \
     /* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]; tokens in [0, rows of wte) */                  \
     OP(embedding_forward, (device *d, tensor_dtype t, void *out, const int32_t *tokens, const void *wte, \
@@ -242,25 +236,7 @@ typedef struct adamw_args {
      * stream's backward: the gradient reaching a residual sum flows on unchanged */             \
     OP(layernorm_backward, (device *d, tensor_dtype t, void *dinp, float *dw, float *db, const void *dout, \
                             const void *inp, const void *w, const float *mean, const float *rstd,  \
-                            int64_t N, int64_t C))                                                  \
-    /* qkv [B,T,3C] ([q | k | v], head h at channels h*hs..) = q, k, v [B,NH,T,hs] */             \
-    OP(attention_split_heads, (device *d, tensor_dtype t, void *q, void *k, void *v, const void *qkv, \
-                               int64_t B, int64_t T, int64_t NH, int64_t hs))                       \
-    /* y [B,NH,T,hs] -> out [B,T,C] (=), heads concatenated in order */                            \
-    OP(attention_merge_heads, (device *d, tensor_dtype t, void *out, const void *y, int64_t B, int64_t T, \
-                               int64_t NH, int64_t hs))                                             \
-    /* backward of merge_heads: dy [B,NH,T,hs] (=) from dout [B,T,C] */                            \
-    OP(attention_split_heads_grad, (device *d, tensor_dtype t, void *dy, const void *dout, int64_t B, \
-                                    int64_t T, int64_t NH, int64_t hs))                             \
-    /* backward of split_heads: dqkv [B,T,3C] (=) from dq, dk, dv */                               \
-    OP(attention_merge_heads_grad, (device *d, tensor_dtype t, void *dqkv, const void *dq, const void *dk, \
-                                    const void *dv, int64_t B, int64_t T, int64_t NH, int64_t hs))  \
-    /* att [BH,T,T] (=) = causal softmax of scale * preatt (j <= t), exactly 0 above the diagonal */ \
-    OP(causal_softmax_forward, (device *d, tensor_dtype t, void *att, const void *preatt, float scale, \
-                                int64_t BH, int64_t T))                                             \
-    /* dpreatt (=) from datt and the forward's att, scale folded in; 0 above the diagonal */       \
-    OP(causal_softmax_backward, (device *d, tensor_dtype t, void *dpreatt, const void *datt, const void *att, \
-                                 float scale, int64_t BH, int64_t T))
+                            int64_t N, int64_t C))
 
 /* ---- causal self-attention (kernels/attention_cpu.c, kernels/attention.cu) ----------------------
  * Flash attention: softmax(scale · q·kᵀ, causal) · v computed tile by tile with an online softmax,

@@ -1,7 +1,7 @@
-/* device_check.h — what device.c and device_check_transformer.c share to state the ops' argument
- * contracts: the NULL-pointer check, shape and enum checks, the cost rules and helpers each op's
- * cost line (beside its contract) uses, and the declarations of the transformer family's
- * checked_* functions that device.c's checking table points to.
+/* device_check.h — what the ops' argument contracts share, one file per op family
+ * (device_check_FAMILY.c, FAMILY as in device.h's DEVICE_FAMILIES): the NULL-pointer check, shape,
+ * enum and GEMM-size checks, the cost rules and helpers each op's cost line (beside its contract)
+ * uses, and the declarations of the checked_* functions that device.c's checking table points to.
  *
  * Internal to runtime/device: callers use d->ops. Nothing here may touch device memory or compute
  * anything an op produces. */
@@ -46,6 +46,24 @@ static inline int check_dtype(const device *d, const char *op, tensor_dtype t, d
     return DDP_OK;
 }
 
+/* A GEMM's sizes: none negative, each leading dimension at least its operand's row (and 1): the
+ * plain GEMM's and the epilogue GEMMs' shared rule. */
+static inline int check_gemm_sizes(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                                   int64_t ldc, ddp_err *err)
+{
+    if (m < 0 || n < 0 || k < 0)
+        return ddp_fail(err, DDP_ERUNTIME, "gemm: negative size m=%lld n=%lld k=%lld", (long long)m,
+                        (long long)n, (long long)k);
+    int64_t a_row = ta ? m : k, b_row = tb ? k : n;
+    if (lda < 1 || lda < a_row || ldb < 1 || ldb < b_row || ldc < 1 || ldc < n)
+        return ddp_fail(err, DDP_ERUNTIME,
+                        "gemm: leading dimension shorter than its row (lda=%lld needs >= %lld, ldb=%lld "
+                        "needs >= %lld, ldc=%lld needs >= %lld)",
+                        (long long)lda, (long long)(a_row > 1 ? a_row : 1), (long long)ldb,
+                        (long long)(b_row > 1 ? b_row : 1), (long long)ldc, (long long)(n > 1 ? n : 1));
+    return DDP_OK;
+}
+
 /* ---- what the ops cost, for the profiler ------------------------------------------------------
  * Every recorded op states beside its contract the bytes it moves (each input read once, each
  * output written once, at its element size; "+=" outputs read and written) and its FLOPs: 2mnk
@@ -55,20 +73,15 @@ static inline int check_dtype(const device *d, const char *op, tensor_dtype t, d
 #define FLOPS_GELU_GRAD 12  /* its derivative, times the incoming gradient */
 #define FLOPS_ADAMW 16      /* clip scale, weight decay, two moments, two bias corrections, sqrt, update */
 
-/* A GEMM (batch of them): A and B read, C written and read again when beta is not 0. */
+/* A GEMM: A and B read, C written and read again when beta is not 0. */
 static inline prof_cost gemm_cost(tensor_dtype ab, tensor_dtype c, bool ta, bool tb, int64_t m, int64_t n,
-                                  int64_t k, float beta, int64_t batch)
+                                  int64_t k, float beta)
 {
     double mn = (double)m * (double)n, io = (double)m * (double)k + (double)k * (double)n;
-    double bytes = (double)batch * (io * (double)tensor_dtype_size(ab) +
-                                    mn * (double)tensor_dtype_size(c) * (beta != 0.0f ? 2 : 1));
+    double bytes = io * (double)tensor_dtype_size(ab) + mn * (double)tensor_dtype_size(c) * (beta != 0.0f ? 2 : 1);
     prof_math math = ab == TENSOR_BF16 ? PROF_MATH_GEMM_BF16 : PROF_MATH_GEMM_FP32;
-    char batch_text[24] = "";
-    if (batch > 1)
-        snprintf(batch_text, sizeof batch_text, "%lld x ", (long long)batch);
-    return prof_cost_of(bytes, 2.0 * (double)batch * mn * (double)k, math, "%s%lldx%lldx%lld %s->%s %c%c", batch_text,
-                        (long long)m, (long long)n, (long long)k, prof_dtype_name(ab), prof_dtype_name(c),
-                        ta ? 'T' : 'N', tb ? 'T' : 'N');
+    return prof_cost_of(bytes, 2.0 * mn * (double)k, math, "%lldx%lldx%lld %s->%s %c%c", (long long)m, (long long)n,
+                        (long long)k, prof_dtype_name(ab), prof_dtype_name(c), ta ? 'T' : 'N', tb ? 'T' : 'N');
 }
 
 /* A linear layer's GEMM with its epilogue: A, B and the bias (or GELU input) read, `outputs` m x n
@@ -76,7 +89,7 @@ static inline prof_cost gemm_cost(tensor_dtype ab, tensor_dtype c, bool ta, bool
 static inline prof_cost epilogue_cost(tensor_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                                       int outputs, double flops_mn)
 {
-    prof_cost c = gemm_cost(t, t, ta, tb, m, n, k, 0.0f, 1);
+    prof_cost c = gemm_cost(t, t, ta, tb, m, n, k, 0.0f);
     double mn = (double)m * (double)n, sz = (double)tensor_dtype_size(t);
     c.bytes += ((double)n + (outputs - 1) * mn) * sz;
     c.flops += flops_mn * mn;
@@ -111,9 +124,13 @@ static inline prof_cost act_cost(tensor_dtype t, act_kind a, size_t n, int tenso
     return c;
 }
 
+/* Every op's contract, each defined in its family's device_check_FAMILY.c, and those of the ops
+ * that cannot fail. */
 #define DEVICE_CHECKED_DECL(name, params) int checked_##name(DEVICE_UNPAREN params, ddp_err *err);
-DEVICE_TRANSFORMER_OPS(DEVICE_CHECKED_DECL)
-DEVICE_ATTENTION_OPS(DEVICE_CHECKED_DECL)
+DEVICE_OPS(DEVICE_CHECKED_DECL)
 #undef DEVICE_CHECKED_DECL
+void checked_free(device *d, void *p);
+void checked_timer_destroy(device *d, device_timer *t);
+void checked_stamps_destroy(device *d, device_stamps *s);
 
 #endif

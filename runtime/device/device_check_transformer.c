@@ -15,26 +15,9 @@ static prof_cost btc_cost(tensor_dtype t, int64_t B, int64_t T, int64_t C, doubl
                         (long long)C, prof_dtype_name(t));
 }
 
-/* A permutation of `tensors` [B,T,NH*hs] tensors read or written once each; no arithmetic. */
-static prof_cost heads_cost(tensor_dtype t, int64_t B, int64_t T, int64_t NH, int64_t hs, int tensors)
-{
-    double bytes = (double)tensors * (double)B * (double)T * (double)NH * (double)hs * (double)tensor_dtype_size(t);
-    return prof_cost_of(bytes, 0, PROF_MATH_FP32, "B=%lld T=%lld NH=%lld hs=%lld %s", (long long)B, (long long)T,
-                        (long long)NH, (long long)hs, prof_dtype_name(t));
-}
-
-/* Causal softmax over BH [T,T] matrices: `inputs` lower triangles read, the whole matrix written,
- * flops_per per element of the triangle. */
-static prof_cost softmax_cost(tensor_dtype t, int64_t BH, int64_t T, int inputs, double flops_per)
-{
-    double tri = (double)BH * (double)T * (double)(T + 1) / 2, full = (double)BH * (double)T * (double)T;
-    return prof_cost_of((inputs * tri + full) * (double)tensor_dtype_size(t), flops_per * tri, PROF_MATH_FP32,
-                        "BH=%lld T=%lld %s", (long long)BH, (long long)T, prof_dtype_name(t));
-}
-
 /* ---- the transformer's ops --------------------------------------------------------------- */
 
-/* B, T, C (or NH, hs) of a transformer op: all >= 0; true in *empty when there is nothing to do. */
+/* B, T, C of a transformer op: all >= 0; true in *empty when there is nothing to do. */
 static int check_btc(const char *op, int64_t b, int64_t t, int64_t c, bool *empty, ddp_err *err)
 {
     *empty = true;
@@ -43,15 +26,6 @@ static int check_btc(const char *op, int64_t b, int64_t t, int64_t c, bool *empt
                         (long long)c);
     *empty = b == 0 || t == 0 || c == 0;
     return DDP_OK;
-}
-
-static int check_heads(const char *op, int64_t B, int64_t T, int64_t NH, int64_t hs, bool *empty, ddp_err *err)
-{
-    int rc = check_btc(op, B, T, NH, empty, err);
-    if (!rc && hs < 0)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: negative head size %lld", op, (long long)hs);
-    *empty = *empty || hs == 0;
-    return rc;
 }
 
 int checked_embedding_forward(device *d, tensor_dtype t, void *out, const int32_t *tokens, const void *wte,
@@ -165,97 +139,3 @@ int checked_layernorm_backward(device *d, tensor_dtype t, void *dinp, float *dw,
                    btc_cost(t, 1, N, C, (4.0 * N * C + C) * tensor_dtype_size(t) + 16.0 * C + 8.0 * N, 14.0 * N * C),
                    d, t, dinp, dw, db, dout, inp, w, mean, rstd, N, C, err);
 }
-
-int checked_attention_split_heads(device *d, tensor_dtype t, void *q, void *k, void *v, const void *qkv, int64_t B,
-                                  int64_t T, int64_t NH, int64_t hs, ddp_err *err)
-{
-    bool empty = true;
-    int rc = check_dtype(d, "attention_split_heads", t, err);
-    if (!rc)
-        rc = check_heads("attention_split_heads", B, T, NH, hs, &empty, err);
-    if (rc || empty)
-        return rc;
-    NEED_POINTER("attention_split_heads", q);
-    NEED_POINTER("attention_split_heads", k);
-    NEED_POINTER("attention_split_heads", v);
-    NEED_POINTER("attention_split_heads", qkv);
-    DEVICE_FORWARD(attention_split_heads, heads_cost(t, B, T, NH, hs, 6),
-                   d, t, q, k, v, qkv, B, T, NH, hs, err);
-}
-
-int checked_attention_merge_heads(device *d, tensor_dtype t, void *out, const void *y, int64_t B, int64_t T,
-                                  int64_t NH, int64_t hs, ddp_err *err)
-{
-    bool empty = true;
-    int rc = check_dtype(d, "attention_merge_heads", t, err);
-    if (!rc)
-        rc = check_heads("attention_merge_heads", B, T, NH, hs, &empty, err);
-    if (rc || empty)
-        return rc;
-    NEED_POINTER("attention_merge_heads", out);
-    NEED_POINTER("attention_merge_heads", y);
-    DEVICE_FORWARD(attention_merge_heads, heads_cost(t, B, T, NH, hs, 2),
-                   d, t, out, y, B, T, NH, hs, err);
-}
-
-int checked_attention_split_heads_grad(device *d, tensor_dtype t, void *dy, const void *dout, int64_t B, int64_t T,
-                                       int64_t NH, int64_t hs, ddp_err *err)
-{
-    bool empty = true;
-    int rc = check_dtype(d, "attention_split_heads_grad", t, err);
-    if (!rc)
-        rc = check_heads("attention_split_heads_grad", B, T, NH, hs, &empty, err);
-    if (rc || empty)
-        return rc;
-    NEED_POINTER("attention_split_heads_grad", dy);
-    NEED_POINTER("attention_split_heads_grad", dout);
-    DEVICE_FORWARD(attention_split_heads_grad, heads_cost(t, B, T, NH, hs, 2),
-                   d, t, dy, dout, B, T, NH, hs, err);
-}
-
-int checked_attention_merge_heads_grad(device *d, tensor_dtype t, void *dqkv, const void *dq, const void *dk,
-                                       const void *dv, int64_t B, int64_t T, int64_t NH, int64_t hs, ddp_err *err)
-{
-    bool empty = true;
-    int rc = check_dtype(d, "attention_merge_heads_grad", t, err);
-    if (!rc)
-        rc = check_heads("attention_merge_heads_grad", B, T, NH, hs, &empty, err);
-    if (rc || empty)
-        return rc;
-    NEED_POINTER("attention_merge_heads_grad", dqkv);
-    NEED_POINTER("attention_merge_heads_grad", dq);
-    NEED_POINTER("attention_merge_heads_grad", dk);
-    NEED_POINTER("attention_merge_heads_grad", dv);
-    DEVICE_FORWARD(attention_merge_heads_grad, heads_cost(t, B, T, NH, hs, 6),
-                   d, t, dqkv, dq, dk, dv, B, T, NH, hs, err);
-}
-
-int checked_causal_softmax_forward(device *d, tensor_dtype t, void *att, const void *preatt, float scale, int64_t BH,
-                                   int64_t T, ddp_err *err)
-{
-    int rc = check_dtype(d, "causal_softmax_forward", t, err);
-    if (!rc)
-        rc = check_shape("causal_softmax_forward", BH, T, err);
-    if (rc || BH == 0 || T == 0)
-        return rc;
-    NEED_POINTER("causal_softmax_forward", att);
-    NEED_POINTER("causal_softmax_forward", preatt);
-    DEVICE_FORWARD(causal_softmax_forward, softmax_cost(t, BH, T, 1, 5),
-                   d, t, att, preatt, scale, BH, T, err);
-}
-
-int checked_causal_softmax_backward(device *d, tensor_dtype t, void *dpreatt, const void *datt, const void *att,
-                                    float scale, int64_t BH, int64_t T, ddp_err *err)
-{
-    int rc = check_dtype(d, "causal_softmax_backward", t, err);
-    if (!rc)
-        rc = check_shape("causal_softmax_backward", BH, T, err);
-    if (rc || BH == 0 || T == 0)
-        return rc;
-    NEED_POINTER("causal_softmax_backward", dpreatt);
-    NEED_POINTER("causal_softmax_backward", datt);
-    NEED_POINTER("causal_softmax_backward", att);
-    DEVICE_FORWARD(causal_softmax_backward, softmax_cost(t, BH, T, 2, 4),
-                   d, t, dpreatt, datt, att, scale, BH, T, err);
-}
-

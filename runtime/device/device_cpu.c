@@ -7,7 +7,7 @@
  * Every op runs synchronously on the calling thread, so the "stream" is trivially in order.
  * Threading belongs to the GEMM library: oneDNN (OpenMP build) and OpenBLAS both honour
  * OMP_NUM_THREADS (OpenBLAS prefers OPENBLAS_NUM_THREADS); this file never sets a thread count
- * or OPENBLAS_CORETYPE. Arguments arrive checked by device.c. This file must not know about
+ * or OPENBLAS_CORETYPE. Arguments arrive checked (device_check_*.c). This file must not know about
  * models, ranks or communication. */
 #include "device.h"
 
@@ -98,11 +98,21 @@ int device_cpu_host_waits(device *d, uint64_t *count, ddp_err *err)
 
 /* ---- GEMM ------------------------------------------------------------------------------ */
 
+/* C = beta·C, m x n with row stride ldc: the GEMM's k == 0 or alpha == 0 case, where BLAS reads
+ * neither A nor B; beta 0 clears NaN. */
+static void scale_matrix(float *c, int64_t m, int64_t n, int64_t ldc, float beta)
+{
+    DDP_PARALLEL_FOR(m * n)
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t j = 0; j < n; j++)
+            c[r * ldc + j] = beta == 0.0f ? 0.0f : beta * c[r * ldc + j];
+}
+
 int device_cpu_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                      const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ddp_err *err)
 {
     if (k == 0 || alpha == 0.0f) {
-        ddp_cpu_scale_matrices(c, m, n, ldc, 0, 1, beta);
+        scale_matrix(c, m, n, ldc, beta);
         return DDP_OK;
     }
 #if defined(DDP_GEMM_ONEDNN)
@@ -122,59 +132,6 @@ int device_cpu_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
                 (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 #endif
     return DDP_OK;
-}
-
-/* oneDNN: one dnnl_sgemm per batch entry inside an OpenMP loop over the batch, chosen over a oneDNN
- * matmul primitive with a batch dimension. `test_transformer_cpu --bench` timed the six
- * attention GEMMs of a layer (forward and backward) at batch 8·6 = 48 on the project's 2-vCPU
- * AMD EPYC (AVX2) VM with oneDNN 2.6.3; best of 7, ms, sgemm loop vs primitive, quietest runs
- * (the vCPUs are shared, so runs vary by ±10% and more under load):
- *   T=256 hs=64: 1 thread 37.4 vs 37.4, 2 threads 24.0 vs 23.1  (a tie within noise)
- *   T=64  hs=16: 1 thread 0.59 vs 0.66, 2 threads 0.42 vs 0.46  (loop ~10% faster)
- * The primitive picks oneDNN's own "gemm:jit" for these shapes (the same kernel, same bits)
- * and adds descriptor creation to every call, which shows at small shapes. The loop is also
- * deterministic by construction: oneDNN runs a call made inside an active parallel region on
- * one thread (dnnl_get_current_num_threads() is 1 there), and with one OpenMP thread there is
- * nothing to split, so the k sum is never divided among threads, as oneDNN may do for a lone
- * multi-threaded call. Cost: batch == 1 runs on one thread, fine for attention (batch = B·NH).
- * No `if` clause on purpose: an inactive region would let oneDNN thread the call. */
-static int cpu_gemm_strided_batched_f32(device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                                        float alpha, const float *a, int64_t lda, int64_t stride_a, const float *b,
-                                        int64_t ldb, int64_t stride_b, float beta, float *c, int64_t ldc,
-                                        int64_t stride_c, int64_t batch, ddp_err *err)
-{
-    if (k == 0 || alpha == 0.0f) {
-        ddp_cpu_scale_matrices(c, m, n, ldc, stride_c, batch, beta);
-        return DDP_OK;
-    }
-#if defined(DDP_GEMM_ONEDNN)
-    (void)d;
-    int failed = dnnl_success;
-    const char ca = ta ? 'T' : 'N', cb = tb ? 'T' : 'N';
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < batch; i++) {
-        dnnl_status_t st = dnnl_sgemm(ca, cb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
-                                      c + i * stride_c, ldc);
-        if (st != dnnl_success) {
-#pragma omp atomic write
-            failed = (int)st;
-        }
-    }
-    if (failed != dnnl_success)
-        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: dnnl_sgemm(m=%lld n=%lld k=%lld) in a batch of %lld failed: %s",
-                        __FILE__, __LINE__, (long long)m, (long long)n, (long long)k, (long long)batch,
-                        dnnl_status2str((dnnl_status_t)failed));
-    return DDP_OK;
-#else
-    /* OpenBLAS threads each call itself (over m and n, never k): one call after another */
-    for (int64_t i = 0; i < batch; i++) {
-        int rc = device_cpu_sgemm(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
-                              c + i * stride_c, ldc, err);
-        if (rc)
-            return rc;
-    }
-    return DDP_OK;
-#endif
 }
 
 /* ---- interval timer ------------------------------------------------------------------------ */
@@ -325,17 +282,6 @@ int device_cpu_gemm(device *d, tensor_dtype ab, tensor_dtype c_type, bool trans_
     (void)ab;
     (void)c_type;
     return device_cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, err);
-}
-
-int device_cpu_gemm_strided_batched(device *d, tensor_dtype ab, tensor_dtype c_type, bool trans_a, bool trans_b,
-                                    int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
-                                    int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
-                                    int64_t ldc, int64_t stride_c, int64_t batch, ddp_err *err)
-{
-    (void)ab;
-    (void)c_type;
-    return cpu_gemm_strided_batched_f32(d, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
-                                        c, ldc, stride_c, batch, err);
 }
 
 /* The epilogue GEMMs are the GEMM and the element-wise pass in turn here: there is no fused CPU

@@ -9,7 +9,7 @@
  * buffer is reused only after an event says its previous copy finished. Downloads wait. Every
  * CUDA and cuBLAS call is checked and reported with file:line and the library's own error
  * string. The same code runs in the emulated build (runtime/cudaemu implements the runtime and
- * cuBLAS entry points on the CPU). Arguments arrive checked by device.c. This file must not know
+ * cuBLAS entry points on the CPU). Arguments arrive checked (device_check_*.c). This file must not know
  * about models, ranks or communication, and holds no kernels. */
 #include "device.h"
 
@@ -26,15 +26,6 @@
 #ifdef DDP_CUDA_EMULATION
 #include "runtime/cudaemu/cudaemu.h"
 #endif
-
-/* Expects a `ddp_err *err` in scope and returns from the calling function. */
-#define CUBLAS_TRY(call)                                                                            \
-    do {                                                                                            \
-        cublasStatus_t cublas_status_ = (call);                                                     \
-        if (cublas_status_ != CUBLAS_STATUS_SUCCESS)                                                \
-            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,          \
-                            cublasGetStatusString(cublas_status_));                                 \
-    } while (0)
 
 /* Uploads are staged through two pinned buffers of at most this many bytes, alternately, so the
  * host memcpy into one overlaps the DMA out of the other. */
@@ -161,15 +152,12 @@ static cudaDataType_t cuda_type(tensor_dtype t) { return t == TENSOR_BF16 ? CUDA
 
 /* cuBLAS takes int sizes: a dimension past INT_MAX would need a blocked loop nothing here needs (a
  * matrix of more than INT_MAX elements is fine: cuBLAS addresses it in 64 bits). */
-static int check_int_sizes(const char *op, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
-                           int64_t batch, ddp_err *err)
+static int check_int_sizes(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc, ddp_err *err)
 {
-    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX ||
-        batch > INT_MAX)
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
         return ddp_fail(err, DDP_ERUNTIME,
-                        "%s: cuBLAS takes 32-bit sizes; m=%lld n=%lld k=%lld (ld %lld/%lld/%lld) batch %lld exceeds "
-                        "INT_MAX", op, (long long)m, (long long)n, (long long)k, (long long)lda, (long long)ldb,
-                        (long long)ldc, (long long)batch);
+                        "gemm: cuBLAS takes 32-bit sizes; m=%lld n=%lld k=%lld (ld %lld/%lld/%lld) exceeds INT_MAX",
+                        (long long)m, (long long)n, (long long)k, (long long)lda, (long long)ldb, (long long)ldc);
     return DDP_OK;
 }
 
@@ -181,7 +169,7 @@ int device_cuda_gemm(device *d, tensor_dtype ab, tensor_dtype c_type, bool trans
                      int64_t n, int64_t k, float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
                      float beta, void *c, int64_t ldc, ddp_err *err)
 {
-    int rc = check_int_sizes("gemm", m, n, k, lda, ldb, ldc, 1, err);
+    int rc = check_int_sizes(m, n, k, lda, ldb, ldc, err);
     if (rc)
         return rc;
     if (ab == TENSOR_F32) {
@@ -193,30 +181,6 @@ int device_cuda_gemm(device *d, tensor_dtype ab, tensor_dtype c_type, bool trans
     CUBLAS_TRY(cublasGemmEx(impl_of(d)->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                             (int)n, (int)m, (int)k, &alpha, b, cuda_type(ab), (int)ldb, a, cuda_type(ab), (int)lda,
                             &beta, c, cuda_type(c_type), (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return DDP_OK;
-}
-
-/* Batched the same way: cuBLAS's strides are 64-bit, its sizes and batch count 32-bit. */
-int device_cuda_gemm_strided_batched(device *d, tensor_dtype ab, tensor_dtype c_type, bool trans_a, bool trans_b,
-                                     int64_t m, int64_t n, int64_t k, float alpha, const void *a, int64_t lda,
-                                     int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, float beta,
-                                     void *c, int64_t ldc, int64_t stride_c, int64_t batch, ddp_err *err)
-{
-    int rc = check_int_sizes("gemm_strided_batched", m, n, k, lda, ldb, ldc, batch, err);
-    if (rc)
-        return rc;
-    if (ab == TENSOR_F32) {
-        CUBLAS_TRY(cublasSgemmStridedBatched(impl_of(d)->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                             trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, b,
-                                             (int)ldb, stride_b, a, (int)lda, stride_a, &beta, c, (int)ldc, stride_c,
-                                             (int)batch));
-        return DDP_OK;
-    }
-    CUBLAS_TRY(cublasGemmStridedBatchedEx(impl_of(d)->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                          trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, b,
-                                          cuda_type(ab), (int)ldb, stride_b, a, cuda_type(ab), (int)lda, stride_a,
-                                          &beta, c, cuda_type(c_type), (int)ldc, stride_c, (int)batch,
-                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return DDP_OK;
 }
 

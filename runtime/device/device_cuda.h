@@ -1,6 +1,7 @@
 /* device_cuda.h — the CUDA backend's internals that its op families' host launchers
- * (kernels/FAMILY.cu) share with device_cuda.c: the check macro for CUDA runtime calls, the
- * compute stream, per-device scratch memory, and the backend function declarations (backend.h).
+ * (kernels/FAMILY.cu) share with device_cuda.c and device_cuda_lt.c: the check macros for CUDA
+ * runtime and cuBLAS calls, the compute stream, per-device scratch memory, and the backend
+ * function declarations (backend.h).
  *
  * Included from C (device_cuda.c) and C++ (the .cu files, compiled by nvcc or, for the
  * emulator, by g++). Nothing outside runtime/device/ includes it; it must not hold kernels. */
@@ -15,14 +16,28 @@
 extern "C" {
 #endif
 
-/* Returns from the calling function with the CUDA runtime's error, reported with file:line and
- * the call; expects a `ddp_err *err` in scope. */
+/* Evaluates `call`, a CUDA runtime call, once. When it returns anything but cudaSuccess, sets
+ * `err` (a `ddp_err *` in scope) to DDP_ERUNTIME with "FILE:LINE: call: the runtime's error string"
+ * and returns DDP_ERUNTIME from the calling function. It does nothing else: no state is marked
+ * failed and CUDA's last-error is left as the call left it. */
 #define CUDA_TRY(call)                                                                              \
     do {                                                                                            \
         cudaError_t cuda_status_ = (call);                                                          \
         if (cuda_status_ != cudaSuccess)                                                            \
             return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,          \
                             cudaGetErrorString(cuda_status_));                                      \
+    } while (0)
+
+/* CUDA_TRY for cuBLAS and cuBLASLt calls (both return cublasStatus_t): when `call` returns anything
+ * but CUBLAS_STATUS_SUCCESS, sets `err` to DDP_ERUNTIME with "FILE:LINE: call: cuBLAS's status
+ * string" and returns DDP_ERUNTIME from the calling function. For files that include cublas_v2.h or
+ * cublasLt.h (this header does not). */
+#define CUBLAS_TRY(call)                                                                            \
+    do {                                                                                            \
+        cublasStatus_t cublas_status_ = (call);                                                     \
+        if (cublas_status_ != CUBLAS_STATUS_SUCCESS)                                                \
+            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,          \
+                            cublasGetStatusString(cublas_status_));                                 \
     } while (0)
 
 /* The device's compute stream, on which every op is enqueued. */

@@ -11,7 +11,7 @@
  * for 4- and 8-byte aligned bf16 operands computed wrong GELU epilogues without an error, while
  * the 16-byte aligned ones, and the unfused path, were right), the op runs unfused
  * (gemm_epilogue.c), and the log says so once per device. Every cuBLASLt call is checked, and the
- * per-call descriptors are freed on every path. Arguments arrive checked by device.c. This file
+ * per-call descriptors are freed on every path. Arguments arrive checked (device_check_*.c). This file
  * must not hold kernels nor know about models. */
 #include "runtime/device/device_cuda.h"
 
@@ -86,15 +86,6 @@ static void lt_release(lt_call *c)
         cublasLtMatmulDescDestroy(c->desc);
 }
 
-/* Expects `ddp_err *err` in scope; returns the failure from the calling function. */
-#define LT_TRY(call)                                                                                \
-    do {                                                                                            \
-        cublasStatus_t lt_status_ = (call);                                                         \
-        if (lt_status_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            return ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: %s", __FILE__, __LINE__, #call,          \
-                            cublasGetStatusString(lt_status_));                                     \
-    } while (0)
-
 /* What one epilogue GEMM computes, in the row-major terms of device.h. */
 typedef struct lt_gemm {
     const char *op;
@@ -132,7 +123,7 @@ static int lt_promise_alignment(const lt_gemm *g, cublasLtMatmulPreference_t pre
     const uint32_t have[4] = {lt_alignment(g, g->b, g->ldb), lt_alignment(g, g->a, g->lda), lt_alignment(g, g->y, g->n),
                               lt_alignment(g, g->y, g->n)};
     for (int i = 0; i < 4; i++)
-        LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &have[i], sizeof have[i]));
+        CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &have[i], sizeof have[i]));
     return DDP_OK;
 }
 
@@ -145,24 +136,24 @@ static int lt_describe(const cuda_lt *lt, const lt_gemm *g, lt_call *c, ddp_err 
     cublasComputeType_t compute = g->t == TENSOR_F32 && lt->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     cublasOperation_t op_first = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     uint64_t n = (uint64_t)g->n, m = (uint64_t)g->m, k = (uint64_t)g->k;
-    LT_TRY(cublasLtMatmulDescCreate(&c->desc, compute, CUDA_R_32F));
-    LT_TRY(set_desc(c->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
-    LT_TRY(set_desc(c->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
-    LT_TRY(set_desc(c->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &g->epilogue, sizeof g->epilogue));
+    CUBLAS_TRY(cublasLtMatmulDescCreate(&c->desc, compute, CUDA_R_32F));
+    CUBLAS_TRY(set_desc(c->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
+    CUBLAS_TRY(set_desc(c->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+    CUBLAS_TRY(set_desc(c->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &g->epilogue, sizeof g->epilogue));
     if (g->bias)
-        LT_TRY(set_desc(c->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias));
+        CUBLAS_TRY(set_desc(c->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias));
     if (g->aux) {
         int64_t aux_ld = g->n;
-        LT_TRY(set_desc(c->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof g->aux));
-        LT_TRY(set_desc(c->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+        CUBLAS_TRY(set_desc(c->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof g->aux));
+        CUBLAS_TRY(set_desc(c->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
     }
-    LT_TRY(cublasLtMatrixLayoutCreate(&c->a, type, g->tb ? k : n, g->tb ? n : k, g->ldb));
-    LT_TRY(cublasLtMatrixLayoutCreate(&c->b, type, g->ta ? m : k, g->ta ? k : m, g->lda));
-    LT_TRY(cublasLtMatrixLayoutCreate(&c->d, type, n, m, g->n));
+    CUBLAS_TRY(cublasLtMatrixLayoutCreate(&c->a, type, g->tb ? k : n, g->tb ? n : k, g->ldb));
+    CUBLAS_TRY(cublasLtMatrixLayoutCreate(&c->b, type, g->ta ? m : k, g->ta ? k : m, g->lda));
+    CUBLAS_TRY(cublasLtMatrixLayoutCreate(&c->d, type, n, m, g->n));
     uint64_t workspace = LT_WORKSPACE_BYTES;
-    LT_TRY(cublasLtMatmulPreferenceCreate(&c->pref));
-    LT_TRY(cublasLtMatmulPreferenceSetAttribute(c->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                sizeof workspace));
+    CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&c->pref));
+    CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(c->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                    sizeof workspace));
     return lt_promise_alignment(g, c->pref, err);
 }
 

@@ -9,8 +9,8 @@
  * (or the host records) run out, recording stops and the records say how many were dropped.
  * Device ranges must be begun and ended on the thread that enqueues the device's work.
  *
- * Every op of device.h reaches its backend through DEVICE_FORWARD (device.c,
- * device_check_transformer.c), which records the op with the cost its contract states beside it:
+ * Every op of device.h reaches its backend through DEVICE_FORWARD (its contract, in
+ * device_check_FAMILY.c), which records the op with the cost its contract states beside it:
  * the bytes it reads and writes (every input read once, every output written once, at its
  * element size), its FLOPs, and a short detail that tells shapes apart. This file must not know
  * about training, ranks or communication: names and tracks come from its callers. */
@@ -108,15 +108,15 @@ void device_prof_free(device *d, device_prof *p);
 const char *device_op_name(device_op op);
 const char *device_op_family(device_op op);
 
-/* For device.c's checked ops (DEVICE_FORWARD). */
+/* For the checked ops of device.c's table (DEVICE_FORWARD). */
 int device_prof_op_begin(device *d, device_op op, const prof_cost *cost, int *id, ddp_err *err);
 /* Stamps the end of op range id (-1: nothing) and returns the op's status rc, or the stamp's
  * failure when the op succeeded. */
 int device_prof_op_end(device *d, int id, int rc, ddp_err *err);
 
-/* The end of a checked op (device.c): calls the backend's op with the argument list that follows
- * (d ... err, with d and err in scope), recorded with `cost` (a prof_cost expression, evaluated only
- * while a profiler is attached) when one is. */
+/* The end of a checked op (device_check_FAMILY.c): calls the backend's op with the argument list
+ * that follows (d ... err, with d and err in scope), recorded with `cost` (a prof_cost expression,
+ * evaluated only while a profiler is attached) when one is. */
 #define DEVICE_FORWARD(op, cost, ...)                                                              \
     do {                                                                                           \
         if (!d->prof)                                                                              \

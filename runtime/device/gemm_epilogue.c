@@ -4,7 +4,7 @@
  * separate passes a model would otherwise issue, and the CUDA backend's fallback for a shape
  * cuBLASLt has no fused kernel for.
  *
- * Arguments arrive checked by device.c. This file must not know which backend runs it, and holds
+ * Arguments arrive checked (device_check_*.c). This file must not know which backend runs it, and holds
  * no arithmetic of its own: one definition of each op lives in its family. */
 #include "runtime/device/backend.h"
 

@@ -10,7 +10,7 @@
  * accumulates hs / 32 of the row's output columns from the 32 weights, which the lanes leave in
  * shared memory for each other (one __syncwarp instead of 32 shuffles). dK and dV
  * sum every query head that shares the key/value head, in order: no atomics, so every run gives
- * the same bits. Arguments arrive checked by device.c (device_check_attention.c); launchers never
+ * the same bits. Arguments arrive checked (device_check_attention.c); launchers never
  * wait. This file must not hold the tensor-core kernels. */
 #include "kernel_common.cuh"
 #include "attention_internal.h"

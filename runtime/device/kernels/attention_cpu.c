@@ -10,7 +10,7 @@
  * then multiplied by V with a second GEMM: memory per thread is linear in T, the GEMM library does
  * the arithmetic, and the masked upper half is never computed. The backward recomputes each strip's
  * probabilities from the saved log-sum-exp and accumulates dK and dV over the blocks in order.
- * Scratch is two strips per thread, allocated per call. Arguments arrive checked by device.c
+ * Scratch is two strips per thread, allocated per call. Arguments arrive checked (device_check_*.c)
  * (device_check_attention.c). This file must not hold other families' ops. */
 #include "cpu_kernel.h"
 

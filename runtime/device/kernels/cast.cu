@@ -9,7 +9,7 @@
  * hardware's round-to-nearest-even, the CPU code's too, or stochastic through bf16_stochastic.h,
  * the very functions cast_cpu.c calls, whose random bits depend on (seed, step, first + i) alone
  * (the (seed, step) half of the hash computed once per launch): any grid, pack width, fiber order
- * or slicing gives the CPU backend's bits. Arguments arrive checked by device.c. This file must
+ * or slicing gives the CPU backend's bits. Arguments arrive checked (device_check_*.c). This file must
  * not hold other kernels. */
 #include "kernel_common.cuh"
 

@@ -4,7 +4,7 @@
  * (the stochastically rounded bf16 copy of the fp32 master weights).
  *
  * Rounding is to nearest-even (runtime/base/half.h), the hardware's, or stochastic
- * (bf16_stochastic.h), so both backends give the same bits. Arguments arrive checked by device.c.
+ * (bf16_stochastic.h), so both backends give the same bits. Arguments arrive checked (device_check_*.c).
  * This file must not hold other ops. */
 #include "cpu_kernel.h"
 

@@ -6,8 +6,7 @@
  * hyperthread sibling of the one doing the work). A loop marked DDP_PARALLEL_FOR must compute
  * every element independently, so results do not depend on the thread count; reductions stay
  * serial, in a fixed order. Besides the loop it holds what several families' files share (the
- * GEMMs' k == 0 case, the column-block width) and the GEMM entry for ops that run their own; it
- * must not grow op code. */
+ * column-block width) and the GEMM entry for ops that run their own; it must not grow op code. */
 #ifndef DDP_CPU_KERNEL_H
 #define DDP_CPU_KERNEL_H
 
@@ -30,19 +29,5 @@ static inline int64_t ddp_min_i64(int64_t a, int64_t b) { return a < b ? a : b; 
  * over independent outputs is deterministic; OpenBLAS threads each call itself, over m and n. */
 int device_cpu_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                      const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ddp_err *err);
-
-/* C[i] = beta·C[i] for each of batch m x n matrices (row stride ldc, matrix stride stride_c): the
- * GEMMs' k == 0 or alpha == 0 case, where BLAS reads neither A nor B; beta 0 clears NaN. */
-static inline void ddp_cpu_scale_matrices(float *c, int64_t m, int64_t n, int64_t ldc, int64_t stride_c,
-                                          int64_t batch, float beta)
-{
-    DDP_PARALLEL_FOR(batch * m * n)
-    for (int64_t i = 0; i < batch; i++)
-        for (int64_t r = 0; r < m; r++) {
-            float *row = c + i * stride_c + r * ldc;
-            for (int64_t j = 0; j < n; j++)
-                row[j] = beta == 0.0f ? 0.0f : beta * row[j];
-        }
-}
 
 #endif

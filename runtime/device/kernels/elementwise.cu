@@ -11,7 +11,7 @@
  * template on the storage type (float or bf16, kernel_common.cuh): elements are widened to float,
  * and each output is rounded to bf16 once, so a float instantiation is the float kernel bit for
  * bit and a bf16 one gives bf16(the float result). scale and u8_to_f32 are float only. Arguments
- * arrive checked by device.c (n > 0, pointers set, a known type). This file must not hold
+ * arrive checked (device_check_*.c) (n > 0, pointers set, a known type). This file must not hold
  * reductions (reduce.cu). */
 #include "kernel_common.cuh"
 

@@ -3,7 +3,7 @@
  * forward and backward, and the residual add.
  *
  * Plain loops, each element computed on its own (DDP_PARALLEL_FOR). These formulas are the
- * reference the CUDA kernels are tested against. Arguments arrive checked by device.c. This file
+ * reference the CUDA kernels are tested against. Arguments arrive checked (device_check_*.c). This file
  * must not hold reductions (reduce_cpu.c). */
 #include "cpu_kernel.h"
 

@@ -15,7 +15,7 @@
  * rounded once, as the CPU does.
  *
  * Where rows are 16-byte aligned, every row access moves packs of kVec<E> elements. Arguments
- * arrive checked by device.c; token ids are trusted to lie in [0, V) by the forward, and the
+ * arrive checked (device_check_*.c); token ids are trusted to lie in [0, V) by the forward, and the
  * backward skips any outside it rather than write outside dwte. This file must not hold other
  * ops. */
 #include "kernel_common.cuh"

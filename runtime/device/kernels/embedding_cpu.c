@@ -5,7 +5,7 @@
  * OpenMP splits only independent outputs (rows of the forward, column blocks of the backward), so
  * no result depends on the thread count. dwte's additions run in position order, in float: the
  * order the CUDA kernels reproduce bit for bit. dwpe's sums run in double over b in order, rounded
- * once. Arguments arrive checked by device.c; token ids are trusted to lie in [0, V), as the model
+ * once. Arguments arrive checked (device_check_*.c); token ids are trusted to lie in [0, V), as the model
  * checks its data before training. This file must not allocate memory or set thread counts. */
 #include "cpu_kernel.h"
 

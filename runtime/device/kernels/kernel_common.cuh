@@ -53,7 +53,7 @@
 
 /* Runs the statements after T once, with T the storage type of tensor_dtype t: float or
  * __nv_bfloat16. It is a launcher's one switch on its type; the statements may return (a failed
- * launch). No default: a new tensor_dtype must be handled here (-Wswitch), and device.c lets no
+ * launch). No default: a new tensor_dtype must be handled here (-Wswitch), and the contracts let no
  * other value through. */
 #define DDP_DTYPE_SWITCH(t, T, ...)                                                                 \
     switch (t) {                                                                                    \

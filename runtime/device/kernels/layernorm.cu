@@ -19,7 +19,7 @@
  * The backward's dw and db are kernel_common.cuh's two-stage column sums in double: partials over
  * 64-row chunks, then each column's chunks in a fixed order.
  *
- * Arguments arrive checked by device.c (non-empty, pointers set, a known type, res_out equal to a
+ * Arguments arrive checked (device_check_*.c) (non-empty, pointers set, a known type, res_out equal to a
  * or b or apart from both). This file must not hold other ops. */
 #include "kernel_common.cuh"
 

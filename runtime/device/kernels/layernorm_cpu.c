@@ -5,7 +5,7 @@
  * OpenMP splits only independent outputs (rows; the parameter gradients' column blocks, each
  * walking every row in order), so no result depends on the thread count. Every long sum runs in
  * double and is rounded to float once. These are the formulas the CUDA kernels are tested against.
- * Arguments arrive checked by device.c. This file must not allocate memory or set thread counts. */
+ * Arguments arrive checked (device_check_*.c). This file must not allocate memory or set thread counts. */
 #include "cpu_kernel.h"
 
 #include <math.h>

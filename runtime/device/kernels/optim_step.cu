@@ -19,7 +19,7 @@
  * ascending order, so it finds its first element's place in the table by binary search and then
  * only moves forward. Elements move in packs of four floats (16 bytes) where every pointer is
  * aligned for them; the arithmetic per element is the same either way. Arguments arrive checked
- * by device.c. This file must not know about schedules, clipping policy or step counts beyond the
+ * (device_check_*.c). This file must not know about schedules, clipping policy or step counts beyond the
  * scalars it is given. */
 #include "kernel_common.cuh"
 

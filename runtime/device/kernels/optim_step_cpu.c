@@ -5,7 +5,7 @@
  * The scalars PyTorch computes in double (AdamW's bias corrections and decay) arrive computed,
  * in the args; the gradient scale (clipping) arrives as a device float, NULL for 1, read once per
  * step. Elements the args exempt from weight decay run as an update with weight decay 0 would:
- * the buffers are walked in runs of one exemption each. Arguments arrive checked by device.c.
+ * the buffers are walked in runs of one exemption each. Arguments arrive checked (device_check_*.c).
  * This file must not know about schedules, clipping policy or step counts beyond the scalars it
  * is given. */
 #include "cpu_kernel.h"

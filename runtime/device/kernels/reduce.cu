@@ -12,7 +12,7 @@
  * only on the shape, so the same inputs give the same bits on every run and every GPU. Sums are
  * accumulated in double (the CPU code's precision for losses and norms). Intermediate results
  * live in the device's scratch memory; results stay in device memory and no launcher waits for
- * the GPU. Arguments arrive checked by device.c. This file must not hold element-wise kernels
+ * the GPU. Arguments arrive checked (device_check_*.c). This file must not hold element-wise kernels
  * (elementwise.cu). */
 #include "kernel_common.cuh"
 
@@ -67,7 +67,7 @@ __global__ void ddp_bias_sums_kernel(float *db, const double *part, size_t n_chu
     });
 }
 
-/* rows may be 0 (device.c lets it through: beta 0 still clears db); dy is not read then. */
+/* rows may be 0 (its contract lets it through: beta 0 still clears db); dy is not read then. */
 extern "C" int device_cuda_bias_grad(device *d, tensor_dtype t, const void *dy, float *db, int64_t rows, int64_t cols,
                                      float beta, ddp_err *err)
 {

@@ -3,7 +3,7 @@
  * behind the global gradient norm and the clip factor computed from it.
  *
  * Serial loops in a fixed order, so results are the same bits on every run; losses and norms
- * are summed in double. Arguments arrive checked by device.c; the labels, being data, are
+ * are summed in double. Arguments arrive checked (device_check_*.c); the labels, being data, are
  * checked here. This file must not hold element-wise ops (elementwise_cpu.c). */
 #include "cpu_kernel.h"
 

@@ -1,10 +1,9 @@
 /* cuda_pair.h — what the tests that run an op on the CPU backend and on the CUDA device and
  * compare (test_cuda_transformer.c, test_cuda_bf16.c) share: the two devices, the seeded RNG of
- * their random inputs, buffer helpers that end the test on an error, the causal mask's NaN fill,
- * and the main loop over groups of checks with their times, run once with every buffer at an
- * aligned start and once with every buffer one element past it (pair_offset: the kernels' vector
- * paths, then their one-element fallbacks). Header-only and test-only; it must not check op
- * results. */
+ * their random inputs, buffer helpers that end the test on an error, and the main loop over groups
+ * of checks with their times, run once with every buffer at an aligned start and once with every
+ * buffer one element past it (pair_offset: the kernels' vector paths, then their one-element
+ * fallbacks). Header-only and test-only; it must not check op results. */
 #ifndef DDP_TEST_CUDA_PAIR_H
 #define DDP_TEST_CUDA_PAIR_H
 
@@ -61,15 +60,6 @@ static void download(device *d, void *h, const void *p, size_t bytes)
 {
     ddp_err err = {0};
     die_on(d->ops->download(d, h, p, bytes, &err), &err, "download");
-}
-
-/* NaN in every score above the diagonal of BH causal T x T blocks: the masked half that the
- * causal softmax ops must never read. */
-static inline void nan_above_diagonal(float *x, int64_t BH, int64_t T)
-{
-    for (int64_t r = 0; r < BH * T; r++)
-        for (int64_t j = r % T + 1; j < T; j++)
-            x[r * T + j] = NAN;
 }
 
 typedef struct pair_group {

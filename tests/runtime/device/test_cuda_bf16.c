@@ -14,7 +14,7 @@
  * Tolerances, derived from bf16 rounding (8 significant bits: one ulp is 2^-7 to 2^-8 of the value,
  * so they count ulps; a relative 2^-8 would be less than one ulp just above a power of two):
  *  - bf16 outputs, 0 ulp where both sides do the same float operations (fill, bias add, add, ReLU,
- *    embedding, head permutes): the CPU's float result is the kernel's, rounded the same way.
+ *    embedding): the CPU's float result is the kernel's, rounded the same way.
  *  - bf16 outputs, 1 ulp elsewhere. The kernel's float result b differs from the CPU's a only as
  *    in the float tests (test_cuda_kernels.c, test_cuda_transformer.c: at most 8 FLT_EPSILON or
  *    2e-5 relative, far below a bf16 ulp), and the only other difference is the one rounding of
@@ -311,7 +311,7 @@ static void test_softmax_xent(void)
     softmax_case((xent_case){9, 50, 78, false, false, false});
 }
 
-/* ---- transformer: embeddings, LayerNorm, head permutes, causal softmax ------------------- */
+/* ---- transformer: embeddings, LayerNorm ------------------------------------------------- */
 
 /* "op shape" in `what`, for a check's message (expects char what[], shape[] in scope) */
 #define NAME(op) (snprintf(what, sizeof what, "%s %s", op, shape), what)
@@ -438,74 +438,10 @@ static void test_layernorm(void)
     }
 }
 
-static void test_heads(void)
-{
-    /* B, T, NH, hs: ones, odd sizes, 2·50·12·16 past the emulator's grid cap, 6·64·12·64 past the
-     * GPU's */
-    const int64_t shp[][4] = {{1, 1, 1, 1}, {2, 3, 4, 5}, {1, 130, 2, 33}, {2, 50, 12, 16}, {6, 64, 12, 64}};
-    char what[160], shape[96];
-    for (size_t s = 0; s < sizeof shp / sizeof shp[0]; s++) {
-        int64_t B = shp[s][0], T = shp[s][1], NH = shp[s][2], hs = shp[s][3];
-        size_t n = (size_t)(B * T * NH * hs);
-        both qkv = bf16_random(3 * n, 0, 0.05f, 1), y = bf16_random(n, 0, 0.05f, 1);
-        both q = bf16_new(NULL, n), k = bf16_new(NULL, n), v = bf16_new(NULL, n);
-        snprintf(shape, sizeof shape, "B=%lld T=%lld NH=%lld hs=%lld", (long long)B, (long long)T, (long long)NH,
-                 (long long)hs);
-        /* copies: exact */
-        RUN(attention_split_heads, S(q), S(k), S(v), S(qkv), B, T, NH, hs);
-        both merged = bf16_new(NULL, n), dy = bf16_new(NULL, n), dqkv = bf16_new(NULL, 3 * n);
-        RUN(attention_merge_heads, S(merged), S(y), B, T, NH, hs);
-        RUN(attention_split_heads_grad, S(dy), S(y), B, T, NH, hs);
-        RUN(attention_merge_heads_grad, S(dqkv), S(q), S(k), S(v), B, T, NH, hs);
-        check_bf16(q, NAME("attention_split_heads q"), 0, 0);
-        check_bf16(k, NAME("attention_split_heads k"), 0, 0);
-        check_bf16(v, NAME("attention_split_heads v"), 0, 0);
-        check_bf16(merged, NAME("attention_merge_heads"), 0, 0);
-        check_bf16(dy, NAME("attention_split_heads_grad"), 0, 0);
-        check_bf16(dqkv, NAME("attention_merge_heads_grad"), 0, 0);
-        both_free(qkv);
-        both_free(y);
-    }
-}
-
-static void test_causal_softmax(void)
-{
-    /* BH, T, magnitude, scale: T = 1, rows longer than a block (300), more rows than the grid
-     * caps (1200), logits of ±60 that overflow expf without the row max */
-    const struct { int64_t BH, T; float mag, scale; } shp[] = {
-        {1, 1, 4, 0.3f}, {3, 7, 4, 0.125f}, {2, 300, 4, 0.2f}, {40, 30, 4, 0.3f}, {5, 17, 60, 2.0f}};
-    char what[128];
-    for (size_t s = 0; s < sizeof shp / sizeof shp[0]; s++) {
-        int64_t BH = shp[s].BH, T = shp[s].T;
-        size_t n = (size_t)(BH * T * T);
-        float *hpre = random_bf16s(n, 0, 0, shp[s].mag), *hdatt = random_bf16s(n, 0, 0.05f, 1);
-        nan_above_diagonal(hpre, BH, T);
-        nan_above_diagonal(hdatt, BH, T);
-        both pre = bf16_new(hpre, n), datt = bf16_new(hdatt, n), att = bf16_new(NULL, n);
-        RUN(causal_softmax_forward, S(att), S(pre), shp[s].scale, BH, T);
-        /* the backward reads the CPU forward's att, rounded to bf16, on both devices */
-        float *hatt = cpu_floats(att);
-        nan_above_diagonal(hatt, BH, T);
-        both att_in = bf16_new(hatt, n), dpre = bf16_new(NULL, n);
-        snprintf(what, sizeof what, "causal_softmax_forward BH=%lld T=%lld", (long long)BH, (long long)T);
-        check_bf16(att, what, 1, (double)FLT_MIN); /* the float test's floor: float underflow */
-        RUN(causal_softmax_backward, S(dpre), S(datt), S(att_in), shp[s].scale, BH, T);
-        snprintf(what, sizeof what, "causal_softmax_backward BH=%lld T=%lld", (long long)BH, (long long)T);
-        check_bf16(dpre, what, 1, 1e-12);
-        both_free(pre);
-        both_free(datt);
-        both_free(att_in);
-        free(hpre);
-        free(hdatt);
-        free(hatt);
-    }
-}
-
 int main(void)
 {
     const pair_group groups[] = {
         {"element-wise", test_elementwise}, {"bias", test_bias}, {"softmax_xent", test_softmax_xent},
-        {"embeddings", test_embeddings},    {"layernorm", test_layernorm}, {"heads", test_heads},
-        {"causal_softmax", test_causal_softmax}};
+        {"embeddings", test_embeddings},    {"layernorm", test_layernorm}};
     return pair_main("test_cuda_bf16", 13, groups, sizeof groups / sizeof groups[0], 2);
 }

@@ -1,8 +1,9 @@
-/* test_device_contract.c — the device ops' argument contract (device.c) holds on every backend:
- * each bad argument in the table below is rejected with exactly the expected message and
- * DDP_ERUNTIME, and the CUDA backend's message is byte for byte the CPU backend's; each empty job
- * (n == 0, an empty matrix) succeeds without touching its NULL pointers. The backends check no
- * arguments themselves, so identical messages show the check ran in front of both.
+/* test_device_contract.c — the device ops' argument contract (device.c's checking table, whose
+ * entries are runtime/device/device_check_*.c) holds on every backend: each bad argument in the
+ * table below is rejected with exactly the expected message and DDP_ERUNTIME, and the CUDA
+ * backend's message is byte for byte the CPU backend's; each empty job (n == 0, an empty matrix)
+ * succeeds without touching its NULL pointers. The backends check no arguments themselves, so
+ * identical messages show the check ran in front of both.
  *
  * Runs on the CPU backend always and on CUDA when a GPU (or, in the emulated build, the
  * emulator) answers; `--require-cuda` makes a missing CUDA device a failure. */
@@ -120,16 +121,6 @@ static int softmax_xent_short_stride(device *d, const bufs *b, ddp_err *err)
 {
     return d->ops->softmax_xent(d, TENSOR_F32, b->f, 3, b->labels, 2, 4, 1.0f, NULL, b->f + 32, err);
 }
-static int gemm_batched_overlapping_c(device *d, const bufs *b, ddp_err *err)
-{
-    return d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, b->f, 2, 4, b->f + 8, 2,
-                                        4, 0.0f, b->f + 16, 2, 3, 2, err);
-}
-static int gemm_batched_negative_batch(device *d, const bufs *b, ddp_err *err)
-{
-    return d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 2, 2, 2, 1.0f, b->f, 2, 4, b->f + 8, 2,
-                                        4, 0.0f, b->f + 16, 2, 4, -1, err);
-}
 static int gemm_bias_zero_k(device *d, const bufs *b, ddp_err *err)
 {
     return d->ops->gemm_bias(d, TENSOR_F32, false, true, 2, 2, 0, b->f, 1, b->f, 1, b->f + 8, b->f + 16, err);
@@ -198,10 +189,6 @@ static int layernorm_backward_null_rstd(device *d, const bufs *b, ddp_err *err)
     return d->ops->layernorm_backward(d, TENSOR_F32, b->f, b->f + 4, b->f + 8, b->f + 12, b->f + 16, b->f + 20,
                                       b->f + 24, NULL, 1, 4, err);
 }
-static int split_heads_negative_hs(device *d, const bufs *b, ddp_err *err)
-{
-    return d->ops->attention_split_heads(d, TENSOR_F32, b->f, b->f + 4, b->f + 8, b->f + 12, 1, 1, 1, -4, err);
-}
 static const attn_shape attn_ok = {.B = 1, .T = 2, .NH = 2, .NKV = 1, .hs = 4, .ld_q = 8, .ld_kv = 4, .ld_o = 8,
                                    .scale = 0.5f};
 static int attention_heads_not_grouped(device *d, const bufs *b, ddp_err *err)
@@ -230,10 +217,6 @@ static int attention_backward_null_lse(device *d, const bufs *b, ddp_err *err)
 static int attention_null_shape(device *d, const bufs *b, ddp_err *err)
 {
     return d->ops->attention_forward(d, TENSOR_F32, NULL, b->f, b->f + 16, b->f + 24, b->f + 40, b->f + 48, err);
-}
-static int causal_softmax_null_att(device *d, const bufs *b, ddp_err *err)
-{
-    return d->ops->causal_softmax_backward(d, TENSOR_F32, b->f, b->f + 4, NULL, 1.0f, 1, 2, err);
 }
 static int sumsq_null_out(device *d, const bufs *b, ddp_err *err)
 {
@@ -404,8 +387,6 @@ static const bad_call bad_calls[] = {
     {"softmax_xent: labels is NULL", softmax_xent_null_labels},
     {"softmax_xent: stats is NULL", softmax_xent_null_stats},
     {"softmax_xent: row stride 3 is shorter than the 4 classes", softmax_xent_short_stride},
-    {"gemm_strided_batched: stride_c 3 makes C matrices of 2 x 2 (ldc 2) overlap", gemm_batched_overlapping_c},
-    {"gemm_strided_batched: negative batch -1 or stride (a 4, b 4, c 4)", gemm_batched_negative_batch},
     {"gemm_bias: k=0, but a linear layer needs k >= 1", gemm_bias_zero_k},
     {"gemm_bias: gemm: leading dimension shorter than its row (lda=4 needs >= 4, ldb=3 needs >= 4, ldc=3 needs >= 3)",
      gemm_bias_short_ldb},
@@ -422,8 +403,6 @@ static const bad_call bad_calls[] = {
     {"residual_layernorm_forward: rows of zero channels have no mean", residual_layernorm_zero_channels},
     {"embedding_backward: V = 0, but the tokens index rows of dwte", embedding_backward_no_rows},
     {"layernorm_backward: rstd is NULL", layernorm_backward_null_rstd},
-    {"attention_split_heads: negative head size -4", split_heads_negative_hs},
-    {"causal_softmax_backward: att is NULL", causal_softmax_null_att},
     {"attention_forward: 2 query heads cannot share 3 key/value heads of size 4", attention_heads_not_grouped},
     {"attention_forward: row strides ld_q 8, ld_kv 3, ld_o 8 are narrower than the heads they hold (8, 4, 8)",
      attention_narrow_ld},
@@ -478,8 +457,6 @@ static void empty_jobs(device *d, const char *backend)
     rc |= d->ops->act_forward(d, TENSOR_F32, ACT_RELU, NULL, NULL, 0, &err);
     rc |= d->ops->softmax_xent(d, TENSOR_F32, NULL, 10, NULL, 0, 10, 1.0f, NULL, NULL, &err);
     rc |= d->ops->sgd_step(d, NULL, NULL, NULL, NULL, 0, &sgd_momentum, &err);
-    rc |= d->ops->gemm_strided_batched(d, TENSOR_F32, TENSOR_F32, false, false, 3, 3, 2, 1.0f, NULL, 2, 6, NULL, 3, 6,
-                                       0.0f, NULL, 3, 9, 0, &err);
     rc |= d->ops->add(d, TENSOR_F32, NULL, NULL, NULL, 0, &err);
     rc |= d->ops->gemm_bias(d, TENSOR_F32, false, true, 0, 3, 2, NULL, 2, NULL, 2, NULL, NULL, &err);
     rc |= d->ops->gemm_bias_gelu(d, TENSOR_F32, false, true, 3, 0, 2, NULL, 2, NULL, 2, NULL, NULL, NULL, &err);
@@ -487,8 +464,6 @@ static void empty_jobs(device *d, const char *backend)
     rc |= d->ops->embedding_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, 0, 4, 8, 5, &err);
     rc |= d->ops->layernorm_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 8, &err);
     rc |= d->ops->residual_layernorm_forward(d, TENSOR_F32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 8, &err);
-    rc |= d->ops->attention_merge_heads_grad(d, TENSOR_F32, NULL, NULL, NULL, NULL, 2, 3, 0, 4, &err);
-    rc |= d->ops->causal_softmax_forward(d, TENSOR_F32, NULL, NULL, 1.0f, 0, 4, &err);
     const attn_shape no_rows = {.B = 2, .T = 0, .NH = 2, .NKV = 2, .hs = 4, .ld_q = 8, .ld_kv = 8, .ld_o = 8,
                                 .scale = 0.5f};
     rc |= d->ops->attention_forward(d, TENSOR_F32, &no_rows, NULL, NULL, NULL, NULL, NULL, &err);

@@ -36,13 +36,14 @@ static const prof_record *find(const prof_record *recs, size_t n, const char *na
 static void families(void)
 {
     CHECK(strcmp(device_op_family(DEVICE_OP_upload), "memory") == 0, "upload: %s", device_op_family(DEVICE_OP_upload));
-    CHECK(strcmp(device_op_family(DEVICE_OP_gemm_strided_batched), "gemm") == 0, "gemm_strided_batched");
+    CHECK(strcmp(device_op_family(DEVICE_OP_gemm), "gemm") == 0, "gemm");
     CHECK(strcmp(device_op_family(DEVICE_OP_gemm_bias_gelu), "gemm_epilogue") == 0, "gemm_bias_gelu");
     CHECK(strcmp(device_op_family(DEVICE_OP_fill), "elementwise") == 0, "fill");
     CHECK(strcmp(device_op_family(DEVICE_OP_clip_scale), "reduce") == 0, "clip_scale");
     CHECK(strcmp(device_op_family(DEVICE_OP_adamw_step), "optim_step") == 0, "adamw_step");
     CHECK(strcmp(device_op_family(DEVICE_OP_cast_f32_to_bf16_stochastic), "cast") == 0, "cast");
-    CHECK(strcmp(device_op_family(DEVICE_OP_causal_softmax_backward), "transformer") == 0, "causal_softmax_backward");
+    CHECK(strcmp(device_op_family(DEVICE_OP_layernorm_backward), "transformer") == 0, "layernorm_backward");
+    CHECK(strcmp(device_op_family(DEVICE_OP_attention_backward), "attention") == 0, "attention_backward");
     CHECK(strcmp(device_op_family(DEVICE_OP_stamps_read), "stamp") == 0, "stamps_read");
     CHECK(strcmp(device_op_name(DEVICE_OP_layernorm_forward), "layernorm_forward") == 0, "op name");
 }

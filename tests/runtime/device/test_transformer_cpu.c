@@ -1,9 +1,10 @@
-/* test_transformer_cpu.c — the CPU backend's transformer ops (kernels/transformer_cpu.c), its
- * strided batched GEMM, tanh-GELU, residual add and padded classifier against straightforward
+/* test_transformer_cpu.c — the CPU backend's transformer ops (kernels/embedding_cpu.c,
+ * layernorm_cpu.c), its GEMM, tanh-GELU, residual add and padded classifier against straightforward
  * double-precision references written here, on random inputs with awkward shapes (sizes 1,
  * non-multiples of 4/8/16, C not a power of two). Every backward op is also checked against a
- * central finite difference of its forward reference, every op for identical bits with 1 and 2
- * OpenMP threads, and the classifier for in-place == out-of-place and zero padding gradients.
+ * central finite difference of its forward reference, the transformer ops and the classifier for
+ * identical bits with 1 and 2 OpenMP threads, and the classifier for in-place == out-of-place and
+ * zero padding gradients.
  *
  * Tolerances come from float32 rounding (u = FLT_EPSILON/2 per operation, error bounds next to
  * each check), never from observed errors. A failure names the op and its worst element and
@@ -150,15 +151,14 @@ static void check_bits(const char *op, const char *what, const float *a, const f
         }
 }
 
-/* x[r·ld + c] must be +0.0 for c >= start(r): start = r % tri + 1 (causal upper triangle) when
- * tri > 0, else `first` (vocabulary padding). */
+/* x[r·ld + c] must be +0.0 for c >= first (vocabulary padding). */
 static void check_zero_cols(const char *op, const char *what, const float *x, int64_t rows, int64_t ld,
-                            int64_t first, int64_t tri)
+                            int64_t first)
 {
     n_checks++;
     static const float zero = 0.0f;
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = tri > 0 ? r % tri + 1 : first; c < ld; c++)
+        for (int64_t c = first; c < ld; c++)
             if (memcmp(&x[r * ld + c], &zero, sizeof zero) != 0) {
                 fail(op, "%s: row %lld col %lld is %.9g, must be exactly 0", what, (long long)r, (long long)c,
                      (double)x[r * ld + c]);
@@ -417,230 +417,54 @@ static void test_residual_layernorm(int64_t N, int64_t C)
     arena_free();
 }
 
-/* ---- attention head permutes --------------------------------------------------------------------- */
+/* ---- GEMM ------------------------------------------------------------------------------------- */
 
-typedef struct { int64_t B, T, NH, hs; float *qkv, *q, *k, *v, *dqkv, *y, *out, *dy, *dout; } heads_case;
-typedef struct { const heads_case *h; double *x, *w; int merge; } heads_fd;
+typedef struct { bool ta, tb; int64_t m, n, k, lda, ldb, ldc; float alpha, beta, *a, *b, *c; } gemm_case;
 
-static heads_case heads_make(int64_t B, int64_t T, int64_t NH, int64_t hs)
+/* Padded leading dimensions; C's padding must stay untouched. */
+static gemm_case gemm_make(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, int64_t pad)
 {
-    size_t n = (size_t)(B * T * NH * hs);
-    return (heads_case){B, T, NH, hs, frand(3 * n, -1, 1), fnan(n), fnan(n), fnan(n), fnan(3 * n),
-                        frand(n, -1, 1), fnan(n), fnan(n), frand(n, -1, 1)};
-}
-static void heads_run(void *p)
-{
-    heads_case *h = p;
-    DEV(attention_split_heads, TENSOR_F32, h->q, h->k, h->v, h->qkv, h->B, h->T, h->NH, h->hs);
-    DEV(attention_merge_heads, TENSOR_F32, h->out, h->y, h->B, h->T, h->NH, h->hs);
-    DEV(attention_split_heads_grad, TENSOR_F32, h->dy, h->dout, h->B, h->T, h->NH, h->hs);
-    /* the split outputs double as dq, dk, dv */
-    DEV(attention_merge_heads_grad, TENSOR_F32, h->dqkv, h->q, h->k, h->v, h->B, h->T, h->NH, h->hs);
-}
-/* Element (b,h,t,d) of a head-major tensor lives at token-major (b,t, off + h·hs + d) with rows of ld. */
-static int64_t tok_index(const heads_case *h, int64_t i, int64_t ld, int64_t off)
-{
-    int64_t d = i % h->hs, t = i / h->hs % h->T, hh = i / (h->hs * h->T) % h->NH, b = i / (h->hs * h->T * h->NH);
-    return (b * h->T + t) * ld + off + hh * h->hs + d;
-}
-/* merge: L = Σ w·merge(x) with x head-major; split: L = Σ_{q,k,v} w·split(x) with x = qkv. */
-static double heads_loss(const void *p)
-{
-    const heads_fd *f = p;
-    int64_t n = f->h->B * f->h->T * f->h->NH * f->h->hs, C = f->h->NH * f->h->hs;
-    double L = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (f->merge)
-            L += f->w[tok_index(f->h, i, C, 0)] * f->x[i];
-        else
-            for (int s = 0; s < 3; s++)
-                L += f->w[s * n + i] * f->x[tok_index(f->h, i, 3 * C, s * C)];
-    return L;
-}
-
-/* Pure permutations: every element must be copied exactly (tolerance 0). */
-static void test_heads(int64_t B, int64_t T, int64_t NH, int64_t hs)
-{
-    heads_case h = heads_make(B, T, NH, hs);
-    int64_t n = B * T * NH * hs, C = NH * hs;
-    double *rq = dzero(3 * (size_t)n), *rqkv = dzero(3 * (size_t)n), *rout = dzero((size_t)n),
-           *rdy = dzero((size_t)n), *zero = dzero(3 * (size_t)n);
-    heads_run(&h);
-    for (int64_t i = 0; i < n; i++) {
-        for (int s = 0; s < 3; s++) {
-            rq[s * n + i] = h.qkv[tok_index(&h, i, 3 * C, s * C)];
-            rqkv[tok_index(&h, i, 3 * C, s * C)] = (s == 0 ? h.q : s == 1 ? h.k : h.v)[i];
-        }
-        rout[tok_index(&h, i, C, 0)] = h.y[i];
-        rdy[i] = h.dout[tok_index(&h, i, C, 0)];
-    }
-    check_close("attention_split_heads", "q", h.q, rq, zero, (size_t)n);
-    check_close("attention_split_heads", "k", h.k, rq + n, zero, (size_t)n);
-    check_close("attention_split_heads", "v", h.v, rq + 2 * n, zero, (size_t)n);
-    check_close("attention_merge_heads_grad", "dqkv", h.dqkv, rqkv, zero, 3 * (size_t)n);
-    check_close("attention_merge_heads", "out", h.out, rout, zero, (size_t)n);
-    check_close("attention_split_heads_grad", "dy", h.dy, rdy, zero, (size_t)n);
-    heads_fd fm = {&h, todbl(h.y, (size_t)n), todbl(h.dout, (size_t)n), 1};
-    fd_check("attention_split_heads_grad", "dy", heads_loss, &fm, fm.x, (size_t)n, h.dy, zero);
-    float *dq3 = xmalloc(3 * (size_t)n * sizeof(float)); /* w = [dq | dk | dv] = the split outputs */
-    memcpy(dq3, h.q, (size_t)n * 4), memcpy(dq3 + n, h.k, (size_t)n * 4), memcpy(dq3 + 2 * n, h.v, (size_t)n * 4);
-    heads_fd fs = {&h, todbl(h.qkv, 3 * (size_t)n), todbl(dq3, 3 * (size_t)n), 0};
-    fd_check("attention_merge_heads_grad", "dqkv", heads_loss, &fs, fs.x, 3 * (size_t)n, h.dqkv, zero);
-    arena_free();
-}
-
-/* ---- causal softmax ------------------------------------------------------------------------------ */
-
-typedef struct { int64_t BH, T; float scale, *pre, *att, *datt, *attn, *dpre; } sm_case;
-typedef struct { int64_t BH, T; double scale, *pre, *datt; } sm_fd;
-
-/* preatt and datt hold NaN above the diagonal: the kernels must not read there. */
-static sm_case sm_make(int64_t BH, int64_t T, float scale)
-{
-    size_t n = (size_t)(BH * T * T);
-    sm_case s = {BH, T, scale, frand(n, -6, 6), fnan(n), frand(n, -1, 1), fnan(n), fnan(n)};
-    for (size_t i = 0; i < n; i++)
-        if ((int64_t)i % T > (int64_t)i / T % T)
-            s.pre[i] = s.datt[i] = NAN;
-    return s;
-}
-static void sm_run(void *p)
-{
-    sm_case *s = p;
-    size_t n = (size_t)(s->BH * s->T * s->T);
-    DEV(causal_softmax_forward, TENSOR_F32, s->att, s->pre, s->scale, s->BH, s->T);
-    memcpy(s->attn, s->att, n * sizeof(float)); /* the backward's att, with NaN above the diagonal */
-    for (size_t i = 0; i < n; i++)
-        if ((int64_t)i % s->T > (int64_t)i / s->T % s->T)
-            s->attn[i] = NAN;
-    DEV(causal_softmax_backward, TENSOR_F32, s->dpre, s->datt, s->attn, s->scale, s->BH, s->T);
-}
-/* Reference softmax of one row (columns 0..t) into p; returns max_j |z_j| + |z_max| + |z_j - z_max|. */
-static double sm_ref_row(double *p, const double *pre, double scale, int64_t t)
-{
-    double mx = -INFINITY, sum = 0, R = 0;
-    for (int64_t j = 0; j <= t; j++)
-        mx = fmax(mx, scale * pre[j]);
-    for (int64_t j = 0; j <= t; j++)
-        sum += (p[j] = exp(scale * pre[j] - mx));
-    for (int64_t j = 0; j <= t; j++) {
-        p[j] /= sum;
-        R = fmax(R, fabs(scale * pre[j]) + fabs(mx) + fabs(scale * pre[j] - mx));
-    }
-    return R;
-}
-static double sm_loss(const void *ctx)
-{
-    const sm_fd *f = ctx;
-    double L = 0, *p = calloc((size_t)f->T, sizeof *p);
-    for (int64_t row = 0; row < f->BH * f->T; row++) {
-        sm_ref_row(p, f->pre + row * f->T, f->scale, row % f->T);
-        for (int64_t j = 0; j <= row % f->T; j++)
-            L += f->datt[row * f->T + j] * p[j];
-    }
-    free(p);
-    return L;
-}
-
-static void test_softmax(int64_t BH, int64_t T, float scale)
-{
-    sm_case s = sm_make(BH, T, scale);
-    size_t n = (size_t)(BH * T * T);
-    double *pre = todbl(s.pre, n), *ratt = dzero(n), *batt = dzero(n), *rd = dzero(n), *bd = dzero(n),
-           *bfd = dzero(n);
-    sm_run(&s);
-    for (int64_t row = 0; row < BH * T; row++) {
-        int64_t t = row % T, o = row * T;
-        /* att_j: rel. error of e_j <= u·(|z_j| + |z_max| + |z_j - z_max| + 2) (rounded scale·x, max
-         * and difference; expf within an ulp), the same again through the sum, 2u for the divide
-         * and the final rounding: EPS·(R + 3) with R the row's max of the first three terms. */
-        double R = sm_ref_row(ratt + o, pre + o, scale, t), dot = 0, adot = 0, bdot = 0;
-        for (int64_t j = 0; j <= t; j++) {
-            batt[o + j] = EPS * (R + 3) * ratt[o + j];
-            dot += (double)s.att[o + j] * s.datt[o + j], adot += fabs((double)s.att[o + j] * s.datt[o + j]);
-            bdot += batt[o + j] * fabs(s.datt[o + j]);
-        }
-        /* dpre from the kernel's own att: the double dot product is ~exact and the result is
-         * rounded once (<= u·scale·att·(|datt| + Σ|att·datt|), doubled). Against the exact
-         * gradient (finite differences) att's own error adds scale·(δatt_j·|datt_j - dot| + att_j·Σδatt·|datt|). */
-        for (int64_t j = 0; j <= t; j++) {
-            double a = s.att[o + j];
-            rd[o + j] = scale * a * (s.datt[o + j] - dot);
-            bd[o + j] = EPS * fabs(scale) * a * (fabs(s.datt[o + j]) + adot);
-            bfd[o + j] = bd[o + j] + fabs(scale) * (batt[o + j] * (fabs(s.datt[o + j]) + adot) + a * bdot);
-        }
-    }
-    check_zero_cols("causal_softmax_forward", "att above the diagonal", s.att, BH * T, T, 0, T);
-    check_zero_cols("causal_softmax_backward", "dpreatt above the diagonal", s.dpre, BH * T, T, 0, T);
-    check_close("causal_softmax_forward", "att", s.att, ratt, batt, n);
-    check_close("causal_softmax_backward", "dpreatt", s.dpre, rd, bd, n);
-    for (size_t i = 0; i < n; i++)
-        if ((int64_t)i % T > (int64_t)i / T % T) /* no input of the loss: gradient 0 */
-            pre[i] = 0;
-    sm_fd f = {BH, T, scale, pre, todbl(s.datt, n)};
-    fd_check("causal_softmax_backward", "dpreatt", sm_loss, &f, pre, n, s.dpre, bfd);
-    arena_free();
-}
-
-/* ---- strided batched GEMM --------------------------------------------------------------------------- */
-
-typedef struct { bool ta, tb; int64_t m, n, k, lda, ldb, ldc, sa, sb, sc, batch; float alpha, beta, *a, *b, *c; } gemm_case;
-
-/* Padded leading dimensions and gaps between batch entries, which must stay untouched. */
-static gemm_case gemm_make(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta,
-                           int64_t batch, int64_t pad)
-{
-    gemm_case g = {ta, tb, m, n, k, (ta ? m : k) + pad, (tb ? k : n) + pad, n + pad, 0, 0, 0, batch, alpha, beta,
-                   NULL, NULL, NULL};
-    g.sa = (ta ? k : m) * g.lda + pad, g.sb = (tb ? n : k) * g.ldb + pad, g.sc = m * g.ldc + pad;
-    g.a = frand((size_t)(g.sa * batch), -1, 1), g.b = frand((size_t)(g.sb * batch), -1, 1);
-    g.c = frand((size_t)(g.sc * batch), -1, 1);
-    for (int64_t i = 0; i < g.sc * batch; i++) {
-        int64_t r = i % g.sc / g.ldc, j = i % g.sc % g.ldc;
-        if (r >= m || j >= n)
-            g.c[i] = 777.0f; /* padding and gaps: must stay bit-unchanged */
+    gemm_case g = {ta, tb, m, n, k, (ta ? m : k) + pad, (tb ? k : n) + pad, n + pad, alpha, beta, NULL, NULL, NULL};
+    g.a = frand((size_t)((ta ? k : m) * g.lda), -1, 1), g.b = frand((size_t)((tb ? n : k) * g.ldb), -1, 1);
+    g.c = frand((size_t)(m * g.ldc), -1, 1);
+    for (int64_t i = 0; i < m * g.ldc; i++) {
+        if (i % g.ldc >= n)
+            g.c[i] = 777.0f; /* padding: must stay bit-unchanged */
         else if (beta == 0.0f)
             g.c[i] = NAN; /* beta 0 must overwrite, NaN included */
     }
     return g;
 }
-static void gemm_run(void *p)
-{
-    gemm_case *g = p;
-    DEV(gemm_strided_batched, TENSOR_F32, TENSOR_F32, g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a, g->lda, g->sa, g->b, g->ldb, g->sb,
-        g->beta, g->c, g->ldc, g->sc, g->batch);
-}
 
 /* A sum of k products errs by <= γ_k·Σ|a·b| ≈ k·u·Σ|a·b| in any order; alpha and beta·C add two
- * roundings: (k + 2)·EPS·(|alpha|·Σ|a·b| + |beta·c|) has a factor 2 of margin. Outside the m×n
- * blocks (padding, gaps) C must be bit-unchanged: the bound there is 0. */
-static void test_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, int64_t batch,
-                      int64_t pad, bool nan_a)
+ * roundings: (k + 2)·EPS·(|alpha|·Σ|a·b| + |beta·c|) has a factor 2 of margin. In C's padding the
+ * bound is 0: it must be bit-unchanged. */
+static void test_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, int64_t pad,
+                      bool nan_a)
 {
-    gemm_case g = gemm_make(ta, tb, m, n, k, alpha, beta, batch, pad);
+    gemm_case g = gemm_make(ta, tb, m, n, k, alpha, beta, pad);
     if (nan_a) /* alpha == 0 or k == 0: A must not be read */
-        for (int64_t i = 0; i < g.sa * batch; i++)
+        for (int64_t i = 0; i < (ta ? k : m) * g.lda; i++)
             g.a[i] = NAN;
-    size_t nc = (size_t)(g.sc * batch);
+    size_t nc = (size_t)(m * g.ldc);
     double *ref = todbl(g.c, nc), *bnd = dzero(nc);
-    gemm_run(&g);
-    for (int64_t bi = 0; bi < batch; bi++)
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t j = 0; j < n; j++) {
-                const float *A = g.a + bi * g.sa, *Bm = g.b + bi * g.sb;
-                double s = 0, as = 0;
-                for (int64_t p = 0; p < k && alpha != 0.0f; p++) {
-                    double x = (ta ? A[p * g.lda + i] : A[i * g.lda + p]) * (double)(tb ? Bm[j * g.ldb + p] : Bm[p * g.ldb + j]);
-                    s += x, as += fabs(x);
-                }
-                double *r = &ref[bi * g.sc + i * g.ldc + j], c0 = beta == 0.0f ? 0.0 : beta * *r;
-                bnd[r - ref] = (double)(k + 2) * EPS * (fabs(alpha) * as + fabs(c0));
-                *r = alpha * s + c0;
+    DEV(gemm, TENSOR_F32, TENSOR_F32, ta, tb, m, n, k, alpha, g.a, g.lda, g.b, g.ldb, beta, g.c, g.ldc);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0, as = 0;
+            for (int64_t p = 0; p < k && alpha != 0.0f; p++) {
+                double x = (ta ? g.a[p * g.lda + i] : g.a[i * g.lda + p]) *
+                           (double)(tb ? g.b[j * g.ldb + p] : g.b[p * g.ldb + j]);
+                s += x, as += fabs(x);
             }
+            double *r = &ref[i * g.ldc + j], c0 = beta == 0.0f ? 0.0 : beta * *r;
+            bnd[r - ref] = (double)(k + 2) * EPS * (fabs(alpha) * as + fabs(c0));
+            *r = alpha * s + c0;
+        }
     char what[96];
-    snprintf(what, sizeof what, "C (ta=%d tb=%d m=%lld n=%lld k=%lld alpha=%g beta=%g batch=%lld)", ta, tb,
-             (long long)m, (long long)n, (long long)k, (double)alpha, (double)beta, (long long)batch);
-    check_close("gemm_strided_batched", what, g.c, ref, bnd, nc);
+    snprintf(what, sizeof what, "C (ta=%d tb=%d m=%lld n=%lld k=%lld alpha=%g beta=%g pad=%lld)", ta, tb,
+             (long long)m, (long long)n, (long long)k, (double)alpha, (double)beta, (long long)pad);
+    check_close("gemm", what, g.c, ref, bnd, nc);
     arena_free();
 }
 
@@ -817,7 +641,7 @@ static void test_xent(int64_t rows, int64_t V, int64_t ld, float gs)
     check_close(op, "loss_sum", &x.stats[0][0], &rl, &bl, 1);
     check_close(op, "correct", &x.stats[0][1], &rc, &zero, 1);
     check_close(op, "dlogits", x.dl, rdl, bdl, n);
-    check_zero_cols(op, "dlogits padding", x.dl, rows, ld, V, 0);
+    check_zero_cols(op, "dlogits padding", x.dl, rows, ld, V);
     check_bits(op, "in-place vs out-of-place dlogits", x.dl, x.dl_inplace, n);
     check_bits(op, "in-place vs out-of-place loss and correct", x.stats[0], x.stats[1], 2);
     check_bits(op, "dlogits NULL vs out-of-place loss and correct", x.stats[0], x.stats[2], 2);
@@ -840,15 +664,6 @@ static void test_threads(void)
     size_t n = 300 * 333;
     check_threads("layernorm", ln_run, &l, (span[]){{l.out, n}, {l.mean, 300}, {l.rstd, 300}, {l.dx, n}, {l.dw, 333},
                                                    {l.db, 333}}, 6);
-    heads_case h = heads_make(3, 37, 6, 29);
-    n = 3 * 37 * 6 * 29;
-    check_threads("attention heads", heads_run, &h, (span[]){{h.q, n}, {h.out, n}, {h.dy, n}, {h.dqkv, 3 * n}}, 4);
-    sm_case s = sm_make(12, 70, 0.37f);
-    n = 12 * 70 * 70;
-    check_threads("causal_softmax", sm_run, &s, (span[]){{s.att, n}, {s.dpre, n}}, 2);
-    gemm_case g1 = gemm_make(false, true, 64, 64, 16, 0.25f, 0.0f, 48, 0), g2 = gemm_make(true, false, 300, 200, 517, 1.0f, 0.5f, 1, 3);
-    check_threads("gemm_strided_batched (48 heads)", gemm_run, &g1, (span[]){{g1.c, (size_t)(g1.sc * 48)}}, 1);
-    check_threads("gemm_strided_batched (batch 1)", gemm_run, &g2, (span[]){{g2.c, (size_t)g2.sc}}, 1);
     xent_case x = xent_make(300, 1000, 1024, 0.01f);
     check_threads("softmax_xent", xent_run, &x, (span[]){{x.dl, 300 * 1024}, {x.dl_inplace, 300 * 1024}, {x.stats[0], 6}}, 3);
     arena_free();
@@ -868,14 +683,13 @@ int main(void)
     test_layernorm(1, 1, 3.0, true), test_layernorm(1, 37, 0.0, true), test_layernorm(7, 37, 3.0, false);
     test_layernorm(7, 37, 3.0, true), test_layernorm(33, 129, -2.0, true);
     test_residual_layernorm(1, 1), test_residual_layernorm(7, 37), test_residual_layernorm(300, 333);
-    test_heads(1, 1, 1, 1), test_heads(2, 5, 3, 7), test_heads(3, 13, 4, 9);
-    test_softmax(3, 1, 0.5f), test_softmax(5, 13, 1.0f / sqrtf(7.0f)), test_softmax(2, 37, 0.125f);
     for (int t = 0; t < 4; t++) {
         bool ta = t & 1, tb = t & 2;
-        test_gemm(ta, tb, 5, 7, 3, 1.0f, 0.0f, 3, 1, false), test_gemm(ta, tb, 13, 1, 17, -0.7f, 0.5f, 2, 3, false);
-        test_gemm(ta, tb, 1, 9, 33, 0.125f, 1.0f, 1, 0, false), test_gemm(ta, tb, 37, 37, 10, 0.3f, 0.0f, 6, 0, false);
-        test_gemm(ta, tb, 17, 19, 0, 1.0f, 0.5f, 2, 2, true), test_gemm(ta, tb, 17, 19, 23, 0.0f, 0.0f, 2, 2, true);
+        test_gemm(ta, tb, 5, 7, 3, 1.0f, 0.0f, 1, false), test_gemm(ta, tb, 13, 1, 17, -0.7f, 0.5f, 3, false);
+        test_gemm(ta, tb, 1, 9, 33, 0.125f, 1.0f, 0, false), test_gemm(ta, tb, 37, 37, 10, 0.3f, 0.0f, 0, false);
+        test_gemm(ta, tb, 17, 19, 0, 1.0f, 0.5f, 2, true), test_gemm(ta, tb, 17, 19, 23, 0.0f, 0.0f, 2, true);
     }
+    test_gemm(true, false, 300, 200, 517, 1.0f, 0.5f, 3, false); /* large enough for the library to thread it */
     test_gelu(1), test_gelu(4099);
     test_add(1), test_add(1001);
     test_xent(1, 1, 128, 1.0f), test_xent(5, 37, 128, 0.7f), test_xent(1, 200, 256, 1.0f);
