@@ -10,13 +10,14 @@
  * rejection of bad dtype/op values and of buffers that are not the GPU's memory. Run with ddp.debug
  * on (argv[1] == "debug") the fingerprint cross-check runs before every collective and must stay
  * silent; with argv[1] == "single-stream" the collectives run on the compute stream itself (the
- * benchmark's mode). */
+ * benchmark's mode). And a collective left in flight while the watchdog polls it. */
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/check.h"
 #include "collectives/comm.h"
@@ -157,6 +158,30 @@ static void all_cases(comm *mpi, comm *nccl)
                     }
 }
 
+/* A collective left in flight for longer than the watchdog's poll interval (ddp.timeout_s / 20,
+ * at most 1 s): the watchdog's thread queries its completion event, which it can do only on this
+ * rank's GPU. The emulator runs queued work lazily, so the collective stays pending until the
+ * loop in run() drives it; a watchdog thread that never selected its device fails that query
+ * (and brings the job down), as it would use device 0 on a GPU. */
+static void watched_while_pending(comm *nccl)
+{
+    ddp_err err = {0};
+    float *d = NULL;
+    CHECK(cudaMalloc((void **)&d, 64 * sizeof *d) == cudaSuccess, "cudaMalloc");
+    CHECK(cudaMemset(d, 0, 64 * sizeof *d) == cudaSuccess, "cudaMemset");
+    comm_req *req = NULL;
+    int rc = nccl->ops->allreduce(nccl, d, d, 64, DT_FLOAT, OP_SUM, &req, &err);
+    CHECK(rc == DDP_OK, "allreduce: %s", err.msg);
+    for (double until = monotonic_s() + 2.5; monotonic_s() < until;)
+        usleep(50 * 1000);
+    bool done = false;
+    for (double until = monotonic_s() + 60; !done && rc == DDP_OK && monotonic_s() < until; sched_yield())
+        rc = nccl->ops->test(nccl, req, &done, &err);
+    CHECK(rc == DDP_OK && done, "the watched allreduce: rc %d done %d %s", rc, done, err.msg);
+    CHECK(nccl->ops->wait(nccl, req, &err) == DDP_OK, "wait: %s", err.msg);
+    cudaFree(d);
+}
+
 static void misuse(comm *nccl)
 {
     ddp_err err = {0};
@@ -213,6 +238,7 @@ int main(int argc, char **argv)
         CHECK(nccl->local_size == mpi->local_size && nccl->local_rank == mpi->local_rank, "local identity");
         all_cases(mpi, nccl);
         CHECK(nccl->ops->barrier(nccl, &err) == DDP_OK, "barrier: %s", err.msg);
+        watched_while_pending(nccl);
         misuse(nccl);
         nccl->ops->destroy(nccl);
     }
