@@ -107,10 +107,8 @@ static int open_gpu(const mpi_identity *id, device **dev, ddp_err *err)
     int gpus = device_cuda_count(reason, sizeof reason);
     if (check_gpu_share(id, gpus, err))
         return ddp_prefix(err, "--backend nccl");
-    config cfg;
-    memset(&cfg, 0, sizeof cfg); /* defaults: no TF32; the benchmark runs no GEMMs */
-    cfg.device = DEVICE_CUDA;
-    int rc = device_cuda_create(id->local_rank, &cfg, dev, err);
+    const device_opts opts = {.kind = DEVICE_CUDA}; /* no TF32: the benchmark runs no GEMMs */
+    int rc = device_cuda_create(id->local_rank, &opts, dev, err);
     if (rc && gpus == 0) /* builds without CUDA say so with DDP_EUSAGE, machines without a GPU DDP_ERUNTIME */
         return ddp_fail(err, rc, "--backend nccl: no CUDA devices (%s)", reason);
     return rc ? ddp_prefix(err, "--backend nccl") : DDP_OK;

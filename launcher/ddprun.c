@@ -5,7 +5,8 @@
  * the per-rank wrapper (ddprun_rankwrap.c), runs it (ddprun_job.c), prints one line naming the
  * failing rank when the job fails, and restarts it up to --max-restarts times. `bench`/`topo`
  * launch ddprun-bench the same way; `ckpt` runs the checkpoint tool in-process (`ckpt export`:
- * ddprun_export.c), and so does `generate` (ddprun_generate.c, on the CPU device).
+ * ddprun_export.c), and so does `generate` (ddprun_generate.c, on the CPU device); `config
+ * reference` prints the config reference the key table makes (runtime/config/config_reference.c).
  * It must not do any training or MPI itself: ddprun is not an MPI process.
  *
  * Exit codes (README "Exit codes" copies this table):
@@ -59,6 +60,7 @@ static const char usage_text[] =
     "                                                         a GPT-2 checkpoint as an llm.c model file\n"
     "       ddprun generate CKPT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
     "                       [--tokenizer PATH]                text from a GPT-2 checkpoint (CPU, no mpirun)\n"
+    "       ddprun config reference                           every config key (docs/config-reference.md)\n"
     "\n"
     "flags (before CONFIG or the subcommand):\n"
     "  -np N, -n N          number of ranks (default: one per GPU on this node, 1 without GPUs;\n"
@@ -136,7 +138,7 @@ static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
         i++;
     }
     if (o->hosts && o->hostfile) return usage_error("%s", "-H and --hostfile are exclusive");
-    if (i >= argc) return usage_error("%s", "missing CONFIG.yaml (or bench/topo/ckpt/generate)");
+    if (i >= argc) return usage_error("%s", "missing CONFIG.yaml (or bench/topo/ckpt/generate/config)");
     *first_arg = i;
     return 0;
 }
@@ -424,6 +426,20 @@ static int launch(const launch_opts *opts, const char *self, char *const prog_ar
 
 /* ---- entry ------------------------------------------------------------------------------ */
 
+/* `ddprun config reference` (argv[0] "config"): the config reference, docs/config-reference.md, on
+ * stdout. */
+static int config_command(int argc, char **argv)
+{
+    if (argc != 2 || strcmp(argv[1], "reference"))
+        return usage_error("%s", "config: expected `ddprun config reference`");
+    ddp_err err = {0};
+    if (config_write_reference(stdout, &err) != DDP_OK) {
+        fprintf(stderr, "ddprun: %s\n", err.msg);
+        return DDP_ERUNTIME;
+    }
+    return 0;
+}
+
 /* The checkpoint signal ranks act on; mpirun forwards only SIGUSR1/SIGUSR2 (GUIDE section 4). */
 static int stop_signal_of(const config *cfg)
 {
@@ -444,6 +460,7 @@ int main(int argc, char **argv)
         return ckpt_export_main(argc - first, argv + first);
     if (!strcmp(cmd, "ckpt")) return ckpt_tool_main(argc - first, argv + first);
     if (!strcmp(cmd, "generate")) return generate_main(argc - first, argv + first);
+    if (!strcmp(cmd, "config")) return config_command(argc - first, argv + first);
 
     /* From here a stop is a request the job honours, also one that comes while the config loads. */
     if (!o.dry_run && job_signals_install() != 0) return DDP_ERUNTIME;

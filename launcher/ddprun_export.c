@@ -23,7 +23,7 @@ static const char export_usage[] =
     "           for checkpoint.init_from; only checkpoints of GPT-2 models can be exported\n"
     "  --force: replace OUT.bin when it exists (never the checkpoint itself)\n";
 
-int gpt2_ckpt_open(const char *path, const char *use, ckpt_loaded *ck, cfg_gpt2 *shape, int64_t *seq_len,
+int gpt2_ckpt_open(const char *path, const char *use, ckpt_loaded *ck, gpt2_shape *shape, int64_t *seq_len,
                    ddp_err *err)
 {
     int rc = ckpt_read(path, ck, err);
@@ -119,7 +119,7 @@ int ckpt_export_main(int argc, char **argv)
     if (rc)
         return rc;
     ckpt_loaded ck;
-    cfg_gpt2 shape;
+    gpt2_shape shape;
     int64_t seq_len;
     ddp_err err = {0};
     rc = gpt2_ckpt_open(in, "exported to llm.c's format", &ck, &shape, &seq_len, &err);

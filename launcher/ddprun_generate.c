@@ -209,7 +209,7 @@ static int encode_prompt(const gen_opts *o, const tokenizer *tok, int64_t extra,
 }
 
 /* A model of the checkpoint's shape on dev, with its parameters. */
-static int build_model(const ckpt_loaded *ck, const cfg_gpt2 *shape, int64_t seq_len, device *dev, model **out,
+static int build_model(const ckpt_loaded *ck, const gpt2_shape *shape, int64_t seq_len, device *dev, model **out,
                        ddp_err *err)
 {
     sample_layout layout = {.input = {SAMPLE_I32, seq_len}, .target = {SAMPLE_I32, seq_len},
@@ -256,7 +256,7 @@ static void print_text(const tokenizer *tok, const int32_t *ids, int64_t n)
 }
 
 /* Everything after the tokenizer is known: encode, then (unless --encode-only) build and draw. */
-static int run(const gen_opts *o, const ckpt_loaded *ck, const cfg_gpt2 *shape, int64_t seq_len,
+static int run(const gen_opts *o, const ckpt_loaded *ck, const gpt2_shape *shape, int64_t seq_len,
                const tokenizer *tok, ddp_err *err)
 {
     int32_t *ids = NULL;
@@ -303,7 +303,7 @@ int generate_main(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     ddp_err err = {0};
     ckpt_loaded ck = {0};
-    cfg_gpt2 shape = {0};
+    gpt2_shape shape = {0};
     int64_t seq_len = 0;
     bool have_ckpt = o.ckpt && !o.encode_only;
     char tok_path[CFG_PATH_MAX + 32];

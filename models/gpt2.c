@@ -30,7 +30,7 @@ static const char *const block_tensor_names[BLOCK_TENSORS] = {
 
 static int lay_out_params(model *m, gpt2_impl *g, ddp_err *err)
 {
-    const cfg_gpt2 *s = &g->s;
+    const gpt2_shape *s = &g->s;
     int64_t C = s->n_embd;
     size_t off = 0;
     g->off_wte = off;
@@ -256,7 +256,7 @@ static const struct model_ops gpt2_ops = {
 
 /* ---- construction ------------------------------------------------------------------------- */
 
-static int check_shape(const cfg_gpt2 *s, const sample_layout *data, int64_t max_rows, ddp_err *err)
+static int check_shape(const gpt2_shape *s, const sample_layout *data, int64_t max_rows, ddp_err *err)
 {
     if (s->n_layer < 1 || s->n_layer > GPT2_MAX_LAYERS)
         return ddp_fail(err, DDP_EUSAGE, "model.gpt2.n_layer: expected 1..%d, got %lld", GPT2_MAX_LAYERS,
@@ -284,27 +284,27 @@ int64_t gpt2_vocab_padded(int64_t vocab_size)
     return (vocab_size + GPT2_VOCAB_ALIGN - 1) / GPT2_VOCAB_ALIGN * GPT2_VOCAB_ALIGN;
 }
 
-void gpt2_format_shape(const cfg_gpt2 *s, char *out, size_t size)
+void gpt2_format_shape(const gpt2_shape *s, char *out, size_t size)
 {
     snprintf(out, size, "gpt2 n_layer=%lld n_head=%lld n_embd=%lld block_size=%lld vocab_size=%lld",
              (long long)s->n_layer, (long long)s->n_head, (long long)s->n_embd, (long long)s->block_size,
              (long long)s->vocab_size);
 }
 
-static void describe(model *m, const cfg_gpt2 *s, int64_t T)
+static void describe(model *m, const gpt2_shape *s, int64_t T)
 {
     char shape[192]; /* five int64 and their names fit; leaves room for seq_len in the description */
     gpt2_format_shape(s, shape, sizeof shape);
     snprintf(m->description, sizeof m->description, "%s seq_len=%lld", shape, (long long)T);
 }
 
-int gpt2_parse_description(const char *desc, cfg_gpt2 *shape, int64_t *seq_len, ddp_err *err)
+int gpt2_parse_description(const char *desc, gpt2_shape *shape, int64_t *seq_len, ddp_err *err)
 {
     long long v[6] = {0};
     int end = -1;
     sscanf(desc, "gpt2 n_layer=%lld n_head=%lld n_embd=%lld block_size=%lld vocab_size=%lld seq_len=%lld%n", &v[0],
            &v[1], &v[2], &v[3], &v[4], &v[5], &end);
-    cfg_gpt2 s = {.n_layer = v[0], .n_head = v[1], .n_embd = v[2], .block_size = v[3], .vocab_size = v[4]};
+    gpt2_shape s = {.n_layer = v[0], .n_head = v[1], .n_embd = v[2], .block_size = v[3], .vocab_size = v[4]};
     char again[MODEL_DESCRIPTION_MAX + 32] = "";
     if (end > 0) { /* exactly what describe() writes: no sign, no leading zeros, nothing after */
         gpt2_format_shape(&s, again, sizeof again);
@@ -318,7 +318,7 @@ int gpt2_parse_description(const char *desc, cfg_gpt2 *shape, int64_t *seq_len, 
     return DDP_OK;
 }
 
-int gpt2_create(const cfg_gpt2 *shape, tensor_dtype compute, device *dev, const sample_layout *data, int64_t max_rows,
+int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, device *dev, const sample_layout *data, int64_t max_rows,
                 size_t param_tail, model **out, ddp_err *err)
 {
     *out = NULL;

@@ -22,16 +22,16 @@ int64_t gpt2_vocab_padded(int64_t vocab_size);
  * of the fp32 parameters, made by params_changed; CUDA only), params and grads with param_tail
  * spare floats (model.param_tail). A shape or data that does not fit is
  * a usage error naming both. */
-int gpt2_create(const cfg_gpt2 *shape, tensor_dtype compute, device *dev, const sample_layout *data, int64_t max_rows,
+int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, device *dev, const sample_layout *data, int64_t max_rows,
                 size_t param_tail, model **out, ddp_err *err);
 
 /* The shape as text: "gpt2 n_layer=12 n_head=12 n_embd=768 block_size=1024 vocab_size=50257". A
  * model's description is this followed by " seq_len=T". */
-void gpt2_format_shape(const cfg_gpt2 *shape, char *out, size_t size);
+void gpt2_format_shape(const gpt2_shape *shape, char *out, size_t size);
 
 /* The shape and sequence length back from a GPT-2 model's description (model.description, as
  * checkpoints record it), exactly as gpt2_create writes it; any other text (another model's
  * description) is a usage error quoting it. */
-int gpt2_parse_description(const char *description, cfg_gpt2 *shape, int64_t *seq_len, ddp_err *err);
+int gpt2_parse_description(const char *description, gpt2_shape *shape, int64_t *seq_len, ddp_err *err);
 
 #endif

@@ -30,7 +30,7 @@ typedef struct gpt2_block_acts {
 } gpt2_block_acts;
 
 typedef struct gpt2_impl {
-    cfg_gpt2 s;
+    gpt2_shape s;
     tensor_dtype t;            /* activations' and GEMM operands' type */
     const void *wp;            /* the parameters the passes read: m->params (fp32) or the bf16 copy */
     void *wp_bf16;             /* precision bf16: the copy, n_params bf16 (NULL in fp32) */

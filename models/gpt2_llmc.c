@@ -31,7 +31,7 @@ static const struct { const char *name; bool per_block; } kinds[N_KINDS] = {
     {"ln_f.bias", false}};
 
 /* Elements of one of our tensors of this kind (one block's, for per-block kinds). */
-static size_t kind_numel(const cfg_gpt2 *s, int k)
+static size_t kind_numel(const gpt2_shape *s, int k)
 {
     size_t C = (size_t)s->n_embd;
     switch (k) {
@@ -47,7 +47,7 @@ static size_t kind_numel(const cfg_gpt2 *s, int k)
 }
 
 /* Tensor i of the file order (kinds, each over the blocks): its name and element count. */
-static int tensor_count(const cfg_gpt2 *s)
+static int tensor_count(const gpt2_shape *s)
 {
     int n = 0;
     for (int k = 0; k < N_KINDS; k++)
@@ -55,7 +55,7 @@ static int tensor_count(const cfg_gpt2 *s)
     return n;
 }
 
-static size_t tensor_at(const cfg_gpt2 *s, int i, char *name, size_t size)
+static size_t tensor_at(const gpt2_shape *s, int i, char *name, size_t size)
 {
     for (int k = 0; k < N_KINDS; k++) {
         int n = kinds[k].per_block ? (int)s->n_layer : 1;
@@ -71,7 +71,7 @@ static size_t tensor_at(const cfg_gpt2 *s, int i, char *name, size_t size)
     return 0;
 }
 
-static uint64_t file_bytes_for(const cfg_gpt2 *s)
+static uint64_t file_bytes_for(const gpt2_shape *s)
 {
     uint64_t n = 0;
     for (int k = 0; k < N_KINDS; k++)
@@ -93,7 +93,7 @@ static uint32_t get_le32(const uint8_t *p)
 
 /* ---- header ------------------------------------------------------------------------------- */
 
-static void encode_header(const cfg_gpt2 *s, uint8_t *h)
+static void encode_header(const gpt2_shape *s, uint8_t *h)
 {
     memset(h, 0, GPT2_LLMC_HEADER_BYTES);
     int64_t f[8] = {GPT2_LLMC_MAGIC, GPT2_LLMC_VERSION, s->block_size, s->vocab_size, s->n_layer, s->n_head,
@@ -103,7 +103,7 @@ static void encode_header(const cfg_gpt2 *s, uint8_t *h)
 }
 
 /* Magic, version and a shape our GPT-2 can hold; *s gets the shape. */
-static int decode_header(const char *path, const uint8_t *h, cfg_gpt2 *s, ddp_err *err)
+static int decode_header(const char *path, const uint8_t *h, gpt2_shape *s, ddp_err *err)
 {
     int32_t f[8];
     for (int i = 0; i < 8; i++)
@@ -124,7 +124,7 @@ static int decode_header(const char *path, const uint8_t *h, cfg_gpt2 *s, ddp_er
         if (fields[i].v < 1 || fields[i].v > fields[i].max)
             return ddp_fail(err, DDP_EUSAGE, "%s: header field %s is %d, expected 1..%d", path, fields[i].what,
                             fields[i].v, fields[i].max);
-    *s = (cfg_gpt2){.block_size = f[2], .vocab_size = f[3], .n_layer = f[4], .n_head = f[5], .n_embd = f[6]};
+    *s = (gpt2_shape){.block_size = f[2], .vocab_size = f[3], .n_layer = f[4], .n_head = f[5], .n_embd = f[6]};
     if (s->n_embd % s->n_head)
         return ddp_fail(err, DDP_EUSAGE, "%s: n_embd %d is not divisible by n_head %d", path, f[6], f[5]);
     if (f[7] != gpt2_vocab_padded(s->vocab_size))
@@ -136,7 +136,7 @@ static int decode_header(const char *path, const uint8_t *h, cfg_gpt2 *s, ddp_er
 
 /* Opens path and validates its header and size; *f is open on success (positioned after the
  * header). */
-static int open_checked(const char *path, FILE **f, cfg_gpt2 *s, ddp_err *err)
+static int open_checked(const char *path, FILE **f, gpt2_shape *s, ddp_err *err)
 {
     *f = fopen(path, "rb");
     if (!*f)
@@ -176,7 +176,7 @@ static int open_checked(const char *path, FILE **f, cfg_gpt2 *s, ddp_err *err)
     return rc;
 }
 
-int gpt2_llmc_read_shape(const char *path, cfg_gpt2 *shape, ddp_err *err)
+int gpt2_llmc_read_shape(const char *path, gpt2_shape *shape, ddp_err *err)
 {
     FILE *f;
     int rc = open_checked(path, &f, shape, err);
@@ -185,7 +185,7 @@ int gpt2_llmc_read_shape(const char *path, cfg_gpt2 *shape, ddp_err *err)
     return rc;
 }
 
-static bool same_shape(const cfg_gpt2 *a, const cfg_gpt2 *b)
+static bool same_shape(const gpt2_shape *a, const gpt2_shape *b)
 {
     return a->n_layer == b->n_layer && a->n_head == b->n_head && a->n_embd == b->n_embd &&
            a->block_size == b->block_size && a->vocab_size == b->vocab_size;
@@ -208,10 +208,10 @@ static int read_floats(FILE *f, const char *path, float *dst, size_t n, uint8_t 
     return DDP_OK;
 }
 
-int gpt2_llmc_read(const char *path, const cfg_gpt2 *want, gpt2_llmc_dst dst, void *ctx, ddp_err *err)
+int gpt2_llmc_read(const char *path, const gpt2_shape *want, gpt2_llmc_dst dst, void *ctx, ddp_err *err)
 {
     FILE *f;
-    cfg_gpt2 s;
+    gpt2_shape s;
     int rc = open_checked(path, &f, &s, err);
     if (rc)
         return rc;
@@ -274,7 +274,7 @@ static int write_floats(int fd, const char *tmp, const float *src, size_t n, uin
 }
 
 /* Writes the header and every tensor to an open temporary file. */
-static int write_body(int fd, const char *tmp, const cfg_gpt2 *s, const float *const *from, ddp_err *err)
+static int write_body(int fd, const char *tmp, const gpt2_shape *s, const float *const *from, ddp_err *err)
 {
     uint8_t *buf = malloc(4 * CHUNK);
     if (!buf)
@@ -313,7 +313,7 @@ static int fsync_dir(const char *dir, ddp_err *err)
     return rc;
 }
 
-int gpt2_llmc_write(const char *path, const cfg_gpt2 *s, gpt2_llmc_src src, void *ctx, ddp_err *err)
+int gpt2_llmc_write(const char *path, const gpt2_shape *s, gpt2_llmc_src src, void *ctx, ddp_err *err)
 {
     int n = tensor_count(s);
     const float **from = calloc((size_t)n, sizeof *from);
@@ -370,7 +370,7 @@ static const float *host_tensor_src(void *ctx, const char *name, size_t numel)
 }
 
 /* m's shape, or a usage error for another model kind. */
-static int model_shape(const model *m, const char *path, cfg_gpt2 *s, ddp_err *err)
+static int model_shape(const model *m, const char *path, gpt2_shape *s, ddp_err *err)
 {
     int64_t seq_len;
     if (gpt2_parse_description(m->description, s, &seq_len, err))
@@ -381,7 +381,7 @@ static int model_shape(const model *m, const char *path, cfg_gpt2 *s, ddp_err *e
 
 int gpt2_llmc_save_model(model *m, const char *path, ddp_err *err)
 {
-    cfg_gpt2 s;
+    gpt2_shape s;
     int rc = model_shape(m, path, &s, err);
     if (rc)
         return rc;
@@ -397,7 +397,7 @@ int gpt2_llmc_save_model(model *m, const char *path, ddp_err *err)
 
 int gpt2_llmc_load_model(model *m, const char *path, ddp_err *err)
 {
-    cfg_gpt2 s;
+    gpt2_shape s;
     int rc = model_shape(m, path, &s, err);
     if (rc)
         return rc;

@@ -34,15 +34,15 @@ typedef const float *(*gpt2_llmc_src)(void *ctx, const char *name, size_t numel)
 typedef float *(*gpt2_llmc_dst)(void *ctx, const char *name, size_t numel);
 
 /* Writes a model of this shape, its tensors from src, to path (atomically). */
-int gpt2_llmc_write(const char *path, const cfg_gpt2 *shape, gpt2_llmc_src src, void *ctx, ddp_err *err);
+int gpt2_llmc_write(const char *path, const gpt2_shape *shape, gpt2_llmc_src src, void *ctx, ddp_err *err);
 
 /* The shape path's header declares, once magic, version, shape and the file's size checked out. */
-int gpt2_llmc_read_shape(const char *path, cfg_gpt2 *shape, ddp_err *err);
+int gpt2_llmc_read_shape(const char *path, gpt2_shape *shape, ddp_err *err);
 
 /* Validates path as gpt2_llmc_read_shape does and that its shape is *want, asks dst for every
  * tensor's memory, then reads the parameters into it. Validation failures touch no dst memory; a
  * read error part-way (the file changed underneath) may leave part of it written. */
-int gpt2_llmc_read(const char *path, const cfg_gpt2 *want, gpt2_llmc_dst dst, void *ctx, ddp_err *err);
+int gpt2_llmc_read(const char *path, const gpt2_shape *want, gpt2_llmc_dst dst, void *ctx, ddp_err *err);
 
 /* A GPT-2 model's parameters (device memory) to path / from path. A failed load leaves the
  * parameters as they were. Another model kind is a usage error naming it. */

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MLP_MAX_LAYERS (CFG_MAX_HIDDEN + 1)
+#define MLP_MAX_LAYERS (MLP_MAX_HIDDEN + 1)
 
 typedef struct mlp_layer {
     int64_t in, out;
@@ -200,13 +200,13 @@ static const struct model_ops mlp_ops = {
 
 /* Lays out fc1..fcN in the flat buffer and records each layer's widths and offsets. Weight decay
  * applies to every tensor, as in PyTorch's default single parameter group. */
-static int build_layout(model *m, mlp_impl *p, const cfg_mlp *cfg, ddp_err *err)
+static int build_layout(model *m, mlp_impl *p, const mlp_opts *opts, ddp_err *err)
 {
     size_t offset = 0;
     int64_t in = m->io.sample.input.count;
-    p->n_layers = cfg->n_hidden + 1;
+    p->n_layers = opts->n_hidden + 1;
     for (int l = 0; l < p->n_layers; l++) {
-        int64_t out = l < cfg->n_hidden ? cfg->hidden[l] : m->io.sample.n_classes;
+        int64_t out = l < opts->n_hidden ? opts->hidden[l] : m->io.sample.n_classes;
         char name[48];
         p->layer[l].in = in;
         p->layer[l].out = out;
@@ -257,19 +257,19 @@ static int alloc_buffers(model *m, mlp_impl *p, ddp_err *err)
 }
 
 /* "mlp hidden=[1024,1024] activation=relu in=784 classes=10" */
-static void describe(model *m, const cfg_mlp *cfg)
+static void describe(model *m, const mlp_opts *opts)
 {
     char *out = m->description;
     size_t n = sizeof m->description, used = (size_t)snprintf(out, n, "mlp hidden=[");
-    for (int l = 0; l < cfg->n_hidden && used < n; l++)
-        used += (size_t)snprintf(out + used, n - used, "%s%lld", l ? "," : "", (long long)cfg->hidden[l]);
+    for (int l = 0; l < opts->n_hidden && used < n; l++)
+        used += (size_t)snprintf(out + used, n - used, "%s%lld", l ? "," : "", (long long)opts->hidden[l]);
     if (used < n)
-        snprintf(out + used, n - used, "] activation=%s in=%lld classes=%lld", act_kind_name(cfg->activation),
+        snprintf(out + used, n - used, "] activation=%s in=%lld classes=%lld", act_kind_name(opts->activation),
                  (long long)m->io.sample.input.count, (long long)m->io.sample.n_classes);
 }
 
 /* Pixels in, one class id out (u8 x in -> i32 x 1 in [0, classes)), and positive layer widths. */
-static int check_shape(const cfg_mlp *cfg, const sample_layout *data, int64_t max_rows, ddp_err *err)
+static int check_shape(const mlp_opts *opts, const sample_layout *data, int64_t max_rows, ddp_err *err)
 {
     char got[160];
     sample_layout_format(data, got, sizeof got);
@@ -277,20 +277,20 @@ static int check_shape(const cfg_mlp *cfg, const sample_layout *data, int64_t ma
         data->target.count != 1 || data->n_classes < 2)
         return ddp_fail(err, DDP_EUSAGE, "mlp: takes samples of u8 pixels -> one i32 class id of at least 2 "
                         "classes, the data has %s", got);
-    if (max_rows < 1 || cfg->n_hidden < 0 || cfg->n_hidden > CFG_MAX_HIDDEN)
+    if (max_rows < 1 || opts->n_hidden < 0 || opts->n_hidden > MLP_MAX_HIDDEN)
         return ddp_fail(err, DDP_EUSAGE, "mlp: bad shape (max_rows %lld, %d hidden)", (long long)max_rows,
-                        cfg->n_hidden);
-    for (int l = 0; l < cfg->n_hidden; l++)
-        if (cfg->hidden[l] < 1)
+                        opts->n_hidden);
+    for (int l = 0; l < opts->n_hidden; l++)
+        if (opts->hidden[l] < 1)
             return ddp_fail(err, DDP_EUSAGE, "mlp: model.mlp.hidden[%d] is %lld, must be positive", l,
-                            (long long)cfg->hidden[l]);
+                            (long long)opts->hidden[l]);
     return DDP_OK;
 }
 
-int mlp_create(const cfg_mlp *cfg, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
+int mlp_create(const mlp_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
                model **out, ddp_err *err)
 {
-    int rc = check_shape(cfg, data, max_rows, err);
+    int rc = check_shape(opts, data, max_rows, err);
     if (rc)
         return rc;
     model *m = calloc(1, sizeof *m);
@@ -306,9 +306,9 @@ int mlp_create(const cfg_mlp *cfg, device *dev, const sample_layout *data, int64
     m->io = (model_io){.sample = *data, .classifier = true};
     m->max_rows = max_rows;
     m->param_tail = param_tail;
-    p->act = cfg->activation;
-    rc = build_layout(m, p, cfg, err);
-    describe(m, cfg);
+    p->act = opts->activation;
+    rc = build_layout(m, p, opts, err);
+    describe(m, opts);
     if (!rc)
         rc = alloc_buffers(m, p, err);
     if (rc) {

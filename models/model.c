@@ -1,4 +1,4 @@
-/* model.c — what every model shares: picking the model named by the config, finding a parameter
+/* model.c — what every model shares: building the model its options name, finding a parameter
  * tensor by name, and PyTorch's default Linear initialisation over the flat parameter buffer.
  *
  * Initial values are generated on the host from the RNG_INIT stream and uploaded, so every rank
@@ -15,17 +15,16 @@
 #include "gpt2.h"
 #include "mlp.h"
 
-int model_create(const config *cfg, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
+int model_create(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
                  model **out, ddp_err *err)
 {
-    switch (cfg->model.kind) {
+    switch (opts->kind) {
     case MODEL_MLP:
-        return mlp_create(&cfg->model.mlp, dev, data, max_rows, param_tail, out, err);
+        return mlp_create(&opts->mlp, dev, data, max_rows, param_tail, out, err);
     case MODEL_GPT2:
-        return gpt2_create(&cfg->model.gpt2, cfg->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32, dev, data,
-                           max_rows, param_tail, out, err);
+        return gpt2_create(&opts->gpt2, opts->compute, dev, data, max_rows, param_tail, out, err);
     }
-    return ddp_fail(err, DDP_EUSAGE, "model.kind: unknown model %d", (int)cfg->model.kind);
+    return ddp_fail(err, DDP_EUSAGE, "model.kind: unknown model %d", (int)opts->kind);
 }
 
 int model_alloc_params(model *m, ddp_err *err)

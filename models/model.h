@@ -15,10 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/config/config.h"
 #include "runtime/data/sample.h"
 #include "runtime/device/device.h"
 #include "runtime/base/err.h"
+#include "models/model_opts.h"
 
 #define MODEL_DESCRIPTION_MAX 256
 
@@ -81,7 +81,7 @@ struct model {
     const struct model_ops *ops;
     device *dev;
     float *params, *grads;           /* device buffers, n_params floats each */
-    tensor_dtype act_dtype;          /* activations' and logits' type (TENSOR_F32 unless precision bf16) */
+    tensor_dtype act_dtype;          /* activations' and logits' type (model_opts.compute) */
     size_t n_params;
     param_tensor *tensors;           /* n_tensors, in buffer order; freed by model_free_tensors */
     int n_tensors;
@@ -97,12 +97,12 @@ struct model {
     void *impl;
 };
 
-/* Builds the model named by cfg->model for samples of the given layout (a model whose shape
- * follows the data, like the MLP's input width and class count, takes it from there), with
- * activation buffers for up to max_rows rows and param_tail spare floats past the parameters and
- * gradients (model.param_tail). Parameters are left uninitialised. A layout the model cannot take
- * is a usage error naming both. */
-int model_create(const config *cfg, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
+/* Builds the model opts names (opts->kind with that kind's settings, computing in opts->compute)
+ * for samples of the given layout (a model whose shape follows the data, like the MLP's input
+ * width and class count, takes it from there), with activation buffers for up to max_rows rows
+ * and param_tail spare floats past the parameters and gradients (model.param_tail). Parameters
+ * are left uninitialised. A layout the model cannot take is a usage error naming both. */
+int model_create(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
                  model **out, ddp_err *err);
 
 /* For the models' create functions, once n_params is known: allocates params and grads with

@@ -123,9 +123,8 @@ int main(int argc, char **argv)
     j.s.ld_o = j.s.NH * j.s.hs;
     j.s.scale = (float)(1.0 / sqrt((double)j.s.hs));
     ddp_err err = {0};
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    die_on(on_cpu ? device_cpu_create(&j.d, &err) : device_cuda_create(0, &cfg, &j.d, &err), &err, "device");
+    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
+    die_on(on_cpu ? device_cpu_create(&j.d, &err) : device_cuda_create(0, &gpu_opts, &j.d, &err), &err, "device");
     j.t = on_cpu || f32 ? TENSOR_F32 : TENSOR_BF16;
     rng r;
     rng_seed(&r, 1, 99);

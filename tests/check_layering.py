@@ -20,15 +20,16 @@ import sys
 # folder -> folders it may include from (its own folder is always allowed)
 ALLOWED = {
     "runtime/base": [],
-    "runtime/config": ["runtime/base"],
     "runtime/data": ["runtime/base"],
     "runtime/cudaemu": ["runtime/base"],
-    "runtime/device": ["runtime/base", "runtime/config", "runtime/cudaemu"],
-    "runtime/optim": ["runtime/base", "runtime/config", "runtime/device"],
+    "runtime/device": ["runtime/base", "runtime/cudaemu"],
+    "runtime/optim": ["runtime/base", "runtime/device"],
     "runtime/ckpt": ["runtime/base"],
-    "runtime/cloud": ["runtime/base", "runtime/config"],
-    "collectives": ["runtime/base", "runtime/config", "runtime/device", "runtime/cudaemu"],
-    "models": ["runtime/base", "runtime/config", "runtime/data", "runtime/device"],
+    "runtime/cloud": ["runtime/base"],
+    "collectives": ["runtime/base", "runtime/device", "runtime/cudaemu"],
+    "models": ["runtime/base", "runtime/data", "runtime/device"],
+    # the config holds each layer's own option types, so it sits above them (below the training job)
+    "runtime/config": ["runtime/base", "runtime/device", "runtime/optim", "runtime/cloud", "models"],
     "launcher": ["runtime", "collectives", "models"],
     "scripts": ["runtime", "collectives", "models"],
     "tests": ["runtime", "collectives", "models", "launcher", "tests"],

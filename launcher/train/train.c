@@ -154,7 +154,7 @@ static int open_grad_comm(train_job *t, ddp_err *err)
 static int make_optimizer(train_job *t, ddp_err *err)
 {
     const model *m = t->m;
-    int rc = t->zero ? train_zero_optimizer(t, err) : optim_create(t->cfg, t->dev, m->n_params, &t->opt, err);
+    int rc = t->zero ? train_zero_optimizer(t, err) : optim_create(&t->cfg->optimizer, t->dev, m->n_params, &t->opt, err);
     optim_span *spans = rc ? NULL : malloc((size_t)m->n_tensors * sizeof *spans);
     if (!rc && !spans)
         rc = ddp_fail(err, DDP_ERUNTIME, "out of memory for %d tensor spans", m->n_tensors);
@@ -202,15 +202,31 @@ static int open_trace(train_job *t, ddp_err *err)
     return t->trace ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "cannot open %s", path);
 }
 
+/* What the device and the model are made with, from the config: its device and cuda sections;
+ * its model section, computing in bf16 under precision bf16. (The optimizer's options are the
+ * config's optimizer section itself.) */
+static device_opts device_opts_of(const config *c)
+{
+    return (device_opts){.kind = c->device, .tf32 = c->cuda.tf32};
+}
+
+static model_opts model_opts_of(const config *c)
+{
+    return (model_opts){.kind = c->model.kind, .mlp = c->model.mlp, .gpt2 = c->model.gpt2,
+                        .compute = c->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32};
+}
+
 static int setup(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
+    const device_opts dev_opts = device_opts_of(c);
+    const model_opts model = model_opts_of(c);
     const char *rs = getenv("DDPRUN_RESTART_COUNT");
     t->restart_count = rs ? atoi(rs) : 0;
     int trc = open_trace(t, err);
     if (trc != DDP_OK)
         return trc;
-    int rc = device_open(c, t->ctl->local_rank, &t->dev, err);
+    int rc = device_open(&dev_opts, t->ctl->local_rank, &t->dev, err);
     if (rc == DDP_OK && c->precision == PRECISION_BF16 && t->dev->kind != DEVICE_CUDA)
         rc = ddp_fail(err, DDP_EUSAGE, "%s: precision: bf16 needs a GPU (the CPU backend computes in float32), and "
                       "this rank runs on %s; use precision: fp32 here", c->source, t->dev->name);
@@ -220,7 +236,7 @@ static int setup(train_job *t, ddp_err *err)
         rc = load_data(t, err);
     t->zero = train_zero_on(c, t->ctl->size);
     if (rc == DDP_OK)
-        rc = model_create(c, t->dev, &t->train.layout, c->data.batch_size, train_zero_param_tail(c, t->ctl->size),
+        rc = model_create(&model, t->dev, &t->train.layout, c->data.batch_size, train_zero_param_tail(c, t->ctl->size),
                           &t->m, err);
     if (rc == DDP_OK)
         rc = check_data_fits(t, &t->train, err);

@@ -43,7 +43,7 @@ int train_zero_optimizer(train_job *t, ddp_err *err)
     if (!parts)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d optimizer parts", r->n_buckets);
     rank_parts(r, t->ctl->rank, parts);
-    int rc = optim_create_parts(t->cfg, t->dev, t->m->n_params, parts, r->n_buckets, r->shard_n, &t->opt, err);
+    int rc = optim_create_parts(&t->cfg->optimizer, t->dev, t->m->n_params, parts, r->n_buckets, r->shard_n, &t->opt, err);
     free(parts);
     return rc;
 }

@@ -13,7 +13,7 @@
 
 /* What one provider's polls keep between calls. */
 typedef struct cloud_session {
-    cfg_notice provider;
+    notice_provider provider;
     char base[CLOUD_URL_MAX];   /* http://169.254.169.254 or DDPRUN_METADATA_URL, no trailing '/' */
     char token[256];            /* AWS: IMDSv2 session token, "" = none yet */
     double token_time;          /* monotonic_s() when it was issued */
@@ -21,7 +21,7 @@ typedef struct cloud_session {
     bool vm_name_tried;
 } cloud_session;
 
-void cloud_session_init(cloud_session *s, cfg_notice provider);
+void cloud_session_init(cloud_session *s, notice_provider provider);
 /* One poll: 1 = a notice (what describes it), 0 = none, -1 = the service could not be asked or
  * did not answer as documented (what says why). */
 int cloud_poll(cloud_session *s, char *what, size_t cap);

@@ -25,7 +25,7 @@ static const char gcp_notice_path[] = "/computeMetadata/v1/instance/preempted";
 static const char azure_events_path[] = "/metadata/scheduledevents?" AZURE_API;
 static const char azure_name_path[] = "/metadata/instance/compute/name?api-version=2021-02-01&format=text";
 
-const char *cloud_name(cfg_notice provider)
+const char *cloud_name(notice_provider provider)
 {
     switch (provider) {
     case NOTICE_AWS: return "AWS";
@@ -311,7 +311,7 @@ int notice_parse_azure(long http_status, const char *body, size_t len, const cha
 
 /* ---- polling one provider ---------------------------------------------------------------- */
 
-void cloud_session_init(cloud_session *s, cfg_notice provider)
+void cloud_session_init(cloud_session *s, notice_provider provider)
 {
     memset(s, 0, sizeof *s);
     s->provider = provider;
@@ -387,11 +387,11 @@ int cloud_poll(cloud_session *s, char *what, size_t cap)
 /* ---- which cloud ------------------------------------------------------------------------- */
 
 /* The three questions asked at once, so that a machine on no cloud costs timeout_s, not three. */
-cfg_notice cloud_detect(double timeout_s)
+notice_provider cloud_detect(double timeout_s)
 {
     cloud_session s;
     cloud_session_init(&s, NOTICE_AUTO);
-    const cfg_notice who[3] = {NOTICE_AWS, NOTICE_GCP, NOTICE_AZURE};
+    const notice_provider who[3] = {NOTICE_AWS, NOTICE_GCP, NOTICE_AZURE};
     const char *path[3] = {aws_token_path, gcp_notice_path, azure_events_path};
     const char *header[3] = {"X-aws-ec2-metadata-token-ttl-seconds: 60", "Metadata-Flavor: Google",
                              "Metadata: true"};
@@ -412,7 +412,7 @@ cfg_notice cloud_detect(double timeout_s)
         if (running > 0)
             curl_multi_poll(m, NULL, 0, 50, NULL);
     }
-    cfg_notice found = NOTICE_OFF;
+    notice_provider found = NOTICE_OFF;
     for (int i = 0; i < 3; i++) {
         if (!e[i])
             continue;

@@ -14,7 +14,6 @@
 #include <stddef.h>
 
 #include "runtime/base/err.h"
-#include "runtime/config/config.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,11 +21,15 @@ extern "C" {
 
 #define NOTICE_TEXT_MAX 256
 
-const char *cloud_name(cfg_notice provider); /* "AWS", "GCP", "Azure" */
+/* Whose notice to watch (the config's checkpoint.preemption_notice): none, whichever cloud's
+ * metadata service answers, or one cloud's. */
+typedef enum { NOTICE_OFF, NOTICE_AUTO, NOTICE_AWS, NOTICE_GCP, NOTICE_AZURE } notice_provider;
+
+const char *cloud_name(notice_provider provider); /* "AWS", "GCP", "Azure" */
 
 /* Which provider's metadata service answers within timeout_s (all three are asked at once);
  * NOTICE_OFF when none does. */
-cfg_notice cloud_detect(double timeout_s);
+notice_provider cloud_detect(double timeout_s);
 
 /* Reading one provider's answer, body[0..len) (not NUL-terminated; may hold NUL bytes): 1 = a
  * notice in the provider's documented format (what describes it), 0 = none, -1 = not such an
@@ -43,7 +46,7 @@ typedef void (*notice_fn)(const char *what, void *arg);
 
 /* Starts polling every poll_s (provider NOTICE_AUTO: detected first, on the watch's thread; when no
  * service answers the watch ends silently). on_notice(what, arg) runs once, on the watch's thread. */
-int notice_watch_start(cfg_notice provider, double poll_s, notice_fn on_notice, void *arg, notice_watch **out,
+int notice_watch_start(notice_provider provider, double poll_s, notice_fn on_notice, void *arg, notice_watch **out,
                        ddp_err *err);
 /* Stops the thread (within one request's time limit) and frees w (NULL is fine). */
 void notice_watch_stop(notice_watch *w);

@@ -14,7 +14,7 @@
 #define DETECT_TIMEOUT_S 1.0
 
 struct notice_watch {
-    cfg_notice provider;
+    notice_provider provider;
     double poll_s;
     notice_fn on_notice;
     void *arg;
@@ -33,7 +33,7 @@ static bool nap(worker *t, double seconds)
 static void watch_main(worker *t, void *arg)
 {
     notice_watch *w = arg;
-    cfg_notice provider = w->provider;
+    notice_provider provider = w->provider;
     if (provider == NOTICE_AUTO && (provider = cloud_detect(DETECT_TIMEOUT_S)) == NOTICE_OFF)
         return; /* on no cloud: nothing to watch, nothing to say */
     cloud_session s;
@@ -57,7 +57,7 @@ static void watch_main(worker *t, void *arg)
     } while (nap(t, w->poll_s));
 }
 
-int notice_watch_start(cfg_notice provider, double poll_s, notice_fn on_notice, void *arg, notice_watch **out,
+int notice_watch_start(notice_provider provider, double poll_s, notice_fn on_notice, void *arg, notice_watch **out,
                        ddp_err *err)
 {
     *out = NULL;

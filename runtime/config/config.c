@@ -3,7 +3,7 @@
  * Owns the walk of YAML documents (libyaml document API) against the key table, the handling of
  * unknown and duplicate keys (with did-you-mean), syntax errors, and error locations
  * (FILE:LINE:COL, 1-based; overrides as `<override N>:1:COL`). Turning one node into a value
- * lives in config_keys.c; cross-key checks in config_check.c. Also owns the loader's bounds
+ * lives in config_value.c; cross-key checks in config_check.c. Also owns the loader's bounds
  * (the file read up to a size limit, CFG_MAX_DEPTH nesting checked on libyaml's events before its
  * document loader runs) and YAML's explicit tags. Reads only the one YAML file. */
 #include "config_internal.h"
@@ -43,6 +43,8 @@ void cfg_pos_label(const cfg_loader *L, cfg_pos at, char *out, size_t n)
 {
     if (at.source == 0)
         snprintf(out, n, "%s:%d:%d", L->file, at.line, at.col);
+    else if (at.source < 0) /* a default of the key table (cfg_defaults) */
+        snprintf(out, n, "<default>:%d:%d", at.line, at.col);
     else
         snprintf(out, n, "<override %d>:%d:%d", at.source, at.line, at.col);
 }
@@ -545,9 +547,11 @@ int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides
         return ddp_fail(err, DDP_ERUNTIME, "config: %d keys, raise CFG_MAX_KEYS (%d)", cfg_key_count(), CFG_MAX_KEYS);
     config work;
     cfg_loader L = {.c = &work, .err = err, .file = path ? path : "<no file>"};
-    cfg_defaults(&work);
     for (int i = 0; i < CFG_MAX_KEYS; i++)
         L.origin[i] = (cfg_pos){-1, 0, 0};
+    int drc = cfg_defaults(&L);
+    if (drc)
+        return drc;
     if (path) {
         if (strlen(path) >= sizeof work.source)
             return ddp_fail(err, DDP_EUSAGE, "%.200s...: config path too long", path);

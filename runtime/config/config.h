@@ -3,7 +3,11 @@
  * config_load reads a YAML file with libyaml, applies `key.path=value` overrides from the command
  * line, and validates everything before any rank does work. Every rejection names
  * FILE:LINE:COL and the key path (overrides are reported as `<override N>:1:COL`), and returns
- * DDP_EUSAGE. The struct below is plain data; nothing outside config.c parses YAML.
+ * DDP_EUSAGE. The struct below is plain data; nothing outside runtime/config parses YAML. Settings
+ * that belong to a layer are held in that layer's own types (device_opts.h's kinds, optim_opts,
+ * models/model_opts.h, the notice provider), so the config sits above those layers and none of
+ * them includes this header: the training job hands each its part. The key table
+ * (config_internal.h) describes every key; docs/config-reference.md is generated from it.
  * This module must not touch the filesystem beyond reading the YAML file (config_write_resolved
  * is the one writer, called by the training loop once the run directory exists). */
 #ifndef DDP_CONFIG_H
@@ -12,56 +16,43 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "models/model_opts.h"
 #include "runtime/base/err.h"
+#include "runtime/cloud/cloud_notice.h"
+#include "runtime/device/device_opts.h"
+#include "runtime/optim/optim.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define CFG_MAX_HIDDEN 16
 #define CFG_PATH_MAX 1024
 
-typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA } cfg_device;
-typedef enum { MODEL_MLP, MODEL_GPT2 } cfg_model_kind;
-typedef enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH } act_kind;
 typedef enum { DATA_FASHION_MNIST, DATA_SYNTHETIC, DATA_TOKENS } cfg_data_kind;
-typedef enum { OPT_SGD, OPT_ADAMW } cfg_opt_kind;
-typedef enum { SCHED_CONSTANT, SCHED_COSINE } cfg_sched_kind;
 typedef enum { BACKEND_AUTO, BACKEND_MPI, BACKEND_NCCL } cfg_backend;
 typedef enum { GRAD_FP32, GRAD_BF16 } cfg_grad_dtype;
 typedef enum { PRECISION_FP32, PRECISION_BF16 } cfg_precision;
 typedef enum { RESUME_AUTO, RESUME_NEVER, RESUME_PATH } cfg_resume;
-typedef enum { NOTICE_OFF, NOTICE_AUTO, NOTICE_AWS, NOTICE_GCP, NOTICE_AZURE } cfg_notice;
-
-/* model.mlp: the multi-layer perceptron's own settings. */
-typedef struct cfg_mlp {
-    int n_hidden;
-    int64_t hidden[CFG_MAX_HIDDEN];             /* hidden layer widths, input side first */
-    act_kind activation;
-} cfg_mlp;
-
-/* model.gpt2: the transformer's shape. vocab_size is the tokenizer's; the model pads it. */
-typedef struct cfg_gpt2 {
-    int64_t n_layer, n_head, n_embd, block_size, vocab_size;
-} cfg_gpt2;
 
 typedef struct config {
     char source[CFG_PATH_MAX]; /* the YAML file it came from */
 
     struct { char dir[CFG_PATH_MAX]; uint64_t seed; } run;
-    cfg_device device;
+    device_kind device;
     struct { bool tf32; } cuda;                 /* cuda.tf32: allow TF32 GEMMs on the CUDA backend */
     /* bf16: activations and GEMM operands in bf16 with fp32 accumulation, fp32 master weights,
      * optimizer state and gradients (CUDA only); ddp.grad_dtype then defaults to bf16 */
     cfg_precision precision;
 
     /* Each model kind has a section of its own (model.mlp, ...); only model.kind's is read, and a
-     * file that sets another kind's section is rejected. */
+     * file that sets another kind's section is rejected. The types are the models' own
+     * (models/model_opts.h). */
     struct {
-        cfg_model_kind kind;
-        cfg_mlp mlp;
-        cfg_gpt2 gpt2;
+        model_kind kind;
+        mlp_opts mlp;
+        gpt2_shape gpt2;
     } model;
 
     struct {
@@ -89,12 +80,7 @@ typedef struct config {
         int64_t profile_start;                  /* steps this run does before the profiler's window opens */
     } train;
 
-    struct {
-        cfg_opt_kind kind;
-        double lr, weight_decay, beta1, beta2, eps, momentum, grad_clip; /* grad_clip 0 = off */
-        bool nesterov;
-        struct { cfg_sched_kind kind; int64_t warmup_steps; double min_lr; } schedule;
-    } optimizer;
+    optim_opts optimizer;                       /* the optimizer's own options (runtime/optim/optim.h) */
 
     struct {
         cfg_backend backend;
@@ -117,7 +103,7 @@ typedef struct config {
         char upload_cmd[CFG_PATH_MAX];          /* run after each save ({path} {name} {dir} {step}); "" = none */
         char download_cmd[CFG_PATH_MAX];        /* run on resume when dir has no checkpoint ({dir}); "" = none */
         double command_timeout_s;               /* limit of each upload / download command */
-        cfg_notice preemption_notice;           /* the cloud's preemption notice to watch (runtime/cloud) */
+        notice_provider preemption_notice;      /* the cloud's preemption notice to watch (runtime/cloud) */
         double notice_poll_s;
     } checkpoint;
 } config;
@@ -139,6 +125,10 @@ int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides
  * atomically and durably; an error names the file and the system's reason. */
 int config_write_resolved(const config *c, const char *path, ddp_err *err);
 
+/* The config reference (docs/config-reference.md) as Markdown, made from the key table: every
+ * key's type, default, allowed values, description and whether the hash covers it. */
+int config_write_reference(FILE *out, ddp_err *err);
+
 /* A stable 64-bit hash of the settings that must match for a bit-exact resume (model shape,
  * data, optimizer); stored in checkpoints. */
 uint64_t config_hash(const config *c);
@@ -150,8 +140,6 @@ char *config_hashed_settings(const config *c);
  * run: NOW)", "path SAVED (not used by this run)", "path (not used by the saved run; this run:
  * NOW)", comma-separated. Returns how many it named (0 also when saved is NULL). */
 int config_settings_changes(const char *saved, size_t saved_len, const config *c, char *out, size_t cap);
-
-const char *act_kind_name(act_kind a);
 
 #ifdef __cplusplus
 }

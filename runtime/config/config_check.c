@@ -90,7 +90,7 @@ static int report_conflict(cfg_loader *L, const conflict *cf)
     else
         cfg_pos_label(L, L->origin[other], other_at, sizeof other_at);
     cfg_pos at = L->origin[later];
-    if (at.source < 0) /* both defaults: a bug in cfg_defaults, but still say where */
+    if (at.source < 0) /* both defaults: a bug in the key table's defaults, but still say where */
         at = (cfg_pos){0, 1, 1};
     return cfg_error(L, at, later_key->path, "expected %s, got %s %.100s with %s %.100s (%s)", cf->rule,
                      later_key->path, later_val, other_key->path, other_val, other_at);

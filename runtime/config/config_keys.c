@@ -1,23 +1,18 @@
-/* config_keys.c — the table of the general config keys, their defaults, and the parsing of one value.
+/* config_keys.c — the table of the general config keys, the walk of the whole table, and the
+ * defaults it gives.
  *
- * Adding a setting means one row here (a model kind's setting: in config_model.c), one default
- * in cfg_defaults and one row in README's config reference; the loader, writer and hash pick it
- * up from the table. This file turns a single YAML node into a typed field with range checks; it
- * does not walk documents, know about files or overrides, or check one key against another
- * (config.c / config_check.c do). */
+ * Each row is the one place a key is described: path, type, range or choices, default, whether
+ * the config hash covers it, and what it does. Adding a setting is one row here (a model kind's
+ * setting: in config_model.c) and its field in struct config; the loader, the defaults, the
+ * writer, the hash and docs/config-reference.md (`ddprun config reference`) follow from the table.
+ * This file must not parse values itself (config_value.c does, defaults included) or check one key
+ * against another (config_check.c). */
 #include "config_internal.h"
 
-#include "runtime/base/command.h"
-
-#include <ctype.h>
-#include <errno.h>
-#include <math.h>
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(cfg_device) == sizeof(int) && sizeof(act_kind) == sizeof(int) &&
+_Static_assert(sizeof(device_kind) == sizeof(int) && sizeof(act_kind) == sizeof(int) &&
                sizeof(cfg_backend) == sizeof(int), "enums are stored through int pointers");
 
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
@@ -27,8 +22,6 @@ static const char *const sched_names[] = {"constant", "cosine", NULL};
 static const char *const backend_names[] = {"auto", "mpi", "nccl", NULL};
 static const char *const grad_dtype_names[] = {"fp32", "bf16", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
-static const char *const signal_names[] = {"SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", NULL};
-static const int signal_numbers[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT};
 static const char *const notice_names[] = {"off", "auto", "aws", "gcp", "azure", NULL};
 /* The placeholders runtime/ckpt/ckpt_upload.c fills in (ckpt_upload_placeholders and
  * ckpt_download_placeholders): checked here so that a typo is reported at its line. */
@@ -39,74 +32,152 @@ static const char *const download_placeholders[] = {"dir", NULL};
  * model kinds' sections (config_model.c) go between model.kind and data. */
 static const cfg_key keys_before_models[] = {
     SECTION("run"),
-    STR("run.dir", run.dir),
-    {.path = "run.seed", .type = KT_UINT, .off = OFF(run.seed), .hashed = true},
-    ENUM("device", device, device_names, false),
+    STR("run.dir", run.dir, "runs/default", "Run directory: metrics.jsonl, resolved config, checkpoints."),
+    {.path = "run.seed", .type = KT_UINT, .off = OFF(run.seed), .def = "0", .hash = HASH_YES,
+     .doc = "Seed of every RNG stream (init, sampler, synthetic data)."},
+    ENUM("device", device, device_names, "auto", HASH_NO,
+         "Compute device; `auto` = CUDA when a GPU is usable, else CPU."),
     SECTION("cuda"),
-    BOOL("cuda.tf32", cuda.tf32, false),
-    ENUM("precision", precision, precision_names, false),
+    BOOL("cuda.tf32", cuda.tf32, "false", HASH_NO, "Allow TF32 tensor-core GEMMs (CUDA only; ignored on CPU)."),
+    ENUM("precision", precision, precision_names, "fp32", HASH_NO,
+         "`bf16`: GPT-2's activations and GEMM operands in bfloat16 with fp32 accumulation, fp32 master "
+         "weights, AdamW state and gradients (CUDA only)."),
     SECTION("model"),
-    ENUM("model.kind", model.kind, cfg_model_kind_names, true),
+    ENUM("model.kind", model.kind, cfg_model_kind_names, "mlp", HASH_YES,
+         "Model family; its settings are the section `model.<kind>`."),
 };
 
 static const cfg_key keys_after_models[] = {
     SECTION("data"),
-    ENUM("data.kind", data.kind, data_names, true),
-    STR("data.path", data.path),
-    INT("data.batch_size", data.batch_size, 1, I32, true),
-    BOOL("data.shuffle", data.shuffle, true),
-    BOOL("data.drop_last", data.drop_last, true),
-    INT("data.seq_len", data.seq_len, 1, 1 << 20, true),
+    ENUM("data.kind", data.kind, data_names, "fashion-mnist", HASH_YES,
+         "Dataset; `tokens` (language models) reads `scripts/prepare-text` shards, train split for training, "
+         "val for evaluation."),
+    STR("data.path", data.path, "/usr/share/datasets/fashion-mnist",
+        "Folder with the four gzipped IDX files (fashion-mnist), or with `train_*.bin`, `val_*.bin` and "
+        "`tokenizer.bin` (tokens)."),
+    INT("data.batch_size", data.batch_size, 1, I32, "128", HASH_YES, "Samples per rank per micro-step."),
+    BOOL("data.shuffle", data.shuffle, "true", HASH_YES, "Reshuffle every epoch (seeded by `run.seed` + epoch)."),
+    BOOL("data.drop_last", data.drop_last, "true", HASH_YES, "Drop the incomplete last batch of an epoch."),
+    INT("data.seq_len", data.seq_len, 1, 1 << 20, "256", HASH_TOKENS,
+        "Positions per sequence; a sample is a window of seq_len + 1 tokens."),
     SECTION("data.synthetic"),
-    INT("data.synthetic.train", data.synthetic_train, 1, I32, true),
-    INT("data.synthetic.test", data.synthetic_test, 1, I32, true),
-    INT("data.synthetic.features", data.synthetic_features, 1, 1 << 20, true),
-    INT("data.synthetic.classes", data.synthetic_classes, 2, 1 << 20, true),
+    INT("data.synthetic.train", data.synthetic_train, 1, I32, "60000", HASH_SYNTHETIC, "Synthetic training samples."),
+    INT("data.synthetic.test", data.synthetic_test, 1, I32, "10000", HASH_SYNTHETIC, "Synthetic test samples."),
+    INT("data.synthetic.features", data.synthetic_features, 1, 1 << 20, "784", HASH_SYNTHETIC,
+        "Synthetic input features."),
+    INT("data.synthetic.classes", data.synthetic_classes, 2, 1 << 20, "10", HASH_SYNTHETIC, "Synthetic classes."),
     SECTION("train"),
-    INT("train.epochs", train.epochs, 1, I32, false),
-    INT("train.max_steps", train.max_steps, 0, BIG, false),
-    INT("train.grad_accum", train.grad_accum, 1, 1 << 20, true),
-    INT("train.log_every", train.log_every, 1, BIG, false),
-    BOOL("train.eval", train.eval, false),
-    INT("train.eval_every", train.eval_every, 0, BIG, false),
-    INT("train.sample_every", train.sample_every, 0, BIG, false),
-    INT("train.sample_tokens", train.sample_tokens, 1, 1 << 20, false),
-    INT("train.profile_steps", train.profile_steps, 0, 1 << 20, false),
-    INT("train.profile_start", train.profile_start, 0, BIG, false),
+    INT("train.epochs", train.epochs, 1, I32, "1", HASH_NO, "Epochs to train."),
+    INT("train.max_steps", train.max_steps, 0, BIG, "0", HASH_NO,
+        "0 = epochs decide; > 0 stops after this many optimizer steps."),
+    INT("train.grad_accum", train.grad_accum, 1, 1 << 20, "1", HASH_YES,
+        "Micro-steps per optimizer step (gradient accumulation)."),
+    INT("train.log_every", train.log_every, 1, BIG, "50", HASH_NO,
+        "Log / metrics line every N optimizer steps; also where non-finite losses are looked for (every 4096 "
+        "steps at most; `docs/running.md`, \"A loss that becomes NaN\")."),
+    BOOL("train.eval", train.eval, "true", HASH_NO,
+         "Evaluate on the test set (val split for tokens) after each epoch."),
+    INT("train.eval_every", train.eval_every, 0, BIG, "0", HASH_NO,
+        "Also evaluate every N optimizer steps (0 = at epoch ends only)."),
+    INT("train.sample_every", train.sample_every, 0, BIG, "0", HASH_NO,
+        "Language models: rank 0 prints a seeded text sample every N steps (0 = off); non-finite logits stop "
+        "the job (exit 65), a stop request ends a sample early."),
+    INT("train.sample_tokens", train.sample_tokens, 1, 1 << 20, "64", HASH_NO, "Tokens per text sample."),
+    INT("train.profile_steps", train.profile_steps, 0, 1 << 20, "0", HASH_NO,
+        "Steps the built-in profiler records (0 = off): rank 0 prints a per-op table at the end and writes "
+        "`profile.json`, every rank writes `trace-rank{R}.json` into `run.dir` (`docs/profiling.md`)."),
+    INT("train.profile_start", train.profile_start, 0, BIG, "5", HASH_NO,
+        "Steps this run trains before the profiler's window opens (warm-up)."),
     SECTION("optimizer"),
-    ENUM("optimizer.kind", optimizer.kind, opt_names, true),
-    NUM("optimizer.lr", optimizer.lr, NR_POSITIVE, true),
-    NUM("optimizer.weight_decay", optimizer.weight_decay, NR_NONNEG, true),
-    {.path = "optimizer.betas", .type = KT_BETAS, .range = NR_UNIT, .hashed = true},
-    NUM("optimizer.eps", optimizer.eps, NR_POSITIVE, true),
-    NUM("optimizer.momentum", optimizer.momentum, NR_UNIT, true),
-    BOOL("optimizer.nesterov", optimizer.nesterov, true),
-    NUM("optimizer.grad_clip", optimizer.grad_clip, NR_NONNEG, true),
+    ENUM("optimizer.kind", optimizer.kind, opt_names, "adamw", HASH_YES, "Optimizer."),
+    NUM("optimizer.lr", optimizer.lr, NR_POSITIVE, "0.001", HASH_YES, "Peak learning rate."),
+    NUM("optimizer.weight_decay", optimizer.weight_decay, NR_NONNEG, "0.01", HASH_YES,
+        "Decoupled (AdamW) / L2 (SGD) weight decay."),
+    {.path = "optimizer.betas", .type = KT_BETAS, .range = NR_UNIT, .def = "[0.9, 0.999]", .hash = HASH_ADAMW,
+     .doc = "AdamW β1, β2 (`[0.9, 0.95]` when not set, with `model.kind: gpt2`)."},
+    NUM("optimizer.eps", optimizer.eps, NR_POSITIVE, "1e-8", HASH_ADAMW, "AdamW ε."),
+    NUM("optimizer.momentum", optimizer.momentum, NR_UNIT, "0.9", HASH_SGD, "SGD momentum."),
+    BOOL("optimizer.nesterov", optimizer.nesterov, "false", HASH_SGD, "SGD Nesterov momentum."),
+    NUM("optimizer.grad_clip", optimizer.grad_clip, NR_NONNEG, "0", HASH_YES,
+        "Clip the global gradient L2 norm to this: gradients × min(1, clip / (norm + 1e-6)), as "
+        "`clip_grad_norm_`, on the device; 0 = off. With clipping on, a non-finite gradient norm is named by "
+        "its step (exit 65)."),
     SECTION("optimizer.schedule"),
-    ENUM("optimizer.schedule.kind", optimizer.schedule.kind, sched_names, true),
-    INT("optimizer.schedule.warmup_steps", optimizer.schedule.warmup_steps, 0, BIG, true),
-    NUM("optimizer.schedule.min_lr", optimizer.schedule.min_lr, NR_NONNEG, true),
+    ENUM("optimizer.schedule.kind", optimizer.schedule.kind, sched_names, "constant", HASH_YES,
+         "LR schedule after warm-up."),
+    INT("optimizer.schedule.warmup_steps", optimizer.schedule.warmup_steps, 0, BIG, "0", HASH_YES,
+        "Linear warm-up steps."),
+    NUM("optimizer.schedule.min_lr", optimizer.schedule.min_lr, NR_NONNEG, "0", HASH_COSINE,
+        "Final LR of the cosine schedule."),
     SECTION("ddp"),
-    ENUM("ddp.backend", ddp.backend, backend_names, false),
-    NUM("ddp.bucket_mb", ddp.bucket_mb, NR_POSITIVE, false),
-    NUM("ddp.first_bucket_mb", ddp.first_bucket_mb, NR_POSITIVE, false),
-    NUM("ddp.timeout_s", ddp.timeout_s, NR_POSITIVE, false),
-    BOOL("ddp.debug", ddp.debug, false),
-    ENUM("ddp.grad_dtype", ddp.grad_dtype, grad_dtype_names, false),
-    INT("ddp.zero", ddp.zero, 0, 1, false),
+    ENUM("ddp.backend", ddp.backend, backend_names, "auto", HASH_NO,
+         "Gradient all-reduce backend; `auto` = NCCL on CUDA, MPI on CPU."),
+    NUM("ddp.bucket_mb", ddp.bucket_mb, NR_POSITIVE, "25", HASH_NO, "Gradient bucket size cap, MiB."),
+    NUM("ddp.first_bucket_mb", ddp.first_bucket_mb, NR_POSITIVE, "1", HASH_NO,
+        "Size of the first (last-layer) bucket, MiB."),
+    NUM("ddp.timeout_s", ddp.timeout_s, NR_POSITIVE, "300", HASH_NO,
+        "Seconds a collective may wait before the job is aborted with an error naming the ranks that did not "
+        "arrive (MPI and NCCL); also how long the end of a run waits for collectives still in flight."),
+    BOOL("ddp.debug", ddp.debug, "false", HASH_NO, "Cross-check collective order and sizes across ranks (slower)."),
+    ENUM("ddp.grad_dtype", ddp.grad_dtype, grad_dtype_names, "fp32", HASH_NO,
+         "Precision of gradients on the wire; `bf16` when not set, with `precision: bf16`, except on "
+         "`ddp.backend: mpi`."),
+    INT("ddp.zero", ddp.zero, 0, 1, "0", HASH_NO,
+        "ZeRO stage. `1`: each rank keeps and updates only its shard of the optimizer state (gradient buckets "
+        "are reduce-scattered, updated parameters all-gathered per bucket), dividing optimizer memory by the "
+        "ranks; same results as `0` within float rounding."),
     SECTION("checkpoint"),
-    INT("checkpoint.every_steps", checkpoint.every_steps, 0, BIG, false),
-    NUM("checkpoint.every_minutes", checkpoint.every_minutes, NR_NONNEG, false),
-    INT("checkpoint.keep_last", checkpoint.keep_last, 1, I32, false),
-    {.path = "checkpoint.resume", .type = KT_RESUME},
-    {.path = "checkpoint.signal", .type = KT_SIGNAL, .choices = signal_names},
-    OPT_PATH("checkpoint.init_from", checkpoint.init_from),
-    OPT_PATH("checkpoint.dir", checkpoint.dir),
-    COMMAND("checkpoint.upload_cmd", checkpoint.upload_cmd, upload_placeholders),
-    COMMAND("checkpoint.download_cmd", checkpoint.download_cmd, download_placeholders),
-    NUM("checkpoint.command_timeout_s", checkpoint.command_timeout_s, NR_POSITIVE, false),
-    ENUM("checkpoint.preemption_notice", checkpoint.preemption_notice, notice_names, false),
-    NUM("checkpoint.notice_poll_s", checkpoint.notice_poll_s, NR_POSITIVE, false),
+    INT("checkpoint.every_steps", checkpoint.every_steps, 0, BIG, "0", HASH_NO,
+        "Checkpoint every N optimizer steps; 0 = off."),
+    NUM("checkpoint.every_minutes", checkpoint.every_minutes, NR_NONNEG, "0", HASH_NO,
+        "Checkpoint every N minutes of training; 0 = off."),
+    INT("checkpoint.keep_last", checkpoint.keep_last, 1, I32, "3", HASH_NO,
+        "Checkpoints kept in `checkpoint.dir` (one an upload still reads is kept until it ends)."),
+    {.path = "checkpoint.resume", .type = KT_RESUME, .def = "auto",
+     .doc = "`auto`: newest valid checkpoint in `checkpoint.dir` (after `checkpoint.download_cmd` when there "
+            "is none), else start fresh; `never`: start fresh; a path: that checkpoint."},
+    {.path = "checkpoint.signal", .type = KT_SIGNAL, .choices = cfg_signal_names, .def = "SIGUSR1",
+     .doc = "Signal ddprun sends the ranks when it receives SIGTERM/SIGINT (mpirun forwards only "
+            "SIGUSR1/SIGUSR2). A rank treats SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 alike: checkpoint and stop."},
+    OPT_PATH("checkpoint.init_from", checkpoint.init_from,
+             "An llm.c GPT-2 model file: a fresh start (no checkpoint resumed) loads the parameters from it "
+             "(`ddprun ckpt export --format llmc` writes one; so does llm.c's `train_gpt2.py`) instead of "
+             "initialising them; the header must match `model.gpt2` (both shapes named otherwise). Only with "
+             "`model.kind: gpt2`."),
+    OPT_PATH("checkpoint.dir", checkpoint.dir,
+             "Where checkpoints are written and looked for (none: `run.dir/checkpoints`); may be a network mount "
+             "that outlives the instance. Only rank 0 reads and writes it. It is created, and a file made and "
+             "removed in it, before the first step: a directory that cannot be created or written ends the job "
+             "there (exit 1), not at the first save."),
+    COMMAND("checkpoint.upload_cmd", checkpoint.upload_cmd, upload_placeholders,
+            "Run by rank 0 after each successful save, in the background (training never waits for it), e.g. "
+            "`aws s3 cp {path} s3://bucket/run/`. One upload at a time; when newer checkpoints are saved "
+            "meanwhile, only the newest is uploaded next (the skipped ones are named). A failure is reported "
+            "with the command's exit status and last line of output, and is not fatal. At the end of the job (a "
+            "preemption stop included) ddprun waits for the last upload. Output goes to "
+            "`run.dir/checkpoint-commands.log`. A placeholder's value is never pasted into the command's text: "
+            "it reaches the shell as the environment variable `DDPRUN_PATH` (`DDPRUN_NAME`, `DDPRUN_DIR`, "
+            "`DDPRUN_STEP`), referenced as suits the quotes around the placeholder, so `{path}`, `\"{path}\"` "
+            "and `'{path}'` all give the path as one word, unchanged, whatever characters it holds (`$(...)` in "
+            "a directory name is never run). Any other `{...}`, `${VAR}` included, is an error: write `$VAR`."),
+    COMMAND("checkpoint.download_cmd", checkpoint.download_cmd, download_placeholders,
+            "Run by rank 0 when a resume (`checkpoint.resume: auto`, or a restart) finds no checkpoint in "
+            "`checkpoint.dir`, to fetch checkpoints into `{dir}` (e.g. `aws s3 sync s3://bucket/run/ {dir}`; "
+            "`DDPRUN_DIR` in the environment, quoted as for upload_cmd); the newest valid one is then resumed, "
+            "or the run starts fresh if it brought none. A failure stops the job before training (starting "
+            "from step 0 instead would silently lose the run)."),
+    NUM("checkpoint.command_timeout_s", checkpoint.command_timeout_s, NR_POSITIVE, "900", HASH_NO,
+        "Time limit of each upload or download command; past it the command's whole process group is ended "
+        "and the command counts as failed."),
+    ENUM("checkpoint.preemption_notice", checkpoint.preemption_notice, notice_names, "off", HASH_NO,
+         "Watch the cloud's preemption notice (AWS spot `instance-action` through IMDSv2, GCP "
+         "`instance/preempted`, Azure Scheduled Events `Preempt` naming this VM) from each node's local rank "
+         "0; a notice is a stop request like SIGTERM: every rank agrees on a step, saves, and the job exits 75 "
+         "naming the notice. `auto` asks all three at once and watches whichever answers within 1 s, silently "
+         "nothing on other machines."),
+    NUM("checkpoint.notice_poll_s", checkpoint.notice_poll_s, NR_POSITIVE, "5", HASH_NO,
+        "How often the notice is polled. AWS warns 2 minutes ahead, GCP and Azure about 30 s: the poll "
+        "interval plus one step plus the checkpoint's snapshot must fit."),
 };
 #define N_BEFORE ((int)(sizeof keys_before_models / sizeof keys_before_models[0]))
 #define N_AFTER ((int)(sizeof keys_after_models / sizeof keys_after_models[0]))
@@ -134,48 +205,42 @@ int cfg_key_count(void)
     return n;
 }
 
-void cfg_defaults(config *c)
+/* k's default text as a YAML document, read into L->c by the key's own parser (errors into L->err). */
+static int apply_default(cfg_loader *L, const cfg_key *k)
 {
-    memset(c, 0, sizeof *c); /* also zeroes padding, so two loads of one file compare equal */
-    snprintf(c->run.dir, sizeof c->run.dir, "runs/default");
-    c->device = DEVICE_AUTO;
-    c->model.kind = MODEL_MLP;
-    cfg_model_defaults(c);
-    c->data.kind = DATA_FASHION_MNIST;
-    snprintf(c->data.path, sizeof c->data.path, "/usr/share/datasets/fashion-mnist");
-    c->data.batch_size = 128;
-    c->data.shuffle = c->data.drop_last = true;
-    c->data.synthetic_train = 60000;
-    c->data.synthetic_test = 10000;
-    c->data.synthetic_features = 784;
-    c->data.synthetic_classes = 10;
-    c->data.seq_len = 256;
-    c->train.epochs = 1;
-    c->train.grad_accum = 1;
-    c->train.log_every = 50;
-    c->train.eval = true;
-    c->train.sample_tokens = 64;
-    c->train.profile_start = 5;
-    c->optimizer.kind = OPT_ADAMW;
-    c->optimizer.lr = 1e-3;
-    c->optimizer.weight_decay = 0.01;
-    c->optimizer.beta1 = 0.9;
-    c->optimizer.beta2 = 0.999;
-    c->optimizer.eps = 1e-8;
-    c->optimizer.momentum = 0.9;
-    c->optimizer.schedule.kind = SCHED_CONSTANT;
-    c->ddp.backend = BACKEND_AUTO;
-    c->ddp.bucket_mb = 25;
-    c->ddp.first_bucket_mb = 1;
-    c->ddp.timeout_s = 300;
-    c->ddp.grad_dtype = GRAD_FP32;
-    c->ddp.zero = 0;
-    c->checkpoint.keep_last = 3;
-    c->checkpoint.resume = RESUME_AUTO;
-    c->checkpoint.stop_signal = SIGUSR1;
-    c->checkpoint.command_timeout_s = 900;
-    c->checkpoint.preemption_notice = NOTICE_OFF;
-    c->checkpoint.notice_poll_s = 5;
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&parser))
+        return ddp_fail(L->err, DDP_ERUNTIME, "libyaml: cannot initialize parser");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)k->def, strlen(k->def));
+    int rc = DDP_OK;
+    if (!yaml_parser_load(&parser, &doc)) {
+        rc = ddp_fail(L->err, DDP_ERUNTIME, "not YAML: %s", parser.problem ? parser.problem : "unknown");
+    } else {
+        yaml_node_t *root = yaml_document_get_root_node(&doc);
+        const cfg_src src = {-1, 0};
+        rc = root ? cfg_parse_value(L, &src, &doc, root, k) : ddp_fail(L->err, DDP_ERUNTIME, "empty");
+        yaml_document_delete(&doc);
+    }
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+int cfg_defaults(cfg_loader *L)
+{
+    memset(L->c, 0, sizeof *L->c);
+    ddp_err *outer = L->err, why = {0};
+    const cfg_key *k = NULL;
+    int rc = DDP_OK;
+    L->err = &why;
+    for (int i = 0; rc == DDP_OK && (k = cfg_key_at(i)); i++)
+        if (k->type != KT_SECTION)
+            rc = k->def ? apply_default(L, k) : ddp_fail(&why, DDP_ERUNTIME, "none given");
+    L->err = outer;
+    if (rc)
+        return ddp_fail(outer, DDP_ERUNTIME, "config: key table: the default of %s, %s, is refused (%s)",
+                        k ? k->path : "?", k && k->def ? k->def : "(none)", why.msg);
+    return DDP_OK;
 }
 
 int cfg_key_find(const char *path)
@@ -198,367 +263,4 @@ const char *cfg_key_leaf(const char *path)
 {
     const char *dot = strrchr(path, '.');
     return dot ? dot + 1 : path;
-}
-
-const char *cfg_signal_name(int signo)
-{
-    for (int i = 0; signal_names[i]; i++)
-        if (signal_numbers[i] == signo)
-            return signal_names[i];
-    return NULL;
-}
-
-static void num_expect(num_range r, char *out, size_t n)
-{
-    snprintf(out, n, "%s", r == NR_POSITIVE ? "a positive number"
-                           : r == NR_NONNEG ? "a number >= 0" : "a number in [0, 1)");
-}
-
-static void int_expect(int64_t lo, int64_t hi, char *out, size_t n)
-{
-    if (hi == INT64_MAX)
-        snprintf(out, n, "an integer >= %lld", (long long)lo);
-    else
-        snprintf(out, n, "an integer in [%lld, %lld]", (long long)lo, (long long)hi);
-}
-
-static void choices_expect(const char *const *names, char *out, size_t n)
-{
-    size_t used = (size_t)snprintf(out, n, "one of ");
-    for (int i = 0; names[i] && used < n; i++)
-        used += (size_t)snprintf(out + used, n - used, "%s%s", i ? ", " : "", names[i]);
-}
-
-void cfg_expect(const cfg_key *k, char *out, size_t n)
-{
-    char elem[96];
-    switch (k->type) {
-    case KT_SECTION: snprintf(out, n, "a mapping"); break;
-    case KT_INT: int_expect(k->imin, k->imax, out, n); break;
-    case KT_UINT: snprintf(out, n, "an integer in [0, 2^64)"); break;
-    case KT_NUM: num_expect(k->range, out, n); break;
-    case KT_BOOL: snprintf(out, n, "true or false"); break;
-    case KT_STR: snprintf(out, n, "a non-empty path"); break;
-    case KT_OPT_PATH: snprintf(out, n, "a path, or \"\" for none"); break;
-    case KT_COMMAND: snprintf(out, n, "a shell command, or \"\" for none"); break;
-    case KT_ENUM: case KT_SIGNAL: choices_expect(k->choices, out, n); break;
-    case KT_HIDDEN:
-        int_expect(k->imin, k->imax, elem, sizeof elem);
-        snprintf(out, n, "a list of 1 to %d layer sizes, each %s", CFG_MAX_HIDDEN, elem);
-        break;
-    case KT_BETAS: snprintf(out, n, "a list of two numbers in [0, 1)"); break;
-    case KT_RESUME: snprintf(out, n, "auto, never or a checkpoint path"); break;
-    }
-}
-
-/* ---- reading one YAML node ---- */
-
-static bool is_null(const yaml_node_t *nd)
-{
-    if (nd->type != YAML_SCALAR_NODE || nd->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return false;
-    const char *v = (const char *)nd->data.scalar.value;
-    return !*v || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") || !strcmp(v, "NULL");
-}
-
-void cfg_describe(const yaml_node_t *nd, char *out, size_t n)
-{
-    if (nd->type == YAML_MAPPING_NODE)
-        snprintf(out, n, "a mapping");
-    else if (nd->type == YAML_SEQUENCE_NODE)
-        snprintf(out, n, "a list");
-    else if (is_null(nd))
-        snprintf(out, n, "nothing");
-    else
-        snprintf(out, n, "\"%.80s\"%s", (const char *)nd->data.scalar.value,
-                 nd->data.scalar.style == YAML_PLAIN_SCALAR_STYLE ? "" : " (quoted, so a string)");
-}
-
-static int wrong(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key,
-                 const char *expect)
-{
-    char got[128];
-    cfg_describe(nd, got, sizeof got);
-    return cfg_error(L, cfg_node_pos(s, nd), key, "expected %s, got %s", expect, got);
-}
-
-static const char *plain_text(const yaml_node_t *nd)
-{
-    if (nd->type != YAML_SCALAR_NODE || nd->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return NULL;
-    return (const char *)nd->data.scalar.value;
-}
-
-/* YAML 1.2 core-schema decimal integer; 0 on success, -1 not an integer, -2 out of range. */
-static int read_int(const char *t, int64_t *v)
-{
-    const char *p = t + (*t == '+' || *t == '-');
-    if (!*p)
-        return -1;
-    for (const char *q = p; *q; q++)
-        if (!isdigit((unsigned char)*q))
-            return -1;
-    errno = 0;
-    long long x = strtoll(t, NULL, 10);
-    if (errno == ERANGE)
-        return -2;
-    *v = x;
-    return 0;
-}
-
-/* [+-](digits[.digits*]|.digits)([eE][+-]digits)? — refuses inf/nan/hex that strtod would take. */
-static bool looks_numeric(const char *t)
-{
-    const char *p = t + (*t == '+' || *t == '-');
-    int digits = 0;
-    while (isdigit((unsigned char)*p)) p++, digits++;
-    if (*p == '.')
-        for (p++; isdigit((unsigned char)*p); p++) digits++;
-    if (!digits)
-        return false;
-    if (*p == 'e' || *p == 'E') {
-        p++;
-        p += (*p == '+' || *p == '-');
-        if (!isdigit((unsigned char)*p))
-            return false;
-        while (isdigit((unsigned char)*p)) p++;
-    }
-    return *p == '\0';
-}
-
-static bool in_range(double v, num_range r)
-{
-    return r == NR_POSITIVE ? v > 0 : r == NR_NONNEG ? v >= 0 : (v >= 0 && v < 1);
-}
-
-static int parse_int(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key,
-                     int64_t lo, int64_t hi, int64_t *out)
-{
-    char expect[96];
-    int_expect(lo, hi, expect, sizeof expect);
-    const char *t = plain_text(nd);
-    int64_t v = 0;
-    int rc = t ? read_int(t, &v) : -1;
-    if (rc == -2)
-        return cfg_error(L, cfg_node_pos(s, nd), key, "expected %s, got \"%.80s\" (out of range)", expect, t);
-    if (rc < 0 || v < lo || v > hi)
-        return wrong(L, s, nd, key, expect);
-    *out = v;
-    return DDP_OK;
-}
-
-static int parse_num(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key,
-                     num_range r, double *out)
-{
-    char expect[64];
-    num_expect(r, expect, sizeof expect);
-    const char *t = plain_text(nd);
-    if (!t || !looks_numeric(t))
-        return wrong(L, s, nd, key, expect);
-    double v = strtod(t, NULL);
-    if (!isfinite(v) || !in_range(v, r))
-        return wrong(L, s, nd, key, expect);
-    *out = v;
-    return DDP_OK;
-}
-
-static int parse_uint(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key,
-                      uint64_t *out)
-{
-    const char *t = plain_text(nd);
-    const char *p = t ? t + (*t == '+') : NULL;
-    bool digits = p && *p;
-    for (const char *q = p; digits && *q; q++)
-        digits = isdigit((unsigned char)*q);
-    errno = 0;
-    unsigned long long v = digits ? strtoull(p, NULL, 10) : 0;
-    if (!digits || errno == ERANGE)
-        return wrong(L, s, nd, key, "an integer in [0, 2^64)");
-    *out = v;
-    return DDP_OK;
-}
-
-static int parse_bool(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key, bool *out)
-{
-    static const char *const yes[] = {"true", "True", "TRUE"}, *const no[] = {"false", "False", "FALSE"};
-    const char *t = plain_text(nd);
-    for (int i = 0; t && i < 3; i++) {
-        if (!strcmp(t, yes[i]) || !strcmp(t, no[i])) {
-            *out = !strcmp(t, yes[i]);
-            return DDP_OK;
-        }
-    }
-    return wrong(L, s, nd, key, "true or false");
-}
-
-/* Any scalar style; the text itself (quoted "123" and plain 123 are the same path). */
-static int parse_str(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key, char *out)
-{
-    if (nd->type != YAML_SCALAR_NODE || is_null(nd) || !nd->data.scalar.length)
-        return wrong(L, s, nd, key, "a non-empty path");
-    if (nd->data.scalar.length >= CFG_PATH_MAX)
-        return cfg_error(L, cfg_node_pos(s, nd), key, "expected a path shorter than %d bytes, got %zu bytes",
-                         CFG_PATH_MAX, nd->data.scalar.length);
-    memset(out, 0, CFG_PATH_MAX); /* no stale tail: equal settings give byte-equal structs */
-    memcpy(out, nd->data.scalar.value, nd->data.scalar.length);
-    return DDP_OK;
-}
-
-/* A shell command whose {placeholders} are all known (runtime/base/command.h expands them). */
-static int parse_command(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const cfg_key *k, char *out)
-{
-    if (nd->type == YAML_SCALAR_NODE && (is_null(nd) || !nd->data.scalar.length)) {
-        memset(out, 0, CFG_PATH_MAX);
-        return DDP_OK;
-    }
-    if (nd->type != YAML_SCALAR_NODE)
-        return wrong(L, s, nd, k->path, "a shell command, or \"\" for none");
-    int rc = parse_str(L, s, nd, k->path, out);
-    if (rc != DDP_OK)
-        return rc;
-    int n = 0;
-    while (k->choices[n])
-        n++;
-    char expanded[COMMAND_MAX];
-    ddp_err e = {0};
-    if (command_expand(out, k->choices, n, expanded, sizeof expanded, &e) != DDP_OK)
-        return cfg_error(L, cfg_node_pos(s, nd), k->path, "%s", e.msg);
-    return DDP_OK;
-}
-
-static int parse_choice(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key,
-                        const char *const *names, int *out)
-{
-    char expect[160], got[128];
-    const char *t = nd->type == YAML_SCALAR_NODE ? (const char *)nd->data.scalar.value : NULL;
-    int best = -1, best_d = 1 << 30;
-    for (int i = 0; t && names[i]; i++) {
-        if (!strcmp(t, names[i])) {
-            *out = i;
-            return DDP_OK;
-        }
-        /* short values get no hint: "gpu" is one letter from "cpu" but rarely means it */
-        int lim = strlen(names[i]) <= 3 ? 0 : cfg_near_limit(names[i]);
-        int d = cfg_edit_distance(t, names[i], lim);
-        if (d <= lim && d < best_d)
-            best = i, best_d = d;
-    }
-    choices_expect(names, expect, sizeof expect);
-    cfg_describe(nd, got, sizeof got);
-    if (best >= 0)
-        return cfg_error(L, cfg_node_pos(s, nd), key, "expected %s, got %s; did you mean '%s'?", expect,
-                         got, names[best]);
-    return cfg_error(L, cfg_node_pos(s, nd), key, "expected %s, got %s", expect, got);
-}
-
-static int parse_hidden(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, const yaml_node_t *nd,
-                        const cfg_key *k)
-{
-    char expect[160], elem_key[CFG_KEY_MAX];
-    cfg_expect(k, expect, sizeof expect);
-    if (nd->type != YAML_SEQUENCE_NODE)
-        return wrong(L, s, nd, k->path, expect);
-    long n = nd->data.sequence.items.top - nd->data.sequence.items.start;
-    if (n < 1 || n > CFG_MAX_HIDDEN)
-        return cfg_error(L, cfg_node_pos(s, nd), k->path, "expected %s, got a list of %ld", expect, n);
-    int64_t sizes[CFG_MAX_HIDDEN];
-    for (long i = 0; i < n; i++) {
-        yaml_node_t *item = yaml_document_get_node(doc, nd->data.sequence.items.start[i]);
-        snprintf(elem_key, sizeof elem_key, "%s[%ld]", k->path, i);
-        int rc = cfg_check_tag(L, s, item, elem_key);
-        if (!rc)
-            rc = parse_int(L, s, item, elem_key, k->imin, k->imax, &sizes[i]);
-        if (rc)
-            return rc;
-    }
-    cfg_mlp *mlp = &L->c->model.mlp;
-    mlp->n_hidden = (int)n;
-    memset(mlp->hidden, 0, sizeof mlp->hidden);
-    memcpy(mlp->hidden, sizes, (size_t)n * sizeof sizes[0]);
-    return DDP_OK;
-}
-
-static int parse_betas(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, const yaml_node_t *nd,
-                       const cfg_key *k)
-{
-    char elem_key[CFG_KEY_MAX];
-    if (nd->type != YAML_SEQUENCE_NODE)
-        return wrong(L, s, nd, k->path, "a list of two numbers in [0, 1)");
-    long n = nd->data.sequence.items.top - nd->data.sequence.items.start;
-    if (n != 2)
-        return cfg_error(L, cfg_node_pos(s, nd), k->path,
-                         "expected a list of two numbers in [0, 1), got a list of %ld", n);
-    double b[2];
-    for (int i = 0; i < 2; i++) {
-        yaml_node_t *item = yaml_document_get_node(doc, nd->data.sequence.items.start[i]);
-        snprintf(elem_key, sizeof elem_key, "%s[%d]", k->path, i);
-        int rc = cfg_check_tag(L, s, item, elem_key);
-        if (!rc)
-            rc = parse_num(L, s, item, elem_key, NR_UNIT, &b[i]);
-        if (rc)
-            return rc;
-    }
-    L->c->optimizer.beta1 = b[0];
-    L->c->optimizer.beta2 = b[1];
-    return DDP_OK;
-}
-
-/* auto | never | a path. A slash-free near miss of a keyword ("nevr") is refused as a likely
- * typo; such a checkpoint path can still be given as ./nevr. */
-static int parse_resume(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const cfg_key *k)
-{
-    config *c = L->c;
-    char path[CFG_PATH_MAX];
-    int rc = parse_str(L, s, nd, k->path, path);
-    if (rc)
-        return wrong(L, s, nd, k->path, "auto, never or a checkpoint path");
-    static const char *const words[] = {"auto", "never"};
-    for (int i = 0; i < 2; i++) {
-        if (!strcmp(path, words[i])) {
-            c->checkpoint.resume = i == 0 ? RESUME_AUTO : RESUME_NEVER;
-            memset(c->checkpoint.resume_path, 0, sizeof c->checkpoint.resume_path);
-            return DDP_OK;
-        }
-        if (!strchr(path, '/') && cfg_edit_distance(path, words[i], 1) <= 1)
-            return cfg_error(L, cfg_node_pos(s, nd), k->path,
-                             "expected auto, never or a checkpoint path, got \"%s\"; did you mean '%s'? "
-                             "(write ./%s for a file of that name)", path, words[i], path);
-    }
-    c->checkpoint.resume = RESUME_PATH;
-    memcpy(c->checkpoint.resume_path, path, sizeof path);
-    return DDP_OK;
-}
-
-int cfg_parse_value(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_node_t *nd,
-                    const cfg_key *k)
-{
-    char *field = (char *)L->c + k->off;
-    switch (k->type) {
-    case KT_INT: return parse_int(L, s, nd, k->path, k->imin, k->imax, (int64_t *)field);
-    case KT_UINT: return parse_uint(L, s, nd, k->path, (uint64_t *)field);
-    case KT_NUM: return parse_num(L, s, nd, k->path, k->range, (double *)field);
-    case KT_BOOL: return parse_bool(L, s, nd, k->path, (bool *)field);
-    case KT_STR: return parse_str(L, s, nd, k->path, field);
-    case KT_OPT_PATH:
-        if (nd->type == YAML_SCALAR_NODE && (is_null(nd) || !nd->data.scalar.length)) {
-            memset(field, 0, CFG_PATH_MAX);
-            return DDP_OK;
-        }
-        return nd->type == YAML_SCALAR_NODE ? parse_str(L, s, nd, k->path, field)
-                                            : wrong(L, s, nd, k->path, "a path, or \"\" for none");
-    case KT_COMMAND: return parse_command(L, s, nd, k, field);
-    case KT_ENUM: return parse_choice(L, s, nd, k->path, k->choices, (int *)field);
-    case KT_HIDDEN: return parse_hidden(L, s, doc, nd, k);
-    case KT_BETAS: return parse_betas(L, s, doc, nd, k);
-    case KT_RESUME: return parse_resume(L, s, nd, k);
-    case KT_SIGNAL: {
-        int which = 0;
-        int rc = parse_choice(L, s, nd, k->path, k->choices, &which);
-        if (!rc)
-            L->c->checkpoint.stop_signal = signal_numbers[which];
-        return rc;
-    }
-    case KT_SECTION: break;
-    }
-    return cfg_error(L, cfg_node_pos(s, nd), k->path, "expected a setting, got a section");
 }

@@ -1,11 +1,11 @@
-/* config_model.c — the model kinds' config sections: each kind's keys, defaults and checks.
+/* config_model.c — the model kinds' config sections: each kind's keys (with their defaults) and checks.
  *
  * model.kind picks a model; its settings live in a section of their own named after it
  * (model.mlp for the MLP), so one model's settings never sit among another's. Adding a kind is
- * one key table, one defaults function and (when its keys constrain each other) one check,
- * listed in cfg_model_sections. A section of a kind other than model.kind is an error naming
- * both, reported where the later of the two was set. This file must not parse YAML values
- * (config_keys.c) or know the general keys. */
+ * one key table and (when its keys constrain each other) one check, listed in
+ * cfg_model_sections. A section of a kind other than model.kind is an error naming both,
+ * reported where the later of the two was set. This file must not parse YAML values
+ * (config_value.c) or know the general keys. */
 #include "config_internal.h"
 
 #include <stdio.h>
@@ -19,33 +19,27 @@ static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", NULL};
 
 static const cfg_key mlp_keys[] = {
     SECTION("model.mlp"),
-    {.path = "model.mlp.hidden", .type = KT_HIDDEN, .imin = 1, .imax = 1 << 20, .hashed = true},
-    ENUM("model.mlp.activation", model.mlp.activation, act_names, true),
+    {.path = "model.mlp.hidden", .type = KT_HIDDEN, .imin = 1, .imax = 1 << 20, .def = "[1024, 1024]",
+     .hash = HASH_YES, .doc = "Hidden layer widths (the input width and class count come from the data)."},
+    ENUM("model.mlp.activation", model.mlp.activation, act_names, "relu", HASH_YES, "Hidden-layer activation."),
 };
-
-static void mlp_defaults(config *c)
-{
-    c->model.mlp.n_hidden = 2;
-    c->model.mlp.hidden[0] = c->model.mlp.hidden[1] = 1024;
-    c->model.mlp.activation = ACT_RELU;
-}
 
 /* ---- gpt2 ---- */
 
+/* GPT-2 small (124M), as llm.c and Hugging Face define it. */
 static const cfg_key gpt2_keys[] = {
     SECTION("model.gpt2"),
-    INT("model.gpt2.n_layer", model.gpt2.n_layer, 1, 96, true),
-    INT("model.gpt2.n_head", model.gpt2.n_head, 1, 1024, true),
-    INT("model.gpt2.n_embd", model.gpt2.n_embd, 1, 1 << 16, true),
-    INT("model.gpt2.block_size", model.gpt2.block_size, 1, 1 << 20, true),
-    INT("model.gpt2.vocab_size", model.gpt2.vocab_size, 2, 1 << 24, true),
+    INT("model.gpt2.n_layer", model.gpt2.n_layer, 1, 96, "12", HASH_YES, "Transformer blocks."),
+    INT("model.gpt2.n_head", model.gpt2.n_head, 1, 1024, "12", HASH_YES,
+        "Attention heads; must divide `model.gpt2.n_embd`."),
+    INT("model.gpt2.n_embd", model.gpt2.n_embd, 1, 1 << 16, "768", HASH_YES, "Channels."),
+    INT("model.gpt2.block_size", model.gpt2.block_size, 1, 1 << 20, "1024", HASH_YES,
+        "Position embeddings (longest sequence); at least `data.seq_len`."),
+    INT("model.gpt2.vocab_size", model.gpt2.vocab_size, 2, 1 << 24, "50257", HASH_YES,
+        "Vocabulary, at least the data's; padded to a multiple of 128 inside (the padding never reaches the "
+        "loss or sampling). With gpt2, `optimizer.betas` defaults to `[0.9, 0.95]` and weight decay applies "
+        "to 2-D tensors only."),
 };
-
-/* GPT-2 small (124M), as llm.c and Hugging Face define it. */
-static void gpt2_defaults(config *c)
-{
-    c->model.gpt2 = (cfg_gpt2){.n_layer = 12, .n_head = 12, .n_embd = 768, .block_size = 1024, .vocab_size = 50257};
-}
 
 /* GPT-2 trains with AdamW betas (0.9, 0.95): the model's default unless the file sets them. */
 static int gpt2_check(cfg_loader *L)
@@ -60,8 +54,8 @@ static int gpt2_check(cfg_loader *L)
 #define KEYS(table) table, (int)(sizeof table / sizeof table[0])
 
 const cfg_model_section cfg_model_sections[] = {
-    {MODEL_MLP, "model.mlp", KEYS(mlp_keys), mlp_defaults, NULL},
-    {MODEL_GPT2, "model.gpt2", KEYS(gpt2_keys), gpt2_defaults, gpt2_check},
+    {MODEL_MLP, "model.mlp", KEYS(mlp_keys), NULL},
+    {MODEL_GPT2, "model.gpt2", KEYS(gpt2_keys), gpt2_check},
 };
 const int cfg_n_model_sections = (int)(sizeof cfg_model_sections / sizeof cfg_model_sections[0]);
 _Static_assert(sizeof cfg_model_sections / sizeof cfg_model_sections[0] ==
@@ -83,12 +77,6 @@ bool cfg_model_key_active(const config *c, const cfg_key *k)
 {
     const cfg_model_section *s = section_of(k->path);
     return !s || s->kind == c->model.kind;
-}
-
-void cfg_model_defaults(config *c)
-{
-    for (int s = 0; s < cfg_n_model_sections; s++)
-        cfg_model_sections[s].defaults(c);
 }
 
 /* A section set for another kind, reported like a contradiction (config_check.c): at the later

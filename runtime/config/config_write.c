@@ -18,16 +18,6 @@
 
 #include "runtime/base/dirs.h"
 
-const char *act_kind_name(act_kind a)
-{
-    switch (a) {
-    case ACT_RELU: return "relu";
-    case ACT_GELU: return "gelu";
-    case ACT_GELU_TANH: return "gelu_tanh";
-    }
-    return "unknown";
-}
-
 void cfg_format_double(double v, char *out, size_t n)
 {
     if (v == floor(v) && fabs(v) < 1e15) { /* 300, not %g's 3e+02 */
@@ -53,8 +43,8 @@ static void format_list(const char *const *items, int count, char *out, size_t n
 void cfg_format_value(const config *c, const cfg_key *k, char *out, size_t n)
 {
     const char *field = (const char *)c + k->off;
-    char items[CFG_MAX_HIDDEN][32];
-    const char *ptrs[CFG_MAX_HIDDEN];
+    char items[MLP_MAX_HIDDEN][32];
+    const char *ptrs[MLP_MAX_HIDDEN];
     switch (k->type) {
     case KT_SECTION: snprintf(out, n, "{}"); break;
     case KT_INT: snprintf(out, n, "%lld", (long long)*(const int64_t *)field); break;
@@ -109,8 +99,8 @@ static int emit_list(writer *w, const char *const *items, int count)
 
 static int emit_value(writer *w, const config *c, const cfg_key *k)
 {
-    char text[CFG_PATH_MAX], items[CFG_MAX_HIDDEN][32];
-    const char *ptrs[CFG_MAX_HIDDEN];
+    char text[CFG_PATH_MAX], items[MLP_MAX_HIDDEN][32];
+    const char *ptrs[MLP_MAX_HIDDEN];
     if (k->type == KT_HIDDEN || k->type == KT_BETAS) {
         int count = k->type == KT_HIDDEN ? c->model.mlp.n_hidden : 2;
         for (int i = 0; i < count; i++) {
@@ -217,23 +207,22 @@ int config_write_resolved(const config *c, const char *path, ddp_err *err)
 
 /* ---- resume hash ---- */
 
-/* Keys whose value cannot affect this run (SGD momentum under AdamW, synthetic sizes with real
- * data, another model kind's section) stay out, so changing them does not block a resume. */
-static bool relevant(const config *c, const cfg_key *k)
+/* Whether the hash covers k in this run: keys whose value cannot affect it (SGD momentum under
+ * AdamW, synthetic sizes with real data, another model kind's section) stay out, so changing them
+ * does not block a resume. */
+static bool hashed(const config *c, const cfg_key *k)
 {
     if (!cfg_model_key_active(c, k))
         return false;
-    bool sgd = c->optimizer.kind == OPT_SGD;
-    if (!strcmp(k->path, "optimizer.momentum") || !strcmp(k->path, "optimizer.nesterov"))
-        return sgd;
-    if (!strcmp(k->path, "optimizer.betas") || !strcmp(k->path, "optimizer.eps"))
-        return !sgd;
-    if (!strcmp(k->path, "optimizer.schedule.min_lr"))
-        return c->optimizer.schedule.kind == SCHED_COSINE;
-    if (!strncmp(k->path, "data.synthetic.", 15))
-        return c->data.kind == DATA_SYNTHETIC;
-    if (!strcmp(k->path, "data.seq_len"))
-        return c->data.kind == DATA_TOKENS;
+    switch (k->hash) {
+    case HASH_NO: return false;
+    case HASH_YES: return true;
+    case HASH_SGD: return c->optimizer.kind == OPT_SGD;
+    case HASH_ADAMW: return c->optimizer.kind != OPT_SGD;
+    case HASH_COSINE: return c->optimizer.schedule.kind == SCHED_COSINE;
+    case HASH_SYNTHETIC: return c->data.kind == DATA_SYNTHETIC;
+    case HASH_TOKENS: return c->data.kind == DATA_TOKENS;
+    }
     return true;
 }
 
@@ -242,7 +231,7 @@ static int next_hashed_line(const config *c, int *i, char *line, size_t cap)
 {
     char value[CFG_PATH_MAX];
     for (const cfg_key *k; (k = cfg_key_at(*i)); (*i)++) {
-        if (!k->hashed || !relevant(c, k))
+        if (!hashed(c, k))
             continue;
         cfg_format_value(c, k, value, sizeof value);
         (*i)++;
@@ -350,7 +339,7 @@ int config_settings_changes(const char *saved, size_t saved_len, const config *c
     int named = 0;
     const cfg_key *k;
     for (int i = 0; (k = cfg_key_at(i)); i++)
-        if (k->hashed)
+        if (k->hash != HASH_NO)
             compare_key(k, saved, saved_len, now, strlen(now), out, cap, &named);
     free(now);
     return named;

@@ -36,7 +36,7 @@ struct device_stamps {
 
 /* A device with d->backend set to the backend's table; device.c adds the checking table. */
 int device_cpu_backend_create(device **out, ddp_err *err);
-int device_cuda_backend_create(int local_rank, const config *cfg, device **out, ddp_err *err);
+int device_cuda_backend_create(int local_rank, const device_opts *opts, device **out, ddp_err *err);
 
 #ifdef __cplusplus
 }

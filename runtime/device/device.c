@@ -39,10 +39,10 @@ int device_cpu_create(device **out, ddp_err *err)
 }
 
 #ifdef DDP_HAVE_CUDA
-int device_cuda_create(int local_rank, const config *cfg, device **out, ddp_err *err)
+int device_cuda_create(int local_rank, const device_opts *opts, device **out, ddp_err *err)
 {
     *out = NULL;
-    int rc = device_cuda_backend_create(local_rank, cfg, out, err);
+    int rc = device_cuda_backend_create(local_rank, opts, out, err);
     if (!rc)
         (*out)->ops = &checked_ops;
     return rc;
@@ -54,29 +54,29 @@ int device_cuda_count(char *reason, size_t reason_len)
     return 0;
 }
 
-int device_cuda_create(int local_rank, const config *cfg, device **out, ddp_err *err)
+int device_cuda_create(int local_rank, const device_opts *opts, device **out, ddp_err *err)
 {
     (void)local_rank;
-    (void)cfg;
+    (void)opts;
     *out = NULL;
     return ddp_fail(err, DDP_EUSAGE, "device: cuda requested, but this build of ddprun has no CUDA backend "
                                      "(configure with -Dgpu=enabled, or -Dgpu_emulation=true for the CPU emulation)");
 }
 #endif
 
-int device_open(const config *cfg, int local_rank, device **out, ddp_err *err)
+int device_open(const device_opts *opts, int local_rank, device **out, ddp_err *err)
 {
     char reason[256] = "";
-    switch (cfg->device) {
+    switch (opts->kind) {
     case DEVICE_CPU:
         return device_cpu_create(out, err);
     case DEVICE_CUDA:
-        return device_cuda_create(local_rank, cfg, out, err);
+        return device_cuda_create(local_rank, opts, out, err);
     case DEVICE_AUTO:
         if (device_cuda_count(reason, sizeof reason) > 0)
-            return device_cuda_create(local_rank, cfg, out, err);
+            return device_cuda_create(local_rank, opts, out, err);
         log_info("device: auto -> cpu (%s)", reason);
         return device_cpu_create(out, err);
     }
-    return ddp_fail(err, DDP_EUSAGE, "device: unknown kind %d", (int)cfg->device);
+    return ddp_fail(err, DDP_EUSAGE, "device: unknown kind %d", (int)opts->kind);
 }

@@ -46,7 +46,7 @@
 #include <stdint.h>
 
 #include "runtime/base/err.h"
-#include "runtime/config/config.h"
+#include "runtime/device/device_opts.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -341,7 +341,7 @@ struct device_ops {
 struct device {
     const struct device_ops *ops;     /* the checking table (device.c): what callers use */
     const struct device_ops *backend; /* the backend's own table: for device.c only */
-    cfg_device kind;          /* DEVICE_CPU or DEVICE_CUDA */
+    device_kind kind;         /* DEVICE_CPU or DEVICE_CUDA */
     int index;                /* GPU ordinal, -1 on CPU */
     char name[128];           /* e.g. "cpu (oneDNN)" or "NVIDIA H100 80GB HBM3" */
     void *stream;             /* cudaStream_t of the compute stream on CUDA, NULL on CPU */
@@ -355,13 +355,14 @@ struct device {
 int device_cpu_create(device **out, ddp_err *err);
 
 /* CUDA backend (device_cuda.c); fails cleanly with a reason when no GPU/driver, or when this
- * build has no CUDA backend. local_rank picks the GPU among those visible. */
-int device_cuda_create(int local_rank, const config *cfg, device **out, ddp_err *err);
+ * build has no CUDA backend. local_rank picks the GPU among those visible; opts->tf32 allows TF32
+ * GEMMs (opts NULL: the defaults, no TF32; opts->kind is not read). */
+int device_cuda_create(int local_rank, const device_opts *opts, device **out, ddp_err *err);
 /* Number of usable CUDA devices, 0 with a one-line reason when none. */
 int device_cuda_count(char *reason, size_t reason_len);
 
-/* Picks per cfg->device (auto: CUDA when device_cuda_count() > 0, else CPU, logging why). */
-int device_open(const config *cfg, int local_rank, device **out, ddp_err *err);
+/* Picks per opts->kind (auto: CUDA when device_cuda_count() > 0, else CPU, logging why). */
+int device_open(const device_opts *opts, int local_rank, device **out, ddp_err *err);
 
 #ifdef __cplusplus
 }

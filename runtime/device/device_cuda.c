@@ -452,7 +452,7 @@ int device_cuda_count(char *reason, size_t reason_len)
 }
 
 /* Everything after the device is chosen; on failure the caller destroys the half-built device. */
-static int cuda_setup(device *d, const config *cfg, ddp_err *err)
+static int cuda_setup(device *d, const device_opts *opts, ddp_err *err)
 {
     cuda_impl *im = impl_of(d);
     struct cudaDeviceProp prop;
@@ -465,11 +465,11 @@ static int cuda_setup(device *d, const config *cfg, ddp_err *err)
         CUDA_TRY(cudaEventCreateWithFlags(&im->staging_done[i], cudaEventDisableTiming));
     CUBLAS_TRY(cublasCreate(&im->blas));
     CUBLAS_TRY(cublasSetStream(im->blas, im->stream));
-    CUBLAS_TRY(cublasSetMathMode(im->blas, cfg && cfg->cuda.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-    return device_cuda_lt_create(cfg && cfg->cuda.tf32, &im->lt, err);
+    CUBLAS_TRY(cublasSetMathMode(im->blas, opts && opts->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    return device_cuda_lt_create(opts && opts->tf32, &im->lt, err);
 }
 
-int device_cuda_backend_create(int local_rank, const config *cfg, device **out, ddp_err *err)
+int device_cuda_backend_create(int local_rank, const device_opts *opts, device **out, ddp_err *err)
 {
     *out = NULL;
     char reason[256] = "";
@@ -487,7 +487,7 @@ int device_cuda_backend_create(int local_rank, const config *cfg, device **out, 
     d->kind = DEVICE_CUDA;
     d->index = (local_rank < 0 ? 0 : local_rank) % count; /* CUDA_VISIBLE_DEVICES already applied */
     d->impl = im;
-    int rc = cuda_setup(d, cfg, err);
+    int rc = cuda_setup(d, opts, err);
     if (rc) {
         ddp_prefix(err, "cuda device %d (local rank %d of %d visible)", d->index, local_rank, count);
         cuda_destroy(d);

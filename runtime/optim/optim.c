@@ -87,32 +87,32 @@ static int set_parts(optimizer *o, const optim_part *parts, int n_parts, size_t 
     return rc;
 }
 
-int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_err *err)
+int optim_create(const optim_opts *opts, device *dev, size_t n, optimizer **out, ddp_err *err)
 {
     const optim_part all = {0, 0, n};
-    return optim_create_parts(cfg, dev, n, &all, 1, n, out, err);
+    return optim_create_parts(opts, dev, n, &all, 1, n, out, err);
 }
 
-int optim_create_parts(const config *cfg, device *dev, size_t n, const optim_part *parts, int n_parts, size_t n_state,
+int optim_create_parts(const optim_opts *opts, device *dev, size_t n, const optim_part *parts, int n_parts, size_t n_state,
                        optimizer **out, ddp_err *err)
 {
     optimizer *o = calloc(1, sizeof *o);
     if (!o)
         return ddp_fail(err, DDP_ERUNTIME, "optimizer: out of host memory");
-    o->kind = cfg->optimizer.kind;
+    o->kind = opts->kind;
     o->dev = dev;
     o->n = n;
-    o->lr = cfg->optimizer.lr;
-    o->weight_decay = cfg->optimizer.weight_decay;
-    o->beta1 = cfg->optimizer.beta1;
-    o->beta2 = cfg->optimizer.beta2;
-    o->eps = cfg->optimizer.eps;
-    o->momentum = cfg->optimizer.momentum;
-    o->grad_clip = cfg->optimizer.grad_clip;
-    o->nesterov = cfg->optimizer.nesterov;
-    o->sched = cfg->optimizer.schedule.kind;
-    o->warmup_steps = cfg->optimizer.schedule.warmup_steps;
-    o->min_lr = cfg->optimizer.schedule.min_lr;
+    o->lr = opts->lr;
+    o->weight_decay = opts->weight_decay;
+    o->beta1 = opts->beta1;
+    o->beta2 = opts->beta2;
+    o->eps = opts->eps;
+    o->momentum = opts->momentum;
+    o->grad_clip = opts->grad_clip;
+    o->nesterov = opts->nesterov;
+    o->sched = opts->schedule.kind;
+    o->warmup_steps = opts->schedule.warmup_steps;
+    o->min_lr = opts->schedule.min_lr;
     int rc = alloc_norm_scalars(o, err);
     if (!rc)
         rc = set_parts(o, parts, n_parts, n_state, err);

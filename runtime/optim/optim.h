@@ -17,9 +17,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/config/config.h"
 #include "runtime/device/device.h"
 #include "runtime/base/err.h"
+
+typedef enum { OPT_SGD, OPT_ADAMW } optim_kind;
+typedef enum { SCHED_CONSTANT, SCHED_COSINE } sched_kind;
+
+/* What an optimizer is made with: its kind, hyperparameters and learning-rate schedule (the
+ * config's optimizer section is one of these; tests fill their own). */
+typedef struct optim_opts {
+    optim_kind kind;
+    double lr, weight_decay, beta1, beta2, eps, momentum, grad_clip; /* grad_clip 0 = off */
+    bool nesterov;
+    struct { sched_kind kind; int64_t warmup_steps; double min_lr; } schedule;
+} optim_opts;
 
 /* A range of the flat buffers, in elements. */
 typedef struct optim_span {
@@ -33,7 +44,7 @@ typedef struct optim_part {
 } optim_part;
 
 typedef struct optimizer {
-    cfg_opt_kind kind;
+    optim_kind kind;
     device *dev;
     size_t n;               /* parameters in the model's flat buffer */
     size_t n_state;         /* elements of each state buffer */
@@ -48,7 +59,7 @@ typedef struct optimizer {
     int64_t step;       /* optimizer steps taken so far */
     double lr, weight_decay, beta1, beta2, eps, momentum, grad_clip;
     bool nesterov;
-    cfg_sched_kind sched;
+    sched_kind sched;
     int64_t warmup_steps;
     double min_lr;
     /* The spans exempt from weight decay as [start, end) bounds in one device array (the steps
@@ -57,12 +68,13 @@ typedef struct optimizer {
     size_t n_exempt_bounds;
 } optimizer;
 
-int optim_create(const config *cfg, device *dev, size_t n, optimizer **out, ddp_err *err);
+/* An optimizer of n parameters with opts' settings, its state zeroed. */
+int optim_create(const optim_opts *opts, device *dev, size_t n, optimizer **out, ddp_err *err);
 /* ZeRO: an optimizer of n parameters that updates only these parts (parameter ranges inside
  * [0, n), ascending, each with its state offset inside [0, n_state); a part may be empty), with
  * n_state elements per state buffer. Gradients are still passed as the whole buffer of n; only
  * the parts' are read. optim_create is this with the one part {0, 0, n}. */
-int optim_create_parts(const config *cfg, device *dev, size_t n, const optim_part *parts, int n_parts, size_t n_state,
+int optim_create_parts(const optim_opts *opts, device *dev, size_t n, const optim_part *parts, int n_parts, size_t n_state,
                        optimizer **out, ddp_err *err);
 void optim_destroy(optimizer *o);
 /* Exempts these ranges (ascending, non-overlapping, inside [0, n)) from weight decay, as a

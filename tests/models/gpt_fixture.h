@@ -32,7 +32,7 @@
 #define GFX_TRAJ_FLOORS 8.0
 
 typedef struct gfx {
-    cfg_gpt2 shape;
+    gpt2_shape shape;
     int64_t Vp;                 /* the model's padded vocabulary: row stride of its logits */
     int64_t B, T;
     double noise_floor;
@@ -162,19 +162,11 @@ static inline void gfx_teardown(gfx *f)
  * only), clipping the global gradient norm to clip (0 = off). */
 static inline optimizer *gfx_make_adamw(gfx *f, double clip)
 {
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.optimizer.kind = OPT_ADAMW;
-    cfg.optimizer.lr = 1e-3;
-    cfg.optimizer.beta1 = 0.9;
-    cfg.optimizer.beta2 = 0.95;
-    cfg.optimizer.eps = 1e-8;
-    cfg.optimizer.weight_decay = 0.1;
-    cfg.optimizer.grad_clip = clip;
-    cfg.optimizer.schedule.kind = SCHED_CONSTANT;
+    const optim_opts opts = {.kind = OPT_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                             .weight_decay = 0.1, .grad_clip = clip, .schedule.kind = SCHED_CONSTANT};
     optimizer *o = NULL;
     ddp_err err = {0};
-    CHECK(optim_create(&cfg, f->dev, f->m->n_params, &o, &err) == 0, "optim_create: %s", err.msg);
+    CHECK(optim_create(&opts, f->dev, f->m->n_params, &o, &err) == 0, "optim_create: %s", err.msg);
     /* the README's param groups: decay on the 2-D tensors only */
     optim_span *spans = malloc((size_t)f->m->n_tensors * sizeof *spans);
     int n = 0;

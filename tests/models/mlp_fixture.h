@@ -35,7 +35,7 @@
 typedef struct fx_shape {
     int64_t batch, in, classes;
     int n_hidden;
-    int64_t hidden[CFG_MAX_HIDDEN];
+    int64_t hidden[MLP_MAX_HIDDEN];
 } fx_shape;
 
 typedef struct fx_mlp {
@@ -53,11 +53,11 @@ static inline int fx_read_shape(const fixture_manifest *mf, fx_shape *s)
 {
     memset(s, 0, sizeof *s);
     char dims[256];
-    int64_t widths[CFG_MAX_HIDDEN + 2];
+    int64_t widths[MLP_MAX_HIDDEN + 2];
     int n = 0;
     s->batch = fixture_header_int(mf, "B");
     if (fixture_header_word(mf, "dims", dims, sizeof dims))
-        for (char *p = dims; *p && n < CFG_MAX_HIDDEN + 2; n++) {
+        for (char *p = dims; *p && n < MLP_MAX_HIDDEN + 2; n++) {
             char *end;
             widths[n] = *p >= '0' && *p <= '9' ? strtoll(p, &end, 10) : 0;
             if (widths[n] < 1 || (*end && *end != '-')) {
@@ -68,7 +68,7 @@ static inline int fx_read_shape(const fixture_manifest *mf, fx_shape *s)
         }
     if (s->batch < 1 || n < 3) {
         fprintf(stderr, "fixture %s/MANIFEST: header needs B=ROWS dims=IN-HIDDEN...-CLASSES (1 to %d hidden): %s\n",
-                mf->dir, CFG_MAX_HIDDEN, mf->header);
+                mf->dir, MLP_MAX_HIDDEN, mf->header);
         return 1;
     }
     s->in = widths[0];
@@ -121,23 +121,19 @@ static inline void *fx_device_copy(device *d, const void *host, size_t bytes)
 /* The reference MLP with activation act and parameters "<init_prefix>.*" on a device of the
  * given kind (DEVICE_CPU or DEVICE_CUDA), shaped as MANIFEST says; 0 on success. Call fx_teardown
  * either way. */
-static inline int fx_setup(fx_mlp *fx, cfg_device kind, act_kind act, const char *init_prefix)
+static inline int fx_setup(fx_mlp *fx, device_kind kind, act_kind act, const char *init_prefix)
 {
     memset(fx, 0, sizeof *fx);
     if (fixture_manifest_read(&fx->manifest, "mlp-reference") || fx_read_shape(&fx->manifest, &fx->shape))
         return 1;
     const fx_shape *s = &fx->shape;
     ddp_err err = {0};
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.device = kind;
-    cfg.model.kind = MODEL_MLP;
-    cfg.model.mlp.n_hidden = s->n_hidden;
-    memcpy(cfg.model.mlp.hidden, s->hidden, sizeof s->hidden);
-    cfg.model.mlp.activation = act;
+    model_opts mo = {.kind = MODEL_MLP, .mlp = {.n_hidden = s->n_hidden, .activation = act}, .compute = TENSOR_F32};
+    memcpy(mo.mlp.hidden, s->hidden, sizeof s->hidden);
     sample_layout data = {.input = {SAMPLE_U8, s->in}, .target = {SAMPLE_I32, 1}, .n_classes = s->classes};
-    int rc = kind == DEVICE_CUDA ? device_cuda_create(0, &cfg, &fx->dev, &err) : device_cpu_create(&fx->dev, &err);
-    if (rc || model_create(&cfg, fx->dev, &data, s->batch, 0, &fx->m, &err)) {
+    const device_opts gpu_opts = {.kind = DEVICE_CUDA};
+    int rc = kind == DEVICE_CUDA ? device_cuda_create(0, &gpu_opts, &fx->dev, &err) : device_cpu_create(&fx->dev, &err);
+    if (rc || model_create(&mo, fx->dev, &data, s->batch, 0, &fx->m, &err)) {
         fprintf(stderr, "fixture setup: %s\n", err.msg);
         return 1;
     }
@@ -215,7 +211,7 @@ static inline void fx_compare_params(const fx_mlp *fx, const float *buf, const c
 
 /* Forward and backward of the reference batch against PyTorch: logits, loss, gradient norm and
  * every gradient tensor. */
-static inline void fx_check_forward_backward(cfg_device kind, act_kind act, const char *name)
+static inline void fx_check_forward_backward(device_kind kind, act_kind act, const char *name)
 {
     fx_mlp fx;
     int rc = fx_setup(&fx, kind, act, act == ACT_RELU ? "relu.init" : "gelu.init");
@@ -262,26 +258,17 @@ static inline void fx_check_forward_backward(cfg_device kind, act_kind act, cons
     fx_teardown(&fx);
 }
 
-static inline config fx_optim_config(cfg_opt_kind kind, double lr, double momentum, bool nesterov, double wd, double clip)
+/* An optimizer of this kind and these settings, AdamW's betas (0.9, 0.999) and eps 1e-8, constant LR. */
+static inline optim_opts fx_optim_opts(optim_kind kind, double lr, double momentum, bool nesterov, double wd, double clip)
 {
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.optimizer.kind = kind;
-    cfg.optimizer.lr = lr;
-    cfg.optimizer.momentum = momentum;
-    cfg.optimizer.nesterov = nesterov;
-    cfg.optimizer.weight_decay = wd;
-    cfg.optimizer.beta1 = 0.9;
-    cfg.optimizer.beta2 = 0.999;
-    cfg.optimizer.eps = 1e-8;
-    cfg.optimizer.grad_clip = clip;
-    cfg.optimizer.schedule.kind = SCHED_CONSTANT;
-    return cfg;
+    return (optim_opts){.kind = kind, .lr = lr, .momentum = momentum, .nesterov = nesterov, .weight_decay = wd,
+                        .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .grad_clip = clip,
+                        .schedule.kind = SCHED_CONSTANT};
 }
 
 /* 3 optimizer steps on the fixture batch from relu.init (tests/fixtures/README.md): losses and final
  * parameters against PyTorch's trajectory "name". */
-static inline void fx_check_trajectory(cfg_device kind, const char *name, const config *cfg, double atol)
+static inline void fx_check_trajectory(device_kind kind, const char *name, const optim_opts *opts, double atol)
 {
     fx_mlp fx;
     int rc = fx_setup(&fx, kind, ACT_RELU, "relu.init");
@@ -295,7 +282,7 @@ static inline void fx_check_trajectory(cfg_device kind, const char *name, const 
     model *m = fx.m;
     optimizer *o = NULL;
     ddp_err err = {0};
-    rc = optim_create(cfg, d, m->n_params, &o, &err);
+    rc = optim_create(opts, d, m->n_params, &o, &err);
     CHECK(rc == 0, "optim_create: %s", err.msg);
     float losses[3] = {0, 0, 0};
     for (int step = 0; step < 3 && rc == 0; step++) {
@@ -329,12 +316,12 @@ static inline void fx_check_trajectory(cfg_device kind, const char *name, const 
 }
 
 /* The fixture's four trajectories: SGD+Nesterov+weight decay, plain SGD, AdamW, AdamW+clipping. */
-static inline void fx_check_all_trajectories(cfg_device kind)
+static inline void fx_check_all_trajectories(device_kind kind)
 {
-    config sgd = fx_optim_config(OPT_SGD, 0.1, 0.9, true, 1e-4, 0);
-    config sgd_plain = fx_optim_config(OPT_SGD, 0.1, 0, false, 0, 0);
-    config adamw = fx_optim_config(OPT_ADAMW, 1e-3, 0, false, 0.01, 0);
-    config adamw_clip = fx_optim_config(OPT_ADAMW, 1e-3, 0, false, 0.01, 0.5);
+    optim_opts sgd = fx_optim_opts(OPT_SGD, 0.1, 0.9, true, 1e-4, 0);
+    optim_opts sgd_plain = fx_optim_opts(OPT_SGD, 0.1, 0, false, 0, 0);
+    optim_opts adamw = fx_optim_opts(OPT_ADAMW, 1e-3, 0, false, 0.01, 0);
+    optim_opts adamw_clip = fx_optim_opts(OPT_ADAMW, 1e-3, 0, false, 0.01, 0.5);
     fx_check_trajectory(kind, "sgd", &sgd, FX_SGD_ATOL);
     fx_check_trajectory(kind, "sgd_plain", &sgd_plain, FX_SGD_ATOL);
     fx_check_trajectory(kind, "adamw", &adamw, FX_ADAMW_ATOL);

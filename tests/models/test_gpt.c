@@ -21,9 +21,8 @@ static device *open_device(bool cuda)
 {
     device *d = NULL;
     ddp_err err = {0};
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    if (cuda ? device_cuda_create(0, &cfg, &d, &err) : device_cpu_create(&d, &err))
+    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
+    if (cuda ? device_cuda_create(0, &gpu_opts, &d, &err) : device_cpu_create(&d, &err))
         fprintf(stderr, "%s device: %s\n", cuda ? "cuda" : "cpu", err.msg);
     return d;
 }
@@ -191,7 +190,7 @@ static void check_finite_differences(gfx *f)
 /* The deepest model the config allows builds: activations are not allocated per layer. */
 static void check_deepest_builds(device *d)
 {
-    cfg_gpt2 shape = {.n_layer = GPT2_MAX_LAYERS, .n_head = 1, .n_embd = 8, .block_size = 4, .vocab_size = 16};
+    gpt2_shape shape = {.n_layer = GPT2_MAX_LAYERS, .n_head = 1, .n_embd = 8, .block_size = 4, .vocab_size = 16};
     sample_layout data = {.input = {SAMPLE_I32, 4}, .target = {SAMPLE_I32, 4}, .n_classes = 16};
     model *m = NULL;
     ddp_err err = {0};

@@ -16,11 +16,11 @@
 #include "runtime/base/rng.h"
 #include "runtime/device/device.h"
 
-static const cfg_gpt2 SHAPE = {.n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 16, .vocab_size = 200};
+static const gpt2_shape SHAPE = {.n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 16, .vocab_size = 200};
 static char dir[] = "/tmp/test_gpt2_llmc.XXXXXX";
 static device *dev;
 
-static model *build(const cfg_gpt2 *s)
+static model *build(const gpt2_shape *s)
 {
     sample_layout data = {.input = {SAMPLE_I32, 8}, .target = {SAMPLE_I32, 8}, .n_classes = s->vocab_size};
     model *m = NULL;
@@ -186,7 +186,7 @@ static void test_round_trip(void)
     CHECK(file && len == 1024 + 4 * a->n_params, "file of %zu bytes for %zu parameters", len, a->n_params);
     if (file)
         check_layout(a, file, len);
-    cfg_gpt2 s;
+    gpt2_shape s;
     CHECK(gpt2_llmc_read_shape(path, &s, &err) == DDP_OK, "read_shape: %s", err.msg);
     CHECK(s.n_layer == 2 && s.n_head == 2 && s.n_embd == 8 && s.block_size == 16 && s.vocab_size == 200, "shape");
     CHECK(gpt2_llmc_load_model(b, path, &err) == DDP_OK, "load: %s", err.msg);
@@ -224,7 +224,7 @@ static void test_round_trip(void)
     free(file);
 
     /* the model side: another shape, and another model kind */
-    cfg_gpt2 wider = SHAPE;
+    gpt2_shape wider = SHAPE;
     wider.n_embd = 16;
     model *w = build(&wider);
     if (w) {
@@ -252,7 +252,7 @@ static void test_description(void)
     model *m = build(&SHAPE);
     if (!m)
         return;
-    cfg_gpt2 s;
+    gpt2_shape s;
     int64_t T = 0;
     ddp_err err = {0};
     CHECK(gpt2_parse_description(m->description, &s, &T, &err) == DDP_OK, "%s: %s", m->description, err.msg);

@@ -194,9 +194,8 @@ int main(void)
     gfx f;
     device *d = NULL;
     ddp_err err = {0};
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    CHECK(device_cuda_create(0, &cfg, &d, &err) == 0, "cuda device: %s", err.msg);
+    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
+    CHECK(device_cuda_create(0, &gpu_opts, &d, &err) == 0, "cuda device: %s", err.msg);
     if (!d)
         return check_done("test_gpt_bf16");
     int rc = gfx_setup(&f, d, TENSOR_BF16);

@@ -17,7 +17,7 @@
 #define PROMPT 3
 #define DRAW 5
 
-static const cfg_gpt2 SHAPE = {.n_layer = 1, .n_head = 2, .n_embd = 8, .block_size = T, .vocab_size = 50};
+static const gpt2_shape SHAPE = {.n_layer = 1, .n_head = 2, .n_embd = 8, .block_size = T, .vocab_size = 50};
 static device *dev;
 
 static model *build(void)

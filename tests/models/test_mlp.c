@@ -20,17 +20,11 @@ typedef struct tiny {
     int64_t rows;
 } tiny;
 
-/* The 7-6-5-4 MLP's config and data: u8 x 7 -> i32 x 1 class id in [0, 4). */
-static config tiny_config(act_kind act)
+/* The 7-6-5-4 MLP's options and data: u8 x 7 -> i32 x 1 class id in [0, 4). */
+static model_opts tiny_opts(act_kind act)
 {
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.model.kind = MODEL_MLP;
-    cfg.model.mlp.n_hidden = 2;
-    cfg.model.mlp.hidden[0] = 6;
-    cfg.model.mlp.hidden[1] = 5;
-    cfg.model.mlp.activation = act;
-    return cfg;
+    return (model_opts){.kind = MODEL_MLP, .mlp = {.n_hidden = 2, .hidden = {6, 5}, .activation = act},
+                        .compute = TENSOR_F32};
 }
 
 static const sample_layout tiny_data = {.input = {SAMPLE_U8, 7}, .target = {SAMPLE_I32, 1}, .n_classes = 4};
@@ -38,11 +32,11 @@ static const sample_layout tiny_data = {.input = {SAMPLE_U8, 7}, .target = {SAMP
 static void tiny_setup(tiny *t, act_kind act, int64_t rows, uint64_t seed)
 {
     ddp_err err = {0};
-    config cfg = tiny_config(act);
+    model_opts opts = tiny_opts(act);
     t->rows = rows;
     int rc = device_cpu_create(&t->dev, &err);
     if (!rc)
-        rc = model_create(&cfg, t->dev, &tiny_data, rows, 0, &t->m, &err);
+        rc = model_create(&opts, t->dev, &tiny_data, rows, 0, &t->m, &err);
     if (!rc)
         rc = model_init_params(t->m, seed, &err);
     CHECK(rc == 0, "tiny setup: %s", err.msg);
@@ -276,13 +270,13 @@ static void test_self_description(void)
           t.m->description);
     tiny_teardown(&t);
 
-    config cfg = tiny_config(ACT_RELU);
+    model_opts opts = tiny_opts(ACT_RELU);
     sample_layout tokens = {.input = {SAMPLE_I32, 64}, .target = {SAMPLE_I32, 64}, .n_classes = 50257};
     device *d = NULL;
     model *m = NULL;
     ddp_err err = {0};
     device_cpu_create(&d, NULL);
-    CHECK_EQ_INT(model_create(&cfg, d, &tokens, 4, 0, &m, &err), DDP_EUSAGE);
+    CHECK_EQ_INT(model_create(&opts, d, &tokens, 4, 0, &m, &err), DDP_EUSAGE);
     CHECK(m == NULL, "a refused model was returned");
     CHECK_STR_CONTAINS(err.msg, "the data has i32 x 64 -> i32 x 64 in [0, 50257)");
     d->ops->destroy(d);

@@ -2,11 +2,13 @@
  *
  * Bad inputs are hand-written fixtures in tests/runtime/config/data/ (and override strings here); every
  * expected FILE:LINE:COL below was counted from the fixture text as written, not taken from the
- * loader's output. Good inputs: configs/fashion_mlp.yaml and tests/runtime/config/data/minimal.yaml. */
+ * loader's output. Good inputs: configs/fashion_mlp.yaml and tests/runtime/config/data/minimal.yaml.
+ * The config reference the key table makes is checked row by row against the defaults. */
 #include "tests/check.h"
 #include "runtime/config/config.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -375,6 +377,62 @@ static void test_precision(void)
     expect_fail(NULL, 1, (char *[]){"precision=fp16"}, "<override 1>:1:11: precision:", "expected one of fp32, bf16");
 }
 
+/* One row of the reference's key table: "| `key` | type | `default` | allowed | meaning |", cut at
+ * each "|" that is not escaped ("\\|" inside a cell), spaces trimmed; 0 when line is no key row. */
+static int reference_row(char *line, char **cells, int n)
+{
+    if (strncmp(line, "| `", 3) != 0)
+        return 0;
+    int got = 0;
+    char *start = line + 1;
+    for (char *p = start; *p && got < n; p++) {
+        if (*p != '|' || p[-1] == '\\')
+            continue;
+        *p = '\0';
+        while (*start == ' ')
+            start++;
+        for (char *e = p - 1; e >= start && *e == ' '; e--)
+            *e = '\0';
+        cells[got++] = start;
+        start = p + 1;
+    }
+    return got;
+}
+
+/* The reference (ddprun config reference, docs/config-reference.md) has a type and a description
+ * for every key, and each row's default is the key's default: given as an override, it changes
+ * nothing (a model section's keys with that model kind). */
+static void test_reference(void)
+{
+    char *text = NULL, *cells[5];
+    size_t len = 0;
+    ddp_err err = {0};
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f && config_write_reference(f, &err) == DDP_OK, "config_write_reference: %s", err.msg);
+    fclose(f);
+    config mlp, gpt2, c;
+    CHECK(config_load(NULL, 0, NULL, &mlp, &err) == DDP_OK, "defaults: %s", err.msg);
+    CHECK(config_load(NULL, 1, (char *[]){"model.kind=gpt2"}, &gpt2, &err) == DDP_OK, "gpt2 defaults: %s", err.msg);
+    int rows = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (reference_row(line, cells, 5) != 5)
+            continue;
+        rows++;
+        char key[256], def[1100], ov[1400];
+        snprintf(key, sizeof key, "%.*s", (int)strlen(cells[0]) - 2, cells[0] + 1);
+        snprintf(def, sizeof def, "%.*s", (int)strlen(cells[2]) - 2, cells[2] + 1);
+        CHECK(*cells[1] && strlen(cells[4]) > 3, "%s: no type or description in \"%s\"", key, line);
+        bool gpt = !strncmp(key, "model.gpt2.", 11);
+        snprintf(ov, sizeof ov, "%s=%s", key, def);
+        char *ovs[] = {"model.kind=gpt2", ov};
+        int rc = config_load(NULL, gpt ? 2 : 1, gpt ? ovs : ovs + 1, &c, &err);
+        CHECK(rc == DDP_OK, "%s: the reference's default refused: %s", ov, err.msg);
+        CHECK(rc || memcmp(&c, gpt ? &gpt2 : &mlp, sizeof c) == 0, "%s: not the default", ov);
+    }
+    CHECK(rows >= 60, "%d key rows in the reference", rows);
+    free(text);
+}
+
 int main(void)
 {
     test_example();
@@ -387,6 +445,7 @@ int main(void)
     test_hash();
     test_init_from();
     test_precision();
+    test_reference();
     CHECK(!strcmp(act_kind_name(ACT_GELU), "gelu"), "act_kind_name");
     return check_done("test_config");
 }

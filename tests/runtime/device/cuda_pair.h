@@ -82,11 +82,10 @@ static int pair_main(const char *test, uint64_t rng_stream, const pair_group *gr
     fprintf(stderr, "%s: seed %llu (DDP_TEST_SEED repeats), order %s\n", test, (unsigned long long)seed,
             order ? order : "(default)");
     ddp_err err = {0};
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
     die_on(device_cpu_create(&cpu, &err), &err, "device_cpu_create");
 #ifdef DDP_HAVE_CUDA
-    die_on(device_cuda_create(0, &cfg, &gpu, &err), &err, "device_cuda_create");
+    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
+    die_on(device_cuda_create(0, &gpu_opts, &gpu, &err), &err, "device_cuda_create");
     CHECK(gpu->kind == DEVICE_CUDA && gpu->stream != NULL, "cuda device has no stream");
 #endif
     for (pair_offset = 0; pair_offset < placements; pair_offset++)

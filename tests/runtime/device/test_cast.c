@@ -271,9 +271,8 @@ int main(void)
             order ? order : "(default)");
     device *cpu = NULL, *gpu = NULL;
     ddp_err err = {0};
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    if (device_cpu_create(&cpu, &err) != DDP_OK || device_cuda_create(0, &cfg, &gpu, &err) != DDP_OK) {
+    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
+    if (device_cpu_create(&cpu, &err) != DDP_OK || device_cuda_create(0, &gpu_opts, &gpu, &err) != DDP_OK) {
         fprintf(stderr, "FATAL: creating devices: %s\n", err.msg);
         return 1;
     }

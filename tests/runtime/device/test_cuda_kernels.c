@@ -587,10 +587,9 @@ int main(int argc, char **argv)
 
     pair p = {0};
     ddp_err err = {0};
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
+    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
     die_on(device_cpu_create(&p.cpu, &err), &err, "device_cpu_create");
-    die_on(device_cuda_create(0, &cfg, &p.gpu, &err), &err, "device_cuda_create");
+    die_on(device_cuda_create(0, &gpu_opts, &p.gpu, &err), &err, "device_cuda_create");
     CHECK(p.gpu->kind == DEVICE_CUDA && p.gpu->stream != NULL, "cuda device has no stream");
 
     const group kernel_groups[] = {{"fill+scale+u8_to_f32", test_fill_scale_u8},

@@ -562,9 +562,8 @@ int main(int argc, char **argv)
         CHECK(!require_cuda, "--require-cuda, but no CUDA device: %s", reason);
         return check_done("test_device_contract");
     }
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    CHECK(device_cuda_create(0, &cfg, &gpu, &err) == 0, "device_cuda_create: %s", err.msg);
+    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
+    CHECK(device_cuda_create(0, &gpu_opts, &gpu, &err) == 0, "device_cuda_create: %s", err.msg);
     if (gpu) {
         fprintf(stderr, "comparing the CPU backend with CUDA on %s\n", gpu->name);
         bad_calls_on(gpu, "cuda", cuda_msgs);

@@ -234,10 +234,9 @@ int main(int argc, char **argv)
         return check_done("test_device_prof");
     }
 #ifdef DDP_HAVE_CUDA
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
+    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
     device *gpu = NULL;
-    CHECK(device_cuda_create(0, &cfg, &gpu, &err) == 0, "device_cuda_create: %s", err.msg);
+    CHECK(device_cuda_create(0, &gpu_opts, &gpu, &err) == 0, "device_cuda_create: %s", err.msg);
     cudaStream_t other = NULL;
     CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking) == cudaSuccess, "a second stream");
     if (gpu && other) {

@@ -336,19 +336,12 @@ static void optim_clipping(device *d)
     counting.timer_take_ms = counting_timer_take_ms;
     for (int kind = 0; kind < 2; kind++)
         for (int clip = 0; clip < 2; clip++) {
-            config cfg;
-            memset(&cfg, 0, sizeof cfg);
-            cfg.optimizer.kind = kind ? OPT_ADAMW : OPT_SGD;
-            cfg.optimizer.lr = 0.01;
-            cfg.optimizer.momentum = 0.9;
-            cfg.optimizer.beta1 = 0.9;
-            cfg.optimizer.beta2 = 0.999;
-            cfg.optimizer.eps = 1e-8;
-            cfg.optimizer.grad_clip = clip ? 0.5 * norm_ref : 0.0;
-            cfg.optimizer.schedule.kind = SCHED_CONSTANT;
+            const optim_opts opts = {.kind = kind ? OPT_ADAMW : OPT_SGD, .lr = 0.01, .momentum = 0.9, .beta1 = 0.9,
+                                     .beta2 = 0.999, .eps = 1e-8, .grad_clip = clip ? 0.5 * norm_ref : 0.0,
+                                     .schedule.kind = SCHED_CONSTANT};
             optimizer *o = NULL;
             ddp_err err = {0};
-            die_on(optim_create(&cfg, d, N, &o, &err), &err, "optim_create");
+            die_on(optim_create(&opts, d, N, &o, &err), &err, "optim_create");
             /* a first step may size the backend's scratch memory (once per run); then two steps,
              * as training runs them: the norm and factor, then the update */
             const float *scale = NULL;
@@ -388,8 +381,8 @@ static void optim_clipping(device *d)
                 double s2 = -1;
                 to_host(d, &f, scale, sizeof f);
                 to_host(d, &s2, o->grad_sumsq, sizeof s2);
-                CHECK(same_bits(f, ref_scale(s2, cfg.optimizer.grad_clip)), "%s: optimizer clip factor %.9g, "
-                      "reference %.9g", backend, (double)f, (double)ref_scale(s2, cfg.optimizer.grad_clip));
+                CHECK(same_bits(f, ref_scale(s2, opts.grad_clip)), "%s: optimizer clip factor %.9g, "
+                      "reference %.9g", backend, (double)f, (double)ref_scale(s2, opts.grad_clip));
                 CHECK_CLOSE(f, 0.5, 1e-5, 0);
             }
             optim_destroy(o);
@@ -414,19 +407,12 @@ static void optim_parts(device *d)
     double want = 0;
     for (int k = 0; k < n_parts; k++)
         want += ref_sumsq(g + parts[k].param_offset, parts[k].count);
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.optimizer.kind = OPT_ADAMW;
-    cfg.optimizer.lr = 0.01;
-    cfg.optimizer.beta1 = 0.9;
-    cfg.optimizer.beta2 = 0.999;
-    cfg.optimizer.eps = 1e-8;
-    cfg.optimizer.weight_decay = 0.1;
-    cfg.optimizer.grad_clip = 1.0;
+    const optim_opts opts = {.kind = OPT_ADAMW, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                             .weight_decay = 0.1, .grad_clip = 1.0};
     optimizer *o = NULL, *all = NULL;
     ddp_err err = {0};
-    die_on(optim_create_parts(&cfg, d, N, parts, n_parts, 2900, &o, &err), &err, "optim_create_parts");
-    die_on(optim_create(&cfg, d, N, &all, &err), &err, "optim_create");
+    die_on(optim_create_parts(&opts, d, N, parts, n_parts, 2900, &o, &err), &err, "optim_create_parts");
+    die_on(optim_create(&opts, d, N, &all, &err), &err, "optim_create");
     const float *scale = NULL;
     double sumsq = -1;
     int rc = optim_grad_sumsq(o, gd, &err);
@@ -495,9 +481,8 @@ int main(int argc, char **argv)
         CHECK(!require_cuda, "--require-cuda, but no CUDA device: %s", reason);
         return check_done("test_grad_clip");
     }
-    config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    CHECK(device_cuda_create(0, &cfg, &gpu, &err) == 0, "device_cuda_create: %s", err.msg);
+    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
+    CHECK(device_cuda_create(0, &gpu_opts, &gpu, &err) == 0, "device_cuda_create: %s", err.msg);
     if (gpu) {
         run_all(gpu, "cuda");
         gpu->ops->destroy(gpu);

@@ -27,9 +27,9 @@ static void test_sgd_by_hand(void)
 {
     device *d;
     device_cpu_create(&d, NULL);
-    config cfg = fx_optim_config(OPT_SGD, 0.5, 0.8, false, 0.1, 0);
+    optim_opts opts = fx_optim_opts(OPT_SGD, 0.5, 0.8, false, 0.1, 0);
     optimizer *o;
-    CHECK(optim_create(&cfg, d, 3, &o, NULL) == 0, "optim_create");
+    CHECK(optim_create(&opts, d, 3, &o, NULL) == 0, "optim_create");
     float p[3] = {1.0f, -2.0f, 0.25f}, g[3] = {0.5f, 1.5f, -4.0f};
     double pd[3] = {1.0, -2.0, 0.25}, buf[3];
     for (int step = 0; step < 2; step++) {
@@ -55,9 +55,9 @@ static void test_adamw_first_step(void)
 {
     device *d;
     device_cpu_create(&d, NULL);
-    config cfg = fx_optim_config(OPT_ADAMW, 0.01, 0, false, 0.5, 0);
+    optim_opts opts = fx_optim_opts(OPT_ADAMW, 0.01, 0, false, 0.5, 0);
     optimizer *o;
-    CHECK(optim_create(&cfg, d, 2, &o, NULL) == 0, "optim_create");
+    CHECK(optim_create(&opts, d, 2, &o, NULL) == 0, "optim_create");
     float p[2] = {1.0f, 2.0f}, g[2] = {3.0f, -0.5f}, *half = device_scalar(d, 0.5f);
     CHECK(optim_step(o, p, g, 0.01, half, NULL) == 0, "adamw step");
     d->ops->free(d, half);
@@ -88,11 +88,11 @@ static void test_exempt_spans(void)
     rng_seed(&r, 11, 3);
     for (int kind = 0; kind < 2; kind++)
         for (int zero = 0; zero < 2; zero++) {
-            config cfg = kind ? fx_optim_config(OPT_SGD, 0.1, 0.9, true, 0.05, 0)
-                              : fx_optim_config(OPT_ADAMW, 0.01, 0, false, 0.05, 0);
+            optim_opts opts = kind ? fx_optim_opts(OPT_SGD, 0.1, 0.9, true, 0.05, 0)
+                                  : fx_optim_opts(OPT_ADAMW, 0.01, 0, false, 0.05, 0);
             const optim_part part = zero ? (optim_part){200, 0, 700} : (optim_part){0, 0, N};
             optimizer *o;
-            CHECK(optim_create_parts(&cfg, d, N, &part, 1, part.count, &o, NULL) == 0, "optim_create_parts");
+            CHECK(optim_create_parts(&opts, d, N, &part, 1, part.count, &o, NULL) == 0, "optim_create_parts");
             CHECK(optim_set_no_decay(o, spans, 5, NULL) == 0, "optim_set_no_decay");
             static float p[N], g[N], p_ref[N], m_ref[N], v_ref[N];
             for (size_t i = 0; i < N; i++)
@@ -136,12 +136,12 @@ static void test_schedules(void)
 {
     device *d;
     device_cpu_create(&d, NULL);
-    config cfg = fx_optim_config(OPT_SGD, 1.0, 0, false, 0, 0);
-    cfg.optimizer.schedule.kind = SCHED_COSINE;
-    cfg.optimizer.schedule.warmup_steps = 10;
-    cfg.optimizer.schedule.min_lr = 0.1;
+    optim_opts opts = fx_optim_opts(OPT_SGD, 1.0, 0, false, 0, 0);
+    opts.schedule.kind = SCHED_COSINE;
+    opts.schedule.warmup_steps = 10;
+    opts.schedule.min_lr = 0.1;
     optimizer *o;
-    CHECK(optim_create(&cfg, d, 1, &o, NULL) == 0, "optim_create");
+    CHECK(optim_create(&opts, d, 1, &o, NULL) == 0, "optim_create");
     /* warmup: lr/10, 2lr/10, ..., lr; cosine over steps 10..110 from lr to min_lr */
     CHECK_CLOSE(optim_lr_at(o, 0, 110), 0.1, 1e-12, 0);
     CHECK_CLOSE(optim_lr_at(o, 4, 110), 0.5, 1e-12, 0);
@@ -172,11 +172,11 @@ static void test_clip(void)
     double clips[] = {0.0, 10.0, 5.0, 2.5};
     double want[] = {1.0, 1.0, 5.0 / (5.0 + 1e-6), 2.5 / (5.0 + 1e-6)};
     for (int i = 0; i < 4; i++) {
-        config cfg = fx_optim_config(OPT_SGD, 0.1, 0, false, 0, clips[i]);
+        optim_opts opts = fx_optim_opts(OPT_SGD, 0.1, 0, false, 0, clips[i]);
         optimizer *o;
         double norm = -1;
         const float *scale = NULL;
-        CHECK(optim_create(&cfg, d, 2, &o, NULL) == 0, "optim_create");
+        CHECK(optim_create(&opts, d, 2, &o, NULL) == 0, "optim_create");
         CHECK(optim_read_grad_norm(o, &norm, NULL) == 0 && norm == 0.0, "norm before any step: %g", norm);
         CHECK(optim_grad_norm(o, g, &scale, NULL) == 0, "optim_grad_norm");
         CHECK(optim_read_grad_norm(o, &norm, NULL) == 0, "optim_read_grad_norm");

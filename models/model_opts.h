@@ -1,0 +1,39 @@
+/* model_opts.h — what a model is built from: its kind, each kind's shape and settings, and the
+ * element type it computes in (model_create takes these). The config's model section holds the
+ * kind and each kind's settings in these types (runtime/config/config.h includes this header);
+ * the training job adds the compute type from the config's precision; the tools that rebuild a
+ * GPT-2 from a checkpoint fill gpt2_shape from its description (gpt2_parse_description).
+ * Declarations only: nothing here builds a model. */
+#ifndef DDP_MODEL_OPTS_H
+#define DDP_MODEL_OPTS_H
+
+#include <stdint.h>
+
+#include "runtime/device/device.h"
+
+#define MLP_MAX_HIDDEN 16
+
+typedef enum { MODEL_MLP, MODEL_GPT2 } model_kind;
+
+/* The MLP's hidden layers and activation (its input width and class count come from the data). */
+typedef struct mlp_opts {
+    int n_hidden;
+    int64_t hidden[MLP_MAX_HIDDEN];             /* hidden layer widths, input side first */
+    act_kind activation;
+} mlp_opts;
+
+/* The transformer's shape. vocab_size is the tokenizer's; the model pads it (gpt2_vocab_padded). */
+typedef struct gpt2_shape {
+    int64_t n_layer, n_head, n_embd, block_size, vocab_size;
+} gpt2_shape;
+
+typedef struct model_opts {
+    model_kind kind;
+    mlp_opts mlp;           /* kind MODEL_MLP's */
+    gpt2_shape gpt2;        /* kind MODEL_GPT2's */
+    /* activations' and GEMM operands' type: TENSOR_F32, or TENSOR_BF16 (a GPT-2 on the CUDA
+     * backend: fp32 parameters with a bf16 copy to compute with) */
+    tensor_dtype compute;
+} model_opts;
+
+#endif
