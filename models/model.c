@@ -1,9 +1,9 @@
-/* model.c — what every model shares: building the model its options name, finding a parameter
- * tensor by name, and PyTorch's default Linear initialisation over the flat parameter buffer.
+/* model.c — what every model shares: the parameter and gradient buffers, the named tensor table,
+ * and PyTorch's default Linear initialisation over the flat parameter buffer.
  *
  * Initial values are generated on the host from the RNG_INIT stream and uploaded, so every rank
  * (and every backend) starts from bit-identical parameters for the same seed. This file must not
- * know any model's internals beyond the param_tensor table. */
+ * know any model: building one by kind is model_registry.c's. */
 #include "model.h"
 
 #include <math.h>
@@ -12,20 +12,6 @@
 #include <string.h>
 
 #include "runtime/base/rng.h"
-#include "gpt2.h"
-#include "mlp.h"
-
-int model_create(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
-                 model **out, ddp_err *err)
-{
-    switch (opts->kind) {
-    case MODEL_MLP:
-        return mlp_create(&opts->mlp, dev, data, max_rows, param_tail, out, err);
-    case MODEL_GPT2:
-        return gpt2_create(&opts->gpt2, opts->compute, dev, data, max_rows, param_tail, out, err);
-    }
-    return ddp_fail(err, DDP_EUSAGE, "model.kind: unknown model %d", (int)opts->kind);
-}
 
 int model_alloc_params(model *m, ddp_err *err)
 {

@@ -97,7 +97,7 @@ struct model {
     void *impl;
 };
 
-/* Builds the model opts names (opts->kind with that kind's settings, computing in opts->compute)
+/* (model_registry.c) Builds the model opts names (opts->kind with that kind's settings, computing in opts->compute)
  * for samples of the given layout (a model whose shape follows the data, like the MLP's input
  * width and class count, takes it from there), with activation buffers for up to max_rows rows
  * and param_tail spare floats past the parameters and gradients (model.param_tail). Parameters
