@@ -8,8 +8,9 @@
  * checkpoints download. Batches are staged as the bytes the model's io describes, so
  * nothing here knows pixels from token ids. With train.profile_steps the steps' phases and host
  * work are marked for the profiler (train_profile.c); with it off those marks do nothing.
- * Logging/evaluation live in train_log.c, checkpoints in train_ckpt.c, and each step's loss record
- * and the non-finite checks in train_finite.c. Must not know CPU from CUDA or MPI from NCCL: the
+ * Logging/evaluation live in train_log.c, checkpoints in train_ckpt.c, each step's loss record
+ * and the non-finite checks in train_finite.c, and what they share with the loop (parameters made
+ * rank 0's, a batch staged) in train_replica.c. Must not know CPU from CUDA or MPI from NCCL: the
  * device and communicator interfaces do; nor any model's kind: model.h does. */
 #include "train.h"
 
@@ -60,45 +61,6 @@ static int check_data_fits(const train_job *t, const dataset *data, ddp_err *err
     sample_layout_format(have, h, sizeof h);
     return ddp_fail(err, DDP_EUSAGE, "model %s takes samples of %s, but %s has samples of %s", t->m->description, w,
                     data->name, h);
-}
-
-static int alloc_staging(train_job *t, ddp_err *err)
-{
-    int64_t b = t->cfg->data.batch_size;
-    size_t in = (size_t)b * sample_field_bytes(t->m->io.sample.input);
-    size_t tgt = (size_t)b * sample_field_bytes(t->m->io.sample.target);
-    t->idx = malloc((size_t)b * sizeof *t->idx);
-    t->inputs_host = malloc(in);
-    t->targets_host = malloc(tgt);
-    if (!t->idx || !t->inputs_host || !t->targets_host)
-        return ddp_fail(err, DDP_ERUNTIME, "out of memory for batch staging (%lld rows)", (long long)b);
-    device *d = t->dev;
-    int rc = d->ops->alloc(d, in, &t->inputs_dev, err);
-    if (rc == DDP_OK)
-        rc = d->ops->alloc(d, tgt, &t->targets_dev, err);
-    return rc;
-}
-
-int train_params_changed(train_job *t, ddp_err *err)
-{
-    return model_params_changed(t->m, t->cfg->run.seed, t->opt ? (uint64_t)t->opt->step : 0, err);
-}
-
-int train_broadcast_params(train_job *t, ddp_err *err)
-{
-    model *m = t->m;
-    if (t->ctl->size == 1)
-        return train_params_changed(t, err);
-    float *host = malloc(m->n_params * sizeof(float));
-    if (!host)
-        return ddp_fail(err, DDP_ERUNTIME, "out of memory broadcasting parameters");
-    int rc = m->dev->ops->download(m->dev, host, m->params, m->n_params * sizeof(float), err);
-    if (rc == DDP_OK)
-        rc = t->ctl->ops->broadcast(t->ctl, host, m->n_params, DT_FLOAT, 0, NULL, err);
-    if (rc == DDP_OK)
-        rc = m->dev->ops->upload(m->dev, m->params, host, m->n_params * sizeof(float), err);
-    free(host);
-    return rc != DDP_OK ? rc : train_params_changed(t, err);
 }
 
 /* Replicas start identical by construction (same seed) and by a broadcast from rank 0, so a
@@ -251,7 +213,7 @@ static int setup(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = make_optimizer(t, err);
     if (rc == DDP_OK)
-        rc = alloc_staging(t, err);
+        rc = train_alloc_staging(t, err);
     if (rc == DDP_OK)
         rc = train_finite_open(t, err);
     if (rc == DDP_OK)
@@ -268,18 +230,6 @@ static int setup(train_job *t, ddp_err *err)
                         t->train.name, (long long)t->train.n);
     t->total_steps = c->train.max_steps > 0 ? c->train.max_steps : c->train.epochs * t->steps_per_epoch;
     return DDP_OK;
-}
-
-int train_stage_batch(train_job *t, const dataset *data, int64_t rows, model_batch *b, ddp_err *err)
-{
-    device *d = t->dev;
-    const sample_layout *io = &t->m->io.sample;
-    dataset_gather(data, t->idx, rows, t->inputs_host, t->targets_host);
-    int rc = d->ops->upload(d, t->inputs_dev, t->inputs_host, (size_t)rows * sample_field_bytes(io->input), err);
-    if (rc == DDP_OK)
-        rc = d->ops->upload(d, t->targets_dev, t->targets_host, (size_t)rows * sample_field_bytes(io->target), err);
-    *b = (model_batch){.inputs = t->inputs_dev, .targets = t->targets_dev, .rows = rows};
-    return rc;
 }
 
 /* A step's compute must not make the host wait for the device (on a GPU that stalls the queue

@@ -1,6 +1,7 @@
 /* train_job.h — the state of one rank's training job, shared by the files that implement it
- * (train.c: setup and the step loop; train_ckpt.c: saving and resuming; train_log.c: progress,
- * metrics and evaluation; train_sample.c: text samples; train_zero.c: ZeRO-1's sharded
+ * (train.c: setup and the step loop; train_replica.c: what the loop, checkpoints and evaluation
+ * share about the replica; train_ckpt.c: saving and resuming; train_log.c: progress, metrics and
+ * evaluation; train_sample.c: text samples; train_zero.c: ZeRO-1's sharded
  * optimizer; train_profile.c and train_profile_report.c: train.profile_steps). Internal to
  * launcher/train/: train.h is the public entry point, and nothing outside this folder includes
  * this header. */
@@ -92,19 +93,19 @@ typedef struct train_job {
     struct train_prof *prof; /* train_profile.c's state; NULL when train.profile_steps records nothing */
 } train_job;
 
-/* train.c: makes every rank's parameters rank 0's (no communication on one rank), then tells the
- * model its parameters changed (train_params_changed). */
+/* train_replica.c: makes every rank's parameters rank 0's (no communication on one rank), then
+ * tells the model its parameters changed (train_params_changed). */
 int train_broadcast_params(train_job *t, ddp_err *err);
-
-/* train.c: the model's parameters were set or stepped: the model rebuilds what it derives from
- * them (precision bf16: the stochastically rounded bf16 copy, keyed by run.seed and the optimizer
- * steps done, so a resumed run computes with the copy the uninterrupted run had). */
+/* train_replica.c: the model's parameters were set or stepped: the model rebuilds what it derives
+ * from them (precision bf16: the stochastically rounded bf16 copy, keyed by run.seed and the
+ * optimizer steps done, so a resumed run computes with the copy the uninterrupted run had). */
 int train_params_changed(train_job *t, ddp_err *err);
-
-/* train.c: gathers samples t->idx[0..rows) of data into the staging buffers, uploads them and
- * describes them as b. */
+/* train_replica.c: the staging buffers (idx, inputs/targets on host and device) for
+ * data.batch_size samples as m->io.sample lays them out; train.c frees them. */
+int train_alloc_staging(train_job *t, ddp_err *err);
+/* train_replica.c: gathers samples t->idx[0..rows) of data into the staging buffers, uploads them
+ * and describes them as b. */
 int train_stage_batch(train_job *t, const dataset *data, int64_t rows, model_batch *b, ddp_err *err);
-
 /* train_log.c */
 int train_log_open(train_job *t, ddp_err *err);
 void train_log_header(train_job *t);
