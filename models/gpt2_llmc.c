@@ -2,7 +2,7 @@
  *
  * Owns the llm.c parameter order (the table below, llm.c's fill_in_parameter_sizes order) and its
  * mapping onto our per-block tensor names, header encoding and validation, the exact-size rule,
- * and the atomic write. Values are converted to and from little-endian bytes explicitly, in
+ * and the file written whole (runtime/base/replace_file.h). Values are converted to and from little-endian bytes explicitly, in
  * chunks. Must not know where tensors live (callers' src/dst), checkpoints or configs. */
 #include "gpt2_llmc.h"
 
@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "runtime/base/replace_file.h"
 
 #define LLMC_BF16_VERSION 5
 #define MAX_EMBD (1 << 20)
@@ -273,9 +275,16 @@ static int write_floats(int fd, const char *tmp, const float *src, size_t n, uin
     return rc;
 }
 
-/* Writes the header and every tensor to an open temporary file. */
-static int write_body(int fd, const char *tmp, const gpt2_shape *s, const float *const *from, ddp_err *err)
+typedef struct body {
+    const gpt2_shape *s;
+    const float *const *from;  /* each tensor's values, in the file's order */
+} body;
+
+/* Writes the header and every tensor to an open temporary file (replace_file_fd's writer). */
+static int write_body(int fd, const char *tmp, void *ctx, ddp_err *err)
 {
+    const gpt2_shape *s = ((const body *)ctx)->s;
+    const float *const *from = ((const body *)ctx)->from;
     uint8_t *buf = malloc(4 * CHUNK);
     if (!buf)
         return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", tmp);
@@ -285,31 +294,6 @@ static int write_body(int fd, const char *tmp, const gpt2_shape *s, const float 
     for (int i = 0; !rc && i < tensor_count(s); i++)
         rc = write_floats(fd, tmp, from[i], tensor_at(s, i, name, sizeof name), buf, err);
     free(buf);
-    return rc;
-}
-
-/* path's folder ("." for a bare name) into dir; the temporary name beside path into tmp. */
-static int temp_name(const char *path, char *dir, size_t dir_size, char *tmp, size_t tmp_size, ddp_err *err)
-{
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    int dir_len = slash ? (slash == path ? 1 : (int)(slash - path)) : 1;
-    if (!*base)
-        return ddp_fail(err, DDP_EUSAGE, "%s: names a folder, not a file", path);
-    if (snprintf(dir, dir_size, "%.*s", dir_len, slash ? path : ".") >= (int)dir_size ||
-        snprintf(tmp, tmp_size, "%s/.%s.tmp.%ld", dir, base, (long)getpid()) >= (int)tmp_size)
-        return ddp_fail(err, DDP_EUSAGE, "%.200s...: path too long", path);
-    return DDP_OK;
-}
-
-static int fsync_dir(const char *dir, ddp_err *err)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: open for fsync: %s", dir, strerror(errno));
-    int rc = fsync(fd) != 0 && errno != EINVAL ? ddp_fail(err, DDP_ERUNTIME, "%s: fsync: %s", dir, strerror(errno))
-                                               : DDP_OK;
-    close(fd);
     return rc;
 }
 
@@ -327,25 +311,8 @@ int gpt2_llmc_write(const char *path, const gpt2_shape *s, gpt2_llmc_src src, vo
         if (!from[i])
             rc = ddp_fail(err, DDP_EUSAGE, "%s: no tensor %s of %zu float32 values to write", path, name, numel);
     }
-    char dir[4096], tmp[4096 + 300];
     if (!rc)
-        rc = temp_name(path, dir, sizeof dir, tmp, sizeof tmp, err);
-    int fd = rc ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (!rc && fd < 0)
-        rc = ddp_fail(err, errno == ENOENT || errno == EACCES ? DDP_EUSAGE : DDP_ERUNTIME, "%s: cannot create: %s",
-                      tmp, strerror(errno));
-    if (!rc)
-        rc = write_body(fd, tmp, s, from, err);
-    if (!rc && fsync(fd) != 0)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: fsync: %s", tmp, strerror(errno));
-    if (fd >= 0 && close(fd) != 0 && !rc)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: close: %s", tmp, strerror(errno));
-    if (!rc && rename(tmp, path) != 0)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-    if (!rc)
-        rc = fsync_dir(dir, err);
-    else if (fd >= 0)
-        unlink(tmp);
+        rc = replace_file_fd(path, write_body, &(body){.s = s, .from = from}, err);
     free(from);
     return rc;
 }

@@ -15,6 +15,7 @@
 #include "runtime/base/clock.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
+#include "runtime/base/replace_file.h"
 #include "train_job.h"
 
 /* Stamp slots a step may use (two per range): the tests' 2-layer GPT-2 records about 110 ranges a
@@ -147,8 +148,17 @@ static void trace_event(FILE *f, int pid, const prof_record *e, double zero_us)
     fprintf(f, "\",\"bytes\":%.0f,\"flops\":%.0f}}", e->bytes, e->flops);
 }
 
-static int write_trace_file(const train_job *t, const struct train_prof *p, FILE *f)
+typedef struct trace_src {
+    const train_job *t;
+    const struct train_prof *p;
+} trace_src;
+
+/* replace_file_stream's writer; write errors show in ferror(f) */
+static int write_trace_file(FILE *f, void *ctx, ddp_err *err)
 {
+    (void)err;
+    const train_job *t = ((const trace_src *)ctx)->t;
+    const struct train_prof *p = ((const trace_src *)ctx)->p;
     size_t n = 0;
     int n_marks = 0;
     const prof_record *recs = device_prof_records(p->rec, &n);
@@ -163,26 +173,16 @@ static int write_trace_file(const train_job *t, const struct train_prof *p, FILE
     for (size_t i = 0; i < n; i++)
         trace_event(f, t->ctl->rank, &recs[i], zero_us);
     fprintf(f, "\n]}\n");
-    return ferror(f) ? -1 : 0;
+    return DDP_OK;
 }
 
-/* run.dir/trace-rank{R}.json, written whole to a temporary name and renamed into place. */
+/* run.dir/trace-rank{R}.json, written whole (runtime/base/replace_file.h). */
 static int write_trace(const train_job *t, const struct train_prof *p, ddp_err *err)
 {
-    char path[CFG_PATH_MAX + 32], tmp[CFG_PATH_MAX + 48];
+    char path[CFG_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/trace-rank%d.json", t->cfg->run.dir, t->ctl->rank);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return ddp_fail(err, DDP_ERUNTIME, "profile: cannot write %s: %s", tmp, strerror(errno));
-    int bad = write_trace_file(t, p, f);
-    if (fclose(f) != 0 || bad) {
-        remove(tmp);
-        return ddp_fail(err, DDP_ERUNTIME, "profile: writing %s failed: %s", tmp, strerror(errno));
-    }
-    if (rename(tmp, path) != 0)
-        return ddp_fail(err, DDP_ERUNTIME, "profile: cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    return DDP_OK;
+    int rc = replace_file_stream(path, write_trace_file, &(trace_src){.t = t, .p = p}, err);
+    return rc ? ddp_prefix(err, "profile") : DDP_OK;
 }
 
 /* ---- the end of the window ------------------------------------------------------------------ */

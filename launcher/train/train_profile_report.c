@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/replace_file.h"
 #include "train_job.h"
 
 /* ---- the GPUs' peaks ---------------------------------------------------------------------------
@@ -279,15 +280,19 @@ static void json_rows(FILE *f, const char *name, const prof_rows *rows, const wi
     fprintf(f, "]");
 }
 
-static int write_json(const train_job *t, const prof_rows *ops, const prof_rows *fams, const window_sums *w,
-                      ddp_err *err)
+typedef struct profile_doc {
+    const train_job *t;
+    const prof_rows *ops, *fams;
+    const window_sums *w;
+} profile_doc;
+
+/* replace_file_stream's writer; write errors show in ferror(f) */
+static int write_profile_doc(FILE *f, void *ctx, ddp_err *err)
 {
-    char path[CFG_PATH_MAX + 32], tmp[CFG_PATH_MAX + 48];
-    snprintf(path, sizeof path, "%s/profile.json", t->cfg->run.dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return ddp_fail(err, DDP_ERUNTIME, "profile: cannot write %s: %s", tmp, strerror(errno));
+    (void)err;
+    const profile_doc *d = ctx;
+    const train_job *t = d->t;
+    const window_sums *w = d->w;
     fprintf(f, "{\"device\":\"%s\",\"rank\":0,\"ranks\":%d,\"first_step\":%lld,\"steps\":%lld,\"planned_steps\":%lld,",
             t->dev->name, t->ctl->size, (long long)w->first_step + 1, (long long)w->steps, (long long)w->planned);
     if (w->peaks)
@@ -299,17 +304,21 @@ static int write_json(const train_job *t, const prof_rows *ops, const prof_rows 
     fprintf(f, "\"step_ms\":%.6g,\"ops_ms_per_step\":%.6g,\"not_in_ops_ms_per_step\":%.6g,\"dropped\":%llu,",
             w->step_us / 1e3, w->ops_us / 1e3, (w->step_us - w->ops_us) / 1e3, (unsigned long long)w->dropped);
     fprintf(f, "\"overhead\":\"two stamps per op and per range; docs/profiling.md gives the measured cost\"");
-    json_rows(f, "ops", ops, w);
-    json_rows(f, "families", fams, w);
+    json_rows(f, "ops", d->ops, w);
+    json_rows(f, "families", d->fams, w);
     fprintf(f, "}\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        remove(tmp);
-        return ddp_fail(err, DDP_ERUNTIME, "profile: writing %s failed: %s", tmp, strerror(errno));
-    }
-    if (rename(tmp, path) != 0)
-        return ddp_fail(err, DDP_ERUNTIME, "profile: cannot rename %s to %s: %s", tmp, path, strerror(errno));
     return DDP_OK;
+}
+
+/* run.dir/profile.json, written whole (runtime/base/replace_file.h). */
+static int write_json(const train_job *t, const prof_rows *ops, const prof_rows *fams, const window_sums *w,
+                      ddp_err *err)
+{
+    char path[CFG_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/profile.json", t->cfg->run.dir);
+    int rc = replace_file_stream(path, write_profile_doc, &(profile_doc){.t = t, .ops = ops, .fams = fams, .w = w},
+                                 err);
+    return rc ? ddp_prefix(err, "profile") : DDP_OK;
 }
 
 /* ---- the report ------------------------------------------------------------------------------ */

@@ -2,7 +2,7 @@
  *
  * config_write_resolved emits every key in table order through libyaml's emitter (so quoting
  * and escaping are libyaml's), numbers in the shortest text that reads back exactly, and
- * replaces the target atomically and durably (temp file, fsync, rename, directory fsync).
+ * replaces the target whole and durably (runtime/base/replace_file.h).
  * config_hash covers only what a bit-exact resume depends on; the same settings as text go into
  * checkpoints, so that a refused resume can name what changed. This file must not parse YAML or
  * validate values. */
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/base/dirs.h"
+#include "runtime/base/replace_file.h"
 
 void cfg_format_double(double v, char *out, size_t n)
 {
@@ -158,8 +158,16 @@ static int emit_config(writer *w, const config *c)
     return 0;
 }
 
-static int write_to(FILE *f, const config *c, const char *path, ddp_err *err)
+typedef struct resolved {
+    const config *c;
+    const char *path;
+} resolved;
+
+/* replace_file_stream's writer */
+static int write_to(FILE *f, void *ctx, ddp_err *err)
 {
+    const config *c = ((const resolved *)ctx)->c;
+    const char *path = ((const resolved *)ctx)->path;
     writer w;
     if (!yaml_emitter_initialize(&w.em))
         return ddp_fail(err, DDP_ERUNTIME, "%s: libyaml: cannot initialize emitter", path);
@@ -178,31 +186,7 @@ static int write_to(FILE *f, const config *c, const char *path, ddp_err *err)
 
 int config_write_resolved(const config *c, const char *path, ddp_err *err)
 {
-    char tmp[CFG_PATH_MAX + 32];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return ddp_fail(err, DDP_EUSAGE, "%.200s...: path too long", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot create: %s", tmp, strerror(errno));
-    int rc = write_to(f, c, path, err);
-    if ((fflush(f) != 0 || ferror(f)) && !rc)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", tmp, strerror(errno));
-    if (!rc && fsync(fileno(f)) != 0 && errno != EINVAL)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: fsync: %s", tmp, strerror(errno));
-    if (fclose(f) != 0 && !rc)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: close failed: %s", tmp, strerror(errno));
-    if (!rc && rename(tmp, path) != 0)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-    if (rc) {
-        unlink(tmp);
-        return rc;
-    }
-    char dir[CFG_PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    return dir_fsync(slash ? (dir[0] ? dir : "/") : ".", err);
+    return replace_file_stream(path, write_to, &(resolved){.c = c, .path = path}, err);
 }
 
 /* ---- resume hash ---- */

@@ -1,0 +1,25 @@
+/* replace_file.h — a file written whole or not at all: the contents go to a temporary file beside
+ * it (".NAME.tmp.PID"), which is flushed, fsync'd and renamed over the path, then the folder is
+ * fsync'd. A reader sees the old file or the new one, never a part; on any failure the temporary
+ * file is removed and the old file is untouched. For the files a run writes once or now and then
+ * (resolved config, llm.c model files, profiles); checkpoints keep their own writer (ckpt.c),
+ * which also prunes stale temporaries of earlier crashes. Must not create folders. */
+#ifndef DDP_REPLACE_FILE_H
+#define DDP_REPLACE_FILE_H
+
+#include <stdio.h>
+
+#include "err.h"
+
+/* Writes the contents to fd (the temporary file, named tmp for messages); DDP_OK or err filled. */
+typedef int (*replace_file_fd_writer)(int fd, const char *tmp, void *ctx, ddp_err *err);
+/* Writes the contents to f; a write error it does not report is found from ferror(f). */
+typedef int (*replace_file_stream_writer)(FILE *f, void *ctx, ddp_err *err);
+
+/* DDP_OK once path holds what write wrote, durably. DDP_EUSAGE when path names a folder, is too
+ * long, or its folder is missing or not writable (the message names the temporary file);
+ * DDP_ERUNTIME for a failed write, fsync, close or rename, naming the call and strerror. */
+int replace_file_fd(const char *path, replace_file_fd_writer write, void *ctx, ddp_err *err);
+int replace_file_stream(const char *path, replace_file_stream_writer write, void *ctx, ddp_err *err);
+
+#endif

@@ -1,0 +1,131 @@
+/* test_replace_file.c — runtime/base/replace_file.c: a file written whole through either writer
+ * (contents exact, no temporary left, an existing file replaced); a writer that fails or a
+ * stream whose writes fail (RLIMIT_FSIZE: the kernel refuses the bytes) leave the old file
+ * byte for byte and no temporary behind, with the writer's or the system's error passed on; a
+ * path that names a folder, and one whose folder is missing, are usage errors naming the path. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "tests/check.h"
+#include "runtime/base/replace_file.h"
+
+static char dir[64];
+
+static char *slurp(const char *path)
+{
+    static char buf[1 << 16];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Entries in dir other than . and .. whose name contains part. */
+static int count(const char *part)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strstr(e->d_name, part);
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static int put_text(FILE *f, void *ctx, ddp_err *err)
+{
+    (void)err;
+    fputs(ctx, f);
+    return DDP_OK;
+}
+
+static int put_fd(int fd, const char *tmp, void *ctx, ddp_err *err)
+{
+    size_t n = strlen(ctx);
+    if (write(fd, ctx, n) != (ssize_t)n)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: write", tmp);
+    return DDP_OK;
+}
+
+static int refuse(FILE *f, void *ctx, ddp_err *err)
+{
+    fputs("half of it", f);
+    return ddp_fail(err, DDP_ERUNTIME, "the writer gave up (%s)", (const char *)ctx);
+}
+
+/* More than the stream's buffer, so the kernel sees writes past RLIMIT_FSIZE. */
+static int put_big(FILE *f, void *ctx, ddp_err *err)
+{
+    (void)ctx;
+    (void)err;
+    for (int i = 0; i < 200000; i++)
+        fputs("0123456789", f);
+    return DDP_OK;
+}
+
+static void written_whole(const char *path)
+{
+    ddp_err err = {0};
+    CHECK_EQ_INT(replace_file_stream(path, put_text, "first\n", &err), DDP_OK);
+    CHECK(slurp(path) && !strcmp(slurp(path), "first\n"), "stream writer: %s", slurp(path));
+    CHECK_EQ_INT(replace_file_fd(path, put_fd, "second\n", &err), DDP_OK);
+    CHECK(slurp(path) && !strcmp(slurp(path), "second\n"), "fd writer replaced it: %s", slurp(path));
+    CHECK_EQ_INT(count(".tmp."), 0);
+}
+
+static void failures_keep_the_old_file(const char *path)
+{
+    ddp_err err = {0};
+    CHECK_EQ_INT(replace_file_stream(path, refuse, "test", &err), DDP_ERUNTIME);
+    CHECK_STR_CONTAINS(err.msg, "the writer gave up (test)");
+    CHECK(!strcmp(slurp(path), "second\n"), "after a refusing writer: %s", slurp(path));
+    CHECK_EQ_INT(count(".tmp."), 0);
+
+    struct rlimit old, small = {.rlim_cur = 4096};
+    getrlimit(RLIMIT_FSIZE, &old);
+    small.rlim_max = old.rlim_max;
+    signal(SIGXFSZ, SIG_IGN);
+    CHECK_EQ_INT(setrlimit(RLIMIT_FSIZE, &small), 0);
+    int rc = replace_file_stream(path, put_big, NULL, &err);
+    setrlimit(RLIMIT_FSIZE, &old);
+    CHECK_EQ_INT(rc, DDP_ERUNTIME);
+    CHECK_STR_CONTAINS(err.msg, "File too large");
+    CHECK(!strcmp(slurp(path), "second\n"), "after a write the kernel refused: %s", slurp(path));
+    CHECK_EQ_INT(count(".tmp."), 0);
+}
+
+static void bad_paths(void)
+{
+    ddp_err err = {0};
+    char path[128];
+    snprintf(path, sizeof path, "%s/", dir);
+    CHECK_EQ_INT(replace_file_stream(path, put_text, "x", &err), DDP_EUSAGE);
+    CHECK_STR_CONTAINS(err.msg, "names a folder");
+    snprintf(path, sizeof path, "%s/missing/out.json", dir);
+    CHECK_EQ_INT(replace_file_stream(path, put_text, "x", &err), DDP_EUSAGE);
+    CHECK_STR_CONTAINS(err.msg, "missing/.out.json.tmp.");
+    CHECK_STR_CONTAINS(err.msg, "cannot create");
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/test_replace_file.XXXXXX");
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char path[128];
+    snprintf(path, sizeof path, "%s/out.json", dir);
+    written_whole(path);
+    failures_keep_the_old_file(path);
+    bad_paths();
+    unlink(path);
+    rmdir(dir);
+    return check_done("test_replace_file");
+}
