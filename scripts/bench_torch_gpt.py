@@ -110,7 +110,10 @@ def main():
     if a.data:
         with open(a.data, "rb") as f:
             header = np.frombuffer(f.read(1024), dtype="<i4")
-            tokens = np.frombuffer(f.read(), dtype="<u2")[: header[2]].astype(np.int64)
+            token_type = {20240520: "<u2", 20240801: "<u4"}.get(int(header[0]))  # llm.c's two formats
+            if token_type is None:
+                sys.exit(f"{a.data}: magic {header[0]} is not an llm.c token shard's")
+            tokens = np.frombuffer(f.read(), dtype=token_type)[: header[2]].astype(np.int64)
     else:
         tokens = np.random.default_rng(0).integers(0, a.vocab_padded, 1 << 20)
     tokens = torch.from_numpy(tokens)

@@ -34,6 +34,8 @@ static int load_data(train_job *t, ddp_err *err)
         rc = dataset_load_tokens(c->data.path, "train", c->data.seq_len, &t->train, err);
         if (rc == DDP_OK)
             rc = dataset_load_tokens(c->data.path, "val", c->data.seq_len, &t->test, err);
+        if (rc == DDP_OK)
+            rc = token_shards_check_same_format(t->train.tokens, t->test.tokens, err);
     } else if (c->data.kind == DATA_FASHION_MNIST) {
         rc = dataset_load_fashion_mnist(c->data.path, true, &t->train, err);
         if (rc == DDP_OK)

@@ -1,8 +1,9 @@
 /* token_shards.c — finding, mapping and validating a split's llm.c token shards; stream lookups.
  *
  * Owns the directory scan (SPLIT_NNNNNN.bin, numbered without gaps from 000000), the per-shard
- * checks (header size, magic, version, token count, exact file size), the prefix sums that map a
- * stream position to its shard in O(log shards), window gathering and the vocabulary scan. Shards
+ * checks (header size, magic, the magic's version, token count, exact file size for the magic's token
+ * size), the rule that a split's shards share one token size, the prefix sums that map a stream
+ * position to its shard in O(log shards), window gathering and the vocabulary scan. Shards
  * are mmapped read-only and never copied: a dataset of billions of tokens costs page cache, not heap.
  * Everything is decoded explicitly little-endian, byte by byte, as the checkpoint format is. It must
  * not know about ranks, batching order, models or devices, and must not print. */
@@ -12,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +29,12 @@
 
 static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
-static int32_t le32(const uint8_t *p)
+static uint32_t le32u(const uint8_t *p)
 {
-    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
+
+static int32_t le32(const uint8_t *p) { return (int32_t)le32u(p); }
 
 /* ---- finding the shard files ---- */
 
@@ -178,20 +182,37 @@ static int map_file(token_shard *sh, ddp_err *err)
     return rc;
 }
 
+static const char *token_type_name(int token_bytes) { return token_bytes == 2 ? "uint16" : "uint32"; }
+
+/* The magic says the token size; each magic has one version. */
+static int check_format(token_shard *sh, int32_t magic, int32_t version, ddp_err *err)
+{
+    int32_t want_version;
+    if (magic == TOKEN_SHARD_MAGIC_U16)
+        sh->token_bytes = 2, want_version = TOKEN_SHARD_VERSION_U16;
+    else if (magic == TOKEN_SHARD_MAGIC_U32)
+        sh->token_bytes = 4, want_version = TOKEN_SHARD_VERSION_U32;
+    else
+        return ddp_fail(err, DDP_EUSAGE, "%s: bad magic %d, expected %d (an llm.c token shard of uint16 "
+                        "tokens) or %d (uint32 tokens)", sh->path, magic, TOKEN_SHARD_MAGIC_U16,
+                        TOKEN_SHARD_MAGIC_U32);
+    if (version != want_version)
+        return ddp_fail(err, DDP_EUSAGE, "%s: unsupported shard version %d, expected %d for magic %d (%s "
+                        "tokens)", sh->path, version, want_version, magic, token_type_name(sh->token_bytes));
+    return DDP_OK;
+}
+
 static int check_header(token_shard *sh, ddp_err *err)
 {
     int32_t magic = le32(sh->map), version = le32(sh->map + 4), count = le32(sh->map + 8);
-    if (magic != TOKEN_SHARD_MAGIC)
-        return ddp_fail(err, DDP_EUSAGE, "%s: bad magic %d, expected %d (an llm.c token shard)", sh->path,
-                        magic, TOKEN_SHARD_MAGIC);
-    if (version != TOKEN_SHARD_VERSION)
-        return ddp_fail(err, DDP_EUSAGE, "%s: unsupported shard version %d, expected %d", sh->path,
-                        version, TOKEN_SHARD_VERSION);
+    int rc = check_format(sh, magic, version, err);
+    if (rc)
+        return rc;
     if (count < 1)
         return ddp_fail(err, DDP_EUSAGE, "%s: header declares %d tokens; a shard holds at least 1",
                         sh->path, count);
-    /* int64 arithmetic: 2 * INT32_MAX + 1024 does not fit an int32 */
-    long long want = TOKEN_SHARD_HEADER_BYTES + 2 * (long long)count, have = (long long)sh->map_len;
+    /* int64 arithmetic: 4 * INT32_MAX + 1024 does not fit an int32 */
+    long long want = TOKEN_SHARD_HEADER_BYTES + sh->token_bytes * (long long)count, have = (long long)sh->map_len;
     if (have < want)
         return ddp_fail(err, DDP_EUSAGE, "%s: truncated: the header declares %d tokens (%lld bytes with "
                         "the header) but the file has %lld bytes", sh->path, count, want, have);
@@ -214,6 +235,17 @@ static void shard_release(token_shard *sh)
 
 /* ---- the split ---- */
 
+/* Shards of two formats come from two preparations with two tokenizers (llm.c and
+ * scripts/prepare-text pick the format by the tokenizer), whose ids mean different things. */
+static int check_same_format(const token_shard *first, const token_shard *sh, ddp_err *err)
+{
+    if (sh->token_bytes == first->token_bytes)
+        return DDP_OK;
+    return ddp_fail(err, DDP_EUSAGE, "%s holds %s tokens but %s holds %s tokens: a dataset's shards, train "
+                    "and val, share one format (scripts/prepare-text writes them together)", sh->path,
+                    token_type_name(sh->token_bytes), first->path, token_type_name(first->token_bytes));
+}
+
 static int open_shards(const char *dir, const char *split, token_shards *s, ddp_err *err)
 {
     for (int64_t k = 0; k < s->count; k++) {
@@ -224,11 +256,14 @@ static int open_shards(const char *dir, const char *split, token_shards *s, ddp_
         int rc = map_file(sh, err);
         if (!rc)
             rc = check_header(sh, err);
+        if (!rc)
+            rc = check_same_format(&s->shards[0], sh, err);
         if (rc)
             return rc;
         s->start[k + 1] = s->start[k] + sh->ntokens;
     }
     s->total = s->start[s->count];
+    s->token_bytes = s->shards[0].token_bytes;
     return DDP_OK;
 }
 
@@ -255,6 +290,11 @@ int token_shards_open(const char *dir, const char *split, token_shards *out, ddp
     if (rc)
         token_shards_close(out);
     return rc;
+}
+
+int token_shards_check_same_format(const token_shards *a, const token_shards *b, ddp_err *err)
+{
+    return check_same_format(&a->shards[0], &b->shards[0], err);
 }
 
 void token_shards_close(token_shards *s)
@@ -301,8 +341,13 @@ static void copy_stream(const token_shards *s, int64_t pos, int64_t n, int32_t *
         const token_shard *sh = &s->shards[k];
         int64_t off = pos - s->start[k], run = sh->ntokens - off;
         run = run < n ? run : n;
-        for (int64_t i = 0; i < run; i++)
-            dst[i] = le16(sh->tokens + 2 * (off + i));
+        /* one loop per token size, so each stays a plain loop the compiler vectorizes */
+        if (sh->token_bytes == 2)
+            for (int64_t i = 0; i < run; i++)
+                dst[i] = le16(sh->tokens + 2 * (off + i));
+        else
+            for (int64_t i = 0; i < run; i++)
+                dst[i] = (int32_t)le32u(sh->tokens + 4 * (off + i));
         dst += run, pos += run, n -= run, k++;
     }
 }
@@ -319,27 +364,45 @@ void token_shards_gather(const token_shards *s, int64_t T, const int64_t *window
     }
 }
 
-int32_t token_shards_at(const token_shards *s, int64_t pos)
+static uint32_t shard_token(const token_shard *sh, int64_t i)
 {
-    int32_t v;
-    copy_stream(s, pos, 1, &v);
-    return v;
+    return sh->token_bytes == 2 ? le16(sh->tokens + 2 * i) : le32u(sh->tokens + 4 * i);
 }
 
-/* Index of the first token >= limit among n tokens, or -1. */
-static int64_t first_at_least(const uint8_t *tokens, int64_t n, unsigned limit)
+uint32_t token_shards_at(const token_shards *s, int64_t pos)
 {
-    for (int64_t b = 0; b < n; b += SCAN_BLOCK) {
-        int64_t e = n - b < SCAN_BLOCK ? n : b + SCAN_BLOCK;
-        unsigned max = 0;
+    assert(pos >= 0 && pos < s->total);
+    const token_shard *sh = &s->shards[shard_of(s, pos)];
+    return shard_token(sh, pos - s->start[sh - s->shards]);
+}
+
+/* The largest of tokens [b, e) of sh: one plain loop per token size, which the compiler vectorizes. */
+static uint32_t block_max(const token_shard *sh, int64_t b, int64_t e)
+{
+    uint32_t max = 0;
+    if (sh->token_bytes == 2)
         for (int64_t i = b; i < e; i++) {
-            unsigned v = le16(tokens + 2 * i);
+            uint32_t v = le16(sh->tokens + 2 * i);
             max = v > max ? v : max;
         }
-        if (max < limit)
+    else
+        for (int64_t i = b; i < e; i++) {
+            uint32_t v = le32u(sh->tokens + 4 * i);
+            max = v > max ? v : max;
+        }
+    return max;
+}
+
+/* Index of the first token >= limit in sh, or -1. */
+static int64_t first_at_least(const token_shard *sh, uint32_t limit)
+{
+    int64_t n = sh->ntokens;
+    for (int64_t b = 0; b < n; b += SCAN_BLOCK) {
+        int64_t e = n - b < SCAN_BLOCK ? n : b + SCAN_BLOCK;
+        if (block_max(sh, b, e) < limit)
             continue;
         for (int64_t i = b; i < e; i++)
-            if (le16(tokens + 2 * i) >= limit)
+            if (shard_token(sh, i) >= limit)
                 return i;
     }
     return -1;
@@ -349,15 +412,15 @@ int token_shards_check_vocab(const token_shards *s, int64_t vocab_size, ddp_err 
 {
     if (vocab_size < 1)
         return ddp_fail(err, DDP_EUSAGE, "token shards: vocab_size %lld must be >= 1", (long long)vocab_size);
-    /* uint16 ids are all below 65536: nothing to scan */
-    if (vocab_size > UINT16_MAX)
-        return DDP_OK;
     for (int64_t k = 0; k < s->count; k++) {
         const token_shard *sh = &s->shards[k];
-        int64_t i = first_at_least(sh->tokens, sh->ntokens, (unsigned)vocab_size);
+        /* ids of this size are all below 2^16 (2^32): nothing to scan */
+        if (vocab_size > (sh->token_bytes == 2 ? (int64_t)UINT16_MAX : (int64_t)UINT32_MAX))
+            continue;
+        int64_t i = first_at_least(sh, (uint32_t)vocab_size);
         if (i >= 0)
-            return ddp_fail(err, DDP_EUSAGE, "token %u at %s:%lld is >= vocab_size %lld",
-                            (unsigned)le16(sh->tokens + 2 * i), sh->path, (long long)i, (long long)vocab_size);
+            return ddp_fail(err, DDP_EUSAGE, "token %" PRIu32 " at %s:%lld is >= vocab_size %lld",
+                            shard_token(sh, i), sh->path, (long long)i, (long long)vocab_size);
     }
     return DDP_OK;
 }

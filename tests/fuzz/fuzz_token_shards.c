@@ -4,10 +4,12 @@
  * Input: a flags byte, the window length T - 1, the vocabulary size (2 bytes, little-endian; 0
  * means 65536), then the shards' files separated by "@@SHARD@@" (at most 8), written as
  * train_000000.bin, train_000001.bin, ... Flag bit 0 makes the harness set each shard's token
- * count to what its length holds, so mutations get past the size check to the rest; bit 1 numbers
- * the shards from 000001 (a gap); bit 2 adds a folder named like the next shard. An open that
- * succeeds must give a stream whose windows, lookups and vocabulary scan agree with each other and
- * stay inside the mapped files (the harness checks that and aborts otherwise). Must not print. */
+ * count to what its length holds (2 or 4 bytes a token, by the magic it has), so mutations get past
+ * the size check to the rest; bit 1 numbers the shards from 000001 (a gap); bit 2 adds a folder
+ * named like the next shard; bit 3 adds 65536 to the vocabulary size, so uint32 shards' scans meet
+ * vocabularies beyond uint16. An open that succeeds must give a stream of one token size whose
+ * windows, lookups and vocabulary scan agree with each other and stay inside the mapped files (the
+ * harness checks that and aborts otherwise). Must not print. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,11 @@ static void check_stream(const token_shards *s, int64_t T, int64_t vocab)
 {
     if (s->count < 1 || s->total < s->count || s->start[0] != 0 || s->start[s->count] != s->total)
         abort();
+    if (s->token_bytes != 2 && s->token_bytes != 4)
+        abort();
+    for (int64_t k = 0; k < s->count; k++)
+        if (s->shards[k].token_bytes != s->token_bytes)
+            abort();
     ddp_err err = {0};
     int64_t bad = -1; /* the first token >= vocab, found the slow way */
     for (int64_t pos = 0; pos < s->total && bad < 0; pos++)
@@ -44,7 +51,8 @@ static void check_stream(const token_shards *s, int64_t T, int64_t vocab)
     for (int i = 0; i < 3 && windows > 0; i++) {
         token_shards_gather(s, T, &picks[i], 1, in, tgt);
         for (int64_t t = 0; t < T; t++)
-            if (in[t] != token_shards_at(s, picks[i] * T + t) || tgt[t] != token_shards_at(s, picks[i] * T + t + 1))
+            if ((uint32_t)in[t] != token_shards_at(s, picks[i] * T + t) ||
+                (uint32_t)tgt[t] != token_shards_at(s, picks[i] * T + t + 1))
                 abort();
     }
     free(in);
@@ -58,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t flags = data[0];
     int64_t T = (int64_t)data[1] + 1;
     int64_t vocab = data[2] | data[3] << 8;
-    vocab = vocab ? vocab : 65536;
+    vocab = (vocab ? vocab : 65536) + (flags & 8 ? 65536 : 0);
     fuzz_part parts[MAX_SHARDS];
     size_t n = fuzz_split(data + 4, size - 4, SEP, sizeof SEP - 1, parts, MAX_SHARDS);
     char name[64], path[512];
@@ -71,7 +79,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         memcpy(file, parts[k].p, parts[k].n);
         if ((flags & 1) && parts[k].n >= TOKEN_SHARD_HEADER_BYTES) {
-            uint32_t count = (uint32_t)((parts[k].n - TOKEN_SHARD_HEADER_BYTES) / 2);
+            /* the magic's token size; the reader refuses any other magic anyway */
+            uint32_t magic = (uint32_t)file[0] | (uint32_t)file[1] << 8 | (uint32_t)file[2] << 16 |
+                             (uint32_t)file[3] << 24;
+            size_t width = magic == TOKEN_SHARD_MAGIC_U32 ? 4 : 2;
+            uint32_t count = (uint32_t)((parts[k].n - TOKEN_SHARD_HEADER_BYTES) / width);
             for (int b = 0; b < 4; b++)
                 file[8 + b] = (uint8_t)(count >> (8 * b));
         }

@@ -138,24 +138,31 @@ static void idx_seed(const char *name, uint8_t flags, int count, int label_bad, 
 
 /* ---- token shards: flags, T - 1, vocab (u16 LE), shards separated by @@SHARD@@ ---- */
 
-static size_t shard(uint8_t *p, int ntok, int version, int start)
+/* A shard of uint16 tokens (width 2) or uint32 tokens (width 4, ids past 65535 among them). */
+static size_t shard(uint8_t *p, int ntok, int width, int version, int start)
 {
     memset(p, 0, TOKEN_SHARD_HEADER_BYTES);
-    le(p, TOKEN_SHARD_MAGIC, 4), le(p + 4, (uint64_t)version, 4), le(p + 8, (uint64_t)ntok, 4);
-    for (int i = 0; i < ntok; i++)
-        le(p + TOKEN_SHARD_HEADER_BYTES + 2 * i, (uint64_t)((start + i * 37) % 256), 2);
-    return TOKEN_SHARD_HEADER_BYTES + 2 * (size_t)ntok;
+    le(p, width == 2 ? TOKEN_SHARD_MAGIC_U16 : TOKEN_SHARD_MAGIC_U32, 4);
+    le(p + 4, (uint64_t)version, 4), le(p + 8, (uint64_t)ntok, 4);
+    for (int i = 0; i < ntok; i++) {
+        uint64_t id = (uint64_t)((start + i * 37) % 256) + (width == 4 ? 65536u * (uint64_t)(i % 3) : 0);
+        le(p + TOKEN_SHARD_HEADER_BYTES + (size_t)width * (size_t)i, id, width);
+    }
+    return TOKEN_SHARD_HEADER_BYTES + (size_t)width * (size_t)ntok;
 }
 
-static void shards_seed(const char *name, uint8_t flags, int T, int vocab, int nshards, int version)
+/* widths: each shard's token width in turn (2 or 4); version 0 is the width's own. */
+static void shards_seed(const char *name, uint8_t flags, int T, int vocab, int nshards, const int *widths,
+                        int version)
 {
-    static uint8_t buf[4 + 4 * (TOKEN_SHARD_HEADER_BYTES + 64 + 9)];
+    static uint8_t buf[4 + 4 * (TOKEN_SHARD_HEADER_BYTES + 4 * 25 + 9)];
     size_t n = 4;
     buf[0] = flags, buf[1] = (uint8_t)(T - 1), buf[2] = (uint8_t)vocab, buf[3] = (uint8_t)(vocab >> 8);
     for (int k = 0; k < nshards; k++) {
         if (k)
             memcpy(buf + n, "@@SHARD@@", 9), n += 9;
-        n += shard(buf + n, 10 + 5 * k, version, k);
+        int own = widths[k] == 2 ? TOKEN_SHARD_VERSION_U16 : TOKEN_SHARD_VERSION_U32;
+        n += shard(buf + n, 10 + 5 * k, widths[k], version ? version : own, k);
     }
     put("token_shards", name, buf, n, NULL, 0);
 }
@@ -197,12 +204,18 @@ int main(int argc, char **argv)
     idx_seed("label-out-of-range", 0x03, 3, 1, 28);
     idx_seed("wrong-side", 0x03, 1, 0, 27);
     idx_seed("images-missing", 0x0b, 2, 0, 28);
-    shards_seed("two-shards", 0x00, 3, 256, 2, TOKEN_SHARD_VERSION);
-    shards_seed("three-shards-repair", 0x01, 8, 200, 3, TOKEN_SHARD_VERSION);
-    shards_seed("one-shard-big-vocab", 0x00, 1, 0, 1, TOKEN_SHARD_VERSION);
-    shards_seed("gap", 0x02, 2, 256, 2, TOKEN_SHARD_VERSION);
-    shards_seed("folder-next", 0x04, 2, 256, 1, TOKEN_SHARD_VERSION);
-    shards_seed("bad-version", 0x00, 2, 256, 1, 2);
+    static const int u16[3] = {2, 2, 2}, u32[3] = {4, 4, 4}, mixed[2] = {2, 4};
+    shards_seed("two-shards", 0x00, 3, 256, 2, u16, 0);
+    shards_seed("three-shards-repair", 0x01, 8, 200, 3, u16, 0);
+    shards_seed("one-shard-big-vocab", 0x00, 1, 0, 1, u16, 0);
+    shards_seed("gap", 0x02, 2, 256, 2, u16, 0);
+    shards_seed("folder-next", 0x04, 2, 256, 1, u16, 0);
+    shards_seed("bad-version", 0x00, 2, 256, 1, u16, 2);
+    shards_seed("u32-two-shards-wide-vocab", 0x08, 3, 70000 - 65536, 2, u32, 0);
+    shards_seed("u32-three-shards-repair", 0x09, 8, 0, 3, u32, 0);
+    shards_seed("u32-narrow-vocab", 0x00, 2, 256, 1, u32, 0);
+    shards_seed("u32-version-2", 0x00, 2, 256, 1, u32, 2);
+    shards_seed("mixed-widths", 0x08, 2, 0, 2, mixed, 0);
     tokenizer_seed("bytes-merges-eot", 1, 0);
     tokenizer_seed("bytes-merges", 0, 0);
     tokenizer_seed("zero-length", 1, 1);

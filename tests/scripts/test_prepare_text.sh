@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # tests/scripts/test_prepare_text.sh [PROJECT_ROOT] — scripts/prepare-text: llm.c shard and tokenizer.bin
 # headers, train+val decoding back to the input bytes through tokenizer.bin, the val split, shard
-# rollover, --force, and the refusals. The gpt2 checks need tiktoken and the GPT-2 ranks file
-# (scripts/setup --text); without them it exits 77 (skipped) after the byte-tokenizer checks.
+# rollover, --force, and the refusals; uint32 shards (magic 20240801, version 7) for a vocabulary
+# above 65,535 (a test tokenizer handed to prepare-text's main), which ddprun-worker trains on and
+# whose ids it reads back at their exact shard positions. The gpt2 checks need tiktoken and the
+# GPT-2 ranks file (scripts/setup --text); without them it exits 77 (skipped) after the others.
+# DDPRUN_WORKER names the worker; without it (tests/meson.build leaves it unset in sanitized builds,
+# whose suites run no MPI jobs) the worker checks are skipped.
 set -euo pipefail
 ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 PREP=$ROOT/scripts/prepare-text
+WORKER=${DDPRUN_WORKER:-}
 TMP=$(mktemp -d /tmp/ddptest.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -13,14 +18,15 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok - $*"; }
 
 # check.py OUT_DIR VOCAB EOT VAL_FRACTION SHARD_TOKENS INPUT...: every file in OUT_DIR against the
-# llm.c formats, and the decoded train+val stream against the inputs (each preceded by the
-# end-of-text token's bytes when EOT >= 0).
+# llm.c formats (uint16 shards up to 65,535 tokens of vocabulary, uint32 above), and the decoded
+# train+val stream against the inputs (each preceded by the end-of-text token's bytes when EOT >= 0).
 cat > "$TMP/check.py" <<'EOF'
 import os, re, struct, sys
 from array import array
 from fractions import Fraction
 out, vocab, eot, frac, shard = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Fraction(sys.argv[4]), int(sys.argv[5])
 inputs = sys.argv[6:]
+magic, version, width, code = (20240801, 7, 4, "I") if vocab > 65535 else (20240520, 1, 2, "H")
 def die(msg):
     sys.exit(f"check: {out}: {msg}")
 names = sorted(os.listdir(out))
@@ -45,18 +51,18 @@ for split in ("train", "val"):
     files = [n for n in names if n.startswith(split + "_")]
     if files != [f"{split}_{k:06d}.bin" for k in range(len(files))]:
         die(f"{split} shards not numbered 0..{len(files) - 1}: {files}")
-    toks = array("H")
+    toks = array(code)
     for k, name in enumerate(files):
         d = open(os.path.join(out, name), "rb").read()
         hh = struct.unpack("<256i", d[:1024])
-        if hh[:2] != (20240520, 1) or any(hh[3:]):
-            die(f"{name} header {hh[:3]}, expected magic 20240520, version 1, then zeros")
-        if len(d) != 1024 + 2 * hh[2]:
-            die(f"{name} header says {hh[2]} tokens, file holds {(len(d) - 1024) / 2}")
+        if hh[:2] != (magic, version) or any(hh[3:]):
+            die(f"{name} header {hh[:3]}, expected magic {magic}, version {version}, then zeros")
+        if len(d) != 1024 + width * hh[2]:
+            die(f"{name} header says {hh[2]} tokens, file holds {(len(d) - 1024) / width}")
         last = k == len(files) - 1
         if not (hh[2] == shard or (last and 0 < hh[2] <= shard)):
             die(f"{name} holds {hh[2]} tokens; shards hold {shard} except a non-empty last one")
-        t = array("H", d[1024:])
+        t = array(code, d[1024:])
         if sys.byteorder != "little":
             t.byteswap()
         toks.extend(t)
@@ -77,7 +83,8 @@ if got != want:
     die(f"decoded stream ({len(got)} bytes) differs from the input ({len(want)} bytes) at byte {i}")
 if eot >= 0 and stream[0] != eot:
     die(f"first token {stream[0]}, expected end-of-text {eot}")
-print(f"{len(streams['train'])} train + {len(streams['val'])} val tokens decode to the input")
+print(f"{len(streams['train'])} train + {len(streams['val'])} val tokens decode to the input, "
+      f"ids up to {max(stream)}")
 EOF
 check() { python3 "$TMP/check.py" "$@" || fail "check.py $*"; }
 
@@ -125,6 +132,112 @@ expect_refusal "one-token stream" "too short" "$PREP" --tokenizer bytes "$TMP/on
 expect_refusal "--val-fraction 1" "between 0 and 1" "$PREP" --tokenizer bytes --val-fraction 1 "$A" "$TMP/b6"
 expect_refusal "--val-fraction 0" "between 0 and 1" "$PREP" --tokenizer bytes --val-fraction 0 "$A" "$TMP/b6"
 expect_refusal "missing input" "nope\\.txt" "$PREP" --tokenizer bytes "$TMP/nope.txt" "$TMP/b6"
+
+# wide.py PREP [--bad-id] ARGS...: prepare-text's main with a tokenizer of 65,792 ids, more than
+# uint16 holds: byte b is id b (even b) or 65536 + b (odd b), 256 is end-of-text and 257..65535 are
+# one-byte fillers; --bad-id makes it also emit id 65792, outside its vocabulary.
+cat > "$TMP/wide.py" <<'EOF'
+import importlib.machinery, importlib.util, sys
+loader = importlib.machinery.SourceFileLoader("prepare_text", sys.argv[1])
+prep = importlib.util.module_from_spec(importlib.util.spec_from_loader("prepare_text", loader))
+loader.exec_module(prep)
+bad = sys.argv[2] == "--bad-id"
+class Wide:
+    name, vocab_size, eot = "wide", 65536 + 256, 256
+    def encode(self, data, text):
+        return [65536 + b if b % 2 else b for b in data] + ([self.vocab_size] if bad else [])
+    def token_bytes(self, i):
+        if i == self.eot:
+            return b"<|endoftext|>"
+        return bytes([i - 65536 if i >= 65536 else i if i < 256 else ord("?")])
+try:
+    prep.main(sys.argv[2 + bad:], tokenizer=Wide())
+except prep.Fail as e:
+    sys.exit(f"prepare-text: error: {e}")
+EOF
+wide() { python3 "$TMP/wide.py" "$PREP" "$@"; }
+
+# uint32 shards: headers, sizes and exact decoding through tokenizer.bin, with rollover
+wide --val-fraction 0.3 --shard-tokens 97 "$A" "$B" "$TMP/w1" >"$TMP/w1.log"
+grep -q "; uint32 tokens, vocabulary 65792 (wide)" "$TMP/w1.log" || fail "wide: summary line: $(cat "$TMP/w1.log")"
+check "$TMP/w1" 65792 256 0.3 97 "$A" "$B" | tee "$TMP/w1.check"
+grep -qE "ids up to 65[5-9][0-9]{2}" "$TMP/w1.check" || fail "wide: no id above 65535 in the stream"
+ok "uint32 shards for a vocabulary of 65792 decode to the input"
+expect_refusal "an id outside the tokenizer's vocabulary" "token id 65792, outside its vocabulary of 65792" \
+    wide --bad-id "$A" "$TMP/w2"
+[ ! -e "$TMP/w2" ] || fail "a refused wide run left $TMP/w2 behind"
+
+# ddprun reads them (when DDPRUN_WORKER is set): a tiny GPT-2 over the 65792 ids counts every
+# train window and trains three steps. Then the reader's ids and positions: a third document whose
+# 倀 (E5 80 80) gives the stream's only id of 65536 + 0xE5, in the last of several val shards; with
+# tokenizer.bin cut to that id, the worker names it at the shard and index where prepare-text put
+# it (train passes: its largest id is 65536 + 0xE3). Last, train and val of two formats are refused.
+train_wide() { # DATA_DIR RUN_DIR
+    mpirun -np 1 --oversubscribe --bind-to none "$WORKER" "$ROOT/tests/launcher/train/gpt2_small.yaml" \
+        run.dir="$2" data.path="$1" model.gpt2.vocab_size=65792 model.gpt2.n_layer=1 model.gpt2.n_embd=8 \
+        data.seq_len=8 data.batch_size=2 train.max_steps=3 >"$2.log" 2>&1
+}
+# cut_vocab DIR LIMIT: tokenizer.bin keeps its first LIMIT ids; prints the error the reader must give
+# for the first id >= LIMIT, train shards first, then val
+cat > "$TMP/cut_vocab.py" <<'EOF'
+import os, struct, sys
+from array import array
+d, limit = sys.argv[1], int(sys.argv[2])
+tb = open(os.path.join(d, "tokenizer.bin"), "rb").read()
+pos = 1024
+for _ in range(limit):
+    pos += 1 + tb[pos]
+h = list(struct.unpack("<256i", tb[:1024]))
+h[2] = limit
+open(os.path.join(d, "tokenizer.bin"), "wb").write(struct.pack("<256i", *h) + tb[1024:pos])
+for name in sorted((n for n in os.listdir(d) if n != "tokenizer.bin"), key=lambda n: (n[0] != "t", n)):
+    t = array("I", open(os.path.join(d, name), "rb").read()[1024:])
+    bad = [i for i, v in enumerate(t) if v >= limit]
+    if bad:
+        print(f"token {t[bad[0]]} at {d}/{name}:{bad[0]} is >= vocab_size {limit}")
+        break
+EOF
+worker_checks() {
+    train_wide "$TMP/w1" "$TMP/w1run" || fail "ddprun-worker on uint32 shards: $(grep -m 1 error "$TMP/w1run.log")"
+    local tokens windows
+    tokens=$(($(cat "$TMP"/w1/train_*.bin | wc -c) / 4 - 256 * $(ls "$TMP"/w1/train_*.bin | wc -l)))
+    windows=$(((tokens - 1) / 8))
+    grep -q "data: tokens/train $windows samples" "$TMP/w1run.log" ||
+        fail "ddprun-worker: expected tokens/train $windows samples: $(grep 'data:' "$TMP/w1run.log")"
+    ok "ddprun-worker trains on the uint32 shards ($windows windows of 8)"
+
+    printf 'the odd one: \xe5\x80\x80\n' > "$TMP/c.txt"
+    wide --shard-tokens 37 "$A" "$B" "$TMP/c.txt" "$TMP/w3" >/dev/null
+    local limit=$((65536 + 0xe5)) want
+    want=$(python3 "$TMP/cut_vocab.py" "$TMP/w3" "$limit")
+    [ -n "$want" ] || fail "no id >= $limit in the shards"
+    case $want in
+        *"/val_000000.bin:"* | *"/train_"*) fail "expected the id >= $limit in a later val shard: '$want'" ;;
+    esac
+    if train_wide "$TMP/w3" "$TMP/w3run"; then fail "ddprun-worker accepted ids beyond tokenizer.bin's $limit"; fi
+    grep -qF "$want" "$TMP/w3run.log" || fail "ddprun-worker: expected '$want': $(grep -m 1 error "$TMP/w3run.log")"
+    ok "ddprun-worker names $want"
+
+    # train and val of two formats: uint16 train (the bytes tokenizer's) beside a uint32 val
+    cp -r "$TMP/b1" "$TMP/mixed"
+    python3 - "$TMP/mixed/val_000000.bin" <<'EOF'
+import struct, sys
+from array import array
+d = open(sys.argv[1], "rb").read()
+h = list(struct.unpack("<256i", d[:1024]))
+h[0], h[1] = 20240801, 7
+open(sys.argv[1], "wb").write(struct.pack("<256i", *h) + array("I", array("H", d[1024:])).tobytes())
+EOF
+    if train_wide "$TMP/mixed" "$TMP/mixedrun"; then fail "ddprun-worker accepted uint16 train beside uint32 val"; fi
+    grep -qF "$TMP/mixed/val_000000.bin holds uint32 tokens but $TMP/mixed/train_000000.bin holds uint16" \
+        "$TMP/mixedrun.log" || fail "ddprun-worker on mixed formats: $(grep -m 1 error "$TMP/mixedrun.log")"
+    ok "ddprun-worker refuses uint16 train beside uint32 val, naming both"
+}
+if [ -n "$WORKER" ]; then
+    worker_checks
+else
+    echo "SKIP: ddprun-worker checks: DDPRUN_WORKER is not set"
+fi
 
 # gpt2: needs tiktoken and the ranks file
 RANKS=${DDPRUN_GPT2_RANKS:-${XDG_CACHE_HOME:-$HOME/.cache}/ddprun/gpt2.tiktoken}
