@@ -38,7 +38,7 @@ import tempfile
 BENCH = os.environ.get("DDPRUN_BENCH", "launcher/ddprun-bench")
 GPU_BUILD = os.environ.get("DDP_BENCH_GPU_BUILD", "none")
 CUDA_INCLUDE = "/usr/local/cuda/include"
-EMU_GPU_NAME = "CUDA emulator (CPU)"  # runtime/cudaemu/cudart_device.cpp
+EMU_GPU_NAME = "CUDA emulator (CPU)"  # tests/cudaemu/cudart_device.cpp
 ROW = re.compile(r"^\s+\d+\s")  # table rows; libraries (NCCL) may print other lines to stdout
 COLLS = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv"]
 REDUCTIONS = {"allreduce", "reducescatter", "reduce"}
@@ -328,7 +328,7 @@ def nccl_topo():
               "%s: P2P header" % tag)
         for i in range(gpus):
             # the emulator reports peer access with native atomics, performance rank 0, between
-            # distinct devices (runtime/cudaemu/cudart_device.cpp): NV0 in the legend's terms
+            # distinct devices (tests/cudaemu/cudart_device.cpp): NV0 in the legend's terms
             cells = ["X" if j == i else "NV0" for j in range(gpus)]
             check(re.search(r"^#\s+GPU%d\s+%s$" % (i, r"\s+".join(cells)), out, re.M), "%s: P2P row %d" % (tag, i))
         check(re.search(r"^#\s+Legend: X self; NV<r> .* PCI<r> .* SYS ", out, re.M), "%s: legend" % tag)

@@ -1,7 +1,7 @@
 /* cublaslt_shim.h — what the emulator's two cuBLASLt files share: the structs behind cuBLASLt's
  * opaque handle and descriptors, and the checks a heuristic query and a matmul both run.
  *
- * Internal to runtime/cudaemu/. cublaslt_shim.cpp owns the entry points and the descriptors'
+ * Internal to tests/cudaemu/. cublaslt_shim.cpp owns the entry points and the descriptors'
  * lifetimes; cublaslt_check.cpp owns the validation (types, epilogue, layouts, alignment,
  * overlap). Neither computes anything: the GEMM engine (cublas_gemm.h) does. */
 #ifndef DDP_CUBLASLT_SHIM_H

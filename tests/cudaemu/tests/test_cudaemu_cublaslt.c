@@ -18,7 +18,7 @@
 #include "runtime/base/align.h"
 #include "runtime/base/half.h"
 #include "tests/check.h"
-#include "runtime/cudaemu/cudaemu.h"
+#include "tests/cudaemu/cudaemu.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>

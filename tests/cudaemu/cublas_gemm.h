@@ -1,6 +1,6 @@
 /* cublas_gemm.h — the one GEMM engine behind the emulator's cuBLAS and cuBLASLt shims.
  *
- * Internal to runtime/cudaemu/. A shim turns its API's arguments into a gemm_call (no cuBLAS or
+ * Internal to tests/cudaemu/. A shim turns its API's arguments into a gemm_call (no cuBLAS or
  * cuBLASLt handle inside: the device, stream and pointer mode it took from its handle or
  * descriptor), then check_gemm validates what both APIs share (sizes, scalars, the calling
  * thread's device, every operand inside one cudaMalloc allocation) and queue_gemm queues the

@@ -1,7 +1,7 @@
 /* cudaemu_internal.h — what the emulator's parts (scheduler, stream engine, runtime shim, cuBLAS
  * and cuBLASLt shims) share.
  *
- * Not for kernels or host code outside runtime/cudaemu/: they see the real CUDA headers only (and
+ * Not for kernels or host code outside tests/cudaemu/: they see the real CUDA headers only (and
  * cudaemu.h). Holds the error state hooks, the calling thread's device, queueing work on streams
  * and waiting for it, the registry of emulated device and pinned allocations with their
  * protection and bounds checks, and the per-kernel launch attributes. */

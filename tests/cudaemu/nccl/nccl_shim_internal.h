@@ -2,7 +2,7 @@
  * communicator object, the recorded calls (everything issued since ncclGroupStart, or one call
  * outside a group) that run later in stream order, the MPI requests of the calls running now,
  * argument validation and error recording.
- * Not for code outside runtime/cudaemu/nccl/: callers see the real nccl.h only. */
+ * Not for code outside tests/cudaemu/nccl/: callers see the real nccl.h only. */
 #ifndef DDP_NCCL_SHIM_INTERNAL_H
 #define DDP_NCCL_SHIM_INTERNAL_H
 

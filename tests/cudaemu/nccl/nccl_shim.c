@@ -25,7 +25,7 @@
 
 #include "runtime/base/half_mpi.h"
 #include "runtime/base/max_chunk.h"
-#include "runtime/cudaemu/cudaemu.h"
+#include "tests/cudaemu/cudaemu.h"
 
 /* ---- errors ----------------------------------------------------------------------------- */
 

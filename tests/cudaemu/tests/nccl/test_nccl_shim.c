@@ -1,4 +1,4 @@
-/* test_nccl_shim.c — the emulated build's NCCL shim (runtime/cudaemu/nccl) called directly, under
+/* test_nccl_shim.c — the emulated build's NCCL shim (tests/cudaemu/nccl) called directly, under
  * real mpirun: it must reject what real NCCL rejects, with NCCL's result codes, so code that
  * passes here does not fail on a GPU for an argument error.
  * Covers: NULL comm / outputs, bad and unsupported (fp8) types, bad reduction ops, root and peer

@@ -11,7 +11,7 @@
  * host-blocking calls. */
 #include "emu_test_util.h"
 #include "tests/check.h"
-#include "runtime/cudaemu/cudaemu.h"
+#include "tests/cudaemu/cudaemu.h"
 
 #include <cuda_runtime_api.h>
 #include <math.h>

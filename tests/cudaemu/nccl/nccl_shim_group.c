@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "runtime/base/avg.h"
-#include "runtime/cudaemu/cudaemu.h"
+#include "tests/cudaemu/cudaemu.h"
 
 /* ncclAvg: the sum divided by the number of ranks (runtime/base/avg.h, shared with the MPI
  * communicator). dt was validated when the operation was issued. */
