@@ -15,7 +15,7 @@
 
 #include "bench_colls.h"
 #include "bench_opts.h"
-#include "runtime/base/mpi_identity.h"
+#include "collectives/mpi_identity.h"
 #include "runtime/device/device.h"
 
 /* One rank's line of the header table; gathered to every rank. */

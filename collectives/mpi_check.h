@@ -4,7 +4,7 @@
 #ifndef DDP_MPI_CHECK_H
 #define DDP_MPI_CHECK_H
 
-#include "err.h"
+#include "runtime/base/err.h"
 
 /* Fills err from MPI return code rc of call (its text up to the first '(' names it); returns
  * DDP_ERUNTIME. */
