@@ -33,7 +33,18 @@ ALLOWED = {
     "models": ["runtime/base", "runtime/data", "runtime/device"],
     # the config holds each layer's own option types, so it sits above them (below the training job)
     "runtime/config": ["runtime/base", "runtime/device", "runtime/optim", "runtime/cloud", "models"],
-    "launcher": ["runtime", "collectives", "models"],
+    # the programs: launcher/meson.build links each from its folder
+    "launcher": [],
+    "launcher/shared": ["runtime/base"],  # what several programs use
+    "launcher/trainer": ["runtime/base", "runtime/data", "runtime/device", "runtime/optim", "runtime/ckpt",
+                         "runtime/config", "collectives", "models", "launcher/shared"],
+    "launcher/worker": ["runtime/base", "runtime/cloud", "runtime/config", "collectives", "launcher/trainer",
+                        "launcher/shared"],
+    "launcher/bench": ["runtime/base", "runtime/device", "collectives", "launcher/shared"],
+    "launcher/commands": ["runtime/base", "runtime/data", "runtime/device", "runtime/ckpt", "runtime/config",
+                          "models"],
+    "launcher/ddprun": ["runtime/base", "runtime/device", "runtime/config", "collectives", "launcher/commands",
+                        "launcher/shared"],
     "scripts": ["runtime", "collectives", "models"],
     "tests": ["runtime", "collectives", "models", "launcher", "tests"],
     "tests/cudaemu/tests": ["runtime/base", "runtime/device", "tests"],  # the emulator's own tests

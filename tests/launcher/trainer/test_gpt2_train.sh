@@ -6,7 +6,7 @@
 # bad input (foreign shard, vocabulary too small, seq_len over block_size, n_embd not divisible by
 # n_head) refused with a clear error before training.
 source "$(dirname "$0")/../../lib.sh"
-SMALL=$DDP_SRC/tests/launcher/train/gpt2_small.yaml
+SMALL=$DDP_SRC/tests/launcher/trainer/gpt2_small.yaml
 DATA=$TMP/bytes
 cat /usr/share/common-licenses/{GPL-3,Apache-2.0,LGPL-3,MPL-2.0,Artistic} >"$TMP/corpus.txt"
 "$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$TMP/corpus.txt" "$DATA" >"$TMP/prepare.log" 2>&1

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ddprun.h"
+#include "commands.h"
 #include "models/gpt2_llmc.h"
 
 static const char export_usage[] =

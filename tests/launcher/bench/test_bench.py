@@ -372,7 +372,7 @@ def nccl_errors():
 
 def nccl_timed():
     """Inside the timed loops only the collectives run, on one stream, as in nccl-tests: the traced
-    ddprun-bench (tests/collectives/bench_trace.c) counts, per rank, what happened between the barrier
+    ddprun-bench (tests/launcher/bench/bench_trace.c) counts, per rank, what happened between the barrier
     that starts each timed loop and the all-reduce that combines its time."""
     global BENCH
     BENCH = os.environ["DDPRUN_BENCH_TRACED"]

@@ -1,6 +1,6 @@
 /* bench_report.h — what ddprun-bench reports and the facts it reports from (each rank's table
  * line, the measured rows, the run they belong to), the functions that gather, print and write
- * them, and what the reports and the harness (launcher/bench_main.c) share besides:
+ * them, and what the reports and the harness (bench_main.c) share besides:
  *   bench_report.c  the rank table, the host topology, the results table, footer and JSON
  *   bench_gpu.c     the local GPUs: names, PCI bus ids, peer-to-peer matrix, CUDA/NCCL versions
  *                   (bench_gpu_absent.c in builds without CUDA)

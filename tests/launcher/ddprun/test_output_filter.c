@@ -1,4 +1,4 @@
-/* test_output_filter.c — ddprun's filter of mpirun's --tag-output stream (launcher/ddprun_output.c)
+/* test_output_filter.c — ddprun's filter of mpirun's --tag-output stream (launcher/ddprun/ddprun_output.c)
  * turns tagged lines into "[rank R] " lines, including the lines mpirun's reads cut in two: mpirun
  * tags each read of a rank's output, so a cut line arrives as "[J,R]<stdout>:start" directly
  * followed by "[J,R]<stdout>:rest\n". The repeated tag must go; another rank's fragment in the
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "launcher/ddprun.h"
+#include "launcher/ddprun/ddprun.h"
 #include "tests/check.h"
 
 /* What the filter prints on stdout for `in` fed in pieces of `piece` bytes. */

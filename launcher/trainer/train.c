@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "runtime/base/clock.h"
-#include "runtime/base/gpu_share.h"
+#include "launcher/shared/gpu_share.h"
 #include "runtime/base/log.h"
 #include "runtime/base/test_fault.h"
 #include "train_job.h"

@@ -1,5 +1,5 @@
 /* bench_trace.c — what ddprun-bench does inside its timed loops, seen from the calls it makes.
- * tests/meson.build links it into ddprun-bench-traced (launcher/bench_main.c, emulated build) with
+ * tests/meson.build links it into ddprun-bench-traced (launcher/bench/bench_main.c, emulated build) with
  * -Wl,--wrap for the calls below. A timed region begins when the harness's MPI_Barrier on
  * MPI_COMM_WORLD returns and ends at its next MPI_Allreduce there (the ranks' times combined);
  * inside, every allocation, copy, free and cross-stream wait is counted, and every stream an NCCL

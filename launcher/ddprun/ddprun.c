@@ -4,9 +4,9 @@
  * rank starts), builds the Open MPI mpirun command that starts one ddprun-worker per rank behind
  * the per-rank wrapper (ddprun_rankwrap.c), runs it (ddprun_job.c), prints one line naming the
  * failing rank when the job fails, and restarts it up to --max-restarts times. `bench`/`topo`
- * launch ddprun-bench the same way; `ckpt` runs the checkpoint tool in-process (`ckpt export`:
- * ddprun_export.c), and so does `generate` (ddprun_generate.c, on the CPU device); `config
- * reference` prints the config reference the key table makes (runtime/config/config_reference.c).
+ * launch ddprun-bench the same way; `ckpt` and `generate` run in-process (launcher/commands/:
+ * ckpt_tool.c, ddprun_export.c, and ddprun_generate.c on the CPU device); `config reference`
+ * prints the config reference the key table makes (runtime/config/config_reference.c).
  * It must not do any training or MPI itself: ddprun is not an MPI process.
  *
  * Exit codes (README "Exit codes" copies this table):
@@ -32,7 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/ckpt/ckpt.h"
+#include "launcher/commands/commands.h"
 #include "runtime/config/config.h"
 #include "runtime/device/device.h"
 #include "runtime/base/err.h"

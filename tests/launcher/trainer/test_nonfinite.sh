@@ -16,7 +16,7 @@
 #  - with argument `cuda` (emulated build): the ddprun case and ZeRO on device=cuda ddp.backend=nccl.
 # Every run is bounded by `timeout` so a regression into the endless loop fails instead of hanging.
 source "$(dirname "$0")/../../lib.sh"
-GPT_TINY=$DDP_SRC/tests/launcher/train/gpt2_tiny.yaml
+GPT_TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 COMMON=(train.max_steps=40 train.log_every=5 checkpoint.every_steps=10 checkpoint.keep_last=2)
 
 # strict_json FILE: every line parses as JSON without NaN/Infinity extensions

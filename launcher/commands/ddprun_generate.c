@@ -14,9 +14,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ddprun.h"
+#include "commands.h"
 #include "models/gpt2.h"
 #include "models/lm_generate.h"
+#include "runtime/config/config.h"
 #include "runtime/data/tokenizer_encode.h"
 #include "runtime/device/device.h"
 

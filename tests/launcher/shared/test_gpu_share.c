@@ -1,11 +1,11 @@
-/* test_gpu_share.c — gpu_share_check (runtime/base/gpu_share.c) on hand-made jobs, several hosts
+/* test_gpu_share.c — gpu_share_check (launcher/shared/gpu_share.c) on hand-made jobs, several hosts
  * included, which no single-machine run can show: the verdict, the host and the two global
  * ranks it names, and what DDPRUN_ALLOW_GPU_SHARING=1 changes (only the message). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tests/check.h"
-#include "runtime/base/gpu_share.h"
+#include "launcher/shared/gpu_share.h"
 
 /* A job from "host:gpus" per rank, in rank order; local ranks count up per host. */
 static int job(const char *const *spec, int n, gpu_share_rank *all)

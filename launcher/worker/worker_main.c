@@ -17,10 +17,10 @@
 #include "collectives/comm.h"
 #include "runtime/config/config.h"
 #include "runtime/base/log.h"
-#include "runtime/base/slurm_task.h"
+#include "slurm_task.h"
 #include "runtime/cloud/cloud_notice.h"
-#include "launcher/train/train.h"
-#include "stop_signals.h"
+#include "launcher/trainer/train.h"
+#include "launcher/shared/stop_signals.h"
 
 /* The stop signals (stop_signals.h: "checkpoint and stop") are blocked in every thread and
  * received by one thread of their own. A signal handler would run on whichever thread the kernel

@@ -12,7 +12,7 @@
  * calls MPI_Abort. Verdicts every rank reaches together (usage errors, wrong elements) exit
  * normally and are printed once. NCCL stalls are the communicator watchdog's (-T).
  * The collective under test goes through comm.h only; bookkeeping uses MPI. What each collective
- * moves and must produce lives in collectives/bench/bench_colls.c, the options in bench_opts.c,
+ * moves and must produce lives in bench_colls.c, the options in bench_opts.c,
  * printing in bench_report.c. */
 #include <mpi.h>
 #include <stdio.h>
@@ -20,10 +20,10 @@
 #include <string.h>
 
 #include "runtime/base/mpi_thread.h"
-#include "collectives/bench/bench_report.h"
-#include "runtime/base/gpu_share.h"
+#include "bench_report.h"
+#include "launcher/shared/gpu_share.h"
 #include "runtime/base/log.h"
-#include "stop_signals.h"
+#include "launcher/shared/stop_signals.h"
 
 typedef struct harness {
     const mpi_identity *id;

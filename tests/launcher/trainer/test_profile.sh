@@ -20,7 +20,7 @@
 # work only when the host waits and times each op as its drain runs it; the host's enqueueing
 # outside the drains is short against the emulated kernels (0.97 here).
 source "$(dirname "$0")/../../lib.sh"
-SMALL=$DDP_SRC/tests/launcher/train/gpt2_small.yaml
+SMALL=$DDP_SRC/tests/launcher/trainer/gpt2_small.yaml
 # Every device op one fp32 GPT-2 training step runs (precision fp32, AdamW, clipping): the names
 # the profiler's table shows. The attention ops here change when attention becomes one op pair.
 GPT2_STEP_OPS="upload embedding_forward layernorm_forward gemm_bias gemm_bias_gelu attention_forward residual_layernorm_forward

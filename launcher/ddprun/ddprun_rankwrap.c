@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "runtime/base/test_fault.h"
-#include "stop_signals.h"
+#include "launcher/shared/stop_signals.h"
 
 static void copy_env(const char *to, const char *from)
 {

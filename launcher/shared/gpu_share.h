@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "err.h"
+#include "runtime/base/err.h"
 
 /* One rank's view of its host, gathered from every rank by the caller (as bytes). */
 typedef struct gpu_share_rank {

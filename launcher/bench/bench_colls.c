@@ -1,6 +1,6 @@
 /* bench_colls.c — what the benchmark measures: the per-collective descriptors (element counts,
  * bus bandwidth factors, inputs, exact expected results, the comm.h call) and the check of a
- * row's results. The harness that times and checks is launcher/bench_main.c; the command line is
+ * row's results. The harness that times and checks is bench_main.c; the command line is
  * bench_opts.c. Nothing here talks to MPI or prints. */
 #include "bench_colls.h"
 

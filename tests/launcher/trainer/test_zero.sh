@@ -20,8 +20,8 @@
 # moments) with the same-size bit-identical resume and the world-size chain.
 source "$(dirname "$0")/../../lib.sh"
 MODE=${1:-cpu}
-MLP=$DDP_SRC/tests/launcher/train/ddp_small.yaml
-GPT=$DDP_SRC/tests/launcher/train/gpt2_small.yaml
+MLP=$DDP_SRC/tests/launcher/trainer/ddp_small.yaml
+GPT=$DDP_SRC/tests/launcher/trainer/gpt2_small.yaml
 DATA=$TMP/bytes
 cat /usr/share/common-licenses/{GPL-3,Apache-2.0,LGPL-3,MPL-2.0,Artistic} >"$TMP/corpus.txt"
 "$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$TMP/corpus.txt" "$DATA" >"$TMP/prepare.log" 2>&1

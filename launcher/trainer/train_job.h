@@ -2,7 +2,7 @@
  * (train.c: setup and the step loop; train_ckpt.c: saving and resuming; train_log.c: progress,
  * metrics and evaluation; train_sample.c: text samples; train_zero.c: ZeRO-1's sharded
  * optimizer; train_profile.c and train_profile_report.c: train.profile_steps). Internal to
- * launcher/train/: train.h is the public entry point, and nothing outside this folder includes
+ * launcher/trainer/: train.h is the public entry point, and nothing outside this folder includes
  * this header. */
 #ifndef DDP_TRAIN_JOB_H
 #define DDP_TRAIN_JOB_H

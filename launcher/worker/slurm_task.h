@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#include "err.h"
+#include "runtime/base/err.h"
 
 typedef struct slurm_task {
     int procid, ntasks, localid, nodeid; /* SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID */

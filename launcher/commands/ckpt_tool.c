@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ckpt.h"
+#include "commands.h"
 #include "runtime/base/log.h"
 
 static void format_shape(const ckpt_tensor *t, char *out, size_t size)

@@ -9,7 +9,7 @@
 # finds the tokenizer through the run's config.resolved.yaml, is deterministic per seed, slides a
 # long prompt, and says what to do when the tokenizer cannot be found.
 source "$(dirname "$0")/../../lib.sh"
-TINY=$DDP_SRC/tests/launcher/train/gpt2_tiny.yaml
+TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 DATA=$TMP/data
 # gpt2 NP RUNDIR [overrides...]
 gpt2() {

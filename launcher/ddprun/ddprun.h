@@ -4,18 +4,14 @@
  * pipes its output and turns signals into checkpoint requests; ddprun_output.c rewrites mpirun's
  * rank tags and recognises rank-failure reports; ddprun_rankwrap.c is the tiny per-rank wrapper that
  * mpirun starts in front of each worker; ddprun_argv.c is the string vector the command and the
- * output filter are built in; ddprun_export.c (`ckpt export`, and reading a GPT-2 checkpoint) and
- * ddprun_generate.c (`generate`) are the in-process model commands. Nothing here is used outside
- * launcher/ddprun*. */
+ * output filter are built in. The commands ddprun runs in-process (`ckpt`, `generate`) are
+ * launcher/commands/'s. Nothing here is used outside launcher/ddprun/. */
 #ifndef DDPRUN_H
 #define DDPRUN_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "runtime/ckpt/ckpt.h"
-#include "runtime/config/config.h"
 
 /* First argument that turns ddprun into the per-rank wrapper (internal; see ddprun_rankwrap.c). */
 #define DDPRUN_RANK_WRAPPER_FLAG "--rank-wrapper"
@@ -90,20 +86,5 @@ int rank_wrapper_main(int argc, char **argv);
 
 /* "SIGKILL" for 9; never NULL. */
 const char *signal_abbrev(int sig);
-
-/* `ddprun ckpt export --format llmc CHECKPOINT OUT.bin` (argv[0] "ckpt", argv[1] "export"); returns
- * the exit status (0, 1 runtime failure, 2 usage or a checkpoint that cannot be exported). */
-int ckpt_export_main(int argc, char **argv);
-
-/* Reads and verifies a checkpoint of a GPT-2 model: *shape and *seq_len from the model description
- * it records. Another model's checkpoint is a usage error naming that model and completing "only
- * GPT-2 checkpoints can be " with use ("exported to llm.c's format"). */
-int gpt2_ckpt_open(const char *path, const char *use, ckpt_loaded *ck, gpt2_shape *shape, int64_t *seq_len,
-                   ddp_err *err);
-/* The parameter tensor `name` ("wte.weight") of ck when it holds numel float32 values, else NULL. */
-const float *gpt2_ckpt_param(const ckpt_loaded *ck, const char *name, size_t numel);
-
-/* `ddprun generate CHECKPOINT [options]` (argv[0] "generate"); returns the exit status. */
-int generate_main(int argc, char **argv);
 
 #endif
