@@ -22,8 +22,8 @@
 #include "runtime/base/avg.h"
 #include "runtime/base/half_mpi.h"
 #include "runtime/base/max_chunk.h"
-#include "runtime/base/mpi_check.h"
-#include "runtime/base/mpi_identity.h"
+#include "mpi_check.h"
+#include "mpi_identity.h"
 #include "comm_mpi_watch.h"
 
 typedef struct mpi_impl {

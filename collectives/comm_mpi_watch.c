@@ -15,7 +15,7 @@
 
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
-#include "runtime/base/mpi_check.h"
+#include "mpi_check.h"
 
 enum { MSG_ALARM = 1, MSG_STATUS = 2 };
 /* Waiting: the requests are polled, every POLLS_PER_LOOK-th poll also looks at the clock and the

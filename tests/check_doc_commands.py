@@ -12,7 +12,7 @@ and every docs/*.md, each ```sh block is split into commands (continued lines jo
 - every path into the repository's folders (configs/, scripts/, tests/ ...) and every config file
   (*.yaml; CONFIG.yaml-style capitals are placeholders) exists;
 - every option a project program is given appears in that program's sources (the script itself;
-  launcher/ and collectives/bench/ for ddprun and its programs);
+  launcher/ for ddprun and its programs);
 - every `key.path=value` override of a training command is a key of the config key table
   (runtime/config/), and with --build BUILD the whole command is validated by
   `ddprun --dry-run` (the config and every override, as a job would read them: exit 0);
@@ -59,9 +59,9 @@ class Repo:
                 text = f.read()
             for m in re.finditer(r"executable\(\s*'([^']+)'", text):
                 self.installed.setdefault(m.group(1), rel)
-        # the programs' folders, and the collective benchmark's option parser they link
+        # the programs' folders (launcher/: each program's sources in its subfolders)
         folders = {self.installed[p] for p in ("ddprun", "ddprun-worker", "ddprun-bench") if p in self.installed}
-        self.program_text = self.read_tree(sorted(folders) + ["collectives/bench"])
+        self.program_text = self.read_tree(sorted(folders))
 
     def read_tree(self, tops):
         text = []

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """check_env_vars.py — docs/environment.md lists every environment variable the code reads, once.
 
-Extracts the variables the programs' sources (runtime/, collectives/, models/, launcher/: C, C++
-and CUDA) read with getenv and the ones they set for the ranks (setenv, mpirun's `-x NAME=...`),
+Extracts the variables the programs' sources (runtime/, collectives/, models/, launcher/, and the
+emulator tests/cudaemu/ that the emulated build links into them: C, C++ and CUDA) read with getenv and the ones they set for the ranks (setenv, mpirun's `-x NAME=...`),
 and compares them with the tables of docs/environment.md:
 - "Read by the programs": exactly the variables the sources read;
 - "Set by ddprun for each rank": variables the sources set and none of them reads;
@@ -18,7 +18,9 @@ import os
 import re
 import sys
 
-PROGRAM_DIRS = ("runtime", "collectives", "models", "launcher")
+# the emulator (tests/cudaemu, not its own tests) is linked into the emulated build's programs
+PROGRAM_DIRS = ("runtime", "collectives", "models", "launcher", "tests/cudaemu")
+NOT_PROGRAMS = ("tests/cudaemu/tests",)
 SOURCE_EXT = (".c", ".h", ".cpp", ".cu", ".cuh")
 # variables the C library or the system defines, read by tests for scratch space
 STANDARD = {"TMPDIR"}
@@ -96,11 +98,14 @@ def names_through(text, rel, pos, arg, problems, seen=()):
     return out
 
 
-def scan(root, top_dirs, problems):
-    """{'read': {name: [where]}, 'set': {name: [where]}} over the C/C++/CUDA files of top_dirs."""
+def scan(root, top_dirs, problems, skip=()):
+    """{'read': {name: [where]}, 'set': {name: [where]}} over the C/C++/CUDA files of top_dirs,
+    leaving out the folders skip names."""
     found = {"read": {}, "set": {}}
     for top in top_dirs:
         for dirpath, _, files in os.walk(os.path.join(root, top)):
+            if any((os.path.relpath(dirpath, root) + "/").startswith(s + "/") for s in skip):
+                continue
             for f in sorted(files):
                 if not f.endswith(SOURCE_EXT):
                     continue
@@ -199,7 +204,7 @@ def main(argv):
     doc = next((a.split("=", 1)[1] for a in argv[1:] if a.startswith("--doc=")),
                os.path.join(root, "docs", "environment.md"))
     problems = []
-    code = scan(root, PROGRAM_DIRS, problems)
+    code = scan(root, PROGRAM_DIRS, problems, skip=NOT_PROGRAMS)
     side = scan(root, ("scripts", "tests"), problems)
     tables = doc_tables(doc, problems)
     problems += compare_programs(code, tables, doc) + compare_scripts(root, side, tables, doc)

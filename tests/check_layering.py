@@ -4,8 +4,9 @@ above its own, that every project include names its path from the project root, 
 path a comment or a build file names still exists.
 
 The allowed edges below are the dependency order README's "How it works" describes. A file may
-include system headers and, by bare name, files of its own folder; anything else must be a
-root-relative path ("runtime/base/err.h") into a folder its own folder may depend on.
+include system headers and, by bare name, files of its own folder or a header the build puts on
+its include path (the emulator's, in the emulated build); anything else must be a root-relative
+path ("runtime/base/err.h") into a folder its own folder may depend on.
 Path references: in comments (C /* */ and //, # in meson, shell, Python, YAML and INI files,
 Python docstrings) and in Markdown prose (code blocks, which show example output, excepted),
 every root-relative path under one of REFERENCED_TOPS must name a file or folder that exists
@@ -21,18 +22,32 @@ import sys
 ALLOWED = {
     "runtime/base": [],
     "runtime/data": ["runtime/base"],
-    "runtime/cudaemu": ["runtime/base"],
-    "runtime/device": ["runtime/base", "runtime/cudaemu"],
+    # test infrastructure the emulated build's device layer runs on, which names its headers by bare
+    # name ("cudaemu.h": on the include path of that build only), never by a path under tests/
+    "tests/cudaemu": ["runtime/base"],
+    "runtime/device": ["runtime/base"],
     "runtime/optim": ["runtime/base", "runtime/device"],
     "runtime/ckpt": ["runtime/base"],
     "runtime/cloud": ["runtime/base"],
-    "collectives": ["runtime/base", "runtime/device", "runtime/cudaemu"],
+    "collectives": ["runtime/base", "runtime/device"],
     "models": ["runtime/base", "runtime/data", "runtime/device"],
     # the config holds each layer's own option types, so it sits above them (below the training job)
     "runtime/config": ["runtime/base", "runtime/device", "runtime/optim", "runtime/cloud", "models"],
-    "launcher": ["runtime", "collectives", "models"],
+    # the programs: launcher/meson.build links each from its folder
+    "launcher": [],
+    "launcher/shared": ["runtime/base"],  # what several programs use
+    "launcher/trainer": ["runtime/base", "runtime/data", "runtime/device", "runtime/optim", "runtime/ckpt",
+                         "runtime/config", "collectives", "models", "launcher/shared"],
+    "launcher/worker": ["runtime/base", "runtime/cloud", "runtime/config", "collectives", "launcher/trainer",
+                        "launcher/shared"],
+    "launcher/bench": ["runtime/base", "runtime/device", "collectives", "launcher/shared"],
+    "launcher/commands": ["runtime/base", "runtime/data", "runtime/device", "runtime/ckpt", "runtime/config",
+                          "models"],
+    "launcher/ddprun": ["runtime/base", "runtime/device", "runtime/config", "collectives", "launcher/commands",
+                        "launcher/shared"],
     "scripts": ["runtime", "collectives", "models"],
     "tests": ["runtime", "collectives", "models", "launcher", "tests"],
+    "tests/cudaemu/tests": ["runtime/base", "runtime/device", "tests"],  # the emulator's own tests
 }
 SOURCE_EXT = (".c", ".h", ".cpp", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

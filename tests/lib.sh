@@ -6,7 +6,7 @@ CHECKS=0
 TMP=$(mktemp -d /tmp/ddptest.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 CKPT_COMPARE=${CKPT_COMPARE:-$(dirname "$DDPRUN")/../tests/ckpt_compare}
-SMALL=$DDP_SRC/tests/launcher/train/ddp_small.yaml
+SMALL=$DDP_SRC/tests/launcher/trainer/ddp_small.yaml
 
 check() { # description, command...
     local what=$1; shift

@@ -12,7 +12,7 @@
 
 #include "tests/models/gpt_fixture.h"
 #include "tests/models/mlp_fixture.h"
-#include "tests/runtime/cudaemu/emu_test_util.h"
+#include "tests/cudaemu/tests/emu_test_util.h"
 
 static char tmp_root[] = "/tmp/ddp-fixture-reader-XXXXXX";
 

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "runtime/base/log.h"
-#include "runtime/base/mpi_check.h"
+#include "collectives/mpi_check.h"
 #include "comm_nccl_internal.h"
 
 const char *ncclcomm_kind_name(ncclcomm_kind k)

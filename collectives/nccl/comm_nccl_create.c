@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/base/mpi_check.h"
-#include "runtime/base/mpi_identity.h"
+#include "collectives/mpi_check.h"
+#include "collectives/mpi_identity.h"
 #include "comm_nccl_internal.h"
 
 static int fill_identity(comm *c, ncclcomm_impl *im, ddp_err *err)

@@ -1,6 +1,6 @@
 /* ckpt.h — checkpoints: the on-disk format (docs/checkpoint-format.md), atomic durable writes,
- * fully verified reads, newest-valid lookup with fallback, pruning, a background writer, and the
- * `ddprun ckpt info|diff` tool.
+ * fully verified reads, newest-valid lookup with fallback, pruning and a background writer
+ * (`ddprun ckpt info|diff`, which reads them, is launcher/commands/ckpt_tool.c).
  *
  * The trainer describes what to save as a ckpt_state (header fields + named host tensors); this
  * module never decides *when* to save, never talks MPI and never touches device memory: callers
@@ -164,11 +164,5 @@ typedef void (*ckpt_write_observer)(void *ctx, const char *what, double begin_s,
 void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void *ctx);
 /* Waits for an in-flight write, then stops the thread and frees everything. */
 void ckpt_writer_destroy(ckpt_writer *w);
-
-/* ---- user tool ------------------------------------------------------------------------- */
-
-/* `ckpt info PATH` / `ckpt diff A B` (argv[0] is "ckpt" or the program name, argv[1] the verb).
- * Exit status: 0 valid / identical, 1 bad CRC / different / unreadable, 2 usage error. */
-int ckpt_tool_main(int argc, char **argv);
 
 #endif

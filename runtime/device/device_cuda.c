@@ -8,7 +8,7 @@
  * Uploads go through pinned staging buffers so cudaMemcpyAsync really is asynchronous; each
  * buffer is reused only after an event says its previous copy finished. Downloads wait. Every
  * CUDA and cuBLAS call is checked and reported with file:line and the library's own error
- * string. The same code runs in the emulated build (runtime/cudaemu implements the runtime and
+ * string. The same code runs in the emulated build (tests/cudaemu implements the runtime and
  * cuBLAS entry points on the CPU). Arguments arrive checked (device_check_*.c). This file must not know
  * about models, ranks or communication, and holds no kernels. */
 #include "device.h"
@@ -24,7 +24,7 @@
 
 #include "runtime/device/device_cuda.h"
 #ifdef DDP_CUDA_EMULATION
-#include "runtime/cudaemu/cudaemu.h"
+#include "cudaemu.h" /* the emulator's; on the include path of the emulated build only */
 #endif
 
 /* Uploads are staged through two pinned buffers of at most this many bytes, alternately, so the

@@ -1,5 +1,5 @@
 /* fuzz_bench_args.c — libFuzzer target for `ddprun bench`'s argument parser (bench_parse_args,
- * collectives/bench/bench_opts.h).
+ * launcher/bench/bench_opts.h).
  *
  * The input is cut at NUL bytes into argv (the first word is the collective, as after the OP word
  * of the command line; at most 32 words), each copied into its own allocation. Accepted
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/bench/bench_opts.h"
+#include "launcher/bench/bench_opts.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #define MAX_ARGS 32

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "launcher/stop_signals.h"
+#include "launcher/shared/stop_signals.h"
 
 static volatile sig_atomic_t got_signal;
 

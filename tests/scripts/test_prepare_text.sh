@@ -173,7 +173,7 @@ expect_refusal "an id outside the tokenizer's vocabulary" "token id 65792, outsi
 # tokenizer.bin cut to that id, the worker names it at the shard and index where prepare-text put
 # it (train passes: its largest id is 65536 + 0xE3). Last, train and val of two formats are refused.
 train_wide() { # DATA_DIR RUN_DIR
-    mpirun -np 1 --oversubscribe --bind-to none "$WORKER" "$ROOT/tests/launcher/train/gpt2_small.yaml" \
+    mpirun -np 1 --oversubscribe --bind-to none "$WORKER" "$ROOT/tests/launcher/trainer/gpt2_small.yaml" \
         run.dir="$2" data.path="$1" model.gpt2.vocab_size=65792 model.gpt2.n_layer=1 model.gpt2.n_embd=8 \
         data.seq_len=8 data.batch_size=2 train.max_steps=3 >"$2.log" 2>&1
 }

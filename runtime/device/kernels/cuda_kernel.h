@@ -2,7 +2,7 @@
  *
  * It lets one kernel source compile two ways: with nvcc for a real GPU, and with g++ (through a
  * .cpp wrapper that #includes the .cu, with DDP_CUDA_EMULATION defined) for the CUDA-on-CPU
- * emulator in runtime/cudaemu/. Kernels must use the macros below instead of the two CUDA
+ * emulator in tests/cudaemu/. Kernels must use the macros below instead of the two CUDA
  * constructs g++ cannot parse: the <<<...>>> launch and `extern __shared__` arrays.
  *
  *   DDP_LAUNCH(kernel, grid, block, smem_bytes, stream, args...)   launch (errors: DDP_LAUNCH_STATUS)
@@ -34,12 +34,12 @@
     kernel<<<(grid), (block), (smem_bytes), (stream)>>>(__VA_ARGS__)
 #define DDP_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
 
-#else /* emulation: g++ compiles the kernel as host code run by runtime/cudaemu */
+#else /* emulation: g++ compiles the kernel as host code run by tests/cudaemu */
 
 #ifndef DDP_CUDA_EMULATION
 #error "cuda_kernel.h: compile .cu files with nvcc, or with g++ and -DDDP_CUDA_EMULATION"
 #endif
-#include "runtime/cudaemu/cudaemu_kernel.h"
+#include "cudaemu_kernel.h" /* the emulator's; on the include path of the emulated build only */
 
 #define DDP_LAUNCH(kernel, grid, block, smem_bytes, stream, ...) \
     ::ddp_cudaemu::make_launcher(#kernel, kernel, (grid), (block), (smem_bytes), (stream))(__VA_ARGS__)

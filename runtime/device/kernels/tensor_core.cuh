@@ -1,6 +1,6 @@
 /* tensor_core.cuh — the tensor-core and asynchronous-copy instructions a kernel may use, one
  * spelling for both builds: inline PTX under nvcc (sm_80 and newer), the emulator's implementation
- * of the same instructions under DDP_CUDA_EMULATION (runtime/cudaemu/cudaemu_tensor.cpp, which
+ * of the same instructions under DDP_CUDA_EMULATION (tests/cudaemu/cudaemu_tensor.cpp, which
  * gives each lane exactly the fragment the PTX ISA assigns it and checks alignment and address
  * spaces).
  *

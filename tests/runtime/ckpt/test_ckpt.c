@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ckpt_test_state.h"
+#include "launcher/commands/commands.h"
 #include "tests/check.h"
 
 static char dir[512];

@@ -3,7 +3,7 @@
  * the notice, GCP TRUE/FALSE, Azure's Scheduled Events with Preempt events for this VM, for
  * another VM, or other event types; and answers that are not the documented format (garbage,
  * YAML, trailing bytes, NUL bytes, wrong values) taken for no notice, described with their bytes
- * escaped and bounded. The HTTP side is tests/launcher/train/test_preempt_notice.sh's. */
+ * escaped and bounded. The HTTP side is tests/launcher/trainer/test_preempt_notice.sh's. */
 #include <stdio.h>
 #include <string.h>
 

@@ -26,7 +26,7 @@
 #include "tests/runtime/device/attention_ref.h"
 #include "tests/runtime/device/cuda_pair.h"
 #ifdef DDP_CUDA_EMULATION
-#include "runtime/cudaemu/cudaemu.h"
+#include "tests/cudaemu/cudaemu.h"
 #endif
 
 typedef struct cuda_case {

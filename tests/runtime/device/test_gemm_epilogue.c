@@ -34,7 +34,7 @@
 #include "runtime/base/half.h"
 #include "tests/runtime/device/cuda_pair.h"
 #ifdef DDP_CUDA_EMULATION
-#include "runtime/cudaemu/cudaemu.h"
+#include "tests/cudaemu/cudaemu.h"
 #endif
 
 #define GELU_SLOPE_MAX 1.13

@@ -29,7 +29,7 @@
 #include "runtime/optim/optim.h"
 #include "tests/check.h"
 #ifdef DDP_TEST_CUDAEMU
-#include "runtime/cudaemu/cudaemu.h"
+#include "tests/cudaemu/cudaemu.h"
 #endif
 
 static rng test_rng;

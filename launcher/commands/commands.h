@@ -1,0 +1,34 @@
+/* commands.h — the commands ddprun runs in-process, without mpirun: `ckpt info|diff`
+ * (ckpt_tool.c), `ckpt export` (ddprun_export.c) and `generate` (ddprun_generate.c), and the reading
+ * of a GPT-2 checkpoint the last two share. Each takes its command's arguments and returns the
+ * exit status; none starts a rank or touches MPI. Used by ddprun.c's dispatch (and the tests). */
+#ifndef DDPRUN_COMMANDS_H
+#define DDPRUN_COMMANDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "models/model_opts.h"
+#include "runtime/base/err.h"
+#include "runtime/ckpt/ckpt.h"
+
+/* `ckpt info PATH` / `ckpt diff A B` (argv[0] is "ckpt" or the program name, argv[1] the verb).
+ * Exit status: 0 valid / identical, 1 bad CRC / different / unreadable, 2 usage error. */
+int ckpt_tool_main(int argc, char **argv);
+
+/* `ddprun ckpt export --format llmc CHECKPOINT OUT.bin` (argv[0] "ckpt", argv[1] "export"); returns
+ * the exit status (0, 1 runtime failure, 2 usage or a checkpoint that cannot be exported). */
+int ckpt_export_main(int argc, char **argv);
+
+/* Reads and verifies a checkpoint of a GPT-2 model: *shape and *seq_len from the model description
+ * it records. Another model's checkpoint is a usage error naming that model and completing "only
+ * GPT-2 checkpoints can be " with use ("exported to llm.c's format"). */
+int gpt2_ckpt_open(const char *path, const char *use, ckpt_loaded *ck, gpt2_shape *shape, int64_t *seq_len,
+                   ddp_err *err);
+/* The parameter tensor `name` ("wte.weight") of ck when it holds numel float32 values, else NULL. */
+const float *gpt2_ckpt_param(const ckpt_loaded *ck, const char *name, size_t numel);
+
+/* `ddprun generate CHECKPOINT [options]` (argv[0] "generate"); returns the exit status. */
+int generate_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,329 @@
+/* ddprun_generate.c — `ddprun generate CHECKPOINT [options]`: text from a trained GPT-2 checkpoint,
+ * in-process on the CPU device (no mpirun), printed to stdout as the prompt followed by the drawn
+ * continuation.
+ *
+ * Owns the command line, finding the tokenizer (--tokenizer, else data.path/tokenizer.bin of the
+ * run's config.resolved.yaml, the run directory being CHECKPOINT's folder's parent), encoding the
+ * prompt (runtime/data/tokenizer_encode.h), building the model the checkpoint's description names
+ * and loading its parameters. The draw itself is models/lm_generate.c's. `--encode-only` prints
+ * the prompt's token ids instead (for tests and for checking a prompt). Must not write files. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "commands.h"
+#include "models/gpt2.h"
+#include "models/lm_generate.h"
+#include "runtime/config/config.h"
+#include "runtime/data/tokenizer_encode.h"
+#include "runtime/device/device.h"
+
+#define MAX_NEW_TOKENS (1 << 20)
+
+static const char generate_usage[] =
+    "usage: ddprun generate CHECKPOINT [--prompt TEXT | --prompt-file FILE] [--tokens N]\n"
+    "                       [--temperature T] [--top-k K] [--seed S] [--tokenizer PATH]\n"
+    "       ddprun generate --encode-only [CHECKPOINT] [--tokenizer PATH] [--prompt TEXT | --prompt-file FILE]\n"
+    "  Prints the prompt and N tokens drawn from the GPT-2 model in CHECKPOINT (runs on the CPU).\n"
+    "  --tokens N        tokens to draw (default 64)\n"
+    "  --temperature T   >= 0; 0 takes the most likely token (default 1.0)\n"
+    "  --top-k K         draw among the K most likely tokens; 0 = all (default 40)\n"
+    "  --seed S          seed of the draw (default 1337)\n"
+    "  --tokenizer PATH  tokenizer.bin (default: data.path/tokenizer.bin of the run's\n"
+    "                    config.resolved.yaml, the run directory being CHECKPOINT/../..)\n"
+    "  --encode-only     print the prompt's token ids and exit\n"
+    "  Without a prompt the context is the end-of-text token (a newline for the byte tokenizer).\n";
+
+typedef struct gen_opts {
+    const char *ckpt, *prompt, *prompt_file, *tokenizer;
+    int64_t tokens;
+    lm_sampling s;
+    bool encode_only;
+} gen_opts;
+
+static int usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "ddprun generate: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(ddprun generate --help for usage)\n");
+    return DDP_EUSAGE;
+}
+
+static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int parse_args(int argc, char **argv, gen_opts *o)
+{
+    *o = (gen_opts){.tokens = 64, .s = {.temperature = 1.0, .top_k = 40, .seed = 1337}};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(generate_usage, stdout);
+            return -1;
+        }
+        if (!strcmp(a, "--encode-only")) {
+            o->encode_only = true;
+            continue;
+        }
+        if (a[0] != '-' || !a[1]) {
+            if (o->ckpt)
+                return usage("unexpected argument %s", a);
+            o->ckpt = a;
+            continue;
+        }
+        if (!v)
+            return usage("%s needs a value", a);
+        i++;
+        char *end;
+        if (!strcmp(a, "--prompt")) {
+            o->prompt = v;
+        } else if (!strcmp(a, "--prompt-file")) {
+            o->prompt_file = v;
+        } else if (!strcmp(a, "--tokenizer")) {
+            o->tokenizer = v;
+        } else if (!strcmp(a, "--tokens")) {
+            if (!parse_i64(v, 0, MAX_NEW_TOKENS, &o->tokens))
+                return usage("--tokens: expected an integer in [0, 1048576], got \"%s\"", v);
+        } else if (!strcmp(a, "--top-k")) {
+            if (!parse_i64(v, 0, INT64_MAX, &o->s.top_k))
+                return usage("--top-k: expected an integer >= 0, got \"%s\"", v);
+        } else if (!strcmp(a, "--seed")) {
+            errno = 0;
+            o->s.seed = strtoull(v, &end, 10);
+            if (!*v || *end || errno || v[0] == '-')
+                return usage("--seed: expected an integer in [0, 2^64), got \"%s\"", v);
+        } else if (!strcmp(a, "--temperature")) {
+            o->s.temperature = strtod(v, &end);
+            if (!*v || *end || !isfinite(o->s.temperature) || o->s.temperature < 0)
+                return usage("--temperature: expected a number >= 0, got \"%s\"", v);
+        } else {
+            return usage("unknown flag %s", a);
+        }
+    }
+    if (o->prompt && o->prompt_file)
+        return usage("%s", "--prompt and --prompt-file are exclusive");
+    if (!o->ckpt && !(o->encode_only && o->tokenizer))
+        return usage("%s", "needs CHECKPOINT (or --encode-only with --tokenizer PATH)");
+    return 0;
+}
+
+/* data.path/tokenizer.bin of the config.resolved.yaml in the run directory of ckpt_path
+ * (RUN/checkpoints/ckpt-N.ddp). */
+static int tokenizer_of_run(const char *ckpt_path, char *out, size_t size, ddp_err *err)
+{
+    char yaml[CFG_PATH_MAX + 64];
+    const char *slash = strrchr(ckpt_path, '/');
+    int dir_len = slash ? (int)(slash - ckpt_path) : 0;
+    snprintf(yaml, sizeof yaml, "%.*s%s../config.resolved.yaml", dir_len, ckpt_path, slash ? "/" : "");
+    struct stat st;
+    if (stat(yaml, &st) != 0)
+        return ddp_fail(err, DDP_EUSAGE, "no --tokenizer given and %s is missing (%s), so the run's data.path is "
+                        "unknown; give --tokenizer PATH", yaml, strerror(errno));
+    static config cfg;
+    if (config_load(yaml, 0, NULL, &cfg, err))
+        return ddp_prefix(err, "reading the run's data.path (or give --tokenizer PATH)");
+    if (cfg.data.kind != DATA_TOKENS)
+        return ddp_fail(err, DDP_EUSAGE, "%s: data.kind is not tokens, so it names no tokenizer; give --tokenizer "
+                        "PATH", yaml);
+    if (snprintf(out, size, "%s/tokenizer.bin", cfg.data.path) >= (int)size)
+        return ddp_fail(err, DDP_EUSAGE, "%s: data.path is too long", yaml);
+    return DDP_OK;
+}
+
+/* The prompt's bytes (--prompt, or --prompt-file read whole); *text is malloc'd or NULL. */
+static int read_prompt(const gen_opts *o, char **text, size_t *len, ddp_err *err)
+{
+    *text = NULL;
+    *len = 0;
+    if (o->prompt) {
+        *len = strlen(o->prompt);
+        *text = malloc(*len + 1);
+        if (*text)
+            memcpy(*text, o->prompt, *len + 1);
+    } else if (o->prompt_file) {
+        FILE *f = fopen(o->prompt_file, "rb");
+        if (!f)
+            return ddp_fail(err, DDP_EUSAGE, "--prompt-file %s: %s", o->prompt_file, strerror(errno));
+        size_t cap = 4096;
+        *text = malloc(cap);
+        for (size_t got; *text && (got = fread(*text + *len, 1, cap - *len, f)) > 0;) {
+            *len += got;
+            char *grown = *len == cap ? realloc(*text, cap *= 2) : *text;
+            if (!grown)
+                free(*text);
+            *text = grown;
+        }
+        bool bad = ferror(f);
+        fclose(f);
+        if (bad) {
+            free(*text);
+            *text = NULL;
+            return ddp_fail(err, DDP_ERUNTIME, "--prompt-file %s: read error", o->prompt_file);
+        }
+    } else {
+        return DDP_OK;
+    }
+    return *text ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "out of memory for the prompt");
+}
+
+/* The prompt's ids (*ids malloc'd with room for extra more), or the start token when it is empty
+ * (*started says which; --encode-only never adds it). */
+static int encode_prompt(const gen_opts *o, const tokenizer *tok, int64_t extra, int32_t **ids, int64_t *n,
+                         bool *started, ddp_err *err)
+{
+    char *text;
+    size_t len;
+    int rc = read_prompt(o, &text, &len, err);
+    tokenizer_encoder *enc = NULL;
+    int32_t *got = NULL;
+    if (!rc)
+        rc = tokenizer_encoder_create(tok, &enc, err);
+    if (!rc && (rc = tokenizer_encode(enc, text, len, &got, n, err)) != DDP_OK)
+        ddp_prefix(err, "%s", o->prompt_file ? o->prompt_file : "--prompt");
+    tokenizer_encoder_free(enc);
+    free(text);
+    if (rc)
+        return rc;
+    bool start = *started = *n == 0 && !o->encode_only;
+    *ids = malloc((size_t)(*n + start + extra + 1) * sizeof **ids);
+    if (!*ids) {
+        free(got);
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %lld tokens", (long long)(*n + extra));
+    }
+    if (*n)
+        memcpy(*ids, got, (size_t)*n * sizeof **ids);
+    if (start)
+        (*ids)[(*n)++] = tok->eot >= 0 ? tok->eot : '\n';
+    free(got);
+    return DDP_OK;
+}
+
+/* A model of the checkpoint's shape on dev, with its parameters. */
+static int build_model(const ckpt_loaded *ck, const gpt2_shape *shape, int64_t seq_len, device *dev, model **out,
+                       ddp_err *err)
+{
+    sample_layout layout = {.input = {SAMPLE_I32, seq_len}, .target = {SAMPLE_I32, seq_len},
+                            .n_classes = shape->vocab_size};
+    int rc = gpt2_create(shape, TENSOR_F32, dev, &layout, 1, 0, out, err);
+    if (rc)
+        return rc;
+    model *m = *out;
+    float *host = malloc(m->n_params * sizeof *host);
+    if (!host)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %zu parameters", m->n_params);
+    for (int i = 0; !rc && i < m->n_tensors; i++) {
+        const param_tensor *t = &m->tensors[i];
+        const float *p = gpt2_ckpt_param(ck, t->name, t->numel);
+        if (!p)
+            rc = ddp_fail(err, DDP_EUSAGE, "the checkpoint has no parameter %s of %zu float32 values", t->name,
+                          t->numel);
+        else
+            memcpy(host + t->offset, p, t->numel * sizeof *host);
+    }
+    if (!rc)
+        rc = dev->ops->upload(dev, m->params, host, m->n_params * sizeof *host, err);
+    free(host);
+    return rc;
+}
+
+static void print_ids(const int32_t *ids, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        printf("%s%d", i ? " " : "", ids[i]);
+    putchar('\n');
+}
+
+static void print_text(const tokenizer *tok, const int32_t *ids, int64_t n)
+{
+    char buf[64 * 1024];
+    while (n > 0) {
+        size_t written;
+        int64_t done = tokenizer_decode(tok, ids, n, buf, sizeof buf, &written);
+        fwrite(buf, 1, written, stdout);
+        ids += done;
+        n -= done;
+    }
+}
+
+/* Everything after the tokenizer is known: encode, then (unless --encode-only) build and draw. */
+static int run(const gen_opts *o, const ckpt_loaded *ck, const gpt2_shape *shape, int64_t seq_len,
+               const tokenizer *tok, ddp_err *err)
+{
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    bool started = false;
+    int rc = encode_prompt(o, tok, o->tokens, &ids, &n, &started, err);
+    if (!rc && o->encode_only) {
+        print_ids(ids, n);
+        free(ids);
+        return DDP_OK;
+    }
+    if (!rc && tok->vocab_size > shape->vocab_size)
+        rc = ddp_fail(err, DDP_EUSAGE, "the tokenizer has %d tokens, more than the model's vocabulary of %lld",
+                      tok->vocab_size, (long long)shape->vocab_size);
+    device *dev = NULL;
+    model *m = NULL;
+    if (!rc)
+        rc = device_cpu_create(&dev, err);
+    if (!rc)
+        rc = build_model(ck, shape, seq_len, dev, &m, err);
+    if (!rc) {
+        fprintf(stderr, "generate: %s, step %lld of %s; %lld prompt tokens, %lld to draw (temperature %g, top-k "
+                "%lld, seed %llu)\n", m->description, (long long)ck->hdr.step, o->ckpt, (long long)n,
+                (long long)o->tokens, o->s.temperature, (long long)o->s.top_k, (unsigned long long)o->s.seed);
+        rc = lm_generate(m, ids, n, o->tokens, &o->s, err);
+    }
+    if (!rc) { /* the start token is not part of the text */
+        print_text(tok, started ? ids + n : ids, started ? o->tokens : n + o->tokens);
+        putchar('\n');
+    }
+    if (m)
+        m->ops->destroy(m);
+    if (dev)
+        dev->ops->destroy(dev);
+    free(ids);
+    return rc;
+}
+
+int generate_main(int argc, char **argv)
+{
+    gen_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    ddp_err err = {0};
+    ckpt_loaded ck = {0};
+    gpt2_shape shape = {0};
+    int64_t seq_len = 0;
+    bool have_ckpt = o.ckpt && !o.encode_only;
+    char tok_path[CFG_PATH_MAX + 32];
+    if (have_ckpt)
+        rc = gpt2_ckpt_open(o.ckpt, "generated from", &ck, &shape, &seq_len, &err);
+    if (!rc && o.tokenizer)
+        snprintf(tok_path, sizeof tok_path, "%s", o.tokenizer);
+    else if (!rc)
+        rc = tokenizer_of_run(o.ckpt, tok_path, sizeof tok_path, &err);
+    tokenizer tok = {0};
+    if (!rc)
+        rc = tokenizer_load(tok_path, &tok, &err);
+    if (!rc)
+        rc = run(&o, have_ckpt ? &ck : NULL, &shape, seq_len, &tok, &err);
+    if (rc)
+        fprintf(stderr, "ddprun generate: %s\n", err.msg);
+    tokenizer_free(&tok);
+    if (have_ckpt)
+        ckpt_loaded_free(&ck);
+    fflush(stdout);
+    return rc;
+}

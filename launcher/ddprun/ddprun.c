@@ -1,0 +1,493 @@
+/* ddprun.c — the user-facing launcher: `ddprun [flags] CONFIG.yaml [key=value ...]`.
+ *
+ * It validates the config in-process (so a bad file fails once, with FILE:LINE:COL, before any
+ * rank starts), builds the Open MPI mpirun command that starts one ddprun-worker per rank behind
+ * the per-rank wrapper (ddprun_rankwrap.c), runs it (ddprun_job.c), prints one line naming the
+ * failing rank when the job fails, and restarts it up to --max-restarts times. `bench`/`topo`
+ * launch ddprun-bench the same way; `ckpt` and `generate` run in-process (launcher/commands/:
+ * ckpt_tool.c, ddprun_export.c, and ddprun_generate.c on the CPU device); `config reference`
+ * prints the config reference the key table makes (runtime/config/config_reference.c).
+ * It must not do any training or MPI itself: ddprun is not an MPI process.
+ *
+ * Exit codes (README "Exit codes" copies this table):
+ *   0   success: every rank exited 0
+ *   1   runtime failure: a rank exited non-zero (other than 2/75) or died of a signal, or mpirun
+ *       could not start or failed; ddprun prints `ddprun: rank R on HOST exited with code C` or
+ *       `... was killed by SIGNAME` (after --max-restarts attempts are used up)
+ *   2   usage error: bad ddprun flags or config (checked before launch), or a rank exited 2
+ *   65  non-finite training: the ranks agreed to stop on a NaN or infinite loss, gradient norm or
+ *       state, saving nothing from it (EX_DATAERR); never restarted by --max-restarts, since a
+ *       resume from the last checkpoint would repeat the same steps bit for bit
+ *   75  preempted: ranks received the stop signal, saved a checkpoint and exited 75
+ *       (EX_TEMPFAIL); never restarted by --max-restarts, since the machine is going away.
+ *       Also a stop that came before mpirun was started: nothing ran
+ */
+#include "ddprun.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "launcher/commands/commands.h"
+#include "runtime/config/config.h"
+#include "runtime/device/device.h"
+#include "runtime/base/err.h"
+
+#ifndef DDPRUN_VERSION
+#define DDPRUN_VERSION "unknown"
+#endif
+
+typedef struct launch_opts {
+    int np;                /* 0 until -np is given or defaulted (default_np) */
+    const char *hosts;     /* -H host1:8,host2:8 */
+    const char *hostfile;  /* --hostfile FILE */
+    const char *bind_to;   /* --bind-to X; NULL: ddprun decides */
+    bool dry_run;
+    int max_restarts;
+    argv_list passthrough; /* --mca K V and -x VAR, given to mpirun as is */
+} launch_opts;
+
+static const char usage_text[] =
+    "usage: ddprun [flags] CONFIG.yaml [key.path=value ...]   train: one ddprun-worker per rank\n"
+    "       ddprun [flags] bench OP [bench flags]             collective benchmark (ddprun-bench)\n"
+    "       ddprun [flags] topo                               print the rank/host/device layout\n"
+    "       ddprun ckpt info PATH | ckpt diff A B             inspect checkpoints (no mpirun)\n"
+    "       ddprun ckpt export --format llmc [--force] CKPT OUT.bin\n"
+    "                                                         a GPT-2 checkpoint as an llm.c model file\n"
+    "       ddprun generate CKPT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+    "                       [--tokenizer PATH]                text from a GPT-2 checkpoint (CPU, no mpirun)\n"
+    "       ddprun config reference                           every config key (docs/config-reference.md)\n"
+    "\n"
+    "flags (before CONFIG or the subcommand):\n"
+    "  -np N, -n N          number of ranks (default: one per GPU on this node, 1 without GPUs;\n"
+    "                       ddprun says which it chose)\n"
+    "  -H h1:8,h2:8         hosts and slots, passed to mpirun -H\n"
+    "  --hostfile FILE      Open MPI hostfile (`host slots=N` lines), passed to mpirun\n"
+    "  --max-restarts N     restart a failed job up to N times (default 0); ranks see\n"
+    "                       DDPRUN_RESTART_COUNT and DDPRUN_MAX_RESTARTS\n"
+    "  --dry-run            print the mpirun command line and exit\n"
+    "  --mca KEY VALUE      passed to mpirun\n"
+    "  -x VAR[=VALUE]       export VAR to every rank (mpirun -x)\n"
+    "  --bind-to X          mpirun binding (default: none when a rank runs several threads)\n"
+    "  --help, --version\n"
+    "\n"
+    "Adds --allow-run-as-root as root and --oversubscribe when N exceeds this machine's cores\n"
+    "(without -H/--hostfile). Sets OMP_NUM_THREADS = max(1, cores / ranks per node) unless set.\n"
+    "Ranks get RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE. Output lines are tagged [rank R].\n"
+    "SIGINT/SIGTERM: ranks get the checkpoint signal (checkpoint.signal, default SIGUSR1), save and\n"
+    "exit 75; a second SIGINT/SIGTERM stops the job at once.\n"
+    "Exit codes: 0 success, 1 failure, 2 usage/config error, 65 non-finite training (nothing saved\n"
+    "from it), 75 preempted after a checkpoint.\n"
+    "Environment: MPI_HOME (mpirun from MPI_HOME/bin), DDPRUN_WORKER, DDPRUN_BENCH (programs).\n";
+
+/* ---- command line ----------------------------------------------------------------------- */
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "ddprun: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(ddprun --help for usage)\n");
+    return DDP_EUSAGE;
+}
+
+static bool parse_count(const char *s, int min, int *out)
+{
+    char *end;
+    long v = s ? strtol(s, &end, 10) : -1;
+    if (!s || *s == '\0' || *end != '\0' || v < min || v > 1000000) return false;
+    *out = (int)v;
+    return true;
+}
+
+/* Parses flags up to the first non-flag; *first_arg gets its index. -1: --help/--version done. */
+static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
+{
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(usage_text, stdout); return -1; }
+        if (!strcmp(a, "--version")) { printf("ddprun %s\n", DDPRUN_VERSION); return -1; }
+        if (!strcmp(a, "--dry-run")) { o->dry_run = true; continue; }
+        if (!v) return usage_error("%s needs a value", a);
+        if (!strcmp(a, "-np") || !strcmp(a, "-n") || !strcmp(a, "--np")) {
+            if (!parse_count(v, 1, &o->np)) return usage_error("-np: expected a positive rank count, got \"%s\"", v);
+        } else if (!strcmp(a, "--max-restarts")) {
+            if (!parse_count(v, 0, &o->max_restarts)) return usage_error("--max-restarts: expected a count >= 0, got \"%s\"", v);
+        } else if (!strcmp(a, "-H") || !strcmp(a, "--host")) {
+            o->hosts = v;
+        } else if (!strcmp(a, "--hostfile") || !strcmp(a, "-hostfile") || !strcmp(a, "--machinefile")) {
+            o->hostfile = v;
+        } else if (!strcmp(a, "--bind-to")) {
+            o->bind_to = v;
+        } else if (!strcmp(a, "-x")) {
+            argv_push(&o->passthrough, "-x");
+            argv_push(&o->passthrough, v);
+        } else if (!strcmp(a, "--mca") || !strcmp(a, "-mca")) {
+            if (i + 2 >= argc) return usage_error("%s needs KEY VALUE", a);
+            argv_push(&o->passthrough, "--mca");
+            argv_push(&o->passthrough, v);
+            argv_push(&o->passthrough, argv[i + 2]);
+            i++;
+        } else {
+            return usage_error("unknown flag %s", a);
+        }
+        i++;
+    }
+    if (o->hosts && o->hostfile) return usage_error("%s", "-H and --hostfile are exclusive");
+    if (i >= argc) return usage_error("%s", "missing CONFIG.yaml (or bench/topo/ckpt/generate/config)");
+    *first_arg = i;
+    return 0;
+}
+
+/* ---- placement -------------------------------------------------------------------------- */
+
+/* -np not given: one rank per GPU visible on this node (CUDA_VISIBLE_DEVICES applies), 1 when
+ * there are none; says which on stderr, so --dry-run shows it without changing its stdout. */
+static void default_np(launch_opts *o)
+{
+    if (o->np > 0) return;
+    char reason[256] = "";
+    int gpus = device_cuda_count(reason, sizeof reason);
+    o->np = gpus > 0 ? gpus : 1;
+    if (gpus > 0)
+        fprintf(stderr, "ddprun: -np not given: %d GPU%s on this node -> %d rank%s\n", gpus, gpus == 1 ? "" : "s",
+                o->np, o->np == 1 ? "" : "s");
+    else
+        fprintf(stderr, "ddprun: -np not given: no GPUs on this node (%s) -> 1 rank\n", reason);
+}
+
+static int local_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* The "host[:slots]" entry of a -H list at p: its length, its name's length and its slot count
+ * (1 when not given). Returns the next entry. */
+static const char *host_entry(const char *p, size_t *len, size_t *name_len, int *slots)
+{
+    *len = strcspn(p, ",");
+    *name_len = strcspn(p, ":,");
+    *slots = *name_len < *len ? atoi(p + *name_len + 1) : 1;
+    return p + *len + (p[*len] == ',');
+}
+
+/* Fills slots[] from "h1:8,h2" (-H; no count = 1 slot) or a hostfile's "host slots=N" lines
+ * (no count = 0: let mpirun decide). Returns the host count. */
+static int host_slots(const launch_opts *o, int slots[], int max_hosts)
+{
+    int n = 0;
+    if (o->hosts) {
+        size_t len, name_len;
+        for (const char *p = o->hosts; *p && n < max_hosts; n++)
+            p = host_entry(p, &len, &name_len, &slots[n]);
+    } else if (o->hostfile) {
+        FILE *fp = fopen(o->hostfile, "r");
+        char line[1024];
+        while (fp && n < max_hosts && fgets(line, sizeof line, fp)) {
+            char host[512];
+            if (sscanf(line, " %511s", host) != 1 || host[0] == '#') continue;
+            const char *s = strstr(line, "slots=");
+            slots[n++] = s ? atoi(s + 6) : 0;
+        }
+        if (fp) fclose(fp);
+    }
+    return n;
+}
+
+/* Most ranks any one node runs, assuming mpirun's default by-slot filling in host order. */
+static int ranks_per_node(const launch_opts *o)
+{
+    int slots[256];
+    int hosts = host_slots(o, slots, 256);
+    if (hosts == 0) return o->np;
+    int left = o->np, most = 0;
+    for (int h = 0; h < hosts && left > 0; h++) {
+        if (slots[h] <= 0) return (o->np + hosts - 1) / hosts;
+        int here = slots[h] < left ? slots[h] : left;
+        most = here > most ? here : most;
+        left -= here;
+    }
+    return left > 0 ? (o->np + hosts - 1) / hosts : most; /* oversubscribed: spread evenly */
+}
+
+/* ---- paths ------------------------------------------------------------------------------ */
+
+static void self_path(char *out, size_t size, const char *argv0)
+{
+    ssize_t n = readlink("/proc/self/exe", out, size - 1);
+    if (n > 0) { out[n] = '\0'; return; }
+    if (!realpath(argv0, out)) snprintf(out, size, "%s", argv0);
+}
+
+/* $env_name, else the named program next to ddprun. */
+static void program_path(char *out, size_t size, const char *env_name, const char *name, const char *self)
+{
+    const char *env = getenv(env_name);
+    if (env && *env) { snprintf(out, size, "%s", env); return; }
+    const char *slash = strrchr(self, '/');
+    int dir_len = slash ? (int)(slash - self) : 1;
+    snprintf(out, size, "%.*s/%s", dir_len, slash ? self : ".", name);
+}
+
+static void mpirun_path(char *out, size_t size)
+{
+    const char *home = getenv("MPI_HOME");
+    if (home && *home) snprintf(out, size, "%s/bin/mpirun", home);
+    else snprintf(out, size, "mpirun");
+}
+
+/* ---- the mpirun command ----------------------------------------------------------------- */
+
+static void build_command(const launch_opts *o, const char *self, char *const prog_argv[], int attempt, argv_list *cmd)
+{
+    char mpirun[PATH_MAX];
+    mpirun_path(mpirun, sizeof mpirun);
+    argv_push(cmd, mpirun);
+    if (geteuid() == 0) argv_push(cmd, "--allow-run-as-root");
+    if (!o->hosts && !o->hostfile && o->np > local_cores()) argv_push(cmd, "--oversubscribe");
+    argv_push(cmd, "--tag-output");
+    argv_push(cmd, "-np");
+    argv_pushf(cmd, "%d", o->np);
+    if (o->hosts) { argv_push(cmd, "-H"); argv_push(cmd, o->hosts); }
+    if (o->hostfile) { argv_push(cmd, "--hostfile"); argv_push(cmd, o->hostfile); }
+
+    /* Ranks sharing a node split its cores; a rank with several threads must not be pinned to
+     * one core (Open MPI binds to core by default for np <= 2). */
+    const char *user_threads = getenv("OMP_NUM_THREADS");
+    int threads = local_cores() / ranks_per_node(o);
+    threads = threads > 1 ? threads : 1;
+    argv_push(cmd, "-x");
+    if (user_threads && *user_threads) argv_push(cmd, "OMP_NUM_THREADS");
+    else argv_pushf(cmd, "OMP_NUM_THREADS=%d", threads);
+    const char *bind = o->bind_to ? o->bind_to : (threads > 1 || user_threads ? "none" : NULL);
+    if (bind) { argv_push(cmd, "--bind-to"); argv_push(cmd, bind); }
+    /* Non-blocking all-reduce (the DDP buckets) by reduce-scatter + allgather, every rank
+     * reducing its share, instead of libnbc's choice for in-place or < 4 ranks (binomial: one
+     * rank reduces everything while the others wait): np=2 +5-7% samples/s. One fixed
+     * algorithm, so results still do not depend on timing. The user's setting wins. */
+    if (!getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm")) {
+        argv_push(cmd, "--mca"); argv_push(cmd, "coll_libnbc_iallreduce_algorithm"); argv_push(cmd, "3");
+    }
+    argv_push(cmd, "-x");
+    argv_pushf(cmd, "DDPRUN_RESTART_COUNT=%d", attempt);
+    argv_push(cmd, "-x");
+    argv_pushf(cmd, "DDPRUN_MAX_RESTARTS=%d", o->max_restarts);
+    argv_push(cmd, "-x");
+    argv_pushf(cmd, "DDPRUN_PID=%d", (int)getpid());
+    /* the preemption notice watch's endpoint, on every host (runtime/cloud/cloud_notice.h) */
+    if (getenv("DDPRUN_METADATA_URL")) { argv_push(cmd, "-x"); argv_push(cmd, "DDPRUN_METADATA_URL"); }
+    for (int i = 0; i < o->passthrough.n; i++) argv_push(cmd, o->passthrough.v[i]);
+
+    argv_push(cmd, self);
+    argv_push(cmd, DDPRUN_RANK_WRAPPER_FLAG);
+    for (int i = 0; prog_argv[i]; i++) argv_push(cmd, prog_argv[i]);
+}
+
+static void print_shell_quoted(char *const argv[])
+{
+    for (int i = 0; argv[i]; i++) {
+        const char *a = argv[i];
+        bool plain = *a && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-") == strlen(a);
+        if (i) putchar(' ');
+        if (plain) { fputs(a, stdout); continue; }
+        putchar('\'');
+        for (; *a; a++) {
+            if (*a == '\'') fputs("'\\''", stdout);
+            else putchar(*a);
+        }
+        putchar('\'');
+    }
+    putchar('\n');
+}
+
+/* ---- outcome ---------------------------------------------------------------------------- */
+
+/* mpirun exits with the first failing rank's code; see the table at the top. */
+static int exit_code_for(int wait_status)
+{
+    if (!WIFEXITED(wait_status)) return DDP_ERUNTIME;
+    int code = WEXITSTATUS(wait_status);
+    return code == 0 || code == DDP_EUSAGE || code == DDP_ENONFINITE || code == DDP_EPREEMPTED ? code : DDP_ERUNTIME;
+}
+
+/* who = "rank R on HOST" (or "mpirun" when no rank said), how = "exited with code C" etc. */
+static void describe_failure(const job_result *r, char *who, char *how, size_t size)
+{
+    const rank_failure *f = &r->failure;
+    if (r->deadline.seen_s > 0 && r->deadline.not_arrived[0]) {
+        snprintf(who, size, "the collective deadline (ddp.timeout_s)");
+        snprintf(how, size, "passed; not arrived: %.200s", r->deadline.not_arrived);
+        return;
+    }
+    if (!f->known) {
+        snprintf(who, size, "mpirun");
+        if (WIFSIGNALED(r->wait_status))
+            snprintf(how, size, "was killed by %s", signal_abbrev(WTERMSIG(r->wait_status)));
+        else
+            snprintf(how, size, "exited with code %d (no rank reported a failure)", WEXITSTATUS(r->wait_status));
+        return;
+    }
+    snprintf(who, size, "rank %d on %s", f->rank, f->host[0] ? f->host : "an unknown host");
+    if (f->signal) snprintf(how, size, "was killed by %s", signal_abbrev(f->signal));
+    else snprintf(how, size, "exited with code %d", f->exit_code);
+}
+
+static void report(const job_result *r, int code)
+{
+    char who[300], how[300];
+    describe_failure(r, who, how, sizeof who);
+    if (code == DDP_EPREEMPTED)
+        fprintf(stderr, "ddprun: job stopped after saving a checkpoint (preempted, exit 75)\n");
+    else if (code == DDP_ENONFINITE)
+        fprintf(stderr, "ddprun: job stopped on a non-finite value, nothing saved from it (exit 65; not restarted: a "
+                        "resume would repeat it)\n");
+    else if (code != 0 && r->signals_received >= 2)
+        fprintf(stderr, "ddprun: job terminated by a second stop request (exit %d)\n", code);
+    else if (code == DDP_EUSAGE)
+        fprintf(stderr, "ddprun: %s %s (usage/config error, exit 2)\n", who, how);
+    else if (code != 0)
+        fprintf(stderr, "ddprun: job failed: %s %s\n", who, how);
+}
+
+/* After a collective deadline named hosts whose ranks did not arrive, the next attempt runs
+ * without them: -H loses those hosts and -np is cut to the slots left. False (and o unchanged)
+ * when there is no -H list to edit or no host would be left. */
+static bool drop_lost_hosts(launch_opts *o, const deadline_verdict *d, char *buf, size_t size)
+{
+    size_t at = 0;
+    int slots_left = 0;
+    if (!o->hosts || d->n_hosts == 0) return false;
+    for (const char *p = o->hosts, *next; *p; p = next) {
+        size_t len, name_len;
+        int slots;
+        next = host_entry(p, &len, &name_len, &slots);
+        bool lost = false;
+        for (int i = 0; i < d->n_hosts; i++)
+            lost = lost || (strlen(d->hosts[i]) == name_len && !strncmp(d->hosts[i], p, name_len));
+        if (!lost && at + len + 2 < size) {
+            at += (size_t)snprintf(buf + at, size - at, "%s%.*s", at ? "," : "", (int)len, p);
+            slots_left += slots;
+        }
+    }
+    if (at == 0) return false;
+    o->hosts = buf;
+    o->np = o->np < slots_left ? o->np : slots_left;
+    return true;
+}
+
+/* Runs the job, restarting failures up to o->max_restarts times. No attempt starts after a stop
+ * request: before the first one nothing runs (exit 75); a restart is not made, and the failure
+ * that called for it is the outcome. */
+static int launch(const launch_opts *opts, const char *self, char *const prog_argv[], int stop_signal)
+{
+    launch_opts cur = *opts, *o = &cur;
+    char hosts[4096];
+    job_result r = {0};
+    int code = 0;
+    for (int attempt = 0;; attempt++) {
+        argv_list cmd = {0};
+        build_command(o, self, prog_argv, attempt, &cmd);
+        if (o->dry_run) {
+            print_shell_quoted(cmd.v);
+            argv_free(&cmd);
+            return 0;
+        }
+        if (job_signals_seen() > 0) {
+            argv_free(&cmd);
+            if (attempt > 0) {
+                report(&r, code);
+                return code;
+            }
+            fprintf(stderr, "ddprun: stop requested before the job started: nothing was run (exit 75)\n");
+            return DDP_EPREEMPTED;
+        }
+        int started = job_run(cmd.v, o->np, stop_signal, &r);
+        argv_free(&cmd);
+        if (started != 0) return DDP_ERUNTIME;
+        code = exit_code_for(r.wait_status);
+        if (code != DDP_ERUNTIME || attempt >= o->max_restarts || job_signals_seen() > 0) {
+            report(&r, code);
+            return code;
+        }
+        char who[300], how[300];
+        describe_failure(&r, who, how, sizeof who);
+        fprintf(stderr, "ddprun: attempt %d of %d (restarting after %s failed: %s)\n", attempt + 2,
+                o->max_restarts + 1, who, how);
+        if (drop_lost_hosts(o, &r.deadline, hosts, sizeof hosts))
+            fprintf(stderr, "ddprun: leaving out the host(s) whose ranks did not arrive: -np %d -H %s\n", o->np,
+                    o->hosts);
+    }
+}
+
+/* ---- entry ------------------------------------------------------------------------------ */
+
+/* `ddprun config reference` (argv[0] "config"): the config reference, docs/config-reference.md, on
+ * stdout. */
+static int config_command(int argc, char **argv)
+{
+    if (argc != 2 || strcmp(argv[1], "reference"))
+        return usage_error("%s", "config: expected `ddprun config reference`");
+    ddp_err err = {0};
+    if (config_write_reference(stdout, &err) != DDP_OK) {
+        fprintf(stderr, "ddprun: %s\n", err.msg);
+        return DDP_ERUNTIME;
+    }
+    return 0;
+}
+
+/* The checkpoint signal ranks act on; mpirun forwards only SIGUSR1/SIGUSR2 (GUIDE section 4). */
+static int stop_signal_of(const config *cfg)
+{
+    int s = cfg->checkpoint.stop_signal;
+    return s == SIGUSR1 || s == SIGUSR2 ? s : SIGUSR1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], DDPRUN_RANK_WRAPPER_FLAG)) return rank_wrapper_main(argc - 2, argv + 2);
+
+    static launch_opts o = {0};
+    int first = 0;
+    int rc = parse_flags(argc, argv, &o, &first);
+    if (rc != 0) return rc < 0 ? 0 : rc;
+    const char *cmd = argv[first];
+    if (!strcmp(cmd, "ckpt") && first + 1 < argc && !strcmp(argv[first + 1], "export"))
+        return ckpt_export_main(argc - first, argv + first);
+    if (!strcmp(cmd, "ckpt")) return ckpt_tool_main(argc - first, argv + first);
+    if (!strcmp(cmd, "generate")) return generate_main(argc - first, argv + first);
+    if (!strcmp(cmd, "config")) return config_command(argc - first, argv + first);
+
+    /* From here a stop is a request the job honours, also one that comes while the config loads. */
+    if (!o.dry_run && job_signals_install() != 0) return DDP_ERUNTIME;
+    char self[PATH_MAX], prog[PATH_MAX];
+    self_path(self, sizeof self, argv[0]);
+    argv_list prog_argv = {0};
+    int stop_signal = SIGUSR1;
+    if (!strcmp(cmd, "bench") || !strcmp(cmd, "topo")) {
+        if (!strcmp(cmd, "bench") && first + 1 >= argc) return usage_error("%s", "bench needs an operation");
+        program_path(prog, sizeof prog, "DDPRUN_BENCH", "ddprun-bench", self);
+        argv_push(&prog_argv, prog);
+        for (int i = first + (strcmp(cmd, "bench") ? 0 : 1); i < argc; i++) argv_push(&prog_argv, argv[i]);
+    } else {
+        static config cfg;
+        ddp_err err = {0};
+        if (config_load(cmd, argc - first - 1, argv + first + 1, &cfg, &err) != DDP_OK) {
+            fprintf(stderr, "%s\n", err.msg);
+            return DDP_EUSAGE;
+        }
+        stop_signal = stop_signal_of(&cfg);
+        program_path(prog, sizeof prog, "DDPRUN_WORKER", "ddprun-worker", self);
+        argv_push(&prog_argv, prog);
+        for (int i = first; i < argc; i++) argv_push(&prog_argv, argv[i]);
+    }
+    default_np(&o);
+    rc = launch(&o, self, prog_argv.v, stop_signal);
+    argv_free(&prog_argv);
+    argv_free(&o.passthrough);
+    return rc;
+}

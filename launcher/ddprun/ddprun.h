@@ -1,0 +1,90 @@
+/* ddprun.h — the pieces of the ddprun launcher shared between its source files.
+ *
+ * ddprun.c parses the command line and builds the mpirun command; ddprun_job.c runs one mpirun,
+ * pipes its output and turns signals into checkpoint requests; ddprun_output.c rewrites mpirun's
+ * rank tags and recognises rank-failure reports; ddprun_rankwrap.c is the tiny per-rank wrapper that
+ * mpirun starts in front of each worker; ddprun_argv.c is the string vector the command and the
+ * output filter are built in. The commands ddprun runs in-process (`ckpt`, `generate`) are
+ * launcher/commands/'s. Nothing here is used outside launcher/ddprun/. */
+#ifndef DDPRUN_H
+#define DDPRUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* First argument that turns ddprun into the per-rank wrapper (internal; see ddprun_rankwrap.c). */
+#define DDPRUN_RANK_WRAPPER_FLAG "--rank-wrapper"
+/* Lines the wrapper writes to stderr once its worker exists (from then on the rank takes a stop
+ * signal instead of dying of it) and when its worker fails; ddprun consumes them. */
+#define DDPRUN_STATUS_MARK "ddprun-rank-status:"
+
+/* A growable NULL-terminated argument vector (strings owned). */
+typedef struct argv_list {
+    char **v;
+    int n, cap;
+} argv_list;
+
+void argv_push(argv_list *a, const char *s);
+void argv_pushf(argv_list *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void argv_free(argv_list *a);
+
+/* The first rank that failed, as reported by its wrapper or, failing that, by mpirun. */
+typedef struct rank_failure {
+    bool known;
+    int rank;
+    char host[256];   /* "" when mpirun did not say */
+    int exit_code;    /* valid when signal == 0 */
+    int signal;       /* > 0 when the rank died of a signal */
+} rank_failure;
+
+/* A collective deadline's verdict seen in a rank's output (collectives/comm.h): the ranks that
+ * did not arrive, and their hosts without repeats. */
+#define DEADLINE_HOSTS_MAX 16
+typedef struct deadline_verdict {
+    double seen_s;                             /* monotonic_s() when seen; 0: none */
+    char not_arrived[512];                     /* "rank 2 (host h2), rank 3 (host h2)" */
+    char hosts[DEADLINE_HOSTS_MAX][64];
+    int n_hosts;
+} deadline_verdict;
+
+/* Rewrites tagged mpirun output into "[rank R] " lines and records rank failures. */
+typedef struct output_filter output_filter;
+
+output_filter *output_filter_new(void);
+/* Feeds bytes read from mpirun's stdout (is_stderr false) or stderr. */
+void output_feed(output_filter *f, bool is_stderr, const char *buf, size_t n);
+/* Flushes partial lines and unfinished blocks (call once both pipes reached EOF). */
+void output_finish(output_filter *f);
+const rank_failure *output_first_failure(const output_filter *f);
+/* How many ranks' wrappers have said their worker started. */
+int output_ranks_started(const output_filter *f);
+const deadline_verdict *output_deadline(const output_filter *f);
+void output_filter_free(output_filter *f);
+
+/* Outcome of one mpirun run. */
+typedef struct job_result {
+    int wait_status;      /* mpirun's waitpid status */
+    int signals_received; /* SIGINT/SIGTERM delivered to ddprun during the run */
+    rank_failure failure;
+    deadline_verdict deadline;
+} job_result;
+
+/* Once per process, before the config is read: SIGINT/SIGTERM become checkpoint requests. */
+int job_signals_install(void);
+/* Total SIGINT/SIGTERM seen so far (also between runs). */
+int job_signals_seen(void);
+/* Runs argv (argv[0] = mpirun, looked up on PATH when it has no '/'; ranks started through the
+ * rank wrapper) to completion. mpirun ends when ddprun dies. The first SIGINT/SIGTERM (also one
+ * that came before this run) sends stop_signal to mpirun, which forwards it to every rank, as soon
+ * as all `ranks` have started; a second sends SIGTERM at once (mpirun then kills the job).
+ * Returns 0, or -1 if mpirun could not start. */
+int job_run(char *const argv[], int ranks, int stop_signal, job_result *out);
+
+/* The per-rank wrapper: runs argv[0] with argv, reports its failure, exits like it. */
+int rank_wrapper_main(int argc, char **argv);
+
+/* "SIGKILL" for 9; never NULL. */
+const char *signal_abbrev(int sig);
+
+#endif

@@ -1,0 +1,31 @@
+/* gpu_share.h — the NCCL backend's one-rank-per-GPU rule: more ranks on a host than GPUs visible
+ * there is a usage error at startup, on every rank alike. Ranks pick GPU local_rank % GPUs, so
+ * the extra ranks would share one, and NCCL refuses two ranks of a communicator on one GPU
+ * ("Duplicate GPU detected"): DDPRUN_ALLOW_GPU_SHARING=1 cannot lift the rule, and when it is set
+ * the message says so. Training and ddprun-bench both apply it here, so both decide and say it
+ * alike. Must not count GPUs or ranks, nor gather anything itself: the caller passes every
+ * rank's entry. */
+#ifndef DDP_GPU_SHARE_H
+#define DDP_GPU_SHARE_H
+
+#include <stdint.h>
+
+#include "runtime/base/err.h"
+
+/* One rank's view of its host, gathered from every rank by the caller (as bytes). */
+typedef struct gpu_share_rank {
+    char host[64];      /* the rank's host name (mpi_identity) */
+    int32_t local_rank; /* its position among its host's ranks, which picks its GPU */
+    int32_t gpus;       /* GPUs visible to it; <= 0: it uses none (not checked) */
+} gpu_share_rank;
+
+gpu_share_rank gpu_share_me(const char *host, int local_rank, int gpus);
+
+/* all[r] is rank r's entry, for each of `size` ranks. DDP_OK when no host has more ranks than
+ * GPUs; otherwise DDP_EUSAGE, naming the first such host (in rank order), the first two ranks
+ * there that would share a GPU, and what to do: "N ranks on host H but only G GPU(s) visible:
+ * ranks A and B would both use GPU 0, and NCCL refuses two ranks on one GPU; run at most G
+ * rank(s) on H (one per GPU), or <instead>". */
+int gpu_share_check(const gpu_share_rank *all, int size, const char *instead, ddp_err *err);
+
+#endif

@@ -1,0 +1,530 @@
+/* train.c — one rank's training job: setup, then the loop of optimizer steps.
+ *
+ * Owns the order of a step: gather the rank's batch (sampler), upload, forward/backward with the
+ * reducer averaging gradient buckets as backward produces them, wait for the buckets, clip, step
+ * the optimizer, agree across ranks whether to stop. Past the batch upload (a staging buffer may
+ * wait for its previous copy) no part of a step waits for the device: the loss sums, the gradient
+ * norm and the clip factor stay in device memory; only log lines, evaluation, text samples and
+ * checkpoints download. Batches are staged as the bytes the model's io describes, so
+ * nothing here knows pixels from token ids. With train.profile_steps the steps' phases and host
+ * work are marked for the profiler (train_profile.c); with it off those marks do nothing.
+ * Logging/evaluation live in train_log.c, checkpoints in train_ckpt.c, each step's loss record
+ * and the non-finite checks in train_finite.c, and what they share with the loop (parameters made
+ * rank 0's, a batch staged) in train_replica.c. Must not know CPU from CUDA or MPI from NCCL: the
+ * device and communicator interfaces do; nor any model's kind: model.h does. */
+#include "train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/base/clock.h"
+#include "launcher/shared/gpu_share.h"
+#include "runtime/base/log.h"
+#include "runtime/base/test_fault.h"
+#include "train_job.h"
+
+volatile sig_atomic_t train_stop_requested = 0;
+
+static int load_data(train_job *t, ddp_err *err)
+{
+    const config *c = t->cfg;
+    int rc;
+    if (c->data.kind == DATA_TOKENS) {
+        rc = dataset_load_tokens(c->data.path, "train", c->data.seq_len, &t->train, err);
+        if (rc == DDP_OK)
+            rc = dataset_load_tokens(c->data.path, "val", c->data.seq_len, &t->test, err);
+        if (rc == DDP_OK)
+            rc = token_shards_check_same_format(t->train.tokens, t->test.tokens, err);
+    } else if (c->data.kind == DATA_FASHION_MNIST) {
+        rc = dataset_load_fashion_mnist(c->data.path, true, &t->train, err);
+        if (rc == DDP_OK)
+            rc = dataset_load_fashion_mnist(c->data.path, false, &t->test, err);
+    } else {
+        rc = dataset_make_synthetic(c->data.synthetic_train, c->data.synthetic_features,
+                                    c->data.synthetic_classes, c->run.seed, &t->train, err);
+        if (rc == DDP_OK)
+            rc = dataset_make_synthetic(c->data.synthetic_test, c->data.synthetic_features,
+                                        c->data.synthetic_classes, c->run.seed + 1, &t->test, err);
+    }
+    return rc;
+}
+
+/* The model was built for the training data; the test data must have the same samples, and a
+ * model built from its own settings (a language model's context length) must fit the data too. */
+static int check_data_fits(const train_job *t, const dataset *data, ddp_err *err)
+{
+    const sample_layout *want = &t->m->io.sample, *have = &data->layout;
+    if (sample_field_equal(want->input, have->input) && sample_field_equal(want->target, have->target) &&
+        have->n_classes <= want->n_classes)
+        return DDP_OK;
+    char w[160], h[160];
+    sample_layout_format(want, w, sizeof w);
+    sample_layout_format(have, h, sizeof h);
+    return ddp_fail(err, DDP_EUSAGE, "model %s takes samples of %s, but %s has samples of %s", t->m->description, w,
+                    data->name, h);
+}
+
+/* Replicas start identical by construction (same seed) and by a broadcast from rank 0, so a
+ * rank with a different build or seed cannot silently diverge. With checkpoint.init_from the
+ * parameters come from that file instead (train_ckpt.c, once it is known nothing is resumed). */
+static int init_params(train_job *t, ddp_err *err)
+{
+    if (t->cfg->checkpoint.init_from[0])
+        return DDP_OK;
+    int rc = model_init_params(t->m, t->cfg->run.seed, err);
+    return rc != DDP_OK ? rc : train_broadcast_params(t, err);
+}
+
+/* One rank per GPU (gpu_share.h): device: cuda reduces gradients with NCCL, which refuses two
+ * ranks on one GPU, so more ranks on a host than GPUs is an error at startup, the same on every
+ * rank (each rank's host and GPU count are gathered: every rank takes part, CUDA or not). */
+static int check_gpu_count(train_job *t, ddp_err *err)
+{
+    comm *ctl = t->ctl;
+    char reason[256] = "";
+    int gpus = t->dev->kind == DEVICE_CUDA ? device_cuda_count(reason, sizeof reason) : 0;
+    gpu_share_rank me = gpu_share_me(ctl->host, ctl->local_rank, gpus);
+    gpu_share_rank *all = calloc((size_t)ctl->size, sizeof *all);
+    if (!all)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d ranks' GPU counts", ctl->size);
+    int rc = ctl->ops->allgather(ctl, &me, all, sizeof me, DT_UINT8, NULL, err);
+    if (rc == DDP_OK)
+        rc = gpu_share_check(all, ctl->size, "train on device: cpu (its gradients go over MPI)", err);
+    free(all);
+    return rc;
+}
+
+static int open_grad_comm(train_job *t, ddp_err *err)
+{
+    const config *c = t->cfg;
+    bool nccl = c->ddp.backend == BACKEND_NCCL || (c->ddp.backend == BACKEND_AUTO && t->dev->kind == DEVICE_CUDA);
+    if (!nccl) {
+        if (t->dev->kind == DEVICE_CUDA)
+            return ddp_fail(err, DDP_EUSAGE, "ddp.backend: mpi cannot reduce CUDA device buffers "
+                            "(this Open MPI is not CUDA-aware); use ddp.backend: nccl or auto");
+        t->grad_comm = t->ctl;
+        return DDP_OK;
+    }
+    if (t->dev->kind != DEVICE_CUDA)
+        return ddp_fail(err, DDP_EUSAGE, "ddp.backend: nccl needs device: cuda (this rank runs on %s)", t->dev->name);
+    comm_nccl_opts o = {.compute_stream = t->dev->stream, .device = t->dev->index, .timeout_s = c->ddp.timeout_s,
+                        .debug = c->ddp.debug};
+    return comm_nccl_create(&o, &t->grad_comm, err);
+}
+
+/* The model says which tensors weight decay skips (GPT-2: biases and LayerNorm parameters).
+ * Under ZeRO the optimizer covers this rank's shard of the reducer's buckets. */
+static int make_optimizer(train_job *t, ddp_err *err)
+{
+    const model *m = t->m;
+    int rc = t->zero ? train_zero_optimizer(t, err) : optim_create(&t->cfg->optimizer, t->dev, m->n_params, &t->opt, err);
+    optim_span *spans = rc ? NULL : malloc((size_t)m->n_tensors * sizeof *spans);
+    if (!rc && !spans)
+        rc = ddp_fail(err, DDP_ERUNTIME, "out of memory for %d tensor spans", m->n_tensors);
+    int n = 0;
+    for (int i = 0; !rc && i < m->n_tensors; i++)
+        if (!m->tensors[i].weight_decay)
+            spans[n++] = (optim_span){m->tensors[i].offset, m->tensors[i].numel};
+    if (!rc && n > 0)
+        rc = optim_set_no_decay(t->opt, spans, n, err);
+    free(spans);
+    return rc;
+}
+
+static int make_reducer(train_job *t, ddp_err *err)
+{
+    size_t *offs = malloc((size_t)t->m->n_tensors * sizeof *offs);
+    if (!offs)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d tensor offsets", t->m->n_tensors);
+    for (int i = 0; i < t->m->n_tensors; i++)
+        offs[i] = t->m->tensors[i].offset;
+    int rc = reducer_create(t->grad_comm, t->m->grads, t->m->n_params, offs, t->m->n_tensors,
+                            t->cfg->ddp.bucket_mb, t->cfg->ddp.first_bucket_mb, &t->red, err);
+    free(offs);
+    if (rc == DDP_OK)
+        reducer_set_device(t->red, t->dev);
+    if (rc == DDP_OK && t->zero)
+        rc = reducer_use_zero(t->red, t->m->params, t->m->param_tail, err);
+    if (rc == DDP_OK && t->cfg->ddp.grad_dtype == GRAD_BF16)
+        rc = reducer_use_bf16(t->red, t->dev, err);
+    if (rc == DDP_OK)
+        rc = t->dev->ops->timer_create(t->dev, &t->comm_exposed, err);
+    return rc;
+}
+
+/* Test-only: DDP_TEST_TRACE_DIR makes each rank append "epoch index" for every sample it trains
+ * on, so tests can prove each sample of an interrupted epoch is used exactly once. */
+static int open_trace(train_job *t, ddp_err *err)
+{
+    const char *dir = getenv("DDP_TEST_TRACE_DIR");
+    if (!dir)
+        return DDP_OK;
+    char path[CFG_PATH_MAX];
+    snprintf(path, sizeof path, "%s/trace-w%d-r%d.txt", dir, t->ctl->size, t->ctl->rank);
+    t->trace = fopen(path, "a");
+    return t->trace ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "cannot open %s", path);
+}
+
+/* What the device and the model are made with, from the config: its device and cuda sections;
+ * its model section, computing in bf16 under precision bf16. (The optimizer's options are the
+ * config's optimizer section itself.) */
+static device_opts device_opts_of(const config *c)
+{
+    return (device_opts){.kind = c->device, .tf32 = c->cuda.tf32};
+}
+
+static model_opts model_opts_of(const config *c)
+{
+    return (model_opts){.kind = c->model.kind, .mlp = c->model.mlp, .gpt2 = c->model.gpt2,
+                        .compute = c->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32};
+}
+
+static int setup(train_job *t, ddp_err *err)
+{
+    const config *c = t->cfg;
+    const device_opts dev_opts = device_opts_of(c);
+    const model_opts model = model_opts_of(c);
+    const char *rs = getenv("DDPRUN_RESTART_COUNT");
+    t->restart_count = rs ? atoi(rs) : 0;
+    int trc = open_trace(t, err);
+    if (trc != DDP_OK)
+        return trc;
+    int rc = device_open(&dev_opts, t->ctl->local_rank, &t->dev, err);
+    if (rc == DDP_OK && c->precision == PRECISION_BF16 && t->dev->kind != DEVICE_CUDA)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: precision: bf16 needs a GPU (the CPU backend computes in float32), and "
+                      "this rank runs on %s; use precision: fp32 here", c->source, t->dev->name);
+    if (rc == DDP_OK)
+        rc = check_gpu_count(t, err);
+    if (rc == DDP_OK)
+        rc = load_data(t, err);
+    t->zero = train_zero_on(c, t->ctl->size);
+    if (rc == DDP_OK)
+        rc = model_create(&model, t->dev, &t->train.layout, c->data.batch_size, train_zero_param_tail(c, t->ctl->size),
+                          &t->m, err);
+    if (rc == DDP_OK)
+        rc = check_data_fits(t, &t->train, err);
+    if (rc == DDP_OK)
+        rc = check_data_fits(t, &t->test, err);
+    if (rc == DDP_OK)
+        rc = init_params(t, err);
+    if (rc == DDP_OK)
+        rc = open_grad_comm(t, err);
+    if (rc == DDP_OK)
+        rc = make_reducer(t, err);
+    if (rc == DDP_OK)
+        rc = make_optimizer(t, err);
+    if (rc == DDP_OK)
+        rc = train_alloc_staging(t, err);
+    if (rc == DDP_OK)
+        rc = train_finite_open(t, err);
+    if (rc == DDP_OK)
+        rc = sampler_init(&t->smp, t->train.n, t->ctl->rank, t->ctl->size, c->data.batch_size,
+                          c->data.shuffle, c->data.drop_last, c->run.seed, err);
+    if (rc != DDP_OK)
+        return rc;
+    t->steps_per_epoch = sampler_steps_per_epoch(&t->smp) / c->train.grad_accum;
+    if (t->steps_per_epoch < 1)
+        return ddp_fail(err, DDP_EUSAGE, "%s: data.batch_size %lld x %d ranks x train.grad_accum %lld = %lld "
+                        "samples per step is more than one epoch of %s (%lld samples)", c->source,
+                        (long long)c->data.batch_size, t->ctl->size, (long long)c->train.grad_accum,
+                        (long long)(c->data.batch_size * t->ctl->size * c->train.grad_accum),
+                        t->train.name, (long long)t->train.n);
+    t->total_steps = c->train.max_steps > 0 ? c->train.max_steps : c->train.epochs * t->steps_per_epoch;
+    return DDP_OK;
+}
+
+/* A step's compute must not make the host wait for the device (on a GPU that stalls the queue
+ * of launches): the waits between a mark and the next add are counted for the log line. */
+static int mark_host_waits(train_job *t, ddp_err *err)
+{
+    return t->dev->ops->host_waits(t->dev, &t->waits_mark, err);
+}
+
+static int add_host_waits(train_job *t, ddp_err *err)
+{
+    uint64_t now = 0;
+    int rc = t->dev->ops->host_waits(t->dev, &now, err);
+    t->step_host_waits += now - t->waits_mark;
+    t->waits_mark = now;
+    return rc;
+}
+
+/* One micro-batch: gather this rank's rows, upload, forward/backward. Gradients of the last
+ * micro-step of an optimizer step are reduced while backward runs (no_sync for the others). */
+static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err *err)
+{
+    for (int64_t i = 0; t->trace && i < rows; i++)
+        fprintf(t->trace, "%lld %lld\n", (long long)t->epoch, (long long)t->idx[i]);
+    model_batch b;
+    int data = device_prof_host_begin(t->dev->prof, "data", PROF_TRACK_HOST);
+    int rc = train_stage_batch(t, &t->train, rows, &b, err);
+    device_prof_host_end(t->dev->prof, data);
+    if (rc == DDP_OK)
+        rc = mark_host_waits(t, err);
+    if (rc != DDP_OK)
+        return rc;
+    /* the loss is a mean over every target element of the global batch */
+    float scale = 1.0f / ((float)rows * (float)t->m->io.sample.target.count * (float)t->cfg->train.grad_accum);
+    grad_ready_fn ready = NULL;
+    void *ready_ctx = NULL;
+    if (last) {
+        reducer_begin(t->red);
+        ready = train_fault_grad_ready(t, &ready_ctx);
+    }
+    int phase = -1;
+    rc = train_phase_begin(t, "forward+backward", &phase, err);
+    if (rc == DDP_OK)
+        rc = t->m->ops->forward_backward(t->m, &b, scale, !first, ready, ready_ctx, train_finite_stats(t), err);
+    if (rc == DDP_OK)
+        rc = train_phase_end(t, phase, err);
+    t->samples_acc += (double)rows * t->ctl->size;
+    return rc != DDP_OK ? rc : add_host_waits(t, err);
+}
+
+/* Communication exposed (not hidden by backward) is the compute stream's time from the end of
+ * backward until the reduced gradients are usable: timed on the device, read at log lines. */
+static int reduce_gradients(train_job *t, ddp_err *err)
+{
+    device *d = t->dev;
+    int phase = -1;
+    int rc = train_phase_begin(t, "gradient wait", &phase, err);
+    if (rc == DDP_OK)
+        rc = d->ops->timer_start(d, t->comm_exposed, err);
+    if (rc == DDP_OK)
+        rc = reducer_finish(t->red, err);
+    if (rc == DDP_OK)
+        rc = d->ops->timer_stop(d, t->comm_exposed, err);
+    return rc == DDP_OK ? train_phase_end(t, phase, err) : rc;
+}
+
+/* Clipping, the update and the model's rebuild of what it derives from the parameters. */
+static int update_params(train_job *t, double lr, ddp_err *err)
+{
+    int rc = DDP_OK;
+    if (t->zero) {
+        rc = train_zero_step(t, lr, err);
+    } else {
+        const float *scale = NULL;
+        if (t->opt->grad_clip > 0 && (rc = optim_grad_norm(t->opt, t->m->grads, &scale, err)) != DDP_OK)
+            return rc;
+        rc = optim_step(t->opt, t->m->params, t->m->grads, lr, scale, err);
+    }
+    return rc == DDP_OK ? train_params_changed(t, err) : rc;
+}
+
+static int optimizer_step(train_job *t, double *lr, ddp_err *err)
+{
+    int rc = mark_host_waits(t, err);
+    if (rc == DDP_OK)
+        rc = reduce_gradients(t, err);
+    if (rc != DDP_OK)
+        return ddp_prefix(err, "gradient all-reduce at step %lld", (long long)t->step + 1);
+    /* The norm is a full pass over the gradients: only clipping needs it. It and the clip factor
+     * stay on the device, where the update reads the factor, so the step does not wait. */
+    *lr = optim_lr_at(t->opt, t->step, t->total_steps);
+    int phase = -1;
+    rc = train_phase_begin(t, "optimizer", &phase, err);
+    if (rc == DDP_OK)
+        rc = update_params(t, *lr, err);
+    if (rc == DDP_OK)
+        rc = train_phase_end(t, phase, err);
+    t->step++;
+    t->steps_acc++;
+    return rc != DDP_OK ? rc : add_host_waits(t, err);
+}
+
+/* Every rank must stop at the same step: a small MAX all-reduce per step makes a stop request
+ * (signal or preemption notice) seen by any rank a decision of all ranks. It carries rank 0's
+ * verdict on checkpoint.every_minutes too, so every rank saves at the same step (ZeRO's save
+ * needs them all), and each rank's vote on non-finite values found so far (train_finite.c), so
+ * every rank stops at the same step, before any save, naming the same earliest finding. */
+static int agree_stop(train_job *t, bool *stop, int64_t *nonfinite, ddp_err *err)
+{
+    int64_t flags[3] = {(int64_t)train_stop_requested, train_ckpt_clock_due(t) ? 1 : 0, train_finite_vote(t)};
+    snprintf(t->ctl->label, sizeof t->ctl->label, "stop agreement");
+    int range = device_prof_host_begin(t->dev->prof, "stop agreement", PROF_TRACK_HOST);
+    int rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 3, DT_INT64, OP_MAX, NULL, err);
+    device_prof_host_end(t->dev->prof, range);
+    t->ctl->label[0] = '\0';
+    *stop = flags[0] != TRAIN_STOP_NONE;
+    t->stop_reason = (int)flags[0];
+    t->ckpt_clock_due = flags[1] != 0;
+    *nonfinite = flags[2];
+    return rc;
+}
+
+/* The step's log line and text sample, each a host range for the profiler. */
+static int log_and_sample(train_job *t, double lr, ddp_err *err)
+{
+    const config *c = t->cfg;
+    int rc = DDP_OK;
+    if (t->step % c->train.log_every == 0 || t->step == t->total_steps) {
+        int range = device_prof_host_begin(t->dev->prof, "log", PROF_TRACK_HOST);
+        rc = train_log_progress(t, lr, err);
+        device_prof_host_end(t->dev->prof, range);
+    }
+    if (rc == DDP_OK && c->train.sample_every > 0 && t->step % c->train.sample_every == 0) {
+        int range = device_prof_host_begin(t->dev->prof, "text sample", PROF_TRACK_HOST);
+        rc = train_sample_text(t, err);
+        device_prof_host_end(t->dev->prof, range);
+    }
+    return rc;
+}
+
+static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
+{
+    const config *c = t->cfg;
+    int64_t accum = c->train.grad_accum;
+    while (t->step < t->total_steps && sampler_steps_left(&t->smp) >= accum) {
+        int rc = train_profile_step_begin(t, err);
+        snprintf(t->ctl->phase, sizeof t->ctl->phase, "step %lld", (long long)t->step + 1);
+        if (t->grad_comm != t->ctl)
+            memcpy(t->grad_comm->phase, t->ctl->phase, sizeof t->ctl->phase);
+        for (int64_t a = 0; a < accum && rc == DDP_OK; a++) {
+            int64_t rows = sampler_next_batch(&t->smp, t->idx);
+            rc = micro_step(t, rows, a == 0, a == accum - 1, err);
+        }
+        double lr = 0;
+        if (rc == DDP_OK)
+            rc = optimizer_step(t, &lr, err);
+        if (rc == DDP_OK)
+            rc = train_finite_step_done(t, err);
+        if (rc == DDP_OK && c->train.eval && c->train.eval_every > 0 && t->step % c->train.eval_every == 0)
+            rc = train_evaluate(t, err);
+        if (rc == DDP_OK)
+            rc = log_and_sample(t, lr, err);
+        train_fault_after_step(t);
+        bool stop = false;
+        int64_t nonfinite = 0;
+        if (rc == DDP_OK)
+            rc = agree_stop(t, &stop, &nonfinite, err);
+        if (rc == DDP_OK && nonfinite != 0)
+            rc = train_finite_fail(t, nonfinite, err);
+        if (rc == DDP_OK)
+            rc = train_ckpt_maybe_save(t, stop, err);
+        if (rc == DDP_OK)
+            rc = train_profile_step_end(t, err);
+        if (rc != DDP_OK)
+            return rc;
+        if (stop) {
+            *stopped = true;
+            return DDP_OK;
+        }
+    }
+    return DDP_OK;
+}
+
+/* Epochs advance only when one is complete, together with the sampler, so every checkpoint
+ * (periodic, on a stop signal, or the final one) pairs an epoch with a position inside it. */
+static int train_loop(train_job *t, int64_t consumed, ddp_err *err)
+{
+    const config *c = t->cfg;
+    t->t_start = t->t_last_log = monotonic_s();
+    int64_t last_epoch = c->train.max_steps > 0 ? INT64_MAX : c->train.epochs;
+    int rc = sampler_set_epoch(&t->smp, t->epoch, consumed, err);
+    while (rc == DDP_OK && t->step < t->total_steps && t->epoch < last_epoch) {
+        bool stopped = false;
+        if ((rc = run_epoch(t, &stopped, err)) != DDP_OK)
+            return rc;
+        if (stopped)
+            return DDP_EPREEMPTED;
+        bool epoch_done = sampler_steps_left(&t->smp) < c->train.grad_accum;
+        bool fresh = t->evaluated && t->eval_step == t->step; /* train.eval_every just did it */
+        if (c->train.eval && !fresh && (epoch_done || t->step >= t->total_steps) &&
+            (rc = train_evaluate(t, err)) != DDP_OK)
+            return rc;
+        if (!epoch_done)
+            break; /* the step budget ran out inside this epoch */
+        t->epoch++;
+        rc = sampler_set_epoch(&t->smp, t->epoch, 0, err);
+    }
+    return rc != DDP_OK ? rc : train_ckpt_maybe_save(t, 1, err);
+}
+
+/* failed: the job ends on an error, so the gradient communicator is aborted (a peer may never
+ * finish a collective) rather than drained. */
+static void teardown(train_job *t, bool failed)
+{
+    train_ckpt_close(t);
+    train_profile_close(t); /* after the checkpoint writer, which may still report a write to it */
+    train_log_close(t);
+    if (t->trace)
+        fclose(t->trace);
+    reducer_destroy(t->red);
+    if (t->grad_comm && t->grad_comm != t->ctl) {
+        if (failed)
+            t->grad_comm->ops->abort(t->grad_comm);
+        else
+            t->grad_comm->ops->destroy(t->grad_comm);
+    }
+    optim_destroy(t->opt);
+    if (t->dev) {
+        t->dev->ops->timer_destroy(t->dev, t->comm_exposed);
+        t->dev->ops->free(t->dev, t->inputs_dev);
+        t->dev->ops->free(t->dev, t->targets_dev);
+    }
+    train_finite_close(t);
+    if (t->m)
+        t->m->ops->destroy(t->m);
+    if (t->dev)
+        t->dev->ops->destroy(t->dev);
+    sampler_free(&t->smp);
+    dataset_free(&t->train);
+    dataset_free(&t->test);
+    free(t->idx);
+    free(t->inputs_host);
+    free(t->targets_host);
+}
+
+int train_run(const config *cfg, comm *ctl, ddp_err *err)
+{
+    train_job t = {.cfg = cfg, .ctl = ctl};
+    int64_t consumed = 0;
+    int rc = setup(&t, err);
+    if (rc == DDP_OK)
+        rc = train_ckpt_open(&t, err);
+    /* resume first: a checkpoint refused (another model, other settings) leaves run.dir untouched */
+    if (rc == DDP_OK)
+        rc = train_ckpt_resume(&t, &consumed, err);
+    if (rc == DDP_OK)
+        rc = train_ckpt_check_dir(&t, err);
+    if (rc == DDP_OK)
+        rc = train_log_open(&t, err);
+    if (rc == DDP_OK) {
+        train_log_header(&t);
+        rc = train_profile_open(&t, err);
+    }
+    if (rc == DDP_OK) {
+        if (t.step >= t.total_steps)
+            log_info("nothing to train: %s already holds step %lld of %lld; use a new run.dir, "
+                     "checkpoint.resume=never, or more train.epochs / train.max_steps", cfg->run.dir,
+                     (long long)t.step, (long long)t.total_steps);
+        rc = train_loop(&t, consumed, err);
+    }
+    if (rc == DDP_OK || rc == DDP_EPREEMPTED) {
+        int prc = train_profile_finish(&t, err);
+        rc = prc != DDP_OK ? prc : rc;
+    }
+    int rc2 = train_ckpt_finish(&t, rc == DDP_OK || rc == DDP_EPREEMPTED ? err : NULL);
+    if (rc == DDP_OK || rc == DDP_EPREEMPTED)
+        rc = rc2 != DDP_OK ? rc2 : rc;
+    if ((rc == DDP_OK || rc == DDP_EPREEMPTED) && (rc2 = train_log_finish(&t, err)) != DDP_OK)
+        rc = rc2;
+    if (rc == DDP_OK || rc == DDP_EPREEMPTED) {
+        double secs = monotonic_s() - t.t_start;
+        char result[64] = "no evaluation";
+        if (t.evaluated && t.m->io.classifier)
+            snprintf(result, sizeof result, "final test accuracy %.2f%%", 100.0 * t.last_test_acc);
+        else if (t.evaluated)
+            snprintf(result, sizeof result, "final test loss %.4f", t.last_test_loss);
+        const char *why = t.stop_reason == TRAIN_STOP_NOTICE
+                              ? " (stopped by the cloud's preemption notice, checkpoint saved)"
+                              : " (stopped by signal, checkpoint saved)";
+        log_info("done: %lld steps in %.1f s%s, %s", (long long)t.step, secs, rc == DDP_EPREEMPTED ? why : "",
+                 result);
+    }
+    /* DDP_ENONFINITE, like a stop, is every rank's agreed decision: nothing is left in flight */
+    teardown(&t, rc != DDP_OK && rc != DDP_EPREEMPTED && rc != DDP_ENONFINITE);
+    return rc;
+}

@@ -1,0 +1,158 @@
+/* worker_main.c — ddprun-worker, one training rank. Started by ddprun (through mpirun), or
+ * directly by `mpirun -np N ddprun-worker CONFIG [key=value ...]` or Slurm's srun.
+ *
+ * Owns the process: MPI init/finalize, the torchrun-style environment (RANK, LOCAL_RANK,
+ * WORLD_SIZE, LOCAL_WORLD_SIZE), the stop requests (signals, and the cloud's preemption notice
+ * watched by each node's local rank 0), and the exit code (README "Exit codes").
+ * Everything else is train_run's. */
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/base/mpi_thread.h"
+#include "collectives/comm.h"
+#include "runtime/config/config.h"
+#include "runtime/base/log.h"
+#include "slurm_task.h"
+#include "runtime/cloud/cloud_notice.h"
+#include "launcher/trainer/train.h"
+#include "launcher/shared/stop_signals.h"
+
+/* The stop signals (stop_signals.h: "checkpoint and stop") are blocked in every thread and
+ * received by one thread of their own. A signal handler would run on whichever thread the kernel
+ * picks, interrupting system calls there, and Open MPI's shared-memory transport does not survive
+ * that: a process_vm_readv cut short by a signal corrupted the heap about once in ten stops at
+ * np=2. ddprun forwards SIGTERM/SIGINT as checkpoint.signal; under srun or a plain kill the rank
+ * gets them directly. Under ddprun they arrive blocked already (the rank wrapper's mask, inherited
+ * across exec), so a stop during the program's load waits for the thread; started by mpirun or srun
+ * directly, one in the moments before main blocks them ends the rank by the signal's default. */
+static sigset_t stop_signals;
+
+static void *stop_signal_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&stop_signals, &sig) == 0 && train_stop_requested < TRAIN_STOP_SIGNAL)
+            train_stop_requested = TRAIN_STOP_SIGNAL;
+    }
+    return NULL;
+}
+
+/* Must run before MPI_Init and before any other thread exists, so every thread inherits the mask. */
+static int start_stop_signal_thread(void)
+{
+    stop_signals_fill(&stop_signals);
+    pthread_t tid;
+    if (pthread_sigmask(SIG_BLOCK, &stop_signals, NULL) != 0 ||
+        pthread_create(&tid, NULL, stop_signal_thread, NULL) != 0)
+        return -1;
+    pthread_detach(tid);
+    return 0;
+}
+
+/* A notice is a stop request like a signal: the stop agreement makes it every rank's, and
+ * TRAIN_STOP_NOTICE, the largest value, lets rank 0 say what it was. */
+static void on_preemption_notice(const char *what, void *arg)
+{
+    (void)arg;
+    log_warn("preemption notice: %s; checkpointing and stopping", what);
+    train_stop_requested = TRAIN_STOP_NOTICE;
+}
+
+/* One watch per node (its local rank 0): every node of a job is a machine the cloud may take, and
+ * ddprun runs on one node only, so the ranks do it. */
+static int start_notice_watch(const config *cfg, const comm *ctl, notice_watch **watch, ddp_err *err)
+{
+    *watch = NULL;
+    if (ctl->local_rank != 0)
+        return DDP_OK;
+    return notice_watch_start(cfg->checkpoint.preemption_notice, cfg->checkpoint.notice_poll_s,
+                              on_preemption_notice, NULL, watch, err);
+}
+
+static void export_torchrun_env(const comm *c)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%d", c->rank);
+    setenv("RANK", v, 1);
+    snprintf(v, sizeof v, "%d", c->local_rank);
+    setenv("LOCAL_RANK", v, 1);
+    snprintf(v, sizeof v, "%d", c->size);
+    setenv("WORLD_SIZE", v, 1);
+    snprintf(v, sizeof v, "%d", c->local_size);
+    setenv("LOCAL_WORLD_SIZE", v, 1);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: ddprun-worker CONFIG.yaml [key.path=value ...]\n"
+                    "One rank of a ddprun training job; normally started by `ddprun -np N CONFIG.yaml`.\n");
+    return DDP_EUSAGE;
+}
+
+/* Started by srun itself: MPI must see the same tasks Slurm started (slurm_task.h). */
+static int check_srun_task(const comm *ctl, ddp_err *err)
+{
+    slurm_task task;
+    if (!slurm_task_from_env(&task))
+        return DDP_OK;
+    int rc = slurm_task_check(&task, ctl->rank, ctl->size, ctl->local_rank, err);
+    if (rc == DDP_OK && ctl->rank == 0)
+        log_info("started by srun: %d tasks, MPI ranks and local ranks are Slurm's task and local ids", task.ntasks);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+        return usage();
+    /* Before MPI_Init: a stop signal that arrives during start-up must not kill the rank. */
+    if (start_stop_signal_thread() != 0) {
+        fprintf(stderr, "ddprun-worker: cannot start the signal thread\n");
+        return DDP_ERUNTIME;
+    }
+    int provided = 0;
+    if (MPI_Init_thread(&argc, &argv, DDP_MPI_THREAD_LEVEL, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "ddprun-worker: MPI_Init failed\n");
+        return DDP_ERUNTIME;
+    }
+    ddp_err err = {0};
+    comm *ctl = NULL;
+    static config cfg;
+    int rc = comm_mpi_create(&ctl, &err);
+    if (rc == DDP_OK) {
+        log_init(ctl->rank, ctl->host);
+        export_torchrun_env(ctl);
+        rc = check_srun_task(ctl, &err);
+    }
+    if (rc == DDP_OK) {
+        rc = config_load(argv[1], argc - 2, argv + 2, &cfg, &err);
+        if (rc != DDP_OK && ctl->rank != 0)
+            err.msg[0] = '\0'; /* every rank found the same config error; rank 0 reports it */
+    }
+    if (rc == DDP_OK)
+        rc = comm_mpi_set_timeout(ctl, cfg.ddp.timeout_s, &err);
+    notice_watch *watch = NULL;
+    if (rc == DDP_OK)
+        rc = start_notice_watch(&cfg, ctl, &watch, &err);
+    if (rc == DDP_OK) {
+        rc = train_run(&cfg, ctl, &err);
+        if (rc == DDP_ENONFINITE && ctl->rank != 0)
+            err.msg[0] = '\0'; /* every rank agreed on the same finding; rank 0 reports it */
+    }
+    notice_watch_stop(watch);
+    if (rc != DDP_OK && rc != DDP_EPREEMPTED && err.msg[0])
+        log_error("%s", err.msg);
+    if (ctl)
+        ctl->ops->destroy(ctl);
+    if (rc == DDP_OK || rc == DDP_EPREEMPTED || rc == DDP_EUSAGE || rc == DDP_ENONFINITE)
+        MPI_Finalize();
+    /* A runtime failure may leave peers blocked in a collective: exiting non-zero without
+     * MPI_Finalize lets mpirun see the failure and end the whole job at once. */
+    return rc;
+}

@@ -1,0 +1,132 @@
+/* cudaemu_internal.h — what the emulator's parts (scheduler, stream engine, runtime shim, cuBLAS
+ * and cuBLASLt shims) share.
+ *
+ * Not for kernels or host code outside tests/cudaemu/: they see the real CUDA headers only (and
+ * cudaemu.h). Holds the error state hooks, the calling thread's device, queueing work on streams
+ * and waiting for it, the registry of emulated device and pinned allocations with their
+ * protection and bounds checks, and the per-kernel launch attributes. */
+#ifndef DDP_CUDAEMU_INTERNAL_H
+#define DDP_CUDAEMU_INTERNAL_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace ddp_cudaemu {
+
+/* Records err as the last error (cudaGetLastError) and prints "cudaemu: <message>" to stderr.
+ * Returns err so callers can `return fail(...)`. */
+cudaError_t fail(cudaError_t err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The calling thread's device for a call that uses one: its cudaSetDevice choice, or device 0 when
+ * it never chose and the machine has exactly one. Reports through fail() and returns -1 when the
+ * thread never chose while several devices exist (on a GPU it would silently use device 0), or
+ * when there is no device. */
+int calling_device(const char *fn);
+
+/* True when stream is 0, a legacy/per-thread handle, or a live stream of the calling thread's
+ * device; otherwise reports through fail(). */
+bool stream_is_valid(cudaStream_t stream);
+
+/* A point in a stream's queue: reached once the stream has run the op numbered seq. */
+struct queued_at {
+    std::shared_ptr<CUstream_st> stream;
+    uint64_t seq;
+};
+enum op_flags {
+    OP_ISSUER_ONLY = 1, /* only the queueing thread (or the progress thread) may run it */
+    OP_MARKER = 2,      /* touches no device memory: no bounds check after it (event records) */
+};
+/* Queues work on stream (0 = the legacy default stream of the calling thread's device) to run
+ * when something waits for it; flags are op_flags. On success the point just after it goes to
+ * *where when where is not NULL. Errors are reported as fn. */
+cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()> work, unsigned flags,
+                    const char *fn, queued_at *where);
+/* Makes stream's later work wait until the point is reached (cudaStreamWaitEvent). */
+cudaError_t enqueue_wait(cudaStream_t stream, const queued_at &until, const char *fn);
+/* Blocks until the point is reached, running whatever it needs on this thread. */
+cudaError_t synchronize_point(const queued_at &at, const char *fn);
+/* A query: runs at most one op toward the point, then says whether it is reached. */
+bool query_point(const queued_at &at, const char *fn);
+/* Whether the point is reached, running nothing. */
+bool point_reached(const queued_at &at);
+/* Blocks until every stream of device (all devices when -1) has run everything queued so far. */
+cudaError_t synchronize_device(int device, const char *fn);
+/* Counts a call that blocks the host until the device catches up (cudaemu_host_blocking_calls). */
+void count_blocking_call(const char *fn, const void *caller);
+/* The op the calling thread is running (a kernel's name), or NULL: for fault reports. */
+const char *op_running_on_this_thread();
+
+enum alloc_kind { ALLOC_DEVICE, ALLOC_PINNED_HOST };
+/* Finds the allocation holding [p, p+bytes): returns true and its kind, or false with the
+ * distance past the end in *overrun_bytes (0 when p is in no allocation at all). */
+bool alloc_lookup(const void *p, size_t bytes, alloc_kind *kind, size_t *overrun_bytes);
+
+/* Opens device memory to host code while queued work runs, and closes it again after (PROT_NONE:
+ * host code dereferencing device memory faults). */
+void device_memory_access(bool open);
+/* After an op ran: every device allocation's guard bytes must be intact, else the op (named
+ * `what`) wrote outside its allocation: reported, and the process aborts. */
+void check_allocation_bounds(const char *what);
+/* From the SIGSEGV handler: if addr lies in or beside a device allocation, report who touched it
+ * and abort; otherwise return. */
+void report_device_memory_fault(const void *addr);
+/* Installs the emulator's SIGSEGV report (fiber stack overflows, device memory faults) once. */
+void install_fault_report();
+
+/* DDP_CUDA_EMU_ORDER, which orders both the fibers of a block and independent streams: forward
+ * (the default), reverse, or random:SEED. */
+enum emu_order_kind { ORDER_FORWARD, ORDER_REVERSE, ORDER_RANDOM };
+struct emu_order {
+    emu_order_kind kind;
+    uint64_t seed; /* ORDER_RANDOM */
+};
+/* Reads it; false, reported through fail() as "<who>: ...", when it is malformed. */
+bool read_emu_order(emu_order *out, const char *who);
+/* splitmix64: advances *state and returns the next draw. */
+uint64_t next_random(uint64_t *state);
+
+/* Dynamic shared memory limit of a kernel (48 KiB unless raised by cudaFuncSetAttribute). */
+size_t kernel_max_dynamic_smem(const void *fn);
+
+/* Every static __shared__ object in the executable: the writable static locals of each function
+ * that declares a shared-memory marker (see cudaemu_kernel.h), found once in the symbol table. */
+struct memory_range {
+    void *addr;
+    size_t bytes;
+};
+const memory_range *static_shared_objects(size_t *count);
+
+/* ---- what the tensor-core instructions (cudaemu_tensor.cpp) need from the scheduler ---- */
+/* Whether [p, p+bytes) lies inside one shared-memory object of the running block: its dynamic
+ * shared memory (as sized at launch) or a static __shared__ array. */
+bool in_shared_memory(const void *p, size_t bytes);
+/* Reports a kernel bug with the running kernel's name and block, then aborts. */
+[[noreturn]] void die_in_kernel(const char *what, const char *detail);
+/* One cp.async copy queued by a thread, and the thread's queue of them. */
+struct async_copy {
+    void *dst;
+    const void *src;
+    unsigned bytes, src_bytes;
+    uint64_t group; /* the commit group it belongs to: the thread's commit count when it was issued */
+};
+struct async_queue {
+    std::vector<async_copy> copies; /* issued and not yet completed, oldest first */
+    uint64_t committed = 0;         /* commit groups closed so far */
+};
+/* The running thread's queue (reports `intrinsic` called outside a kernel). */
+async_queue &running_async_queue(const char *intrinsic);
+/* A warp whose 32 lanes all reached the same mma or ldmatrix (kind WARP_MMA / WARP_LDMATRIX of
+ * cudaemu_kernel.h, all with the same param): lane_ops[i] is lane i's operand record. Computes and
+ * writes every lane's result; called by the scheduler on its own stack. */
+void complete_tensor_exchange(int kind, int param, void *const lane_ops[32]);
+
+enum { MAX_THREADS_PER_BLOCK = 1024, DEFAULT_DYNAMIC_SMEM = 48 * 1024,
+       MAX_DYNAMIC_SMEM_OPTIN = 227 * 1024, EMULATED_SM_COUNT = 132 };
+
+} /* namespace ddp_cudaemu */
+
+#endif

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# ZeRO-1 (ddp.zero: 1) under real mpirun: optimizer state sharded across the ranks gives the
+# results of replicated state, and checkpoints move between world sizes and ZeRO on and off.
+#  - The MLP (SGD with Nesterov momentum, and AdamW) and GPT-2 (tied embeddings, AdamW with
+#    weight decay and clipping, gradient accumulation 2) with ZeRO-1 at np=2 and np=3 end 20
+#    steps with the parameters of ZeRO-0 at np=1 over the same global batch; at np=4 and np=7 the
+#    last block is padded (the MLP's 52650 parameters are a multiple of neither), and the
+#    optimizer state equals ZeRO-0's at the same world size.
+#  - A job stopped at step 8 resumes bit-identically at the same world size.
+#  - The chain np=2 ZeRO-1 -> np=3 ZeRO-1 -> np=1 ZeRO-0 matches the same chain with ZeRO-0
+#    throughout, step by step, optimizer state included; so does np=2 ZeRO-0 -> np=3 ZeRO-1.
+#  - checkpoint.every_minutes, decided by rank 0's clock, saves at one step on every rank.
+#  - The memory plan shows the optimizer state with and without ZeRO.
+# Tolerances: 1e-5 (SGD) and 1e-4 (AdamW, whose normalised step magnifies rounding in tiny
+# gradients) of the largest parameter are those of the DDP equivalence tests (test_ddp.sh): the
+# two runs differ only in the order of float sums. A different global batch is measured apart.
+#
+# With the argument `cuda` (the emulated build): the MLP on device: cuda with NCCL at np=2 and 3
+# against the CPU, bf16 gradients, and GPT-2 in precision bf16 (fp32 master weights, sharded
+# moments) with the same-size bit-identical resume and the world-size chain.
+source "$(dirname "$0")/../../lib.sh"
+MODE=${1:-cpu}
+MLP=$DDP_SRC/tests/launcher/trainer/ddp_small.yaml
+GPT=$DDP_SRC/tests/launcher/trainer/gpt2_small.yaml
+DATA=$TMP/bytes
+cat /usr/share/common-licenses/{GPL-3,Apache-2.0,LGPL-3,MPL-2.0,Artistic} >"$TMP/corpus.txt"
+"$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$TMP/corpus.txt" "$DATA" >"$TMP/prepare.log" 2>&1
+check "prepare-text writes the byte-level shards" [ -f "$DATA/train_000000.bin" ]
+
+# run NAME NP CONFIG [overrides...]: one job under mpirun, its log in $TMP/NAME.log; `timeout`
+# only turns a hang into a failure. ON=cuda runs it on emulated GPUs with NCCL.
+run() {
+    local name=$1 np=$2 cfg=$3; shift 3
+    local gpu=()
+    [ "${ON:-cpu}" = cuda ] && gpu=(device=cuda ddp.backend=nccl)
+    DDP_CUDA_EMU_DEVICES=$np DDP_CUDA_EMU_ORDER=${ORDER:-random:$np} timeout 300 \
+        mpirun -np "$np" --oversubscribe --bind-to none "$DDPRUN_WORKER" "$cfg" run.dir="$TMP/$name" \
+        "${gpu[@]}" "$@" >>"$TMP/$name.log" 2>&1
+}
+ckpt() { echo "$TMP/$1/checkpoints/ckpt-$(printf %08d "$2").ddp"; }
+close() { # what A B PREFIX TOLERANCE: checkpoints A and B agree on PREFIX within TOLERANCE
+    check "$1" "$CKPT_COMPARE" "$2" "$3" "$4" "$5"
+}
+differ() { # what A B PREFIX TOLERANCE: they do not (the referee can fail)
+    check "$1" bash -c "! '$CKPT_COMPARE' '$2' '$3' '$4' '$5' >/dev/null"
+}
+G=(data.path="$DATA" train.grad_accum=2 checkpoint.keep_last=10)
+# AdamW's checkpoint, tensor group by tensor group (the moments' scales differ by orders of magnitude)
+ADAM_STATE=(param/ optim/exp_avg/ optim/exp_avg_sq/)
+ADAMW=(optimizer.kind=adamw optimizer.nesterov=false optimizer.lr=1e-3)
+
+# GPT-2 chain: np=2 stops at step 8, np=3 resumes and stops at 14, np=1 resumes to 20; ZeRO per part
+chain() { # NAME ZERO_A ZERO_B ZERO_C
+    local n=$1
+    DDP_TEST_FAULT=stop:1:8 run "$n" 2 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero="$2"
+    check "chain $n: np=2 ddp.zero=$2 stops at step 8 (exit $?)" [ -f "$(ckpt "$n" 8)" ]
+    DDP_TEST_FAULT=stop:2:14 run "$n" 3 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero="$3" checkpoint.resume=auto
+    check "chain $n: np=3 ddp.zero=$3 resumes and stops at step 14" [ -f "$(ckpt "$n" 14)" ]
+    run "$n" 1 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero="$4" checkpoint.resume=auto
+    check "chain $n: np=1 ddp.zero=$4 resumes and ends at step 20 (exit $?)" [ -f "$(ckpt "$n" 20)" ]
+    check "chain $n: the np=3 part resumed from step 8 at another world size" \
+        grep -q "world size changed from 2 to 3" "$TMP/$n.log"
+}
+
+if [ "$MODE" = cpu ]; then
+    # --- MLP: ZeRO-1 at np=2, 3, 4 against ZeRO-0 at np=1, global batch 48 ---
+    run mlp-ref 1 "$MLP" data.batch_size=48
+    check "mlp: np=1 ZeRO-0 batch 48 runs (exit $?)" [ -f "$(ckpt mlp-ref 20)" ]
+    for np in 2 3 4; do
+        run "mlp-z$np" "$np" "$MLP" data.batch_size=$((48 / np)) ddp.zero=1
+        close "mlp sgd: np=$np ZeRO-1 params equal np=1 ZeRO-0 within 1e-5" "$(ckpt mlp-ref 20)" \
+            "$(ckpt "mlp-z$np" 20)" param/ 1e-5
+    done
+    run mlp-other 1 "$MLP" data.batch_size=50
+    differ "mlp: batch 50 differs from batch 48 at 1e-5 (the referee can fail)" "$(ckpt mlp-ref 20)" \
+        "$(ckpt mlp-other 20)" param/ 1e-5
+    check "mlp: the memory plan shows ZeRO's state and the replicated one" \
+        grep -qE "optimizer state .* \(ZeRO-1 over 3 ranks; without: .* MiB\)" "$TMP/mlp-z3.log"
+    # AdamW, and np=7 (batch 7 each: 49): state compared with ZeRO-0 at the same world size
+    run adam-ref 1 "$MLP" "${ADAMW[@]}" data.batch_size=48
+    run adam-z3 3 "$MLP" "${ADAMW[@]}" data.batch_size=16 ddp.zero=1
+    close "mlp adamw: np=3 ZeRO-1 params equal np=1 ZeRO-0 within 1e-4" "$(ckpt adam-ref 20)" \
+        "$(ckpt adam-z3 20)" param/ 1e-4
+    run adam-r7 7 "$MLP" "${ADAMW[@]}" data.batch_size=7
+    run adam-z7 7 "$MLP" "${ADAMW[@]}" data.batch_size=7 ddp.zero=1
+    for what in "${ADAM_STATE[@]}"; do
+        close "mlp adamw: np=7 ZeRO-1 (padded blocks) $what equal np=7 ZeRO-0 within 1e-4" "$(ckpt adam-r7 20)" \
+            "$(ckpt adam-z7 20)" "$what" 1e-4
+    done
+
+    # --- GPT-2, gradient accumulation 2, global batch 2 x 12 ---
+    run gpt-ref 1 "$GPT" "${G[@]}" data.batch_size=12
+    check "gpt: np=1 ZeRO-0 batch 12 x 2 runs" [ -f "$(ckpt gpt-ref 20)" ]
+    for np in 2 3; do
+        run "gpt-z$np" "$np" "$GPT" "${G[@]}" data.batch_size=$((12 / np)) ddp.zero=1
+        close "gpt: np=$np ZeRO-1 params equal np=1 ZeRO-0 within 1e-4" "$(ckpt gpt-ref 20)" "$(ckpt "gpt-z$np" 20)" \
+            param/ 1e-4
+        run "gpt-r$np" "$np" "$GPT" "${G[@]}" data.batch_size=$((12 / np))
+        for what in optim/exp_avg/ optim/exp_avg_sq/; do
+            close "gpt: np=$np ZeRO-1 $what equals np=$np ZeRO-0 within 1e-4" "$(ckpt "gpt-r$np" 20)" \
+                "$(ckpt "gpt-z$np" 20)" "$what" 1e-4
+        done
+    done
+    check "gpt: without ZeRO the memory plan says what ZeRO would make the state" \
+        grep -qE "optimizer state .* \(replicated; with ddp.zero 1 over 3 ranks: about .* MiB\)" "$TMP/gpt-r3.log"
+    run gpt-other 1 "$GPT" "${G[@]}" data.batch_size=10
+    differ "gpt: batch 10 differs from batch 12 at 1e-4 (the referee can fail)" "$(ckpt gpt-ref 20)" \
+        "$(ckpt gpt-other 20)" param/ 1e-4
+
+    # --- checkpoint.every_minutes (rank 0's clock) under ZeRO: every rank saves at the same step ---
+    run minutes 3 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=1 checkpoint.every_minutes=0.0002
+    check "every_minutes with ZeRO at np=3: the job ends (exit $?)" [ -f "$(ckpt minutes 20)" ]
+    saved=$(grep -c "snapshot taken" "$TMP/minutes.log")
+    check "every_minutes with ZeRO at np=3: saved during the run ($saved saves)" [ "$saved" -ge 2 ]
+else
+    # --- the MLP on emulated GPUs: ZeRO-1 with NCCL against the CPU's ZeRO-0 at np=1 ---
+    run mlp-ref 1 "$MLP" data.batch_size=48
+    check "mlp: cpu np=1 batch 48 runs" [ -f "$(ckpt mlp-ref 20)" ]
+    ON=cuda ORDER=reverse run mlp-z2 2 "$MLP" data.batch_size=24 ddp.zero=1
+    check "mlp: cuda+nccl np=2 ZeRO-1 names the backend" grep -q "gradient backend nccl" "$TMP/mlp-z2.log"
+    close "mlp: cuda+nccl np=2 ZeRO-1 params equal cpu np=1 within 1e-5" "$(ckpt mlp-ref 20)" "$(ckpt mlp-z2 20)" \
+        param/ 1e-5
+    ON=cuda run mlp-z3 3 "$MLP" data.batch_size=16 ddp.zero=1 ddp.debug=true
+    close "mlp: cuda+nccl np=3 ZeRO-1 (ddp.debug on) params equal cpu np=1 within 1e-5" "$(ckpt mlp-ref 20)" \
+        "$(ckpt mlp-z3 20)" param/ 1e-5
+    # bf16 gradients: reduce-scattered in bf16 as they are all-reduced in bf16 without ZeRO
+    ON=cuda run bf16-r2 2 "$MLP" data.batch_size=24 ddp.grad_dtype=bf16
+    ON=cuda run bf16-z2 2 "$MLP" data.batch_size=24 ddp.grad_dtype=bf16 ddp.zero=1
+    close "mlp: bf16 gradients, ZeRO-1 params equal ZeRO-0 within 1e-5" "$(ckpt bf16-r2 20)" "$(ckpt bf16-z2 20)" \
+        param/ 1e-5
+    differ "mlp: bf16 gradients differ from fp32 at 1e-4 (bf16 really travels)" "$(ckpt mlp-z2 20)" \
+        "$(ckpt bf16-z2 20)" param/ 1e-4
+
+    # --- GPT-2 in precision bf16: fp32 master weights, moments sharded ---
+    # A bf16 gradient summed in another order moves by one bf16 unit (2^-8); AdamW's step for that
+    # element by ~lr * 2^-8 (1.2e-5 at lr 3e-3), at most 2.4e-4 over 20 steps: 1e-3 of the largest
+    # parameter (about 1) bounds it; a different batch is measured farther.
+    B=(precision=bf16)
+    ON=cuda run gpt-r2 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=4
+    ON=cuda run gpt-z2 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=4 ddp.zero=1
+    check "gpt bf16: cuda+nccl np=2 ZeRO-1 runs" [ -f "$(ckpt gpt-z2 20)" ]
+    for what in "${ADAM_STATE[@]}"; do
+        close "gpt bf16: np=2 ZeRO-1 $what equal ZeRO-0 within 1e-3" "$(ckpt gpt-r2 20)" "$(ckpt gpt-z2 20)" \
+            "$what" 1e-3
+    done
+    ON=cuda run gpt-other 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=3
+    differ "gpt bf16: batch 3 x 2 differs from 4 x 2 at 1e-3 (the referee can fail)" "$(ckpt gpt-r2 20)" \
+        "$(ckpt gpt-other 20)" param/ 1e-3
+    G+=("${B[@]}")
+    export ON=cuda
+fi
+
+# --- bit-identical resume at the same world size (ZeRO-1 at np=2, stopped at step 8) ---
+run same-ref 2 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=1
+DDP_TEST_FAULT=stop:0:8 run same 2 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=1
+check "same size: the stopped run saved step 8" [ -f "$(ckpt same 8)" ]
+run same 2 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=1 checkpoint.resume=auto
+check "same size: resumed from step 8" grep -q "resumed from .*ckpt-00000008.ddp" "$TMP/same.log"
+check "same size: ZeRO-1 resume is bit-identical to the uninterrupted run (ckpt diff)" \
+    "$DDPRUN" ckpt diff "$(ckpt same-ref 20)" "$(ckpt same 20)"
+
+# --- world size and ZeRO change between the parts of a run ---
+chain zero 1 1 0
+chain rep 0 0 0
+for s in 8 14 20; do
+    for what in "${ADAM_STATE[@]}"; do
+        close "chain: ZeRO-1 np=2 -> ZeRO-1 np=3 -> ZeRO-0 np=1 equals ZeRO-0 throughout: step $s $what" \
+            "$(ckpt rep "$s")" "$(ckpt zero "$s")" "$what" 1e-4
+    done
+done
+mkdir -p "$TMP/on/checkpoints"
+cp "$(ckpt rep 8)" "$TMP/on/checkpoints/"
+DDP_TEST_FAULT=stop:2:14 run on 3 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=1 checkpoint.resume=auto
+for what in "${ADAM_STATE[@]}"; do
+    close "ZeRO-0 np=2 -> ZeRO-1 np=3: step 14 $what equals ZeRO-0 throughout" "$(ckpt rep 14)" "$(ckpt on 14)" \
+        "$what" 1e-4
+done
+finish
