@@ -21,13 +21,14 @@ import sys
 ALLOWED = {
     "runtime/base": [],
     "runtime/data": ["runtime/base"],
+    "runtime/hf": ["runtime/base"],
     "runtime/cudaemu": ["runtime/base"],
     "runtime/device": ["runtime/base", "runtime/cudaemu"],
     "runtime/optim": ["runtime/base", "runtime/device"],
     "runtime/ckpt": ["runtime/base"],
     "runtime/cloud": ["runtime/base"],
     "collectives": ["runtime/base", "runtime/device", "runtime/cudaemu"],
-    "models": ["runtime/base", "runtime/data", "runtime/device"],
+    "models": ["runtime/base", "runtime/data", "runtime/hf", "runtime/device"],
     # the config holds each layer's own option types, so it sits above them (below the training job)
     "runtime/config": ["runtime/base", "runtime/device", "runtime/optim", "runtime/cloud", "models"],
     "launcher": ["runtime", "collectives", "models"],
