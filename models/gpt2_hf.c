@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "runtime/hf/json_doc.h"
 #include "runtime/hf/safetensors.h"
@@ -127,10 +128,18 @@ int gpt2_hf_read_shape(const char *dir, gpt2_shape *shape, ddp_err *err)
 
 /* ---- tensors ------------------------------------------------------------------------------ */
 
+/* The folder's safetensors files: model.safetensors, or the shards model.safetensors.index.json's
+ * weight_map names (each tensor in exactly the file the map gives it). */
+typedef struct weights {
+    char path[4096];         /* the file, or the index: what messages name */
+    safetensors *files;
+    bool **used;             /* per file, per tensor */
+    int n;
+} weights;
+
 typedef struct import {
-    const char *path;        /* DIR/model.safetensors */
-    const safetensors *st;
-    bool *used;              /* per st tensor */
+    const char *path;        /* w->path */
+    const weights *w;
     const model *m;
     const gpt2_shape *s;
     float *host;             /* m->n_params floats in the model's layout, zero where nothing is read */
@@ -150,14 +159,21 @@ static int find_hf(const import *im, const char *name, const st_tensor **out, dd
 {
     char prefixed[128];
     snprintf(prefixed, sizeof prefixed, HF_PREFIX "%s", name);
-    const st_tensor *a = safetensors_find(im->st, prefixed), *b = safetensors_find(im->st, name);
+    const st_tensor *a = NULL, *b = NULL;
+    int ka = 0, kb = 0;
+    for (int k = 0; k < im->w->n; k++) {
+        const st_tensor *x = safetensors_find(&im->w->files[k], prefixed), *y = safetensors_find(&im->w->files[k], name);
+        a = x ? x : a, ka = x ? k : ka;
+        b = y ? y : b, kb = y ? k : kb;
+    }
     if (a && b)
         return ddp_fail(err, DDP_EUSAGE, "%s holds both %s and %s", im->path, prefixed, name);
     if (!a && !b)
         return ddp_fail(err, DDP_EUSAGE, "%s has no tensor %s (or %s): not GPT-2's %s tensors?", im->path, prefixed,
                         name, "GPT2LMHeadModel");
     *out = a ? a : b;
-    im->used[*out - im->st->tensors] = true;
+    int k = a ? ka : kb;
+    im->w->used[k][*out - im->w->files[k].tensors] = true;
     return DDP_OK;
 }
 
@@ -213,26 +229,34 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-/* What the file holds beyond our tensors: mask buffers (skipped), a tied lm_head (must equal wte),
- * nothing else. */
+/* A tensor of the folder that is none of ours: a mask buffer (skipped), a tied lm_head (must equal
+ * wte), nothing else. */
+static int check_other(const import *im, const param_tensor *wte, const st_tensor *t, ddp_err *err)
+{
+    if (ends_with(t->name, ".attn.bias") || ends_with(t->name, ".attn.masked_bias"))
+        return DDP_OK;
+    if (strcmp(t->name, "lm_head.weight"))
+        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of GPT-2's", im->path, t->name);
+    size_t n = (size_t)(im->s->vocab_size * im->s->n_embd);
+    float *head = t->numel == n ? malloc(n * sizeof *head) : NULL;
+    if (head)
+        safetensors_to_f32(t, head);
+    bool tied = head && !memcmp(head, im->host + wte->offset, n * sizeof *head);
+    free(head);
+    if (!tied)
+        return ddp_fail(err, DDP_EUSAGE, "%s: lm_head.weight differs from wte; ddprun's GPT-2 ties them", im->path);
+    return DDP_OK;
+}
+
 static int check_rest(const import *im, ddp_err *err)
 {
     const param_tensor *wte = model_find_tensor(im->m, "wte.weight");
-    for (size_t i = 0; i < im->st->count; i++) {
-        const st_tensor *t = &im->st->tensors[i];
-        if (im->used[i] || ends_with(t->name, ".attn.bias") || ends_with(t->name, ".attn.masked_bias"))
-            continue;
-        if (strcmp(t->name, "lm_head.weight"))
-            return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of GPT-2's", im->path, t->name);
-        size_t n = (size_t)(im->s->vocab_size * im->s->n_embd);
-        float *head = t->numel == n ? malloc(n * sizeof *head) : NULL;
-        if (head)
-            safetensors_to_f32(t, head);
-        bool tied = head && !memcmp(head, im->host + wte->offset, n * sizeof *head);
-        free(head);
-        if (!tied)
-            return ddp_fail(err, DDP_EUSAGE, "%s: lm_head.weight differs from wte; ddprun's GPT-2 ties them", im->path);
-    }
+    for (int k = 0; k < im->w->n; k++)
+        for (size_t i = 0; i < im->w->files[k].count; i++) {
+            int rc = im->w->used[k][i] ? DDP_OK : check_other(im, wte, &im->w->files[k].tensors[i], err);
+            if (rc)
+                return rc;
+        }
     return DDP_OK;
 }
 
@@ -259,28 +283,122 @@ static int check_shapes(const model *m, const char *dir, gpt2_shape *s, ddp_err 
     return rc;
 }
 
+/* ---- the folder's files ------------------------------------------------------------------- */
+
+static void close_weights(weights *w)
+{
+    for (int k = 0; k < w->n; k++) {
+        safetensors_close(&w->files[k]);
+        free(w->used[k]);
+    }
+    free(w->files);
+    free(w->used);
+    w->files = NULL, w->used = NULL, w->n = 0;
+}
+
+/* Opens file name of dir as w's next file. */
+static int add_file(weights *w, const char *dir, const char *name, ddp_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    safetensors *files = realloc(w->files, (size_t)(w->n + 1) * sizeof *files);
+    bool **used = files ? realloc(w->used, (size_t)(w->n + 1) * sizeof *used) : NULL;
+    if (files)
+        w->files = files;
+    if (used)
+        w->used = used;
+    if (!files || !used)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", path);
+    int rc = safetensors_open(path, &w->files[w->n], err);
+    if (rc)
+        return rc;
+    if (!(w->used[w->n] = calloc(w->files[w->n].count + 1, sizeof(bool)))) {
+        safetensors_close(&w->files[w->n]);
+        return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", path);
+    }
+    w->n++;
+    return DDP_OK;
+}
+
+/* The file of weight_map entry value v: a plain file name of the folder, opened once. */
+static int shard_of(weights *w, const char *dir, const json_doc *j, const json_node *v, int *k, ddp_err *err)
+{
+    const char *name = json_text(v);
+    if (json_kind_of(v) != JSON_STRING || !name[0] || name[0] == '.' || strchr(name, '/')) {
+        char where[600];
+        json_where(j, v, where, sizeof where);
+        return ddp_fail(err, DDP_EUSAGE, "%s: weight_map names \"%.200s\", expected a file name of the folder", where,
+                        name);
+    }
+    for (*k = 0; *k < w->n; (*k)++)
+        if (!strcmp(strrchr(w->files[*k].path, '/') + 1, name))
+            return DDP_OK;
+    return add_file(w, dir, name, err);
+}
+
+/* DIR/model.safetensors.index.json: every shard its weight_map names, each tensor in the file the
+ * map gives, and no tensor the map leaves out. */
+static int open_index(weights *w, const char *dir, ddp_err *err)
+{
+    json_doc j;
+    int rc = json_doc_load_file(&j, w->path, 64 << 20, err);
+    const json_node *map = rc ? NULL : json_object_get(&j, json_root(&j), "weight_map");
+    if (!rc && (!map || json_kind_of(map) != JSON_OBJECT))
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: no weight_map object", w->path);
+    size_t listed = rc ? 0 : json_object_size(map), held = 0;
+    for (size_t i = 0; !rc && i < listed; i++) {
+        const json_node *v;
+        const char *name = json_object_key(&j, map, i, &v);
+        int k = 0;
+        rc = shard_of(w, dir, &j, v, &k, err);
+        if (!rc && !safetensors_find(&w->files[k], name))
+            rc = ddp_fail(err, DDP_EUSAGE, "%s: weight_map puts tensor %.200s in %s, which does not hold it", w->path,
+                          name, w->files[k].path);
+    }
+    for (int k = 0; k < w->n; k++)
+        held += w->files[k].count;
+    if (!rc && held != listed)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: its files hold %zu tensors, weight_map lists %zu", w->path, held, listed);
+    json_doc_free(&j);
+    return rc;
+}
+
+static int open_weights(weights *w, const char *dir, ddp_err *err)
+{
+    memset(w, 0, sizeof *w);
+    snprintf(w->path, sizeof w->path, "%s/%s", dir, GPT2_HF_WEIGHTS);
+    struct stat sb;
+    int rc;
+    if (stat(w->path, &sb) == 0) {
+        rc = add_file(w, dir, GPT2_HF_WEIGHTS, err);
+    } else {
+        snprintf(w->path, sizeof w->path, "%s/%s", dir, GPT2_HF_INDEX);
+        rc = stat(w->path, &sb) == 0 ? open_index(w, dir, err)
+                                     : ddp_fail(err, DDP_EUSAGE, "%s: neither %s nor %s", dir, GPT2_HF_WEIGHTS,
+                                                GPT2_HF_INDEX);
+    }
+    if (rc)
+        close_weights(w);
+    return rc;
+}
+
 int gpt2_hf_load_model(model *m, const char *dir, ddp_err *err)
 {
     gpt2_shape s;
     int rc = check_shapes(m, dir, &s, err);
-    if (rc)
+    weights w;
+    if (rc || (rc = open_weights(&w, dir, err)))
         return rc;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, GPT2_HF_WEIGHTS);
-    safetensors st;
-    if ((rc = safetensors_open(path, &st, err)))
-        return rc;
-    import im = {path, &st, calloc(st.count + 1, sizeof(bool)), m, &s, calloc(m->n_params, sizeof(float))};
-    if (!im.used || !im.host)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %zu parameters", path, m->n_params);
+    import im = {w.path, &w, m, &s, calloc(m->n_params, sizeof(float))};
+    if (!im.host)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %zu parameters", w.path, m->n_params);
     for (int i = 0; !rc && i < m->n_tensors; i++)
         rc = import_tensor(&im, &m->tensors[i], err);
     if (!rc)
         rc = check_rest(&im, err);
     if (!rc)
         rc = m->dev->ops->upload(m->dev, m->params, im.host, m->n_params * sizeof(float), err);
-    free(im.used);
     free(im.host);
-    safetensors_close(&st);
+    close_weights(&w);
     return rc;
 }

@@ -19,6 +19,7 @@
 
 #define GPT2_HF_CONFIG "config.json"
 #define GPT2_HF_WEIGHTS "model.safetensors"
+#define GPT2_HF_INDEX "model.safetensors.index.json"   /* the sharded form: weight_map, tensor to file */
 
 /* The shape DIR/config.json describes, once every key it holds checked out. */
 int gpt2_hf_read_shape(const char *dir, gpt2_shape *shape, ddp_err *err);

@@ -2,7 +2,9 @@
  * on the CPU backend, against fixture hf-gpt2-tiny: the shape from config.json (checked against
  * MANIFEST's header), the import, and a forward pass whose logits match those `transformers`
  * computed from the same files. Variants of the folder written here: names without
- * `transformer.`, with the attention mask buffers and a tied lm_head (the same logits); and the
+ * `transformer.`, with the attention mask buffers and a tied lm_head, and split over two shards
+ * with model.safetensors.index.json (the same logits; a map that misplaces, leaves out or reaches
+ * outside the folder refused); and the
  * refusals, each naming the key or tensor and leaving the model's parameters as they were: a
  * missing tensor, a Conv1D weight in [out, in], a tensor GPT-2 lacks, an untied lm_head, config
  * keys our GPT-2 cannot compute, and a shape other than the model's (both named). Every shape
@@ -76,8 +78,8 @@ static double logits_error(model *m, const int32_t *input, const float *ref)
 
 typedef struct out_tensor { char name[128]; int ndim; int64_t shape[2]; float *data; } out_tensor;
 
-/* Writes dir/model.safetensors of n float32 tensors, contiguous in the given order. */
-static void write_safetensors(const char *dir, const out_tensor *t, int n)
+/* Writes dir/file of n float32 tensors, contiguous in the given order. */
+static void write_safetensors(const char *dir, const char *file, const out_tensor *t, int n)
 {
     char path[600], *header = malloc(1 << 16);
     size_t len = 0, off = 0;
@@ -94,7 +96,7 @@ static void write_safetensors(const char *dir, const out_tensor *t, int n)
         off += bytes;
     }
     len += (size_t)sprintf(header + len, "}");
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
     FILE *f = fopen(path, "wb");
     uint64_t n8 = len;
     fwrite(&n8, 8, 1, f);
@@ -159,7 +161,7 @@ static const char *variant(const char *name, const char *config, const out_tenso
         snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, dst);
         CHECK(system(cmd) == 0, "%s", cmd);
     }
-    write_safetensors(dir, t, n);
+    write_safetensors(dir, "model.safetensors", t, n);
     return dir;
 }
 
@@ -264,6 +266,50 @@ static void test_other_names(const int32_t *input, const float *ref)
     free_tensors(t, n + 3);
 }
 
+/* tmp/NAME: the tensors split over two shards and model.safetensors.index.json; `index` (printf
+ * format of the two file names) replaces the index when given. */
+static const char *sharded(const char *name, const out_tensor *t, int n, int split, const char *index)
+{
+    const char *dir = variant(name, NULL, t, 0);
+    char path[600], *json = calloc(1, 1 << 16);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    write_safetensors(dir, "model-00001-of-00002.safetensors", t, split);
+    write_safetensors(dir, "model-00002-of-00002.safetensors", t + split, n - split);
+    size_t len = (size_t)sprintf(json, "{\"metadata\": {\"total_size\": 1}, \"weight_map\": {");
+    for (int i = 0; i < n; i++)
+        len += (size_t)sprintf(json + len, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"", i ? ", " : "", t[i].name,
+                               i < split ? 1 : 2);
+    sprintf(json + len, "}}\n");
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs(index ? index : json, f);
+    fclose(f);
+    free(json);
+    return dir;
+}
+
+static void test_sharded(const int32_t *input, const float *ref)
+{
+    int n;
+    out_tensor *t = fixture_tensors(&n);
+    model *m = build();
+    ddp_err err = {0};
+    CHECK(gpt2_hf_load_model(m, sharded("sharded", t, n, n / 2, NULL), &err) == DDP_OK, "sharded: %s", err.msg);
+    CHECK(logits_error(m, input, ref) <= LOGITS_TOL_FACTOR * LOGITS_NOISE_FLOOR, "logits from two shards");
+    char index[256];
+    snprintf(index, sizeof index, "{\"weight_map\": {\"%s\": \"model-00002-of-00002.safetensors\"}}", t[0].name);
+    char want[256];
+    snprintf(want, sizeof want, "weight_map puts tensor %s in", t[0].name);
+    refused(m, sharded("wrong-shard", t, n, n / 2, index), want, "which does not hold it");
+    snprintf(index, sizeof index, "{\"weight_map\": {\"%s\": \"model-00001-of-00002.safetensors\"}}", t[0].name);
+    refused(m, sharded("unlisted", t, n, n / 2, index), "weight_map lists 1", "its files hold");
+    snprintf(index, sizeof index, "{\"weight_map\": {\"%s\": \"../x.safetensors\"}}", t[0].name);
+    refused(m, sharded("outside", t, n, n / 2, index), "weight_map names \"../x.safetensors\", expected a file name", NULL);
+    m->ops->destroy(m);
+    free_tensors(t, n);
+}
+
 static void test_refusals(void)
 {
     model *m = build();
@@ -334,6 +380,7 @@ int main(void)
     if (input && ref && !err.msg[0]) {
         test_fixture(input, ref);
         test_other_names(input, ref);
+        test_sharded(input, ref);
         test_refusals();
     }
     free(input);
