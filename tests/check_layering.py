@@ -25,12 +25,13 @@ ALLOWED = {
     # test infrastructure the emulated build's device layer runs on, which names its headers by bare
     # name ("cudaemu.h": on the include path of that build only), never by a path under tests/
     "tests/cudaemu": ["runtime/base"],
+    "runtime/hf": ["runtime/base"],
     "runtime/device": ["runtime/base"],
     "runtime/optim": ["runtime/base", "runtime/device"],
     "runtime/ckpt": ["runtime/base"],
     "runtime/cloud": ["runtime/base"],
     "collectives": ["runtime/base", "runtime/device"],
-    "models": ["runtime/base", "runtime/data", "runtime/device"],
+    "models": ["runtime/base", "runtime/data", "runtime/hf", "runtime/device"],
     # the config holds each layer's own option types, so it sits above them (below the training job)
     "runtime/config": ["runtime/base", "runtime/device", "runtime/optim", "runtime/cloud", "models"],
     # the programs: launcher/meson.build links each from its folder

@@ -11,8 +11,8 @@
  * checkpoints do not depend on ddp.zero or the world size. No RNG state
  * is saved: every stream is derived from run.seed, its purpose and the epoch (README, "How it
  * works"; docs/checkpoint-format.md, "Resuming"). A job that loads no checkpoint and has
- * checkpoint.init_from starts from that llm.c model file instead (models/gpt2_llmc.h), read by
- * rank 0 and broadcast like a checkpoint. Before every save all ranks check that the parameters
+ * checkpoint.init_from starts from that llm.c model file (models/gpt2_llmc.h) or Hugging Face
+ * folder (a directory: models/gpt2_hf.h) instead, read by rank 0 and broadcast like a checkpoint. Before every save all ranks check that the parameters
  * and optimizer state are finite (train_finite.c): a checkpoint is never written from NaN or
  * infinite values, so the last finite one is never pruned for it.
  * Must not decide the file format (ckpt.c) or the loop order (train.c). */
@@ -20,6 +20,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/stat.h>
+
+#include "models/gpt2_hf.h"
 #include "models/gpt2_llmc.h"
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/ckpt/ckpt_upload.h"
@@ -364,16 +367,19 @@ static void recompute_total(train_job *t, const int64_t *hdr)
     t->total_steps = t->step + left_now + (later_epochs > 0 ? later_epochs * t->steps_per_epoch : 0);
 }
 
-/* checkpoint.init_from, when nothing was resumed: rank 0 reads the file into its parameters
- * (validated against this run's model.gpt2 shape), every rank learns its verdict, then rank 0's
- * parameters are broadcast. */
+/* checkpoint.init_from, when nothing was resumed: rank 0 reads the llm.c file, or the Hugging Face
+ * folder when the path is a directory, into its parameters (validated against this run's
+ * model.gpt2 shape), every rank learns its verdict, then rank 0's parameters are broadcast. */
 static int init_from_file(train_job *t, ddp_err *err)
 {
     const char *path = t->cfg->checkpoint.init_from;
     if (!path[0])
         return DDP_OK;
+    struct stat st;
+    bool hf = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
     int32_t status = DDP_OK;
-    if (t->ctl->rank == 0 && (status = gpt2_llmc_load_model(t->m, path, err)) != DDP_OK)
+    if (t->ctl->rank == 0 &&
+        (status = hf ? gpt2_hf_load_model(t->m, path, err) : gpt2_llmc_load_model(t->m, path, err)) != DDP_OK)
         ddp_prefix(err, "checkpoint.init_from");
     int rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
     if (rc == DDP_OK && status != DDP_OK) {
@@ -382,7 +388,8 @@ static int init_from_file(train_job *t, ddp_err *err)
         return status;
     }
     if (rc == DDP_OK)
-        log_info("parameters from the llm.c model file %s (checkpoint.init_from)", path);
+        log_info("parameters from the %s %s (checkpoint.init_from)", hf ? "Hugging Face folder" : "llm.c model file",
+                 path);
     return rc != DDP_OK ? rc : train_broadcast_params(t, err);
 }
 

@@ -48,7 +48,7 @@ static const conflict conflicts[] = {
     {"model.gpt2.block_size", "data.seq_len", seq_over_block, "data.seq_len <= model.gpt2.block_size"},
     {"model.kind", "data.kind", tokens_without_lm, "data.kind tokens only with a language model (model.kind gpt2)"},
     {"model.kind", "checkpoint.init_from", init_from_not_gpt2,
-     "checkpoint.init_from (an llm.c GPT-2 model file) only with model.kind gpt2"},
+     "checkpoint.init_from (an llm.c GPT-2 model file or Hugging Face folder) only with model.kind gpt2"},
     {"device", "ddp.backend", nccl_on_cpu, "ddp.backend nccl only with device cuda or auto"},
     {"ddp.backend", "ddp.grad_dtype", bf16_over_mpi, "ddp.grad_dtype bf16 only with ddp.backend nccl or auto"},
     {"device", "precision", bf16_on_cpu,

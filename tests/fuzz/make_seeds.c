@@ -1,5 +1,5 @@
 /* make_seeds.c — writes the binary part of the committed seed corpus (corpus/ckpt, corpus/idx,
- * corpus/token_shards, corpus/tokenizer) in the harnesses' input layouts: small valid files, each
+ * corpus/token_shards, corpus/tokenizer, corpus/safetensors) in the harnesses' input layouts: small valid files, each
  * made by the project's own writer where it has one (checkpoints: ckpt_write_atomic) and by the
  * format's documentation otherwise, plus a few near misses. The text seeds (config, bench_args)
  * are written by hand. Run as `build-fuzz/tests/fuzz/fuzz_make_seeds tests/fuzz/corpus SCRATCH`
@@ -190,6 +190,40 @@ static void tokenizer_seed(const char *name, int eot_present, int zero_len)
     put("tokenizer", name, buf, n, NULL, 0);
 }
 
+/* ---- safetensors: flags byte + file (bit 0: HEADER@@DATA@@DATA, the harness writes the length) ---- */
+
+static void safetensors_seed(const char *name, uint8_t flags, const char *header)
+{
+    uint8_t data[28];
+    for (int i = 0; i < 28; i++)
+        data[i] = (uint8_t)(i * 37 + 11);
+    uint8_t buf[1024];
+    size_t hn = strlen(header), n = 1;
+    buf[0] = flags;
+    if (flags & 1) {
+        memcpy(buf + n, header, hn), n += hn;
+        memcpy(buf + n, "@@DATA@@", 8), n += 8;
+    } else {
+        le(buf + n, hn, 8), n += 8;
+        memcpy(buf + n, header, hn), n += hn;
+    }
+    memcpy(buf + n, data, sizeof data), n += sizeof data;
+    put("safetensors", name, buf, n, NULL, 0);
+}
+
+static void safetensors_seeds(void)
+{
+    const char *valid = "{\"__metadata__\":{\"format\":\"pt\"},\"h.0.w\":{\"dtype\":\"F32\",\"shape\":[2,2],"
+                        "\"data_offsets\":[0,16]},\"b\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[16,24]},"
+                        "\"c\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[24,28]}}  ";
+    safetensors_seed("valid", 0x00, valid);
+    safetensors_seed("valid-repair", 0x01, valid);
+    safetensors_seed("overlap", 0x01, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+                                      "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[12,28]}}");
+    safetensors_seed("f64", 0x01, "{\"a\":{\"dtype\":\"F64\",\"shape\":[3],\"data_offsets\":[0,24]}}");
+    safetensors_seed("pretty", 0x01, "{\n  \"a\": {\"dtype\": \"F16\", \"shape\": [14], \"data_offsets\": [0, 28]}\n}\n");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -219,5 +253,6 @@ int main(int argc, char **argv)
     tokenizer_seed("bytes-merges-eot", 1, 0);
     tokenizer_seed("bytes-merges", 0, 0);
     tokenizer_seed("zero-length", 1, 1);
+    safetensors_seeds();
     return 0;
 }

@@ -1,0 +1,31 @@
+/* gpt2_hf.h — GPT-2 from a Hugging Face `save_pretrained` folder: config.json (GPT2Config) and
+ * model.safetensors, as `transformers` writes them for GPT2LMHeadModel.
+ *
+ * config.json gives the shape (n_layer, n_head, n_embd, n_positions, vocab_size); every other key
+ * that changes what the model computes must hold the value our GPT-2 computes (n_inner null or
+ * 4·n_embd, activation_function gelu_new, layer_norm_epsilon 1e-5, tied word embeddings, ...) or
+ * the folder is refused naming FILE:LINE:COL, the key and its value. The tensors are ours under
+ * HF's names, with or without the `transformer.` prefix; the four Conv1D weights of each block
+ * (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj) are stored [in, out] and transposed into our
+ * [out, in]; wte's vocab_size rows fill the first rows of our padded wte, the rest stay zero.
+ * `attn.bias`/`attn.masked_bias` (attention mask buffers) are skipped, and `lm_head.weight`, when
+ * present, must equal wte (tied). A tensor missing, of another shape, or not GPT-2's is refused
+ * naming it. F32, F16 and BF16 tensors are read (runtime/hf/safetensors.h). Must not know
+ * checkpoints, configs or the training loop. */
+#ifndef DDP_GPT2_HF_H
+#define DDP_GPT2_HF_H
+
+#include "gpt2.h"
+
+#define GPT2_HF_CONFIG "config.json"
+#define GPT2_HF_WEIGHTS "model.safetensors"
+#define GPT2_HF_INDEX "model.safetensors.index.json"   /* the sharded form: weight_map, tensor to file */
+
+/* The shape DIR/config.json describes, once every key it holds checked out. */
+int gpt2_hf_read_shape(const char *dir, gpt2_shape *shape, ddp_err *err);
+
+/* DIR's parameters into GPT-2 m (device memory). DIR's shape must be m's (both named otherwise).
+ * A failed load leaves the parameters as they were. */
+int gpt2_hf_load_model(model *m, const char *dir, ddp_err *err);
+
+#endif

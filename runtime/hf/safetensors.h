@@ -1,0 +1,56 @@
+/* safetensors.h — a safetensors file (Hugging Face's tensor format), memory-mapped read-only and
+ * validated whole before any tensor is handed out.
+ *
+ * The file: an 8-byte little-endian header length N, N bytes of JSON (an object: each tensor's
+ * name to {"dtype", "shape", "data_offsets": [begin, end)}, offsets counted from the end of the
+ * header, plus an optional "__metadata__" object of strings), then the data area. Accepted dtypes
+ * are F32, F16 and BF16 (little-endian). Refused, naming the file and the tensor: a header length
+ * beyond the file or SAFETENSORS_MAX_HEADER, a header that is not a JSON object (json_doc.h: keys
+ * appear once), an entry with a missing, extra or ill-typed field, another dtype, begin > end, a
+ * size other than the shape's elements times the dtype's size, and ranges that leave a gap,
+ * overlap or do not end exactly at the end of the file (the reference implementation's rules).
+ * A failed open leaves nothing mapped or allocated. Must not know models or tensor names' meaning,
+ * and must not print. */
+#ifndef DDP_SAFETENSORS_H
+#define DDP_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/base/err.h"
+
+#define SAFETENSORS_MAX_HEADER 100000000 /* bytes, the reference implementation's limit */
+#define SAFETENSORS_MAX_DIMS 8
+
+typedef enum { ST_F32, ST_F16, ST_BF16 } st_dtype;
+
+typedef struct st_tensor {
+    char *name;
+    st_dtype dtype;
+    int ndim;
+    int64_t shape[SAFETENSORS_MAX_DIMS];
+    uint64_t numel;
+    uint64_t begin, end;  /* data_offsets: bytes [begin, end) of the data area */
+    const uint8_t *data;  /* in the mapping: numel values of the dtype, little-endian */
+} st_tensor;
+
+typedef struct safetensors {
+    char *path;
+    const uint8_t *map;
+    size_t map_len;
+    st_tensor *tensors;   /* sorted by name */
+    size_t count;
+} safetensors;
+
+/* Maps and validates path; *out is zeroed on failure. */
+int safetensors_open(const char *path, safetensors *out, ddp_err *err);
+void safetensors_close(safetensors *st);
+
+/* The tensor called name, or NULL. */
+const st_tensor *safetensors_find(const safetensors *st, const char *name);
+/* "F32", "F16", "BF16" */
+const char *safetensors_dtype_name(st_dtype d);
+/* t's numel values as float32 into out (F16 and BF16 widened exactly). */
+void safetensors_to_f32(const st_tensor *t, float *out);
+
+#endif

@@ -1,0 +1,73 @@
+/* fuzz_safetensors.c — libFuzzer target for the safetensors reader (safetensors_open,
+ * runtime/hf/safetensors.h) and through it the JSON layer (runtime/hf/json_doc.h).
+ *
+ * Input: a flags byte, then the file. With flag bit 0 the rest is HEADER@@DATA@@DATA: the harness
+ * writes the 8-byte header length itself, so mutations reach the JSON and the entry checks instead
+ * of dying at the length; without it the bytes go to disk as they are. A file that opens must hold
+ * tensors whose data lie inside the file at exactly numel times the dtype's size, each found by its
+ * name; the harness converts every tensor to float32 (so ASan sees any short mapping). Must not
+ * print. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/hf/safetensors.h"
+#include "tests/fuzz/fuzz_util.h"
+
+#define INPUT_MAX_BYTES (256 * 1024)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_tensor(const safetensors *st, const st_tensor *t)
+{
+    uint64_t bytes = t->numel * (t->dtype == ST_F32 ? 4 : 2);
+    if (t->end - t->begin != bytes || t->data < st->map || (uint64_t)(st->map + st->map_len - t->data) < bytes ||
+        safetensors_find(st, t->name) != t)
+        abort();
+    uint64_t numel = 1;
+    for (int d = 0; d < t->ndim; d++)
+        numel *= (uint64_t)t->shape[d];
+    if (numel != t->numel)
+        abort();
+    float *out = malloc(t->numel ? t->numel * sizeof *out : 1);
+    if (!out)
+        abort();
+    safetensors_to_f32(t, out);
+    free(out);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1 || size > INPUT_MAX_BYTES)
+        return 0;
+    char path[512];
+    fuzz_path(path, sizeof path, "model.safetensors");
+    if (data[0] & 1) {
+        fuzz_part parts[2];
+        size_t n = fuzz_split(data + 1, size - 1, "@@DATA@@", 8, parts, 2);
+        size_t total = 8 + parts[0].n + (n > 1 ? parts[1].n : 0);
+        uint8_t *file = malloc(total);
+        if (!file)
+            abort();
+        for (int i = 0; i < 8; i++)
+            file[i] = (uint8_t)((uint64_t)parts[0].n >> (8 * i));
+        memcpy(file + 8, parts[0].p, parts[0].n);
+        if (n > 1)
+            memcpy(file + 8 + parts[0].n, parts[1].p, parts[1].n);
+        fuzz_write_file(path, file, total);
+        free(file);
+    } else {
+        fuzz_write_file(path, data + 1, size - 1);
+    }
+    safetensors st;
+    ddp_err err = {0};
+    if (safetensors_open(path, &st, &err) == DDP_OK) {
+        for (size_t i = 0; i < st.count; i++)
+            check_tensor(&st, &st.tensors[i]);
+        safetensors_close(&st);
+    } else if (st.map || st.tensors || st.count || !err.msg[0]) {
+        abort(); /* a failed open leaves nothing behind and says why */
+    }
+    fuzz_clear_dir(fuzz_dir());
+    return 0;
+}

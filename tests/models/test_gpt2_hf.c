@@ -1,0 +1,393 @@
+/* test_gpt2_hf.c — GPT-2 imported from a Hugging Face `save_pretrained` folder (models/gpt2_hf.c)
+ * on the CPU backend, against fixture hf-gpt2-tiny: the shape from config.json (checked against
+ * MANIFEST's header), the import, and a forward pass whose logits match those `transformers`
+ * computed from the same files. Variants of the folder written here: names without
+ * `transformer.`, with the attention mask buffers and a tied lm_head, and split over two shards
+ * with model.safetensors.index.json (the same logits; a map that misplaces, leaves out or reaches
+ * outside the folder refused); and the
+ * refusals, each naming the key or tensor and leaving the model's parameters as they were: a
+ * missing tensor, a Conv1D weight in [out, in], a tensor GPT-2 lacks, an untied lm_head, config
+ * keys our GPT-2 cannot compute, and a shape other than the model's (both named). Every shape
+ * comes from MANIFEST and config.json, so another fixture made the same way passes unchanged. */
+#include "tests/check.h"
+#include "tests/fixture.h"
+
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "models/gpt2.h"
+#include "models/gpt2_hf.h"
+#include "runtime/hf/safetensors.h"
+
+/* tests/fixtures/README.md: HF reloading its checkpoint in float32 reproduces `logits` within about
+ * 3e-7 of the largest logit; a correct float32 implementation is held to a few times that. */
+#define LOGITS_NOISE_FLOOR 3e-7
+#define LOGITS_TOL_FACTOR 8
+
+static fixture_manifest fx;
+static device *dev;
+static gpt2_shape shape;
+static int64_t B, T;
+static char tmp[] = "/tmp/test_gpt2_hf.XXXXXX";
+
+static model *build(void)
+{
+    sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = shape.vocab_size};
+    model *m = NULL;
+    ddp_err err = {0};
+    CHECK(gpt2_create(&shape, TENSOR_F32, dev, &data, B, 0, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
+    return m;
+}
+
+static float *params_of(model *m)
+{
+    float *host = malloc(m->n_params * sizeof *host);
+    dev->ops->download(dev, host, m->params, m->n_params * sizeof *host, NULL);
+    return host;
+}
+
+/* The largest |logit - reference| over the vocabulary's columns, relative to the largest |reference|. */
+static double logits_error(model *m, const int32_t *input, const float *ref)
+{
+    int64_t rows = B * T, V = shape.vocab_size, ld = 0;
+    void *x = NULL, *stats = NULL;
+    ddp_err err = {0};
+    dev->ops->alloc(dev, sizeof(int32_t) * (size_t)rows, &x, NULL);
+    dev->ops->alloc(dev, 2 * sizeof(float), &stats, NULL);
+    dev->ops->upload(dev, x, input, sizeof(int32_t) * (size_t)rows, NULL);
+    dev->ops->fill(dev, TENSOR_F32, stats, 2, 0.0f, NULL);
+    model_batch b = {.inputs = x, .targets = x, .rows = B};
+    CHECK(m->ops->evaluate(m, &b, stats, &err) == DDP_OK, "evaluate: %s", err.msg);
+    const void *p = m->ops->logits(m, &ld);
+    float *logits = malloc(sizeof(float) * (size_t)(rows * ld));
+    dev->ops->download(dev, logits, p, sizeof(float) * (size_t)(rows * ld), NULL);
+    double worst = 0, top = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t v = 0; v < V; v++) {
+            worst = fmax(worst, fabs((double)logits[r * ld + v] - ref[r * V + v]));
+            top = fmax(top, fabs((double)ref[r * V + v]));
+        }
+    free(logits);
+    dev->ops->free(dev, x);
+    dev->ops->free(dev, stats);
+    return worst / top;
+}
+
+/* ---- folder variants ---------------------------------------------------------------------- */
+
+typedef struct out_tensor { char name[128]; int ndim; int64_t shape[2]; float *data; } out_tensor;
+
+/* Writes dir/file of n float32 tensors, contiguous in the given order. */
+static void write_safetensors(const char *dir, const char *file, const out_tensor *t, int n)
+{
+    char path[600], *header = malloc(1 << 16);
+    size_t len = 0, off = 0;
+    len += (size_t)sprintf(header + len, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (int i = 0; i < n; i++) {
+        size_t bytes = 4 * (size_t)t[i].shape[0] * (size_t)(t[i].ndim > 1 ? t[i].shape[1] : 1);
+        char dims[64];
+        if (t[i].ndim > 1)
+            snprintf(dims, sizeof dims, "%lld,%lld", (long long)t[i].shape[0], (long long)t[i].shape[1]);
+        else
+            snprintf(dims, sizeof dims, "%lld", (long long)t[i].shape[0]);
+        len += (size_t)sprintf(header + len, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                               t[i].name, dims, off, off + bytes);
+        off += bytes;
+    }
+    len += (size_t)sprintf(header + len, "}");
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "wb");
+    uint64_t n8 = len;
+    fwrite(&n8, 8, 1, f);
+    fwrite(header, 1, len, f);
+    for (int i = 0; i < n; i++)
+        fwrite(t[i].data, 4, (size_t)t[i].shape[0] * (size_t)(t[i].ndim > 1 ? t[i].shape[1] : 1), f);
+    fclose(f);
+    free(header);
+}
+
+/* The fixture's tensors as float32, under their own names; n set. */
+static out_tensor *fixture_tensors(int *n)
+{
+    char path[2200];
+    snprintf(path, sizeof path, "%s/model.safetensors", fx.dir);
+    safetensors st;
+    ddp_err err = {0};
+    CHECK(safetensors_open(path, &st, &err) == DDP_OK, "%s", err.msg);
+    out_tensor *t = calloc(st.count + 4, sizeof *t);
+    for (size_t i = 0; i < st.count; i++) {
+        snprintf(t[i].name, sizeof t[i].name, "%s", st.tensors[i].name);
+        t[i].ndim = st.tensors[i].ndim;
+        t[i].shape[0] = st.tensors[i].shape[0];
+        t[i].shape[1] = st.tensors[i].ndim > 1 ? st.tensors[i].shape[1] : 0;
+        t[i].data = malloc(st.tensors[i].numel * sizeof(float));
+        safetensors_to_f32(&st.tensors[i], t[i].data);
+    }
+    *n = (int)st.count;
+    safetensors_close(&st);
+    return t;
+}
+
+static out_tensor *find(out_tensor *t, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name))
+            return &t[i];
+    return NULL;
+}
+
+static void free_tensors(out_tensor *t, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(t[i].data);
+    free(t);
+}
+
+/* tmp/NAME with the fixture's config.json (or `config` when given) and these tensors. */
+static const char *variant(const char *name, const char *config, const out_tensor *t, int n)
+{
+    static char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    mkdir(dir, 0755);
+    char src[2200], dst[600], cmd[3000];
+    snprintf(src, sizeof src, "%s/config.json", fx.dir);
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    if (config) {
+        FILE *f = fopen(dst, "w");
+        fputs(config, f);
+        fclose(f);
+    } else {
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, dst);
+        CHECK(system(cmd) == 0, "%s", cmd);
+    }
+    write_safetensors(dir, "model.safetensors", t, n);
+    return dir;
+}
+
+/* Loading dir into m fails naming needle (and needle2), and m's parameters stay as they were. */
+static void refused(model *m, const char *dir, const char *needle, const char *needle2)
+{
+    float *before = params_of(m);
+    ddp_err err = {0};
+    CHECK(gpt2_hf_load_model(m, dir, &err) == DDP_EUSAGE, "%s loaded", dir);
+    CHECK_STR_CONTAINS(err.msg, needle);
+    if (needle2)
+        CHECK_STR_CONTAINS(err.msg, needle2);
+    float *after = params_of(m);
+    CHECK(!memcmp(before, after, m->n_params * sizeof *before), "a refused load changed the parameters");
+    free(before);
+    free(after);
+}
+
+static char *fixture_config(void)
+{
+    char path[2200];
+    snprintf(path, sizeof path, "%s/config.json", fx.dir);
+    FILE *f = fopen(path, "r");
+    char *text = calloc(1, 1 << 16);
+    if (f) {
+        size_t n = fread(text, 1, (1 << 16) - 1, f);
+        text[n] = '\0';
+        fclose(f);
+    }
+    return text;
+}
+
+/* The fixture's config.json with the line holding `"key":` replaced by `"key": value,`. */
+static char *config_with(const char *key, const char *value)
+{
+    char *text = fixture_config(), *out = calloc(1, 1 << 16), pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    char *at = strstr(text, pattern);
+    CHECK(at != NULL, "config.json has no %s", key);
+    if (!at)
+        return text;
+    char *eol = strchr(at, '\n');
+    bool last = eol[-1] != ',';
+    snprintf(out, 1 << 16, "%.*s\"%s\": %s%s%s", (int)(at - text), text, key, value, last ? "" : ",", eol);
+    free(text);
+    return out;
+}
+
+static void test_fixture(const int32_t *input, const float *ref)
+{
+    ddp_err err = {0};
+    CHECK(fixture_header_int(&fx, "L") == shape.n_layer && fixture_header_int(&fx, "C") == shape.n_embd &&
+          fixture_header_int(&fx, "NH") == shape.n_head && fixture_header_int(&fx, "NPOS") == shape.block_size &&
+          fixture_header_int(&fx, "V") == shape.vocab_size, "config.json's shape is MANIFEST's");
+    model *m = build();
+    CHECK(m->ops->init_params(m, 1, &err) == DDP_OK, "init: %s", err.msg);
+    CHECK(gpt2_hf_load_model(m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
+    float *p = params_of(m);
+    const param_tensor *wte = model_find_tensor(m, "wte.weight");
+    bool padding_zero = true;
+    for (size_t i = (size_t)(shape.vocab_size * shape.n_embd); i < wte->numel; i++)
+        padding_zero &= p[wte->offset + i] == 0.0f;
+    CHECK(padding_zero, "wte's padding rows are zero after the import");
+    free(p);
+    double e = logits_error(m, input, ref);
+    printf("hf-gpt2-tiny: largest logit error %.3g of the largest logit (tolerance %.3g)\n", e,
+           LOGITS_TOL_FACTOR * LOGITS_NOISE_FLOOR);
+    CHECK(e <= LOGITS_TOL_FACTOR * LOGITS_NOISE_FLOOR, "logits differ from transformers' by %.3g", e);
+    m->ops->destroy(m);
+}
+
+/* Names without `transformer.`, the mask buffers and a tied lm_head: the same logits. */
+static void test_other_names(const int32_t *input, const float *ref)
+{
+    int n;
+    out_tensor *t = fixture_tensors(&n);
+    for (int i = 0; i < n; i++)
+        if (!strncmp(t[i].name, "transformer.", 12)) {
+            char stripped[sizeof t[i].name];
+            snprintf(stripped, sizeof stripped, "%s", t[i].name + 12);
+            memcpy(t[i].name, stripped, sizeof stripped);
+        }
+    out_tensor *wte = find(t, n, "wte.weight");
+    size_t wte_n = (size_t)(wte->shape[0] * wte->shape[1]);
+    t[n] = (out_tensor){"lm_head.weight", 2, {wte->shape[0], wte->shape[1]}, malloc(wte_n * 4)};
+    memcpy(t[n].data, wte->data, wte_n * 4);
+    t[n + 1] = (out_tensor){"h.0.attn.bias", 2, {shape.block_size, shape.block_size},
+                            malloc(sizeof(float) * (size_t)(shape.block_size * shape.block_size))};
+    for (int64_t i = 0; i < shape.block_size * shape.block_size; i++)
+        t[n + 1].data[i] = 1.0f;
+    t[n + 2] = (out_tensor){"h.0.attn.masked_bias", 1, {1, 0}, malloc(4)};
+    t[n + 2].data[0] = -1e4f;
+    const char *dir = variant("other-names", NULL, t, n + 3);
+    model *m = build();
+    ddp_err err = {0};
+    CHECK(gpt2_hf_load_model(m, dir, &err) == DDP_OK, "import without the prefix: %s", err.msg);
+    CHECK(logits_error(m, input, ref) <= LOGITS_TOL_FACTOR * LOGITS_NOISE_FLOOR, "logits without the prefix");
+
+    t[n].data[7] += 1.0f; /* lm_head no longer wte */
+    refused(m, variant("untied", NULL, t, n + 1), "lm_head.weight differs from wte", NULL);
+    m->ops->destroy(m);
+    free_tensors(t, n + 3);
+}
+
+/* tmp/NAME: the tensors split over two shards and model.safetensors.index.json; `index` (printf
+ * format of the two file names) replaces the index when given. */
+static const char *sharded(const char *name, const out_tensor *t, int n, int split, const char *index)
+{
+    const char *dir = variant(name, NULL, t, 0);
+    char path[600], *json = calloc(1, 1 << 16);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    write_safetensors(dir, "model-00001-of-00002.safetensors", t, split);
+    write_safetensors(dir, "model-00002-of-00002.safetensors", t + split, n - split);
+    size_t len = (size_t)sprintf(json, "{\"metadata\": {\"total_size\": 1}, \"weight_map\": {");
+    for (int i = 0; i < n; i++)
+        len += (size_t)sprintf(json + len, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"", i ? ", " : "", t[i].name,
+                               i < split ? 1 : 2);
+    sprintf(json + len, "}}\n");
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs(index ? index : json, f);
+    fclose(f);
+    free(json);
+    return dir;
+}
+
+static void test_sharded(const int32_t *input, const float *ref)
+{
+    int n;
+    out_tensor *t = fixture_tensors(&n);
+    model *m = build();
+    ddp_err err = {0};
+    CHECK(gpt2_hf_load_model(m, sharded("sharded", t, n, n / 2, NULL), &err) == DDP_OK, "sharded: %s", err.msg);
+    CHECK(logits_error(m, input, ref) <= LOGITS_TOL_FACTOR * LOGITS_NOISE_FLOOR, "logits from two shards");
+    char index[256];
+    snprintf(index, sizeof index, "{\"weight_map\": {\"%s\": \"model-00002-of-00002.safetensors\"}}", t[0].name);
+    char want[256];
+    snprintf(want, sizeof want, "weight_map puts tensor %s in", t[0].name);
+    refused(m, sharded("wrong-shard", t, n, n / 2, index), want, "which does not hold it");
+    snprintf(index, sizeof index, "{\"weight_map\": {\"%s\": \"model-00001-of-00002.safetensors\"}}", t[0].name);
+    refused(m, sharded("unlisted", t, n, n / 2, index), "weight_map lists 1", "its files hold");
+    snprintf(index, sizeof index, "{\"weight_map\": {\"%s\": \"../x.safetensors\"}}", t[0].name);
+    refused(m, sharded("outside", t, n, n / 2, index), "weight_map names \"../x.safetensors\", expected a file name", NULL);
+    m->ops->destroy(m);
+    free_tensors(t, n);
+}
+
+static void test_refusals(void)
+{
+    model *m = build();
+    ddp_err err = {0};
+    CHECK(m->ops->init_params(m, 7, &err) == DDP_OK, "init: %s", err.msg);
+    int n;
+    out_tensor *t = fixture_tensors(&n);
+
+    out_tensor *lnf_b = find(t, n, "transformer.ln_f.bias");
+    out_tensor saved = *lnf_b;
+    *lnf_b = t[n - 1];
+    refused(m, variant("missing", NULL, t, n - 1), "has no tensor transformer.ln_f.bias", NULL);
+    t[n - 1] = *lnf_b, *lnf_b = saved;
+
+    out_tensor *fc = find(t, n, "transformer.h.0.mlp.c_fc.weight");
+    int64_t in = fc->shape[0], out = fc->shape[1];
+    fc->shape[0] = out, fc->shape[1] = in; /* as if stored [out, in] */
+    char want[160];
+    snprintf(want, sizeof want, "tensor transformer.h.0.mlp.c_fc.weight is [%lld, %lld], expected [%lld, %lld] (Conv1D",
+             (long long)out, (long long)in, (long long)in, (long long)out);
+    refused(m, variant("conv1d-layout", NULL, t, n), want, NULL);
+    fc->shape[0] = in, fc->shape[1] = out;
+
+    t[n] = (out_tensor){"transformer.h.0.attn.c_attn.extra", 1, {4, 0}, calloc(4, 4)};
+    refused(m, variant("extra", NULL, t, n + 1), "tensor transformer.h.0.attn.c_attn.extra is not one of GPT-2's", NULL);
+
+    const struct { const char *key, *value, *needle; } keys[] = {
+        {"activation_function", "\"relu\"", "activation_function is \"relu\"; ddprun's GPT-2 computes the tanh GELU"},
+        {"n_inner", "100", "n_inner is 100; ddprun's GPT-2 has an MLP of 4·n_embd"},
+        {"layer_norm_epsilon", "1e-06", "layer_norm_epsilon is 1e-06"},
+        {"model_type", "\"llama\"", "model_type is \"llama\""},
+        {"n_head", "0", "n_head is 0; expected an integer in 1.."},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char *config = config_with(keys[i].key, keys[i].value);
+        refused(m, variant("config", config, t, n), keys[i].needle, "config.json:");
+        free(config);
+    }
+    char *config = fixture_config(), *tie = calloc(1, 1 << 16);
+    snprintf(tie, 1 << 16, "{\"tie_word_embeddings\": false, %s", strchr(config, '{') + 1);
+    refused(m, variant("config", tie, t, n), "config.json:1:25: tie_word_embeddings is false", NULL);
+    free(tie);
+    free(config);
+
+    char n_layer[32], have[MODEL_DESCRIPTION_MAX], want_shape[MODEL_DESCRIPTION_MAX];
+    snprintf(n_layer, sizeof n_layer, "%lld", (long long)(shape.n_layer + 1));
+    config = config_with("n_layer", n_layer);
+    gpt2_shape other = shape;
+    other.n_layer++;
+    gpt2_format_shape(&other, have, sizeof have);
+    gpt2_format_shape(&shape, want_shape, sizeof want_shape);
+    refused(m, variant("config", config, t, n), have, want_shape);
+    free(config);
+    m->ops->destroy(m);
+    free_tensors(t, n + 1);
+}
+
+int main(void)
+{
+    ddp_err err = {0};
+    if (fixture_manifest_read(&fx, "hf-gpt2-tiny") || device_cpu_create(&dev, &err) || !mkdtemp(tmp))
+        return 1;
+    B = fixture_header_int(&fx, "B"), T = fixture_header_int(&fx, "T");
+    CHECK(gpt2_hf_read_shape(fx.dir, &shape, &err) == DDP_OK, "config.json: %s", err.msg);
+    int32_t *input = fixture_load(&fx, "input", NULL);
+    float *ref = fixture_load(&fx, "logits", NULL);
+    CHECK(input && ref && B > 0 && T > 0, "fixture input/logits and B, T");
+    if (input && ref && !err.msg[0]) {
+        test_fixture(input, ref);
+        test_other_names(input, ref);
+        test_sharded(input, ref);
+        test_refusals();
+    }
+    free(input);
+    free(ref);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    dev->ops->destroy(dev);
+    return check_done("test_gpt2_hf");
+}
