@@ -7,7 +7,7 @@
 # config.json's refused with exit 2 naming both shapes, nothing written. Every shape comes from the
 # fixture's config.json.
 source "$(dirname "$0")/../../lib.sh"
-TINY=$DDP_SRC/tests/launcher/train/gpt2_tiny.yaml
+TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 HF=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
 DATA=$TMP/data
 read -r L NH C NPOS V < <(python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
