@@ -46,9 +46,11 @@ bool gpt2_hf_layout(const gpt2_shape *s, const param_tensor *t, int64_t dims[2],
 /* Writes a GPT-2 of this shape, its tensors (our names and layouts, float32) from src, into the
  * existing folder dir as dtype (ST_F32 or ST_BF16), shards of at most max_shard_bytes of tensor
  * data; *files gets the number of safetensors files. Each file is written whole
- * (runtime/base/replace_file.h); files of an earlier export this one does not rewrite
- * (model.safetensors, the index, model-*-of-*.safetensors) are then removed, as save_pretrained
- * does. A tensor src lacks is a usage error naming it, before anything is written. */
+ * (runtime/base/replace_file.h); an earlier export's config.json is removed before the first and
+ * the new one written after the last, so a folder left by a failed export is never read as a
+ * model; files of an earlier export this one does not rewrite (model.safetensors, the index,
+ * model-*-of-*.safetensors) are then removed, as save_pretrained does. A tensor src lacks is a
+ * usage error naming it, before anything is written or removed. */
 int gpt2_hf_write(const char *dir, const gpt2_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
                   gpt2_llmc_src src, void *ctx, int *files, ddp_err *err);
 

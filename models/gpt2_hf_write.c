@@ -3,8 +3,9 @@
  *
  * Owns the export's side of the mapping (our tensor table, gpt2.h's, through gpt2_hf_layout),
  * the shard split (huggingface_hub's split_state_dict_into_shards rule), the index and config.json
- * texts as transformers writes them (json.dumps, indent 2, sorted keys) and the removal of an
- * earlier export's stale weight files. The safetensors layout is runtime/hf/safetensors_write.c's.
+ * texts as transformers writes them (json.dumps, indent 2, sorted keys), the order of the writes
+ * (an earlier config.json removed first, the new one written last) and the removal of an earlier
+ * export's stale weight files. The safetensors layout is runtime/hf/safetensors_write.c's.
  * Must not know checkpoints, configs or the training loop: callers say where each tensor is. */
 #include "gpt2_hf.h"
 
@@ -220,6 +221,17 @@ static int remove_stale(const hf_export *x, ddp_err *err)
     return rc;
 }
 
+/* An earlier export's config.json goes first (and the new one is written last), so a folder an
+ * export failed in part-way is never read as a model. */
+static int remove_config(const hf_export *x, ddp_err *err)
+{
+    char path[4096 + FILE_NAME_MAX];
+    snprintf(path, sizeof path, "%s/%s", x->dir, GPT2_HF_CONFIG);
+    if (unlink(path) != 0 && errno != ENOENT)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot remove the earlier export's: %s", path, strerror(errno));
+    return DDP_OK;
+}
+
 int gpt2_hf_write(const char *dir, const gpt2_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
                   gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
 {
@@ -239,6 +251,8 @@ int gpt2_hf_write(const char *dir, const gpt2_shape *shape, st_dtype dtype, uint
         rc = gather_one(&x, i, src, ctx, err);
     if (!rc)
         split(&x, max_shard_bytes);
+    if (!rc)
+        rc = remove_config(&x, err);
     for (int k = 0; !rc && k < x.n_shards; k++)
         rc = write_shard(&x, k, err);
     if (!rc && x.n_shards > 1)

@@ -12,7 +12,8 @@
  * The export (models/gpt2_hf_write.c) of the imported parameters: the fixture's model.safetensors
  * byte for byte and a config.json of the same shape; sharded, imported back bit for bit; in bf16,
  * imported back as each float32 rounded to nearest even; a tensor the source lacks refused naming
- * it, nothing written. */
+ * it, nothing written; a sharded export failing part-way over an earlier one leaves no config.json,
+ * so the folder is refused. */
 #include "tests/check.h"
 #include "tests/fixture.h"
 
@@ -380,6 +381,19 @@ static void test_export(void)
     float *q = params_of(back);
     CHECK(!memcmp(p, q, m->n_params * sizeof *p), "sharded export imported back bit for bit");
     free(q);
+
+    dir = export_dir("export-broken"); /* a whole export, then a sharded one failing at its second shard */
+    int shards = files;
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+          "export: %s", err.msg);
+    snprintf(a, sizeof a, "%s/model-00002-of-%05d.safetensors", dir, shards);
+    mkdir(a, 0777);
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, m->n_params, host_src, &h, &files, &err) != DDP_OK,
+          "a shard that cannot be written");
+    CHECK_STR_CONTAINS(err.msg, a);
+    snprintf(a, sizeof a, "%s/config.json", dir);
+    CHECK(access(a, F_OK) != 0, "the earlier export's config.json removed, so the half-written folder is no model");
+    CHECK(gpt2_hf_load_model(back, dir, &err) == DDP_EUSAGE, "the half-written folder refused");
 
     dir = export_dir("export-bf16");
     CHECK(gpt2_hf_write(dir, &shape, ST_BF16, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
