@@ -59,6 +59,23 @@ static int lay_out_params(model *m, gpt2_impl *g, ddp_err *err)
     return rc;
 }
 
+int gpt2_tensor_table(const gpt2_shape *shape, model *m, ddp_err *err)
+{
+    if (shape->n_layer < 1 || shape->n_layer > GPT2_MAX_LAYERS)
+        return ddp_fail(err, DDP_EUSAGE, "gpt2 n_layer=%lld: expected 1..%d", (long long)shape->n_layer,
+                        GPT2_MAX_LAYERS);
+    gpt2_impl *g = calloc(1, sizeof *g);
+    if (!g)
+        return ddp_fail(err, DDP_ERUNTIME, "out of host memory");
+    g->s = *shape;
+    g->Vp = gpt2_vocab_padded(shape->vocab_size);
+    int rc = lay_out_params(m, g, err);
+    free(g);
+    if (rc)
+        model_free_tensors(m);
+    return rc;
+}
+
 /* ---- activations -------------------------------------------------------------------------- */
 
 static int act_alloc(model *m, gpt2_impl *g, void **p, size_t bytes, ddp_err *err)

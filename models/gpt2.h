@@ -25,6 +25,11 @@ int64_t gpt2_vocab_padded(int64_t vocab_size);
 int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, device *dev, const sample_layout *data, int64_t max_rows,
                 size_t param_tail, model **out, ddp_err *err);
 
+/* The parameter tensors a GPT-2 of this shape has, as gpt2_create lays them out (names, shapes,
+ * offsets; m->n_params), into m->tensors of a zeroed model that is not built: for writers of a
+ * model's files that have no model. Free with model_free_tensors. */
+int gpt2_tensor_table(const gpt2_shape *shape, model *m, ddp_err *err);
+
 /* The shape as text: "gpt2 n_layer=12 n_head=12 n_embd=768 block_size=1024 vocab_size=50257". A
  * model's description is this followed by " seq_len=T". */
 void gpt2_format_shape(const gpt2_shape *shape, char *out, size_t size);

@@ -177,13 +177,12 @@ static int find_hf(const import *im, const char *name, const st_tensor **out, dd
     return DDP_OK;
 }
 
-/* The shape HF stores our tensor t in, and whether it is stored transposed (a block's Conv1D weight). */
-static bool hf_layout(const import *im, const param_tensor *t, int64_t dims[2], int *ndim)
+bool gpt2_hf_layout(const gpt2_shape *s, const param_tensor *t, int64_t dims[2], int *ndim)
 {
     *ndim = t->ndim;
     dims[0] = t->shape[0], dims[1] = t->ndim > 1 ? t->shape[1] : 0;
     if (!strcmp(t->name, "wte.weight"))
-        dims[0] = im->s->vocab_size; /* our padding rows are not stored */
+        dims[0] = s->vocab_size; /* our padding rows are not stored */
     bool conv1d = !strncmp(t->name, "h.", 2) && t->ndim == 2;
     if (conv1d)
         dims[0] = t->shape[1], dims[1] = t->shape[0];
@@ -198,7 +197,7 @@ static int import_tensor(const import *im, const param_tensor *t, ddp_err *err)
         return rc;
     int64_t dims[2];
     int ndim;
-    bool transposed = hf_layout(im, t, dims, &ndim);
+    bool transposed = gpt2_hf_layout(im->s, t, dims, &ndim);
     if (hf->ndim != ndim || hf->shape[0] != dims[0] || (ndim > 1 && hf->shape[1] != dims[1])) {
         char have[96], want[96];
         format_dims(hf->shape, hf->ndim, have, sizeof have);

@@ -16,8 +16,9 @@
  * Exit status: 0 valid / identical, 1 bad CRC / different / unreadable, 2 usage error. */
 int ckpt_tool_main(int argc, char **argv);
 
-/* `ddprun ckpt export --format llmc CHECKPOINT OUT.bin` (argv[0] "ckpt", argv[1] "export"); returns
- * the exit status (0, 1 runtime failure, 2 usage or a checkpoint that cannot be exported). */
+/* `ddprun ckpt export --format llmc CHECKPOINT OUT.bin` and `--format hf CHECKPOINT DIR` (argv[0]
+ * "ckpt", argv[1] "export"); returns the exit status (0, 1 runtime failure, 2 usage or a checkpoint
+ * that cannot be exported). */
 int ckpt_export_main(int argc, char **argv);
 
 /* Reads and verifies a checkpoint of a GPT-2 model: *shape and *seq_len from the model description

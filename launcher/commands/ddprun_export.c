@@ -1,27 +1,44 @@
-/* ddprun_export.c — `ddprun ckpt export --format llmc CHECKPOINT OUT.bin`: a training checkpoint's
- * parameters as llm.c's GPT-2 model file, and the reading of a GPT-2 checkpoint that `ddprun
+/* ddprun_export.c — `ddprun ckpt export --format llmc CHECKPOINT OUT.bin` (llm.c's GPT-2 model
+ * file) and `ddprun ckpt export --format hf CHECKPOINT DIR` (a Hugging Face GPT2LMHeadModel
+ * folder), a training checkpoint's parameters, and the reading of a GPT-2 checkpoint that `ddprun
  * generate` shares.
  *
  * The checkpoint is read whole and verified (every CRC) first; its recorded model description
  * gives the shape, so only GPT-2 checkpoints can be exported (anything else is refused naming the
  * model). Parameters are the checkpoint's "param/<name>" tensors; optimizer state is not
- * exported. The file layout and the atomic write are models/gpt2_llmc.c's. OUT is refused before
- * anything is read when it is the checkpoint itself (by any path: same device and inode), and when
- * it exists, unless --force. Runs in-process: no mpirun, no device. Must not write anything but
- * OUT. */
+ * exported. The file layouts and the atomic writes are models/gpt2_llmc.c's and
+ * models/gpt2_hf_write.c's. Before anything is read, OUT is refused when it is the checkpoint
+ * itself (by any path: same device and inode) or exists, unless --force; DIR when it is not a
+ * folder, or holds config.json or model*.safetensors, unless --force (DIR is created, after the
+ * checkpoint checked out, when missing). Runs in-process: no mpirun, no device. Must not write
+ * anything but OUT or DIR's files. */
+#include <dirent.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "models/gpt2_hf.h"
 #include "models/gpt2_llmc.h"
 
 static const char export_usage[] =
     "usage: ddprun ckpt export --format llmc [--force] CHECKPOINT OUT.bin\n"
+    "       ddprun ckpt export --format hf [--dtype f32|bf16] [--max-shard-mb N] [--force] CHECKPOINT DIR\n"
     "  llmc:    llm.c's GPT-2 model file (float32, version 3), for llm.c's train_gpt2 / test_gpt2 or\n"
-    "           for checkpoint.init_from; only checkpoints of GPT-2 models can be exported\n"
-    "  --force: replace OUT.bin when it exists (never the checkpoint itself)\n";
+    "           for checkpoint.init_from\n"
+    "  hf:      a Hugging Face GPT2LMHeadModel folder as save_pretrained writes it (config.json,\n"
+    "           model.safetensors), for transformers' from_pretrained or checkpoint.init_from;\n"
+    "           DIR is created when missing\n"
+    "  --dtype: the tensors' type in the hf folder: f32 (default) or bf16 (rounded to nearest even)\n"
+    "  --max-shard-mb: above N MB (10^6 bytes; decimals allowed) of tensors, the hf folder holds\n"
+    "           shards model-0000K-of-0000N.safetensors and model.safetensors.index.json (default\n"
+    "           5000, save_pretrained's 5GB)\n"
+    "  --force: replace OUT.bin when it exists (never the checkpoint itself), or DIR's config.json\n"
+    "           and weight files\n"
+    "  only checkpoints of GPT-2 models can be exported\n";
 
 int gpt2_ckpt_open(const char *path, const char *use, ckpt_loaded *ck, gpt2_shape *shape, int64_t *seq_len,
                    ddp_err *err)
@@ -81,59 +98,171 @@ static int check_output(const char *in, const char *out, bool force)
     return DDP_OK;
 }
 
-int ckpt_export_main(int argc, char **argv)
+/* A file an export to DIR would replace: config.json, model*.safetensors or the index. */
+static bool export_file(const char *name)
 {
-    const char *format = NULL, *in = NULL, *out = NULL;
-    bool force = false;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(export_usage, stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--format")) {
-            if (i + 1 >= argc)
-                return usage("%s needs a value", a);
-            format = argv[++i];
-        } else if (!strncmp(a, "--format=", 9)) {
-            format = a + 9;
-        } else if (!strcmp(a, "--force")) {
-            force = true;
-        } else if (a[0] == '-' && a[1]) {
-            return usage("unknown flag %s", a);
-        } else if (!in) {
-            in = a;
-        } else if (!out) {
-            out = a;
-        } else {
-            return usage("unexpected argument %s", a);
-        }
+    return !strcmp(name, GPT2_HF_CONFIG) || (!strncmp(name, "model", 5) && strstr(name, ".safetensors"));
+}
+
+/* DIR is missing, or a folder holding no export's files (any, when forced). */
+static int check_folder(const char *dir, bool force)
+{
+    struct stat sd;
+    if (stat(dir, &sd) != 0)
+        return DDP_OK; /* created after the checkpoint checked out */
+    if (!S_ISDIR(sd.st_mode)) {
+        fprintf(stderr, "ddprun ckpt export: %s is not a directory; --format hf writes a folder\n", dir);
+        return DDP_EUSAGE;
     }
-    if (!format)
-        return usage("%s", "--format is required (llmc)");
-    if (strcmp(format, "llmc"))
-        return usage("unknown format \"%s\" (known: llmc)", format);
-    if (!in || !out)
-        return usage("%s", "needs CHECKPOINT and OUT.bin");
-    int rc = check_output(in, out, force);
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "ddprun ckpt export: %s: cannot list: %s\n", dir, strerror(errno));
+        return DDP_EUSAGE;
+    }
+    int rc = DDP_OK;
+    for (struct dirent *e; !force && !rc && (e = readdir(d));)
+        if (export_file(e->d_name)) {
+            fprintf(stderr, "ddprun ckpt export: %s already holds %s; give --force to replace the folder's model\n",
+                    dir, e->d_name);
+            rc = DDP_EUSAGE;
+        }
+    closedir(d);
+    return rc;
+}
+
+typedef struct export_args {
+    const char *format, *in, *out, *dtype;
+    double shard_mb;
+    bool force;
+} export_args;
+
+static int export_llmc(const export_args *a)
+{
+    int rc = check_output(a->in, a->out, a->force);
     if (rc)
         return rc;
     ckpt_loaded ck;
     gpt2_shape shape;
     int64_t seq_len;
     ddp_err err = {0};
-    rc = gpt2_ckpt_open(in, "exported to llm.c's format", &ck, &shape, &seq_len, &err);
+    rc = gpt2_ckpt_open(a->in, "exported to llm.c's format", &ck, &shape, &seq_len, &err);
     if (!rc) {
-        rc = gpt2_llmc_write(out, &shape, ckpt_src, &ck, &err);
+        rc = gpt2_llmc_write(a->out, &shape, ckpt_src, &ck, &err);
         if (rc)
-            ddp_prefix(&err, "%s", in);
+            ddp_prefix(&err, "%s", a->in);
         else
-            printf("ckpt export: %s (step %lld, %s) -> %s (llm.c model file, float32)\n", in,
-                   (long long)ck.hdr.step, ck.hdr.model, out);
+            printf("ckpt export: %s (step %lld, %s) -> %s (llm.c model file, float32)\n", a->in,
+                   (long long)ck.hdr.step, ck.hdr.model, a->out);
         ckpt_loaded_free(&ck);
     }
     if (rc)
         fprintf(stderr, "ddprun ckpt export: %s\n", err.msg);
+    return rc;
+}
+
+static int export_hf(const export_args *a)
+{
+    st_dtype dtype = a->dtype && !strcmp(a->dtype, "bf16") ? ST_BF16 : ST_F32;
+    int rc = check_folder(a->out, a->force);
+    if (rc)
+        return rc;
+    ckpt_loaded ck;
+    gpt2_shape shape;
+    int64_t seq_len;
+    ddp_err err = {0};
+    rc = gpt2_ckpt_open(a->in, "exported to Hugging Face's format", &ck, &shape, &seq_len, &err);
+    if (rc) {
+        fprintf(stderr, "ddprun ckpt export: %s\n", err.msg);
+        return rc;
+    }
+    if (mkdir(a->out, 0777) != 0 && errno != EEXIST)
+        rc = ddp_fail(&err, DDP_EUSAGE, "%s: cannot create: %s", a->out, strerror(errno));
+    int files = 0;
+    if (!rc && (rc = gpt2_hf_write(a->out, &shape, dtype, (uint64_t)(a->shard_mb * 1e6), ckpt_src, &ck, &files,
+                                   &err)))
+        ddp_prefix(&err, "%s", a->in);
+    if (!rc)
+        printf("ckpt export: %s (step %lld, %s) -> %s (Hugging Face GPT2LMHeadModel, %s, %d safetensors file%s)\n",
+               a->in, (long long)ck.hdr.step, ck.hdr.model, a->out, dtype == ST_BF16 ? "bfloat16" : "float32", files,
+               files == 1 ? "" : "s");
+    else
+        fprintf(stderr, "ddprun ckpt export: %s\n", err.msg);
+    ckpt_loaded_free(&ck);
+    return rc;
+}
+
+/* The value of flag a (argv[*i]) given as "--flag V" or "--flag=V", or NULL when a is not it. */
+static const char *flag_value(int argc, char **argv, int *i, const char *flag, bool *missing)
+{
+    size_t n = strlen(flag);
+    if (strncmp(argv[*i], flag, n))
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n])
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_args(int argc, char **argv, export_args *x)
+{
+    *x = (export_args){.shard_mb = GPT2_HF_DEFAULT_SHARD_BYTES / 1e6};
+    const char *shard = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v;
+        bool missing = false;
+        if ((v = flag_value(argc, argv, &i, "--format", &missing)))
+            x->format = v;
+        else if ((v = flag_value(argc, argv, &i, "--dtype", &missing)))
+            x->dtype = v;
+        else if ((v = flag_value(argc, argv, &i, "--max-shard-mb", &missing)))
+            shard = v;
+        else if (missing)
+            return usage("%s needs a value", a);
+        else if (!strcmp(a, "--force"))
+            x->force = true;
+        else if (a[0] == '-' && a[1])
+            return usage("unknown flag %s", a);
+        else if (!x->in)
+            x->in = a;
+        else if (!x->out)
+            x->out = a;
+        else
+            return usage("unexpected argument %s", a);
+    }
+    if (!x->format)
+        return usage("%s", "--format is required (llmc or hf)");
+    bool hf = !strcmp(x->format, "hf");
+    if (!hf && strcmp(x->format, "llmc"))
+        return usage("unknown format \"%s\" (known: llmc, hf)", x->format);
+    if (!hf && (x->dtype || shard))
+        return usage("%s", "--dtype and --max-shard-mb apply to --format hf");
+    if (x->dtype && strcmp(x->dtype, "f32") && strcmp(x->dtype, "bf16"))
+        return usage("--dtype %s: expected f32 or bf16", x->dtype);
+    char *end = NULL;
+    if (shard && (x->shard_mb = strtod(shard, &end), end == shard || *end || !(x->shard_mb > 0) ||
+                  x->shard_mb > 1e12))
+        return usage("--max-shard-mb %s: expected a number of MB above 0", shard);
+    if (!x->in || !x->out)
+        return usage("%s", hf ? "needs CHECKPOINT and DIR" : "needs CHECKPOINT and OUT.bin");
+    return DDP_OK;
+}
+
+int ckpt_export_main(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(export_usage, stdout);
+            return 0;
+        }
+    export_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (!rc)
+        rc = !strcmp(a.format, "hf") ? export_hf(&a) : export_llmc(&a);
     fflush(stdout);
     return rc;
 }

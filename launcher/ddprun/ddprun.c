@@ -58,6 +58,8 @@ static const char usage_text[] =
     "       ddprun ckpt info PATH | ckpt diff A B             inspect checkpoints (no mpirun)\n"
     "       ddprun ckpt export --format llmc [--force] CKPT OUT.bin\n"
     "                                                         a GPT-2 checkpoint as an llm.c model file\n"
+    "       ddprun ckpt export --format hf [--dtype f32|bf16] [--max-shard-mb N] [--force] CKPT DIR\n"
+    "                                                         ... as a Hugging Face GPT2LMHeadModel folder\n"
     "       ddprun generate CKPT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
     "                       [--tokenizer PATH]                text from a GPT-2 checkpoint (CPU, no mpirun)\n"
     "       ddprun config reference                           every config key (docs/config-reference.md)\n"

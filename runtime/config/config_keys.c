@@ -142,8 +142,8 @@ static const cfg_key keys_after_models[] = {
     OPT_PATH("checkpoint.init_from", checkpoint.init_from,
              "An llm.c GPT-2 model file, or a Hugging Face `save_pretrained` folder (a directory with "
              "`config.json` and `model.safetensors` or its sharded index; F32, F16 or BF16 tensors): a fresh start (no checkpoint "
-             "resumed) loads the parameters from it (`ddprun ckpt export --format llmc` writes the file; so does "
-             "llm.c's `train_gpt2.py`) instead of initialising them; the file's header or `config.json` must "
+             "resumed) loads the parameters from it (`ddprun ckpt export --format llmc` writes the file, as does "
+             "llm.c's `train_gpt2.py`; `--format hf` the folder) instead of initialising them; the file's header or `config.json` must "
              "match `model.gpt2` (both shapes named otherwise). Only with `model.kind: gpt2`."),
     OPT_PATH("checkpoint.dir", checkpoint.dir,
              "Where checkpoints are written and looked for (none: `run.dir/checkpoints`); may be a network mount "

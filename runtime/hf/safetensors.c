@@ -23,6 +23,7 @@ static const struct { const char *name; st_dtype dtype; unsigned size; } dtypes[
     {"F32", ST_F32, 4}, {"F16", ST_F16, 2}, {"BF16", ST_BF16, 2}};
 
 const char *safetensors_dtype_name(st_dtype d) { return dtypes[d].name; }
+unsigned safetensors_dtype_size(st_dtype d) { return dtypes[d].size; }
 
 /* ---- one header entry --------------------------------------------------------------------- */
 

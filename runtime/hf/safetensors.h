@@ -50,6 +50,8 @@ void safetensors_close(safetensors *st);
 const st_tensor *safetensors_find(const safetensors *st, const char *name);
 /* "F32", "F16", "BF16" */
 const char *safetensors_dtype_name(st_dtype d);
+/* Bytes one element of d takes: 4 or 2 */
+unsigned safetensors_dtype_size(st_dtype d);
 /* t's numel values as float32 into out (F16 and BF16 widened exactly). */
 void safetensors_to_f32(const st_tensor *t, float *out);
 

@@ -8,7 +8,12 @@
  * refusals, each naming the key or tensor and leaving the model's parameters as they were: a
  * missing tensor, a Conv1D weight in [out, in], a tensor GPT-2 lacks, an untied lm_head, config
  * keys our GPT-2 cannot compute, and a shape other than the model's (both named). Every shape
- * comes from MANIFEST and config.json, so another fixture made the same way passes unchanged. */
+ * comes from MANIFEST and config.json, so another fixture made the same way passes unchanged.
+ * The export (models/gpt2_hf_write.c) of the imported parameters: the fixture's model.safetensors
+ * byte for byte and a config.json of the same shape; sharded, imported back bit for bit; in bf16,
+ * imported back as each float32 rounded to nearest even; a tensor the source lacks refused naming
+ * it, nothing written; a sharded export failing part-way over an earlier one leaves no config.json,
+ * so the folder is refused. */
 #include "tests/check.h"
 #include "tests/fixture.h"
 
@@ -310,6 +315,109 @@ static void test_sharded(const int32_t *input, const float *ref)
     free_tensors(t, n);
 }
 
+/* ---- export ------------------------------------------------------------------------------ */
+
+typedef struct host_params { const model *m; const float *p; const char *lacks; } host_params;
+
+static const float *host_src(void *ctx, const char *name, size_t numel)
+{
+    const host_params *h = ctx;
+    const param_tensor *t = model_find_tensor(h->m, name);
+    return t && t->numel == numel && (!h->lacks || strcmp(name, h->lacks)) ? h->p + t->offset : NULL;
+}
+
+static bool same_bytes(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool same = fa && fb;
+    for (int ca = 0, cb = 0; same && ca != EOF; same = ca == cb)
+        ca = fgetc(fa), cb = fgetc(fb);
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return same;
+}
+
+static const char *export_dir(const char *name)
+{
+    static char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    mkdir(dir, 0777);
+    return dir;
+}
+
+/* The float32 bits rounded to bfloat16 (nearest, ties to even) and widened back. */
+static float bf16_rounded(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void test_export(void)
+{
+    model *m = build(), *back = build();
+    ddp_err err = {0};
+    CHECK(gpt2_hf_load_model(m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
+    float *p = params_of(m);
+    host_params h = {m, p, NULL};
+    int files = 0;
+    const char *dir = export_dir("export");
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+          "export: %s", err.msg);
+    char a[600], b[sizeof fx.dir + 32];
+    snprintf(a, sizeof a, "%s/model.safetensors", dir), snprintf(b, sizeof b, "%s/model.safetensors", fx.dir);
+    CHECK(files == 1 && same_bytes(a, b), "the export's model.safetensors is the fixture's byte for byte");
+    gpt2_shape s = {0};
+    CHECK(gpt2_hf_read_shape(dir, &s, &err) == DDP_OK && !memcmp(&s, &shape, sizeof s), "its config.json: %s", err.msg);
+
+    dir = export_dir("export-shards");
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, m->n_params, host_src, &h, &files, &err) == DDP_OK, "sharded: %s", err.msg);
+    CHECK(files >= 4, "%d shards of at most %zu bytes", files, m->n_params);
+    CHECK(gpt2_hf_load_model(back, dir, &err) == DDP_OK, "sharded export imported: %s", err.msg);
+    float *q = params_of(back);
+    CHECK(!memcmp(p, q, m->n_params * sizeof *p), "sharded export imported back bit for bit");
+    free(q);
+
+    dir = export_dir("export-broken"); /* a whole export, then a sharded one failing at its second shard */
+    int shards = files;
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+          "export: %s", err.msg);
+    snprintf(a, sizeof a, "%s/model-00002-of-%05d.safetensors", dir, shards);
+    mkdir(a, 0777);
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, m->n_params, host_src, &h, &files, &err) != DDP_OK,
+          "a shard that cannot be written");
+    CHECK_STR_CONTAINS(err.msg, a);
+    snprintf(a, sizeof a, "%s/config.json", dir);
+    CHECK(access(a, F_OK) != 0, "the earlier export's config.json removed, so the half-written folder is no model");
+    CHECK(gpt2_hf_load_model(back, dir, &err) == DDP_EUSAGE, "the half-written folder refused");
+
+    dir = export_dir("export-bf16");
+    CHECK(gpt2_hf_write(dir, &shape, ST_BF16, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+          "bf16: %s", err.msg);
+    CHECK(gpt2_hf_load_model(back, dir, &err) == DDP_OK, "bf16 export imported: %s", err.msg);
+    q = params_of(back);
+    size_t bad = 0, moved = 0;
+    for (size_t i = 0; i < m->n_params; i++)
+        bad += bf16_rounded(p[i]) != q[i], moved += p[i] != q[i];
+    CHECK(bad == 0 && moved > m->n_params / 2, "bf16: %zu of %zu parameters not rounded to nearest even (%zu moved)",
+          bad, m->n_params, moved);
+    free(q);
+
+    dir = export_dir("export-lacking");
+    h.lacks = "h.1.mlp.c_proj.bias";
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_EUSAGE,
+          "a tensor the source lacks");
+    CHECK_STR_CONTAINS(err.msg, "no tensor h.1.mlp.c_proj.bias");
+    CHECK(rmdir(dir) == 0, "%s: nothing written", dir);
+    free(p);
+    m->ops->destroy(m);
+    back->ops->destroy(back);
+}
+
 static void test_refusals(void)
 {
     model *m = build();
@@ -382,6 +490,7 @@ int main(void)
         test_other_names(input, ref);
         test_sharded(input, ref);
         test_refusals();
+        test_export();
     }
     free(input);
     free(ref);

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# `ddprun ckpt export --format hf` on GPT-2 checkpoints started from tests/fixtures/hf-gpt2-tiny (or
+# the same fixture under $DDP_TEST_FIXTURES), on byte tokens:
+#  - the fixture through a step that changes nothing, exported: model.safetensors is the fixture's
+#    file byte for byte, its tensors (read with the `safetensors` package) the fixture's by name,
+#    shape, dtype and bytes, and config.json holds every key of the fixture's (transformers_version
+#    aside) at the same value;
+#  - two training steps, exported in float32 and imported back (checkpoint.init_from, a still step):
+#    every parameter byte-identical (compared through `ckpt export --format llmc`); in bf16 every
+#    re-imported parameter is the float32 one rounded to nearest even (rounded here independently);
+#    sharded (--max-shard-mb) into the files and index huggingface_hub's split names (the split
+#    computed here), each read back, and imported back byte-identical; --force replacing a sharded
+#    export by one file removes the stale shards and index;
+#  - refused with exit 2, nothing written: a folder already holding config.json or a shard, a path
+#    that is a file, an MLP checkpoint (and the missing folder is not created), bad flag values.
+source "$(dirname "$0")/../../lib.sh"
+TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
+HF=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
+DATA=$TMP/data
+read -r L NH C NPOS V < <(python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
+print(c["n_layer"], c["n_head"], c["n_embd"], c["n_positions"], c["vocab_size"])' "$HF/config.json")
+SHAPE=(model.gpt2.n_layer="$L" model.gpt2.n_head="$NH" model.gpt2.n_embd="$C" model.gpt2.block_size="$NPOS"
+       model.gpt2.vocab_size="$V" data.seq_len="$NPOS")
+gpt2() { # RUNDIR [overrides...]
+    local dir=$1; shift
+    mpirun -np 1 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$TINY" run.dir="$dir" data.path="$DATA" \
+        "${SHAPE[@]}" "$@"
+}
+STILL=(train.max_steps=1 optimizer.kind=sgd optimizer.lr=1e-300 optimizer.momentum=0 optimizer.weight_decay=0)
+export_hf() { "$DDPRUN" ckpt export --format hf "$@"; }
+# llmc CKPT OUT: the checkpoint's parameters as llm.c's file (every float, padding rows included)
+llmc() { "$DDPRUN" ckpt export --format llmc "$1" "$2" >/dev/null; }
+# reimport NAME FOLDER: a still step from FOLDER, its parameters as $TMP/NAME.bin
+reimport() {
+    gpt2 "$TMP/r-$1" "${STILL[@]}" checkpoint.init_from="$2" >"$TMP/r-$1.log" 2>&1 &&
+        llmc "$TMP/r-$1/checkpoints/ckpt-00000001.ddp" "$TMP/$1.bin"
+}
+python3 -c 'import safetensors' 2>/dev/null || { echo "SKIP: python3 lacks safetensors (scripts/setup --text)"; exit 77; }
+
+"$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DDP_SRC/README.md" "$DATA" >/dev/null
+check "prepare-text: byte-token data" [ -f "$DATA/tokenizer.bin" ]
+
+# ---- the fixture, unchanged ----------------------------------------------------------------
+gpt2 "$TMP/f" "${STILL[@]}" checkpoint.init_from="$HF" >"$TMP/f.log" 2>&1
+check "a still step from the fixture" [ $? -eq 0 ]
+F=$TMP/f/checkpoints/ckpt-00000001.ddp
+export_hf "$F" "$TMP/fx" >"$TMP/fx.log" 2>&1
+check "ckpt export --format hf into a new folder" [ $? -eq 0 ]
+check "saying what it wrote" grep -q "Hugging Face GPT2LMHeadModel, float32, 1 safetensors file" "$TMP/fx.log"
+check "model.safetensors is the fixture's file byte for byte" cmp "$TMP/fx/model.safetensors" "$HF/model.safetensors"
+check "no index for one file" [ ! -e "$TMP/fx/model.safetensors.index.json" ]
+python3 - "$HF" "$TMP/fx" <<'PY'
+import json, sys, safetensors
+a, b = (dict(safetensors.deserialize(open(d + "/model.safetensors", "rb").read())) for d in sys.argv[1:3])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+for name in a:
+    for field in ("dtype", "shape", "data"):
+        assert a[name][field] == b[name][field], (name, field)
+ca, cb = (json.load(open(d + "/config.json")) for d in sys.argv[1:3])
+diff = {k: (v, cb.get(k)) for k, v in ca.items() if k != "transformers_version" and cb.get(k, "absent") != v}
+assert not diff, diff
+assert cb["n_ctx"] == cb["n_positions"] and cb["torch_dtype"] == "float32", cb
+PY
+check "read with the safetensors package: the fixture's names, shapes, dtypes and bytes; its config keys" [ $? -eq 0 ]
+
+# ---- trained, exported, imported back ------------------------------------------------------
+gpt2 "$TMP/a" checkpoint.init_from="$HF" train.max_steps=2 >"$TMP/a.log" 2>&1
+check "two training steps from the fixture" [ $? -eq 0 ]
+A=$TMP/a/checkpoints/ckpt-00000002.ddp
+llmc "$A" "$TMP/a.bin" && llmc "$F" "$TMP/f.bin"
+check "its parameters moved" bash -c '! cmp -s "$1" "$2"' _ "$TMP/a.bin" "$TMP/f.bin"
+export_hf "$A" "$TMP/h32" >/dev/null 2>&1 && reimport f32 "$TMP/h32"
+check "exported in float32 and imported back" [ $? -eq 0 ]
+check "every parameter byte-identical" cmp "$TMP/a.bin" "$TMP/f32.bin"
+
+export_hf --dtype bf16 "$A" "$TMP/h16" >"$TMP/h16.log" 2>&1 && reimport bf16 "$TMP/h16"
+check "exported in bf16 and imported back" [ $? -eq 0 ]
+python3 - "$TMP/a.bin" "$TMP/bf16.bin" "$TMP/h16" <<'PY'
+import json, struct, sys, safetensors
+a, b = (open(p, "rb").read()[1024:] for p in sys.argv[1:3])
+n = len(a) // 4
+ua, ub = struct.unpack(f"<{n}I", a), struct.unpack(f"<{n}I", b)
+def bf16(u):  # float32 bits rounded to bfloat16 (nearest, ties to even), widened back
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return None
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16 & 0xFFFF) << 16
+bad = [i for i in range(n) if bf16(ua[i]) != ub[i]]
+assert not bad, f"{len(bad)} parameters differ, first at {bad[0]}"
+assert sum(ua[i] != ub[i] for i in range(n)) > n // 2, "bf16 rounding changed almost nothing"
+t = safetensors.deserialize(open(sys.argv[3] + "/model.safetensors", "rb").read())
+assert {v["dtype"] for _, v in t} == {"BF16"}, {v["dtype"] for _, v in t}
+assert json.load(open(sys.argv[3] + "/config.json"))["torch_dtype"] == "bfloat16"
+PY
+check "bf16: every re-imported parameter the float32 one rounded to nearest even; BF16 tensors" [ $? -eq 0 ]
+
+# ---- sharded -------------------------------------------------------------------------------
+LIMIT=0.06 # MB: wte and the MLP weights above it (each alone, numbered when met), the rest in shards
+export_hf --max-shard-mb $LIMIT "$A" "$TMP/hs" >"$TMP/hs.log" 2>&1 && reimport shards "$TMP/hs"
+check "exported in shards of $LIMIT MB and imported back" [ $? -eq 0 ]
+check "every parameter byte-identical" cmp "$TMP/a.bin" "$TMP/shards.bin"
+check "no model.safetensors beside the shards" [ ! -e "$TMP/hs/model.safetensors" ]
+python3 - "$TMP/h32" "$TMP/hs" "$L" "$LIMIT" <<'PY'
+import json, os, sys, safetensors
+one, dir, L, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]) * 1e6
+whole = dict(safetensors.deserialize(open(one + "/model.safetensors", "rb").read()))
+# GPT2LMHeadModel's state_dict order (lm_head dropped: tied), split as huggingface_hub splits it
+block = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+         "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
+         "mlp.c_proj.bias"]
+order = ["wte.weight", "wpe.weight"] + [f"h.{l}.{n}" for l in range(L) for n in block] + ["ln_f.weight", "ln_f.bias"]
+order = ["transformer." + n for n in order]
+assert sorted(order) == sorted(whole), sorted(set(order) ^ set(whole))
+shards, cur, size, jumped = [], [], 0, 0
+for n in order:
+    b = len(whole[n]["data"])
+    if b > limit:
+        shards.append([n])
+        jumped += len(cur) > 0  # numbered before the shard still open
+        continue
+    if size + b > limit:
+        shards.append(cur)
+        cur, size = [], 0
+    cur.append(n)
+    size += b
+shards += [cur] if cur else []
+assert len(shards) > 2 and jumped, (len(shards), jumped)
+want = {n: f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors" for k, s in enumerate(shards) for n in s}
+index = json.load(open(dir + "/model.safetensors.index.json"))
+assert index["weight_map"] == want, index["weight_map"]
+assert list(index["weight_map"]) == sorted(want), "weight_map not in name order"
+assert index["metadata"] == {"total_size": sum(len(v["data"]) for v in whole.values())}, index["metadata"]
+files = sorted(f for f in os.listdir(dir) if f.endswith(".safetensors"))
+assert files == sorted(set(want.values())), files
+for f in files:
+    got = dict(safetensors.deserialize(open(f"{dir}/{f}", "rb").read()))
+    assert sorted(got) == sorted(n for n, v in want.items() if v == f), f
+    assert all(got[n] == whole[n] for n in got), f
+PY
+check "the shards and index huggingface_hub's split names; each file's tensors the unsharded export's" [ $? -eq 0 ]
+
+export_hf --force "$A" "$TMP/hs" >/dev/null 2>&1
+check "--force: one file over a sharded export" [ $? -eq 0 ]
+check "the stale shards and index removed" [ "$(ls "$TMP/hs")" = "$(printf 'config.json\nmodel.safetensors')" ]
+check "the file the float32 export's" cmp "$TMP/hs/model.safetensors" "$TMP/h32/model.safetensors"
+
+# ---- refusals ------------------------------------------------------------------------------
+refused() { # DESCRIPTION PATTERN ARGS...: exit 2, stderr matching PATTERN
+    local what=$1 pattern=$2; shift 2
+    export_hf "$@" >/dev/null 2>"$TMP/err"
+    local rc=$?
+    check "$what: exit 2 (got $rc)" [ $rc -eq 2 ]
+    check "$what: saying so" grep -q -- "$pattern" "$TMP/err"
+}
+sum_h32() { cat "$TMP/h32"/* | cksum; }
+before=$(sum_h32)
+refused "a folder holding an export" "$TMP/h32 already holds .*--force" "$A" "$TMP/h32"
+check "left as it was" [ "$(sum_h32)" = "$before" ]
+mkdir "$TMP/part" && touch "$TMP/part/model-00002-of-00003.safetensors"
+refused "a folder holding a shard" "already holds model-00002-of-00003.safetensors" "$A" "$TMP/part"
+refused "a file as DIR" "is not a directory" "$A" "$A"
+mkdir "$TMP/other" && echo keep >"$TMP/other/notes.txt"
+export_hf "$A" "$TMP/other" >/dev/null 2>&1
+check "a folder holding other files: exported into it" [ $? -eq 0 ]
+check "beside them" [ -f "$TMP/other/model.safetensors" ]
+check "which stay" grep -q keep "$TMP/other/notes.txt"
+
+mpirun -np 1 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$SMALL" run.dir="$TMP/mlp" data.kind=synthetic \
+    data.synthetic.train=256 data.synthetic.test=64 train.max_steps=5 >/dev/null 2>&1
+M=$(last_ckpt "$TMP/mlp")
+check "an MLP run's checkpoint" [ -n "$M" ]
+refused "an MLP checkpoint" "checkpoint of mlp .*only GPT-2 checkpoints can be exported to Hugging Face" "$M" "$TMP/mlp-hf"
+check "and the folder not created" [ ! -e "$TMP/mlp-hf" ]
+for bad in "--dtype f16" "--max-shard-mb 0" "--max-shard-mb x" "--max-shard-mb"; do
+    refused "ckpt export --format hf $bad" "usage:" $bad "$A" "$TMP/bad"
+done
+"$DDPRUN" ckpt export --format llmc --dtype bf16 "$A" "$TMP/bad.bin" >/dev/null 2>"$TMP/err"
+check "--dtype with --format llmc: exit 2" [ $? -eq 2 ]
+check "nothing written by the refusals" [ ! -e "$TMP/bad" ]
+check "nor by the llmc one" [ ! -e "$TMP/bad.bin" ]
+finish
