@@ -127,8 +127,9 @@ int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides
 bool config_gpt2_shape_pending(const config *c);
 /* Takes checkpoint.init_from's shape `from`, read from `file` (names[]: that file's names for
  * n_layer, n_head, n_embd, block_size and vocab_size, for messages): the keys left out get its
- * values; one set to another value is refused naming the key, both values and file; then
- * data.seq_len must fit its block_size. DDP_OK, or DDP_EUSAGE with c unchanged. */
+ * values; one set to another value is refused naming the key, both values and file, as are values
+ * outside the keys' ranges or n_embd not divisible by n_head; then data.seq_len must fit its
+ * block_size. DDP_OK, or DDP_EUSAGE with c unchanged. */
 int config_take_gpt2_shape(config *c, const gpt2_shape *from, const char *file, const char *const names[],
                            ddp_err *err);
 

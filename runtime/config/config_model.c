@@ -73,19 +73,27 @@ bool config_gpt2_shape_pending(const config *c)
     return false;
 }
 
+/* The shape's values are checked against the keys' ranges too: a file's shape beyond them (a folder
+ * allows larger ones) would give a config that does not load again. */
 int config_take_gpt2_shape(config *c, const gpt2_shape *from, const char *file, const char *const names[],
                            ddp_err *err)
 {
     gpt2_shape have = c->model.gpt2, want = *from;
     const char *config_file = c->source[0] ? c->source : "the config";
     for (int i = 0; i < GPT2_SHAPE_KEYS; i++) {
+        const cfg_key *k = &gpt2_keys[1 + i];
         int64_t set = *shape_field(&have, i), there = *shape_field(&want, i);
         if (set && set != there)
             return ddp_fail(err, DDP_EUSAGE, "%s: %s is %lld, but checkpoint.init_from's %s has %s %lld; leave %s "
-                            "out to take it from there, or set it to %lld", config_file, gpt2_keys[1 + i].path,
-                            (long long)set, file, names[i], (long long)there, gpt2_keys[1 + i].path,
-                            (long long)there);
+                            "out to take it from there, or set it to %lld", config_file, k->path, (long long)set,
+                            file, names[i], (long long)there, k->path, (long long)there);
+        if (there < k->imin || there > k->imax) /* the config could not be written and read back */
+            return ddp_fail(err, DDP_EUSAGE, "checkpoint.init_from's %s has %s %lld, outside %s's range %lld..%lld",
+                            file, names[i], (long long)there, k->path, (long long)k->imin, (long long)k->imax);
     }
+    if (want.n_embd % want.n_head)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint.init_from's %s: %s %lld is not divisible by %s %lld", file,
+                        names[2], (long long)want.n_embd, names[1], (long long)want.n_head);
     if (c->data.kind == DATA_TOKENS && c->data.seq_len > want.block_size)
         return ddp_fail(err, DDP_EUSAGE, "%s: data.seq_len: expected data.seq_len <= model.gpt2.block_size, got "
                         "data.seq_len %lld with model.gpt2.block_size %lld (%s %lld of checkpoint.init_from's %s)",

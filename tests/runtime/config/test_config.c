@@ -386,6 +386,19 @@ static void test_init_from_shape(void)
     CHECK_STR_CONTAINS(err.msg, "model.gpt2.n_head is 8, but checkpoint.init_from's hf/config.json has n_head 4");
     CHECK(c.model.gpt2.n_head == 8 && c.model.gpt2.n_layer == 0, "a refused take changed the shape");
 
+    /* a shape beyond the keys' ranges (a folder allows more) or with uneven heads is refused */
+    char *pending[] = {"model.kind=gpt2", "checkpoint.init_from=hf"};
+    CHECK(config_load(NULL, 2, pending, &c, &err) == DDP_OK, "%s", err.msg);
+    gpt2_shape wide = from;
+    wide.n_embd = 1 << 17;
+    CHECK(config_take_gpt2_shape(&c, &wide, "hf/config.json", names, &err) == DDP_EUSAGE, "n_embd 2^17 taken");
+    CHECK_STR_CONTAINS(err.msg, "hf/config.json has n_embd 131072, outside model.gpt2.n_embd's range 1..65536");
+    gpt2_shape uneven = from;
+    uneven.n_head = 3;
+    CHECK(config_take_gpt2_shape(&c, &uneven, "hf/config.json", names, &err) == DDP_EUSAGE, "n_head 3 taken");
+    CHECK_STR_CONTAINS(err.msg, "n_embd 64 is not divisible by n_head 3");
+    CHECK(config_gpt2_shape_pending(&c), "a refused take filled the shape");
+
     char *none[] = {"model.kind=gpt2"};
     CHECK(config_load(NULL, 1, none, &c, &err) == DDP_OK, "%s", err.msg);
     CHECK(!config_gpt2_shape_pending(&c) && c.model.gpt2.n_layer == 12, "no init_from: not the default shape");
