@@ -28,6 +28,14 @@ worker() {
 # last_ckpt RUNDIR: path of the newest checkpoint
 last_ckpt() { ls "$1"/checkpoints/ckpt-*.ddp 2>/dev/null | sort | tail -n 1; }
 
+# resolved_gpt2_shape RUNDIR: the model.gpt2 shape RUNDIR/config.resolved.yaml holds, as
+# "n_layer n_head n_embd block_size vocab_size" (the writer's layout: two-space indents)
+resolved_gpt2_shape() {
+    awk '/^  gpt2:/ {on = 1; next} on && /^    / {v[$1] = $2; next} {on = 0}
+         END {print v["n_layer:"], v["n_head:"], v["n_embd:"], v["block_size:"], v["vocab_size:"]}' \
+        "$1/config.resolved.yaml"
+}
+
 finish() {
     echo "$CHECKS checks, $FAILED failed"
     [ "$CHECKS" -gt 0 ] && [ "$FAILED" -eq 0 ]

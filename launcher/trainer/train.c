@@ -477,7 +477,7 @@ static void teardown(train_job *t, bool failed)
     free(t->targets_host);
 }
 
-int train_run(const config *cfg, comm *ctl, ddp_err *err)
+static int train_job_run(const config *cfg, comm *ctl, ddp_err *err)
 {
     train_job t = {.cfg = cfg, .ctl = ctl};
     int64_t consumed = 0;
@@ -526,5 +526,18 @@ int train_run(const config *cfg, comm *ctl, ddp_err *err)
     }
     /* DDP_ENONFINITE, like a stop, is every rank's agreed decision: nothing is left in flight */
     teardown(&t, rc != DDP_OK && rc != DDP_EPREEMPTED && rc != DDP_ENONFINITE);
+    return rc;
+}
+
+int train_run(const config *given, comm *ctl, ddp_err *err)
+{
+    config *cfg = malloc(sizeof *cfg); /* given, with the shape checkpoint.init_from gives */
+    if (!cfg)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory");
+    memcpy(cfg, given, sizeof *cfg);
+    int rc = train_ckpt_take_shape(cfg, ctl, err);
+    if (rc == DDP_OK)
+        rc = train_job_run(cfg, ctl, err);
+    free(cfg);
     return rc;
 }

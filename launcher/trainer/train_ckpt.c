@@ -12,7 +12,9 @@
  * is saved: every stream is derived from run.seed, its purpose and the epoch (README, "How it
  * works"; docs/checkpoint-format.md, "Resuming"). A job that loads no checkpoint and has
  * checkpoint.init_from starts from that llm.c model file (models/gpt2_llmc.h) or Hugging Face
- * folder (a directory: models/gpt2_hf.h) instead, read by rank 0 and broadcast like a checkpoint. Before every save all ranks check that the parameters
+ * folder (a directory: models/gpt2_hf.h) instead, read by rank 0 and broadcast like a checkpoint;
+ * the model.gpt2 shape keys a config leaves out are its shape, read by rank 0 and broadcast before
+ * anything is built, on a resume too (so the config hash is the same). Before every save all ranks check that the parameters
  * and optimizer state are finite (train_finite.c): a checkpoint is never written from NaN or
  * infinite values, so the last finite one is never pruned for it.
  * Must not decide the file format (ckpt.c) or the loop order (train.c). */
@@ -367,6 +369,50 @@ static void recompute_total(train_job *t, const int64_t *hdr)
     t->total_steps = t->step + left_now + (later_epochs > 0 ? later_epochs * t->steps_per_epoch : 0);
 }
 
+/* config.json's and llm.c's header's names of gpt2_shape's fields, for config_take_gpt2_shape's messages */
+static const char *const hf_shape_names[] = {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"};
+static const char *const llmc_shape_names[] = {"num_layers", "num_heads", "channels", "max_seq_len", "vocab_size"};
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err)
+{
+    if (!config_gpt2_shape_pending(cfg))
+        return DDP_OK;
+    const char *path = cfg->checkpoint.init_from;
+    bool hf = is_dir(path);
+    gpt2_shape s = {0};
+    int64_t msg[6] = {DDP_OK};
+    if (ctl->rank == 0) {
+        msg[0] = hf ? gpt2_hf_read_shape(path, &s, err) : gpt2_llmc_read_shape(path, &s, err);
+        if (msg[0] != DDP_OK)
+            ddp_prefix(err, "checkpoint.init_from, for the model.gpt2 shape %s leaves out", cfg->source);
+        memcpy(msg + 1, &s, sizeof s);
+    }
+    _Static_assert(sizeof s == 5 * sizeof(int64_t), "gpt2_shape is five int64_t");
+    int rc = ctl->ops->broadcast(ctl, msg, 6, DT_INT64, 0, NULL, err);
+    if (rc == DDP_OK && msg[0] != DDP_OK)
+        return ctl->rank ? ddp_fail(err, (int)msg[0], "rank 0 could not read the shape of checkpoint.init_from %s",
+                                    path) : (int)msg[0];
+    if (rc != DDP_OK)
+        return rc;
+    memcpy(&s, msg + 1, sizeof s);
+    char file[CFG_PATH_MAX + 16];
+    snprintf(file, sizeof file, "%s%s", path, hf ? "/" GPT2_HF_CONFIG : "");
+    rc = config_take_gpt2_shape(cfg, &s, file, hf ? hf_shape_names : llmc_shape_names, err);
+    if (rc == DDP_OK && ctl->rank == 0)
+        log_info("model.gpt2 shape from checkpoint.init_from %s: n_layer %lld, n_head %lld, n_embd %lld, "
+                 "block_size %lld, vocab_size %lld", file, (long long)s.n_layer, (long long)s.n_head,
+                 (long long)s.n_embd, (long long)s.block_size, (long long)s.vocab_size);
+    else if (rc != DDP_OK && ctl->rank != 0)
+        err->msg[0] = '\0'; /* every rank found the same; rank 0 reports it */
+    return rc;
+}
+
 /* checkpoint.init_from, when nothing was resumed: rank 0 reads the llm.c file, or the Hugging Face
  * folder when the path is a directory, into its parameters (validated against this run's
  * model.gpt2 shape), every rank learns its verdict, then rank 0's parameters are broadcast. */
@@ -375,8 +421,7 @@ static int init_from_file(train_job *t, ddp_err *err)
     const char *path = t->cfg->checkpoint.init_from;
     if (!path[0])
         return DDP_OK;
-    struct stat st;
-    bool hf = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    bool hf = is_dir(path);
     int32_t status = DDP_OK;
     if (t->ctl->rank == 0 &&
         (status = hf ? gpt2_hf_load_model(t->m, path, err) : gpt2_llmc_load_model(t->m, path, err)) != DDP_OK)

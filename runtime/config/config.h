@@ -3,8 +3,9 @@
  * config_load reads a YAML file with libyaml, applies `key.path=value` overrides from the command
  * line, and validates everything before any rank does work. Every rejection names
  * FILE:LINE:COL and the key path (overrides are reported as `<override N>:1:COL`), and returns
- * DDP_EUSAGE. The struct below is plain data; nothing outside runtime/config parses YAML. Settings
- * that belong to a layer are held in that layer's own types (device_opts.h's kinds, optim_opts,
+ * DDP_EUSAGE (a GPT-2 shape left to checkpoint.init_from is checked once the training job has read
+ * it: config_take_gpt2_shape). The struct below is plain data; nothing outside runtime/config
+ * parses YAML. Settings that belong to a layer are held in that layer's own types (device_opts.h's kinds, optim_opts,
  * models/model_opts.h, the notice provider), so the config sits above those layers and none of
  * them includes this header: the training job hands each its part. The key table
  * (config_internal.h) describes every key; docs/config-reference.md is generated from it.
@@ -48,7 +49,8 @@ typedef struct config {
 
     /* Each model kind has a section of its own (model.mlp, ...); only model.kind's is read, and a
      * file that sets another kind's section is rejected. The types are the models' own
-     * (models/model_opts.h). */
+     * (models/model_opts.h). With checkpoint.init_from, a gpt2 shape key the file and the
+     * overrides leave out is 0 until config_take_gpt2_shape fills it. */
     struct {
         model_kind kind;
         mlp_opts mlp;
@@ -120,6 +122,17 @@ int config_load(const char *path, int n_overrides, char *const overrides[], conf
  * that its inputs reach the limit). */
 int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides, char *const overrides[],
                         config *out, ddp_err *err);
+
+/* True when a GPT-2 shape key is still 0: left out with checkpoint.init_from, whose shape (which
+ * only the training job reads) it is to be. Such a config is not yet written, hashed or built. */
+bool config_gpt2_shape_pending(const config *c);
+/* Takes checkpoint.init_from's shape `from`, read from `file` (names[]: that file's names for
+ * n_layer, n_head, n_embd, block_size and vocab_size, for messages): the keys left out get its
+ * values; one set to another value is refused naming the key, both values and file, as are values
+ * outside the keys' ranges or n_embd not divisible by n_head; then data.seq_len must fit its
+ * block_size. DDP_OK, or DDP_EUSAGE with c unchanged. */
+int config_take_gpt2_shape(config *c, const gpt2_shape *from, const char *file, const char *const names[],
+                           ddp_err *err);
 
 /* Writes the fully resolved config (every key, defaults included) as YAML to path, replacing it
  * atomically and durably; an error names the file and the system's reason. */

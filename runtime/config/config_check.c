@@ -33,11 +33,13 @@ static bool nesterov_no_momentum(const config *c) { return c->optimizer.nesterov
 
 static bool gpt2_heads_uneven(const config *c)
 {
-    return c->model.kind == MODEL_GPT2 && c->model.gpt2.n_embd % c->model.gpt2.n_head != 0;
+    return c->model.kind == MODEL_GPT2 && c->model.gpt2.n_head && c->model.gpt2.n_embd % c->model.gpt2.n_head != 0;
 }
+/* A shape key left to checkpoint.init_from is 0 until config_take_gpt2_shape, which checks these again. */
 static bool seq_over_block(const config *c)
 {
-    return c->model.kind == MODEL_GPT2 && c->data.kind == DATA_TOKENS && c->data.seq_len > c->model.gpt2.block_size;
+    return c->model.kind == MODEL_GPT2 && c->data.kind == DATA_TOKENS && c->model.gpt2.block_size &&
+           c->data.seq_len > c->model.gpt2.block_size;
 }
 static bool tokens_without_lm(const config *c) { return c->data.kind == DATA_TOKENS && c->model.kind != MODEL_GPT2; }
 static bool init_from_not_gpt2(const config *c) { return c->checkpoint.init_from[0] && c->model.kind != MODEL_GPT2; }

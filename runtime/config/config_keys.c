@@ -143,8 +143,10 @@ static const cfg_key keys_after_models[] = {
              "An llm.c GPT-2 model file, or a Hugging Face `save_pretrained` folder (a directory with "
              "`config.json` and `model.safetensors` or its sharded index; F32, F16 or BF16 tensors): a fresh start (no checkpoint "
              "resumed) loads the parameters from it (`ddprun ckpt export --format llmc` writes the file, as does "
-             "llm.c's `train_gpt2.py`; `--format hf` the folder) instead of initialising them; the file's header or `config.json` must "
-             "match `model.gpt2` (both shapes named otherwise). Only with `model.kind: gpt2`."),
+             "llm.c's `train_gpt2.py`; `--format hf` the folder) instead of initialising them. Its shape (the "
+             "file's header or `config.json`) gives each `model.gpt2` shape key the config leaves out, also on a "
+             "resume, so it must be readable where rank 0 runs; a key set to another value is refused naming "
+             "both. Only with `model.kind: gpt2`."),
     OPT_PATH("checkpoint.dir", checkpoint.dir,
              "Where checkpoints are written and looked for (none: `run.dir/checkpoints`); may be a network mount "
              "that outlives the instance. Only rank 0 reads and writes it. It is created, and a file made and "

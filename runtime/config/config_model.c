@@ -4,8 +4,10 @@
  * (model.mlp for the MLP), so one model's settings never sit among another's. Adding a kind is
  * one key table and (when its keys constrain each other) one check, listed in
  * cfg_model_sections. A section of a kind other than model.kind is an error naming both,
- * reported where the later of the two was set. This file must not parse YAML values
- * (config_value.c) or know the general keys. */
+ * reported where the later of the two was set. A GPT-2's shape may come from
+ * checkpoint.init_from instead: the keys the config leaves out stay 0 until the training job,
+ * which reads the file, hands its shape to config_take_gpt2_shape. This file must not parse YAML
+ * values (config_value.c) or know the general keys beyond those a kind's rules involve. */
 #include "config_internal.h"
 
 #include <stdio.h>
@@ -26,26 +28,78 @@ static const cfg_key mlp_keys[] = {
 
 /* ---- gpt2 ---- */
 
-/* GPT-2 small (124M), as llm.c and Hugging Face define it. */
+#define FROM_INIT " Left out with `checkpoint.init_from`: that file's or folder's."
+
+/* GPT-2 small (124M), as llm.c and Hugging Face define it. The shape keys come in gpt2_shape's
+ * order (config_take_gpt2_shape relies on it). */
 static const cfg_key gpt2_keys[] = {
     SECTION("model.gpt2"),
-    INT("model.gpt2.n_layer", model.gpt2.n_layer, 1, 96, "12", HASH_YES, "Transformer blocks."),
+    INT("model.gpt2.n_layer", model.gpt2.n_layer, 1, 96, "12", HASH_YES, "Transformer blocks." FROM_INIT),
     INT("model.gpt2.n_head", model.gpt2.n_head, 1, 1024, "12", HASH_YES,
-        "Attention heads; must divide `model.gpt2.n_embd`."),
-    INT("model.gpt2.n_embd", model.gpt2.n_embd, 1, 1 << 16, "768", HASH_YES, "Channels."),
+        "Attention heads; must divide `model.gpt2.n_embd`." FROM_INIT),
+    INT("model.gpt2.n_embd", model.gpt2.n_embd, 1, 1 << 16, "768", HASH_YES, "Channels." FROM_INIT),
     INT("model.gpt2.block_size", model.gpt2.block_size, 1, 1 << 20, "1024", HASH_YES,
-        "Position embeddings (longest sequence); at least `data.seq_len`."),
+        "Position embeddings (longest sequence); at least `data.seq_len`." FROM_INIT),
     INT("model.gpt2.vocab_size", model.gpt2.vocab_size, 2, 1 << 24, "50257", HASH_YES,
         "Vocabulary, at least the data's; padded to a multiple of 128 inside (the padding never reaches the "
         "loss or sampling). With gpt2, `optimizer.betas` defaults to `[0.9, 0.95]` and weight decay applies "
-        "to 2-D tensors only."),
+        "to 2-D tensors only." FROM_INIT),
 };
+#define GPT2_SHAPE_KEYS 5
+_Static_assert(sizeof(gpt2_shape) == GPT2_SHAPE_KEYS * sizeof(int64_t), "one key per gpt2_shape field");
 
-/* GPT-2 trains with AdamW betas (0.9, 0.95): the model's default unless the file sets them. */
+static int64_t *shape_field(gpt2_shape *s, int i) { return (int64_t *[]){&s->n_layer, &s->n_head, &s->n_embd,
+                                                                        &s->block_size, &s->vocab_size}[i]; }
+
+/* GPT-2 trains with AdamW betas (0.9, 0.95): the model's default unless the file sets them. With
+ * checkpoint.init_from, a shape key the file and the overrides leave out is 0 (to be taken from
+ * it by config_take_gpt2_shape) rather than the default, which would be refused. */
 static int gpt2_check(cfg_loader *L)
 {
     if (L->origin[cfg_key_find("optimizer.betas")].source < 0)
         L->c->optimizer.beta2 = 0.95;
+    for (int i = 0; L->c->checkpoint.init_from[0] && i < GPT2_SHAPE_KEYS; i++)
+        if (L->origin[cfg_key_find(gpt2_keys[1 + i].path)].source < 0)
+            *shape_field(&L->c->model.gpt2, i) = 0;
+    return DDP_OK;
+}
+
+bool config_gpt2_shape_pending(const config *c)
+{
+    gpt2_shape s = c->model.gpt2;
+    for (int i = 0; c->model.kind == MODEL_GPT2 && i < GPT2_SHAPE_KEYS; i++)
+        if (*shape_field(&s, i) == 0)
+            return true;
+    return false;
+}
+
+/* The shape's values are checked against the keys' ranges too: a file's shape beyond them (a folder
+ * allows larger ones) would give a config that does not load again. */
+int config_take_gpt2_shape(config *c, const gpt2_shape *from, const char *file, const char *const names[],
+                           ddp_err *err)
+{
+    gpt2_shape have = c->model.gpt2, want = *from;
+    const char *config_file = c->source[0] ? c->source : "the config";
+    for (int i = 0; i < GPT2_SHAPE_KEYS; i++) {
+        const cfg_key *k = &gpt2_keys[1 + i];
+        int64_t set = *shape_field(&have, i), there = *shape_field(&want, i);
+        if (set && set != there)
+            return ddp_fail(err, DDP_EUSAGE, "%s: %s is %lld, but checkpoint.init_from's %s has %s %lld; leave %s "
+                            "out to take it from there, or set it to %lld", config_file, k->path, (long long)set,
+                            file, names[i], (long long)there, k->path, (long long)there);
+        if (there < k->imin || there > k->imax) /* the config could not be written and read back */
+            return ddp_fail(err, DDP_EUSAGE, "checkpoint.init_from's %s has %s %lld, outside %s's range %lld..%lld",
+                            file, names[i], (long long)there, k->path, (long long)k->imin, (long long)k->imax);
+    }
+    if (want.n_embd % want.n_head)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint.init_from's %s: %s %lld is not divisible by %s %lld", file,
+                        names[2], (long long)want.n_embd, names[1], (long long)want.n_head);
+    if (c->data.kind == DATA_TOKENS && c->data.seq_len > want.block_size)
+        return ddp_fail(err, DDP_EUSAGE, "%s: data.seq_len: expected data.seq_len <= model.gpt2.block_size, got "
+                        "data.seq_len %lld with model.gpt2.block_size %lld (%s %lld of checkpoint.init_from's %s)",
+                        config_file, (long long)c->data.seq_len, (long long)want.block_size, names[3],
+                        (long long)want.block_size, file);
+    c->model.gpt2 = want;
     return DDP_OK;
 }
 

@@ -8,7 +8,8 @@
  * reach. A rejected config only has to come back as an error. An accepted one must survive the
  * trip the training job makes: config_write_resolved, then config_load of that file gives the
  * same struct and the same config_hash (anything else is a setting silently changed on resume),
- * and so the harness aborts on a difference. It owns no checks of its own beyond that round trip,
+ * and so the harness aborts on a difference (a GPT-2 shape left to checkpoint.init_from is given
+ * one first, take_shape). It owns no checks of its own beyond that round trip,
  * and must not print for ordinary inputs. */
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +26,24 @@
 #define FILE_MAX_BYTES (INPUT_MAX_BYTES / 2)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* A GPT-2 shape the config leaves to checkpoint.init_from is taken first, as the training job
+ * takes the file's: here the config's own values with 1, n_head x 64, data.seq_len and 256 for the
+ * keys left out (a take config_take_gpt2_shape refuses is a rejected config). */
+static int take_shape(config *c)
+{
+    static const char *const names[] = {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"};
+    if (!config_gpt2_shape_pending(c))
+        return DDP_OK;
+    gpt2_shape s = c->model.gpt2;
+    s.n_layer = s.n_layer ? s.n_layer : 1;
+    s.n_head = s.n_head ? s.n_head : 1;
+    s.n_embd = s.n_embd ? s.n_embd : 64 * s.n_head;
+    s.block_size = s.block_size ? s.block_size : c->data.seq_len;
+    s.vocab_size = s.vocab_size ? s.vocab_size : 256;
+    ddp_err err = {0};
+    return config_take_gpt2_shape(c, &s, "init_from/config.json", names, &err);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -44,7 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     static config c, again; /* 30 KB each: off the stack */
     ddp_err err = {0};
-    if (config_load_bounded(parts[0].n ? path : NULL, FILE_MAX_BYTES, n_over, overrides, &c, &err) == DDP_OK) {
+    int rc = config_load_bounded(parts[0].n ? path : NULL, FILE_MAX_BYTES, n_over, overrides, &c, &err);
+    if (rc == DDP_OK)
+        rc = take_shape(&c);
+    if (rc == DDP_OK) {
         if (config_write_resolved(&c, resolved, &err) != DDP_OK) {
             fprintf(stderr, "accepted config cannot be written back: %s\n", err.msg);
             abort();

@@ -4,8 +4,11 @@
 # leaves exactly the folder's parameters, checked through `ddprun ckpt export --format llmc`
 # against the safetensors file read here independently (wte's rows and padding, a Conv1D weight
 # transposed, ln_f); two real training steps from it; and a model.gpt2 shape other than
-# config.json's refused with exit 2 naming both shapes, nothing written. Every shape comes from the
-# fixture's config.json.
+# config.json's refused with exit 2 naming both shapes, nothing written. A config without
+# model.gpt2 keys takes config.json's shape (the resolved config shows it) and resumes from the same
+# config; a key it sets to another value is refused naming it, both values and config.json; a
+# data.seq_len over n_positions is refused naming both. Every shape comes from the fixture's
+# config.json.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 HF=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
@@ -66,4 +69,43 @@ rc=$?
 check "a model.gpt2 shape other than config.json's: exit 2 (got $rc)" [ $rc -eq 2 ]
 check "naming both shapes" grep -q "config.json describes gpt2 n_layer=$L .*, the model is gpt2 n_layer=$((L + 1))" "$TMP/c.log"
 check "and no checkpoint written" [ -z "$(ls "$TMP/c/checkpoints" 2>/dev/null)" ]
+
+# A config that leaves the shape out: the folder's, in every rank's model and the resolved config.
+NOSHAPE=$TMP/noshape.yaml
+sed '/gpt2: {/d' "$TINY" >"$NOSHAPE"
+check "the shapeless config has no model.gpt2 keys" bash -c "! grep -q 'n_layer\|gpt2:' '$NOSHAPE'"
+noshape() { # NP RUNDIR [overrides...]
+    local np=$1 dir=$2; shift 2
+    mpirun -np "$np" --oversubscribe --bind-to none "$DDPRUN_WORKER" "$NOSHAPE" run.dir="$dir" data.path="$DATA" \
+        checkpoint.init_from="$HF" "$@"
+}
+noshape 2 "$TMP/d" train.max_steps=2 >"$TMP/d.log" 2>&1
+check "np=2, no model.gpt2 keys: two steps from the folder" [ $? -eq 0 ]
+check "both steps logged" grep -q "step 2" "$TMP/d.log"
+check "the resolved config holds config.json's shape ($(resolved_gpt2_shape "$TMP/d"))" \
+    [ "$(resolved_gpt2_shape "$TMP/d")" = "$L $NH $C $NPOS $V" ]
+check "the run says where its shape came from" grep -q "model.gpt2 shape from checkpoint.init_from $HF/config.json" \
+    "$TMP/d.log"
+noshape 2 "$TMP/d" train.max_steps=3 checkpoint.resume=auto >"$TMP/d2.log" 2>&1
+check "resumed from the same config: exit 0" [ $? -eq 0 ]
+check "from step 2" grep -q "resumed from .*ckpt-00000002.ddp: step 2" "$TMP/d2.log"
+check "and trained step 3" grep -q "step 3" "$TMP/d2.log"
+
+noshape 2 "$TMP/e" model.gpt2.n_layer=$((L + 1)) >"$TMP/e.log" 2>&1
+rc=$?
+check "model.gpt2.n_layer other than config.json's: exit 2 (got $rc)" [ $rc -eq 2 ]
+check "naming the key, both values and the file" grep -q \
+    "model.gpt2.n_layer is $((L + 1)), but checkpoint.init_from's $HF/config.json has n_layer $L" "$TMP/e.log"
+check "and no checkpoint written" [ -z "$(ls "$TMP/e/checkpoints" 2>/dev/null)" ]
+
+# Longer than the folder's n_positions and than the default block_size: ddprun's own check of the
+# config cannot judge it (the shape is the folder's), the ranks refuse it once they know the shape.
+SEQ=$(( (NPOS > 1024 ? NPOS : 1024) + 1 ))
+"$DDPRUN" -np 1 "$NOSHAPE" run.dir="$TMP/f" data.path="$DATA" checkpoint.init_from="$HF" data.seq_len=$SEQ \
+    >"$TMP/f.log" 2>&1
+rc=$?
+check "data.seq_len $SEQ over config.json's n_positions: exit 2 (got $rc)" [ $rc -eq 2 ]
+check "naming both and the file" grep -q "data.seq_len: expected data.seq_len <= model.gpt2.block_size, got \
+data.seq_len $SEQ with model.gpt2.block_size $NPOS (n_positions $NPOS of checkpoint.init_from's $HF/config.json)" \
+    "$TMP/f.log"
 finish

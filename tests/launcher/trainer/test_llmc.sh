@@ -4,7 +4,8 @@
 # writes llm.c's header and size, refuses an existing output without --force and the checkpoint
 # itself always; a run at np=2 started from that file by checkpoint.init_from
 # (with a learning rate too small to move a float) exports byte-identical parameters and generates
-# the same text; init_from of another shape is refused naming both, nothing written; a resumed run
+# the same text; init_from of another shape is refused naming both, nothing written; a config
+# without model.gpt2 keys takes the file's shape, and one key set otherwise is refused; a resumed run
 # does not read init_from; an MLP checkpoint is refused by export and generate; `ddprun generate`
 # finds the tokenizer through the run's config.resolved.yaml, is deterministic per seed, slides a
 # long prompt, and says what to do when the tokenizer cannot be found.
@@ -94,6 +95,22 @@ rc=$?
 check "init_from of another shape: exit 2 (got $rc)" [ $rc -eq 2 ]
 check "naming both shapes" grep -q "holds gpt2 n_layer=2 .*, the model is gpt2 n_layer=3" "$TMP/c.log"
 check "and no checkpoint written" [ -z "$(ls "$TMP/c/checkpoints" 2>/dev/null)" ]
+
+# a config without model.gpt2 keys takes the file's shape (its header, read here); one that sets a
+# key to another value is refused naming it, both values and the file
+sed '/gpt2: {/d' "$TINY" >"$TMP/noshape.yaml"
+read -r HL HNH HC HNPOS HV < <(python3 -c 'import struct, sys
+h = struct.unpack("<256i", open(sys.argv[1], "rb").read(1024))
+print(h[4], h[5], h[6], h[2], h[3])' "$TMP/out/a.bin")
+mpirun -np 2 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$TMP/noshape.yaml" run.dir="$TMP/d" data.path="$DATA" \
+    "${STILL[@]}" checkpoint.init_from="$TMP/out/a.bin" >"$TMP/d.log" 2>&1
+check "np=2, no model.gpt2 keys, from the llm.c file" [ $? -eq 0 ]
+check "the resolved config holds the header's shape" [ "$(resolved_gpt2_shape "$TMP/d")" = "$HL $HNH $HC $HNPOS $HV" ]
+mpirun -np 1 "$DDPRUN_WORKER" "$TMP/noshape.yaml" run.dir="$TMP/e" data.path="$DATA" model.gpt2.n_head=$((HNH * 2)) \
+    checkpoint.init_from="$TMP/out/a.bin" >"$TMP/e.log" 2>&1
+check "model.gpt2.n_head other than the header's: exit 2" [ $? -eq 2 ]
+check "naming the key, both values and the file" grep -q \
+    "model.gpt2.n_head is $((HNH * 2)), but checkpoint.init_from's $TMP/out/a.bin has num_heads $HNH" "$TMP/e.log"
 
 # generate: the tokenizer from the run's config.resolved.yaml; deterministic per seed
 G=(--prompt "The checkpoint" --tokens 40)

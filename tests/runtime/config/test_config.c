@@ -352,6 +352,58 @@ static void test_init_from(void)
                 "expected a path, or \"\" for none, got a list");
 }
 
+/* A model.gpt2 shape key left out with checkpoint.init_from is 0 after the load (nothing judged
+ * against it, data.seq_len included, and no resolved config written), until config_take_gpt2_shape
+ * gives it the file's value: a key set to another value is refused naming it, both values and the
+ * file, as is a data.seq_len over the file's block_size, the config unchanged. */
+static void test_init_from_shape(void)
+{
+    static const char *const names[] = {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"};
+    const gpt2_shape from = {2, 4, 64, 32, 300};
+    config c, kept;
+    ddp_err err = {0};
+    char *ov[] = {"model.kind=gpt2", "data.kind=tokens", "data.seq_len=2048", "checkpoint.init_from=hf",
+                  "model.gpt2.n_head=4"};
+    CHECK(config_load(NULL, 5, ov, &c, &err) == DDP_OK, "data.seq_len over the default block_size: %s", err.msg);
+    CHECK(config_gpt2_shape_pending(&c), "the shape left to checkpoint.init_from is not pending");
+    CHECK(c.model.gpt2.n_layer == 0 && c.model.gpt2.n_head == 4 && c.model.gpt2.block_size == 0 &&
+          c.model.gpt2.vocab_size == 0, "shape %lld %lld %lld", (long long)c.model.gpt2.n_layer,
+          (long long)c.model.gpt2.n_head, (long long)c.model.gpt2.block_size);
+    CHECK(config_write_resolved(&c, "/nonexistent-dir/resolved.yaml", &err) == DDP_ERUNTIME, "pending written");
+    CHECK_STR_CONTAINS(err.msg, "model.gpt2 shape is not yet taken from checkpoint.init_from");
+    memcpy(&kept, &c, sizeof c);
+    CHECK(config_take_gpt2_shape(&c, &from, "hf/config.json", names, &err) == DDP_EUSAGE, "seq_len 2048 taken");
+    CHECK_STR_CONTAINS(err.msg, "data.seq_len: expected data.seq_len <= model.gpt2.block_size, got data.seq_len "
+                       "2048 with model.gpt2.block_size 32 (n_positions 32 of checkpoint.init_from's hf/config.json)");
+    CHECK(memcmp(&c, &kept, sizeof c) == 0, "a refused take changed the config");
+    c.data.seq_len = 32;
+    CHECK(config_take_gpt2_shape(&c, &from, "hf/config.json", names, &err) == DDP_OK, "%s", err.msg);
+    CHECK(!config_gpt2_shape_pending(&c) && memcmp(&c.model.gpt2, &from, sizeof from) == 0, "shape not taken");
+
+    char *other[] = {"model.kind=gpt2", "checkpoint.init_from=hf", "model.gpt2.n_head=8"};
+    CHECK(config_load(NULL, 3, other, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(config_take_gpt2_shape(&c, &from, "hf/config.json", names, &err) == DDP_EUSAGE, "n_head 8 taken");
+    CHECK_STR_CONTAINS(err.msg, "model.gpt2.n_head is 8, but checkpoint.init_from's hf/config.json has n_head 4");
+    CHECK(c.model.gpt2.n_head == 8 && c.model.gpt2.n_layer == 0, "a refused take changed the shape");
+
+    /* a shape beyond the keys' ranges (a folder allows more) or with uneven heads is refused */
+    char *pending[] = {"model.kind=gpt2", "checkpoint.init_from=hf"};
+    CHECK(config_load(NULL, 2, pending, &c, &err) == DDP_OK, "%s", err.msg);
+    gpt2_shape wide = from;
+    wide.n_embd = 1 << 17;
+    CHECK(config_take_gpt2_shape(&c, &wide, "hf/config.json", names, &err) == DDP_EUSAGE, "n_embd 2^17 taken");
+    CHECK_STR_CONTAINS(err.msg, "hf/config.json has n_embd 131072, outside model.gpt2.n_embd's range 1..65536");
+    gpt2_shape uneven = from;
+    uneven.n_head = 3;
+    CHECK(config_take_gpt2_shape(&c, &uneven, "hf/config.json", names, &err) == DDP_EUSAGE, "n_head 3 taken");
+    CHECK_STR_CONTAINS(err.msg, "n_embd 64 is not divisible by n_head 3");
+    CHECK(config_gpt2_shape_pending(&c), "a refused take filled the shape");
+
+    char *none[] = {"model.kind=gpt2"};
+    CHECK(config_load(NULL, 1, none, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(!config_gpt2_shape_pending(&c) && c.model.gpt2.n_layer == 12, "no init_from: not the default shape");
+}
+
 /* precision: fp32 by default; bf16 on a GPT-2 makes gradients travel in bf16 unless ddp.grad_dtype
  * (or ddp.backend mpi) says otherwise, and is refused on the CPU backend and for the MLP, at the
  * key set last. */
@@ -444,6 +496,7 @@ int main(void)
     test_round_trip();
     test_hash();
     test_init_from();
+    test_init_from_shape();
     test_precision();
     test_reference();
     CHECK(!strcmp(act_kind_name(ACT_GELU), "gelu"), "act_kind_name");
