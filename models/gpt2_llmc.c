@@ -2,8 +2,8 @@
  *
  * Owns the llm.c parameter order (the table below, llm.c's fill_in_parameter_sizes order) and its
  * mapping onto our per-block tensor names, header encoding and validation, the exact-size rule,
- * and the file written whole (runtime/base/replace_file.h). Values are converted to and from little-endian bytes explicitly, in
- * chunks. Must not know where tensors live (callers' src/dst), checkpoints or configs. */
+ * and the file written whole (runtime/base/replace_file.h). Values are converted to and from
+ * little-endian bytes explicitly, in chunks. Must not know where tensors live (callers' src/dst), checkpoints or configs. */
 #include "gpt2_llmc.h"
 
 #include <errno.h>
@@ -246,19 +246,6 @@ int gpt2_llmc_read(const char *path, const gpt2_shape *want, gpt2_llmc_dst dst, 
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
-static int write_all(int fd, const char *tmp, const uint8_t *p, size_t n, ddp_err *err)
-{
-    for (size_t off = 0; off < n;) {
-        ssize_t w = write(fd, p + off, n - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", tmp, w < 0 ? strerror(errno) : "no progress");
-        off += (size_t)w;
-    }
-    return DDP_OK;
-}
-
 static int write_floats(int fd, const char *tmp, const float *src, size_t n, uint8_t *buf, ddp_err *err)
 {
     int rc = DDP_OK;
@@ -269,7 +256,7 @@ static int write_floats(int fd, const char *tmp, const float *src, size_t n, uin
             memcpy(&bits, src + done + i, 4);
             put_le32(buf + 4 * i, bits);
         }
-        rc = write_all(fd, tmp, buf, 4 * k, err);
+        rc = replace_file_write(fd, tmp, buf, 4 * k, err);
         done += k;
     }
     return rc;
@@ -289,7 +276,7 @@ static int write_body(int fd, const char *tmp, void *ctx, ddp_err *err)
     if (!buf)
         return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", tmp);
     encode_header(s, buf);
-    int rc = write_all(fd, tmp, buf, GPT2_LLMC_HEADER_BYTES, err);
+    int rc = replace_file_write(fd, tmp, buf, GPT2_LLMC_HEADER_BYTES, err);
     char name[64];
     for (int i = 0; !rc && i < tensor_count(s); i++)
         rc = write_floats(fd, tmp, from[i], tensor_at(s, i, name, sizeof name), buf, err);

@@ -89,3 +89,16 @@ int replace_file_stream(const char *path, replace_file_stream_writer write, void
         rc = ddp_fail(err, DDP_ERUNTIME, "%s: close: %s", tmp, strerror(errno));
     return commit(fd, rc, dir, tmp, path, err);
 }
+
+int replace_file_write(int fd, const char *tmp, const void *p, size_t n, ddp_err *err)
+{
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(fd, (const char *)p + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", tmp, w < 0 ? strerror(errno) : "no progress");
+        off += (size_t)w;
+    }
+    return DDP_OK;
+}

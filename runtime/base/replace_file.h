@@ -22,4 +22,8 @@ typedef int (*replace_file_stream_writer)(FILE *f, void *ctx, ddp_err *err);
 int replace_file_fd(const char *path, replace_file_fd_writer write, void *ctx, ddp_err *err);
 int replace_file_stream(const char *path, replace_file_stream_writer write, void *ctx, ddp_err *err);
 
+/* For fd writers: all n bytes of p written, retried after EINTR and short writes; DDP_ERUNTIME
+ * naming tmp and strerror (a full disk, a file-size limit) otherwise. */
+int replace_file_write(int fd, const char *tmp, const void *p, size_t n, ddp_err *err);
+
 #endif

@@ -116,19 +116,6 @@ typedef struct body {
     const text *header;
 } body;
 
-static int write_all(int fd, const char *tmp, const void *p, size_t n, ddp_err *err)
-{
-    for (size_t off = 0; off < n;) {
-        ssize_t w = write(fd, (const char *)p + off, n - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", tmp, w < 0 ? strerror(errno) : "no progress");
-        off += (size_t)w;
-    }
-    return DDP_OK;
-}
-
 /* n values as dtype, little-endian, into out. */
 static size_t encode(const float *v, size_t n, st_dtype dtype, uint8_t *out)
 {
@@ -146,9 +133,9 @@ static int write_body(int fd, const char *tmp, void *ctx, ddp_err *err)
     uint8_t len[8];
     for (int i = 0; i < 8; i++)
         len[i] = (uint8_t)((uint64_t)b->header->len >> (8 * i));
-    int rc = write_all(fd, tmp, len, sizeof len, err);
+    int rc = replace_file_write(fd, tmp, len, sizeof len, err);
     if (!rc)
-        rc = write_all(fd, tmp, b->header->p, b->header->len, err);
+        rc = replace_file_write(fd, tmp, b->header->p, b->header->len, err);
     uint8_t *buf = rc ? NULL : malloc(4 * CHUNK);
     if (!rc && !buf)
         rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", tmp);
@@ -156,7 +143,7 @@ static int write_body(int fd, const char *tmp, void *ctx, ddp_err *err)
         uint64_t numel = safetensors_out_numel(b->order[i]);
         for (uint64_t done = 0; !rc && done < numel; done += CHUNK) {
             size_t k = numel - done < CHUNK ? (size_t)(numel - done) : CHUNK;
-            rc = write_all(fd, tmp, buf, encode(b->order[i]->values + done, k, b->dtype, buf), err);
+            rc = replace_file_write(fd, tmp, buf, encode(b->order[i]->values + done, k, b->dtype, buf), err);
         }
     }
     free(buf);
