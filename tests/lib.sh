@@ -36,6 +36,13 @@ resolved_gpt2_shape() {
         "$1/config.resolved.yaml"
 }
 
+# hf_gpt2_shape DIR: the shape DIR/config.json (a Hugging Face GPT-2 folder) gives, as
+# "n_layer n_head n_embd n_positions vocab_size"
+hf_gpt2_shape() {
+    python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
+print(c["n_layer"], c["n_head"], c["n_embd"], c["n_positions"], c["vocab_size"])' "$1/config.json"
+}
+
 finish() {
     echo "$CHECKS checks, $FAILED failed"
     [ "$CHECKS" -gt 0 ] && [ "$FAILED" -eq 0 ]

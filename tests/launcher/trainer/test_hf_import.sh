@@ -13,8 +13,7 @@ source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 HF=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
 DATA=$TMP/data
-read -r L NH C NPOS V < <(python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
-print(c["n_layer"], c["n_head"], c["n_embd"], c["n_positions"], c["vocab_size"])' "$HF/config.json")
+read -r L NH C NPOS V < <(hf_gpt2_shape "$HF")
 SHAPE=(model.gpt2.n_layer="$L" model.gpt2.n_head="$NH" model.gpt2.n_embd="$C" model.gpt2.block_size="$NPOS"
        model.gpt2.vocab_size="$V" data.seq_len="$NPOS")
 gpt2() { # NP RUNDIR [overrides...]
