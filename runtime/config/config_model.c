@@ -111,7 +111,7 @@ int config_take_gpt2_shape(config *c, const gpt2_shape *from, const char *file, 
  * 500000 is set in configs. */
 static const cfg_key llama_keys[] = {
     SECTION("model.llama"),
-    INT("model.llama.n_layer", model.llama.n_layer, 1, 128, "12", HASH_YES, "Transformer blocks."),
+    INT("model.llama.n_layer", model.llama.n_layer, 1, 100, "12", HASH_YES, "Transformer blocks."),
     INT("model.llama.n_head", model.llama.n_head, 1, 1024, "12", HASH_YES,
         "Query heads; must divide `model.llama.n_embd`, leaving an even head size (RoPE rotates its two halves)."),
     INT("model.llama.n_kv_head", model.llama.n_kv_head, 1, 1024, "4", HASH_YES,
