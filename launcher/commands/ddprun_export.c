@@ -101,7 +101,7 @@ static int check_output(const char *in, const char *out, bool force)
 /* A file an export to DIR would replace: config.json, model*.safetensors or the index. */
 static bool export_file(const char *name)
 {
-    return !strcmp(name, GPT2_HF_CONFIG) || (!strncmp(name, "model", 5) && strstr(name, ".safetensors"));
+    return !strcmp(name, HF_CONFIG) || (!strncmp(name, "model", 5) && strstr(name, ".safetensors"));
 }
 
 /* DIR is missing, or a folder holding no export's files (any, when forced). */
@@ -210,7 +210,7 @@ static const char *flag_value(int argc, char **argv, int *i, const char *flag, b
 
 static int parse_args(int argc, char **argv, export_args *x)
 {
-    *x = (export_args){.shard_mb = GPT2_HF_DEFAULT_SHARD_BYTES / 1e6};
+    *x = (export_args){.shard_mb = HF_DEFAULT_SHARD_BYTES / 1e6};
     const char *shard = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;

@@ -402,7 +402,7 @@ int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err)
         return rc;
     memcpy(&s, msg + 1, sizeof s);
     char file[CFG_PATH_MAX + 16];
-    snprintf(file, sizeof file, "%s%s", path, hf ? "/" GPT2_HF_CONFIG : "");
+    snprintf(file, sizeof file, "%s%s", path, hf ? "/" HF_CONFIG : "");
     rc = config_take_gpt2_shape(cfg, &s, file, hf ? hf_shape_names : llmc_shape_names, err);
     if (rc == DDP_OK && ctl->rank == 0)
         log_info("model.gpt2 shape from checkpoint.init_from %s: n_layer %lld, n_head %lld, n_embd %lld, "

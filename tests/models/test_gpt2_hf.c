@@ -366,7 +366,7 @@ static void test_export(void)
     host_params h = {m, p, NULL};
     int files = 0;
     const char *dir = export_dir("export");
-    CHECK(gpt2_hf_write(dir, &shape, ST_F32, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "export: %s", err.msg);
     char a[600], b[sizeof fx.dir + 32];
     snprintf(a, sizeof a, "%s/model.safetensors", dir), snprintf(b, sizeof b, "%s/model.safetensors", fx.dir);
@@ -384,7 +384,7 @@ static void test_export(void)
 
     dir = export_dir("export-broken"); /* a whole export, then a sharded one failing at its second shard */
     int shards = files;
-    CHECK(gpt2_hf_write(dir, &shape, ST_F32, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "export: %s", err.msg);
     snprintf(a, sizeof a, "%s/model-00002-of-%05d.safetensors", dir, shards);
     mkdir(a, 0777);
@@ -396,7 +396,7 @@ static void test_export(void)
     CHECK(gpt2_hf_load_model(back, dir, &err) == DDP_EUSAGE, "the half-written folder refused");
 
     dir = export_dir("export-bf16");
-    CHECK(gpt2_hf_write(dir, &shape, ST_BF16, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(gpt2_hf_write(dir, &shape, ST_BF16, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "bf16: %s", err.msg);
     CHECK(gpt2_hf_load_model(back, dir, &err) == DDP_OK, "bf16 export imported: %s", err.msg);
     q = params_of(back);
@@ -409,7 +409,7 @@ static void test_export(void)
 
     dir = export_dir("export-lacking");
     h.lacks = "h.1.mlp.c_proj.bias";
-    CHECK(gpt2_hf_write(dir, &shape, ST_F32, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_EUSAGE,
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_EUSAGE,
           "a tensor the source lacks");
     CHECK_STR_CONTAINS(err.msg, "no tensor h.1.mlp.c_proj.bias");
     CHECK(rmdir(dir) == 0, "%s: nothing written", dir);
