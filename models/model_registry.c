@@ -6,6 +6,7 @@
 
 #include "model.h"
 #include "gpt2.h"
+#include "llama.h"
 #include "mlp.h"
 
 typedef int (*model_build_fn)(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
@@ -23,12 +24,19 @@ static int build_gpt2(const model_opts *opts, device *dev, const sample_layout *
     return gpt2_create(&opts->gpt2, opts->compute, dev, data, max_rows, param_tail, out, err);
 }
 
+static int build_llama(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
+                       size_t param_tail, model **out, ddp_err *err)
+{
+    return llama_create(&opts->llama, opts->compute, dev, data, max_rows, param_tail, out, err);
+}
+
 static const struct {
     model_kind kind;
     model_build_fn build;
 } registry[] = {
     {MODEL_MLP, build_mlp},
     {MODEL_GPT2, build_gpt2},
+    {MODEL_LLAMA, build_llama},
 };
 
 int model_create(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,

@@ -176,7 +176,7 @@ static device_opts device_opts_of(const config *c)
 
 static model_opts model_opts_of(const config *c)
 {
-    return (model_opts){.kind = c->model.kind, .mlp = c->model.mlp, .gpt2 = c->model.gpt2,
+    return (model_opts){.kind = c->model.kind, .mlp = c->model.mlp, .gpt2 = c->model.gpt2, .llama = c->model.llama,
                         .compute = c->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32};
 }
 

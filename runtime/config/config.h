@@ -55,6 +55,8 @@ typedef struct config {
         model_kind kind;
         mlp_opts mlp;
         gpt2_shape gpt2;
+        llama_shape llama;          /* ffn_hidden resolved by the load (model.llama.ffn_hidden 0) */
+        int64_t llama_multiple_of;  /* model.llama.multiple_of: Llama's rule for ffn_hidden 0 */
     } model;
 
     struct {

@@ -21,7 +21,9 @@ typedef struct conflict {
 static bool nccl_on_cpu(const config *c) { return c->ddp.backend == BACKEND_NCCL && c->device == DEVICE_CPU; }
 static bool bf16_over_mpi(const config *c) { return c->ddp.grad_dtype == GRAD_BF16 && c->ddp.backend == BACKEND_MPI; }
 static bool bf16_on_cpu(const config *c) { return c->precision == PRECISION_BF16 && c->device == DEVICE_CPU; }
-static bool bf16_not_gpt2(const config *c) { return c->precision == PRECISION_BF16 && c->model.kind != MODEL_GPT2; }
+/* The models that take token sequences: GPT-2 and the Llama. */
+static bool language_model(const config *c) { return c->model.kind == MODEL_GPT2 || c->model.kind == MODEL_LLAMA; }
+static bool bf16_not_lm(const config *c) { return c->precision == PRECISION_BF16 && !language_model(c); }
 static bool warmup_too_long(const config *c)
 {
     return c->train.max_steps > 0 && c->optimizer.schedule.warmup_steps > c->train.max_steps;
@@ -41,21 +43,41 @@ static bool seq_over_block(const config *c)
     return c->model.kind == MODEL_GPT2 && c->data.kind == DATA_TOKENS && c->model.gpt2.block_size &&
            c->data.seq_len > c->model.gpt2.block_size;
 }
-static bool tokens_without_lm(const config *c) { return c->data.kind == DATA_TOKENS && c->model.kind != MODEL_GPT2; }
+static bool tokens_without_lm(const config *c) { return c->data.kind == DATA_TOKENS && !language_model(c); }
 static bool init_from_not_gpt2(const config *c) { return c->checkpoint.init_from[0] && c->model.kind != MODEL_GPT2; }
+
+static bool is_llama(const config *c) { return c->model.kind == MODEL_LLAMA; }
+static bool llama_heads_uneven(const config *c) { return is_llama(c) && c->model.llama.n_embd % c->model.llama.n_head; }
+static bool llama_head_odd(const config *c)
+{
+    return is_llama(c) && !llama_heads_uneven(c) && (c->model.llama.n_embd / c->model.llama.n_head) % 2;
+}
+static bool llama_kv_uneven(const config *c) { return is_llama(c) && c->model.llama.n_head % c->model.llama.n_kv_head; }
+static bool llama_seq_over_block(const config *c)
+{
+    return is_llama(c) && c->data.kind == DATA_TOKENS && c->data.seq_len > c->model.llama.block_size;
+}
 
 static const conflict conflicts[] = {
     {"model.gpt2.n_head", "model.gpt2.n_embd", gpt2_heads_uneven,
      "model.gpt2.n_embd divisible by model.gpt2.n_head"},
     {"model.gpt2.block_size", "data.seq_len", seq_over_block, "data.seq_len <= model.gpt2.block_size"},
-    {"model.kind", "data.kind", tokens_without_lm, "data.kind tokens only with a language model (model.kind gpt2)"},
+    {"model.llama.n_head", "model.llama.n_embd", llama_heads_uneven,
+     "model.llama.n_embd divisible by model.llama.n_head"},
+    {"model.llama.n_head", "model.llama.n_embd", llama_head_odd,
+     "an even head size model.llama.n_embd / model.llama.n_head (RoPE rotates its two halves)"},
+    {"model.llama.n_kv_head", "model.llama.n_head", llama_kv_uneven,
+     "model.llama.n_head divisible by model.llama.n_kv_head"},
+    {"model.llama.block_size", "data.seq_len", llama_seq_over_block, "data.seq_len <= model.llama.block_size"},
+    {"model.kind", "data.kind", tokens_without_lm,
+     "data.kind tokens only with a language model (model.kind gpt2 or llama)"},
     {"model.kind", "checkpoint.init_from", init_from_not_gpt2,
      "checkpoint.init_from (an llm.c GPT-2 model file or Hugging Face folder) only with model.kind gpt2"},
     {"device", "ddp.backend", nccl_on_cpu, "ddp.backend nccl only with device cuda or auto"},
     {"ddp.backend", "ddp.grad_dtype", bf16_over_mpi, "ddp.grad_dtype bf16 only with ddp.backend nccl or auto"},
     {"device", "precision", bf16_on_cpu,
      "precision bf16 only with device cuda or auto (the CPU backend computes in float32)"},
-    {"model.kind", "precision", bf16_not_gpt2, "precision bf16 only with model.kind gpt2"},
+    {"model.kind", "precision", bf16_not_lm, "precision bf16 only with model.kind gpt2 or llama"},
     {"train.max_steps", "optimizer.schedule.warmup_steps", warmup_too_long,
      "optimizer.schedule.warmup_steps <= train.max_steps when train.max_steps > 0"},
     {"optimizer.lr", "optimizer.schedule.min_lr", min_lr_above_lr, "optimizer.schedule.min_lr <= optimizer.lr"},

@@ -87,8 +87,6 @@ const char *cfg_key_leaf(const char *path);  /* "a.b.c" -> "c" */
 void cfg_expect(const cfg_key *k, char *out, size_t n);
 /* The value as text: plain scalars, "[1024, 1024]" for lists (also used by the writer/hash). */
 void cfg_format_value(const config *c, const cfg_key *k, char *out, size_t n);
-/* Shortest "%g" text that strtod reads back to exactly v. */
-void cfg_format_double(double v, char *out, size_t n);
 /* checkpoint.signal's choices (NULL-terminated) and the name of a signal number among them (NULL
  * when not one we accept); config_value.c maps each name to its number. */
 extern const char *const cfg_signal_names[];

@@ -40,7 +40,7 @@ static const cfg_key keys_before_models[] = {
     SECTION("cuda"),
     BOOL("cuda.tf32", cuda.tf32, "false", HASH_NO, "Allow TF32 tensor-core GEMMs (CUDA only; ignored on CPU)."),
     ENUM("precision", precision, precision_names, "fp32", HASH_NO,
-         "`bf16`: GPT-2's activations and GEMM operands in bfloat16 with fp32 accumulation, fp32 master "
+         "`bf16`: a GPT-2's or Llama's activations and GEMM operands in bfloat16 with fp32 accumulation, fp32 master "
          "weights, AdamW state and gradients (CUDA only)."),
     SECTION("model"),
     ENUM("model.kind", model.kind, cfg_model_kind_names, "mlp", HASH_YES,
@@ -94,7 +94,7 @@ static const cfg_key keys_after_models[] = {
     NUM("optimizer.weight_decay", optimizer.weight_decay, NR_NONNEG, "0.01", HASH_YES,
         "Decoupled (AdamW) / L2 (SGD) weight decay."),
     {.path = "optimizer.betas", .type = KT_BETAS, .range = NR_UNIT, .def = "[0.9, 0.999]", .hash = HASH_ADAMW,
-     .doc = "AdamW β1, β2 (`[0.9, 0.95]` when not set, with `model.kind: gpt2`)."},
+     .doc = "AdamW β1, β2 (`[0.9, 0.95]` when not set, with `model.kind: gpt2` or `llama`)."},
     NUM("optimizer.eps", optimizer.eps, NR_POSITIVE, "1e-8", HASH_ADAMW, "AdamW ε."),
     NUM("optimizer.momentum", optimizer.momentum, NR_UNIT, "0.9", HASH_SGD, "SGD momentum."),
     BOOL("optimizer.nesterov", optimizer.nesterov, "false", HASH_SGD, "SGD Nesterov momentum."),

@@ -6,14 +6,16 @@
  * cfg_model_sections. A section of a kind other than model.kind is an error naming both,
  * reported where the later of the two was set. A GPT-2's shape may come from
  * checkpoint.init_from instead: the keys the config leaves out stay 0 until the training job,
- * which reads the file, hands its shape to config_take_gpt2_shape. This file must not parse YAML
+ * which reads the file, hands its shape to config_take_gpt2_shape. A Llama's ffn_hidden 0 is
+ * resolved here by Llama's multiple_of rule, so the model, the resolved config and the hash see
+ * the width used. This file must not parse YAML
  * values (config_value.c) or know the general keys beyond those a kind's rules involve. */
 #include "config_internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
-const char *const cfg_model_kind_names[] = {"mlp", "gpt2", NULL};
+const char *const cfg_model_kind_names[] = {"mlp", "gpt2", "llama", NULL};
 
 static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", NULL};
 
@@ -103,6 +105,56 @@ int config_take_gpt2_shape(config *c, const gpt2_shape *from, const char *file, 
     return DDP_OK;
 }
 
+/* ---- llama ---- */
+
+/* A small Llama (about GPT-2 small's size) with grouped-query attention; Llama 3's rope_theta
+ * 500000 is set in configs. */
+static const cfg_key llama_keys[] = {
+    SECTION("model.llama"),
+    INT("model.llama.n_layer", model.llama.n_layer, 1, 100, "12", HASH_YES, "Transformer blocks."),
+    INT("model.llama.n_head", model.llama.n_head, 1, 1024, "12", HASH_YES,
+        "Query heads; must divide `model.llama.n_embd`, leaving an even head size (RoPE rotates its two halves)."),
+    INT("model.llama.n_kv_head", model.llama.n_kv_head, 1, 1024, "4", HASH_YES,
+        "Key/value heads (grouped-query attention: query head h reads key/value head h / (n_head / n_kv_head)); "
+        "must divide `model.llama.n_head` (equal to it: multi-head attention)."),
+    INT("model.llama.n_embd", model.llama.n_embd, 2, 1 << 16, "768", HASH_YES, "Channels."),
+    INT("model.llama.ffn_hidden", model.llama.ffn_hidden, 0, 1 << 20, "0", HASH_YES,
+        "Width of the SwiGLU MLP; 0: Llama's rule, 2·(4·n_embd)/3 (rounded down) rounded up to a multiple of "
+        "`model.llama.multiple_of` (the resolved config holds the number)."),
+    INT("model.llama.multiple_of", model.llama_multiple_of, 1, 1 << 16, "256", HASH_NO,
+        "What `model.llama.ffn_hidden: 0` rounds up to a multiple of (the width it gives is hashed)."),
+    INT("model.llama.block_size", model.llama.block_size, 1, 1 << 20, "1024", HASH_YES,
+        "Longest sequence (the RoPE tables' positions); at least `data.seq_len`."),
+    INT("model.llama.vocab_size", model.llama.vocab_size, 2, 1 << 24, "32000", HASH_YES,
+        "Vocabulary, at least the data's; padded to a multiple of 128 inside (the padding never reaches the "
+        "loss or sampling). With llama, `optimizer.betas` defaults to `[0.9, 0.95]` and weight decay applies "
+        "to 2-D tensors only."),
+    NUM("model.llama.rope_theta", model.llama.rope_theta, NR_POSITIVE, "10000", HASH_YES,
+        "RoPE base: head dimension pair j turns at rope_theta^(-2j/head_size) radians per position (Llama 3: "
+        "500000)."),
+    NUM("model.llama.norm_eps", model.llama.norm_eps, NR_POSITIVE, "1e-5", HASH_YES, "RMSNorm's ε."),
+    BOOL("model.llama.tie_embeddings", model.llama.tie_embeddings, "false", HASH_YES,
+         "The output projection is the token embedding (no `lm_head`)."),
+};
+
+/* Llama's FFN width rule (Meta's reference code without ffn_dim_multiplier). */
+static int64_t llama_ffn_hidden(int64_t n_embd, int64_t multiple_of)
+{
+    int64_t hidden = 2 * (4 * n_embd) / 3;
+    return (hidden + multiple_of - 1) / multiple_of * multiple_of;
+}
+
+/* Betas as GPT-2's; ffn_hidden 0 becomes the rule's width. */
+static int llama_check(cfg_loader *L)
+{
+    if (L->origin[cfg_key_find("optimizer.betas")].source < 0)
+        L->c->optimizer.beta2 = 0.95;
+    llama_shape *s = &L->c->model.llama;
+    if (s->ffn_hidden == 0)
+        s->ffn_hidden = llama_ffn_hidden(s->n_embd, L->c->model.llama_multiple_of);
+    return DDP_OK;
+}
+
 /* ---- the kinds ---- */
 
 #define KEYS(table) table, (int)(sizeof table / sizeof table[0])
@@ -110,6 +162,7 @@ int config_take_gpt2_shape(config *c, const gpt2_shape *from, const char *file, 
 const cfg_model_section cfg_model_sections[] = {
     {MODEL_MLP, "model.mlp", KEYS(mlp_keys), NULL},
     {MODEL_GPT2, "model.gpt2", KEYS(gpt2_keys), gpt2_check},
+    {MODEL_LLAMA, "model.llama", KEYS(llama_keys), llama_check},
 };
 const int cfg_n_model_sections = (int)(sizeof cfg_model_sections / sizeof cfg_model_sections[0]);
 _Static_assert(sizeof cfg_model_sections / sizeof cfg_model_sections[0] ==

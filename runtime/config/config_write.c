@@ -16,20 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/base/exact_double.h"
 #include "runtime/base/replace_file.h"
-
-void cfg_format_double(double v, char *out, size_t n)
-{
-    if (v == floor(v) && fabs(v) < 1e15) { /* 300, not %g's 3e+02 */
-        snprintf(out, n, "%.0f", v);
-        return;
-    }
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(out, n, "%.*g", prec, v);
-        if (strtod(out, NULL) == v)
-            return;
-    }
-}
 
 static void format_list(const char *const *items, int count, char *out, size_t n)
 {
@@ -49,7 +37,7 @@ void cfg_format_value(const config *c, const cfg_key *k, char *out, size_t n)
     case KT_SECTION: snprintf(out, n, "{}"); break;
     case KT_INT: snprintf(out, n, "%lld", (long long)*(const int64_t *)field); break;
     case KT_UINT: snprintf(out, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
-    case KT_NUM: cfg_format_double(*(const double *)field, out, n); break;
+    case KT_NUM: format_double_exact(*(const double *)field, out, n); break;
     case KT_BOOL: snprintf(out, n, "%s", *(const bool *)field ? "true" : "false"); break;
     case KT_STR: case KT_OPT_PATH: case KT_COMMAND: snprintf(out, n, "%s", field); break;
     case KT_ENUM: snprintf(out, n, "%s", k->choices[*(const int *)field]); break;
@@ -66,8 +54,8 @@ void cfg_format_value(const config *c, const cfg_key *k, char *out, size_t n)
         format_list(ptrs, c->model.mlp.n_hidden, out, n);
         break;
     case KT_BETAS:
-        cfg_format_double(c->optimizer.beta1, items[0], sizeof items[0]);
-        cfg_format_double(c->optimizer.beta2, items[1], sizeof items[1]);
+        format_double_exact(c->optimizer.beta1, items[0], sizeof items[0]);
+        format_double_exact(c->optimizer.beta2, items[1], sizeof items[1]);
         ptrs[0] = items[0], ptrs[1] = items[1];
         format_list(ptrs, 2, out, n);
         break;
@@ -107,7 +95,7 @@ static int emit_value(writer *w, const config *c, const cfg_key *k)
             if (k->type == KT_HIDDEN)
                 snprintf(items[i], sizeof items[i], "%lld", (long long)c->model.mlp.hidden[i]);
             else
-                cfg_format_double(i ? c->optimizer.beta2 : c->optimizer.beta1, items[i], sizeof items[i]);
+                format_double_exact(i ? c->optimizer.beta2 : c->optimizer.beta1, items[i], sizeof items[i]);
             ptrs[i] = items[i];
         }
         return emit_list(w, ptrs, count);

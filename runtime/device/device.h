@@ -264,6 +264,45 @@ typedef struct attn_shape {
                             const void *dout, const void *out, const float *lse, const void *q, const void *k, \
                             const void *v))
 
+/* ---- Llama's ops (kernels/llama_cpu.c, kernels/llama.cu): RMSNorm, rotary position embeddings
+ * (RoPE) and the SwiGLU feed-forward's gate, as Hugging Face's Llama computes them ----------------
+ * t is the type of every void* tensor; RMSNorm's statistics and parameter gradient are float;
+ * computed in float (sums in double) inside. "+=" outputs accumulate, "=" outputs are overwritten.
+ * Deterministic for a given thread count and GPU: no float atomics. */
+#define DEVICE_LLAMA_OPS(OP)                                                                       \
+    /* rstd[r] = 1/sqrt(mean_c inp[r,c]^2 + eps); out = inp * rstd * w per row of C (HF's         \
+     * LlamaRMSNorm); rstd [N] is saved for the backward. eps >= 0 */                              \
+    OP(rmsnorm_forward, (device *d, tensor_dtype t, void *out, float *rstd, const void *inp, const void *w, \
+                         int64_t N, int64_t C, float eps))                                         \
+    /* res_out = a + b (rounded to t), then norm_out = rmsnorm_forward of res_out: the residual    \
+     * add and the next RMSNorm in one pass, as residual_layernorm_forward. res_out may be a or b  \
+     * itself; norm_out overlaps nothing */                                                        \
+    OP(residual_rmsnorm_forward, (device *d, tensor_dtype t, void *res_out, void *norm_out, float *rstd, \
+                                  const void *a, const void *b, const void *w, int64_t N, int64_t C, float eps)) \
+    /* dinp += d/dinp (the residual stream's gradient flows on, as layernorm_backward),            \
+     * dw += sum_r dout * inp * rstd; rstd is the forward's */                                     \
+    OP(rmsnorm_backward, (device *d, tensor_dtype t, void *dinp, float *dw, const void *dout, const void *inp, \
+                          const void *w, const float *rstd, int64_t N, int64_t C))                 \
+    /* RoPE in place, HF's rotate-half: row (b,t) of x starts at element (b*T+t)*ld; head h's hs    \
+     * elements at column h*hs, h < n_heads; for j < hs/2: (x[j], x[j+hs/2]) <- (x[j]*c - x[j+hs/2]*s, \
+     * x[j+hs/2]*c + x[j]*s) with c = cos[t*(hs/2)+j], s = sin[t*(hs/2)+j] (tables [T, hs/2] float, \
+     * device memory). hs even, ld >= n_heads*hs. On the q and k columns of the fused qkv tensor:   \
+     * n_heads = NH + NKV in one call */                                                           \
+    OP(rope_forward, (device *d, tensor_dtype t, void *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads, \
+                      int64_t hs, const float *cos, const float *sin))                             \
+    /* the inverse rotation (s -> -s) in place, rope_forward's transpose: the gradient w.r.t. the  \
+     * un-rotated input from the one w.r.t. the rotated output */                                  \
+    OP(rope_backward, (device *d, tensor_dtype t, void *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads, \
+                       int64_t hs, const float *cos, const float *sin))                            \
+    /* h[r,j] = silu(gu[r,j]) * gu[r,F+j], silu(u) = u/(1+exp(-u)): gate | up side by side in one  \
+     * [N, 2F] tensor (one GEMM over the adjacent gate_proj and up_proj weights); h [N, F]        \
+     * overlaps nothing */                                                                         \
+    OP(swiglu_forward, (device *d, tensor_dtype t, void *h, const void *gate_up, int64_t N, int64_t F)) \
+    /* dgate_up [N, 2F] (=) from dh [N, F] and the forward's gate_up; dgate_up may be gate_up      \
+     * itself (each element's gradient lands where it was read), not dh */                        \
+    OP(swiglu_backward, (device *d, tensor_dtype t, void *dgate_up, const void *dh, const void *gate_up, \
+                         int64_t N, int64_t F))
+
 /* ---- interval timer (device_cpu.c, device_cuda.c) -----------------------------------------------
  * On the compute stream, e.g. for time the stream is held up by communication: timer_start and
  * timer_stop mark points in stream order and never wait (CUDA: timing events; CPU: the monotonic
@@ -302,6 +341,7 @@ typedef struct attn_shape {
     DEVICE_CAST_OPS(OP)                                                                            \
     DEVICE_TRANSFORMER_OPS(OP)                                                                     \
     DEVICE_ATTENTION_OPS(OP)                                                                       \
+    DEVICE_LLAMA_OPS(OP)                                                                           \
     DEVICE_TIMER_OPS(OP)                                                                           \
     DEVICE_STAMP_OPS(OP)
 
@@ -317,6 +357,7 @@ typedef struct attn_shape {
     F("cast", DEVICE_CAST_OPS)                                                                     \
     F("transformer", DEVICE_TRANSFORMER_OPS)                                                       \
     F("attention", DEVICE_ATTENTION_OPS)                                                           \
+    F("llama", DEVICE_LLAMA_OPS)                                                                   \
     F("timer", DEVICE_TIMER_OPS)                                                                   \
     F("stamp", DEVICE_STAMP_OPS)
 

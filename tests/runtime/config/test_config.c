@@ -425,8 +425,82 @@ static void test_precision(void)
     expect_fail(NULL, 2, (char *[]){"device=cpu", "precision=bf16"}, "<override 2>:1:11: precision:",
                 "precision bf16 only with device cuda or auto");
     expect_fail(NULL, 1, (char *[]){"precision=bf16"}, "<override 1>:1:11: precision:",
-                "precision bf16 only with model.kind gpt2");
+                "precision bf16 only with model.kind gpt2 or llama");
     expect_fail(NULL, 1, (char *[]){"precision=fp16"}, "<override 1>:1:11: precision:", "expected one of fp32, bf16");
+}
+
+/* model.kind llama: its defaults (AdamW betas (0.9, 0.95) as GPT-2's), ffn_hidden 0 resolved by
+ * Llama's multiple_of rule (the number is what the resolved config and the hash hold), a language
+ * model (tokens, bf16), and each rule across its keys reported at the key set last, naming both. */
+static void test_llama(void)
+{
+    config c, d;
+    ddp_err err = {0};
+    CHECK(config_load(NULL, 1, (char *[]){"model.kind=llama"}, &c, &err) == DDP_OK, "%s", err.msg);
+    const llama_shape *s = &c.model.llama;
+    CHECK(s->n_layer == 12 && s->n_head == 12 && s->n_kv_head == 4 && s->n_embd == 768 && s->block_size == 1024 &&
+          s->vocab_size == 32000 && s->rope_theta == 10000 && s->norm_eps == 1e-5 && !s->tie_embeddings,
+          "llama defaults");
+    CHECK(s->ffn_hidden == 2048 && c.model.llama_multiple_of == 256, "ffn_hidden %lld", (long long)s->ffn_hidden);
+    CHECK(c.optimizer.beta1 == 0.9 && c.optimizer.beta2 == 0.95, "llama betas %g %g", c.optimizer.beta1,
+          c.optimizer.beta2);
+    /* Llama 2 7B: 2·16384/3 = 10922, up to 11008; multiple_of 1 keeps 2·256/3 = 170 */
+    char *l7b[] = {"model.kind=llama", "model.llama={n_embd: 4096, n_head: 32, n_kv_head: 8}"};
+    CHECK(config_load(NULL, 2, l7b, &d, &err) == DDP_OK && d.model.llama.ffn_hidden == 11008, "7B ffn %lld: %s",
+          (long long)d.model.llama.ffn_hidden, err.msg);
+    char *one[] = {"model.kind=llama", "model.llama={n_embd: 64, n_head: 4, multiple_of: 1}"};
+    CHECK(config_load(NULL, 2, one, &d, &err) == DDP_OK && d.model.llama.ffn_hidden == 170, "ffn %lld: %s",
+          (long long)d.model.llama.ffn_hidden, err.msg);
+    char *set[] = {"model.kind=llama", "model.llama.ffn_hidden=176", "model.llama.multiple_of=1000"};
+    CHECK(config_load(NULL, 3, set, &d, &err) == DDP_OK && d.model.llama.ffn_hidden == 176, "ffn %lld: %s",
+          (long long)d.model.llama.ffn_hidden, err.msg);
+    /* the width decides the hash, not how it was given */
+    char *given[] = {"model.kind=llama", "model.llama.ffn_hidden=2048", "model.llama.multiple_of=512"};
+    CHECK(config_load(NULL, 3, given, &d, &err) == DDP_OK && config_hash(&c) == config_hash(&d), "%s", err.msg);
+    char *wider[] = {"model.kind=llama", "model.llama.multiple_of=1000"};
+    CHECK(config_load(NULL, 2, wider, &d, &err) == DDP_OK && d.model.llama.ffn_hidden == 3000 &&
+          config_hash(&c) != config_hash(&d), "multiple_of 1000: ffn %lld", (long long)d.model.llama.ffn_hidden);
+    char *other[] = {"model.kind=llama", "model.llama.tie_embeddings=true", "model.llama.rope_theta=500000",
+                     "model.llama.norm_eps=1e-6", "model.llama.n_kv_head=12", "data.kind=tokens", "data.seq_len=1024",
+                     "device=cuda", "precision=bf16"};
+    CHECK(config_load(NULL, 9, other, &d, &err) == DDP_OK, "%s", err.msg);
+    CHECK(d.model.llama.tie_embeddings && d.model.llama.rope_theta == 500000 && d.model.llama.norm_eps == 1e-6 &&
+          d.model.llama.n_kv_head == 12 && d.ddp.grad_dtype == GRAD_BF16, "llama overrides");
+    CHECK(config_hash(&c) != config_hash(&d), "the llama keys did not change the hash");
+    char dir[] = "/tmp/test_config.XXXXXX", path[4096];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    round_trip(&c, dir);
+    round_trip(&d, dir);
+    snprintf(path, sizeof path, "%s/resolved.yaml", dir);
+    unlink(path);
+    rmdir(dir);
+
+    expect_fail(NULL, 2, (char *[]){"model.kind=llama", "model.llama.n_head=5"},
+                "<override 2>:1:20: model.llama.n_head:",
+                "expected model.llama.n_embd divisible by model.llama.n_head, got model.llama.n_head 5 with "
+                "model.llama.n_embd 768 (the default)");
+    expect_fail(NULL, 3, (char *[]){"model.kind=llama", "model.llama.n_head=32", "model.llama.n_embd=96"},
+                "<override 3>:1:20: model.llama.n_embd:",
+                "expected an even head size model.llama.n_embd / model.llama.n_head (RoPE rotates its two halves), "
+                "got model.llama.n_embd 96 with model.llama.n_head 32 (<override 2>:1:20)");
+    expect_fail(NULL, 2, (char *[]){"model.kind=llama", "model.llama.n_kv_head=5"},
+                "<override 2>:1:23: model.llama.n_kv_head:",
+                "expected model.llama.n_head divisible by model.llama.n_kv_head, got model.llama.n_kv_head 5 with "
+                "model.llama.n_head 12 (the default)");
+    expect_fail(NULL, 3, (char *[]){"model.kind=llama", "data.kind=tokens", "data.seq_len=2048"},
+                "<override 3>:1:14: data.seq_len:",
+                "expected data.seq_len <= model.llama.block_size, got data.seq_len 2048 with model.llama.block_size "
+                "1024 (the default)");
+    expect_fail(NULL, 2, (char *[]){"model.kind=llama", "model.llama.n_kv_head=0"},
+                "<override 2>:1:23: model.llama.n_kv_head:", "expected an integer in [1, 1024], got \"0\"");
+    expect_fail(NULL, 2, (char *[]){"model.kind=llama", "model.llama.rope_theta=0"},
+                "<override 2>:1:24: model.llama.rope_theta:", "expected a positive number");
+    expect_fail(NULL, 2, (char *[]){"model.kind=llama", "checkpoint.init_from=x.bin"},
+                "<override 2>:1:22: checkpoint.init_from:", "only with model.kind gpt2, got checkpoint.init_from");
+    expect_fail(NULL, 2, (char *[]){"model.kind=gpt2", "model.llama.n_layer=2"}, "<override 2>:",
+                "expected model.llama only with model.kind llama");
+    expect_fail(NULL, 2, (char *[]){"model.kind=mlp", "data.kind=tokens"}, "<override 2>:1:11: data.kind:",
+                "data.kind tokens only with a language model (model.kind gpt2 or llama)");
 }
 
 /* One row of the reference's key table: "| `key` | type | `default` | allowed | meaning |", cut at
@@ -462,9 +536,10 @@ static void test_reference(void)
     FILE *f = open_memstream(&text, &len);
     CHECK(f && config_write_reference(f, &err) == DDP_OK, "config_write_reference: %s", err.msg);
     fclose(f);
-    config mlp, gpt2, c;
+    config mlp, gpt2, llama, c;
     CHECK(config_load(NULL, 0, NULL, &mlp, &err) == DDP_OK, "defaults: %s", err.msg);
     CHECK(config_load(NULL, 1, (char *[]){"model.kind=gpt2"}, &gpt2, &err) == DDP_OK, "gpt2 defaults: %s", err.msg);
+    CHECK(config_load(NULL, 1, (char *[]){"model.kind=llama"}, &llama, &err) == DDP_OK, "llama defaults: %s", err.msg);
     int rows = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         if (reference_row(line, cells, 5) != 5)
@@ -474,12 +549,12 @@ static void test_reference(void)
         snprintf(key, sizeof key, "%.*s", (int)strlen(cells[0]) - 2, cells[0] + 1);
         snprintf(def, sizeof def, "%.*s", (int)strlen(cells[2]) - 2, cells[2] + 1);
         CHECK(*cells[1] && strlen(cells[4]) > 3, "%s: no type or description in \"%s\"", key, line);
-        bool gpt = !strncmp(key, "model.gpt2.", 11);
+        bool gpt = !strncmp(key, "model.gpt2.", 11), lla = !strncmp(key, "model.llama.", 12);
         snprintf(ov, sizeof ov, "%s=%s", key, def);
-        char *ovs[] = {"model.kind=gpt2", ov};
-        int rc = config_load(NULL, gpt ? 2 : 1, gpt ? ovs : ovs + 1, &c, &err);
+        char *ovs[] = {gpt ? "model.kind=gpt2" : "model.kind=llama", ov};
+        int rc = config_load(NULL, gpt || lla ? 2 : 1, gpt || lla ? ovs : ovs + 1, &c, &err);
         CHECK(rc == DDP_OK, "%s: the reference's default refused: %s", ov, err.msg);
-        CHECK(rc || memcmp(&c, gpt ? &gpt2 : &mlp, sizeof c) == 0, "%s: not the default", ov);
+        CHECK(rc || memcmp(&c, gpt ? &gpt2 : lla ? &llama : &mlp, sizeof c) == 0, "%s: not the default", ov);
     }
     CHECK(rows >= 60, "%d key rows in the reference", rows);
     free(text);
@@ -498,6 +573,7 @@ int main(void)
     test_init_from();
     test_init_from_shape();
     test_precision();
+    test_llama();
     test_reference();
     CHECK(!strcmp(act_kind_name(ACT_GELU), "gelu"), "act_kind_name");
     return check_done("test_config");

@@ -218,6 +218,35 @@ static int attention_null_shape(device *d, const bufs *b, ddp_err *err)
 {
     return d->ops->attention_forward(d, TENSOR_F32, NULL, b->f, b->f + 16, b->f + 24, b->f + 40, b->f + 48, err);
 }
+static int rmsnorm_negative_eps(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->rmsnorm_forward(d, TENSOR_F32, b->f, b->f + 8, b->f + 16, b->f + 24, 2, 4, -1.0f, err);
+}
+static int residual_rmsnorm_norm_is_a(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->residual_rmsnorm_forward(d, TENSOR_F32, b->f, b->f + 8, b->f + 16, b->f + 8, b->f + 20,
+                                            b->f + 24, 1, 4, 1e-5f, err);
+}
+static int rmsnorm_backward_null_w(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->rmsnorm_backward(d, TENSOR_F32, b->f, b->f + 4, b->f + 8, b->f + 12, NULL, b->f + 16, 1, 4, err);
+}
+static int rope_odd_head_size(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->rope_forward(d, TENSOR_F32, b->f, 6, 1, 2, 2, 3, b->f + 16, b->f + 24, err);
+}
+static int rope_backward_narrow_ld(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->rope_backward(d, TENSOR_F32, b->f, 7, 1, 2, 2, 4, b->f + 16, b->f + 24, err);
+}
+static int swiglu_h_is_gate_up(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->swiglu_forward(d, TENSOR_F32, b->f, b->f, 2, 4, err);
+}
+static int swiglu_backward_negative_f(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->swiglu_backward(d, TENSOR_F32, b->f, b->f + 16, b->f + 32, 2, -1, err);
+}
 static int sumsq_null_out(device *d, const bufs *b, ddp_err *err)
 {
     return d->ops->sumsq(d, b->f, 4, NULL, err);
@@ -409,6 +438,13 @@ static const bad_call bad_calls[] = {
     {"attention_forward: scale 0 is not a positive finite number", attention_bad_scale},
     {"attention_backward: lse is NULL", attention_backward_null_lse},
     {"attention_forward: s is NULL", attention_null_shape},
+    {"rmsnorm_forward: eps -1 is not a finite number >= 0", rmsnorm_negative_eps},
+    {"residual_rmsnorm_forward: norm_out is also a", residual_rmsnorm_norm_is_a},
+    {"rmsnorm_backward: w is NULL", rmsnorm_backward_null_w},
+    {"rope_forward: head size 3 is odd, but RoPE rotates pairs (j, j + hs/2)", rope_odd_head_size},
+    {"rope_backward: row stride ld 7 is narrower than the 2 heads of 4 (8)", rope_backward_narrow_ld},
+    {"swiglu_forward: h overwrites gate_up, which it is computed from", swiglu_h_is_gate_up},
+    {"swiglu_backward: negative shape [2, -1]", swiglu_backward_negative_f},
     {"sumsq: out is NULL", sumsq_null_out},
     {"sumsq: x is NULL", sumsq_null_x},
     {"sum_f64: out is NULL", sum_f64_null_out},
@@ -469,6 +505,10 @@ static void empty_jobs(device *d, const char *backend)
     rc |= d->ops->attention_forward(d, TENSOR_F32, &no_rows, NULL, NULL, NULL, NULL, NULL, &err);
     rc |= d->ops->attention_backward(d, TENSOR_F32, &no_rows, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                                      &err);
+    rc |= d->ops->rmsnorm_forward(d, TENSOR_F32, NULL, NULL, NULL, NULL, 0, 8, 1e-5f, &err);
+    rc |= d->ops->rmsnorm_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, NULL, NULL, 3, 0, &err);
+    rc |= d->ops->rope_forward(d, TENSOR_F32, NULL, 8, 2, 0, 2, 4, NULL, NULL, &err);
+    rc |= d->ops->swiglu_backward(d, TENSOR_F32, NULL, NULL, NULL, 4, 0, &err);
     rc |= d->ops->adamw_step(d, NULL, NULL, NULL, NULL, NULL, 0, &adamw_step1, &err);
     rc |= d->ops->cast_f32_to_bf16(d, NULL, NULL, 0, &err);
     rc |= d->ops->upload(d, NULL, NULL, 0, &err);

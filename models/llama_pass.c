@@ -1,0 +1,203 @@
+/* llama_pass.c — the Llama's forward and backward passes as device ops (see llama.c for the model
+ * and llama_internal.h for its state).
+ *
+ * Every activation is of the model's compute type g->t; the weights come from g->wp (the bf16
+ * copy under precision bf16). Gradients are float: the weight-gradient GEMMs multiply
+ * compute-type operands and add into the fp32 gradients (beta 1). Per block, one GEMM over the
+ * adjacent q/k/v weights gives qkv, RoPE rotates its q and k heads in place (one op over
+ * n_head + n_kv_head heads), and the attention op reads q, k and v in place with grouped-query
+ * heads; one GEMM over the adjacent gate/up weights gives gate | up for the SwiGLU. Each residual
+ * add runs fused with the RMSNorm after it. Backward reports each block's range through
+ * grad_ready as soon as it is final, so the reducer all-reduces block L while block L-1 is still
+ * computing. This file must not allocate, communicate, step an optimizer or read data. */
+#include "llama_internal.h"
+
+#include <math.h>
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+/* y[rows, out] = x[rows, in] · Wᵀ (W is [out, in] at parameter offset w_off; no bias). */
+static int linear_forward(model *m, const llama_impl *g, const void *x, size_t w_off, void *y, int64_t rows,
+                          int64_t in, int64_t out, ddp_err *err)
+{
+    return m->dev->ops->gemm(m->dev, g->t, g->t, false, true, rows, out, in, 1.0f, x, in, llama_weight(g, w_off), in,
+                             0.0f, y, out, err);
+}
+
+/* Element offset `elems` into a tensor of the model's compute type. */
+static void *at(const llama_impl *g, const void *base, int64_t elems)
+{
+    return (char *)base + (size_t)elems * tensor_dtype_size(g->t);
+}
+
+/* The attention op's view of qkv [BT, QKV]: q heads at column 0, k heads at NH·hd, v heads at
+ * (NH + NKV)·hd, all with row stride QKV; the output [BT, NH·hd]. */
+static attn_shape attention_shape(const llama_impl *g, int64_t B)
+{
+    return (attn_shape){.B = B, .T = g->T, .NH = g->s.n_head, .NKV = g->s.n_kv_head, .hs = g->hd, .ld_q = g->QKV,
+                        .ld_kv = g->QKV, .ld_o = g->s.n_head * g->hd, .scale = (float)(1.0 / sqrt((double)g->hd))};
+}
+
+static int rope(model *m, const llama_impl *g, void *qkv, int64_t B, bool forward, ddp_err *err)
+{
+    const struct device_ops *op = m->dev->ops;
+    const int64_t heads = g->s.n_head + g->s.n_kv_head;
+    return forward ? op->rope_forward(m->dev, g->t, qkv, g->QKV, B, g->T, heads, g->hd, g->rope_cos, g->rope_sin, err)
+                   : op->rope_backward(m->dev, g->t, qkv, g->QKV, B, g->T, heads, g->hd, g->rope_cos, g->rope_sin,
+                                       err);
+}
+
+/* Block l's forward. Its input, the residual stream, is block l-1's res3 after the residual add
+ * res3 += res2, which runs here fused with input_layernorm; block 0 reads the embeddings. The
+ * block's own adds are fused likewise: res2 += res_in into post_attention_layernorm here, res3 +=
+ * res2 into the next block's input_layernorm, or model.norm's (llama_forward). */
+static int block_forward(model *m, llama_impl *g, int l, int64_t B, ddp_err *err)
+{
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const tensor_dtype t = g->t;
+    const float eps = (float)g->s.norm_eps;
+    llama_block_acts *a = &g->blocks[l], *prev = l > 0 ? &g->blocks[l - 1] : NULL;
+    const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->T, NH = g->s.n_head, NKV = g->s.n_kv_head;
+    size_t p[BLOCK_TENSORS];
+    for (int i = 0; i < BLOCK_TENSORS; i++)
+        p[i] = llama_block_offset(m, l, i);
+    const void *norm1_w = llama_weight(g, p[ATTN_NORM]);
+    const void *res_in = prev ? prev->res3 : g->encoded;
+    int rc = prev ? op->residual_rmsnorm_forward(d, t, prev->res3, a->ln1, a->rstd1, prev->res3, prev->res2, norm1_w,
+                                                 BT, C, eps, err)
+                  : op->rmsnorm_forward(d, t, a->ln1, a->rstd1, res_in, norm1_w, BT, C, eps, err);
+    if (!rc) /* q, k and v: one GEMM over the adjacent q_proj, k_proj, v_proj */
+        rc = linear_forward(m, g, a->ln1, p[Q_W], a->qkv, BT, C, g->QKV, err);
+    if (!rc)
+        rc = rope(m, g, a->qkv, B, true, err);
+    if (!rc) {
+        const attn_shape s = attention_shape(g, B);
+        rc = op->attention_forward(d, t, &s, a->atty, a->lse, a->qkv, at(g, a->qkv, NH * g->hd),
+                                   at(g, a->qkv, (NH + NKV) * g->hd), err);
+    }
+    if (!rc)
+        rc = linear_forward(m, g, a->atty, p[O_W], a->res2, BT, NH * g->hd, C, err);
+    if (!rc)
+        rc = op->residual_rmsnorm_forward(d, t, a->res2, a->ln2, a->rstd2, a->res2, res_in,
+                                          llama_weight(g, p[MLP_NORM]), BT, C, eps, err);
+    if (!rc) /* gate | up: one GEMM over the adjacent gate_proj and up_proj */
+        rc = linear_forward(m, g, a->ln2, p[GATE_W], a->gate_up, BT, C, 2 * F, err);
+    if (!rc)
+        rc = op->swiglu_forward(d, t, a->h, a->gate_up, BT, F, err);
+    if (!rc)
+        rc = linear_forward(m, g, a->h, p[DOWN_W], a->res3, BT, F, C, err);
+    return rc ? ddp_prefix(err, "llama forward model.layers.%d", l) : DDP_OK;
+}
+
+int llama_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
+{
+    llama_impl *g = m->impl;
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const int64_t C = g->s.n_embd, BT = B * g->T, L = g->s.n_layer;
+    /* the embedding op adds a position table; Llama's is all zeros (its positions are RoPE's) */
+    int rc = op->embedding_forward(d, g->t, g->encoded, tokens, llama_weight(g, g->off_embed), g->no_positions, B,
+                                   g->T, C, err);
+    if (rc)
+        return ddp_prefix(err, "llama forward embedding");
+    for (int l = 0; l < L; l++)
+        if ((rc = block_forward(m, g, l, B, err)))
+            return rc;
+    llama_block_acts *last = &g->blocks[L - 1];
+    rc = op->residual_rmsnorm_forward(d, g->t, last->res3, g->lnf, g->rstdf, last->res3, last->res2,
+                                      llama_weight(g, g->off_norm), BT, C, (float)g->s.norm_eps, err);
+    /* logits over all padded rows: the padding columns are ignored by the classifier */
+    if (!rc)
+        rc = linear_forward(m, g, g->lnf, g->off_head, g->logits, BT, C, g->Vp, err);
+    return rc ? ddp_prefix(err, "llama forward model.norm/lm_head") : DDP_OK;
+}
+
+/* ---- backward ----------------------------------------------------------------------------- */
+
+/* dW += dyᵀ · x; dx = dy · W (overwritten). W is [out, in] at parameter offset w_off. */
+static int linear_backward(model *m, const llama_impl *g, const void *dy, const void *x, size_t w_off, void *dx,
+                           int64_t rows, int64_t in, int64_t out, ddp_err *err)
+{
+    const struct device_ops *op = m->dev->ops;
+    int rc = op->gemm(m->dev, g->t, TENSOR_F32, true, false, out, in, rows, 1.0f, dy, out, x, in, 1.0f,
+                      m->grads + w_off, in, err);
+    return rc ? rc : op->gemm(m->dev, g->t, g->t, false, false, rows, in, out, 1.0f, dy, out, llama_weight(g, w_off),
+                              in, 0.0f, dx, in, err);
+}
+
+/* g->dres holds dLoss/d(block l output) on entry and dLoss/d(block l input) on exit. The residual
+ * adds need no pass of their own: their gradient flows on unchanged, and each RMSNorm backward
+ * adds its input's gradient into dres ("+="). */
+static int block_backward(model *m, llama_impl *g, int l, const void *res_in, int64_t B, ddp_err *err)
+{
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const tensor_dtype t = g->t;
+    const llama_block_acts *a = &g->blocks[l];
+    const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->T, NH = g->s.n_head, NKV = g->s.n_kv_head;
+    const int64_t hd = g->hd;
+    size_t p[BLOCK_TENSORS];
+    for (int i = 0; i < BLOCK_TENSORS; i++)
+        p[i] = llama_block_offset(m, l, i);
+    float *G = m->grads;
+    /* MLP: res3 = res2 + down(silu(gate(ln2)) * up(ln2)) */
+    int rc = linear_backward(m, g, g->dres, a->h, p[DOWN_W], g->dh, BT, F, C, err);
+    if (!rc)
+        rc = op->swiglu_backward(d, t, g->dgate_up, g->dh, a->gate_up, BT, F, err);
+    if (!rc)
+        rc = linear_backward(m, g, g->dgate_up, a->ln2, p[GATE_W], g->dln, BT, C, 2 * F, err);
+    if (!rc)
+        rc = op->rmsnorm_backward(d, t, g->dres, G + p[MLP_NORM], g->dln, a->res2, llama_weight(g, p[MLP_NORM]),
+                                  a->rstd2, BT, C, err);
+    /* attention: res2 = res_in + o_proj(attn(rope(qkv(ln1(res_in))))) */
+    if (!rc)
+        rc = linear_backward(m, g, g->dres, a->atty, p[O_W], g->datty, BT, NH * hd, C, err);
+    if (!rc) {
+        const attn_shape s = attention_shape(g, B);
+        rc = op->attention_backward(d, t, &s, g->dqkv, at(g, g->dqkv, NH * hd), at(g, g->dqkv, (NH + NKV) * hd),
+                                    g->datty, a->atty, a->lse, a->qkv, at(g, a->qkv, NH * hd),
+                                    at(g, a->qkv, (NH + NKV) * hd), err);
+    }
+    if (!rc) /* the gradient w.r.t. the rotated q and k, back to the projections' outputs */
+        rc = rope(m, g, g->dqkv, B, false, err);
+    if (!rc)
+        rc = linear_backward(m, g, g->dqkv, a->ln1, p[Q_W], g->dln, BT, C, g->QKV, err);
+    if (!rc)
+        rc = op->rmsnorm_backward(d, t, g->dres, G + p[ATTN_NORM], g->dln, res_in, llama_weight(g, p[ATTN_NORM]),
+                                  a->rstd1, BT, C, err);
+    return rc ? ddp_prefix(err, "llama backward model.layers.%d", l) : DDP_OK;
+}
+
+int llama_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn ready, void *ctx, ddp_err *err)
+{
+    llama_impl *g = m->impl;
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const tensor_dtype t = g->t;
+    const int64_t C = g->s.n_embd, BT = B * g->T, L = g->s.n_layer;
+    /* g->logits holds dlogits now: the head's gradient and dlnf */
+    int rc = linear_backward(m, g, g->logits, g->lnf, g->off_head, g->dln, BT, C, g->Vp, err);
+    if (!rc)
+        rc = op->fill(d, t, g->dres, (size_t)(BT * C), 0.0f, err);
+    if (!rc)
+        rc = op->rmsnorm_backward(d, t, g->dres, m->grads + g->off_norm, g->dln, g->blocks[L - 1].res3,
+                                  llama_weight(g, g->off_norm), g->rstdf, BT, C, err);
+    if (rc)
+        return ddp_prefix(err, "llama backward model.norm/lm_head");
+    if (ready) /* model.norm and lm_head; a tied head's gradient is the embedding's, final below */
+        ready(ctx, g->block_off[L], m->n_params - g->block_off[L]);
+    for (int l = (int)L - 1; l >= 0; l--) {
+        const void *res_in = l > 0 ? g->blocks[l - 1].res3 : g->encoded;
+        if ((rc = block_backward(m, g, l, res_in, B, err)))
+            return rc;
+        if (ready)
+            ready(ctx, g->block_off[l], g->block_off[l + 1] - g->block_off[l]);
+    }
+    rc = op->embedding_backward(d, t, m->grads + g->off_embed, g->dpositions, g->dres, tokens, B, g->T, C, g->Vp, err);
+    if (rc)
+        return ddp_prefix(err, "llama backward embedding");
+    if (ready)
+        ready(ctx, 0, g->block_off[0]);
+    return DDP_OK;
+}

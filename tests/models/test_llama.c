@@ -1,0 +1,354 @@
+/* test_llama.c — the Llama on the CPU backend against Hugging Face transformers' LlamaForCausalLM in
+ * float64 (fixture llama-reference): our RoPE tables against the ones HF used, logits, loss,
+ * every gradient and the global gradient norm at init (the vocabulary's padding rows keeping zero
+ * gradient), and two 3-step AdamW trajectories (with and without clipping) with weight decay on
+ * the 2-D tensors only, through the project's optimizer. Every shape comes from the fixture's
+ * MANIFEST. Also: the tied variant against the untied model with lm_head = embed_tokens, the
+ * initialisation, the description both ways, and the deepest model builds. The same fixture
+ * checks, with the same tolerances, hold the CUDA backend to HF with `--cuda`. */
+#include "tests/models/llama_fixture.h"
+
+#include "runtime/device/device.h"
+
+/* The CPU device, or with cuda the CUDA device (the emulator in emulated builds). */
+static device *open_device(bool cuda)
+{
+    device *d = NULL;
+    ddp_err err = {0};
+    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
+    if (cuda ? device_cuda_create(0, &gpu_opts, &d, &err) : device_cpu_create(&d, &err))
+        fprintf(stderr, "%s device: %s\n", cuda ? "cuda" : "cpu", err.msg);
+    return d;
+}
+
+static int run_pass(gfx *f, bool backward, ddp_err *err)
+{
+    model_batch b = gfx_batch(f);
+    f->dev->ops->fill(f->dev, TENSOR_F32, f->stats, 2, 0.0f, err);
+    return backward ? f->m->ops->forward_backward(f->m, &b, 1.0f / (float)(f->B * f->T), false, NULL, NULL, f->stats,
+                                                  err)
+                    : f->m->ops->evaluate(f->m, &b, f->stats, err);
+}
+
+static double mean_loss(const gfx *f)
+{
+    float stats[2];
+    f->dev->ops->download(f->dev, stats, f->stats, sizeof stats, NULL);
+    return stats[0] / (double)(f->B * f->T);
+}
+
+/* The logits [rows, V] of the last forward pass (the row stride must be the padded vocabulary). */
+static float *download_logits(const gfx *f, int64_t V)
+{
+    int64_t rows = f->B * f->T, ld = 0;
+    const void *p = f->m->ops->logits(f->m, &ld);
+    CHECK(ld == f->Vp, "logits row stride %lld, padded vocabulary %lld", (long long)ld, (long long)f->Vp);
+    float *all = malloc((size_t)(rows * ld) * 4), *packed = malloc((size_t)(rows * V) * 4);
+    f->dev->ops->download(f->dev, all, p, (size_t)(rows * ld) * 4, NULL);
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(packed + r * V, all + r * ld, (size_t)V * 4);
+    free(all);
+    return packed;
+}
+
+/* Our tables against rope.cos/rope.sin [T, hd] (columns j and j + hd/2 both hold angle t·f_j).
+ * HF computed them in float32: f_j = 1/theta^(2j/hd) with the exponent, power and reciprocal
+ * each rounded (relative error about (ln theta + 2)·2^-24 in f_j), the angle t·f_j rounded once
+ * more, then cos/sin rounded; ours are exact angles rounded once. So the two differ by at most
+ * t·f_j·(ln theta + 3)·2^-24 + 2·2^-24, and twice that is the tolerance; a wrong frequency or
+ * pairing is off by O(1). */
+static void check_rope_tables(const lfx *x)
+{
+    const int64_t T = x->f.T, hd = x->shape.n_embd / x->shape.n_head, half = hd / 2;
+    float *cos_ours = malloc((size_t)(T * half) * 4), *sin_ours = malloc((size_t)(T * half) * 4);
+    llama_rope_tables(T, hd, x->shape.rope_theta, cos_ours, sin_ours);
+    float *ref[2] = {gfx_load(&x->f, "rope.cos", NULL), gfx_load(&x->f, "rope.sin", NULL)};
+    const float *ours[2] = {cos_ours, sin_ours};
+    const double u = ldexp(1.0, -24), lt = log(x->shape.rope_theta) + 3;
+    for (int k = 0; k < 2 && ref[0] && ref[1]; k++) {
+        double worst = 0, worst_ratio = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t j = 0; j < hd; j++) {
+                double f = pow(x->shape.rope_theta, -2.0 * (double)(j % half) / (double)hd);
+                double tol = 2 * ((double)t * f * lt * u + 2 * u);
+                double d = fabs((double)ours[k][t * half + j % half] - (double)ref[k][t * hd + j]);
+                worst = fmax(worst, d);
+                worst_ratio = fmax(worst_ratio, d / tol);
+                CHECK(d <= tol, "rope.%s[%lld, %lld]: ours %.9g, HF's %.9g (tolerance %.3g)", k ? "sin" : "cos",
+                      (long long)t, (long long)j, (double)ours[k][t * half + j % half], (double)ref[k][t * hd + j],
+                      tol);
+            }
+        fprintf(stderr, "  %-36s max_abs=%.3g (%.2f of its tolerance at worst)\n", k ? "rope.sin" : "rope.cos",
+                worst, worst_ratio);
+    }
+    free(ref[0]);
+    free(ref[1]);
+    free(cos_ours);
+    free(sin_ours);
+}
+
+static void check_forward_backward(lfx *x)
+{
+    gfx *f = &x->f;
+    ddp_err err = {0};
+    device *d = f->dev;
+    const int64_t rows = f->B * f->T, V = x->shape.vocab_size;
+    CHECK(run_pass(f, false, &err) == 0, "evaluate: %s", err.msg);
+    float *logits = download_logits(f, V), *ref = gfx_load(f, "logits", NULL), *loss = gfx_load(f, "loss", NULL);
+    CHECK(ref && loss, "fixture logits/loss");
+    if (ref)
+        gfx_compare("logits", logits, ref, (size_t)(rows * V), LFX_RTOL, LFX_SCALE_ATOL, 0);
+    if (loss) {
+        fprintf(stderr, "  %-36s relative error %.3g\n", "loss", fabs(mean_loss(f) - loss[0]) / loss[0]);
+        CHECK_CLOSE(mean_loss(f), loss[0], LFX_RTOL, 0);
+    }
+    free(ref);
+    free(logits);
+
+    CHECK(run_pass(f, true, &err) == 0, "forward_backward: %s", err.msg);
+    if (loss)
+        CHECK_CLOSE(mean_loss(f), loss[0], LFX_RTOL, 0);
+    free(loss);
+    gfx_compare_params(f, f->m->grads, "grad", LFX_RTOL, LFX_SCALE_ATOL, 0);
+    double sumsq = 0, *sumsq_dev = NULL;
+    CHECK(d->ops->alloc(d, sizeof sumsq, (void **)&sumsq_dev, &err) == 0 &&
+          d->ops->sumsq(d, f->m->grads, f->m->n_params, sumsq_dev, &err) == 0 &&
+          d->ops->download(d, &sumsq, sumsq_dev, sizeof sumsq, &err) == 0, "%s", err.msg);
+    d->ops->free(d, sumsq_dev);
+    float *norm = gfx_load(f, "grad_global_norm", NULL);
+    if (norm) {
+        fprintf(stderr, "  %-36s relative error %.3g\n", "grad_global_norm", fabs(sqrt(sumsq) - norm[0]) / norm[0]);
+        CHECK_CLOSE(sqrt(sumsq), norm[0], LFX_RTOL, 0);
+    }
+    free(norm);
+}
+
+/* Three steps from init.* on the reference batch, as the README's trajectories. */
+static void check_trajectory(lfx *x, const char *name, double clip)
+{
+    gfx *f = &x->f;
+    ddp_err err = {0};
+    CHECK(gfx_upload_params(f, "init") == 0, "reloading init.*");
+    optimizer *o = gfx_make_adamw(f, clip);
+    if (!o)
+        return;
+    char what[64];
+    snprintf(what, sizeof what, "%s.losses", name);
+    float *losses = gfx_load(f, what, NULL);
+    snprintf(what, sizeof what, "%s.grad_norms", name);
+    float *norms = gfx_load(f, what, NULL);
+    for (int step = 0; step < 3 && losses && norms; step++) {
+        CHECK(run_pass(f, true, &err) == 0, "%s step %d: %s", name, step, err.msg);
+        CHECK_CLOSE(mean_loss(f), losses[step], LFX_RTOL, 0);
+        double norm = 0;
+        const float *scale = NULL;
+        CHECK(optim_grad_norm(o, f->m->grads, &scale, &err) == 0, "%s", err.msg);
+        CHECK(optim_read_grad_norm(o, &norm, &err) == 0, "%s", err.msg);
+        CHECK_CLOSE(norm, norms[step], LFX_RTOL, 0);
+        CHECK(optim_step(o, f->m->params, f->m->grads, 1e-3, scale, &err) == 0, "%s", err.msg);
+    }
+    snprintf(what, sizeof what, "%s.after3", name);
+    fprintf(stderr, "  %s: tolerance %.3g (%.0f x the noise floor %.3g)\n", what, LFX_TRAJ_FLOORS * f->noise_floor,
+            LFX_TRAJ_FLOORS, f->noise_floor);
+    gfx_compare_params(f, f->m->params, what, 0, 0, LFX_TRAJ_FLOORS * f->noise_floor);
+    free(losses);
+    free(norms);
+    optim_destroy(o);
+}
+
+/* Host copy of a device float buffer. */
+static float *download_floats(device *d, const float *src, size_t n)
+{
+    float *h = malloc(n * 4);
+    d->ops->download(d, h, src, n * 4, NULL);
+    return h;
+}
+
+/* The tied model is the untied one with lm_head = embed_tokens: the same logits, and its
+ * embedding's gradient is the sum of the untied model's two (the classifier's and the input's).
+ * Both run the same ops on the same values, so they agree to float32 summation order. */
+static void check_tied(lfx *x)
+{
+    gfx *f = &x->f;
+    if (x->shape.tie_embeddings)
+        return; /* a tied fixture checked that already */
+    model *untied = f->m, *tied = NULL;
+    device *d = f->dev;
+    ddp_err err = {0};
+    llama_shape ts = x->shape;
+    ts.tie_embeddings = true;
+    sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = ts.vocab_size};
+    CHECK(llama_create(&ts, untied->act_dtype, d, &data, f->B, 0, &tied, &err) == 0, "tied: %s", err.msg);
+    if (!tied)
+        return;
+    const param_tensor *emb = model_find_tensor(untied, "model.embed_tokens.weight"),
+                       *head = model_find_tensor(untied, "lm_head.weight");
+    CHECK(model_find_tensor(tied, "lm_head.weight") == NULL && tied->n_params == untied->n_params - head->numel,
+          "a tied model has lm_head");
+    CHECK(gfx_upload_params(f, "init") == 0, "reloading init.*");
+    d->ops->copy(d, untied->params + head->offset, untied->params + emb->offset, emb->numel * 4, NULL);
+    d->ops->copy(d, tied->params, untied->params, tied->n_params * 4, NULL); /* lm_head is last */
+    float *logits[2], *grads[2];
+    const int64_t V = ts.vocab_size, rows = f->B * f->T;
+    for (int k = 0; k < 2; k++) {
+        f->m = k ? tied : untied;
+        CHECK(run_pass(f, true, &err) == 0, "%s: %s", k ? "tied" : "untied", err.msg);
+        grads[k] = download_floats(d, f->m->grads, f->m->n_params);
+        CHECK(run_pass(f, false, &err) == 0, "%s: %s", k ? "tied" : "untied", err.msg);
+        logits[k] = download_logits(f, V);
+    }
+    f->m = untied;
+    for (size_t i = 0; i < emb->numel; i++)
+        grads[0][emb->offset + i] += grads[0][head->offset + i];
+    gfx_compare("tied logits", logits[1], logits[0], (size_t)(rows * V), 1e-6, 1e-6, 0);
+    gfx_compare("tied embed_tokens gradient", grads[1] + emb->offset, grads[0] + emb->offset, emb->numel, 1e-6, 1e-6,
+                0);
+    gfx_compare("tied other gradients", grads[1] + emb->numel, grads[0] + emb->numel,
+                tied->n_params - emb->numel, 1e-6, 1e-6, 0);
+    for (int k = 0; k < 2; k++) {
+        free(logits[k]);
+        free(grads[k]);
+    }
+    tied->ops->destroy(tied);
+}
+
+/* init_params: every 2-D weight N(0, 0.02) (the sample's spread within a few standard errors),
+ * the norms 1, the vocabulary's padding rows 0; the same seed gives the same values. */
+static void check_init(lfx *x)
+{
+    gfx *f = &x->f;
+    model *m = f->m;
+    ddp_err err = {0};
+    float *p[3];
+    const uint64_t seeds[3] = {5, 5, 6};
+    for (int k = 0; k < 3; k++) {
+        CHECK(model_init_params(m, seeds[k], &err) == 0, "%s", err.msg);
+        p[k] = download_floats(f->dev, m->params, m->n_params);
+    }
+    CHECK(memcmp(p[0], p[1], m->n_params * 4) == 0, "the same seed gave other parameters");
+    CHECK(memcmp(p[0], p[2], m->n_params * 4) != 0, "another seed gave the same parameters");
+    for (int i = 0; i < m->n_tensors; i++) {
+        const param_tensor *t = &m->tensors[i];
+        size_t live = t->shape[0] == f->Vp ? (size_t)(x->shape.vocab_size * x->shape.n_embd) : t->numel;
+        double sum2 = 0;
+        size_t off_one = 0, nonzero_pad = 0;
+        for (size_t j = 0; j < t->numel; j++) {
+            float v = p[0][t->offset + j];
+            if (j >= live)
+                nonzero_pad += v != 0;
+            else if (t->ndim == 1)
+                off_one += v != 1.0f;
+            else
+                sum2 += (double)v * v;
+        }
+        CHECK(nonzero_pad == 0 && off_one == 0, "%s: %zu padding values not 0, %zu norm weights not 1", t->name,
+              nonzero_pad, off_one);
+        if (t->ndim == 2) {
+            double sd = sqrt(sum2 / (double)live); /* the spread of n normals errs by about 1/sqrt(2n) */
+            CHECK(fabs(sd / 0.02 - 1) < 5 / sqrt(2.0 * (double)live), "%s: standard deviation %.4g", t->name, sd);
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        free(p[k]);
+}
+
+static bool shape_equal(const llama_shape *a, const llama_shape *b)
+{
+    return a->n_layer == b->n_layer && a->n_head == b->n_head && a->n_kv_head == b->n_kv_head &&
+           a->n_embd == b->n_embd && a->ffn_hidden == b->ffn_hidden && a->block_size == b->block_size &&
+           a->vocab_size == b->vocab_size && a->rope_theta == b->rope_theta && a->norm_eps == b->norm_eps &&
+           a->tie_embeddings == b->tie_embeddings;
+}
+
+/* The description names the whole shape and parses back exactly; other texts are refused. */
+static void check_description(lfx *x)
+{
+    llama_shape s = {0};
+    int64_t T = 0;
+    ddp_err err = {0};
+    const char *desc = x->f.m->description;
+    CHECK(llama_parse_description(desc, &s, &T, &err) == 0, "%s", err.msg);
+    CHECK(shape_equal(&s, &x->shape) && T == x->f.T, "\"%s\" parsed to another shape", desc);
+    llama_shape odd = {3, 8, 1, 48, 100, 64, 50257, 500000, 1e-6, true};
+    char text[MODEL_DESCRIPTION_MAX + 32];
+    llama_format_shape(&odd, text, sizeof text);
+    strcat(text, " seq_len=64");
+    CHECK(llama_parse_description(text, &s, &T, &err) == 0 && shape_equal(&s, &odd) && T == 64, "%s: %s",
+          text, err.msg);
+    CHECK_STR_CONTAINS(text, "rope_theta=500000 norm_eps=1e-06 tie_embeddings=1");
+    const char *bad[] = {"gpt2 n_layer=2 n_head=4 n_embd=64 block_size=16 vocab_size=300 seq_len=16",
+                         "llama n_layer=2 n_head=4 n_kv_head=2 n_embd=64 ffn_hidden=176 block_size=16 vocab_size=300 "
+                         "rope_theta=10000.0 norm_eps=1e-05 tie_embeddings=0 seq_len=16",
+                         "llama n_layer=2 n_head=4 n_kv_head=2 n_embd=64 ffn_hidden=176 block_size=16 vocab_size=300 "
+                         "rope_theta=10000 norm_eps=1e-05 tie_embeddings=2 seq_len=16",
+                         "llama n_layer=2 n_head=4 n_kv_head=2 n_embd=64 ffn_hidden=176 block_size=16 vocab_size=300 "
+                         "rope_theta=10000 norm_eps=1e-05 tie_embeddings=0 seq_len=16 ",
+                         "llama n_layer=2 n_head=4 n_kv_head=2 n_embd=64 ffn_hidden=176 block_size=16 vocab_size=300 "
+                         "rope_theta=-1 norm_eps=1e-05 tie_embeddings=0 seq_len=16"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(llama_parse_description(bad[i], &s, &T, &err) == DDP_EUSAGE, "accepted \"%s\"", bad[i]);
+        CHECK_STR_CONTAINS(err.msg, "not a Llama model");
+    }
+}
+
+/* model_create builds a Llama for model.kind llama, and the deepest model the config allows
+ * builds (activations are not allocated per layer); a shape the config refuses is refused here
+ * too, naming the keys. */
+static void check_create(device *d)
+{
+    const model_opts opts = {.kind = MODEL_LLAMA,
+                             .llama = {.n_layer = LLAMA_MAX_LAYERS, .n_head = 2, .n_kv_head = 1, .n_embd = 8,
+                                       .ffn_hidden = 16, .block_size = 4, .vocab_size = 16, .rope_theta = 10000,
+                                       .norm_eps = 1e-5}};
+    sample_layout data = {.input = {SAMPLE_I32, 4}, .target = {SAMPLE_I32, 4}, .n_classes = 16};
+    model *m = NULL;
+    ddp_err err = {0};
+    CHECK(model_create(&opts, d, &data, 2, 0, &m, &err) == 0, "%d layers: %s", LLAMA_MAX_LAYERS, err.msg);
+    if (m) {
+        CHECK(!strncmp(m->description, "llama n_layer=100 ", 18), "description \"%s\"", m->description);
+        m->ops->destroy(m);
+    }
+    llama_shape bad = opts.llama;
+    bad.n_kv_head = 3;
+    CHECK(llama_create(&bad, TENSOR_F32, d, &data, 2, 0, &m, &err) == DDP_EUSAGE, "n_kv_head 3 of 2 heads built");
+    CHECK_STR_CONTAINS(err.msg, "model.llama.n_head 2 is not divisible by model.llama.n_kv_head 3");
+    bad = opts.llama;
+    bad.n_embd = 6; /* head size 3 */
+    CHECK(llama_create(&bad, TENSOR_F32, d, &data, 2, 0, &m, &err) == DDP_EUSAGE, "odd head size built");
+    CHECK_STR_CONTAINS(err.msg, "is not an even head size");
+}
+
+/* `--cuda` runs the fixture checks on the CUDA device; the checks of the model's own code
+ * (tables, tying, init, description) run on the CPU only. */
+int main(int argc, char **argv)
+{
+    lfx x;
+    bool cuda = argc > 1 && !strcmp(argv[1], "--cuda");
+    device *d = open_device(cuda);
+    CHECK(d != NULL, "device");
+    if (!d)
+        return check_done("test_llama");
+    int rc = lfx_setup(&x, d, TENSOR_F32);
+    CHECK(rc == 0, "fixture setup");
+    if (!rc) {
+        const llama_shape *s = &x.shape;
+        fprintf(stderr, "llama-reference L=%lld C=%lld NH=%lld NKV=%lld FFN=%lld T=%lld V=%lld B=%lld%s on %s:\n",
+                (long long)s->n_layer, (long long)s->n_embd, (long long)s->n_head, (long long)s->n_kv_head,
+                (long long)s->ffn_hidden, (long long)x.f.T, (long long)s->vocab_size, (long long)x.f.B,
+                s->tie_embeddings ? " tied" : "", d->name);
+        if (!cuda)
+            check_rope_tables(&x);
+        check_forward_backward(&x);
+        check_trajectory(&x, "adamw", 0.0);
+        check_trajectory(&x, "adamw_clip", 0.5);
+        if (!cuda) {
+            check_tied(&x);
+            check_init(&x);
+            check_description(&x);
+            check_create(d);
+        }
+    }
+    gfx_teardown(&x.f);
+    d->ops->destroy(d);
+    return check_done("test_llama");
+}
