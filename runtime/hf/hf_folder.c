@@ -30,7 +30,10 @@ int hf_key_fail(const json_doc *j, const json_node *v, const char *key, const ch
 {
     char where[600];
     json_where(j, v, where, sizeof where);
-    const char *quote = json_kind_of(v) == JSON_STRING ? "\"" : "";
+    json_kind k = json_kind_of(v);
+    if (k == JSON_OBJECT || k == JSON_ARRAY)
+        return ddp_fail(err, DDP_EUSAGE, "%s: %s is %s; %s", where, key, json_kind_name(k), why);
+    const char *quote = k == JSON_STRING ? "\"" : "";
     return ddp_fail(err, DDP_EUSAGE, "%s: %s is %s%.80s%s; %s", where, key, quote, json_text(v), quote, why);
 }
 

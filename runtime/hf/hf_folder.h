@@ -27,7 +27,8 @@
  * an object. */
 int hf_config_load(const char *dir, json_doc *j, ddp_err *err);
 
-/* A usage error "FILE:LINE:COL: KEY is VALUE; WHY" about config key `key` of value v. */
+/* A usage error "FILE:LINE:COL: KEY is VALUE; WHY" about config key `key` of value v ("is an
+ * object", "is an array" for those). */
 int hf_key_fail(const json_doc *j, const json_node *v, const char *key, const char *why, ddp_err *err);
 
 /* Root key `key`, an integer in 1..max, into *out; absent: an error naming `needs` (the keys the
