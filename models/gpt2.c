@@ -59,6 +59,15 @@ static int lay_out_params(model *m, gpt2_impl *g, ddp_err *err)
     return rc;
 }
 
+/* Per token: every weight but the position table's in a GEMM (wte once, as the lm_head: nanoGPT's
+ * and PaLM's count), and attention's scores and mix over the T positions. */
+static double train_flops_per_sample(const model *m, const gpt2_impl *g)
+{
+    double C = (double)g->s.n_embd, T = (double)g->T;
+    double gemm_weights = (double)m->n_params - (double)g->s.block_size * C;
+    return T * (6.0 * gemm_weights + 12.0 * (double)g->s.n_layer * C * T);
+}
+
 int gpt2_tensor_table(const gpt2_shape *shape, model *m, ddp_err *err)
 {
     if (shape->n_layer < 1 || shape->n_layer > GPT2_MAX_LAYERS)
@@ -363,6 +372,7 @@ int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, device *dev, cons
     m->io.sample.n_classes = shape->vocab_size;
     describe(m, shape, g->T);
     rc = lay_out_params(m, g, err);
+    m->train_flops_per_sample = train_flops_per_sample(m, g);
     if (!rc)
         rc = model_alloc_params(m, err);
     if (!rc && compute == TENSOR_BF16)

@@ -219,6 +219,7 @@ static int build_layout(model *m, mlp_impl *p, const mlp_opts *opts, ddp_err *er
             rc = model_add_tensor(m, name, out, 0, true, &offset, err);
         if (rc)
             return rc;
+        m->train_flops_per_sample += 6.0 * (double)in * (double)out;
         in = out;
     }
     m->n_params = offset;

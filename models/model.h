@@ -91,6 +91,10 @@ struct model {
     char description[MODEL_DESCRIPTION_MAX];
     int64_t max_rows;                /* largest micro-batch forward/backward accepts */
     size_t activation_bytes;         /* device memory for activations and backward scratch */
+    /* A training step's FLOPs (forward and backward) per sample by the usual count, for MFU: 6 per
+     * weight of every GEMM (2 forward, 4 backward), and for attention PaLM's 12 x layers x width x
+     * sequence length per token; 0 when the model does not say */
+    double train_flops_per_sample;
     /* params and grads hold param_tail more floats past n_params, zero and part of no tensor:
      * sharded collectives (ZeRO) pad their last block into it instead of copying the buffer */
     size_t param_tail;

@@ -14,13 +14,16 @@
 #include "collectives/comm.h"
 #include "runtime/config/config.h"
 #include "runtime/base/err.h"
+#include "runtime/cloud/cloud_notice.h"
 
 /* Set asynchronously by the worker's signal thread or preemption notice watch: a stop
  * (checkpoint-and-exit) was requested, and by what. The ranks agree on the largest value. */
 enum { TRAIN_STOP_NONE, TRAIN_STOP_SIGNAL, TRAIN_STOP_NOTICE };
 extern volatile sig_atomic_t train_stop_requested;
 
-/* ctl is the MPI communicator over all ranks (host buffers), used for control traffic. */
-int train_run(const config *cfg, comm *ctl, ddp_err *err);
+/* ctl is the MPI communicator over all ranks (host buffers), used for control traffic; notice is
+ * this node's preemption notice watch (NULL: none), whose cloud the preemption budget is checked
+ * against (train_ckpt.c). */
+int train_run(const config *cfg, comm *ctl, notice_watch *notice, ddp_err *err);
 
 #endif

@@ -57,6 +57,8 @@ typedef struct train_ckpt {
     char *settings;               /* rank 0: config_hashed_settings, saved as meta/config */
     ckpt_tensor *tensors;
     int64_t last_saved_step;
+    double stall_s;               /* rank 0: the latest save's stall, from its start to the snapshot's submit */
+    bool pending;                 /* rank 0: a write whose times are not yet reported (train_budget.c) */
 } train_ckpt;
 
 /* The parameters, then the optimizer state buffers it has, named as its fields. */
@@ -174,7 +176,13 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
                           .config_hash = config_hash(t->cfg), .save_time = (double)time(NULL),
                           .elapsed_s = monotonic_s() - t->t_start};
     snprintf(s.hdr.model, sizeof s.hdr.model, "%s", t->m->description);
-    rc = ckpt_writer_submit(c->writer, &s, err);
+    ckpt_write_stats st;
+    if (c->pending && (rc = ckpt_writer_wait(c->writer, &st, err)) == DDP_OK) { /* submit would wait for it too */
+        c->pending = false;
+        rc = st.path[0] ? train_budget_written(t, &st, c->stall_s, err) : DDP_OK;
+    }
+    if (rc == DDP_OK)
+        rc = ckpt_writer_submit(c->writer, &s, err);
     if (rc == DDP_OK)
         log_info("checkpoint: step %lld snapshot taken in %.1f ms, writing in the background",
                  (long long)t->step, 1e3 * (monotonic_s() - t0));
@@ -218,7 +226,19 @@ int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err)
     int range = device_prof_host_begin(t->dev->prof, "checkpoint snapshot", PROF_TRACK_HOST);
     rc = snapshot_and_submit(t, c, err);
     device_prof_host_end(t->dev->prof, range);
+    c->stall_s = monotonic_s() - t->last_ckpt_time;
+    c->pending = rc == DDP_OK;
     return rc;
+}
+
+int train_ckpt_poll(train_job *t, ddp_err *err)
+{
+    train_ckpt *c = t->ckpt;
+    ckpt_write_stats st;
+    if (!c->pending || !ckpt_writer_poll(c->writer, &st))
+        return DDP_OK;
+    c->pending = false;
+    return st.path[0] ? train_budget_written(t, &st, c->stall_s, err) : DDP_OK; /* a failure: the next submit's */
 }
 
 int64_t train_ckpt_last_saved(const train_job *t)
@@ -235,6 +255,10 @@ int train_ckpt_finish(train_job *t, ddp_err *err)
     ckpt_write_stats st;
     ddp_err local = {0};
     int rc = ckpt_writer_wait(c->writer, &st, err ? err : &local);
+    if (rc == DDP_OK && st.path[0] && c->pending) {
+        c->pending = false;
+        rc = train_budget_written(t, &st, c->stall_s, err ? err : &local);
+    }
     if (rc == DDP_OK && st.path[0]) /* a failed write was reported when it happened, never as written */
         log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s), older ones pruned in %.1f ms; "
                  "training stalled %.1f ms for the snapshot", st.path, st.bytes / 1e6, 1e3 * st.write_s,

@@ -40,7 +40,7 @@ typedef enum { RESUME_AUTO, RESUME_NEVER, RESUME_PATH } cfg_resume;
 typedef struct config {
     char source[CFG_PATH_MAX]; /* the YAML file it came from */
 
-    struct { char dir[CFG_PATH_MAX]; uint64_t seed; } run;
+    struct { char dir[CFG_PATH_MAX]; uint64_t seed; bool tensorboard; } run;
     device_kind device;
     struct { bool tf32; } cuda;                 /* cuda.tf32: allow TF32 GEMMs on the CUDA backend */
     /* bf16: activations and GEMM operands in bf16 with fp32 accumulation, fp32 master weights,

@@ -389,8 +389,15 @@ struct device {
     /* the profiler recording every op (device_prof.h), NULL when off: all profiling costs an op
      * then is the test of this pointer in device.c */
     device_prof *prof;
+    struct device_ledger *ledger; /* device.c: the live allocations' bytes (device_memory_peak) */
     void *impl;
 };
+
+/* The most bytes this device's allocations (ops->alloc: parameters, gradients, optimizer state,
+ * activations, buffers) held at once since it was opened, counted the same on either backend; the
+ * backends' own scratch and libraries' workspaces (cuBLAS, oneDNN, NCCL) and the CUDA context are
+ * not allocations of ours and are not counted. */
+uint64_t device_memory_peak(const device *d);
 
 /* CPU backend (device_cpu.c). */
 int device_cpu_create(device **out, ddp_err *err);
