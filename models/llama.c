@@ -45,7 +45,7 @@ static int lay_out_params(model *m, llama_impl *g, ddp_err *err)
         const int64_t rows[BLOCK_TENSORS] = {C, q, kv, kv, C, C, F, F, C};
         const int64_t cols[BLOCK_TENSORS] = {0, C, C, C, q, 0, C, C, F};
         for (int i = 0; !rc && i < BLOCK_TENSORS; i++) {
-            char name[64];
+            char name[MODEL_TENSOR_NAME_MAX];
             snprintf(name, sizeof name, "model.layers.%d.%s", l, block_tensor_names[i]);
             rc = model_add_tensor(m, name, rows[i], cols[i], cols[i] != 0, &off, err);
         }

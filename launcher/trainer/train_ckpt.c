@@ -46,6 +46,8 @@ typedef struct saved_buffer {
     float *dev;                   /* n_params floats on the device, or this rank's shard */
     bool sharded;                 /* ZeRO optimizer state: dev holds the optimizer's n_state floats */
 } saved_buffer;
+_Static_assert(sizeof(((saved_buffer *)0)->prefix) - 1 + MODEL_TENSOR_NAME_MAX <= CKPT_NAME_MAX,
+               "a buffer's prefix and a tensor's name fit a checkpoint's tensor name");
 
 typedef struct train_ckpt {
     ckpt_writer *writer;          /* rank 0 only */

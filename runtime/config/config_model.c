@@ -108,7 +108,7 @@ static int gpt2_shape_check(const config *c, const char *file, const char *const
 
 static const cfg_key llama_keys[] = {
     SECTION("model.llama"),
-    INT("model.llama.n_layer", model.llama.n_layer, 1, 100, "12", HASH_YES, "Transformer blocks." FROM_FOLDER),
+    INT("model.llama.n_layer", model.llama.n_layer, 1, LLAMA_MAX_LAYERS, "12", HASH_YES, "Transformer blocks." FROM_FOLDER),
     INT("model.llama.n_head", model.llama.n_head, 1, 1024, "12", HASH_YES,
         "Query heads; must divide `model.llama.n_embd`, leaving an even head size (RoPE rotates its two halves)."
         FROM_FOLDER),
