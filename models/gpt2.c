@@ -43,7 +43,7 @@ static int lay_out_params(model *m, gpt2_impl *g, ddp_err *err)
         const int64_t rows[BLOCK_TENSORS] = {C, C, 3 * C, 3 * C, C, C, C, C, 4 * C, 4 * C, C, C};
         const int64_t cols[BLOCK_TENSORS] = {0, 0, C, 0, C, 0, 0, 0, C, 0, 4 * C, 0};
         for (int i = 0; !rc && i < BLOCK_TENSORS; i++) {
-            char name[48];
+            char name[MODEL_TENSOR_NAME_MAX];
             snprintf(name, sizeof name, "h.%d.%s", l, block_tensor_names[i]);
             rc = model_add_tensor(m, name, rows[i], cols[i], cols[i] != 0, &off, err);
         }
