@@ -48,6 +48,7 @@ typedef struct launch_opts {
     const char *bind_to;   /* --bind-to X; NULL: ddprun decides */
     bool dry_run;
     int max_restarts;
+    discovery_opts discovery; /* --host-discovery CMD: the hosts of each attempt (.cmd NULL: off) */
     argv_list passthrough; /* --mca K V and -x VAR, given to mpirun as is */
 } launch_opts;
 
@@ -69,6 +70,11 @@ static const char usage_text[] =
     "                       ddprun says which it chose)\n"
     "  -H h1:8,h2:8         hosts and slots, passed to mpirun -H\n"
     "  --hostfile FILE      Open MPI hostfile (`host slots=N` lines), passed to mpirun\n"
+    "  --host-discovery CMD run CMD at the start and before each restart: it prints `host:slots`\n"
+    "                       lines; every host listed is used (instead of -np, -H, --hostfile)\n"
+    "  --min-np N           with --host-discovery: wait for at least N slots (default 1), running\n"
+    "                       CMD again every 2 s for up to --discovery-wait S seconds (default 60)\n"
+    "  --max-np N           with --host-discovery: use at most N slots\n"
     "  --max-restarts N     restart a failed job up to N times (default 0); ranks see\n"
     "                       DDPRUN_RESTART_COUNT and DDPRUN_MAX_RESTARTS\n"
     "  --dry-run            print the mpirun command line and exit\n"
@@ -105,6 +111,34 @@ static bool parse_count(const char *s, int min, int *out)
     return true;
 }
 
+static bool parse_seconds(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || !(v >= 0) || v > 1e6) return false;
+    *out = v;
+    return true;
+}
+
+/* --host-discovery decides the hosts and the rank count; its companions mean nothing without it. */
+static int check_discovery_flags(launch_opts *o)
+{
+    discovery_opts *d = &o->discovery;
+    if (!d->cmd) {
+        if (d->min_np || d->max_np || d->wait_s >= 0)
+            return usage_error("%s", "--min-np, --max-np and --discovery-wait need --host-discovery CMD");
+        return 0;
+    }
+    if (o->np || o->hosts || o->hostfile)
+        return usage_error("%s", "--host-discovery decides the hosts and ranks: leave out -np, -H and --hostfile "
+                           "(--max-np caps the ranks)");
+    if (d->min_np == 0) d->min_np = 1;
+    if (d->wait_s < 0) d->wait_s = 60;
+    if (d->max_np && d->max_np < d->min_np)
+        return usage_error("%s", "--max-np is below --min-np");
+    return 0;
+}
+
 /* Parses flags up to the first non-flag; *first_arg gets its index. -1: --help/--version done. */
 static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
 {
@@ -119,6 +153,14 @@ static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
             if (!parse_count(v, 1, &o->np)) return usage_error("-np: expected a positive rank count, got \"%s\"", v);
         } else if (!strcmp(a, "--max-restarts")) {
             if (!parse_count(v, 0, &o->max_restarts)) return usage_error("--max-restarts: expected a count >= 0, got \"%s\"", v);
+        } else if (!strcmp(a, "--host-discovery")) {
+            o->discovery.cmd = v;
+        } else if (!strcmp(a, "--min-np")) {
+            if (!parse_count(v, 1, &o->discovery.min_np)) return usage_error("--min-np: expected a count >= 1, got \"%s\"", v);
+        } else if (!strcmp(a, "--max-np")) {
+            if (!parse_count(v, 1, &o->discovery.max_np)) return usage_error("--max-np: expected a count >= 1, got \"%s\"", v);
+        } else if (!strcmp(a, "--discovery-wait")) {
+            if (!parse_seconds(v, &o->discovery.wait_s)) return usage_error("--discovery-wait: expected seconds >= 0, got \"%s\"", v);
         } else if (!strcmp(a, "-H") || !strcmp(a, "--host")) {
             o->hosts = v;
         } else if (!strcmp(a, "--hostfile") || !strcmp(a, "-hostfile") || !strcmp(a, "--machinefile")) {
@@ -140,6 +182,8 @@ static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
         i++;
     }
     if (o->hosts && o->hostfile) return usage_error("%s", "-H and --hostfile are exclusive");
+    int rc = check_discovery_flags(o);
+    if (rc != 0) return rc;
     if (i >= argc) return usage_error("%s", "missing CONFIG.yaml (or bench/topo/ckpt/generate/config)");
     *first_arg = i;
     return 0;
@@ -382,16 +426,41 @@ static bool drop_lost_hosts(launch_opts *o, const deadline_verdict *d, char *buf
     return true;
 }
 
+/* With --host-discovery, the hosts and rank count of an attempt: DDP_OK, or the exit code the
+ * launch ends with (a stop requested while waiting: as before any attempt, or the previous
+ * attempt's outcome; at a restart a discovery that fails leaves the previous failure standing). */
+static int discover_attempt(launch_opts *o, const config *cfg, int attempt, const job_result *r, int code,
+                            char *hosts, size_t cap)
+{
+    int rc = discover_hosts(&o->discovery, cfg, hosts, cap, &o->np);
+    if (rc == DDP_OK) {
+        o->hosts = hosts;
+        return DDP_OK;
+    }
+    if (rc == DDP_EPREEMPTED && attempt == 0)
+        fprintf(stderr, "ddprun: stop requested before the job started: nothing was run (exit 75)\n");
+    if (attempt == 0)
+        return rc;
+    if (rc != DDP_EPREEMPTED)
+        fprintf(stderr, "ddprun: no restart: host discovery gave no hosts to restart on\n");
+    report(r, code);
+    return code;
+}
+
 /* Runs the job, restarting failures up to o->max_restarts times. No attempt starts after a stop
  * request: before the first one nothing runs (exit 75); a restart is not made, and the failure
- * that called for it is the outcome. */
-static int launch(const launch_opts *opts, const char *self, char *const prog_argv[], int stop_signal)
+ * that called for it is the outcome. With --host-discovery each attempt's hosts are the command's
+ * answer at its start. cfg: the training config (NULL for bench and topo). */
+static int launch(const launch_opts *opts, const config *cfg, const char *self, char *const prog_argv[],
+                  int stop_signal)
 {
     launch_opts cur = *opts, *o = &cur;
-    char hosts[4096];
+    static char hosts[DISCOVERY_LIST_MAX];
     job_result r = {0};
     int code = 0;
     for (int attempt = 0;; attempt++) {
+        int drc = o->discovery.cmd ? discover_attempt(o, cfg, attempt, &r, code, hosts, sizeof hosts) : DDP_OK;
+        if (drc != DDP_OK) return drc;
         argv_list cmd = {0};
         build_command(o, self, prog_argv, attempt, &cmd);
         if (o->dry_run) {
@@ -420,9 +489,12 @@ static int launch(const launch_opts *opts, const char *self, char *const prog_ar
         describe_failure(&r, who, how, sizeof who);
         fprintf(stderr, "ddprun: attempt %d of %d (restarting after %s failed: %s)\n", attempt + 2,
                 o->max_restarts + 1, who, how);
-        if (drop_lost_hosts(o, &r.deadline, hosts, sizeof hosts))
+        if (!o->discovery.cmd && drop_lost_hosts(o, &r.deadline, hosts, sizeof hosts)) {
+            int np = cfg ? config_world_at_most(cfg, o->np) : o->np; /* one train.global_batch divides into */
+            o->np = np > 0 ? np : o->np;
             fprintf(stderr, "ddprun: leaving out the host(s) whose ranks did not arrive: -np %d -H %s\n", o->np,
                     o->hosts);
+        }
     }
 }
 
@@ -453,7 +525,7 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], DDPRUN_RANK_WRAPPER_FLAG)) return rank_wrapper_main(argc - 2, argv + 2);
 
-    static launch_opts o = {0};
+    static launch_opts o = {.discovery.wait_s = -1};
     int first = 0;
     int rc = parse_flags(argc, argv, &o, &first);
     if (rc != 0) return rc < 0 ? 0 : rc;
@@ -470,25 +542,33 @@ int main(int argc, char **argv)
     self_path(self, sizeof self, argv[0]);
     argv_list prog_argv = {0};
     int stop_signal = SIGUSR1;
+    static config cfg;
+    const config *train_cfg = NULL;
     if (!strcmp(cmd, "bench") || !strcmp(cmd, "topo")) {
         if (!strcmp(cmd, "bench") && first + 1 >= argc) return usage_error("%s", "bench needs an operation");
         program_path(prog, sizeof prog, "DDPRUN_BENCH", "ddprun-bench", self);
         argv_push(&prog_argv, prog);
         for (int i = first + (strcmp(cmd, "bench") ? 0 : 1); i < argc; i++) argv_push(&prog_argv, argv[i]);
     } else {
-        static config cfg;
         ddp_err err = {0};
         if (config_load(cmd, argc - first - 1, argv + first + 1, &cfg, &err) != DDP_OK) {
             fprintf(stderr, "%s\n", err.msg);
             return DDP_EUSAGE;
         }
+        train_cfg = &cfg;
         stop_signal = stop_signal_of(&cfg);
         program_path(prog, sizeof prog, "DDPRUN_WORKER", "ddprun-worker", self);
         argv_push(&prog_argv, prog);
         for (int i = first; i < argc; i++) argv_push(&prog_argv, argv[i]);
     }
-    default_np(&o);
-    rc = launch(&o, self, prog_argv.v, stop_signal);
+    if (!o.discovery.cmd) default_np(&o);
+    batch_split split;
+    ddp_err err = {0};
+    if (train_cfg && !o.discovery.cmd && config_batch_split(train_cfg, o.np, &split, &err) != DDP_OK) {
+        fprintf(stderr, "%s\n", err.msg); /* a world size train.global_batch does not divide: before mpirun */
+        return DDP_EUSAGE;
+    }
+    rc = launch(&o, train_cfg, self, prog_argv.v, stop_signal);
     argv_free(&prog_argv);
     argv_free(&o.passthrough);
     return rc;

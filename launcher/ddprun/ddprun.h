@@ -4,7 +4,8 @@
  * pipes its output and turns signals into checkpoint requests; ddprun_output.c rewrites mpirun's
  * rank tags and recognises rank-failure reports; ddprun_rankwrap.c is the tiny per-rank wrapper that
  * mpirun starts in front of each worker; ddprun_argv.c is the string vector the command and the
- * output filter are built in. The commands ddprun runs in-process (`ckpt`, `generate`) are
+ * output filter are built in; ddprun_discovery.c asks --host-discovery's command for the hosts of
+ * each attempt. The commands ddprun runs in-process (`ckpt`, `generate`) are
  * launcher/commands/'s. Nothing here is used outside launcher/ddprun/. */
 #ifndef DDPRUN_H
 #define DDPRUN_H
@@ -80,6 +81,26 @@ int job_signals_seen(void);
  * as all `ranks` have started; a second sends SIGTERM at once (mpirun then kills the job).
  * Returns 0, or -1 if mpirun could not start. */
 int job_run(char *const argv[], int ranks, int stop_signal, job_result *out);
+
+/* --host-discovery (ddprun_discovery.c). */
+#define DISCOVERY_HOSTS_MAX 256
+#define DISCOVERY_HOST_LEN 128                /* a host name's bytes, NUL included */
+#define DISCOVERY_LIST_MAX (DISCOVERY_HOSTS_MAX * (DISCOVERY_HOST_LEN + 8)) /* the -H list it makes */
+typedef struct discovery_opts {
+    const char *cmd;      /* prints `host:slots` lines */
+    int min_np, max_np;   /* --min-np (at least 1), --max-np (0: no limit) */
+    double wait_s;        /* --discovery-wait: how long to wait for --min-np slots */
+} discovery_opts;
+
+struct config;
+/* Runs d->cmd (again every few seconds while it lists fewer than d->min_np usable slots, up to
+ * d->wait_s), and fills hosts (cap bytes, DISCOVERY_LIST_MAX is enough) with the -H list and *np
+ * with the rank count: every host listed up to d->max_np slots, cut to the largest world size
+ * cfg's train.global_batch divides (cfg may be NULL). Prints what it found or why not. Returns
+ * DDP_OK; DDP_EUSAGE for output that is not `host:slots` lines (the line named); DDP_ERUNTIME
+ * when d->wait_s passed with too few slots (what the last run listed named); DDP_EPREEMPTED when
+ * a stop was requested while waiting. */
+int discover_hosts(const discovery_opts *d, const struct config *cfg, char *hosts, size_t cap, int *np);
 
 /* The per-rank wrapper: runs argv[0] with argv, reports its failure, exits like it. */
 int rank_wrapper_main(int argc, char **argv);

@@ -181,6 +181,26 @@ static model_opts model_opts_of(const config *c)
                         .compute = c->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32};
 }
 
+/* The per-rank split of a step's samples at this world size (config_batch_split): with
+ * train.global_batch a world size that does not divide it ends the job here, before anything is
+ * built, the same on every rank; train.micro_batch auto says which per-rank batch it chose. */
+static int split_batch(train_job *t, ddp_err *err)
+{
+    const config *c = t->cfg;
+    batch_split s;
+    int rc = config_batch_split(c, t->ctl->size, &s, err);
+    if (rc != DDP_OK)
+        return rc;
+    t->batch = s.batch;
+    t->accum = s.accum;
+    if (c->train.global_batch > 0 && t->ctl->rank == 0)
+        log_info("train.global_batch %lld at %d rank%s: %lld per rank x %lld accumulation%s", (long long)c->train.global_batch,
+                 t->ctl->size, t->ctl->size == 1 ? "" : "s", (long long)s.batch, (long long)s.accum,
+                 c->train.micro_batch == MICRO_BATCH_AUTO ? " (train.micro_batch auto: the largest divisor up to "
+                 "data.batch_size; the memory plan below is for it)" : "");
+    return DDP_OK;
+}
+
 static int setup(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
@@ -188,7 +208,9 @@ static int setup(train_job *t, ddp_err *err)
     const model_opts model = model_opts_of(c);
     const char *rs = getenv("DDPRUN_RESTART_COUNT");
     t->restart_count = rs ? atoi(rs) : 0;
-    int trc = open_trace(t, err);
+    int trc = split_batch(t, err);
+    if (trc == DDP_OK)
+        trc = open_trace(t, err);
     if (trc != DDP_OK)
         return trc;
     int rc = device_open(&dev_opts, t->ctl->local_rank, &t->dev, err);
@@ -201,7 +223,7 @@ static int setup(train_job *t, ddp_err *err)
         rc = load_data(t, err);
     t->zero = train_zero_on(c, t->ctl->size);
     if (rc == DDP_OK)
-        rc = model_create(&model, t->dev, &t->train.layout, c->data.batch_size, train_zero_param_tail(c, t->ctl->size),
+        rc = model_create(&model, t->dev, &t->train.layout, t->batch, train_zero_param_tail(c, t->ctl->size),
                           &t->m, err);
     if (rc == DDP_OK)
         rc = check_data_fits(t, &t->train, err);
@@ -220,16 +242,16 @@ static int setup(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = train_finite_open(t, err);
     if (rc == DDP_OK)
-        rc = sampler_init(&t->smp, t->train.n, t->ctl->rank, t->ctl->size, c->data.batch_size,
+        rc = sampler_init(&t->smp, t->train.n, t->ctl->rank, t->ctl->size, t->batch,
                           c->data.shuffle, c->data.drop_last, c->run.seed, err);
     if (rc != DDP_OK)
         return rc;
-    t->steps_per_epoch = sampler_steps_per_epoch(&t->smp) / c->train.grad_accum;
+    t->steps_per_epoch = sampler_steps_per_epoch(&t->smp) / t->accum;
     if (t->steps_per_epoch < 1)
         return ddp_fail(err, DDP_EUSAGE, "%s: data.batch_size %lld x %d ranks x train.grad_accum %lld = %lld "
                         "samples per step is more than one epoch of %s (%lld samples)", c->source,
-                        (long long)c->data.batch_size, t->ctl->size, (long long)c->train.grad_accum,
-                        (long long)(c->data.batch_size * t->ctl->size * c->train.grad_accum),
+                        (long long)t->batch, t->ctl->size, (long long)t->accum,
+                        (long long)(t->batch * t->ctl->size * t->accum),
                         t->train.name, (long long)t->train.n);
     t->total_steps = c->train.max_steps > 0 ? c->train.max_steps : c->train.epochs * t->steps_per_epoch;
     return DDP_OK;
@@ -268,7 +290,7 @@ static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err
     if (rc != DDP_OK)
         return rc;
     /* the loss is a mean over every target element of the global batch */
-    float scale = 1.0f / ((float)rows * (float)t->m->io.sample.target.count * (float)t->cfg->train.grad_accum);
+    float scale = 1.0f / ((float)rows * (float)t->m->io.sample.target.count * (float)t->accum);
     grad_ready_fn ready = NULL;
     void *ready_ctx = NULL;
     if (last) {
@@ -380,7 +402,7 @@ static int log_and_sample(train_job *t, double lr, ddp_err *err)
 static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
 {
     const config *c = t->cfg;
-    int64_t accum = c->train.grad_accum;
+    int64_t accum = t->accum;
     while (t->step < t->total_steps && sampler_steps_left(&t->smp) >= accum) {
         double begin = monotonic_s();
         int rc = train_profile_step_begin(t, err);
@@ -444,7 +466,7 @@ static int train_loop(train_job *t, int64_t consumed, ddp_err *err)
             return rc;
         if (stopped)
             return DDP_EPREEMPTED;
-        bool epoch_done = sampler_steps_left(&t->smp) < c->train.grad_accum;
+        bool epoch_done = sampler_steps_left(&t->smp) < t->accum;
         bool fresh = t->evaluated && t->eval_step == t->step; /* train.eval_every just did it */
         if (c->train.eval && !fresh && (epoch_done || t->step >= t->total_steps) &&
             (rc = train_evaluate(t, err)) != DDP_OK)

@@ -77,7 +77,12 @@ typedef struct train_job {
     device_timer *comm_exposed;  /* compute-stream time from end of backward to reduced gradients */
     notice_watch *notice;   /* this node's preemption notice watch, NULL when none (train_ckpt.c's budget) */
 
-    /* batch staging: data.batch_size samples of inputs and of targets, as m->io.sample lays
+    /* this run's split of a step's samples (config_batch_split): data.batch_size and
+     * train.grad_accum as set, or train.global_batch's split at this world size */
+    int64_t batch;            /* samples per rank per micro-step */
+    int64_t accum;            /* micro-steps per optimizer step */
+
+    /* batch staging: t->batch samples of inputs and of targets, as m->io.sample lays
      * them out (the bytes dataset_gather produces) */
     int64_t *idx;
     void *inputs_host, *targets_host;
@@ -126,7 +131,7 @@ int train_broadcast_params(train_job *t, ddp_err *err);
  * optimizer steps done, so a resumed run computes with the copy the uninterrupted run had). */
 int train_params_changed(train_job *t, ddp_err *err);
 /* train_replica.c: the staging buffers (idx, inputs/targets on host and device) for
- * data.batch_size samples as m->io.sample lays them out; train.c frees them. */
+ * t->batch samples as m->io.sample lays them out; train.c frees them. */
 int train_alloc_staging(train_job *t, ddp_err *err);
 /* train_replica.c: gathers samples t->idx[0..rows) of data into the staging buffers, uploads them
  * and describes them as b. */

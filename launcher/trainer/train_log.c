@@ -101,20 +101,18 @@ static void log_memory_plan(const train_job *t)
         snprintf(zero, sizeof zero, "one rank: ddp.zero has nothing to shard");
     log_info("memory per rank: parameters %.1f MiB, gradients %.1f MiB, optimizer state %.1f MiB (%s), activations "
              "%.1f MiB (%lld rows), %.1f MiB in all", params * mib, params * mib, state * mib, zero, acts * mib,
-             (long long)c->data.batch_size, (2 * params + state + acts) * mib);
+             (long long)t->batch, (2 * params + state + acts) * mib);
 }
 
 void train_log_header(train_job *t)
 {
-    const config *c = t->cfg;
     log_info("ddprun: %d rank%s, device %s, gradient backend %s, %d bucket%s", t->ctl->size,
              t->ctl->size == 1 ? "" : "s", t->dev->name, t->grad_comm->ops->name, t->red->n_buckets,
              t->red->n_buckets == 1 ? "" : "s");
     log_info("model: %s, %zu parameters", t->m->description, t->m->n_params);
     log_info("data: %s %lld samples, %s %lld samples; global batch %lld = %lld per rank x %d ranks x %lld accumulation",
              t->train.name, (long long)t->train.n, t->test.name, (long long)t->test.n,
-             (long long)(c->data.batch_size * t->ctl->size * c->train.grad_accum), (long long)c->data.batch_size,
-             t->ctl->size, (long long)c->train.grad_accum);
+             (long long)(t->batch * t->ctl->size * t->accum), (long long)t->batch, t->ctl->size, (long long)t->accum);
     log_info("schedule: %lld steps per epoch, %lld steps in total, starting at step %lld (epoch %lld)",
              (long long)t->steps_per_epoch, (long long)t->total_steps, (long long)t->step, (long long)t->epoch + 1);
     log_memory_plan(t);
@@ -225,7 +223,7 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
 /* Forward passes over this rank's disjoint range of the test set; stats += (loss sum, correct). */
 static int evaluate_range(train_job *t, int64_t begin, int64_t end, float *stats, ddp_err *err)
 {
-    int64_t bs = t->cfg->data.batch_size;
+    int64_t bs = t->batch;
     int rc = DDP_OK;
     for (int64_t i = begin; i < end && rc == DDP_OK; i += bs) {
         int64_t rows = end - i < bs ? end - i : bs;

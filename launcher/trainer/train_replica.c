@@ -8,7 +8,7 @@
 
 int train_alloc_staging(train_job *t, ddp_err *err)
 {
-    int64_t b = t->cfg->data.batch_size;
+    int64_t b = t->batch;
     size_t in = (size_t)b * sample_field_bytes(t->m->io.sample.input);
     size_t tgt = (size_t)b * sample_field_bytes(t->m->io.sample.target);
     t->idx = malloc((size_t)b * sizeof *t->idx);

@@ -36,6 +36,7 @@ typedef enum { BACKEND_AUTO, BACKEND_MPI, BACKEND_NCCL } cfg_backend;
 typedef enum { GRAD_FP32, GRAD_BF16 } cfg_grad_dtype;
 typedef enum { PRECISION_FP32, PRECISION_BF16 } cfg_precision;
 typedef enum { RESUME_AUTO, RESUME_NEVER, RESUME_PATH } cfg_resume;
+typedef enum { MICRO_BATCH_FIXED, MICRO_BATCH_AUTO } cfg_micro_batch;
 
 typedef struct config {
     char source[CFG_PATH_MAX]; /* the YAML file it came from */
@@ -76,6 +77,10 @@ typedef struct config {
         int64_t epochs;
         int64_t max_steps;                      /* 0 = epochs decide; >0 stops after this many optimizer steps */
         int64_t grad_accum;
+        int64_t global_batch;                   /* samples per optimizer step over all ranks; 0 = off
+                                                 * (config_batch_split derives the per-rank split) */
+        cfg_micro_batch micro_batch;            /* with global_batch: data.batch_size as is, or the
+                                                 * largest per-rank batch up to it that divides */
         int64_t log_every;
         bool eval;                              /* evaluate on the test set after each epoch */
         int64_t eval_every;                     /* also every this many steps (0 = epoch ends only) */
@@ -142,6 +147,21 @@ bool config_shape_pending(const config *c);
  * channels, ...); then data.seq_len must fit its block_size. DDP_OK, or DDP_EUSAGE with c unchanged. */
 int config_take_shape(config *c, const config_shape *from, const char *file, const char *const names[],
                       ddp_err *err);
+
+/* How one optimizer step's samples are split over the ranks of a run. */
+typedef struct batch_split {
+    int64_t batch;  /* samples per rank per micro-step */
+    int64_t accum;  /* micro-steps per optimizer step */
+} batch_split;
+
+/* The split at `world` ranks: data.batch_size and train.grad_accum as set; with train.global_batch,
+ * accum = global_batch / (world x batch), batch being data.batch_size (train.micro_batch fixed) or
+ * the largest per-rank batch up to it that divides global_batch / world (auto). DDP_OK, or
+ * DDP_EUSAGE naming the config file, the numbers and the world sizes that would divide it. */
+int config_batch_split(const config *c, int world, batch_split *out, ddp_err *err);
+/* The largest world size <= most that config_batch_split accepts (most itself without
+ * train.global_batch); 0 when none is. */
+int config_world_at_most(const config *c, int most);
 
 /* Writes the fully resolved config (every key, defaults included) as YAML to path, replacing it
  * atomically and durably; an error names the file and the system's reason. */

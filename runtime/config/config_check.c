@@ -33,6 +33,22 @@ static bool first_bucket_too_big(const config *c) { return c->ddp.first_bucket_m
 static bool nesterov_adamw(const config *c) { return c->optimizer.nesterov && c->optimizer.kind == OPT_ADAMW; }
 static bool nesterov_no_momentum(const config *c) { return c->optimizer.nesterov && c->optimizer.momentum == 0; }
 
+/* train.global_batch: the accumulation is derived from it; each world size's split must cover it
+ * exactly, and the last partial global batch of an epoch, which drop_last false would pad to a
+ * multiple of the ranks, would differ between world sizes. */
+static bool global_batch_on(const config *c) { return c->train.global_batch > 0; }
+static bool global_with_accum(const config *c) { return global_batch_on(c) && c->train.grad_accum != 1; }
+static bool global_not_multiple(const config *c)
+{
+    return global_batch_on(c) && c->train.micro_batch == MICRO_BATCH_FIXED &&
+           c->train.global_batch % c->data.batch_size != 0;
+}
+static bool global_without_drop_last(const config *c) { return global_batch_on(c) && !c->data.drop_last; }
+static bool auto_without_global(const config *c)
+{
+    return c->train.micro_batch == MICRO_BATCH_AUTO && !global_batch_on(c);
+}
+
 static bool gpt2_heads_uneven(const config *c)
 {
     return c->model.kind == MODEL_GPT2 && c->model.gpt2.n_head && c->model.gpt2.n_embd % c->model.gpt2.n_head != 0;
@@ -92,6 +108,15 @@ static const conflict conflicts[] = {
      "optimizer.schedule.warmup_steps <= train.max_steps when train.max_steps > 0"},
     {"optimizer.lr", "optimizer.schedule.min_lr", min_lr_above_lr, "optimizer.schedule.min_lr <= optimizer.lr"},
     {"ddp.bucket_mb", "ddp.first_bucket_mb", first_bucket_too_big, "ddp.first_bucket_mb <= ddp.bucket_mb"},
+    {"train.global_batch", "train.grad_accum", global_with_accum,
+     "train.grad_accum 1 with train.global_batch (each run derives the accumulation from it)"},
+    {"train.global_batch", "data.batch_size", global_not_multiple,
+     "train.global_batch a multiple of data.batch_size with train.micro_batch fixed (or train.micro_batch: auto)"},
+    {"train.global_batch", "data.drop_last", global_without_drop_last,
+     "data.drop_last true with train.global_batch (an epoch's last, partial global batch would be padded and "
+     "split differently on each world size)"},
+    {"train.global_batch", "train.micro_batch", auto_without_global,
+     "train.micro_batch auto only with train.global_batch > 0"},
     {"optimizer.kind", "optimizer.nesterov", nesterov_adamw, "optimizer.nesterov true only with optimizer.kind sgd"},
     {"optimizer.momentum", "optimizer.nesterov", nesterov_no_momentum,
      "optimizer.nesterov true only with optimizer.momentum > 0"},

@@ -39,8 +39,13 @@ typedef enum num_range { NR_POSITIVE, NR_NONNEG, NR_UNIT } num_range; /* >0, >=0
 
 /* When the config hash covers a key (config_write.c): never, always, or only when the setting it
  * belongs to is chosen (SGD's momentum under AdamW cannot affect a run). A model kind's keys are
- * covered only with that kind besides (cfg_model_key_active). */
-typedef enum hash_rule { HASH_NO, HASH_YES, HASH_SGD, HASH_ADAMW, HASH_COSINE, HASH_SYNTHETIC, HASH_TOKENS } hash_rule;
+ * covered only with that kind besides (cfg_model_key_active). HASH_PER_RANK: while
+ * train.global_batch is 0 (with it, the per-rank split follows the world size and the hash covers
+ * the global batch, HASH_GLOBAL_BATCH, instead). */
+typedef enum hash_rule {
+    HASH_NO, HASH_YES, HASH_SGD, HASH_ADAMW, HASH_COSINE, HASH_SYNTHETIC, HASH_TOKENS, HASH_PER_RANK,
+    HASH_GLOBAL_BATCH
+} hash_rule;
 
 typedef struct cfg_key {
     const char *path;           /* "optimizer.schedule.kind" */

@@ -13,7 +13,8 @@
 #include <string.h>
 
 _Static_assert(sizeof(device_kind) == sizeof(int) && sizeof(act_kind) == sizeof(int) &&
-               sizeof(cfg_backend) == sizeof(int), "enums are stored through int pointers");
+               sizeof(cfg_backend) == sizeof(int) && sizeof(cfg_micro_batch) == sizeof(int),
+               "enums are stored through int pointers");
 
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 static const char *const data_names[] = {"fashion-mnist", "synthetic", "tokens", NULL};
@@ -22,6 +23,7 @@ static const char *const sched_names[] = {"constant", "cosine", NULL};
 static const char *const backend_names[] = {"auto", "mpi", "nccl", NULL};
 static const char *const grad_dtype_names[] = {"fp32", "bf16", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
+static const char *const micro_batch_names[] = {"fixed", "auto", NULL};
 static const char *const notice_names[] = {"off", "auto", "aws", "gcp", "azure", NULL};
 /* The placeholders runtime/ckpt/ckpt_upload.c fills in (ckpt_upload_placeholders and
  * ckpt_download_placeholders): checked here so that a typo is reported at its line. */
@@ -58,7 +60,9 @@ static const cfg_key keys_after_models[] = {
     STR("data.path", data.path, "/usr/share/datasets/fashion-mnist",
         "Folder with the four gzipped IDX files (fashion-mnist), or with `train_*.bin`, `val_*.bin` and "
         "`tokenizer.bin` (tokens)."),
-    INT("data.batch_size", data.batch_size, 1, I32, "128", HASH_YES, "Samples per rank per micro-step."),
+    INT("data.batch_size", data.batch_size, 1, I32, "128", HASH_PER_RANK,
+        "Samples per rank per micro-step (with `train.global_batch` and `train.micro_batch: auto`, the most a "
+        "rank takes at once)."),
     BOOL("data.shuffle", data.shuffle, "true", HASH_YES, "Reshuffle every epoch (seeded by `run.seed` + epoch)."),
     BOOL("data.drop_last", data.drop_last, "true", HASH_YES, "Drop the incomplete last batch of an epoch."),
     INT("data.seq_len", data.seq_len, 1, 1 << 20, "256", HASH_TOKENS,
@@ -73,8 +77,20 @@ static const cfg_key keys_after_models[] = {
     INT("train.epochs", train.epochs, 1, I32, "1", HASH_NO, "Epochs to train."),
     INT("train.max_steps", train.max_steps, 0, BIG, "0", HASH_NO,
         "0 = epochs decide; > 0 stops after this many optimizer steps."),
-    INT("train.grad_accum", train.grad_accum, 1, 1 << 20, "1", HASH_YES,
-        "Micro-steps per optimizer step (gradient accumulation)."),
+    INT("train.grad_accum", train.grad_accum, 1, 1 << 20, "1", HASH_PER_RANK,
+        "Micro-steps per optimizer step (gradient accumulation); with `train.global_batch` it is derived, and "
+        "left at 1 here."),
+    INT("train.global_batch", train.global_batch, 0, I32, "0", HASH_GLOBAL_BATCH,
+        "Samples per optimizer step over all ranks (sequences for language models, `data.seq_len` tokens each); "
+        "0 = off (`data.batch_size` x ranks x `train.grad_accum`). When set, each run derives the accumulation "
+        "as global_batch / (ranks x `data.batch_size`), so a job resumed on another number of ranks continues "
+        "the same optimisation (the same samples per step in the same order, the same schedule); a world size "
+        "that does not divide it is refused before training, naming those that would. The hash covers it "
+        "instead of `data.batch_size` and `train.grad_accum`. Needs `data.drop_last: true`."),
+    ENUM("train.micro_batch", train.micro_batch, micro_batch_names, "fixed", HASH_NO,
+         "With `train.global_batch`: `fixed` takes `data.batch_size` per rank and micro-step; `auto` the "
+         "largest per-rank batch <= `data.batch_size` that divides global_batch / ranks (logged at start), so "
+         "every world size that divides `train.global_batch` works."),
     INT("train.log_every", train.log_every, 1, BIG, "50", HASH_NO,
         "Log / metrics line every N optimizer steps; also where non-finite losses are looked for (every 4096 "
         "steps at most; `docs/running.md`, \"A loss that becomes NaN\")."),

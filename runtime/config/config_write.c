@@ -197,6 +197,8 @@ static bool hashed(const config *c, const cfg_key *k)
     case HASH_COSINE: return c->optimizer.schedule.kind == SCHED_COSINE;
     case HASH_SYNTHETIC: return c->data.kind == DATA_SYNTHETIC;
     case HASH_TOKENS: return c->data.kind == DATA_TOKENS;
+    case HASH_PER_RANK: return c->train.global_batch == 0;
+    case HASH_GLOBAL_BATCH: return c->train.global_batch > 0;
     }
     return true;
 }

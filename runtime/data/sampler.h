@@ -7,8 +7,13 @@
  * which is exactly DistributedSampler's indices[r::R] cut into batches of B. Globally consumed
  * samples are therefore always a prefix of the epoch's order, and `consumed` is the whole resume
  * position: a job restarted on R' ranks continues with the rest of the order split R' ways.
+ * An optimizer step of A micro-steps takes the window [k·A·R·B, (k+1)·A·R·B): for one global
+ * batch G = A·R·B the samples of step k and their order in the epoch's order are the same for
+ * every split of G into ranks, batch and accumulation, only who computes which differs
+ * (train.global_batch resumes on another world size on this).
  * drop_last: the tail that does not fill a global batch is dropped. Otherwise the order is padded
- * by repeating its start up to a multiple of R and the last batch may be shorter than B.
+ * by repeating its start up to a multiple of R and the last batch may be shorter than B (which
+ * depends on R: train.global_batch therefore needs drop_last).
  * Evaluation uses sampler_eval_range instead: every sample exactly once, no padding.
  * Edge cases: the shuffle is Fisher–Yates driven by rng_seed(seed + epoch, RNG_SAMPLER). Resuming
  * at `consumed` on R' ranks treats the rest [consumed, n) like a fresh epoch for R': drop_last drops

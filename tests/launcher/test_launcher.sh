@@ -6,7 +6,9 @@
 # environment, failure reports naming rank + host (exit code and SIGKILL), exit-code passthrough
 # (2, 75), SIGTERM -> SIGUSR1 to every rank -> exit 75, the second-signal hard stop, a stop
 # while the job starts (before mpirun starts, before any rank exists, while a rank loads, as a
-# restart begins), and --max-restarts. Wall-time bounds below are hang guards (a launcher that fails to stop the
+# restart begins), and --max-restarts; --host-discovery's hosts (every host listed, --max-np,
+# train.global_batch's world sizes, a bad line named, too few slots ending after the wait, asked
+# again before a restart), and a world size train.global_batch refuses before mpirun. Wall-time bounds below are hang guards (a launcher that fails to stop the
 # surviving ranks would wait for their 60 s timeout), not performance assertions.
 # Needs env: DDPRUN, FAKE_WORKER, DDP_SRC (tests/meson.build sets them).
 set -u
@@ -79,6 +81,54 @@ check "mpirun comes from MPI_HOME/bin" grep -q "^/opt/mpi/bin/mpirun " $out
 check "--mca and -x pass through" contains $out " --mca btl self,vader -x FOO=1 "
 run dry_topo --dry-run -np 2 topo
 check "topo runs the bench program" contains $out "$FAKE_WORKER topo"
+
+# ---- --host-discovery: the hosts of each attempt from a command's host:slots lines ----
+# discover NAME LINES...: a discovery script printing its arguments as lines, one run after another
+# taking the next argument (the last one repeats); each run counted in $tmp/NAME.runs
+discover() {
+    local name=$1; shift
+    printf '%s\n' "$@" >"$tmp/$name.answers"
+    cat >"$tmp/$name.sh" <<EOF
+#!/bin/sh
+n=\$((\$(cat "$tmp/$name.runs" 2>/dev/null || echo 0) + 1)); echo \$n >"$tmp/$name.runs"
+echo "discovery run \$n" >&2
+line=\$(sed -n "\${n}p" "$tmp/$name.answers"); [ -n "\$line" ] || line=\$(tail -n 1 "$tmp/$name.answers")
+printf '%b\n' "\$line"
+EOF
+    chmod +x "$tmp/$name.sh"
+}
+discover disc_two 'hostA:2\n# a comment\n\nhostB:3'
+run disc_two --host-discovery "$tmp/disc_two.sh" --dry-run "$config"
+check "discovery: every host listed, in order (exit $rc)" contains $out " -np 5 -H hostA:2,hostB:3 "
+check "discovery: what it found is said" contains $err "host discovery: hostA:2, hostB:3 (5 slots) -> -np 5 -H hostA:2,hostB:3"
+check "discovery: the command's stderr is shown, prefixed" contains $err "ddprun: host discovery: discovery run 1"
+discover disc_max 'hostA:2\nhostB:3'
+run disc_max --host-discovery "$tmp/disc_max.sh" --max-np 4 --dry-run "$config"
+check "discovery: --max-np 4 cuts the last host's slots" contains $out " -np 4 -H hostA:2,hostB:2 "
+discover disc_gb 'hostA:5'
+run disc_gb --host-discovery "$tmp/disc_gb.sh" --dry-run "$config" train.global_batch=12 data.batch_size=4 \
+    train.micro_batch=auto
+check "discovery: 5 slots, global batch 12 -> the 4 ranks it divides into" contains $out " -np 4 -H hostA:4 "
+discover disc_bad 'hostA:2\nhostB 3'
+run disc_bad --host-discovery "$tmp/disc_bad.sh" --dry-run "$config"
+check "discovery: a bad line is a usage error (exit $rc)" [ $rc -eq 2 ]
+check "discovery: ... naming the line" contains $err "line 2: \"hostB 3\": expected host:slots"
+discover disc_small 'hostA:1'
+run disc_small --host-discovery "$tmp/disc_small.sh" --min-np 2 --discovery-wait 1 --dry-run "$config"
+check "discovery: too few slots for --min-np ends the launch (exit $rc)" [ $rc -eq 1 ]
+check "discovery: ... naming what it saw" contains $err \
+    "waited 1 s for --min-np 2 slots; the last run of $tmp/disc_small.sh listed hostA:1 (1 slot)"
+check "discovery: ... after asking again" [ "$(cat "$tmp/disc_small.runs")" -ge 2 ]
+discover disc_grow 'hostA:1' 'hostA:1\nhostB:1'
+run disc_grow --host-discovery "$tmp/disc_grow.sh" --min-np 2 --discovery-wait 60 --dry-run "$config"
+check "discovery: a fleet that grows while ddprun waits is used (exit $rc)" contains $out " -np 2 -H hostA:1,hostB:1 "
+run disc_np --host-discovery "$tmp/disc_grow.sh" -np 2 --dry-run "$config"
+check "discovery with -np is a usage error" [ $rc -eq 2 ]
+run disc_alone --min-np 2 --dry-run "$config"
+check "--min-np without --host-discovery is a usage error" [ $rc -eq 2 ]
+run gb_refused -np 5 --dry-run "$config" train.global_batch=12 data.batch_size=4
+check "a world size the global batch does not divide is refused before mpirun (exit $rc)" [ $rc -eq 2 ]
+check "... naming the world sizes that would" contains $err "world sizes that would: 1, 3"
 
 # ---- config validated before launch ----
 printf 'run:\n  dir: x\nbogus_key: 1\n' >"$tmp/bad.yaml"
@@ -212,6 +262,13 @@ run restart -np 2 --max-restarts 1 bench fail-first
 check "--max-restarts 1 recovers" [ $rc -eq 0 ]
 check "attempt message" contains $err "ddprun: attempt 2 of 2 (restarting after rank 1 on $host failed: exited with code 3)"
 check "ranks see the restart count" count_is $out "DDPRUN_RESTART_COUNT=1 MAX=1 ok" 2
+
+discover disc_restart "$host:2" "$host:3"
+run disc_restart --host-discovery "$tmp/disc_restart.sh" --max-restarts 1 bench fail-first
+check "discovery before a restart: the restart recovers (exit $rc)" [ $rc -eq 0 ]
+check "discovery before a restart: asked again" [ "$(cat "$tmp/disc_restart.runs")" -eq 2 ]
+check "discovery before a restart: the restart runs on the slots it found" \
+    count_is $out "DDPRUN_RESTART_COUNT=1 MAX=1 ok" 3
 
 # ---- checkpoint tool runs in-process ----
 run ckpt ckpt

@@ -3,7 +3,8 @@
  * One sampler per rank; their batches are compared with PyTorch DistributedSampler's definition
  * written out independently here (pad the order with its start to a multiple of R, rank r takes
  * [r::R], cut into batches of B), with coverage/disjointness counts, with resume from a consumed
- * position (same and different world sizes), and with the evaluation split. */
+ * position (same and different world sizes), with a global batch's steps under every split of it
+ * into ranks, per-rank batch and accumulation (train.global_batch), and with the evaluation split. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,6 +308,67 @@ static void check_bad_arguments(void)
     sampler_free(&s);
 }
 
+/* One optimizer step of accum micro-steps over g's ranks, as the training loop takes it, put back
+ * into the step's global order (micro-step m, rank r, row j is position m*R*B + r + j*R). Returns
+ * the samples placed, 0 when fewer than accum micro-steps are left (the loop's epoch end). */
+static int64_t global_step(ranks *g, int64_t accum, int64_t *seq)
+{
+    int64_t batch = g->s[0].batch, world = g->world, idx[64];
+    if (sampler_steps_left(&g->s[0]) < accum)
+        return 0;
+    for (int64_t m = 0; m < accum; m++)
+        for (int r = 0; r < g->world; r++) {
+            int64_t rows = sampler_next_batch(&g->s[r], idx);
+            CHECK(rows == batch, "a full micro-batch under drop_last (got %lld of %lld)", (long long)rows,
+                  (long long)batch);
+            for (int64_t j = 0; j < rows; j++)
+                seq[m * world * batch + r + j * world] = idx[j];
+        }
+    return accum * world * batch;
+}
+
+/* train.global_batch's promise: with drop_last, each step's samples and their global order depend
+ * only on the global batch G = accum x world x batch, not on its split, also when a run changes its
+ * split at a step boundary (a resume on another world size), and the epoch has n / G steps. */
+static void check_global_batch_splits(int64_t n, uint64_t seed)
+{
+    static const int64_t splits[][3] = {{4, 3, 1}, {2, 3, 2}, {3, 4, 1}, {1, 4, 3}, {6, 1, 2}, {1, 12, 1}};
+    const int n_splits = (int)(sizeof splits / sizeof splits[0]);
+    int64_t ref[2048][12], seq[12];
+    int64_t steps = 0;
+    ranks g;
+    if (ranks_init(&g, n, 1, 12, true, true, seed))
+        return;
+    while (steps < 2048 && global_step(&g, 1, ref[steps]))
+        steps++;
+    ranks_free(&g);
+    CHECK_EQ_INT(steps, n / 12);
+    for (int first = 0; first < n_splits; first++) {
+        /* the whole epoch at one split, then switching split every 5 steps */
+        for (int change = 0; change < 2; change++) {
+            int sp = first;
+            int64_t done = 0;
+            while (done < steps) {
+                const int64_t *x = splits[sp];
+                if (ranks_init(&g, n, (int)x[0], x[1], true, true, seed))
+                    return;
+                ranks_set_epoch(&g, 0, done * 12);
+                for (int64_t k = 0; (!change || k < 5) && done < steps; k++, done++) {
+                    int64_t got = global_step(&g, x[2], seq);
+                    CHECK(got == 12, "split %lldx%lldx%lld: step %lld took %lld samples", (long long)x[0],
+                          (long long)x[1], (long long)x[2], (long long)done + 1, (long long)got);
+                    CHECK(got == 12 && memcmp(seq, ref[done], sizeof seq) == 0,
+                          "n=%lld split %lld ranks x %lld x %lld: step %lld differs from the reference's", (long long)n,
+                          (long long)x[0], (long long)x[1], (long long)x[2], (long long)done + 1);
+                }
+                CHECK(done < steps || global_step(&g, x[2], seq) == 0, "a step past n / G");
+                ranks_free(&g);
+                sp = (sp + 1) % n_splits;
+            }
+        }
+    }
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
@@ -327,6 +389,8 @@ int main(void)
                 check_world_change(wc_sizes[i], 8, k, nw, false);
                 check_world_change(wc_sizes[i], 8, k, nw, true);
             }
+    check_global_batch_splits(1009, 3);
+    check_global_batch_splits(60, 11);
     check_eval_range();
     check_bad_arguments();
     return check_done("test_sampler");

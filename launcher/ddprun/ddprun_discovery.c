@@ -1,0 +1,226 @@
+/* ddprun_discovery.c — `--host-discovery CMD`: which hosts a job starts on, asked of the user's
+ * command at the start and before each restart.
+ *
+ * CMD runs through /bin/sh (runtime/base/command.h) and prints one `host:slots` line per host it
+ * knows of (blank lines and lines starting with '#' are skipped; what it writes to stderr is shown
+ * on ddprun's, prefixed). Every host is used, in the order listed, up to --max-np slots, and the
+ * rank count is cut to the largest world size train.global_batch divides (config_world_at_most).
+ * Fewer than --min-np: CMD runs again every DISCOVERY_POLL_S seconds until --discovery-wait has
+ * passed, and then the launch ends naming what the last run listed. A line that is not
+ * `host:slots` ends it at once, naming the line. This file must not start mpirun or decide
+ * restarts (ddprun.c does). */
+#include "ddprun.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/base/clock.h"
+#include "runtime/base/command.h"
+#include "runtime/config/config.h"
+
+#define DISCOVERY_POLL_S 2.0      /* between runs of CMD while too few slots are listed */
+#define DISCOVERY_CMD_LIMIT_S 30.0 /* one run of CMD; past it, its process group is ended */
+#define SLOTS_MAX 100000
+
+/* What one run of CMD listed: each host's name and slots, in order. */
+typedef struct fleet {
+    char names[DISCOVERY_HOSTS_MAX][DISCOVERY_HOST_LEN];
+    int slots[DISCOVERY_HOSTS_MAX];
+    int n_hosts, total;
+} fleet;
+
+static bool host_char(char ch) { return isalnum((unsigned char)ch) || ch == '.' || ch == '-' || ch == '_'; }
+
+/* One line of CMD's output (no newline) into f; false with why set when it is not `host:slots`. */
+static bool parse_line(char *line, fleet *f, char *why, size_t cap)
+{
+    char *colon = strchr(line, ':'), *end = NULL;
+    size_t name_len = colon ? (size_t)(colon - line) : strlen(line);
+    if (!colon || name_len == 0 || name_len >= DISCOVERY_HOST_LEN) {
+        snprintf(why, cap, "expected host:slots (a host name of 1 to %d characters)", DISCOVERY_HOST_LEN - 1);
+        return false;
+    }
+    for (size_t i = 0; i < name_len; i++)
+        if (!host_char(line[i])) {
+            snprintf(why, cap, "a host name has letters, digits, '.', '-' and '_' only");
+            return false;
+        }
+    errno = 0;
+    long slots = strtol(colon + 1, &end, 10);
+    if (colon[1] == '\0' || !isdigit((unsigned char)colon[1]) || *end != '\0' || errno || slots < 1 ||
+        slots > SLOTS_MAX) {
+        snprintf(why, cap, "slots: expected a whole number from 1 to %d", SLOTS_MAX);
+        return false;
+    }
+    for (int h = 0; h < f->n_hosts; h++)
+        if (strlen(f->names[h]) == name_len && !strncmp(f->names[h], line, name_len)) {
+            snprintf(why, cap, "host %s is listed twice", f->names[h]);
+            return false;
+        }
+    if (f->n_hosts == DISCOVERY_HOSTS_MAX) {
+        snprintf(why, cap, "more than %d hosts", DISCOVERY_HOSTS_MAX);
+        return false;
+    }
+    snprintf(f->names[f->n_hosts], DISCOVERY_HOST_LEN, "%.*s", (int)name_len, line);
+    f->slots[f->n_hosts++] = (int)slots;
+    f->total = f->total + (int)slots > SLOTS_MAX ? SLOTS_MAX : f->total + (int)slots;
+    return true;
+}
+
+/* CMD's output (fp, from its start) into f. DDP_OK, or DDP_EUSAGE naming the line. */
+static int parse_output(FILE *fp, const char *cmd, fleet *f, ddp_err *err)
+{
+    char line[512], why[128];
+    memset(f, 0, sizeof *f);
+    for (int no = 1; fgets(line, sizeof line, fp); no++) {
+        size_t len = strlen(line);
+        bool whole = len > 0 && line[len - 1] == '\n';
+        while (len > 0 && isspace((unsigned char)line[len - 1]))
+            line[--len] = '\0';
+        char *text = line + strspn(line, " \t");
+        if (!whole && !feof(fp))
+            return ddp_fail(err, DDP_EUSAGE, "--host-discovery %s: line %d: longer than %zu bytes", cmd, no,
+                            sizeof line - 2);
+        if (*text == '\0' || *text == '#')
+            continue;
+        if (!parse_line(text, f, why, sizeof why))
+            return ddp_fail(err, DDP_EUSAGE, "--host-discovery %s: line %d: \"%.200s\": %s", cmd, no, text, why);
+    }
+    return DDP_OK;
+}
+
+/* CMD's stderr (the file at path) onto ddprun's, each line prefixed. */
+static void show_stderr(const char *path)
+{
+    FILE *fp = fopen(path, "r");
+    char line[512];
+    while (fp && fgets(line, sizeof line, fp))
+        fprintf(stderr, "ddprun: host discovery: %s%s", line, strchr(line, '\n') ? "" : "\n");
+    if (fp)
+        fclose(fp);
+}
+
+/* One run of CMD into f: DDP_OK; DDP_ERUNTIME when CMD failed (err says how; worth another
+ * try); DDP_EUSAGE for output that is not host:slots lines. */
+static int run_once(const char *cmd, fleet *f, ddp_err *err)
+{
+    char out_path[] = "/tmp/ddprun-discovery.XXXXXX", err_path[] = "/tmp/ddprun-discovery-err.XXXXXX";
+    int out_fd = mkstemp(out_path), err_fd = out_fd >= 0 ? mkstemp(err_path) : -1;
+    if (out_fd < 0 || err_fd < 0) {
+        int rc = ddp_fail(err, DDP_ERUNTIME, "cannot make a file for its output in /tmp: %s",
+                          strerror(errno));
+        if (out_fd >= 0) {
+            close(out_fd);
+            unlink(out_path);
+        }
+        return rc;
+    }
+    close(err_fd);
+    /* stdout alone is the host list: stderr goes to a file of its own, shown afterwards */
+    char wrapped[COMMAND_MAX];
+    int rc = DDP_OK;
+    if ((size_t)snprintf(wrapped, sizeof wrapped, "{ %s\n} 2>\"$DDPRUN_STDERR\"", cmd) >= sizeof wrapped)
+        rc = ddp_fail(err, DDP_EUSAGE, "--host-discovery: the command is longer than %d bytes", COMMAND_MAX - 32);
+    const char *names[] = {"stderr"}, *values[] = {err_path};
+    command_result res = {0};
+    if (rc == DDP_OK)
+        rc = command_run(wrapped, names, values, 1, DISCOVERY_CMD_LIMIT_S, out_fd, &res, err);
+    show_stderr(err_path);
+    unlink(err_path);
+    unlink(out_path);
+    FILE *fp = rc == DDP_OK ? fdopen(out_fd, "r") : NULL;
+    if (fp) {
+        rewind(fp);
+        rc = parse_output(fp, cmd, f, err);
+        fclose(fp);
+    } else {
+        if (rc == DDP_OK)
+            rc = ddp_fail(err, DDP_ERUNTIME, "cannot read its output: %s", strerror(errno));
+        close(out_fd);
+    }
+    return rc;
+}
+
+/* "h1:2, h2:2 (4 slots)" or "no host" for messages. */
+static void describe(const fleet *f, char *out, size_t cap)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int h = 0; h < f->n_hosts && used < cap; h++)
+        used += (size_t)snprintf(out + used, cap - used, "%s%s:%d", h ? ", " : "", f->names[h], f->slots[h]);
+    if (used < cap)
+        snprintf(out + used, cap - used, f->n_hosts ? " (%d slot%s)" : "no host", f->total, f->total == 1 ? "" : "s");
+}
+
+/* The -H list for np ranks: hosts in order, the last one's slots cut to what is left. */
+static void host_list(const fleet *f, int np, char *out, size_t cap)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int h = 0; h < f->n_hosts && np > 0 && used < cap; h++) {
+        int here = f->slots[h] < np ? f->slots[h] : np;
+        used += (size_t)snprintf(out + used, cap - used, "%s%s:%d", used ? "," : "", f->names[h], here);
+        np -= here;
+    }
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL); /* a stop request cuts it short: the caller looks at the signals */
+}
+
+int discover_hosts(const discovery_opts *d, const config *cfg, char *hosts, size_t cap, int *np)
+{
+    double deadline = monotonic_s() + d->wait_s;
+    bool said_waiting = false;
+    char seen[1024] = "nothing yet";
+    for (;;) {
+        fleet f = {0};
+        ddp_err err = {0};
+        int rc = run_once(d->cmd, &f, &err);
+        if (rc == DDP_EUSAGE) {
+            fprintf(stderr, "ddprun: %s\n", err.msg);
+            return DDP_EUSAGE;
+        }
+        int slots = f.total, n = 0;
+        if (rc == DDP_OK) {
+            describe(&f, seen, sizeof seen);
+            n = d->max_np > 0 && slots > d->max_np ? d->max_np : slots;
+            n = cfg ? config_world_at_most(cfg, n) : n;
+        } else {
+            snprintf(seen, sizeof seen, "nothing (it %.900s)", err.msg);
+            fprintf(stderr, "ddprun: --host-discovery %s: %s\n", d->cmd, err.msg);
+        }
+        if (rc == DDP_OK && n >= d->min_np && n >= 1) {
+            host_list(&f, n, hosts, cap);
+            *np = n;
+            bool by_max = d->max_np > 0 && slots > d->max_np, by_batch = n < (by_max ? d->max_np : slots);
+            fprintf(stderr, "ddprun: host discovery: %s -> -np %d -H %s%s%s\n", seen, n, hosts,
+                    by_max ? " (--max-np)" : "", by_batch ? " (the most ranks train.global_batch divides into)" : "");
+            return DDP_OK;
+        }
+        if (job_signals_seen() > 0)
+            return DDP_EPREEMPTED;
+        char usable[96] = "";
+        if (rc == DDP_OK && n < slots)
+            snprintf(usable, sizeof usable, ", of which %d usable (%s)", n,
+                     d->max_np > 0 && slots > d->max_np && n == d->max_np ? "--max-np" : "train.global_batch");
+        double left = deadline - monotonic_s();
+        if (left <= 0) {
+            fprintf(stderr, "ddprun: host discovery: waited %g s for --min-np %d slot%s; the last run of %s listed "
+                    "%s%s\n", d->wait_s, d->min_np, d->min_np == 1 ? "" : "s", d->cmd, seen, usable);
+            return DDP_ERUNTIME;
+        }
+        if (!said_waiting)
+            fprintf(stderr, "ddprun: host discovery: %s%s, fewer than --min-np %d; asking again every %g s for up "
+                    "to %g s\n", seen, usable, d->min_np, DISCOVERY_POLL_S, d->wait_s);
+        said_waiting = true;
+        sleep_s(left < DISCOVERY_POLL_S ? left : DISCOVERY_POLL_S);
+    }
+}
