@@ -408,7 +408,10 @@ static bool drop_lost_hosts(launch_opts *o, const deadline_verdict *d, char *buf
     size_t at = 0;
     int slots_left = 0;
     if (!o->hosts || d->n_hosts == 0) return false;
-    for (const char *p = o->hosts, *next; *p; p = next) {
+    /* a second restart's o->hosts is buf itself: read from a copy, never from what is written */
+    char *from = strdup(o->hosts);
+    if (!from) return false;
+    for (const char *p = from, *next; *p; p = next) {
         size_t len, name_len;
         int slots;
         next = host_entry(p, &len, &name_len, &slots);
@@ -420,6 +423,7 @@ static bool drop_lost_hosts(launch_opts *o, const deadline_verdict *d, char *buf
             slots_left += slots;
         }
     }
+    free(from);
     if (at == 0) return false;
     o->hosts = buf;
     o->np = o->np < slots_left ? o->np : slots_left;
