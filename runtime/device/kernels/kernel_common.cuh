@@ -110,6 +110,14 @@ static inline unsigned grid_for(size_t n, size_t per_block, size_t cap = kMaxGri
     return (unsigned)(blocks < cap ? blocks : cap);
 }
 
+/* Threads for a block that owns one row of `cols` elements: the row rounded up to whole warps,
+ * at most kBlock, so short rows do not leave most of a block idle. */
+static inline unsigned row_block(size_t cols)
+{
+    const size_t threads = (cols / 32 + (cols % 32 != 0)) * 32;
+    return (unsigned)(threads < 32 ? 32 : threads > kBlock ? kBlock : threads);
+}
+
 /* This thread's global index and the grid-wide stride, in size_t. */
 __device__ inline size_t global_index() { return (size_t)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ inline size_t grid_stride() { return (size_t)gridDim.x * blockDim.x; }

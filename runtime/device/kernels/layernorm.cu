@@ -35,6 +35,7 @@ using ddp_kernels::kSumLanes;
 using ddp_kernels::kVec;
 using ddp_kernels::load_pack;
 using ddp_kernels::pack;
+using ddp_kernels::row_block;
 using ddp_kernels::store_pack;
 using ddp_kernels::sum_chunk_partials;
 using ddp_kernels::sum_chunks;
@@ -52,14 +53,6 @@ template <typename E> constexpr int kLnLanePacks = sizeof(E) == 2 ? 4 : 6;
  * registers per thread at 16). */
 template <typename E> constexpr int kLnPartVec = (int)(8 / sizeof(E));
 constexpr unsigned kLnWarpBlock = 256; /* 8 rows at a time per block on the warp path */
-
-/* Threads for a block that owns one row of `cols` elements: the row rounded up to whole warps,
- * at most kBlock, so short rows do not leave most of a block idle. */
-static unsigned row_block(size_t cols)
-{
-    const size_t threads = (cols / 32 + (cols % 32 != 0)) * 32;
-    return (unsigned)(threads < 32 ? 32 : threads > kBlock ? kBlock : threads);
-}
 
 /* Packs per lane for a row of C elements on the warp path, or 0 when the row takes the block path
  * (not a whole number of aligned packs, or longer than the lanes hold). */
