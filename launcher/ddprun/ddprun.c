@@ -61,7 +61,7 @@ static const char usage_text[] =
     "       ddprun ckpt export --format hf [--dtype f32|bf16] [--max-shard-mb N] [--force] CKPT DIR\n"
     "                                                         ... as a Hugging Face GPT2LMHeadModel folder\n"
     "       ddprun generate CKPT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-    "                       [--tokenizer PATH]                text from a GPT-2 checkpoint (CPU, no mpirun)\n"
+    "                       [--tokenizer PATH]                text from a GPT-2 or Llama checkpoint (CPU)\n"
     "       ddprun config reference                           every config key (docs/config-reference.md)\n"
     "\n"
     "flags (before CONFIG or the subcommand):\n"
