@@ -14,21 +14,15 @@
  *
  * Writing (gpt2_hf_write.c) is the inverse, as `save_pretrained(dir, safe_serialization=True)`
  * writes GPT2LMHeadModel: every tensor under `transformer.NAME`, Conv1D weights back to [in, out],
- * wte's first vocab_size rows, no lm_head (tied) and no mask buffers; F32 or BF16; one
- * model.safetensors, or above the shard limit the shards model-0000K-of-0000N.safetensors (filled
- * in the model's tensor order, a tensor beyond the limit alone in its own, as huggingface_hub
- * splits) and model.safetensors.index.json; config.json last. Must not know checkpoints, configs
- * or the training loop. */
+ * wte's first vocab_size rows, no lm_head (tied) and no mask buffers; F32 or BF16; the files and
+ * their order are runtime/hf/hf_folder_write.h's. Must not know checkpoints, configs or the
+ * training loop. */
 #ifndef DDP_GPT2_HF_H
 #define DDP_GPT2_HF_H
 
 #include "gpt2.h"
 #include "gpt2_llmc.h"
-#include "runtime/hf/safetensors.h"
-
-#define GPT2_HF_CONFIG "config.json"
-#define GPT2_HF_WEIGHTS "model.safetensors"
-#define GPT2_HF_INDEX "model.safetensors.index.json"   /* the sharded form: weight_map, tensor to file */
+#include "runtime/hf/hf_folder_write.h"
 
 /* The shape DIR/config.json describes, once every key it holds checked out. */
 int gpt2_hf_read_shape(const char *dir, gpt2_shape *shape, ddp_err *err);
@@ -41,16 +35,10 @@ int gpt2_hf_load_model(model *m, const char *dir, ddp_err *err);
  * is a Conv1D weight, stored transposed ([in, out]). */
 bool gpt2_hf_layout(const gpt2_shape *s, const param_tensor *t, int64_t dims[2], int *ndim);
 
-#define GPT2_HF_DEFAULT_SHARD_BYTES 5000000000ull  /* save_pretrained's max_shard_size "5GB" */
-
 /* Writes a GPT-2 of this shape, its tensors (our names and layouts, float32) from src, into the
  * existing folder dir as dtype (ST_F32 or ST_BF16), shards of at most max_shard_bytes of tensor
- * data; *files gets the number of safetensors files. Each file is written whole
- * (runtime/base/replace_file.h); an earlier export's config.json is removed before the first and
- * the new one written after the last, so a folder left by a failed export is never read as a
- * model; files of an earlier export this one does not rewrite (model.safetensors, the index,
- * model-*-of-*.safetensors) are then removed, as save_pretrained does. A tensor src lacks is a
- * usage error naming it, before anything is written or removed. */
+ * data, as runtime/hf/hf_folder_write.h writes a folder; *files gets the number of safetensors
+ * files. A tensor src lacks is a usage error naming it, before anything is written or removed. */
 int gpt2_hf_write(const char *dir, const gpt2_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
                   gpt2_llmc_src src, void *ctx, int *files, ddp_err *err);
 

@@ -1,13 +1,13 @@
 /* ddprun_export.c — `ddprun ckpt export --format llmc CHECKPOINT OUT.bin` (llm.c's GPT-2 model
- * file) and `ddprun ckpt export --format hf CHECKPOINT DIR` (a Hugging Face GPT2LMHeadModel
- * folder), a training checkpoint's parameters, and the reading of a GPT-2 checkpoint that `ddprun
+ * file) and `ddprun ckpt export --format hf CHECKPOINT DIR` (a Hugging Face GPT2LMHeadModel or
+ * LlamaForCausalLM folder), a training checkpoint's parameters, and the reading of a GPT-2 checkpoint that `ddprun
  * generate` shares.
  *
  * The checkpoint is read whole and verified (every CRC) first; its recorded model description
- * gives the shape, so only GPT-2 checkpoints can be exported (anything else is refused naming the
- * model). Parameters are the checkpoint's "param/<name>" tensors; optimizer state is not
- * exported. The file layouts and the atomic writes are models/gpt2_llmc.c's and
- * models/gpt2_hf_write.c's. Before anything is read, OUT is refused when it is the checkpoint
+ * gives the shape, so only GPT-2 checkpoints (and, to Hugging Face's format, Llama ones) can be
+ * exported (anything else is refused naming the model). Parameters are the checkpoint's "param/<name>" tensors; optimizer state is not
+ * exported. The file layouts and the atomic writes are models/gpt2_llmc.c's,
+ * models/gpt2_hf_write.c's and models/llama_hf_write.c's. Before anything is read, OUT is refused when it is the checkpoint
  * itself (by any path: same device and inode) or exists, unless --force; DIR when it is not a
  * folder, or holds config.json or model*.safetensors, unless --force (DIR is created, after the
  * checkpoint checked out, when missing). Runs in-process: no mpirun, no device. Must not write
@@ -23,14 +23,16 @@
 #include "commands.h"
 #include "models/gpt2_hf.h"
 #include "models/gpt2_llmc.h"
+#include "models/llama_hf.h"
 
 static const char export_usage[] =
     "usage: ddprun ckpt export --format llmc [--force] CHECKPOINT OUT.bin\n"
     "       ddprun ckpt export --format hf [--dtype f32|bf16] [--max-shard-mb N] [--force] CHECKPOINT DIR\n"
     "  llmc:    llm.c's GPT-2 model file (float32, version 3), for llm.c's train_gpt2 / test_gpt2 or\n"
     "           for checkpoint.init_from\n"
-    "  hf:      a Hugging Face GPT2LMHeadModel folder as save_pretrained writes it (config.json,\n"
-    "           model.safetensors), for transformers' from_pretrained or checkpoint.init_from;\n"
+    "  hf:      a Hugging Face GPT2LMHeadModel or LlamaForCausalLM folder as save_pretrained writes\n"
+    "           it (config.json, model.safetensors), for transformers' from_pretrained or\n"
+    "           checkpoint.init_from;\n"
     "           DIR is created when missing\n"
     "  --dtype: the tensors' type in the hf folder: f32 (default) or bf16 (rounded to nearest even)\n"
     "  --max-shard-mb: above N MB (10^6 bytes; decimals allowed) of tensors, the hf folder holds\n"
@@ -38,7 +40,7 @@ static const char export_usage[] =
     "           5000, save_pretrained's 5GB)\n"
     "  --force: replace OUT.bin when it exists (never the checkpoint itself), or DIR's config.json\n"
     "           and weight files\n"
-    "  only checkpoints of GPT-2 models can be exported\n";
+    "  llmc exports GPT-2 checkpoints, hf GPT-2 and Llama ones\n";
 
 int gpt2_ckpt_open(const char *path, const char *use, ckpt_loaded *ck, gpt2_shape *shape, int64_t *seq_len,
                    ddp_err *err)
@@ -101,7 +103,7 @@ static int check_output(const char *in, const char *out, bool force)
 /* A file an export to DIR would replace: config.json, model*.safetensors or the index. */
 static bool export_file(const char *name)
 {
-    return !strcmp(name, GPT2_HF_CONFIG) || (!strncmp(name, "model", 5) && strstr(name, ".safetensors"));
+    return !strcmp(name, HF_CONFIG) || (!strncmp(name, "model", 5) && strstr(name, ".safetensors"));
 }
 
 /* DIR is missing, or a folder holding no export's files (any, when forced). */
@@ -160,6 +162,22 @@ static int export_llmc(const export_args *a)
     return rc;
 }
 
+/* The checkpoint's model, by its recorded description: GPT-2 or the Llama (*arch names HF's class). */
+static int hf_kind(const ckpt_loaded *ck, gpt2_shape *g, llama_shape *l, const char **arch, ddp_err *err)
+{
+    int64_t seq_len;
+    ddp_err ignored = {0};
+    *arch = NULL;
+    if (gpt2_parse_description(ck->hdr.model, g, &seq_len, &ignored) == DDP_OK)
+        *arch = "GPT2LMHeadModel";
+    else if (llama_parse_description(ck->hdr.model, l, &seq_len, &ignored) == DDP_OK)
+        *arch = "LlamaForCausalLM";
+    else
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint of %s; only GPT-2 and Llama checkpoints can be exported to "
+                        "Hugging Face's format", ck->hdr.model);
+    return DDP_OK;
+}
+
 static int export_hf(const export_args *a)
 {
     st_dtype dtype = a->dtype && !strcmp(a->dtype, "bf16") ? ST_BF16 : ST_F32;
@@ -167,23 +185,27 @@ static int export_hf(const export_args *a)
     if (rc)
         return rc;
     ckpt_loaded ck;
-    gpt2_shape shape;
-    int64_t seq_len;
     ddp_err err = {0};
-    rc = gpt2_ckpt_open(a->in, "exported to Hugging Face's format", &ck, &shape, &seq_len, &err);
-    if (rc) {
+    if ((rc = ckpt_read(a->in, &ck, &err))) {
         fprintf(stderr, "ddprun ckpt export: %s\n", err.msg);
         return rc;
     }
-    if (mkdir(a->out, 0777) != 0 && errno != EEXIST)
-        rc = ddp_fail(&err, DDP_EUSAGE, "%s: cannot create: %s", a->out, strerror(errno));
+    gpt2_shape g;
+    llama_shape l;
+    const char *arch;
+    uint64_t shard = (uint64_t)(a->shard_mb * 1e6);
     int files = 0;
-    if (!rc && (rc = gpt2_hf_write(a->out, &shape, dtype, (uint64_t)(a->shard_mb * 1e6), ckpt_src, &ck, &files,
-                                   &err)))
+    if ((rc = hf_kind(&ck, &g, &l, &arch, &err)))
+        ddp_prefix(&err, "%s", a->in);
+    else if (mkdir(a->out, 0777) != 0 && errno != EEXIST)
+        rc = ddp_fail(&err, DDP_EUSAGE, "%s: cannot create: %s", a->out, strerror(errno));
+    else if ((rc = !strcmp(arch, "LlamaForCausalLM")
+                       ? llama_hf_write(a->out, &l, dtype, shard, ckpt_src, &ck, &files, &err)
+                       : gpt2_hf_write(a->out, &g, dtype, shard, ckpt_src, &ck, &files, &err)))
         ddp_prefix(&err, "%s", a->in);
     if (!rc)
-        printf("ckpt export: %s (step %lld, %s) -> %s (Hugging Face GPT2LMHeadModel, %s, %d safetensors file%s)\n",
-               a->in, (long long)ck.hdr.step, ck.hdr.model, a->out, dtype == ST_BF16 ? "bfloat16" : "float32", files,
+        printf("ckpt export: %s (step %lld, %s) -> %s (Hugging Face %s, %s, %d safetensors file%s)\n", a->in,
+               (long long)ck.hdr.step, ck.hdr.model, a->out, arch, dtype == ST_BF16 ? "bfloat16" : "float32", files,
                files == 1 ? "" : "s");
     else
         fprintf(stderr, "ddprun ckpt export: %s\n", err.msg);
@@ -210,7 +232,7 @@ static const char *flag_value(int argc, char **argv, int *i, const char *flag, b
 
 static int parse_args(int argc, char **argv, export_args *x)
 {
-    *x = (export_args){.shard_mb = GPT2_HF_DEFAULT_SHARD_BYTES / 1e6};
+    *x = (export_args){.shard_mb = HF_DEFAULT_SHARD_BYTES / 1e6};
     const char *shard = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;

@@ -12,7 +12,7 @@
  * is saved: every stream is derived from run.seed, its purpose and the epoch (README, "How it
  * works"; docs/checkpoint-format.md, "Resuming"). A job that loads no checkpoint and has
  * checkpoint.init_from starts from that llm.c model file (models/gpt2_llmc.h) or Hugging Face
- * folder (a directory: models/gpt2_hf.h) instead, read by rank 0 and broadcast like a checkpoint;
+ * folder (a directory: models/gpt2_hf.h, models/llama_hf.h for a Llama) instead, read by rank 0 and broadcast like a checkpoint;
  * the model.gpt2 shape keys a config leaves out are its shape, read by rank 0 and broadcast before
  * anything is built, on a resume too (so the config hash is the same). Before every save all ranks check that the parameters
  * and optimizer state are finite (train_finite.c): a checkpoint is never written from NaN or
@@ -26,6 +26,7 @@
 
 #include "models/gpt2_hf.h"
 #include "models/gpt2_llmc.h"
+#include "models/llama_hf.h"
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/ckpt/ckpt_upload.h"
 #include "runtime/base/clock.h"
@@ -402,7 +403,7 @@ int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err)
         return rc;
     memcpy(&s, msg + 1, sizeof s);
     char file[CFG_PATH_MAX + 16];
-    snprintf(file, sizeof file, "%s%s", path, hf ? "/" GPT2_HF_CONFIG : "");
+    snprintf(file, sizeof file, "%s%s", path, hf ? "/" HF_CONFIG : "");
     rc = config_take_gpt2_shape(cfg, &s, file, hf ? hf_shape_names : llmc_shape_names, err);
     if (rc == DDP_OK && ctl->rank == 0)
         log_info("model.gpt2 shape from checkpoint.init_from %s: n_layer %lld, n_head %lld, n_embd %lld, "
@@ -413,9 +414,19 @@ int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err)
     return rc;
 }
 
+/* Rank 0's part of init_from_file: a GPT-2 from the llm.c file or the Hugging Face folder, a Llama
+ * from the folder only. */
+static int load_init_from(train_job *t, const char *path, bool hf, ddp_err *err)
+{
+    if (t->cfg->model.kind == MODEL_LLAMA)
+        return hf ? llama_hf_load_model(t->m, path, err)
+                  : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Llama starts from a Hugging Face folder", path);
+    return hf ? gpt2_hf_load_model(t->m, path, err) : gpt2_llmc_load_model(t->m, path, err);
+}
+
 /* checkpoint.init_from, when nothing was resumed: rank 0 reads the llm.c file, or the Hugging Face
- * folder when the path is a directory, into its parameters (validated against this run's
- * model.gpt2 shape), every rank learns its verdict, then rank 0's parameters are broadcast. */
+ * folder when the path is a directory, into its parameters (validated against this run's model
+ * shape), every rank learns its verdict, then rank 0's parameters are broadcast. */
 static int init_from_file(train_job *t, ddp_err *err)
 {
     const char *path = t->cfg->checkpoint.init_from;
@@ -423,8 +434,7 @@ static int init_from_file(train_job *t, ddp_err *err)
         return DDP_OK;
     bool hf = is_dir(path);
     int32_t status = DDP_OK;
-    if (t->ctl->rank == 0 &&
-        (status = hf ? gpt2_hf_load_model(t->m, path, err) : gpt2_llmc_load_model(t->m, path, err)) != DDP_OK)
+    if (t->ctl->rank == 0 && (status = load_init_from(t, path, hf, err)) != DDP_OK)
         ddp_prefix(err, "checkpoint.init_from");
     int rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
     if (rc == DDP_OK && status != DDP_OK) {

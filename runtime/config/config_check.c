@@ -44,7 +44,7 @@ static bool seq_over_block(const config *c)
            c->data.seq_len > c->model.gpt2.block_size;
 }
 static bool tokens_without_lm(const config *c) { return c->data.kind == DATA_TOKENS && !language_model(c); }
-static bool init_from_not_gpt2(const config *c) { return c->checkpoint.init_from[0] && c->model.kind != MODEL_GPT2; }
+static bool init_from_not_lm(const config *c) { return c->checkpoint.init_from[0] && !language_model(c); }
 
 static bool is_llama(const config *c) { return c->model.kind == MODEL_LLAMA; }
 static bool llama_heads_uneven(const config *c) { return is_llama(c) && c->model.llama.n_embd % c->model.llama.n_head; }
@@ -71,8 +71,9 @@ static const conflict conflicts[] = {
     {"model.llama.block_size", "data.seq_len", llama_seq_over_block, "data.seq_len <= model.llama.block_size"},
     {"model.kind", "data.kind", tokens_without_lm,
      "data.kind tokens only with a language model (model.kind gpt2 or llama)"},
-    {"model.kind", "checkpoint.init_from", init_from_not_gpt2,
-     "checkpoint.init_from (an llm.c GPT-2 model file or Hugging Face folder) only with model.kind gpt2"},
+    {"model.kind", "checkpoint.init_from", init_from_not_lm,
+     "checkpoint.init_from (an llm.c GPT-2 model file or a Hugging Face GPT-2 or Llama folder) only with model.kind "
+     "gpt2 or llama"},
     {"device", "ddp.backend", nccl_on_cpu, "ddp.backend nccl only with device cuda or auto"},
     {"ddp.backend", "ddp.grad_dtype", bf16_over_mpi, "ddp.grad_dtype bf16 only with ddp.backend nccl or auto"},
     {"device", "precision", bf16_on_cpu,

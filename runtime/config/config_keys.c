@@ -140,13 +140,14 @@ static const cfg_key keys_after_models[] = {
      .doc = "Signal ddprun sends the ranks when it receives SIGTERM/SIGINT (mpirun forwards only "
             "SIGUSR1/SIGUSR2). A rank treats SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 alike: checkpoint and stop."},
     OPT_PATH("checkpoint.init_from", checkpoint.init_from,
-             "An llm.c GPT-2 model file, or a Hugging Face `save_pretrained` folder (a directory with "
+             "An llm.c GPT-2 model file, or a Hugging Face `save_pretrained` folder of a GPT-2 or a Llama (a directory with "
              "`config.json` and `model.safetensors` or its sharded index; F32, F16 or BF16 tensors): a fresh start (no checkpoint "
              "resumed) loads the parameters from it (`ddprun ckpt export --format llmc` writes the file, as does "
              "llm.c's `train_gpt2.py`; `--format hf` the folder) instead of initialising them. Its shape (the "
              "file's header or `config.json`) gives each `model.gpt2` shape key the config leaves out, also on a "
              "resume, so it must be readable where rank 0 runs; a key set to another value is refused naming "
-             "both. Only with `model.kind: gpt2`."),
+             "both. A Llama starts from a folder only, and its `model.llama` shape is the config's (a folder of "
+             "another shape is refused naming both). Only with `model.kind: gpt2` or `llama`."),
     OPT_PATH("checkpoint.dir", checkpoint.dir,
              "Where checkpoints are written and looked for (none: `run.dir/checkpoints`); may be a network mount "
              "that outlives the instance. Only rank 0 reads and writes it. It is created, and a file made and "

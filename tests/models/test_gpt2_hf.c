@@ -23,7 +23,7 @@
 
 #include "models/gpt2.h"
 #include "models/gpt2_hf.h"
-#include "runtime/hf/safetensors.h"
+#include "tests/models/hf_folder_util.h"
 
 /* tests/fixtures/README.md: HF reloading its checkpoint in float32 reproduces `logits` within about
  * 3e-7 of the largest logit; a correct float32 implementation is held to a few times that. */
@@ -81,93 +81,9 @@ static double logits_error(model *m, const int32_t *input, const float *ref)
 
 /* ---- folder variants ---------------------------------------------------------------------- */
 
-typedef struct out_tensor { char name[128]; int ndim; int64_t shape[2]; float *data; } out_tensor;
-
-/* Writes dir/file of n float32 tensors, contiguous in the given order. */
-static void write_safetensors(const char *dir, const char *file, const out_tensor *t, int n)
-{
-    char path[600], *header = malloc(1 << 16);
-    size_t len = 0, off = 0;
-    len += (size_t)sprintf(header + len, "{\"__metadata__\":{\"format\":\"pt\"}");
-    for (int i = 0; i < n; i++) {
-        size_t bytes = 4 * (size_t)t[i].shape[0] * (size_t)(t[i].ndim > 1 ? t[i].shape[1] : 1);
-        char dims[64];
-        if (t[i].ndim > 1)
-            snprintf(dims, sizeof dims, "%lld,%lld", (long long)t[i].shape[0], (long long)t[i].shape[1]);
-        else
-            snprintf(dims, sizeof dims, "%lld", (long long)t[i].shape[0]);
-        len += (size_t)sprintf(header + len, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                               t[i].name, dims, off, off + bytes);
-        off += bytes;
-    }
-    len += (size_t)sprintf(header + len, "}");
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "wb");
-    uint64_t n8 = len;
-    fwrite(&n8, 8, 1, f);
-    fwrite(header, 1, len, f);
-    for (int i = 0; i < n; i++)
-        fwrite(t[i].data, 4, (size_t)t[i].shape[0] * (size_t)(t[i].ndim > 1 ? t[i].shape[1] : 1), f);
-    fclose(f);
-    free(header);
-}
-
-/* The fixture's tensors as float32, under their own names; n set. */
-static out_tensor *fixture_tensors(int *n)
-{
-    char path[2200];
-    snprintf(path, sizeof path, "%s/model.safetensors", fx.dir);
-    safetensors st;
-    ddp_err err = {0};
-    CHECK(safetensors_open(path, &st, &err) == DDP_OK, "%s", err.msg);
-    out_tensor *t = calloc(st.count + 4, sizeof *t);
-    for (size_t i = 0; i < st.count; i++) {
-        snprintf(t[i].name, sizeof t[i].name, "%s", st.tensors[i].name);
-        t[i].ndim = st.tensors[i].ndim;
-        t[i].shape[0] = st.tensors[i].shape[0];
-        t[i].shape[1] = st.tensors[i].ndim > 1 ? st.tensors[i].shape[1] : 0;
-        t[i].data = malloc(st.tensors[i].numel * sizeof(float));
-        safetensors_to_f32(&st.tensors[i], t[i].data);
-    }
-    *n = (int)st.count;
-    safetensors_close(&st);
-    return t;
-}
-
-static out_tensor *find(out_tensor *t, int n, const char *name)
-{
-    for (int i = 0; i < n; i++)
-        if (!strcmp(t[i].name, name))
-            return &t[i];
-    return NULL;
-}
-
-static void free_tensors(out_tensor *t, int n)
-{
-    for (int i = 0; i < n; i++)
-        free(t[i].data);
-    free(t);
-}
-
-/* tmp/NAME with the fixture's config.json (or `config` when given) and these tensors. */
 static const char *variant(const char *name, const char *config, const out_tensor *t, int n)
 {
-    static char dir[512];
-    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
-    mkdir(dir, 0755);
-    char src[2200], dst[600], cmd[3000];
-    snprintf(src, sizeof src, "%s/config.json", fx.dir);
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    if (config) {
-        FILE *f = fopen(dst, "w");
-        fputs(config, f);
-        fclose(f);
-    } else {
-        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, dst);
-        CHECK(system(cmd) == 0, "%s", cmd);
-    }
-    write_safetensors(dir, "model.safetensors", t, n);
-    return dir;
+    return folder_variant(tmp, fx.dir, name, config, t, n);
 }
 
 /* Loading dir into m fails naming needle (and needle2), and m's parameters stay as they were. */
@@ -183,36 +99,6 @@ static void refused(model *m, const char *dir, const char *needle, const char *n
     CHECK(!memcmp(before, after, m->n_params * sizeof *before), "a refused load changed the parameters");
     free(before);
     free(after);
-}
-
-static char *fixture_config(void)
-{
-    char path[2200];
-    snprintf(path, sizeof path, "%s/config.json", fx.dir);
-    FILE *f = fopen(path, "r");
-    char *text = calloc(1, 1 << 16);
-    if (f) {
-        size_t n = fread(text, 1, (1 << 16) - 1, f);
-        text[n] = '\0';
-        fclose(f);
-    }
-    return text;
-}
-
-/* The fixture's config.json with the line holding `"key":` replaced by `"key": value,`. */
-static char *config_with(const char *key, const char *value)
-{
-    char *text = fixture_config(), *out = calloc(1, 1 << 16), pattern[64];
-    snprintf(pattern, sizeof pattern, "\"%s\":", key);
-    char *at = strstr(text, pattern);
-    CHECK(at != NULL, "config.json has no %s", key);
-    if (!at)
-        return text;
-    char *eol = strchr(at, '\n');
-    bool last = eol[-1] != ',';
-    snprintf(out, 1 << 16, "%.*s\"%s\": %s%s%s", (int)(at - text), text, key, value, last ? "" : ",", eol);
-    free(text);
-    return out;
 }
 
 static void test_fixture(const int32_t *input, const float *ref)
@@ -242,7 +128,7 @@ static void test_fixture(const int32_t *input, const float *ref)
 static void test_other_names(const int32_t *input, const float *ref)
 {
     int n;
-    out_tensor *t = fixture_tensors(&n);
+    out_tensor *t = fixture_tensors(fx.dir, &n);
     for (int i = 0; i < n; i++)
         if (!strncmp(t[i].name, "transformer.", 12)) {
             char stripped[sizeof t[i].name];
@@ -297,7 +183,7 @@ static const char *sharded(const char *name, const out_tensor *t, int n, int spl
 static void test_sharded(const int32_t *input, const float *ref)
 {
     int n;
-    out_tensor *t = fixture_tensors(&n);
+    out_tensor *t = fixture_tensors(fx.dir, &n);
     model *m = build();
     ddp_err err = {0};
     CHECK(gpt2_hf_load_model(m, sharded("sharded", t, n, n / 2, NULL), &err) == DDP_OK, "sharded: %s", err.msg);
@@ -326,35 +212,12 @@ static const float *host_src(void *ctx, const char *name, size_t numel)
     return t && t->numel == numel && (!h->lacks || strcmp(name, h->lacks)) ? h->p + t->offset : NULL;
 }
 
-static bool same_bytes(const char *a, const char *b)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool same = fa && fb;
-    for (int ca = 0, cb = 0; same && ca != EOF; same = ca == cb)
-        ca = fgetc(fa), cb = fgetc(fb);
-    if (fa)
-        fclose(fa);
-    if (fb)
-        fclose(fb);
-    return same;
-}
-
 static const char *export_dir(const char *name)
 {
     static char dir[512];
     snprintf(dir, sizeof dir, "%s/%s", tmp, name);
     mkdir(dir, 0777);
     return dir;
-}
-
-/* The float32 bits rounded to bfloat16 (nearest, ties to even) and widened back. */
-static float bf16_rounded(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    memcpy(&f, &u, 4);
-    return f;
 }
 
 static void test_export(void)
@@ -366,7 +229,7 @@ static void test_export(void)
     host_params h = {m, p, NULL};
     int files = 0;
     const char *dir = export_dir("export");
-    CHECK(gpt2_hf_write(dir, &shape, ST_F32, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "export: %s", err.msg);
     char a[600], b[sizeof fx.dir + 32];
     snprintf(a, sizeof a, "%s/model.safetensors", dir), snprintf(b, sizeof b, "%s/model.safetensors", fx.dir);
@@ -384,7 +247,7 @@ static void test_export(void)
 
     dir = export_dir("export-broken"); /* a whole export, then a sharded one failing at its second shard */
     int shards = files;
-    CHECK(gpt2_hf_write(dir, &shape, ST_F32, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "export: %s", err.msg);
     snprintf(a, sizeof a, "%s/model-00002-of-%05d.safetensors", dir, shards);
     mkdir(a, 0777);
@@ -396,7 +259,7 @@ static void test_export(void)
     CHECK(gpt2_hf_load_model(back, dir, &err) == DDP_EUSAGE, "the half-written folder refused");
 
     dir = export_dir("export-bf16");
-    CHECK(gpt2_hf_write(dir, &shape, ST_BF16, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(gpt2_hf_write(dir, &shape, ST_BF16, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "bf16: %s", err.msg);
     CHECK(gpt2_hf_load_model(back, dir, &err) == DDP_OK, "bf16 export imported: %s", err.msg);
     q = params_of(back);
@@ -409,7 +272,7 @@ static void test_export(void)
 
     dir = export_dir("export-lacking");
     h.lacks = "h.1.mlp.c_proj.bias";
-    CHECK(gpt2_hf_write(dir, &shape, ST_F32, GPT2_HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_EUSAGE,
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_EUSAGE,
           "a tensor the source lacks");
     CHECK_STR_CONTAINS(err.msg, "no tensor h.1.mlp.c_proj.bias");
     CHECK(rmdir(dir) == 0, "%s: nothing written", dir);
@@ -424,7 +287,7 @@ static void test_refusals(void)
     ddp_err err = {0};
     CHECK(m->ops->init_params(m, 7, &err) == DDP_OK, "init: %s", err.msg);
     int n;
-    out_tensor *t = fixture_tensors(&n);
+    out_tensor *t = fixture_tensors(fx.dir, &n);
 
     out_tensor *lnf_b = find(t, n, "transformer.ln_f.bias");
     out_tensor saved = *lnf_b;
@@ -452,11 +315,11 @@ static void test_refusals(void)
         {"n_head", "0", "n_head is 0; expected an integer in 1.."},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        char *config = config_with(keys[i].key, keys[i].value);
+        char *config = config_with(fx.dir, keys[i].key, keys[i].value);
         refused(m, variant("config", config, t, n), keys[i].needle, "config.json:");
         free(config);
     }
-    char *config = fixture_config(), *tie = calloc(1, 1 << 16);
+    char *config = fixture_config(fx.dir), *tie = calloc(1, 1 << 16);
     snprintf(tie, 1 << 16, "{\"tie_word_embeddings\": false, %s", strchr(config, '{') + 1);
     refused(m, variant("config", tie, t, n), "config.json:1:25: tie_word_embeddings is false", NULL);
     free(tie);
@@ -464,7 +327,7 @@ static void test_refusals(void)
 
     char n_layer[32], have[MODEL_DESCRIPTION_MAX], want_shape[MODEL_DESCRIPTION_MAX];
     snprintf(n_layer, sizeof n_layer, "%lld", (long long)(shape.n_layer + 1));
-    config = config_with("n_layer", n_layer);
+    config = config_with(fx.dir, "n_layer", n_layer);
     gpt2_shape other = shape;
     other.n_layer++;
     gpt2_format_shape(&other, have, sizeof have);

@@ -3,7 +3,10 @@
 # headers, train+val decoding back to the input bytes through tokenizer.bin, the val split, shard
 # rollover, --force, and the refusals; uint32 shards (magic 20240801, version 7) for a vocabulary
 # above 65,535 (a test tokenizer handed to prepare-text's main), which ddprun-worker trains on and
-# whose ids it reads back at their exact shard positions. The gpt2 checks need tiktoken and the
+# whose ids it reads back at their exact shard positions. A Hugging Face tokenizer.json of three
+# kinds (byte-level, sentencepiece-style, and one above 65,535 ids), made by make_hf_tokenizer.py
+# with the tokenizers package: each one's shards decode back to the inputs; refusals. Without
+# tokenizers those checks are skipped (exit 77 at the end). The gpt2 checks need tiktoken and the
 # GPT-2 ranks file (scripts/setup --text); without them it exits 77 (skipped) after the others.
 # DDPRUN_WORKER names the worker; without it (tests/meson.build leaves it unset in sanitized builds,
 # whose suites run no MPI jobs) the worker checks are skipped.
@@ -19,7 +22,8 @@ ok() { echo "ok - $*"; }
 
 # check.py OUT_DIR VOCAB EOT VAL_FRACTION SHARD_TOKENS INPUT...: every file in OUT_DIR against the
 # llm.c formats (uint16 shards up to 65,535 tokens of vocabulary, uint32 above), and the decoded
-# train+val stream against the inputs (each preceded by the end-of-text token's bytes when EOT >= 0).
+# train+val stream against the inputs (each preceded by the end-of-text token's bytes when EOT >= 0:
+# <|endoftext|>, or $CHECK_SEP). It prints how many distinct ids above 65,535 the stream holds.
 cat > "$TMP/check.py" <<'EOF'
 import os, re, struct, sys
 from array import array
@@ -40,12 +44,15 @@ if h[:4] != (20240328, 2, vocab, eot) or any(h[4:]):
 table, pos = [], 1024
 for i in range(vocab):
     n = tb[pos]
+    if n == 0:
+        die(f"tokenizer.bin: token {i} has length 0 (ddprun's reader wants 1..255)")
     table.append(tb[pos + 1:pos + 1 + n])
     pos += 1 + n
 if pos != len(tb):
     die(f"tokenizer.bin has {len(tb) - pos} trailing bytes after {vocab} tokens")
-if eot >= 0 and table[eot] != b"<|endoftext|>":
-    die(f"tokenizer.bin: end-of-text token {eot} is {table[eot]!r}, expected b'<|endoftext|>'")
+sep_want = os.environ.get("CHECK_SEP", "<|endoftext|>").encode()
+if eot >= 0 and table[eot] != sep_want:
+    die(f"tokenizer.bin: end-of-text token {eot} is {table[eot]!r}, expected {sep_want!r}")
 streams = {}
 for split in ("train", "val"):
     files = [n for n in names if n.startswith(split + "_")]
@@ -84,7 +91,7 @@ if got != want:
 if eot >= 0 and stream[0] != eot:
     die(f"first token {stream[0]}, expected end-of-text {eot}")
 print(f"{len(streams['train'])} train + {len(streams['val'])} val tokens decode to the input, "
-      f"ids up to {max(stream)}")
+      f"ids up to {max(stream)}, {len(set(t for t in stream if t > 65535))} distinct above 65535")
 EOF
 check() { python3 "$TMP/check.py" "$@" || fail "check.py $*"; }
 
@@ -239,6 +246,69 @@ else
     echo "SKIP: ddprun-worker checks: DDPRUN_WORKER is not set"
 fi
 
+# Hugging Face tokenizer.json (needs the tokenizers package): tokenizers of three kinds built by
+# make_hf_tokenizer.py with that package, each giving shards whose ids decode to the inputs through
+# tokenizer.bin, the separator each kind puts before a text first; then the refusals.
+hf_id() { # FILE TOKEN: the token's id in tokenizer.json FILE, read by the tokenizers package
+    python3 -c 'import sys, tokenizers
+print(tokenizers.Tokenizer.from_file(sys.argv[1]).token_to_id(sys.argv[2]))' "$@"
+}
+hf_vocab() { # FILE: its vocabulary size, added tokens included
+    python3 -c 'import sys, tokenizers
+print(tokenizers.Tokenizer.from_file(sys.argv[1]).get_vocab_size())' "$1"
+}
+hf_checks() {
+    local make=$ROOT/tests/scripts/make_hf_tokenizer.py k v
+    for k in bytelevel sentencepiece wide wordpiece gap; do
+        python3 "$make" $k "$TMP/$k.json" || fail "make_hf_tokenizer.py $k"
+    done
+    "$PREP" --tokenizer "$TMP/bytelevel.json" --val-fraction 0.3 "$A" "$B" "$TMP/h1" >"$TMP/h1.log"
+    grep -q "; uint16 tokens, vocabulary [0-9]* (.*bytelevel.json)" "$TMP/h1.log" ||
+        fail "hf bytelevel: summary line: $(cat "$TMP/h1.log")"
+    check "$TMP/h1" "$(hf_vocab "$TMP/bytelevel.json")" "$(hf_id "$TMP/bytelevel.json" "<|endoftext|>")" \
+        0.3 100000000 "$A" "$B"
+    # the added token is one id spelling its UTF-8 (tokenizers' own decode garbles it through ByteLevel)
+    k=$(hf_id "$TMP/bytelevel.json" "naïve café")
+    python3 -c 'import sys
+from array import array
+sys.exit(int(sys.argv[2]) not in array("H", open(sys.argv[1], "rb").read()[1024:]))' "$TMP/h1/train_000000.bin" "$k" ||
+        fail "hf bytelevel: id $k of the added token 'naïve café' is not in the stream"
+    ok "hf byte-level BPE (GPT-2's kind): <|endoftext|> first, the input back through tokenizer.bin"
+
+    # the separator is the post-processor's <s> (id 1); byte fallback spells 日本語 and the emoji
+    "$PREP" --tokenizer "$TMP/sentencepiece.json" "$A" "$B" "$TMP/h2" >/dev/null
+    CHECK_SEP="<s>" check "$TMP/h2" "$(hf_vocab "$TMP/sentencepiece.json")" 1 0.05 100000000 "$A" "$B"
+    ok "hf sentencepiece-style BPE with byte fallback (Llama 2's kind): <s> first, the input back"
+
+    # uint32: ids above 65,535 from the merges and <|begin_of_text|>; --tokenizer given the folder
+    mkdir "$TMP/wide"
+    cp "$TMP/wide.json" "$TMP/wide/tokenizer.json"
+    "$PREP" --tokenizer "$TMP/wide" --shard-tokens 29 "$A" "$B" "$TMP/h3" >"$TMP/h3.log"
+    grep -q "; uint32 tokens, vocabulary 659[0-9][0-9] " "$TMP/h3.log" || fail "hf wide: summary line: $(cat "$TMP/h3.log")"
+    v=$(hf_vocab "$TMP/wide.json")
+    CHECK_SEP="<|begin_of_text|>" check "$TMP/h3" "$v" $((v - 1)) 0.05 29 "$A" "$B" | tee "$TMP/h3.check"
+    grep -qE ", ([2-9]|[1-9][0-9]+) distinct above 65535" "$TMP/h3.check" ||
+        fail "hf wide: expected merged ids above 65535 besides <|begin_of_text|>"
+    ok "hf uint32 shards (Llama 3's kind): <|begin_of_text|> first, the input back"
+
+    expect_refusal "a WordPiece decoder" "decoder 'WordPiece' is not supported" \
+        "$PREP" --tokenizer "$TMP/wordpiece.json" "$A" "$TMP/h4"
+    expect_refusal "ids with no token" "gap\\.json has no token for id [0-9]+ of its [0-9]+ ids" \
+        "$PREP" --tokenizer "$TMP/gap.json" "$A" "$TMP/h4"
+    expect_refusal "a text file as tokenizer.json" "a\\.txt is not a Hugging Face tokenizer.json" \
+        "$PREP" --tokenizer "$A" "$A" "$TMP/h4"
+    expect_refusal "a misspelt tokenizer" "--tokenizer gtp2: neither gpt2, bytes nor an existing tokenizer.json" \
+        "$PREP" --tokenizer gtp2 "$A" "$TMP/h4"
+    [ ! -e "$TMP/h4" ] || fail "a refused tokenizer.json left $TMP/h4 behind"
+}
+hf_skipped=
+if python3 -c 'import tokenizers' 2>/dev/null; then
+    hf_checks
+else
+    echo "SKIP: tokenizer.json checks: python3 cannot import tokenizers (scripts/setup --text installs it)"
+    hf_skipped=1
+fi
+
 # gpt2: needs tiktoken and the ranks file
 RANKS=${DDPRUN_GPT2_RANKS:-${XDG_CACHE_HOME:-$HOME/.cache}/ddprun/gpt2.tiktoken}
 if ! python3 -c 'import tiktoken' 2>/dev/null; then
@@ -264,4 +334,5 @@ expect_refusal "truncated ranks file" "not GPT-2's ranks" "$PREP" --ranks "$TMP/
 # every rank present, but 'Hello' and ' world' trade places
 sed -e 's/ 15496$/ SWAP/' -e 's/ 995$/ 15496/' -e 's/ SWAP$/ 995/' "$RANKS" > "$TMP/swapped.tiktoken"
 expect_refusal "scrambled ranks file" "does not reproduce GPT-2" "$PREP" --ranks "$TMP/swapped.tiktoken" "$A" "$TMP/g3"
+[ -z "$hf_skipped" ] || exit 77
 echo "all prepare-text checks passed"

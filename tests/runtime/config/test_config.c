@@ -347,7 +347,7 @@ static void test_init_from(void)
     unlink(path);
     rmdir(dir);
     expect_fail(NULL, 1, (char *[]){"checkpoint.init_from=gpt2_124M.bin"},
-                "<override 1>:1:22: checkpoint.init_from:", "only with model.kind gpt2, got checkpoint.init_from");
+                "<override 1>:1:22: checkpoint.init_from:", "only with model.kind gpt2 or llama, got checkpoint.init_from");
     expect_fail(NULL, 1, (char *[]){"checkpoint.init_from=[a]"}, "<override 1>:1:22: checkpoint.init_from:",
                 "expected a path, or \"\" for none, got a list");
 }
@@ -495,8 +495,12 @@ static void test_llama(void)
                 "<override 2>:1:23: model.llama.n_kv_head:", "expected an integer in [1, 1024], got \"0\"");
     expect_fail(NULL, 2, (char *[]){"model.kind=llama", "model.llama.rope_theta=0"},
                 "<override 2>:1:24: model.llama.rope_theta:", "expected a positive number");
-    expect_fail(NULL, 2, (char *[]){"model.kind=llama", "checkpoint.init_from=x.bin"},
-                "<override 2>:1:22: checkpoint.init_from:", "only with model.kind gpt2, got checkpoint.init_from");
+    {   /* a Llama may start from a Hugging Face folder (the job checks it is one) */
+        config l;
+        ddp_err lerr = {0};
+        CHECK(config_load(fixture("minimal.yaml"), 2, (char *[]){"model.kind=llama", "checkpoint.init_from=hf-llama"}, &l,
+                          &lerr) == DDP_OK, "llama with checkpoint.init_from: %s", lerr.msg);
+    }
     expect_fail(NULL, 2, (char *[]){"model.kind=gpt2", "model.llama.n_layer=2"}, "<override 2>:",
                 "expected model.llama only with model.kind llama");
     expect_fail(NULL, 2, (char *[]){"model.kind=mlp", "data.kind=tokens"}, "<override 2>:1:11: data.kind:",

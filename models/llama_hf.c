@@ -1,0 +1,224 @@
+/* llama_hf.c — a Llama from a Hugging Face `save_pretrained` folder (see llama_hf.h for the rules).
+ *
+ * Owns what LlamaConfig's keys must hold for our Llama and the mapping of the folder's tensors onto
+ * the model's own tensor table (the same names and layouts: only the vocabulary rows differ), and
+ * loading the result into the model. The JSON, the safetensors files and the folder's weights are
+ * runtime/hf's. Must not know checkpoints, configs or the training loop. */
+#include "llama_hf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DIM (1 << 24)
+#define SHAPE_KEYS "Llama's shape needs num_hidden_layers, num_attention_heads, hidden_size, intermediate_size, " \
+                   "max_position_embeddings and vocab_size"
+#define ARCH "LlamaForCausalLM"
+
+/* ---- config.json -------------------------------------------------------------------------- */
+
+/* Keys our Llama has one value of: absent, or that value. */
+static const hf_fixed_key fixed_keys[] = {
+    {"model_type", {"llama"}, JSON_STRING, "ddprun imports Llama (model_type \"llama\")"},
+    {"hidden_act", {"silu"}, JSON_STRING, "ddprun's Llama computes SwiGLU with silu"},
+    {"rope_scaling", {"null"}, JSON_NULL, "ddprun's Llama applies RoPE unscaled (rope_scaling null)"},
+    {"attention_bias", {"false"}, JSON_BOOL, "ddprun's Llama has no attention biases"},
+    {"mlp_bias", {"false"}, JSON_BOOL, "ddprun's Llama has no MLP biases"},
+    {"pretraining_tp", {"1"}, JSON_NUMBER, "ddprun's Llama computes each projection whole (pretraining_tp 1)"},
+};
+
+/* architectures: absent, or [LlamaForCausalLM]. */
+static int check_architectures(const json_doc *j, ddp_err *err)
+{
+    const json_node *v = json_object_get(j, json_root(j), "architectures");
+    if (!v)
+        return DDP_OK;
+    const json_node *a = json_kind_of(v) == JSON_ARRAY && json_array_size(v) == 1 ? json_array_at(j, v, 0) : NULL;
+    if (a && json_kind_of(a) == JSON_STRING && !strcmp(json_text(a), ARCH))
+        return DDP_OK;
+    char where[600];
+    json_where(j, v, where, sizeof where);
+    return ddp_fail(err, DDP_EUSAGE, "%s: architectures is not [\"" ARCH "\"]; ddprun imports " ARCH, where);
+}
+
+/* Root key `key`, a positive number, into *out; absent: def. */
+static int read_positive(const json_doc *j, const char *key, double def, double *out, ddp_err *err)
+{
+    const json_node *v = json_object_get(j, json_root(j), key);
+    *out = def;
+    if (v && (!json_double(v, out) || !(*out > 0)))
+        return hf_key_fail(j, v, key, "expected a positive number", err);
+    return DDP_OK;
+}
+
+/* num_key_value_heads (absent or null: num_attention_heads) and head_dim (absent, null or
+ * hidden_size / num_attention_heads). */
+static int read_heads(const json_doc *j, llama_shape *s, ddp_err *err)
+{
+    const json_node *v = json_object_get(j, json_root(j), "num_key_value_heads");
+    s->n_kv_head = s->n_head;
+    int rc = v && json_kind_of(v) != JSON_NULL ? hf_key_size(j, "num_key_value_heads", MAX_DIM, &s->n_kv_head, "", err)
+                                               : DDP_OK;
+    if (!rc && s->n_embd % s->n_head)
+        return ddp_fail(err, DDP_EUSAGE, "%s: hidden_size %lld is not divisible by num_attention_heads %lld", j->name,
+                        (long long)s->n_embd, (long long)s->n_head);
+    if (!rc && s->n_head % s->n_kv_head)
+        return ddp_fail(err, DDP_EUSAGE, "%s: num_attention_heads %lld is not divisible by num_key_value_heads %lld",
+                        j->name, (long long)s->n_head, (long long)s->n_kv_head);
+    if (!rc && (s->n_embd / s->n_head) % 2)
+        return ddp_fail(err, DDP_EUSAGE, "%s: the head size hidden_size / num_attention_heads = %lld is odd (RoPE "
+                        "rotates its two halves)", j->name, (long long)(s->n_embd / s->n_head));
+    v = json_object_get(j, json_root(j), "head_dim");
+    uint64_t hd;
+    if (!rc && v && json_kind_of(v) != JSON_NULL && (!json_uint(v, &hd) || hd != (uint64_t)(s->n_embd / s->n_head))) {
+        char why[160];
+        snprintf(why, sizeof why, "ddprun's Llama has heads of hidden_size / num_attention_heads = %lld (or null)",
+                 (long long)(s->n_embd / s->n_head));
+        return hf_key_fail(j, v, "head_dim", why, err);
+    }
+    return rc;
+}
+
+static int shape_from(const json_doc *j, llama_shape *s, ddp_err *err)
+{
+    memset(s, 0, sizeof *s);
+    int rc = hf_key_size(j, "num_hidden_layers", LLAMA_MAX_LAYERS, &s->n_layer, SHAPE_KEYS, err);
+    if (!rc)
+        rc = hf_key_size(j, "num_attention_heads", MAX_DIM, &s->n_head, SHAPE_KEYS, err);
+    if (!rc)
+        rc = hf_key_size(j, "hidden_size", MAX_DIM, &s->n_embd, SHAPE_KEYS, err);
+    if (!rc)
+        rc = hf_key_size(j, "intermediate_size", MAX_DIM, &s->ffn_hidden, SHAPE_KEYS, err);
+    if (!rc)
+        rc = hf_key_size(j, "max_position_embeddings", MAX_DIM, &s->block_size, SHAPE_KEYS, err);
+    if (!rc)
+        rc = hf_key_size(j, "vocab_size", MAX_DIM, &s->vocab_size, SHAPE_KEYS, err);
+    if (!rc)
+        rc = read_heads(j, s, err);
+    if (!rc)
+        rc = read_positive(j, "rope_theta", 10000.0, &s->rope_theta, err);
+    if (!rc)
+        rc = read_positive(j, "rms_norm_eps", 1e-6, &s->norm_eps, err);
+    const json_node *tie = json_object_get(j, json_root(j), "tie_word_embeddings");
+    if (!rc && tie && json_kind_of(tie) != JSON_BOOL)
+        rc = hf_key_fail(j, tie, "tie_word_embeddings", "expected true or false", err);
+    s->tie_embeddings = tie && !strcmp(json_text(tie), "true");
+    if (!rc)
+        rc = hf_check_fixed(j, fixed_keys, sizeof fixed_keys / sizeof fixed_keys[0], err);
+    return rc ? rc : check_architectures(j, err);
+}
+
+int llama_hf_read_shape(const char *dir, llama_shape *shape, ddp_err *err)
+{
+    json_doc j;
+    int rc = hf_config_load(dir, &j, err);
+    if (!rc)
+        rc = shape_from(&j, shape, err);
+    json_doc_free(&j);
+    return rc;
+}
+
+/* ---- tensors ------------------------------------------------------------------------------ */
+
+typedef struct import {
+    hf_weights *w;
+    const model *m;
+    const llama_shape *s;
+    float *host;             /* m->n_params floats in the model's layout, zero where nothing is read */
+} import;
+
+bool llama_hf_vocab_rows(const char *name)
+{
+    return !strcmp(name, "model.embed_tokens.weight") || !strcmp(name, "lm_head.weight");
+}
+
+static int import_tensor(const import *im, const param_tensor *t, ddp_err *err)
+{
+    const st_tensor *hf = hf_weights_take(im->w, t->name);
+    if (!hf)
+        return ddp_fail(err, DDP_EUSAGE, "%s has no tensor %s: not %s's tensors?", im->w->path, t->name, ARCH);
+    int64_t dims[2] = {llama_hf_vocab_rows(t->name) ? im->s->vocab_size : t->shape[0], t->ndim > 1 ? t->shape[1] : 0};
+    if (hf->ndim != t->ndim || hf->shape[0] != dims[0] || (t->ndim > 1 && hf->shape[1] != dims[1])) {
+        char have[96], want[96];
+        hf_format_dims(hf->shape, hf->ndim, have, sizeof have);
+        hf_format_dims(dims, t->ndim, want, sizeof want);
+        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s, expected %s", im->w->path, hf->name, have, want);
+    }
+    safetensors_to_f32(hf, im->host + t->offset); /* the vocabulary's rows: the first vocab_size */
+    return DDP_OK;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* A tensor of the folder that is none of ours: a RoPE buffer (skipped), a tied lm_head (must equal
+ * embed_tokens), nothing else. */
+static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
+{
+    const import *im = ctx;
+    if (ends_with(t->name, ".rotary_emb.inv_freq"))
+        return DDP_OK;
+    if (strcmp(t->name, "lm_head.weight") || !im->s->tie_embeddings)
+        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of the Llama's%s", im->w->path, t->name,
+                        strcmp(t->name, "lm_head.weight") ? "" : " (config.json ties it to embed_tokens)");
+    const param_tensor *embed = model_find_tensor(im->m, "model.embed_tokens.weight");
+    size_t n = (size_t)(im->s->vocab_size * im->s->n_embd);
+    float *head = t->numel == n ? malloc(n * sizeof *head) : NULL;
+    if (head)
+        safetensors_to_f32(t, head);
+    bool tied = head && !memcmp(head, im->host + embed->offset, n * sizeof *head);
+    free(head);
+    if (!tied)
+        return ddp_fail(err, DDP_EUSAGE, "%s: lm_head.weight differs from model.embed_tokens.weight, which "
+                        "tie_word_embeddings ties it to", im->w->path);
+    return DDP_OK;
+}
+
+static bool same_shape(const llama_shape *a, const llama_shape *b)
+{
+    return a->n_layer == b->n_layer && a->n_head == b->n_head && a->n_kv_head == b->n_kv_head &&
+           a->n_embd == b->n_embd && a->ffn_hidden == b->ffn_hidden && a->block_size == b->block_size &&
+           a->vocab_size == b->vocab_size && a->rope_theta == b->rope_theta && a->norm_eps == b->norm_eps &&
+           a->tie_embeddings == b->tie_embeddings;
+}
+
+/* m's shape and DIR's, equal. */
+static int check_shapes(const model *m, const char *dir, llama_shape *s, ddp_err *err)
+{
+    int64_t seq_len;
+    if (llama_parse_description(m->description, s, &seq_len, err))
+        return ddp_fail(err, DDP_EUSAGE, "%s: a Hugging Face Llama folder; this model is %s", dir, m->description);
+    llama_shape have;
+    int rc = llama_hf_read_shape(dir, &have, err);
+    if (!rc && !same_shape(&have, s)) {
+        char have_txt[MODEL_DESCRIPTION_MAX], want_txt[MODEL_DESCRIPTION_MAX];
+        llama_format_shape(&have, have_txt, sizeof have_txt);
+        llama_format_shape(s, want_txt, sizeof want_txt);
+        rc = ddp_fail(err, DDP_EUSAGE, "%s/%s describes %s, the model is %s", dir, HF_CONFIG, have_txt, want_txt);
+    }
+    return rc;
+}
+
+int llama_hf_load_model(model *m, const char *dir, ddp_err *err)
+{
+    llama_shape s;
+    int rc = check_shapes(m, dir, &s, err);
+    hf_weights w;
+    if (rc || (rc = hf_weights_open(&w, dir, err)))
+        return rc;
+    import im = {&w, m, &s, calloc(m->n_params, sizeof(float))};
+    if (!im.host)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %zu parameters", w.path, m->n_params);
+    for (int i = 0; !rc && i < m->n_tensors; i++)
+        rc = import_tensor(&im, &m->tensors[i], err);
+    if (!rc)
+        rc = hf_weights_each_unused(&w, check_unused, &im, err);
+    if (!rc)
+        rc = m->dev->ops->upload(m->dev, m->params, im.host, m->n_params * sizeof(float), err);
+    free(im.host);
+    hf_weights_close(&w);
+    return rc;
+}

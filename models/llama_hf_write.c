@@ -1,0 +1,83 @@
+/* llama_hf_write.c — a Llama as a Hugging Face `save_pretrained` folder (see llama_hf.h for what
+ * is written).
+ *
+ * Owns the export's side of the mapping (our tensor table, llama.h's, under the same names:
+ * embed_tokens' and lm_head's first vocab_size rows, no lm_head when tied) and config.json's text
+ * as transformers writes LlamaConfig (json.dumps, indent 2, sorted keys, floats as Python's repr).
+ * The files, their split and order are runtime/hf/hf_folder_write.c's. Must not know checkpoints,
+ * configs or the training loop: callers say where each tensor is. */
+#include "llama_hf.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/base/exact_double.h"
+
+typedef struct llama_export {
+    const llama_shape *s;
+    st_dtype dtype;
+} llama_export;
+
+/* v as Python's repr writes a float: 10000.0, 1e-05, 500000.0. */
+static void py_float(double v, char *out, size_t n)
+{
+    if (v == floor(v) && fabs(v) < 1e16)
+        snprintf(out, n, "%.0f.0", v);
+    else
+        format_double_exact(v, out, n);
+}
+
+/* LlamaConfig as save_pretrained writes it: our shape, every other key at the value our Llama
+ * computes (llama_hf.c's import accepts exactly these) or LlamaConfig's default. */
+static int write_config(FILE *f, void *ctx, ddp_err *err)
+{
+    (void)err;
+    const llama_export *x = ctx;
+    const llama_shape *s = x->s;
+    char eps[32], theta[32];
+    py_float(s->norm_eps, eps, sizeof eps);
+    py_float(s->rope_theta, theta, sizeof theta);
+    fprintf(f, "{\n  \"architectures\": [\n    \"LlamaForCausalLM\"\n  ],\n  \"attention_bias\": false,\n"
+               "  \"attention_dropout\": 0.0,\n  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"head_dim\": %lld,\n"
+               "  \"hidden_act\": \"silu\",\n  \"hidden_size\": %lld,\n  \"initializer_range\": 0.02,\n"
+               "  \"intermediate_size\": %lld,\n  \"max_position_embeddings\": %lld,\n  \"mlp_bias\": false,\n"
+               "  \"model_type\": \"llama\",\n  \"num_attention_heads\": %lld,\n  \"num_hidden_layers\": %lld,\n"
+               "  \"num_key_value_heads\": %lld,\n  \"pretraining_tp\": 1,\n",
+            (long long)(s->n_embd / s->n_head), (long long)s->n_embd, (long long)s->ffn_hidden,
+            (long long)s->block_size, (long long)s->n_head, (long long)s->n_layer, (long long)s->n_kv_head);
+    fprintf(f, "  \"rms_norm_eps\": %s,\n  \"rope_scaling\": null,\n  \"rope_theta\": %s,\n"
+               "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\",\n  \"use_cache\": true,\n"
+               "  \"vocab_size\": %lld\n}\n",
+            eps, theta, s->tie_embeddings ? "true" : "false", x->dtype == ST_BF16 ? "bfloat16" : "float32",
+            (long long)s->vocab_size);
+    return DDP_OK;
+}
+
+int llama_hf_write(const char *dir, const llama_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
+                   gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
+{
+    model tbl = {0};
+    int rc = llama_tensor_table(shape, &tbl, err);
+    if (rc)
+        return rc;
+    st_out_tensor *t = calloc((size_t)tbl.n_tensors, sizeof *t);
+    if (!t)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", dir);
+    for (int i = 0; !rc && i < tbl.n_tensors; i++) { /* every source first: nothing written when one is missing */
+        const param_tensor *p = &tbl.tensors[i];
+        if (!(t[i].values = src(ctx, p->name, p->numel)))
+            rc = ddp_fail(err, DDP_EUSAGE, "%s: no tensor %s of %zu float32 values to export", dir, p->name, p->numel);
+        t[i].name = p->name, t[i].ndim = p->ndim;
+        memcpy(t[i].shape, p->shape, (size_t)p->ndim * sizeof p->shape[0]);
+        if (llama_hf_vocab_rows(p->name))
+            t[i].shape[0] = shape->vocab_size; /* the padding rows are not stored: the prefix is */
+    }
+    llama_export x = {shape, dtype};
+    if (!rc)
+        rc = hf_folder_write(dir, t, tbl.n_tensors, dtype, max_shard_bytes, write_config, &x, files, err);
+    free(t);
+    model_free_tensors(&tbl);
+    return rc;
+}

@@ -1,0 +1,186 @@
+/* hf_folder_write.c — a save_pretrained folder from laid-out tensors (see hf_folder_write.h).
+ *
+ * Owns the shard split (huggingface_hub's rule), the shard and index names and text, the order of
+ * the writes (an earlier config.json removed first, the new one written last) and the removal of
+ * an earlier export's stale weight files. The safetensors layout is safetensors_write.c's, the
+ * tensors' names and layouts the model writer's. Must not know any model. */
+#include "hf_folder_write.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FILE_NAME_MAX 64
+
+typedef struct folder {
+    const char *dir;
+    const st_out_tensor *t;
+    int n;
+    st_dtype dtype;
+    int *shard;                /* per tensor: its file, 0-based */
+    int n_shards;
+} folder;
+
+static uint64_t tensor_bytes(const folder *x, int i)
+{
+    return safetensors_out_numel(&x->t[i]) * safetensors_dtype_size(x->dtype);
+}
+
+/* huggingface_hub's rule, in the given order: a tensor joins the open shard while the shard stays
+ * within the limit; one above the limit gets a shard of its own, numbered when it is met. */
+static void split(folder *x, uint64_t max_bytes)
+{
+    uint64_t open_bytes = 0;
+    bool open = false;
+    for (int i = 0; i < x->n; i++) {
+        uint64_t b = tensor_bytes(x, i);
+        if (b > max_bytes) {
+            x->shard[i] = x->n_shards++;
+            continue;
+        }
+        if (open && open_bytes + b > max_bytes) {
+            for (int j = 0; j < i; j++)
+                x->shard[j] = x->shard[j] < 0 ? x->n_shards : x->shard[j];
+            x->n_shards++;
+            open_bytes = 0;
+        }
+        x->shard[i] = -1, open = true;
+        open_bytes += b;
+    }
+    for (int j = 0; j < x->n; j++)
+        x->shard[j] = x->shard[j] < 0 ? x->n_shards : x->shard[j];
+    x->n_shards += open;
+}
+
+static void shard_name(const folder *x, int k, char *out)
+{
+    if (x->n_shards == 1)
+        snprintf(out, FILE_NAME_MAX, "%s", HF_WEIGHTS);
+    else
+        snprintf(out, FILE_NAME_MAX, "model-%05d-of-%05d.safetensors", k + 1, x->n_shards);
+}
+
+static int write_shard(const folder *x, int k, ddp_err *err)
+{
+    st_out_tensor *mine = malloc((size_t)x->n * sizeof *mine);
+    if (!mine)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", x->dir);
+    size_t n = 0;
+    for (int i = 0; i < x->n; i++)
+        if (x->shard[i] == k)
+            mine[n++] = x->t[i];
+    char name[FILE_NAME_MAX], path[4096 + FILE_NAME_MAX];
+    shard_name(x, k, name);
+    snprintf(path, sizeof path, "%s/%s", x->dir, name);
+    int rc = safetensors_write(path, mine, n, x->dtype, err);
+    free(mine);
+    return rc;
+}
+
+/* ---- the index ---------------------------------------------------------------------------- */
+
+typedef struct entry {
+    const char *name;
+    int shard;
+} entry;
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const entry *)a)->name, ((const entry *)b)->name);
+}
+
+static int write_index(FILE *f, void *ctx, ddp_err *err)
+{
+    const folder *x = ctx;
+    entry *map = malloc((size_t)x->n * sizeof *map);
+    if (!map)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", x->dir);
+    uint64_t total = 0;
+    for (int i = 0; i < x->n; i++)
+        map[i] = (entry){x->t[i].name, x->shard[i]}, total += tensor_bytes(x, i);
+    qsort(map, (size_t)x->n, sizeof *map, by_name);
+    fprintf(f, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {\n",
+            (unsigned long long)total);
+    for (int i = 0; i < x->n; i++) {
+        char name[FILE_NAME_MAX];
+        shard_name(x, map[i].shard, name);
+        fprintf(f, "    \"%s\": \"%s\"%s\n", map[i].name, name, i + 1 < x->n ? "," : "");
+    }
+    fprintf(f, "  }\n}\n");
+    free(map);
+    return DDP_OK;
+}
+
+/* ---- an earlier export's files ------------------------------------------------------------ */
+
+/* An earlier export's weight file this one did not write: model.safetensors, the index, or a
+ * model-K-of-N.safetensors shard of another split. */
+static bool stale(const folder *x, const char *name)
+{
+    int k, n, end = 0;
+    bool shard = sscanf(name, "model-%5d-of-%5d.safetensors%n", &k, &n, &end) == 2 && end &&
+                 !name[end] && strlen(name) == strlen("model-00001-of-00001.safetensors");
+    if (x->n_shards == 1)
+        return shard || !strcmp(name, HF_INDEX);
+    return !strcmp(name, HF_WEIGHTS) || (shard && (n != x->n_shards || k < 1 || k > n));
+}
+
+static int remove_stale(const folder *x, ddp_err *err)
+{
+    DIR *d = opendir(x->dir);
+    if (!d)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot list: %s", x->dir, strerror(errno));
+    int rc = DDP_OK;
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        char path[4096 + 256];
+        snprintf(path, sizeof path, "%s/%s", x->dir, e->d_name);
+        if (stale(x, e->d_name) && unlink(path) != 0)
+            rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot remove an earlier export's file: %s", path, strerror(errno));
+    }
+    closedir(d);
+    return rc;
+}
+
+static int remove_config(const folder *x, ddp_err *err)
+{
+    char path[4096 + FILE_NAME_MAX];
+    snprintf(path, sizeof path, "%s/%s", x->dir, HF_CONFIG);
+    if (unlink(path) != 0 && errno != ENOENT)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot remove the earlier export's: %s", path, strerror(errno));
+    return DDP_OK;
+}
+
+static int write_json(const folder *x, const char *name, replace_file_stream_writer w, void *ctx, ddp_err *err)
+{
+    char path[4096 + FILE_NAME_MAX];
+    snprintf(path, sizeof path, "%s/%s", x->dir, name);
+    return replace_file_stream(path, w, ctx, err);
+}
+
+int hf_folder_write(const char *dir, const st_out_tensor *tensors, int n, st_dtype dtype, uint64_t max_shard_bytes,
+                    replace_file_stream_writer write_config, void *ctx, int *files, ddp_err *err)
+{
+    if (dtype != ST_F32 && dtype != ST_BF16)
+        return ddp_fail(err, DDP_EUSAGE, "%s: exporting %s is not supported (F32 or BF16)", dir,
+                        safetensors_dtype_name(dtype));
+    folder x = {.dir = dir, .t = tensors, .n = n, .dtype = dtype, .shard = calloc((size_t)n + 1, sizeof(int))};
+    if (!x.shard)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", dir);
+    split(&x, max_shard_bytes);
+    int rc = remove_config(&x, err);
+    for (int k = 0; !rc && k < x.n_shards; k++)
+        rc = write_shard(&x, k, err);
+    if (!rc && x.n_shards > 1)
+        rc = write_json(&x, HF_INDEX, write_index, &x, err);
+    if (!rc)
+        rc = write_json(&x, HF_CONFIG, write_config, ctx, err);
+    if (!rc)
+        rc = remove_stale(&x, err);
+    if (!rc)
+        *files = x.n_shards;
+    free(x.shard);
+    return rc;
+}

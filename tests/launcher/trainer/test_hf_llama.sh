@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# A Llama and Hugging Face folders through the launcher, from tests/fixtures/hf-llama-tiny (or the
+# same fixture under $DDP_TEST_FIXTURES), on byte tokens, the model.llama shape read from the
+# fixture's config.json:
+#  - checkpoint.init_from the fixture, a step that changes nothing, `ckpt export --format hf`:
+#    model.safetensors is the fixture's byte for byte, its tensors (read with the `safetensors`
+#    package) the fixture's by name, shape, dtype and bytes, and config.json holds every key of the
+#    fixture's (transformers_version aside) at the same value; the same from bf16/ exported with
+#    --dtype bf16 is bf16/'s model.safetensors byte for byte;
+#  - two training steps exported, imported back (a still step) and exported again: the same files;
+#  - refused with exit 2: a model.llama shape other than the folder's (both named), an llm.c file
+#    (not a folder) for a Llama.
+source "$(dirname "$0")/../../lib.sh"
+TINY=$DDP_SRC/tests/launcher/trainer/llama_tiny.yaml
+HF=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-llama-tiny
+DATA=$TMP/data
+read -r L NH NKV C FFN NPOS V THETA EPS < <(python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
+print(c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"], c["hidden_size"],
+      c["intermediate_size"], c["max_position_embeddings"], c["vocab_size"], c["rope_theta"], c["rms_norm_eps"])' \
+    "$HF/config.json")
+SHAPE=(model.llama.n_layer="$L" model.llama.n_head="$NH" model.llama.n_kv_head="$NKV" model.llama.n_embd="$C"
+       model.llama.ffn_hidden="$FFN" model.llama.block_size="$NPOS" model.llama.vocab_size="$V"
+       model.llama.rope_theta="$THETA" model.llama.norm_eps="$EPS" data.seq_len="$NPOS")
+llama() { # RUNDIR [overrides...]
+    local dir=$1; shift
+    mpirun -np 1 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$TINY" run.dir="$dir" data.path="$DATA" \
+        "${SHAPE[@]}" "$@"
+}
+STILL=(train.max_steps=1 optimizer.kind=sgd optimizer.lr=1e-300 optimizer.momentum=0 optimizer.weight_decay=0)
+export_hf() { "$DDPRUN" ckpt export --format hf "$@"; }
+python3 -c 'import safetensors' 2>/dev/null || { echo "SKIP: python3 lacks safetensors (scripts/setup --text)"; exit 77; }
+
+"$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DDP_SRC/README.md" "$DATA" >/dev/null
+check "prepare-text: byte-token data" [ -f "$DATA/tokenizer.bin" ]
+
+# same_tensors A B: A/model.safetensors and B/model.safetensors hold the same tensors (read with the
+# safetensors package), and A/config.json every key of B's but transformers_version
+same_tensors() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys, safetensors
+a, b = (dict(safetensors.deserialize(open(d + "/model.safetensors", "rb").read())) for d in sys.argv[1:3])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+for name in a:
+    for field in ("dtype", "shape", "data"):
+        assert a[name][field] == b[name][field], (name, field)
+ca, cb = (json.load(open(d + "/config.json")) for d in sys.argv[1:3])
+diff = {k: (v, ca.get(k)) for k, v in cb.items() if k != "transformers_version" and ca.get(k, "absent") != v}
+assert not diff, diff
+PY
+}
+
+# ---- the fixture, unchanged ----------------------------------------------------------------
+llama "$TMP/f" "${STILL[@]}" checkpoint.init_from="$HF" >"$TMP/f.log" 2>&1
+check "a still step from the fixture" [ $? -eq 0 ]
+F=$TMP/f/checkpoints/ckpt-00000001.ddp
+export_hf "$F" "$TMP/fx" >"$TMP/fx.log" 2>&1
+check "ckpt export --format hf of the Llama" [ $? -eq 0 ]
+check "saying what it wrote" grep -q "Hugging Face LlamaForCausalLM, float32, 1 safetensors file" "$TMP/fx.log"
+check "model.safetensors is the fixture's file byte for byte" cmp "$TMP/fx/model.safetensors" "$HF/model.safetensors"
+same_tensors "$TMP/fx" "$HF"
+check "read with safetensors: the fixture's tensors and config.json's keys" [ $? -eq 0 ]
+
+llama "$TMP/b" "${STILL[@]}" checkpoint.init_from="$HF/bf16" >"$TMP/b.log" 2>&1
+check "a still step from the bf16 folder" [ $? -eq 0 ]
+export_hf --dtype bf16 "$TMP/b/checkpoints/ckpt-00000001.ddp" "$TMP/bx" >/dev/null 2>&1
+check "exported as bf16: bf16/model.safetensors byte for byte" cmp "$TMP/bx/model.safetensors" "$HF/bf16/model.safetensors"
+same_tensors "$TMP/bx" "$HF/bf16"
+check "read with safetensors: bf16/'s tensors and config.json's keys" [ $? -eq 0 ]
+
+# ---- trained, exported, imported back, exported again ----------------------------------------
+llama "$TMP/t" checkpoint.init_from="$HF" >"$TMP/t.log" 2>&1
+check "two training steps from the fixture" [ $? -eq 0 ]
+export_hf "$TMP/t/checkpoints/ckpt-00000002.ddp" "$TMP/tx" >/dev/null 2>&1
+check "exported" [ $? -eq 0 ]
+differs() { ! cmp -s "$1" "$2"; }
+check "training changed the weights" differs "$TMP/tx/model.safetensors" "$HF/model.safetensors"
+llama "$TMP/r" "${STILL[@]}" checkpoint.init_from="$TMP/tx" >"$TMP/r.log" 2>&1
+check "imported back" [ $? -eq 0 ]
+export_hf "$TMP/r/checkpoints/ckpt-00000001.ddp" "$TMP/rx" >/dev/null 2>&1
+check "exported again: the same model.safetensors" cmp "$TMP/rx/model.safetensors" "$TMP/tx/model.safetensors"
+check "and config.json" cmp "$TMP/rx/config.json" "$TMP/tx/config.json"
+
+# ---- refusals ------------------------------------------------------------------------------
+llama "$TMP/x1" "${STILL[@]}" checkpoint.init_from="$HF" model.llama.n_kv_head="$NH" >"$TMP/x1.log" 2>&1
+check "another n_kv_head: exit 2 (got $?)" [ $? -eq 2 ]
+check "naming both shapes" grep -q "describes llama .*n_kv_head=$NKV.*the model is llama .*n_kv_head=$NH" "$TMP/x1.log"
+llama "$TMP/x2" "${STILL[@]}" checkpoint.init_from="$HF/model.safetensors" >"$TMP/x2.log" 2>&1
+check "a file for a Llama: exit 2 (got $?)" [ $? -eq 2 ]
+check "saying a Llama starts from a folder" grep -q "is not a directory: a Llama starts from a Hugging Face folder" "$TMP/x2.log"
+finish

@@ -1,0 +1,161 @@
+/* hf_folder_util.h — what the Hugging Face import tests (test_gpt2_hf.c, test_llama_hf.c) build
+ * their folder variants with: a fixture folder's tensors as float32, safetensors files and
+ * config.json texts written from them, and the export checks' comparisons. Header only, for tests;
+ * it checks nothing about the code under test itself. */
+#ifndef DDP_TESTS_HF_FOLDER_UTIL_H
+#define DDP_TESTS_HF_FOLDER_UTIL_H
+
+#include "tests/check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runtime/hf/safetensors.h"
+
+typedef struct out_tensor { char name[128]; int ndim; int64_t shape[2]; float *data; } out_tensor;
+
+/* Writes dir/file of n float32 tensors, contiguous in the given order. */
+static void write_safetensors(const char *dir, const char *file, const out_tensor *t, int n)
+{
+    char path[600], *header = malloc(1 << 16);
+    size_t len = 0, off = 0;
+    len += (size_t)sprintf(header + len, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (int i = 0; i < n; i++) {
+        size_t bytes = 4 * (size_t)t[i].shape[0] * (size_t)(t[i].ndim > 1 ? t[i].shape[1] : 1);
+        char dims[64];
+        if (t[i].ndim > 1)
+            snprintf(dims, sizeof dims, "%lld,%lld", (long long)t[i].shape[0], (long long)t[i].shape[1]);
+        else
+            snprintf(dims, sizeof dims, "%lld", (long long)t[i].shape[0]);
+        len += (size_t)sprintf(header + len, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                               t[i].name, dims, off, off + bytes);
+        off += bytes;
+    }
+    len += (size_t)sprintf(header + len, "}");
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "wb");
+    uint64_t n8 = len;
+    fwrite(&n8, 8, 1, f);
+    fwrite(header, 1, len, f);
+    for (int i = 0; i < n; i++)
+        fwrite(t[i].data, 4, (size_t)t[i].shape[0] * (size_t)(t[i].ndim > 1 ? t[i].shape[1] : 1), f);
+    fclose(f);
+    free(header);
+}
+
+/* dir/model.safetensors' tensors as float32, under their own names, with room for 4 more; n set. */
+static out_tensor *fixture_tensors(const char *dir, int *n)
+{
+    char path[2200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    safetensors st;
+    ddp_err err = {0};
+    CHECK(safetensors_open(path, &st, &err) == DDP_OK, "%s", err.msg);
+    out_tensor *t = calloc(st.count + 4, sizeof *t);
+    for (size_t i = 0; i < st.count; i++) {
+        snprintf(t[i].name, sizeof t[i].name, "%s", st.tensors[i].name);
+        t[i].ndim = st.tensors[i].ndim;
+        t[i].shape[0] = st.tensors[i].shape[0];
+        t[i].shape[1] = st.tensors[i].ndim > 1 ? st.tensors[i].shape[1] : 0;
+        t[i].data = malloc(st.tensors[i].numel * sizeof(float));
+        safetensors_to_f32(&st.tensors[i], t[i].data);
+    }
+    *n = (int)st.count;
+    safetensors_close(&st);
+    return t;
+}
+
+static out_tensor *find(out_tensor *t, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name))
+            return &t[i];
+    return NULL;
+}
+
+static void free_tensors(out_tensor *t, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(t[i].data);
+    free(t);
+}
+
+/* root/NAME holding src_dir's config.json (or `config` when given) and these tensors. */
+static const char *folder_variant(const char *root, const char *src_dir, const char *name, const char *config,
+                                  const out_tensor *t, int n)
+{
+    static char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    mkdir(dir, 0755);
+    char src[2200], dst[600], cmd[3000];
+    snprintf(src, sizeof src, "%s/config.json", src_dir);
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    if (config) {
+        FILE *f = fopen(dst, "w");
+        fputs(config, f);
+        fclose(f);
+    } else {
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, dst);
+        CHECK(system(cmd) == 0, "%s", cmd);
+    }
+    write_safetensors(dir, "model.safetensors", t, n);
+    return dir;
+}
+
+/* dir/config.json's text (calloc'd, 64 KiB). */
+static char *fixture_config(const char *dir)
+{
+    char path[2200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "r");
+    char *text = calloc(1, 1 << 16);
+    if (f) {
+        size_t n = fread(text, 1, (1 << 16) - 1, f);
+        text[n] = '\0';
+        fclose(f);
+    }
+    return text;
+}
+
+/* dir/config.json with the line holding `"key":` replaced by `"key": value,`. */
+static char *config_with(const char *dir, const char *key, const char *value)
+{
+    char *text = fixture_config(dir), *out = calloc(1, 1 << 16), pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    char *at = strstr(text, pattern);
+    CHECK(at != NULL, "config.json has no %s", key);
+    if (!at)
+        return text;
+    char *eol = strchr(at, '\n');
+    bool last = eol[-1] != ',';
+    snprintf(out, 1 << 16, "%.*s\"%s\": %s%s%s", (int)(at - text), text, key, value, last ? "" : ",", eol);
+    free(text);
+    return out;
+}
+
+static bool same_bytes(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool same = fa && fb;
+    for (int ca = 0, cb = 0; same && ca != EOF; same = ca == cb)
+        ca = fgetc(fa), cb = fgetc(fb);
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return same;
+}
+
+/* The float32 bits rounded to bfloat16 (nearest, ties to even) and widened back. */
+static float bf16_rounded(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+#endif
