@@ -446,7 +446,7 @@ static int config_command(int argc, char **argv)
 
 /* `ddprun [-np N] plan CONFIG [-np N] [key.path=value ...]` (argv[0] "plan"): the memory plan of
  * the job on N ranks (default_np's count when not given), printed by ddprun-worker --plan, run in
- * place of ddprun without mpirun. */
+ * place of ddprun without mpirun once the config is valid (--dry-run prints that command). */
 static int plan_command(launch_opts *o, const char *self, int argc, char **argv)
 {
     int n_rest = 0;
@@ -470,6 +470,18 @@ static int plan_command(launch_opts *o, const char *self, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-np") || !strcmp(argv[i], "-n") || !strcmp(argv[i], "--np")) i++;
         else argv_push(&args, argv[i]);
+    }
+    static config cfg;
+    ddp_err err = {0};
+    if (config_load(args.v[3], args.n - 4, args.v + 4, &cfg, &err) != DDP_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        argv_free(&args);
+        return DDP_EUSAGE;
+    }
+    if (o->dry_run) {
+        print_shell_quoted(args.v);
+        argv_free(&args);
+        return 0;
     }
     fflush(NULL);
     execv(prog, args.v);

@@ -7,8 +7,9 @@
 #    1,235,814,400, Hugging Face's count) and configs/llama_kjv.yaml equal the closed formulas of
 #    their shapes, and each line's total is the sum of its parts (bf16 copies included);
 #  - ZeRO-1 divides the optimizer state by the ranks; -np before or after plan;
-#  - nothing is written (no run.dir), no device or MPI is needed; the MLP (whose size follows its
-#    data) and a missing config are refused with exit 2.
+#  - nothing is written (no run.dir), no device or MPI is needed; --dry-run prints the worker's
+#    command; a bad override, the MLP (whose size follows its data) and a missing config are
+#    refused with exit 2.
 source "$(dirname "$0")/../../lib.sh"
 TR=$DDP_SRC/tests/launcher/trainer
 DATA=$TMP/bytes
@@ -90,6 +91,12 @@ want=$(params_formula llama L=4 C=128 NH=4 NKV=2 F=352 V=256 tie=0)
 check "llama_kjv: $(plan_params "$TMP/kjv.plan") parameters = the formula's $want" \
     [ "$(plan_params "$TMP/kjv.plan")" = "$want" ]
 
+"$DDPRUN" --dry-run -np 8 plan "$DDP_SRC/configs/llama3_1b.yaml" >"$TMP/dry.out" 2>&1
+check "--dry-run: prints the worker's --plan command and exits 0" grep -q "ddprun-worker --plan 8 .*llama3_1b.yaml" "$TMP/dry.out"
+check "... and nothing else" [ "$(wc -l <"$TMP/dry.out")" -eq 1 ]
+"$DDPRUN" -np 8 plan "$DDP_SRC/configs/llama3_1b.yaml" model.llama.n_head=5 >/dev/null 2>"$TMP/bad.err"
+rc=$?
+check "a bad override: exit 2 (got $rc) naming the key" [ $rc -eq 2 ] && grep -q "model.llama.n_head" "$TMP/bad.err"
 "$DDPRUN" -np 2 plan "$SMALL" >/dev/null 2>"$TMP/mlp.err"
 rc=$?
 check "the MLP: refused with exit 2 (got $rc)" [ $rc -eq 2 ]
