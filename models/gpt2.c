@@ -43,7 +43,7 @@ static int lay_out_params(model *m, gpt2_impl *g, ddp_err *err)
         const int64_t rows[BLOCK_TENSORS] = {C, C, 3 * C, 3 * C, C, C, C, C, 4 * C, 4 * C, C, C};
         const int64_t cols[BLOCK_TENSORS] = {0, 0, C, 0, C, 0, 0, 0, C, 0, 4 * C, 0};
         for (int i = 0; !rc && i < BLOCK_TENSORS; i++) {
-            char name[48];
+            char name[MODEL_TENSOR_NAME_MAX];
             snprintf(name, sizeof name, "h.%d.%s", l, block_tensor_names[i]);
             rc = model_add_tensor(m, name, rows[i], cols[i], cols[i] != 0, &off, err);
         }
@@ -57,6 +57,15 @@ static int lay_out_params(model *m, gpt2_impl *g, ddp_err *err)
         rc = model_add_tensor(m, "ln_f.bias", C, 0, false, &off, err);
     m->n_params = off;
     return rc;
+}
+
+/* Per token: every weight but the position table's in a GEMM (wte once, as the lm_head: nanoGPT's
+ * and PaLM's count), and attention's scores and mix over the T positions. */
+static double train_flops_per_sample(const model *m, const gpt2_impl *g)
+{
+    double C = (double)g->s.n_embd, T = (double)g->T;
+    double gemm_weights = (double)m->n_params - (double)g->s.block_size * C;
+    return T * (6.0 * gemm_weights + 12.0 * (double)g->s.n_layer * C * T);
 }
 
 int gpt2_tensor_table(const gpt2_shape *shape, model *m, ddp_err *err)
@@ -377,6 +386,7 @@ int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, device *dev, cons
     m->io.sample.n_classes = shape->vocab_size;
     describe(m, shape, g->T);
     rc = lay_out_params(m, g, err);
+    m->train_flops_per_sample = train_flops_per_sample(m, g);
     if (!rc)
         rc = model_alloc_params(m, err);
     if (!rc && compute == TENSOR_BF16)

@@ -19,7 +19,7 @@ typedef struct hf_export {
     st_dtype dtype;
     model tbl;                 /* our tensor table (names, shapes), not a built model */
     st_out_tensor *t;          /* tbl's tensors as HF stores them, in tbl's order */
-    char (*names)[sizeof(HF_PREFIX) + 48];
+    char (*names)[sizeof(HF_PREFIX) + MODEL_TENSOR_NAME_MAX];
     float **owned;             /* transposed copies (Conv1D weights), else NULL */
 } hf_export;
 

@@ -229,7 +229,7 @@ int gpt2_llmc_read(const char *path, const gpt2_shape *want, gpt2_llmc_dst dst, 
     uint8_t *buf = malloc(4 * CHUNK);
     if (!where || !buf)
         rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", path);
-    char name[64];
+    char name[MODEL_TENSOR_NAME_MAX];
     for (int i = 0; !rc && i < n; i++) { /* every destination first: a mismatch writes nothing */
         size_t numel = tensor_at(&s, i, name, sizeof name);
         where[i] = dst(ctx, name, numel);
@@ -277,7 +277,7 @@ static int write_body(int fd, const char *tmp, void *ctx, ddp_err *err)
         return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", tmp);
     encode_header(s, buf);
     int rc = replace_file_write(fd, tmp, buf, GPT2_LLMC_HEADER_BYTES, err);
-    char name[64];
+    char name[MODEL_TENSOR_NAME_MAX];
     for (int i = 0; !rc && i < tensor_count(s); i++)
         rc = write_floats(fd, tmp, from[i], tensor_at(s, i, name, sizeof name), buf, err);
     free(buf);
@@ -290,7 +290,7 @@ int gpt2_llmc_write(const char *path, const gpt2_shape *s, gpt2_llmc_src src, vo
     const float **from = calloc((size_t)n, sizeof *from);
     if (!from)
         return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", path);
-    char name[64];
+    char name[MODEL_TENSOR_NAME_MAX];
     int rc = DDP_OK;
     for (int i = 0; !rc && i < n; i++) { /* every source first: nothing is created when one is missing */
         size_t numel = tensor_at(s, i, name, sizeof name);

@@ -45,7 +45,7 @@ static int lay_out_params(model *m, llama_impl *g, ddp_err *err)
         const int64_t rows[BLOCK_TENSORS] = {C, q, kv, kv, C, C, F, F, C};
         const int64_t cols[BLOCK_TENSORS] = {0, C, C, C, q, 0, C, C, F};
         for (int i = 0; !rc && i < BLOCK_TENSORS; i++) {
-            char name[64];
+            char name[MODEL_TENSOR_NAME_MAX];
             snprintf(name, sizeof name, "model.layers.%d.%s", l, block_tensor_names[i]);
             rc = model_add_tensor(m, name, rows[i], cols[i], cols[i] != 0, &off, err);
         }
@@ -150,16 +150,16 @@ static int alloc_blocks(model *m, llama_impl *g, int64_t B, ddp_err *err)
     return rc;
 }
 
-/* The RoPE tables, uploaded once, and the embedding op's zero position table. */
+/* The RoPE tables, uploaded once. */
 static int alloc_tables(model *m, llama_impl *g, ddp_err *err)
 {
     const struct device_ops *op = m->dev->ops;
-    const int64_t n = g->s.block_size * (g->hd / 2), TC = g->T * g->s.n_embd;
+    const int64_t n = g->s.block_size * (g->hd / 2);
     float *host = malloc(2 * (size_t)n * sizeof *host);
     if (!host)
         return ddp_fail(err, DDP_ERUNTIME, "llama: out of host memory for the RoPE tables");
     llama_rope_tables(g->s.block_size, g->hd, g->s.rope_theta, host, host + n);
-    void *cos_p = NULL, *sin_p = NULL, *zeros = NULL, *dpos = NULL;
+    void *cos_p = NULL, *sin_p = NULL;
     int rc = act_alloc(m, g, &cos_p, (size_t)n * sizeof(float), err);
     if (!rc)
         rc = act_alloc(m, g, &sin_p, (size_t)n * sizeof(float), err);
@@ -168,16 +168,8 @@ static int alloc_tables(model *m, llama_impl *g, ddp_err *err)
     if (!rc)
         rc = op->upload(m->dev, sin_p, host + n, (size_t)n * sizeof(float), err);
     free(host);
-    if (!rc)
-        rc = act_alloc(m, g, &zeros, (size_t)TC * tensor_dtype_size(g->t), err);
-    if (!rc)
-        rc = op->fill(m->dev, g->t, zeros, (size_t)TC, 0.0f, err);
-    if (!rc)
-        rc = act_alloc(m, g, &dpos, (size_t)TC * sizeof(float), err);
     g->rope_cos = cos_p;
     g->rope_sin = sin_p;
-    g->no_positions = zeros;
-    g->dpositions = dpos;
     return rc;
 }
 
@@ -216,8 +208,8 @@ size_t llama_activation_bytes(const llama_shape *s, tensor_dtype compute, int64_
     /* alloc_acts' shared buffers and final RMSNorm statistics */
     size_t bytes = (size_t)(BT * C * 4 + BT * Vp + BT * NH * hd + BT * QKV + BT * 2 * F + BT * F) * act +
                    (size_t)BT * sizeof(float);
-    /* alloc_tables: cos and sin, the zero position table and its gradient */
-    bytes += 2 * (size_t)(s->block_size * (hd / 2)) * sizeof(float) + (size_t)(T * C) * (act + sizeof(float));
+    /* alloc_tables: cos and sin */
+    bytes += 2 * (size_t)(s->block_size * (hd / 2)) * sizeof(float);
     /* alloc_blocks' slab */
     const int64_t block_acts[] = {BT * C, BT * QKV, BT * NH * hd, BT * C, BT * C, BT * 2 * F, BT * F, BT * C};
     size_t per_block = 2 * aligned_bytes(BT, sizeof(float)) + aligned_bytes(B * NH * T, sizeof(float));

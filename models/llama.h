@@ -11,8 +11,6 @@
 
 #include "model.h"
 
-#define LLAMA_MAX_LAYERS 100 /* model.layers.99.post_attention_layernorm.weight fills param_tensor.name */
-
 /* vocab_size rounded up as GPT-2's (gpt2_vocab_padded): embed_tokens' and lm_head's rows and the
  * logits' row stride. */
 int64_t llama_vocab_padded(int64_t vocab_size);

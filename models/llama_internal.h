@@ -41,8 +41,6 @@ typedef struct llama_impl {
     size_t block_off[LLAMA_MAX_LAYERS + 1]; /* parameter offset of each block; [L] = model.norm */
     size_t off_embed, off_norm, off_head;   /* off_head: lm_head, or embed_tokens when tied */
     float *rope_cos, *rope_sin; /* [block_size, hd/2] */
-    void *no_positions;         /* [T, C] zeros: the embedding op's position table (Llama has none) */
-    float *dpositions;          /* [T, C]: its gradient, written and never read */
     void *encoded;              /* [BT, C] */
     llama_block_acts *blocks;
     void *lnf;                  /* [BT, C] model.norm's output */

@@ -96,9 +96,8 @@ int llama_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
     const struct device_ops *op = m->dev->ops;
     device *d = m->dev;
     const int64_t C = g->s.n_embd, BT = B * g->T, L = g->s.n_layer;
-    /* the embedding op adds a position table; Llama's is all zeros (its positions are RoPE's) */
-    int rc = op->embedding_forward(d, g->t, g->encoded, tokens, llama_weight(g, g->off_embed), g->no_positions, B,
-                                   g->T, C, err);
+    /* no position table: the positions are RoPE's */
+    int rc = op->embedding_forward(d, g->t, g->encoded, tokens, llama_weight(g, g->off_embed), NULL, B, g->T, C, err);
     if (rc)
         return ddp_prefix(err, "llama forward embedding");
     for (int l = 0; l < L; l++)
@@ -194,7 +193,7 @@ int llama_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn rea
         if (ready)
             ready(ctx, g->block_off[l], g->block_off[l + 1] - g->block_off[l]);
     }
-    rc = op->embedding_backward(d, t, m->grads + g->off_embed, g->dpositions, g->dres, tokens, B, g->T, C, g->Vp, err);
+    rc = op->embedding_backward(d, t, m->grads + g->off_embed, NULL, g->dres, tokens, B, g->T, C, g->Vp, err);
     if (rc)
         return ddp_prefix(err, "llama backward embedding");
     if (ready)

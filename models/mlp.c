@@ -207,7 +207,7 @@ static int build_layout(model *m, mlp_impl *p, const mlp_opts *opts, ddp_err *er
     p->n_layers = opts->n_hidden + 1;
     for (int l = 0; l < p->n_layers; l++) {
         int64_t out = l < opts->n_hidden ? opts->hidden[l] : m->io.sample.n_classes;
-        char name[48];
+        char name[MODEL_TENSOR_NAME_MAX];
         p->layer[l].in = in;
         p->layer[l].out = out;
         snprintf(name, sizeof name, "fc%d.weight", l + 1);
@@ -219,6 +219,7 @@ static int build_layout(model *m, mlp_impl *p, const mlp_opts *opts, ddp_err *er
             rc = model_add_tensor(m, name, out, 0, true, &offset, err);
         if (rc)
             return rc;
+        m->train_flops_per_sample += 6.0 * (double)in * (double)out;
         in = out;
     }
     m->n_params = offset;

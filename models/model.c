@@ -73,6 +73,9 @@ int model_add_tensor(model *m, const char *name, int64_t d0, int64_t d1, bool we
             return ddp_fail(err, DDP_ERUNTIME, "out of host memory for %zu parameter tensors", cap);
         m->tensors = t;
     }
+    if (strlen(name) >= MODEL_TENSOR_NAME_MAX) /* a model's own names: never cut to look alike */
+        return ddp_fail(err, DDP_ERUNTIME, "parameter tensor name %s is longer than %d bytes", name,
+                        MODEL_TENSOR_NAME_MAX - 1);
     param_tensor *t = &m->tensors[m->n_tensors++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);

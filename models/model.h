@@ -21,9 +21,13 @@
 #include "models/model_opts.h"
 
 #define MODEL_DESCRIPTION_MAX 256
+/* A parameter tensor's name, NUL included: the longest, a Llama's
+ * model.layers.NNN.post_attention_layernorm.weight, takes 49 bytes (checkpoints store names in
+ * CKPT_NAME_MAX-byte fields with a buffer prefix, so the size is no part of any file format) */
+#define MODEL_TENSOR_NAME_MAX 64
 
 typedef struct param_tensor {
-    char name[48];
+    char name[MODEL_TENSOR_NAME_MAX];
     int ndim;
     int64_t shape[4];
     size_t offset;      /* in elements, into params/grads */
@@ -91,6 +95,10 @@ struct model {
     char description[MODEL_DESCRIPTION_MAX];
     int64_t max_rows;                /* largest micro-batch forward/backward accepts */
     size_t activation_bytes;         /* device memory for activations and backward scratch */
+    /* A training step's FLOPs (forward and backward) per sample by the usual count, for MFU: 6 per
+     * weight of every GEMM (2 forward, 4 backward), and for attention PaLM's 12 x layers x width x
+     * sequence length per token; 0 when the model does not say */
+    double train_flops_per_sample;
     /* params and grads hold param_tail more floats past n_params, zero and part of no tensor:
      * sharded collectives (ZeRO) pad their last block into it instead of copying the buffer */
     size_t param_tail;
@@ -133,7 +141,8 @@ int model_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *err);
 int model_init_linear_default(model *m, uint64_t seed, ddp_err *err);
 
 /* Appends a tensor of shape [d0] (d1 == 0) or [d0, d1] at *offset, advancing it; the table grows
- * as needed. Fails only when out of memory. */
+ * as needed. Fails only when out of memory, or for a name of MODEL_TENSOR_NAME_MAX bytes or more
+ * (DDP_ERUNTIME: a model's own names must fit whole). */
 int model_add_tensor(model *m, const char *name, int64_t d0, int64_t d1, bool weight_decay, size_t *offset,
                      ddp_err *err);
 void model_free_tensors(model *m);

@@ -32,6 +32,8 @@ typedef struct gpt2_shape {
 /* The Llama's shape (models/llama.h). n_kv_head divides n_head (grouped-query attention), the head
  * size n_embd / n_head is even (RoPE pairs its halves); ffn_hidden is the MLP's width, always a
  * number here (the config resolves its multiple_of rule); vocab_size is padded inside as GPT-2's. */
+#define LLAMA_MAX_LAYERS 128 /* Llama 3.1 405B has 126 (model.llama.n_layer's and config.json's limit) */
+
 typedef struct llama_shape {
     int64_t n_layer, n_head, n_kv_head, n_embd, ffn_hidden, block_size, vocab_size;
     double rope_theta, norm_eps;

@@ -30,6 +30,7 @@ ALLOWED = {
     "runtime/optim": ["runtime/base", "runtime/device"],
     "runtime/ckpt": ["runtime/base"],
     "runtime/cloud": ["runtime/base"],
+    "runtime/tensorboard": ["runtime/base"],
     "collectives": ["runtime/base", "runtime/device"],
     "models": ["runtime/base", "runtime/data", "runtime/hf", "runtime/device"],
     # the config holds each layer's own option types, so it sits above them (below the training job)
@@ -38,7 +39,8 @@ ALLOWED = {
     "launcher": [],
     "launcher/shared": ["runtime/base"],  # what several programs use
     "launcher/trainer": ["runtime/base", "runtime/data", "runtime/device", "runtime/optim", "runtime/ckpt",
-                         "runtime/config", "collectives", "models", "launcher/shared"],
+                         "runtime/cloud", "runtime/tensorboard", "runtime/config", "collectives", "models",
+                         "launcher/shared"],
     "launcher/worker": ["runtime/base", "runtime/cloud", "runtime/config", "collectives", "launcher/trainer",
                         "launcher/shared"],
     "launcher/bench": ["runtime/base", "runtime/device", "collectives", "launcher/shared"],

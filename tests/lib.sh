@@ -28,13 +28,18 @@ worker() {
 # last_ckpt RUNDIR: path of the newest checkpoint
 last_ckpt() { ls "$1"/checkpoints/ckpt-*.ddp 2>/dev/null | sort | tail -n 1; }
 
-# resolved_gpt2_shape RUNDIR: the model.gpt2 shape RUNDIR/config.resolved.yaml holds, as
-# "n_layer n_head n_embd block_size vocab_size" (the writer's layout: two-space indents)
-resolved_gpt2_shape() {
-    awk '/^  gpt2:/ {on = 1; next} on && /^    / {v[$1] = $2; next} {on = 0}
-         END {print v["n_layer:"], v["n_head:"], v["n_embd:"], v["block_size:"], v["vocab_size:"]}' \
-        "$1/config.resolved.yaml"
+# resolved_model_keys RUNDIR KIND KEY...: the values of model.KIND.KEY... RUNDIR/config.resolved.yaml
+# holds, space-separated in the order asked (the writer's layout: two-space indents)
+resolved_model_keys() {
+    local dir=$1 kind=$2; shift 2
+    awk -v kind="$kind" -v keys="$*" '$0 ~ "^  " kind ":" {on = 1; next} on && /^    / {v[$1] = $2; next} {on = 0}
+         END {n = split(keys, k, " "); for (i = 1; i <= n; i++) printf "%s%s", v[k[i] ":"], i < n ? " " : "\n"}' \
+        "$dir/config.resolved.yaml"
 }
+
+# resolved_gpt2_shape RUNDIR: the model.gpt2 shape RUNDIR/config.resolved.yaml holds, as
+# "n_layer n_head n_embd block_size vocab_size"
+resolved_gpt2_shape() { resolved_model_keys "$1" gpt2 n_layer n_head n_embd block_size vocab_size; }
 
 # hf_gpt2_shape DIR: the shape DIR/config.json (a Hugging Face GPT-2 folder) gives, as
 # "n_layer n_head n_embd n_positions vocab_size"

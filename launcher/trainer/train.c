@@ -8,7 +8,8 @@
  * checkpoints download. Batches are staged as the bytes the model's io describes, so
  * nothing here knows pixels from token ids. With train.profile_steps the steps' phases and host
  * work are marked for the profiler (train_profile.c); with it off those marks do nothing.
- * Logging/evaluation live in train_log.c, checkpoints in train_ckpt.c, each step's loss record
+ * Each rank adds up its own step, collective-wait and data times for the per-rank figures
+ * (train_ranks.c). Logging/evaluation live in train_log.c, checkpoints in train_ckpt.c, each step's loss record
  * and the non-finite checks in train_finite.c, and what they share with the loop (parameters made
  * rank 0's, a batch staged) in train_replica.c. Must not know CPU from CUDA or MPI from NCCL: the
  * device and communicator interfaces do; nor any model's kind: model.h does. */
@@ -258,7 +259,9 @@ static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err
         fprintf(t->trace, "%lld %lld\n", (long long)t->epoch, (long long)t->idx[i]);
     model_batch b;
     int data = device_prof_host_begin(t->dev->prof, "data", PROF_TRACK_HOST);
+    double t0 = monotonic_s();
     int rc = train_stage_batch(t, &t->train, rows, &b, err);
+    t->mine.data_s += monotonic_s() - t0;
     device_prof_host_end(t->dev->prof, data);
     if (rc == DDP_OK)
         rc = mark_host_waits(t, err);
@@ -344,7 +347,9 @@ static int agree_stop(train_job *t, bool *stop, int64_t *nonfinite, ddp_err *err
     int64_t flags[3] = {(int64_t)train_stop_requested, train_ckpt_clock_due(t) ? 1 : 0, train_finite_vote(t)};
     snprintf(t->ctl->label, sizeof t->ctl->label, "stop agreement");
     int range = device_prof_host_begin(t->dev->prof, "stop agreement", PROF_TRACK_HOST);
+    double t0 = monotonic_s();
     int rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 3, DT_INT64, OP_MAX, NULL, err);
+    t->mine.wait_s += monotonic_s() - t0;
     device_prof_host_end(t->dev->prof, range);
     t->ctl->label[0] = '\0';
     *stop = flags[0] != TRAIN_STOP_NONE;
@@ -377,6 +382,7 @@ static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
     const config *c = t->cfg;
     int64_t accum = c->train.grad_accum;
     while (t->step < t->total_steps && sampler_steps_left(&t->smp) >= accum) {
+        double begin = monotonic_s();
         int rc = train_profile_step_begin(t, err);
         snprintf(t->ctl->phase, sizeof t->ctl->phase, "step %lld", (long long)t->step + 1);
         if (t->grad_comm != t->ctl)
@@ -390,19 +396,27 @@ static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
             rc = optimizer_step(t, &lr, err);
         if (rc == DDP_OK)
             rc = train_finite_step_done(t, err);
+        t->mine.step_s += monotonic_s() - begin; /* the step's own work, the gradient wait with it */
+        t->run_step_s += monotonic_s() - begin;
+        t->mine.steps++;
         if (rc == DDP_OK && c->train.eval && c->train.eval_every > 0 && t->step % c->train.eval_every == 0)
             rc = train_evaluate(t, err);
         if (rc == DDP_OK)
             rc = log_and_sample(t, lr, err);
+        double resumed = monotonic_s();
         train_fault_after_step(t);
         bool stop = false;
         int64_t nonfinite = 0;
         if (rc == DDP_OK)
             rc = agree_stop(t, &stop, &nonfinite, err);
+        t->mine.step_s += monotonic_s() - resumed; /* and its stop agreement; evaluation, log line, sample left out */
+        t->run_step_s += monotonic_s() - resumed;
         if (rc == DDP_OK && nonfinite != 0)
             rc = train_finite_fail(t, nonfinite, err);
         if (rc == DDP_OK)
             rc = train_ckpt_maybe_save(t, stop, err);
+        if (rc == DDP_OK && t->ctl->rank == 0)
+            rc = train_ckpt_poll(t, err);
         if (rc == DDP_OK)
             rc = train_profile_step_end(t, err);
         if (rc != DDP_OK)
@@ -421,6 +435,7 @@ static int train_loop(train_job *t, int64_t consumed, ddp_err *err)
 {
     const config *c = t->cfg;
     t->t_start = t->t_last_log = monotonic_s();
+    t->start_step = t->step;
     int64_t last_epoch = c->train.max_steps > 0 ? INT64_MAX : c->train.epochs;
     int rc = sampler_set_epoch(&t->smp, t->epoch, consumed, err);
     while (rc == DDP_OK && t->step < t->total_steps && t->epoch < last_epoch) {
@@ -449,6 +464,8 @@ static void teardown(train_job *t, bool failed)
     train_ckpt_close(t);
     train_profile_close(t); /* after the checkpoint writer, which may still report a write to it */
     train_log_close(t);
+    train_tb_close(t);
+    train_ranks_close(t);
     if (t->trace)
         fclose(t->trace);
     reducer_destroy(t->red);
@@ -477,9 +494,9 @@ static void teardown(train_job *t, bool failed)
     free(t->targets_host);
 }
 
-static int train_job_run(const config *cfg, comm *ctl, ddp_err *err)
+static int train_job_run(const config *cfg, comm *ctl, notice_watch *notice, ddp_err *err)
 {
-    train_job t = {.cfg = cfg, .ctl = ctl};
+    train_job t = {.cfg = cfg, .ctl = ctl, .notice = notice};
     int64_t consumed = 0;
     int rc = setup(&t, err);
     if (rc == DDP_OK)
@@ -491,6 +508,10 @@ static int train_job_run(const config *cfg, comm *ctl, ddp_err *err)
         rc = train_ckpt_check_dir(&t, err);
     if (rc == DDP_OK)
         rc = train_log_open(&t, err);
+    if (rc == DDP_OK)
+        rc = train_ranks_open(&t, err);
+    if (rc == DDP_OK)
+        rc = train_tb_open(&t, err);
     if (rc == DDP_OK) {
         train_log_header(&t);
         rc = train_profile_open(&t, err);
@@ -529,7 +550,7 @@ static int train_job_run(const config *cfg, comm *ctl, ddp_err *err)
     return rc;
 }
 
-int train_run(const config *given, comm *ctl, ddp_err *err)
+int train_run(const config *given, comm *ctl, notice_watch *notice, ddp_err *err)
 {
     config *cfg = malloc(sizeof *cfg); /* given, with the shape checkpoint.init_from gives */
     if (!cfg)
@@ -537,7 +558,7 @@ int train_run(const config *given, comm *ctl, ddp_err *err)
     memcpy(cfg, given, sizeof *cfg);
     int rc = train_ckpt_take_shape(cfg, ctl, err);
     if (rc == DDP_OK)
-        rc = train_job_run(cfg, ctl, err);
+        rc = train_job_run(cfg, ctl, notice, err);
     free(cfg);
     return rc;
 }

@@ -1,7 +1,7 @@
 /* train.h — one rank's whole training job: setup, the step loop, evaluation, checkpoints.
  *
  * train_run is what ddprun-worker calls after MPI_Init and config_load; it builds nothing before the
- * model.gpt2 shape keys the config leaves to checkpoint.init_from have its shape. It returns DDP_OK when
+ * model.gpt2 or model.llama shape keys the config leaves to checkpoint.init_from have its shape. It returns DDP_OK when
  * training completed, DDP_EPREEMPTED when a stop request was agreed on by all ranks and a
  * checkpoint was saved, DDP_ENONFINITE when all ranks agreed to stop on a non-finite value
  * (nothing saved from it; err says what and where), or an error code with err filled. It must not call MPI_Init/Finalize or
@@ -15,14 +15,17 @@
 #include "collectives/comm.h"
 #include "runtime/config/config.h"
 #include "runtime/base/err.h"
+#include "runtime/cloud/cloud_notice.h"
 
 /* Set asynchronously by the worker's signal thread or preemption notice watch: a stop
  * (checkpoint-and-exit) was requested, and by what. The ranks agree on the largest value. */
 enum { TRAIN_STOP_NONE, TRAIN_STOP_SIGNAL, TRAIN_STOP_NOTICE };
 extern volatile sig_atomic_t train_stop_requested;
 
-/* ctl is the MPI communicator over all ranks (host buffers), used for control traffic. */
-int train_run(const config *cfg, comm *ctl, ddp_err *err);
+/* ctl is the MPI communicator over all ranks (host buffers), used for control traffic; notice is
+ * this node's preemption notice watch (NULL: none), whose cloud the preemption budget is checked
+ * against (train_ckpt.c). */
+int train_run(const config *cfg, comm *ctl, notice_watch *notice, ddp_err *err);
 
 /* The memory plan a job of cfg on `world` ranks would log (train_run's header line, the same
  * function), printed to out with the model's parameter count, computed from the model's tensor

@@ -12,10 +12,11 @@
  * is saved: every stream is derived from run.seed, its purpose and the epoch (README, "How it
  * works"; docs/checkpoint-format.md, "Resuming"). A job that loads no checkpoint and has
  * checkpoint.init_from starts from that llm.c model file (models/gpt2_llmc.h) or Hugging Face
- * folder (a directory: models/gpt2_hf.h, models/llama_hf.h for a Llama) instead, read by rank 0 and broadcast like a checkpoint;
- * the model.gpt2 shape keys a config leaves out are its shape, read by rank 0 and broadcast before
- * anything is built, on a resume too (so the config hash is the same). Before every save all ranks check that the parameters
- * and optimizer state are finite (train_finite.c): a checkpoint is never written from NaN or
+ * folder (a directory: models/gpt2_hf.h, models/llama_hf.h for a Llama) instead, read by rank 0
+ * and broadcast like a checkpoint; the model.gpt2 or model.llama shape keys a config leaves out are
+ * its shape, read by rank 0 and broadcast before anything is built, on a resume too (so the config
+ * hash is the same). Before every save all ranks check that the parameters and optimizer state are
+ * finite (train_finite.c): a checkpoint is never written from NaN or
  * infinite values, so the last finite one is never pruned for it.
  * Must not decide the file format (ckpt.c) or the loop order (train.c). */
 #include <stdlib.h>
@@ -45,6 +46,8 @@ typedef struct saved_buffer {
     float *dev;                   /* n_params floats on the device, or this rank's shard */
     bool sharded;                 /* ZeRO optimizer state: dev holds the optimizer's n_state floats */
 } saved_buffer;
+_Static_assert(sizeof(((saved_buffer *)0)->prefix) - 1 + MODEL_TENSOR_NAME_MAX <= CKPT_NAME_MAX,
+               "a buffer's prefix and a tensor's name fit a checkpoint's tensor name");
 
 typedef struct train_ckpt {
     ckpt_writer *writer;          /* rank 0 only */
@@ -57,6 +60,8 @@ typedef struct train_ckpt {
     char *settings;               /* rank 0: config_hashed_settings, saved as meta/config */
     ckpt_tensor *tensors;
     int64_t last_saved_step;
+    double stall_s;               /* rank 0: the latest save's stall, from its start to the snapshot's submit */
+    bool pending;                 /* rank 0: a write whose times are not yet reported (train_budget.c) */
 } train_ckpt;
 
 /* The parameters, then the optimizer state buffers it has, named as its fields. */
@@ -174,7 +179,13 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
                           .config_hash = config_hash(t->cfg), .save_time = (double)time(NULL),
                           .elapsed_s = monotonic_s() - t->t_start};
     snprintf(s.hdr.model, sizeof s.hdr.model, "%s", t->m->description);
-    rc = ckpt_writer_submit(c->writer, &s, err);
+    ckpt_write_stats st;
+    if (c->pending && (rc = ckpt_writer_wait(c->writer, &st, err)) == DDP_OK) { /* submit would wait for it too */
+        c->pending = false;
+        rc = st.path[0] ? train_budget_written(t, &st, c->stall_s, err) : DDP_OK;
+    }
+    if (rc == DDP_OK)
+        rc = ckpt_writer_submit(c->writer, &s, err);
     if (rc == DDP_OK)
         log_info("checkpoint: step %lld snapshot taken in %.1f ms, writing in the background",
                  (long long)t->step, 1e3 * (monotonic_s() - t0));
@@ -218,7 +229,19 @@ int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err)
     int range = device_prof_host_begin(t->dev->prof, "checkpoint snapshot", PROF_TRACK_HOST);
     rc = snapshot_and_submit(t, c, err);
     device_prof_host_end(t->dev->prof, range);
+    c->stall_s = monotonic_s() - t->last_ckpt_time;
+    c->pending = rc == DDP_OK;
     return rc;
+}
+
+int train_ckpt_poll(train_job *t, ddp_err *err)
+{
+    train_ckpt *c = t->ckpt;
+    ckpt_write_stats st;
+    if (!c->pending || !ckpt_writer_poll(c->writer, &st))
+        return DDP_OK;
+    c->pending = false;
+    return st.path[0] ? train_budget_written(t, &st, c->stall_s, err) : DDP_OK; /* a failure: the next submit's */
 }
 
 int64_t train_ckpt_last_saved(const train_job *t)
@@ -235,6 +258,10 @@ int train_ckpt_finish(train_job *t, ddp_err *err)
     ckpt_write_stats st;
     ddp_err local = {0};
     int rc = ckpt_writer_wait(c->writer, &st, err ? err : &local);
+    if (rc == DDP_OK && st.path[0] && c->pending) {
+        c->pending = false;
+        rc = train_budget_written(t, &st, c->stall_s, err ? err : &local);
+    }
     if (rc == DDP_OK && st.path[0]) /* a failed write was reported when it happened, never as written */
         log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s), older ones pruned in %.1f ms; "
                  "training stalled %.1f ms for the snapshot", st.path, st.bytes / 1e6, 1e3 * st.write_s,
@@ -370,9 +397,12 @@ static void recompute_total(train_job *t, const int64_t *hdr)
     t->total_steps = t->step + left_now + (later_epochs > 0 ? later_epochs * t->steps_per_epoch : 0);
 }
 
-/* config.json's and llm.c's header's names of gpt2_shape's fields, for config_take_gpt2_shape's messages */
+/* config.json's and llm.c's header's names of the shapes' fields, for config_take_shape's messages */
 static const char *const hf_shape_names[] = {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"};
 static const char *const llmc_shape_names[] = {"num_layers", "num_heads", "channels", "max_seq_len", "vocab_size"};
+static const char *const hf_llama_shape_names[] = {
+    "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "intermediate_size",
+    "max_position_embeddings", "vocab_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings"};
 
 static bool is_dir(const char *path)
 {
@@ -380,37 +410,51 @@ static bool is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* Rank 0's part of train_ckpt_take_shape: the shape of the llm.c file or Hugging Face folder at path. */
+static int read_init_shape(const config *cfg, const char *path, bool hf, config_shape *s, ddp_err *err)
+{
+    if (cfg->model.kind == MODEL_LLAMA)
+        return hf ? llama_hf_read_shape(path, &s->llama, err)
+                  : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Llama starts from a Hugging Face folder", path);
+    return hf ? gpt2_hf_read_shape(path, &s->gpt2, err) : gpt2_llmc_read_shape(path, &s->gpt2, err);
+}
+
 int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err)
 {
-    if (!config_gpt2_shape_pending(cfg))
+    if (!config_shape_pending(cfg))
         return DDP_OK;
-    const char *path = cfg->checkpoint.init_from;
+    const char *path = cfg->checkpoint.init_from, *kind = cfg->model.kind == MODEL_LLAMA ? "llama" : "gpt2";
     bool hf = is_dir(path);
-    gpt2_shape s = {0};
-    int64_t msg[6] = {DDP_OK};
+    config_shape s;
+    int64_t msg[1 + (sizeof s + sizeof(int64_t) - 1) / sizeof(int64_t)];
+    memset(&s, 0, sizeof s);
+    memset(msg, 0, sizeof msg);
     if (ctl->rank == 0) {
-        msg[0] = hf ? gpt2_hf_read_shape(path, &s, err) : gpt2_llmc_read_shape(path, &s, err);
+        msg[0] = read_init_shape(cfg, path, hf, &s, err);
         if (msg[0] != DDP_OK)
-            ddp_prefix(err, "checkpoint.init_from, for the model.gpt2 shape %s leaves out", cfg->source);
+            ddp_prefix(err, "checkpoint.init_from, for the model.%s shape %s leaves out", kind, cfg->source);
         memcpy(msg + 1, &s, sizeof s);
     }
-    _Static_assert(sizeof s == 5 * sizeof(int64_t), "gpt2_shape is five int64_t");
-    int rc = ctl->ops->broadcast(ctl, msg, 6, DT_INT64, 0, NULL, err);
+    int rc = ctl->ops->broadcast(ctl, msg, sizeof msg / sizeof msg[0], DT_INT64, 0, NULL, err);
     if (rc == DDP_OK && msg[0] != DDP_OK)
         return ctl->rank ? ddp_fail(err, (int)msg[0], "rank 0 could not read the shape of checkpoint.init_from %s",
                                     path) : (int)msg[0];
     if (rc != DDP_OK)
         return rc;
     memcpy(&s, msg + 1, sizeof s);
-    char file[CFG_PATH_MAX + 16];
+    char file[CFG_PATH_MAX + 16], text[512];
     snprintf(file, sizeof file, "%s%s", path, hf ? "/" HF_CONFIG : "");
-    rc = config_take_gpt2_shape(cfg, &s, file, hf ? hf_shape_names : llmc_shape_names, err);
-    if (rc == DDP_OK && ctl->rank == 0)
-        log_info("model.gpt2 shape from checkpoint.init_from %s: n_layer %lld, n_head %lld, n_embd %lld, "
-                 "block_size %lld, vocab_size %lld", file, (long long)s.n_layer, (long long)s.n_head,
-                 (long long)s.n_embd, (long long)s.block_size, (long long)s.vocab_size);
-    else if (rc != DDP_OK && ctl->rank != 0)
+    bool llama = cfg->model.kind == MODEL_LLAMA;
+    rc = config_take_shape(cfg, &s, file, llama ? hf_llama_shape_names : hf ? hf_shape_names : llmc_shape_names, err);
+    if (rc == DDP_OK && ctl->rank == 0) {
+        if (llama)
+            llama_format_shape(&s.llama, text, sizeof text);
+        else
+            gpt2_format_shape(&s.gpt2, text, sizeof text);
+        log_info("model.%s shape from checkpoint.init_from %s: %s", kind, file, text);
+    } else if (rc != DDP_OK && ctl->rank != 0) {
         err->msg[0] = '\0'; /* every rank found the same; rank 0 reports it */
+    }
     return rc;
 }
 

@@ -7,6 +7,8 @@
  * if that rank alone received the stop signal, `exit` exits with status 3, `sigstop` stops the
  * process (SIGSTOP), `sleep` sleeps SECONDS, `quit` exits with status 0 without MPI_Finalize,
  * `kill-launcher` SIGKILLs ddprun (its DDPRUN_PID).
+ * After every optimizer step from STEP on: `slow` sleeps SECONDS, a rank slower than the others
+ * (a straggler, train_ranks.c).
  * During optimizer step STEP: `nan` / `inf` make one of the rank's gradients NaN / +inf as backward
  * finishes it, before its bucket is reduced, as a bad batch would (every rank then averages it in).
  * Must not change anything when DDP_TEST_FAULT is unset. */
@@ -30,7 +32,11 @@ static bool fault_here(const train_job *t, test_fault *f)
 void train_fault_after_step(const train_job *t)
 {
     test_fault f;
-    if (!fault_here(t, &f) || f.step != t->step)
+    if (!fault_here(t, &f))
+        return;
+    if (strcmp(f.kind, "slow") == 0 && t->step >= f.step)
+        test_fault_sleep(&f);
+    if (f.step != t->step)
         return;
     const char *launcher = getenv("DDPRUN_PID");
     if (strcmp(f.kind, "kill") == 0)

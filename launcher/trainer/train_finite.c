@@ -141,17 +141,24 @@ int train_finite_drain(train_job *t, ddp_err *err)
             note_value(t, step, FINITE_LOSS, loss);
         if (f->norms_on && !isfinite(f->host_norms[k]))
             note_value(t, step, FINITE_GRAD_NORM, sqrt(f->host_norms[k]));
+        if (f->norms_on) {
+            f->norm_sum += sqrt(f->host_norms[k]);
+            f->norm_steps++;
+        }
         f->loss_sum += loss;
         f->correct_sum += correct;
     }
     return DDP_OK;
 }
 
-void train_finite_take_sums(train_job *t, double *loss_sum, double *correct_sum)
+void train_finite_take_sums(train_job *t, double *loss_sum, double *correct_sum, double *grad_norm)
 {
-    *loss_sum = t->finite.loss_sum;
-    *correct_sum = t->finite.correct_sum;
-    t->finite.loss_sum = t->finite.correct_sum = 0;
+    finite_record *f = &t->finite;
+    *loss_sum = f->loss_sum;
+    *correct_sum = f->correct_sum;
+    *grad_norm = f->norm_steps > 0 ? f->norm_sum / (double)f->norm_steps : NAN;
+    f->loss_sum = f->correct_sum = f->norm_sum = 0;
+    f->norm_steps = 0;
 }
 
 bool train_finite_found(const train_job *t)

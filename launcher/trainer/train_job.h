@@ -1,7 +1,8 @@
 /* train_job.h — the state of one rank's training job, shared by the files that implement it
  * (train.c: setup and the step loop; train_replica.c: what the loop, checkpoints and evaluation
  * share about the replica; train_ckpt.c: saving and resuming; train_log.c: progress, metrics and
- * evaluation; train_sample.c: text samples; train_zero.c: ZeRO-1's sharded
+ * evaluation; train_ranks.c: the per-rank figures and stragglers; train_tb.c: TensorBoard's event
+ * file; train_sample.c: text samples; train_zero.c: ZeRO-1's sharded
  * optimizer; train_profile.c and train_profile_report.c: train.profile_steps). Internal to
  * launcher/trainer/: train.h is the public entry point, and nothing outside this folder includes
  * this header. */
@@ -16,6 +17,7 @@
 #include "runtime/config/config.h"
 #include "runtime/data/dataset.h"
 #include "runtime/ckpt/ckpt.h"
+#include "runtime/cloud/cloud_notice.h"
 #include "runtime/device/device.h"
 #include "runtime/device/device_prof.h"
 #include "runtime/optim/optim.h"
@@ -39,8 +41,24 @@ typedef struct finite_record {
     int64_t cap, used;        /* slots, and steps recorded since the last drain (the latest is t->step) */
     bool norms_on;            /* the steps compute the gradient norm (optimizer.grad_clip > 0) */
     double loss_sum, correct_sum;  /* drained since the last progress line */
+    double norm_sum;          /* the gradient norms drained since the last progress line (norms_on) */
+    int64_t norm_steps;
     int64_t key;              /* this rank's earliest note (train_finite.c's encoding), 0 when none */
 } finite_record;
+
+/* One rank's figures for a progress interval, per step (train_ranks.c); memory since the job began. */
+typedef struct rank_figures {
+    double step_ms;     /* wall time, evaluation, log lines and text samples left out */
+    double wait_ms;     /* waiting in collectives: the gradient wait (device timer) and the stop agreement */
+    double data_ms;     /* loading and uploading batches */
+    double peak_bytes;  /* device_memory_peak */
+} rank_figures;
+
+/* This rank's times since the last progress line: train.c adds, train_ranks.c takes. */
+typedef struct rank_step_time {
+    double step_s, wait_s, data_s;
+    int64_t steps;
+} rank_step_time;
 
 typedef struct train_job {
     const config *cfg;
@@ -53,9 +71,11 @@ typedef struct train_job {
     optimizer *opt;         /* under ZeRO: this rank's shard of the parameters only */
     reducer *red;
     bool zero;              /* ddp.zero 1 over more than one rank */
+    bool budget_checked;    /* rank 0: the preemption budget was checked (train_budget.c) */
     bool ckpt_clock_due;    /* this step: rank 0's clock says checkpoint.every_minutes is due (all ranks agree) */
     int stop_reason;        /* TRAIN_STOP_*: what the ranks agreed to stop for */
     device_timer *comm_exposed;  /* compute-stream time from end of backward to reduced gradients */
+    notice_watch *notice;   /* this node's preemption notice watch, NULL when none (train_ckpt.c's budget) */
 
     /* batch staging: data.batch_size samples of inputs and of targets, as m->io.sample lays
      * them out (the bytes dataset_gather produces) */
@@ -77,7 +97,12 @@ typedef struct train_job {
     /* times the host waited for the device inside steps since the last log line, from each batch
      * upload to the end of the step's update (log lines, evaluation and checkpoints excluded) */
     uint64_t step_host_waits, waits_mark;
+    rank_step_time mine;      /* this rank's step, wait and data times since the last log line */
+    struct train_ranks *ranks; /* train_ranks.c's state */
+    struct train_tb *tb;      /* train_tb.c's state; NULL without run.tensorboard (and off rank 0) */
     double t_start;
+    int64_t start_step;       /* t->step when this run's loop began (after a resume) */
+    double run_step_s;        /* this run's steps' time as t->mine counts it, never reset */
     double last_ckpt_time;
     bool evaluated;           /* the test set was evaluated at least once */
     int64_t eval_step;        /* the step of the latest evaluation */
@@ -122,6 +147,32 @@ void train_log_memory_plan(const train_job *t);
  * bf16). */
 model_opts train_model_opts(const config *c);
 
+/* train_ranks.c: the host names of every rank (one allgather; every rank calls it). */
+int train_ranks_open(train_job *t, ddp_err *err);
+void train_ranks_close(train_job *t);
+/* At a progress line (every rank): shares this rank's figures (t->mine, the gradient wait
+ * exposed_ms the device timer took, the device's peak memory) with every rank, one allgather, and
+ * names a persistent straggler (rank 0 logs it). */
+int train_ranks_gather(train_job *t, double exposed_ms, ddp_err *err);
+/* The latest gather's figures, [world]; the largest peak memory among them, in MiB. */
+const rank_figures *train_ranks_all(const train_job *t);
+double train_ranks_peak_mib(const train_job *t);
+/* `,"ranks":[{"rank":0,"host":..,"step_ms":..,"wait_ms":..,"data_ms":..,"peak_mib":..},...]` */
+void train_ranks_write_json(const train_job *t, FILE *f);
+
+/* train_tb.c: run.tensorboard's event file (rank 0; nothing elsewhere or when off). Each call
+ * writes its values and flushes them, so a running job can be watched; a failure ends the job
+ * naming the file. */
+int train_tb_open(train_job *t, ddp_err *err);
+/* The progress line's figures (tags train/..., and rank{R}/... for every rank's). */
+typedef struct train_tb_progress {
+    double loss, acc, lr, grad_norm, samples_per_s, tokens_per_s, mfu, ms_per_step, comm_ms;
+} train_tb_progress;
+int train_tb_progress_write(train_job *t, const train_tb_progress *p, ddp_err *err);
+int train_tb_scalar(train_job *t, const char *tag, double value, ddp_err *err);
+int train_tb_text(train_job *t, const char *tag, const char *text, ddp_err *err);
+void train_tb_close(train_job *t);
+
 /* train_sample.c: rank 0 logs a text sample from a language model (a no-op elsewhere). */
 int train_sample_text(train_job *t, ddp_err *err);
 
@@ -135,8 +186,9 @@ int train_finite_step_done(train_job *t, ddp_err *err);
 /* Reads the steps recorded since the last drain (waits for the device): adds their sums to the
  * progress line's, notes any non-finite loss or gradient norm. Every rank calls it at the same steps. */
 int train_finite_drain(train_job *t, ddp_err *err);
-/* The loss and correct-count sums drained since the last call (the progress line's). */
-void train_finite_take_sums(train_job *t, double *loss_sum, double *correct_sum);
+/* The loss and correct-count sums drained since the last call (the progress line's), and the
+ * mean gradient norm of those steps (NAN when the steps do not compute it: optimizer.grad_clip 0). */
+void train_finite_take_sums(train_job *t, double *loss_sum, double *correct_sum, double *grad_norm);
 /* A non-finite value this rank found, what it was and when; detail (the value, "nan") goes into
  * the warning logged for the rank's earliest finding. */
 void train_finite_note(train_job *t, int64_t step, finite_what what, const char *detail);
@@ -172,8 +224,9 @@ int train_zero_collect(train_job *t, const float *state, float *global, ddp_err 
 int train_zero_distribute(train_job *t, const float *global, float *state, ddp_err *err);
 
 /* train_ckpt.c */
-/* Before anything is built: the model.gpt2 shape keys cfg leaves to checkpoint.init_from, read by
- * rank 0 and broadcast, into cfg on every rank (config_take_gpt2_shape); nothing when none is. */
+/* Before anything is built: the model.gpt2 or model.llama shape keys cfg leaves to
+ * checkpoint.init_from, read by rank 0 and broadcast, into cfg on every rank (config_take_shape);
+ * nothing when none is. */
 int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err);
 int train_ckpt_open(train_job *t, ddp_err *err);
 /* Loads a checkpoint per checkpoint.resume; sets step/epoch/sampler position/optimizer state. When
@@ -189,6 +242,13 @@ int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err);
 int train_ckpt_check_dir(train_job *t, ddp_err *err);
 /* The step of the newest checkpoint saved or resumed, -1 when none. */
 int64_t train_ckpt_last_saved(const train_job *t);
+/* Rank 0, after each step: when the latest save's write has finished, its times go to
+ * train_budget_written (never waits). */
+int train_ckpt_poll(train_job *t, ddp_err *err);
+/* train_budget.c: rank 0, once a checkpoint is durable: its times to run.tensorboard, and after the
+ * first one whose cloud is known, the preemption budget: would a save on that cloud's notice fit
+ * in its window? stall_s is the save's stall before the snapshot was handed to the writer. */
+int train_budget_written(train_job *t, const ckpt_write_stats *st, double stall_s, ddp_err *err);
 /* Waits for a background save in flight. */
 int train_ckpt_finish(train_job *t, ddp_err *err);
 void train_ckpt_close(train_job *t);
@@ -212,6 +272,11 @@ void train_profile_close(train_job *t);
  * ops it runs; *id -1 and nothing recorded while no window is open. */
 int train_phase_begin(train_job *t, const char *name, int *id, ddp_err *err);
 int train_phase_end(train_job *t, int id, ddp_err *err);
+
+/* train_profile_report.c: a GPU's dense peak FLOP/s for a training job's GEMMs (bf16 under
+ * precision bf16, tf32 with cuda.tf32, else fp32) from NVIDIA's datasheets; 0 when unknown (the CPU,
+ * the emulator, a GPU the table lacks). */
+double train_device_peak_flops(const train_job *t);
 
 /* train_profile_report.c: rank 0's table of a finished window (malloc'd text, printed at the end of
  * training) and run.dir/profile.json; first_step and planned say which steps the window meant. */

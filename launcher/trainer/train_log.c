@@ -109,54 +109,90 @@ static void json_number(FILE *f, const char *key, const char *fmt, double v)
         fputs("null", f);
 }
 
+/* The model's training FLOPs per second over the ranks' peak (train_device_peak_flops), NAN when
+ * either is unknown. */
+static double model_flops_utilization(const train_job *t, double samples_per_s)
+{
+    double peak = train_device_peak_flops(t), flops = t->m->train_flops_per_sample;
+    return peak > 0 && flops > 0 ? flops * samples_per_s / (peak * t->ctl->size) : NAN;
+}
+
+static int write_progress_json(train_job *t, const train_tb_progress *p, ddp_err *err)
+{
+    const model_io *io = &t->m->io;
+    FILE *f = t->metrics;
+    fprintf(f, "{\"kind\":\"train\",\"epoch\":%lld,\"step\":%lld", (long long)t->epoch + 1, (long long)t->step);
+    json_number(f, "loss", "%.6g", p->loss);
+    if (io->classifier)
+        json_number(f, "acc", "%.6g", p->acc);
+    json_number(f, "lr", "%.6g", p->lr);
+    if (!isnan(p->grad_norm))
+        json_number(f, "grad_norm", "%.6g", p->grad_norm);
+    json_number(f, "samples_per_s", "%.1f", p->samples_per_s);
+    if (io->language_model)
+        json_number(f, "tokens_per_s", "%.1f", p->tokens_per_s);
+    if (!isnan(p->mfu))
+        json_number(f, "mfu", "%.4f", p->mfu);
+    json_number(f, "ms_per_step", "%.4f", p->ms_per_step);
+    json_number(f, "comm_exposed_ms", "%.4f", p->comm_ms);
+    fprintf(f, ",\"host_waits\":%llu", (unsigned long long)t->step_host_waits);
+    train_ranks_write_json(t, f);
+    fputs("}\n", f);
+    return metrics_flush(t, err);
+}
+
+static void log_progress_line(const train_job *t, const train_tb_progress *p)
+{
+    const model_io *io = &t->m->io;
+    char acc_text[48] = "", norm_text[32] = "", tps_text[32] = "", mfu_text[24] = "";
+    if (io->classifier)
+        snprintf(acc_text, sizeof acc_text, " acc %.1f%%", 100 * p->acc);
+    if (io->language_model && t->evaluated)
+        snprintf(acc_text, sizeof acc_text, " val loss %.4f", t->last_test_loss);
+    if (!isnan(p->grad_norm))
+        snprintf(norm_text, sizeof norm_text, " grad norm %.3g", p->grad_norm);
+    if (io->language_model)
+        snprintf(tps_text, sizeof tps_text, " %.0f tokens/s", p->tokens_per_s);
+    if (!isnan(p->mfu))
+        snprintf(mfu_text, sizeof mfu_text, " MFU %.1f%%", 100 * p->mfu);
+    log_info("epoch %lld step %lld/%lld loss %.4f%s lr %.3e%s | %.0f samples/s%s %.2f ms/step %.2f ms comm exposed%s "
+             "peak mem %.1f MiB", (long long)t->epoch + 1, (long long)t->step, (long long)t->total_steps, p->loss,
+             acc_text, p->lr, norm_text, p->samples_per_s, tps_text, p->ms_per_step, p->comm_ms, mfu_text,
+             train_ranks_peak_mib(t));
+}
+
 /* Averages the loss/accuracy of the steps since the last line (train_finite.c's per-step sums,
  * drained here) over all ranks, and the per-step communication exposed (ms the step waited for
- * gradients after backward; the drain has synchronised, so taking the timer costs no extra wait). */
+ * gradients after backward; the drain has synchronised, so taking the timer costs no extra wait);
+ * then every rank's own figures (train_ranks.c), one allgather more. */
 int train_log_progress(train_job *t, double lr, ddp_err *err)
 {
     device *d = t->dev;
-    double exposed_ms = 0, loss_sum = 0, correct_sum = 0;
+    double exposed_ms = 0, loss_sum = 0, correct_sum = 0, grad_norm = NAN;
     int rc = train_finite_drain(t, err);
     if (rc == DDP_OK)
         rc = d->ops->timer_take_ms(d, t->comm_exposed, &exposed_ms, err);
-    train_finite_take_sums(t, &loss_sum, &correct_sum);
+    train_finite_take_sums(t, &loss_sum, &correct_sum, &grad_norm);
     double sums[4] = {loss_sum, correct_sum, t->samples_acc / t->ctl->size, exposed_ms / t->ctl->size};
     if (rc == DDP_OK)
         rc = t->ctl->ops->allreduce(t->ctl, sums, sums, 4, DT_DOUBLE, OP_SUM, NULL, err);
+    if (rc == DDP_OK)
+        rc = train_ranks_gather(t, exposed_ms, err);
     if (rc != DDP_OK)
         return rc;
     const model_io *io = &t->m->io;
     double now = monotonic_s(), dt = now - t->t_last_log;
     double terms = (sums[2] > 0 ? sums[2] : 1) * (double)io->sample.target.count;
-    double steps = t->steps_acc > 0 ? (double)t->steps_acc : 1;
-    double loss = sums[0] / terms, acc = sums[1] / terms, sps = t->samples_acc / dt;
-    double tps = sps * (double)io->sample.input.count, ms_step = 1e3 * dt / steps, comm_ms = sums[3] / steps;
-    char acc_text[48] = "", tps_text[32] = "";
-    if (io->classifier)
-        snprintf(acc_text, sizeof acc_text, " acc %.1f%%", 100 * acc);
-    if (io->language_model && t->evaluated)
-        snprintf(acc_text, sizeof acc_text, " val loss %.4f", t->last_test_loss);
-    if (io->language_model)
-        snprintf(tps_text, sizeof tps_text, " %.0f tokens/s", tps);
-    log_info("epoch %lld step %lld/%lld loss %.4f%s lr %.3e | %.0f samples/s%s %.2f ms/step %.2f ms comm exposed",
-             (long long)t->epoch + 1, (long long)t->step, (long long)t->total_steps, loss, acc_text, lr, sps,
-             tps_text, ms_step, comm_ms);
-    FILE *f = t->metrics;
-    if (f) {
-        fprintf(f, "{\"kind\":\"train\",\"epoch\":%lld,\"step\":%lld", (long long)t->epoch + 1, (long long)t->step);
-        json_number(f, "loss", "%.6g", loss);
-        if (io->classifier)
-            json_number(f, "acc", "%.6g", acc);
-        json_number(f, "lr", "%.6g", lr);
-        json_number(f, "samples_per_s", "%.1f", sps);
-        if (io->language_model)
-            json_number(f, "tokens_per_s", "%.1f", tps);
-        json_number(f, "ms_per_step", "%.4f", ms_step);
-        json_number(f, "comm_exposed_ms", "%.4f", comm_ms);
-        fprintf(f, ",\"host_waits\":%llu}\n", (unsigned long long)t->step_host_waits);
-        if ((rc = metrics_flush(t, err)) != DDP_OK)
-            return rc;
-    }
+    double steps = t->steps_acc > 0 ? (double)t->steps_acc : 1, sps = t->samples_acc / dt;
+    train_tb_progress p = {.loss = sums[0] / terms, .acc = sums[1] / terms, .lr = lr, .grad_norm = grad_norm,
+                           .samples_per_s = sps, .tokens_per_s = sps * (double)io->sample.input.count,
+                           .mfu = model_flops_utilization(t, sps), .ms_per_step = 1e3 * dt / steps,
+                           .comm_ms = sums[3] / steps};
+    log_progress_line(t, &p);
+    if (t->metrics && (rc = write_progress_json(t, &p, err)) != DDP_OK)
+        return rc;
+    if ((rc = train_tb_progress_write(t, &p, err)) != DDP_OK)
+        return rc;
     t->t_last_log = now;
     t->steps_acc = 0;
     t->samples_acc = 0;
@@ -187,6 +223,7 @@ static int log_evaluation(train_job *t, double samples, ddp_err *err)
     bool classifier = t->m->io.classifier;
     const char *split = t->m->io.language_model ? "val" : "test";
     char acc_text[48] = "", loss_key[16];
+    snprintf(loss_key, sizeof loss_key, "%s_loss", split);
     if (classifier)
         snprintf(acc_text, sizeof acc_text, ", test accuracy %.2f%%", 100 * t->last_test_acc);
     log_info("eval epoch %lld step %lld: %s loss %.4f%s (%.0f samples)", (long long)t->epoch + 1,
@@ -194,14 +231,20 @@ static int log_evaluation(train_job *t, double samples, ddp_err *err)
     FILE *f = t->metrics;
     if (f) {
         fprintf(f, "{\"kind\":\"eval\",\"epoch\":%lld,\"step\":%lld", (long long)t->epoch + 1, (long long)t->step);
-        snprintf(loss_key, sizeof loss_key, "%s_loss", split);
         json_number(f, loss_key, "%.6g", t->last_test_loss);
         if (classifier)
             json_number(f, "test_acc", "%.6g", t->last_test_acc);
         fprintf(f, ",\"samples\":%.0f}\n", samples);
-        return metrics_flush(t, err);
+        int rc = metrics_flush(t, err);
+        if (rc != DDP_OK)
+            return rc;
     }
-    return DDP_OK;
+    char tag[24];
+    snprintf(tag, sizeof tag, "eval/%s", loss_key);
+    int rc = train_tb_scalar(t, tag, t->last_test_loss, err);
+    if (rc == DDP_OK && classifier)
+        rc = train_tb_scalar(t, "eval/test_acc", t->last_test_acc, err);
+    return rc;
 }
 
 int train_evaluate(train_job *t, ddp_err *err)

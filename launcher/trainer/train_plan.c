@@ -77,9 +77,8 @@ static int plan_shard(const config *c, const model *m, memory_plan *p, ddp_err *
 int train_plan(const config *c, int world, FILE *out, ddp_err *err)
 {
     const model_opts opts = train_model_opts(c);
-    if (opts.kind == MODEL_GPT2 && (!opts.gpt2.n_layer || !opts.gpt2.n_head || !opts.gpt2.n_embd ||
-                                    !opts.gpt2.block_size || !opts.gpt2.vocab_size))
-        return ddp_fail(err, DDP_EUSAGE, "%s: the model.gpt2 shape is left to checkpoint.init_from; give its keys "
+    if (config_shape_pending(c))
+        return ddp_fail(err, DDP_EUSAGE, "%s: the model's shape is left to checkpoint.init_from; give its keys "
                         "(as overrides) to plan it", c->source);
     sample_layout data = {.input = {SAMPLE_I32, c->data.seq_len}, .target = {SAMPLE_I32, c->data.seq_len}};
     model m = {0};

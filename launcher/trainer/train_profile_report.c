@@ -53,6 +53,16 @@ static const gpu_peaks *peaks_of(const device *d)
     return NULL;
 }
 
+double train_device_peak_flops(const train_job *t)
+{
+    const gpu_peaks *g = peaks_of(t->dev);
+    if (!g)
+        return 0;
+    double tflops = t->cfg->precision == PRECISION_BF16 ? g->bf16_tflops : t->cfg->cuda.tf32 ? g->tf32_tflops
+                                                                                             : g->fp32_tflops;
+    return 1e12 * tflops;
+}
+
 /* ---- rows: records grouped by a key --------------------------------------------------------- */
 
 typedef struct prof_row {

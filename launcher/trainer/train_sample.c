@@ -61,6 +61,8 @@ int train_sample_text(train_job *t, ddp_err *err)
     if (drawn) {
         tokenizer_decode(&tok, ids + 1, n, text, (size_t)n * TOKENIZER_MAX_TOKEN_BYTES + 1, NULL);
         log_info("sample at step %lld: %s", (long long)t->step, text);
+        if (rc == DDP_OK)
+            rc = train_tb_text(t, "samples/text", text, err);
     }
     free(ids);
     free(text);

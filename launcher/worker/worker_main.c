@@ -164,7 +164,7 @@ int main(int argc, char **argv)
     if (rc == DDP_OK)
         rc = start_notice_watch(&cfg, ctl, &watch, &err);
     if (rc == DDP_OK) {
-        rc = train_run(&cfg, ctl, &err);
+        rc = train_run(&cfg, ctl, watch, &err);
         if (rc == DDP_ENONFINITE && ctl->rank != 0)
             err.msg[0] = '\0'; /* every rank agreed on the same finding; rank 0 reports it */
     }

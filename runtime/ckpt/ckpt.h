@@ -153,6 +153,9 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err);
 /* Waits until no write is in flight; returns the last write's status (once) and its stats
  * (stats may be NULL). */
 int ckpt_writer_wait(ckpt_writer *w, ckpt_write_stats *stats, ddp_err *err);
+/* Without waiting: true when no write is in flight, with the last one's stats (its status stays
+ * for the next submit or wait to return). */
+bool ckpt_writer_poll(ckpt_writer *w, ckpt_write_stats *stats);
 /* After each successful write, before pruning, hands the new checkpoint to u (ckpt_upload.h) and
  * holds the checkpoints u still uploads from pruning. Set before the first submit. */
 typedef struct ckpt_uploader ckpt_uploader;

@@ -4,7 +4,9 @@
  *
  * This file must not touch the trainer's buffers after submit returns, nor drop a write's
  * error: it is returned by the next submit or wait. Its thread must not call CUDA: a thread's
- * current device is its own, and one that never selects it works on GPU 0. */
+ * current device is its own, and one that never selects it works on GPU 0. Test-only:
+ * DDP_TEST_FAULT=slow-write:0:STEP:SECONDS (runtime/base/test_fault.h) makes the write of step
+ * STEP's checkpoint take SECONDS longer, as slow storage would. */
 #include "ckpt_internal.h"
 
 #include <stdio.h>
@@ -13,6 +15,7 @@
 
 #include "ckpt_upload.h"
 #include "runtime/base/clock.h"
+#include "runtime/base/test_fault.h"
 #include "runtime/base/worker.h"
 
 struct ckpt_writer {
@@ -46,6 +49,14 @@ static int prune_after(ckpt_writer *w, const char *path, int64_t step, ddp_err *
     return ckpt_prune_except(w->dir, w->keep_last, path, held_paths, 2, e);
 }
 
+/* Test-only: DDP_TEST_FAULT slow-write at this checkpoint's step. */
+static void test_slow_write(int64_t step)
+{
+    test_fault f;
+    if (test_fault_get(&f) && strcmp(f.kind, "slow-write") == 0 && f.step == step)
+        test_fault_sleep(&f);
+}
+
 static void writer_main(worker *t, void *arg)
 {
     ckpt_writer *w = arg;
@@ -61,6 +72,7 @@ static void writer_main(worker *t, void *arg)
         ddp_err e = {0};
         char path[CKPT_PATH_MAX] = "";
         double t0 = monotonic_s();
+        test_slow_write(w->snap.hdr.step);
         int rc = ckpt_write_atomic(w->dir, &w->snap, path, &e);
         double t1 = monotonic_s();
         if (!rc)
@@ -215,6 +227,16 @@ int ckpt_writer_wait(ckpt_writer *w, ckpt_write_stats *stats, ddp_err *err)
         *stats = w->stats;
     worker_unlock(&w->thread);
     return rc;
+}
+
+bool ckpt_writer_poll(ckpt_writer *w, ckpt_write_stats *stats)
+{
+    worker_lock(&w->thread);
+    bool idle = !w->busy;
+    if (idle)
+        *stats = w->stats;
+    worker_unlock(&w->thread);
+    return idle;
 }
 
 void ckpt_writer_destroy(ckpt_writer *w)

@@ -35,6 +35,18 @@ const char *cloud_name(notice_provider provider)
     }
 }
 
+/* AWS: the two-minute spot interruption notice; GCP: 30 s between the preemption notice and the
+ * stop of a Spot or preemptible VM; Azure: a Spot VM's Preempt event comes at least 30 s before. */
+double cloud_notice_window_s(notice_provider provider)
+{
+    switch (provider) {
+    case NOTICE_AWS: return 120;
+    case NOTICE_GCP: return 30;
+    case NOTICE_AZURE: return 30;
+    default: return 0;
+    }
+}
+
 /* ---- HTTP -------------------------------------------------------------------------------- */
 
 typedef struct http_reply {

@@ -26,6 +26,9 @@ extern "C" {
 typedef enum { NOTICE_OFF, NOTICE_AUTO, NOTICE_AWS, NOTICE_GCP, NOTICE_AZURE } notice_provider;
 
 const char *cloud_name(notice_provider provider); /* "AWS", "GCP", "Azure" */
+/* Seconds between a provider's notice and the machine's end, as the provider documents them: AWS
+ * 120, GCP 30, Azure 30 (at least); 0 for none. */
+double cloud_notice_window_s(notice_provider provider);
 
 /* Which provider's metadata service answers within timeout_s (all three are asked at once);
  * NOTICE_OFF when none does. */
@@ -48,6 +51,9 @@ typedef void (*notice_fn)(const char *what, void *arg);
  * service answers the watch ends silently). on_notice(what, arg) runs once, on the watch's thread. */
 int notice_watch_start(notice_provider provider, double poll_s, notice_fn on_notice, void *arg, notice_watch **out,
                        ddp_err *err);
+/* The cloud the watch w watches: its provider, NOTICE_AUTO while it is still being detected,
+ * NOTICE_OFF when no service answered (and for w NULL). Any thread. */
+notice_provider notice_watch_cloud(notice_watch *w);
 /* Stops the thread (within one request's time limit) and frees w (NULL is fine). */
 void notice_watch_stop(notice_watch *w);
 

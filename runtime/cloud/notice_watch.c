@@ -15,6 +15,7 @@
 
 struct notice_watch {
     notice_provider provider;
+    notice_provider found;      /* the worker's lock guards it: notice_watch_cloud */
     double poll_s;
     notice_fn on_notice;
     void *arg;
@@ -34,7 +35,12 @@ static void watch_main(worker *t, void *arg)
 {
     notice_watch *w = arg;
     notice_provider provider = w->provider;
-    if (provider == NOTICE_AUTO && (provider = cloud_detect(DETECT_TIMEOUT_S)) == NOTICE_OFF)
+    if (provider == NOTICE_AUTO)
+        provider = cloud_detect(DETECT_TIMEOUT_S);
+    worker_lock(t);
+    w->found = provider;
+    worker_unlock(t);
+    if (provider == NOTICE_OFF)
         return; /* on no cloud: nothing to watch, nothing to say */
     cloud_session s;
     cloud_session_init(&s, provider);
@@ -68,7 +74,7 @@ int notice_watch_start(notice_provider provider, double poll_s, notice_fn on_not
     notice_watch *w = calloc(1, sizeof *w);
     if (!w)
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint.preemption_notice: out of memory");
-    *w = (notice_watch){.provider = provider, .poll_s = poll_s, .on_notice = on_notice, .arg = arg};
+    *w = (notice_watch){.provider = provider, .found = provider, .poll_s = poll_s, .on_notice = on_notice, .arg = arg};
     worker_init(&w->thread);
     int rc = worker_start(&w->thread, "checkpoint.preemption_notice", NULL, watch_main, w, err);
     if (rc != DDP_OK) {
@@ -78,6 +84,16 @@ int notice_watch_start(notice_provider provider, double poll_s, notice_fn on_not
     }
     *out = w;
     return DDP_OK;
+}
+
+notice_provider notice_watch_cloud(notice_watch *w)
+{
+    if (!w)
+        return NOTICE_OFF;
+    worker_lock(&w->thread);
+    notice_provider found = w->found;
+    worker_unlock(&w->thread);
+    return found;
 }
 
 void notice_watch_stop(notice_watch *w)

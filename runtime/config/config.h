@@ -3,8 +3,8 @@
  * config_load reads a YAML file with libyaml, applies `key.path=value` overrides from the command
  * line, and validates everything before any rank does work. Every rejection names
  * FILE:LINE:COL and the key path (overrides are reported as `<override N>:1:COL`), and returns
- * DDP_EUSAGE (a GPT-2 shape left to checkpoint.init_from is checked once the training job has read
- * it: config_take_gpt2_shape). The struct below is plain data; nothing outside runtime/config
+ * DDP_EUSAGE (a GPT-2 or Llama shape left to checkpoint.init_from is checked once the training job
+ * has read it: config_take_shape). The struct below is plain data; nothing outside runtime/config
  * parses YAML. Settings that belong to a layer are held in that layer's own types (device_opts.h's kinds, optim_opts,
  * models/model_opts.h, the notice provider), so the config sits above those layers and none of
  * them includes this header: the training job hands each its part. The key table
@@ -40,7 +40,7 @@ typedef enum { RESUME_AUTO, RESUME_NEVER, RESUME_PATH } cfg_resume;
 typedef struct config {
     char source[CFG_PATH_MAX]; /* the YAML file it came from */
 
-    struct { char dir[CFG_PATH_MAX]; uint64_t seed; } run;
+    struct { char dir[CFG_PATH_MAX]; uint64_t seed; bool tensorboard; } run;
     device_kind device;
     struct { bool tf32; } cuda;                 /* cuda.tf32: allow TF32 GEMMs on the CUDA backend */
     /* bf16: activations and GEMM operands in bf16 with fp32 accumulation, fp32 master weights,
@@ -49,14 +49,15 @@ typedef struct config {
 
     /* Each model kind has a section of its own (model.mlp, ...); only model.kind's is read, and a
      * file that sets another kind's section is rejected. The types are the models' own
-     * (models/model_opts.h). With checkpoint.init_from, a gpt2 shape key the file and the
-     * overrides leave out is 0 until config_take_gpt2_shape fills it. */
+     * (models/model_opts.h). With checkpoint.init_from, a shape key of model.kind's section that
+     * the file and the overrides leave out is pending (0, false) until config_take_shape fills it. */
     struct {
         model_kind kind;
         mlp_opts mlp;
         gpt2_shape gpt2;
         llama_shape llama;          /* ffn_hidden resolved by the load (model.llama.ffn_hidden 0) */
         int64_t llama_multiple_of;  /* model.llama.multiple_of: Llama's rule for ffn_hidden 0 */
+        uint32_t shape_pending;     /* bit i: key i of model.kind's section table is left to init_from */
     } model;
 
     struct {
@@ -101,7 +102,7 @@ typedef struct config {
         int64_t keep_last;
         cfg_resume resume;
         char resume_path[CFG_PATH_MAX];
-        char init_from[CFG_PATH_MAX];           /* llm.c GPT-2 model file for a fresh start; "" = none */
+        char init_from[CFG_PATH_MAX];           /* llm.c GPT-2 file or Hugging Face folder to start from; "" = none */
         int stop_signal;                        /* signal number that means "checkpoint and stop" */
         char dir[CFG_PATH_MAX];                 /* "" = run.dir/checkpoints */
         char upload_cmd[CFG_PATH_MAX];          /* run after each save ({path} {name} {dir} {step}); "" = none */
@@ -125,16 +126,22 @@ int config_load(const char *path, int n_overrides, char *const overrides[], conf
 int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides, char *const overrides[],
                         config *out, ddp_err *err);
 
-/* True when a GPT-2 shape key is still 0: left out with checkpoint.init_from, whose shape (which
+/* checkpoint.init_from's shape, in model.kind's member: what the training job reads from the file. */
+typedef union config_shape {
+    gpt2_shape gpt2;
+    llama_shape llama;
+} config_shape;
+
+/* True when a shape key of model.kind's section is left to checkpoint.init_from, whose shape (which
  * only the training job reads) it is to be. Such a config is not yet written, hashed or built. */
-bool config_gpt2_shape_pending(const config *c);
-/* Takes checkpoint.init_from's shape `from`, read from `file` (names[]: that file's names for
- * n_layer, n_head, n_embd, block_size and vocab_size, for messages): the keys left out get its
- * values; one set to another value is refused naming the key, both values and file, as are values
- * outside the keys' ranges or n_embd not divisible by n_head; then data.seq_len must fit its
- * block_size. DDP_OK, or DDP_EUSAGE with c unchanged. */
-int config_take_gpt2_shape(config *c, const gpt2_shape *from, const char *file, const char *const names[],
-                           ddp_err *err);
+bool config_shape_pending(const config *c);
+/* Takes checkpoint.init_from's shape `from` (model.kind's member), read from `file` (names[]: that
+ * file's names of the section's shape keys, in the order of the shape's fields: for messages): the
+ * keys left out get its values; one set to another value is refused naming the key, both values and
+ * file, as are values outside the keys' ranges or that break the shape's rules (heads dividing the
+ * channels, ...); then data.seq_len must fit its block_size. DDP_OK, or DDP_EUSAGE with c unchanged. */
+int config_take_shape(config *c, const config_shape *from, const char *file, const char *const names[],
+                      ddp_err *err);
 
 /* Writes the fully resolved config (every key, defaults included) as YAML to path, replacing it
  * atomically and durably; an error names the file and the system's reason. */

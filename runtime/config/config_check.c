@@ -37,7 +37,8 @@ static bool gpt2_heads_uneven(const config *c)
 {
     return c->model.kind == MODEL_GPT2 && c->model.gpt2.n_head && c->model.gpt2.n_embd % c->model.gpt2.n_head != 0;
 }
-/* A shape key left to checkpoint.init_from is 0 until config_take_gpt2_shape, which checks these again. */
+/* A shape key left to checkpoint.init_from is 0 until config_take_shape, which checks these again:
+ * a rule skips a 0. */
 static bool seq_over_block(const config *c)
 {
     return c->model.kind == MODEL_GPT2 && c->data.kind == DATA_TOKENS && c->model.gpt2.block_size &&
@@ -47,15 +48,23 @@ static bool tokens_without_lm(const config *c) { return c->data.kind == DATA_TOK
 static bool init_from_not_lm(const config *c) { return c->checkpoint.init_from[0] && !language_model(c); }
 
 static bool is_llama(const config *c) { return c->model.kind == MODEL_LLAMA; }
-static bool llama_heads_uneven(const config *c) { return is_llama(c) && c->model.llama.n_embd % c->model.llama.n_head; }
+static bool llama_heads_uneven(const config *c)
+{
+    return is_llama(c) && c->model.llama.n_head && c->model.llama.n_embd % c->model.llama.n_head;
+}
 static bool llama_head_odd(const config *c)
 {
-    return is_llama(c) && !llama_heads_uneven(c) && (c->model.llama.n_embd / c->model.llama.n_head) % 2;
+    return is_llama(c) && c->model.llama.n_head && !llama_heads_uneven(c) &&
+           (c->model.llama.n_embd / c->model.llama.n_head) % 2;
 }
-static bool llama_kv_uneven(const config *c) { return is_llama(c) && c->model.llama.n_head % c->model.llama.n_kv_head; }
+static bool llama_kv_uneven(const config *c)
+{
+    return is_llama(c) && c->model.llama.n_kv_head && c->model.llama.n_head % c->model.llama.n_kv_head;
+}
 static bool llama_seq_over_block(const config *c)
 {
-    return is_llama(c) && c->data.kind == DATA_TOKENS && c->data.seq_len > c->model.llama.block_size;
+    return is_llama(c) && c->data.kind == DATA_TOKENS && c->model.llama.block_size &&
+           c->data.seq_len > c->model.llama.block_size;
 }
 
 static const conflict conflicts[] = {

@@ -83,6 +83,8 @@ int cfg_key_count(void);
 int cfg_key_find(const char *path);          /* index for cfg_key_at, or -1 */
 void cfg_key_parent(const char *path, char *out, size_t n); /* "a.b.c" -> "a.b", "a" -> "" */
 const char *cfg_key_leaf(const char *path);  /* "a.b.c" -> "c" */
+/* Whether a KT_NUM value is finite and in range r (the loader's rule, for values from elsewhere). */
+bool cfg_num_allowed(double v, num_range r);
 /* "a positive number", "an integer >= 1", "one of sgd, adamw", ... */
 void cfg_expect(const cfg_key *k, char *out, size_t n);
 /* The value as text: plain scalars, "[1024, 1024]" for lists (also used by the writer/hash). */
@@ -146,6 +148,12 @@ typedef struct cfg_model_section {
     const cfg_key *keys;            /* the section's own row first, then its keys */
     int n_keys;
     int (*check)(cfg_loader *L);    /* rules across the section's keys; NULL when there are none */
+    /* The kind's shape in struct config (offsetof, sizeof; 0 when checkpoint.init_from gives none):
+     * the section's keys whose fields lie inside it are its shape keys, in the shape's field order. */
+    size_t shape_off, shape_size;
+    /* The shape's rules across its keys for a shape checkpoint.init_from gave (c holds it; names as
+     * config_take_shape's), data.seq_len against its block size included: DDP_OK or DDP_EUSAGE. */
+    int (*shape_check)(const config *c, const char *file, const char *const names[], ddp_err *err);
 } cfg_model_section;
 
 extern const cfg_model_section cfg_model_sections[];

@@ -35,6 +35,9 @@ static const cfg_key keys_before_models[] = {
     STR("run.dir", run.dir, "runs/default", "Run directory: metrics.jsonl, resolved config, checkpoints."),
     {.path = "run.seed", .type = KT_UINT, .off = OFF(run.seed), .def = "0", .hash = HASH_YES,
      .doc = "Seed of every RNG stream (init, sampler, synthetic data)."},
+    BOOL("run.tensorboard", run.tensorboard, "false", HASH_NO,
+         "Rank 0 also writes the metrics as TensorBoard event files into `run.dir/tensorboard/` while training "
+         "runs (`tensorboard --logdir`, `wandb sync --sync-tensorboard`)."),
     ENUM("device", device, device_names, "auto", HASH_NO,
          "Compute device; `auto` = CUDA when a GPU is usable, else CPU."),
     SECTION("cuda"),

@@ -146,9 +146,9 @@ static bool looks_numeric(const char *t)
     return *p == '\0';
 }
 
-static bool in_range(double v, num_range r)
+bool cfg_num_allowed(double v, num_range r)
 {
-    return r == NR_POSITIVE ? v > 0 : r == NR_NONNEG ? v >= 0 : (v >= 0 && v < 1);
+    return isfinite(v) && (r == NR_POSITIVE ? v > 0 : r == NR_NONNEG ? v >= 0 : (v >= 0 && v < 1));
 }
 
 static int parse_int(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key,
@@ -176,7 +176,7 @@ static int parse_num(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, con
     if (!t || !looks_numeric(t))
         return wrong(L, s, nd, key, expect);
     double v = strtod(t, NULL);
-    if (!isfinite(v) || !in_range(v, r))
+    if (!cfg_num_allowed(v, r))
         return wrong(L, s, nd, key, expect);
     *out = v;
     return DDP_OK;

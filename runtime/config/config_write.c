@@ -174,9 +174,9 @@ static int write_to(FILE *f, void *ctx, ddp_err *err)
 
 int config_write_resolved(const config *c, const char *path, ddp_err *err)
 {
-    if (config_gpt2_shape_pending(c)) /* its 0s would not load again */
-        return ddp_fail(err, DDP_ERUNTIME, "%s: the model.gpt2 shape is not yet taken from checkpoint.init_from",
-                        path);
+    if (config_shape_pending(c)) /* its 0s would not load again */
+        return ddp_fail(err, DDP_ERUNTIME, "%s: the model.%s shape is not yet taken from checkpoint.init_from",
+                        path, cfg_model_kind_names[c->model.kind]);
     return replace_file_stream(path, write_to, &(resolved){.c = c, .path = path}, err);
 }
 

@@ -13,10 +13,17 @@
 #include "runtime/base/log.h"
 #include "runtime/device/backend.h"
 #include "runtime/device/device_check.h"
+#include "runtime/device/device_ledger.h"
 
 #include <stdio.h>
 
-static void checked_destroy(device *d) { d->backend->destroy(d); }
+static void checked_destroy(device *d)
+{
+    device_ledger_destroy(d->ledger);
+    d->backend->destroy(d);
+}
+
+uint64_t device_memory_peak(const device *d) { return device_ledger_peak(d->ledger); }
 
 /* ---- the table and the backends behind it ------------------------------------------------ */
 
@@ -29,12 +36,23 @@ static const struct device_ops checked_ops = {
     .destroy = checked_destroy,
 };
 
+/* The checking table in front of a backend's new device, and the ledger its alloc and free keep. */
+static int front_of(device *d, ddp_err *err)
+{
+    d->ops = &checked_ops;
+    d->ledger = device_ledger_create();
+    if (d->ledger)
+        return DDP_OK;
+    d->backend->destroy(d);
+    return ddp_fail(err, DDP_ERUNTIME, "device: out of host memory for its allocation ledger");
+}
+
 int device_cpu_create(device **out, ddp_err *err)
 {
     *out = NULL;
     int rc = device_cpu_backend_create(out, err);
-    if (!rc)
-        (*out)->ops = &checked_ops;
+    if (!rc && (rc = front_of(*out, err)) != DDP_OK)
+        *out = NULL;
     return rc;
 }
 
@@ -43,8 +61,8 @@ int device_cuda_create(int local_rank, const device_opts *opts, device **out, dd
 {
     *out = NULL;
     int rc = device_cuda_backend_create(local_rank, opts, out, err);
-    if (!rc)
-        (*out)->ops = &checked_ops;
+    if (!rc && (rc = front_of(*out, err)) != DDP_OK)
+        *out = NULL;
     return rc;
 }
 #else

@@ -216,11 +216,12 @@ typedef struct adamw_args {
  * gradients and LayerNorm's statistics are float. Deterministic for a given thread count and GPU:
  * no float atomics. */
 #define DEVICE_TRANSFORMER_OPS(OP)                                                                 \
-    /* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]; tokens in [0, rows of wte) */                  \
+    /* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]; tokens in [0, rows of wte). wpe NULL: no     \
+     * position table (out[b,t,:] = wte[tokens[b,t],:], the Llama's: RoPE places positions) */     \
     OP(embedding_forward, (device *d, tensor_dtype t, void *out, const int32_t *tokens, const void *wte, \
                            const void *wpe, int64_t B, int64_t T, int64_t C))                       \
     /* dwte[tokens[b,t],:] += dout[b,t,:] in (b,t) order, dwpe[t,:] += sum_b dout[b,t,:]; dwte has \
-     * V rows */                                                                                   \
+     * V rows. dwpe NULL: no position table, only dwte */                                          \
     OP(embedding_backward, (device *d, tensor_dtype t, float *dwte, float *dwpe, const void *dout, \
                             const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t V))     \
     /* out = (inp - mean) * rstd * w + b per row of C (eps 1e-5, biased variance); mean and rstd  \
@@ -389,8 +390,15 @@ struct device {
     /* the profiler recording every op (device_prof.h), NULL when off: all profiling costs an op
      * then is the test of this pointer in device.c */
     device_prof *prof;
+    struct device_ledger *ledger; /* device.c: the live allocations' bytes (device_memory_peak) */
     void *impl;
 };
+
+/* The most bytes this device's allocations (ops->alloc: parameters, gradients, optimizer state,
+ * activations, buffers) held at once since it was opened, counted the same on either backend; the
+ * backends' own scratch and libraries' workspaces (cuBLAS, oneDNN, NCCL) and the CUDA context are
+ * not allocations of ours and are not counted. */
+uint64_t device_memory_peak(const device *d);
 
 /* CPU backend (device_cpu.c). */
 int device_cpu_create(device **out, ddp_err *err);

@@ -1,20 +1,30 @@
 /* device_check_memory.c — the argument contracts of the memory family's ops (device.h's
  * DEVICE_MEMORY_OPS, and free), for device.c's checking table: each checked_NAME rejects bad
  * arguments with one message for both backends, returns when there is nothing to do, and forwards
- * the rest to d->backend, the copies recorded with their bytes. It must not copy or allocate
- * anything itself nor read device memory. */
+ * the rest to d->backend, the copies recorded with their bytes; alloc and free also keep the
+ * device's ledger of live allocations (device_ledger.h). It must not copy or allocate device
+ * memory itself nor read it. */
 #include "runtime/device/device_check.h"
+#include "runtime/device/device_ledger.h"
 
 int checked_alloc(device *d, size_t bytes, void **out, ddp_err *err)
 {
     NEED_POINTER("alloc", out);
-    return d->backend->alloc(d, bytes, out, err);
+    int rc = d->backend->alloc(d, bytes, out, err);
+    if (rc != DDP_OK || !d->ledger || device_ledger_add(d->ledger, *out, bytes))
+        return rc;
+    d->backend->free(d, *out);
+    *out = NULL;
+    return ddp_fail(err, DDP_ERUNTIME, "alloc: out of host memory for the allocation ledger");
 }
 
 void checked_free(device *d, void *p)
 {
-    if (p)
-        d->backend->free(d, p);
+    if (!p)
+        return;
+    if (d->ledger)
+        device_ledger_remove(d->ledger, p);
+    d->backend->free(d, p);
 }
 
 int checked_upload(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)

@@ -40,10 +40,10 @@ int checked_embedding_forward(device *d, tensor_dtype t, void *out, const int32_
     NEED_POINTER("embedding_forward", out);
     NEED_POINTER("embedding_forward", tokens);
     NEED_POINTER("embedding_forward", wte);
-    NEED_POINTER("embedding_forward", wpe);
-    DEVICE_FORWARD(embedding_forward, /* out written, its wte rows and wpe read once, the tokens */
-                   btc_cost(t, B, T, C, ((2.0 * B + 1) * T * C) * tensor_dtype_size(t) + 4.0 * B * T,
-                            (double)B * T * C),
+    /* wpe may be NULL: no position table */
+    DEVICE_FORWARD(embedding_forward, /* out written, its wte rows and wpe (if any) read once, the tokens */
+                   btc_cost(t, B, T, C, ((2.0 * B + (wpe ? 1 : 0)) * T * C) * tensor_dtype_size(t) + 4.0 * B * T,
+                            wpe ? (double)B * T * C : 0.0),
                    d, t, out, tokens, wte, wpe, B, T, C, err);
 }
 
@@ -60,12 +60,12 @@ int checked_embedding_backward(device *d, tensor_dtype t, float *dwte, float *dw
         return ddp_fail(err, DDP_ERUNTIME, "embedding_backward: V = %lld, but the tokens index rows of dwte",
                         (long long)V);
     NEED_POINTER("embedding_backward", dwte);
-    NEED_POINTER("embedding_backward", dwpe);
     NEED_POINTER("embedding_backward", dout);
     NEED_POINTER("embedding_backward", tokens);
-    DEVICE_FORWARD(embedding_backward, /* dout and the tokens read, dwte's rows and dwpe += */
-                   btc_cost(t, B, T, C, (double)B * T * C * (tensor_dtype_size(t) + 8.0) + 8.0 * T * C + 4.0 * B * T,
-                            2.0 * B * T * C),
+    /* dwpe may be NULL: no position table */
+    DEVICE_FORWARD(embedding_backward, /* dout and the tokens read, dwte's rows and dwpe (if any) += */
+                   btc_cost(t, B, T, C, (double)B * T * C * (tensor_dtype_size(t) + 8.0) + (dwpe ? 8.0 * T * C : 0.0) +
+                            4.0 * B * T, (dwpe ? 2.0 : 1.0) * B * T * C),
                    d, t, dwte, dwpe, dout, tokens, B, T, C, V, err);
 }
 

@@ -162,14 +162,17 @@ static int open_index(hf_weights *w, const char *dir, ddp_err *err)
 
 int hf_weights_open(hf_weights *w, const char *dir, ddp_err *err)
 {
+    char weights[sizeof w->path], index[sizeof w->path]; /* not formatted into w: gcc -O2 with UBSan warns */
+    snprintf(weights, sizeof weights, "%s/%s", dir, HF_WEIGHTS);
+    snprintf(index, sizeof index, "%s/%s", dir, HF_INDEX);
     memset(w, 0, sizeof *w);
-    snprintf(w->path, sizeof w->path, "%s/%s", dir, HF_WEIGHTS);
     struct stat sb;
+    bool single = stat(weights, &sb) == 0;
+    memcpy(w->path, single ? weights : index, sizeof w->path);
     int rc;
-    if (stat(w->path, &sb) == 0) {
+    if (single) {
         rc = add_file(w, dir, HF_WEIGHTS, err);
     } else {
-        snprintf(w->path, sizeof w->path, "%s/%s", dir, HF_INDEX);
         rc = stat(w->path, &sb) == 0 ? open_index(w, dir, err)
                                      : ddp_fail(err, DDP_EUSAGE, "%s: neither %s nor %s", dir, HF_WEIGHTS, HF_INDEX);
     }

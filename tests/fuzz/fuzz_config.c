@@ -8,8 +8,8 @@
  * reach. A rejected config only has to come back as an error. An accepted one must survive the
  * trip the training job makes: config_write_resolved, then config_load of that file gives the
  * same struct and the same config_hash (anything else is a setting silently changed on resume),
- * and so the harness aborts on a difference (a GPT-2 shape left to checkpoint.init_from is given
- * one first, take_shape). It owns no checks of its own beyond that round trip,
+ * and so the harness aborts on a difference (a GPT-2 or Llama shape left to checkpoint.init_from is
+ * given one first, take_shape). It owns no checks of its own beyond that round trip,
  * and must not print for ordinary inputs. */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,22 +27,41 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* A GPT-2 shape the config leaves to checkpoint.init_from is taken first, as the training job
- * takes the file's: here the config's own values with 1, n_head x 64, data.seq_len and 256 for the
- * keys left out (a take config_take_gpt2_shape refuses is a rejected config). */
+/* A GPT-2 or Llama shape the config leaves to checkpoint.init_from is taken first, as the training
+ * job takes the file's: here the config's own values with 1 layer, 1 head (and key/value head),
+ * n_head x 64 channels, data.seq_len positions, 256 tokens, a 128 FFN width and Llama's defaults for
+ * the rest, for the keys left out (a take config_take_shape refuses is a rejected config). */
 static int take_shape(config *c)
 {
-    static const char *const names[] = {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"};
-    if (!config_gpt2_shape_pending(c))
+    static const char *const gpt2_names[] = {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"};
+    static const char *const llama_names[] = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                                              "hidden_size", "intermediate_size", "max_position_embeddings",
+                                              "vocab_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings"};
+    if (!config_shape_pending(c))
         return DDP_OK;
-    gpt2_shape s = c->model.gpt2;
-    s.n_layer = s.n_layer ? s.n_layer : 1;
-    s.n_head = s.n_head ? s.n_head : 1;
-    s.n_embd = s.n_embd ? s.n_embd : 64 * s.n_head;
-    s.block_size = s.block_size ? s.block_size : c->data.seq_len;
-    s.vocab_size = s.vocab_size ? s.vocab_size : 256;
+    config_shape s;
+    memset(&s, 0, sizeof s);
     ddp_err err = {0};
-    return config_take_gpt2_shape(c, &s, "init_from/config.json", names, &err);
+    if (c->model.kind == MODEL_LLAMA) {
+        s.llama = c->model.llama;
+        s.llama.n_layer = s.llama.n_layer ? s.llama.n_layer : 1;
+        s.llama.n_head = s.llama.n_head ? s.llama.n_head : 1;
+        s.llama.n_kv_head = s.llama.n_kv_head ? s.llama.n_kv_head : 1;
+        s.llama.n_embd = s.llama.n_embd ? s.llama.n_embd : 64 * s.llama.n_head;
+        s.llama.ffn_hidden = s.llama.ffn_hidden ? s.llama.ffn_hidden : 128;
+        s.llama.block_size = s.llama.block_size ? s.llama.block_size : c->data.seq_len;
+        s.llama.vocab_size = s.llama.vocab_size ? s.llama.vocab_size : 256;
+        s.llama.rope_theta = s.llama.rope_theta ? s.llama.rope_theta : 10000;
+        s.llama.norm_eps = s.llama.norm_eps ? s.llama.norm_eps : 1e-5;
+        return config_take_shape(c, &s, "init_from/config.json", llama_names, &err);
+    }
+    s.gpt2 = c->model.gpt2;
+    s.gpt2.n_layer = s.gpt2.n_layer ? s.gpt2.n_layer : 1;
+    s.gpt2.n_head = s.gpt2.n_head ? s.gpt2.n_head : 1;
+    s.gpt2.n_embd = s.gpt2.n_embd ? s.gpt2.n_embd : 64 * s.gpt2.n_head;
+    s.gpt2.block_size = s.gpt2.block_size ? s.gpt2.block_size : c->data.seq_len;
+    s.gpt2.vocab_size = s.gpt2.vocab_size ? s.gpt2.vocab_size : 256;
+    return config_take_shape(c, &s, "init_from/config.json", gpt2_names, &err);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

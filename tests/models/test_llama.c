@@ -305,7 +305,9 @@ static void check_create(device *d)
     ddp_err err = {0};
     CHECK(model_create(&opts, d, &data, 2, 0, &m, &err) == 0, "%d layers: %s", LLAMA_MAX_LAYERS, err.msg);
     if (m) {
-        CHECK(!strncmp(m->description, "llama n_layer=100 ", 18), "description \"%s\"", m->description);
+        char want[32];
+        snprintf(want, sizeof want, "llama n_layer=%d ", LLAMA_MAX_LAYERS);
+        CHECK(!strncmp(m->description, want, strlen(want)), "description \"%s\"", m->description);
         m->ops->destroy(m);
     }
     llama_shape bad = opts.llama;
@@ -316,6 +318,49 @@ static void check_create(device *d)
     bad.n_embd = 6; /* head size 3 */
     CHECK(llama_create(&bad, TENSOR_F32, d, &data, 2, 0, &m, &err) == DDP_EUSAGE, "odd head size built");
     CHECK_STR_CONTAINS(err.msg, "is not an even head size");
+}
+
+/* The deepest Llama the config allows has at least Llama 3.1 405B's 126 layers, and its tensor table
+ * holds every Hugging Face name whole (the longest, model.layers.NNN.post_attention_layernorm.weight,
+ * does not fit a 48-byte name): each is checked against the name built here in a buffer of its own. */
+static void check_deepest_names(void)
+{
+    static const char *const block[] = {"input_layernorm.weight", "self_attn.q_proj.weight",
+                                        "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                                        "self_attn.o_proj.weight", "post_attention_layernorm.weight",
+                                        "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"};
+    CHECK(LLAMA_MAX_LAYERS >= 126, "LLAMA_MAX_LAYERS %d is below Llama 3.1 405B's 126 layers", LLAMA_MAX_LAYERS);
+    const llama_shape s = {.n_layer = LLAMA_MAX_LAYERS, .n_head = 2, .n_kv_head = 1, .n_embd = 8, .ffn_hidden = 16,
+                           .block_size = 4, .vocab_size = 16, .rope_theta = 10000, .norm_eps = 1e-5};
+    model tbl;
+    memset(&tbl, 0, sizeof tbl);
+    ddp_err err = {0};
+    CHECK(llama_tensor_table(&s, &tbl, &err) == DDP_OK, "%d layers: %s", LLAMA_MAX_LAYERS, err.msg);
+    int n_block = (int)(sizeof block / sizeof block[0]);
+    CHECK(tbl.n_tensors == 3 + LLAMA_MAX_LAYERS * n_block, "%d tensors", tbl.n_tensors);
+    int wrong = 0;
+    for (int l = 0; l < LLAMA_MAX_LAYERS && tbl.n_tensors == 3 + LLAMA_MAX_LAYERS * n_block; l++)
+        for (int i = 0; i < n_block; i++) {
+            char want[128];
+            snprintf(want, sizeof want, "model.layers.%d.%s", l, block[i]);
+            const char *have = tbl.tensors[1 + l * n_block + i].name;
+            if (strcmp(have, want) && wrong++ < 3)
+                CHECK(false, "tensor %d is \"%s\", expected \"%s\"", 1 + l * n_block + i, have, want);
+        }
+    CHECK(wrong == 0, "%d tensor names of %d layers not whole", wrong, LLAMA_MAX_LAYERS);
+    /* a name that does not fit is refused, never cut short */
+    char longest[MODEL_TENSOR_NAME_MAX + 1];
+    memset(longest, 'x', MODEL_TENSOR_NAME_MAX);
+    longest[MODEL_TENSOR_NAME_MAX] = '\0';
+    size_t off = 0;
+    int n = tbl.n_tensors;
+    CHECK(model_add_tensor(&tbl, longest, 1, 0, false, &off, &err) == DDP_ERUNTIME && tbl.n_tensors == n,
+          "a %d-byte tensor name taken", MODEL_TENSOR_NAME_MAX);
+    CHECK_STR_CONTAINS(err.msg, "is longer than 63 bytes");
+    longest[MODEL_TENSOR_NAME_MAX - 1] = '\0';
+    CHECK(model_add_tensor(&tbl, longest, 1, 0, false, &off, &err) == DDP_OK &&
+          !strcmp(tbl.tensors[n].name, longest), "a %d-byte tensor name not whole", MODEL_TENSOR_NAME_MAX - 1);
+    model_free_tensors(&tbl);
 }
 
 /* `--cuda` runs the fixture checks on the CUDA device; the checks of the model's own code
@@ -346,6 +391,7 @@ int main(int argc, char **argv)
             check_init(&x);
             check_description(&x);
             check_create(d);
+            check_deepest_names();
         }
     }
     gfx_teardown(&x.f);

@@ -12,7 +12,9 @@
  * them. The host never waits: the sort's sizes are known at launch. A token's run is one warp's
  * serial loop, so the most frequent token bounds the time (~2,500 of 65,536 in English text).
  * dwpe[t,c] += Σ_b dout[b,t,c]: one thread per pack of (t, c), the sum in double over b in order,
- * rounded once, as the CPU does.
+ * rounded once, as the CPU does. Without a position table (wpe, dwpe NULL: the Llama's) the forward
+ * copies the token rows (a template flag, so both keep the vectorised packs) and the backward has
+ * no dwpe sums.
  *
  * Where rows are 16-byte aligned, every row access moves packs of kVec<E> elements. Arguments
  * arrive checked (device_check_*.c); token ids are trusted to lie in [0, V) by the forward, and the
@@ -36,19 +38,35 @@ using ddp_kernels::vec_width;
 
 /* ---- forward ---------------------------------------------------------------------------------- */
 
-template <typename E, int W>
+/* Positions: wpe is added (else there is none: out is the token rows as they are). */
+template <typename E, int W, bool Positions>
 __global__ void ddp_embedding_forward_kernel(E *out, const int32_t *tokens, const E *wte, const E *wpe, size_t T,
                                              size_t C, size_t BT)
 {
     const size_t packs = C / W;
     for (size_t i = global_index(); i < BT * packs; i += grid_stride()) {
         const size_t bt = i / packs, k = i % packs;
-        const pack<E, W> te = load_pack<W>(wte + (size_t)tokens[bt] * C, k), pe = load_pack<W>(wpe + bt % T * C, k);
-        pack<E, W> o;
-        DDP_UNROLL
-        for (int q = 0; q < W; q++) o.v[q] = from_float<E>(to_float(te.v[q]) + to_float(pe.v[q]));
+        pack<E, W> o = load_pack<W>(wte + (size_t)tokens[bt] * C, k);
+        if (Positions) {
+            const pack<E, W> pe = load_pack<W>(wpe + bt % T * C, k);
+            DDP_UNROLL
+            for (int q = 0; q < W; q++) o.v[q] = from_float<E>(to_float(o.v[q]) + to_float(pe.v[q]));
+        }
         store_pack<W>(out + bt * C, k, o);
     }
+}
+
+template <typename E, bool Positions>
+static int launch_embedding_forward(device *d, E *out, const int32_t *tokens, const E *wte, const E *wpe, size_t T,
+                                    size_t C, size_t BT, ddp_err *err)
+{
+    if (vec_width<E>(C, {out, wte, wpe}) > 1)
+        DDP_LAUNCH_OP((ddp_embedding_forward_kernel<E, kVec<E>, Positions>), grid_for(BT * (C / kVec<E>), kBlock),
+                      kBlock, 0, out, tokens, wte, wpe, T, C, BT);
+    else
+        DDP_LAUNCH_OP((ddp_embedding_forward_kernel<E, 1, Positions>), grid_for(BT * C, kBlock), kBlock, 0, out,
+                      tokens, wte, wpe, T, C, BT);
+    return DDP_OK;
 }
 
 extern "C" int device_cuda_embedding_forward(device *d, tensor_dtype t, void *out, const int32_t *tokens,
@@ -60,13 +78,8 @@ extern "C" int device_cuda_embedding_forward(device *d, tensor_dtype t, void *ou
                      E *o = static_cast<E *>(out);
                      const E *te = static_cast<const E *>(wte);
                      const E *pe = static_cast<const E *>(wpe);
-                     if (vec_width<E>(cols, {out, wte, wpe}) > 1)
-                         DDP_LAUNCH_OP((ddp_embedding_forward_kernel<E, kVec<E>>),
-                                       grid_for(BT * (cols / kVec<E>), kBlock), kBlock, 0, o, tokens, te, pe,
-                                       (size_t)T, cols, BT);
-                     else
-                         DDP_LAUNCH_OP((ddp_embedding_forward_kernel<E, 1>), grid_for(BT * cols, kBlock), kBlock, 0, o,
-                                       tokens, te, pe, (size_t)T, cols, BT));
+                     return pe ? launch_embedding_forward<E, true>(d, o, tokens, te, pe, (size_t)T, cols, BT, err)
+                               : launch_embedding_forward<E, false>(d, o, tokens, te, pe, (size_t)T, cols, BT, err));
     return DDP_OK;
 }
 
@@ -297,6 +310,8 @@ extern "C" int device_cuda_embedding_backward(device *d, tensor_dtype t, float *
                          DDP_LAUNCH_OP((ddp_embedding_backward_wte_kernel<E, 1>),
                                        grid_for((size_t)V * ((cols + 31) / 32), warps_per_block), kBlock, 0, dwte, g,
                                        vals, offsets, (size_t)V, cols);
+                     if (!dwpe)
+                         return DDP_OK; /* no position table */
                      if (TC % W == 0 && all_aligned(16, {dout}) && all_aligned(W * sizeof(float), {dwpe}))
                          DDP_LAUNCH_OP((ddp_embedding_backward_wpe_kernel<E, W>), grid_for(TC / W, kBlock), kBlock, 0,
                                        dwpe, g, (size_t)B, TC);

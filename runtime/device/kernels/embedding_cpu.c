@@ -1,6 +1,6 @@
 /* embedding_cpu.c — the CPU code of the token and position embeddings, part of the transformer
  * family (CUDA: embedding.cu): the forward gather and the backward's scatter-add into dwte and
- * column sums into dwpe.
+ * column sums into dwpe (none without a position table: wpe and dwpe NULL).
  *
  * OpenMP splits only independent outputs (rows of the forward, column blocks of the backward), so
  * no result depends on the thread count. dwte's additions run in position order, in float: the
@@ -40,8 +40,13 @@ static int cpu_embedding_forward_f32(device *d, float *restrict out, const int32
     DDP_PARALLEL_FOR(B * T * C)
     for (int64_t bt = 0; bt < B * T; bt++) {
         const float *restrict te = wte + (int64_t)tokens[bt] * C;
-        const float *restrict pe = wpe + (bt % T) * C;
         float *restrict o = out + bt * C;
+        if (!wpe) {
+            for (int64_t c = 0; c < C; c++)
+                o[c] = te[c];
+            continue;
+        }
+        const float *restrict pe = wpe + (bt % T) * C;
         for (int64_t c = 0; c < C; c++)
             o[c] = te[c] + pe[c];
     }
@@ -74,6 +79,8 @@ static int cpu_embedding_backward_f32(device *d, float *restrict dwte, float *re
     (void)d;
     (void)err;
     embedding_backward_wte(dwte, dout, tokens, B * T, C);
+    if (!dwpe)
+        return DDP_OK;
     /* position t's rows are dout[b,t,:] for every b: stride T·C */
     DDP_PARALLEL_FOR(B * T * C)
     for (int64_t t = 0; t < T; t++)

@@ -9,18 +9,23 @@
 #    --dtype bf16 is bf16/'s model.safetensors byte for byte;
 #  - two training steps exported, imported back (a still step) and exported again: the same files;
 #  - refused with exit 2: a model.llama shape other than the folder's (both named), an llm.c file
-#    (not a folder) for a Llama.
+#    (not a folder) for a Llama;
+#  - a config with no model.llama keys: config.json's shape on both ranks of an np=2 run and in the
+#    resolved config (ffn_hidden intermediate_size, not the multiple_of rule's), resumed from the same
+#    config; a key set to another value than the folder's (rope_theta, tie_embeddings) refused naming
+#    it, both values and config.json, and a data.seq_len over max_position_embeddings naming both.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/llama_tiny.yaml
 HF=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-llama-tiny
 DATA=$TMP/data
-read -r L NH NKV C FFN NPOS V THETA EPS < <(python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
+read -r L NH NKV C FFN NPOS V THETA EPS TIE < <(python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
 print(c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"], c["hidden_size"],
-      c["intermediate_size"], c["max_position_embeddings"], c["vocab_size"], c["rope_theta"], c["rms_norm_eps"])' \
-    "$HF/config.json")
+      c["intermediate_size"], c["max_position_embeddings"], c["vocab_size"], c["rope_theta"], c["rms_norm_eps"],
+      str(c.get("tie_word_embeddings", False)).lower())' "$HF/config.json")
 SHAPE=(model.llama.n_layer="$L" model.llama.n_head="$NH" model.llama.n_kv_head="$NKV" model.llama.n_embd="$C"
        model.llama.ffn_hidden="$FFN" model.llama.block_size="$NPOS" model.llama.vocab_size="$V"
-       model.llama.rope_theta="$THETA" model.llama.norm_eps="$EPS" data.seq_len="$NPOS")
+       model.llama.rope_theta="$THETA" model.llama.norm_eps="$EPS" model.llama.tie_embeddings="$TIE"
+       data.seq_len="$NPOS")
 llama() { # RUNDIR [overrides...]
     local dir=$1; shift
     mpirun -np 1 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$TINY" run.dir="$dir" data.path="$DATA" \
@@ -87,4 +92,47 @@ check "naming both shapes" grep -q "describes llama .*n_kv_head=$NKV.*the model 
 llama "$TMP/x2" "${STILL[@]}" checkpoint.init_from="$HF/model.safetensors" >"$TMP/x2.log" 2>&1
 check "a file for a Llama: exit 2 (got $?)" [ $? -eq 2 ]
 check "saying a Llama starts from a folder" grep -q "is not a directory: a Llama starts from a Hugging Face folder" "$TMP/x2.log"
+
+# ---- a config without model.llama keys: the folder's shape -----------------------------------
+NOSHAPE=$TMP/noshape.yaml
+sed '/llama: {/d' "$TINY" >"$NOSHAPE"
+check "the shapeless config has no model.llama keys" bash -c "! grep -q 'n_layer\|llama: {' '$NOSHAPE'"
+noshape() { # NP RUNDIR [overrides...]
+    local np=$1 dir=$2; shift 2
+    mpirun -np "$np" --oversubscribe --bind-to none "$DDPRUN_WORKER" "$NOSHAPE" run.dir="$dir" data.path="$DATA" \
+        checkpoint.init_from="$HF" "$@"
+}
+noshape 2 "$TMP/n" >"$TMP/n.log" 2>&1
+check "np=2, no model.llama keys: two steps from the folder" [ $? -eq 0 ]
+check "both steps logged" grep -q "step 2" "$TMP/n.log"
+got=$(resolved_model_keys "$TMP/n" llama n_layer n_head n_kv_head n_embd ffn_hidden block_size vocab_size tie_embeddings)
+check "the resolved config holds config.json's shape ($got)" [ "$got" = "$L $NH $NKV $C $FFN $NPOS $V $TIE" ]
+read -r RTHETA REPS < <(resolved_model_keys "$TMP/n" llama rope_theta norm_eps)
+check "and its rope_theta and rms_norm_eps ($RTHETA $REPS)" \
+    python3 -c 'import sys; a = [float(x) for x in sys.argv[1:]]; sys.exit(a[:2] != a[2:])' "$RTHETA" "$REPS" "$THETA" "$EPS"
+check "the run says where its shape came from" \
+    grep -q "model.llama shape from checkpoint.init_from $HF/config.json: llama n_layer=$L n_head=$NH n_kv_head=$NKV" \
+    "$TMP/n.log"
+noshape 2 "$TMP/n" train.max_steps=3 checkpoint.resume=auto >"$TMP/n2.log" 2>&1
+check "resumed from the same config: exit 0" [ $? -eq 0 ]
+check "from step 2" grep -q "resumed from .*ckpt-00000002.ddp: step 2" "$TMP/n2.log"
+
+noshape 1 "$TMP/y1" model.llama.rope_theta=123 >"$TMP/y1.log" 2>&1
+rc=$?
+check "model.llama.rope_theta other than config.json's: exit 2 (got $rc)" [ $rc -eq 2 ]
+check "naming the key, both values and the file" grep -q \
+    "model.llama.rope_theta is 123, but checkpoint.init_from's $HF/config.json has rope_theta " "$TMP/y1.log"
+check "and no checkpoint written" [ -z "$(ls "$TMP/y1/checkpoints" 2>/dev/null)" ]
+noshape 1 "$TMP/y2" model.llama.tie_embeddings=$([ "$TIE" = true ] && echo false || echo true) >"$TMP/y2.log" 2>&1
+check "model.llama.tie_embeddings other than config.json's: exit 2" [ $? -eq 2 ]
+check "naming both values" grep -q "model.llama.tie_embeddings is .*, but .* has tie_word_embeddings $TIE" "$TMP/y2.log"
+
+SEQ=$(( (NPOS > 1024 ? NPOS : 1024) + 1 ))
+"$DDPRUN" -np 1 "$NOSHAPE" run.dir="$TMP/y3" data.path="$DATA" checkpoint.init_from="$HF" data.seq_len=$SEQ \
+    >"$TMP/y3.log" 2>&1
+rc=$?
+check "data.seq_len $SEQ over config.json's max_position_embeddings: exit 2 (got $rc)" [ $rc -eq 2 ]
+check "naming both and the file" grep -q "data.seq_len: expected data.seq_len <= model.llama.block_size, got \
+data.seq_len $SEQ with model.llama.block_size $NPOS (max_position_embeddings $NPOS of checkpoint.init_from's \
+$HF/config.json)" "$TMP/y3.log"
 finish

@@ -353,55 +353,150 @@ static void test_init_from(void)
 }
 
 /* A model.gpt2 shape key left out with checkpoint.init_from is 0 after the load (nothing judged
- * against it, data.seq_len included, and no resolved config written), until config_take_gpt2_shape
+ * against it, data.seq_len included, and no resolved config written), until config_take_shape
  * gives it the file's value: a key set to another value is refused naming it, both values and the
  * file, as is a data.seq_len over the file's block_size, the config unchanged. */
 static void test_init_from_shape(void)
 {
     static const char *const names[] = {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"};
-    const gpt2_shape from = {2, 4, 64, 32, 300};
+    const config_shape from = {.gpt2 = {2, 4, 64, 32, 300}};
     config c, kept;
     ddp_err err = {0};
     char *ov[] = {"model.kind=gpt2", "data.kind=tokens", "data.seq_len=2048", "checkpoint.init_from=hf",
                   "model.gpt2.n_head=4"};
     CHECK(config_load(NULL, 5, ov, &c, &err) == DDP_OK, "data.seq_len over the default block_size: %s", err.msg);
-    CHECK(config_gpt2_shape_pending(&c), "the shape left to checkpoint.init_from is not pending");
+    CHECK(config_shape_pending(&c), "the shape left to checkpoint.init_from is not pending");
     CHECK(c.model.gpt2.n_layer == 0 && c.model.gpt2.n_head == 4 && c.model.gpt2.block_size == 0 &&
           c.model.gpt2.vocab_size == 0, "shape %lld %lld %lld", (long long)c.model.gpt2.n_layer,
           (long long)c.model.gpt2.n_head, (long long)c.model.gpt2.block_size);
     CHECK(config_write_resolved(&c, "/nonexistent-dir/resolved.yaml", &err) == DDP_ERUNTIME, "pending written");
     CHECK_STR_CONTAINS(err.msg, "model.gpt2 shape is not yet taken from checkpoint.init_from");
     memcpy(&kept, &c, sizeof c);
-    CHECK(config_take_gpt2_shape(&c, &from, "hf/config.json", names, &err) == DDP_EUSAGE, "seq_len 2048 taken");
+    CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_EUSAGE, "seq_len 2048 taken");
     CHECK_STR_CONTAINS(err.msg, "data.seq_len: expected data.seq_len <= model.gpt2.block_size, got data.seq_len "
                        "2048 with model.gpt2.block_size 32 (n_positions 32 of checkpoint.init_from's hf/config.json)");
     CHECK(memcmp(&c, &kept, sizeof c) == 0, "a refused take changed the config");
     c.data.seq_len = 32;
-    CHECK(config_take_gpt2_shape(&c, &from, "hf/config.json", names, &err) == DDP_OK, "%s", err.msg);
-    CHECK(!config_gpt2_shape_pending(&c) && memcmp(&c.model.gpt2, &from, sizeof from) == 0, "shape not taken");
+    CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_OK, "%s", err.msg);
+    CHECK(!config_shape_pending(&c) && memcmp(&c.model.gpt2, &from.gpt2, sizeof from.gpt2) == 0, "shape not taken");
 
     char *other[] = {"model.kind=gpt2", "checkpoint.init_from=hf", "model.gpt2.n_head=8"};
     CHECK(config_load(NULL, 3, other, &c, &err) == DDP_OK, "%s", err.msg);
-    CHECK(config_take_gpt2_shape(&c, &from, "hf/config.json", names, &err) == DDP_EUSAGE, "n_head 8 taken");
+    CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_EUSAGE, "n_head 8 taken");
     CHECK_STR_CONTAINS(err.msg, "model.gpt2.n_head is 8, but checkpoint.init_from's hf/config.json has n_head 4");
     CHECK(c.model.gpt2.n_head == 8 && c.model.gpt2.n_layer == 0, "a refused take changed the shape");
 
     /* a shape beyond the keys' ranges (a folder allows more) or with uneven heads is refused */
     char *pending[] = {"model.kind=gpt2", "checkpoint.init_from=hf"};
     CHECK(config_load(NULL, 2, pending, &c, &err) == DDP_OK, "%s", err.msg);
-    gpt2_shape wide = from;
-    wide.n_embd = 1 << 17;
-    CHECK(config_take_gpt2_shape(&c, &wide, "hf/config.json", names, &err) == DDP_EUSAGE, "n_embd 2^17 taken");
+    config_shape wide = from;
+    wide.gpt2.n_embd = 1 << 17;
+    CHECK(config_take_shape(&c, &wide, "hf/config.json", names, &err) == DDP_EUSAGE, "n_embd 2^17 taken");
     CHECK_STR_CONTAINS(err.msg, "hf/config.json has n_embd 131072, outside model.gpt2.n_embd's range 1..65536");
-    gpt2_shape uneven = from;
-    uneven.n_head = 3;
-    CHECK(config_take_gpt2_shape(&c, &uneven, "hf/config.json", names, &err) == DDP_EUSAGE, "n_head 3 taken");
+    config_shape uneven = from;
+    uneven.gpt2.n_head = 3;
+    CHECK(config_take_shape(&c, &uneven, "hf/config.json", names, &err) == DDP_EUSAGE, "n_head 3 taken");
     CHECK_STR_CONTAINS(err.msg, "n_embd 64 is not divisible by n_head 3");
-    CHECK(config_gpt2_shape_pending(&c), "a refused take filled the shape");
+    CHECK(config_shape_pending(&c), "a refused take filled the shape");
 
     char *none[] = {"model.kind=gpt2"};
     CHECK(config_load(NULL, 1, none, &c, &err) == DDP_OK, "%s", err.msg);
-    CHECK(!config_gpt2_shape_pending(&c) && c.model.gpt2.n_layer == 12, "no init_from: not the default shape");
+    CHECK(!config_shape_pending(&c) && c.model.gpt2.n_layer == 12, "no init_from: not the default shape");
+}
+
+/* The same for model.llama: every key of llama_shape left out is pending (tie_embeddings, a bool, and
+ * the doubles by where they were set, not by their value), ffn_hidden is not the multiple_of rule's
+ * width, and the take gives each key the folder's value; a key set to another value (an int, a
+ * double, the bool) is refused naming both values and the file, as are an odd head size, uneven
+ * key/value heads and a data.seq_len over max_position_embeddings. */
+static void test_init_from_llama_shape(void)
+{
+    static const char *const names[] = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                                        "hidden_size", "intermediate_size", "max_position_embeddings",
+                                        "vocab_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings"};
+    const config_shape from = {.llama = {2, 4, 2, 64, 176, 32, 300, 500000, 1e-6, true}};
+    config c, kept;
+    ddp_err err = {0};
+    char *ov[] = {"model.kind=llama", "data.kind=tokens", "data.seq_len=2048", "checkpoint.init_from=hf"};
+    CHECK(config_load(NULL, 4, ov, &c, &err) == DDP_OK, "data.seq_len over the default block_size: %s", err.msg);
+    CHECK(config_shape_pending(&c), "the llama shape left to checkpoint.init_from is not pending");
+    CHECK(c.model.llama.n_layer == 0 && c.model.llama.ffn_hidden == 0 && c.model.llama.rope_theta == 0 &&
+          !c.model.llama.tie_embeddings, "ffn_hidden %lld (the multiple_of rule's?), rope_theta %g",
+          (long long)c.model.llama.ffn_hidden, c.model.llama.rope_theta);
+    CHECK(config_write_resolved(&c, "/nonexistent-dir/resolved.yaml", &err) == DDP_ERUNTIME, "pending written");
+    CHECK_STR_CONTAINS(err.msg, "model.llama shape is not yet taken from checkpoint.init_from");
+    memcpy(&kept, &c, sizeof c);
+    CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_EUSAGE, "seq_len 2048 taken");
+    CHECK_STR_CONTAINS(err.msg, "data.seq_len: expected data.seq_len <= model.llama.block_size, got data.seq_len "
+                       "2048 with model.llama.block_size 32 (max_position_embeddings 32 of checkpoint.init_from's "
+                       "hf/config.json)");
+    CHECK(memcmp(&c, &kept, sizeof c) == 0, "a refused take changed the config");
+    c.data.seq_len = 32;
+    CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_OK, "%s", err.msg);
+    CHECK(!config_shape_pending(&c) && c.model.llama.n_layer == 2 && c.model.llama.n_kv_head == 2 &&
+          c.model.llama.ffn_hidden == 176 && c.model.llama.block_size == 32 && c.model.llama.vocab_size == 300 &&
+          c.model.llama.rope_theta == 500000 && c.model.llama.norm_eps == 1e-6 && c.model.llama.tie_embeddings,
+          "shape not taken");
+    char path[] = "/tmp/test_config_llama_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    config again;
+    CHECK(config_write_resolved(&c, path, &err) == DDP_OK, "%s", err.msg);
+    CHECK(config_load(path, 0, NULL, &again, &err) == DDP_OK, "resolved: %s", err.msg);
+    CHECK(config_hash(&again) == config_hash(&c) && !memcmp(&again.model, &c.model, sizeof c.model),
+          "the taken shape does not read back from the resolved config");
+    unlink(path);
+
+    /* keys set to the folder's values are kept; another value is refused naming both and the file */
+    static const struct { const char *set, *msg; } other[] = {
+        {"model.llama.n_kv_head=4", "model.llama.n_kv_head is 4, but checkpoint.init_from's hf/config.json has "
+                                    "num_key_value_heads 2; leave model.llama.n_kv_head out"},
+        {"model.llama.ffn_hidden=0", "model.llama.ffn_hidden is 256, but checkpoint.init_from's hf/config.json has "
+                                     "intermediate_size 176"},
+        {"model.llama.rope_theta=10000", "model.llama.rope_theta is 10000, but checkpoint.init_from's hf/config.json "
+                                         "has rope_theta 500000"},
+        {"model.llama.tie_embeddings=false", "model.llama.tie_embeddings is false, but checkpoint.init_from's "
+                                             "hf/config.json has tie_word_embeddings true"},
+    };
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        char *o[] = {"model.kind=llama", "checkpoint.init_from=hf", "model.llama.n_embd=64", (char *)other[i].set};
+        CHECK(config_load(NULL, 4, o, &c, &err) == DDP_OK, "%s: %s", other[i].set, err.msg);
+        memcpy(&kept, &c, sizeof c);
+        CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_EUSAGE, "%s taken", other[i].set);
+        CHECK_STR_CONTAINS(err.msg, other[i].msg);
+        CHECK(memcmp(&c, &kept, sizeof c) == 0, "%s: a refused take changed the config", other[i].set);
+    }
+    char *same[] = {"model.kind=llama", "checkpoint.init_from=hf", "model.llama.norm_eps=1e-6",
+                    "model.llama.tie_embeddings=true", "model.llama.ffn_hidden=176"};
+    CHECK(config_load(NULL, 5, same, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_OK, "the folder's values set: %s",
+          err.msg);
+
+    /* the folder's shape breaking the model's rules */
+    char *pending[] = {"model.kind=llama", "checkpoint.init_from=hf"};
+    CHECK(config_load(NULL, 2, pending, &c, &err) == DDP_OK, "%s", err.msg);
+    config_shape odd = from;
+    odd.llama.n_head = 64;
+    odd.llama.n_kv_head = 1;
+    CHECK(config_take_shape(&c, &odd, "hf/config.json", names, &err) == DDP_EUSAGE, "head size 1 taken");
+    CHECK_STR_CONTAINS(err.msg, "hidden_size 64 / num_attention_heads 64 is an odd head size");
+    config_shape kv = from;
+    kv.llama.n_kv_head = 3;
+    CHECK(config_take_shape(&c, &kv, "hf/config.json", names, &err) == DDP_EUSAGE, "n_kv_head 3 taken");
+    CHECK_STR_CONTAINS(err.msg, "num_attention_heads 4 is not divisible by num_key_value_heads 3");
+    config_shape theta = from;
+    theta.llama.rope_theta = -1;
+    CHECK(config_take_shape(&c, &theta, "hf/config.json", names, &err) == DDP_EUSAGE, "rope_theta -1 taken");
+    CHECK_STR_CONTAINS(err.msg, "hf/config.json has rope_theta -1, but model.llama.rope_theta must be a positive");
+    CHECK(config_shape_pending(&c), "a refused take filled the shape");
+
+    /* without checkpoint.init_from: the defaults, ffn_hidden by the rule */
+    char *none[] = {"model.kind=llama"};
+    CHECK(config_load(NULL, 1, none, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(!config_shape_pending(&c) && c.model.llama.n_layer == 12 && c.model.llama.ffn_hidden == 2048,
+          "no init_from: n_layer %lld ffn_hidden %lld", (long long)c.model.llama.n_layer,
+          (long long)c.model.llama.ffn_hidden);
 }
 
 /* precision: fp32 by default; bf16 on a GPT-2 makes gradients travel in bf16 unless ddp.grad_dtype
@@ -576,6 +671,7 @@ int main(void)
     test_hash();
     test_init_from();
     test_init_from_shape();
+    test_init_from_llama_shape();
     test_precision();
     test_llama();
     test_reference();

@@ -3,7 +3,8 @@
  * against the CPU backend (their _cpu.c twins, themselves tested against double references by
  * test_transformer_cpu.c), with TENSOR_F32; the TENSOR_BF16 variants are test_cuda_bf16.c's.
  * Every group runs with its buffers at aligned starts (the vector paths: LayerNorm's warp per row,
- * the embeddings' 16-byte packs) and again one element past them (the one-element fallbacks).
+ * the embeddings' 16-byte packs) and again one element past them (the one-element fallbacks); the
+ * embeddings also without a position table (wpe, dwpe NULL).
  *
  * Every op runs on the CPU once and on the CUDA device twice, with the same fresh random inputs
  * (seed printed, DDP_TEST_SEED repeats a run) over awkward shapes: sizes 1, odd sizes, C not a
@@ -171,6 +172,18 @@ static void test_embeddings(void)
         snprintf(what, sizeof what, "embedding_backward dwpe B=%lld T=%lld C=%lld", (long long)B, (long long)T,
                  (long long)C);
         out_check(&bwd[1], what, 0, 0);
+
+        /* no position table (wpe, dwpe NULL: the Llama's), the same bits as the CPU's */
+        out fwd_np[1] = {out_new(NULL, n)};
+        RUN(fwd_np, 1, embedding_forward, TENSOR_F32, S(fwd_np[0]), S(tok), S(wte), NULL, B, T, C);
+        snprintf(what, sizeof what, "embedding_forward without wpe B=%lld T=%lld C=%lld V=%lld", (long long)B,
+                 (long long)T, (long long)C, (long long)V);
+        out_check(&fwd_np[0], what, 0, 0);
+        out bwd_np[1] = {out_new(hwte, (size_t)(V * C))};
+        RUN(bwd_np, 1, embedding_backward, TENSOR_F32, S(bwd_np[0]), NULL, S(dout), S(tok), B, T, C, V);
+        snprintf(what, sizeof what, "embedding_backward without dwpe: dwte B=%lld T=%lld C=%lld V=%lld",
+                 (long long)B, (long long)T, (long long)C, (long long)V);
+        out_check(&bwd_np[0], what, 0, 0);
 
         both_free(tok);
         both_free(wte);

@@ -2,7 +2,8 @@
  * entries are runtime/device/device_check_*.c) holds on every backend: each bad argument in the
  * table below is rejected with exactly the expected message and DDP_ERUNTIME, and the CUDA
  * backend's message is byte for byte the CPU backend's; each empty job (n == 0, an empty matrix)
- * succeeds without touching its NULL pointers. The backends check no arguments themselves, so
+ * succeeds without touching its NULL pointers, and so do the embeddings without a position table
+ * (wpe, dwpe NULL), while their token table stays required. The backends check no arguments themselves, so
  * identical messages show the check ran in front of both.
  *
  * Runs on the CPU backend always and on CUDA when a GPU (or, in the emulated build, the
@@ -154,6 +155,14 @@ static int add_null_b(device *d, const bufs *b, ddp_err *err)
 static int embedding_negative_t(device *d, const bufs *b, ddp_err *err)
 {
     return d->ops->embedding_forward(d, TENSOR_F32, b->f, b->labels, b->f + 8, b->f + 16, 1, -2, 4, err);
+}
+static int embedding_null_wte(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->embedding_forward(d, TENSOR_F32, b->f, b->labels, NULL, NULL, 1, 2, 4, err);
+}
+static int embedding_backward_null_dwte(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->embedding_backward(d, TENSOR_F32, NULL, NULL, b->f + 32, b->labels, 1, 2, 4, 4, err);
 }
 static int layernorm_zero_channels(device *d, const bufs *b, ddp_err *err)
 {
@@ -425,6 +434,8 @@ static const bad_call bad_calls[] = {
     {"gemm_gelu_backward: dx overwrites pre, which it is computed from", gemm_gelu_backward_dx_is_pre},
     {"add: b is NULL", add_null_b},
     {"embedding_forward: negative size (1, -2, 4)", embedding_negative_t},
+    {"embedding_forward: wte is NULL", embedding_null_wte},
+    {"embedding_backward: dwte is NULL", embedding_backward_null_dwte},
     {"layernorm_forward: rows of zero channels have no mean", layernorm_zero_channels},
     {"residual_layernorm_forward: ln_out is also res_out", residual_layernorm_ln_is_res},
     {"residual_layernorm_forward: ln_out is also b", residual_layernorm_ln_is_b},
@@ -562,6 +573,17 @@ static void close_bufs(device *d, bufs *b)
     d->ops->free(d, b->f);
 }
 
+/* No position table (the Llama's): wpe and dwpe NULL are taken, on real buffers. */
+static void no_position_table(device *d, const char *backend, const bufs *b)
+{
+    ddp_err err = {0};
+    int rc = d->ops->embedding_forward(d, TENSOR_F32, b->f, b->labels, b->f + 16, NULL, 1, 2, 4, &err);
+    CHECK(rc == 0, "%s: embedding_forward without wpe: %s", backend, err.msg);
+    rc = d->ops->embedding_backward(d, TENSOR_F32, b->f + 16, NULL, b->f + 32, b->labels, 1, 2, 4, 4, &err);
+    CHECK(rc == 0, "%s: embedding_backward without dwpe: %s", backend, err.msg);
+    CHECK(d->ops->synchronize(d, &err) == 0, "%s: the stream after them: %s", backend, err.msg);
+}
+
 /* Runs every bad call on d; msgs[i] gets call i's message. */
 static void bad_calls_on(device *d, const char *backend, char msgs[][DDP_ERR_MSG])
 {
@@ -579,6 +601,7 @@ static void bad_calls_on(device *d, const char *backend, char msgs[][DDP_ERR_MSG
     }
     ddp_err err = {0};
     CHECK(d->ops->synchronize(d, &err) == 0, "%s: the stream after the bad calls: %s", backend, err.msg);
+    no_position_table(d, backend, &b);
     close_bufs(d, &b);
     empty_jobs(d, backend);
 }

@@ -261,6 +261,34 @@ static void test_sumsq_and_memory(device *d)
     free(x);
 }
 
+/* device_memory_peak: the most bytes the live allocations held at once, on a fresh device (the
+ * others' allocations here would count too), through frees and a NULL free. */
+static void test_memory_peak(void)
+{
+    device *d = NULL;
+    ddp_err err = {0};
+    CHECK(device_cpu_create(&d, &err) == 0, "device_cpu_create: %s", err.msg);
+    if (!d)
+        return;
+    CHECK(device_memory_peak(d) == 0, "a new device has held nothing");
+    void *a = NULL, *b = NULL, *c = NULL, *e = NULL;
+    CHECK(d->ops->alloc(d, 1000, &a, &err) == 0 && d->ops->alloc(d, 3000, &b, &err) == 0, "alloc: %s", err.msg);
+    CHECK(device_memory_peak(d) == 4000, "peak after 1000 + 3000: %llu", (unsigned long long)device_memory_peak(d));
+    d->ops->free(d, b);
+    d->ops->free(d, NULL);
+    CHECK(d->ops->alloc(d, 2000, &c, &err) == 0, "alloc: %s", err.msg);
+    CHECK(device_memory_peak(d) == 4000, "3000 freed, 2000 taken: still 4000, got %llu",
+          (unsigned long long)device_memory_peak(d));
+    CHECK(d->ops->alloc(d, 1500, &e, &err) == 0, "alloc: %s", err.msg);
+    CHECK(device_memory_peak(d) == 4500, "1000 + 2000 + 1500 at once: 4500, got %llu",
+          (unsigned long long)device_memory_peak(d));
+    d->ops->free(d, a);
+    d->ops->free(d, c);
+    d->ops->free(d, e);
+    CHECK(device_memory_peak(d) == 4500, "a peak stays after frees");
+    d->ops->destroy(d);
+}
+
 int main(void)
 {
     rng_seed(&R, 2024, RNG_SYNTHETIC);
@@ -279,6 +307,7 @@ int main(void)
     test_activations(d);
     test_softmax_xent(d);
     test_sumsq_and_memory(d);
+    test_memory_peak();
     d->ops->destroy(d);
     return check_done("test_device_cpu");
 }

@@ -112,6 +112,23 @@ static void test_embedding(int64_t B, int64_t T, int64_t C, int64_t V, bool zero
     arena_free();
 }
 
+/* No position table (wpe, dwpe NULL: the Llama's): out is wte's rows exactly, and dwte gets the
+ * same bits as with a position table, which nothing else is written for. */
+static void test_embedding_no_positions(int64_t B, int64_t T, int64_t C, int64_t V)
+{
+    emb_case e = emb_make(B, T, C, V);
+    size_t n = (size_t)(B * T * C), nte = (size_t)(V * C);
+    float *dwte0 = fdup(e.dwte, nte), *rows = fdup(e.out, n);
+    DEV(embedding_forward, TENSOR_F32, e.out, e.tok, e.wte, NULL, B, T, C);
+    DEV(embedding_backward, TENSOR_F32, e.dwte, NULL, e.dout, e.tok, B, T, C, V);
+    for (int64_t bt = 0; bt < B * T; bt++)
+        memcpy(rows + bt * C, e.wte + e.tok[bt] * C, (size_t)C * sizeof(float));
+    check_bits("embedding_forward", "out without wpe vs wte's rows", rows, e.out, n);
+    DEV(embedding_backward, TENSOR_F32, dwte0, e.dwpe, e.dout, e.tok, B, T, C, V);
+    check_bits("embedding_backward", "dwte without dwpe vs with it", dwte0, e.dwte, nte);
+    arena_free();
+}
+
 /* ---- LayerNorm --------------------------------------------------------------------------------- */
 
 typedef struct { int64_t N, C; float *x, *w, *b, *out, *mean, *rstd, *dout, *dx, *dw, *db; } ln_case;
@@ -507,6 +524,7 @@ int main(void)
     omp_set_num_threads(2);
     test_embedding(2, 7, 37, 5, false), test_embedding(2, 7, 37, 5, true), test_embedding(1, 1, 13, 3, true);
     test_embedding(3, 17, 129, 50, false);
+    test_embedding_no_positions(2, 7, 37, 5), test_embedding_no_positions(3, 17, 129, 50);
     test_layernorm(1, 1, 3.0, true), test_layernorm(1, 37, 0.0, true), test_layernorm(7, 37, 3.0, false);
     test_layernorm(7, 37, 3.0, true), test_layernorm(33, 129, -2.0, true);
     test_residual_layernorm(1, 1), test_residual_layernorm(7, 37), test_residual_layernorm(300, 333);

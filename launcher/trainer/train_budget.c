@@ -1,0 +1,53 @@
+/* train_budget.c — what a durable checkpoint's times say (rank 0): they go to run.tensorboard as
+ * checkpoint/..., and the first time the cloud is known, the preemption budget is checked. On a
+ * preemption notice the job saves at the end of the step in flight (the stop agreement), so a save
+ * on notice takes up to one step (this run's mean so far, evaluations, log lines and saves left
+ * out), then the save's stall (the finite check,
+ * ZeRO's collection, the snapshot) and the write until the file is durable, all measured on this
+ * run's latest save. When that is more than the notice window of the cloud the notice watch found
+ * (cloud_notice_window_s: AWS 120 s, GCP and Azure 30 s), the save would not finish before the
+ * machine goes: a warning says so and what would help. No cloud known (checkpoint.preemption_notice
+ * off, or no metadata service answered): nothing is said. An upload (checkpoint.upload_cmd) comes
+ * after the write and is not counted: a checkpoint on local storage survives a stop that is not a
+ * termination. Must not change when or what is saved. */
+#include "runtime/base/log.h"
+#include "train_job.h"
+
+static void check_budget(train_job *t, const ckpt_write_stats *st, double stall_s, notice_provider cloud)
+{
+    double window = cloud_notice_window_s(cloud), steps = t->step > t->start_step ? (double)(t->step - t->start_step) : 1;
+    double step_s = t->run_step_s / steps, need = step_s + stall_s + st->write_s;
+    double mb = (double)st->bytes / 1e6;
+    if (need <= window) {
+        log_info("preemption budget: a save on %s's notice takes about %.1f s (a step %.2f s, the snapshot %.2f s, "
+                 "the write %.2f s) of its %.0f s notice", cloud_name(cloud), need, step_s, stall_s, st->write_s,
+                 window);
+        return;
+    }
+    double write_room = window - step_s - stall_s;
+    char storage[160] = "";
+    if (write_room > 0)
+        snprintf(storage, sizeof storage, "storage that writes %.3g MB in %.0f s (%.3g MB/s or faster, e.g. a local "
+                 "disk, with checkpoint.upload_cmd copying it off), or ", mb, write_room, mb / write_room);
+    log_warn("preemption budget: a save on %s's notice would take about %.1f s (a step %.2f s, the snapshot %.2f s, "
+             "the write of %.3g MB %.1f s at %.3g MB/s), more than its %.0f s notice: the machine would go before the "
+             "checkpoint is durable. What fits: %sa smaller checkpoint.every_minutes (now %g), so that less is lost "
+             "to the last periodic checkpoint", cloud_name(cloud), need, step_s, stall_s, mb, st->write_s,
+             st->write_s > 0 ? mb / st->write_s : 0.0, window, storage, t->cfg->checkpoint.every_minutes);
+}
+
+int train_budget_written(train_job *t, const ckpt_write_stats *st, double stall_s, ddp_err *err)
+{
+    notice_provider cloud = notice_watch_cloud(t->notice);
+    if (!t->budget_checked && cloud != NOTICE_AUTO) { /* NOTICE_AUTO: still detecting; the next save checks */
+        t->budget_checked = true;
+        if (cloud != NOTICE_OFF)
+            check_budget(t, st, stall_s, cloud);
+    }
+    int rc = train_tb_scalar(t, "checkpoint/stall_ms", 1e3 * stall_s, err);
+    if (rc == DDP_OK)
+        rc = train_tb_scalar(t, "checkpoint/write_s", st->write_s, err);
+    if (rc == DDP_OK)
+        rc = train_tb_scalar(t, "checkpoint/mb", (double)st->bytes / 1e6, err);
+    return rc;
+}

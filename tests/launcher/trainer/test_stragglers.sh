@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Per-rank figures and the straggler line (launcher/trainer/train_ranks.c) through the real launcher
+# at np 3: a rank slowed by DDP_TEST_FAULT=slow (it sleeps after every step from step 10 on) is named
+# by rank 0's straggler line, with its host, within the stated 50 + 2 x train.log_every steps of its
+# slow-down, and no other rank is; the same job without the fault names none. Every progress line of
+# metrics.jsonl holds every rank's figures, the learning rate and the gradient norm (clipping on);
+# MFU is left out on the CPU, whose peak is not known; without clipping there is no gradient norm.
+source "$(dirname "$0")/../../lib.sh"
+RUN=(train.max_steps=80 train.log_every=5)
+SLOW_FROM=10
+
+DDP_TEST_FAULT=slow:2:$SLOW_FROM:0.03 "$DDPRUN" -np 3 "$SMALL" run.dir="$TMP/slow" "${RUN[@]}" >"$TMP/slow.log" 2>&1
+check "slowed rank: the job completes (exit $?)" [ $? -eq 0 ]
+line=$(grep "straggler:" "$TMP/slow.log" | head -n 1)
+echo "straggler line: $line"
+check "the straggler line names rank 2 and its host" grep -q "straggler: rank 2 on host $(hostname -s)\|straggler: rank 2 on host $(hostname)" <<<"$line"
+check "it says how much slower, over which steps, and what the others wait" \
+    grep -Eq "[0-9]+ % slower than the median of the other ranks over the last [0-9]+ steps \(steps [0-9]+-[0-9]+\); the others wait [0-9.]+ ms a step for it" <<<"$line"
+last=$(sed -n 's/.*(steps [0-9]*-\([0-9]*\)).*/\1/p' <<<"$line")
+check "named within 50 + 2 x log_every steps of the slow-down (by step $last)" [ -n "$last" ] && [ "$last" -le $((SLOW_FROM + 50 + 10)) ]
+waited=$(sed -n 's/.*the others wait \([0-9.]*\) ms.*/\1/p' <<<"$line")
+check "the others' wait is about the 30 ms sleep ($waited ms)" python3 -c "exit(not 15 <= float('${waited:-0}') <= 60)"
+check "no other rank is named" bash -c "! grep 'straggler:' '$TMP/slow.log' | grep -v 'rank 2 on'"
+
+"$DDPRUN" -np 3 "$SMALL" run.dir="$TMP/even" "${RUN[@]}" >"$TMP/even.log" 2>&1
+check "no fault: the job completes" [ $? -eq 0 ]
+check "no fault: no straggler line" bash -c "! grep -q 'straggler' '$TMP/even.log'"
+
+# metrics.jsonl: the per-rank figures, lr and grad_norm in every train line; no mfu on the CPU
+check "metrics.jsonl: every train line has every rank's figures, lr and grad_norm, no mfu" python3 - "$TMP/slow/metrics.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+train = [l for l in lines if l["kind"] == "train"]
+assert len(train) == 16, len(train)
+for l in train:
+    assert "lr" in l and l["grad_norm"] > 0 and "mfu" not in l, l
+    assert [r["rank"] for r in l["ranks"]] == [0, 1, 2], l["ranks"]
+    for r in l["ranks"]:
+        assert set(r) == {"rank", "host", "step_ms", "wait_ms", "data_ms", "peak_mib"}, r
+        assert r["host"] and r["step_ms"] > 0 and r["wait_ms"] >= 0 and r["data_ms"] > 0 and r["peak_mib"] > 0, r
+# late in the run the slowed rank works longer and waits less than the others
+late = train[-1]["ranks"]
+assert late[2]["step_ms"] - late[2]["wait_ms"] > 20, late
+assert late[0]["wait_ms"] > late[2]["wait_ms"] + 20 and late[1]["wait_ms"] > late[2]["wait_ms"] + 20, late
+PY
+check "the progress line shows the gradient norm and the peak memory, no MFU on the CPU" \
+    bash -c "grep -Eq 'lr [0-9.e+-]+ grad norm [0-9.e+-]+ \|.* peak mem [0-9.]+ MiB' '$TMP/even.log' && ! grep -q MFU '$TMP/even.log'"
+
+"$DDPRUN" -np 1 "$SMALL" run.dir="$TMP/noclip" train.max_steps=10 optimizer.grad_clip=0 >"$TMP/noclip.log" 2>&1
+check "without clipping: no gradient norm (it is not computed)" \
+    bash -c "! grep -q grad_norm '$TMP/noclip/metrics.jsonl' && ! grep -q 'grad norm' '$TMP/noclip.log'"
+check "one rank: its figures, and no straggler line" \
+    bash -c "grep -q '\"ranks\":\[{\"rank\":0,' '$TMP/noclip/metrics.jsonl' && ! grep -q straggler '$TMP/noclip.log'"
+finish
