@@ -11,12 +11,12 @@
 #  - the referees can fail: a CPU run with another seed is not within 1e-4 at step 50, and the CPU
 #    and emulated runs are not bit-identical.
 # Overrides, and why: as test_gpt2_cuda.sh's (50 steps, a loss logged every step, no evaluation or
-# samples, checkpoints at step 40 and the end only). data.batch_size=2 rather than 16: on 2 shared
-# cores the emulator ran this model at ~7 s per step at batch 4 per rank (the 50-step run 364 s,
-# the whole test 435 s) and ~3 s at batch 2 (149 s; the whole test 204 s); model, seq_len, data,
-# optimizer and schedule stay the config's, so the comparison covers every kernel the Llama uses at
-# the config's shapes, over 2 rows per rank. Measured: both step-50 losses 2.53852 (equal to the 6
-# digits logged), another seed 2.7e-2 away.
+# samples, checkpoints at step 40 and the end only). data.batch_size=2 rather than 16: on 2 cores
+# shared with other jobs the emulator ran this model at ~7 s per step at batch 4 per rank (the
+# 50-step run 364 s, the whole test 435 s) and 1.2-3 s at batch 2 (60-149 s; the whole test
+# 80-204 s); model, seq_len, data, optimizer and schedule stay the config's, so the comparison
+# covers every kernel the Llama uses at the config's shapes, over 2 rows per rank. Measured: both
+# step-50 losses 2.53852 (equal to the 6 digits logged), another seed 2.7e-2 away.
 KJV=$DDP_SRC/configs/llama_kjv.yaml
 KJV_BATCH=2
 source "$(dirname "$0")/kjv_cuda.sh"
