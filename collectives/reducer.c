@@ -96,6 +96,18 @@ static void cut_for_ranks(reducer *r, size_t w)
     r->shard_n = shard;
 }
 
+int reducer_zero_shard_n(const size_t *tensor_offsets, int n_tensors, size_t n, double bucket_mb,
+                         double first_bucket_mb, int world, size_t *shard_n, ddp_err *err)
+{
+    reducer r = {.n = n};
+    if (world < 2 || plan_buckets(&r, tensor_offsets, n_tensors, bucket_mb, first_bucket_mb) != 0)
+        return ddp_fail(err, DDP_ERUNTIME, world < 2 ? "reducer: ZeRO needs 2 or more ranks" : "reducer: out of memory");
+    cut_for_ranks(&r, (size_t)world);
+    free(r.buckets);
+    *shard_n = r.shard_n;
+    return DDP_OK;
+}
+
 int reducer_use_zero(reducer *r, float *params, size_t tail, ddp_err *err)
 {
     size_t w = (size_t)r->comm->size;

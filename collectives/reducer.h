@@ -73,6 +73,10 @@ int reducer_use_bf16(reducer *r, device *d, ddp_err *err);
  * the world size and gathers into params. grads and params need tail >= size - 1 spare zero
  * floats past n. */
 int reducer_use_zero(reducer *r, float *params, size_t tail, ddp_err *err);
+/* The shard_n reducer_create + reducer_use_zero would give over world ranks, without a
+ * communicator or buffers: for the memory plan of a job that is not started. */
+int reducer_zero_shard_n(const size_t *tensor_offsets, int n_tensors, size_t n, double bucket_mb,
+                         double first_bucket_mb, int world, size_t *shard_n, ddp_err *err);
 /* ZeRO: the parameters `rank` updates in `bucket`: its block, cut at the end of the parameters
  * (count 0 for a block wholly past them), and where the block starts in that rank's shard. */
 void reducer_zero_part(const reducer *r, int bucket, int rank, size_t *param_offset, size_t *shard_offset,

@@ -165,6 +165,20 @@ static int alloc_acts(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
     return alloc_blocks(m, g, B, err);
 }
 
+size_t gpt2_activation_bytes(const gpt2_shape *s, tensor_dtype compute, int64_t T, int64_t B)
+{
+    const int64_t C = s->n_embd, BT = B * T, Vp = gpt2_vocab_padded(s->vocab_size);
+    const size_t act = tensor_dtype_size(compute);
+    /* alloc_acts' shared buffers and final LayerNorm statistics */
+    size_t bytes = (size_t)(BT * C * 5 + BT * Vp + BT * 3 * C + BT * 4 * C) * act + 2 * (size_t)BT * sizeof(float);
+    /* alloc_blocks' slab */
+    const int64_t block_acts[] = {BT * C, BT * 3 * C, BT * C, BT * C, BT * C, BT * 4 * C, BT * 4 * C, BT * C};
+    size_t per_block = 4 * aligned_bytes(BT, sizeof(float)) + aligned_bytes(B * s->n_head * T, sizeof(float));
+    for (size_t i = 0; i < sizeof block_acts / sizeof block_acts[0]; i++)
+        per_block += aligned_bytes(block_acts[i], act);
+    return bytes + per_block * (size_t)s->n_layer;
+}
+
 /* ---- model_ops ---------------------------------------------------------------------------- */
 
 static int check_batch(const model *m, const model_batch *b, ddp_err *err)

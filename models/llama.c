@@ -200,6 +200,24 @@ static int alloc_acts(model *m, llama_impl *g, int64_t B, ddp_err *err)
     return alloc_blocks(m, g, B, err);
 }
 
+size_t llama_activation_bytes(const llama_shape *s, tensor_dtype compute, int64_t T, int64_t B)
+{
+    const int64_t C = s->n_embd, NH = s->n_head, hd = C / NH, F = s->ffn_hidden, BT = B * T;
+    const int64_t QKV = (NH + 2 * s->n_kv_head) * hd, Vp = llama_vocab_padded(s->vocab_size);
+    const size_t act = tensor_dtype_size(compute);
+    /* alloc_acts' shared buffers and final RMSNorm statistics */
+    size_t bytes = (size_t)(BT * C * 4 + BT * Vp + BT * NH * hd + BT * QKV + BT * 2 * F + BT * F) * act +
+                   (size_t)BT * sizeof(float);
+    /* alloc_tables: cos and sin */
+    bytes += 2 * (size_t)(s->block_size * (hd / 2)) * sizeof(float);
+    /* alloc_blocks' slab */
+    const int64_t block_acts[] = {BT * C, BT * QKV, BT * NH * hd, BT * C, BT * C, BT * 2 * F, BT * F, BT * C};
+    size_t per_block = 2 * aligned_bytes(BT, sizeof(float)) + aligned_bytes(B * NH * T, sizeof(float));
+    for (size_t i = 0; i < sizeof block_acts / sizeof block_acts[0]; i++)
+        per_block += aligned_bytes(block_acts[i], act);
+    return bytes + per_block * (size_t)s->n_layer;
+}
+
 /* ---- model_ops ---------------------------------------------------------------------------- */
 
 static int check_batch(const model *m, const model_batch *b, ddp_err *err)

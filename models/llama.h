@@ -27,6 +27,11 @@ int llama_create(const llama_shape *shape, tensor_dtype compute, device *dev, co
  * writers of a model's files that have no model. Free with model_free_tensors. */
 int llama_tensor_table(const llama_shape *shape, model *m, ddp_err *err);
 
+/* The device memory llama_create allocates for activations, backward scratch and its tables
+ * (model.activation_bytes) for sequences of T tokens and max_rows B, computing in `compute`: for
+ * the memory plan of a model that is not built. */
+size_t llama_activation_bytes(const llama_shape *shape, tensor_dtype compute, int64_t T, int64_t B);
+
 /* The rotary tables the model uploads: cos and sin [positions, head_size/2] of t·f_j with
  * f_j = rope_theta^(-2j/head_size), computed in double and rounded to float once. */
 void llama_rope_tables(int64_t positions, int64_t head_size, double rope_theta, float *cos_out, float *sin_out);

@@ -113,6 +113,19 @@ struct model {
 int model_create(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
                  model **out, ddp_err *err);
 
+/* (model_registry.c) What model_create would allocate, without a device or any allocation beyond
+ * the table: into the zeroed m, the parameter tensors (m->tensors, n_tensors, n_params), the
+ * activation bytes and the compute type (act_dtype), for the memory plan of a model that is not
+ * built. Only the models whose shape is all in opts (GPT-2, Llama); the MLP's is a usage error.
+ * Free with model_free_tensors. */
+int model_size(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err);
+
+/* (model_registry.c) The options that rebuild the model a description names (model.description,
+ * as a checkpoint records it): its kind and shape, computing in float32, and *seq_len, the
+ * sequence length it was built for. Only models whose description says the whole shape (GPT-2,
+ * Llama) can be rebuilt; any other description is a usage error quoting it. */
+int model_opts_from_description(const char *desc, model_opts *opts, int64_t *seq_len, ddp_err *err);
+
 /* For the models' create functions, once n_params is known: allocates params and grads with
  * m->param_tail spare floats each and zeroes the spare ones. */
 int model_alloc_params(model *m, ddp_err *err);

@@ -29,7 +29,8 @@ int gpt2_ckpt_open(const char *path, const char *use, ckpt_loaded *ck, gpt2_shap
 /* The parameter tensor `name` ("wte.weight") of ck when it holds numel float32 values, else NULL. */
 const float *gpt2_ckpt_param(const ckpt_loaded *ck, const char *name, size_t numel);
 
-/* `ddprun generate CHECKPOINT [options]` (argv[0] "generate"); returns the exit status. */
+/* `ddprun generate CHECKPOINT [options]` (argv[0] "generate"): a GPT-2 or Llama checkpoint;
+ * returns the exit status. */
 int generate_main(int argc, char **argv);
 
 #endif

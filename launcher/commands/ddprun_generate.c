@@ -1,11 +1,11 @@
-/* ddprun_generate.c — `ddprun generate CHECKPOINT [options]`: text from a trained GPT-2 checkpoint,
- * in-process on the CPU device (no mpirun), printed to stdout as the prompt followed by the drawn
- * continuation.
+/* ddprun_generate.c — `ddprun generate CHECKPOINT [options]`: text from a trained language model's
+ * checkpoint (GPT-2 or Llama), in-process on the CPU device (no mpirun), printed to stdout as the
+ * prompt followed by the drawn continuation.
  *
  * Owns the command line, finding the tokenizer (--tokenizer, else data.path/tokenizer.bin of the
  * run's config.resolved.yaml, the run directory being CHECKPOINT's folder's parent), encoding the
  * prompt (runtime/data/tokenizer_encode.h), building the model the checkpoint's description names
- * and loading its parameters. The draw itself is models/lm_generate.c's. `--encode-only` prints
+ * (model_opts_from_description: any model that can be rebuilt from it) and loading its parameters. The draw itself is models/lm_generate.c's. `--encode-only` prints
  * the prompt's token ids instead (for tests and for checking a prompt). Must not write files. */
 #include <errno.h>
 #include <math.h>
@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 
 #include "commands.h"
-#include "models/gpt2.h"
 #include "models/lm_generate.h"
+#include "models/model.h"
 #include "runtime/config/config.h"
 #include "runtime/data/tokenizer_encode.h"
 #include "runtime/device/device.h"
@@ -27,7 +27,8 @@ static const char generate_usage[] =
     "usage: ddprun generate CHECKPOINT [--prompt TEXT | --prompt-file FILE] [--tokens N]\n"
     "                       [--temperature T] [--top-k K] [--seed S] [--tokenizer PATH]\n"
     "       ddprun generate --encode-only [CHECKPOINT] [--tokenizer PATH] [--prompt TEXT | --prompt-file FILE]\n"
-    "  Prints the prompt and N tokens drawn from the GPT-2 model in CHECKPOINT (runs on the CPU).\n"
+    "  Prints the prompt and N tokens drawn from the GPT-2 or Llama model in CHECKPOINT (runs on\n"
+    "  the CPU).\n"
     "  --tokens N        tokens to draw (default 64)\n"
     "  --temperature T   >= 0; 0 takes the most likely token (default 1.0)\n"
     "  --top-k K         draw among the K most likely tokens; 0 = all (default 40)\n"
@@ -209,13 +210,27 @@ static int encode_prompt(const gen_opts *o, const tokenizer *tok, int64_t extra,
     return DDP_OK;
 }
 
+/* Reads and verifies the checkpoint at path, and the model its description names. */
+static int open_checkpoint(const char *path, ckpt_loaded *ck, model_opts *opts, int64_t *seq_len, ddp_err *err)
+{
+    int rc = ckpt_read(path, ck, err);
+    if (rc)
+        return rc;
+    if (model_opts_from_description(ck->hdr.model, opts, seq_len, err)) {
+        ddp_fail(err, DDP_EUSAGE, "%s: checkpoint of %s; only GPT-2 and Llama checkpoints can be generated from",
+                 path, ck->hdr.model);
+        ckpt_loaded_free(ck);
+        return DDP_EUSAGE;
+    }
+    return DDP_OK;
+}
+
 /* A model of the checkpoint's shape on dev, with its parameters. */
-static int build_model(const ckpt_loaded *ck, const gpt2_shape *shape, int64_t seq_len, device *dev, model **out,
+static int build_model(const ckpt_loaded *ck, const model_opts *opts, int64_t seq_len, device *dev, model **out,
                        ddp_err *err)
 {
-    sample_layout layout = {.input = {SAMPLE_I32, seq_len}, .target = {SAMPLE_I32, seq_len},
-                            .n_classes = shape->vocab_size};
-    int rc = gpt2_create(shape, TENSOR_F32, dev, &layout, 1, 0, out, err);
+    sample_layout layout = {.input = {SAMPLE_I32, seq_len}, .target = {SAMPLE_I32, seq_len}};
+    int rc = model_create(opts, dev, &layout, 1, 0, out, err);
     if (rc)
         return rc;
     model *m = *out;
@@ -257,7 +272,7 @@ static void print_text(const tokenizer *tok, const int32_t *ids, int64_t n)
 }
 
 /* Everything after the tokenizer is known: encode, then (unless --encode-only) build and draw. */
-static int run(const gen_opts *o, const ckpt_loaded *ck, const gpt2_shape *shape, int64_t seq_len,
+static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts, int64_t seq_len,
                const tokenizer *tok, ddp_err *err)
 {
     int32_t *ids = NULL;
@@ -269,15 +284,15 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const gpt2_shape *shape
         free(ids);
         return DDP_OK;
     }
-    if (!rc && tok->vocab_size > shape->vocab_size)
-        rc = ddp_fail(err, DDP_EUSAGE, "the tokenizer has %d tokens, more than the model's vocabulary of %lld",
-                      tok->vocab_size, (long long)shape->vocab_size);
     device *dev = NULL;
     model *m = NULL;
     if (!rc)
         rc = device_cpu_create(&dev, err);
     if (!rc)
-        rc = build_model(ck, shape, seq_len, dev, &m, err);
+        rc = build_model(ck, opts, seq_len, dev, &m, err);
+    if (!rc && tok->vocab_size > m->io.sample.n_classes)
+        rc = ddp_fail(err, DDP_EUSAGE, "the tokenizer has %d tokens, more than the model's vocabulary of %lld",
+                      tok->vocab_size, (long long)m->io.sample.n_classes);
     if (!rc) {
         fprintf(stderr, "generate: %s, step %lld of %s; %lld prompt tokens, %lld to draw (temperature %g, top-k "
                 "%lld, seed %llu)\n", m->description, (long long)ck->hdr.step, o->ckpt, (long long)n,
@@ -304,12 +319,12 @@ int generate_main(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     ddp_err err = {0};
     ckpt_loaded ck = {0};
-    gpt2_shape shape = {0};
+    model_opts opts = {0};
     int64_t seq_len = 0;
     bool have_ckpt = o.ckpt && !o.encode_only;
     char tok_path[CFG_PATH_MAX + 32];
     if (have_ckpt)
-        rc = gpt2_ckpt_open(o.ckpt, "generated from", &ck, &shape, &seq_len, &err);
+        rc = open_checkpoint(o.ckpt, &ck, &opts, &seq_len, &err);
     if (!rc && o.tokenizer)
         snprintf(tok_path, sizeof tok_path, "%s", o.tokenizer);
     else if (!rc)
@@ -318,7 +333,7 @@ int generate_main(int argc, char **argv)
     if (!rc)
         rc = tokenizer_load(tok_path, &tok, &err);
     if (!rc)
-        rc = run(&o, have_ckpt ? &ck : NULL, &shape, seq_len, &tok, &err);
+        rc = run(&o, have_ckpt ? &ck : NULL, &opts, seq_len, &tok, &err);
     if (rc)
         fprintf(stderr, "ddprun generate: %s\n", err.msg);
     tokenizer_free(&tok);

@@ -24,6 +24,7 @@
  */
 #include "ddprun.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -62,7 +63,8 @@ static const char usage_text[] =
     "       ddprun ckpt export --format hf [--dtype f32|bf16] [--max-shard-mb N] [--force] CKPT DIR\n"
     "                                                         ... as a Hugging Face GPT2LMHeadModel folder\n"
     "       ddprun generate CKPT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-    "                       [--tokenizer PATH]                text from a GPT-2 checkpoint (CPU, no mpirun)\n"
+    "                       [--tokenizer PATH]                text from a GPT-2 or Llama checkpoint (CPU)\n"
+    "       ddprun [-np N] plan CONFIG.yaml [key.path=value ...]  the job's memory plan per rank (no mpirun)\n"
     "       ddprun config reference                           every config key (docs/config-reference.md)\n"
     "\n"
     "flags (before CONFIG or the subcommand):\n"
@@ -518,6 +520,52 @@ static int config_command(int argc, char **argv)
     return 0;
 }
 
+/* `ddprun [-np N] plan CONFIG [-np N] [key.path=value ...]` (argv[0] "plan"): the memory plan of
+ * the job on N ranks (default_np's count when not given), printed by ddprun-worker --plan, run in
+ * place of ddprun without mpirun once the config is valid (--dry-run prints that command). */
+static int plan_command(launch_opts *o, const char *self, int argc, char **argv)
+{
+    int n_rest = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-np") || !strcmp(argv[i], "-n") || !strcmp(argv[i], "--np")) {
+            if (!parse_count(i + 1 < argc ? argv[i + 1] : NULL, 1, &o->np))
+                return usage_error("plan: %s needs a positive rank count", argv[i]);
+            i++;
+        } else {
+            n_rest++;
+        }
+    }
+    if (n_rest == 0) return usage_error("%s", "plan needs CONFIG.yaml");
+    default_np(o);
+    argv_list args = {0};
+    char prog[PATH_MAX];
+    program_path(prog, sizeof prog, "DDPRUN_WORKER", "ddprun-worker", self);
+    argv_push(&args, prog);
+    argv_push(&args, "--plan");
+    argv_pushf(&args, "%d", o->np);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-np") || !strcmp(argv[i], "-n") || !strcmp(argv[i], "--np")) i++;
+        else argv_push(&args, argv[i]);
+    }
+    static config cfg;
+    ddp_err err = {0};
+    if (config_load(args.v[3], args.n - 4, args.v + 4, &cfg, &err) != DDP_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        argv_free(&args);
+        return DDP_EUSAGE;
+    }
+    if (o->dry_run) {
+        print_shell_quoted(args.v);
+        argv_free(&args);
+        return 0;
+    }
+    fflush(NULL);
+    execv(prog, args.v);
+    fprintf(stderr, "ddprun: cannot run %s: %s\n", prog, strerror(errno));
+    argv_free(&args);
+    return DDP_ERUNTIME;
+}
+
 /* The checkpoint signal ranks act on; mpirun forwards only SIGUSR1/SIGUSR2 (GUIDE section 4). */
 static int stop_signal_of(const config *cfg)
 {
@@ -539,6 +587,11 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "ckpt")) return ckpt_tool_main(argc - first, argv + first);
     if (!strcmp(cmd, "generate")) return generate_main(argc - first, argv + first);
     if (!strcmp(cmd, "config")) return config_command(argc - first, argv + first);
+    if (!strcmp(cmd, "plan")) {
+        char self[PATH_MAX];
+        self_path(self, sizeof self, argv[0]);
+        return plan_command(&o, self, argc - first, argv + first);
+    }
 
     /* From here a stop is a request the job honours, also one that comes while the config loads. */
     if (!o.dry_run && job_signals_install() != 0) return DDP_ERUNTIME;

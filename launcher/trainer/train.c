@@ -175,7 +175,7 @@ static device_opts device_opts_of(const config *c)
     return (device_opts){.kind = c->device, .tf32 = c->cuda.tf32};
 }
 
-static model_opts model_opts_of(const config *c)
+model_opts train_model_opts(const config *c)
 {
     return (model_opts){.kind = c->model.kind, .mlp = c->model.mlp, .gpt2 = c->model.gpt2, .llama = c->model.llama,
                         .compute = c->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32};
@@ -205,7 +205,7 @@ static int setup(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     const device_opts dev_opts = device_opts_of(c);
-    const model_opts model = model_opts_of(c);
+    const model_opts model = train_model_opts(c);
     const char *rs = getenv("DDPRUN_RESTART_COUNT");
     t->restart_count = rs ? atoi(rs) : 0;
     int trc = split_batch(t, err);

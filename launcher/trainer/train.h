@@ -10,6 +10,7 @@
 #define DDP_TRAIN_H
 
 #include <signal.h>
+#include <stdio.h>
 
 #include "collectives/comm.h"
 #include "runtime/config/config.h"
@@ -25,5 +26,11 @@ extern volatile sig_atomic_t train_stop_requested;
  * this node's preemption notice watch (NULL: none), whose cloud the preemption budget is checked
  * against (train_ckpt.c). */
 int train_run(const config *cfg, comm *ctl, notice_watch *notice, ddp_err *err);
+
+/* The memory plan a job of cfg on `world` ranks would log (train_run's header line, the same
+ * function), printed to out with the model's parameter count, computed from the model's tensor
+ * table and activation sizes (model_size) without a device, data or MPI. GPT-2 and Llama only (the
+ * MLP's shape follows its data); a model the config leaves to checkpoint.init_from is refused. */
+int train_plan(const config *cfg, int world, FILE *out, ddp_err *err);
 
 #endif

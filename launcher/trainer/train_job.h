@@ -146,6 +146,12 @@ int train_log_finish(train_job *t, ddp_err *err);
 /* Closes what is still open, on any path (no error reported). */
 void train_log_close(train_job *t);
 
+/* train_plan.c: the header's memory plan line, from the built model and reducer. */
+void train_log_memory_plan(const train_job *t);
+/* train.c: what the model is made with, from the config (its model section; bf16 under precision
+ * bf16). */
+model_opts train_model_opts(const config *c);
+
 /* train_ranks.c: the host names of every rank (one allgather; every rank calls it). */
 int train_ranks_open(train_job *t, ddp_err *err);
 void train_ranks_close(train_job *t);

@@ -82,28 +82,6 @@ void train_log_close(train_job *t)
     t->metrics = NULL;
 }
 
-/* Optimizer state (AdamW's two moments, SGD's momentum buffer) is what ZeRO-1 divides: the plan
- * shows it both ways. */
-static void log_memory_plan(const train_job *t)
-{
-    const config *c = t->cfg;
-    double mib = 1.0 / (1 << 20), buffers = c->optimizer.kind == OPT_ADAMW ? 2 : 1;
-    double params = (double)t->m->n_params * sizeof(float), acts = (double)t->m->activation_bytes;
-    double replicated = buffers * params, sharded = buffers * (double)t->red->shard_n * sizeof(float);
-    double state = t->zero ? sharded : replicated;
-    char zero[128];
-    if (t->zero)
-        snprintf(zero, sizeof zero, "ZeRO-1 over %d ranks; without: %.1f MiB", t->ctl->size, replicated * mib);
-    else if (t->ctl->size > 1)
-        snprintf(zero, sizeof zero, "replicated; with ddp.zero 1 over %d ranks: about %.1f MiB", t->ctl->size,
-                 replicated / t->ctl->size * mib);
-    else
-        snprintf(zero, sizeof zero, "one rank: ddp.zero has nothing to shard");
-    log_info("memory per rank: parameters %.1f MiB, gradients %.1f MiB, optimizer state %.1f MiB (%s), activations "
-             "%.1f MiB (%lld rows), %.1f MiB in all", params * mib, params * mib, state * mib, zero, acts * mib,
-             (long long)t->batch, (2 * params + state + acts) * mib);
-}
-
 void train_log_header(train_job *t)
 {
     log_info("ddprun: %d rank%s, device %s, gradient backend %s, %d bucket%s", t->ctl->size,
@@ -115,7 +93,7 @@ void train_log_header(train_job *t)
              (long long)(t->batch * t->ctl->size * t->accum), (long long)t->batch, t->ctl->size, (long long)t->accum);
     log_info("schedule: %lld steps per epoch, %lld steps in total, starting at step %lld (epoch %lld)",
              (long long)t->steps_per_epoch, (long long)t->total_steps, (long long)t->step, (long long)t->epoch + 1);
-    log_memory_plan(t);
+    train_log_memory_plan(t);
 }
 
 /* `,"key":value` with printf format fmt, or `,"key":null` for a value JSON cannot hold (NaN,

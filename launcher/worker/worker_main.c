@@ -1,5 +1,7 @@
 /* worker_main.c — ddprun-worker, one training rank. Started by ddprun (through mpirun), or
  * directly by `mpirun -np N ddprun-worker CONFIG [key=value ...]` or Slurm's srun.
+ * `ddprun-worker --plan N CONFIG [key=value ...]` (what `ddprun plan` runs, without mpirun) prints
+ * the memory plan of a job on N ranks and exits, before MPI or any device is touched.
  *
  * Owns the process: MPI init/finalize, the torchrun-style environment (RANK, LOCAL_RANK,
  * WORLD_SIZE, LOCAL_WORLD_SIZE), the stop requests (signals, and the cloud's preemption notice
@@ -91,8 +93,27 @@ static void export_torchrun_env(const comm *c)
 static int usage(void)
 {
     fprintf(stderr, "usage: ddprun-worker CONFIG.yaml [key.path=value ...]\n"
-                    "One rank of a ddprun training job; normally started by `ddprun -np N CONFIG.yaml`.\n");
+                    "       ddprun-worker --plan N CONFIG.yaml [key.path=value ...]\n"
+                    "One rank of a ddprun training job; normally started by `ddprun -np N CONFIG.yaml`.\n"
+                    "--plan: print the memory plan of the job on N ranks (`ddprun plan`) and exit.\n");
     return DDP_EUSAGE;
+}
+
+/* --plan N CONFIG [overrides]: no MPI, no device. */
+static int plan_main(int argc, char **argv)
+{
+    char *end = NULL;
+    long world = argc >= 4 ? strtol(argv[2], &end, 10) : 0;
+    if (argc < 4 || !end || *end || world < 1 || world > 1000000)
+        return usage();
+    static config cfg;
+    ddp_err err = {0};
+    int rc = config_load(argv[3], argc - 4, argv + 4, &cfg, &err);
+    if (rc == DDP_OK)
+        rc = train_plan(&cfg, (int)world, stdout, &err);
+    if (rc != DDP_OK)
+        fprintf(stderr, "ddprun plan: %s\n", err.msg);
+    return rc;
 }
 
 /* Started by srun itself: MPI must see the same tasks Slurm started (slurm_task.h). */
@@ -111,6 +132,8 @@ int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
         return usage();
+    if (strcmp(argv[1], "--plan") == 0)
+        return plan_main(argc, argv);
     /* Before MPI_Init: a stop signal that arrives during start-up must not kill the rank. */
     if (start_stop_signal_thread() != 0) {
         fprintf(stderr, "ddprun-worker: cannot start the signal thread\n");

@@ -3,13 +3,19 @@
  * NaN or infinite parameter makes it refuse the logits with DDP_ENONFINITE naming the token, for
  * top-k, greedy and whole-vocabulary draws alike, before drawing anything (top-k sampling on NaN
  * logits used to search forever for a k-th largest value: the test's time limit catches that);
- * a stop flag already set draws nothing and says how far it got (DDP_EPREEMPTED). */
+ * a stop flag already set draws nothing and says how far it got (DDP_EPREEMPTED).
+ * The model `ddprun generate` rebuilds from a checkpoint's description
+ * (model_opts_from_description): a GPT-2's and a Llama's (grouped-query, tied and untied) give
+ * their kind, shape and sequence length back, and the model built from them has the same
+ * description and tensors (and, for the Llama, draws tokens as GPT-2 does); an MLP's description
+ * and foreign text are refused quoting them. */
 #include "tests/check.h"
 
 #include <math.h>
 #include <stdlib.h>
 
 #include "models/gpt2.h"
+#include "models/llama.h"
 #include "models/lm_generate.h"
 #include "runtime/device/device.h"
 
@@ -89,6 +95,65 @@ static void stop_flag(model *m)
     CHECK(ids[PROMPT] == -1, "a token was drawn after the stop (%d)", ids[PROMPT]);
 }
 
+/* m's description rebuilds a model of m's kind, shape, sequence length, tensors; returns it. */
+static model *rebuilt(const model *m, model_kind kind)
+{
+    model_opts o;
+    int64_t seq_len = 0;
+    ddp_err err = {0};
+    CHECK(model_opts_from_description(m->description, &o, &seq_len, &err) == DDP_OK, "%s: %s", m->description,
+          err.msg);
+    CHECK(o.kind == kind && o.compute == TENSOR_F32, "%s: kind %d, compute %d", m->description, (int)o.kind,
+          (int)o.compute);
+    CHECK(seq_len == T, "%s: seq_len %lld", m->description, (long long)seq_len);
+    sample_layout data = {.input = {SAMPLE_I32, seq_len}, .target = {SAMPLE_I32, seq_len}};
+    model *again = NULL;
+    CHECK(model_create(&o, dev, &data, 1, 0, &again, &err) == DDP_OK, "model_create: %s", err.msg);
+    if (!again)
+        return NULL;
+    CHECK(!strcmp(again->description, m->description), "rebuilt as \"%s\"", again->description);
+    CHECK(again->n_params == m->n_params && again->n_tensors == m->n_tensors, "%zu params in %d tensors, not %zu in %d",
+          again->n_params, again->n_tensors, m->n_params, m->n_tensors);
+    for (int i = 0; i < m->n_tensors && i < again->n_tensors; i++)
+        CHECK(!strcmp(again->tensors[i].name, m->tensors[i].name), "tensor %d: %s", i, again->tensors[i].name);
+    return again;
+}
+
+static void from_descriptions(model *gpt)
+{
+    model *g = rebuilt(gpt, MODEL_GPT2);
+    if (g)
+        g->ops->destroy(g);
+    for (int tie = 0; tie < 2; tie++) {
+        const llama_shape shape = {.n_layer = 2, .n_head = 4, .n_kv_head = 2, .n_embd = 16, .ffn_hidden = 24,
+                                   .block_size = 2 * T, .vocab_size = 50, .rope_theta = 500000, .norm_eps = 1e-5,
+                                   .tie_embeddings = tie};
+        sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = 50};
+        model *m = NULL;
+        ddp_err err = {0};
+        CHECK(llama_create(&shape, TENSOR_F32, dev, &data, 1, 0, &m, &err) == DDP_OK, "llama_create: %s", err.msg);
+        if (!m)
+            continue;
+        model *l = rebuilt(m, MODEL_LLAMA);
+        if (l) {
+            CHECK(model_init_params(l, 5, &err) == DDP_OK, "init: %s", err.msg);
+            finite_draws(l);
+            l->ops->destroy(l);
+        }
+        m->ops->destroy(m);
+    }
+    const char *foreign[] = {"mlp hidden=[64,32] activation=relu in=784 classes=10", "gpt2 n_layer=2", ""};
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        model_opts o;
+        int64_t seq_len;
+        ddp_err err = {0};
+        CHECK(model_opts_from_description(foreign[i], &o, &seq_len, &err) == DDP_EUSAGE, "\"%s\" accepted",
+              foreign[i]);
+        CHECK_STR_CONTAINS(err.msg, "only GPT-2 and Llama models can be rebuilt");
+        CHECK_STR_CONTAINS(err.msg, foreign[i]);
+    }
+}
+
 int main(void)
 {
     ddp_err err = {0};
@@ -100,6 +165,7 @@ int main(void)
         refuses(m, INFINITY);
         finite_draws(m); /* the parameter restored: drawing works again */
         stop_flag(m);
+        from_descriptions(m);
         m->ops->destroy(m);
     }
     dev->ops->destroy(dev);

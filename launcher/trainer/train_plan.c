@@ -1,0 +1,99 @@
+/* train_plan.c — the memory plan: what one rank holds on its device (parameters, gradients,
+ * optimizer state with and without ZeRO-1, the bf16 copies of parameters and gradients, the
+ * activations of data.batch_size rows), as one line. The training job logs it in its header from
+ * the built model and reducer; `ddprun plan` (ddprun-worker --plan) prints it for a job that is not
+ * started, from the model's tensor table and activation sizes (model_size) and the reducer's bucket
+ * plan (reducer_zero_shard_n), so both show the same numbers from the same function. Must not
+ * allocate device memory, read data or communicate. */
+#include <stdlib.h>
+
+#include "runtime/base/log.h"
+#include "train.h"
+#include "train_job.h"
+
+/* What the line is computed from. */
+typedef struct memory_plan {
+    size_t n_params, activation_bytes;
+    size_t shard_n;             /* ZeRO-1: a rank's share of the optimizer state, in floats */
+    tensor_dtype compute;       /* TENSOR_BF16: a bf16 copy of the parameters */
+    int world;
+    bool zero;
+} memory_plan;
+
+/* Optimizer state (AdamW's two moments, SGD's momentum buffer) is what ZeRO-1 divides: the plan
+ * shows it both ways. bf16 adds the parameters' compute copy (precision bf16) and the gradients'
+ * wire copy (ddp.grad_dtype bf16, with ZeRO's padding). */
+static void format_memory_plan(const config *c, const memory_plan *p, char *out, size_t size)
+{
+    double mib = 1.0 / (1 << 20), buffers = c->optimizer.kind == OPT_ADAMW ? 2 : 1;
+    double params = (double)p->n_params * sizeof(float), acts = (double)p->activation_bytes;
+    double replicated = buffers * params, sharded = buffers * (double)p->shard_n * sizeof(float);
+    double state = p->zero ? sharded : replicated;
+    double wcopy = p->compute == TENSOR_BF16 ? (double)p->n_params * sizeof(uint16_t) : 0;
+    double gcopy = c->ddp.grad_dtype == GRAD_BF16
+                       ? (double)(p->n_params + train_zero_param_tail(c, p->world)) * sizeof(uint16_t) : 0;
+    char zero[128], copies[128] = "";
+    if (p->zero)
+        snprintf(zero, sizeof zero, "ZeRO-1 over %d ranks; without: %.1f MiB", p->world, replicated * mib);
+    else if (p->world > 1)
+        snprintf(zero, sizeof zero, "replicated; with ddp.zero 1 over %d ranks: about %.1f MiB", p->world,
+                 replicated / p->world * mib);
+    else
+        snprintf(zero, sizeof zero, "one rank: ddp.zero has nothing to shard");
+    if (wcopy > 0 || gcopy > 0)
+        snprintf(copies, sizeof copies, ", bf16 copies: parameters %.1f MiB, gradients %.1f MiB", wcopy * mib,
+                 gcopy * mib);
+    snprintf(out, size, "memory per rank: parameters %.1f MiB, gradients %.1f MiB, optimizer state %.1f MiB (%s)%s, "
+             "activations %.1f MiB (%lld rows), %.1f MiB in all", params * mib, params * mib, state * mib, zero,
+             copies, acts * mib, (long long)c->data.batch_size, (2 * params + state + wcopy + gcopy + acts) * mib);
+}
+
+void train_log_memory_plan(const train_job *t)
+{
+    memory_plan p = {.n_params = t->m->n_params, .activation_bytes = t->m->activation_bytes,
+                     .shard_n = t->red->shard_n, .compute = t->m->act_dtype, .world = t->ctl->size,
+                     .zero = t->zero};
+    char line[512];
+    format_memory_plan(t->cfg, &p, line, sizeof line);
+    log_info("%s", line);
+}
+
+/* The ZeRO-1 shard the job's reducer would cut from m's tensors over p->world ranks. */
+static int plan_shard(const config *c, const model *m, memory_plan *p, ddp_err *err)
+{
+    if (!p->zero)
+        return DDP_OK;
+    size_t *offs = malloc((size_t)m->n_tensors * sizeof *offs);
+    if (!offs)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d tensor offsets", m->n_tensors);
+    for (int i = 0; i < m->n_tensors; i++)
+        offs[i] = m->tensors[i].offset;
+    int rc = reducer_zero_shard_n(offs, m->n_tensors, m->n_params, c->ddp.bucket_mb, c->ddp.first_bucket_mb,
+                                  p->world, &p->shard_n, err);
+    free(offs);
+    return rc;
+}
+
+int train_plan(const config *c, int world, FILE *out, ddp_err *err)
+{
+    const model_opts opts = train_model_opts(c);
+    if (config_shape_pending(c))
+        return ddp_fail(err, DDP_EUSAGE, "%s: the model's shape is left to checkpoint.init_from; give its keys "
+                        "(as overrides) to plan it", c->source);
+    sample_layout data = {.input = {SAMPLE_I32, c->data.seq_len}, .target = {SAMPLE_I32, c->data.seq_len}};
+    model m = {0};
+    int rc = model_size(&opts, &data, c->data.batch_size, &m, err);
+    memory_plan p = {.n_params = m.n_params, .activation_bytes = m.activation_bytes, .compute = m.act_dtype,
+                     .world = world, .zero = train_zero_on(c, world)};
+    if (!rc)
+        rc = plan_shard(c, &m, &p, err);
+    if (!rc) {
+        char line[512];
+        format_memory_plan(c, &p, line, sizeof line);
+        fprintf(out, "plan: %s on %d rank%s: %zu parameters in %d tensors, %lld x %lld tokens per rank\n%s\n",
+                c->source, world, world == 1 ? "" : "s", m.n_params, m.n_tensors, (long long)c->data.batch_size,
+                (long long)c->data.seq_len, line);
+    }
+    model_free_tensors(&m);
+    return rc ? ddp_prefix(err, "%s", c->source) : DDP_OK;
+}

@@ -1,0 +1,67 @@
+# tests/launcher/trainer/kjv_cuda.sh — what the emulated-GPU tests on a configs/*_kjv.yaml share
+# (sourced, never run; test_gpt2_cuda.sh and test_llama_cuda.sh): the byte-level KJV tokens
+# (skipped, exit 77, without the corpus), the overrides every run takes, one run of the config on
+# 2 ranks, and the step-50 loss comparisons. The test sets KJV (the config) and KJV_BATCH (the
+# per-rank data.batch_size, lowered from the config's to keep the emulator's runs short) before
+# sourcing it.
+source "$DDP_SRC/tests/lib.sh"
+T_START=$SECONDS
+DATA=$TMP/kjv-bytes
+
+# The corpus comes from Debian's bible-kjv + bible-kjv-text (scripts/setup --text installs them);
+# without them there is nothing to train on: skipped, not failed.
+"$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DATA" >"$TMP/prepare.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -Eq 'needs the `bible` program|`bible -f [^`]*` failed' "$TMP/prepare.log"; then
+    echo "SKIP: no KJV text to train on: $(cat "$TMP/prepare.log")"
+    exit 77
+fi
+check "prepare-text writes the KJV byte shards (rc $rc)" [ $rc -eq 0 -a -f "$DATA/train_000000.bin" ]
+
+RUN=(data.path="$DATA" data.batch_size="$KJV_BATCH" train.max_steps=50 train.log_every=1 train.eval=false
+     train.sample_every=0 checkpoint.every_steps=40 checkpoint.every_minutes=0)
+GPU=(device=cuda ddp.backend=nccl)
+
+# kjv NAME LIMIT_S [overrides...]: the config $KJV on 2 ranks (one emulated GPU each) under
+# mpirun with RUN's overrides. OMP_NUM_THREADS=1 is what ddprun gives 2 ranks on 2 cores; unset,
+# each rank's second OpenMP thread only spins against the other rank (~15% slower on the
+# emulator). `timeout` turns a hang into a failure; mpirun takes the ranks down on its SIGTERM.
+kjv() {
+    local name=$1 limit=$2; shift 2
+    local t0=$SECONDS
+    OMP_NUM_THREADS=1 DDP_CUDA_EMU_DEVICES=2 timeout "$limit" mpirun -np 2 --oversubscribe --bind-to none \
+        "$DDPRUN_WORKER" "$KJV" run.dir="$TMP/$name" "${RUN[@]}" "$@" >"$TMP/$name.log" 2>&1
+    local rc=$?
+    echo "# $name: exit $rc after $((SECONDS - t0)) s"
+    return $rc
+}
+
+# losses RUN: "step loss" per line of RUN's metrics.jsonl, as written (6 significant digits)
+losses() {
+    python3 -c 'import json, sys
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e.get("kind") == "train":
+        print(e["step"], e["loss"])' "$TMP/$1/metrics.jsonl"
+}
+# loss_at RUN STEP: RUN's logged training loss at STEP (empty when not logged)
+loss_at() { losses "$1" | awk -v s="$2" '$1 == s { print $2 }'; }
+
+# within RUN_A RUN_B TOL: |a - b| / |a| <= TOL for the step-50 losses (printing both); exits 1
+# when beyond TOL, 2 when a step-50 loss is missing
+within() {
+    local a b
+    a=$(loss_at "$1" 50) b=$(loss_at "$2" 50)
+    python3 - "$1" "${a:-nan}" "$2" "${b:-nan}" "$3" <<'PY'
+import math, sys
+na, a, nb, b, tol = sys.argv[1], float(sys.argv[2]), sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+if not (math.isfinite(a) and math.isfinite(b)):
+    sys.exit(f"# no finite step-50 loss: {na} {a}, {nb} {b}")
+rel = abs(a - b) / abs(a)
+print(f"# step-50 loss {na} {a:.6g}, {nb} {b:.6g}: relative difference {rel:.2e} (tolerance {tol:.0e})")
+sys.exit(0 if rel <= tol else 1)
+PY
+}
+# beyond CMD...: CMD (within or ckpt_compare) says its two runs differ beyond its tolerance (exit 1),
+# not that it could not compare them (2), so a referee run that wrote nothing cannot pass for different
+beyond() { "$@"; [ $? -eq 1 ]; }

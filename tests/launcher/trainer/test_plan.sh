@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# `ddprun plan CONFIG` (ddprun-worker --plan): the memory plan without training, on GPT-2 and the
+# Llama:
+#  - its line is the very line the training job logs in its header, at np=1, np=2 and np=3 with
+#    ZeRO-1, for both models (tiny configs, a 3-step job each);
+#  - the parameter counts of configs/gpt2_124m.yaml, configs/llama3_1b.yaml (Llama-3.2-1B's shape:
+#    1,235,814,400, Hugging Face's count) and configs/llama_kjv.yaml equal the closed formulas of
+#    their shapes, and each line's total is the sum of its parts (bf16 copies included);
+#  - ZeRO-1 divides the optimizer state by the ranks; -np before or after plan;
+#  - nothing is written (no run.dir), no device or MPI is needed; --dry-run prints the worker's
+#    command; a bad override, the MLP (whose size follows its data) and a missing config are
+#    refused with exit 2.
+source "$(dirname "$0")/../../lib.sh"
+TR=$DDP_SRC/tests/launcher/trainer
+DATA=$TMP/bytes
+"$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DDP_SRC/README.md" "$DATA" >/dev/null 2>&1
+check "prepare-text: byte-token data" [ -f "$DATA/tokenizer.bin" ]
+S=(data.path="$DATA" train.max_steps=3 optimizer.schedule.warmup_steps=1)
+
+# plan_line OUT: the memory line of a plan or of a training log (without the log's prefix)
+plan_line() { sed -n 's/^\(\[rank 0[^]]*\] \)\{0,1\}\(memory per rank: .*\)$/\2/p' "$1"; }
+
+for model in gpt2 llama; do
+    for np_zero in 1:0 2:0 3:1; do
+        np=${np_zero%:*} zero=${np_zero#*:}
+        name=$model-$np-$zero
+        SMALL=$TR/${model}_small.yaml worker "$np" "$TMP/$name" "${S[@]}" ddp.zero=$zero >"$TMP/$name.log" 2>&1
+        check "$model np=$np ddp.zero=$zero: the 3-step job runs" [ $? -eq 0 ]
+        "$DDPRUN" plan "$TR/${model}_small.yaml" -np "$np" "${S[@]}" ddp.zero=$zero run.dir="$TMP/$name-plan" \
+            >"$TMP/$name.plan" 2>"$TMP/$name.plan.err"
+        check "$model np=$np ddp.zero=$zero: ddprun plan exits 0" [ $? -eq 0 ]
+        got=$(plan_line "$TMP/$name.plan") want=$(plan_line "$TMP/$name.log")
+        echo "# plan: $got"
+        check "$model np=$np ddp.zero=$zero: the plan's line is the job's" [ -n "$want" -a "$got" = "$want" ]
+        check "$model np=$np ddp.zero=$zero: the plan wrote nothing" [ ! -e "$TMP/$name-plan" ]
+    done
+done
+check "with ZeRO-1 over 3 ranks the line says so" grep -q "ZeRO-1 over 3 ranks; without" "$TMP/llama-3-1.plan"
+
+# params_formula KIND key=value...: the parameter count of the shape (python3)
+params_formula() {
+    python3 - "$@" <<'PY'
+import sys
+kind, s = sys.argv[1], dict(a.split("=") for a in sys.argv[2:])
+s = {k: int(v) for k, v in s.items()}
+Vp = (s["V"] + 127) // 128 * 128
+C, L = s["C"], s["L"]
+if kind == "gpt2":
+    print(Vp * C + s["T"] * C + L * (12 * C * C + 13 * C) + 2 * C)
+else:
+    hd = C // s["NH"]
+    block = 2 * C + C * s["NH"] * hd + 2 * C * s["NKV"] * hd + s["NH"] * hd * C + 3 * C * s["F"]
+    print(Vp * C * (1 if s["tie"] else 2) + L * block + C)
+PY
+}
+# plan_params OUT: the parameter count a plan printed
+plan_params() { sed -n 's/^plan: .*: \([0-9]*\) parameters in .*/\1/p' "$1"; }
+# parts_add_up OUT: parameters + gradients + state + bf16 copies + activations = the total (0.1 MiB rounding)
+parts_add_up() {
+    python3 - "$(plan_line "$1")" <<'PY'
+import re, sys
+line = re.sub(r"\([^)]*\)", "", sys.argv[1])  # the ZeRO remark's "without"/"about" figures are not parts
+mib = [float(x) for x in re.findall(r"([0-9]+\.[0-9]) MiB", line)]
+parts, total = mib[:-1], mib[-1]
+print(f"# parts {parts} total {total}")
+sys.exit(0 if parts and abs(sum(parts) - total) <= 0.05 * len(parts) else 1)
+PY
+}
+
+"$DDPRUN" -np 8 plan "$DDP_SRC/configs/llama3_1b.yaml" >"$TMP/1b.plan" 2>"$TMP/1b.err"
+check "llama3_1b at np=8: ddprun -np 8 plan exits 0" [ $? -eq 0 ]
+cat "$TMP/1b.plan"
+want=$(params_formula llama L=16 C=2048 NH=32 NKV=8 F=8192 V=128256 tie=1)
+check "llama3_1b: $(plan_params "$TMP/1b.plan") parameters = the formula's $want = Llama-3.2-1B's 1235814400" \
+    [ "$(plan_params "$TMP/1b.plan")" = "$want" -a "$want" = 1235814400 ]
+check "llama3_1b: ZeRO-1 over 8 ranks, an eighth of the replicated AdamW state" \
+    grep -q "optimizer state 1178.6 MiB (ZeRO-1 over 8 ranks; without: 9428.5 MiB)" "$TMP/1b.plan"
+check "llama3_1b: bf16 copies of parameters and gradients (2 bytes each)" \
+    grep -q "bf16 copies: parameters 2357.1 MiB, gradients 2357.1 MiB" "$TMP/1b.plan"
+check "llama3_1b: the parts add up to the total" parts_add_up "$TMP/1b.plan"
+"$DDPRUN" plan "$DDP_SRC/configs/llama3_1b.yaml" -np 4 >"$TMP/1b4.plan" 2>/dev/null
+check "-np after plan: ZeRO-1 over 4 ranks" grep -q "optimizer state 2357.1 MiB (ZeRO-1 over 4 ranks" "$TMP/1b4.plan"
+
+"$DDPRUN" -np 8 plan "$DDP_SRC/configs/gpt2_124m.yaml" >"$TMP/124m.plan" 2>/dev/null
+want=$(params_formula gpt2 L=12 C=768 T=1024 V=50257)
+check "gpt2_124m: $(plan_params "$TMP/124m.plan") parameters = the formula's $want" \
+    [ "$(plan_params "$TMP/124m.plan")" = "$want" ]
+check "gpt2_124m: the parts add up to the total" parts_add_up "$TMP/124m.plan"
+"$DDPRUN" -np 2 plan "$DDP_SRC/configs/llama_kjv.yaml" >"$TMP/kjv.plan" 2>/dev/null
+want=$(params_formula llama L=4 C=128 NH=4 NKV=2 F=352 V=256 tie=0)
+check "llama_kjv: $(plan_params "$TMP/kjv.plan") parameters = the formula's $want" \
+    [ "$(plan_params "$TMP/kjv.plan")" = "$want" ]
+
+"$DDPRUN" --dry-run -np 8 plan "$DDP_SRC/configs/llama3_1b.yaml" >"$TMP/dry.out" 2>&1
+check "--dry-run: prints the worker's --plan command and exits 0" grep -q "ddprun-worker --plan 8 .*llama3_1b.yaml" "$TMP/dry.out"
+check "... and nothing else" [ "$(wc -l <"$TMP/dry.out")" -eq 1 ]
+"$DDPRUN" -np 8 plan "$DDP_SRC/configs/llama3_1b.yaml" model.llama.n_head=5 >/dev/null 2>"$TMP/bad.err"
+rc=$?
+check "a bad override: exit 2 (got $rc) naming the key" [ $rc -eq 2 ] && grep -q "model.llama.n_head" "$TMP/bad.err"
+"$DDPRUN" -np 2 plan "$SMALL" >/dev/null 2>"$TMP/mlp.err"
+rc=$?
+check "the MLP: refused with exit 2 (got $rc)" [ $rc -eq 2 ]
+check "... saying its size follows its data" grep -q "follows its data's files" "$TMP/mlp.err"
+"$DDPRUN" plan -np 2 >/dev/null 2>"$TMP/none.err"
+rc=$?
+check "no config: exit 2 (got $rc)" [ $rc -eq 2 ]
+finish
