@@ -61,6 +61,16 @@ static int lay_out_params(model *m, llama_impl *g, ddp_err *err)
     return rc;
 }
 
+/* Per token: every weight in a GEMM once — all but the input embedding, which is a lookup (a tied
+ * embedding is the lm_head's GEMM, counted once), the RMSNorm weights included as GPT-2's LayerNorm
+ * ones are — and attention's scores and mix over the T positions (NH·hd = C). */
+static double train_flops_per_sample(const model *m, const llama_impl *g)
+{
+    double C = (double)g->s.n_embd, T = (double)g->T;
+    double gemm_weights = (double)m->n_params - (g->s.tie_embeddings ? 0.0 : (double)g->Vp * C);
+    return T * (6.0 * gemm_weights + 12.0 * (double)g->s.n_layer * C * T);
+}
+
 static int check_layers(const llama_shape *s, ddp_err *err)
 {
     if (s->n_layer < 1 || s->n_layer > LLAMA_MAX_LAYERS)
@@ -437,6 +447,7 @@ int llama_create(const llama_shape *shape, tensor_dtype compute, device *dev, co
     m->io.sample.n_classes = shape->vocab_size;
     describe(m->description, sizeof m->description, shape, g->T);
     rc = lay_out_params(m, g, err);
+    m->train_flops_per_sample = train_flops_per_sample(m, g);
     if (!rc)
         rc = model_alloc_params(m, err);
     if (!rc && compute == TENSOR_BF16)

@@ -1,6 +1,6 @@
 /* train_plan.c — the memory plan: what one rank holds on its device (parameters, gradients,
  * optimizer state with and without ZeRO-1, the bf16 copies of parameters and gradients, the
- * activations of data.batch_size rows), as one line. The training job logs it in its header from
+ * activations of a micro-batch: the per-rank batch config_batch_split gives the world size), as one line. The training job logs it in its header from
  * the built model and reducer; `ddprun plan` (ddprun-worker --plan) prints it for a job that is not
  * started, from the model's tensor table and activation sizes (model_size) and the reducer's bucket
  * plan (reducer_zero_shard_n), so both show the same numbers from the same function. Must not
@@ -16,6 +16,7 @@ typedef struct memory_plan {
     size_t n_params, activation_bytes;
     size_t shard_n;             /* ZeRO-1: a rank's share of the optimizer state, in floats */
     tensor_dtype compute;       /* TENSOR_BF16: a bf16 copy of the parameters */
+    int64_t rows;               /* a rank's micro-batch, which the activations are sized for */
     int world;
     bool zero;
 } memory_plan;
@@ -45,14 +46,14 @@ static void format_memory_plan(const config *c, const memory_plan *p, char *out,
                  gcopy * mib);
     snprintf(out, size, "memory per rank: parameters %.1f MiB, gradients %.1f MiB, optimizer state %.1f MiB (%s)%s, "
              "activations %.1f MiB (%lld rows), %.1f MiB in all", params * mib, params * mib, state * mib, zero,
-             copies, acts * mib, (long long)c->data.batch_size, (2 * params + state + wcopy + gcopy + acts) * mib);
+             copies, acts * mib, (long long)p->rows, (2 * params + state + wcopy + gcopy + acts) * mib);
 }
 
 void train_log_memory_plan(const train_job *t)
 {
     memory_plan p = {.n_params = t->m->n_params, .activation_bytes = t->m->activation_bytes,
-                     .shard_n = t->red->shard_n, .compute = t->m->act_dtype, .world = t->ctl->size,
-                     .zero = t->zero};
+                     .shard_n = t->red->shard_n, .compute = t->m->act_dtype, .rows = t->batch,
+                     .world = t->ctl->size, .zero = t->zero};
     char line[512];
     format_memory_plan(t->cfg, &p, line, sizeof line);
     log_info("%s", line);
@@ -82,16 +83,19 @@ int train_plan(const config *c, int world, FILE *out, ddp_err *err)
                         "(as overrides) to plan it", c->source);
     sample_layout data = {.input = {SAMPLE_I32, c->data.seq_len}, .target = {SAMPLE_I32, c->data.seq_len}};
     model m = {0};
-    int rc = model_size(&opts, &data, c->data.batch_size, &m, err);
+    batch_split split;
+    int rc = config_batch_split(c, world, &split, err);
+    if (!rc)
+        rc = model_size(&opts, &data, split.batch, &m, err);
     memory_plan p = {.n_params = m.n_params, .activation_bytes = m.activation_bytes, .compute = m.act_dtype,
-                     .world = world, .zero = train_zero_on(c, world)};
+                     .rows = split.batch, .world = world, .zero = train_zero_on(c, world)};
     if (!rc)
         rc = plan_shard(c, &m, &p, err);
     if (!rc) {
         char line[512];
         format_memory_plan(c, &p, line, sizeof line);
         fprintf(out, "plan: %s on %d rank%s: %zu parameters in %d tensors, %lld x %lld tokens per rank\n%s\n",
-                c->source, world, world == 1 ? "" : "s", m.n_params, m.n_tensors, (long long)c->data.batch_size,
+                c->source, world, world == 1 ? "" : "s", m.n_params, m.n_tensors, (long long)split.batch,
                 (long long)c->data.seq_len, line);
     }
     model_free_tensors(&m);

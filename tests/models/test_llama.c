@@ -185,6 +185,19 @@ static void check_tied(lfx *x)
                        *head = model_find_tensor(untied, "lm_head.weight");
     CHECK(model_find_tensor(tied, "lm_head.weight") == NULL && tied->n_params == untied->n_params - head->numel,
           "a tied model has lm_head");
+    /* FLOPs per sequence (the MFU's numerator): 6 per weight a GEMM reads per token — the blocks'
+     * projections and norms, model.norm and the classifier over the padded vocabulary, but not the
+     * input embedding, a lookup — plus 12·L·C·T for attention's scores and mix; the same whether the
+     * classifier is tied or not */
+    const double C = (double)ts.n_embd, hd = C / (double)ts.n_head, T = (double)f->T, F = (double)ts.ffn_hidden;
+    const double q = (double)ts.n_head * hd, kv = (double)ts.n_kv_head * hd;
+    const double Vp = (double)(head->numel / (size_t)ts.n_embd);
+    const double gemm_weights = (double)ts.n_layer * (C * q + 2 * C * kv + q * C + 3 * C * F + 2 * C) + C + Vp * C;
+    const double flops = T * (6 * gemm_weights + 12 * (double)ts.n_layer * C * T);
+    CHECK(fabs(untied->train_flops_per_sample - flops) <= 1e-9 * flops &&
+              fabs(tied->train_flops_per_sample - flops) <= 1e-9 * flops,
+          "FLOPs per sequence: untied %.6g, tied %.6g, expected %.6g", untied->train_flops_per_sample,
+          tied->train_flops_per_sample, flops);
     CHECK(gfx_upload_params(f, "init") == 0, "reloading init.*");
     d->ops->copy(d, untied->params + head->offset, untied->params + emb->offset, emb->numel * 4, NULL);
     d->ops->copy(d, tied->params, untied->params, tied->n_params * 4, NULL); /* lm_head is last */
