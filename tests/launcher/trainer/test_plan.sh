@@ -7,6 +7,7 @@
 #    1,235,814,400, Hugging Face's count) and configs/llama_kjv.yaml equal the closed formulas of
 #    their shapes, and each line's total is the sum of its parts (bf16 copies included);
 #  - ZeRO-1 divides the optimizer state by the ranks; -np before or after plan;
+#  - with train.global_batch, the activations are the micro-batch the world size gets (job and plan);
 #  - nothing is written (no run.dir), no device or MPI is needed; --dry-run prints the worker's
 #    command; a bad override, the MLP (whose size follows its data) and a missing config are
 #    refused with exit 2.
@@ -36,6 +37,16 @@ for model in gpt2 llama; do
     done
 done
 check "with ZeRO-1 over 3 ranks the line says so" grep -q "ZeRO-1 over 3 ranks; without" "$TMP/llama-3-1.plan"
+
+# with train.global_batch the activations are the micro-batch the world size gets: 6 over 3 ranks
+# with micro_batch auto under data.batch_size 4 is 2 rows per rank, in the plan as in the job's header
+G=(train.global_batch=6 train.micro_batch=auto data.batch_size=4 train.grad_accum=1 data.drop_last=true)
+SMALL=$TR/gpt2_small.yaml worker 3 "$TMP/global" "${S[@]}" "${G[@]}" >"$TMP/global.log" 2>&1
+check "global batch 6 at np=3: the 3-step job runs" [ $? -eq 0 ]
+"$DDPRUN" plan "$TR/gpt2_small.yaml" -np 3 "${S[@]}" "${G[@]}" >"$TMP/global.plan" 2>&1
+got=$(plan_line "$TMP/global.plan") want=$(plan_line "$TMP/global.log")
+check "global batch 6 at np=3: the plan's line is the job's, with 2 rows per rank ($got)" \
+    [ -n "$want" -a "$got" = "$want" -a "${got/(2 rows)/}" != "$got" ]
 
 # params_formula KIND key=value...: the parameter count of the shape (python3)
 params_formula() {
