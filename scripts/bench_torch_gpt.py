@@ -9,6 +9,10 @@ attention), --compile wraps the model in torch.compile (the warm-up steps absorb
 and each timed window ends with a device synchronisation. Out of GPU memory, it prints
 "out_of_memory" instead of the figures. The vocabulary is the padded one
 ddprun's wte holds (nanoGPT's 50304 trick), so the GEMM shapes and FLOPs match ours exactly.
+--model llama measures the same kind of Llama as models/llama.c instead, written with torch.nn as
+Hugging Face's LlamaForCausalLM computes it: untied embedding and lm_head, RMSNorm, rotary position
+embeddings (rotate-half), grouped-query attention with --kv-heads K/V heads (repeated to the query
+heads, explicit attention), SwiGLU MLP of --ffn width, no biases, AdamW decaying the 2-D weights.
 Batches are random windows of a token shard from scripts/prepare-text (or random tokens).
 
 Prints one line: the median tokens/s over windows of --window steps after --warmup steps, then
@@ -83,6 +87,83 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, C, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(C))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, C, NH, NKV, F, T, eps):
+        super().__init__()
+        self.NH, self.NKV, self.hs = NH, NKV, C // NH
+        self.input_layernorm = RMSNorm(C, eps)
+        self.q_proj = nn.Linear(C, NH * self.hs, bias=False)
+        self.k_proj = nn.Linear(C, NKV * self.hs, bias=False)
+        self.v_proj = nn.Linear(C, NKV * self.hs, bias=False)
+        self.o_proj = nn.Linear(NH * self.hs, C, bias=False)
+        self.post_attention_layernorm = RMSNorm(C, eps)
+        self.gate_proj = nn.Linear(C, F, bias=False)
+        self.up_proj = nn.Linear(C, F, bias=False)
+        self.down_proj = nn.Linear(F, C, bias=False)
+        self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T),
+                             persistent=False)
+
+    def attn(self, x, cos, sin):
+        B, T, _ = x.shape
+        hs = self.hs
+        q = self.q_proj(x).view(B, T, self.NH, hs).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.NKV, hs).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.NKV, hs).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(self.NH // self.NKV, dim=1)  # query head h reads K/V head h // (NH/NKV)
+        v = v.repeat_interleave(self.NH // self.NKV, dim=1)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        att = F.softmax(att.masked_fill(~self.mask[:, :, :T, :T], float("-inf")), dim=-1)
+        return self.o_proj((att @ v).transpose(1, 2).contiguous().view(B, T, self.NH * hs))
+
+    def forward(self, x, cos, sin):
+        x = x + self.attn(self.input_layernorm(x), cos, sin)
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, L, C, NH, NKV, F, T, Vp, theta=10000.0, eps=1e-5):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(Vp, C)
+        self.layers = nn.ModuleList([LlamaBlock(C, NH, NKV, F, T, eps) for _ in range(L)])
+        self.norm = RMSNorm(C, eps)
+        self.lm_head = nn.Linear(C, Vp, bias=False)
+        hs = C // NH
+        inv = 1.0 / theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+        ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
+        ang = torch.cat((ang, ang), dim=-1)
+        self.register_buffer("cos", ang.cos().float(), persistent=False)
+        self.register_buffer("sin", ang.sin().float(), persistent=False)
+        for p in self.parameters():
+            if p.dim() == 2:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        x = self.embed_tokens(idx)
+        cos, sin = self.cos[:T], self.sin[:T]
+        for blk in self.layers:
+            x = blk(x, cos, sin)
+        logits = self.lm_head(self.norm(x))
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=6)
@@ -102,6 +183,9 @@ def main():
     ap.add_argument("--bf16", action="store_true", help="autocast forward to bfloat16 (GPU)")
     ap.add_argument("--sdpa", action="store_true", help="flash attention instead of explicit matmuls")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--model", default="gpt2", choices=("gpt2", "llama"))
+    ap.add_argument("--kv-heads", type=int, default=0, help="llama: K/V heads (default: --heads)")
+    ap.add_argument("--ffn", type=int, default=0, help="llama: MLP width (required with --model llama)")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -126,7 +210,10 @@ def main():
 
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    model = GPT2(a.layers, a.embd, a.heads, T, a.vocab_padded, a.sdpa).to(dev)
+    if a.model == "llama":
+        model = Llama(a.layers, a.embd, a.heads, a.kv_heads or a.heads, a.ffn, T, a.vocab_padded).to(dev)
+    else:
+        model = GPT2(a.layers, a.embd, a.heads, T, a.vocab_padded, a.sdpa).to(dev)
     run = torch.compile(model) if a.compile else model
     decay = [p for p in model.parameters() if p.dim() == 2]
     no_decay = [p for p in model.parameters() if p.dim() != 2]
