@@ -1,8 +1,9 @@
 /* gpt2.c — the GPT-2 transformer: token and position embeddings, n_layer pre-LayerNorm blocks
  * (causal self-attention, tanh-GELU MLP of 4x width), a final LayerNorm and the output projection
  * tied to the token embedding, trained with softmax cross-entropy on the next token. This file
- * lays out parameters and activations, builds the model and offers model_ops; the passes are in
- * gpt2_pass.c.
+ * lays out parameters and activations, initialises them and builds the model; the passes are in
+ * gpt2_pass.c, and the plumbing every language model shares (model_ops around the passes, the
+ * bf16 copy, the buffers) in lm_core.c.
  *
  * Parameters sit in one flat fp32 buffer in PyTorch's order: wte, wpe, then each block's tensors
  * (h.L.ln_1 ... h.L.mlp.c_proj), then ln_f. wte has vocab_padded rows (a multiple of 128, for the
@@ -34,7 +35,7 @@ static int lay_out_params(model *m, gpt2_impl *g, ddp_err *err)
     int64_t C = s->n_embd;
     size_t off = 0;
     g->off_wte = off;
-    int rc = model_add_tensor(m, "wte.weight", g->Vp, C, true, &off, err);
+    int rc = model_add_tensor(m, "wte.weight", g->lm.Vp, C, true, &off, err);
     g->off_wpe = off;
     if (!rc)
         rc = model_add_tensor(m, "wpe.weight", s->block_size, C, true, &off, err);
@@ -63,7 +64,7 @@ static int lay_out_params(model *m, gpt2_impl *g, ddp_err *err)
  * and PaLM's count), and attention's scores and mix over the T positions. */
 static double train_flops_per_sample(const model *m, const gpt2_impl *g)
 {
-    double C = (double)g->s.n_embd, T = (double)g->T;
+    double C = (double)g->s.n_embd, T = (double)g->lm.T;
     double gemm_weights = (double)m->n_params - (double)g->s.block_size * C;
     return T * (6.0 * gemm_weights + 12.0 * (double)g->s.n_layer * C * T);
 }
@@ -77,7 +78,7 @@ int gpt2_tensor_table(const gpt2_shape *shape, model *m, ddp_err *err)
     if (!g)
         return ddp_fail(err, DDP_ERUNTIME, "out of host memory");
     g->s = *shape;
-    g->Vp = gpt2_vocab_padded(shape->vocab_size);
+    g->lm.Vp = gpt2_vocab_padded(shape->vocab_size);
     int rc = lay_out_params(m, g, err);
     free(g);
     if (rc)
@@ -87,38 +88,21 @@ int gpt2_tensor_table(const gpt2_shape *shape, model *m, ddp_err *err)
 
 /* ---- activations -------------------------------------------------------------------------- */
 
-static int act_alloc(model *m, gpt2_impl *g, void **p, size_t bytes, ddp_err *err)
-{
-    if (g->n_allocs == (int)(sizeof g->allocs / sizeof g->allocs[0])) /* a layout change outgrew allocs[] */
-        return ddp_fail(err, DDP_ERUNTIME, "gpt2: more than %d activation buffers",
-                        (int)(sizeof g->allocs / sizeof g->allocs[0]));
-    int rc = m->dev->ops->alloc(m->dev, bytes, p, err);
-    if (rc)
-        return ddp_prefix(err, "gpt2: activations (%zu bytes)", bytes);
-    g->allocs[g->n_allocs++] = *p;
-    g->act_bytes += bytes;
-    return DDP_OK;
-}
-
-/* A buffer of count elements, in bytes rounded up to 64 so every buffer carved after it stays
- * 64-byte aligned. */
-static size_t aligned_bytes(int64_t count, size_t elem) { return ((size_t)count * elem + 63) / 64 * 64; }
-
 /* Every block's saved activations in one slab, each block's part carved into its buffers, so the
- * number of allocations does not grow with depth: the activations of type g->t, then the
+ * number of allocations does not grow with depth: the activations of type g->lm.t, then the
  * LayerNorm statistics (float). */
 static int alloc_blocks(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
 {
-    int64_t T = g->T, C = g->s.n_embd, NH = g->s.n_head, BT = B * T;
-    const size_t act = tensor_dtype_size(g->t);
+    int64_t T = g->lm.T, C = g->s.n_embd, NH = g->s.n_head, BT = B * T;
+    const size_t act = tensor_dtype_size(g->lm.t);
     const int64_t act_sizes[] = {BT * C, BT * 3 * C, BT * C, BT * C, BT * C, BT * 4 * C, BT * 4 * C, BT * C};
     enum { N_ACTS = sizeof act_sizes / sizeof act_sizes[0], N_STATS = 4 };
     /* the LayerNorm statistics, then attention's log-sum-exp (B·NH·T floats: linear in T) */
-    size_t per_block = N_STATS * aligned_bytes(BT, sizeof(float)) + aligned_bytes(B * NH * T, sizeof(float));
+    size_t per_block = N_STATS * lm_aligned_bytes(BT, sizeof(float)) + lm_aligned_bytes(B * NH * T, sizeof(float));
     for (int i = 0; i < N_ACTS; i++)
-        per_block += aligned_bytes(act_sizes[i], act);
+        per_block += lm_aligned_bytes(act_sizes[i], act);
     void *base;
-    int rc = act_alloc(m, g, &base, per_block * (size_t)g->s.n_layer, err);
+    int rc = lm_alloc(m, &base, per_block * (size_t)g->s.n_layer, err);
     char *slab = base;
     for (int l = 0; !rc && l < g->s.n_layer; l++) {
         gpt2_block_acts *a = &g->blocks[l];
@@ -126,42 +110,39 @@ static int alloc_blocks(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
         float **const stats[N_STATS] = {&a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd};
         for (int i = 0; i < N_ACTS; i++) {
             *acts[i] = slab;
-            slab += aligned_bytes(act_sizes[i], act);
+            slab += lm_aligned_bytes(act_sizes[i], act);
         }
         for (int i = 0; i < N_STATS; i++) {
             *stats[i] = (float *)(void *)slab;
-            slab += aligned_bytes(BT, sizeof(float));
+            slab += lm_aligned_bytes(BT, sizeof(float));
         }
         a->lse = (float *)(void *)slab;
-        slab += aligned_bytes(B * NH * T, sizeof(float));
+        slab += lm_aligned_bytes(B * NH * T, sizeof(float));
     }
     return rc;
 }
 
 static int alloc_acts(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
 {
-    int64_t T = g->T, C = g->s.n_embd, BT = B * T, Vp = g->Vp;
-    const size_t act = tensor_dtype_size(g->t);
+    int64_t T = g->lm.T, C = g->s.n_embd, BT = B * T, Vp = g->lm.Vp;
+    const size_t act = tensor_dtype_size(g->lm.t);
     struct { void **p; int64_t n; } bufs[] = {
-        {&g->encoded, BT * C}, {&g->lnf, BT * C}, {&g->logits, BT * Vp}, {&g->dres, BT * C}, {&g->dln, BT * C},
+        {&g->encoded, BT * C}, {&g->lnf, BT * C}, {&g->lm.logits, BT * Vp}, {&g->dres, BT * C}, {&g->dln, BT * C},
         {&g->datty, BT * C}, {&g->dqkv, BT * 3 * C}, {&g->dfch, BT * 4 * C},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        int rc = act_alloc(m, g, bufs[i].p, (size_t)bufs[i].n * act, err);
+        int rc = lm_alloc(m, bufs[i].p, (size_t)bufs[i].n * act, err);
         if (rc)
             return rc;
     }
     float **const stats[] = {&g->lnf_mean, &g->lnf_rstd};
     for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++) {
         void *p;
-        int rc = act_alloc(m, g, &p, (size_t)BT * sizeof(float), err);
+        int rc = lm_alloc(m, &p, (size_t)BT * sizeof(float), err);
         if (rc)
             return rc;
         *stats[i] = p;
     }
-    g->blocks = calloc((size_t)g->s.n_layer, sizeof *g->blocks);
-    if (!g->blocks)
-        return ddp_fail(err, DDP_ERUNTIME, "gpt2: out of host memory");
     return alloc_blocks(m, g, B, err);
 }
 
@@ -173,84 +154,19 @@ size_t gpt2_activation_bytes(const gpt2_shape *s, tensor_dtype compute, int64_t 
     size_t bytes = (size_t)(BT * C * 5 + BT * Vp + BT * 3 * C + BT * 4 * C) * act + 2 * (size_t)BT * sizeof(float);
     /* alloc_blocks' slab */
     const int64_t block_acts[] = {BT * C, BT * 3 * C, BT * C, BT * C, BT * C, BT * 4 * C, BT * 4 * C, BT * C};
-    size_t per_block = 4 * aligned_bytes(BT, sizeof(float)) + aligned_bytes(B * s->n_head * T, sizeof(float));
+    size_t per_block = 4 * lm_aligned_bytes(BT, sizeof(float)) + lm_aligned_bytes(B * s->n_head * T, sizeof(float));
     for (size_t i = 0; i < sizeof block_acts / sizeof block_acts[0]; i++)
-        per_block += aligned_bytes(block_acts[i], act);
+        per_block += lm_aligned_bytes(block_acts[i], act);
     return bytes + per_block * (size_t)s->n_layer;
 }
 
-/* ---- model_ops ---------------------------------------------------------------------------- */
-
-static int check_batch(const model *m, const model_batch *b, ddp_err *err)
-{
-    if (b->rows < 1 || b->rows > m->max_rows)
-        return ddp_fail(err, DDP_ERUNTIME, "gpt2: batch of %lld sequences, model was built for 1..%lld",
-                        (long long)b->rows, (long long)m->max_rows);
-    return DDP_OK;
-}
-
-static int classifier(model *m, const int32_t *targets, int64_t B, float grad_scale, bool want_grad, float *stats,
-                      ddp_err *err)
-{
-    gpt2_impl *g = m->impl;
-    int rc = m->dev->ops->softmax_xent(m->dev, g->t, g->logits, g->Vp, targets, B * g->T, g->s.vocab_size,
-                                       grad_scale, want_grad ? g->logits : NULL, stats, err);
-    return rc ? ddp_prefix(err, "gpt2 classifier") : DDP_OK;
-}
-
-static int gpt2_forward_backward(model *m, const model_batch *b, float grad_scale, bool accumulate,
-                                 grad_ready_fn ready, void *ctx, float *stats, ddp_err *err)
-{
-    int rc = check_batch(m, b, err);
-    /* Every gradient below is accumulated (GEMMs with beta 1, LayerNorm's += ...), so a fresh pass
-     * starts from zero. */
-    if (!rc && !accumulate)
-        rc = m->dev->ops->fill(m->dev, TENSOR_F32, m->grads, m->n_params, 0.0f, err);
-    if (!rc)
-        rc = gpt2_forward(m, b->inputs, b->rows, err);
-    if (!rc)
-        rc = classifier(m, b->targets, b->rows, grad_scale, true, stats, err);
-    if (!rc)
-        rc = gpt2_backward(m, b->inputs, b->rows, ready, ctx, err);
-    return rc;
-}
-
-static int gpt2_evaluate(model *m, const model_batch *b, float *stats, ddp_err *err)
-{
-    int rc = check_batch(m, b, err);
-    if (!rc)
-        rc = gpt2_forward(m, b->inputs, b->rows, err);
-    return rc ? rc : classifier(m, b->targets, b->rows, 1.0f, false, stats, err);
-}
-
-static void gpt2_destroy(model *m)
-{
-    if (!m)
-        return;
-    gpt2_impl *g = m->impl;
-    if (g) {
-        for (int i = 0; i < g->n_allocs; i++)
-            m->dev->ops->free(m->dev, g->allocs[i]);
-        m->dev->ops->free(m->dev, g->wp_bf16);
-        free(g->blocks);
-        free(g);
-    }
-    m->dev->ops->free(m->dev, m->params);
-    m->dev->ops->free(m->dev, m->grads);
-    model_free_tensors(m);
-    free(m);
-}
+/* ---- initialisation ----------------------------------------------------------------------- */
 
 /* GPT-2's initialisation: weights N(0, 0.02), the residual projections (attn.c_proj, mlp.c_proj)
  * N(0, 0.02/sqrt(2·n_layer)), biases 0, LayerNorm weights 1; wte's padding rows 0. */
-static int gpt2_init_params(model *m, uint64_t seed, ddp_err *err)
+static void init_params(const model *m, rng *r, float *host)
 {
-    gpt2_impl *g = m->impl;
-    float *host = calloc(m->n_params, sizeof *host);
-    if (!host)
-        return ddp_fail(err, DDP_ERUNTIME, "gpt2 init: out of host memory for %zu parameters", m->n_params);
-    rng r;
-    rng_seed(&r, seed, RNG_INIT);
+    const gpt2_impl *g = m->impl;
     double resid_std = 0.02 / sqrt(2.0 * (double)g->s.n_layer);
     for (int i = 0; i < m->n_tensors; i++) {
         const param_tensor *t = &m->tensors[i];
@@ -264,35 +180,13 @@ static int gpt2_init_params(model *m, uint64_t seed, ddp_err *err)
         } else if (t->ndim == 2) {
             double std = strstr(name, "c_proj.weight") ? resid_std : 0.02;
             for (size_t j = 0; j < n; j++)
-                host[t->offset + j] = (float)(rng_normal(&r) * std);
+                host[t->offset + j] = (float)(rng_normal(r) * std);
         }
     }
-    int rc = m->dev->ops->upload(m->dev, m->params, host, m->n_params * sizeof *host, err);
-    free(host);
-    return rc ? ddp_prefix(err, "gpt2 init: uploading parameters") : DDP_OK;
 }
 
-/* The compute copy of bf16: m->params rounded stochastically with the bits of (seed, step, element),
- * so the copy after a resume at step s equals the one the uninterrupted run made at step s. */
-static int gpt2_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *err)
-{
-    gpt2_impl *g = m->impl;
-    if (!g->wp_bf16)
-        return DDP_OK;
-    int rc = m->dev->ops->cast_f32_to_bf16_stochastic(m->dev, m->params, g->wp_bf16, m->n_params, seed, step, 0, err);
-    return rc ? ddp_prefix(err, "gpt2: the bf16 copy of the parameters") : DDP_OK;
-}
-
-static const void *gpt2_logits(const model *m, int64_t *ld);
-
-static const struct model_ops gpt2_ops = {
-    .forward_backward = gpt2_forward_backward,
-    .evaluate = gpt2_evaluate,
-    .init_params = gpt2_init_params,
-    .params_changed = gpt2_params_changed,
-    .logits = gpt2_logits,
-    .destroy = gpt2_destroy,
-};
+static const lm_kind gpt2_kind = {
+    .name = "gpt2", .init = init_params, .forward = gpt2_forward, .backward = gpt2_backward};
 
 /* ---- construction ------------------------------------------------------------------------- */
 
@@ -304,19 +198,7 @@ static int check_shape(const gpt2_shape *s, const sample_layout *data, int64_t m
     if (s->n_head < 1 || s->n_embd < 1 || s->n_embd % s->n_head)
         return ddp_fail(err, DDP_EUSAGE, "model.gpt2.n_embd %lld is not divisible by model.gpt2.n_head %lld",
                         (long long)s->n_embd, (long long)s->n_head);
-    char got[160];
-    sample_layout_format(data, got, sizeof got);
-    if (data->input.dtype != SAMPLE_I32 || data->input.count < 1 || !sample_field_equal(data->input, data->target))
-        return ddp_fail(err, DDP_EUSAGE, "gpt2 takes token sequences (i32 x T -> i32 x T), the data has %s", got);
-    if (data->input.count > s->block_size)
-        return ddp_fail(err, DDP_EUSAGE, "data.seq_len %lld is over model.gpt2.block_size %lld",
-                        (long long)data->input.count, (long long)s->block_size);
-    if (data->n_classes > s->vocab_size)
-        return ddp_fail(err, DDP_EUSAGE, "the data's vocabulary of %lld tokens is larger than model.gpt2.vocab_size "
-                        "%lld", (long long)data->n_classes, (long long)s->vocab_size);
-    if (max_rows < 1)
-        return ddp_fail(err, DDP_EUSAGE, "gpt2: batch of %lld sequences", (long long)max_rows);
-    return DDP_OK;
+    return lm_check_data("gpt2", data, s->block_size, s->vocab_size, max_rows, err);
 }
 
 int64_t gpt2_vocab_padded(int64_t vocab_size)
@@ -365,49 +247,23 @@ int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, device *dev, cons
     int rc = check_shape(shape, data, max_rows, err);
     if (rc)
         return rc;
-    model *m = calloc(1, sizeof *m);
-    gpt2_impl *g = calloc(1, sizeof *g);
-    if (!m || !g) {
-        free(m);
-        free(g);
-        return ddp_fail(err, DDP_ERUNTIME, "gpt2: out of host memory");
-    }
-    m->ops = &gpt2_ops;
-    m->dev = dev;
-    m->impl = g;
-    m->max_rows = max_rows;
-    m->param_tail = param_tail;
+    model *m;
+    if ((rc = lm_new(&gpt2_kind, sizeof(gpt2_impl), compute, dev, data, shape->vocab_size, max_rows, param_tail, &m,
+                     err)))
+        return rc;
+    gpt2_impl *g = m->impl;
     g->s = *shape;
-    g->t = compute;
-    m->act_dtype = compute;
-    g->Vp = gpt2_vocab_padded(shape->vocab_size);
-    g->T = data->input.count;
-    m->io = (model_io){.sample = *data, .language_model = true};
-    m->io.sample.n_classes = shape->vocab_size;
-    describe(m, shape, g->T);
+    g->lm.Vp = gpt2_vocab_padded(shape->vocab_size);
+    describe(m, shape, g->lm.T);
     rc = lay_out_params(m, g, err);
     m->train_flops_per_sample = train_flops_per_sample(m, g);
     if (!rc)
-        rc = model_alloc_params(m, err);
-    if (!rc && compute == TENSOR_BF16)
-        rc = dev->ops->alloc(dev, m->n_params * sizeof(uint16_t), &g->wp_bf16, err);
-    g->wp = compute == TENSOR_BF16 ? g->wp_bf16 : m->params;
+        rc = lm_alloc_params(m, err);
     if (!rc)
         rc = alloc_acts(m, g, max_rows, err);
-    m->activation_bytes = g->act_bytes;
-    if (rc) {
-        char what[MODEL_DESCRIPTION_MAX];
-        snprintf(what, sizeof what, "%s", m->description);
-        gpt2_destroy(m);
-        return ddp_prefix(err, "gpt2: building %s for %lld sequences", what, (long long)max_rows);
-    }
+    m->activation_bytes = g->lm.act_bytes;
+    if (rc)
+        return lm_build_failed(m, err);
     *out = m;
     return DDP_OK;
-}
-
-static const void *gpt2_logits(const model *m, int64_t *ld)
-{
-    const gpt2_impl *g = m->impl;
-    *ld = g->Vp;
-    return g->logits;
 }

@@ -3,14 +3,16 @@
  * Owns what GPT2Config's keys must hold for our GPT-2, the mapping of HF's tensor names and
  * layouts onto the model's own tensor table (model.h's tensors[]: every HF name is one of ours,
  * optionally prefixed `transformer.`; a block's 2-D tensors are the Conv1D weights, stored
- * transposed), and loading the result into the model. The JSON, the safetensors files and the
- * folder's weights and config key checks are runtime/hf's. Must not know checkpoints, configs or the training loop. */
+ * transposed). Loading the result into the model is lm_hf.c's, the driver both importers share;
+ * the JSON, the safetensors files and the folder's weights and config key checks are runtime/hf's.
+ * Must not know checkpoints, configs or the training loop. */
 #include "gpt2_hf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_hf.h"
 
 #define MAX_DIM (1 << 24)
 #define HF_PREFIX "transformer."
@@ -79,24 +81,16 @@ int gpt2_hf_read_shape(const char *dir, gpt2_shape *shape, ddp_err *err)
 
 /* ---- tensors ------------------------------------------------------------------------------ */
 
-typedef struct import {
-    const char *path;        /* w->path */
-    hf_weights *w;
-    const model *m;
-    const gpt2_shape *s;
-    float *host;             /* m->n_params floats in the model's layout, zero where nothing is read */
-} import;
-
 /* HF's tensor for our tensor `name`: transformer.NAME or NAME, not both. */
-static int find_hf(const import *im, const char *name, const st_tensor **out, ddp_err *err)
+static int find_hf(const lm_hf_import *im, const char *name, const st_tensor **out, ddp_err *err)
 {
     char prefixed[128];
     snprintf(prefixed, sizeof prefixed, HF_PREFIX "%s", name);
     const st_tensor *a = hf_weights_take(im->w, prefixed), *b = hf_weights_take(im->w, name);
     if (a && b)
-        return ddp_fail(err, DDP_EUSAGE, "%s holds both %s and %s", im->path, prefixed, name);
+        return ddp_fail(err, DDP_EUSAGE, "%s holds both %s and %s", im->w->path, prefixed, name);
     if (!a && !b)
-        return ddp_fail(err, DDP_EUSAGE, "%s has no tensor %s (or %s): not GPT-2's %s tensors?", im->path, prefixed,
+        return ddp_fail(err, DDP_EUSAGE, "%s has no tensor %s (or %s): not GPT-2's %s tensors?", im->w->path, prefixed,
                         name, "GPT2LMHeadModel");
     *out = a ? a : b;
     return DDP_OK;
@@ -114,7 +108,7 @@ bool gpt2_hf_layout(const gpt2_shape *s, const param_tensor *t, int64_t dims[2],
     return conv1d;
 }
 
-static int import_tensor(const import *im, const param_tensor *t, ddp_err *err)
+static int import_tensor(const lm_hf_import *im, const param_tensor *t, ddp_err *err)
 {
     const st_tensor *hf = NULL;
     int rc = find_hf(im, t->name, &hf, err);
@@ -122,12 +116,12 @@ static int import_tensor(const import *im, const param_tensor *t, ddp_err *err)
         return rc;
     int64_t dims[2];
     int ndim;
-    bool transposed = gpt2_hf_layout(im->s, t, dims, &ndim);
+    bool transposed = gpt2_hf_layout(&im->shape->gpt2, t, dims, &ndim);
     if (hf->ndim != ndim || hf->shape[0] != dims[0] || (ndim > 1 && hf->shape[1] != dims[1])) {
         char have[96], want[96];
         hf_format_dims(hf->shape, hf->ndim, have, sizeof have);
         hf_format_dims(dims, ndim, want, sizeof want);
-        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s, expected %s%s", im->path, hf->name, have, want,
+        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s, expected %s%s", im->w->path, hf->name, have, want,
                         transposed ? " (Conv1D: [in, out])" : "");
     }
     float *dst = im->host + t->offset;
@@ -137,7 +131,7 @@ static int import_tensor(const import *im, const param_tensor *t, ddp_err *err)
     }
     float *tmp = malloc(hf->numel * sizeof *tmp);
     if (!tmp)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", im->path);
+        return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", im->w->path);
     safetensors_to_f32(hf, tmp);
     int64_t in = dims[0], out = dims[1];
     for (int64_t i = 0; i < in; i++)
@@ -155,69 +149,38 @@ static bool ends_with(const char *s, const char *suffix)
 
 /* A tensor of the folder that is none of ours: a mask buffer (skipped), a tied lm_head (must equal
  * wte), nothing else. */
-static int check_other(const import *im, const param_tensor *wte, const st_tensor *t, ddp_err *err)
+static int check_other(const lm_hf_import *im, const param_tensor *wte, const st_tensor *t, ddp_err *err)
 {
     if (ends_with(t->name, ".attn.bias") || ends_with(t->name, ".attn.masked_bias"))
         return DDP_OK;
     if (strcmp(t->name, "lm_head.weight"))
-        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of GPT-2's", im->path, t->name);
-    size_t n = (size_t)(im->s->vocab_size * im->s->n_embd);
+        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of GPT-2's", im->w->path, t->name);
+    const gpt2_shape *s = &im->shape->gpt2;
+    size_t n = (size_t)(s->vocab_size * s->n_embd);
     float *head = t->numel == n ? malloc(n * sizeof *head) : NULL;
     if (head)
         safetensors_to_f32(t, head);
     bool tied = head && !memcmp(head, im->host + wte->offset, n * sizeof *head);
     free(head);
     if (!tied)
-        return ddp_fail(err, DDP_EUSAGE, "%s: lm_head.weight differs from wte; ddprun's GPT-2 ties them", im->path);
+        return ddp_fail(err, DDP_EUSAGE, "%s: lm_head.weight differs from wte; ddprun's GPT-2 ties them", im->w->path);
     return DDP_OK;
 }
 
 static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
 {
-    const import *im = ctx;
+    const lm_hf_import *im = ctx;
     return check_other(im, model_find_tensor(im->m, "wte.weight"), t, err);
 }
 
-static bool same_shape(const gpt2_shape *a, const gpt2_shape *b)
+static int folder_shape(const char *dir, model_opts *shape, char *text, size_t size, ddp_err *err)
 {
-    return a->n_layer == b->n_layer && a->n_head == b->n_head && a->n_embd == b->n_embd &&
-           a->block_size == b->block_size && a->vocab_size == b->vocab_size;
-}
-
-/* m's shape and DIR's, equal. */
-static int check_shapes(const model *m, const char *dir, gpt2_shape *s, ddp_err *err)
-{
-    int64_t seq_len;
-    if (gpt2_parse_description(m->description, s, &seq_len, err))
-        return ddp_fail(err, DDP_EUSAGE, "%s: a Hugging Face GPT-2 folder; this model is %s", dir, m->description);
-    gpt2_shape have;
-    int rc = gpt2_hf_read_shape(dir, &have, err);
-    if (!rc && !same_shape(&have, s)) {
-        char have_txt[MODEL_DESCRIPTION_MAX], want_txt[MODEL_DESCRIPTION_MAX];
-        gpt2_format_shape(&have, have_txt, sizeof have_txt);
-        gpt2_format_shape(s, want_txt, sizeof want_txt);
-        rc = ddp_fail(err, DDP_EUSAGE, "%s/%s describes %s, the model is %s", dir, HF_CONFIG, have_txt, want_txt);
-    }
+    int rc = gpt2_hf_read_shape(dir, &shape->gpt2, err);
+    if (!rc)
+        gpt2_format_shape(&shape->gpt2, text, size);
     return rc;
 }
 
-int gpt2_hf_load_model(model *m, const char *dir, ddp_err *err)
-{
-    gpt2_shape s;
-    int rc = check_shapes(m, dir, &s, err);
-    hf_weights w;
-    if (rc || (rc = hf_weights_open(&w, dir, err)))
-        return rc;
-    import im = {w.path, &w, m, &s, calloc(m->n_params, sizeof(float))};
-    if (!im.host)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %zu parameters", w.path, m->n_params);
-    for (int i = 0; !rc && i < m->n_tensors; i++)
-        rc = import_tensor(&im, &m->tensors[i], err);
-    if (!rc)
-        rc = hf_weights_each_unused(&w, check_unused, &im, err);
-    if (!rc)
-        rc = m->dev->ops->upload(m->dev, m->params, im.host, m->n_params * sizeof(float), err);
-    free(im.host);
-    hf_weights_close(&w);
-    return rc;
-}
+static const lm_hf_importer importer = {MODEL_GPT2, "GPT-2", folder_shape, import_tensor, check_unused};
+
+int gpt2_hf_load_model(model *m, const char *dir, ddp_err *err) { return lm_hf_load_model(m, dir, &importer, err); }

@@ -1,8 +1,8 @@
 /* gpt2_pass.c — GPT-2's forward and backward passes as device ops (see gpt2.c for the model and
  * gpt2_internal.h for its state).
  *
- * Every activation is of the model's compute type g->t and every op is told so; the weights come
- * from g->wp (the bf16 copy under precision bf16). Gradients are float: the weight-gradient
+ * Every activation is of the model's compute type g->lm.t and every op is told so; the weights
+ * come from g->lm.wp (the bf16 copy under precision bf16). Gradients are float: the weight-gradient
  * GEMMs multiply compute-type operands and add into the fp32 gradients (beta 1), so gradient
  * accumulation across micro-batches and layers happens in fp32 in both precisions. Backward
  * reports each block's range through grad_ready as soon as it is final, so the reducer
@@ -24,8 +24,8 @@ static int linear_forward(model *m, const gpt2_impl *g, const void *x, size_t w_
     const struct device_ops *op = m->dev->ops;
     const void *w = gpt2_weight(g, w_off), *b = gpt2_weight(g, b_off);
     if (gelu_pre)
-        return op->gemm_bias_gelu(m->dev, g->t, false, true, rows, out, in, x, in, w, in, b, gelu_pre, y, err);
-    return op->gemm_bias(m->dev, g->t, false, true, rows, out, in, x, in, w, in, b, y, err);
+        return op->gemm_bias_gelu(m->dev, g->lm.t, false, true, rows, out, in, x, in, w, in, b, gelu_pre, y, err);
+    return op->gemm_bias(m->dev, g->lm.t, false, true, rows, out, in, x, in, w, in, b, y, err);
 }
 
 /* The attention op's view of GPT-2's tensors: q, k and v read in place from the QKV projection's
@@ -33,21 +33,21 @@ static int linear_forward(model *m, const gpt2_impl *g, const void *x, size_t w_
 static attn_shape attention_shape(const gpt2_impl *g, int64_t B)
 {
     const int64_t C = g->s.n_embd, NH = g->s.n_head, hs = C / NH;
-    return (attn_shape){.B = B, .T = g->T, .NH = NH, .NKV = NH, .hs = hs, .ld_q = 3 * C, .ld_kv = 3 * C, .ld_o = C,
+    return (attn_shape){.B = B, .T = g->lm.T, .NH = NH, .NKV = NH, .hs = hs, .ld_q = 3 * C, .ld_kv = 3 * C, .ld_o = C,
                         .scale = (float)(1.0 / sqrt((double)hs))};
 }
 
 /* Element offset `elems` into a tensor of the model's compute type. */
 static void *at(const gpt2_impl *g, const void *base, int64_t elems)
 {
-    return (char *)base + (size_t)elems * tensor_dtype_size(g->t);
+    return (char *)base + (size_t)elems * tensor_dtype_size(g->lm.t);
 }
 
 static int attention_forward(model *m, gpt2_impl *g, gpt2_block_acts *a, int64_t B, ddp_err *err)
 {
     const attn_shape s = attention_shape(g, B);
     const int64_t C = g->s.n_embd;
-    return m->dev->ops->attention_forward(m->dev, g->t, &s, a->atty, a->lse, a->qkv, at(g, a->qkv, C),
+    return m->dev->ops->attention_forward(m->dev, g->lm.t, &s, a->atty, a->lse, a->qkv, at(g, a->qkv, C),
                                           at(g, a->qkv, 2 * C), err);
 }
 
@@ -59,9 +59,9 @@ static int block_forward(model *m, gpt2_impl *g, int l, int64_t B, ddp_err *err)
 {
     const struct device_ops *op = m->dev->ops;
     device *d = m->dev;
-    const tensor_dtype t = g->t;
+    const tensor_dtype t = g->lm.t;
     gpt2_block_acts *a = &g->blocks[l], *prev = l > 0 ? &g->blocks[l - 1] : NULL;
-    int64_t C = g->s.n_embd, BT = B * g->T;
+    int64_t C = g->s.n_embd, BT = B * g->lm.T;
     size_t p[BLOCK_TENSORS];
     for (int i = 0; i < BLOCK_TENSORS; i++)
         p[i] = gpt2_block_offset(m, l, i);
@@ -92,9 +92,9 @@ int gpt2_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
     gpt2_impl *g = m->impl;
     const struct device_ops *op = m->dev->ops;
     device *d = m->dev;
-    int64_t C = g->s.n_embd, BT = B * g->T, L = g->s.n_layer;
-    int rc = op->embedding_forward(d, g->t, g->encoded, tokens, gpt2_weight(g, g->off_wte), gpt2_weight(g, g->off_wpe),
-                                   B, g->T, C, err);
+    int64_t C = g->s.n_embd, BT = B * g->lm.T, L = g->s.n_layer;
+    int rc = op->embedding_forward(d, g->lm.t, g->encoded, tokens, gpt2_weight(g, g->off_wte),
+                                   gpt2_weight(g, g->off_wpe), B, g->lm.T, C, err);
     if (rc)
         return ddp_prefix(err, "gpt2 forward embedding");
     for (int l = 0; l < L; l++)
@@ -103,13 +103,14 @@ int gpt2_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
     /* ln_f of the last block's output, its residual add res3 += res2 fused in */
     const void *lnf_w = gpt2_weight(g, g->off_lnf_w), *lnf_b = gpt2_weight(g, g->off_lnf_b);
     gpt2_block_acts *last = L > 0 ? &g->blocks[L - 1] : NULL;
-    rc = last ? op->residual_layernorm_forward(d, g->t, last->res3, g->lnf, g->lnf_mean, g->lnf_rstd, last->res3,
+    rc = last ? op->residual_layernorm_forward(d, g->lm.t, last->res3, g->lnf, g->lnf_mean, g->lnf_rstd, last->res3,
                                                last->res2, lnf_w, lnf_b, BT, C, err)
-              : op->layernorm_forward(d, g->t, g->lnf, g->lnf_mean, g->lnf_rstd, g->encoded, lnf_w, lnf_b, BT, C, err);
+              : op->layernorm_forward(d, g->lm.t, g->lnf, g->lnf_mean, g->lnf_rstd, g->encoded, lnf_w, lnf_b, BT, C,
+                                      err);
     /* logits = lnf · wteᵀ over all padded rows: the padding columns are ignored by the classifier */
     if (!rc)
-        rc = op->gemm(d, g->t, g->t, false, true, BT, g->Vp, C, 1.0f, g->lnf, C, gpt2_weight(g, g->off_wte), C, 0.0f,
-                      g->logits, g->Vp, err);
+        rc = op->gemm(d, g->lm.t, g->lm.t, false, true, BT, g->lm.Vp, C, 1.0f, g->lnf, C, gpt2_weight(g, g->off_wte), C,
+                      0.0f, g->lm.logits, g->lm.Vp, err);
     return rc ? ddp_prefix(err, "gpt2 forward ln_f/logits") : DDP_OK;
 }
 
@@ -123,15 +124,15 @@ static int linear_backward(model *m, const gpt2_impl *g, const void *dy, const v
 {
     const struct device_ops *op = m->dev->ops;
     const void *w = gpt2_weight(g, w_off);
-    int rc = op->gemm(m->dev, g->t, TENSOR_F32, true, false, out, in, rows, 1.0f, dy, out, x, in, 1.0f,
+    int rc = op->gemm(m->dev, g->lm.t, TENSOR_F32, true, false, out, in, rows, 1.0f, dy, out, x, in, 1.0f,
                       m->grads + w_off, in, err);
     if (!rc)
-        rc = op->bias_grad(m->dev, g->t, dy, m->grads + b_off, rows, out, 1.0f, err);
+        rc = op->bias_grad(m->dev, g->lm.t, dy, m->grads + b_off, rows, out, 1.0f, err);
     if (rc || !dx)
         return rc;
     if (gelu_pre)
-        return op->gemm_gelu_backward(m->dev, g->t, false, false, rows, in, out, dy, out, w, in, gelu_pre, dx, err);
-    return op->gemm(m->dev, g->t, g->t, false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, err);
+        return op->gemm_gelu_backward(m->dev, g->lm.t, false, false, rows, in, out, dy, out, w, in, gelu_pre, dx, err);
+    return op->gemm(m->dev, g->lm.t, g->lm.t, false, false, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, err);
 }
 
 /* g->datty holds dLoss/d(atty); on exit g->dqkv holds dLoss/d(qkv): dq, dk and dv side by side. */
@@ -139,7 +140,7 @@ static int attention_backward(model *m, gpt2_impl *g, const gpt2_block_acts *a, 
 {
     const attn_shape s = attention_shape(g, B);
     const int64_t C = g->s.n_embd;
-    return m->dev->ops->attention_backward(m->dev, g->t, &s, g->dqkv, at(g, g->dqkv, C), at(g, g->dqkv, 2 * C),
+    return m->dev->ops->attention_backward(m->dev, g->lm.t, &s, g->dqkv, at(g, g->dqkv, C), at(g, g->dqkv, 2 * C),
                                            g->datty, a->atty, a->lse, a->qkv, at(g, a->qkv, C), at(g, a->qkv, 2 * C),
                                            err);
 }
@@ -151,9 +152,9 @@ static int block_backward(model *m, gpt2_impl *g, int l, const void *res_in, int
 {
     const struct device_ops *op = m->dev->ops;
     device *d = m->dev;
-    const tensor_dtype t = g->t;
+    const tensor_dtype t = g->lm.t;
     const gpt2_block_acts *a = &g->blocks[l];
-    int64_t C = g->s.n_embd, BT = B * g->T;
+    int64_t C = g->s.n_embd, BT = B * g->lm.T;
     size_t p[BLOCK_TENSORS];
     for (int i = 0; i < BLOCK_TENSORS; i++)
         p[i] = gpt2_block_offset(m, l, i);
@@ -184,15 +185,15 @@ int gpt2_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn read
     gpt2_impl *g = m->impl;
     const struct device_ops *op = m->dev->ops;
     device *d = m->dev;
-    const tensor_dtype t = g->t;
-    int64_t C = g->s.n_embd, BT = B * g->T, L = g->s.n_layer;
+    const tensor_dtype t = g->lm.t;
+    int64_t C = g->s.n_embd, BT = B * g->lm.T, L = g->s.n_layer;
     const void *res_out = L > 0 ? g->blocks[L - 1].res3 : g->encoded;
-    /* g->logits holds dlogits now. Classifier: dwte += dlogitsᵀ · lnf, dlnf = dlogits · wte */
-    int rc = op->gemm(d, t, TENSOR_F32, true, false, g->Vp, C, BT, 1.0f, g->logits, g->Vp, g->lnf, C, 1.0f,
+    /* g->lm.logits holds dlogits now. Classifier: dwte += dlogitsᵀ · lnf, dlnf = dlogits · wte */
+    int rc = op->gemm(d, t, TENSOR_F32, true, false, g->lm.Vp, C, BT, 1.0f, g->lm.logits, g->lm.Vp, g->lnf, C, 1.0f,
                       m->grads + g->off_wte, C, err);
     if (!rc)
-        rc = op->gemm(d, t, t, false, false, BT, C, g->Vp, 1.0f, g->logits, g->Vp, gpt2_weight(g, g->off_wte), C,
-                      0.0f, g->dln, C, err);
+        rc = op->gemm(d, t, t, false, false, BT, C, g->lm.Vp, 1.0f, g->lm.logits, g->lm.Vp, gpt2_weight(g, g->off_wte),
+                      C, 0.0f, g->dln, C, err);
     if (!rc)
         rc = op->fill(d, t, g->dres, (size_t)(BT * C), 0.0f, err);
     if (!rc)
@@ -209,8 +210,8 @@ int gpt2_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn read
         if (ready)
             ready(ctx, g->block_off[l], g->block_off[l + 1] - g->block_off[l]);
     }
-    rc = op->embedding_backward(d, t, m->grads + g->off_wte, m->grads + g->off_wpe, g->dres, tokens, B, g->T, C, g->Vp,
-                                err);
+    rc = op->embedding_backward(d, t, m->grads + g->off_wte, m->grads + g->off_wpe, g->dres, tokens, B, g->lm.T, C,
+                                g->lm.Vp, err);
     if (rc)
         return ddp_prefix(err, "gpt2 backward embedding");
     if (ready)

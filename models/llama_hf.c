@@ -1,14 +1,17 @@
 /* llama_hf.c — a Llama from a Hugging Face `save_pretrained` folder (see llama_hf.h for the rules).
  *
  * Owns what LlamaConfig's keys must hold for our Llama and the mapping of the folder's tensors onto
- * the model's own tensor table (the same names and layouts: only the vocabulary rows differ), and
- * loading the result into the model. The JSON, the safetensors files and the folder's weights are
- * runtime/hf's. Must not know checkpoints, configs or the training loop. */
+ * the model's own tensor table (the same names and layouts: only the vocabulary rows differ).
+ * Loading the result into the model is lm_hf.c's, the driver both importers share; the JSON, the
+ * safetensors files and the folder's weights are runtime/hf's. Must not know checkpoints, configs
+ * or the training loop. */
 #include "llama_hf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "lm_hf.h"
 
 #define MAX_DIM (1 << 24)
 #define SHAPE_KEYS "Llama's shape needs num_hidden_layers, num_attention_heads, hidden_size, intermediate_size, " \
@@ -120,24 +123,18 @@ int llama_hf_read_shape(const char *dir, llama_shape *shape, ddp_err *err)
 
 /* ---- tensors ------------------------------------------------------------------------------ */
 
-typedef struct import {
-    hf_weights *w;
-    const model *m;
-    const llama_shape *s;
-    float *host;             /* m->n_params floats in the model's layout, zero where nothing is read */
-} import;
-
 bool llama_hf_vocab_rows(const char *name)
 {
     return !strcmp(name, "model.embed_tokens.weight") || !strcmp(name, "lm_head.weight");
 }
 
-static int import_tensor(const import *im, const param_tensor *t, ddp_err *err)
+static int import_tensor(const lm_hf_import *im, const param_tensor *t, ddp_err *err)
 {
+    const llama_shape *s = &im->shape->llama;
     const st_tensor *hf = hf_weights_take(im->w, t->name);
     if (!hf)
         return ddp_fail(err, DDP_EUSAGE, "%s has no tensor %s: not %s's tensors?", im->w->path, t->name, ARCH);
-    int64_t dims[2] = {llama_hf_vocab_rows(t->name) ? im->s->vocab_size : t->shape[0], t->ndim > 1 ? t->shape[1] : 0};
+    int64_t dims[2] = {llama_hf_vocab_rows(t->name) ? s->vocab_size : t->shape[0], t->ndim > 1 ? t->shape[1] : 0};
     if (hf->ndim != t->ndim || hf->shape[0] != dims[0] || (t->ndim > 1 && hf->shape[1] != dims[1])) {
         char have[96], want[96];
         hf_format_dims(hf->shape, hf->ndim, have, sizeof have);
@@ -158,14 +155,15 @@ static bool ends_with(const char *s, const char *suffix)
  * embed_tokens), nothing else. */
 static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
 {
-    const import *im = ctx;
+    const lm_hf_import *im = ctx;
+    const llama_shape *s = &im->shape->llama;
     if (ends_with(t->name, ".rotary_emb.inv_freq"))
         return DDP_OK;
-    if (strcmp(t->name, "lm_head.weight") || !im->s->tie_embeddings)
+    if (strcmp(t->name, "lm_head.weight") || !s->tie_embeddings)
         return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of the Llama's%s", im->w->path, t->name,
                         strcmp(t->name, "lm_head.weight") ? "" : " (config.json ties it to embed_tokens)");
     const param_tensor *embed = model_find_tensor(im->m, "model.embed_tokens.weight");
-    size_t n = (size_t)(im->s->vocab_size * im->s->n_embd);
+    size_t n = (size_t)(s->vocab_size * s->n_embd);
     float *head = t->numel == n ? malloc(n * sizeof *head) : NULL;
     if (head)
         safetensors_to_f32(t, head);
@@ -177,48 +175,14 @@ static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
     return DDP_OK;
 }
 
-static bool same_shape(const llama_shape *a, const llama_shape *b)
+static int folder_shape(const char *dir, model_opts *shape, char *text, size_t size, ddp_err *err)
 {
-    return a->n_layer == b->n_layer && a->n_head == b->n_head && a->n_kv_head == b->n_kv_head &&
-           a->n_embd == b->n_embd && a->ffn_hidden == b->ffn_hidden && a->block_size == b->block_size &&
-           a->vocab_size == b->vocab_size && a->rope_theta == b->rope_theta && a->norm_eps == b->norm_eps &&
-           a->tie_embeddings == b->tie_embeddings;
-}
-
-/* m's shape and DIR's, equal. */
-static int check_shapes(const model *m, const char *dir, llama_shape *s, ddp_err *err)
-{
-    int64_t seq_len;
-    if (llama_parse_description(m->description, s, &seq_len, err))
-        return ddp_fail(err, DDP_EUSAGE, "%s: a Hugging Face Llama folder; this model is %s", dir, m->description);
-    llama_shape have;
-    int rc = llama_hf_read_shape(dir, &have, err);
-    if (!rc && !same_shape(&have, s)) {
-        char have_txt[MODEL_DESCRIPTION_MAX], want_txt[MODEL_DESCRIPTION_MAX];
-        llama_format_shape(&have, have_txt, sizeof have_txt);
-        llama_format_shape(s, want_txt, sizeof want_txt);
-        rc = ddp_fail(err, DDP_EUSAGE, "%s/%s describes %s, the model is %s", dir, HF_CONFIG, have_txt, want_txt);
-    }
+    int rc = llama_hf_read_shape(dir, &shape->llama, err);
+    if (!rc)
+        llama_format_shape(&shape->llama, text, size);
     return rc;
 }
 
-int llama_hf_load_model(model *m, const char *dir, ddp_err *err)
-{
-    llama_shape s;
-    int rc = check_shapes(m, dir, &s, err);
-    hf_weights w;
-    if (rc || (rc = hf_weights_open(&w, dir, err)))
-        return rc;
-    import im = {&w, m, &s, calloc(m->n_params, sizeof(float))};
-    if (!im.host)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %zu parameters", w.path, m->n_params);
-    for (int i = 0; !rc && i < m->n_tensors; i++)
-        rc = import_tensor(&im, &m->tensors[i], err);
-    if (!rc)
-        rc = hf_weights_each_unused(&w, check_unused, &im, err);
-    if (!rc)
-        rc = m->dev->ops->upload(m->dev, m->params, im.host, m->n_params * sizeof(float), err);
-    free(im.host);
-    hf_weights_close(&w);
-    return rc;
-}
+static const lm_hf_importer importer = {MODEL_LLAMA, "Llama", folder_shape, import_tensor, check_unused};
+
+int llama_hf_load_model(model *m, const char *dir, ddp_err *err) { return lm_hf_load_model(m, dir, &importer, err); }

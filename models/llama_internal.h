@@ -2,20 +2,21 @@
  * backward passes) share: the model's private state and the two passes. Nothing outside
  * models/llama*.c includes it.
  *
- * Activations are of the model's compute type g->t: float, or bf16 with precision bf16, when the
- * passes read the parameters from g->wp, a bf16 copy of the fp32 master weights m->params (the
- * optimizer steps the master; params_changed rebuilds the copy). Gradients m->grads, RMSNorm
- * statistics and the RoPE tables are float in both. It must not hold code beyond address
- * arithmetic. */
+ * The state a language model has in common (the compute type, the padded vocabulary, the
+ * sequence length, the logits, the bf16 copy of the parameters the passes read, the device
+ * buffers) is its lm_core (lm_core.h), g->lm. Activations are of the compute type g->lm.t;
+ * gradients m->grads, RMSNorm statistics and the RoPE tables are float in both precisions. It
+ * must not hold code beyond address arithmetic. */
 #ifndef DDP_LLAMA_INTERNAL_H
 #define DDP_LLAMA_INTERNAL_H
 
 #include "llama.h"
+#include "lm_core.h"
 
 /* Per block: 9 tensors, in this order (q, k, v adjacent: one GEMM; gate, up adjacent: one GEMM). */
 enum { ATTN_NORM, Q_W, K_W, V_W, O_W, MLP_NORM, GATE_W, UP_W, DOWN_W, BLOCK_TENSORS };
 
-/* One block's saved activations (rows = B*T positions), of type g->t but the statistics. */
+/* One block's saved activations (rows = B*T positions), of type g->lm.t but the statistics. */
 typedef struct llama_block_acts {
     void *ln1;                  /* [BT, C] input_layernorm's output */
     float *rstd1;               /* [BT] */
@@ -31,26 +32,18 @@ typedef struct llama_block_acts {
 } llama_block_acts;
 
 typedef struct llama_impl {
+    lm_core lm;                 /* first, as lm_core.h asks */
     llama_shape s;
-    tensor_dtype t;             /* activations' and GEMM operands' type */
-    const void *wp;             /* the parameters the passes read: m->params (fp32) or the bf16 copy */
-    void *wp_bf16;              /* precision bf16: the copy, n_params bf16 (NULL in fp32) */
-    int64_t Vp;                 /* vocab_size padded */
-    int64_t T;                  /* sequence length of the data (<= block_size) */
     int64_t hd, QKV;            /* head size; qkv's width (n_head + 2·n_kv_head)·hd */
     size_t block_off[LLAMA_MAX_LAYERS + 1]; /* parameter offset of each block; [L] = model.norm */
     size_t off_embed, off_norm, off_head;   /* off_head: lm_head, or embed_tokens when tied */
     float *rope_cos, *rope_sin; /* [block_size, hd/2] */
     void *encoded;              /* [BT, C] */
-    llama_block_acts *blocks;
+    llama_block_acts blocks[LLAMA_MAX_LAYERS];
     void *lnf;                  /* [BT, C] model.norm's output */
     float *rstdf;
-    void *logits;               /* [BT, Vp]; the classifier writes dlogits over it */
     /* backward scratch, shared by all blocks */
     void *dres, *dln, *datty, *dqkv, *dgate_up, *dh;
-    void *allocs[24];           /* the shared buffers of alloc_acts and the blocks' slab */
-    int n_allocs;
-    size_t act_bytes;           /* activation, scratch and table bytes, for the memory plan */
 } llama_impl;
 
 /* Offset in elements of tensor i of block l in the parameter (and gradient) buffer. */
@@ -59,16 +52,14 @@ static inline size_t llama_block_offset(const model *m, int l, int i)
     return m->tensors[1 + l * BLOCK_TENSORS + i].offset;
 }
 
-/* The compute copy's parameter at element offset off (type g->t). */
+/* The compute copy's parameter at element offset off (type g->lm.t). */
 static inline const void *llama_weight(const llama_impl *g, size_t off)
 {
-    return (const char *)g->wp + off * tensor_dtype_size(g->t);
+    return (const char *)g->lm.wp + off * tensor_dtype_size(g->lm.t);
 }
 
-/* Logits [BT, Vp] of the tokens [B, T] (device int32). */
+/* The passes, as lm_kind's forward and backward. */
 int llama_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err);
-/* The backward pass from the dlogits the classifier left in g->logits; reports each block's
- * gradient range through ready (may be NULL) as soon as it is final. */
 int llama_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn ready, void *ctx, ddp_err *err);
 
 #endif

@@ -1,7 +1,7 @@
 /* llama_pass.c — the Llama's forward and backward passes as device ops (see llama.c for the model
  * and llama_internal.h for its state).
  *
- * Every activation is of the model's compute type g->t; the weights come from g->wp (the bf16
+ * Every activation is of the model's compute type g->lm.t; the weights come from g->lm.wp (the bf16
  * copy under precision bf16). Gradients are float: the weight-gradient GEMMs multiply
  * compute-type operands and add into the fp32 gradients (beta 1). Per block, one GEMM over the
  * adjacent q/k/v weights gives qkv, RoPE rotates its q and k heads in place (one op over
@@ -20,21 +20,21 @@
 static int linear_forward(model *m, const llama_impl *g, const void *x, size_t w_off, void *y, int64_t rows,
                           int64_t in, int64_t out, ddp_err *err)
 {
-    return m->dev->ops->gemm(m->dev, g->t, g->t, false, true, rows, out, in, 1.0f, x, in, llama_weight(g, w_off), in,
-                             0.0f, y, out, err);
+    return m->dev->ops->gemm(m->dev, g->lm.t, g->lm.t, false, true, rows, out, in, 1.0f, x, in, llama_weight(g, w_off),
+                             in, 0.0f, y, out, err);
 }
 
 /* Element offset `elems` into a tensor of the model's compute type. */
 static void *at(const llama_impl *g, const void *base, int64_t elems)
 {
-    return (char *)base + (size_t)elems * tensor_dtype_size(g->t);
+    return (char *)base + (size_t)elems * tensor_dtype_size(g->lm.t);
 }
 
 /* The attention op's view of qkv [BT, QKV]: q heads at column 0, k heads at NH·hd, v heads at
  * (NH + NKV)·hd, all with row stride QKV; the output [BT, NH·hd]. */
 static attn_shape attention_shape(const llama_impl *g, int64_t B)
 {
-    return (attn_shape){.B = B, .T = g->T, .NH = g->s.n_head, .NKV = g->s.n_kv_head, .hs = g->hd, .ld_q = g->QKV,
+    return (attn_shape){.B = B, .T = g->lm.T, .NH = g->s.n_head, .NKV = g->s.n_kv_head, .hs = g->hd, .ld_q = g->QKV,
                         .ld_kv = g->QKV, .ld_o = g->s.n_head * g->hd, .scale = (float)(1.0 / sqrt((double)g->hd))};
 }
 
@@ -42,9 +42,10 @@ static int rope(model *m, const llama_impl *g, void *qkv, int64_t B, bool forwar
 {
     const struct device_ops *op = m->dev->ops;
     const int64_t heads = g->s.n_head + g->s.n_kv_head;
-    return forward ? op->rope_forward(m->dev, g->t, qkv, g->QKV, B, g->T, heads, g->hd, g->rope_cos, g->rope_sin, err)
-                   : op->rope_backward(m->dev, g->t, qkv, g->QKV, B, g->T, heads, g->hd, g->rope_cos, g->rope_sin,
-                                       err);
+    return forward ? op->rope_forward(m->dev, g->lm.t, qkv, g->QKV, B, g->lm.T, heads, g->hd, g->rope_cos,
+                                      g->rope_sin, err)
+                   : op->rope_backward(m->dev, g->lm.t, qkv, g->QKV, B, g->lm.T, heads, g->hd, g->rope_cos,
+                                       g->rope_sin, err);
 }
 
 /* Block l's forward. Its input, the residual stream, is block l-1's res3 after the residual add
@@ -55,10 +56,10 @@ static int block_forward(model *m, llama_impl *g, int l, int64_t B, ddp_err *err
 {
     const struct device_ops *op = m->dev->ops;
     device *d = m->dev;
-    const tensor_dtype t = g->t;
+    const tensor_dtype t = g->lm.t;
     const float eps = (float)g->s.norm_eps;
     llama_block_acts *a = &g->blocks[l], *prev = l > 0 ? &g->blocks[l - 1] : NULL;
-    const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->T, NH = g->s.n_head, NKV = g->s.n_kv_head;
+    const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->lm.T, NH = g->s.n_head, NKV = g->s.n_kv_head;
     size_t p[BLOCK_TENSORS];
     for (int i = 0; i < BLOCK_TENSORS; i++)
         p[i] = llama_block_offset(m, l, i);
@@ -95,20 +96,21 @@ int llama_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
     llama_impl *g = m->impl;
     const struct device_ops *op = m->dev->ops;
     device *d = m->dev;
-    const int64_t C = g->s.n_embd, BT = B * g->T, L = g->s.n_layer;
+    const int64_t C = g->s.n_embd, BT = B * g->lm.T, L = g->s.n_layer;
     /* no position table: the positions are RoPE's */
-    int rc = op->embedding_forward(d, g->t, g->encoded, tokens, llama_weight(g, g->off_embed), NULL, B, g->T, C, err);
+    int rc = op->embedding_forward(d, g->lm.t, g->encoded, tokens, llama_weight(g, g->off_embed), NULL, B, g->lm.T, C,
+                                   err);
     if (rc)
         return ddp_prefix(err, "llama forward embedding");
     for (int l = 0; l < L; l++)
         if ((rc = block_forward(m, g, l, B, err)))
             return rc;
     llama_block_acts *last = &g->blocks[L - 1];
-    rc = op->residual_rmsnorm_forward(d, g->t, last->res3, g->lnf, g->rstdf, last->res3, last->res2,
+    rc = op->residual_rmsnorm_forward(d, g->lm.t, last->res3, g->lnf, g->rstdf, last->res3, last->res2,
                                       llama_weight(g, g->off_norm), BT, C, (float)g->s.norm_eps, err);
     /* logits over all padded rows: the padding columns are ignored by the classifier */
     if (!rc)
-        rc = linear_forward(m, g, g->lnf, g->off_head, g->logits, BT, C, g->Vp, err);
+        rc = linear_forward(m, g, g->lnf, g->off_head, g->lm.logits, BT, C, g->lm.Vp, err);
     return rc ? ddp_prefix(err, "llama forward model.norm/lm_head") : DDP_OK;
 }
 
@@ -119,10 +121,10 @@ static int linear_backward(model *m, const llama_impl *g, const void *dy, const 
                            int64_t rows, int64_t in, int64_t out, ddp_err *err)
 {
     const struct device_ops *op = m->dev->ops;
-    int rc = op->gemm(m->dev, g->t, TENSOR_F32, true, false, out, in, rows, 1.0f, dy, out, x, in, 1.0f,
+    int rc = op->gemm(m->dev, g->lm.t, TENSOR_F32, true, false, out, in, rows, 1.0f, dy, out, x, in, 1.0f,
                       m->grads + w_off, in, err);
-    return rc ? rc : op->gemm(m->dev, g->t, g->t, false, false, rows, in, out, 1.0f, dy, out, llama_weight(g, w_off),
-                              in, 0.0f, dx, in, err);
+    return rc ? rc : op->gemm(m->dev, g->lm.t, g->lm.t, false, false, rows, in, out, 1.0f, dy, out,
+                              llama_weight(g, w_off), in, 0.0f, dx, in, err);
 }
 
 /* g->dres holds dLoss/d(block l output) on entry and dLoss/d(block l input) on exit. The residual
@@ -132,9 +134,9 @@ static int block_backward(model *m, llama_impl *g, int l, const void *res_in, in
 {
     const struct device_ops *op = m->dev->ops;
     device *d = m->dev;
-    const tensor_dtype t = g->t;
+    const tensor_dtype t = g->lm.t;
     const llama_block_acts *a = &g->blocks[l];
-    const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->T, NH = g->s.n_head, NKV = g->s.n_kv_head;
+    const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->lm.T, NH = g->s.n_head, NKV = g->s.n_kv_head;
     const int64_t hd = g->hd;
     size_t p[BLOCK_TENSORS];
     for (int i = 0; i < BLOCK_TENSORS; i++)
@@ -173,10 +175,10 @@ int llama_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn rea
     llama_impl *g = m->impl;
     const struct device_ops *op = m->dev->ops;
     device *d = m->dev;
-    const tensor_dtype t = g->t;
-    const int64_t C = g->s.n_embd, BT = B * g->T, L = g->s.n_layer;
-    /* g->logits holds dlogits now: the head's gradient and dlnf */
-    int rc = linear_backward(m, g, g->logits, g->lnf, g->off_head, g->dln, BT, C, g->Vp, err);
+    const tensor_dtype t = g->lm.t;
+    const int64_t C = g->s.n_embd, BT = B * g->lm.T, L = g->s.n_layer;
+    /* g->lm.logits holds dlogits now: the head's gradient and dlnf */
+    int rc = linear_backward(m, g, g->lm.logits, g->lnf, g->off_head, g->dln, BT, C, g->lm.Vp, err);
     if (!rc)
         rc = op->fill(d, t, g->dres, (size_t)(BT * C), 0.0f, err);
     if (!rc)
@@ -193,7 +195,7 @@ int llama_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn rea
         if (ready)
             ready(ctx, g->block_off[l], g->block_off[l + 1] - g->block_off[l]);
     }
-    rc = op->embedding_backward(d, t, m->grads + g->off_embed, NULL, g->dres, tokens, B, g->T, C, g->Vp, err);
+    rc = op->embedding_backward(d, t, m->grads + g->off_embed, NULL, g->dres, tokens, B, g->lm.T, C, g->lm.Vp, err);
     if (rc)
         return ddp_prefix(err, "llama backward embedding");
     if (ready)

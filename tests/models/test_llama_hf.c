@@ -7,12 +7,13 @@
  * without lm_head, or with one equal to embed_tokens, and one that differs refused. Refusals each
  * name the key or tensor and leave the parameters as they were: a missing tensor, a transposed
  * k_proj, a tensor the Llama lacks, head_dim other than hidden_size / num_attention_heads,
- * rope_scaling set, hidden_act, attention_bias, model_type, architectures, and another shape (both
- * named). The export of the imported parameters: the fixture's model.safetensors byte for byte and
- * its config.json but for transformers_version; the bf16 import exported as bf16 is bf16/'s
- * model.safetensors byte for byte; sharded, imported back bit for bit; in bf16, each float32
- * rounded to nearest even; a tensor the source lacks refused with nothing written. Every shape
- * comes from MANIFEST and config.json, so another fixture made the same way passes unchanged. */
+ * rope_scaling set, hidden_act, attention_bias, model_type, architectures, another shape (both
+ * named, also where only rope_theta differs), and a GPT-2 model (named). The export of the
+ * imported parameters: the fixture's model.safetensors byte for byte and its config.json but for
+ * transformers_version; the bf16 import exported as bf16 is bf16/'s model.safetensors byte for
+ * byte; sharded, imported back bit for bit; in bf16, each float32 rounded to nearest even; a
+ * tensor the source lacks refused with nothing written. Every shape comes from MANIFEST and
+ * config.json, so another fixture made the same way passes unchanged. */
 #include "tests/check.h"
 #include "tests/fixture.h"
 
@@ -20,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "models/gpt2.h"
 #include "models/llama.h"
 #include "models/llama_hf.h"
 #include "tests/models/hf_folder_util.h"
@@ -279,6 +281,20 @@ static void test_refusals(void)
     llama_format_shape(&shape, want_shape, sizeof want_shape);
     refused(m, variant("config", config, t, n), have, want_shape);
     free(config);
+    /* the shapes differ only in a real number */
+    config = config_with(fx.dir, "rope_theta", "12345.5");
+    other = shape;
+    other.rope_theta = 12345.5;
+    llama_format_shape(&other, have, sizeof have);
+    refused(m, variant("config", config, t, n), have, want_shape);
+    free(config);
+    m->ops->destroy(m);
+
+    /* a model of another kind, of the same sizes */
+    gpt2_shape gs = {shape.n_layer, shape.n_head, shape.n_embd, shape.block_size, shape.vocab_size};
+    sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = shape.vocab_size};
+    CHECK(gpt2_create(&gs, TENSOR_F32, dev, &data, B, 0, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
+    refused(m, fx.dir, "a Hugging Face Llama folder; this model is gpt2 n_layer=", NULL);
     m->ops->destroy(m);
     free_tensors(t, n + 1);
 }

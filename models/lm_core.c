@@ -1,0 +1,201 @@
+/* lm_core.c — the plumbing GPT-2 and the Llama share as language models (see lm_core.h): the
+ * data checks, building and freeing the model's buffers, and the model_ops, which run the model's
+ * own passes and draw through lm_kind. It reaches the model only through lm_core and lm_kind.
+ * This file must not know any model's tensors or activations, communicate, step an optimizer or
+ * read data. */
+#include "lm_core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* m->impl begins with its lm_core. */
+static lm_core *core(const model *m) { return m->impl; }
+
+static const struct model_ops lm_ops;
+static void lm_destroy(model *m);
+
+/* ---- construction ------------------------------------------------------------------------- */
+
+int lm_check_data(const char *name, const sample_layout *data, int64_t block_size, int64_t vocab_size,
+                  int64_t max_rows, ddp_err *err)
+{
+    char got[160];
+    sample_layout_format(data, got, sizeof got);
+    if (data->input.dtype != SAMPLE_I32 || data->input.count < 1 || !sample_field_equal(data->input, data->target))
+        return ddp_fail(err, DDP_EUSAGE, "%s takes token sequences (i32 x T -> i32 x T), the data has %s", name, got);
+    if (data->input.count > block_size)
+        return ddp_fail(err, DDP_EUSAGE, "data.seq_len %lld is over model.%s.block_size %lld",
+                        (long long)data->input.count, name, (long long)block_size);
+    if (data->n_classes > vocab_size)
+        return ddp_fail(err, DDP_EUSAGE, "the data's vocabulary of %lld tokens is larger than model.%s.vocab_size "
+                        "%lld", (long long)data->n_classes, name, (long long)vocab_size);
+    if (max_rows < 1)
+        return ddp_fail(err, DDP_EUSAGE, "%s: batch of %lld sequences", name, (long long)max_rows);
+    return DDP_OK;
+}
+
+int lm_new(const lm_kind *kind, size_t impl_bytes, tensor_dtype compute, device *dev, const sample_layout *data,
+           int64_t vocab_size, int64_t max_rows, size_t param_tail, model **out, ddp_err *err)
+{
+    model *m = calloc(1, sizeof *m);
+    lm_core *lm = calloc(1, impl_bytes);
+    if (!m || !lm) {
+        free(m);
+        free(lm);
+        return ddp_fail(err, DDP_ERUNTIME, "%s: out of host memory", kind->name);
+    }
+    m->ops = &lm_ops;
+    m->dev = dev;
+    m->impl = lm;
+    m->max_rows = max_rows;
+    m->param_tail = param_tail;
+    lm->kind = kind;
+    lm->t = compute;
+    m->act_dtype = compute;
+    lm->T = data->input.count;
+    m->io = (model_io){.sample = *data, .language_model = true};
+    m->io.sample.n_classes = vocab_size;
+    *out = m;
+    return DDP_OK;
+}
+
+int lm_alloc_params(model *m, ddp_err *err)
+{
+    lm_core *lm = core(m);
+    int rc = model_alloc_params(m, err);
+    if (!rc && lm->t == TENSOR_BF16)
+        rc = m->dev->ops->alloc(m->dev, m->n_params * sizeof(uint16_t), &lm->wp_bf16, err);
+    lm->wp = lm->t == TENSOR_BF16 ? lm->wp_bf16 : m->params;
+    return rc;
+}
+
+int lm_alloc(model *m, void **p, size_t bytes, ddp_err *err)
+{
+    lm_core *lm = core(m);
+    const int max = (int)(sizeof lm->allocs / sizeof lm->allocs[0]);
+    if (lm->n_allocs == max) /* a layout change outgrew allocs[] */
+        return ddp_fail(err, DDP_ERUNTIME, "%s: more than %d activation buffers", lm->kind->name, max);
+    int rc = m->dev->ops->alloc(m->dev, bytes, p, err);
+    if (rc)
+        return ddp_prefix(err, "%s: activations (%zu bytes)", lm->kind->name, bytes);
+    lm->allocs[lm->n_allocs++] = *p;
+    lm->act_bytes += bytes;
+    return DDP_OK;
+}
+
+int lm_build_failed(model *m, ddp_err *err)
+{
+    const char *name = core(m)->kind->name;
+    char what[MODEL_DESCRIPTION_MAX];
+    snprintf(what, sizeof what, "%s", m->description);
+    long long rows = (long long)m->max_rows;
+    lm_destroy(m);
+    return ddp_prefix(err, "%s: building %s for %lld sequences", name, what, rows);
+}
+
+/* ---- model_ops ---------------------------------------------------------------------------- */
+
+static int check_batch(const model *m, const model_batch *b, ddp_err *err)
+{
+    if (b->rows < 1 || b->rows > m->max_rows)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: batch of %lld sequences, model was built for 1..%lld",
+                        core(m)->kind->name, (long long)b->rows, (long long)m->max_rows);
+    return DDP_OK;
+}
+
+/* Softmax cross-entropy over the first vocab_size (io.sample.n_classes) columns of the logits;
+ * with want_grad the logits' gradient over them. */
+static int classifier(model *m, const int32_t *targets, int64_t B, float grad_scale, bool want_grad, float *stats,
+                      ddp_err *err)
+{
+    lm_core *lm = core(m);
+    int rc = m->dev->ops->softmax_xent(m->dev, lm->t, lm->logits, lm->Vp, targets, B * lm->T, m->io.sample.n_classes,
+                                       grad_scale, want_grad ? lm->logits : NULL, stats, err);
+    return rc ? ddp_prefix(err, "%s classifier", lm->kind->name) : DDP_OK;
+}
+
+static int lm_forward_backward(model *m, const model_batch *b, float grad_scale, bool accumulate, grad_ready_fn ready,
+                        void *ctx, float *stats, ddp_err *err)
+{
+    const lm_kind *kind = core(m)->kind;
+    int rc = check_batch(m, b, err);
+    /* Every gradient the backward pass makes is accumulated (GEMMs with beta 1, the norms' +=),
+     * so a fresh pass starts from zero. */
+    if (!rc && !accumulate)
+        rc = m->dev->ops->fill(m->dev, TENSOR_F32, m->grads, m->n_params, 0.0f, err);
+    if (!rc)
+        rc = kind->forward(m, b->inputs, b->rows, err);
+    if (!rc)
+        rc = classifier(m, b->targets, b->rows, grad_scale, true, stats, err);
+    if (!rc)
+        rc = kind->backward(m, b->inputs, b->rows, ready, ctx, err);
+    return rc;
+}
+
+static int lm_evaluate(model *m, const model_batch *b, float *stats, ddp_err *err)
+{
+    int rc = check_batch(m, b, err);
+    if (!rc)
+        rc = core(m)->kind->forward(m, b->inputs, b->rows, err);
+    return rc ? rc : classifier(m, b->targets, b->rows, 1.0f, false, stats, err);
+}
+
+static int lm_init_params(model *m, uint64_t seed, ddp_err *err)
+{
+    const char *name = core(m)->kind->name;
+    float *host = calloc(m->n_params, sizeof *host);
+    if (!host)
+        return ddp_fail(err, DDP_ERUNTIME, "%s init: out of host memory for %zu parameters", name, m->n_params);
+    rng r;
+    rng_seed(&r, seed, RNG_INIT);
+    core(m)->kind->init(m, &r, host);
+    int rc = m->dev->ops->upload(m->dev, m->params, host, m->n_params * sizeof *host, err);
+    free(host);
+    return rc ? ddp_prefix(err, "%s init: uploading parameters", name) : DDP_OK;
+}
+
+/* The compute copy of bf16: m->params rounded stochastically with the bits of (seed, step,
+ * element), so the copy after a resume at step s equals the one the uninterrupted run made at
+ * step s. */
+static int lm_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *err)
+{
+    lm_core *lm = core(m);
+    if (!lm->wp_bf16)
+        return DDP_OK;
+    int rc = m->dev->ops->cast_f32_to_bf16_stochastic(m->dev, m->params, lm->wp_bf16, m->n_params, seed, step, 0, err);
+    return rc ? ddp_prefix(err, "%s: the bf16 copy of the parameters", lm->kind->name) : DDP_OK;
+}
+
+static const void *lm_logits(const model *m, int64_t *ld)
+{
+    const lm_core *lm = core(m);
+    *ld = lm->Vp;
+    return lm->logits;
+}
+
+/* Frees the model's buffers, the impl and m itself. */
+static void lm_destroy(model *m)
+{
+    if (!m)
+        return;
+    lm_core *lm = core(m);
+    if (lm) {
+        for (int i = 0; i < lm->n_allocs; i++)
+            m->dev->ops->free(m->dev, lm->allocs[i]);
+        m->dev->ops->free(m->dev, lm->wp_bf16);
+        free(lm); /* the whole impl: lm is its first member */
+    }
+    m->dev->ops->free(m->dev, m->params);
+    m->dev->ops->free(m->dev, m->grads);
+    model_free_tensors(m);
+    free(m);
+}
+
+static const struct model_ops lm_ops = {
+    .forward_backward = lm_forward_backward,
+    .evaluate = lm_evaluate,
+    .init_params = lm_init_params,
+    .params_changed = lm_params_changed,
+    .logits = lm_logits,
+    .destroy = lm_destroy,
+};

@@ -1,0 +1,75 @@
+/* lm_core.h — what GPT-2 and the Llama share as next-token language models: the state both
+ * impls begin with (lm_core) and the plumbing around their own code. The plumbing is building the
+ * model (the data checks, the parameters and the bf16 compute copy, the activation buffers) and
+ * its model_ops: forward_backward and evaluate run the model's passes around the softmax
+ * cross-entropy classifier, init_params gives the model's draw a host buffer and the RNG_INIT
+ * stream and uploads it, params_changed rebuilds the bf16 copy, logits and destroy.
+ *
+ * Each impl's first member is its lm_core, so m->impl points at both. A model brings its name for
+ * messages ("gpt2", "llama"), its parameters' draw and its forward and backward passes (lm_kind);
+ * its layout, its initial values, its passes and its description stay in its own files. Must not
+ * know any one model's tensors or activations, communicate, step an optimizer or read data. */
+#ifndef DDP_LM_CORE_H
+#define DDP_LM_CORE_H
+
+#include "model.h"
+#include "runtime/base/rng.h"
+
+/* What one language model brings to the shared plumbing. */
+typedef struct lm_kind {
+    const char *name;              /* begins its messages: "gpt2", "llama" */
+    /* The initial parameters into host (m->n_params floats, zero), drawn from r: the RNG_INIT
+     * stream of the run's seed, so every rank and backend draws the same. */
+    void (*init)(const model *m, rng *r, float *host);
+    /* Logits [BT, Vp] into lm_core.logits from the tokens [B, T] (device int32). */
+    int (*forward)(model *m, const int32_t *tokens, int64_t B, ddp_err *err);
+    /* The backward pass from the dlogits the classifier left in lm_core.logits; reports each
+     * block's gradient range through ready (may be NULL) as soon as it is final. */
+    int (*backward)(model *m, const int32_t *tokens, int64_t B, grad_ready_fn ready, void *ctx, ddp_err *err);
+} lm_kind;
+
+/* Activations are of the compute type t: float, or bf16 with precision bf16, when the passes read
+ * the parameters from wp, a bf16 copy of the fp32 master weights m->params (the optimizer steps
+ * the master; params_changed rebuilds the copy). */
+typedef struct lm_core {
+    const lm_kind *kind;
+    tensor_dtype t;            /* activations' and GEMM operands' type */
+    const void *wp;            /* the parameters the passes read: m->params (fp32) or the bf16 copy */
+    void *wp_bf16;             /* precision bf16: the copy, n_params bf16 (NULL in fp32) */
+    int64_t Vp;                /* vocab_size padded (the model's *_vocab_padded): the logits' row stride */
+    int64_t T;                 /* sequence length of the data (<= block_size) */
+    void *logits;              /* [BT, Vp]; the classifier writes dlogits over it */
+    void *allocs[24];          /* the device buffers lm_alloc made, freed by m->ops->destroy */
+    int n_allocs;
+    size_t act_bytes;          /* their bytes, for the memory plan */
+} lm_core;
+
+/* The data checks every language model makes: token sequences (i32 x T -> i32 x T), T at most
+ * block_size, the data's vocabulary within vocab_size, max_rows at least 1; usage errors naming
+ * model.NAME's key and the data. */
+int lm_check_data(const char *name, const sample_layout *data, int64_t block_size, int64_t vocab_size,
+                  int64_t max_rows, ddp_err *err);
+
+/* A zeroed model and impl of impl_bytes (whose first member is an lm_core) of this kind with
+ * lm_core.c's model_ops, for sequences of data's layout over vocab_size tokens, computing in
+ * `compute`: everything but the parameters and buffers, which the model's create adds
+ * (lm_alloc_params, lm_alloc) and lm_build_failed frees if it fails. */
+int lm_new(const lm_kind *kind, size_t impl_bytes, tensor_dtype compute, device *dev, const sample_layout *data,
+           int64_t vocab_size, int64_t max_rows, size_t param_tail, model **out, ddp_err *err);
+
+/* Once the tensors are laid out: params and grads (model_alloc_params) and with compute bf16 the
+ * compute copy. */
+int lm_alloc_params(model *m, ddp_err *err);
+
+/* A device buffer of bytes into *p, owned by the model: freed by m->ops->destroy, counted in
+ * act_bytes. */
+int lm_alloc(model *m, void **p, size_t bytes, ddp_err *err);
+
+/* A buffer of count elements, in bytes rounded up to 64 so every buffer carved after it in a slab
+ * stays 64-byte aligned. */
+static inline size_t lm_aligned_bytes(int64_t count, size_t elem) { return ((size_t)count * elem + 63) / 64 * 64; }
+
+/* The model's create failed: frees m and prefixes err with what it was building; returns err's code. */
+int lm_build_failed(model *m, ddp_err *err);
+
+#endif

@@ -1,0 +1,43 @@
+/* lm_hf.h — loading a language model's parameters from a Hugging Face `save_pretrained` folder,
+ * the one driver GPT-2's and the Llama's importers (gpt2_hf.c, llama_hf.c) share: the model's
+ * shape against the folder's config.json, the folder's weights opened, every tensor of the model
+ * imported into a host copy, the folder's remaining tensors checked, and the upload only once all
+ * of that succeeded, so a failed load leaves the parameters as they were.
+ *
+ * Each importer brings its kind, its config reading and its tensor mapping. Shapes are compared
+ * as text: the folder's as the kind's *_format_shape writes it, the model's as its description
+ * holds it (that text and " seq_len=T"); each format names every field, numbers exactly, so equal
+ * texts are equal shapes. Must not know any model's config keys, tensor names or layouts. */
+#ifndef DDP_LM_HF_H
+#define DDP_LM_HF_H
+
+#include "model.h"
+#include "runtime/hf/hf_folder.h"
+
+/* What the importer's tensor mapping works on. */
+typedef struct lm_hf_import {
+    hf_weights *w;           /* the folder's tensors; w->path is what messages name */
+    const model *m;
+    const model_opts *shape; /* the folder's shape, equal to m's: its member of the importer's kind */
+    float *host;             /* m->n_params floats in the model's layout, zero where nothing is read */
+} lm_hf_import;
+
+typedef struct lm_hf_importer {
+    model_kind kind;         /* the models it loads */
+    const char *family;      /* in "DIR: a Hugging Face GPT-2 folder; this model is ..." */
+    /* DIR/config.json's shape into its kind's member of *shape and as text (the kind's
+     * *_format_shape), once every key it holds checked out */
+    int (*folder_shape)(const char *dir, model_opts *shape, char *text, size_t size, ddp_err *err);
+    /* Our tensor t from im->w into im->host at t's offset, refusing a tensor missing or of
+     * another shape. */
+    int (*import_tensor)(const lm_hf_import *im, const param_tensor *t, ddp_err *err);
+    /* A tensor of the folder that none of ours took (ctx: the lm_hf_import): skipped, or refused
+     * naming it. */
+    int (*check_unused)(void *ctx, const st_tensor *t, ddp_err *err);
+} lm_hf_importer;
+
+/* DIR's parameters into m (device memory) through imp. m must be of imp's kind and DIR's shape
+ * m's (both named otherwise). A failed load leaves the parameters as they were. */
+int lm_hf_load_model(model *m, const char *dir, const lm_hf_importer *imp, ddp_err *err);
+
+#endif
