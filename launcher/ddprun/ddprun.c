@@ -214,55 +214,6 @@ static int local_cores(void)
     return n > 0 ? (int)n : 1;
 }
 
-/* The "host[:slots]" entry of a -H list at p: its length, its name's length and its slot count
- * (1 when not given). Returns the next entry. */
-static const char *host_entry(const char *p, size_t *len, size_t *name_len, int *slots)
-{
-    *len = strcspn(p, ",");
-    *name_len = strcspn(p, ":,");
-    *slots = *name_len < *len ? atoi(p + *name_len + 1) : 1;
-    return p + *len + (p[*len] == ',');
-}
-
-/* Fills slots[] from "h1:8,h2" (-H; no count = 1 slot) or a hostfile's "host slots=N" lines
- * (no count = 0: let mpirun decide). Returns the host count. */
-static int host_slots(const launch_opts *o, int slots[], int max_hosts)
-{
-    int n = 0;
-    if (o->hosts) {
-        size_t len, name_len;
-        for (const char *p = o->hosts; *p && n < max_hosts; n++)
-            p = host_entry(p, &len, &name_len, &slots[n]);
-    } else if (o->hostfile) {
-        FILE *fp = fopen(o->hostfile, "r");
-        char line[1024];
-        while (fp && n < max_hosts && fgets(line, sizeof line, fp)) {
-            char host[512];
-            if (sscanf(line, " %511s", host) != 1 || host[0] == '#') continue;
-            const char *s = strstr(line, "slots=");
-            slots[n++] = s ? atoi(s + 6) : 0;
-        }
-        if (fp) fclose(fp);
-    }
-    return n;
-}
-
-/* Most ranks any one node runs, assuming mpirun's default by-slot filling in host order. */
-static int ranks_per_node(const launch_opts *o)
-{
-    int slots[256];
-    int hosts = host_slots(o, slots, 256);
-    if (hosts == 0) return o->np;
-    int left = o->np, most = 0;
-    for (int h = 0; h < hosts && left > 0; h++) {
-        if (slots[h] <= 0) return (o->np + hosts - 1) / hosts;
-        int here = slots[h] < left ? slots[h] : left;
-        most = here > most ? here : most;
-        left -= here;
-    }
-    return left > 0 ? (o->np + hosts - 1) / hosts : most; /* oversubscribed: spread evenly */
-}
-
 /* ---- paths ------------------------------------------------------------------------------ */
 
 static void self_path(char *out, size_t size, const char *argv0)
@@ -307,7 +258,7 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
     /* Ranks sharing a node split its cores; a rank with several threads must not be pinned to
      * one core (Open MPI binds to core by default for np <= 2). */
     const char *user_threads = getenv("OMP_NUM_THREADS");
-    int threads = local_cores() / ranks_per_node(o);
+    int threads = local_cores() / ddprun_ranks_per_node(o->hosts, o->hostfile, o->np);
     threads = threads > 1 ? threads : 1;
     argv_push(cmd, "-x");
     if (user_threads && *user_threads) argv_push(cmd, "OMP_NUM_THREADS");
@@ -402,36 +353,6 @@ static void report(const job_result *r, int code)
         fprintf(stderr, "ddprun: job failed: %s %s\n", who, how);
 }
 
-/* After a collective deadline named hosts whose ranks did not arrive, the next attempt runs
- * without them: -H loses those hosts and -np is cut to the slots left. False (and o unchanged)
- * when there is no -H list to edit or no host would be left. */
-static bool drop_lost_hosts(launch_opts *o, const deadline_verdict *d, char *buf, size_t size)
-{
-    size_t at = 0;
-    int slots_left = 0;
-    if (!o->hosts || d->n_hosts == 0) return false;
-    /* a second restart's o->hosts is buf itself: read from a copy, never from what is written */
-    char *from = strdup(o->hosts);
-    if (!from) return false;
-    for (const char *p = from, *next; *p; p = next) {
-        size_t len, name_len;
-        int slots;
-        next = host_entry(p, &len, &name_len, &slots);
-        bool lost = false;
-        for (int i = 0; i < d->n_hosts; i++)
-            lost = lost || (strlen(d->hosts[i]) == name_len && !strncmp(d->hosts[i], p, name_len));
-        if (!lost && at + len + 2 < size) {
-            at += (size_t)snprintf(buf + at, size - at, "%s%.*s", at ? "," : "", (int)len, p);
-            slots_left += slots;
-        }
-    }
-    free(from);
-    if (at == 0) return false;
-    o->hosts = buf;
-    o->np = o->np < slots_left ? o->np : slots_left;
-    return true;
-}
-
 /* With --host-discovery, the hosts and rank count of an attempt: DDP_OK, or the exit code the
  * launch ends with (a stop requested while waiting: as before any attempt, or the previous
  * attempt's outcome; at a restart a discovery that fails leaves the previous failure standing). */
@@ -495,7 +416,10 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
         describe_failure(&r, who, how, sizeof who);
         fprintf(stderr, "ddprun: attempt %d of %d (restarting after %s failed: %s)\n", attempt + 2,
                 o->max_restarts + 1, who, how);
-        if (!o->discovery.cmd && drop_lost_hosts(o, &r.deadline, hosts, sizeof hosts)) {
+        int slots_left;
+        if (!o->discovery.cmd && ddprun_drop_hosts(o->hosts, &r.deadline, hosts, sizeof hosts, &slots_left)) {
+            o->hosts = hosts;
+            o->np = o->np < slots_left ? o->np : slots_left;
             int np = cfg ? config_world_at_most(cfg, o->np) : o->np; /* one train.global_batch divides into */
             o->np = np > 0 ? np : o->np;
             fprintf(stderr, "ddprun: leaving out the host(s) whose ranks did not arrive: -np %d -H %s\n", o->np,

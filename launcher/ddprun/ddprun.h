@@ -5,8 +5,8 @@
  * rank tags and recognises rank-failure reports; ddprun_rankwrap.c is the tiny per-rank wrapper that
  * mpirun starts in front of each worker; ddprun_argv.c is the string vector the command and the
  * output filter are built in; ddprun_discovery.c asks --host-discovery's command for the hosts of
- * each attempt. The commands ddprun runs in-process (`ckpt`, `generate`) are
- * launcher/commands/'s. Nothing here is used outside launcher/ddprun/. */
+ * each attempt; ddprun_hosts.c reads the -H list or hostfile (ranks per node, lost hosts dropped).
+ * The commands ddprun runs in-process (`ckpt`, `generate`) are launcher/commands/'s. Nothing here is used outside launcher/ddprun/. */
 #ifndef DDPRUN_H
 #define DDPRUN_H
 
@@ -101,6 +101,15 @@ struct config;
  * when d->wait_s passed with too few slots (what the last run listed named); DDP_EPREEMPTED when
  * a stop was requested while waiting. */
 int discover_hosts(const discovery_opts *d, const struct config *cfg, char *hosts, size_t cap, int *np);
+
+/* (ddprun_hosts.c) Most ranks any one node runs for np ranks on hosts (-H "h1:8,h2"; no count = 1
+ * slot) or hostfile ("host slots=N" lines; no count: mpirun decides, so spread evenly), assuming
+ * mpirun's default by-slot filling in host order; np when neither is given. */
+int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np);
+/* After a collective deadline named hosts whose ranks did not arrive: the -H list hosts without
+ * them into buf (size bytes; buf may be hosts itself) and their remaining slots into *slots_left.
+ * False when there is no list, no host named, or no host would be left. */
+bool ddprun_drop_hosts(const char *hosts, const deadline_verdict *d, char *buf, size_t size, int *slots_left);
 
 /* The per-rank wrapper: runs argv[0] with argv, reports its failure, exits like it. */
 int rank_wrapper_main(int argc, char **argv);
