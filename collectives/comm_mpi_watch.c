@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/base/activity.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
 #include "mpi_check.h"
@@ -218,7 +219,7 @@ static void expire(mpi_watch *w, comm *c, uint64_t seq, const char *what, double
     report_and_abort(w, &me, heard);
 }
 
-int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq, const char *what, ddp_err *err)
+static int wait_loop(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq, const char *what, ddp_err *err)
 {
     double t0 = monotonic_s();
     long sleep_ns = 0;
@@ -241,4 +242,14 @@ int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq
         sleep_ns = sleep_ns ? (sleep_ns * 2 < NAP_MAX_NS ? sleep_ns * 2 : NAP_MAX_NS) : 10000;
         nap(sleep_ns);
     }
+}
+
+/* The wait is the process's activity meanwhile: a stop request's deadline (the worker's) tells a
+ * rank held here by a peer from the peer that holds it. */
+int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq, const char *what, ddp_err *err)
+{
+    activity_wait_begin(what, seq);
+    int rc = wait_loop(w, c, n, reqs, seq, what, err);
+    activity_wait_end();
+    return rc;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "runtime/base/replace_file.h"
+#include "runtime/base/open_input.h"
 
 #define LLMC_BF16_VERSION 5
 #define MAX_EMBD (1 << 20)
@@ -140,10 +141,9 @@ static int decode_header(const char *path, const uint8_t *h, gpt2_shape *s, ddp_
  * header). */
 static int open_checked(const char *path, FILE **f, gpt2_shape *s, ddp_err *err)
 {
-    *f = fopen(path, "rb");
-    if (!*f)
-        return ddp_fail(err, errno == ENOENT || errno == EACCES ? DDP_EUSAGE : DDP_ERUNTIME, "%s: cannot open: %s",
-                        path, strerror(errno));
+    int orc = fopen_input(path, f, err);
+    if (orc != DDP_OK)
+        return orc;
     struct stat st;
     uint8_t h[GPT2_LLMC_HEADER_BYTES];
     int rc = DDP_OK;

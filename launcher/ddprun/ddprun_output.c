@@ -2,7 +2,7 @@
  *
  * mpirun prefixes each rank line with "[JOB,RANK]<stdout>:" or "<stderr>:"; we rewrite that to
  * "[rank RANK] " and send it to our stdout or stderr accordingly, so stdout redirection keeps
- * working. mpirun tags each read of a rank's output, so a line its read cut in two arrives as
+ * working; a line the rank tagged itself ("[rank RANK host] ", log.h) keeps its own tag only. mpirun tags each read of a rank's output, so a line its read cut in two arrives as
  * "[J,R]<stdout>:start[J,R]<stdout>:rest": the repeated tag is dropped. Untagged lines are mpirun's own and pass through unchanged, except the boxed
  * "a process failed / the job was aborted" reports: ddprun replaces those with one line of its
  * own, so we parse them (fallback source for the failing rank) and drop them, and mpirun's
@@ -199,6 +199,15 @@ static const char *inner_tag(const char *payload, int *rank, bool *is_err, const
 
 static void handle_line(output_filter *f, int s, const char *line);
 
+/* A line the rank tagged itself (log.h's "[rank R host] warning: ...") names the rank already, and
+ * its host: a second tag would only say the rank twice. */
+static bool self_tagged(const char *payload, int rank)
+{
+    char own[32];
+    int n = snprintf(own, sizeof own, "[rank %d ", rank);
+    return strncmp(payload, own, (size_t)n) == 0 && strchr(payload + n, ']') != NULL;
+}
+
 /* A tagged line: mpirun's tags inside it mark where its reads of a rank's output ended. The same
  * rank's continuation joins the line; another rank's fragment is a line of its own. */
 static void handle_tagged(output_filter *f, int s, int rank, bool is_err, const char *payload)
@@ -226,7 +235,10 @@ static void handle_tagged(output_filter *f, int s, int rank, bool is_err, const 
         return;
     }
     FILE *out = is_err ? stderr : stdout;
-    fprintf(out, "[rank %d] %s\n", rank, joined);
+    if (self_tagged(joined, rank))
+        fprintf(out, "%s\n", joined);
+    else
+        fprintf(out, "[rank %d] %s\n", rank, joined);
     const char *verdict = strstr(joined, COMM_DEADLINE_VERDICT);
     if (verdict)
         parse_deadline(f, verdict);

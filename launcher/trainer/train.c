@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/activity.h"
 #include "runtime/base/clock.h"
 #include "launcher/shared/gpu_share.h"
 #include "runtime/base/log.h"
@@ -26,11 +27,15 @@
 #include "train_job.h"
 
 volatile sig_atomic_t train_stop_requested = 0;
+volatile sig_atomic_t train_stop_answered = 0;
+volatile sig_atomic_t train_checkpoint_safe = 0;
 
 static int load_data(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     int rc;
+    activity_set("loading the data (data.path %s)", c->data.path);
+    train_fault_in_setup(t);
     if (c->data.kind == DATA_TOKENS) {
         rc = dataset_load_tokens(c->data.path, "train", c->data.seq_len, &t->train, err);
         if (rc == DDP_OK)
@@ -375,6 +380,8 @@ static int agree_stop(train_job *t, bool *stop, int64_t *nonfinite, ddp_err *err
     device_prof_host_end(t->dev->prof, range);
     t->ctl->label[0] = '\0';
     *stop = flags[0] != TRAIN_STOP_NONE;
+    if (rc == DDP_OK && *stop)
+        train_stop_answered = 1; /* every rank now checkpoints and exits: the stop is answered */
     t->stop_reason = (int)flags[0];
     t->ckpt_clock_due = flags[1] != 0;
     *nonfinite = flags[2];
@@ -407,6 +414,7 @@ static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
         double begin = monotonic_s();
         int rc = train_profile_step_begin(t, err);
         snprintf(t->ctl->phase, sizeof t->ctl->phase, "step %lld", (long long)t->step + 1);
+        activity_set("training step %lld", (long long)t->step + 1);
         if (t->grad_comm != t->ctl)
             memcpy(t->grad_comm->phase, t->ctl->phase, sizeof t->ctl->phase);
         for (int64_t a = 0; a < accum && rc == DDP_OK; a++) {
@@ -485,9 +493,9 @@ static void teardown(train_job *t, bool failed)
 {
     train_ckpt_close(t);
     train_profile_close(t); /* after the checkpoint writer, which may still report a write to it */
-    train_log_close(t);
     train_tb_close(t);
     train_ranks_close(t);
+    train_log_close(t); /* after every other writer into run.dir: it releases run.dir's lock */
     if (t->trace)
         fclose(t->trace);
     reducer_destroy(t->red);
@@ -525,7 +533,11 @@ static int train_job_run(const config *cfg, comm *ctl, notice_watch *notice, ddp
         rc = train_ckpt_open(&t, err);
     /* resume first: a checkpoint refused (another model, other settings) leaves run.dir untouched */
     if (rc == DDP_OK)
+        rc = train_log_lock_run_dir(&t, false, err);
+    if (rc == DDP_OK)
         rc = train_ckpt_resume(&t, &consumed, err);
+    if (rc == DDP_OK)
+        rc = train_log_lock_run_dir(&t, true, err);
     if (rc == DDP_OK)
         rc = train_ckpt_check_dir(&t, err);
     if (rc == DDP_OK)

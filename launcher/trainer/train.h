@@ -21,6 +21,15 @@
  * (checkpoint-and-exit) was requested, and by what. The ranks agree on the largest value. */
 enum { TRAIN_STOP_NONE, TRAIN_STOP_SIGNAL, TRAIN_STOP_NOTICE };
 extern volatile sig_atomic_t train_stop_requested;
+/* Set by the training loop once the ranks agreed on a stop request (the stop is then theirs:
+ * checkpointing and exiting), or once train_run returned: the worker's deadline on an unanswered
+ * stop request no longer applies. */
+extern volatile sig_atomic_t train_stop_answered;
+/* Set once a complete checkpoint of this job exists to resume from (one was resumed, or a save
+ * of this run is known to be complete on disk), so a job ended by the stop deadline may say it is
+ * resumable (exit 75). Rank 0 learns of its own saves' completion; the others of a resume, or of a
+ * save that was followed by another (whose submission waited for it). */
+extern volatile sig_atomic_t train_checkpoint_safe;
 
 /* ctl is the MPI communicator over all ranks (host buffers), used for control traffic; notice is
  * this node's preemption notice watch (NULL: none), whose cloud the preemption budget is checked

@@ -30,9 +30,11 @@
 #include "models/llama_hf.h"
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/ckpt/ckpt_upload.h"
+#include "runtime/base/activity.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
+#include "train.h"
 #include "train_job.h"
 
 _Static_assert(MODEL_DESCRIPTION_MAX <= CKPT_MODEL_MAX, "a model description must fit the checkpoint header");
@@ -161,6 +163,13 @@ static int describe_tensors(train_job *t, train_ckpt *c)
     return k + 1;
 }
 
+/* Rank 0: a save is complete on disk. */
+static int written(train_job *t, train_ckpt *c, const ckpt_write_stats *st, ddp_err *err)
+{
+    train_checkpoint_safe = 1;
+    return train_budget_written(t, st, c->stall_s, err);
+}
+
 static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
 {
     double t0 = monotonic_s();
@@ -182,7 +191,7 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
     ckpt_write_stats st;
     if (c->pending && (rc = ckpt_writer_wait(c->writer, &st, err)) == DDP_OK) { /* submit would wait for it too */
         c->pending = false;
-        rc = st.path[0] ? train_budget_written(t, &st, c->stall_s, err) : DDP_OK;
+        rc = st.path[0] ? written(t, c, &st, err) : DDP_OK;
     }
     if (rc == DDP_OK)
         rc = ckpt_writer_submit(c->writer, &s, err);
@@ -219,6 +228,7 @@ int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err)
         return rc;
     c->last_saved_step = t->step;
     t->last_ckpt_time = monotonic_s();
+    activity_set("saving the checkpoint of step %lld", (long long)t->step);
     for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
         if (c->buffers[b].sharded)
             rc = train_zero_collect(t, c->buffers[b].dev, c->host ? c->host + (size_t)b * t->m->n_params : NULL, err);
@@ -241,7 +251,7 @@ int train_ckpt_poll(train_job *t, ddp_err *err)
     if (!c->pending || !ckpt_writer_poll(c->writer, &st))
         return DDP_OK;
     c->pending = false;
-    return st.path[0] ? train_budget_written(t, &st, c->stall_s, err) : DDP_OK; /* a failure: the next submit's */
+    return st.path[0] ? written(t, c, &st, err) : DDP_OK; /* a failure: the next submit's */
 }
 
 int64_t train_ckpt_last_saved(const train_job *t)
@@ -260,7 +270,7 @@ int train_ckpt_finish(train_job *t, ddp_err *err)
     int rc = ckpt_writer_wait(c->writer, &st, err ? err : &local);
     if (rc == DDP_OK && st.path[0] && c->pending) {
         c->pending = false;
-        rc = train_budget_written(t, &st, c->stall_s, err ? err : &local);
+        rc = written(t, c, &st, err ? err : &local);
     }
     if (rc == DDP_OK && st.path[0]) /* a failed write was reported when it happened, never as written */
         log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s), older ones pruned in %.1f ms; "
@@ -430,6 +440,7 @@ int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err)
     memset(&s, 0, sizeof s);
     memset(msg, 0, sizeof msg);
     if (ctl->rank == 0) {
+        activity_set("reading the model shape from checkpoint.init_from %s", path);
         msg[0] = read_init_shape(cfg, path, hf, &s, err);
         if (msg[0] != DDP_OK)
             ddp_prefix(err, "checkpoint.init_from, for the model.%s shape %s leaves out", kind, cfg->source);
@@ -478,6 +489,7 @@ static int init_from_file(train_job *t, ddp_err *err)
         return DDP_OK;
     bool hf = is_dir(path);
     int32_t status = DDP_OK;
+    activity_set("loading the parameters of checkpoint.init_from %s", path);
     if (t->ctl->rank == 0 && (status = load_init_from(t, path, hf, err)) != DDP_OK)
         ddp_prefix(err, "checkpoint.init_from");
     int rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
@@ -504,11 +516,13 @@ int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
     int64_t hdr[HDR_N] = {0};
     char used[CKPT_PATH_MAX] = "";
     int32_t status = DDP_OK;
+    activity_set("reading the last checkpoint in %s", ((train_ckpt *)t->ckpt)->dir);
     if (t->ctl->rank == 0)
         status = load_on_rank0(t, host, hdr, used, err);
     /* Every rank learns rank 0's verdict, so a bad checkpoint stops all of them cleanly. */
     int rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
     if (rc == DDP_OK && status == DDP_OK) {
+        train_checkpoint_safe = 1; /* rank 0 read it whole: a job ended now resumes from it */
         rc = t->ctl->ops->broadcast(t->ctl, hdr, HDR_N, DT_INT64, 0, NULL, err);
         if (rc == DDP_OK)
             rc = t->ctl->ops->broadcast(t->ctl, host, total, DT_FLOAT, 0, NULL, err);

@@ -1,7 +1,7 @@
 /* train_fault.c — the training loop's kinds of the test-only fault switch,
  * DDP_TEST_FAULT=KIND:RANK:STEP[:SECONDS] (parsed by runtime/base/test_fault.c), so integration
  * tests hit exact, reproducible points of a training job. Active only on the first attempt of a job
- * (DDPRUN_RESTART_COUNT unset or 0) and only on rank RANK.
+ * (DDPRUN_RESTART_COUNT unset or 0) and only on rank RANK (RANK -1: on every rank).
  *
  * After optimizer step STEP, before the next collective: `kill` SIGKILLs the rank, `stop` acts as
  * if that rank alone received the stop signal, `exit` exits with status 3, `sigstop` stops the
@@ -9,6 +9,8 @@
  * `kill-launcher` SIGKILLs ddprun (its DDPRUN_PID).
  * After every optimizer step from STEP on: `slow` sleeps SECONDS, a rank slower than the others
  * (a straggler, train_ranks.c).
+ * While the data loads: `setup-sleep` sleeps SECONDS (STEP is ignored): a job held in setup, out
+ * of the stop agreement's reach.
  * During optimizer step STEP: `nan` / `inf` make one of the rank's gradients NaN / +inf as backward
  * finishes it, before its bucket is reduced, as a bad batch would (every rank then averages it in).
  * Must not change anything when DDP_TEST_FAULT is unset. */
@@ -22,11 +24,11 @@
 #include "train.h"
 #include "train_job.h"
 
-/* DDP_TEST_FAULT (runtime/base/test_fault.h) when it is aimed at this rank; a job's restarts run
- * clean (test_fault_get). */
+/* DDP_TEST_FAULT (runtime/base/test_fault.h) when it is aimed at this rank (RANK -1: every rank);
+ * a job's restarts run clean (test_fault_get). */
 static bool fault_here(const train_job *t, test_fault *f)
 {
-    return test_fault_get(f) && f->rank == t->ctl->rank;
+    return test_fault_get(f) && (f->rank == t->ctl->rank || f->rank == -1);
 }
 
 void train_fault_after_step(const train_job *t)
@@ -66,6 +68,13 @@ static void poison_then_ready(void *ctx, size_t offset, size_t count)
         t->fault_value = 0;
     }
     reducer_grad_ready(t->red, offset, count);
+}
+
+void train_fault_in_setup(const train_job *t)
+{
+    test_fault f;
+    if (fault_here(t, &f) && strcmp(f.kind, "setup-sleep") == 0)
+        test_fault_sleep(&f);
 }
 
 grad_ready_fn train_fault_grad_ready(train_job *t, void **ctx)

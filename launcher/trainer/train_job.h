@@ -115,6 +115,7 @@ typedef struct train_job {
 
     float fault_value;      /* test-only DDP_TEST_FAULT nan/inf: the value the next gradient gets */
     finite_record finite;   /* train_finite.c: per-step loss sums and gradient norms, what was non-finite */
+    struct dir_lock *run_lock; /* rank 0: run.dir/ddprun.lock, held while the job runs */
     FILE *metrics;          /* rank 0: run.dir/metrics.jsonl */
     char metrics_path[CFG_PATH_MAX + 32];
     long long metrics_bytes;  /* its size after the last line written whole */
@@ -136,7 +137,12 @@ int train_alloc_staging(train_job *t, ddp_err *err);
 /* train_replica.c: gathers samples t->idx[0..rows) of data into the staging buffers, uploads them
  * and describes them as b. */
 int train_stage_batch(train_job *t, const dataset *data, int64_t rows, model_batch *b, ddp_err *err);
-/* train_log.c */
+/* train_log.c. Rank 0 takes run.dir's lock (one job per run.dir, runtime/base/dir_lock.h), every
+ * rank learns the verdict; DDP_EUSAGE naming the holder when another job has it (rank 0 reports
+ * it). Called before the resume without create (a run.dir that exists is locked before its
+ * checkpoints are read; a missing one is not created by a job that may yet be refused), then with
+ * create before anything is written. */
+int train_log_lock_run_dir(train_job *t, bool create, ddp_err *err);
 int train_log_open(train_job *t, ddp_err *err);
 void train_log_header(train_job *t);
 int train_log_progress(train_job *t, double lr, ddp_err *err);
@@ -209,6 +215,8 @@ int train_finite_check_state(train_job *t, ddp_err *err);
 
 /* train_fault.c: the test-only DDP_TEST_FAULT switch. After optimizer step t->step: */
 void train_fault_after_step(const train_job *t);
+/* While the data loads: `setup-sleep` sleeps SECONDS (a mount that stopped answering). */
+void train_fault_in_setup(const train_job *t);
 /* For the last micro-step of the next optimizer step: the grad_ready callback (and its *ctx) that
  * tells the reducer of finished gradients, poisoning one first when a nan/inf fault is due. */
 grad_ready_fn train_fault_grad_ready(train_job *t, void **ctx);

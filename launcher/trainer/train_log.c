@@ -16,9 +16,27 @@
 #include <unistd.h>
 
 #include "runtime/base/clock.h"
+#include "runtime/base/dir_lock.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
 #include "train_job.h"
+
+#define RUN_DIR_LOCK "ddprun.lock"
+
+int train_log_lock_run_dir(train_job *t, bool create, ddp_err *err)
+{
+    int32_t status = DDP_OK;
+    struct stat st;
+    bool lock = t->ctl->rank == 0 && !t->run_lock && (create || stat(t->cfg->run.dir, &st) == 0);
+    if (lock && (status = dir_lock_take(t->cfg->run.dir, RUN_DIR_LOCK, t->ctl->host, &t->run_lock, err)))
+        ddp_prefix(err, "run.dir");
+    int rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
+    if (rc == DDP_OK && status != DDP_OK && t->ctl->rank != 0) {
+        err->code = status;
+        err->msg[0] = '\0'; /* rank 0 names the holder */
+    }
+    return rc != DDP_OK ? rc : status;
+}
 
 int train_log_open(train_job *t, ddp_err *err)
 {
@@ -80,6 +98,8 @@ void train_log_close(train_job *t)
     if (t->metrics)
         fclose(t->metrics);
     t->metrics = NULL;
+    dir_lock_release(t->run_lock); /* last: everything of this job in run.dir is written */
+    t->run_lock = NULL;
 }
 
 void train_log_header(train_job *t)

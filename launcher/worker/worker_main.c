@@ -5,7 +5,7 @@
  *
  * Owns the process: MPI init/finalize, the torchrun-style environment (RANK, LOCAL_RANK,
  * WORLD_SIZE, LOCAL_WORLD_SIZE), the stop requests (signals, and the cloud's preemption notice
- * watched by each node's local rank 0), and the exit code (README "Exit codes").
+ * watched by each node's local rank 0) and their deadline, and the exit code (README "Exit codes").
  * Everything else is train_run's. */
 #include <mpi.h>
 #include <pthread.h>
@@ -13,8 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "runtime/base/activity.h"
+#include "runtime/base/clock.h"
 #include "runtime/base/mpi_thread.h"
 #include "collectives/comm.h"
 #include "runtime/config/config.h"
@@ -34,13 +37,50 @@
  * directly, one in the moments before main blocks them ends the rank by the signal's default. */
 static sigset_t stop_signals;
 
+/* The stop request's deadline: ddp.timeout_s once the config is read (0 before: no deadline). A
+ * request the ranks have not agreed on by then cannot be answered — a rank is held where the stop
+ * agreement cannot reach it (an open() on a mount that stopped answering, a device call that never
+ * returns) — and ends the job from here. A rank waiting in a collective at that moment is held by
+ * a peer: it gives the holder STOP_HELD_GRACE_S to speak first and end the job, then ends it too.
+ * Of the ranks held on their own, rank 0 speaks first (the others wait STOP_RANK0_FIRST_S): it
+ * alone knows whether its last checkpoint save is complete, which makes the job's exit code. */
+static volatile double stop_timeout_s;
+static int stop_rank;
+#define STOP_HELD_GRACE_S 3
+#define STOP_RANK0_FIRST_S 1
+
+static _Noreturn void end_unanswered_stop(double waited_s)
+{
+    char doing[512];
+    bool held = activity_get(doing, sizeof doing);
+    if (held || stop_rank != 0) {
+        nanosleep(&(struct timespec){held ? STOP_HELD_GRACE_S : STOP_RANK0_FIRST_S, 0}, NULL);
+        activity_get(doing, sizeof doing);
+    }
+    int code = train_checkpoint_safe ? DDP_EPREEMPTED : DDP_ERUNTIME;
+    log_error("the stop request was not answered within %.0f s (ddp.timeout_s): this rank was %s; ending the job "
+              "(exit %d: %s)", waited_s, doing, code,
+              code == DDP_EPREEMPTED ? "the last checkpoint is complete, resume with the same command"
+              : stop_rank == 0       ? "no checkpoint of this job to resume from"
+                                     : "rank 0 knows whether a checkpoint of this job is complete");
+    _exit(code);
+}
+
 static void *stop_signal_thread(void *arg)
 {
     (void)arg;
+    double asked_at = 0;
     for (;;) {
-        int sig = 0;
-        if (sigwait(&stop_signals, &sig) == 0 && train_stop_requested < TRAIN_STOP_SIGNAL)
+        struct timespec tick = {1, 0}; /* how often the deadline is looked at */
+        if (sigtimedwait(&stop_signals, NULL, &tick) > 0 && train_stop_requested < TRAIN_STOP_SIGNAL)
             train_stop_requested = TRAIN_STOP_SIGNAL;
+        if (train_stop_requested == TRAIN_STOP_NONE || train_stop_answered)
+            continue; /* a notice or a test fault asks too: the same deadline */
+        double now = monotonic_s();
+        if (asked_at == 0)
+            asked_at = now;
+        if (stop_timeout_s > 0 && now - asked_at > stop_timeout_s)
+            end_unanswered_stop(now - asked_at);
     }
     return NULL;
 }
@@ -150,6 +190,7 @@ int main(int argc, char **argv)
     int rc = comm_mpi_create(&ctl, &err);
     if (rc == DDP_OK) {
         log_init(ctl->rank, ctl->host);
+        stop_rank = ctl->rank;
         export_torchrun_env(ctl);
         rc = check_srun_task(ctl, &err);
     }
@@ -160,11 +201,14 @@ int main(int argc, char **argv)
     }
     if (rc == DDP_OK)
         rc = comm_mpi_set_timeout(ctl, cfg.ddp.timeout_s, &err);
+    if (rc == DDP_OK)
+        stop_timeout_s = cfg.ddp.timeout_s;
     notice_watch *watch = NULL;
     if (rc == DDP_OK)
         rc = start_notice_watch(&cfg, ctl, &watch, &err);
     if (rc == DDP_OK) {
         rc = train_run(&cfg, ctl, watch, &err);
+        train_stop_answered = 1; /* the job is over: what follows is the exit itself */
         if (rc == DDP_ENONFINITE && ctl->rank != 0)
             err.msg[0] = '\0'; /* every rank agreed on the same finding; rank 0 reports it */
     }

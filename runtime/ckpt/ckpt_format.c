@@ -4,6 +4,7 @@
  * Everything is encoded explicitly little-endian, byte by byte, so files move between machines.
  * This file must not write files, create directories or decide which checkpoint to use. */
 #include "ckpt_internal.h"
+#include "runtime/base/open_input.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -322,9 +323,9 @@ static int decode_table(const char *path, reader *r, ckpt_loaded *out, uint64_t 
 /* Reads the whole file into a 64-byte aligned buffer. */
 static int slurp(const char *path, void **buf, uint64_t *size, ddp_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: cannot open: %s", path, strerror(errno));
+    int fd;
+    if (open_input(path, &fd, err) != DDP_OK)
+        return ddp_prefix(err, "checkpoint");
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;

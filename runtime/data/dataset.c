@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include "runtime/base/rng.h"
+#include "runtime/base/open_input.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u /* unsigned bytes, 3 dimensions */
 #define IDX_MAGIC_LABELS 0x00000801u /* unsigned bytes, 1 dimension */
@@ -127,12 +128,11 @@ static int idx_open(idx_file *f, const char *path, ddp_err *err)
     memset(f, 0, sizeof *f);
     f->path = path;
     errno = 0;
-    f->f = fopen(path, "rb");
-    if (!f->f) {
+    if (fopen_input(path, &f->f, err) != DDP_OK) {
         if (errno == ENOENT)
             return ddp_fail(err, DDP_EUSAGE, "%s: file not found (Fashion-MNIST is shipped by the "
                             "Debian package %s)", path, FMNIST_PACKAGE);
-        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot open: %s", path, strerror(errno));
+        return err->code;
     }
     f->in = malloc(IN_CHUNK);
     f->inflating = f->in && inflateInit2(&f->zs, 16 + MAX_WBITS) == Z_OK; /* gzip framing only */

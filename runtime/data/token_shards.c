@@ -8,6 +8,7 @@
  * Everything is decoded explicitly little-endian, byte by byte, as the checkpoint format is. It must
  * not know about ranks, batching order, models or devices, and must not print. */
 #include "token_shards.h"
+#include "runtime/base/open_input.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -156,10 +157,10 @@ static char *shard_path(const char *dir, const char *split, int64_t k)
 
 static int map_file(token_shard *sh, ddp_err *err)
 {
-    int fd = open(sh->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ddp_fail(err, errno == ENOENT ? DDP_EUSAGE : DDP_ERUNTIME, "%s: cannot open: %s", sh->path,
-                        strerror(errno));
+    int fd;
+    int orc = open_input(sh->path, &fd, err);
+    if (orc != DDP_OK)
+        return orc;
     struct stat st;
     int rc = DDP_OK;
     if (fstat(fd, &st) != 0)

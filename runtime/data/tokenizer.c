@@ -5,6 +5,7 @@
  * megabyte) and indexed once, so lookups are O(1). Header fields are decoded explicitly little-endian.
  * It must not print or encode text. */
 #include "tokenizer.h"
+#include "runtime/base/open_input.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -116,11 +117,9 @@ static int load_file(FILE *f, const char *path, tokenizer *t, ddp_err *err)
 int tokenizer_load(const char *path, tokenizer *out, ddp_err *err)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ddp_fail(err, errno == ENOENT || errno == EACCES ? DDP_EUSAGE : DDP_ERUNTIME,
-                        "%s: cannot open the tokenizer: %s (scripts/prepare-text makes it)", path,
-                        strerror(errno));
+    FILE *f;
+    if (fopen_input(path, &f, err) != DDP_OK)
+        return ddp_prefix(err, "the tokenizer (scripts/prepare-text makes it)");
     int rc = load_file(f, path, out, err);
     fclose(f);
     if (rc)

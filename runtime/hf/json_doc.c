@@ -5,6 +5,7 @@
  * the loaded nodes (JSON's literals and number grammar, string keys, no key twice in an object),
  * the lookups, and reading a small JSON file whole. Must not know what a document means. */
 #include "json_doc.h"
+#include "runtime/base/open_input.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -231,10 +232,10 @@ int json_doc_parse(json_doc *j, const char *name, const char *text, size_t len, 
 int json_doc_load_file(json_doc *j, const char *path, size_t max_bytes, ddp_err *err)
 {
     memset(j, 0, sizeof *j);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return ddp_fail(err, errno == ENOENT || errno == EACCES ? DDP_EUSAGE : DDP_ERUNTIME, "%s: cannot open: %s",
-                        path, strerror(errno));
+    FILE *f;
+    int orc = fopen_input(path, &f, err);
+    if (orc != DDP_OK)
+        return orc;
     char *text = malloc(max_bytes + 1);
     size_t n = text ? fread(text, 1, max_bytes + 1, f) : 0;
     int rc = DDP_OK;

@@ -18,6 +18,7 @@
 
 #include "runtime/base/half.h"
 #include "runtime/hf/json_doc.h"
+#include "runtime/base/open_input.h"
 
 static const struct { const char *name; st_dtype dtype; unsigned size; } dtypes[] = {
     {"F32", ST_F32, 4}, {"F16", ST_F16, 2}, {"BF16", ST_BF16, 2}};
@@ -192,10 +193,10 @@ static uint64_t get_le64(const uint8_t *p)
 
 static int map_file(const char *path, safetensors *st, ddp_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ddp_fail(err, errno == ENOENT || errno == EACCES ? DDP_EUSAGE : DDP_ERUNTIME, "%s: cannot open: %s",
-                        path, strerror(errno));
+    int fd;
+    int orc = open_input(path, &fd, err);
+    if (orc != DDP_OK)
+        return orc;
     struct stat sb;
     int rc = DDP_OK;
     if (fstat(fd, &sb) != 0)

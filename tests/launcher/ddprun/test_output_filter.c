@@ -3,7 +3,7 @@
  * tags each read of a rank's output, so a cut line arrives as "[J,R]<stdout>:start" directly
  * followed by "[J,R]<stdout>:rest\n". The repeated tag must go; another rank's fragment in the
  * middle of a line must come out as a line of its own; a line fed in pieces (ddprun's own reads of
- * mpirun's pipe) must come out whole. Output is captured through a temporary file. */
+ * mpirun's pipe) must come out whole; a line the rank tagged itself ("[rank R host] ") keeps that tag only. Output is captured through a temporary file. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,6 +47,12 @@ int main(void)
         filtered("[1,0]<stdout>:step 1 [1,1]<stdout>:step 2\n", pieces[i], out, sizeof out);
         CHECK(strcmp(out, "[rank 0] step 1 \n[rank 1] step 2\n") == 0,
               "another rank's fragment mid-line (pieces of %zu): \"%s\"", pieces[i], out);
+        filtered("[1,1]<stdout>:[rank 1 vm] warning: slow\n", pieces[i], out, sizeof out);
+        CHECK(strcmp(out, "[rank 1 vm] warning: slow\n") == 0, "a line the rank tagged itself keeps one tag "
+              "(pieces of %zu): \"%s\"", pieces[i], out);
+        filtered("[1,1]<stdout>:[rank 10 vm] note\n", pieces[i], out, sizeof out);
+        CHECK(strcmp(out, "[rank 1] [rank 10 vm] note\n") == 0, "another rank's tag is text (pieces of %zu): \"%s\"",
+              pieces[i], out);
         filtered("mpirun's own line\n", pieces[i], out, sizeof out);
         CHECK(strcmp(out, "mpirun's own line\n") == 0, "an untagged line (pieces of %zu): \"%s\"", pieces[i], out);
     }

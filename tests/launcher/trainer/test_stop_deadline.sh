@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Nothing stuck: a stop request reaches a job whose ranks are held where the stop agreement cannot
+# reach them. A FIFO (or a folder) named as a file of checkpoint.init_from is refused before it is
+# opened, naming it, so the job ends with exit 2 instead of blocking a rank in open(). Ranks held
+# outside the agreement (DDP_TEST_FAULT: every rank sleeping while the data loads, as on a mount
+# that stopped answering; every rank sleeping after a step) end the job once the stop request is
+# ddp.timeout_s old, naming the rank and what it was doing: exit 1 with no checkpoint of the job,
+# exit 75 when one is complete — and the job resumes from it.
+source "$(dirname "$0")/../../lib.sh"
+TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
+HF_SRC=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
+DATA=$TMP/data
+read -r L NH C NPOS V < <(hf_gpt2_shape "$HF_SRC")
+SHAPE=(model.gpt2.n_layer="$L" model.gpt2.n_head="$NH" model.gpt2.n_embd="$C" model.gpt2.block_size="$NPOS"
+       model.gpt2.vocab_size="$V" data.seq_len="$NPOS")
+"$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DDP_SRC/README.md" "$DATA" >/dev/null
+check "prepare-text: byte-token data" [ -f "$DATA/tokenizer.bin" ]
+
+# run_stopped LOG WAIT_FOR_CMD -- ddprun args...: starts ddprun, waits until WAIT_FOR_CMD succeeds (at
+# most 60 s), sends SIGTERM, and gives ddprun 40 s more before killing it. Sets rc and took (seconds
+# from the SIGTERM to the exit); rc 124 when it had to be killed.
+run_stopped() {
+    local log=$1 ready=$2; shift 3
+    "$DDPRUN" "$@" >"$log" 2>&1 &
+    local pid=$! i
+    for i in $(seq 600); do eval "$ready" && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    local t0=$SECONDS
+    kill -TERM $pid 2>/dev/null
+    for i in $(seq 400); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    if kill -0 $pid 2>/dev/null; then
+        kill -TERM $pid; sleep 1; kill -TERM $pid; kill -KILL $pid 2>/dev/null
+        wait $pid; rc=124
+    else
+        wait $pid; rc=$?
+    fi
+    took=$((SECONDS - t0))
+}
+
+for name in model.safetensors config.json; do
+    rm -rf "$TMP/hf" && cp -r "$HF_SRC" "$TMP/hf" && rm "$TMP/hf/$name" && mkfifo "$TMP/hf/$name"
+    run_stopped "$TMP/fifo.log" "sleep 3; true" -- -np 2 "$TINY" run.dir="$TMP/fifo" data.path="$DATA" \
+        "${SHAPE[@]}" checkpoint.init_from="$TMP/hf" ddp.timeout_s=5
+    check "$name a FIFO under init_from: exit 2 (got $rc)" [ $rc -eq 2 ]
+    check "$name a FIFO: named as one" grep -q "$TMP/hf/$name: is a FIFO, expected a regular file" "$TMP/fifo.log"
+done
+rm -rf "$TMP/hf" && cp -r "$HF_SRC" "$TMP/hf" && rm "$TMP/hf/model.safetensors" && mkdir "$TMP/hf/model.safetensors"
+"$DDPRUN" -np 2 "$TINY" run.dir="$TMP/dir" data.path="$DATA" "${SHAPE[@]}" checkpoint.init_from="$TMP/hf" \
+    >"$TMP/dir.log" 2>&1
+rc=$?
+check "a folder named model.safetensors: exit 2 (got $rc)" [ $rc -eq 2 ]
+check "a folder: named as one" grep -q "model.safetensors: is a folder, expected a regular file" "$TMP/dir.log"
+
+# every rank held while the data loads: no checkpoint of this job, exit 1 naming what it did
+export DDP_TEST_FAULT=setup-sleep:-1:0:300
+run_stopped "$TMP/held.log" "sleep 4; true" -- -np 2 "$SMALL" \
+    run.dir="$TMP/held" ddp.timeout_s=4
+check "held in setup: SIGTERM ends the job with exit 1 (got $rc)" [ $rc -eq 1 ]
+check "held in setup: within ddp.timeout_s and a few seconds (took $took s)" [ $took -le 15 ]
+check "held in setup: the rank and what it was doing named" \
+    grep -q "\[rank 0 [^]]*\] error: the stop request was not answered within [45] s (ddp.timeout_s): this rank was loading the data (data.path" "$TMP/held.log"
+check "held in setup: no checkpoint to resume from, said" grep -q "no checkpoint of this job to resume from" "$TMP/held.log"
+unset DDP_TEST_FAULT
+
+# every rank held after step 5, checkpoints at steps 2 and 4: the one of step 4 is complete, exit 75
+LONG=(train.max_steps=8 checkpoint.every_steps=2 checkpoint.resume=auto ddp.timeout_s=4 train.log_every=1)
+DDP_TEST_FAULT=sleep:-1:5:300 run_stopped "$TMP/late.log" "[ -f $TMP/late/checkpoints/ckpt-00000004.ddp ] && sleep 1" \
+    -- -np 2 "$SMALL" run.dir="$TMP/late" "${LONG[@]}"
+check "held after a checkpoint: SIGTERM ends the job with exit 75 (got $rc)" [ $rc -eq 75 ]
+check "held after a checkpoint: within ddp.timeout_s and a few seconds (took $took s)" [ $took -le 15 ]
+check "held after a checkpoint: resumable, said" grep -q "the last checkpoint is complete" "$TMP/late.log"
+"$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/late" "${LONG[@]}" >"$TMP/late2.log" 2>&1
+check "the job resumes and completes" [ $? -eq 0 ]
+check "from the checkpoint of step 4" grep -q "resumed from .*ckpt-00000004.ddp" "$TMP/late2.log"
+finish
