@@ -8,14 +8,20 @@
  * memory (device_memory_peak): nothing is added to a step's critical path.
  *
  * A rank's own work in a step is its step time less its waits: a slow rank works longer and waits
- * less, the others wait for it. The straggler rule: the check keeps the newest progress intervals
- * until they cover at least STRAGGLER_WINDOW_STEPS steps; a rank is persistently slower when, in
- * every one of them, its work per step exceeds the median of the other ranks' by more than
- * STRAGGLER_THRESHOLD of it and by more than STRAGGLER_MIN_MS (so that microseconds of jitter in a
- * tiny step are not a straggler). Rank 0 then says so once, naming the rank, its host, how much
- * slower it was over the window and how long the others waited for it per step (the median of
- * their waits less its own), and the window starts again: a straggler is named within
- * STRAGGLER_WINDOW_STEPS + 2 x train.log_every steps of its slow-down, and at most once per window.
+ * less, the others wait for it. The straggler rule: progress intervals are collected into windows
+ * of at least STRAGGLER_WINDOW_STEPS steps, one after the other. A rank is slower in a window when
+ * its work over the window exceeds the median of the other ranks' by more than STRAGGLER_THRESHOLD
+ * of it and by more than STRAGGLER_MIN_MS a step (microseconds of jitter in a tiny step are not a
+ * straggler), it worked longer than that median in at least two thirds of the window's intervals
+ * (one spike is not a slower rank), and the others' wait for it (the median of their waits less
+ * its own) costs them more than STRAGGLER_COST of their step time. A straggler is the same rank slower in
+ * STRAGGLER_WINDOWS windows in a row: two healthy ranks sharing a machine's cores take turns being
+ * 10-20 % slower, a rank slowed from outside (a throttled GPU, a noisy neighbour, a process stopped
+ * and continued) stays slower. Rank 0 then says so once, naming the rank, its host, how much slower
+ * it was over those windows and how long the others waited for it per step, and counting starts
+ * again: a straggler is named within (STRAGGLER_WINDOWS + 1) x STRAGGLER_WINDOW_STEPS + 2 x
+ * train.log_every steps of its slow-down (the window it began in counts only from the next), and
+ * at most once per STRAGGLER_WINDOWS windows.
  * Must not change training state nor write metrics.jsonl itself (train_log.c does). */
 #include <math.h>
 #include <stdlib.h>
@@ -25,23 +31,33 @@
 #include "train_job.h"
 
 #define STRAGGLER_WINDOW_STEPS 50
-#define STRAGGLER_THRESHOLD 0.10
+#define STRAGGLER_WINDOWS 3
+#define STRAGGLER_THRESHOLD 0.20
+#define STRAGGLER_COST 0.10
 #define STRAGGLER_MIN_MS 1.0
 #define WINDOW_INTERVALS_MAX (STRAGGLER_WINDOW_STEPS + 1) /* an interval holds at least one step */
 
 #define RANK_FIGURES (sizeof(rank_figures) / sizeof(double))
 
-/* A progress interval's steps and every rank's work and wait per step. */
+/* A progress interval's steps and every rank's work, wait and step time per step. */
 typedef struct window_entry {
     int64_t steps, last_step;
-    double *work_ms, *wait_ms; /* [world] */
+    double *work_ms, *wait_ms, *step_ms; /* [world] */
 } window_entry;
+
+/* The windows in a row in which the same rank was slower, summed over their steps. */
+typedef struct slow_streak {
+    int rank, windows;          /* rank -1: none */
+    int64_t steps, last_step;
+    double work, median, waited; /* ms, summed over the steps */
+} slow_streak;
 
 typedef struct train_ranks {
     char (*hosts)[64];          /* [world] */
     rank_figures *all;          /* [world]: the latest gather */
     window_entry window[WINDOW_INTERVALS_MAX];
-    int first, count;           /* ring of the newest intervals */
+    int count;                  /* intervals of the current window */
+    slow_streak streak;
     double *scratch;            /* [world] for medians */
 } train_ranks;
 
@@ -59,8 +75,10 @@ int train_ranks_open(train_job *t, ddp_err *err)
     for (int i = 0; ok && i < WINDOW_INTERVALS_MAX; i++) {
         r->window[i].work_ms = calloc((size_t)world, sizeof(double));
         r->window[i].wait_ms = calloc((size_t)world, sizeof(double));
-        ok = r->window[i].work_ms && r->window[i].wait_ms;
+        r->window[i].step_ms = calloc((size_t)world, sizeof(double));
+        ok = r->window[i].work_ms && r->window[i].wait_ms && r->window[i].step_ms;
     }
+    r->streak.rank = -1;
     if (!ok)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d ranks' figures", world);
     return t->ctl->ops->allgather(t->ctl, t->ctl->host, r->hosts, sizeof r->hosts[0], DT_UINT8, NULL, err);
@@ -74,6 +92,7 @@ void train_ranks_close(train_job *t)
     for (int i = 0; i < WINDOW_INTERVALS_MAX; i++) {
         free(r->window[i].work_ms);
         free(r->window[i].wait_ms);
+        free(r->window[i].step_ms);
     }
     free(r->hosts);
     free(r->all);
@@ -99,75 +118,85 @@ static double median_without(train_ranks *r, const double *v, int world, int ski
     return n % 2 ? r->scratch[n / 2] : 0.5 * (r->scratch[n / 2 - 1] + r->scratch[n / 2]);
 }
 
-/* Appends the latest gather to the window, dropping the oldest interval that is not needed to keep
- * STRAGGLER_WINDOW_STEPS covered. */
-static void window_add(train_ranks *r, int world, int64_t steps, int64_t last_step)
+/* Appends the latest gather to the current window; the steps the window covers now. */
+static int64_t window_add(train_ranks *r, int world, int64_t steps, int64_t last_step)
 {
-    if (r->count == WINDOW_INTERVALS_MAX) {
-        r->first = (r->first + 1) % WINDOW_INTERVALS_MAX;
-        r->count--;
-    }
-    window_entry *e = &r->window[(r->first + r->count++) % WINDOW_INTERVALS_MAX];
+    window_entry *e = &r->window[r->count++];
     e->steps = steps;
     e->last_step = last_step;
     for (int i = 0; i < world; i++) {
         e->wait_ms[i] = r->all[i].wait_ms;
+        e->step_ms[i] = r->all[i].step_ms;
         e->work_ms[i] = fmax(0, r->all[i].step_ms - r->all[i].wait_ms); /* device and host clocks differ */
     }
-    for (;;) {
-        int64_t without_oldest = 0;
-        for (int k = 1; k < r->count; k++)
-            without_oldest += r->window[(r->first + k) % WINDOW_INTERVALS_MAX].steps;
-        if (without_oldest < STRAGGLER_WINDOW_STEPS)
-            break;
-        r->first = (r->first + 1) % WINDOW_INTERVALS_MAX;
-        r->count--;
-    }
+    int64_t covered = 0;
+    for (int k = 0; k < r->count; k++)
+        covered += r->window[k].steps;
+    return covered;
 }
 
-/* Whether rank s was slower than the others in every interval of the window; its work, the others'
- * median work and their median wait less its own, each summed over the window's steps. */
-static bool persistently_slower(train_ranks *r, int world, int s, double *work, double *median, double *waited)
+/* Whether rank s was slower than the others over the window and in most of its intervals, at a
+ * cost to them; adds its work, the others' median work and their median wait less its own, each
+ * summed over the window's steps, to what *sum holds. */
+static bool slower_in_window(train_ranks *r, int world, int s, slow_streak *sum)
 {
-    *work = *median = *waited = 0;
+    slow_streak w = {0};
+    double others_step = 0;
+    int slower = 0;
     for (int k = 0; k < r->count; k++) {
-        const window_entry *e = &r->window[(r->first + k) % WINDOW_INTERVALS_MAX];
+        const window_entry *e = &r->window[k];
         double m = median_without(r, e->work_ms, world, s);
-        double excess = e->work_ms[s] - m;
-        if (!(excess > STRAGGLER_THRESHOLD * m && excess > STRAGGLER_MIN_MS))
-            return false;
         double wait = median_without(r, e->wait_ms, world, s) - e->wait_ms[s];
-        *work += e->steps * e->work_ms[s];
-        *median += e->steps * m;
-        *waited += e->steps * (wait > 0 ? wait : 0);
+        slower += e->work_ms[s] > m;
+        w.steps += e->steps;
+        w.work += e->steps * e->work_ms[s];
+        w.median += e->steps * m;
+        w.waited += e->steps * (wait > 0 ? wait : 0);
+        others_step += e->steps * median_without(r, e->step_ms, world, s);
     }
+    double excess = w.work - w.median;
+    if (!(excess > STRAGGLER_THRESHOLD * w.median && excess > STRAGGLER_MIN_MS * (double)w.steps &&
+          3 * slower >= 2 * r->count && w.waited > STRAGGLER_COST * others_step))
+        return false;
+    sum->steps += w.steps;
+    sum->work += w.work;
+    sum->median += w.median;
+    sum->waited += w.waited;
     return true;
 }
 
-static void check_stragglers(train_job *t)
+/* The window is complete: the rank slower in it (the one the others waited for longest) extends or
+ * starts the streak; STRAGGLER_WINDOWS in a row name it. */
+static void judge_window(train_job *t)
 {
     train_ranks *r = t->ranks;
     int world = t->ctl->size;
-    int64_t steps = 0;
-    for (int k = 0; k < r->count; k++)
-        steps += r->window[(r->first + k) % WINDOW_INTERVALS_MAX].steps;
-    if (world < 2 || steps < STRAGGLER_WINDOW_STEPS)
-        return;
-    bool named = false;
+    slow_streak best = {.rank = -1};
     for (int s = 0; s < world; s++) {
-        double work, median, waited;
-        if (!persistently_slower(r, world, s, &work, &median, &waited))
-            continue;
-        named = true;
-        int64_t last = r->window[(r->first + r->count - 1) % WINDOW_INTERVALS_MAX].last_step;
-        if (t->ctl->rank == 0)
-            log_warn("straggler: rank %d on host %s: %.0f %% slower than the median of the other ranks over the "
-                     "last %lld steps (steps %lld-%lld); the others wait %.1f ms a step for it", s, r->hosts[s],
-                     100 * (work - median) / median, (long long)steps, (long long)(last - steps + 1),
-                     (long long)last, waited / (double)steps);
+        slow_streak w = {.rank = s};
+        if (slower_in_window(r, world, s, &w) && (best.rank < 0 || w.waited > best.waited))
+            best = w;
     }
-    if (named)
-        r->count = 0; /* a straggler is named once per window */
+    slow_streak *st = &r->streak;
+    if (best.rank < 0 || best.rank != st->rank)
+        *st = (slow_streak){.rank = best.rank};
+    if (best.rank >= 0) {
+        st->windows++;
+        st->steps += best.steps;
+        st->work += best.work;
+        st->median += best.median;
+        st->waited += best.waited;
+        st->last_step = r->window[r->count - 1].last_step;
+    }
+    r->count = 0;
+    if (st->rank < 0 || st->windows < STRAGGLER_WINDOWS)
+        return;
+    if (t->ctl->rank == 0)
+        log_warn("straggler: rank %d on host %s: %.0f %% slower than the median of the other ranks over the "
+                 "last %lld steps (steps %lld-%lld); the others wait %.1f ms a step for it", st->rank,
+                 r->hosts[st->rank], 100 * (st->work - st->median) / st->median, (long long)st->steps,
+                 (long long)(st->last_step - st->steps + 1), (long long)st->last_step, st->waited / (double)st->steps);
+    *st = (slow_streak){.rank = -1}; /* named once per STRAGGLER_WINDOWS windows */
 }
 
 int train_ranks_gather(train_job *t, double exposed_ms, ddp_err *err)
@@ -182,10 +211,8 @@ int train_ranks_gather(train_job *t, double exposed_ms, ddp_err *err)
     int rc = t->ctl->ops->allgather(t->ctl, &me, r->all, RANK_FIGURES, DT_DOUBLE, NULL, err);
     if (rc != DDP_OK)
         return ddp_prefix(err, "gathering the per-rank figures");
-    if (counted > 0) {
-        window_add(r, t->ctl->size, counted, t->step);
-        check_stragglers(t);
-    }
+    if (counted > 0 && t->ctl->size > 1 && window_add(r, t->ctl->size, counted, t->step) >= STRAGGLER_WINDOW_STEPS)
+        judge_window(t);
     return DDP_OK;
 }
 
