@@ -4,11 +4,12 @@
 # rollover, --force (also stopped part-way by a file-size limit: OUT_DIR left as it was, the error
 # a "prepare-text: error: FILE: reason" line), and the refusals; uint32 shards (magic 20240801,
 # version 7) for a vocabulary above 65,535 (a test tokenizer handed to prepare-text's main), which
-# ddprun-worker trains on and whose ids it reads back at their exact shard positions. A Hugging Face tokenizer.json of three
-# kinds (byte-level, sentencepiece-style, and one above 65,535 ids), made by make_hf_tokenizer.py
-# with the tokenizers package: each one's shards decode back to the inputs; refusals. Without
-# tokenizers those checks are skipped (exit 77 at the end). The gpt2 checks need tiktoken and the
-# GPT-2 ranks file (scripts/setup --text); without them it exits 77 (skipped) after the others.
+# ddprun-worker trains on and whose ids it reads back at their exact shard positions. A Hugging
+# Face tokenizer.json of three kinds (byte-level, sentencepiece-style, and one above 65,535 ids),
+# made by make_hf_tokenizer.py with the tokenizers package: each one's shards decode back to the
+# inputs; refusals. Without tokenizers those checks are skipped (exit 77 at the end). The gpt2
+# checks need tiktoken and the GPT-2 ranks file (scripts/setup --text); without them it exits 77
+# (skipped) after the others.
 # DDPRUN_WORKER names the worker; without it (tests/meson.build leaves it unset in sanitized builds,
 # whose suites run no MPI jobs) the worker checks are skipped.
 set -euo pipefail
@@ -187,7 +188,8 @@ echo keep > "$TMP/b7/notes.txt"
 mkdir "$TMP/b7/sub" && echo sub > "$TMP/b7/sub/x"
 cp -a "$TMP/b7" "$TMP/b7.before"
 python3 -c 'print("0123456789" * 1000, end="")' > "$TMP/big.txt"
-if (trap '' XFSZ; ulimit -f 4; "$PREP" --tokenizer bytes --force "$TMP/big.txt" "$TMP/b7") >"$TMP/out" 2>"$TMP/err"; then
+if (trap '' XFSZ; ulimit -f 4; "$PREP" --tokenizer bytes --force "$TMP/big.txt" "$TMP/b7") \
+    >"$TMP/out" 2>"$TMP/err"; then
     fail "--force past the file-size limit succeeded"
 fi
 grep -qE "^prepare-text: error: .*/b7/train_000000\.bin: File too large$" "$TMP/err" ||

@@ -208,7 +208,8 @@ for bad in "--dtype f16" "--max-shard-mb 0" "--max-shard-mb x" "--max-shard-mb";
     refused "ckpt export --format hf $bad" "usage:" $bad "$A" "$TMP/bad"
 done
 for bad in 0 -1 1e30 nan inf 1e12x; do
-    refused "--max-shard-mb $bad" "--max-shard-mb $bad: expected a number of MB in (0, 1e12]" --max-shard-mb $bad "$A" "$TMP/bad"
+    refused "--max-shard-mb $bad" "--max-shard-mb $bad: expected a number of MB in (0, 1e12]" \
+        --max-shard-mb $bad "$A" "$TMP/bad"
 done
 "$DDPRUN" ckpt export --format llmc --dtype bf16 "$A" "$TMP/bad.bin" >/dev/null 2>"$TMP/err"
 check "--dtype with --format llmc: exit 2" [ $? -eq 2 ]
