@@ -36,9 +36,9 @@ int gpt2_hf_load_model(model *m, const char *dir, ddp_err *err);
 bool gpt2_hf_layout(const gpt2_shape *s, const param_tensor *t, int64_t dims[2], int *ndim);
 
 /* Writes a GPT-2 of this shape, its tensors (our names and layouts, float32) from src, into the
- * existing folder dir as dtype (ST_F32 or ST_BF16), shards of at most max_shard_bytes of tensor
- * data, as runtime/hf/hf_folder_write.h writes a folder; *files gets the number of safetensors
- * files. A tensor src lacks is a usage error naming it, before anything is written or removed. */
+ * folder dir (created, or replaced whole) as dtype (ST_F32 or ST_BF16), shards of at most
+ * max_shard_bytes of tensor data, as runtime/hf/hf_folder_write.h writes a folder; *files gets the
+ * number of safetensors files. A tensor src lacks is a usage error naming it, before anything is written or removed. */
 int gpt2_hf_write(const char *dir, const gpt2_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
                   gpt2_llmc_src src, void *ctx, int *files, ddp_err *err);
 

@@ -40,9 +40,10 @@ int llama_hf_load_model(model *m, const char *dir, ddp_err *err);
 bool llama_hf_vocab_rows(const char *name);
 
 /* Writes a Llama of this shape, its tensors (our names, float32: gpt2_llmc_src's contract) from
- * src, into the existing folder dir as dtype (ST_F32 or ST_BF16), shards of at most
- * max_shard_bytes of tensor data; *files gets the number of safetensors files. A tensor src lacks
- * is a usage error naming it, before anything is written or removed. */
+ * src, as the folder dir (created, or replaced whole: runtime/hf/hf_folder_write.h) as dtype
+ * (ST_F32 or ST_BF16), shards of at most max_shard_bytes of tensor data; *files gets the number
+ * of safetensors files. A tensor src lacks is a usage error naming it, before anything is written
+ * or removed. */
 int llama_hf_write(const char *dir, const llama_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
                    gpt2_llmc_src src, void *ctx, int *files, ddp_err *err);
 

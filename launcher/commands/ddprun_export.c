@@ -9,9 +9,10 @@
  * exported. The file layouts and the atomic writes are models/gpt2_llmc.c's,
  * models/gpt2_hf_write.c's and models/llama_hf_write.c's. Before anything is read, OUT is refused when it is the checkpoint
  * itself (by any path: same device and inode) or exists, unless --force; DIR when it is not a
- * folder, or holds config.json or model*.safetensors, unless --force (DIR is created, after the
- * checkpoint checked out, when missing). Runs in-process: no mpirun, no device. Must not write
- * anything but OUT or DIR's files. */
+ * folder, or holds config.json or model*.safetensors, unless --force. DIR is written whole, after
+ * the checkpoint checked out (runtime/hf/hf_folder_write.h): created when missing, else replaced,
+ * its other files kept, and left as it was by a failed export. Runs in-process: no mpirun, no
+ * device. Must not write anything but OUT or DIR (and their temporaries beside them). */
 #include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -25,6 +26,10 @@
 #include "models/gpt2_llmc.h"
 #include "models/llama_hf.h"
 
+/* 10^12 MB is 10^18 bytes: the byte count stays well inside uint64_t (1.8e19). */
+#define MAX_SHARD_MB 1e12
+#define MAX_SHARD_MB_TEXT "1e12"
+
 static const char export_usage[] =
     "usage: ddprun ckpt export --format llmc [--force] CHECKPOINT OUT.bin\n"
     "       ddprun ckpt export --format hf [--dtype f32|bf16] [--max-shard-mb N] [--force] CHECKPOINT DIR\n"
@@ -35,11 +40,12 @@ static const char export_usage[] =
     "           checkpoint.init_from;\n"
     "           DIR is created when missing\n"
     "  --dtype: the tensors' type in the hf folder: f32 (default) or bf16 (rounded to nearest even)\n"
-    "  --max-shard-mb: above N MB (10^6 bytes; decimals allowed) of tensors, the hf folder holds\n"
-    "           shards model-0000K-of-0000N.safetensors and model.safetensors.index.json (default\n"
-    "           5000, save_pretrained's 5GB)\n"
+    "  --max-shard-mb: above N MB (10^6 bytes; decimals allowed; N at most " MAX_SHARD_MB_TEXT ") of tensors,\n"
+    "           the hf folder holds shards model-0000K-of-0000N.safetensors and\n"
+    "           model.safetensors.index.json (default 5000, save_pretrained's 5GB)\n"
     "  --force: replace OUT.bin when it exists (never the checkpoint itself), or DIR's config.json\n"
-    "           and weight files\n"
+    "           and weight files (DIR's other files are kept); either is written whole beside it\n"
+    "           and renamed into place, so a failed export leaves the earlier one as it was\n"
     "  llmc exports GPT-2 checkpoints, hf GPT-2 and Llama ones\n";
 
 int gpt2_ckpt_open(const char *path, const char *use, ckpt_loaded *ck, gpt2_shape *shape, int64_t *seq_len,
@@ -100,12 +106,6 @@ static int check_output(const char *in, const char *out, bool force)
     return DDP_OK;
 }
 
-/* A file an export to DIR would replace: config.json, model*.safetensors or the index. */
-static bool export_file(const char *name)
-{
-    return !strcmp(name, HF_CONFIG) || (!strncmp(name, "model", 5) && strstr(name, ".safetensors"));
-}
-
 /* DIR is missing, or a folder holding no export's files (any, when forced). */
 static int check_folder(const char *dir, bool force)
 {
@@ -123,7 +123,7 @@ static int check_folder(const char *dir, bool force)
     }
     int rc = DDP_OK;
     for (struct dirent *e; !force && !rc && (e = readdir(d));)
-        if (export_file(e->d_name)) {
+        if (hf_export_file(e->d_name)) {
             fprintf(stderr, "ddprun ckpt export: %s already holds %s; give --force to replace the folder's model\n",
                     dir, e->d_name);
             rc = DDP_EUSAGE;
@@ -197,8 +197,6 @@ static int export_hf(const export_args *a)
     int files = 0;
     if ((rc = hf_kind(&ck, &g, &l, &arch, &err)))
         ddp_prefix(&err, "%s", a->in);
-    else if (mkdir(a->out, 0777) != 0 && errno != EEXIST)
-        rc = ddp_fail(&err, DDP_EUSAGE, "%s: cannot create: %s", a->out, strerror(errno));
     else if ((rc = !strcmp(arch, "LlamaForCausalLM")
                        ? llama_hf_write(a->out, &l, dtype, shard, ckpt_src, &ck, &files, &err)
                        : gpt2_hf_write(a->out, &g, dtype, shard, ckpt_src, &ck, &files, &err)))
@@ -267,8 +265,8 @@ static int parse_args(int argc, char **argv, export_args *x)
         return usage("--dtype %s: expected f32 or bf16", x->dtype);
     char *end = NULL;
     if (shard && (x->shard_mb = strtod(shard, &end), end == shard || *end || !(x->shard_mb > 0) ||
-                  x->shard_mb > 1e12))
-        return usage("--max-shard-mb %s: expected a number of MB above 0", shard);
+                  !(x->shard_mb <= MAX_SHARD_MB)))
+        return usage("--max-shard-mb %s: expected a number of MB in (0, " MAX_SHARD_MB_TEXT "]", shard);
     if (!x->in || !x->out)
         return usage("%s", hf ? "needs CHECKPOINT and DIR" : "needs CHECKPOINT and OUT.bin");
     return DDP_OK;

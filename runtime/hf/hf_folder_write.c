@@ -1,13 +1,11 @@
 /* hf_folder_write.c — a save_pretrained folder from laid-out tensors (see hf_folder_write.h).
  *
- * Owns the shard split (huggingface_hub's rule), the shard and index names and text, the order of
- * the writes (an earlier config.json removed first, the new one written last) and the removal of
- * an earlier export's stale weight files. The safetensors layout is safetensors_write.c's, the
- * tensors' names and layouts the model writer's. Must not know any model. */
+ * Owns the shard split (huggingface_hub's rule), the shard and index names and text, and which
+ * names are an export's; the folder itself is written whole by runtime/base/replace_dir.h. The
+ * safetensors layout is safetensors_write.c's, the tensors' names and layouts the model writer's.
+ * Must not know any model. */
 #include "hf_folder_write.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +14,14 @@
 #define FILE_NAME_MAX 64
 
 typedef struct folder {
-    const char *dir;
+    const char *dir;           /* the temporary folder being filled */
     const st_out_tensor *t;
     int n;
     st_dtype dtype;
     int *shard;                /* per tensor: its file, 0-based */
     int n_shards;
+    replace_file_stream_writer write_config;
+    void *config_ctx;
 } folder;
 
 static uint64_t tensor_bytes(const folder *x, int i)
@@ -114,50 +114,31 @@ static int write_index(FILE *f, void *ctx, ddp_err *err)
     return DDP_OK;
 }
 
-/* ---- an earlier export's files ------------------------------------------------------------ */
-
-/* An earlier export's weight file this one did not write: model.safetensors, the index, or a
- * model-K-of-N.safetensors shard of another split. */
-static bool stale(const folder *x, const char *name)
-{
-    int k, n, end = 0;
-    bool shard = sscanf(name, "model-%5d-of-%5d.safetensors%n", &k, &n, &end) == 2 && end &&
-                 !name[end] && strlen(name) == strlen("model-00001-of-00001.safetensors");
-    if (x->n_shards == 1)
-        return shard || !strcmp(name, HF_INDEX);
-    return !strcmp(name, HF_WEIGHTS) || (shard && (n != x->n_shards || k < 1 || k > n));
-}
-
-static int remove_stale(const folder *x, ddp_err *err)
-{
-    DIR *d = opendir(x->dir);
-    if (!d)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot list: %s", x->dir, strerror(errno));
-    int rc = DDP_OK;
-    for (struct dirent *e; !rc && (e = readdir(d));) {
-        char path[4096 + 256];
-        snprintf(path, sizeof path, "%s/%s", x->dir, e->d_name);
-        if (stale(x, e->d_name) && unlink(path) != 0)
-            rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot remove an earlier export's file: %s", path, strerror(errno));
-    }
-    closedir(d);
-    return rc;
-}
-
-static int remove_config(const folder *x, ddp_err *err)
-{
-    char path[4096 + FILE_NAME_MAX];
-    snprintf(path, sizeof path, "%s/%s", x->dir, HF_CONFIG);
-    if (unlink(path) != 0 && errno != ENOENT)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot remove the earlier export's: %s", path, strerror(errno));
-    return DDP_OK;
-}
-
 static int write_json(const folder *x, const char *name, replace_file_stream_writer w, void *ctx, ddp_err *err)
 {
     char path[4096 + FILE_NAME_MAX];
     snprintf(path, sizeof path, "%s/%s", x->dir, name);
     return replace_file_stream(path, w, ctx, err);
+}
+
+bool hf_export_file(const char *name)
+{
+    return !strcmp(name, HF_CONFIG) || (!strncmp(name, "model", 5) && strstr(name, ".safetensors"));
+}
+
+/* Every file into the empty temporary folder dir (replace_dir's writer), config.json last. */
+static int write_folder(const char *dir, void *ctx, ddp_err *err)
+{
+    folder *x = ctx;
+    x->dir = dir;
+    int rc = DDP_OK;
+    for (int k = 0; !rc && k < x->n_shards; k++)
+        rc = write_shard(x, k, err);
+    if (!rc && x->n_shards > 1)
+        rc = write_json(x, HF_INDEX, write_index, x, err);
+    if (!rc)
+        rc = write_json(x, HF_CONFIG, x->write_config, x->config_ctx, err);
+    return rc;
 }
 
 int hf_folder_write(const char *dir, const st_out_tensor *tensors, int n, st_dtype dtype, uint64_t max_shard_bytes,
@@ -166,19 +147,12 @@ int hf_folder_write(const char *dir, const st_out_tensor *tensors, int n, st_dty
     if (dtype != ST_F32 && dtype != ST_BF16)
         return ddp_fail(err, DDP_EUSAGE, "%s: exporting %s is not supported (F32 or BF16)", dir,
                         safetensors_dtype_name(dtype));
-    folder x = {.dir = dir, .t = tensors, .n = n, .dtype = dtype, .shard = calloc((size_t)n + 1, sizeof(int))};
+    folder x = {.t = tensors, .n = n, .dtype = dtype, .shard = calloc((size_t)n + 1, sizeof(int)),
+                .write_config = write_config, .config_ctx = ctx};
     if (!x.shard)
         return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", dir);
     split(&x, max_shard_bytes);
-    int rc = remove_config(&x, err);
-    for (int k = 0; !rc && k < x.n_shards; k++)
-        rc = write_shard(&x, k, err);
-    if (!rc && x.n_shards > 1)
-        rc = write_json(&x, HF_INDEX, write_index, &x, err);
-    if (!rc)
-        rc = write_json(&x, HF_CONFIG, write_config, ctx, err);
-    if (!rc)
-        rc = remove_stale(&x, err);
+    int rc = replace_dir(dir, write_folder, hf_export_file, &x, err);
     if (!rc)
         *files = x.n_shards;
     free(x.shard);

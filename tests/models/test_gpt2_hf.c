@@ -12,12 +12,14 @@
  * The export (models/gpt2_hf_write.c) of the imported parameters: the fixture's model.safetensors
  * byte for byte and a config.json of the same shape; sharded, imported back bit for bit; in bf16,
  * imported back as each float32 rounded to nearest even; a tensor the source lacks refused naming
- * it, nothing written; a sharded export failing part-way over an earlier one leaves no config.json,
- * so the folder is refused. */
+ * it, nothing written; a sharded export failing part-way (a file-size limit) over an earlier one
+ * leaves that one byte for byte as it was. */
 #include "tests/check.h"
 #include "tests/fixture.h"
 
 #include <math.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -220,6 +222,55 @@ static const char *export_dir(const char *name)
     return dir;
 }
 
+/* One file of dir, equal to the same file of ref. */
+static bool same_file(const char *dir, const char *ref, const char *name)
+{
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/%s", dir, name), snprintf(b, sizeof b, "%s/%s", ref, name);
+    return same_bytes(a, b);
+}
+
+/* A whole export beside a file of the user's, then a sharded one over it that a file-size limit
+ * (RLIMIT_FSIZE, SIGXFSZ ignored: write fails with EFBIG, as on a full disk) stops part-way: the
+ * earlier export and the user's file are as they were, no temporary folder is left, and an
+ * unhindered sharded export then replaces it, keeping the user's file. */
+static void broken_export(model *m, host_params *h)
+{
+    ddp_err err = {0};
+    int files = 0;
+    const char *ref = "export-ref", *name = "export-broken";
+    char dir[512], notes[600], tmpdir[600];
+    CHECK(gpt2_hf_write(export_dir(ref), &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, h, &files, &err) == DDP_OK,
+          "export: %s", err.msg);
+    snprintf(dir, sizeof dir, "%s", export_dir(name));
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, h, &files, &err) == DDP_OK,
+          "export: %s", err.msg);
+    snprintf(notes, sizeof notes, "%s/notes.txt", dir);
+    FILE *f = fopen(notes, "w");
+    CHECK(f && fputs("keep\n", f) >= 0 && fclose(f) == 0, "%s", notes);
+
+    struct rlimit saved, small;
+    CHECK(getrlimit(RLIMIT_FSIZE, &saved) == 0, "getrlimit");
+    small = (struct rlimit){.rlim_cur = 2048, .rlim_max = saved.rlim_max};
+    void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+    CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0, "setrlimit");
+    int rc = gpt2_hf_write(dir, &shape, ST_F32, m->n_params, host_src, h, &files, &err);
+    CHECK(setrlimit(RLIMIT_FSIZE, &saved) == 0, "setrlimit back");
+    signal(SIGXFSZ, was);
+    CHECK(rc == DDP_ERUNTIME, "an export past the file-size limit fails (rc %d)", rc);
+    CHECK_STR_CONTAINS(err.msg, "File too large");
+    CHECK(same_file(dir, export_dir(ref), "config.json") && same_file(dir, export_dir(ref), "model.safetensors"),
+          "the earlier export's config.json and model.safetensors byte for byte as they were");
+    snprintf(tmpdir, sizeof tmpdir, "%s/.%s.tmp.%ld", tmp, name, (long)getpid());
+    CHECK(access(notes, F_OK) == 0 && access(tmpdir, F_OK) != 0, "the user's file kept, no %s left", tmpdir);
+
+    CHECK(gpt2_hf_write(dir, &shape, ST_F32, m->n_params, host_src, h, &files, &err) == DDP_OK, "sharded: %s",
+          err.msg);
+    snprintf(tmpdir, sizeof tmpdir, "%s/model.safetensors", dir);
+    CHECK(files > 1 && access(tmpdir, F_OK) != 0 && access(notes, F_OK) == 0,
+          "replaced by %d shards: the earlier model.safetensors gone, the user's file kept", files);
+}
+
 static void test_export(void)
 {
     model *m = build(), *back = build();
@@ -245,18 +296,7 @@ static void test_export(void)
     CHECK(!memcmp(p, q, m->n_params * sizeof *p), "sharded export imported back bit for bit");
     free(q);
 
-    dir = export_dir("export-broken"); /* a whole export, then a sharded one failing at its second shard */
-    int shards = files;
-    CHECK(gpt2_hf_write(dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
-          "export: %s", err.msg);
-    snprintf(a, sizeof a, "%s/model-00002-of-%05d.safetensors", dir, shards);
-    mkdir(a, 0777);
-    CHECK(gpt2_hf_write(dir, &shape, ST_F32, m->n_params, host_src, &h, &files, &err) != DDP_OK,
-          "a shard that cannot be written");
-    CHECK_STR_CONTAINS(err.msg, a);
-    snprintf(a, sizeof a, "%s/config.json", dir);
-    CHECK(access(a, F_OK) != 0, "the earlier export's config.json removed, so the half-written folder is no model");
-    CHECK(gpt2_hf_load_model(back, dir, &err) == DDP_EUSAGE, "the half-written folder refused");
+    broken_export(m, &h);
 
     dir = export_dir("export-bf16");
     CHECK(gpt2_hf_write(dir, &shape, ST_BF16, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,

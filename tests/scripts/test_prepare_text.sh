@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # tests/scripts/test_prepare_text.sh [PROJECT_ROOT] — scripts/prepare-text: llm.c shard and tokenizer.bin
 # headers, train+val decoding back to the input bytes through tokenizer.bin, the val split, shard
-# rollover, --force, and the refusals; uint32 shards (magic 20240801, version 7) for a vocabulary
-# above 65,535 (a test tokenizer handed to prepare-text's main), which ddprun-worker trains on and
-# whose ids it reads back at their exact shard positions. A Hugging Face tokenizer.json of three
-# kinds (byte-level, sentencepiece-style, and one above 65,535 ids), made by make_hf_tokenizer.py
-# with the tokenizers package: each one's shards decode back to the inputs; refusals. Without
-# tokenizers those checks are skipped (exit 77 at the end). The gpt2 checks need tiktoken and the
-# GPT-2 ranks file (scripts/setup --text); without them it exits 77 (skipped) after the others.
+# rollover, --force (also stopped part-way by a file-size limit: OUT_DIR left as it was, the error
+# a "prepare-text: error: FILE: reason" line), and the refusals; uint32 shards (magic 20240801,
+# version 7) for a vocabulary above 65,535 (a test tokenizer handed to prepare-text's main), which
+# ddprun-worker trains on and whose ids it reads back at their exact shard positions. A Hugging
+# Face tokenizer.json of three kinds (byte-level, sentencepiece-style, and one above 65,535 ids),
+# made by make_hf_tokenizer.py with the tokenizers package: each one's shards decode back to the
+# inputs; refusals. Without tokenizers those checks are skipped (exit 77 at the end). The gpt2
+# checks need tiktoken and the GPT-2 ranks file (scripts/setup --text); without them it exits 77
+# (skipped) after the others.
 # DDPRUN_WORKER names the worker; without it (tests/meson.build leaves it unset in sanitized builds,
 # whose suites run no MPI jobs) the worker checks are skipped.
 set -euo pipefail
@@ -173,6 +175,38 @@ ok "uint32 shards for a vocabulary of 65792 decode to the input"
 expect_refusal "an id outside the tokenizer's vocabulary" "token id 65792, outside its vocabulary of 65792" \
     wide --bad-id "$A" "$TMP/w2"
 [ ! -e "$TMP/w2" ] || fail "a refused wide run left $TMP/w2 behind"
+
+# --force stopped part-way by a file-size limit (write fails with EFBIG, as on a full disk) over
+# the wide tokenizer's folder: the bytes tokenizer's tokenizer.bin (1,536 bytes, the old one's
+# differs) fits under `ulimit -f 4`, the first shard of a 10,000-byte input does not. OUT_DIR,
+# with a file and a folder of the user's, stays byte for byte as it was (not the new tokenizer
+# beside the old shards); no temporary folder is left; the error names the shard, no traceback.
+# Then an unhindered --force replaces the outputs (the old uint32 shards of 97 tokens gone), keeps
+# the user's file and folder, and keeps a linked OUT_DIR a link.
+wide --shard-tokens 97 "$A" "$B" "$TMP/b7" >/dev/null
+echo keep > "$TMP/b7/notes.txt"
+mkdir "$TMP/b7/sub" && echo sub > "$TMP/b7/sub/x"
+cp -a "$TMP/b7" "$TMP/b7.before"
+python3 -c 'print("0123456789" * 1000, end="")' > "$TMP/big.txt"
+if (trap '' XFSZ; ulimit -f 4; "$PREP" --tokenizer bytes --force "$TMP/big.txt" "$TMP/b7") \
+    >"$TMP/out" 2>"$TMP/err"; then
+    fail "--force past the file-size limit succeeded"
+fi
+grep -qE "^prepare-text: error: .*/b7/train_000000\.bin: File too large$" "$TMP/err" ||
+    fail "--force past the file-size limit: expected 'prepare-text: error: FILE: reason': $(cat "$TMP/err")"
+! grep -q Traceback "$TMP/err" || fail "--force past the file-size limit: a traceback: $(cat "$TMP/err")"
+diff -r "$TMP/b7.before" "$TMP/b7" >&2 || fail "--force past the file-size limit changed $TMP/b7"
+[ -z "$(ls -A "$TMP" | grep '^\.b7\.')" ] || fail "temporary folder left: $(ls -A "$TMP" | grep '^\.b7\.')"
+ok "--force stopped part-way: OUT_DIR as it was, no temporary folder: $(cat "$TMP/err")"
+ln -s b7 "$TMP/b7-link"
+"$PREP" --tokenizer bytes --force "$TMP/big.txt" "$TMP/b7-link" >/dev/null
+[ -L "$TMP/b7-link" ] || fail "--force through a link replaced the link"
+cmp -s "$TMP/b7/notes.txt" "$TMP/b7.before/notes.txt" && diff -r "$TMP/b7/sub" "$TMP/b7.before/sub" ||
+    fail "--force lost the user's notes.txt or sub/"
+rm -r "$TMP/b7/notes.txt" "$TMP/b7/sub"
+check "$TMP/b7" 256 -1 0.05 100000000 "$TMP/big.txt"
+[ -z "$(ls -A "$TMP" | grep '^\.b7')" ] || fail "temporary or old folder left: $(ls -A "$TMP" | grep '^\.b7')"
+ok "--force through a link: outputs replaced, stale shards gone, the user's file and folder kept"
 
 # ddprun reads them (when DDPRUN_WORKER is set): a tiny GPT-2 over the 65792 ids counts every
 # train window and trains three steps. Then the reader's ids and positions: a third document whose

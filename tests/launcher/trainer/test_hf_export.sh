@@ -11,8 +11,12 @@
 #    sharded (--max-shard-mb) into the files and index huggingface_hub's split names (the split
 #    computed here), each read back, and imported back byte-identical; --force replacing a sharded
 #    export by one file removes the stale shards and index;
+#  - --force stopped part-way (a file-size limit) leaves the earlier export and the user's files in
+#    DIR byte for byte as they were, no temporary folder; an unhindered one keeps the user's files,
+#    also through a symbolic link to DIR;
 #  - refused with exit 2, nothing written: a folder already holding config.json or a shard, a path
-#    that is a file, an MLP checkpoint (and the missing folder is not created), bad flag values.
+#    that is a file, an MLP checkpoint (and the missing folder is not created), bad flag values
+#    (--max-shard-mb out of range saying the range).
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 HF=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
@@ -142,6 +146,37 @@ check "--force: one file over a sharded export" [ $? -eq 0 ]
 check "the stale shards and index removed" [ "$(ls "$TMP/hs")" = "$(printf 'config.json\nmodel.safetensors')" ]
 check "the file the float32 export's" cmp "$TMP/hs/model.safetensors" "$TMP/h32/model.safetensors"
 
+# ---- --force writes the whole folder beside DIR and renames it into place ------------------
+# DIR of an earlier export and the user's own files (a file, a folder) as the test's snapshot;
+# a --force export that a file-size limit stops part-way (SIGXFSZ ignored: write fails with
+# EFBIG, as on a full disk; the first shard fits, a later one does not) leaves DIR byte for byte as
+# it was and no temporary folder; then one that succeeds replaces the export, keeping the user's
+# files, also through a symbolic link to DIR (the link stays a link).
+K=$TMP/keep
+export_hf "$A" "$K" >/dev/null 2>&1 && echo keep >"$K/notes.txt" && mkdir "$K/sub" && echo sub >"$K/sub/x"
+check "an export beside the user's files" [ $? -eq 0 ]
+cp -a "$K" "$TMP/keep.before"
+LIMIT2=0.2 # MB: three shards, the second the largest (the limit: the first one's size)
+export_hf --max-shard-mb $LIMIT2 "$A" "$TMP/probe" >/dev/null 2>&1
+KB=$(( ($(stat -c %s "$TMP"/probe/model-00001-of-*.safetensors) + 1023) / 1024 ))
+largest=$(stat -c %s "$TMP"/probe/model-*.safetensors | sort -n | tail -n 1)
+check "a later shard above the first's $KB KiB" [ "$largest" -gt $((KB * 1024)) ]
+(trap '' XFSZ; ulimit -f $KB; export_hf --force --max-shard-mb $LIMIT2 "$A" "$K") >/dev/null 2>"$TMP/err"
+rc=$?
+check "--force stopped part-way by a file-size limit: exit 1 (got $rc)" [ $rc -eq 1 ]
+check "naming a later shard and the reason" grep -qE "model-0000[2-9]-of-.*File too large" "$TMP/err"
+check "DIR byte for byte as it was" diff -r "$TMP/keep.before" "$K"
+check "no temporary folder left" [ -z "$(ls -A "$TMP" | grep '^\.keep\.')" ]
+ln -s keep "$TMP/keep-link"
+export_hf --force --max-shard-mb $LIMIT2 "$A" "$TMP/keep-link" >/dev/null 2>"$TMP/err"
+check "--force through a link to DIR, sharded: exit 0" [ $? -eq 0 ]
+check "the link still a link" [ -L "$TMP/keep-link" ]
+check "the earlier model.safetensors gone, shards and index there" \
+    bash -c '[ ! -e "$1/model.safetensors" ] && [ -f "$1/model.safetensors.index.json" ]' _ "$K"
+check "the user's file and folder kept" bash -c 'cmp "$1/notes.txt" "$2/notes.txt" && diff -r "$1/sub" "$2/sub"' \
+    _ "$TMP/keep.before" "$K"
+check "no temporary or old folder left" [ -z "$(ls -A "$TMP" | grep '^\.keep')" ]
+
 # ---- refusals ------------------------------------------------------------------------------
 refused() { # DESCRIPTION PATTERN ARGS...: exit 2, stderr matching PATTERN
     local what=$1 pattern=$2; shift 2
@@ -171,6 +206,10 @@ refused "an MLP checkpoint" "checkpoint of mlp .*only GPT-2 and Llama checkpoint
 check "and the folder not created" [ ! -e "$TMP/mlp-hf" ]
 for bad in "--dtype f16" "--max-shard-mb 0" "--max-shard-mb x" "--max-shard-mb"; do
     refused "ckpt export --format hf $bad" "usage:" $bad "$A" "$TMP/bad"
+done
+for bad in 0 -1 1e30 nan inf 1e12x; do
+    refused "--max-shard-mb $bad" "--max-shard-mb $bad: expected a number of MB in (0, 1e12]" \
+        --max-shard-mb $bad "$A" "$TMP/bad"
 done
 "$DDPRUN" ckpt export --format llmc --dtype bf16 "$A" "$TMP/bad.bin" >/dev/null 2>"$TMP/err"
 check "--dtype with --format llmc: exit 2" [ $? -eq 2 ]

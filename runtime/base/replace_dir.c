@@ -1,0 +1,210 @@
+/* replace_dir.c — a folder written whole or not at all (replace_dir.h). Owns the temporary and
+ * aside names, the carrying of the old folder's other entries, the swap and the removals; the
+ * contents are the caller's writer's. Must not touch the old folder's entries until the new
+ * contents are durable, and then only to move unlinkable ones across (undone if the swap fails). */
+#include "replace_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dirs.h"
+#include "log.h"
+
+typedef struct swap {
+    const char *path;           /* as the caller named it, for messages */
+    char target[PATH_MAX];      /* the folder replaced: path, a link resolved */
+    char parent[PATH_MAX];
+    char tmp[PATH_MAX + 64], aside[PATH_MAX + 64];
+    bool exists;
+    mode_t mode;
+    replace_dir_claims claims;
+    char **moved;               /* entries moved from target into tmp, to move back on failure */
+    int n_moved;
+} swap;
+
+static int path_join(char *out, size_t size, const char *dir, const char *name)
+{
+    return snprintf(out, size, "%s/%s", dir, name) >= (int)size ? -1 : 0;
+}
+
+/* target, parent and the temporary names from path: what exists resolved (realpath), a missing
+ * path taken as named less its trailing slashes. */
+static int resolve(swap *x, ddp_err *err)
+{
+    struct stat st;
+    if (stat(x->path, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            return ddp_fail(err, DDP_EUSAGE, "%s: exists and is not a folder", x->path);
+        if (!realpath(x->path, x->target))
+            return ddp_fail(err, DDP_ERUNTIME, "%s: cannot resolve: %s", x->path, strerror(errno));
+        x->exists = true, x->mode = st.st_mode & 07777;
+    } else if (errno != ENOENT) {
+        return ddp_fail(err, DDP_EUSAGE, "%s: %s", x->path, strerror(errno));
+    } else if (snprintf(x->target, sizeof x->target, "%s", x->path) >= (int)sizeof x->target) {
+        return ddp_fail(err, DDP_EUSAGE, "%.200s...: path too long", x->path);
+    }
+    for (size_t n = strlen(x->target); n > 1 && x->target[n - 1] == '/';)
+        x->target[--n] = '\0';
+    const char *slash = strrchr(x->target, '/'), *base = slash ? slash + 1 : x->target;
+    if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+        return ddp_fail(err, DDP_EUSAGE, "%s: cannot replace this folder (name one by its own name)", x->path);
+    int dir_len = slash ? (slash == x->target ? 1 : (int)(slash - x->target)) : 1;
+    snprintf(x->parent, sizeof x->parent, "%.*s", dir_len, slash ? x->target : ".");
+    if (snprintf(x->tmp, sizeof x->tmp, "%s/.%s.tmp.%ld", x->parent, base, (long)getpid()) >= (int)sizeof x->tmp ||
+        snprintf(x->aside, sizeof x->aside, "%s/.%s.old.%ld", x->parent, base, (long)getpid()) >= (int)sizeof x->aside)
+        return ddp_fail(err, DDP_EUSAGE, "%.200s...: path too long", x->path);
+    return DDP_OK;
+}
+
+static int create_temp(const swap *x, ddp_err *err)
+{
+    if (mkdir(x->tmp, 0777) != 0)
+        return ddp_fail(err, errno == ENOENT || errno == EACCES || errno == ENOTDIR || errno == EROFS ? DDP_EUSAGE
+                                                                                                   : DDP_ERUNTIME,
+                        "%s: cannot create the temporary folder %s: %s", x->path, x->tmp, strerror(errno));
+    if (x->exists && chmod(x->tmp, x->mode) != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: chmod: %s", x->tmp, strerror(errno));
+    return DDP_OK;
+}
+
+/* An entry of the old folder the new one takes over: not claimed, not written anew. *dst gets
+ * its name in the temporary folder. */
+static bool carried(const swap *x, const char *name, char *src, char *dst, size_t size)
+{
+    struct stat st;
+    if (!strcmp(name, ".") || !strcmp(name, "..") || x->claims(name))
+        return false;
+    if (path_join(src, size, x->target, name) || path_join(dst, size, x->tmp, name))
+        return false;
+    return lstat(dst, &st) != 0;
+}
+
+/* Links the old folder's carried non-folders into the temporary one (with move, also moves
+ * those left: folders, and anything link() refused). */
+static int carry(swap *x, bool move, ddp_err *err)
+{
+    DIR *d = opendir(x->target);
+    if (!d)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot list: %s", x->path, strerror(errno));
+    int rc = DDP_OK;
+    char src[PATH_MAX + 256], dst[PATH_MAX + 320];
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        struct stat st;
+        if (!carried(x, e->d_name, src, dst, sizeof src) || lstat(src, &st) != 0)
+            continue;
+        if (!move) {
+            if (!S_ISDIR(st.st_mode))
+                (void)!linkat(AT_FDCWD, src, AT_FDCWD, dst, 0); /* what fails is moved at the swap */
+            continue;
+        }
+        char **grown = realloc(x->moved, (size_t)(x->n_moved + 1) * sizeof *grown);
+        if (!grown) {
+            rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", x->path);
+            break;
+        }
+        x->moved = grown;
+        if (!(grown[x->n_moved] = strdup(e->d_name)))
+            rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", x->path);
+        else if (rename(src, dst) != 0) {
+            rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot move %s into the new folder: %s", x->path, e->d_name,
+                          strerror(errno));
+            free(grown[x->n_moved]);
+        } else {
+            x->n_moved++;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+static void move_back(swap *x)
+{
+    char src[PATH_MAX + 320], dst[PATH_MAX + 256];
+    for (int i = 0; i < x->n_moved; i++)
+        if (!path_join(src, sizeof src, x->tmp, x->moved[i]) && !path_join(dst, sizeof dst, x->target, x->moved[i]) &&
+            rename(src, dst) != 0)
+            log_warn("%s: cannot move %s back from %s: %s", x->path, x->moved[i], x->tmp, strerror(errno));
+}
+
+/* Unlinks dir's entries (files only: the folders in it were moved back) and dir itself. */
+static int remove_flat(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : -1;
+    char path[PATH_MAX + 320];
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !path_join(path, sizeof path, dir, e->d_name))
+            (void)unlink(path);
+    closedir(d);
+    return rmdir(dir);
+}
+
+/* The new folder into place; the old one's path in *old (NULL when there was none). */
+static int exchange(const swap *x, const char **old, ddp_err *err)
+{
+    *old = NULL;
+    if (!x->exists) {
+        if (rename(x->tmp, x->target) != 0)
+            return ddp_fail(err, DDP_ERUNTIME, "%s: cannot rename %s into place: %s", x->path, x->tmp, strerror(errno));
+        return DDP_OK;
+    }
+#ifdef RENAME_EXCHANGE
+    if (renameat2(AT_FDCWD, x->tmp, AT_FDCWD, x->target, RENAME_EXCHANGE) == 0) {
+        *old = x->tmp;
+        return DDP_OK;
+    }
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot exchange it with %s: %s", x->path, x->tmp, strerror(errno));
+#endif
+    if (rename(x->target, x->aside) != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot rename it aside to %s: %s", x->path, x->aside, strerror(errno));
+    if (rename(x->tmp, x->target) != 0) {
+        int e = errno;
+        if (rename(x->aside, x->target) != 0)
+            log_warn("%s: cannot rename the old folder back from %s: %s", x->path, x->aside, strerror(errno));
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot rename %s into place: %s", x->path, x->tmp, strerror(e));
+    }
+    *old = x->aside;
+    return DDP_OK;
+}
+
+int replace_dir(const char *path, replace_dir_writer write, replace_dir_claims claims, void *ctx, ddp_err *err)
+{
+    swap x = {.path = path, .claims = claims};
+    int rc = resolve(&x, err);
+    if (!rc)
+        rc = create_temp(&x, err);
+    if (rc)
+        return rc;
+    const char *old = NULL;
+    rc = write(x.tmp, ctx, err);
+    if (!rc && x.exists)
+        rc = carry(&x, false, err);
+    if (!rc && x.exists)
+        rc = carry(&x, true, err);
+    if (!rc)
+        rc = dir_fsync(x.tmp, err);
+    if (!rc)
+        rc = exchange(&x, &old, err);
+    if (rc) {
+        move_back(&x);
+        if (remove_flat(x.tmp) != 0)
+            log_warn("%s: cannot remove the temporary folder %s: %s", path, x.tmp, strerror(errno));
+    } else {
+        rc = dir_fsync(x.parent, err); /* the new folder is in place either way */
+        if (old && remove_flat(old) != 0)
+            log_warn("%s: replaced; the old folder, now %s, could not be removed: %s", path, old, strerror(errno));
+    }
+    for (int i = 0; i < x.n_moved; i++)
+        free(x.moved[i]);
+    free(x.moved);
+    return rc;
+}

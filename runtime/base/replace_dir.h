@@ -1,0 +1,35 @@
+/* replace_dir.h — a folder written whole or not at all, as replace_file.h writes a file: the
+ * contents go to a temporary folder beside it (".NAME.tmp.PID", same parent, so the same
+ * filesystem), which is renamed into place only when every file in it is written and fsync'd. On any
+ * failure before that rename the temporary folder is removed and an existing folder is untouched.
+ *
+ * An existing folder keeps what the new contents do not replace: each of its entries that the
+ * caller's predicate does not claim and the writer did not write is carried into the new folder,
+ * files and links as hard links (the old folder unchanged), folders and whatever cannot be linked
+ * moved in just before the swap (and moved back if the swap fails). The swap is one
+ * renameat2(RENAME_EXCHANGE), so PATH always names a whole folder; where the filesystem cannot
+ * exchange (EINVAL, ENOSYS), the old folder is renamed aside (".NAME.old.PID") and the new one into
+ * place, and for that moment PATH does not exist. The old folder is then removed. A symbolic link
+ * PATH keeps pointing where it did: the folder it resolves to is replaced. The new folder gets the
+ * old one's permission bits (not its owner). A process killed mid-write leaves its temporary
+ * folder behind (PATH itself is whole). Must not write anything outside PATH and its temporaries. */
+#ifndef DDP_REPLACE_DIR_H
+#define DDP_REPLACE_DIR_H
+
+#include <stdbool.h>
+
+#include "err.h"
+
+/* Writes the contents, files only, into the empty folder dir; DDP_OK or err filled. */
+typedef int (*replace_dir_writer)(const char *dir, void *ctx, ddp_err *err);
+/* True for an entry of the old folder the new contents replace (left behind, even when the writer
+ * did not write that name: an earlier export's stale shard). */
+typedef bool (*replace_dir_claims)(const char *name);
+
+/* DDP_OK once path is a folder holding what write wrote (and the old folder's unclaimed entries),
+ * durably. DDP_EUSAGE when path exists but is not a folder, or its parent is missing or not
+ * writable; DDP_ERUNTIME naming the path, the call and strerror for any other failure; the
+ * writer's own code when it fails. Removing the old folder after the swap only warns on failure. */
+int replace_dir(const char *path, replace_dir_writer write, replace_dir_claims claims, void *ctx, ddp_err *err);
+
+#endif
