@@ -73,10 +73,12 @@ static const char usage_text[] =
     "  -H h1:8,h2:8         hosts and slots, passed to mpirun -H\n"
     "  --hostfile FILE      Open MPI hostfile (`host slots=N` lines), passed to mpirun\n"
     "  --host-discovery CMD run CMD at the start and before each restart: it prints `host:slots`\n"
-    "                       lines; every host listed is used (instead of -np, -H, --hostfile)\n"
+    "                       lines; the hosts are used in that order (instead of -np, -H, --hostfile),\n"
+    "                       at most 256 hosts; lines of up to 510 bytes; 30 s for each run of CMD\n"
     "  --min-np N           with --host-discovery: wait for at least N slots (default 1), running\n"
     "                       CMD again every 2 s for up to --discovery-wait S seconds (default 60)\n"
-    "  --max-np N           with --host-discovery: use at most N slots\n"
+    "  --max-np N           with --host-discovery: use at most N slots (the first hosts listed;\n"
+    "                       the lines after them are not read)\n"
     "  --max-restarts N     restart a failed job up to N times (default 0); ranks see\n"
     "                       DDPRUN_RESTART_COUNT and DDPRUN_MAX_RESTARTS\n"
     "  --dry-run            print the mpirun command line and exit\n"
@@ -89,7 +91,8 @@ static const char usage_text[] =
     "(without -H/--hostfile). Sets OMP_NUM_THREADS = max(1, cores / ranks per node) unless set.\n"
     "Ranks get RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE. Output lines are tagged [rank R].\n"
     "SIGINT/SIGTERM: ranks get the checkpoint signal (checkpoint.signal, default SIGUSR1), save and\n"
-    "exit 75; a second SIGINT/SIGTERM stops the job at once.\n"
+    "exit 75; a second SIGINT/SIGTERM stops the job at once. Before the job starts (also while\n"
+    "--host-discovery waits or its CMD runs, which is ended): nothing is started, exit 75.\n"
     "Exit codes: 0 success, 1 failure, 2 usage/config error, 65 non-finite training (nothing saved\n"
     "from it), 75 preempted after a checkpoint.\n"
     "Environment: MPI_HOME (mpirun from MPI_HOME/bin), DDPRUN_WORKER, DDPRUN_BENCH (programs).\n";
@@ -364,11 +367,15 @@ static int discover_attempt(launch_opts *o, const config *cfg, int attempt, cons
         o->hosts = hosts;
         return DDP_OK;
     }
+    const char *sig = signal_abbrev(job_first_stop_signal());
     if (rc == DDP_EPREEMPTED && attempt == 0)
-        fprintf(stderr, "ddprun: stop requested before the job started: nothing was run (exit 75)\n");
+        fprintf(stderr, "ddprun: stopped before start (%s) while waiting for hosts; nothing was started (exit 75)\n",
+                sig);
     if (attempt == 0)
         return rc;
-    if (rc != DDP_EPREEMPTED)
+    if (rc == DDP_EPREEMPTED)
+        fprintf(stderr, "ddprun: no restart: stopped (%s) while waiting for hosts\n", sig);
+    else
         fprintf(stderr, "ddprun: no restart: host discovery gave no hosts to restart on\n");
     report(r, code);
     return code;
@@ -517,8 +524,9 @@ int main(int argc, char **argv)
         return plan_command(&o, self, argc - first, argv + first);
     }
 
-    /* From here a stop is a request the job honours, also one that comes while the config loads. */
-    if (!o.dry_run && job_signals_install() != 0) return DDP_ERUNTIME;
+    /* From here a stop is a request the job honours, also one that comes while the config loads;
+     * a dry run with --host-discovery runs its command, which a stop must end too. */
+    if ((!o.dry_run || o.discovery.cmd) && job_signals_install() != 0) return DDP_ERUNTIME;
     char self[PATH_MAX], prog[PATH_MAX];
     self_path(self, sizeof self, argv[0]);
     argv_list prog_argv = {0};

@@ -75,6 +75,8 @@ typedef struct job_result {
 int job_signals_install(void);
 /* Total SIGINT/SIGTERM seen so far (also between runs). */
 int job_signals_seen(void);
+/* The first of them (SIGINT or SIGTERM), 0 before any. */
+int job_first_stop_signal(void);
 /* Runs argv (argv[0] = mpirun, looked up on PATH when it has no '/'; ranks started through the
  * rank wrapper) to completion. mpirun ends when ddprun dies. The first SIGINT/SIGTERM (also one
  * that came before this run) sends stop_signal to mpirun, which forwards it to every rank, as soon
@@ -83,8 +85,9 @@ int job_signals_seen(void);
 int job_run(char *const argv[], int ranks, int stop_signal, job_result *out);
 
 /* --host-discovery (ddprun_discovery.c). */
-#define DISCOVERY_HOSTS_MAX 256
+#define DISCOVERY_HOSTS_MAX 256               /* hosts kept from one run; later lines are not read */
 #define DISCOVERY_HOST_LEN 128                /* a host name's bytes, NUL included */
+#define DISCOVERY_LINE_MAX 510                /* a line's bytes, newline excluded */
 #define DISCOVERY_LIST_MAX (DISCOVERY_HOSTS_MAX * (DISCOVERY_HOST_LEN + 8)) /* the -H list it makes */
 typedef struct discovery_opts {
     const char *cmd;      /* prints `host:slots` lines */
@@ -95,11 +98,12 @@ typedef struct discovery_opts {
 struct config;
 /* Runs d->cmd (again every few seconds while it lists fewer than d->min_np usable slots, up to
  * d->wait_s), and fills hosts (cap bytes, DISCOVERY_LIST_MAX is enough) with the -H list and *np
- * with the rank count: every host listed up to d->max_np slots, cut to the largest world size
- * cfg's train.global_batch divides (cfg may be NULL). Prints what it found or why not. Returns
- * DDP_OK; DDP_EUSAGE for output that is not `host:slots` lines (the line named); DDP_ERUNTIME
- * when d->wait_s passed with too few slots (what the last run listed named); DDP_EPREEMPTED when
- * a stop was requested while waiting. */
+ * with the rank count: the hosts listed, in order, up to d->max_np slots (and at most
+ * DISCOVERY_HOSTS_MAX hosts), cut to the largest world size cfg's train.global_batch divides (cfg
+ * may be NULL). Prints what it found or why not. Returns DDP_OK; DDP_EUSAGE for output that is
+ * not `host:slots` lines (the line named); DDP_ERUNTIME when d->wait_s passed with too few slots
+ * (the time waited and what the last run listed named); DDP_EPREEMPTED when a stop was requested
+ * (job_signals_seen) while waiting or while d->cmd ran: its process group is ended first. */
 int discover_hosts(const discovery_opts *d, const struct config *cfg, char *hosts, size_t cap, int *np);
 
 /* (ddprun_hosts.c) Most ranks any one node runs for np ranks on hosts (-H "h1:8,h2"; no count = 1

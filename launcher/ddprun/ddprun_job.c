@@ -35,12 +35,12 @@
 #define END_AFTER_VERDICT_S 3.0
 
 static int wake_pipe[2] = {-1, -1};
-static volatile sig_atomic_t stop_requests;
+static volatile sig_atomic_t stop_requests, first_stop;
 
 static void on_signal(int sig)
 {
     int saved = errno;
-    if (sig != SIGCHLD) stop_requests++;
+    if (sig != SIGCHLD && stop_requests++ == 0) first_stop = sig;
     char c = (char)sig;
     if (write(wake_pipe[1], &c, 1) < 0) { /* pipe full: a wake-up is pending anyway */ }
     errno = saved;
@@ -59,6 +59,8 @@ const char *signal_abbrev(int sig)
 }
 
 int job_signals_seen(void) { return stop_requests; }
+
+int job_first_stop_signal(void) { return first_stop; }
 
 int job_signals_install(void)
 {

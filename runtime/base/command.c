@@ -1,12 +1,14 @@
 /* command.c — runs a user's shell command for a caller that decides what its outcome means
  * (command.h). Placeholders become quoted references to environment variables by a scanner
  * that follows POSIX sh's quotes and substitutions far enough to know which quotes surround
- * each one. The child is started by posix_spawn in its own process group, so a time limit ends
- * everything the command started (an `aws s3 cp` and its helpers), not only the shell.
+ * each one. The child is started by posix_spawn in its own process group, so a time limit or a
+ * stop request ends everything the command started (an `aws s3 cp` and its helpers), not only
+ * the shell, and waits until nothing of it is left.
  * Must not print: the outcome is returned. */
 #include "command.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -24,8 +26,6 @@
 
 extern char **environ;
 
-/* After SIGTERM on a timeout, how long the group has before SIGKILL. */
-#define KILL_GRACE_S 5.0
 #define POLL_MS 50
 
 static int put(char *out, size_t cap, size_t *len, const char *s, size_t n, ddp_err *err)
@@ -295,9 +295,77 @@ static int spawn_shell(const char *cmd, char **env, int out_fd, pid_t *pid)
     return rc;
 }
 
-static int describe_end(int status, bool timed_out, double timeout_s, ddp_err *err)
+/* Whether any process of group pgid is alive (a zombie is not: an orphan waits for whatever reaps
+ * it, and in a container that may be nobody). Linux: read from /proc; without it, any member. */
+static bool group_alive(pid_t pgid)
 {
-    if (timed_out)
+    if (kill(-pgid, 0) != 0)
+        return errno == EPERM;
+    DIR *proc = opendir("/proc");
+    if (!proc)
+        return true;
+    bool alive = false;
+    for (struct dirent *e; !alive && (e = readdir(proc));) {
+        char path[300], buf[512];
+        if (!isdigit((unsigned char)e->d_name[0]))
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        /* "pid (comm) state ppid pgrp ...": comm may hold anything, so from its last ')' */
+        char *close_paren = strrchr(buf, ')'), state = 0;
+        int ppid = 0, pgrp = 0;
+        if (close_paren && sscanf(close_paren + 1, " %c %d %d", &state, &ppid, &pgrp) == 3)
+            alive = pgrp == pgid && state != 'Z' && state != 'X';
+    }
+    closedir(proc);
+    return alive;
+}
+
+typedef enum ending { ENDING_NONE, ENDING_TIMEOUT, ENDING_STOP } ending;
+
+/* Until the shell pid has exited (its status in *status) and, once its group was told to end,
+ * nothing of the group is left alive: reads its output meanwhile, and ends the group (SIGTERM,
+ * SIGKILL after COMMAND_KILL_GRACE_S) past timeout_s from t0 or when stop answers. */
+static ending wait_shell(pid_t pid, int pipe_fd, double t0, double timeout_s, command_stop_fn stop, output *o,
+                         int *status)
+{
+    bool open_pipe = true, shell_done = false, killed = false;
+    ending why = ENDING_NONE;
+    double ending_since = 0, now = t0;
+    /* after the SIGKILL, a moment for it to land; a process stuck in the kernel is not waited for */
+    while (!shell_done ||
+           (why != ENDING_NONE && group_alive(pid) && !(killed && now - ending_since > COMMAND_KILL_GRACE_S + 1))) {
+        struct pollfd p = {.fd = pipe_fd, .events = POLLIN};
+        if (open_pipe && poll(&p, 1, POLL_MS) > 0)
+            open_pipe = read_available(pipe_fd, o);
+        else if (!open_pipe)
+            nanosleep(&(struct timespec){0, POLL_MS * 1000000L}, NULL);
+        if (!shell_done && waitpid(pid, status, WNOHANG) == pid)
+            shell_done = true;
+        now = monotonic_s();
+        if (why == ENDING_NONE && !shell_done && (now - t0 > timeout_s || (stop && stop()))) {
+            why = now - t0 > timeout_s ? ENDING_TIMEOUT : ENDING_STOP;
+            ending_since = now;
+            kill(-pid, SIGTERM);
+        } else if (why != ENDING_NONE && !killed && now - ending_since > COMMAND_KILL_GRACE_S) {
+            kill(-pid, SIGKILL);
+            killed = true;
+        }
+    }
+    if (open_pipe)
+        read_available(pipe_fd, o); /* what it wrote last; a background child may hold the pipe on */
+    return why;
+}
+
+static int describe_end(int status, ending why, double timeout_s, ddp_err *err)
+{
+    if (why == ENDING_STOP)
+        return ddp_fail(err, DDP_EPREEMPTED, "was stopped (its process group ended)");
+    if (why == ENDING_TIMEOUT)
         return ddp_fail(err, DDP_ERUNTIME, "did not finish within %g s (ended)", timeout_s);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return DDP_OK;
@@ -309,6 +377,12 @@ static int describe_end(int status, bool timed_out, double timeout_s, ddp_err *e
 
 int command_run(const char *cmd, const char *const names[], const char *const values[], int n, double timeout_s,
                 int log_fd, command_result *res, ddp_err *err)
+{
+    return command_run_stoppable(cmd, names, values, n, timeout_s, NULL, log_fd, res, err);
+}
+
+int command_run_stoppable(const char *cmd, const char *const names[], const char *const values[], int n,
+                          double timeout_s, command_stop_fn stop, int log_fd, command_result *res, ddp_err *err)
 {
     memset(res, 0, sizeof *res);
     char **env = placeholder_env(names, values, n);
@@ -330,31 +404,10 @@ int command_run(const char *cmd, const char *const names[], const char *const va
         return ddp_fail(err, DDP_ERUNTIME, "cannot start /bin/sh: %s", strerror(rc));
     }
     output o = {.log_fd = log_fd};
-    bool open_pipe = true, timed_out = false;
-    double killed_at = 0;
     int status = 0;
-    for (;;) {
-        struct pollfd p = {.fd = pfd[0], .events = POLLIN};
-        if (open_pipe && poll(&p, 1, POLL_MS) > 0)
-            open_pipe = read_available(pfd[0], &o);
-        else if (!open_pipe)
-            nanosleep(&(struct timespec){0, POLL_MS * 1000000L}, NULL);
-        if (waitpid(pid, &status, WNOHANG) == pid)
-            break;
-        double now = monotonic_s();
-        if (!timed_out && now - t0 > timeout_s) {
-            timed_out = true;
-            killed_at = now;
-            kill(-pid, SIGTERM);
-        } else if (timed_out && killed_at > 0 && now - killed_at > KILL_GRACE_S) {
-            kill(-pid, SIGKILL);
-            killed_at = 0;
-        }
-    }
-    if (open_pipe)
-        read_available(pfd[0], &o); /* what it wrote last; a background child may hold the pipe on */
+    ending why = wait_shell(pid, pfd[0], t0, timeout_s, stop, &o, &status);
     close(pfd[0]);
     res->seconds = monotonic_s() - t0;
     last_line(&o, res->tail, sizeof res->tail);
-    return describe_end(status, timed_out, timeout_s, err);
+    return describe_end(status, why, timeout_s, err);
 }

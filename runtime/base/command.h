@@ -1,6 +1,7 @@
-/* command.h — running a user's shell command (checkpoint.upload_cmd, checkpoint.download_cmd):
- * placeholders that reach the command as environment variables, `/bin/sh -c` in a process group
- * of its own, its output kept, a time limit that ends the whole group.
+/* command.h — running a user's shell command (checkpoint.upload_cmd, checkpoint.download_cmd,
+ * ddprun --host-discovery): placeholders that reach the command as environment variables,
+ * `/bin/sh -c` in a process group of its own, its output kept, a time limit (or the caller's stop
+ * request) that ends the whole group.
  *
  * A {name} placeholder is never replaced by its value's text: it becomes a reference to the
  * variable DDPRUN_<NAME> (DDPRUN_PATH for {path}), quoted for where it stands — "${DDPRUN_PATH}"
@@ -43,9 +44,21 @@ typedef struct command_result {
  * (names may be NULL when n is 0), stdin from /dev/null and stdout+stderr appended to log_fd
  * (when >= 0) and scanned for the last line. Returns DDP_OK on exit status 0; otherwise
  * DDP_ERUNTIME with err saying how it ended: "exited with status N", "was killed by SIGx", or
- * "did not finish within S s" (then the group got SIGTERM and, 5 s later, SIGKILL). */
+ * "did not finish within S s" (then the group is ended: see command_run_stoppable). */
 int command_run(const char *cmd, const char *const names[], const char *const values[], int n, double timeout_s,
                 int log_fd, command_result *res, ddp_err *err);
+
+/* Asked every few tens of milliseconds while a command runs; non-zero: end it now. Called from
+ * the waiting thread, not from a signal handler, so it may read a flag a handler set. */
+typedef int (*command_stop_fn)(void);
+
+/* command_run, also ended when stop (may be NULL) answers non-zero: then DDP_EPREEMPTED with err
+ * "was stopped". A stopped or timed-out command's process group gets SIGTERM and, if anything of
+ * it is still alive COMMAND_KILL_GRACE_S later, SIGKILL; it returns once the shell is reaped and
+ * nothing of the group is left alive (or the SIGKILL was sent), so it leaves nothing running. */
+#define COMMAND_KILL_GRACE_S 5.0
+int command_run_stoppable(const char *cmd, const char *const names[], const char *const values[], int n,
+                          double timeout_s, command_stop_fn stop, int log_fd, command_result *res, ddp_err *err);
 
 /* "DDPRUN_<NAME>" for a placeholder name, into out (cap bytes). */
 void command_var_name(const char *name, char *out, size_t cap);

@@ -7,8 +7,9 @@
 # (2, 75), SIGTERM -> SIGUSR1 to every rank -> exit 75, the second-signal hard stop, a stop
 # while the job starts (before mpirun starts, before any rank exists, while a rank loads, as a
 # restart begins), and --max-restarts; --host-discovery's hosts (every host listed, --max-np,
-# train.global_batch's world sizes, a bad line named, too few slots ending after the wait, asked
-# again before a restart), and a world size train.global_batch refuses before mpirun. Wall-time bounds below are hang guards (a launcher that fails to stop the
+# train.global_batch's world sizes, a bad line named, too few slots ending after the wait and
+# saying the time waited, 300 hosts cut to the first, asked again before a restart), a stop while
+# discovery waits or its command runs (exit 75, the command's process group ended), and a world size train.global_batch refuses before mpirun. Wall-time bounds below are hang guards (a launcher that fails to stop the
 # surviving ranks would wait for their 60 s timeout), not performance assertions.
 # Needs env: DDPRUN, FAKE_WORKER, DDP_SRC (tests/meson.build sets them).
 set -u
@@ -116,12 +117,80 @@ check "discovery: ... naming the line" contains $err "line 2: \"hostB 3\": expec
 discover disc_small 'hostA:1'
 run disc_small --host-discovery "$tmp/disc_small.sh" --min-np 2 --discovery-wait 1 --dry-run "$config"
 check "discovery: too few slots for --min-np ends the launch (exit $rc)" [ $rc -eq 1 ]
-check "discovery: ... naming what it saw" contains $err \
-    "waited 1 s for --min-np 2 slots; the last run of $tmp/disc_small.sh listed hostA:1 (1 slot)"
+check "discovery: ... naming what it saw" grep -qE "waited [0-9.]+ s \(--discovery-wait 1\) for --min-np 2 slots; \
+the last run of $tmp/disc_small.sh listed hostA:1 \(1 slot\)" $err
 check "discovery: ... after asking again" [ "$(cat "$tmp/disc_small.runs")" -ge 2 ]
 discover disc_grow 'hostA:1' 'hostA:1\nhostB:1'
 run disc_grow --host-discovery "$tmp/disc_grow.sh" --min-np 2 --discovery-wait 60 --dry-run "$config"
 check "discovery: a fleet that grows while ddprun waits is used (exit $rc)" contains $out " -np 2 -H hostA:1,hostB:1 "
+# the time waited is the time that passed, also when a run of the command outlasts --discovery-wait
+printf '#!/bin/sh\nsleep 3\necho hostA:1\n' >"$tmp/disc_slow.sh"
+chmod +x "$tmp/disc_slow.sh"
+run disc_slow --host-discovery "$tmp/disc_slow.sh" --min-np 2 --discovery-wait 1 --dry-run "$config"
+waited=$(sed -n 's/.*host discovery: waited \([0-9.]*\) s (--discovery-wait 1).*/\1/p' $err)
+check "discovery: a 3 s command with --discovery-wait 1 says the time waited (${waited:-nothing}, exit $rc)" \
+    awk -v w="${waited:-0}" 'BEGIN { exit !(w >= 3 && w < 20) }'
+# more hosts than ddprun keeps: the first ones, up to --max-np slots (or 256 hosts); the rest not read
+printf '#!/bin/sh\ni=1; while [ $i -le 300 ]; do echo "host$i:1"; i=$((i + 1)); done\n' >"$tmp/disc_300.sh"
+chmod +x "$tmp/disc_300.sh"
+run disc_300 --host-discovery "$tmp/disc_300.sh" --max-np 4 --dry-run "$config"
+check "discovery: 300 hosts with --max-np 4 -> the first 4 (exit $rc)" contains $out " -np 4 -H host1:1,host2:1,host3:1,host4:1 "
+check "discovery: ... saying the rest was not read" contains $err "(4 slots; the hosts after these not read: --max-np 4 reached)"
+run disc_300all --host-discovery "$tmp/disc_300.sh" --dry-run "$config"
+check "discovery: 300 hosts without --max-np -> the first 256 (exit $rc)" grep -qE " -np 256 -H host1:1,.*,host256:1 " $out
+check "discovery: ... saying so" contains $err "(256 slots; the hosts after these not read: ddprun takes at most 256)"
+
+# ---- a stop while host discovery waits or runs its command: nothing started, nothing left ----
+gone() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null); [ -z "$st" ] || [[ $st == Z* ]]; } # zombies: ended
+# stop_discovery NAME ARGS...: ddprun in the background ($pid), its output in $tmp/NAME.out/.err
+stop_discovery() {
+    local name=$1; shift
+    out=$tmp/$name.out err=$tmp/$name.err
+    "$DDPRUN" "$@" >"$out" 2>"$err" &
+    pid=$!
+}
+# end_within S: waits for ddprun (rc, ms since t0); one still running S s after the stop is killed
+# (rc 999)
+end_within() {
+    local i
+    for ((i = 0; i < $1 * 20; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+    kill -0 $pid 2>/dev/null && kill -9 $pid
+    wait $pid
+    rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    [ $ms -lt $(($1 * 1000)) ] || rc=999
+}
+# while it waits for --min-np between runs of the command: ends at once, the command not run again
+discover disc_stop_wait 'hostA:1'
+stop_discovery disc_stop_wait --host-discovery "$tmp/disc_stop_wait.sh" --min-np 2 --discovery-wait 60 "$config"
+for _ in $(seq 200); do contains $err "fewer than --min-np 2" && break; sleep 0.05; done
+runs=$(cat "$tmp/disc_stop_wait.runs")
+t0=$(date +%s%N)
+kill -TERM $pid
+end_within 5
+check "discovery: SIGTERM while waiting for --min-np -> exit 75 (got $rc, ${ms} ms)" [ $rc -eq 75 ]
+check "discovery: ... saying nothing was started" contains $err \
+    "ddprun: stopped before start (SIGTERM) while waiting for hosts; nothing was started (exit 75)"
+check "discovery: ... the command not run again" [ "$(cat "$tmp/disc_stop_wait.runs")" -eq "$runs" ]
+check "discovery: ... nothing started" lacks $out "[rank"
+# while the command runs (a child of it sleeps 30 s): its process group ended, the child too
+printf '#!/bin/sh\necho $$ >"%s"\nsleep 30 &\necho $! >"%s"\nwait\necho hostA:1\n' "$tmp/disc_hang.pid" \
+    "$tmp/disc_hang.child" >"$tmp/disc_hang.sh"
+chmod +x "$tmp/disc_hang.sh"
+stop_discovery disc_hang --host-discovery "$tmp/disc_hang.sh" "$config"
+for _ in $(seq 200); do [ -s "$tmp/disc_hang.child" ] && break; sleep 0.05; done
+t0=$(date +%s%N)
+kill -TERM $pid
+end_within 5
+check "discovery: SIGTERM while the command runs -> exit 75 (got $rc, ${ms} ms)" [ $rc -eq 75 ]
+check "discovery: ... saying nothing was started" contains $err \
+    "ddprun: stopped before start (SIGTERM) while waiting for hosts; nothing was started (exit 75)"
+check "discovery: ... and that the command was ended" contains $err "$tmp/disc_hang.sh ended on SIGTERM (its process group)"
+hang_pid=$(cat "$tmp/disc_hang.pid" 2>/dev/null) child=$(cat "$tmp/disc_hang.child" 2>/dev/null)
+check "discovery: ... the command is gone (${hang_pid:-no pid})" gone "${hang_pid:-1}"
+check "discovery: ... its sleeping child is gone (${child:-no pid})" gone "${child:-1}"
+[ -n "$child" ] && kill "$child" 2>/dev/null # on a failure, not left behind
+check "discovery: ... nothing started" lacks $out "[rank"
 run disc_np --host-discovery "$tmp/disc_grow.sh" -np 2 --dry-run "$config"
 check "discovery with -np is a usage error" [ $rc -eq 2 ]
 run disc_alone --min-np 2 --dry-run "$config"

@@ -2,7 +2,8 @@
  * variables (a value with spaces, quotes, $(...) and backquotes stays one word and is never run,
  * inside double, single or no quotes, and inside $(...) and `...`), unknown placeholders refused, and
  * how a command ended: status, signal, time limit (the whole process group ended), its output in
- * the log and its last line kept. */
+ * the log and its last line kept, and a stop request that ends the whole group, SIGTERM then
+ * SIGKILL, leaving nothing alive. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,10 +121,66 @@ static void test_outcomes(void)
     CHECK(strcmp(res.tail, "the end") == 0, "tail '%s'", res.tail);
 }
 
+/* The pid a command wrote to path, or 0. */
+static int pid_in(const char *path)
+{
+    FILE *fp = fopen(path, "r");
+    int pid = 0;
+    if (fp && fscanf(fp, "%d", &pid) != 1)
+        pid = 0;
+    if (fp)
+        fclose(fp);
+    return pid;
+}
+
+/* Whether pid is gone: no such process, or a zombie (an orphan nobody has reaped yet). */
+static int gone(int pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+static int stop_calls;
+static int stop_soon(void) { return ++stop_calls > 6; } /* asked every 50 ms: about 0.3 s */
+
+/* A stop request ends the command's whole process group at once (SIGTERM); what ignores SIGTERM,
+ * even after the shell is gone, gets SIGKILL COMMAND_KILL_GRACE_S later; nothing is left alive. */
+static void test_stop(void)
+{
+    ddp_err err = {0};
+    command_result res;
+    char pid_path[64], cmd[256];
+    snprintf(pid_path, sizeof pid_path, "/tmp/ddp_cmd_pid_%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "sleep 30 & echo $! >%s; wait", pid_path);
+    stop_calls = 0;
+    CHECK_EQ_INT(command_run_stoppable(cmd, NULL, NULL, 0, 60, stop_soon, -1, &res, &err), DDP_EPREEMPTED);
+    CHECK_STR_CONTAINS(err.msg, "was stopped");
+    CHECK(res.seconds < 3, "ended promptly: %.1f s", res.seconds);
+    CHECK(pid_in(pid_path) > 0 && gone(pid_in(pid_path)), "its background sleep %d is gone", pid_in(pid_path));
+    /* the shell dies of SIGTERM; a subshell ignoring it lives on in the group until the SIGKILL */
+    snprintf(cmd, sizeof cmd, "(trap '' TERM; sleep 30; echo woke) & echo $! >%s; wait", pid_path);
+    stop_calls = 0;
+    CHECK_EQ_INT(command_run_stoppable(cmd, NULL, NULL, 0, 60, stop_soon, -1, &res, &err), DDP_EPREEMPTED);
+    CHECK(res.seconds >= COMMAND_KILL_GRACE_S && res.seconds < COMMAND_KILL_GRACE_S + 3,
+          "SIGKILL after the grace: %.1f s", res.seconds);
+    CHECK(pid_in(pid_path) > 0 && gone(pid_in(pid_path)), "the subshell ignoring SIGTERM %d is gone",
+          pid_in(pid_path));
+    unlink(pid_path);
+}
+
 int main(void)
 {
     test_expand();
     test_values_unparsed();
     test_outcomes();
+    test_stop();
     return check_done("command");
 }
