@@ -1,8 +1,9 @@
 /* test_model_size.c — model_size (models/model_registry.c), the memory plan's size-only path:
  * for GPT-2 and Llama shapes (grouped-query and multi-head attention, tied and untied, sequences
  * shorter than the block, 1 and 3 rows) it gives exactly the tensor table (names, offsets, sizes),
- * parameter count and activation bytes of the model model_create builds on the CPU, and the
- * parameter counts equal the closed formulas; the MLP, whose size follows its data, is refused.
+ * parameter count and activation bytes (float32 and bf16) of the model model_create builds on the
+ * CPU, and the parameter counts equal the closed formulas; the MLP, whose size follows its data,
+ * is refused.
  * Sizes past 64 bits (issue 37's plan shapes) are refused naming their keys, by model_size and by
  * model_create before it allocates, and below that the figure grows with the batch. */
 #include "tests/check.h"
@@ -31,11 +32,25 @@ static size_t same_as_built(const model_opts *opts, int64_t T, int64_t rows, con
               s.tensors[i].numel == m->tensors[i].numel, "%s: tensor %d %s at %zu (%zu), built %s at %zu (%zu)",
               what, i, s.tensors[i].name, s.tensors[i].offset, s.tensors[i].numel, m->tensors[i].name,
               m->tensors[i].offset, m->tensors[i].numel);
+    const size_t m_bytes = m->activation_bytes;
     CHECK(s.activation_bytes == m->activation_bytes, "%s (T %lld, %lld rows): activations %zu bytes, built %zu", what,
           (long long)T, (long long)rows, s.activation_bytes, m->activation_bytes);
     CHECK(s.act_dtype == TENSOR_F32, "%s: compute type %d", what, (int)s.act_dtype);
     m->ops->destroy(m);
     model_free_tensors(&s);
+    /* bf16 activations: the size's figure is the built model's too (model_create checks its own
+     * buffers against it) */
+    model_opts bf16 = *opts;
+    bf16.compute = TENSOR_BF16;
+    model *mb = NULL, sb = {0};
+    CHECK(model_create(&bf16, dev, &data, rows, 0, &mb, &err) == DDP_OK, "%s bf16: model_create: %s", what, err.msg);
+    CHECK(model_size(&bf16, &data, rows, &sb, &err) == DDP_OK, "%s bf16: model_size: %s", what, err.msg);
+    CHECK(mb && sb.act_dtype == TENSOR_BF16 && sb.activation_bytes == mb->activation_bytes &&
+          sb.activation_bytes < m_bytes, "%s bf16: activations %zu bytes, built %zu, f32 %zu", what,
+          sb.activation_bytes, mb ? mb->activation_bytes : 0, m_bytes);
+    if (mb)
+        mb->ops->destroy(mb);
+    model_free_tensors(&sb);
     return s.n_params;
 }
 

@@ -132,7 +132,7 @@ for b in 1 2 1024 2048; do
     acts=$(plan_acts "$TMP/big$b.plan") all=$(plan_all "$TMP/big$b.plan")
     echo "# batch $b: activations $acts MiB, $all MiB in all"
     check "batch $b: activations $acts MiB >= $prev_acts, $all MiB in all >= $prev_all (the smaller batch before)" \
-        python3 -c "import sys; a, pa, t, pt = map(float, sys.argv[1:]); sys.exit(not (a >= pa and t >= pt and a > 0))" \
+        python3 -c "import sys; a, pa, t, pt = map(float, sys.argv[1:]); sys.exit(not (pa <= a > 0 and pt <= t))" \
         "${acts:-0}" "$prev_acts" "${all:-0}" "$prev_all"
     prev_acts=${acts:-0} prev_all=${all:-0}
 done
