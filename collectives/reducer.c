@@ -6,10 +6,19 @@
 
 #include "runtime/device/device_prof.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* A bucket cap of mb MiB in floats; a cap past any buffer (ddp.bucket_mb has no upper bound) is
+ * SIZE_MAX rather than a conversion out of size_t's range. */
+static size_t bucket_cap(double mb)
+{
+    double floats = mb * 1024 * 1024 / sizeof(float);
+    return floats < (double)SIZE_MAX ? (size_t)floats : SIZE_MAX;
+}
 
 /* Walk tensors from the last to the first, closing a bucket when adding the next tensor would
  * pass the cap. Buckets are stored in reduction order (bucket 0 = end of the buffer). */
@@ -18,7 +27,7 @@ static int plan_buckets(reducer *r, const size_t *offs, int n_tensors, double bu
     r->buckets = calloc((size_t)n_tensors, sizeof *r->buckets);
     if (!r->buckets)
         return -1;
-    size_t cap = (size_t)(first_mb * 1024 * 1024 / sizeof(float));
+    size_t cap = bucket_cap(first_mb);
     size_t end = r->n;
     size_t start = r->n;
     for (int t = n_tensors - 1; t >= 0; t--) {
@@ -27,7 +36,7 @@ static int plan_buckets(reducer *r, const size_t *offs, int n_tensors, double bu
             r->buckets[r->n_buckets++] = (reducer_bucket){.offset = start, .count = end - start, .prof_id = -1,
                                                           .prof_gather_id = -1};
             end = start;
-            cap = (size_t)(bucket_mb * 1024 * 1024 / sizeof(float));
+            cap = bucket_cap(bucket_mb);
         }
         start = offs[t];
     }

@@ -90,19 +90,22 @@ int gpt2_tensor_table(const gpt2_shape *shape, model *m, ddp_err *err)
 
 /* Every block's saved activations in one slab, each block's part carved into its buffers, so the
  * number of allocations does not grow with depth: the activations of type g->lm.t, then the
- * LayerNorm statistics (float). */
+ * LayerNorm statistics (float). gpt2_create checked these sizes (gpt2_activation_bytes) first; a
+ * layout that outgrew that check asks for SIZE_MAX bytes, which no device gives. */
 static int alloc_blocks(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
 {
     int64_t T = g->lm.T, C = g->s.n_embd, NH = g->s.n_head, BT = B * T;
     const size_t act = tensor_dtype_size(g->lm.t);
     const int64_t act_sizes[] = {BT * C, BT * 3 * C, BT * C, BT * C, BT * C, BT * 4 * C, BT * 4 * C, BT * C};
     enum { N_ACTS = sizeof act_sizes / sizeof act_sizes[0], N_STATS = 4 };
+    size_check k = {0};
     /* the LayerNorm statistics, then attention's log-sum-exp (B·NH·T floats: linear in T) */
-    size_t per_block = N_STATS * lm_aligned_bytes(BT, sizeof(float)) + lm_aligned_bytes(B * NH * T, sizeof(float));
+    size_t per_block = size_add(&k, size_mul(&k, N_STATS, lm_aligned_bytes(&k, BT, sizeof(float))),
+                                lm_aligned_bytes(&k, B * NH * T, sizeof(float)));
     for (int i = 0; i < N_ACTS; i++)
-        per_block += lm_aligned_bytes(act_sizes[i], act);
+        per_block = size_add(&k, per_block, lm_aligned_bytes(&k, act_sizes[i], act));
     void *base;
-    int rc = lm_alloc(m, &base, per_block * (size_t)g->s.n_layer, err);
+    int rc = lm_alloc(m, &base, size_mul(&k, per_block, g->s.n_layer), err);
     char *slab = base;
     for (int l = 0; !rc && l < g->s.n_layer; l++) {
         gpt2_block_acts *a = &g->blocks[l];
@@ -110,14 +113,14 @@ static int alloc_blocks(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
         float **const stats[N_STATS] = {&a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd};
         for (int i = 0; i < N_ACTS; i++) {
             *acts[i] = slab;
-            slab += lm_aligned_bytes(act_sizes[i], act);
+            slab += lm_aligned_bytes(&k, act_sizes[i], act);
         }
         for (int i = 0; i < N_STATS; i++) {
             *stats[i] = (float *)(void *)slab;
-            slab += lm_aligned_bytes(BT, sizeof(float));
+            slab += lm_aligned_bytes(&k, BT, sizeof(float));
         }
         a->lse = (float *)(void *)slab;
-        slab += lm_aligned_bytes(B * NH * T, sizeof(float));
+        slab += lm_aligned_bytes(&k, B * NH * T, sizeof(float));
     }
     return rc;
 }
@@ -130,15 +133,16 @@ static int alloc_acts(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
         {&g->encoded, BT * C}, {&g->lnf, BT * C}, {&g->lm.logits, BT * Vp}, {&g->dres, BT * C}, {&g->dln, BT * C},
         {&g->datty, BT * C}, {&g->dqkv, BT * 3 * C}, {&g->dfch, BT * 4 * C},
     };
+    size_check k = {0};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        int rc = lm_alloc(m, bufs[i].p, (size_t)bufs[i].n * act, err);
+        int rc = lm_alloc(m, bufs[i].p, size_mul(&k, bufs[i].n, act), err);
         if (rc)
             return rc;
     }
     float **const stats[] = {&g->lnf_mean, &g->lnf_rstd};
     for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++) {
         void *p;
-        int rc = lm_alloc(m, &p, (size_t)BT * sizeof(float), err);
+        int rc = lm_alloc(m, &p, size_mul(&k, BT, sizeof(float)), err);
         if (rc)
             return rc;
         *stats[i] = p;
@@ -146,18 +150,28 @@ static int alloc_acts(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
     return alloc_blocks(m, g, B, err);
 }
 
-size_t gpt2_activation_bytes(const gpt2_shape *s, tensor_dtype compute, int64_t T, int64_t B)
+int gpt2_activation_bytes(const gpt2_shape *s, tensor_dtype compute, int64_t T, int64_t B, size_t *bytes,
+                          ddp_err *err)
 {
-    const int64_t C = s->n_embd, BT = B * T, Vp = gpt2_vocab_padded(s->vocab_size);
-    const size_t act = tensor_dtype_size(compute);
-    /* alloc_acts' shared buffers and final LayerNorm statistics */
-    size_t bytes = (size_t)(BT * C * 5 + BT * Vp + BT * 3 * C + BT * 4 * C) * act + 2 * (size_t)BT * sizeof(float);
+    size_check k = {0};
+    const size_t act = tensor_dtype_size(compute), BT = size_mul(&k, B, T), BTC = size_mul(&k, BT, s->n_embd);
+    /* alloc_acts' shared buffers (five of BT·C, the logits, dqkv, dfch) and final LayerNorm statistics */
+    size_t shared = size_add(&k, size_mul(&k, BTC, 5 + 3 + 4), size_mul(&k, BT, gpt2_vocab_padded(s->vocab_size)));
+    size_t total = size_add(&k, size_mul(&k, shared, act), size_mul(&k, BT, 2 * sizeof(float)));
     /* alloc_blocks' slab */
-    const int64_t block_acts[] = {BT * C, BT * 3 * C, BT * C, BT * C, BT * C, BT * 4 * C, BT * 4 * C, BT * C};
-    size_t per_block = 4 * lm_aligned_bytes(BT, sizeof(float)) + lm_aligned_bytes(B * s->n_head * T, sizeof(float));
+    const size_t block_acts[] = {BTC, size_mul(&k, BTC, 3), BTC, BTC, BTC, size_mul(&k, BTC, 4),
+                                 size_mul(&k, BTC, 4), BTC};
+    size_t per_block = size_add(&k, size_mul(&k, 4, lm_aligned_bytes(&k, BT, sizeof(float))),
+                                lm_aligned_bytes(&k, size_mul(&k, BT, s->n_head), sizeof(float)));
     for (size_t i = 0; i < sizeof block_acts / sizeof block_acts[0]; i++)
-        per_block += lm_aligned_bytes(block_acts[i], act);
-    return bytes + per_block * (size_t)s->n_layer;
+        per_block = size_add(&k, per_block, lm_aligned_bytes(&k, block_acts[i], act));
+    *bytes = size_add(&k, total, size_mul(&k, per_block, s->n_layer));
+    if (!k.overflow)
+        return DDP_OK;
+    char widths[128];
+    snprintf(widths, sizeof widths, "model.gpt2.n_embd=%lld, model.gpt2.vocab_size=%lld", (long long)s->n_embd,
+             (long long)s->vocab_size);
+    return lm_activations_too_large("gpt2", s->n_layer, widths, T, B, err);
 }
 
 /* ---- initialisation ----------------------------------------------------------------------- */
@@ -244,7 +258,10 @@ int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, device *dev, cons
                 size_t param_tail, model **out, ddp_err *err)
 {
     *out = NULL;
+    size_t act_bytes; /* the plan's figure: refuses a micro-batch whose buffers would not fit in 64 bits */
     int rc = check_shape(shape, data, max_rows, err);
+    if (!rc)
+        rc = gpt2_activation_bytes(shape, compute, data->input.count, max_rows, &act_bytes, err);
     if (rc)
         return rc;
     model *m;
@@ -261,6 +278,9 @@ int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, device *dev, cons
         rc = lm_alloc_params(m, err);
     if (!rc)
         rc = alloc_acts(m, g, max_rows, err);
+    if (!rc && g->lm.act_bytes != act_bytes) /* the layout changed on one side only */
+        rc = ddp_fail(err, DDP_ERUNTIME, "activations of %zu bytes, gpt2_activation_bytes plans %zu",
+                      g->lm.act_bytes, act_bytes);
     m->activation_bytes = g->lm.act_bytes;
     if (rc)
         return lm_build_failed(m, err);

@@ -31,9 +31,11 @@ int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, device *dev, cons
 int gpt2_tensor_table(const gpt2_shape *shape, model *m, ddp_err *err);
 
 /* The device memory gpt2_create allocates for activations and backward scratch
- * (model.activation_bytes) for sequences of T tokens and max_rows B, computing in `compute`:
- * for the memory plan of a model that is not built. */
-size_t gpt2_activation_bytes(const gpt2_shape *shape, tensor_dtype compute, int64_t T, int64_t B);
+ * (model.activation_bytes) for sequences of T tokens and max_rows B, computing in `compute`, into
+ * *bytes: for the memory plan of a model that is not built, and checked by gpt2_create before it
+ * carves them. A size that does not fit in 64 bits is a usage error naming the keys it grows with. */
+int gpt2_activation_bytes(const gpt2_shape *shape, tensor_dtype compute, int64_t T, int64_t B, size_t *bytes,
+                          ddp_err *err);
 
 /* The shape as text: "gpt2 n_layer=12 n_head=12 n_embd=768 block_size=1024 vocab_size=50257". A
  * model's description is this followed by " seq_len=T". */

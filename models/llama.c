@@ -113,18 +113,21 @@ void llama_rope_tables(int64_t positions, int64_t head_size, double rope_theta, 
 
 /* Every block's saved activations in one slab, so the number of allocations does not grow with
  * depth: the activations of type g->lm.t, then the RMSNorm statistics and attention's log-sum-exp
- * (float). */
+ * (float). llama_create checked these sizes (llama_activation_bytes) first; a layout that outgrew
+ * that check asks for SIZE_MAX bytes, which no device gives. */
 static int alloc_blocks(model *m, llama_impl *g, int64_t B, ddp_err *err)
 {
     const int64_t T = g->lm.T, C = g->s.n_embd, NH = g->s.n_head, F = g->s.ffn_hidden, BT = B * T;
     const size_t act = tensor_dtype_size(g->lm.t);
     const int64_t act_sizes[] = {BT * C, BT * g->QKV, BT * NH * g->hd, BT * C, BT * C, BT * 2 * F, BT * F, BT * C};
     enum { N_ACTS = sizeof act_sizes / sizeof act_sizes[0], N_STATS = 2 };
-    size_t per_block = N_STATS * lm_aligned_bytes(BT, sizeof(float)) + lm_aligned_bytes(B * NH * T, sizeof(float));
+    size_check k = {0};
+    size_t per_block = size_add(&k, size_mul(&k, N_STATS, lm_aligned_bytes(&k, BT, sizeof(float))),
+                                lm_aligned_bytes(&k, B * NH * T, sizeof(float)));
     for (int i = 0; i < N_ACTS; i++)
-        per_block += lm_aligned_bytes(act_sizes[i], act);
+        per_block = size_add(&k, per_block, lm_aligned_bytes(&k, act_sizes[i], act));
     void *base;
-    int rc = lm_alloc(m, &base, per_block * (size_t)g->s.n_layer, err);
+    int rc = lm_alloc(m, &base, size_mul(&k, per_block, g->s.n_layer), err);
     char *slab = base;
     for (int l = 0; !rc && l < g->s.n_layer; l++) {
         llama_block_acts *a = &g->blocks[l];
@@ -132,14 +135,14 @@ static int alloc_blocks(model *m, llama_impl *g, int64_t B, ddp_err *err)
         float **const stats[N_STATS] = {&a->rstd1, &a->rstd2};
         for (int i = 0; i < N_ACTS; i++) {
             *acts[i] = slab;
-            slab += lm_aligned_bytes(act_sizes[i], act);
+            slab += lm_aligned_bytes(&k, act_sizes[i], act);
         }
         for (int i = 0; i < N_STATS; i++) {
             *stats[i] = (float *)(void *)slab;
-            slab += lm_aligned_bytes(BT, sizeof(float));
+            slab += lm_aligned_bytes(&k, BT, sizeof(float));
         }
         a->lse = (float *)(void *)slab;
-        slab += lm_aligned_bytes(B * NH * T, sizeof(float));
+        slab += lm_aligned_bytes(&k, B * NH * T, sizeof(float));
     }
     return rc;
 }
@@ -176,13 +179,14 @@ static int alloc_acts(model *m, llama_impl *g, int64_t B, ddp_err *err)
         {&g->dln, BT * C},     {&g->datty, BT * g->s.n_head * g->hd}, {&g->dqkv, BT * g->QKV},
         {&g->dgate_up, BT * 2 * F}, {&g->dh, BT * F},
     };
+    size_check k = {0};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        int rc = lm_alloc(m, bufs[i].p, (size_t)bufs[i].n * act, err);
+        int rc = lm_alloc(m, bufs[i].p, size_mul(&k, bufs[i].n, act), err);
         if (rc)
             return rc;
     }
     void *p;
-    int rc = lm_alloc(m, &p, (size_t)BT * sizeof(float), err);
+    int rc = lm_alloc(m, &p, size_mul(&k, BT, sizeof(float)), err);
     if (rc)
         return rc;
     g->rstdf = p;
@@ -191,22 +195,34 @@ static int alloc_acts(model *m, llama_impl *g, int64_t B, ddp_err *err)
     return alloc_blocks(m, g, B, err);
 }
 
-size_t llama_activation_bytes(const llama_shape *s, tensor_dtype compute, int64_t T, int64_t B)
+int llama_activation_bytes(const llama_shape *s, tensor_dtype compute, int64_t T, int64_t B, size_t *bytes,
+                           ddp_err *err)
 {
-    const int64_t C = s->n_embd, NH = s->n_head, hd = C / NH, F = s->ffn_hidden, BT = B * T;
+    const int64_t C = s->n_embd, NH = s->n_head, hd = C / NH, F = s->ffn_hidden;
     const int64_t QKV = (NH + 2 * s->n_kv_head) * hd, Vp = llama_vocab_padded(s->vocab_size);
-    const size_t act = tensor_dtype_size(compute);
-    /* alloc_acts' shared buffers and final RMSNorm statistics */
-    size_t bytes = (size_t)(BT * C * 4 + BT * Vp + BT * NH * hd + BT * QKV + BT * 2 * F + BT * F) * act +
-                   (size_t)BT * sizeof(float);
+    size_check k = {0};
+    const size_t act = tensor_dtype_size(compute), BT = size_mul(&k, B, T), BTC = size_mul(&k, BT, C);
+    const size_t BTF = size_mul(&k, BT, F), BTQKV = size_mul(&k, BT, QKV), BTNH = size_mul(&k, BT, NH);
+    const size_t BTA = size_mul(&k, BTNH, hd); /* attention's output, NH·hd = C wide */
+    /* alloc_acts' shared buffers (four of BT·C, the logits, datty, dqkv, dgate_up, dh) and final RMSNorm statistics */
+    size_t shared = size_add(&k, size_add(&k, size_mul(&k, BTC, 4), size_mul(&k, BT, Vp)), size_add(&k, BTA, BTQKV));
+    shared = size_add(&k, shared, size_mul(&k, BTF, 3));
+    size_t total = size_add(&k, size_mul(&k, shared, act), size_mul(&k, BT, sizeof(float)));
     /* alloc_tables: cos and sin */
-    bytes += 2 * (size_t)(s->block_size * (hd / 2)) * sizeof(float);
+    total = size_add(&k, total, size_mul(&k, size_mul(&k, s->block_size, hd / 2), 2 * sizeof(float)));
     /* alloc_blocks' slab */
-    const int64_t block_acts[] = {BT * C, BT * QKV, BT * NH * hd, BT * C, BT * C, BT * 2 * F, BT * F, BT * C};
-    size_t per_block = 2 * lm_aligned_bytes(BT, sizeof(float)) + lm_aligned_bytes(B * NH * T, sizeof(float));
+    const size_t block_acts[] = {BTC, BTQKV, BTA, BTC, BTC, size_mul(&k, BTF, 2), BTF, BTC};
+    size_t per_block = size_add(&k, size_mul(&k, 2, lm_aligned_bytes(&k, BT, sizeof(float))),
+                                lm_aligned_bytes(&k, BTNH, sizeof(float)));
     for (size_t i = 0; i < sizeof block_acts / sizeof block_acts[0]; i++)
-        per_block += lm_aligned_bytes(block_acts[i], act);
-    return bytes + per_block * (size_t)s->n_layer;
+        per_block = size_add(&k, per_block, lm_aligned_bytes(&k, block_acts[i], act));
+    *bytes = size_add(&k, total, size_mul(&k, per_block, s->n_layer));
+    if (!k.overflow)
+        return DDP_OK;
+    char widths[192];
+    snprintf(widths, sizeof widths, "model.llama.n_embd=%lld, model.llama.ffn_hidden=%lld, model.llama.vocab_size=%lld",
+             (long long)C, (long long)F, (long long)s->vocab_size);
+    return lm_activations_too_large("llama", s->n_layer, widths, T, B, err);
 }
 
 /* ---- initialisation ----------------------------------------------------------------------- */
@@ -299,7 +315,10 @@ int llama_create(const llama_shape *shape, tensor_dtype compute, device *dev, co
                  int64_t max_rows, size_t param_tail, model **out, ddp_err *err)
 {
     *out = NULL;
+    size_t act_bytes; /* the plan's figure: refuses a micro-batch whose buffers would not fit in 64 bits */
     int rc = check_shape(shape, data, max_rows, err);
+    if (!rc)
+        rc = llama_activation_bytes(shape, compute, data->input.count, max_rows, &act_bytes, err);
     if (rc)
         return rc;
     model *m;
@@ -318,6 +337,9 @@ int llama_create(const llama_shape *shape, tensor_dtype compute, device *dev, co
         rc = lm_alloc_params(m, err);
     if (!rc)
         rc = alloc_acts(m, g, max_rows, err);
+    if (!rc && g->lm.act_bytes != act_bytes) /* the layout changed on one side only */
+        rc = ddp_fail(err, DDP_ERUNTIME, "activations of %zu bytes, llama_activation_bytes plans %zu",
+                      g->lm.act_bytes, act_bytes);
     m->activation_bytes = g->lm.act_bytes;
     if (rc)
         return lm_build_failed(m, err);

@@ -28,9 +28,11 @@ int llama_create(const llama_shape *shape, tensor_dtype compute, device *dev, co
 int llama_tensor_table(const llama_shape *shape, model *m, ddp_err *err);
 
 /* The device memory llama_create allocates for activations, backward scratch and its tables
- * (model.activation_bytes) for sequences of T tokens and max_rows B, computing in `compute`: for
- * the memory plan of a model that is not built. */
-size_t llama_activation_bytes(const llama_shape *shape, tensor_dtype compute, int64_t T, int64_t B);
+ * (model.activation_bytes) for sequences of T tokens and max_rows B, computing in `compute`, into
+ * *bytes: for the memory plan of a model that is not built, and checked by llama_create before it
+ * carves them. A size that does not fit in 64 bits is a usage error naming the keys it grows with. */
+int llama_activation_bytes(const llama_shape *shape, tensor_dtype compute, int64_t T, int64_t B, size_t *bytes,
+                           ddp_err *err);
 
 /* The rotary tables the model uploads: cos and sin [positions, head_size/2] of t·f_j with
  * f_j = rope_theta^(-2j/head_size), computed in double and rounded to float once. */

@@ -34,6 +34,14 @@ int lm_check_data(const char *name, const sample_layout *data, int64_t block_siz
     return DDP_OK;
 }
 
+int lm_activations_too_large(const char *name, int64_t n_layer, const char *widths, int64_t T, int64_t B,
+                             ddp_err *err)
+{
+    return ddp_fail(err, DDP_EUSAGE, "%s: activation memory overflows 64 bits: model.%s.n_layer=%lld x (%s) x "
+                    "data.seq_len=%lld x %lld sequences per rank (data.batch_size); reduce these", name, name,
+                    (long long)n_layer, widths, (long long)T, (long long)B);
+}
+
 int lm_new(const lm_kind *kind, size_t impl_bytes, tensor_dtype compute, device *dev, const sample_layout *data,
            int64_t vocab_size, int64_t max_rows, size_t param_tail, model **out, ddp_err *err)
 {

@@ -13,6 +13,7 @@
 #define DDP_LM_CORE_H
 
 #include "model.h"
+#include "runtime/base/checked_size.h"
 #include "runtime/base/rng.h"
 
 /* What one language model brings to the shared plumbing. */
@@ -66,8 +67,17 @@ int lm_alloc_params(model *m, ddp_err *err);
 int lm_alloc(model *m, void **p, size_t bytes, ddp_err *err);
 
 /* A buffer of count elements, in bytes rounded up to 64 so every buffer carved after it in a slab
- * stays 64-byte aligned. */
-static inline size_t lm_aligned_bytes(int64_t count, size_t elem) { return ((size_t)count * elem + 63) / 64 * 64; }
+ * stays 64-byte aligned; checked in k (runtime/base/checked_size.h). */
+static inline size_t lm_aligned_bytes(size_check *k, size_t count, size_t elem)
+{
+    return size_add(k, size_mul(k, count, elem), 63) / 64 * 64;
+}
+
+/* The activations of a micro-batch of B sequences of T tokens do not fit in 64 bits: a usage error
+ * naming the keys they grow with (widths: the model's own, e.g. "model.gpt2.n_embd=768,
+ * model.gpt2.vocab_size=50257"); returns its code. */
+int lm_activations_too_large(const char *name, int64_t n_layer, const char *widths, int64_t T, int64_t B,
+                             ddp_err *err);
 
 /* The model's create failed: frees m and prefixes err with what it was building; returns err's code. */
 int lm_build_failed(model *m, ddp_err *err);

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/checked_size.h"
+
 #define MLP_MAX_LAYERS (MLP_MAX_HIDDEN + 1)
 
 typedef struct mlp_layer {
@@ -226,34 +228,42 @@ static int build_layout(model *m, mlp_impl *p, const mlp_opts *opts, ddp_err *er
     return DDP_OK;
 }
 
-/* Allocates an activation buffer, counting it in m->activation_bytes. */
-static int alloc_floats(model *m, size_t n, float **out, ddp_err *err)
+/* Allocates an activation buffer of rows x width floats, counting it in m->activation_bytes; sizes
+ * that do not fit in 64 bits are refused before anything is asked of the device. */
+static int alloc_floats(model *m, int64_t rows, int64_t width, float **out, ddp_err *err)
 {
+    size_check k = {0};
+    size_t bytes = size_mul(&k, size_mul(&k, rows, width), sizeof(float));
+    size_t total = size_add(&k, m->activation_bytes, bytes);
+    if (k.overflow)
+        return ddp_fail(err, DDP_EUSAGE, "activations of %lld rows (data.batch_size) x %lld floats overflow 64 bits "
+                        "(with the %zu bytes before them); reduce data.batch_size or model.mlp.hidden",
+                        (long long)rows, (long long)width, m->activation_bytes);
     void *ptr = NULL;
-    int rc = m->dev->ops->alloc(m->dev, n * sizeof(float), &ptr, err);
-    m->activation_bytes += rc ? 0 : n * sizeof(float);
+    int rc = m->dev->ops->alloc(m->dev, bytes, &ptr, err);
+    m->activation_bytes = rc ? m->activation_bytes : total;
     *out = ptr;
     return rc;
 }
 
 static int alloc_buffers(model *m, mlp_impl *p, ddp_err *err)
 {
-    size_t rows = (size_t)m->max_rows;
+    const int64_t rows = m->max_rows;
     int64_t widest = 0;
     int rc = model_alloc_params(m, err);
     if (!rc)
-        rc = alloc_floats(m, rows * (size_t)m->io.sample.input.count, &p->x_f32, err);
+        rc = alloc_floats(m, rows, m->io.sample.input.count, &p->x_f32, err);
     for (int l = 0; !rc && l < p->n_layers; l++) {
         mlp_layer *L = &p->layer[l];
         widest = L->out > widest ? L->out : widest;
-        rc = alloc_floats(m, rows * (size_t)L->out, &L->z, err);
+        rc = alloc_floats(m, rows, L->out, &L->z, err);
         if (!rc && l < p->n_layers - 1)
-            rc = alloc_floats(m, rows * (size_t)L->out, &L->h, err);
+            rc = alloc_floats(m, rows, L->out, &L->h, err);
     }
     if (!rc)
-        rc = alloc_floats(m, rows * (size_t)widest, &p->dz, err);
+        rc = alloc_floats(m, rows, widest, &p->dz, err);
     if (!rc)
-        rc = alloc_floats(m, rows * (size_t)widest, &p->dh, err);
+        rc = alloc_floats(m, rows, widest, &p->dh, err);
     return rc;
 }
 
@@ -313,8 +323,9 @@ int mlp_create(const mlp_opts *opts, device *dev, const sample_layout *data, int
     if (!rc)
         rc = alloc_buffers(m, p, err);
     if (rc) {
+        size_t n_params = m->n_params; /* read before m is freed */
         mlp_destroy(m);
-        return ddp_prefix(err, "mlp: allocating %zu parameters and activations for %lld rows", m->n_params,
+        return ddp_prefix(err, "mlp: allocating %zu parameters and activations for %lld rows", n_params,
                           (long long)max_rows);
     }
     *out = m;

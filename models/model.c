@@ -11,15 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/checked_size.h"
 #include "runtime/base/rng.h"
 
 int model_alloc_params(model *m, ddp_err *err)
 {
     device *d = m->dev;
-    size_t total = m->n_params + m->param_tail;
-    int rc = d->ops->alloc(d, total * sizeof(float), (void **)&m->params, err);
+    size_check k = {0};
+    size_t bytes = size_mul(&k, size_add(&k, m->n_params, m->param_tail), sizeof(float));
+    if (k.overflow)
+        return ddp_fail(err, DDP_EUSAGE, "%zu parameters and %zu spare floats overflow 64 bits", m->n_params,
+                        m->param_tail);
+    int rc = d->ops->alloc(d, bytes, (void **)&m->params, err);
     if (!rc)
-        rc = d->ops->alloc(d, total * sizeof(float), (void **)&m->grads, err);
+        rc = d->ops->alloc(d, bytes, (void **)&m->grads, err);
     if (!rc && m->param_tail > 0)
         rc = d->ops->fill(d, TENSOR_F32, m->params + m->n_params, m->param_tail, 0.0f, err);
     if (!rc && m->param_tail > 0)
@@ -76,16 +81,23 @@ int model_add_tensor(model *m, const char *name, int64_t d0, int64_t d1, bool we
     if (strlen(name) >= MODEL_TENSOR_NAME_MAX) /* a model's own names: never cut to look alike */
         return ddp_fail(err, DDP_ERUNTIME, "parameter tensor name %s is longer than %d bytes", name,
                         MODEL_TENSOR_NAME_MAX - 1);
+    /* the buffer up to this tensor's end, in floats and in bytes, must fit in 64 bits */
+    size_check k = {0};
+    size_t numel = size_mul(&k, d0, d1 ? d1 : 1), end = size_add(&k, *offset, numel);
+    (void)size_mul(&k, end, sizeof(float));
+    if (k.overflow || d0 < 0 || d1 < 0)
+        return ddp_fail(err, DDP_EUSAGE, "parameter tensor %s [%lld, %lld] at element %zu: the parameters overflow "
+                        "64 bits; reduce the model's shape", name, (long long)d0, (long long)d1, *offset);
     param_tensor *t = &m->tensors[m->n_tensors++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = d1 ? 2 : 1;
     t->shape[0] = d0;
     t->shape[1] = d1;
-    t->numel = (size_t)d0 * (size_t)(d1 ? d1 : 1);
+    t->numel = numel;
     t->offset = *offset;
     t->weight_decay = weight_decay;
-    *offset += t->numel;
+    *offset = end;
     return DDP_OK;
 }
 

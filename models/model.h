@@ -141,8 +141,10 @@ int model_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *err);
 int model_init_linear_default(model *m, uint64_t seed, ddp_err *err);
 
 /* Appends a tensor of shape [d0] (d1 == 0) or [d0, d1] at *offset, advancing it; the table grows
- * as needed. Fails only when out of memory, or for a name of MODEL_TENSOR_NAME_MAX bytes or more
- * (DDP_ERUNTIME: a model's own names must fit whole). */
+ * as needed. Fails only when out of memory, for a name of MODEL_TENSOR_NAME_MAX bytes or more
+ * (DDP_ERUNTIME: a model's own names must fit whole), or when the parameter buffer up to the
+ * tensor's end would not fit in 64 bits, in elements or in bytes (DDP_EUSAGE: the shape is too
+ * large). */
 int model_add_tensor(model *m, const char *name, int64_t d0, int64_t d1, bool weight_decay, size_t *offset,
                      ddp_err *err);
 void model_free_tensors(model *m);

@@ -40,14 +40,18 @@ typedef int (*model_size_fn)(const model_opts *opts, const sample_layout *data, 
 static int size_gpt2(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
 {
     int rc = gpt2_tensor_table(&opts->gpt2, m, err);
-    m->activation_bytes = rc ? 0 : gpt2_activation_bytes(&opts->gpt2, opts->compute, data->input.count, max_rows);
+    if (!rc && (rc = gpt2_activation_bytes(&opts->gpt2, opts->compute, data->input.count, max_rows,
+                                           &m->activation_bytes, err)))
+        model_free_tensors(m);
     return rc;
 }
 
 static int size_llama(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
 {
     int rc = llama_tensor_table(&opts->llama, m, err);
-    m->activation_bytes = rc ? 0 : llama_activation_bytes(&opts->llama, opts->compute, data->input.count, max_rows);
+    if (!rc && (rc = llama_activation_bytes(&opts->llama, opts->compute, data->input.count, max_rows,
+                                            &m->activation_bytes, err)))
+        model_free_tensors(m);
     return rc;
 }
 

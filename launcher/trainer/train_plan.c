@@ -3,10 +3,13 @@
  * activations of a micro-batch: the per-rank batch config_batch_split gives the world size), as one line. The training job logs it in its header from
  * the built model and reducer; `ddprun plan` (ddprun-worker --plan) prints it for a job that is not
  * started, from the model's tensor table and activation sizes (model_size) and the reducer's bucket
- * plan (reducer_zero_shard_n), so both show the same numbers from the same function. Must not
- * allocate device memory, read data or communicate. */
+ * plan (reducer_zero_shard_n), so both show the same numbers from the same function. Every size
+ * is checked (runtime/base/checked_size.h): a plan that does not fit in 64 bits is refused naming
+ * the keys it grows with, never printed wrapped. Must not allocate device memory, read data or
+ * communicate. */
 #include <stdlib.h>
 
+#include "runtime/base/checked_size.h"
 #include "runtime/base/log.h"
 #include "train.h"
 #include "train_job.h"
@@ -21,18 +24,36 @@ typedef struct memory_plan {
     bool zero;
 } memory_plan;
 
-/* Optimizer state (AdamW's two moments, SGD's momentum buffer) is what ZeRO-1 divides: the plan
- * shows it both ways. bf16 adds the parameters' compute copy (precision bf16) and the gradients'
- * wire copy (ddp.grad_dtype bf16, with ZeRO's padding). */
+/* The line's parts in bytes. Optimizer state (AdamW's two moments, SGD's momentum buffer) is what
+ * ZeRO-1 divides: the plan shows it both ways. bf16 adds the parameters' compute copy (precision
+ * bf16) and the gradients' wire copy (ddp.grad_dtype bf16, with ZeRO's padding). */
+typedef struct plan_bytes {
+    size_t params, state, replicated, wcopy, gcopy, total; /* params: the gradients' size too */
+} plan_bytes;
+
+/* p's parts and total, every product and sum checked (runtime/base/checked_size.h): false when the
+ * total does not fit in 64 bits. */
+static bool plan_bytes_of(const config *c, const memory_plan *p, plan_bytes *b)
+{
+    size_check k = {0};
+    const size_t buffers = c->optimizer.kind == OPT_ADAMW ? 2 : 1;
+    b->params = size_mul(&k, p->n_params, sizeof(float));
+    b->replicated = size_mul(&k, buffers, b->params);
+    b->state = p->zero ? size_mul(&k, buffers, size_mul(&k, p->shard_n, sizeof(float))) : b->replicated;
+    b->wcopy = p->compute == TENSOR_BF16 ? size_mul(&k, p->n_params, sizeof(uint16_t)) : 0;
+    b->gcopy = c->ddp.grad_dtype == GRAD_BF16
+                   ? size_mul(&k, size_add(&k, p->n_params, train_zero_param_tail(c, p->world)), sizeof(uint16_t)) : 0;
+    size_t total = size_add(&k, size_mul(&k, 2, b->params), b->state);
+    total = size_add(&k, total, size_add(&k, b->wcopy, b->gcopy));
+    b->total = size_add(&k, total, p->activation_bytes);
+    return !k.overflow;
+}
+
 static void format_memory_plan(const config *c, const memory_plan *p, char *out, size_t size)
 {
-    double mib = 1.0 / (1 << 20), buffers = c->optimizer.kind == OPT_ADAMW ? 2 : 1;
-    double params = (double)p->n_params * sizeof(float), acts = (double)p->activation_bytes;
-    double replicated = buffers * params, sharded = buffers * (double)p->shard_n * sizeof(float);
-    double state = p->zero ? sharded : replicated;
-    double wcopy = p->compute == TENSOR_BF16 ? (double)p->n_params * sizeof(uint16_t) : 0;
-    double gcopy = c->ddp.grad_dtype == GRAD_BF16
-                       ? (double)(p->n_params + train_zero_param_tail(c, p->world)) * sizeof(uint16_t) : 0;
+    plan_bytes b;
+    (void)plan_bytes_of(c, p, &b); /* a job's model was built, so its plan fits; train_plan checks its own */
+    const double mib = 1.0 / (1 << 20), params = (double)b.params, replicated = (double)b.replicated;
     char zero[128], copies[128] = "";
     if (p->zero)
         snprintf(zero, sizeof zero, "ZeRO-1 over %d ranks; without: %.1f MiB", p->world, replicated * mib);
@@ -41,12 +62,12 @@ static void format_memory_plan(const config *c, const memory_plan *p, char *out,
                  replicated / p->world * mib);
     else
         snprintf(zero, sizeof zero, "one rank: ddp.zero has nothing to shard");
-    if (wcopy > 0 || gcopy > 0)
-        snprintf(copies, sizeof copies, ", bf16 copies: parameters %.1f MiB, gradients %.1f MiB", wcopy * mib,
-                 gcopy * mib);
+    if (b.wcopy > 0 || b.gcopy > 0)
+        snprintf(copies, sizeof copies, ", bf16 copies: parameters %.1f MiB, gradients %.1f MiB",
+                 (double)b.wcopy * mib, (double)b.gcopy * mib);
     snprintf(out, size, "memory per rank: parameters %.1f MiB, gradients %.1f MiB, optimizer state %.1f MiB (%s)%s, "
-             "activations %.1f MiB (%lld rows), %.1f MiB in all", params * mib, params * mib, state * mib, zero,
-             copies, acts * mib, (long long)p->rows, (2 * params + state + wcopy + gcopy + acts) * mib);
+             "activations %.1f MiB (%lld rows), %.1f MiB in all", params * mib, params * mib, (double)b.state * mib,
+             zero, copies, (double)p->activation_bytes * mib, (long long)p->rows, (double)b.total * mib);
 }
 
 void train_log_memory_plan(const train_job *t)
@@ -91,6 +112,11 @@ int train_plan(const config *c, int world, FILE *out, ddp_err *err)
                      .rows = split.batch, .world = world, .zero = train_zero_on(c, world)};
     if (!rc)
         rc = plan_shard(c, &m, &p, err);
+    plan_bytes b;
+    if (!rc && !plan_bytes_of(c, &p, &b))
+        rc = ddp_fail(err, DDP_EUSAGE, "memory per rank overflows 64 bits: %zu parameters (the model's shape) and "
+                      "%zu activation bytes (data.seq_len %lld x %lld rows, data.batch_size); reduce these",
+                      m.n_params, m.activation_bytes, (long long)c->data.seq_len, (long long)split.batch);
     if (!rc) {
         char line[512];
         format_memory_plan(c, &p, line, sizeof line);

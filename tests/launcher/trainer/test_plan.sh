@@ -8,6 +8,9 @@
 #    their shapes, and each line's total is the sum of its parts (bf16 copies included);
 #  - ZeRO-1 divides the optimizer state by the ranks; -np before or after plan;
 #  - with train.global_batch, the activations are the micro-batch the world size gets (job and plan);
+#  - sizes past 64 bits (issue 37: 128 layers of 65536 over 2^24 tokens and 2^20 positions, at
+#    batch 65536 and 2^31-1) are refused with exit 2 naming the keys; below that the figures grow
+#    with the batch (1, 2, 1024, 2048);
 #  - nothing is written (no run.dir), no device or MPI is needed; --dry-run prints the worker's
 #    command; a bad override, the MLP (whose size follows its data) and a missing config are
 #    refused with exit 2.
@@ -101,6 +104,38 @@ check "gpt2_124m: the parts add up to the total" parts_add_up "$TMP/124m.plan"
 want=$(params_formula llama L=4 C=128 NH=4 NKV=2 F=352 V=256 tie=0)
 check "llama_kjv: $(plan_params "$TMP/kjv.plan") parameters = the formula's $want" \
     [ "$(plan_params "$TMP/kjv.plan")" = "$want" ]
+
+# issue 37: sizes past 64 bits. Llama-3.2-1B's config at 128 layers of width 65536 over a 2^24
+# vocabulary and 2^20 positions: the batch of the issue (65536) and the largest data.batch_size are
+# refused naming the keys, exit 2, nothing printed as a plan; below that the figures grow with the batch.
+BIG=(model.llama.n_layer=128 model.llama.n_embd=65536 model.llama.n_head=64 model.llama.n_kv_head=8
+     model.llama.ffn_hidden=0 model.llama.vocab_size=16777216 model.llama.block_size=1048576 data.seq_len=1048576)
+for b in 65536 2147483647; do
+    "$DDPRUN" plan "$DDP_SRC/configs/llama3_1b.yaml" -np 1 "${BIG[@]}" data.batch_size=$b \
+        >"$TMP/big$b.plan" 2>"$TMP/big$b.err"
+    rc=$?
+    cat "$TMP/big$b.err"
+    check "batch $b at the big shape: refused with exit 2 (got $rc), no plan printed" \
+        [ $rc -eq 2 -a ! -s "$TMP/big$b.plan" ]
+    for key in model.llama.n_layer=128 model.llama.n_embd=65536 model.llama.vocab_size=16777216 data.seq_len=1048576 \
+        "$b sequences per rank (data.batch_size)" "overflows 64 bits"; do
+        check "... the message names $key" grep -qF "$key" "$TMP/big$b.err"
+    done
+done
+# plan_acts / plan_all OUT: the activations' and the total MiB of a plan's memory line
+plan_acts() { plan_line "$1" | sed -n 's/.*, activations \([0-9.]*\) MiB.*/\1/p'; }
+plan_all() { plan_line "$1" | sed -n 's/.* \([0-9.]*\) MiB in all$/\1/p'; }
+prev_acts=0 prev_all=0
+for b in 1 2 1024 2048; do
+    "$DDPRUN" plan "$DDP_SRC/configs/llama3_1b.yaml" -np 1 "${BIG[@]}" data.batch_size=$b >"$TMP/big$b.plan" 2>/dev/null
+    check "batch $b at the big shape: planned, exit 0" [ $? -eq 0 ]
+    acts=$(plan_acts "$TMP/big$b.plan") all=$(plan_all "$TMP/big$b.plan")
+    echo "# batch $b: activations $acts MiB, $all MiB in all"
+    check "batch $b: activations $acts MiB >= $prev_acts, $all MiB in all >= $prev_all (the smaller batch before)" \
+        python3 -c "import sys; a, pa, t, pt = map(float, sys.argv[1:]); sys.exit(not (pa <= a > 0 and pt <= t))" \
+        "${acts:-0}" "$prev_acts" "${all:-0}" "$prev_all"
+    prev_acts=${acts:-0} prev_all=${all:-0}
+done
 
 "$DDPRUN" --dry-run -np 8 plan "$DDP_SRC/configs/llama3_1b.yaml" >"$TMP/dry.out" 2>&1
 check "--dry-run: prints the worker's --plan command and exits 0" grep -q "ddprun-worker --plan 8 .*llama3_1b.yaml" "$TMP/dry.out"
