@@ -1,15 +1,20 @@
 /* model_registry.c — the one file that knows every model: a table from model_kind to the
  * function that builds that kind from its part of model_opts and, for the models a checkpoint's
- * description rebuilds (the language models), the function that reads that description back.
- * Adding a model is a row here and its kind in model_opts.h; model.c, the training job and the
+ * description rebuilds (the language models), the function that reads that description back, and
+ * a table of the files each kind starts from and exports to (model_files.h).
+ * Adding a model is a row in each and its kind in model_opts.h; model.c, the training job and the
  * tools that rebuild a model from a checkpoint stay as they are. Must not hold any model's logic
  * beyond unpacking its options. */
 #include <stddef.h>
 #include <string.h>
 
 #include "model.h"
+#include "model_files.h"
 #include "gpt2.h"
+#include "gpt2_hf.h"
+#include "gpt2_llmc.h"
 #include "llama.h"
+#include "llama_hf.h"
 #include "mlp.h"
 
 typedef int (*model_build_fn)(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
@@ -117,4 +122,73 @@ int model_size(const model_opts *opts, const sample_layout *data, int64_t max_ro
             return registry[i].size(opts, data, max_rows, m, err);
         }
     return ddp_fail(err, DDP_EUSAGE, "model.kind: unknown model %d", (int)opts->kind);
+}
+
+/* ---- the files each kind starts from and exports to (model_files.h) ---- */
+
+static const char *const gpt2_hf_names[] = {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"};
+static const char *const gpt2_llmc_names[] = {"num_layers", "num_heads", "channels", "max_seq_len", "vocab_size"};
+static const char *const llama_hf_names[] = {
+    "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "intermediate_size",
+    "max_position_embeddings", "vocab_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings"};
+
+static int gpt2_read_shape(const char *path, bool hf, void *shape, ddp_err *err)
+{
+    return hf ? gpt2_hf_read_shape(path, shape, err) : gpt2_llmc_read_shape(path, shape, err);
+}
+
+static void gpt2_format(const void *shape, char *out, size_t size) { gpt2_format_shape(shape, out, size); }
+
+static int gpt2_load(model *m, const char *path, bool hf, ddp_err *err)
+{
+    return hf ? gpt2_hf_load_model(m, path, err) : gpt2_llmc_load_model(m, path, err);
+}
+
+static int gpt2_export(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes,
+                       gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
+{
+    return gpt2_hf_write(dir, &opts->gpt2, dtype, max_shard_bytes, src, ctx, files, err);
+}
+
+static int gpt2_llmc_export(const char *path, const model_opts *opts, gpt2_llmc_src src, void *ctx, ddp_err *err)
+{
+    return gpt2_llmc_write(path, &opts->gpt2, src, ctx, err);
+}
+
+static int llama_read_shape(const char *path, bool hf, void *shape, ddp_err *err)
+{
+    return hf ? llama_hf_read_shape(path, shape, err)
+              : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Llama starts from a Hugging Face folder", path);
+}
+
+static void llama_format(const void *shape, char *out, size_t size) { llama_format_shape(shape, out, size); }
+
+static int llama_load(model *m, const char *path, bool hf, ddp_err *err)
+{
+    return hf ? llama_hf_load_model(m, path, err)
+              : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Llama starts from a Hugging Face folder", path);
+}
+
+static int llama_export(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes,
+                        gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
+{
+    return llama_hf_write(dir, &opts->llama, dtype, max_shard_bytes, src, ctx, files, err);
+}
+
+static const struct {
+    model_kind kind;
+    model_files files;
+} file_rows[] = {
+    {MODEL_GPT2, {"gpt2", true, true, "GPT2LMHeadModel", gpt2_hf_names, gpt2_llmc_names, gpt2_read_shape, gpt2_format,
+                  gpt2_load, gpt2_export, gpt2_llmc_export}},
+    {MODEL_LLAMA, {"llama", true, false, "LlamaForCausalLM", llama_hf_names, NULL, llama_read_shape, llama_format,
+                   llama_load, llama_export, NULL}},
+};
+
+const model_files *model_files_of(model_kind kind)
+{
+    for (size_t i = 0; i < sizeof file_rows / sizeof file_rows[0]; i++)
+        if (file_rows[i].kind == kind)
+            return &file_rows[i].files;
+    return NULL;
 }

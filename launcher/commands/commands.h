@@ -21,13 +21,8 @@ int ckpt_tool_main(int argc, char **argv);
  * that cannot be exported). */
 int ckpt_export_main(int argc, char **argv);
 
-/* Reads and verifies a checkpoint of a GPT-2 model: *shape and *seq_len from the model description
- * it records. Another model's checkpoint is a usage error naming that model and completing "only
- * GPT-2 checkpoints can be " with use ("exported to llm.c's format"). */
-int gpt2_ckpt_open(const char *path, const char *use, ckpt_loaded *ck, gpt2_shape *shape, int64_t *seq_len,
-                   ddp_err *err);
 /* The parameter tensor `name` ("wte.weight") of ck when it holds numel float32 values, else NULL. */
-const float *gpt2_ckpt_param(const ckpt_loaded *ck, const char *name, size_t numel);
+const float *ckpt_param_f32(const ckpt_loaded *ck, const char *name, size_t numel);
 
 /* `ddprun generate CHECKPOINT [options]` (argv[0] "generate"): a GPT-2 or Llama checkpoint;
  * returns the exit status. */

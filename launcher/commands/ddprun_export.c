@@ -22,9 +22,7 @@
 #include <sys/stat.h>
 
 #include "commands.h"
-#include "models/gpt2_hf.h"
-#include "models/gpt2_llmc.h"
-#include "models/llama_hf.h"
+#include "models/model_files.h"
 
 /* 10^12 MB is 10^18 bytes: the byte count stays well inside uint64_t (1.8e19). */
 #define MAX_SHARD_MB 1e12
@@ -48,22 +46,25 @@ static const char export_usage[] =
     "           and renamed into place, so a failed export leaves the earlier one as it was\n"
     "  llmc exports GPT-2 checkpoints, hf GPT-2 and Llama ones\n";
 
-int gpt2_ckpt_open(const char *path, const char *use, ckpt_loaded *ck, gpt2_shape *shape, int64_t *seq_len,
-                   ddp_err *err)
+/* The checkpoint at path, its model rebuilt from its description, and that kind's llm.c writer;
+ * a kind llm.c has no file for is a usage error naming the checkpoint's model. */
+static int llmc_ckpt_open(const char *path, ckpt_loaded *ck, model_opts *opts, const model_files **f, ddp_err *err)
 {
     int rc = ckpt_read(path, ck, err);
     if (rc)
         return rc;
-    if (gpt2_parse_description(ck->hdr.model, shape, seq_len, err)) {
-        ddp_fail(err, DDP_EUSAGE, "%s: checkpoint of %s; only GPT-2 checkpoints can be %s", path, ck->hdr.model,
-                 use);
+    int64_t seq_len;
+    *f = model_opts_from_description(ck->hdr.model, opts, &seq_len, err) ? NULL : model_files_of(opts->kind);
+    if (!*f || !(*f)->llmc_write) {
+        ddp_fail(err, DDP_EUSAGE, "%s: checkpoint of %s; only GPT-2 checkpoints can be exported to llm.c's format",
+                 path, ck->hdr.model);
         ckpt_loaded_free(ck);
         return DDP_EUSAGE;
     }
     return DDP_OK;
 }
 
-const float *gpt2_ckpt_param(const ckpt_loaded *ck, const char *name, size_t numel)
+const float *ckpt_param_f32(const ckpt_loaded *ck, const char *name, size_t numel)
 {
     char full[CKPT_NAME_MAX];
     snprintf(full, sizeof full, "param/%s", name);
@@ -73,7 +74,7 @@ const float *gpt2_ckpt_param(const ckpt_loaded *ck, const char *name, size_t num
 
 static const float *ckpt_src(void *ctx, const char *name, size_t numel)
 {
-    return gpt2_ckpt_param(ctx, name, numel);
+    return ckpt_param_f32(ctx, name, numel);
 }
 
 static int usage(const char *fmt, const char *arg)
@@ -144,12 +145,12 @@ static int export_llmc(const export_args *a)
     if (rc)
         return rc;
     ckpt_loaded ck;
-    gpt2_shape shape;
-    int64_t seq_len;
+    model_opts opts;
+    const model_files *f;
     ddp_err err = {0};
-    rc = gpt2_ckpt_open(a->in, "exported to llm.c's format", &ck, &shape, &seq_len, &err);
+    rc = llmc_ckpt_open(a->in, &ck, &opts, &f, &err);
     if (!rc) {
-        rc = gpt2_llmc_write(a->out, &shape, ckpt_src, &ck, &err);
+        rc = f->llmc_write(a->out, &opts, ckpt_src, &ck, &err);
         if (rc)
             ddp_prefix(&err, "%s", a->in);
         else
@@ -162,17 +163,15 @@ static int export_llmc(const export_args *a)
     return rc;
 }
 
-/* The checkpoint's model, by its recorded description: GPT-2 or the Llama (*arch names HF's class). */
-static int hf_kind(const ckpt_loaded *ck, gpt2_shape *g, llama_shape *l, const char **arch, ddp_err *err)
+/* The checkpoint's model, by its recorded description, and the files of its kind (models/model_files.h). */
+static int hf_kind(const ckpt_loaded *ck, model_opts *opts, const model_files **f, ddp_err *err)
 {
     int64_t seq_len;
     ddp_err ignored = {0};
-    *arch = NULL;
-    if (gpt2_parse_description(ck->hdr.model, g, &seq_len, &ignored) == DDP_OK)
-        *arch = "GPT2LMHeadModel";
-    else if (llama_parse_description(ck->hdr.model, l, &seq_len, &ignored) == DDP_OK)
-        *arch = "LlamaForCausalLM";
-    else
+    *f = NULL;
+    if (model_opts_from_description(ck->hdr.model, opts, &seq_len, &ignored) == DDP_OK)
+        *f = model_files_of(opts->kind);
+    if (!*f || !(*f)->hf_write)
         return ddp_fail(err, DDP_EUSAGE, "checkpoint of %s; only GPT-2 and Llama checkpoints can be exported to "
                         "Hugging Face's format", ck->hdr.model);
     return DDP_OK;
@@ -190,20 +189,17 @@ static int export_hf(const export_args *a)
         fprintf(stderr, "ddprun ckpt export: %s\n", err.msg);
         return rc;
     }
-    gpt2_shape g;
-    llama_shape l;
-    const char *arch;
+    model_opts opts;
+    const model_files *f;
     uint64_t shard = (uint64_t)(a->shard_mb * 1e6);
     int files = 0;
-    if ((rc = hf_kind(&ck, &g, &l, &arch, &err)))
+    if ((rc = hf_kind(&ck, &opts, &f, &err)))
         ddp_prefix(&err, "%s", a->in);
-    else if ((rc = !strcmp(arch, "LlamaForCausalLM")
-                       ? llama_hf_write(a->out, &l, dtype, shard, ckpt_src, &ck, &files, &err)
-                       : gpt2_hf_write(a->out, &g, dtype, shard, ckpt_src, &ck, &files, &err)))
+    else if ((rc = f->hf_write(a->out, &opts, dtype, shard, ckpt_src, &ck, &files, &err)))
         ddp_prefix(&err, "%s", a->in);
     if (!rc)
         printf("ckpt export: %s (step %lld, %s) -> %s (Hugging Face %s, %s, %d safetensors file%s)\n", a->in,
-               (long long)ck.hdr.step, ck.hdr.model, a->out, arch, dtype == ST_BF16 ? "bfloat16" : "float32", files,
+               (long long)ck.hdr.step, ck.hdr.model, a->out, f->hf_architecture, dtype == ST_BF16 ? "bfloat16" : "float32", files,
                files == 1 ? "" : "s");
     else
         fprintf(stderr, "ddprun ckpt export: %s\n", err.msg);

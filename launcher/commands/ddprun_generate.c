@@ -239,7 +239,7 @@ static int build_model(const ckpt_loaded *ck, const model_opts *opts, int64_t se
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for %zu parameters", m->n_params);
     for (int i = 0; !rc && i < m->n_tensors; i++) {
         const param_tensor *t = &m->tensors[i];
-        const float *p = gpt2_ckpt_param(ck, t->name, t->numel);
+        const float *p = ckpt_param_f32(ck, t->name, t->numel);
         if (!p)
             rc = ddp_fail(err, DDP_EUSAGE, "the checkpoint has no parameter %s of %zu float32 values", t->name,
                           t->numel);

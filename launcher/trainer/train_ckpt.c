@@ -25,9 +25,7 @@
 
 #include <sys/stat.h>
 
-#include "models/gpt2_hf.h"
-#include "models/gpt2_llmc.h"
-#include "models/llama_hf.h"
+#include "models/model_files.h"
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/ckpt/ckpt_upload.h"
 #include "runtime/base/activity.h"
@@ -407,33 +405,29 @@ static void recompute_total(train_job *t, const int64_t *hdr)
     t->total_steps = t->step + left_now + (later_epochs > 0 ? later_epochs * t->steps_per_epoch : 0);
 }
 
-/* config.json's and llm.c's header's names of the shapes' fields, for config_take_shape's messages */
-static const char *const hf_shape_names[] = {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"};
-static const char *const llmc_shape_names[] = {"num_layers", "num_heads", "channels", "max_seq_len", "vocab_size"};
-static const char *const hf_llama_shape_names[] = {
-    "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "intermediate_size",
-    "max_position_embeddings", "vocab_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings"};
-
 static bool is_dir(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Rank 0's part of train_ckpt_take_shape: the shape of the llm.c file or Hugging Face folder at path. */
-static int read_init_shape(const config *cfg, const char *path, bool hf, config_shape *s, ddp_err *err)
+/* model.kind's files (models/model_files.h); the config allows checkpoint.init_from only for a kind
+ * that has them (config_check.c). */
+static int kind_files(const config *cfg, const model_files **f, ddp_err *err)
 {
-    if (cfg->model.kind == MODEL_LLAMA)
-        return hf ? llama_hf_read_shape(path, &s->llama, err)
-                  : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Llama starts from a Hugging Face folder", path);
-    return hf ? gpt2_hf_read_shape(path, &s->gpt2, err) : gpt2_llmc_read_shape(path, &s->gpt2, err);
+    *f = model_files_of(cfg->model.kind);
+    return *f ? DDP_OK : ddp_fail(err, DDP_EUSAGE, "checkpoint.init_from: this model.kind starts from no file");
 }
 
 int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err)
 {
     if (!config_shape_pending(cfg))
         return DDP_OK;
-    const char *path = cfg->checkpoint.init_from, *kind = cfg->model.kind == MODEL_LLAMA ? "llama" : "gpt2";
+    const model_files *f;
+    int frc = kind_files(cfg, &f, err);
+    if (frc != DDP_OK)
+        return frc;
+    const char *path = cfg->checkpoint.init_from, *kind = f->name;
     bool hf = is_dir(path);
     config_shape s;
     int64_t msg[1 + (sizeof s + sizeof(int64_t) - 1) / sizeof(int64_t)];
@@ -441,7 +435,7 @@ int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err)
     memset(msg, 0, sizeof msg);
     if (ctl->rank == 0) {
         activity_set("reading the model shape from checkpoint.init_from %s", path);
-        msg[0] = read_init_shape(cfg, path, hf, &s, err);
+        msg[0] = f->read_shape(path, hf, &s, err); /* s: the kind's member */
         if (msg[0] != DDP_OK)
             ddp_prefix(err, "checkpoint.init_from, for the model.%s shape %s leaves out", kind, cfg->source);
         memcpy(msg + 1, &s, sizeof s);
@@ -455,13 +449,9 @@ int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err)
     memcpy(&s, msg + 1, sizeof s);
     char file[CFG_PATH_MAX + 16], text[512];
     snprintf(file, sizeof file, "%s%s", path, hf ? "/" HF_CONFIG : "");
-    bool llama = cfg->model.kind == MODEL_LLAMA;
-    rc = config_take_shape(cfg, &s, file, llama ? hf_llama_shape_names : hf ? hf_shape_names : llmc_shape_names, err);
+    rc = config_take_shape(cfg, &s, file, hf ? f->hf_shape_names : f->llmc_shape_names, err);
     if (rc == DDP_OK && ctl->rank == 0) {
-        if (llama)
-            llama_format_shape(&s.llama, text, sizeof text);
-        else
-            gpt2_format_shape(&s.gpt2, text, sizeof text);
+        f->format_shape(&s, text, sizeof text);
         log_info("model.%s shape from checkpoint.init_from %s: %s", kind, file, text);
     } else if (rc != DDP_OK && ctl->rank != 0) {
         err->msg[0] = '\0'; /* every rank found the same; rank 0 reports it */
@@ -469,14 +459,13 @@ int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err)
     return rc;
 }
 
-/* Rank 0's part of init_from_file: a GPT-2 from the llm.c file or the Hugging Face folder, a Llama
- * from the folder only. */
+/* Rank 0's part of init_from_file: the parameters of the llm.c file or Hugging Face folder at path,
+ * as model.kind's files read them. */
 static int load_init_from(train_job *t, const char *path, bool hf, ddp_err *err)
 {
-    if (t->cfg->model.kind == MODEL_LLAMA)
-        return hf ? llama_hf_load_model(t->m, path, err)
-                  : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Llama starts from a Hugging Face folder", path);
-    return hf ? gpt2_hf_load_model(t->m, path, err) : gpt2_llmc_load_model(t->m, path, err);
+    const model_files *f;
+    int rc = kind_files(t->cfg, &f, err);
+    return rc != DDP_OK ? rc : f->load(t->m, path, hf, err);
 }
 
 /* checkpoint.init_from, when nothing was resumed: rank 0 reads the llm.c file, or the Hugging Face
