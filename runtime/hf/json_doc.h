@@ -1,11 +1,16 @@
-/* json_doc.h — a JSON text (a safetensors header, a Hugging Face config.json) parsed by libyaml
- * and held as its document, with the lookups the readers of runtime/hf and models need.
+/* json_doc.h — a JSON text (a safetensors header, a Hugging Face config.json or index) read by the
+ * grammar of RFC 8259 and held as a libyaml document, with the lookups the readers of runtime/hf
+ * and models need.
  *
- * JSON is YAML's flow syntax, so libyaml parses it; what YAML has beyond JSON is refused before
- * anyone reads the document: block collections, single-quoted and block scalars, plain scalars
- * other than JSON's numbers, true, false and null, non-string keys, duplicate keys in one object,
- * anchors, aliases, tags, more than one document, and nesting deeper than JSON_MAX_DEPTH. Every
- * error names NAME:LINE:COL (1-based). Must not know safetensors or models. */
+ * Exactly RFC 8259's JSON is read: one value with JSON's white space (space, tab, line feed,
+ * carriage return) around and between tokens; strings in double quotes with only the escapes
+ * \" \\ \/ \b \f \n \r \t \uXXXX (a surrogate pair joined, a surrogate alone or mismatched
+ * refused), no raw control character U+0000..U+001F and only well-formed UTF-8; numbers in JSON's
+ * grammar (no leading zero, '+', bare '.', NaN or Infinity); true, false, null; no trailing comma,
+ * comment, single quote, byte order mark or text after the value. On top of the RFC: no key twice
+ * in one object, nesting at most JSON_MAX_DEPTH deep, and no \u0000 (the values are C strings).
+ * Every error names NAME:LINE:COL (1-based; columns count characters) of the first offending
+ * byte and the reason. Must not know safetensors or models. */
 #ifndef DDP_JSON_DOC_H
 #define DDP_JSON_DOC_H
 

@@ -222,6 +222,16 @@ static void safetensors_seeds(void)
                                       "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[12,28]}}");
     safetensors_seed("f64", 0x01, "{\"a\":{\"dtype\":\"F64\",\"shape\":[3],\"data_offsets\":[0,24]}}");
     safetensors_seed("pretty", 0x01, "{\n  \"a\": {\"dtype\": \"F16\", \"shape\": [14], \"data_offsets\": [0, 28]}\n}\n");
+    /* JSON that the reader must take (every escape, a surrogate pair) and near misses it must refuse */
+    safetensors_seed("escapes", 0x01, "{\"a\\/\\\"\\\\\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\":{\"dtype\":\"BF16\","
+                                      "\"shape\":[14],\"data_offsets\":[0,28]}}");
+    safetensors_seed("escape-x", 0x01, "{\"\\x77eight\":{\"dtype\":\"BF16\",\"shape\":[14],\"data_offsets\":[0,28]}}");
+    safetensors_seed("raw-newline", 0x01, "{\"wei\nght\":{\"dtype\":\"BF16\",\"shape\":[14],\"data_offsets\":[0,28]}}");
+    safetensors_seed("lone-surrogate", 0x01, "{\"\\ud83d\":{\"dtype\":\"BF16\",\"shape\":[14],\"data_offsets\":[0,28]}}");
+    safetensors_seed("trailing-comma", 0x01, "{\"a\":{\"dtype\":\"BF16\",\"shape\":[14],\"data_offsets\":[0,28],},}");
+    safetensors_seed("leading-zero", 0x01, "{\"a\":{\"dtype\":\"BF16\",\"shape\":[014],\"data_offsets\":[0,28]}}");
+    safetensors_seed("nan-comment", 0x01, "{\"a\":{\"dtype\":\"BF16\",\"shape\":[NaN],/* c */\"data_offsets\":[0,28]}}");
+    safetensors_seed("trailing-text", 0x01, "{\"a\":{\"dtype\":\"BF16\",\"shape\":[14],\"data_offsets\":[0,28]}} x");
 }
 
 int main(int argc, char **argv)

@@ -2,9 +2,10 @@
  * (runtime/hf/json_doc.c) on hand-made files: F32, F16 and BF16 tensors read back exactly (the
  * conversions checked on values with known float32 equivalents, subnormals and infinities
  * included, at an unaligned data area), offsets above 2^53 read exactly, and every refusal
- * (short file, header length, non-JSON and YAML-only syntax, duplicate names, dtype, shape,
- * offsets out of order or out of the file, gaps, overlaps, trailing data, a size that is not the
- * shape's, metadata that is not strings), each message naming the file and the tensor. */
+ * (short file, header length, non-JSON and YAML-only syntax, a key written with a YAML-only escape
+ * or a raw line break, duplicate names, dtype, shape, offsets out of order or out of the file,
+ * gaps, overlaps, trailing data, a size that is not the shape's, metadata that is not strings),
+ * each message naming the file and the tensor. RFC 8259's every rule: test_json_doc.c. */
 #include "tests/check.h"
 
 #include <math.h>
@@ -111,14 +112,23 @@ static void test_refusals(void)
     const char *t = "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}";
     char h[512];
     refused("[1, 2]", NULL, 0, "the header is an array, expected an object", NULL);
-    refused("{\"w\": ", NULL, 0, "not valid JSON", NULL);
-    refused("w: 1\n", NULL, 0, "not JSON: a YAML block mapping", NULL);
+    refused("{\"w\": ", NULL, 0, "not JSON: expected a value", "found the end of the text");
+    refused("w: 1\n", NULL, 0, "not JSON: \"w\" is neither a number", NULL);
     refused("{w: {}}", NULL, 0, "an object key that is not a string", NULL);
-    refused("{\"w\": &x {}, \"v\": *x}", NULL, 0, "not JSON: a YAML anchor or tag", NULL);
-    refused("{\"w\": !!str x}", NULL, 0, "not JSON: a YAML anchor or tag", NULL);
-    refused("{\"w\": 'x'}", NULL, 0, "not JSON: a string not in double quotes", NULL);
+    refused("{\"w\": &x {}, \"v\": *x}", NULL, 0, "not JSON: expected a value", "found '&'");
+    refused("{\"w\": !!str x}", NULL, 0, "not JSON: expected a value", "found '!'");
+    refused("{\"w\": 'x'}", NULL, 0, "not JSON: expected a value", "a single quote (JSON strings are in double quotes)");
     refused("{\"w\": yes}", NULL, 0, "\"yes\" is neither a number", NULL);
     refused("{\"w\": 0x10}", NULL, 0, "\"0x10\" is neither a number", NULL);
+    /* a key only YAML decodes ("\x77eight" is "weight" there) or folds (a raw line break) */
+    refused("{\"\\x77eight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8,
+            ":1:3: not JSON: \\x is not a JSON escape", NULL);
+    refused("{\"wei\nght\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8,
+            ":1:6: not JSON: a raw line break inside a string (write it as \\n)", NULL);
+    refused("{\"__metadata__\":{\"format\":\"p\nt\"}}", NULL, 0, ":1:29: not JSON: a raw line break inside a string", NULL);
+    refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],}}", data, 8,
+            "a comma after the last member of an object", NULL);
+    refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[02],\"data_offsets\":[0,8]}}", data, 8, "no leading zeros", NULL);
     snprintf(h, sizeof h, "{%s,%s}", t, t);
     refused(h, data, 8, "key \"w\" appears twice", ":1:");
     refused("{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", data, 8, "tensor w: dtype \"F64\" is not supported", NULL);
