@@ -1,6 +1,6 @@
 /* model_opts.h — what a model is built from: its kind, each kind's shape and settings, and the
  * element type it computes in (model_create takes these). The config's model section holds the
- * kind and each kind's settings in these types (runtime/config/config.h includes this header);
+ * kind and each kind's settings in these types (config/config.h includes this header);
  * the training job adds the compute type from the config's precision; the tools that rebuild a
  * GPT-2 or a Llama from a checkpoint fill its shape from the description (gpt2_parse_description,
  * llama_parse_description).

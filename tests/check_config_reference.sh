@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check_config_reference.sh DDPRUN SOURCE_ROOT — docs/config-reference.md is exactly what the key
-# table makes (`ddprun config reference`, runtime/config/config_reference.c): a key's row changed
+# table makes (`ddprun config reference`, config/config_reference.c): a key's row changed
 # without regenerating the document, or the document edited by hand, fails here with the
 # difference and the command that regenerates it.
 set -u

@@ -14,7 +14,7 @@ and every docs/*.md, each ```sh block is split into commands (continued lines jo
 - every option a project program is given appears in that program's sources (the script itself;
   launcher/ for ddprun and its programs);
 - every `key.path=value` override of a training command is a key of the config key table
-  (runtime/config/), and with --build BUILD the whole command is validated by
+  (config/), and with --build BUILD the whole command is validated by
   `ddprun --dry-run` (the config and every override, as a job would read them: exit 0);
 - a checkpoint it names (RUN_DIR/checkpoints/ckpt-NNNNNNNN.ddp) is one a config in configs/ (or a
   training command of the same file with run.dir=RUN_DIR) keeps at the end of its run.
@@ -33,7 +33,7 @@ try:
 except ImportError:  # the checkpoint rule needs it; everything else does not
     yaml = None
 
-REPO_TOPS = ("runtime", "collectives", "models", "launcher", "tests", "scripts", "docs", "configs")
+REPO_TOPS = ("runtime", "collectives", "models", "config", "launcher", "tests", "scripts", "docs", "configs")
 OUTSIDE_TOOLS = {"mpirun", "srun", "meson", "ninja", "python3", "git", "sbatch", "nvidia-smi"}
 RANK_STARTERS = {"mpirun", "srun"}
 SEPARATORS = {"&&", "||", ";", "|", "&"}
@@ -47,7 +47,7 @@ class Repo:
     def __init__(self, root, build):
         self.root, self.build = root, build
         self.keys = set()
-        for path in glob.glob(os.path.join(root, "runtime", "config", "*.c")):
+        for path in glob.glob(os.path.join(root, "config", "*.c")):
             with open(path, encoding="utf-8") as f:
                 self.keys.update(KEY_ROW.findall(f.read()))
         self.installed = {}
@@ -244,7 +244,7 @@ class Checker:
             for o in t[1]:
                 key = OVERRIDE.match(o).group(1)
                 if key not in self.repo.keys:
-                    self.fail(where, f"{o}: {key} is not a config key (runtime/config/)")
+                    self.fail(where, f"{o}: {key} is not a config key (config/)")
             if self.repo.build:
                 self.dry_run(where, prog, args)
 

@@ -34,22 +34,22 @@ ALLOWED = {
     "collectives": ["runtime/base", "runtime/device"],
     "models": ["runtime/base", "runtime/data", "runtime/hf", "runtime/device"],
     # the config holds each layer's own option types, so it sits above them (below the training job)
-    "runtime/config": ["runtime/base", "runtime/device", "runtime/optim", "runtime/cloud", "models"],
+    "config": ["runtime/base", "runtime/device", "runtime/optim", "runtime/cloud", "models"],
     # the programs: launcher/meson.build links each from its folder
     "launcher": [],
     "launcher/shared": ["runtime/base"],  # what several programs use
     "launcher/trainer": ["runtime/base", "runtime/data", "runtime/device", "runtime/optim", "runtime/ckpt",
-                         "runtime/cloud", "runtime/tensorboard", "runtime/config", "collectives", "models",
+                         "runtime/cloud", "runtime/tensorboard", "config", "collectives", "models",
                          "launcher/shared"],
-    "launcher/worker": ["runtime/base", "runtime/cloud", "runtime/config", "collectives", "launcher/trainer",
+    "launcher/worker": ["runtime/base", "runtime/cloud", "config", "collectives", "launcher/trainer",
                         "launcher/shared"],
     "launcher/bench": ["runtime/base", "runtime/device", "collectives", "launcher/shared"],
-    "launcher/commands": ["runtime/base", "runtime/data", "runtime/device", "runtime/ckpt", "runtime/config",
+    "launcher/commands": ["runtime/base", "runtime/data", "runtime/device", "runtime/ckpt", "config",
                           "models"],
-    "launcher/ddprun": ["runtime/base", "runtime/device", "runtime/config", "collectives", "launcher/commands",
+    "launcher/ddprun": ["runtime/base", "runtime/device", "config", "collectives", "launcher/commands",
                         "launcher/shared"],
     "scripts": ["runtime", "collectives", "models"],
-    "tests": ["runtime", "collectives", "models", "launcher", "tests"],
+    "tests": ["runtime", "collectives", "models", "config", "launcher", "tests"],
     "tests/cudaemu/tests": ["runtime/base", "runtime/device", "tests"],  # the emulator's own tests
 }
 SOURCE_EXT = (".c", ".h", ".cpp", ".cu", ".cuh")
@@ -100,7 +100,7 @@ def check_file(root, rel):
     return problems
 
 
-REFERENCED_TOPS = ("runtime", "collectives", "models", "launcher", "tests", "scripts", "docs", "configs")
+REFERENCED_TOPS = ("runtime", "collectives", "models", "config", "launcher", "tests", "scripts", "docs", "configs")
 PATH_REF = re.compile(r"(?<![\w./$~-])((?:%s)/[\w./*-]*[\w*])" % "|".join(REFERENCED_TOPS))
 C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 HASH_COMMENT = re.compile(r"(?:^|(?<=\s))#[^\n]*", re.M)

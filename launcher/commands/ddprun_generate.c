@@ -17,7 +17,7 @@
 #include "commands.h"
 #include "models/lm_generate.h"
 #include "models/model.h"
-#include "runtime/config/config.h"
+#include "config/config.h"
 #include "runtime/data/tokenizer_encode.h"
 #include "runtime/device/device.h"
 

@@ -6,7 +6,7 @@
  * failing rank when the job fails, and restarts it up to --max-restarts times. `bench`/`topo`
  * launch ddprun-bench the same way; `ckpt` and `generate` run in-process (launcher/commands/:
  * ckpt_tool.c, ddprun_export.c, and ddprun_generate.c on the CPU device); `config reference`
- * prints the config reference the key table makes (runtime/config/config_reference.c).
+ * prints the config reference the key table makes (config/config_reference.c).
  * It must not do any training or MPI itself: ddprun is not an MPI process.
  *
  * Exit codes (README "Exit codes" copies this table):
@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "launcher/commands/commands.h"
-#include "runtime/config/config.h"
+#include "config/config.h"
 #include "runtime/device/device.h"
 #include "runtime/base/err.h"
 

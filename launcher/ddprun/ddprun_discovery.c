@@ -24,7 +24,7 @@
 
 #include "runtime/base/clock.h"
 #include "runtime/base/command.h"
-#include "runtime/config/config.h"
+#include "config/config.h"
 
 #define DISCOVERY_POLL_S 2.0      /* between runs of CMD while too few slots are listed */
 #define DISCOVERY_CMD_LIMIT_S 30.0 /* one run of CMD; past it, its process group is ended */

@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #include "collectives/comm.h"
-#include "runtime/config/config.h"
+#include "config/config.h"
 #include "runtime/base/err.h"
 #include "runtime/cloud/cloud_notice.h"
 

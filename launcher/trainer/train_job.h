@@ -14,7 +14,7 @@
 #include "collectives/comm.h"
 #include "collectives/reducer.h"
 #include "models/model.h"
-#include "runtime/config/config.h"
+#include "config/config.h"
 #include "runtime/data/dataset.h"
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/cloud/cloud_notice.h"

@@ -20,7 +20,7 @@
 #include "runtime/base/clock.h"
 #include "runtime/base/mpi_thread.h"
 #include "collectives/comm.h"
-#include "runtime/config/config.h"
+#include "config/config.h"
 #include "runtime/base/log.h"
 #include "slurm_task.h"
 #include "runtime/cloud/cloud_notice.h"

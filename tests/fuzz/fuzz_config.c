@@ -1,5 +1,5 @@
 /* fuzz_config.c — libFuzzer target for the YAML config loader with its `key.path=value` overrides
- * (runtime/config/config.h).
+ * (config/config.h).
  *
  * The input is cut at NUL bytes: the first part is the YAML file, each further part (up to 8) one
  * override as given to `ddprun -o`; an empty first part means no file at all (defaults plus
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/config/config.h"
+#include "config/config.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #define MAX_OVERRIDES 8

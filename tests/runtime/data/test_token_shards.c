@@ -342,7 +342,7 @@ static void check_bad_shards(void)
     shard_name(path, sizeof path, dir, "train", 1);
     if (mkdir(path, 0700) != 0)
         die("cannot mkdir", path);
-    expect_open_error(dir, "train", "train_000001.bin", "not a regular file");
+    expect_open_error(dir, "train", "train_000001.bin", "is a folder, expected a regular file");
 }
 
 /* The uint32 format's checks count 4 bytes a token; shards 0 and 2 around it are uint32 too. */

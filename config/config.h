@@ -4,7 +4,7 @@
  * line, and validates everything before any rank does work. Every rejection names
  * FILE:LINE:COL and the key path (overrides are reported as `<override N>:1:COL`), and returns
  * DDP_EUSAGE (a GPT-2 or Llama shape left to checkpoint.init_from is checked once the training job
- * has read it: config_take_shape). The struct below is plain data; nothing outside runtime/config
+ * has read it: config_take_shape). The struct below is plain data; nothing outside config
  * parses YAML. Settings that belong to a layer are held in that layer's own types (device_opts.h's kinds, optim_opts,
  * models/model_opts.h, the notice provider), so the config sits above those layers and none of
  * them includes this header: the training job hands each its part. The key table

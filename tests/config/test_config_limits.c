@@ -5,7 +5,7 @@
  * refuses it like "32" in quotes), `!!int "32"` the integer, an unknown tag is refused. Each case
  * can be run alone: test_config_limits CASE. */
 #include "tests/check.h"
-#include "runtime/config/config.h"
+#include "config/config.h"
 
 #include <errno.h>
 #include <fcntl.h>

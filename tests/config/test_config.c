@@ -1,11 +1,11 @@
 /* test_config.c — config_load, overrides, error locations, the resolved writer and the hash.
  *
- * Bad inputs are hand-written fixtures in tests/runtime/config/data/ (and override strings here); every
+ * Bad inputs are hand-written fixtures in tests/config/data/ (and override strings here); every
  * expected FILE:LINE:COL below was counted from the fixture text as written, not taken from the
- * loader's output. Good inputs: configs/fashion_mlp.yaml and tests/runtime/config/data/minimal.yaml.
+ * loader's output. Good inputs: configs/fashion_mlp.yaml and tests/config/data/minimal.yaml.
  * The config reference the key table makes is checked row by row against the defaults. */
 #include "tests/check.h"
-#include "runtime/config/config.h"
+#include "config/config.h"
 
 #include <signal.h>
 #include <stdio.h>
