@@ -112,6 +112,8 @@ struct async_copy {
     const void *src;
     unsigned bytes, src_bytes;
     uint64_t group; /* the commit group it belongs to: the thread's commit count when it was issued */
+    const char *file; /* where it was issued, for race reports */
+    int line;
 };
 struct async_queue {
     std::vector<async_copy> copies; /* issued and not yet completed, oldest first */
@@ -123,6 +125,18 @@ async_queue &running_async_queue(const char *intrinsic);
  * cudaemu_kernel.h, all with the same param): lane_ops[i] is lane i's operand record. Computes and
  * writes every lane's result; called by the scheduler on its own stack. */
 void complete_tensor_exchange(int kind, int param, void *const lane_ops[32]);
+
+/* ---- what the race check (cudaemu_race.cpp) needs from the scheduler ---- */
+/* A grid starts on this thread, with its dynamic shared memory; each block starts a new epoch. */
+void race_grid_begin(void *dynamic_smem, size_t bytes);
+/* A __syncthreads was released (or a block starts): accesses before it are ordered before the
+ * ones after it. */
+void race_barrier();
+/* Thread `thread` of the block (linear index) runs until race_leave. */
+void race_enter(int thread);
+void race_leave();
+/* The running thread's lane, or -1 between fibers. */
+int race_running_lane();
 
 enum { MAX_THREADS_PER_BLOCK = 1024, DEFAULT_DYNAMIC_SMEM = 48 * 1024,
        MAX_DYNAMIC_SMEM_OPTIN = 227 * 1024, EMULATED_SM_COUNT = 132 };

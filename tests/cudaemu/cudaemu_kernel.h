@@ -60,6 +60,12 @@ void cp_async(void *dst, const void *src, unsigned bytes, unsigned src_bytes, co
 void cp_async_commit();
 void cp_async_wait(int newest_pending);
 
+/* The shared-memory race check (cudaemu_race.cpp): an access the kernel's compiled loads and stores
+ * do not show it (atomics, the emulated ldmatrix and cp.async), made by the running thread; `what`,
+ * file and line name it in a report. Anything outside shared memory is ignored. */
+enum race_access_kind { RACE_READ, RACE_WRITE, RACE_ATOMIC };
+void race_access(const void *p, size_t bytes, race_access_kind how, const char *what, const char *file, int line);
+
 typedef void (*kernel_thunk)(const void *ctx);
 /* Validates the configuration (errors go to cudaGetLastError) and queues the grid on the stream;
  * it runs when something waits for that stream. launch owns ctx and calls release(ctx) after the
@@ -198,9 +204,15 @@ inline int __all_sync(unsigned mask, int p, DDP_CUDAEMU_SITE)
 inline unsigned __activemask() { return ddp_cudaemu::active_mask(); }
 #undef DDP_CUDAEMU_SITE
 
-/* ---- atomics: fibers of one process never run at the same time, so plain updates are atomic ---- */
-template <class T> inline T ddp_cudaemu_fetch_add(T *address, T val)
+/* ---- atomics: fibers of one process never run at the same time, so plain updates are atomic ----
+ * Their own loads and stores are not instrumented (no_sanitize): the race check sees one atomic
+ * update, which is no hazard with another warp's atomic update. */
+#define DDP_CUDAEMU_ATOMIC __attribute__((no_sanitize("thread")))
+#define DDP_CUDAEMU_RACE_ATOMIC(a) \
+    ::ddp_cudaemu::race_access(a, sizeof *(a), ::ddp_cudaemu::RACE_ATOMIC, "an atomic", nullptr, 0)
+template <class T> DDP_CUDAEMU_ATOMIC inline T ddp_cudaemu_fetch_add(T *address, T val)
 {
+    DDP_CUDAEMU_RACE_ATOMIC(address);
     T old = *address;
     *address = old + val;
     return old;
@@ -213,27 +225,31 @@ inline unsigned long long atomicAdd(unsigned long long *a, unsigned long long v)
 {
     return ddp_cudaemu_fetch_add(a, v);
 }
-template <class T> inline T atomicExch(T *a, T v)
+template <class T> DDP_CUDAEMU_ATOMIC inline T atomicExch(T *a, T v)
 {
+    DDP_CUDAEMU_RACE_ATOMIC(a);
     T old = *a;
     *a = v;
     return old;
 }
-template <class T> inline T atomicCAS(T *a, T compare, T v)
+template <class T> DDP_CUDAEMU_ATOMIC inline T atomicCAS(T *a, T compare, T v)
 {
+    DDP_CUDAEMU_RACE_ATOMIC(a);
     T old = *a;
     if (old == compare)
         *a = v;
     return old;
 }
-template <class T> inline T atomicMax(T *a, T v)
+template <class T> DDP_CUDAEMU_ATOMIC inline T atomicMax(T *a, T v)
 {
+    DDP_CUDAEMU_RACE_ATOMIC(a);
     T old = *a;
     *a = old < v ? v : old;
     return old;
 }
-template <class T> inline T atomicMin(T *a, T v)
+template <class T> DDP_CUDAEMU_ATOMIC inline T atomicMin(T *a, T v)
 {
+    DDP_CUDAEMU_RACE_ATOMIC(a);
     T old = *a;
     *a = v < old ? v : old;
     return old;

@@ -4,7 +4,8 @@
  * Owns launch validation (dimension and shared memory limits -> cudaGetLastError, at launch; the
  * grid itself is queued on its stream and runs when the stream is drained), the fiber
  * order (env DDP_CUDA_EMU_ORDER = forward | reverse | random:SEED), shared memory poisoning
- * (0xFF = NaN before every block) and the reports of deadlocks and divergent barriers, which
+ * (0xFF = NaN before every block), telling the race check (cudaemu_race.cpp) which thread runs and
+ * where the barriers fall, and the reports of deadlocks and divergent barriers, which
  * abort the process with a message naming the kernel, block and threads: on a GPU the same bug
  * hangs or corrupts silently. Must not implement runtime API calls (cudart_*.cpp). */
 #include "cudaemu_fiber.h"
@@ -216,6 +217,7 @@ static void release_block_barrier(block_run &b)
                : first.op == (warp_op_kind)BLOCK_AND  ? all
                : any;
     b.at_barrier = 0;
+    race_barrier();
     for (emu_thread &t : b.threads) {
         t.result = result;
         make_runnable(b, t);
@@ -439,6 +441,7 @@ static void run_block(block_run &b)
         b.warp_waiting[w] = 0;
     }
     b.free_stacks.clear();
+    race_barrier(); /* nothing of the previous block races with this one */
     for (int i = b.nthreads - 1; i >= 0; i--) {
         b.threads[i].state = RUNNABLE;
         b.threads[i].stack = -1;
@@ -455,7 +458,9 @@ static void run_block(block_run &b)
         }
         b.running = &t;
         cur_thread_idx = &t.tid;
+        race_enter(i);
         fiber_switch(&b.scheduler, &t.ctx);
+        race_leave();
         b.running = nullptr;
         after_yield(b, t);
     }
@@ -548,6 +553,7 @@ static void run_grid(const char *name, dim3 grid, dim3 block, size_t smem_bytes,
     }
     b.dynamic_smem.resize(smem_bytes > 0 ? smem_bytes : 1);
     b.dynamic_smem_bytes = smem_bytes;
+    race_grid_begin(b.dynamic_smem.data(), smem_bytes);
     fiber_stacks_reserve(b.nthreads, name);
     cur_grid_dim = make_uint3(grid.x, grid.y, grid.z);
     cur_block_dim = make_uint3(block.x, block.y, block.z);

@@ -10,7 +10,8 @@
  * misaligned or oversized copy. A cp.async copy lands only when
  * the issuing thread's cp.async.wait_group covers it, so shared memory read before the wait (or,
  * under another fiber order, before the barrier after another thread's wait) holds stale data or
- * the NaN poison. mma and ldmatrix are warp exchanges of the scheduler (cudaemu_sched.cpp), which
+ * the NaN poison. ldmatrix's row reads and cp.async's writes (when issued and when landed) go to
+ * the race check (cudaemu_race.cpp). mma and ldmatrix are warp exchanges of the scheduler (cudaemu_sched.cpp), which
  * checks that all 32 lanes reach the same call site; this file computes their results. It must not
  * schedule fibers. */
 #include "cudaemu_internal.h"
@@ -128,6 +129,7 @@ void complete_ldmatrix(int param, void *const lane_ops[32])
 
 void complete_copy(const async_copy &c)
 {
+    race_access(c.dst, c.bytes, RACE_WRITE, "the landing (at cp.async.wait_group) of the cp.async issued", c.file, c.line);
     memcpy(c.dst, c.src, c.src_bytes);
     memset(static_cast<char *>(c.dst) + c.src_bytes, 0, c.bytes - c.src_bytes);
 }
@@ -155,6 +157,8 @@ void ldmatrix(uint32_t *regs, int count, bool trans, const void *row, const char
         snprintf(detail, sizeof detail, "at %s:%d: .x%d (the ISA has .x1, .x2 and .x4)", file, line, count);
         die_in_kernel("invalid ldmatrix", detail);
     }
+    if (race_running_lane() < 8 * count) /* lanes 8·count and up supply no row */
+        race_access(row, 16, RACE_READ, "ldmatrix", file, line);
     ldmatrix_lane op{row, regs};
     warp_op(WARP_LDMATRIX, 0xffffffffu, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&op)),
             count | (trans ? 16 : 0), 32, file, line);
@@ -186,7 +190,9 @@ void cp_async(void *dst, const void *src, unsigned bytes, unsigned src_bytes, co
                  file, line, dst);
         die_in_kernel("cp.async outside shared memory", detail);
     }
-    q.copies.push_back(async_copy{dst, src, bytes, src_bytes, q.committed});
+    /* the copy may land at any moment until its wait_group: a write from now on */
+    race_access(dst, bytes, RACE_WRITE, "cp.async", file, line);
+    q.copies.push_back(async_copy{dst, src, bytes, src_bytes, q.committed, file, line});
 }
 
 void cp_async_commit()

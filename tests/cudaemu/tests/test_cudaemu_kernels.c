@@ -3,8 +3,8 @@
  * Plain C host code against the real cuda_runtime_api.h, linked with the emulator (as
  * runtime/device/device_cuda.c is). Every kernel runs under each fiber order of emu_orders.
  * Proves: reductions through static shared memory and warp shuffles are right for block and grid sizes
- * that are not multiples of 32; a reduction missing one __syncthreads gives a wrong result under
- * at least one order; unwritten shared memory reads NaN in every block (template, plain and
+ * that are not multiples of 32; a reduction missing one __syncthreads aborts with a shared-memory
+ * race report under every order; unwritten shared memory reads NaN in every block (template, plain and
  * dynamic shared memory, and in an inline device function); warp intrinsics match a reference;
  * multi-dimensional geometry; launch limits reach cudaGetLastError; and each kernel bug (exited
  * lane in a mask, partial warp, exit before a barrier, divergent barriers, stack overflow) aborts
@@ -64,10 +64,17 @@ static int warp_sum_256(const float *x, float *p, int n) { return emu_warp_block
 static int warp_sum_96(const float *x, float *p, int n) { return emu_warp_block_sum(x, p, n, 96); }
 static int warp_sum_1024(const float *x, float *p, int n) { return emu_warp_block_sum(x, p, n, 1024); }
 
+static const float *racy_input; /* test_reductions' x, for the forked child */
+static void run_racy_sum(int order)
+{
+    emu_set_order(emu_orders[order]);
+    block_sums_error(emu_block_sum_racy, racy_input, 1000, 256);
+}
+
 static void test_reductions(const float *x)
 {
     const int sizes[] = {1, 255, 1000, 2049};
-    int racy_caught = 0;
+    racy_input = x;
     for (int o = 0; o < EMU_ORDER_COUNT; o++) {
         emu_set_order(emu_orders[o]);
         for (int s = 0; s < 4; s++) {
@@ -81,11 +88,12 @@ static void test_reductions(const float *x)
             e = block_sums_error(warp_sum_1024, x, n, 1024);
             CHECK(e < 1e-5, "warp_block_sum(1024) n=%d order %s: rel error %g", n, emu_orders[o], e);
         }
-        double racy = block_sums_error(emu_block_sum_racy, x, 1000, 256);
-        fprintf(stderr, "racy reduction under %s: rel error %g\n", emu_orders[o], racy);
-        racy_caught += !(racy < 1e-5);
+        char buf[4096]; /* the race check aborts at the first read of another warp's write */
+        int status = emu_run_in_child(run_racy_sum, o, buf, sizeof buf);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(buf, "shared-memory race"),
+              "the reduction missing a __syncthreads, order %s: status 0x%x, expected a race report in: %s",
+              emu_orders[o], status, buf);
     }
-    CHECK(racy_caught >= 1, "the reduction missing a __syncthreads gave right sums under every order");
 }
 
 static void test_unwritten_shared(void)

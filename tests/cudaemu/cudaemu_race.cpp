@@ -1,0 +1,314 @@
+/* cudaemu_race.cpp — the shared-memory race check: what compute-sanitizer's racecheck finds on a
+ * GPU, found on every emulated launch.
+ *
+ * A hazard is two accesses to the same shared-memory byte by threads of different warps with no
+ * __syncthreads between them, at least one a write: RAW (a read of another warp's write), WAR (a
+ * write over another warp's read), WAW. Atomics are not hazards with each other, but are with
+ * plain accesses. The fiber order does not matter: every byte remembers, for the current barrier
+ * epoch of its block, its last writer and the warps that read it or updated it atomically, so two
+ * accesses are compared whichever runs first. Accesses of one warp are not compared with each
+ * other (the same choice as for a warp's lanes on pre-Volta GPUs; the fiber orders still expose a
+ * missing __syncwarp through stale data and the NaN poison).
+ *
+ * Where the accesses come from: the kernels' own loads and stores are compiled with
+ * -fsanitize=thread (the emulated build's kernel libraries only, never linked with the TSan
+ * runtime), which calls the __tsan_* entry points defined here before each access; atomics
+ * (cudaemu_kernel.h), ldmatrix's row reads and cp.async's writes (cudaemu_tensor.cpp: once when
+ * issued, as the copy may land at any moment from then on, and again when the wait_group lands it)
+ * report themselves through race_access. A hazard aborts the process through die_in_kernel, naming
+ * the kernel, block, kind, shared-memory offset and both threads. Must not schedule fibers. */
+#include "cudaemu_internal.h"
+#include "cudaemu_kernel.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace ddp_cudaemu {
+
+namespace {
+
+/* One byte's accesses in the barrier epoch `epoch` (any other epoch: none). */
+struct shadow_byte {
+    uint32_t epoch;
+    uint32_t readers;      /* warps that read it (bit per warp) */
+    uint32_t atomics;      /* warps that updated it atomically */
+    uint16_t writer;       /* 1 + the thread that last wrote it; 0: nobody */
+    uint16_t reader;       /* 1 + the thread that last read or updated it atomically */
+};
+
+struct shadow_range {
+    const char *lo;
+    size_t bytes;
+    shadow_byte *shadow;
+    bool dynamic;
+};
+
+/* The shadows of one host thread's grids (blocks of a grid run one after another on it). */
+struct race_state {
+    std::vector<shadow_byte> static_shadow, dynamic_shadow;
+    std::vector<shadow_range> statics; /* sorted by address */
+    const char *static_lo = nullptr, *static_hi = nullptr;
+    shadow_range dynamic{};
+    const shadow_range *last_static = nullptr; /* the static object found last */
+    uint32_t epoch = 0;
+    int thread = -1; /* running thread's index in its block; -1 between fibers */
+    bool ready = false;
+};
+
+DDP_CUDAEMU_TLS race_state *running; /* set only while a fiber of a block runs */
+thread_local race_state state;
+
+void setup_statics(race_state &s)
+{
+    size_t count = 0, total = 0;
+    const memory_range *objects = static_shared_objects(&count);
+    for (size_t i = 0; i < count; i++)
+        total += objects[i].bytes;
+    s.static_shadow.assign(total, shadow_byte{});
+    total = 0;
+    for (size_t i = 0; i < count; i++) {
+        const char *lo = static_cast<const char *>(objects[i].addr);
+        s.statics.push_back(shadow_range{lo, objects[i].bytes, s.static_shadow.data() + total, false});
+        total += objects[i].bytes;
+    }
+    std::sort(s.statics.begin(), s.statics.end(),
+              [](const shadow_range &a, const shadow_range &b) { return a.lo < b.lo; });
+    if (!s.statics.empty()) {
+        s.static_lo = s.statics.front().lo;
+        s.static_hi = s.statics.back().lo + s.statics.back().bytes;
+    }
+    s.ready = true;
+}
+
+/* The next epoch; on wrap-around every shadow byte is forgotten (epoch 0 is nobody's). */
+void next_epoch(race_state &s)
+{
+    if (++s.epoch != 0)
+        return;
+    std::fill(s.static_shadow.begin(), s.static_shadow.end(), shadow_byte{});
+    std::fill(s.dynamic_shadow.begin(), s.dynamic_shadow.end(), shadow_byte{});
+    s.epoch = 1;
+}
+
+inline const shadow_range *range_of(race_state &s, const char *p)
+{
+    if ((size_t)(p - s.dynamic.lo) < s.dynamic.bytes)
+        return &s.dynamic;
+    if (p < s.static_lo || p >= s.static_hi)
+        return nullptr;
+    if (s.last_static && (size_t)(p - s.last_static->lo) < s.last_static->bytes)
+        return s.last_static; /* a kernel's accesses mostly stay in one array */
+    auto it = std::upper_bound(s.statics.begin(), s.statics.end(), p,
+                               [](const char *q, const shadow_range &r) { return q < r.lo; });
+    if (it == s.statics.begin() || (size_t)(p - (it - 1)->lo) >= (it - 1)->bytes)
+        return nullptr;
+    return s.last_static = &*(it - 1);
+}
+
+/* Where the access was made: the emulator's site, or the instruction in the executable. */
+void describe_site(char *out, size_t cap, const char *what, const char *file, int line, const void *pc)
+{
+    if (!what)
+        what = "the load or store";
+    if (file) {
+        snprintf(out, cap, "%s at %s:%d", what, file, line);
+        return;
+    }
+    Dl_info info;
+    if (pc && dladdr(pc, &info) && info.dli_fname) {
+        uintptr_t off = (uintptr_t)pc - (uintptr_t)info.dli_fbase;
+        snprintf(out, cap, "%s at %s+0x%zx (addr2line -f -C -e %s 0x%zx)", what, info.dli_fname, (size_t)off,
+                 info.dli_fname, (size_t)off);
+    } else {
+        snprintf(out, cap, "%s", what);
+    }
+}
+
+[[noreturn]] void report(const shadow_range &r, const char *p, const char *kind, int other, int other_warp,
+                         const char *earlier, race_access_kind how, const char *what, const char *file, int line,
+                         const void *pc)
+{
+    static const char *const verbs[] = {"reads it", "writes it", "updates it atomically"};
+    char site[512], detail[1024], where[128];
+    describe_site(site, sizeof site, what, file, line, pc);
+    if (r.dynamic)
+        snprintf(where, sizeof where, "dynamic shared memory, byte %zu", (size_t)(p - r.lo));
+    else
+        snprintf(where, sizeof where, "static __shared__ object %p (%zu bytes), byte %zu", (const void *)r.lo,
+                 r.bytes, (size_t)(p - r.lo));
+    const int self = running->thread;
+    char who[64];
+    if (other_warp == other / 32)
+        snprintf(who, sizeof who, "thread %d (warp %d)", other, other_warp);
+    else
+        snprintf(who, sizeof who, "a thread of warp %d", other_warp);
+    snprintf(detail, sizeof detail,
+             "%s hazard on %s: thread %d (warp %d) %s (%s) where %s %s, with no __syncthreads "
+             "between them", kind, where, self, self / 32, verbs[how], site, who, earlier);
+    running = nullptr; /* the report itself must not recurse */
+    die_in_kernel("shared-memory race", detail);
+}
+
+/* The accesses of the running thread to n bytes of one object: a hazard aborts, else each byte
+ * remembers them. A byte last touched in an older epoch is simply overwritten. */
+template <race_access_kind HOW>
+void access_bytes(const shadow_range &r, const char *p, size_t n, const char *what, const char *file, int line,
+                  const void *pc)
+{
+    race_state &s = *running;
+    const int self = s.thread, warp = self / 32;
+    const uint32_t bit = 1u << warp;
+    const uint16_t me = (uint16_t)(self + 1);
+    for (shadow_byte *b = r.shadow + (p - r.lo), *end = b + n; b < end; b++, p++) {
+        if (b->epoch != s.epoch) {
+            *b = shadow_byte{s.epoch, HOW == RACE_READ ? bit : 0, HOW == RACE_ATOMIC ? bit : 0,
+                             HOW == RACE_WRITE ? me : (uint16_t)0, HOW != RACE_WRITE ? me : (uint16_t)0};
+            continue;
+        }
+        const bool foreign_writer = b->writer != 0 && (b->writer - 1) / 32 != warp;
+        if (HOW == RACE_READ) {
+            if (foreign_writer)
+                report(r, p, "RAW", b->writer - 1, (b->writer - 1) / 32, "wrote it", HOW, what, file, line, pc);
+            if (b->atomics & ~bit)
+                report(r, p, "RAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW,
+                       what, file, line, pc);
+            if (!(b->readers & bit)) {
+                b->readers |= bit;
+                b->reader = me;
+            }
+            continue;
+        }
+        if (foreign_writer)
+            report(r, p, "WAW", b->writer - 1, (b->writer - 1) / 32, "wrote it", HOW, what, file, line, pc);
+        if (b->readers & ~bit)
+            report(r, p, "WAR", b->reader - 1, __builtin_ctz(b->readers & ~bit), "read it", HOW, what, file, line, pc);
+        if (HOW == RACE_WRITE && (b->atomics & ~bit))
+            report(r, p, "WAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW, what,
+                   file, line, pc);
+        if (HOW == RACE_WRITE) {
+            b->writer = me;
+        } else {
+            b->atomics |= bit;
+            b->reader = me;
+        }
+    }
+}
+
+void access_range(const shadow_range &r, const char *p, size_t n, race_access_kind how, const char *what,
+                  const char *file, int line, const void *pc)
+{
+    if (how == RACE_READ)
+        access_bytes<RACE_READ>(r, p, n, what, file, line, pc);
+    else if (how == RACE_WRITE)
+        access_bytes<RACE_WRITE>(r, p, n, what, file, line, pc);
+    else
+        access_bytes<RACE_ATOMIC>(r, p, n, what, file, line, pc);
+}
+
+__attribute__((noinline)) void check(const char *p, size_t bytes, race_access_kind how, const char *what,
+                                     const char *file, int line, const void *pc)
+{
+    const shadow_range *r = range_of(*running, p);
+    if (r && (size_t)(p - r->lo) + bytes <= r->bytes) { /* the usual case: inside one object */
+        access_range(*r, p, bytes, how, what, file, line, pc);
+        return;
+    }
+    if (!r && (bytes == 1 || !range_of(*running, p + bytes - 1)))
+        return; /* not shared memory: global memory, a fiber's stack */
+    for (size_t i = 0; i < bytes; i++) /* straddling an object's edge */
+        if ((r = range_of(*running, p + i)) != nullptr)
+            access_range(*r, p + i, 1, how, what, file, line, pc);
+}
+
+/* The hooks' fast path, inlined into each: most accesses are to global memory or a stack. */
+inline bool maybe_shared(const void *addr, size_t bytes)
+{
+    const race_state *s = running;
+    const char *p = static_cast<const char *>(addr);
+    return s && ((size_t)(p - s->dynamic.lo) < s->dynamic.bytes ||
+                 (p + bytes > s->static_lo && p < s->static_hi));
+}
+
+} // namespace
+
+void race_grid_begin(void *dynamic_smem, size_t bytes)
+{
+    race_state &s = state;
+    if (!s.ready)
+        setup_statics(s);
+    if (s.dynamic_shadow.size() < bytes)
+        s.dynamic_shadow.resize(bytes); /* stale bytes carry old epochs: nobody's */
+    s.dynamic = shadow_range{static_cast<const char *>(dynamic_smem), bytes, s.dynamic_shadow.data(), true};
+}
+
+void race_barrier() { next_epoch(state); }
+
+void race_enter(int thread)
+{
+    state.thread = thread;
+    running = &state;
+}
+
+void race_leave() { running = nullptr; }
+
+int race_running_lane() { return running ? running->thread % 32 : -1; }
+
+void race_access(const void *p, size_t bytes, race_access_kind how, const char *what, const char *file, int line)
+{
+    if (maybe_shared(p, bytes))
+        check(static_cast<const char *>(p), bytes, how, what, file, line, nullptr);
+}
+
+} /* namespace ddp_cudaemu */
+
+/* ---- the entry points -fsanitize=thread calls (the kernels' plain loads and stores) ---- */
+using ddp_cudaemu::RACE_READ;
+using ddp_cudaemu::RACE_WRITE;
+#define DDP_RACE_HOOK(name, bytes, how)                                                           \
+    extern "C" void name(void *p)                                                                 \
+    {                                                                                             \
+        if (ddp_cudaemu::maybe_shared(p, bytes))                                                  \
+            ddp_cudaemu::check(static_cast<const char *>(p), bytes, how, nullptr, nullptr, 0,     \
+                               __builtin_return_address(0));                                      \
+    }
+DDP_RACE_HOOK(__tsan_read1, 1, RACE_READ)
+DDP_RACE_HOOK(__tsan_read2, 2, RACE_READ)
+DDP_RACE_HOOK(__tsan_read4, 4, RACE_READ)
+DDP_RACE_HOOK(__tsan_read8, 8, RACE_READ)
+DDP_RACE_HOOK(__tsan_read16, 16, RACE_READ)
+DDP_RACE_HOOK(__tsan_write1, 1, RACE_WRITE)
+DDP_RACE_HOOK(__tsan_write2, 2, RACE_WRITE)
+DDP_RACE_HOOK(__tsan_write4, 4, RACE_WRITE)
+DDP_RACE_HOOK(__tsan_write8, 8, RACE_WRITE)
+DDP_RACE_HOOK(__tsan_write16, 16, RACE_WRITE)
+DDP_RACE_HOOK(__tsan_unaligned_read2, 2, RACE_READ)
+DDP_RACE_HOOK(__tsan_unaligned_read4, 4, RACE_READ)
+DDP_RACE_HOOK(__tsan_unaligned_read8, 8, RACE_READ)
+DDP_RACE_HOOK(__tsan_unaligned_read16, 16, RACE_READ)
+DDP_RACE_HOOK(__tsan_unaligned_write2, 2, RACE_WRITE)
+DDP_RACE_HOOK(__tsan_unaligned_write4, 4, RACE_WRITE)
+DDP_RACE_HOOK(__tsan_unaligned_write8, 8, RACE_WRITE)
+DDP_RACE_HOOK(__tsan_unaligned_write16, 16, RACE_WRITE)
+#undef DDP_RACE_HOOK
+
+extern "C" void __tsan_read_range(void *p, unsigned long bytes)
+{
+    if (ddp_cudaemu::maybe_shared(p, bytes))
+        ddp_cudaemu::check(static_cast<const char *>(p), bytes, RACE_READ, nullptr, nullptr, 0,
+                           __builtin_return_address(0));
+}
+extern "C" void __tsan_write_range(void *p, unsigned long bytes)
+{
+    if (ddp_cudaemu::maybe_shared(p, bytes))
+        ddp_cudaemu::check(static_cast<const char *>(p), bytes, RACE_WRITE, nullptr, nullptr, 0,
+                           __builtin_return_address(0));
+}
+extern "C" void __tsan_init(void) {}
+extern "C" void __tsan_func_entry(void *) {}
+extern "C" void __tsan_func_exit(void) {}
+extern "C" void __tsan_vptr_update(void **, void *) {}
+extern "C" void __tsan_vptr_read(void **) {}
