@@ -14,8 +14,10 @@
  * bit). Everything runs as device ops, so the same code serves every backend. This file must not
  * communicate, step an optimizer or read data. */
 #include "gpt2_internal.h"
+#include "lm_layout.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,84 +90,57 @@ int gpt2_tensor_table(const gpt2_shape *shape, model *m, ddp_err *err)
 
 /* ---- activations -------------------------------------------------------------------------- */
 
-/* Every block's saved activations in one slab, each block's part carved into its buffers, so the
- * number of allocations does not grow with depth: the activations of type g->lm.t, then the
- * LayerNorm statistics (float). gpt2_create checked these sizes (gpt2_activation_bytes) first; a
- * layout that outgrew that check asks for SIZE_MAX bytes, which no device gives. */
-static int alloc_blocks(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
+/* GPT-2's activations (lm_layout.h) in the order they are allocated: the shared buffers (the
+ * embeddings' output, the final LayerNorm, the logits, backward's scratch, its statistics), then
+ * what each block keeps for its backward (activations, LayerNorm statistics, attention's
+ * log-sum-exp: B·NH·T floats, linear in T). */
+static void gpt2_layout(const gpt2_shape *s, lm_layout *L)
 {
-    int64_t T = g->lm.T, C = g->s.n_embd, NH = g->s.n_head, BT = B * T;
-    const size_t act = tensor_dtype_size(g->lm.t);
-    const int64_t act_sizes[] = {BT * C, BT * 3 * C, BT * C, BT * C, BT * C, BT * 4 * C, BT * 4 * C, BT * C};
-    enum { N_ACTS = sizeof act_sizes / sizeof act_sizes[0], N_STATS = 4 };
-    size_check k = {0};
-    /* the LayerNorm statistics, then attention's log-sum-exp (B·NH·T floats: linear in T) */
-    size_t per_block = size_add(&k, size_mul(&k, N_STATS, lm_aligned_bytes(&k, BT, sizeof(float))),
-                                lm_aligned_bytes(&k, B * NH * T, sizeof(float)));
-    for (int i = 0; i < N_ACTS; i++)
-        per_block = size_add(&k, per_block, lm_aligned_bytes(&k, act_sizes[i], act));
-    void *base;
-    int rc = lm_alloc(m, &base, size_mul(&k, per_block, g->s.n_layer), err);
-    char *slab = base;
-    for (int l = 0; !rc && l < g->s.n_layer; l++) {
-        gpt2_block_acts *a = &g->blocks[l];
-        void **const acts[N_ACTS] = {&a->ln1, &a->qkv, &a->atty, &a->res2, &a->ln2, &a->fch, &a->fch_gelu, &a->res3};
-        float **const stats[N_STATS] = {&a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd};
-        for (int i = 0; i < N_ACTS; i++) {
-            *acts[i] = slab;
-            slab += lm_aligned_bytes(&k, act_sizes[i], act);
-        }
-        for (int i = 0; i < N_STATS; i++) {
-            *stats[i] = (float *)(void *)slab;
-            slab += lm_aligned_bytes(&k, BT, sizeof(float));
-        }
-        a->lse = (float *)(void *)slab;
-        slab += lm_aligned_bytes(&k, B * NH * T, sizeof(float));
-    }
-    return rc;
+    const int64_t C = s->n_embd;
+    *L = (lm_layout){.n_layer = s->n_layer};
+#define SHARED(f, f32, width) lm_layout_shared(L, offsetof(gpt2_impl, f), f32, width)
+#define BLOCK(f, f32, width) lm_layout_block(L, offsetof(gpt2_block_acts, f), f32, width)
+    SHARED(encoded, false, C);
+    SHARED(lnf, false, C);
+    SHARED(lm.logits, false, gpt2_vocab_padded(s->vocab_size));
+    SHARED(dres, false, C);
+    SHARED(dln, false, C);
+    SHARED(datty, false, C);
+    SHARED(dqkv, false, 3 * C);
+    SHARED(dfch, false, 4 * C);
+    SHARED(lnf_mean, true, 1);
+    SHARED(lnf_rstd, true, 1);
+    BLOCK(ln1, false, C);
+    BLOCK(qkv, false, 3 * C);
+    BLOCK(atty, false, C);
+    BLOCK(res2, false, C);
+    BLOCK(ln2, false, C);
+    BLOCK(fch, false, 4 * C);
+    BLOCK(fch_gelu, false, 4 * C);
+    BLOCK(res3, false, C);
+    BLOCK(ln1_mean, true, 1);
+    BLOCK(ln1_rstd, true, 1);
+    BLOCK(ln2_mean, true, 1);
+    BLOCK(ln2_rstd, true, 1);
+    BLOCK(lse, true, s->n_head);
+#undef SHARED
+#undef BLOCK
 }
 
 static int alloc_acts(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
 {
-    int64_t T = g->lm.T, C = g->s.n_embd, BT = B * T, Vp = g->lm.Vp;
-    const size_t act = tensor_dtype_size(g->lm.t);
-    struct { void **p; int64_t n; } bufs[] = {
-        {&g->encoded, BT * C}, {&g->lnf, BT * C}, {&g->lm.logits, BT * Vp}, {&g->dres, BT * C}, {&g->dln, BT * C},
-        {&g->datty, BT * C}, {&g->dqkv, BT * 3 * C}, {&g->dfch, BT * 4 * C},
-    };
-    size_check k = {0};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        int rc = lm_alloc(m, bufs[i].p, size_mul(&k, bufs[i].n, act), err);
-        if (rc)
-            return rc;
-    }
-    float **const stats[] = {&g->lnf_mean, &g->lnf_rstd};
-    for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++) {
-        void *p;
-        int rc = lm_alloc(m, &p, size_mul(&k, BT, sizeof(float)), err);
-        if (rc)
-            return rc;
-        *stats[i] = p;
-    }
-    return alloc_blocks(m, g, B, err);
+    lm_layout L;
+    gpt2_layout(&g->s, &L);
+    return lm_layout_alloc(m, &L, g, g->blocks, sizeof g->blocks[0], B * g->lm.T, err);
 }
 
 int gpt2_activation_bytes(const gpt2_shape *s, tensor_dtype compute, int64_t T, int64_t B, size_t *bytes,
                           ddp_err *err)
 {
+    lm_layout L;
+    gpt2_layout(s, &L);
     size_check k = {0};
-    const size_t act = tensor_dtype_size(compute), BT = size_mul(&k, B, T), BTC = size_mul(&k, BT, s->n_embd);
-    /* alloc_acts' shared buffers (five of BT·C, the logits, dqkv, dfch) and final LayerNorm statistics */
-    size_t shared = size_add(&k, size_mul(&k, BTC, 5 + 3 + 4), size_mul(&k, BT, gpt2_vocab_padded(s->vocab_size)));
-    size_t total = size_add(&k, size_mul(&k, shared, act), size_mul(&k, BT, 2 * sizeof(float)));
-    /* alloc_blocks' slab */
-    const size_t block_acts[] = {BTC, size_mul(&k, BTC, 3), BTC, BTC, BTC, size_mul(&k, BTC, 4),
-                                 size_mul(&k, BTC, 4), BTC};
-    size_t per_block = size_add(&k, size_mul(&k, 4, lm_aligned_bytes(&k, BT, sizeof(float))),
-                                lm_aligned_bytes(&k, size_mul(&k, BT, s->n_head), sizeof(float)));
-    for (size_t i = 0; i < sizeof block_acts / sizeof block_acts[0]; i++)
-        per_block = size_add(&k, per_block, lm_aligned_bytes(&k, block_acts[i], act));
-    *bytes = size_add(&k, total, size_mul(&k, per_block, s->n_layer));
+    *bytes = lm_layout_bytes(&L, compute, B * T, &k); /* B·T: at most 2^31 x 2^20, the keys' ranges */
     if (!k.overflow)
         return DDP_OK;
     char widths[128];

@@ -14,8 +14,10 @@
  * gradient. The bf16 compute copy is lm_core's, shared with GPT-2; the RNG stream and everything
  * that runs on the device are as GPT-2's (gpt2.c). This file must not communicate, step an optimizer or read data. */
 #include "llama_internal.h"
+#include "lm_layout.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,40 +113,44 @@ void llama_rope_tables(int64_t positions, int64_t head_size, double rope_theta, 
 
 /* ---- activations -------------------------------------------------------------------------- */
 
-/* Every block's saved activations in one slab, so the number of allocations does not grow with
- * depth: the activations of type g->lm.t, then the RMSNorm statistics and attention's log-sum-exp
- * (float). llama_create checked these sizes (llama_activation_bytes) first; a layout that outgrew
- * that check asks for SIZE_MAX bytes, which no device gives. */
-static int alloc_blocks(model *m, llama_impl *g, int64_t B, ddp_err *err)
+/* The Llama's activations (lm_layout.h) in the order they are allocated: the shared buffers (the
+ * embeddings' output, the final RMSNorm, the logits, backward's scratch, its statistics), then
+ * what each block keeps for its backward (activations, RMSNorm statistics, attention's
+ * log-sum-exp: B·NH·T floats, linear in T); the RoPE tables (block_size x hd/2 cos and sin) are
+ * fixed bytes, allocated by alloc_tables. */
+static void llama_layout(const llama_shape *s, lm_layout *L)
 {
-    const int64_t T = g->lm.T, C = g->s.n_embd, NH = g->s.n_head, F = g->s.ffn_hidden, BT = B * T;
-    const size_t act = tensor_dtype_size(g->lm.t);
-    const int64_t act_sizes[] = {BT * C, BT * g->QKV, BT * NH * g->hd, BT * C, BT * C, BT * 2 * F, BT * F, BT * C};
-    enum { N_ACTS = sizeof act_sizes / sizeof act_sizes[0], N_STATS = 2 };
-    size_check k = {0};
-    size_t per_block = size_add(&k, size_mul(&k, N_STATS, lm_aligned_bytes(&k, BT, sizeof(float))),
-                                lm_aligned_bytes(&k, B * NH * T, sizeof(float)));
-    for (int i = 0; i < N_ACTS; i++)
-        per_block = size_add(&k, per_block, lm_aligned_bytes(&k, act_sizes[i], act));
-    void *base;
-    int rc = lm_alloc(m, &base, size_mul(&k, per_block, g->s.n_layer), err);
-    char *slab = base;
-    for (int l = 0; !rc && l < g->s.n_layer; l++) {
-        llama_block_acts *a = &g->blocks[l];
-        void **const acts[N_ACTS] = {&a->ln1, &a->qkv, &a->atty, &a->res2, &a->ln2, &a->gate_up, &a->h, &a->res3};
-        float **const stats[N_STATS] = {&a->rstd1, &a->rstd2};
-        for (int i = 0; i < N_ACTS; i++) {
-            *acts[i] = slab;
-            slab += lm_aligned_bytes(&k, act_sizes[i], act);
-        }
-        for (int i = 0; i < N_STATS; i++) {
-            *stats[i] = (float *)(void *)slab;
-            slab += lm_aligned_bytes(&k, BT, sizeof(float));
-        }
-        a->lse = (float *)(void *)slab;
-        slab += lm_aligned_bytes(&k, B * NH * T, sizeof(float));
-    }
-    return rc;
+    const int64_t C = s->n_embd, NH = s->n_head, hd = C / NH, F = s->ffn_hidden;
+    const int64_t QKV = (NH + 2 * s->n_kv_head) * hd;
+    size_check k = {0}; /* within the keys' ranges: 2^20 positions x 2^15 pairs */
+    *L = (lm_layout){.n_layer = s->n_layer,
+                     .fixed_bytes = size_mul(&k, size_mul(&k, (size_t)s->block_size, (size_t)(hd / 2)),
+                                             2 * sizeof(float))};
+#define SHARED(f, f32, width) lm_layout_shared(L, offsetof(llama_impl, f), f32, width)
+#define BLOCK(f, f32, width) lm_layout_block(L, offsetof(llama_block_acts, f), f32, width)
+    SHARED(encoded, false, C);
+    SHARED(lnf, false, C);
+    SHARED(lm.logits, false, llama_vocab_padded(s->vocab_size));
+    SHARED(dres, false, C);
+    SHARED(dln, false, C);
+    SHARED(datty, false, NH * hd);
+    SHARED(dqkv, false, QKV);
+    SHARED(dgate_up, false, 2 * F);
+    SHARED(dh, false, F);
+    SHARED(rstdf, true, 1);
+    BLOCK(ln1, false, C);
+    BLOCK(qkv, false, QKV);
+    BLOCK(atty, false, NH * hd);
+    BLOCK(res2, false, C);
+    BLOCK(ln2, false, C);
+    BLOCK(gate_up, false, 2 * F);
+    BLOCK(h, false, F);
+    BLOCK(res3, false, C);
+    BLOCK(rstd1, true, 1);
+    BLOCK(rstd2, true, 1);
+    BLOCK(lse, true, NH);
+#undef SHARED
+#undef BLOCK
 }
 
 /* The RoPE tables, uploaded once. */
@@ -172,56 +178,24 @@ static int alloc_tables(model *m, llama_impl *g, ddp_err *err)
 
 static int alloc_acts(model *m, llama_impl *g, int64_t B, ddp_err *err)
 {
-    const int64_t T = g->lm.T, C = g->s.n_embd, BT = B * T, F = g->s.ffn_hidden;
-    const size_t act = tensor_dtype_size(g->lm.t);
-    struct { void **p; int64_t n; } bufs[] = {
-        {&g->encoded, BT * C}, {&g->lnf, BT * C},  {&g->lm.logits, BT * g->lm.Vp}, {&g->dres, BT * C},
-        {&g->dln, BT * C},     {&g->datty, BT * g->s.n_head * g->hd}, {&g->dqkv, BT * g->QKV},
-        {&g->dgate_up, BT * 2 * F}, {&g->dh, BT * F},
-    };
-    size_check k = {0};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        int rc = lm_alloc(m, bufs[i].p, size_mul(&k, bufs[i].n, act), err);
-        if (rc)
-            return rc;
-    }
-    void *p;
-    int rc = lm_alloc(m, &p, size_mul(&k, BT, sizeof(float)), err);
-    if (rc)
-        return rc;
-    g->rstdf = p;
-    if ((rc = alloc_tables(m, g, err)))
-        return rc;
-    return alloc_blocks(m, g, B, err);
+    lm_layout L;
+    llama_layout(&g->s, &L);
+    int rc = alloc_tables(m, g, err);
+    return rc ? rc : lm_layout_alloc(m, &L, g, g->blocks, sizeof g->blocks[0], B * g->lm.T, err);
 }
 
 int llama_activation_bytes(const llama_shape *s, tensor_dtype compute, int64_t T, int64_t B, size_t *bytes,
                            ddp_err *err)
 {
-    const int64_t C = s->n_embd, NH = s->n_head, hd = C / NH, F = s->ffn_hidden;
-    const int64_t QKV = (NH + 2 * s->n_kv_head) * hd, Vp = llama_vocab_padded(s->vocab_size);
+    lm_layout L;
+    llama_layout(s, &L);
     size_check k = {0};
-    const size_t act = tensor_dtype_size(compute), BT = size_mul(&k, B, T), BTC = size_mul(&k, BT, C);
-    const size_t BTF = size_mul(&k, BT, F), BTQKV = size_mul(&k, BT, QKV), BTNH = size_mul(&k, BT, NH);
-    const size_t BTA = size_mul(&k, BTNH, hd); /* attention's output, NH·hd = C wide */
-    /* alloc_acts' shared buffers (four of BT·C, the logits, datty, dqkv, dgate_up, dh) and final RMSNorm statistics */
-    size_t shared = size_add(&k, size_add(&k, size_mul(&k, BTC, 4), size_mul(&k, BT, Vp)), size_add(&k, BTA, BTQKV));
-    shared = size_add(&k, shared, size_mul(&k, BTF, 3));
-    size_t total = size_add(&k, size_mul(&k, shared, act), size_mul(&k, BT, sizeof(float)));
-    /* alloc_tables: cos and sin */
-    total = size_add(&k, total, size_mul(&k, size_mul(&k, s->block_size, hd / 2), 2 * sizeof(float)));
-    /* alloc_blocks' slab */
-    const size_t block_acts[] = {BTC, BTQKV, BTA, BTC, BTC, size_mul(&k, BTF, 2), BTF, BTC};
-    size_t per_block = size_add(&k, size_mul(&k, 2, lm_aligned_bytes(&k, BT, sizeof(float))),
-                                lm_aligned_bytes(&k, BTNH, sizeof(float)));
-    for (size_t i = 0; i < sizeof block_acts / sizeof block_acts[0]; i++)
-        per_block = size_add(&k, per_block, lm_aligned_bytes(&k, block_acts[i], act));
-    *bytes = size_add(&k, total, size_mul(&k, per_block, s->n_layer));
+    *bytes = lm_layout_bytes(&L, compute, B * T, &k); /* B·T: at most 2^31 x 2^20, the keys' ranges */
     if (!k.overflow)
         return DDP_OK;
     char widths[192];
     snprintf(widths, sizeof widths, "model.llama.n_embd=%lld, model.llama.ffn_hidden=%lld, model.llama.vocab_size=%lld",
-             (long long)C, (long long)F, (long long)s->vocab_size);
+             (long long)s->n_embd, (long long)s->ffn_hidden, (long long)s->vocab_size);
     return lm_activations_too_large("llama", s->n_layer, widths, T, B, err);
 }
 

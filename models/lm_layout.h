@@ -1,0 +1,46 @@
+/* lm_layout.h — a language model's activation layout, written once as a table that both sizes it
+ * (the memory plan: gpt2_activation_bytes, llama_activation_bytes) and carves it (the model's
+ * create), so the two cannot drift apart. A buffer is a pointer member of the impl (shared by all
+ * blocks: the embeddings' output, the logits, backward's scratch) or of a block's struct (what the
+ * block keeps for its backward), its element type (the compute type, or float for statistics) and
+ * its length in elements per token row (a micro-batch has B·T rows). Shared buffers are allocated
+ * one each; the blocks' buffers are carved from one slab, each 64-byte aligned, so the number of
+ * allocations does not grow with depth. For the sharding issue, a block's entries are what a
+ * recomputing backward may drop and rebuild. Must not know any one model. */
+#ifndef DDP_LM_LAYOUT_H
+#define DDP_LM_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lm_core.h"
+
+typedef struct lm_buffer {
+    size_t field;      /* offsetof the pointer in the impl (shared) or in the block struct */
+    bool f32;          /* float, else the compute type */
+    int64_t per_row;   /* elements per token row */
+} lm_buffer;
+
+#define LM_LAYOUT_MAX 16
+
+typedef struct lm_layout {
+    lm_buffer shared[LM_LAYOUT_MAX], block[LM_LAYOUT_MAX];
+    int n_shared, n_block;
+    int64_t n_layer;
+    size_t fixed_bytes; /* buffers not sized by rows (the Llama's RoPE tables): the model allocates them */
+} lm_layout;
+
+/* Appends a buffer (the builders below the layout tables use these). */
+void lm_layout_shared(lm_layout *L, size_t field, bool f32, int64_t per_row);
+void lm_layout_block(lm_layout *L, size_t field, bool f32, int64_t per_row);
+
+/* The bytes the layout takes for `rows` token rows in compute type t, checked in k. */
+size_t lm_layout_bytes(const lm_layout *L, tensor_dtype t, int64_t rows, size_check *k);
+
+/* Allocates the shared buffers and the blocks' slab of m (lm_alloc), setting each pointer in impl
+ * and in the n_layer block structs at blocks, block_stride bytes apart. */
+int lm_layout_alloc(model *m, const lm_layout *L, void *impl, void *blocks, size_t block_stride, int64_t rows,
+                    ddp_err *err);
+
+#endif
