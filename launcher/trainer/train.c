@@ -262,70 +262,32 @@ static int setup(train_job *t, ddp_err *err)
     return DDP_OK;
 }
 
-/* A step's compute must not make the host wait for the device (on a GPU that stalls the queue
- * of launches): the waits between a mark and the next add are counted for the log line. */
-static int mark_host_waits(train_job *t, ddp_err *err)
+/* One micro-batch: this rank's rows (t->idx, t->staged_rows) gathered and uploaded, then forward
+ * and backward. Gradients of the last micro-step of an optimizer step are reduced while backward
+ * runs (no_sync for the others). */
+static int micro_step(train_job *t, bool first, bool last, ddp_err *err)
 {
-    return t->dev->ops->host_waits(t->dev, &t->waits_mark, err);
-}
-
-static int add_host_waits(train_job *t, ddp_err *err)
-{
-    uint64_t now = 0;
-    int rc = t->dev->ops->host_waits(t->dev, &now, err);
-    t->step_host_waits += now - t->waits_mark;
-    t->waits_mark = now;
-    return rc;
-}
-
-/* One micro-batch: gather this rank's rows, upload, forward/backward. Gradients of the last
- * micro-step of an optimizer step are reduced while backward runs (no_sync for the others). */
-static int micro_step(train_job *t, int64_t rows, bool first, bool last, ddp_err *err)
-{
-    for (int64_t i = 0; t->trace && i < rows; i++)
-        fprintf(t->trace, "%lld %lld\n", (long long)t->epoch, (long long)t->idx[i]);
     model_batch b;
-    int data = device_prof_host_begin(t->dev->prof, "data", PROF_TRACK_HOST);
-    double t0 = monotonic_s();
-    int rc = train_stage_batch(t, &t->train, rows, &b, err);
-    t->mine.data_s += monotonic_s() - t0;
-    device_prof_host_end(t->dev->prof, data);
+    int rc = train_enter(t, PHASE_DATA, err);
     if (rc == DDP_OK)
-        rc = mark_host_waits(t, err);
+        rc = train_stage_batch(t, &t->train, t->staged_rows, &b, err);
+    if (rc == DDP_OK)
+        rc = train_leave(t, PHASE_DATA, err);
     if (rc != DDP_OK)
         return rc;
     /* the loss is a mean over every target element of the global batch */
-    float scale = 1.0f / ((float)rows * (float)t->m->io.sample.target.count * (float)t->accum);
+    float scale = 1.0f / ((float)t->staged_rows * (float)t->m->io.sample.target.count * (float)t->accum);
     grad_ready_fn ready = NULL;
     void *ready_ctx = NULL;
     if (last) {
         reducer_begin(t->red);
         ready = train_fault_grad_ready(t, &ready_ctx);
     }
-    int phase = -1;
-    rc = train_phase_begin(t, "forward+backward", &phase, err);
+    rc = train_enter(t, PHASE_COMPUTE, err);
     if (rc == DDP_OK)
         rc = t->m->ops->forward_backward(t->m, &b, scale, !first, ready, ready_ctx, train_finite_stats(t), err);
-    if (rc == DDP_OK)
-        rc = train_phase_end(t, phase, err);
-    t->samples_acc += (double)rows * t->ctl->size;
-    return rc != DDP_OK ? rc : add_host_waits(t, err);
-}
-
-/* Communication exposed (not hidden by backward) is the compute stream's time from the end of
- * backward until the reduced gradients are usable: timed on the device, read at log lines. */
-static int reduce_gradients(train_job *t, ddp_err *err)
-{
-    device *d = t->dev;
-    int phase = -1;
-    int rc = train_phase_begin(t, "gradient wait", &phase, err);
-    if (rc == DDP_OK)
-        rc = d->ops->timer_start(d, t->comm_exposed, err);
-    if (rc == DDP_OK)
-        rc = reducer_finish(t->red, err);
-    if (rc == DDP_OK)
-        rc = d->ops->timer_stop(d, t->comm_exposed, err);
-    return rc == DDP_OK ? train_phase_end(t, phase, err) : rc;
+    t->samples_acc += (double)t->staged_rows * t->ctl->size;
+    return rc == DDP_OK ? train_leave(t, PHASE_COMPUTE, err) : rc;
 }
 
 /* Clipping, the update and the model's rebuild of what it derives from the parameters. */
@@ -343,25 +305,25 @@ static int update_params(train_job *t, double lr, ddp_err *err)
     return rc == DDP_OK ? train_params_changed(t, err) : rc;
 }
 
+/* The reduced gradients (the wait for them is the communication backward did not hide), then the
+ * update. The norm is a full pass over the gradients: only clipping needs it. It and the clip
+ * factor stay on the device, where the update reads the factor, so the step does not wait. */
 static int optimizer_step(train_job *t, double *lr, ddp_err *err)
 {
-    int rc = mark_host_waits(t, err);
+    int rc = train_enter(t, PHASE_GRADIENT_WAIT, err);
     if (rc == DDP_OK)
-        rc = reduce_gradients(t, err);
+        rc = reducer_finish(t->red, err);
+    if (rc == DDP_OK)
+        rc = train_leave(t, PHASE_GRADIENT_WAIT, err);
     if (rc != DDP_OK)
         return ddp_prefix(err, "gradient all-reduce at step %lld", (long long)t->step + 1);
-    /* The norm is a full pass over the gradients: only clipping needs it. It and the clip factor
-     * stay on the device, where the update reads the factor, so the step does not wait. */
     *lr = optim_lr_at(t->opt, t->step, t->total_steps);
-    int phase = -1;
-    rc = train_phase_begin(t, "optimizer", &phase, err);
+    rc = train_enter(t, PHASE_OPTIMIZER, err);
     if (rc == DDP_OK)
         rc = update_params(t, *lr, err);
-    if (rc == DDP_OK)
-        rc = train_phase_end(t, phase, err);
     t->step++;
     t->steps_acc++;
-    return rc != DDP_OK ? rc : add_host_waits(t, err);
+    return rc == DDP_OK ? train_leave(t, PHASE_OPTIMIZER, err) : rc;
 }
 
 /* Every rank must stop at the same step: a small MAX all-reduce per step makes a stop request
@@ -371,14 +333,12 @@ static int optimizer_step(train_job *t, double *lr, ddp_err *err)
  * every rank stops at the same step, before any save, naming the same earliest finding. */
 static int agree_stop(train_job *t, bool *stop, int64_t *nonfinite, ddp_err *err)
 {
+    int rc = train_enter(t, PHASE_AGREE, err);
     int64_t flags[3] = {(int64_t)train_stop_requested, train_ckpt_clock_due(t) ? 1 : 0, train_finite_vote(t)};
-    snprintf(t->ctl->label, sizeof t->ctl->label, "stop agreement");
-    int range = device_prof_host_begin(t->dev->prof, "stop agreement", PROF_TRACK_HOST);
-    double t0 = monotonic_s();
-    int rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 3, DT_INT64, OP_MAX, NULL, err);
-    t->mine.wait_s += monotonic_s() - t0;
-    device_prof_host_end(t->dev->prof, range);
-    t->ctl->label[0] = '\0';
+    if (rc == DDP_OK)
+        rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 3, DT_INT64, OP_MAX, NULL, err);
+    if (rc == DDP_OK)
+        rc = train_leave(t, PHASE_AGREE, err);
     *stop = flags[0] != TRAIN_STOP_NONE;
     if (rc == DDP_OK && *stop)
         train_stop_answered = 1; /* every rank now checkpoints and exits: the stop is answered */
@@ -388,67 +348,70 @@ static int agree_stop(train_job *t, bool *stop, int64_t *nonfinite, ddp_err *err
     return rc;
 }
 
-/* The step's log line and text sample, each a host range for the profiler. */
+/* The step's log line and text sample. */
 static int log_and_sample(train_job *t, double lr, ddp_err *err)
 {
     const config *c = t->cfg;
     int rc = DDP_OK;
     if (t->step % c->train.log_every == 0 || t->step == t->total_steps) {
-        int range = device_prof_host_begin(t->dev->prof, "log", PROF_TRACK_HOST);
-        rc = train_log_progress(t, lr, err);
-        device_prof_host_end(t->dev->prof, range);
+        rc = train_enter(t, PHASE_LOG, err);
+        if (rc == DDP_OK)
+            rc = train_log_progress(t, lr, err);
+        if (rc == DDP_OK)
+            rc = train_leave(t, PHASE_LOG, err);
     }
     if (rc == DDP_OK && c->train.sample_every > 0 && t->step % c->train.sample_every == 0) {
-        int range = device_prof_host_begin(t->dev->prof, "text sample", PROF_TRACK_HOST);
-        rc = train_sample_text(t, err);
-        device_prof_host_end(t->dev->prof, range);
+        rc = train_enter(t, PHASE_SAMPLE, err);
+        if (rc == DDP_OK)
+            rc = train_sample_text(t, err);
+        if (rc == DDP_OK)
+            rc = train_leave(t, PHASE_SAMPLE, err);
     }
+    return rc;
+}
+
+/* One optimizer step: its micro-steps, the update, the finite check; then (outside the step's own
+ * work) evaluation, the log line and sample, the stop agreement, and the checkpoint. */
+static int one_step(train_job *t, bool *stop, ddp_err *err)
+{
+    const config *c = t->cfg;
+    int rc = train_enter(t, PHASE_WORK, err);
+    for (int64_t a = 0; a < t->accum && rc == DDP_OK; a++) {
+        t->staged_rows = sampler_next_batch(&t->smp, t->idx);
+        rc = micro_step(t, a == 0, a == t->accum - 1, err);
+    }
+    double lr = 0;
+    if (rc == DDP_OK)
+        rc = optimizer_step(t, &lr, err);
+    if (rc == DDP_OK)
+        rc = train_finite_step_done(t, err);
+    if (rc == DDP_OK)
+        rc = train_leave(t, PHASE_WORK, err);
+    if (rc == DDP_OK && c->train.eval && c->train.eval_every > 0 && t->step % c->train.eval_every == 0)
+        rc = train_evaluate(t, err);
+    if (rc == DDP_OK)
+        rc = log_and_sample(t, lr, err);
+    int64_t nonfinite = 0;
+    if (rc == DDP_OK)
+        rc = agree_stop(t, stop, &nonfinite, err);
+    if (rc == DDP_OK && nonfinite != 0)
+        rc = train_finite_fail(t, nonfinite, err);
+    if (rc == DDP_OK)
+        rc = train_ckpt_maybe_save(t, *stop, err);
+    if (rc == DDP_OK && t->ctl->rank == 0)
+        rc = train_ckpt_poll(t, err);
     return rc;
 }
 
 static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
 {
-    const config *c = t->cfg;
-    int64_t accum = t->accum;
-    while (t->step < t->total_steps && sampler_steps_left(&t->smp) >= accum) {
-        double begin = monotonic_s();
-        int rc = train_profile_step_begin(t, err);
-        snprintf(t->ctl->phase, sizeof t->ctl->phase, "step %lld", (long long)t->step + 1);
-        activity_set("training step %lld", (long long)t->step + 1);
-        if (t->grad_comm != t->ctl)
-            memcpy(t->grad_comm->phase, t->ctl->phase, sizeof t->ctl->phase);
-        for (int64_t a = 0; a < accum && rc == DDP_OK; a++) {
-            int64_t rows = sampler_next_batch(&t->smp, t->idx);
-            rc = micro_step(t, rows, a == 0, a == accum - 1, err);
-        }
-        double lr = 0;
-        if (rc == DDP_OK)
-            rc = optimizer_step(t, &lr, err);
-        if (rc == DDP_OK)
-            rc = train_finite_step_done(t, err);
-        t->mine.step_s += monotonic_s() - begin; /* the step's own work, the gradient wait with it */
-        t->run_step_s += monotonic_s() - begin;
-        t->mine.steps++;
-        if (rc == DDP_OK && c->train.eval && c->train.eval_every > 0 && t->step % c->train.eval_every == 0)
-            rc = train_evaluate(t, err);
-        if (rc == DDP_OK)
-            rc = log_and_sample(t, lr, err);
-        double resumed = monotonic_s();
-        train_fault_after_step(t);
+    while (t->step < t->total_steps && sampler_steps_left(&t->smp) >= t->accum) {
         bool stop = false;
-        int64_t nonfinite = 0;
+        int rc = train_enter(t, PHASE_STEP, err);
         if (rc == DDP_OK)
-            rc = agree_stop(t, &stop, &nonfinite, err);
-        t->mine.step_s += monotonic_s() - resumed; /* and its stop agreement; evaluation, log line, sample left out */
-        t->run_step_s += monotonic_s() - resumed;
-        if (rc == DDP_OK && nonfinite != 0)
-            rc = train_finite_fail(t, nonfinite, err);
+            rc = one_step(t, &stop, err);
         if (rc == DDP_OK)
-            rc = train_ckpt_maybe_save(t, stop, err);
-        if (rc == DDP_OK && t->ctl->rank == 0)
-            rc = train_ckpt_poll(t, err);
-        if (rc == DDP_OK)
-            rc = train_profile_step_end(t, err);
+            rc = train_leave(t, PHASE_STEP, err);
         if (rc != DDP_OK)
             return rc;
         if (stop) {

@@ -60,6 +60,22 @@ typedef struct rank_step_time {
     int64_t steps;
 } rank_step_time;
 
+/* The named phases of a training step, which the step enters and leaves and the observers
+ * (train_observe.c: profiler, per-rank timers, host-wait count, deadline labels, trace, faults)
+ * react to. STEP is one iteration of the loop; WORK its own work as the per-rank figures count it
+ * (the micro-steps and the update); AGREE the stop agreement after it. */
+typedef enum step_phase {
+    PHASE_STEP, PHASE_WORK, PHASE_DATA, PHASE_COMPUTE, PHASE_GRADIENT_WAIT, PHASE_OPTIMIZER, PHASE_LOG, PHASE_SAMPLE,
+    PHASE_AGREE, STEP_PHASES
+} step_phase;
+
+/* What the observers remember between a phase's enter and its leave. */
+typedef struct step_watch {
+    double work_t0, data_t0, agree_t0, wait_t0;
+    int prof[STEP_PHASES];  /* the profiler's range or phase id */
+} step_watch;
+
+
 typedef struct train_job {
     const config *cfg;
     comm *ctl;              /* MPI, host buffers: control traffic, evaluation sums, stop agreement */
@@ -103,6 +119,8 @@ typedef struct train_job {
      * upload to the end of the step's update (log lines, evaluation and checkpoints excluded) */
     uint64_t step_host_waits, waits_mark;
     rank_step_time mine;      /* this rank's step, wait and data times since the last log line */
+    step_watch watch;         /* train_observe.c's */
+    int64_t staged_rows;      /* rows of idx the current micro-step trains on */
     struct train_ranks *ranks; /* train_ranks.c's state */
     struct train_tb *tb;      /* train_tb.c's state; NULL without run.tensorboard (and off rank 0) */
     double t_start;
@@ -212,6 +230,11 @@ int train_finite_fail(train_job *t, int64_t vote, ddp_err *err);
 /* Before a checkpoint (every rank): drains, checks the parameters and optimizer state, and has the
  * ranks agree; DDP_ENONFINITE when anything non-finite was found anywhere. */
 int train_finite_check_state(train_job *t, ddp_err *err);
+
+/* train_observe.c: the step enters and leaves phase p; the observers act (see step_phase). An
+ * error of an observer (a device timer, the profiler) is the step's. */
+int train_enter(train_job *t, step_phase p, ddp_err *err);
+int train_leave(train_job *t, step_phase p, ddp_err *err);
 
 /* train_fault.c: the test-only DDP_TEST_FAULT switch. After optimizer step t->step: */
 void train_fault_after_step(const train_job *t);

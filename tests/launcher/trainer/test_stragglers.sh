@@ -34,7 +34,7 @@ check "no fault: no straggler line" bash -c "! grep -q 'straggler' '$TMP/even.lo
 job=$!
 rank1=
 for _ in $(seq 200); do
-    for p in $(pgrep -f ddprun-worker); do
+    for p in $(pgrep -f "ddprun-worker.*run.dir=$TMP/stopped"); do # this job's ranks only
         grep -qz '^OMPI_COMM_WORLD_RANK=1$' /proc/$p/environ 2>/dev/null && rank1=$p
     done
     [ -n "$rank1" ] && [ -s "$TMP/stopped/metrics.jsonl" ] && break
