@@ -3,7 +3,7 @@
  * config_load reads a YAML file with libyaml, applies `key.path=value` overrides from the command
  * line, and validates everything before any rank does work. Every rejection names
  * FILE:LINE:COL and the key path (overrides are reported as `<override N>:1:COL`), and returns
- * DDP_EUSAGE (a GPT-2 or Llama shape left to checkpoint.init_from is checked once the training job
+ * DDP_EUSAGE (a model's shape left to checkpoint.init_from is checked once the training job
  * has read it: config_take_shape). The struct below is plain data; nothing outside config
  * parses YAML. Settings that belong to a layer are held in that layer's own types (device_opts.h's kinds, optim_opts,
  * models/model_opts.h, the notice provider), so the config sits above those layers and none of
@@ -48,16 +48,14 @@ typedef struct config {
      * optimizer state and gradients (CUDA only); ddp.grad_dtype then defaults to bf16 */
     cfg_precision precision;
 
-    /* Each model kind has a section of its own (model.mlp, ...); only model.kind's is read, and a
-     * file that sets another kind's section is rejected. The types are the models' own
-     * (models/model_opts.h). With checkpoint.init_from, a shape key of model.kind's section that
-     * the file and the overrides leave out is pending (0, false) until config_take_shape fills it. */
+    /* Each model kind has a section of its own (model.<kind>); only model.kind's is read, and a
+     * file that sets another kind's section is rejected. The types and the keys are the models'
+     * own (models/model_opts.h's model_kind_opts, models/model_config.h's rows). With
+     * checkpoint.init_from, a shape key of model.kind's section that the file and the overrides
+     * leave out is pending (0, false) until config_take_shape fills it. */
     struct {
         model_kind kind;
-        mlp_opts mlp;
-        gpt2_shape gpt2;
-        llama_shape llama;          /* ffn_hidden resolved by the load (model.llama.ffn_hidden 0) */
-        int64_t llama_multiple_of;  /* model.llama.multiple_of: Llama's rule for ffn_hidden 0 */
+        model_kind_opts opts;       /* each kind's settings */
         uint32_t shape_pending;     /* bit i: key i of model.kind's section table is left to init_from */
     } model;
 
@@ -107,7 +105,7 @@ typedef struct config {
         int64_t keep_last;
         cfg_resume resume;
         char resume_path[CFG_PATH_MAX];
-        char init_from[CFG_PATH_MAX];           /* llm.c GPT-2 file or Hugging Face folder to start from; "" = none */
+        char init_from[CFG_PATH_MAX];           /* llm.c model file or Hugging Face folder to start from; "" = none */
         int stop_signal;                        /* signal number that means "checkpoint and stop" */
         char dir[CFG_PATH_MAX];                 /* "" = run.dir/checkpoints */
         char upload_cmd[CFG_PATH_MAX];          /* run after each save ({path} {name} {dir} {step}); "" = none */
@@ -132,10 +130,7 @@ int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides
                         config *out, ddp_err *err);
 
 /* checkpoint.init_from's shape, in model.kind's member: what the training job reads from the file. */
-typedef union config_shape {
-    gpt2_shape gpt2;
-    llama_shape llama;
-} config_shape;
+typedef model_init_shape config_shape;
 
 /* True when a shape key of model.kind's section is left to checkpoint.init_from, whose shape (which
  * only the training job reads) it is to be. Such a config is not yet written, hashed or built. */
@@ -143,8 +138,8 @@ bool config_shape_pending(const config *c);
 /* Takes checkpoint.init_from's shape `from` (model.kind's member), read from `file` (names[]: that
  * file's names of the section's shape keys, in the order of the shape's fields: for messages): the
  * keys left out get its values; one set to another value is refused naming the key, both values and
- * file, as are values outside the keys' ranges or that break the shape's rules (heads dividing the
- * channels, ...); then data.seq_len must fit its block_size. DDP_OK, or DDP_EUSAGE with c unchanged. */
+ * file, as are values outside the keys' ranges or that break the shape's rules (the kind's
+ * shape_check); then data.seq_len must fit its block_size. DDP_OK, or DDP_EUSAGE with c unchanged. */
 int config_take_shape(config *c, const config_shape *from, const char *file, const char *const names[],
                       ddp_err *err);
 

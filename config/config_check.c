@@ -3,7 +3,8 @@
  * Runs once, after the file and every override were applied, so a contradiction is judged on
  * the final values and reported at whichever of the two keys was set later (an override beats
  * the file; further down the file beats further up). Single-key ranges belong to the key table
- * (config_keys.c), not here; the model kinds' sections are checked by config_model.c. */
+ * (config_keys.c), not here; the model kinds' sections and their own rules are checked by
+ * config_model.c through each kind's descriptor (models/model_config.h). */
 #include "config_internal.h"
 
 #include <stdio.h>
@@ -15,15 +16,14 @@ static const char *const required_sections[] = {"model", "data"};
 typedef struct conflict {
     const char *a, *b;               /* the two keys involved */
     bool (*bad)(const config *c);
-    const char *rule;                /* completes "expected ..." */
+    const char *rule;                /* completes "expected ..." ({lm}, {lm_files}: expand_rule) */
 } conflict;
 
 static bool nccl_on_cpu(const config *c) { return c->ddp.backend == BACKEND_NCCL && c->device == DEVICE_CPU; }
 static bool bf16_over_mpi(const config *c) { return c->ddp.grad_dtype == GRAD_BF16 && c->ddp.backend == BACKEND_MPI; }
 static bool bf16_on_cpu(const config *c) { return c->precision == PRECISION_BF16 && c->device == DEVICE_CPU; }
-/* The models that take token sequences: GPT-2 and the Llama. */
-static bool language_model(const config *c) { return c->model.kind == MODEL_GPT2 || c->model.kind == MODEL_LLAMA; }
-static bool bf16_not_lm(const config *c) { return c->precision == PRECISION_BF16 && !language_model(c); }
+/* The models that take token sequences: the kinds whose descriptor says so. */
+static bool bf16_not_lm(const config *c) { return c->precision == PRECISION_BF16 && !cfg_language_model(c); }
 static bool warmup_too_long(const config *c)
 {
     return c->train.max_steps > 0 && c->optimizer.schedule.warmup_steps > c->train.max_steps;
@@ -49,61 +49,41 @@ static bool auto_without_global(const config *c)
     return c->train.micro_batch == MICRO_BATCH_AUTO && !global_batch_on(c);
 }
 
-static bool gpt2_heads_uneven(const config *c)
-{
-    return c->model.kind == MODEL_GPT2 && c->model.gpt2.n_head && c->model.gpt2.n_embd % c->model.gpt2.n_head != 0;
-}
-/* A shape key left to checkpoint.init_from is 0 until config_take_shape, which checks these again:
- * a rule skips a 0. */
-static bool seq_over_block(const config *c)
-{
-    return c->model.kind == MODEL_GPT2 && c->data.kind == DATA_TOKENS && c->model.gpt2.block_size &&
-           c->data.seq_len > c->model.gpt2.block_size;
-}
-static bool tokens_without_lm(const config *c) { return c->data.kind == DATA_TOKENS && !language_model(c); }
-static bool init_from_not_lm(const config *c) { return c->checkpoint.init_from[0] && !language_model(c); }
+static bool tokens_without_lm(const config *c) { return c->data.kind == DATA_TOKENS && !cfg_language_model(c); }
+static bool init_from_not_lm(const config *c) { return c->checkpoint.init_from[0] && !cfg_language_model(c); }
 
-static bool is_llama(const config *c) { return c->model.kind == MODEL_LLAMA; }
-static bool llama_heads_uneven(const config *c)
+/* A rule's "{lm}" is the language models' kind names ("a or b"), "{lm_files}" what
+ * checkpoint.init_from may name for them: both composed from the kinds' descriptors. */
+static void expand_rule(const char *rule, char *out, size_t n)
 {
-    return is_llama(c) && c->model.llama.n_head && c->model.llama.n_embd % c->model.llama.n_head;
-}
-static bool llama_head_odd(const config *c)
-{
-    return is_llama(c) && c->model.llama.n_head && !llama_heads_uneven(c) &&
-           (c->model.llama.n_embd / c->model.llama.n_head) % 2;
-}
-static bool llama_kv_uneven(const config *c)
-{
-    return is_llama(c) && c->model.llama.n_kv_head && c->model.llama.n_head % c->model.llama.n_kv_head;
-}
-static bool llama_seq_over_block(const config *c)
-{
-    return is_llama(c) && c->data.kind == DATA_TOKENS && c->model.llama.block_size &&
-           c->data.seq_len > c->model.llama.block_size;
+    char kinds[128], files[256];
+    cfg_language_model_names(kinds, sizeof kinds);
+    cfg_init_from_files(files, sizeof files);
+    const struct { const char *name, *value; } words[] = {{"{lm}", kinds}, {"{lm_files}", files}};
+    size_t len = 0;
+    while (*rule && len + 1 < n) {
+        size_t w = 0;
+        while (w < 2 && strncmp(rule, words[w].name, strlen(words[w].name)))
+            w++;
+        const char *text = w < 2 ? words[w].value : rule;
+        size_t take = w < 2 ? strlen(text) : 1, room = n - 1 - len;
+        memcpy(out + len, text, take < room ? take : room);
+        len += take < room ? take : room;
+        rule += w < 2 ? strlen(words[w].name) : 1;
+    }
+    out[len] = '\0';
 }
 
+/* After the active model kind's own rules (cfg_check_model_rules), in this order. */
 static const conflict conflicts[] = {
-    {"model.gpt2.n_head", "model.gpt2.n_embd", gpt2_heads_uneven,
-     "model.gpt2.n_embd divisible by model.gpt2.n_head"},
-    {"model.gpt2.block_size", "data.seq_len", seq_over_block, "data.seq_len <= model.gpt2.block_size"},
-    {"model.llama.n_head", "model.llama.n_embd", llama_heads_uneven,
-     "model.llama.n_embd divisible by model.llama.n_head"},
-    {"model.llama.n_head", "model.llama.n_embd", llama_head_odd,
-     "an even head size model.llama.n_embd / model.llama.n_head (RoPE rotates its two halves)"},
-    {"model.llama.n_kv_head", "model.llama.n_head", llama_kv_uneven,
-     "model.llama.n_head divisible by model.llama.n_kv_head"},
-    {"model.llama.block_size", "data.seq_len", llama_seq_over_block, "data.seq_len <= model.llama.block_size"},
-    {"model.kind", "data.kind", tokens_without_lm,
-     "data.kind tokens only with a language model (model.kind gpt2 or llama)"},
+    {"model.kind", "data.kind", tokens_without_lm, "data.kind tokens only with a language model (model.kind {lm})"},
     {"model.kind", "checkpoint.init_from", init_from_not_lm,
-     "checkpoint.init_from (an llm.c GPT-2 model file or a Hugging Face GPT-2 or Llama folder) only with model.kind "
-     "gpt2 or llama"},
+     "checkpoint.init_from ({lm_files}) only with model.kind {lm}"},
     {"device", "ddp.backend", nccl_on_cpu, "ddp.backend nccl only with device cuda or auto"},
     {"ddp.backend", "ddp.grad_dtype", bf16_over_mpi, "ddp.grad_dtype bf16 only with ddp.backend nccl or auto"},
     {"device", "precision", bf16_on_cpu,
      "precision bf16 only with device cuda or auto (the CPU backend computes in float32)"},
-    {"model.kind", "precision", bf16_not_lm, "precision bf16 only with model.kind gpt2 or llama"},
+    {"model.kind", "precision", bf16_not_lm, "precision bf16 only with model.kind {lm}"},
     {"train.max_steps", "optimizer.schedule.warmup_steps", warmup_too_long,
      "optimizer.schedule.warmup_steps <= train.max_steps when train.max_steps > 0"},
     {"optimizer.lr", "optimizer.schedule.min_lr", min_lr_above_lr, "optimizer.schedule.min_lr <= optimizer.lr"},
@@ -135,9 +115,9 @@ static int check_required(cfg_loader *L)
     return DDP_OK;
 }
 
-static int report_conflict(cfg_loader *L, const conflict *cf)
+static int report_conflict(cfg_loader *L, const char *a, const char *b, const char *rule)
 {
-    int ka = cfg_key_find(cf->a), kb = cfg_key_find(cf->b);
+    int ka = cfg_key_find(a), kb = cfg_key_find(b);
     int later = cfg_pos_later(L->origin[ka], L->origin[kb]) ? ka : kb;
     int other = later == ka ? kb : ka;
     const cfg_key *later_key = cfg_key_at(later), *other_key = cfg_key_at(other);
@@ -151,7 +131,7 @@ static int report_conflict(cfg_loader *L, const conflict *cf)
     cfg_pos at = L->origin[later];
     if (at.source < 0) /* both defaults: a bug in the key table's defaults, but still say where */
         at = (cfg_pos){0, 1, 1};
-    return cfg_error(L, at, later_key->path, "expected %s, got %s %.100s with %s %.100s (%s)", cf->rule,
+    return cfg_error(L, at, later_key->path, "expected %s, got %s %.100s with %s %.100s (%s)", rule,
                      later_key->path, later_val, other_key->path, other_val, other_at);
 }
 
@@ -171,8 +151,13 @@ int cfg_check(cfg_loader *L)
     int rc = check_required(L);
     if (!rc)
         rc = cfg_check_model(L);
+    if (!rc)
+        rc = cfg_check_model_rules(L, report_conflict);
     for (size_t i = 0; !rc && i < sizeof conflicts / sizeof conflicts[0]; i++)
-        if (conflicts[i].bad(L->c))
-            rc = report_conflict(L, &conflicts[i]);
+        if (conflicts[i].bad(L->c)) {
+            char rule[512];
+            expand_rule(conflicts[i].rule, rule, sizeof rule);
+            rc = report_conflict(L, conflicts[i].a, conflicts[i].b, rule);
+        }
     return rc;
 }

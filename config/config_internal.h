@@ -3,9 +3,10 @@
  * The key table is the single description of every setting: its dotted path, type, range,
  * default, whether the config hash covers it, a one-line description, and where it lives in
  * struct config. It comes in parts: the general keys (config_keys.c) and each model kind's
- * section (config_model.c), walked as one depth-first sequence through cfg_key_at. The loader
+ * section (its rows in models/, composed by config_model.c), walked as one depth-first sequence
+ * through cfg_key_at. The loader
  * (config.c) fills the defaults from it and walks YAML against it, one value at a time through
- * config_value.c; the checks (config_check.c, config_model.c), the writer and hash
+ * config_value.c; the checks (config_check.c, config_model.c and the kinds' hooks), the writer and hash
  * (config_write.c) and the reference document (config_reference.c, docs/config-reference.md)
  * iterate it. Locations are tracked per key so contradictions can name the later of two
  * settings. Not a public header. */
@@ -18,65 +19,11 @@
 #include <yaml.h>
 
 #include "config.h"
+#include "models/model_config.h"
+#include "runtime/base/cfg_rows.h"
 
-typedef enum key_type {
-    KT_SECTION, /* a mapping of further keys */
-    KT_INT,     /* int64_t in [imin, imax] */
-    KT_UINT,    /* uint64_t, any value (run.seed) */
-    KT_NUM,     /* finite double, range by num_range */
-    KT_BOOL,
-    KT_STR,     /* non-empty char[CFG_PATH_MAX] */
-    KT_OPT_PATH,/* char[CFG_PATH_MAX], "" (or nothing) = not set */
-    KT_COMMAND, /* a shell command, char[CFG_PATH_MAX], "" = none; choices[] = its {placeholders} */
-    KT_ENUM,    /* int-sized enum; choices[] in enum order */
-    KT_HIDDEN,  /* model.mlp.hidden: list of 1..MLP_MAX_HIDDEN ints in [imin, imax] */
-    KT_BETAS,   /* optimizer.betas: [beta1, beta2], each a KT_NUM in [0, 1) */
-    KT_RESUME,  /* checkpoint.resume: auto | never | path */
-    KT_SIGNAL,  /* checkpoint.signal: a signal name -> number */
-} key_type;
-
-typedef enum num_range { NR_POSITIVE, NR_NONNEG, NR_UNIT } num_range; /* >0, >=0, [0,1) */
-
-/* When the config hash covers a key (config_write.c): never, always, or only when the setting it
- * belongs to is chosen (SGD's momentum under AdamW cannot affect a run). A model kind's keys are
- * covered only with that kind besides (cfg_model_key_active). HASH_PER_RANK: while
- * train.global_batch is 0 (with it, the per-rank split follows the world size and the hash covers
- * the global batch, HASH_GLOBAL_BATCH, instead). */
-typedef enum hash_rule {
-    HASH_NO, HASH_YES, HASH_SGD, HASH_ADAMW, HASH_COSINE, HASH_SYNTHETIC, HASH_TOKENS, HASH_PER_RANK,
-    HASH_GLOBAL_BATCH
-} hash_rule;
-
-typedef struct cfg_key {
-    const char *path;           /* "optimizer.schedule.kind" */
-    key_type type;
-    size_t off;                 /* offsetof(config, field); unused for sections and lists */
-    int64_t imin, imax;         /* KT_INT and KT_HIDDEN elements */
-    num_range range;            /* KT_NUM and KT_BETAS elements */
-    const char *const *choices; /* KT_ENUM / KT_SIGNAL names, NULL-terminated */
-    /* the default, as the YAML text a file would hold ("128", "[1024, 1024]", "\"\"" for none):
-     * read through the same parser as a file's values, and shown as is in the reference */
-    const char *def;
-    hash_rule hash;
-    const char *doc;            /* what it does, one Markdown sentence or a few (the reference's) */
-} cfg_key;
-
-/* Row constructors for the key tables (config_keys.c, config_model.c): path, field, range or
- * choices, default, hash rule, description. Paths and commands default to "" (none). */
-#define OFF(field) offsetof(config, field)
-#define SECTION(p) {.path = p, .type = KT_SECTION}
-#define INT(p, f, lo, hi, d, h, text) \
-    {.path = p, .type = KT_INT, .off = OFF(f), .imin = lo, .imax = hi, .def = d, .hash = h, .doc = text}
-#define NUM(p, f, r, d, h, text) {.path = p, .type = KT_NUM, .off = OFF(f), .range = r, .def = d, .hash = h, .doc = text}
-#define BOOL(p, f, d, h, text) {.path = p, .type = KT_BOOL, .off = OFF(f), .def = d, .hash = h, .doc = text}
-#define STR(p, f, d, text) {.path = p, .type = KT_STR, .off = OFF(f), .def = d, .doc = text}
-#define OPT_PATH(p, f, text) {.path = p, .type = KT_OPT_PATH, .off = OFF(f), .def = "\"\"", .doc = text}
-#define COMMAND(p, f, names, text) \
-    {.path = p, .type = KT_COMMAND, .off = OFF(f), .choices = names, .def = "\"\"", .doc = text}
-#define ENUM(p, f, names, d, h, text) \
-    {.path = p, .type = KT_ENUM, .off = OFF(f), .choices = names, .def = d, .hash = h, .doc = text}
-#define BIG INT64_MAX
-#define I32 INT32_MAX
+/* The general keys' rows (config_keys.c) locate their fields in struct config. */
+#define CFG_OFF(field) offsetof(config, field)
 
 /* Key i of the whole table in depth-first order (every section is followed by its own keys; the
  * writer relies on it), or NULL past the end. Indices are stable: cfg_loader.origin uses them. */
@@ -92,6 +39,12 @@ const char *cfg_key_leaf(const char *path);  /* "a.b.c" -> "c" */
 bool cfg_num_allowed(double v, num_range r);
 /* "a positive number", "an integer >= 1", "one of sgd, adamw", ... */
 void cfg_expect(const cfg_key *k, char *out, size_t n);
+/* A KT_HIDDEN list's count and entries in c. */
+static inline int cfg_list_count(const config *c, const cfg_key *k) { return *(const int *)((const char *)c + k->off); }
+static inline const int64_t *cfg_list_entries(const config *c, const cfg_key *k)
+{
+    return (const int64_t *)((const char *)c + k->list_off);
+}
 /* The value as text: plain scalars, "[1024, 1024]" for lists (also used by the writer/hash). */
 void cfg_format_value(const config *c, const cfg_key *k, char *out, size_t n);
 /* checkpoint.signal's choices (NULL-terminated) and the name of a signal number among them (NULL
@@ -144,30 +97,35 @@ int cfg_check(cfg_loader *L);
 
 /* ---- model kinds (config_model.c) ---- */
 
-/* One model kind: model.kind's value NAME selects it and its settings live in the section
- * model.NAME. Adding a kind is one of these (a key table and a check) plus its enum value
- * (models/model_opts.h). */
+/* One model kind's section in the key table: its descriptor (models/model_config.h) and its rows
+ * with their offsets made struct config's. model.kind's value NAME selects it and its settings live
+ * in the section model.NAME. */
 typedef struct cfg_model_section {
-    model_kind kind;
-    const char *path;               /* "model.mlp"; its last part is the model.kind value */
+    const model_config_kind *kind;
     const cfg_key *keys;            /* the section's own row first, then its keys */
     int n_keys;
-    int (*check)(cfg_loader *L);    /* rules across the section's keys; NULL when there are none */
-    /* The kind's shape in struct config (offsetof, sizeof; 0 when checkpoint.init_from gives none):
-     * the section's keys whose fields lie inside it are its shape keys, in the shape's field order. */
-    size_t shape_off, shape_size;
-    /* The shape's rules across its keys for a shape checkpoint.init_from gave (c holds it; names as
-     * config_take_shape's), data.seq_len against its block size included: DDP_OK or DDP_EUSAGE. */
-    int (*shape_check)(const config *c, const char *file, const char *const names[], ddp_err *err);
 } cfg_model_section;
 
-extern const cfg_model_section cfg_model_sections[];
-extern const int cfg_n_model_sections;
-extern const char *const cfg_model_kind_names[]; /* model.kind's choices, in enum order */
+/* The sections, in model_kind order (composed on first use); how many. */
+const cfg_model_section *cfg_model_sections(void);
+#define cfg_n_model_sections model_n_config_kinds
 
 /* false for the keys of a model kind other than c->model.kind: they are neither written nor hashed */
 bool cfg_model_key_active(const config *c, const cfg_key *k);
-/* Rejects a section of a kind other than model.kind (naming both), then runs the active kind's check. */
+/* The model kind's name whose section holds key k (model.kind's value), or NULL outside every
+ * model section. */
+const char *cfg_model_section_name(const cfg_key *k);
+/* Rejects a section of a kind other than model.kind (naming both), then applies the active kind's
+ * defaults (AdamW's beta2) and resolves its derived settings. */
 int cfg_check_model(cfg_loader *L);
+/* The active kind's rules across keys, each reported as a contradiction through report (config_check.c). */
+int cfg_check_model_rules(cfg_loader *L, int (*report)(cfg_loader *L, const char *a, const char *b,
+                                                        const char *rule));
+/* Whether model.kind is a language model; the language models' kind names ("a or b"), and
+ * "an llm.c TITLE model file or a Hugging Face TITLE or TITLE folder" (what checkpoint.init_from
+ * may name, by the kinds' titles), composed from the kinds' descriptors. */
+bool cfg_language_model(const config *c);
+void cfg_language_model_names(char *out, size_t n);
+void cfg_init_from_files(char *out, size_t n);
 
 #endif

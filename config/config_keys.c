@@ -3,7 +3,8 @@
  *
  * Each row is the one place a key is described: path, type, range or choices, default, whether
  * the config hash covers it, and what it does. Adding a setting is one row here (a model kind's
- * setting: in config_model.c) and its field in struct config; the loader, the defaults, the
+ * setting: in its kind's file in models/, composed by config_model.c) and its field in struct config;
+ * the loader, the defaults, the
  * writer, the hash and docs/config-reference.md (`ddprun config reference`) follow from the table.
  * This file must not parse values itself (config_value.c does, defaults included) or check one key
  * against another (config_check.c). */
@@ -31,11 +32,12 @@ static const char *const upload_placeholders[] = {"path", "name", "dir", "step",
 static const char *const download_placeholders[] = {"dir", NULL};
 
 /* Depth-first order: every section is followed by its own keys (the writer relies on it). The
- * model kinds' sections (config_model.c) go between model.kind and data. */
+ * model kinds' sections (models/model_config.h, composed by config_model.c) go between model.kind
+ * and data. */
 static const cfg_key keys_before_models[] = {
     SECTION("run"),
     STR("run.dir", run.dir, "runs/default", "Run directory: metrics.jsonl, resolved config, checkpoints."),
-    {.path = "run.seed", .type = KT_UINT, .off = OFF(run.seed), .def = "0", .hash = HASH_YES,
+    {.path = "run.seed", .type = KT_UINT, .off = CFG_OFF(run.seed), .def = "0", .hash = HASH_YES,
      .doc = "Seed of every RNG stream (init, sampler, synthetic data)."},
     BOOL("run.tensorboard", run.tensorboard, "false", HASH_NO,
          "Rank 0 also writes the metrics as TensorBoard event files into `run.dir/tensorboard/` while training "
@@ -48,7 +50,7 @@ static const cfg_key keys_before_models[] = {
          "`bf16`: a GPT-2's or Llama's activations and GEMM operands in bfloat16 with fp32 accumulation, fp32 master "
          "weights, AdamW state and gradients (CUDA only)."),
     SECTION("model"),
-    ENUM("model.kind", model.kind, cfg_model_kind_names, "mlp", HASH_YES,
+    ENUM("model.kind", model.kind, model_kind_names, "mlp", HASH_YES,
          "Model family; its settings are the section `model.<kind>`."),
 };
 
@@ -212,10 +214,11 @@ const cfg_key *cfg_key_at(int i)
     if (i < N_BEFORE)
         return &keys_before_models[i];
     i -= N_BEFORE;
+    const cfg_model_section *sections = cfg_model_sections();
     for (int s = 0; s < cfg_n_model_sections; s++) {
-        if (i < cfg_model_sections[s].n_keys)
-            return &cfg_model_sections[s].keys[i];
-        i -= cfg_model_sections[s].n_keys;
+        if (i < sections[s].n_keys)
+            return &sections[s].keys[i];
+        i -= sections[s].n_keys;
     }
     return i < N_AFTER ? &keys_after_models[i] : NULL;
 }
@@ -224,7 +227,7 @@ int cfg_key_count(void)
 {
     int n = N_BEFORE + N_AFTER;
     for (int s = 0; s < cfg_n_model_sections; s++)
-        n += cfg_model_sections[s].n_keys;
+        n += cfg_model_sections()[s].n_keys;
     return n;
 }
 

@@ -2,7 +2,7 @@
  * key table: one row per key with its type, default, allowed values, description and whether the
  * config hash covers it, between a fixed introduction and a note on the hash.
  *
- * Everything a row says comes from the key's row in config_keys.c or config_model.c; the prose
+ * Everything a row says comes from the key's row in config_keys.c or a model kind's (models/); the prose
  * here is only what holds for every key. tests/check_config_reference.sh compares the committed
  * document with this output. This file must not parse, check or write configs. */
 #include "config_internal.h"
@@ -111,7 +111,7 @@ static void allowed_text(const cfg_key *k, char *out, size_t n)
     case KT_ENUM: case KT_SIGNAL: list_names(k->choices, "`", "`", " \\| ", out, n); break;
     case KT_HIDDEN:
         int_range(k->imin, k->imax, elem, sizeof elem);
-        snprintf(out, n, "1–%d entries, each %s", MLP_MAX_HIDDEN, elem);
+        snprintf(out, n, "1–%d entries, each %s", CFG_LIST_MAX, elem);
         break;
     case KT_BETAS: snprintf(out, n, "each in [0, 1)"); break;
     case KT_BOOL: case KT_RESUME: case KT_SECTION: break;
@@ -125,11 +125,8 @@ static void hash_text(const cfg_key *k, char *out, size_t n)
     if (k->hash == HASH_NO)
         return;
     const char *when = k->hash == HASH_YES ? NULL : hash_condition[k->hash];
-    for (int s = 0; !when && s < cfg_n_model_sections; s++) {
-        size_t len = strlen(cfg_model_sections[s].path);
-        if (!strncmp(k->path, cfg_model_sections[s].path, len) && k->path[len] == '.')
-            when = cfg_key_leaf(cfg_model_sections[s].path);
-    }
+    if (!when && k->type != KT_SECTION)
+        when = cfg_model_section_name(k);
     if (when)
         snprintf(out, n, " **H** (%s)", when);
     else

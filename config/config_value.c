@@ -4,7 +4,7 @@
  * cfg_parse_value reads a value a file or an override gives, and every default of the key table
  * (cfg_defaults), so a default obeys the same rules as what a user writes. This file does not walk
  * documents, know about files or overrides, or check one key against another (config.c /
- * config_check.c do), and holds no key of its own (config_keys.c, config_model.c do). */
+ * config_check.c do), and holds no key of its own (config_keys.c and the model kinds' files in models/ do). */
 #include "config_internal.h"
 
 #include "runtime/base/command.h"
@@ -64,7 +64,7 @@ void cfg_expect(const cfg_key *k, char *out, size_t n)
     case KT_ENUM: case KT_SIGNAL: choices_expect(k->choices, out, n); break;
     case KT_HIDDEN:
         int_expect(k->imin, k->imax, elem, sizeof elem);
-        snprintf(out, n, "a list of 1 to %d layer sizes, each %s", MLP_MAX_HIDDEN, elem);
+        snprintf(out, n, "a list of 1 to %d layer sizes, each %s", CFG_LIST_MAX, elem);
         break;
     case KT_BETAS: snprintf(out, n, "a list of two numbers in [0, 1)"); break;
     case KT_RESUME: snprintf(out, n, "auto, never or a checkpoint path"); break;
@@ -279,9 +279,9 @@ static int parse_hidden(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, c
     if (nd->type != YAML_SEQUENCE_NODE)
         return wrong(L, s, nd, k->path, expect);
     long n = nd->data.sequence.items.top - nd->data.sequence.items.start;
-    if (n < 1 || n > MLP_MAX_HIDDEN)
+    if (n < 1 || n > CFG_LIST_MAX)
         return cfg_error(L, cfg_node_pos(s, nd), k->path, "expected %s, got a list of %ld", expect, n);
-    int64_t sizes[MLP_MAX_HIDDEN];
+    int64_t sizes[CFG_LIST_MAX];
     for (long i = 0; i < n; i++) {
         yaml_node_t *item = yaml_document_get_node(doc, nd->data.sequence.items.start[i]);
         snprintf(elem_key, sizeof elem_key, "%s[%ld]", k->path, i);
@@ -291,10 +291,10 @@ static int parse_hidden(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, c
         if (rc)
             return rc;
     }
-    mlp_opts *mlp = &L->c->model.mlp;
-    mlp->n_hidden = (int)n;
-    memset(mlp->hidden, 0, sizeof mlp->hidden);
-    memcpy(mlp->hidden, sizes, (size_t)n * sizeof sizes[0]);
+    int64_t *entries = (int64_t *)((char *)L->c + k->list_off);
+    *(int *)((char *)L->c + k->off) = (int)n;
+    memset(entries, 0, CFG_LIST_MAX * sizeof *entries);
+    memcpy(entries, sizes, (size_t)n * sizeof sizes[0]);
     return DDP_OK;
 }
 

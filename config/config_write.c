@@ -31,8 +31,8 @@ static void format_list(const char *const *items, int count, char *out, size_t n
 void cfg_format_value(const config *c, const cfg_key *k, char *out, size_t n)
 {
     const char *field = (const char *)c + k->off;
-    char items[MLP_MAX_HIDDEN][32];
-    const char *ptrs[MLP_MAX_HIDDEN];
+    char items[CFG_LIST_MAX][32];
+    const char *ptrs[CFG_LIST_MAX];
     switch (k->type) {
     case KT_SECTION: snprintf(out, n, "{}"); break;
     case KT_INT: snprintf(out, n, "%lld", (long long)*(const int64_t *)field); break;
@@ -47,11 +47,11 @@ void cfg_format_value(const config *c, const cfg_key *k, char *out, size_t n)
                               : c->checkpoint.resume == RESUME_NEVER ? "never" : c->checkpoint.resume_path);
         break;
     case KT_HIDDEN:
-        for (int i = 0; i < c->model.mlp.n_hidden; i++) {
-            snprintf(items[i], sizeof items[i], "%lld", (long long)c->model.mlp.hidden[i]);
+        for (int i = 0; i < cfg_list_count(c, k); i++) {
+            snprintf(items[i], sizeof items[i], "%lld", (long long)cfg_list_entries(c, k)[i]);
             ptrs[i] = items[i];
         }
-        format_list(ptrs, c->model.mlp.n_hidden, out, n);
+        format_list(ptrs, cfg_list_count(c, k), out, n);
         break;
     case KT_BETAS:
         format_double_exact(c->optimizer.beta1, items[0], sizeof items[0]);
@@ -87,13 +87,13 @@ static int emit_list(writer *w, const char *const *items, int count)
 
 static int emit_value(writer *w, const config *c, const cfg_key *k)
 {
-    char text[CFG_PATH_MAX], items[MLP_MAX_HIDDEN][32];
-    const char *ptrs[MLP_MAX_HIDDEN];
+    char text[CFG_PATH_MAX], items[CFG_LIST_MAX][32];
+    const char *ptrs[CFG_LIST_MAX];
     if (k->type == KT_HIDDEN || k->type == KT_BETAS) {
-        int count = k->type == KT_HIDDEN ? c->model.mlp.n_hidden : 2;
+        int count = k->type == KT_HIDDEN ? cfg_list_count(c, k) : 2;
         for (int i = 0; i < count; i++) {
             if (k->type == KT_HIDDEN)
-                snprintf(items[i], sizeof items[i], "%lld", (long long)c->model.mlp.hidden[i]);
+                snprintf(items[i], sizeof items[i], "%lld", (long long)cfg_list_entries(c, k)[i]);
             else
                 format_double_exact(i ? c->optimizer.beta2 : c->optimizer.beta1, items[i], sizeof items[i]);
             ptrs[i] = items[i];
@@ -176,7 +176,7 @@ int config_write_resolved(const config *c, const char *path, ddp_err *err)
 {
     if (config_shape_pending(c)) /* its 0s would not load again */
         return ddp_fail(err, DDP_ERUNTIME, "%s: the model.%s shape is not yet taken from checkpoint.init_from",
-                        path, cfg_model_kind_names[c->model.kind]);
+                        path, model_kind_names[c->model.kind]);
     return replace_file_stream(path, write_to, &(resolved){.c = c, .path = path}, err);
 }
 

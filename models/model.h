@@ -126,6 +126,10 @@ int model_size(const model_opts *opts, const sample_layout *data, int64_t max_ro
  * Llama) can be rebuilt; any other description is a usage error quoting it. */
 int model_opts_from_description(const char *desc, model_opts *opts, int64_t *seq_len, ddp_err *err);
 
+/* (model_registry.c) The options model_create takes for a model of kind whose settings o holds
+ * (the config's model section), computing in compute. */
+model_opts model_opts_make(model_kind kind, const model_kind_opts *o, tensor_dtype compute);
+
 /* For the models' create functions, once n_params is known: allocates params and grads with
  * m->param_tail spare floats each and zeroes the spare ones. */
 int model_alloc_params(model *m, ddp_err *err);

@@ -1,6 +1,7 @@
 /* model_opts.h — what a model is built from: its kind, each kind's shape and settings, and the
  * element type it computes in (model_create takes these). The config's model section holds the
- * kind and each kind's settings in these types (config/config.h includes this header);
+ * kind and each kind's settings in these types (model_kind_opts; config/config.h includes this
+ * header, and each kind's config rows, models/model_config.h, describe them);
  * the training job adds the compute type from the config's precision; the tools that rebuild a
  * GPT-2 or a Llama from a checkpoint fill its shape from the description (gpt2_parse_description,
  * llama_parse_description).
@@ -39,6 +40,21 @@ typedef struct llama_shape {
     double rope_theta, norm_eps;
     bool tie_embeddings;
 } llama_shape;
+
+/* Each kind's settings as the config holds them (config/config.h's model section): a kind's config
+ * rows (its *_config.c) locate their fields in this struct. A new kind adds its member here. */
+typedef struct model_kind_opts {
+    mlp_opts mlp;
+    gpt2_shape gpt2;
+    llama_shape llama;          /* ffn_hidden resolved by the load (model.llama.ffn_hidden 0) */
+    int64_t llama_multiple_of;  /* model.llama.multiple_of: Llama's rule for ffn_hidden 0 */
+} model_kind_opts;
+
+/* A shape read from checkpoint.init_from's file, in its kind's member. */
+typedef union model_init_shape {
+    gpt2_shape gpt2;
+    llama_shape llama;
+} model_init_shape;
 
 typedef struct model_opts {
     model_kind kind;

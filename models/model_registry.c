@@ -111,6 +111,11 @@ int model_opts_from_description(const char *desc, model_opts *opts, int64_t *seq
                     "description", desc);
 }
 
+model_opts model_opts_make(model_kind kind, const model_kind_opts *o, tensor_dtype compute)
+{
+    return (model_opts){.kind = kind, .mlp = o->mlp, .gpt2 = o->gpt2, .llama = o->llama, .compute = compute};
+}
+
 int model_size(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
 {
     for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)

@@ -47,7 +47,9 @@ class Repo:
     def __init__(self, root, build):
         self.root, self.build = root, build
         self.keys = set()
-        for path in glob.glob(os.path.join(root, "config", "*.c")):
+        # the general keys' rows (config/) and each model kind's (models/*_config.c)
+        for path in glob.glob(os.path.join(root, "config", "*.c")) + \
+                glob.glob(os.path.join(root, "models", "*_config.c")):
             with open(path, encoding="utf-8") as f:
                 self.keys.update(KEY_ROW.findall(f.read()))
         self.installed = {}
@@ -244,7 +246,7 @@ class Checker:
             for o in t[1]:
                 key = OVERRIDE.match(o).group(1)
                 if key not in self.repo.keys:
-                    self.fail(where, f"{o}: {key} is not a config key (config/)")
+                    self.fail(where, f"{o}: {key} is not a config key (config/, models/*_config.c)")
             if self.repo.build:
                 self.dry_run(where, prog, args)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check_layering.py — the folders are the design: prove that no source file includes from a layer
-above its own, that every project include names its path from the project root, and that every
-path a comment or a build file names still exists.
+above its own, that every project include names its path from the project root, that every
+path a comment or a build file names still exists, and that config/'s code names no model kind.
 
 The allowed edges below are the dependency order README's "How it works" describes. A file may
 include system headers and, by bare name, files of its own folder or a header the build puts on
@@ -162,6 +162,34 @@ def source_files(root):
                     yield rel
 
 
+# config/ composes the model kinds' sections from their descriptors (models/model_config.h) and must
+# name no kind in its code: adding one is then files in models/ only. The kinds are model.kind's
+# choices (models/model_config.c's model_kind_names); comments and strings (descriptions, which
+# docs/config-reference.md pins) may still mention them.
+KIND_NAMES = re.compile(r'model_kind_names\[\]\s*=\s*\{([^}]*)\}')
+CODE_NOISE = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+
+
+def check_config_names_no_kind(root):
+    with open(os.path.join(root, "models", "model_config.c"), encoding="utf-8") as f:
+        m = KIND_NAMES.search(f.read())
+    if not m:
+        return ["models/model_config.c: no model_kind_names[] = {...} to read the model kinds from"]
+    kinds = re.findall(r'"([a-z0-9_]+)"', m.group(1))
+    word = re.compile(r'\b\w*(?:' + "|".join(kinds) + r')\w*\b', re.I)
+    problems = []
+    for rel in sorted(source_files(root)):
+        if layer_of(rel) != "config" or not rel.endswith(SOURCE_EXT):
+            continue
+        with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
+            code = CODE_NOISE.sub(lambda t: "\n" * t.group(0).count("\n"), f.read())
+        for lineno, line in enumerate(code.split("\n"), 1):
+            for hit in dict.fromkeys(word.findall(line)):
+                problems.append(f"{rel}:{lineno}: {hit}: config/ names a model kind (its descriptor in models/ "
+                                f"should say it)")
+    return problems
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     problems, checked = [], 0
@@ -169,6 +197,7 @@ def main():
         if rel.endswith(SOURCE_EXT):
             problems += check_file(root, rel)
             checked += 1
+    problems += check_config_names_no_kind(root)
     referring = list(source_files(root)) + ["README.md", "meson.build", "meson_options.txt"]
     for top in ("docs", "configs"):
         for dirpath, _, names in os.walk(os.path.join(root, top)):

@@ -182,8 +182,7 @@ static device_opts device_opts_of(const config *c)
 
 model_opts train_model_opts(const config *c)
 {
-    return (model_opts){.kind = c->model.kind, .mlp = c->model.mlp, .gpt2 = c->model.gpt2, .llama = c->model.llama,
-                        .compute = c->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32};
+    return model_opts_make(c->model.kind, &c->model.opts, c->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32);
 }
 
 /* The per-rank split of a step's samples at this world size (config_batch_split): with

@@ -146,10 +146,10 @@ static void test_example(void)
     CHECK_EQ_INT(c.run.seed, 1234);
     CHECK_EQ_INT(c.device, DEVICE_AUTO);
     CHECK_EQ_INT(c.model.kind, MODEL_MLP);
-    CHECK_EQ_INT(c.model.mlp.n_hidden, 2);
-    CHECK_EQ_INT(c.model.mlp.hidden[0], 1024);
-    CHECK_EQ_INT(c.model.mlp.hidden[1], 1024);
-    CHECK(!strcmp(act_kind_name(c.model.mlp.activation), "relu"), "activation");
+    CHECK_EQ_INT(c.model.opts.mlp.n_hidden, 2);
+    CHECK_EQ_INT(c.model.opts.mlp.hidden[0], 1024);
+    CHECK_EQ_INT(c.model.opts.mlp.hidden[1], 1024);
+    CHECK(!strcmp(act_kind_name(c.model.opts.mlp.activation), "relu"), "activation");
     CHECK(!strcmp(c.data.path, "/usr/share/datasets/fashion-mnist"), "data.path %s", c.data.path);
     CHECK_EQ_INT(c.data.batch_size, 128);
     CHECK_EQ_INT(c.train.epochs, 3);
@@ -176,8 +176,8 @@ static void test_defaults(void)
     ddp_err err = {0};
     CHECK(config_load(fixture("minimal.yaml"), 0, NULL, &c, &err) == DDP_OK, "minimal: %s", err.msg);
     CHECK(!strcmp(c.run.dir, "runs/default") && c.run.seed == 0 && c.device == DEVICE_AUTO && !c.cuda.tf32, "run");
-    CHECK(c.model.kind == MODEL_MLP && c.model.mlp.n_hidden == 2 && c.model.mlp.hidden[1] == 1024 &&
-          c.model.mlp.activation == ACT_RELU, "model");
+    CHECK(c.model.kind == MODEL_MLP && c.model.opts.mlp.n_hidden == 2 && c.model.opts.mlp.hidden[1] == 1024 &&
+          c.model.opts.mlp.activation == ACT_RELU, "model");
     CHECK(c.data.kind == DATA_FASHION_MNIST && c.data.batch_size == 128 && c.data.shuffle && c.data.drop_last, "data");
     CHECK(c.data.synthetic_train == 60000 && c.data.synthetic_test == 10000 && c.data.synthetic_features == 784 &&
           c.data.synthetic_classes == 10, "synthetic");
@@ -204,8 +204,8 @@ static void test_overrides_apply(void)
                   "data.kind=synthetic", "data.synthetic.classes=3"};
     int rc = config_load(DDP_SOURCE_ROOT "/configs/fashion_mlp.yaml", 11, ov, &c, &err);
     CHECK(rc == DDP_OK, "overrides: %s", err.msg);
-    CHECK_EQ_INT(c.model.mlp.n_hidden, 3);
-    CHECK_EQ_INT(c.model.mlp.hidden[2], 128);
+    CHECK_EQ_INT(c.model.opts.mlp.n_hidden, 3);
+    CHECK_EQ_INT(c.model.opts.mlp.hidden[2], 128);
     CHECK(c.optimizer.lr == 1e-3, "later override wins: lr %g", c.optimizer.lr);
     CHECK(c.optimizer.kind == OPT_SGD && c.optimizer.nesterov, "sgd nesterov");
     CHECK(c.optimizer.schedule.kind == SCHED_COSINE && c.optimizer.schedule.warmup_steps == 5, "schedule mapping");
@@ -218,7 +218,8 @@ static void test_overrides_apply(void)
     /* a model kind's whole section as one flow mapping; what it leaves out keeps its default */
     rc = config_load(fixture("minimal.yaml"), 1, (char *[]){"model.mlp={activation: gelu}"}, &c, &err);
     CHECK(rc == DDP_OK, "model.mlp mapping: %s", err.msg);
-    CHECK(c.model.mlp.activation == ACT_GELU && c.model.mlp.n_hidden == 2 && c.model.mlp.hidden[0] == 1024,
+    CHECK(c.model.opts.mlp.activation == ACT_GELU && c.model.opts.mlp.n_hidden == 2 &&
+          c.model.opts.mlp.hidden[0] == 1024,
           "model.mlp={activation: gelu}");
 }
 
@@ -366,9 +367,9 @@ static void test_init_from_shape(void)
                   "model.gpt2.n_head=4"};
     CHECK(config_load(NULL, 5, ov, &c, &err) == DDP_OK, "data.seq_len over the default block_size: %s", err.msg);
     CHECK(config_shape_pending(&c), "the shape left to checkpoint.init_from is not pending");
-    CHECK(c.model.gpt2.n_layer == 0 && c.model.gpt2.n_head == 4 && c.model.gpt2.block_size == 0 &&
-          c.model.gpt2.vocab_size == 0, "shape %lld %lld %lld", (long long)c.model.gpt2.n_layer,
-          (long long)c.model.gpt2.n_head, (long long)c.model.gpt2.block_size);
+    CHECK(c.model.opts.gpt2.n_layer == 0 && c.model.opts.gpt2.n_head == 4 && c.model.opts.gpt2.block_size == 0 &&
+          c.model.opts.gpt2.vocab_size == 0, "shape %lld %lld %lld", (long long)c.model.opts.gpt2.n_layer,
+          (long long)c.model.opts.gpt2.n_head, (long long)c.model.opts.gpt2.block_size);
     CHECK(config_write_resolved(&c, "/nonexistent-dir/resolved.yaml", &err) == DDP_ERUNTIME, "pending written");
     CHECK_STR_CONTAINS(err.msg, "model.gpt2 shape is not yet taken from checkpoint.init_from");
     memcpy(&kept, &c, sizeof c);
@@ -378,13 +379,14 @@ static void test_init_from_shape(void)
     CHECK(memcmp(&c, &kept, sizeof c) == 0, "a refused take changed the config");
     c.data.seq_len = 32;
     CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_OK, "%s", err.msg);
-    CHECK(!config_shape_pending(&c) && memcmp(&c.model.gpt2, &from.gpt2, sizeof from.gpt2) == 0, "shape not taken");
+    CHECK(!config_shape_pending(&c) && memcmp(&c.model.opts.gpt2, &from.gpt2, sizeof from.gpt2) == 0,
+          "shape not taken");
 
     char *other[] = {"model.kind=gpt2", "checkpoint.init_from=hf", "model.gpt2.n_head=8"};
     CHECK(config_load(NULL, 3, other, &c, &err) == DDP_OK, "%s", err.msg);
     CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_EUSAGE, "n_head 8 taken");
     CHECK_STR_CONTAINS(err.msg, "model.gpt2.n_head is 8, but checkpoint.init_from's hf/config.json has n_head 4");
-    CHECK(c.model.gpt2.n_head == 8 && c.model.gpt2.n_layer == 0, "a refused take changed the shape");
+    CHECK(c.model.opts.gpt2.n_head == 8 && c.model.opts.gpt2.n_layer == 0, "a refused take changed the shape");
 
     /* a shape beyond the keys' ranges (a folder allows more) or with uneven heads is refused */
     char *pending[] = {"model.kind=gpt2", "checkpoint.init_from=hf"};
@@ -401,7 +403,7 @@ static void test_init_from_shape(void)
 
     char *none[] = {"model.kind=gpt2"};
     CHECK(config_load(NULL, 1, none, &c, &err) == DDP_OK, "%s", err.msg);
-    CHECK(!config_shape_pending(&c) && c.model.gpt2.n_layer == 12, "no init_from: not the default shape");
+    CHECK(!config_shape_pending(&c) && c.model.opts.gpt2.n_layer == 12, "no init_from: not the default shape");
 }
 
 /* The same for model.llama: every key of llama_shape left out is pending (tie_embeddings, a bool, and
@@ -420,9 +422,9 @@ static void test_init_from_llama_shape(void)
     char *ov[] = {"model.kind=llama", "data.kind=tokens", "data.seq_len=2048", "checkpoint.init_from=hf"};
     CHECK(config_load(NULL, 4, ov, &c, &err) == DDP_OK, "data.seq_len over the default block_size: %s", err.msg);
     CHECK(config_shape_pending(&c), "the llama shape left to checkpoint.init_from is not pending");
-    CHECK(c.model.llama.n_layer == 0 && c.model.llama.ffn_hidden == 0 && c.model.llama.rope_theta == 0 &&
-          !c.model.llama.tie_embeddings, "ffn_hidden %lld (the multiple_of rule's?), rope_theta %g",
-          (long long)c.model.llama.ffn_hidden, c.model.llama.rope_theta);
+    CHECK(c.model.opts.llama.n_layer == 0 && c.model.opts.llama.ffn_hidden == 0 && c.model.opts.llama.rope_theta == 0 &&
+          !c.model.opts.llama.tie_embeddings, "ffn_hidden %lld (the multiple_of rule's?), rope_theta %g",
+          (long long)c.model.opts.llama.ffn_hidden, c.model.opts.llama.rope_theta);
     CHECK(config_write_resolved(&c, "/nonexistent-dir/resolved.yaml", &err) == DDP_ERUNTIME, "pending written");
     CHECK_STR_CONTAINS(err.msg, "model.llama shape is not yet taken from checkpoint.init_from");
     memcpy(&kept, &c, sizeof c);
@@ -433,9 +435,10 @@ static void test_init_from_llama_shape(void)
     CHECK(memcmp(&c, &kept, sizeof c) == 0, "a refused take changed the config");
     c.data.seq_len = 32;
     CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_OK, "%s", err.msg);
-    CHECK(!config_shape_pending(&c) && c.model.llama.n_layer == 2 && c.model.llama.n_kv_head == 2 &&
-          c.model.llama.ffn_hidden == 176 && c.model.llama.block_size == 32 && c.model.llama.vocab_size == 300 &&
-          c.model.llama.rope_theta == 500000 && c.model.llama.norm_eps == 1e-6 && c.model.llama.tie_embeddings,
+    CHECK(!config_shape_pending(&c) && c.model.opts.llama.n_layer == 2 && c.model.opts.llama.n_kv_head == 2 &&
+          c.model.opts.llama.ffn_hidden == 176 && c.model.opts.llama.block_size == 32 &&
+          c.model.opts.llama.vocab_size == 300 && c.model.opts.llama.rope_theta == 500000 &&
+          c.model.opts.llama.norm_eps == 1e-6 && c.model.opts.llama.tie_embeddings,
           "shape not taken");
     char path[] = "/tmp/test_config_llama_XXXXXX";
     int fd = mkstemp(path);
@@ -494,9 +497,9 @@ static void test_init_from_llama_shape(void)
     /* without checkpoint.init_from: the defaults, ffn_hidden by the rule */
     char *none[] = {"model.kind=llama"};
     CHECK(config_load(NULL, 1, none, &c, &err) == DDP_OK, "%s", err.msg);
-    CHECK(!config_shape_pending(&c) && c.model.llama.n_layer == 12 && c.model.llama.ffn_hidden == 2048,
-          "no init_from: n_layer %lld ffn_hidden %lld", (long long)c.model.llama.n_layer,
-          (long long)c.model.llama.ffn_hidden);
+    CHECK(!config_shape_pending(&c) && c.model.opts.llama.n_layer == 12 && c.model.opts.llama.ffn_hidden == 2048,
+          "no init_from: n_layer %lld ffn_hidden %lld", (long long)c.model.opts.llama.n_layer,
+          (long long)c.model.opts.llama.ffn_hidden);
 }
 
 /* precision: fp32 by default; bf16 on a GPT-2 makes gradients travel in bf16 unless ddp.grad_dtype
@@ -532,35 +535,36 @@ static void test_llama(void)
     config c, d;
     ddp_err err = {0};
     CHECK(config_load(NULL, 1, (char *[]){"model.kind=llama"}, &c, &err) == DDP_OK, "%s", err.msg);
-    const llama_shape *s = &c.model.llama;
+    const llama_shape *s = &c.model.opts.llama;
     CHECK(s->n_layer == 12 && s->n_head == 12 && s->n_kv_head == 4 && s->n_embd == 768 && s->block_size == 1024 &&
           s->vocab_size == 32000 && s->rope_theta == 10000 && s->norm_eps == 1e-5 && !s->tie_embeddings,
           "llama defaults");
-    CHECK(s->ffn_hidden == 2048 && c.model.llama_multiple_of == 256, "ffn_hidden %lld", (long long)s->ffn_hidden);
+    CHECK(s->ffn_hidden == 2048 && c.model.opts.llama_multiple_of == 256, "ffn_hidden %lld", (long long)s->ffn_hidden);
     CHECK(c.optimizer.beta1 == 0.9 && c.optimizer.beta2 == 0.95, "llama betas %g %g", c.optimizer.beta1,
           c.optimizer.beta2);
     /* Llama 2 7B: 2·16384/3 = 10922, up to 11008; multiple_of 1 keeps 2·256/3 = 170 */
     char *l7b[] = {"model.kind=llama", "model.llama={n_embd: 4096, n_head: 32, n_kv_head: 8}"};
-    CHECK(config_load(NULL, 2, l7b, &d, &err) == DDP_OK && d.model.llama.ffn_hidden == 11008, "7B ffn %lld: %s",
-          (long long)d.model.llama.ffn_hidden, err.msg);
+    CHECK(config_load(NULL, 2, l7b, &d, &err) == DDP_OK && d.model.opts.llama.ffn_hidden == 11008, "7B ffn %lld: %s",
+          (long long)d.model.opts.llama.ffn_hidden, err.msg);
     char *one[] = {"model.kind=llama", "model.llama={n_embd: 64, n_head: 4, multiple_of: 1}"};
-    CHECK(config_load(NULL, 2, one, &d, &err) == DDP_OK && d.model.llama.ffn_hidden == 170, "ffn %lld: %s",
-          (long long)d.model.llama.ffn_hidden, err.msg);
+    CHECK(config_load(NULL, 2, one, &d, &err) == DDP_OK && d.model.opts.llama.ffn_hidden == 170, "ffn %lld: %s",
+          (long long)d.model.opts.llama.ffn_hidden, err.msg);
     char *set[] = {"model.kind=llama", "model.llama.ffn_hidden=176", "model.llama.multiple_of=1000"};
-    CHECK(config_load(NULL, 3, set, &d, &err) == DDP_OK && d.model.llama.ffn_hidden == 176, "ffn %lld: %s",
-          (long long)d.model.llama.ffn_hidden, err.msg);
+    CHECK(config_load(NULL, 3, set, &d, &err) == DDP_OK && d.model.opts.llama.ffn_hidden == 176, "ffn %lld: %s",
+          (long long)d.model.opts.llama.ffn_hidden, err.msg);
     /* the width decides the hash, not how it was given */
     char *given[] = {"model.kind=llama", "model.llama.ffn_hidden=2048", "model.llama.multiple_of=512"};
     CHECK(config_load(NULL, 3, given, &d, &err) == DDP_OK && config_hash(&c) == config_hash(&d), "%s", err.msg);
     char *wider[] = {"model.kind=llama", "model.llama.multiple_of=1000"};
-    CHECK(config_load(NULL, 2, wider, &d, &err) == DDP_OK && d.model.llama.ffn_hidden == 3000 &&
-          config_hash(&c) != config_hash(&d), "multiple_of 1000: ffn %lld", (long long)d.model.llama.ffn_hidden);
+    CHECK(config_load(NULL, 2, wider, &d, &err) == DDP_OK && d.model.opts.llama.ffn_hidden == 3000 &&
+          config_hash(&c) != config_hash(&d), "multiple_of 1000: ffn %lld", (long long)d.model.opts.llama.ffn_hidden);
     char *other[] = {"model.kind=llama", "model.llama.tie_embeddings=true", "model.llama.rope_theta=500000",
                      "model.llama.norm_eps=1e-6", "model.llama.n_kv_head=12", "data.kind=tokens", "data.seq_len=1024",
                      "device=cuda", "precision=bf16"};
     CHECK(config_load(NULL, 9, other, &d, &err) == DDP_OK, "%s", err.msg);
-    CHECK(d.model.llama.tie_embeddings && d.model.llama.rope_theta == 500000 && d.model.llama.norm_eps == 1e-6 &&
-          d.model.llama.n_kv_head == 12 && d.ddp.grad_dtype == GRAD_BF16, "llama overrides");
+    CHECK(d.model.opts.llama.tie_embeddings && d.model.opts.llama.rope_theta == 500000 &&
+          d.model.opts.llama.norm_eps == 1e-6 && d.model.opts.llama.n_kv_head == 12 && d.ddp.grad_dtype == GRAD_BF16,
+          "llama overrides");
     CHECK(config_hash(&c) != config_hash(&d), "the llama keys did not change the hash");
     char dir[] = "/tmp/test_config.XXXXXX", path[4096];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");

@@ -43,7 +43,7 @@ static int take_shape(config *c)
     memset(&s, 0, sizeof s);
     ddp_err err = {0};
     if (c->model.kind == MODEL_LLAMA) {
-        s.llama = c->model.llama;
+        s.llama = c->model.opts.llama;
         s.llama.n_layer = s.llama.n_layer ? s.llama.n_layer : 1;
         s.llama.n_head = s.llama.n_head ? s.llama.n_head : 1;
         s.llama.n_kv_head = s.llama.n_kv_head ? s.llama.n_kv_head : 1;
@@ -55,7 +55,7 @@ static int take_shape(config *c)
         s.llama.norm_eps = s.llama.norm_eps ? s.llama.norm_eps : 1e-5;
         return config_take_shape(c, &s, "init_from/config.json", llama_names, &err);
     }
-    s.gpt2 = c->model.gpt2;
+    s.gpt2 = c->model.opts.gpt2;
     s.gpt2.n_layer = s.gpt2.n_layer ? s.gpt2.n_layer : 1;
     s.gpt2.n_head = s.gpt2.n_head ? s.gpt2.n_head : 1;
     s.gpt2.n_embd = s.gpt2.n_embd ? s.gpt2.n_embd : 64 * s.gpt2.n_head;

@@ -1,0 +1,121 @@
+/* llama_config.c — the Llama's config section (model.llama): its keys and defaults, the rules
+ * across them, AdamW's betas default, Llama's ffn_hidden rule, and the checks of a shape
+ * checkpoint.init_from brings.
+ *
+ * A Llama's ffn_hidden 0 is resolved by Llama's multiple_of rule at the load (unless left to
+ * checkpoint.init_from), so the model, the resolved config and the hash see the width used. Its
+ * rows locate their fields in model_kind_opts (model_config.h); config/ composes them into its
+ * table and runs the rules. Must not read YAML or the config struct. */
+#include <stddef.h>
+
+#include "model_config.h"
+
+#define CFG_OFF(field) offsetof(model_kind_opts, field)
+
+/* A small Llama (about GPT-2 small's size) with grouped-query attention; Llama 3's rope_theta
+ * 500000 is set in configs. The shape keys come in llama_shape's field order (multiple_of, outside
+ * it, is none of them). */
+#define FROM_FOLDER " Left out with `checkpoint.init_from`: the folder's."
+#define FFN_HIDDEN_KEY 5 /* model.llama.ffn_hidden's index in llama_keys */
+
+static const cfg_key llama_keys[] = {
+    SECTION("model.llama"),
+    INT("model.llama.n_layer", llama.n_layer, 1, LLAMA_MAX_LAYERS, "12", HASH_YES, "Transformer blocks." FROM_FOLDER),
+    INT("model.llama.n_head", llama.n_head, 1, 1024, "12", HASH_YES,
+        "Query heads; must divide `model.llama.n_embd`, leaving an even head size (RoPE rotates its two halves)."
+        FROM_FOLDER),
+    INT("model.llama.n_kv_head", llama.n_kv_head, 1, 1024, "4", HASH_YES,
+        "Key/value heads (grouped-query attention: query head h reads key/value head h / (n_head / n_kv_head)); "
+        "must divide `model.llama.n_head` (equal to it: multi-head attention)." FROM_FOLDER),
+    INT("model.llama.n_embd", llama.n_embd, 2, 1 << 16, "768", HASH_YES, "Channels." FROM_FOLDER),
+    INT("model.llama.ffn_hidden", llama.ffn_hidden, 0, 1 << 20, "0", HASH_YES,
+        "Width of the SwiGLU MLP; 0: Llama's rule, 2·(4·n_embd)/3 (rounded down) rounded up to a multiple of "
+        "`model.llama.multiple_of` (the resolved config holds the number). Left out with "
+        "`checkpoint.init_from`: the folder's (not the rule's)."),
+    INT("model.llama.multiple_of", llama_multiple_of, 1, 1 << 16, "256", HASH_NO,
+        "What `model.llama.ffn_hidden: 0` rounds up to a multiple of (the width it gives is hashed)."),
+    INT("model.llama.block_size", llama.block_size, 1, 1 << 20, "1024", HASH_YES,
+        "Longest sequence (the RoPE tables' positions); at least `data.seq_len`." FROM_FOLDER),
+    INT("model.llama.vocab_size", llama.vocab_size, 2, 1 << 24, "32000", HASH_YES,
+        "Vocabulary, at least the data's; padded to a multiple of 128 inside (the padding never reaches the "
+        "loss or sampling). With llama, `optimizer.betas` defaults to `[0.9, 0.95]` and weight decay applies "
+        "to 2-D tensors only." FROM_FOLDER),
+    NUM("model.llama.rope_theta", llama.rope_theta, NR_POSITIVE, "10000", HASH_YES,
+        "RoPE base: head dimension pair j turns at rope_theta^(-2j/head_size) radians per position (Llama 3: "
+        "500000)." FROM_FOLDER),
+    NUM("model.llama.norm_eps", llama.norm_eps, NR_POSITIVE, "1e-5", HASH_YES, "RMSNorm's ε." FROM_FOLDER),
+    BOOL("model.llama.tie_embeddings", llama.tie_embeddings, "false", HASH_YES,
+         "The output projection is the token embedding (no `lm_head`)." FROM_FOLDER),
+};
+_Static_assert(sizeof llama_keys / sizeof llama_keys[0] <= 32, "model_general.pending has a bit per key");
+
+/* Llama's FFN width rule (Meta's reference code without ffn_dim_multiplier): ffn_hidden 0 becomes
+ * the rule's width, unless the width is left to checkpoint.init_from (pending, the folder's). */
+static void llama_resolve(model_kind_opts *o, const model_general *g)
+{
+    llama_shape *s = &o->llama;
+    if (s->ffn_hidden != 0 || g->pending >> FFN_HIDDEN_KEY & 1)
+        return;
+    int64_t hidden = 2 * (4 * s->n_embd) / 3, multiple_of = o->llama_multiple_of;
+    s->ffn_hidden = (hidden + multiple_of - 1) / multiple_of * multiple_of;
+}
+
+static bool heads_uneven(const model_kind_opts *o, const model_general *g)
+{
+    (void)g;
+    return o->llama.n_head && o->llama.n_embd % o->llama.n_head;
+}
+static bool head_odd(const model_kind_opts *o, const model_general *g)
+{
+    return o->llama.n_head && !heads_uneven(o, g) && (o->llama.n_embd / o->llama.n_head) % 2;
+}
+static bool kv_uneven(const model_kind_opts *o, const model_general *g)
+{
+    (void)g;
+    return o->llama.n_kv_head && o->llama.n_head % o->llama.n_kv_head;
+}
+static bool seq_over_block(const model_kind_opts *o, const model_general *g)
+{
+    return g->tokens && o->llama.block_size && g->seq_len > o->llama.block_size;
+}
+
+static const model_key_rule llama_rules[] = {
+    {"model.llama.n_head", "model.llama.n_embd", heads_uneven, "model.llama.n_embd divisible by model.llama.n_head"},
+    {"model.llama.n_head", "model.llama.n_embd", head_odd,
+     "an even head size model.llama.n_embd / model.llama.n_head (RoPE rotates its two halves)"},
+    {"model.llama.n_kv_head", "model.llama.n_head", kv_uneven, "model.llama.n_head divisible by model.llama.n_kv_head"},
+    {"model.llama.block_size", "data.seq_len", seq_over_block, "data.seq_len <= model.llama.block_size"},
+};
+
+/* names: n_layer, n_head, n_kv_head, n_embd, ffn_hidden, block_size, vocab_size, rope_theta, norm_eps,
+ * tie_embeddings */
+static int llama_shape_check(const model_kind_opts *o, const model_general *g, const char *file,
+                             const char *const names[], ddp_err *err)
+{
+    const llama_shape *s = &o->llama;
+    if (s->n_embd % s->n_head)
+        return model_config_not_divisible(file, names[3], s->n_embd, names[1], s->n_head, err);
+    if (s->n_embd / s->n_head % 2)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint.init_from's %s: %s %lld / %s %lld is an odd head size (RoPE "
+                        "rotates its two halves)", file, names[3], (long long)s->n_embd, names[1],
+                        (long long)s->n_head);
+    if (s->n_head % s->n_kv_head)
+        return model_config_not_divisible(file, names[1], s->n_head, names[2], s->n_kv_head, err);
+    return model_config_seq_len_fits(g, "model.llama.block_size", s->block_size, names[5], file, err);
+}
+
+/* Betas as GPT-2's. A Llama starts from a Hugging Face folder only. */
+const model_config_kind llama_config_kind = {
+    .kind = MODEL_LLAMA,
+    .path = "model.llama",
+    .keys = MODEL_CONFIG_KEYS(llama_keys),
+    .language_model = true,
+    .title = "Llama",
+    .hf_folder = true,
+    .beta2 = 0.95,
+    .resolve = llama_resolve,
+    .rules = MODEL_CONFIG_KEYS(llama_rules),
+    .shape_off = offsetof(model_kind_opts, llama),
+    .shape_size = sizeof(llama_shape),
+    .shape_check = llama_shape_check,
+};

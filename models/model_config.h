@@ -1,0 +1,77 @@
+/* model_config.h — what each model kind contributes to the config: its section's key rows and the
+ * rules across them, one descriptor per kind (gpt2_config.c, llama_config.c, mlp_config.c), listed
+ * in model_config_kinds (model_config.c).
+ *
+ * config/ composes the rows into its key table (their offsets are within model_kind_opts; it adds
+ * where that struct lies in struct config), loads and checks them, and runs the hooks below; it
+ * names no kind itself. A kind's rules see only its own options and the few general settings in
+ * model_general. Declarations only; nothing here reads YAML or the config struct. */
+#ifndef DDP_MODEL_CONFIG_H
+#define DDP_MODEL_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "models/model_opts.h"
+#include "runtime/base/cfg_rows.h"
+#include "runtime/base/err.h"
+
+/* The general settings a kind's rules read. */
+typedef struct model_general {
+    const char *file;   /* the config file ("the config" without one), for messages */
+    bool tokens;        /* data.kind tokens */
+    int64_t seq_len;    /* data.seq_len */
+    uint32_t pending;   /* bit i: key i of the kind's rows is left to checkpoint.init_from */
+} model_general;
+
+/* A rule across two keys (a a key of the kind's, b any key), reported as config_check.c reports a
+ * contradiction: at the later of the two, "expected RULE, got ...". A shape key left to
+ * checkpoint.init_from is 0 until the shape is taken (shape_check judges it then): a rule skips a 0. */
+typedef struct model_key_rule {
+    const char *a, *b;
+    bool (*bad)(const model_kind_opts *o, const model_general *g);
+    const char *rule;
+} model_key_rule;
+
+typedef struct model_config_kind {
+    model_kind kind;
+    const char *path;               /* "model.mlp": its last part is the model.kind value */
+    const cfg_key *keys;            /* the section's own row first, then its keys (CFG_OFF: model_kind_opts) */
+    int n_keys;
+    /* A language model: takes token data, precision bf16 and checkpoint.init_from; title names it in
+     * messages ("GPT-2"), and llmc_file / hf_folder say what checkpoint.init_from may name. */
+    bool language_model;
+    const char *title;
+    bool llmc_file, hf_folder;
+    /* AdamW's beta2 with this kind unless optimizer.betas is set (0: the general default). */
+    double beta2;
+    /* Settings whose value follows others' (Llama's ffn_hidden rule), after the load; NULL: none. */
+    void (*resolve)(model_kind_opts *o, const model_general *g);
+    const model_key_rule *rules;    /* checked in order, before the general contradictions */
+    int n_rules;
+    /* The kind's shape in model_kind_opts (offsetof, sizeof; 0 when checkpoint.init_from gives none):
+     * the section's keys whose fields lie inside it are its shape keys, in the shape's field order. */
+    size_t shape_off, shape_size;
+    /* The shape's rules for a shape checkpoint.init_from gave (o holds it; file and names[] as
+     * config_take_shape's), data.seq_len against its block size included: DDP_OK or DDP_EUSAGE. */
+    int (*shape_check)(const model_kind_opts *o, const model_general *g, const char *file,
+                       const char *const names[], ddp_err *err);
+} model_config_kind;
+
+#define MODEL_CONFIG_KEYS(table) table, (int)(sizeof table / sizeof table[0])
+
+/* Every kind's descriptor, in model_kind order; model.kind's choices, NULL-terminated, in that order. */
+extern const model_config_kind *const model_config_kinds[];
+extern const int model_n_config_kinds;
+extern const char *const model_kind_names[];
+
+extern const model_config_kind mlp_config_kind, gpt2_config_kind, llama_config_kind;
+
+/* Helpers the kinds' shape checks share (model_config.c): "checkpoint.init_from's FILE: NAME V is not
+ * divisible by BY_NAME BY", and data.seq_len against the block size key a shape brings. */
+int model_config_not_divisible(const char *file, const char *name, int64_t v, const char *by_name, int64_t by,
+                               ddp_err *err);
+int model_config_seq_len_fits(const model_general *g, const char *key, int64_t block_size, const char *name,
+                              const char *file, ddp_err *err);
+
+#endif
