@@ -139,14 +139,10 @@ int gpt2_activation_bytes(const gpt2_shape *s, tensor_dtype compute, int64_t T, 
 {
     lm_layout L;
     gpt2_layout(s, &L);
-    size_check k = {0};
-    *bytes = lm_layout_bytes(&L, compute, B * T, &k); /* B·T: at most 2^31 x 2^20, the keys' ranges */
-    if (!k.overflow)
-        return DDP_OK;
     char widths[128];
     snprintf(widths, sizeof widths, "model.gpt2.n_embd=%lld, model.gpt2.vocab_size=%lld", (long long)s->n_embd,
              (long long)s->vocab_size);
-    return lm_activations_too_large("gpt2", s->n_layer, widths, T, B, err);
+    return lm_layout_plan(&L, compute, T, B, "gpt2", widths, bytes, err);
 }
 
 /* ---- initialisation ----------------------------------------------------------------------- */

@@ -189,14 +189,10 @@ int llama_activation_bytes(const llama_shape *s, tensor_dtype compute, int64_t T
 {
     lm_layout L;
     llama_layout(s, &L);
-    size_check k = {0};
-    *bytes = lm_layout_bytes(&L, compute, B * T, &k); /* B·T: at most 2^31 x 2^20, the keys' ranges */
-    if (!k.overflow)
-        return DDP_OK;
     char widths[192];
     snprintf(widths, sizeof widths, "model.llama.n_embd=%lld, model.llama.ffn_hidden=%lld, model.llama.vocab_size=%lld",
              (long long)s->n_embd, (long long)s->ffn_hidden, (long long)s->vocab_size);
-    return lm_activations_too_large("llama", s->n_layer, widths, T, B, err);
+    return lm_layout_plan(&L, compute, T, B, "llama", widths, bytes, err);
 }
 
 /* ---- initialisation ----------------------------------------------------------------------- */

@@ -6,14 +6,18 @@
 
 void lm_layout_shared(lm_layout *L, size_t field, bool f32, int64_t per_row)
 {
-    if (L->n_shared < LM_LAYOUT_MAX) /* a table that outgrew it fails lm_layout_bytes' caller's check */
+    if (L->n_shared < LM_LAYOUT_MAX)
         L->shared[L->n_shared++] = (lm_buffer){field, f32, per_row};
+    else
+        L->full = true;
 }
 
 void lm_layout_block(lm_layout *L, size_t field, bool f32, int64_t per_row)
 {
     if (L->n_block < LM_LAYOUT_MAX)
         L->block[L->n_block++] = (lm_buffer){field, f32, per_row};
+    else
+        L->full = true;
 }
 
 static size_t elem_bytes(const lm_buffer *b, tensor_dtype t) { return b->f32 ? sizeof(float) : tensor_dtype_size(t); }
@@ -28,13 +32,21 @@ static size_t block_bytes(const lm_layout *L, tensor_dtype t, int64_t rows, size
     return per_block;
 }
 
-size_t lm_layout_bytes(const lm_layout *L, tensor_dtype t, int64_t rows, size_check *k)
+static size_t layout_bytes(const lm_layout *L, tensor_dtype t, int64_t rows, size_check *k)
 {
     size_t total = L->fixed_bytes;
     for (int i = 0; i < L->n_shared; i++)
         total = size_add(k, total, size_mul(k, size_mul(k, (size_t)rows, (size_t)L->shared[i].per_row),
                                             elem_bytes(&L->shared[i], t)));
     return size_add(k, total, size_mul(k, block_bytes(L, t, rows, k), (size_t)L->n_layer));
+}
+
+int lm_layout_plan(const lm_layout *L, tensor_dtype t, int64_t T, int64_t B, const char *name, const char *widths,
+                   size_t *bytes, ddp_err *err)
+{
+    size_check k = {0};
+    *bytes = layout_bytes(L, t, B * T, &k); /* B·T: at most 2^31 x 2^20, the keys' ranges */
+    return k.overflow ? lm_activations_too_large(name, L->n_layer, widths, T, B, err) : DDP_OK;
 }
 
 /* The pointer member at byte offset field of s gets p (memcpy: the member is a void * or a float *). */
@@ -44,6 +56,9 @@ int lm_layout_alloc(model *m, const lm_layout *L, void *impl, void *blocks, size
                     ddp_err *err)
 {
     const tensor_dtype t = ((const lm_core *)m->impl)->t;
+    if (L->full) /* a model's table outgrew the layout, as lm_alloc refuses more buffers than it holds */
+        return ddp_fail(err, DDP_ERUNTIME, "%s: more than %d activation buffers in its layout",
+                        ((const lm_core *)m->impl)->kind->name, LM_LAYOUT_MAX);
     size_check k = {0};
     for (int i = 0; i < L->n_shared; i++) {
         void *p;

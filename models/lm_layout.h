@@ -27,6 +27,7 @@ typedef struct lm_buffer {
 typedef struct lm_layout {
     lm_buffer shared[LM_LAYOUT_MAX], block[LM_LAYOUT_MAX];
     int n_shared, n_block;
+    bool full;         /* a buffer did not fit LM_LAYOUT_MAX: lm_layout_alloc refuses the layout */
     int64_t n_layer;
     size_t fixed_bytes; /* buffers not sized by rows (the Llama's RoPE tables): the model allocates them */
 } lm_layout;
@@ -35,8 +36,11 @@ typedef struct lm_layout {
 void lm_layout_shared(lm_layout *L, size_t field, bool f32, int64_t per_row);
 void lm_layout_block(lm_layout *L, size_t field, bool f32, int64_t per_row);
 
-/* The bytes the layout takes for `rows` token rows in compute type t, checked in k. */
-size_t lm_layout_bytes(const lm_layout *L, tensor_dtype t, int64_t rows, size_check *k);
+/* The memory plan's figure: the bytes the layout takes for B sequences of T tokens in compute type
+ * t into *bytes; a layout past 64 bits is a usage error naming the model (name), its depth and the
+ * widths it grows with (lm_activations_too_large). */
+int lm_layout_plan(const lm_layout *L, tensor_dtype t, int64_t T, int64_t B, const char *name, const char *widths,
+                   size_t *bytes, ddp_err *err);
 
 /* Allocates the shared buffers and the blocks' slab of m (lm_alloc), setting each pointer in impl
  * and in the n_layer block structs at blocks, block_stride bytes apart. */

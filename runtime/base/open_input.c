@@ -29,18 +29,21 @@ int open_input(const char *path, int *fd, ddp_err *err)
     if (d < 0) {
         int e = errno;
         bool user = e == ENOENT || e == EACCES || e == ENOTDIR || e == ELOOP || e == ENAMETOOLONG || e == EISDIR;
-        return ddp_fail(err, user ? DDP_EUSAGE : DDP_ERUNTIME, "%s: cannot open: %s", path, strerror(e));
+        int rc = ddp_fail(err, user ? DDP_EUSAGE : DDP_ERUNTIME, "%s: cannot open: %s", path, strerror(e));
+        errno = e;
+        return rc;
     }
     struct stat sb;
-    int rc = DDP_OK;
+    int rc = DDP_OK, e = 0;
     if (fstat(d, &sb) != 0)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot stat: %s", path, strerror(errno));
+        e = errno, rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot stat: %s", path, strerror(errno));
     else if (!S_ISREG(sb.st_mode))
-        rc = ddp_fail(err, DDP_EUSAGE, "%s: is %s, expected a regular file", path, kind_of(sb.st_mode));
+        e = EINVAL, rc = ddp_fail(err, DDP_EUSAGE, "%s: is %s, expected a regular file", path, kind_of(sb.st_mode));
     else if (fcntl(d, F_SETFL, fcntl(d, F_GETFL) & ~O_NONBLOCK) != 0)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: fcntl: %s", path, strerror(errno));
+        e = errno, rc = ddp_fail(err, DDP_ERUNTIME, "%s: fcntl: %s", path, strerror(errno));
     if (rc != DDP_OK) {
         close(d);
+        errno = e; /* what the caller may test (ENOENT), not what close or the formatting left */
         return rc;
     }
     *fd = d;

@@ -15,7 +15,7 @@
 /* A read-only, close-on-exec descriptor of the regular file at path in *fd, blocking as usual from
  * then on. DDP_EUSAGE naming path when it is missing, not readable, or not a regular file (a FIFO,
  * a folder, a device, a socket); DDP_ERUNTIME naming path and strerror for other failures.
- * *fd is -1 on failure. */
+ * *fd is -1 on failure, and errno says why (EINVAL for a file that is not regular). */
 int open_input(const char *path, int *fd, ddp_err *err);
 
 /* open_input as a stdio stream ("rb"); *f is NULL on failure. */

@@ -1,8 +1,9 @@
 /* test_open_input.c — runtime/base/open_input.c: a regular file opens, blocking as usual afterwards
  * (O_NONBLOCK cleared); a FIFO with no writer, a folder and /dev/null are refused at once naming
  * what they are (the open of a FIFO must not wait for a writer: the test would hang), a missing
- * file is a usage error naming the path; the stdio form the same. */
+ * file is a usage error naming the path with errno ENOENT; the stdio form the same. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,8 @@ int main(void)
     refused("/dev/null", "is a character device, expected a regular file");
     snprintf(path, sizeof path, "%s/missing", dir);
     refused(path, "cannot open: No such file or directory");
+    errno = 0;
+    CHECK(open_input(path, &fd, &err) == DDP_EUSAGE && errno == ENOENT, "errno says ENOENT after the message");
     snprintf(path, sizeof path, "%s/regular", dir);
     unlink(path);
     rmdir(dir);
