@@ -13,6 +13,7 @@ tail -n 8 "$TMP/out.log"
 check "ddprun -np 2 configs/fashion_mlp.yaml exits 0 (got $rc)" [ $rc -eq 0 ]
 acc=$(python3 -c 'import json,sys; e=[json.loads(l) for l in open(sys.argv[1]) if "\"eval\"" in l]; print(e[-1]["test_acc"] if len(e) == 3 else -1)' "$run/metrics.jsonl")
 check "three evaluations, the last at >= 85% test accuracy (got $acc)" python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.85 else 1)"
+grep straggler "$TMP/out.log"  # shown when the check below fails
 check "a healthy run names no straggler (both ranks share the cores)" bash -c "! grep -q straggler '$TMP/out.log'"
 check "every output line of the job is tagged with its rank" bash -c "grep -q '^\[rank 0\] epoch 3 step 702/702' '$TMP/out.log'"
 check "the resolved config is valid input again (dry run validates it)" "$DDPRUN" --dry-run -np 2 "$run/config.resolved.yaml"
