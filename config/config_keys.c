@@ -47,7 +47,7 @@ static const cfg_key keys_before_models[] = {
     SECTION("cuda"),
     BOOL("cuda.tf32", cuda.tf32, "false", HASH_NO, "Allow TF32 tensor-core GEMMs (CUDA only; ignored on CPU)."),
     ENUM("precision", precision, precision_names, "fp32", HASH_NO,
-         "`bf16`: a GPT-2's or Llama's activations and GEMM operands in bfloat16 with fp32 accumulation, fp32 master "
+         "`bf16`: a language model's activations and GEMM operands in bfloat16 with fp32 accumulation, fp32 master "
          "weights, AdamW state and gradients (CUDA only)."),
     SECTION("model"),
     ENUM("model.kind", model.kind, model_kind_names, "mlp", HASH_YES,
@@ -115,7 +115,7 @@ static const cfg_key keys_after_models[] = {
     NUM("optimizer.weight_decay", optimizer.weight_decay, NR_NONNEG, "0.01", HASH_YES,
         "Decoupled (AdamW) / L2 (SGD) weight decay."),
     {.path = "optimizer.betas", .type = KT_BETAS, .range = NR_UNIT, .def = "[0.9, 0.999]", .hash = HASH_ADAMW,
-     .doc = "AdamW β1, β2 (`[0.9, 0.95]` when not set, with `model.kind: gpt2` or `llama`)."},
+     .doc = "AdamW β1, β2 (`[0.9, 0.95]` when not set, with a language model: `model.kind` other than `mlp`)."},
     NUM("optimizer.eps", optimizer.eps, NR_POSITIVE, "1e-8", HASH_ADAMW, "AdamW ε."),
     NUM("optimizer.momentum", optimizer.momentum, NR_UNIT, "0.9", HASH_SGD, "SGD momentum."),
     BOOL("optimizer.nesterov", optimizer.nesterov, "false", HASH_SGD, "SGD Nesterov momentum."),
@@ -161,14 +161,14 @@ static const cfg_key keys_after_models[] = {
      .doc = "Signal ddprun sends the ranks when it receives SIGTERM/SIGINT (mpirun forwards only "
             "SIGUSR1/SIGUSR2). A rank treats SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 alike: checkpoint and stop."},
     OPT_PATH("checkpoint.init_from", checkpoint.init_from,
-             "An llm.c GPT-2 model file, or a Hugging Face `save_pretrained` folder of a GPT-2 or a Llama (a directory with "
+             "An llm.c GPT-2 model file, or a Hugging Face `save_pretrained` folder of a language model (a directory with "
              "`config.json` and `model.safetensors` or its sharded index; F32, F16 or BF16 tensors): a fresh start (no checkpoint "
              "resumed) loads the parameters from it (`ddprun ckpt export --format llmc` writes the file, as does "
              "llm.c's `train_gpt2.py`; `--format hf` the folder) instead of initialising them. Its shape (the "
              "file's header or `config.json`) gives each `model.gpt2` shape key the config leaves out, also on a "
              "resume, so it must be readable where rank 0 runs; a key set to another value is refused naming "
-             "both. A Llama starts from a folder only, and its `model.llama` shape is the config's (a folder of "
-             "another shape is refused naming both). Only with `model.kind: gpt2` or `llama`."),
+             "both. The other language models start from a folder only, and their shape is the config's (a folder "
+             "of another shape is refused naming both). Not with `model.kind: mlp`."),
     OPT_PATH("checkpoint.dir", checkpoint.dir,
              "Where checkpoints are written and looked for (none: `run.dir/checkpoints`); may be a network mount "
              "that outlives the instance. Only rank 0 reads and writes it. It is created, and a file made and "

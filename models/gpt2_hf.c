@@ -173,14 +173,16 @@ static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
     return check_other(im, model_find_tensor(im->m, "wte.weight"), t, err);
 }
 
-static int folder_shape(const char *dir, model_opts *shape, char *text, size_t size, ddp_err *err)
+static int folder_shape(const lm_hf_importer *imp, const char *dir, model_opts *shape, char *text, size_t size,
+                        ddp_err *err)
 {
+    (void)imp;
     int rc = gpt2_hf_read_shape(dir, &shape->gpt2, err);
     if (!rc)
         gpt2_format_shape(&shape->gpt2, text, size);
     return rc;
 }
 
-static const lm_hf_importer importer = {MODEL_GPT2, "GPT-2", folder_shape, import_tensor, check_unused};
+static const lm_hf_importer importer = {MODEL_GPT2, "GPT-2", NULL, folder_shape, import_tensor, check_unused};
 
 int gpt2_hf_load_model(model *m, const char *dir, ddp_err *err) { return lm_hf_load_model(m, dir, &importer, err); }

@@ -1,15 +1,15 @@
 /* llama.c — the Llama transformer as Hugging Face's LlamaForCausalLM computes it: a token
  * embedding (no position embedding), n_layer pre-RMSNorm blocks (grouped-query causal
  * self-attention with rotary position embeddings on q and k, a SwiGLU MLP), a final RMSNorm and
- * lm_head (or the embedding, tied), no biases, trained with softmax cross-entropy on the next
- * token. This file lays out parameters and activations, initialises them, describes and builds
+ * lm_head (or the embedding, tied), no biases but the q/k/v projections' in a family that has them
+ * (llama.h), trained with softmax cross-entropy on the next token. This file lays out parameters and activations, initialises them, describes and builds
  * the model; the passes are in llama_pass.c, and the plumbing every language model shares
  * (model_ops around the passes, the bf16 copy, the buffers) in lm_core.c.
  *
  * Parameters sit in one flat fp32 buffer under Hugging Face's names, in this order:
  * model.embed_tokens, each layer's input_layernorm, q/k/v_proj (adjacent, so one GEMM gives qkv),
- * o_proj, post_attention_layernorm, gate/up_proj (adjacent: one GEMM), down_proj, then model.norm
- * and lm_head (absent when tied). The embedding and lm_head have vocab_padded rows; the padding
+ * o_proj, post_attention_layernorm, gate/up_proj (adjacent: one GEMM), down_proj, q/k/v_proj's
+ * biases (adjacent, in a family that has them), then model.norm and lm_head (absent when tied). The embedding and lm_head have vocab_padded rows; the padding
  * rows stay zero, since no token selects them and the classifier gives their logits zero
  * gradient. The bf16 compute copy is lm_core's, shared with GPT-2; the RNG stream and everything
  * that runs on the device are as GPT-2's (gpt2.c). This file must not communicate, step an optimizer or read data. */
@@ -26,10 +26,13 @@
 #include "runtime/base/exact_double.h"
 #include "runtime/base/rng.h"
 
-static const char *const block_tensor_names[BLOCK_TENSORS] = {
+static const char *const block_tensor_names[BLOCK_TENSORS_MAX] = {
     "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
     "self_attn.o_proj.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
-    "mlp.down_proj.weight"};
+    "mlp.down_proj.weight", "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"};
+
+extern const struct llama_hf_family llama_hf_llama; /* llama_hf_write.c */
+const llama_family llama_family_llama = {MODEL_LLAMA, "llama", "Llama", false, &llama_hf_llama};
 
 int64_t llama_vocab_padded(int64_t vocab_size) { return gpt2_vocab_padded(vocab_size); }
 
@@ -41,13 +44,14 @@ static int lay_out_params(model *m, llama_impl *g, ddp_err *err)
     const int64_t C = s->n_embd, hd = C / s->n_head, F = s->ffn_hidden;
     const int64_t q = s->n_head * hd, kv = s->n_kv_head * hd;
     size_t off = 0;
+    g->block_tensors = g->fam->qkv_bias ? BLOCK_TENSORS_MAX : BLOCK_TENSORS;
     g->off_embed = off;
     int rc = model_add_tensor(m, "model.embed_tokens.weight", g->lm.Vp, C, true, &off, err);
     for (int l = 0; !rc && l < s->n_layer; l++) {
         g->block_off[l] = off;
-        const int64_t rows[BLOCK_TENSORS] = {C, q, kv, kv, C, C, F, F, C};
-        const int64_t cols[BLOCK_TENSORS] = {0, C, C, C, q, 0, C, C, F};
-        for (int i = 0; !rc && i < BLOCK_TENSORS; i++) {
+        const int64_t rows[BLOCK_TENSORS_MAX] = {C, q, kv, kv, C, C, F, F, C, q, kv, kv};
+        const int64_t cols[BLOCK_TENSORS_MAX] = {0, C, C, C, q, 0, C, C, F, 0, 0, 0};
+        for (int i = 0; !rc && i < g->block_tensors; i++) {
             char name[MODEL_TENSOR_NAME_MAX];
             snprintf(name, sizeof name, "model.layers.%d.%s", l, block_tensor_names[i]);
             rc = model_add_tensor(m, name, rows[i], cols[i], cols[i] != 0, &off, err);
@@ -74,22 +78,23 @@ static double train_flops_per_sample(const model *m, const llama_impl *g)
     return T * (6.0 * gemm_weights + 12.0 * (double)g->s.n_layer * C * T);
 }
 
-static int check_layers(const llama_shape *s, ddp_err *err)
+static int check_layers(const llama_family *fam, const llama_shape *s, ddp_err *err)
 {
     if (s->n_layer < 1 || s->n_layer > LLAMA_MAX_LAYERS)
-        return ddp_fail(err, DDP_EUSAGE, "model.llama.n_layer: expected 1..%d, got %lld", LLAMA_MAX_LAYERS,
+        return ddp_fail(err, DDP_EUSAGE, "model.%s.n_layer: expected 1..%d, got %lld", fam->name, LLAMA_MAX_LAYERS,
                         (long long)s->n_layer);
     return DDP_OK;
 }
 
-int llama_tensor_table(const llama_shape *shape, model *m, ddp_err *err)
+int llama_tensor_table(const llama_family *fam, const llama_shape *shape, model *m, ddp_err *err)
 {
-    int rc = check_layers(shape, err);
+    int rc = check_layers(fam, shape, err);
     if (rc)
         return rc;
     llama_impl *g = calloc(1, sizeof *g);
     if (!g)
         return ddp_fail(err, DDP_ERUNTIME, "out of host memory");
+    g->fam = fam;
     g->s = *shape;
     g->lm.Vp = llama_vocab_padded(shape->vocab_size);
     rc = lay_out_params(m, g, err);
@@ -184,21 +189,21 @@ static int alloc_acts(model *m, llama_impl *g, int64_t B, ddp_err *err)
     return rc ? rc : lm_layout_alloc(m, &L, g, g->blocks, sizeof g->blocks[0], B * g->lm.T, err);
 }
 
-int llama_activation_bytes(const llama_shape *s, tensor_dtype compute, int64_t T, int64_t B, size_t *bytes,
-                           ddp_err *err)
+int llama_activation_bytes(const llama_family *fam, const llama_shape *s, tensor_dtype compute, int64_t T, int64_t B,
+                           size_t *bytes, ddp_err *err)
 {
     lm_layout L;
     llama_layout(s, &L);
-    char widths[192];
-    snprintf(widths, sizeof widths, "model.llama.n_embd=%lld, model.llama.ffn_hidden=%lld, model.llama.vocab_size=%lld",
-             (long long)s->n_embd, (long long)s->ffn_hidden, (long long)s->vocab_size);
-    return lm_layout_plan(&L, compute, T, B, "llama", widths, bytes, err);
+    char widths[256];
+    snprintf(widths, sizeof widths, "model.%s.n_embd=%lld, model.%s.ffn_hidden=%lld, model.%s.vocab_size=%lld",
+             fam->name, (long long)s->n_embd, fam->name, (long long)s->ffn_hidden, fam->name, (long long)s->vocab_size);
+    return lm_layout_plan(&L, compute, T, B, fam->name, widths, bytes, err);
 }
 
 /* ---- initialisation ----------------------------------------------------------------------- */
 
-/* Every 2-D weight N(0, 0.02) (no depth scaling), RMSNorm weights 1, the vocabulary's padding
- * rows 0, drawn in buffer order from the RNG_INIT stream. */
+/* Every 2-D weight N(0, 0.02) (no depth scaling), RMSNorm weights 1, biases and the vocabulary's
+ * padding rows 0, drawn in buffer order from the RNG_INIT stream. */
 static void init_params(const model *m, rng *r, float *host)
 {
     const llama_impl *g = m->impl;
@@ -207,8 +212,10 @@ static void init_params(const model *m, rng *r, float *host)
         size_t n = t->numel;
         if (t->shape[0] == g->lm.Vp && (t->offset == g->off_embed || t->offset == g->off_head))
             n = (size_t)g->s.vocab_size * (size_t)g->s.n_embd;
+        size_t len = strlen(t->name);
+        float fill = len > 5 && !strcmp(t->name + len - 5, ".bias") ? 0.0f : 1.0f;
         for (size_t j = 0; j < n; j++)
-            host[t->offset + j] = t->ndim == 2 ? (float)(rng_normal(r) * 0.02) : 1.0f;
+            host[t->offset + j] = t->ndim == 2 ? (float)(rng_normal(r) * 0.02) : fill;
     }
 }
 
@@ -217,46 +224,49 @@ static const lm_kind llama_kind = {
 
 /* ---- description -------------------------------------------------------------------------- */
 
-void llama_format_shape(const llama_shape *s, char *out, size_t size)
+void llama_format_shape(const llama_family *fam, const llama_shape *s, char *out, size_t size)
 {
     char theta[32], eps[32];
     format_double_exact(s->rope_theta, theta, sizeof theta);
     format_double_exact(s->norm_eps, eps, sizeof eps);
     snprintf(out, size,
-             "llama n_layer=%lld n_head=%lld n_kv_head=%lld n_embd=%lld ffn_hidden=%lld block_size=%lld "
+             "%s n_layer=%lld n_head=%lld n_kv_head=%lld n_embd=%lld ffn_hidden=%lld block_size=%lld "
              "vocab_size=%lld rope_theta=%s norm_eps=%s tie_embeddings=%d",
-             (long long)s->n_layer, (long long)s->n_head, (long long)s->n_kv_head, (long long)s->n_embd,
+             fam->name, (long long)s->n_layer, (long long)s->n_head, (long long)s->n_kv_head, (long long)s->n_embd,
              (long long)s->ffn_hidden, (long long)s->block_size, (long long)s->vocab_size, theta, eps,
              s->tie_embeddings ? 1 : 0);
 }
 
-static void describe(char *out, size_t size, const llama_shape *s, int64_t T)
+static void describe(const llama_family *fam, char *out, size_t size, const llama_shape *s, int64_t T)
 {
     char shape[MODEL_DESCRIPTION_MAX - 32]; /* the longest shape fits, with room left for seq_len */
-    llama_format_shape(s, shape, sizeof shape);
+    llama_format_shape(fam, s, shape, sizeof shape);
     snprintf(out, size, "%s seq_len=%lld", shape, (long long)T);
 }
 
-int llama_parse_description(const char *desc, llama_shape *shape, int64_t *seq_len, ddp_err *err)
+int llama_parse_description(const llama_family *fam, const char *desc, llama_shape *shape, int64_t *seq_len,
+                            ddp_err *err)
 {
     long long v[8] = {0};
     double theta = 0, eps = 0;
     int tie = -1, end = -1;
-    sscanf(desc,
-           "llama n_layer=%lld n_head=%lld n_kv_head=%lld n_embd=%lld ffn_hidden=%lld block_size=%lld "
-           "vocab_size=%lld rope_theta=%lf norm_eps=%lf tie_embeddings=%d seq_len=%lld%n",
-           &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &theta, &eps, &tie, &v[7], &end);
+    size_t name_len = strlen(fam->name);
+    if (!strncmp(desc, fam->name, name_len))
+        sscanf(desc + name_len,
+               " n_layer=%lld n_head=%lld n_kv_head=%lld n_embd=%lld ffn_hidden=%lld block_size=%lld "
+               "vocab_size=%lld rope_theta=%lf norm_eps=%lf tie_embeddings=%d seq_len=%lld%n",
+               &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &theta, &eps, &tie, &v[7], &end);
     llama_shape s = {.n_layer = v[0], .n_head = v[1], .n_kv_head = v[2], .n_embd = v[3], .ffn_hidden = v[4],
                      .block_size = v[5], .vocab_size = v[6], .rope_theta = theta, .norm_eps = eps,
                      .tie_embeddings = tie == 1};
     char again[2 * MODEL_DESCRIPTION_MAX] = "";
     if (end > 0) /* exactly what describe() writes: no sign, no leading zeros, nothing after */
-        describe(again, sizeof again, &s, v[7]);
+        describe(fam, again, sizeof again, &s, v[7]);
     bool sizes_ok = s.n_layer >= 1 && s.n_head >= 1 && s.n_kv_head >= 1 && s.n_embd >= 1 && s.ffn_hidden >= 1 &&
                     s.block_size >= 1 && s.vocab_size >= 1 && v[7] >= 1;
     bool reals_ok = isfinite(theta) && theta > 0 && isfinite(eps) && eps > 0 && (tie == 0 || tie == 1);
     if (end < 0 || strcmp(again, desc) != 0 || !sizes_ok || !reals_ok)
-        return ddp_fail(err, DDP_EUSAGE, "not a Llama model: \"%.200s\"", desc);
+        return ddp_fail(err, DDP_EUSAGE, "not a %s model: \"%.200s\"", fam->title, desc);
     *shape = s;
     *seq_len = v[7];
     return DDP_OK;
@@ -264,31 +274,33 @@ int llama_parse_description(const char *desc, llama_shape *shape, int64_t *seq_l
 
 /* ---- construction ------------------------------------------------------------------------- */
 
-static int check_shape(const llama_shape *s, const sample_layout *data, int64_t max_rows, ddp_err *err)
+static int check_shape(const llama_family *fam, const llama_shape *s, const sample_layout *data, int64_t max_rows,
+                       ddp_err *err)
 {
-    int rc = check_layers(s, err);
+    const char *k = fam->name;
+    int rc = check_layers(fam, s, err);
     if (rc)
         return rc;
     if (s->n_head < 1 || s->n_embd < 1 || s->n_embd % s->n_head || (s->n_embd / s->n_head) % 2)
-        return ddp_fail(err, DDP_EUSAGE, "model.llama.n_embd %lld over model.llama.n_head %lld is not an even head "
-                        "size", (long long)s->n_embd, (long long)s->n_head);
+        return ddp_fail(err, DDP_EUSAGE, "model.%s.n_embd %lld over model.%s.n_head %lld is not an even head size",
+                        k, (long long)s->n_embd, k, (long long)s->n_head);
     if (s->n_kv_head < 1 || s->n_head % s->n_kv_head)
-        return ddp_fail(err, DDP_EUSAGE, "model.llama.n_head %lld is not divisible by model.llama.n_kv_head %lld",
-                        (long long)s->n_head, (long long)s->n_kv_head);
+        return ddp_fail(err, DDP_EUSAGE, "model.%s.n_head %lld is not divisible by model.%s.n_kv_head %lld", k,
+                        (long long)s->n_head, k, (long long)s->n_kv_head);
     if (s->ffn_hidden < 1 || !(s->rope_theta > 0) || !(s->norm_eps > 0))
-        return ddp_fail(err, DDP_EUSAGE, "model.llama: ffn_hidden %lld, rope_theta %g and norm_eps %g must be "
-                        "positive", (long long)s->ffn_hidden, s->rope_theta, s->norm_eps);
-    return lm_check_data("llama", data, s->block_size, s->vocab_size, max_rows, err);
+        return ddp_fail(err, DDP_EUSAGE, "model.%s: ffn_hidden %lld, rope_theta %g and norm_eps %g must be "
+                        "positive", k, (long long)s->ffn_hidden, s->rope_theta, s->norm_eps);
+    return lm_check_data(k, data, s->block_size, s->vocab_size, max_rows, err);
 }
 
-int llama_create(const llama_shape *shape, tensor_dtype compute, device *dev, const sample_layout *data,
+int llama_create(const llama_family *fam, const llama_shape *shape, tensor_dtype compute, device *dev, const sample_layout *data,
                  int64_t max_rows, size_t param_tail, model **out, ddp_err *err)
 {
     *out = NULL;
     size_t act_bytes; /* the plan's figure: refuses a micro-batch whose buffers would not fit in 64 bits */
-    int rc = check_shape(shape, data, max_rows, err);
+    int rc = check_shape(fam, shape, data, max_rows, err);
     if (!rc)
-        rc = llama_activation_bytes(shape, compute, data->input.count, max_rows, &act_bytes, err);
+        rc = llama_activation_bytes(fam, shape, compute, data->input.count, max_rows, &act_bytes, err);
     if (rc)
         return rc;
     model *m;
@@ -296,11 +308,12 @@ int llama_create(const llama_shape *shape, tensor_dtype compute, device *dev, co
                      &m, err)))
         return rc;
     llama_impl *g = m->impl;
+    g->fam = fam;
     g->s = *shape;
     g->lm.Vp = llama_vocab_padded(shape->vocab_size);
     g->hd = shape->n_embd / shape->n_head;
     g->QKV = (shape->n_head + 2 * shape->n_kv_head) * g->hd;
-    describe(m->description, sizeof m->description, shape, g->lm.T);
+    describe(fam, m->description, sizeof m->description, shape, g->lm.T);
     rc = lay_out_params(m, g, err);
     m->train_flops_per_sample = train_flops_per_sample(m, g);
     if (!rc)

@@ -1,6 +1,11 @@
-/* llama.h — the Llama model's own entry points beyond model.h: building it, its tensor table for
- * writers of its files, its RoPE tables, and its description text both ways (checkpoints record
- * it; the tools that rebuild a model from a checkpoint parse it back).
+/* llama.h — the Llama family's own entry points beyond model.h: building one, its tensor table
+ * for writers of its files, its RoPE tables, and its description text both ways (checkpoints
+ * record it; the tools that rebuild a model from a checkpoint parse it back).
+ *
+ * A family is a model kind with the Llama's block (llama_family): the Llama itself
+ * (llama_family_llama), and kinds that differ from it only in what llama_family says — its name,
+ * biases on the q, k and v projections, its Hugging Face files — each defined in its own
+ * files. Every entry point takes the family; the shape is llama_shape for all.
  *
  * The model takes int32 token ids [rows, T] and predicts the next token at every position
  * (io.sample i32 x T -> i32 x T, a language model), as GPT-2 does; T is the data's sequence
@@ -11,6 +16,18 @@
 
 #include "model.h"
 
+struct llama_hf_family; /* llama_hf.h: a family's Hugging Face files */
+
+typedef struct llama_family {
+    model_kind kind;
+    const char *name;  /* model.kind's value: the description's first word, "model.NAME.*" in messages */
+    const char *title; /* in messages: "Llama" */
+    bool qkv_bias;     /* q_proj, k_proj and v_proj have biases (added before RoPE) */
+    const struct llama_hf_family *hf;
+} llama_family;
+
+extern const llama_family llama_family_llama; /* Meta's Llama: no biases */
+
 /* vocab_size rounded up as GPT-2's (gpt2_vocab_padded): embed_tokens' and lm_head's rows and the
  * logits' row stride. */
 int64_t llama_vocab_padded(int64_t vocab_size);
@@ -19,32 +36,32 @@ int64_t llama_vocab_padded(int64_t vocab_size);
  * up to max_rows sequences, computing in `compute` (TENSOR_BF16: bf16 activations and a bf16 copy
  * of the fp32 parameters, made by params_changed; CUDA only), params and grads with param_tail
  * spare floats (model.param_tail). A shape or data that does not fit is a usage error naming both. */
-int llama_create(const llama_shape *shape, tensor_dtype compute, device *dev, const sample_layout *data,
+int llama_create(const llama_family *fam, const llama_shape *shape, tensor_dtype compute, device *dev, const sample_layout *data,
                  int64_t max_rows, size_t param_tail, model **out, ddp_err *err);
 
-/* The parameter tensors a Llama of this shape has, as llama_create lays them out (Hugging Face's
- * names, shapes, offsets; m->n_params), into m->tensors of a zeroed model that is not built: for
+/* The parameter tensors a model of this family and shape has, as llama_create lays them out
+ * (Hugging Face's names, shapes, offsets; m->n_params), into m->tensors of a zeroed model that is not built: for
  * writers of a model's files that have no model. Free with model_free_tensors. */
-int llama_tensor_table(const llama_shape *shape, model *m, ddp_err *err);
+int llama_tensor_table(const llama_family *fam, const llama_shape *shape, model *m, ddp_err *err);
 
 /* The device memory llama_create allocates for activations, backward scratch and its tables
  * (model.activation_bytes) for sequences of T tokens and max_rows B, computing in `compute`, into
  * *bytes: for the memory plan of a model that is not built, and checked by llama_create before it
  * carves them. A size that does not fit in 64 bits is a usage error naming the keys it grows with. */
-int llama_activation_bytes(const llama_shape *shape, tensor_dtype compute, int64_t T, int64_t B, size_t *bytes,
+int llama_activation_bytes(const llama_family *fam, const llama_shape *shape, tensor_dtype compute, int64_t T, int64_t B, size_t *bytes,
                            ddp_err *err);
 
 /* The rotary tables the model uploads: cos and sin [positions, head_size/2] of t·f_j with
  * f_j = rope_theta^(-2j/head_size), computed in double and rounded to float once. */
 void llama_rope_tables(int64_t positions, int64_t head_size, double rope_theta, float *cos_out, float *sin_out);
 
-/* The shape as text: "llama n_layer=12 n_head=12 n_kv_head=4 n_embd=768 ffn_hidden=2048
+/* The shape as text, the family's name first: "llama n_layer=12 n_head=12 n_kv_head=4 n_embd=768 ffn_hidden=2048
  * block_size=1024 vocab_size=32000 rope_theta=10000 norm_eps=1e-05 tie_embeddings=0" (numbers in
  * the shortest text that reads back exactly). A model's description is this and " seq_len=T". */
-void llama_format_shape(const llama_shape *shape, char *out, size_t size);
+void llama_format_shape(const llama_family *fam, const llama_shape *shape, char *out, size_t size);
 
-/* The shape and sequence length back from a Llama's description, exactly as llama_create writes
- * it; any other text (another model's description) is a usage error quoting it. */
-int llama_parse_description(const char *description, llama_shape *shape, int64_t *seq_len, ddp_err *err);
+/* The shape and sequence length back from a description of the family's, exactly as llama_create
+ * writes it; any other text (another model's or family's description) is a usage error quoting it. */
+int llama_parse_description(const llama_family *fam, const char *description, llama_shape *shape, int64_t *seq_len, ddp_err *err);
 
 #endif

@@ -14,34 +14,23 @@
 #include "lm_hf.h"
 
 #define MAX_DIM (1 << 24)
-#define SHAPE_KEYS "Llama's shape needs num_hidden_layers, num_attention_heads, hidden_size, intermediate_size, " \
+#define SHAPE_KEYS "the shape needs num_hidden_layers, num_attention_heads, hidden_size, intermediate_size, " \
                    "max_position_embeddings and vocab_size"
-#define ARCH "LlamaForCausalLM"
-
 /* ---- config.json -------------------------------------------------------------------------- */
 
-/* Keys our Llama has one value of: absent, or that value. */
-static const hf_fixed_key fixed_keys[] = {
-    {"model_type", {"llama"}, JSON_STRING, "ddprun imports Llama (model_type \"llama\")"},
-    {"hidden_act", {"silu"}, JSON_STRING, "ddprun's Llama computes SwiGLU with silu"},
-    {"rope_scaling", {"null"}, JSON_NULL, "ddprun's Llama applies RoPE unscaled (rope_scaling null)"},
-    {"attention_bias", {"false"}, JSON_BOOL, "ddprun's Llama has no attention biases"},
-    {"mlp_bias", {"false"}, JSON_BOOL, "ddprun's Llama has no MLP biases"},
-    {"pretraining_tp", {"1"}, JSON_NUMBER, "ddprun's Llama computes each projection whole (pretraining_tp 1)"},
-};
-
-/* architectures: absent, or [LlamaForCausalLM]. */
-static int check_architectures(const json_doc *j, ddp_err *err)
+/* architectures: absent, or [the family's]. */
+static int check_architectures(const llama_family *fam, const json_doc *j, ddp_err *err)
 {
+    const char *arch = fam->hf->architecture;
     const json_node *v = json_object_get(j, json_root(j), "architectures");
     if (!v)
         return DDP_OK;
     const json_node *a = json_kind_of(v) == JSON_ARRAY && json_array_size(v) == 1 ? json_array_at(j, v, 0) : NULL;
-    if (a && json_kind_of(a) == JSON_STRING && !strcmp(json_text(a), ARCH))
+    if (a && json_kind_of(a) == JSON_STRING && !strcmp(json_text(a), arch))
         return DDP_OK;
     char where[600];
     json_where(j, v, where, sizeof where);
-    return ddp_fail(err, DDP_EUSAGE, "%s: architectures is not [\"" ARCH "\"]; ddprun imports " ARCH, where);
+    return ddp_fail(err, DDP_EUSAGE, "%s: architectures is not [\"%s\"]; ddprun imports %s", where, arch, arch);
 }
 
 /* Root key `key`, a positive number, into *out; absent: def. */
@@ -82,7 +71,7 @@ static int read_heads(const json_doc *j, llama_shape *s, ddp_err *err)
     return rc;
 }
 
-static int shape_from(const json_doc *j, llama_shape *s, ddp_err *err)
+static int shape_from(const llama_family *fam, const json_doc *j, llama_shape *s, ddp_err *err)
 {
     memset(s, 0, sizeof *s);
     int rc = hf_key_size(j, "num_hidden_layers", LLAMA_MAX_LAYERS, &s->n_layer, SHAPE_KEYS, err);
@@ -107,16 +96,16 @@ static int shape_from(const json_doc *j, llama_shape *s, ddp_err *err)
         rc = hf_key_fail(j, tie, "tie_word_embeddings", "expected true or false", err);
     s->tie_embeddings = tie && !strcmp(json_text(tie), "true");
     if (!rc)
-        rc = hf_check_fixed(j, fixed_keys, sizeof fixed_keys / sizeof fixed_keys[0], err);
-    return rc ? rc : check_architectures(j, err);
+        rc = hf_check_fixed(j, fam->hf->fixed_keys, fam->hf->n_fixed_keys, err);
+    return rc ? rc : check_architectures(fam, j, err);
 }
 
-int llama_hf_read_shape(const char *dir, llama_shape *shape, ddp_err *err)
+int llama_hf_read_shape(const llama_family *fam, const char *dir, llama_shape *shape, ddp_err *err)
 {
     json_doc j;
     int rc = hf_config_load(dir, &j, err);
     if (!rc)
-        rc = shape_from(&j, shape, err);
+        rc = shape_from(fam, &j, shape, err);
     json_doc_free(&j);
     return rc;
 }
@@ -131,9 +120,11 @@ bool llama_hf_vocab_rows(const char *name)
 static int import_tensor(const lm_hf_import *im, const param_tensor *t, ddp_err *err)
 {
     const llama_shape *s = &im->shape->llama;
+    const llama_family *fam = im->imp->ctx;
     const st_tensor *hf = hf_weights_take(im->w, t->name);
     if (!hf)
-        return ddp_fail(err, DDP_EUSAGE, "%s has no tensor %s: not %s's tensors?", im->w->path, t->name, ARCH);
+        return ddp_fail(err, DDP_EUSAGE, "%s has no tensor %s: not %s's tensors?", im->w->path, t->name,
+                        fam->hf->architecture);
     int64_t dims[2] = {llama_hf_vocab_rows(t->name) ? s->vocab_size : t->shape[0], t->ndim > 1 ? t->shape[1] : 0};
     if (hf->ndim != t->ndim || hf->shape[0] != dims[0] || (t->ndim > 1 && hf->shape[1] != dims[1])) {
         char have[96], want[96];
@@ -159,8 +150,9 @@ static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
     const llama_shape *s = &im->shape->llama;
     if (ends_with(t->name, ".rotary_emb.inv_freq"))
         return DDP_OK;
+    const llama_family *fam = im->imp->ctx;
     if (strcmp(t->name, "lm_head.weight") || !s->tie_embeddings)
-        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of the Llama's%s", im->w->path, t->name,
+        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of the %s's%s", im->w->path, t->name, fam->title,
                         strcmp(t->name, "lm_head.weight") ? "" : " (config.json ties it to embed_tokens)");
     const param_tensor *embed = model_find_tensor(im->m, "model.embed_tokens.weight");
     size_t n = (size_t)(s->vocab_size * s->n_embd);
@@ -175,14 +167,18 @@ static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
     return DDP_OK;
 }
 
-static int folder_shape(const char *dir, model_opts *shape, char *text, size_t size, ddp_err *err)
+/* The family's shape, in the llama member whatever the family's kind: only this file reads it. */
+static int folder_shape(const lm_hf_importer *imp, const char *dir, model_opts *shape, char *text, size_t size,
+                        ddp_err *err)
 {
-    int rc = llama_hf_read_shape(dir, &shape->llama, err);
+    int rc = llama_hf_read_shape(imp->ctx, dir, &shape->llama, err);
     if (!rc)
-        llama_format_shape(&shape->llama, text, size);
+        llama_format_shape(imp->ctx, &shape->llama, text, size);
     return rc;
 }
 
-static const lm_hf_importer importer = {MODEL_LLAMA, "Llama", folder_shape, import_tensor, check_unused};
-
-int llama_hf_load_model(model *m, const char *dir, ddp_err *err) { return lm_hf_load_model(m, dir, &importer, err); }
+int llama_hf_load_model(const llama_family *fam, model *m, const char *dir, ddp_err *err)
+{
+    const lm_hf_importer importer = {fam->kind, fam->title, fam, folder_shape, import_tensor, check_unused};
+    return lm_hf_load_model(m, dir, &importer, err);
+}

@@ -1,5 +1,8 @@
-/* llama_hf.h — a Llama from and to a Hugging Face `save_pretrained` folder: config.json
- * (LlamaConfig) and model.safetensors (or its shards), as `transformers` writes LlamaForCausalLM.
+/* llama_hf.h — a model of the Llama family (llama.h) from and to a Hugging Face `save_pretrained`
+ * folder: config.json and model.safetensors (or its shards), as `transformers` writes them. What
+ * follows is the Llama's (LlamaConfig, LlamaForCausalLM); a family's llama_hf_family says what
+ * differs in its config.json — its architecture, the keys it fixes, the text it writes — and its
+ * q/k/v biases are tensors like any other.
  *
  * config.json gives the shape: num_hidden_layers, num_attention_heads, num_key_value_heads (absent
  * or null: num_attention_heads), hidden_size, intermediate_size, max_position_embeddings,
@@ -24,27 +27,43 @@
 #ifndef DDP_LLAMA_HF_H
 #define DDP_LLAMA_HF_H
 
+#include <stdio.h>
+
 #include "gpt2_llmc.h"
 #include "llama.h"
+#include "runtime/hf/hf_folder.h"
 #include "runtime/hf/hf_folder_write.h"
 
-/* The shape DIR/config.json describes, once every key it holds checked out. */
-int llama_hf_read_shape(const char *dir, llama_shape *shape, ddp_err *err);
+/* A family's config.json: the shape keys are the Llama's (LlamaConfig's names) for every family. */
+typedef struct llama_hf_family {
+    const char *architecture;          /* config.json's "architectures" entry: "LlamaForCausalLM" */
+    const hf_fixed_key *fixed_keys;    /* keys with the one value the family computes (model_type first) */
+    size_t n_fixed_keys;
+    /* config.json's text as the family's save_pretrained writes it (json.dumps, indent 2, sorted),
+     * torch_dtype "float32" or "bfloat16" */
+    void (*write_config)(FILE *f, const llama_shape *s, const char *torch_dtype);
+} llama_hf_family;
 
-/* DIR's parameters into Llama m (device memory). DIR's shape must be m's (both named otherwise).
- * A failed load leaves the parameters as they were. */
-int llama_hf_load_model(model *m, const char *dir, ddp_err *err);
+/* v as Python's repr writes a float (10000.0, 1e-05, 500000.0): config.json's numbers. */
+void llama_hf_py_float(double v, char *out, size_t n);
+
+/* The shape DIR/config.json describes, once every key it holds checked out. */
+int llama_hf_read_shape(const llama_family *fam, const char *dir, llama_shape *shape, ddp_err *err);
+
+/* DIR's parameters into m, a model of the family (device memory). DIR's shape must be m's (both
+ * named otherwise). A failed load leaves the parameters as they were. */
+int llama_hf_load_model(const llama_family *fam, model *m, const char *dir, ddp_err *err);
 
 /* Whether our tensor `name` has the padded vocabulary's rows (embed_tokens, lm_head): HF stores
  * only the first vocab_size. */
 bool llama_hf_vocab_rows(const char *name);
 
-/* Writes a Llama of this shape, its tensors (our names, float32: gpt2_llmc_src's contract) from
+/* Writes a model of the family and this shape, its tensors (our names, float32: gpt2_llmc_src's contract) from
  * src, as the folder dir (created, or replaced whole: runtime/hf/hf_folder_write.h) as dtype
  * (ST_F32 or ST_BF16), shards of at most max_shard_bytes of tensor data; *files gets the number
  * of safetensors files. A tensor src lacks is a usage error naming it, before anything is written
  * or removed. */
-int llama_hf_write(const char *dir, const llama_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
+int llama_hf_write(const llama_family *fam, const char *dir, const llama_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
                    gpt2_llmc_src src, void *ctx, int *files, ddp_err *err);
 
 #endif

@@ -1,5 +1,6 @@
-/* llama_hf_write.c — a Llama as a Hugging Face `save_pretrained` folder (see llama_hf.h for what
- * is written).
+/* llama_hf_write.c — a model of the Llama family as a Hugging Face `save_pretrained` folder (see
+ * llama_hf.h for what is written), and the Llama's own config.json both ways (llama_hf_llama: the
+ * keys its import fixes and the text its export writes).
  *
  * Owns the export's side of the mapping (our tensor table, llama.h's, under the same names:
  * embed_tokens' and lm_head's first vocab_size rows, no lm_head when tied) and config.json's text
@@ -16,12 +17,12 @@
 #include "runtime/base/exact_double.h"
 
 typedef struct llama_export {
+    const llama_family *fam;
     const llama_shape *s;
     st_dtype dtype;
 } llama_export;
 
-/* v as Python's repr writes a float: 10000.0, 1e-05, 500000.0. */
-static void py_float(double v, char *out, size_t n)
+void llama_hf_py_float(double v, char *out, size_t n)
 {
     if (v == floor(v) && fabs(v) < 1e16)
         snprintf(out, n, "%.0f.0", v);
@@ -31,14 +32,11 @@ static void py_float(double v, char *out, size_t n)
 
 /* LlamaConfig as save_pretrained writes it: our shape, every other key at the value our Llama
  * computes (llama_hf.c's import accepts exactly these) or LlamaConfig's default. */
-static int write_config(FILE *f, void *ctx, ddp_err *err)
+static void write_llama_config(FILE *f, const llama_shape *s, const char *torch_dtype)
 {
-    (void)err;
-    const llama_export *x = ctx;
-    const llama_shape *s = x->s;
     char eps[32], theta[32];
-    py_float(s->norm_eps, eps, sizeof eps);
-    py_float(s->rope_theta, theta, sizeof theta);
+    llama_hf_py_float(s->norm_eps, eps, sizeof eps);
+    llama_hf_py_float(s->rope_theta, theta, sizeof theta);
     fprintf(f, "{\n  \"architectures\": [\n    \"LlamaForCausalLM\"\n  ],\n  \"attention_bias\": false,\n"
                "  \"attention_dropout\": 0.0,\n  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"head_dim\": %lld,\n"
                "  \"hidden_act\": \"silu\",\n  \"hidden_size\": %lld,\n  \"initializer_range\": 0.02,\n"
@@ -50,16 +48,35 @@ static int write_config(FILE *f, void *ctx, ddp_err *err)
     fprintf(f, "  \"rms_norm_eps\": %s,\n  \"rope_scaling\": null,\n  \"rope_theta\": %s,\n"
                "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\",\n  \"use_cache\": true,\n"
                "  \"vocab_size\": %lld\n}\n",
-            eps, theta, s->tie_embeddings ? "true" : "false", x->dtype == ST_BF16 ? "bfloat16" : "float32",
-            (long long)s->vocab_size);
+            eps, theta, s->tie_embeddings ? "true" : "false", torch_dtype, (long long)s->vocab_size);
+}
+
+/* Keys our Llama has one value of: absent, or that value. */
+static const hf_fixed_key llama_fixed_keys[] = {
+    {"model_type", {"llama"}, JSON_STRING, "ddprun imports Llama (model_type \"llama\")"},
+    {"hidden_act", {"silu"}, JSON_STRING, "ddprun's Llama computes SwiGLU with silu"},
+    {"rope_scaling", {"null"}, JSON_NULL, "ddprun's Llama applies RoPE unscaled (rope_scaling null)"},
+    {"attention_bias", {"false"}, JSON_BOOL, "ddprun's Llama has no attention biases"},
+    {"mlp_bias", {"false"}, JSON_BOOL, "ddprun's Llama has no MLP biases"},
+    {"pretraining_tp", {"1"}, JSON_NUMBER, "ddprun's Llama computes each projection whole (pretraining_tp 1)"},
+};
+
+const llama_hf_family llama_hf_llama = {"LlamaForCausalLM", llama_fixed_keys,
+                                        sizeof llama_fixed_keys / sizeof llama_fixed_keys[0], write_llama_config};
+
+static int write_config(FILE *f, void *ctx, ddp_err *err)
+{
+    (void)err;
+    const llama_export *x = ctx;
+    x->fam->hf->write_config(f, x->s, x->dtype == ST_BF16 ? "bfloat16" : "float32");
     return DDP_OK;
 }
 
-int llama_hf_write(const char *dir, const llama_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
+int llama_hf_write(const llama_family *fam, const char *dir, const llama_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
                    gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
 {
     model tbl = {0};
-    int rc = llama_tensor_table(shape, &tbl, err);
+    int rc = llama_tensor_table(fam, shape, &tbl, err);
     if (rc)
         return rc;
     st_out_tensor *t = calloc((size_t)tbl.n_tensors, sizeof *t);
@@ -74,7 +91,7 @@ int llama_hf_write(const char *dir, const llama_shape *shape, st_dtype dtype, ui
         if (llama_hf_vocab_rows(p->name))
             t[i].shape[0] = shape->vocab_size; /* the padding rows are not stored: the prefix is */
     }
-    llama_export x = {shape, dtype};
+    llama_export x = {fam, shape, dtype};
     if (!rc)
         rc = hf_folder_write(dir, t, tbl.n_tensors, dtype, max_shard_bytes, write_config, &x, files, err);
     free(t);

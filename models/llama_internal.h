@@ -13,8 +13,10 @@
 #include "llama.h"
 #include "lm_core.h"
 
-/* Per block: 9 tensors, in this order (q, k, v adjacent: one GEMM; gate, up adjacent: one GEMM). */
-enum { ATTN_NORM, Q_W, K_W, V_W, O_W, MLP_NORM, GATE_W, UP_W, DOWN_W, BLOCK_TENSORS };
+/* Per block: 9 tensors, in this order (q, k, v adjacent: one GEMM; gate, up adjacent: one GEMM),
+ * then, in a family with q/k/v biases, the three biases (adjacent: the GEMM's one bias vector). */
+enum { ATTN_NORM, Q_W, K_W, V_W, O_W, MLP_NORM, GATE_W, UP_W, DOWN_W, BLOCK_TENSORS,
+       Q_B = BLOCK_TENSORS, K_B, V_B, BLOCK_TENSORS_MAX };
 
 /* One block's saved activations (rows = B*T positions), of type g->lm.t but the statistics. */
 typedef struct llama_block_acts {
@@ -33,7 +35,9 @@ typedef struct llama_block_acts {
 
 typedef struct llama_impl {
     lm_core lm;                 /* first, as lm_core.h asks */
+    const llama_family *fam;
     llama_shape s;
+    int block_tensors;          /* BLOCK_TENSORS, or BLOCK_TENSORS_MAX with q/k/v biases */
     int64_t hd, QKV;            /* head size; qkv's width (n_head + 2·n_kv_head)·hd */
     size_t block_off[LLAMA_MAX_LAYERS + 1]; /* parameter offset of each block; [L] = model.norm */
     size_t off_embed, off_norm, off_head;   /* off_head: lm_head, or embed_tokens when tied */
@@ -49,7 +53,8 @@ typedef struct llama_impl {
 /* Offset in elements of tensor i of block l in the parameter (and gradient) buffer. */
 static inline size_t llama_block_offset(const model *m, int l, int i)
 {
-    return m->tensors[1 + l * BLOCK_TENSORS + i].offset;
+    const llama_impl *g = m->impl;
+    return m->tensors[1 + l * g->block_tensors + i].offset;
 }
 
 /* The compute copy's parameter at element offset off (type g->lm.t). */

@@ -4,7 +4,8 @@
  * Every activation is of the model's compute type g->lm.t; the weights come from g->lm.wp (the bf16
  * copy under precision bf16). Gradients are float: the weight-gradient GEMMs multiply
  * compute-type operands and add into the fp32 gradients (beta 1). Per block, one GEMM over the
- * adjacent q/k/v weights gives qkv, RoPE rotates its q and k heads in place (one op over
+ * adjacent q/k/v weights gives qkv (its epilogue adding the adjacent q/k/v biases in a family
+ * that has them), RoPE rotates its q and k heads in place (one op over
  * n_head + n_kv_head heads), and the attention op reads q, k and v in place with grouped-query
  * heads; one GEMM over the adjacent gate/up weights gives gate | up for the SwiGLU. Each residual
  * add runs fused with the RMSNorm after it. Backward reports each block's range through
@@ -60,16 +61,18 @@ static int block_forward(model *m, llama_impl *g, int l, int64_t B, ddp_err *err
     const float eps = (float)g->s.norm_eps;
     llama_block_acts *a = &g->blocks[l], *prev = l > 0 ? &g->blocks[l - 1] : NULL;
     const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->lm.T, NH = g->s.n_head, NKV = g->s.n_kv_head;
-    size_t p[BLOCK_TENSORS];
-    for (int i = 0; i < BLOCK_TENSORS; i++)
+    size_t p[BLOCK_TENSORS_MAX];
+    for (int i = 0; i < g->block_tensors; i++)
         p[i] = llama_block_offset(m, l, i);
     const void *norm1_w = llama_weight(g, p[ATTN_NORM]);
     const void *res_in = prev ? prev->res3 : g->encoded;
     int rc = prev ? op->residual_rmsnorm_forward(d, t, prev->res3, a->ln1, a->rstd1, prev->res3, prev->res2, norm1_w,
                                                  BT, C, eps, err)
                   : op->rmsnorm_forward(d, t, a->ln1, a->rstd1, res_in, norm1_w, BT, C, eps, err);
-    if (!rc) /* q, k and v: one GEMM over the adjacent q_proj, k_proj, v_proj */
-        rc = linear_forward(m, g, a->ln1, p[Q_W], a->qkv, BT, C, g->QKV, err);
+    if (!rc) /* q, k and v: one GEMM over the adjacent q_proj, k_proj, v_proj (and their biases) */
+        rc = g->fam->qkv_bias ? op->gemm_bias(d, t, false, true, BT, g->QKV, C, a->ln1, C, llama_weight(g, p[Q_W]), C,
+                                              llama_weight(g, p[Q_B]), a->qkv, err)
+                              : linear_forward(m, g, a->ln1, p[Q_W], a->qkv, BT, C, g->QKV, err);
     if (!rc)
         rc = rope(m, g, a->qkv, B, true, err);
     if (!rc) {
@@ -138,8 +141,8 @@ static int block_backward(model *m, llama_impl *g, int l, const void *res_in, in
     const llama_block_acts *a = &g->blocks[l];
     const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->lm.T, NH = g->s.n_head, NKV = g->s.n_kv_head;
     const int64_t hd = g->hd;
-    size_t p[BLOCK_TENSORS];
-    for (int i = 0; i < BLOCK_TENSORS; i++)
+    size_t p[BLOCK_TENSORS_MAX];
+    for (int i = 0; i < g->block_tensors; i++)
         p[i] = llama_block_offset(m, l, i);
     float *G = m->grads;
     /* MLP: res3 = res2 + down(silu(gate(ln2)) * up(ln2)) */
@@ -162,6 +165,8 @@ static int block_backward(model *m, llama_impl *g, int l, const void *res_in, in
     }
     if (!rc) /* the gradient w.r.t. the rotated q and k, back to the projections' outputs */
         rc = rope(m, g, g->dqkv, B, false, err);
+    if (!rc && g->fam->qkv_bias)
+        rc = op->bias_grad(d, t, g->dqkv, G + p[Q_B], BT, g->QKV, 1.0f, err);
     if (!rc)
         rc = linear_backward(m, g, g->dqkv, a->ln1, p[Q_W], g->dln, BT, C, g->QKV, err);
     if (!rc)

@@ -20,7 +20,7 @@ static int check_shapes(const model *m, const char *dir, const lm_hf_importer *i
     char want_txt[MODEL_DESCRIPTION_MAX], have_txt[MODEL_DESCRIPTION_MAX];
     snprintf(want_txt, sizeof want_txt, "%.*s", (int)(strrchr(m->description, ' ') - m->description),
              m->description);
-    int rc = imp->folder_shape(dir, shape, have_txt, sizeof have_txt, err);
+    int rc = imp->folder_shape(imp, dir, shape, have_txt, sizeof have_txt, err);
     if (!rc && strcmp(have_txt, want_txt))
         rc = ddp_fail(err, DDP_EUSAGE, "%s/%s describes %s, the model is %s", dir, HF_CONFIG, have_txt, want_txt);
     return rc;
@@ -33,7 +33,7 @@ int lm_hf_load_model(model *m, const char *dir, const lm_hf_importer *imp, ddp_e
     hf_weights w;
     if (rc || (rc = hf_weights_open(&w, dir, err)))
         return rc;
-    lm_hf_import im = {&w, m, &shape, calloc(m->n_params, sizeof(float))};
+    lm_hf_import im = {imp, &w, m, &shape, calloc(m->n_params, sizeof(float))};
     if (!im.host)
         rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %zu parameters", w.path, m->n_params);
     for (int i = 0; !rc && i < m->n_tensors; i++)

@@ -14,27 +14,32 @@
 #include "model.h"
 #include "runtime/hf/hf_folder.h"
 
+typedef struct lm_hf_importer lm_hf_importer;
+
 /* What the importer's tensor mapping works on. */
 typedef struct lm_hf_import {
+    const lm_hf_importer *imp;
     hf_weights *w;           /* the folder's tensors; w->path is what messages name */
     const model *m;
     const model_opts *shape; /* the folder's shape, equal to m's: its member of the importer's kind */
     float *host;             /* m->n_params floats in the model's layout, zero where nothing is read */
 } lm_hf_import;
 
-typedef struct lm_hf_importer {
+struct lm_hf_importer {
     model_kind kind;         /* the models it loads */
     const char *family;      /* in "DIR: a Hugging Face GPT-2 folder; this model is ..." */
+    const void *ctx;         /* the importer's own (a Llama family: llama.h) */
     /* DIR/config.json's shape into its kind's member of *shape and as text (the kind's
      * *_format_shape), once every key it holds checked out */
-    int (*folder_shape)(const char *dir, model_opts *shape, char *text, size_t size, ddp_err *err);
+    int (*folder_shape)(const lm_hf_importer *imp, const char *dir, model_opts *shape, char *text, size_t size,
+                        ddp_err *err);
     /* Our tensor t from im->w into im->host at t's offset, refusing a tensor missing or of
      * another shape. */
     int (*import_tensor)(const lm_hf_import *im, const param_tensor *t, ddp_err *err);
     /* A tensor of the folder that none of ours took (ctx: the lm_hf_import): skipped, or refused
      * naming it. */
     int (*check_unused)(void *ctx, const st_tensor *t, ddp_err *err);
-} lm_hf_importer;
+};
 
 /* DIR's parameters into m (device memory) through imp. m must be of imp's kind and DIR's shape
  * m's (both named otherwise). A failed load leaves the parameters as they were. */

@@ -35,7 +35,7 @@ static int build_gpt2(const model_opts *opts, device *dev, const sample_layout *
 static int build_llama(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
                        size_t param_tail, model **out, ddp_err *err)
 {
-    return llama_create(&opts->llama, opts->compute, dev, data, max_rows, param_tail, out, err);
+    return llama_create(&llama_family_llama, &opts->llama, opts->compute, dev, data, max_rows, param_tail, out, err);
 }
 
 /* What build would make, sized without a device (model_size). */
@@ -53,8 +53,8 @@ static int size_gpt2(const model_opts *opts, const sample_layout *data, int64_t 
 
 static int size_llama(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
 {
-    int rc = llama_tensor_table(&opts->llama, m, err);
-    if (!rc && (rc = llama_activation_bytes(&opts->llama, opts->compute, data->input.count, max_rows,
+    int rc = llama_tensor_table(&llama_family_llama, &opts->llama, m, err);
+    if (!rc && (rc = llama_activation_bytes(&llama_family_llama, &opts->llama, opts->compute, data->input.count, max_rows,
                                             &m->activation_bytes, err)))
         model_free_tensors(m);
     return rc;
@@ -71,7 +71,7 @@ static int parse_gpt2(const char *desc, model_opts *opts, int64_t *seq_len, ddp_
 
 static int parse_llama(const char *desc, model_opts *opts, int64_t *seq_len, ddp_err *err)
 {
-    return llama_parse_description(desc, &opts->llama, seq_len, err);
+    return llama_parse_description(&llama_family_llama, desc, &opts->llama, seq_len, err);
 }
 
 static const struct {
@@ -107,7 +107,7 @@ int model_opts_from_description(const char *desc, model_opts *opts, int64_t *seq
             return DDP_OK;
         }
     }
-    return ddp_fail(err, DDP_EUSAGE, "a model of %.200s; only GPT-2 and Llama models can be rebuilt from their "
+    return ddp_fail(err, DDP_EUSAGE, "a model of %.200s; only language models can be rebuilt from their "
                     "description", desc);
 }
 
@@ -121,8 +121,8 @@ int model_size(const model_opts *opts, const sample_layout *data, int64_t max_ro
     for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
         if (registry[i].kind == opts->kind) {
             if (!registry[i].size)
-                return ddp_fail(err, DDP_EUSAGE, "this model's size follows its data's files; only GPT-2's and "
-                                "Llama's are known from the config alone");
+                return ddp_fail(err, DDP_EUSAGE, "this model's size follows its data's files; only language "
+                                "models' are known from the config alone");
             m->act_dtype = opts->compute;
             return registry[i].size(opts, data, max_rows, m, err);
         }
@@ -162,22 +162,22 @@ static int gpt2_llmc_export(const char *path, const model_opts *opts, gpt2_llmc_
 
 static int llama_read_shape(const char *path, bool hf, void *shape, ddp_err *err)
 {
-    return hf ? llama_hf_read_shape(path, shape, err)
+    return hf ? llama_hf_read_shape(&llama_family_llama, path, shape, err)
               : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Llama starts from a Hugging Face folder", path);
 }
 
-static void llama_format(const void *shape, char *out, size_t size) { llama_format_shape(shape, out, size); }
+static void llama_format(const void *shape, char *out, size_t size) { llama_format_shape(&llama_family_llama, shape, out, size); }
 
 static int llama_load(model *m, const char *path, bool hf, ddp_err *err)
 {
-    return hf ? llama_hf_load_model(m, path, err)
+    return hf ? llama_hf_load_model(&llama_family_llama, m, path, err)
               : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Llama starts from a Hugging Face folder", path);
 }
 
 static int llama_export(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes,
                         gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
 {
-    return llama_hf_write(dir, &opts->llama, dtype, max_shard_bytes, src, ctx, files, err);
+    return llama_hf_write(&llama_family_llama, dir, &opts->llama, dtype, max_shard_bytes, src, ctx, files, err);
 }
 
 static const struct {

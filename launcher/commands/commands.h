@@ -24,7 +24,7 @@ int ckpt_export_main(int argc, char **argv);
 /* The parameter tensor `name` ("wte.weight") of ck when it holds numel float32 values, else NULL. */
 const float *ckpt_param_f32(const ckpt_loaded *ck, const char *name, size_t numel);
 
-/* `ddprun generate CHECKPOINT [options]` (argv[0] "generate"): a GPT-2 or Llama checkpoint;
+/* `ddprun generate CHECKPOINT [options]` (argv[0] "generate"): a language model's checkpoint;
  * returns the exit status. */
 int generate_main(int argc, char **argv);
 

@@ -1,13 +1,13 @@
-/* ddprun_export.c — `ddprun ckpt export --format llmc CHECKPOINT OUT.bin` (llm.c's GPT-2 model
- * file) and `ddprun ckpt export --format hf CHECKPOINT DIR` (a Hugging Face GPT2LMHeadModel or
- * LlamaForCausalLM folder), a training checkpoint's parameters, and the reading of a GPT-2 checkpoint that `ddprun
- * generate` shares.
+/* ddprun_export.c — `ddprun ckpt export --format llmc CHECKPOINT OUT.bin` (llm.c's model file)
+ * and `ddprun ckpt export --format hf CHECKPOINT DIR` (a Hugging Face folder), a training
+ * checkpoint's parameters, and the reading of a language model's checkpoint that `ddprun generate`
+ * shares.
  *
  * The checkpoint is read whole and verified (every CRC) first; its recorded model description
- * gives the shape, so only GPT-2 checkpoints (and, to Hugging Face's format, Llama ones) can be
- * exported (anything else is refused naming the model). Parameters are the checkpoint's "param/<name>" tensors; optimizer state is not
- * exported. The file layouts and the atomic writes are models/gpt2_llmc.c's,
- * models/gpt2_hf_write.c's and models/llama_hf_write.c's. Before anything is read, OUT is refused when it is the checkpoint
+ * gives the kind and shape, and the kind's row of models/model_files.h what it can be exported to
+ * (anything else is refused naming the model). Parameters are the checkpoint's "param/<name>"
+ * tensors; optimizer state is not exported. The file layouts are each kind's (its row's writers),
+ * the atomic writes runtime/hf's and models/gpt2_llmc.c's. Before anything is read, OUT is refused when it is the checkpoint
  * itself (by any path: same device and inode) or exists, unless --force; DIR when it is not a
  * folder, or holds config.json or model*.safetensors, unless --force. DIR is written whole, after
  * the checkpoint checked out (runtime/hf/hf_folder_write.h): created when missing, else replaced,
@@ -33,9 +33,9 @@ static const char export_usage[] =
     "       ddprun ckpt export --format hf [--dtype f32|bf16] [--max-shard-mb N] [--force] CHECKPOINT DIR\n"
     "  llmc:    llm.c's GPT-2 model file (float32, version 3), for llm.c's train_gpt2 / test_gpt2 or\n"
     "           for checkpoint.init_from\n"
-    "  hf:      a Hugging Face GPT2LMHeadModel or LlamaForCausalLM folder as save_pretrained writes\n"
-    "           it (config.json, model.safetensors), for transformers' from_pretrained or\n"
-    "           checkpoint.init_from;\n"
+    "  hf:      a language model's Hugging Face folder (its ...ForCausalLM / ...LMHeadModel class) as\n"
+    "           save_pretrained writes it (config.json, model.safetensors), for transformers'\n"
+    "           from_pretrained or checkpoint.init_from;\n"
     "           DIR is created when missing\n"
     "  --dtype: the tensors' type in the hf folder: f32 (default) or bf16 (rounded to nearest even)\n"
     "  --max-shard-mb: above N MB (10^6 bytes; decimals allowed; N at most " MAX_SHARD_MB_TEXT ") of tensors,\n"
@@ -44,7 +44,8 @@ static const char export_usage[] =
     "  --force: replace OUT.bin when it exists (never the checkpoint itself), or DIR's config.json\n"
     "           and weight files (DIR's other files are kept); either is written whole beside it\n"
     "           and renamed into place, so a failed export leaves the earlier one as it was\n"
-    "  llmc exports GPT-2 checkpoints, hf GPT-2 and Llama ones\n";
+    "  llmc exports the checkpoints of the models llm.c has a file for (GPT-2), hf every language\n"
+    "  model's\n";
 
 /* The checkpoint at path, its model rebuilt from its description, and that kind's llm.c writer;
  * a kind llm.c has no file for is a usage error naming the checkpoint's model. */
@@ -172,7 +173,7 @@ static int hf_kind(const ckpt_loaded *ck, model_opts *opts, const model_files **
     if (model_opts_from_description(ck->hdr.model, opts, &seq_len, &ignored) == DDP_OK)
         *f = model_files_of(opts->kind);
     if (!*f || !(*f)->hf_write)
-        return ddp_fail(err, DDP_EUSAGE, "checkpoint of %s; only GPT-2 and Llama checkpoints can be exported to "
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint of %s; only language models' checkpoints can be exported to "
                         "Hugging Face's format", ck->hdr.model);
     return DDP_OK;
 }

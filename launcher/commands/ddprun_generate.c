@@ -1,5 +1,5 @@
 /* ddprun_generate.c — `ddprun generate CHECKPOINT [options]`: text from a trained language model's
- * checkpoint (GPT-2 or Llama), in-process on the CPU device (no mpirun), printed to stdout as the
+ * checkpoint, in-process on the CPU device (no mpirun), printed to stdout as the
  * prompt followed by the drawn continuation.
  *
  * Owns the command line, finding the tokenizer (--tokenizer, else data.path/tokenizer.bin of the
@@ -27,8 +27,8 @@ static const char generate_usage[] =
     "usage: ddprun generate CHECKPOINT [--prompt TEXT | --prompt-file FILE] [--tokens N]\n"
     "                       [--temperature T] [--top-k K] [--seed S] [--tokenizer PATH]\n"
     "       ddprun generate --encode-only [CHECKPOINT] [--tokenizer PATH] [--prompt TEXT | --prompt-file FILE]\n"
-    "  Prints the prompt and N tokens drawn from the GPT-2 or Llama model in CHECKPOINT (runs on\n"
-    "  the CPU).\n"
+    "  Prints the prompt and N tokens drawn from the language model in CHECKPOINT (runs on the\n"
+    "  CPU).\n"
     "  --tokens N        tokens to draw (default 64)\n"
     "  --temperature T   >= 0; 0 takes the most likely token (default 1.0)\n"
     "  --top-k K         draw among the K most likely tokens; 0 = all (default 40)\n"
@@ -217,7 +217,7 @@ static int open_checkpoint(const char *path, ckpt_loaded *ck, model_opts *opts, 
     if (rc)
         return rc;
     if (model_opts_from_description(ck->hdr.model, opts, seq_len, err)) {
-        ddp_fail(err, DDP_EUSAGE, "%s: checkpoint of %s; only GPT-2 and Llama checkpoints can be generated from",
+        ddp_fail(err, DDP_EUSAGE, "%s: checkpoint of %s; only language models' checkpoints can be generated from",
                  path, ck->hdr.model);
         ckpt_loaded_free(ck);
         return DDP_EUSAGE;

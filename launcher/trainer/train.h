@@ -38,7 +38,7 @@ int train_run(const config *cfg, comm *ctl, notice_watch *notice, ddp_err *err);
 
 /* The memory plan a job of cfg on `world` ranks would log (train_run's header line, the same
  * function), printed to out with the model's parameter count, computed from the model's tensor
- * table and activation sizes (model_size) without a device, data or MPI. GPT-2 and Llama only (the
+ * table and activation sizes (model_size) without a device, data or MPI. Language models only (the
  * MLP's shape follows its data); a model the config leaves to checkpoint.init_from is refused. */
 int train_plan(const config *cfg, int world, FILE *out, ddp_err *err);
 

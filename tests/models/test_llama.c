@@ -178,7 +178,7 @@ static void check_tied(lfx *x)
     llama_shape ts = x->shape;
     ts.tie_embeddings = true;
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = ts.vocab_size};
-    CHECK(llama_create(&ts, untied->act_dtype, d, &data, f->B, 0, &tied, &err) == 0, "tied: %s", err.msg);
+    CHECK(llama_create(&llama_family_llama, &ts, untied->act_dtype, d, &data, f->B, 0, &tied, &err) == 0, "tied: %s", err.msg);
     if (!tied)
         return;
     const param_tensor *emb = model_find_tensor(untied, "model.embed_tokens.weight"),
@@ -280,13 +280,13 @@ static void check_description(lfx *x)
     int64_t T = 0;
     ddp_err err = {0};
     const char *desc = x->f.m->description;
-    CHECK(llama_parse_description(desc, &s, &T, &err) == 0, "%s", err.msg);
+    CHECK(llama_parse_description(&llama_family_llama, desc, &s, &T, &err) == 0, "%s", err.msg);
     CHECK(shape_equal(&s, &x->shape) && T == x->f.T, "\"%s\" parsed to another shape", desc);
     llama_shape odd = {3, 8, 1, 48, 100, 64, 50257, 500000, 1e-6, true};
     char text[MODEL_DESCRIPTION_MAX + 32];
-    llama_format_shape(&odd, text, sizeof text);
+    llama_format_shape(&llama_family_llama, &odd, text, sizeof text);
     strcat(text, " seq_len=64");
-    CHECK(llama_parse_description(text, &s, &T, &err) == 0 && shape_equal(&s, &odd) && T == 64, "%s: %s",
+    CHECK(llama_parse_description(&llama_family_llama, text, &s, &T, &err) == 0 && shape_equal(&s, &odd) && T == 64, "%s: %s",
           text, err.msg);
     CHECK_STR_CONTAINS(text, "rope_theta=500000 norm_eps=1e-06 tie_embeddings=1");
     const char *bad[] = {"gpt2 n_layer=2 n_head=4 n_embd=64 block_size=16 vocab_size=300 seq_len=16",
@@ -299,7 +299,7 @@ static void check_description(lfx *x)
                          "llama n_layer=2 n_head=4 n_kv_head=2 n_embd=64 ffn_hidden=176 block_size=16 vocab_size=300 "
                          "rope_theta=-1 norm_eps=1e-05 tie_embeddings=0 seq_len=16"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        CHECK(llama_parse_description(bad[i], &s, &T, &err) == DDP_EUSAGE, "accepted \"%s\"", bad[i]);
+        CHECK(llama_parse_description(&llama_family_llama, bad[i], &s, &T, &err) == DDP_EUSAGE, "accepted \"%s\"", bad[i]);
         CHECK_STR_CONTAINS(err.msg, "not a Llama model");
     }
 }
@@ -325,11 +325,11 @@ static void check_create(device *d)
     }
     llama_shape bad = opts.llama;
     bad.n_kv_head = 3;
-    CHECK(llama_create(&bad, TENSOR_F32, d, &data, 2, 0, &m, &err) == DDP_EUSAGE, "n_kv_head 3 of 2 heads built");
+    CHECK(llama_create(&llama_family_llama, &bad, TENSOR_F32, d, &data, 2, 0, &m, &err) == DDP_EUSAGE, "n_kv_head 3 of 2 heads built");
     CHECK_STR_CONTAINS(err.msg, "model.llama.n_head 2 is not divisible by model.llama.n_kv_head 3");
     bad = opts.llama;
     bad.n_embd = 6; /* head size 3 */
-    CHECK(llama_create(&bad, TENSOR_F32, d, &data, 2, 0, &m, &err) == DDP_EUSAGE, "odd head size built");
+    CHECK(llama_create(&llama_family_llama, &bad, TENSOR_F32, d, &data, 2, 0, &m, &err) == DDP_EUSAGE, "odd head size built");
     CHECK_STR_CONTAINS(err.msg, "is not an even head size");
 }
 
@@ -348,7 +348,7 @@ static void check_deepest_names(void)
     model tbl;
     memset(&tbl, 0, sizeof tbl);
     ddp_err err = {0};
-    CHECK(llama_tensor_table(&s, &tbl, &err) == DDP_OK, "%d layers: %s", LLAMA_MAX_LAYERS, err.msg);
+    CHECK(llama_tensor_table(&llama_family_llama, &s, &tbl, &err) == DDP_OK, "%d layers: %s", LLAMA_MAX_LAYERS, err.msg);
     int n_block = (int)(sizeof block / sizeof block[0]);
     CHECK(tbl.n_tensors == 3 + LLAMA_MAX_LAYERS * n_block, "%d tensors", tbl.n_tensors);
     int wrong = 0;

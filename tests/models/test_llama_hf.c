@@ -45,7 +45,7 @@ static model *build_shape(const llama_shape *s)
     sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = s->vocab_size};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(llama_create(s, TENSOR_F32, dev, &data, B, 0, &m, &err) == DDP_OK, "llama_create: %s", err.msg);
+    CHECK(llama_create(&llama_family_llama, s, TENSOR_F32, dev, &data, B, 0, &m, &err) == DDP_OK, "llama_create: %s", err.msg);
     return m;
 }
 
@@ -95,7 +95,7 @@ static void refused(model *m, const char *dir, const char *needle, const char *n
 {
     float *before = params_of(m);
     ddp_err err = {0};
-    CHECK(llama_hf_load_model(m, dir, &err) == DDP_EUSAGE, "%s loaded", dir);
+    CHECK(llama_hf_load_model(&llama_family_llama, m, dir, &err) == DDP_EUSAGE, "%s loaded", dir);
     CHECK_STR_CONTAINS(err.msg, needle);
     if (needle2)
         CHECK_STR_CONTAINS(err.msg, needle2);
@@ -132,7 +132,7 @@ static void test_fixture(const int32_t *input, const float *ref, const float *re
           "config.json's shape is MANIFEST's");
     model *m = build();
     CHECK(m->ops->init_params(m, 1, &err) == DDP_OK, "init: %s", err.msg);
-    CHECK(llama_hf_load_model(m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
+    CHECK(llama_hf_load_model(&llama_family_llama, m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
     float *p = params_of(m);
     CHECK(rows_zero(p, model_find_tensor(m, "model.embed_tokens.weight"), shape.vocab_size) &&
           rows_zero(p, model_find_tensor(m, "lm_head.weight"), shape.vocab_size),
@@ -142,7 +142,7 @@ static void test_fixture(const int32_t *input, const float *ref, const float *re
     printf("hf-llama-tiny: largest logit error %.3g of the largest logit (tolerance %.3g)\n", e, TOL);
     CHECK(e <= TOL, "logits differ from transformers' by %.3g", e);
 
-    CHECK(llama_hf_load_model(m, bf16_dir, &err) == DDP_OK, "bf16 import: %s", err.msg);
+    CHECK(llama_hf_load_model(&llama_family_llama, m, bf16_dir, &err) == DDP_OK, "bf16 import: %s", err.msg);
     e = logits_error(m, input, ref_bf16);
     printf("hf-llama-tiny/bf16: largest logit error %.3g against logits_bf16\n", e);
     CHECK(e <= TOL, "bf16 logits differ from transformers' by %.3g", e);
@@ -184,7 +184,7 @@ static void test_sharded(const int32_t *input, const float *ref)
     }
     model *m = build();
     ddp_err err = {0};
-    CHECK(llama_hf_load_model(m, sharded("sharded", t, n, n / 2), &err) == DDP_OK, "sharded: %s", err.msg);
+    CHECK(llama_hf_load_model(&llama_family_llama, m, sharded("sharded", t, n, n / 2), &err) == DDP_OK, "sharded: %s", err.msg);
     CHECK(logits_error(m, input, ref) <= TOL, "logits from two shards");
     m->ops->destroy(m);
     free_tensors(t, n);
@@ -202,10 +202,10 @@ static void test_tied(void)
     out_tensor *head = find(t, n, "lm_head.weight"), *embed = find(t, n, "model.embed_tokens.weight");
     memcpy(head->data, embed->data, sizeof(float) * (size_t)(embed->shape[0] * embed->shape[1]));
     ddp_err err = {0};
-    CHECK(llama_hf_load_model(m, variant("tied", config, t, n), &err) == DDP_OK, "tied, lm_head = embed: %s", err.msg);
+    CHECK(llama_hf_load_model(&llama_family_llama, m, variant("tied", config, t, n), &err) == DDP_OK, "tied, lm_head = embed: %s", err.msg);
     out_tensor moved = *head; /* lm_head last, then left out */
     *head = t[n - 1], t[n - 1] = moved;
-    CHECK(llama_hf_load_model(m, variant("tied-no-head", config, t, n - 1), &err) == DDP_OK, "tied: %s", err.msg);
+    CHECK(llama_hf_load_model(&llama_family_llama, m, variant("tied-no-head", config, t, n - 1), &err) == DDP_OK, "tied: %s", err.msg);
     t[n - 1].data[3] += 1.0f;
     refused(m, variant("tied-differs", config, t, n), "lm_head.weight differs from model.embed_tokens.weight", NULL);
     free(config);
@@ -277,15 +277,15 @@ static void test_refusals(void)
     config = config_with(fx.dir, "num_key_value_heads", kv);
     llama_shape other = shape;
     other.n_kv_head = shape.n_head;
-    llama_format_shape(&other, have, sizeof have);
-    llama_format_shape(&shape, want_shape, sizeof want_shape);
+    llama_format_shape(&llama_family_llama, &other, have, sizeof have);
+    llama_format_shape(&llama_family_llama, &shape, want_shape, sizeof want_shape);
     refused(m, variant("config", config, t, n), have, want_shape);
     free(config);
     /* the shapes differ only in a real number */
     config = config_with(fx.dir, "rope_theta", "12345.5");
     other = shape;
     other.rope_theta = 12345.5;
-    llama_format_shape(&other, have, sizeof have);
+    llama_format_shape(&llama_family_llama, &other, have, sizeof have);
     refused(m, variant("config", config, t, n), have, want_shape);
     free(config);
     m->ops->destroy(m);
@@ -345,38 +345,38 @@ static void test_export(void)
     model *m = build(), *back = build();
     ddp_err err = {0};
     int files = 0;
-    CHECK(llama_hf_load_model(m, bf16_dir, &err) == DDP_OK, "bf16 import: %s", err.msg);
+    CHECK(llama_hf_load_model(&llama_family_llama, m, bf16_dir, &err) == DDP_OK, "bf16 import: %s", err.msg);
     float *p = params_of(m);
     host_params h = {m, p, NULL};
     const char *dir = export_dir("export-bf16-fixture");
-    CHECK(llama_hf_write(dir, &shape, ST_BF16, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, ST_BF16, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "bf16 export: %s", err.msg);
     CHECK(files == 1 && same_weights(dir, bf16_dir), "the bf16 export is bf16/model.safetensors byte for byte");
     CHECK(config_is_fixtures(dir, bf16_dir), "the bf16 export's config.json is bf16/'s");
     free(p);
 
-    CHECK(llama_hf_load_model(m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
+    CHECK(llama_hf_load_model(&llama_family_llama, m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
     p = params_of(m);
     h.p = p;
     dir = export_dir("export");
-    CHECK(llama_hf_write(dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "export: %s", err.msg);
     CHECK(files == 1 && same_weights(dir, fx.dir), "the export's model.safetensors is the fixture's byte for byte");
     CHECK(config_is_fixtures(dir, fx.dir), "the export's config.json is the fixture's");
 
     dir = export_dir("export-shards");
-    CHECK(llama_hf_write(dir, &shape, ST_F32, m->n_params, host_src, &h, &files, &err) == DDP_OK, "sharded: %s",
+    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, ST_F32, m->n_params, host_src, &h, &files, &err) == DDP_OK, "sharded: %s",
           err.msg);
     CHECK(files >= 3, "%d shards of at most %zu bytes", files, m->n_params);
-    CHECK(llama_hf_load_model(back, dir, &err) == DDP_OK, "sharded export imported: %s", err.msg);
+    CHECK(llama_hf_load_model(&llama_family_llama, back, dir, &err) == DDP_OK, "sharded export imported: %s", err.msg);
     float *q = params_of(back);
     CHECK(!memcmp(p, q, m->n_params * sizeof *p), "sharded export imported back bit for bit");
     free(q);
 
     dir = export_dir("export-bf16");
-    CHECK(llama_hf_write(dir, &shape, ST_BF16, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, ST_BF16, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "bf16: %s", err.msg);
-    CHECK(llama_hf_load_model(back, dir, &err) == DDP_OK, "bf16 export imported: %s", err.msg);
+    CHECK(llama_hf_load_model(&llama_family_llama, back, dir, &err) == DDP_OK, "bf16 export imported: %s", err.msg);
     q = params_of(back);
     size_t bad = 0, moved = 0;
     for (size_t i = 0; i < m->n_params; i++)
@@ -387,7 +387,7 @@ static void test_export(void)
 
     dir = export_dir("export-lacking");
     h.lacks = "model.norm.weight";
-    CHECK(llama_hf_write(dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_EUSAGE,
+    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_EUSAGE,
           "a tensor the source lacks");
     CHECK_STR_CONTAINS(err.msg, "no tensor model.norm.weight");
     CHECK(rmdir(dir) == 0, "%s: nothing written", dir);
@@ -403,7 +403,7 @@ int main(void)
         return 1;
     snprintf(bf16_dir, sizeof bf16_dir, "%s/bf16", fx.dir);
     B = fixture_header_int(&fx, "B"), T = fixture_header_int(&fx, "T");
-    CHECK(llama_hf_read_shape(fx.dir, &shape, &err) == DDP_OK, "config.json: %s", err.msg);
+    CHECK(llama_hf_read_shape(&llama_family_llama, fx.dir, &shape, &err) == DDP_OK, "config.json: %s", err.msg);
     int32_t *input = fixture_load(&fx, "input", NULL);
     float *ref = fixture_load(&fx, "logits", NULL), *ref_bf16 = fixture_load(&fx, "logits_bf16", NULL);
     CHECK(input && ref && ref_bf16 && B > 0 && T > 0, "fixture input/logits/logits_bf16 and B, T");

@@ -202,7 +202,7 @@ mpirun -np 1 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$SMALL" run.dir="$
     data.synthetic.train=256 data.synthetic.test=64 train.max_steps=5 >/dev/null 2>&1
 M=$(last_ckpt "$TMP/mlp")
 check "an MLP run's checkpoint" [ -n "$M" ]
-refused "an MLP checkpoint" "checkpoint of mlp .*only GPT-2 and Llama checkpoints can be exported to Hugging Face" "$M" "$TMP/mlp-hf"
+refused "an MLP checkpoint" "checkpoint of mlp .*only language models' checkpoints can be exported to Hugging Face" "$M" "$TMP/mlp-hf"
 check "and the folder not created" [ ! -e "$TMP/mlp-hf" ]
 for bad in "--dtype f16" "--max-shard-mb 0" "--max-shard-mb x" "--max-shard-mb"; do
     refused "ckpt export --format hf $bad" "usage:" $bad "$A" "$TMP/bad"

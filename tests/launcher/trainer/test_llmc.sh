@@ -147,5 +147,5 @@ check "naming the model" grep -q "checkpoint of mlp hidden=\[64,32\].*only GPT-2
 check "and writing nothing" [ ! -e "$TMP/out/mlp.bin" ]
 "$DDPRUN" generate "$M" --tokenizer "$DATA/tokenizer.bin" >/dev/null 2>"$TMP/mlpg.err"
 check "generate from an MLP checkpoint: exit 2" [ $? -eq 2 ]
-check "naming the model" grep -q "checkpoint of mlp hidden=.*only GPT-2 and Llama checkpoints can be generated from" "$TMP/mlpg.err"
+check "naming the model" grep -q "checkpoint of mlp hidden=.*only language models' checkpoints can be generated from" "$TMP/mlpg.err"
 finish
