@@ -60,23 +60,35 @@ static void llama_resolve(model_kind_opts *o, const model_general *g)
     s->ffn_hidden = (hidden + multiple_of - 1) / multiple_of * multiple_of;
 }
 
+bool llama_config_heads_uneven(const llama_shape *s) { return s->n_head && s->n_embd % s->n_head; }
+bool llama_config_head_odd(const llama_shape *s)
+{
+    return s->n_head && !llama_config_heads_uneven(s) && (s->n_embd / s->n_head) % 2;
+}
+bool llama_config_kv_uneven(const llama_shape *s) { return s->n_kv_head && s->n_head % s->n_kv_head; }
+bool llama_config_seq_over_block(const llama_shape *s, const model_general *g)
+{
+    return g->tokens && s->block_size && g->seq_len > s->block_size;
+}
+
 static bool heads_uneven(const model_kind_opts *o, const model_general *g)
 {
     (void)g;
-    return o->llama.n_head && o->llama.n_embd % o->llama.n_head;
+    return llama_config_heads_uneven(&o->llama);
 }
 static bool head_odd(const model_kind_opts *o, const model_general *g)
 {
-    return o->llama.n_head && !heads_uneven(o, g) && (o->llama.n_embd / o->llama.n_head) % 2;
+    (void)g;
+    return llama_config_head_odd(&o->llama);
 }
 static bool kv_uneven(const model_kind_opts *o, const model_general *g)
 {
     (void)g;
-    return o->llama.n_kv_head && o->llama.n_head % o->llama.n_kv_head;
+    return llama_config_kv_uneven(&o->llama);
 }
 static bool seq_over_block(const model_kind_opts *o, const model_general *g)
 {
-    return g->tokens && o->llama.block_size && g->seq_len > o->llama.block_size;
+    return llama_config_seq_over_block(&o->llama, g);
 }
 
 static const model_key_rule llama_rules[] = {
@@ -87,12 +99,9 @@ static const model_key_rule llama_rules[] = {
     {"model.llama.block_size", "data.seq_len", seq_over_block, "data.seq_len <= model.llama.block_size"},
 };
 
-/* names: n_layer, n_head, n_kv_head, n_embd, ffn_hidden, block_size, vocab_size, rope_theta, norm_eps,
- * tie_embeddings */
-static int llama_shape_check(const model_kind_opts *o, const model_general *g, const char *file,
+int llama_config_check_shape(const llama_shape *s, const char *block_key, const model_general *g, const char *file,
                              const char *const names[], ddp_err *err)
 {
-    const llama_shape *s = &o->llama;
     if (s->n_embd % s->n_head)
         return model_config_not_divisible(file, names[3], s->n_embd, names[1], s->n_head, err);
     if (s->n_embd / s->n_head % 2)
@@ -101,7 +110,13 @@ static int llama_shape_check(const model_kind_opts *o, const model_general *g, c
                         (long long)s->n_head);
     if (s->n_head % s->n_kv_head)
         return model_config_not_divisible(file, names[1], s->n_head, names[2], s->n_kv_head, err);
-    return model_config_seq_len_fits(g, "model.llama.block_size", s->block_size, names[5], file, err);
+    return model_config_seq_len_fits(g, block_key, s->block_size, names[5], file, err);
+}
+
+static int llama_shape_check(const model_kind_opts *o, const model_general *g, const char *file,
+                             const char *const names[], ddp_err *err)
+{
+    return llama_config_check_shape(&o->llama, "model.llama.block_size", g, file, names, err);
 }
 
 /* Betas as GPT-2's. A Llama starts from a Hugging Face folder only. */

@@ -74,4 +74,16 @@ int model_config_not_divisible(const char *file, const char *name, int64_t v, co
 int model_config_seq_len_fits(const model_general *g, const char *key, int64_t block_size, const char *name,
                               const char *file, ddp_err *err);
 
+/* The Llama family's rules (llama_config.c), for any family's shape: heads dividing the width, an
+ * even head size, kv heads dividing the heads, data.seq_len within the block size; and the checks
+ * of a shape checkpoint.init_from brought (names: n_layer, n_head, n_kv_head, n_embd, ffn_hidden,
+ * block_size, vocab_size, rope_theta, norm_eps, tie_embeddings; block_key: the family's
+ * block_size key). */
+bool llama_config_heads_uneven(const llama_shape *s);
+bool llama_config_head_odd(const llama_shape *s);
+bool llama_config_kv_uneven(const llama_shape *s);
+bool llama_config_seq_over_block(const llama_shape *s, const model_general *g);
+int llama_config_check_shape(const llama_shape *s, const char *block_key, const model_general *g, const char *file,
+                             const char *const names[], ddp_err *err);
+
 #endif
