@@ -29,7 +29,7 @@
  * writer relies on it), or NULL past the end. Indices are stable: cfg_loader.origin uses them. */
 const cfg_key *cfg_key_at(int i);
 int cfg_key_count(void);
-#define CFG_MAX_KEYS 96
+#define CFG_MAX_KEYS 256 /* the general keys and each model kind's section (about a dozen a kind), with room for more kinds */
 #define CFG_KEY_MAX 256         /* longest dotted path we accept, NUL included */
 
 int cfg_key_find(const char *path);          /* index for cfg_key_at, or -1 */
