@@ -1,7 +1,7 @@
 /* train.h — one rank's whole training job: setup, the step loop, evaluation, checkpoints.
  *
  * train_run is what ddprun-worker calls after MPI_Init and config_load; it builds nothing before the
- * model.gpt2 or model.llama shape keys the config leaves to checkpoint.init_from have its shape. It returns DDP_OK when
+ * model section's shape keys the config leaves to checkpoint.init_from have its shape. It returns DDP_OK when
  * training completed, DDP_EPREEMPTED when a stop request was agreed on by all ranks and a
  * checkpoint was saved, DDP_ENONFINITE when all ranks agreed to stop on a non-finite value
  * (nothing saved from it; err says what and where), or an error code with err filled. It must not call MPI_Init/Finalize or

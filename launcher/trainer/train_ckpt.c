@@ -12,8 +12,8 @@
  * is saved: every stream is derived from run.seed, its purpose and the epoch (README, "How it
  * works"; docs/checkpoint-format.md, "Resuming"). A job that loads no checkpoint and has
  * checkpoint.init_from starts from that llm.c model file (models/gpt2_llmc.h) or Hugging Face
- * folder (a directory: models/gpt2_hf.h, models/llama_hf.h for a Llama) instead, read by rank 0
- * and broadcast like a checkpoint; the model.gpt2 or model.llama shape keys a config leaves out are
+ * folder (a directory), through the kind's row of models/model_files.h, instead, read by rank 0
+ * and broadcast like a checkpoint; the model section's shape keys a config leaves out are
  * its shape, read by rank 0 and broadcast before anything is built, on a resume too (so the config
  * hash is the same). Before every save all ranks check that the parameters and optimizer state are
  * finite (train_finite.c): a checkpoint is never written from NaN or

@@ -260,7 +260,7 @@ int train_zero_collect(train_job *t, const float *state, float *global, ddp_err 
 int train_zero_distribute(train_job *t, const float *global, float *state, ddp_err *err);
 
 /* train_ckpt.c */
-/* Before anything is built: the model.gpt2 or model.llama shape keys cfg leaves to
+/* Before anything is built: the model section's shape keys cfg leaves to
  * checkpoint.init_from, read by rank 0 and broadcast, into cfg on every rank (config_take_shape);
  * nothing when none is. */
 int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err);
