@@ -65,7 +65,7 @@ extern const model_config_kind *const model_config_kinds[];
 extern const int model_n_config_kinds;
 extern const char *const model_kind_names[];
 
-extern const model_config_kind mlp_config_kind, gpt2_config_kind, llama_config_kind;
+extern const model_config_kind mlp_config_kind, gpt2_config_kind, llama_config_kind, qwen2_config_kind;
 
 /* Helpers the kinds' shape checks share (model_config.c): "checkpoint.init_from's FILE: NAME V is not
  * divisible by BY_NAME BY", and data.seq_len against the block size key a shape brings. */

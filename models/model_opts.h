@@ -16,7 +16,7 @@
 
 #define MLP_MAX_HIDDEN 16
 
-typedef enum { MODEL_MLP, MODEL_GPT2, MODEL_LLAMA } model_kind;
+typedef enum { MODEL_MLP, MODEL_GPT2, MODEL_LLAMA, MODEL_QWEN2 } model_kind;
 
 /* The MLP's hidden layers and activation (its input width and class count come from the data). */
 typedef struct mlp_opts {
@@ -48,6 +48,7 @@ typedef struct model_kind_opts {
     gpt2_shape gpt2;
     llama_shape llama;          /* ffn_hidden resolved by the load (model.llama.ffn_hidden 0) */
     int64_t llama_multiple_of;  /* model.llama.multiple_of: Llama's rule for ffn_hidden 0 */
+    llama_shape qwen2;          /* Qwen2: the Llama's block with q/k/v biases (models/qwen2.h) */
 } model_kind_opts;
 
 /* A shape read from checkpoint.init_from's file, in its kind's member. */
@@ -61,6 +62,7 @@ typedef struct model_opts {
     mlp_opts mlp;           /* kind MODEL_MLP's */
     gpt2_shape gpt2;        /* kind MODEL_GPT2's */
     llama_shape llama;      /* kind MODEL_LLAMA's */
+    llama_shape qwen2;      /* kind MODEL_QWEN2's */
     /* activations' and GEMM operands' type: TENSOR_F32, or TENSOR_BF16 (a GPT-2 or Llama on
      * the CUDA backend: fp32 parameters with a bf16 copy to compute with) */
     tensor_dtype compute;

@@ -16,6 +16,7 @@
 #include "llama.h"
 #include "llama_hf.h"
 #include "mlp.h"
+#include "qwen2.h"
 
 typedef int (*model_build_fn)(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
                               size_t param_tail, model **out, ddp_err *err);
@@ -36,6 +37,12 @@ static int build_llama(const model_opts *opts, device *dev, const sample_layout 
                        size_t param_tail, model **out, ddp_err *err)
 {
     return llama_create(&llama_family_llama, &opts->llama, opts->compute, dev, data, max_rows, param_tail, out, err);
+}
+
+static int build_qwen2(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
+                       size_t param_tail, model **out, ddp_err *err)
+{
+    return llama_create(&qwen2_family, &opts->qwen2, opts->compute, dev, data, max_rows, param_tail, out, err);
 }
 
 /* What build would make, sized without a device (model_size). */
@@ -60,6 +67,15 @@ static int size_llama(const model_opts *opts, const sample_layout *data, int64_t
     return rc;
 }
 
+static int size_qwen2(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
+{
+    int rc = llama_tensor_table(&qwen2_family, &opts->qwen2, m, err);
+    if (!rc && (rc = llama_activation_bytes(&qwen2_family, &opts->qwen2, opts->compute,
+                                            data->input.count, max_rows, &m->activation_bytes, err)))
+        model_free_tensors(m);
+    return rc;
+}
+
 /* The shape and sequence length back from a description, into opts; an error when it is not this
  * kind's. */
 typedef int (*model_parse_fn)(const char *desc, model_opts *opts, int64_t *seq_len, ddp_err *err);
@@ -74,6 +90,11 @@ static int parse_llama(const char *desc, model_opts *opts, int64_t *seq_len, ddp
     return llama_parse_description(&llama_family_llama, desc, &opts->llama, seq_len, err);
 }
 
+static int parse_qwen2(const char *desc, model_opts *opts, int64_t *seq_len, ddp_err *err)
+{
+    return llama_parse_description(&qwen2_family, desc, &opts->qwen2, seq_len, err);
+}
+
 static const struct {
     model_kind kind;
     model_build_fn build;
@@ -85,6 +106,7 @@ static const struct {
     {MODEL_MLP, build_mlp, NULL, NULL},
     {MODEL_GPT2, build_gpt2, parse_gpt2, size_gpt2},
     {MODEL_LLAMA, build_llama, parse_llama, size_llama},
+    {MODEL_QWEN2, build_qwen2, parse_qwen2, size_qwen2},
 };
 
 int model_create(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
@@ -113,7 +135,8 @@ int model_opts_from_description(const char *desc, model_opts *opts, int64_t *seq
 
 model_opts model_opts_make(model_kind kind, const model_kind_opts *o, tensor_dtype compute)
 {
-    return (model_opts){.kind = kind, .mlp = o->mlp, .gpt2 = o->gpt2, .llama = o->llama, .compute = compute};
+    return (model_opts){.kind = kind, .mlp = o->mlp, .gpt2 = o->gpt2, .llama = o->llama, .qwen2 = o->qwen2,
+                        .compute = compute};
 }
 
 int model_size(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
@@ -180,6 +203,29 @@ static int llama_export(const char *dir, const model_opts *opts, st_dtype dtype,
     return llama_hf_write(&llama_family_llama, dir, &opts->llama, dtype, max_shard_bytes, src, ctx, files, err);
 }
 
+static int qwen2_read_shape(const char *path, bool hf, void *shape, ddp_err *err)
+{
+    return hf ? llama_hf_read_shape(&qwen2_family, path, shape, err)
+              : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Qwen2 starts from a Hugging Face folder", path);
+}
+
+static void qwen2_format(const void *shape, char *out, size_t size)
+{
+    llama_format_shape(&qwen2_family, shape, out, size);
+}
+
+static int qwen2_load(model *m, const char *path, bool hf, ddp_err *err)
+{
+    return hf ? llama_hf_load_model(&qwen2_family, m, path, err)
+              : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Qwen2 starts from a Hugging Face folder", path);
+}
+
+static int qwen2_export(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes,
+                        gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
+{
+    return llama_hf_write(&qwen2_family, dir, &opts->qwen2, dtype, max_shard_bytes, src, ctx, files, err);
+}
+
 static const struct {
     model_kind kind;
     model_files files;
@@ -188,6 +234,8 @@ static const struct {
                   gpt2_load, gpt2_export, gpt2_llmc_export}},
     {MODEL_LLAMA, {"llama", true, false, "LlamaForCausalLM", llama_hf_names, NULL, llama_read_shape, llama_format,
                    llama_load, llama_export, NULL}},
+    {MODEL_QWEN2, {"qwen2", true, false, "Qwen2ForCausalLM", llama_hf_names, NULL, qwen2_read_shape, qwen2_format,
+                   qwen2_load, qwen2_export, NULL}},
 };
 
 const model_files *model_files_of(model_kind kind)

@@ -4,7 +4,8 @@
 #  - its line is the very line the training job logs in its header, at np=1, np=2 and np=3 with
 #    ZeRO-1, for both models (tiny configs, a 3-step job each);
 #  - the parameter counts of configs/gpt2_124m.yaml, configs/llama3_1b.yaml (Llama-3.2-1B's shape:
-#    1,235,814,400, Hugging Face's count) and configs/llama_kjv.yaml equal the closed formulas of
+#    1,235,814,400, Hugging Face's count), configs/qwen2.5_0.5b.yaml (Qwen2.5-0.5B's: 494,032,768,
+#    fitting an 80 GB GPU) and configs/llama_kjv.yaml equal the closed formulas of
 #    their shapes, and each line's total is the sum of its parts (bf16 copies included);
 #  - ZeRO-1 divides the optimizer state by the ranks; -np before or after plan;
 #  - with train.global_batch, the activations are the micro-batch the world size gets (job and plan);
@@ -64,6 +65,8 @@ if kind == "gpt2":
 else:
     hd = C // s["NH"]
     block = 2 * C + C * s["NH"] * hd + 2 * C * s["NKV"] * hd + s["NH"] * hd * C + 3 * C * s["F"]
+    if kind == "qwen2":  # the q, k and v projections' biases
+        block += (s["NH"] + 2 * s["NKV"]) * hd
     print(Vp * C * (1 if s["tie"] else 2) + L * block + C)
 PY
 }
@@ -94,6 +97,16 @@ check "llama3_1b: bf16 copies of parameters and gradients (2 bytes each)" \
 check "llama3_1b: the parts add up to the total" parts_add_up "$TMP/1b.plan"
 "$DDPRUN" plan "$DDP_SRC/configs/llama3_1b.yaml" -np 4 >"$TMP/1b4.plan" 2>/dev/null
 check "-np after plan: ZeRO-1 over 4 ranks" grep -q "optimizer state 2357.1 MiB (ZeRO-1 over 4 ranks" "$TMP/1b4.plan"
+
+"$DDPRUN" -np 8 plan "$DDP_SRC/configs/qwen2.5_0.5b.yaml" >"$TMP/qwen.plan" 2>"$TMP/qwen.err"
+check "qwen2.5_0.5b at np=8: ddprun -np 8 plan exits 0" [ $? -eq 0 ]
+cat "$TMP/qwen.plan"
+want=$(params_formula qwen2 L=24 C=896 NH=14 NKV=2 F=4864 V=151936 tie=1)
+check "qwen2.5_0.5b: $(plan_params "$TMP/qwen.plan") parameters = the formula's $want = Qwen2.5-0.5B's 494032768" \
+    [ "$(plan_params "$TMP/qwen.plan")" = "$want" -a "$want" = 494032768 ]
+check "qwen2.5_0.5b: the parts add up to the total" parts_add_up "$TMP/qwen.plan"
+check "qwen2.5_0.5b: fits an 80 GB GPU (76293 MiB)" python3 -c \
+    "import sys, re; sys.exit(float(re.findall(r'([0-9.]+) MiB in all', open('$TMP/qwen.plan').read())[0]) > 76293)"
 
 "$DDPRUN" -np 8 plan "$DDP_SRC/configs/gpt2_124m.yaml" >"$TMP/124m.plan" 2>/dev/null
 want=$(params_formula gpt2 L=12 C=768 T=1024 V=50257)

@@ -1,0 +1,290 @@
+/* test_qwen2_hf.c — Qwen2 (models/qwen2.c: the Llama family with q/k/v biases) imported from and
+ * exported to a Hugging Face `save_pretrained` folder on the CPU backend, against fixture
+ * hf-qwen2-tiny: the shape from config.json (checked against MANIFEST's header); the float32
+ * import's logits against the `logits` transformers computed, the bf16/ folder's against
+ * `logits_bf16`; the export of each import is the fixture's model.safetensors byte for byte and
+ * its config.json but for transformers_version; the biases' gradients against central differences
+ * of the loss (a bias whose gradient is dropped or misplaced fails); the description read back as
+ * Qwen2 and not as a Llama; a Llama folder refused as Qwen2 and the Qwen2 folder as a Llama, each
+ * naming model_type. Every shape comes from MANIFEST and config.json, so another fixture made the
+ * same way passes unchanged. */
+#include "tests/check.h"
+#include "tests/fixture.h"
+
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "models/llama_hf.h"
+#include "models/qwen2.h"
+#include "tests/models/hf_folder_util.h"
+
+/* tests/fixtures/hf-qwen2-tiny/README.md: HF reloading the checkpoint in float32 reproduces
+ * `logits` within 2.9e-7 of the largest logit; a correct float32 implementation is held to a few
+ * times that. */
+#define LOGITS_NOISE_FLOOR 2.9e-7
+#define TOL (8 * LOGITS_NOISE_FLOOR)
+
+static fixture_manifest fx;
+static device *dev;
+static llama_shape shape;
+static int64_t B, T;
+static char tmp[] = "/tmp/test_qwen2_hf.XXXXXX";
+static char bf16_dir[sizeof fx.dir + 8];
+
+static model *build(void)
+{
+    sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = shape.vocab_size};
+    model *m = NULL;
+    ddp_err err = {0};
+    CHECK(llama_create(&qwen2_family, &shape, TENSOR_F32, dev, &data, B, 0, &m, &err) == DDP_OK, "create: %s",
+          err.msg);
+    return m;
+}
+
+static float *params_of(model *m)
+{
+    float *host = malloc(m->n_params * sizeof *host);
+    dev->ops->download(dev, host, m->params, m->n_params * sizeof *host, NULL);
+    return host;
+}
+
+/* The batch: the fixture's input, its next tokens as the targets (the last position's own). */
+typedef struct batch_dev { void *x, *y, *stats; model_batch b; } batch_dev;
+
+static batch_dev batch_make(const int32_t *input)
+{
+    int64_t rows = B * T;
+    int32_t *target = malloc(sizeof(int32_t) * (size_t)rows);
+    for (int64_t i = 0; i < rows; i++)
+        target[i] = (i + 1) % T ? input[i + 1] : input[i];
+    batch_dev d = {0};
+    dev->ops->alloc(dev, sizeof(int32_t) * (size_t)rows, &d.x, NULL);
+    dev->ops->alloc(dev, sizeof(int32_t) * (size_t)rows, &d.y, NULL);
+    dev->ops->alloc(dev, 2 * sizeof(float), &d.stats, NULL);
+    dev->ops->upload(dev, d.x, input, sizeof(int32_t) * (size_t)rows, NULL);
+    dev->ops->upload(dev, d.y, target, sizeof(int32_t) * (size_t)rows, NULL);
+    free(target);
+    d.b = (model_batch){.inputs = d.x, .targets = d.y, .rows = B};
+    return d;
+}
+
+static void batch_free(batch_dev *d)
+{
+    dev->ops->free(dev, d->x);
+    dev->ops->free(dev, d->y);
+    dev->ops->free(dev, d->stats);
+}
+
+/* The summed loss of the batch (stats[0]). */
+static double loss_of(model *m, batch_dev *d)
+{
+    float stats[2];
+    ddp_err err = {0};
+    dev->ops->fill(dev, TENSOR_F32, d->stats, 2, 0.0f, NULL);
+    CHECK(m->ops->evaluate(m, &d->b, d->stats, &err) == DDP_OK, "evaluate: %s", err.msg);
+    dev->ops->download(dev, stats, d->stats, sizeof stats, NULL);
+    return stats[0];
+}
+
+/* The largest |logit - reference| over the vocabulary's columns, relative to the largest |reference|. */
+static double logits_error(model *m, batch_dev *d, const float *ref)
+{
+    int64_t rows = B * T, V = shape.vocab_size, ld = 0;
+    loss_of(m, d);
+    const void *p = m->ops->logits(m, &ld);
+    float *logits = malloc(sizeof(float) * (size_t)(rows * ld));
+    dev->ops->download(dev, logits, p, sizeof(float) * (size_t)(rows * ld), NULL);
+    double worst = 0, top = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t v = 0; v < V; v++) {
+            worst = fmax(worst, fabs((double)logits[r * ld + v] - ref[r * V + v]));
+            top = fmax(top, fabs((double)ref[r * V + v]));
+        }
+    free(logits);
+    return worst / top;
+}
+
+static void test_import(model *m, batch_dev *d, const float *ref, const float *ref_bf16)
+{
+    ddp_err err = {0};
+    CHECK(fixture_header_int(&fx, "L") == shape.n_layer && fixture_header_int(&fx, "C") == shape.n_embd &&
+          fixture_header_int(&fx, "NH") == shape.n_head && fixture_header_int(&fx, "NKV") == shape.n_kv_head &&
+          fixture_header_int(&fx, "FFN") == shape.ffn_hidden && fixture_header_int(&fx, "V") == shape.vocab_size,
+          "config.json's shape is MANIFEST's");
+    CHECK(llama_hf_load_model(&qwen2_family, m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
+    double e = logits_error(m, d, ref);
+    printf("float32 import: logits within %.3g of the largest (tolerance %.3g)\n", e, TOL);
+    CHECK(e <= TOL, "float32 logits off by %.3g", e);
+    CHECK(llama_hf_load_model(&qwen2_family, m, bf16_dir, &err) == DDP_OK, "bf16 import: %s", err.msg);
+    e = logits_error(m, d, ref_bf16);
+    printf("bf16 import: logits within %.3g of logits_bf16\n", e);
+    CHECK(e <= TOL, "bf16 logits off by %.3g", e);
+    float *p = params_of(m);
+    size_t inexact = 0;
+    for (size_t i = 0; i < m->n_params; i++)
+        inexact += p[i] != bf16_rounded(p[i]);
+    CHECK(inexact == 0, "bf16 import: %zu parameters not bf16 values", inexact);
+    free(p);
+}
+
+/* ---- the biases' gradients ----------------------------------------------------------------- */
+
+/* Each layer's largest q, k and v bias gradients against central differences of the summed loss:
+ * float32's loss rounding (a few ulps of the loss over 2h) bounds the difference's error. */
+static void test_bias_grads(model *m, batch_dev *d)
+{
+    ddp_err err = {0};
+    CHECK(llama_hf_load_model(&qwen2_family, m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
+    dev->ops->fill(dev, TENSOR_F32, d->stats, 2, 0.0f, NULL);
+    CHECK(m->ops->forward_backward(m, &d->b, 1.0f, false, NULL, NULL, d->stats, &err) == DDP_OK,
+          "forward_backward: %s", err.msg);
+    float *g = malloc(m->n_params * sizeof *g), *p = params_of(m);
+    dev->ops->download(dev, g, m->grads, m->n_params * sizeof *g, NULL);
+    const char *which[] = {"q_proj", "k_proj", "v_proj"};
+    for (int l = 0; l < shape.n_layer; l++)
+        for (int k = 0; k < 3; k++) {
+            char name[96];
+            snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", l, which[k]);
+            const param_tensor *t = model_find_tensor(m, name);
+            CHECK(t && t->ndim == 1, "%s is a tensor of the model", name);
+            if (!t)
+                continue;
+            size_t at = t->offset;
+            for (size_t i = 0; i < t->numel; i++)
+                at = fabsf(g[t->offset + i]) > fabsf(g[at]) ? t->offset + i : at;
+            const float h = 1e-2f, v = p[at];
+            double lp, lm;
+            p[at] = v + h, dev->ops->upload(dev, m->params, p, m->n_params * sizeof *p, NULL), lp = loss_of(m, d);
+            p[at] = v - h, dev->ops->upload(dev, m->params, p, m->n_params * sizeof *p, NULL), lm = loss_of(m, d);
+            p[at] = v, dev->ops->upload(dev, m->params, p, m->n_params * sizeof *p, NULL);
+            double fd = (lp - lm) / (2 * h), loss_ulp = 8 * 1.2e-7 * fabs(lp) / (2 * h);
+            double tol = 0.02 * fabs(fd) + loss_ulp;
+            CHECK(fabs(fd - g[at]) <= tol && g[at] != 0, "%s: gradient %.6g, central difference %.6g (tolerance %.3g)",
+                  name, g[at], fd, tol);
+        }
+    free(g);
+    free(p);
+}
+
+/* ---- export, description, refusals ------------------------------------------------------- */
+
+typedef struct host_params { const model *m; const float *p; } host_params;
+
+static const float *host_src(void *ctx, const char *name, size_t numel)
+{
+    const host_params *h = ctx;
+    const param_tensor *t = model_find_tensor(h->m, name);
+    return t && t->numel == numel ? h->p + t->offset : NULL;
+}
+
+/* dir/config.json is the fixture's but for its transformers_version line. */
+static bool config_is_fixtures(const char *dir, const char *fixture_dir)
+{
+    char *ours = fixture_config(dir), *theirs = fixture_config(fixture_dir);
+    char *line = strstr(theirs, "  \"transformers_version\"");
+    if (line)
+        memmove(line, strchr(line, '\n') + 1, strlen(strchr(line, '\n') + 1) + 1);
+    bool same = line && !strcmp(ours, theirs);
+    if (!same)
+        printf("exported config.json:\n%s\nfixture's:\n%s\n", ours, theirs);
+    free(ours);
+    free(theirs);
+    return same;
+}
+
+static void export_matches(model *m, const char *from, st_dtype dtype, const char *name)
+{
+    ddp_err err = {0};
+    int files = 0;
+    CHECK(llama_hf_load_model(&qwen2_family, m, from, &err) == DDP_OK, "import %s: %s", from, err.msg);
+    float *p = params_of(m);
+    host_params h = {m, p};
+    char dir[600], a[700], b[700];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    mkdir(dir, 0777);
+    CHECK(llama_hf_write(&qwen2_family, dir, &shape, dtype, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) ==
+          DDP_OK, "export %s: %s", name, err.msg);
+    snprintf(a, sizeof a, "%s/model.safetensors", dir), snprintf(b, sizeof b, "%s/model.safetensors", from);
+    CHECK(files == 1 && same_bytes(a, b), "%s: model.safetensors is %s's byte for byte", name, from);
+    CHECK(config_is_fixtures(dir, from), "%s: config.json is %s's", name, from);
+    free(p);
+}
+
+static void test_description(model *m)
+{
+    llama_shape s;
+    int64_t seq = 0;
+    ddp_err err = {0};
+    CHECK(!strncmp(m->description, "qwen2 n_layer=", 14), "description \"%s\"", m->description);
+    CHECK(llama_parse_description(&qwen2_family, m->description, &s, &seq, &err) == DDP_OK && seq == T &&
+          !memcmp(&s, &shape, sizeof s), "read back: %s", err.msg);
+    CHECK(llama_parse_description(&llama_family_llama, m->description, &s, &seq, &err) == DDP_EUSAGE,
+          "a Qwen2 description read as a Llama's");
+    model_opts o;
+    CHECK(model_opts_from_description(m->description, &o, &seq, &err) == DDP_OK && o.kind == MODEL_QWEN2,
+          "the registry rebuilds it as Qwen2: %s", err.msg);
+}
+
+/* Loading dir fails naming needle. */
+static void refused(model *m, const char *dir, const char *needle)
+{
+    ddp_err err = {0};
+    CHECK(llama_hf_load_model(&qwen2_family, m, dir, &err) == DDP_EUSAGE, "%s loaded", dir);
+    CHECK_STR_CONTAINS(err.msg, needle);
+}
+
+static void test_refusals(model *m)
+{
+    llama_shape s;
+    ddp_err err = {0};
+    int n;
+    out_tensor *t = fixture_tensors(fx.dir, &n);
+    out_tensor *bias = find(t, n, "model.layers.1.self_attn.k_proj.bias"), saved = *bias;
+    *bias = t[n - 1];
+    refused(m, folder_variant(tmp, fx.dir, "no-bias", NULL, t, n - 1), "has no tensor model.layers.1.self_attn.k_proj.bias");
+    t[n - 1] = *bias, *bias = saved;
+    char *config = config_with(fx.dir, "use_sliding_window", "true");
+    refused(m, folder_variant(tmp, fx.dir, "sliding", config, t, n), "use_sliding_window");
+    free(config);
+    free_tensors(t, n);
+    char llama_dir[sizeof fx.dir + 32];
+    snprintf(llama_dir, sizeof llama_dir, "%s/../hf-llama-tiny", fx.dir);
+    CHECK(llama_hf_read_shape(&qwen2_family, llama_dir, &s, &err) == DDP_EUSAGE, "a Llama folder read as Qwen2");
+    CHECK_STR_CONTAINS(err.msg, "model_type");
+    CHECK(llama_hf_read_shape(&llama_family_llama, fx.dir, &s, &err) == DDP_EUSAGE, "a Qwen2 folder read as a Llama");
+    CHECK_STR_CONTAINS(err.msg, "model_type");
+}
+
+int main(void)
+{
+    ddp_err err = {0};
+    if (fixture_manifest_read(&fx, "hf-qwen2-tiny") || device_cpu_create(&dev, &err) || !mkdtemp(tmp))
+        return 1;
+    snprintf(bf16_dir, sizeof bf16_dir, "%s/bf16", fx.dir);
+    B = fixture_header_int(&fx, "B"), T = fixture_header_int(&fx, "T");
+    CHECK(llama_hf_read_shape(&qwen2_family, fx.dir, &shape, &err) == DDP_OK, "config.json: %s", err.msg);
+    int32_t *input = fixture_load(&fx, "input", NULL);
+    float *ref = fixture_load(&fx, "logits", NULL), *ref_bf16 = fixture_load(&fx, "logits_bf16", NULL);
+    CHECK(input && ref && ref_bf16 && B > 0 && T > 0, "fixture input/logits/logits_bf16 and B, T");
+    if (input && ref && ref_bf16 && !err.msg[0]) {
+        model *m = build();
+        batch_dev d = batch_make(input);
+        test_import(m, &d, ref, ref_bf16);
+        test_bias_grads(m, &d);
+        export_matches(m, fx.dir, ST_F32, "export");
+        export_matches(m, bf16_dir, ST_BF16, "export-bf16");
+        test_description(m);
+        test_refusals(m);
+        batch_free(&d);
+        m->ops->destroy(m);
+    }
+    free(input);
+    free(ref);
+    free(ref_bf16);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    dev->ops->destroy(dev);
+    return check_done("test_qwen2_hf");
+}
