@@ -86,6 +86,7 @@ typedef struct config {
         int64_t sample_tokens;                  /* tokens per text sample */
         int64_t profile_steps;                  /* steps the profiler records (0 = off) */
         int64_t profile_start;                  /* steps this run does before the profiler's window opens */
+        recompute_mode recompute;               /* what a language model's backward rebuilds */
     } train;
 
     optim_opts optimizer;                       /* the optimizer's own options (runtime/optim/optim.h) */

@@ -51,6 +51,7 @@ static bool auto_without_global(const config *c)
 
 static bool tokens_without_lm(const config *c) { return c->data.kind == DATA_TOKENS && !cfg_language_model(c); }
 static bool init_from_not_lm(const config *c) { return c->checkpoint.init_from[0] && !cfg_language_model(c); }
+static bool recompute_not_lm(const config *c) { return c->train.recompute != RECOMPUTE_NONE && !cfg_language_model(c); }
 
 /* A rule's "{lm}" is the language models' kind names ("a or b"), "{lm_files}" what
  * checkpoint.init_from may name for them: both composed from the kinds' descriptors. */
@@ -79,6 +80,8 @@ static const conflict conflicts[] = {
     {"model.kind", "data.kind", tokens_without_lm, "data.kind tokens only with a language model (model.kind {lm})"},
     {"model.kind", "checkpoint.init_from", init_from_not_lm,
      "checkpoint.init_from ({lm_files}) only with model.kind {lm}"},
+    {"model.kind", "train.recompute", recompute_not_lm,
+     "train.recompute none with a model without blocks to recompute (selective and full: model.kind {lm})"},
     {"device", "ddp.backend", nccl_on_cpu, "ddp.backend nccl only with device cuda or auto"},
     {"ddp.backend", "ddp.grad_dtype", bf16_over_mpi, "ddp.grad_dtype bf16 only with ddp.backend nccl or auto"},
     {"device", "precision", bf16_on_cpu,

@@ -93,6 +93,11 @@ static const cfg_key keys_after_models[] = {
          "With `train.global_batch`: `fixed` takes `data.batch_size` per rank and micro-step; `auto` the "
          "largest per-rank batch <= `data.batch_size` that divides global_batch / ranks (logged at start), so "
          "every world size that divides `train.global_batch` works."),
+    ENUM("train.recompute", train.recompute, recompute_mode_names, "none", HASH_NO,
+         "What a language model's backward recomputes instead of keeping from the forward: `none`; `selective` "
+         "keeps each block's GEMM and attention outputs and recomputes its norms and element-wise ops; `full` "
+         "keeps only each block's input and replays the block. Gradients are bit-identical in every mode (the "
+         "kernels are deterministic); `ddprun plan` shows the activation memory each takes."),
     INT("train.log_every", train.log_every, 1, BIG, "50", HASH_NO,
         "Log / metrics line every N optimizer steps; also where non-finite losses are looked for (every 4096 "
         "steps at most; `docs/running.md`, \"A loss that becomes NaN\")."),

@@ -93,13 +93,15 @@ int gpt2_tensor_table(const gpt2_shape *shape, model *m, ddp_err *err)
 /* GPT-2's activations (lm_layout.h) in the order they are allocated: the shared buffers (the
  * embeddings' output, the final LayerNorm, the logits, backward's scratch, its statistics), then
  * what each block keeps for its backward (activations, LayerNorm statistics, attention's
- * log-sum-exp: B·NH·T floats, linear in T). */
-static void gpt2_layout(const gpt2_shape *s, lm_layout *L)
+ * log-sum-exp: B·NH·T floats, linear in T) — under recompute, the block's output only (full) or
+ * all but the LayerNorms' outputs and statistics (selective: the GELU's output is the fused GEMM
+ * epilogue's, which no element-wise op reproduces bit for bit), the rest one copy all blocks share. */
+static void gpt2_layout(const gpt2_shape *s, recompute_mode recompute, lm_layout *L)
 {
     const int64_t C = s->n_embd;
-    *L = (lm_layout){.n_layer = s->n_layer};
+    *L = (lm_layout){.n_layer = s->n_layer, .recompute = recompute};
 #define SHARED(f, f32, width) lm_layout_shared(L, offsetof(gpt2_impl, f), f32, width)
-#define BLOCK(f, f32, width) lm_layout_block(L, offsetof(gpt2_block_acts, f), f32, width)
+#define BLOCK(f, f32, width, keep) lm_layout_block(L, offsetof(gpt2_block_acts, f), f32, width, LM_KEEP_##keep)
     SHARED(encoded, false, C);
     SHARED(lnf, false, C);
     SHARED(lm.logits, false, gpt2_vocab_padded(s->vocab_size));
@@ -110,19 +112,19 @@ static void gpt2_layout(const gpt2_shape *s, lm_layout *L)
     SHARED(dfch, false, 4 * C);
     SHARED(lnf_mean, true, 1);
     SHARED(lnf_rstd, true, 1);
-    BLOCK(ln1, false, C);
-    BLOCK(qkv, false, 3 * C);
-    BLOCK(atty, false, C);
-    BLOCK(res2, false, C);
-    BLOCK(ln2, false, C);
-    BLOCK(fch, false, 4 * C);
-    BLOCK(fch_gelu, false, 4 * C);
-    BLOCK(res3, false, C);
-    BLOCK(ln1_mean, true, 1);
-    BLOCK(ln1_rstd, true, 1);
-    BLOCK(ln2_mean, true, 1);
-    BLOCK(ln2_rstd, true, 1);
-    BLOCK(lse, true, s->n_head);
+    BLOCK(ln1, false, C, NONE);
+    BLOCK(qkv, false, 3 * C, SELECTIVE);
+    BLOCK(atty, false, C, SELECTIVE);
+    BLOCK(res2, false, C, SELECTIVE);
+    BLOCK(ln2, false, C, NONE);
+    BLOCK(fch, false, 4 * C, SELECTIVE);
+    BLOCK(fch_gelu, false, 4 * C, SELECTIVE);
+    BLOCK(res3, false, C, ALWAYS);
+    BLOCK(ln1_mean, true, 1, NONE);
+    BLOCK(ln1_rstd, true, 1, NONE);
+    BLOCK(ln2_mean, true, 1, NONE);
+    BLOCK(ln2_rstd, true, 1, NONE);
+    BLOCK(lse, true, s->n_head, SELECTIVE);
 #undef SHARED
 #undef BLOCK
 }
@@ -130,15 +132,15 @@ static void gpt2_layout(const gpt2_shape *s, lm_layout *L)
 static int alloc_acts(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
 {
     lm_layout L;
-    gpt2_layout(&g->s, &L);
+    gpt2_layout(&g->s, g->recompute, &L);
     return lm_layout_alloc(m, &L, g, g->blocks, sizeof g->blocks[0], B * g->lm.T, err);
 }
 
-int gpt2_activation_bytes(const gpt2_shape *s, tensor_dtype compute, int64_t T, int64_t B, size_t *bytes,
-                          ddp_err *err)
+int gpt2_activation_bytes(const gpt2_shape *s, tensor_dtype compute, recompute_mode recompute, int64_t T, int64_t B,
+                          size_t *bytes, ddp_err *err)
 {
     lm_layout L;
-    gpt2_layout(s, &L);
+    gpt2_layout(s, recompute, &L);
     char widths[128];
     snprintf(widths, sizeof widths, "model.gpt2.n_embd=%lld, model.gpt2.vocab_size=%lld", (long long)s->n_embd,
              (long long)s->vocab_size);
@@ -225,14 +227,14 @@ int gpt2_parse_description(const char *desc, gpt2_shape *shape, int64_t *seq_len
     return DDP_OK;
 }
 
-int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, device *dev, const sample_layout *data, int64_t max_rows,
-                size_t param_tail, model **out, ddp_err *err)
+int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, recompute_mode recompute, device *dev,
+                const sample_layout *data, int64_t max_rows, size_t param_tail, model **out, ddp_err *err)
 {
     *out = NULL;
     size_t act_bytes; /* the plan's figure: refuses a micro-batch whose buffers would not fit in 64 bits */
     int rc = check_shape(shape, data, max_rows, err);
     if (!rc)
-        rc = gpt2_activation_bytes(shape, compute, data->input.count, max_rows, &act_bytes, err);
+        rc = gpt2_activation_bytes(shape, compute, recompute, data->input.count, max_rows, &act_bytes, err);
     if (rc)
         return rc;
     model *m;
@@ -241,6 +243,7 @@ int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, device *dev, cons
         return rc;
     gpt2_impl *g = m->impl;
     g->s = *shape;
+    g->recompute = recompute;
     g->lm.Vp = gpt2_vocab_padded(shape->vocab_size);
     describe(m, shape, g->lm.T);
     rc = lay_out_params(m, g, err);

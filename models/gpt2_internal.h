@@ -34,6 +34,7 @@ typedef struct gpt2_block_acts {
 typedef struct gpt2_impl {
     lm_core lm;                /* first, as lm_core.h asks; lm.Vp: vocab_size padded to GPT2_VOCAB_ALIGN */
     gpt2_shape s;
+    recompute_mode recompute;   /* what backward rebuilds (lm_layout.h: which buffers the blocks share) */
     size_t block_off[GPT2_MAX_LAYERS + 1];  /* parameter offset of each block; [L] = ln_f */
     size_t off_wte, off_wpe, off_lnf_w, off_lnf_b;
     void *encoded;             /* [BT, C] */

@@ -51,6 +51,30 @@ static int attention_forward(model *m, gpt2_impl *g, gpt2_block_acts *a, int64_t
                                           at(g, a->qkv, 2 * C), err);
 }
 
+static void block_params(const model *m, int l, size_t *p)
+{
+    for (int i = 0; i < BLOCK_TENSORS; i++)
+        p[i] = gpt2_block_offset(m, l, i);
+}
+
+/* Block l from its ln1 to its MLP's GELU: qkv, attention, the attention's projection into res2,
+ * res2 += res_in fused with ln2, and c_fc with its GELU. */
+static int block_middle(model *m, gpt2_impl *g, gpt2_block_acts *a, const size_t *p, const void *res_in, int64_t B,
+                        ddp_err *err)
+{
+    const int64_t C = g->s.n_embd, BT = B * g->lm.T;
+    int rc = linear_forward(m, g, a->ln1, p[QKV_W], p[QKV_B], NULL, a->qkv, BT, C, 3 * C, err);
+    if (!rc)
+        rc = attention_forward(m, g, a, B, err);
+    if (!rc)
+        rc = linear_forward(m, g, a->atty, p[ATTPROJ_W], p[ATTPROJ_B], NULL, a->res2, BT, C, C, err);
+    if (!rc)
+        rc = m->dev->ops->residual_layernorm_forward(m->dev, g->lm.t, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd,
+                                                     a->res2, res_in, gpt2_weight(g, p[LN2_W]),
+                                                     gpt2_weight(g, p[LN2_B]), BT, C, err);
+    return rc ? rc : linear_forward(m, g, a->ln2, p[FC_W], p[FC_B], a->fch, a->fch_gelu, BT, C, 4 * C, err);
+}
+
 /* Block l's forward. Its input, the residual stream, is block l-1's res3 after the residual add
  * res3 += res2, which runs here fused with ln1 (residual_layernorm_forward); block 0 reads the
  * embeddings as they are. The block's own two residual adds are fused likewise: res2 += res_in
@@ -63,24 +87,14 @@ static int block_forward(model *m, gpt2_impl *g, int l, int64_t B, ddp_err *err)
     gpt2_block_acts *a = &g->blocks[l], *prev = l > 0 ? &g->blocks[l - 1] : NULL;
     int64_t C = g->s.n_embd, BT = B * g->lm.T;
     size_t p[BLOCK_TENSORS];
-    for (int i = 0; i < BLOCK_TENSORS; i++)
-        p[i] = gpt2_block_offset(m, l, i);
+    block_params(m, l, p);
     const void *ln1_w = gpt2_weight(g, p[LN1_W]), *ln1_b = gpt2_weight(g, p[LN1_B]);
     const void *res_in = prev ? prev->res3 : g->encoded;
     int rc = prev ? op->residual_layernorm_forward(d, t, prev->res3, a->ln1, a->ln1_mean, a->ln1_rstd, prev->res3,
                                                    prev->res2, ln1_w, ln1_b, BT, C, err)
                   : op->layernorm_forward(d, t, a->ln1, a->ln1_mean, a->ln1_rstd, res_in, ln1_w, ln1_b, BT, C, err);
     if (!rc)
-        rc = linear_forward(m, g, a->ln1, p[QKV_W], p[QKV_B], NULL, a->qkv, BT, C, 3 * C, err);
-    if (!rc)
-        rc = attention_forward(m, g, a, B, err);
-    if (!rc)
-        rc = linear_forward(m, g, a->atty, p[ATTPROJ_W], p[ATTPROJ_B], NULL, a->res2, BT, C, C, err);
-    if (!rc)
-        rc = op->residual_layernorm_forward(d, t, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, res_in,
-                                            gpt2_weight(g, p[LN2_W]), gpt2_weight(g, p[LN2_B]), BT, C, err);
-    if (!rc)
-        rc = linear_forward(m, g, a->ln2, p[FC_W], p[FC_B], a->fch, a->fch_gelu, BT, C, 4 * C, err);
+        rc = block_middle(m, g, a, p, res_in, B, err);
     /* res3 holds the MLP's output until the next LayerNorm adds res2 to it */
     if (!rc)
         rc = linear_forward(m, g, a->fch_gelu, p[FCPROJ_W], p[FCPROJ_B], NULL, a->res3, BT, 4 * C, C, err);
@@ -156,8 +170,7 @@ static int block_backward(model *m, gpt2_impl *g, int l, const void *res_in, int
     const gpt2_block_acts *a = &g->blocks[l];
     int64_t C = g->s.n_embd, BT = B * g->lm.T;
     size_t p[BLOCK_TENSORS];
-    for (int i = 0; i < BLOCK_TENSORS; i++)
-        p[i] = gpt2_block_offset(m, l, i);
+    block_params(m, l, p);
     float *G = m->grads;
     /* MLP: res3 = res2 + c_proj(gelu(c_fc(ln2(res2)))) */
     int rc = linear_backward(m, g, g->dres, a->fch_gelu, a->fch, p[FCPROJ_W], p[FCPROJ_B], g->dfch, BT, 4 * C, C,
@@ -178,6 +191,32 @@ static int block_backward(model *m, gpt2_impl *g, int l, const void *res_in, int
         rc = op->layernorm_backward(d, t, g->dres, G + p[LN1_W], G + p[LN1_B], g->dln, res_in,
                                     gpt2_weight(g, p[LN1_W]), a->ln1_mean, a->ln1_rstd, BT, C, err);
     return rc ? ddp_prefix(err, "gpt2 backward h.%d", l) : DDP_OK;
+}
+
+/* Before block l's backward under recompute: what the forward did not keep, rebuilt from the
+ * block's input res_in (kept) by the same ops on the same values, so the bits are the forward's
+ * (residual_layernorm_forward normalises the sum it stores: layernorm_forward of that sum is the
+ * same). Selective rebuilds the two LayerNorms from res_in and the kept res2; full replays the
+ * block but c_proj, whose output backward does not read. The last block's are still in place. */
+static int block_recompute(model *m, gpt2_impl *g, int l, const void *res_in, int64_t B, ddp_err *err)
+{
+    if (g->recompute == RECOMPUTE_NONE || l == g->s.n_layer - 1)
+        return DDP_OK;
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const tensor_dtype t = g->lm.t;
+    gpt2_block_acts *a = &g->blocks[l];
+    int64_t C = g->s.n_embd, BT = B * g->lm.T;
+    size_t p[BLOCK_TENSORS];
+    block_params(m, l, p);
+    int rc = op->layernorm_forward(d, t, a->ln1, a->ln1_mean, a->ln1_rstd, res_in, gpt2_weight(g, p[LN1_W]),
+                                   gpt2_weight(g, p[LN1_B]), BT, C, err);
+    if (!rc)
+        rc = g->recompute == RECOMPUTE_FULL
+                 ? block_middle(m, g, a, p, res_in, B, err)
+                 : op->layernorm_forward(d, t, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, gpt2_weight(g, p[LN2_W]),
+                                         gpt2_weight(g, p[LN2_B]), BT, C, err);
+    return rc ? ddp_prefix(err, "gpt2 recompute h.%d", l) : DDP_OK;
 }
 
 int gpt2_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn ready, void *ctx, ddp_err *err)
@@ -205,7 +244,7 @@ int gpt2_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn read
         ready(ctx, g->block_off[L], m->n_params - g->block_off[L]);
     for (int l = (int)L - 1; l >= 0; l--) {
         const void *res_in = l > 0 ? g->blocks[l - 1].res3 : g->encoded;
-        if ((rc = block_backward(m, g, l, res_in, B, err)))
+        if ((rc = block_recompute(m, g, l, res_in, B, err)) || (rc = block_backward(m, g, l, res_in, B, err)))
             return rc;
         if (ready)
             ready(ctx, g->block_off[l], g->block_off[l + 1] - g->block_off[l]);

@@ -121,18 +121,19 @@ void llama_rope_tables(int64_t positions, int64_t head_size, double rope_theta, 
 /* The Llama's activations (lm_layout.h) in the order they are allocated: the shared buffers (the
  * embeddings' output, the final RMSNorm, the logits, backward's scratch, its statistics), then
  * what each block keeps for its backward (activations, RMSNorm statistics, attention's
- * log-sum-exp: B·NH·T floats, linear in T); the RoPE tables (block_size x hd/2 cos and sin) are
- * fixed bytes, allocated by alloc_tables. */
-static void llama_layout(const llama_shape *s, lm_layout *L)
+ * log-sum-exp: B·NH·T floats, linear in T) — under recompute, the block's output only (full) or
+ * its GEMM and attention outputs too (selective), the rest one copy all blocks share; the RoPE
+ * tables (block_size x hd/2 cos and sin) are fixed bytes, allocated by alloc_tables. */
+static void llama_layout(const llama_shape *s, recompute_mode recompute, lm_layout *L)
 {
     const int64_t C = s->n_embd, NH = s->n_head, hd = C / NH, F = s->ffn_hidden;
     const int64_t QKV = (NH + 2 * s->n_kv_head) * hd;
     size_check k = {0}; /* within the keys' ranges: 2^20 positions x 2^15 pairs */
-    *L = (lm_layout){.n_layer = s->n_layer,
+    *L = (lm_layout){.n_layer = s->n_layer, .recompute = recompute,
                      .fixed_bytes = size_mul(&k, size_mul(&k, (size_t)s->block_size, (size_t)(hd / 2)),
                                              2 * sizeof(float))};
 #define SHARED(f, f32, width) lm_layout_shared(L, offsetof(llama_impl, f), f32, width)
-#define BLOCK(f, f32, width) lm_layout_block(L, offsetof(llama_block_acts, f), f32, width)
+#define BLOCK(f, f32, width, keep) lm_layout_block(L, offsetof(llama_block_acts, f), f32, width, LM_KEEP_##keep)
     SHARED(encoded, false, C);
     SHARED(lnf, false, C);
     SHARED(lm.logits, false, llama_vocab_padded(s->vocab_size));
@@ -143,17 +144,17 @@ static void llama_layout(const llama_shape *s, lm_layout *L)
     SHARED(dgate_up, false, 2 * F);
     SHARED(dh, false, F);
     SHARED(rstdf, true, 1);
-    BLOCK(ln1, false, C);
-    BLOCK(qkv, false, QKV);
-    BLOCK(atty, false, NH * hd);
-    BLOCK(res2, false, C);
-    BLOCK(ln2, false, C);
-    BLOCK(gate_up, false, 2 * F);
-    BLOCK(h, false, F);
-    BLOCK(res3, false, C);
-    BLOCK(rstd1, true, 1);
-    BLOCK(rstd2, true, 1);
-    BLOCK(lse, true, NH);
+    BLOCK(ln1, false, C, NONE);
+    BLOCK(qkv, false, QKV, SELECTIVE);
+    BLOCK(atty, false, NH * hd, SELECTIVE);
+    BLOCK(res2, false, C, SELECTIVE);
+    BLOCK(ln2, false, C, NONE);
+    BLOCK(gate_up, false, 2 * F, SELECTIVE);
+    BLOCK(h, false, F, NONE);
+    BLOCK(res3, false, C, ALWAYS);
+    BLOCK(rstd1, true, 1, NONE);
+    BLOCK(rstd2, true, 1, NONE);
+    BLOCK(lse, true, NH, SELECTIVE);
 #undef SHARED
 #undef BLOCK
 }
@@ -184,16 +185,16 @@ static int alloc_tables(model *m, llama_impl *g, ddp_err *err)
 static int alloc_acts(model *m, llama_impl *g, int64_t B, ddp_err *err)
 {
     lm_layout L;
-    llama_layout(&g->s, &L);
+    llama_layout(&g->s, g->recompute, &L);
     int rc = alloc_tables(m, g, err);
     return rc ? rc : lm_layout_alloc(m, &L, g, g->blocks, sizeof g->blocks[0], B * g->lm.T, err);
 }
 
-int llama_activation_bytes(const llama_family *fam, const llama_shape *s, tensor_dtype compute, int64_t T, int64_t B,
-                           size_t *bytes, ddp_err *err)
+int llama_activation_bytes(const llama_family *fam, const llama_shape *s, tensor_dtype compute,
+                           recompute_mode recompute, int64_t T, int64_t B, size_t *bytes, ddp_err *err)
 {
     lm_layout L;
-    llama_layout(s, &L);
+    llama_layout(s, recompute, &L);
     char widths[256];
     snprintf(widths, sizeof widths, "model.%s.n_embd=%lld, model.%s.ffn_hidden=%lld, model.%s.vocab_size=%lld",
              fam->name, (long long)s->n_embd, fam->name, (long long)s->ffn_hidden, fam->name, (long long)s->vocab_size);
@@ -293,14 +294,15 @@ static int check_shape(const llama_family *fam, const llama_shape *s, const samp
     return lm_check_data(k, data, s->block_size, s->vocab_size, max_rows, err);
 }
 
-int llama_create(const llama_family *fam, const llama_shape *shape, tensor_dtype compute, device *dev, const sample_layout *data,
-                 int64_t max_rows, size_t param_tail, model **out, ddp_err *err)
+int llama_create(const llama_family *fam, const llama_shape *shape, tensor_dtype compute, recompute_mode recompute,
+                 device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail, model **out,
+                 ddp_err *err)
 {
     *out = NULL;
     size_t act_bytes; /* the plan's figure: refuses a micro-batch whose buffers would not fit in 64 bits */
     int rc = check_shape(fam, shape, data, max_rows, err);
     if (!rc)
-        rc = llama_activation_bytes(fam, shape, compute, data->input.count, max_rows, &act_bytes, err);
+        rc = llama_activation_bytes(fam, shape, compute, recompute, data->input.count, max_rows, &act_bytes, err);
     if (rc)
         return rc;
     model *m;
@@ -309,6 +311,7 @@ int llama_create(const llama_family *fam, const llama_shape *shape, tensor_dtype
         return rc;
     llama_impl *g = m->impl;
     g->fam = fam;
+    g->recompute = recompute;
     g->s = *shape;
     g->lm.Vp = llama_vocab_padded(shape->vocab_size);
     g->hd = shape->n_embd / shape->n_head;

@@ -36,6 +36,7 @@ typedef struct llama_block_acts {
 typedef struct llama_impl {
     lm_core lm;                 /* first, as lm_core.h asks */
     const llama_family *fam;
+    recompute_mode recompute;   /* what backward rebuilds (lm_layout.h: which buffers the blocks share) */
     llama_shape s;
     int block_tensors;          /* BLOCK_TENSORS, or BLOCK_TENSORS_MAX with q/k/v biases */
     int64_t hd, QKV;            /* head size; qkv's width (n_head + 2·n_kv_head)·hd */

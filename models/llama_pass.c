@@ -49,6 +49,41 @@ static int rope(model *m, const llama_impl *g, void *qkv, int64_t B, bool forwar
                                        g->rope_sin, err);
 }
 
+/* Block l's attention from its ln1 on: q, k and v (one GEMM over the adjacent q_proj, k_proj,
+ * v_proj and their biases), RoPE, attention, and o_proj into res2. */
+static int attention_forward(model *m, llama_impl *g, llama_block_acts *a, const size_t *p, int64_t B, ddp_err *err)
+{
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const tensor_dtype t = g->lm.t;
+    const int64_t C = g->s.n_embd, BT = B * g->lm.T, NH = g->s.n_head, NKV = g->s.n_kv_head;
+    int rc = g->fam->qkv_bias ? op->gemm_bias(d, t, false, true, BT, g->QKV, C, a->ln1, C, llama_weight(g, p[Q_W]), C,
+                                              llama_weight(g, p[Q_B]), a->qkv, err)
+                              : linear_forward(m, g, a->ln1, p[Q_W], a->qkv, BT, C, g->QKV, err);
+    if (!rc)
+        rc = rope(m, g, a->qkv, B, true, err);
+    if (!rc) {
+        const attn_shape s = attention_shape(g, B);
+        rc = op->attention_forward(d, t, &s, a->atty, a->lse, a->qkv, at(g, a->qkv, NH * g->hd),
+                                   at(g, a->qkv, (NH + NKV) * g->hd), err);
+    }
+    return rc ? rc : linear_forward(m, g, a->atty, p[O_W], a->res2, BT, NH * g->hd, C, err);
+}
+
+/* Block l's MLP input: gate | up (one GEMM over the adjacent gate_proj and up_proj) and h. */
+static int mlp_forward(model *m, llama_impl *g, llama_block_acts *a, const size_t *p, int64_t BT, ddp_err *err)
+{
+    const int64_t C = g->s.n_embd, F = g->s.ffn_hidden;
+    int rc = linear_forward(m, g, a->ln2, p[GATE_W], a->gate_up, BT, C, 2 * F, err);
+    return rc ? rc : m->dev->ops->swiglu_forward(m->dev, g->lm.t, a->h, a->gate_up, BT, F, err);
+}
+
+static void block_params(const model *m, const llama_impl *g, int l, size_t *p)
+{
+    for (int i = 0; i < g->block_tensors; i++)
+        p[i] = llama_block_offset(m, l, i);
+}
+
 /* Block l's forward. Its input, the residual stream, is block l-1's res3 after the residual add
  * res3 += res2, which runs here fused with input_layernorm; block 0 reads the embeddings. The
  * block's own adds are fused likewise: res2 += res_in into post_attention_layernorm here, res3 +=
@@ -60,38 +95,61 @@ static int block_forward(model *m, llama_impl *g, int l, int64_t B, ddp_err *err
     const tensor_dtype t = g->lm.t;
     const float eps = (float)g->s.norm_eps;
     llama_block_acts *a = &g->blocks[l], *prev = l > 0 ? &g->blocks[l - 1] : NULL;
-    const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->lm.T, NH = g->s.n_head, NKV = g->s.n_kv_head;
+    const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->lm.T;
     size_t p[BLOCK_TENSORS_MAX];
-    for (int i = 0; i < g->block_tensors; i++)
-        p[i] = llama_block_offset(m, l, i);
+    block_params(m, g, l, p);
     const void *norm1_w = llama_weight(g, p[ATTN_NORM]);
     const void *res_in = prev ? prev->res3 : g->encoded;
     int rc = prev ? op->residual_rmsnorm_forward(d, t, prev->res3, a->ln1, a->rstd1, prev->res3, prev->res2, norm1_w,
                                                  BT, C, eps, err)
                   : op->rmsnorm_forward(d, t, a->ln1, a->rstd1, res_in, norm1_w, BT, C, eps, err);
-    if (!rc) /* q, k and v: one GEMM over the adjacent q_proj, k_proj, v_proj (and their biases) */
-        rc = g->fam->qkv_bias ? op->gemm_bias(d, t, false, true, BT, g->QKV, C, a->ln1, C, llama_weight(g, p[Q_W]), C,
-                                              llama_weight(g, p[Q_B]), a->qkv, err)
-                              : linear_forward(m, g, a->ln1, p[Q_W], a->qkv, BT, C, g->QKV, err);
     if (!rc)
-        rc = rope(m, g, a->qkv, B, true, err);
-    if (!rc) {
-        const attn_shape s = attention_shape(g, B);
-        rc = op->attention_forward(d, t, &s, a->atty, a->lse, a->qkv, at(g, a->qkv, NH * g->hd),
-                                   at(g, a->qkv, (NH + NKV) * g->hd), err);
-    }
-    if (!rc)
-        rc = linear_forward(m, g, a->atty, p[O_W], a->res2, BT, NH * g->hd, C, err);
+        rc = attention_forward(m, g, a, p, B, err);
     if (!rc)
         rc = op->residual_rmsnorm_forward(d, t, a->res2, a->ln2, a->rstd2, a->res2, res_in,
                                           llama_weight(g, p[MLP_NORM]), BT, C, eps, err);
-    if (!rc) /* gate | up: one GEMM over the adjacent gate_proj and up_proj */
-        rc = linear_forward(m, g, a->ln2, p[GATE_W], a->gate_up, BT, C, 2 * F, err);
     if (!rc)
-        rc = op->swiglu_forward(d, t, a->h, a->gate_up, BT, F, err);
+        rc = mlp_forward(m, g, a, p, BT, err);
     if (!rc)
         rc = linear_forward(m, g, a->h, p[DOWN_W], a->res3, BT, F, C, err);
     return rc ? ddp_prefix(err, "llama forward model.layers.%d", l) : DDP_OK;
+}
+
+/* Before block l's backward under recompute: what the forward did not keep, rebuilt from the
+ * block's input res_in (the residual stream, kept) by the same ops on the same values, so the bits
+ * are the forward's (residual_rmsnorm_forward normalises the sum it stores: rmsnorm_forward of
+ * that sum is the same). Selective rebuilds the norms and h from the kept res2 and gate_up; full
+ * replays the block but down_proj, whose output backward does not read. The last block's are
+ * still in place: the forward ended with it. */
+static int block_recompute(model *m, llama_impl *g, int l, const void *res_in, int64_t B, ddp_err *err)
+{
+    if (g->recompute == RECOMPUTE_NONE || l == g->s.n_layer - 1)
+        return DDP_OK;
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const tensor_dtype t = g->lm.t;
+    const float eps = (float)g->s.norm_eps;
+    llama_block_acts *a = &g->blocks[l];
+    const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->lm.T;
+    size_t p[BLOCK_TENSORS_MAX];
+    block_params(m, g, l, p);
+    const void *norm2_w = llama_weight(g, p[MLP_NORM]);
+    int rc = op->rmsnorm_forward(d, t, a->ln1, a->rstd1, res_in, llama_weight(g, p[ATTN_NORM]), BT, C, eps, err);
+    if (g->recompute == RECOMPUTE_FULL) {
+        if (!rc)
+            rc = attention_forward(m, g, a, p, B, err);
+        if (!rc)
+            rc = op->residual_rmsnorm_forward(d, t, a->res2, a->ln2, a->rstd2, a->res2, res_in, norm2_w, BT, C, eps,
+                                              err);
+        if (!rc)
+            rc = mlp_forward(m, g, a, p, BT, err);
+    } else {
+        if (!rc)
+            rc = op->rmsnorm_forward(d, t, a->ln2, a->rstd2, a->res2, norm2_w, BT, C, eps, err);
+        if (!rc)
+            rc = op->swiglu_forward(d, t, a->h, a->gate_up, BT, F, err);
+    }
+    return rc ? ddp_prefix(err, "llama recompute model.layers.%d", l) : DDP_OK;
 }
 
 int llama_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
@@ -142,8 +200,7 @@ static int block_backward(model *m, llama_impl *g, int l, const void *res_in, in
     const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->lm.T, NH = g->s.n_head, NKV = g->s.n_kv_head;
     const int64_t hd = g->hd;
     size_t p[BLOCK_TENSORS_MAX];
-    for (int i = 0; i < g->block_tensors; i++)
-        p[i] = llama_block_offset(m, l, i);
+    block_params(m, g, l, p);
     float *G = m->grads;
     /* MLP: res3 = res2 + down(silu(gate(ln2)) * up(ln2)) */
     int rc = linear_backward(m, g, g->dres, a->h, p[DOWN_W], g->dh, BT, F, C, err);
@@ -195,7 +252,7 @@ int llama_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn rea
         ready(ctx, g->block_off[L], m->n_params - g->block_off[L]);
     for (int l = (int)L - 1; l >= 0; l--) {
         const void *res_in = l > 0 ? g->blocks[l - 1].res3 : g->encoded;
-        if ((rc = block_backward(m, g, l, res_in, B, err)))
+        if ((rc = block_recompute(m, g, l, res_in, B, err)) || (rc = block_backward(m, g, l, res_in, B, err)))
             return rc;
         if (ready)
             ready(ctx, g->block_off[l], g->block_off[l + 1] - g->block_off[l]);

@@ -7,29 +7,41 @@
 void lm_layout_shared(lm_layout *L, size_t field, bool f32, int64_t per_row)
 {
     if (L->n_shared < LM_LAYOUT_MAX)
-        L->shared[L->n_shared++] = (lm_buffer){field, f32, per_row};
+        L->shared[L->n_shared++] = (lm_buffer){field, f32, per_row, LM_KEEP_ALWAYS};
     else
         L->full = true;
 }
 
-void lm_layout_block(lm_layout *L, size_t field, bool f32, int64_t per_row)
+void lm_layout_block(lm_layout *L, size_t field, bool f32, int64_t per_row, lm_keep keep)
 {
     if (L->n_block < LM_LAYOUT_MAX)
-        L->block[L->n_block++] = (lm_buffer){field, f32, per_row};
+        L->block[L->n_block++] = (lm_buffer){field, f32, per_row, keep};
     else
         L->full = true;
 }
 
 static size_t elem_bytes(const lm_buffer *b, tensor_dtype t) { return b->f32 ? sizeof(float) : tensor_dtype_size(t); }
 
-static size_t block_bytes(const lm_layout *L, tensor_dtype t, int64_t rows, size_check *k)
+/* Whether the layout's recompute mode keeps block buffer b per block. */
+static bool kept(const lm_layout *L, const lm_buffer *b)
 {
-    size_t per_block = 0;
+    return L->recompute == RECOMPUTE_NONE || b->keep == LM_KEEP_ALWAYS ||
+           (L->recompute == RECOMPUTE_SELECTIVE && b->keep == LM_KEEP_SELECTIVE);
+}
+
+static size_t buffer_bytes(const lm_buffer *b, tensor_dtype t, int64_t rows, size_check *k)
+{
+    return lm_aligned_bytes(k, size_mul(k, (size_t)rows, (size_t)b->per_row), elem_bytes(b, t));
+}
+
+/* One block's bytes of the buffers kept per block (per_block) or of those all blocks share. */
+static size_t block_bytes(const lm_layout *L, bool per_block, tensor_dtype t, int64_t rows, size_check *k)
+{
+    size_t bytes = 0;
     for (int i = 0; i < L->n_block; i++)
-        per_block = size_add(k, per_block,
-                             lm_aligned_bytes(k, size_mul(k, (size_t)rows, (size_t)L->block[i].per_row),
-                                              elem_bytes(&L->block[i], t)));
-    return per_block;
+        if (kept(L, &L->block[i]) == per_block)
+            bytes = size_add(k, bytes, buffer_bytes(&L->block[i], t, rows, k));
+    return bytes;
 }
 
 static size_t layout_bytes(const lm_layout *L, tensor_dtype t, int64_t rows, size_check *k)
@@ -38,7 +50,8 @@ static size_t layout_bytes(const lm_layout *L, tensor_dtype t, int64_t rows, siz
     for (int i = 0; i < L->n_shared; i++)
         total = size_add(k, total, size_mul(k, size_mul(k, (size_t)rows, (size_t)L->shared[i].per_row),
                                             elem_bytes(&L->shared[i], t)));
-    return size_add(k, total, size_mul(k, block_bytes(L, t, rows, k), (size_t)L->n_layer));
+    total = size_add(k, total, block_bytes(L, false, t, rows, k));
+    return size_add(k, total, size_mul(k, block_bytes(L, true, t, rows, k), (size_t)L->n_layer));
 }
 
 int lm_layout_plan(const lm_layout *L, tensor_dtype t, int64_t T, int64_t B, const char *name, const char *widths,
@@ -69,14 +82,23 @@ int lm_layout_alloc(model *m, const lm_layout *L, void *impl, void *blocks, size
             return rc;
         set_pointer(impl, L->shared[i].field, p);
     }
+    /* one slab: the blocks' shared copy first, then each block's own buffers */
     void *base;
-    int rc = lm_alloc(m, &base, size_mul(&k, block_bytes(L, t, rows, &k), (size_t)L->n_layer), err);
-    char *slab = base;
-    for (int64_t l = 0; !rc && l < L->n_layer; l++)
-        for (int i = 0; i < L->n_block; i++) {
-            set_pointer((char *)blocks + (size_t)l * block_stride, L->block[i].field, slab);
-            slab += lm_aligned_bytes(&k, size_mul(&k, (size_t)rows, (size_t)L->block[i].per_row),
-                                     elem_bytes(&L->block[i], t));
+    size_t shared_bytes = block_bytes(L, false, t, rows, &k);
+    int rc = lm_alloc(m, &base, size_add(&k, shared_bytes, size_mul(&k, block_bytes(L, true, t, rows, &k),
+                                                                      (size_t)L->n_layer)), err);
+    char *scratch = base, *slab = (char *)base + shared_bytes;
+    for (int i = 0; !rc && i < L->n_block; i++)
+        if (!kept(L, &L->block[i])) {
+            for (int64_t l = 0; l < L->n_layer; l++)
+                set_pointer((char *)blocks + (size_t)l * block_stride, L->block[i].field, scratch);
+            scratch += buffer_bytes(&L->block[i], t, rows, &k);
         }
+    for (int64_t l = 0; !rc && l < L->n_layer; l++)
+        for (int i = 0; i < L->n_block; i++)
+            if (kept(L, &L->block[i])) {
+                set_pointer((char *)blocks + (size_t)l * block_stride, L->block[i].field, slab);
+                slab += buffer_bytes(&L->block[i], t, rows, &k);
+            }
     return rc;
 }

@@ -5,8 +5,11 @@
  * block keeps for its backward), its element type (the compute type, or float for statistics) and
  * its length in elements per token row (a micro-batch has B·T rows). Shared buffers are allocated
  * one each; the blocks' buffers are carved from one slab, each 64-byte aligned, so the number of
- * allocations does not grow with depth. For the sharding issue, a block's entries are what a
- * recomputing backward may drop and rebuild. Must not know any one model. */
+ * allocations does not grow with depth. Each block buffer says in which recompute modes it is
+ * kept per block (lm_keep); in the others all blocks share one copy of it, scratch that the forward
+ * fills block after block and the recomputing backward refills for the block it is at (the same
+ * pointer in every block's struct, so the passes address it as before). Must not know any one
+ * model. */
 #ifndef DDP_LM_LAYOUT_H
 #define DDP_LM_LAYOUT_H
 
@@ -16,10 +19,18 @@
 
 #include "lm_core.h"
 
+/* The recompute modes that keep a block buffer per block (the others share one copy). */
+typedef enum lm_keep {
+    LM_KEEP_NONE,       /* recompute none only: a norm's or element-wise op's output */
+    LM_KEEP_SELECTIVE,  /* none and selective: a GEMM's or attention's output */
+    LM_KEEP_ALWAYS,     /* every mode: the block's output, which becomes the next block's input */
+} lm_keep;
+
 typedef struct lm_buffer {
     size_t field;      /* offsetof the pointer in the impl (shared) or in the block struct */
     bool f32;          /* float, else the compute type */
     int64_t per_row;   /* elements per token row */
+    lm_keep keep;      /* blocks' buffers only */
 } lm_buffer;
 
 #define LM_LAYOUT_MAX 16
@@ -29,12 +40,13 @@ typedef struct lm_layout {
     int n_shared, n_block;
     bool full;         /* a buffer did not fit LM_LAYOUT_MAX: lm_layout_alloc refuses the layout */
     int64_t n_layer;
+    recompute_mode recompute;
     size_t fixed_bytes; /* buffers not sized by rows (the Llama's RoPE tables): the model allocates them */
 } lm_layout;
 
 /* Appends a buffer (the builders below the layout tables use these). */
 void lm_layout_shared(lm_layout *L, size_t field, bool f32, int64_t per_row);
-void lm_layout_block(lm_layout *L, size_t field, bool f32, int64_t per_row);
+void lm_layout_block(lm_layout *L, size_t field, bool f32, int64_t per_row, lm_keep keep);
 
 /* The memory plan's figure: the bytes the layout takes for B sequences of T tokens in compute type
  * t into *bytes; a layout past 64 bits is a usage error naming the model (name), its depth and the

@@ -18,6 +18,15 @@
 
 typedef enum { MODEL_MLP, MODEL_GPT2, MODEL_LLAMA, MODEL_QWEN2 } model_kind;
 
+/* train.recompute: what a language model's backward rebuilds instead of keeping from the forward.
+ * SELECTIVE keeps each block's GEMM and attention outputs and recomputes its norms and element-wise
+ * ops; FULL keeps only each block's input and replays the block's forward. The kernels are
+ * deterministic, so the gradients are bit-identical to NONE's. */
+typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_mode;
+
+/* train.recompute's values in recompute_mode's order, NULL-terminated (models/model_config.c). */
+extern const char *const recompute_mode_names[];
+
 /* The MLP's hidden layers and activation (its input width and class count come from the data). */
 typedef struct mlp_opts {
     int n_hidden;
@@ -66,6 +75,7 @@ typedef struct model_opts {
     /* activations' and GEMM operands' type: TENSOR_F32, or TENSOR_BF16 (a GPT-2 or Llama on
      * the CUDA backend: fp32 parameters with a bf16 copy to compute with) */
     tensor_dtype compute;
+    recompute_mode recompute; /* a language model's; the MLP's is RECOMPUTE_NONE */
 } model_opts;
 
 #endif

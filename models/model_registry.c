@@ -30,19 +30,21 @@ static int build_mlp(const model_opts *opts, device *dev, const sample_layout *d
 static int build_gpt2(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
                       size_t param_tail, model **out, ddp_err *err)
 {
-    return gpt2_create(&opts->gpt2, opts->compute, dev, data, max_rows, param_tail, out, err);
+    return gpt2_create(&opts->gpt2, opts->compute, opts->recompute, dev, data, max_rows, param_tail, out, err);
 }
 
 static int build_llama(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
                        size_t param_tail, model **out, ddp_err *err)
 {
-    return llama_create(&llama_family_llama, &opts->llama, opts->compute, dev, data, max_rows, param_tail, out, err);
+    return llama_create(&llama_family_llama, &opts->llama, opts->compute, opts->recompute, dev, data, max_rows,
+                        param_tail, out, err);
 }
 
 static int build_qwen2(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
                        size_t param_tail, model **out, ddp_err *err)
 {
-    return llama_create(&qwen2_family, &opts->qwen2, opts->compute, dev, data, max_rows, param_tail, out, err);
+    return llama_create(&qwen2_family, &opts->qwen2, opts->compute, opts->recompute, dev, data, max_rows, param_tail,
+                        out, err);
 }
 
 /* What build would make, sized without a device (model_size). */
@@ -52,7 +54,7 @@ typedef int (*model_size_fn)(const model_opts *opts, const sample_layout *data, 
 static int size_gpt2(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
 {
     int rc = gpt2_tensor_table(&opts->gpt2, m, err);
-    if (!rc && (rc = gpt2_activation_bytes(&opts->gpt2, opts->compute, data->input.count, max_rows,
+    if (!rc && (rc = gpt2_activation_bytes(&opts->gpt2, opts->compute, opts->recompute, data->input.count, max_rows,
                                            &m->activation_bytes, err)))
         model_free_tensors(m);
     return rc;
@@ -61,8 +63,8 @@ static int size_gpt2(const model_opts *opts, const sample_layout *data, int64_t 
 static int size_llama(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
 {
     int rc = llama_tensor_table(&llama_family_llama, &opts->llama, m, err);
-    if (!rc && (rc = llama_activation_bytes(&llama_family_llama, &opts->llama, opts->compute, data->input.count, max_rows,
-                                            &m->activation_bytes, err)))
+    if (!rc && (rc = llama_activation_bytes(&llama_family_llama, &opts->llama, opts->compute, opts->recompute,
+                                            data->input.count, max_rows, &m->activation_bytes, err)))
         model_free_tensors(m);
     return rc;
 }
@@ -70,7 +72,7 @@ static int size_llama(const model_opts *opts, const sample_layout *data, int64_t
 static int size_qwen2(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
 {
     int rc = llama_tensor_table(&qwen2_family, &opts->qwen2, m, err);
-    if (!rc && (rc = llama_activation_bytes(&qwen2_family, &opts->qwen2, opts->compute,
+    if (!rc && (rc = llama_activation_bytes(&qwen2_family, &opts->qwen2, opts->compute, opts->recompute,
                                             data->input.count, max_rows, &m->activation_bytes, err)))
         model_free_tensors(m);
     return rc;

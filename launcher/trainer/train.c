@@ -182,7 +182,10 @@ static device_opts device_opts_of(const config *c)
 
 model_opts train_model_opts(const config *c)
 {
-    return model_opts_make(c->model.kind, &c->model.opts, c->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32);
+    model_opts o = model_opts_make(c->model.kind, &c->model.opts,
+                                   c->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32);
+    o.recompute = c->train.recompute;
+    return o;
 }
 
 /* The per-rank split of a step's samples at this world size (config_batch_split): with

@@ -65,9 +65,12 @@ static void format_memory_plan(const config *c, const memory_plan *p, char *out,
     if (b.wcopy > 0 || b.gcopy > 0)
         snprintf(copies, sizeof copies, ", bf16 copies: parameters %.1f MiB, gradients %.1f MiB",
                  (double)b.wcopy * mib, (double)b.gcopy * mib);
+    char recompute[32] = "";
+    if (c->train.recompute != RECOMPUTE_NONE)
+        snprintf(recompute, sizeof recompute, ", recompute %s", recompute_mode_names[c->train.recompute]);
     snprintf(out, size, "memory per rank: parameters %.1f MiB, gradients %.1f MiB, optimizer state %.1f MiB (%s)%s, "
-             "activations %.1f MiB (%lld rows), %.1f MiB in all", params * mib, params * mib, (double)b.state * mib,
-             zero, copies, (double)p->activation_bytes * mib, (long long)p->rows, (double)b.total * mib);
+             "activations %.1f MiB (%lld rows%s), %.1f MiB in all", params * mib, params * mib, (double)b.state * mib,
+             zero, copies, (double)p->activation_bytes * mib, (long long)p->rows, recompute, (double)b.total * mib);
 }
 
 void train_log_memory_plan(const train_job *t)

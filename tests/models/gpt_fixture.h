@@ -129,7 +129,7 @@ static inline int gfx_setup(gfx *f, device *dev, tensor_dtype compute)
     ddp_err err = {0};
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T},
                           .n_classes = f->shape.vocab_size};
-    if (gpt2_create(&f->shape, compute, dev, &data, f->B, 0, &f->m, &err)) {
+    if (gpt2_create(&f->shape, compute, RECOMPUTE_NONE, dev, &data, f->B, 0, &f->m, &err)) {
         fprintf(stderr, "fixture setup: %s\n", err.msg);
         return 1;
     }
@@ -186,6 +186,52 @@ static inline model_batch gfx_batch(const gfx *f)
 {
     model_batch b = {.inputs = f->tokens, .targets = f->targets, .rows = f->B};
     return b;
+}
+
+/* The gradients of the reference batch from `other`, a model of f->m's shape (built by the
+ * caller with another train.recompute), given f->m's parameters: two passes, so the second
+ * backward runs on what the first left behind. A malloc'd host copy; `other` is destroyed. */
+static inline float *gfx_grads_of(gfx *f, model *other)
+{
+    device *d = f->dev;
+    ddp_err err = {0};
+    size_t bytes = f->m->n_params * sizeof(float);
+    float *host = malloc(bytes);
+    d->ops->download(d, host, f->m->params, bytes, NULL);
+    d->ops->upload(d, other->params, host, bytes, NULL);
+    model_batch b = gfx_batch(f);
+    for (int pass = 0; pass < 2; pass++) {
+        d->ops->fill(d, TENSOR_F32, f->stats, 2, 0.0f, NULL);
+        CHECK(other->ops->forward_backward(other, &b, 1.0f / (float)(f->B * f->T), false, NULL, NULL, f->stats,
+                                           &err) == 0, "forward_backward: %s", err.msg);
+    }
+    d->ops->download(d, host, other->grads, bytes, NULL);
+    other->ops->destroy(other);
+    return host;
+}
+
+/* train.recompute selective and full give none's gradients bit for bit in less activation memory;
+ * build makes a model of f's shape and compute type with the given mode (NULL on failure). */
+static inline void gfx_check_recompute(gfx *f, model *(*build)(gfx *f, recompute_mode mode))
+{
+    float *grads[3] = {NULL, NULL, NULL};
+    size_t act[3] = {0, 0, 0};
+    for (int mode = RECOMPUTE_NONE; mode <= RECOMPUTE_FULL; mode++) {
+        model *m = build(f, (recompute_mode)mode);
+        CHECK(m != NULL, "recompute %s: built", recompute_mode_names[mode]);
+        if (m) {
+            act[mode] = m->activation_bytes;
+            grads[mode] = gfx_grads_of(f, m);
+        }
+    }
+    size_t n = f->m->n_params * sizeof(float);
+    for (int mode = RECOMPUTE_SELECTIVE; mode <= RECOMPUTE_FULL; mode++)
+        CHECK(grads[0] && grads[mode] && !memcmp(grads[0], grads[mode], n),
+              "recompute %s: the gradients of none, bit for bit", recompute_mode_names[mode]);
+    fprintf(stderr, "  activations: none %zu, selective %zu, full %zu bytes\n", act[0], act[1], act[2]);
+    CHECK(act[2] < act[1] && act[1] < act[0], "recompute keeps less: full < selective < none");
+    for (int mode = 0; mode < 3; mode++)
+        free(grads[mode]);
 }
 
 /* One CHECK per tensor: |got - exp| <= atol_scale·max|exp| + rtol·|exp|; prints the worst error. */

@@ -1,7 +1,8 @@
 /* test_gpt.c — GPT-2 on the CPU backend against PyTorch (fixture gpt-reference): logits,
  * loss, every gradient and the global gradient norm at init; two 3-step AdamW trajectories (with
  * and without clipping) with weight decay on the 2-D tensors only; and a central finite-difference
- * check of a few entries of every parameter tensor. Every shape comes from the fixture's MANIFEST.
+ * check of a few entries of every parameter tensor; train.recompute selective and full give none's
+ * gradients bit for bit in less activation memory. Every shape comes from the fixture's MANIFEST.
  * The same checks, with the same tolerances, hold the CUDA backend to PyTorch with `--cuda`. */
 #include "tests/models/gpt_fixture.h"
 
@@ -100,6 +101,17 @@ static void check_forward_backward(gfx *f)
     free(norm);
 }
 
+/* GPT-2 of the fixture's shape with train.recompute `mode` (gfx_check_recompute's builder). */
+static model *build_recompute(gfx *f, recompute_mode mode)
+{
+    sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = f->shape.vocab_size};
+    model *m = NULL;
+    ddp_err err = {0};
+    if (gpt2_create(&f->shape, f->m->act_dtype, mode, f->dev, &data, f->B, 0, &m, &err))
+        fprintf(stderr, "recompute %s: %s\n", recompute_mode_names[mode], err.msg);
+    return m;
+}
+
 /* Three steps from init.* on the reference batch, as the README's trajectories. */
 static void check_trajectory(gfx *f, const char *name, double clip)
 {
@@ -194,7 +206,7 @@ static void check_deepest_builds(device *d)
     sample_layout data = {.input = {SAMPLE_I32, 4}, .target = {SAMPLE_I32, 4}, .n_classes = 16};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(gpt2_create(&shape, TENSOR_F32, d, &data, 2, 0, &m, &err) == 0, "%d layers: %s", GPT2_MAX_LAYERS, err.msg);
+    CHECK(gpt2_create(&shape, TENSOR_F32, RECOMPUTE_NONE, d, &data, 2, 0, &m, &err) == 0, "%d layers: %s", GPT2_MAX_LAYERS, err.msg);
     if (m)
         m->ops->destroy(m);
 }
@@ -216,6 +228,7 @@ int main(int argc, char **argv)
                 (long long)f.shape.n_layer, (long long)f.shape.n_embd, (long long)f.shape.n_head, (long long)f.T,
                 (long long)f.shape.vocab_size, (long long)f.B, d->name);
         check_forward_backward(&f);
+        gfx_check_recompute(&f, build_recompute);
         check_trajectory(&f, "adamw", 0.0);
         check_trajectory(&f, "adamw_clip", 0.5);
         if (!cuda)

@@ -4,8 +4,9 @@
  * gradient), and two 3-step AdamW trajectories (with and without clipping) with weight decay on
  * the 2-D tensors only, through the project's optimizer. Every shape comes from the fixture's
  * MANIFEST. Also: the tied variant against the untied model with lm_head = embed_tokens, the
- * initialisation, the description both ways, and the deepest model builds. The same fixture
- * checks, with the same tolerances, hold the CUDA backend to HF with `--cuda`. */
+ * initialisation, the description both ways, and the deepest model builds; train.recompute
+ * selective and full give none's gradients bit for bit in less activation memory. The same
+ * fixture checks, with the same tolerances, hold the CUDA backend to HF with `--cuda`. */
 #include "tests/models/llama_fixture.h"
 
 #include "runtime/device/device.h"
@@ -123,6 +124,19 @@ static void check_forward_backward(lfx *x)
     free(norm);
 }
 
+/* The Llama of the fixture's shape with train.recompute `mode` (gfx_check_recompute's builder;
+ * f is the lfx's first member). */
+static model *build_recompute(gfx *f, recompute_mode mode)
+{
+    const lfx *x = (const lfx *)f;
+    sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = x->shape.vocab_size};
+    model *m = NULL;
+    ddp_err err = {0};
+    if (llama_create(&llama_family_llama, &x->shape, f->m->act_dtype, mode, f->dev, &data, f->B, 0, &m, &err))
+        fprintf(stderr, "recompute %s: %s\n", recompute_mode_names[mode], err.msg);
+    return m;
+}
+
 /* Three steps from init.* on the reference batch, as the README's trajectories. */
 static void check_trajectory(lfx *x, const char *name, double clip)
 {
@@ -178,7 +192,7 @@ static void check_tied(lfx *x)
     llama_shape ts = x->shape;
     ts.tie_embeddings = true;
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = ts.vocab_size};
-    CHECK(llama_create(&llama_family_llama, &ts, untied->act_dtype, d, &data, f->B, 0, &tied, &err) == 0, "tied: %s", err.msg);
+    CHECK(llama_create(&llama_family_llama, &ts, untied->act_dtype, RECOMPUTE_NONE, d, &data, f->B, 0, &tied, &err) == 0, "tied: %s", err.msg);
     if (!tied)
         return;
     const param_tensor *emb = model_find_tensor(untied, "model.embed_tokens.weight"),
@@ -325,11 +339,11 @@ static void check_create(device *d)
     }
     llama_shape bad = opts.llama;
     bad.n_kv_head = 3;
-    CHECK(llama_create(&llama_family_llama, &bad, TENSOR_F32, d, &data, 2, 0, &m, &err) == DDP_EUSAGE, "n_kv_head 3 of 2 heads built");
+    CHECK(llama_create(&llama_family_llama, &bad, TENSOR_F32, RECOMPUTE_NONE, d, &data, 2, 0, &m, &err) == DDP_EUSAGE, "n_kv_head 3 of 2 heads built");
     CHECK_STR_CONTAINS(err.msg, "model.llama.n_head 2 is not divisible by model.llama.n_kv_head 3");
     bad = opts.llama;
     bad.n_embd = 6; /* head size 3 */
-    CHECK(llama_create(&llama_family_llama, &bad, TENSOR_F32, d, &data, 2, 0, &m, &err) == DDP_EUSAGE, "odd head size built");
+    CHECK(llama_create(&llama_family_llama, &bad, TENSOR_F32, RECOMPUTE_NONE, d, &data, 2, 0, &m, &err) == DDP_EUSAGE, "odd head size built");
     CHECK_STR_CONTAINS(err.msg, "is not an even head size");
 }
 
@@ -397,6 +411,7 @@ int main(int argc, char **argv)
         if (!cuda)
             check_rope_tables(&x);
         check_forward_backward(&x);
+        gfx_check_recompute(&x.f, build_recompute);
         check_trajectory(&x, "adamw", 0.0);
         check_trajectory(&x, "adamw_clip", 0.5);
         if (!cuda) {

@@ -45,7 +45,7 @@ static model *build_shape(const llama_shape *s)
     sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = s->vocab_size};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(llama_create(&llama_family_llama, s, TENSOR_F32, dev, &data, B, 0, &m, &err) == DDP_OK, "llama_create: %s", err.msg);
+    CHECK(llama_create(&llama_family_llama, s, TENSOR_F32, RECOMPUTE_NONE, dev, &data, B, 0, &m, &err) == DDP_OK, "llama_create: %s", err.msg);
     return m;
 }
 
@@ -293,7 +293,7 @@ static void test_refusals(void)
     /* a model of another kind, of the same sizes */
     gpt2_shape gs = {shape.n_layer, shape.n_head, shape.n_embd, shape.block_size, shape.vocab_size};
     sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = shape.vocab_size};
-    CHECK(gpt2_create(&gs, TENSOR_F32, dev, &data, B, 0, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
+    CHECK(gpt2_create(&gs, TENSOR_F32, RECOMPUTE_NONE, dev, &data, B, 0, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
     refused(m, fx.dir, "a Hugging Face Llama folder; this model is gpt2 n_layer=", NULL);
     m->ops->destroy(m);
     free_tensors(t, n + 1);
@@ -316,21 +316,6 @@ static const char *export_dir(const char *name)
     snprintf(dir, sizeof dir, "%s/%s", tmp, name);
     mkdir(dir, 0777);
     return dir;
-}
-
-/* dir/config.json is the fixture's but for its transformers_version line (we are not transformers). */
-static bool config_is_fixtures(const char *dir, const char *fixture_dir)
-{
-    char *ours = fixture_config(dir), *theirs = fixture_config(fixture_dir), *line = strstr(theirs, "  \"transformers_version\"");
-    CHECK(line != NULL, "%s/config.json has no transformers_version", fixture_dir);
-    if (line)
-        memmove(line, strchr(line, '\n') + 1, strlen(strchr(line, '\n') + 1) + 1);
-    bool same = !strcmp(ours, theirs);
-    if (!same)
-        printf("exported config.json:\n%s\nfixture's (without transformers_version):\n%s\n", ours, theirs);
-    free(ours);
-    free(theirs);
-    return same;
 }
 
 static bool same_weights(const char *dir, const char *fixture_dir)

@@ -1,7 +1,8 @@
 # tests/launcher/trainer/kjv_cuda.sh — what the emulated-GPU tests on a configs/*_kjv.yaml share
-# (sourced, never run; test_gpt2_cuda.sh and test_llama_cuda.sh): the byte-level KJV tokens
-# (skipped, exit 77, without the corpus), the overrides every run takes, one run of the config on
-# 2 ranks, and the step-50 loss comparisons. The test sets KJV (the config) and KJV_BATCH (the
+# (sourced, never run; test_gpt2_cuda.sh, test_llama_cuda.sh and test_qwen2_cuda.sh): the
+# byte-level KJV tokens (skipped, exit 77, without the corpus), the overrides every run takes, one
+# run of the config on 2 ranks, the step-50 loss comparisons, and the CPU-against-emulated-GPU pair
+# of runs every such test begins with. The test sets KJV (the config) and KJV_BATCH (the
 # per-rank data.batch_size, lowered from the config's to keep the emulator's runs short) before
 # sourcing it.
 source "$DDP_SRC/tests/lib.sh"
@@ -65,3 +66,24 @@ PY
 # beyond CMD...: CMD (within or ckpt_compare) says its two runs differ beyond its tolerance (exit 1),
 # not that it could not compare them (2), so a referee run that wrote nothing cannot pass for different
 beyond() { "$@"; [ $? -eq 1 ]; }
+
+# cpu_and_cuda MODEL_TEXT: the config on the CPU backend (MPI) and on the emulated GPU (NCCL), 50
+# steps each: both run, the cuda run on the emulator and NCCL with the model whose description
+# begins MODEL_TEXT, its loss falling more than 1 nat/byte, and its step-50 loss within 1e-4
+# relative of the CPU's (the parameters are each test's to compare).
+cpu_and_cuda() {
+    kjv cpu 300 device=cpu
+    check "cpu+mpi np=2 runs" [ $? -eq 0 ]
+    kjv cuda 600 "${GPU[@]}"
+    check "cuda+nccl np=2 runs" [ $? -eq 0 ]
+    check "the cuda run used the CUDA emulator and NCCL" grep -q "device CUDA emulator.*gradient backend nccl" \
+        "$TMP/cuda.log"
+    check "... on the config's model" grep -qF "model: $1" "$TMP/cuda.log"
+    local l1 l50
+    l1=$(loss_at cuda 1) l50=$(loss_at cuda 50)
+    echo "# cuda loss: step 1 ${l1:-missing}, step 50 ${l50:-missing}"
+    check "the cuda run trained: step-50 loss more than 1 nat/byte below step 1's" \
+        python3 -c 'import sys; sys.exit(0 if float(sys.argv[2]) < float(sys.argv[1]) - 1 else 1)' "${l1:-nan}" \
+        "${l50:-nan}"
+    check "step-50 training loss: cuda within 1e-4 relative of cpu" within cpu cuda 1e-4
+}

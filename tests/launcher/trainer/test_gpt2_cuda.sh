@@ -28,19 +28,10 @@ KJV_BATCH=4
 source "$(dirname "$0")/kjv_cuda.sh"
 
 # --- the emulated GPU against the CPU backend, 50 steps ---
-kjv cpu 300 device=cpu
-check "cpu+mpi np=2 runs" [ $? -eq 0 ]
-kjv cuda 600 "${GPU[@]}"
-check "cuda+nccl np=2 runs" [ $? -eq 0 ]
-check "the cuda run used the CUDA emulator and NCCL" grep -q "device CUDA emulator.*gradient backend nccl" "$TMP/cuda.log"
-l1=$(loss_at cuda 1) l50=$(loss_at cuda 50)
-echo "# cuda loss: step 1 ${l1:-missing}, step 50 ${l50:-missing}"
-check "the cuda run trained: step-50 loss more than 1 nat/byte below step 1's" \
-    python3 -c 'import sys; sys.exit(0 if float(sys.argv[2]) < float(sys.argv[1]) - 1 else 1)' "${l1:-nan}" "${l50:-nan}"
+cpu_and_cuda "gpt2 n_layer=4 "
 # Measured: both step-50 losses 2.37494 (equal to the 6 digits logged), parameters 3.1e-5 apart
 # (the kernels and cuBLAS sum in other orders than oneDNN). An AdamW kernel with eps x1000 planted
 # moved the loss 4.0e-4 and the parameters 4.7e-2: both checks failed.
-check "step-50 training loss: cuda within 1e-4 relative of cpu" within cpu cuda 1e-4
 check "step-50 parameters: cuda within 1e-4 of cpu" \
     "$CKPT_COMPARE" "$(last_ckpt "$TMP/cpu")" "$(last_ckpt "$TMP/cuda")" param/ 1e-4
 

@@ -38,21 +38,7 @@ python3 -c 'import safetensors' 2>/dev/null || { echo "SKIP: python3 lacks safet
 "$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DDP_SRC/README.md" "$DATA" >/dev/null
 check "prepare-text: byte-token data" [ -f "$DATA/tokenizer.bin" ]
 
-# same_tensors A B: A/model.safetensors and B/model.safetensors hold the same tensors (read with the
-# safetensors package), and A/config.json every key of B's but transformers_version
-same_tensors() {
-    python3 - "$1" "$2" <<'PY'
-import json, sys, safetensors
-a, b = (dict(safetensors.deserialize(open(d + "/model.safetensors", "rb").read())) for d in sys.argv[1:3])
-assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-for name in a:
-    for field in ("dtype", "shape", "data"):
-        assert a[name][field] == b[name][field], (name, field)
-ca, cb = (json.load(open(d + "/config.json")) for d in sys.argv[1:3])
-diff = {k: (v, ca.get(k)) for k, v in cb.items() if k != "transformers_version" and ca.get(k, "absent") != v}
-assert not diff, diff
-PY
-}
+same_tensors() { "$DDP_SRC/tests/launcher/trainer/hf_same_tensors.py" "$@"; }
 
 # ---- the fixture, unchanged ----------------------------------------------------------------
 llama "$TMP/f" "${STILL[@]}" checkpoint.init_from="$HF" >"$TMP/f.log" 2>&1

@@ -31,22 +31,7 @@ python3 -c 'import safetensors' 2>/dev/null || { echo "SKIP: python3 lacks safet
 "$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DDP_SRC/README.md" "$DATA" >/dev/null
 check "prepare-text: byte-token data" [ -f "$DATA/tokenizer.bin" ]
 
-# same_tensors A B: A/model.safetensors and B/model.safetensors hold the same tensors (read with the
-# safetensors package), and A/config.json every key of B's but transformers_version
-same_tensors() {
-    python3 - "$1" "$2" <<'PY'
-import json, sys, safetensors
-a, b = (dict(safetensors.deserialize(open(d + "/model.safetensors", "rb").read())) for d in sys.argv[1:3])
-assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-assert any(n.endswith("q_proj.bias") for n in a), sorted(a)
-for name in a:
-    for field in ("dtype", "shape", "data"):
-        assert a[name][field] == b[name][field], (name, field)
-ca, cb = (json.load(open(d + "/config.json")) for d in sys.argv[1:3])
-diff = {k: (v, ca.get(k)) for k, v in cb.items() if k != "transformers_version" and ca.get(k, "absent") != v}
-assert not diff, diff
-PY
-}
+same_tensors() { "$DDP_SRC/tests/launcher/trainer/hf_same_tensors.py" "$@"; }
 
 # ---- the fixture, unchanged ----------------------------------------------------------------
 qwen2 1 "$TMP/f" "${STILL[@]}" checkpoint.init_from="$HF" >"$TMP/f.log" 2>&1
@@ -61,6 +46,9 @@ check "saying what it wrote" grep -q "Hugging Face Qwen2ForCausalLM, float32, 1 
 check "model.safetensors is the fixture's file byte for byte" cmp "$TMP/fx/model.safetensors" "$HF/model.safetensors"
 same_tensors "$TMP/fx" "$HF"
 check "read with safetensors: the fixture's tensors and config.json's keys" [ $? -eq 0 ]
+check "... the q/k/v biases among them" python3 -c 'import sys, safetensors
+names = dict(safetensors.deserialize(open(sys.argv[1], "rb").read()))
+sys.exit(not any(n.endswith("self_attn.k_proj.bias") for n in names))' "$TMP/fx/model.safetensors"
 
 qwen2 1 "$TMP/b" "${STILL[@]}" checkpoint.init_from="$HF/bf16" >"$TMP/b.log" 2>&1
 check "a still step from the bf16 folder" [ $? -eq 0 ]

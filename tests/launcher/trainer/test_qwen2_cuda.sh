@@ -13,17 +13,8 @@ KJV=$DDP_SRC/configs/qwen2_kjv.yaml
 KJV_BATCH=2
 source "$(dirname "$0")/kjv_cuda.sh"
 
-kjv cpu 300 device=cpu
-check "cpu+mpi np=2 runs" [ $? -eq 0 ]
-kjv cuda 600 "${GPU[@]}"
-check "cuda+nccl np=2 runs" [ $? -eq 0 ]
-check "the cuda run used the CUDA emulator and NCCL" grep -q "device CUDA emulator.*gradient backend nccl" "$TMP/cuda.log"
-check "... on the config's Qwen2" grep -q "model: qwen2 n_layer=4 n_head=4 n_kv_head=2 n_embd=128" "$TMP/cuda.log"
-l1=$(loss_at cuda 1) l50=$(loss_at cuda 50)
-echo "# cuda loss: step 1 ${l1:-missing}, step 50 ${l50:-missing}"
-check "the cuda run trained: step-50 loss more than 1 nat/byte below step 1's" \
-    python3 -c 'import sys; sys.exit(0 if float(sys.argv[2]) < float(sys.argv[1]) - 1 else 1)' "${l1:-nan}" "${l50:-nan}"
-check "step-50 training loss: cuda within 1e-4 relative of cpu" within cpu cuda 1e-4
+cpu_and_cuda "qwen2 n_layer=4 n_head=4 n_kv_head=2 n_embd=128"
+
 # Parameters, tensor by tensor. The k_proj biases are held to a bound of their own: a key bias adds
 # the same q·b to all of a query's scores but for RoPE's rotation, which softmax nearly cancels, so
 # its gradient is close to zero and AdamW's normalised update turns the two backends' rounding
