@@ -37,7 +37,9 @@ static int lay_out_params(model *m, gpt2_impl *g, ddp_err *err)
     int64_t C = s->n_embd;
     size_t off = 0;
     g->off_wte = off;
-    int rc = model_add_tensor(m, "wte.weight", g->lm.Vp, C, true, &off, err);
+    int rc = model_begin_unit(m, false, err); /* the embeddings */
+    if (!rc)
+        rc = model_add_tensor(m, "wte.weight", g->lm.Vp, C, true, &off, err);
     g->off_wpe = off;
     if (!rc)
         rc = model_add_tensor(m, "wpe.weight", s->block_size, C, true, &off, err);
@@ -45,6 +47,7 @@ static int lay_out_params(model *m, gpt2_impl *g, ddp_err *err)
         g->block_off[l] = off;
         const int64_t rows[BLOCK_TENSORS] = {C, C, 3 * C, 3 * C, C, C, C, C, 4 * C, 4 * C, C, C};
         const int64_t cols[BLOCK_TENSORS] = {0, 0, C, 0, C, 0, 0, 0, C, 0, 4 * C, 0};
+        rc = model_begin_unit(m, true, err);
         for (int i = 0; !rc && i < BLOCK_TENSORS; i++) {
             char name[MODEL_TENSOR_NAME_MAX];
             snprintf(name, sizeof name, "h.%d.%s", l, block_tensor_names[i]);
@@ -53,6 +56,8 @@ static int lay_out_params(model *m, gpt2_impl *g, ddp_err *err)
     }
     g->block_off[s->n_layer] = off;
     g->off_lnf_w = off;
+    if (!rc) /* ln_f; the head is wte, the embeddings unit's */
+        rc = model_begin_unit(m, false, err);
     if (!rc)
         rc = model_add_tensor(m, "ln_f.weight", C, 0, false, &off, err);
     g->off_lnf_b = off;

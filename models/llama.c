@@ -46,11 +46,14 @@ static int lay_out_params(model *m, llama_impl *g, ddp_err *err)
     size_t off = 0;
     g->block_tensors = g->fam->qkv_bias ? BLOCK_TENSORS_MAX : BLOCK_TENSORS;
     g->off_embed = off;
-    int rc = model_add_tensor(m, "model.embed_tokens.weight", g->lm.Vp, C, true, &off, err);
+    int rc = model_begin_unit(m, false, err); /* the embeddings */
+    if (!rc)
+        rc = model_add_tensor(m, "model.embed_tokens.weight", g->lm.Vp, C, true, &off, err);
     for (int l = 0; !rc && l < s->n_layer; l++) {
         g->block_off[l] = off;
         const int64_t rows[BLOCK_TENSORS_MAX] = {C, q, kv, kv, C, C, F, F, C, q, kv, kv};
         const int64_t cols[BLOCK_TENSORS_MAX] = {0, C, C, C, q, 0, C, C, F, 0, 0, 0};
+        rc = model_begin_unit(m, true, err);
         for (int i = 0; !rc && i < g->block_tensors; i++) {
             char name[MODEL_TENSOR_NAME_MAX];
             snprintf(name, sizeof name, "model.layers.%d.%s", l, block_tensor_names[i]);
@@ -59,6 +62,8 @@ static int lay_out_params(model *m, llama_impl *g, ddp_err *err)
     }
     g->block_off[s->n_layer] = off;
     g->off_norm = off;
+    if (!rc) /* model.norm and lm_head (a tied head is the embeddings unit's) */
+        rc = model_begin_unit(m, false, err);
     if (!rc)
         rc = model_add_tensor(m, "model.norm.weight", C, 0, false, &off, err);
     g->off_head = s->tie_embeddings ? g->off_embed : off;

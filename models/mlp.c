@@ -214,7 +214,9 @@ static int build_layout(model *m, mlp_impl *p, const mlp_opts *opts, ddp_err *er
         p->layer[l].out = out;
         snprintf(name, sizeof name, "fc%d.weight", l + 1);
         p->layer[l].w_off = offset;
-        int rc = model_add_tensor(m, name, out, in, true, &offset, err);
+        int rc = model_begin_unit(m, false, err); /* a layer: its weight and bias */
+        if (!rc)
+            rc = model_add_tensor(m, name, out, in, true, &offset, err);
         snprintf(name, sizeof name, "fc%d.bias", l + 1);
         p->layer[l].b_off = offset;
         if (!rc)

@@ -67,9 +67,28 @@ int model_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *err)
     return m->ops->params_changed ? m->ops->params_changed(m, seed, step, err) : DDP_OK;
 }
 
+int model_begin_unit(model *m, bool block, ddp_err *err)
+{
+    if ((m->n_units & (m->n_units - 1)) == 0) { /* grow by doubling, as the tensor table */
+        size_t cap = m->n_units ? 2 * (size_t)m->n_units : 16;
+        model_unit *u = realloc(m->units, cap * sizeof *u);
+        if (!u)
+            return ddp_fail(err, DDP_ERUNTIME, "out of host memory for %zu parameter units", cap);
+        m->units = u;
+    }
+    size_t end = m->n_tensors ? m->tensors[m->n_tensors - 1].offset + m->tensors[m->n_tensors - 1].numel : 0;
+    m->units[m->n_units++] = (model_unit){.first_tensor = m->n_tensors, .offset = end, .block = block};
+    return DDP_OK;
+}
+
 int model_add_tensor(model *m, const char *name, int64_t d0, int64_t d1, bool weight_decay, size_t *offset,
                      ddp_err *err)
 {
+    if (m->n_units == 0) { /* a model that names no units is one */
+        int rc = model_begin_unit(m, false, err);
+        if (rc)
+            return rc;
+    }
     /* grow by doubling: n_tensors is a power of two whenever the table is full */
     if ((m->n_tensors & (m->n_tensors - 1)) == 0) {
         size_t cap = m->n_tensors ? 2 * (size_t)m->n_tensors : 16;
@@ -97,6 +116,10 @@ int model_add_tensor(model *m, const char *name, int64_t d0, int64_t d1, bool we
     t->numel = numel;
     t->offset = *offset;
     t->weight_decay = weight_decay;
+    model_unit *u = &m->units[m->n_units - 1];
+    if (u->n_tensors++ == 0)
+        u->offset = *offset;
+    u->count = end - u->offset;
     *offset = end;
     return DDP_OK;
 }
@@ -106,6 +129,9 @@ void model_free_tensors(model *m)
     free(m->tensors);
     m->tensors = NULL;
     m->n_tensors = 0;
+    free(m->units);
+    m->units = NULL;
+    m->n_units = 0;
 }
 
 int model_init_linear_default(model *m, uint64_t seed, ddp_err *err)

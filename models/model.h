@@ -35,6 +35,17 @@ typedef struct param_tensor {
     bool weight_decay;  /* the optimizer's weight decay applies (PyTorch param groups' choice) */
 } param_tensor;
 
+/* A unit: consecutive parameter tensors that belong together — the embeddings, a transformer
+ * block, the final norm and head, one of the MLP's layers — in the order the forward pass uses
+ * them: what fully sharded data parallelism gathers before the unit's forward and frees after it,
+ * and, when `block`, a stretch of the forward that recompute may replay from its input (a
+ * transformer block). A tied head's weight is the embeddings unit's. */
+typedef struct model_unit {
+    int first_tensor, n_tensors;  /* m->tensors[first_tensor .. first_tensor + n_tensors) */
+    size_t offset, count;         /* their parameters: [offset, offset + count) of params and grads */
+    bool block;
+} model_unit;
+
 /* What the model takes and reports. Every model reports its loss: the mean cross-entropy over
  * all target elements (rows x sample.target.count of them). */
 typedef struct model_io {
@@ -89,6 +100,8 @@ struct model {
     size_t n_params;
     param_tensor *tensors;           /* n_tensors, in buffer order; freed by model_free_tensors */
     int n_tensors;
+    model_unit *units;               /* n_units covering the tensors in order; freed with them */
+    int n_units;
     model_io io;
     /* Kind and shape settings, e.g. "mlp hidden=[1024,1024] activation=relu in=784 classes=10":
      * the training log prints it, checkpoints record it and a resume must find the same text. */
@@ -143,6 +156,9 @@ int model_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *err);
 /* PyTorch nn.Linear's default init (kaiming_uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in))
  * for weights and biases), for models built of Linear layers. */
 int model_init_linear_default(model *m, uint64_t seed, ddp_err *err);
+
+/* Starts the next unit (model_unit); the tensors model_add_tensor appends from here on are its. */
+int model_begin_unit(model *m, bool block, ddp_err *err);
 
 /* Appends a tensor of shape [d0] (d1 == 0) or [d0, d1] at *offset, advancing it; the table grows
  * as needed. Fails only when out of memory, for a name of MODEL_TENSOR_NAME_MAX bytes or more

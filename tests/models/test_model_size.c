@@ -1,9 +1,10 @@
 /* test_model_size.c — model_size (models/model_registry.c), the memory plan's size-only path:
- * for GPT-2 and Llama shapes (grouped-query and multi-head attention, tied and untied, sequences
- * shorter than the block, 1 and 3 rows) it gives exactly the tensor table (names, offsets, sizes),
- * parameter count and activation bytes (float32 and bf16) of the model model_create builds on the
- * CPU, and the parameter counts equal the closed formulas; the MLP, whose size follows its data,
- * is refused.
+ * for GPT-2, Llama and Qwen2 shapes (grouped-query and multi-head attention, tied and untied,
+ * sequences shorter than the block, 1 and 3 rows) it gives exactly the tensor table (names,
+ * offsets, sizes), parameter count and activation bytes (float32 and bf16) of the model
+ * model_create builds on the CPU, and the parameter counts equal the closed formulas; the units
+ * (the embeddings, each block, the final norm and head; an MLP's layers) cover the tensors in
+ * order; the MLP's size, which follows its data, is refused.
  * Sizes past 64 bits (issue 37's plan shapes) are refused naming their keys, by model_size and by
  * model_create before it allocates, and below that the figure grows with the batch. */
 #include "tests/check.h"
@@ -14,6 +15,36 @@
 #include "runtime/device/device.h"
 
 static device *dev;
+
+/* The units (model.h) of a language model of n_layer blocks: the embeddings, each block (its
+ * tensors all named with the block's prefix, `block` set), the final norm (and head); together
+ * they cover every tensor and parameter once, in order, each unit's range its tensors'. */
+static void check_units(const model *m, int64_t n_layer, const char *block_prefix, const char *what)
+{
+    CHECK(m->n_units == n_layer + 2, "%s: %d units for %lld blocks", what, m->n_units, (long long)n_layer);
+    int next_tensor = 0;
+    size_t next_param = 0;
+    for (int u = 0; u < m->n_units; u++) {
+        const model_unit *un = &m->units[u];
+        bool block = u > 0 && u <= n_layer;
+        CHECK(un->first_tensor == next_tensor && un->offset == next_param && un->n_tensors > 0,
+              "%s: unit %d starts at tensor %d, parameter %zu", what, u, un->first_tensor, un->offset);
+        CHECK(un->block == block, "%s: unit %d is %sa block", what, u, un->block ? "" : "not ");
+        size_t count = 0;
+        for (int i = un->first_tensor; i < un->first_tensor + un->n_tensors && i < m->n_tensors; i++) {
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, "%s%d.", block_prefix, u - 1);
+            CHECK(!block || !strncmp(m->tensors[i].name, prefix, strlen(prefix)), "%s: %s in unit %d", what,
+                  m->tensors[i].name, u);
+            count += m->tensors[i].numel;
+        }
+        CHECK(un->count == count, "%s: unit %d counts %zu parameters, its tensors %zu", what, u, un->count, count);
+        next_tensor += un->n_tensors;
+        next_param += un->count;
+    }
+    CHECK(next_tensor == m->n_tensors && next_param == m->n_params, "%s: the units cover %d tensors, %zu parameters",
+          what, next_tensor, next_param);
+}
 
 /* model_size(opts) against the model model_create builds; returns the size's n_params. */
 static size_t same_as_built(const model_opts *opts, int64_t T, int64_t rows, const char *what)
@@ -36,6 +67,9 @@ static size_t same_as_built(const model_opts *opts, int64_t T, int64_t rows, con
     CHECK(s.activation_bytes == m->activation_bytes, "%s (T %lld, %lld rows): activations %zu bytes, built %zu", what,
           (long long)T, (long long)rows, s.activation_bytes, m->activation_bytes);
     CHECK(s.act_dtype == TENSOR_F32, "%s: compute type %d", what, (int)s.act_dtype);
+    bool gpt2 = opts->kind == MODEL_GPT2;
+    check_units(&s, gpt2 ? opts->gpt2.n_layer : opts->kind == MODEL_QWEN2 ? opts->qwen2.n_layer : opts->llama.n_layer,
+                gpt2 ? "h." : "model.layers.", what);
     m->ops->destroy(m);
     model_free_tensors(&s);
     /* bf16 activations: the size's figure is the built model's too (model_create checks its own
@@ -89,6 +123,13 @@ static void llama_sizes(void)
             size_t n = same_as_built(&o, s->block_size - 4, rows, what);
             CHECK(n == want, "%s: %zu parameters, the formula says %zu", what, n, want);
         }
+        /* Qwen2: the same shape with the q/k/v projections' biases */
+        model_opts q = {.kind = MODEL_QWEN2, .qwen2 = *s, .compute = TENSOR_F32};
+        char what[64];
+        snprintf(what, sizeof what, "qwen2 shape %zu", i);
+        size_t n = same_as_built(&q, s->block_size - 4, 2, what);
+        size_t biases = (size_t)(s->n_layer * (s->n_head + 2 * s->n_kv_head) * hd);
+        CHECK(n == want + biases, "%s: %zu parameters, the formula says %zu", what, n, want + biases);
     }
 }
 
@@ -206,6 +247,14 @@ int main(void)
     model s = {0};
     CHECK(model_size(&mlp, &data, 4, &s, &err) == DDP_EUSAGE, "the MLP's size was given");
     CHECK_STR_CONTAINS(err.msg, "only language models' are known");
+    model *built = NULL;
+    CHECK(model_create(&mlp, dev, &data, 4, 0, &built, &err) == DDP_OK, "mlp: %s", err.msg);
+    if (built) { /* the MLP's units: its layers, a weight and a bias each */
+        CHECK(built->n_units == 2 && built->units[0].n_tensors == 2 && built->units[1].first_tensor == 2 &&
+              built->units[1].offset == built->units[0].count && !built->units[0].block &&
+              built->units[0].count + built->units[1].count == built->n_params, "mlp: %d units", built->n_units);
+        built->ops->destroy(built);
+    }
     dev->ops->destroy(dev);
     return check_done("test_model_size");
 }
