@@ -170,10 +170,10 @@ static const cfg_key keys_after_models[] = {
              "`config.json` and `model.safetensors` or its sharded index; F32, F16 or BF16 tensors): a fresh start (no checkpoint "
              "resumed) loads the parameters from it (`ddprun ckpt export --format llmc` writes the file, as does "
              "llm.c's `train_gpt2.py`; `--format hf` the folder) instead of initialising them. Its shape (the "
-             "file's header or `config.json`) gives each `model.gpt2` shape key the config leaves out, also on a "
-             "resume, so it must be readable where rank 0 runs; a key set to another value is refused naming "
-             "both. The other language models start from a folder only, and their shape is the config's (a folder "
-             "of another shape is refused naming both). Not with `model.kind: mlp`."),
+             "file's header or `config.json`) gives each shape key of the model's section the config leaves out, "
+             "also on a resume, so it must be readable where rank 0 runs; a key set to another value is refused "
+             "naming both. Only the models llm.c has a file for start from one; every language model from a "
+             "folder. Not with `model.kind: mlp`."),
     OPT_PATH("checkpoint.dir", checkpoint.dir,
              "Where checkpoints are written and looked for (none: `run.dir/checkpoints`); may be a network mount "
              "that outlives the instance. Only rank 0 reads and writes it. It is created, and a file made and "

@@ -28,7 +28,7 @@ static const char intro[] =
 static const char hash_note[] =
     "\n"
     "**H**: part of the config hash stored in checkpoints — the settings a bit-exact resume depends\n"
-    "on (FNV-1a 64 over `key=value` lines of these keys). \"(mlp)\", \"(gpt2)\", \"(adamw)\", \"(sgd)\",\n"
+    "on (FNV-1a 64 over `key=value` lines of these keys). A model kind's name, \"(adamw)\", \"(sgd)\",\n"
     "\"(cosine)\", \"(synthetic)\", \"(tokens)\": only hashed when that choice is active; \"(per rank)\": only\n"
     "while `train.global_batch` is 0, \"(global batch)\": only when it is set, so a job with a global batch\n"
     "resumes on any world size that divides it. Not hashed: run directory, device/backend/bucket sizes,\n"

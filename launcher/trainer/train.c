@@ -119,7 +119,7 @@ static int open_grad_comm(train_job *t, ddp_err *err)
     return comm_nccl_create(&o, &t->grad_comm, err);
 }
 
-/* The model says which tensors weight decay skips (GPT-2: biases and LayerNorm parameters).
+/* The model says which tensors weight decay skips (its biases and norm parameters, as each kind declares).
  * Under ZeRO the optimizer covers this rank's shard of the reducer's buckets. */
 static int make_optimizer(train_job *t, ddp_err *err)
 {

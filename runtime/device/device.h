@@ -217,7 +217,7 @@ typedef struct adamw_args {
  * no float atomics. */
 #define DEVICE_TRANSFORMER_OPS(OP)                                                                 \
     /* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]; tokens in [0, rows of wte). wpe NULL: no     \
-     * position table (out[b,t,:] = wte[tokens[b,t],:], the Llama's: RoPE places positions) */     \
+     * position table (out[b,t,:] = wte[tokens[b,t],:]: RoPE places positions) */     \
     OP(embedding_forward, (device *d, tensor_dtype t, void *out, const int32_t *tokens, const void *wte, \
                            const void *wpe, int64_t B, int64_t T, int64_t C))                       \
     /* dwte[tokens[b,t],:] += dout[b,t,:] in (b,t) order, dwpe[t,:] += sum_b dout[b,t,:]; dwte has \
@@ -265,12 +265,13 @@ typedef struct attn_shape {
                             const void *dout, const void *out, const float *lse, const void *q, const void *k, \
                             const void *v))
 
-/* ---- Llama's ops (kernels/llama_cpu.c, kernels/llama.cu): RMSNorm, rotary position embeddings
- * (RoPE) and the SwiGLU feed-forward's gate, as Hugging Face's Llama computes them ----------------
+/* ---- the rotary block's ops (kernels/rotary_cpu.c, kernels/rotary.cu): RMSNorm, rotary position
+ * embeddings (RoPE) and the SwiGLU feed-forward's gate, as Hugging Face's Llama and Qwen2 compute
+ * them ------------------------------------------------------------------------------------------
  * t is the type of every void* tensor; RMSNorm's statistics and parameter gradient are float;
  * computed in float (sums in double) inside. "+=" outputs accumulate, "=" outputs are overwritten.
  * Deterministic for a given thread count and GPU: no float atomics. */
-#define DEVICE_LLAMA_OPS(OP)                                                                       \
+#define DEVICE_ROTARY_OPS(OP)                                                                      \
     /* rstd[r] = 1/sqrt(mean_c inp[r,c]^2 + eps); out = inp * rstd * w per row of C (HF's         \
      * LlamaRMSNorm); rstd [N] is saved for the backward. eps >= 0 */                              \
     OP(rmsnorm_forward, (device *d, tensor_dtype t, void *out, float *rstd, const void *inp, const void *w, \
@@ -342,7 +343,7 @@ typedef struct attn_shape {
     DEVICE_CAST_OPS(OP)                                                                            \
     DEVICE_TRANSFORMER_OPS(OP)                                                                     \
     DEVICE_ATTENTION_OPS(OP)                                                                       \
-    DEVICE_LLAMA_OPS(OP)                                                                           \
+    DEVICE_ROTARY_OPS(OP)                                                                          \
     DEVICE_TIMER_OPS(OP)                                                                           \
     DEVICE_STAMP_OPS(OP)
 
@@ -358,7 +359,7 @@ typedef struct attn_shape {
     F("cast", DEVICE_CAST_OPS)                                                                     \
     F("transformer", DEVICE_TRANSFORMER_OPS)                                                       \
     F("attention", DEVICE_ATTENTION_OPS)                                                           \
-    F("llama", DEVICE_LLAMA_OPS)                                                                   \
+    F("rotary", DEVICE_ROTARY_OPS)                                                                 \
     F("timer", DEVICE_TIMER_OPS)                                                                   \
     F("stamp", DEVICE_STAMP_OPS)
 

@@ -12,7 +12,7 @@
  * them. The host never waits: the sort's sizes are known at launch. A token's run is one warp's
  * serial loop, so the most frequent token bounds the time (~2,500 of 65,536 in English text).
  * dwpe[t,c] += Σ_b dout[b,t,c]: one thread per pack of (t, c), the sum in double over b in order,
- * rounded once, as the CPU does. Without a position table (wpe, dwpe NULL: the Llama's) the forward
+ * rounded once, as the CPU does. Without a position table (wpe, dwpe NULL: RoPE places positions) the forward
  * copies the token rows (a template flag, so both keep the vectorised packs) and the backward has
  * no dwpe sums.
  *

@@ -1,5 +1,5 @@
-/* test_cuda_llama.c — the Llama family's CUDA kernels (runtime/device/kernels/llama.cu, run by the
- * emulator under DDP_CUDA_EMU_ORDER) against the CPU backend (llama_cpu.c, itself tested against
+/* test_cuda_llama.c — the Llama family's CUDA kernels (runtime/device/kernels/rotary.cu, run by the
+ * emulator under DDP_CUDA_EMU_ORDER) against the CPU backend (rotary_cpu.c, itself tested against
  * double references by test_llama_cpu.c), in TENSOR_F32 and then TENSOR_BF16: each op runs on the
  * CPU once in float and on the CUDA device twice in the pass's type, with the same fresh random
  * inputs (bf16-representable in the bf16 pass, so both sides read the same values; seed printed,

@@ -1,4 +1,4 @@
-/* test_llama_cpu.c — the CPU backend's Llama ops (kernels/llama_cpu.c: RMSNorm, RoPE, SwiGLU)
+/* test_llama_cpu.c — the CPU backend's Llama ops (kernels/rotary_cpu.c: RMSNorm, RoPE, SwiGLU)
  * against double-precision references written here, on random inputs with awkward shapes (sizes
  * 1, odd sizes, C not a power of two, rows wider than the heads RoPE rotates, B > 1, T > 1). The
  * backward ops are checked against the reference gradients, with their "+=" outputs starting from

@@ -1,4 +1,4 @@
-/* llama_cpu.c — the CPU code of the Llama family (CUDA: llama.cu): RMSNorm (forward, with the
+/* rotary_cpu.c — the CPU code of the rotary block's ops (CUDA: rotary.cu): RMSNorm (forward, with the
  * residual add in front of it, backward), RoPE's rotation and its inverse, and SwiGLU's gate.
  *
  * OpenMP splits only independent outputs (rows; dw's column blocks, each walking every row in
@@ -6,7 +6,7 @@
  * is rounded to float once; RoPE's products of two floats are exact in double, so each rotated
  * element is its exact value rounded once (to double, then float) whatever the compiler contracts;
  * SwiGLU is float arithmetic with a sigmoid that never cancels. These are the formulas the CUDA
- * kernels are tested against. Arguments arrive checked (device_check_llama.c); the CPU admits
+ * kernels are tested against. Arguments arrive checked (device_check_rotary.c); the CPU admits
  * only TENSOR_F32, so the types are not looked at. This file must not allocate memory or set
  * thread counts. */
 #include "cpu_kernel.h"

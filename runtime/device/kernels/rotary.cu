@@ -1,4 +1,4 @@
-/* llama.cu — the CUDA code of the Llama family (CPU: llama_cpu.c): RMSNorm (forward, with the
+/* rotary.cu — the CUDA code of the rotary block's ops (CPU: rotary_cpu.c): RMSNorm (forward, with the
  * residual add in front of it fused in, backward), RoPE's rotation and its inverse, and SwiGLU's
  * gate; each op's kernels and its host launcher.
  *
@@ -14,7 +14,7 @@
  * thread one (row, column) in float, with the CPU code's non-cancelling sigmoid. Every index is
  * size_t, so tensors past INT_MAX elements are fine.
  *
- * Arguments arrive checked (device_check_llama.c): non-empty, pointers set, a known type, res_out
+ * Arguments arrive checked (device_check_rotary.c): non-empty, pointers set, a known type, res_out
  * equal to a or b or apart from both, norm_out and h apart from their inputs. This file must not
  * hold other ops. */
 #include "kernel_common.cuh"
@@ -194,7 +194,7 @@ extern "C" int device_cuda_rope_backward(device *d, tensor_dtype t, void *x, int
 
 /* ---- SwiGLU ----------------------------------------------------------------------------------
  * One thread per (row r, column j) of h. σ(g) and 1 - σ(g) as quotients of positive terms
- * (e = exp(-|g|) <= 1), as llama_cpu.c: neither cancels. */
+ * (e = exp(-|g|) <= 1), as rotary_cpu.c: neither cancels. */
 __device__ inline void sigmoid_pair(float g, float *s, float *one_minus_s)
 {
     const float e = expf(-fabsf(g)), inv = 1.0f / (1.0f + e);

@@ -1,5 +1,5 @@
-/* device_check_llama.c — the argument contracts of the Llama family's ops (device.h's
- * DEVICE_LLAMA_OPS: RMSNorm, RoPE, SwiGLU), for device.c's checking table: each checked_NAME rejects
+/* device_check_rotary.c — the argument contracts of the rotary block's ops (device.h's
+ * DEVICE_ROTARY_OPS: RMSNorm, RoPE, SwiGLU), for device.c's checking table: each checked_NAME rejects
  * bad arguments with one message for both backends, returns when there is nothing to do, and
  * forwards the rest to d->backend with the op's cost for the profiler. It must not compute anything
  * an op produces nor read device memory. */
