@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """check_layering.py — the folders are the design: prove that no source file includes from a layer
 above its own, that every project include names its path from the project root, that every
-path a comment or a build file names still exists, and that config/'s code names no model kind.
+path a comment or a build file names still exists, that config/'s code names no model kind, and
+that the training job's files (launcher/trainer/) include each other without a cycle.
 
 The allowed edges below are the dependency order README's "How it works" describes. A file may
 include system headers and, by bare name, files of its own folder or a header the build puts on
@@ -190,6 +191,66 @@ def check_config_names_no_kind(root):
     return problems
 
 
+# The trainer's files include the headers of the files they call, so a cycle among its includes is
+# a circle of calls (train_ckpt.c calling train_finite.c calling train_ckpt.c): none may exist, so
+# that each file can be read knowing only what it calls. A file and its header are one unit
+# (train_ckpt.c and train_ckpt.h are train_ckpt); a unit includes another when any of its files
+# includes the other's header, by bare name or by its path from the project root.
+ACYCLIC_FOLDERS = ("launcher/trainer",)
+
+
+def include_units(root, folder):
+    """unit -> {included unit: (including file, included header)} for folder's .c and .h files."""
+    names = sorted(n for n in os.listdir(os.path.join(root, folder)) if n.endswith((".c", ".h")))
+    edges = {os.path.splitext(n)[0]: {} for n in names}
+    for name in names:
+        unit = os.path.splitext(name)[0]
+        with open(os.path.join(root, folder, name), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = INCLUDE.match(line)
+                if not m:
+                    continue
+                target = m.group(1)
+                if target.startswith(folder + "/"):
+                    target = target[len(folder) + 1:]
+                other = os.path.splitext(target)[0]
+                if "/" not in target and target in names and other != unit:
+                    edges[unit].setdefault(other, (name, target))
+    return edges
+
+
+def find_cycles(edges):
+    """Each cycle a depth-first search meets, as the list of its units (first unit repeated last)."""
+    state, path, cycles = {}, [], []
+
+    def visit(u):
+        state[u] = "open"
+        path.append(u)
+        for v in sorted(edges.get(u, {})):
+            if state.get(v) == "open":
+                cycles.append(path[path.index(v):] + [v])
+            elif v not in state:
+                visit(v)
+        path.pop()
+        state[u] = "done"
+
+    for u in sorted(edges):
+        if u not in state:
+            visit(u)
+    return cycles
+
+
+def check_include_cycles(root):
+    problems = []
+    for folder in ACYCLIC_FOLDERS:
+        edges = include_units(root, folder)
+        for cycle in find_cycles(edges):
+            steps = ", ".join(f"{edges[a][b][0]} includes {edges[a][b][1]}" for a, b in zip(cycle, cycle[1:]))
+            problems.append(f"{folder}: include cycle {' -> '.join(cycle)} ({steps}): a circle of calls; move the "
+                            f"function to the file it belongs to, or pass what it needs as an argument or callback")
+    return problems
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     problems, checked = [], 0
@@ -198,6 +259,7 @@ def main():
             problems += check_file(root, rel)
             checked += 1
     problems += check_config_names_no_kind(root)
+    problems += check_include_cycles(root)
     referring = list(source_files(root)) + ["README.md", "meson.build", "meson_options.txt"]
     for top in ("docs", "configs"):
         for dirpath, _, names in os.walk(os.path.join(root, top)):

@@ -11,8 +11,10 @@
  * Each rank adds up its own step, collective-wait and data times for the per-rank figures
  * (train_ranks.c). Logging/evaluation live in train_log.c, checkpoints in train_ckpt.c, each step's loss record
  * and the non-finite checks in train_finite.c, and what they share with the loop (parameters made
- * rank 0's, a batch staged) in train_replica.c. Must not know CPU from CUDA or MPI from NCCL: the
- * device and communicator interfaces do; nor any model's kind: model.h does. */
+ * rank 0's, a batch staged) in train_replica.c. It owns the core job (train_job.h) and each
+ * concern's opening and closing; the concerns' own state is theirs, reached through their headers.
+ * Must not know CPU from CUDA or MPI from NCCL: the device and communicator interfaces do; nor any
+ * model's kind: model.h does. */
 #include "train.h"
 
 #include <stdio.h>
@@ -23,12 +25,22 @@
 #include "runtime/base/clock.h"
 #include "launcher/shared/gpu_share.h"
 #include "runtime/base/log.h"
-#include "runtime/base/test_fault.h"
+#include "train_budget.h"
+#include "train_ckpt.h"
+#include "train_fault.h"
+#include "train_finite.h"
 #include "train_job.h"
-
-volatile sig_atomic_t train_stop_requested = 0;
-volatile sig_atomic_t train_stop_answered = 0;
-volatile sig_atomic_t train_checkpoint_safe = 0;
+#include "train_lock.h"
+#include "train_log.h"
+#include "train_observe.h"
+#include "train_plan.h"
+#include "train_profile.h"
+#include "train_ranks.h"
+#include "train_replica.h"
+#include "train_sample.h"
+#include "train_stop.h"
+#include "train_tb.h"
+#include "train_zero.h"
 
 static int load_data(train_job *t, ddp_err *err)
 {
@@ -124,7 +136,8 @@ static int open_grad_comm(train_job *t, ddp_err *err)
 static int make_optimizer(train_job *t, ddp_err *err)
 {
     const model *m = t->m;
-    int rc = t->zero ? train_zero_optimizer(t, err) : optim_create(&t->cfg->optimizer, t->dev, m->n_params, &t->opt, err);
+    int rc = train_zero_active(t) ? train_zero_optimizer(t, err)
+                                  : optim_create(&t->cfg->optimizer, t->dev, m->n_params, &t->opt, err);
     optim_span *spans = rc ? NULL : malloc((size_t)m->n_tensors * sizeof *spans);
     if (!rc && !spans)
         rc = ddp_fail(err, DDP_ERUNTIME, "out of memory for %d tensor spans", m->n_tensors);
@@ -150,42 +163,18 @@ static int make_reducer(train_job *t, ddp_err *err)
     free(offs);
     if (rc == DDP_OK)
         reducer_set_device(t->red, t->dev);
-    if (rc == DDP_OK && t->zero)
+    if (rc == DDP_OK && train_zero_active(t))
         rc = reducer_use_zero(t->red, t->m->params, t->m->param_tail, err);
     if (rc == DDP_OK && t->cfg->ddp.grad_dtype == GRAD_BF16)
         rc = reducer_use_bf16(t->red, t->dev, err);
-    if (rc == DDP_OK)
-        rc = t->dev->ops->timer_create(t->dev, &t->comm_exposed, err);
     return rc;
 }
 
-/* Test-only: DDP_TEST_TRACE_DIR makes each rank append "epoch index" for every sample it trains
- * on, so tests can prove each sample of an interrupted epoch is used exactly once. */
-static int open_trace(train_job *t, ddp_err *err)
-{
-    const char *dir = getenv("DDP_TEST_TRACE_DIR");
-    if (!dir)
-        return DDP_OK;
-    char path[CFG_PATH_MAX];
-    snprintf(path, sizeof path, "%s/trace-w%d-r%d.txt", dir, t->ctl->size, t->ctl->rank);
-    t->trace = fopen(path, "a");
-    return t->trace ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "cannot open %s", path);
-}
-
-/* What the device and the model are made with, from the config: its device and cuda sections;
- * its model section, computing in bf16 under precision bf16. (The optimizer's options are the
- * config's optimizer section itself.) */
+/* What the device is made with, from the config: its device and cuda sections. (The model's
+ * options are train_model_opts', the optimizer's the config's optimizer section itself.) */
 static device_opts device_opts_of(const config *c)
 {
     return (device_opts){.kind = c->device, .tf32 = c->cuda.tf32};
-}
-
-model_opts train_model_opts(const config *c)
-{
-    model_opts o = model_opts_make(c->model.kind, &c->model.opts,
-                                   c->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32);
-    o.recompute = c->train.recompute;
-    return o;
 }
 
 /* The per-rank split of a step's samples at this world size (config_batch_split): with
@@ -208,18 +197,12 @@ static int split_batch(train_job *t, ddp_err *err)
     return DDP_OK;
 }
 
-static int setup(train_job *t, ddp_err *err)
+/* The device, the data, and the model built for them with its first parameters. */
+static int setup_model(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     const device_opts dev_opts = device_opts_of(c);
     const model_opts model = train_model_opts(c);
-    const char *rs = getenv("DDPRUN_RESTART_COUNT");
-    t->restart_count = rs ? atoi(rs) : 0;
-    int trc = split_batch(t, err);
-    if (trc == DDP_OK)
-        trc = open_trace(t, err);
-    if (trc != DDP_OK)
-        return trc;
     int rc = device_open(&dev_opts, t->ctl->local_rank, &t->dev, err);
     if (rc == DDP_OK && c->precision == PRECISION_BF16 && t->dev->kind != DEVICE_CUDA)
         rc = ddp_fail(err, DDP_EUSAGE, "%s: precision: bf16 needs a GPU (the CPU backend computes in float32), and "
@@ -228,7 +211,6 @@ static int setup(train_job *t, ddp_err *err)
         rc = check_gpu_count(t, err);
     if (rc == DDP_OK)
         rc = load_data(t, err);
-    t->zero = train_zero_on(c, t->ctl->size);
     if (rc == DDP_OK)
         rc = model_create(&model, t->dev, &t->train.layout, t->batch, train_zero_param_tail(c, t->ctl->size),
                           &t->m, err);
@@ -238,14 +220,27 @@ static int setup(train_job *t, ddp_err *err)
         rc = check_data_fits(t, &t->test, err);
     if (rc == DDP_OK)
         rc = init_params(t, err);
+    return rc;
+}
+
+static int setup(train_job *t, ddp_err *err)
+{
+    const config *c = t->cfg;
+    int rc = split_batch(t, err);
+    if (rc == DDP_OK)
+        rc = train_fault_open(t, err);
+    if (rc == DDP_OK)
+        rc = setup_model(t, err);
     if (rc == DDP_OK)
         rc = open_grad_comm(t, err);
     if (rc == DDP_OK)
         rc = make_reducer(t, err);
     if (rc == DDP_OK)
+        rc = train_observe_open(t, err);
+    if (rc == DDP_OK)
         rc = make_optimizer(t, err);
     if (rc == DDP_OK)
-        rc = train_alloc_staging(t, err);
+        rc = train_staging_open(t, err);
     if (rc == DDP_OK)
         rc = train_finite_open(t, err);
     if (rc == DDP_OK)
@@ -264,21 +259,21 @@ static int setup(train_job *t, ddp_err *err)
     return DDP_OK;
 }
 
-/* One micro-batch: this rank's rows (t->idx, t->staged_rows) gathered and uploaded, then forward
- * and backward. Gradients of the last micro-step of an optimizer step are reduced while backward
- * runs (no_sync for the others). */
-static int micro_step(train_job *t, bool first, bool last, ddp_err *err)
+/* One micro-batch: this rank's rows (chosen by train_stage_next) gathered and uploaded, then
+ * forward and backward; *rows counts them. Gradients of the last micro-step of an optimizer step
+ * are reduced while backward runs (no_sync for the others). */
+static int micro_step(train_job *t, bool first, bool last, int64_t *rows, ddp_err *err)
 {
     model_batch b;
     int rc = train_enter(t, PHASE_DATA, err);
     if (rc == DDP_OK)
-        rc = train_stage_batch(t, &t->train, t->staged_rows, &b, err);
+        rc = train_stage_batch(t, &t->train, &b, err);
     if (rc == DDP_OK)
         rc = train_leave(t, PHASE_DATA, err);
     if (rc != DDP_OK)
         return rc;
     /* the loss is a mean over every target element of the global batch */
-    float scale = 1.0f / ((float)t->staged_rows * (float)t->m->io.sample.target.count * (float)t->accum);
+    float scale = 1.0f / ((float)b.rows * (float)t->m->io.sample.target.count * (float)t->accum);
     grad_ready_fn ready = NULL;
     void *ready_ctx = NULL;
     if (last) {
@@ -288,7 +283,7 @@ static int micro_step(train_job *t, bool first, bool last, ddp_err *err)
     rc = train_enter(t, PHASE_COMPUTE, err);
     if (rc == DDP_OK)
         rc = t->m->ops->forward_backward(t->m, &b, scale, !first, ready, ready_ctx, train_finite_stats(t), err);
-    t->samples_acc += (double)t->staged_rows * t->ctl->size;
+    *rows += b.rows;
     return rc == DDP_OK ? train_leave(t, PHASE_COMPUTE, err) : rc;
 }
 
@@ -296,7 +291,7 @@ static int micro_step(train_job *t, bool first, bool last, ddp_err *err)
 static int update_params(train_job *t, double lr, ddp_err *err)
 {
     int rc = DDP_OK;
-    if (t->zero) {
+    if (train_zero_active(t)) {
         rc = train_zero_step(t, lr, err);
     } else {
         const float *scale = NULL;
@@ -308,9 +303,10 @@ static int update_params(train_job *t, double lr, ddp_err *err)
 }
 
 /* The reduced gradients (the wait for them is the communication backward did not hide), then the
- * update. The norm is a full pass over the gradients: only clipping needs it. It and the clip
- * factor stay on the device, where the update reads the factor, so the step does not wait. */
-static int optimizer_step(train_job *t, double *lr, ddp_err *err)
+ * update; rows samples of this rank went into it. The norm is a full pass over the gradients: only
+ * clipping needs it. It and the clip factor stay on the device, where the update reads the factor,
+ * so the step does not wait. */
+static int optimizer_step(train_job *t, int64_t rows, double *lr, ddp_err *err)
 {
     int rc = train_enter(t, PHASE_GRADIENT_WAIT, err);
     if (rc == DDP_OK)
@@ -324,16 +320,23 @@ static int optimizer_step(train_job *t, double *lr, ddp_err *err)
     if (rc == DDP_OK)
         rc = update_params(t, *lr, err);
     t->step++;
-    t->steps_acc++;
+    train_log_count_step(t, (double)rows * t->ctl->size);
     return rc == DDP_OK ? train_leave(t, PHASE_OPTIMIZER, err) : rc;
 }
+
+/* What the ranks agreed on after a step. */
+typedef struct agreement {
+    int stop;           /* TRAIN_STOP_*: what the ranks stop for, TRAIN_STOP_NONE to go on */
+    bool ckpt_due;      /* rank 0's clock says checkpoint.every_minutes is due */
+    int64_t nonfinite;  /* the vote naming the earliest non-finite finding, 0 when none */
+} agreement;
 
 /* Every rank must stop at the same step: a small MAX all-reduce per step makes a stop request
  * (signal or preemption notice) seen by any rank a decision of all ranks. It carries rank 0's
  * verdict on checkpoint.every_minutes too, so every rank saves at the same step (ZeRO's save
  * needs them all), and each rank's vote on non-finite values found so far (train_finite.c), so
  * every rank stops at the same step, before any save, naming the same earliest finding. */
-static int agree_stop(train_job *t, bool *stop, int64_t *nonfinite, ddp_err *err)
+static int agree_stop(train_job *t, agreement *a, ddp_err *err)
 {
     int rc = train_enter(t, PHASE_AGREE, err);
     int64_t flags[3] = {(int64_t)train_stop_requested, train_ckpt_clock_due(t) ? 1 : 0, train_finite_vote(t)};
@@ -341,12 +344,9 @@ static int agree_stop(train_job *t, bool *stop, int64_t *nonfinite, ddp_err *err
         rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 3, DT_INT64, OP_MAX, NULL, err);
     if (rc == DDP_OK)
         rc = train_leave(t, PHASE_AGREE, err);
-    *stop = flags[0] != TRAIN_STOP_NONE;
-    if (rc == DDP_OK && *stop)
+    *a = (agreement){.stop = (int)flags[0], .ckpt_due = flags[1] != 0, .nonfinite = flags[2]};
+    if (rc == DDP_OK && a->stop != TRAIN_STOP_NONE)
         train_stop_answered = 1; /* every rank now checkpoints and exits: the stop is answered */
-    t->stop_reason = (int)flags[0];
-    t->ckpt_clock_due = flags[1] != 0;
-    *nonfinite = flags[2];
     return rc;
 }
 
@@ -373,18 +373,20 @@ static int log_and_sample(train_job *t, double lr, ddp_err *err)
 }
 
 /* One optimizer step: its micro-steps, the update, the finite check; then (outside the step's own
- * work) evaluation, the log line and sample, the stop agreement, and the checkpoint. */
-static int one_step(train_job *t, bool *stop, ddp_err *err)
+ * work) evaluation, the log line and sample, the stop agreement, and the checkpoint. *stop is what
+ * the ranks agreed to stop for (TRAIN_STOP_NONE: go on). */
+static int one_step(train_job *t, int *stop, ddp_err *err)
 {
     const config *c = t->cfg;
     int rc = train_enter(t, PHASE_WORK, err);
+    int64_t rows = 0;
     for (int64_t a = 0; a < t->accum && rc == DDP_OK; a++) {
-        t->staged_rows = sampler_next_batch(&t->smp, t->idx);
-        rc = micro_step(t, a == 0, a == t->accum - 1, err);
+        train_stage_next(t);
+        rc = micro_step(t, a == 0, a == t->accum - 1, &rows, err);
     }
     double lr = 0;
     if (rc == DDP_OK)
-        rc = optimizer_step(t, &lr, err);
+        rc = optimizer_step(t, rows, &lr, err);
     if (rc == DDP_OK)
         rc = train_finite_step_done(t, err);
     if (rc == DDP_OK)
@@ -393,54 +395,54 @@ static int one_step(train_job *t, bool *stop, ddp_err *err)
         rc = train_evaluate(t, err);
     if (rc == DDP_OK)
         rc = log_and_sample(t, lr, err);
-    int64_t nonfinite = 0;
+    agreement a = {.stop = TRAIN_STOP_NONE};
     if (rc == DDP_OK)
-        rc = agree_stop(t, stop, &nonfinite, err);
-    if (rc == DDP_OK && nonfinite != 0)
-        rc = train_finite_fail(t, nonfinite, err);
+        rc = agree_stop(t, &a, err);
+    *stop = a.stop;
+    if (rc == DDP_OK && a.nonfinite != 0)
+        rc = train_finite_fail(t, a.nonfinite, train_ckpt_last_saved(t), err);
     if (rc == DDP_OK)
-        rc = train_ckpt_maybe_save(t, *stop, err);
+        rc = train_ckpt_maybe_save(t, a.stop != TRAIN_STOP_NONE || a.ckpt_due, err);
     if (rc == DDP_OK && t->ctl->rank == 0)
         rc = train_ckpt_poll(t, err);
     return rc;
 }
 
-static int run_epoch(train_job *t, bool *stopped, ddp_err *err)
+/* The steps of the current epoch; *stop: what the ranks agreed to stop for, TRAIN_STOP_NONE when
+ * the epoch or the step budget ran out. */
+static int run_epoch(train_job *t, int *stop, ddp_err *err)
 {
     while (t->step < t->total_steps && sampler_steps_left(&t->smp) >= t->accum) {
-        bool stop = false;
         int rc = train_enter(t, PHASE_STEP, err);
         if (rc == DDP_OK)
-            rc = one_step(t, &stop, err);
+            rc = one_step(t, stop, err);
         if (rc == DDP_OK)
             rc = train_leave(t, PHASE_STEP, err);
-        if (rc != DDP_OK)
+        if (rc != DDP_OK || *stop != TRAIN_STOP_NONE)
             return rc;
-        if (stop) {
-            *stopped = true;
-            return DDP_OK;
-        }
     }
     return DDP_OK;
 }
 
 /* Epochs advance only when one is complete, together with the sampler, so every checkpoint
- * (periodic, on a stop signal, or the final one) pairs an epoch with a position inside it. */
-static int train_loop(train_job *t, int64_t consumed, ddp_err *err)
+ * (periodic, on a stop signal, or the final one) pairs an epoch with a position inside it.
+ * DDP_EPREEMPTED when the ranks agreed to stop, for *stop. */
+static int train_loop(train_job *t, int64_t consumed, int *stop, ddp_err *err)
 {
     const config *c = t->cfg;
-    t->t_start = t->t_last_log = monotonic_s();
+    t->t_start = monotonic_s();
+    train_log_start(t, t->t_start);
     t->start_step = t->step;
     int64_t last_epoch = c->train.max_steps > 0 ? INT64_MAX : c->train.epochs;
     int rc = sampler_set_epoch(&t->smp, t->epoch, consumed, err);
     while (rc == DDP_OK && t->step < t->total_steps && t->epoch < last_epoch) {
-        bool stopped = false;
-        if ((rc = run_epoch(t, &stopped, err)) != DDP_OK)
+        if ((rc = run_epoch(t, stop, err)) != DDP_OK)
             return rc;
-        if (stopped)
+        if (*stop != TRAIN_STOP_NONE)
             return DDP_EPREEMPTED;
         bool epoch_done = sampler_steps_left(&t->smp) < t->accum;
-        bool fresh = t->evaluated && t->eval_step == t->step; /* train.eval_every just did it */
+        train_eval last = train_log_last_eval(t);
+        bool fresh = last.done && last.step == t->step; /* train.eval_every just did it */
         if (c->train.eval && !fresh && (epoch_done || t->step >= t->total_steps) &&
             (rc = train_evaluate(t, err)) != DDP_OK)
             return rc;
@@ -449,7 +451,7 @@ static int train_loop(train_job *t, int64_t consumed, ddp_err *err)
         t->epoch++;
         rc = sampler_set_epoch(&t->smp, t->epoch, 0, err);
     }
-    return rc != DDP_OK ? rc : train_ckpt_maybe_save(t, 1, err);
+    return rc != DDP_OK ? rc : train_ckpt_maybe_save(t, true, err);
 }
 
 /* failed: the job ends on an error, so the gradient communicator is aborted (a peer may never
@@ -460,9 +462,10 @@ static void teardown(train_job *t, bool failed)
     train_profile_close(t); /* after the checkpoint writer, which may still report a write to it */
     train_tb_close(t);
     train_ranks_close(t);
-    train_log_close(t); /* after every other writer into run.dir: it releases run.dir's lock */
-    if (t->trace)
-        fclose(t->trace);
+    train_log_close(t);
+    train_lock_release(t); /* after every other writer into run.dir */
+    train_fault_close(t);
+    train_budget_close(t);
     reducer_destroy(t->red);
     if (t->grad_comm && t->grad_comm != t->ctl) {
         if (failed)
@@ -471,11 +474,8 @@ static void teardown(train_job *t, bool failed)
             t->grad_comm->ops->destroy(t->grad_comm);
     }
     optim_destroy(t->opt);
-    if (t->dev) {
-        t->dev->ops->timer_destroy(t->dev, t->comm_exposed);
-        t->dev->ops->free(t->dev, t->inputs_dev);
-        t->dev->ops->free(t->dev, t->targets_dev);
-    }
+    train_observe_close(t);
+    train_staging_close(t);
     train_finite_close(t);
     if (t->m)
         t->m->ops->destroy(t->m);
@@ -484,66 +484,89 @@ static void teardown(train_job *t, bool failed)
     sampler_free(&t->smp);
     dataset_free(&t->train);
     dataset_free(&t->test);
-    free(t->idx);
-    free(t->inputs_host);
-    free(t->targets_host);
+}
+
+/* Everything before the first step: the job built, the checkpoint resumed (or the parameters
+ * taken from checkpoint.init_from), run.dir locked and its files opened, the header logged. */
+static int open_job(train_job *t, notice_watch *notice, int64_t *consumed, ddp_err *err)
+{
+    int rc = train_budget_open(t, notice, err);
+    if (rc == DDP_OK)
+        rc = setup(t, err);
+    if (rc == DDP_OK)
+        rc = train_ckpt_open(t, err);
+    /* resume first: a checkpoint refused (another model, other settings) leaves run.dir untouched */
+    if (rc == DDP_OK)
+        rc = train_lock_run_dir(t, false, err);
+    if (rc == DDP_OK)
+        rc = train_ckpt_resume(t, consumed, err);
+    if (rc == DDP_OK)
+        rc = train_lock_run_dir(t, true, err);
+    if (rc == DDP_OK)
+        rc = train_ckpt_check_dir(t, err);
+    if (rc == DDP_OK)
+        rc = train_log_open(t, err);
+    if (rc == DDP_OK)
+        rc = train_ranks_open(t, err);
+    if (rc == DDP_OK)
+        rc = train_tb_open(t, err);
+    if (rc == DDP_OK) {
+        train_log_header(t);
+        rc = train_profile_open(t, err);
+    }
+    return rc;
+}
+
+/* After the loop (rc its verdict): the profile reported, the last save waited for, metrics.jsonl
+ * made durable; any failure there is the job's. */
+static int finish_job(train_job *t, int rc, ddp_err *err)
+{
+    bool ok = rc == DDP_OK || rc == DDP_EPREEMPTED;
+    if (ok) {
+        int prc = train_profile_finish(t, err);
+        rc = prc != DDP_OK ? prc : rc;
+    }
+    ok = rc == DDP_OK || rc == DDP_EPREEMPTED;
+    int rc2 = train_ckpt_finish(t, ok ? err : NULL);
+    if (ok)
+        rc = rc2 != DDP_OK ? rc2 : rc;
+    if ((rc == DDP_OK || rc == DDP_EPREEMPTED) && (rc2 = train_log_finish(t, err)) != DDP_OK)
+        rc = rc2;
+    return rc;
+}
+
+/* The job's last line: steps, time, why it stopped (stop, TRAIN_STOP_*, for DDP_EPREEMPTED) and
+ * the latest evaluation. */
+static void log_done(const train_job *t, int rc, int stop)
+{
+    double secs = monotonic_s() - t->t_start;
+    train_eval last = train_log_last_eval(t);
+    char result[64] = "no evaluation";
+    if (last.done && t->m->io.classifier)
+        snprintf(result, sizeof result, "final test accuracy %.2f%%", 100.0 * last.acc);
+    else if (last.done)
+        snprintf(result, sizeof result, "final test loss %.4f", last.loss);
+    const char *why = stop == TRAIN_STOP_NOTICE ? " (stopped by the cloud's preemption notice, checkpoint saved)"
+                                                : " (stopped by signal, checkpoint saved)";
+    log_info("done: %lld steps in %.1f s%s, %s", (long long)t->step, secs, rc == DDP_EPREEMPTED ? why : "", result);
 }
 
 static int train_job_run(const config *cfg, comm *ctl, notice_watch *notice, ddp_err *err)
 {
-    train_job t = {.cfg = cfg, .ctl = ctl, .notice = notice};
+    train_job t = {.cfg = cfg, .ctl = ctl};
     int64_t consumed = 0;
-    int rc = setup(&t, err);
-    if (rc == DDP_OK)
-        rc = train_ckpt_open(&t, err);
-    /* resume first: a checkpoint refused (another model, other settings) leaves run.dir untouched */
-    if (rc == DDP_OK)
-        rc = train_log_lock_run_dir(&t, false, err);
-    if (rc == DDP_OK)
-        rc = train_ckpt_resume(&t, &consumed, err);
-    if (rc == DDP_OK)
-        rc = train_log_lock_run_dir(&t, true, err);
-    if (rc == DDP_OK)
-        rc = train_ckpt_check_dir(&t, err);
-    if (rc == DDP_OK)
-        rc = train_log_open(&t, err);
-    if (rc == DDP_OK)
-        rc = train_ranks_open(&t, err);
-    if (rc == DDP_OK)
-        rc = train_tb_open(&t, err);
-    if (rc == DDP_OK) {
-        train_log_header(&t);
-        rc = train_profile_open(&t, err);
-    }
+    int stop = TRAIN_STOP_NONE;
+    int rc = open_job(&t, notice, &consumed, err);
     if (rc == DDP_OK) {
         if (t.step >= t.total_steps)
             log_info("nothing to train: %s already holds step %lld of %lld; use a new run.dir, "
                      "checkpoint.resume=never, or more train.epochs / train.max_steps", cfg->run.dir,
                      (long long)t.step, (long long)t.total_steps);
-        rc = train_loop(&t, consumed, err);
+        rc = train_loop(&t, consumed, &stop, err);
     }
-    if (rc == DDP_OK || rc == DDP_EPREEMPTED) {
-        int prc = train_profile_finish(&t, err);
-        rc = prc != DDP_OK ? prc : rc;
-    }
-    int rc2 = train_ckpt_finish(&t, rc == DDP_OK || rc == DDP_EPREEMPTED ? err : NULL);
+    rc = finish_job(&t, rc, err);
     if (rc == DDP_OK || rc == DDP_EPREEMPTED)
-        rc = rc2 != DDP_OK ? rc2 : rc;
-    if ((rc == DDP_OK || rc == DDP_EPREEMPTED) && (rc2 = train_log_finish(&t, err)) != DDP_OK)
-        rc = rc2;
-    if (rc == DDP_OK || rc == DDP_EPREEMPTED) {
-        double secs = monotonic_s() - t.t_start;
-        char result[64] = "no evaluation";
-        if (t.evaluated && t.m->io.classifier)
-            snprintf(result, sizeof result, "final test accuracy %.2f%%", 100.0 * t.last_test_acc);
-        else if (t.evaluated)
-            snprintf(result, sizeof result, "final test loss %.4f", t.last_test_loss);
-        const char *why = t.stop_reason == TRAIN_STOP_NOTICE
-                              ? " (stopped by the cloud's preemption notice, checkpoint saved)"
-                              : " (stopped by signal, checkpoint saved)";
-        log_info("done: %lld steps in %.1f s%s, %s", (long long)t.step, secs, rc == DDP_EPREEMPTED ? why : "",
-                 result);
-    }
+        log_done(&t, rc, stop);
     /* DDP_ENONFINITE, like a stop, is every rank's agreed decision: nothing is left in flight */
     teardown(&t, rc != DDP_OK && rc != DDP_EPREEMPTED && rc != DDP_ENONFINITE);
     return rc;

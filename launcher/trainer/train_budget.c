@@ -9,14 +9,44 @@
  * machine goes: a warning says so and what would help. No cloud known (checkpoint.preemption_notice
  * off, or no metadata service answered): nothing is said. An upload (checkpoint.upload_cmd) comes
  * after the write and is not counted: a checkpoint on local storage survives a stop that is not a
- * termination. Must not change when or what is saved. */
+ * termination. It owns this run's step time (train_observe.c adds each step's work) and whether the
+ * budget was checked, and keeps the worker's notice watch. Must not change when or what is saved. */
+#include <stdlib.h>
+
 #include "runtime/base/log.h"
-#include "train_job.h"
+#include "train_budget.h"
+#include "train_tb.h"
+
+struct train_budget {
+    notice_watch *notice;   /* this node's preemption notice watch (the worker's), NULL when none */
+    double run_step_s;      /* this run's steps' own work, never reset */
+    bool checked;           /* rank 0: the budget was checked */
+};
+
+int train_budget_open(train_job *t, notice_watch *notice, ddp_err *err)
+{
+    t->budget = calloc(1, sizeof *t->budget);
+    if (!t->budget)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory");
+    t->budget->notice = notice;
+    return DDP_OK;
+}
+
+void train_budget_close(train_job *t)
+{
+    free(t->budget);
+    t->budget = NULL;
+}
+
+void train_budget_count_work(train_job *t, double s)
+{
+    t->budget->run_step_s += s;
+}
 
 static void check_budget(train_job *t, const ckpt_write_stats *st, double stall_s, notice_provider cloud)
 {
     double window = cloud_notice_window_s(cloud), steps = t->step > t->start_step ? (double)(t->step - t->start_step) : 1;
-    double step_s = t->run_step_s / steps, need = step_s + stall_s + st->write_s;
+    double step_s = t->budget->run_step_s / steps, need = step_s + stall_s + st->write_s;
     double mb = (double)st->bytes / 1e6;
     if (need <= window) {
         log_info("preemption budget: a save on %s's notice takes about %.1f s (a step %.2f s, the snapshot %.2f s, "
@@ -38,9 +68,10 @@ static void check_budget(train_job *t, const ckpt_write_stats *st, double stall_
 
 int train_budget_written(train_job *t, const ckpt_write_stats *st, double stall_s, ddp_err *err)
 {
-    notice_provider cloud = notice_watch_cloud(t->notice);
-    if (!t->budget_checked && cloud != NOTICE_AUTO) { /* NOTICE_AUTO: still detecting; the next save checks */
-        t->budget_checked = true;
+    struct train_budget *b = t->budget;
+    notice_provider cloud = notice_watch_cloud(b->notice);
+    if (!b->checked && cloud != NOTICE_AUTO) { /* NOTICE_AUTO: still detecting; the next save checks */
+        b->checked = true;
         if (cloud != NOTICE_OFF)
             check_budget(t, st, stall_s, cloud);
     }

@@ -17,7 +17,8 @@
  * its shape, read by rank 0 and broadcast before anything is built, on a resume too (so the config
  * hash is the same). Before every save all ranks check that the parameters and optimizer state are
  * finite (train_finite.c): a checkpoint is never written from NaN or
- * infinite values, so the last finite one is never pruned for it.
+ * infinite values, so the last finite one is never pruned for it. It owns the writer, the saved
+ * buffers' staging and the save clock (struct train_ckpt).
  * Must not decide the file format (ckpt.c) or the loop order (train.c). */
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,13 @@
 #include "runtime/base/clock.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
-#include "train.h"
-#include "train_job.h"
+#include "runtime/device/device_prof.h"
+#include "train_budget.h"
+#include "train_ckpt.h"
+#include "train_finite.h"
+#include "train_replica.h"
+#include "train_stop.h"
+#include "train_zero.h"
 
 _Static_assert(MODEL_DESCRIPTION_MAX <= CKPT_MODEL_MAX, "a model description must fit the checkpoint header");
 
@@ -60,6 +66,8 @@ typedef struct train_ckpt {
     char *settings;               /* rank 0: config_hashed_settings, saved as meta/config */
     ckpt_tensor *tensors;
     int64_t last_saved_step;
+    double last_save_time;        /* monotonic: when the latest save began (before the first: train_ckpt_open) */
+    int restart_count;            /* this attempt (DDPRUN_RESTART_COUNT), saved in the header */
     double stall_s;               /* rank 0: the latest save's stall, from its start to the snapshot's submit */
     bool pending;                 /* rank 0: a write whose times are not yet reported (train_budget.c) */
 } train_ckpt;
@@ -78,7 +86,7 @@ static void list_buffers(const train_job *t, train_ckpt *c)
         saved_buffer *b = &c->buffers[c->n_buffers++];
         snprintf(b->prefix, sizeof b->prefix, "optim/%s/", state[i].name);
         b->dev = state[i].dev;
-        b->sharded = t->zero;
+        b->sharded = train_zero_active(t);
     }
 }
 
@@ -89,7 +97,9 @@ int train_ckpt_open(train_job *t, ddp_err *err)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory");
     t->ckpt = c;
     c->last_saved_step = -1;
-    t->last_ckpt_time = monotonic_s();
+    c->last_save_time = monotonic_s();
+    const char *rs = getenv("DDPRUN_RESTART_COUNT");
+    c->restart_count = rs ? atoi(rs) : 0;
     const config *cfg = t->cfg;
     if (cfg->checkpoint.dir[0])
         snprintf(c->dir, sizeof c->dir, "%s", cfg->checkpoint.dir);
@@ -182,7 +192,7 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
     ckpt_state s = {.tensors = c->tensors, .n_tensors = describe_tensors(t, c)};
     s.hdr = (ckpt_header){.step = t->step, .epoch = t->epoch, .consumed = t->smp.consumed,
                           .total_steps = t->total_steps, .optim_step = t->opt->step,
-                          .world_size = t->ctl->size, .restart_count = t->restart_count,
+                          .world_size = t->ctl->size, .restart_count = c->restart_count,
                           .config_hash = config_hash(t->cfg), .save_time = (double)time(NULL),
                           .elapsed_s = monotonic_s() - t->t_start};
     snprintf(s.hdr.model, sizeof s.hdr.model, "%s", t->m->description);
@@ -209,23 +219,22 @@ void train_ckpt_observe(train_job *t, ckpt_write_observer observe, void *ctx)
 bool train_ckpt_clock_due(const train_job *t)
 {
     double minutes = t->cfg->checkpoint.every_minutes;
-    return t->ctl->rank == 0 && minutes > 0 && monotonic_s() - t->last_ckpt_time >= 60.0 * minutes;
+    return t->ctl->rank == 0 && minutes > 0 && monotonic_s() - t->ckpt->last_save_time >= 60.0 * minutes;
 }
 
-int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err)
+int train_ckpt_maybe_save(train_job *t, bool due, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
     const config *cfg = t->cfg;
-    bool due = force || t->ckpt_clock_due;
     if (cfg->checkpoint.every_steps > 0 && t->step % cfg->checkpoint.every_steps == 0)
         due = true;
     if (!due || c->last_saved_step == t->step)
         return DDP_OK;
-    int rc = train_finite_check_state(t, err);
+    int rc = train_finite_check_state(t, c->last_saved_step, err);
     if (rc != DDP_OK)
         return rc;
     c->last_saved_step = t->step;
-    t->last_ckpt_time = monotonic_s();
+    c->last_save_time = monotonic_s();
     activity_set("saving the checkpoint of step %lld", (long long)t->step);
     for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
         if (c->buffers[b].sharded)
@@ -237,7 +246,7 @@ int train_ckpt_maybe_save(train_job *t, int force, ddp_err *err)
     int range = device_prof_host_begin(t->dev->prof, "checkpoint snapshot", PROF_TRACK_HOST);
     rc = snapshot_and_submit(t, c, err);
     device_prof_host_end(t->dev->prof, range);
-    c->stall_s = monotonic_s() - t->last_ckpt_time;
+    c->stall_s = monotonic_s() - c->last_save_time;
     c->pending = rc == DDP_OK;
     return rc;
 }
@@ -333,7 +342,7 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
     /* A restart by ddprun --max-restarts continues this run: its own newest checkpoint wins
      * over checkpoint.resume (never / a path), which only decides how the first attempt starts. */
     const train_ckpt *c = t->ckpt;
-    bool own_newest = cfg->checkpoint.resume == RESUME_AUTO || t->restart_count > 0;
+    bool own_newest = cfg->checkpoint.resume == RESUME_AUTO || c->restart_count > 0;
     if (own_newest)
         rc = ckpt_find_latest(c->dir, &ck, used, err);
     if (rc == CKPT_NONE && own_newest && cfg->checkpoint.download_cmd[0]) {
@@ -366,7 +375,7 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
 static int apply_resume(train_job *t, const float *host, const int64_t *hdr, const char *used, ddp_err *err)
 {
     device *d = t->dev;
-    const train_ckpt *c = t->ckpt;
+    train_ckpt *c = t->ckpt;
     size_t n = t->m->n_params, bytes = n * sizeof(float);
     int rc = DDP_OK;
     for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
@@ -377,13 +386,13 @@ static int apply_resume(train_job *t, const float *host, const int64_t *hdr, con
     t->opt->step = hdr[HDR_OPTIM_STEP];
     if (rc == DDP_OK)
         rc = train_params_changed(t, err);
-    t->world_at_save = (int)hdr[HDR_WORLD];
-    ((train_ckpt *)t->ckpt)->last_saved_step = t->step;
+    int world_at_save = (int)hdr[HDR_WORLD];
+    c->last_saved_step = t->step;
     log_info("resumed from %s: step %lld, epoch %lld, %lld samples of the epoch consumed", used,
              (long long)t->step, (long long)t->epoch + 1, (long long)hdr[HDR_CONSUMED]);
-    if (t->world_at_save != t->ctl->size)
+    if (world_at_save != t->ctl->size)
         log_info("resume: world size changed from %d to %d ranks; the sampler continues with the rest of the epoch "
-                 "split %d ways", t->world_at_save, t->ctl->size, t->ctl->size);
+                 "split %d ways", world_at_save, t->ctl->size, t->ctl->size);
     return rc;
 }
 
@@ -495,17 +504,18 @@ static int init_from_file(train_job *t, ddp_err *err)
 
 int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
 {
+    const train_ckpt *c = t->ckpt;
     *consumed = 0;
-    if (t->cfg->checkpoint.resume == RESUME_NEVER && t->restart_count == 0)
+    if (t->cfg->checkpoint.resume == RESUME_NEVER && c->restart_count == 0)
         return init_from_file(t, err);
-    size_t n = t->m->n_params, total = n * (size_t)((train_ckpt *)t->ckpt)->n_buffers;
+    size_t n = t->m->n_params, total = n * (size_t)c->n_buffers;
     float *host = malloc(total * sizeof(float));
     if (!host)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for resume");
     int64_t hdr[HDR_N] = {0};
     char used[CKPT_PATH_MAX] = "";
     int32_t status = DDP_OK;
-    activity_set("reading the last checkpoint in %s", ((train_ckpt *)t->ckpt)->dir);
+    activity_set("reading the last checkpoint in %s", c->dir);
     if (t->ctl->rank == 0)
         status = load_on_rank0(t, host, hdr, used, err);
     /* Every rank learns rank 0's verdict, so a bad checkpoint stops all of them cleanly. */
@@ -525,7 +535,7 @@ int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
             log_info("checkpoint.init_from %s not used: the run resumed", t->cfg->checkpoint.init_from);
     } else if (rc == DDP_OK && status == CKPT_NONE) {
         if (t->cfg->checkpoint.resume == RESUME_AUTO)
-            log_info("checkpoint: none in %s, starting fresh", ((train_ckpt *)t->ckpt)->dir);
+            log_info("checkpoint: none in %s, starting fresh", c->dir);
         free(host);
         return init_from_file(t, err);
     } else if (rc == DDP_OK) {

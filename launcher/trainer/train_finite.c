@@ -13,16 +13,35 @@
  * checked as well (their sums of squares) and the ranks agree there and then: nothing non-finite
  * is ever saved, so no finite checkpoint is pruned for it. A NaN makes a sum of squares NaN, an
  * infinity makes it infinite, and finite floats cannot overflow a double's: the sums say exactly
- * whether everything was finite. Must not decide the loop's order (train.c) or write metrics
- * (train_log.c). */
+ * whether everything was finite. It owns the step records and the findings (struct
+ * train_finite). Must not decide the loop's order (train.c) or write metrics (train_log.c), nor
+ * reach into the checkpoints: the newest saved step is its callers' to tell. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "runtime/base/log.h"
-#include "train_job.h"
+#include "train_finite.h"
 
 /* The most steps recorded between two drains (16 bytes of device memory each). */
 #define FINITE_SLOTS_MAX 4096
+
+/* Sums of squares the check before a checkpoint takes: the parameters and up to three state buffers. */
+#define FINITE_SUMS 4
+
+/* Each step's sums since the last drain, on the device, and what was found. */
+struct train_finite {
+    float *stats;             /* device float[2 * cap]: per recorded step, its (loss sum, correct count) */
+    double *norms;            /* device double[cap]: per recorded step, the gradient sum of squares (norms_on) */
+    double *sums;             /* device double[FINITE_SUMS]: the check before a checkpoint */
+    float *host_stats;        /* host copies for a drain */
+    double *host_norms;
+    int64_t cap, used;        /* slots, and steps recorded since the last drain (the latest is t->step) */
+    bool norms_on;            /* the steps compute the gradient norm (optimizer.grad_clip > 0) */
+    double loss_sum, correct_sum;  /* drained since the last progress line */
+    double norm_sum;          /* the gradient norms drained since the last progress line (norms_on) */
+    int64_t norm_steps;
+    int64_t key;              /* this rank's earliest note (key_of's encoding), 0 when none */
+};
 
 /* A note as one integer, smaller for an earlier step, then for an earlier thing within the step,
  * then for a lower rank: the ranks agree on the smallest (train.c's stop agreement takes the
@@ -51,7 +70,10 @@ static const char *what_name(finite_what w)
 
 int train_finite_open(train_job *t, ddp_err *err)
 {
-    finite_record *f = &t->finite;
+    struct train_finite *f = calloc(1, sizeof *f);
+    t->finite = f;
+    if (!f)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for the loss records");
     device *d = t->dev;
     int64_t every = t->cfg->train.log_every;
     f->cap = every < FINITE_SLOTS_MAX ? every : FINITE_SLOTS_MAX;
@@ -72,7 +94,9 @@ int train_finite_open(train_job *t, ddp_err *err)
 
 void train_finite_close(train_job *t)
 {
-    finite_record *f = &t->finite;
+    struct train_finite *f = t->finite;
+    if (!f)
+        return;
     if (t->dev) {
         t->dev->ops->free(t->dev, f->stats);
         t->dev->ops->free(t->dev, f->norms);
@@ -80,16 +104,18 @@ void train_finite_close(train_job *t)
     }
     free(f->host_stats);
     free(f->host_norms);
+    free(f);
+    t->finite = NULL;
 }
 
 float *train_finite_stats(train_job *t)
 {
-    return t->finite.stats + 2 * t->finite.used;
+    return t->finite->stats + 2 * t->finite->used;
 }
 
 int train_finite_step_done(train_job *t, ddp_err *err)
 {
-    finite_record *f = &t->finite;
+    struct train_finite *f = t->finite;
     int rc = DDP_OK;
     if (f->norms_on)
         rc = t->dev->ops->copy(t->dev, f->norms + f->used, t->opt->grad_sumsq, sizeof(double), err);
@@ -101,7 +127,7 @@ int train_finite_step_done(train_job *t, ddp_err *err)
 
 void train_finite_note(train_job *t, int64_t step, finite_what what, const char *detail)
 {
-    finite_record *f = &t->finite;
+    struct train_finite *f = t->finite;
     int64_t key = key_of(step, what, t->ctl->rank);
     if (f->key != 0 && f->key <= key)
         return;
@@ -121,7 +147,7 @@ static void note_value(train_job *t, int64_t step, finite_what what, double valu
 
 int train_finite_drain(train_job *t, ddp_err *err)
 {
-    finite_record *f = &t->finite;
+    struct train_finite *f = t->finite;
     device *d = t->dev;
     int64_t n = f->used;
     if (n == 0)
@@ -153,7 +179,7 @@ int train_finite_drain(train_job *t, ddp_err *err)
 
 void train_finite_take_sums(train_job *t, double *loss_sum, double *correct_sum, double *grad_norm)
 {
-    finite_record *f = &t->finite;
+    struct train_finite *f = t->finite;
     *loss_sum = f->loss_sum;
     *correct_sum = f->correct_sum;
     *grad_norm = f->norm_steps > 0 ? f->norm_sum / (double)f->norm_steps : NAN;
@@ -163,15 +189,15 @@ void train_finite_take_sums(train_job *t, double *loss_sum, double *correct_sum,
 
 bool train_finite_found(const train_job *t)
 {
-    return t->finite.key != 0;
+    return t->finite->key != 0;
 }
 
 int64_t train_finite_vote(const train_job *t)
 {
-    return t->finite.key != 0 ? INT64_MAX - t->finite.key : 0;
+    return t->finite->key != 0 ? INT64_MAX - t->finite->key : 0;
 }
 
-int train_finite_fail(train_job *t, int64_t vote, ddp_err *err)
+int train_finite_fail(train_job *t, int64_t vote, int64_t newest_saved, ddp_err *err)
 {
     int64_t key = INT64_MAX - vote - 1;
     int rank = (int)(key & ((1 << KEY_RANK_BITS) - 1));
@@ -181,9 +207,8 @@ int train_finite_fail(train_job *t, int64_t vote, ddp_err *err)
     snprintf(where, sizeof where, what_name(what), step);
     if (what == FINITE_LOSS || what == FINITE_LOGITS) /* the others are the same on every rank */
         snprintf(on_rank, sizeof on_rank, " on rank %d", rank);
-    int64_t saved = train_ckpt_last_saved(t);
-    if (saved >= 0)
-        snprintf(kept, sizeof kept, "the newest checkpoint is step %lld's", (long long)saved);
+    if (newest_saved >= 0)
+        snprintf(kept, sizeof kept, "the newest checkpoint is step %lld's", (long long)newest_saved);
     return ddp_fail(err, DDP_ENONFINITE, "non-finite training: %s not finite%s; stopped at step %lld without "
                     "saving (%s; none is ever written from non-finite values); resuming with the same settings "
                     "repeats the same steps", where, on_rank, (long long)t->step, kept);
@@ -196,17 +221,17 @@ static int state_sums(train_job *t, double *host, int *n, ddp_err *err)
     device *d = t->dev;
     const optimizer *o = t->opt;
     const float *state[] = {o->momentum_buffer, o->exp_avg, o->exp_avg_sq};
-    int rc = d->ops->sumsq(d, t->m->params, t->m->n_params, t->finite.sums, err);
+    int rc = d->ops->sumsq(d, t->m->params, t->m->n_params, t->finite->sums, err);
     *n = 1;
     for (size_t i = 0; rc == DDP_OK && i < sizeof state / sizeof state[0]; i++)
         if (state[i])
-            rc = d->ops->sumsq(d, state[i], o->n_state, t->finite.sums + (*n)++, err);
+            rc = d->ops->sumsq(d, state[i], o->n_state, t->finite->sums + (*n)++, err);
     if (rc == DDP_OK)
-        rc = d->ops->download(d, host, t->finite.sums, (size_t)*n * sizeof *host, err);
+        rc = d->ops->download(d, host, t->finite->sums, (size_t)*n * sizeof *host, err);
     return rc;
 }
 
-int train_finite_check_state(train_job *t, ddp_err *err)
+int train_finite_check_state(train_job *t, int64_t newest_saved, ddp_err *err)
 {
     double sums[FINITE_SUMS];
     int n = 0;
@@ -223,5 +248,5 @@ int train_finite_check_state(train_job *t, ddp_err *err)
     t->ctl->label[0] = '\0';
     if (rc != DDP_OK)
         return ddp_prefix(err, "checking the state before the checkpoint of step %lld", (long long)t->step);
-    return vote != 0 ? train_finite_fail(t, vote, err) : DDP_OK;
+    return vote != 0 ? train_finite_fail(t, vote, newest_saved, err) : DDP_OK;
 }

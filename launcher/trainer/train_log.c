@@ -5,8 +5,9 @@
  * split). Evaluation counts every test sample exactly once across ranks (no sampler padding).
  * Every metrics line is valid JSON: a value that is not finite is written as null. A metrics line
  * that cannot be written ends the job naming the file (a run whose record is lost must not look
- * successful). Must not change training state: it only reads it (evaluation runs the model forward
- * only). */
+ * successful). It owns the metrics file, the samples and steps trained since the last progress
+ * line (train.c counts them in) and the latest evaluation (struct train_log). Must not change
+ * training state: it only reads it (evaluation runs the model forward only). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,30 +17,35 @@
 #include <unistd.h>
 
 #include "runtime/base/clock.h"
-#include "runtime/base/dir_lock.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
-#include "train_job.h"
+#include "runtime/device/device_prof.h"
+#include "train_finite.h"
+#include "train_log.h"
+#include "train_observe.h"
+#include "train_plan.h"
+#include "train_profile.h"
+#include "train_profile_report.h"
+#include "train_ranks.h"
+#include "train_replica.h"
+#include "train_tb.h"
 
-#define RUN_DIR_LOCK "ddprun.lock"
-
-int train_log_lock_run_dir(train_job *t, bool create, ddp_err *err)
-{
-    int32_t status = DDP_OK;
-    struct stat st;
-    bool lock = t->ctl->rank == 0 && !t->run_lock && (create || stat(t->cfg->run.dir, &st) == 0);
-    if (lock && (status = dir_lock_take(t->cfg->run.dir, RUN_DIR_LOCK, t->ctl->host, &t->run_lock, err)))
-        ddp_prefix(err, "run.dir");
-    int rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
-    if (rc == DDP_OK && status != DDP_OK && t->ctl->rank != 0) {
-        err->code = status;
-        err->msg[0] = '\0'; /* rank 0 names the holder */
-    }
-    return rc != DDP_OK ? rc : status;
-}
+struct train_log {
+    FILE *metrics;            /* rank 0: run.dir/metrics.jsonl */
+    char metrics_path[CFG_PATH_MAX + 32];
+    long long metrics_bytes;  /* its size after the last line written whole */
+    double t_last_log;        /* monotonic time of the last progress line (the loop's start before it) */
+    double samples_acc;       /* samples trained over all ranks since the last progress line */
+    int64_t steps_acc;        /* optimizer steps since the last progress line */
+    train_eval eval;
+};
 
 int train_log_open(train_job *t, ddp_err *err)
 {
+    struct train_log *g = calloc(1, sizeof *g);
+    t->log = g;
+    if (!g)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory");
     if (t->ctl->rank != 0)
         return DDP_OK;
     const char *dir = t->cfg->run.dir;
@@ -50,56 +56,59 @@ int train_log_open(train_job *t, ddp_err *err)
         rc = config_write_resolved(t->cfg, path, err);
     if (rc != DDP_OK)
         return rc;
-    snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl", dir);
-    t->metrics = fopen(t->metrics_path, "a");
-    if (!t->metrics)
-        return ddp_fail(err, DDP_ERUNTIME, "cannot open %s: %s", t->metrics_path, strerror(errno));
+    snprintf(g->metrics_path, sizeof g->metrics_path, "%s/metrics.jsonl", dir);
+    g->metrics = fopen(g->metrics_path, "a");
+    if (!g->metrics)
+        return ddp_fail(err, DDP_ERUNTIME, "cannot open %s: %s", g->metrics_path, strerror(errno));
     struct stat st;
-    t->metrics_bytes = fstat(fileno(t->metrics), &st) == 0 ? (long long)st.st_size : 0;
+    g->metrics_bytes = fstat(fileno(g->metrics), &st) == 0 ? (long long)st.st_size : 0;
     return DDP_OK;
 }
 
 /* After each line: the line reached the file, or the job ends naming the file and the reason. A
  * line the disk took only part of is cut off again, so metrics.jsonl holds whole lines only. */
-static int metrics_flush(train_job *t, ddp_err *err)
+static int metrics_flush(struct train_log *g, ddp_err *err)
 {
     struct stat st;
-    if (fflush(t->metrics) == 0 && !ferror(t->metrics)) {
-        if (fstat(fileno(t->metrics), &st) == 0)
-            t->metrics_bytes = (long long)st.st_size;
+    if (fflush(g->metrics) == 0 && !ferror(g->metrics)) {
+        if (fstat(fileno(g->metrics), &st) == 0)
+            g->metrics_bytes = (long long)st.st_size;
         return DDP_OK;
     }
     int e = errno;
-    fclose(t->metrics); /* nothing buffered may reach the file after the cut */
-    t->metrics = NULL;
-    bool cut = truncate(t->metrics_path, (off_t)t->metrics_bytes) == 0 || errno == EINVAL; /* EINVAL: not a file */
-    return ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s%s", t->metrics_path, strerror(e),
+    fclose(g->metrics); /* nothing buffered may reach the file after the cut */
+    g->metrics = NULL;
+    bool cut = truncate(g->metrics_path, (off_t)g->metrics_bytes) == 0 || errno == EINVAL; /* EINVAL: not a file */
+    return ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s%s", g->metrics_path, strerror(e),
                     cut ? "" : "; its partial last line could not be cut off");
 }
 
 int train_log_finish(train_job *t, ddp_err *err)
 {
-    if (!t->metrics)
+    struct train_log *g = t->log;
+    if (!g || !g->metrics)
         return DDP_OK;
-    FILE *f = t->metrics;
-    t->metrics = NULL;
+    FILE *f = g->metrics;
+    g->metrics = NULL;
     int rc = DDP_OK;
     if (fflush(f) != 0 || ferror(f))
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", t->metrics_path, strerror(errno));
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", g->metrics_path, strerror(errno));
     else if (fsync(fileno(f)) != 0 && errno != EINVAL) /* EINVAL: a pipe or device, nothing to sync */
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: fsync: %s", t->metrics_path, strerror(errno));
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: fsync: %s", g->metrics_path, strerror(errno));
     if (fclose(f) != 0 && rc == DDP_OK)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: close: %s", t->metrics_path, strerror(errno));
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: close: %s", g->metrics_path, strerror(errno));
     return rc;
 }
 
 void train_log_close(train_job *t)
 {
-    if (t->metrics)
-        fclose(t->metrics);
-    t->metrics = NULL;
-    dir_lock_release(t->run_lock); /* last: everything of this job in run.dir is written */
-    t->run_lock = NULL;
+    struct train_log *g = t->log;
+    if (!g)
+        return;
+    if (g->metrics)
+        fclose(g->metrics);
+    free(g);
+    t->log = NULL;
 }
 
 void train_log_header(train_job *t)
@@ -113,7 +122,23 @@ void train_log_header(train_job *t)
              (long long)(t->batch * t->ctl->size * t->accum), (long long)t->batch, t->ctl->size, (long long)t->accum);
     log_info("schedule: %lld steps per epoch, %lld steps in total, starting at step %lld (epoch %lld)",
              (long long)t->steps_per_epoch, (long long)t->total_steps, (long long)t->step, (long long)t->epoch + 1);
-    train_log_memory_plan(t);
+    train_plan_log(t);
+}
+
+void train_log_start(train_job *t, double now)
+{
+    t->log->t_last_log = now;
+}
+
+void train_log_count_step(train_job *t, double samples)
+{
+    t->log->samples_acc += samples;
+    t->log->steps_acc++;
+}
+
+train_eval train_log_last_eval(const train_job *t)
+{
+    return t->log ? t->log->eval : (train_eval){0};
 }
 
 /* `,"key":value` with printf format fmt, or `,"key":null` for a value JSON cannot hold (NaN,
@@ -135,10 +160,10 @@ static double model_flops_utilization(const train_job *t, double samples_per_s)
     return peak > 0 && flops > 0 ? flops * samples_per_s / (peak * t->ctl->size) : NAN;
 }
 
-static int write_progress_json(train_job *t, const train_tb_progress *p, ddp_err *err)
+static int write_progress_json(train_job *t, const train_tb_progress *p, uint64_t host_waits, ddp_err *err)
 {
     const model_io *io = &t->m->io;
-    FILE *f = t->metrics;
+    FILE *f = t->log->metrics;
     fprintf(f, "{\"kind\":\"train\",\"epoch\":%lld,\"step\":%lld", (long long)t->epoch + 1, (long long)t->step);
     json_number(f, "loss", "%.6g", p->loss);
     if (io->classifier)
@@ -153,10 +178,10 @@ static int write_progress_json(train_job *t, const train_tb_progress *p, ddp_err
         json_number(f, "mfu", "%.4f", p->mfu);
     json_number(f, "ms_per_step", "%.4f", p->ms_per_step);
     json_number(f, "comm_exposed_ms", "%.4f", p->comm_ms);
-    fprintf(f, ",\"host_waits\":%llu", (unsigned long long)t->step_host_waits);
+    fprintf(f, ",\"host_waits\":%llu", (unsigned long long)host_waits);
     train_ranks_write_json(t, f);
     fputs("}\n", f);
-    return metrics_flush(t, err);
+    return metrics_flush(t->log, err);
 }
 
 static void log_progress_line(const train_job *t, const train_tb_progress *p)
@@ -165,8 +190,8 @@ static void log_progress_line(const train_job *t, const train_tb_progress *p)
     char acc_text[48] = "", norm_text[32] = "", tps_text[32] = "", mfu_text[24] = "";
     if (io->classifier)
         snprintf(acc_text, sizeof acc_text, " acc %.1f%%", 100 * p->acc);
-    if (io->language_model && t->evaluated)
-        snprintf(acc_text, sizeof acc_text, " val loss %.4f", t->last_test_loss);
+    if (io->language_model && t->log->eval.done)
+        snprintf(acc_text, sizeof acc_text, " val loss %.4f", t->log->eval.loss);
     if (!isnan(p->grad_norm))
         snprintf(norm_text, sizeof norm_text, " grad norm %.3g", p->grad_norm);
     if (io->language_model)
@@ -185,13 +210,14 @@ static void log_progress_line(const train_job *t, const train_tb_progress *p)
  * then every rank's own figures (train_ranks.c), one allgather more. */
 int train_log_progress(train_job *t, double lr, ddp_err *err)
 {
-    device *d = t->dev;
+    struct train_log *g = t->log;
     double exposed_ms = 0, loss_sum = 0, correct_sum = 0, grad_norm = NAN;
     int rc = train_finite_drain(t, err);
     if (rc == DDP_OK)
-        rc = d->ops->timer_take_ms(d, t->comm_exposed, &exposed_ms, err);
+        rc = train_observe_take_exposed_ms(t, &exposed_ms, err);
     train_finite_take_sums(t, &loss_sum, &correct_sum, &grad_norm);
-    double sums[4] = {loss_sum, correct_sum, t->samples_acc / t->ctl->size, exposed_ms / t->ctl->size};
+    uint64_t host_waits = train_observe_take_host_waits(t);
+    double sums[4] = {loss_sum, correct_sum, g->samples_acc / t->ctl->size, exposed_ms / t->ctl->size};
     if (rc == DDP_OK)
         rc = t->ctl->ops->allreduce(t->ctl, sums, sums, 4, DT_DOUBLE, OP_SUM, NULL, err);
     if (rc == DDP_OK)
@@ -199,22 +225,21 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
     if (rc != DDP_OK)
         return rc;
     const model_io *io = &t->m->io;
-    double now = monotonic_s(), dt = now - t->t_last_log;
+    double now = monotonic_s(), dt = now - g->t_last_log;
     double terms = (sums[2] > 0 ? sums[2] : 1) * (double)io->sample.target.count;
-    double steps = t->steps_acc > 0 ? (double)t->steps_acc : 1, sps = t->samples_acc / dt;
+    double steps = g->steps_acc > 0 ? (double)g->steps_acc : 1, sps = g->samples_acc / dt;
     train_tb_progress p = {.loss = sums[0] / terms, .acc = sums[1] / terms, .lr = lr, .grad_norm = grad_norm,
                            .samples_per_s = sps, .tokens_per_s = sps * (double)io->sample.input.count,
                            .mfu = model_flops_utilization(t, sps), .ms_per_step = 1e3 * dt / steps,
                            .comm_ms = sums[3] / steps};
     log_progress_line(t, &p);
-    if (t->metrics && (rc = write_progress_json(t, &p, err)) != DDP_OK)
+    if (g->metrics && (rc = write_progress_json(t, &p, host_waits, err)) != DDP_OK)
         return rc;
     if ((rc = train_tb_progress_write(t, &p, err)) != DDP_OK)
         return rc;
-    t->t_last_log = now;
-    t->steps_acc = 0;
-    t->samples_acc = 0;
-    t->step_host_waits = 0;
+    g->t_last_log = now;
+    g->steps_acc = 0;
+    g->samples_acc = 0;
     return DDP_OK;
 }
 
@@ -225,10 +250,9 @@ static int evaluate_range(train_job *t, int64_t begin, int64_t end, float *stats
     int rc = DDP_OK;
     for (int64_t i = begin; i < end && rc == DDP_OK; i += bs) {
         int64_t rows = end - i < bs ? end - i : bs;
-        for (int64_t r = 0; r < rows; r++)
-            t->idx[r] = i + r;
         model_batch b;
-        rc = train_stage_batch(t, &t->test, rows, &b, err);
+        train_stage_range(t, i, rows);
+        rc = train_stage_batch(t, &t->test, &b, err);
         if (rc == DDP_OK)
             rc = t->m->ops->evaluate(t->m, &b, stats, err);
     }
@@ -238,30 +262,31 @@ static int evaluate_range(train_job *t, int64_t begin, int64_t end, float *stats
 /* A language model's test set is its val split: its loss is reported as val_loss. */
 static int log_evaluation(train_job *t, double samples, ddp_err *err)
 {
+    const train_eval *e = &t->log->eval;
     bool classifier = t->m->io.classifier;
     const char *split = t->m->io.language_model ? "val" : "test";
     char acc_text[48] = "", loss_key[16];
     snprintf(loss_key, sizeof loss_key, "%s_loss", split);
     if (classifier)
-        snprintf(acc_text, sizeof acc_text, ", test accuracy %.2f%%", 100 * t->last_test_acc);
+        snprintf(acc_text, sizeof acc_text, ", test accuracy %.2f%%", 100 * e->acc);
     log_info("eval epoch %lld step %lld: %s loss %.4f%s (%.0f samples)", (long long)t->epoch + 1,
-             (long long)t->step, split, t->last_test_loss, acc_text, samples);
-    FILE *f = t->metrics;
+             (long long)t->step, split, e->loss, acc_text, samples);
+    FILE *f = t->log->metrics;
     if (f) {
         fprintf(f, "{\"kind\":\"eval\",\"epoch\":%lld,\"step\":%lld", (long long)t->epoch + 1, (long long)t->step);
-        json_number(f, loss_key, "%.6g", t->last_test_loss);
+        json_number(f, loss_key, "%.6g", e->loss);
         if (classifier)
-            json_number(f, "test_acc", "%.6g", t->last_test_acc);
+            json_number(f, "test_acc", "%.6g", e->acc);
         fprintf(f, ",\"samples\":%.0f}\n", samples);
-        int rc = metrics_flush(t, err);
+        int rc = metrics_flush(t->log, err);
         if (rc != DDP_OK)
             return rc;
     }
     char tag[24];
     snprintf(tag, sizeof tag, "eval/%s", loss_key);
-    int rc = train_tb_scalar(t, tag, t->last_test_loss, err);
+    int rc = train_tb_scalar(t, tag, e->loss, err);
     if (rc == DDP_OK && classifier)
-        rc = train_tb_scalar(t, "eval/test_acc", t->last_test_acc, err);
+        rc = train_tb_scalar(t, "eval/test_acc", e->acc, err);
     return rc;
 }
 
@@ -293,11 +318,9 @@ int train_evaluate(train_job *t, ddp_err *err)
     if (rc != DDP_OK)
         return ddp_prefix(err, "evaluation");
     double terms = sums[2] * (double)t->m->io.sample.target.count;
-    t->last_test_loss = sums[0] / terms;
-    t->last_test_acc = sums[1] / terms;
-    t->evaluated = true;
-    t->eval_step = t->step;
-    if (!isfinite(t->last_test_loss))
-        train_finite_note(t, t->step, FINITE_EVAL_LOSS, isnan(t->last_test_loss) ? "nan" : "inf");
+    train_eval *e = &t->log->eval;
+    *e = (train_eval){.done = true, .step = t->step, .loss = sums[0] / terms, .acc = sums[1] / terms};
+    if (!isfinite(e->loss))
+        train_finite_note(t, t->step, FINITE_EVAL_LOSS, isnan(e->loss) ? "nan" : "inf");
     return log_evaluation(t, sums[2], err);
 }

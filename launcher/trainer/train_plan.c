@@ -5,14 +5,16 @@
  * started, from the model's tensor table and activation sizes (model_size) and the reducer's bucket
  * plan (reducer_zero_shard_n), so both show the same numbers from the same function. Every size
  * is checked (runtime/base/checked_size.h): a plan that does not fit in 64 bits is refused naming
- * the keys it grows with, never printed wrapped. Must not allocate device memory, read data or
- * communicate. */
+ * the keys it grows with, never printed wrapped. It also says what a model is made with from the
+ * config (train_model_opts), which the job and the plan both build from. Must not allocate device
+ * memory, read data or communicate. */
 #include <stdlib.h>
 
 #include "runtime/base/checked_size.h"
 #include "runtime/base/log.h"
-#include "train.h"
 #include "train_job.h"
+#include "train_plan.h"
+#include "train_zero.h"
 
 /* What the line is computed from. */
 typedef struct memory_plan {
@@ -73,11 +75,19 @@ static void format_memory_plan(const config *c, const memory_plan *p, char *out,
              zero, copies, (double)p->activation_bytes * mib, (long long)p->rows, recompute, (double)b.total * mib);
 }
 
-void train_log_memory_plan(const train_job *t)
+model_opts train_model_opts(const config *c)
+{
+    model_opts o = model_opts_make(c->model.kind, &c->model.opts,
+                                   c->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32);
+    o.recompute = c->train.recompute;
+    return o;
+}
+
+void train_plan_log(const train_job *t)
 {
     memory_plan p = {.n_params = t->m->n_params, .activation_bytes = t->m->activation_bytes,
                      .shard_n = t->red->shard_n, .compute = t->m->act_dtype, .rows = t->batch,
-                     .world = t->ctl->size, .zero = t->zero};
+                     .world = t->ctl->size, .zero = train_zero_active(t)};
     char line[512];
     format_memory_plan(t->cfg, &p, line, sizeof line);
     log_info("%s", line);

@@ -5,8 +5,9 @@
  * rank waits for its device, meets the others at an MPI barrier and takes its monotonic clock
  * there as the trace's time 0, so ts 0 is one moment on every rank (to within the barrier's exit
  * skew). It closes after its last step (or where the run stops), waiting for the device once,
- * outside any step. Rank 0's table and profile.json are train_profile_report.c's. Must not change
- * what training computes, and must not wait for the device inside a step. */
+ * outside any step. Rank 0's table and profile.json are train_profile_report.c's. It owns the
+ * window (struct train_prof). Must not change what training computes, and must not wait for the
+ * device inside a step. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,10 @@
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
 #include "runtime/base/replace_file.h"
-#include "train_job.h"
+#include "runtime/device/device_prof.h"
+#include "train_ckpt.h"
+#include "train_profile.h"
+#include "train_profile_report.h"
 
 /* Stamp slots a step may use (two per range): the tests' 2-layer GPT-2 records about 110 ranges a
  * step, GPT-2 124M's twelve layers several hundred. */

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "runtime/base/replace_file.h"
-#include "train_job.h"
+#include "train_profile_report.h"
 
 /* ---- the GPUs' peaks ---------------------------------------------------------------------------
  * Dense (no sparsity) tensor-core rates for bf16 and tf32, the ordinary cores' fp32 rate and the

@@ -1,11 +1,12 @@
 /* train_ranks.c — every rank's own figures at each progress line, and the straggler rule.
  *
- * The step loop (train.c) adds up, per rank, the wall time of its steps (evaluation, log lines and
- * text samples left out), the time it waited in collectives (the gradient wait the device timer
- * measures, and the stop agreement's wait on the host) and the time it took to load and upload its
- * batches. At each progress line, where every rank has just waited for its device anyway, one
- * allgather of RANK_FIGURES doubles on the control communicator shares them with the device's peak
- * memory (device_memory_peak): nothing is added to a step's critical path.
+ * The step's observers (train_observe.c) add up here, per rank, the wall time of its steps
+ * (evaluation, log lines and text samples left out), the time it waited in collectives (the stop
+ * agreement's wait on the host, and at the gather the gradient wait the device timer measured) and
+ * the time it took to load and upload its batches. At each progress line, where every rank has
+ * just waited for its device anyway, one allgather of RANK_FIGURES doubles on the control
+ * communicator shares them with the device's peak memory (device_memory_peak): nothing is added to
+ * a step's critical path. It owns these figures (struct train_ranks).
  *
  * A rank's own work in a step is its step time less its waits: a slow rank works longer and waits
  * less, the others wait for it. The straggler rule: progress intervals are collected into windows
@@ -30,7 +31,7 @@
 #include <string.h>
 
 #include "runtime/base/log.h"
-#include "train_job.h"
+#include "train_ranks.h"
 
 #define STRAGGLER_WINDOW_STEPS 50
 #define STRAGGLER_WINDOWS 3
@@ -56,6 +57,7 @@ typedef struct slow_streak {
 
 typedef struct train_ranks {
     char (*hosts)[64];          /* [world] */
+    rank_step_time mine;        /* this rank's times since the last progress line */
     rank_figures *all;          /* [world]: the latest gather */
     window_entry window[WINDOW_INTERVALS_MAX];
     int count;                  /* intervals of the current window */
@@ -201,10 +203,19 @@ static void judge_window(train_job *t)
     *st = (slow_streak){.rank = -1}; /* named once per STRAGGLER_WINDOWS windows */
 }
 
+void train_ranks_add(train_job *t, const rank_step_time *d)
+{
+    rank_step_time *mine = &t->ranks->mine;
+    mine->step_s += d->step_s;
+    mine->wait_s += d->wait_s;
+    mine->data_s += d->data_s;
+    mine->steps += d->steps;
+}
+
 int train_ranks_gather(train_job *t, double exposed_ms, ddp_err *err)
 {
     train_ranks *r = t->ranks;
-    rank_step_time *mine = &t->mine;
+    rank_step_time *mine = &r->mine;
     double steps = mine->steps > 0 ? (double)mine->steps : 1;
     rank_figures me = {.step_ms = 1e3 * mine->step_s / steps, .wait_ms = (exposed_ms + 1e3 * mine->wait_s) / steps,
                        .data_ms = 1e3 * mine->data_s / steps, .peak_bytes = (double)device_memory_peak(t->dev)};

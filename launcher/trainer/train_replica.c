@@ -1,25 +1,87 @@
 /* train_replica.c — what the step loop (train.c), checkpoints (train_ckpt.c) and evaluation
  * (train_log.c) share about this rank's replica: its parameters made rank 0's and the model told
- * they changed, and the batch staging buffers a micro-batch is gathered into and uploaded from.
- * Must not decide when any of it happens: its callers do. */
+ * they changed, and the batch staging buffers a micro-batch is chosen into, gathered and uploaded
+ * from, which it owns (struct train_staging). Must not decide when any of it happens: its callers
+ * do. */
 #include <stdlib.h>
 
-#include "train_job.h"
+#include "train_replica.h"
 
-int train_alloc_staging(train_job *t, ddp_err *err)
+/* t->batch rows of sample indices, and of inputs and targets as m->io.sample lays them out (the
+ * bytes dataset_gather produces), on the host and on the device. */
+struct train_staging {
+    int64_t *idx;
+    int64_t rows;             /* rows of idx the next upload takes */
+    void *inputs_host, *targets_host;
+    void *inputs_dev, *targets_dev;
+};
+
+int train_staging_open(train_job *t, ddp_err *err)
 {
+    struct train_staging *s = calloc(1, sizeof *s);
+    t->staging = s;
+    if (!s)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for batch staging");
     int64_t b = t->batch;
     size_t in = (size_t)b * sample_field_bytes(t->m->io.sample.input);
     size_t tgt = (size_t)b * sample_field_bytes(t->m->io.sample.target);
-    t->idx = malloc((size_t)b * sizeof *t->idx);
-    t->inputs_host = malloc(in);
-    t->targets_host = malloc(tgt);
-    if (!t->idx || !t->inputs_host || !t->targets_host)
+    s->idx = malloc((size_t)b * sizeof *s->idx);
+    s->inputs_host = malloc(in);
+    s->targets_host = malloc(tgt);
+    if (!s->idx || !s->inputs_host || !s->targets_host)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for batch staging (%lld rows)", (long long)b);
     device *d = t->dev;
-    int rc = d->ops->alloc(d, in, &t->inputs_dev, err);
+    int rc = d->ops->alloc(d, in, &s->inputs_dev, err);
     if (rc == DDP_OK)
-        rc = d->ops->alloc(d, tgt, &t->targets_dev, err);
+        rc = d->ops->alloc(d, tgt, &s->targets_dev, err);
+    return rc;
+}
+
+void train_staging_close(train_job *t)
+{
+    struct train_staging *s = t->staging;
+    if (!s)
+        return;
+    if (t->dev) {
+        t->dev->ops->free(t->dev, s->inputs_dev);
+        t->dev->ops->free(t->dev, s->targets_dev);
+    }
+    free(s->idx);
+    free(s->inputs_host);
+    free(s->targets_host);
+    free(s);
+    t->staging = NULL;
+}
+
+void train_stage_next(train_job *t)
+{
+    t->staging->rows = sampler_next_batch(&t->smp, t->staging->idx);
+}
+
+void train_stage_range(train_job *t, int64_t begin, int64_t rows)
+{
+    for (int64_t r = 0; r < rows; r++)
+        t->staging->idx[r] = begin + r;
+    t->staging->rows = rows;
+}
+
+const int64_t *train_staged(const train_job *t, int64_t *rows)
+{
+    *rows = t->staging->rows;
+    return t->staging->idx;
+}
+
+int train_stage_batch(train_job *t, const dataset *data, model_batch *b, ddp_err *err)
+{
+    device *d = t->dev;
+    const struct train_staging *s = t->staging;
+    const sample_layout *io = &t->m->io.sample;
+    int64_t rows = s->rows;
+    dataset_gather(data, s->idx, rows, s->inputs_host, s->targets_host);
+    int rc = d->ops->upload(d, s->inputs_dev, s->inputs_host, (size_t)rows * sample_field_bytes(io->input), err);
+    if (rc == DDP_OK)
+        rc = d->ops->upload(d, s->targets_dev, s->targets_host, (size_t)rows * sample_field_bytes(io->target), err);
+    *b = (model_batch){.inputs = s->inputs_dev, .targets = s->targets_dev, .rows = rows};
     return rc;
 }
 
@@ -43,16 +105,4 @@ int train_broadcast_params(train_job *t, ddp_err *err)
         rc = m->dev->ops->upload(m->dev, m->params, host, m->n_params * sizeof(float), err);
     free(host);
     return rc != DDP_OK ? rc : train_params_changed(t, err);
-}
-
-int train_stage_batch(train_job *t, const dataset *data, int64_t rows, model_batch *b, ddp_err *err)
-{
-    device *d = t->dev;
-    const sample_layout *io = &t->m->io.sample;
-    dataset_gather(data, t->idx, rows, t->inputs_host, t->targets_host);
-    int rc = d->ops->upload(d, t->inputs_dev, t->inputs_host, (size_t)rows * sample_field_bytes(io->input), err);
-    if (rc == DDP_OK)
-        rc = d->ops->upload(d, t->targets_dev, t->targets_host, (size_t)rows * sample_field_bytes(io->target), err);
-    *b = (model_batch){.inputs = t->inputs_dev, .targets = t->targets_dev, .rows = rows};
-    return rc;
 }

@@ -11,8 +11,10 @@
 #include "models/lm_generate.h"
 #include "runtime/base/log.h"
 #include "runtime/data/tokenizer.h"
-#include "train.h"
-#include "train_job.h"
+#include "train_finite.h"
+#include "train_sample.h"
+#include "train_stop.h"
+#include "train_tb.h"
 
 /* lm_generate's verdict: logits that are not finite are a finding for the stop agreement (every
  * rank stops at this step), and a stop request ends the sample early; neither fails the job. */

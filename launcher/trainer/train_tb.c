@@ -11,7 +11,8 @@
 #include <time.h>
 
 #include "runtime/tensorboard/event_file.h"
-#include "train_job.h"
+#include "train_ranks.h"
+#include "train_tb.h"
 
 typedef struct train_tb {
     event_file *file;

@@ -14,11 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train_job.h"
+#include "train_zero.h"
 
 bool train_zero_on(const config *c, int world)
 {
     return c->ddp.zero == 1 && world > 1;
+}
+
+bool train_zero_active(const train_job *t)
+{
+    return train_zero_on(t->cfg, t->ctl->size);
 }
 
 size_t train_zero_param_tail(const config *c, int world)

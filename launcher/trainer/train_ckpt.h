@@ -1,0 +1,38 @@
+/* train_ckpt.h — when and what a training job saves, and how it resumes or starts from
+ * checkpoint.init_from (train_ckpt.c). It owns the checkpoint writer, the saved buffers' staging
+ * and the save clock (struct train_ckpt). Must not decide the file format (ckpt.c) or the loop
+ * order (train.c). */
+#ifndef DDP_TRAIN_CKPT_H
+#define DDP_TRAIN_CKPT_H
+
+#include "runtime/ckpt/ckpt.h"
+#include "train_job.h"
+
+/* Before anything is built: the model section's shape keys cfg leaves to
+ * checkpoint.init_from, read by rank 0 and broadcast, into cfg on every rank (config_take_shape);
+ * nothing when none is. */
+int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err);
+int train_ckpt_open(train_job *t, ddp_err *err);
+/* Loads a checkpoint per checkpoint.resume; sets step/epoch/sampler position/optimizer state. When
+ * none is loaded and checkpoint.init_from is set, loads the parameters from that llm.c file. */
+int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err);
+/* Rank 0, after the resume: the checkpoint directory exists and takes files, so that a bad
+ * checkpoint.dir ends the job before its first step, not at its first save. */
+int train_ckpt_check_dir(train_job *t, ddp_err *err);
+/* Rank 0's clock: checkpoint.every_minutes has passed since the last save (other ranks: false). */
+bool train_ckpt_clock_due(const train_job *t);
+/* Saves when due (the caller's triggers: a stop, rank 0's clock as the ranks agreed on it, the end
+ * of training) or when checkpoint.every_steps says so. Every rank calls it at the same steps. */
+int train_ckpt_maybe_save(train_job *t, bool due, ddp_err *err);
+/* The step of the newest checkpoint saved or resumed, -1 when none. */
+int64_t train_ckpt_last_saved(const train_job *t);
+/* Rank 0, after each step: when the latest save's write has finished, its times go to
+ * train_budget_written (never waits). */
+int train_ckpt_poll(train_job *t, ddp_err *err);
+/* Waits for a background save in flight. */
+int train_ckpt_finish(train_job *t, ddp_err *err);
+void train_ckpt_close(train_job *t);
+/* Hands every checkpoint write's timing to observe (ckpt_writer_set_observer; rank 0 only writes). */
+void train_ckpt_observe(train_job *t, ckpt_write_observer observe, void *ctx);
+
+#endif

@@ -1,0 +1,20 @@
+/* train_tb.h — run.tensorboard's event file (train_tb.c; rank 0, nothing elsewhere or when off),
+ * its own state (struct train_tb). Each call writes its values and flushes them, so a running job
+ * can be watched; a failure ends the job naming the file. Must not change training state nor
+ * decide what is measured. */
+#ifndef DDP_TRAIN_TB_H
+#define DDP_TRAIN_TB_H
+
+#include "train_job.h"
+
+int train_tb_open(train_job *t, ddp_err *err);
+void train_tb_close(train_job *t);
+/* The progress line's figures (tags train/..., and rank{R}/... for every rank's). */
+typedef struct train_tb_progress {
+    double loss, acc, lr, grad_norm, samples_per_s, tokens_per_s, mfu, ms_per_step, comm_ms;
+} train_tb_progress;
+int train_tb_progress_write(train_job *t, const train_tb_progress *p, ddp_err *err);
+int train_tb_scalar(train_job *t, const char *tag, double value, ddp_err *err);
+int train_tb_text(train_job *t, const char *tag, const char *text, ddp_err *err);
+
+#endif
