@@ -75,6 +75,8 @@ void reducer_set_device(reducer *r, device *d) { r->dev = d; }
 
 int reducer_use_bf16(reducer *r, device *d, ddp_err *err)
 {
+    if (r->units)
+        return ddp_fail(err, DDP_EUSAGE, "reducer: bf16 gradients need a whole gradient buffer (not ZeRO-2)");
     int rc = d->ops->alloc(d, (r->n + r->tail) * sizeof *r->bf16, (void **)&r->bf16, err);
     /* the ZeRO padding reads the shadow's tail: zero, as the gradients' tail is */
     if (rc == DDP_OK && r->tail > 0)
@@ -134,9 +136,9 @@ void reducer_zero_part(const reducer *r, int bucket, int rank, size_t *param_off
                        size_t *count)
 {
     const reducer_bucket *b = &r->buckets[bucket];
-    size_t at = b->offset + (size_t)rank * b->block;
-    *param_offset = at < r->n ? at : r->n;
-    *count = at < r->n ? (r->n - at < b->block ? r->n - at : b->block) : 0;
+    size_t at = b->offset + (size_t)rank * b->block, end = b->offset + b->count;
+    *param_offset = at < end ? at : end;
+    *count = at < end ? (end - at < b->block ? end - at : b->block) : 0;
     *shard_offset = b->shard_offset;
 }
 
@@ -152,20 +154,28 @@ void reducer_destroy(reducer *r)
     }
     if (r->bf16)
         r->dev->ops->free(r->dev, r->bf16);
+    for (int w = 0; w < 3; w++)
+        if (r->windows[w])
+            r->dev->ops->free(r->dev, r->windows[w]);
+    if (r->shard_grads)
+        r->dev->ops->free(r->dev, r->shard_grads);
     free(r->buckets);
     free(r);
 }
 
-void reducer_begin(reducer *r)
+void reducer_begin(reducer *r, bool accumulate)
 {
     for (int i = 0; i < r->n_buckets; i++) {
         r->buckets[i].ready = 0;
         r->buckets[i].started = 0;
         r->buckets[i].req = NULL;
         r->buckets[i].prof_id = -1;
+        r->buckets[i].window = -1;
     }
     r->next_to_start = 0;
     r->status = DDP_OK;
+    r->accumulate = accumulate;
+    r->turns = 0;
 }
 
 /* The bucket's average, in place: all-reduced, or under ZeRO reduce-scattered (this rank's block
@@ -230,7 +240,7 @@ static int average_bucket_recorded(reducer *r, reducer_bucket *b, void *data, co
 
 static void start_bucket(reducer *r, reducer_bucket *b)
 {
-    float *p = r->grads + b->offset;
+    float *p = r->units ? reducer_unit_window(r, r->n_buckets - 1 - (int)(b - r->buckets)) : r->grads + b->offset;
     int rc = DDP_OK;
     snprintf(r->comm->label, sizeof r->comm->label, "bucket %d of %d", (int)(b - r->buckets) + 1, r->n_buckets);
     if (r->bf16) {
@@ -287,6 +297,159 @@ void reducer_grad_ready(void *ctx, size_t offset, size_t count)
     start_ready_buckets(r);
 }
 
+/* ---- ZeRO-2: units in windows ------------------------------------------------------------- */
+
+/* The window a unit's bucket takes: the first unit's own, or the next of the two taking turns. */
+static int next_window(reducer *r, int bucket)
+{
+    return bucket == r->n_buckets - 1 ? 0 : 1 + r->turns++ % 2;
+}
+
+/* Ends window w's use: waits for its bucket's collective, then moves the result out — a
+ * reduce-scatter's block into the gradient shard (copied, or added when accumulating), an
+ * all-gather's unit into the parameters. */
+static int release_window(reducer *r, int w, ddp_err *err)
+{
+    int h = r->holder[w];
+    if (h < 0)
+        return DDP_OK;
+    reducer_bucket *b = &r->buckets[h];
+    device *d = r->dev;
+    float *win = r->windows[w];
+    comm_req **req = r->gathering[w] ? &b->gather_req : &b->req;
+    int rc = DDP_OK;
+    r->holder[w] = -1;
+    b->window = -1;
+    if (!r->gathering[w] && !b->started)
+        return ddp_fail(err, DDP_ERUNTIME, "reducer: a window was needed again before bucket %d [%zu, +%zu) had all "
+                        "its gradients (%zu of %zu)", h, b->offset, b->count, b->ready, b->count);
+    if (*req) {
+        rc = r->comm->ops->wait(r->comm, *req, err);
+        *req = NULL;
+        prof_host_end(r, r->gathering[w] ? &b->prof_gather_id : &b->prof_id);
+    }
+    if (rc != DDP_OK)
+        return rc;
+    if (r->gathering[w])
+        return d->ops->copy(d, r->params + b->offset, win, b->count * sizeof(float), err);
+    float *mine = win + (size_t)r->comm->rank * b->block, *dst = r->shard_grads + b->shard_offset;
+    return r->accumulate ? d->ops->add(d, TENSOR_F32, dst, dst, mine, b->block, err)
+                         : d->ops->copy(d, dst, mine, b->block * sizeof(float), err);
+}
+
+/* Window w for bucket, after the collective that used it before; zeroed for gradients. */
+static int take_window(reducer *r, int w, int bucket, bool gathering, ddp_err *err)
+{
+    int rc = release_window(r, w, err);
+    r->holder[w] = bucket;
+    r->gathering[w] = gathering;
+    r->buckets[bucket].window = w;
+    size_t n = r->buckets[bucket].block * (size_t)r->comm->size;
+    if (rc == DDP_OK && !gathering)
+        rc = r->dev->ops->fill(r->dev, TENSOR_F32, r->windows[w], n, 0.0f, err);
+    return rc;
+}
+
+float *reducer_unit_window(void *ctx, int unit)
+{
+    reducer *r = ctx;
+    int bucket = r->n_buckets - 1 - unit;
+    reducer_bucket *b = &r->buckets[bucket];
+    if (b->window < 0) {
+        ddp_err e = {0};
+        int rc = take_window(r, next_window(r, bucket), bucket, false, &e);
+        if (rc != DDP_OK && r->status == DDP_OK) {
+            r->status = rc;
+            r->err = e;
+        }
+    }
+    return r->windows[b->window];
+}
+
+/* Bucket's parameters to every rank through a window: this rank's updated block copied in, the
+ * window all-gathered in place, and (when the window is released) copied into the parameters. */
+static int gather_unit(reducer *r, int bucket, ddp_err *err)
+{
+    reducer_bucket *b = &r->buckets[bucket];
+    int w = next_window(r, bucket);
+    int rc = take_window(r, w, bucket, true, err);
+    size_t at, unused, count;
+    reducer_zero_part(r, bucket, r->comm->rank, &at, &unused, &count);
+    float *win = r->windows[w], *mine = win + (size_t)r->comm->rank * b->block;
+    if (rc == DDP_OK && count > 0)
+        rc = r->dev->ops->copy(r->dev, mine, r->params + at, count * sizeof(float), err);
+    int stream_id = -1;
+    if (rc == DDP_OK)
+        rc = prof_collective_begin(r, "all-gather", b, b->block * (size_t)r->comm->size * sizeof(float), DT_FLOAT,
+                                   &stream_id, &b->prof_gather_id, err);
+    snprintf(r->comm->label, sizeof r->comm->label, "parameters of unit %d of %d", r->n_buckets - bucket,
+             r->n_buckets);
+    if (rc == DDP_OK)
+        rc = r->comm->ops->allgather(r->comm, mine, win, b->block, DT_FLOAT, &b->gather_req, err);
+    r->comm->label[0] = '\0';
+    return rc == DDP_OK ? prof_stream_end(r, stream_id, err) : rc;
+}
+
+/* The units as buckets (into r->buckets when r is given), their shard and window sizes. */
+static void plan_units(reducer *r, const size_t *offs, int n_units, size_t n, size_t w, size_t *shard_n,
+                       size_t *first_window, size_t *window)
+{
+    *shard_n = *first_window = *window = 0;
+    for (int i = 0; i < n_units; i++) {
+        int u = n_units - 1 - i;
+        size_t end = u + 1 < n_units ? offs[u + 1] : n, count = end - offs[u], block = (count + w - 1) / w;
+        if (r)
+            r->buckets[i] = (reducer_bucket){.offset = offs[u], .count = count, .block = block,
+                                             .shard_offset = *shard_n, .prof_id = -1, .prof_gather_id = -1,
+                                             .window = -1};
+        *shard_n += block;
+        size_t *win = u == 0 ? first_window : window;
+        *win = block * w > *win ? block * w : *win;
+    }
+}
+
+void reducer_zero_units_size(const size_t *unit_offsets, int n_units, size_t n, int world, size_t *shard_n,
+                             size_t *window_n)
+{
+    size_t first, other;
+    plan_units(NULL, unit_offsets, n_units, n, (size_t)world, shard_n, &first, &other);
+    *window_n = first + 2 * other;
+}
+
+int reducer_use_zero_units(reducer *r, const size_t *unit_offsets, int n_units, float *params, device *d,
+                           ddp_err *err)
+{
+    size_t w = (size_t)r->comm->size;
+    if (w < 2 || n_units < 1 || unit_offsets[0] != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "reducer: ZeRO-2 needs 2 or more ranks and units from offset 0");
+    for (int u = 1; u < n_units; u++)
+        if (unit_offsets[u] <= unit_offsets[u - 1] || unit_offsets[u] >= r->n)
+            return ddp_fail(err, DDP_ERUNTIME, "reducer: unit offsets must ascend inside the buffer");
+    reducer_bucket *b = calloc((size_t)n_units, sizeof *b);
+    if (!b)
+        return ddp_fail(err, DDP_ERUNTIME, "reducer: out of memory");
+    free(r->buckets);
+    r->buckets = b;
+    r->n_buckets = n_units;
+    size_t first, other;
+    plan_units(r, unit_offsets, n_units, r->n, w, &r->shard_n, &first, &other);
+    r->units = true;
+    r->zero_ranks = (int)w;
+    r->params = params;
+    r->dev = d;
+    const size_t sizes[3] = {first, other, other};
+    int rc = d->ops->alloc(d, r->shard_n * sizeof(float), (void **)&r->shard_grads, err);
+    if (rc == DDP_OK)
+        rc = d->ops->fill(d, TENSOR_F32, r->shard_grads, r->shard_n, 0.0f, err);
+    for (int i = 0; i < 3 && rc == DDP_OK; i++) {
+        r->holder[i] = -1;
+        if (sizes[i] > 0)
+            rc = d->ops->alloc(d, sizes[i] * sizeof(float), (void **)&r->windows[i], err);
+    }
+    return rc ? ddp_prefix(err, "reducer: ZeRO-2 gradient shard of %zu and windows of %zu floats", r->shard_n,
+                           first + 2 * other) : DDP_OK;
+}
+
 /* Test-only (DDP_TEST_COMM_DELAY_MS): as if the collectives finished this much later. */
 static void test_delay(const reducer *r)
 {
@@ -316,7 +479,9 @@ int reducer_finish(reducer *r, ddp_err *err)
     }
     for (int i = 0; i < r->n_buckets && rc == DDP_OK; i++) {
         reducer_bucket *b = &r->buckets[i];
-        if (b->req) {
+        if (r->units && b->window >= 0) {
+            rc = release_window(r, b->window, err);
+        } else if (b->req) {
             rc = r->comm->ops->wait(r->comm, b->req, err);
             b->req = NULL;
             prof_host_end(r, &b->prof_id);
@@ -342,6 +507,8 @@ int reducer_gather(reducer *r, int bucket, ddp_err *err)
         if (r->buckets[i].gather_req && r->comm->ops->test(r->comm, r->buckets[i].gather_req, &done, err) != DDP_OK)
             return err->code ? err->code : DDP_ERUNTIME;
     }
+    if (r->units)
+        return gather_unit(r, bucket, err);
     reducer_bucket *b = &r->buckets[bucket];
     float *rows = r->params + b->offset;
     int stream_id = -1;
@@ -358,6 +525,10 @@ int reducer_gather(reducer *r, int bucket, ddp_err *err)
 int reducer_gather_finish(reducer *r, ddp_err *err)
 {
     int rc = DDP_OK;
+    for (int w = 0; r->units && w < 3; w++) {
+        int wrc = r->holder[w] >= 0 ? release_window(r, w, err) : DDP_OK;
+        rc = rc == DDP_OK ? wrc : rc;
+    }
     for (int i = 0; i < r->n_buckets; i++) {
         reducer_bucket *b = &r->buckets[i];
         if (b->gather_req) {

@@ -233,7 +233,7 @@ int gpt2_parse_description(const char *desc, gpt2_shape *shape, int64_t *seq_len
 }
 
 int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, recompute_mode recompute, device *dev,
-                const sample_layout *data, int64_t max_rows, size_t param_tail, model **out, ddp_err *err)
+                const sample_layout *data, int64_t max_rows, model_buffers buffers, model **out, ddp_err *err)
 {
     *out = NULL;
     size_t act_bytes; /* the plan's figure: refuses a micro-batch whose buffers would not fit in 64 bits */
@@ -243,7 +243,7 @@ int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, recompute_mode re
     if (rc)
         return rc;
     model *m;
-    if ((rc = lm_new(&gpt2_kind, sizeof(gpt2_impl), compute, dev, data, shape->vocab_size, max_rows, param_tail, &m,
+    if ((rc = lm_new(&gpt2_kind, sizeof(gpt2_impl), compute, dev, data, shape->vocab_size, max_rows, buffers, &m,
                      err)))
         return rc;
     gpt2_impl *g = m->impl;

@@ -20,10 +20,10 @@ int64_t gpt2_vocab_padded(int64_t vocab_size);
 /* A GPT-2 of this shape for token sequences of data->input.count positions, with activations for
  * up to max_rows sequences, computing in `compute` (TENSOR_BF16: bf16 activations and a bf16 copy
  * of the fp32 parameters, made by params_changed; CUDA only), keeping activations for backward as
- * `recompute` says (model_opts.h), params and grads with param_tail spare floats
- * (model.param_tail). A shape or data that does not fit is a usage error naming both. */
+ * `recompute` says (model_opts.h), params and grads as buffers says
+ * (model_buffers). A shape or data that does not fit is a usage error naming both. */
 int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, recompute_mode recompute, device *dev,
-                const sample_layout *data, int64_t max_rows, size_t param_tail, model **out, ddp_err *err);
+                const sample_layout *data, int64_t max_rows, model_buffers buffers, model **out, ddp_err *err);
 
 /* The parameter tensors a GPT-2 of this shape has, as gpt2_create lays them out (names, shapes,
  * offsets; m->n_params), into m->tensors of a zeroed model that is not built: for writers of a

@@ -139,9 +139,9 @@ static int linear_backward(model *m, const gpt2_impl *g, const void *dy, const v
     const struct device_ops *op = m->dev->ops;
     const void *w = gpt2_weight(g, w_off);
     int rc = op->gemm(m->dev, g->lm.t, TENSOR_F32, true, false, out, in, rows, 1.0f, dy, out, x, in, 1.0f,
-                      m->grads + w_off, in, err);
+                      model_grad(m, w_off), in, err);
     if (!rc)
-        rc = op->bias_grad(m->dev, g->lm.t, dy, m->grads + b_off, rows, out, 1.0f, err);
+        rc = op->bias_grad(m->dev, g->lm.t, dy, model_grad(m, b_off), rows, out, 1.0f, err);
     if (rc || !dx)
         return rc;
     if (gelu_pre)
@@ -171,14 +171,13 @@ static int block_backward(model *m, gpt2_impl *g, int l, const void *res_in, int
     int64_t C = g->s.n_embd, BT = B * g->lm.T;
     size_t p[BLOCK_TENSORS];
     block_params(m, l, p);
-    float *G = m->grads;
     /* MLP: res3 = res2 + c_proj(gelu(c_fc(ln2(res2)))) */
     int rc = linear_backward(m, g, g->dres, a->fch_gelu, a->fch, p[FCPROJ_W], p[FCPROJ_B], g->dfch, BT, 4 * C, C,
                              err);
     if (!rc)
         rc = linear_backward(m, g, g->dfch, a->ln2, NULL, p[FC_W], p[FC_B], g->dln, BT, C, 4 * C, err);
     if (!rc)
-        rc = op->layernorm_backward(d, t, g->dres, G + p[LN2_W], G + p[LN2_B], g->dln, a->res2,
+        rc = op->layernorm_backward(d, t, g->dres, model_grad(m, p[LN2_W]), model_grad(m, p[LN2_B]), g->dln, a->res2,
                                     gpt2_weight(g, p[LN2_W]), a->ln2_mean, a->ln2_rstd, BT, C, err);
     /* attention: res2 = res_in + c_proj(attn(ln1(res_in))) */
     if (!rc)
@@ -188,7 +187,7 @@ static int block_backward(model *m, gpt2_impl *g, int l, const void *res_in, int
     if (!rc)
         rc = linear_backward(m, g, g->dqkv, a->ln1, NULL, p[QKV_W], p[QKV_B], g->dln, BT, C, 3 * C, err);
     if (!rc)
-        rc = op->layernorm_backward(d, t, g->dres, G + p[LN1_W], G + p[LN1_B], g->dln, res_in,
+        rc = op->layernorm_backward(d, t, g->dres, model_grad(m, p[LN1_W]), model_grad(m, p[LN1_B]), g->dln, res_in,
                                     gpt2_weight(g, p[LN1_W]), a->ln1_mean, a->ln1_rstd, BT, C, err);
     return rc ? ddp_prefix(err, "gpt2 backward h.%d", l) : DDP_OK;
 }
@@ -229,14 +228,14 @@ int gpt2_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn read
     const void *res_out = L > 0 ? g->blocks[L - 1].res3 : g->encoded;
     /* g->lm.logits holds dlogits now. Classifier: dwte += dlogitsᵀ · lnf, dlnf = dlogits · wte */
     int rc = op->gemm(d, t, TENSOR_F32, true, false, g->lm.Vp, C, BT, 1.0f, g->lm.logits, g->lm.Vp, g->lnf, C, 1.0f,
-                      m->grads + g->off_wte, C, err);
+                      model_grad(m, g->off_wte), C, err);
     if (!rc)
         rc = op->gemm(d, t, t, false, false, BT, C, g->lm.Vp, 1.0f, g->lm.logits, g->lm.Vp, gpt2_weight(g, g->off_wte),
                       C, 0.0f, g->dln, C, err);
     if (!rc)
         rc = op->fill(d, t, g->dres, (size_t)(BT * C), 0.0f, err);
     if (!rc)
-        rc = op->layernorm_backward(d, t, g->dres, m->grads + g->off_lnf_w, m->grads + g->off_lnf_b, g->dln, res_out,
+        rc = op->layernorm_backward(d, t, g->dres, model_grad(m, g->off_lnf_w), model_grad(m, g->off_lnf_b), g->dln, res_out,
                                     gpt2_weight(g, g->off_lnf_w), g->lnf_mean, g->lnf_rstd, BT, C, err);
     if (rc)
         return ddp_prefix(err, "gpt2 backward ln_f/classifier");
@@ -249,7 +248,7 @@ int gpt2_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn read
         if (ready)
             ready(ctx, g->block_off[l], g->block_off[l + 1] - g->block_off[l]);
     }
-    rc = op->embedding_backward(d, t, m->grads + g->off_wte, m->grads + g->off_wpe, g->dres, tokens, B, g->lm.T, C,
+    rc = op->embedding_backward(d, t, model_grad(m, g->off_wte), model_grad(m, g->off_wpe), g->dres, tokens, B, g->lm.T, C,
                                 g->lm.Vp, err);
     if (rc)
         return ddp_prefix(err, "gpt2 backward embedding");

@@ -300,7 +300,7 @@ static int check_shape(const llama_family *fam, const llama_shape *s, const samp
 }
 
 int llama_create(const llama_family *fam, const llama_shape *shape, tensor_dtype compute, recompute_mode recompute,
-                 device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail, model **out,
+                 device *dev, const sample_layout *data, int64_t max_rows, model_buffers buffers, model **out,
                  ddp_err *err)
 {
     *out = NULL;
@@ -311,7 +311,7 @@ int llama_create(const llama_family *fam, const llama_shape *shape, tensor_dtype
     if (rc)
         return rc;
     model *m;
-    if ((rc = lm_new(&llama_kind, sizeof(llama_impl), compute, dev, data, shape->vocab_size, max_rows, param_tail,
+    if ((rc = lm_new(&llama_kind, sizeof(llama_impl), compute, dev, data, shape->vocab_size, max_rows, buffers,
                      &m, err)))
         return rc;
     llama_impl *g = m->impl;

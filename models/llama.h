@@ -35,10 +35,10 @@ int64_t llama_vocab_padded(int64_t vocab_size);
 /* A Llama of this shape for token sequences of data->input.count positions, with activations for
  * up to max_rows sequences, computing in `compute` (TENSOR_BF16: bf16 activations and a bf16 copy
  * of the fp32 parameters, made by params_changed; CUDA only), keeping activations for backward as
- * `recompute` says (model_opts.h), params and grads with param_tail spare floats
- * (model.param_tail). A shape or data that does not fit is a usage error naming both. */
+ * `recompute` says (model_opts.h), params and grads as buffers says
+ * (model_buffers). A shape or data that does not fit is a usage error naming both. */
 int llama_create(const llama_family *fam, const llama_shape *shape, tensor_dtype compute, recompute_mode recompute,
-                 device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail, model **out,
+                 device *dev, const sample_layout *data, int64_t max_rows, model_buffers buffers, model **out,
                  ddp_err *err);
 
 /* The parameter tensors a model of this family and shape has, as llama_create lays them out

@@ -183,7 +183,7 @@ static int linear_backward(model *m, const llama_impl *g, const void *dy, const 
 {
     const struct device_ops *op = m->dev->ops;
     int rc = op->gemm(m->dev, g->lm.t, TENSOR_F32, true, false, out, in, rows, 1.0f, dy, out, x, in, 1.0f,
-                      m->grads + w_off, in, err);
+                      model_grad(m, w_off), in, err);
     return rc ? rc : op->gemm(m->dev, g->lm.t, g->lm.t, false, false, rows, in, out, 1.0f, dy, out,
                               llama_weight(g, w_off), in, 0.0f, dx, in, err);
 }
@@ -201,7 +201,6 @@ static int block_backward(model *m, llama_impl *g, int l, const void *res_in, in
     const int64_t hd = g->hd;
     size_t p[BLOCK_TENSORS_MAX];
     block_params(m, g, l, p);
-    float *G = m->grads;
     /* MLP: res3 = res2 + down(silu(gate(ln2)) * up(ln2)) */
     int rc = linear_backward(m, g, g->dres, a->h, p[DOWN_W], g->dh, BT, F, C, err);
     if (!rc)
@@ -209,7 +208,7 @@ static int block_backward(model *m, llama_impl *g, int l, const void *res_in, in
     if (!rc)
         rc = linear_backward(m, g, g->dgate_up, a->ln2, p[GATE_W], g->dln, BT, C, 2 * F, err);
     if (!rc)
-        rc = op->rmsnorm_backward(d, t, g->dres, G + p[MLP_NORM], g->dln, a->res2, llama_weight(g, p[MLP_NORM]),
+        rc = op->rmsnorm_backward(d, t, g->dres, model_grad(m, p[MLP_NORM]), g->dln, a->res2, llama_weight(g, p[MLP_NORM]),
                                   a->rstd2, BT, C, err);
     /* attention: res2 = res_in + o_proj(attn(rope(qkv(ln1(res_in))))) */
     if (!rc)
@@ -223,11 +222,11 @@ static int block_backward(model *m, llama_impl *g, int l, const void *res_in, in
     if (!rc) /* the gradient w.r.t. the rotated q and k, back to the projections' outputs */
         rc = rope(m, g, g->dqkv, B, false, err);
     if (!rc && g->fam->qkv_bias)
-        rc = op->bias_grad(d, t, g->dqkv, G + p[Q_B], BT, g->QKV, 1.0f, err);
+        rc = op->bias_grad(d, t, g->dqkv, model_grad(m, p[Q_B]), BT, g->QKV, 1.0f, err);
     if (!rc)
         rc = linear_backward(m, g, g->dqkv, a->ln1, p[Q_W], g->dln, BT, C, g->QKV, err);
     if (!rc)
-        rc = op->rmsnorm_backward(d, t, g->dres, G + p[ATTN_NORM], g->dln, res_in, llama_weight(g, p[ATTN_NORM]),
+        rc = op->rmsnorm_backward(d, t, g->dres, model_grad(m, p[ATTN_NORM]), g->dln, res_in, llama_weight(g, p[ATTN_NORM]),
                                   a->rstd1, BT, C, err);
     return rc ? ddp_prefix(err, "llama backward model.layers.%d", l) : DDP_OK;
 }
@@ -244,7 +243,7 @@ int llama_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn rea
     if (!rc)
         rc = op->fill(d, t, g->dres, (size_t)(BT * C), 0.0f, err);
     if (!rc)
-        rc = op->rmsnorm_backward(d, t, g->dres, m->grads + g->off_norm, g->dln, g->blocks[L - 1].res3,
+        rc = op->rmsnorm_backward(d, t, g->dres, model_grad(m, g->off_norm), g->dln, g->blocks[L - 1].res3,
                                   llama_weight(g, g->off_norm), g->rstdf, BT, C, err);
     if (rc)
         return ddp_prefix(err, "llama backward model.norm/lm_head");
@@ -257,7 +256,7 @@ int llama_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn rea
         if (ready)
             ready(ctx, g->block_off[l], g->block_off[l + 1] - g->block_off[l]);
     }
-    rc = op->embedding_backward(d, t, m->grads + g->off_embed, NULL, g->dres, tokens, B, g->lm.T, C, g->lm.Vp, err);
+    rc = op->embedding_backward(d, t, model_grad(m, g->off_embed), NULL, g->dres, tokens, B, g->lm.T, C, g->lm.Vp, err);
     if (rc)
         return ddp_prefix(err, "llama backward embedding");
     if (ready)

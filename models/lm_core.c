@@ -43,7 +43,7 @@ int lm_activations_too_large(const char *name, int64_t n_layer, const char *widt
 }
 
 int lm_new(const lm_kind *kind, size_t impl_bytes, tensor_dtype compute, device *dev, const sample_layout *data,
-           int64_t vocab_size, int64_t max_rows, size_t param_tail, model **out, ddp_err *err)
+           int64_t vocab_size, int64_t max_rows, model_buffers buffers, model **out, ddp_err *err)
 {
     model *m = calloc(1, sizeof *m);
     lm_core *lm = calloc(1, impl_bytes);
@@ -56,7 +56,8 @@ int lm_new(const lm_kind *kind, size_t impl_bytes, tensor_dtype compute, device 
     m->dev = dev;
     m->impl = lm;
     m->max_rows = max_rows;
-    m->param_tail = param_tail;
+    m->param_tail = buffers.param_tail;
+    m->grads_by_unit = buffers.grads_by_unit;
     lm->kind = kind;
     lm->t = compute;
     m->act_dtype = compute;
@@ -130,7 +131,7 @@ static int lm_forward_backward(model *m, const model_batch *b, float grad_scale,
     /* Every gradient the backward pass makes is accumulated (GEMMs with beta 1, the norms' +=),
      * so a fresh pass starts from zero. */
     if (!rc && !accumulate)
-        rc = m->dev->ops->fill(m->dev, TENSOR_F32, m->grads, m->n_params, 0.0f, err);
+        rc = model_zero_grads(m, err);
     if (!rc)
         rc = kind->forward(m, b->inputs, b->rows, err);
     if (!rc)
@@ -194,7 +195,8 @@ static void lm_destroy(model *m)
         free(lm); /* the whole impl: lm is its first member */
     }
     m->dev->ops->free(m->dev, m->params);
-    m->dev->ops->free(m->dev, m->grads);
+    if (m->grads)
+        m->dev->ops->free(m->dev, m->grads);
     model_free_tensors(m);
     free(m);
 }

@@ -56,7 +56,7 @@ int lm_check_data(const char *name, const sample_layout *data, int64_t block_siz
  * `compute`: everything but the parameters and buffers, which the model's create adds
  * (lm_alloc_params, lm_alloc) and lm_build_failed frees if it fails. */
 int lm_new(const lm_kind *kind, size_t impl_bytes, tensor_dtype compute, device *dev, const sample_layout *data,
-           int64_t vocab_size, int64_t max_rows, size_t param_tail, model **out, ddp_err *err);
+           int64_t vocab_size, int64_t max_rows, model_buffers buffers, model **out, ddp_err *err);
 
 /* Once the tensors are laid out: params and grads (model_alloc_params) and with compute bf16 the
  * compute copy. */

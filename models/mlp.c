@@ -69,12 +69,12 @@ static int layer_backward(model *m, int l, const float *x, int64_t rows, bool ac
     const struct device_ops *op = m->dev->ops;
     mlp_layer *L = &p->layer[l];
     const float *layer_in = l > 0 ? p->layer[l - 1].h : x;
-    float beta = accumulate ? 1.0f : 0.0f;
+    float beta = accumulate && !m->grads_by_unit ? 1.0f : 0.0f;
     /* dW[out,in] = dzᵀ · input ; db = column sums of dz */
     int rc = op->gemm(m->dev, TENSOR_F32, TENSOR_F32, true, false, L->out, L->in, rows, 1.0f, p->dz, L->out, layer_in,
-                      L->in, beta, m->grads + L->w_off, L->in, err);
+                      L->in, beta, model_grad(m, L->w_off), L->in, err);
     if (!rc)
-        rc = op->bias_grad(m->dev, TENSOR_F32, p->dz, m->grads + L->b_off, rows, L->out, beta, err);
+        rc = op->bias_grad(m->dev, TENSOR_F32, p->dz, model_grad(m, L->b_off), rows, L->out, beta, err);
     if (!rc && l > 0) {
         /* dh[rows,in] = dz · W, then through the previous layer's activation back into dz */
         rc = op->gemm(m->dev, TENSOR_F32, TENSOR_F32, false, false, rows, L->in, L->out, 1.0f, p->dz, L->out,
@@ -300,7 +300,7 @@ static int check_shape(const mlp_opts *opts, const sample_layout *data, int64_t 
     return DDP_OK;
 }
 
-int mlp_create(const mlp_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
+int mlp_create(const mlp_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, model_buffers buffers,
                model **out, ddp_err *err)
 {
     int rc = check_shape(opts, data, max_rows, err);
@@ -318,7 +318,8 @@ int mlp_create(const mlp_opts *opts, device *dev, const sample_layout *data, int
     m->impl = p;
     m->io = (model_io){.sample = *data, .classifier = true};
     m->max_rows = max_rows;
-    m->param_tail = param_tail;
+    m->param_tail = buffers.param_tail;
+    m->grads_by_unit = buffers.grads_by_unit;
     p->act = opts->activation;
     rc = build_layout(m, p, opts, err);
     describe(m, opts);

@@ -15,8 +15,8 @@
 #define MLP_INPUT_STD 0.3530f
 
 /* An MLP for data of this layout: its input width is data->input.count and its class count
- * data->n_classes; the data must be u8 inputs and i32 x 1 targets. param_tail: model.param_tail. */
-int mlp_create(const mlp_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
+ * data->n_classes; the data must be u8 inputs and i32 x 1 targets. buffers: model_buffers. */
+int mlp_create(const mlp_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, model_buffers buffers,
                model **out, ddp_err *err);
 
 /* model_ops.forward_backward with x = float inputs [rows, input width] on the device. */

@@ -23,13 +23,48 @@ int model_alloc_params(model *m, ddp_err *err)
         return ddp_fail(err, DDP_EUSAGE, "%zu parameters and %zu spare floats overflow 64 bits", m->n_params,
                         m->param_tail);
     int rc = d->ops->alloc(d, bytes, (void **)&m->params, err);
-    if (!rc)
+    if (!rc && !m->grads_by_unit)
         rc = d->ops->alloc(d, bytes, (void **)&m->grads, err);
     if (!rc && m->param_tail > 0)
         rc = d->ops->fill(d, TENSOR_F32, m->params + m->n_params, m->param_tail, 0.0f, err);
-    if (!rc && m->param_tail > 0)
+    if (!rc && m->param_tail > 0 && m->grads)
         rc = d->ops->fill(d, TENSOR_F32, m->grads + m->n_params, m->param_tail, 0.0f, err);
     return rc;
+}
+
+void model_set_grad_windows(model *m, grad_window_fn fn, void *ctx)
+{
+    m->grad_window = fn;
+    m->grad_window_ctx = ctx;
+}
+
+/* The unit holding parameter offset: units are ascending and cover [0, n_params). */
+static int unit_of(const model *m, size_t offset)
+{
+    int lo = 0, hi = m->n_units - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (m->units[mid].offset <= offset)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+float *model_grad(model *m, size_t offset)
+{
+    if (!m->grads_by_unit)
+        return m->grads + offset;
+    int u = unit_of(m, offset);
+    return m->grad_window(m->grad_window_ctx, u) + (offset - m->units[u].offset);
+}
+
+int model_zero_grads(model *m, ddp_err *err)
+{
+    if (m->grads_by_unit)
+        return DDP_OK;
+    return m->dev->ops->fill(m->dev, TENSOR_F32, m->grads, m->n_params, 0.0f, err);
 }
 
 const param_tensor *model_find_tensor(const model *m, const char *name)

@@ -4,7 +4,8 @@
  * count, so the training job stages pixels and token ids alike), which metrics it reports, and
  * its kind and shape settings as text (description). All parameters live in one contiguous
  * device buffer and all gradients in another with the same layout, so the DDP reducer's buckets
- * are plain slices. tensors[] names each parameter slice (PyTorch names: fc1.weight, fc1.bias,
+ * are plain slices — or, under ZeRO-2 (model_buffers.grads_by_unit), each unit's gradients in a
+ * window the reducer hands out (model_grad says where). tensors[] names each parameter slice (PyTorch names: fc1.weight, fc1.bias,
  * ...) in buffer order, and says whether weight decay applies to it; the backward pass produces gradients from the end of the buffer towards
  * the start and reports each finished range through grad_ready, which is how all-reduce overlaps
  * with the rest of backward. A model must not communicate, step an optimizer, or read data. */
@@ -65,6 +66,24 @@ typedef struct model_batch {
 /* Gradients [offset, offset + count) are final for this backward pass. */
 typedef void (*grad_ready_fn)(void *ctx, size_t offset, size_t count);
 
+/* A model without a whole gradient buffer (model_buffers.grads_by_unit): where the backward
+ * writes unit `unit`'s gradients, a zeroed buffer of at least units[unit].count floats (the
+ * gradient of parameter offset at [offset - units[unit].offset]), valid until the unit's range has
+ * been reported final through grad_ready. Never NULL. */
+typedef float *(*grad_window_fn)(void *ctx, int unit);
+
+/* How a model's flat buffers are laid out beyond its parameters. */
+typedef struct model_buffers {
+    /* params and grads hold this many more floats past n_params, zero and part of no tensor:
+     * sharded collectives (ZeRO-1) pad their last block into them instead of copying */
+    size_t param_tail;
+    /* no whole gradient buffer (m->grads NULL): each unit's gradients go where the window
+     * function given by model_set_grad_windows says (ZeRO-2), and forward_backward always
+     * starts them from zero (accumulate is ignored) */
+    bool grads_by_unit;
+} model_buffers;
+#define MODEL_BUFFERS_WHOLE ((model_buffers){0})
+
 typedef struct model model;
 
 struct model_ops {
@@ -112,18 +131,18 @@ struct model {
      * weight of every GEMM (2 forward, 4 backward), and for attention PaLM's 12 x layers x width x
      * sequence length per token; 0 when the model does not say */
     double train_flops_per_sample;
-    /* params and grads hold param_tail more floats past n_params, zero and part of no tensor:
-     * sharded collectives (ZeRO) pad their last block into it instead of copying the buffer */
-    size_t param_tail;
+    size_t param_tail;               /* model_buffers.param_tail */
+    bool grads_by_unit;              /* model_buffers.grads_by_unit: grads is NULL */
+    grad_window_fn grad_window;      /* with grads_by_unit: model_set_grad_windows' */
+    void *grad_window_ctx;
     void *impl;
 };
 
 /* (model_registry.c) Builds the model opts names (opts->kind with that kind's settings, computing in opts->compute)
  * for samples of the given layout (a model whose shape follows the data, like the MLP's input
  * width and class count, takes it from there), with activation buffers for up to max_rows rows
- * and param_tail spare floats past the parameters and gradients (model.param_tail). Parameters
- * are left uninitialised. A layout the model cannot take is a usage error naming both. */
-int model_create(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
+ * and the flat buffers as `buffers` says. Parameters are left uninitialised. A layout the model cannot take is a usage error naming both. */
+int model_create(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, model_buffers buffers,
                  model **out, ddp_err *err);
 
 /* (model_registry.c) What model_create would allocate, without a device or any allocation beyond
@@ -143,9 +162,20 @@ int model_opts_from_description(const char *desc, model_opts *opts, int64_t *seq
  * (the config's model section), computing in compute. */
 model_opts model_opts_make(model_kind kind, const model_kind_opts *o, tensor_dtype compute);
 
-/* For the models' create functions, once n_params is known: allocates params and grads with
- * m->param_tail spare floats each and zeroes the spare ones. */
+/* For the models' create functions, once n_params is known: allocates params and (unless
+ * m->grads_by_unit) grads with m->param_tail spare floats each and zeroes the spare ones. */
 int model_alloc_params(model *m, ddp_err *err);
+
+/* With grads_by_unit: the backward asks fn(ctx, unit) where each unit's gradients go. */
+void model_set_grad_windows(model *m, grad_window_fn fn, void *ctx);
+
+/* For the models' backward passes: where the gradient of parameter `offset` is written now —
+ * m->grads + offset, or with grads_by_unit inside its unit's window. */
+float *model_grad(model *m, size_t offset);
+
+/* For the models' forward_backward: a pass that does not accumulate starts from zero gradients
+ * (a unit's window is zeroed when handed out, so with grads_by_unit there is nothing to do). */
+int model_zero_grads(model *m, ddp_err *err);
 
 /* m->ops->init_params. */
 int model_init_params(model *m, uint64_t seed, ddp_err *err);

@@ -19,31 +19,31 @@
 #include "qwen2.h"
 
 typedef int (*model_build_fn)(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
-                              size_t param_tail, model **out, ddp_err *err);
+                              model_buffers buffers, model **out, ddp_err *err);
 
 static int build_mlp(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
-                     size_t param_tail, model **out, ddp_err *err)
+                     model_buffers buffers, model **out, ddp_err *err)
 {
-    return mlp_create(&opts->mlp, dev, data, max_rows, param_tail, out, err);
+    return mlp_create(&opts->mlp, dev, data, max_rows, buffers, out, err);
 }
 
 static int build_gpt2(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
-                      size_t param_tail, model **out, ddp_err *err)
+                      model_buffers buffers, model **out, ddp_err *err)
 {
-    return gpt2_create(&opts->gpt2, opts->compute, opts->recompute, dev, data, max_rows, param_tail, out, err);
+    return gpt2_create(&opts->gpt2, opts->compute, opts->recompute, dev, data, max_rows, buffers, out, err);
 }
 
 static int build_llama(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
-                       size_t param_tail, model **out, ddp_err *err)
+                       model_buffers buffers, model **out, ddp_err *err)
 {
     return llama_create(&llama_family_llama, &opts->llama, opts->compute, opts->recompute, dev, data, max_rows,
-                        param_tail, out, err);
+                        buffers, out, err);
 }
 
 static int build_qwen2(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
-                       size_t param_tail, model **out, ddp_err *err)
+                       model_buffers buffers, model **out, ddp_err *err)
 {
-    return llama_create(&qwen2_family, &opts->qwen2, opts->compute, opts->recompute, dev, data, max_rows, param_tail,
+    return llama_create(&qwen2_family, &opts->qwen2, opts->compute, opts->recompute, dev, data, max_rows, buffers,
                         out, err);
 }
 
@@ -111,13 +111,13 @@ static const struct {
     {MODEL_QWEN2, build_qwen2, parse_qwen2, size_qwen2},
 };
 
-int model_create(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, size_t param_tail,
+int model_create(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, model_buffers buffers,
                  model **out, ddp_err *err)
 {
     *out = NULL;
     for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
         if (registry[i].kind == opts->kind)
-            return registry[i].build(opts, dev, data, max_rows, param_tail, out, err);
+            return registry[i].build(opts, dev, data, max_rows, buffers, out, err);
     return ddp_fail(err, DDP_EUSAGE, "model.kind: unknown model %d", (int)opts->kind);
 }
 

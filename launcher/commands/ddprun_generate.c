@@ -230,7 +230,7 @@ static int build_model(const ckpt_loaded *ck, const model_opts *opts, int64_t se
                        ddp_err *err)
 {
     sample_layout layout = {.input = {SAMPLE_I32, seq_len}, .target = {SAMPLE_I32, seq_len}};
-    int rc = model_create(opts, dev, &layout, 1, 0, out, err);
+    int rc = model_create(opts, dev, &layout, 1, MODEL_BUFFERS_WHOLE, out, err);
     if (rc)
         return rc;
     model *m = *out;

@@ -163,7 +163,9 @@ static int make_reducer(train_job *t, ddp_err *err)
     free(offs);
     if (rc == DDP_OK)
         reducer_set_device(t->red, t->dev);
-    if (rc == DDP_OK && train_zero_active(t))
+    if (rc == DDP_OK && t->m->grads_by_unit)
+        rc = train_zero_use_units(t, err);
+    else if (rc == DDP_OK && train_zero_active(t))
         rc = reducer_use_zero(t->red, t->m->params, t->m->param_tail, err);
     if (rc == DDP_OK && t->cfg->ddp.grad_dtype == GRAD_BF16)
         rc = reducer_use_bf16(t->red, t->dev, err);
@@ -212,8 +214,8 @@ static int setup_model(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = load_data(t, err);
     if (rc == DDP_OK)
-        rc = model_create(&model, t->dev, &t->train.layout, t->batch, train_zero_param_tail(c, t->ctl->size),
-                          &t->m, err);
+        rc = model_create(&model, t->dev, &t->train.layout, t->batch, train_zero_buffers(c, t->ctl->size), &t->m,
+                          err);
     if (rc == DDP_OK)
         rc = check_data_fits(t, &t->train, err);
     if (rc == DDP_OK)
@@ -261,7 +263,8 @@ static int setup(train_job *t, ddp_err *err)
 
 /* One micro-batch: this rank's rows (chosen by train_stage_next) gathered and uploaded, then
  * forward and backward; *rows counts them. Gradients of the last micro-step of an optimizer step
- * are reduced while backward runs (no_sync for the others). */
+ * are reduced while backward runs (no_sync for the others); under ZeRO-2, with no whole gradient
+ * buffer to accumulate in, every micro-step's are, into this rank's shard. */
 static int micro_step(train_job *t, bool first, bool last, int64_t *rows, ddp_err *err)
 {
     model_batch b;
@@ -276,15 +279,20 @@ static int micro_step(train_job *t, bool first, bool last, int64_t *rows, ddp_er
     float scale = 1.0f / ((float)b.rows * (float)t->m->io.sample.target.count * (float)t->accum);
     grad_ready_fn ready = NULL;
     void *ready_ctx = NULL;
-    if (last) {
-        reducer_begin(t->red);
+    bool each = t->m->grads_by_unit;
+    if (last || each) {
+        reducer_begin(t->red, !first);
         ready = train_fault_grad_ready(t, &ready_ctx);
     }
     rc = train_enter(t, PHASE_COMPUTE, err);
     if (rc == DDP_OK)
         rc = t->m->ops->forward_backward(t->m, &b, scale, !first, ready, ready_ctx, train_finite_stats(t), err);
     *rows += b.rows;
-    return rc == DDP_OK ? train_leave(t, PHASE_COMPUTE, err) : rc;
+    if (rc == DDP_OK)
+        rc = train_leave(t, PHASE_COMPUTE, err);
+    if (rc == DDP_OK && each && !last) /* the next micro-step's backward reuses the windows */
+        rc = reducer_finish(t->red, err);
+    return rc;
 }
 
 /* Clipping, the update and the model's rebuild of what it derives from the parameters. */

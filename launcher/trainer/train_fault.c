@@ -111,7 +111,7 @@ static void poison_then_ready(void *ctx, size_t offset, size_t count)
     train_job *t = ctx;
     if (t->fault->value != 0 && count > 0) {
         ddp_err ignored;
-        t->dev->ops->fill(t->dev, TENSOR_F32, t->m->grads + offset, 1, t->fault->value, &ignored);
+        t->dev->ops->fill(t->dev, TENSOR_F32, model_grad(t->m, offset), 1, t->fault->value, &ignored);
         t->fault->value = 0;
     }
     reducer_grad_ready(t->red, offset, count);

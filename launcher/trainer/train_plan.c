@@ -1,9 +1,9 @@
-/* train_plan.c — the memory plan: what one rank holds on its device (parameters, gradients,
- * optimizer state with and without ZeRO-1, the bf16 copies of parameters and gradients, the
+/* train_plan.c — the memory plan: what one rank holds on its device (parameters, gradients
+ * whole or under ZeRO-2 as a shard and its windows, optimizer state with and without ZeRO, the bf16 copies of parameters and gradients, the
  * activations of a micro-batch: the per-rank batch config_batch_split gives the world size), as one line. The training job logs it in its header from
  * the built model and reducer; `ddprun plan` (ddprun-worker --plan) prints it for a job that is not
  * started, from the model's tensor table and activation sizes (model_size) and the reducer's bucket
- * plan (reducer_zero_shard_n), so both show the same numbers from the same function. Every size
+ * plan (reducer_zero_shard_n, reducer_zero_units_size), so both show the same numbers from the same function. Every size
  * is checked (runtime/base/checked_size.h): a plan that does not fit in 64 bits is refused naming
  * the keys it grows with, never printed wrapped. It also says what a model is made with from the
  * config (train_model_opts), which the job and the plan both build from. Must not allocate device
@@ -19,18 +19,19 @@
 /* What the line is computed from. */
 typedef struct memory_plan {
     size_t n_params, activation_bytes;
-    size_t shard_n;             /* ZeRO-1: a rank's share of the optimizer state, in floats */
+    size_t shard_n;             /* ZeRO: a rank's share of the optimizer state, in floats */
+    size_t window_n;            /* ZeRO-2: the gradient windows' floats (the gradients: shard_n + these) */
     tensor_dtype compute;       /* TENSOR_BF16: a bf16 copy of the parameters */
     int64_t rows;               /* a rank's micro-batch, which the activations are sized for */
     int world;
-    bool zero;
+    bool zero, units;           /* ZeRO-1 or 2; ZeRO-2 */
 } memory_plan;
 
 /* The line's parts in bytes. Optimizer state (AdamW's two moments, SGD's momentum buffer) is what
  * ZeRO-1 divides: the plan shows it both ways. bf16 adds the parameters' compute copy (precision
  * bf16) and the gradients' wire copy (ddp.grad_dtype bf16, with ZeRO's padding). */
 typedef struct plan_bytes {
-    size_t params, state, replicated, wcopy, gcopy, total; /* params: the gradients' size too */
+    size_t params, grads, state, replicated, wcopy, gcopy, total;
 } plan_bytes;
 
 /* p's parts and total, every product and sum checked (runtime/base/checked_size.h): false when the
@@ -40,12 +41,13 @@ static bool plan_bytes_of(const config *c, const memory_plan *p, plan_bytes *b)
     size_check k = {0};
     const size_t buffers = c->optimizer.kind == OPT_ADAMW ? 2 : 1;
     b->params = size_mul(&k, p->n_params, sizeof(float));
+    b->grads = p->units ? size_mul(&k, size_add(&k, p->shard_n, p->window_n), sizeof(float)) : b->params;
     b->replicated = size_mul(&k, buffers, b->params);
     b->state = p->zero ? size_mul(&k, buffers, size_mul(&k, p->shard_n, sizeof(float))) : b->replicated;
     b->wcopy = p->compute == TENSOR_BF16 ? size_mul(&k, p->n_params, sizeof(uint16_t)) : 0;
     b->gcopy = c->ddp.grad_dtype == GRAD_BF16
-                   ? size_mul(&k, size_add(&k, p->n_params, train_zero_param_tail(c, p->world)), sizeof(uint16_t)) : 0;
-    size_t total = size_add(&k, size_mul(&k, 2, b->params), b->state);
+                   ? size_mul(&k, size_add(&k, p->n_params, train_zero_buffers(c, p->world).param_tail), sizeof(uint16_t)) : 0;
+    size_t total = size_add(&k, size_add(&k, b->params, b->grads), b->state);
     total = size_add(&k, total, size_add(&k, b->wcopy, b->gcopy));
     b->total = size_add(&k, total, p->activation_bytes);
     return !k.overflow;
@@ -56,9 +58,10 @@ static void format_memory_plan(const config *c, const memory_plan *p, char *out,
     plan_bytes b;
     (void)plan_bytes_of(c, p, &b); /* a job's model was built, so its plan fits; train_plan checks its own */
     const double mib = 1.0 / (1 << 20), params = (double)b.params, replicated = (double)b.replicated;
-    char zero[128], copies[128] = "";
+    char zero[128], copies[128] = "", grads[96] = "";
     if (p->zero)
-        snprintf(zero, sizeof zero, "ZeRO-1 over %d ranks; without: %.1f MiB", p->world, replicated * mib);
+        snprintf(zero, sizeof zero, "ZeRO-%d over %d ranks; without: %.1f MiB", p->units ? 2 : 1, p->world,
+                 replicated * mib);
     else if (p->world > 1)
         snprintf(zero, sizeof zero, "replicated; with ddp.zero 1 over %d ranks: about %.1f MiB", p->world,
                  replicated / p->world * mib);
@@ -70,9 +73,13 @@ static void format_memory_plan(const config *c, const memory_plan *p, char *out,
     char recompute[32] = "";
     if (c->train.recompute != RECOMPUTE_NONE)
         snprintf(recompute, sizeof recompute, ", recompute %s", recompute_mode_names[c->train.recompute]);
-    snprintf(out, size, "memory per rank: parameters %.1f MiB, gradients %.1f MiB, optimizer state %.1f MiB (%s)%s, "
-             "activations %.1f MiB (%lld rows%s), %.1f MiB in all", params * mib, params * mib, (double)b.state * mib,
-             zero, copies, (double)p->activation_bytes * mib, (long long)p->rows, recompute, (double)b.total * mib);
+    if (p->units)
+        snprintf(grads, sizeof grads, " (ZeRO-2: a shard of %.1f MiB and unit windows of %.1f MiB)",
+                 (double)p->shard_n * sizeof(float) * mib, (double)p->window_n * sizeof(float) * mib);
+    snprintf(out, size, "memory per rank: parameters %.1f MiB, gradients %.1f MiB%s, optimizer state %.1f MiB (%s)%s, "
+             "activations %.1f MiB (%lld rows%s), %.1f MiB in all", params * mib, (double)b.grads * mib, grads,
+             (double)b.state * mib, zero, copies, (double)p->activation_bytes * mib, (long long)p->rows, recompute,
+             (double)b.total * mib);
 }
 
 model_opts train_model_opts(const config *c)
@@ -83,19 +90,37 @@ model_opts train_model_opts(const config *c)
     return o;
 }
 
+/* ZeRO-2's gradient memory for m's units over p->world ranks, as the reducer allocates it. */
+static int plan_units(const model *m, memory_plan *p, ddp_err *err)
+{
+    size_t *offs = malloc((size_t)m->n_units * sizeof *offs);
+    if (!offs)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d unit offsets", m->n_units);
+    for (int u = 0; u < m->n_units; u++)
+        offs[u] = m->units[u].offset;
+    reducer_zero_units_size(offs, m->n_units, m->n_params, p->world, &p->shard_n, &p->window_n);
+    free(offs);
+    return DDP_OK;
+}
+
 void train_plan_log(const train_job *t)
 {
     memory_plan p = {.n_params = t->m->n_params, .activation_bytes = t->m->activation_bytes,
                      .shard_n = t->red->shard_n, .compute = t->m->act_dtype, .rows = t->batch,
-                     .world = t->ctl->size, .zero = train_zero_active(t)};
-    char line[512];
+                     .world = t->ctl->size, .zero = train_zero_active(t), .units = t->red->units};
+    ddp_err ignored;
+    if (p.units)
+        (void)plan_units(t->m, &p, &ignored); /* sizes only: the reducer allocated the same */
+    char line[640];
     format_memory_plan(t->cfg, &p, line, sizeof line);
     log_info("%s", line);
 }
 
-/* The ZeRO-1 shard the job's reducer would cut from m's tensors over p->world ranks. */
+/* The ZeRO shard the job's reducer would cut from m's tensors (ZeRO-2: units) over p->world ranks. */
 static int plan_shard(const config *c, const model *m, memory_plan *p, ddp_err *err)
 {
+    if (p->units)
+        return plan_units(m, p, err);
     if (!p->zero)
         return DDP_OK;
     size_t *offs = malloc((size_t)m->n_tensors * sizeof *offs);
@@ -122,7 +147,8 @@ int train_plan(const config *c, int world, FILE *out, ddp_err *err)
     if (!rc)
         rc = model_size(&opts, &data, split.batch, &m, err);
     memory_plan p = {.n_params = m.n_params, .activation_bytes = m.activation_bytes, .compute = m.act_dtype,
-                     .rows = split.batch, .world = world, .zero = train_zero_on(c, world)};
+                     .rows = split.batch, .world = world, .zero = train_zero_on(c, world),
+                     .units = train_zero_units(c, world)};
     if (!rc)
         rc = plan_shard(c, &m, &p, err);
     plan_bytes b;
@@ -131,7 +157,7 @@ int train_plan(const config *c, int world, FILE *out, ddp_err *err)
                       "%zu activation bytes (data.seq_len %lld x %lld rows, data.batch_size); reduce these",
                       m.n_params, m.activation_bytes, (long long)c->data.seq_len, (long long)split.batch);
     if (!rc) {
-        char line[512];
+        char line[640];
         format_memory_plan(c, &p, line, sizeof line);
         fprintf(out, "plan: %s on %d rank%s: %zu parameters in %d tensors, %lld x %lld tokens per rank\n%s\n",
                 c->source, world, world == 1 ? "" : "s", m.n_params, m.n_tensors, (long long)split.batch,

@@ -1,5 +1,8 @@
-/* train_zero.c — ZeRO-1 (ddp.zero: 1) in the training job: the optimizer over this rank's shard,
- * its step, and moving the sharded optimizer state to and from the checkpoint's global layout.
+/* train_zero.c — ZeRO-1 and ZeRO-2 (ddp.zero: 1, 2) in the training job: the optimizer over this
+ * rank's shard, its step, and moving the sharded optimizer state to and from the checkpoint's
+ * global layout. ZeRO-2 differs only in where gradients live: the model has no whole gradient
+ * buffer, the reducer's buckets are the model's units and the optimizer reads this rank's
+ * gradient shard (reducer.h).
  *
  * The reducer cuts the gradient buckets into one block per rank and reduce-scatters them in
  * place (reducer.h); this file makes the optimizer update this rank's blocks only, with state for
@@ -18,7 +21,12 @@
 
 bool train_zero_on(const config *c, int world)
 {
-    return c->ddp.zero == 1 && world > 1;
+    return c->ddp.zero >= 1 && world > 1;
+}
+
+bool train_zero_units(const config *c, int world)
+{
+    return c->ddp.zero == 2 && world > 1;
 }
 
 bool train_zero_active(const train_job *t)
@@ -26,9 +34,31 @@ bool train_zero_active(const train_job *t)
     return train_zero_on(t->cfg, t->ctl->size);
 }
 
-size_t train_zero_param_tail(const config *c, int world)
+model_buffers train_zero_buffers(const config *c, int world)
 {
-    return train_zero_on(c, world) ? (size_t)world - 1 : 0;
+    if (train_zero_units(c, world))
+        return (model_buffers){.grads_by_unit = true};
+    return (model_buffers){.param_tail = train_zero_on(c, world) ? (size_t)world - 1 : 0};
+}
+
+int train_zero_use_units(train_job *t, ddp_err *err)
+{
+    model *m = t->m;
+    size_t *offs = malloc((size_t)m->n_units * sizeof *offs);
+    if (!offs)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d unit offsets", m->n_units);
+    for (int u = 0; u < m->n_units; u++)
+        offs[u] = m->units[u].offset;
+    int rc = reducer_use_zero_units(t->red, offs, m->n_units, m->params, t->dev, err);
+    free(offs);
+    if (rc == DDP_OK)
+        model_set_grad_windows(m, reducer_unit_window, t->red);
+    return rc;
+}
+
+const float *train_zero_grads(const train_job *t)
+{
+    return t->red->units ? t->red->shard_grads : t->m->grads;
 }
 
 /* Rank `rank`'s blocks as optimizer parts, in ascending parameter order (the reverse of the
@@ -50,6 +80,8 @@ int train_zero_optimizer(train_job *t, ddp_err *err)
     rank_parts(r, t->ctl->rank, parts);
     int rc = optim_create_parts(&t->cfg->optimizer, t->dev, t->m->n_params, parts, r->n_buckets, r->shard_n, &t->opt, err);
     free(parts);
+    if (rc == DDP_OK && r->units)
+        optim_grads_by_state(t->opt);
     return rc;
 }
 
@@ -58,7 +90,7 @@ static int clip_scale(train_job *t, const float **scale, ddp_err *err)
 {
     optimizer *o = t->opt;
     comm *c = t->grad_comm;
-    int rc = optim_grad_sumsq(o, t->m->grads, err);
+    int rc = optim_grad_sumsq(o, train_zero_grads(t), err);
     snprintf(c->label, sizeof c->label, "gradient norm");
     if (rc == DDP_OK)
         rc = c->ops->allreduce(c, o->grad_sumsq, o->grad_sumsq, 1, DT_DOUBLE, OP_SUM, NULL, err);
@@ -73,7 +105,7 @@ int train_zero_step(train_job *t, double lr, ddp_err *err)
     const float *scale = NULL;
     int rc = o->grad_clip > 0 ? clip_scale(t, &scale, err) : DDP_OK;
     for (int k = 0; rc == DDP_OK && k < o->n_parts; k++) {
-        rc = optim_update_part(o, k, t->m->params, t->m->grads, lr, scale, err);
+        rc = optim_update_part(o, k, t->m->params, train_zero_grads(t), lr, scale, err);
         if (rc == DDP_OK)
             rc = reducer_gather(r, r->n_buckets - 1 - k, err);
     }

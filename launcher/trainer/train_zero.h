@@ -1,4 +1,4 @@
-/* train_zero.h — ZeRO-1 (ddp.zero: 1) in the training job (train_zero.c): whether it is on, the
+/* train_zero.h — ZeRO-1 and ZeRO-2 (ddp.zero: 1, 2) in the training job (train_zero.c): whether it is on, the
  * optimizer over this rank's shard and its step, and the sharded optimizer state moved to and from
  * the checkpoint's global layout. It keeps no state of its own: the shard is the reducer's and the
  * optimizer's. Must not decide when to save (train_ckpt.c) or the order of a step (train.c). */
@@ -7,12 +7,20 @@
 
 #include "train_job.h"
 
-/* ZeRO-1 for a job of c on `world` ranks: ddp.zero 1 over more than one rank. */
+/* ZeRO for a job of c on `world` ranks: ddp.zero 1 or 2 over more than one rank. */
 bool train_zero_on(const config *c, int world);
+/* ZeRO-2 (gradients sharded by the model's units) for such a job. */
+bool train_zero_units(const config *c, int world);
 /* The same for this job. */
 bool train_zero_active(const train_job *t);
-/* Spare floats the model's parameter buffers need past the parameters (model.param_tail). */
-size_t train_zero_param_tail(const config *c, int world);
+/* How the model's flat buffers are laid out for ZeRO (model_buffers): ZeRO-1's spare floats past
+ * the parameters, ZeRO-2's gradients by unit. */
+model_buffers train_zero_buffers(const config *c, int world);
+/* ZeRO-2: the reducer's buckets are the model's units and the model writes its gradients into the
+ * reducer's windows (after reducer_create with no gradient buffer). */
+int train_zero_use_units(train_job *t, ddp_err *err);
+/* The gradients the optimizer reads: the model's, or under ZeRO-2 this rank's shard. */
+const float *train_zero_grads(const train_job *t);
 /* The optimizer over this rank's blocks of the reducer's buckets (after reducer_use_zero). */
 int train_zero_optimizer(train_job *t, ddp_err *err);
 /* After reducer_finish: clip by the global norm, update this rank's blocks and all-gather each

@@ -164,8 +164,8 @@ int optim_grad_sumsq(optimizer *o, const float *grads, ddp_err *err)
     int rc = DDP_OK;
     for (int k = 0; !rc && k < o->n_parts; k++) {
         const optim_part *p = &o->parts[k];
-        rc = d->ops->sumsq(d, grads + p->param_offset, p->count, o->n_parts > 1 ? o->part_sumsq + k : o->grad_sumsq,
-                           err);
+        size_t g_at = o->grads_by_state ? p->state_offset : p->param_offset;
+        rc = d->ops->sumsq(d, grads + g_at, p->count, o->n_parts > 1 ? o->part_sumsq + k : o->grad_sumsq, err);
     }
     if (!rc && o->n_parts > 1)
         rc = d->ops->sum_f64(d, o->part_sumsq, (size_t)o->n_parts, o->grad_sumsq, err);
@@ -271,7 +271,7 @@ int optim_update_part(optimizer *o, int part, float *params, const float *grads,
                       ddp_err *err)
 {
     const optim_part *pt = &o->parts[part];
-    const size_t p_at = pt->param_offset, s_at = pt->state_offset;
+    const size_t p_at = pt->param_offset, s_at = pt->state_offset, g_at = o->grads_by_state ? s_at : p_at;
     const decay_exempt exempt = {.bounds = o->exempt_bounds, .n_bounds = o->n_exempt_bounds, .first = p_at};
     int rc;
     if (o->kind == OPT_SGD) {
@@ -283,16 +283,21 @@ int optim_update_part(optimizer *o, int part, float *params, const float *grads,
             .first_step = o->step == 0,
             .exempt = exempt,
         };
-        rc = o->dev->ops->sgd_step(o->dev, params + p_at, grads + p_at, grad_scale, o->momentum_buffer + s_at,
+        rc = o->dev->ops->sgd_step(o->dev, params + p_at, grads + g_at, grad_scale, o->momentum_buffer + s_at,
                                    pt->count, &a, err);
     } else {
         adamw_args a = optim_adamw_args((float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
                                         (float)o->weight_decay, o->step + 1);
         a.exempt = exempt;
-        rc = o->dev->ops->adamw_step(o->dev, params + p_at, grads + p_at, grad_scale, o->exp_avg + s_at,
+        rc = o->dev->ops->adamw_step(o->dev, params + p_at, grads + g_at, grad_scale, o->exp_avg + s_at,
                                      o->exp_avg_sq + s_at, pt->count, &a, err);
     }
     return rc ? ddp_prefix(err, "optimizer step %lld", (long long)(o->step + 1)) : DDP_OK;
+}
+
+void optim_grads_by_state(optimizer *o)
+{
+    o->grads_by_state = true;
 }
 
 void optim_end_step(optimizer *o)

@@ -50,6 +50,7 @@ typedef struct optimizer {
     size_t n_state;         /* elements of each state buffer */
     optim_part *parts;      /* what it updates: one part {0, 0, n} unless optim_create_parts */
     int n_parts;
+    bool grads_by_state;    /* gradients are laid out as the state, not the parameters (optim_grads_by_state) */
     float *momentum_buffer; /* SGD momentum (device, n_state floats); NULL for AdamW */
     float *exp_avg;         /* AdamW first moment (device, n_state floats); NULL for SGD */
     float *exp_avg_sq;      /* AdamW second moment (device, n_state floats); NULL for SGD */
@@ -105,6 +106,9 @@ int optim_step(optimizer *o, float *params, const float *grads, double lr, const
 int optim_update_part(optimizer *o, int part, float *params, const float *grads, double lr, const float *grad_scale,
                       ddp_err *err);
 void optim_end_step(optimizer *o);
+/* ZeRO-2: from now on the gradients the steps and the norm are given hold each part's at its
+ * state_offset (this rank's gradient shard), not at its param_offset. */
+void optim_grads_by_state(optimizer *o);
 /* The adamw_step scalars for 1-based step `step`: bias corrections and decay computed once, in
  * double, from the float32 hyperparameters the update applies, then rounded to float32. */
 adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step);

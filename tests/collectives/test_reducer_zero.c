@@ -7,7 +7,14 @@
  * block; after a backward pass reported in pieces, each rank's block of the gradients holds the
  * exact average (small integers, so the average is exact) and the spare floats past the gradients
  * stay zero; the all-gather then gives every rank every block's parameters, and the spare floats
- * past the parameters stay zero. */
+ * past the parameters stay zero.
+ *
+ * ZeRO-2 (reducer_use_zero_units, on the CPU device): the same tensors as units; a backward that
+ * writes each unit's gradients into the window the reducer hands out — the first unit's first and
+ * last, as a tied head does — over two micro-steps leaves in this rank's shard the exact sum of the
+ * two averages, every window handed out zeroed; the all-gather through the windows gives every
+ * rank every parameter; a window asked for again before its unit was reported is an error naming
+ * the bucket. */
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +69,7 @@ static void check_plan(const reducer *r, size_t n)
 /* Backward reports the tensors from the last to the first, each in two pieces. */
 static void backward(reducer *r, const size_t *offs, int n_tensors, size_t n)
 {
-    reducer_begin(r);
+    reducer_begin(r, false);
     for (int t = n_tensors - 1; t >= 0; t--) {
         size_t lo = offs[t], hi = t + 1 < n_tensors ? offs[t + 1] : n, mid = lo + (hi - lo) / 2;
         reducer_grad_ready(r, mid, hi - mid);
@@ -142,6 +149,87 @@ static void test_count(comm *c, size_t n)
     free(params);
 }
 
+/* ZeRO-2: micro-step `step`'s backward: unit 0's window first (a tied head), then the units from
+ * the last, each written whole (window zero checked first) and reported; unit 0 last. */
+static size_t units_backward(reducer *r, const size_t *offs, int n_units, size_t n, int step)
+{
+    size_t dirty = 0;
+    reducer_begin(r, step > 0);
+    float *first = reducer_unit_window(r, 0);
+    for (int u = n_units - 1; u >= 0; u--) {
+        size_t lo = offs[u], hi = u + 1 < n_units ? offs[u + 1] : n;
+        float *w = u == 0 ? first : reducer_unit_window(r, u);
+        for (size_t i = lo; i < hi; i++) {
+            dirty += w[i - lo] != 0.0f;
+            w[i - lo] = grad_of(g_rank, i) * (float)(step + 1);
+        }
+        reducer_grad_ready(r, lo, hi - lo);
+    }
+    return dirty;
+}
+
+static void test_units(comm *c, device *d, size_t n)
+{
+    size_t offs[8];
+    int n_units = make_tensors(n, offs);
+    float *params = calloc(n, sizeof *params);
+    reducer *r = NULL;
+    ddp_err err = {0};
+    int rc = reducer_create(c, NULL, n, offs, n_units, 1.0, 1.0, &r, &err);
+    if (rc == DDP_OK)
+        rc = reducer_use_zero_units(r, offs, n_units, params, d, &err);
+    CHECK(rc == DDP_OK, "units n=%zu: reducer: %s", n, err.msg);
+    size_t dirty = 0;
+    for (int step = 0; rc == DDP_OK && step < 2; step++) {
+        dirty += units_backward(r, offs, n_units, n, step);
+        rc = reducer_finish(r, &err);
+        CHECK(rc == DDP_OK, "units n=%zu: finish: %s", n, err.msg);
+    }
+    CHECK(dirty == 0, "units n=%zu: %zu window elements not zero when handed out", n, dirty);
+    size_t bad = 0;
+    for (int b = 0; rc == DDP_OK && b < r->n_buckets; b++) {
+        size_t p, s, k;
+        reducer_zero_part(r, b, g_rank, &p, &s, &k);
+        for (size_t j = 0; j < k; j++) {
+            float sum = 0;
+            for (int rank = 0; rank < g_size; rank++)
+                sum += grad_of(rank, p + j);
+            bad += r->shard_grads[s + j] != sum / (float)g_size * 3.0f; /* micro-steps x1 and x2 */
+        }
+    }
+    CHECK(bad == 0, "units n=%zu: %zu shard gradients not the sum of the micro-steps' averages", n, bad);
+    if (rc == DDP_OK)
+        check_gather(r, params, n, 0);
+    reducer_destroy(r);
+    free(params);
+}
+
+/* A window needed again before the unit holding it was reported is an error, not a silent reuse. */
+static void test_units_early_reuse(comm *c, device *d)
+{
+    size_t n = 40 * (size_t)g_size, offs[8];
+    int n_units = make_tensors(n, offs);
+    float *params = calloc(n, sizeof *params);
+    reducer *r = NULL;
+    ddp_err err = {0};
+    int rc = reducer_create(c, NULL, n, offs, n_units, 1.0, 1.0, &r, &err);
+    if (rc == DDP_OK)
+        rc = reducer_use_zero_units(r, offs, n_units, params, d, &err);
+    if (rc == DDP_OK && n_units >= 4) {
+        reducer_begin(r, false);
+        for (int u = n_units - 1; u >= n_units - 3; u--) /* three units, none reported: two windows */
+            (void)reducer_unit_window(r, u);
+        for (int u = n_units - 1; u >= 0; u--) /* then everything, so the collectives match */
+            reducer_grad_ready(r, offs[u], (u + 1 < n_units ? offs[u + 1] : n) - offs[u]);
+        rc = reducer_finish(r, &err);
+        CHECK(rc != DDP_OK && strstr(err.msg, "before bucket"), "early reuse refused: %s", err.msg);
+    } else {
+        CHECK(0, "early reuse: setup with %d units: %s", n_units, err.msg);
+    }
+    reducer_destroy(r);
+    free(params);
+}
+
 /* Too few spare floats is refused, naming what is needed. */
 static void test_refusal(comm *c)
 {
@@ -171,6 +259,17 @@ int main(int argc, char **argv)
             if (counts[i] > 0)
                 test_count(c, counts[i]);
         test_refusal(c);
+        device *d = NULL;
+        const device_opts cpu = {.kind = DEVICE_CPU};
+        rc = device_open(&cpu, 0, &d, &err);
+        CHECK(rc == DDP_OK, "cpu device: %s", err.msg);
+        for (size_t i = 0; rc == DDP_OK && i < sizeof counts / sizeof counts[0]; i++)
+            if (counts[i] >= 5)
+                test_units(c, d, counts[i]);
+        if (rc == DDP_OK)
+            test_units_early_reuse(c, d);
+        if (d)
+            d->ops->destroy(d);
     }
     if (c)
         c->ops->destroy(c);

@@ -129,7 +129,7 @@ static inline int gfx_setup(gfx *f, device *dev, tensor_dtype compute)
     ddp_err err = {0};
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T},
                           .n_classes = f->shape.vocab_size};
-    if (gpt2_create(&f->shape, compute, RECOMPUTE_NONE, dev, &data, f->B, 0, &f->m, &err)) {
+    if (gpt2_create(&f->shape, compute, RECOMPUTE_NONE, dev, &data, f->B, MODEL_BUFFERS_WHOLE, &f->m, &err)) {
         fprintf(stderr, "fixture setup: %s\n", err.msg);
         return 1;
     }

@@ -133,7 +133,7 @@ static inline int fx_setup(fx_mlp *fx, device_kind kind, act_kind act, const cha
     sample_layout data = {.input = {SAMPLE_U8, s->in}, .target = {SAMPLE_I32, 1}, .n_classes = s->classes};
     const device_opts gpu_opts = {.kind = DEVICE_CUDA};
     int rc = kind == DEVICE_CUDA ? device_cuda_create(0, &gpu_opts, &fx->dev, &err) : device_cpu_create(&fx->dev, &err);
-    if (rc || model_create(&mo, fx->dev, &data, s->batch, 0, &fx->m, &err)) {
+    if (rc || model_create(&mo, fx->dev, &data, s->batch, MODEL_BUFFERS_WHOLE, &fx->m, &err)) {
         fprintf(stderr, "fixture setup: %s\n", err.msg);
         return 1;
     }

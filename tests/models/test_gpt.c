@@ -107,7 +107,7 @@ static model *build_recompute(gfx *f, recompute_mode mode)
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = f->shape.vocab_size};
     model *m = NULL;
     ddp_err err = {0};
-    if (gpt2_create(&f->shape, f->m->act_dtype, mode, f->dev, &data, f->B, 0, &m, &err))
+    if (gpt2_create(&f->shape, f->m->act_dtype, mode, f->dev, &data, f->B, MODEL_BUFFERS_WHOLE, &m, &err))
         fprintf(stderr, "recompute %s: %s\n", recompute_mode_names[mode], err.msg);
     return m;
 }
@@ -206,7 +206,7 @@ static void check_deepest_builds(device *d)
     sample_layout data = {.input = {SAMPLE_I32, 4}, .target = {SAMPLE_I32, 4}, .n_classes = 16};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(gpt2_create(&shape, TENSOR_F32, RECOMPUTE_NONE, d, &data, 2, 0, &m, &err) == 0, "%d layers: %s", GPT2_MAX_LAYERS, err.msg);
+    CHECK(gpt2_create(&shape, TENSOR_F32, RECOMPUTE_NONE, d, &data, 2, MODEL_BUFFERS_WHOLE, &m, &err) == 0, "%d layers: %s", GPT2_MAX_LAYERS, err.msg);
     if (m)
         m->ops->destroy(m);
 }

@@ -132,7 +132,7 @@ static model *build_recompute(gfx *f, recompute_mode mode)
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = x->shape.vocab_size};
     model *m = NULL;
     ddp_err err = {0};
-    if (llama_create(&llama_family_llama, &x->shape, f->m->act_dtype, mode, f->dev, &data, f->B, 0, &m, &err))
+    if (llama_create(&llama_family_llama, &x->shape, f->m->act_dtype, mode, f->dev, &data, f->B, MODEL_BUFFERS_WHOLE, &m, &err))
         fprintf(stderr, "recompute %s: %s\n", recompute_mode_names[mode], err.msg);
     return m;
 }
@@ -192,7 +192,7 @@ static void check_tied(lfx *x)
     llama_shape ts = x->shape;
     ts.tie_embeddings = true;
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = ts.vocab_size};
-    CHECK(llama_create(&llama_family_llama, &ts, untied->act_dtype, RECOMPUTE_NONE, d, &data, f->B, 0, &tied, &err) == 0, "tied: %s", err.msg);
+    CHECK(llama_create(&llama_family_llama, &ts, untied->act_dtype, RECOMPUTE_NONE, d, &data, f->B, MODEL_BUFFERS_WHOLE, &tied, &err) == 0, "tied: %s", err.msg);
     if (!tied)
         return;
     const param_tensor *emb = model_find_tensor(untied, "model.embed_tokens.weight"),
@@ -330,7 +330,7 @@ static void check_create(device *d)
     sample_layout data = {.input = {SAMPLE_I32, 4}, .target = {SAMPLE_I32, 4}, .n_classes = 16};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(model_create(&opts, d, &data, 2, 0, &m, &err) == 0, "%d layers: %s", LLAMA_MAX_LAYERS, err.msg);
+    CHECK(model_create(&opts, d, &data, 2, MODEL_BUFFERS_WHOLE, &m, &err) == 0, "%d layers: %s", LLAMA_MAX_LAYERS, err.msg);
     if (m) {
         char want[32];
         snprintf(want, sizeof want, "llama n_layer=%d ", LLAMA_MAX_LAYERS);
@@ -339,11 +339,11 @@ static void check_create(device *d)
     }
     llama_shape bad = opts.llama;
     bad.n_kv_head = 3;
-    CHECK(llama_create(&llama_family_llama, &bad, TENSOR_F32, RECOMPUTE_NONE, d, &data, 2, 0, &m, &err) == DDP_EUSAGE, "n_kv_head 3 of 2 heads built");
+    CHECK(llama_create(&llama_family_llama, &bad, TENSOR_F32, RECOMPUTE_NONE, d, &data, 2, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_EUSAGE, "n_kv_head 3 of 2 heads built");
     CHECK_STR_CONTAINS(err.msg, "model.llama.n_head 2 is not divisible by model.llama.n_kv_head 3");
     bad = opts.llama;
     bad.n_embd = 6; /* head size 3 */
-    CHECK(llama_create(&llama_family_llama, &bad, TENSOR_F32, RECOMPUTE_NONE, d, &data, 2, 0, &m, &err) == DDP_EUSAGE, "odd head size built");
+    CHECK(llama_create(&llama_family_llama, &bad, TENSOR_F32, RECOMPUTE_NONE, d, &data, 2, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_EUSAGE, "odd head size built");
     CHECK_STR_CONTAINS(err.msg, "is not an even head size");
 }
 

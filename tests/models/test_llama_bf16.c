@@ -199,7 +199,7 @@ static void check_cpu_refuses(lfx *x)
     CHECK(device_cpu_create(&cpu, &err) == 0, "%s", err.msg);
     sample_layout data = {.input = {SAMPLE_I32, x->f.T}, .target = {SAMPLE_I32, x->f.T},
                           .n_classes = x->shape.vocab_size};
-    int rc = cpu ? llama_create(&llama_family_llama, &x->shape, TENSOR_BF16, RECOMPUTE_NONE, cpu, &data, 1, 0, &m, &err) : 0;
+    int rc = cpu ? llama_create(&llama_family_llama, &x->shape, TENSOR_BF16, RECOMPUTE_NONE, cpu, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) : 0;
     if (!rc && m) { /* building may succeed; computing must not */
         rc = model_params_changed(m, 0, 0, &err);
         if (!rc) {

@@ -31,7 +31,7 @@ static model *build(void)
     sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = SHAPE.vocab_size};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(gpt2_create(&SHAPE, TENSOR_F32, RECOMPUTE_NONE, dev, &data, 1, 0, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
+    CHECK(gpt2_create(&SHAPE, TENSOR_F32, RECOMPUTE_NONE, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
     CHECK(m && model_init_params(m, 5, &err) == DDP_OK, "init: %s", err.msg);
     return m;
 }
@@ -108,7 +108,7 @@ static model *rebuilt(const model *m, model_kind kind)
     CHECK(seq_len == T, "%s: seq_len %lld", m->description, (long long)seq_len);
     sample_layout data = {.input = {SAMPLE_I32, seq_len}, .target = {SAMPLE_I32, seq_len}};
     model *again = NULL;
-    CHECK(model_create(&o, dev, &data, 1, 0, &again, &err) == DDP_OK, "model_create: %s", err.msg);
+    CHECK(model_create(&o, dev, &data, 1, MODEL_BUFFERS_WHOLE, &again, &err) == DDP_OK, "model_create: %s", err.msg);
     if (!again)
         return NULL;
     CHECK(!strcmp(again->description, m->description), "rebuilt as \"%s\"", again->description);
@@ -131,7 +131,7 @@ static void from_descriptions(model *gpt)
         sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = 50};
         model *m = NULL;
         ddp_err err = {0};
-        CHECK(llama_create(&llama_family_llama, &shape, TENSOR_F32, RECOMPUTE_NONE, dev, &data, 1, 0, &m, &err) == DDP_OK, "llama_create: %s", err.msg);
+        CHECK(llama_create(&llama_family_llama, &shape, TENSOR_F32, RECOMPUTE_NONE, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "llama_create: %s", err.msg);
         if (!m)
             continue;
         model *l = rebuilt(m, MODEL_LLAMA);

@@ -36,7 +36,7 @@ static void tiny_setup(tiny *t, act_kind act, int64_t rows, uint64_t seed)
     t->rows = rows;
     int rc = device_cpu_create(&t->dev, &err);
     if (!rc)
-        rc = model_create(&opts, t->dev, &tiny_data, rows, 0, &t->m, &err);
+        rc = model_create(&opts, t->dev, &tiny_data, rows, MODEL_BUFFERS_WHOLE, &t->m, &err);
     if (!rc)
         rc = model_init_params(t->m, seed, &err);
     CHECK(rc == 0, "tiny setup: %s", err.msg);
@@ -276,7 +276,7 @@ static void test_self_description(void)
     model *m = NULL;
     ddp_err err = {0};
     device_cpu_create(&d, NULL);
-    CHECK_EQ_INT(model_create(&opts, d, &tokens, 4, 0, &m, &err), DDP_EUSAGE);
+    CHECK_EQ_INT(model_create(&opts, d, &tokens, 4, MODEL_BUFFERS_WHOLE, &m, &err), DDP_EUSAGE);
     CHECK(m == NULL, "a refused model was returned");
     CHECK_STR_CONTAINS(err.msg, "the data has i32 x 64 -> i32 x 64 in [0, 50257)");
     d->ops->destroy(d);

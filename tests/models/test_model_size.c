@@ -52,7 +52,7 @@ static size_t same_as_built(const model_opts *opts, int64_t T, int64_t rows, con
     sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}};
     model *m = NULL, s = {0};
     ddp_err err = {0};
-    CHECK(model_create(opts, dev, &data, rows, 0, &m, &err) == DDP_OK, "%s: model_create: %s", what, err.msg);
+    CHECK(model_create(opts, dev, &data, rows, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "%s: model_create: %s", what, err.msg);
     CHECK(model_size(opts, &data, rows, &s, &err) == DDP_OK, "%s: model_size: %s", what, err.msg);
     if (!m)
         return 0;
@@ -77,7 +77,7 @@ static size_t same_as_built(const model_opts *opts, int64_t T, int64_t rows, con
     model_opts bf16 = *opts;
     bf16.compute = TENSOR_BF16;
     model *mb = NULL, sb = {0};
-    CHECK(model_create(&bf16, dev, &data, rows, 0, &mb, &err) == DDP_OK, "%s bf16: model_create: %s", what, err.msg);
+    CHECK(model_create(&bf16, dev, &data, rows, MODEL_BUFFERS_WHOLE, &mb, &err) == DDP_OK, "%s bf16: model_create: %s", what, err.msg);
     CHECK(model_size(&bf16, &data, rows, &sb, &err) == DDP_OK, "%s bf16: model_size: %s", what, err.msg);
     CHECK(mb && sb.act_dtype == TENSOR_BF16 && sb.activation_bytes == mb->activation_bytes &&
           sb.activation_bytes < m_bytes, "%s bf16: activations %zu bytes, built %zu, f32 %zu", what,
@@ -201,7 +201,7 @@ static void create_refuses_past_64_bits(void)
     for (size_t i = 0; i < sizeof o / sizeof o[0]; i++) {
         model *m = NULL;
         ddp_err err = {0};
-        int rc = model_create(&o[i], dev, &data, INT32_MAX, 0, &m, &err);
+        int rc = model_create(&o[i], dev, &data, INT32_MAX, MODEL_BUFFERS_WHOLE, &m, &err);
         CHECK(rc == DDP_EUSAGE && !m, "model %zu at 2^31-1 rows of 2^20 tokens: code %d (%s)", i, rc, err.msg);
         CHECK_STR_CONTAINS(err.msg, "overflows 64 bits");
         CHECK_STR_CONTAINS(err.msg, "data.seq_len=1048576 x 2147483647 sequences per rank (data.batch_size)");
@@ -248,7 +248,7 @@ int main(void)
     CHECK(model_size(&mlp, &data, 4, &s, &err) == DDP_EUSAGE, "the MLP's size was given");
     CHECK_STR_CONTAINS(err.msg, "only language models' are known");
     model *built = NULL;
-    CHECK(model_create(&mlp, dev, &data, 4, 0, &built, &err) == DDP_OK, "mlp: %s", err.msg);
+    CHECK(model_create(&mlp, dev, &data, 4, MODEL_BUFFERS_WHOLE, &built, &err) == DDP_OK, "mlp: %s", err.msg);
     if (built) { /* the MLP's units: its layers, a weight and a bias each */
         CHECK(built->n_units == 2 && built->units[0].n_tensors == 2 && built->units[1].first_tensor == 2 &&
               built->units[1].offset == built->units[0].count && !built->units[0].block &&

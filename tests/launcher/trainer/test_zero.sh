@@ -6,18 +6,23 @@
 #    steps with the parameters of ZeRO-0 at np=1 over the same global batch; at np=4 and np=7 the
 #    last block is padded (the MLP's 52650 parameters are a multiple of neither), and the
 #    optimizer state equals ZeRO-0's at the same world size.
-#  - A job stopped at step 8 resumes bit-identically at the same world size.
+#  - A job stopped at step 8 resumes bit-identically at the same world size (ZeRO-1 and ZeRO-2).
 #  - The chain np=2 ZeRO-1 -> np=3 ZeRO-1 -> np=1 ZeRO-0 matches the same chain with ZeRO-0
 #    throughout, step by step, optimizer state included; so does np=2 ZeRO-0 -> np=3 ZeRO-1.
 #  - checkpoint.every_minutes, decided by rank 0's clock, saves at one step on every rank.
 #  - The memory plan shows the optimizer state with and without ZeRO.
+#  - ZeRO-2 (gradients sharded by the model's units, reduced every micro-step): GPT-2 and the Llama
+#    at np=2 without accumulation end bit-identical to ZeRO-1 (the same sums of two); GPT-2 with
+#    accumulation 2 at np=3 and the MLP at np=4 (padded units) agree with ZeRO-0 at np=1 within
+#    the tolerances below; ZeRO-2 resumes bit-identically and joins the world-size chain; its plan
+#    line names the shard and the windows and is below ZeRO-1's; bf16 gradients are refused.
 # Tolerances: 1e-5 (SGD) and 1e-4 (AdamW, whose normalised step magnifies rounding in tiny
 # gradients) of the largest parameter are those of the DDP equivalence tests (test_ddp.sh): the
 # two runs differ only in the order of float sums. A different global batch is measured apart.
 #
 # With the argument `cuda` (the emulated build): the MLP on device: cuda with NCCL at np=2 and 3
 # against the CPU, bf16 gradients, and GPT-2 in precision bf16 (fp32 master weights, sharded
-# moments) with the same-size bit-identical resume and the world-size chain.
+# moments) with the same-size bit-identical resume and the world-size chain; ZeRO-2 the same way.
 source "$(dirname "$0")/../../lib.sh"
 MODE=${1:-cpu}
 MLP=$DDP_SRC/tests/launcher/trainer/ddp_small.yaml
@@ -107,6 +112,39 @@ if [ "$MODE" = cpu ]; then
     differ "gpt: batch 10 differs from batch 12 at 1e-4 (the referee can fail)" "$(ckpt gpt-ref 20)" \
         "$(ckpt gpt-other 20)" param/ 1e-4
 
+    # --- ZeRO-2 ---
+    run gpt-u3 3 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=2
+    close "gpt: np=3 ZeRO-2 (accumulation 2) params equal np=1 ZeRO-0 within 1e-4" "$(ckpt gpt-ref 20)" \
+        "$(ckpt gpt-u3 20)" param/ 1e-4
+    for what in optim/exp_avg/ optim/exp_avg_sq/; do
+        close "gpt: np=3 ZeRO-2 $what equals np=3 ZeRO-0 within 1e-4" "$(ckpt gpt-r3 20)" "$(ckpt gpt-u3 20)" \
+            "$what" 1e-4
+    done
+    G1=(data.path="$DATA" checkpoint.keep_last=10 data.batch_size=6)
+    for cfg in "$GPT" "$DDP_SRC/tests/launcher/trainer/llama_small.yaml"; do
+        m=$(basename "$cfg" _small.yaml)
+        run "$m-one1" 2 "$cfg" "${G1[@]}" ddp.zero=1
+        run "$m-one2" 2 "$cfg" "${G1[@]}" ddp.zero=2
+        check "$m: np=2 ZeRO-2 ends bit-identical to ZeRO-1 (ckpt diff)" \
+            "$DDPRUN" ckpt diff "$(ckpt "$m-one1" 20)" "$(ckpt "$m-one2" 20)"
+    done
+    check "gpt: the ZeRO-2 plan line names the gradient shard and windows" \
+        grep -qE "gradients [0-9.]+ MiB \(ZeRO-2: a shard of [0-9.]+ MiB and unit windows of [0-9.]+ MiB\)" \
+        "$TMP/gpt2-one2.log"
+    for z in 1 2; do
+        "$DDPRUN" -np 4 plan "$DDP_SRC/configs/gpt2_124m.yaml" ddp.zero=$z >"$TMP/plan$z.log" 2>&1
+    done
+    grads_mib() { sed -n 's/^memory per rank: parameters [0-9.]* MiB, gradients \([0-9.]*\) MiB.*/\1/p' "$1"; }
+    g1=$(grads_mib "$TMP/plan1.log") g2=$(grads_mib "$TMP/plan2.log")
+    check "plan gpt2_124m np=4: ZeRO-2's gradients ($g2 MiB) below ZeRO-1's ($g1 MiB)" \
+        python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not 0 < b < a)' "${g1:-0}" "${g2:-0}"
+    run mlp-u4 4 "$MLP" data.batch_size=12 ddp.zero=2
+    close "mlp sgd: np=4 ZeRO-2 (padded units) params equal np=1 ZeRO-0 within 1e-5" "$(ckpt mlp-ref 20)" \
+        "$(ckpt mlp-u4 20)" param/ 1e-5
+    run bf16-u2 2 "$MLP" data.batch_size=24 ddp.zero=2 ddp.grad_dtype=bf16 ddp.backend=auto
+    check "ddp.zero 2 with ddp.grad_dtype bf16 is refused naming both keys" \
+        grep -q "ddp.zero.*ddp.grad_dtype\|ddp.grad_dtype.*ddp.zero" "$TMP/bf16-u2.log"
+
     # --- checkpoint.every_minutes (rank 0's clock) under ZeRO: every rank saves at the same step ---
     run minutes 3 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=1 checkpoint.every_minutes=0.0002
     check "every_minutes with ZeRO at np=3: the job ends (exit $?)" [ -f "$(ckpt minutes 20)" ]
@@ -130,6 +168,9 @@ else
         param/ 1e-5
     differ "mlp: bf16 gradients differ from fp32 at 1e-4 (bf16 really travels)" "$(ckpt mlp-z2 20)" \
         "$(ckpt bf16-z2 20)" param/ 1e-4
+    ON=cuda run mlp-u3 3 "$MLP" data.batch_size=16 ddp.zero=2
+    close "mlp: cuda+nccl np=3 ZeRO-2 params equal cpu np=1 within 1e-5" "$(ckpt mlp-ref 20)" "$(ckpt mlp-u3 20)" \
+        param/ 1e-5
 
     # --- GPT-2 in precision bf16: fp32 master weights, moments sharded ---
     # A bf16 gradient summed in another order moves by one bf16 unit (2^-8); AdamW's step for that
@@ -138,10 +179,15 @@ else
     B=(precision=bf16)
     ON=cuda run gpt-r2 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=4
     ON=cuda run gpt-z2 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=4 ddp.zero=1
+    ON=cuda run gpt-u2 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=4 ddp.zero=2
+    ON=cuda run gpt-f2 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=4 ddp.grad_dtype=fp32
     check "gpt bf16: cuda+nccl np=2 ZeRO-1 runs" [ -f "$(ckpt gpt-z2 20)" ]
+    check "gpt bf16: cuda+nccl np=2 ZeRO-2 runs" [ -f "$(ckpt gpt-u2 20)" ]
     for what in "${ADAM_STATE[@]}"; do
         close "gpt bf16: np=2 ZeRO-1 $what equal ZeRO-0 within 1e-3" "$(ckpt gpt-r2 20)" "$(ckpt gpt-z2 20)" \
             "$what" 1e-3
+        close "gpt bf16: np=2 ZeRO-2 $what equal ZeRO-0 with fp32 gradients within 1e-3" "$(ckpt gpt-f2 20)" \
+            "$(ckpt gpt-u2 20)" "$what" 1e-3
     done
     ON=cuda run gpt-other 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=3
     differ "gpt bf16: batch 3 x 2 differs from 4 x 2 at 1e-3 (the referee can fail)" "$(ckpt gpt-r2 20)" \
@@ -159,13 +205,23 @@ check "same size: resumed from step 8" grep -q "resumed from .*ckpt-00000008.ddp
 check "same size: ZeRO-1 resume is bit-identical to the uninterrupted run (ckpt diff)" \
     "$DDPRUN" ckpt diff "$(ckpt same-ref 20)" "$(ckpt same 20)"
 
+DDP_TEST_FAULT=stop:1:8 run same2 2 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=2
+run same2 2 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=2 checkpoint.resume=auto
+run same2-ref 2 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=2
+check "same size: ZeRO-2 resume from step 8 is bit-identical to the uninterrupted run (ckpt diff)" \
+    "$DDPRUN" ckpt diff "$(ckpt same2-ref 20)" "$(ckpt same2 20)"
+
 # --- world size and ZeRO change between the parts of a run ---
 chain zero 1 1 0
 chain rep 0 0 0
+# (ZeRO-2 reduces float32 gradients: against the bf16 wire's chain only on the CPU, where both are fp32)
+[ "$MODE" = cpu ] && chain two 2 2 0
 for s in 8 14 20; do
     for what in "${ADAM_STATE[@]}"; do
         close "chain: ZeRO-1 np=2 -> ZeRO-1 np=3 -> ZeRO-0 np=1 equals ZeRO-0 throughout: step $s $what" \
             "$(ckpt rep "$s")" "$(ckpt zero "$s")" "$what" 1e-4
+        [ "$MODE" = cpu ] && close "chain: ZeRO-2 np=2 -> ZeRO-2 np=3 -> ZeRO-0 np=1 equals ZeRO-0 throughout: step $s $what" \
+            "$(ckpt rep "$s")" "$(ckpt two "$s")" "$what" 1e-4
     done
 done
 mkdir -p "$TMP/on/checkpoints"
