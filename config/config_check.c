@@ -32,7 +32,7 @@ static bool min_lr_above_lr(const config *c) { return c->optimizer.schedule.min_
 static bool first_bucket_too_big(const config *c) { return c->ddp.first_bucket_mb > c->ddp.bucket_mb; }
 static bool nesterov_adamw(const config *c) { return c->optimizer.nesterov && c->optimizer.kind == OPT_ADAMW; }
 static bool nesterov_no_momentum(const config *c) { return c->optimizer.nesterov && c->optimizer.momentum == 0; }
-/* ZeRO-2 keeps no whole gradient buffer for a bf16 wire copy to be cast from */
+/* ZeRO-2 and 3 keep no whole gradient buffer for a bf16 wire copy to be cast from */
 static bool bf16_grads_zero2(const config *c) { return c->ddp.grad_dtype == GRAD_BF16 && c->ddp.zero >= 2; }
 
 /* train.global_batch: the accumulation is derived from it; each world size's split must cover it
@@ -87,7 +87,7 @@ static const conflict conflicts[] = {
     {"device", "ddp.backend", nccl_on_cpu, "ddp.backend nccl only with device cuda or auto"},
     {"ddp.backend", "ddp.grad_dtype", bf16_over_mpi, "ddp.grad_dtype bf16 only with ddp.backend nccl or auto"},
     {"ddp.zero", "ddp.grad_dtype", bf16_grads_zero2,
-     "ddp.grad_dtype fp32 with ddp.zero 2 (each unit's gradients are reduce-scattered in float32)"},
+     "ddp.grad_dtype fp32 with ddp.zero 2 or 3 (each unit's gradients are reduce-scattered in float32)"},
     {"device", "precision", bf16_on_cpu,
      "precision bf16 only with device cuda or auto (the CPU backend computes in float32)"},
     {"model.kind", "precision", bf16_not_lm, "precision bf16 only with model.kind {lm}"},

@@ -148,12 +148,14 @@ static const cfg_key keys_after_models[] = {
     ENUM("ddp.grad_dtype", ddp.grad_dtype, grad_dtype_names, "fp32", HASH_NO,
          "Precision of gradients on the wire; `bf16` when not set, with `precision: bf16`, except on "
          "`ddp.backend: mpi`."),
-    INT("ddp.zero", ddp.zero, 0, 2, "0", HASH_NO,
+    INT("ddp.zero", ddp.zero, 0, 3, "0", HASH_NO,
         "ZeRO stage. `1`: each rank keeps and updates only its shard of the optimizer state (gradient buckets "
         "are reduce-scattered, updated parameters all-gathered per bucket), dividing optimizer memory by the "
         "ranks. `2`: also only its shard of the gradients: each of the model's units (a block, the "
         "embeddings, the head) is reduce-scattered from a reused window as its backward ends, every "
-        "micro-step (docs/sharding.md). Same results as `0` within float rounding."),
+        "micro-step (docs/sharding.md). `3`: also only its shard of the parameters: each unit's are "
+        "all-gathered into a reused window just before the forward and again the backward read them, the next "
+        "unit's gather overlapping this one's compute. Same results as `0` within float rounding."),
     SECTION("checkpoint"),
     INT("checkpoint.every_steps", checkpoint.every_steps, 0, BIG, "0", HASH_NO,
         "Checkpoint every N optimizer steps; 0 = off."),

@@ -54,7 +54,7 @@ static inline size_t gpt2_block_offset(const model *m, int l, int i)
 /* The compute copy's parameter at element offset off (type g->lm.t). */
 static inline const void *gpt2_weight(const gpt2_impl *g, size_t off)
 {
-    return (const char *)g->lm.wp + off * tensor_dtype_size(g->lm.t);
+    return lm_weight(&g->lm, off);
 }
 
 /* The passes, as lm_kind's forward and backward. */

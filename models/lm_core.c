@@ -58,7 +58,9 @@ int lm_new(const lm_kind *kind, size_t impl_bytes, tensor_dtype compute, device 
     m->max_rows = max_rows;
     m->param_tail = buffers.param_tail;
     m->grads_by_unit = buffers.grads_by_unit;
+    m->params_by_unit = buffers.params_by_unit;
     lm->kind = kind;
+    lm->m = m;
     lm->t = compute;
     m->act_dtype = compute;
     lm->T = data->input.count;
@@ -72,7 +74,7 @@ int lm_alloc_params(model *m, ddp_err *err)
 {
     lm_core *lm = core(m);
     int rc = model_alloc_params(m, err);
-    if (!rc && lm->t == TENSOR_BF16)
+    if (!rc && lm->t == TENSOR_BF16 && !m->params_by_unit) /* ZeRO-3 casts each rank's shard instead */
         rc = m->dev->ops->alloc(m->dev, m->n_params * sizeof(uint16_t), &lm->wp_bf16, err);
     lm->wp = lm->t == TENSOR_BF16 ? lm->wp_bf16 : m->params;
     return rc;

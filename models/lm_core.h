@@ -34,6 +34,7 @@ typedef struct lm_kind {
  * the master; params_changed rebuilds the copy). */
 typedef struct lm_core {
     const lm_kind *kind;
+    model *m;                  /* the model this is the impl of (lm_weight reads through it) */
     tensor_dtype t;            /* activations' and GEMM operands' type */
     const void *wp;            /* the parameters the passes read: m->params (fp32) or the bf16 copy */
     void *wp_bf16;             /* precision bf16: the copy, n_params bf16 (NULL in fp32) */
@@ -44,6 +45,13 @@ typedef struct lm_core {
     int n_allocs;
     size_t act_bytes;          /* their bytes, for the memory plan */
 } lm_core;
+
+/* The compute copy's parameter at element offset off (type lm->t): in wp, or under ZeRO-3 in its
+ * unit's gathered window (model_weight). */
+static inline const void *lm_weight(const lm_core *lm, size_t off)
+{
+    return model_weight(lm->m, lm->wp, tensor_dtype_size(lm->t), off);
+}
 
 /* The data checks every language model makes: token sequences (i32 x T -> i32 x T), T at most
  * block_size, the data's vocabulary within vocab_size, max_rows at least 1; usage errors naming

@@ -41,6 +41,12 @@ static int check_rows(const model *m, int64_t rows, ddp_err *err)
     return DDP_OK;
 }
 
+/* The parameter at element offset off: in m->params, or under ZeRO-3 in its layer's gathered window. */
+static const float *mlp_w(model *m, size_t off)
+{
+    return model_weight(m, m->params, sizeof(float), off);
+}
+
 /* Logits end up in the last layer's z. */
 static int mlp_forward(model *m, const float *x, int64_t rows, ddp_err *err)
 {
@@ -49,8 +55,8 @@ static int mlp_forward(model *m, const float *x, int64_t rows, ddp_err *err)
     const float *in = x;
     for (int l = 0; l < p->n_layers; l++) {
         mlp_layer *L = &p->layer[l];
-        int rc = op->gemm_bias(m->dev, TENSOR_F32, false, true, rows, L->out, L->in, in, L->in, m->params + L->w_off,
-                               L->in, m->params + L->b_off, L->z, err);
+        int rc = op->gemm_bias(m->dev, TENSOR_F32, false, true, rows, L->out, L->in, in, L->in, mlp_w(m, L->w_off),
+                               L->in, mlp_w(m, L->b_off), L->z, err);
         if (!rc && L->h)
             rc = op->act_forward(m->dev, TENSOR_F32, p->act, L->z, L->h, (size_t)(rows * L->out), err);
         if (rc)
@@ -78,7 +84,7 @@ static int layer_backward(model *m, int l, const float *x, int64_t rows, bool ac
     if (!rc && l > 0) {
         /* dh[rows,in] = dz · W, then through the previous layer's activation back into dz */
         rc = op->gemm(m->dev, TENSOR_F32, TENSOR_F32, false, false, rows, L->in, L->out, 1.0f, p->dz, L->out,
-                      m->params + L->w_off, L->in, 0.0f, p->dh, L->in, err);
+                      mlp_w(m, L->w_off), L->in, 0.0f, p->dh, L->in, err);
         if (!rc)
             rc = op->act_backward(m->dev, TENSOR_F32, p->act, p->layer[l - 1].z, p->dh, p->dz, (size_t)(rows * L->in),
                                   err);
@@ -320,6 +326,7 @@ int mlp_create(const mlp_opts *opts, device *dev, const sample_layout *data, int
     m->max_rows = max_rows;
     m->param_tail = buffers.param_tail;
     m->grads_by_unit = buffers.grads_by_unit;
+    m->params_by_unit = buffers.params_by_unit;
     p->act = opts->activation;
     rc = build_layout(m, p, opts, err);
     describe(m, opts);

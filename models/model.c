@@ -52,6 +52,23 @@ static int unit_of(const model *m, size_t offset)
     return lo;
 }
 
+void model_set_param_windows(model *m, param_window_fn fn, void *ctx)
+{
+    if (m->params)
+        m->dev->ops->free(m->dev, m->params);
+    m->params = NULL;
+    m->param_window = fn;
+    m->param_window_ctx = ctx;
+}
+
+const void *model_weight(model *m, const void *whole, size_t elem, size_t offset)
+{
+    if (!m->param_window)
+        return (const char *)whole + offset * elem;
+    int u = unit_of(m, offset);
+    return (const char *)m->param_window(m->param_window_ctx, u) + (offset - m->units[u].offset) * elem;
+}
+
 float *model_grad(model *m, size_t offset)
 {
     if (!m->grads_by_unit)

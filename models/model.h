@@ -72,6 +72,12 @@ typedef void (*grad_ready_fn)(void *ctx, size_t offset, size_t count);
  * been reported final through grad_ready. Never NULL. */
 typedef float *(*grad_window_fn)(void *ctx, int unit);
 
+/* A model whose parameters are not all on this rank (model_buffers.params_by_unit, after
+ * model_drop_params): where the passes read unit `unit`'s compute-type parameters, a buffer of at
+ * least units[unit].count elements gathered from every rank's shard, valid until another unit's
+ * is asked for twice over (two units besides the first are resident at once). Never NULL. */
+typedef const void *(*param_window_fn)(void *ctx, int unit);
+
 /* How a model's flat buffers are laid out beyond its parameters. */
 typedef struct model_buffers {
     /* params and grads hold this many more floats past n_params, zero and part of no tensor:
@@ -81,6 +87,10 @@ typedef struct model_buffers {
      * function given by model_set_grad_windows says (ZeRO-2), and forward_backward always
      * starts them from zero (accumulate is ignored) */
     bool grads_by_unit;
+    /* no bf16 compute copy of the whole model: after setup the caller shards the parameters,
+     * drops the whole buffer (model_drop_params) and says where each unit's are gathered
+     * (model_set_param_windows; ZeRO-3) */
+    bool params_by_unit;
 } model_buffers;
 #define MODEL_BUFFERS_WHOLE ((model_buffers){0})
 
@@ -135,6 +145,9 @@ struct model {
     bool grads_by_unit;              /* model_buffers.grads_by_unit: grads is NULL */
     grad_window_fn grad_window;      /* with grads_by_unit: model_set_grad_windows' */
     void *grad_window_ctx;
+    bool params_by_unit;             /* model_buffers.params_by_unit */
+    param_window_fn param_window;    /* once set (model_set_param_windows), the passes read there */
+    void *param_window_ctx;
     void *impl;
 };
 
@@ -168,6 +181,14 @@ int model_alloc_params(model *m, ddp_err *err);
 
 /* With grads_by_unit: the backward asks fn(ctx, unit) where each unit's gradients go. */
 void model_set_grad_windows(model *m, grad_window_fn fn, void *ctx);
+
+/* With params_by_unit, once the caller holds the parameters' shards: frees the whole parameter
+ * buffer (m->params NULL) and from now on the passes read each unit's from fn(ctx, unit). */
+void model_set_param_windows(model *m, param_window_fn fn, void *ctx);
+
+/* For the models' passes: the compute-type parameter at element offset `offset`, of elem bytes —
+ * in whole (the model's compute copy, or m->params), or inside its unit's gathered window. */
+const void *model_weight(model *m, const void *whole, size_t elem, size_t offset);
 
 /* For the models' backward passes: where the gradient of parameter `offset` is written now —
  * m->grads + offset, or with grads_by_unit inside its unit's window. */

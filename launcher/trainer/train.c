@@ -287,6 +287,8 @@ static int micro_step(train_job *t, bool first, bool last, int64_t *rows, ddp_er
     rc = train_enter(t, PHASE_COMPUTE, err);
     if (rc == DDP_OK)
         rc = t->m->ops->forward_backward(t->m, &b, scale, !first, ready, ready_ctx, train_finite_stats(t), err);
+    if (rc == DDP_OK)
+        rc = train_zero_check_windows(t, err);
     *rows += b.rows;
     if (rc == DDP_OK)
         rc = train_leave(t, PHASE_COMPUTE, err);
@@ -474,6 +476,7 @@ static void teardown(train_job *t, bool failed)
     train_lock_release(t); /* after every other writer into run.dir */
     train_fault_close(t);
     train_budget_close(t);
+    train_zero_close(t); /* before the communicator its gathers use */
     reducer_destroy(t->red);
     if (t->grad_comm && t->grad_comm != t->ctl) {
         if (failed)
@@ -508,6 +511,10 @@ static int open_job(train_job *t, notice_watch *notice, int64_t *consumed, ddp_e
         rc = train_lock_run_dir(t, false, err);
     if (rc == DDP_OK)
         rc = train_ckpt_resume(t, consumed, err);
+    if (rc == DDP_OK && t->m->params_by_unit) /* ZeRO-3: from now on each rank keeps its shard */
+        rc = train_zero_shard_params(t, err);
+    if (rc == DDP_OK && t->zero)
+        train_ckpt_params_sharded(t);
     if (rc == DDP_OK)
         rc = train_lock_run_dir(t, true, err);
     if (rc == DDP_OK)

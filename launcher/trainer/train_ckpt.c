@@ -90,6 +90,13 @@ static void list_buffers(const train_job *t, train_ckpt *c)
     }
 }
 
+void train_ckpt_params_sharded(train_job *t)
+{
+    saved_buffer *b = &t->ckpt->buffers[0];
+    b->dev = train_zero_params(t, &(size_t){0});
+    b->sharded = true;
+}
+
 int train_ckpt_open(train_job *t, ddp_err *err)
 {
     train_ckpt *c = calloc(1, sizeof *c);

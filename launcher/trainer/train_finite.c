@@ -21,6 +21,7 @@
 
 #include "runtime/base/log.h"
 #include "train_finite.h"
+#include "train_zero.h"
 
 /* The most steps recorded between two drains (16 bytes of device memory each). */
 #define FINITE_SLOTS_MAX 4096
@@ -221,7 +222,9 @@ static int state_sums(train_job *t, double *host, int *n, ddp_err *err)
     device *d = t->dev;
     const optimizer *o = t->opt;
     const float *state[] = {o->momentum_buffer, o->exp_avg, o->exp_avg_sq};
-    int rc = d->ops->sumsq(d, t->m->params, t->m->n_params, t->finite->sums, err);
+    size_t n_params;
+    const float *params = train_zero_params(t, &n_params);
+    int rc = d->ops->sumsq(d, params, n_params, t->finite->sums, err);
     *n = 1;
     for (size_t i = 0; rc == DDP_OK && i < sizeof state / sizeof state[0]; i++)
         if (state[i])

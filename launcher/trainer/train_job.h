@@ -53,6 +53,7 @@ typedef struct train_job {
     struct train_budget *budget;   /* train_budget.c: the preemption notice watch, this run's step time */
     struct train_prof *prof;       /* train_profile.c: NULL when train.profile_steps records nothing */
     struct train_fault *fault;     /* train_fault.c: test-only hooks; NULL when none is asked for */
+    struct train_zero *zero;       /* train_zero.c: ZeRO-3's parameter shard and windows; NULL otherwise */
 } train_job;
 
 #endif

@@ -20,11 +20,12 @@
 typedef struct memory_plan {
     size_t n_params, activation_bytes;
     size_t shard_n;             /* ZeRO: a rank's share of the optimizer state, in floats */
-    size_t window_n;            /* ZeRO-2: the gradient windows' floats (the gradients: shard_n + these) */
+    size_t window_n;            /* ZeRO-2 and 3: the unit windows' elements (the gradients: shard_n + these;
+                                   ZeRO-3's parameters the same in the compute type) */
     tensor_dtype compute;       /* TENSOR_BF16: a bf16 copy of the parameters */
     int64_t rows;               /* a rank's micro-batch, which the activations are sized for */
     int world;
-    bool zero, units;           /* ZeRO-1 or 2; ZeRO-2 */
+    bool zero, units, sharded;  /* ZeRO-1, 2 or 3; ZeRO-2 or 3; ZeRO-3 */
 } memory_plan;
 
 /* The line's parts in bytes. Optimizer state (AdamW's two moments, SGD's momentum buffer) is what
@@ -40,11 +41,13 @@ static bool plan_bytes_of(const config *c, const memory_plan *p, plan_bytes *b)
 {
     size_check k = {0};
     const size_t buffers = c->optimizer.kind == OPT_ADAMW ? 2 : 1;
-    b->params = size_mul(&k, p->n_params, sizeof(float));
-    b->grads = p->units ? size_mul(&k, size_add(&k, p->shard_n, p->window_n), sizeof(float)) : b->params;
-    b->replicated = size_mul(&k, buffers, b->params);
+    const size_t whole = size_mul(&k, p->n_params, sizeof(float)), elem = tensor_dtype_size(p->compute);
+    b->params = p->sharded ? size_add(&k, size_mul(&k, p->shard_n, sizeof(float)), size_mul(&k, p->window_n, elem))
+                           : whole;
+    b->grads = p->units ? size_mul(&k, size_add(&k, p->shard_n, p->window_n), sizeof(float)) : whole;
+    b->replicated = size_mul(&k, buffers, whole);
     b->state = p->zero ? size_mul(&k, buffers, size_mul(&k, p->shard_n, sizeof(float))) : b->replicated;
-    b->wcopy = p->compute == TENSOR_BF16 ? size_mul(&k, p->n_params, sizeof(uint16_t)) : 0;
+    b->wcopy = p->compute == TENSOR_BF16 ? size_mul(&k, p->sharded ? p->shard_n : p->n_params, sizeof(uint16_t)) : 0;
     b->gcopy = c->ddp.grad_dtype == GRAD_BF16
                    ? size_mul(&k, size_add(&k, p->n_params, train_zero_buffers(c, p->world).param_tail), sizeof(uint16_t)) : 0;
     size_t total = size_add(&k, size_add(&k, b->params, b->grads), b->state);
@@ -58,10 +61,10 @@ static void format_memory_plan(const config *c, const memory_plan *p, char *out,
     plan_bytes b;
     (void)plan_bytes_of(c, p, &b); /* a job's model was built, so its plan fits; train_plan checks its own */
     const double mib = 1.0 / (1 << 20), params = (double)b.params, replicated = (double)b.replicated;
-    char zero[128], copies[128] = "", grads[96] = "";
+    char zero[128], copies[128] = "", grads[96] = "", shard[96] = "";
     if (p->zero)
-        snprintf(zero, sizeof zero, "ZeRO-%d over %d ranks; without: %.1f MiB", p->units ? 2 : 1, p->world,
-                 replicated * mib);
+        snprintf(zero, sizeof zero, "ZeRO-%d over %d ranks; without: %.1f MiB", p->sharded ? 3 : p->units ? 2 : 1,
+                 p->world, replicated * mib);
     else if (p->world > 1)
         snprintf(zero, sizeof zero, "replicated; with ddp.zero 1 over %d ranks: about %.1f MiB", p->world,
                  replicated / p->world * mib);
@@ -74,10 +77,14 @@ static void format_memory_plan(const config *c, const memory_plan *p, char *out,
     if (c->train.recompute != RECOMPUTE_NONE)
         snprintf(recompute, sizeof recompute, ", recompute %s", recompute_mode_names[c->train.recompute]);
     if (p->units)
-        snprintf(grads, sizeof grads, " (ZeRO-2: a shard of %.1f MiB and unit windows of %.1f MiB)",
-                 (double)p->shard_n * sizeof(float) * mib, (double)p->window_n * sizeof(float) * mib);
-    snprintf(out, size, "memory per rank: parameters %.1f MiB, gradients %.1f MiB%s, optimizer state %.1f MiB (%s)%s, "
-             "activations %.1f MiB (%lld rows%s), %.1f MiB in all", params * mib, (double)b.grads * mib, grads,
+        snprintf(grads, sizeof grads, " (ZeRO-%d: a shard of %.1f MiB and unit windows of %.1f MiB)",
+                 p->sharded ? 3 : 2, (double)p->shard_n * sizeof(float) * mib, (double)p->window_n * sizeof(float) * mib);
+    if (p->sharded)
+        snprintf(shard, sizeof shard, " (ZeRO-3: a shard of %.1f MiB and unit windows of %.1f MiB)",
+                 (double)p->shard_n * sizeof(float) * mib,
+                 (double)p->window_n * tensor_dtype_size(p->compute) * mib);
+    snprintf(out, size, "memory per rank: parameters %.1f MiB%s, gradients %.1f MiB%s, optimizer state %.1f MiB (%s)%s, "
+             "activations %.1f MiB (%lld rows%s), %.1f MiB in all", params * mib, shard, (double)b.grads * mib, grads,
              (double)b.state * mib, zero, copies, (double)p->activation_bytes * mib, (long long)p->rows, recompute,
              (double)b.total * mib);
 }
@@ -107,11 +114,12 @@ void train_plan_log(const train_job *t)
 {
     memory_plan p = {.n_params = t->m->n_params, .activation_bytes = t->m->activation_bytes,
                      .shard_n = t->red->shard_n, .compute = t->m->act_dtype, .rows = t->batch,
-                     .world = t->ctl->size, .zero = train_zero_active(t), .units = t->red->units};
+                     .world = t->ctl->size, .zero = train_zero_active(t), .units = t->red->units,
+                     .sharded = t->m->params_by_unit};
     ddp_err ignored;
     if (p.units)
         (void)plan_units(t->m, &p, &ignored); /* sizes only: the reducer allocated the same */
-    char line[640];
+    char line[768];
     format_memory_plan(t->cfg, &p, line, sizeof line);
     log_info("%s", line);
 }
@@ -148,7 +156,7 @@ int train_plan(const config *c, int world, FILE *out, ddp_err *err)
         rc = model_size(&opts, &data, split.batch, &m, err);
     memory_plan p = {.n_params = m.n_params, .activation_bytes = m.activation_bytes, .compute = m.act_dtype,
                      .rows = split.batch, .world = world, .zero = train_zero_on(c, world),
-                     .units = train_zero_units(c, world)};
+                     .units = train_zero_units(c, world), .sharded = train_zero_sharded_params(c, world)};
     if (!rc)
         rc = plan_shard(c, &m, &p, err);
     plan_bytes b;
@@ -157,7 +165,7 @@ int train_plan(const config *c, int world, FILE *out, ddp_err *err)
                       "%zu activation bytes (data.seq_len %lld x %lld rows, data.batch_size); reduce these",
                       m.n_params, m.activation_bytes, (long long)c->data.seq_len, (long long)split.batch);
     if (!rc) {
-        char line[640];
+        char line[768];
         format_memory_plan(c, &p, line, sizeof line);
         fprintf(out, "plan: %s on %d rank%s: %zu parameters in %d tensors, %lld x %lld tokens per rank\n%s\n",
                 c->source, world, world == 1 ? "" : "s", m.n_params, m.n_tensors, (long long)split.batch,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "train_replica.h"
+#include "train_zero.h"
 
 /* t->batch rows of sample indices, and of inputs and targets as m->io.sample lays them out (the
  * bytes dataset_gather produces), on the host and on the device. */
@@ -87,7 +88,7 @@ int train_stage_batch(train_job *t, const dataset *data, model_batch *b, ddp_err
 
 int train_params_changed(train_job *t, ddp_err *err)
 {
-    return model_params_changed(t->m, t->cfg->run.seed, t->opt ? (uint64_t)t->opt->step : 0, err);
+    return train_zero_params_changed(t, err);
 }
 
 int train_broadcast_params(train_job *t, ddp_err *err)

@@ -17,7 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/param_gather.h"
 #include "train_zero.h"
+
+/* ZeRO-3's own state: this rank's parameter shard, laid out as the optimizer's state. */
+typedef struct train_zero {
+    float *params;          /* the fp32 master shard, n_state floats */
+    uint16_t *params_bf16;  /* its bf16 copy under precision bf16 (what is gathered), else NULL */
+    param_gather *gather;   /* the model's windows */
+} train_zero;
 
 bool train_zero_on(const config *c, int world)
 {
@@ -26,7 +34,12 @@ bool train_zero_on(const config *c, int world)
 
 bool train_zero_units(const config *c, int world)
 {
-    return c->ddp.zero == 2 && world > 1;
+    return c->ddp.zero >= 2 && world > 1;
+}
+
+bool train_zero_sharded_params(const config *c, int world)
+{
+    return c->ddp.zero == 3 && world > 1;
 }
 
 bool train_zero_active(const train_job *t)
@@ -37,7 +50,7 @@ bool train_zero_active(const train_job *t)
 model_buffers train_zero_buffers(const config *c, int world)
 {
     if (train_zero_units(c, world))
-        return (model_buffers){.grads_by_unit = true};
+        return (model_buffers){.grads_by_unit = true, .params_by_unit = train_zero_sharded_params(c, world)};
     return (model_buffers){.param_tail = train_zero_on(c, world) ? (size_t)world - 1 : 0};
 }
 
@@ -105,8 +118,8 @@ int train_zero_step(train_job *t, double lr, ddp_err *err)
     const float *scale = NULL;
     int rc = o->grad_clip > 0 ? clip_scale(t, &scale, err) : DDP_OK;
     for (int k = 0; rc == DDP_OK && k < o->n_parts; k++) {
-        rc = optim_update_part(o, k, t->m->params, train_zero_grads(t), lr, scale, err);
-        if (rc == DDP_OK)
+        rc = optim_update_part(o, k, train_zero_params(t, &(size_t){0}), train_zero_grads(t), lr, scale, err);
+        if (rc == DDP_OK && !t->zero) /* ZeRO-3's next forward gathers */
             rc = reducer_gather(r, r->n_buckets - 1 - k, err);
     }
     if (rc == DDP_OK)
@@ -168,4 +181,101 @@ int train_zero_distribute(train_job *t, const float *global, float *state, ddp_e
     int rc = t->dev->ops->upload(t->dev, state, mine, o->n_state * sizeof *mine, err);
     free(mine);
     return rc;
+}
+
+/* ---- ZeRO-3 ------------------------------------------------------------------------------- */
+
+float *train_zero_params(const train_job *t, size_t *n)
+{
+    *n = t->zero ? t->opt->n_state : t->m->n_params;
+    return t->zero ? t->zero->params : t->m->params;
+}
+
+/* The bf16 copy of the shard, part by part with each element's global offset: the bits the whole
+ * model's copy has (cast_f32_to_bf16_stochastic keys its rounding by the element). */
+static int cast_shard(train_job *t, ddp_err *err)
+{
+    const optimizer *o = t->opt;
+    train_zero *z = t->zero;
+    int rc = DDP_OK;
+    for (int k = 0; rc == DDP_OK && z->params_bf16 && k < o->n_parts; k++) {
+        const optim_part *p = &o->parts[k];
+        if (p->count > 0)
+            rc = t->dev->ops->cast_f32_to_bf16_stochastic(t->dev, z->params + p->state_offset,
+                                                          z->params_bf16 + p->state_offset, p->count,
+                                                          t->cfg->run.seed, (uint64_t)o->step, p->param_offset, err);
+    }
+    return rc;
+}
+
+int train_zero_params_changed(train_job *t, ddp_err *err)
+{
+    if (!t->zero)
+        return model_params_changed(t->m, t->cfg->run.seed, t->opt ? (uint64_t)t->opt->step : 0, err);
+    int rc = cast_shard(t, err);
+    if (rc == DDP_OK)
+        rc = param_gather_invalidate(t->zero->gather, err);
+    return rc ? ddp_prefix(err, "ZeRO-3 parameter shard") : DDP_OK;
+}
+
+/* Copies this rank's parts of the whole parameters into the shard. */
+static int take_shard(train_job *t, ddp_err *err)
+{
+    const optimizer *o = t->opt;
+    device *d = t->dev;
+    int rc = d->ops->fill(d, TENSOR_F32, t->zero->params, o->n_state, 0.0f, err);
+    for (int k = 0; rc == DDP_OK && k < o->n_parts; k++) {
+        const optim_part *p = &o->parts[k];
+        if (p->count > 0)
+            rc = d->ops->copy(d, t->zero->params + p->state_offset, t->m->params + p->param_offset,
+                              p->count * sizeof(float), err);
+    }
+    return rc;
+}
+
+int train_zero_shard_params(train_job *t, ddp_err *err)
+{
+    if (!t->m->params_by_unit)
+        return DDP_OK;
+    device *d = t->dev;
+    size_t n = t->opt->n_state;
+    bool bf16 = t->m->act_dtype == TENSOR_BF16;
+    train_zero *z = calloc(1, sizeof *z);
+    if (!z)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory");
+    t->zero = z;
+    int rc = d->ops->alloc(d, n * sizeof(float), (void **)&z->params, err);
+    if (rc == DDP_OK && bf16)
+        rc = d->ops->alloc(d, n * sizeof(uint16_t), (void **)&z->params_bf16, err);
+    if (rc == DDP_OK)
+        rc = take_shard(t, err);
+    if (rc == DDP_OK)
+        rc = param_gather_create(t->red, d, t->m->act_dtype,
+                                 bf16 ? (const void *)z->params_bf16 : (const void *)z->params, &z->gather, err);
+    if (rc == DDP_OK)
+        rc = cast_shard(t, err);
+    if (rc != DDP_OK)
+        return ddp_prefix(err, "ZeRO-3: this rank's parameter shard of %zu floats", n);
+    optim_params_by_state(t->opt);
+    model_set_param_windows(t->m, param_gather_window, z->gather);
+    return DDP_OK;
+}
+
+int train_zero_check_windows(train_job *t, ddp_err *err)
+{
+    return t->zero ? param_gather_status(t->zero->gather, err) : DDP_OK;
+}
+
+void train_zero_close(train_job *t)
+{
+    train_zero *z = t->zero;
+    if (!z)
+        return;
+    param_gather_destroy(z->gather);
+    if (z->params)
+        t->dev->ops->free(t->dev, z->params);
+    if (z->params_bf16)
+        t->dev->ops->free(t->dev, z->params_bf16);
+    free(z);
+    t->zero = NULL;
 }

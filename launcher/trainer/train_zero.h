@@ -1,7 +1,7 @@
-/* train_zero.h — ZeRO-1 and ZeRO-2 (ddp.zero: 1, 2) in the training job (train_zero.c): whether it is on, the
+/* train_zero.h — ZeRO-1, 2 and 3 (ddp.zero) in the training job (train_zero.c): whether it is on, the
  * optimizer over this rank's shard and its step, and the sharded optimizer state moved to and from
- * the checkpoint's global layout. It keeps no state of its own: the shard is the reducer's and the
- * optimizer's. Must not decide when to save (train_ckpt.c) or the order of a step (train.c). */
+ * the checkpoint's global layout; under ZeRO-3 the parameter shard and its windows (struct
+ * train_zero, the only state it keeps: the other shards are the reducer's and the optimizer's). Must not decide when to save (train_ckpt.c) or the order of a step (train.c). */
 #ifndef DDP_TRAIN_ZERO_H
 #define DDP_TRAIN_ZERO_H
 
@@ -9,8 +9,10 @@
 
 /* ZeRO for a job of c on `world` ranks: ddp.zero 1 or 2 over more than one rank. */
 bool train_zero_on(const config *c, int world);
-/* ZeRO-2 (gradients sharded by the model's units) for such a job. */
+/* ZeRO-2 or 3 (gradients sharded by the model's units) for such a job. */
 bool train_zero_units(const config *c, int world);
+/* ZeRO-3 (parameters sharded by the model's units too) for such a job. */
+bool train_zero_sharded_params(const config *c, int world);
 /* The same for this job. */
 bool train_zero_active(const train_job *t);
 /* How the model's flat buffers are laid out for ZeRO (model_buffers): ZeRO-1's spare floats past
@@ -21,6 +23,19 @@ model_buffers train_zero_buffers(const config *c, int world);
 int train_zero_use_units(train_job *t, ddp_err *err);
 /* The gradients the optimizer reads: the model's, or under ZeRO-2 this rank's shard. */
 const float *train_zero_grads(const train_job *t);
+/* ZeRO-3, once the parameters are final for the start (initialised, resumed or loaded): each rank
+ * keeps its shard of the fp32 parameters (and its bf16 copy under precision bf16), the model's
+ * whole buffer is freed and its passes read gathered windows. No-op for other stages. */
+int train_zero_shard_params(train_job *t, ddp_err *err);
+/* The parameters the optimizer updates and checkpoints save: the model's, or ZeRO-3's shard
+ * (n floats: n_params, or the optimizer's n_state). */
+float *train_zero_params(const train_job *t, size_t *n);
+/* The parameters changed: ZeRO-3 rebuilds its shard's bf16 copy and forgets the gathered windows;
+ * otherwise the model rebuilds what it derives (model_params_changed). */
+int train_zero_params_changed(train_job *t, ddp_err *err);
+/* ZeRO-3: the first error a parameter window met during the last passes (DDP_OK otherwise). */
+int train_zero_check_windows(train_job *t, ddp_err *err);
+void train_zero_close(train_job *t);
 /* The optimizer over this rank's blocks of the reducer's buckets (after reducer_use_zero). */
 int train_zero_optimizer(train_job *t, ddp_err *err);
 /* After reducer_finish: clip by the global norm, update this rank's blocks and all-gather each

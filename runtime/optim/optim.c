@@ -271,8 +271,9 @@ int optim_update_part(optimizer *o, int part, float *params, const float *grads,
                       ddp_err *err)
 {
     const optim_part *pt = &o->parts[part];
-    const size_t p_at = pt->param_offset, s_at = pt->state_offset, g_at = o->grads_by_state ? s_at : p_at;
-    const decay_exempt exempt = {.bounds = o->exempt_bounds, .n_bounds = o->n_exempt_bounds, .first = p_at};
+    const size_t s_at = pt->state_offset, g_at = o->grads_by_state ? s_at : pt->param_offset;
+    const size_t p_at = o->params_by_state ? s_at : pt->param_offset;
+    const decay_exempt exempt = {.bounds = o->exempt_bounds, .n_bounds = o->n_exempt_bounds, .first = pt->param_offset};
     int rc;
     if (o->kind == OPT_SGD) {
         sgd_args a = {
@@ -298,6 +299,11 @@ int optim_update_part(optimizer *o, int part, float *params, const float *grads,
 void optim_grads_by_state(optimizer *o)
 {
     o->grads_by_state = true;
+}
+
+void optim_params_by_state(optimizer *o)
+{
+    o->params_by_state = true;
 }
 
 void optim_end_step(optimizer *o)

@@ -51,6 +51,7 @@ typedef struct optimizer {
     optim_part *parts;      /* what it updates: one part {0, 0, n} unless optim_create_parts */
     int n_parts;
     bool grads_by_state;    /* gradients are laid out as the state, not the parameters (optim_grads_by_state) */
+    bool params_by_state;   /* ... and the parameters (optim_params_by_state) */
     float *momentum_buffer; /* SGD momentum (device, n_state floats); NULL for AdamW */
     float *exp_avg;         /* AdamW first moment (device, n_state floats); NULL for SGD */
     float *exp_avg_sq;      /* AdamW second moment (device, n_state floats); NULL for SGD */
@@ -109,6 +110,9 @@ void optim_end_step(optimizer *o);
 /* ZeRO-2: from now on the gradients the steps and the norm are given hold each part's at its
  * state_offset (this rank's gradient shard), not at its param_offset. */
 void optim_grads_by_state(optimizer *o);
+/* ZeRO-3: the same for the parameters: the steps update each part's at its state_offset (this
+ * rank's parameter shard); weight decay's exemptions still go by the parameters' offsets. */
+void optim_params_by_state(optimizer *o);
 /* The adamw_step scalars for 1-based step `step`: bias corrections and decay computed once, in
  * double, from the float32 hyperparameters the update applies, then rounded to float32. */
 adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step);

@@ -14,11 +14,17 @@
  * last, as a tied head does — over two micro-steps leaves in this rank's shard the exact sum of the
  * two averages, every window handed out zeroed; the all-gather through the windows gives every
  * rank every parameter; a window asked for again before its unit was reported is an error naming
- * the bucket. */
+ * the bucket.
+ *
+ * ZeRO-3's parameter windows (param_gather.h) over the same layout: units asked for in forward
+ * order, in backward order, and as a tied head does (the first unit between the others) each hold
+ * exactly that unit's parameters from every rank's shard; after the shard changes and the windows
+ * are invalidated, no window shows the old values. */
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/param_gather.h"
 #include "collectives/reducer.h"
 #include "tests/check.h"
 
@@ -204,6 +210,53 @@ static void test_units(comm *c, device *d, size_t n)
     free(params);
 }
 
+/* Every element of unit u's window is param_of(offset) * scale. */
+static size_t window_wrong(param_gather *g, const size_t *offs, int n_units, size_t n, int u, float scale)
+{
+    const float *w = param_gather_window(g, u);
+    size_t lo = offs[u], hi = u + 1 < n_units ? offs[u + 1] : n, bad = 0;
+    for (size_t i = lo; i < hi; i++)
+        bad += w[i - lo] != param_of(i) * scale;
+    return bad;
+}
+
+static void test_param_windows(comm *c, device *d, size_t n)
+{
+    size_t offs[8];
+    int n_units = make_tensors(n, offs);
+    reducer *r = NULL;
+    ddp_err err = {0};
+    int rc = reducer_create(c, NULL, n, offs, n_units, 1.0, 1.0, &r, &err);
+    if (rc == DDP_OK)
+        rc = reducer_use_zero_units(r, offs, n_units, NULL, d, &err);
+    float *shard = rc == DDP_OK ? calloc(r->shard_n + 1, sizeof *shard) : NULL;
+    param_gather *g = NULL;
+    if (shard)
+        rc = param_gather_create(r, d, TENSOR_F32, shard, &g, &err);
+    CHECK(rc == DDP_OK && shard, "windows n=%zu: %s", n, err.msg);
+    for (float scale = 1.0f; g && scale <= 2.0f; scale += 1.0f) {
+        for (int b = 0; b < r->n_buckets; b++) {
+            size_t p, s, k;
+            reducer_zero_part(r, b, g_rank, &p, &s, &k);
+            for (size_t j = 0; j < k; j++)
+                shard[s + j] = param_of(p + j) * scale;
+        }
+        size_t bad = 0;
+        for (int u = 0; u < n_units; u++) /* forward */
+            bad += window_wrong(g, offs, n_units, n, u, scale);
+        for (int u = n_units - 1; u >= 0; u--) /* backward, the first unit between (a tied head) */
+            bad += window_wrong(g, offs, n_units, n, u, scale) + window_wrong(g, offs, n_units, n, 0, scale);
+        rc = param_gather_status(g, &err);
+        CHECK(rc == DDP_OK && bad == 0, "windows n=%zu scale %g: %zu elements wrong (%s)", n, (double)scale, bad,
+              rc ? err.msg : "no error");
+        rc = param_gather_invalidate(g, &err); /* the parameters change: nothing old may show */
+        CHECK(rc == DDP_OK, "windows n=%zu: invalidate: %s", n, err.msg);
+    }
+    param_gather_destroy(g);
+    free(shard);
+    reducer_destroy(r);
+}
+
 /* A window needed again before the unit holding it was reported is an error, not a silent reuse. */
 static void test_units_early_reuse(comm *c, device *d)
 {
@@ -266,6 +319,9 @@ int main(int argc, char **argv)
         for (size_t i = 0; rc == DDP_OK && i < sizeof counts / sizeof counts[0]; i++)
             if (counts[i] >= 5)
                 test_units(c, d, counts[i]);
+        for (size_t i = 0; rc == DDP_OK && i < sizeof counts / sizeof counts[0]; i++)
+            if (counts[i] > 0)
+                test_param_windows(c, d, counts[i]);
         if (rc == DDP_OK)
             test_units_early_reuse(c, d);
         if (d)

@@ -7,7 +7,9 @@
 #    1,235,814,400, Hugging Face's count), configs/qwen2.5_0.5b.yaml (Qwen2.5-0.5B's: 494,032,768,
 #    fitting an 80 GB GPU) and configs/llama_kjv.yaml equal the closed formulas of
 #    their shapes, and each line's total is the sum of its parts (bf16 copies included);
-#  - ZeRO-1 divides the optimizer state by the ranks; -np before or after plan;
+#  - ZeRO-1 divides the optimizer state by the ranks; ZeRO-2's and ZeRO-3's lines are the jobs' too;
+#    configs/llama3_8b.yaml (np 8) and llama3_70b.yaml (np 32) have Llama-3.1-8B's and 70B's
+#    parameter counts and plan at most 70 GiB per GPU; -np before or after plan;
 #  - with train.global_batch, the activations are the micro-batch the world size gets (job and plan);
 #  - sizes past 64 bits (issue 37: 128 layers of 65536 over 2^24 tokens and 2^20 positions, at
 #    batch 65536 and 2^31-1) are refused with exit 2 naming the keys; below that the figures grow
@@ -26,7 +28,7 @@ S=(data.path="$DATA" train.max_steps=3 optimizer.schedule.warmup_steps=1)
 plan_line() { sed -n 's/^\(\[rank 0[^]]*\] \)\{0,1\}\(memory per rank: .*\)$/\2/p' "$1"; }
 
 for model in gpt2 llama; do
-    for np_zero in 1:0 2:0 3:1; do
+    for np_zero in 1:0 2:0 3:1 3:2 3:3; do
         np=${np_zero%:*} zero=${np_zero#*:}
         name=$model-$np-$zero
         SMALL=$TR/${model}_small.yaml worker "$np" "$TMP/$name" "${S[@]}" ddp.zero=$zero >"$TMP/$name.log" 2>&1
@@ -41,6 +43,8 @@ for model in gpt2 llama; do
     done
 done
 check "with ZeRO-1 over 3 ranks the line says so" grep -q "ZeRO-1 over 3 ranks; without" "$TMP/llama-3-1.plan"
+check "with ZeRO-3 the line names the parameter shard and windows" \
+    grep -q "parameters [0-9.]* MiB (ZeRO-3: a shard of" "$TMP/llama-3-3.plan"
 
 # with train.global_batch the activations are the micro-batch the world size gets: 6 over 3 ranks
 # with micro_batch auto under data.batch_size 4 is 2 rows per rank, in the plan as in the job's header
@@ -107,6 +111,21 @@ check "qwen2.5_0.5b: $(plan_params "$TMP/qwen.plan") parameters = the formula's 
 check "qwen2.5_0.5b: the parts add up to the total" parts_add_up "$TMP/qwen.plan"
 check "qwen2.5_0.5b: fits an 80 GB GPU (76293 MiB)" python3 -c \
     "import sys, re; sys.exit(float(re.findall(r'([0-9.]+) MiB in all', open('$TMP/qwen.plan').read())[0]) > 76293)"
+
+# fits GIB OUT: the plan's total is at most GIB GiB
+fits() { python3 -c "import sys, re; sys.exit(float(re.findall(r'([0-9.]+) MiB in all', open('$2').read())[0]) > $1 * 1024)"; }
+for big in 8b:8:L=32,C=4096,NH=32,F=14336:8030261248 70b:32:L=80,C=8192,NH=64,F=28672:70553706496; do
+    IFS=: read -r name np shape hf <<<"$big"
+    "$DDPRUN" -np "$np" plan "$DDP_SRC/configs/llama3_$name.yaml" >"$TMP/$name.plan" 2>"$TMP/$name.err"
+    check "llama3_$name at np=$np: ddprun plan exits 0" [ $? -eq 0 ]
+    cat "$TMP/$name.plan"
+    want=$(params_formula llama ${shape//,/ } NKV=8 V=128256 tie=0)
+    check "llama3_$name: $(plan_params "$TMP/$name.plan") parameters = the formula's $want = Hugging Face's $hf" \
+        [ "$(plan_params "$TMP/$name.plan")" = "$want" -a "$want" = "$hf" ]
+    check "llama3_$name: ZeRO-3 over $np ranks" grep -q "(ZeRO-3 over $np ranks" "$TMP/$name.plan"
+    check "llama3_$name: the parts add up to the total" parts_add_up "$TMP/$name.plan"
+    check "llama3_$name: at most 70 GiB per GPU" fits 70 "$TMP/$name.plan"
+done
 
 "$DDPRUN" -np 8 plan "$DDP_SRC/configs/gpt2_124m.yaml" >"$TMP/124m.plan" 2>/dev/null
 want=$(params_formula gpt2 L=12 C=768 T=1024 V=50257)

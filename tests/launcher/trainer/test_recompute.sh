@@ -3,7 +3,8 @@
 # {gpt2,llama,qwen2}_small.yaml) on byte tokens at np 2 with ZeRO-1, gradient accumulation 2 and
 # clipping: 8 steps with recompute selective and full end with checkpoints bit-identical to
 # recompute none's (`ddprun ckpt diff`: parameters, AdamW's moments, everything), and so does
-# recompute full with ZeRO-2 against none with ZeRO-2 (gradients in unit windows), the header's
+# recompute full with ZeRO-2 and with ZeRO-3 against none with ZeRO-2 (gradients in unit windows,
+# ZeRO-3's parameters gathered into them), the header's
 # plan line names the mode, and `ddprun plan` gives each less activation memory (full < selective
 # < none). With `cuda` (the emulated build): the same on the
 # emulated GPU with NCCL in bf16. The referee can fail: another seed differs.
@@ -53,6 +54,9 @@ for model in gpt2 llama qwen2; do
         run "$base-z2full" "$config" "$precision" ddp.zero=2 train.recompute=full
         check "$base: ZeRO-2 with recompute full ends bit for bit as ZeRO-2 with none" \
             "$DDPRUN" ckpt diff "$(last "$base-z2none")" "$(last "$base-z2full")"
+        run "$base-z3full" "$config" "$precision" ddp.zero=3 train.recompute=full
+        check "$base: ZeRO-3 with recompute full ends bit for bit as ZeRO-2 with none" \
+            "$DDPRUN" ckpt diff "$(last "$base-z2none")" "$(last "$base-z3full")"
     done
 done
 run seed "$DDP_SRC/tests/launcher/trainer/llama_small.yaml" fp32 train.recompute=full run.seed=8

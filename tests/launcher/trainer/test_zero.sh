@@ -16,6 +16,11 @@
 #    accumulation 2 at np=3 and the MLP at np=4 (padded units) agree with ZeRO-0 at np=1 within
 #    the tolerances below; ZeRO-2 resumes bit-identically and joins the world-size chain; its plan
 #    line names the shard and the windows and is below ZeRO-1's; bf16 gradients are refused.
+#  - ZeRO-3 (parameters sharded too, each unit gathered into a window before use) gives ZeRO-2's
+#    checkpoints bit for bit (the same gradients, sums and updates; only where the parameters
+#    live differs): GPT-2 at np=3 with accumulation, the Llama at np=2, the MLP at np=4; it
+#    resumes bit-identically and joins the chain; on the emulated GPU in bf16 too (the shard's
+#    bf16 copy rounds each element as the whole model's copy does).
 # Tolerances: 1e-5 (SGD) and 1e-4 (AdamW, whose normalised step magnifies rounding in tiny
 # gradients) of the largest parameter are those of the DDP equivalence tests (test_ddp.sh): the
 # two runs differ only in the order of float sums. A different global batch is measured apart.
@@ -120,14 +125,23 @@ if [ "$MODE" = cpu ]; then
         close "gpt: np=3 ZeRO-2 $what equals np=3 ZeRO-0 within 1e-4" "$(ckpt gpt-r3 20)" "$(ckpt gpt-u3 20)" \
             "$what" 1e-4
     done
+    run gpt-s3 3 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=3
+    check "gpt: np=3 ZeRO-3 (accumulation 2) ends bit-identical to ZeRO-2 (ckpt diff)" \
+        "$DDPRUN" ckpt diff "$(ckpt gpt-u3 20)" "$(ckpt gpt-s3 20)"
     G1=(data.path="$DATA" checkpoint.keep_last=10 data.batch_size=6)
     for cfg in "$GPT" "$DDP_SRC/tests/launcher/trainer/llama_small.yaml"; do
         m=$(basename "$cfg" _small.yaml)
-        run "$m-one1" 2 "$cfg" "${G1[@]}" ddp.zero=1
-        run "$m-one2" 2 "$cfg" "${G1[@]}" ddp.zero=2
+        for z in 1 2 3; do
+            run "$m-one$z" 2 "$cfg" "${G1[@]}" ddp.zero=$z
+        done
         check "$m: np=2 ZeRO-2 ends bit-identical to ZeRO-1 (ckpt diff)" \
             "$DDPRUN" ckpt diff "$(ckpt "$m-one1" 20)" "$(ckpt "$m-one2" 20)"
+        check "$m: np=2 ZeRO-3 ends bit-identical to ZeRO-1 (ckpt diff)" \
+            "$DDPRUN" ckpt diff "$(ckpt "$m-one1" 20)" "$(ckpt "$m-one3" 20)"
     done
+    check "llama: the ZeRO-3 plan line names the parameter shard and windows" \
+        grep -qE "parameters [0-9.]+ MiB \(ZeRO-3: a shard of [0-9.]+ MiB and unit windows of [0-9.]+ MiB\)" \
+        "$TMP/llama-one3.log"
     check "gpt: the ZeRO-2 plan line names the gradient shard and windows" \
         grep -qE "gradients [0-9.]+ MiB \(ZeRO-2: a shard of [0-9.]+ MiB and unit windows of [0-9.]+ MiB\)" \
         "$TMP/gpt2-one2.log"
@@ -141,6 +155,9 @@ if [ "$MODE" = cpu ]; then
     run mlp-u4 4 "$MLP" data.batch_size=12 ddp.zero=2
     close "mlp sgd: np=4 ZeRO-2 (padded units) params equal np=1 ZeRO-0 within 1e-5" "$(ckpt mlp-ref 20)" \
         "$(ckpt mlp-u4 20)" param/ 1e-5
+    run mlp-s4 4 "$MLP" data.batch_size=12 ddp.zero=3
+    check "mlp sgd: np=4 ZeRO-3 ends bit-identical to ZeRO-2 (ckpt diff)" \
+        "$DDPRUN" ckpt diff "$(ckpt mlp-u4 20)" "$(ckpt mlp-s4 20)"
     run bf16-u2 2 "$MLP" data.batch_size=24 ddp.zero=2 ddp.grad_dtype=bf16 ddp.backend=auto
     check "ddp.zero 2 with ddp.grad_dtype bf16 is refused naming both keys" \
         grep -q "ddp.zero.*ddp.grad_dtype\|ddp.grad_dtype.*ddp.zero" "$TMP/bf16-u2.log"
@@ -171,6 +188,9 @@ else
     ON=cuda run mlp-u3 3 "$MLP" data.batch_size=16 ddp.zero=2
     close "mlp: cuda+nccl np=3 ZeRO-2 params equal cpu np=1 within 1e-5" "$(ckpt mlp-ref 20)" "$(ckpt mlp-u3 20)" \
         param/ 1e-5
+    ON=cuda run mlp-s3 3 "$MLP" data.batch_size=16 ddp.zero=3
+    check "mlp: cuda+nccl np=3 ZeRO-3 ends bit-identical to ZeRO-2 (ckpt diff)" \
+        "$DDPRUN" ckpt diff "$(ckpt mlp-u3 20)" "$(ckpt mlp-s3 20)"
 
     # --- GPT-2 in precision bf16: fp32 master weights, moments sharded ---
     # A bf16 gradient summed in another order moves by one bf16 unit (2^-8); AdamW's step for that
@@ -181,6 +201,9 @@ else
     ON=cuda run gpt-z2 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=4 ddp.zero=1
     ON=cuda run gpt-u2 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=4 ddp.zero=2
     ON=cuda run gpt-f2 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=4 ddp.grad_dtype=fp32
+    ON=cuda run gpt-s2 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=4 ddp.zero=3
+    check "gpt bf16: cuda+nccl np=2 ZeRO-3 ends bit-identical to ZeRO-2 (ckpt diff)" \
+        "$DDPRUN" ckpt diff "$(ckpt gpt-u2 20)" "$(ckpt gpt-s2 20)"
     check "gpt bf16: cuda+nccl np=2 ZeRO-1 runs" [ -f "$(ckpt gpt-z2 20)" ]
     check "gpt bf16: cuda+nccl np=2 ZeRO-2 runs" [ -f "$(ckpt gpt-u2 20)" ]
     for what in "${ADAM_STATE[@]}"; do
@@ -205,23 +228,29 @@ check "same size: resumed from step 8" grep -q "resumed from .*ckpt-00000008.ddp
 check "same size: ZeRO-1 resume is bit-identical to the uninterrupted run (ckpt diff)" \
     "$DDPRUN" ckpt diff "$(ckpt same-ref 20)" "$(ckpt same 20)"
 
-DDP_TEST_FAULT=stop:1:8 run same2 2 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=2
-run same2 2 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=2 checkpoint.resume=auto
-run same2-ref 2 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=2
-check "same size: ZeRO-2 resume from step 8 is bit-identical to the uninterrupted run (ckpt diff)" \
-    "$DDPRUN" ckpt diff "$(ckpt same2-ref 20)" "$(ckpt same2 20)"
+for z in 2 3; do
+    DDP_TEST_FAULT=stop:1:8 run "same$z" 2 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=$z
+    run "same$z" 2 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=$z checkpoint.resume=auto
+    run "same$z-ref" 2 "$GPT" "${G[@]}" data.batch_size=4 ddp.zero=$z
+    check "same size: ZeRO-$z resume from step 8 is bit-identical to the uninterrupted run (ckpt diff)" \
+        "$DDPRUN" ckpt diff "$(ckpt "same$z-ref" 20)" "$(ckpt "same$z" 20)"
+done
 
 # --- world size and ZeRO change between the parts of a run ---
 chain zero 1 1 0
 chain rep 0 0 0
 # (ZeRO-2 reduces float32 gradients: against the bf16 wire's chain only on the CPU, where both are fp32)
-[ "$MODE" = cpu ] && chain two 2 2 0
+[ "$MODE" = cpu ] && chain two 2 2 0 && chain three 3 3 0
 for s in 8 14 20; do
     for what in "${ADAM_STATE[@]}"; do
         close "chain: ZeRO-1 np=2 -> ZeRO-1 np=3 -> ZeRO-0 np=1 equals ZeRO-0 throughout: step $s $what" \
             "$(ckpt rep "$s")" "$(ckpt zero "$s")" "$what" 1e-4
-        [ "$MODE" = cpu ] && close "chain: ZeRO-2 np=2 -> ZeRO-2 np=3 -> ZeRO-0 np=1 equals ZeRO-0 throughout: step $s $what" \
-            "$(ckpt rep "$s")" "$(ckpt two "$s")" "$what" 1e-4
+        if [ "$MODE" = cpu ]; then
+            for z in two:2 three:3; do
+                close "chain: ZeRO-${z#*:} np=2 -> ZeRO-${z#*:} np=3 -> ZeRO-0 np=1 equals ZeRO-0 throughout: step $s $what" \
+                    "$(ckpt rep "$s")" "$(ckpt "${z%:*}" "$s")" "$what" 1e-4
+            done
+        fi
     done
 done
 mkdir -p "$TMP/on/checkpoints"
