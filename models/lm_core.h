@@ -2,8 +2,8 @@
  * impls begin with (lm_core) and the plumbing around their own code. The plumbing is building the
  * model (the data checks, the parameters and the bf16 compute copy, the activation buffers) and
  * its model_ops: forward_backward and evaluate run the model's passes around the softmax
- * cross-entropy classifier, init_params gives the model's draw a host buffer and the RNG_INIT
- * stream and uploads it, params_changed rebuilds the bf16 copy, logits and destroy.
+ * cross-entropy classifier, init_params gives the model's draw the caller's host buffer and the
+ * RNG_INIT stream, params_changed rebuilds the bf16 copy, logits and destroy.
  *
  * Each impl's first member is its lm_core, so m->impl points at both. A model brings its name for
  * messages ("gpt2", "llama"), its parameters' draw and its forward and backward passes (lm_kind);

@@ -22,10 +22,10 @@ int model_alloc_params(model *m, ddp_err *err)
     if (k.overflow)
         return ddp_fail(err, DDP_EUSAGE, "%zu parameters and %zu spare floats overflow 64 bits", m->n_params,
                         m->param_tail);
-    int rc = d->ops->alloc(d, bytes, (void **)&m->params, err);
+    int rc = m->params_by_unit ? DDP_OK : d->ops->alloc(d, bytes, (void **)&m->params, err);
     if (!rc && !m->grads_by_unit)
         rc = d->ops->alloc(d, bytes, (void **)&m->grads, err);
-    if (!rc && m->param_tail > 0)
+    if (!rc && m->param_tail > 0 && m->params)
         rc = d->ops->fill(d, TENSOR_F32, m->params + m->n_params, m->param_tail, 0.0f, err);
     if (!rc && m->param_tail > 0 && m->grads)
         rc = d->ops->fill(d, TENSOR_F32, m->grads + m->n_params, m->param_tail, 0.0f, err);
@@ -109,9 +109,22 @@ static int64_t linear_fan_in(const model *m, const param_tensor *t)
     return t->shape[0];
 }
 
+int model_init_params_host(const model *m, uint64_t seed, float *host, ddp_err *err)
+{
+    memset(host, 0, m->n_params * sizeof *host);
+    return m->ops->init_params(m, seed, host, err);
+}
+
 int model_init_params(model *m, uint64_t seed, ddp_err *err)
 {
-    return m->ops->init_params(m, seed, err);
+    float *host = malloc(m->n_params * sizeof *host);
+    if (!host)
+        return ddp_fail(err, DDP_ERUNTIME, "model init: out of host memory for %zu parameters", m->n_params);
+    int rc = model_init_params_host(m, seed, host, err);
+    if (rc == DDP_OK && (rc = m->dev->ops->upload(m->dev, m->params, host, m->n_params * sizeof *host, err)) != DDP_OK)
+        ddp_prefix(err, "model init: uploading parameters");
+    free(host);
+    return rc;
 }
 
 int model_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *err)
@@ -186,11 +199,9 @@ void model_free_tensors(model *m)
     m->n_units = 0;
 }
 
-int model_init_linear_default(model *m, uint64_t seed, ddp_err *err)
+int model_init_linear_default(const model *m, uint64_t seed, float *host, ddp_err *err)
 {
-    float *host = malloc(m->n_params * sizeof *host);
-    if (!host)
-        return ddp_fail(err, DDP_ERUNTIME, "model init: out of host memory for %zu parameters", m->n_params);
+    (void)err;
     rng r;
     rng_seed(&r, seed, RNG_INIT);
     for (int i = 0; i < m->n_tensors; i++) {
@@ -199,7 +210,5 @@ int model_init_linear_default(model *m, uint64_t seed, ddp_err *err)
         for (size_t j = 0; j < t->numel; j++)
             host[t->offset + j] = rng_uniform(&r, -bound, bound);
     }
-    int rc = m->dev->ops->upload(m->dev, m->params, host, m->n_params * sizeof *host, err);
-    free(host);
-    return rc ? ddp_prefix(err, "model init: uploading parameters") : DDP_OK;
+    return DDP_OK;
 }

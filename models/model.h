@@ -87,9 +87,9 @@ typedef struct model_buffers {
      * function given by model_set_grad_windows says (ZeRO-2), and forward_backward always
      * starts them from zero (accumulate is ignored) */
     bool grads_by_unit;
-    /* no bf16 compute copy of the whole model: after setup the caller shards the parameters,
-     * drops the whole buffer (model_drop_params) and says where each unit's are gathered
-     * (model_set_param_windows; ZeRO-3) */
+    /* no whole parameter buffer (m->params NULL) nor bf16 compute copy: the caller keeps each
+     * rank's shard and says where each unit's parameters are gathered (model_set_param_windows;
+     * ZeRO-3) */
     bool params_by_unit;
 } model_buffers;
 #define MODEL_BUFFERS_WHOLE ((model_buffers){0})
@@ -106,9 +106,9 @@ struct model_ops {
                             grad_ready_fn grad_ready, void *ctx, float *stats, ddp_err *err);
     /* Forward only; stats += (loss sum, correct count). */
     int (*evaluate)(model *m, const model_batch *b, float *stats, ddp_err *err);
-    /* The model's own initialisation from a seeded RNG (stream RNG_INIT), identical on every
-     * rank and backend for the same seed. */
-    int (*init_params)(model *m, uint64_t seed, ddp_err *err);
+    /* The model's own initial parameters into host (n_params floats, zeroed) from a seeded RNG
+     * (stream RNG_INIT), identical on every rank and backend for the same seed. */
+    int (*init_params)(const model *m, uint64_t seed, float *host, ddp_err *err);
     /* The parameters changed (initialised, loaded, broadcast or stepped; `step` optimizer steps
      * done, in a run seeded `seed`): rebuild what the model derives from them, i.e. the bf16
      * copy it computes with under precision bf16. NULL when the model computes on m->params. */
@@ -175,15 +175,16 @@ int model_opts_from_description(const char *desc, model_opts *opts, int64_t *seq
  * (the config's model section), computing in compute. */
 model_opts model_opts_make(model_kind kind, const model_kind_opts *o, tensor_dtype compute);
 
-/* For the models' create functions, once n_params is known: allocates params and (unless
- * m->grads_by_unit) grads with m->param_tail spare floats each and zeroes the spare ones. */
+/* For the models' create functions, once n_params is known: allocates params (unless
+ * m->params_by_unit) and grads (unless m->grads_by_unit) with m->param_tail spare floats each and
+ * zeroes the spare ones. */
 int model_alloc_params(model *m, ddp_err *err);
 
 /* With grads_by_unit: the backward asks fn(ctx, unit) where each unit's gradients go. */
 void model_set_grad_windows(model *m, grad_window_fn fn, void *ctx);
 
-/* With params_by_unit, once the caller holds the parameters' shards: frees the whole parameter
- * buffer (m->params NULL) and from now on the passes read each unit's from fn(ctx, unit). */
+/* With params_by_unit: from now on the passes read each unit's parameters from fn(ctx, unit)
+ * (a whole buffer the caller allocated into m->params meanwhile is freed). */
 void model_set_param_windows(model *m, param_window_fn fn, void *ctx);
 
 /* For the models' passes: the compute-type parameter at element offset `offset`, of elem bytes —
@@ -198,15 +199,17 @@ float *model_grad(model *m, size_t offset);
  * (a unit's window is zeroed when handed out, so with grads_by_unit there is nothing to do). */
 int model_zero_grads(model *m, ddp_err *err);
 
-/* m->ops->init_params. */
+/* m->ops->init_params into m->params (through a host buffer of the whole model). */
 int model_init_params(model *m, uint64_t seed, ddp_err *err);
+/* m->ops->init_params into host (n_params floats): for a caller that keeps only parts of them. */
+int model_init_params_host(const model *m, uint64_t seed, float *host, ddp_err *err);
 
 /* m->ops->params_changed where the model has one. */
 int model_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *err);
 
 /* PyTorch nn.Linear's default init (kaiming_uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in))
  * for weights and biases), for models built of Linear layers. */
-int model_init_linear_default(model *m, uint64_t seed, ddp_err *err);
+int model_init_linear_default(const model *m, uint64_t seed, float *host, ddp_err *err);
 
 /* Starts the next unit (model_unit); the tensors model_add_tensor appends from here on are its. */
 int model_begin_unit(model *m, bool block, ddp_err *err);

@@ -90,6 +90,8 @@ static int init_params(train_job *t, ddp_err *err)
 {
     if (t->cfg->checkpoint.init_from[0])
         return DDP_OK;
+    if (t->m->params_by_unit) /* ZeRO-3: no whole buffer on the device, the shard comes from these */
+        return train_zero_init_params(t, err);
     int rc = model_init_params(t->m, t->cfg->run.seed, err);
     return rc != DDP_OK ? rc : train_broadcast_params(t, err);
 }
@@ -241,6 +243,8 @@ static int setup(train_job *t, ddp_err *err)
         rc = train_observe_open(t, err);
     if (rc == DDP_OK)
         rc = make_optimizer(t, err);
+    if (rc == DDP_OK) /* ZeRO-3: from now on each rank keeps only its shard */
+        rc = train_zero_shard_params(t, err);
     if (rc == DDP_OK)
         rc = train_staging_open(t, err);
     if (rc == DDP_OK)
@@ -511,10 +515,6 @@ static int open_job(train_job *t, notice_watch *notice, int64_t *consumed, ddp_e
         rc = train_lock_run_dir(t, false, err);
     if (rc == DDP_OK)
         rc = train_ckpt_resume(t, consumed, err);
-    if (rc == DDP_OK && t->m->params_by_unit) /* ZeRO-3: from now on each rank keeps its shard */
-        rc = train_zero_shard_params(t, err);
-    if (rc == DDP_OK && t->zero)
-        train_ckpt_params_sharded(t);
     if (rc == DDP_OK)
         rc = train_lock_run_dir(t, true, err);
     if (rc == DDP_OK)

@@ -78,7 +78,9 @@ static void list_buffers(const train_job *t, train_ckpt *c)
     const optimizer *o = t->opt;
     const struct { const char *name; float *dev; } state[] = {
         {"momentum_buffer", o->momentum_buffer}, {"exp_avg", o->exp_avg}, {"exp_avg_sq", o->exp_avg_sq}};
-    c->buffers[0] = (saved_buffer){.prefix = "param/", .dev = t->m->params};
+    /* ZeRO-3's parameters are a shard, saved as the optimizer state is */
+    c->buffers[0] = (saved_buffer){.prefix = "param/", .dev = train_zero_params(t, &(size_t){0}),
+                                   .sharded = t->zero != NULL};
     c->n_buffers = 1;
     for (size_t i = 0; i < sizeof state / sizeof state[0]; i++) {
         if (!state[i].dev)
@@ -88,13 +90,6 @@ static void list_buffers(const train_job *t, train_ckpt *c)
         b->dev = state[i].dev;
         b->sharded = train_zero_active(t);
     }
-}
-
-void train_ckpt_params_sharded(train_job *t)
-{
-    saved_buffer *b = &t->ckpt->buffers[0];
-    b->dev = train_zero_params(t, &(size_t){0});
-    b->sharded = true;
 }
 
 int train_ckpt_open(train_job *t, ddp_err *err)
@@ -495,9 +490,13 @@ static int init_from_file(train_job *t, ddp_err *err)
     bool hf = is_dir(path);
     int32_t status = DDP_OK;
     activity_set("loading the parameters of checkpoint.init_from %s", path);
+    /* ZeRO-3: the readers fill a whole model, which then goes into the shard */
+    int rc = t->zero ? train_zero_unshard_params(t, err) : DDP_OK;
+    if (rc != DDP_OK)
+        return rc;
     if (t->ctl->rank == 0 && (status = load_init_from(t, path, hf, err)) != DDP_OK)
         ddp_prefix(err, "checkpoint.init_from");
-    int rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
+    rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
     if (rc == DDP_OK && status != DDP_OK) {
         if (t->ctl->rank != 0)
             ddp_fail(err, status, "rank 0 could not load checkpoint.init_from %s", path);
@@ -506,7 +505,9 @@ static int init_from_file(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         log_info("parameters from the %s %s (checkpoint.init_from)", hf ? "Hugging Face folder" : "llm.c model file",
                  path);
-    return rc != DDP_OK ? rc : train_broadcast_params(t, err);
+    if (rc == DDP_OK)
+        rc = train_broadcast_params(t, err);
+    return rc == DDP_OK && t->zero ? train_zero_reshard_params(t, err) : rc;
 }
 
 int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)

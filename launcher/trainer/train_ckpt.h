@@ -12,8 +12,6 @@
  * checkpoint.init_from, read by rank 0 and broadcast, into cfg on every rank (config_take_shape);
  * nothing when none is. */
 int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err);
-/* ZeRO-3 sharded the parameters after the resume: saves collect them as the optimizer state. */
-void train_ckpt_params_sharded(train_job *t);
 int train_ckpt_open(train_job *t, ddp_err *err);
 /* Loads a checkpoint per checkpoint.resume; sets step/epoch/sampler position/optimizer state. When
  * none is loaded and checkpoint.init_from is set, loads the parameters from that llm.c file. */

@@ -22,6 +22,7 @@
 
 /* ZeRO-3's own state: this rank's parameter shard, laid out as the optimizer's state. */
 typedef struct train_zero {
+    float *whole_host;      /* the initial parameters, whole, on the host until the shard exists */
     float *params;          /* the fp32 master shard, n_state floats */
     uint16_t *params_bf16;  /* its bf16 copy under precision bf16 (what is gathered), else NULL */
     param_gather *gather;   /* the model's windows */
@@ -218,19 +219,60 @@ int train_zero_params_changed(train_job *t, ddp_err *err)
     return rc ? ddp_prefix(err, "ZeRO-3 parameter shard") : DDP_OK;
 }
 
-/* Copies this rank's parts of the whole parameters into the shard. */
-static int take_shard(train_job *t, ddp_err *err)
+static train_zero *zero_state(train_job *t)
+{
+    if (!t->zero)
+        t->zero = calloc(1, sizeof *t->zero);
+    return t->zero;
+}
+
+int train_zero_init_params(train_job *t, ddp_err *err)
+{
+    const model *m = t->m;
+    train_zero *z = zero_state(t);
+    float *host = z ? malloc(m->n_params * sizeof *host) : NULL;
+    if (!host)
+        return ddp_fail(err, DDP_ERUNTIME, "out of host memory for %zu initial parameters", m->n_params);
+    z->whole_host = host;
+    int rc = model_init_params_host(m, t->cfg->run.seed, host, err);
+    if (rc == DDP_OK && t->ctl->size > 1) /* as train_broadcast_params: rank 0's are everyone's */
+        rc = t->ctl->ops->broadcast(t->ctl, host, m->n_params, DT_FLOAT, 0, NULL, err);
+    return rc;
+}
+
+/* This rank's parts of the whole parameters (whole: on the device, or NULL for z->whole_host) into
+ * the shard. */
+static int take_shard(train_job *t, const float *whole, ddp_err *err)
 {
     const optimizer *o = t->opt;
     device *d = t->dev;
     int rc = d->ops->fill(d, TENSOR_F32, t->zero->params, o->n_state, 0.0f, err);
     for (int k = 0; rc == DDP_OK && k < o->n_parts; k++) {
         const optim_part *p = &o->parts[k];
+        float *dst = t->zero->params + p->state_offset;
+        size_t bytes = p->count * sizeof(float);
         if (p->count > 0)
-            rc = d->ops->copy(d, t->zero->params + p->state_offset, t->m->params + p->param_offset,
-                              p->count * sizeof(float), err);
+            rc = whole ? d->ops->copy(d, dst, whole + p->param_offset, bytes, err)
+                       : d->ops->upload(d, dst, t->zero->whole_host + p->param_offset, bytes, err);
     }
     return rc;
+}
+
+int train_zero_unshard_params(train_job *t, ddp_err *err)
+{
+    model *m = t->m;
+    int rc = m->dev->ops->alloc(m->dev, m->n_params * sizeof(float), (void **)&m->params, err);
+    return rc ? ddp_prefix(err, "ZeRO-3: the whole model's %zu parameters for checkpoint.init_from", m->n_params)
+              : DDP_OK;
+}
+
+int train_zero_reshard_params(train_job *t, ddp_err *err)
+{
+    model *m = t->m;
+    int rc = take_shard(t, m->params, err);
+    m->dev->ops->free(m->dev, m->params);
+    m->params = NULL;
+    return rc == DDP_OK ? train_zero_params_changed(t, err) : rc;
 }
 
 int train_zero_shard_params(train_job *t, ddp_err *err)
@@ -240,15 +282,16 @@ int train_zero_shard_params(train_job *t, ddp_err *err)
     device *d = t->dev;
     size_t n = t->opt->n_state;
     bool bf16 = t->m->act_dtype == TENSOR_BF16;
-    train_zero *z = calloc(1, sizeof *z);
+    train_zero *z = zero_state(t);
     if (!z)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory");
-    t->zero = z;
     int rc = d->ops->alloc(d, n * sizeof(float), (void **)&z->params, err);
     if (rc == DDP_OK && bf16)
         rc = d->ops->alloc(d, n * sizeof(uint16_t), (void **)&z->params_bf16, err);
     if (rc == DDP_OK)
-        rc = take_shard(t, err);
+        rc = z->whole_host ? take_shard(t, NULL, err) : d->ops->fill(d, TENSOR_F32, z->params, n, 0.0f, err);
+    free(z->whole_host);
+    z->whole_host = NULL;
     if (rc == DDP_OK)
         rc = param_gather_create(t->red, d, t->m->act_dtype,
                                  bf16 ? (const void *)z->params_bf16 : (const void *)z->params, &z->gather, err);
@@ -272,6 +315,7 @@ void train_zero_close(train_job *t)
     if (!z)
         return;
     param_gather_destroy(z->gather);
+    free(z->whole_host);
     if (z->params)
         t->dev->ops->free(t->dev, z->params);
     if (z->params_bf16)

@@ -23,10 +23,17 @@ model_buffers train_zero_buffers(const config *c, int world);
 int train_zero_use_units(train_job *t, ddp_err *err);
 /* The gradients the optimizer reads: the model's, or under ZeRO-2 this rank's shard. */
 const float *train_zero_grads(const train_job *t);
-/* ZeRO-3, once the parameters are final for the start (initialised, resumed or loaded): each rank
- * keeps its shard of the fp32 parameters (and its bf16 copy under precision bf16), the model's
- * whole buffer is freed and its passes read gathered windows. No-op for other stages. */
+/* ZeRO-3's start (the model has no whole parameter buffer): the model's initial parameters drawn
+ * into a host buffer of the whole model and broadcast from rank 0, kept until the shard is made. */
+int train_zero_init_params(train_job *t, ddp_err *err);
+/* ZeRO-3, once the optimizer's parts exist: each rank keeps its shard of the fp32 parameters (from
+ * the initial ones, or zero until a resume or checkpoint.init_from fills it) and its bf16 copy
+ * under precision bf16, and the model's passes read gathered windows. No-op for other stages. */
 int train_zero_shard_params(train_job *t, ddp_err *err);
+/* ZeRO-3 with checkpoint.init_from, whose readers fill a whole model: a whole parameter buffer on
+ * the device for them (m->params), then its parts into the shard and the buffer freed. */
+int train_zero_unshard_params(train_job *t, ddp_err *err);
+int train_zero_reshard_params(train_job *t, ddp_err *err);
 /* The parameters the optimizer updates and checkpoints save: the model's, or ZeRO-3's shard
  * (n floats: n_params, or the optimizer's n_state). */
 float *train_zero_params(const train_job *t, size_t *n);

@@ -110,7 +110,7 @@ static void test_fixture(const int32_t *input, const float *ref)
           fixture_header_int(&fx, "NH") == shape.n_head && fixture_header_int(&fx, "NPOS") == shape.block_size &&
           fixture_header_int(&fx, "V") == shape.vocab_size, "config.json's shape is MANIFEST's");
     model *m = build();
-    CHECK(m->ops->init_params(m, 1, &err) == DDP_OK, "init: %s", err.msg);
+    CHECK(model_init_params(m, 1, &err) == DDP_OK, "init: %s", err.msg);
     CHECK(gpt2_hf_load_model(m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
     float *p = params_of(m);
     const param_tensor *wte = model_find_tensor(m, "wte.weight");
@@ -325,7 +325,7 @@ static void test_refusals(void)
 {
     model *m = build();
     ddp_err err = {0};
-    CHECK(m->ops->init_params(m, 7, &err) == DDP_OK, "init: %s", err.msg);
+    CHECK(model_init_params(m, 7, &err) == DDP_OK, "init: %s", err.msg);
     int n;
     out_tensor *t = fixture_tensors(fx.dir, &n);
 

@@ -131,7 +131,7 @@ static void test_fixture(const int32_t *input, const float *ref, const float *re
           !shape.tie_embeddings,
           "config.json's shape is MANIFEST's");
     model *m = build();
-    CHECK(m->ops->init_params(m, 1, &err) == DDP_OK, "init: %s", err.msg);
+    CHECK(model_init_params(m, 1, &err) == DDP_OK, "init: %s", err.msg);
     CHECK(llama_hf_load_model(&llama_family_llama, m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
     float *p = params_of(m);
     CHECK(rows_zero(p, model_find_tensor(m, "model.embed_tokens.weight"), shape.vocab_size) &&
@@ -217,7 +217,7 @@ static void test_refusals(void)
 {
     model *m = build();
     ddp_err err = {0};
-    CHECK(m->ops->init_params(m, 7, &err) == DDP_OK, "init: %s", err.msg);
+    CHECK(model_init_params(m, 7, &err) == DDP_OK, "init: %s", err.msg);
     int n;
     out_tensor *t = fixture_tensors(fx.dir, &n);
 
