@@ -328,11 +328,11 @@ static bool remove_entry(const char *dir, const ckpt_entry *e)
     return false;
 }
 
-/* Newer than what was just saved (another save's set in progress), or a set not committed at or
- * above the newest kept: not this prune's to remove. */
-static bool spared(const ckpt_entry *e, int64_t keep_step, int64_t newest_kept)
+/* A set not committed at or above the newest kept (another save in progress): not this prune's to
+ * remove. */
+static bool spared(const ckpt_entry *e, int64_t newest_kept)
 {
-    return (keep_step >= 0 && e->step > keep_step) || (!e->committed && e->step >= newest_kept);
+    return !e->committed && e->step >= newest_kept;
 }
 
 int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, const char *const held[], int n_held,
@@ -346,13 +346,13 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
     if (rc)
         return rc == CKPT_NONE ? DDP_OK : rc;
     const char *keep = keep_path ? base_name(keep_path) : "";
-    int64_t keep_step = -1, newest_kept = -1;
+    int64_t newest_kept = -1;
     int kept = 0, removed = 0;
     for (int i = 0; i < n; i++)
         if (strcmp(e[i].name, keep) == 0)
-            kept++, keep_step = e[i].step;
+            kept++, newest_kept = e[i].step;
     for (int i = 0; i < n; i++) {
-        if (strcmp(e[i].name, keep) == 0 || spared(&e[i], keep_step, newest_kept))
+        if (strcmp(e[i].name, keep) == 0 || spared(&e[i], newest_kept))
             continue;
         if (e[i].committed && kept < keep_last) {
             kept++;

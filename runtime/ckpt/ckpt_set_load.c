@@ -126,8 +126,7 @@ struct ckpt_set_reader {
     ckpt_loaded *tables;     /* each shard's table (file offsets of its pieces) */
     const uint8_t **maps;
     size_t *map_len;
-    float **owned;           /* tensors split between shards, copied */
-    int n_owned;
+    float **owned;           /* per buffer and tensor: a copy when it is split between shards */
 };
 
 /* Maps shard s and checks its pieces' CRCs through the map. */
@@ -168,7 +167,7 @@ int ckpt_set_open(const char *set_dir, ckpt_set_reader **out, ddp_err *err)
         r->tables = calloc(n, sizeof *r->tables);
         r->maps = calloc(n, sizeof *r->maps);
         r->map_len = calloc(n, sizeof *r->map_len);
-        r->owned = calloc((size_t)r->m.n_tensors + 1, sizeof *r->owned);
+        r->owned = calloc((size_t)r->m.n_buffers * (size_t)r->m.n_tensors + 1, sizeof *r->owned);
         if (!r->tables || !r->maps || !r->map_len || !r->owned)
             rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", set_dir);
     }
@@ -193,10 +192,12 @@ static const float *piece_data(const ckpt_set_reader *r, const ckpt_extent *e)
     return t && ckpt_tensor_numel(t) == (uint64_t)e->count ? t->data : NULL;
 }
 
-/* Elements [lo, hi) of buffer b: in place when one piece holds them, else copied from each. */
-static const float *buffer_range(ckpt_set_reader *r, int b, int64_t lo, int64_t hi)
+/* Elements [lo, hi) of buffer b: in place when one piece holds them, else copied from each into
+ * *copy (made on the first call). */
+static const float *buffer_range(ckpt_set_reader *r, int b, int64_t lo, int64_t hi, float **copy)
 {
-    float *copy = NULL;
+    if (*copy)
+        return *copy;
     for (int i = 0; i < r->m.n_extents; i++) {
         const ckpt_extent *e = &r->m.extents[i];
         int64_t from = e->offset > lo ? e->offset : lo, to = e->offset + e->count < hi ? e->offset + e->count : hi;
@@ -205,11 +206,11 @@ static const float *buffer_range(ckpt_set_reader *r, int b, int64_t lo, int64_t 
             continue;
         if (from == lo && to == hi)
             return src + (lo - e->offset);
-        if (!copy && !(copy = r->owned[r->n_owned++] = malloc((size_t)(hi - lo) * sizeof(float))))
+        if (!*copy && !(*copy = malloc((size_t)(hi - lo) * sizeof(float))))
             return NULL;
-        memcpy(copy + (from - lo), src + (from - e->offset), (size_t)(to - from) * sizeof(float));
+        memcpy(*copy + (from - lo), src + (from - e->offset), (size_t)(to - from) * sizeof(float));
     }
-    return copy; /* the cover was checked: every element came from one piece */
+    return *copy; /* the cover was checked: every element came from one piece */
 }
 
 const float *ckpt_set_tensor_f32(ckpt_set_reader *r, const char *prefix, const char *name, size_t numel)
@@ -221,8 +222,8 @@ const float *ckpt_set_tensor_f32(ckpt_set_reader *r, const char *prefix, const c
         const ckpt_set_tensor *t = &r->m.tensors[i];
         ckpt_tensor x = {.ndim = t->ndim};
         memcpy(x.shape, t->shape, sizeof x.shape);
-        if (strcmp(t->name, name) == 0 && ckpt_tensor_numel(&x) == numel && numel > 0 && r->n_owned < r->m.n_tensors)
-            return buffer_range(r, b, t->offset, t->offset + (int64_t)numel);
+        if (strcmp(t->name, name) == 0 && ckpt_tensor_numel(&x) == numel && numel > 0)
+            return buffer_range(r, b, t->offset, t->offset + (int64_t)numel, &r->owned[b * r->m.n_tensors + i]);
     }
     return NULL;
 }
@@ -236,7 +237,7 @@ void ckpt_set_close(ckpt_set_reader *r)
             munmap((void *)r->maps[s], r->map_len[s]);
     for (int s = 0; r->tables && s < r->m.n_shards; s++)
         ckpt_loaded_free(&r->tables[s]);
-    for (int i = 0; r->owned && i < r->n_owned; i++)
+    for (int i = 0; r->owned && i < r->m.n_buffers * r->m.n_tensors; i++)
         free(r->owned[i]);
     free(r->tables), free(r->maps), free(r->map_len), free(r->owned);
     ckpt_manifest_free(&r->m);
