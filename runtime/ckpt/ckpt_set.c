@@ -218,8 +218,22 @@ int ckpt_set_uncommit(const char *set_dir, ddp_err *err)
     return errno == ENOENT ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: cannot remove: %s", path, strerror(errno));
 }
 
-/* Shard s's pieces as extents of m (appended; m->extents has room for them). */
-static int add_shard(const char *set_dir, ckpt_manifest *m, int s, int cap, ddp_err *err)
+/* Room in m->extents (*cap of them) for n more. */
+static int reserve_extents(ckpt_manifest *m, int *cap, int n)
+{
+    if (m->n_extents + n <= *cap)
+        return 0;
+    int want = 2 * (m->n_extents + n);
+    ckpt_extent *grown = realloc(m->extents, (size_t)want * sizeof *grown);
+    if (!grown)
+        return -1;
+    m->extents = grown;
+    *cap = want;
+    return 0;
+}
+
+/* Shard s's pieces as extents of m (appended). */
+static int add_shard(const char *set_dir, ckpt_manifest *m, int s, int *cap, ddp_err *err)
 {
     char path[CKPT_PATH_MAX];
     path_in(set_dir, m->shards[s].name, path);
@@ -230,10 +244,12 @@ static int add_shard(const char *set_dir, ckpt_manifest *m, int s, int cap, ddp_
     int rc = tab.hdr.step == m->hdr.step ? DDP_OK
              : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: step %lld, not the set's %lld", path,
                         (long long)tab.hdr.step, (long long)m->hdr.step);
+    if (rc == DDP_OK && reserve_extents(m, cap, tab.n_tensors) != 0)
+        rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory for %d pieces", path, tab.n_tensors);
     for (int i = 0; rc == DDP_OK && i < tab.n_tensors; i++) {
         ckpt_extent *e = &m->extents[m->n_extents];
         int b;
-        if (m->n_extents == cap || ckpt_set_parse_piece(m, tab.tensors[i].name, &b, &e->offset, &e->count) != 0 ||
+        if (ckpt_set_parse_piece(m, tab.tensors[i].name, &b, &e->offset, &e->count) != 0 ||
             tab.tensors[i].dtype != CKPT_F32 || ckpt_tensor_numel(&tab.tensors[i]) != (uint64_t)e->count)
             rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: tensor %s is no piece of this set's buffers", path,
                           tab.tensors[i].name);
@@ -247,7 +263,7 @@ static int add_shard(const char *set_dir, ckpt_manifest *m, int s, int cap, ddp_
 int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards, ddp_err *err)
 {
     ckpt_manifest m = *spec;
-    int cap = 64 * n_shards * (spec->n_buffers + 1) + 4096;   /* pieces: a rank's parts per buffer */
+    int cap = 4 * n_shards * spec->n_buffers;   /* grown as the shards' tables are read */
     m.n_shards = n_shards;
     m.n_extents = 0;
     m.shards = calloc((size_t)n_shards, sizeof *m.shards);
@@ -255,7 +271,7 @@ int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards
     int rc = m.shards && m.extents ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", set_dir);
     for (int s = 0; rc == DDP_OK && s < n_shards; s++) {
         ckpt_set_shard_name(s, n_shards, m.shards[s].name, sizeof m.shards[s].name);
-        rc = add_shard(set_dir, &m, s, cap, err);
+        rc = add_shard(set_dir, &m, s, &cap, err);
     }
     char what[CKPT_PATH_MAX + 32];
     snprintf(what, sizeof what, "checkpoint %s", set_dir);

@@ -75,7 +75,8 @@ void ckpt_manifest_free(ckpt_manifest *m);
 int ckpt_set_shard_table(const char *set_dir, const ckpt_manifest *m, int s, ckpt_loaded *table, ddp_err *err);
 
 /* The whole set as one checkpoint read back (as ckpt_read gives a single file: "param/<name>",
- * "optim/<buffer>/<name>", meta/config), every shard read in full and every CRC checked. */
+ * "optim/<buffer>/<name>", meta/config), every shard read in full and every CRC checked; the
+ * assembled tensors' crc is 0 (crc_ok true): a set stores CRCs of pieces, not of tensors. */
 int ckpt_set_load(const char *set_dir, ckpt_loaded *out, ddp_err *err);
 /* ckpt_set_load for a directory, ckpt_read (lenient: ckpt_read_lenient) for a file. */
 int ckpt_read_any(const char *path, ckpt_loaded *out, bool lenient, ddp_err *err);
