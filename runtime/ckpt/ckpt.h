@@ -106,7 +106,9 @@ int ckpt_write_atomic(const char *dir, const ckpt_state *s, char *final_path, dd
 int ckpt_write_atomic_as(const char *dir, const char *name, const ckpt_state *s, char *final_path, ddp_err *err);
 
 /* Deletes all checkpoints in dir except keep_path and the keep_last-1 others with the highest
- * steps. keep_last <= 0 keeps everything. Call only after keep_path is durable. */
+ * steps. keep_last <= 0 keeps everything. Call only after keep_path is durable. A sharded set
+ * (ckpt_set.h) counts as one checkpoint and goes whole; a set's directory without a manifest
+ * counts for nothing and goes when it is older than the newest kept checkpoint. */
 int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *err);
 /* Like ckpt_prune, but never deletes the n_held paths of held (NULL or "" entries are skipped):
  * checkpoints an upload still reads. They count toward no limit and go at a later prune. */
@@ -122,10 +124,12 @@ int ckpt_read(const char *path, ckpt_loaded *out, ddp_err *err);
  * failing the read (for `ckpt info`). The header and table must still be valid. */
 int ckpt_read_lenient(const char *path, ckpt_loaded *out, ddp_err *err);
 
-/* Loads the newest valid checkpoint in dir (by step): a corrupt or truncated one is reported
- * with log_warn (file and reason) and the previous one is tried. Returns DDP_OK (used_path, of
- * CKPT_PATH_MAX bytes, gets its path), CKPT_NONE when dir holds no checkpoint file, or
- * DDP_ERUNTIME when checkpoint files exist but none is valid. */
+/* Loads the newest valid checkpoint in dir (by step), a file or a committed sharded set
+ * (ckpt_set.h, assembled as one): a corrupt or truncated one (for a set: any of its shards) is
+ * reported with log_warn (file and reason) and the previous one is tried; a set's directory
+ * without a manifest is named and skipped. Returns DDP_OK (used_path, of CKPT_PATH_MAX bytes,
+ * gets its path), CKPT_NONE when dir holds no checkpoint file or committed set, or DDP_ERUNTIME
+ * when checkpoints exist but none is valid. */
 int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err *err);
 
 /* Only the header and tensor table of the file at path (preamble, header CRC, table sanity, the

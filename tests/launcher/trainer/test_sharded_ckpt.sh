@@ -11,7 +11,7 @@
 #    and ends bit-identical to an uninterrupted run;
 #  - a shard with one byte flipped, one missing: each named in the warning (which file, what is
 #    wrong), the previous complete set resumed, never the damaged one (test_ckpt_set: truncated);
-#  - keep_last removes old sets whole;
+#  - keep_last removes old sets whole; checkpoint.resume names a set's directory;
 #  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), `ckpt export --format
 #    hf|llmc` of a set is byte for byte the export of the single file of the same step.
 source "$(dirname "$0")/../../lib.sh"
@@ -54,6 +54,9 @@ done
 check "set chain: 4, 2 and 3 shards" [ "$(shards "$(set_of set 7)") $(shards "$(set_of set 14)") $(shards "$(set_of set 20)")" = "4 2 3" ]
 check "set chain: the np=2 part resumed the set of step 7" grep -q "resumed from .*/ckpt-00000007:" "$TMP/set.log"
 check "set chain: no single file written" [ -z "$(ls "$TMP/set/checkpoints/" | grep '\.ddp$')" ]
+run frompath 1 checkpoint.resume="$(set_of set 14)" train.max_steps=15
+check "checkpoint.resume naming a set's directory resumes it at np=1" \
+    grep -q "resumed from $(set_of set 14): step 14" "$TMP/frompath.log"
 run ref 4 ddp.zero=1
 check "the chain's parameters within 6.9e-5 of the uninterrupted np=4 run" \
     "$CKPT_COMPARE" "$(file ref 20)" "$(set_of set 20)" param/ 6.9e-5
