@@ -74,6 +74,8 @@ typedef struct train_ckpt {
     int restart_count;            /* this attempt (DDPRUN_RESTART_COUNT), saved in the header */
     double stall_s;               /* rank 0: the latest save's stall, from its start to the snapshot's submit */
     bool pending;                 /* rank 0: a write whose times are not yet reported (train_budget.c) */
+    ckpt_write_observer observe;  /* checkpoint.sharded: told of each save's write (train_ckpt_observe) */
+    void *observe_ctx;
 } train_ckpt;
 
 /* The parameters, then the optimizer state buffers it has, named as its fields. */
@@ -204,8 +206,11 @@ static int save_sharded(train_job *t, train_ckpt *c, ddp_err *err)
     train_shard_save s = {.dir = c->dir, .buffers = b, .n_buffers = c->n_buffers, .hdr = save_header(t, c),
                           .settings = c->settings, .keep_last = (int)t->cfg->checkpoint.keep_last};
     ckpt_write_stats st;
+    double t0 = monotonic_s();
     int rc = train_shard_write(t, &s, &st, err);
     c->stall_s = monotonic_s() - c->last_save_time;
+    if (rc == DDP_OK && c->observe)
+        c->observe(c->observe_ctx, "checkpoint write", t0, monotonic_s());
     if (rc == DDP_OK && t->ctl->rank == 0) {
         log_info("checkpoint: %s (%.1f MB in %d shards) written and committed in %.1f ms", st.path, st.bytes / 1e6,
                  t->ctl->size, 1e3 * st.write_s);
@@ -244,6 +249,8 @@ void train_ckpt_observe(train_job *t, ckpt_write_observer observe, void *ctx)
     train_ckpt *c = t->ckpt;
     if (c && c->writer)
         ckpt_writer_set_observer(c->writer, observe, ctx);
+    if (c)
+        c->observe = observe, c->observe_ctx = ctx;
 }
 
 bool train_ckpt_clock_due(const train_job *t)
