@@ -9,11 +9,12 @@
 #  - a rank that exits after writing its shard, before the manifest (DDP_TEST_FAULT shard-exit),
 #    leaves a directory without a manifest: the next job warns naming it, resumes the previous set
 #    and ends bit-identical to an uninterrupted run;
-#  - a shard with one byte flipped, one missing: each named in the warning (which file, what is
-#    wrong), the previous complete set resumed, never the damaged one (test_ckpt_set: truncated);
+#  - a shard with one byte flipped: named in the warning (which file, what is wrong), the previous
+#    complete set resumed, never the damaged one (test_ckpt_set: truncated and missing shards);
 #  - keep_last removes old sets whole; checkpoint.resume names a set's directory;
 #  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), `ckpt export --format
-#    hf|llmc` of a set is byte for byte the export of the single file of the same step.
+#    hf|llmc` of a set is byte for byte the export of the single file of the same step, and
+#    `ddprun generate` draws the same text from both.
 source "$(dirname "$0")/../../lib.sh"
 GPT=$DDP_SRC/tests/launcher/trainer/gpt2_small.yaml
 DATA=$TMP/bytes
@@ -77,32 +78,27 @@ check "shard-exit: the next job names the uncommitted set" \
 check "shard-exit: ... and resumes step 4's set" grep -q "resumed from .*/ckpt-00000004:" "$TMP/killed.log"
 check "shard-exit: it ends bit-identical to the uninterrupted run" same "$(set_of whole 20)" "$(set_of killed 20)"
 
-# ---- (d) damaged shards: named, the previous complete set resumed --------------------------------
-damage() { # NAME HOW: a copy of whole's sets, step 20's shard 1 damaged HOW
+# ---- (d) a damaged shard: named, the previous complete set resumed -------------------------------
+damage() { # NAME: a copy of whole's sets, one byte of step 20's shard 1 flipped
     mkdir -p "$TMP/$1"
     cp -r "$TMP/whole/checkpoints" "$TMP/$1/"
     local f
     f=$(set_of "$1" 20)/shard-00001-of-00002.ddp
-    case $2 in
-        flip) printf '\x5a' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") - 5)) conv=notrunc status=none ;;
-        missing) rm "$f" ;;
-    esac
+    printf '\x5a' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") - 5)) conv=notrunc status=none
 }
-for how in flip missing; do
-    damage "$how" $how
-    run "$how" 2 "${E[@]}" checkpoint.resume=auto
-    check "$how: the warning names the shard file" grep -q "warning: .*ckpt-00000020/shard-00001-of-00002.ddp.*falling back to the previous checkpoint" "$TMP/$how.log"
-    check "$how: the previous set (step 16) resumed" grep -q "resumed from .*/ckpt-00000016:" "$TMP/$how.log"
-done
-check "flip: the warning says CRC mismatch" grep -q "shard-00001-of-00002.ddp: CRC mismatch in tensor" "$TMP/flip.log"
-check "missing: the warning says it is missing" grep -qi "shard-00001-of-00002.ddp.*no such file" "$TMP/missing.log"
+damage flip
+run flip 2 "${E[@]}" checkpoint.resume=auto
+check "flip: the warning names the shard file and says CRC mismatch" grep -q \
+    "warning: .*ckpt-00000020/shard-00001-of-00002.ddp: CRC mismatch in tensor .*falling back to the previous checkpoint" \
+    "$TMP/flip.log"
+check "flip: the previous set (step 16) resumed" grep -q "resumed from .*/ckpt-00000016:" "$TMP/flip.log"
 check "flip: the resumed run ends bit-identical to the uninterrupted one" same "$(set_of whole 20)" "$(set_of flip 20)"
 
 # ---- (e) ckpt info / export of a set ---------------------------------------------------------------
 "$DDPRUN" ckpt info "$(set_of set 7)" >"$TMP/info.txt" 2>&1
 check "ckpt info on a set: exit 0, all CRCs OK" bash -c "[ $? -eq 0 ] && grep -q 'all CRCs OK' '$TMP/info.txt'"
 check "ckpt info lists the 4 shards" [ "$(grep -c '^shard shard-0000[0-3]-of-00004.ddp .* OK$' "$TMP/info.txt")" -eq 4 ]
-damage info flip
+damage info
 "$DDPRUN" ckpt info "$(set_of info 20)" >"$TMP/info-bad.txt" 2>&1
 check "ckpt info on a damaged set: exit 1 (got $?)" [ $? -eq 1 ]
 check "... naming the shard" grep -q "BAD SHARD: .*shard-00001-of-00002.ddp: CRC mismatch" "$TMP/info-bad.txt"
@@ -118,6 +114,10 @@ for step in 7 14; do
     "$DDPRUN" ckpt export --format llmc "$(file file $step)" "$TMP/file-$step.bin" >>"$TMP/export.log" 2>&1
     check "export --format llmc of step $step's set equals the single file's" cmp "$TMP/set-$step.bin" "$TMP/file-$step.bin"
 done
+"$DDPRUN" generate "$(set_of set 7)" --tokens 16 >"$TMP/gen-set.txt" 2>"$TMP/gen.log"
+"$DDPRUN" generate "$(file file 7)" --tokens 16 >"$TMP/gen-file.txt" 2>>"$TMP/gen.log"
+check "ddprun generate from a set draws the single file's text" \
+    bash -c "[ -s '$TMP/gen-set.txt' ] && cmp '$TMP/gen-set.txt' '$TMP/gen-file.txt'"
 check "export of a damaged set is refused" \
     bash -c "! '$DDPRUN' ckpt export --format llmc '$(set_of info 20)' '$TMP/bad.bin' >/dev/null 2>&1 && [ ! -e '$TMP/bad.bin' ]"
 finish
