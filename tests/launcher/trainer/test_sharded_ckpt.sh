@@ -11,7 +11,8 @@
 #    and ends bit-identical to an uninterrupted run;
 #  - a shard with one byte flipped: named in the warning (which file, what is wrong), the previous
 #    complete set resumed, never the damaged one (test_ckpt_set: truncated and missing shards);
-#  - keep_last removes old sets whole; checkpoint.resume names a set's directory;
+#  - keep_last removes old sets whole; checkpoint.resume names a set's directory; with
+#    checkpoint.upload_cmd a set is refused before training (exit 2);
 #  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), `ckpt export --format
 #    hf|llmc` of a set is byte for byte the export of the single file of the same step, and
 #    `ddprun generate` draws the same text from both.
@@ -120,4 +121,10 @@ check "ddprun generate from a set draws the single file's text" \
     bash -c "[ -s '$TMP/gen-set.txt' ] && cmp '$TMP/gen-set.txt' '$TMP/gen-file.txt'"
 check "export of a damaged set is refused" \
     bash -c "! '$DDPRUN' ckpt export --format llmc '$(set_of info 20)' '$TMP/bad.bin' >/dev/null 2>&1 && [ ! -e '$TMP/bad.bin' ]"
+
+# ---- checkpoint.upload_cmd does not take a set: refused before training ---------------------------
+run upload 1 "${S[@]}" checkpoint.upload_cmd=true
+check "checkpoint.sharded with checkpoint.upload_cmd: exit 2 (got $?)" [ $? -eq 2 ]
+check "... naming both keys" grep -q "checkpoint.upload_cmd only with checkpoint.sharded false" "$TMP/upload.log"
+check "... before anything was written" [ ! -e "$TMP/upload/checkpoints" ]
 finish
