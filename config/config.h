@@ -104,6 +104,7 @@ typedef struct config {
         int64_t every_steps;                    /* 0 = off */
         double every_minutes;                   /* 0 = off */
         int64_t keep_last;
+        bool sharded;                           /* every rank writes its shard; rank 0 a manifest (runtime/ckpt/ckpt_set.h) */
         cfg_resume resume;
         char resume_path[CFG_PATH_MAX];
         char init_from[CFG_PATH_MAX];           /* llm.c model file or Hugging Face folder to start from; "" = none */

@@ -54,6 +54,7 @@ static bool auto_without_global(const config *c)
 static bool tokens_without_lm(const config *c) { return c->data.kind == DATA_TOKENS && !cfg_language_model(c); }
 static bool init_from_not_lm(const config *c) { return c->checkpoint.init_from[0] && !cfg_language_model(c); }
 static bool recompute_not_lm(const config *c) { return c->train.recompute != RECOMPUTE_NONE && !cfg_language_model(c); }
+static bool sharded_upload(const config *c) { return c->checkpoint.sharded && c->checkpoint.upload_cmd[0]; }
 
 /* A rule's "{lm}" is the language models' kind names ("a or b"), "{lm_files}" what
  * checkpoint.init_from may name for them: both composed from the kinds' descriptors. */
@@ -107,6 +108,8 @@ static const conflict conflicts[] = {
     {"optimizer.kind", "optimizer.nesterov", nesterov_adamw, "optimizer.nesterov true only with optimizer.kind sgd"},
     {"optimizer.momentum", "optimizer.nesterov", nesterov_no_momentum,
      "optimizer.nesterov true only with optimizer.momentum > 0"},
+    {"checkpoint.sharded", "checkpoint.upload_cmd", sharded_upload,
+     "checkpoint.upload_cmd only with checkpoint.sharded false (a sharded set is not uploaded yet)"},
 };
 
 static int check_required(cfg_loader *L)

@@ -163,6 +163,12 @@ static const cfg_key keys_after_models[] = {
         "Checkpoint every N minutes of training; 0 = off."),
     INT("checkpoint.keep_last", checkpoint.keep_last, 1, I32, "3", HASH_NO,
         "Checkpoints kept in `checkpoint.dir` (one an upload still reads is kept until it ends)."),
+    BOOL("checkpoint.sharded", checkpoint.sharded, "false", HASH_NO,
+         "Each rank writes its own shard of the parameters and optimizer state, all at once, into "
+         "`checkpoint.dir/ckpt-<step>/`, and rank 0 then writes the set's manifest, which commits it "
+         "(docs/checkpoint-format.md, Sharded checkpoints); needs a filesystem every rank shares. `false`: "
+         "rank 0 gathers everything and writes one file. Either kind resumes at any world size and `ddp.zero`; "
+         "not with `checkpoint.upload_cmd`."),
     {.path = "checkpoint.resume", .type = KT_RESUME, .def = "auto",
      .doc = "`auto`: newest valid checkpoint in `checkpoint.dir` (after `checkpoint.download_cmd` when there "
             "is none), else start fresh; `never`: start fresh; a path: that checkpoint."},

@@ -4,7 +4,9 @@
  * diff's exit status covers the training state (tensors, step/epoch/sampler position, schedule,
  * optimizer step, config hash, model description, RNG states); provenance fields (save time, elapsed
  * time, restart count, world size) are printed when they differ but do not count, so an
- * interrupted-and-resumed run can be compared with an uninterrupted one.
+ * interrupted-and-resumed run can be compared with an uninterrupted one. Either PATH may be a
+ * sharded set's directory (runtime/ckpt/ckpt_set.h): info then lists its shards, each checked
+ * against the manifest and its own CRCs, and diff compares the tensors the set assembles.
  * This file only reads checkpoints; it must not modify them. */
 #include <inttypes.h>
 #include <math.h>
@@ -13,6 +15,7 @@
 
 #include "commands.h"
 #include "runtime/base/log.h"
+#include "runtime/ckpt/ckpt_set.h"
 
 static void format_shape(const ckpt_tensor *t, char *out, size_t size)
 {
@@ -36,8 +39,65 @@ static void print_header(const ckpt_header *h)
                h->rng[i].state.s[0], h->rng[i].state.s[1], h->rng[i].state.s[2], h->rng[i].state.s[3]);
 }
 
+/* A set's shards, each read whole and checked; the count of bad ones. */
+static int list_shards(const char *dir, const ckpt_manifest *m)
+{
+    int bad = 0;
+    for (int s = 0; s < m->n_shards; s++) {
+        char path[CKPT_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, m->shards[s].name);
+        int pieces = 0;
+        int64_t floats = 0;
+        for (int i = 0; i < m->n_extents; i++)
+            if (m->extents[i].shard == s)
+                pieces++, floats += m->extents[i].count;
+        ckpt_loaded tab, whole;
+        ddp_err err = {0};
+        bool ok = ckpt_set_shard_table(dir, m, s, &tab, &err) == DDP_OK;
+        if (ok)
+            ckpt_loaded_free(&tab);
+        if (ok && (ok = ckpt_read(path, &whole, &err) == DDP_OK))
+            ckpt_loaded_free(&whole);
+        printf("shard %-28s %12" PRIu64 " bytes  header crc %08x  %d pieces  %" PRId64 " floats  %s\n",
+               m->shards[s].name, m->shards[s].bytes, m->shards[s].header_crc, pieces, floats, ok ? "OK" : "BAD");
+        if (!ok)
+            printf("BAD SHARD: %s\n", err.msg);
+        bad += !ok;
+    }
+    return bad;
+}
+
+static int set_info(const char *dir)
+{
+    ckpt_manifest m;
+    ddp_err err = {0};
+    if (ckpt_manifest_read(dir, &m, &err)) {
+        log_error("%s", err.msg);
+        return 1;
+    }
+    printf("%s: sharded set, %d shards, %d buffers of %" PRId64 " floats (", dir, m.n_shards, m.n_buffers, m.buffer_len);
+    for (int b = 0; b < m.n_buffers; b++)
+        printf("%s%s", b ? " " : "", m.buffers[b]);
+    printf("), %d tensors each\n", m.n_tensors);
+    print_header(&m.hdr);
+    int bad = list_shards(dir, &m);
+    for (int i = 0; i < m.n_tensors; i++) {
+        const ckpt_set_tensor *t = &m.tensors[i];
+        ckpt_tensor x = {.ndim = t->ndim};
+        memcpy(x.shape, t->shape, sizeof x.shape);
+        char shape[256];
+        format_shape(&x, shape, sizeof shape);
+        printf("%-40s f32  %-20s offset %12" PRId64 "\n", t->name, shape, t->offset);
+    }
+    printf("%s\n", bad ? "checkpoint is CORRUPT" : "all CRCs OK");
+    ckpt_manifest_free(&m);
+    return bad ? 1 : 0;
+}
+
 static int tool_info(const char *path)
 {
+    if (ckpt_is_set_dir(path))
+        return set_info(path);
     ckpt_loaded c;
     ddp_err err = {0};
     if (ckpt_read_lenient(path, &c, &err)) {
@@ -158,11 +218,11 @@ static int tool_diff(const char *path_a, const char *path_b)
 {
     ckpt_loaded a, b;
     ddp_err err = {0};
-    if (ckpt_read(path_a, &a, &err)) {
+    if (ckpt_read_any(path_a, &a, false, &err)) {
         log_error("%s", err.msg);
         return 1;
     }
-    if (ckpt_read(path_b, &b, &err)) {
+    if (ckpt_read_any(path_b, &b, false, &err)) {
         log_error("%s", err.msg);
         ckpt_loaded_free(&a);
         return 1;

@@ -3,7 +3,10 @@
  * checkpoint's parameters, and the reading of a language model's checkpoint that `ddprun generate`
  * shares.
  *
- * The checkpoint is read whole and verified (every CRC) first; its recorded model description
+ * The checkpoint is read whole and verified (every CRC) first — a sharded set (a directory,
+ * runtime/ckpt/ckpt_set.h) instead through read-only maps of its shard files, every piece's CRC
+ * checked, each tensor then handed out in place (copied only when it is split between shards), so
+ * the export holds no copy of the model; its recorded model description
  * gives the kind and shape, and the kind's row of models/model_files.h what it can be exported to
  * (anything else is refused naming the model). Parameters are the checkpoint's "param/<name>"
  * tensors; optimizer state is not exported. The file layouts are each kind's (its row's writers),
@@ -23,6 +26,7 @@
 
 #include "commands.h"
 #include "models/model_files.h"
+#include "runtime/ckpt/ckpt_set.h"
 
 /* 10^12 MB is 10^18 bytes: the byte count stays well inside uint64_t (1.8e19). */
 #define MAX_SHARD_MB 1e12
@@ -47,19 +51,44 @@ static const char export_usage[] =
     "  llmc exports the checkpoints of the models llm.c has a file for (GPT-2), hf every language\n"
     "  model's\n";
 
+/* What is exported: a checkpoint file read whole, or a sharded set read tensor by tensor (set;
+ * ck then holds only its header). */
+typedef struct export_src {
+    ckpt_loaded ck;
+    ckpt_set_reader *set;
+} export_src;
+
+static int src_open(const char *path, export_src *x, ddp_err *err)
+{
+    memset(x, 0, sizeof *x);
+    if (!ckpt_is_set_dir(path))
+        return ckpt_read(path, &x->ck, err);
+    int rc = ckpt_set_open(path, &x->set, err);
+    if (rc == DDP_OK)
+        x->ck.hdr = ckpt_set_reader_manifest(x->set)->hdr;
+    return rc;
+}
+
+static void src_close(export_src *x)
+{
+    ckpt_set_close(x->set);
+    ckpt_loaded_free(&x->ck);
+}
+
 /* The checkpoint at path, its model rebuilt from its description, and that kind's llm.c writer;
  * a kind llm.c has no file for is a usage error naming the checkpoint's model. */
-static int llmc_ckpt_open(const char *path, ckpt_loaded *ck, model_opts *opts, const model_files **f, ddp_err *err)
+static int llmc_ckpt_open(const char *path, export_src *x, model_opts *opts, const model_files **f, ddp_err *err)
 {
-    int rc = ckpt_read(path, ck, err);
+    int rc = src_open(path, x, err);
     if (rc)
         return rc;
+    const ckpt_loaded *ck = &x->ck;
     int64_t seq_len;
     *f = model_opts_from_description(ck->hdr.model, opts, &seq_len, err) ? NULL : model_files_of(opts->kind);
     if (!*f || !(*f)->llmc_write) {
         ddp_fail(err, DDP_EUSAGE, "%s: checkpoint of %s; only GPT-2 checkpoints can be exported to llm.c's format",
                  path, ck->hdr.model);
-        ckpt_loaded_free(ck);
+        src_close(x);
         return DDP_EUSAGE;
     }
     return DDP_OK;
@@ -75,7 +104,8 @@ const float *ckpt_param_f32(const ckpt_loaded *ck, const char *name, size_t nume
 
 static const float *ckpt_src(void *ctx, const char *name, size_t numel)
 {
-    return ckpt_param_f32(ctx, name, numel);
+    export_src *x = ctx;
+    return x->set ? ckpt_set_tensor_f32(x->set, "param/", name, numel) : ckpt_param_f32(&x->ck, name, numel);
 }
 
 static int usage(const char *fmt, const char *arg)
@@ -145,19 +175,20 @@ static int export_llmc(const export_args *a)
     int rc = check_output(a->in, a->out, a->force);
     if (rc)
         return rc;
-    ckpt_loaded ck;
+    export_src x;
+    const ckpt_loaded *ck = &x.ck;
     model_opts opts;
     const model_files *f;
     ddp_err err = {0};
-    rc = llmc_ckpt_open(a->in, &ck, &opts, &f, &err);
+    rc = llmc_ckpt_open(a->in, &x, &opts, &f, &err);
     if (!rc) {
-        rc = f->llmc_write(a->out, &opts, ckpt_src, &ck, &err);
+        rc = f->llmc_write(a->out, &opts, ckpt_src, &x, &err);
         if (rc)
             ddp_prefix(&err, "%s", a->in);
         else
             printf("ckpt export: %s (step %lld, %s) -> %s (llm.c model file, float32)\n", a->in,
-                   (long long)ck.hdr.step, ck.hdr.model, a->out);
-        ckpt_loaded_free(&ck);
+                   (long long)ck->hdr.step, ck->hdr.model, a->out);
+        src_close(&x);
     }
     if (rc)
         fprintf(stderr, "ddprun ckpt export: %s\n", err.msg);
@@ -184,9 +215,10 @@ static int export_hf(const export_args *a)
     int rc = check_folder(a->out, a->force);
     if (rc)
         return rc;
-    ckpt_loaded ck;
+    export_src x;
+    const ckpt_loaded *ck = &x.ck;
     ddp_err err = {0};
-    if ((rc = ckpt_read(a->in, &ck, &err))) {
+    if ((rc = src_open(a->in, &x, &err))) {
         fprintf(stderr, "ddprun ckpt export: %s\n", err.msg);
         return rc;
     }
@@ -194,17 +226,17 @@ static int export_hf(const export_args *a)
     const model_files *f;
     uint64_t shard = (uint64_t)(a->shard_mb * 1e6);
     int files = 0;
-    if ((rc = hf_kind(&ck, &opts, &f, &err)))
+    if ((rc = hf_kind(ck, &opts, &f, &err)))
         ddp_prefix(&err, "%s", a->in);
-    else if ((rc = f->hf_write(a->out, &opts, dtype, shard, ckpt_src, &ck, &files, &err)))
+    else if ((rc = f->hf_write(a->out, &opts, dtype, shard, ckpt_src, &x, &files, &err)))
         ddp_prefix(&err, "%s", a->in);
     if (!rc)
         printf("ckpt export: %s (step %lld, %s) -> %s (Hugging Face %s, %s, %d safetensors file%s)\n", a->in,
-               (long long)ck.hdr.step, ck.hdr.model, a->out, f->hf_architecture, dtype == ST_BF16 ? "bfloat16" : "float32", files,
+               (long long)ck->hdr.step, ck->hdr.model, a->out, f->hf_architecture, dtype == ST_BF16 ? "bfloat16" : "float32", files,
                files == 1 ? "" : "s");
     else
         fprintf(stderr, "ddprun ckpt export: %s\n", err.msg);
-    ckpt_loaded_free(&ck);
+    src_close(&x);
     return rc;
 }
 

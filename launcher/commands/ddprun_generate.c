@@ -1,5 +1,6 @@
 /* ddprun_generate.c — `ddprun generate CHECKPOINT [options]`: text from a trained language model's
- * checkpoint, in-process on the CPU device (no mpirun), printed to stdout as the
+ * checkpoint (a file, or a sharded set's directory, read whole), in-process on the CPU device (no
+ * mpirun), printed to stdout as the
  * prompt followed by the drawn continuation.
  *
  * Owns the command line, finding the tokenizer (--tokenizer, else data.path/tokenizer.bin of the
@@ -18,6 +19,7 @@
 #include "models/lm_generate.h"
 #include "models/model.h"
 #include "config/config.h"
+#include "runtime/ckpt/ckpt_set.h"
 #include "runtime/data/tokenizer_encode.h"
 #include "runtime/device/device.h"
 
@@ -213,7 +215,7 @@ static int encode_prompt(const gen_opts *o, const tokenizer *tok, int64_t extra,
 /* Reads and verifies the checkpoint at path, and the model its description names. */
 static int open_checkpoint(const char *path, ckpt_loaded *ck, model_opts *opts, int64_t *seq_len, ddp_err *err)
 {
-    int rc = ckpt_read(path, ck, err);
+    int rc = ckpt_read_any(path, ck, false, err); /* a file, or a sharded set assembled whole */
     if (rc)
         return rc;
     if (model_opts_from_description(ck->hdr.model, opts, seq_len, err)) {

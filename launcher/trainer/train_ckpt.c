@@ -8,7 +8,9 @@
  * fine: the sampler continues from the same number of globally consumed samples. Under ZeRO the
  * optimizer state is sharded: every rank takes part in a save (rank 0 collects the shards into
  * the same global layout, train_zero.c) and takes its shard from the full state on resume, so
- * checkpoints do not depend on ddp.zero or the world size. No RNG state
+ * checkpoints do not depend on ddp.zero or the world size. With checkpoint.sharded no rank
+ * gathers anything: every rank writes its own shard and rank 0 commits the set (train_shard.c); a
+ * resume reads either kind (ckpt_find_latest assembles a set on rank 0). No RNG state
  * is saved: every stream is derived from run.seed, its purpose and the epoch (README, "How it
  * works"; docs/checkpoint-format.md, "Resuming"). A job that loads no checkpoint and has
  * checkpoint.init_from starts from that llm.c model file (models/gpt2_llmc.h) or Hugging Face
@@ -28,6 +30,7 @@
 
 #include "models/model_files.h"
 #include "runtime/ckpt/ckpt.h"
+#include "runtime/ckpt/ckpt_set.h"
 #include "runtime/ckpt/ckpt_upload.h"
 #include "runtime/base/activity.h"
 #include "runtime/base/clock.h"
@@ -38,6 +41,7 @@
 #include "train_ckpt.h"
 #include "train_finite.h"
 #include "train_replica.h"
+#include "train_shard.h"
 #include "train_stop.h"
 #include "train_zero.h"
 
@@ -70,6 +74,8 @@ typedef struct train_ckpt {
     int restart_count;            /* this attempt (DDPRUN_RESTART_COUNT), saved in the header */
     double stall_s;               /* rank 0: the latest save's stall, from its start to the snapshot's submit */
     bool pending;                 /* rank 0: a write whose times are not yet reported (train_budget.c) */
+    ckpt_write_observer observe;  /* checkpoint.sharded: told of each save's write (train_ckpt_observe) */
+    void *observe_ctx;
 } train_ckpt;
 
 /* The parameters, then the optimizer state buffers it has, named as its fields. */
@@ -111,6 +117,9 @@ int train_ckpt_open(train_job *t, ddp_err *err)
     list_buffers(t, c);
     if (t->ctl->rank != 0)
         return DDP_OK;
+    if (cfg->checkpoint.sharded) /* every rank stages its own shard (train_shard.c) */
+        return (c->settings = config_hashed_settings(cfg)) ? DDP_OK
+               : ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint's settings");
     size_t n = t->m->n_params, bufs = (size_t)c->n_buffers;
     c->host = malloc(n * bufs * sizeof(float));
     c->tensors = calloc((size_t)t->m->n_tensors * bufs + 1, sizeof *c->tensors);
@@ -180,6 +189,38 @@ static int written(train_job *t, train_ckpt *c, const ckpt_write_stats *st, ddp_
     return train_budget_written(t, st, c->stall_s, err);
 }
 
+static ckpt_header save_header(const train_job *t, const train_ckpt *c)
+{
+    ckpt_header h = {.step = t->step, .epoch = t->epoch, .consumed = t->smp.consumed, .total_steps = t->total_steps,
+                     .optim_step = t->opt->step, .world_size = t->ctl->size, .restart_count = c->restart_count,
+                     .config_hash = config_hash(t->cfg), .save_time = (double)time(NULL),
+                     .elapsed_s = monotonic_s() - t->t_start};
+    snprintf(h.model, sizeof h.model, "%s", t->m->description);
+    return h;
+}
+
+/* checkpoint.sharded: every rank writes its shard now, rank 0 commits the set (train_shard.c). */
+static int save_sharded(train_job *t, train_ckpt *c, ddp_err *err)
+{
+    train_shard_buffer b[MAX_SAVED_BUFFERS];
+    for (int i = 0; i < c->n_buffers; i++)
+        b[i] = (train_shard_buffer){c->buffers[i].prefix, c->buffers[i].dev, c->buffers[i].sharded};
+    train_shard_save s = {.dir = c->dir, .buffers = b, .n_buffers = c->n_buffers, .hdr = save_header(t, c),
+                          .settings = c->settings, .keep_last = (int)t->cfg->checkpoint.keep_last};
+    ckpt_write_stats st;
+    double t0 = monotonic_s();
+    int rc = train_shard_write(t, &s, &st, err);
+    c->stall_s = monotonic_s() - c->last_save_time;
+    if (rc == DDP_OK && c->observe)
+        c->observe(c->observe_ctx, "checkpoint write", t0, monotonic_s());
+    if (rc == DDP_OK && t->ctl->rank == 0) {
+        log_info("checkpoint: %s (%.1f MB in %d shards) written and committed in %.1f ms", st.path, st.bytes / 1e6,
+                 t->ctl->size, 1e3 * st.write_s);
+        rc = written(t, c, &st, err);
+    }
+    return rc;
+}
+
 static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
 {
     double t0 = monotonic_s();
@@ -191,13 +232,7 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
             rc = d->ops->download(d, c->host + (size_t)b * n, c->buffers[b].dev, bytes, err);
     if (rc != DDP_OK)
         return rc;
-    ckpt_state s = {.tensors = c->tensors, .n_tensors = describe_tensors(t, c)};
-    s.hdr = (ckpt_header){.step = t->step, .epoch = t->epoch, .consumed = t->smp.consumed,
-                          .total_steps = t->total_steps, .optim_step = t->opt->step,
-                          .world_size = t->ctl->size, .restart_count = c->restart_count,
-                          .config_hash = config_hash(t->cfg), .save_time = (double)time(NULL),
-                          .elapsed_s = monotonic_s() - t->t_start};
-    snprintf(s.hdr.model, sizeof s.hdr.model, "%s", t->m->description);
+    ckpt_state s = {.tensors = c->tensors, .n_tensors = describe_tensors(t, c), .hdr = save_header(t, c)};
     ckpt_write_stats st;
     if (c->pending && (rc = ckpt_writer_wait(c->writer, &st, err)) == DDP_OK) { /* submit would wait for it too */
         c->pending = false;
@@ -216,6 +251,8 @@ void train_ckpt_observe(train_job *t, ckpt_write_observer observe, void *ctx)
     train_ckpt *c = t->ckpt;
     if (c && c->writer)
         ckpt_writer_set_observer(c->writer, observe, ctx);
+    if (c)
+        c->observe = observe, c->observe_ctx = ctx;
 }
 
 bool train_ckpt_clock_due(const train_job *t)
@@ -238,6 +275,8 @@ int train_ckpt_maybe_save(train_job *t, bool due, ddp_err *err)
     c->last_saved_step = t->step;
     c->last_save_time = monotonic_s();
     activity_set("saving the checkpoint of step %lld", (long long)t->step);
+    if (cfg->checkpoint.sharded)
+        return save_sharded(t, c, err);
     for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
         if (c->buffers[b].sharded)
             rc = train_zero_collect(t, c->buffers[b].dev, c->host ? c->host + (size_t)b * t->m->n_params : NULL, err);
@@ -355,7 +394,7 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
     }
     if (rc == CKPT_NONE && cfg->checkpoint.resume == RESUME_PATH) {
         snprintf(used, CKPT_PATH_MAX, "%s", cfg->checkpoint.resume_path);
-        rc = ckpt_read(used, &ck, err);
+        rc = ckpt_read_any(used, &ck, false, err); /* a file, or a sharded set's directory */
     }
     if (rc != DDP_OK)
         return rc;

@@ -32,7 +32,8 @@ int train_ckpt_poll(train_job *t, ddp_err *err);
 /* Waits for a background save in flight. */
 int train_ckpt_finish(train_job *t, ddp_err *err);
 void train_ckpt_close(train_job *t);
-/* Hands every checkpoint write's timing to observe (ckpt_writer_set_observer; rank 0 only writes). */
+/* Hands every checkpoint write's timing to observe (ckpt_writer_set_observer; rank 0 only writes;
+ * with checkpoint.sharded every rank, its shard's write and the commit, on the training thread). */
 void train_ckpt_observe(train_job *t, ckpt_write_observer observe, void *ctx);
 
 #endif

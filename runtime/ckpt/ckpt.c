@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "ckpt_set.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
 
@@ -48,8 +49,9 @@ void ckpt_file_name(int64_t step, char *out, size_t out_size)
     snprintf(out, out_size, "ckpt-%08lld.ddp", (long long)step);
 }
 
-/* Step of a final checkpoint name "ckpt-<digits>.ddp", or -1 for anything else. */
-static int64_t parse_ckpt_name(const char *name)
+/* Step of a final checkpoint name "ckpt-<digits>.ddp" (or, with set, of a sharded set's directory
+ * "ckpt-<digits>"), or -1 for anything else. */
+static int64_t parse_ckpt_name(const char *name, bool set)
 {
     if (strncmp(name, "ckpt-", 5) != 0)
         return -1;
@@ -58,7 +60,7 @@ static int64_t parse_ckpt_name(const char *name)
     int digits = 0;
     for (; *p >= '0' && *p <= '9' && digits < 18; p++, digits++)
         step = step * 10 + (*p - '0');
-    return digits > 0 && strcmp(p, ".ddp") == 0 ? step : -1;
+    return digits > 0 && strcmp(p, set ? "" : ".ddp") == 0 ? step : -1;
 }
 
 /* Removes ".ckpt-*.tmp.<pid>" files left by processes that no longer exist. */
@@ -183,9 +185,15 @@ static int write_contents(int fd, const ckpt_state *s, ckpt_layout *L, const cha
 
 int ckpt_write_atomic(const char *dir, const ckpt_state *s, char *final_path, ddp_err *err)
 {
-    ckpt_ignore_sigxfsz_once();
-    char name[64], tmp[CKPT_PATH_MAX], final[CKPT_PATH_MAX];
+    char name[64];
     ckpt_file_name(s->hdr.step, name, sizeof name);
+    return ckpt_write_atomic_as(dir, name, s, final_path, err);
+}
+
+int ckpt_write_atomic_as(const char *dir, const char *name, const ckpt_state *s, char *final_path, ddp_err *err)
+{
+    ckpt_ignore_sigxfsz_once();
+    char tmp[CKPT_PATH_MAX], final[CKPT_PATH_MAX];
     if (snprintf(final, sizeof final, "%s/%s", dir, name) >= (int)sizeof final ||
         snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%ld", dir, name, (long)getpid()) >= (int)sizeof tmp)
         return ddp_fail(err, DDP_EUSAGE, "checkpoint directory path too long: %s", dir);
@@ -216,12 +224,13 @@ int ckpt_write_atomic(const char *dir, const ckpt_state *s, char *final_path, dd
 
 /* ---- listing, pruning, lookup ------------------------------------------------------- */
 
-typedef struct ckpt_entry { int64_t step; char name[256]; } ckpt_entry;
+/* A single file, or a sharded set's directory (set) and whether it holds a manifest (committed). */
+typedef struct ckpt_entry { int64_t step; char name[256]; bool set, committed; } ckpt_entry;
 
 static int by_step_desc(const void *a, const void *b)
 {
-    int64_t x = ((const ckpt_entry *)a)->step, y = ((const ckpt_entry *)b)->step;
-    return x < y ? 1 : x > y ? -1 : 0;
+    const ckpt_entry *p = a, *q = b;
+    return p->step < q->step ? 1 : p->step > q->step ? -1 : (int)q->set - (int)p->set;
 }
 
 /* Whether the entry is a regular file (through a symbolic link too): a directory or a device
@@ -236,7 +245,23 @@ static bool is_file(DIR *d, const struct dirent *de)
     return fstatat(dirfd(d), de->d_name, &st, 0) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Final checkpoint files in dir, newest step first. CKPT_NONE when dir does not exist. */
+static bool is_dir_entry(DIR *d, const struct dirent *de)
+{
+    struct stat st;
+    return fstatat(dirfd(d), de->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Whether a set's directory holds its manifest. */
+static bool has_manifest(DIR *d, const char *name)
+{
+    char path[CKPT_PATH_MAX];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/" CKPT_SET_MANIFEST, name);
+    return fstatat(dirfd(d), path, &st, 0) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Final checkpoint files and sets' directories in dir, newest step first (at one step the set
+ * first). CKPT_NONE when dir does not exist. */
 static int list_ckpts(const char *dir, ckpt_entry **out, int *n, ddp_err *err)
 {
     *out = NULL;
@@ -250,8 +275,9 @@ static int list_ckpts(const char *dir, ckpt_entry **out, int *n, ddp_err *err)
     int cap = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        int64_t step = parse_ckpt_name(de->d_name);
-        if (step < 0 || !is_file(d, de))
+        int64_t step = parse_ckpt_name(de->d_name, false);
+        bool set = step < 0 && (step = parse_ckpt_name(de->d_name, true)) >= 0;
+        if (step < 0 || !(set ? is_dir_entry(d, de) : is_file(d, de)))
             continue;
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
@@ -265,6 +291,8 @@ static int list_ckpts(const char *dir, ckpt_entry **out, int *n, ddp_err *err)
             *out = grown;
         }
         (*out)[*n].step = step;
+        (*out)[*n].set = set;
+        (*out)[*n].committed = !set || has_manifest(d, de->d_name);
         snprintf((*out)[*n].name, sizeof (*out)[*n].name, "%s", de->d_name);
         (*n)++;
     }
@@ -288,6 +316,25 @@ static bool is_held(const char *name, const char *const held[], int n_held)
     return false;
 }
 
+/* Removes entry e of dir: a file, or a set whole (ckpt_set_remove). */
+static bool remove_entry(const char *dir, const ckpt_entry *e)
+{
+    char path[CKPT_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, e->name);
+    ddp_err why = {0};
+    if (e->set ? ckpt_set_remove(path, &why) == DDP_OK : unlink(path) == 0)
+        return true;
+    log_warn("checkpoint: cannot remove old checkpoint %s: %s", path, e->set ? why.msg : strerror(errno));
+    return false;
+}
+
+/* A set not committed at or above the newest kept (another save in progress): not this prune's to
+ * remove. */
+static bool spared(const ckpt_entry *e, int64_t newest_kept)
+{
+    return !e->committed && e->step >= newest_kept;
+}
+
 int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, const char *const held[], int n_held,
                       ddp_err *err)
 {
@@ -299,25 +346,21 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
     if (rc)
         return rc == CKPT_NONE ? DDP_OK : rc;
     const char *keep = keep_path ? base_name(keep_path) : "";
+    int64_t newest_kept = -1;
     int kept = 0, removed = 0;
     for (int i = 0; i < n; i++)
         if (strcmp(e[i].name, keep) == 0)
-            kept++;
+            kept++, newest_kept = e[i].step;
     for (int i = 0; i < n; i++) {
-        if (strcmp(e[i].name, keep) == 0)
+        if (strcmp(e[i].name, keep) == 0 || spared(&e[i], newest_kept))
             continue;
-        if (kept < keep_last) {
+        if (e[i].committed && kept < keep_last) {
             kept++;
+            newest_kept = newest_kept < 0 ? e[i].step : newest_kept;
             continue;
         }
-        if (is_held(e[i].name, held, n_held))
-            continue;
-        char path[CKPT_PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
-        if (unlink(path) != 0)
-            log_warn("checkpoint: cannot remove old checkpoint %s: %s", path, strerror(errno));
-        else
-            removed++;
+        if (!is_held(e[i].name, held, n_held))
+            removed += remove_entry(dir, &e[i]);
     }
     free(e);
     return removed && dir_fsync(dir, err) ? ddp_prefix(err, "checkpoint") : DDP_OK;
@@ -328,31 +371,48 @@ int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *e
     return ckpt_prune_except(dir, keep_last, keep_path, NULL, 0, err);
 }
 
+/* Entry e of dir read and verified: a file, or a set assembled whole. */
+static int read_entry(const char *dir, const ckpt_entry *e, ckpt_loaded *out, char *path, ddp_err *err)
+{
+    snprintf(path, CKPT_PATH_MAX, "%s/%s", dir, e->name);
+    return e->set ? ckpt_set_load(path, out, err) : ckpt_read(path, out, err);
+}
+
 int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err *err)
 {
     memset(out, 0, sizeof *out);
     ckpt_entry *e;
     int n;
     int rc = list_ckpts(dir, &e, &n, err);
-    if (rc == CKPT_NONE || (rc == DDP_OK && n == 0)) {
+    int committed = 0;
+    for (int i = 0; rc == DDP_OK && i < n; i++)
+        committed += e[i].committed;
+    if (rc == CKPT_NONE || (rc == DDP_OK && committed == 0)) {
+        for (int i = 0; i < n; i++)
+            log_warn("checkpoint %s/%s: no %s (a save that did not finish): not a checkpoint", dir, e[i].name,
+                     CKPT_SET_MANIFEST);
         free(e);
         ddp_fail(err, DDP_OK, "no checkpoint in %s", dir);
         return CKPT_NONE;
     }
     if (rc)
         return rc;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0, left = committed; i < n; i++) {
         char path[CKPT_PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
         ddp_err why = {0};
-        if (ckpt_read(path, out, &why) == DDP_OK) {
+        if (e[i].committed && read_entry(dir, &e[i], out, path, &why) == DDP_OK) {
             if (used_path)
                 snprintf(used_path, CKPT_PATH_MAX, "%s", path);
             free(e);
             return DDP_OK;
         }
-        log_warn("%s; %s", why.msg, i + 1 < n ? "falling back to the previous checkpoint" : "no older checkpoint left");
+        left -= e[i].committed;
+        if (!e[i].committed)
+            snprintf(why.msg, sizeof why.msg, "checkpoint %s/%s: no %s (a save that did not finish): not a checkpoint",
+                     dir, e[i].name, CKPT_SET_MANIFEST);
+        log_warn("%s; %s", why.msg, left > 0 ? "falling back to the previous checkpoint" : "no older checkpoint left");
     }
     free(e);
-    return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: %d checkpoint file(s), none valid (see warnings above)", dir, n);
+    return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: %d checkpoint(s), none valid (see warnings above)", dir,
+                    committed);
 }

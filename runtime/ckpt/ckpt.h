@@ -49,6 +49,7 @@ typedef struct ckpt_tensor {
     uint64_t nbytes;            /* read side only (writers: computed from dtype and shape) */
     uint32_t crc;               /* read side only: CRC32 stored in the table */
     bool crc_ok;                /* read side only: data matches crc */
+    uint64_t file_offset;       /* read side only: where the data starts in the file */
 } ckpt_tensor;
 
 typedef struct ckpt_rng_state {
@@ -101,9 +102,13 @@ void ckpt_file_name(int64_t step, char *out, size_t out_size);
  * nothing else in dir changes, and err names the path and strerror. Leftover temporaries from
  * dead processes are removed. final_path (CKPT_PATH_MAX bytes, may be NULL) gets the path. */
 int ckpt_write_atomic(const char *dir, const ckpt_state *s, char *final_path, ddp_err *err);
+/* The same under the file name `name` in dir (a shard or manifest of a sharded set, ckpt_set.h). */
+int ckpt_write_atomic_as(const char *dir, const char *name, const ckpt_state *s, char *final_path, ddp_err *err);
 
 /* Deletes all checkpoints in dir except keep_path and the keep_last-1 others with the highest
- * steps. keep_last <= 0 keeps everything. Call only after keep_path is durable. */
+ * steps. keep_last <= 0 keeps everything. Call only after keep_path is durable. A sharded set
+ * (ckpt_set.h) counts as one checkpoint and goes whole; a set's directory without a manifest
+ * counts for nothing and goes when it is older than the newest kept checkpoint. */
 int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *err);
 /* Like ckpt_prune, but never deletes the n_held paths of held (NULL or "" entries are skipped):
  * checkpoints an upload still reads. They count toward no limit and go at a later prune. */
@@ -119,11 +124,19 @@ int ckpt_read(const char *path, ckpt_loaded *out, ddp_err *err);
  * failing the read (for `ckpt info`). The header and table must still be valid. */
 int ckpt_read_lenient(const char *path, ckpt_loaded *out, ddp_err *err);
 
-/* Loads the newest valid checkpoint in dir (by step): a corrupt or truncated one is reported
- * with log_warn (file and reason) and the previous one is tried. Returns DDP_OK (used_path, of
- * CKPT_PATH_MAX bytes, gets its path), CKPT_NONE when dir holds no checkpoint file, or
- * DDP_ERUNTIME when checkpoint files exist but none is valid. */
+/* Loads the newest valid checkpoint in dir (by step), a file or a committed sharded set
+ * (ckpt_set.h, assembled as one): a corrupt or truncated one (for a set: any of its shards) is
+ * reported with log_warn (file and reason) and the previous one is tried; a set's directory
+ * without a manifest is named and skipped. Returns DDP_OK (used_path, of CKPT_PATH_MAX bytes,
+ * gets its path), CKPT_NONE when dir holds no checkpoint file or committed set, or DDP_ERUNTIME
+ * when checkpoints exist but none is valid. */
 int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err *err);
+
+/* Only the header and tensor table of the file at path (preamble, header CRC, table sanity, the
+ * file's length against its header), without reading or checking any tensor's data: tensors have
+ * data NULL and crc_ok false, and file_offset says where each lies. *header_crc (may be NULL) gets
+ * the header's stored CRC, which covers every tensor's CRC. */
+int ckpt_read_table(const char *path, ckpt_loaded *out, uint32_t *header_crc, ddp_err *err);
 
 /* Tensor by name, or NULL. */
 const ckpt_tensor *ckpt_loaded_tensor(const ckpt_loaded *c, const char *name);

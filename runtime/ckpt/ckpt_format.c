@@ -313,6 +313,7 @@ static int decode_table(const char *path, reader *r, ckpt_loaded *out, uint64_t 
         for (int j = 0; j < i; j++)
             if (strcmp(out->tensors[j].name, t->name) == 0)
                 return fail_file(err, path, "tensor %s appears twice", t->name);
+        t->file_offset = offset;
         t->data = (const uint8_t *)out->blob_ + offset;
     }
     if (r->pos != r->len)
@@ -355,6 +356,18 @@ static int slurp(const char *path, void **buf, uint64_t *size, ddp_err *err)
         got += (uint64_t)n;
     }
     close(fd);
+    return DDP_OK;
+}
+
+/* The magic and the header length only (ckpt_read_table reads the header after it). */
+static int check_preamble_len(const char *path, const uint8_t *p, uint64_t size, uint32_t *header_len, ddp_err *err)
+{
+    if (size < CKPT_PREAMBLE_BYTES || memcmp(p, CKPT_MAGIC, 8) != 0)
+        return fail_file(err, path, "not a ddprun checkpoint (bad magic or shorter than 32 bytes)%s", "");
+    reader r = {p, CKPT_PREAMBLE_BYTES, 12, false};
+    *header_len = (uint32_t)get_le(&r, 4);
+    if (*header_len > size - CKPT_PREAMBLE_BYTES)
+        return fail_file(err, path, "header length exceeds the file%s", "");
     return DDP_OK;
 }
 
@@ -412,6 +425,74 @@ static int read_impl(const char *path, ckpt_loaded *out, bool strict, ddp_err *e
         ckpt_loaded_free(&c);
         return rc;
     }
+    *out = c;
+    return DDP_OK;
+}
+
+/* The first n bytes of fd into a 64-byte aligned buffer (n + 1 at least, so n may be 0). */
+static int read_prefix(int fd, const char *path, uint64_t n, void **buf, ddp_err *err)
+{
+    *buf = aligned_alloc(CKPT_ALIGN, ckpt_align_up(n + 1));
+    if (!*buf)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory for %llu bytes", path, (unsigned long long)n);
+    for (uint64_t got = 0; got < n;) {
+        ssize_t r = pread(fd, (uint8_t *)*buf + got, n - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            free(*buf);
+            *buf = NULL;
+            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: read: %s", path, r < 0 ? strerror(errno) : "file shrank");
+        }
+        got += (uint64_t)r;
+    }
+    return DDP_OK;
+}
+
+/* The preamble and header section of the file (c->blob_), c->file_bytes its length. */
+static int read_header_bytes(const char *path, ckpt_loaded *c, uint32_t *header_len, ddp_err *err)
+{
+    int fd;
+    if (open_input(path, &fd, err) != DDP_OK)
+        return ddp_prefix(err, "checkpoint");
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: fstat: %s", path, strerror(errno));
+    c->file_bytes = rc ? 0 : (uint64_t)st.st_size;
+    uint64_t want = c->file_bytes < CKPT_PREAMBLE_BYTES ? c->file_bytes : CKPT_PREAMBLE_BYTES;
+    if (!rc)
+        rc = read_prefix(fd, path, want, &c->blob_, err);
+    if (!rc)
+        rc = check_preamble_len(path, c->blob_, c->file_bytes, header_len, err);
+    if (!rc) {
+        free(c->blob_);
+        rc = read_prefix(fd, path, CKPT_PREAMBLE_BYTES + (uint64_t)*header_len, &c->blob_, err);
+    }
+    close(fd);
+    return rc;
+}
+
+int ckpt_read_table(const char *path, ckpt_loaded *out, uint32_t *header_crc, ddp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    ckpt_loaded c = {0};
+    uint32_t header_len = 0;
+    int rc = read_header_bytes(path, &c, &header_len, err);
+    if (!rc)
+        rc = check_preamble(path, c.blob_, c.file_bytes, &header_len, err);
+    reader r = {(const uint8_t *)c.blob_ + CKPT_PREAMBLE_BYTES, header_len, 0, false};
+    if (!rc)
+        rc = decode_header(path, &r, &c, err);
+    if (!rc)
+        rc = decode_table(path, &r, &c, ckpt_align_up(CKPT_PREAMBLE_BYTES + (uint64_t)header_len), err);
+    if (rc) {
+        ckpt_loaded_free(&c);
+        return rc;
+    }
+    for (int i = 0; i < c.n_tensors; i++)
+        c.tensors[i].data = NULL;
+    if (header_crc)
+        *header_crc = (uint32_t)(((const uint8_t *)c.blob_)[24] | ((const uint8_t *)c.blob_)[25] << 8 |
+                                 ((const uint8_t *)c.blob_)[26] << 16 | (uint32_t)((const uint8_t *)c.blob_)[27] << 24);
     *out = c;
     return DDP_OK;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "runtime/ckpt/ckpt.h"
+#include "runtime/ckpt/ckpt_set.h"
 
 int main(int argc, char **argv)
 {
@@ -19,7 +20,7 @@ int main(int argc, char **argv)
     }
     ckpt_loaded a = {0}, b = {0};
     ddp_err err = {0};
-    if (ckpt_read(argv[1], &a, &err) != DDP_OK || ckpt_read(argv[2], &b, &err) != DDP_OK) {
+    if (ckpt_read_any(argv[1], &a, false, &err) != DDP_OK || ckpt_read_any(argv[2], &b, false, &err) != DDP_OK) {
         fprintf(stderr, "ckpt_compare: %s\n", err.msg);
         return 2;
     }

@@ -1,0 +1,187 @@
+/* train_shard.c — sharded checkpoints in the training job (checkpoint.sharded: true): what each
+ * rank writes, in parallel with the others, and the commit (docs/checkpoint-format.md, "Sharded
+ * checkpoints").
+ *
+ * A rank's shard holds EXTENTS of the global flat buffers (the parameters and each optimizer state
+ * buffer, n_params floats each), one per optimizer part: under ZeRO the rank's own parts (its
+ * parameters at param_offset, its optimizer state at state_offset), and with replicated state the
+ * rank's equal slice [r*n/N, (r+1)*n/N) of the optimizer's one part. A stage that shards the
+ * parameters by the same parts writes the same extents: the format does not change. The shards are
+ * written synchronously with ckpt.h's atomic writer (the stall is the write); every rank then learns
+ * whether every shard is durable (an all-reduce over t->ctl), rank 0 writes the manifest that commits
+ * the set (ckpt_set_commit) and prunes, and every rank learns that verdict too. A resume reads sets
+ * through ckpt_find_latest, which assembles them (train_ckpt.c's path is unchanged).
+ * Test-only: DDP_TEST_FAULT=shard-exit:RANK:STEP makes RANK exit with status 3 after its shard of
+ * step STEP is durable, before the commit (a save killed part-way).
+ * Must not decide when to save or what the buffers are (train_ckpt.c), nor the file layout
+ * (runtime/ckpt/ckpt_set.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/base/clock.h"
+#include "runtime/base/dirs.h"
+#include "runtime/base/log.h"
+#include "runtime/base/test_fault.h"
+#include "runtime/ckpt/ckpt_set.h"
+#include "train_shard.h"
+#include "train_zero.h"
+
+/* This rank's extents as optimizer parts (count > 0 only); *n may be 0 (more ranks than floats). */
+static int my_extents(const train_job *t, optim_part **out, int *n, ddp_err *err)
+{
+    const optimizer *o = t->opt;
+    *out = malloc(((size_t)o->n_parts + 1) * sizeof **out);
+    if (!*out)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint's extents");
+    *n = 0;
+    if (!train_zero_active(t)) {
+        size_t total = t->m->n_params, r = (size_t)t->ctl->rank, w = (size_t)t->ctl->size;
+        size_t lo = r * total / w, hi = (r + 1) * total / w;
+        if (hi > lo)
+            (*out)[(*n)++] = (optim_part){.param_offset = lo, .state_offset = lo, .count = hi - lo};
+        return DDP_OK;
+    }
+    for (int k = 0; k < o->n_parts; k++)
+        if (o->parts[k].count > 0)
+            (*out)[(*n)++] = o->parts[k];
+    return DDP_OK;
+}
+
+/* The shard's pieces staged from the device into host, named as ckpt_set_piece_name says. */
+static int stage(train_job *t, const train_shard_save *s, const optim_part *x, int nx, float *host,
+                 ckpt_tensor *tensors, ddp_err *err)
+{
+    device *d = t->dev;
+    size_t at = 0;
+    int k = 0, rc = DDP_OK;
+    for (int b = 0; b < s->n_buffers && rc == DDP_OK; b++)
+        for (int e = 0; e < nx && rc == DDP_OK; e++, k++) {
+            const train_shard_buffer *buf = &s->buffers[b];
+            size_t from = buf->sharded ? x[e].state_offset : x[e].param_offset;
+            rc = d->ops->download(d, host + at, buf->dev + from, x[e].count * sizeof(float), err);
+            ckpt_tensor *p = &tensors[k];
+            *p = (ckpt_tensor){.dtype = CKPT_F32, .ndim = 1, .shape = {(int64_t)x[e].count}, .data = host + at};
+            ckpt_set_piece_name(buf->prefix, (int64_t)x[e].param_offset, (int64_t)x[e].count, p->name, sizeof p->name);
+            at += x[e].count;
+        }
+    return rc;
+}
+
+/* Test-only: DDP_TEST_FAULT shard-exit at this rank and step. */
+static void test_shard_exit(const train_job *t)
+{
+    test_fault f;
+    if (test_fault_get(&f) && strcmp(f.kind, "shard-exit") == 0 && f.step == t->step &&
+        (f.rank == t->ctl->rank || f.rank == -1)) {
+        log_warn("DDP_TEST_FAULT shard-exit: rank %d exits after writing its shard of step %lld", t->ctl->rank,
+                 (long long)t->step);
+        exit(3);
+    }
+}
+
+/* This rank's shard of the set at set_dir, durable when DDP_OK; *bytes its size. */
+static int write_own_shard(train_job *t, const train_shard_save *s, const char *set_dir, uint64_t *bytes,
+                           ddp_err *err)
+{
+    optim_part *x = NULL;
+    int nx = 0;
+    int rc = my_extents(t, &x, &nx, err);
+    size_t floats = 0;
+    for (int e = 0; e < nx; e++)
+        floats += x[e].count;
+    float *host = rc ? NULL : malloc((floats * (size_t)s->n_buffers + 1) * sizeof *host);
+    ckpt_tensor *tensors = rc ? NULL : calloc((size_t)(nx * s->n_buffers) + 1, sizeof *tensors);
+    if (rc == DDP_OK && (!host || !tensors))
+        rc = ddp_fail(err, DDP_ERUNTIME, "out of memory staging %zu floats for the checkpoint shard", floats);
+    if (rc == DDP_OK)
+        rc = stage(t, s, x, nx, host, tensors, err);
+    char name[CKPT_SET_SHARD_NAME_MAX], path[CKPT_PATH_MAX];
+    ckpt_set_shard_name(t->ctl->rank, t->ctl->size, name, sizeof name);
+    ckpt_state st = {.hdr = s->hdr, .n_tensors = nx * s->n_buffers, .tensors = tensors};
+    if (rc == DDP_OK)
+        rc = ckpt_write_atomic_as(set_dir, name, &st, path, err);
+    *bytes = 0;
+    for (int i = 0; rc == DDP_OK && i < st.n_tensors; i++)
+        *bytes += ckpt_tensor_numel(&tensors[i]) * sizeof(float);
+    free(x);
+    free(host);
+    free(tensors);
+    return rc;
+}
+
+/* Rank 0: the manifest from the shards' tables, with this model's tensor table, then the prune. */
+static int commit(train_job *t, const train_shard_save *s, const char *set_dir, ddp_err *err)
+{
+    const model *m = t->m;
+    if (s->n_buffers > CKPT_SET_MAX_BUFFERS)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint %s: %d buffers; a set holds %d", set_dir, s->n_buffers,
+                        CKPT_SET_MAX_BUFFERS);
+    ckpt_manifest spec = {.hdr = s->hdr, .n_buffers = s->n_buffers, .buffer_len = (int64_t)m->n_params,
+                          .n_tensors = m->n_tensors, .settings = s->settings,
+                          .settings_len = s->settings ? strlen(s->settings) : 0};
+    spec.tensors = calloc((size_t)m->n_tensors + 1, sizeof *spec.tensors);
+    if (!spec.tensors)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint manifest");
+    for (int b = 0; b < s->n_buffers; b++)
+        snprintf(spec.buffers[b], sizeof spec.buffers[b], "%s", s->buffers[b].prefix);
+    for (int i = 0; i < m->n_tensors; i++) {
+        ckpt_set_tensor *x = &spec.tensors[i];
+        snprintf(x->name, sizeof x->name, "%s", m->tensors[i].name);
+        x->ndim = m->tensors[i].ndim;
+        memcpy(x->shape, m->tensors[i].shape, sizeof m->tensors[i].shape);
+        x->offset = (int64_t)m->tensors[i].offset;
+    }
+    int rc = ckpt_set_commit(set_dir, &spec, t->ctl->size, err);
+    free(spec.tensors);
+    if (rc == DDP_OK)
+        rc = dir_fsync(s->dir, err);
+    if (rc == DDP_OK)
+        rc = ckpt_prune(s->dir, s->keep_last, set_dir, err);
+    return rc;
+}
+
+/* Every rank learns the sum of v (failures, bytes) over the ranks. */
+static int agree(train_job *t, int64_t *v, int n, ddp_err *err)
+{
+    comm *c = t->ctl;
+    return c->ops->allreduce(c, v, v, (size_t)n, DT_INT64, OP_SUM, NULL, err);
+}
+
+int train_shard_write(train_job *t, const train_shard_save *s, ckpt_write_stats *st, ddp_err *err)
+{
+    double t0 = monotonic_s();
+    char set_dir[CKPT_PATH_MAX], name[64];
+    ckpt_set_dir_name(s->hdr.step, name, sizeof name);
+    snprintf(set_dir, sizeof set_dir, "%s/%s", s->dir, name);
+    uint64_t bytes = 0;
+    int rc = make_dirs(set_dir, err);
+    if (rc == DDP_OK && t->ctl->rank == 0)
+        rc = ckpt_set_uncommit(set_dir, err); /* a set of this step from an earlier attempt is no longer one */
+    if (rc == DDP_OK)
+        rc = write_own_shard(t, s, set_dir, &bytes, err);
+    if (rc != DDP_OK)
+        log_error("checkpoint: rank %d: %s", t->ctl->rank, err->msg);
+    else
+        test_shard_exit(t);
+    int64_t v[2] = {rc != DDP_OK, (int64_t)bytes};
+    int arc = agree(t, v, 2, err);
+    if (arc != DDP_OK)
+        return arc;
+    if (v[0] > 0)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: %lld rank(s) could not write their shard (errors above); "
+                        "the set is not committed", set_dir, (long long)v[0]);
+    int64_t verdict[1] = {t->ctl->rank == 0 ? commit(t, s, set_dir, err) != DDP_OK : 0};
+    if (verdict[0])
+        log_error("checkpoint: %s", err->msg);
+    if ((arc = agree(t, verdict, 1, err)) != DDP_OK)
+        return arc;
+    if (verdict[0])
+        return t->ctl->rank == 0 ? DDP_ERUNTIME /* err says why */
+                                 : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: rank 0 could not commit the set", set_dir);
+    if (st)
+        *st = (ckpt_write_stats){.write_s = monotonic_s() - t0, .bytes = (uint64_t)v[1]};
+    if (st)
+        snprintf(st->path, sizeof st->path, "%s", set_dir);
+    return DDP_OK;
+}

@@ -1,0 +1,34 @@
+/* train_shard.h — a training job's sharded checkpoint save (checkpoint.sharded: true; train_shard.c):
+ * every rank writes the extents of the global buffers it holds into its own shard file at once, and
+ * rank 0 commits the set with its manifest once every rank's shard is durable. It keeps no state of
+ * its own. Must not decide when to save or what a buffer is (train_ckpt.c), nor the file format
+ * (runtime/ckpt/ckpt_set.h). */
+#ifndef DDP_TRAIN_SHARD_H
+#define DDP_TRAIN_SHARD_H
+
+#include "runtime/ckpt/ckpt.h"
+#include "train_job.h"
+
+/* A saved buffer: n_params floats on the device, or (sharded) the optimizer's n_state floats of
+ * this rank's parts. */
+typedef struct train_shard_buffer {
+    const char *prefix;        /* "param/", "optim/exp_avg/", ... */
+    const float *dev;
+    bool sharded;
+} train_shard_buffer;
+
+typedef struct train_shard_save {
+    const char *dir;           /* checkpoint.dir: the set goes to dir/ckpt-<step>/ */
+    const train_shard_buffer *buffers;
+    int n_buffers;
+    ckpt_header hdr;
+    const char *settings;      /* rank 0: the meta/config text */
+    int keep_last;
+} train_shard_save;
+
+/* Every rank, at the same step: writes this rank's shard, then (rank 0) the manifest, and prunes to
+ * keep_last. DDP_OK on every rank only when the set is committed; st (rank 0) gets the set's
+ * directory, its bytes and the time until it was committed. */
+int train_shard_write(train_job *t, const train_shard_save *s, ckpt_write_stats *st, ddp_err *err);
+
+#endif

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# checkpoint.sharded under real mpirun (GPT-2, AdamW with clipping, train.global_batch 12 so that
+# every world size trains the same samples):
+#  - the chain np=4 ZeRO-1 (stopped at step 7: exit 75, a committed set of 4 shards) -> np=2 ZeRO-0
+#    (stopped at 14: 2 shards) -> np=3 ZeRO-1 to step 20 (3 shards) ends, at every step saved,
+#    bit-identical (`ckpt diff`) to the same chain with single-file checkpoints: a set holds the
+#    same tensors as the file of the same step, for ZeRO's parts and for the replicated state's
+#    equal slices; and within 6.9e-5 (test_global_batch.sh's bound) of the uninterrupted np=4 run;
+#  - a rank that exits after writing its shard, before the manifest (DDP_TEST_FAULT shard-exit),
+#    leaves a directory without a manifest: the next job warns naming it, resumes the previous set
+#    and ends bit-identical to an uninterrupted run;
+#  - a shard with one byte flipped: named in the warning (which file, what is wrong), the previous
+#    complete set resumed, never the damaged one (test_ckpt_set: truncated and missing shards);
+#  - keep_last removes old sets whole; checkpoint.resume names a set's directory; with
+#    checkpoint.upload_cmd a set is refused before training (exit 2);
+#  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), `ckpt export --format
+#    hf|llmc` of a set is byte for byte the export of the single file of the same step, and
+#    `ddprun generate` draws the same text from both.
+source "$(dirname "$0")/../../lib.sh"
+GPT=$DDP_SRC/tests/launcher/trainer/gpt2_small.yaml
+DATA=$TMP/bytes
+cat /usr/share/common-licenses/{GPL-3,Apache-2.0} >"$TMP/corpus.txt"
+"$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$TMP/corpus.txt" "$DATA" >"$TMP/prepare.log" 2>&1
+check "prepare-text writes the byte-level shards" [ -f "$DATA/train_000000.bin" ]
+
+# run NAME NP [overrides...]: one job under mpirun, its log appended to $TMP/NAME.log
+run() {
+    local name=$1 np=$2; shift 2
+    timeout 300 mpirun -np "$np" --oversubscribe --bind-to none "$DDPRUN_WORKER" "$GPT" run.dir="$TMP/$name" \
+        "${G[@]}" "$@" >>"$TMP/$name.log" 2>&1
+}
+file() { echo "$TMP/$1/checkpoints/ckpt-$(printf %08d "$2").ddp"; }
+set_of() { echo "$TMP/$1/checkpoints/ckpt-$(printf %08d "$2")"; }
+shards() { ls "$1"/shard-*.ddp 2>/dev/null | wc -l; }
+same() { "$DDPRUN" ckpt diff "$1" "$2" >/dev/null; }
+G=(data.path="$DATA" train.global_batch=12 data.batch_size=4 train.micro_batch=auto train.max_steps=20
+   checkpoint.keep_last=10)
+S=(checkpoint.sharded=true)
+
+# ---- (a, b) the chain np=4 ZeRO-1 -> np=2 ZeRO-0 -> np=3 ZeRO-1, sharded and single-file ----------
+for kind in set file; do
+    more=()
+    [ $kind = set ] && more=("${S[@]}")
+    DDP_TEST_FAULT=stop:0:7 run "$kind" 4 ddp.zero=1 "${more[@]}"
+    check "$kind chain: np=4 ZeRO-1 stops at step 7 with exit 75 (got $?)" [ $? -eq 75 ]
+    DDP_TEST_FAULT=stop:1:14 run "$kind" 2 ddp.zero=0 checkpoint.resume=auto "${more[@]}"
+    run "$kind" 3 ddp.zero=1 checkpoint.resume=auto "${more[@]}"
+    check "$kind chain: the np=3 part resumed step 14 at another world size" \
+        grep -q "world size changed from 2 to 3" "$TMP/$kind.log"
+done
+for step in 7 14 20; do
+    check "set chain: step $step is a committed set" [ -f "$(set_of set $step)/manifest.ddp" ]
+    check "set chain: step $step's set equals the single file of the same chain (ckpt diff)" \
+        same "$(set_of set $step)" "$(file file $step)"
+done
+check "set chain: 4, 2 and 3 shards" [ "$(shards "$(set_of set 7)") $(shards "$(set_of set 14)") $(shards "$(set_of set 20)")" = "4 2 3" ]
+check "set chain: the np=2 part resumed the set of step 7" grep -q "resumed from .*/ckpt-00000007:" "$TMP/set.log"
+check "set chain: no single file written" [ -z "$(ls "$TMP/set/checkpoints/" | grep '\.ddp$')" ]
+run frompath 1 checkpoint.resume="$(set_of set 14)" train.max_steps=15
+check "checkpoint.resume naming a set's directory resumes it at np=1" \
+    grep -q "resumed from $(set_of set 14): step 14" "$TMP/frompath.log"
+run ref 4 ddp.zero=1
+check "the chain's parameters within 6.9e-5 of the uninterrupted np=4 run" \
+    "$CKPT_COMPARE" "$(file ref 20)" "$(set_of set 20)" param/ 6.9e-5
+check "... and its AdamW moments within 6.9e-5" "$CKPT_COMPARE" "$(file ref 20)" "$(set_of set 20)" optim/exp_avg/ 6.9e-5
+
+# ---- (c) a save killed after one rank's shard, before the manifest -------------------------------
+E=(ddp.zero=1 checkpoint.every_steps=4 "${S[@]}")
+run whole 2 "${E[@]}" checkpoint.keep_last=2
+check "keep_last 2: only the sets of steps 16 and 20 are left, whole" \
+    [ "$(ls "$TMP/whole/checkpoints" | tr '\n' ' ')" = "ckpt-00000016 ckpt-00000020 " ]
+DDP_TEST_FAULT=shard-exit:1:8 run killed 2 "${E[@]}"
+check "shard-exit: the job fails (exit $?)" [ $? -ne 0 ]
+check "shard-exit: step 8's directory holds rank 1's shard but no manifest" \
+    bash -c "[ -f '$(set_of killed 8)/shard-00001-of-00002.ddp' ] && [ ! -e '$(set_of killed 8)/manifest.ddp' ]"
+run killed 2 "${E[@]}" checkpoint.resume=auto
+check "shard-exit: the next job names the uncommitted set" \
+    grep -q "ckpt-00000008: no manifest.ddp (a save that did not finish): not a checkpoint" "$TMP/killed.log"
+check "shard-exit: ... and resumes step 4's set" grep -q "resumed from .*/ckpt-00000004:" "$TMP/killed.log"
+check "shard-exit: it ends bit-identical to the uninterrupted run" same "$(set_of whole 20)" "$(set_of killed 20)"
+
+# ---- (d) a damaged shard: named, the previous complete set resumed -------------------------------
+damage() { # NAME: a copy of whole's sets, one byte of step 20's shard 1 flipped
+    mkdir -p "$TMP/$1"
+    cp -r "$TMP/whole/checkpoints" "$TMP/$1/"
+    local f
+    f=$(set_of "$1" 20)/shard-00001-of-00002.ddp
+    printf '\x5a' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") - 5)) conv=notrunc status=none
+}
+damage flip
+run flip 2 "${E[@]}" checkpoint.resume=auto
+check "flip: the warning names the shard file and says CRC mismatch" grep -q \
+    "warning: .*ckpt-00000020/shard-00001-of-00002.ddp: CRC mismatch in tensor .*falling back to the previous checkpoint" \
+    "$TMP/flip.log"
+check "flip: the previous set (step 16) resumed" grep -q "resumed from .*/ckpt-00000016:" "$TMP/flip.log"
+check "flip: the resumed run ends bit-identical to the uninterrupted one" same "$(set_of whole 20)" "$(set_of flip 20)"
+
+# ---- (e) ckpt info / export of a set ---------------------------------------------------------------
+"$DDPRUN" ckpt info "$(set_of set 7)" >"$TMP/info.txt" 2>&1
+check "ckpt info on a set: exit 0, all CRCs OK" bash -c "[ $? -eq 0 ] && grep -q 'all CRCs OK' '$TMP/info.txt'"
+check "ckpt info lists the 4 shards" [ "$(grep -c '^shard shard-0000[0-3]-of-00004.ddp .* OK$' "$TMP/info.txt")" -eq 4 ]
+damage info
+"$DDPRUN" ckpt info "$(set_of info 20)" >"$TMP/info-bad.txt" 2>&1
+check "ckpt info on a damaged set: exit 1 (got $?)" [ $? -eq 1 ]
+check "... naming the shard" grep -q "BAD SHARD: .*shard-00001-of-00002.ddp: CRC mismatch" "$TMP/info-bad.txt"
+check "ckpt diff of a damaged set fails" bash -c "! '$DDPRUN' ckpt diff '$(set_of info 20)' '$(set_of whole 20)' >/dev/null 2>&1"
+for step in 7 14; do
+    "$DDPRUN" ckpt export --format hf "$(set_of set $step)" "$TMP/hf-set-$step" >"$TMP/export.log" 2>&1
+    check "export --format hf of step $step's set" [ $? -eq 0 ]
+    "$DDPRUN" ckpt export --format hf "$(file file $step)" "$TMP/hf-file-$step" >>"$TMP/export.log" 2>&1
+    check "... model.safetensors byte for byte the single file's export" \
+        cmp "$TMP/hf-set-$step/model.safetensors" "$TMP/hf-file-$step/model.safetensors"
+    check "... config.json too" cmp "$TMP/hf-set-$step/config.json" "$TMP/hf-file-$step/config.json"
+    "$DDPRUN" ckpt export --format llmc "$(set_of set $step)" "$TMP/set-$step.bin" >>"$TMP/export.log" 2>&1
+    "$DDPRUN" ckpt export --format llmc "$(file file $step)" "$TMP/file-$step.bin" >>"$TMP/export.log" 2>&1
+    check "export --format llmc of step $step's set equals the single file's" cmp "$TMP/set-$step.bin" "$TMP/file-$step.bin"
+done
+"$DDPRUN" generate "$(set_of set 7)" --tokens 16 >"$TMP/gen-set.txt" 2>"$TMP/gen.log"
+"$DDPRUN" generate "$(file file 7)" --tokens 16 >"$TMP/gen-file.txt" 2>>"$TMP/gen.log"
+check "ddprun generate from a set draws the single file's text" \
+    bash -c "[ -s '$TMP/gen-set.txt' ] && cmp '$TMP/gen-set.txt' '$TMP/gen-file.txt'"
+check "export of a damaged set is refused" \
+    bash -c "! '$DDPRUN' ckpt export --format llmc '$(set_of info 20)' '$TMP/bad.bin' >/dev/null 2>&1 && [ ! -e '$TMP/bad.bin' ]"
+
+# ---- checkpoint.upload_cmd does not take a set: refused before training ---------------------------
+run upload 1 "${S[@]}" checkpoint.upload_cmd=true
+check "checkpoint.sharded with checkpoint.upload_cmd: exit 2 (got $?)" [ $? -eq 2 ]
+check "... naming both keys" grep -q "checkpoint.upload_cmd only with checkpoint.sharded false" "$TMP/upload.log"
+check "... before anything was written" [ ! -e "$TMP/upload/checkpoints" ]
+finish

@@ -1,0 +1,252 @@
+/* test_ckpt_set.c — sharded checkpoint sets (runtime/ckpt/ckpt_set.h) without MPI: three shard files
+ * with uneven, interleaved extents (as ZeRO's parts are) of two buffers, committed and read back:
+ * the manifest's fields, the set assembled whole (every tensor and meta/config equal to the global
+ * buffers), tensor by tensor through the maps (a tensor split over three shards and one inside one);
+ * extents with a gap or an overlap refused naming the elements; a flipped byte, a truncated and a
+ * missing shard named; no manifest is no checkpoint; ckpt_find_latest over files and sets with
+ * fallback; pruning removes sets whole. */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt_test_state.h"
+#include "runtime/ckpt/ckpt_set.h"
+#include "tests/check.h"
+
+#define LEN 1000
+#define N_BUF 2
+static char dir[512];
+static float global[N_BUF][LEN];
+static const char *const prefixes[N_BUF] = {"param/", "optim/m/"};
+static const char settings[] = "model.kind: mlp\n";
+
+typedef struct piece { int shard; int64_t offset, count; } piece;
+/* shard 0: [0,100) [600,700); shard 1: [100,350); shard 2: [350,600) [700,1000) */
+static const piece good[] = {{0, 0, 100}, {0, 600, 100}, {1, 100, 250}, {2, 350, 250}, {2, 700, 300}};
+#define N_GOOD 5
+
+static void fill_global(void)
+{
+    for (int b = 0; b < N_BUF; b++)
+        for (int i = 0; i < LEN; i++)
+            global[b][i] = (float)(b * 10000 + i) * 0.25f;
+}
+
+static void set_path(int64_t step, char *out)
+{
+    char name[64];
+    ckpt_set_dir_name(step, name, sizeof name);
+    snprintf(out, CKPT_PATH_MAX, "%s/%s", dir, name);
+}
+
+/* Shard s of n with the pieces of p that are its own, of both buffers. */
+static void write_shard(const char *set_dir, int64_t step, int s, int n, const piece *p, int np)
+{
+    static ckpt_tensor t[2 * LEN];
+    int k = 0;
+    for (int b = 0; b < N_BUF; b++)
+        for (int i = 0; i < np; i++) {
+            if (p[i].shard != s)
+                continue;
+            t[k] = (ckpt_tensor){.dtype = CKPT_F32, .ndim = 1, .shape = {p[i].count}, .data = &global[b][p[i].offset]};
+            ckpt_set_piece_name(prefixes[b], p[i].offset, p[i].count, t[k].name, sizeof t[k].name);
+            k++;
+        }
+    char name[CKPT_SET_SHARD_NAME_MAX];
+    ckpt_set_shard_name(s, n, name, sizeof name);
+    ckpt_state st = {.hdr = {.step = step, .world_size = n}, .n_tensors = k, .tensors = t};
+    ddp_err err = {0};
+    CHECK(ckpt_write_atomic_as(set_dir, name, &st, NULL, &err) == DDP_OK, "shard %d: %s", s, err.msg);
+}
+
+static ckpt_set_tensor tensors[3] = {{"a", 2, {10, 30}, 0}, {"b", 1, {500}, 300}, {"c", 2, {4, 50}, 800}};
+
+static int commit(int64_t step, const piece *p, int np, ddp_err *err)
+{
+    char set_dir[CKPT_PATH_MAX];
+    set_path(step, set_dir);
+    for (int s = 0; s < 3; s++)
+        write_shard(set_dir, step, s, 3, p, np);
+    ckpt_manifest spec = {.hdr = {.step = step, .consumed = 77, .world_size = 3}, .n_buffers = N_BUF,
+                          .buffer_len = LEN, .n_tensors = 3, .tensors = tensors, .settings = settings,
+                          .settings_len = strlen(settings)};
+    for (int b = 0; b < N_BUF; b++)
+        snprintf(spec.buffers[b], sizeof spec.buffers[b], "%s", prefixes[b]);
+    return ckpt_set_commit(set_dir, &spec, 3, err);
+}
+
+static void test_commit_and_read(void)
+{
+    ddp_err err = {0};
+    char set_dir[CKPT_PATH_MAX];
+    set_path(5, set_dir);
+    CHECK(commit(5, good, N_GOOD, &err) == DDP_OK, "commit: %s", err.msg);
+    ckpt_manifest m;
+    CHECK(ckpt_manifest_read(set_dir, &m, &err) == DDP_OK, "manifest: %s", err.msg);
+    CHECK_EQ_INT(m.hdr.step, 5);
+    CHECK_EQ_INT(m.hdr.consumed, 77);
+    CHECK_EQ_INT(m.n_shards, 3);
+    CHECK_EQ_INT(m.n_extents, 2 * N_GOOD);
+    CHECK_EQ_INT(m.n_buffers, N_BUF);
+    CHECK_EQ_INT(m.buffer_len, LEN);
+    CHECK(m.n_tensors == 3 && strcmp(m.tensors[1].name, "b") == 0 && m.tensors[1].offset == 300 &&
+          m.tensors[2].shape[1] == 50, "tensor table read back");
+    CHECK(strcmp(m.buffers[1], "optim/m/") == 0, "buffer 1 is %s", m.buffers[1]);
+    CHECK(strcmp(m.shards[2].name, "shard-00002-of-00003.ddp") == 0, "shard 2 is %s", m.shards[2].name);
+    CHECK(m.settings_len == strlen(settings) && memcmp(m.settings, settings, m.settings_len) == 0, "settings");
+    ckpt_manifest_free(&m);
+
+    ckpt_loaded c;
+    CHECK(ckpt_set_load(set_dir, &c, &err) == DDP_OK, "load: %s", err.msg);
+    CHECK_EQ_INT(c.n_tensors, N_BUF * 3 + 1);
+    for (int b = 0; b < N_BUF; b++)
+        for (int i = 0; i < 3; i++) {
+            char name[2 * CKPT_NAME_MAX];
+            snprintf(name, sizeof name, "%s%.100s", prefixes[b], tensors[i].name);
+            const ckpt_tensor *t = ckpt_loaded_tensor(&c, name);
+            CHECK(t && t->nbytes == (i == 1 ? 500u : i == 0 ? 300u : 200u) * 4 &&
+                  memcmp(t->data, &global[b][tensors[i].offset], t->nbytes) == 0, "%s assembled", name);
+        }
+    const ckpt_tensor *meta = ckpt_loaded_tensor(&c, CKPT_SETTINGS_TENSOR);
+    CHECK(meta && meta->nbytes == strlen(settings) && memcmp(meta->data, settings, meta->nbytes) == 0, "meta/config");
+    ckpt_loaded_free(&c);
+
+    ckpt_set_reader *r;
+    CHECK(ckpt_set_open(set_dir, &r, &err) == DDP_OK, "open: %s", err.msg);
+    for (int b = 0; b < N_BUF; b++)
+        for (int i = 0; i < 3; i++) {
+            size_t n = i == 1 ? 500 : i == 0 ? 300 : 200;
+            const float *v = ckpt_set_tensor_f32(r, prefixes[b], tensors[i].name, n);
+            CHECK(v && memcmp(v, &global[b][tensors[i].offset], n * 4) == 0, "reader: %s%s", prefixes[b],
+                  tensors[i].name);
+        }
+    CHECK(ckpt_set_tensor_f32(r, "param/", "b", 499) == NULL, "a wrong element count finds nothing");
+    CHECK(ckpt_set_tensor_f32(r, "optim/v/", "b", 500) == NULL, "an unknown buffer finds nothing");
+    ckpt_set_close(r);
+}
+
+static void test_cover_refused(void)
+{
+    ddp_err err = {0};
+    const piece gap[] = {{0, 0, 100}, {1, 100, 250}, {2, 350, 250}, {2, 700, 300}};
+    CHECK(commit(6, gap, 4, &err) != DDP_OK, "a gap is refused");
+    CHECK_STR_CONTAINS(err.msg, "buffer param/: elements [600, 700) are held by no shard");
+    const piece twice[] = {{0, 0, 120}, {0, 600, 100}, {1, 100, 250}, {2, 350, 250}, {2, 700, 300}};
+    CHECK(commit(6, twice, 5, &err) != DDP_OK, "an overlap is refused");
+    CHECK_STR_CONTAINS(err.msg, "are held twice (shard-00001-of-00003.ddp)");
+    char set_dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX + 64];
+    set_path(6, set_dir);
+    snprintf(path, sizeof path, "%s/%s", set_dir, CKPT_SET_MANIFEST);
+    CHECK(access(path, F_OK) != 0, "no manifest written for a refused set");
+    ckpt_manifest m;
+    CHECK(ckpt_manifest_read(set_dir, &m, &err) != DDP_OK, "no manifest: not a checkpoint");
+    CHECK_STR_CONTAINS(err.msg, "no manifest.ddp");
+}
+
+static void damage_shard(int64_t step, const char *how)
+{
+    char set_dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX + 64];
+    set_path(step, set_dir);
+    snprintf(path, sizeof path, "%s/shard-00002-of-00003.ddp", set_dir);
+    struct stat st;
+    CHECK(stat(path, &st) == 0, "stat %s", path);
+    if (strcmp(how, "flip") == 0) {
+        int fd = open(path, O_RDWR);
+        uint8_t b = 0;
+        CHECK(fd >= 0 && pread(fd, &b, 1, st.st_size - 3) == 1, "read %s", path);
+        b ^= 0x5a;
+        CHECK(pwrite(fd, &b, 1, st.st_size - 3) == 1, "write %s", path);
+        close(fd);
+    } else if (strcmp(how, "truncate") == 0) {
+        CHECK(truncate(path, st.st_size - 8) == 0, "truncate %s", path);
+    } else {
+        CHECK(unlink(path) == 0, "unlink %s", path);
+    }
+}
+
+static void test_damage_and_fallback(void)
+{
+    ddp_err err = {0};
+    char path[CKPT_PATH_MAX], used[CKPT_PATH_MAX];
+    test_state ts;
+    ts_init(&ts, 3, 1, 16);
+    CHECK(ckpt_write_atomic(dir, &ts.s, path, &err) == DDP_OK, "file step 3: %s", err.msg);
+    ts_free(&ts);
+    ckpt_loaded c;
+    CHECK(ckpt_find_latest(dir, &c, used, &err) == DDP_OK, "find: %s", err.msg);
+    CHECK_STR_CONTAINS(used, "/ckpt-00000005");
+    CHECK_EQ_INT(c.hdr.step, 5);
+    ckpt_loaded_free(&c);
+    const char *hows[] = {"flip", "truncate", "missing"}, *says[] = {"CRC mismatch in tensor", "truncated", "No such file"};
+    for (int i = 0; i < 3; i++) {
+        CHECK(commit(10 + i, good, N_GOOD, &err) == DDP_OK, "commit %d: %s", 10 + i, err.msg);
+        damage_shard(10 + i, hows[i]);
+        char set_dir[CKPT_PATH_MAX];
+        set_path(10 + i, set_dir);
+        CHECK(ckpt_set_load(set_dir, &c, &err) != DDP_OK, "%s: refused", hows[i]);
+        CHECK_STR_CONTAINS(err.msg, "shard-00002-of-00003.ddp");
+        CHECK_STR_CONTAINS(err.msg, says[i]);
+    }
+    CHECK(ckpt_find_latest(dir, &c, used, &err) == DDP_OK, "find with damaged sets: %s", err.msg);
+    CHECK_STR_CONTAINS(used, "/ckpt-00000005");
+    ckpt_loaded_free(&c);
+}
+
+/* 100 pieces of 10 elements a buffer, round robin over the shards (a rank with many ZeRO parts). */
+static void test_many_pieces(void)
+{
+    static piece many[100];
+    for (int i = 0; i < 100; i++)
+        many[i] = (piece){i % 3, 10 * i, 10};
+    ddp_err err = {0};
+    CHECK(commit(15, many, 100, &err) == DDP_OK, "commit 200 pieces: %s", err.msg);
+    char set_dir[CKPT_PATH_MAX];
+    set_path(15, set_dir);
+    ckpt_manifest m;
+    CHECK(ckpt_manifest_read(set_dir, &m, &err) == DDP_OK && m.n_extents == 200, "200 extents: %s", err.msg);
+    ckpt_manifest_free(&m);
+    ckpt_loaded c;
+    CHECK(ckpt_set_load(set_dir, &c, &err) == DDP_OK, "load: %s", err.msg);
+    const ckpt_tensor *t = ckpt_loaded_tensor(&c, "optim/m/b");
+    CHECK(t && memcmp(t->data, &global[1][300], 500 * 4) == 0, "optim/m/b from 50 pieces");
+    ckpt_loaded_free(&c);
+}
+
+static void test_prune(void)
+{
+    ddp_err err = {0};
+    char keep[CKPT_PATH_MAX], old[CKPT_PATH_MAX], file3[CKPT_PATH_MAX];
+    CHECK(commit(20, good, N_GOOD, &err) == DDP_OK, "commit 20: %s", err.msg);
+    set_path(20, keep);
+    set_path(5, old);
+    snprintf(file3, sizeof file3, "%s/ckpt-00000003.ddp", dir);
+    CHECK(ckpt_prune(dir, 1, keep, &err) == DDP_OK, "prune: %s", err.msg);
+    CHECK(access(old, F_OK) != 0, "the old set's directory is gone");
+    CHECK(access(file3, F_OK) != 0, "the old file is gone");
+    CHECK(access(keep, F_OK) == 0, "the kept set stays");
+    ckpt_loaded c;
+    char used[CKPT_PATH_MAX];
+    CHECK(ckpt_find_latest(dir, &c, used, &err) == DDP_OK && c.hdr.step == 20, "the kept set loads: %s", err.msg);
+    ckpt_loaded_free(&c);
+}
+
+int main(void)
+{
+    if (!ts_tmpdir(dir, sizeof dir, "set")) {
+        perror("mkdtemp");
+        return 1;
+    }
+    (void)ts_count, (void)ts_file_exists; /* ckpt_test_state.h's, for the other tests */
+    fill_global();
+    test_commit_and_read();
+    test_cover_refused();
+    test_damage_and_fallback();
+    test_many_pieces();
+    test_prune();
+    int rc = check_done("test_ckpt_set");
+    if (rc == 0)
+        ts_rmrf(dir);
+    return rc;
+}
