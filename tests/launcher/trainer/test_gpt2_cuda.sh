@@ -4,12 +4,11 @@
 #  - a device=cuda ddp.backend=nccl np=2 run (CUDA kernels and cuBLAS on the emulator, NCCL = the
 #    shim over MPI) trains, and its training loss at step 50 is within 1e-4 relative of the CPU
 #    backend's (device=cpu, np=2, MPI); its step-50 parameters are within 1e-4 too;
-#  - a run resumed on the emulator from that run's step-40 checkpoint ends at step 50 with
-#    parameters and AdamW state bit-identical to the uninterrupted run, logging the same losses;
 #  - precision bf16 on the emulated GPU (bf16 activations, stochastically rounded bf16 weight copy,
 #    bf16 gradients on the wire) trains, its step-50 loss within 2e-2 relative of the CPU fp32 run
-#    and not equal to the fp32 run's, and its resume from step 40 is bit-identical too (the weight
-#    copy's rounding is keyed by seed, step and element, so the resumed run rebuilds it exactly);
+#    and not equal to the fp32 run's, and its resume from step 40 is bit-identical (the weight
+#    copy's rounding is keyed by seed, step and element, so the resumed run rebuilds it exactly;
+#    the fp32 resume on the emulator is test llama_cuda's);
 #  - the referees can fail: a CPU run with another seed, or 1% more lr (same step-1 loss), is not
 #    within 1e-4 at step 50, and the CPU and emulated runs are not bit-identical.
 # Overrides, and why: train.max_steps=50 (the cosine horizon becomes 50 steps, the same for every
@@ -34,20 +33,6 @@ cpu_and_cuda "gpt2 n_layer=4 "
 # moved the loss 4.0e-4 and the parameters 4.7e-2: both checks failed.
 check "step-50 parameters: cuda within 1e-4 of cpu" \
     "$CKPT_COMPARE" "$(last_ckpt "$TMP/cpu")" "$(last_ckpt "$TMP/cuda")" param/ 1e-4
-
-# --- resume on the emulator: from the uninterrupted run's step-40 checkpoint to step 50 ---
-kjv resumed 300 "${GPU[@]}" checkpoint.resume="$TMP/cuda/checkpoints/ckpt-00000040.ddp"
-check "cuda+nccl run resumed from step 40 runs" [ $? -eq 0 ]
-check "... and says it resumed from the step-40 checkpoint" \
-    grep -q "resumed from .*ckpt-00000040.ddp: step 40" "$TMP/resumed.log"
-end=$TMP/cuda/checkpoints/ckpt-00000050.ddp
-for what in param/ optim/; do
-    check "resumed step 50: $what bit-identical to the uninterrupted run (tolerance 0)" \
-        "$CKPT_COMPARE" "$end" "$(last_ckpt "$TMP/resumed")" $what 0
-done
-check "resumed step 50: every tensor bit-identical (ckpt diff)" "$DDPRUN" ckpt diff "$end" "$(last_ckpt "$TMP/resumed")"
-check "resumed run logs the uninterrupted run's losses at steps 41-50" \
-    [ "$(losses resumed)" = "$(losses cuda | awk '$1 > 40')" -a "$(losses resumed | wc -l)" -eq 10 ]
 
 # --- precision bf16 on the emulator ---
 # Tolerance: bf16 rounds every activation (2^-8 relative) and the weight copy, which perturbs each

@@ -11,6 +11,8 @@
 #    and ends bit-identical to an uninterrupted run;
 #  - a shard with one byte flipped: named in the warning (which file, what is wrong), the previous
 #    complete set resumed, never the damaged one (test_ckpt_set: truncated and missing shards);
+#  - ZeRO-3 (parameters sharded too) at np=3: its set equals its single file, and np=2 ZeRO-2
+#    resumes it to the single-file chain's step 20 bit for bit;
 #  - keep_last removes old sets whole; checkpoint.resume names a set's directory; with
 #    checkpoint.upload_cmd a set is refused before training (exit 2);
 #  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), `ckpt export --format
@@ -63,6 +65,17 @@ run ref 4 ddp.zero=1
 check "the chain's parameters within 6.9e-5 of the uninterrupted np=4 run" \
     "$CKPT_COMPARE" "$(file ref 20)" "$(set_of set 20)" param/ 6.9e-5
 check "... and its AdamW moments within 6.9e-5" "$CKPT_COMPARE" "$(file ref 20)" "$(set_of set 20)" optim/exp_avg/ 6.9e-5
+
+# ---- ZeRO-3: parameters sharded too; its set equals its single file, and another stage resumes it --
+for kind in set file; do
+    more=()
+    [ $kind = set ] && more=("${S[@]}")
+    DDP_TEST_FAULT=stop:0:7 run "z3$kind" 3 ddp.zero=3 "${more[@]}"
+    run "z3$kind" 2 ddp.zero=2 checkpoint.resume=auto "${more[@]}"
+done
+check "ZeRO-3 np=3: step 7's set equals its single file (ckpt diff)" same "$(set_of z3set 7)" "$(file z3file 7)"
+check "ZeRO-3 np=3 -> ZeRO-2 np=2: step 20's set equals the single-file chain's (ckpt diff)" \
+    same "$(set_of z3set 20)" "$(file z3file 20)"
 
 # ---- (c) a save killed after one rank's shard, before the manifest -------------------------------
 E=(ddp.zero=1 checkpoint.every_steps=4 "${S[@]}")
