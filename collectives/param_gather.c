@@ -6,11 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "runtime/device/device_prof.h"
+#include "comm_prof.h"
+
 #define N_WINDOWS 3
 
 typedef struct unit_state {
     int window;          /* the window holding it, or -1 */
     comm_req *req;       /* its gather, until waited for */
+    int prof_host;       /* its gather's host-clock profiler range (MPI), or -1 */
 } unit_state;
 
 struct param_gather {
@@ -75,7 +79,7 @@ int param_gather_create(const reducer *layout, device *d, tensor_dtype t, const 
             rc = d->ops->alloc(d, sizes[w] * g->elem, &g->windows[w], err);
     }
     for (int u = 0; u < g->n_units; u++)
-        g->units[u] = (unit_state){.window = -1};
+        g->units[u] = (unit_state){.window = -1, .prof_host = -1};
     if (rc != DDP_OK) {
         param_gather_destroy(g);
         return ddp_prefix(err, "parameter windows of %zu elements", sizes[0] + 2 * other);
@@ -91,7 +95,9 @@ static int wait_unit(param_gather *g, int unit, ddp_err *err)
         return DDP_OK;
     comm_req *req = s->req;
     s->req = NULL;
-    return g->comm->ops->wait(g->comm, req, err);
+    int rc = g->comm->ops->wait(g->comm, req, err);
+    comm_prof_host_end(g->dev, &s->prof_host);
+    return rc;
 }
 
 /* Unit's gather into window w (after the one it held was waited for), non-blocking. */
@@ -110,12 +116,18 @@ static int start_gather(param_gather *g, int unit, int w, ddp_err *err)
     char *mine = (char *)g->windows[w] + (size_t)g->comm->rank * b->block * g->elem;
     if (rc == DDP_OK && count > 0)
         rc = g->dev->ops->copy(g->dev, mine, g->shard + shard_at * g->elem, count * g->elem, err);
+    const comm_dtype dt = g->t == TENSOR_BF16 ? DT_BFLOAT16 : DT_FLOAT;
+    const size_t bytes = b->block * (size_t)g->comm->size * g->elem;
+    char name[PROF_NAME_MAX];
+    snprintf(name, sizeof name, "all-gather unit %d/%d (%.1f MB)", unit + 1, g->n_units, (double)bytes / 1e6);
+    int stream_id = -1;
+    if (rc == DDP_OK)
+        rc = comm_prof_begin(g->comm, g->dev, name, bytes, dt, &stream_id, &g->units[unit].prof_host, err);
     snprintf(g->comm->label, sizeof g->comm->label, "parameters of unit %d of %d", unit + 1, g->n_units);
     if (rc == DDP_OK)
-        rc = g->comm->ops->allgather(g->comm, mine, g->windows[w], b->block,
-                                     g->t == TENSOR_BF16 ? DT_BFLOAT16 : DT_FLOAT, &g->units[unit].req, err);
+        rc = g->comm->ops->allgather(g->comm, mine, g->windows[w], b->block, dt, &g->units[unit].req, err);
     g->comm->label[0] = '\0';
-    return rc;
+    return rc == DDP_OK ? comm_prof_stream_end(g->dev, stream_id, err) : rc;
 }
 
 /* The window unit goes into: the first unit's own, else a turn window not holding `keep` (the

@@ -5,6 +5,7 @@
 #include "reducer.h"
 
 #include "runtime/device/device_prof.h"
+#include "comm_prof.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -190,38 +191,25 @@ static int average_bucket(reducer *r, reducer_bucket *b, void *data, comm_dtype 
 
 /* ---- the profiler's ranges (only while r->dev has one attached) ---------------------------- */
 
-/* Begins the range of bucket b's collective `what` over bytes: on the communicator's stream
- * (*host_id -1; the caller ends it with prof_stream_end once issued) or on the host clock
- * (*host_id the range, ended when the wait returns). */
+/* Begins the range of bucket b's collective `what` over bytes (comm_prof.h). */
 static int prof_collective_begin(reducer *r, const char *what, const reducer_bucket *b, size_t bytes, comm_dtype dt,
                                  int *stream_id, int *host_id, ddp_err *err)
 {
-    *stream_id = *host_id = -1;
-    device_prof *p = r->dev ? r->dev->prof : NULL;
-    if (!p)
-        return DDP_OK;
     char name[PROF_NAME_MAX];
     bool mb = bytes >= 1000000;
     snprintf(name, sizeof name, "%s bucket %d/%d (%.1f %s)", what, (int)(b - r->buckets) + 1, r->n_buckets,
              (double)bytes / (mb ? 1e6 : 1e3), mb ? "MB" : "kB");
-    if (!r->comm->stream) {
-        *host_id = device_prof_host_begin(p, name, PROF_TRACK_COMM);
-        return DDP_OK;
-    }
-    prof_cost cost = prof_cost_of((double)bytes, 0, PROF_MATH_NONE, "%s", comm_dtype_name(dt));
-    return device_prof_begin(r->dev, name, "comm", PROF_TRACK_COMM, r->comm->stream, &cost, stream_id, err);
+    return comm_prof_begin(r->comm, r->dev, name, bytes, dt, stream_id, host_id, err);
 }
 
 static int prof_stream_end(reducer *r, int stream_id, ddp_err *err)
 {
-    return stream_id < 0 || !r->dev ? DDP_OK : device_prof_end(r->dev, stream_id, err);
+    return comm_prof_stream_end(r->dev, stream_id, err);
 }
 
 static void prof_host_end(reducer *r, int *host_id)
 {
-    if (*host_id >= 0 && r->dev)
-        device_prof_host_end(r->dev->prof, *host_id);
-    *host_id = -1;
+    comm_prof_host_end(r->dev, host_id);
 }
 
 /* Bucket b's average, recorded when a profiler is attached. */

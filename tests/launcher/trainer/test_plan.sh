@@ -14,6 +14,8 @@
 #  - sizes past 64 bits (issue 37: 128 layers of 65536 over 2^24 tokens and 2^20 positions, at
 #    batch 65536 and 2^31-1) are refused with exit 2 naming the keys; below that the figures grow
 #    with the batch (1, 2, 1024, 2048);
+#  - the plan is what a job allocates: an 8-layer Llama at np=4 in every ZeRO stage with recompute
+#    none and full peaks within 10 % of its plan (the device ledger), each stage below the last;
 #  - nothing is written (no run.dir), no device or MPI is needed; --dry-run prints the worker's
 #    command; a bad override, the MLP (whose size follows its data) and a missing config are
 #    refused with exit 2.
@@ -167,6 +169,30 @@ for b in 1 2 1024 2048; do
         python3 -c "import sys; a, pa, t, pt = map(float, sys.argv[1:]); sys.exit(not (pa <= a > 0 and pt <= t))" \
         "${acts:-0}" "$prev_acts" "${all:-0}" "$prev_all"
     prev_acts=${acts:-0} prev_all=${all:-0}
+done
+
+# The plan against what the job allocated: an 8-layer Llama at np=4 (parameters weigh more than its
+# activations, so every stage's sharding shows), each ZeRO stage with recompute none and full; the
+# device ledger's peak (metrics.jsonl's peak_mib, the largest rank's) within 10 % of the plan's
+# total, and each stage below the one before (measured: within 0.3 %).
+L8=(model.llama.n_layer=8 model.llama.n_embd=128 model.llama.ffn_hidden=352 data.seq_len=32 model.llama.block_size=32
+    data.batch_size=2 train.log_every=1)
+prev=
+for zero in 0 1 2 3; do
+    for mode in none full; do
+        name=peak-$zero-$mode
+        SMALL=$TR/llama_small.yaml worker 4 "$TMP/$name" "${S[@]}" "${L8[@]}" ddp.zero=$zero train.recompute=$mode \
+            >"$TMP/$name.log" 2>&1
+        planned=$(sed -n 's/.* \([0-9.]*\) MiB in all$/\1/p' "$TMP/$name.log" | head -n 1)
+        peak=$(grep -o '"peak_mib":[0-9.]*' "$TMP/$name/metrics.jsonl" | cut -d: -f2 | sort -n | tail -n 1)
+        check "llama 8 layers np=4 ddp.zero=$zero recompute $mode: measured peak ${peak:-?} MiB within 10 % of the plan's ${planned:-?}" \
+            python3 -c 'import sys; p, m = map(float, sys.argv[1:]); sys.exit(not (p > 0 and abs(m - p) <= 0.1 * p))' \
+            "${planned:-0}" "${peak:-0}"
+    done
+    check "ddp.zero=$zero: its peak (recompute none) below the stage before's" \
+        python3 -c 'import sys; sys.exit(not (sys.argv[1] == "" or float(sys.argv[2]) < float(sys.argv[1])))' \
+        "$prev" "$(grep -o '"peak_mib":[0-9.]*' "$TMP/peak-$zero-none/metrics.jsonl" | cut -d: -f2 | sort -n | tail -n 1)"
+    prev=$(grep -o '"peak_mib":[0-9.]*' "$TMP/peak-$zero-none/metrics.jsonl" | cut -d: -f2 | sort -n | tail -n 1)
 done
 
 "$DDPRUN" --dry-run -np 8 plan "$DDP_SRC/configs/llama3_1b.yaml" >"$TMP/dry.out" 2>&1

@@ -5,7 +5,8 @@
 #    row's time is > 0, the ops' sum per step is at most the step time and at least OPS_FRACTION of
 #    it, nothing was dropped; the table is printed; trace-rank0.json parses with the expected tracks;
 #  - np=2: trace-rank0.json and trace-rank1.json parse, each with the four tracks, the step ranges
-#    and every bucket's all-reduce on the communication track; scripts/trace-merge puts both ranks
+#    and every bucket's all-reduce on the communication track (with ddp.zero 3: the units'
+#    parameter all-gathers, the next unit's in flight across compute); scripts/trace-merge puts both ranks
 #    in one file, refuses to overwrite it without --force, and replaces it with --force;
 #  - a window past the end of training is cut to what runs, and the log says so;
 #  - profiling off (the default) writes no profile files;
@@ -120,6 +121,23 @@ for r in 0 1; do
     check "np=2: trace-rank$r.json: tracks, steps, every bucket's all-reduce" \
         trace_ok "$TMP/cpu2/trace-rank$r.json" $r allreduce
 done
+# --- ZeRO-3 at np=2: each unit's parameter all-gather on the communication track, the next unit's
+# running while a unit computes (in flight across at least one compute range it did not wait for)
+profiled zero3 2 ddp.zero=3
+check "np=2 ddp.zero=3 profiled run completes" [ $? -eq 0 ]
+check "ZeRO-3: the units' all-gathers overlap compute on rank 0's trace" python3 - "$TMP/zero3/trace-rank0.json" <<'PY'
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = {e["args"]["name"]: e["tid"] for e in events if e.get("name") == "thread_name"}
+x = [e for e in events if e["ph"] == "X"]
+gathers = [e for e in x if e["tid"] == tracks["communication stream"] and e["name"].startswith("all-gather unit ")]
+compute = [e for e in x if e["tid"] == tracks["compute stream"]]
+inside = lambda c, g: g["ts"] < c["ts"] and c["ts"] + c["dur"] < g["ts"] + g["dur"]
+hidden = [g for g in gathers if any(inside(c, g) for c in compute)]
+print(f"{len(gathers)} unit all-gathers, {len(hidden)} with a whole compute range inside")
+sys.exit(0 if gathers and len(hidden) >= len(gathers) // 4 else 1)
+PY
+
 MERGE=$DDP_SRC/scripts/trace-merge
 "$MERGE" "$TMP/merged.json" "$TMP"/cpu2/trace-rank{0,1}.json >"$TMP/merge.log" 2>&1
 check "trace-merge writes one file" [ $? -eq 0 ]
