@@ -174,16 +174,24 @@ static size_t units_backward(reducer *r, const size_t *offs, int n_units, size_t
     return dirty;
 }
 
+/* ZeRO-2's reducer over n floats cut into make_tensors' units (*n_units of them at offs). */
+static int units_reducer(comm *c, device *d, size_t n, size_t *offs, int *n_units, float *params, reducer **r,
+                         ddp_err *err)
+{
+    *n_units = make_tensors(n, offs);
+    *r = NULL;
+    int rc = reducer_create(c, NULL, n, offs, *n_units, 1.0, 1.0, r, err);
+    return rc == DDP_OK ? reducer_use_zero_units(*r, offs, *n_units, params, d, err) : rc;
+}
+
 static void test_units(comm *c, device *d, size_t n)
 {
     size_t offs[8];
-    int n_units = make_tensors(n, offs);
+    int n_units;
     float *params = calloc(n, sizeof *params);
-    reducer *r = NULL;
+    reducer *r;
     ddp_err err = {0};
-    int rc = reducer_create(c, NULL, n, offs, n_units, 1.0, 1.0, &r, &err);
-    if (rc == DDP_OK)
-        rc = reducer_use_zero_units(r, offs, n_units, params, d, &err);
+    int rc = units_reducer(c, d, n, offs, &n_units, params, &r, &err);
     CHECK(rc == DDP_OK, "units n=%zu: reducer: %s", n, err.msg);
     size_t dirty = 0;
     for (int step = 0; rc == DDP_OK && step < 2; step++) {
@@ -223,12 +231,10 @@ static size_t window_wrong(param_gather *g, const size_t *offs, int n_units, siz
 static void test_param_windows(comm *c, device *d, size_t n)
 {
     size_t offs[8];
-    int n_units = make_tensors(n, offs);
-    reducer *r = NULL;
+    int n_units;
+    reducer *r;
     ddp_err err = {0};
-    int rc = reducer_create(c, NULL, n, offs, n_units, 1.0, 1.0, &r, &err);
-    if (rc == DDP_OK)
-        rc = reducer_use_zero_units(r, offs, n_units, NULL, d, &err);
+    int rc = units_reducer(c, d, n, offs, &n_units, NULL, &r, &err);
     float *shard = rc == DDP_OK ? calloc(r->shard_n + 1, sizeof *shard) : NULL;
     param_gather *g = NULL;
     if (shard)
@@ -261,13 +267,11 @@ static void test_param_windows(comm *c, device *d, size_t n)
 static void test_units_early_reuse(comm *c, device *d)
 {
     size_t n = 40 * (size_t)g_size, offs[8];
-    int n_units = make_tensors(n, offs);
+    int n_units;
     float *params = calloc(n, sizeof *params);
-    reducer *r = NULL;
+    reducer *r;
     ddp_err err = {0};
-    int rc = reducer_create(c, NULL, n, offs, n_units, 1.0, 1.0, &r, &err);
-    if (rc == DDP_OK)
-        rc = reducer_use_zero_units(r, offs, n_units, params, d, &err);
+    int rc = units_reducer(c, d, n, offs, &n_units, params, &r, &err);
     if (rc == DDP_OK && n_units >= 4) {
         reducer_begin(r, false);
         for (int u = n_units - 1; u >= n_units - 3; u--) /* three units, none reported: two windows */
