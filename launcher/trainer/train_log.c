@@ -29,6 +29,7 @@
 #include "train_ranks.h"
 #include "train_replica.h"
 #include "train_tb.h"
+#include "train_zero.h"
 
 struct train_log {
     FILE *metrics;            /* rank 0: run.dir/metrics.jsonl */
@@ -244,19 +245,26 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
 }
 
 /* Forward passes over this rank's disjoint range of the test set; stats += (loss sum, correct). */
-static int evaluate_range(train_job *t, int64_t begin, int64_t end, float *stats, ddp_err *err)
+/* Forward passes over this rank's [begin, end) of the test set into stats. Under ZeRO-3 a forward
+ * pass gathers each unit from every rank, so every rank runs as many as the rank with the most
+ * batches: one that has run out evaluates one sample again into `spare`, which is not counted. */
+static int evaluate_range(train_job *t, int64_t begin, int64_t end, float *stats, float *spare, ddp_err *err)
 {
-    int64_t bs = t->batch;
+    int64_t bs = t->batch, passes = (end - begin + bs - 1) / bs;
     int rc = DDP_OK;
-    for (int64_t i = begin; i < end && rc == DDP_OK; i += bs) {
-        int64_t rows = end - i < bs ? end - i : bs;
+    snprintf(t->ctl->label, sizeof t->ctl->label, "evaluation passes");
+    if (t->zero)
+        rc = t->ctl->ops->allreduce(t->ctl, &passes, &passes, 1, DT_INT64, OP_MAX, NULL, err);
+    t->ctl->label[0] = '\0';
+    for (int64_t k = 0, i = begin; k < passes && rc == DDP_OK; k++, i += bs) {
+        int64_t rows = i < end ? (end - i < bs ? end - i : bs) : 1;
         model_batch b;
-        train_stage_range(t, i, rows);
+        train_stage_range(t, i < end ? i : 0, rows);
         rc = train_stage_batch(t, &t->test, &b, err);
         if (rc == DDP_OK)
-            rc = t->m->ops->evaluate(t->m, &b, stats, err);
+            rc = t->m->ops->evaluate(t->m, &b, i < end ? stats : spare, err);
     }
-    return rc;
+    return rc == DDP_OK ? train_zero_check_windows(t, err) : rc;
 }
 
 /* A language model's test set is its val split: its loss is reported as val_loss. */
@@ -298,12 +306,12 @@ int train_evaluate(train_job *t, ddp_err *err)
     float *stats = NULL;
     int phase = -1;
     int rc = train_phase_begin(t, "evaluation", &phase, err);
+    if (rc == DDP_OK) /* the counted sums, then the spare ones evaluate_range may need */
+        rc = d->ops->alloc(d, 4 * sizeof(float), (void **)&stats, err);
     if (rc == DDP_OK)
-        rc = d->ops->alloc(d, 2 * sizeof(float), (void **)&stats, err);
+        rc = d->ops->fill(d, TENSOR_F32, stats, 4, 0.0f, err);
     if (rc == DDP_OK)
-        rc = d->ops->fill(d, TENSOR_F32, stats, 2, 0.0f, err);
-    if (rc == DDP_OK)
-        rc = evaluate_range(t, begin, end, stats, err);
+        rc = evaluate_range(t, begin, end, stats, stats + 2, err);
     float st[2] = {0, 0};
     if (rc == DDP_OK)
         rc = d->ops->download(d, st, stats, sizeof st, err);

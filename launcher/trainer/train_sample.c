@@ -3,7 +3,10 @@
  * the step (so a resumed job prints the same samples), and decodes them with data.path's
  * tokenizer.bin. The context is the end-of-text token, or a newline for tokenizers without one.
  * Logits that are not finite end no job here: they are noted for the stop agreement
- * (train_finite.c), and a stop request ends a sample between two tokens. Must not change training
+ * (train_finite.c), and a stop request ends a sample between two tokens. Under ZeRO-3 every
+ * forward pass gathers each unit's parameters from every rank, so every rank draws the same
+ * sample (the same seed, the same logits) and rank 0 prints it; nothing rank-local (a stop
+ * request, an earlier finding) may then end one rank's draw early. Must not change training
  * state: generation only runs forward passes. */
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +37,10 @@ int train_sample_text(train_job *t, ddp_err *err)
     const config *c = t->cfg;
     /* a non-finite loss or gradient norm already found makes sampling pointless */
     int rc = train_finite_drain(t, err);
-    if (rc != DDP_OK || t->ctl->rank != 0 || !t->m->io.language_model || c->data.kind != DATA_TOKENS)
+    bool every_rank = t->zero != NULL, printer = t->ctl->rank == 0;
+    if (rc != DDP_OK || (!printer && !every_rank) || !t->m->io.language_model || c->data.kind != DATA_TOKENS)
         return rc;
-    if (train_finite_found(t)) {
+    if (!every_rank && train_finite_found(t)) {
         log_info("sample at step %lld: skipped, a non-finite value was found", (long long)t->step);
         return DDP_OK;
     }
@@ -55,12 +59,12 @@ int train_sample_text(train_job *t, ddp_err *err)
     if (!rc) {
         ids[0] = tok.eot >= 0 ? tok.eot : '\n';
         lm_sampling s = {.temperature = 1.0, .top_k = 40, .seed = c->run.seed ^ (uint64_t)t->step * 0x9E3779B97F4A7C15ull,
-                         .stop = &train_stop_requested};
+                         .stop = every_rank ? NULL : &train_stop_requested};
         int gen = lm_generate(t->m, ids, 1, n, &s, err);
         drawn = gen == DDP_OK;
         rc = sample_verdict(t, gen, err);
     }
-    if (drawn) {
+    if (drawn && printer) {
         tokenizer_decode(&tok, ids + 1, n, text, (size_t)n * TOKENIZER_MAX_TOKEN_BYTES + 1, NULL);
         log_info("sample at step %lld: %s", (long long)t->step, text);
         if (rc == DDP_OK)

@@ -140,6 +140,17 @@ if [ "$MODE" = cpu ]; then
         check "$m: np=2 ZeRO-3 ends bit-identical to ZeRO-1 (ckpt diff)" \
             "$DDPRUN" ckpt diff "$(ckpt "$m-one1" 20)" "$(ckpt "$m-one3" 20)"
     done
+    # evaluation and text samples under ZeRO-3: every forward pass needs every rank. At np=5 the 96
+    # validation sequences split 20/19/19/19/19, 2 batches of 19 on rank 0 and 1 elsewhere; every
+    # rank draws the sample rank 0 prints. Both as ZeRO-2 gives them (a hang fails by timeout).
+    EV=(data.path="$DATA" data.batch_size=19 train.max_steps=10 train.eval=true train.eval_every=10
+        train.sample_every=10 train.sample_tokens=16)
+    for z in 2 3; do
+        run "eval$z" 5 "$GPT" "${EV[@]}" ddp.zero=$z
+    done
+    ev() { grep -E "eval epoch 1 step 10|sample at step 10" "$TMP/$1.log"; }
+    check "ZeRO-3 at np=5: the uneven evaluation and the text sample as ZeRO-2's ($(ev eval3 | head -n 1))" \
+        [ -n "$(ev eval3)" -a "$(ev eval3)" = "$(ev eval2)" ]
     check "llama: the ZeRO-3 plan line names the parameter shard and windows" \
         grep -qE "parameters [0-9.]+ MiB \(ZeRO-3: a shard of [0-9.]+ MiB and unit windows of [0-9.]+ MiB\)" \
         "$TMP/llama-one3.log"
