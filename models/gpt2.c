@@ -156,29 +156,25 @@ int gpt2_activation_bytes(const gpt2_shape *s, tensor_dtype compute, recompute_m
 
 /* GPT-2's initialisation: weights N(0, 0.02), the residual projections (attn.c_proj, mlp.c_proj)
  * N(0, 0.02/sqrt(2·n_layer)), biases 0, LayerNorm weights 1; wte's padding rows 0. */
-static void init_params(const model *m, rng *r, float *host)
+static void init_tensor(const model *m, rng *r, const param_tensor *t, float *dst)
 {
     const gpt2_impl *g = m->impl;
-    double resid_std = 0.02 / sqrt(2.0 * (double)g->s.n_layer);
-    for (int i = 0; i < m->n_tensors; i++) {
-        const param_tensor *t = &m->tensors[i];
-        const char *name = t->name;
-        size_t n = t->numel;
-        if (!strcmp(name, "wte.weight"))
-            n = (size_t)g->s.vocab_size * (size_t)g->s.n_embd;
-        if (strstr(name, "ln_") && strstr(name, ".weight")) {
-            for (size_t j = 0; j < n; j++)
-                host[t->offset + j] = 1.0f;
-        } else if (t->ndim == 2) {
-            double std = strstr(name, "c_proj.weight") ? resid_std : 0.02;
-            for (size_t j = 0; j < n; j++)
-                host[t->offset + j] = (float)(rng_normal(r) * std);
-        }
+    const char *name = t->name;
+    size_t n = t->numel;
+    if (!strcmp(name, "wte.weight"))
+        n = (size_t)g->s.vocab_size * (size_t)g->s.n_embd;
+    if (strstr(name, "ln_") && strstr(name, ".weight")) {
+        for (size_t j = 0; j < n; j++)
+            dst[j] = 1.0f;
+    } else if (t->ndim == 2) {
+        double std = strstr(name, "c_proj.weight") ? 0.02 / sqrt(2.0 * (double)g->s.n_layer) : 0.02;
+        for (size_t j = 0; j < n; j++)
+            dst[j] = (float)(rng_normal(r) * std);
     }
 }
 
 static const lm_kind gpt2_kind = {
-    .name = "gpt2", .init = init_params, .forward = gpt2_forward, .backward = gpt2_backward};
+    .name = "gpt2", .init_tensor = init_tensor, .forward = gpt2_forward, .backward = gpt2_backward};
 
 /* ---- construction ------------------------------------------------------------------------- */
 

@@ -108,10 +108,11 @@ bool gpt2_hf_layout(const gpt2_shape *s, const param_tensor *t, int64_t dims[2],
     return conv1d;
 }
 
-static int import_tensor(const lm_hf_import *im, const param_tensor *t, ddp_err *err)
+static int import_tensor(const lm_hf_import *im, const param_tensor *t, const st_tensor **from, ddp_err *err)
 {
     const st_tensor *hf = NULL;
     int rc = find_hf(im, t->name, &hf, err);
+    *from = hf;
     if (rc)
         return rc;
     int64_t dims[2];
@@ -124,21 +125,23 @@ static int import_tensor(const lm_hf_import *im, const param_tensor *t, ddp_err 
         return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s, expected %s%s", im->w->path, hf->name, have, want,
                         transposed ? " (Conv1D: [in, out])" : "");
     }
-    float *dst = im->host + t->offset;
     if (!transposed) {
-        safetensors_to_f32(hf, dst); /* wte: the first vocab_size rows */
+        lm_hf_take_as_is(im, t, hf); /* wte: the first vocab_size rows */
         return DDP_OK;
     }
-    float *tmp = malloc(hf->numel * sizeof *tmp);
-    if (!tmp)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", im->w->path);
-    safetensors_to_f32(hf, tmp);
-    int64_t in = dims[0], out = dims[1];
-    for (int64_t i = 0; i < in; i++)
-        for (int64_t o = 0; o < out; o++)
-            dst[o * in + i] = tmp[i * out + o];
+    float *tmp = malloc(hf->numel * sizeof *tmp), *dst = malloc(t->numel * sizeof *dst);
+    bool ok = tmp && dst;
+    if (ok) {
+        safetensors_to_f32(hf, tmp);
+        int64_t in = dims[0], out = dims[1];
+        for (int64_t i = 0; i < in; i++)
+            for (int64_t o = 0; o < out; o++)
+                dst[o * in + i] = tmp[i * out + o];
+        lm_hf_take_values(im, t, dst);
+    }
     free(tmp);
-    return DDP_OK;
+    free(dst);
+    return ok ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", im->w->path);
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -149,28 +152,17 @@ static bool ends_with(const char *s, const char *suffix)
 
 /* A tensor of the folder that is none of ours: a mask buffer (skipped), a tied lm_head (must equal
  * wte), nothing else. */
-static int check_other(const lm_hf_import *im, const param_tensor *wte, const st_tensor *t, ddp_err *err)
+static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
 {
+    const lm_hf_import *im = ctx;
     if (ends_with(t->name, ".attn.bias") || ends_with(t->name, ".attn.masked_bias"))
         return DDP_OK;
     if (strcmp(t->name, "lm_head.weight"))
         return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of GPT-2's", im->w->path, t->name);
-    const gpt2_shape *s = &im->shape->gpt2;
-    size_t n = (size_t)(s->vocab_size * s->n_embd);
-    float *head = t->numel == n ? malloc(n * sizeof *head) : NULL;
-    if (head)
-        safetensors_to_f32(t, head);
-    bool tied = head && !memcmp(head, im->host + wte->offset, n * sizeof *head);
-    free(head);
+    bool tied = lm_hf_tied(im, t, "wte.weight");
     if (!tied)
         return ddp_fail(err, DDP_EUSAGE, "%s: lm_head.weight differs from wte; ddprun's GPT-2 ties them", im->w->path);
     return DDP_OK;
-}
-
-static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
-{
-    const lm_hf_import *im = ctx;
-    return check_other(im, model_find_tensor(im->m, "wte.weight"), t, err);
 }
 
 static int folder_shape(const lm_hf_importer *imp, const char *dir, model_opts *shape, char *text, size_t size,
@@ -186,3 +178,9 @@ static int folder_shape(const lm_hf_importer *imp, const char *dir, model_opts *
 static const lm_hf_importer importer = {MODEL_GPT2, "GPT-2", NULL, folder_shape, import_tensor, check_unused};
 
 int gpt2_hf_load_model(model *m, const char *dir, ddp_err *err) { return lm_hf_load_model(m, dir, &importer, err); }
+
+int gpt2_hf_load_pieces(const model *m, const char *dir, const param_piece *pieces, int n_pieces, float *host,
+                        ddp_err *err)
+{
+    return lm_hf_load_pieces(m, dir, &importer, pieces, n_pieces, host, err);
+}

@@ -30,6 +30,9 @@ int gpt2_hf_read_shape(const char *dir, gpt2_shape *shape, ddp_err *err);
 /* DIR's parameters into GPT-2 m (device memory). DIR's shape must be m's (both named otherwise).
  * A failed load leaves the parameters as they were. */
 int gpt2_hf_load_model(model *m, const char *dir, ddp_err *err);
+/* The same for only the pieces of the parameters a ZeRO-3 rank keeps, into host (lm_hf.h). */
+int gpt2_hf_load_pieces(const model *m, const char *dir, const param_piece *pieces, int n_pieces, float *host,
+                        ddp_err *err);
 
 /* How HF stores our tensor t of a GPT-2 of shape s: its dims (wte: vocab_size rows) and whether it
  * is a Conv1D weight, stored transposed ([in, out]). */

@@ -210,23 +210,20 @@ int llama_activation_bytes(const llama_family *fam, const llama_shape *s, tensor
 
 /* Every 2-D weight N(0, 0.02) (no depth scaling), RMSNorm weights 1, biases and the vocabulary's
  * padding rows 0, drawn in buffer order from the RNG_INIT stream. */
-static void init_params(const model *m, rng *r, float *host)
+static void init_tensor(const model *m, rng *r, const param_tensor *t, float *dst)
 {
     const llama_impl *g = m->impl;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const param_tensor *t = &m->tensors[i];
-        size_t n = t->numel;
-        if (t->shape[0] == g->lm.Vp && (t->offset == g->off_embed || t->offset == g->off_head))
-            n = (size_t)g->s.vocab_size * (size_t)g->s.n_embd;
-        size_t len = strlen(t->name);
-        float fill = len > 5 && !strcmp(t->name + len - 5, ".bias") ? 0.0f : 1.0f;
-        for (size_t j = 0; j < n; j++)
-            host[t->offset + j] = t->ndim == 2 ? (float)(rng_normal(r) * 0.02) : fill;
-    }
+    size_t n = t->numel;
+    if (t->shape[0] == g->lm.Vp && (t->offset == g->off_embed || t->offset == g->off_head))
+        n = (size_t)g->s.vocab_size * (size_t)g->s.n_embd;
+    size_t len = strlen(t->name);
+    float fill = len > 5 && !strcmp(t->name + len - 5, ".bias") ? 0.0f : 1.0f;
+    for (size_t j = 0; j < n; j++)
+        dst[j] = t->ndim == 2 ? (float)(rng_normal(r) * 0.02) : fill;
 }
 
 static const lm_kind llama_kind = {
-    .name = "llama", .init = init_params, .forward = llama_forward, .backward = llama_backward};
+    .name = "llama", .init_tensor = init_tensor, .forward = llama_forward, .backward = llama_backward};
 
 /* ---- description -------------------------------------------------------------------------- */
 

@@ -117,11 +117,11 @@ bool llama_hf_vocab_rows(const char *name)
     return !strcmp(name, "model.embed_tokens.weight") || !strcmp(name, "lm_head.weight");
 }
 
-static int import_tensor(const lm_hf_import *im, const param_tensor *t, ddp_err *err)
+static int import_tensor(const lm_hf_import *im, const param_tensor *t, const st_tensor **from, ddp_err *err)
 {
     const llama_shape *s = &im->shape->llama;
     const llama_family *fam = im->imp->ctx;
-    const st_tensor *hf = hf_weights_take(im->w, t->name);
+    const st_tensor *hf = *from = hf_weights_take(im->w, t->name);
     if (!hf)
         return ddp_fail(err, DDP_EUSAGE, "%s has no tensor %s: not %s's tensors?", im->w->path, t->name,
                         fam->hf->architecture);
@@ -132,7 +132,7 @@ static int import_tensor(const lm_hf_import *im, const param_tensor *t, ddp_err 
         hf_format_dims(dims, t->ndim, want, sizeof want);
         return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s, expected %s", im->w->path, hf->name, have, want);
     }
-    safetensors_to_f32(hf, im->host + t->offset); /* the vocabulary's rows: the first vocab_size */
+    lm_hf_take_as_is(im, t, hf); /* the vocabulary's rows: the first vocab_size */
     return DDP_OK;
 }
 
@@ -154,13 +154,7 @@ static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
     if (strcmp(t->name, "lm_head.weight") || !s->tie_embeddings)
         return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of the %s's%s", im->w->path, t->name, fam->title,
                         strcmp(t->name, "lm_head.weight") ? "" : " (config.json ties it to embed_tokens)");
-    const param_tensor *embed = model_find_tensor(im->m, "model.embed_tokens.weight");
-    size_t n = (size_t)(s->vocab_size * s->n_embd);
-    float *head = t->numel == n ? malloc(n * sizeof *head) : NULL;
-    if (head)
-        safetensors_to_f32(t, head);
-    bool tied = head && !memcmp(head, im->host + embed->offset, n * sizeof *head);
-    free(head);
+    bool tied = lm_hf_tied(im, t, "model.embed_tokens.weight");
     if (!tied)
         return ddp_fail(err, DDP_EUSAGE, "%s: lm_head.weight differs from model.embed_tokens.weight, which "
                         "tie_word_embeddings ties it to", im->w->path);
@@ -181,4 +175,11 @@ int llama_hf_load_model(const llama_family *fam, model *m, const char *dir, ddp_
 {
     const lm_hf_importer importer = {fam->kind, fam->title, fam, folder_shape, import_tensor, check_unused};
     return lm_hf_load_model(m, dir, &importer, err);
+}
+
+int llama_hf_load_pieces(const llama_family *fam, const model *m, const char *dir, const param_piece *pieces,
+                         int n_pieces, float *host, ddp_err *err)
+{
+    const lm_hf_importer importer = {fam->kind, fam->title, fam, folder_shape, import_tensor, check_unused};
+    return lm_hf_load_pieces(m, dir, &importer, pieces, n_pieces, host, err);
 }

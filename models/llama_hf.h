@@ -53,6 +53,9 @@ int llama_hf_read_shape(const llama_family *fam, const char *dir, llama_shape *s
 /* DIR's parameters into m, a model of the family (device memory). DIR's shape must be m's (both
  * named otherwise). A failed load leaves the parameters as they were. */
 int llama_hf_load_model(const llama_family *fam, model *m, const char *dir, ddp_err *err);
+/* The same for only the pieces of the parameters a ZeRO-3 rank keeps, into host (lm_hf.h). */
+int llama_hf_load_pieces(const llama_family *fam, const model *m, const char *dir, const param_piece *pieces,
+                         int n_pieces, float *host, ddp_err *err);
 
 /* Whether our tensor `name` has the padded vocabulary's rows (embed_tokens, lm_head): HF stores
  * only the first vocab_size. */

@@ -151,13 +151,9 @@ static int lm_evaluate(model *m, const model_batch *b, float *stats, ddp_err *er
     return rc ? rc : classifier(m, b->targets, b->rows, 1.0f, false, stats, err);
 }
 
-static int lm_init_params(const model *m, uint64_t seed, float *host, ddp_err *err)
+static void lm_init_tensor(const model *m, rng *r, const param_tensor *t, float *dst)
 {
-    (void)err;
-    rng r;
-    rng_seed(&r, seed, RNG_INIT);
-    core(m)->kind->init(m, &r, host);
-    return DDP_OK;
+    core(m)->kind->init_tensor(m, r, t, dst);
 }
 
 /* The compute copy of bf16: m->params rounded stochastically with the bits of (seed, step,
@@ -201,7 +197,7 @@ static void lm_destroy(model *m)
 static const struct model_ops lm_ops = {
     .forward_backward = lm_forward_backward,
     .evaluate = lm_evaluate,
-    .init_params = lm_init_params,
+    .init_tensor = lm_init_tensor,
     .params_changed = lm_params_changed,
     .logits = lm_logits,
     .destroy = lm_destroy,

@@ -2,8 +2,8 @@
  * impls begin with (lm_core) and the plumbing around their own code. The plumbing is building the
  * model (the data checks, the parameters and the bf16 compute copy, the activation buffers) and
  * its model_ops: forward_backward and evaluate run the model's passes around the softmax
- * cross-entropy classifier, init_params gives the model's draw the caller's host buffer and the
- * RNG_INIT stream, params_changed rebuilds the bf16 copy, logits and destroy.
+ * cross-entropy classifier, init_tensor hands each tensor's draw to the model's own,
+ * params_changed rebuilds the bf16 copy, logits and destroy.
  *
  * Each impl's first member is its lm_core, so m->impl points at both. A model brings its name for
  * messages ("gpt2", "llama"), its parameters' draw and its forward and backward passes (lm_kind);
@@ -19,9 +19,9 @@
 /* What one language model brings to the shared plumbing. */
 typedef struct lm_kind {
     const char *name;              /* begins its messages: "gpt2", "llama" */
-    /* The initial parameters into host (m->n_params floats, zero), drawn from r: the RNG_INIT
-     * stream of the run's seed, so every rank and backend draws the same. */
-    void (*init)(const model *m, rng *r, float *host);
+    /* Tensor t's initial values into dst (t->numel floats, zero), drawn from r: model.h's
+     * init_tensor. */
+    void (*init_tensor)(const model *m, rng *r, const param_tensor *t, float *dst);
     /* Logits [BT, Vp] into lm_core.logits from the tokens [B, T] (device int32). */
     int (*forward)(model *m, const int32_t *tokens, int64_t B, ddp_err *err);
     /* The backward pass from the dlogits the classifier left in lm_core.logits; reports each

@@ -202,7 +202,7 @@ static void mlp_destroy(model *m)
 static const struct model_ops mlp_ops = {
     .forward_backward = mlp_forward_backward,
     .evaluate = mlp_evaluate,
-    .init_params = model_init_linear_default,
+    .init_tensor = model_init_linear_tensor,
     .destroy = mlp_destroy,
 };
 

@@ -109,24 +109,6 @@ static int64_t linear_fan_in(const model *m, const param_tensor *t)
     return t->shape[0];
 }
 
-int model_init_params_host(const model *m, uint64_t seed, float *host, ddp_err *err)
-{
-    memset(host, 0, m->n_params * sizeof *host);
-    return m->ops->init_params(m, seed, host, err);
-}
-
-int model_init_params(model *m, uint64_t seed, ddp_err *err)
-{
-    float *host = malloc(m->n_params * sizeof *host);
-    if (!host)
-        return ddp_fail(err, DDP_ERUNTIME, "model init: out of host memory for %zu parameters", m->n_params);
-    int rc = model_init_params_host(m, seed, host, err);
-    if (rc == DDP_OK && (rc = m->dev->ops->upload(m->dev, m->params, host, m->n_params * sizeof *host, err)) != DDP_OK)
-        ddp_prefix(err, "model init: uploading parameters");
-    free(host);
-    return rc;
-}
-
 int model_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *err)
 {
     return m->ops->params_changed ? m->ops->params_changed(m, seed, step, err) : DDP_OK;
@@ -199,16 +181,9 @@ void model_free_tensors(model *m)
     m->n_units = 0;
 }
 
-int model_init_linear_default(const model *m, uint64_t seed, float *host, ddp_err *err)
+void model_init_linear_tensor(const model *m, rng *r, const param_tensor *t, float *dst)
 {
-    (void)err;
-    rng r;
-    rng_seed(&r, seed, RNG_INIT);
-    for (int i = 0; i < m->n_tensors; i++) {
-        const param_tensor *t = &m->tensors[i];
-        float bound = (float)(1.0 / sqrt((double)linear_fan_in(m, t)));
-        for (size_t j = 0; j < t->numel; j++)
-            host[t->offset + j] = rng_uniform(&r, -bound, bound);
-    }
-    return DDP_OK;
+    float bound = (float)(1.0 / sqrt((double)linear_fan_in(m, t)));
+    for (size_t j = 0; j < t->numel; j++)
+        dst[j] = rng_uniform(r, -bound, bound);
 }

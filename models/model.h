@@ -19,6 +19,7 @@
 #include "runtime/data/sample.h"
 #include "runtime/device/device.h"
 #include "runtime/base/err.h"
+#include "runtime/base/rng.h"
 #include "models/model_opts.h"
 
 #define MODEL_DESCRIPTION_MAX 256
@@ -106,9 +107,10 @@ struct model_ops {
                             grad_ready_fn grad_ready, void *ctx, float *stats, ddp_err *err);
     /* Forward only; stats += (loss sum, correct count). */
     int (*evaluate)(model *m, const model_batch *b, float *stats, ddp_err *err);
-    /* The model's own initial parameters into host (n_params floats, zeroed) from a seeded RNG
-     * (stream RNG_INIT), identical on every rank and backend for the same seed. */
-    int (*init_params)(const model *m, uint64_t seed, float *host, ddp_err *err);
+    /* Tensor t's initial values into dst (t->numel floats, zeroed), drawn from r: called for every
+     * tensor in buffer order on the RNG_INIT stream of the run's seed (model_init.c), so every
+     * rank and backend draws the same. */
+    void (*init_tensor)(const model *m, rng *r, const param_tensor *t, float *dst);
     /* The parameters changed (initialised, loaded, broadcast or stepped; `step` optimizer steps
      * done, in a run seeded `seed`): rebuild what the model derives from them, i.e. the bf16
      * copy it computes with under precision bf16. NULL when the model computes on m->params. */
@@ -199,17 +201,33 @@ float *model_grad(model *m, size_t offset);
  * (a unit's window is zeroed when handed out, so with grads_by_unit there is nothing to do). */
 int model_zero_grads(model *m, ddp_err *err);
 
-/* m->ops->init_params into m->params (through a host buffer of the whole model). */
+/* Pieces of the flat parameter buffer a caller keeps in a host buffer of its own: elements
+ * [offset, offset + count) of the parameters at host[at ...]. A ZeRO-3 rank's shard is such a list
+ * (its optimizer parts), so it fills its shard without ever holding the whole model. */
+typedef struct param_piece {
+    size_t offset, count, at;
+} param_piece;
+
+/* The number of elements of the model's largest tensor (at least 1). */
+size_t model_largest_tensor(const model *m);
+/* Of the values v of parameters [offset, offset + n), those inside the pieces into host. */
+void param_pieces_take(const param_piece *pieces, int n_pieces, float *host, size_t offset, const float *v, size_t n);
+
+/* The initial parameters (m->ops->init_tensor, tensor by tensor) into m->params, through a host
+ * buffer of the whole model. */
 int model_init_params(model *m, uint64_t seed, ddp_err *err);
-/* m->ops->init_params into host (n_params floats): for a caller that keeps only parts of them. */
-int model_init_params_host(const model *m, uint64_t seed, float *host, ddp_err *err);
+/* The same into the pieces of host only, holding one tensor at a time besides host; *digest sums
+ * up every value drawn (pieces or not), so ranks that drew differently (another build, another
+ * seed) can find it out without holding each other's pieces. */
+int model_init_params_pieces(const model *m, uint64_t seed, const param_piece *pieces, int n_pieces, float *host,
+                             uint64_t *digest, ddp_err *err);
 
 /* m->ops->params_changed where the model has one. */
 int model_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *err);
 
 /* PyTorch nn.Linear's default init (kaiming_uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in))
- * for weights and biases), for models built of Linear layers. */
-int model_init_linear_default(const model *m, uint64_t seed, float *host, ddp_err *err);
+ * for weights and biases), for models built of Linear layers: an init_tensor. */
+void model_init_linear_tensor(const model *m, rng *r, const param_tensor *t, float *dst);
 
 /* Starts the next unit (model_unit); the tensors model_add_tensor appends from here on are its. */
 int model_begin_unit(model *m, bool block, ddp_err *err);

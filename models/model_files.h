@@ -29,6 +29,10 @@ typedef struct model_files {
     void (*format_shape)(const void *shape, char *out, size_t size);
     /* The folder's or file's parameters into m, built for that shape (checked). */
     int (*load)(model *m, const char *path, bool hf, ddp_err *err);
+    /* The folder DIR's parameters, only the pieces into host (model.h's param_piece: a ZeRO-3
+     * rank's shard), in memory bounded by host and one tensor; checked as load checks them. */
+    int (*hf_load_pieces)(const model *m, const char *dir, const param_piece *pieces, int n_pieces, float *host,
+                          ddp_err *err);
     /* The Hugging Face folder dir of a model of opts' shape whose tensors (float32, our names)
      * src gives (gpt2_hf_write's contract); *files: the safetensors files written. */
     int (*hf_write)(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes,

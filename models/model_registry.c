@@ -174,6 +174,12 @@ static int gpt2_load(model *m, const char *path, bool hf, ddp_err *err)
     return hf ? gpt2_hf_load_model(m, path, err) : gpt2_llmc_load_model(m, path, err);
 }
 
+static int gpt2_load_pieces(const model *m, const char *dir, const param_piece *pieces, int n, float *host,
+                            ddp_err *err)
+{
+    return gpt2_hf_load_pieces(m, dir, pieces, n, host, err);
+}
+
 static int gpt2_export(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes,
                        gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
 {
@@ -199,6 +205,12 @@ static int llama_load(model *m, const char *path, bool hf, ddp_err *err)
               : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Llama starts from a Hugging Face folder", path);
 }
 
+static int llama_load_pieces(const model *m, const char *dir, const param_piece *pieces, int n, float *host,
+                             ddp_err *err)
+{
+    return llama_hf_load_pieces(&llama_family_llama, m, dir, pieces, n, host, err);
+}
+
 static int llama_export(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes,
                         gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
 {
@@ -222,6 +234,12 @@ static int qwen2_load(model *m, const char *path, bool hf, ddp_err *err)
               : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Qwen2 starts from a Hugging Face folder", path);
 }
 
+static int qwen2_load_pieces(const model *m, const char *dir, const param_piece *pieces, int n, float *host,
+                             ddp_err *err)
+{
+    return llama_hf_load_pieces(&qwen2_family, m, dir, pieces, n, host, err);
+}
+
 static int qwen2_export(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes,
                         gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
 {
@@ -233,11 +251,11 @@ static const struct {
     model_files files;
 } file_rows[] = {
     {MODEL_GPT2, {"gpt2", true, true, "GPT2LMHeadModel", gpt2_hf_names, gpt2_llmc_names, gpt2_read_shape, gpt2_format,
-                  gpt2_load, gpt2_export, gpt2_llmc_export}},
+                  gpt2_load, gpt2_load_pieces, gpt2_export, gpt2_llmc_export}},
     {MODEL_LLAMA, {"llama", true, false, "LlamaForCausalLM", llama_hf_names, NULL, llama_read_shape, llama_format,
-                   llama_load, llama_export, NULL}},
+                   llama_load, llama_load_pieces, llama_export, NULL}},
     {MODEL_QWEN2, {"qwen2", true, false, "Qwen2ForCausalLM", llama_hf_names, NULL, qwen2_read_shape, qwen2_format,
-                   qwen2_load, qwen2_export, NULL}},
+                   qwen2_load, qwen2_load_pieces, qwen2_export, NULL}},
 };
 
 const model_files *model_files_of(model_kind kind)

@@ -27,6 +27,7 @@
 #include "runtime/base/log.h"
 #include "train_budget.h"
 #include "train_ckpt.h"
+#include "train_init_from.h"
 #include "train_fault.h"
 #include "train_finite.h"
 #include "train_job.h"
@@ -84,7 +85,8 @@ static int check_data_fits(const train_job *t, const dataset *data, ddp_err *err
 }
 
 /* Replicas start identical by construction (same seed) and by a broadcast from rank 0, so a
- * rank with a different build or seed cannot silently diverge. With checkpoint.init_from the
+ * rank with a different build or seed cannot silently diverge (ZeRO-3, where no rank holds the
+ * whole model, compares the ranks' digests of the draw instead). With checkpoint.init_from the
  * parameters come from that file instead (train_ckpt.c, once it is known nothing is resumed). */
 static int init_params(train_job *t, ddp_err *err)
 {
@@ -593,7 +595,7 @@ int train_run(const config *given, comm *ctl, notice_watch *notice, ddp_err *err
     if (!cfg)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory");
     memcpy(cfg, given, sizeof *cfg);
-    int rc = train_ckpt_take_shape(cfg, ctl, err);
+    int rc = train_init_from_shape(cfg, ctl, err);
     if (rc == DDP_OK)
         rc = train_job_run(cfg, ctl, notice, err);
     free(cfg);

@@ -1,5 +1,5 @@
-/* train_ckpt.h — when and what a training job saves, and how it resumes or starts from
- * checkpoint.init_from (train_ckpt.c). It owns the checkpoint writer, the saved buffers' staging
+/* train_ckpt.h — when and what a training job saves, and how it resumes (train_ckpt.c; when
+ * nothing is resumed, train_init_from.h starts it). It owns the checkpoint writer, the saved buffers' staging
  * and the save clock (struct train_ckpt). Must not decide the file format (ckpt.c) or the loop
  * order (train.c). */
 #ifndef DDP_TRAIN_CKPT_H
@@ -8,13 +8,9 @@
 #include "runtime/ckpt/ckpt.h"
 #include "train_job.h"
 
-/* Before anything is built: the model section's shape keys cfg leaves to
- * checkpoint.init_from, read by rank 0 and broadcast, into cfg on every rank (config_take_shape);
- * nothing when none is. */
-int train_ckpt_take_shape(config *cfg, comm *ctl, ddp_err *err);
 int train_ckpt_open(train_job *t, ddp_err *err);
 /* Loads a checkpoint per checkpoint.resume; sets step/epoch/sampler position/optimizer state. When
- * none is loaded and checkpoint.init_from is set, loads the parameters from that llm.c file. */
+ * none is loaded, train_init_from (checkpoint.init_from, when set). */
 int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err);
 /* Rank 0, after the resume: the checkpoint directory exists and takes files, so that a bad
  * checkpoint.dir ends the job before its first step, not at its first save. */

@@ -1,6 +1,6 @@
 /* train_shard.c — sharded checkpoints in the training job (checkpoint.sharded: true): what each
  * rank writes, in parallel with the others, and the commit (docs/checkpoint-format.md, "Sharded
- * checkpoints").
+ * checkpoints"); and under ZeRO-3 what each rank reads back of a set, its own extents alone.
  *
  * A rank's shard holds EXTENTS of the global flat buffers (the parameters and each optimizer state
  * buffer, n_params floats each), one per optimizer part: under ZeRO the rank's own parts (its
@@ -107,6 +107,23 @@ static int write_own_shard(train_job *t, const train_shard_save *s, const char *
     free(x);
     free(host);
     free(tensors);
+    return rc;
+}
+
+int train_shard_read_own(train_job *t, ckpt_set_reader *r, const char *prefix, float *dev, ddp_err *err)
+{
+    optim_part *x = NULL;
+    int nx = 0;
+    size_t n = t->opt->n_state;
+    float *host = calloc(n ? n : 1, sizeof *host);
+    int rc = host ? my_extents(t, &x, &nx, err) : ddp_fail(err, DDP_ERUNTIME, "out of memory for %zu floats", n);
+    for (int e = 0; rc == DDP_OK && e < nx; e++)
+        rc = ckpt_set_read_range(r, prefix, (int64_t)x[e].param_offset, (int64_t)x[e].count, host + x[e].state_offset,
+                                 err);
+    if (rc == DDP_OK)
+        rc = t->dev->ops->upload(t->dev, dev, host, n * sizeof *host, err);
+    free(x);
+    free(host);
     return rc;
 }
 

@@ -18,11 +18,15 @@
 #include <string.h>
 
 #include "collectives/param_gather.h"
+#include "models/model_files.h"
+#include "runtime/base/host_mem.h"
+#include "runtime/base/log.h"
+#include "train_agree.h"
 #include "train_zero.h"
 
 /* ZeRO-3's own state: this rank's parameter shard, laid out as the optimizer's state. */
 typedef struct train_zero {
-    float *whole_host;      /* the initial parameters, whole, on the host until the shard exists */
+    bool draw_init;         /* the shard starts from the model's initial parameters */
     float *params;          /* the fp32 master shard, n_state floats */
     uint16_t *params_bf16;  /* its bf16 copy under precision bf16 (what is gathered), else NULL */
     param_gather *gather;   /* the model's windows */
@@ -228,20 +232,118 @@ static train_zero *zero_state(train_job *t)
 
 int train_zero_init_params(train_job *t, ddp_err *err)
 {
-    const model *m = t->m;
     train_zero *z = zero_state(t);
-    float *host = z ? malloc(m->n_params * sizeof *host) : NULL;
-    if (!host)
-        return ddp_fail(err, DDP_ERUNTIME, "out of host memory for %zu initial parameters", m->n_params);
-    z->whole_host = host;
-    int rc = model_init_params_host(m, t->cfg->run.seed, host, err);
-    if (rc == DDP_OK && t->ctl->size > 1) /* as train_broadcast_params: rank 0's are everyone's */
-        rc = t->ctl->ops->broadcast(t->ctl, host, m->n_params, DT_FLOAT, 0, NULL, err);
+    if (!z)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory");
+    z->draw_init = true;
+    return DDP_OK;
+}
+
+int train_zero_pieces(const train_job *t, param_piece **out, int *n, ddp_err *err)
+{
+    const optimizer *o = t->opt;
+    *n = 0;
+    *out = malloc(((size_t)o->n_parts + 1) * sizeof **out);
+    if (!*out)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d parts", o->n_parts);
+    for (int k = 0; k < o->n_parts; k++)
+        if (o->parts[k].count > 0)
+            (*out)[(*n)++] = (param_piece){o->parts[k].param_offset, o->parts[k].count, o->parts[k].state_offset};
+    return DDP_OK;
+}
+
+/* Every rank's draw the same (rank 0's digest everyone's): a rank built or seeded otherwise would
+ * hold pieces of another model, which no broadcast corrects under ZeRO-3. */
+static int check_same_draw(train_job *t, uint64_t digest, ddp_err *err)
+{
+    uint64_t lo, hi;
+    comm *c = t->ctl;
+    int rc = c->ops->allreduce(c, &digest, &lo, 1, DT_UINT64, OP_MIN, NULL, err);
+    if (rc == DDP_OK)
+        rc = c->ops->allreduce(c, &digest, &hi, 1, DT_UINT64, OP_MAX, NULL, err);
+    if (rc == DDP_OK && lo != hi)
+        rc = ddp_fail(err, DDP_ERUNTIME, "ZeRO-3: the ranks drew different initial parameters from run.seed %llu "
+                      "(this rank's digest %016llx, others' %016llx): ranks of another build?",
+                      (unsigned long long)t->cfg->run.seed, (unsigned long long)digest,
+                      (unsigned long long)(digest == lo ? hi : lo));
     return rc;
 }
 
-/* This rank's parts of the whole parameters (whole: on the device, or NULL for z->whole_host) into
- * the shard. */
+/* Starts measuring a ZeRO-3 start's host memory: what is resident now, the peak reset. */
+static int64_t start_measure(void)
+{
+    int64_t now = host_mem_rss_kib();
+    return host_mem_reset_peak() == 0 ? now : -1;
+}
+
+/* How far the start (`what`) raised resident host memory above `before` (start_measure's) on the
+ * rank that rose most, beside this rank's shard and the model: the claim that no rank held the
+ * whole model, as measured. Collective; nothing logged where /proc cannot tell. */
+static int log_start_memory(train_job *t, const char *what, int64_t before, ddp_err *err)
+{
+    int64_t peak = host_mem_peak_kib(), rise = before >= 0 && peak >= 0 ? peak - before : -1, most = -1;
+    int rc = t->ctl->ops->allreduce(t->ctl, &rise, &most, 1, DT_INT64, OP_MAX, NULL, err);
+    int64_t lowest = -1;
+    if (rc == DDP_OK)
+        rc = t->ctl->ops->allreduce(t->ctl, &rise, &lowest, 1, DT_INT64, OP_MIN, NULL, err);
+    if (rc == DDP_OK && lowest >= 0)
+        log_info("ZeRO-3 start, %s: resident host memory rose by at most %.0f MiB on any rank (a rank's shard "
+                 "%.0f MiB, the model %.0f MiB, its largest tensor %.0f MiB)", what, (double)most / 1024,
+                 (double)t->opt->n_state * 4 / 1048576, (double)t->m->n_params * 4 / 1048576,
+                 (double)model_largest_tensor(t->m) * 4 / 1048576);
+    return rc;
+}
+
+/* The initial parameters' pieces this rank keeps, drawn into a host copy of the shard. */
+static int draw_shard(train_job *t, ddp_err *err)
+{
+    size_t n = t->opt->n_state;
+    float *host = calloc(n ? n : 1, sizeof *host);
+    param_piece *pieces = NULL;
+    int n_pieces = 0;
+    uint64_t digest = 0;
+    int64_t before = start_measure();
+    int rc = host ? train_zero_pieces(t, &pieces, &n_pieces, err)
+                  : ddp_fail(err, DDP_ERUNTIME, "out of host memory for %zu initial parameters", n);
+    if (rc == DDP_OK)
+        rc = model_init_params_pieces(t->m, t->cfg->run.seed, pieces, n_pieces, host, &digest, err);
+    if (rc == DDP_OK)
+        rc = check_same_draw(t, digest, err);
+    if (rc == DDP_OK)
+        rc = t->dev->ops->upload(t->dev, t->zero->params, host, n * sizeof *host, err);
+    free(pieces);
+    free(host);
+    return rc == DDP_OK ? log_start_memory(t, "the initial draw", before, err) : rc;
+}
+
+int train_zero_init_from_folder(train_job *t, const char *dir, ddp_err *err)
+{
+    const model_files *f = model_files_of(t->cfg->model.kind);
+    size_t n = t->opt->n_state;
+    float *host = calloc(n ? n : 1, sizeof *host);
+    param_piece *pieces = NULL;
+    int n_pieces = 0;
+    int64_t before = start_measure();
+    int32_t mine = !f ? ddp_fail(err, DDP_EUSAGE, "this model.kind starts from no Hugging Face folder")
+                 : host ? train_zero_pieces(t, &pieces, &n_pieces, err)
+                        : ddp_fail(err, DDP_ERUNTIME, "out of host memory for %zu parameters", n);
+    if (mine == DDP_OK)
+        mine = f->hf_load_pieces(t->m, dir, pieces, n_pieces, host, err);
+    if (mine != DDP_OK)
+        ddp_prefix(err, "checkpoint.init_from");
+    char what[CFG_PATH_MAX + 64];
+    snprintf(what, sizeof what, "load its pieces of checkpoint.init_from %s", dir);
+    int rc = train_agree(t, mine, what, err);
+    if (rc == DDP_OK)
+        rc = t->dev->ops->upload(t->dev, t->zero->params, host, n * sizeof *host, err);
+    free(pieces);
+    free(host);
+    if (rc == DDP_OK)
+        rc = log_start_memory(t, "checkpoint.init_from", before, err);
+    return rc == DDP_OK ? train_zero_params_changed(t, err) : rc;
+}
+
+/* This rank's parts of the whole parameters on the device into the shard. */
 static int take_shard(train_job *t, const float *whole, ddp_err *err)
 {
     const optimizer *o = t->opt;
@@ -249,11 +351,9 @@ static int take_shard(train_job *t, const float *whole, ddp_err *err)
     int rc = d->ops->fill(d, TENSOR_F32, t->zero->params, o->n_state, 0.0f, err);
     for (int k = 0; rc == DDP_OK && k < o->n_parts; k++) {
         const optim_part *p = &o->parts[k];
-        float *dst = t->zero->params + p->state_offset;
-        size_t bytes = p->count * sizeof(float);
         if (p->count > 0)
-            rc = whole ? d->ops->copy(d, dst, whole + p->param_offset, bytes, err)
-                       : d->ops->upload(d, dst, t->zero->whole_host + p->param_offset, bytes, err);
+            rc = d->ops->copy(d, t->zero->params + p->state_offset, whole + p->param_offset, p->count * sizeof(float),
+                              err);
     }
     return rc;
 }
@@ -289,9 +389,7 @@ int train_zero_shard_params(train_job *t, ddp_err *err)
     if (rc == DDP_OK && bf16)
         rc = d->ops->alloc(d, n * sizeof(uint16_t), (void **)&z->params_bf16, err);
     if (rc == DDP_OK)
-        rc = z->whole_host ? take_shard(t, NULL, err) : d->ops->fill(d, TENSOR_F32, z->params, n, 0.0f, err);
-    free(z->whole_host);
-    z->whole_host = NULL;
+        rc = z->draw_init ? draw_shard(t, err) : d->ops->fill(d, TENSOR_F32, z->params, n, 0.0f, err);
     if (rc == DDP_OK)
         rc = param_gather_create(t->red, d, t->m->act_dtype,
                                  bf16 ? (const void *)z->params_bf16 : (const void *)z->params, &z->gather, err);
@@ -315,7 +413,6 @@ void train_zero_close(train_job *t)
     if (!z)
         return;
     param_gather_destroy(z->gather);
-    free(z->whole_host);
     if (z->params)
         t->dev->ops->free(t->dev, z->params);
     if (z->params_bf16)

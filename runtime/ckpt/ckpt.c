@@ -371,16 +371,20 @@ int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *e
     return ckpt_prune_except(dir, keep_last, keep_path, NULL, 0, err);
 }
 
-/* Entry e of dir read and verified: a file, or a set assembled whole. */
-static int read_entry(const char *dir, const ckpt_entry *e, ckpt_loaded *out, char *path, ddp_err *err)
+/* Entry e of dir read and verified into ctx (a ckpt_loaded): a file, or a set assembled whole. */
+static int read_entry(void *ctx, const char *path, bool set, ddp_err *err)
 {
-    snprintf(path, CKPT_PATH_MAX, "%s/%s", dir, e->name);
-    return e->set ? ckpt_set_load(path, out, err) : ckpt_read(path, out, err);
+    return set ? ckpt_set_load(path, ctx, err) : ckpt_read(path, ctx, err);
 }
 
 int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err *err)
 {
     memset(out, 0, sizeof *out);
+    return ckpt_find_latest_with(dir, read_entry, out, used_path, err);
+}
+
+int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, char *used_path, ddp_err *err)
+{
     ckpt_entry *e;
     int n;
     int rc = list_ckpts(dir, &e, &n, err);
@@ -400,11 +404,13 @@ int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err
     for (int i = 0, left = committed; i < n; i++) {
         char path[CKPT_PATH_MAX];
         ddp_err why = {0};
-        if (e[i].committed && read_entry(dir, &e[i], out, path, &why) == DDP_OK) {
+        snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
+        int tried = e[i].committed ? try_entry(ctx, path, e[i].set, &why) : DDP_ERUNTIME;
+        if (tried == DDP_OK || tried == CKPT_STOP) {
             if (used_path)
                 snprintf(used_path, CKPT_PATH_MAX, "%s", path);
             free(e);
-            return DDP_OK;
+            return tried;
         }
         left -= e[i].committed;
         if (!e[i].committed)

@@ -132,6 +132,15 @@ int ckpt_read_lenient(const char *path, ckpt_loaded *out, ddp_err *err);
  * when checkpoints exist but none is valid. */
 int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err *err);
 
+/* ckpt_find_latest's walk with another reader: try_entry(ctx, path, set, why) is called on each
+ * committed checkpoint, newest first, until it returns DDP_OK (taken) or CKPT_STOP (the walk ends
+ * there, e.g. at a kind of checkpoint the caller reads otherwise); any other status is reported
+ * with why's message and the previous one is tried. Returns what ckpt_find_latest returns, or
+ * CKPT_STOP; used_path gets the path of the checkpoint the walk ended at. */
+#define CKPT_STOP (-2)
+typedef int (*ckpt_try_fn)(void *ctx, const char *path, bool set, ddp_err *why);
+int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, char *used_path, ddp_err *err);
+
 /* Only the header and tensor table of the file at path (preamble, header CRC, table sanity, the
  * file's length against its header), without reading or checking any tensor's data: tensors have
  * data NULL and crc_ok false, and file_offset says where each lies. *header_crc (may be NULL) gets

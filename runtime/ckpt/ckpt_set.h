@@ -90,7 +90,15 @@ typedef struct ckpt_set_reader ckpt_set_reader;
 /* Reads the manifest, checks every shard's tensor CRCs through a read-only map of its file and
  * keeps the maps. */
 int ckpt_set_open(const char *set_dir, ckpt_set_reader **out, ddp_err *err);
+/* The same, checking the manifest and each shard's table but no piece's data until it is read
+ * (ckpt_set_read_range): for a rank that reads only its own pieces. */
+int ckpt_set_open_pieces(const char *set_dir, ckpt_set_reader **out, ddp_err *err);
 const ckpt_manifest *ckpt_set_reader_manifest(const ckpt_set_reader *r);
+/* Elements [offset, offset + count) of buffer prefix ("param/", ...) into out, from the pieces
+ * that hold them, each piece's CRC checked when first read; a missing or corrupt piece is an error
+ * naming its shard file. */
+int ckpt_set_read_range(ckpt_set_reader *r, const char *prefix, int64_t offset, int64_t count, float *out,
+                        ddp_err *err);
 /* Buffer prefix's tensor name of numel float32 values: a pointer into the map when it lies in one
  * shard, else into a buffer of its size the reader owns; NULL when there is none such. Valid until
  * ckpt_set_close. */

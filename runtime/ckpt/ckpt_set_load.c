@@ -121,6 +121,7 @@ int ckpt_read_any(const char *path, ckpt_loaded *out, bool lenient, ddp_err *err
 /* ---- tensor by tensor ---------------------------------------------------------------------- */
 
 struct ckpt_set_reader {
+    char dir[CKPT_PATH_MAX];
     ckpt_manifest m;
     ckpt_loaded *tables;     /* each shard's table (file offsets of its pieces) */
     const uint8_t **maps;
@@ -128,8 +129,18 @@ struct ckpt_set_reader {
     float **owned;           /* per buffer and tensor: a copy when it is split between shards */
 };
 
-/* Maps shard s and checks its pieces' CRCs through the map. */
-static int map_shard(ckpt_set_reader *r, const char *set_dir, int s, ddp_err *err)
+/* Piece t of shard s: its CRC checked through the map. */
+static int check_piece(const ckpt_set_reader *r, int s, ckpt_tensor *t, ddp_err *err)
+{
+    if (!t->crc_ok && (uint32_t)crc32_z(0L, t->data, t->nbytes) != t->crc)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s/%s: CRC mismatch in tensor %s (data corrupt)", r->dir,
+                        r->m.shards[s].name, t->name);
+    t->crc_ok = true;
+    return DDP_OK;
+}
+
+/* Maps shard s, and with check_all checks every piece's CRC through the map now. */
+static int map_shard(ckpt_set_reader *r, const char *set_dir, int s, bool check_all, ddp_err *err)
 {
     if (ckpt_set_shard_table(set_dir, &r->m, s, &r->tables[s], err))
         return err->code;
@@ -144,22 +155,22 @@ static int map_shard(ckpt_set_reader *r, const char *set_dir, int s, ddp_err *er
     if (p == MAP_FAILED)
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: cannot map it", path);
     r->maps[s] = p, r->map_len[s] = len;
-    for (int i = 0; i < r->tables[s].n_tensors; i++) {
+    int rc = DDP_OK;
+    for (int i = 0; i < r->tables[s].n_tensors && rc == DDP_OK; i++) {
         ckpt_tensor *t = &r->tables[s].tensors[i];
         t->data = r->maps[s] + t->file_offset;
-        if ((uint32_t)crc32_z(0L, t->data, t->nbytes) != t->crc)
-            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: CRC mismatch in tensor %s (data corrupt)", path, t->name);
-        t->crc_ok = true;
+        rc = check_all ? check_piece(r, s, t, err) : DDP_OK;
     }
-    return DDP_OK;
+    return rc;
 }
 
-int ckpt_set_open(const char *set_dir, ckpt_set_reader **out, ddp_err *err)
+static int open_reader(const char *set_dir, bool check_all, ckpt_set_reader **out, ddp_err *err)
 {
     *out = NULL;
     ckpt_set_reader *r = calloc(1, sizeof *r);
     if (!r)
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", set_dir);
+    snprintf(r->dir, sizeof r->dir, "%s", set_dir);
     int rc = ckpt_manifest_read(set_dir, &r->m, err);
     if (rc == DDP_OK) {
         size_t n = (size_t)r->m.n_shards + 1;
@@ -171,7 +182,7 @@ int ckpt_set_open(const char *set_dir, ckpt_set_reader **out, ddp_err *err)
             rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", set_dir);
     }
     for (int s = 0; rc == DDP_OK && s < r->m.n_shards; s++)
-        rc = map_shard(r, set_dir, s, err);
+        rc = map_shard(r, set_dir, s, check_all, err);
     if (rc != DDP_OK) {
         ckpt_set_close(r);
         return rc;
@@ -180,15 +191,35 @@ int ckpt_set_open(const char *set_dir, ckpt_set_reader **out, ddp_err *err)
     return DDP_OK;
 }
 
+int ckpt_set_open(const char *set_dir, ckpt_set_reader **out, ddp_err *err)
+{
+    return open_reader(set_dir, true, out, err);
+}
+
+int ckpt_set_open_pieces(const char *set_dir, ckpt_set_reader **out, ddp_err *err)
+{
+    return open_reader(set_dir, false, out, err);
+}
+
 const ckpt_manifest *ckpt_set_reader_manifest(const ckpt_set_reader *r) { return &r->m; }
 
-/* Piece e's floats in its shard's map. */
-static const float *piece_data(const ckpt_set_reader *r, const ckpt_extent *e)
+/* Shard s's table entry for piece e, or NULL. */
+static ckpt_tensor *piece_entry(ckpt_set_reader *r, const ckpt_extent *e)
 {
     char name[CKPT_NAME_MAX];
     ckpt_set_piece_name(r->m.buffers[e->buffer], e->offset, e->count, name, sizeof name);
-    const ckpt_tensor *t = ckpt_loaded_tensor(&r->tables[e->shard], name);
-    return t && ckpt_tensor_numel(t) == (uint64_t)e->count ? t->data : NULL;
+    ckpt_loaded *tab = &r->tables[e->shard];
+    for (int i = 0; i < tab->n_tensors; i++)
+        if (!strcmp(tab->tensors[i].name, name))
+            return ckpt_tensor_numel(&tab->tensors[i]) == (uint64_t)e->count ? &tab->tensors[i] : NULL;
+    return NULL;
+}
+
+/* Piece e's floats in its shard's map. */
+static const float *piece_data(ckpt_set_reader *r, const ckpt_extent *e)
+{
+    const ckpt_tensor *t = piece_entry(r, e);
+    return t ? (const float *)t->data : NULL;
 }
 
 /* Elements [lo, hi) of buffer b: in place when one piece holds them, else copied from each into
@@ -225,6 +256,32 @@ const float *ckpt_set_tensor_f32(ckpt_set_reader *r, const char *prefix, const c
             return buffer_range(r, b, t->offset, t->offset + (int64_t)numel, &r->owned[b * r->m.n_tensors + i]);
     }
     return NULL;
+}
+
+int ckpt_set_read_range(ckpt_set_reader *r, const char *prefix, int64_t offset, int64_t count, float *out,
+                        ddp_err *err)
+{
+    int b = 0;
+    while (b < r->m.n_buffers && strcmp(r->m.buffers[b], prefix) != 0)
+        b++;
+    if (b == r->m.n_buffers)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint %s holds no buffer %s", r->dir, prefix);
+    for (int i = 0; i < r->m.n_extents; i++) {
+        const ckpt_extent *e = &r->m.extents[i];
+        int64_t from = e->offset > offset ? e->offset : offset;
+        int64_t to = e->offset + e->count < offset + count ? e->offset + e->count : offset + count;
+        if (e->buffer != b || from >= to)
+            continue;
+        ckpt_tensor *t = piece_entry(r, e);
+        if (!t)
+            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s/%s lacks the piece of %s at %lld its manifest lists",
+                            r->dir, r->m.shards[e->shard].name, prefix, (long long)e->offset);
+        int rc = check_piece(r, e->shard, t, err);
+        if (rc != DDP_OK)
+            return rc;
+        memcpy(out + (from - offset), (const float *)t->data + (from - e->offset), (size_t)(to - from) * sizeof *out);
+    }
+    return DDP_OK; /* the manifest's extents cover every buffer exactly once (ckpt_manifest_read) */
 }
 
 void ckpt_set_close(ckpt_set_reader *r)

@@ -290,17 +290,44 @@ const st_tensor *safetensors_find(const safetensors *st, const char *name)
     return st->count ? bsearch(&key, st->tensors, st->count, sizeof *st->tensors, by_name) : NULL;
 }
 
-void safetensors_to_f32(const st_tensor *t, float *out)
+void safetensors_to_f32_range(const st_tensor *t, uint64_t first, uint64_t n, float *out)
 {
     const uint8_t *p = t->data;
-    for (uint64_t i = 0; i < t->numel; i++) {
+    for (uint64_t i = first; i < first + n; i++) {
         if (t->dtype == ST_F32) {
             uint32_t bits = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
                             (uint32_t)p[4 * i + 3] << 24;
-            out[i] = fp16_bits_float(bits);
+            out[i - first] = fp16_bits_float(bits);
         } else {
             uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-            out[i] = t->dtype == ST_F16 ? half_to_float(h) : bf16_to_float(h);
+            out[i - first] = t->dtype == ST_F16 ? half_to_float(h) : bf16_to_float(h);
         }
     }
+}
+
+void safetensors_to_f32(const st_tensor *t, float *out) { safetensors_to_f32_range(t, 0, t->numel, out); }
+
+bool safetensors_equal_f32(const st_tensor *a, const st_tensor *b)
+{
+    enum { BLOCK = 4096 };
+    float x[BLOCK], y[BLOCK];
+    if (a->numel != b->numel)
+        return false;
+    for (uint64_t i = 0; i < a->numel; i += BLOCK) {
+        uint64_t n = a->numel - i < BLOCK ? a->numel - i : BLOCK;
+        safetensors_to_f32_range(a, i, n, x);
+        safetensors_to_f32_range(b, i, n, y);
+        if (memcmp(x, y, n * sizeof *x))
+            return false;
+    }
+    return true;
+}
+
+void safetensors_release(const st_tensor *t)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)t->data + page - 1) / page * page; /* pages of t's bytes alone */
+    uintptr_t hi = ((uintptr_t)t->data + (t->end - t->begin)) / page * page;
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice: nothing to do if refused */
 }

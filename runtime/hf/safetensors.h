@@ -14,6 +14,7 @@
 #ifndef DDP_SAFETENSORS_H
 #define DDP_SAFETENSORS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,5 +55,12 @@ const char *safetensors_dtype_name(st_dtype d);
 unsigned safetensors_dtype_size(st_dtype d);
 /* t's numel values as float32 into out (F16 and BF16 widened exactly). */
 void safetensors_to_f32(const st_tensor *t, float *out);
+/* Values [first, first + n) of t the same way. */
+void safetensors_to_f32_range(const st_tensor *t, uint64_t first, uint64_t n, float *out);
+/* a and b hold as many values, equal as float32 (compared a block at a time, in bounded memory). */
+bool safetensors_equal_f32(const st_tensor *a, const st_tensor *b);
+/* t's data no longer needed: the pages that hold only t's bytes leave this process's memory (they
+ * are read from the file again should t be read again). */
+void safetensors_release(const st_tensor *t);
 
 #endif

@@ -151,6 +151,29 @@ static void test_fixture(const int32_t *input, const float *ref, const float *re
 }
 
 /* tmp/NAME: the tensors split over two shards and model.safetensors.index.json. */
+/* llama_hf_load_pieces: three uneven pieces, laid out in host in another order, hold exactly the
+ * whole import's values (ZeRO-3's shard of the folder). */
+static void test_pieces(void)
+{
+    ddp_err err = {0};
+    model *m = build();
+    CHECK(llama_hf_load_model(&llama_family_llama, m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
+    float *whole = params_of(m);
+    size_t n = m->n_params, a = n / 7, b = n / 2 + 3;
+    const param_piece pieces[] = {{b, n - b, 0}, {0, a, n - b}, {a + 5, b - a - 5, n - b + a}};
+    float *host = malloc((n - 5) * sizeof *host);
+    memset(host, 0xff, (n - 5) * sizeof *host);
+    CHECK(llama_hf_load_pieces(&llama_family_llama, m, fx.dir, pieces, 3, host, &err) == DDP_OK, "pieces: %s",
+          err.msg);
+    bool same = true;
+    for (int k = 0; k < 3; k++)
+        same = same && !memcmp(host + pieces[k].at, whole + pieces[k].offset, pieces[k].count * sizeof *host);
+    CHECK(same, "each piece holds the whole import's values");
+    free(host);
+    free(whole);
+    m->ops->destroy(m);
+}
+
 static const char *sharded(const char *name, const out_tensor *t, int n, int split)
 {
     const char *dir = variant(name, NULL, t, 0);
@@ -395,6 +418,7 @@ int main(void)
     if (input && ref && ref_bf16 && !err.msg[0]) {
         test_fixture(input, ref, ref_bf16);
         test_sharded(input, ref);
+        test_pieces();
         test_tied();
         test_refusals();
         test_export();

@@ -8,6 +8,8 @@
 #    fixture's (transformers_version aside) at the same value; the same from bf16/ exported with
 #    --dtype bf16 is bf16/'s model.safetensors byte for byte;
 #  - two training steps exported, imported back (a still step) and exported again: the same files;
+#  - np 3 ZeRO-3, each rank reading its own pieces of the folder, ends bit-identical to ZeRO-2 (rank 0
+#    reads the whole folder and broadcasts it); a shape other than the folder's refused there too;
 #  - refused with exit 2: a model.llama shape other than the folder's (both named), an llm.c file
 #    (not a folder) for a Llama;
 #  - a config with no model.llama keys: config.json's shape on both ranks of an np=2 run and in the
@@ -70,6 +72,22 @@ check "imported back" [ $? -eq 0 ]
 export_hf "$TMP/r/checkpoints/ckpt-00000001.ddp" "$TMP/rx" >/dev/null 2>&1
 check "exported again: the same model.safetensors" cmp "$TMP/rx/model.safetensors" "$TMP/tx/model.safetensors"
 check "and config.json" cmp "$TMP/rx/config.json" "$TMP/tx/config.json"
+
+# ---- ZeRO-3: every rank reads only its own pieces of the folder --------------------------------
+llama3() { # ZERO RUNDIR [overrides...]
+    local zero=$1 dir=$2; shift 2
+    mpirun -np 3 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$TINY" run.dir="$dir" data.path="$DATA" \
+        "${SHAPE[@]}" checkpoint.init_from="$HF" ddp.zero="$zero" "$@"
+}
+llama3 3 "$TMP/z3" >"$TMP/z3.log" 2>&1
+check "np 3 ZeRO-3 from the folder: two steps" [ $? -eq 0 ]
+check "each rank read its own pieces" grep -q "(checkpoint.init_from, each rank its own pieces)" "$TMP/z3.log"
+llama3 2 "$TMP/z2" >"$TMP/z2.log" 2>&1
+check "np 3 ZeRO-2 from the folder (rank 0 reads, broadcasts)" [ $? -eq 0 ]
+check "the two end bit-identical (ckpt diff)" "$DDPRUN" ckpt diff "$(last_ckpt "$TMP/z3")" "$(last_ckpt "$TMP/z2")"
+llama3 3 "$TMP/z3x" model.llama.n_kv_head="$NH" >"$TMP/z3x.log" 2>&1
+check "ZeRO-3, another n_kv_head: exit 2 (got $?)" [ $? -eq 2 ]
+check "naming both shapes" grep -q "describes llama .*n_kv_head=$NKV.*the model is llama .*n_kv_head=$NH" "$TMP/z3x.log"
 
 # ---- refusals ------------------------------------------------------------------------------
 llama "$TMP/x1" "${STILL[@]}" checkpoint.init_from="$HF" model.llama.n_kv_head="$NH" >"$TMP/x1.log" 2>&1

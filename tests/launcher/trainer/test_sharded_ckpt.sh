@@ -12,7 +12,9 @@
 #  - a shard with one byte flipped: named in the warning (which file, what is wrong), the previous
 #    complete set resumed, never the damaged one (test_ckpt_set: truncated and missing shards);
 #  - ZeRO-3 (parameters sharded too) at np=3: its set equals its single file, and np=2 ZeRO-2
-#    resumes it to the single-file chain's step 20 bit for bit;
+#    resumes it to the single-file chain's step 20 bit for bit; so does np=2 ZeRO-3, each rank
+#    reading only its own pieces of the set; under ZeRO-3 a flipped byte is named by the rank that
+#    read it and the previous set is resumed by pieces, ending bit-identical;
 #  - keep_last removes old sets whole; checkpoint.resume names a set's directory; with
 #    checkpoint.upload_cmd a set is refused before training (exit 2);
 #  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), `ckpt export --format
@@ -76,6 +78,11 @@ done
 check "ZeRO-3 np=3: step 7's set equals its single file (ckpt diff)" same "$(set_of z3set 7)" "$(file z3file 7)"
 check "ZeRO-3 np=3 -> ZeRO-2 np=2: step 20's set equals the single-file chain's (ckpt diff)" \
     same "$(set_of z3set 20)" "$(file z3file 20)"
+run z3pieces 2 ddp.zero=3 checkpoint.resume="$(set_of z3set 7)" "${S[@]}"
+check "ZeRO-3 np=2 resumes the np=3 set, each rank reading its own pieces" \
+    grep -q "each rank read only its own pieces of $(set_of z3set 7)" "$TMP/z3pieces.log"
+check "... and ends at step 20 bit-identical to the ZeRO-2 chain (ckpt diff)" \
+    same "$(set_of z3pieces 20)" "$(file z3file 20)"
 
 # ---- (c) a save killed after one rank's shard, before the manifest -------------------------------
 E=(ddp.zero=1 checkpoint.every_steps=4 "${S[@]}")
@@ -93,9 +100,9 @@ check "shard-exit: ... and resumes step 4's set" grep -q "resumed from .*/ckpt-0
 check "shard-exit: it ends bit-identical to the uninterrupted run" same "$(set_of whole 20)" "$(set_of killed 20)"
 
 # ---- (d) a damaged shard: named, the previous complete set resumed -------------------------------
-damage() { # NAME: a copy of whole's sets, one byte of step 20's shard 1 flipped
+damage() { # NAME [FROM]: a copy of FROM's (whole's) sets, one byte of step 20's shard 1 flipped
     mkdir -p "$TMP/$1"
-    cp -r "$TMP/whole/checkpoints" "$TMP/$1/"
+    cp -r "$TMP/${2:-whole}/checkpoints" "$TMP/$1/"
     local f
     f=$(set_of "$1" 20)/shard-00001-of-00002.ddp
     printf '\x5a' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") - 5)) conv=notrunc status=none
@@ -107,6 +114,18 @@ check "flip: the warning names the shard file and says CRC mismatch" grep -q \
     "$TMP/flip.log"
 check "flip: the previous set (step 16) resumed" grep -q "resumed from .*/ckpt-00000016:" "$TMP/flip.log"
 check "flip: the resumed run ends bit-identical to the uninterrupted one" same "$(set_of whole 20)" "$(set_of flip 20)"
+E3=(ddp.zero=3 checkpoint.every_steps=4 "${S[@]}")
+run z3whole 2 "${E3[@]}"
+damage z3flip z3whole
+run z3flip 2 "${E3[@]}" checkpoint.resume=auto
+check "ZeRO-3 flip: the rank that read the damaged piece names the shard file and says CRC mismatch" grep -q \
+    "rank 1 .*warning: .*ckpt-00000020/shard-00001-of-00002.ddp: CRC mismatch in tensor" "$TMP/z3flip.log"
+check "ZeRO-3 flip: rank 0 falls back to the previous set" \
+    grep -q "rank 1 could not read its pieces of .*ckpt-00000020; falling back to the previous checkpoint" "$TMP/z3flip.log"
+check "ZeRO-3 flip: step 16's set resumed, by pieces" \
+    grep -q "each rank read only its own pieces of .*/ckpt-00000016" "$TMP/z3flip.log"
+check "ZeRO-3 flip: the resumed run ends bit-identical to the uninterrupted one" \
+    same "$(set_of z3whole 20)" "$(set_of z3flip 20)"
 
 # ---- (e) ckpt info / export of a set ---------------------------------------------------------------
 "$DDPRUN" ckpt info "$(set_of set 7)" >"$TMP/info.txt" 2>&1

@@ -4,7 +4,8 @@
  * buffers), tensor by tensor through the maps (a tensor split over three shards and one inside one);
  * extents with a gap or an overlap refused naming the elements; a flipped byte, a truncated and a
  * missing shard named; no manifest is no checkpoint; ckpt_find_latest over files and sets with
- * fallback; pruning removes sets whole. */
+ * fallback and with a caller's reader (ckpt_find_latest_with); ranges read piece by piece, a damaged
+ * piece named only when read (ckpt_set_read_range); pruning removes sets whole. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -194,6 +195,60 @@ static void test_damage_and_fallback(void)
     ckpt_loaded_free(&c);
 }
 
+/* Ranges of a buffer read through a reader that checks no CRC until a piece is read (ZeRO-3's
+ * resume): ranges inside one piece and across three shards, a damaged shard's piece named only
+ * when read, the others still readable. */
+static void test_read_range(void)
+{
+    ddp_err err = {0};
+    char set_dir[CKPT_PATH_MAX];
+    set_path(30, set_dir);
+    CHECK(commit(30, good, N_GOOD, &err) == DDP_OK, "commit 30: %s", err.msg);
+    damage_shard(30, "flip"); /* the last bytes of shard 2: optim/m/'s piece [700, 1000) */
+    ckpt_set_reader *r;
+    CHECK(ckpt_set_open(set_dir, &r, &err) != DDP_OK, "the checking reader refuses the damaged set");
+    CHECK(ckpt_set_open_pieces(set_dir, &r, &err) == DDP_OK, "the pieces reader opens it: %s", err.msg);
+    static float out[LEN];
+    const struct { int b; int64_t lo, n; } ok[] = {{0, 120, 30}, {0, 50, 700}, {1, 0, 700}, {0, 0, LEN}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        memset(out, 0xff, sizeof out);
+        CHECK(ckpt_set_read_range(r, prefixes[ok[i].b], ok[i].lo, ok[i].n, out, &err) == DDP_OK, "range %zu: %s", i,
+              err.msg);
+        CHECK(memcmp(out, &global[ok[i].b][ok[i].lo], (size_t)ok[i].n * 4) == 0, "range %zu's values", i);
+    }
+    CHECK(ckpt_set_read_range(r, "optim/m/", 650, 100, out, &err) != DDP_OK, "a range into the damaged piece fails");
+    CHECK_STR_CONTAINS(err.msg, "shard-00002-of-00003.ddp: CRC mismatch in tensor optim/m/@700+300");
+    CHECK(ckpt_set_read_range(r, "optim/v/", 0, 10, out, &err) != DDP_OK, "an unknown buffer fails");
+    CHECK_STR_CONTAINS(err.msg, "no buffer optim/v/");
+    ckpt_set_close(r);
+}
+
+/* ckpt_find_latest_with: newest first, a refusal falls back, CKPT_STOP ends the walk. */
+typedef struct walk_log { int calls; char seen[4][CKPT_PATH_MAX]; int stop_at; } walk_log;
+
+static int try_walk(void *ctx, const char *path, bool set, ddp_err *why)
+{
+    walk_log *w = ctx;
+    (void)set;
+    snprintf(w->seen[w->calls & 3], CKPT_PATH_MAX, "%s", path);
+    if (++w->calls == w->stop_at)
+        return CKPT_STOP;
+    return w->calls == 1 ? ddp_fail(why, DDP_ERUNTIME, "refused by the test") : DDP_OK;
+}
+
+static void test_find_latest_with(void)
+{
+    ddp_err err = {0};
+    char used[CKPT_PATH_MAX];
+    walk_log w = {.stop_at = 0};
+    CHECK(ckpt_find_latest_with(dir, try_walk, &w, used, &err) == DDP_OK, "walk: %s", err.msg);
+    CHECK(w.calls == 2 && strcmp(used, w.seen[1]) == 0, "the newest refused, the next taken (%d calls)", w.calls);
+    CHECK(strcmp(w.seen[0], w.seen[1]) > 0, "newest first: %s then %s", w.seen[0], w.seen[1]);
+    walk_log stop = {.stop_at = 1};
+    CHECK(ckpt_find_latest_with(dir, try_walk, &stop, used, &err) == CKPT_STOP && stop.calls == 1,
+          "CKPT_STOP ends the walk at once");
+}
+
 /* 100 pieces of 10 elements a buffer, round robin over the shards (a rank with many ZeRO parts). */
 static void test_many_pieces(void)
 {
@@ -245,6 +300,8 @@ int main(void)
     test_damage_and_fallback();
     test_many_pieces();
     test_prune();
+    test_read_range();
+    test_find_latest_with();
     int rc = check_done("test_ckpt_set");
     if (rc == 0)
         ts_rmrf(dir);

@@ -1,0 +1,345 @@
+/* train_resume.c — how a training job resumes (train_ckpt.h's train_ckpt_resume), or starts
+ * from checkpoint.init_from when nothing is resumed (train_init_from.c).
+ *
+ * Rank 0 finds and verifies the checkpoint (ckpt_find_latest: the newest valid file or committed
+ * sharded set, assembled whole), refuses one written for another model or settings (naming what
+ * differs), and broadcasts it, so ranks need no shared filesystem and a different world size or
+ * ZeRO stage is fine: the sampler continues from the same number of globally consumed samples and
+ * each rank takes its shard of the state it holds (train_zero_distribute). Under ZeRO-3, whose
+ * ranks never hold the whole model, a sharded set is read otherwise: rank 0 walks the checkpoints
+ * newest first and names each set to every rank, which reads only its own extents of it
+ * (train_shard_read_own, each piece's CRC checked as it is read); a set that a rank finds damaged
+ * is named and the previous one tried, as ckpt_find_latest does, and a single file ends the walk
+ * (read whole as above). Must not decide the file format (ckpt.c) or when to save (train_ckpt.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/base/activity.h"
+#include "runtime/base/log.h"
+#include "runtime/ckpt/ckpt_set.h"
+#include "train_ckpt.h"
+#include "train_ckpt_state.h"
+#include "train_init_from.h"
+#include "train_agree.h"
+#include "train_replica.h"
+#include "train_shard.h"
+#include "train_stop.h"
+#include "train_zero.h"
+
+enum { HDR_STEP, HDR_EPOCH, HDR_CONSUMED, HDR_TOTAL, HDR_OPTIM_STEP, HDR_WORLD, HDR_N };
+
+/* A checkpoint saved with other settings than this run's (of those config_hash covers): refused,
+ * naming each that differs from the checkpoint's meta/config; one saved before checkpoints held
+ * their settings can only be said to differ. */
+static int refuse_other_settings(const train_job *t, const char *saved, size_t len, const char *used, ddp_err *err)
+{
+    char changes[DDP_ERR_MSG / 2];
+    bool text = saved != NULL;
+    if (config_settings_changes(saved, len, t->cfg, changes, sizeof changes) > 0)
+        return ddp_fail(err, DDP_EUSAGE, "%s was saved with other settings than this run's: %s; resume it with the "
+                        "settings it was saved with, or set checkpoint.resume: never", used, changes);
+    return ddp_fail(err, DDP_EUSAGE, "%s was saved by a run with different model, data or optimizer settings%s; "
+                    "resume it with the same config, or set checkpoint.resume: never", used,
+                    text ? "" : " (it does not record which: it was saved before checkpoints held their settings)");
+}
+
+/* A checkpoint of header h and settings text (NULL: none saved) written for this model and these
+ * settings; refused naming what differs. */
+static int check_saved(const train_job *t, const ckpt_header *h, const char *settings, size_t len, const char *used,
+                       ddp_err *err)
+{
+    if (strcmp(h->model, t->m->description) != 0)
+        return ddp_fail(err, DDP_EUSAGE, "%s: checkpoint was written for %s, this run builds %s; resume with the "
+                        "model settings it was written with, or set checkpoint.resume: never", used, h->model,
+                        t->m->description);
+    return h->config_hash != config_hash(t->cfg) ? refuse_other_settings(t, settings, len, used, err) : DDP_OK;
+}
+
+/* A header's fields a resume uses, in the order HDR_* gives them. */
+static void header_fields(const ckpt_header *h, int64_t *hdr)
+{
+    int64_t v[HDR_N] = {h->step, h->epoch, h->consumed, h->total_steps, h->optim_step, h->world_size};
+    memcpy(hdr, v, sizeof v);
+}
+
+/* Copies every saved buffer's tensors of a checkpoint written for this model into host. */
+static int copy_tensors(const train_job *t, const ckpt_loaded *ck, const char *used, float *host, ddp_err *err)
+{
+    const model *m = t->m;
+    const train_ckpt *c = t->ckpt;
+    for (int b = 0; b < c->n_buffers; b++) {
+        for (int i = 0; i < m->n_tensors; i++) {
+            char name[CKPT_NAME_MAX];
+            snprintf(name, sizeof name, "%s%s", c->buffers[b].prefix, m->tensors[i].name);
+            const ckpt_tensor *x = ckpt_loaded_tensor(ck, name);
+            if (!x || x->dtype != CKPT_F32 || ckpt_tensor_numel(x) != m->tensors[i].numel)
+                return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s in the checkpoint; this model needs %zu float32 "
+                                "values", used, name, x ? "of another shape or type" : "missing", m->tensors[i].numel);
+            memcpy(host + (size_t)b * m->n_params + m->tensors[i].offset, x->data, m->tensors[i].numel * sizeof(float));
+        }
+    }
+    return DDP_OK;
+}
+
+/* Rank 0: fills host (params | state buffers) and hdr from a verified checkpoint. Returns
+ * DDP_OK, CKPT_NONE, or an error. */
+static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, ddp_err *err)
+{
+    const config *cfg = t->cfg;
+    ckpt_loaded ck = {0};
+    int rc = CKPT_NONE;
+    /* A restart by ddprun --max-restarts continues this run: its own newest checkpoint wins
+     * over checkpoint.resume (never / a path), which only decides how the first attempt starts. */
+    const train_ckpt *c = t->ckpt;
+    bool own_newest = cfg->checkpoint.resume == RESUME_AUTO || c->restart_count > 0;
+    if (own_newest)
+        rc = ckpt_find_latest(c->dir, &ck, used, err);
+    if (rc == CKPT_NONE && own_newest && cfg->checkpoint.download_cmd[0]) {
+        rc = ckpt_download(cfg->checkpoint.download_cmd, c->dir, cfg->checkpoint.command_timeout_s, c->command_log,
+                           err);
+        if (rc == DDP_OK && (rc = ckpt_find_latest(c->dir, &ck, used, err)) == CKPT_NONE)
+            log_info("checkpoint: checkpoint.download_cmd brought no checkpoint into %s", c->dir);
+    }
+    if (rc == CKPT_NONE && cfg->checkpoint.resume == RESUME_PATH) {
+        snprintf(used, CKPT_PATH_MAX, "%s", cfg->checkpoint.resume_path);
+        rc = ckpt_read_any(used, &ck, false, err); /* a file, or a sharded set's directory */
+    }
+    if (rc != DDP_OK)
+        return rc;
+    const ckpt_tensor *saved = ckpt_loaded_tensor(&ck, CKPT_SETTINGS_TENSOR);
+    bool text = saved && saved->dtype == CKPT_U8 && saved->ndim == 1;
+    rc = check_saved(t, &ck.hdr, text ? saved->data : NULL, text ? saved->nbytes : 0, used, err);
+    if (rc == DDP_OK)
+        rc = copy_tensors(t, &ck, used, host, err);
+    header_fields(&ck.hdr, hdr);
+    ckpt_loaded_free(&ck);
+    return rc;
+}
+
+/* The buffers are in place: the counters from hdr, the parameters' dependents rebuilt. */
+static int finish_resume(train_job *t, const int64_t *hdr, const char *used, ddp_err *err)
+{
+    train_ckpt *c = t->ckpt;
+    t->step = hdr[HDR_STEP];
+    t->epoch = hdr[HDR_EPOCH];
+    t->opt->step = hdr[HDR_OPTIM_STEP];
+    int rc = train_params_changed(t, err);
+    int world_at_save = (int)hdr[HDR_WORLD];
+    c->last_saved_step = t->step;
+    log_info("resumed from %s: step %lld, epoch %lld, %lld samples of the epoch consumed", used,
+             (long long)t->step, (long long)t->epoch + 1, (long long)hdr[HDR_CONSUMED]);
+    if (world_at_save != t->ctl->size)
+        log_info("resume: world size changed from %d to %d ranks; the sampler continues with the rest of the epoch "
+                 "split %d ways", world_at_save, t->ctl->size, t->ctl->size);
+    return rc;
+}
+
+static int apply_resume(train_job *t, const float *host, const int64_t *hdr, const char *used, ddp_err *err)
+{
+    device *d = t->dev;
+    train_ckpt *c = t->ckpt;
+    size_t n = t->m->n_params, bytes = n * sizeof(float);
+    int rc = DDP_OK;
+    for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
+        rc = c->buffers[b].sharded ? train_zero_distribute(t, host + (size_t)b * n, c->buffers[b].dev, err)
+                                   : d->ops->upload(d, c->buffers[b].dev, host + (size_t)b * n, bytes, err);
+    return rc == DDP_OK ? finish_resume(t, hdr, used, err) : rc;
+}
+
+/* The LR schedule's horizon after a resume, from the config as it is now: train.max_steps, or the
+ * steps done plus what is left of this epoch and of the remaining epochs at this world size. With
+ * an unchanged config and world size that is the horizon the checkpoint was saved with; more
+ * epochs or steps extend the run, and a new world size re-plans the rest. */
+static void recompute_total(train_job *t, const int64_t *hdr)
+{
+    const config *cfg = t->cfg;
+    if (cfg->train.max_steps > 0) {
+        t->total_steps = cfg->train.max_steps;
+        return;
+    }
+    int64_t left_now = 0;
+    if (sampler_set_epoch(&t->smp, t->epoch, hdr[HDR_CONSUMED], NULL) == DDP_OK)
+        left_now = sampler_steps_left(&t->smp) / t->accum;
+    int64_t later_epochs = cfg->train.epochs - t->epoch - 1;
+    t->total_steps = t->step + left_now + (later_epochs > 0 ? later_epochs * t->steps_per_epoch : 0);
+}
+
+/* ---- ZeRO-3: each rank reads its own pieces of a sharded set ----------------------------------- */
+
+enum { WALK_END, WALK_TRY };
+
+/* Every rank: this rank's pieces of every saved buffer of the set at path, after the checks any
+ * resume makes; every rank learns every rank's verdict (train_agree). */
+static int read_own_pieces(train_job *t, const char *path, int64_t *hdr, ddp_err *err)
+{
+    train_ckpt *c = t->ckpt;
+    ckpt_set_reader *r = NULL;
+    int32_t mine = ckpt_set_open_pieces(path, &r, err);
+    const ckpt_manifest *mf = mine == DDP_OK ? ckpt_set_reader_manifest(r) : NULL;
+    if (mine == DDP_OK)
+        mine = check_saved(t, &mf->hdr, mf->settings, (size_t)mf->settings_len, path, err);
+    for (int b = 0; mine == DDP_OK && b < c->n_buffers; b++)
+        mine = train_shard_read_own(t, r, c->buffers[b].prefix, c->buffers[b].dev, err);
+    if (mine == DDP_OK)
+        header_fields(&mf->hdr, hdr);
+    ckpt_set_close(r);
+    if (mine != DDP_OK && t->ctl->rank != 0) /* rank 0 reports its own with the walk's warning */
+        log_warn("%s", err->msg);
+    char what[CKPT_PATH_MAX + 32];
+    snprintf(what, sizeof what, "read its pieces of %s", path);
+    return train_agree(t, mine, what, err);
+}
+
+/* Rank 0 tells every rank what to do next: WALK_TRY the set at path, or WALK_END. */
+static int announce(train_job *t, int what, const char *path, char msg[CKPT_PATH_MAX + 1], ddp_err *err)
+{
+    msg[0] = (char)what;
+    snprintf(msg + 1, CKPT_PATH_MAX, "%s", path ? path : "");
+    return t->ctl->ops->broadcast(t->ctl, msg, CKPT_PATH_MAX + 1, DT_UINT8, 0, NULL, err);
+}
+
+typedef struct piece_walk {
+    train_job *t;
+    int64_t *hdr;
+    int refused;              /* a checkpoint of another model or settings: no fallback, as below */
+    ddp_err refusal;
+} piece_walk;
+
+/* Rank 0's ckpt_try_fn: a set is tried by every rank; a file ends the walk (rank 0 reads it whole). */
+static int try_set(void *ctx, const char *path, bool set, ddp_err *why)
+{
+    piece_walk *w = ctx;
+    char msg[CKPT_PATH_MAX + 1];
+    if (!set)
+        return CKPT_STOP;
+    int rc = announce(w->t, WALK_TRY, path, msg, why);
+    if (rc == DDP_OK)
+        rc = read_own_pieces(w->t, path, w->hdr, why);
+    if (rc == DDP_EUSAGE) {
+        w->refused = rc, w->refusal = *why;
+        return CKPT_STOP;
+    }
+    return rc;
+}
+
+/* Rank 0: the walk over checkpoint.dir (or checkpoint.resume's set), then WALK_END; its outcome. */
+static int32_t lead_walk(train_job *t, int64_t *hdr, char *used, ddp_err *err)
+{
+    const config *cfg = t->cfg;
+    const train_ckpt *c = t->ckpt;
+    piece_walk w = {.t = t, .hdr = hdr};
+    int32_t outcome = CKPT_STOP;
+    if (cfg->checkpoint.resume == RESUME_AUTO || c->restart_count > 0)
+        outcome = ckpt_find_latest_with(c->dir, try_set, &w, used, err);
+    else if (cfg->checkpoint.resume == RESUME_PATH && ckpt_is_set_dir(cfg->checkpoint.resume_path)) {
+        snprintf(used, CKPT_PATH_MAX, "%s", cfg->checkpoint.resume_path);
+        outcome = try_set(&w, used, true, err);
+    }
+    if (w.refused)
+        outcome = w.refused, *err = w.refusal;
+    char msg[CKPT_PATH_MAX + 1];
+    ddp_err e2 = {0};
+    int rc = announce(t, WALK_END, NULL, msg, &e2);
+    if (rc != DDP_OK)
+        *err = e2;
+    return rc != DDP_OK ? rc : outcome;
+}
+
+/* Other ranks: each set rank 0 names tried, until WALK_END; used: the last one. */
+static int follow_walk(train_job *t, int64_t *hdr, char *used, ddp_err *err)
+{
+    for (;;) {
+        char msg[CKPT_PATH_MAX + 1];
+        int rc = t->ctl->ops->broadcast(t->ctl, msg, sizeof msg, DT_UINT8, 0, NULL, err);
+        if (rc != DDP_OK || msg[0] == WALK_END)
+            return rc;
+        snprintf(used, CKPT_PATH_MAX, "%s", msg + 1);
+        (void)read_own_pieces(t, used, hdr, err); /* rank 0 learnt the verdict too and decides */
+    }
+}
+
+/* ZeRO-3, whose ranks never hold the whole model: when the checkpoint to resume is a sharded set,
+ * every rank reads its own pieces of it — a set found damaged is named and the previous one tried,
+ * as ckpt_find_latest does. *done false: no set to resume this way (none at all, or the newest
+ * is a single file, which rank 0 reads whole as for the other stages). */
+static int resume_by_pieces(train_job *t, int64_t *hdr, char *used, bool *done, ddp_err *err)
+{
+    int32_t outcome = t->ctl->rank == 0 ? lead_walk(t, hdr, used, err) : follow_walk(t, hdr, used, err);
+    ddp_err bcast = {0};
+    int rc = t->ctl->ops->broadcast(t->ctl, &outcome, 1, DT_INT32, 0, NULL, &bcast);
+    if (rc != DDP_OK) {
+        *err = bcast;
+        return rc;
+    }
+    *done = outcome == DDP_OK;
+    if (outcome == DDP_OK)
+        log_info("resume under ZeRO-3: each rank read only its own pieces of %s", used);
+    if (outcome == DDP_OK || outcome == CKPT_NONE || outcome == CKPT_STOP)
+        return outcome == DDP_OK ? finish_resume(t, hdr, used, err) : DDP_OK;
+    if (t->ctl->rank != 0 && !err->msg[0])
+        ddp_fail(err, outcome, "rank 0 found no checkpoint to resume (its messages say why)");
+    return outcome;
+}
+
+/* A checkpoint was applied on every rank: a job ended now resumes from it. */
+static int resumed(train_job *t, const int64_t *hdr, int64_t *consumed)
+{
+    train_checkpoint_safe = 1;
+    recompute_total(t, hdr);
+    *consumed = hdr[HDR_CONSUMED];
+    if (t->cfg->checkpoint.init_from[0])
+        log_info("checkpoint.init_from %s not used: the run resumed", t->cfg->checkpoint.init_from);
+    return DDP_OK;
+}
+
+/* Rank 0 reads the checkpoint whole and broadcasts it; every rank takes its buffers from it. */
+static int resume_whole(train_job *t, int64_t *consumed, ddp_err *err)
+{
+    const train_ckpt *c = t->ckpt;
+    size_t n = t->m->n_params, total = n * (size_t)c->n_buffers;
+    float *host = malloc(total * sizeof(float));
+    if (!host)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for resume");
+    int64_t hdr[HDR_N] = {0};
+    char used[CKPT_PATH_MAX] = "";
+    int32_t status = DDP_OK;
+    if (t->ctl->rank == 0)
+        status = load_on_rank0(t, host, hdr, used, err);
+    /* Every rank learns rank 0's verdict, so a bad checkpoint stops all of them cleanly. */
+    int rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
+    if (rc == DDP_OK && status == DDP_OK) {
+        rc = t->ctl->ops->broadcast(t->ctl, hdr, HDR_N, DT_INT64, 0, NULL, err);
+        if (rc == DDP_OK)
+            rc = t->ctl->ops->broadcast(t->ctl, host, total, DT_FLOAT, 0, NULL, err);
+        if (rc == DDP_OK)
+            rc = apply_resume(t, host, hdr, used, err);
+        if (rc == DDP_OK)
+            rc = resumed(t, hdr, consumed);
+    } else if (rc == DDP_OK && status == CKPT_NONE) {
+        if (t->cfg->checkpoint.resume == RESUME_AUTO)
+            log_info("checkpoint: none in %s, starting fresh", c->dir);
+        rc = train_init_from(t, err);
+    } else if (rc == DDP_OK) {
+        rc = status;
+        if (t->ctl->rank != 0)
+            ddp_fail(err, status, "rank 0 could not load the checkpoint");
+    }
+    free(host);
+    return rc;
+}
+
+int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
+{
+    *consumed = 0;
+    if (t->cfg->checkpoint.resume == RESUME_NEVER && t->ckpt->restart_count == 0)
+        return train_init_from(t, err);
+    activity_set("reading the last checkpoint in %s", t->ckpt->dir);
+    int64_t hdr[HDR_N] = {0};
+    char used[CKPT_PATH_MAX] = "";
+    bool done = false;
+    int rc = t->zero ? resume_by_pieces(t, hdr, used, &done, err) : DDP_OK;
+    if (rc != DDP_OK || done)
+        return rc != DDP_OK ? rc : resumed(t, hdr, consumed);
+    return resume_whole(t, consumed, err);
+}
