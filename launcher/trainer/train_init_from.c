@@ -71,7 +71,7 @@ int train_init_from_shape(config *cfg, comm *ctl, ddp_err *err)
     return rc;
 }
 
-/* Rank 0's part of init_from_file: the parameters of the llm.c file or Hugging Face folder at path,
+/* Rank 0's part of init_from_rank0: the parameters of the llm.c file or Hugging Face folder at path,
  * as model.kind's files read them. */
 static int load_init_from(train_job *t, const char *path, bool hf, ddp_err *err)
 {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "runtime/base/host_mem.h"
 #include "runtime/base/open_input.h"
 
 /* The stored header CRC in a file's preamble (bytes 24..27, little-endian). */
@@ -280,6 +281,7 @@ int ckpt_set_read_range(ckpt_set_reader *r, const char *prefix, int64_t offset, 
         if (rc != DDP_OK)
             return rc;
         memcpy(out + (from - offset), (const float *)t->data + (from - e->offset), (size_t)(to - from) * sizeof *out);
+        host_mem_release_pages(t->data, t->nbytes); /* read again from the file should it be needed */
     }
     return DDP_OK; /* the manifest's extents cover every buffer exactly once (ckpt_manifest_read) */
 }

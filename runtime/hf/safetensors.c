@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "runtime/base/half.h"
+#include "runtime/base/host_mem.h"
 #include "runtime/hf/json_doc.h"
 #include "runtime/base/open_input.h"
 
@@ -323,11 +324,4 @@ bool safetensors_equal_f32(const st_tensor *a, const st_tensor *b)
     return true;
 }
 
-void safetensors_release(const st_tensor *t)
-{
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)t->data + page - 1) / page * page; /* pages of t's bytes alone */
-    uintptr_t hi = ((uintptr_t)t->data + (t->end - t->begin)) / page * page;
-    if (hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice: nothing to do if refused */
-}
+void safetensors_release(const st_tensor *t) { host_mem_release_pages(t->data, t->end - t->begin); }
