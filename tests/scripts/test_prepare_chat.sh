@@ -6,8 +6,9 @@
 # prompt a token straddles), prompt/completion, --train-on all, the val split rule, shard limits,
 # truncate and drop and their counts, and every refusal (exit 2, FILE:LINE named, no traceback,
 # OUT_DIR untouched, no temporary folder). It builds its own byte-level BPE tokenizer with the
-# tokenizers package; skipped (exit 77) without jinja2 or tokenizers. It must not need the network,
-# a build, or a particular CPU, and checks prepare-chat's files only through check.py, never its code.
+# tokenizers package; skipped (exit 77) without jinja2 or tokenizers. With DDPRUN_WORKER set, the
+# worker trains a few steps on the shards. It must not need the network or a particular CPU, and
+# checks prepare-chat's files only through check.py and ddprun's reader, never prepare-chat's code.
 ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 # tests/lib.sh names the build's programs (meson's prog_env); this test runs none of them
 DDPRUN=${DDPRUN:-unused} DDP_SRC=${DDP_SRC:-$ROOT}
@@ -261,6 +262,20 @@ check "ChatML: documents decode to the conversations, the masked tokens to the a
     into o1.want chk chat o1 qwen/tokenizer.json chatml 0.25 chat.jsonl pc.jsonl
 check "ChatML: the report's split lines: $(split_lines o1.log | tr '\n' ' ')" diff o1.want <(split_lines o1.log)
 check "ChatML: tokenizer.bin written" test -s o1/tokenizer.bin
+# ddprun's shard reader takes the .bin files with the .mask and .docs beside them (when DDPRUN_WORKER
+# is set; tests/meson.build leaves it unset in sanitized builds): a tiny GPT-2 counts every train
+# window and trains three steps
+if [ -n "${DDPRUN_WORKER:-}" ]; then
+    third_int() { python3 -c 'import struct, sys; print(struct.unpack("<3i", open(sys.argv[1], "rb").read(12))[2])' "$1"; }
+    vocab=$(third_int o1/tokenizer.bin) tokens=$(third_int o1/train_000000.bin)  # the headers' counts
+    mpirun -np 1 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$ROOT/tests/launcher/trainer/gpt2_small.yaml" \
+        run.dir="$TMP/run1" data.path="$TMP/o1" model.gpt2.vocab_size="$vocab" model.gpt2.n_layer=1 \
+        model.gpt2.n_embd=8 data.seq_len=8 data.batch_size=2 train.max_steps=3 > run1.log 2>&1
+    check "ddprun-worker trains on the shards: $(grep -m 1 'data:' run1.log)" \
+        has run1.log "data: tokens/train $(((tokens - 1) / 8)) samples"
+else
+    echo "SKIP: ddprun-worker check: DDPRUN_WORKER is not set"
+fi
 "$PREP" --tokenizer jinja --val-fraction 0.25 chat.jsonl pc.jsonl o1j > o1j.log 2>&1
 check "ChatML from chat_template.jinja: $(tail -n 1 o1j.log)" diff -r o1 o1j
 
