@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_fuzz.sh TARGET CORPUS [DICT] — runs one libFuzzer target of tests/fuzz for a bounded time and
 # fails on any finding. Fuzzes a copy of CORPUS (the committed seeds are never written to), for
-# FUZZ_SECONDS seconds (default 30), single process, with -timeout=10 (an input slower than that
+# FUZZ_SECONDS seconds (default 20), single process, with -timeout=10 (an input slower than that
 # is a hang), -rss_limit_mb=2048 and leak detection, and DICT when that file exists. Prints
 # libFuzzer's final stats (stat::number_of_executed_units is the executions) and a summary line.
 # On a finding, the reproducer is kept in build-fuzz/fuzz-findings/ (or $FUZZ_FINDINGS) and shown
@@ -9,7 +9,7 @@
 set -uo pipefail
 target=$1 corpus=$2 dict=${3:-}
 name=$(basename "$target")
-seconds=${FUZZ_SECONDS:-30}
+seconds=${FUZZ_SECONDS:-20}
 findings=${FUZZ_FINDINGS:-$(dirname "$(dirname "$(dirname "$target")")")/fuzz-findings}
 [ -x "$target" ] || { echo "run_fuzz: $target is not an executable"; exit 2; }
 [ -d "$corpus" ] || { echo "run_fuzz: no seed corpus $corpus"; exit 2; }

@@ -1,10 +1,12 @@
 # tests/launcher/trainer/kjv_cuda.sh — what the emulated-GPU tests on a configs/*_kjv.yaml share
 # (sourced, never run; test_gpt2_cuda.sh, test_llama_cuda.sh and test_qwen2_cuda.sh): the
 # byte-level KJV tokens (skipped, exit 77, without the corpus), the overrides every run takes, one
-# run of the config on 2 ranks, the step-50 loss comparisons, and the CPU-against-emulated-GPU pair
+# run of the config on 2 ranks, the last step's loss comparisons, and the CPU-against-emulated-GPU pair
 # of runs every such test begins with. The test sets KJV (the config) and KJV_BATCH (the
 # per-rank data.batch_size, lowered from the config's to keep the emulator's runs short) before
-# sourcing it.
+# sourcing it, and may set KJV_STEPS (the steps of every run and the step compared, default 50),
+# KJV_SAVE (the step of the checkpoint resumes start from, default 40) and KJV_MORE (further
+# overrides of every run, e.g. a shorter warm-up for fewer steps).
 source "$DDP_SRC/tests/lib.sh"
 T_START=$SECONDS
 DATA=$TMP/kjv-bytes
@@ -19,8 +21,10 @@ if [ $rc -ne 0 ] && grep -Eq 'needs the `bible` program|`bible -f [^`]*` failed'
 fi
 check "prepare-text writes the KJV byte shards (rc $rc)" [ $rc -eq 0 -a -f "$DATA/train_000000.bin" ]
 
-RUN=(data.path="$DATA" data.batch_size="$KJV_BATCH" train.max_steps=50 train.log_every=1 train.eval=false
-     train.sample_every=0 checkpoint.every_steps=40 checkpoint.every_minutes=0)
+KJV_STEPS=${KJV_STEPS:-50}
+KJV_SAVE=${KJV_SAVE:-40}
+RUN=(data.path="$DATA" data.batch_size="$KJV_BATCH" train.max_steps="$KJV_STEPS" train.log_every=1 train.eval=false
+     train.sample_every=0 checkpoint.every_steps="$KJV_SAVE" checkpoint.every_minutes=0 "${KJV_MORE[@]}")
 GPU=(device=cuda ddp.backend=nccl)
 
 # kjv NAME LIMIT_S [overrides...]: the config $KJV on 2 ranks (one emulated GPU each) under
@@ -48,18 +52,18 @@ for l in open(sys.argv[1]):
 # loss_at RUN STEP: RUN's logged training loss at STEP (empty when not logged)
 loss_at() { losses "$1" | awk -v s="$2" '$1 == s { print $2 }'; }
 
-# within RUN_A RUN_B TOL: |a - b| / |a| <= TOL for the step-50 losses (printing both); exits 1
-# when beyond TOL, 2 when a step-50 loss is missing
+# within RUN_A RUN_B TOL: |a - b| / |a| <= TOL for the last step's (KJV_STEPS) losses (printing
+# both); exits 1 when beyond TOL, 2 when such a loss is missing
 within() {
     local a b
-    a=$(loss_at "$1" 50) b=$(loss_at "$2" 50)
-    python3 - "$1" "${a:-nan}" "$2" "${b:-nan}" "$3" <<'PY'
+    a=$(loss_at "$1" "$KJV_STEPS") b=$(loss_at "$2" "$KJV_STEPS")
+    python3 - "$1" "${a:-nan}" "$2" "${b:-nan}" "$3" "$KJV_STEPS" <<'PY'
 import math, sys
-na, a, nb, b, tol = sys.argv[1], float(sys.argv[2]), sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+na, a, nb, b, tol, step = sys.argv[1], float(sys.argv[2]), sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
 if not (math.isfinite(a) and math.isfinite(b)):
-    sys.exit(f"# no finite step-50 loss: {na} {a}, {nb} {b}")
+    sys.exit(f"# no finite step-{step} loss: {na} {a}, {nb} {b}")
 rel = abs(a - b) / abs(a)
-print(f"# step-50 loss {na} {a:.6g}, {nb} {b:.6g}: relative difference {rel:.2e} (tolerance {tol:.0e})")
+print(f"# step-{step} loss {na} {a:.6g}, {nb} {b:.6g}: relative difference {rel:.2e} (tolerance {tol:.0e})")
 sys.exit(0 if rel <= tol else 1)
 PY
 }
@@ -67,10 +71,10 @@ PY
 # not that it could not compare them (2), so a referee run that wrote nothing cannot pass for different
 beyond() { "$@"; [ $? -eq 1 ]; }
 
-# cpu_and_cuda MODEL_TEXT: the config on the CPU backend (MPI) and on the emulated GPU (NCCL), 50
-# steps each: both run, the cuda run on the emulator and NCCL with the model whose description
-# begins MODEL_TEXT, its loss falling more than 1 nat/byte, and its step-50 loss within 1e-4
-# relative of the CPU's (the parameters are each test's to compare).
+# cpu_and_cuda MODEL_TEXT: the config on the CPU backend (MPI) and on the emulated GPU (NCCL),
+# KJV_STEPS steps each: both run, the cuda run on the emulator and NCCL with the model whose
+# description begins MODEL_TEXT, its loss falling more than 1 nat/byte, and its last step's loss
+# within 1e-4 relative of the CPU's (the parameters are each test's to compare).
 cpu_and_cuda() {
     kjv cpu 300 device=cpu
     check "cpu+mpi np=2 runs" [ $? -eq 0 ]
@@ -79,11 +83,11 @@ cpu_and_cuda() {
     check "the cuda run used the CUDA emulator and NCCL" grep -q "device CUDA emulator.*gradient backend nccl" \
         "$TMP/cuda.log"
     check "... on the config's model" grep -qF "model: $1" "$TMP/cuda.log"
-    local l1 l50
-    l1=$(loss_at cuda 1) l50=$(loss_at cuda 50)
-    echo "# cuda loss: step 1 ${l1:-missing}, step 50 ${l50:-missing}"
-    check "the cuda run trained: step-50 loss more than 1 nat/byte below step 1's" \
+    local l1 ln
+    l1=$(loss_at cuda 1) ln=$(loss_at cuda "$KJV_STEPS")
+    echo "# cuda loss: step 1 ${l1:-missing}, step $KJV_STEPS ${ln:-missing}"
+    check "the cuda run trained: step-$KJV_STEPS loss more than 1 nat/byte below step 1's" \
         python3 -c 'import sys; sys.exit(0 if float(sys.argv[2]) < float(sys.argv[1]) - 1 else 1)' "${l1:-nan}" \
-        "${l50:-nan}"
-    check "step-50 training loss: cuda within 1e-4 relative of cpu" within cpu cuda 1e-4
+        "${ln:-nan}"
+    check "step-$KJV_STEPS training loss: cuda within 1e-4 relative of cpu" within cpu cuda 1e-4
 }
