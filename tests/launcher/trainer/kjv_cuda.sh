@@ -1,12 +1,12 @@
 # tests/launcher/trainer/kjv_cuda.sh — what the emulated-GPU tests on a configs/*_kjv.yaml share
 # (sourced, never run; test_gpt2_cuda.sh, test_llama_cuda.sh and test_qwen2_cuda.sh): the
 # byte-level KJV tokens (skipped, exit 77, without the corpus), the overrides every run takes, one
-# run of the config on 2 ranks, the last step's loss comparisons, and the CPU-against-emulated-GPU pair
-# of runs every such test begins with. The test sets KJV (the config) and KJV_BATCH (the
-# per-rank data.batch_size, lowered from the config's to keep the emulator's runs short) before
-# sourcing it, and may set KJV_STEPS (the steps of every run and the step compared, default 50),
-# KJV_SAVE (the step of the checkpoint resumes start from, default 40) and KJV_MORE (further
-# overrides of every run, e.g. a shorter warm-up for fewer steps).
+# run of the config on 2 ranks, the last step's loss comparisons, the CPU-against-emulated-GPU pair
+# of runs every such test begins with, and the bf16 run with its resume that may follow. The test
+# sets KJV (the config) and KJV_BATCH (the per-rank data.batch_size, lowered from the config's to
+# keep the emulator's runs short) before sourcing it, and may set KJV_STEPS (the steps of every run
+# and the step compared, default 50), KJV_SAVE (the step of the checkpoint resumes start from,
+# default 40) and KJV_MORE (further overrides of every run, e.g. a shorter warm-up for fewer steps).
 source "$DDP_SRC/tests/lib.sh"
 T_START=$SECONDS
 DATA=$TMP/kjv-bytes
@@ -90,4 +90,30 @@ cpu_and_cuda() {
         python3 -c 'import sys; sys.exit(0 if float(sys.argv[2]) < float(sys.argv[1]) - 1 else 1)' "${l1:-nan}" \
         "${ln:-nan}"
     check "step-$KJV_STEPS training loss: cuda within 1e-4 relative of cpu" within cpu cuda 1e-4
+}
+
+# bf16_and_resume TOL: the config in precision bf16 on the emulated GPU, KJV_STEPS steps: it runs
+# with bf16 gradients on the wire, trains (its last loss more than 1 nat/byte below step 1's), ends
+# within TOL relative of the CPU fp32 run's loss but not within 1e-5 of the emulated fp32 run's,
+# and a run resumed from its step-KJV_SAVE checkpoint ends bit-identical to it (ckpt diff: every
+# tensor). Needs cpu_and_cuda's runs first.
+bf16_and_resume() {
+    kjv bf16 600 "${GPU[@]}" precision=bf16
+    check "cuda+nccl np=2 precision bf16 runs" [ $? -eq 0 ]
+    check "... with bf16 gradients on the wire (ddp.grad_dtype follows precision)" \
+        grep -q "grad_dtype: bf16" "$TMP/bf16/config.resolved.yaml"
+    local b1 bn save last
+    b1=$(loss_at bf16 1) bn=$(loss_at bf16 "$KJV_STEPS")
+    echo "# bf16 loss: step 1 ${b1:-missing}, step $KJV_STEPS ${bn:-missing}"
+    check "the bf16 run trained: step-$KJV_STEPS loss more than 1 nat/byte below step 1's" \
+        python3 -c 'import sys; sys.exit(0 if float(sys.argv[2]) < float(sys.argv[1]) - 1 else 1)' "${b1:-nan}" \
+        "${bn:-nan}"
+    check "step-$KJV_STEPS training loss: bf16 within $1 relative of cpu fp32" within cpu bf16 "$1"
+    check "bf16 is not fp32 (the step-$KJV_STEPS losses differ by more than 1e-5)" beyond within cuda bf16 1e-5
+    save=$TMP/bf16/checkpoints/ckpt-$(printf %08d "$KJV_SAVE").ddp
+    last=$TMP/bf16/checkpoints/ckpt-$(printf %08d "$KJV_STEPS").ddp
+    kjv bf16resumed 300 "${GPU[@]}" precision=bf16 checkpoint.resume="$save"
+    check "bf16 run resumed from step $KJV_SAVE runs" [ $? -eq 0 ]
+    check "bf16 resumed step $KJV_STEPS: every tensor bit-identical to the uninterrupted bf16 run (ckpt diff)" \
+        "$DDPRUN" ckpt diff "$last" "$(last_ckpt "$TMP/bf16resumed")"
 }

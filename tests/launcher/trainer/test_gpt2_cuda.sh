@@ -47,22 +47,7 @@ check "step-25 parameters: cuda within 1e-4 of cpu" \
 # gradient noise ends within the spread of the loss between independent runs, measured below for
 # another seed at 3.1e-2 relative at step 25. 6e-2 is twice that spread; a bf16 path that does not
 # train, or trains something else, misses by O(1) nat.
-kjv bf16 600 "${GPU[@]}" precision=bf16
-check "cuda+nccl np=2 precision bf16 runs" [ $? -eq 0 ]
-check "... with bf16 gradients on the wire (ddp.grad_dtype follows precision)" \
-    grep -q "grad_dtype: bf16" "$TMP/bf16/config.resolved.yaml"
-b1=$(loss_at bf16 1) b25=$(loss_at bf16 25)
-echo "# bf16 loss: step 1 ${b1:-missing}, step 25 ${b25:-missing}"
-check "the bf16 run trained: step-25 loss more than 1 nat/byte below step 1's" \
-    python3 -c 'import sys; sys.exit(0 if float(sys.argv[2]) < float(sys.argv[1]) - 1 else 1)' "${b1:-nan}" "${b25:-nan}"
-check "step-25 training loss: bf16 within 6e-2 relative of cpu fp32" within cpu bf16 6e-2
-check "bf16 is not fp32 (the step-25 losses differ by more than 1e-5)" beyond within cuda bf16 1e-5
-kjv bf16resumed 300 "${GPU[@]}" precision=bf16 checkpoint.resume="$TMP/bf16/checkpoints/ckpt-00000020.ddp"
-check "bf16 run resumed from step 20 runs" [ $? -eq 0 ]
-for what in param/ optim/; do
-    check "bf16 resumed step 25: $what bit-identical to the uninterrupted bf16 run" \
-        "$CKPT_COMPARE" "$TMP/bf16/checkpoints/ckpt-00000025.ddp" "$(last_ckpt "$TMP/bf16resumed")" $what 0
-done
+bf16_and_resume 6e-2
 
 # --- the referees can fail ---
 # Another seed (other initial weights and batch order): measured 3.1e-2 apart at step 25.

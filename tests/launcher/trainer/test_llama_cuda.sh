@@ -43,20 +43,7 @@ check "resumed step 50: every tensor bit-identical to the uninterrupted run (ckp
 # spread of the loss between independent runs, measured for another seed at 2.7e-2 relative (the
 # referee below). 6e-2 is about twice that; a bf16 path that does not train, or trains something
 # else, misses by O(1) nat.
-kjv bf16 600 "${GPU[@]}" precision=bf16
-check "cuda+nccl np=2 precision bf16 runs" [ $? -eq 0 ]
-check "... with bf16 gradients on the wire (ddp.grad_dtype follows precision)" \
-    grep -q "grad_dtype: bf16" "$TMP/bf16/config.resolved.yaml"
-b1=$(loss_at bf16 1) b50=$(loss_at bf16 50)
-echo "# bf16 loss: step 1 ${b1:-missing}, step 50 ${b50:-missing}"
-check "the bf16 run trained: step-50 loss more than 1 nat/byte below step 1's" \
-    python3 -c 'import sys; sys.exit(0 if float(sys.argv[2]) < float(sys.argv[1]) - 1 else 1)' "${b1:-nan}" "${b50:-nan}"
-check "step-50 training loss: bf16 within 6e-2 relative of cpu fp32" within cpu bf16 6e-2
-check "bf16 is not fp32 (the step-50 losses differ by more than 1e-5)" beyond within cuda bf16 1e-5
-kjv bf16resumed 300 "${GPU[@]}" precision=bf16 checkpoint.resume="$TMP/bf16/checkpoints/ckpt-00000040.ddp"
-check "bf16 run resumed from step 40 runs" [ $? -eq 0 ]
-check "bf16 resumed step 50: every tensor bit-identical to the uninterrupted bf16 run (ckpt diff)" \
-    "$DDPRUN" ckpt diff "$TMP/bf16/checkpoints/ckpt-00000050.ddp" "$(last_ckpt "$TMP/bf16resumed")"
+bf16_and_resume 6e-2
 
 # --- the referees can fail ---
 kjv seed 300 device=cpu run.seed=1338
