@@ -1,18 +1,18 @@
 /* train.c — one rank's training job: setup, then the loop of optimizer steps.
  *
  * Owns the order of a step: gather the rank's batch (sampler), upload, forward/backward with the
- * reducer averaging gradient buckets as backward produces them, wait for the buckets, clip, step
- * the optimizer, agree across ranks whether to stop. Past the batch upload (a staging buffer may
- * wait for its previous copy) no part of a step waits for the device: the loss sums, the gradient
- * norm and the clip factor stay in device memory; only log lines, evaluation, text samples and
- * checkpoints download. Batches are staged as the bytes the model's io describes, so
- * nothing here knows pixels from token ids. With train.profile_steps the steps' phases and host
- * work are marked for the profiler (train_profile.c); with it off those marks do nothing.
- * Each rank adds up its own step, collective-wait and data times for the per-rank figures
- * (train_ranks.c). Logging/evaluation live in train_log.c, checkpoints in train_ckpt.c, each step's loss record
- * and the non-finite checks in train_finite.c, and what they share with the loop (parameters made
- * rank 0's, a batch staged) in train_replica.c. It owns the core job (train_job.h) and each
- * concern's opening and closing; the concerns' own state is theirs, reached through their headers.
+ * reducer averaging gradient buckets as backward produces them, wait for the buckets, clip, step the
+ * optimizer, agree across ranks whether to stop. Past the batch upload (a staging buffer may wait for
+ * its previous copy) no part of a step waits for the device: the loss sums, the gradient norm and the
+ * clip factor stay in device memory; only log lines, evaluation, text samples and checkpoints
+ * download. Batches are staged as the bytes the model's io describes, so nothing here knows pixels
+ * from token ids. With train.profile_steps the steps' phases and host work are marked for the profiler
+ * (train_profile.c); with it off those marks do nothing. Each rank adds up its own step, collective-
+ * wait and data times (train_ranks.c). Logging and evaluation live in train_log.c, checkpoints in
+ * train_ckpt.c (resume: train_resume.c, start: train_init_from.c), the loss record and non-finite
+ * checks in train_finite.c, what they share with the loop in train_replica.c. It owns the core job
+ * (train_job.h) and each concern's opening and closing; the concerns' own state is theirs, reached
+ * through their headers.
  * Must not know CPU from CUDA or MPI from NCCL: the device and communicator interfaces do; nor any
  * model's kind: model.h does. */
 #include "train.h"
@@ -27,9 +27,9 @@
 #include "runtime/base/log.h"
 #include "train_budget.h"
 #include "train_ckpt.h"
-#include "train_init_from.h"
 #include "train_fault.h"
 #include "train_finite.h"
+#include "train_init_from.h"
 #include "train_job.h"
 #include "train_lock.h"
 #include "train_log.h"
@@ -84,15 +84,14 @@ static int check_data_fits(const train_job *t, const dataset *data, ddp_err *err
                     data->name, h);
 }
 
-/* Replicas start identical by construction (same seed) and by a broadcast from rank 0, so a
- * rank with a different build or seed cannot silently diverge (ZeRO-3, where no rank holds the
- * whole model, compares the ranks' digests of the draw instead). With checkpoint.init_from the
- * parameters come from that file instead (train_ckpt.c, once it is known nothing is resumed). */
+/* Replicas start identical: same seed, then rank 0's broadcast, so no rank of another build or seed
+ * diverges silently (ZeRO-3, holding no whole model, compares digests of the draw instead).
+ * checkpoint.init_from's parameters come later (train_init_from.c, once nothing was resumed). */
 static int init_params(train_job *t, ddp_err *err)
 {
     if (t->cfg->checkpoint.init_from[0])
         return DDP_OK;
-    if (t->m->params_by_unit) /* ZeRO-3: no whole buffer on the device, the shard comes from these */
+    if (t->m->params_by_unit) /* ZeRO-3: no whole buffer on the device; the shard draws its pieces */
         return train_zero_init_params(t, err);
     int rc = model_init_params(t->m, t->cfg->run.seed, err);
     return rc != DDP_OK ? rc : train_broadcast_params(t, err);
@@ -224,9 +223,7 @@ static int setup_model(train_job *t, ddp_err *err)
         rc = check_data_fits(t, &t->train, err);
     if (rc == DDP_OK)
         rc = check_data_fits(t, &t->test, err);
-    if (rc == DDP_OK)
-        rc = init_params(t, err);
-    return rc;
+    return rc == DDP_OK ? init_params(t, err) : rc;
 }
 
 static int setup(train_job *t, ddp_err *err)
@@ -596,8 +593,7 @@ int train_run(const config *given, comm *ctl, notice_watch *notice, ddp_err *err
         return ddp_fail(err, DDP_ERUNTIME, "out of memory");
     memcpy(cfg, given, sizeof *cfg);
     int rc = train_init_from_shape(cfg, ctl, err);
-    if (rc == DDP_OK)
-        rc = train_job_run(cfg, ctl, notice, err);
+    rc = rc == DDP_OK ? train_job_run(cfg, ctl, notice, err) : rc;
     free(cfg);
     return rc;
 }
