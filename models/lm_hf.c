@@ -68,7 +68,7 @@ void lm_hf_take_values(const lm_hf_import *im, const param_tensor *t, const floa
 
 int lm_hf_load_model(model *m, const char *dir, const lm_hf_importer *imp, ddp_err *err)
 {
-    float *host = calloc(m->n_params, sizeof *host);
+    float *host = malloc(m->n_params * sizeof *host); /* lm_hf_load_pieces zeroes it first */
     if (!host)
         return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %zu parameters", dir, m->n_params);
     const param_piece whole = {0, m->n_params, 0};

@@ -256,11 +256,10 @@ int train_zero_pieces(const train_job *t, param_piece **out, int *n, ddp_err *er
  * hold pieces of another model, which no broadcast corrects under ZeRO-3. */
 static int check_same_draw(train_job *t, uint64_t digest, ddp_err *err)
 {
-    uint64_t lo, hi;
+    uint64_t mine[2] = {digest, ~digest}, most[2]; /* one maximum gives both ends: ~max(~d) = min(d) */
     comm *c = t->ctl;
-    int rc = c->ops->allreduce(c, &digest, &lo, 1, DT_UINT64, OP_MIN, NULL, err);
-    if (rc == DDP_OK)
-        rc = c->ops->allreduce(c, &digest, &hi, 1, DT_UINT64, OP_MAX, NULL, err);
+    int rc = c->ops->allreduce(c, mine, most, 2, DT_UINT64, OP_MAX, NULL, err);
+    uint64_t hi = most[0], lo = ~most[1];
     if (rc == DDP_OK && lo != hi)
         rc = ddp_fail(err, DDP_ERUNTIME, "ZeRO-3: the ranks drew different initial parameters from run.seed %llu "
                       "(this rank's digest %016llx, others' %016llx): ranks of another build?",
@@ -281,11 +280,10 @@ static int64_t start_measure(void)
  * whole model, as measured. Collective; nothing logged where /proc cannot tell. */
 static int log_start_memory(train_job *t, const char *what, int64_t before, ddp_err *err)
 {
-    int64_t peak = host_mem_peak_kib(), rise = before >= 0 && peak >= 0 ? peak - before : -1, most = -1;
-    int rc = t->ctl->ops->allreduce(t->ctl, &rise, &most, 1, DT_INT64, OP_MAX, NULL, err);
-    int64_t lowest = -1;
-    if (rc == DDP_OK)
-        rc = t->ctl->ops->allreduce(t->ctl, &rise, &lowest, 1, DT_INT64, OP_MIN, NULL, err);
+    int64_t peak = host_mem_peak_kib(), rise = before >= 0 && peak >= 0 ? peak - before : -1;
+    int64_t mine[2] = {rise, -rise}, ends[2]; /* one maximum gives both: -max(-r) = min(r) */
+    int rc = t->ctl->ops->allreduce(t->ctl, mine, ends, 2, DT_INT64, OP_MAX, NULL, err);
+    int64_t most = ends[0], lowest = -ends[1];
     if (rc == DDP_OK && lowest >= 0)
         log_info("ZeRO-3 start, %s: resident host memory rose by at most %.0f MiB on any rank (a rank's shard "
                  "%.0f MiB, the model %.0f MiB, its largest tensor %.0f MiB)", what, (double)most / 1024,
