@@ -35,8 +35,10 @@ static void *at(const llama_impl *g, const void *base, int64_t elems)
  * (NH + NKV)·hd, all with row stride QKV; the output [BT, NH·hd]. */
 static attn_shape attention_shape(const llama_impl *g, int64_t B)
 {
+    const int32_t *docs = g->lm.docs;
     return (attn_shape){.B = B, .T = g->lm.T, .NH = g->s.n_head, .NKV = g->s.n_kv_head, .hs = g->hd, .ld_q = g->QKV,
-                        .ld_kv = g->QKV, .ld_o = g->s.n_head * g->hd, .scale = (float)(1.0 / sqrt((double)g->hd))};
+                        .ld_kv = g->QKV, .ld_o = g->s.n_head * g->hd, .scale = (float)(1.0 / sqrt((double)g->hd)),
+                        .doc_start = docs, .doc_end = docs ? docs + B * g->lm.T : NULL};
 }
 
 static int rope(model *m, const llama_impl *g, void *qkv, int64_t B, bool forward, ddp_err *err)
@@ -44,9 +46,9 @@ static int rope(model *m, const llama_impl *g, void *qkv, int64_t B, bool forwar
     const struct device_ops *op = m->dev->ops;
     const int64_t heads = g->s.n_head + g->s.n_kv_head;
     return forward ? op->rope_forward(m->dev, g->lm.t, qkv, g->QKV, B, g->lm.T, heads, g->hd, g->rope_cos,
-                                      g->rope_sin, err)
+                                      g->rope_sin, g->lm.docs, err)
                    : op->rope_backward(m->dev, g->lm.t, qkv, g->QKV, B, g->lm.T, heads, g->hd, g->rope_cos,
-                                       g->rope_sin, err);
+                                       g->rope_sin, g->lm.docs, err);
 }
 
 /* Block l's attention from its ln1 on: q, k and v (one GEMM over the adjacent q_proj, k_proj,

@@ -27,6 +27,8 @@ typedef struct lm_kind {
     /* The backward pass from the dlogits the classifier left in lm_core.logits; reports each
      * block's gradient range through ready (may be NULL) as soon as it is final. */
     int (*backward)(model *m, const int32_t *tokens, int64_t B, grad_ready_fn ready, void *ctx, ddp_err *err);
+    /* the passes read lm_core.docs: packed rows with attention and positions per document */
+    bool packs_documents;
 } lm_kind;
 
 /* Activations are of the compute type t: float, or bf16 with precision bf16, when the passes read
@@ -40,6 +42,7 @@ typedef struct lm_core {
     void *wp_bf16;             /* precision bf16: the copy, n_params bf16 (NULL in fp32) */
     int64_t Vp;                /* vocab_size padded (the model's *_vocab_padded): the logits' row stride */
     int64_t T;                 /* sequence length of the data (<= block_size) */
+    const int32_t *docs;       /* the batch being passed: model_batch.docs (NULL: whole rows) */
     void *logits;              /* [BT, Vp]; the classifier writes dlogits over it */
     void *allocs[24];          /* the device buffers lm_alloc made, freed by m->ops->destroy */
     int n_allocs;

@@ -333,8 +333,7 @@ static int64_t shard_of(const token_shards *s, int64_t pos)
     return lo;
 }
 
-/* dst[i] = stream[pos + i] for i < n, crossing into as many following shards as it takes. */
-static void copy_stream(const token_shards *s, int64_t pos, int64_t n, int32_t *dst)
+void token_shards_copy(const token_shards *s, int64_t pos, int64_t n, int32_t *dst)
 {
     assert(pos >= 0 && n >= 0 && pos + n <= s->total);
     int64_t k = shard_of(s, pos);
@@ -360,8 +359,8 @@ void token_shards_gather(const token_shards *s, int64_t T, const int64_t *window
     for (int64_t i = 0; i < count; i++) {
         int64_t w = window_idx[i];
         assert(w >= 0 && w < token_shards_windows(s, T));
-        copy_stream(s, w * T, T, inputs + i * T);
-        copy_stream(s, w * T + 1, T, targets + i * T);
+        token_shards_copy(s, w * T, T, inputs + i * T);
+        token_shards_copy(s, w * T + 1, T, targets + i * T);
     }
 }
 

@@ -95,6 +95,9 @@ typedef struct adamw_args {
     decay_exempt exempt;      /* elements without weight decay */
 } adamw_args;
 
+/* softmax_xent's label for a row with no target: its loss, gradient and count are 0. */
+#define XENT_NO_TARGET (-1)
+
 /* ---- memory (device_cpu.c, device_cuda.c) ---------------------------------------------------- */
 #define DEVICE_MEMORY_OPS(OP)                                                                      \
     OP(alloc, (device *d, size_t bytes, void **out))                                               \
@@ -165,9 +168,10 @@ typedef struct adamw_args {
      * cols..ld-1 are padding, never read). dlogits = (softmax - onehot) * grad_scale, 0 in the    \
      * padding; dlogits may be NULL (evaluation) or logits itself (in place); both of type t, the  \
      * softmax computed in float from them. stats[0] += sum of per-row losses, stats[1] += rows    \
-     * whose argmax is the label (stats is a device float[2]). A label outside [0, cols): the CPU  \
-     * backend fails before writing anything, the CUDA backend (which cannot see it without        \
-     * waiting) makes the loss NaN. */                                                             \
+     * whose argmax is the label (stats is a device float[2]). A label of XENT_NO_TARGET (-1): the \
+     * row has no target (a prompt token, a document's end): no loss, dlogits 0, never counted.   \
+     * Any other label outside [0, cols): the CPU backend fails before writing anything, the CUDA \
+     * backend (which cannot see it without waiting) makes the loss NaN. */                        \
     OP(softmax_xent, (device *d, tensor_dtype t, const void *logits, int64_t ld, const int32_t *labels, \
                       int64_t rows, int64_t cols, float grad_scale, void *dlogits, float *stats))  \
     /* *out = sum x[i]^2 in double, deterministic (same order every call); out is a device double  \
@@ -254,6 +258,12 @@ typedef struct attn_shape {
     int64_t B, T, NH, NKV, hs;   /* NKV >= 1 divides NH; hs >= 1 */
     int64_t ld_q, ld_kv, ld_o;   /* row strides in elements, each >= the heads it holds times hs */
     float scale;                 /* > 0, usually 1/sqrt(hs) */
+    /* Packed rows (both NULL: each row is one sequence): device int32 [B·T], at b·T + t the first
+     * position of the document that holds position t of row b, and one past its last. Documents
+     * are contiguous runs of a row (doc_start[t] <= t < doc_end[t], the same pair for every
+     * position of a document), and query t sees the keys doc_start[t]..t only: causal within its
+     * document, never across (varlen attention without a T x T mask). */
+    const int32_t *doc_start, *doc_end;
 } attn_shape;
 
 #define DEVICE_ATTENTION_OPS(OP)                                                                   \
@@ -287,15 +297,16 @@ typedef struct attn_shape {
                           const void *w, const float *rstd, int64_t N, int64_t C))                 \
     /* RoPE in place, HF's rotate-half: row (b,t) of x starts at element (b*T+t)*ld; head h's hs    \
      * elements at column h*hs, h < n_heads; for j < hs/2: (x[j], x[j+hs/2]) <- (x[j]*c - x[j+hs/2]*s, \
-     * x[j+hs/2]*c + x[j]*s) with c = cos[t*(hs/2)+j], s = sin[t*(hs/2)+j] (tables [T, hs/2] float, \
-     * device memory). hs even, ld >= n_heads*hs. On the q and k columns of the fused qkv tensor:   \
-     * n_heads = NH + NKV in one call */                                                           \
+     * x[j+hs/2]*c + x[j]*s) with c = cos[p*(hs/2)+j], s = sin[p*(hs/2)+j] (tables [T, hs/2] float, \
+     * device memory) at position p = t, or, in packed rows, p = t - doc_start[b*T+t] (attn_shape's \
+     * doc_start: positions restart at each document; NULL: p = t). hs even, ld >= n_heads*hs. On  \
+     * the q and k columns of the fused qkv tensor: n_heads = NH + NKV in one call */              \
     OP(rope_forward, (device *d, tensor_dtype t, void *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads, \
-                      int64_t hs, const float *cos, const float *sin))                             \
+                      int64_t hs, const float *cos, const float *sin, const int32_t *doc_start))   \
     /* the inverse rotation (s -> -s) in place, rope_forward's transpose: the gradient w.r.t. the  \
      * un-rotated input from the one w.r.t. the rotated output */                                  \
     OP(rope_backward, (device *d, tensor_dtype t, void *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads, \
-                       int64_t hs, const float *cos, const float *sin))                            \
+                       int64_t hs, const float *cos, const float *sin, const int32_t *doc_start))  \
     /* h[r,j] = silu(gu[r,j]) * gu[r,F+j], silu(u) = u/(1+exp(-u)): gate | up side by side in one  \
      * [N, 2F] tensor (one GEMM over the adjacent gate_proj and up_proj weights); h [N, F]        \
      * overlaps nothing */                                                                         \

@@ -36,6 +36,9 @@ static int check_attn_shape(const char *op, const attn_shape *s, bool *empty, dd
                         (long long)widest);
     if (!(s->scale > 0.0f) || !isfinite(s->scale))
         return ddp_fail(err, DDP_ERUNTIME, "%s: scale %g is not a positive finite number", op, (double)s->scale);
+    if ((s->doc_start == NULL) != (s->doc_end == NULL))
+        return ddp_fail(err, DDP_ERUNTIME, "%s: packed rows need both doc_start and doc_end (%s is NULL)", op,
+                        s->doc_start ? "doc_end" : "doc_start");
     *empty = false;
     return DDP_OK;
 }

@@ -151,23 +151,27 @@ static int check_rope_call(device *d, const char *op, tensor_dtype t, const void
 }
 
 int checked_rope_forward(device *d, tensor_dtype t, void *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads,
-                         int64_t hs, const float *cos, const float *sin, ddp_err *err)
+                         int64_t hs, const float *cos, const float *sin,
+                         const int32_t *doc_start, ddp_err *err)
 {
     bool empty = true;
     int rc = check_rope_call(d, "rope_forward", t, x, ld, B, T, n_heads, hs, cos, sin, &empty, err);
     if (rc || empty)
         return rc;
-    DEVICE_FORWARD(rope_forward, rope_cost(t, B, T, n_heads, hs), d, t, x, ld, B, T, n_heads, hs, cos, sin, err);
+    DEVICE_FORWARD(rope_forward, rope_cost(t, B, T, n_heads, hs), d, t, x, ld, B, T, n_heads, hs, cos, sin,
+                   doc_start, err);
 }
 
 int checked_rope_backward(device *d, tensor_dtype t, void *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads,
-                          int64_t hs, const float *cos, const float *sin, ddp_err *err)
+                          int64_t hs, const float *cos, const float *sin,
+                          const int32_t *doc_start, ddp_err *err)
 {
     bool empty = true;
     int rc = check_rope_call(d, "rope_backward", t, x, ld, B, T, n_heads, hs, cos, sin, &empty, err);
     if (rc || empty)
         return rc;
-    DEVICE_FORWARD(rope_backward, rope_cost(t, B, T, n_heads, hs), d, t, x, ld, B, T, n_heads, hs, cos, sin, err);
+    DEVICE_FORWARD(rope_backward, rope_cost(t, B, T, n_heads, hs), d, t, x, ld, B, T, n_heads, hs, cos, sin,
+                   doc_start, err);
 }
 
 /* ---- SwiGLU ------------------------------------------------------------------------------- */

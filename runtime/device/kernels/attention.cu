@@ -229,6 +229,8 @@ static attn_args make_args(const attn_shape *s)
 extern "C" int device_cuda_attention_forward(device *d, tensor_dtype t, const attn_shape *s, void *out, float *lse,
                                              const void *q, const void *k, const void *v, ddp_err *err)
 {
+    if (s->doc_start) /* packed rows: the CUDA kernels do not take document bounds yet */
+        return ddp_fail(err, DDP_EUSAGE, "attention: packed rows (per-document attention) are not implemented on CUDA yet");
     attn_args a = make_args(s);
     a.q = q;
     a.k = k;
@@ -250,6 +252,8 @@ extern "C" int device_cuda_attention_backward(device *d, tensor_dtype t, const a
                                               void *dv, const void *dout, const void *out, const float *lse,
                                               const void *q, const void *k, const void *v, ddp_err *err)
 {
+    if (s->doc_start) /* packed rows: the CUDA kernels do not take document bounds yet */
+        return ddp_fail(err, DDP_EUSAGE, "attention: packed rows (per-document attention) are not implemented on CUDA yet");
     attn_args a = make_args(s);
     a.q = q;
     a.k = k;

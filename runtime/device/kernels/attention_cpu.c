@@ -10,6 +10,9 @@
  * then multiplied by V with a second GEMM: memory per thread is linear in T, the GEMM library does
  * the arithmetic, and the masked upper half is never computed. The backward recomputes each strip's
  * probabilities from the saved log-sum-exp and accumulates dK and dV over the blocks in order.
+ * Packed rows (attn_shape's doc_start): a block sees keys from its first row's document start only,
+ * and each row's columns outside its own document are zero probabilities; a row's blocks stay
+ * within what its documents need, so short documents cost less than a whole causal strip.
  * Scratch is two strips per thread, allocated per call. Arguments arrive checked (device_check_*.c)
  * (device_check_attention.c). This file must not hold other families' ops. */
 #include "cpu_kernel.h"
@@ -33,33 +36,54 @@ static const float *row_of(const float *base, const attn_shape *s, int64_t b, in
     return base + (b * s->T + t) * ld + head * s->hs;
 }
 
-/* The scores of query rows [q0, q0+rows) of head h against keys [0, q0+rows) become their
+/* The first key query t of sequence b sees: its document's start in packed rows, else 0. */
+static int64_t first_key(const attn_shape *s, int64_t b, int64_t t)
+{
+    return s->doc_start ? s->doc_start[b * s->T + t] : 0;
+}
+
+/* The scores of query rows [q0, q0+rows) of head h against keys [k0, q0+rows) become their
  * probabilities; with lse non-NULL each row's log-sum-exp is stored there (forward), otherwise
- * the saved one is used (backward). Columns past a row's own position are set to 0. */
-static void softmax_strip(float *strip, int64_t rows, int64_t keys, int64_t q0, const float *lse_saved,
-                          float *lse_out)
+ * the saved one is used (backward). Columns a row may not see — past its own position, before its
+ * document's start — are set to 0. */
+static void softmax_strip(const attn_unit *u, float *strip, int64_t rows, int64_t k0, int64_t keys, int64_t q0,
+                          const float *lse_saved, float *lse_out)
 {
     for (int64_t i = 0; i < rows; i++) {
         float *row = strip + i * keys;
-        const int64_t last = q0 + i; /* causal: keys 0..last */
+        const int64_t first = first_key(u->s, u->b, q0 + i) - k0, last = q0 + i - k0; /* keys first..last */
         float shift;
         if (lse_out) {
             float mx = -INFINITY;
-            for (int64_t j = 0; j <= last; j++)
+            for (int64_t j = first; j <= last; j++)
                 mx = row[j] > mx ? row[j] : mx;
             double sum = 0.0;
-            for (int64_t j = 0; j <= last; j++)
+            for (int64_t j = first; j <= last; j++)
                 sum += (double)expf(row[j] - mx);
             lse_out[i] = (float)((double)mx + log(sum));
             shift = lse_out[i];
         } else {
             shift = lse_saved[i];
         }
-        for (int64_t j = 0; j <= last; j++)
+        for (int64_t j = 0; j < first; j++)
+            row[j] = 0.0f;
+        for (int64_t j = first; j <= last; j++)
             row[j] = expf(row[j] - shift);
         for (int64_t j = last + 1; j < keys; j++)
             row[j] = 0.0f;
     }
+}
+
+/* A block of query rows [q0, q0 + rows) and the keys [k0, q0 + rows) it sees: from the earliest
+ * document start among its rows (the first row's, as starts never decrease along a row). */
+typedef struct attn_block {
+    int64_t q0, rows, k0, keys;
+} attn_block;
+
+static attn_block block_at(const attn_unit *u, int64_t q0)
+{
+    const int64_t T = u->s->T, rows = T - q0 < ATTN_BLOCK ? T - q0 : ATTN_BLOCK, k0 = first_key(u->s, u->b, q0);
+    return (attn_block){q0, rows, k0, q0 + rows - k0};
 }
 
 static int forward_unit(const attn_unit *u, float *out, float *lse, const float *q, const float *k, const float *v,
@@ -67,17 +91,17 @@ static int forward_unit(const attn_unit *u, float *out, float *lse, const float 
 {
     const attn_shape *s = u->s;
     const int64_t group = s->NH / s->NKV, T = s->T;
-    const float *K = row_of(k, s, u->b, 0, s->ld_kv, u->kvh), *V = row_of(v, s, u->b, 0, s->ld_kv, u->kvh);
     for (int64_t h = u->kvh * group; h < (u->kvh + 1) * group; h++) {
         float *L = lse + (u->b * s->NH + h) * T;
         for (int64_t q0 = 0; q0 < T; q0 += ATTN_BLOCK) {
-            const int64_t rows = T - q0 < ATTN_BLOCK ? T - q0 : ATTN_BLOCK, keys = q0 + rows;
-            int rc = device_cpu_sgemm(false, true, rows, keys, s->hs, s->scale, row_of(q, s, u->b, q0, s->ld_q, h),
-                                      s->ld_q, K, s->ld_kv, 0.0f, strip, keys, err);
+            const attn_block bl = block_at(u, q0);
+            const float *K = row_of(k, s, u->b, bl.k0, s->ld_kv, u->kvh), *V = row_of(v, s, u->b, bl.k0, s->ld_kv, u->kvh);
+            int rc = device_cpu_sgemm(false, true, bl.rows, bl.keys, s->hs, s->scale,
+                                      row_of(q, s, u->b, q0, s->ld_q, h), s->ld_q, K, s->ld_kv, 0.0f, strip, bl.keys, err);
             if (rc)
                 return rc;
-            softmax_strip(strip, rows, keys, q0, NULL, L + q0);
-            rc = device_cpu_sgemm(false, false, rows, s->hs, keys, 1.0f, strip, keys, V, s->ld_kv, 0.0f,
+            softmax_strip(u, strip, bl.rows, bl.k0, bl.keys, q0, NULL, L + q0);
+            rc = device_cpu_sgemm(false, false, bl.rows, s->hs, bl.keys, 1.0f, strip, bl.keys, V, s->ld_kv, 0.0f,
                                   (float *)row_of(out, s, u->b, q0, s->ld_o, h), s->ld_o, err);
             if (rc)
                 return rc;
@@ -108,17 +132,20 @@ static int backward_unit(const attn_unit *u, const attn_grads *g, float *strip, 
 {
     const attn_shape *s = u->s;
     const int64_t group = s->NH / s->NKV, T = s->T, hs = s->hs;
-    const float *K = row_of(g->k, s, u->b, 0, s->ld_kv, u->kvh), *V = row_of(g->v, s, u->b, 0, s->ld_kv, u->kvh);
-    float *dK = (float *)row_of(g->dk, s, u->b, 0, s->ld_kv, u->kvh);
-    float *dV = (float *)row_of(g->dv, s, u->b, 0, s->ld_kv, u->kvh);
+    float *dK0 = (float *)row_of(g->dk, s, u->b, 0, s->ld_kv, u->kvh);
+    float *dV0 = (float *)row_of(g->dv, s, u->b, 0, s->ld_kv, u->kvh);
     for (int64_t t = 0; t < T; t++) {
-        memset(dK + t * s->ld_kv, 0, (size_t)hs * sizeof(float));
-        memset(dV + t * s->ld_kv, 0, (size_t)hs * sizeof(float));
+        memset(dK0 + t * s->ld_kv, 0, (size_t)hs * sizeof(float));
+        memset(dV0 + t * s->ld_kv, 0, (size_t)hs * sizeof(float));
     }
     for (int64_t h = u->kvh * group; h < (u->kvh + 1) * group; h++) {
         const float *L = g->lse + (u->b * s->NH + h) * T;
         for (int64_t q0 = 0; q0 < T; q0 += ATTN_BLOCK) {
-            const int64_t rows = T - q0 < ATTN_BLOCK ? T - q0 : ATTN_BLOCK, keys = q0 + rows;
+            const attn_block bl = block_at(u, q0);
+            const int64_t rows = bl.rows, keys = bl.keys;
+            const float *K = row_of(g->k, s, u->b, bl.k0, s->ld_kv, u->kvh);
+            const float *V = row_of(g->v, s, u->b, bl.k0, s->ld_kv, u->kvh);
+            float *dK = dK0 + bl.k0 * s->ld_kv, *dV = dV0 + bl.k0 * s->ld_kv;
             const float *Qb = row_of(g->q, s, u->b, q0, s->ld_q, h);
             const float *dOb = row_of(g->dout, s, u->b, q0, s->ld_o, h), *Ob = row_of(g->out, s, u->b, q0, s->ld_o, h);
             /* P (strip), dP (strip2), then dS over dP */
@@ -129,7 +156,7 @@ static int backward_unit(const attn_unit *u, const attn_grads *g, float *strip, 
                                       err);
             if (rc)
                 return rc;
-            softmax_strip(strip, rows, keys, q0, L + q0, NULL);
+            softmax_strip(u, strip, rows, bl.k0, keys, q0, L + q0, NULL);
             score_grads(strip2, strip, rows, keys, dOb, Ob, s->ld_o, hs);
             /* dQ = scale·dS·K, dK += scale·dSᵀ·Q, dV += Pᵀ·dO */
             rc = device_cpu_sgemm(false, false, rows, hs, keys, s->scale, strip2, keys, K, s->ld_kv, 0.0f,
@@ -206,13 +233,30 @@ static int run_units(const attn_job *job, ddp_err *err)
     return failed;
 }
 
+int device_cpu_check_docs(const char *op, const int32_t *doc_start, const int32_t *doc_end, int64_t B, int64_t T,
+                          ddp_err *err)
+{
+    for (int64_t b = 0; doc_start && b < B; b++)
+        for (int64_t t = 0; t < T; t++) {
+            const int64_t i = b * T + t, start = doc_start[i], end = doc_end ? doc_end[i] : t + 1;
+            bool contiguous = t == 0 || start == t ||
+                              (start == doc_start[i - 1] && (!doc_end || end == doc_end[i - 1]));
+            if (start < 0 || start > t || end <= t || end > T || !contiguous || (t == 0 && start != 0))
+                return ddp_fail(err, DDP_ERUNTIME, "%s: position %lld of row %lld lies in a document [%lld, %lld) that "
+                                "is not a contiguous run of the row's %lld positions", op, (long long)t, (long long)b,
+                                (long long)start, (long long)end, (long long)T);
+        }
+    return DDP_OK;
+}
+
 int device_cpu_attention_forward(device *d, tensor_dtype t, const attn_shape *s, void *out, float *lse, const void *q,
                                  const void *k, const void *v, ddp_err *err)
 {
     (void)d;
     (void)t; /* float: device.c refuses bf16 on the CPU */
     attn_job job = {s, out, lse, q, k, v, NULL};
-    return run_units(&job, err);
+    int rc = device_cpu_check_docs("attention_forward", s->doc_start, s->doc_end, s->B, s->T, err);
+    return rc ? rc : run_units(&job, err);
 }
 
 int device_cpu_attention_backward(device *d, tensor_dtype t, const attn_shape *s, void *dq, void *dk, void *dv,
@@ -223,5 +267,6 @@ int device_cpu_attention_backward(device *d, tensor_dtype t, const attn_shape *s
     (void)t;
     attn_grads g = {dq, dk, dv, dout, out, lse, q, k, v};
     attn_job job = {s, NULL, NULL, NULL, NULL, NULL, &g};
-    return run_units(&job, err);
+    int rc = device_cpu_check_docs("attention_backward", s->doc_start, s->doc_end, s->B, s->T, err);
+    return rc ? rc : run_units(&job, err);
 }

@@ -6,7 +6,8 @@
  * hyperthread sibling of the one doing the work). A loop marked DDP_PARALLEL_FOR must compute
  * every element independently, so results do not depend on the thread count; reductions stay
  * serial, in a fixed order. Besides the loop it holds what several families' files share (the
- * column-block width) and the GEMM entry for ops that run their own; it must not grow op code. */
+ * column-block width), the GEMM entry for ops that run their own and the packed rows' check; it
+ * must not grow op code. */
 #ifndef DDP_CPU_KERNEL_H
 #define DDP_CPU_KERNEL_H
 
@@ -29,5 +30,13 @@ static inline int64_t ddp_min_i64(int64_t a, int64_t b) { return a < b ? a : b; 
  * over independent outputs is deterministic; OpenBLAS threads each call itself, over m and n. */
 int device_cpu_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                      const float *b, int64_t ldb, float beta, float *c, int64_t ldc, ddp_err *err);
+
+/* Packed rows' document bounds (attn_shape's doc_start and doc_end; doc_end NULL: the starts
+ * alone, as RoPE takes them) are data, so the CPU backend checks them before an op reads through
+ * them: every position t of each row lies in its document [start, end) within [0, T), and a
+ * document is a contiguous run (a position's bounds equal its predecessor's, or it starts one).
+ * What is wrong is named, with the op, row and position. */
+int device_cpu_check_docs(const char *op, const int32_t *doc_start, const int32_t *doc_end, int64_t B, int64_t T,
+                          ddp_err *err);
 
 #endif

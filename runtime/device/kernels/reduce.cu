@@ -124,6 +124,15 @@ __global__ void ddp_softmax_xent_kernel(const T *logits, size_t ld, const int32_
     for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const T *x = logits + r * ld;
         const int32_t label = labels[r];
+        if (label == XENT_NO_TARGET) { /* the whole block skips the row alike: no barrier is split */
+            if (threadIdx.x == 0) {
+                row_stats[2 * r] = 0.0f;
+                row_stats[2 * r + 1] = 0.0f;
+            }
+            if (dlogits)
+                for (size_t c = threadIdx.x; c < ld; c += blockDim.x) dlogits[r * ld + c] = from_float<T>(0.0f);
+            continue;
+        }
         const bool label_ok = label >= 0 && (size_t)label < cols;
         const float x_label = label_ok ? to_float(x[label]) : 0.0f; /* read before any thread can overwrite it */
         float best = -INFINITY;
@@ -187,8 +196,8 @@ static unsigned xent_block(size_t cols)
     return (unsigned)(threads < 32 ? 32 : threads > kBlock ? kBlock : threads);
 }
 
-/* A label outside [0, cols) cannot be reported without waiting on the GPU: it makes that row's
- * loss, and so the loss sum, NaN instead. */
+/* A label outside [0, cols) other than XENT_NO_TARGET cannot be reported without waiting on the
+ * GPU: it makes that row's loss, and so the loss sum, NaN instead. */
 extern "C" int device_cuda_softmax_xent(device *d, tensor_dtype t, const void *logits, int64_t ld,
                                         const int32_t *labels, int64_t rows, int64_t cols, float grad_scale,
                                         void *dlogits, float *stats, ddp_err *err)

@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
 static int cpu_bias_grad_f32(device *d, const float *restrict dy, float *restrict db, int64_t rows, int64_t cols,
                              float beta, ddp_err *err)
@@ -68,7 +69,7 @@ static int cpu_softmax_xent_f32(device *d, const float *logits, int64_t ld, cons
     (void)d;
     /* all targets first, so a bad one leaves every output untouched (the logits too, in place) */
     for (int64_t r = 0; r < rows; r++)
-        if (targets[r] < 0 || targets[r] >= V)
+        if ((targets[r] < 0 && targets[r] != XENT_NO_TARGET) || targets[r] >= V)
             return ddp_fail(err, DDP_ERUNTIME, "softmax_xent: row %lld has label %d outside [0, %lld)",
                             (long long)r, (int)targets[r], (long long)V);
     /* rows in parallel per block, then the block's losses summed serially in row order */
@@ -81,6 +82,13 @@ static int cpu_softmax_xent_f32(device *d, const float *logits, int64_t ld, cons
         DDP_PARALLEL_FOR(nr * V)
         for (int64_t i = 0; i < nr; i++) {
             int64_t r = r0 + i;
+            if (targets[r] == XENT_NO_TARGET) { /* no target: nothing counted, a zero gradient */
+                loss[i] = 0.0;
+                hit[i] = false;
+                if (dlogits)
+                    memset(dlogits + r * ld, 0, (size_t)ld * sizeof(float));
+                continue;
+            }
             loss[i] = xent_row(logits + r * ld, dlogits ? dlogits + r * ld : NULL, ld, targets[r], V, grad_scale,
                                &hit[i]);
         }

@@ -153,15 +153,19 @@ extern "C" int device_cuda_rmsnorm_backward(device *d, tensor_dtype t, void *din
 }
 
 /* ---- RoPE ------------------------------------------------------------------------------------
- * One thread per (row, head, pair j): element i = ((row·n_heads + h)·half + j). sign -1 turns the
- * rotation back (rope_backward). */
+ * One thread per (row, head, pair j): element i = ((row·n_heads + h)·half + j). The angle is the
+ * row's position: t, or t minus its document's start in packed rows (clamped into [0, t], so a
+ * bad start rotates by a wrong angle rather than reading outside the tables; the CPU backend
+ * refuses it). sign -1 turns the rotation back (rope_backward). */
 template <typename E>
 __global__ void ddp_rope_kernel(E *x, size_t ld, size_t T, size_t n_heads, size_t half, size_t n_pairs,
-                                const float *cos, const float *sin, double sign)
+                                const float *cos, const float *sin, const int32_t *doc_start, double sign)
 {
     for (size_t i = global_index(); i < n_pairs; i += grid_stride()) {
         const size_t j = i % half, head_row = i / half, h = head_row % n_heads, row = head_row / n_heads;
-        const size_t k = row % T * half + j;
+        const size_t t = row % T;
+        const size_t first = doc_start ? (size_t)min((long long)t, max(0LL, (long long)doc_start[row])) : 0;
+        const size_t k = (t - first) * half + j;
         E *v = x + row * ld + h * 2 * half;
         const double c = (double)cos[k], s = sign * (double)sin[k];
         const double x1 = (double)to_float(v[j]), x2 = (double)to_float(v[j + half]);
@@ -171,25 +175,28 @@ __global__ void ddp_rope_kernel(E *x, size_t ld, size_t T, size_t n_heads, size_
 }
 
 static int launch_rope(device *d, tensor_dtype t, void *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads,
-                       int64_t hs, const float *cos, const float *sin, double sign, ddp_err *err)
+                       int64_t hs, const float *cos, const float *sin, const int32_t *doc_start, double sign,
+                       ddp_err *err)
 {
     const size_t half = (size_t)hs / 2, n_pairs = (size_t)B * (size_t)T * (size_t)n_heads * half;
     DDP_DTYPE_SWITCH(t, E,
                      DDP_LAUNCH_OP(ddp_rope_kernel<E>, grid_for(n_pairs, kBlock), kBlock, 0, static_cast<E *>(x),
-                                   (size_t)ld, (size_t)T, (size_t)n_heads, half, n_pairs, cos, sin, sign));
+                                   (size_t)ld, (size_t)T, (size_t)n_heads, half, n_pairs, cos, sin, doc_start, sign));
     return DDP_OK;
 }
 
 extern "C" int device_cuda_rope_forward(device *d, tensor_dtype t, void *x, int64_t ld, int64_t B, int64_t T,
-                                        int64_t n_heads, int64_t hs, const float *cos, const float *sin, ddp_err *err)
+                                        int64_t n_heads, int64_t hs, const float *cos, const float *sin,
+                                        const int32_t *doc_start, ddp_err *err)
 {
-    return launch_rope(d, t, x, ld, B, T, n_heads, hs, cos, sin, 1.0, err);
+    return launch_rope(d, t, x, ld, B, T, n_heads, hs, cos, sin, doc_start, 1.0, err);
 }
 
 extern "C" int device_cuda_rope_backward(device *d, tensor_dtype t, void *x, int64_t ld, int64_t B, int64_t T,
-                                         int64_t n_heads, int64_t hs, const float *cos, const float *sin, ddp_err *err)
+                                         int64_t n_heads, int64_t hs, const float *cos, const float *sin,
+                                         const int32_t *doc_start, ddp_err *err)
 {
-    return launch_rope(d, t, x, ld, B, T, n_heads, hs, cos, sin, -1.0, err);
+    return launch_rope(d, t, x, ld, B, T, n_heads, hs, cos, sin, doc_start, -1.0, err);
 }
 
 /* ---- SwiGLU ----------------------------------------------------------------------------------

@@ -108,14 +108,16 @@ int device_cpu_rmsnorm_backward(device *d, tensor_dtype t, void *dinp, float *dw
 
 /* ---- RoPE --------------------------------------------------------------------------------- */
 
-/* Rotates every head's pairs of rows (b, t) by the angle of position t; sign -1 turns it back. */
+/* Rotates every head's pairs of rows (b, t) by the angle of the row's position (t, or t minus its
+ * document's start in packed rows); sign -1 turns it back. */
 static void rope_rotate(float *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads, int64_t hs, const float *cos,
-                        const float *sin, double sign)
+                        const float *sin, const int32_t *doc_start, double sign)
 {
     const int64_t half = hs / 2;
     DDP_PARALLEL_FOR(B * T * n_heads * hs)
     for (int64_t row = 0; row < B * T; row++) {
-        const float *c = cos + row % T * half, *s = sin + row % T * half;
+        const int64_t p = row % T - (doc_start ? doc_start[row] : 0);
+        const float *c = cos + p * half, *s = sin + p * half;
         for (int64_t h = 0; h < n_heads; h++) {
             float *v = x + row * ld + h * hs;
             for (int64_t j = 0; j < half; j++) {
@@ -128,19 +130,23 @@ static void rope_rotate(float *x, int64_t ld, int64_t B, int64_t T, int64_t n_he
 }
 
 int device_cpu_rope_forward(device *d, tensor_dtype t, void *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads,
-                            int64_t hs, const float *cos, const float *sin, ddp_err *err)
+                            int64_t hs, const float *cos, const float *sin, const int32_t *doc_start, ddp_err *err)
 {
-    (void)d, (void)t, (void)err;
-    rope_rotate(x, ld, B, T, n_heads, hs, cos, sin, 1.0);
-    return DDP_OK;
+    (void)d, (void)t;
+    int rc = device_cpu_check_docs("rope_forward", doc_start, NULL, B, T, err);
+    if (!rc)
+        rope_rotate(x, ld, B, T, n_heads, hs, cos, sin, doc_start, 1.0);
+    return rc;
 }
 
 int device_cpu_rope_backward(device *d, tensor_dtype t, void *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads,
-                             int64_t hs, const float *cos, const float *sin, ddp_err *err)
+                             int64_t hs, const float *cos, const float *sin, const int32_t *doc_start, ddp_err *err)
 {
-    (void)d, (void)t, (void)err;
-    rope_rotate(x, ld, B, T, n_heads, hs, cos, sin, -1.0);
-    return DDP_OK;
+    (void)d, (void)t;
+    int rc = device_cpu_check_docs("rope_backward", doc_start, NULL, B, T, err);
+    if (!rc)
+        rope_rotate(x, ld, B, T, n_heads, hs, cos, sin, doc_start, -1.0);
+    return rc;
 }
 
 /* ---- SwiGLU ------------------------------------------------------------------------------- */

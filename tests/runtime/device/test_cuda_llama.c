@@ -280,12 +280,12 @@ static void test_rope(void)
             }
         buf cs = buf_new(hcos, table, false), sn = buf_new(hsin, table, false);
         out fx[1] = {out_new(hx, n, true)};
-        RUN(fx, 1, rope_forward, S(fx[0].b), ld, B, T, H, hs, S(cs), S(sn));
+        RUN(fx, 1, rope_forward, S(fx[0].b), ld, B, T, H, hs, S(cs), S(sn), NULL);
         snprintf(what, sizeof what, "rope_forward B=%lld T=%lld heads=%lld hs=%lld ld=%lld", (long long)B,
                  (long long)T, (long long)H, (long long)hs, (long long)ld);
         out_check(&fx[0], what, 0, 0, NULL);
         out bx[1] = {out_new(hx, n, true)};
-        RUN(bx, 1, rope_backward, S(bx[0].b), ld, B, T, H, hs, S(cs), S(sn));
+        RUN(bx, 1, rope_backward, S(bx[0].b), ld, B, T, H, hs, S(cs), S(sn), NULL);
         snprintf(what, sizeof what, "rope_backward B=%lld T=%lld heads=%lld hs=%lld ld=%lld", (long long)B,
                  (long long)T, (long long)H, (long long)hs, (long long)ld);
         out_check(&bx[0], what, 0, 0, NULL);

@@ -242,11 +242,11 @@ static int rmsnorm_backward_null_w(device *d, const bufs *b, ddp_err *err)
 }
 static int rope_odd_head_size(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->rope_forward(d, TENSOR_F32, b->f, 6, 1, 2, 2, 3, b->f + 16, b->f + 24, err);
+    return d->ops->rope_forward(d, TENSOR_F32, b->f, 6, 1, 2, 2, 3, b->f + 16, b->f + 24, NULL, err);
 }
 static int rope_backward_narrow_ld(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->rope_backward(d, TENSOR_F32, b->f, 7, 1, 2, 2, 4, b->f + 16, b->f + 24, err);
+    return d->ops->rope_backward(d, TENSOR_F32, b->f, 7, 1, 2, 2, 4, b->f + 16, b->f + 24, NULL, err);
 }
 static int swiglu_h_is_gate_up(device *d, const bufs *b, ddp_err *err)
 {
@@ -518,7 +518,7 @@ static void empty_jobs(device *d, const char *backend)
                                      &err);
     rc |= d->ops->rmsnorm_forward(d, TENSOR_F32, NULL, NULL, NULL, NULL, 0, 8, 1e-5f, &err);
     rc |= d->ops->rmsnorm_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, NULL, NULL, 3, 0, &err);
-    rc |= d->ops->rope_forward(d, TENSOR_F32, NULL, 8, 2, 0, 2, 4, NULL, NULL, &err);
+    rc |= d->ops->rope_forward(d, TENSOR_F32, NULL, 8, 2, 0, 2, 4, NULL, NULL, NULL, &err);
     rc |= d->ops->swiglu_backward(d, TENSOR_F32, NULL, NULL, NULL, 4, 0, &err);
     rc |= d->ops->adamw_step(d, NULL, NULL, NULL, NULL, NULL, 0, &adamw_step1, &err);
     rc |= d->ops->cast_f32_to_bf16(d, NULL, NULL, 0, &err);

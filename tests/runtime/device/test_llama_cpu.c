@@ -143,12 +143,12 @@ static rope_case rope_make(int64_t B, int64_t T, int64_t H, int64_t hs, int64_t 
 static void rope_fwd_run(void *p)
 {
     rope_case *r = p;
-    DEV(rope_forward, TENSOR_F32, r->x, r->ld, r->B, r->T, r->H, r->hs, r->cos, r->sin);
+    DEV(rope_forward, TENSOR_F32, r->x, r->ld, r->B, r->T, r->H, r->hs, r->cos, r->sin, NULL);
 }
 static void rope_bwd_run(void *p)
 {
     rope_case *r = p;
-    DEV(rope_backward, TENSOR_F32, r->x, r->ld, r->B, r->T, r->H, r->hs, r->cos, r->sin);
+    DEV(rope_backward, TENSOR_F32, r->x, r->ld, r->B, r->T, r->H, r->hs, r->cos, r->sin, NULL);
 }
 /* The rotation of x (sign 1) or its inverse (-1) in double, into out; padding columns copied. */
 static void rope_ref(const rope_case *r, const double *x, double *out, double sign)
