@@ -67,6 +67,7 @@ typedef struct config {
         int64_t batch_size;                     /* per rank, per micro-step */
         bool shuffle;
         bool drop_last;
+        bool packed;                            /* tokens: prepare-chat's documents packed into rows */
         /* synthetic only */
         int64_t synthetic_train, synthetic_test, synthetic_features, synthetic_classes;
     } data;

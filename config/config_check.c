@@ -24,6 +24,7 @@ static bool bf16_over_mpi(const config *c) { return c->ddp.grad_dtype == GRAD_BF
 static bool bf16_on_cpu(const config *c) { return c->precision == PRECISION_BF16 && c->device == DEVICE_CPU; }
 /* The models that take token sequences: the kinds whose descriptor says so. */
 static bool bf16_not_lm(const config *c) { return c->precision == PRECISION_BF16 && !cfg_language_model(c); }
+static bool packed_not_tokens(const config *c) { return c->data.packed && c->data.kind != DATA_TOKENS; }
 static bool warmup_too_long(const config *c)
 {
     return c->train.max_steps > 0 && c->optimizer.schedule.warmup_steps > c->train.max_steps;
@@ -92,6 +93,7 @@ static const conflict conflicts[] = {
     {"device", "precision", bf16_on_cpu,
      "precision bf16 only with device cuda or auto (the CPU backend computes in float32)"},
     {"model.kind", "precision", bf16_not_lm, "precision bf16 only with model.kind {lm}"},
+    {"data.kind", "data.packed", packed_not_tokens, "data.packed true only with data.kind tokens"},
     {"train.max_steps", "optimizer.schedule.warmup_steps", warmup_too_long,
      "optimizer.schedule.warmup_steps <= train.max_steps when train.max_steps > 0"},
     {"optimizer.lr", "optimizer.schedule.min_lr", min_lr_above_lr, "optimizer.schedule.min_lr <= optimizer.lr"},

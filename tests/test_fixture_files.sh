@@ -26,7 +26,7 @@ present() { (cd "$FIX" && find . -type f ! -path ./SHA256SUMS ! -path ./README.m
 unlisted=$(LC_ALL=C comm -13 <(listed) <(present))
 [ -z "$unlisted" ] || echo "not in SHA256SUMS: $unlisted"
 check "no file in tests/fixtures that SHA256SUMS does not list" [ -z "$unlisted" ]
-for f in mlp-reference gpt-reference llama-reference hf-gpt2-tiny hf-llama-tiny hf-qwen2-tiny; do
+for f in mlp-reference gpt-reference llama-reference hf-gpt2-tiny hf-llama-tiny hf-qwen2-tiny sft-reference; do
     check "SHA256SUMS lists $f/MANIFEST" grep -q "  $f/MANIFEST\$" "$FIX/SHA256SUMS"
 done
 

@@ -27,6 +27,7 @@
 #include "runtime/base/log.h"
 #include "train_budget.h"
 #include "train_ckpt.h"
+#include "train_data.h"
 #include "train_fault.h"
 #include "train_finite.h"
 #include "train_init_from.h"
@@ -42,47 +43,6 @@
 #include "train_stop.h"
 #include "train_tb.h"
 #include "train_zero.h"
-
-static int load_data(train_job *t, ddp_err *err)
-{
-    const config *c = t->cfg;
-    int rc;
-    activity_set("loading the data (data.path %s)", c->data.path);
-    train_fault_in_setup(t);
-    if (c->data.kind == DATA_TOKENS) {
-        rc = dataset_load_tokens(c->data.path, "train", c->data.seq_len, &t->train, err);
-        if (rc == DDP_OK)
-            rc = dataset_load_tokens(c->data.path, "val", c->data.seq_len, &t->test, err);
-        if (rc == DDP_OK)
-            rc = token_shards_check_same_format(t->train.tokens, t->test.tokens, err);
-    } else if (c->data.kind == DATA_FASHION_MNIST) {
-        rc = dataset_load_fashion_mnist(c->data.path, true, &t->train, err);
-        if (rc == DDP_OK)
-            rc = dataset_load_fashion_mnist(c->data.path, false, &t->test, err);
-    } else {
-        rc = dataset_make_synthetic(c->data.synthetic_train, c->data.synthetic_features,
-                                    c->data.synthetic_classes, c->run.seed, &t->train, err);
-        if (rc == DDP_OK)
-            rc = dataset_make_synthetic(c->data.synthetic_test, c->data.synthetic_features,
-                                        c->data.synthetic_classes, c->run.seed + 1, &t->test, err);
-    }
-    return rc;
-}
-
-/* The model was built for the training data; the test data must have the same samples, and a
- * model built from its own settings (a language model's context length) must fit the data too. */
-static int check_data_fits(const train_job *t, const dataset *data, ddp_err *err)
-{
-    const sample_layout *want = &t->m->io.sample, *have = &data->layout;
-    if (sample_field_equal(want->input, have->input) && sample_field_equal(want->target, have->target) &&
-        have->n_classes <= want->n_classes)
-        return DDP_OK;
-    char w[160], h[160];
-    sample_layout_format(want, w, sizeof w);
-    sample_layout_format(have, h, sizeof h);
-    return ddp_fail(err, DDP_EUSAGE, "model %s takes samples of %s, but %s has samples of %s", t->m->description, w,
-                    data->name, h);
-}
 
 /* Replicas start identical: same seed, then rank 0's broadcast, so no rank of another build or seed
  * diverges silently (ZeRO-3, holding no whole model, compares digests of the draw instead).
@@ -215,14 +175,12 @@ static int setup_model(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = check_gpu_count(t, err);
     if (rc == DDP_OK)
-        rc = load_data(t, err);
+        rc = train_data_load(t, err);
     if (rc == DDP_OK)
         rc = model_create(&model, t->dev, &t->train.layout, t->batch, train_zero_buffers(c, t->ctl->size), &t->m,
                           err);
     if (rc == DDP_OK)
-        rc = check_data_fits(t, &t->train, err);
-    if (rc == DDP_OK)
-        rc = check_data_fits(t, &t->test, err);
+        rc = train_data_fits(t, err);
     return rc == DDP_OK ? init_params(t, err) : rc;
 }
 
@@ -278,8 +236,7 @@ static int micro_step(train_job *t, bool first, bool last, int64_t *rows, ddp_er
         rc = train_leave(t, PHASE_DATA, err);
     if (rc != DDP_OK)
         return rc;
-    /* the loss is a mean over every target element of the global batch */
-    float scale = 1.0f / ((float)b.rows * (float)t->m->io.sample.target.count * (float)t->accum);
+    float scale = train_stage_grad_scale(t, b.rows); /* the loss: a mean over the global batch's targets */
     grad_ready_fn ready = NULL;
     void *ready_ctx = NULL;
     bool each = t->m->grads_by_unit;
@@ -333,7 +290,7 @@ static int optimizer_step(train_job *t, int64_t rows, double *lr, ddp_err *err)
     if (rc == DDP_OK)
         rc = update_params(t, *lr, err);
     t->step++;
-    train_log_count_step(t, (double)rows * t->ctl->size);
+    train_log_count_step(t, (double)rows * t->ctl->size, train_stage_step_terms(t, rows));
     return rc == DDP_OK ? train_leave(t, PHASE_OPTIMIZER, err) : rc;
 }
 
@@ -393,6 +350,8 @@ static int one_step(train_job *t, int *stop, ddp_err *err)
     const config *c = t->cfg;
     int rc = train_enter(t, PHASE_WORK, err);
     int64_t rows = 0;
+    if (rc == DDP_OK)
+        rc = train_stage_count_step(t, err);
     for (int64_t a = 0; a < t->accum && rc == DDP_OK; a++) {
         train_stage_next(t);
         rc = micro_step(t, a == 0, a == t->accum - 1, &rows, err);

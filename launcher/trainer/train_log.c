@@ -37,6 +37,7 @@ struct train_log {
     long long metrics_bytes;  /* its size after the last line written whole */
     double t_last_log;        /* monotonic time of the last progress line (the loop's start before it) */
     double samples_acc;       /* samples trained over all ranks since the last progress line */
+    double terms_acc;         /* this rank's share of their loss terms (targets the loss counts) */
     int64_t steps_acc;        /* optimizer steps since the last progress line */
     train_eval eval;
 };
@@ -131,9 +132,10 @@ void train_log_start(train_job *t, double now)
     t->log->t_last_log = now;
 }
 
-void train_log_count_step(train_job *t, double samples)
+void train_log_count_step(train_job *t, double samples, double terms)
 {
     t->log->samples_acc += samples;
+    t->log->terms_acc += terms;
     t->log->steps_acc++;
 }
 
@@ -188,7 +190,9 @@ static int write_progress_json(train_job *t, const train_tb_progress *p, uint64_
 static void log_progress_line(const train_job *t, const train_tb_progress *p)
 {
     const model_io *io = &t->m->io;
-    char acc_text[48] = "", norm_text[32] = "", tps_text[32] = "", mfu_text[24] = "";
+    char acc_text[48] = "", norm_text[32] = "", tps_text[32] = "", mfu_text[24] = "", tgt_text[40] = "";
+    if (t->train.packed) /* fine-tuning: the loss is per trainable token */
+        snprintf(tgt_text, sizeof tgt_text, " over %.0f targets", p->targets);
     if (io->classifier)
         snprintf(acc_text, sizeof acc_text, " acc %.1f%%", 100 * p->acc);
     if (io->language_model && t->log->eval.done)
@@ -199,9 +203,9 @@ static void log_progress_line(const train_job *t, const train_tb_progress *p)
         snprintf(tps_text, sizeof tps_text, " %.0f tokens/s", p->tokens_per_s);
     if (!isnan(p->mfu))
         snprintf(mfu_text, sizeof mfu_text, " MFU %.1f%%", 100 * p->mfu);
-    log_info("epoch %lld step %lld/%lld loss %.4f%s lr %.3e%s | %.0f samples/s%s %.2f ms/step %.2f ms comm exposed%s "
+    log_info("epoch %lld step %lld/%lld loss %.4f%s%s lr %.3e%s | %.0f samples/s%s %.2f ms/step %.2f ms comm exposed%s "
              "peak mem %.1f MiB", (long long)t->epoch + 1, (long long)t->step, (long long)t->total_steps, p->loss,
-             acc_text, p->lr, norm_text, p->samples_per_s, tps_text, p->ms_per_step, p->comm_ms, mfu_text,
+             tgt_text, acc_text, p->lr, norm_text, p->samples_per_s, tps_text, p->ms_per_step, p->comm_ms, mfu_text,
              train_ranks_peak_mib(t));
 }
 
@@ -218,18 +222,19 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
         rc = train_observe_take_exposed_ms(t, &exposed_ms, err);
     train_finite_take_sums(t, &loss_sum, &correct_sum, &grad_norm);
     uint64_t host_waits = train_observe_take_host_waits(t);
-    double sums[4] = {loss_sum, correct_sum, g->samples_acc / t->ctl->size, exposed_ms / t->ctl->size};
+    double sums[5] = {loss_sum, correct_sum, g->samples_acc / t->ctl->size, exposed_ms / t->ctl->size, g->terms_acc};
     if (rc == DDP_OK)
-        rc = t->ctl->ops->allreduce(t->ctl, sums, sums, 4, DT_DOUBLE, OP_SUM, NULL, err);
+        rc = t->ctl->ops->allreduce(t->ctl, sums, sums, 5, DT_DOUBLE, OP_SUM, NULL, err);
     if (rc == DDP_OK)
         rc = train_ranks_gather(t, exposed_ms, err);
     if (rc != DDP_OK)
         return rc;
     const model_io *io = &t->m->io;
     double now = monotonic_s(), dt = now - g->t_last_log;
-    double terms = (sums[2] > 0 ? sums[2] : 1) * (double)io->sample.target.count;
+    double terms = sums[4] > 0 ? sums[4] : 1;
     double steps = g->steps_acc > 0 ? (double)g->steps_acc : 1, sps = g->samples_acc / dt;
     train_tb_progress p = {.loss = sums[0] / terms, .acc = sums[1] / terms, .lr = lr, .grad_norm = grad_norm,
+                           .targets = sums[4],
                            .samples_per_s = sps, .tokens_per_s = sps * (double)io->sample.input.count,
                            .mfu = model_flops_utilization(t, sps), .ms_per_step = 1e3 * dt / steps,
                            .comm_ms = sums[3] / steps};
@@ -241,6 +246,7 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
     g->t_last_log = now;
     g->steps_acc = 0;
     g->samples_acc = 0;
+    g->terms_acc = 0;
     return DDP_OK;
 }
 
@@ -248,7 +254,8 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
 /* Forward passes over this rank's [begin, end) of the test set into stats. Under ZeRO-3 a forward
  * pass gathers each unit from every rank, so every rank runs as many as the rank with the most
  * batches: one that has run out evaluates one sample again into `spare`, which is not counted. */
-static int evaluate_range(train_job *t, int64_t begin, int64_t end, float *stats, float *spare, ddp_err *err)
+static int evaluate_range(train_job *t, int64_t begin, int64_t end, float *stats, float *spare, double *terms,
+                          ddp_err *err)
 {
     int64_t bs = t->batch, passes = (end - begin + bs - 1) / bs;
     int rc = DDP_OK;
@@ -263,6 +270,8 @@ static int evaluate_range(train_job *t, int64_t begin, int64_t end, float *stats
         rc = train_stage_batch(t, &t->test, &b, err);
         if (rc == DDP_OK)
             rc = t->m->ops->evaluate(t->m, &b, i < end ? stats : spare, err);
+        if (i < end)
+            *terms += (double)dataset_targets(&t->test, train_staged(t, &rows), rows);
     }
     return rc == DDP_OK ? train_zero_check_windows(t, err) : rc;
 }
@@ -304,6 +313,7 @@ int train_evaluate(train_job *t, ddp_err *err)
     int64_t begin, end;
     sampler_eval_range(t->test.n, t->ctl->rank, t->ctl->size, &begin, &end);
     float *stats = NULL;
+    double terms = 0; /* the targets the loss counts in this rank's range */
     int phase = -1;
     int rc = train_phase_begin(t, "evaluation", &phase, err);
     if (rc == DDP_OK) /* the counted sums, then the spare ones evaluate_range may need */
@@ -311,23 +321,22 @@ int train_evaluate(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = d->ops->fill(d, TENSOR_F32, stats, 4, 0.0f, err);
     if (rc == DDP_OK)
-        rc = evaluate_range(t, begin, end, stats, stats + 2, err);
+        rc = evaluate_range(t, begin, end, stats, stats + 2, &terms, err);
     float st[2] = {0, 0};
     if (rc == DDP_OK)
         rc = d->ops->download(d, st, stats, sizeof st, err);
     d->ops->free(d, stats);
     if (rc == DDP_OK)
         rc = train_phase_end(t, phase, err);
-    double sums[3] = {st[0], st[1], (double)(end - begin)};
+    double sums[4] = {st[0], st[1], (double)(end - begin), terms};
     int range = device_prof_host_begin(d->prof, "evaluation sums", PROF_TRACK_HOST);
     if (rc == DDP_OK)
-        rc = t->ctl->ops->allreduce(t->ctl, sums, sums, 3, DT_DOUBLE, OP_SUM, NULL, err);
+        rc = t->ctl->ops->allreduce(t->ctl, sums, sums, 4, DT_DOUBLE, OP_SUM, NULL, err);
     device_prof_host_end(d->prof, range);
     if (rc != DDP_OK)
         return ddp_prefix(err, "evaluation");
-    double terms = sums[2] * (double)t->m->io.sample.target.count;
     train_eval *e = &t->log->eval;
-    *e = (train_eval){.done = true, .step = t->step, .loss = sums[0] / terms, .acc = sums[1] / terms};
+    *e = (train_eval){.done = true, .step = t->step, .loss = sums[0] / sums[3], .acc = sums[1] / sums[3]};
     if (!isfinite(e->loss))
         train_finite_note(t, t->step, FINITE_EVAL_LOSS, isnan(e->loss) ? "nan" : "inf");
     return log_evaluation(t, sums[2], err);

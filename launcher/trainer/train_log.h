@@ -20,8 +20,9 @@ int train_log_open(train_job *t, ddp_err *err);
 void train_log_header(train_job *t);
 /* The loop began at now (monotonic): the first progress interval starts there. */
 void train_log_start(train_job *t, double now);
-/* An optimizer step trained `samples` samples over all ranks. */
-void train_log_count_step(train_job *t, double samples);
+/* An optimizer step trained `samples` samples over all ranks; `terms`: this rank's share of its
+ * loss terms (train_stage_step_terms), which the loss average divides by. */
+void train_log_count_step(train_job *t, double samples, double terms);
 int train_log_progress(train_job *t, double lr, ddp_err *err);
 int train_evaluate(train_job *t, ddp_err *err);
 train_eval train_log_last_eval(const train_job *t);

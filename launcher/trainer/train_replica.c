@@ -3,6 +3,7 @@
  * they changed, and the batch staging buffers a micro-batch is chosen into, gathered and uploaded
  * from, which it owns (struct train_staging). Must not decide when any of it happens: its callers
  * do. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "train_replica.h"
@@ -15,6 +16,8 @@ struct train_staging {
     int64_t rows;             /* rows of idx the next upload takes */
     void *inputs_host, *targets_host;
     void *inputs_dev, *targets_dev;
+    int32_t *docs_host, *docs_dev; /* packed rows: their document bounds [2, rows, T]; else NULL */
+    int64_t step_targets;     /* packed rows: trainable targets of the step over every rank */
 };
 
 int train_staging_open(train_job *t, ddp_err *err)
@@ -35,6 +38,11 @@ int train_staging_open(train_job *t, ddp_err *err)
     int rc = d->ops->alloc(d, in, &s->inputs_dev, err);
     if (rc == DDP_OK)
         rc = d->ops->alloc(d, tgt, &s->targets_dev, err);
+    size_t docs = 2 * (size_t)b * (size_t)t->m->io.sample.input.count * sizeof(int32_t);
+    if (rc == DDP_OK && t->train.packed && !(s->docs_host = malloc(docs)))
+        rc = ddp_fail(err, DDP_ERUNTIME, "out of memory for batch staging (%lld rows)", (long long)b);
+    if (rc == DDP_OK && t->train.packed)
+        rc = d->ops->alloc(d, docs, (void **)&s->docs_dev, err);
     return rc;
 }
 
@@ -46,7 +54,9 @@ void train_staging_close(train_job *t)
     if (t->dev) {
         t->dev->ops->free(t->dev, s->inputs_dev);
         t->dev->ops->free(t->dev, s->targets_dev);
+        t->dev->ops->free(t->dev, s->docs_dev);
     }
+    free(s->docs_host);
     free(s->idx);
     free(s->inputs_host);
     free(s->targets_host);
@@ -78,12 +88,49 @@ int train_stage_batch(train_job *t, const dataset *data, model_batch *b, ddp_err
     const struct train_staging *s = t->staging;
     const sample_layout *io = &t->m->io.sample;
     int64_t rows = s->rows;
-    dataset_gather(data, s->idx, rows, s->inputs_host, s->targets_host);
+    dataset_gather(data, s->idx, rows, s->inputs_host, s->targets_host, s->docs_host);
     int rc = d->ops->upload(d, s->inputs_dev, s->inputs_host, (size_t)rows * sample_field_bytes(io->input), err);
     if (rc == DDP_OK)
         rc = d->ops->upload(d, s->targets_dev, s->targets_host, (size_t)rows * sample_field_bytes(io->target), err);
-    *b = (model_batch){.inputs = s->inputs_dev, .targets = s->targets_dev, .rows = rows};
+    const bool packed = data->packed != NULL;
+    if (rc == DDP_OK && packed)
+        rc = d->ops->upload(d, s->docs_dev, s->docs_host, 2 * (size_t)rows * sample_field_bytes(io->input), err);
+    *b = (model_batch){.inputs = s->inputs_dev, .targets = s->targets_dev, .rows = rows,
+                       .docs = packed ? s->docs_dev : NULL};
     return rc;
+}
+
+int train_stage_count_step(train_job *t, ddp_err *err)
+{
+    struct train_staging *s = t->staging;
+    if (!t->train.packed)
+        return DDP_OK;
+    sampler ahead = t->smp; /* shares the epoch's order, which next_batch only reads */
+    int64_t mine = 0;
+    for (int64_t a = 0; a < t->accum; a++) {
+        int64_t rows = sampler_next_batch(&ahead, s->idx);
+        mine += dataset_targets(&t->train, s->idx, rows);
+    }
+    s->step_targets = mine;
+    snprintf(t->ctl->label, sizeof t->ctl->label, "the step's trainable targets");
+    int rc = t->ctl->ops->allreduce(t->ctl, &s->step_targets, &s->step_targets, 1, DT_INT64, OP_SUM, NULL, err);
+    t->ctl->label[0] = '\0';
+    return rc;
+}
+
+float train_stage_grad_scale(const train_job *t, int64_t rows)
+{
+    if (!t->train.packed)
+        return 1.0f / ((float)rows * (float)t->m->io.sample.target.count * (float)t->accum);
+    const int64_t n = t->staging->step_targets;
+    return n > 0 ? (float)((double)t->ctl->size / (double)n) : 0.0f;
+}
+
+double train_stage_step_terms(const train_job *t, int64_t rows)
+{
+    if (!t->train.packed)
+        return (double)rows * (double)t->m->io.sample.target.count;
+    return (double)t->staging->step_targets / t->ctl->size;
 }
 
 int train_params_changed(train_job *t, ddp_err *err)

@@ -26,7 +26,21 @@ void train_stage_next(train_job *t);
 void train_stage_range(train_job *t, int64_t begin, int64_t rows);
 /* The chosen rows' sample indices, *rows of them. */
 const int64_t *train_staged(const train_job *t, int64_t *rows);
-/* Gathers the chosen rows of data into the staging buffers, uploads them and describes them as b. */
+/* Gathers the chosen rows of data into the staging buffers, uploads them and describes them as b
+ * (packed rows with their document bounds). */
 int train_stage_batch(train_job *t, const dataset *data, model_batch *b, ddp_err *err);
+
+/* The loss is the mean over the targets the loss counts in the whole global batch: every target
+ * element, or with packed rows the trainable tokens of every rank's micro-steps of the step, so the
+ * update does not depend on how the global batch is split into ranks and accumulation. With packed
+ * rows, before a step's first micro-step: every rank counts its own rows of the step (a look ahead
+ * on a copy of the sampler) and one SUM all-reduce of the counts gives the step's total. */
+int train_stage_count_step(train_job *t, ddp_err *err);
+/* The gradient scale of a micro-step of `rows` rows: the reciprocal of the step's loss terms, times
+ * the world size that the reducer's average divides by (0 when the step has no target). */
+float train_stage_grad_scale(const train_job *t, int64_t rows);
+/* This rank's share of the step's loss terms, for the loss average: its targets, or with packed
+ * rows the step's total over the world size (summed over ranks, the total). */
+double train_stage_step_terms(const train_job *t, int64_t rows);
 
 #endif

@@ -12,6 +12,7 @@ void train_tb_close(train_job *t);
 /* The progress line's figures (tags train/..., and rank{R}/... for every rank's). */
 typedef struct train_tb_progress {
     double loss, acc, lr, grad_norm, samples_per_s, tokens_per_s, mfu, ms_per_step, comm_ms;
+    double targets;   /* the loss terms (targets counted) the loss averages over */
 } train_tb_progress;
 int train_tb_progress_write(train_job *t, const train_tb_progress *p, ddp_err *err);
 int train_tb_scalar(train_job *t, const char *tag, double value, ddp_err *err);

@@ -461,10 +461,34 @@ int dataset_load_tokens(const char *dir, const char *split, int64_t seq_len, dat
     return DDP_OK;
 }
 
+int dataset_load_packed(const char *dir, const char *split, int64_t seq_len, dataset *out, ddp_err *err)
+{
+    int rc = dataset_load_tokens(dir, split, 1, out, err);
+    doc_packing *p = rc ? NULL : calloc(1, sizeof *p);
+    if (!rc && !p)
+        rc = ddp_fail(err, DDP_ERUNTIME, "out of memory packing %s/%s", dir, split);
+    if (!rc)
+        rc = doc_packing_open(dir, split, out->tokens, seq_len, p, err);
+    if (rc) {
+        free(p);
+        dataset_free(out);
+        return rc;
+    }
+    out->packed = p;
+    out->n = p->n_rows;
+    out->layout.input.count = out->layout.target.count = seq_len;
+    snprintf(out->name, sizeof out->name, "packed/%s", split);
+    return DDP_OK;
+}
+
 void dataset_free(dataset *d)
 {
     if (!d)
         return;
+    if (d->packed) {
+        doc_packing_close(d->packed);
+        free(d->packed);
+    }
     free(d->inputs);
     free(d->targets);
     if (d->tokens) {
@@ -474,8 +498,13 @@ void dataset_free(dataset *d)
     memset(d, 0, sizeof *d);
 }
 
-void dataset_gather(const dataset *d, const int64_t *idx, int64_t count, void *inputs_out, void *targets_out)
+void dataset_gather(const dataset *d, const int64_t *idx, int64_t count, void *inputs_out, void *targets_out,
+                    int32_t *docs_out)
 {
+    if (d->packed) {
+        doc_packing_gather(d->packed, d->tokens, idx, count, inputs_out, targets_out, docs_out);
+        return;
+    }
     if (d->tokens) {
         token_shards_gather(d->tokens, d->layout.input.count, idx, count, inputs_out, targets_out);
         return;
@@ -485,4 +514,9 @@ void dataset_gather(const dataset *d, const int64_t *idx, int64_t count, void *i
         memcpy((uint8_t *)inputs_out + (size_t)i * in, d->inputs + (size_t)idx[i] * in, in);
         memcpy((uint8_t *)targets_out + (size_t)i * tgt, d->targets + (size_t)idx[i] * tgt, tgt);
     }
+}
+
+int64_t dataset_targets(const dataset *d, const int64_t *idx, int64_t count)
+{
+    return d->packed ? doc_packing_targets(d->packed, idx, count) : count * d->layout.target.count;
 }

@@ -16,6 +16,7 @@
 
 #include "runtime/base/err.h"
 #include "runtime/data/sample.h"
+#include "runtime/data/doc_packing.h"
 #include "runtime/data/token_shards.h"
 
 typedef struct dataset {
@@ -24,6 +25,7 @@ typedef struct dataset {
     uint8_t *inputs;        /* n samples of sample_field_bytes(layout.input) bytes */
     uint8_t *targets;       /* n samples of sample_field_bytes(layout.target) bytes */
     token_shards *tokens;   /* token data instead of inputs/targets: sample i is window i */
+    doc_packing *packed;    /* with tokens, fine-tuning data: sample i is packed row i instead */
     char name[64];          /* "fashion-mnist/train", "synthetic/test", "tokens/val", ... */
 } dataset;
 
@@ -40,9 +42,18 @@ int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_
  * before training with the file and the token's index named. Fewer tokens than one window
  * (seq_len + 1) is a usage error naming the split and both counts. */
 int dataset_load_tokens(const char *dir, const char *split, int64_t seq_len, dataset *out, ddp_err *err);
+/* The same shards with their .docs and .mask (scripts/prepare-chat) as packed rows of seq_len
+ * positions (doc_packing.h): i32 x seq_len tokens -> i32 x seq_len targets, DOC_NO_TARGET where a
+ * position has none; every file checked as dataset_load_tokens and doc_packing_open do. */
+int dataset_load_packed(const char *dir, const char *split, int64_t seq_len, dataset *out, ddp_err *err);
 void dataset_free(dataset *d);
 /* The bytes of samples idx[0..count): inputs_out gets count inputs back to back, targets_out
- * count targets (each as the layout describes). */
-void dataset_gather(const dataset *d, const int64_t *idx, int64_t count, void *inputs_out, void *targets_out);
+ * count targets (each as the layout describes); for packed rows docs_out (else unused, may be NULL)
+ * their document bounds, int32 [2, count, seq_len] (doc_packing_gather). */
+void dataset_gather(const dataset *d, const int64_t *idx, int64_t count, void *inputs_out, void *targets_out,
+                    int32_t *docs_out);
+/* The targets the loss counts in samples idx[0..count): every target element, or in packed rows
+ * the trainable ones. */
+int64_t dataset_targets(const dataset *d, const int64_t *idx, int64_t count);
 
 #endif

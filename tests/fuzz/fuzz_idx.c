@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int32_t label;
         unsigned sum = 0;
         for (int64_t i = 0; i < d.n; i++) {
-            dataset_gather(&d, &i, 1, pixels, &label);
+            dataset_gather(&d, &i, 1, pixels, &label, NULL);
             if (label < 0 || label >= 10)
                 abort();
             for (int k = 0; k < 28 * 28; k++)

@@ -382,7 +382,7 @@ static void check_synthetic(void)
     int64_t idx[4] = {1999, 0, 7, 7};
     uint8_t x[4 * 24];
     int32_t y[4];
-    dataset_gather(&a, idx, 4, x, y);
+    dataset_gather(&a, idx, 4, x, y, NULL);
     for (int i = 0; i < 4; i++) {
         CHECK(memcmp(x + i * 24, a.inputs + idx[i] * 24, 24) == 0, "gathered row %d", i);
         CHECK_EQ_INT(y[i], labels[idx[i]]);

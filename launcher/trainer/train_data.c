@@ -1,0 +1,76 @@
+/* train_data.c — loading the job's data and checking it against the model (train_data.h). Owns
+ * which loader data.kind and data.packed choose and the packing report; the formats themselves
+ * are runtime/data's. Must not build a model or stage batches (train_replica.c does). */
+#include "train_data.h"
+
+#include "runtime/base/activity.h"
+#include "runtime/base/log.h"
+#include "train_fault.h"
+
+static int load_tokens(train_job *t, ddp_err *err)
+{
+    const config *c = t->cfg;
+    int (*load)(const char *, const char *, int64_t, dataset *, ddp_err *) =
+        c->data.packed ? dataset_load_packed : dataset_load_tokens;
+    int rc = load(c->data.path, "train", c->data.seq_len, &t->train, err);
+    if (rc == DDP_OK)
+        rc = load(c->data.path, "val", c->data.seq_len, &t->test, err);
+    if (rc == DDP_OK)
+        rc = token_shards_check_same_format(t->train.tokens, t->test.tokens, err);
+    if (rc != DDP_OK)
+        return c->data.packed ? ddp_prefix(err, "%s: data.packed", c->source) : rc;
+    for (int i = 0; c->data.packed && i < 2 && t->ctl->rank == 0; i++) {
+        const doc_packing *p = (i ? &t->test : &t->train)->packed;
+        log_info("data %s: %lld documents (%lld longer than data.seq_len %lld, cut) packed into %lld rows, %.1f%% "
+                 "of their positions tokens, %lld trainable targets", i ? "val" : "train", (long long)p->docs,
+                 (long long)p->split_docs, (long long)p->T, (long long)p->n_rows,
+                 100.0 * (double)p->tokens / ((double)p->n_rows * (double)p->T), (long long)p->targets);
+    }
+    return DDP_OK;
+}
+
+int train_data_load(train_job *t, ddp_err *err)
+{
+    const config *c = t->cfg;
+    int rc;
+    activity_set("loading the data (data.path %s)", c->data.path);
+    train_fault_in_setup(t);
+    if (c->data.kind == DATA_TOKENS) {
+        rc = load_tokens(t, err);
+    } else if (c->data.kind == DATA_FASHION_MNIST) {
+        rc = dataset_load_fashion_mnist(c->data.path, true, &t->train, err);
+        if (rc == DDP_OK)
+            rc = dataset_load_fashion_mnist(c->data.path, false, &t->test, err);
+    } else {
+        rc = dataset_make_synthetic(c->data.synthetic_train, c->data.synthetic_features,
+                                    c->data.synthetic_classes, c->run.seed, &t->train, err);
+        if (rc == DDP_OK)
+            rc = dataset_make_synthetic(c->data.synthetic_test, c->data.synthetic_features,
+                                        c->data.synthetic_classes, c->run.seed + 1, &t->test, err);
+    }
+    return rc;
+}
+
+/* The model was built for the training data; the test data must have the same samples, and a
+ * model built from its own settings (a language model's context length) must fit the data too. */
+static int fits(const train_job *t, const dataset *data, ddp_err *err)
+{
+    const sample_layout *want = &t->m->io.sample, *have = &data->layout;
+    if (data->packed && !t->m->io.packs_documents)
+        return ddp_fail(err, DDP_EUSAGE, "%s: data.packed: model %s does not attend per document (a rotary model "
+                        "does: llama, qwen2)", t->cfg->source, t->m->description);
+    if (sample_field_equal(want->input, have->input) && sample_field_equal(want->target, have->target) &&
+        have->n_classes <= want->n_classes)
+        return DDP_OK;
+    char w[160], h[160];
+    sample_layout_format(want, w, sizeof w);
+    sample_layout_format(have, h, sizeof h);
+    return ddp_fail(err, DDP_EUSAGE, "model %s takes samples of %s, but %s has samples of %s", t->m->description, w,
+                    data->name, h);
+}
+
+int train_data_fits(const train_job *t, ddp_err *err)
+{
+    int rc = fits(t, &t->train, err);
+    return rc == DDP_OK ? fits(t, &t->test, err) : rc;
+}

@@ -1,0 +1,15 @@
+/* train_data.h — the job's data (train_data.c): the configured dataset's train and test splits
+ * loaded, and the check that they fit the model built for them. */
+#ifndef DDP_TRAIN_DATA_H
+#define DDP_TRAIN_DATA_H
+
+#include "train_job.h"
+
+/* data.kind's splits into t->train and t->test: token shards as windows, or with data.packed
+ * their documents packed into rows (rank 0 logs the packing); Fashion-MNIST; synthetic. */
+int train_data_load(train_job *t, ddp_err *err);
+/* Both splits have the samples t->m was built for, and packed rows go to a model that attends per
+ * document: usage errors naming the data and the model. */
+int train_data_fits(const train_job *t, ddp_err *err);
+
+#endif
