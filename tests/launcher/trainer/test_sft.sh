@@ -60,7 +60,7 @@ check "every step logs the same loss at np 1, 2 and 4" bash -c "[ -n '$L1' ] && 
 "$DDPRUN" ckpt export --format hf "$(ckpt np1)" "$TMP/hf" >"$TMP/export1.log" 2>&1
 check "the np 1 run exported as a Hugging Face folder" [ -f "$TMP/hf/model.safetensors" ]
 timeout 300 "$DDPRUN" -np 2 "$DDP_SRC/configs/llama_sft.yaml" run.dir="$TMP/sft" data.path="$CHAT" \
-    checkpoint.init_from="$TMP/hf" train.epochs=1 train.eval_every=35 device=cpu >"$TMP/sft.log" 2>&1
+    checkpoint.init_from="$TMP/hf" train.max_steps=35 train.eval_every=35 device=cpu >"$TMP/sft.log" 2>&1
 check "configs/llama_sft.yaml fine-tunes from the folder" \
     bash -c "[ $? -eq 0 ] && grep -q 'parameters from the Hugging Face folder' '$TMP/sft.log'"
 check "it evaluates on the held-out conversations" grep -q 'eval epoch 1 step 35: val loss' "$TMP/sft.log"
