@@ -21,8 +21,8 @@ static int load_tokens(train_job *t, ddp_err *err)
         return c->data.packed ? ddp_prefix(err, "%s: data.packed", c->source) : rc;
     for (int i = 0; c->data.packed && i < 2 && t->ctl->rank == 0; i++) {
         const doc_packing *p = (i ? &t->test : &t->train)->packed;
-        log_info("data %s: %lld documents (%lld longer than data.seq_len %lld, cut) packed into %lld rows, %.1f%% "
-                 "of their positions tokens, %lld trainable targets", i ? "val" : "train", (long long)p->docs,
+        log_info("data %s: %lld documents (%lld longer than data.seq_len %lld, cut) packed into %lld rows (%.1f%% "
+                 "of their positions hold tokens), %lld trainable targets", i ? "val" : "train", (long long)p->docs,
                  (long long)p->split_docs, (long long)p->T, (long long)p->n_rows,
                  100.0 * (double)p->tokens / ((double)p->n_rows * (double)p->T), (long long)p->targets);
     }
