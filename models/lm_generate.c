@@ -1,6 +1,7 @@
 /* lm_generate.c — sampling tokens from a language model (see lm_generate.h). Owns the window of
- * the last T tokens fed to the model, the download of one logits row per token and the draw
- * (temperature, top-k) from the RNG_GENERATE stream. Must not touch the model's parameters. */
+ * the last T tokens fed to the model, the download of one logits row per token, the draw
+ * (temperature, top-k) from the RNG_GENERATE stream and the end at a stop token. Must not touch the
+ * model's parameters. */
 #include "lm_generate.h"
 
 #include <math.h>
@@ -118,8 +119,11 @@ static int check_finite(const float *row, int64_t V, int64_t token, ddp_err *err
     return DDP_OK;
 }
 
-int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_sampling *s, ddp_err *err)
+int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_sampling *s, int64_t *drawn,
+                ddp_err *err)
 {
+    if (drawn)
+        *drawn = 0;
     if (!m->io.language_model || !m->ops->logits)
         return ddp_fail(err, DDP_EUSAGE, "generate: %s is not a language model", m->description);
     if (len < 1)
@@ -130,7 +134,8 @@ int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_samp
     int rc = alloc_bufs(m, T, V, &b, err);
     rng r;
     rng_seed(&r, s->seed, RNG_GENERATE);
-    for (int64_t k = 0; !rc && k < n; k++) {
+    bool stopped = false;
+    for (int64_t k = 0; !rc && !stopped && k < n; k++) {
         if (s->stop && *s->stop) {
             rc = ddp_fail(err, DDP_EPREEMPTED, "stopped after %lld of %lld tokens", (long long)k, (long long)n);
             break;
@@ -147,8 +152,12 @@ int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_samp
             rc = download_row(m, b.row, logits, (w - 1) * ld, V, err);
         if (!rc)
             rc = check_finite(b.row, V, k, err);
-        if (!rc)
+        if (!rc) {
             tokens[have] = draw(b.row, b.p, V, s, &r);
+            stopped = s->has_stop_token && tokens[have] == s->stop_token;
+            if (drawn)
+                *drawn = k + 1;
+        }
     }
     free_bufs(m, &b);
     return rc ? ddp_prefix(err, "generate") : DDP_OK;

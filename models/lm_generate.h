@@ -5,12 +5,13 @@
  * is what sampling a few dozen tokens during training or from `ddprun generate` needs. The draw
  * is seeded and runs on the host in double, so a seed gives the same text on every backend with
  * the same logits. Logits that are not all finite (a model whose parameters are NaN or overflow)
- * are refused, never drawn from. This module must not read files or know tokenizers: it maps
- * ids to ids. */
+ * are refused, never drawn from. A stop token (a chat's end of turn) ends the draw early. This
+ * module must not read files or know tokenizers: it maps ids to ids. */
 #ifndef DDP_LM_GENERATE_H
 #define DDP_LM_GENERATE_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "model.h"
@@ -21,12 +22,17 @@ typedef struct lm_sampling {
     uint64_t seed;
     /* NULL, or a flag a signal sets: once it is non-zero no further token is drawn */
     const volatile sig_atomic_t *stop;
+    /* with has_stop_token: drawing ends once stop_token is drawn (it is appended, the last id) */
+    bool has_stop_token;
+    int32_t stop_token;
 } lm_sampling;
 
-/* tokens holds len >= 1 ids (the prompt) and room for n more; appends n drawn ids. Ids must lie in
- * the model's vocabulary. The model must have been built for at least one row. Returns
- * DDP_ENONFINITE (naming the token, id and value) when a logit is NaN or infinite, and
- * DDP_EPREEMPTED when *s->stop was set before all n were drawn. */
-int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_sampling *s, ddp_err *err);
+/* tokens holds len >= 1 ids (the prompt) and room for n more; appends up to n drawn ids: n, or
+ * fewer when s's stop token was drawn (the last appended). *drawn (when not NULL) gets their count,
+ * also on failure. Ids must lie in the model's vocabulary. The model must have been built for at
+ * least one row. Returns DDP_ENONFINITE (naming the token, id and value) when a logit is NaN or
+ * infinite, and DDP_EPREEMPTED when *s->stop was set before the draw ended. */
+int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_sampling *s, int64_t *drawn,
+                ddp_err *err);
 
 #endif

@@ -45,8 +45,8 @@ ALLOWED = {
     "launcher/worker": ["runtime/base", "runtime/cloud", "config", "collectives", "launcher/trainer",
                         "launcher/shared"],
     "launcher/bench": ["runtime/base", "runtime/device", "collectives", "launcher/shared"],
-    "launcher/commands": ["runtime/base", "runtime/data", "runtime/device", "runtime/ckpt", "config",
-                          "models"],
+    "launcher/commands": ["runtime/base", "runtime/data", "runtime/hf", "runtime/device", "runtime/ckpt",
+                          "config", "models"],  # runtime/hf: the JSON reader, for generate's chat.json
     "launcher/ddprun": ["runtime/base", "runtime/device", "config", "collectives", "launcher/commands",
                         "launcher/shared"],
     "scripts": ["runtime", "collectives", "models"],

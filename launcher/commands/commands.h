@@ -1,6 +1,7 @@
 /* commands.h — the commands ddprun runs in-process, without mpirun: `ckpt info|diff`
- * (ckpt_tool.c), `ckpt export` (ddprun_export.c) and `generate` (ddprun_generate.c), and the reading
- * of a language model's checkpoint the last two share. Each takes its command's arguments and returns the
+ * (ckpt_tool.c), `ckpt export` (ddprun_export.c) and `generate` (ddprun_generate.c; the chat.json
+ * of its --chat: generate_chat.h), and the reading of a language model's checkpoint the last two
+ * share. Each takes its command's arguments and returns the
  * exit status; none starts a rank or touches MPI. Used by ddprun.c's dispatch (and the tests). */
 #ifndef DDPRUN_COMMANDS_H
 #define DDPRUN_COMMANDS_H

@@ -1,13 +1,17 @@
 /* ddprun_generate.c — `ddprun generate CHECKPOINT [options]`: text from a trained language model's
  * checkpoint (a file, or a sharded set's directory, read whole), in-process on the CPU device (no
- * mpirun), printed to stdout as the
- * prompt followed by the drawn continuation.
+ * mpirun), printed to stdout as the prompt followed by the drawn continuation; with `--chat`, the
+ * assistant's answer to the prompt alone.
  *
  * Owns the command line, finding the tokenizer (--tokenizer, else data.path/tokenizer.bin of the
  * run's config.resolved.yaml, the run directory being CHECKPOINT's folder's parent), encoding the
  * prompt (runtime/data/tokenizer_encode.h), building the model the checkpoint's description names
- * (model_opts_from_description: any model that can be rebuilt from it) and loading its parameters. The draw itself is models/lm_generate.c's. `--encode-only` prints
- * the prompt's token ids instead (for tests and for checking a prompt). Must not write files. */
+ * (model_opts_from_description: any model that can be rebuilt from it) and loading its parameters.
+ * With --chat the prompt's ids are wrapped in chat.json's (generate_chat.h: the user turn's prefix
+ * and suffix scripts/prepare-chat captured from the chat template) and the draw ends at its stop id,
+ * which is not printed. The draw itself is models/lm_generate.c's. `--encode-only` prints the
+ * prompt's token ids instead, wrapped with --chat (for tests and for checking a prompt). Must not
+ * write files. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "generate_chat.h"
 #include "models/lm_generate.h"
 #include "models/model.h"
 #include "config/config.h"
@@ -28,7 +33,9 @@
 static const char generate_usage[] =
     "usage: ddprun generate CHECKPOINT [--prompt TEXT | --prompt-file FILE] [--tokens N]\n"
     "                       [--temperature T] [--top-k K] [--seed S] [--tokenizer PATH]\n"
-    "       ddprun generate --encode-only [CHECKPOINT] [--tokenizer PATH] [--prompt TEXT | --prompt-file FILE]\n"
+    "                       [--chat [--chat-file PATH]]\n"
+    "       ddprun generate --encode-only [CHECKPOINT] [--tokenizer PATH] [--chat [--chat-file PATH]]\n"
+    "                       [--prompt TEXT | --prompt-file FILE]\n"
     "  Prints the prompt and N tokens drawn from the language model in CHECKPOINT (runs on the\n"
     "  CPU).\n"
     "  --tokens N        tokens to draw (default 64)\n"
@@ -37,14 +44,19 @@ static const char generate_usage[] =
     "  --seed S          seed of the draw (default 1337)\n"
     "  --tokenizer PATH  tokenizer.bin (default: data.path/tokenizer.bin of the run's\n"
     "                    config.resolved.yaml, the run directory being CHECKPOINT/../..)\n"
-    "  --encode-only     print the prompt's token ids and exit\n"
-    "  Without a prompt the context is the end-of-text token (a newline for the byte tokenizer).\n";
+    "  --chat            the prompt is a user message to a chat model: wrapped in chat.json's\n"
+    "                    ids (the chat template's user turn, as scripts/prepare-chat wrote them),\n"
+    "                    drawing stops at its end-of-turn id; prints the answer alone\n"
+    "  --chat-file PATH  chat.json (default: chat.json beside the tokenizer)\n"
+    "  --encode-only     print the prompt's token ids (with --chat: wrapped) and exit\n"
+    "  Without a prompt the context is the end-of-text token (a newline for the byte tokenizer);\n"
+    "  with --chat, an empty user message.\n";
 
 typedef struct gen_opts {
-    const char *ckpt, *prompt, *prompt_file, *tokenizer;
+    const char *ckpt, *prompt, *prompt_file, *tokenizer, *chat_file;
     int64_t tokens;
     lm_sampling s;
-    bool encode_only;
+    bool encode_only, chat;
 } gen_opts;
 
 static int usage(const char *fmt, const char *arg)
@@ -79,6 +91,10 @@ static int parse_args(int argc, char **argv, gen_opts *o)
             o->encode_only = true;
             continue;
         }
+        if (!strcmp(a, "--chat")) {
+            o->chat = true;
+            continue;
+        }
         if (a[0] != '-' || !a[1]) {
             if (o->ckpt)
                 return usage("unexpected argument %s", a);
@@ -95,6 +111,8 @@ static int parse_args(int argc, char **argv, gen_opts *o)
             o->prompt_file = v;
         } else if (!strcmp(a, "--tokenizer")) {
             o->tokenizer = v;
+        } else if (!strcmp(a, "--chat-file")) {
+            o->chat_file = v;
         } else if (!strcmp(a, "--tokens")) {
             if (!parse_i64(v, 0, MAX_NEW_TOKENS, &o->tokens))
                 return usage("--tokens: expected an integer in [0, 1048576], got \"%s\"", v);
@@ -116,6 +134,8 @@ static int parse_args(int argc, char **argv, gen_opts *o)
     }
     if (o->prompt && o->prompt_file)
         return usage("%s", "--prompt and --prompt-file are exclusive");
+    if (o->chat_file && !o->chat)
+        return usage("%s", "--chat-file needs --chat");
     if (!o->ckpt && !(o->encode_only && o->tokenizer))
         return usage("%s", "needs CHECKPOINT (or --encode-only with --tokenizer PATH)");
     return 0;
@@ -180,10 +200,10 @@ static int read_prompt(const gen_opts *o, char **text, size_t *len, ddp_err *err
     return *text ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "out of memory for the prompt");
 }
 
-/* The prompt's ids (*ids malloc'd with room for extra more), or the start token when it is empty
- * (*started says which; --encode-only never adds it). */
-static int encode_prompt(const gen_opts *o, const tokenizer *tok, int64_t extra, int32_t **ids, int64_t *n,
-                         bool *started, ddp_err *err)
+/* The prompt's ids (*ids malloc'd with room for extra more), wrapped in chat's when it is not NULL,
+ * or the start token when that leaves none (*started says which; --encode-only never adds it). */
+static int encode_prompt(const gen_opts *o, const tokenizer *tok, const chat_wrap *chat, int64_t extra,
+                         int32_t **ids, int64_t *n, bool *started, ddp_err *err)
 {
     char *text;
     size_t len;
@@ -196,6 +216,11 @@ static int encode_prompt(const gen_opts *o, const tokenizer *tok, int64_t extra,
         ddp_prefix(err, "%s", o->prompt_file ? o->prompt_file : "--prompt");
     tokenizer_encoder_free(enc);
     free(text);
+    if (!rc && chat) {
+        int32_t *message = got;
+        rc = chat_wrap_ids(chat, message, *n, 0, &got, n, err);
+        free(message);
+    }
     if (rc)
         return rc;
     bool start = *started = *n == 0 && !o->encode_only;
@@ -273,14 +298,15 @@ static void print_text(const tokenizer *tok, const int32_t *ids, int64_t n)
     }
 }
 
-/* Everything after the tokenizer is known: encode, then (unless --encode-only) build and draw. */
+/* Everything after the tokenizer (and chat.json, with --chat) is known: encode, then (unless
+ * --encode-only) build and draw. */
 static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts, int64_t seq_len,
-               const tokenizer *tok, ddp_err *err)
+               const tokenizer *tok, const chat_wrap *chat, ddp_err *err)
 {
     int32_t *ids = NULL;
-    int64_t n = 0;
+    int64_t n = 0, drawn = 0;
     bool started = false;
-    int rc = encode_prompt(o, tok, o->tokens, &ids, &n, &started, err);
+    int rc = encode_prompt(o, tok, chat, o->tokens, &ids, &n, &started, err);
     if (!rc && o->encode_only) {
         print_ids(ids, n);
         free(ids);
@@ -295,14 +321,29 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts,
     if (!rc && tok->vocab_size > m->io.sample.n_classes)
         rc = ddp_fail(err, DDP_EUSAGE, "the tokenizer has %d tokens, more than the model's vocabulary of %lld",
                       tok->vocab_size, (long long)m->io.sample.n_classes);
-    if (!rc) {
-        fprintf(stderr, "generate: %s, step %lld of %s; %lld prompt tokens, %lld to draw (temperature %g, top-k "
-                "%lld, seed %llu)\n", m->description, (long long)ck->hdr.step, o->ckpt, (long long)n,
-                (long long)o->tokens, o->s.temperature, (long long)o->s.top_k, (unsigned long long)o->s.seed);
-        rc = lm_generate(m, ids, n, o->tokens, &o->s, err);
+    lm_sampling s = o->s;
+    if (chat) {
+        s.has_stop_token = true;
+        s.stop_token = chat->stop;
     }
-    if (!rc) { /* the start token is not part of the text */
-        print_text(tok, started ? ids + n : ids, started ? o->tokens : n + o->tokens);
+    if (!rc) {
+        fprintf(stderr, "generate: %s, step %lld of %s; %lld prompt tokens, %s%lld to draw (temperature %g, top-k "
+                "%lld, seed %llu)", m->description, (long long)ck->hdr.step, o->ckpt, (long long)n,
+                chat ? "up to " : "", (long long)o->tokens, s.temperature, (long long)s.top_k,
+                (unsigned long long)s.seed);
+        if (chat)
+            fprintf(stderr, "; chat: %lld + %lld + %lld ids from %s, stop at id %d", (long long)chat->n_prefix,
+                    (long long)(n - chat->n_prefix - chat->n_suffix), (long long)chat->n_suffix, chat->path,
+                    chat->stop);
+        fputc('\n', stderr);
+        rc = lm_generate(m, ids, n, o->tokens, &s, &drawn, err);
+    }
+    if (!rc && chat) { /* the answer alone, without the stop id */
+        bool stopped = drawn > 0 && ids[n + drawn - 1] == chat->stop;
+        print_text(tok, ids + n, drawn - stopped);
+        putchar('\n');
+    } else if (!rc) { /* the start token is not part of the text */
+        print_text(tok, started ? ids + n : ids, started ? drawn : n + drawn);
         putchar('\n');
     }
     if (m)
@@ -334,10 +375,17 @@ int generate_main(int argc, char **argv)
     tokenizer tok = {0};
     if (!rc)
         rc = tokenizer_load(tok_path, &tok, &err);
+    chat_wrap chat = {0};
+    char chat_path[sizeof tok_path + 16];
+    if (!rc && o.chat)
+        rc = chat_wrap_path(o.chat_file, tok_path, chat_path, sizeof chat_path, &err);
+    if (!rc && o.chat)
+        rc = chat_wrap_load(chat_path, tok.vocab_size, &chat, &err);
     if (!rc)
-        rc = run(&o, have_ckpt ? &ck : NULL, &opts, seq_len, &tok, &err);
+        rc = run(&o, have_ckpt ? &ck : NULL, &opts, seq_len, &tok, o.chat ? &chat : NULL, &err);
     if (rc)
         fprintf(stderr, "ddprun generate: %s\n", err.msg);
+    chat_wrap_free(&chat);
     tokenizer_free(&tok);
     if (have_ckpt)
         ckpt_loaded_free(&ck);

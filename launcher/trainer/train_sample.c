@@ -60,7 +60,7 @@ int train_sample_text(train_job *t, ddp_err *err)
         ids[0] = tok.eot >= 0 ? tok.eot : '\n';
         lm_sampling s = {.temperature = 1.0, .top_k = 40, .seed = c->run.seed ^ (uint64_t)t->step * 0x9E3779B97F4A7C15ull,
                          .stop = every_rank ? NULL : &train_stop_requested};
-        int gen = lm_generate(t->m, ids, 1, n, &s, err);
+        int gen = lm_generate(t->m, ids, 1, n, &s, NULL, err);
         drawn = gen == DDP_OK;
         rc = sample_verdict(t, gen, err);
     }

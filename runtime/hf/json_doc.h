@@ -1,6 +1,6 @@
 /* json_doc.h — a JSON text (a safetensors header, a Hugging Face config.json or index) read by the
  * grammar of RFC 8259 and held as a libyaml document, with the lookups the readers of runtime/hf
- * and models need.
+ * and models need (and `ddprun generate --chat`'s chat.json, launcher/commands/generate_chat.c).
  *
  * Exactly RFC 8259's JSON is read: one value with JSON's white space (space, tab, line feed,
  * carriage return) around and between tokens; strings in double quotes with only the escapes

@@ -3,7 +3,10 @@
  * NaN or infinite parameter makes it refuse the logits with DDP_ENONFINITE naming the token, for
  * top-k, greedy and whole-vocabulary draws alike, before drawing anything (top-k sampling on NaN
  * logits used to search forever for a k-th largest value: the test's time limit catches that);
- * a stop flag already set draws nothing and says how far it got (DDP_EPREEMPTED).
+ * a stop flag already set draws nothing and says how far it got (DDP_EPREEMPTED); a stop token
+ * ends a greedy or seeded draw right after its first occurrence (appended and counted, nothing
+ * drawn past it, the tokens before it those of the draw without it), and one never drawn changes
+ * nothing.
  * The model `ddprun generate` rebuilds from a checkpoint's description
  * (model_opts_from_description): a GPT-2's and a Llama's (grouped-query, tied and untied) give
  * their kind, shape and sequence length back, and the model built from them has the same
@@ -36,12 +39,21 @@ static model *build(void)
     return m;
 }
 
-/* Generates DRAW tokens after a fixed prompt into ids; returns the status, err filled. */
-static int generate(model *m, const lm_sampling *s, int32_t *ids, ddp_err *err)
+/* Generates up to DRAW tokens after a fixed prompt into ids (-1 where none was drawn), their count
+ * into *drawn; returns the status, err filled. */
+static int generate_counted(model *m, const lm_sampling *s, int32_t *ids, int64_t *drawn, ddp_err *err)
 {
     for (int i = 0; i < PROMPT + DRAW; i++)
         ids[i] = i < PROMPT ? 7 * i + 1 : -1;
-    return lm_generate(m, ids, PROMPT, DRAW, s, err);
+    return lm_generate(m, ids, PROMPT, DRAW, s, drawn, err);
+}
+
+static int generate(model *m, const lm_sampling *s, int32_t *ids, ddp_err *err)
+{
+    int64_t drawn = -1;
+    int rc = generate_counted(m, s, ids, &drawn, err);
+    CHECK(rc != DDP_OK || drawn == DRAW, "no stop token, yet %lld of %d tokens drawn", (long long)drawn, DRAW);
+    return rc;
 }
 
 static void finite_draws(model *m)
@@ -88,11 +100,60 @@ static void stop_flag(model *m)
     volatile sig_atomic_t stop = 1;
     lm_sampling s = {.temperature = 1.0, .top_k = 10, .seed = 3, .stop = &stop};
     int32_t ids[PROMPT + DRAW];
+    int64_t drawn = -1;
     ddp_err err = {0};
-    int rc = generate(m, &s, ids, &err);
+    int rc = generate_counted(m, &s, ids, &drawn, &err);
     CHECK(rc == DDP_EPREEMPTED, "a stop already requested: status %d, expected DDP_EPREEMPTED", rc);
+    CHECK(drawn == 0, "a stop already requested: %lld tokens counted", (long long)drawn);
     CHECK_STR_CONTAINS(err.msg, "stopped after 0 of 5 tokens");
     CHECK(ids[PROMPT] == -1, "a token was drawn after the stop (%d)", ids[PROMPT]);
+}
+
+/* Each token of a greedy and of a seeded draw made the stop token in turn: the draw ends right after
+ * that token's first occurrence, the same tokens up to there, nothing after; an id the draw never
+ * makes leaves all DRAW tokens as they were. */
+static void stop_token(model *m)
+{
+    const lm_sampling kinds[] = {{.temperature = 0.0, .seed = 3}, {.temperature = 1.0, .top_k = 10, .seed = 3}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        int32_t whole[PROMPT + DRAW], ids[PROMPT + DRAW];
+        ddp_err err = {0};
+        if (generate(m, &kinds[k], whole, &err) != DDP_OK) {
+            CHECK(false, "draw %zu: %s", k, err.msg);
+            continue;
+        }
+        for (int at = 0; at < DRAW; at++) {
+            lm_sampling s = kinds[k];
+            s.has_stop_token = true;
+            s.stop_token = whole[PROMPT + at];
+            int first = 0;
+            while (whole[PROMPT + first] != s.stop_token)
+                first++;
+            int64_t drawn = -1;
+            CHECK(generate_counted(m, &s, ids, &drawn, &err) == DDP_OK, "draw %zu, stop %d: %s", k, s.stop_token,
+                  err.msg);
+            CHECK(drawn == first + 1, "draw %zu, stop token %d (first drawn as token %d): %lld drawn", k,
+                  s.stop_token, first + 1, (long long)drawn);
+            CHECK(memcmp(ids, whole, (size_t)(PROMPT + first + 1) * sizeof *ids) == 0,
+                  "draw %zu, stop token %d: other tokens before it", k, s.stop_token);
+            for (int i = PROMPT + first + 1; i < PROMPT + DRAW; i++)
+                CHECK(ids[i] == -1, "draw %zu, stop token %d: token %d drawn after it (%d)", k, s.stop_token,
+                      i - PROMPT + 1, ids[i]);
+        }
+        lm_sampling s = kinds[k];
+        s.has_stop_token = true;
+        for (s.stop_token = 0; s.stop_token < SHAPE.vocab_size; s.stop_token++) {
+            bool seen = false;
+            for (int i = PROMPT; i < PROMPT + DRAW; i++)
+                seen |= whole[i] == s.stop_token;
+            if (!seen)
+                break;
+        }
+        int64_t drawn = -1;
+        CHECK(generate_counted(m, &s, ids, &drawn, &err) == DDP_OK && drawn == DRAW &&
+              memcmp(ids, whole, sizeof ids) == 0, "draw %zu, stop token %d never drawn: %lld drawn, other tokens",
+              k, s.stop_token, (long long)drawn);
+    }
 }
 
 /* m's description rebuilds a model of m's kind, shape, sequence length, tensors; returns it. */
@@ -165,6 +226,7 @@ int main(void)
         refuses(m, INFINITY);
         finite_draws(m); /* the parameter restored: drawing works again */
         stop_flag(m);
+        stop_token(m);
         from_descriptions(m);
         m->ops->destroy(m);
     }

@@ -4,8 +4,11 @@
 # renderings of the test templates, the tokenizers package's decode): the masked tokens decode to
 # exactly the assistant turns (ChatML in Qwen2.5's style, Llama 3's, a template whose generation
 # prompt a token straddles), prompt/completion, --train-on all, the val split rule, shard limits,
-# truncate and drop and their counts, and every refusal (exit 2, FILE:LINE named, no traceback,
-# OUT_DIR untouched, no temporary folder). It builds its own byte-level BPE tokenizer with the
+# truncate and drop and their counts, chat.json (its ids decode to the test's own text of each
+# template's user turn and end of turn, the stop id is the end-of-turn token, and the training
+# documents hold those very ids around each first user message and answer), and every refusal
+# (exit 2, FILE:LINE named, no traceback, OUT_DIR untouched, no temporary folder), templates whose
+# one-turn pieces chat.json cannot hold among them. It builds its own byte-level BPE tokenizer with the
 # tokenizers package; skipped (exit 77) without jinja2 or tokenizers. With DDPRUN_WORKER set, the
 # worker trains a few steps on the shards. It must not need the network or a particular CPU, and
 # checks prepare-chat's files only through check.py and ddprun's reader, never prepare-chat's code.
@@ -20,7 +23,7 @@ if ! python3 -c 'import jinja2, tokenizers' 2>/dev/null; then
 fi
 cd "$TMP"
 
-# --- templates: Qwen2.5's ChatML (its tool branch never taken), Llama 3's, and "User: / Bot: "
+# --- templates: Qwen2.5's ChatML (its tool branch never taken), Llama 3's, and "User:\n / Bot: "
 # lines whose generation prompt ends in the space the added token " Hi" spans
 cat > chatml.jinja <<'EOF'
 {%- if tools %}
@@ -45,7 +48,7 @@ cat > chatml.jinja <<'EOF'
 EOF
 printf '%s' "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}" > llama3.jinja
 cat > bot.jinja <<'EOF'
-{% for m in messages %}{{ ('User: ' if m.role == 'user' else 'Bot: ') + m.content + '\n' }}{% endfor %}
+{% for m in messages %}{{ ('User:\n' if m.role == 'user' else 'Bot: ') + m.content + '\n' }}{% endfor %}
 {% if add_generation_prompt %}Bot: {% endif %}
 EOF
 # what prepare-chat must refuse
@@ -56,6 +59,11 @@ printf '{%% for tool in tools %%}{{ tool }}{%% endfor %%}{%% for m in messages %
 printf '{%% for m in messages %%}\n{%% if m.role == "system" %%}\n{{ raise_exception("System messages are not supported") }}\n{%% endif %%}{{ m.content }}\n{%% endfor %%}' > nosystem.jinja
 # assistant turns rendered as "bot" while the generation prompt says "assistant"
 printf "{%% for m in messages %%}{{ '<|im_start|>' + ('bot' if m.role == 'assistant' else m.role) + '\\\\n' + m.content + '<|im_end|>\\\\n' }}{%% endfor %%}{%% if add_generation_prompt %%}<|im_start|>assistant\\\\n{%% endif %%}" > unstable.jinja
+# what chat.json cannot hold: "User: " before the message, whose space a word's token takes (" the");
+# the message written in capitals; nothing after an answer (no token ends the turn)
+printf "{%% for m in messages %%}{{ m.role + ': ' + m.content + '\\\\n' }}{%% endfor %%}{%% if add_generation_prompt %%}assistant: {%% endif %%}" > inline.jinja
+printf "{%% for m in messages %%}{{ m.role + ':\\\\n' + m.content | upper + '\\\\n' }}{%% endfor %%}{%% if add_generation_prompt %%}{{ 'assistant:\\\\n' }}{%% endif %%}" > upper.jinja
+printf "{%% for m in messages %%}{{ m.content }}{%% if m.role == 'user' %%}{{ '\\\\n=>\\\\n' }}{%% endif %%}{%% endfor %%}" > noend.jinja
 
 # --- data
 cat > chat.jsonl <<'EOF'
@@ -190,7 +198,7 @@ def render(style, msgs):
                                                                  if m["role"] == "assistant"]
     if style == "bot":  # an answer's " Hi" is one token holding the prompt's space: it counts; before
         # "\n" the prompt's space is a token of its own (GPT-2's trim_offsets would put it in the answer)
-        turn = lambda m: ("User: " if m["role"] == "user" else "Bot: ") + m["content"] + "\n"
+        turn = lambda m: ("User:\n" if m["role"] == "user" else "Bot: ") + m["content"] + "\n"
         return "".join(map(turn, msgs)), [(" " if m["content"].startswith("Hi") else "") + m["content"] + "\n"
                                           for m in msgs if m["role"] == "assistant"]
 
@@ -211,8 +219,49 @@ def runs(tok, ids, mask):
             cur = []
     return out
 
+# each style's one-turn chat: (the text before a first user message, after it with the generation
+# prompt, after an answer; the special token that ends a turn), and what a template does to content
+TURNS = {"chatml": ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n",
+                    "<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>\n", "<|im_end|>", str),
+         "llama3": ("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n",
+                    "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>", "<|eot_id|>",
+                    str.strip),
+         "bot": ("User:\n", "\nBot: ", "\n", None, str)}
+
+def find(doc, at, ids, text, tok, what):
+    """The position after doc[at:p] == text's tokens (by decoding) followed by ids; dies if none."""
+    for p in range(at, len(doc) - len(ids) + 1):
+        if doc[p:p + len(ids)] == ids and tok.decode(doc[at:p], skip_special_tokens=False) == text:
+            return p + len(ids)
+    die(f"{what}: {text!r} then the ids {ids} not found in {doc[at:]}")
+
 mode, out = sys.argv[1], sys.argv[2]
-if mode in ("chat", "all"):
+if mode == "chatjson":  # OUT TOKENIZER STYLE TEMPLATE FRAC INPUTS...: chat.json, and the documents by it
+    from tokenizers import Tokenizer
+    tok_path, style, template, frac, inputs = sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7:]
+    tok = Tokenizer.from_file(tok_path)
+    c = json.load(open(os.path.join(out, "chat.json"), encoding="utf-8"))
+    keys = ["version", "template", "tokenizer", "user_prefix", "user_suffix", "end_of_turn", "stop"]
+    if list(c) != keys or c["version"] != 1 or c["template"] != template or c["tokenizer"] != tok_path:
+        die(f"{out}/chat.json: {c}")
+    prefix, suffix, end, special, content = TURNS[style]
+    for key, text in (("user_prefix", prefix), ("user_suffix", suffix), ("end_of_turn", end)):
+        if tok.decode(c[key], skip_special_tokens=False) != text:
+            die(f"{out}/chat.json: {key} {c[key]} decodes to {tok.decode(c[key], skip_special_tokens=False)!r}, "
+                f"expected {text!r}")
+    if c["stop"] != c["end_of_turn"][0] or (special and c["stop"] != tok.token_to_id(special)):
+        die(f"{out}/chat.json: stop {c['stop']}, end_of_turn {c['end_of_turn']}, {special} is {tok.token_to_id(special)}")
+    if style != "bot":  # the model was trained on these ids: around every first user message and answer
+        for j, ((ids, _), msgs) in enumerate(zip(ordered(out, frac), examples(inputs))):
+            if msgs[0]["role"] != "user" or len(msgs) < 2:
+                continue
+            if ids[:len(c["user_prefix"])] != c["user_prefix"]:
+                die(f"{out}: document {j} does not start with user_prefix: {ids}")
+            at = find(ids, len(c["user_prefix"]), c["user_suffix"], content(msgs[0]["content"]), tok, f"document {j}")
+            find(ids, at, c["end_of_turn"], content(msgs[1]["content"]), tok, f"document {j}")
+    print(f"prepare-chat: chat.json: user prefix {len(c['user_prefix'])} tokens, user suffix {len(c['user_suffix'])}, "
+          f"end of turn {len(c['end_of_turn'])} (stop id {c['stop']})")
+elif mode in ("chat", "all"):
     from tokenizers import Tokenizer
     tok_path, style, frac, inputs = sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
     tok = Tokenizer.from_file(tok_path)
@@ -262,6 +311,10 @@ check "ChatML: documents decode to the conversations, the masked tokens to the a
     into o1.want chk chat o1 qwen/tokenizer.json chatml 0.25 chat.jsonl pc.jsonl
 check "ChatML: the report's split lines: $(split_lines o1.log | tr '\n' ' ')" diff o1.want <(split_lines o1.log)
 check "ChatML: tokenizer.bin written" test -s o1/tokenizer.bin
+check "ChatML: chat.json: the user turn with the default system prompt, <|im_end|> the stop, as in the documents" \
+    into o1.chat chk chatjson o1 qwen/tokenizer.json chatml qwen/tokenizer_config.json 0.25 chat.jsonl pc.jsonl
+check "ChatML: the report's chat.json line: $(grep '^prepare-chat: chat.json:' o1.log)" \
+    diff o1.chat <(grep '^prepare-chat: chat.json:' o1.log)
 # ddprun's shard reader takes the .bin files with the .mask and .docs beside them (when DDPRUN_WORKER
 # is set; tests/meson.build leaves it unset in sanitized builds): a tiny GPT-2 counts every train
 # window and trains three steps
@@ -277,19 +330,24 @@ else
     echo "SKIP: ddprun-worker check: DDPRUN_WORKER is not set"
 fi
 "$PREP" --tokenizer jinja --val-fraction 0.25 chat.jsonl pc.jsonl o1j > o1j.log 2>&1
-check "ChatML from chat_template.jinja: $(tail -n 1 o1j.log)" diff -r o1 o1j
+check "ChatML from chat_template.jinja: $(tail -n 1 o1j.log)" diff -r -x chat.json o1 o1j
+check "ChatML from chat_template.jinja: chat.json names it" \
+    quiet chk chatjson o1j jinja/tokenizer.json chatml jinja/chat_template.jinja 0.25 chat.jsonl pc.jsonl
 
 # --- Llama 3 (bos_token an AddedToken, content trimmed), --tokenizer given the tokenizer.json
 "$PREP" --tokenizer llama/tokenizer.json chat.jsonl pc.jsonl o2 > o2.log 2>&1
 check "Llama 3: masked tokens are the trimmed assistant turns and <|eot_id|>" \
     into o2.want chk chat o2 llama/tokenizer.json llama3 0.05 chat.jsonl pc.jsonl
 check "Llama 3: the report's split lines" diff o2.want <(split_lines o2.log)
+check "Llama 3: chat.json: BOS and headers, <|eot_id|> the stop, as in the documents" \
+    quiet chk chatjson o2 llama/tokenizer.json llama3 llama/tokenizer_config.json 0.05 chat.jsonl pc.jsonl
 
 # --- a token straddling the generation prompt's end (" Hi": the prompt's space, the answer's word)
 # counts; the prompt's lone space before an answer's "\n" does not
 "$PREP" --tokenizer qwen --chat-template bot.jinja bot.jsonl o3 > o3.log 2>&1
 check "a token holding the answer's first character counts, one holding none does not" \
     quiet chk chat o3 qwen/tokenizer.json bot 0.05 bot.jsonl
+check "plain-text turns: chat.json's end of turn a newline" quiet chk chatjson o3 qwen/tokenizer.json bot bot.jinja 0.05 bot.jsonl
 
 # --- --train-on all: every token but each document's first
 "$PREP" --tokenizer qwen --train-on all --val-fraction 0.5 chat.jsonl o4 > o4.log 2>&1
@@ -329,7 +387,8 @@ chk chat o6 qwen/tokenizer.json chatml 0.5 chat.jsonl > o6.want
 check "--force replaces the outputs: $(split_lines o6.log | head -n 1)" diff o6.want <(split_lines o6.log)
 printf 'plain text\n' > a.txt
 "$ROOT/scripts/prepare-text" --tokenizer bytes --force a.txt o6 > /dev/null
-check "prepare-text --force drops prepare-chat's .mask and .docs" test -z "$(ls o6 | grep -E '\.(mask|docs)$')"
+check "prepare-text --force drops prepare-chat's .mask, .docs and chat.json" \
+    test -z "$(ls o6 | grep -E '\.(mask|docs)$|^chat\.json$')"
 
 # --- refusals: exit 2, "prepare-chat: error: FILE[:LINE]: reason", no traceback, nothing written:
 # each runs with --force over keep/ (an earlier output and a file of the user's), which must stay
@@ -412,6 +471,15 @@ refused "raise_exception" "chat\.jsonl:2: the chat template refuses the example 
     --tokenizer qwen --chat-template nosystem.jinja chat.jsonl
 refused "a template not prefix-stable" "chat\.jsonl:1: the chat template is not prefix-stable at messages\[1\] \(assistant\)" \
     --tokenizer qwen --chat-template unstable.jinja chat.jsonl
+# templates chat.json cannot hold (its one-turn chat is rendered around the question
+# "the sentinel question of ddprun?" and the answer "the sentinel answer of ddprun.")
+refused "a token across the user prefix's end" \
+    "inline\.jinja \(a one-turn chat rendered for chat\.json\): the chat template's pieces are not separable: the user prefix 'user: ' and the user message" \
+    --tokenizer qwen --chat-template inline.jinja chat.jsonl
+refused "a template that changes the message" "upper\.jinja \(a one-turn chat rendered for chat\.json\): the chat template writes a user message .* 0 times" \
+    --tokenizer qwen --chat-template upper.jinja chat.jsonl
+refused "nothing after an answer" "noend\.jinja \(a one-turn chat rendered for chat\.json\): the chat template writes nothing after an assistant message" \
+    --tokenizer qwen --chat-template noend.jinja pc.jsonl
 # a refusal into a new OUT_DIR creates nothing
 "$PREP" --tokenizer qwen json.jsonl fresh > /dev/null 2>&1
 check "a refusal creates no OUT_DIR" test ! -e fresh -a -z "$(ls -A | grep '^\.fresh\.')"

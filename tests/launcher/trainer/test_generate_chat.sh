@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# `ddprun generate --chat` on a tiny GPT-2 trained one step on byte tokens (scripts/prepare-text
+# --tokenizer bytes of README.md), with chat.json files written here by hand (the byte tokenizer's
+# ids are the bytes): --encode-only --chat prints exactly user_prefix + the prompt's bytes +
+# user_suffix, with chat.json found beside the run's tokenizer, beside --tokenizer, or by
+# --chat-file; the answer is the plain continuation of the wrapped prompt (greedy and seeded) cut
+# before the first stop id, so a stop id the model draws first gives an empty answer, one it never
+# draws all --tokens tokens; a missing or malformed chat.json exits 2 naming the file.
+source "$(dirname "$0")/../../lib.sh"
+TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
+DATA=$TMP/data
+TOK=$DATA/tokenizer.bin
+PREFIX=$'### Question:\n' SUFFIX=$'\n### Answer:\n' PROMPT="Who wrote it?"
+N=8
+
+"$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DDP_SRC/README.md" "$DATA" >/dev/null
+check "prepare-text: byte-token data" [ -f "$TOK" ]
+mpirun -np 1 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$TINY" run.dir="$TMP/run" data.path="$DATA" \
+    train.max_steps=1 >"$TMP/run.log" 2>&1
+CK=$TMP/run/checkpoints/ckpt-00000001.ddp
+check "a 1-step tiny GPT-2 checkpoint" [ -f "$CK" ]
+
+ids() { printf '%s' "$1" | od -An -v -tu1 | tr -s ' \n' '  ' | sed 's/^ //; s/ $//'; } # TEXT: its bytes
+csv() { ids "$1" | sed 's/ /, /g'; }
+# chat_json FILE STOP: PREFIX and SUFFIX as the user turn, [STOP, 10] the end of turn
+chat_json() {
+    printf '{"version": 1, "template": "by hand", "tokenizer": "bytes",\n "user_prefix": [%s],\n "user_suffix": [%s],\n "end_of_turn": [%s, 10], "stop": %s}\n' \
+        "$(csv "$PREFIX")" "$(csv "$SUFFIX")" "$2" "$2" >"$1"
+}
+chat_json "$DATA/chat.json" 0
+
+# --- the wrapped ids
+WANT="$(ids "$PREFIX") $(ids "$PROMPT") $(ids "$SUFFIX")"
+"$DDPRUN" generate "$CK" --encode-only --chat --prompt "$PROMPT" >"$TMP/enc1" 2>"$TMP/enc.err"
+check "--encode-only --chat: user_prefix, the prompt's bytes, user_suffix (chat.json of the run's data.path)" \
+    [ "$(cat "$TMP/enc1")" = "$WANT" ]
+"$DDPRUN" generate --encode-only --chat --tokenizer "$TOK" --prompt "$PROMPT" >"$TMP/enc2" 2>>"$TMP/enc.err"
+check "... chat.json beside --tokenizer" [ "$(cat "$TMP/enc2")" = "$WANT" ]
+mkdir -p "$TMP/elsewhere" && mv "$DATA/chat.json" "$TMP/elsewhere/c.json"
+"$DDPRUN" generate "$CK" --encode-only --chat --chat-file "$TMP/elsewhere/c.json" --prompt "$PROMPT" >"$TMP/enc3" 2>>"$TMP/enc.err"
+check "... --chat-file PATH" [ "$(cat "$TMP/enc3")" = "$WANT" ]
+printf '%s' "$PROMPT" >"$TMP/prompt.txt"
+"$DDPRUN" generate "$CK" --encode-only --chat --chat-file "$TMP/elsewhere/c.json" --prompt-file "$TMP/prompt.txt" \
+    >"$TMP/enc4" 2>>"$TMP/enc.err"
+check "... --prompt-file FILE" [ "$(cat "$TMP/enc4")" = "$WANT" ]
+"$DDPRUN" generate "$CK" --encode-only --chat --chat-file "$TMP/elsewhere/c.json" >"$TMP/enc5" 2>>"$TMP/enc.err"
+check "... no prompt: an empty user message" [ "$(cat "$TMP/enc5")" = "$(ids "$PREFIX") $(ids "$SUFFIX")" ]
+mv "$TMP/elsewhere/c.json" "$DATA/chat.json"
+
+# --- the answer: the plain continuation of the wrapped prompt, up to the first stop id
+# continuation OUT: the ids plain `generate` drew after PREFIX PROMPT SUFFIX (its output OUT)
+continuation() {
+    python3 -c 'import sys; d, p = open(sys.argv[1], "rb").read(), sys.argv[2].encode()
+sys.exit(f"output {d!r} is not the prompt, then a continuation") if not (d.startswith(p) and d.endswith(b"\n")) else None
+print(*d[len(p):-1])' "$1" "$PREFIX$PROMPT$SUFFIX"
+}
+# answer_is OUT CONT STOP: OUT is CONT's ids up to STOP's first one, then a newline
+answer_is() {
+    python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); cont = [int(x) for x in sys.argv[2].split()]
+stop = int(sys.argv[3]); want = bytes(cont[:cont.index(stop)] if stop in cont else cont) + b"\n"
+sys.exit(0 if d == want else f"answer {d!r}, expected {want!r}")' "$@"
+}
+never() { python3 -c 'import sys; print(min(set(range(256)) - {int(x) for x in sys.argv[1].split()}))' "$1"; }
+for draw in "--temperature 0" "--seed 5 --top-k 0"; do
+    # shellcheck disable=SC2086 # $draw is flags
+    "$DDPRUN" generate "$CK" --prompt "$PREFIX$PROMPT$SUFFIX" --tokens $N $draw >"$TMP/plain" 2>"$TMP/plain.err"
+    CONT=$(continuation "$TMP/plain")
+    check "$draw: plain generate draws $N tokens after the wrapped prompt: $CONT" [ "$(wc -w <<<"$CONT")" -eq $N ]
+    read -ra C <<<"$CONT"
+    for stop in "${C[0]}" "${C[N - 1]}" "$(never "$CONT")"; do
+        chat_json "$DATA/chat.json" "$stop"
+        # shellcheck disable=SC2086
+        "$DDPRUN" generate "$CK" --chat --prompt "$PROMPT" --tokens $N $draw >"$TMP/answer" 2>"$TMP/answer.err"
+        check "$draw, stop id $stop: exit 0" [ $? -eq 0 ]
+        check "$draw, stop id $stop: the answer alone, cut before the first stop id" answer_is "$TMP/answer" "$CONT" "$stop"
+    done
+    chat_json "$DATA/chat.json" "${C[0]}"
+    "$DDPRUN" generate "$CK" --chat --prompt "$PROMPT" --tokens $N $draw >"$TMP/answer" 2>/dev/null
+    check "$draw: the first id drawn as the stop id: an empty answer" [ "$(od -An -tu1 "$TMP/answer")" = "$(printf '\n' | od -An -tu1)" ]
+    chat_json "$DATA/chat.json" "$(never "$CONT")"
+    "$DDPRUN" generate "$CK" --chat --prompt "$PROMPT" --tokens $N $draw >"$TMP/answer" 2>"$TMP/answer.err"
+    check "$draw: a stop id never drawn: all $N tokens" [ "$(wc -c <"$TMP/answer")" -eq $((N + 1)) ]
+done
+check "the log line says where the chat came from" \
+    grep -q "chat: $(wc -w <<<"$(ids "$PREFIX")") + $(wc -w <<<"$(ids "$PROMPT")") + $(wc -w <<<"$(ids "$SUFFIX")") ids from $DATA/chat.json, stop at id" \
+    "$TMP/answer.err"
+
+# --- refusals: exit 2, the file named, nothing on stdout
+refused() { # WHAT FILE ERE ARGS...: generate with ARGS exits 2, its message names FILE and matches ERE
+    local what=$1 file=$2 pattern=$3 rc=0; shift 3
+    "$DDPRUN" generate "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+    check "$what: exit 2 ($rc)" [ $rc -eq 2 ]
+    check "$what: $(head -c 300 "$TMP/err")" grep -qF -- "$file" "$TMP/err"
+    check "$what: says why" grep -qE -- "$pattern" "$TMP/err"
+    check "$what: nothing printed" [ ! -s "$TMP/out" ]
+}
+rm "$DATA/chat.json"
+refused "no chat.json beside the run's tokenizer" "$DATA/chat.json" "cannot open.*prepare-chat writes chat.json" \
+    "$CK" --chat --prompt "$PROMPT"
+refused "no chat.json beside --tokenizer (--encode-only)" "$DATA/chat.json" "cannot open" \
+    --encode-only --chat --tokenizer "$TOK" --prompt "$PROMPT"
+refused "a missing --chat-file" "$TMP/nope.json" "cannot open" "$CK" --chat --chat-file "$TMP/nope.json"
+bad() { # NAME TEXT: $TMP/NAME.json holding TEXT
+    printf '%s\n' "$2" >"$TMP/$1.json"
+}
+GOOD_PREFIX="\"user_prefix\": [$(csv "$PREFIX")], \"user_suffix\": [$(csv "$SUFFIX")]"
+bad json '{"version": 1,'
+bad nostop "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [10]}"
+bad mismatch "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [10, 11], \"stop\": 11}"
+bad range "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [256], \"stop\": 256}"
+bad version "{\"version\": 2, $GOOD_PREFIX, \"end_of_turn\": [10], \"stop\": 10}"
+bad empty "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [], \"stop\": 10}"
+bad notids "{\"version\": 1, \"user_prefix\": \"### Question\", \"user_suffix\": [], \"end_of_turn\": [10], \"stop\": 10}"
+bad negative "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [-1], \"stop\": -1}"
+bad extra "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [10], \"stop\": 10, \"system\": \"hi\"}"
+bad array '[1, 2, 3]'
+refused "invalid JSON" "$TMP/json.json:" "json\.json:[0-9]+:[0-9]+" "$CK" --chat --chat-file "$TMP/json.json" --prompt x
+refused "no stop" "$TMP/nostop.json" 'no "stop"' "$CK" --chat --chat-file "$TMP/nostop.json" --prompt x
+refused "stop not end_of_turn's first id" "$TMP/mismatch.json:1:" "stop is 11, not end_of_turn's first id 10" \
+    "$CK" --chat --chat-file "$TMP/mismatch.json" --prompt x
+refused "an id outside the tokenizer" "$TMP/range.json:1:" "end_of_turn\[0\] is 256, outside the tokenizer's 256 ids" \
+    "$CK" --chat --chat-file "$TMP/range.json" --prompt x
+refused "another version" "$TMP/version.json:1:" "version 2, this ddprun reads version 1" \
+    "$CK" --chat --chat-file "$TMP/version.json" --prompt x
+refused "an empty end of turn" "$TMP/empty.json:1:" "end_of_turn is empty" \
+    "$CK" --chat --chat-file "$TMP/empty.json" --prompt x
+refused "ids that are text" "$TMP/notids.json:1:" '"user_prefix" is a string, not an array of token ids' \
+    "$CK" --chat --chat-file "$TMP/notids.json" --prompt x
+refused "a negative id" "$TMP/negative.json:1:" "end_of_turn\[0\] is a number \(-1\), not a token id" \
+    "$CK" --chat --chat-file "$TMP/negative.json" --prompt x
+refused "an unknown key" "$TMP/extra.json:1:" 'unknown key "system"' \
+    "$CK" --chat --chat-file "$TMP/extra.json" --prompt x
+refused "not an object" "$TMP/array.json" "an array, not an object" \
+    --encode-only --chat --tokenizer "$TOK" --chat-file "$TMP/array.json" --prompt x
+refused "--chat-file without --chat" "--chat-file" "needs --chat" "$CK" --chat-file "$TMP/nostop.json" --prompt x
+finish
