@@ -8,7 +8,8 @@
 #  - the whole path of configs/llama_sft.yaml: a Hugging Face folder (exported from the np 1 run)
 #    -> checkpoint.init_from -> fine-tuned at np 2 with evaluation on the held-out conversations
 #    (the val loss ends below the first logged training loss) -> `ckpt export --format hf`, which
-#    the safetensors package reads back with every tensor fine-tuning changed;
+#    the safetensors package reads back with every tensor fine-tuning changed; `generate --chat`
+#    answers from the fine-tuned checkpoint, wrapped as the run's chat.json says;
 #  - refusals, exit 2 and named: shards without .docs, a mask byte that is not 0 or 1, document
 #    lengths that do not sum to the shard, GPT-2 (no attention per document), data.packed without
 #    token data.
@@ -69,6 +70,9 @@ val=$(grep -o 'val loss [0-9.]* (' "$TMP/sft.log" | tail -1 | awk '{print $3}')
 echo "# fine-tuning: first logged loss $first, val loss at the end $val"
 check "the val loss ends below the first training loss" python3 -c "import sys; sys.exit(not ($val < $first))"
 SFT_CKPT=$(last_ckpt "$TMP/sft")
+"$DDPRUN" generate "$SFT_CKPT" --chat --prompt "John 11:35" --tokens 24 >"$TMP/answer.txt" 2>"$TMP/answer.log"
+check "generate --chat answers from the fine-tuned checkpoint with the run's chat.json" \
+    bash -c "[ $? -eq 0 ] && [ -s '$TMP/answer.txt' ] && grep -q 'chat: 17 + 10 + 33 ids from .*chat.json' '$TMP/answer.log'"
 "$DDPRUN" ckpt export --format hf "$SFT_CKPT" "$TMP/sft-hf" >"$TMP/export2.log" 2>&1
 check "the fine-tuned checkpoint exported as a Hugging Face folder" [ -f "$TMP/sft-hf/model.safetensors" ]
 check "safetensors reads it back: every tensor of the source folder, each changed by fine-tuning" python3 - \
