@@ -437,7 +437,7 @@ static void xent_check_bad_target(xent_case *x)
     int32_t saved = x->tgt[r];
     float *before = fdup(x->dl_inplace, (size_t)(x->rows * x->ld)), loss = x->stats[1][0], corr = x->stats[1][1];
     for (int k = 0; k < 2; k++) {
-        x->tgt[r] = k == 0 ? (int32_t)x->V : -1;
+        x->tgt[r] = k == 0 ? (int32_t)x->V : XENT_NO_TARGET - 1; /* -1 itself means no target */
         ddp_err e = {0};
         int rc = dev->ops->softmax_xent(dev, TENSOR_F32, x->dl_inplace, x->ld, x->tgt, x->rows, x->V, x->gs, x->dl_inplace,
                                         x->stats[1], &e);
