@@ -10,8 +10,15 @@
  * accumulates hs / 32 of the row's output columns from the 32 weights, which the lanes leave in
  * shared memory for each other (one __syncwarp instead of 32 shuffles). dK and dV
  * sum every query head that shares the key/value head, in order: no atomics, so every run gives
- * the same bits. Arguments arrive checked (device_check_attention.c); launchers never
- * wait. This file must not hold the tensor-core kernels. */
+ * the same bits.
+ *
+ * Packed rows (attn_shape's doc_start, doc_end): a query walks only its own document's keys, from
+ * the document's start up to itself, and a key only the queries from itself to its document's
+ * end, so every chunk starts at the first visible row and nothing before it is read; the bounds
+ * are clamped into the row (attention_internal.h). Without them the walks are the causal ones,
+ * the same instructions and bits as before packing. Arguments arrive checked
+ * (device_check_attention.c); launchers never wait. This file must not hold the tensor-core
+ * kernels. */
 #include "kernel_common.cuh"
 #include "attention_internal.h"
 
@@ -70,11 +77,11 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
         __syncwarp();
         stage_row(qrow[warp], row_ptr<E>(a.q, a, b, t, a.ld_q, h), a.hs);
         float m = -INFINITY, l = 0.0f, o[DPL] = {};
-        for (int64_t k0 = 0; k0 <= t; k0 += 32) {
+        for (int64_t k0 = attn_doc_start(a, b, t); k0 <= t; k0 += 32) { /* its document's keys up to t */
             const int64_t kj = k0 + lane;
             const float s = kj <= t ? a.scale * dot_row(qrow[warp], row_ptr<E>(a.k, a, b, kj, a.ld_kv, kvh), a.hs)
                                     : -INFINITY;
-            const float m_new = fmaxf(m, warp_max(s)); /* key 0 is visible: finite */
+            const float m_new = fmaxf(m, warp_max(s)); /* key k0 is visible: finite */
             const float alpha = expf(m - m_new), p = expf(s - m_new);
             l = l * alpha + warp_sum(p);
             m = m_new;
@@ -112,7 +119,7 @@ template <typename E> __global__ void __launch_bounds__(kSimtThreads, 4) ddp_att
     }
 }
 
-/* dQ: one warp per query row, keys 0..t. */
+/* dQ: one warp per query row, keys from its document's start (0 unpacked) to t. */
 template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4) ddp_attention_dq_simt_kernel(attn_args a)
 {
     __shared__ float rows_smem[kSimtWarps][2][kMaxHs], weights[kSimtWarps][32];
@@ -126,7 +133,7 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
         stage_row(dout, row_ptr<E>(a.dout, a, b, t, a.ld_o, h), a.hs);
         const float lse = a.lse_in[r], D = a.drow[r];
         float dq[DPL] = {};
-        for (int64_t k0 = 0; k0 <= t; k0 += 32) {
+        for (int64_t k0 = attn_doc_start(a, b, t); k0 <= t; k0 += 32) {
             const int64_t kj = k0 + lane;
             float ds = 0.0f;
             if (kj <= t) {
@@ -148,7 +155,8 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
     }
 }
 
-/* dK, dV: one warp per key row, every query head of its group in order, queries t..T-1. */
+/* dK, dV: one warp per key row, every query head of its group in order, queries from t to its
+ * document's end (T unpacked). */
 template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4) ddp_attention_dkdv_simt_kernel(attn_args a)
 {
     __shared__ float rows_smem[kSimtWarps][2][kMaxHs], weights[kSimtWarps][2][32];
@@ -156,6 +164,7 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
     const int64_t rows = a.B * a.NKV * a.T, group = a.NH / a.NKV;
     for (int64_t r = (int64_t)blockIdx.x * kSimtWarps + warp; r < rows; r += (int64_t)gridDim.x * kSimtWarps) {
         const int64_t t = r % a.T, bkv = r / a.T, b = bkv / a.NKV, kvh = bkv % a.NKV;
+        const int64_t end = attn_doc_end(a, b, t);
         float *k = rows_smem[warp][0], *v = rows_smem[warp][1];
         __syncwarp();
         stage_row(k, row_ptr<E>(a.k, a, b, t, a.ld_kv, kvh), a.hs);
@@ -163,17 +172,17 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
         float dk[DPL] = {}, dv[DPL] = {};
         for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
             const int64_t bh = b * a.NH + h;
-            for (int64_t q0 = t; q0 < a.T; q0 += 32) {
+            for (int64_t q0 = t; q0 < end; q0 += 32) {
                 const int64_t qj = q0 + lane;
                 float p = 0.0f, ds = 0.0f;
-                if (qj < a.T) {
+                if (qj < end) {
                     p = expf(a.scale * dot_row(k, row_ptr<E>(a.q, a, b, qj, a.ld_q, h), a.hs) - a.lse_in[bh * a.T + qj]);
                     ds = p * (dot_row(v, row_ptr<E>(a.dout, a, b, qj, a.ld_o, h), a.hs) - a.drow[bh * a.T + qj]);
                 }
                 weights[warp][0][lane] = p;
                 weights[warp][1][lane] = ds;
                 __syncwarp();
-                const int64_t n = a.T - q0 < 32 ? a.T - q0 : 32;
+                const int64_t n = end - q0 < 32 ? end - q0 : 32;
                 for (int jj = 0; jj < n; jj++) {
                     const float pj = weights[warp][0][jj], dsj = weights[warp][1][jj];
                     const E *qrow = row_ptr<E>(a.q, a, b, q0 + jj, a.ld_q, h);
@@ -223,14 +232,14 @@ static attn_args make_args(const attn_shape *s)
     a.ld_kv = s->ld_kv;
     a.ld_o = s->ld_o;
     a.scale = s->scale;
+    a.doc_start = s->doc_start;
+    a.doc_end = s->doc_end;
     return a;
 }
 
 extern "C" int device_cuda_attention_forward(device *d, tensor_dtype t, const attn_shape *s, void *out, float *lse,
                                              const void *q, const void *k, const void *v, ddp_err *err)
 {
-    if (s->doc_start) /* packed rows: the CUDA kernels do not take document bounds yet */
-        return ddp_fail(err, DDP_EUSAGE, "attention: packed rows (per-document attention) are not implemented on CUDA yet");
     attn_args a = make_args(s);
     a.q = q;
     a.k = k;
@@ -252,8 +261,6 @@ extern "C" int device_cuda_attention_backward(device *d, tensor_dtype t, const a
                                               void *dv, const void *dout, const void *out, const float *lse,
                                               const void *q, const void *k, const void *v, ddp_err *err)
 {
-    if (s->doc_start) /* packed rows: the CUDA kernels do not take document bounds yet */
-        return ddp_fail(err, DDP_EUSAGE, "attention: packed rows (per-document attention) are not implemented on CUDA yet");
     attn_args a = make_args(s);
     a.q = q;
     a.k = k;

@@ -1,15 +1,18 @@
 /* attention_internal.h — what attention.cu (the attention ops' host launchers, the SIMT kernels and
  * the row-dot preprocessing) and attention_tc.cu (the tensor-core kernels) share: the kernels'
- * argument block and the tensor-core launchers. Nothing outside runtime/device/kernels/attention*
- * includes it; it must not hold kernels. */
+ * argument block, the two device functions that read packed rows' document bounds, and the
+ * tensor-core launchers. Nothing outside runtime/device/kernels/attention* includes it; it must
+ * not hold kernels. */
 #ifndef DDP_ATTENTION_INTERNAL_H
 #define DDP_ATTENTION_INTERNAL_H
 
+#include "cuda_kernel.h"
 #include "runtime/device/device_cuda.h"
 
 /* The op's tensors and shape as every attention kernel takes them (by value). Element pointers
  * are of the op's storage type; row (b, t) of a tensor with stride ld starts at (b·T + t)·ld and
- * head h at column h·hs. drow: the per-row dots dout·out, [B, NH, T] (backward only). */
+ * head h at column h·hs. drow: the per-row dots dout·out, [B, NH, T] (backward only). doc_start,
+ * doc_end: attn_shape's packed rows (device int32 [B·T]), or both NULL. */
 typedef struct attn_args {
     const void *q, *k, *v, *out, *dout;
     void *o, *dq, *dk, *dv;
@@ -17,7 +20,30 @@ typedef struct attn_args {
     float *lse_out, *drow;
     int64_t B, T, NH, NKV, hs, ld_q, ld_kv, ld_o;
     float scale;
+    const int32_t *doc_start, *doc_end;
 } attn_args;
+
+#ifdef __cplusplus
+/* The first key query t of row b sees: its document's start, 0 without packed rows. The bounds
+ * are data on the device that the host cannot check without waiting, so a bad one is clamped into
+ * [0, t]: it may give a wrong result, never a read outside the row, and query t always sees itself
+ * (no empty softmax). */
+__device__ inline int64_t attn_doc_start(const attn_args &a, int64_t b, int64_t t)
+{
+    if (!a.doc_start) return 0;
+    const int64_t s = a.doc_start[b * a.T + t];
+    return s < 0 ? 0 : s > t ? t : s;
+}
+
+/* One past the last query that sees key t of row b: its document's end, T without packed rows;
+ * clamped into [t + 1, T] for the same reason. */
+__device__ inline int64_t attn_doc_end(const attn_args &a, int64_t b, int64_t t)
+{
+    if (!a.doc_end) return a.T;
+    const int64_t e = a.doc_end[b * a.T + t];
+    return e <= t ? t + 1 : e > a.T ? a.T : e;
+}
+#endif
 
 #ifdef __cplusplus
 extern "C" {

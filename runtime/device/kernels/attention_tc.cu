@@ -17,8 +17,19 @@
  *   dQ: a block per (query tile, head) walks the key tiles up to the diagonal.
  * Rows past T are zero-filled on load and never stored; their log-sum-exp reads as +inf so their
  * probabilities are 0. Blocks with the most tiles to walk are scheduled first. The probabilities
- * and score gradients are rounded to bf16 for their product, as FlashAttention does. Launchers
- * return errors, never wait. This file must not hold the SIMT kernels (attention.cu). */
+ * and score gradients are rounded to bf16 for their product, as FlashAttention does.
+ *
+ * Packed rows (attn_shape's doc_start, doc_end; varlen attention): the forward and dQ start a
+ * query tile at the key tile holding its first row's document start (starts never decrease along
+ * a row), so the tiles of earlier documents are never loaded — the time packing saves — and mask
+ * a key before its row's own start like one past the diagonal (checked only in tiles that begin
+ * before some row of the thread starts its document). A row can meet a first tile with none of
+ * its keys visible, so the online softmax exponentiates against 0 while its maximum is still
+ * -inf. A key tile's dK/dV walk stops at the query tile holding its last key's document end and
+ * masks a key before a query's document start (loaded with the query tile); it is an
+ * instantiation of its own, as the causal one at hs 128 has no register to spare. Without packed
+ * rows every bound is the causal one: the same tiles, masks and bits as before. Launchers return
+ * errors, never wait. This file must not hold the SIMT kernels (attention.cu). */
 #include "kernel_common.cuh"
 #include "tensor_core.cuh"
 #include "attention_internal.h"
@@ -145,15 +156,22 @@ template <int HS> __global__ void __launch_bounds__(kThreads) ddp_flash_forward_
     const int warp = threadIdx.x >> 5;
     const int64_t r0 = q0 + warp * 16 * M, q_end = q0 + kRows < a.T ? q0 + kRows : a.T;
     const int64_t last = (q_end - 1) / kTile; /* the last key tile any row of this tile sees */
+    const int64_t first = attn_doc_start(a, b, q0) / kTile; /* the first: 0 unpacked */
+    int64_t start_hi = 0; /* the largest document start of this thread's rows (0 unpacked) */
+    for (int mi = 0; mi < M; mi++)
+        for (int r = 0; r < 2; r++) {
+            const int64_t row = acc_row(r0, mi, 2 * r), start = row < a.T ? attn_doc_start(a, b, row) : 0;
+            start_hi = start > start_hi ? start : start_hi;
+        }
     load_tile<HS, kRows>(sq, static_cast<const bf16 *>(a.q) + b * a.T * a.ld_q + h * HS, a.ld_q, q0, a.T - q0);
-    load_tile<HS, kTile>(sk, K, a.ld_kv, 0, a.T);
-    load_tile<HS, kTile>(sv, V, a.ld_kv, 0, a.T);
+    load_tile<HS, kTile>(sk, K, a.ld_kv, first * kTile, a.T - first * kTile);
+    load_tile<HS, kTile>(sv, V, a.ld_kv, first * kTile, a.T - first * kTile);
     cp_async_commit();
     float o[M][HS / 8][4] = {}, m_row[M][2], l_row[M][2] = {};
     for (int mi = 0; mi < M; mi++) m_row[mi][0] = m_row[mi][1] = -INFINITY;
     const float c = a.scale * kLog2e;
-    for (int64_t j = 0; j <= last; j++) {
-        const int buf = (int)(j & 1);
+    for (int64_t j = first; j <= last; j++) {
+        const int buf = (int)((j - first) & 1);
         if (j < last) {
             load_tile<HS, kTile>(sk + (buf ^ 1) * kTile * HS, K, a.ld_kv, (j + 1) * kTile, a.T - (j + 1) * kTile);
             load_tile<HS, kTile>(sv + (buf ^ 1) * kTile * HS, V, a.ld_kv, (j + 1) * kTile, a.T - (j + 1) * kTile);
@@ -169,13 +187,25 @@ template <int HS> __global__ void __launch_bounds__(kThreads) ddp_flash_forward_
                 for (int i = 0; i < 4; i++)
                     s[mi][n][i] = diagonal && j * kTile + acc_col(n, i) > acc_row(r0, mi, i) ? -INFINITY
                                                                                              : s[mi][n][i] * c;
+        if (j * kTile < start_hi) /* packed rows: keys before a row's document start are another's */
+            for (int mi = 0; mi < M; mi++)
+                for (int r = 0; r < 2; r++) {
+                    const int64_t row = acc_row(r0, mi, 2 * r);
+                    const int64_t lo = row < a.T ? attn_doc_start(a, b, row) - j * kTile : 0; /* its first column */
+                    for (int n = 0; n < 8; n++)
+                        for (int i = 2 * r; i < 2 * r + 2; i++)
+                            if (acc_col(n, i) < lo) s[mi][n][i] = -INFINITY;
+                }
         for (int mi = 0; mi < M; mi++)
             for (int r = 0; r < 2; r++) {
                 float mx = m_row[mi][r];
                 for (int n = 0; n < 8; n++) mx = fmaxf(mx, fmaxf(s[mi][n][2 * r], s[mi][n][2 * r + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float alpha = exp2f(m_row[mi][r] - mx); /* key 0 is always visible: mx is finite */
+                /* unpacked, key 0 is always visible and mx finite; a packed row may see no key of
+                 * its first tiles: exponentiating against 0 then keeps its terms 0, not NaN */
+                const float mx_safe = mx == -INFINITY ? 0.0f : mx;
+                const float alpha = exp2f(m_row[mi][r] - mx_safe);
                 m_row[mi][r] = mx;
                 l_row[mi][r] *= alpha;
                 for (int n = 0; n < HS / 8; n++) {
@@ -184,7 +214,7 @@ template <int HS> __global__ void __launch_bounds__(kThreads) ddp_flash_forward_
                 }
                 for (int n = 0; n < 8; n++)
                     for (int i = 2 * r; i < 2 * r + 2; i++) {
-                        s[mi][n][i] = exp2f(s[mi][n][i] - mx);
+                        s[mi][n][i] = exp2f(s[mi][n][i] - mx_safe);
                         l_row[mi][r] += s[mi][n][i];
                     }
             }
@@ -207,10 +237,19 @@ template <int HS> __global__ void __launch_bounds__(kThreads) ddp_flash_forward_
 
 /* ---- backward: dK and dV --------------------------------------------------------------------- */
 
-/* Query tile i of head h (its rows, dout rows, base-2 log-sum-exps and row dots) into a buffer. */
-template <int HS>
+/* A buffer's document starts (packed rows' dK/dV), 2·kTile words past its row dots: found from
+ * them rather than kept as one more pointer, for which hs 128 has no register. */
+__device__ inline int32_t *doc_starts(float *sdrow) { return reinterpret_cast<int32_t *>(sdrow + 2 * kTile); }
+__device__ inline const int32_t *doc_starts(const float *sdrow)
+{
+    return reinterpret_cast<const int32_t *>(sdrow + 2 * kTile);
+}
+
+/* Query tile i of head h (its rows, dout rows, base-2 log-sum-exps, row dots and, PACKED, its
+ * rows' document starts as columns of the key tile from k0, clamped into [0, kTile]) into a buffer. */
+template <int HS, bool PACKED>
 __device__ inline void load_query_side(const attn_args &a, int64_t b, int64_t h, int64_t i, bf16 *sq, bf16 *sdo,
-                                       float *slse, float *sdrow)
+                                       float *slse, float *sdrow, int64_t k0)
 {
     const int64_t q0 = i * kTile, bh = b * a.NH + h;
     load_tile<HS, kTile>(sq, static_cast<const bf16 *>(a.q) + b * a.T * a.ld_q + h * HS, a.ld_q, q0, a.T - q0);
@@ -219,10 +258,17 @@ __device__ inline void load_query_side(const attn_args &a, int64_t b, int64_t h,
         const bool in = q0 + r < a.T;
         slse[r] = in ? a.lse_in[bh * a.T + q0 + r] * kLog2e : INFINITY;
         sdrow[r] = in ? a.drow[bh * a.T + q0 + r] : 0.0f;
+        if (PACKED) {
+            const int64_t start = in ? attn_doc_start(a, b, q0 + r) - k0 : 0;
+            doc_starts(sdrow)[r] = (int32_t)(start < 0 ? 0 : start > kTile ? kTile : start);
+        }
     }
 }
 
-template <int HS> __global__ void __launch_bounds__(kThreads) ddp_flash_dkdv_kernel(attn_args a, int64_t n_tiles)
+/* PACKED (packed rows) is an instantiation of its own: at hs 128 the causal kernel uses every
+ * register, and the packed one fits only by masking in int compares of columns within the tile. */
+template <int HS, bool PACKED>
+__global__ void __launch_bounds__(kThreads) ddp_flash_dkdv_kernel(attn_args a, int64_t n_tiles)
 {
     DDP_DYNAMIC_SHARED(uint4, smem_raw);
     bf16 *sk = reinterpret_cast<bf16 *>(smem_raw), *sv = sk + kTile * HS, *sq = sv + kTile * HS;
@@ -230,13 +276,17 @@ template <int HS> __global__ void __launch_bounds__(kThreads) ddp_flash_dkdv_ker
     float *slse = reinterpret_cast<float *>(sdo + 2 * kTile * HS), *sdrow = slse + 2 * kTile;
     const int64_t BKV = a.B * a.NKV, ktile = (int64_t)blockIdx.x / BKV, bkv = (int64_t)blockIdx.x % BKV;
     const int64_t b = bkv / a.NKV, kvh = bkv % a.NKV, group = a.NH / a.NKV, k0 = ktile * kTile;
-    const int64_t n_q = n_tiles - ktile, items = group * n_q; /* (query head, query tile) pairs, in order */
+    /* query tiles up to the one holding its last key's document end (ends never decrease along a
+     * row): no later query sees a key of this tile */
+    const int64_t q_end = PACKED ? attn_doc_end(a, b, (k0 + kTile < a.T ? k0 + kTile : a.T) - 1) : a.T;
+    const int64_t n_q = (PACKED ? (q_end + kTile - 1) / kTile : n_tiles) - ktile;
+    const int64_t items = group * n_q; /* (query head, query tile) pairs, in order */
     const int warp = threadIdx.x >> 5;
     const int64_t r0 = k0 + warp * 16; /* this warp's keys */
     const int64_t kv_off = b * a.T * a.ld_kv + kvh * HS;
     load_tile<HS, kTile>(sk, static_cast<const bf16 *>(a.k) + kv_off, a.ld_kv, k0, a.T - k0);
     load_tile<HS, kTile>(sv, static_cast<const bf16 *>(a.v) + kv_off, a.ld_kv, k0, a.T - k0);
-    load_query_side<HS>(a, b, kvh * group, ktile, sq, sdo, slse, sdrow);
+    load_query_side<HS, PACKED>(a, b, kvh * group, ktile, sq, sdo, slse, sdrow, k0);
     cp_async_commit();
     float dk[1][HS / 8][4] = {}, dv[1][HS / 8][4] = {};
     const float c = a.scale * kLog2e;
@@ -244,9 +294,9 @@ template <int HS> __global__ void __launch_bounds__(kThreads) ddp_flash_dkdv_ker
         const int buf = (int)(it & 1);
         const int64_t i = ktile + it % n_q;
         if (it + 1 < items)
-            load_query_side<HS>(a, b, kvh * group + (it + 1) / n_q, ktile + (it + 1) % n_q,
-                                sq + (buf ^ 1) * kTile * HS, sdo + (buf ^ 1) * kTile * HS, slse + (buf ^ 1) * kTile,
-                                sdrow + (buf ^ 1) * kTile);
+            load_query_side<HS, PACKED>(a, b, kvh * group + (it + 1) / n_q, ktile + (it + 1) % n_q,
+                                        sq + (buf ^ 1) * kTile * HS, sdo + (buf ^ 1) * kTile * HS,
+                                        slse + (buf ^ 1) * kTile, sdrow + (buf ^ 1) * kTile, k0);
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();
@@ -254,10 +304,15 @@ template <int HS> __global__ void __launch_bounds__(kThreads) ddp_flash_dkdv_ker
         const float *lse2 = slse + buf * kTile, *drow = sdrow + buf * kTile;
         float p[1][8][4], dp[1][8][4];
         mma_xyt<HS, 1>(p, sk, warp * 16, q); /* scores transposed: this warp's keys x the tile's queries */
+        const int diag = i == ktile ? 0 : kTile; /* PACKED: key column > diag + query column is masked */
         for (int n = 0; n < 8; n++)
             for (int e = 0; e < 4; e++) {
                 const int col = acc_col(n, e);
-                const bool masked = i == ktile && acc_row(r0, 0, e) > i * kTile + col;
+                /* PACKED: the key as a column of this tile; one before the query's document start
+                 * belongs to another document */
+                const int key = warp * 16 + ((threadIdx.x & 31) >> 2) + 8 * (e >> 1);
+                const bool masked = PACKED ? key > diag + col || key < doc_starts(drow)[col]
+                                           : i == ktile && acc_row(r0, 0, e) > i * kTile + col;
                 p[0][n][e] = masked ? 0.0f : exp2f(p[0][n][e] * c - lse2[col]);
             }
         mma_py<HS, 1>(dv, p, dout);            /* dV += Pᵀ·dO */
@@ -287,10 +342,16 @@ template <int HS> __global__ void __launch_bounds__(kThreads) ddp_flash_dq_kerne
     const bf16 *V = static_cast<const bf16 *>(a.v) + b * a.T * a.ld_kv + kvh * HS;
     const int warp = threadIdx.x >> 5;
     const int64_t r0 = q0 + warp * 16;
+    const int64_t first = attn_doc_start(a, b, q0) / kTile; /* as the forward: from the first row's document */
+    int64_t start_hi = 0; /* the largest document start of this thread's rows (0 unpacked) */
+    for (int r = 0; r < 2; r++) {
+        const int64_t row = acc_row(r0, 0, 2 * r), start = row < a.T ? attn_doc_start(a, b, row) : 0;
+        start_hi = start > start_hi ? start : start_hi;
+    }
     load_tile<HS, kTile>(sq, static_cast<const bf16 *>(a.q) + b * a.T * a.ld_q + h * HS, a.ld_q, q0, a.T - q0);
     load_tile<HS, kTile>(sdo, static_cast<const bf16 *>(a.dout) + b * a.T * a.ld_o + h * HS, a.ld_o, q0, a.T - q0);
-    load_tile<HS, kTile>(sk, K, a.ld_kv, 0, a.T);
-    load_tile<HS, kTile>(sv, V, a.ld_kv, 0, a.T);
+    load_tile<HS, kTile>(sk, K, a.ld_kv, first * kTile, a.T - first * kTile);
+    load_tile<HS, kTile>(sv, V, a.ld_kv, first * kTile, a.T - first * kTile);
     cp_async_commit();
     __shared__ float s_lse2[kTile], s_drow[kTile]; /* this tile's rows: base-2 log-sum-exp, row dot */
     for (int r = threadIdx.x; r < kTile; r += kThreads) {
@@ -301,8 +362,9 @@ template <int HS> __global__ void __launch_bounds__(kThreads) ddp_flash_dq_kerne
     const int lrow = warp * 16 + ((threadIdx.x & 31) >> 2); /* this thread's rows in the tile: lrow, lrow + 8 */
     float dq[1][HS / 8][4] = {};
     const float c = a.scale * kLog2e;
-    for (int64_t j = 0; j <= tile; j++) {
-        const int buf = (int)(j & 1);
+    for (int64_t j = first; j <= tile; j++) {
+        const int buf = (int)((j - first) & 1);
+        const bool before = j * kTile < start_hi; /* some key of it lies before some row's document */
         if (j < tile) {
             load_tile<HS, kTile>(sk + (buf ^ 1) * kTile * HS, K, a.ld_kv, (j + 1) * kTile, a.T - (j + 1) * kTile);
             load_tile<HS, kTile>(sv + (buf ^ 1) * kTile * HS, V, a.ld_kv, (j + 1) * kTile, a.T - (j + 1) * kTile);
@@ -317,6 +379,15 @@ template <int HS> __global__ void __launch_bounds__(kThreads) ddp_flash_dq_kerne
                 for (int e = 0; e < 4; e++) {
                     const bool masked = j == tile && j * kTile + k0 + acc_col(n, e) > acc_row(r0, 0, e);
                     p[0][n][e] = masked ? 0.0f : exp2f(p[0][n][e] * c - s_lse2[lrow + 8 * (e >> 1)]);
+                }
+            if (before) /* packed rows: keys before a row's document start are another's */
+                for (int r = 0; r < 2; r++) {
+                    const int64_t row = acc_row(r0, 0, 2 * r);
+                    /* the row's first visible column of this slice */
+                    const int64_t lo = row < a.T ? attn_doc_start(a, b, row) - j * kTile - k0 : 0;
+                    for (int n = 0; n < kNT; n++)
+                        for (int e = 2 * r; e < 2 * r + 2; e++)
+                            if (acc_col(n, e) < lo) p[0][n][e] = 0.0f;
                 }
             mma_xyt<HS, 1, kNT>(dp, sdo, warp * 16, sv + buf * kTile * HS, k0); /* dP = dO·Vᵀ */
             for (int n = 0; n < kNT; n++)
@@ -367,11 +438,19 @@ template <int HS> static int forward_hs(device *d, const attn_args *a, ddp_err *
 template <int HS> static int backward_hs(device *d, const attn_args *a, ddp_err *err)
 {
     const int64_t n_tiles = (a->T + kTile - 1) / kTile;
-    const size_t tiles = (size_t)6 * kTile * HS * sizeof(bf16), dkdv_smem = tiles + 4 * kTile * sizeof(float);
-    int rc = allow_smem(reinterpret_cast<const void *>(ddp_flash_dkdv_kernel<HS>), dkdv_smem, err);
+    const size_t tiles = (size_t)6 * kTile * HS * sizeof(bf16);
+    const size_t dkdv_smem = tiles + 4 * kTile * sizeof(float) + (a->doc_start ? 2 * kTile * sizeof(int32_t) : 0);
+    const void *dkdv = a->doc_start ? reinterpret_cast<const void *>(ddp_flash_dkdv_kernel<HS, true>)
+                                    : reinterpret_cast<const void *>(ddp_flash_dkdv_kernel<HS, false>);
+    int rc = allow_smem(dkdv, dkdv_smem, err);
     if (!rc) rc = allow_smem(reinterpret_cast<const void *>(ddp_flash_dq_kernel<HS>), tiles, err);
     if (rc) return rc;
-    DDP_LAUNCH_OP((ddp_flash_dkdv_kernel<HS>), (unsigned)(n_tiles * a->B * a->NKV), kThreads, dkdv_smem, *a, n_tiles);
+    if (a->doc_start)
+        DDP_LAUNCH_OP((ddp_flash_dkdv_kernel<HS, true>), (unsigned)(n_tiles * a->B * a->NKV), kThreads, dkdv_smem, *a,
+                      n_tiles);
+    else
+        DDP_LAUNCH_OP((ddp_flash_dkdv_kernel<HS, false>), (unsigned)(n_tiles * a->B * a->NKV), kThreads, dkdv_smem, *a,
+                      n_tiles);
     DDP_LAUNCH_OP((ddp_flash_dq_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kThreads, tiles, *a, n_tiles);
     return DDP_OK;
 }

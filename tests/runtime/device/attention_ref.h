@@ -1,8 +1,9 @@
 /* attention_ref.h — causal attention computed the plain way in double, for the attention ops'
  * tests (test_attention_cpu.c, test_cuda_attention.c): the whole T x T score matrix per head, an
- * exact softmax, and the textbook gradients; plus the shapes the tests cover and the layout
- * arithmetic of the ops' token-major, strided tensors (device.h's attn_shape). Header-only and
- * test-only; it must not call device ops. */
+ * exact softmax, and the textbook gradients; optionally per document (packed rows: a query's
+ * scores outside its own document are masked like those past it); plus the shapes the tests cover,
+ * the documents they pack, and the layout arithmetic of the ops' token-major, strided tensors
+ * (device.h's attn_shape). Header-only and test-only; it must not call device ops. */
 #ifndef DDP_TEST_ATTENTION_REF_H
 #define DDP_TEST_ATTENTION_REF_H
 
@@ -15,12 +16,35 @@
 #include "runtime/device/device.h"
 
 /* A test shape: sizes, and whether q, k, v are views of one fused [B, T, (NH + 2 NKV)·hs] tensor
- * (as GPT-2's QKV projection writes them) or three tensors with `pad` spare columns per row. */
+ * (as GPT-2's QKV projection writes them) or three tensors with `pad` spare columns per row.
+ * docs (NULL: plain causal rows): packed rows, the lengths of their documents (attn_docs_fill). */
 typedef struct attn_case {
     int64_t B, T, NH, NKV, hs;
     bool fused;
     int64_t pad;
+    const int32_t *docs;
 } attn_case;
+
+/* Packed rows' bounds (attn_shape's doc_start, doc_end, [B·T]) from c->docs: documents of those
+ * lengths laid one after another along the rows, the list (ended by a 0) read on where the previous
+ * row left it and started again when it runs out, so rows of a batch differ; a document that would
+ * cross a row's end is cut there (a row starts a new document). */
+static inline void attn_docs_fill(const attn_case *c, int32_t *doc_start, int32_t *doc_end)
+{
+    size_t k = 0;
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t t = 0; t < c->T;) {
+            if (!c->docs[k])
+                k = 0;
+            int64_t len = c->docs[k++];
+            len = len < c->T - t ? len : c->T - t;
+            for (int64_t i = t; i < t + len; i++) {
+                doc_start[b * c->T + i] = (int32_t)t;
+                doc_end[b * c->T + i] = (int32_t)(t + len);
+            }
+            t += len;
+        }
+}
 
 /* Element offsets of q, k, v inside their buffers, and the shape the op takes. */
 typedef struct attn_layout {
@@ -58,10 +82,31 @@ static inline size_t attn_at(const attn_shape *s, int64_t b, int64_t t, int64_t 
     return (size_t)((b * s->T + t) * ld + head * s->hs + c);
 }
 
-/* Forward in double: out and lse, plus the probabilities P [B, NH, T, T] (0 above the diagonal)
- * for the backward. q, k, v, out are float arrays in the op's layout. */
-static inline void attn_ref_forward(const attn_shape *s, const float *q, const float *k, const float *v, double *out,
-                                    double *lse, double *P)
+/* Elements of x and y (n floats: token-major rows of ld elements, or with lse a [B, NH, T]
+ * log-sum-exp) outside positions [t0, t1) of row b0 that differ. Compared as numbers where both
+ * are zero: a masked term is a zero whose sign follows the values it masks, and a sum of zeros
+ * keeps a -0 only while every term is one, so a zero's sign is no sign of leaking; any other
+ * difference in bits counts. */
+static inline size_t attn_changed_outside(const float *x, const float *y, size_t n, const attn_shape *s, int64_t ld,
+                                          bool lse, int64_t b0, int64_t t0, int64_t t1)
+{
+    size_t changed = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int64_t row = lse ? (int64_t)i / (s->NH * s->T) * s->T + (int64_t)i % s->T : (int64_t)(i / (size_t)ld);
+        const int64_t b = row / s->T, t = row % s->T;
+        if (b == b0 && t >= t0 && t < t1)
+            continue;
+        changed += memcmp(&x[i], &y[i], sizeof x[i]) != 0 && !(x[i] == 0.0f && y[i] == 0.0f);
+    }
+    return changed;
+}
+
+/* Forward in double: out and lse, plus the probabilities P [B, NH, T, T] (0 above the diagonal,
+ * and before the query's document) for the backward. q, k, v, out are float arrays in the op's
+ * layout; doc_start: host [B·T] (NULL: plain causal), query i of row b sees keys doc_start[b·T+i]..i.
+ * The backward needs no bounds: P's zeros carry them. */
+static inline void attn_ref_forward(const attn_shape *s, const int32_t *doc_start, const float *q, const float *k,
+                                    const float *v, double *out, double *lse, double *P)
 {
     const int64_t T = s->T, hs = s->hs, group = s->NH / s->NKV;
     double *sc = malloc((size_t)T * sizeof *sc);
@@ -69,8 +114,9 @@ static inline void attn_ref_forward(const attn_shape *s, const float *q, const f
         for (int64_t h = 0; h < s->NH; h++) {
             const int64_t kvh = h / group;
             for (int64_t i = 0; i < T; i++) {
+                const int64_t first = doc_start ? doc_start[b * T + i] : 0;
                 double mx = -INFINITY;
-                for (int64_t j = 0; j <= i; j++) {
+                for (int64_t j = first; j <= i; j++) {
                     double acc = 0.0;
                     for (int64_t c = 0; c < hs; c++)
                         acc += (double)q[attn_at(s, b, i, s->ld_q, h, c)] * (double)k[attn_at(s, b, j, s->ld_kv, kvh, c)];
@@ -78,16 +124,16 @@ static inline void attn_ref_forward(const attn_shape *s, const float *q, const f
                     mx = sc[j] > mx ? sc[j] : mx;
                 }
                 double sum = 0.0;
-                for (int64_t j = 0; j <= i; j++)
+                for (int64_t j = first; j <= i; j++)
                     sum += exp(sc[j] - mx);
                 const size_t r = (size_t)((b * s->NH + h) * T + i);
                 lse[r] = mx + log(sum);
                 double *p = P + r * (size_t)T;
                 for (int64_t j = 0; j < T; j++)
-                    p[j] = j <= i ? exp(sc[j] - lse[r]) : 0.0;
+                    p[j] = j >= first && j <= i ? exp(sc[j] - lse[r]) : 0.0;
                 for (int64_t c = 0; c < hs; c++) {
                     double acc = 0.0;
-                    for (int64_t j = 0; j <= i; j++)
+                    for (int64_t j = first; j <= i; j++)
                         acc += p[j] * (double)v[attn_at(s, b, j, s->ld_kv, kvh, c)];
                     out[attn_at(s, b, i, s->ld_o, h, c)] = acc;
                 }

@@ -9,6 +9,12 @@
  * output starts as NaN so an element the op skips fails. Results must not depend on the thread
  * count: 1 and 2 OpenMP threads give the same bits.
  *
+ * Packed rows (attn_shape's doc_start, doc_end) against the reference masked per document:
+ * documents of length 1, documents that start inside a 64-row block and cross into the next, rows
+ * of a batch packed differently, GQA, both layouts. New values of q, k and v in one document leave
+ * every other document's outputs and gradients with their bits, and rows that are one document
+ * each give the bits of plain causal rows.
+ *
  * Tolerance, from float32 rounding (u = 2^-24), not from observed errors: a score is a dot of hs
  * products, scaled by 1/sqrt(hs), so for inputs in [-1, 1] its error is at most hs^1.5·u; the
  * probabilities inherit it (relative, through exp, twice with the log-sum-exp) and every output
@@ -28,9 +34,18 @@ static device *cpu;
 static rng test_rng;
 static const float SENTINEL = 12345.0f;
 
+/* packed rows' document lengths (attn_docs_fill): starts inside a block, lengths 1, a document
+ * across a block boundary; every row one document; every position its own document */
+static const int32_t docs_mixed[] = {5, 1, 60, 17, 64, 3, 40, 0}, docs_whole[] = {INT32_MAX, 0};
+static const int32_t docs_ones[] = {1, 0};
+
 static const attn_case cases[] = {
-    {1, 1, 2, 2, 8, true, 0},     {2, 17, 2, 1, 16, true, 0},  {1, 130, 4, 2, 24, false, 3},
-    {2, 65, 3, 3, 32, true, 0},   {1, 200, 2, 2, 64, false, 0}, {1, 65, 4, 1, 16, false, 5},
+    {1, 1, 2, 2, 8, true, 0, NULL},          {2, 17, 2, 1, 16, true, 0, NULL},
+    {1, 130, 4, 2, 24, false, 3, NULL},      {2, 65, 3, 3, 32, true, 0, NULL},
+    {1, 200, 2, 2, 64, false, 0, NULL},      {1, 65, 4, 1, 16, false, 5, NULL},
+    {2, 130, 4, 2, 24, false, 3, docs_mixed}, {3, 65, 2, 1, 16, true, 0, docs_mixed},
+    {2, 17, 3, 3, 8, false, 1, docs_mixed},  {1, 70, 2, 2, 8, true, 0, docs_ones},
+    {2, 65, 2, 1, 16, false, 2, docs_whole},
 };
 
 static void die_on(int rc, const ddp_err *err, const char *what)
@@ -103,10 +118,10 @@ static float *download(const float *p, size_t n)
 }
 
 /* Loss Σ dout·out of the double reference, for the finite differences. */
-static double ref_loss(const attn_shape *s, const float *q, const float *k, const float *v, const float *dout,
-                       size_t o_elems, double *out, double *lse, double *P)
+static double ref_loss(const attn_shape *s, const int32_t *docs, const float *q, const float *k, const float *v,
+                       const float *dout, size_t o_elems, double *out, double *lse, double *P)
 {
-    attn_ref_forward(s, q, k, v, out, lse, P);
+    attn_ref_forward(s, docs, q, k, v, out, lse, P);
     double L = 0.0;
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t t = 0; t < s->T; t++)
@@ -121,7 +136,7 @@ static double ref_loss(const attn_shape *s, const float *q, const float *k, cons
 
 /* The reference's analytic gradient of a few elements of x (q, k or v) against central differences. */
 static void check_ref_gradient(const char *name, float *x, const double *grad, const attn_case *c, float *q, float *k,
-                               float *v, const float *dout, const attn_layout *l, size_t pick_n)
+                               float *v, const float *dout, const attn_layout *l, const int32_t *docs, size_t pick_n)
 {
     const attn_shape *s = &l->s;
     double *out = calloc(l->o_elems, sizeof *out), *lse = calloc(l->lse_elems, sizeof *lse);
@@ -133,9 +148,9 @@ static void check_ref_gradient(const char *name, float *x, const double *grad, c
         const float keep = x[i];
         const float h = 1.0f / 1024; /* exact in float, so x ± h is exact for |x| <= 1 */
         x[i] = keep + h;
-        double up = ref_loss(s, q, k, v, dout, l->o_elems, out, lse, P);
+        double up = ref_loss(s, docs, q, k, v, dout, l->o_elems, out, lse, P);
         x[i] = keep - h;
-        double down = ref_loss(s, q, k, v, dout, l->o_elems, out, lse, P);
+        double down = ref_loss(s, docs, q, k, v, dout, l->o_elems, out, lse, P);
         x[i] = keep;
         double fd = (up - down) / (2.0 * h);
         /* central differences: error O(h^2 · third derivative), ~1e-6 here */
@@ -147,11 +162,103 @@ static void check_ref_gradient(const char *name, float *x, const double *grad, c
     free(P);
 }
 
+static int32_t *upload_ints(const int32_t *h, size_t n)
+{
+    int32_t *p = NULL;
+    ddp_err err = {0};
+    die_on(cpu->ops->alloc(cpu, n * sizeof *p, (void **)&p, &err), &err, "alloc");
+    die_on(cpu->ops->upload(cpu, p, h, n * sizeof *p, &err), &err, "upload");
+    return p;
+}
+
+/* New random values in every column of positions [t0, t1) of row b0 of a token-major input. */
+static void scramble(float *dev, size_t n, int64_t ld, const attn_shape *s, int64_t b0, int64_t t0, int64_t t1)
+{
+    float *h = download(dev, n);
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t c = 0; c < ld; c++)
+            h[(b0 * s->T + t) * ld + c] = rng_uniform(&test_rng, -1.0f, 1.0f);
+    ddp_err err = {0};
+    die_on(cpu->ops->upload(cpu, dev, h, n * sizeof *h, &err), &err, "upload");
+    free(h);
+}
+
+/* The op's outputs as the test keeps them: out, lse, dq (dq|dk|dv fused), dk, dv. */
+typedef struct outs {
+    float *p[5];
+    size_t n[5];
+    int64_t ld[5];
+    int count;
+} outs;
+
+static outs outs_of(const run_bufs *r, const attn_case *c, float *dq_buf, size_t qn, size_t kvn)
+{
+    const attn_shape *s = &r->l->s;
+    outs o = {{r->out, r->lse, dq_buf, r->dk, r->dv}, {r->l->o_elems, r->l->lse_elems, qn, kvn, kvn},
+              {s->ld_o, 1, s->ld_q, s->ld_kv, s->ld_kv}, c->fused ? 3 : 5};
+    return o;
+}
+
+/* Packed rows: new q, k and v in the document of row B-1 that holds position (T-1)/2 leave every
+ * other position's outputs and gradients as they were (attn_changed_outside); rows of one whole
+ * document each give plain causal rows' bits. The inputs are left changed. */
+static void check_packing(const run_bufs *r, const attn_case *c, float *dq_buf, size_t qn, size_t kvn,
+                          const int32_t *hds, const int32_t *hde)
+{
+    const attn_shape *s = &r->l->s;
+    const outs o = outs_of(r, c, dq_buf, qn, kvn);
+    float *before[5];
+    for (int i = 0; i < o.count; i++)
+        before[i] = download(o.p[i], o.n[i]);
+    bool whole = true;
+    for (int64_t i = 0; i < c->B * c->T; i++)
+        whole = whole && hds[i] == 0;
+    if (whole) {
+        attn_layout plain = *r->l;
+        plain.s.doc_start = plain.s.doc_end = NULL;
+        run_bufs rp = *r;
+        rp.l = &plain;
+        run_ops(&rp);
+        for (int i = 0; i < o.count; i++) {
+            float *got = download(o.p[i], o.n[i]);
+            CHECK(memcmp(got, before[i], o.n[i] * sizeof *got) == 0, "T %lld: rows of one document each: output %d "
+                  "differs from plain causal rows", (long long)c->T, i);
+            free(got);
+        }
+    }
+    const int64_t b0 = c->B - 1, mid = b0 * c->T + (c->T - 1) / 2, t0 = hds[mid], t1 = hde[mid];
+    if (c->fused) {
+        scramble(r->qkv, r->l->qkv_elems, s->ld_q, s, b0, t0, t1);
+    } else {
+        scramble(r->q, qn, s->ld_q, s, b0, t0, t1);
+        scramble(r->k, kvn, s->ld_kv, s, b0, t0, t1);
+        scramble(r->v, kvn, s->ld_kv, s, b0, t0, t1);
+    }
+    run_ops(r);
+    for (int i = 0; i < o.count; i++) {
+        float *got = download(o.p[i], o.n[i]);
+        size_t changed = attn_changed_outside(got, before[i], o.n[i], s, o.ld[i], i == 1, b0, t0, t1);
+        CHECK(changed == 0, "T %lld: new values in document [%lld, %lld) of row %lld changed %zu elements of "
+              "output %d elsewhere", (long long)c->T, (long long)t0, (long long)t1, (long long)b0, changed, i);
+        free(got);
+        free(before[i]);
+    }
+}
+
 static void test_case(const attn_case *c)
 {
     attn_layout l = attn_layout_of(c);
     const attn_shape *s = &l.s;
     run_bufs r = {.l = &l};
+    const size_t tokens = (size_t)(c->B * c->T);
+    int32_t *hds = NULL, *hde = NULL;
+    if (c->docs) {
+        hds = malloc(tokens * sizeof *hds);
+        hde = malloc(tokens * sizeof *hde);
+        attn_docs_fill(c, hds, hde);
+        l.s.doc_start = upload_ints(hds, tokens);
+        l.s.doc_end = upload_ints(hde, tokens);
+    }
     float *hq, *hk, *hv, *hqkv = NULL;
     size_t qn = c->fused ? l.qkv_elems : l.q_elems, kvn = c->fused ? l.qkv_elems : l.kv_elems;
     if (c->fused) {
@@ -195,7 +302,7 @@ static void test_case(const attn_case *c)
     for (size_t i = 0; i < grad_n; i++)
         grad[i] = NAN;
     double *gq = grad, *gk = c->fused ? grad + l.k_off : grad + qn, *gv = c->fused ? grad + l.v_off : grad + qn + kvn;
-    attn_ref_forward(s, hq, hk, hv, out, lse, P);
+    attn_ref_forward(s, hds, hq, hk, hv, out, lse, P);
     attn_ref_backward(s, hq, hk, hv, hdout, P, gq, gk, gv);
 
     const double tol = 8.0 * (pow((double)c->hs, 1.5) + (double)c->T) * (double)FLT_EPSILON / 2;
@@ -217,9 +324,10 @@ static void test_case(const attn_case *c)
         free(g2);
         free(g3);
     }
-    fprintf(stderr, "  B %lld T %3lld NH %lld NKV %lld hs %3lld %-5s: errors out %.2e lse %.2e dq %.2e dk %.2e "
+    fprintf(stderr, "  B %lld T %3lld NH %lld NKV %lld hs %3lld %-5s%s: errors out %.2e lse %.2e dq %.2e dk %.2e "
             "dv %.2e (bound %.2e)\n", (long long)c->B, (long long)c->T, (long long)c->NH, (long long)c->NKV,
-            (long long)c->hs, c->fused ? "fused" : "split", e_out, e_lse, e_dq, e_dk, e_dv, tol);
+            (long long)c->hs, c->fused ? "fused" : "split", c->docs ? " packed" : "", e_out, e_lse, e_dq, e_dk, e_dv,
+            tol);
     CHECK(e_out <= tol && e_lse <= tol && e_dq <= tol && e_dk <= tol && e_dv <= tol,
           "T %lld hs %lld NKV %lld: an error is above the bound %.2e", (long long)c->T, (long long)c->hs,
           (long long)c->NKV, tol);
@@ -227,9 +335,9 @@ static void test_case(const attn_case *c)
 
     /* the reference's own gradients, by finite differences */
     if (c->T <= 70) {
-        check_ref_gradient("q", hq, gq, c, hq, hk, hv, hdout, &l, c->fused ? l.qkv_elems - l.q_off : qn);
-        check_ref_gradient("k", hk, gk, c, hq, hk, hv, hdout, &l, c->fused ? l.qkv_elems - l.k_off : kvn);
-        check_ref_gradient("v", hv, gv, c, hq, hk, hv, hdout, &l, c->fused ? l.qkv_elems - l.v_off : kvn);
+        check_ref_gradient("q", hq, gq, c, hq, hk, hv, hdout, &l, hds, c->fused ? l.qkv_elems - l.q_off : qn);
+        check_ref_gradient("k", hk, gk, c, hq, hk, hv, hdout, &l, hds, c->fused ? l.qkv_elems - l.k_off : kvn);
+        check_ref_gradient("v", hv, gv, c, hq, hk, hv, hdout, &l, hds, c->fused ? l.qkv_elems - l.v_off : kvn);
     }
 
     /* 1 thread gives the bits 2 threads gave */
@@ -241,6 +349,8 @@ static void test_case(const attn_case *c)
           memcmp(again_dq, before_dq, (c->fused ? l.qkv_elems : qn) * sizeof(float)) == 0,
           "T %lld hs %lld: 1 and 2 threads give different bits", (long long)c->T, (long long)c->hs);
     omp_set_num_threads(2);
+    if (c->docs)
+        check_packing(&r, c, dq_buf, c->fused ? l.qkv_elems : qn, kvn, hds, hde);
 
     free(again_out);
     free(again_dq);
@@ -269,6 +379,10 @@ static void test_case(const attn_case *c)
     cpu->ops->free(cpu, dq_buf);
     cpu->ops->free(cpu, dkv_buf);
     cpu->ops->free(cpu, dv_buf);
+    cpu->ops->free(cpu, (void *)l.s.doc_start);
+    cpu->ops->free(cpu, (void *)l.s.doc_end);
+    free(hds);
+    free(hde);
 }
 
 int main(void)

@@ -13,6 +13,14 @@
  * aligned buffers and once with every buffer one element past alignment (cuda_pair.h). Under the emulator the
  * count of mma.sync instructions proves which kernels ran.
  *
+ * Packed rows (attn_shape's doc_start, doc_end; the CPU op is checked per document against the
+ * double reference): the same comparisons on the tensor-core kernels at hs 64 (a query tile of 128
+ * rows), 128 and 32 and on the SIMT kernels, with GQA, documents of length 1, documents that start
+ * inside a tile and cross into the next, query tiles whose first key tile is skipped, key tiles
+ * whose dK/dV walk stops before T, T not a multiple of the tile, and rows of a batch packed
+ * differently. New values of q, k and v in one document leave every other document's outputs and
+ * gradients with their bits, and rows that are one document each give plain causal rows' bits.
+ *
  * Tolerances: float — both sides approximate the exact result within test_attention_cpu.c's bound
  * 8·(hs^1.5 + T)·u each (u = 2^-24), so they differ by at most twice that, relative to the
  * tensor's largest element. bf16 — inputs are the same bf16 values on both sides; the GPU rounds
@@ -34,11 +42,20 @@ typedef struct cuda_case {
     bool tensor_cores; /* bf16 should take the mma kernels */
 } cuda_case;
 
+/* packed rows' document lengths (attn_docs_fill): starts inside a tile, lengths 1, documents
+ * across tile boundaries, the next row going on where the list left off; at hs 128 (T 150, three
+ * key tiles) key tile 0's walk ends at query tile 1; every row one document; every position its own */
+static const int32_t docs_mixed[] = {5, 1, 60, 17, 64, 3, 40, 0}, docs_long[] = {20, 50, 1, 7, 64, 0};
+static const int32_t docs_whole[] = {INT32_MAX, 0}, docs_ones[] = {1, 0};
+
 static const cuda_case cases[] = {
-    {{1, 1, 2, 2, 64, true, 0}, true},     {{2, 17, 2, 1, 64, true, 0}, true},
-    {{1, 130, 4, 2, 64, false, 8}, true},  {{1, 64, 2, 2, 128, true, 0}, true},
-    {{1, 100, 2, 2, 128, false, 0}, true}, {{2, 70, 2, 2, 32, true, 0}, true},
-    {{1, 40, 2, 2, 24, false, 3}, false},  {{1, 33, 2, 2, 64, false, 4}, false},
+    {{1, 1, 2, 2, 64, true, 0, NULL}, true},     {{2, 17, 2, 1, 64, true, 0, NULL}, true},
+    {{1, 130, 4, 2, 64, false, 8, NULL}, true},  {{1, 64, 2, 2, 128, true, 0, NULL}, true},
+    {{1, 100, 2, 2, 128, false, 0, NULL}, true}, {{2, 70, 2, 2, 32, true, 0, NULL}, true},
+    {{1, 40, 2, 2, 24, false, 3, NULL}, false},  {{1, 33, 2, 2, 64, false, 4, NULL}, false},
+    {{2, 130, 4, 2, 64, false, 8, docs_mixed}, true}, {{1, 150, 2, 1, 128, true, 0, docs_long}, true},
+    {{1, 70, 2, 2, 32, true, 0, docs_ones}, true},    {{2, 40, 2, 1, 24, false, 3, docs_mixed}, false},
+    {{2, 65, 2, 2, 64, true, 0, docs_whole}, true},
 };
 
 /* A tensor on both devices: floats on the CPU; floats or the same values as bf16 on the GPU. */
@@ -94,6 +111,7 @@ static void *offset(const void *base, size_t elems, tensor_dtype t)
 
 typedef struct bufs {
     pair qkv, q, k, v, dout, out, lse, dq, dk, dv; /* fused: q/k/v/dq.. unused, views of qkv/dq */
+    const int32_t *doc_start[2], *doc_end[2];      /* packed rows on the CPU, the GPU; or NULL */
 } bufs;
 
 /* Runs forward and backward on one device; on the GPU its tensors are of type t. */
@@ -108,10 +126,13 @@ static void run(device *d, tensor_dtype t, const attn_layout *l, bool fused, con
     void *dv = fused ? offset(P[4], l->v_off, t) : P[6];
     void *out = g ? b->out.g : b->out.c, *dout = g ? b->dout.g : b->dout.c;
     float *lse = g ? b->lse.g : b->lse.c;
+    attn_shape s = l->s;
+    s.doc_start = b->doc_start[g];
+    s.doc_end = b->doc_end[g];
     ddp_err err = {0};
     double t0 = 1e3 * monotonic_s();
-    die_on(d->ops->attention_forward(d, t, &l->s, out, lse, q, k, v, &err), &err, "attention_forward");
-    die_on(d->ops->attention_backward(d, t, &l->s, dq, dk, dv, dout, out, lse, q, k, v, &err), &err,
+    die_on(d->ops->attention_forward(d, t, &s, out, lse, q, k, v, &err), &err, "attention_forward");
+    die_on(d->ops->attention_backward(d, t, &s, dq, dk, dv, dout, out, lse, q, k, v, &err), &err,
            "attention_backward");
     die_on(d->ops->synchronize(d, &err), &err, "synchronize");
     op_time_add(g ? (t == TENSOR_BF16 ? "attention bf16 (cuda)" : "attention f32 (cuda)") : "attention (cpu)",
@@ -138,12 +159,14 @@ static void compare(const char *what, pair p, tensor_dtype t, int64_t ld, int64_
     const double u = (double)FLT_EPSILON / 2;
     if (t == TENSOR_F32) {
         double bound = 2 * 8.0 * (pow((double)c->hs, 1.5) + (double)c->T) * u, e = worst / (biggest > 0 ? biggest : 1);
-        CHECK(nan == 0 && e <= bound, "f32 %s T %lld hs %lld NKV %lld: %zu NaN, largest error %.3g of the largest "
-              "element (bound %.3g)", what, (long long)c->T, (long long)c->hs, (long long)c->NKV, nan, e, bound);
+        CHECK(nan == 0 && e <= bound, "f32 %s T %lld hs %lld NKV %lld%s: %zu NaN, largest error %.3g of the largest "
+              "element (bound %.3g)", what, (long long)c->T, (long long)c->hs, (long long)c->NKV,
+              c->docs ? " packed" : "", nan, e, bound);
     } else {
         double e = sqrt(diff2 / (ref2 > 0 ? ref2 : 1)), bound = 8.0 / 256;
-        CHECK(nan == 0 && e <= bound, "bf16 %s T %lld hs %lld NKV %lld: %zu NaN, error norm %.3g of the result's "
-              "(bound %.3g)", what, (long long)c->T, (long long)c->hs, (long long)c->NKV, nan, e, bound);
+        CHECK(nan == 0 && e <= bound, "bf16 %s T %lld hs %lld NKV %lld%s: %zu NaN, error norm %.3g of the result's "
+              "(bound %.3g)", what, (long long)c->T, (long long)c->hs, (long long)c->NKV, c->docs ? " packed" : "",
+              nan, e, bound);
     }
     free(hc);
     free(hg);
@@ -157,6 +180,99 @@ static void *snapshot(pair p, tensor_dtype t)
     download(gpu, h, p.g, bytes);
     return h;
 }
+
+/* New random values (of type t) in every column of positions [t0, t1) of row b0 of a token-major
+ * input's GPU copy. */
+static void scramble(pair p, tensor_dtype t, int64_t ld, int64_t T, int64_t b0, int64_t t0, int64_t t1)
+{
+    const size_t es = tensor_dtype_size(t), from = (size_t)((b0 * T + t0) * ld), n = (size_t)((t1 - t0) * ld);
+    char *h = xmalloc(n * es);
+    for (size_t i = 0; i < n; i++) {
+        const float x = rng_uniform(&test_rng, -1.0f, 1.0f);
+        const uint16_t x16 = float_to_bf16(x);
+        memcpy(h + i * es, t == TENSOR_BF16 ? (const void *)&x16 : (const void *)&x, es);
+    }
+    ddp_err err = {0};
+    die_on(gpu->ops->upload(gpu, (char *)p.g + from * es, h, n * es, &err), &err, "upload");
+    free(h);
+}
+
+/* Packed rows on the GPU: rows of one whole document each give plain causal rows' bits; new q, k
+ * and v in the document of row B-1 that holds position (T-1)/2 leave every other position's
+ * outputs and gradients as they were (attn_changed_outside). Leaves the inputs changed. */
+static void check_packing(const attn_case *c, tensor_dtype t, const attn_layout *l, const bufs *b,
+                          const int32_t *hds, const int32_t *hde)
+{
+    const pair outs[] = {b->out, b->lse, b->dq, b->dk, b->dv};
+    const int64_t lds[] = {l->s.ld_o, 1, l->s.ld_q, l->s.ld_kv, l->s.ld_kv};
+    const int n_outs = c->fused ? 3 : 5;
+    float *before[5];
+    for (int i = 0; i < n_outs; i++)
+        before[i] = gpu_floats(outs[i], i == 1 ? TENSOR_F32 : t);
+    bool whole = true;
+    for (int64_t i = 0; i < c->B * c->T; i++)
+        whole = whole && hds[i] == 0;
+    if (whole) {
+        bufs plain = *b;
+        plain.doc_start[1] = plain.doc_end[1] = NULL;
+        run(gpu, t, l, c->fused, &plain);
+        for (int i = 0; i < n_outs; i++) {
+            float *got = gpu_floats(outs[i], i == 1 ? TENSOR_F32 : t);
+            CHECK(memcmp(got, before[i], outs[i].n * sizeof *got) == 0, "%s T %lld hs %lld: rows of one document "
+                  "each: output %d differs from plain causal rows", t == TENSOR_BF16 ? "bf16" : "f32", (long long)c->T,
+                  (long long)c->hs, i);
+            free(got);
+        }
+    }
+    const int64_t b0 = c->B - 1, mid = b0 * c->T + (c->T - 1) / 2, t0 = hds[mid], t1 = hde[mid];
+    if (c->fused) {
+        scramble(b->qkv, t, l->s.ld_q, c->T, b0, t0, t1);
+    } else {
+        scramble(b->q, t, l->s.ld_q, c->T, b0, t0, t1);
+        scramble(b->k, t, l->s.ld_kv, c->T, b0, t0, t1);
+        scramble(b->v, t, l->s.ld_kv, c->T, b0, t0, t1);
+    }
+    run(gpu, t, l, c->fused, b);
+    for (int i = 0; i < n_outs; i++) {
+        float *got = gpu_floats(outs[i], i == 1 ? TENSOR_F32 : t);
+        size_t changed = attn_changed_outside(got, before[i], outs[i].n, &l->s, lds[i], i == 1, b0, t0, t1);
+        CHECK(changed == 0, "%s T %lld hs %lld: new values in document [%lld, %lld) of row %lld changed %zu elements "
+              "of output %d elsewhere", t == TENSOR_BF16 ? "bf16" : "f32", (long long)c->T, (long long)c->hs,
+              (long long)t0, (long long)t1, (long long)b0, changed, i);
+        free(got);
+        free(before[i]);
+    }
+}
+
+#ifdef DDP_CUDA_EMULATION
+/* The warp-wide mma instructions the tensor-core kernels (attention_tc.cu) execute for a forward
+ * and backward: the tiles each block walks times the mma per tile of a warp (4 warps a block). The
+ * forward (query tiles of 64·M rows, M = 2 at hs <= 64) walks key tiles from its first row's
+ * document start to its last row, hs·M mma each; dK/dV walks, per key tile and query head, query
+ * tiles from its own to its last key's document end, 2·hs each; dQ (query tiles of 64) walks key
+ * tiles as the forward does, 3·hs/2 each. Packed rows must skip exactly the tiles no row of the
+ * block sees: the time packing saves. */
+static uint64_t tc_mma_expected(const attn_case *c, const int32_t *doc_start, const int32_t *doc_end)
+{
+    const int64_t M = c->hs <= 64 ? 2 : 1, T = c->T, tile = 64;
+    uint64_t fwd = 0, dkdv = 0, dq = 0;
+    for (int64_t b = 0; b < c->B; b++) {
+        const int32_t *ds = doc_start ? doc_start + b * T : NULL, *de = doc_end ? doc_end + b * T : NULL;
+        for (int64_t q0 = 0; q0 < T; q0 += tile * M) {
+            const int64_t last = ((q0 + tile * M < T ? q0 + tile * M : T) - 1) / tile;
+            fwd += (uint64_t)(last - (ds ? ds[q0] : 0) / tile + 1);
+        }
+        for (int64_t k0 = 0; k0 < T; k0 += tile) {
+            const int64_t end = de ? de[(k0 + tile < T ? k0 + tile : T) - 1] : T;
+            dkdv += (uint64_t)((end + tile - 1) / tile - k0 / tile);
+        }
+        for (int64_t q0 = 0; q0 < T; q0 += tile)
+            dq += (uint64_t)(q0 / tile - (ds ? ds[q0] : 0) / tile + 1);
+    }
+    const uint64_t hs = (uint64_t)c->hs;
+    return 4 * (uint64_t)c->NH * (fwd * hs * (uint64_t)M + dkdv * 2 * hs + dq * 3 * hs / 2);
+}
+#endif
 
 static void test_case(const cuda_case *cc, tensor_dtype t)
 {
@@ -189,6 +305,17 @@ static void test_case(const cuda_case *cc, tensor_dtype t)
 #undef RANDOM_PAIR
     b.out = pair_new(NULL, l.o_elems, t);
     b.lse = pair_new(NULL, l.lse_elems, TENSOR_F32);
+    const size_t tokens = (size_t)(c->B * c->T);
+    int32_t *hds = NULL, *hde = NULL;
+    if (c->docs) {
+        hds = xmalloc(tokens * sizeof *hds);
+        hde = xmalloc(tokens * sizeof *hde);
+        attn_docs_fill(c, hds, hde);
+        for (int g = 0; g < 2; g++) {
+            b.doc_start[g] = dev_alloc_upload(g ? gpu : cpu, hds, tokens * sizeof *hds, sizeof *hds);
+            b.doc_end[g] = dev_alloc_upload(g ? gpu : cpu, hde, tokens * sizeof *hde, sizeof *hde);
+        }
+    }
     run(cpu, TENSOR_F32, &l, c->fused, &b);
 #ifdef DDP_CUDA_EMULATION
     uint64_t mma0 = cudaemu_mma_count();
@@ -200,6 +327,10 @@ static void test_case(const cuda_case *cc, tensor_dtype t)
     CHECK(used_mma == want_mma, "T %lld hs %lld %s: the tensor-core kernels %s, expected them %s", (long long)c->T,
           (long long)c->hs, t == TENSOR_BF16 ? "bf16" : "f32", used_mma ? "ran" : "did not run",
           want_mma ? "to" : "not to");
+    const uint64_t mma = cudaemu_mma_count() - mma0, mma_want = tc_mma_expected(c, hds, hde);
+    CHECK(!want_mma || mma == mma_want, "T %lld hs %lld%s: the tensor-core kernels took %llu mma instructions, "
+          "expected %llu (the tiles they walk)", (long long)c->T, (long long)c->hs, c->docs ? " packed" : "",
+          (unsigned long long)mma, (unsigned long long)mma_want);
 #endif
     pair outs[] = {b.out, b.lse, b.dq, b.dk, b.dv};
     void *first[5] = {0};
@@ -221,6 +352,15 @@ static void test_case(const cuda_case *cc, tensor_dtype t)
         compare("dq", b.dq, t, s->ld_q, c->NH * c->hs, c);
         compare("dk", b.dk, t, s->ld_kv, c->NKV * c->hs, c);
         compare("dv", b.dv, t, s->ld_kv, c->NKV * c->hs, c);
+    }
+    if (c->docs) {
+        check_packing(c, t, &l, &b, hds, hde);
+        for (int g = 0; g < 2; g++) {
+            placed_free(g ? gpu : cpu, (void *)b.doc_start[g]);
+            placed_free(g ? gpu : cpu, (void *)b.doc_end[g]);
+        }
+        free(hds);
+        free(hde);
     }
     pair all[] = {b.qkv, b.q, b.k, b.v, b.dout, b.out, b.lse, b.dq, b.dk, b.dv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -245,9 +385,9 @@ static void run_long(void)
 {
     if (!getenv("DDP_TEST_ATTENTION_LONG") || pair_offset)
         return;
-    const cuda_case c20k = {{1, 20000, 2, 1, 64, true, 0}, true};
+    const cuda_case c20k = {{1, 20000, 2, 1, 64, true, 0, NULL}, true};
     test_case(&c20k, TENSOR_BF16);
-    const attn_case big = {1, 65536, 2, 1, 64, true, 0};
+    const attn_case big = {1, 65536, 2, 1, 64, true, 0, NULL};
     attn_layout l = attn_layout_of(&big);
     const size_t es = sizeof(uint16_t), rows_short = 4096;
     float *h = xmalloc(l.qkv_elems * sizeof *h);

@@ -260,7 +260,7 @@ static void test_bias(void)
  * gradient must be 0), the gradient written over the logits in place. */
 typedef struct xent_case {
     int64_t rows, cols, pad;
-    bool quantized, with_grad, in_place;
+    bool quantized, with_grad, in_place, no_target; /* no_target: every third row's label is XENT_NO_TARGET */
 } xent_case;
 
 static void softmax_case(xent_case x)
@@ -277,7 +277,7 @@ static void softmax_case(xent_case x)
     }
     int32_t *hlab = xmalloc((size_t)x.rows * sizeof *hlab);
     for (int64_t r = 0; r < x.rows; r++)
-        hlab[r] = (int32_t)rng_below(&test_rng, (uint64_t)x.cols);
+        hlab[r] = x.no_target && r % 3 == 1 ? XENT_NO_TARGET : (int32_t)rng_below(&test_rng, (uint64_t)x.cols);
     float hstats[2] = {rng_uniform(&test_rng, 1.0f, 5.0f), 3.0f};
     both logits = bf16_new(hl, n), labels = f32_new(hlab, (size_t)x.rows), stats = f32_new(hstats, 2);
     both dl = {0};
@@ -285,9 +285,9 @@ static void softmax_case(xent_case x)
         dl = x.in_place ? logits : bf16_new(NULL, n);
     float gs = 1.0f / (float)x.rows;
     RUN(softmax_xent, S(logits), ld, S(labels), x.rows, x.cols, gs, x.with_grad ? S(dl) : NULL, S(stats));
-    snprintf(what, sizeof what, "softmax_xent %lldx%lld+%lld%s%s%s", (long long)x.rows, (long long)x.cols,
+    snprintf(what, sizeof what, "softmax_xent %lldx%lld+%lld%s%s%s%s", (long long)x.rows, (long long)x.cols,
              (long long)x.pad, x.quantized ? " ties" : "", x.with_grad ? "" : " no-grad",
-             x.in_place ? " in-place" : "");
+             x.in_place ? " in-place" : "", x.no_target ? " no-target" : "");
     check_f32(stats, what, 1e-5, 1e-6); /* the loss and hit sums are float, as in the float test */
     if (x.with_grad) /* the float test's 1e-5 relative, floor 1e-8 */
         check_bf16(dl, what, 1, 1e-8);
@@ -301,14 +301,18 @@ static void softmax_case(xent_case x)
 static void test_softmax_xent(void)
 {
     for (size_t s = 0; s < N_SHAPES; s++) {
-        softmax_case((xent_case){shapes[s][0], shapes[s][1], 0, false, true, false});
-        softmax_case((xent_case){shapes[s][0], shapes[s][1], 0, true, true, false});
+        softmax_case((xent_case){shapes[s][0], shapes[s][1], 0, false, true, false, false});
+        softmax_case((xent_case){shapes[s][0], shapes[s][1], 0, true, true, false, false});
     }
-    softmax_case((xent_case){64, 10, 0, false, false, false});
-    softmax_case((xent_case){1100, 10, 0, false, true, true}); /* more rows than either grid cap */
-    softmax_case((xent_case){37, 300, 84, false, true, true}); /* GPT-2's padded vocabulary, in place */
-    softmax_case((xent_case){5, 1000, 24, true, true, false});
-    softmax_case((xent_case){9, 50, 78, false, false, false});
+    softmax_case((xent_case){64, 10, 0, false, false, false, false});
+    softmax_case((xent_case){1100, 10, 0, false, true, true, false}); /* more rows than either grid cap */
+    softmax_case((xent_case){37, 300, 84, false, true, true, false}); /* GPT-2's padded vocabulary, in place */
+    softmax_case((xent_case){5, 1000, 24, true, true, false, false});
+    softmax_case((xent_case){9, 50, 78, false, false, false, false});
+    /* rows without a target (prompt tokens, documents' ends): zero loss, gradient and hits */
+    softmax_case((xent_case){130, 33, 0, false, true, false, true});
+    softmax_case((xent_case){37, 300, 84, false, true, true, true});
+    softmax_case((xent_case){1100, 10, 0, false, false, false, true});
 }
 
 /* ---- transformer: embeddings, LayerNorm ------------------------------------------------- */

@@ -292,7 +292,7 @@ static void test_bias(pair *p)
  * the logits buffer itself. */
 typedef struct xent_case {
     int64_t rows, cols, pad;
-    bool quantized, with_grad, in_place;
+    bool quantized, with_grad, in_place, no_target; /* no_target: every third row's label is XENT_NO_TARGET */
 } xent_case;
 
 static void softmax_case(pair *p, xent_case x)
@@ -310,7 +310,7 @@ static void softmax_case(pair *p, xent_case x)
     }
     int32_t *hlab = malloc((size_t)x.rows * sizeof *hlab);
     for (int64_t r = 0; r < x.rows; r++)
-        hlab[r] = (int32_t)rng_below(&test_rng, (uint64_t)x.cols);
+        hlab[r] = x.no_target && r % 3 == 1 ? XENT_NO_TARGET : (int32_t)rng_below(&test_rng, (uint64_t)x.cols);
     float hstats[2] = {rng_uniform(&test_rng, 1.0f, 5.0f), 3.0f};
     float *lc, *lg, *dc = NULL, *dg = NULL, *sc, *sg;
     int32_t *labc, *labg;
@@ -327,13 +327,14 @@ static void softmax_case(pair *p, xent_case x)
     CHECK(p->cpu->ops->softmax_xent(p->cpu, TENSOR_F32, lc, ld, labc, x.rows, x.cols, gs, dc, sc, &ec) == 0, "%s",
           ec.msg);
     GPU_CHECK(softmax_xent, (p->gpu, TENSOR_F32, lg, ld, labg, x.rows, x.cols, gs, dg, sg, &eg), eg.msg);
-    snprintf(what, sizeof what, "softmax_xent stats %lldx%lld+%lld%s%s%s", (long long)x.rows, (long long)x.cols,
+    snprintf(what, sizeof what, "softmax_xent stats %lldx%lld+%lld%s%s%s%s", (long long)x.rows, (long long)x.cols,
              (long long)x.pad, x.quantized ? " ties" : "", x.with_grad ? "" : " no-grad",
-             x.in_place ? " in-place" : "");
+             x.in_place ? " in-place" : "", x.no_target ? " no-target" : "");
     compare(p, what, sc, sg, 2, 1e-5, 1e-6);
     if (x.with_grad) {
-        snprintf(what, sizeof what, "softmax_xent dlogits %lldx%lld+%lld%s%s", (long long)x.rows, (long long)x.cols,
-                 (long long)x.pad, x.quantized ? " ties" : "", x.in_place ? " in-place" : "");
+        snprintf(what, sizeof what, "softmax_xent dlogits %lldx%lld+%lld%s%s%s", (long long)x.rows,
+                 (long long)x.cols, (long long)x.pad, x.quantized ? " ties" : "", x.in_place ? " in-place" : "",
+                 x.no_target ? " no-target" : "");
         compare(p, what, dc, dg, n, 1e-5, 1e-8);
         if (!x.in_place)
             free_both(p, dc, dg);
@@ -348,15 +349,19 @@ static void softmax_case(pair *p, xent_case x)
 static void test_softmax_xent(pair *p)
 {
     for (size_t s = 0; s < N_SHAPES; s++) {
-        softmax_case(p, (xent_case){shapes[s][0], shapes[s][1], 0, false, true, false});
-        softmax_case(p, (xent_case){shapes[s][0], shapes[s][1], 0, true, true, false});
+        softmax_case(p, (xent_case){shapes[s][0], shapes[s][1], 0, false, true, false, false});
+        softmax_case(p, (xent_case){shapes[s][0], shapes[s][1], 0, true, true, false, false});
     }
-    softmax_case(p, (xent_case){64, 10, 0, false, false, false});
-    softmax_case(p, (xent_case){1100, 10, 0, false, true, false}); /* more rows than either grid cap */
+    softmax_case(p, (xent_case){64, 10, 0, false, false, false, false});
+    softmax_case(p, (xent_case){1100, 10, 0, false, true, false, false}); /* more rows than either grid cap */
     /* a vocabulary padded for the GEMMs, the gradient written over the logits, as GPT-2 uses it */
-    softmax_case(p, (xent_case){37, 300, 84, false, true, true});
-    softmax_case(p, (xent_case){5, 1000, 24, true, true, false});
-    softmax_case(p, (xent_case){9, 50, 78, false, false, false});
+    softmax_case(p, (xent_case){37, 300, 84, false, true, true, false});
+    softmax_case(p, (xent_case){5, 1000, 24, true, true, false, false});
+    softmax_case(p, (xent_case){9, 50, 78, false, false, false, false});
+    /* rows without a target (prompt tokens, documents' ends): zero loss, gradient and hits */
+    softmax_case(p, (xent_case){130, 33, 0, false, true, false, true});
+    softmax_case(p, (xent_case){37, 300, 84, false, true, true, true});
+    softmax_case(p, (xent_case){1100, 10, 0, false, false, false, true});
 }
 
 /* sumsq writes a device double; it is read back here, twice on the GPU to see the same bits. */

@@ -9,7 +9,9 @@
  * a warp or block, rows longer than a block, row counts of no particular multiple, more rows or
  * elements than the grid caps (emulator 64 blocks, GPU 1024), several 64-row chunks of dw's sums,
  * RoPE over several heads with B > 1, T > 1 and row strides wider than the heads (the padding
- * must keep its bits). The kernels have no vector paths, so buffers sit at aligned starts only.
+ * must keep its bits), each also in packed rows (doc_start: documents of length 1 and longer, rows
+ * of a batch packed differently; positions restart at each document). The kernels have no vector
+ * paths, so buffers sit at aligned starts only.
  *
  * Tolerances on the float results, from float32 rounding (u = FLT_EPSILON/2), not observed errors:
  *  - exact: the residual sum (one float add) and RoPE (products exact in double, rounded once);
@@ -263,13 +265,33 @@ static void test_rmsnorm(void)
 
 /* ---- RoPE --------------------------------------------------------------------------------- */
 
+/* Packed rows' doc_start [B·T] (host): documents of lengths 3, 1, 9, 20, ... one after another
+ * along the rows, the list going on from row to row; a document that would cross a row's end is
+ * cut there. */
+static int32_t *rope_docs(int64_t B, int64_t T)
+{
+    static const int32_t lens[] = {3, 1, 9, 20};
+    int32_t *docs = xmalloc((size_t)(B * T) * sizeof *docs);
+    size_t k = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; k++) {
+            const int64_t len = lens[k % 4] < T - t ? lens[k % 4] : T - t;
+            for (int64_t i = t; i < t + len; i++)
+                docs[b * T + i] = (int32_t)t;
+            t += len;
+        }
+    return docs;
+}
+
 static void test_rope(void)
 {
     /* B, T, heads, hs, padding columns: one pair; several heads with padding; hs = 6 (3 pairs,
-     * not a power of two); 4·64·6·16 = 24,576 pairs, past both grid caps */
+     * not a power of two); 4·64·6·16 = 24,576 pairs, past both grid caps; each plain, then packed */
     const int64_t shapes[][5] = {{1, 1, 1, 2, 0}, {2, 3, 3, 8, 5}, {3, 17, 5, 6, 7}, {4, 64, 6, 32, 16}};
-    char what[128];
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    char what[160];
+    for (size_t sp = 0; sp < 2 * sizeof shapes / sizeof shapes[0]; sp++) {
+        const size_t s = sp / 2;
+        const bool packed = sp % 2;
         int64_t B = shapes[s][0], T = shapes[s][1], H = shapes[s][2], hs = shapes[s][3], ld = H * hs + shapes[s][4];
         size_t n = (size_t)(B * T * ld), half = (size_t)hs / 2, table = (size_t)T * half;
         float *hx = host_rand(n, 0, 0, 2), *hcos = xmalloc(table * sizeof *hcos), *hsin = xmalloc(table * sizeof *hsin);
@@ -278,19 +300,28 @@ static void test_rope(void)
                 double angle = (double)t * pow(10000.0, -2.0 * (double)j / (double)hs);
                 hcos[(size_t)t * half + j] = (float)cos(angle), hsin[(size_t)t * half + j] = (float)sin(angle);
             }
-        buf cs = buf_new(hcos, table, false), sn = buf_new(hsin, table, false);
+        buf cs = buf_new(hcos, table, false), sn = buf_new(hsin, table, false), ds = {NULL, NULL, 0, false};
+        if (packed) {
+            int32_t *hds = rope_docs(B, T);
+            const size_t bytes = (size_t)(B * T) * sizeof *hds;
+            ds = (buf){dev_alloc_upload(cpu, hds, bytes, sizeof *hds), dev_alloc_upload(gpu, hds, bytes, sizeof *hds),
+                       (size_t)(B * T), false};
+            free(hds);
+        }
         out fx[1] = {out_new(hx, n, true)};
-        RUN(fx, 1, rope_forward, S(fx[0].b), ld, B, T, H, hs, S(cs), S(sn), NULL);
-        snprintf(what, sizeof what, "rope_forward B=%lld T=%lld heads=%lld hs=%lld ld=%lld", (long long)B,
-                 (long long)T, (long long)H, (long long)hs, (long long)ld);
+        RUN(fx, 1, rope_forward, S(fx[0].b), ld, B, T, H, hs, S(cs), S(sn), S(ds));
+        snprintf(what, sizeof what, "rope_forward B=%lld T=%lld heads=%lld hs=%lld ld=%lld%s", (long long)B,
+                 (long long)T, (long long)H, (long long)hs, (long long)ld, packed ? " packed" : "");
         out_check(&fx[0], what, 0, 0, NULL);
         out bx[1] = {out_new(hx, n, true)};
-        RUN(bx, 1, rope_backward, S(bx[0].b), ld, B, T, H, hs, S(cs), S(sn), NULL);
-        snprintf(what, sizeof what, "rope_backward B=%lld T=%lld heads=%lld hs=%lld ld=%lld", (long long)B,
-                 (long long)T, (long long)H, (long long)hs, (long long)ld);
+        RUN(bx, 1, rope_backward, S(bx[0].b), ld, B, T, H, hs, S(cs), S(sn), S(ds));
+        snprintf(what, sizeof what, "rope_backward B=%lld T=%lld heads=%lld hs=%lld ld=%lld%s", (long long)B,
+                 (long long)T, (long long)H, (long long)hs, (long long)ld, packed ? " packed" : "");
         out_check(&bx[0], what, 0, 0, NULL);
         buf_free(cs);
         buf_free(sn);
+        if (packed)
+            buf_free(ds);
         free(hx);
         free(hcos);
         free(hsin);

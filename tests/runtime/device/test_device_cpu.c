@@ -223,6 +223,33 @@ static void test_softmax_xent(device *d)
     CHECK(d->ops->softmax_xent(d, TENSOR_F32, l, COLS, bad_label, ROWS, COLS, 1.0f, NULL, s2,
                                &err) != 0, "label 5 of 5 classes accepted");
     CHECK_STR_CONTAINS(err.msg, "row 1");
+    bad_label[1] = XENT_NO_TARGET - 1; /* only -1 means no target */
+    CHECK(d->ops->softmax_xent(d, TENSOR_F32, l, COLS, bad_label, ROWS, COLS, 1.0f, NULL, s2,
+                               &err) != 0, "label -2 accepted");
+    CHECK_STR_CONTAINS(err.msg, "row 1");
+    /* rows without a target (XENT_NO_TARGET: a prompt token, a document's end) add no loss and no
+     * hit and get a zero gradient row, also in place over their logits: rows 0, 2, 4 among them
+     * give the statistics and gradients of those three rows alone */
+    int32_t some[ROWS] = {y[0], XENT_NO_TARGET, y[2], XENT_NO_TARGET, y[4], XENT_NO_TARGET};
+    int32_t alone_y[3] = {y[0], y[2], y[4]};
+    float alone[3 * COLS], dl_alone[3 * COLS], st_some[2] = {1.0f, 2.0f}, st_alone[2] = {1.0f, 2.0f};
+    float *in_place = malloc(sizeof(float) * ROWS * COLS);
+    memcpy(in_place, l, sizeof(float) * ROWS * COLS);
+    for (int r = 0; r < 3; r++)
+        memcpy(alone + r * COLS, l + 2 * r * COLS, sizeof(float) * COLS);
+    CHECK(d->ops->softmax_xent(d, TENSOR_F32, in_place, COLS, some, ROWS, COLS, 0.5f, in_place, st_some, &err) == 0,
+          "%s", err.msg);
+    CHECK(d->ops->softmax_xent(d, TENSOR_F32, alone, COLS, alone_y, 3, COLS, 0.5f, dl_alone, st_alone, &err) == 0,
+          "%s", err.msg);
+    CHECK_CLOSE(st_some[0], st_alone[0], 1e-6, 0);
+    CHECK_CLOSE(st_some[1], st_alone[1], 0, 0);
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < COLS; c++) {
+            const float want = r % 2 ? 0.0f : dl_alone[r / 2 * COLS + c];
+            CHECK(in_place[r * COLS + c] == want, "no-target rows: dlogits[%d,%d] = %g, expected %g", r, c,
+                  in_place[r * COLS + c], want);
+        }
+    free(in_place);
     free(l);
 }
 

@@ -3,7 +3,9 @@
  * 1, odd sizes, C not a power of two, rows wider than the heads RoPE rotates, B > 1, T > 1). The
  * backward ops are checked against the reference gradients, with their "+=" outputs starting from
  * random values, and against central finite differences of the forward references; rope_backward
- * also as rope_forward's transpose (<rope(x), y> = <x, rope_backward(y)>) and inverse. Every op
+ * also as rope_forward's transpose (<rope(x), y> = <x, rope_backward(y)>) and inverse, all of it
+ * also in packed rows (doc_start: positions restart at each document, so a row of two documents
+ * gives the bits of each document rotated alone). Every op
  * gives identical bits at 1 and 2 OpenMP threads; the fused residual RMSNorm gives add +
  * rmsnorm_forward's bits, in place or not; swiglu_backward in place over gate_up gives the bits of
  * a separate output. Tolerances come from float32 rounding (cpu_ref.h), error bounds beside each
@@ -124,14 +126,14 @@ static void test_residual_rmsnorm(int64_t N, int64_t C)
 
 /* ---- RoPE --------------------------------------------------------------------------------- */
 
-typedef struct { int64_t ld, B, T, H, hs; float *x, *cos, *sin; } rope_case;
+typedef struct { int64_t ld, B, T, H, hs; float *x, *cos, *sin; int32_t *docs; } rope_case;
 typedef struct { const rope_case *r; double *x, *y; } rope_fd;
 
 /* Llama's tables: angle t·10000^(-2j/hs), rounded to float as the model uploads them. */
 static rope_case rope_make(int64_t B, int64_t T, int64_t H, int64_t hs, int64_t pad)
 {
     size_t table = (size_t)(T * hs / 2) * sizeof(float);
-    rope_case r = {H * hs + pad, B, T, H, hs, NULL, xmalloc(table), xmalloc(table)};
+    rope_case r = {H * hs + pad, B, T, H, hs, NULL, xmalloc(table), xmalloc(table), NULL};
     r.x = frand((size_t)(B * T * r.ld), -2, 2);
     for (int64_t t = 0; t < T; t++)
         for (int64_t j = 0; j < hs / 2; j++) {
@@ -143,14 +145,33 @@ static rope_case rope_make(int64_t B, int64_t T, int64_t H, int64_t hs, int64_t 
 static void rope_fwd_run(void *p)
 {
     rope_case *r = p;
-    DEV(rope_forward, TENSOR_F32, r->x, r->ld, r->B, r->T, r->H, r->hs, r->cos, r->sin, NULL);
+    DEV(rope_forward, TENSOR_F32, r->x, r->ld, r->B, r->T, r->H, r->hs, r->cos, r->sin, r->docs);
+}
+/* Packed rows' doc_start [B·T]: documents of the lengths in lens (ended by a 0) one after another
+ * along the rows, the list read on where the previous row left it and started again when it runs
+ * out; a document that would cross a row's end is cut there. */
+static int32_t *rope_docs(int64_t B, int64_t T, const int32_t *lens)
+{
+    int32_t *docs = xmalloc((size_t)(B * T) * sizeof *docs);
+    size_t k = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T;) {
+            if (!lens[k])
+                k = 0;
+            const int64_t len = lens[k] < T - t ? lens[k] : T - t;
+            for (int64_t i = t; i < t + len; i++)
+                docs[b * T + i] = (int32_t)t;
+            t += len, k++;
+        }
+    return docs;
 }
 static void rope_bwd_run(void *p)
 {
     rope_case *r = p;
-    DEV(rope_backward, TENSOR_F32, r->x, r->ld, r->B, r->T, r->H, r->hs, r->cos, r->sin, NULL);
+    DEV(rope_backward, TENSOR_F32, r->x, r->ld, r->B, r->T, r->H, r->hs, r->cos, r->sin, r->docs);
 }
-/* The rotation of x (sign 1) or its inverse (-1) in double, into out; padding columns copied. */
+/* The rotation of x (sign 1) or its inverse (-1) in double, into out, by each row's position (t,
+ * or t minus its document's start); padding columns copied. */
 static void rope_ref(const rope_case *r, const double *x, double *out, double sign)
 {
     int64_t half = r->hs / 2;
@@ -158,7 +179,7 @@ static void rope_ref(const rope_case *r, const double *x, double *out, double si
     for (int64_t row = 0; row < r->B * r->T; row++)
         for (int64_t h = 0; h < r->H; h++)
             for (int64_t j = 0; j < half; j++) {
-                int64_t i = row * r->ld + h * r->hs + j, k = row % r->T * half + j;
+                int64_t i = row * r->ld + h * r->hs + j, k = (row % r->T - (r->docs ? r->docs[row] : 0)) * half + j;
                 double c = r->cos[k], s = sign * r->sin[k];
                 out[i] = x[i] * c - x[i + half] * s, out[i + half] = x[i + half] * c + x[i] * s;
             }
@@ -181,9 +202,10 @@ static double rope_loss(const void *p) /* <y, rope(x)> */
  * outputs' and the double sums'), the gradient of <y, rope(x)> by central differences, and
  * rope_backward(rope_forward(x)) = x within the two roundings (2u·|x| per element, times the
  * rotation's norm 1 of each pair: 4u·max of the pair). */
-static void test_rope(int64_t B, int64_t T, int64_t H, int64_t hs, int64_t pad)
+static void test_rope(int64_t B, int64_t T, int64_t H, int64_t hs, int64_t pad, const int32_t *lens)
 {
     rope_case r = rope_make(B, T, H, hs, pad);
+    r.docs = lens ? rope_docs(B, T, lens) : NULL;
     size_t n = (size_t)(B * T * r.ld);
     float *x0 = fdup(r.x, n), *y = frand(n, -1, 1);
     double *xd = todbl(x0, n), *ref = dzero(n), *bound = dzero(n), *yd = todbl(y, n);
@@ -219,6 +241,29 @@ static void test_rope(int64_t B, int64_t T, int64_t H, int64_t hs, int64_t pad)
     memcpy(r.x, x0, n * 4);
     check_threads("rope_forward", rope_fwd_run, &r, (span[]){{r.x, n}}, 1);
     check_threads("rope_backward", rope_bwd_run, &r, (span[]){{r.x, n}}, 1);
+    arena_free();
+}
+
+/* Positions restart at each document: one row holding documents of lengths a and T - a rotates, in
+ * both directions, to the bits of each document rotated alone as a row of its own. */
+static void test_rope_restarts(int64_t T, int64_t a, int64_t H, int64_t hs, int64_t pad)
+{
+    rope_case r = rope_make(1, T, H, hs, pad);
+    const int32_t lens[] = {(int32_t)a, (int32_t)(T - a), 0};
+    r.docs = rope_docs(1, T, lens);
+    const size_t n = (size_t)(T * r.ld), na = (size_t)(a * r.ld);
+    float *x0 = fdup(r.x, n);
+    for (int dir = 0; dir < 2; dir++) {
+        memcpy(r.x, x0, n * sizeof *x0);
+        (dir ? rope_bwd_run : rope_fwd_run)(&r);
+        float *alone = fdup(x0, n);
+        rope_case first = r, second = r;
+        first.x = alone, first.T = a, first.docs = NULL;
+        second.x = alone + na, second.T = T - a, second.docs = NULL;
+        (dir ? rope_bwd_run : rope_fwd_run)(&first);
+        (dir ? rope_bwd_run : rope_fwd_run)(&second);
+        check_bits(dir ? "rope_backward" : "rope_forward", "two documents in a row vs each alone", r.x, alone, n);
+    }
     arena_free();
 }
 
@@ -300,8 +345,12 @@ int main(void)
     test_rmsnorm(1, 1, 3.0, 1e-6f, true), test_rmsnorm(1, 37, 0.0, 1e-5f, true), test_rmsnorm(7, 37, 3.0, 1e-6f, false);
     test_rmsnorm(7, 37, 0.5, 1e-6f, true), test_rmsnorm(33, 129, -2.0, 1e-5f, true), test_rmsnorm(5, 3, 0.0, 0.0f, true);
     test_residual_rmsnorm(1, 1), test_residual_rmsnorm(7, 37), test_residual_rmsnorm(300, 333);
-    test_rope(1, 1, 1, 2, 0), test_rope(2, 3, 3, 8, 5), test_rope(3, 17, 5, 6, 7), test_rope(2, 5, 2, 10, 0);
-    test_rope(4, 64, 6, 64, 128); /* large enough that the loop forks */
+    test_rope(1, 1, 1, 2, 0, NULL), test_rope(2, 3, 3, 8, 5, NULL), test_rope(3, 17, 5, 6, 7, NULL);
+    test_rope(2, 5, 2, 10, 0, NULL), test_rope(4, 64, 6, 64, 128, NULL); /* large enough that the loop forks */
+    /* packed rows: documents of length 1, rows of a batch packed differently, a row of one document */
+    const int32_t lens[] = {3, 1, 9, 20, 0}, whole[] = {INT32_MAX, 0};
+    test_rope(3, 17, 5, 6, 7, lens), test_rope(4, 64, 6, 64, 128, lens), test_rope(2, 5, 2, 10, 0, whole);
+    test_rope_restarts(17, 5, 3, 8, 5), test_rope_restarts(64, 1, 6, 64, 0);
     test_swiglu(1, 1), test_swiglu(3, 7), test_swiglu(13, 37), test_swiglu(300, 129);
     test_bf16_refused();
     /* determinism of RMSNorm at a size where every loop forks */
