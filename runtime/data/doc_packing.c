@@ -321,20 +321,6 @@ void doc_packing_close(doc_packing *p)
     memset(p, 0, sizeof *p);
 }
 
-/* The shard holding stream position pos. */
-static int32_t shard_at(const token_shards *s, int64_t pos)
-{
-    int64_t lo = 0, hi = s->count - 1;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo + 1) / 2;
-        if (s->start[mid] <= pos)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return (int32_t)lo;
-}
-
 static void gather_row(const doc_packing *p, const token_shards *s, int64_t r, int32_t *tok, int32_t *tgt,
                        int32_t *start, int32_t *end)
 {
@@ -342,7 +328,7 @@ static void gather_row(const doc_packing *p, const token_shards *s, int64_t r, i
     int64_t t = 0;
     for (int64_t k = p->row_first[r]; k < p->row_first[r + 1]; k++) {
         const int64_t at = p->piece_at[k], len = p->piece_len[k], doc_end = p->piece_doc_end[k];
-        const int32_t shard = shard_at(s, at);
+        const int32_t shard = (int32_t)token_shards_shard_of(s, at);
         token_shards_copy(s, at, len, tok + t);
         for (int64_t i = 0; i < len; i++) {
             const int64_t q = at + i + 1;

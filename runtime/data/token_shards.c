@@ -318,9 +318,7 @@ int64_t token_shards_windows(const token_shards *s, int64_t T)
     return (s->total - 1) / T;
 }
 
-/* The shard holding stream position pos: the last k with start[k] <= pos (every shard is non-empty,
- * so that shard also satisfies pos < start[k + 1]). */
-static int64_t shard_of(const token_shards *s, int64_t pos)
+int64_t token_shards_shard_of(const token_shards *s, int64_t pos)
 {
     int64_t lo = 0, hi = s->count - 1;
     while (lo < hi) {
@@ -336,7 +334,7 @@ static int64_t shard_of(const token_shards *s, int64_t pos)
 void token_shards_copy(const token_shards *s, int64_t pos, int64_t n, int32_t *dst)
 {
     assert(pos >= 0 && n >= 0 && pos + n <= s->total);
-    int64_t k = shard_of(s, pos);
+    int64_t k = token_shards_shard_of(s, pos);
     while (n > 0) {
         const token_shard *sh = &s->shards[k];
         int64_t off = pos - s->start[k], run = sh->ntokens - off;
@@ -372,7 +370,7 @@ static uint32_t shard_token(const token_shard *sh, int64_t i)
 uint32_t token_shards_at(const token_shards *s, int64_t pos)
 {
     assert(pos >= 0 && pos < s->total);
-    const token_shard *sh = &s->shards[shard_of(s, pos)];
+    const token_shard *sh = &s->shards[token_shards_shard_of(s, pos)];
     return shard_token(sh, pos - s->start[sh - s->shards]);
 }
 

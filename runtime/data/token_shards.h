@@ -66,6 +66,9 @@ int64_t token_shards_windows(const token_shards *s, int64_t T);
  * callers run that first (dataset_load_tokens does). */
 void token_shards_gather(const token_shards *s, int64_t T, const int64_t *window_idx, int64_t count,
                          int32_t *inputs, int32_t *targets);
+/* The shard holding stream position pos (0 <= pos < total): the last k with start[k] <= pos (every
+ * shard is non-empty, so pos < start[k + 1] too); O(log shards). */
+int64_t token_shards_shard_of(const token_shards *s, int64_t pos);
 /* dst[i] = stream[pos + i] for i < n (0 <= pos, pos + n <= total), crossing into as many following
  * shards as it takes; ids exact as token_shards_gather's. */
 void token_shards_copy(const token_shards *s, int64_t pos, int64_t n, int32_t *dst);
