@@ -69,7 +69,7 @@ static const cfg_key keys_after_models[] = {
     BOOL("data.drop_last", data.drop_last, "true", HASH_YES, "Drop the incomplete last batch of an epoch."),
     INT("data.seq_len", data.seq_len, 1, 1 << 20, "256", HASH_TOKENS,
         "Positions per sequence; a sample is a window of seq_len + 1 tokens."),
-    BOOL("data.packed", data.packed, "false", HASH_TOKENS,
+    BOOL("data.packed", data.packed, "false", HASH_PACKED,
          "Fine-tuning data (`scripts/prepare-chat`'s shards with `.docs` and `.mask`): whole documents packed into "
          "rows of `data.seq_len`, attention and positions per document, the loss over the trainable tokens of the "
          "global batch. Needs a rotary model (llama, qwen2)."),

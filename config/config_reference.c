@@ -31,14 +31,15 @@ static const char hash_note[] =
     "on (FNV-1a 64 over `key=value` lines of these keys). A model kind's name, \"(adamw)\", \"(sgd)\",\n"
     "\"(cosine)\", \"(synthetic)\", \"(tokens)\": only hashed when that choice is active; \"(per rank)\": only\n"
     "while `train.global_batch` is 0, \"(global batch)\": only when it is set, so a job with a global batch\n"
-    "resumes on any world size that divides it. Not hashed: run directory, device/backend/bucket sizes,\n"
-    "logging, evaluation, epochs/max_steps and all checkpoint settings.\n";
+    "resumes on any world size that divides it; \"(packed)\": only when `data.packed` is true. Not hashed:\n"
+    "run directory, device/backend/bucket sizes, logging, evaluation, epochs/max_steps and all checkpoint\n"
+    "settings.\n";
 
 /* The choice a conditionally hashed key depends on, as the note above names it. */
 static const char *const hash_condition[] = {
     [HASH_SGD] = "sgd", [HASH_ADAMW] = "adamw", [HASH_COSINE] = "cosine",
     [HASH_SYNTHETIC] = "synthetic", [HASH_TOKENS] = "tokens", [HASH_PER_RANK] = "per rank",
-    [HASH_GLOBAL_BATCH] = "global batch",
+    [HASH_GLOBAL_BATCH] = "global batch", [HASH_PACKED] = "packed",
 };
 
 /* An integer bound as a reader takes it in: 2^31−1, 2^20 for powers of two from 2^20 up, else decimal. */

@@ -199,6 +199,7 @@ static bool hashed(const config *c, const cfg_key *k)
     case HASH_TOKENS: return c->data.kind == DATA_TOKENS;
     case HASH_PER_RANK: return c->train.global_batch == 0;
     case HASH_GLOBAL_BATCH: return c->train.global_batch > 0;
+    case HASH_PACKED: return c->data.kind == DATA_TOKENS && c->data.packed;
     }
     return true;
 }

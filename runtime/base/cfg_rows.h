@@ -36,10 +36,11 @@ typedef enum num_range { NR_POSITIVE, NR_NONNEG, NR_UNIT } num_range; /* >0, >=0
  * belongs to is chosen (SGD's momentum under AdamW cannot affect a run). A model kind's keys are
  * covered only with that kind besides (cfg_model_key_active). HASH_PER_RANK: while
  * train.global_batch is 0 (with it, the per-rank split follows the world size and the hash covers
- * the global batch, HASH_GLOBAL_BATCH, instead). */
+ * the global batch, HASH_GLOBAL_BATCH, instead). HASH_PACKED: only when data.packed is true, so
+ * the checkpoints of runs on windows of tokens keep their hash. */
 typedef enum hash_rule {
     HASH_NO, HASH_YES, HASH_SGD, HASH_ADAMW, HASH_COSINE, HASH_SYNTHETIC, HASH_TOKENS, HASH_PER_RANK,
-    HASH_GLOBAL_BATCH
+    HASH_GLOBAL_BATCH, HASH_PACKED
 } hash_rule;
 
 typedef struct cfg_key {
