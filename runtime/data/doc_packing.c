@@ -234,24 +234,24 @@ static int pack(const pieces *pc, int64_t T, const int64_t *order, int64_t *row_
     return DDP_OK;
 }
 
-static int mask_at(const doc_packing *p, const token_shards *s, int32_t shard, int64_t pos)
+/* Whether stream position q (in shard `shard`) is a target the loss counts for the position before
+ * it: inside the same document (ending at doc_end) and marked trainable by the mask. */
+static bool is_target(const doc_packing *p, const token_shards *s, int32_t shard, int64_t q, int64_t doc_end)
 {
-    return p->masks[shard][pos - s->start[shard]];
+    return q < doc_end && p->masks[shard][q - s->start[shard]];
 }
 
 /* The rows' pieces in placement order, and each row's trainable targets. */
-static int lay_out(doc_packing *p, const token_shards *s, const pieces *pc, const int64_t *order, const int64_t *row_of,
-                   const int32_t *shard_of_piece)
+static int lay_out(doc_packing *p, const token_shards *s, const pieces *pc, const int64_t *order, const int64_t *row_of)
 {
     p->row_first = calloc((size_t)p->n_rows + 1, sizeof *p->row_first);
     p->row_targets = calloc((size_t)p->n_rows, sizeof *p->row_targets);
     p->piece_at = malloc((size_t)pc->n * sizeof *p->piece_at);
     p->piece_doc_end = malloc((size_t)pc->n * sizeof *p->piece_doc_end);
     p->piece_len = malloc((size_t)pc->n * sizeof *p->piece_len);
-    int32_t *shard = malloc((size_t)pc->n * sizeof *shard);
     int64_t *fill = calloc((size_t)p->n_rows, sizeof *fill);
-    if (!p->row_first || !p->row_targets || !p->piece_at || !p->piece_doc_end || !p->piece_len || !shard || !fill) {
-        free(shard), free(fill);
+    if (!p->row_first || !p->row_targets || !p->piece_at || !p->piece_doc_end || !p->piece_len || !fill) {
+        free(fill);
         return DDP_ERUNTIME;
     }
     for (int64_t i = 0; i < pc->n; i++)
@@ -263,15 +263,14 @@ static int lay_out(doc_packing *p, const token_shards *s, const pieces *pc, cons
         p->piece_at[slot] = pc->at[piece];
         p->piece_len[slot] = pc->len[piece];
         p->piece_doc_end[slot] = pc->doc_end[piece];
-        shard[slot] = shard_of_piece[piece];
         for (int64_t q = pc->at[piece] + 1; q <= pc->at[piece] + pc->len[piece]; q++)
-            if (q < pc->doc_end[piece] && mask_at(p, s, shard[slot], q)) {
+            if (is_target(p, s, pc->shard[piece], q, pc->doc_end[piece])) {
                 p->row_targets[r]++;
                 p->targets++;
             }
         p->tokens += pc->len[piece];
     }
-    free(shard), free(fill);
+    free(fill);
     return DDP_OK;
 }
 
@@ -301,7 +300,7 @@ int doc_packing_open(const char *dir, const char *split, const token_shards *s, 
         rc = ddp_fail(err, DDP_ERUNTIME, "%s/%s: out of memory packing %lld pieces", dir, split, (long long)pc.n);
     if (!rc) {
         order_longest_first(&pc, T, order);
-        if (pack(&pc, T, order, row_of, &p->n_rows) || lay_out(p, s, &pc, order, row_of, pc.shard))
+        if (pack(&pc, T, order, row_of, &p->n_rows) || lay_out(p, s, &pc, order, row_of))
             rc = ddp_fail(err, DDP_ERUNTIME, "%s/%s: out of memory packing %lld pieces", dir, split, (long long)pc.n);
     }
     free(order), free(row_of);
@@ -332,7 +331,7 @@ static void gather_row(const doc_packing *p, const token_shards *s, int64_t r, i
         token_shards_copy(s, at, len, tok + t);
         for (int64_t i = 0; i < len; i++) {
             const int64_t q = at + i + 1;
-            const bool trainable = q < doc_end && mask_at(p, s, shard, q);
+            const bool trainable = is_target(p, s, shard, q, doc_end);
             tgt[t + i] = !trainable ? DOC_NO_TARGET : i + 1 < len ? tok[t + i + 1] : (int32_t)token_shards_at(s, q);
             if (start)
                 start[t + i] = (int32_t)t, end[t + i] = (int32_t)(t + len);
