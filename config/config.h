@@ -88,6 +88,7 @@ typedef struct config {
         int64_t profile_steps;                  /* steps the profiler records (0 = off) */
         int64_t profile_start;                  /* steps this run does before the profiler's window opens */
         recompute_mode recompute;               /* what a language model's backward rebuilds */
+        double logits_mb;                       /* a language model's classifier chunk, MiB (0: whole) */
     } train;
 
     optim_opts optimizer;                       /* the optimizer's own options (runtime/optim/optim.h) */

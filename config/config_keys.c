@@ -102,6 +102,13 @@ static const cfg_key keys_after_models[] = {
          "keeps each block's GEMM and attention outputs and recomputes its norms and element-wise ops; `full` "
          "keeps only each block's input and replays the block. Gradients are bit-identical in every mode (the "
          "kernels are deterministic); `ddprun plan` shows the activation memory each takes."),
+    NUM("train.logits_mb", train.logits_mb, NR_NONNEG, "1024", HASH_NO,
+        "Language models: the most MiB of logits the classifier holds at once. It takes a micro-batch's token "
+        "rows in chunks of as many rows as fit (rows x padded vocabulary x the compute type's bytes; at least "
+        "one row), computing each chunk's logits, loss and gradient before the next, so a 128k vocabulary never "
+        "holds a micro-batch's logits (Llama 3 at 8192 tokens: 2 GiB in bf16, 4 GiB in fp32). 0: all rows at "
+        "once. The head's gradient adds the chunks' products in turn, so a different chunk size rounds "
+        "differently (within float32's accumulation error); `ddprun plan` shows the activation memory."),
     INT("train.log_every", train.log_every, 1, BIG, "50", HASH_NO,
         "Log / metrics line every N optimizer steps; also where non-finite losses are looked for (every 4096 "
         "steps at most; `docs/running.md`, \"A loss that becomes NaN\")."),

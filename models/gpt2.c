@@ -96,20 +96,21 @@ int gpt2_tensor_table(const gpt2_shape *shape, model *m, ddp_err *err)
 /* ---- activations -------------------------------------------------------------------------- */
 
 /* GPT-2's activations (lm_layout.h) in the order they are allocated: the shared buffers (the
- * embeddings' output, the final LayerNorm, the logits, backward's scratch, its statistics), then
+ * embeddings' output, the final LayerNorm, backward's scratch, its statistics; the logits are the
+ * classifier's chunk, lm_layout.h), then
  * what each block keeps for its backward (activations, LayerNorm statistics, attention's
  * log-sum-exp: B·NH·T floats, linear in T) — under recompute, the block's output only (full) or
  * all but the LayerNorms' outputs and statistics (selective: the GELU's output is the fused GEMM
  * epilogue's, which no element-wise op reproduces bit for bit), the rest one copy all blocks share. */
-static void gpt2_layout(const gpt2_shape *s, recompute_mode recompute, lm_layout *L)
+static void gpt2_layout(const gpt2_shape *s, const lm_run *run, lm_layout *L)
 {
     const int64_t C = s->n_embd;
-    *L = (lm_layout){.n_layer = s->n_layer, .recompute = recompute};
+    *L = (lm_layout){.n_layer = s->n_layer, .recompute = run->recompute, .vocab_padded = gpt2_vocab_padded(s->vocab_size),
+                     .logits_bytes = run->logits_bytes};
 #define SHARED(f, f32, width) lm_layout_shared(L, offsetof(gpt2_impl, f), f32, width)
 #define BLOCK(f, f32, width, keep) lm_layout_block(L, offsetof(gpt2_block_acts, f), f32, width, LM_KEEP_##keep)
     SHARED(encoded, false, C);
     SHARED(lnf, false, C);
-    SHARED(lm.logits, false, gpt2_vocab_padded(s->vocab_size));
     SHARED(dres, false, C);
     SHARED(dln, false, C);
     SHARED(datty, false, C);
@@ -134,22 +135,27 @@ static void gpt2_layout(const gpt2_shape *s, recompute_mode recompute, lm_layout
 #undef BLOCK
 }
 
-static int alloc_acts(model *m, gpt2_impl *g, int64_t B, ddp_err *err)
+/* The buffers, and the classifier's: ln_f's output through the tied wte. */
+static int alloc_acts(model *m, gpt2_impl *g, const lm_run *run, int64_t B, ddp_err *err)
 {
     lm_layout L;
-    gpt2_layout(&g->s, g->recompute, &L);
-    return lm_layout_alloc(m, &L, g, g->blocks, sizeof g->blocks[0], B * g->lm.T, err);
+    gpt2_layout(&g->s, run, &L);
+    int rc = lm_layout_alloc(m, &L, g, g->blocks, sizeof g->blocks[0], B * g->lm.T, err);
+    g->lm.C = g->s.n_embd;
+    g->lm.head_off = g->off_wte;
+    g->lm.head_x = g->lnf;
+    g->lm.head_dx = g->dln;
+    return rc;
 }
 
-int gpt2_activation_bytes(const gpt2_shape *s, tensor_dtype compute, recompute_mode recompute, int64_t T, int64_t B,
-                          size_t *bytes, ddp_err *err)
+int gpt2_activation_bytes(const gpt2_shape *s, const lm_run *run, int64_t T, int64_t B, size_t *bytes, ddp_err *err)
 {
     lm_layout L;
-    gpt2_layout(s, recompute, &L);
+    gpt2_layout(s, run, &L);
     char widths[128];
     snprintf(widths, sizeof widths, "model.gpt2.n_embd=%lld, model.gpt2.vocab_size=%lld", (long long)s->n_embd,
              (long long)s->vocab_size);
-    return lm_layout_plan(&L, compute, T, B, "gpt2", widths, bytes, err);
+    return lm_layout_plan(&L, run->compute, T, B, "gpt2", widths, bytes, err);
 }
 
 /* ---- initialisation ----------------------------------------------------------------------- */
@@ -228,23 +234,23 @@ int gpt2_parse_description(const char *desc, gpt2_shape *shape, int64_t *seq_len
     return DDP_OK;
 }
 
-int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, recompute_mode recompute, device *dev,
-                const sample_layout *data, int64_t max_rows, model_buffers buffers, model **out, ddp_err *err)
+int gpt2_create(const gpt2_shape *shape, const lm_run *run, device *dev, const sample_layout *data, int64_t max_rows,
+                model_buffers buffers, model **out, ddp_err *err)
 {
     *out = NULL;
     size_t act_bytes; /* the plan's figure: refuses a micro-batch whose buffers would not fit in 64 bits */
     int rc = check_shape(shape, data, max_rows, err);
     if (!rc)
-        rc = gpt2_activation_bytes(shape, compute, recompute, data->input.count, max_rows, &act_bytes, err);
+        rc = gpt2_activation_bytes(shape, run, data->input.count, max_rows, &act_bytes, err);
     if (rc)
         return rc;
     model *m;
-    if ((rc = lm_new(&gpt2_kind, sizeof(gpt2_impl), compute, dev, data, shape->vocab_size, max_rows, buffers, &m,
+    if ((rc = lm_new(&gpt2_kind, sizeof(gpt2_impl), run->compute, dev, data, shape->vocab_size, max_rows, buffers, &m,
                      err)))
         return rc;
     gpt2_impl *g = m->impl;
     g->s = *shape;
-    g->recompute = recompute;
+    g->recompute = run->recompute;
     g->lm.Vp = gpt2_vocab_padded(shape->vocab_size);
     describe(m, shape, g->lm.T);
     rc = lay_out_params(m, g, err);
@@ -252,7 +258,7 @@ int gpt2_create(const gpt2_shape *shape, tensor_dtype compute, recompute_mode re
     if (!rc)
         rc = lm_alloc_params(m, err);
     if (!rc)
-        rc = alloc_acts(m, g, max_rows, err);
+        rc = alloc_acts(m, g, run, max_rows, err);
     if (!rc && g->lm.act_bytes != act_bytes) /* the layout changed on one side only */
         rc = ddp_fail(err, DDP_ERUNTIME, "activations of %zu bytes, gpt2_activation_bytes plans %zu",
                       g->lm.act_bytes, act_bytes);

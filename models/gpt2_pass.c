@@ -121,11 +121,7 @@ int gpt2_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
                                                last->res2, lnf_w, lnf_b, BT, C, err)
               : op->layernorm_forward(d, g->lm.t, g->lnf, g->lnf_mean, g->lnf_rstd, g->encoded, lnf_w, lnf_b, BT, C,
                                       err);
-    /* logits = lnf · wteᵀ over all padded rows: the padding columns are ignored by the classifier */
-    if (!rc)
-        rc = op->gemm(d, g->lm.t, g->lm.t, false, true, BT, g->lm.Vp, C, 1.0f, g->lnf, C, gpt2_weight(g, g->off_wte), C,
-                      0.0f, g->lm.logits, g->lm.Vp, err);
-    return rc ? ddp_prefix(err, "gpt2 forward ln_f/logits") : DDP_OK;
+    return rc ? ddp_prefix(err, "gpt2 forward ln_f") : DDP_OK; /* the logits: the classifier's (lm_core.c) */
 }
 
 /* ---- backward ----------------------------------------------------------------------------- */
@@ -226,19 +222,13 @@ int gpt2_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn read
     const tensor_dtype t = g->lm.t;
     int64_t C = g->s.n_embd, BT = B * g->lm.T, L = g->s.n_layer;
     const void *res_out = L > 0 ? g->blocks[L - 1].res3 : g->encoded;
-    /* g->lm.logits holds dlogits now. Classifier: dwte += dlogitsᵀ · lnf, dlnf = dlogits · wte */
-    int rc = op->gemm(d, t, TENSOR_F32, true, false, g->lm.Vp, C, BT, 1.0f, g->lm.logits, g->lm.Vp, g->lnf, C, 1.0f,
-                      model_grad(m, g->off_wte), C, err);
-    if (!rc)
-        rc = op->gemm(d, t, t, false, false, BT, C, g->lm.Vp, 1.0f, g->lm.logits, g->lm.Vp, gpt2_weight(g, g->off_wte),
-                      C, 0.0f, g->dln, C, err);
-    if (!rc)
-        rc = op->fill(d, t, g->dres, (size_t)(BT * C), 0.0f, err);
+    /* the classifier added wte's gradient and left dlnf in g->dln (lm_core.head_dx) */
+    int rc = op->fill(d, t, g->dres, (size_t)(BT * C), 0.0f, err);
     if (!rc)
         rc = op->layernorm_backward(d, t, g->dres, model_grad(m, g->off_lnf_w), model_grad(m, g->off_lnf_b), g->dln, res_out,
                                     gpt2_weight(g, g->off_lnf_w), g->lnf_mean, g->lnf_rstd, BT, C, err);
     if (rc)
-        return ddp_prefix(err, "gpt2 backward ln_f/classifier");
+        return ddp_prefix(err, "gpt2 backward ln_f");
     if (ready)
         ready(ctx, g->block_off[L], m->n_params - g->block_off[L]);
     for (int l = (int)L - 1; l >= 0; l--) {

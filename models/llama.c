@@ -124,24 +124,25 @@ void llama_rope_tables(int64_t positions, int64_t head_size, double rope_theta, 
 /* ---- activations -------------------------------------------------------------------------- */
 
 /* The Llama's activations (lm_layout.h) in the order they are allocated: the shared buffers (the
- * embeddings' output, the final RMSNorm, the logits, backward's scratch, its statistics), then
+ * embeddings' output, the final RMSNorm, backward's scratch, its statistics; the logits are the
+ * classifier's chunk, lm_layout.h), then
  * what each block keeps for its backward (activations, RMSNorm statistics, attention's
  * log-sum-exp: B·NH·T floats, linear in T) — under recompute, the block's output only (full) or
  * its GEMM and attention outputs too (selective), the rest one copy all blocks share; the RoPE
  * tables (block_size x hd/2 cos and sin) are fixed bytes, allocated by alloc_tables. */
-static void llama_layout(const llama_shape *s, recompute_mode recompute, lm_layout *L)
+static void llama_layout(const llama_shape *s, const lm_run *run, lm_layout *L)
 {
     const int64_t C = s->n_embd, NH = s->n_head, hd = C / NH, F = s->ffn_hidden;
     const int64_t QKV = (NH + 2 * s->n_kv_head) * hd;
     size_check k = {0}; /* within the keys' ranges: 2^20 positions x 2^15 pairs */
-    *L = (lm_layout){.n_layer = s->n_layer, .recompute = recompute,
+    *L = (lm_layout){.n_layer = s->n_layer, .recompute = run->recompute,
+                     .vocab_padded = llama_vocab_padded(s->vocab_size), .logits_bytes = run->logits_bytes,
                      .fixed_bytes = size_mul(&k, size_mul(&k, (size_t)s->block_size, (size_t)(hd / 2)),
                                              2 * sizeof(float))};
 #define SHARED(f, f32, width) lm_layout_shared(L, offsetof(llama_impl, f), f32, width)
 #define BLOCK(f, f32, width, keep) lm_layout_block(L, offsetof(llama_block_acts, f), f32, width, LM_KEEP_##keep)
     SHARED(encoded, false, C);
     SHARED(lnf, false, C);
-    SHARED(lm.logits, false, llama_vocab_padded(s->vocab_size));
     SHARED(dres, false, C);
     SHARED(dln, false, C);
     SHARED(datty, false, NH * hd);
@@ -187,23 +188,30 @@ static int alloc_tables(model *m, llama_impl *g, ddp_err *err)
     return rc;
 }
 
-static int alloc_acts(model *m, llama_impl *g, int64_t B, ddp_err *err)
+/* The tables, the buffers, and the classifier's: model.norm's output through lm_head. */
+static int alloc_acts(model *m, llama_impl *g, const lm_run *run, int64_t B, ddp_err *err)
 {
     lm_layout L;
-    llama_layout(&g->s, g->recompute, &L);
+    llama_layout(&g->s, run, &L);
     int rc = alloc_tables(m, g, err);
-    return rc ? rc : lm_layout_alloc(m, &L, g, g->blocks, sizeof g->blocks[0], B * g->lm.T, err);
+    if (!rc)
+        rc = lm_layout_alloc(m, &L, g, g->blocks, sizeof g->blocks[0], B * g->lm.T, err);
+    g->lm.C = g->s.n_embd;
+    g->lm.head_off = g->off_head;
+    g->lm.head_x = g->lnf;
+    g->lm.head_dx = g->dln;
+    return rc;
 }
 
-int llama_activation_bytes(const llama_family *fam, const llama_shape *s, tensor_dtype compute,
-                           recompute_mode recompute, int64_t T, int64_t B, size_t *bytes, ddp_err *err)
+int llama_activation_bytes(const llama_family *fam, const llama_shape *s, const lm_run *run, int64_t T, int64_t B,
+                           size_t *bytes, ddp_err *err)
 {
     lm_layout L;
-    llama_layout(s, recompute, &L);
+    llama_layout(s, run, &L);
     char widths[256];
     snprintf(widths, sizeof widths, "model.%s.n_embd=%lld, model.%s.ffn_hidden=%lld, model.%s.vocab_size=%lld",
              fam->name, (long long)s->n_embd, fam->name, (long long)s->ffn_hidden, fam->name, (long long)s->vocab_size);
-    return lm_layout_plan(&L, compute, T, B, fam->name, widths, bytes, err);
+    return lm_layout_plan(&L, run->compute, T, B, fam->name, widths, bytes, err);
 }
 
 /* ---- initialisation ----------------------------------------------------------------------- */
@@ -297,24 +305,23 @@ static int check_shape(const llama_family *fam, const llama_shape *s, const samp
     return lm_check_data(k, data, s->block_size, s->vocab_size, max_rows, err);
 }
 
-int llama_create(const llama_family *fam, const llama_shape *shape, tensor_dtype compute, recompute_mode recompute,
-                 device *dev, const sample_layout *data, int64_t max_rows, model_buffers buffers, model **out,
-                 ddp_err *err)
+int llama_create(const llama_family *fam, const llama_shape *shape, const lm_run *run, device *dev,
+                 const sample_layout *data, int64_t max_rows, model_buffers buffers, model **out, ddp_err *err)
 {
     *out = NULL;
     size_t act_bytes; /* the plan's figure: refuses a micro-batch whose buffers would not fit in 64 bits */
     int rc = check_shape(fam, shape, data, max_rows, err);
     if (!rc)
-        rc = llama_activation_bytes(fam, shape, compute, recompute, data->input.count, max_rows, &act_bytes, err);
+        rc = llama_activation_bytes(fam, shape, run, data->input.count, max_rows, &act_bytes, err);
     if (rc)
         return rc;
     model *m;
-    if ((rc = lm_new(&llama_kind, sizeof(llama_impl), compute, dev, data, shape->vocab_size, max_rows, buffers,
+    if ((rc = lm_new(&llama_kind, sizeof(llama_impl), run->compute, dev, data, shape->vocab_size, max_rows, buffers,
                      &m, err)))
         return rc;
     llama_impl *g = m->impl;
     g->fam = fam;
-    g->recompute = recompute;
+    g->recompute = run->recompute;
     g->s = *shape;
     g->lm.Vp = llama_vocab_padded(shape->vocab_size);
     g->hd = shape->n_embd / shape->n_head;
@@ -325,7 +332,7 @@ int llama_create(const llama_family *fam, const llama_shape *shape, tensor_dtype
     if (!rc)
         rc = lm_alloc_params(m, err);
     if (!rc)
-        rc = alloc_acts(m, g, max_rows, err);
+        rc = alloc_acts(m, g, run, max_rows, err);
     if (!rc && g->lm.act_bytes != act_bytes) /* the layout changed on one side only */
         rc = ddp_fail(err, DDP_ERUNTIME, "activations of %zu bytes, llama_activation_bytes plans %zu",
                       g->lm.act_bytes, act_bytes);

@@ -33,13 +33,10 @@ extern const llama_family llama_family_llama; /* Meta's Llama: no biases */
 int64_t llama_vocab_padded(int64_t vocab_size);
 
 /* A Llama of this shape for token sequences of data->input.count positions, with activations for
- * up to max_rows sequences, computing in `compute` (TENSOR_BF16: bf16 activations and a bf16 copy
- * of the fp32 parameters, made by params_changed; CUDA only), keeping activations for backward as
- * `recompute` says (model_opts.h), params and grads as buffers says
+ * up to max_rows sequences, run as `run` says (gpt2_create's), params and grads as buffers says
  * (model_buffers). A shape or data that does not fit is a usage error naming both. */
-int llama_create(const llama_family *fam, const llama_shape *shape, tensor_dtype compute, recompute_mode recompute,
-                 device *dev, const sample_layout *data, int64_t max_rows, model_buffers buffers, model **out,
-                 ddp_err *err);
+int llama_create(const llama_family *fam, const llama_shape *shape, const lm_run *run, device *dev,
+                 const sample_layout *data, int64_t max_rows, model_buffers buffers, model **out, ddp_err *err);
 
 /* The parameter tensors a model of this family and shape has, as llama_create lays them out
  * (Hugging Face's names, shapes, offsets; m->n_params), into m->tensors of a zeroed model that is not built: for
@@ -47,12 +44,11 @@ int llama_create(const llama_family *fam, const llama_shape *shape, tensor_dtype
 int llama_tensor_table(const llama_family *fam, const llama_shape *shape, model *m, ddp_err *err);
 
 /* The device memory llama_create allocates for activations, backward scratch and its tables
- * (model.activation_bytes) for sequences of T tokens and max_rows B, computing in `compute`, into
+ * (model.activation_bytes) for sequences of T tokens and max_rows B, run as `run` says, into
  * *bytes: for the memory plan of a model that is not built, and checked by llama_create before it
  * carves them. A size that does not fit in 64 bits is a usage error naming the keys it grows with. */
-int llama_activation_bytes(const llama_family *fam, const llama_shape *shape, tensor_dtype compute,
-                           recompute_mode recompute, int64_t T, int64_t B, size_t *bytes,
-                           ddp_err *err);
+int llama_activation_bytes(const llama_family *fam, const llama_shape *shape, const lm_run *run, int64_t T, int64_t B,
+                           size_t *bytes, ddp_err *err);
 
 /* The rotary tables the model uploads: cos and sin [positions, head_size/2] of t·f_j with
  * f_j = rope_theta^(-2j/head_size), computed in double and rounded to float once. */

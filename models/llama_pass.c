@@ -171,10 +171,7 @@ int llama_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
     llama_block_acts *last = &g->blocks[L - 1];
     rc = op->residual_rmsnorm_forward(d, g->lm.t, last->res3, g->lnf, g->rstdf, last->res3, last->res2,
                                       llama_weight(g, g->off_norm), BT, C, (float)g->s.norm_eps, err);
-    /* logits over all padded rows: the padding columns are ignored by the classifier */
-    if (!rc)
-        rc = linear_forward(m, g, g->lnf, g->off_head, g->lm.logits, BT, C, g->lm.Vp, err);
-    return rc ? ddp_prefix(err, "llama forward model.norm/lm_head") : DDP_OK;
+    return rc ? ddp_prefix(err, "llama forward model.norm") : DDP_OK; /* lm_head: the classifier's (lm_core.c) */
 }
 
 /* ---- backward ----------------------------------------------------------------------------- */
@@ -240,15 +237,13 @@ int llama_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn rea
     device *d = m->dev;
     const tensor_dtype t = g->lm.t;
     const int64_t C = g->s.n_embd, BT = B * g->lm.T, L = g->s.n_layer;
-    /* g->lm.logits holds dlogits now: the head's gradient and dlnf */
-    int rc = linear_backward(m, g, g->lm.logits, g->lnf, g->off_head, g->dln, BT, C, g->lm.Vp, err);
-    if (!rc)
-        rc = op->fill(d, t, g->dres, (size_t)(BT * C), 0.0f, err);
+    /* the classifier left lm_head's gradient and dlnf in g->dln (lm_core.head_dx) */
+    int rc = op->fill(d, t, g->dres, (size_t)(BT * C), 0.0f, err);
     if (!rc)
         rc = op->rmsnorm_backward(d, t, g->dres, model_grad(m, g->off_norm), g->dln, g->blocks[L - 1].res3,
                                   llama_weight(g, g->off_norm), g->rstdf, BT, C, err);
     if (rc)
-        return ddp_prefix(err, "llama backward model.norm/lm_head");
+        return ddp_prefix(err, "llama backward model.norm");
     if (ready) /* model.norm and lm_head; a tied head's gradient is the embedding's, final below */
         ready(ctx, g->block_off[L], m->n_params - g->block_off[L]);
     for (int l = (int)L - 1; l >= 0; l--) {

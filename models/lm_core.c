@@ -1,6 +1,6 @@
 /* lm_core.c — the plumbing GPT-2 and the Llama share as language models (see lm_core.h): the
- * data checks, building and freeing the model's buffers, and the model_ops, which run the model's
- * own passes and draw through lm_kind. It reaches the model only through lm_core and lm_kind.
+ * data checks, building and freeing the model's buffers, the classifier, and the model_ops, which
+ * run it between the model's own passes and draw through lm_kind. It reaches the model only through lm_core and lm_kind.
  * This file must not know any model's tensors or activations, communicate, step an optimizer or
  * read data. */
 #include "lm_core.h"
@@ -119,14 +119,46 @@ static int check_batch(model *m, const model_batch *b, ddp_err *err)
     return DDP_OK;
 }
 
-/* Softmax cross-entropy over the first vocab_size (io.sample.n_classes) columns of the logits;
- * with want_grad the logits' gradient over them. */
+/* The head over rows [r0, r0 + n) of head_x: their logits into lm->logits, the softmax
+ * cross-entropy over the first vocab_size (io.sample.n_classes) columns, and with want_grad the
+ * dlogits over the logits, the head's gradient (+= dlogitsᵀ · x) and head_dx's rows (dlogits ·
+ * head). The padding columns' logits are computed and ignored; their gradient is 0. */
+static int classifier_chunk(model *m, const int32_t *targets, int64_t r0, int64_t n, float grad_scale,
+                            bool want_grad, float *stats, ddp_err *err)
+{
+    lm_core *lm = core(m);
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const tensor_dtype t = lm->t;
+    const int64_t C = lm->C, Vp = lm->Vp;
+    const size_t row = (size_t)C * tensor_dtype_size(t);
+    const void *x = (const char *)lm->head_x + (size_t)r0 * row, *w = lm_weight(lm, lm->head_off);
+    int rc = op->gemm(d, t, t, false, true, n, Vp, C, 1.0f, x, C, w, C, 0.0f, lm->logits, Vp, err);
+    if (!rc)
+        rc = op->softmax_xent(d, t, lm->logits, Vp, targets + r0, n, m->io.sample.n_classes, grad_scale,
+                              want_grad ? lm->logits : NULL, stats, err);
+    if (!rc && want_grad)
+        rc = op->gemm(d, t, TENSOR_F32, true, false, Vp, C, n, 1.0f, lm->logits, Vp, x, C, 1.0f,
+                      model_grad(m, lm->head_off), C, err);
+    if (!rc && want_grad)
+        rc = op->gemm(d, t, t, false, false, n, C, Vp, 1.0f, lm->logits, Vp, w, C, 0.0f,
+                      (char *)lm->head_dx + (size_t)r0 * row, C, err);
+    return rc;
+}
+
+/* The classifier over B sequences' rows, lm->logit_rows at a time: only a chunk's logits exist
+ * at once, so a large vocabulary never holds a micro-batch's. The chunks' loss sums add into
+ * stats in row order, and the head's gradient gets each chunk's product in turn: the same sums
+ * in every run, whatever the rank count. */
 static int classifier(model *m, const int32_t *targets, int64_t B, float grad_scale, bool want_grad, float *stats,
                       ddp_err *err)
 {
     lm_core *lm = core(m);
-    int rc = m->dev->ops->softmax_xent(m->dev, lm->t, lm->logits, lm->Vp, targets, B * lm->T, m->io.sample.n_classes,
-                                       grad_scale, want_grad ? lm->logits : NULL, stats, err);
+    const int64_t BT = B * lm->T;
+    int rc = DDP_OK;
+    for (int64_t r0 = 0; !rc && r0 < BT; r0 += lm->logit_rows)
+        rc = classifier_chunk(m, targets, r0, BT - r0 < lm->logit_rows ? BT - r0 : lm->logit_rows, grad_scale,
+                              want_grad, stats, err);
     return rc ? ddp_prefix(err, "%s classifier", lm->kind->name) : DDP_OK;
 }
 
@@ -173,11 +205,12 @@ static int lm_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *er
     return rc ? ddp_prefix(err, "%s: the bf16 copy of the parameters", lm->kind->name) : DDP_OK;
 }
 
+/* NULL when the classifier takes a micro-batch in chunks: no pass leaves all its logits. */
 static const void *lm_logits(const model *m, int64_t *ld)
 {
     const lm_core *lm = core(m);
     *ld = lm->Vp;
-    return lm->logits;
+    return lm->logit_rows < m->max_rows * lm->T ? NULL : lm->logits;
 }
 
 /* Frees the model's buffers, the impl and m itself. */

@@ -1,8 +1,9 @@
 /* lm_core.h — what GPT-2 and the Llama share as next-token language models: the state both
  * impls begin with (lm_core) and the plumbing around their own code. The plumbing is building the
  * model (the data checks, the parameters and the bf16 compute copy, the activation buffers) and
- * its model_ops: forward_backward and evaluate run the model's passes around the softmax
- * cross-entropy classifier, init_tensor hands each tensor's draw to the model's own,
+ * its model_ops: forward_backward and evaluate run the model's passes around the classifier (the
+ * head's GEMM and the softmax cross-entropy, chunk of rows by chunk, so a large vocabulary's logits
+ * never exist for a whole micro-batch), init_tensor hands each tensor's draw to the model's own,
  * params_changed rebuilds the bf16 copy, logits and destroy.
  *
  * Each impl's first member is its lm_core, so m->impl points at both. A model brings its name for
@@ -22,10 +23,12 @@ typedef struct lm_kind {
     /* Tensor t's initial values into dst (t->numel floats, zero), drawn from r: model.h's
      * init_tensor. */
     void (*init_tensor)(const model *m, rng *r, const param_tensor *t, float *dst);
-    /* Logits [BT, Vp] into lm_core.logits from the tokens [B, T] (device int32). */
+    /* The classifier's input lm_core.head_x [BT, C] (the final norm's output) from the tokens
+     * [B, T] (device int32). */
     int (*forward)(model *m, const int32_t *tokens, int64_t B, ddp_err *err);
-    /* The backward pass from the dlogits the classifier left in lm_core.logits; reports each
-     * block's gradient range through ready (may be NULL) as soon as it is final. */
+    /* The backward pass from lm_core.head_dx, the gradient the classifier left for head_x (it
+     * has added the head's own gradient); reports each block's gradient range through ready (may
+     * be NULL) as soon as it is final. */
     int (*backward)(model *m, const int32_t *tokens, int64_t B, grad_ready_fn ready, void *ctx, ddp_err *err);
     /* the passes read lm_core.docs: packed rows with attention and positions per document */
     bool packs_documents;
@@ -43,7 +46,15 @@ typedef struct lm_core {
     int64_t Vp;                /* vocab_size padded (the model's *_vocab_padded): the logits' row stride */
     int64_t T;                 /* sequence length of the data (<= block_size) */
     const int32_t *docs;       /* the batch being passed: model_batch.docs (NULL: whole rows) */
-    void *logits;              /* [BT, Vp]; the classifier writes dlogits over it */
+    /* The classifier (lm_core.c), whose buffers the model sets once built: logits = head_x ·
+     * headᵀ, the head [Vp, C] at parameter offset head_off (a tied head's is the embeddings'),
+     * head_x and head_dx [BT, C] of the compute type. */
+    int64_t C;
+    size_t head_off;
+    const void *head_x;        /* the final norm's output */
+    void *head_dx;             /* the loss's gradient w.r.t. head_x, written by the classifier */
+    void *logits;              /* [logit_rows, Vp]: a chunk's; the classifier writes dlogits over it */
+    int64_t logit_rows;        /* rows per chunk (lm_logit_rows): every row of a micro-batch, or fewer */
     void *allocs[24];          /* the device buffers lm_alloc made, freed by m->ops->destroy */
     int n_allocs;
     size_t act_bytes;          /* their bytes, for the memory plan */

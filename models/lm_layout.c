@@ -44,9 +44,25 @@ static size_t block_bytes(const lm_layout *L, bool per_block, tensor_dtype t, in
     return bytes;
 }
 
+int64_t lm_logit_rows(size_t logits_bytes, int64_t vocab_padded, tensor_dtype t, int64_t rows)
+{
+    const size_t fit_rows = logits_bytes / ((size_t)vocab_padded * tensor_dtype_size(t));
+    if (logits_bytes == 0 || fit_rows >= (size_t)rows)
+        return rows;
+    const int64_t fit = fit_rows > 0 ? (int64_t)fit_rows : 1;
+    const int64_t chunks = (rows + fit - 1) / fit;
+    return (rows + chunks - 1) / chunks;
+}
+
+static size_t logits_bytes(const lm_layout *L, tensor_dtype t, int64_t rows, size_check *k)
+{
+    const int64_t n = lm_logit_rows(L->logits_bytes, L->vocab_padded, t, rows);
+    return size_mul(k, size_mul(k, (size_t)n, (size_t)L->vocab_padded), tensor_dtype_size(t));
+}
+
 static size_t layout_bytes(const lm_layout *L, tensor_dtype t, int64_t rows, size_check *k)
 {
-    size_t total = L->fixed_bytes;
+    size_t total = size_add(k, L->fixed_bytes, logits_bytes(L, t, rows, k));
     for (int i = 0; i < L->n_shared; i++)
         total = size_add(k, total, size_mul(k, size_mul(k, (size_t)rows, (size_t)L->shared[i].per_row),
                                             elem_bytes(&L->shared[i], t)));
@@ -73,20 +89,24 @@ int lm_layout_alloc(model *m, const lm_layout *L, void *impl, void *blocks, size
         return ddp_fail(err, DDP_ERUNTIME, "%s: more than %d activation buffers in its layout",
                         ((const lm_core *)m->impl)->kind->name, LM_LAYOUT_MAX);
     size_check k = {0};
-    for (int i = 0; i < L->n_shared; i++) {
+    lm_core *lm = m->impl;
+    lm->logit_rows = lm_logit_rows(L->logits_bytes, L->vocab_padded, t, rows);
+    int rc = lm_alloc(m, &lm->logits, logits_bytes(L, t, rows, &k), err);
+    for (int i = 0; !rc && i < L->n_shared; i++) {
         void *p;
         size_t bytes = size_mul(&k, size_mul(&k, (size_t)rows, (size_t)L->shared[i].per_row),
                                 elem_bytes(&L->shared[i], t));
-        int rc = lm_alloc(m, &p, bytes, err); /* an overflow asks for SIZE_MAX, which no device gives */
-        if (rc)
-            return rc;
-        set_pointer(impl, L->shared[i].field, p);
+        rc = lm_alloc(m, &p, bytes, err); /* an overflow asks for SIZE_MAX, which no device gives */
+        if (!rc)
+            set_pointer(impl, L->shared[i].field, p);
     }
+    if (rc)
+        return rc;
     /* one slab: the blocks' shared copy first, then each block's own buffers */
     void *base;
     size_t shared_bytes = block_bytes(L, false, t, rows, &k);
-    int rc = lm_alloc(m, &base, size_add(&k, shared_bytes, size_mul(&k, block_bytes(L, true, t, rows, &k),
-                                                                      (size_t)L->n_layer)), err);
+    rc = lm_alloc(m, &base, size_add(&k, shared_bytes, size_mul(&k, block_bytes(L, true, t, rows, &k),
+                                                                 (size_t)L->n_layer)), err);
     char *scratch = base, *slab = (char *)base + shared_bytes;
     for (int i = 0; !rc && i < L->n_block; i++)
         if (!kept(L, &L->block[i])) {

@@ -123,7 +123,8 @@ struct model_ops {
     /* Language models: the last forward pass's logits on the device, [rows * T, *ld] of type
      * m->act_dtype with the vocabulary in the first io.sample.n_classes columns (after
      * forward_backward they hold the gradient instead; after evaluate the logits). NULL for
-     * other models. */
+     * other models, and for a language model whose classifier takes micro-batches in chunks
+     * (lm_run.logits_bytes): no pass leaves all of them. */
     const void *(*logits)(const model *m, int64_t *ld);
     void (*destroy)(model *m);
 };

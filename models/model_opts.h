@@ -27,6 +27,17 @@ typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_m
 /* train.recompute's values in recompute_mode's order, NULL-terminated (models/model_config.c). */
 extern const char *const recompute_mode_names[];
 
+/* How a language model runs beside its shape: gpt2_create, llama_create and their activation
+ * sizes take it (model_registry.c fills it from model_opts). */
+typedef struct lm_run {
+    tensor_dtype compute;       /* activations' and GEMM operands' type (model_opts.compute) */
+    recompute_mode recompute;
+    /* the most bytes of logits the classifier holds at once (train.logits_mb): it takes a
+     * micro-batch's token rows in chunks of as many rows as fit, at least one; 0: all rows at
+     * once, and the logits stay readable after a pass (model_ops.logits) */
+    size_t logits_bytes;
+} lm_run;
+
 /* The MLP's hidden layers and activation (its input width and class count come from the data). */
 typedef struct mlp_opts {
     int n_hidden;
@@ -76,6 +87,7 @@ typedef struct model_opts {
      * the CUDA backend: fp32 parameters with a bf16 copy to compute with) */
     tensor_dtype compute;
     recompute_mode recompute; /* a language model's; the MLP's is RECOMPUTE_NONE */
+    size_t logits_bytes;      /* a language model's lm_run.logits_bytes (0: whole micro-batches) */
 } model_opts;
 
 #endif

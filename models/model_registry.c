@@ -18,6 +18,12 @@
 #include "mlp.h"
 #include "qwen2.h"
 
+/* A language model's lm_run from opts. */
+static lm_run lm_run_of(const model_opts *opts)
+{
+    return (lm_run){.compute = opts->compute, .recompute = opts->recompute, .logits_bytes = opts->logits_bytes};
+}
+
 typedef int (*model_build_fn)(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
                               model_buffers buffers, model **out, ddp_err *err);
 
@@ -30,21 +36,22 @@ static int build_mlp(const model_opts *opts, device *dev, const sample_layout *d
 static int build_gpt2(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
                       model_buffers buffers, model **out, ddp_err *err)
 {
-    return gpt2_create(&opts->gpt2, opts->compute, opts->recompute, dev, data, max_rows, buffers, out, err);
+    const lm_run run = lm_run_of(opts);
+    return gpt2_create(&opts->gpt2, &run, dev, data, max_rows, buffers, out, err);
 }
 
 static int build_llama(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
                        model_buffers buffers, model **out, ddp_err *err)
 {
-    return llama_create(&llama_family_llama, &opts->llama, opts->compute, opts->recompute, dev, data, max_rows,
-                        buffers, out, err);
+    const lm_run run = lm_run_of(opts);
+    return llama_create(&llama_family_llama, &opts->llama, &run, dev, data, max_rows, buffers, out, err);
 }
 
 static int build_qwen2(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
                        model_buffers buffers, model **out, ddp_err *err)
 {
-    return llama_create(&qwen2_family, &opts->qwen2, opts->compute, opts->recompute, dev, data, max_rows, buffers,
-                        out, err);
+    const lm_run run = lm_run_of(opts);
+    return llama_create(&qwen2_family, &opts->qwen2, &run, dev, data, max_rows, buffers, out, err);
 }
 
 /* What build would make, sized without a device (model_size). */
@@ -53,27 +60,29 @@ typedef int (*model_size_fn)(const model_opts *opts, const sample_layout *data, 
 
 static int size_gpt2(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
 {
+    const lm_run run = lm_run_of(opts);
     int rc = gpt2_tensor_table(&opts->gpt2, m, err);
-    if (!rc && (rc = gpt2_activation_bytes(&opts->gpt2, opts->compute, opts->recompute, data->input.count, max_rows,
-                                           &m->activation_bytes, err)))
+    if (!rc && (rc = gpt2_activation_bytes(&opts->gpt2, &run, data->input.count, max_rows, &m->activation_bytes, err)))
         model_free_tensors(m);
     return rc;
 }
 
 static int size_llama(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
 {
+    const lm_run run = lm_run_of(opts);
     int rc = llama_tensor_table(&llama_family_llama, &opts->llama, m, err);
-    if (!rc && (rc = llama_activation_bytes(&llama_family_llama, &opts->llama, opts->compute, opts->recompute,
-                                            data->input.count, max_rows, &m->activation_bytes, err)))
+    if (!rc && (rc = llama_activation_bytes(&llama_family_llama, &opts->llama, &run, data->input.count, max_rows,
+                                            &m->activation_bytes, err)))
         model_free_tensors(m);
     return rc;
 }
 
 static int size_qwen2(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
 {
+    const lm_run run = lm_run_of(opts);
     int rc = llama_tensor_table(&qwen2_family, &opts->qwen2, m, err);
-    if (!rc && (rc = llama_activation_bytes(&qwen2_family, &opts->qwen2, opts->compute, opts->recompute,
-                                            data->input.count, max_rows, &m->activation_bytes, err)))
+    if (!rc && (rc = llama_activation_bytes(&qwen2_family, &opts->qwen2, &run, data->input.count, max_rows,
+                                            &m->activation_bytes, err)))
         model_free_tensors(m);
     return rc;
 }

@@ -94,6 +94,9 @@ model_opts train_model_opts(const config *c)
     model_opts o = model_opts_make(c->model.kind, &c->model.opts,
                                    c->precision == PRECISION_BF16 ? TENSOR_BF16 : TENSOR_F32);
     o.recompute = c->train.recompute;
+    /* a budget past 2^63 bytes holds any micro-batch: 0, all rows; one under a byte, still a row */
+    const double bytes = c->train.logits_mb * 1048576.0;
+    o.logits_bytes = bytes >= 0x1p63 ? 0 : bytes > 0 && bytes < 1 ? 1 : (size_t)bytes;
     return o;
 }
 

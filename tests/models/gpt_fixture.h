@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "models/gpt2.h"
+#include "models/lm_layout.h"
 #include "runtime/optim/optim.h"
 #include "tests/check.h"
 #include "tests/fixture.h"
@@ -129,7 +130,7 @@ static inline int gfx_setup(gfx *f, device *dev, tensor_dtype compute)
     ddp_err err = {0};
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T},
                           .n_classes = f->shape.vocab_size};
-    if (gpt2_create(&f->shape, compute, RECOMPUTE_NONE, dev, &data, f->B, MODEL_BUFFERS_WHOLE, &f->m, &err)) {
+    if (gpt2_create(&f->shape, &(lm_run){.compute = compute}, dev, &data, f->B, MODEL_BUFFERS_WHOLE, &f->m, &err)) {
         fprintf(stderr, "fixture setup: %s\n", err.msg);
         return 1;
     }
@@ -210,14 +211,16 @@ static inline float *gfx_grads_of(gfx *f, model *other)
     return host;
 }
 
-/* train.recompute selective and full give none's gradients bit for bit in less activation memory;
- * build makes a model of f's shape and compute type with the given mode (NULL on failure). */
-static inline void gfx_check_recompute(gfx *f, model *(*build)(gfx *f, recompute_mode mode))
+/* Builds a model of f's shape for the checks below with `run` (NULL on failure). */
+typedef model *(*gfx_build_fn)(gfx *f, const lm_run *run);
+
+/* train.recompute selective and full give none's gradients bit for bit in less activation memory. */
+static inline void gfx_check_recompute(gfx *f, gfx_build_fn build)
 {
     float *grads[3] = {NULL, NULL, NULL};
     size_t act[3] = {0, 0, 0};
     for (int mode = RECOMPUTE_NONE; mode <= RECOMPUTE_FULL; mode++) {
-        model *m = build(f, (recompute_mode)mode);
+        model *m = build(f, &(lm_run){.compute = f->m->act_dtype, .recompute = (recompute_mode)mode});
         CHECK(m != NULL, "recompute %s: built", recompute_mode_names[mode]);
         if (m) {
             act[mode] = m->activation_bytes;
@@ -282,6 +285,51 @@ static inline void gfx_compare_params(const gfx *f, const float *buf, const char
         free(exp);
     }
     free(host);
+}
+
+/* The classifier in chunks (lm_run.logits_bytes) against the fixture, with f->m's parameters: one
+ * row per chunk, and about a third of the rows (the last chunk shorter when they do not divide):
+ * the loss and every gradient within the fixture's tolerances (rtol, atol_scale), since only the
+ * sums change order; exactly (B·T - rows per chunk) padded logits rows fewer activation bytes than
+ * f->m's whole classifier; no logits left to read. */
+static inline void gfx_check_chunked_classifier(gfx *f, gfx_build_fn build, double rtol, double atol_scale)
+{
+    device *d = f->dev;
+    model *whole = f->m;
+    const int64_t rows = f->B * f->T;
+    const size_t row_bytes = (size_t)f->Vp * tensor_dtype_size(whole->act_dtype);
+    const int64_t fits[2] = {1, rows / 3 + 1};
+    float *loss = gfx_load(f, "loss", NULL);
+    CHECK(loss != NULL, "fixture loss");
+    for (int i = 0; i < 2 && loss; i++) {
+        const lm_run run = {.compute = whole->act_dtype, .logits_bytes = (size_t)fits[i] * row_bytes + row_bytes / 2};
+        const int64_t chunk = lm_logit_rows(run.logits_bytes, f->Vp, run.compute, rows);
+        model *m = build(f, &run);
+        CHECK(m != NULL, "classifier in chunks of %lld rows: built", (long long)chunk);
+        if (!m)
+            continue;
+        int64_t ld = 0;
+        CHECK(m->ops->logits(m, &ld) == NULL, "chunks of %lld rows: no logits to read", (long long)chunk);
+        CHECK(m->activation_bytes == whole->activation_bytes - (size_t)(rows - chunk) * row_bytes,
+              "chunks of %lld rows: activations %zu bytes, whole %zu", (long long)chunk, m->activation_bytes,
+              whole->activation_bytes);
+        fprintf(stderr, "  classifier in chunks of %lld of %lld rows: activations %zu bytes (whole: %zu)\n",
+                (long long)chunk, (long long)rows, m->activation_bytes, whole->activation_bytes);
+        ddp_err err = {0};
+        d->ops->copy(d, m->params, whole->params, whole->n_params * sizeof(float), NULL);
+        model_batch b = gfx_batch(f);
+        float stats[2] = {0, 0};
+        d->ops->fill(d, TENSOR_F32, f->stats, 2, 0.0f, NULL);
+        CHECK(m->ops->forward_backward(m, &b, 1.0f / (float)rows, false, NULL, NULL, f->stats, &err) == 0,
+              "forward_backward: %s", err.msg);
+        d->ops->download(d, stats, f->stats, sizeof stats, NULL);
+        CHECK_CLOSE(stats[0] / (double)rows, loss[0], rtol, 0);
+        f->m = m; /* gfx_compare_params reads the tensor table of f->m */
+        gfx_compare_params(f, m->grads, "grad", rtol, atol_scale, 0);
+        f->m = whole;
+        m->ops->destroy(m);
+    }
+    free(loss);
 }
 
 #endif

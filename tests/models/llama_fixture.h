@@ -69,7 +69,7 @@ static inline int lfx_setup(lfx *x, device *dev, tensor_dtype compute)
         return 1;
     ddp_err err = {0};
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = x->shape.vocab_size};
-    if (llama_create(&llama_family_llama, &x->shape, compute, RECOMPUTE_NONE, dev, &data, f->B, MODEL_BUFFERS_WHOLE, &f->m, &err)) {
+    if (llama_create(&llama_family_llama, &x->shape, &(lm_run){.compute = compute}, dev, &data, f->B, MODEL_BUFFERS_WHOLE, &f->m, &err)) {
         fprintf(stderr, "fixture setup: %s\n", err.msg);
         return 1;
     }

@@ -101,14 +101,16 @@ static void check_forward_backward(gfx *f)
     free(norm);
 }
 
-/* GPT-2 of the fixture's shape with train.recompute `mode` (gfx_check_recompute's builder). */
-static model *build_recompute(gfx *f, recompute_mode mode)
+/* GPT-2 of the fixture's shape run as `run` says (gfx_check_recompute's and
+ * gfx_check_chunked_classifier's builder). */
+static model *build_run(gfx *f, const lm_run *run)
 {
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = f->shape.vocab_size};
     model *m = NULL;
     ddp_err err = {0};
-    if (gpt2_create(&f->shape, f->m->act_dtype, mode, f->dev, &data, f->B, MODEL_BUFFERS_WHOLE, &m, &err))
-        fprintf(stderr, "recompute %s: %s\n", recompute_mode_names[mode], err.msg);
+    if (gpt2_create(&f->shape, run, f->dev, &data, f->B, MODEL_BUFFERS_WHOLE, &m, &err))
+        fprintf(stderr, "gpt2 (recompute %s, logits %zu bytes): %s\n", recompute_mode_names[run->recompute],
+                run->logits_bytes, err.msg);
     return m;
 }
 
@@ -206,7 +208,7 @@ static void check_deepest_builds(device *d)
     sample_layout data = {.input = {SAMPLE_I32, 4}, .target = {SAMPLE_I32, 4}, .n_classes = 16};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(gpt2_create(&shape, TENSOR_F32, RECOMPUTE_NONE, d, &data, 2, MODEL_BUFFERS_WHOLE, &m, &err) == 0, "%d layers: %s", GPT2_MAX_LAYERS, err.msg);
+    CHECK(gpt2_create(&shape, &(lm_run){.compute = TENSOR_F32}, d, &data, 2, MODEL_BUFFERS_WHOLE, &m, &err) == 0, "%d layers: %s", GPT2_MAX_LAYERS, err.msg);
     if (m)
         m->ops->destroy(m);
 }
@@ -228,7 +230,8 @@ int main(int argc, char **argv)
                 (long long)f.shape.n_layer, (long long)f.shape.n_embd, (long long)f.shape.n_head, (long long)f.T,
                 (long long)f.shape.vocab_size, (long long)f.B, d->name);
         check_forward_backward(&f);
-        gfx_check_recompute(&f, build_recompute);
+        gfx_check_recompute(&f, build_run);
+        gfx_check_chunked_classifier(&f, build_run, GFX_RTOL, GFX_SCALE_ATOL);
         check_trajectory(&f, "adamw", 0.0);
         check_trajectory(&f, "adamw_clip", 0.5);
         if (!cuda)

@@ -43,7 +43,7 @@ static model *build(void)
     sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = shape.vocab_size};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(gpt2_create(&shape, TENSOR_F32, RECOMPUTE_NONE, dev, &data, B, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
+    CHECK(gpt2_create(&shape, &(lm_run){.compute = TENSOR_F32}, dev, &data, B, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
     return m;
 }
 

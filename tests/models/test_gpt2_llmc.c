@@ -25,7 +25,7 @@ static model *build(const gpt2_shape *s)
     sample_layout data = {.input = {SAMPLE_I32, 8}, .target = {SAMPLE_I32, 8}, .n_classes = s->vocab_size};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(gpt2_create(s, TENSOR_F32, RECOMPUTE_NONE, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
+    CHECK(gpt2_create(s, &(lm_run){.compute = TENSOR_F32}, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
     return m;
 }
 

@@ -175,7 +175,7 @@ static void check_cpu_refuses(gfx *f)
     ddp_err err = {0};
     CHECK(device_cpu_create(&cpu, &err) == 0, "%s", err.msg);
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = f->shape.vocab_size};
-    int rc = cpu ? gpt2_create(&f->shape, TENSOR_BF16, RECOMPUTE_NONE, cpu, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) : 0;
+    int rc = cpu ? gpt2_create(&f->shape, &(lm_run){.compute = TENSOR_BF16}, cpu, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) : 0;
     if (!rc && m) { /* building may succeed; computing must not */
         rc = model_params_changed(m, 0, 0, &err);
         if (!rc) {

@@ -124,16 +124,17 @@ static void check_forward_backward(lfx *x)
     free(norm);
 }
 
-/* The Llama of the fixture's shape with train.recompute `mode` (gfx_check_recompute's builder;
- * f is the lfx's first member). */
-static model *build_recompute(gfx *f, recompute_mode mode)
+/* The Llama of the fixture's shape run as `run` says (gfx_check_recompute's and
+ * gfx_check_chunked_classifier's builder; f is the lfx's first member). */
+static model *build_run(gfx *f, const lm_run *run)
 {
     const lfx *x = (const lfx *)f;
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = x->shape.vocab_size};
     model *m = NULL;
     ddp_err err = {0};
-    if (llama_create(&llama_family_llama, &x->shape, f->m->act_dtype, mode, f->dev, &data, f->B, MODEL_BUFFERS_WHOLE, &m, &err))
-        fprintf(stderr, "recompute %s: %s\n", recompute_mode_names[mode], err.msg);
+    if (llama_create(&llama_family_llama, &x->shape, run, f->dev, &data, f->B, MODEL_BUFFERS_WHOLE, &m, &err))
+        fprintf(stderr, "llama (recompute %s, logits %zu bytes): %s\n", recompute_mode_names[run->recompute],
+                run->logits_bytes, err.msg);
     return m;
 }
 
@@ -192,7 +193,7 @@ static void check_tied(lfx *x)
     llama_shape ts = x->shape;
     ts.tie_embeddings = true;
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = ts.vocab_size};
-    CHECK(llama_create(&llama_family_llama, &ts, untied->act_dtype, RECOMPUTE_NONE, d, &data, f->B, MODEL_BUFFERS_WHOLE, &tied, &err) == 0, "tied: %s", err.msg);
+    CHECK(llama_create(&llama_family_llama, &ts, &(lm_run){.compute = untied->act_dtype}, d, &data, f->B, MODEL_BUFFERS_WHOLE, &tied, &err) == 0, "tied: %s", err.msg);
     if (!tied)
         return;
     const param_tensor *emb = model_find_tensor(untied, "model.embed_tokens.weight"),
@@ -339,11 +340,11 @@ static void check_create(device *d)
     }
     llama_shape bad = opts.llama;
     bad.n_kv_head = 3;
-    CHECK(llama_create(&llama_family_llama, &bad, TENSOR_F32, RECOMPUTE_NONE, d, &data, 2, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_EUSAGE, "n_kv_head 3 of 2 heads built");
+    CHECK(llama_create(&llama_family_llama, &bad, &(lm_run){.compute = TENSOR_F32}, d, &data, 2, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_EUSAGE, "n_kv_head 3 of 2 heads built");
     CHECK_STR_CONTAINS(err.msg, "model.llama.n_head 2 is not divisible by model.llama.n_kv_head 3");
     bad = opts.llama;
     bad.n_embd = 6; /* head size 3 */
-    CHECK(llama_create(&llama_family_llama, &bad, TENSOR_F32, RECOMPUTE_NONE, d, &data, 2, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_EUSAGE, "odd head size built");
+    CHECK(llama_create(&llama_family_llama, &bad, &(lm_run){.compute = TENSOR_F32}, d, &data, 2, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_EUSAGE, "odd head size built");
     CHECK_STR_CONTAINS(err.msg, "is not an even head size");
 }
 
@@ -411,7 +412,8 @@ int main(int argc, char **argv)
         if (!cuda)
             check_rope_tables(&x);
         check_forward_backward(&x);
-        gfx_check_recompute(&x.f, build_recompute);
+        gfx_check_recompute(&x.f, build_run);
+        gfx_check_chunked_classifier(&x.f, build_run, LFX_RTOL, LFX_SCALE_ATOL);
         check_trajectory(&x, "adamw", 0.0);
         check_trajectory(&x, "adamw_clip", 0.5);
         if (!cuda) {

@@ -3,8 +3,8 @@
  * against Hugging Face's float64 reference (fixture llama-reference): logits, loss, every
  * gradient tensor, the global gradient norm and the losses of a 3-step AdamW trajectory, each
  * within a tolerance derived below from bf16 rounding, per tensor. Also: the bf16 path really
- * rounds, the weight copy follows the seed and step and is reproduced exactly, and the CPU backend
- * refuses a bf16 model. Shapes come from the fixture's MANIFEST, so the tolerances scale with its
+ * rounds, the weight copy follows the seed and step and is reproduced exactly, the classifier in
+ * chunks keeps the gradients within the same tolerances, and the CPU backend refuses a bf16 model. Shapes come from the fixture's MANIFEST, so the tolerances scale with its
  * depth.
  *
  * Tolerances, norm-wise: |X - X_ref|_2 / |X_ref|_2, as test_gpt_bf16.c derives them. One rounding
@@ -144,6 +144,32 @@ static void check_gradients(lfx *x)
     free(grads);
 }
 
+/* The classifier in chunks (train.logits_mb) in bf16: a third of the rows per chunk, the last one
+ * shorter when they do not divide, holds every gradient to the same tolerances (the chunks change
+ * only the order of the head gradient's fp32 sums, and which rows a GEMM takes at once). */
+static void check_chunked_classifier(lfx *x)
+{
+    gfx *f = &x->f;
+    ddp_err err = {0};
+    const int64_t rows = f->B * f->T;
+    const size_t row_bytes = (size_t)f->Vp * sizeof(uint16_t);
+    const lm_run run = {.compute = TENSOR_BF16, .logits_bytes = (size_t)(rows / 3 + 1) * row_bytes};
+    sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = x->shape.vocab_size};
+    model *whole = f->m, *m = NULL;
+    CHECK(llama_create(&llama_family_llama, &x->shape, &run, f->dev, &data, f->B, MODEL_BUFFERS_WHOLE, &m, &err) == 0,
+          "chunked: %s", err.msg);
+    if (!m)
+        return;
+    fprintf(stderr, "  the classifier in chunks of %lld of %lld rows:\n",
+            (long long)lm_logit_rows(run.logits_bytes, f->Vp, TENSOR_BF16, rows), (long long)rows);
+    f->dev->ops->copy(f->dev, m->params, whole->params, whole->n_params * sizeof(float), NULL);
+    CHECK(model_params_changed(m, 0, 0, &err) == 0, "%s", err.msg);
+    f->m = m;
+    check_gradients(x);
+    f->m = whole;
+    m->ops->destroy(m);
+}
+
 /* AdamW from init.* for 3 steps: the loss before each step against the reference's. */
 static void check_trajectory(lfx *x, double tol)
 {
@@ -199,7 +225,7 @@ static void check_cpu_refuses(lfx *x)
     CHECK(device_cpu_create(&cpu, &err) == 0, "%s", err.msg);
     sample_layout data = {.input = {SAMPLE_I32, x->f.T}, .target = {SAMPLE_I32, x->f.T},
                           .n_classes = x->shape.vocab_size};
-    int rc = cpu ? llama_create(&llama_family_llama, &x->shape, TENSOR_BF16, RECOMPUTE_NONE, cpu, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) : 0;
+    int rc = cpu ? llama_create(&llama_family_llama, &x->shape, &(lm_run){.compute = TENSOR_BF16}, cpu, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) : 0;
     if (!rc && m) { /* building may succeed; computing must not */
         rc = model_params_changed(m, 0, 0, &err);
         if (!rc) {
@@ -232,6 +258,7 @@ int main(void)
                 d->name);
         check_forward(&x, fwd);
         check_gradients(&x);
+        check_chunked_classifier(&x);
         check_trajectory(&x, fwd);
         check_weight_copy(&x);
         check_cpu_refuses(&x);

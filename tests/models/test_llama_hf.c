@@ -45,7 +45,7 @@ static model *build_shape(const llama_shape *s)
     sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = s->vocab_size};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(llama_create(&llama_family_llama, s, TENSOR_F32, RECOMPUTE_NONE, dev, &data, B, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "llama_create: %s", err.msg);
+    CHECK(llama_create(&llama_family_llama, s, &(lm_run){.compute = TENSOR_F32}, dev, &data, B, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "llama_create: %s", err.msg);
     return m;
 }
 
@@ -316,7 +316,7 @@ static void test_refusals(void)
     /* a model of another kind, of the same sizes */
     gpt2_shape gs = {shape.n_layer, shape.n_head, shape.n_embd, shape.block_size, shape.vocab_size};
     sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = shape.vocab_size};
-    CHECK(gpt2_create(&gs, TENSOR_F32, RECOMPUTE_NONE, dev, &data, B, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
+    CHECK(gpt2_create(&gs, &(lm_run){.compute = TENSOR_F32}, dev, &data, B, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
     refused(m, fx.dir, "a Hugging Face Llama folder; this model is gpt2 n_layer=", NULL);
     m->ops->destroy(m);
     free_tensors(t, n + 1);

@@ -34,7 +34,7 @@ static model *build(void)
     sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = SHAPE.vocab_size};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(gpt2_create(&SHAPE, TENSOR_F32, RECOMPUTE_NONE, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
+    CHECK(gpt2_create(&SHAPE, &(lm_run){.compute = TENSOR_F32}, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "gpt2_create: %s", err.msg);
     CHECK(m && model_init_params(m, 5, &err) == DDP_OK, "init: %s", err.msg);
     return m;
 }
@@ -192,7 +192,7 @@ static void from_descriptions(model *gpt)
         sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = 50};
         model *m = NULL;
         ddp_err err = {0};
-        CHECK(llama_create(&llama_family_llama, &shape, TENSOR_F32, RECOMPUTE_NONE, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "llama_create: %s", err.msg);
+        CHECK(llama_create(&llama_family_llama, &shape, &(lm_run){.compute = TENSOR_F32}, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "llama_create: %s", err.msg);
         if (!m)
             continue;
         model *l = rebuilt(m, MODEL_LLAMA);

@@ -37,7 +37,7 @@ static model *build(void)
     sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = shape.vocab_size};
     model *m = NULL;
     ddp_err err = {0};
-    CHECK(llama_create(&qwen2_family, &shape, TENSOR_F32, RECOMPUTE_NONE, dev, &data, B, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "create: %s",
+    CHECK(llama_create(&qwen2_family, &shape, &(lm_run){.compute = TENSOR_F32}, dev, &data, B, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "create: %s",
           err.msg);
     return m;
 }

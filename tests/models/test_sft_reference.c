@@ -189,7 +189,7 @@ int main(int argc, char **argv)
     CHECK(input && doc && pos && mask && f.B > 0 && f.T > 1 && !err.msg[0], "fixture input, doc, pos, target_mask");
     sample_layout data = {.input = {SAMPLE_I32, f.T}, .target = {SAMPLE_I32, f.T}, .n_classes = shape.vocab_size};
     if (input && doc && pos && mask && !err.msg[0]) {
-        CHECK(llama_create(&llama_family_llama, &shape, TENSOR_F32, RECOMPUTE_NONE, f.dev, &data, f.B,
+        CHECK(llama_create(&llama_family_llama, &shape, &(lm_run){.compute = TENSOR_F32}, f.dev, &data, f.B,
                            MODEL_BUFFERS_WHOLE, &f.m, &err) == DDP_OK, "llama_create: %s", err.msg);
         CHECK(model_init_params(f.m, 1, &err) == DDP_OK, "init: %s", err.msg);
         CHECK(llama_hf_load_model(&llama_family_llama, f.m, hf.dir, &err) == DDP_OK, "import: %s", err.msg);

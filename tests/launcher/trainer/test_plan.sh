@@ -11,6 +11,7 @@
 #    configs/llama3_8b.yaml (np 8) and llama3_70b.yaml (np 32) have Llama-3.1-8B's and 70B's
 #    parameter counts and plan at most 70 GiB per GPU; -np before or after plan;
 #  - with train.global_batch, the activations are the micro-batch the world size gets (job and plan);
+#  - train.logits_mb: the classifier's chunk, the job's line as the plan's, less than the whole batch's;
 #  - sizes past 64 bits (issue 37: 128 layers of 65536 over 2^24 tokens and 2^20 positions, at
 #    batch 65536 and 2^31-1) are refused with exit 2 naming the keys; below that the figures grow
 #    with the batch (1, 2, 1024, 2048);
@@ -170,6 +171,20 @@ for b in 1 2 1024 2048; do
         "${acts:-0}" "$prev_acts" "${all:-0}" "$prev_all"
     prev_acts=${acts:-0} prev_all=${all:-0}
 done
+
+# train.logits_mb, the classifier's chunk of logits (384 rows of 256 x 4 bytes in all; 0.01 MiB is 10
+# rows): the job builds what the plan counts, and the chunk plans less than the whole micro-batch's
+for mb in 0 0.01; do
+    name=logits-$mb
+    SMALL=$TR/llama_small.yaml worker 2 "$TMP/$name" "${S[@]}" train.logits_mb=$mb >"$TMP/$name.log" 2>&1
+    check "llama np=2 train.logits_mb=$mb: the 3-step job runs" [ $? -eq 0 ]
+    "$DDPRUN" plan "$TR/llama_small.yaml" -np 2 "${S[@]}" train.logits_mb=$mb >"$TMP/$name.plan" 2>&1
+    got=$(plan_line "$TMP/$name.plan") want=$(plan_line "$TMP/$name.log")
+    check "train.logits_mb=$mb: the plan's line is the job's ($got)" [ -n "$want" -a "$got" = "$want" ]
+done
+check "train.logits_mb 0.01 plans $(plan_acts "$TMP/logits-0.01.plan") MiB of activations, less than 0's $(plan_acts "$TMP/logits-0.plan")" \
+    python3 -c 'import sys; c, w = map(float, sys.argv[1:]); sys.exit(not (0 < c < w))' \
+    "$(plan_acts "$TMP/logits-0.01.plan")" "$(plan_acts "$TMP/logits-0.plan")"
 
 # The plan against what the job allocated: an 8-layer Llama at np=4 (parameters weigh more than its
 # activations, so every stage's sharding shows), each ZeRO stage with recompute none, ZeRO-0 and 3
