@@ -1,22 +1,32 @@
-"""PyTorch reference for scripts/bench-gpt: the same GPT-2 as models/gpt2.c (tied token embedding
-and classifier, learned position embedding, pre-LayerNorm blocks, causal self-attention as explicit
-matmul + mask + softmax, tanh-GELU MLP of 4x width, final LayerNorm), trained with AdamW (weight
-decay on the 2-D weights only, as ddprun's per-tensor no-decay list) and gradient clipping at 1.0,
-fp32 on the CPU, one process with --threads intra-op threads. On a GPU (--device cuda): --bf16
-autocasts forward to bfloat16 over fp32 weights (ddprun's `precision: bf16`), --fused uses the fused
-AdamW kernel, --sdpa replaces the explicit attention by scaled_dot_product_attention (flash
-attention), --compile wraps the model in torch.compile (the warm-up steps absorb the compilation),
-and each timed window ends with a device synchronisation. Out of GPU memory, it prints
-"out_of_memory" instead of the figures. The vocabulary is the padded one
-ddprun's wte holds (nanoGPT's 50304 trick), so the GEMM shapes and FLOPs match ours exactly.
+"""PyTorch reference for scripts/bench-gpt and scripts/bench-gpt-gpu: the same GPT-2 as models/gpt2.c
+(tied token embedding and classifier, learned position embedding, pre-LayerNorm blocks, causal
+self-attention as explicit matmul + mask + softmax, tanh-GELU MLP of 4x width, final LayerNorm),
+trained with AdamW (weight decay on the 2-D weights only, as ddprun's per-tensor no-decay list) and
+gradient clipping at 1.0, fp32 on the CPU, one process with --threads intra-op threads. On a GPU
+(--device cuda): --bf16 autocasts forward to bfloat16 over fp32 weights (ddprun's `precision:
+bf16`), --fused uses the fused AdamW kernel, --sdpa replaces the explicit attention by
+scaled_dot_product_attention (flash attention), --compile wraps the model in torch.compile (the
+warm-up steps absorb the compilation), and each timed window ends with a device synchronisation.
+Out of GPU memory, it prints "out_of_memory" instead of the figures. The vocabulary is the padded
+one ddprun's wte holds (nanoGPT's 50304 trick), so the GEMM shapes and FLOPs match ours exactly.
 --model llama measures the same kind of Llama as models/llama.c instead, written with torch.nn as
-Hugging Face's LlamaForCausalLM computes it: untied embedding and lm_head, RMSNorm, rotary position
-embeddings (rotate-half), grouped-query attention with --kv-heads K/V heads (repeated to the query
-heads, explicit attention), SwiGLU MLP of --ffn width, no biases, AdamW decaying the 2-D weights.
-Batches are random windows of a token shard from scripts/prepare-text (or random tokens).
+Hugging Face's LlamaForCausalLM computes it: an untied lm_head (--tie: the classifier is the token
+embedding, as Llama-3.2-1B's), RMSNorm (--norm-eps; F.rms_norm where the PyTorch has it, else the
+formula), rotary position embeddings (rotate-half, base --rope-theta), grouped-query attention with
+--kv-heads K/V heads repeated to the query heads (explicit attention, or with --sdpa
+scaled_dot_product_attention with is_causal), SwiGLU MLP of --ffn width, no biases, AdamW decaying
+the 2-D weights. With PyTorch 2 the model is built on --device directly (no host-side init).
+Batches are random windows of a token shard from scripts/prepare-text (uint16 or uint32 tokens),
+or random tokens below --vocab-padded.
 
 Prints one line: the median tokens/s over windows of --window steps after --warmup steps, then
-the median ms/step, e.g. "tokens_per_s 4321.0 ms_per_step 1234.5". Measures only."""
+the median ms/step, e.g. "tokens_per_s 4321.0 ms_per_step 1234.5". Measures only.
+--params prints the model's counts instead, built on the meta device (nothing allocated, nothing
+run; PyTorch 2): "params P flop_params N": P every parameter (a tied matrix once), N those a token's
+step multiplies by, the FLOP count's N (every parameter but the token embedding, which is a lookup;
+the classifier counted, also when it is the tied embedding), as scripts/bench-gpt-gpu counts them;
+for GPT-2 N is P, llm.c's convention, which bench-gpt-gpu keeps.
+Needs python3 with numpy and PyTorch (1.13 or later; --sdpa, --compile and --params need 2.x)."""
 import argparse
 import math
 import statistics
@@ -94,6 +104,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(C))
 
     def forward(self, x):
+        if hasattr(F, "rms_norm"):  # PyTorch 2.4 and later: one op
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
@@ -103,9 +115,9 @@ def rotate_half(x):
 
 
 class LlamaBlock(nn.Module):
-    def __init__(self, C, NH, NKV, F, T, eps):
+    def __init__(self, C, NH, NKV, F, T, eps, sdpa=False):
         super().__init__()
-        self.NH, self.NKV, self.hs = NH, NKV, C // NH
+        self.NH, self.NKV, self.hs, self.sdpa = NH, NKV, C // NH, sdpa
         self.input_layernorm = RMSNorm(C, eps)
         self.q_proj = nn.Linear(C, NH * self.hs, bias=False)
         self.k_proj = nn.Linear(C, NKV * self.hs, bias=False)
@@ -115,8 +127,9 @@ class LlamaBlock(nn.Module):
         self.gate_proj = nn.Linear(C, F, bias=False)
         self.up_proj = nn.Linear(C, F, bias=False)
         self.down_proj = nn.Linear(F, C, bias=False)
-        self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T),
-                             persistent=False)
+        if not sdpa:  # SDPA masks by is_causal; the T x T mask is the explicit attention's alone
+            self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T),
+                                 persistent=False)
 
     def attn(self, x, cos, sin):
         B, T, _ = x.shape
@@ -124,12 +137,17 @@ class LlamaBlock(nn.Module):
         q = self.q_proj(x).view(B, T, self.NH, hs).transpose(1, 2)
         k = self.k_proj(x).view(B, T, self.NKV, hs).transpose(1, 2)
         v = self.v_proj(x).view(B, T, self.NKV, hs).transpose(1, 2)
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)  # bf16 under autocast, as the projections
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k = k.repeat_interleave(self.NH // self.NKV, dim=1)  # query head h reads K/V head h // (NH/NKV)
         v = v.repeat_interleave(self.NH // self.NKV, dim=1)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        att = F.softmax(att.masked_fill(~self.mask[:, :, :T, :T], float("-inf")), dim=-1)
-        return self.o_proj((att @ v).transpose(1, 2).contiguous().view(B, T, self.NH * hs))
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+            att = F.softmax(att.masked_fill(~self.mask[:, :, :T, :T], float("-inf")), dim=-1)
+            y = att @ v
+        return self.o_proj(y.transpose(1, 2).contiguous().view(B, T, self.NH * hs))
 
     def forward(self, x, cos, sin):
         x = x + self.attn(self.input_layernorm(x), cos, sin)
@@ -138,12 +156,12 @@ class LlamaBlock(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self, L, C, NH, NKV, F, T, Vp, theta=10000.0, eps=1e-5):
+    def __init__(self, L, C, NH, NKV, F, T, Vp, theta=10000.0, eps=1e-5, tie=False, sdpa=False):
         super().__init__()
         self.embed_tokens = nn.Embedding(Vp, C)
-        self.layers = nn.ModuleList([LlamaBlock(C, NH, NKV, F, T, eps) for _ in range(L)])
+        self.layers = nn.ModuleList([LlamaBlock(C, NH, NKV, F, T, eps, sdpa) for _ in range(L)])
         self.norm = RMSNorm(C, eps)
-        self.lm_head = nn.Linear(C, Vp, bias=False)
+        self.lm_head = None if tie else nn.Linear(C, Vp, bias=False)
         hs = C // NH
         inv = 1.0 / theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
         ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
@@ -154,13 +172,20 @@ class Llama(nn.Module):
             if p.dim() == 2:
                 nn.init.normal_(p, 0.0, 0.02)
 
+    def counts(self):
+        """(P, N): every parameter (a tied matrix once), and the FLOP count's N (all but the token
+        embedding's lookup; the classifier counted, tied or not)."""
+        P = sum(p.numel() for p in self.parameters())
+        return P, P - (0 if self.lm_head is None else self.embed_tokens.weight.numel())
+
     def forward(self, idx, targets):
         T = idx.shape[1]
         x = self.embed_tokens(idx)
         cos, sin = self.cos[:T], self.sin[:T]
         for blk in self.layers:
             x = blk(x, cos, sin)
-        logits = self.lm_head(self.norm(x))
+        x = self.norm(x)
+        logits = F.linear(x, self.embed_tokens.weight) if self.lm_head is None else self.lm_head(x)
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
 
 
@@ -186,11 +211,34 @@ def main():
     ap.add_argument("--model", default="gpt2", choices=("gpt2", "llama"))
     ap.add_argument("--kv-heads", type=int, default=0, help="llama: K/V heads (default: --heads)")
     ap.add_argument("--ffn", type=int, default=0, help="llama: MLP width (required with --model llama)")
+    ap.add_argument("--tie", action="store_true", help="llama: the classifier is the token embedding")
+    ap.add_argument("--rope-theta", type=float, default=10000.0, help="llama: RoPE base (Llama 3: 500000)")
+    ap.add_argument("--norm-eps", type=float, default=1e-5, help="llama: RMSNorm's epsilon")
+    ap.add_argument("--params", action="store_true",
+                    help="print 'params P flop_params N' of the model built on the meta device, and exit")
     a = ap.parse_args()
+    if a.model == "llama" and a.ffn <= 0:
+        ap.error("--model llama needs --ffn")
+
+    def build():
+        if a.model == "llama":
+            return Llama(a.layers, a.embd, a.heads, a.kv_heads or a.heads, a.ffn, T, a.vocab_padded,
+                         a.rope_theta, a.norm_eps, a.tie, a.sdpa)
+        return GPT2(a.layers, a.embd, a.heads, T, a.vocab_padded, a.sdpa)
+
+    B, T = a.batch, a.seq
+    if a.params:  # the shapes alone: nothing allocated, nothing initialised for real
+        with torch.device("meta"):
+            model = build()
+        if a.model == "llama":
+            P, N = model.counts()
+        else:  # llm.c's count for GPT-2, as bench-gpt-gpu's: every parameter, wpe and the padded wte
+            P = N = sum(p.numel() for p in model.parameters())
+        print(f"params {P} flop_params {N}")
+        return
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    B, T = a.batch, a.seq
     if a.data:
         with open(a.data, "rb") as f:
             header = np.frombuffer(f.read(1024), dtype="<i4")
@@ -210,10 +258,11 @@ def main():
 
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    if a.model == "llama":
-        model = Llama(a.layers, a.embd, a.heads, a.kv_heads or a.heads, a.ffn, T, a.vocab_padded).to(dev)
+    if a.model == "llama" and hasattr(torch.device, "__enter__"):  # PyTorch 2: built and drawn on dev
+        with dev:
+            model = build()
     else:
-        model = GPT2(a.layers, a.embd, a.heads, T, a.vocab_padded, a.sdpa).to(dev)
+        model = build().to(dev)
     run = torch.compile(model) if a.compile else model
     decay = [p for p in model.parameters() if p.dim() == 2]
     no_decay = [p for p in model.parameters() if p.dim() != 2]
