@@ -106,6 +106,7 @@ typedef struct config {
         int64_t every_steps;                    /* 0 = off */
         double every_minutes;                   /* 0 = off */
         int64_t keep_last;
+        bool final;                             /* save when the training ends (the step budget or epochs done) */
         bool sharded;                           /* every rank writes its shard; rank 0 a manifest (runtime/ckpt/ckpt_set.h) */
         cfg_resume resume;
         char resume_path[CFG_PATH_MAX];

@@ -175,6 +175,11 @@ static const cfg_key keys_after_models[] = {
         "Checkpoint every N minutes of training; 0 = off."),
     INT("checkpoint.keep_last", checkpoint.keep_last, 1, I32, "3", HASH_NO,
         "Checkpoints kept in `checkpoint.dir` (one an upload still reads is kept until it ends)."),
+    BOOL("checkpoint.final", checkpoint.final, "true", HASH_NO,
+         "Save a checkpoint when training ends (`train.max_steps` reached or the epochs done), besides the "
+         "periodic ones and the one a stop signal asks for. `false`: no end-of-run save, for benchmarks and "
+         "throwaway runs (a large model's is minutes of I/O and ~12 bytes a parameter on disk); the run's last "
+         "steps are then in no checkpoint to resume or export from."),
     BOOL("checkpoint.sharded", checkpoint.sharded, "false", HASH_NO,
          "Each rank writes its own shard of the parameters and optimizer state, all at once, into "
          "`checkpoint.dir/ckpt-<step>/`, and rank 0 then writes the set's manifest, which commits it "

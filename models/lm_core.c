@@ -213,6 +213,21 @@ static const void *lm_logits(const model *m, int64_t *ld)
     return lm->logit_rows < m->max_rows * lm->T ? NULL : lm->logits;
 }
 
+static int lm_row_logits(model *m, int64_t row, const void **out, ddp_err *err)
+{
+    lm_core *lm = core(m);
+    const size_t elem = tensor_dtype_size(lm->t);
+    if (lm->logit_rows >= m->max_rows * lm->T) {
+        *out = (const char *)lm->logits + (size_t)row * (size_t)lm->Vp * elem;
+        return DDP_OK;
+    }
+    *out = lm->logits;
+    int rc = m->dev->ops->gemm(m->dev, lm->t, lm->t, false, true, 1, lm->Vp, lm->C, 1.0f,
+                               (const char *)lm->head_x + (size_t)row * (size_t)lm->C * elem, lm->C,
+                               lm_weight(lm, lm->head_off), lm->C, 0.0f, lm->logits, lm->Vp, err);
+    return rc ? ddp_prefix(err, "%s: the logits of row %lld", lm->kind->name, (long long)row) : DDP_OK;
+}
+
 /* Frees the model's buffers, the impl and m itself. */
 static void lm_destroy(model *m)
 {
@@ -238,5 +253,6 @@ static const struct model_ops lm_ops = {
     .init_tensor = lm_init_tensor,
     .params_changed = lm_params_changed,
     .logits = lm_logits,
+    .row_logits = lm_row_logits,
     .destroy = lm_destroy,
 };

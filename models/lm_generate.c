@@ -90,11 +90,11 @@ static int32_t draw(const float *row, double *p, int64_t V, const lm_sampling *s
     return (int32_t)best; /* rounding left u past the end: the top token is the safe choice */
 }
 
-/* row[0..V) = the logits starting at element `first` of the device buffer, widened to float. */
-static int download_row(model *m, float *row, const void *logits, int64_t first, int64_t V, ddp_err *err)
+/* row[0..V) = the device logits row, widened to float. */
+static int download_row(model *m, float *row, const void *logits, int64_t V, ddp_err *err)
 {
     const size_t elem = tensor_dtype_size(m->act_dtype);
-    int rc = m->dev->ops->download(m->dev, row, (const char *)logits + (size_t)first * elem, (size_t)V * elem, err);
+    int rc = m->dev->ops->download(m->dev, row, logits, (size_t)V * elem, err);
     if (rc || m->act_dtype == TENSOR_F32)
         return rc;
     /* bf16 i sits at bytes 2i, float i goes to 4i: widening from the end never overwrites a bf16
@@ -124,7 +124,7 @@ int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_samp
 {
     if (drawn)
         *drawn = 0;
-    if (!m->io.language_model || !m->ops->logits)
+    if (!m->io.language_model || !m->ops->row_logits)
         return ddp_fail(err, DDP_EUSAGE, "generate: %s is not a language model", m->description);
     if (len < 1)
         return ddp_fail(err, DDP_EUSAGE, "generate: needs at least one token of context");
@@ -146,10 +146,11 @@ int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_samp
         model_batch batch = {.inputs = b.in_dev, .targets = b.tgt_dev, .rows = 1};
         if (!rc)
             rc = m->ops->evaluate(m, &batch, b.stats_dev, err);
-        int64_t ld = 0;
-        const void *logits = rc ? NULL : m->ops->logits(m, &ld);
+        const void *logits = NULL;
         if (!rc)
-            rc = download_row(m, b.row, logits, (w - 1) * ld, V, err);
+            rc = m->ops->row_logits(m, w - 1, &logits, err);
+        if (!rc)
+            rc = download_row(m, b.row, logits, V, err);
         if (!rc)
             rc = check_finite(b.row, V, k, err);
         if (!rc) {

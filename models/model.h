@@ -126,6 +126,12 @@ struct model_ops {
      * other models, and for a language model whose classifier takes micro-batches in chunks
      * (lm_run.logits_bytes): no pass leaves all of them. */
     const void *(*logits)(const model *m, int64_t *ld);
+    /* Language models, after evaluate: the logits of token row `row` (of rows * T) into *out,
+     * m->act_dtype with the vocabulary in the first io.sample.n_classes columns, valid until the
+     * next pass — in place when the pass left every row's, else the head applied again to that
+     * row's final hidden state, which the pass keeps (the classifier in chunks). NULL for other
+     * models. */
+    int (*row_logits)(model *m, int64_t row, const void **out, ddp_err *err);
     void (*destroy)(model *m);
 };
 

@@ -423,7 +423,7 @@ static int train_loop(train_job *t, int64_t consumed, int *stop, ddp_err *err)
         t->epoch++;
         rc = sampler_set_epoch(&t->smp, t->epoch, 0, err);
     }
-    return rc != DDP_OK ? rc : train_ckpt_maybe_save(t, true, err);
+    return rc != DDP_OK ? rc : train_ckpt_maybe_save(t, c->checkpoint.final, err);
 }
 
 /* failed: the job ends on an error, so the gradient communicator is aborted (a peer may never

@@ -6,7 +6,7 @@
  * a stop flag already set draws nothing and says how far it got (DDP_EPREEMPTED); a stop token
  * ends a greedy or seeded draw right after its first occurrence (appended and counted, nothing
  * drawn past it, the tokens before it those of the draw without it), and one never drawn changes
- * nothing.
+ * nothing. A classifier in chunks gives the whole one's row logits and tokens.
  * The model `ddprun generate` rebuilds from a checkpoint's description
  * (model_opts_from_description): a GPT-2's and a Llama's (grouped-query, tied and untied) give
  * their kind, shape and sequence length back, and the model built from them has the same
@@ -65,6 +65,58 @@ static void finite_draws(model *m)
     for (int i = PROMPT; i < PROMPT + DRAW; i++)
         CHECK(a[i] >= 0 && a[i] < SHAPE.vocab_size, "token %d is %d, outside the vocabulary", i, a[i]);
     CHECK(generate(m, &s, b, &err) == DDP_OK && memcmp(a, b, sizeof a) == 0, "the same seed draws the same tokens");
+}
+
+/* The same GPT-2 with its classifier in chunks of 3 of its 8 rows (train.logits_mb), which leaves
+ * no pass's logits whole: after an evaluation, every row's logits (the head again over that row)
+ * are the whole model's up to the order of a C-term sum (about 1e-6 relative here; a wrong row is
+ * off by the logits' own size), and generation draws the whole model's tokens, greedy and seeded. */
+static void chunked_draws(model *whole)
+{
+    sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = SHAPE.vocab_size};
+    const int64_t Vp = gpt2_vocab_padded(SHAPE.vocab_size);
+    model *m = NULL;
+    ddp_err err = {0};
+    const lm_run run = {.compute = TENSOR_F32, .logits_bytes = 3 * (size_t)Vp * sizeof(float)};
+    CHECK(gpt2_create(&SHAPE, &run, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK, "chunked: %s", err.msg);
+    if (!m)
+        return;
+    int64_t ld = 0;
+    const size_t row_bytes = (size_t)SHAPE.vocab_size * sizeof(float);
+    CHECK(m->ops->logits(m, &ld) == NULL, "chunked: no whole logits to read");
+    dev->ops->copy(dev, m->params, whole->params, whole->n_params * sizeof(float), NULL);
+    int32_t tokens[T], *tok_dev = NULL;
+    float *stats = NULL, a[64], b[64]; /* SHAPE.vocab_size of them */
+    for (int i = 0; i < T; i++)
+        tokens[i] = (5 * i + 2) % SHAPE.vocab_size;
+    CHECK(dev->ops->alloc(dev, sizeof tokens, (void **)&tok_dev, &err) == DDP_OK &&
+          dev->ops->alloc(dev, 2 * sizeof(float), (void **)&stats, &err) == DDP_OK &&
+          dev->ops->upload(dev, tok_dev, tokens, sizeof tokens, &err) == DDP_OK, "%s", err.msg);
+    model_batch batch = {.inputs = tok_dev, .targets = tok_dev, .rows = 1};
+    CHECK(whole->ops->evaluate(whole, &batch, stats, &err) == DDP_OK &&
+          m->ops->evaluate(m, &batch, stats, &err) == DDP_OK, "evaluate: %s", err.msg);
+    for (int64_t r = 0; r < T; r++) {
+        const void *pa = NULL, *pb = NULL;
+        CHECK(whole->ops->row_logits(whole, r, &pa, &err) == DDP_OK &&
+              dev->ops->download(dev, a, pa, row_bytes, &err) == DDP_OK &&
+              m->ops->row_logits(m, r, &pb, &err) == DDP_OK && dev->ops->download(dev, b, pb, row_bytes, &err) == DDP_OK,
+              "row %lld: %s", (long long)r, err.msg);
+        double top = 0, worst = 0;
+        for (int i = 0; i < SHAPE.vocab_size; i++) {
+            top = fmax(top, fabs(a[i]));
+            worst = fmax(worst, fabs((double)a[i] - b[i]));
+        }
+        CHECK(worst <= 1e-5 * top, "row %lld: chunked logits off by %.3g (largest %.3g)", (long long)r, worst, top);
+    }
+    for (int greedy = 0; greedy < 2; greedy++) {
+        int32_t x[PROMPT + DRAW], y[PROMPT + DRAW];
+        lm_sampling s = {.temperature = 1.0, .top_k = greedy ? 1 : 10, .seed = 3};
+        CHECK(generate(whole, &s, x, &err) == DDP_OK && generate(m, &s, y, &err) == DDP_OK, "%s", err.msg);
+        CHECK(memcmp(x, y, sizeof x) == 0, "chunked: the whole model's tokens (%s)", greedy ? "greedy" : "seeded");
+    }
+    dev->ops->free(dev, tok_dev);
+    dev->ops->free(dev, stats);
+    m->ops->destroy(m);
 }
 
 /* One weight of the final LayerNorm set to value (every logit reads it): every kind of draw
@@ -222,6 +274,7 @@ int main(void)
     model *m = build();
     if (m) {
         finite_draws(m);
+        chunked_draws(m);
         refuses(m, NAN);
         refuses(m, INFINITY);
         finite_draws(m); /* the parameter restored: drawing works again */

@@ -11,7 +11,8 @@
 #    configs/llama3_8b.yaml (np 8) and llama3_70b.yaml (np 32) have Llama-3.1-8B's and 70B's
 #    parameter counts and plan at most 70 GiB per GPU; -np before or after plan;
 #  - with train.global_batch, the activations are the micro-batch the world size gets (job and plan);
-#  - train.logits_mb: the classifier's chunk, the job's line as the plan's, less than the whole batch's;
+#  - train.logits_mb: the classifier's chunk, the job's line as the plan's, less than the whole batch's,
+#    and its text samples drawn;
 #  - sizes past 64 bits (issue 37: 128 layers of 65536 over 2^24 tokens and 2^20 positions, at
 #    batch 65536 and 2^31-1) are refused with exit 2 naming the keys; below that the figures grow
 #    with the batch (1, 2, 1024, 2048);
@@ -141,12 +142,13 @@ check "llama_kjv: $(plan_params "$TMP/kjv.plan") parameters = the formula's $wan
     [ "$(plan_params "$TMP/kjv.plan")" = "$want" ]
 
 # issue 37: sizes past 64 bits. Llama-3.2-1B's config at 128 layers of width 65536 over a 2^24
-# vocabulary and 2^20 positions: the batch of the issue (65536) and the largest data.batch_size are
-# refused naming the keys, exit 2, nothing printed as a plan; below that the figures grow with the batch.
+# vocabulary and 2^20 positions: the batch of the issue (65536) with the whole micro-batch's logits
+# (train.logits_mb 0: 2^61 bytes of them) and the largest data.batch_size are refused naming the
+# keys, exit 2, nothing printed as a plan; below that the figures grow with the batch.
 BIG=(model.llama.n_layer=128 model.llama.n_embd=65536 model.llama.n_head=64 model.llama.n_kv_head=8
      model.llama.ffn_hidden=0 model.llama.vocab_size=16777216 model.llama.block_size=1048576 data.seq_len=1048576)
 for b in 65536 2147483647; do
-    "$DDPRUN" plan "$DDP_SRC/configs/llama3_1b.yaml" -np 1 "${BIG[@]}" data.batch_size=$b \
+    "$DDPRUN" plan "$DDP_SRC/configs/llama3_1b.yaml" -np 1 "${BIG[@]}" data.batch_size=$b train.logits_mb=0 \
         >"$TMP/big$b.plan" 2>"$TMP/big$b.err"
     rc=$?
     cat "$TMP/big$b.err"
@@ -161,7 +163,7 @@ done
 plan_acts() { plan_line "$1" | sed -n 's/.*, activations \([0-9.]*\) MiB.*/\1/p'; }
 plan_all() { plan_line "$1" | sed -n 's/.* \([0-9.]*\) MiB in all$/\1/p'; }
 prev_acts=0 prev_all=0
-for b in 1 2 1024 2048; do
+for b in 1 2 1024 2048 65536; do # 65536: its logits 1 GiB at a time (the default), the rest fits
     "$DDPRUN" plan "$DDP_SRC/configs/llama3_1b.yaml" -np 1 "${BIG[@]}" data.batch_size=$b >"$TMP/big$b.plan" 2>/dev/null
     check "batch $b at the big shape: planned, exit 0" [ $? -eq 0 ]
     acts=$(plan_acts "$TMP/big$b.plan") all=$(plan_all "$TMP/big$b.plan")
@@ -176,8 +178,11 @@ done
 # rows): the job builds what the plan counts, and the chunk plans less than the whole micro-batch's
 for mb in 0 0.01; do
     name=logits-$mb
-    SMALL=$TR/llama_small.yaml worker 2 "$TMP/$name" "${S[@]}" train.logits_mb=$mb >"$TMP/$name.log" 2>&1
+    SMALL=$TR/llama_small.yaml worker 2 "$TMP/$name" "${S[@]}" train.logits_mb=$mb train.sample_every=3 \
+        train.sample_tokens=8 >"$TMP/$name.log" 2>&1
     check "llama np=2 train.logits_mb=$mb: the 3-step job runs" [ $? -eq 0 ]
+    check "train.logits_mb=$mb: its text sample at step 3 (generation reads a row's logits)" \
+        grep -q "^sample at step 3: " "$TMP/$name.log"
     "$DDPRUN" plan "$TR/llama_small.yaml" -np 2 "${S[@]}" train.logits_mb=$mb >"$TMP/$name.plan" 2>&1
     got=$(plan_line "$TMP/$name.plan") want=$(plan_line "$TMP/$name.log")
     check "train.logits_mb=$mb: the plan's line is the job's ($got)" [ -n "$want" -a "$got" = "$want" ]

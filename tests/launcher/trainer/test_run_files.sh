@@ -5,7 +5,7 @@
 # and the system's reason, with no line of it cut short. The full-disk cases use small tmpfs
 # mounts where this process may mount (the job runs as root here, so permissions alone cannot
 # make a directory unwritable); a metrics.jsonl that is a link to /dev/full (every write: ENOSPC)
-# covers the metrics case everywhere.
+# covers the metrics case everywhere. checkpoint.final false leaves out the end-of-run save only.
 source "$(dirname "$0")/../../lib.sh"
 RUN=(train.max_steps=20 train.log_every=1 checkpoint.every_steps=5)
 np1() { "$DDPRUN" -np 1 "$SMALL" "$@"; }
@@ -80,4 +80,14 @@ fi
 mkdir -p "$TMP/dev-full"
 ln -s /dev/full "$TMP/dev-full/metrics.jsonl"
 metrics_full dev-full "$TMP/dev-full"
+# checkpoint.final: a 7-step job saving every 5 steps also saves step 7 when it ends (true, the
+# default), or keeps step 5's only (false)
+for final in true false; do
+    np1 run.dir="$TMP/final-$final" "${RUN[@]}" train.max_steps=7 checkpoint.final=$final >"$TMP/final-$final.log" 2>&1
+    check "checkpoint.final $final: the job runs" [ $? -eq 0 ]
+done
+check "checkpoint.final true: step 5's and step 7's checkpoints" \
+    [ -e "$TMP/final-true/checkpoints/ckpt-00000005.ddp" -a -e "$TMP/final-true/checkpoints/ckpt-00000007.ddp" ]
+check "checkpoint.final false: step 5's and no step 7's" \
+    [ -e "$TMP/final-false/checkpoints/ckpt-00000005.ddp" -a ! -e "$TMP/final-false/checkpoints/ckpt-00000007.ddp" ]
 finish
