@@ -21,7 +21,8 @@
 #    live differs): GPT-2 at np=3 with accumulation and the Llama at np=2; the MLP at np=4 (padded
 #    units) against ZeRO-0; it resumes bit-identically and, with ZeRO-2 after it, joins the
 #    world-size chain; on the emulated GPU in bf16 too (the shard's bf16 copy rounds each element
-#    as the whole model's copy does).
+#    as the whole model's copy does); with the classifier in chunks (train.logits_mb) too, text
+#    samples included.
 # Tolerances: 1e-5 (SGD) and 1e-4 (AdamW, whose normalised step magnifies rounding in tiny
 # gradients) of the largest parameter are those of the DDP equivalence tests (test_ddp.sh): the
 # two runs differ only in the order of float sums. A different global batch is measured apart.
@@ -139,6 +140,17 @@ if [ "$MODE" = cpu ]; then
             "$DDPRUN" ckpt diff "$(ckpt "$m-one1" 20)" "$(ckpt "$m-one2" 20)"
         check "$m: np=2 ZeRO-3 ends bit-identical to ZeRO-1 (ckpt diff)" \
             "$DDPRUN" ckpt diff "$(ckpt "$m-one1" 20)" "$(ckpt "$m-one3" 20)"
+        # the classifier in chunks (0.01 MiB: 10 rows of 256 logits at a time): under ZeRO-3 the
+        # head's unit is asked for chunk after chunk and again for the text sample's rows
+        for z in 1 3; do
+            run "$m-chunk$z" 2 "$cfg" "${G1[@]}" ddp.zero=$z train.logits_mb=0.01 train.sample_every=20 \
+                train.sample_tokens=8
+        done
+        check "$m: the classifier in chunks, np=2 ZeRO-3 ends bit-identical to ZeRO-1 (ckpt diff)" \
+            "$DDPRUN" ckpt diff "$(ckpt "$m-chunk1" 20)" "$(ckpt "$m-chunk3" 20)"
+        sample() { grep '^sample at step 20: ' "$TMP/$1.log"; }
+        check "$m: ... and draws ZeRO-1's text sample ($(sample "$m-chunk3"))" \
+            [ -n "$(sample "$m-chunk3")" -a "$(sample "$m-chunk3")" = "$(sample "$m-chunk1")" ]
     done
     # evaluation and text samples under ZeRO-3: every forward pass needs every rank. At np=5 the 96
     # validation sequences split 20/19/19/19/19, 2 batches of 19 on rank 0 and 1 elsewhere; every
