@@ -1,6 +1,7 @@
 /* lm_core.c — the plumbing GPT-2 and the Llama share as language models (see lm_core.h): the
  * data checks, building and freeing the model's buffers, the classifier, and the model_ops, which
- * run it between the model's own passes and draw through lm_kind. It reaches the model only through lm_core and lm_kind.
+ * run it between the model's own passes and draw through lm_kind. It reaches the model only
+ * through lm_core and lm_kind.
  * This file must not know any model's tensors or activations, communicate, step an optimizer or
  * read data. */
 #include "lm_core.h"
@@ -119,6 +120,18 @@ static int check_batch(model *m, const model_batch *b, ddp_err *err)
     return DDP_OK;
 }
 
+/* Whether the classifier takes every row of a micro-batch at once, leaving all their logits. */
+static bool whole_logits(const model *m) { return core(m)->logit_rows >= m->max_rows * core(m)->T; }
+
+/* The logits of rows [r0, r0 + n) of head_x into lm->logits: head_x's rows · headᵀ. */
+static int head_logits(model *m, int64_t r0, int64_t n, ddp_err *err)
+{
+    lm_core *lm = core(m);
+    const void *x = (const char *)lm->head_x + (size_t)r0 * (size_t)lm->C * tensor_dtype_size(lm->t);
+    return m->dev->ops->gemm(m->dev, lm->t, lm->t, false, true, n, lm->Vp, lm->C, 1.0f, x, lm->C,
+                             lm_weight(lm, lm->head_off), lm->C, 0.0f, lm->logits, lm->Vp, err);
+}
+
 /* The head over rows [r0, r0 + n) of head_x: their logits into lm->logits, the softmax
  * cross-entropy over the first vocab_size (io.sample.n_classes) columns, and with want_grad the
  * dlogits over the logits, the head's gradient (+= dlogitsᵀ · x) and head_dx's rows (dlogits ·
@@ -133,7 +146,7 @@ static int classifier_chunk(model *m, const int32_t *targets, int64_t r0, int64_
     const int64_t C = lm->C, Vp = lm->Vp;
     const size_t row = (size_t)C * tensor_dtype_size(t);
     const void *x = (const char *)lm->head_x + (size_t)r0 * row, *w = lm_weight(lm, lm->head_off);
-    int rc = op->gemm(d, t, t, false, true, n, Vp, C, 1.0f, x, C, w, C, 0.0f, lm->logits, Vp, err);
+    int rc = head_logits(m, r0, n, err);
     if (!rc)
         rc = op->softmax_xent(d, t, lm->logits, Vp, targets + r0, n, m->io.sample.n_classes, grad_scale,
                               want_grad ? lm->logits : NULL, stats, err);
@@ -210,21 +223,18 @@ static const void *lm_logits(const model *m, int64_t *ld)
 {
     const lm_core *lm = core(m);
     *ld = lm->Vp;
-    return lm->logit_rows < m->max_rows * lm->T ? NULL : lm->logits;
+    return whole_logits(m) ? lm->logits : NULL;
 }
 
 static int lm_row_logits(model *m, int64_t row, const void **out, ddp_err *err)
 {
     lm_core *lm = core(m);
-    const size_t elem = tensor_dtype_size(lm->t);
-    if (lm->logit_rows >= m->max_rows * lm->T) {
-        *out = (const char *)lm->logits + (size_t)row * (size_t)lm->Vp * elem;
+    if (whole_logits(m)) {
+        *out = (const char *)lm->logits + (size_t)row * (size_t)lm->Vp * tensor_dtype_size(lm->t);
         return DDP_OK;
     }
     *out = lm->logits;
-    int rc = m->dev->ops->gemm(m->dev, lm->t, lm->t, false, true, 1, lm->Vp, lm->C, 1.0f,
-                               (const char *)lm->head_x + (size_t)row * (size_t)lm->C * elem, lm->C,
-                               lm_weight(lm, lm->head_off), lm->C, 0.0f, lm->logits, lm->Vp, err);
+    int rc = head_logits(m, row, 1, err);
     return rc ? ddp_prefix(err, "%s: the logits of row %lld", lm->kind->name, (long long)row) : DDP_OK;
 }
 
