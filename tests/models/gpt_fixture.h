@@ -10,11 +10,13 @@
 #define DDP_GPT_FIXTURE_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "models/gpt2.h"
+#include "runtime/device/device.h"
 #include "models/lm_layout.h"
 #include "runtime/optim/optim.h"
 #include "tests/check.h"
@@ -31,6 +33,18 @@
  * the trajectories (PyTorch float32 vs float64); our float32 differs from PyTorch's by the same
  * order, so a few times the floor. A wrong formula moves a step by O(lr) = 1e-3. */
 #define GFX_TRAJ_FLOORS 8.0
+
+/* The CPU device, or with cuda the CUDA device (the emulator in emulated builds); NULL, said on
+ * stderr, when it cannot be made. */
+static inline device *gfx_open_device(bool cuda)
+{
+    device *d = NULL;
+    ddp_err err = {0};
+    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
+    if (cuda ? device_cuda_create(0, &gpu_opts, &d, &err) : device_cpu_create(&d, &err))
+        fprintf(stderr, "%s device: %s\n", cuda ? "cuda" : "cpu", err.msg);
+    return d;
+}
 
 typedef struct gfx {
     gpt2_shape shape;

@@ -17,17 +17,6 @@ static const void *model_logits(const model *m)
     return p;
 }
 
-/* The CPU device, or with cuda the CUDA device (the emulator in emulated builds). */
-static device *open_device(bool cuda)
-{
-    device *d = NULL;
-    ddp_err err = {0};
-    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
-    if (cuda ? device_cuda_create(0, &gpu_opts, &d, &err) : device_cpu_create(&d, &err))
-        fprintf(stderr, "%s device: %s\n", cuda ? "cuda" : "cpu", err.msg);
-    return d;
-}
-
 /* Mean cross-entropy of the last forward pass, computed in double on the host from the logits. */
 static double host_loss(const gfx *f, const int32_t *targets_host)
 {
@@ -219,7 +208,7 @@ int main(int argc, char **argv)
 {
     gfx f;
     bool cuda = argc > 1 && !strcmp(argv[1], "--cuda");
-    device *d = open_device(cuda);
+    device *d = gfx_open_device(cuda);
     CHECK(d != NULL, "cpu device");
     if (!d)
         return check_done("test_gpt");

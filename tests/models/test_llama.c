@@ -11,17 +11,6 @@
 
 #include "runtime/device/device.h"
 
-/* The CPU device, or with cuda the CUDA device (the emulator in emulated builds). */
-static device *open_device(bool cuda)
-{
-    device *d = NULL;
-    ddp_err err = {0};
-    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
-    if (cuda ? device_cuda_create(0, &gpu_opts, &d, &err) : device_cpu_create(&d, &err))
-        fprintf(stderr, "%s device: %s\n", cuda ? "cuda" : "cpu", err.msg);
-    return d;
-}
-
 static int run_pass(gfx *f, bool backward, ddp_err *err)
 {
     model_batch b = gfx_batch(f);
@@ -397,7 +386,7 @@ int main(int argc, char **argv)
 {
     lfx x;
     bool cuda = argc > 1 && !strcmp(argv[1], "--cuda");
-    device *d = open_device(cuda);
+    device *d = gfx_open_device(cuda);
     CHECK(d != NULL, "device");
     if (!d)
         return check_done("test_llama");

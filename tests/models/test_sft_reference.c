@@ -31,16 +31,6 @@ static fixture_manifest hf;
 static llama_shape shape;
 static int32_t *input, *doc, *pos, *mask;
 
-static device *open_device(bool cuda)
-{
-    device *d = NULL;
-    ddp_err err = {0};
-    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
-    if (cuda ? device_cuda_create(0, &gpu_opts, &d, &err) : device_cpu_create(&d, &err))
-        fprintf(stderr, "%s device: %s\n", cuda ? "cuda" : "cpu", err.msg);
-    return d;
-}
-
 /* The packed batch of tokens: targets (the next token where the mask says, else XENT_NO_TARGET)
  * and the document bounds [2, B, T] from each position's document index. */
 typedef struct packed {
@@ -179,7 +169,7 @@ int main(int argc, char **argv)
 {
     bool cuda = argc > 1 && !strcmp(argv[1], "--cuda");
     ddp_err err = {0};
-    f.dev = open_device(cuda);
+    f.dev = gfx_open_device(cuda);
     if (!f.dev || fixture_manifest_read(&f.manifest, "sft-reference") || fixture_manifest_read(&hf, "hf-llama-tiny"))
         return 1;
     f.B = fixture_header_int(&f.manifest, "B"), f.T = fixture_header_int(&f.manifest, "T");

@@ -110,13 +110,37 @@ static inline unsigned grid_for(size_t n, size_t per_block, size_t cap = kMaxGri
     return (unsigned)(blocks < cap ? blocks : cap);
 }
 
-/* Threads for a block that owns one row of `cols` elements: the row rounded up to whole warps,
- * at most kBlock, so short rows do not leave most of a block idle. */
-static inline unsigned row_block(size_t cols)
+/* Threads for a block that owns one row of `cols` elements (or packs): the row rounded up to whole
+ * warps, at most `cap` (a multiple of 32), so short rows do not leave most of a block idle. */
+static inline unsigned row_block(size_t cols, size_t cap = kBlock)
 {
     const size_t threads = (cols / 32 + (cols % 32 != 0)) * 32;
-    return (unsigned)(threads < 32 ? 32 : threads > kBlock ? kBlock : threads);
+    return (unsigned)(threads < 32 ? 32 : threads > cap ? cap : threads);
 }
+
+/* Item counts below this are indexed in 32 bits (index_type): a GPU divides 32-bit integers in a
+ * few instructions and 64-bit ones in dozens, which a memory-bound kernel that splits each item's
+ * index into (row, column) would feel. 2^31 leaves a grid-stride step room before it could wrap a
+ * uint32_t. The emulated build moves the line down, as it does kMaxGrid, so the tests' sizes take
+ * both index types. */
+#ifdef DDP_CUDA_EMULATION
+constexpr size_t kNarrowIndexLimit = (size_t)1 << 12;
+#else
+constexpr size_t kNarrowIndexLimit = (size_t)1 << 31;
+#endif
+
+/* Runs the statements after I once, with I the index type for n items: uint32_t below
+ * kNarrowIndexLimit, else size_t. */
+#define DDP_INDEX_SWITCH(n, I, ...)                                                                 \
+    do {                                                                                            \
+        if ((size_t)(n) < ddp_kernels::kNarrowIndexLimit) {                                         \
+            using I = uint32_t;                                                                     \
+            __VA_ARGS__;                                                                            \
+        } else {                                                                                    \
+            using I = size_t;                                                                       \
+            __VA_ARGS__;                                                                            \
+        }                                                                                           \
+    } while (0)
 
 /* This thread's global index and the grid-wide stride, in size_t. */
 __device__ inline size_t global_index() { return (size_t)blockIdx.x * blockDim.x + threadIdx.x; }

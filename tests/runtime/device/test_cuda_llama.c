@@ -10,8 +10,11 @@
  * elements than the grid caps (emulator 64 blocks, GPU 1024), several 64-row chunks of dw's sums,
  * RoPE over several heads with B > 1, T > 1 and row strides wider than the heads (the padding
  * must keep its bits), each also in packed rows (doc_start: documents of length 1 and longer, rows
- * of a batch packed differently; positions restart at each document). The kernels have no vector
- * paths, so buffers sit at aligned starts only.
+ * of a batch packed differently; positions restart at each document). Everything runs twice: with
+ * every buffer at an aligned start, where the kernels take their 16-byte packs (RMSNorm's row path
+ * with 1 to 4 packs a thread, and rows too long for it; RoPE's and SwiGLU's packs of pairs and
+ * columns, with 32-bit and 64-bit item indices), and one element past it, where they fall back to
+ * one element per access.
  *
  * Tolerances on the float results, from float32 rounding (u = FLT_EPSILON/2), not observed errors:
  *  - exact: the residual sum (one float add) and RoPE (products exact in double, rounded once);
@@ -217,9 +220,13 @@ static void test_residual_rmsnorm(int64_t N, int64_t C, const float *ha, buf w)
 static void test_rmsnorm(void)
 {
     /* N, C, offset: C = 1, 5, 31 and 33 (not whole warps), 1025 and 3000 (longer than a block),
-     * 1100 rows (past both grid caps, 18 chunks of dw's sums), a mean square far from 1 */
+     * 1100 rows (past both grid caps, 18 chunks of dw's sums), a mean square far from 1. Row path
+     * (aligned): C = 40, 96 (one warp), 2048 (a pack a thread), 3000 (a last warp part-filled; two
+     * packs a thread in float), 8192 (2 packs a thread in bf16, 4 in float), 12288 (3 in bf16;
+     * too long for it in float); 200 rows of 40 pass the grid cap with 4 chunks of dw's sums. */
     const struct { int64_t N, C; float offset; } shapes[] = {
-        {1, 1, 0}, {3, 5, 2}, {7, 33, 0}, {130, 31, 5}, {1100, 5, 0}, {5, 1025, -3}, {2, 3000, 0}, {70, 96, 0}};
+        {1, 1, 0},      {3, 5, 2},      {7, 33, 0},    {130, 31, 5},  {1100, 5, 0},  {5, 1025, -3},
+        {2, 3000, 0},   {70, 96, 0},    {200, 40, 1},  {5, 2048, 0},  {3, 8192, 0},  {2, 12288, 1}};
     char what[128];
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t N = shapes[s].N, C = shapes[s].C;
@@ -286,8 +293,11 @@ static int32_t *rope_docs(int64_t B, int64_t T)
 static void test_rope(void)
 {
     /* B, T, heads, hs, padding columns: one pair; several heads with padding; hs = 6 (3 pairs,
-     * not a power of two); 4·64·6·16 = 24,576 pairs, past both grid caps; each plain, then packed */
-    const int64_t shapes[][5] = {{1, 1, 1, 2, 0}, {2, 3, 3, 8, 5}, {3, 17, 5, 6, 7}, {4, 64, 6, 32, 16}};
+     * not a power of two); 4·64·6·16 = 24,576 pairs, past both grid caps; each plain, then packed.
+     * Packs where aligned: hs 8 with row stride 32 (float's packs of 4 pairs, bf16's single pairs),
+     * hs 16 and 32 (both types' packs) */
+    const int64_t shapes[][5] = {{1, 1, 1, 2, 0},  {2, 3, 3, 8, 5},  {3, 17, 5, 6, 7},
+                                 {2, 9, 3, 8, 8},  {3, 7, 4, 16, 8}, {4, 64, 6, 32, 16}};
     char what[160];
     for (size_t sp = 0; sp < 2 * sizeof shapes / sizeof shapes[0]; sp++) {
         const size_t s = sp / 2;
@@ -332,8 +342,9 @@ static void test_rope(void)
 
 static void test_swiglu(void)
 {
-    /* N, F: 70·300 = 21,000 outputs pass both grid caps */
-    const int64_t shapes[][2] = {{1, 1}, {3, 7}, {13, 37}, {70, 300}};
+    /* N, F: 70·300 = 21,000 outputs pass both grid caps; packs where aligned: F 300 in float, 64,
+     * 200 and 104 in both types */
+    const int64_t shapes[][2] = {{1, 1}, {3, 7}, {13, 37}, {70, 300}, {9, 64}, {40, 200}, {300, 104}};
     char what[128];
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t N = shapes[s][0], F = shapes[s][1];
@@ -389,5 +400,5 @@ static void run_bf16(void)
 int main(void)
 {
     const pair_group groups[] = {{"llama f32", run_f32}, {"llama bf16", run_bf16}};
-    return pair_main("test_cuda_llama", 8, groups, sizeof groups / sizeof groups[0], 1);
+    return pair_main("test_cuda_llama", 8, groups, sizeof groups / sizeof groups[0], 2);
 }
