@@ -126,6 +126,34 @@ async_queue &running_async_queue(const char *intrinsic);
  * writes every lane's result; called by the scheduler on its own stack. */
 void complete_tensor_exchange(int kind, int param, void *const lane_ops[32]);
 
+/* One warp's share of an issued wgmma (cudaemu_wgmma.cpp), kept by lane 0 until a wait_group
+ * covers its commit group: each lane's accumulators and A registers (NULL: A in shared memory). */
+struct wgmma_pending {
+    float *d[32];
+    const uint32_t *a[32];
+    uint64_t desc_a, desc_b;
+    int n, scale_d, tnsp_a, tnsp_b, warp_rank;
+    uint64_t group;
+    const char *file;
+    int line;
+};
+/* A thread's wgmma state: whether it fenced since its last wait_group, its commit groups, and (its
+ * warp's lane 0) the warp's products not yet waited for. */
+struct wgmma_state {
+    std::vector<wgmma_pending> pending;
+    uint64_t committed = 0;
+    bool fenced = false;
+    const char *issue_file = nullptr;
+    int issue_line = 0;
+};
+/* The running thread's wgmma state (reports `intrinsic` called outside a kernel). */
+wgmma_state &running_wgmma_state(const char *intrinsic);
+/* The running block's dynamic shared memory and its launched size (NULL and 0 outside a kernel). */
+char *dynamic_shared_window(size_t *bytes);
+/* A warp at the same wgmma issue (WARP_WGMMA) or wait_group (WARP_WGMMA_WAIT): records the issued
+ * product, or completes the covered ones; called by the scheduler on its own stack. */
+void complete_wgmma_exchange(int kind, int param, void *const lane_ops[32]);
+
 /* ---- what the race check (cudaemu_race.cpp) needs from the scheduler ---- */
 /* A grid starts on this thread, with its dynamic shared memory; each block starts a new epoch. */
 void race_grid_begin(void *dynamic_smem, size_t bytes);

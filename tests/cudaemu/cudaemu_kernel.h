@@ -29,7 +29,7 @@ extern DDP_CUDAEMU_TLS uint3 cur_block_dim;
 extern DDP_CUDAEMU_TLS uint3 cur_grid_dim;
 
 enum warp_op_kind { WARP_SYNC, WARP_SHFL_IDX, WARP_SHFL_UP, WARP_SHFL_DOWN, WARP_SHFL_XOR,
-                    WARP_BALLOT, WARP_ANY, WARP_ALL, WARP_MMA, WARP_LDMATRIX };
+                    WARP_BALLOT, WARP_ANY, WARP_ALL, WARP_MMA, WARP_LDMATRIX, WARP_WGMMA, WARP_WGMMA_WAIT };
 enum block_reduce_kind { BLOCK_SYNC, BLOCK_COUNT, BLOCK_AND, BLOCK_OR };
 
 /* Block barrier; all threads of the block must reach the same call site. Returns the reduction
@@ -59,6 +59,21 @@ void cp_async(void *dst, const void *src, unsigned bytes, unsigned src_bytes, co
 /* cp.async.commit_group / cp.async.wait_group N: completes every committed group but the N newest. */
 void cp_async_commit();
 void cp_async_wait(int newest_pending);
+
+/* The warpgroup matrix instructions of sm_90a (cudaemu_wgmma.cpp), as the PTX ISA defines them for
+ * bf16 operands and fp32 accumulators: wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 with A
+ * from shared memory (a = NULL, desc_a) or from four registers (a), B from shared memory (desc_b),
+ * d += A·B (scale_d 1) or d = A·B (0), tnsp_a / tnsp_b 1 for an MN-major operand; wgmma.fence,
+ * commit_group and wait_group N. The product lands in d only at the wait_group that covers its
+ * commit group, from shared memory and registers as they are then. Descriptors name shared memory
+ * by shared_window_offset: a byte offset into the block's dynamic shared memory, which stands for
+ * a 1024-byte-aligned window (the swizzle patterns repeat every 1024 bytes). */
+uint32_t shared_window_offset(const void *p, const char *file, int line);
+void wgmma_bf16(float *d, int n, const uint32_t *a, uint64_t desc_a, uint64_t desc_b, int scale_d, int tnsp_a,
+                int tnsp_b, const char *file, int line);
+void wgmma_fence(const char *file, int line);
+void wgmma_commit(const char *file, int line);
+void wgmma_wait(int newest_pending, const char *file, int line);
 
 /* The shared-memory race check (cudaemu_race.cpp): an access the kernel's compiled loads and stores
  * do not show it (atomics, the emulated ldmatrix and cp.async), made by the running thread; `what`,

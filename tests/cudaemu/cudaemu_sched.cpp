@@ -42,6 +42,7 @@ struct emu_thread {
     int stack; /* -1 until started */
     fiber_context ctx;
     async_queue async; /* its cp.async copies not yet waited for */
+    wgmma_state wgmma; /* its wgmma fence, commit groups and (lane 0) its warp's pending products */
 };
 
 struct block_run {
@@ -69,8 +70,14 @@ static const char *op_name(warp_op_kind op)
 {
     static const char *const names[] = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
                                         "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync",
-                                        "mma.sync", "ldmatrix"};
+                                        "mma.sync", "ldmatrix", "wgmma.mma_async", "wgmma.wait_group"};
     return names[op];
+}
+
+/* The .sync.aligned matrix instructions: a full warp at one call site, operands handed over by pointer. */
+static bool is_matrix_op(warp_op_kind op)
+{
+    return op == WARP_MMA || op == WARP_LDMATRIX || op == WARP_WGMMA || op == WARP_WGMMA_WAIT;
 }
 
 [[noreturn]] static void die(const block_run &b, const char *what, const char *detail)
@@ -163,6 +170,17 @@ async_queue &running_async_queue(const char *intrinsic)
     return running_thread(intrinsic)->async;
 }
 
+wgmma_state &running_wgmma_state(const char *intrinsic)
+{
+    return running_thread(intrinsic)->wgmma;
+}
+
+char *dynamic_shared_window(size_t *bytes)
+{
+    *bytes = active ? active->dynamic_smem_bytes : 0;
+    return active ? active->dynamic_smem.data() : nullptr;
+}
+
 bool in_shared_memory(const void *p, size_t bytes)
 {
     if (!active)
@@ -242,11 +260,14 @@ static int source_lane(const emu_thread &t, int lane)
 
 static void complete_exchange(block_run &b, int base, unsigned mask)
 {
-    if (b.threads[base].op == WARP_MMA || b.threads[base].op == WARP_LDMATRIX) {
+    if (is_matrix_op(b.threads[base].op)) {
         void *lane_ops[32];
         for (int lane = 0; lane < 32; lane++)
             lane_ops[lane] = reinterpret_cast<void *>(static_cast<uintptr_t>(b.threads[base + lane].in));
-        complete_tensor_exchange(b.threads[base].op, b.threads[base].param, lane_ops);
+        if (b.threads[base].op == WARP_WGMMA || b.threads[base].op == WARP_WGMMA_WAIT)
+            complete_wgmma_exchange(b.threads[base].op, b.threads[base].param, lane_ops);
+        else
+            complete_tensor_exchange(b.threads[base].op, b.threads[base].param, lane_ops);
         for (int lane = 0; lane < 32; lane++)
             make_runnable(b, b.threads[base + lane]);
         return;
@@ -299,7 +320,7 @@ static void try_exchange(block_run &b, const emu_thread &t)
                  op_name(t.op), t.file, t.line, t.mask, own);
         die(b, "invalid warp mask", detail);
     }
-    if ((t.op == WARP_MMA || t.op == WARP_LDMATRIX) && t.mask != 0xffffffffu) {
+    if (is_matrix_op(t.op) && t.mask != 0xffffffffu) {
         snprintf(detail, sizeof detail, "%s at %s:%d: .sync.aligned instructions need all 32 lanes (mask 0x%08x)",
                  op_name(t.op), t.file, t.line, t.mask);
         die(b, "invalid warp mask", detail);
@@ -320,7 +341,7 @@ static void try_exchange(block_run &b, const emu_thread &t)
         const emu_thread &o = b.threads[base + lane];
         if (o.state != AT_WARP)
             return; /* still running, or at __syncthreads (a deadlock the scheduler reports) */
-        if (o.op != t.op || o.mask != t.mask || ((t.op == WARP_MMA || t.op == WARP_LDMATRIX) &&
+        if (o.op != t.op || o.mask != t.mask || (is_matrix_op(t.op) &&
                                                  (o.param != t.param || o.line != t.line || strcmp(o.file, t.file)))) {
             snprintf(detail, sizeof detail,
                      "lane %d is at %s (mask 0x%08x) at %s:%d while lane %d is at %s (mask 0x%08x) at %s:%d",
@@ -447,6 +468,7 @@ static void run_block(block_run &b)
         b.threads[i].stack = -1;
         b.threads[i].async.copies.clear(); /* copies nobody waited for die with their block */
         b.threads[i].async.committed = 0;
+        b.threads[i].wgmma = wgmma_state{}; /* so do unwaited products */
         b.free_stacks.push_back(i);
     }
     for (int i; (i = pick_next(b)) >= 0;) {
