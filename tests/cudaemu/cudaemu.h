@@ -34,6 +34,9 @@ uint64_t cudaemu_cublaslt_matmuls(void);
 /* Warp-wide mma.sync instructions executed so far, in this process: lets a test prove a kernel took
  * the tensor-core path, not a fallback. */
 uint64_t cudaemu_mma_count(void);
+/* wgmma.mma_async instructions issued so far, in this process, counted once per warp of the
+ * warpgroup (each computes 16 of its 64 rows). */
+uint64_t cudaemu_wgmma_count(void);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,10 @@
 
 namespace ddp_cudaemu {
 
+/* The compute capability's major number every emulated device reports: 9, or 8 under
+ * DDP_CUDA_EMU_ARCH=80 (a malformed value is reported and aborts). */
+int emulated_cc_major();
+
 /* Records err as the last error (cudaGetLastError) and prints "cudaemu: <message>" to stderr.
  * Returns err so callers can `return fail(...)`. */
 cudaError_t fail(cudaError_t err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

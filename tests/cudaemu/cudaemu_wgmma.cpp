@@ -26,11 +26,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <atomic>
+
 #include "cudaemu.h"
 
 namespace ddp_cudaemu {
 
 namespace {
+
+std::atomic<uint64_t> wgmma_count{0};
 
 /* One lane's operands of a wgmma (param: n | scale_d << 9 | tnsp_a << 10 | tnsp_b << 11). */
 struct wgmma_lane {
@@ -128,7 +132,7 @@ void complete_op(const wgmma_pending &op)
             A[g + 8 * ((i / 2) % 2)][2 * t + (i % 2) + 8 * (i / 4)] = bf16_at(reinterpret_cast<const char *>(&half));
         }
     }
-    for (int lane = 0; lane < 32; lane++) {
+    for (int lane = 0; lane < 32 && op.scale_d; lane++) { /* scale-d 0: d is written, never read */
         const int g = lane / 4, t = lane % 4;
         for (int j = 0; j < n / 2; j++)
             D[g + 8 * (j % 4 / 2)][8 * (j / 4) + 2 * t + j % 2] = op.d[lane][j];
@@ -153,6 +157,7 @@ void complete_op(const wgmma_pending &op)
 
 void complete_issue(int param, void *const lane_ops[32])
 {
+    wgmma_count.fetch_add(1, std::memory_order_relaxed);
     const wgmma_lane *first = static_cast<const wgmma_lane *>(lane_ops[0]);
     wgmma_pending op{};
     op.n = param & 511;
@@ -248,6 +253,9 @@ void wgmma_bf16(float *d, int n, const uint32_t *a, uint64_t desc_a, uint64_t de
                 int tnsp_b, const char *file, int line)
 {
     wgmma_state &s = running_wgmma_state("wgmma.mma_async");
+    if (emulated_cc_major() < 9)
+        die_at("wgmma on a GPU before Hopper", file, line, "the emulated device is sm_80 (DDP_CUDA_EMU_ARCH=80); on "
+               "a GPU the kernel would have no sm_90a code to run");
     if (n < 8 || n > 256 || n % 8 != 0 || (a && tnsp_a)) {
         char detail[120];
         snprintf(detail, sizeof detail, "m64n%dk16 with A from %s%s", n, a ? "registers" : "shared memory",
@@ -295,3 +303,8 @@ void wgmma_wait(int newest_pending, const char *file, int line)
 }
 
 } /* namespace ddp_cudaemu */
+
+extern "C" uint64_t cudaemu_wgmma_count(void)
+{
+    return ddp_cudaemu::wgmma_count.load(std::memory_order_relaxed);
+}

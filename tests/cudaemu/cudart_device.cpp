@@ -3,7 +3,8 @@
  *
  * The emulated machine has DDP_CUDA_EMU_DEVICES devices (default 1; 0 behaves like a machine
  * without a GPU) named "CUDA emulator (CPU)", shaped like an H100 (sm_90, 132 SMs, 48 KiB default
- * / 227 KiB opt-in shared memory per block). Stricter than CUDA: a thread that never called
+ * / 227 KiB opt-in shared memory per block); DDP_CUDA_EMU_ARCH=80 makes them report compute
+ * capability 8.0, so the kernels' paths for GPUs before Hopper run (and Hopper's instructions abort). Stricter than CUDA: a thread that never called
  * cudaSetDevice may not use a device while several exist (CUDA silently gives it device 0, which
  * on a multi-GPU node makes a context there). C ABI as declared by cuda_runtime_api.h; streams and
  * streams in cudaemu_streams.cpp, events in cudart_event.cpp, memory in cudart_memory.cpp, errors
@@ -46,6 +47,17 @@ static int device_count()
     return (int)n;
 }
 
+int emulated_cc_major()
+{
+    const char *env = getenv("DDP_CUDA_EMU_ARCH");
+    if (!env || !*env || strcmp(env, "90") == 0)
+        return 9;
+    if (strcmp(env, "80") == 0)
+        return 8;
+    fprintf(stderr, "cudaemu: DDP_CUDA_EMU_ARCH=%s: expected 90 (an H100, the default) or 80 (an A100)\n", env);
+    abort();
+}
+
 static cudaError_t check_device(int device, const char *fn)
 {
     int n = device_count();
@@ -80,7 +92,7 @@ static int attribute_value(cudaDeviceAttr attr, int *value)
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = MAX_DYNAMIC_SMEM_OPTIN; return 1;
     case cudaDevAttrWarpSize: *value = 32; return 1;
     case cudaDevAttrMultiProcessorCount: *value = EMULATED_SM_COUNT; return 1;
-    case cudaDevAttrComputeCapabilityMajor: *value = 9; return 1;
+    case cudaDevAttrComputeCapabilityMajor: *value = emulated_cc_major(); return 1;
     case cudaDevAttrComputeCapabilityMinor: *value = 0; return 1;
     case cudaDevAttrMaxThreadsPerMultiProcessor: *value = 2048; return 1;
     case cudaDevAttrUnifiedAddressing: case cudaDevAttrCanMapHostMemory: *value = 1; return 1;
@@ -148,7 +160,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
     prop->maxGridSize[0] = 0x7fffffff;
     prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
     prop->totalConstMem = 65536;
-    prop->major = 9;
+    prop->major = emulated_cc_major();
     prop->minor = 0;
     prop->multiProcessorCount = EMULATED_SM_COUNT;
     prop->maxThreadsPerMultiProcessor = 2048;

@@ -1,5 +1,6 @@
 /* attention_internal.h — what attention.cu (the attention ops' host launchers, the SIMT kernels and
- * the row-dot preprocessing) and attention_tc.cu (the tensor-core kernels) share: the kernels'
+ * the row-dot preprocessing), attention_tc.cu (the tensor-core kernels) and attention_wgmma.cu
+ * (Hopper's forward) share: the kernels'
  * argument block, the two device functions that read packed rows' document bounds, and the
  * tensor-core launchers. Nothing outside runtime/device/kernels/attention* includes it; it must
  * not hold kernels. */
@@ -52,7 +53,12 @@ extern "C" {
 /* Whether the tensor-core kernels take this job: bf16, hs 64 or 128, every row 16-byte aligned,
  * and a GPU of compute capability 8.0 or newer. */
 bool attention_tc_supports(device *d, const attn_args *a);
-/* The tensor-core forward and backward (attention_tc.cu); the backward expects drow computed. */
+/* Whether Hopper's forward (attention_wgmma.cu) takes a job the tensor-core kernels support: hs 64
+ * or 128 on a GPU of compute capability 9.0; and that forward. */
+bool attention_wgmma_supports(device *d, const attn_args *a);
+int attention_wgmma_forward(device *d, const attn_args *a, ddp_err *err);
+/* The tensor-core forward (Hopper's where it supports the job) and backward (attention_tc.cu); the
+ * backward expects drow computed. */
 int attention_tc_forward(device *d, const attn_args *a, ddp_err *err);
 int attention_tc_backward(device *d, const attn_args *a, ddp_err *err);
 

@@ -457,6 +457,7 @@ template <int HS> static int backward_hs(device *d, const attn_args *a, ddp_err 
 
 extern "C" int attention_tc_forward(device *d, const attn_args *a, ddp_err *err)
 {
+    if (attention_wgmma_supports(d, a)) return attention_wgmma_forward(d, a, err);
     return a->hs == 32 ? forward_hs<32>(d, a, err) : a->hs == 64 ? forward_hs<64>(d, a, err)
                                                                  : forward_hs<128>(d, a, err);
 }

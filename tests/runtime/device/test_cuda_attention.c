@@ -252,14 +252,19 @@ static void check_packing(const attn_case *c, tensor_dtype t, const attn_layout 
  * tiles from its own to its last key's document end, 2·hs each; dQ (query tiles of 64) walks key
  * tiles as the forward does, 3·hs/2 each. Packed rows must skip exactly the tiles no row of the
  * block sees: the time packing saves. */
-static uint64_t tc_mma_expected(const attn_case *c, const int32_t *doc_start, const int32_t *doc_end)
+/* The mma.sync instructions the tensor-core kernels take (every warp's per tile walked; on Hopper
+ * the backward's alone at hs 64 and 128), and the wgmma instructions Hopper's forward takes (each
+ * warp of a 128-row block's two warpgroups: hs/16 for the scores, 4 for P·V per key tile). */
+static void tc_counts_expected(const attn_case *c, const int32_t *doc_start, const int32_t *doc_end, bool hopper,
+                               uint64_t *mma, uint64_t *wgmma)
 {
-    const int64_t M = c->hs <= 64 ? 2 : 1, T = c->T, tile = 64;
+    const bool wg = hopper && (c->hs == 64 || c->hs == 128);
+    const int64_t M = c->hs <= 64 ? 2 : 1, T = c->T, tile = 64, q_tile = wg ? 128 : tile * M;
     uint64_t fwd = 0, dkdv = 0, dq = 0;
     for (int64_t b = 0; b < c->B; b++) {
         const int32_t *ds = doc_start ? doc_start + b * T : NULL, *de = doc_end ? doc_end + b * T : NULL;
-        for (int64_t q0 = 0; q0 < T; q0 += tile * M) {
-            const int64_t last = ((q0 + tile * M < T ? q0 + tile * M : T) - 1) / tile;
+        for (int64_t q0 = 0; q0 < T; q0 += q_tile) {
+            const int64_t last = ((q0 + q_tile < T ? q0 + q_tile : T) - 1) / tile;
             fwd += (uint64_t)(last - (ds ? ds[q0] : 0) / tile + 1);
         }
         for (int64_t k0 = 0; k0 < T; k0 += tile) {
@@ -269,8 +274,9 @@ static uint64_t tc_mma_expected(const attn_case *c, const int32_t *doc_start, co
         for (int64_t q0 = 0; q0 < T; q0 += tile)
             dq += (uint64_t)(q0 / tile - (ds ? ds[q0] : 0) / tile + 1);
     }
-    const uint64_t hs = (uint64_t)c->hs;
-    return 4 * (uint64_t)c->NH * (fwd * hs * (uint64_t)M + dkdv * 2 * hs + dq * 3 * hs / 2);
+    const uint64_t hs = (uint64_t)c->hs, NH = (uint64_t)c->NH;
+    *mma = 4 * NH * ((wg ? 0 : fwd * hs * (uint64_t)M) + dkdv * 2 * hs + dq * 3 * hs / 2);
+    *wgmma = wg ? 8 * NH * fwd * (hs / 16 + 4) : 0;
 }
 #endif
 
@@ -318,7 +324,7 @@ static void test_case(const cuda_case *cc, tensor_dtype t)
     }
     run(cpu, TENSOR_F32, &l, c->fused, &b);
 #ifdef DDP_CUDA_EMULATION
-    uint64_t mma0 = cudaemu_mma_count();
+    uint64_t mma0 = cudaemu_mma_count(), wgmma0 = cudaemu_wgmma_count();
 #endif
     run(gpu, t, &l, c->fused, &b);
 #ifdef DDP_CUDA_EMULATION
@@ -327,10 +333,17 @@ static void test_case(const cuda_case *cc, tensor_dtype t)
     CHECK(used_mma == want_mma, "T %lld hs %lld %s: the tensor-core kernels %s, expected them %s", (long long)c->T,
           (long long)c->hs, t == TENSOR_BF16 ? "bf16" : "f32", used_mma ? "ran" : "did not run",
           want_mma ? "to" : "not to");
-    const uint64_t mma = cudaemu_mma_count() - mma0, mma_want = tc_mma_expected(c, hds, hde);
-    CHECK(!want_mma || mma == mma_want, "T %lld hs %lld%s: the tensor-core kernels took %llu mma instructions, "
-          "expected %llu (the tiles they walk)", (long long)c->T, (long long)c->hs, c->docs ? " packed" : "",
-          (unsigned long long)mma, (unsigned long long)mma_want);
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    uint64_t mma_want = 0, wgmma_want = 0;
+    tc_counts_expected(c, hds, hde, major == 9, &mma_want, &wgmma_want);
+    const uint64_t mma = cudaemu_mma_count() - mma0, wgmma = cudaemu_wgmma_count() - wgmma0;
+    CHECK(!want_mma || (mma == mma_want && wgmma == wgmma_want), "T %lld hs %lld%s on sm_%d0: the tensor-core "
+          "kernels took %llu mma and %llu wgmma instructions, expected %llu and %llu (the tiles they walk)",
+          (long long)c->T, (long long)c->hs, c->docs ? " packed" : "", major, (unsigned long long)mma,
+          (unsigned long long)wgmma, (unsigned long long)mma_want, (unsigned long long)wgmma_want);
+    CHECK(want_mma || wgmma == 0, "T %lld hs %lld: Hopper's forward ran where the tensor-core kernels may not",
+          (long long)c->T, (long long)c->hs);
 #endif
     pair outs[] = {b.out, b.lse, b.dq, b.dk, b.dv};
     void *first[5] = {0};

@@ -1,0 +1,240 @@
+/* attention_wgmma.cu — causal flash attention's forward on Hopper's warpgroup instructions (sm_90a;
+ * built for sm_90a alone, taken on compute capability 9.0 devices): bf16 storage, fp32 accumulation,
+ * head sizes 64 and 128, the same algorithm, masks and outputs as attention_tc.cu's mma.sync forward.
+ *
+ * A block of two warpgroups (8 warps) owns 128 query rows of one head; each warpgroup 64 of them, a
+ * warp 16. Key and value tiles of 64 rows stream through shared memory, copied with cp.async and
+ * double-buffered. Every tile is stored in the ISA's 128-byte-swizzled K-major layout (rows of 64
+ * elements, 128 bytes, chunk c of row r at c ^ (r % 8); an HS of 128 as two such column blocks),
+ * which serves Q and K as K-major operands of S = Q·Kᵀ and V as the MN-major B operand of O = P·V,
+ * so no tile is transposed. Per key tile: S by HS/16 wgmma m64n64k16 with both operands in shared
+ * memory; the causal and document masks and the online softmax in base 2 on S's accumulator
+ * fragment, which is mma.sync's (so the code is attention_tc.cu's); P rounded to bf16 into the
+ * A-register fragments of O's four wgmma m64nHSk16, which accumulate in registers. Each batch of
+ * wgmmas is fenced, committed and waited for before its results are read, and P's registers are
+ * held untouched until then. Ordinary shared-memory writes (cp.async) reach the wgmma's reads through
+ * a proxy fence before the barrier that publishes them. Rows past T are zero-filled on load and never
+ * stored; the log-sum-exp is the natural-log one attention_tc.cu's backward reads.
+ *
+ * Arguments arrive checked by attention.cu's op (and attention_wgmma_supports). This file must not
+ * hold the backward or the mma.sync kernels. */
+#include "kernel_common.cuh"
+#include "tensor_core.cuh"
+#include "wgmma.cuh"
+#include "attention_internal.h"
+
+using ddp_kernels::cp_async_16;
+using ddp_kernels::cp_async_commit;
+using ddp_kernels::cp_async_wait;
+using ddp_kernels::pack_bf16x2;
+using ddp_kernels::WGMMA_SWIZZLE_128B;
+using ddp_kernels::wgmma_align_1024;
+using ddp_kernels::wgmma_commit;
+using ddp_kernels::wgmma_desc;
+using ddp_kernels::wgmma_fence;
+using ddp_kernels::wgmma_fence_proxy;
+using ddp_kernels::wgmma_hold;
+using ddp_kernels::wgmma_rs;
+using ddp_kernels::wgmma_ss;
+using ddp_kernels::wgmma_wait;
+
+typedef __nv_bfloat16 bf16;
+
+constexpr int kWgRows = 128, kWgKeys = 64, kWgThreads = 256;
+constexpr float kWgLog2e = 1.4426950408889634f, kWgLn2 = 0.6931471805599453f;
+
+/* Chunk c (8 elements) of row r of a ROWS x HS tile: column block c / 8 (ROWS rows of 64
+ * elements), then the row, then the chunk swapped by the row's place in its 8-row group. */
+template <int ROWS> __device__ inline bf16 *wg_chunk(bf16 *tile, int r, int c)
+{
+    return tile + (c / 8) * ROWS * 64 + r * 64 + (((c % 8) ^ (r % 8)) * 8);
+}
+
+/* ROWS rows from row0 of a head (g: its row 0, stride ld) into a tile; rows at or past `valid`
+ * zero-filled. Every thread of the block issues its share. */
+template <int HS, int ROWS>
+__device__ inline void wg_load_tile(bf16 *tile, const bf16 *g, int64_t ld, int64_t row0, int64_t valid)
+{
+    constexpr int kChunks = HS / 8;
+    for (int i = threadIdx.x; i < ROWS * kChunks; i += kWgThreads) {
+        const int r = i / kChunks, c = i % kChunks;
+        const bool in = r < valid;
+        cp_async_16(wg_chunk<ROWS>(tile, r, c), in ? g + (row0 + r) * ld + c * 8 : g, in ? 16 : 0);
+    }
+}
+
+/* The K-major descriptor of columns 16s .. 16s + 15 of rows r0 .. of a ROWS-row tile: 8-row groups
+ * 1024 bytes apart, the 16 columns 32 bytes into their 128-byte rows. */
+template <int ROWS> __device__ inline uint64_t k_major_desc(bf16 *tile, int r0, int s)
+{
+    return wgmma_desc(tile + (s / 4) * ROWS * 64 + r0 * 64 + (s % 4) * 16, 16, 1024, WGMMA_SWIZZLE_128B);
+}
+
+/* The MN-major descriptor of key rows 16kk .. 16kk + 15 of a value tile: the HS columns in blocks of
+ * 64 (LBO apart), 8-key groups 1024 bytes apart. */
+__device__ inline uint64_t value_desc(bf16 *tile, int kk)
+{
+    return wgmma_desc(tile + kk * 16 * 64, kWgKeys * 128, 1024, WGMMA_SWIZZLE_128B);
+}
+
+/* Row of accumulator element i for this thread, in a warp whose 16 rows start at r0; column of
+ * element i of n-tile n (the fragment of mma.sync and of a warp's rows of a wgmma). */
+__device__ inline int64_t wg_row(int64_t r0, int i) { return r0 + ((threadIdx.x & 31) >> 2) + 8 * (i >> 1); }
+__device__ inline int wg_col(int n, int i) { return 8 * n + 2 * (threadIdx.x & 3) + (i & 1); }
+
+/* s = this warpgroup's 64 query rows times the key tile, transposed (64 x 64). */
+template <int HS> __device__ inline void scores(float (&s)[32], bf16 *sq, int wg, bf16 *sk)
+{
+    wgmma_fence();
+    DDP_UNROLL
+    for (int kk = 0; kk < HS / 16; kk++)
+        wgmma_ss<64, 0, 0>(s, k_major_desc<kWgRows>(sq, 64 * wg, kk), k_major_desc<kWgKeys>(sk, 0, kk), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_hold(s);
+}
+
+/* o += P (the probabilities in s, rounded to bf16) times the value tile. */
+template <int HS> __device__ inline void add_pv(float (&o)[HS / 2], const float (&s)[32], bf16 *sv)
+{
+    uint32_t p[4][4];
+    DDP_UNROLL
+    for (int kk = 0; kk < 4; kk++) {
+        DDP_UNROLL
+        for (int r = 0; r < 4; r++) p[kk][r] = pack_bf16x2(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+        wgmma_hold(p[kk]);
+    }
+    wgmma_hold(o);
+    wgmma_fence();
+    DDP_UNROLL
+    for (int kk = 0; kk < 4; kk++) wgmma_rs<HS, 1>(o, p[kk], value_desc(sv, kk), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_hold(o);
+    DDP_UNROLL
+    for (int kk = 0; kk < 4; kk++) wgmma_hold(p[kk]);
+}
+
+/* Masks a tile of scores (scaled by c into base 2) and folds it into the running maximum m, sum l and
+ * output o of this thread's two rows; s becomes the tile's probabilities. attention_tc.cu's forward,
+ * for one m16 tile. */
+template <int HS>
+__device__ inline void online_softmax(float (&s)[32], float (&o)[HS / 2], float (&m)[2], float (&l)[2],
+                                      const attn_args &a, int64_t b, int64_t r0, int64_t j, int64_t q0,
+                                      int64_t start_hi, float c)
+{
+    const bool diagonal = j * kWgKeys + kWgKeys - 1 > q0;
+    DDP_UNROLL
+    for (int n = 0; n < 8; n++)
+        DDP_UNROLL
+        for (int i = 0; i < 4; i++)
+            s[4 * n + i] = diagonal && j * kWgKeys + wg_col(n, i) > wg_row(r0, i) ? -INFINITY : s[4 * n + i] * c;
+    if (j * kWgKeys < start_hi) /* packed rows: keys before a row's document start are another's */
+        for (int r = 0; r < 2; r++) {
+            const int64_t row = wg_row(r0, 2 * r);
+            const int64_t lo = row < a.T ? attn_doc_start(a, b, row) - j * kWgKeys : 0;
+            for (int n = 0; n < 8; n++)
+                for (int i = 2 * r; i < 2 * r + 2; i++)
+                    if (wg_col(n, i) < lo) s[4 * n + i] = -INFINITY;
+        }
+    DDP_UNROLL
+    for (int r = 0; r < 2; r++) {
+        float mx = m[r];
+        for (int n = 0; n < 8; n++) mx = fmaxf(mx, fmaxf(s[4 * n + 2 * r], s[4 * n + 2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mx_safe = mx == -INFINITY ? 0.0f : mx; /* a packed row may see no key of a tile */
+        const float alpha = exp2f(m[r] - mx_safe);
+        m[r] = mx;
+        l[r] *= alpha;
+        for (int n = 0; n < HS / 8; n++) {
+            o[4 * n + 2 * r] *= alpha;
+            o[4 * n + 2 * r + 1] *= alpha;
+        }
+        for (int n = 0; n < 8; n++)
+            for (int i = 2 * r; i < 2 * r + 2; i++) {
+                s[4 * n + i] = exp2f(s[4 * n + i] - mx_safe);
+                l[r] += s[4 * n + i];
+            }
+    }
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kWgThreads) ddp_flash_forward_wgmma_kernel(attn_args a, int64_t n_tiles)
+{
+    DDP_DYNAMIC_SHARED(char, smem_raw);
+    bf16 *sq = reinterpret_cast<bf16 *>(wgmma_align_1024(smem_raw)), *sk = sq + kWgRows * HS;
+    bf16 *sv = sk + 2 * kWgKeys * HS;
+    const int64_t BH = a.B * a.NH, tile = n_tiles - 1 - (int64_t)blockIdx.x / BH, bh = (int64_t)blockIdx.x % BH;
+    const int64_t b = bh / a.NH, h = bh % a.NH, kvh = h / (a.NH / a.NKV), q0 = tile * kWgRows;
+    const bf16 *K = static_cast<const bf16 *>(a.k) + b * a.T * a.ld_kv + kvh * HS;
+    const bf16 *V = static_cast<const bf16 *>(a.v) + b * a.T * a.ld_kv + kvh * HS;
+    const int warp = threadIdx.x >> 5, wg = warp >> 2;
+    const int64_t r0 = q0 + warp * 16, q_end = q0 + kWgRows < a.T ? q0 + kWgRows : a.T;
+    const int64_t last = (q_end - 1) / kWgKeys, first = attn_doc_start(a, b, q0) / kWgKeys;
+    int64_t start_hi = 0; /* the largest document start of this thread's rows (0 unpacked) */
+    for (int r = 0; r < 2; r++) {
+        const int64_t row = wg_row(r0, 2 * r), start = row < a.T ? attn_doc_start(a, b, row) : 0;
+        start_hi = start > start_hi ? start : start_hi;
+    }
+    wg_load_tile<HS, kWgRows>(sq, static_cast<const bf16 *>(a.q) + b * a.T * a.ld_q + h * HS, a.ld_q, q0, a.T - q0);
+    wg_load_tile<HS, kWgKeys>(sk, K, a.ld_kv, first * kWgKeys, a.T - first * kWgKeys);
+    wg_load_tile<HS, kWgKeys>(sv, V, a.ld_kv, first * kWgKeys, a.T - first * kWgKeys);
+    cp_async_commit();
+    float o[HS / 2] = {}, m_row[2] = {-INFINITY, -INFINITY}, l_row[2] = {};
+    const float c = a.scale * kWgLog2e;
+    for (int64_t j = first; j <= last; j++) {
+        const int buf = (int)((j - first) & 1);
+        if (j < last) {
+            const int64_t k0 = (j + 1) * kWgKeys;
+            wg_load_tile<HS, kWgKeys>(sk + (buf ^ 1) * kWgKeys * HS, K, a.ld_kv, k0, a.T - k0);
+            wg_load_tile<HS, kWgKeys>(sv + (buf ^ 1) * kWgKeys * HS, V, a.ld_kv, k0, a.T - k0);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        wgmma_fence_proxy();
+        __syncthreads();
+        float s[32];
+        scores<HS>(s, sq, wg, sk + buf * kWgKeys * HS);
+        online_softmax<HS>(s, o, m_row, l_row, a, b, r0, j, q0, start_hi, c);
+        add_pv<HS>(o, s, sv + buf * kWgKeys * HS);
+        __syncthreads(); /* the next iteration's loads overwrite this buffer */
+    }
+    bf16 *O = static_cast<bf16 *>(a.o) + b * a.T * a.ld_o + h * HS;
+    for (int r = 0; r < 2; r++) {
+        float l = l_row[r];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = 1.0f / l;
+        const int64_t row = wg_row(r0, 2 * r);
+        if (row >= a.T) continue;
+        if ((threadIdx.x & 3) == 0) a.lse_out[bh * a.T + row] = (m_row[r] + log2f(l)) * kWgLn2;
+        for (int n = 0; n < HS / 8; n++)
+            *reinterpret_cast<__nv_bfloat162 *>(O + row * a.ld_o + wg_col(n, 0)) =
+                __floats2bfloat162_rn(o[4 * n + 2 * r] * inv, o[4 * n + 2 * r + 1] * inv);
+    }
+    cp_async_wait<0>();
+}
+
+template <int HS> static int forward_wgmma_hs(device *d, const attn_args *a, ddp_err *err)
+{
+    const int64_t n_tiles = (a->T + kWgRows - 1) / kWgRows;
+    const size_t smem = 1024 + (size_t)(kWgRows + 4 * kWgKeys) * HS * sizeof(bf16); /* 1024: the alignment */
+    const void *kernel = reinterpret_cast<const void *>(ddp_flash_forward_wgmma_kernel<HS>);
+    CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    DDP_LAUNCH_OP((ddp_flash_forward_wgmma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kWgThreads, smem, *a,
+                  n_tiles);
+    return DDP_OK;
+}
+
+extern "C" bool attention_wgmma_supports(device *d, const attn_args *a)
+{
+    int major = 0;
+    return (a->hs == 64 || a->hs == 128) &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d->index) == cudaSuccess && major == 9;
+}
+
+extern "C" int attention_wgmma_forward(device *d, const attn_args *a, ddp_err *err)
+{
+    return a->hs == 64 ? forward_wgmma_hs<64>(d, a, err) : forward_wgmma_hs<128>(d, a, err);
+}
