@@ -53,12 +53,14 @@ extern "C" {
 /* Whether the tensor-core kernels take this job: bf16, hs 64 or 128, every row 16-byte aligned,
  * and a GPU of compute capability 8.0 or newer. */
 bool attention_tc_supports(device *d, const attn_args *a);
-/* Whether Hopper's forward (attention_wgmma.cu) takes a job the tensor-core kernels support: hs 64
- * or 128 on a GPU of compute capability 9.0; and that forward. */
+/* Whether Hopper's kernels (attention_wgmma.cu) take a job the tensor-core kernels support: hs 64
+ * or 128 on a GPU of compute capability 9.0; and its forward. */
 bool attention_wgmma_supports(device *d, const attn_args *a);
 int attention_wgmma_forward(device *d, const attn_args *a, ddp_err *err);
-/* The tensor-core forward (Hopper's where it supports the job) and backward (attention_tc.cu); the
- * backward expects drow computed. */
+/* Hopper's dQ pass of the backward (drow computed); attention_tc_backward calls it. */
+int attention_wgmma_dq(device *d, const attn_args *a, ddp_err *err);
+/* The tensor-core forward and backward (attention_tc.cu; Hopper's forward and dQ where they take
+ * the job); the backward expects drow computed. */
 int attention_tc_forward(device *d, const attn_args *a, ddp_err *err);
 int attention_tc_backward(device *d, const attn_args *a, ddp_err *err);
 

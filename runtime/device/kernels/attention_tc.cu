@@ -443,7 +443,8 @@ template <int HS> static int backward_hs(device *d, const attn_args *a, ddp_err 
     const void *dkdv = a->doc_start ? reinterpret_cast<const void *>(ddp_flash_dkdv_kernel<HS, true>)
                                     : reinterpret_cast<const void *>(ddp_flash_dkdv_kernel<HS, false>);
     int rc = allow_smem(dkdv, dkdv_smem, err);
-    if (!rc) rc = allow_smem(reinterpret_cast<const void *>(ddp_flash_dq_kernel<HS>), tiles, err);
+    const bool hopper_dq = attention_wgmma_supports(d, a);
+    if (!rc && !hopper_dq) rc = allow_smem(reinterpret_cast<const void *>(ddp_flash_dq_kernel<HS>), tiles, err);
     if (rc) return rc;
     if (a->doc_start)
         DDP_LAUNCH_OP((ddp_flash_dkdv_kernel<HS, true>), (unsigned)(n_tiles * a->B * a->NKV), kThreads, dkdv_smem, *a,
@@ -451,6 +452,7 @@ template <int HS> static int backward_hs(device *d, const attn_args *a, ddp_err 
     else
         DDP_LAUNCH_OP((ddp_flash_dkdv_kernel<HS, false>), (unsigned)(n_tiles * a->B * a->NKV), kThreads, dkdv_smem, *a,
                       n_tiles);
+    if (hopper_dq) return attention_wgmma_dq(d, a, err);
     DDP_LAUNCH_OP((ddp_flash_dq_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kThreads, tiles, *a, n_tiles);
     return DDP_OK;
 }

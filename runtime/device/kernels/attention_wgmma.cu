@@ -1,4 +1,4 @@
-/* attention_wgmma.cu — causal flash attention's forward on Hopper's warpgroup instructions (sm_90a;
+/* attention_wgmma.cu — causal flash attention's forward and dQ on Hopper's warpgroup instructions (sm_90a;
  * built for sm_90a alone, taken on compute capability 9.0 devices): bf16 storage, fp32 accumulation,
  * head sizes 64 and 128, the same algorithm, masks and outputs as attention_tc.cu's mma.sync forward.
  *
@@ -16,12 +16,16 @@
  * a proxy fence before the barrier that publishes them. Rows past T are zero-filled on load and never
  * stored; the log-sum-exp is the natural-log one attention_tc.cu's backward reads.
  *
- * Arguments arrive checked by attention.cu's op (and attention_wgmma_supports). This file must not
- * hold the backward or the mma.sync kernels. */
+ * The backward's dQ pass runs here too, on the same tiles and products (below); dK and dV stay on
+ * attention_tc.cu's mma.sync pass. Arguments arrive checked by attention.cu's op (and
+ * attention_wgmma_supports). This file must not hold the mma.sync kernels. */
 #include "kernel_common.cuh"
 #include "tensor_core.cuh"
 #include "wgmma.cuh"
 #include "attention_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 using ddp_kernels::cp_async_16;
 using ddp_kernels::cp_async_commit;
@@ -94,7 +98,25 @@ template <int HS> __device__ inline void scores(float (&s)[32], bf16 *sq, int wg
     wgmma_hold(s);
 }
 
-/* o += P (the probabilities in s, rounded to bf16) times the value tile. */
+/* The backward's two products in one batch: s = Q·Kᵀ and dp = dO·Vᵀ for this warpgroup's rows. */
+template <int HS>
+__device__ inline void scores_and_dp(float (&s)[32], float (&dp)[32], bf16 *sq, bf16 *sdo, int wg, bf16 *sk, bf16 *sv)
+{
+    wgmma_fence();
+    DDP_UNROLL
+    for (int kk = 0; kk < HS / 16; kk++)
+        wgmma_ss<64, 0, 0>(s, k_major_desc<kWgRows>(sq, 64 * wg, kk), k_major_desc<kWgKeys>(sk, 0, kk), kk > 0);
+    DDP_UNROLL
+    for (int kk = 0; kk < HS / 16; kk++)
+        wgmma_ss<64, 0, 0>(dp, k_major_desc<kWgRows>(sdo, 64 * wg, kk), k_major_desc<kWgKeys>(sv, 0, kk), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_hold(s);
+    wgmma_hold(dp);
+}
+
+/* o += P (the probabilities in s, rounded to bf16) times the value tile (or, in the backward,
+ * dQ += dS times the key tile, read the same way). */
 template <int HS> __device__ inline void add_pv(float (&o)[HS / 2], const float (&s)[32], bf16 *sv)
 {
     uint32_t p[4][4];
@@ -216,6 +238,83 @@ __global__ void __launch_bounds__(kWgThreads) ddp_flash_forward_wgmma_kernel(att
     cp_async_wait<0>();
 }
 
+/* ---- backward: dQ ----------------------------------------------------------------------------
+ * A block per (128 query rows, head) walks the key tiles up to the diagonal, as the forward; per
+ * tile S and dP = dO·Vᵀ in one batch of wgmmas, P = exp2(S·c - lse₂) (0 where masked), dS =
+ * P·(dP - drow), and dQ += dS·K with dS from registers and K read MN-major, as V in the forward. dQ
+ * is stored times the scale; attention_tc.cu's dK/dV pass does the rest of the backward. */
+template <int HS>
+__global__ void __launch_bounds__(kWgThreads) ddp_flash_dq_wgmma_kernel(attn_args a, int64_t n_tiles)
+{
+    DDP_DYNAMIC_SHARED(char, smem_raw);
+    bf16 *sq = reinterpret_cast<bf16 *>(wgmma_align_1024(smem_raw)), *sdo = sq + kWgRows * HS;
+    bf16 *sk = sdo + kWgRows * HS, *sv = sk + 2 * kWgKeys * HS;
+    float *s_lse2 = reinterpret_cast<float *>(sv + 2 * kWgKeys * HS), *s_drow = s_lse2 + kWgRows;
+    const int64_t BH = a.B * a.NH, tile = n_tiles - 1 - (int64_t)blockIdx.x / BH, bh = (int64_t)blockIdx.x % BH;
+    const int64_t b = bh / a.NH, h = bh % a.NH, kvh = h / (a.NH / a.NKV), q0 = tile * kWgRows;
+    const bf16 *K = static_cast<const bf16 *>(a.k) + b * a.T * a.ld_kv + kvh * HS;
+    const bf16 *V = static_cast<const bf16 *>(a.v) + b * a.T * a.ld_kv + kvh * HS;
+    const int warp = threadIdx.x >> 5, wg = warp >> 2;
+    const int64_t r0 = q0 + warp * 16, q_end = q0 + kWgRows < a.T ? q0 + kWgRows : a.T;
+    const int64_t last = (q_end - 1) / kWgKeys, first = attn_doc_start(a, b, q0) / kWgKeys;
+    int64_t start_hi = 0;
+    for (int r = 0; r < 2; r++) {
+        const int64_t row = wg_row(r0, 2 * r), start = row < a.T ? attn_doc_start(a, b, row) : 0;
+        start_hi = start > start_hi ? start : start_hi;
+    }
+    wg_load_tile<HS, kWgRows>(sq, static_cast<const bf16 *>(a.q) + b * a.T * a.ld_q + h * HS, a.ld_q, q0, a.T - q0);
+    wg_load_tile<HS, kWgRows>(sdo, static_cast<const bf16 *>(a.dout) + b * a.T * a.ld_o + h * HS, a.ld_o, q0,
+                              a.T - q0);
+    wg_load_tile<HS, kWgKeys>(sk, K, a.ld_kv, first * kWgKeys, a.T - first * kWgKeys);
+    wg_load_tile<HS, kWgKeys>(sv, V, a.ld_kv, first * kWgKeys, a.T - first * kWgKeys);
+    cp_async_commit();
+    for (int r = threadIdx.x; r < kWgRows; r += kWgThreads) { /* published by the loop's first barrier */
+        const bool in = q0 + r < a.T;
+        s_lse2[r] = in ? a.lse_in[bh * a.T + q0 + r] * kWgLog2e : INFINITY;
+        s_drow[r] = in ? a.drow[bh * a.T + q0 + r] : 0.0f;
+    }
+    const int lrow = warp * 16 + ((threadIdx.x & 31) >> 2); /* this thread's rows in the tile: lrow, lrow + 8 */
+    float dq[HS / 2] = {};
+    const float c = a.scale * kWgLog2e;
+    for (int64_t j = first; j <= last; j++) {
+        const int buf = (int)((j - first) & 1);
+        if (j < last) {
+            const int64_t k0 = (j + 1) * kWgKeys;
+            wg_load_tile<HS, kWgKeys>(sk + (buf ^ 1) * kWgKeys * HS, K, a.ld_kv, k0, a.T - k0);
+            wg_load_tile<HS, kWgKeys>(sv + (buf ^ 1) * kWgKeys * HS, V, a.ld_kv, k0, a.T - k0);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        wgmma_fence_proxy();
+        __syncthreads();
+        float s[32], dp[32];
+        scores_and_dp<HS>(s, dp, sq, sdo, wg, sk + buf * kWgKeys * HS, sv + buf * kWgKeys * HS);
+        const bool diagonal = j * kWgKeys + kWgKeys - 1 > q0, before = j * kWgKeys < start_hi;
+        DDP_UNROLL
+        for (int n = 0; n < 8; n++)
+            DDP_UNROLL
+            for (int e = 0; e < 4; e++) {
+                const int64_t row = wg_row(r0, e);
+                bool masked = diagonal && j * kWgKeys + wg_col(n, e) > row;
+                if (before && row < a.T) /* packed rows: keys before a row's document start */
+                    masked = masked || j * kWgKeys + wg_col(n, e) < attn_doc_start(a, b, row);
+                const float p = masked ? 0.0f : exp2f(s[4 * n + e] * c - s_lse2[lrow + 8 * (e >> 1)]);
+                s[4 * n + e] = p * (dp[4 * n + e] - s_drow[lrow + 8 * (e >> 1)]);
+            }
+        add_pv<HS>(dq, s, sk + buf * kWgKeys * HS); /* dQ += dS·K */
+        __syncthreads(); /* the next iteration's loads overwrite this buffer */
+    }
+    bf16 *dQ = static_cast<bf16 *>(a.dq) + b * a.T * a.ld_q + h * HS;
+    for (int r = 0; r < 2; r++) {
+        const int64_t row = wg_row(r0, 2 * r);
+        if (row >= a.T) continue;
+        for (int n = 0; n < HS / 8; n++)
+            *reinterpret_cast<__nv_bfloat162 *>(dQ + row * a.ld_q + wg_col(n, 0)) =
+                __floats2bfloat162_rn(dq[4 * n + 2 * r] * a.scale, dq[4 * n + 2 * r + 1] * a.scale);
+    }
+    cp_async_wait<0>();
+}
+
 template <int HS> static int forward_wgmma_hs(device *d, const attn_args *a, ddp_err *err)
 {
     const int64_t n_tiles = (a->T + kWgRows - 1) / kWgRows;
@@ -227,14 +326,35 @@ template <int HS> static int forward_wgmma_hs(device *d, const attn_args *a, ddp
     return DDP_OK;
 }
 
+template <int HS> static int dq_wgmma_hs(device *d, const attn_args *a, ddp_err *err)
+{
+    const int64_t n_tiles = (a->T + kWgRows - 1) / kWgRows;
+    const size_t smem = 1024 + (size_t)(2 * kWgRows + 4 * kWgKeys) * HS * sizeof(bf16) + 2 * kWgRows * sizeof(float);
+    const void *kernel = reinterpret_cast<const void *>(ddp_flash_dq_wgmma_kernel<HS>);
+    CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    DDP_LAUNCH_OP((ddp_flash_dq_wgmma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kWgThreads, smem, *a,
+                  n_tiles);
+    return DDP_OK;
+}
+
 extern "C" bool attention_wgmma_supports(device *d, const attn_args *a)
 {
+    /* DDP_ATTENTION_MMA_SYNC=1 keeps Hopper on the mma.sync kernels: the benchmark's comparison (read
+     * per call: a function-local static's guard is an atomic the emulated build's instrumentation
+     * has no runtime for) */
+    const char *const knob = getenv("DDP_ATTENTION_MMA_SYNC");
+    const bool mma_sync_only = knob && !strcmp(knob, "1");
     int major = 0;
-    return (a->hs == 64 || a->hs == 128) &&
+    return !mma_sync_only && (a->hs == 64 || a->hs == 128) &&
            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d->index) == cudaSuccess && major == 9;
 }
 
 extern "C" int attention_wgmma_forward(device *d, const attn_args *a, ddp_err *err)
 {
     return a->hs == 64 ? forward_wgmma_hs<64>(d, a, err) : forward_wgmma_hs<128>(d, a, err);
+}
+
+extern "C" int attention_wgmma_dq(device *d, const attn_args *a, ddp_err *err)
+{
+    return a->hs == 64 ? dq_wgmma_hs<64>(d, a, err) : dq_wgmma_hs<128>(d, a, err);
 }

@@ -253,8 +253,9 @@ static void check_packing(const attn_case *c, tensor_dtype t, const attn_layout 
  * tiles as the forward does, 3·hs/2 each. Packed rows must skip exactly the tiles no row of the
  * block sees: the time packing saves. */
 /* The mma.sync instructions the tensor-core kernels take (every warp's per tile walked; on Hopper
- * the backward's alone at hs 64 and 128), and the wgmma instructions Hopper's forward takes (each
- * warp of a 128-row block's two warpgroups: hs/16 for the scores, 4 for P·V per key tile). */
+ * the dK/dV pass's alone at hs 64 and 128), and the wgmma instructions Hopper's forward and dQ take
+ * (each warp of a 128-row block's two warpgroups, per key tile: hs/16 for the scores and 4 for P·V;
+ * hs/16 each for S and dP and 4 for dS·K). */
 static void tc_counts_expected(const attn_case *c, const int32_t *doc_start, const int32_t *doc_end, bool hopper,
                                uint64_t *mma, uint64_t *wgmma)
 {
@@ -275,8 +276,8 @@ static void tc_counts_expected(const attn_case *c, const int32_t *doc_start, con
             dq += (uint64_t)(q0 / tile - (ds ? ds[q0] : 0) / tile + 1);
     }
     const uint64_t hs = (uint64_t)c->hs, NH = (uint64_t)c->NH;
-    *mma = 4 * NH * ((wg ? 0 : fwd * hs * (uint64_t)M) + dkdv * 2 * hs + dq * 3 * hs / 2);
-    *wgmma = wg ? 8 * NH * fwd * (hs / 16 + 4) : 0;
+    *mma = 4 * NH * ((wg ? 0 : fwd * hs * (uint64_t)M + dq * 3 * hs / 2) + dkdv * 2 * hs);
+    *wgmma = wg ? 8 * NH * fwd * ((hs / 16 + 4) + (2 * hs / 16 + 4)) : 0; /* dQ walks the forward's tiles */
 }
 #endif
 
