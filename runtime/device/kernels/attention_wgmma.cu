@@ -181,31 +181,44 @@ __device__ inline void online_softmax(float (&s)[32], float (&o)[HS / 2], float 
     }
 }
 
-template <int HS>
-__global__ void __launch_bounds__(kWgThreads) ddp_flash_forward_wgmma_kernel(attn_args a, int64_t n_tiles)
-{
-    DDP_DYNAMIC_SHARED(char, smem_raw);
-    bf16 *sq = reinterpret_cast<bf16 *>(wgmma_align_1024(smem_raw)), *sk = sq + kWgRows * HS;
-    bf16 *sv = sk + 2 * kWgKeys * HS;
-    const int64_t BH = a.B * a.NH, tile = n_tiles - 1 - (int64_t)blockIdx.x / BH, bh = (int64_t)blockIdx.x % BH;
-    const int64_t b = bh / a.NH, h = bh % a.NH, kvh = h / (a.NH / a.NKV), q0 = tile * kWgRows;
-    const bf16 *K = static_cast<const bf16 *>(a.k) + b * a.T * a.ld_kv + kvh * HS;
-    const bf16 *V = static_cast<const bf16 *>(a.v) + b * a.T * a.ld_kv + kvh * HS;
-    const int warp = threadIdx.x >> 5, wg = warp >> 2;
-    const int64_t r0 = q0 + warp * 16, q_end = q0 + kWgRows < a.T ? q0 + kWgRows : a.T;
-    const int64_t last = (q_end - 1) / kWgKeys, first = attn_doc_start(a, b, q0) / kWgKeys;
-    int64_t start_hi = 0; /* the largest document start of this thread's rows (0 unpacked) */
-    for (int r = 0; r < 2; r++) {
-        const int64_t row = wg_row(r0, 2 * r), start = row < a.T ? attn_doc_start(a, b, row) : 0;
-        start_hi = start > start_hi ? start : start_hi;
+/* What the forward and dQ blocks share: their (128 query rows, head), this thread's rows, the key
+ * tiles they walk (first .. last: from the first row's document, up to the diagonal) and the head's
+ * K and V. Blocks with the most tiles to walk come first. */
+template <int HS> struct wg_block {
+    int64_t bh, b, h, q0, r0, first, last, start_hi; /* start_hi: the largest document start of this
+                                                       * thread's rows (0 unpacked) */
+    int wg;
+    const bf16 *K, *V;
+    __device__ wg_block(const attn_args &a, int64_t n_tiles)
+    {
+        const int64_t BH = a.B * a.NH, tile = n_tiles - 1 - (int64_t)blockIdx.x / BH;
+        bh = (int64_t)blockIdx.x % BH, b = bh / a.NH, h = bh % a.NH, q0 = tile * kWgRows;
+        const int64_t kvh = h / (a.NH / a.NKV), q_end = q0 + kWgRows < a.T ? q0 + kWgRows : a.T;
+        K = static_cast<const bf16 *>(a.k) + b * a.T * a.ld_kv + kvh * HS;
+        V = static_cast<const bf16 *>(a.v) + b * a.T * a.ld_kv + kvh * HS;
+        const int warp = threadIdx.x >> 5;
+        wg = warp >> 2;
+        r0 = q0 + warp * 16;
+        last = (q_end - 1) / kWgKeys;
+        first = attn_doc_start(a, b, q0) / kWgKeys;
+        start_hi = 0;
+        for (int r = 0; r < 2; r++) {
+            const int64_t row = wg_row(r0, 2 * r), start = row < a.T ? attn_doc_start(a, b, row) : 0;
+            start_hi = start > start_hi ? start : start_hi;
+        }
     }
-    wg_load_tile<HS, kWgRows>(sq, static_cast<const bf16 *>(a.q) + b * a.T * a.ld_q + h * HS, a.ld_q, q0, a.T - q0);
-    wg_load_tile<HS, kWgKeys>(sk, K, a.ld_kv, first * kWgKeys, a.T - first * kWgKeys);
-    wg_load_tile<HS, kWgKeys>(sv, V, a.ld_kv, first * kWgKeys, a.T - first * kWgKeys);
-    cp_async_commit();
-    float o[HS / 2] = {}, m_row[2] = {-INFINITY, -INFINITY}, l_row[2] = {};
-    const float c = a.scale * kWgLog2e;
-    for (int64_t j = first; j <= last; j++) {
+    /* Queues the first key and value tiles (into buffer 0), after whatever the caller queued. */
+    __device__ void load_first(const attn_args &a, bf16 *sk, bf16 *sv) const
+    {
+        wg_load_tile<HS, kWgKeys>(sk, K, a.ld_kv, first * kWgKeys, a.T - first * kWgKeys);
+        wg_load_tile<HS, kWgKeys>(sv, V, a.ld_kv, first * kWgKeys, a.T - first * kWgKeys);
+        cp_async_commit();
+    }
+    /* Key tile j's step of the pipeline: queues tile j + 1 into the other buffer, waits for tile j
+     * (and everything queued before it), makes it visible to wgmma and to the block; returns j's
+     * buffer. */
+    __device__ int arrive(const attn_args &a, int64_t j, bf16 *sk, bf16 *sv) const
+    {
         const int buf = (int)((j - first) & 1);
         if (j < last) {
             const int64_t k0 = (j + 1) * kWgKeys;
@@ -216,9 +229,27 @@ __global__ void __launch_bounds__(kWgThreads) ddp_flash_forward_wgmma_kernel(att
         cp_async_wait<1>();
         wgmma_fence_proxy();
         __syncthreads();
+        return buf;
+    }
+};
+
+template <int HS>
+__global__ void __launch_bounds__(kWgThreads) ddp_flash_forward_wgmma_kernel(attn_args a, int64_t n_tiles)
+{
+    DDP_DYNAMIC_SHARED(char, smem_raw);
+    bf16 *sq = reinterpret_cast<bf16 *>(wgmma_align_1024(smem_raw)), *sk = sq + kWgRows * HS;
+    bf16 *sv = sk + 2 * kWgKeys * HS;
+    const wg_block<HS> blk(a, n_tiles);
+    const int64_t b = blk.b, h = blk.h, bh = blk.bh, q0 = blk.q0, r0 = blk.r0;
+    wg_load_tile<HS, kWgRows>(sq, static_cast<const bf16 *>(a.q) + b * a.T * a.ld_q + h * HS, a.ld_q, q0, a.T - q0);
+    blk.load_first(a, sk, sv);
+    float o[HS / 2] = {}, m_row[2] = {-INFINITY, -INFINITY}, l_row[2] = {};
+    const float c = a.scale * kWgLog2e;
+    for (int64_t j = blk.first; j <= blk.last; j++) {
+        const int buf = blk.arrive(a, j, sk, sv);
         float s[32];
-        scores<HS>(s, sq, wg, sk + buf * kWgKeys * HS);
-        online_softmax<HS>(s, o, m_row, l_row, a, b, r0, j, q0, start_hi, c);
+        scores<HS>(s, sq, blk.wg, sk + buf * kWgKeys * HS);
+        online_softmax<HS>(s, o, m_row, l_row, a, b, r0, j, q0, blk.start_hi, c);
         add_pv<HS>(o, s, sv + buf * kWgKeys * HS);
         __syncthreads(); /* the next iteration's loads overwrite this buffer */
     }
@@ -250,46 +281,25 @@ __global__ void __launch_bounds__(kWgThreads) ddp_flash_dq_wgmma_kernel(attn_arg
     bf16 *sq = reinterpret_cast<bf16 *>(wgmma_align_1024(smem_raw)), *sdo = sq + kWgRows * HS;
     bf16 *sk = sdo + kWgRows * HS, *sv = sk + 2 * kWgKeys * HS;
     float *s_lse2 = reinterpret_cast<float *>(sv + 2 * kWgKeys * HS), *s_drow = s_lse2 + kWgRows;
-    const int64_t BH = a.B * a.NH, tile = n_tiles - 1 - (int64_t)blockIdx.x / BH, bh = (int64_t)blockIdx.x % BH;
-    const int64_t b = bh / a.NH, h = bh % a.NH, kvh = h / (a.NH / a.NKV), q0 = tile * kWgRows;
-    const bf16 *K = static_cast<const bf16 *>(a.k) + b * a.T * a.ld_kv + kvh * HS;
-    const bf16 *V = static_cast<const bf16 *>(a.v) + b * a.T * a.ld_kv + kvh * HS;
-    const int warp = threadIdx.x >> 5, wg = warp >> 2;
-    const int64_t r0 = q0 + warp * 16, q_end = q0 + kWgRows < a.T ? q0 + kWgRows : a.T;
-    const int64_t last = (q_end - 1) / kWgKeys, first = attn_doc_start(a, b, q0) / kWgKeys;
-    int64_t start_hi = 0;
-    for (int r = 0; r < 2; r++) {
-        const int64_t row = wg_row(r0, 2 * r), start = row < a.T ? attn_doc_start(a, b, row) : 0;
-        start_hi = start > start_hi ? start : start_hi;
-    }
+    const wg_block<HS> blk(a, n_tiles);
+    const int64_t b = blk.b, h = blk.h, bh = blk.bh, q0 = blk.q0, r0 = blk.r0;
     wg_load_tile<HS, kWgRows>(sq, static_cast<const bf16 *>(a.q) + b * a.T * a.ld_q + h * HS, a.ld_q, q0, a.T - q0);
     wg_load_tile<HS, kWgRows>(sdo, static_cast<const bf16 *>(a.dout) + b * a.T * a.ld_o + h * HS, a.ld_o, q0,
                               a.T - q0);
-    wg_load_tile<HS, kWgKeys>(sk, K, a.ld_kv, first * kWgKeys, a.T - first * kWgKeys);
-    wg_load_tile<HS, kWgKeys>(sv, V, a.ld_kv, first * kWgKeys, a.T - first * kWgKeys);
-    cp_async_commit();
+    blk.load_first(a, sk, sv);
     for (int r = threadIdx.x; r < kWgRows; r += kWgThreads) { /* published by the loop's first barrier */
         const bool in = q0 + r < a.T;
         s_lse2[r] = in ? a.lse_in[bh * a.T + q0 + r] * kWgLog2e : INFINITY;
         s_drow[r] = in ? a.drow[bh * a.T + q0 + r] : 0.0f;
     }
-    const int lrow = warp * 16 + ((threadIdx.x & 31) >> 2); /* this thread's rows in the tile: lrow, lrow + 8 */
+    const int lrow = (threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 2); /* this thread's rows: lrow, +8 */
     float dq[HS / 2] = {};
     const float c = a.scale * kWgLog2e;
-    for (int64_t j = first; j <= last; j++) {
-        const int buf = (int)((j - first) & 1);
-        if (j < last) {
-            const int64_t k0 = (j + 1) * kWgKeys;
-            wg_load_tile<HS, kWgKeys>(sk + (buf ^ 1) * kWgKeys * HS, K, a.ld_kv, k0, a.T - k0);
-            wg_load_tile<HS, kWgKeys>(sv + (buf ^ 1) * kWgKeys * HS, V, a.ld_kv, k0, a.T - k0);
-        }
-        cp_async_commit();
-        cp_async_wait<1>();
-        wgmma_fence_proxy();
-        __syncthreads();
+    for (int64_t j = blk.first; j <= blk.last; j++) {
+        const int buf = blk.arrive(a, j, sk, sv);
         float s[32], dp[32];
-        scores_and_dp<HS>(s, dp, sq, sdo, wg, sk + buf * kWgKeys * HS, sv + buf * kWgKeys * HS);
-        const bool diagonal = j * kWgKeys + kWgKeys - 1 > q0, before = j * kWgKeys < start_hi;
+        scores_and_dp<HS>(s, dp, sq, sdo, blk.wg, sk + buf * kWgKeys * HS, sv + buf * kWgKeys * HS);
+        const bool diagonal = j * kWgKeys + kWgKeys - 1 > q0, before = j * kWgKeys < blk.start_hi;
         DDP_UNROLL
         for (int n = 0; n < 8; n++)
             DDP_UNROLL
