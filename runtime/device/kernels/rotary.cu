@@ -64,9 +64,10 @@ static int rms_row_packs(size_t C, std::initializer_list<const void *> ptrs, uns
  * res_out before it is normalised; res_out may be a or b, since every pack is read and then written
  * by the one thread that holds it. */
 template <typename E, int P, bool Res>
-__global__ void __launch_bounds__(kRmsRowThreads)
-    ddp_rmsnorm_forward_row_kernel(E *out, float *rstd, const E *inp, const E *res_b, E *res_out, const E *w,
-                                   size_t N, size_t C, double eps)
+__global__ void __launch_bounds__(kRmsRowThreads) ddp_rmsnorm_forward_row_kernel(E *out, float *rstd, const E *inp,
+                                                                                  const E *res_b, E *res_out,
+                                                                                  const E *w, size_t N, size_t C,
+                                                                                  double eps)
 {
     constexpr int W = kVec<E>;
     __shared__ double scratch[33];
@@ -189,9 +190,10 @@ extern "C" int device_cuda_residual_rmsnorm_forward(device *d, tensor_dtype t, v
  * double. The row path holds the row's dout and x in registers between the two passes (w, shared
  * by every row, comes again from L1 or L2); the block path reads all three again. */
 template <typename E, int P>
-__global__ void __launch_bounds__(kRmsRowThreads)
-    ddp_rmsnorm_backward_row_kernel(E *dinp, const E *dout, const E *inp, const E *w, const float *rstd, size_t N,
-                                    size_t C)
+__global__ void __launch_bounds__(kRmsRowThreads) ddp_rmsnorm_backward_row_kernel(E *dinp, const E *dout,
+                                                                                   const E *inp, const E *w,
+                                                                                   const float *rstd, size_t N,
+                                                                                   size_t C)
 {
     constexpr int W = kVec<E>;
     __shared__ double scratch[33];
