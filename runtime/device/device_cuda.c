@@ -43,9 +43,12 @@ typedef struct cuda_impl {
     size_t scratch_bytes;
     uint64_t host_waits;          /* calls below that blocked the host (wait_stream, wait_event) */
     cudaEvent_t compute_point;    /* stream_wait_compute's mark on the compute stream, made at its first call */
+    cuda_traits traits;
 } cuda_impl;
 
 static cuda_impl *impl_of(device *d) { return (cuda_impl *)d->impl; }
+
+const cuda_traits *device_cuda_traits(const device *d) { return &((const cuda_impl *)d->impl)->traits; }
 
 cuda_lt *device_cuda_lt(device *d) { return impl_of(d)->lt; }
 
@@ -459,6 +462,8 @@ static int cuda_setup(device *d, const device_opts *opts, ddp_err *err)
     CUDA_TRY(cudaSetDevice(d->index));
     CUDA_TRY(cudaGetDeviceProperties(&prop, d->index));
     snprintf(d->name, sizeof d->name, "%.127s", prop.name);
+    const char *mma_sync = getenv("DDP_ATTENTION_MMA_SYNC");
+    im->traits = (cuda_traits){prop.major, mma_sync && !strcmp(mma_sync, "1")};
     CUDA_TRY(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
     d->stream = im->stream;
     for (int i = 0; i < 2; i++)

@@ -40,6 +40,15 @@ extern "C" {
                             cublasGetStatusString(cublas_status_));                                 \
     } while (0)
 
+/* What the kernels' launchers choose by, read once when the device is created (a launcher runs per
+ * op, and asking the runtime or the environment there costs every step): the compute capability's
+ * major number, and DDP_ATTENTION_MMA_SYNC=1, which keeps attention on the mma.sync kernels where
+ * Hopper's wgmma ones could run (the benchmark's comparison). */
+typedef struct cuda_traits {
+    int cc_major;
+    bool attention_mma_sync;
+} cuda_traits;
+const cuda_traits *device_cuda_traits(const device *d);
 /* The device's compute stream, on which every op is enqueued. */
 static inline cudaStream_t device_cuda_stream(const device *d) { return (cudaStream_t)d->stream; }
 

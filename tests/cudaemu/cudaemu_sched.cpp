@@ -116,6 +116,14 @@ static void fiber_main(void *arg)
 {
     emu_thread *t = static_cast<emu_thread *>(arg);
     active->thunk(active->args);
+    /* a product never waited for leaves its accumulators undefined on a GPU; here they lived in the
+     * kernel's frame, which is gone */
+    if (!t->wgmma.pending.empty()) {
+        char detail[256];
+        snprintf(detail, sizeof detail, "a wgmma.mma_async issued at %s:%d (and %zu in all) was never waited for",
+                 t->wgmma.pending.front().file, t->wgmma.pending.front().line, t->wgmma.pending.size());
+        die_in_kernel("a thread exits with wgmma products in flight", detail);
+    }
     t->state = EXITED;
     yield(t);
 }

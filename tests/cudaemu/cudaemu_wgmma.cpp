@@ -18,7 +18,8 @@
  * emulator also asks for a wgmma.fence before the first wgmma after each wait_group (stricter than
  * the ISA, which asks for one where other instructions touched the registers; our kernels fence
  * before each batch), and aborts on descriptors outside dynamic shared memory, a nonzero base
- * offset, mismatched operands within a warp, or a partial warpgroup. Operand reads go to the race
+ * offset, mismatched operands within a warp, a partial warpgroup, or (cudaemu_sched.cpp) a thread
+ * that exits with products not waited for. Operand reads go to the race
  * check from lane 0 of each warp at the issue. It must not schedule fibers. */
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"

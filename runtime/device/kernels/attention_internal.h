@@ -1,6 +1,6 @@
 /* attention_internal.h — what attention.cu (the attention ops' host launchers, the SIMT kernels and
  * the row-dot preprocessing), attention_tc.cu (the tensor-core kernels) and attention_wgmma.cu
- * (Hopper's forward) share: the kernels'
+ * (Hopper's kernels) share: the kernels'
  * argument block, the two device functions that read packed rows' document bounds, and the
  * tensor-core launchers. Nothing outside runtime/device/kernels/attention* includes it; it must
  * not hold kernels. */
@@ -54,13 +54,13 @@ extern "C" {
  * and a GPU of compute capability 8.0 or newer. */
 bool attention_tc_supports(device *d, const attn_args *a);
 /* Whether Hopper's kernels (attention_wgmma.cu) take a job the tensor-core kernels support: hs 64
- * or 128 on a GPU of compute capability 9.0; and its forward. */
+ * or 128 on a GPU of compute capability 9.0, unless DDP_ATTENTION_MMA_SYNC=1; and their forward and
+ * backward (drow computed), which attention_tc_forward and attention_tc_backward call. */
 bool attention_wgmma_supports(device *d, const attn_args *a);
 int attention_wgmma_forward(device *d, const attn_args *a, ddp_err *err);
-/* Hopper's dQ pass of the backward (drow computed); attention_tc_backward calls it. */
-int attention_wgmma_dq(device *d, const attn_args *a, ddp_err *err);
-/* The tensor-core forward and backward (attention_tc.cu; Hopper's forward and dQ where they take
- * the job); the backward expects drow computed. */
+int attention_wgmma_backward(device *d, const attn_args *a, ddp_err *err);
+/* The tensor-core forward and backward (attention_tc.cu; Hopper's where they take the job); the
+ * backward expects drow computed. */
 int attention_tc_forward(device *d, const attn_args *a, ddp_err *err);
 int attention_tc_backward(device *d, const attn_args *a, ddp_err *err);
 

@@ -407,9 +407,7 @@ static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 extern "C" bool attention_tc_supports(device *d, const attn_args *a)
 {
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d->index) != cudaSuccess || major < 8)
-        return false;
+    if (device_cuda_traits(d)->cc_major < 8) return false;
     const void *ptrs[] = {a->q, a->k, a->v, a->out, a->dout, a->o, a->dq, a->dk, a->dv};
     for (const void *p : ptrs)
         if (p && !aligned16(p)) return false;
@@ -443,8 +441,7 @@ template <int HS> static int backward_hs(device *d, const attn_args *a, ddp_err 
     const void *dkdv = a->doc_start ? reinterpret_cast<const void *>(ddp_flash_dkdv_kernel<HS, true>)
                                     : reinterpret_cast<const void *>(ddp_flash_dkdv_kernel<HS, false>);
     int rc = allow_smem(dkdv, dkdv_smem, err);
-    const bool hopper_dq = attention_wgmma_supports(d, a);
-    if (!rc && !hopper_dq) rc = allow_smem(reinterpret_cast<const void *>(ddp_flash_dq_kernel<HS>), tiles, err);
+    if (!rc) rc = allow_smem(reinterpret_cast<const void *>(ddp_flash_dq_kernel<HS>), tiles, err);
     if (rc) return rc;
     if (a->doc_start)
         DDP_LAUNCH_OP((ddp_flash_dkdv_kernel<HS, true>), (unsigned)(n_tiles * a->B * a->NKV), kThreads, dkdv_smem, *a,
@@ -452,7 +449,6 @@ template <int HS> static int backward_hs(device *d, const attn_args *a, ddp_err 
     else
         DDP_LAUNCH_OP((ddp_flash_dkdv_kernel<HS, false>), (unsigned)(n_tiles * a->B * a->NKV), kThreads, dkdv_smem, *a,
                       n_tiles);
-    if (hopper_dq) return attention_wgmma_dq(d, a, err);
     DDP_LAUNCH_OP((ddp_flash_dq_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kThreads, tiles, *a, n_tiles);
     return DDP_OK;
 }
@@ -466,6 +462,7 @@ extern "C" int attention_tc_forward(device *d, const attn_args *a, ddp_err *err)
 
 extern "C" int attention_tc_backward(device *d, const attn_args *a, ddp_err *err)
 {
+    if (attention_wgmma_supports(d, a)) return attention_wgmma_backward(d, a, err);
     return a->hs == 32 ? backward_hs<32>(d, a, err) : a->hs == 64 ? backward_hs<64>(d, a, err)
                                                                   : backward_hs<128>(d, a, err);
 }

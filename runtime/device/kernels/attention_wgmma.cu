@@ -1,31 +1,28 @@
-/* attention_wgmma.cu — causal flash attention's forward and dQ on Hopper's warpgroup instructions (sm_90a;
- * built for sm_90a alone, taken on compute capability 9.0 devices): bf16 storage, fp32 accumulation,
- * head sizes 64 and 128, the same algorithm, masks and outputs as attention_tc.cu's mma.sync forward.
+/* attention_wgmma.cu — causal flash attention's forward and backward on Hopper's warpgroup
+ * instructions (sm_90a; built for sm_90a alone, taken on compute capability 9.0 devices): bf16
+ * storage, fp32 accumulation, head sizes 64 and 128, the same algorithm, masks and outputs as
+ * attention_tc.cu's mma.sync kernels.
  *
- * A block of two warpgroups (8 warps) owns 128 query rows of one head; each warpgroup 64 of them, a
- * warp 16. Key and value tiles of 64 rows stream through shared memory, copied with cp.async and
+ * A block of two warpgroups (8 warps) owns 128 rows of one head; each warpgroup 64 of them, a warp
+ * 16. Tiles of 64 rows of the other side stream through shared memory, copied with cp.async and
  * double-buffered. Every tile is stored in the ISA's 128-byte-swizzled K-major layout (rows of 64
  * elements, 128 bytes, chunk c of row r at c ^ (r % 8); an HS of 128 as two such column blocks),
- * which serves Q and K as K-major operands of S = Q·Kᵀ and V as the MN-major B operand of O = P·V,
- * so no tile is transposed. Per key tile: S by HS/16 wgmma m64n64k16 with both operands in shared
- * memory; the causal and document masks and the online softmax in base 2 on S's accumulator
- * fragment, which is mma.sync's (so the code is attention_tc.cu's); P rounded to bf16 into the
- * A-register fragments of O's four wgmma m64nHSk16, which accumulate in registers. Each batch of
- * wgmmas is fenced, committed and waited for before its results are read, and P's registers are
- * held untouched until then. Ordinary shared-memory writes (cp.async) reach the wgmma's reads through
- * a proxy fence before the barrier that publishes them. Rows past T are zero-filled on load and never
- * stored; the log-sum-exp is the natural-log one attention_tc.cu's backward reads.
- *
- * The backward's dQ pass runs here too, on the same tiles and products (below); dK and dV stay on
- * attention_tc.cu's mma.sync pass. Arguments arrive checked by attention.cu's op (and
- * attention_wgmma_supports). This file must not hold the mma.sync kernels. */
+ * which serves a tile as the K-major operand of a product over HS (S = Q·Kᵀ) and as the MN-major B
+ * operand of one over its rows (O = P·V), so no tile is transposed. Per tile of the forward: S by
+ * HS/16 wgmma m64n64k16 with both operands in shared memory; the causal and document masks and the
+ * online softmax in base 2 on S's accumulator fragment, which is mma.sync's (so the code is
+ * attention_tc.cu's); P rounded to bf16 into the A-register fragments of O's four wgmma m64nHSk16,
+ * which accumulate in registers. Each batch of wgmmas is fenced, committed and waited for before its
+ * results are read, and the A registers are held untouched until then. Ordinary shared-memory writes
+ * (cp.async) reach the wgmma's reads through a proxy fence before the barrier that publishes them.
+ * Rows past T are zero-filled on load and never stored; the log-sum-exp is the natural-log one the
+ * backward reads. The backward's two passes (dK/dV, then dQ) follow the forward. Arguments arrive
+ * checked by attention.cu's op (and attention_wgmma_supports). This file must not hold the mma.sync
+ * kernels. */
 #include "kernel_common.cuh"
 #include "tensor_core.cuh"
 #include "wgmma.cuh"
 #include "attention_internal.h"
-
-#include <stdlib.h>
-#include <string.h>
 
 using ddp_kernels::cp_async_16;
 using ddp_kernels::cp_async_commit;
@@ -115,26 +112,41 @@ __device__ inline void scores_and_dp(float (&s)[32], float (&dp)[32], bf16 *sq, 
     wgmma_hold(dp);
 }
 
-/* o += P (the probabilities in s, rounded to bf16) times the value tile (or, in the backward,
- * dQ += dS times the key tile, read the same way). */
-template <int HS> __device__ inline void add_pv(float (&o)[HS / 2], const float (&s)[32], bf16 *sv)
+/* Issues acc += P (the values in s, rounded to bf16 into the A-register fragments p) times a 64-row
+ * tile read MN-major, as one commit group, and does not wait: the caller waits, holding acc and p
+ * untouched until then. */
+template <int HS>
+__device__ inline void issue_pv(float (&acc)[HS / 2], uint32_t (&p)[4][4], const float (&s)[32], bf16 *tile)
 {
-    uint32_t p[4][4];
     DDP_UNROLL
     for (int kk = 0; kk < 4; kk++) {
         DDP_UNROLL
         for (int r = 0; r < 4; r++) p[kk][r] = pack_bf16x2(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
         wgmma_hold(p[kk]);
     }
-    wgmma_hold(o);
+    wgmma_hold(acc);
     wgmma_fence();
     DDP_UNROLL
-    for (int kk = 0; kk < 4; kk++) wgmma_rs<HS, 1>(o, p[kk], value_desc(sv, kk), 1);
+    for (int kk = 0; kk < 4; kk++) wgmma_rs<HS, 1>(acc, p[kk], value_desc(tile, kk), 1);
     wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_hold(o);
+}
+
+/* Holds a product's accumulators and A registers past the wait_group that lands it. */
+template <int HS> __device__ inline void hold_pv(float (&acc)[HS / 2], uint32_t (&p)[4][4])
+{
+    wgmma_hold(acc);
     DDP_UNROLL
     for (int kk = 0; kk < 4; kk++) wgmma_hold(p[kk]);
+}
+
+/* o += P (the probabilities in s) times the value tile (or, in the backward, dQ += dS times the key
+ * tile, read the same way), waited for. */
+template <int HS> __device__ inline void add_pv(float (&o)[HS / 2], const float (&s)[32], bf16 *sv)
+{
+    uint32_t p[4][4];
+    issue_pv<HS>(o, p, s, sv);
+    wgmma_wait<0>();
+    hold_pv<HS>(o, p);
 }
 
 /* Masks a tile of scores (scaled by c into base 2) and folds it into the running maximum m, sum l and
@@ -325,6 +337,120 @@ __global__ void __launch_bounds__(kWgThreads) ddp_flash_dq_wgmma_kernel(attn_arg
     cp_async_wait<0>();
 }
 
+/* ---- backward: dK and dV ----------------------------------------------------------------------
+ * A block per (128 key rows, K/V head), as attention_tc.cu's pass but with the roles of the forward's
+ * tiles swapped: the block's K and V rows are the A operands (each warpgroup 64 keys) and 64-row query
+ * tiles stream through as B. For every query head sharing the K/V head, it walks the query tiles from
+ * the one holding its first key up to the one holding its last key's document end (T unpacked), each
+ * with its dO rows, base-2 log-sum-exps, row dots and document starts, double-buffered. Per tile: Sᵀ =
+ * K·Qᵀ and dPᵀ = V·dOᵀ in one batch, Pᵀ = exp2(Sᵀ·c - lse₂) (0 past the diagonal or before the query's
+ * document start), dV += Pᵀ·dO and dK += dSᵀ·Q with Pᵀ and dSᵀ = Pᵀ·(dPᵀ - drow) from registers and
+ * dO and Q read MN-major. Accumulated in registers: no atomics, the same bits every run. */
+
+/* Query tile i of head h into a buffer: its rows and dO rows (tiles), and per row its base-2
+ * log-sum-exp, row dot and document start (+inf, 0 and 0 for rows past T). */
+template <int HS>
+__device__ inline void wg_load_query_side(const attn_args &a, int64_t b, int64_t h, int64_t i, bf16 *sq, bf16 *sdo,
+                                          float *slse, float *sdrow, int32_t *sstart)
+{
+    const int64_t q0 = i * kWgKeys, bh = b * a.NH + h;
+    wg_load_tile<HS, kWgKeys>(sq, static_cast<const bf16 *>(a.q) + b * a.T * a.ld_q + h * HS, a.ld_q, q0, a.T - q0);
+    wg_load_tile<HS, kWgKeys>(sdo, static_cast<const bf16 *>(a.dout) + b * a.T * a.ld_o + h * HS, a.ld_o, q0,
+                              a.T - q0);
+    for (int r = threadIdx.x; r < kWgKeys; r += kWgThreads) {
+        const bool in = q0 + r < a.T;
+        slse[r] = in ? a.lse_in[bh * a.T + q0 + r] * kWgLog2e : INFINITY;
+        sdrow[r] = in ? a.drow[bh * a.T + q0 + r] : 0.0f;
+        sstart[r] = in ? (int32_t)attn_doc_start(a, b, q0 + r) : 0;
+    }
+}
+
+/* The smem layout of one dK/dV block: K and V (128 rows each), then two buffers each of Q, dO (64
+ * rows), the log-sum-exps, row dots and document starts. */
+template <int HS> struct wg_dkdv_smem {
+    bf16 *k, *v, *q, *dout;
+    float *lse2, *drow;
+    int32_t *start;
+    __device__ explicit wg_dkdv_smem(char *raw)
+    {
+        k = reinterpret_cast<bf16 *>(wgmma_align_1024(raw)), v = k + kWgRows * HS, q = v + kWgRows * HS;
+        dout = q + 2 * kWgKeys * HS;
+        lse2 = reinterpret_cast<float *>(dout + 2 * kWgKeys * HS), drow = lse2 + 2 * kWgKeys;
+        start = reinterpret_cast<int32_t *>(drow + 2 * kWgKeys);
+    }
+    static constexpr size_t bytes = 1024 + (size_t)(2 * kWgRows + 4 * kWgKeys) * HS * sizeof(bf16) +
+                                    6 * kWgKeys * sizeof(float);
+};
+
+template <int HS>
+__global__ void __launch_bounds__(kWgThreads) ddp_flash_dkdv_wgmma_kernel(attn_args a)
+{
+    DDP_DYNAMIC_SHARED(char, smem_raw);
+    const wg_dkdv_smem<HS> sm(smem_raw);
+    const int64_t BKV = a.B * a.NKV, ktile = (int64_t)blockIdx.x / BKV, bkv = (int64_t)blockIdx.x % BKV;
+    const int64_t b = bkv / a.NKV, kvh = bkv % a.NKV, group = a.NH / a.NKV, k0 = ktile * kWgRows;
+    /* no query past its last key's document end (ends never decrease along a row) sees a key here */
+    const int64_t q_end = attn_doc_end(a, b, (k0 + kWgRows < a.T ? k0 + kWgRows : a.T) - 1);
+    const int64_t q_first = k0 / kWgKeys, n_q = (q_end + kWgKeys - 1) / kWgKeys - q_first, items = group * n_q;
+    const int warp = threadIdx.x >> 5, wg = warp >> 2;
+    const int key = warp * 16 + ((threadIdx.x & 31) >> 2); /* this thread's keys in the block: key, key + 8 */
+    const int64_t kv_off = b * a.T * a.ld_kv + kvh * HS;
+    wg_load_tile<HS, kWgRows>(sm.k, static_cast<const bf16 *>(a.k) + kv_off, a.ld_kv, k0, a.T - k0);
+    wg_load_tile<HS, kWgRows>(sm.v, static_cast<const bf16 *>(a.v) + kv_off, a.ld_kv, k0, a.T - k0);
+    wg_load_query_side<HS>(a, b, kvh * group, q_first, sm.q, sm.dout, sm.lse2, sm.drow, sm.start);
+    cp_async_commit();
+    float dk[HS / 2] = {}, dv[HS / 2] = {};
+    const float c = a.scale * kWgLog2e;
+    for (int64_t it = 0; it < items; it++) {
+        const int buf = (int)(it & 1), nb = buf ^ 1;
+        if (it + 1 < items)
+            wg_load_query_side<HS>(a, b, kvh * group + (it + 1) / n_q, q_first + (it + 1) % n_q,
+                                   sm.q + nb * kWgKeys * HS, sm.dout + nb * kWgKeys * HS, sm.lse2 + nb * kWgKeys,
+                                   sm.drow + nb * kWgKeys, sm.start + nb * kWgKeys);
+        cp_async_commit();
+        cp_async_wait<1>();
+        wgmma_fence_proxy();
+        __syncthreads();
+        bf16 *q = sm.q + buf * kWgKeys * HS, *dout = sm.dout + buf * kWgKeys * HS;
+        const float *lse2 = sm.lse2 + buf * kWgKeys, *drow = sm.drow + buf * kWgKeys;
+        const int32_t *start = sm.start + buf * kWgKeys;
+        float s[32], dp[32];
+        scores_and_dp<HS>(s, dp, sm.k, sm.v, wg, q, dout); /* Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ */
+        const int64_t diag = (q_first + it % n_q) * kWgKeys - k0; /* query column 0 as a key of the block */
+        DDP_UNROLL
+        for (int n = 0; n < 8; n++)
+            DDP_UNROLL
+            for (int e = 0; e < 4; e++) {
+                const int col = wg_col(n, e), kb = key + 8 * (e >> 1);
+                const bool masked = kb > diag + col || k0 + kb < start[col];
+                s[4 * n + e] = masked ? 0.0f : exp2f(s[4 * n + e] * c - lse2[col]);
+            }
+        uint32_t p[4][4], ds[4][4];
+        issue_pv<HS>(dv, p, s, dout); /* dV += Pᵀ·dO, landing while dSᵀ is computed */
+        DDP_UNROLL
+        for (int n = 0; n < 8; n++)
+            DDP_UNROLL
+            for (int e = 0; e < 4; e++) dp[4 * n + e] = s[4 * n + e] * (dp[4 * n + e] - drow[wg_col(n, e)]);
+        issue_pv<HS>(dk, ds, dp, q); /* dK += dSᵀ·Q */
+        wgmma_wait<0>();
+        hold_pv<HS>(dv, p);
+        hold_pv<HS>(dk, ds);
+        __syncthreads(); /* the next iteration's loads overwrite this buffer */
+    }
+    bf16 *dK = static_cast<bf16 *>(a.dk) + kv_off, *dV = static_cast<bf16 *>(a.dv) + kv_off;
+    for (int r = 0; r < 2; r++) {
+        const int64_t row = k0 + key + 8 * r;
+        if (row >= a.T) continue;
+        for (int n = 0; n < HS / 8; n++) {
+            *reinterpret_cast<__nv_bfloat162 *>(dK + row * a.ld_kv + wg_col(n, 0)) =
+                __floats2bfloat162_rn(dk[4 * n + 2 * r] * a.scale, dk[4 * n + 2 * r + 1] * a.scale);
+            *reinterpret_cast<__nv_bfloat162 *>(dV + row * a.ld_kv + wg_col(n, 0)) =
+                __floats2bfloat162_rn(dv[4 * n + 2 * r], dv[4 * n + 2 * r + 1]);
+        }
+    }
+    cp_async_wait<0>();
+}
+
 template <int HS> static int forward_wgmma_hs(device *d, const attn_args *a, ddp_err *err)
 {
     const int64_t n_tiles = (a->T + kWgRows - 1) / kWgRows;
@@ -336,27 +462,26 @@ template <int HS> static int forward_wgmma_hs(device *d, const attn_args *a, ddp
     return DDP_OK;
 }
 
-template <int HS> static int dq_wgmma_hs(device *d, const attn_args *a, ddp_err *err)
+/* The backward's two passes: dK and dV (a block per 128 keys and K/V head), then dQ. */
+template <int HS> static int backward_wgmma_hs(device *d, const attn_args *a, ddp_err *err)
 {
     const int64_t n_tiles = (a->T + kWgRows - 1) / kWgRows;
-    const size_t smem = 1024 + (size_t)(2 * kWgRows + 4 * kWgKeys) * HS * sizeof(bf16) + 2 * kWgRows * sizeof(float);
-    const void *kernel = reinterpret_cast<const void *>(ddp_flash_dq_wgmma_kernel<HS>);
-    CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    DDP_LAUNCH_OP((ddp_flash_dq_wgmma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kWgThreads, smem, *a,
+    const size_t dkdv_smem = wg_dkdv_smem<HS>::bytes;
+    CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void *>(ddp_flash_dkdv_wgmma_kernel<HS>),
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem));
+    DDP_LAUNCH_OP((ddp_flash_dkdv_wgmma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NKV), kWgThreads, dkdv_smem, *a);
+    const size_t dq_smem = 1024 + (size_t)(2 * kWgRows + 4 * kWgKeys) * HS * sizeof(bf16) + 2 * kWgRows * sizeof(float);
+    CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void *>(ddp_flash_dq_wgmma_kernel<HS>),
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
+    DDP_LAUNCH_OP((ddp_flash_dq_wgmma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kWgThreads, dq_smem, *a,
                   n_tiles);
     return DDP_OK;
 }
 
 extern "C" bool attention_wgmma_supports(device *d, const attn_args *a)
 {
-    /* DDP_ATTENTION_MMA_SYNC=1 keeps Hopper on the mma.sync kernels: the benchmark's comparison (read
-     * per call: a function-local static's guard is an atomic the emulated build's instrumentation
-     * has no runtime for) */
-    const char *const knob = getenv("DDP_ATTENTION_MMA_SYNC");
-    const bool mma_sync_only = knob && !strcmp(knob, "1");
-    int major = 0;
-    return !mma_sync_only && (a->hs == 64 || a->hs == 128) &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d->index) == cudaSuccess && major == 9;
+    const cuda_traits *t = device_cuda_traits(d);
+    return t->cc_major == 9 && !t->attention_mma_sync && (a->hs == 64 || a->hs == 128);
 }
 
 extern "C" int attention_wgmma_forward(device *d, const attn_args *a, ddp_err *err)
@@ -364,7 +489,7 @@ extern "C" int attention_wgmma_forward(device *d, const attn_args *a, ddp_err *e
     return a->hs == 64 ? forward_wgmma_hs<64>(d, a, err) : forward_wgmma_hs<128>(d, a, err);
 }
 
-extern "C" int attention_wgmma_dq(device *d, const attn_args *a, ddp_err *err)
+extern "C" int attention_wgmma_backward(device *d, const attn_args *a, ddp_err *err)
 {
-    return a->hs == 64 ? dq_wgmma_hs<64>(d, a, err) : dq_wgmma_hs<128>(d, a, err);
+    return a->hs == 64 ? backward_wgmma_hs<64>(d, a, err) : backward_wgmma_hs<128>(d, a, err);
 }

@@ -118,7 +118,7 @@ static inline unsigned row_block(size_t cols, size_t cap = kBlock)
     return (unsigned)(threads < 32 ? 32 : threads > cap ? cap : threads);
 }
 
-/* Item counts below this are indexed in 32 bits (index_type): a GPU divides 32-bit integers in a
+/* Item counts below this are indexed in 32 bits (DDP_INDEX_SWITCH): a GPU divides 32-bit integers in a
  * few instructions and 64-bit ones in dozens, which a memory-bound kernel that splits each item's
  * index into (row, column) would feel. 2^31 leaves a grid-stride step room before it could wrap a
  * uint32_t. The emulated build moves the line down, as it does kMaxGrid, so the tests' sizes take

@@ -218,6 +218,7 @@ __global__ void wgmma_broken_kernel(int which, float *gmem)
         wgmma_ss<64, 0, 0>(acc, tile_desc(smem + (threadIdx.x % 2) * 128, t, 0), desc, 0);
         break;
     case 4: wgmma_fence(); wgmma_ss<64, 0, 0>(acc, desc, desc + (1ull << 49), 0); break; /* a base offset */
+    case 5: wgmma_fence(); wgmma_ss<64, 0, 0>(acc, desc, desc, 0); wgmma_commit(); return; /* never waited for */
     }
     wgmma_commit();
     wgmma_wait<0>();

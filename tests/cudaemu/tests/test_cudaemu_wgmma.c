@@ -11,7 +11,8 @@
  * field gives another product. Emulator only: the product lands at wgmma.wait_group (the
  * accumulators read between the commit and the wait still hold what they held), and the broken
  * kernels abort naming the rule: no wgmma.fence, a descriptor outside dynamic shared memory, a
- * partial warpgroup, lanes with different descriptors, a base offset. */
+ * partial warpgroup, lanes with different descriptors, a base offset, a thread that exits before
+ * the wait_group that would land its product. */
 #include "tests/check.h"
 
 #include <cuda_runtime_api.h>
@@ -143,8 +144,9 @@ static void run_broken(int which)
 static void test_broken(void)
 {
     const char *expect[] = {"wgmma without a fence", "wgmma descriptor outside dynamic shared memory",
-                            "partial warpgroup", "mismatched wgmma operands", "unsupported wgmma descriptor"};
-    for (int which = 0; which < 5; which++) {
+                            "partial warpgroup", "mismatched wgmma operands", "unsupported wgmma descriptor",
+                            "exits with wgmma products in flight"};
+    for (int which = 0; which < (int)(sizeof expect / sizeof expect[0]); which++) {
         char buf[4096];
         int status = emu_run_in_child(run_broken, which, buf, sizeof buf);
         CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "broken wgmma kernel %d: status 0x%x, expected "

@@ -10,8 +10,8 @@
  * 64 and 128 (the tensor-core kernels in bf16), 24 (the SIMT kernels), grouped K/V heads (NKV = 1 and
  * NH / 2), the fused layout GPT-2 uses and separate tensors with spare columns per row (a row
  * stride that breaks 16-byte alignment sends bf16 to the SIMT kernels too), all of it once with
- * aligned buffers and once with every buffer one element past alignment (cuda_pair.h). Under the emulator the
- * count of mma.sync instructions proves which kernels ran.
+ * aligned buffers and once with every buffer one element past alignment (cuda_pair.h). Under the
+ * emulator the counts of mma.sync and wgmma instructions prove which kernels ran.
  *
  * Packed rows (attn_shape's doc_start, doc_end; the CPU op is checked per document against the
  * double reference): the same comparisons on the tensor-core kernels at hs 64 (a query tile of 128
@@ -44,8 +44,11 @@ typedef struct cuda_case {
 
 /* packed rows' document lengths (attn_docs_fill): starts inside a tile, lengths 1, documents
  * across tile boundaries, the next row going on where the list left off; at hs 128 (T 150, three
- * key tiles) key tile 0's walk ends at query tile 1; every row one document; every position its own */
+ * key tiles) key tile 0's walk ends at query tile 1; T 260 in documents at 70, 130 and 220, where
+ * Hopper's dK/dV block of keys 0-127 stops at query tile 2 of 5 and query tile 3 skips two key
+ * tiles; every row one document; every position its own */
 static const int32_t docs_mixed[] = {5, 1, 60, 17, 64, 3, 40, 0}, docs_long[] = {20, 50, 1, 7, 64, 0};
+static const int32_t docs_blocks[] = {70, 60, 90, 0};
 static const int32_t docs_whole[] = {INT32_MAX, 0}, docs_ones[] = {1, 0};
 
 static const cuda_case cases[] = {
@@ -55,7 +58,7 @@ static const cuda_case cases[] = {
     {{1, 40, 2, 2, 24, false, 3, NULL}, false},  {{1, 33, 2, 2, 64, false, 4, NULL}, false},
     {{2, 130, 4, 2, 64, false, 8, docs_mixed}, true}, {{1, 150, 2, 1, 128, true, 0, docs_long}, true},
     {{1, 70, 2, 2, 32, true, 0, docs_ones}, true},    {{2, 40, 2, 1, 24, false, 3, docs_mixed}, false},
-    {{2, 65, 2, 2, 64, true, 0, docs_whole}, true},
+    {{2, 65, 2, 2, 64, true, 0, docs_whole}, true},   {{1, 260, 2, 1, 128, false, 0, docs_blocks}, true},
 };
 
 /* A tensor on both devices: floats on the CPU; floats or the same values as bf16 on the GPU. */
@@ -245,22 +248,23 @@ static void check_packing(const attn_case *c, tensor_dtype t, const attn_layout 
 }
 
 #ifdef DDP_CUDA_EMULATION
-/* The warp-wide mma instructions the tensor-core kernels (attention_tc.cu) execute for a forward
- * and backward: the tiles each block walks times the mma per tile of a warp (4 warps a block). The
- * forward (query tiles of 64·M rows, M = 2 at hs <= 64) walks key tiles from its first row's
- * document start to its last row, hs·M mma each; dK/dV walks, per key tile and query head, query
- * tiles from its own to its last key's document end, 2·hs each; dQ (query tiles of 64) walks key
- * tiles as the forward does, 3·hs/2 each. Packed rows must skip exactly the tiles no row of the
- * block sees: the time packing saves. */
-/* The mma.sync instructions the tensor-core kernels take (every warp's per tile walked; on Hopper
- * the dK/dV pass's alone at hs 64 and 128), and the wgmma instructions Hopper's forward and dQ take
- * (each warp of a 128-row block's two warpgroups, per key tile: hs/16 for the scores and 4 for P·V;
- * hs/16 each for S and dP and 4 for dS·K). */
+/* The warp-wide mma.sync instructions the tensor-core kernels (attention_tc.cu) execute for a
+ * forward and backward, or on Hopper at hs 64 and 128 the wgmma ones (attention_wgmma.cu): the tiles
+ * each block walks times the instructions per tile of a warp.
+ *   mma.sync (4 warps a block): the forward (query tiles of 64·M rows, M = 2 at hs <= 64) walks key
+ *   tiles of 64 from its first row's document start to its last row, hs·M each; dK/dV walks, per key
+ *   tile of 64 and query head, query tiles of 64 from its own to its last key's document end, 2·hs
+ *   each; dQ (query tiles of 64) walks key tiles as the forward does, 3·hs/2 each.
+ *   wgmma (8 warps a block of 128 rows): the forward walks as above, hs/16 for S and 4 for P·V; dQ
+ *   the same tiles, hs/16 each for S and dP and 4 for dS·K; dK/dV, per 128 keys and query head,
+ *   query tiles of 64 from the one holding its first key to its last key's document end, hs/16 each
+ *   for Sᵀ and dPᵀ and 4 each for dV and dK.
+ * Packed rows must skip exactly the tiles no row of the block sees: the time packing saves. */
 static void tc_counts_expected(const attn_case *c, const int32_t *doc_start, const int32_t *doc_end, bool hopper,
                                uint64_t *mma, uint64_t *wgmma)
 {
     const bool wg = hopper && (c->hs == 64 || c->hs == 128);
-    const int64_t M = c->hs <= 64 ? 2 : 1, T = c->T, tile = 64, q_tile = wg ? 128 : tile * M;
+    const int64_t M = c->hs <= 64 ? 2 : 1, T = c->T, tile = 64, q_tile = wg ? 128 : tile * M, k_tile = wg ? 128 : 64;
     uint64_t fwd = 0, dkdv = 0, dq = 0;
     for (int64_t b = 0; b < c->B; b++) {
         const int32_t *ds = doc_start ? doc_start + b * T : NULL, *de = doc_end ? doc_end + b * T : NULL;
@@ -268,16 +272,17 @@ static void tc_counts_expected(const attn_case *c, const int32_t *doc_start, con
             const int64_t last = ((q0 + q_tile < T ? q0 + q_tile : T) - 1) / tile;
             fwd += (uint64_t)(last - (ds ? ds[q0] : 0) / tile + 1);
         }
-        for (int64_t k0 = 0; k0 < T; k0 += tile) {
-            const int64_t end = de ? de[(k0 + tile < T ? k0 + tile : T) - 1] : T;
+        for (int64_t k0 = 0; k0 < T; k0 += k_tile) {
+            const int64_t end = de ? de[(k0 + k_tile < T ? k0 + k_tile : T) - 1] : T;
             dkdv += (uint64_t)((end + tile - 1) / tile - k0 / tile);
         }
         for (int64_t q0 = 0; q0 < T; q0 += tile)
             dq += (uint64_t)(q0 / tile - (ds ? ds[q0] : 0) / tile + 1);
     }
     const uint64_t hs = (uint64_t)c->hs, NH = (uint64_t)c->NH;
-    *mma = 4 * NH * ((wg ? 0 : fwd * hs * (uint64_t)M + dq * 3 * hs / 2) + dkdv * 2 * hs);
-    *wgmma = wg ? 8 * NH * fwd * ((hs / 16 + 4) + (2 * hs / 16 + 4)) : 0; /* dQ walks the forward's tiles */
+    *mma = wg ? 0 : 4 * NH * (fwd * hs * (uint64_t)M + dq * 3 * hs / 2 + dkdv * 2 * hs);
+    /* dQ walks the forward's tiles */
+    *wgmma = wg ? 8 * NH * (fwd * ((hs / 16 + 4) + (2 * hs / 16 + 4)) + dkdv * (2 * hs / 16 + 8)) : 0;
 }
 #endif
 
@@ -330,7 +335,8 @@ static void test_case(const cuda_case *cc, tensor_dtype t)
     run(gpu, t, &l, c->fused, &b);
 #ifdef DDP_CUDA_EMULATION
     /* a placement off 16-byte alignment (pair_offset) sends bf16 to the SIMT kernels too */
-    const bool used_mma = cudaemu_mma_count() > mma0, want_mma = t == TENSOR_BF16 && cc->tensor_cores && !pair_offset;
+    const bool used_mma = cudaemu_mma_count() + cudaemu_wgmma_count() > mma0 + wgmma0;
+    const bool want_mma = t == TENSOR_BF16 && cc->tensor_cores && !pair_offset;
     CHECK(used_mma == want_mma, "T %lld hs %lld %s: the tensor-core kernels %s, expected them %s", (long long)c->T,
           (long long)c->hs, t == TENSOR_BF16 ? "bf16" : "f32", used_mma ? "ran" : "did not run",
           want_mma ? "to" : "not to");
@@ -343,7 +349,7 @@ static void test_case(const cuda_case *cc, tensor_dtype t)
           "kernels took %llu mma and %llu wgmma instructions, expected %llu and %llu (the tiles they walk)",
           (long long)c->T, (long long)c->hs, c->docs ? " packed" : "", major, (unsigned long long)mma,
           (unsigned long long)wgmma, (unsigned long long)mma_want, (unsigned long long)wgmma_want);
-    CHECK(want_mma || wgmma == 0, "T %lld hs %lld: Hopper's forward ran where the tensor-core kernels may not",
+    CHECK(want_mma || wgmma == 0, "T %lld hs %lld: Hopper's kernels ran where the tensor-core kernels may not",
           (long long)c->T, (long long)c->hs);
 #endif
     pair outs[] = {b.out, b.lse, b.dq, b.dk, b.dv};
