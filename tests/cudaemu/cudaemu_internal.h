@@ -169,6 +169,12 @@ void race_enter(int thread);
 void race_leave();
 /* The running thread's lane, or -1 between fibers. */
 int race_running_lane();
+/* A cp.async of the running thread into dst: a write now, and in flight until race_async_land (its
+ * wait_group) or race_async_abandon (its block ended without one): until then any access to those
+ * bytes is a hazard. */
+void race_async_issue(const void *dst, size_t bytes, const char *file, int line);
+void race_async_land(const void *dst, size_t bytes, const char *what, const char *file, int line);
+void race_async_abandon(const void *dst, size_t bytes);
 
 enum { MAX_THREADS_PER_BLOCK = 1024, DEFAULT_DYNAMIC_SMEM = 48 * 1024,
        MAX_DYNAMIC_SMEM_OPTIN = 227 * 1024, EMULATED_SM_COUNT = 132 };

@@ -15,7 +15,10 @@
  * runtime), which calls the __tsan_* entry points defined here before each access; atomics
  * (cudaemu_kernel.h), ldmatrix's row reads and cp.async's writes (cudaemu_tensor.cpp: once when
  * issued, as the copy may land at any moment from then on, and again when the wait_group lands it)
- * report themselves through race_access. A hazard aborts the process through die_in_kernel, naming
+ * report themselves through race_access. Between the two a cp.async is in flight, whatever barriers
+ * pass: its destination bytes remember its thread, and any access to them by anyone (the issuing
+ * thread included) before the landing is a hazard too, as the copy may land before, during or after
+ * it (a buffer refilled while a wgmma issued earlier still reads it, a tile read before its wait). A hazard aborts the process through die_in_kernel, naming
  * the kernel, block, kind, shared-memory offset and both threads. Must not schedule fibers. */
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
@@ -38,6 +41,7 @@ struct shadow_byte {
     uint32_t atomics;      /* warps that updated it atomically */
     uint16_t writer;       /* 1 + the thread that last wrote it; 0: nobody */
     uint16_t reader;       /* 1 + the thread that last read or updated it atomically */
+    uint16_t in_flight;    /* 1 + the thread whose cp.async to it has not landed, in any epoch; 0: none */
 };
 
 struct shadow_range {
@@ -153,6 +157,23 @@ void describe_site(char *out, size_t cap, const char *what, const char *file, in
     die_in_kernel("shared-memory race", detail);
 }
 
+/* An access to a byte a cp.async of thread `issuer` is still copying into. */
+[[noreturn]] void report_in_flight(const shadow_range &r, const char *p, int issuer, race_access_kind how,
+                                   const char *what, const char *file, int line, const void *pc)
+{
+    static const char *const verbs[] = {"reads it", "writes it", "updates it atomically"};
+    char site[512], detail[1024];
+    describe_site(site, sizeof site, what, file, line, pc);
+    const int self = running->thread;
+    snprintf(detail, sizeof detail,
+             "%s byte %zu: thread %d (warp %d) %s (%s) while a cp.async of thread %d (warp %d) into it is in "
+             "flight (no cp.async.wait_group of that thread has landed it): on a GPU the copy may land before, "
+             "during or after this access", r.dynamic ? "dynamic shared memory," : "a static __shared__ object,",
+             (size_t)(p - r.lo), self, self / 32, verbs[how], site, issuer, issuer / 32);
+    running = nullptr; /* the report itself must not recurse */
+    die_in_kernel("shared-memory race", detail);
+}
+
 /* The accesses of the running thread to n bytes of one object: a hazard aborts, else each byte
  * remembers them. A byte last touched in an older epoch is simply overwritten. */
 template <race_access_kind HOW>
@@ -164,9 +185,11 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, const char *wh
     const uint32_t bit = 1u << warp;
     const uint16_t me = (uint16_t)(self + 1);
     for (shadow_byte *b = r.shadow + (p - r.lo), *end = b + n; b < end; b++, p++) {
+        if (b->in_flight)
+            report_in_flight(r, p, b->in_flight - 1, HOW, what, file, line, pc);
         if (b->epoch != s.epoch) {
             *b = shadow_byte{s.epoch, HOW == RACE_READ ? bit : 0, HOW == RACE_ATOMIC ? bit : 0,
-                             HOW == RACE_WRITE ? me : (uint16_t)0, HOW != RACE_WRITE ? me : (uint16_t)0};
+                             HOW == RACE_WRITE ? me : (uint16_t)0, HOW != RACE_WRITE ? me : (uint16_t)0, 0};
             continue;
         }
         const bool foreign_writer = b->writer != 0 && (b->writer - 1) / 32 != warp;
@@ -224,6 +247,15 @@ __attribute__((noinline)) void check(const char *p, size_t bytes, race_access_ki
             access_range(*r, p + i, 1, how, what, file, line, pc);
 }
 
+/* Marks n bytes from p as the destination of the running thread's cp.async in flight (mark) or as
+ * none's (0). */
+void mark_in_flight(race_state &s, const char *p, size_t n, uint16_t mark)
+{
+    for (size_t i = 0; i < n; i++)
+        if (const shadow_range *r = range_of(s, p + i))
+            r->shadow[p + i - r->lo].in_flight = mark;
+}
+
 /* The hooks' fast path, inlined into each: most accesses are to global memory or a stack. */
 inline bool maybe_shared(const void *addr, size_t bytes)
 {
@@ -256,6 +288,26 @@ void race_enter(int thread)
 void race_leave() { running = nullptr; }
 
 int race_running_lane() { return running ? running->thread % 32 : -1; }
+
+void race_async_issue(const void *dst, size_t bytes, const char *file, int line)
+{
+    race_access(dst, bytes, RACE_WRITE, "cp.async", file, line);
+    if (running)
+        mark_in_flight(*running, static_cast<const char *>(dst), bytes, (uint16_t)(running->thread + 1));
+}
+
+void race_async_land(const void *dst, size_t bytes, const char *what, const char *file, int line)
+{
+    if (running)
+        mark_in_flight(*running, static_cast<const char *>(dst), bytes, 0);
+    race_access(dst, bytes, RACE_WRITE, what, file, line);
+}
+
+void race_async_abandon(const void *dst, size_t bytes)
+{
+    if (state.ready)
+        mark_in_flight(state, static_cast<const char *>(dst), bytes, 0);
+}
 
 void race_access(const void *p, size_t bytes, race_access_kind how, const char *what, const char *file, int line)
 {

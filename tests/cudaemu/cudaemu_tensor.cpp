@@ -129,7 +129,7 @@ void complete_ldmatrix(int param, void *const lane_ops[32])
 
 void complete_copy(const async_copy &c)
 {
-    race_access(c.dst, c.bytes, RACE_WRITE, "the landing (at cp.async.wait_group) of the cp.async issued", c.file, c.line);
+    race_async_land(c.dst, c.bytes, "the landing (at cp.async.wait_group) of the cp.async issued", c.file, c.line);
     memcpy(c.dst, c.src, c.src_bytes);
     memset(static_cast<char *>(c.dst) + c.src_bytes, 0, c.bytes - c.src_bytes);
 }
@@ -190,8 +190,8 @@ void cp_async(void *dst, const void *src, unsigned bytes, unsigned src_bytes, co
                  file, line, dst);
         die_in_kernel("cp.async outside shared memory", detail);
     }
-    /* the copy may land at any moment until its wait_group: a write from now on */
-    race_access(dst, bytes, RACE_WRITE, "cp.async", file, line);
+    /* the copy may land at any moment until its wait_group: a write from now on, and in flight */
+    race_async_issue(dst, bytes, file, line);
     q.copies.push_back(async_copy{dst, src, bytes, src_bytes, q.committed, file, line});
 }
 

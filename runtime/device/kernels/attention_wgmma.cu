@@ -4,19 +4,21 @@
  * attention_tc.cu's mma.sync kernels.
  *
  * A block of two warpgroups (8 warps) owns 128 rows of one head; each warpgroup 64 of them, a warp
- * 16. Tiles of 64 rows of the other side stream through shared memory, copied with cp.async and
- * double-buffered. Every tile is stored in the ISA's 128-byte-swizzled K-major layout (rows of 64
- * elements, 128 bytes, chunk c of row r at c ^ (r % 8); an HS of 128 as two such column blocks),
+ * 16. Tiles of 64 rows of the other side stream through shared memory, copied with cp.async one
+ * tile ahead (three stages in the forward and dQ, two in dK/dV). Every tile is stored in the ISA's
+ * 128-byte-swizzled K-major layout (rows of 64 elements, 128 bytes, chunk c of row r at c ^ (r % 8);
+ * an HS of 128 as two such column blocks),
  * which serves a tile as the K-major operand of a product over HS (S = Q·Kᵀ) and as the MN-major B
  * operand of one over its rows (O = P·V), so no tile is transposed. Per tile of the forward: S by
  * HS/16 wgmma m64n64k16 with both operands in shared memory; the causal and document masks and the
  * online softmax in base 2 on S's accumulator fragment, which is mma.sync's (so the code is
  * attention_tc.cu's); P rounded to bf16 into the A-register fragments of O's four wgmma m64nHSk16,
  * which accumulate in registers. Each batch of wgmmas is fenced, committed and waited for before its
- * results are read, and the A registers are held untouched until then. Ordinary shared-memory writes
+ * results are read, and its accumulators and A registers are held untouched until then; every pass
+ * keeps one batch in flight while the CUDA cores work on the other's results. Ordinary shared-memory writes
  * (cp.async) reach the wgmma's reads through a proxy fence before the barrier that publishes them.
  * Rows past T are zero-filled on load and never stored; the log-sum-exp is the natural-log one the
- * backward reads. The backward's two passes (dK/dV, then dQ) follow the forward. Arguments arrive
+ * backward reads. The backward's dQ and dK/dV passes follow the forward. Arguments arrive
  * checked by attention.cu's op (and attention_wgmma_supports). This file must not hold the mma.sync
  * kernels. */
 #include "kernel_common.cuh"
@@ -83,40 +85,37 @@ __device__ inline uint64_t value_desc(bf16 *tile, int kk)
 __device__ inline int64_t wg_row(int64_t r0, int i) { return r0 + ((threadIdx.x & 31) >> 2) + 8 * (i >> 1); }
 __device__ inline int wg_col(int n, int i) { return 8 * n + 2 * (threadIdx.x & 3) + (i & 1); }
 
-/* s = this warpgroup's 64 query rows times the key tile, transposed (64 x 64). */
-template <int HS> __device__ inline void scores(float (&s)[32], bf16 *sq, int wg, bf16 *sk)
+/* Adds to acc = this warpgroup's 64 rows of a 128-row tile times a 64-row tile, transposed (64 x 64,
+ * a product over HS): the wgmmas alone, for the caller to fence before and commit after. */
+template <int HS> __device__ inline void add_xyt(float (&acc)[32], bf16 *rows, int wg, bf16 *tile)
 {
-    wgmma_fence();
     DDP_UNROLL
     for (int kk = 0; kk < HS / 16; kk++)
-        wgmma_ss<64, 0, 0>(s, k_major_desc<kWgRows>(sq, 64 * wg, kk), k_major_desc<kWgKeys>(sk, 0, kk), kk > 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_hold(s);
+        wgmma_ss<64, 0, 0>(acc, k_major_desc<kWgRows>(rows, 64 * wg, kk), k_major_desc<kWgKeys>(tile, 0, kk), kk > 0);
 }
 
-/* The backward's two products in one batch: s = Q·Kᵀ and dp = dO·Vᵀ for this warpgroup's rows. */
-template <int HS>
-__device__ inline void scores_and_dp(float (&s)[32], float (&dp)[32], bf16 *sq, bf16 *sdo, int wg, bf16 *sk, bf16 *sv)
+/* Issues the scores s = Q·Kᵀ of the forward as one commit group, and does not wait. */
+template <int HS> __device__ inline void issue_scores(float (&s)[32], bf16 *sq, int wg, bf16 *sk)
 {
     wgmma_fence();
-    DDP_UNROLL
-    for (int kk = 0; kk < HS / 16; kk++)
-        wgmma_ss<64, 0, 0>(s, k_major_desc<kWgRows>(sq, 64 * wg, kk), k_major_desc<kWgKeys>(sk, 0, kk), kk > 0);
-    DDP_UNROLL
-    for (int kk = 0; kk < HS / 16; kk++)
-        wgmma_ss<64, 0, 0>(dp, k_major_desc<kWgRows>(sdo, 64 * wg, kk), k_major_desc<kWgKeys>(sv, 0, kk), kk > 0);
+    add_xyt<HS>(s, sq, wg, sk);
     wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_hold(s);
-    wgmma_hold(dp);
 }
 
-/* Issues acc += P (the values in s, rounded to bf16 into the A-register fragments p) times a 64-row
- * tile read MN-major, as one commit group, and does not wait: the caller waits, holding acc and p
- * untouched until then. */
+/* Issues the backward's two products as one commit group, s = X·Yᵀ and dp = dX·dYᵀ (dQ: Q·Kᵀ and
+ * dO·Vᵀ; dK/dV: K·Qᵀ and V·dOᵀ), and does not wait. */
 template <int HS>
-__device__ inline void issue_pv(float (&acc)[HS / 2], uint32_t (&p)[4][4], const float (&s)[32], bf16 *tile)
+__device__ inline void issue_scores_and_dp(float (&s)[32], float (&dp)[32], bf16 *x, bf16 *dx, int wg, bf16 *y,
+                                           bf16 *dy)
+{
+    wgmma_fence();
+    add_xyt<HS>(s, x, wg, y);
+    add_xyt<HS>(dp, dx, wg, dy);
+    wgmma_commit();
+}
+
+/* P (the values in s, rounded to bf16) as the A-register fragments of a product over its 64 columns. */
+__device__ inline void pack_p(uint32_t (&p)[4][4], const float (&s)[32])
 {
     DDP_UNROLL
     for (int kk = 0; kk < 4; kk++) {
@@ -124,6 +123,12 @@ __device__ inline void issue_pv(float (&acc)[HS / 2], uint32_t (&p)[4][4], const
         for (int r = 0; r < 4; r++) p[kk][r] = pack_bf16x2(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
         wgmma_hold(p[kk]);
     }
+}
+
+/* Issues acc += P (packed in p) times a 64-row tile read MN-major, as one commit group, and does not
+ * wait: the caller waits, holding acc and p untouched until then. */
+template <int HS> __device__ inline void issue_pv(float (&acc)[HS / 2], uint32_t (&p)[4][4], bf16 *tile)
+{
     wgmma_hold(acc);
     wgmma_fence();
     DDP_UNROLL
@@ -139,21 +144,10 @@ template <int HS> __device__ inline void hold_pv(float (&acc)[HS / 2], uint32_t 
     for (int kk = 0; kk < 4; kk++) wgmma_hold(p[kk]);
 }
 
-/* o += P (the probabilities in s) times the value tile (or, in the backward, dQ += dS times the key
- * tile, read the same way), waited for. */
-template <int HS> __device__ inline void add_pv(float (&o)[HS / 2], const float (&s)[32], bf16 *sv)
-{
-    uint32_t p[4][4];
-    issue_pv<HS>(o, p, s, sv);
-    wgmma_wait<0>();
-    hold_pv<HS>(o, p);
-}
-
-/* Masks a tile of scores (scaled by c into base 2) and folds it into the running maximum m, sum l and
- * output o of this thread's two rows; s becomes the tile's probabilities. attention_tc.cu's forward,
- * for one m16 tile. */
-template <int HS>
-__device__ inline void online_softmax(float (&s)[32], float (&o)[HS / 2], float (&m)[2], float (&l)[2],
+/* Masks a tile of scores (scaled by c into base 2) and folds it into the running maximum m and sum l
+ * of this thread's two rows; s becomes the tile's probabilities, alpha the factor by which the
+ * output so far must be rescaled. attention_tc.cu's forward, for one m16 tile. */
+__device__ inline void online_softmax(float (&s)[32], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                       const attn_args &a, int64_t b, int64_t r0, int64_t j, int64_t q0,
                                       int64_t start_hi, float c)
 {
@@ -178,19 +172,24 @@ __device__ inline void online_softmax(float (&s)[32], float (&o)[HS / 2], float 
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float mx_safe = mx == -INFINITY ? 0.0f : mx; /* a packed row may see no key of a tile */
-        const float alpha = exp2f(m[r] - mx_safe);
+        alpha[r] = exp2f(m[r] - mx_safe);
         m[r] = mx;
-        l[r] *= alpha;
-        for (int n = 0; n < HS / 8; n++) {
-            o[4 * n + 2 * r] *= alpha;
-            o[4 * n + 2 * r + 1] *= alpha;
-        }
+        l[r] *= alpha[r];
         for (int n = 0; n < 8; n++)
             for (int i = 2 * r; i < 2 * r + 2; i++) {
                 s[4 * n + i] = exp2f(s[4 * n + i] - mx_safe);
                 l[r] += s[4 * n + i];
             }
     }
+}
+
+/* o (this thread's two rows of the output) times alpha, row by row. */
+template <int HS> __device__ inline void rescale(float (&o)[HS / 2], const float (&alpha)[2])
+{
+    DDP_UNROLL
+    for (int n = 0; n < HS / 8; n++)
+        DDP_UNROLL
+        for (int i = 0; i < 4; i++) o[4 * n + i] *= alpha[i >> 1];
 }
 
 /* What the forward and dQ blocks share: their (128 query rows, head), this thread's rows, the key
@@ -219,23 +218,24 @@ template <int HS> struct wg_block {
             start_hi = start > start_hi ? start : start_hi;
         }
     }
-    /* Queues the first key and value tiles (into buffer 0), after whatever the caller queued. */
+    /* Queues the first key and value tiles (into stage 0), after whatever the caller queued. */
     __device__ void load_first(const attn_args &a, bf16 *sk, bf16 *sv) const
     {
         wg_load_tile<HS, kWgKeys>(sk, K, a.ld_kv, first * kWgKeys, a.T - first * kWgKeys);
         wg_load_tile<HS, kWgKeys>(sv, V, a.ld_kv, first * kWgKeys, a.T - first * kWgKeys);
         cp_async_commit();
     }
-    /* Key tile j's step of the pipeline: queues tile j + 1 into the other buffer, waits for tile j
-     * (and everything queued before it), makes it visible to wgmma and to the block; returns j's
-     * buffer. */
-    __device__ int arrive(const attn_args &a, int64_t j, bf16 *sk, bf16 *sv) const
+    /* Key tile j's step of a pipeline of STAGES tile buffers, tile j in stage (j - first) % STAGES:
+     * queues tile j + 1 into its stage (the caller's barriers say that no one reads it any more),
+     * waits for tile j (and everything queued before it), makes it visible to wgmma and to the
+     * block; returns j's stage. */
+    template <int STAGES> __device__ int arrive(const attn_args &a, int64_t j, bf16 *sk, bf16 *sv) const
     {
-        const int buf = (int)((j - first) & 1);
+        const int buf = (int)((j - first) % STAGES), next = (buf + 1) % STAGES;
         if (j < last) {
             const int64_t k0 = (j + 1) * kWgKeys;
-            wg_load_tile<HS, kWgKeys>(sk + (buf ^ 1) * kWgKeys * HS, K, a.ld_kv, k0, a.T - k0);
-            wg_load_tile<HS, kWgKeys>(sv + (buf ^ 1) * kWgKeys * HS, V, a.ld_kv, k0, a.T - k0);
+            wg_load_tile<HS, kWgKeys>(sk + next * kWgKeys * HS, K, a.ld_kv, k0, a.T - k0);
+            wg_load_tile<HS, kWgKeys>(sv + next * kWgKeys * HS, V, a.ld_kv, k0, a.T - k0);
         }
         cp_async_commit();
         cp_async_wait<1>();
@@ -245,26 +245,49 @@ template <int HS> struct wg_block {
     }
 };
 
+/* The forward and dQ overlap each tile's element-wise work with tensor-core work, as
+ * FlashAttention-3's intra-warpgroup pipeline: at key tile j the forward issues S_j = Q·K_jᵀ, then O
+ * += P_{j-1}·V_{j-1}, waits for S_j alone and computes P_j while the second product runs, then waits
+ * for it and rescales O (dQ likewise with S_j, dP_j and dQ += dS_{j-1}·K_{j-1}). Tile j - 1's buffers
+ * are read beside tile j's while tile j + 1 loads: three stages of K/V buffers. */
+constexpr int kWgStages = 3;
+
 template <int HS>
 __global__ void __launch_bounds__(kWgThreads) ddp_flash_forward_wgmma_kernel(attn_args a, int64_t n_tiles)
 {
+    constexpr int kStages = kWgStages;
     DDP_DYNAMIC_SHARED(char, smem_raw);
     bf16 *sq = reinterpret_cast<bf16 *>(wgmma_align_1024(smem_raw)), *sk = sq + kWgRows * HS;
-    bf16 *sv = sk + 2 * kWgKeys * HS;
+    bf16 *sv = sk + kStages * kWgKeys * HS;
     const wg_block<HS> blk(a, n_tiles);
     const int64_t b = blk.b, h = blk.h, bh = blk.bh, q0 = blk.q0, r0 = blk.r0;
     wg_load_tile<HS, kWgRows>(sq, static_cast<const bf16 *>(a.q) + b * a.T * a.ld_q + h * HS, a.ld_q, q0, a.T - q0);
     blk.load_first(a, sk, sv);
     float o[HS / 2] = {}, m_row[2] = {-INFINITY, -INFINITY}, l_row[2] = {};
+    uint32_t p[4][4] = {}; /* P_{j-1}, packed */
     const float c = a.scale * kWgLog2e;
+    int prev = 0; /* tile j - 1's stage */
     for (int64_t j = blk.first; j <= blk.last; j++) {
-        const int buf = blk.arrive(a, j, sk, sv);
-        float s[32];
-        scores<HS>(s, sq, blk.wg, sk + buf * kWgKeys * HS);
-        online_softmax<HS>(s, o, m_row, l_row, a, b, r0, j, q0, blk.start_hi, c);
-        add_pv<HS>(o, s, sv + buf * kWgKeys * HS);
-        __syncthreads(); /* the next iteration's loads overwrite this buffer */
+        const int buf = blk.template arrive<kStages>(a, j, sk, sv);
+        float s[32], alpha[2];
+        issue_scores<HS>(s, sq, blk.wg, sk + buf * kWgKeys * HS);
+        if (j > blk.first)
+            issue_pv<HS>(o, p, sv + prev * kWgKeys * HS); /* O += P_{j-1}·V_{j-1} */
+        else
+            wgmma_commit(); /* an empty group in its place: the waits below are the same every tile */
+        wgmma_wait<1>();    /* S_j landed; P·V may run on */
+        wgmma_hold(s);
+        online_softmax(s, m_row, l_row, alpha, a, b, r0, j, q0, blk.start_hi, c);
+        wgmma_wait<0>();
+        hold_pv<HS>(o, p);
+        rescale<HS>(o, alpha);
+        pack_p(p, s);
+        prev = buf;
+        __syncthreads(); /* V_{j-1} and K_j read: the next iteration's loads overwrite tile j - 1's stage */
     }
+    issue_pv<HS>(o, p, sv + prev * kWgKeys * HS); /* the last tile's P·V */
+    wgmma_wait<0>();
+    hold_pv<HS>(o, p);
     bf16 *O = static_cast<bf16 *>(a.o) + b * a.T * a.ld_o + h * HS;
     for (int r = 0; r < 2; r++) {
         float l = l_row[r];
@@ -282,17 +305,17 @@ __global__ void __launch_bounds__(kWgThreads) ddp_flash_forward_wgmma_kernel(att
 }
 
 /* ---- backward: dQ ----------------------------------------------------------------------------
- * A block per (128 query rows, head) walks the key tiles up to the diagonal, as the forward; per
- * tile S and dP = dO·Vᵀ in one batch of wgmmas, P = exp2(S·c - lse₂) (0 where masked), dS =
- * P·(dP - drow), and dQ += dS·K with dS from registers and K read MN-major, as V in the forward. dQ
- * is stored times the scale; attention_tc.cu's dK/dV pass does the rest of the backward. */
+ * A block per (128 query rows, head) walks the key tiles up to the diagonal, as the forward, in its
+ * pipeline; per tile S and dP = dO·Vᵀ in one batch of wgmmas, P = exp2(S·c - lse₂) (0 where masked),
+ * dS = P·(dP - drow), and dQ += dS·K with dS from registers and K read MN-major, as V in the
+ * forward. dQ is stored times the scale; the dK/dV pass (below) does the rest of the backward. */
 template <int HS>
 __global__ void __launch_bounds__(kWgThreads) ddp_flash_dq_wgmma_kernel(attn_args a, int64_t n_tiles)
 {
     DDP_DYNAMIC_SHARED(char, smem_raw);
     bf16 *sq = reinterpret_cast<bf16 *>(wgmma_align_1024(smem_raw)), *sdo = sq + kWgRows * HS;
-    bf16 *sk = sdo + kWgRows * HS, *sv = sk + 2 * kWgKeys * HS;
-    float *s_lse2 = reinterpret_cast<float *>(sv + 2 * kWgKeys * HS), *s_drow = s_lse2 + kWgRows;
+    bf16 *sk = sdo + kWgRows * HS, *sv = sk + kWgStages * kWgKeys * HS;
+    float *s_lse2 = reinterpret_cast<float *>(sv + kWgStages * kWgKeys * HS), *s_drow = s_lse2 + kWgRows;
     const wg_block<HS> blk(a, n_tiles);
     const int64_t b = blk.b, h = blk.h, bh = blk.bh, q0 = blk.q0, r0 = blk.r0;
     wg_load_tile<HS, kWgRows>(sq, static_cast<const bf16 *>(a.q) + b * a.T * a.ld_q + h * HS, a.ld_q, q0, a.T - q0);
@@ -306,11 +329,20 @@ __global__ void __launch_bounds__(kWgThreads) ddp_flash_dq_wgmma_kernel(attn_arg
     }
     const int lrow = (threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 2); /* this thread's rows: lrow, +8 */
     float dq[HS / 2] = {};
+    uint32_t ds[4][4] = {}; /* dS_{j-1}, packed */
     const float c = a.scale * kWgLog2e;
+    int prev = 0; /* tile j - 1's stage */
     for (int64_t j = blk.first; j <= blk.last; j++) {
-        const int buf = blk.arrive(a, j, sk, sv);
+        const int buf = blk.template arrive<kWgStages>(a, j, sk, sv);
         float s[32], dp[32];
-        scores_and_dp<HS>(s, dp, sq, sdo, blk.wg, sk + buf * kWgKeys * HS, sv + buf * kWgKeys * HS);
+        issue_scores_and_dp<HS>(s, dp, sq, sdo, blk.wg, sk + buf * kWgKeys * HS, sv + buf * kWgKeys * HS);
+        if (j > blk.first)
+            issue_pv<HS>(dq, ds, sk + prev * kWgKeys * HS); /* dQ += dS_{j-1}·K_{j-1} */
+        else
+            wgmma_commit(); /* an empty group in its place, as the forward */
+        wgmma_wait<1>();    /* S_j and dP_j landed; dQ's product may run on */
+        wgmma_hold(s);
+        wgmma_hold(dp);
         const bool diagonal = j * kWgKeys + kWgKeys - 1 > q0, before = j * kWgKeys < blk.start_hi;
         DDP_UNROLL
         for (int n = 0; n < 8; n++)
@@ -323,9 +355,15 @@ __global__ void __launch_bounds__(kWgThreads) ddp_flash_dq_wgmma_kernel(attn_arg
                 const float p = masked ? 0.0f : exp2f(s[4 * n + e] * c - s_lse2[lrow + 8 * (e >> 1)]);
                 s[4 * n + e] = p * (dp[4 * n + e] - s_drow[lrow + 8 * (e >> 1)]);
             }
-        add_pv<HS>(dq, s, sk + buf * kWgKeys * HS); /* dQ += dS·K */
-        __syncthreads(); /* the next iteration's loads overwrite this buffer */
+        wgmma_wait<0>();
+        hold_pv<HS>(dq, ds);
+        pack_p(ds, s);
+        prev = buf;
+        __syncthreads(); /* K_{j-1} and tile j read: the next iteration's loads overwrite tile j - 1's stage */
     }
+    issue_pv<HS>(dq, ds, sk + prev * kWgKeys * HS); /* the last tile's dS·K */
+    wgmma_wait<0>();
+    hold_pv<HS>(dq, ds);
     bf16 *dQ = static_cast<bf16 *>(a.dq) + b * a.T * a.ld_q + h * HS;
     for (int r = 0; r < 2; r++) {
         const int64_t row = wg_row(r0, 2 * r);
@@ -415,7 +453,10 @@ __global__ void __launch_bounds__(kWgThreads) ddp_flash_dkdv_wgmma_kernel(attn_a
         const float *lse2 = sm.lse2 + buf * kWgKeys, *drow = sm.drow + buf * kWgKeys;
         const int32_t *start = sm.start + buf * kWgKeys;
         float s[32], dp[32];
-        scores_and_dp<HS>(s, dp, sm.k, sm.v, wg, q, dout); /* Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ */
+        issue_scores_and_dp<HS>(s, dp, sm.k, sm.v, wg, q, dout); /* Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ */
+        wgmma_wait<0>();
+        wgmma_hold(s);
+        wgmma_hold(dp);
         const int64_t diag = (q_first + it % n_q) * kWgKeys - k0; /* query column 0 as a key of the block */
         DDP_UNROLL
         for (int n = 0; n < 8; n++)
@@ -426,12 +467,14 @@ __global__ void __launch_bounds__(kWgThreads) ddp_flash_dkdv_wgmma_kernel(attn_a
                 s[4 * n + e] = masked ? 0.0f : exp2f(s[4 * n + e] * c - lse2[col]);
             }
         uint32_t p[4][4], ds[4][4];
-        issue_pv<HS>(dv, p, s, dout); /* dV += Pᵀ·dO, landing while dSᵀ is computed */
+        pack_p(p, s);
+        issue_pv<HS>(dv, p, dout); /* dV += Pᵀ·dO, landing while dSᵀ is computed */
         DDP_UNROLL
         for (int n = 0; n < 8; n++)
             DDP_UNROLL
             for (int e = 0; e < 4; e++) dp[4 * n + e] = s[4 * n + e] * (dp[4 * n + e] - drow[wg_col(n, e)]);
-        issue_pv<HS>(dk, ds, dp, q); /* dK += dSᵀ·Q */
+        pack_p(ds, dp);
+        issue_pv<HS>(dk, ds, q); /* dK += dSᵀ·Q */
         wgmma_wait<0>();
         hold_pv<HS>(dv, p);
         hold_pv<HS>(dk, ds);
@@ -454,7 +497,8 @@ __global__ void __launch_bounds__(kWgThreads) ddp_flash_dkdv_wgmma_kernel(attn_a
 template <int HS> static int forward_wgmma_hs(device *d, const attn_args *a, ddp_err *err)
 {
     const int64_t n_tiles = (a->T + kWgRows - 1) / kWgRows;
-    const size_t smem = 1024 + (size_t)(kWgRows + 4 * kWgKeys) * HS * sizeof(bf16); /* 1024: the alignment */
+    /* 1024: the alignment */
+    const size_t smem = 1024 + (size_t)(kWgRows + 2 * kWgStages * kWgKeys) * HS * sizeof(bf16);
     const void *kernel = reinterpret_cast<const void *>(ddp_flash_forward_wgmma_kernel<HS>);
     CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     DDP_LAUNCH_OP((ddp_flash_forward_wgmma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kWgThreads, smem, *a,
@@ -470,7 +514,8 @@ template <int HS> static int backward_wgmma_hs(device *d, const attn_args *a, dd
     CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void *>(ddp_flash_dkdv_wgmma_kernel<HS>),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem));
     DDP_LAUNCH_OP((ddp_flash_dkdv_wgmma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NKV), kWgThreads, dkdv_smem, *a);
-    const size_t dq_smem = 1024 + (size_t)(2 * kWgRows + 4 * kWgKeys) * HS * sizeof(bf16) + 2 * kWgRows * sizeof(float);
+    const size_t dq_smem =
+        1024 + (size_t)(2 * kWgRows + 2 * kWgStages * kWgKeys) * HS * sizeof(bf16) + 2 * kWgRows * sizeof(float);
     CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void *>(ddp_flash_dq_wgmma_kernel<HS>),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
     DDP_LAUNCH_OP((ddp_flash_dq_wgmma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kWgThreads, dq_smem, *a,

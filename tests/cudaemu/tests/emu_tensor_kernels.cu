@@ -81,8 +81,7 @@ extern "C" int emu_mma_regs(const uint32_t *a, const uint32_t *b, float *out)
 /* 64 threads copy n_chunks 16-byte chunks of src into shared memory with cp.async in two commit
  * groups (the first half, then the second), chunks at or past `valid` zero-filled; mode 0 waits
  * for both groups and a barrier before reading; mode 1 waits only for the older group (wait_group
- * 1) and reads just the first half; mode 2 reads everything after wait_group 1 (the second half
- * is not there yet). out gets the shared copy as floats. */
+ * 1) and reads just the first half. out gets the shared copy as floats. */
 __global__ void cp_async_kernel(const float *src, float *out, int n_chunks, int valid, int mode)
 {
     __shared__ __align__(16) float tile[64 * 4];
@@ -124,6 +123,13 @@ __global__ void tensor_broken_kernel(int which, float *gmem)
     case 5:                                                                     /* two call sites */
         if (threadIdx.x < 16) mma_m16n8k16_bf16(acc, r, r, acc);
         else mma_m16n8k16_bf16(acc, r, r, acc);
+        break;
+    case 6: /* a destination read before the wait_group that lands it (across a barrier, even) */
+        if (threadIdx.x == 0) cp_async_16(tile, gmem, 16);
+        cp_async_commit();
+        __syncthreads();
+        acc[0] = (float)tile[0];
+        cp_async_wait<0>();
         break;
     }
     gmem[threadIdx.x] = acc[0] + (float)r[0] * 0.0f;

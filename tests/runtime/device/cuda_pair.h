@@ -1,9 +1,10 @@
 /* cuda_pair.h — what the tests that run an op on the CPU backend and on the CUDA device and
- * compare (test_cuda_transformer.c, test_cuda_bf16.c) share: the two devices, the seeded RNG of
- * their random inputs, buffer helpers that end the test on an error, and the main loop over groups
- * of checks with their times, run once with every buffer at an aligned start and once with every
- * buffer one element past it (pair_offset: the kernels' vector paths, then their one-element
- * fallbacks). Header-only and test-only; it must not check op results. */
+ * compare (test_cuda_kernels.c, test_cuda_transformer.c, test_cuda_bf16.c, ...) share: the two
+ * devices, the seeded RNG of their random inputs, buffer helpers that end the test on an error, and
+ * the main loop over groups of checks with their times, run once with every buffer at an aligned
+ * start, once with every buffer one element past it (pair_offset: the kernels' vector paths, then
+ * their one-element fallbacks) and, for a test that asks, once with every other buffer past it
+ * (mixed alignment within one op). Header-only and test-only; it must not check op results. */
 #ifndef DDP_TEST_CUDA_PAIR_H
 #define DDP_TEST_CUDA_PAIR_H
 
@@ -24,9 +25,18 @@
 
 static rng test_rng;
 static device *cpu, *gpu;
-/* Elements (of each buffer's own type) by which dev_alloc_upload places buffers past an aligned
- * start: 0, then 1 where pair_main runs the groups at both. */
-static size_t pair_offset;
+/* The placement pair_main runs the groups at (pair_placements), and the elements (of each buffer's
+ * own type) by which it places buffers past an aligned start: 0 aligned, 1 otherwise (mixed: every
+ * other buffer, pair_next_offset). */
+static const char *const pair_placements[] = {"aligned", "misaligned", "mixed"};
+static size_t pair_placement, pair_offset;
+static unsigned pair_buffers_placed;
+
+/* Elements past an aligned start for the next buffer placed. */
+static size_t pair_next_offset(void)
+{
+    return pair_placement == 2 ? pair_buffers_placed++ % 2 : pair_offset;
+}
 
 static void die_on(int rc, const ddp_err *err, const char *what)
 {
@@ -46,12 +56,12 @@ static void *xmalloc(size_t bytes)
     return p;
 }
 
-/* Device memory holding h's `bytes`, placed pair_offset elements of elem_size bytes past an
+/* Device memory holding h's `bytes`, placed pair_next_offset() elements of elem_size bytes past an
  * aligned start; free it with placed_free. */
 static void *dev_alloc_upload(device *d, const void *h, size_t bytes, size_t elem_size)
 {
     ddp_err err = {0};
-    void *p = placed_alloc(d, bytes, pair_offset * elem_size);
+    void *p = placed_alloc(d, bytes, pair_next_offset() * elem_size);
     die_on(d->ops->upload(d, p, h, bytes, &err), &err, "upload");
     return p;
 }
@@ -69,8 +79,8 @@ typedef struct pair_group {
 
 /* Seeds test_rng (from DDP_TEST_SEED, else the clock; printed so a run can be repeated), opens both
  * devices (a build without CUDA leaves gpu NULL: only a test that also checks the CPU alone is
- * built there), runs every group with its time at each of the first `placements` values of
- * pair_offset (1: aligned only; 2: then misaligned), prints the per-op times and closes the
+ * built there), runs every group with its time at each of the first `placements` placements (1:
+ * aligned only; 2: then misaligned; 3: then mixed), prints the per-op times and closes the
  * devices. */
 static int pair_main(const char *test, uint64_t rng_stream, const pair_group *groups, size_t n_groups,
                      size_t placements)
@@ -88,13 +98,15 @@ static int pair_main(const char *test, uint64_t rng_stream, const pair_group *gr
     die_on(device_cuda_create(0, &gpu_opts, &gpu, &err), &err, "device_cuda_create");
     CHECK(gpu->kind == DEVICE_CUDA && gpu->stream != NULL, "cuda device has no stream");
 #endif
-    for (pair_offset = 0; pair_offset < placements; pair_offset++)
+    for (pair_placement = 0; pair_placement < placements && pair_placement < 3; pair_placement++) {
+        pair_offset = pair_placement > 0;
         for (size_t i = 0; i < n_groups; i++) {
             double t0 = 1e3 * monotonic_s();
             groups[i].run();
-            fprintf(stderr, "  %-16s %-10s %8.1f ms\n", groups[i].name, pair_offset ? "misaligned" : "aligned",
+            fprintf(stderr, "  %-22s %-10s %8.1f ms\n", groups[i].name, pair_placements[pair_placement],
                     1e3 * monotonic_s() - t0);
         }
+    }
     op_times_print();
     if (gpu)
         gpu->ops->destroy(gpu);

@@ -6,7 +6,8 @@
  * Each shape runs on the CPU once and on the CUDA device twice with the same fresh random inputs
  * (seed printed; DDP_TEST_SEED repeats a run). Every output starts as NaN (so an element a kernel
  * skips fails) and the two CUDA runs must give the same bits (no float atomics). Shapes: T = 1, T
- * not a multiple of the 64-row tile (17, 33, 70, 100, 130), one and several tiles, head sizes 32,
+ * not a multiple of the 64-row tile (17, 33, 70, 100, 130, 300), one and several tiles (T 300: a
+ * block walks five key tiles, so each of a three-stage pipeline's buffers is reused), head sizes 32,
  * 64 and 128 (the tensor-core kernels in bf16), 24 (the SIMT kernels), grouped K/V heads (NKV = 1 and
  * NH / 2), the fused layout GPT-2 uses and separate tensors with spare columns per row (a row
  * stride that breaks 16-byte alignment sends bf16 to the SIMT kernels too), all of it once with
@@ -59,6 +60,7 @@ static const cuda_case cases[] = {
     {{2, 130, 4, 2, 64, false, 8, docs_mixed}, true}, {{1, 150, 2, 1, 128, true, 0, docs_long}, true},
     {{1, 70, 2, 2, 32, true, 0, docs_ones}, true},    {{2, 40, 2, 1, 24, false, 3, docs_mixed}, false},
     {{2, 65, 2, 2, 64, true, 0, docs_whole}, true},   {{1, 260, 2, 1, 128, false, 0, docs_blocks}, true},
+    {{1, 300, 2, 1, 64, false, 0, NULL}, true},
 };
 
 /* A tensor on both devices: floats on the CPU; floats or the same values as bf16 on the GPU. */

@@ -13,43 +13,16 @@
  * (mixed alignment within one op), so both paths meet the same CPU results and tail sizes.
  * Tolerances (relative, plus a tiny absolute floor for values near zero): 1e-6 for exact
  * element-wise ops, 1e-5 for sums, optimizers, GEMM and softmax/exp paths, 2e-5 for both GELUs
-' * (erfcf/expf differ by an ulp or two between libm and CUDA). The ops' bf16 variants are tested in
+ * (erfcf/expf differ by an ulp or two between libm and CUDA). The ops' bf16 variants are tested in
  * test_cuda_bf16.c. The optimizer steps run with and without a weight-decay exemption table. */
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "runtime/base/clock.h"
-#include "runtime/base/rng.h"
-#include "runtime/device/device.h"
 #include "runtime/optim/optim.h"
-#include "tests/check.h"
-#include "tests/runtime/device/op_times.h"
-#include "tests/runtime/device/placed.h"
+#include "tests/runtime/device/cuda_pair.h"
 
-typedef struct pair {
-    device *cpu, *gpu;
-} pair;
-
-static rng test_rng;
-
-static void die_on(int rc, const ddp_err *err, const char *what)
-{
-    if (rc) {
-        fprintf(stderr, "FATAL: %s: %s\n", what, err->msg);
-        exit(1);
-    }
-}
-
-/* Runs p->gpu->ops->OP(ARGS) timed, and checks it succeeded. */
+/* Runs gpu->ops->OP(ARGS) timed, and checks it succeeded. */
 #define GPU_CHECK(op, args, msg)                                                                  \
     do {                                                                                          \
         double t0_ = 1e3 * monotonic_s();                                                         \
-        int rc_ = p->gpu->ops->op args;                                                           \
+        int rc_ = gpu->ops->op args;                                                              \
         op_time_add(#op, 1e3 * monotonic_s() - t0_);                                              \
         CHECK(rc_ == 0, "%s: %s", #op, msg);                                                      \
     } while (0)
@@ -57,7 +30,7 @@ static void die_on(int rc, const ddp_err *err, const char *what)
 /* Random floats in ±[0.05, scale): never zero, mixed signs. */
 static float *random_floats(size_t n, float scale)
 {
-    float *h = malloc((n ? n : 1) * sizeof *h);
+    float *h = xmalloc(n * sizeof *h);
     for (size_t i = 0; i < n; i++) {
         float mag = rng_uniform(&test_rng, 0.05f, scale);
         h[i] = rng_below(&test_rng, 2) ? mag : -mag;
@@ -68,9 +41,9 @@ static float *random_floats(size_t n, float scale)
 static void *dev_alloc(device *d, size_t bytes)
 {
     ddp_err err = {0};
-    void *p = NULL;
-    die_on(d->ops->alloc(d, bytes, &p, &err), &err, "alloc");
-    return p;
+    void *mem = NULL;
+    die_on(d->ops->alloc(d, bytes, &mem, &err), &err, "alloc");
+    return mem;
 }
 
 static void dev_upload(device *d, void *dst, const void *src, size_t bytes)
@@ -79,46 +52,41 @@ static void dev_upload(device *d, void *dst, const void *src, size_t bytes)
     die_on(d->ops->upload(d, dst, src, bytes, &err), &err, "upload");
 }
 
-/* How upload_both and output_both place their buffers: 0 at the start of an allocation (16-byte
- * aligned and more), 1 four bytes in (one float or int32), 2 alternating between the two. */
-static int offset_mode;
-static unsigned n_placed;
-
-/* The same host data on both devices, placed as offset_mode says. */
-static void upload_both(pair *p, const void *h, size_t bytes, void **on_cpu, void **on_gpu)
+/* The same host data on both devices, both placed pair_next_offset() four-byte elements (floats
+ * or int32) past an aligned start. */
+static void upload_both(const void *h, size_t bytes, void **on_cpu, void **on_gpu)
 {
-    size_t off = offset_mode == 1 || (offset_mode == 2 && n_placed++ % 2) ? 4 : 0;
-    *on_cpu = placed_alloc(p->cpu, bytes, off);
-    *on_gpu = placed_alloc(p->gpu, bytes, off);
-    dev_upload(p->cpu, *on_cpu, h, bytes);
-    dev_upload(p->gpu, *on_gpu, h, bytes);
+    const size_t off = 4 * pair_next_offset();
+    *on_cpu = placed_alloc(cpu, bytes, off);
+    *on_gpu = placed_alloc(gpu, bytes, off);
+    dev_upload(cpu, *on_cpu, h, bytes);
+    dev_upload(gpu, *on_gpu, h, bytes);
 }
 
 /* An output buffer on both devices: the CPU copy holds `init` (or NaN), the GPU copy too, so
  * elements the GPU kernel must overwrite start as NaN when init is NULL. */
-static void output_both(pair *p, const float *init, size_t n, float **on_cpu, float **on_gpu)
+static void output_both(const float *init, size_t n, float **on_cpu, float **on_gpu)
 {
-    float *h = malloc((n ? n : 1) * sizeof *h);
+    float *h = xmalloc(n * sizeof *h);
     for (size_t i = 0; i < n; i++)
         h[i] = init ? init[i] : NAN;
-    upload_both(p, h, n * sizeof *h, (void **)on_cpu, (void **)on_gpu);
+    upload_both(h, n * sizeof *h, (void **)on_cpu, (void **)on_gpu);
     free(h);
 }
 
-static void free_both(pair *p, void *c, void *g)
+static void free_both(void *c, void *g)
 {
-    placed_free(p->cpu, c);
-    placed_free(p->gpu, g);
+    placed_free(cpu, c);
+    placed_free(gpu, g);
 }
 
 /* Downloads both and checks |gpu - cpu| <= atol + rtol*|cpu| elementwise (NaN never passes). */
-static void compare(pair *p, const char *what, const float *on_cpu, const float *on_gpu, size_t n, double rtol,
+static void compare(const char *what, const float *on_cpu, const float *on_gpu, size_t n, double rtol,
                     double atol)
 {
-    ddp_err err = {0};
-    float *hc = malloc((n ? n : 1) * sizeof *hc), *hg = malloc((n ? n : 1) * sizeof *hg);
-    die_on(p->cpu->ops->download(p->cpu, hc, on_cpu, n * sizeof *hc, &err), &err, "download cpu");
-    die_on(p->gpu->ops->download(p->gpu, hg, on_gpu, n * sizeof *hg, &err), &err, "download gpu");
+    float *hc = xmalloc(n * sizeof *hc), *hg = xmalloc(n * sizeof *hg);
+    download(cpu, hc, on_cpu, n * sizeof *hc);
+    download(gpu, hg, on_gpu, n * sizeof *hg);
     size_t bad = 0, first = 0;
     double worst = 0.0;
     for (size_t i = 0; i < n; i++) {
@@ -140,48 +108,48 @@ static void compare(pair *p, const char *what, const float *on_cpu, const float 
 static const size_t sizes[] = {1, 31, 255, 256, 257, 1000, 4099, 70001};
 #define N_SIZES (sizeof sizes / sizeof sizes[0])
 
-static void test_fill_scale_u8(pair *p)
+static void test_fill_scale_u8(void)
 {
     ddp_err ec = {0}, eg = {0};
     char what[96];
     for (size_t s = 0; s < N_SIZES; s++) {
         size_t n = sizes[s];
         float *xc, *xg;
-        output_both(p, NULL, n, &xc, &xg);
+        output_both(NULL, n, &xc, &xg);
         float v = rng_uniform(&test_rng, 0.5f, 3.0f);
-        CHECK(p->cpu->ops->fill(p->cpu, TENSOR_F32, xc, n, v, &ec) == 0, "%s", ec.msg);
-        GPU_CHECK(fill, (p->gpu, TENSOR_F32, xg, n, v, &eg), eg.msg);
+        CHECK(cpu->ops->fill(cpu, TENSOR_F32, xc, n, v, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(fill, (gpu, TENSOR_F32, xg, n, v, &eg), eg.msg);
         snprintf(what, sizeof what, "fill n=%zu", n);
-        compare(p, what, xc, xg, n, 0, 0);
-        free_both(p, xc, xg);
+        compare(what, xc, xg, n, 0, 0);
+        free_both(xc, xg);
 
         float *h = random_floats(n, 4.0f);
-        output_both(p, h, n, &xc, &xg);
+        output_both(h, n, &xc, &xg);
         float k = rng_uniform(&test_rng, -2.0f, -0.5f);
-        CHECK(p->cpu->ops->scale(p->cpu, xc, n, k, &ec) == 0, "%s", ec.msg);
-        GPU_CHECK(scale, (p->gpu, xg, n, k, &eg), eg.msg);
+        CHECK(cpu->ops->scale(cpu, xc, n, k, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(scale, (gpu, xg, n, k, &eg), eg.msg);
         snprintf(what, sizeof what, "scale n=%zu", n);
-        compare(p, what, xc, xg, n, 0, 0);
-        free_both(p, xc, xg);
+        compare(what, xc, xg, n, 0, 0);
+        free_both(xc, xg);
         free(h);
 
-        uint8_t *px = malloc(n);
+        uint8_t *px = xmalloc(n);
         for (size_t i = 0; i < n; i++)
             px[i] = (uint8_t)(1 + rng_below(&test_rng, 255));
         void *uc, *ug;
-        upload_both(p, px, n, &uc, &ug);
-        output_both(p, NULL, n, &xc, &xg);
-        CHECK(p->cpu->ops->u8_to_f32(p->cpu, uc, xc, n, 0.2860f, 1.0f / 0.3530f, &ec) == 0, "%s", ec.msg);
-        GPU_CHECK(u8_to_f32, (p->gpu, ug, xg, n, 0.2860f, 1.0f / 0.3530f, &eg), eg.msg);
+        upload_both(px, n, &uc, &ug);
+        output_both(NULL, n, &xc, &xg);
+        CHECK(cpu->ops->u8_to_f32(cpu, uc, xc, n, 0.2860f, 1.0f / 0.3530f, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(u8_to_f32, (gpu, ug, xg, n, 0.2860f, 1.0f / 0.3530f, &eg), eg.msg);
         snprintf(what, sizeof what, "u8_to_f32 n=%zu", n);
-        compare(p, what, xc, xg, n, 1e-6, 1e-7);
-        free_both(p, xc, xg);
-        free_both(p, uc, ug);
+        compare(what, xc, xg, n, 1e-6, 1e-7);
+        free_both(xc, xg);
+        free_both(uc, ug);
         free(px);
     }
 }
 
-static void test_activations(pair *p)
+static void test_activations(void)
 {
     ddp_err ec = {0}, eg = {0};
     char what[96];
@@ -192,22 +160,22 @@ static void test_activations(pair *p)
             size_t n = sizes[s];
             float *hx = random_floats(n, 4.0f), *hdy = random_floats(n, 1.0f);
             float *xc, *xg, *dyc, *dyg, *yc, *yg;
-            upload_both(p, hx, n * sizeof *hx, (void **)&xc, (void **)&xg);
-            upload_both(p, hdy, n * sizeof *hdy, (void **)&dyc, (void **)&dyg);
-            output_both(p, NULL, n, &yc, &yg);
-            CHECK(p->cpu->ops->act_forward(p->cpu, TENSOR_F32, acts[a], xc, yc, n, &ec) == 0, "%s", ec.msg);
-            GPU_CHECK(act_forward, (p->gpu, TENSOR_F32, acts[a], xg, yg, n, &eg), eg.msg);
+            upload_both(hx, n * sizeof *hx, (void **)&xc, (void **)&xg);
+            upload_both(hdy, n * sizeof *hdy, (void **)&dyc, (void **)&dyg);
+            output_both(NULL, n, &yc, &yg);
+            CHECK(cpu->ops->act_forward(cpu, TENSOR_F32, acts[a], xc, yc, n, &ec) == 0, "%s", ec.msg);
+            GPU_CHECK(act_forward, (gpu, TENSOR_F32, acts[a], xg, yg, n, &eg), eg.msg);
             snprintf(what, sizeof what, "act_forward %s n=%zu", act_kind_name(acts[a]), n);
-            compare(p, what, yc, yg, n, rtol, atol);
-            free_both(p, yc, yg);
-            output_both(p, NULL, n, &yc, &yg);
-            CHECK(p->cpu->ops->act_backward(p->cpu, TENSOR_F32, acts[a], xc, dyc, yc, n, &ec) == 0, "%s", ec.msg);
-            GPU_CHECK(act_backward, (p->gpu, TENSOR_F32, acts[a], xg, dyg, yg, n, &eg), eg.msg);
+            compare(what, yc, yg, n, rtol, atol);
+            free_both(yc, yg);
+            output_both(NULL, n, &yc, &yg);
+            CHECK(cpu->ops->act_backward(cpu, TENSOR_F32, acts[a], xc, dyc, yc, n, &ec) == 0, "%s", ec.msg);
+            GPU_CHECK(act_backward, (gpu, TENSOR_F32, acts[a], xg, dyg, yg, n, &eg), eg.msg);
             snprintf(what, sizeof what, "act_backward %s n=%zu", act_kind_name(acts[a]), n);
-            compare(p, what, yc, yg, n, rtol, atol);
-            free_both(p, yc, yg);
-            free_both(p, xc, xg);
-            free_both(p, dyc, dyg);
+            compare(what, yc, yg, n, rtol, atol);
+            free_both(yc, yg);
+            free_both(xc, xg);
+            free_both(dyc, dyg);
             free(hx);
             free(hdy);
         }
@@ -215,7 +183,7 @@ static void test_activations(pair *p)
 }
 
 /* out = a + b, then the same written over a (the residual stream adds in place) */
-static void test_add(pair *p)
+static void test_add(void)
 {
     ddp_err ec = {0}, eg = {0};
     char what[96];
@@ -223,20 +191,20 @@ static void test_add(pair *p)
         size_t n = sizes[s];
         float *ha = random_floats(n, 4.0f), *hb = random_floats(n, 4.0f);
         float *ac, *ag, *bc, *bg, *oc, *og;
-        output_both(p, ha, n, &ac, &ag);
-        output_both(p, hb, n, &bc, &bg);
-        output_both(p, NULL, n, &oc, &og);
-        CHECK(p->cpu->ops->add(p->cpu, TENSOR_F32, oc, ac, bc, n, &ec) == 0, "%s", ec.msg);
-        GPU_CHECK(add, (p->gpu, TENSOR_F32, og, ag, bg, n, &eg), eg.msg);
+        output_both(ha, n, &ac, &ag);
+        output_both(hb, n, &bc, &bg);
+        output_both(NULL, n, &oc, &og);
+        CHECK(cpu->ops->add(cpu, TENSOR_F32, oc, ac, bc, n, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(add, (gpu, TENSOR_F32, og, ag, bg, n, &eg), eg.msg);
         snprintf(what, sizeof what, "add n=%zu", n);
-        compare(p, what, oc, og, n, 0, 0);
-        CHECK(p->cpu->ops->add(p->cpu, TENSOR_F32, ac, ac, bc, n, &ec) == 0, "%s", ec.msg);
-        GPU_CHECK(add, (p->gpu, TENSOR_F32, ag, ag, bg, n, &eg), eg.msg);
+        compare(what, oc, og, n, 0, 0);
+        CHECK(cpu->ops->add(cpu, TENSOR_F32, ac, ac, bc, n, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(add, (gpu, TENSOR_F32, ag, ag, bg, n, &eg), eg.msg);
         snprintf(what, sizeof what, "add in place n=%zu", n);
-        compare(p, what, ac, ag, n, 0, 0);
-        free_both(p, ac, ag);
-        free_both(p, bc, bg);
-        free_both(p, oc, og);
+        compare(what, ac, ag, n, 0, 0);
+        free_both(ac, ag);
+        free_both(bc, bg);
+        free_both(oc, og);
         free(ha);
         free(hb);
     }
@@ -250,7 +218,7 @@ static const int64_t shapes[][2] = {{1, 1}, {3, 10}, {64, 10}, {7, 300}, {130, 3
                                     {200, 36}, {130, 64}};
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
-static void test_bias(pair *p)
+static void test_bias(void)
 {
     ddp_err ec = {0}, eg = {0};
     char what[96];
@@ -259,28 +227,28 @@ static void test_bias(pair *p)
         size_t n = (size_t)(rows * cols);
         float *hy = random_floats(n, 2.0f), *hb = random_floats((size_t)cols, 2.0f);
         float *yc, *yg, *bc, *bg;
-        output_both(p, hy, n, &yc, &yg);
-        upload_both(p, hb, (size_t)cols * sizeof *hb, (void **)&bc, (void **)&bg);
-        CHECK(p->cpu->ops->bias_add(p->cpu, TENSOR_F32, yc, bc, rows, cols, &ec) == 0, "%s", ec.msg);
-        GPU_CHECK(bias_add, (p->gpu, TENSOR_F32, yg, bg, rows, cols, &eg), eg.msg);
+        output_both(hy, n, &yc, &yg);
+        upload_both(hb, (size_t)cols * sizeof *hb, (void **)&bc, (void **)&bg);
+        CHECK(cpu->ops->bias_add(cpu, TENSOR_F32, yc, bc, rows, cols, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(bias_add, (gpu, TENSOR_F32, yg, bg, rows, cols, &eg), eg.msg);
         snprintf(what, sizeof what, "bias_add %lldx%lld", (long long)rows, (long long)cols);
-        compare(p, what, yc, yg, n, 0, 0);
-        free_both(p, bc, bg);
+        compare(what, yc, yg, n, 0, 0);
+        free_both(bc, bg);
 
         /* beta 0 must overwrite the NaN poison; beta 1 accumulates onto random values */
-        output_both(p, NULL, (size_t)cols, &bc, &bg);
-        CHECK(p->cpu->ops->bias_grad(p->cpu, TENSOR_F32, yc, bc, rows, cols, 0.0f, &ec) == 0, "%s", ec.msg);
-        GPU_CHECK(bias_grad, (p->gpu, TENSOR_F32, yg, bg, rows, cols, 0.0f, &eg), eg.msg);
+        output_both(NULL, (size_t)cols, &bc, &bg);
+        CHECK(cpu->ops->bias_grad(cpu, TENSOR_F32, yc, bc, rows, cols, 0.0f, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(bias_grad, (gpu, TENSOR_F32, yg, bg, rows, cols, 0.0f, &eg), eg.msg);
         snprintf(what, sizeof what, "bias_grad beta=0 %lldx%lld", (long long)rows, (long long)cols);
-        compare(p, what, bc, bg, (size_t)cols, 1e-5, 1e-5);
-        free_both(p, bc, bg);
-        output_both(p, hb, (size_t)cols, &bc, &bg);
-        CHECK(p->cpu->ops->bias_grad(p->cpu, TENSOR_F32, yc, bc, rows, cols, 1.0f, &ec) == 0, "%s", ec.msg);
-        GPU_CHECK(bias_grad, (p->gpu, TENSOR_F32, yg, bg, rows, cols, 1.0f, &eg), eg.msg);
+        compare(what, bc, bg, (size_t)cols, 1e-5, 1e-5);
+        free_both(bc, bg);
+        output_both(hb, (size_t)cols, &bc, &bg);
+        CHECK(cpu->ops->bias_grad(cpu, TENSOR_F32, yc, bc, rows, cols, 1.0f, &ec) == 0, "%s", ec.msg);
+        GPU_CHECK(bias_grad, (gpu, TENSOR_F32, yg, bg, rows, cols, 1.0f, &eg), eg.msg);
         snprintf(what, sizeof what, "bias_grad beta=1 %lldx%lld", (long long)rows, (long long)cols);
-        compare(p, what, bc, bg, (size_t)cols, 1e-5, 1e-5);
-        free_both(p, bc, bg);
-        free_both(p, yc, yg);
+        compare(what, bc, bg, (size_t)cols, 1e-5, 1e-5);
+        free_both(bc, bg);
+        free_both(yc, yg);
         free(hy);
         free(hb);
     }
@@ -295,7 +263,7 @@ typedef struct xent_case {
     bool quantized, with_grad, in_place, no_target; /* no_target: every third row's label is XENT_NO_TARGET */
 } xent_case;
 
-static void softmax_case(pair *p, xent_case x)
+static void softmax_case(xent_case x)
 {
     ddp_err ec = {0}, eg = {0};
     char what[160];
@@ -308,60 +276,60 @@ static void softmax_case(pair *p, xent_case x)
         if ((int64_t)(i % (size_t)ld) >= x.cols)
             hl[i] = NAN;
     }
-    int32_t *hlab = malloc((size_t)x.rows * sizeof *hlab);
+    int32_t *hlab = xmalloc((size_t)x.rows * sizeof *hlab);
     for (int64_t r = 0; r < x.rows; r++)
         hlab[r] = x.no_target && r % 3 == 1 ? XENT_NO_TARGET : (int32_t)rng_below(&test_rng, (uint64_t)x.cols);
     float hstats[2] = {rng_uniform(&test_rng, 1.0f, 5.0f), 3.0f};
     float *lc, *lg, *dc = NULL, *dg = NULL, *sc, *sg;
     int32_t *labc, *labg;
-    upload_both(p, hl, n * sizeof *hl, (void **)&lc, (void **)&lg);
-    upload_both(p, hlab, (size_t)x.rows * sizeof *hlab, (void **)&labc, (void **)&labg);
-    output_both(p, hstats, 2, &sc, &sg);
+    upload_both(hl, n * sizeof *hl, (void **)&lc, (void **)&lg);
+    upload_both(hlab, (size_t)x.rows * sizeof *hlab, (void **)&labc, (void **)&labg);
+    output_both(hstats, 2, &sc, &sg);
     if (x.with_grad && x.in_place) {
         dc = lc;
         dg = lg;
     } else if (x.with_grad) {
-        output_both(p, NULL, n, &dc, &dg);
+        output_both(NULL, n, &dc, &dg);
     }
     float gs = 1.0f / (float)x.rows;
-    CHECK(p->cpu->ops->softmax_xent(p->cpu, TENSOR_F32, lc, ld, labc, x.rows, x.cols, gs, dc, sc, &ec) == 0, "%s",
+    CHECK(cpu->ops->softmax_xent(cpu, TENSOR_F32, lc, ld, labc, x.rows, x.cols, gs, dc, sc, &ec) == 0, "%s",
           ec.msg);
-    GPU_CHECK(softmax_xent, (p->gpu, TENSOR_F32, lg, ld, labg, x.rows, x.cols, gs, dg, sg, &eg), eg.msg);
+    GPU_CHECK(softmax_xent, (gpu, TENSOR_F32, lg, ld, labg, x.rows, x.cols, gs, dg, sg, &eg), eg.msg);
     snprintf(what, sizeof what, "softmax_xent stats %lldx%lld+%lld%s%s%s%s", (long long)x.rows, (long long)x.cols,
              (long long)x.pad, x.quantized ? " ties" : "", x.with_grad ? "" : " no-grad",
              x.in_place ? " in-place" : "", x.no_target ? " no-target" : "");
-    compare(p, what, sc, sg, 2, 1e-5, 1e-6);
+    compare(what, sc, sg, 2, 1e-5, 1e-6);
     if (x.with_grad) {
         snprintf(what, sizeof what, "softmax_xent dlogits %lldx%lld+%lld%s%s%s", (long long)x.rows,
                  (long long)x.cols, (long long)x.pad, x.quantized ? " ties" : "", x.in_place ? " in-place" : "",
                  x.no_target ? " no-target" : "");
-        compare(p, what, dc, dg, n, 1e-5, 1e-8);
+        compare(what, dc, dg, n, 1e-5, 1e-8);
         if (!x.in_place)
-            free_both(p, dc, dg);
+            free_both(dc, dg);
     }
-    free_both(p, lc, lg);
-    free_both(p, labc, labg);
-    free_both(p, sc, sg);
+    free_both(lc, lg);
+    free_both(labc, labg);
+    free_both(sc, sg);
     free(hl);
     free(hlab);
 }
 
-static void test_softmax_xent(pair *p)
+static void test_softmax_xent(void)
 {
     for (size_t s = 0; s < N_SHAPES; s++) {
-        softmax_case(p, (xent_case){shapes[s][0], shapes[s][1], 0, false, true, false, false});
-        softmax_case(p, (xent_case){shapes[s][0], shapes[s][1], 0, true, true, false, false});
+        softmax_case((xent_case){shapes[s][0], shapes[s][1], 0, false, true, false, false});
+        softmax_case((xent_case){shapes[s][0], shapes[s][1], 0, true, true, false, false});
     }
-    softmax_case(p, (xent_case){64, 10, 0, false, false, false, false});
-    softmax_case(p, (xent_case){1100, 10, 0, false, true, false, false}); /* more rows than either grid cap */
+    softmax_case((xent_case){64, 10, 0, false, false, false, false});
+    softmax_case((xent_case){1100, 10, 0, false, true, false, false}); /* more rows than either grid cap */
     /* a vocabulary padded for the GEMMs, the gradient written over the logits, as GPT-2 uses it */
-    softmax_case(p, (xent_case){37, 300, 84, false, true, true, false});
-    softmax_case(p, (xent_case){5, 1000, 24, true, true, false, false});
-    softmax_case(p, (xent_case){9, 50, 78, false, false, false, false});
+    softmax_case((xent_case){37, 300, 84, false, true, true, false});
+    softmax_case((xent_case){5, 1000, 24, true, true, false, false});
+    softmax_case((xent_case){9, 50, 78, false, false, false, false});
     /* rows without a target (prompt tokens, documents' ends): zero loss, gradient and hits */
-    softmax_case(p, (xent_case){130, 33, 0, false, true, false, true});
-    softmax_case(p, (xent_case){37, 300, 84, false, true, true, true});
-    softmax_case(p, (xent_case){1100, 10, 0, false, false, false, true});
+    softmax_case((xent_case){130, 33, 0, false, true, false, true});
+    softmax_case((xent_case){37, 300, 84, false, true, true, true});
+    softmax_case((xent_case){1100, 10, 0, false, false, false, true});
 }
 
 /* sumsq writes a device double; it is read back here, twice on the GPU to see the same bits. */
@@ -375,57 +343,56 @@ static double sumsq_on(device *d, const float *x, size_t n, double *out, ddp_err
     return v;
 }
 
-static void test_sumsq(pair *p)
+static void test_sumsq(void)
 {
     ddp_err ec = {0}, eg = {0};
     const size_t extra[] = {0, 300000}; /* empty, and more blocks than the partial-sum cap */
-    double *oc = dev_alloc(p->cpu, sizeof(double)), *og = dev_alloc(p->gpu, sizeof(double));
+    double *oc = dev_alloc(cpu, sizeof(double)), *og = dev_alloc(gpu, sizeof(double));
     for (size_t s = 0; s < N_SIZES + 2; s++) {
         size_t n = s < N_SIZES ? sizes[s] : extra[s - N_SIZES];
         float *h = random_floats(n, 3.0f), *xc, *xg;
-        upload_both(p, h, n * sizeof *h, (void **)&xc, (void **)&xg);
-        dev_upload(p->gpu, og, &(double){NAN}, sizeof(double)); /* must be overwritten, n == 0 too */
-        double rc = sumsq_on(p->cpu, xc, n, oc, &ec, "cpu");
+        upload_both(h, n * sizeof *h, (void **)&xc, (void **)&xg);
+        dev_upload(gpu, og, &(double){NAN}, sizeof(double)); /* must be overwritten, n == 0 too */
+        double rc = sumsq_on(cpu, xc, n, oc, &ec, "cpu");
         double t0 = 1e3 * monotonic_s();
-        double rg = sumsq_on(p->gpu, xg, n, og, &eg, "cuda");
+        double rg = sumsq_on(gpu, xg, n, og, &eg, "cuda");
         op_time_add("sumsq", 1e3 * monotonic_s() - t0);
-        double rg2 = sumsq_on(p->gpu, xg, n, og, &eg, "cuda");
+        double rg2 = sumsq_on(gpu, xg, n, og, &eg, "cuda");
         CHECK(fabs(rg - rc) <= 1e-12 * rc, "sumsq n=%zu: cuda %.17g, cpu %.17g", n, rg, rc);
         CHECK(memcmp(&rg, &rg2, sizeof rg) == 0, "sumsq n=%zu not deterministic: %.17g then %.17g", n, rg, rg2);
-        free_both(p, xc, xg);
+        free_both(xc, xg);
         free(h);
     }
-    free_both(p, oc, og);
+    free_both(oc, og);
 }
 
 /* ---- optimizers -------------------------------------------------------------------------- */
 
 /* A weight-decay exemption table for a step over n elements at offset `first` of a flat buffer,
- * on both devices (8-byte aligned: the kernels read size_t): a span that begins before the first
- * element, an empty span, and spans that end inside and past the elements, at places that depend
- * on n so that packs straddle them. */
+ * on both devices (8-byte aligned in every placement: the kernels read size_t): a span that begins
+ * before the first element, an empty span, and spans that end inside and past the elements, at
+ * places that depend on n so that packs straddle them. */
 typedef struct exempt_pair {
     decay_exempt c, g;
 } exempt_pair;
 
-static exempt_pair exempt_tables(pair *p, size_t n, size_t first)
+static exempt_pair exempt_tables(size_t n, size_t first)
 {
     const size_t b[] = {first - 10, first + n / 7 + 1, first + n / 3 + 1, first + n / 3 + 1, first + n / 2 + 2,
                         first + n + 5};
-    size_t *bc = dev_alloc(p->cpu, sizeof b), *bg = dev_alloc(p->gpu, sizeof b);
-    dev_upload(p->cpu, bc, b, sizeof b);
-    dev_upload(p->gpu, bg, b, sizeof b);
+    size_t *bc = dev_alloc_upload(cpu, b, sizeof b, sizeof b[0]);
+    size_t *bg = dev_alloc_upload(gpu, b, sizeof b, sizeof b[0]);
     const size_t nb = sizeof b / sizeof b[0];
     return (exempt_pair){{bc, nb, first}, {bg, nb, first}};
 }
 
-static void exempt_free(pair *p, exempt_pair x)
+static void exempt_free(exempt_pair x)
 {
-    p->cpu->ops->free(p->cpu, (void *)x.c.bounds);
-    p->gpu->ops->free(p->gpu, (void *)x.g.bounds);
+    placed_free(cpu, (void *)x.c.bounds);
+    placed_free(gpu, (void *)x.g.bounds);
 }
 
-static void test_sgd(pair *p)
+static void test_sgd(void)
 {
     ddp_err ec = {0}, eg = {0};
     char what[128];
@@ -435,83 +402,83 @@ static void test_sgd(pair *p)
         for (size_t s = 0; s < N_SIZES; s += 2) {
             size_t n = sizes[s];
             float *hp = random_floats(n, 1.0f), *pc, *pg, *bc = NULL, *bg = NULL;
-            output_both(p, hp, n, &pc, &pg);
+            output_both(hp, n, &pc, &pg);
             if (cases[c].momentum != 0.0f)
-                output_both(p, NULL, n, &bc, &bg); /* step 1 must write the buffer, not read it */
+                output_both(NULL, n, &bc, &bg); /* step 1 must write the buffer, not read it */
             float *sc = NULL, *sg = NULL; /* the gradient scale: a device float, or none for 1 */
             if (cases[c].gs != 1.0f)
-                upload_both(p, &cases[c].gs, sizeof(float), (void **)&sc, (void **)&sg);
+                upload_both(&cases[c].gs, sizeof(float), (void **)&sc, (void **)&sg);
             /* the cases with weight decay exempt some elements from it */
-            exempt_pair ex = cases[c].wd != 0.0f ? exempt_tables(p, n, 1000 + 3 * s) : (exempt_pair){0};
+            exempt_pair ex = cases[c].wd != 0.0f ? exempt_tables(n, 1000 + 3 * s) : (exempt_pair){0};
             for (int step = 0; step < 3; step++) {
                 float *hg = random_floats(n, 1.0f), *gc, *gg;
-                upload_both(p, hg, n * sizeof *hg, (void **)&gc, (void **)&gg);
+                upload_both(hg, n * sizeof *hg, (void **)&gc, (void **)&gg);
                 sgd_args a = {.lr = 0.1f, .momentum = cases[c].momentum, .weight_decay = cases[c].wd,
                               .nesterov = cases[c].nesterov, .first_step = step == 0, .exempt = ex.c};
-                CHECK(p->cpu->ops->sgd_step(p->cpu, pc, gc, sc, bc, n, &a, &ec) == 0, "%s", ec.msg);
+                CHECK(cpu->ops->sgd_step(cpu, pc, gc, sc, bc, n, &a, &ec) == 0, "%s", ec.msg);
                 a.exempt = ex.g;
-                GPU_CHECK(sgd_step, (p->gpu, pg, gg, sg, bg, n, &a, &eg), eg.msg);
-                free_both(p, gc, gg);
+                GPU_CHECK(sgd_step, (gpu, pg, gg, sg, bg, n, &a, &eg), eg.msg);
+                free_both(gc, gg);
                 free(hg);
             }
             if (sc)
-                free_both(p, sc, sg);
+                free_both(sc, sg);
             if (ex.c.bounds)
-                exempt_free(p, ex);
+                exempt_free(ex);
             snprintf(what, sizeof what, "sgd case %zu n=%zu params", c, n);
-            compare(p, what, pc, pg, n, 1e-5, 1e-7);
+            compare(what, pc, pg, n, 1e-5, 1e-7);
             if (bc) {
                 snprintf(what, sizeof what, "sgd case %zu n=%zu momentum buffer", c, n);
-                compare(p, what, bc, bg, n, 1e-5, 1e-7);
-                free_both(p, bc, bg);
+                compare(what, bc, bg, n, 1e-5, 1e-7);
+                free_both(bc, bg);
             }
-            free_both(p, pc, pg);
+            free_both(pc, pg);
             free(hp);
         }
 }
 
-static void test_adamw(pair *p)
+static void test_adamw(void)
 {
     ddp_err ec = {0}, eg = {0};
     char what[128];
     for (size_t s = 0; s < 2 * N_SIZES; s += 2) {
         size_t n = sizes[s % N_SIZES];
         /* the second round exempts some elements from weight decay */
-        exempt_pair ex = s >= N_SIZES ? exempt_tables(p, n, (size_t)1 << 33) : (exempt_pair){0};
+        exempt_pair ex = s >= N_SIZES ? exempt_tables(n, (size_t)1 << 33) : (exempt_pair){0};
         float *hp = random_floats(n, 1.0f), *zeros = calloc(n ? n : 1, sizeof *zeros);
         float *pc, *pg, *mc, *mg, *vc, *vg;
-        output_both(p, hp, n, &pc, &pg);
-        output_both(p, zeros, n, &mc, &mg);
-        output_both(p, zeros, n, &vc, &vg);
+        output_both(hp, n, &pc, &pg);
+        output_both(zeros, n, &mc, &mg);
+        output_both(zeros, n, &vc, &vg);
         const float gs = 0.6f;
         float *sc, *sg;
-        upload_both(p, &gs, sizeof gs, (void **)&sc, (void **)&sg);
+        upload_both(&gs, sizeof gs, (void **)&sc, (void **)&sg);
         for (int step = 1; step <= 3; step++) {
             float *hg = random_floats(n, 1.0f), *gc, *gg;
-            upload_both(p, hg, n * sizeof *hg, (void **)&gc, (void **)&gg);
+            upload_both(hg, n * sizeof *hg, (void **)&gc, (void **)&gg);
             adamw_args a = optim_adamw_args(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step);
             a.exempt = ex.c;
             /* step 2 scales the gradients (clipping), the others run without a scale */
-            CHECK(p->cpu->ops->adamw_step(p->cpu, pc, gc, step == 2 ? sc : NULL, mc, vc, n, &a, &ec) == 0, "%s",
+            CHECK(cpu->ops->adamw_step(cpu, pc, gc, step == 2 ? sc : NULL, mc, vc, n, &a, &ec) == 0, "%s",
                   ec.msg);
             a.exempt = ex.g;
-            GPU_CHECK(adamw_step, (p->gpu, pg, gg, step == 2 ? sg : NULL, mg, vg, n, &a, &eg), eg.msg);
-            free_both(p, gc, gg);
+            GPU_CHECK(adamw_step, (gpu, pg, gg, step == 2 ? sg : NULL, mg, vg, n, &a, &eg), eg.msg);
+            free_both(gc, gg);
             free(hg);
         }
-        free_both(p, sc, sg);
+        free_both(sc, sg);
         if (ex.c.bounds)
-            exempt_free(p, ex);
+            exempt_free(ex);
         const char *kind = ex.c.bounds ? " exempt" : "";
         snprintf(what, sizeof what, "adamw%s n=%zu params", kind, n);
-        compare(p, what, pc, pg, n, 1e-5, 1e-7);
+        compare(what, pc, pg, n, 1e-5, 1e-7);
         snprintf(what, sizeof what, "adamw%s n=%zu m", kind, n);
-        compare(p, what, mc, mg, n, 1e-5, 1e-8);
+        compare(what, mc, mg, n, 1e-5, 1e-8);
         snprintf(what, sizeof what, "adamw%s n=%zu v", kind, n);
-        compare(p, what, vc, vg, n, 1e-5, 1e-10);
-        free_both(p, pc, pg);
-        free_both(p, mc, mg);
-        free_both(p, vc, vg);
+        compare(what, vc, vg, n, 1e-5, 1e-10);
+        free_both(pc, pg);
+        free_both(mc, mg);
+        free_both(vc, vg);
         free(hp);
         free(zeros);
     }
@@ -519,7 +486,7 @@ static void test_adamw(pair *p)
 
 /* ---- GEMM through cuBLAS (or its emulation) ---------------------------------------------- */
 
-static void test_gemm(pair *p)
+static void test_gemm(void)
 {
     ddp_err ec = {0}, eg = {0};
     char what[160];
@@ -534,32 +501,32 @@ static void test_gemm(pair *p)
             float *ha = random_floats((size_t)(a_rows * lda), 1.0f), *hb = random_floats((size_t)(b_rows * ldb), 1.0f);
             float *hc = random_floats((size_t)(m * ldc), 1.0f);
             float *ac, *ag, *bc, *bg, *cc, *cg;
-            upload_both(p, ha, (size_t)(a_rows * lda) * sizeof(float), (void **)&ac, (void **)&ag);
-            upload_both(p, hb, (size_t)(b_rows * ldb) * sizeof(float), (void **)&bc, (void **)&bg);
+            upload_both(ha, (size_t)(a_rows * lda) * sizeof(float), (void **)&ac, (void **)&ag);
+            upload_both(hb, (size_t)(b_rows * ldb) * sizeof(float), (void **)&bc, (void **)&bg);
             const float betas[] = {0.0f, 1.3f};
             for (int bi = 0; bi < 2; bi++) {
-                output_both(p, betas[bi] == 0.0f ? NULL : hc, (size_t)(m * ldc), &cc, &cg);
+                output_both(betas[bi] == 0.0f ? NULL : hc, (size_t)(m * ldc), &cc, &cg);
                 if (betas[bi] == 0.0f) { /* padding between rows is never written: give it values */
                     float *init = random_floats((size_t)(m * ldc), 1.0f);
                     for (int64_t i = 0; i < m; i++)
                         for (int64_t j = 0; j < n; j++)
                             init[i * ldc + j] = NAN;
-                    dev_upload(p->cpu, cc, init, (size_t)(m * ldc) * sizeof(float));
-                    dev_upload(p->gpu, cg, init, (size_t)(m * ldc) * sizeof(float));
+                    dev_upload(cpu, cc, init, (size_t)(m * ldc) * sizeof(float));
+                    dev_upload(gpu, cg, init, (size_t)(m * ldc) * sizeof(float));
                     free(init);
                 }
-                CHECK(p->cpu->ops->gemm(p->cpu, TENSOR_F32, TENSOR_F32, ta, tb, m, n, k, 0.7f, ac, lda, bc, ldb,
+                CHECK(cpu->ops->gemm(cpu, TENSOR_F32, TENSOR_F32, ta, tb, m, n, k, 0.7f, ac, lda, bc, ldb,
                                         betas[bi], cc, ldc, &ec) == 0,
                       "%s", ec.msg);
-                GPU_CHECK(gemm, (p->gpu, TENSOR_F32, TENSOR_F32, ta, tb, m, n, k, 0.7f, ag, lda, bg, ldb, betas[bi],
+                GPU_CHECK(gemm, (gpu, TENSOR_F32, TENSOR_F32, ta, tb, m, n, k, 0.7f, ag, lda, bg, ldb, betas[bi],
                                  cg, ldc, &eg), eg.msg);
                 snprintf(what, sizeof what, "gemm ta=%d tb=%d m=%lld n=%lld k=%lld beta=%g", ta, tb, (long long)m,
                          (long long)n, (long long)k, (double)betas[bi]);
-                compare(p, what, cc, cg, (size_t)(m * ldc), 1e-5, 1e-6 * (double)k);
-                free_both(p, cc, cg);
+                compare(what, cc, cg, (size_t)(m * ldc), 1e-5, 1e-6 * (double)k);
+                free_both(cc, cg);
             }
-            free_both(p, ac, ag);
-            free_both(p, bc, bg);
+            free_both(ac, ag);
+            free_both(bc, bg);
             free(ha);
             free(hb);
             free(hc);
@@ -567,58 +534,22 @@ static void test_gemm(pair *p)
     }
     /* cuBLAS takes int: larger sizes are refused with a clear error, before anything runs (the
      * one-float buffer is never touched) */
-    float *one = dev_alloc(p->gpu, sizeof(float));
-    int rc = p->gpu->ops->gemm(p->gpu, TENSOR_F32, TENSOR_F32, false, false, (int64_t)1 << 31, 1, 1, 1.0f, one, 1, one,
+    float *one = dev_alloc(gpu, sizeof(float));
+    int rc = gpu->ops->gemm(gpu, TENSOR_F32, TENSOR_F32, false, false, (int64_t)1 << 31, 1, 1, 1.0f, one, 1, one,
                                1, 0.0f, one, 1, &eg);
-    p->gpu->ops->free(p->gpu, one);
+    gpu->ops->free(gpu, one);
     CHECK(rc != 0, "gemm with m = 2^31 accepted");
     CHECK_STR_CONTAINS(eg.msg, "INT_MAX");
 }
 
-typedef struct group {
-    const char *name;
-    void (*run)(pair *p);
-} group;
-
 int main(int argc, char **argv)
 {
-    const char *which = argc > 1 ? argv[1] : "kernels";
-    const char *seed_env = getenv("DDP_TEST_SEED");
-    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
-    rng_seed(&test_rng, seed, 7);
-    const char *order = getenv("DDP_CUDA_EMU_ORDER");
-    fprintf(stderr, "test_cuda_kernels %s: seed %llu (DDP_TEST_SEED repeats), order %s\n", which,
-            (unsigned long long)seed, order ? order : "(default)");
-
-    pair p = {0};
-    ddp_err err = {0};
-    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
-    die_on(device_cpu_create(&p.cpu, &err), &err, "device_cpu_create");
-    die_on(device_cuda_create(0, &gpu_opts, &p.gpu, &err), &err, "device_cuda_create");
-    CHECK(p.gpu->kind == DEVICE_CUDA && p.gpu->stream != NULL, "cuda device has no stream");
-
-    const group kernel_groups[] = {{"fill+scale+u8_to_f32", test_fill_scale_u8},
-                                   {"act_forward+backward", test_activations},
-                                   {"add", test_add},
-                                   {"bias_add+bias_grad", test_bias},
-                                   {"softmax_xent", test_softmax_xent},
-                                   {"sumsq", test_sumsq},
-                                   {"sgd_step", test_sgd},
-                                   {"adamw_step", test_adamw}};
-    const group gemm_groups[] = {{"gemm", test_gemm}};
-    bool gemm = strcmp(which, "gemm") == 0;
-    const group *groups = gemm ? gemm_groups : kernel_groups;
-    size_t n_groups = gemm ? 1 : sizeof kernel_groups / sizeof kernel_groups[0];
-    static const char *const placements[] = {"aligned", "misaligned", "mixed"};
-    for (offset_mode = 0; offset_mode < (gemm ? 1 : 3); offset_mode++)
-        for (size_t i = 0; i < n_groups; i++) {
-            double t0 = 1e3 * monotonic_s();
-            groups[i].run(&p);
-            fprintf(stderr, "  %-22s %-10s %8.1f ms\n", groups[i].name, placements[offset_mode],
-                    1e3 * monotonic_s() - t0);
-        }
-    op_times_print();
-    p.gpu->ops->destroy(p.gpu);
-    p.cpu->ops->destroy(p.cpu);
-    return check_done("test_cuda_kernels");
+    static const pair_group kernel_groups[] = {
+        {"fill+scale+u8_to_f32", test_fill_scale_u8}, {"act_forward+backward", test_activations},
+        {"add", test_add}, {"bias_add+bias_grad", test_bias}, {"softmax_xent", test_softmax_xent},
+        {"sumsq", test_sumsq}, {"sgd_step", test_sgd}, {"adamw_step", test_adamw}};
+    static const pair_group gemm_groups[] = {{"gemm", test_gemm}};
+    if (argc > 1 && strcmp(argv[1], "gemm") == 0)
+        return pair_main("test_cuda_kernels gemm", 7, gemm_groups, 1, 1);
+    return pair_main("test_cuda_kernels", 7, kernel_groups, sizeof kernel_groups / sizeof kernel_groups[0], 3);
 }
