@@ -136,6 +136,21 @@ template <int HS> __device__ inline void issue_pv(float (&acc)[HS / 2], uint32_t
     wgmma_commit();
 }
 
+/* The pipelined passes' step after a tile's own products are issued: issues the previous tile's
+ * register-A product (acc += p times tile), or on the first tile an empty commit group in its
+ * place, and waits for the group before it, so the tile's own products have landed while that one
+ * may run on. The waits are then the same on every tile: behind a conditional wait ptxas serialises
+ * the kernel's wgmma (its note C7515), and the overlap is gone. */
+template <int HS>
+__device__ inline void issue_previous_and_wait(float (&acc)[HS / 2], uint32_t (&p)[4][4], bf16 *tile, bool first)
+{
+    if (first)
+        wgmma_commit();
+    else
+        issue_pv<HS>(acc, p, tile);
+    wgmma_wait<1>();
+}
+
 /* Holds a product's accumulators and A registers past the wait_group that lands it. */
 template <int HS> __device__ inline void hold_pv(float (&acc)[HS / 2], uint32_t (&p)[4][4])
 {
@@ -271,11 +286,7 @@ __global__ void __launch_bounds__(kWgThreads) ddp_flash_forward_wgmma_kernel(att
         const int buf = blk.template arrive<kStages>(a, j, sk, sv);
         float s[32], alpha[2];
         issue_scores<HS>(s, sq, blk.wg, sk + buf * kWgKeys * HS);
-        if (j > blk.first)
-            issue_pv<HS>(o, p, sv + prev * kWgKeys * HS); /* O += P_{j-1}·V_{j-1} */
-        else
-            wgmma_commit(); /* an empty group in its place: the waits below are the same every tile */
-        wgmma_wait<1>();    /* S_j landed; P·V may run on */
+        issue_previous_and_wait<HS>(o, p, sv + prev * kWgKeys * HS, j == blk.first); /* O += P_{j-1}·V_{j-1} */
         wgmma_hold(s);
         online_softmax(s, m_row, l_row, alpha, a, b, r0, j, q0, blk.start_hi, c);
         wgmma_wait<0>();
@@ -336,11 +347,7 @@ __global__ void __launch_bounds__(kWgThreads) ddp_flash_dq_wgmma_kernel(attn_arg
         const int buf = blk.template arrive<kWgStages>(a, j, sk, sv);
         float s[32], dp[32];
         issue_scores_and_dp<HS>(s, dp, sq, sdo, blk.wg, sk + buf * kWgKeys * HS, sv + buf * kWgKeys * HS);
-        if (j > blk.first)
-            issue_pv<HS>(dq, ds, sk + prev * kWgKeys * HS); /* dQ += dS_{j-1}·K_{j-1} */
-        else
-            wgmma_commit(); /* an empty group in its place, as the forward */
-        wgmma_wait<1>();    /* S_j and dP_j landed; dQ's product may run on */
+        issue_previous_and_wait<HS>(dq, ds, sk + prev * kWgKeys * HS, j == blk.first); /* dQ += dS_{j-1}·K_{j-1} */
         wgmma_hold(s);
         wgmma_hold(dp);
         const bool diagonal = j * kWgKeys + kWgKeys - 1 > q0, before = j * kWgKeys < blk.start_hi;
