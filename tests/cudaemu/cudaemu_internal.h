@@ -82,7 +82,7 @@ void report_device_memory_fault(const void *addr);
 void install_fault_report();
 
 /* DDP_CUDA_EMU_ORDER, which orders both the fibers of a block and independent streams: forward
- * (the default), reverse, or random:SEED. */
+ * (the default), reverse, or random:SEED (cudaemu_launch.cpp). */
 enum emu_order_kind { ORDER_FORWARD, ORDER_REVERSE, ORDER_RANDOM };
 struct emu_order {
     emu_order_kind kind;
@@ -95,6 +95,10 @@ uint64_t next_random(uint64_t *state);
 
 /* Dynamic shared memory limit of a kernel (48 KiB unless raised by cudaFuncSetAttribute). */
 size_t kernel_max_dynamic_smem(const void *fn);
+/* Whether a launch of kernel `name` (fn) fits a GPU's limits on grid, block and dynamic shared
+ * memory, on a live stream; if not, the error goes to cudaGetLastError (cudaemu_launch.cpp). */
+bool launch_config_valid(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem,
+                         cudaStream_t stream);
 
 /* Every static __shared__ object in the executable: the writable static locals of each function
  * that declares a shared-memory marker (see cudaemu_kernel.h), found once in the symbol table. */
@@ -175,6 +179,36 @@ int race_running_lane();
 void race_async_issue(const void *dst, size_t bytes, const char *file, int line);
 void race_async_land(const void *dst, size_t bytes, const char *what, const char *file, int line);
 void race_async_abandon(const void *dst, size_t bytes);
+/* The race check's vector clocks have a slot per warp of a block, then one per mbarrier (the bulk
+ * copies completing on it). A sync_clock is what a release hands to a barrier and an acquire takes
+ * from it, valid in the epoch it was made in (after a later __syncthreads it orders nothing new). */
+enum { CLOCK_WARPS = 32, CLOCK_SLOTS = 64 };
+struct sync_clock {
+    uint32_t epoch = 0;
+    uint32_t c[CLOCK_SLOTS];
+};
+/* The running thread's warp releases (its clocks joined into `into`; its later accesses are not
+ * part of it) or acquires (the clocks in `from` joined into its own). */
+void race_release(sync_clock &into);
+void race_acquire(const sync_clock &from);
+/* A cp.async.bulk of the running thread writing [dst, dst+bytes) through the mbarrier with clock
+ * slot `slot`: a write ordered after what the issuing warp has seen, recorded as the slot's, whose
+ * clock joins `phase` (the mbarrier's current phase) so that only a wait on it orders the write. */
+void race_bulk_write(const void *dst, size_t bytes, int slot, sync_clock &phase, const char *file, int line);
+
+/* ---- what named barriers and mbarriers (cudaemu_sync.cpp) need from the scheduler, and back ---- */
+/* The running thread's index in its block (reports `intrinsic` called outside a kernel), and the
+ * block's thread count. */
+int running_thread_index(const char *intrinsic);
+int running_block_threads();
+/* Blocks the running thread until wake_thread names it (a deadlock, if nothing does, is reported
+ * with sync_describe_wait's words). */
+void wait_for_wake(const char *file, int line);
+void wake_thread(int thread);
+/* A block starts with `threads` threads: no barrier state survives from the one before. */
+void sync_block_begin(int threads);
+/* What a thread blocked in wait_for_wake waits for, for the deadlock report. */
+void sync_describe_wait(int thread, char *out, size_t cap);
 
 enum { MAX_THREADS_PER_BLOCK = 1024, DEFAULT_DYNAMIC_SMEM = 48 * 1024,
        MAX_DYNAMIC_SMEM_OPTIN = 227 * 1024, EMULATED_SM_COUNT = 132 };

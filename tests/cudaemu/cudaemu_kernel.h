@@ -75,6 +75,23 @@ void wgmma_fence(const char *file, int line);
 void wgmma_commit(const char *file, int line);
 void wgmma_wait(int newest_pending, const char *file, int line);
 
+/* Named barriers, mbarriers and bulk copies (cudaemu_sync.cpp), as the PTX ISA defines them; kernels
+ * reach them through runtime/device/kernels/mbarrier.cuh. bar.sync / bar.arrive (wait false) on
+ * barrier id 1..15 (0 is __syncthreads's) completes when `threads` threads (a multiple of 32) have
+ * arrived; bar.sync waits for that. An mbarrier is 8 bytes of shared memory set up by
+ * mbarrier_init with an arrival count; mbarrier_arrive arrives `count` times after adding tx_bytes
+ * to the transaction count (arrive.expect_tx; 0: plain arrive), returning the phase it arrived in;
+ * a phase completes when all arrivals and all expected bytes are in. mbarrier_try_wait_parity
+ * returns once the phase with that parity is complete (the emulator waits as long as it takes; a
+ * wait nothing can end is a deadlock it reports). cp_async_bulk copies bytes (a multiple of 16,
+ * both ends 16-byte aligned) from global to shared memory and completes them on bar's transaction
+ * count. */
+void named_barrier(int id, int threads, bool wait, const char *file, int line);
+void mbarrier_init(uint64_t *bar, unsigned count, const char *file, int line);
+uint64_t mbarrier_arrive(uint64_t *bar, unsigned count, unsigned tx_bytes, const char *file, int line);
+bool mbarrier_try_wait_parity(uint64_t *bar, unsigned parity, const char *file, int line);
+void cp_async_bulk(void *dst, const void *src, unsigned bytes, uint64_t *bar, const char *file, int line);
+
 /* The shared-memory race check (cudaemu_race.cpp): an access the kernel's compiled loads and stores
  * do not show it (atomics, the emulated ldmatrix and cp.async), made by the running thread; `what`,
  * file and line name it in a report. Anything outside shared memory is ignored. */

@@ -1,14 +1,22 @@
 /* cudaemu_race.cpp — the shared-memory race check: what compute-sanitizer's racecheck finds on a
  * GPU, found on every emulated launch.
  *
- * A hazard is two accesses to the same shared-memory byte by threads of different warps with no
- * __syncthreads between them, at least one a write: RAW (a read of another warp's write), WAR (a
- * write over another warp's read), WAW. Atomics are not hazards with each other, but are with
- * plain accesses. The fiber order does not matter: every byte remembers, for the current barrier
- * epoch of its block, its last writer and the warps that read it or updated it atomically, so two
- * accesses are compared whichever runs first. Accesses of one warp are not compared with each
- * other (the same choice as for a warp's lanes on pre-Volta GPUs; the fiber orders still expose a
- * missing __syncwarp through stale data and the NaN poison).
+ * A hazard is two accesses to the same shared-memory byte by threads of different warps, at least
+ * one a write, that nothing orders: RAW (a read of another warp's write), WAR (a write over another
+ * warp's read), WAW. What orders them is happens-before, tracked with vector clocks, one clock per
+ * warp: a __syncthreads orders everything before it (each barrier starts a new epoch, in which
+ * every byte is fresh and every clock restarts); a release (an arrival at a named barrier or an
+ * mbarrier, cudaemu_sync.cpp) hands the arriving warp's clocks to the barrier, and an acquire (the
+ * bar.sync that completes, an mbarrier wait that sees its phase complete) joins them into the
+ * waiting warp's. Every byte remembers its last write (the writer's clock slot and value) and, per
+ * warp, the clock of that warp's last read, so two accesses are compared whichever runs first.
+ * A cp.async.bulk's write belongs to the mbarrier it completes on: each mbarrier has its own clock
+ * slot for the copies landing through it, so only a wait on that mbarrier orders them (a wait on
+ * another stage's mbarrier does not). Atomics are not hazards with each other; with plain accesses
+ * only a __syncthreads orders them (no kernel here mixes them with finer synchronisation).
+ * Accesses of one warp are not compared with each other (the same choice as for a warp's lanes on
+ * pre-Volta GPUs; the fiber orders still expose a missing __syncwarp through stale data and the
+ * NaN poison), and a wait by one lane orders its whole warp.
  *
  * Where the accesses come from: the kernels' own loads and stores are compiled with
  * -fsanitize=thread (the emulated build's kernel libraries only, never linked with the TSan
@@ -18,8 +26,9 @@
  * report themselves through race_access. Between the two a cp.async is in flight, whatever barriers
  * pass: its destination bytes remember its thread, and any access to them by anyone (the issuing
  * thread included) before the landing is a hazard too, as the copy may land before, during or after
- * it (a buffer refilled while a wgmma issued earlier still reads it, a tile read before its wait). A hazard aborts the process through die_in_kernel, naming
- * the kernel, block, kind, shared-memory offset and both threads. Must not schedule fibers. */
+ * it (a buffer refilled while a wgmma issued earlier still reads it, a tile read before its wait).
+ * A hazard aborts the process through die_in_kernel, naming the kernel, block, kind, shared-memory
+ * offset and both threads. Must not schedule fibers. */
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
 
@@ -34,26 +43,34 @@ namespace ddp_cudaemu {
 
 namespace {
 
-/* One byte's accesses in the barrier epoch `epoch` (any other epoch: none). */
+/* One byte's accesses in the barrier epoch `epoch` (any other epoch: none). The clock of each
+ * reading warp's last read is in its range's read_clock. */
 struct shadow_byte {
     uint32_t epoch;
-    uint32_t readers;      /* warps that read it (bit per warp) */
+    uint32_t readers;      /* warps that read it since its last write (bit per warp) */
     uint32_t atomics;      /* warps that updated it atomically */
-    uint16_t writer;       /* 1 + the thread that last wrote it; 0: nobody */
+    uint32_t write_clock;  /* the value of clock slot write_slot when it was written */
+    uint16_t writer;       /* 1 + the thread that last wrote it (or issued the bulk copy that did); 0: nobody */
     uint16_t reader;       /* 1 + the thread that last read or updated it atomically */
     uint16_t in_flight;    /* 1 + the thread whose cp.async to it has not landed, in any epoch; 0: none */
+    uint8_t write_slot;    /* the writer's warp, or the slot of the mbarrier its bulk copy completed on */
 };
 
 struct shadow_range {
     const char *lo;
     size_t bytes;
     shadow_byte *shadow;
+    uint32_t *read_clock; /* [warp * stride + byte]: the clock of that warp's last read of the byte */
+    size_t stride;
     bool dynamic;
 };
 
 /* The shadows of one host thread's grids (blocks of a grid run one after another on it). */
 struct race_state {
     std::vector<shadow_byte> static_shadow, dynamic_shadow;
+    std::vector<uint32_t> static_read_clock, dynamic_read_clock;
+    uint32_t clock[CLOCK_WARPS][CLOCK_SLOTS]; /* each warp's vector clock, in the current epoch */
+    uint32_t copy_clock[CLOCK_SLOTS];         /* each mbarrier slot's bulk copies landed so far */
     std::vector<shadow_range> statics; /* sorted by address */
     const char *static_lo = nullptr, *static_hi = nullptr;
     shadow_range dynamic{};
@@ -73,10 +90,13 @@ void setup_statics(race_state &s)
     for (size_t i = 0; i < count; i++)
         total += objects[i].bytes;
     s.static_shadow.assign(total, shadow_byte{});
+    s.static_read_clock.assign(total * CLOCK_WARPS, 0);
+    const size_t stride = total;
     total = 0;
     for (size_t i = 0; i < count; i++) {
         const char *lo = static_cast<const char *>(objects[i].addr);
-        s.statics.push_back(shadow_range{lo, objects[i].bytes, s.static_shadow.data() + total, false});
+        s.statics.push_back(shadow_range{lo, objects[i].bytes, s.static_shadow.data() + total,
+                                         s.static_read_clock.data() + total, stride, false});
         total += objects[i].bytes;
     }
     std::sort(s.statics.begin(), s.statics.end(),
@@ -88,9 +108,14 @@ void setup_statics(race_state &s)
     s.ready = true;
 }
 
-/* The next epoch; on wrap-around every shadow byte is forgotten (epoch 0 is nobody's). */
+/* The next epoch: every clock restarts (a warp's own at 1, so nobody has seen its accesses); on
+ * wrap-around every shadow byte is forgotten (epoch 0 is nobody's). */
 void next_epoch(race_state &s)
 {
+    memset(s.clock, 0, sizeof s.clock);
+    memset(s.copy_clock, 0, sizeof s.copy_clock);
+    for (int w = 0; w < CLOCK_WARPS; w++)
+        s.clock[w][w] = 1;
     if (++s.epoch != 0)
         return;
     std::fill(s.static_shadow.begin(), s.static_shadow.end(), shadow_byte{});
@@ -151,8 +176,8 @@ void describe_site(char *out, size_t cap, const char *what, const char *file, in
     else
         snprintf(who, sizeof who, "a thread of warp %d", other_warp);
     snprintf(detail, sizeof detail,
-             "%s hazard on %s: thread %d (warp %d) %s (%s) where %s %s, with no __syncthreads "
-             "between them", kind, where, self, self / 32, verbs[how], site, who, earlier);
+             "%s hazard on %s: thread %d (warp %d) %s (%s) where %s %s, and no __syncthreads, named barrier "
+             "or mbarrier wait orders them", kind, where, self, self / 32, verbs[how], site, who, earlier);
     running = nullptr; /* the report itself must not recurse */
     die_in_kernel("shared-memory race", detail);
 }
@@ -174,46 +199,60 @@ void describe_site(char *out, size_t cap, const char *what, const char *file, in
     die_in_kernel("shared-memory race", detail);
 }
 
-/* The accesses of the running thread to n bytes of one object: a hazard aborts, else each byte
- * remembers them. A byte last touched in an older epoch is simply overwritten. */
+/* The warps among `readers` whose last read of byte `off` the clocks `seen` do not cover. */
+inline uint32_t unordered_readers(const shadow_range &r, size_t off, uint32_t readers, const uint32_t *seen)
+{
+    uint32_t late = 0;
+    for (uint32_t left = readers; left; left &= left - 1) {
+        const int w = __builtin_ctz(left);
+        if (r.read_clock[(size_t)w * r.stride + off] > seen[w])
+            late |= 1u << w;
+    }
+    return late;
+}
+
+/* The accesses of the running thread to n bytes of one object, ordered after what its warp's
+ * clocks have seen; a write is recorded under clock slot `slot` (its warp, or an mbarrier's for a
+ * bulk copy). A hazard aborts, else each byte remembers them. A byte last touched in an older
+ * epoch starts afresh. */
 template <race_access_kind HOW>
-void access_bytes(const shadow_range &r, const char *p, size_t n, const char *what, const char *file, int line,
-                  const void *pc)
+void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, const char *what, const char *file,
+                  int line, const void *pc)
 {
     race_state &s = *running;
     const int self = s.thread, warp = self / 32;
-    const uint32_t bit = 1u << warp;
+    const uint32_t *seen = s.clock[warp];
+    const uint32_t bit = 1u << warp, now = slot == warp ? seen[warp] : s.copy_clock[slot];
     const uint16_t me = (uint16_t)(self + 1);
-    for (shadow_byte *b = r.shadow + (p - r.lo), *end = b + n; b < end; b++, p++) {
+    size_t off = (size_t)(p - r.lo);
+    for (shadow_byte *b = r.shadow + off, *end = b + n; b < end; b++, p++, off++) {
         if (b->in_flight)
             report_in_flight(r, p, b->in_flight - 1, HOW, what, file, line, pc);
-        if (b->epoch != s.epoch) {
-            *b = shadow_byte{s.epoch, HOW == RACE_READ ? bit : 0, HOW == RACE_ATOMIC ? bit : 0,
-                             HOW == RACE_WRITE ? me : (uint16_t)0, HOW != RACE_WRITE ? me : (uint16_t)0, 0};
-            continue;
-        }
-        const bool foreign_writer = b->writer != 0 && (b->writer - 1) / 32 != warp;
+        if (b->epoch != s.epoch)
+            *b = shadow_byte{s.epoch, 0, 0, 0, 0, 0, 0, 0};
+        if (b->writer != 0 && seen[b->write_slot] < b->write_clock)
+            report(r, p, HOW == RACE_READ ? "RAW" : "WAW", b->writer - 1, (b->writer - 1) / 32,
+                   b->write_slot >= CLOCK_WARPS ? "wrote it through a cp.async.bulk it issued" : "wrote it", HOW,
+                   what, file, line, pc);
         if (HOW == RACE_READ) {
-            if (foreign_writer)
-                report(r, p, "RAW", b->writer - 1, (b->writer - 1) / 32, "wrote it", HOW, what, file, line, pc);
             if (b->atomics & ~bit)
                 report(r, p, "RAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW,
                        what, file, line, pc);
-            if (!(b->readers & bit)) {
-                b->readers |= bit;
-                b->reader = me;
-            }
+            b->readers |= bit;
+            b->reader = me;
+            r.read_clock[(size_t)warp * r.stride + off] = seen[warp];
             continue;
         }
-        if (foreign_writer)
-            report(r, p, "WAW", b->writer - 1, (b->writer - 1) / 32, "wrote it", HOW, what, file, line, pc);
-        if (b->readers & ~bit)
-            report(r, p, "WAR", b->reader - 1, __builtin_ctz(b->readers & ~bit), "read it", HOW, what, file, line, pc);
+        if (const uint32_t late = unordered_readers(r, off, b->readers, seen))
+            report(r, p, "WAR", b->reader - 1, __builtin_ctz(late), "read it", HOW, what, file, line, pc);
         if (HOW == RACE_WRITE && (b->atomics & ~bit))
             report(r, p, "WAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW, what,
                    file, line, pc);
-        if (HOW == RACE_WRITE) {
+        if (HOW == RACE_WRITE) { /* every read is ordered before it: the next access need only follow it */
             b->writer = me;
+            b->write_slot = (uint8_t)slot;
+            b->write_clock = now;
+            b->readers = 0;
         } else {
             b->atomics |= bit;
             b->reader = me;
@@ -221,30 +260,33 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, const char *wh
     }
 }
 
-void access_range(const shadow_range &r, const char *p, size_t n, race_access_kind how, const char *what,
+void access_range(const shadow_range &r, const char *p, size_t n, race_access_kind how, int slot, const char *what,
                   const char *file, int line, const void *pc)
 {
     if (how == RACE_READ)
-        access_bytes<RACE_READ>(r, p, n, what, file, line, pc);
+        access_bytes<RACE_READ>(r, p, n, slot, what, file, line, pc);
     else if (how == RACE_WRITE)
-        access_bytes<RACE_WRITE>(r, p, n, what, file, line, pc);
+        access_bytes<RACE_WRITE>(r, p, n, slot, what, file, line, pc);
     else
-        access_bytes<RACE_ATOMIC>(r, p, n, what, file, line, pc);
+        access_bytes<RACE_ATOMIC>(r, p, n, slot, what, file, line, pc);
 }
 
-__attribute__((noinline)) void check(const char *p, size_t bytes, race_access_kind how, const char *what,
+/* An access of the running thread; slot -1: its warp's. */
+__attribute__((noinline)) void check(const char *p, size_t bytes, race_access_kind how, int slot, const char *what,
                                      const char *file, int line, const void *pc)
 {
+    if (slot < 0)
+        slot = running->thread / 32;
     const shadow_range *r = range_of(*running, p);
     if (r && (size_t)(p - r->lo) + bytes <= r->bytes) { /* the usual case: inside one object */
-        access_range(*r, p, bytes, how, what, file, line, pc);
+        access_range(*r, p, bytes, how, slot, what, file, line, pc);
         return;
     }
     if (!r && (bytes == 1 || !range_of(*running, p + bytes - 1)))
         return; /* not shared memory: global memory, a fiber's stack */
     for (size_t i = 0; i < bytes; i++) /* straddling an object's edge */
         if ((r = range_of(*running, p + i)) != nullptr)
-            access_range(*r, p + i, 1, how, what, file, line, pc);
+            access_range(*r, p + i, 1, how, slot, what, file, line, pc);
 }
 
 /* Marks n bytes from p as the destination of the running thread's cp.async in flight (mark) or as
@@ -272,9 +314,12 @@ void race_grid_begin(void *dynamic_smem, size_t bytes)
     race_state &s = state;
     if (!s.ready)
         setup_statics(s);
-    if (s.dynamic_shadow.size() < bytes)
+    if (s.dynamic_shadow.size() < bytes) {
         s.dynamic_shadow.resize(bytes); /* stale bytes carry old epochs: nobody's */
-    s.dynamic = shadow_range{static_cast<const char *>(dynamic_smem), bytes, s.dynamic_shadow.data(), true};
+        s.dynamic_read_clock.assign(bytes * CLOCK_WARPS, 0);
+    }
+    s.dynamic = shadow_range{static_cast<const char *>(dynamic_smem), bytes, s.dynamic_shadow.data(),
+                             s.dynamic_read_clock.data(), s.dynamic_shadow.size(), true};
 }
 
 void race_barrier() { next_epoch(state); }
@@ -309,10 +354,49 @@ void race_async_abandon(const void *dst, size_t bytes)
         mark_in_flight(state, static_cast<const char *>(dst), bytes, 0);
 }
 
+void race_release(sync_clock &into)
+{
+    if (!running)
+        return;
+    race_state &s = *running;
+    uint32_t *mine = s.clock[s.thread / 32];
+    if (into.epoch != s.epoch) {
+        memset(into.c, 0, sizeof into.c);
+        into.epoch = s.epoch;
+    }
+    for (int i = 0; i < CLOCK_SLOTS; i++)
+        into.c[i] = std::max(into.c[i], mine[i]);
+    mine[s.thread / 32]++; /* the warp's later accesses are not part of this release */
+}
+
+void race_acquire(const sync_clock &from)
+{
+    if (!running || from.epoch != running->epoch)
+        return; /* a release before the last __syncthreads: that barrier ordered it already */
+    uint32_t *mine = running->clock[running->thread / 32];
+    for (int i = 0; i < CLOCK_SLOTS; i++)
+        mine[i] = std::max(mine[i], from.c[i]);
+}
+
+void race_bulk_write(const void *dst, size_t bytes, int slot, sync_clock &phase, const char *file, int line)
+{
+    if (!running)
+        return;
+    race_state &s = *running;
+    s.copy_clock[slot]++;
+    if (maybe_shared(dst, bytes))
+        check(static_cast<const char *>(dst), bytes, RACE_WRITE, slot, "cp.async.bulk", file, line, nullptr);
+    if (phase.epoch != s.epoch) {
+        memset(phase.c, 0, sizeof phase.c);
+        phase.epoch = s.epoch;
+    }
+    phase.c[slot] = std::max(phase.c[slot], s.copy_clock[slot]);
+}
+
 void race_access(const void *p, size_t bytes, race_access_kind how, const char *what, const char *file, int line)
 {
     if (maybe_shared(p, bytes))
-        check(static_cast<const char *>(p), bytes, how, what, file, line, nullptr);
+        check(static_cast<const char *>(p), bytes, how, -1, what, file, line, nullptr);
 }
 
 } /* namespace ddp_cudaemu */
@@ -324,7 +408,7 @@ using ddp_cudaemu::RACE_WRITE;
     extern "C" void name(void *p)                                                                 \
     {                                                                                             \
         if (ddp_cudaemu::maybe_shared(p, bytes))                                                  \
-            ddp_cudaemu::check(static_cast<const char *>(p), bytes, how, nullptr, nullptr, 0,     \
+            ddp_cudaemu::check(static_cast<const char *>(p), bytes, how, -1, nullptr, nullptr, 0, \
                                __builtin_return_address(0));                                      \
     }
 DDP_RACE_HOOK(__tsan_read1, 1, RACE_READ)
@@ -350,13 +434,13 @@ DDP_RACE_HOOK(__tsan_unaligned_write16, 16, RACE_WRITE)
 extern "C" void __tsan_read_range(void *p, unsigned long bytes)
 {
     if (ddp_cudaemu::maybe_shared(p, bytes))
-        ddp_cudaemu::check(static_cast<const char *>(p), bytes, RACE_READ, nullptr, nullptr, 0,
+        ddp_cudaemu::check(static_cast<const char *>(p), bytes, RACE_READ, -1, nullptr, nullptr, 0,
                            __builtin_return_address(0));
 }
 extern "C" void __tsan_write_range(void *p, unsigned long bytes)
 {
     if (ddp_cudaemu::maybe_shared(p, bytes))
-        ddp_cudaemu::check(static_cast<const char *>(p), bytes, RACE_WRITE, nullptr, nullptr, 0,
+        ddp_cudaemu::check(static_cast<const char *>(p), bytes, RACE_WRITE, -1, nullptr, nullptr, 0,
                            __builtin_return_address(0));
 }
 extern "C" void __tsan_init(void) {}

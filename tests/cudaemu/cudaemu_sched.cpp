@@ -1,13 +1,14 @@
 /* cudaemu_sched.cpp — runs an emulated kernel launch: blocks one after another, each block's
  * threads as fibers, __syncthreads and warp intrinsics as barriers and exchanges.
  *
- * Owns launch validation (dimension and shared memory limits -> cudaGetLastError, at launch; the
- * grid itself is queued on its stream and runs when the stream is drained), the fiber
- * order (env DDP_CUDA_EMU_ORDER = forward | reverse | random:SEED), shared memory poisoning
- * (0xFF = NaN before every block), telling the race check (cudaemu_race.cpp) which thread runs and
- * where the barriers fall, and the reports of deadlocks and divergent barriers, which
- * abort the process with a message naming the kernel, block and threads: on a GPU the same bug
- * hangs or corrupts silently. Must not implement runtime API calls (cudart_*.cpp). */
+ * Owns queueing a launch that passed launch_config_valid (cudaemu_launch.cpp; the grid runs when its
+ * stream is drained), picking the next fiber in the order DDP_CUDA_EMU_ORDER names, shared memory
+ * poisoning (0xFF = NaN before every block), blocking and waking the threads that wait at named
+ * barriers and mbarriers (whose rules are cudaemu_sync.cpp's), telling the race check
+ * (cudaemu_race.cpp) which thread runs and where the barriers fall, and the reports of deadlocks and
+ * divergent barriers, which abort the process with a message naming the kernel, block and threads:
+ * on a GPU the same bug hangs or corrupts silently. Must not implement runtime API calls
+ * (cudart_*.cpp). */
 #include "cudaemu_fiber.h"
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
@@ -24,7 +25,7 @@ DDP_CUDAEMU_TLS uint3 cur_block_idx;
 DDP_CUDAEMU_TLS uint3 cur_block_dim;
 DDP_CUDAEMU_TLS uint3 cur_grid_dim;
 
-enum thread_state { RUNNABLE, AT_BARRIER, AT_WARP, EXITED };
+enum thread_state { RUNNABLE, AT_BARRIER, AT_WARP, AT_SYNC /* a named barrier or mbarrier */, EXITED };
 /* A thread gets a stack when it first runs and gives it back when it exits, so threads that never
  * block (most element-wise kernels) all reuse one hot stack. */
 
@@ -171,6 +172,34 @@ void *dynamic_shared()
 {
     running_thread("dynamic shared memory");
     return active->dynamic_smem.data();
+}
+
+int running_thread_index(const char *intrinsic)
+{
+    return running_thread(intrinsic)->linear;
+}
+
+int running_block_threads()
+{
+    return active ? active->nthreads : 0;
+}
+
+void wait_for_wake(const char *file, int line)
+{
+    emu_thread *t = running_thread("a barrier wait");
+    t->state = AT_SYNC;
+    t->file = file;
+    t->line = line;
+    yield(t);
+}
+
+static void make_runnable(block_run &b, emu_thread &t);
+
+void wake_thread(int thread)
+{
+    emu_thread &t = active->threads[(size_t)thread];
+    if (t.state == AT_SYNC)
+        make_runnable(*active, t);
 }
 
 async_queue &running_async_queue(const char *intrinsic)
@@ -386,21 +415,13 @@ static void after_yield(block_run &b, emu_thread &t)
     } else if (t.state == AT_BARRIER) {
         if (++b.at_barrier == b.nthreads)
             release_block_barrier(b);
-    } else {
+    } else if (t.state == AT_WARP) {
         b.warp_waiting[t.linear / 32]++;
         try_exchange(b, t);
     }
 }
 
 /* ---- fiber order ---- */
-
-uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static int pick_random(block_run &b)
 {
@@ -431,19 +452,24 @@ static int pick_next(block_run &b)
 
 static void report_stuck(block_run &b)
 {
-    char detail[1024];
+    char detail[2560];
     int n = snprintf(detail, sizeof detail, "%d of %d threads exited, the others wait forever:",
                      b.exited, b.nthreads);
     int shown = 0;
     for (const emu_thread &t : b.threads) {
-        if (t.state == EXITED || n >= (int)sizeof detail - 160)
+        if (t.state == EXITED || n >= (int)sizeof detail - 600)
             continue;
         if (shown++ == 6) {
             n += snprintf(detail + n, sizeof detail - (size_t)n, " ...");
             break;
         }
-        n += snprintf(detail + n, sizeof detail - (size_t)n, " thread %d at %s (%s:%d);", t.linear,
-                      t.state == AT_BARRIER ? "__syncthreads" : op_name(t.op), t.file, t.line);
+        char what[256];
+        if (t.state == AT_SYNC)
+            sync_describe_wait(t.linear, what, sizeof what);
+        else
+            snprintf(what, sizeof what, "%s", t.state == AT_BARRIER ? "__syncthreads" : op_name(t.op));
+        n += snprintf(detail + n, sizeof detail - (size_t)n, " thread %d at %s (%s:%d);", t.linear, what, t.file,
+                      t.line);
     }
     die(b, "deadlock", detail);
 }
@@ -471,6 +497,7 @@ static void run_block(block_run &b)
     }
     b.free_stacks.clear();
     race_barrier(); /* nothing of the previous block races with this one */
+    sync_block_begin(b.nthreads);
     for (int i = b.nthreads - 1; i >= 0; i--) {
         b.threads[i].state = RUNNABLE;
         b.threads[i].stack = -1;
@@ -503,28 +530,6 @@ static void run_block(block_run &b)
 
 /* ---- launch ---- */
 
-bool read_emu_order(emu_order *out, const char *who)
-{
-    const char *env = getenv("DDP_CUDA_EMU_ORDER");
-    char *end = nullptr;
-    *out = emu_order{ORDER_FORWARD, 0};
-    if (!env || !*env || strcmp(env, "forward") == 0)
-        return true;
-    if (strcmp(env, "reverse") == 0) {
-        out->kind = ORDER_REVERSE;
-        return true;
-    }
-    if (strncmp(env, "random:", 7) == 0 && env[7]) {
-        out->seed = strtoull(env + 7, &end, 10);
-        if (*end == '\0') {
-            out->kind = ORDER_RANDOM;
-            return true;
-        }
-    }
-    fail(cudaErrorInvalidValue, "%s: DDP_CUDA_EMU_ORDER=%s: expected forward, reverse or random:SEED", who, env);
-    return false;
-}
-
 /* The fiber order of a grid: a different random draw per launch. */
 static bool parse_order(block_run &b, const char *kernel)
 {
@@ -534,35 +539,6 @@ static bool parse_order(block_run &b, const char *kernel)
         return false;
     b.order = o.kind;
     b.rng = o.kind == ORDER_RANDOM ? o.seed * 0x2545f4914f6cdd1dull + launch_count++ : 0;
-    return true;
-}
-
-static bool check_config(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem,
-                         cudaStream_t stream)
-{
-    unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
-    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535) {
-        fail(cudaErrorInvalidConfiguration, "launch of %s: grid (%u,%u,%u) outside [1, 2^31-1] x [1, 65535] x [1, 65535]",
-             name, grid.x, grid.y, grid.z);
-        return false;
-    }
-    if (threads == 0 || block.x > 1024 || block.y > 1024 || block.z > 64 || threads > MAX_THREADS_PER_BLOCK) {
-        fail(cudaErrorInvalidConfiguration, "launch of %s: block (%u,%u,%u) has %llu threads; limits are "
-             "1024 x 1024 x 64 and %d threads in all", name, block.x, block.y, block.z, threads,
-             MAX_THREADS_PER_BLOCK);
-        return false;
-    }
-    if (smem > kernel_max_dynamic_smem(fn)) {
-        fail(cudaErrorInvalidValue, "launch of %s: %zu bytes of dynamic shared memory, the limit is %zu "
-             "(raise it up to %d with cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize))",
-             name, smem, kernel_max_dynamic_smem(fn), MAX_DYNAMIC_SMEM_OPTIN);
-        return false;
-    }
-    if (!stream_is_valid(stream)) {
-        fail(cudaErrorInvalidResourceHandle, "launch of %s: stream %p is not a live stream", name,
-             static_cast<void *>(stream));
-        return false;
-    }
     return true;
 }
 
@@ -609,7 +585,7 @@ void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem
         abort();
     }
     emu_order order; /* a malformed DDP_CUDA_EMU_ORDER fails the launch, as a bad configuration does */
-    if (!check_config(name, fn, grid, block, smem_bytes, stream) || !read_emu_order(&order, name)) {
+    if (!launch_config_valid(name, fn, grid, block, smem_bytes, stream) || !read_emu_order(&order, name)) {
         release(args);
         return;
     }

@@ -1,0 +1,121 @@
+/* mbarrier.cuh — the synchronisation of warp-specialised kernels, one spelling for both builds:
+ * named barriers, mbarriers and the bulk copies that complete on them. Inline PTX under nvcc, the
+ * emulator's implementation under DDP_CUDA_EMULATION (tests/cudaemu/cudaemu_sync.cpp, which blocks
+ * a waiting thread until its barrier completes, reports a wait nothing can end as a deadlock, and
+ * gives the race check what each arrival releases and each wait acquires). The try_wait, the
+ * expect_tx arrival and the bulk copy need sm_90; elsewhere they trap.
+ *
+ *   named_barrier_sync(id, threads)    bar.sync id, threads: wait until `threads` (a multiple of 32)
+ *                                      have arrived at barrier id (1..15; 0 is __syncthreads's)
+ *   named_barrier_arrive(id, threads)  bar.arrive: arrive without waiting (a producer's signal)
+ *   mbarrier_init(bar, count)          mbarrier.init: `count` arrivals complete a phase
+ *   mbarrier_fence_init()              fence.mbarrier_init: the inits visible to bulk copies (before
+ *                                      the __syncthreads that publishes them)
+ *   mbarrier_arrive(bar)               one arrival
+ *   mbarrier_arrive_expect_tx(bar, n)  n more bytes expected this phase, then one arrival
+ *   mbarrier_wait_parity(bar, parity)  until the phase with that parity (phases alternate 0, 1, 0 ...)
+ *                                      is complete: a consumer waits for "full" with the phase it
+ *                                      expects, a producer for "empty" with the opposite parity, which
+ *                                      a fresh mbarrier reports complete
+ *   cp_async_bulk(dst, src, bytes, bar)  cp.async.bulk global -> shared, bytes a multiple of 16, both
+ *                                      ends 16-byte aligned; completes `bytes` on bar's expected count
+ *
+ * A phase completes when all its arrivals and all its expected bytes are in. A wait acquires what
+ * the phase's arrivals released (their earlier shared-memory accesses) and the bulk copies that
+ * completed on it. This header must not hold kernels. */
+#ifndef DDP_MBARRIER_CUH
+#define DDP_MBARRIER_CUH
+
+#include "cuda_kernel.h"
+
+#include <stdint.h>
+
+namespace ddp_kernels {
+
+#if defined(DDP_CUDA_EMULATION)
+
+#define DDP_MB_SITE const char *file = __builtin_FILE(), int line = __builtin_LINE()
+__device__ inline void named_barrier_sync(int id, int threads, DDP_MB_SITE)
+{
+    ::ddp_cudaemu::named_barrier(id, threads, true, file, line);
+}
+__device__ inline void named_barrier_arrive(int id, int threads, DDP_MB_SITE)
+{
+    ::ddp_cudaemu::named_barrier(id, threads, false, file, line);
+}
+__device__ inline void mbarrier_init(uint64_t *bar, unsigned count, DDP_MB_SITE)
+{
+    ::ddp_cudaemu::mbarrier_init(bar, count, file, line);
+}
+__device__ inline void mbarrier_fence_init() {}
+__device__ inline void mbarrier_arrive(uint64_t *bar, DDP_MB_SITE)
+{
+    ::ddp_cudaemu::mbarrier_arrive(bar, 1, 0, file, line);
+}
+__device__ inline void mbarrier_arrive_expect_tx(uint64_t *bar, unsigned bytes, DDP_MB_SITE)
+{
+    ::ddp_cudaemu::mbarrier_arrive(bar, 1, bytes, file, line);
+}
+__device__ inline void mbarrier_wait_parity(uint64_t *bar, unsigned parity, DDP_MB_SITE)
+{
+    while (!::ddp_cudaemu::mbarrier_try_wait_parity(bar, parity, file, line)) {
+    }
+}
+__device__ inline void cp_async_bulk(void *dst, const void *src, unsigned bytes, uint64_t *bar, DDP_MB_SITE)
+{
+    ::ddp_cudaemu::cp_async_bulk(dst, src, bytes, bar, file, line);
+}
+#undef DDP_MB_SITE
+
+#else
+
+__device__ inline uint32_t mbarrier_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ inline void named_barrier_sync(int id, int threads)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ inline void named_barrier_arrive(int id, int threads)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ inline void mbarrier_init(uint64_t *bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(mbarrier_smem(bar)), "r"(count) : "memory");
+}
+__device__ inline void mbarrier_arrive(uint64_t *bar)
+{
+    asm volatile("mbarrier.arrive.shared.b64 _, [%0];\n" ::"r"(mbarrier_smem(bar)) : "memory");
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ inline void mbarrier_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ inline void mbarrier_arrive_expect_tx(uint64_t *bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;\n" ::"r"(mbarrier_smem(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ inline void mbarrier_wait_parity(uint64_t *bar, unsigned parity)
+{
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(mbarrier_smem(bar)), "r"(parity) : "memory");
+}
+__device__ inline void cp_async_bulk(void *dst, const void *src, unsigned bytes, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"(mbarrier_smem(dst)), "l"(src), "r"(bytes), "r"(mbarrier_smem(bar)) : "memory");
+}
+#else
+__device__ inline void mbarrier_fence_init() { __trap(); }
+__device__ inline void mbarrier_arrive_expect_tx(uint64_t *, unsigned) { __trap(); }
+__device__ inline void mbarrier_wait_parity(uint64_t *, unsigned) { __trap(); }
+__device__ inline void cp_async_bulk(void *, const void *, unsigned, uint64_t *) { __trap(); }
+#endif
+
+#endif
+
+} // namespace ddp_kernels
+
+#endif

@@ -1,0 +1,281 @@
+/* cudaemu_sync.cpp — named barriers (bar.sync / bar.arrive with an id), mbarriers, and the bulk
+ * copies that complete on an mbarrier: the synchronisation of warp-specialised kernels, where
+ * producer warps feed consumer warps without stopping the whole block.
+ *
+ * Owns each barrier's arrival counts, phases and transaction counts, and the waits they end: a
+ * thread that must wait blocks (the scheduler's wait_for_wake) until the arrival or copy that
+ * completes its barrier wakes it. What each arrival releases and each wait acquires goes to the
+ * race check (race_release / race_acquire), so a read not ordered after the write it needs is a
+ * hazard even in a fiber order where it happens to come later. A bulk copy lands when it is
+ * issued; its write is ordered only for the threads that wait on its mbarrier (race_bulk_write).
+ * Misuse the hardware leaves undefined or hangs on aborts with the kernel, block and call site:
+ * ids outside 1..15, thread counts that are not whole warps or disagree, more arrivals than a
+ * phase still needs, an mbarrier used before mbarrier.init or re-initialised under a waiting
+ * thread, bulk copies outside their memory spaces or misaligned. Must not schedule fibers itself. */
+#include "cudaemu_internal.h"
+#include "cudaemu_kernel.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace ddp_cudaemu {
+
+namespace {
+
+enum { NAMED_BARRIERS = 16 };
+
+struct named_barrier_state {
+    int threads = 0; /* the count the current round's first arrival gave */
+    int arrived = 0;
+    std::vector<int> waiting; /* threads at bar.sync */
+    sync_clock released;
+    const char *file = nullptr; /* the current round's first arrival */
+    int line = 0;
+};
+
+struct mbarrier_state {
+    int slot;                /* its clock slot for the bulk copies completing on it */
+    uint32_t count, pending; /* arrivals per phase, and those the current phase still needs */
+    int64_t tx;              /* bytes expected minus bytes landed, this phase */
+    uint64_t phase;          /* phases completed so far */
+    sync_clock released;     /* what the current phase's arrivals and copies released */
+    sync_clock completed[2]; /* what the last completed phase of each parity released */
+    std::vector<std::pair<int, unsigned>> waiting; /* thread, parity */
+    const char *file;        /* its mbarrier.init */
+    int line;
+};
+
+enum wait_kind { WAIT_NONE, WAIT_NAMED, WAIT_MBARRIER };
+struct thread_wait {
+    wait_kind kind = WAIT_NONE;
+    int id = 0;                 /* WAIT_NAMED */
+    const void *bar = nullptr;  /* WAIT_MBARRIER */
+    unsigned parity = 0;
+    sync_clock acquired;        /* what the wait acquires, handed over by whoever wakes it */
+};
+
+/* The barriers of the block running on this host thread. */
+struct block_sync {
+    named_barrier_state named[NAMED_BARRIERS];
+    std::unordered_map<const void *, mbarrier_state> mbarriers;
+    int slots_used = 0;
+    std::vector<thread_wait> waits;
+};
+thread_local block_sync state;
+
+[[noreturn]] __attribute__((format(printf, 4, 5))) void misuse(const char *what, const char *file, int line,
+                                                                const char *fmt, ...)
+{
+    char detail[768];
+    int n = snprintf(detail, sizeof detail, "at %s:%d: ", file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail + n, sizeof detail - (size_t)n, fmt, ap);
+    va_end(ap);
+    die_in_kernel(what, detail);
+}
+
+/* Blocks the running thread `self` until woken, then acquires what its waker handed over. */
+void block_until_woken(int self, const char *file, int line)
+{
+    wait_for_wake(file, line);
+    thread_wait &w = state.waits[(size_t)self];
+    race_acquire(w.acquired);
+    w.kind = WAIT_NONE;
+}
+
+mbarrier_state &find_mbarrier(const uint64_t *bar, const char *op, const char *file, int line)
+{
+    if ((uintptr_t)bar % 8 != 0 || !in_shared_memory(bar, 8))
+        misuse("invalid mbarrier", file, line, "%s on %p, which is not 8 aligned bytes of this block's shared memory",
+               op, (const void *)bar);
+    auto it = state.mbarriers.find(bar);
+    if (it == state.mbarriers.end())
+        misuse("mbarrier used before mbarrier.init", file, line,
+               "%s on %p, which no mbarrier.init of this block set up (shared memory holds garbage at a block's "
+               "start on a GPU)", op, (const void *)bar);
+    return it->second;
+}
+
+/* The phase completes once every arrival and every expected byte is in: the threads waiting for its
+ * parity wake, acquiring what it released. */
+void complete_if_done(mbarrier_state &m)
+{
+    if (m.pending != 0 || m.tx != 0)
+        return;
+    const unsigned parity = (unsigned)(m.phase & 1);
+    m.completed[parity] = m.released;
+    m.released.epoch = 0; /* the next phase releases nothing yet */
+    m.phase++;
+    m.pending = m.count;
+    size_t kept = 0;
+    for (const auto &waiter : m.waiting) {
+        if (waiter.second != parity) {
+            m.waiting[kept++] = waiter;
+            continue;
+        }
+        state.waits[(size_t)waiter.first].acquired = m.completed[parity];
+        wake_thread(waiter.first);
+    }
+    m.waiting.resize(kept);
+}
+
+} // namespace
+
+void sync_block_begin(int threads)
+{
+    for (named_barrier_state &nb : state.named)
+        nb = named_barrier_state{};
+    state.mbarriers.clear();
+    state.slots_used = 0;
+    state.waits.assign((size_t)threads, thread_wait{});
+}
+
+void named_barrier(int id, int threads, bool wait, const char *file, int line)
+{
+    const char *op = wait ? "bar.sync" : "bar.arrive";
+    const int self = running_thread_index(op);
+    const int warps_threads = (running_block_threads() + 31) / 32 * 32;
+    if (id < 1 || id >= NAMED_BARRIERS)
+        misuse("invalid named barrier", file, line, "%s %d: ids are 1..15 (0 is __syncthreads's)", op, id);
+    if (threads <= 0 || threads % 32 != 0 || threads > warps_threads)
+        misuse("invalid named barrier", file, line, "%s %d with %d threads: a multiple of 32, at most the block's %d",
+               op, id, threads, warps_threads);
+    named_barrier_state &nb = state.named[id];
+    if (nb.arrived == 0) {
+        nb.threads = threads;
+        nb.file = file;
+        nb.line = line;
+    } else if (nb.threads != threads) {
+        misuse("mismatched named barrier", file, line, "%s %d for %d threads, where the arrival at %s:%d said %d",
+               op, id, threads, nb.file, nb.line, nb.threads);
+    }
+    race_release(nb.released);
+    if (++nb.arrived < nb.threads) {
+        if (!wait)
+            return;
+        nb.waiting.push_back(self);
+        thread_wait &w = state.waits[(size_t)self];
+        w.kind = WAIT_NAMED;
+        w.id = id;
+        block_until_woken(self, file, line);
+        return;
+    }
+    const sync_clock all = nb.released;
+    for (int t : nb.waiting) {
+        state.waits[(size_t)t].acquired = all;
+        wake_thread(t);
+    }
+    nb = named_barrier_state{};
+    if (wait)
+        race_acquire(all);
+}
+
+void mbarrier_init(uint64_t *bar, unsigned count, const char *file, int line)
+{
+    running_thread_index("mbarrier.init");
+    if ((uintptr_t)bar % 8 != 0 || !in_shared_memory(bar, 8))
+        misuse("invalid mbarrier", file, line, "mbarrier.init on %p, which is not 8 aligned bytes of this block's "
+               "shared memory", (void *)bar);
+    if (count < 1 || count >= (1u << 20))
+        misuse("invalid mbarrier", file, line, "mbarrier.init with count %u (1 to 2^20 - 1)", count);
+    race_access(bar, 8, RACE_WRITE, "mbarrier.init", file, line);
+    auto it = state.mbarriers.find(bar);
+    int slot;
+    if (it != state.mbarriers.end()) {
+        if (!it->second.waiting.empty())
+            misuse("mbarrier re-initialised", file, line, "mbarrier.init on the mbarrier set up at %s:%d while "
+                   "%zu threads wait on it", it->second.file, it->second.line, it->second.waiting.size());
+        slot = it->second.slot;
+    } else {
+        if (state.slots_used == CLOCK_SLOTS - CLOCK_WARPS)
+            misuse("too many mbarriers", file, line, "the emulator tracks %d mbarriers a block",
+                   CLOCK_SLOTS - CLOCK_WARPS);
+        slot = CLOCK_WARPS + state.slots_used++;
+    }
+    mbarrier_state &m = state.mbarriers[bar];
+    m = mbarrier_state{slot, count, count, 0, 0, sync_clock{}, {sync_clock{}, sync_clock{}}, {}, file, line};
+}
+
+uint64_t mbarrier_arrive(uint64_t *bar, unsigned count, unsigned tx_bytes, const char *file, int line)
+{
+    running_thread_index("mbarrier.arrive");
+    mbarrier_state &m = find_mbarrier(bar, "mbarrier.arrive", file, line);
+    race_access(bar, 8, RACE_ATOMIC, "mbarrier.arrive", file, line);
+    if (count == 0 || count > m.pending)
+        misuse("mbarrier over-arrival", file, line, "%u arrivals at the mbarrier set up at %s:%d, whose phase %llu "
+               "needs only %u more (undefined on a GPU)", count, m.file, m.line, (unsigned long long)m.phase,
+               m.pending);
+    m.tx += tx_bytes;
+    race_release(m.released);
+    m.pending -= count;
+    const uint64_t arrived_in = m.phase;
+    complete_if_done(m);
+    return arrived_in;
+}
+
+bool mbarrier_try_wait_parity(uint64_t *bar, unsigned parity, const char *file, int line)
+{
+    const int self = running_thread_index("mbarrier.try_wait");
+    mbarrier_state &m = find_mbarrier(bar, "mbarrier.try_wait.parity", file, line);
+    race_access(bar, 8, RACE_ATOMIC, "mbarrier.try_wait", file, line);
+    parity &= 1u;
+    if ((m.phase & 1) != parity) { /* the phase of that parity before the current one is complete */
+        race_acquire(m.completed[parity]);
+        return true;
+    }
+    m.waiting.emplace_back(self, parity);
+    thread_wait &w = state.waits[(size_t)self];
+    w.kind = WAIT_MBARRIER;
+    w.bar = bar;
+    w.parity = parity;
+    block_until_woken(self, file, line);
+    return true;
+}
+
+void cp_async_bulk(void *dst, const void *src, unsigned bytes, uint64_t *bar, const char *file, int line)
+{
+    running_thread_index("cp.async.bulk");
+    if (bytes == 0 || bytes % 16 != 0 || (uintptr_t)dst % 16 != 0 || (uintptr_t)src % 16 != 0)
+        misuse("misaligned cp.async.bulk", file, line, "%u bytes from %p to %p (a non-zero multiple of 16, both ends "
+               "16-byte aligned)", bytes, src, dst);
+    alloc_kind kind;
+    size_t overrun = 0;
+    if (!alloc_lookup(src, bytes, &kind, &overrun) || kind != ALLOC_DEVICE)
+        misuse("cp.async.bulk outside device memory", file, line, "source %p..+%u is %s", src, bytes,
+               overrun ? "past the end of a device allocation" : "not in device memory");
+    if (!in_shared_memory(dst, bytes))
+        misuse("cp.async.bulk outside shared memory", file, line, "destination %p..+%u is not inside one "
+               "shared-memory array of this block", dst, bytes);
+    mbarrier_state &m = find_mbarrier(bar, "cp.async.bulk", file, line);
+    race_bulk_write(dst, bytes, m.slot, m.released, file, line);
+    memcpy(dst, src, bytes);
+    m.tx -= bytes;
+    complete_if_done(m);
+}
+
+void sync_describe_wait(int thread, char *out, size_t cap)
+{
+    const thread_wait &w = state.waits[(size_t)thread];
+    if (w.kind == WAIT_NAMED) {
+        const named_barrier_state &nb = state.named[w.id];
+        snprintf(out, cap, "bar.sync %d (%d of %d threads arrived)", w.id, nb.arrived, nb.threads);
+        return;
+    }
+    auto it = state.mbarriers.find(w.bar);
+    if (w.kind != WAIT_MBARRIER || it == state.mbarriers.end()) {
+        snprintf(out, cap, "a barrier wait");
+        return;
+    }
+    const mbarrier_state &m = it->second;
+    snprintf(out, cap, "mbarrier.try_wait.parity %u on the mbarrier set up at %s:%d (phase %llu still needs %u of "
+             "%u arrivals and %lld transaction bytes)", w.parity, m.file, m.line, (unsigned long long)m.phase,
+             m.pending, m.count, (long long)m.tx);
+}
+
+} /* namespace ddp_cudaemu */

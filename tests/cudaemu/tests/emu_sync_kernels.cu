@@ -1,0 +1,148 @@
+/* emu_sync_kernels.cu — a producer warp and a consumer warp handing shared memory over through named
+ * barriers, mbarriers and bulk copies (runtime/device/kernels/mbarrier.cuh), rightly and wrongly,
+ * for the emulator's synchronisation and race check; the C driver is test_cudaemu_sync.c. One
+ * kernel, 64 threads (warp 0 produces, warp 1 consumes), one case per `which` (sync_case). Written
+ * through mbarrier.cuh only, so the same file builds with nvcc for sm_90a, where the right cases run
+ * on the GPU as the referee of the emulator's semantics. */
+#include "runtime/device/kernels/mbarrier.cuh"
+
+using namespace ddp_kernels;
+
+/* The cases; the C driver keeps the same list. */
+enum sync_case {
+    NAMED_HANDOFF,      /* warp 0 writes, bar.arrive 1; warp 1 bar.sync 1, reads */
+    NAMED_NO_SYNC,      /* race: warp 1 reads without its bar.sync */
+    MBAR_HANDOFF,       /* warp 0 writes, lane 0 arrives on full; warp 1 waits for phase 0, reads */
+    MBAR_WRONG_PARITY,  /* race: warp 1 waits for parity 1, which a fresh mbarrier reports complete */
+    RING,               /* two stages, six rounds: full/empty mbarriers, every consumer lane arrives on empty */
+    RING_EARLY_RELEASE, /* race: consumers arrive on empty before reading, so a refill may overwrite the read */
+    BULK_HANDOFF,       /* lane 0: arrive.expect_tx, cp.async.bulk completing on full; warp 1 waits, reads */
+    BULK_NO_WAIT,       /* race: warp 1 reads the bulk copy's destination without waiting */
+    BULK_OTHER_STAGE,   /* race: both stages bulk-copied, warp 1 waits on stage 1's mbarrier, reads stage 0 */
+    MBAR_NEVER_ARRIVES, /* deadlock: warp 1 waits on an mbarrier nobody arrives at */
+    NAMED_SHORT,        /* deadlock: bar.sync 2 for 64 threads, only warp 1 comes */
+    BULK_SHORT,         /* deadlock: 512 bytes expected, 256 copied */
+    MBAR_NO_INIT,       /* misuse: a wait on 8 bytes no mbarrier.init set up */
+    MBAR_INIT_UNORDERED,/* race: thread 0 initialises an mbarrier that warp 1 arrives at, no barrier between */
+    SYNC_CASES
+};
+
+enum { ROUNDS = 6 };
+
+__global__ void sync_kernel(int which, const float *src, float *out)
+{
+    __shared__ __align__(128) float stage[2][64];
+    __shared__ __align__(8) uint64_t full[2], empty[2], late, never;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    (void)never;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < 2; i++) {
+            mbarrier_init(&full[i], 1);
+            mbarrier_init(&empty[i], 32);
+        }
+        mbarrier_fence_init();
+    }
+    __syncthreads();
+    float v = 0.0f;
+    switch (which) {
+    case NAMED_HANDOFF:
+    case NAMED_NO_SYNC:
+        if (warp == 0) {
+            stage[0][lane] = src[lane];
+            named_barrier_arrive(1, 64);
+        } else {
+            if (which == NAMED_HANDOFF)
+                named_barrier_sync(1, 64);
+            v = stage[0][lane];
+        }
+        break;
+    case MBAR_HANDOFF:
+    case MBAR_WRONG_PARITY:
+        if (warp == 0) {
+            stage[0][lane] = src[lane];
+            __syncwarp();
+            if (lane == 0)
+                mbarrier_arrive(&full[0]);
+        } else {
+            mbarrier_wait_parity(&full[0], which == MBAR_HANDOFF ? 0 : 1);
+            v = stage[0][lane];
+        }
+        break;
+    case RING:
+    case RING_EARLY_RELEASE:
+        for (int r = 0; r < ROUNDS; r++) {
+            const int s = r % 2;
+            const unsigned use = (unsigned)(r / 2) & 1u; /* the parity of this use of stage s */
+            if (warp == 0) {
+                mbarrier_wait_parity(&empty[s], use ^ 1u);
+                stage[s][lane] = src[(32 * r + lane) % 64] + (float)r;
+                __syncwarp();
+                if (lane == 0)
+                    mbarrier_arrive(&full[s]);
+            } else {
+                mbarrier_wait_parity(&full[s], use);
+                if (which == RING_EARLY_RELEASE)
+                    mbarrier_arrive(&empty[s]);
+                v += stage[s][lane];
+                if (which == RING)
+                    mbarrier_arrive(&empty[s]);
+            }
+        }
+        break;
+    case BULK_HANDOFF:
+    case BULK_NO_WAIT:
+        if (warp == 0 && lane == 0) {
+            mbarrier_arrive_expect_tx(&full[0], 64 * sizeof(float));
+            cp_async_bulk(stage[0], src, 64 * sizeof(float), &full[0]);
+        } else if (warp == 1) {
+            if (which == BULK_HANDOFF)
+                mbarrier_wait_parity(&full[0], 0);
+            v = stage[0][lane] + stage[0][lane + 32];
+        }
+        break;
+    case BULK_OTHER_STAGE:
+        if (warp == 0 && lane == 0) {
+            for (int s = 0; s < 2; s++) {
+                mbarrier_arrive_expect_tx(&full[s], 64 * sizeof(float));
+                cp_async_bulk(stage[s], src, 64 * sizeof(float), &full[s]);
+            }
+        } else if (warp == 1) {
+            mbarrier_wait_parity(&full[1], 0);
+            v = stage[0][lane];
+        }
+        break;
+    case MBAR_NEVER_ARRIVES:
+        if (warp == 1)
+            mbarrier_wait_parity(&full[0], 0);
+        break;
+    case NAMED_SHORT:
+        if (warp == 1)
+            named_barrier_sync(2, 64);
+        break;
+    case BULK_SHORT:
+        if (warp == 0 && lane == 0) {
+            mbarrier_arrive_expect_tx(&full[0], 128 * sizeof(float));
+            cp_async_bulk(stage[0], src, 64 * sizeof(float), &full[0]);
+        } else if (warp == 1) {
+            mbarrier_wait_parity(&full[0], 0);
+        }
+        break;
+    case MBAR_NO_INIT:
+        if (warp == 1)
+            mbarrier_wait_parity(&never, 0);
+        break;
+    case MBAR_INIT_UNORDERED:
+        if (threadIdx.x == 0)
+            mbarrier_init(&late, 2);
+        else if (threadIdx.x == 32)
+            mbarrier_arrive(&late);
+        break;
+    }
+    out[threadIdx.x] = v;
+}
+
+extern "C" int emu_sync(int which, const float *src, float *out)
+{
+    DDP_LAUNCH(sync_kernel, 1, 64, 0, 0, which, src, out);
+    return (int)DDP_LAUNCH_STATUS();
+}
