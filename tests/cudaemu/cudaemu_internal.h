@@ -194,7 +194,8 @@ void race_acquire(const sync_clock &from);
 /* A cp.async.bulk of the running thread writing [dst, dst+bytes) through the mbarrier with clock
  * slot `slot`: a write ordered after what the issuing warp has seen, recorded as the slot's, whose
  * clock joins `phase` (the mbarrier's current phase) so that only a wait on it orders the write. */
-void race_bulk_write(const void *dst, size_t bytes, int slot, sync_clock &phase, const char *file, int line);
+void race_bulk_write(const void *dst, size_t bytes, int slot, sync_clock &phase, const char *what, const char *file,
+                     int line);
 
 /* ---- what named barriers and mbarriers (cudaemu_sync.cpp) need from the scheduler, and back ---- */
 /* The running thread's index in its block (reports `intrinsic` called outside a kernel), and the
@@ -209,6 +210,11 @@ void wake_thread(int thread);
 void sync_block_begin(int threads);
 /* What a thread blocked in wait_for_wake waits for, for the deadlock report. */
 void sync_describe_wait(int thread, char *out, size_t cap);
+/* A bulk copy (`what`, issued by the running thread) of `bytes` into dst completing on mbarrier bar:
+ * checked and recorded by the race check, written by `fill` now, then counted on bar's transaction
+ * count, which may complete its phase (cudaemu_sync.cpp). */
+void land_bulk_copy(uint64_t *bar, void *dst, size_t bytes, const char *what, const char *file, int line,
+                    const std::function<void()> &fill);
 
 enum { MAX_THREADS_PER_BLOCK = 1024, DEFAULT_DYNAMIC_SMEM = 48 * 1024,
        MAX_DYNAMIC_SMEM_OPTIN = 227 * 1024, EMULATED_SM_COUNT = 132 };

@@ -91,6 +91,11 @@ void mbarrier_init(uint64_t *bar, unsigned count, const char *file, int line);
 uint64_t mbarrier_arrive(uint64_t *bar, unsigned count, unsigned tx_bytes, const char *file, int line);
 bool mbarrier_try_wait_parity(uint64_t *bar, unsigned parity, const char *file, int line);
 void cp_async_bulk(void *dst, const void *src, unsigned bytes, uint64_t *bar, const char *file, int line);
+/* cp.async.bulk.tensor.{rank}d tile mode (cudaemu_tma.cpp): the box of the tensor map `map` (a
+ * CUtensorMap from cuTensorMapEncodeTiled) whose first element is at coords (dimension 0 first) into
+ * dst (128-byte aligned), swizzled as the map says, completing on bar's transaction count. */
+void cp_async_bulk_tensor(void *dst, const void *map, int rank, const int *coords, uint64_t *bar, const char *file,
+                          int line);
 
 /* The shared-memory race check (cudaemu_race.cpp): an access the kernel's compiled loads and stores
  * do not show it (atomics, the emulated ldmatrix and cp.async), made by the running thread; `what`,

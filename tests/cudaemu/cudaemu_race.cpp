@@ -378,14 +378,15 @@ void race_acquire(const sync_clock &from)
         mine[i] = std::max(mine[i], from.c[i]);
 }
 
-void race_bulk_write(const void *dst, size_t bytes, int slot, sync_clock &phase, const char *file, int line)
+void race_bulk_write(const void *dst, size_t bytes, int slot, sync_clock &phase, const char *what, const char *file,
+                     int line)
 {
     if (!running)
         return;
     race_state &s = *running;
     s.copy_clock[slot]++;
     if (maybe_shared(dst, bytes))
-        check(static_cast<const char *>(dst), bytes, RACE_WRITE, slot, "cp.async.bulk", file, line, nullptr);
+        check(static_cast<const char *>(dst), bytes, RACE_WRITE, slot, what, file, line, nullptr);
     if (phase.epoch != s.epoch) {
         memset(phase.c, 0, sizeof phase.c);
         phase.epoch = s.epoch;

@@ -7,7 +7,8 @@
  * completes its barrier wakes it. What each arrival releases and each wait acquires goes to the
  * race check (race_release / race_acquire), so a read not ordered after the write it needs is a
  * hazard even in a fiber order where it happens to come later. A bulk copy lands when it is
- * issued; its write is ordered only for the threads that wait on its mbarrier (race_bulk_write).
+ * issued (a tensor copy's data is cudaemu_tma.cpp's); its write is ordered only for the threads
+ * that wait on its mbarrier (race_bulk_write).
  * Misuse the hardware leaves undefined or hangs on aborts with the kernel, block and call site:
  * ids outside 1..15, thread counts that are not whole warps or disagree, more arrivals than a
  * phase still needs, an mbarrier used before mbarrier.init or re-initialised under a waiting
@@ -252,10 +253,16 @@ void cp_async_bulk(void *dst, const void *src, unsigned bytes, uint64_t *bar, co
     if (!in_shared_memory(dst, bytes))
         misuse("cp.async.bulk outside shared memory", file, line, "destination %p..+%u is not inside one "
                "shared-memory array of this block", dst, bytes);
-    mbarrier_state &m = find_mbarrier(bar, "cp.async.bulk", file, line);
-    race_bulk_write(dst, bytes, m.slot, m.released, file, line);
-    memcpy(dst, src, bytes);
-    m.tx -= bytes;
+    land_bulk_copy(bar, dst, bytes, "cp.async.bulk", file, line, [&] { memcpy(dst, src, bytes); });
+}
+
+void land_bulk_copy(uint64_t *bar, void *dst, size_t bytes, const char *what, const char *file, int line,
+                    const std::function<void()> &fill)
+{
+    mbarrier_state &m = find_mbarrier(bar, what, file, line);
+    race_bulk_write(dst, bytes, m.slot, m.released, what, file, line);
+    fill();
+    m.tx -= (int64_t)bytes;
     complete_if_done(m);
 }
 

@@ -1,9 +1,9 @@
 /* mbarrier.cuh — the synchronisation of warp-specialised kernels, one spelling for both builds:
- * named barriers, mbarriers and the bulk copies that complete on them. Inline PTX under nvcc, the
- * emulator's implementation under DDP_CUDA_EMULATION (tests/cudaemu/cudaemu_sync.cpp, which blocks
- * a waiting thread until its barrier completes, reports a wait nothing can end as a deadlock, and
- * gives the race check what each arrival releases and each wait acquires). The try_wait, the
- * expect_tx arrival and the bulk copy need sm_90; elsewhere they trap.
+ * named barriers, mbarriers and the bulk and tensor (TMA) copies that complete on them. Inline PTX
+ * under nvcc, the emulator's implementation under DDP_CUDA_EMULATION (tests/cudaemu/cudaemu_sync.cpp
+ * and cudaemu_tma.cpp, which block a waiting thread until its barrier completes, report a wait
+ * nothing can end as a deadlock, and give the race check what each arrival releases and each wait
+ * acquires). The try_wait, the expect_tx arrival and the copies need sm_90; elsewhere they trap.
  *
  *   named_barrier_sync(id, threads)    bar.sync id, threads: wait until `threads` (a multiple of 32)
  *                                      have arrived at barrier id (1..15; 0 is __syncthreads's)
@@ -19,6 +19,12 @@
  *                                      a fresh mbarrier reports complete
  *   cp_async_bulk(dst, src, bytes, bar)  cp.async.bulk global -> shared, bytes a multiple of 16, both
  *                                      ends 16-byte aligned; completes `bytes` on bar's expected count
+ *   tma_load_{2,3,4}d(dst, map, c0, c1, ..., bar)  cp.async.bulk.tensor tile mode: the box of tensor
+ *                                      map `map` (a __grid_constant__ CUtensorMap kernel parameter made
+ *                                      by cuTensorMapEncodeTiled) starting at element (c0, c1, ...),
+ *                                      dimension 0 innermost, into dst (128-byte aligned; inside the
+ *                                      1024-byte-aligned swizzle window when swizzled), elements outside
+ *                                      the tensor zero-filled; completes the whole box's bytes on bar
  *
  * A phase completes when all its arrivals and all its expected bytes are in. A wait acquires what
  * the phase's arrivals released (their earlier shared-memory accesses) and the bulk copies that
@@ -28,6 +34,7 @@
 
 #include "cuda_kernel.h"
 
+#include <cuda.h>
 #include <stdint.h>
 
 namespace ddp_kernels {
@@ -64,6 +71,23 @@ __device__ inline void mbarrier_wait_parity(uint64_t *bar, unsigned parity, DDP_
 __device__ inline void cp_async_bulk(void *dst, const void *src, unsigned bytes, uint64_t *bar, DDP_MB_SITE)
 {
     ::ddp_cudaemu::cp_async_bulk(dst, src, bytes, bar, file, line);
+}
+__device__ inline void tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar, DDP_MB_SITE)
+{
+    const int c[2] = {c0, c1};
+    ::ddp_cudaemu::cp_async_bulk_tensor(dst, map, 2, c, bar, file, line);
+}
+__device__ inline void tma_load_3d(void *dst, const CUtensorMap *map, int c0, int c1, int c2, uint64_t *bar,
+                                   DDP_MB_SITE)
+{
+    const int c[3] = {c0, c1, c2};
+    ::ddp_cudaemu::cp_async_bulk_tensor(dst, map, 3, c, bar, file, line);
+}
+__device__ inline void tma_load_4d(void *dst, const CUtensorMap *map, int c0, int c1, int c2, int c3, uint64_t *bar,
+                                   DDP_MB_SITE)
+{
+    const int c[4] = {c0, c1, c2, c3};
+    ::ddp_cudaemu::cp_async_bulk_tensor(dst, map, 4, c, bar, file, line);
 }
 #undef DDP_MB_SITE
 
@@ -107,11 +131,32 @@ __device__ inline void cp_async_bulk(void *dst, const void *src, unsigned bytes,
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                  ::"r"(mbarrier_smem(dst)), "l"(src), "r"(bytes), "r"(mbarrier_smem(bar)) : "memory");
 }
+__device__ inline void tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                 "%3}], [%4];\n" ::"r"(mbarrier_smem(dst)), "l"(map), "r"(c0), "r"(c1), "r"(mbarrier_smem(bar))
+                 : "memory");
+}
+__device__ inline void tma_load_3d(void *dst, const CUtensorMap *map, int c0, int c1, int c2, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                 "%3, %4}], [%5];\n" ::"r"(mbarrier_smem(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2),
+                 "r"(mbarrier_smem(bar)) : "memory");
+}
+__device__ inline void tma_load_4d(void *dst, const CUtensorMap *map, int c0, int c1, int c2, int c3, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                 "%3, %4, %5}], [%6];\n" ::"r"(mbarrier_smem(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+                 "r"(mbarrier_smem(bar)) : "memory");
+}
 #else
 __device__ inline void mbarrier_fence_init() { __trap(); }
 __device__ inline void mbarrier_arrive_expect_tx(uint64_t *, unsigned) { __trap(); }
 __device__ inline void mbarrier_wait_parity(uint64_t *, unsigned) { __trap(); }
 __device__ inline void cp_async_bulk(void *, const void *, unsigned, uint64_t *) { __trap(); }
+__device__ inline void tma_load_2d(void *, const CUtensorMap *, int, int, uint64_t *) { __trap(); }
+__device__ inline void tma_load_3d(void *, const CUtensorMap *, int, int, int, uint64_t *) { __trap(); }
+__device__ inline void tma_load_4d(void *, const CUtensorMap *, int, int, int, int, uint64_t *) { __trap(); }
 #endif
 
 #endif
