@@ -462,8 +462,15 @@ static int cuda_setup(device *d, const device_opts *opts, ddp_err *err)
     CUDA_TRY(cudaSetDevice(d->index));
     CUDA_TRY(cudaGetDeviceProperties(&prop, d->index));
     snprintf(d->name, sizeof d->name, "%.127s", prop.name);
-    const char *mma_sync = getenv("DDP_ATTENTION_MMA_SYNC");
-    im->traits = (cuda_traits){prop.major, mma_sync && !strcmp(mma_sync, "1")};
+    const char *mma_sync = getenv("DDP_ATTENTION_MMA_SYNC"), *tma = getenv("DDP_ATTENTION_TMA");
+    im->traits = (cuda_traits){prop.major, mma_sync && !strcmp(mma_sync, "1"), !tma || strcmp(tma, "0"), NULL};
+    if (prop.major >= 9) { /* a driver without the symbol leaves the TMA kernels unused, nothing worse */
+        enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+        CUDA_TRY(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &im->traits.encode_tensor_map, 12000,
+                                                  cudaEnableDefault, &found));
+        if (found != cudaDriverEntryPointSuccess)
+            im->traits.encode_tensor_map = NULL;
+    }
     CUDA_TRY(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
     d->stream = im->stream;
     for (int i = 0; i < 2; i++)

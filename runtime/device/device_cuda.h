@@ -42,11 +42,16 @@ extern "C" {
 
 /* What the kernels' launchers choose by, read once when the device is created (a launcher runs per
  * op, and asking the runtime or the environment there costs every step): the compute capability's
- * major number, and DDP_ATTENTION_MMA_SYNC=1, which keeps attention on the mma.sync kernels where
- * Hopper's wgmma ones could run (the benchmark's comparison). */
+ * major number; DDP_ATTENTION_MMA_SYNC=1, which keeps attention on the mma.sync kernels where
+ * Hopper's wgmma ones could run; DDP_ATTENTION_TMA=0, which keeps Hopper's forward on cp.async
+ * loads instead of the warp-specialised one fed by the tensor memory accelerator (both: the
+ * benchmark's comparisons); and the driver's cuTensorMapEncodeTiled (a CUresult (*)(CUtensorMap *,
+ * ...), NULL on GPUs before Hopper or where the driver lacks it), which the TMA kernels' launchers
+ * call. */
 typedef struct cuda_traits {
     int cc_major;
-    bool attention_mma_sync;
+    bool attention_mma_sync, attention_tma;
+    void *encode_tensor_map;
 } cuda_traits;
 const cuda_traits *device_cuda_traits(const device *d);
 /* The device's compute stream, on which every op is enqueued. */

@@ -37,6 +37,8 @@ uint64_t cudaemu_mma_count(void);
 /* wgmma.mma_async instructions issued so far, in this process, counted once per warp of the
  * warpgroup (each computes 16 of its 64 rows). */
 uint64_t cudaemu_wgmma_count(void);
+/* cp.async.bulk.tensor copies (TMA boxes) issued so far, in this process. */
+uint64_t cudaemu_tma_count(void);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@
 
 #include <cuda.h>
 #include <stdarg.h>
+#include <atomic>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +27,8 @@ namespace ddp_cudaemu {
 namespace {
 
 enum { MAX_RANK = 5, MAP_MAGIC = 0x544d4150 /* "TMAP" */ };
+
+std::atomic<uint64_t> tensor_copy_count{0};
 
 /* What the emulator keeps in a CUtensorMap. */
 struct tensor_map {
@@ -223,11 +226,17 @@ void cp_async_bulk_tensor(void *dst, const void *map, int rank, const int *coord
                  line, dst, bytes, m.swizzle_span ? "dynamic shared memory (swizzled)" : "one shared-memory array");
         die_in_kernel("misaligned cp.async.bulk.tensor", detail);
     }
+    tensor_copy_count.fetch_add(1, std::memory_order_relaxed);
     land_bulk_copy(bar, dst, bytes, "cp.async.bulk.tensor", file, line,
                    [&] { copy_box(m, coords, d, in_window ? (size_t)(d - base) : 0); });
 }
 
 } /* namespace ddp_cudaemu */
+
+extern "C" uint64_t cudaemu_tma_count(void)
+{
+    return ddp_cudaemu::tensor_copy_count.load(std::memory_order_relaxed);
+}
 
 extern "C" cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned int version,
                                                         unsigned long long flags,

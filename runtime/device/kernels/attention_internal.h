@@ -1,6 +1,6 @@
 /* attention_internal.h — what attention.cu (the attention ops' host launchers, the SIMT kernels and
- * the row-dot preprocessing), attention_tc.cu (the tensor-core kernels) and attention_wgmma.cu
- * (Hopper's kernels) share: the kernels'
+ * the row-dot preprocessing), attention_tc.cu (the tensor-core kernels), attention_wgmma.cu and
+ * attention_tma.cu (Hopper's kernels) share: the kernels'
  * argument block, the two device functions that read packed rows' document bounds, and the
  * tensor-core launchers. Nothing outside runtime/device/kernels/attention* includes it; it must
  * not hold kernels. */
@@ -58,6 +58,11 @@ bool attention_tc_supports(device *d, const attn_args *a);
  * backward (drow computed), which attention_tc_forward and attention_tc_backward call. */
 bool attention_wgmma_supports(device *d, const attn_args *a);
 int attention_wgmma_forward(device *d, const attn_args *a, ddp_err *err);
+/* Whether the warp-specialised forward (attention_tma.cu) takes a job Hopper's kernels take: unless
+ * DDP_ATTENTION_TMA=0, where the driver has cuTensorMapEncodeTiled; and that forward, which
+ * attention_wgmma_forward calls. */
+bool attention_tma_supports(device *d, const attn_args *a);
+int attention_tma_forward(device *d, const attn_args *a, ddp_err *err);
 int attention_wgmma_backward(device *d, const attn_args *a, ddp_err *err);
 /* The tensor-core forward and backward (attention_tc.cu; Hopper's where they take the job); the
  * backward expects drow computed. */

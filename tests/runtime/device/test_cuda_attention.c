@@ -1,6 +1,6 @@
-/* test_cuda_attention.c — the attention family's CUDA kernels (kernels/attention.cu and
- * attention_tc.cu, run by the emulator under DDP_CUDA_EMU_ORDER, or by a GPU in the 'gpu' suite)
- * against the CPU backend's ops (attention_cpu.c, itself checked against a double reference by
+/* test_cuda_attention.c — the attention family's CUDA kernels (kernels/attention.cu, attention_tc.cu
+ * and Hopper's attention_wgmma.cu and attention_tma.cu, run by the emulator under
+ * DDP_CUDA_EMU_ORDER, or by a GPU in the 'gpu' suite) against the CPU backend's ops (attention_cpu.c, itself checked against a double reference by
  * test_attention_cpu.c), in float and in bf16.
  *
  * Each shape runs on the CPU once and on the CUDA device twice with the same fresh random inputs
@@ -12,7 +12,8 @@
  * NH / 2), the fused layout GPT-2 uses and separate tensors with spare columns per row (a row
  * stride that breaks 16-byte alignment sends bf16 to the SIMT kernels too), all of it once with
  * aligned buffers and once with every buffer one element past alignment (cuda_pair.h). Under the
- * emulator the counts of mma.sync and wgmma instructions prove which kernels ran.
+ * emulator the counts of mma.sync and wgmma instructions and of TMA boxes prove which kernels ran
+ * (on an emulated H100 the warp-specialised forward, or under DDP_ATTENTION_TMA=0 the cp.async one).
  *
  * Packed rows (attn_shape's doc_start, doc_end; the CPU op is checked per document against the
  * double reference): the same comparisons on the tensor-core kernels at hs 64 (a query tile of 128
@@ -263,7 +264,7 @@ static void check_packing(const attn_case *c, tensor_dtype t, const attn_layout 
  *   for Sᵀ and dPᵀ and 4 each for dV and dK.
  * Packed rows must skip exactly the tiles no row of the block sees: the time packing saves. */
 static void tc_counts_expected(const attn_case *c, const int32_t *doc_start, const int32_t *doc_end, bool hopper,
-                               uint64_t *mma, uint64_t *wgmma)
+                               uint64_t *mma, uint64_t *wgmma, uint64_t *tma)
 {
     const bool wg = hopper && (c->hs == 64 || c->hs == 128);
     const int64_t M = c->hs <= 64 ? 2 : 1, T = c->T, tile = 64, q_tile = wg ? 128 : tile * M, k_tile = wg ? 128 : 64;
@@ -285,6 +286,10 @@ static void tc_counts_expected(const attn_case *c, const int32_t *doc_start, con
     *mma = wg ? 0 : 4 * NH * (fwd * hs * (uint64_t)M + dq * 3 * hs / 2 + dkdv * 2 * hs);
     /* dQ walks the forward's tiles */
     *wgmma = wg ? 8 * NH * (fwd * ((hs / 16 + 4) + (2 * hs / 16 + 4)) + dkdv * (2 * hs / 16 + 8)) : 0;
+    /* the warp-specialised forward: per block Q's boxes, per key tile K's and V's (64 columns each) */
+    const char *tma_env = getenv("DDP_ATTENTION_TMA");
+    const uint64_t q_blocks = (uint64_t)(c->B * ((T + 127) / 128));
+    *tma = wg && !(tma_env && !strcmp(tma_env, "0")) ? NH * (hs / 64) * (q_blocks + 2 * fwd) : 0;
 }
 #endif
 
@@ -332,7 +337,7 @@ static void test_case(const cuda_case *cc, tensor_dtype t)
     }
     run(cpu, TENSOR_F32, &l, c->fused, &b);
 #ifdef DDP_CUDA_EMULATION
-    uint64_t mma0 = cudaemu_mma_count(), wgmma0 = cudaemu_wgmma_count();
+    uint64_t mma0 = cudaemu_mma_count(), wgmma0 = cudaemu_wgmma_count(), tma0 = cudaemu_tma_count();
 #endif
     run(gpu, t, &l, c->fused, &b);
 #ifdef DDP_CUDA_EMULATION
@@ -344,9 +349,13 @@ static void test_case(const cuda_case *cc, tensor_dtype t)
           want_mma ? "to" : "not to");
     int major = 0;
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-    uint64_t mma_want = 0, wgmma_want = 0;
-    tc_counts_expected(c, hds, hde, major == 9, &mma_want, &wgmma_want);
+    uint64_t mma_want = 0, wgmma_want = 0, tma_want = 0;
+    tc_counts_expected(c, hds, hde, major == 9, &mma_want, &wgmma_want, &tma_want);
     const uint64_t mma = cudaemu_mma_count() - mma0, wgmma = cudaemu_wgmma_count() - wgmma0;
+    const uint64_t tma = cudaemu_tma_count() - tma0;
+    CHECK(tma == (want_mma ? tma_want : 0), "T %lld hs %lld%s on sm_%d0: the forward issued %llu TMA boxes, expected "
+          "%llu (DDP_ATTENTION_TMA=0 or before Hopper: none)", (long long)c->T, (long long)c->hs,
+          c->docs ? " packed" : "", major, (unsigned long long)tma, (unsigned long long)(want_mma ? tma_want : 0));
     CHECK(!want_mma || (mma == mma_want && wgmma == wgmma_want), "T %lld hs %lld%s on sm_%d0: the tensor-core "
           "kernels took %llu mma and %llu wgmma instructions, expected %llu and %llu (the tiles they walk)",
           (long long)c->T, (long long)c->hs, c->docs ? " packed" : "", major, (unsigned long long)mma,
