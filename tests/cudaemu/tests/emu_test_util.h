@@ -1,9 +1,11 @@
 /* emu_test_util.h — helpers shared by the CUDA emulation tests: capture what a call prints on
- * stderr (in this process, or in a forked child that is expected to abort), and the fiber
- * orders every kernel test runs under. Header-only, test code only. */
+ * stderr (in this process, or in a forked child that is expected to abort), the fiber orders every
+ * kernel test runs under, and, for the drivers also built to run on a GPU, the check that it is an
+ * sm_90 one. Header-only, test code only. */
 #ifndef DDP_EMU_TEST_UTIL_H
 #define DDP_EMU_TEST_UTIL_H
 
+#include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +64,16 @@ static inline int emu_run_in_child(void (*fn)(int), int arg, char *buf, size_t c
     waitpid(pid, &status, 0);
     fprintf(stderr, "[child stderr] %s", buf);
     return status;
+}
+
+/* Whether device 0 is an sm_90 GPU; if not, says the test `name` is skipped (meson's exit 77). */
+static inline int emu_have_sm90(const char *name)
+{
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess && major == 9)
+        return 1;
+    fprintf(stderr, "%s: no sm_90 device (compute capability %d.x): skipped\n", name, major);
+    return 0;
 }
 
 #endif

@@ -21,9 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#ifndef DDP_SYNC_ON_GPU
 #include "emu_test_util.h"
-#endif
 
 int emu_sync(int which, const float *src, float *out);
 
@@ -115,11 +113,8 @@ static void check_broken(int which, int forward, const char *order)
 int main(void)
 {
 #ifdef DDP_SYNC_ON_GPU
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess || major != 9) {
-        fprintf(stderr, "test_sync: no sm_90 device (compute capability %d.x): skipped\n", major);
+    if (!emu_have_sm90("test_sync"))
         return 77;
-    }
     for (int which = 0; which < SYNC_CASES; which++)
         if (!expect[which].report)
             check_delivery(which, "gpu");

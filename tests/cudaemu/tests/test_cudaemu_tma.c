@@ -22,9 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#ifndef DDP_TMA_ON_GPU
 #include "emu_test_util.h"
-#endif
 
 int emu_tma(int mode, const CUtensorMap *map, int rank, const int *coords, unsigned box_bytes, unsigned char *out);
 
@@ -219,11 +217,8 @@ static void run_wrong_rank(int which)
 int main(void)
 {
 #ifdef DDP_TMA_ON_GPU
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess || major != 9) {
-        fprintf(stderr, "test_tma: no sm_90 device (compute capability %d.x): skipped\n", major);
+    if (!emu_have_sm90("test_tma"))
         return 77;
-    }
     for (int i = 0; i < CASES; i++)
         run_case(encoder(), &cases[i], TMA_RIGHT, "gpu");
     check_refusals(encoder());

@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef DDP_WGMMA_ON_GPU
 #include "emu_test_util.h"
+#ifndef DDP_WGMMA_ON_GPU
 int emu_wgmma_early_read(const uint16_t *a, const uint16_t *b, float *out_early, float *out);
 int emu_wgmma_broken(int which, float *gmem);
 #endif
@@ -160,11 +160,8 @@ static void test_broken(void)
 int main(void)
 {
 #ifdef DDP_WGMMA_ON_GPU
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess || major != 9) {
-        fprintf(stderr, "test_wgmma: no sm_90 device (compute capability %d.x): skipped\n", major);
+    if (!emu_have_sm90("test_wgmma"))
         return 77;
-    }
     test_gemms("gpu");
     return check_done("test_wgmma (gpu)");
 #else
