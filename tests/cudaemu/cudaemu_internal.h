@@ -206,8 +206,11 @@ int running_block_threads();
  * with sync_describe_wait's words). */
 void wait_for_wake(const char *file, int line);
 void wake_thread(int thread);
-/* A block starts with `threads` threads: no barrier state survives from the one before. */
+/* A block starts with `threads` threads: no barrier state survives from the one before. At its end
+ * (every thread exited) a named barrier still holding arrivals is reported: the arrivals and waits
+ * at it did not balance. */
 void sync_block_begin(int threads);
+void sync_block_end();
 /* What a thread blocked in wait_for_wake waits for, for the deadlock report. */
 void sync_describe_wait(int thread, char *out, size_t cap);
 /* A bulk copy (`what`, issued by the running thread) of `bytes` into dst completing on mbarrier bar:

@@ -523,6 +523,7 @@ static void run_block(block_run &b)
     }
     if (b.exited != b.nthreads)
         report_stuck(b);
+    sync_block_end();
     for (int i = 0; i < b.nthreads; i++) /* copies nobody waited for land nowhere */
         for (const async_copy &c : b.threads[i].async.copies)
             race_async_abandon(c.dst, c.bytes);

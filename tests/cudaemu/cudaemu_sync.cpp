@@ -10,8 +10,8 @@
  * issued (a tensor copy's data is cudaemu_tma.cpp's); its write is ordered only for the threads
  * that wait on its mbarrier (race_bulk_write).
  * Misuse the hardware leaves undefined or hangs on aborts with the kernel, block and call site:
- * ids outside 1..15, thread counts that are not whole warps or disagree, more arrivals than a
- * phase still needs, an mbarrier used before mbarrier.init or re-initialised under a waiting
+ * ids outside 1..15, thread counts that are not whole warps or disagree, a named barrier left
+ * half arrived at the block's end, more arrivals than a phase still needs, an mbarrier used before mbarrier.init or re-initialised under a waiting
  * thread, bulk copies outside their memory spaces or misaligned. Must not schedule fibers itself. */
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
@@ -135,6 +135,20 @@ void sync_block_begin(int threads)
     state.mbarriers.clear();
     state.slots_used = 0;
     state.waits.assign((size_t)threads, thread_wait{});
+}
+
+void sync_block_end()
+{
+    for (int id = 1; id < NAMED_BARRIERS; id++) {
+        const named_barrier_state &nb = state.named[id];
+        if (nb.arrived == 0)
+            continue;
+        char detail[512];
+        snprintf(detail, sizeof detail, "named barrier %d, first arrived at %s:%d, holds %d of its %d threads' "
+                 "arrivals when the block ends (the arrivals and waits at it do not balance)", id, nb.file, nb.line,
+                 nb.arrived, nb.threads);
+        die_in_kernel("unbalanced named barrier", detail);
+    }
 }
 
 void named_barrier(int id, int threads, bool wait, const char *file, int line)

@@ -12,6 +12,7 @@
  * any more (tile j - 1's stage after tile j's step), which the producer waits for before refilling
  * it. Every consumer thread arrives, and the role is read from lane 0, so that no branch the
  * compiler sees as divergent surrounds the wgmma (ptxas would serialise them: its note C7520). The
+ * two consumer warpgroups take turns issuing their products (pingpong, below). The
  * consumers never stop the whole block: no __syncthreads after the mbarriers are set up (the
  * producer leaves early), no cp.async, no proxy fence (the copies and wgmma both go through the
  * async proxy). Rows past T arrive zero-filled (the tensor map's bounds). The tensor maps describe Q,
@@ -25,6 +26,8 @@ using ddp_kernels::mbarrier_arrive_expect_tx;
 using ddp_kernels::mbarrier_fence_init;
 using ddp_kernels::mbarrier_init;
 using ddp_kernels::mbarrier_wait_parity;
+using ddp_kernels::named_barrier_arrive;
+using ddp_kernels::named_barrier_sync;
 using ddp_kernels::tma_load_4d;
 
 constexpr int kTmaThreads = kWgThreads + 32;
@@ -32,6 +35,27 @@ constexpr int kTmaThreads = kWgThreads + 32;
 /* The block's mbarriers: Q's, and each stage's full and empty. */
 struct tma_barriers {
     uint64_t q_full, full[kWgStages], empty[kWgStages];
+};
+
+/* FlashAttention-3's ping-pong of the two consumer warpgroups: warpgroup w issues a tile's products
+ * only at its turn (named barrier 1 + w, a bar.sync of its 128 threads against the other's
+ * bar.arrive), then hands the turn over, so one warpgroup's softmax runs while the other's products
+ * keep the tensor cores busy. Warpgroup 0 starts; warpgroup 1 hands nothing over after its last
+ * tile, so no barrier is left half arrived. */
+struct pingpong {
+    int wg;
+    bool last;
+    __device__ static void start(int wg)
+    {
+        if (wg == 1)
+            named_barrier_arrive(1, kWgThreads);
+    }
+    __device__ static void wait_turn(int wg) { named_barrier_sync(1 + wg, kWgThreads); }
+    __device__ void operator()() const
+    {
+        if (wg == 0 || !last)
+            named_barrier_arrive(2 - wg, kWgThreads);
+    }
 };
 
 /* The producer (lane 0 of warp 8): Q's box, then every key tile's K and V boxes, stage by stage,
@@ -87,11 +111,14 @@ __global__ void __launch_bounds__(kTmaThreads, 1) ddp_flash_forward_tma_kernel(a
     const float c = a.scale * kWgLog2e;
     int prev = 0; /* tile j - 1's stage */
     mbarrier_wait_parity(&bar.q_full, 0);
+    pingpong::start(blk.wg);
     for (int64_t j = blk.first; j <= blk.last; j++) {
         const int64_t n = j - blk.first;
         const int buf = (int)(n % kWgStages);
         mbarrier_wait_parity(&bar.full[buf], (unsigned)((n / kWgStages) & 1));
-        forward_step<HS>(a, blk, j, sq, sk + buf * kWgKeys * HS, sv + prev * kWgKeys * HS, c, o, p, m_row, l_row);
+        pingpong::wait_turn(blk.wg);
+        forward_step<HS>(a, blk, j, sq, sk + buf * kWgKeys * HS, sv + prev * kWgKeys * HS, c, o, p, m_row, l_row,
+                         pingpong{blk.wg, j == blk.last});
         if (j > blk.first) /* tile j - 1's K and V are read: its stage may be refilled */
             mbarrier_arrive(&bar.empty[prev]);
         prev = buf;

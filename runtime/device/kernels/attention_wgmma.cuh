@@ -126,18 +126,26 @@ template <int HS> __device__ inline void issue_pv(float (&acc)[HS / 2], uint32_t
     wgmma_commit();
 }
 
+/* What a warpgroup does once a tile's products are all issued and before it waits for them: nothing,
+ * or (attention_tma.cu) hand the tensor cores to the other warpgroup. */
+struct no_hand_over {
+    __device__ void operator()() const {}
+};
+
 /* The pipelined passes' step after a tile's own products are issued: issues the previous tile's
  * register-A product (acc += p times tile), or on the first tile an empty commit group in its
- * place, and waits for the group before it, so the tile's own products have landed while that one
- * may run on. The waits are then the same on every tile: behind a conditional wait ptxas serialises
- * the kernel's wgmma (its note C7515), and the overlap is gone. */
-template <int HS>
-__device__ inline void issue_previous_and_wait(float (&acc)[HS / 2], uint32_t (&p)[4][4], bf16 *tile, bool first)
+ * place, calls hand_over, and waits for the group before it, so the tile's own products have landed
+ * while that one may run on. The waits are then the same on every tile: behind a conditional wait
+ * ptxas serialises the kernel's wgmma (its note C7515), and the overlap is gone. */
+template <int HS, class HandOver = no_hand_over>
+__device__ inline void issue_previous_and_wait(float (&acc)[HS / 2], uint32_t (&p)[4][4], bf16 *tile, bool first,
+                                               const HandOver &hand_over = HandOver())
 {
     if (first)
         wgmma_commit();
     else
         issue_pv<HS>(acc, p, tile);
+    hand_over();
     wgmma_wait<1>();
 }
 
@@ -274,16 +282,17 @@ __device__ inline void store_output(const attn_args &a, const wg_block<HS> &blk,
 }
 
 /* The forward's step at key tile j (its K in k_j) once the tile has arrived: S_j issued, then O +=
- * P_{j-1}·V_{j-1} (v_prev; nothing on the first tile), the softmax of S_j computed while that runs;
- * O rescaled and P_j packed once it has landed. When it returns, no product reads k_j or v_prev. */
-template <int HS>
+ * P_{j-1}·V_{j-1} (v_prev; nothing on the first tile), hand_over called, the softmax of S_j computed
+ * while that runs; O rescaled and P_j packed once it has landed. When it returns, no product reads
+ * k_j or v_prev. */
+template <int HS, class HandOver = no_hand_over>
 __device__ inline void forward_step(const attn_args &a, const wg_block<HS> &blk, int64_t j, bf16 *sq, bf16 *k_j,
                                     bf16 *v_prev, float c, float (&o)[HS / 2], uint32_t (&p)[4][4],
-                                    float (&m_row)[2], float (&l_row)[2])
+                                    float (&m_row)[2], float (&l_row)[2], const HandOver &hand_over = HandOver())
 {
     float s[32], alpha[2];
     issue_scores<HS>(s, sq, blk.wg, k_j);
-    issue_previous_and_wait<HS>(o, p, v_prev, j == blk.first); /* O += P_{j-1}·V_{j-1} */
+    issue_previous_and_wait<HS>(o, p, v_prev, j == blk.first, hand_over); /* O += P_{j-1}·V_{j-1} */
     wgmma_hold(s);
     online_softmax(s, m_row, l_row, alpha, a, blk.b, blk.r0, j, blk.q0, blk.start_hi, c);
     wgmma_wait<0>();

@@ -24,6 +24,7 @@ enum sync_case {
     BULK_SHORT,         /* deadlock: 512 bytes expected, 256 copied */
     MBAR_NO_INIT,       /* misuse: a wait on 8 bytes no mbarrier.init set up */
     MBAR_INIT_UNORDERED,/* race: thread 0 initialises an mbarrier that warp 1 arrives at, no barrier between */
+    NAMED_UNBALANCED,   /* misuse: warp 0 arrives at barrier 3 for 64 threads, nobody else ever comes */
     SYNC_CASES
 };
 
@@ -130,6 +131,10 @@ __global__ void sync_kernel(int which, const float *src, float *out)
     case MBAR_NO_INIT:
         if (warp == 1)
             mbarrier_wait_parity(&never, 0);
+        break;
+    case NAMED_UNBALANCED:
+        if (warp == 0)
+            named_barrier_arrive(3, 64);
         break;
     case MBAR_INIT_UNORDERED:
         if (threadIdx.x == 0)

@@ -7,13 +7,14 @@
  * (parities alternating, a fresh mbarrier's parity 1 complete) and a bulk copy completing on an
  * mbarrier's transaction count each deliver exactly the producer's values. Emulator only: the same
  * hand-overs broken abort naming the hazard — a read without the bar.sync, a wait for the wrong
- * parity (or, when the producer came first, the deadlock a GPU would hang in), consumers arriving on "empty" before they read, a read of a bulk copy's destination with
- * no wait, or after a wait on another stage's mbarrier (each mbarrier orders only the copies that
- * complete on it), an mbarrier.init no barrier orders before another warp's arrival; and the waits
- * nothing can end are reported as deadlocks naming the wait (an mbarrier with no arrival, a bar.sync
- * short of its count, a phase short of its expected bytes), as is a wait on an mbarrier never
- * initialised. Under the forward order (warp 0 first) the hazard named is the one the case is built
- * for. */
+ * parity (or, when the producer came first, the deadlock a GPU would hang in), consumers arriving
+ * on "empty" before they read, a read of a bulk copy's destination with no wait, or after a wait on
+ * another stage's mbarrier (each mbarrier orders only the copies that complete on it), an
+ * mbarrier.init no barrier orders before another warp's arrival; and the waits nothing can end are
+ * reported as deadlocks naming the wait (an mbarrier with no arrival, a bar.sync short of its count,
+ * a phase short of its expected bytes), as is a wait on an mbarrier never initialised, and a named
+ * barrier left half arrived at the block's end. Under the forward order (warp 0 first) the hazard
+ * named is the one the case is built for. */
 #include "tests/check.h"
 
 #include <cuda_runtime_api.h>
@@ -27,7 +28,7 @@ int emu_sync(int which, const float *src, float *out);
 
 enum { NAMED_HANDOFF, NAMED_NO_SYNC, MBAR_HANDOFF, MBAR_WRONG_PARITY, RING, RING_EARLY_RELEASE, BULK_HANDOFF,
        BULK_NO_WAIT, BULK_OTHER_STAGE, MBAR_NEVER_ARRIVES, NAMED_SHORT, BULK_SHORT, MBAR_NO_INIT, MBAR_INIT_UNORDERED,
-       SYNC_CASES };
+       NAMED_UNBALANCED, SYNC_CASES };
 enum { THREADS = 64, ROUNDS = 6 };
 
 /* What each case must do: run and deliver (NULL), or abort with `report` in its message (any
@@ -46,6 +47,7 @@ static const struct {
     [BULK_SHORT] = {"deadlock", "still needs 0 of 1 arrivals and 256 transaction bytes"},
     [MBAR_NO_INIT] = {"mbarrier used before mbarrier.init", "no mbarrier.init of this block set up"},
     [MBAR_INIT_UNORDERED] = {"in kernel sync_kernel", "WAW hazard"},
+    [NAMED_UNBALANCED] = {"unbalanced named barrier", "holds 32 of its 64 threads' arrivals"},
 };
 
 static float source(int i) { return 0.25f * (float)i + 1.0f; }
