@@ -354,16 +354,22 @@ void race_async_abandon(const void *dst, size_t bytes)
         mark_in_flight(state, static_cast<const char *>(dst), bytes, 0);
 }
 
+/* A clock made in an older epoch orders nothing: it restarts empty in `epoch`. */
+static void fresh_in_epoch(sync_clock &clock, uint32_t epoch)
+{
+    if (clock.epoch == epoch)
+        return;
+    memset(clock.c, 0, sizeof clock.c);
+    clock.epoch = epoch;
+}
+
 void race_release(sync_clock &into)
 {
     if (!running)
         return;
     race_state &s = *running;
     uint32_t *mine = s.clock[s.thread / 32];
-    if (into.epoch != s.epoch) {
-        memset(into.c, 0, sizeof into.c);
-        into.epoch = s.epoch;
-    }
+    fresh_in_epoch(into, s.epoch);
     for (int i = 0; i < CLOCK_SLOTS; i++)
         into.c[i] = std::max(into.c[i], mine[i]);
     mine[s.thread / 32]++; /* the warp's later accesses are not part of this release */
@@ -387,10 +393,7 @@ void race_bulk_write(const void *dst, size_t bytes, int slot, sync_clock &phase,
     s.copy_clock[slot]++;
     if (maybe_shared(dst, bytes))
         check(static_cast<const char *>(dst), bytes, RACE_WRITE, slot, what, file, line, nullptr);
-    if (phase.epoch != s.epoch) {
-        memset(phase.c, 0, sizeof phase.c);
-        phase.epoch = s.epoch;
-    }
+    fresh_in_epoch(phase, s.epoch);
     phase.c[slot] = std::max(phase.c[slot], s.copy_clock[slot]);
 }
 

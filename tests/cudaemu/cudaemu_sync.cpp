@@ -90,11 +90,16 @@ void block_until_woken(int self, const char *file, int line)
     w.kind = WAIT_NONE;
 }
 
-mbarrier_state &find_mbarrier(const uint64_t *bar, const char *op, const char *file, int line)
+void check_mbarrier_address(const uint64_t *bar, const char *op, const char *file, int line)
 {
     if ((uintptr_t)bar % 8 != 0 || !in_shared_memory(bar, 8))
         misuse("invalid mbarrier", file, line, "%s on %p, which is not 8 aligned bytes of this block's shared memory",
                op, (const void *)bar);
+}
+
+mbarrier_state &find_mbarrier(const uint64_t *bar, const char *op, const char *file, int line)
+{
+    check_mbarrier_address(bar, op, file, line);
     auto it = state.mbarriers.find(bar);
     if (it == state.mbarriers.end())
         misuse("mbarrier used before mbarrier.init", file, line,
@@ -194,9 +199,7 @@ void named_barrier(int id, int threads, bool wait, const char *file, int line)
 void mbarrier_init(uint64_t *bar, unsigned count, const char *file, int line)
 {
     running_thread_index("mbarrier.init");
-    if ((uintptr_t)bar % 8 != 0 || !in_shared_memory(bar, 8))
-        misuse("invalid mbarrier", file, line, "mbarrier.init on %p, which is not 8 aligned bytes of this block's "
-               "shared memory", (void *)bar);
+    check_mbarrier_address(bar, "mbarrier.init", file, line);
     if (count < 1 || count >= (1u << 20))
         misuse("invalid mbarrier", file, line, "mbarrier.init with count %u (1 to 2^20 - 1)", count);
     race_access(bar, 8, RACE_WRITE, "mbarrier.init", file, line);
