@@ -68,6 +68,9 @@ enum alloc_kind { ALLOC_DEVICE, ALLOC_PINNED_HOST };
 /* Finds the allocation holding [p, p+bytes): returns true and its kind, or false with the
  * distance past the end in *overrun_bytes (0 when p is in no allocation at all). */
 bool alloc_lookup(const void *p, size_t bytes, alloc_kind *kind, size_t *overrun_bytes);
+/* NULL when [p, p+bytes) lies in one device allocation; else what it is instead, for a report:
+ * "past the end of a device allocation" or "not in device memory". */
+const char *device_range_problem(const void *p, size_t bytes);
 
 /* Opens device memory to host code while queued work runs, and closes it again after (PROT_NONE:
  * host code dereferencing device memory faults). */

@@ -91,6 +91,11 @@ void mbarrier_init(uint64_t *bar, unsigned count, const char *file, int line);
 uint64_t mbarrier_arrive(uint64_t *bar, unsigned count, unsigned tx_bytes, const char *file, int line);
 bool mbarrier_try_wait_parity(uint64_t *bar, unsigned parity, const char *file, int line);
 void cp_async_bulk(void *dst, const void *src, unsigned bytes, uint64_t *bar, const char *file, int line);
+/* setmaxnreg.{inc,dec}.sync.aligned (cudaemu_sync.cpp): once all 128 threads of the running thread's
+ * warpgroup have arrived with the same action and count, its registers a thread become `count`; a
+ * dec returns the difference to the block's pool, an inc waits until the pool holds it. At launch
+ * every thread holds what __launch_bounds__(threads, 1) allows and the pool is empty. */
+void setmaxnreg(bool inc, int count, const char *file, int line);
 /* cp.async.bulk.tensor.{rank}d tile mode (cudaemu_tma.cpp): the box of the tensor map `map` (a
  * CUtensorMap from cuTensorMapEncodeTiled) whose first element is at coords (dimension 0 first) into
  * dst (128-byte aligned), swizzled as the map says, completing on bar's transaction count. */

@@ -11,8 +11,12 @@
  * that wait on its mbarrier (race_bulk_write).
  * Misuse the hardware leaves undefined or hangs on aborts with the kernel, block and call site:
  * ids outside 1..15, thread counts that are not whole warps or disagree, a named barrier left
- * half arrived at the block's end, more arrivals than a phase still needs, an mbarrier used before mbarrier.init or re-initialised under a waiting
- * thread, bulk copies outside their memory spaces or misaligned. Must not schedule fibers itself. */
+ * half arrived at the block's end, more arrivals than a phase still needs, an mbarrier used before
+ * mbarrier.init or re-initialised under a waiting thread, bulk copies outside their memory spaces
+ * or misaligned. Also owns each warpgroup's register count and the block's register pool
+ * (setmaxnreg): the instruction takes whole warpgroups whose threads agree on it, an inc waits
+ * until a dec has returned enough to the pool, and an inc nothing can satisfy is a deadlock, as it
+ * hangs on a GPU. Must not schedule fibers itself. */
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
 
@@ -20,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -51,10 +56,23 @@ struct mbarrier_state {
     int line;
 };
 
-enum wait_kind { WAIT_NONE, WAIT_NAMED, WAIT_MBARRIER };
+/* A warpgroup's registers a thread, and the setmaxnreg its threads are arriving at (all 128 must,
+ * with the same action and count, before it takes effect). */
+struct warpgroup_registers {
+    int count = 0;
+    int arrived = 0;
+    bool inc = false;
+    int target = 0;
+    bool granting = false; /* every thread arrived at an inc the pool cannot yet grant */
+    std::vector<int> waiting;
+    const char *file = nullptr; /* the current setmaxnreg's first arrival */
+    int line = 0;
+};
+
+enum wait_kind { WAIT_NONE, WAIT_NAMED, WAIT_MBARRIER, WAIT_SETMAXNREG };
 struct thread_wait {
     wait_kind kind = WAIT_NONE;
-    int id = 0;                 /* WAIT_NAMED */
+    int id = 0;                 /* WAIT_NAMED; WAIT_SETMAXNREG: the warpgroup */
     const void *bar = nullptr;  /* WAIT_MBARRIER */
     unsigned parity = 0;
     sync_clock acquired;        /* what the wait acquires, handed over by whoever wakes it */
@@ -66,6 +84,8 @@ struct block_sync {
     std::unordered_map<const void *, mbarrier_state> mbarriers;
     int slots_used = 0;
     std::vector<thread_wait> waits;
+    std::vector<warpgroup_registers> registers; /* per warpgroup */
+    int64_t register_pool = 0;                  /* registers returned by dec and not yet taken */
 };
 thread_local block_sync state;
 
@@ -140,6 +160,12 @@ void sync_block_begin(int threads)
     state.mbarriers.clear();
     state.slots_used = 0;
     state.waits.assign((size_t)threads, thread_wait{});
+    /* what __launch_bounds__(threads, 1) lets ptxas give each thread, all of it owned at launch */
+    const int warps = (threads + 31) / 32, at_launch = std::min(255, 65536 / (warps * 32)) / 8 * 8;
+    state.registers.assign((size_t)(threads + 127) / 128, warpgroup_registers{});
+    for (warpgroup_registers &wr : state.registers)
+        wr.count = at_launch;
+    state.register_pool = 0;
 }
 
 void sync_block_end()
@@ -262,11 +288,8 @@ void cp_async_bulk(void *dst, const void *src, unsigned bytes, uint64_t *bar, co
     if (bytes == 0 || bytes % 16 != 0 || (uintptr_t)dst % 16 != 0 || (uintptr_t)src % 16 != 0)
         misuse("misaligned cp.async.bulk", file, line, "%u bytes from %p to %p (a non-zero multiple of 16, both ends "
                "16-byte aligned)", bytes, src, dst);
-    alloc_kind kind;
-    size_t overrun = 0;
-    if (!alloc_lookup(src, bytes, &kind, &overrun) || kind != ALLOC_DEVICE)
-        misuse("cp.async.bulk outside device memory", file, line, "source %p..+%u is %s", src, bytes,
-               overrun ? "past the end of a device allocation" : "not in device memory");
+    if (const char *problem = device_range_problem(src, bytes))
+        misuse("cp.async.bulk outside device memory", file, line, "source %p..+%u is %s", src, bytes, problem);
     if (!in_shared_memory(dst, bytes))
         misuse("cp.async.bulk outside shared memory", file, line, "destination %p..+%u is not inside one "
                "shared-memory array of this block", dst, bytes);
@@ -283,9 +306,81 @@ void land_bulk_copy(uint64_t *bar, void *dst, size_t bytes, const char *what, co
     complete_if_done(m);
 }
 
+namespace {
+
+/* Every warpgroup whose threads all arrived at an inc takes its registers if the pool now holds
+ * them, and its threads go on. */
+void grant_registers()
+{
+    for (warpgroup_registers &wr : state.registers) {
+        const int64_t need = (int64_t)(wr.target - wr.count) * 128;
+        if (!wr.granting || need > state.register_pool)
+            continue;
+        state.register_pool -= need;
+        wr.count = wr.target;
+        for (int t : wr.waiting) {
+            state.waits[(size_t)t].acquired = sync_clock{};
+            wake_thread(t);
+        }
+        wr.waiting.clear();
+        wr.arrived = 0;
+        wr.granting = false;
+    }
+}
+
+} // namespace
+
+void setmaxnreg(bool inc, int count, const char *file, int line)
+{
+    const char *op = inc ? "setmaxnreg.inc" : "setmaxnreg.dec";
+    const int self = running_thread_index(op);
+    if (emulated_cc_major() < 9)
+        misuse("setmaxnreg on a GPU before Hopper", file, line, "%s: the emulated device is sm_80", op);
+    if (running_block_threads() % 128 != 0)
+        misuse("invalid setmaxnreg", file, line, "%s in a block of %d threads: it takes whole warpgroups", op,
+               running_block_threads());
+    if (count < 24 || count > 256 || count % 8 != 0)
+        misuse("invalid setmaxnreg", file, line, "%s %d: the count is 24..256, a multiple of 8", op, count);
+    warpgroup_registers &wr = state.registers[(size_t)self / 128];
+    if (wr.arrived == 0) {
+        if ((inc && count < wr.count) || (!inc && count > wr.count))
+            misuse("invalid setmaxnreg", file, line, "%s %d in warpgroup %d, whose threads hold %d registers each "
+                   "(undefined on a GPU)", op, count, self / 128, wr.count);
+        wr.inc = inc, wr.target = count, wr.file = file, wr.line = line;
+    } else if (wr.inc != inc || wr.target != count) {
+        misuse("mismatched setmaxnreg", file, line, "%s %d in warpgroup %d, whose other threads arrived at %s %d at "
+               "%s:%d (all 128 must execute the same one)", op, count, self / 128,
+               wr.inc ? "setmaxnreg.inc" : "setmaxnreg.dec", wr.target, wr.file, wr.line);
+    }
+    thread_wait &w = state.waits[(size_t)self];
+    w.kind = WAIT_SETMAXNREG;
+    w.id = self / 128;
+    if (++wr.arrived == 128) { /* the last arrival: the instruction takes effect */
+        if (!inc) {
+            state.register_pool += (int64_t)(wr.count - count) * 128;
+            wr.count = count;
+        }
+        wr.granting = true;
+        grant_registers(); /* a dec's at once, and whatever incs the pool can now serve */
+        if (!wr.granting) {
+            w.kind = WAIT_NONE;
+            return;
+        }
+    }
+    wr.waiting.push_back(self);
+    block_until_woken(self, file, line);
+}
+
 void sync_describe_wait(int thread, char *out, size_t cap)
 {
     const thread_wait &w = state.waits[(size_t)thread];
+    if (w.kind == WAIT_SETMAXNREG) {
+        const warpgroup_registers &wr = state.registers[(size_t)w.id];
+        snprintf(out, cap, "%s %d in warpgroup %d (%d of 128 threads arrived; the block's register pool holds %lld, "
+                 "the inc needs %lld)", wr.inc ? "setmaxnreg.inc" : "setmaxnreg.dec", wr.target, w.id, wr.arrived,
+                 (long long)state.register_pool, (long long)(wr.target - wr.count) * 128);
+        return;
+    }
     if (w.kind == WAIT_NAMED) {
         const named_barrier_state &nb = state.named[w.id];
         snprintf(out, cap, "bar.sync %d (%d of %d threads arrived)", w.id, nb.arrived, nb.threads);

@@ -177,12 +177,10 @@ void cp_async(void *dst, const void *src, unsigned bytes, unsigned src_bytes, co
                  "size, and src-size at most cp-size)", file, line, src_bytes, bytes, src, dst);
         die_in_kernel("misaligned cp.async", detail);
     }
-    alloc_kind kind;
-    size_t overrun = 0;
-    if (src_bytes > 0 && (!alloc_lookup(src, src_bytes, &kind, &overrun) || kind != ALLOC_DEVICE)) {
+    const char *problem = src_bytes > 0 ? device_range_problem(src, src_bytes) : nullptr;
+    if (problem) {
         snprintf(detail, sizeof detail, "at %s:%d: source %p..+%u is %s (on a GPU: an illegal address, or another "
-                 "allocation's bytes)", file, line, src, src_bytes,
-                 overrun ? "past the end of a device allocation" : "not in device memory");
+                 "allocation's bytes)", file, line, src, src_bytes, problem);
         die_in_kernel("cp.async outside device memory", detail);
     }
     if (!in_shared_memory(dst, bytes)) {

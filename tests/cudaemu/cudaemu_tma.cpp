@@ -161,11 +161,8 @@ CUresult encode_tiled(CUtensorMap *out, CUtensorMapDataType type, cuuint32_t ran
     uint64_t extent = m.elem_bytes;
     for (int i = 0; i < m.rank; i++)
         extent += (m.dims[i] - 1) * m.strides[i];
-    alloc_kind kind;
-    size_t overrun = 0;
-    if (!alloc_lookup(address, extent, &kind, &overrun) || kind != ALLOC_DEVICE)
-        return refuse("the tensor (%llu bytes from %p) is %s", (unsigned long long)extent, address,
-                      overrun ? "longer than its device allocation" : "not in device memory");
+    if (const char *problem = device_range_problem(address, extent))
+        return refuse("the tensor (%llu bytes from %p): %s", (unsigned long long)extent, address, problem);
     memset(out, 0, sizeof *out);
     memcpy(out, &m, sizeof m);
     return CUDA_SUCCESS;

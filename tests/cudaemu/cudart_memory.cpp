@@ -71,6 +71,15 @@ bool alloc_lookup(const void *p, size_t bytes, alloc_kind *kind, size_t *overrun
     return true;
 }
 
+const char *device_range_problem(const void *p, size_t bytes)
+{
+    alloc_kind kind;
+    size_t overrun = 0;
+    if (alloc_lookup(p, bytes, &kind, &overrun) && kind == ALLOC_DEVICE)
+        return nullptr;
+    return overrun ? "past the end of a device allocation" : "not in device memory";
+}
+
 /* The pages between the guard pages. */
 static char *body(const allocation &al) { return al.map + page_bytes; }
 static size_t body_bytes(const allocation &al) { return al.map_bytes - 2 * page_bytes; }

@@ -58,12 +58,13 @@ bool attention_tc_supports(device *d, const attn_args *a);
  * backward (drow computed), which attention_tc_forward and attention_tc_backward call. */
 bool attention_wgmma_supports(device *d, const attn_args *a);
 int attention_wgmma_forward(device *d, const attn_args *a, ddp_err *err);
-/* Whether the warp-specialised forward (attention_tma.cu) takes a job Hopper's kernels take: unless
- * DDP_ATTENTION_TMA=0, where the driver has cuTensorMapEncodeTiled; and that forward, which
- * attention_wgmma_forward calls. */
+int attention_wgmma_backward(device *d, const attn_args *a, ddp_err *err);
+/* Whether the warp-specialised kernels (attention_tma.cu) take a job Hopper's kernels take: unless
+ * DDP_ATTENTION_TMA=0, where the driver has cuTensorMapEncodeTiled; and their forward and backward,
+ * which attention_wgmma_forward and attention_wgmma_backward call. */
 bool attention_tma_supports(device *d, const attn_args *a);
 int attention_tma_forward(device *d, const attn_args *a, ddp_err *err);
-int attention_wgmma_backward(device *d, const attn_args *a, ddp_err *err);
+int attention_tma_backward(device *d, const attn_args *a, ddp_err *err);
 /* The tensor-core forward and backward (attention_tc.cu; Hopper's where they take the job); the
  * backward expects drow computed. */
 int attention_tc_forward(device *d, const attn_args *a, ddp_err *err);

@@ -1,23 +1,28 @@
-/* attention_tma.cu — Hopper's causal flash-attention forward, warp-specialised as FlashAttention-3
- * describes: a producer warp feeds the tiles through the tensor memory accelerator, two consumer
- * warpgroups compute (sm_90a alone, taken on compute capability 9.0 devices where the driver has
- * cuTensorMapEncodeTiled, unless DDP_ATTENTION_TMA=0). Same algorithm, masks, outputs and shapes
- * as attention_wgmma.cu's forward, whose per-tile step (attention_wgmma.cuh's forward_step) it runs.
+/* attention_tma.cu — Hopper's causal flash attention, forward and backward, warp-specialised as
+ * FlashAttention-3 describes: a producer warp feeds the tiles through the tensor memory accelerator,
+ * two consumer warpgroups compute (sm_90a alone, taken on compute capability 9.0 devices where the
+ * driver has cuTensorMapEncodeTiled, unless DDP_ATTENTION_TMA=0). Same algorithms, masks, outputs
+ * and shapes as attention_wgmma.cu's kernels, whose per-tile steps (attention_wgmma.cuh's
+ * forward_step, dq_step and dkdv_step) they run.
  *
- * A block is 288 threads for 128 query rows of one head: warps 0-7 (two warpgroups, 64 rows each)
- * consume, warp 8 produces. The producer's lane 0 issues Q's box once, then each key tile's K and
- * V boxes (64 rows x 64 columns, 128-byte swizzle: attention_wgmma.cuh's layout; an HS of 128 as
- * two) into a ring of kWgStages stages; each stage's "full" mbarrier expects their bytes, and its
+ * Warps 0-7 (two warpgroups) consume, warp 8 produces: the forward's block is 288 threads; the
+ * backward's producer is a whole warpgroup (384 threads) that hands its registers to the consumers
+ * (setmaxnreg, below). The forward and dQ blocks own 128 query rows of one head: the producer's lane
+ * 0 issues their resident boxes once (Q; in dQ, dO too), then each key tile's K and V boxes (64
+ * rows x 64 columns, 128-byte swizzle: attention_wgmma.cuh's layout; an HS of 128 as two) into a
+ * ring of kWgStages stages. The dK/dV blocks own 128 keys of one K/V head: K and V are resident, and
+ * the query tiles (Q, dO and their per-row inputs, which the producer warp writes) stream through
+ * the ring. Each stage's "full" mbarrier expects its bytes (and the producer's arrival), and its
  * "empty" mbarrier collects an arrival from every consumer thread once no product reads the stage
- * any more (tile j - 1's stage after tile j's step), which the producer waits for before refilling
- * it. Every consumer thread arrives, and the role is read from lane 0, so that no branch the
- * compiler sees as divergent surrounds the wgmma (ptxas would serialise them: its note C7520). The
- * two consumer warpgroups take turns issuing their products (pingpong, below). The
- * consumers never stop the whole block: no __syncthreads after the mbarriers are set up (the
- * producer leaves early), no cp.async, no proxy fence (the copies and wgmma both go through the
- * async proxy). Rows past T arrive zero-filled (the tensor map's bounds). The tensor maps describe Q,
- * K and V as (HS, heads, T, B) with the op's row strides, encoded per call. This file must not hold
- * kernels whose tiles arrive another way. */
+ * any more, which the producer waits for before refilling it. Every consumer thread arrives, and
+ * the role is read from lane 0, so that no branch the compiler sees as divergent surrounds the
+ * wgmma (ptxas would serialise them: its note C7520). In the forward the two consumer warpgroups
+ * take turns issuing their products (pingpong, below). The consumers never stop the whole block:
+ * no __syncthreads after the mbarriers are set up (the producer leaves early), no cp.async, no
+ * proxy fence (the copies and wgmma both go through the async proxy). Rows past T arrive
+ * zero-filled (the tensor map's bounds). The tensor maps describe Q, dO, K and V as (HS, heads, T,
+ * B) with the op's row strides, encoded per call. This file must not hold kernels whose tiles
+ * arrive another way. */
 #include "attention_wgmma.cuh"
 #include "mbarrier.cuh"
 
@@ -28,14 +33,62 @@ using ddp_kernels::mbarrier_init;
 using ddp_kernels::mbarrier_wait_parity;
 using ddp_kernels::named_barrier_arrive;
 using ddp_kernels::named_barrier_sync;
+using ddp_kernels::setmaxnreg_dec;
+using ddp_kernels::setmaxnreg_inc;
 using ddp_kernels::tma_load_4d;
 
-constexpr int kTmaThreads = kWgThreads + 32;
+/* The forward's block: the consumers and one producer warp (159 registers at HS 128). The backward's
+ * consumers need more than ptxas gives a 288-thread block (at HS 128 it held dQ to 166, spilled and
+ * serialised the wgmma: note C7512; dK/dV wants 239), so its producer is a whole warpgroup that
+ * hands its registers to the consumers (setmaxnreg): 168 a thread at launch, 24 for the producer,
+ * 240 for each consumer warpgroup, 64512 in all. */
+constexpr int kTmaThreads = kWgThreads + 32, kTmaWideThreads = kWgThreads + 128;
+constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
 
-/* The block's mbarriers: Q's, and each stage's full and empty. */
-struct tma_barriers {
-    uint64_t q_full, full[kWgStages], empty[kWgStages];
+/* The tensor maps a block's producer reads, each box 64 columns of one head: Q and (the backward) dO
+ * by boxes of 128 rows in the forward and dQ, of 64 in dK/dV; K and V by boxes of 64 rows. */
+struct tma_maps {
+    CUtensorMap q, dout, k, v;
 };
+
+/* A block's tiles in shared memory: the query side's 128 rows (Q, and in the dQ pass dO), then
+ * kWgStages stages of K and of V. */
+template <int HS> struct tma_tiles {
+    bf16 *q, *dout, *k, *v;
+    __device__ tma_tiles(char *raw, bool with_dout)
+    {
+        q = reinterpret_cast<bf16 *>(wgmma_align_1024(raw)), dout = q + kWgRows * HS;
+        k = dout + (with_dout ? kWgRows * HS : 0), v = k + kWgStages * kWgKeys * HS;
+    }
+    /* 1024: the alignment; the mbarriers are static shared memory */
+    static size_t bytes(bool with_dout)
+    {
+        return 1024 + (size_t)((with_dout ? 2 : 1) * kWgRows + 2 * kWgStages * kWgKeys) * HS * sizeof(bf16);
+    }
+};
+
+/* The block's mbarriers: its resident tiles' (loaded once: Q, and dO in dQ; K and V in dK/dV), and
+ * each stage's full and empty. */
+struct tma_barriers {
+    uint64_t resident, full[kWgStages], empty[kWgStages];
+    /* Thread 0 initialises them; the block's barrier publishes them, the last the block takes. */
+    __device__ void init()
+    {
+        if (threadIdx.x == 0) {
+            mbarrier_init(&resident, 1);
+            for (int s = 0; s < kWgStages; s++) {
+                mbarrier_init(&full[s], 1);
+                mbarrier_init(&empty[s], kWgThreads);
+            }
+            mbarrier_fence_init();
+        }
+        __syncthreads();
+    }
+};
+
+/* Whether this thread's warp is the producer, read from lane 0's thread index so that the compiler
+ * sees it warp-uniform. */
+__device__ inline bool producer_warp() { return __shfl_sync(0xffffffffu, (int)threadIdx.x, 0) >= kWgThreads; }
 
 /* FlashAttention-3's ping-pong of the two consumer warpgroups: warpgroup w issues a tile's products
  * only at its turn (named barrier 1 + w, a bar.sync of its 128 threads against the other's
@@ -58,17 +111,21 @@ struct pingpong {
     }
 };
 
-/* The producer (lane 0 of warp 8): Q's box, then every key tile's K and V boxes, stage by stage,
- * each stage refilled once the consumers have released its previous tile. */
+/* The producer (lane 0 of warp 8): the query side's boxes once (Q's; with_dout, dO's too), then
+ * every key tile's K and V boxes, stage by stage, each stage refilled once the consumers have
+ * released its previous tile. */
 template <int HS>
-__device__ void produce_tiles(const wg_block<HS> &blk, const CUtensorMap *mq, const CUtensorMap *mk,
-                              const CUtensorMap *mv, bf16 *sq, bf16 *sk, bf16 *sv, tma_barriers &bar)
+__device__ void produce_tiles(const wg_block<HS> &blk, const tma_maps &m, const tma_tiles<HS> &t, bool with_dout,
+                              tma_barriers &bar)
 {
-    constexpr unsigned kTile = kWgKeys * HS * sizeof(bf16); /* a stage's K (or V): HS / 64 boxes */
-    const int b = (int)blk.b, kvh = (int)blk.kvh;
-    mbarrier_arrive_expect_tx(&bar.q_full, kWgRows * HS * sizeof(bf16));
-    for (int cb = 0; cb < HS / 64; cb++)
-        tma_load_4d(sq + cb * kWgRows * 64, mq, 64 * cb, (int)blk.h, (int)blk.q0, b, &bar.q_full);
+    constexpr unsigned kRows = kWgRows * HS * sizeof(bf16), kTile = kWgKeys * HS * sizeof(bf16);
+    const int b = (int)blk.b, h = (int)blk.h, kvh = (int)blk.kvh, q0 = (int)blk.q0;
+    mbarrier_arrive_expect_tx(&bar.resident, with_dout ? 2 * kRows : kRows);
+    for (int cb = 0; cb < HS / 64; cb++) {
+        tma_load_4d(t.q + cb * kWgRows * 64, &m.q, 64 * cb, h, q0, b, &bar.resident);
+        if (with_dout)
+            tma_load_4d(t.dout + cb * kWgRows * 64, &m.dout, 64 * cb, h, q0, b, &bar.resident);
+    }
     for (int64_t j = blk.first; j <= blk.last; j++) {
         const int64_t n = j - blk.first;
         const int s = (int)(n % kWgStages);
@@ -76,54 +133,152 @@ __device__ void produce_tiles(const wg_block<HS> &blk, const CUtensorMap *mq, co
         mbarrier_arrive_expect_tx(&bar.full[s], 2 * kTile);
         for (int cb = 0; cb < HS / 64; cb++) {
             const int off = s * kWgKeys * HS + cb * kWgKeys * 64;
-            tma_load_4d(sk + off, mk, 64 * cb, kvh, (int)(j * kWgKeys), b, &bar.full[s]);
-            tma_load_4d(sv + off, mv, 64 * cb, kvh, (int)(j * kWgKeys), b, &bar.full[s]);
+            tma_load_4d(t.k + off, &m.k, 64 * cb, kvh, (int)(j * kWgKeys), b, &bar.full[s]);
+            tma_load_4d(t.v + off, &m.v, 64 * cb, kvh, (int)(j * kWgKeys), b, &bar.full[s]);
         }
     }
 }
 
 template <int HS>
 __global__ void __launch_bounds__(kTmaThreads, 1) ddp_flash_forward_tma_kernel(attn_args a, int64_t n_tiles,
-    const __grid_constant__ CUtensorMap mq, const __grid_constant__ CUtensorMap mk, const __grid_constant__ CUtensorMap mv)
+                                                                              const __grid_constant__ tma_maps maps)
 {
     DDP_DYNAMIC_SHARED(char, smem_raw);
-    bf16 *sq = reinterpret_cast<bf16 *>(wgmma_align_1024(smem_raw)), *sk = sq + kWgRows * HS;
-    bf16 *sv = sk + kWgStages * kWgKeys * HS;
+    const tma_tiles<HS> t(smem_raw, false);
     __shared__ __align__(8) tma_barriers bar;
-    if (threadIdx.x == 0) {
-        mbarrier_init(&bar.q_full, 1);
-        for (int s = 0; s < kWgStages; s++) {
-            mbarrier_init(&bar.full[s], 1);
-            mbarrier_init(&bar.empty[s], kWgThreads);
-        }
-        mbarrier_fence_init();
-    }
-    __syncthreads();
+    bar.init();
     const wg_block<HS> blk(a, n_tiles);
-    /* the role from lane 0's thread index: warp-uniform as far as the compiler can see */
-    if (__shfl_sync(0xffffffffu, (int)threadIdx.x, 0) >= kWgThreads) {
+    if (producer_warp()) {
         if (threadIdx.x == kWgThreads)
-            produce_tiles<HS>(blk, &mq, &mk, &mv, sq, sk, sv, bar);
+            produce_tiles<HS>(blk, maps, t, false, bar);
         return;
     }
     float o[HS / 2] = {}, m_row[2] = {-INFINITY, -INFINITY}, l_row[2] = {};
     uint32_t p[4][4] = {}; /* P_{j-1}, packed */
     const float c = a.scale * kWgLog2e;
     int prev = 0; /* tile j - 1's stage */
-    mbarrier_wait_parity(&bar.q_full, 0);
+    mbarrier_wait_parity(&bar.resident, 0);
     pingpong::start(blk.wg);
     for (int64_t j = blk.first; j <= blk.last; j++) {
         const int64_t n = j - blk.first;
         const int buf = (int)(n % kWgStages);
         mbarrier_wait_parity(&bar.full[buf], (unsigned)((n / kWgStages) & 1));
         pingpong::wait_turn(blk.wg);
-        forward_step<HS>(a, blk, j, sq, sk + buf * kWgKeys * HS, sv + prev * kWgKeys * HS, c, o, p, m_row, l_row,
+        forward_step<HS>(a, blk, j, t.q, t.k + buf * kWgKeys * HS, t.v + prev * kWgKeys * HS, c, o, p, m_row, l_row,
                          pingpong{blk.wg, j == blk.last});
         if (j > blk.first) /* tile j - 1's K and V are read: its stage may be refilled */
             mbarrier_arrive(&bar.empty[prev]);
         prev = buf;
     }
-    finish_forward<HS>(a, blk, sv + prev * kWgKeys * HS, o, p, m_row, l_row);
+    finish_forward<HS>(a, blk, t.v + prev * kWgKeys * HS, o, p, m_row, l_row);
+}
+
+/* The dQ pass, warp-specialised: the producer feeds Q and dO once and the key tiles as in the
+ * forward; the consumers run attention_wgmma.cuh's dq_step, which reads K_j and V_j at tile j and
+ * K_{j-1} beside them, so tile j - 1's stage is released after tile j's step, as in the forward.
+ * No ping-pong: each tile's element-wise work already runs under the previous tile's dS·K. */
+template <int HS>
+__global__ void __launch_bounds__(kTmaWideThreads, 1) ddp_flash_dq_tma_kernel(attn_args a, int64_t n_tiles,
+                                                                             const __grid_constant__ tma_maps maps)
+{
+    DDP_DYNAMIC_SHARED(char, smem_raw);
+    const tma_tiles<HS> t(smem_raw, true);
+    __shared__ __align__(8) tma_barriers bar;
+    bar.init();
+    const wg_block<HS> blk(a, n_tiles);
+    if (producer_warp()) {
+        setmaxnreg_dec<kProducerRegisters>();
+        if (threadIdx.x == kWgThreads)
+            produce_tiles<HS>(blk, maps, t, true, bar);
+        return;
+    }
+    setmaxnreg_inc<kConsumerRegisters>();
+    float lse2[2], drow[2], dq[HS / 2] = {};
+    dq_row_inputs<HS>(a, blk, lse2, drow);
+    uint32_t ds[4][4] = {}; /* dS_{j-1}, packed */
+    const float c = a.scale * kWgLog2e;
+    int prev = 0; /* tile j - 1's stage */
+    mbarrier_wait_parity(&bar.resident, 0);
+    for (int64_t j = blk.first; j <= blk.last; j++) {
+        const int64_t n = j - blk.first;
+        const int buf = (int)(n % kWgStages);
+        mbarrier_wait_parity(&bar.full[buf], (unsigned)((n / kWgStages) & 1));
+        const int64_t off = buf * kWgKeys * HS;
+        dq_step<HS>(a, blk, j, t.q, t.dout, t.k + off, t.v + off, t.k + prev * kWgKeys * HS, c, lse2, drow, dq, ds);
+        if (j > blk.first) /* K_{j-1} and V_{j-1} are read: tile j - 1's stage may be refilled */
+            mbarrier_arrive(&bar.empty[prev]);
+        prev = buf;
+    }
+    finish_dq<HS>(a, blk, t.k + prev * kWgKeys * HS, dq, ds);
+}
+
+/* The dK/dV pass's producer, warp 8: lane 0 issues K's and V's 128 rows once (two boxes of 64 rows
+ * per 64 columns), then for each item the warp waits for its stage to be free, writes the query
+ * tile's per-row inputs (plain stores, made visible by the __syncwarp and lane 0's arrival, which
+ * releases them with the warp's other writes), and lane 0 issues its Q and dO boxes. */
+template <int HS>
+__device__ void produce_query_tiles(const attn_args &a, const dkdv_block &blk, const tma_maps &m,
+                                    const wg_dkdv_smem<HS, kWgStages> &sm, tma_barriers &bar)
+{
+    constexpr unsigned kTile = kWgKeys * HS * sizeof(bf16);
+    const int lane = threadIdx.x & 31, b = (int)blk.b, kvh = (int)blk.kvh;
+    if (lane == 0) {
+        mbarrier_arrive_expect_tx(&bar.resident, 4 * kTile);
+        for (int cb = 0; cb < HS / 64; cb++)
+            for (int half = 0; half < 2; half++) {
+                const int off = cb * kWgRows * 64 + half * kWgKeys * 64, row = (int)blk.k0 + half * kWgKeys;
+                tma_load_4d(sm.k + off, &m.k, 64 * cb, kvh, row, b, &bar.resident);
+                tma_load_4d(sm.v + off, &m.v, 64 * cb, kvh, row, b, &bar.resident);
+            }
+    }
+    for (int64_t it = 0; it < blk.items; it++) {
+        const int s = (int)(it % kWgStages);
+        const int64_t h = blk.head(it), i = blk.tile(it);
+        mbarrier_wait_parity(&bar.empty[s], (unsigned)((it / kWgStages) & 1) ^ 1u); /* a fresh stage is free */
+        for (int r = lane; r < kWgKeys; r += 32)
+            dkdv_load_row(a, blk.b, h, i, r, sm.rows_of(s));
+        __syncwarp();
+        if (lane == 0) {
+            mbarrier_arrive_expect_tx(&bar.full[s], 2 * kTile);
+            for (int cb = 0; cb < HS / 64; cb++) {
+                const int off = cb * kWgKeys * 64;
+                tma_load_4d(sm.q_of(s) + off, &m.q, 64 * cb, (int)h, (int)(i * kWgKeys), b, &bar.full[s]);
+                tma_load_4d(sm.dout_of(s) + off, &m.dout, 64 * cb, (int)h, (int)(i * kWgKeys), b, &bar.full[s]);
+            }
+        }
+    }
+}
+
+/* The dK/dV pass, warp-specialised: a block per (128 keys, K/V head) as attention_wgmma.cu's, whose
+ * per-item step (attention_wgmma.cuh's dkdv_step) it runs; the query tiles stream through a ring of
+ * kWgStages stages, each released once its step returns. The registers as in the dQ pass (dK/dV
+ * holds both accumulators: 239 at HS 128 in a 256-thread block). */
+template <int HS>
+__global__ void __launch_bounds__(kTmaWideThreads, 1) ddp_flash_dkdv_tma_kernel(attn_args a,
+                                                                               const __grid_constant__ tma_maps maps)
+{
+    DDP_DYNAMIC_SHARED(char, smem_raw);
+    const wg_dkdv_smem<HS, kWgStages> sm(smem_raw);
+    __shared__ __align__(8) tma_barriers bar;
+    bar.init();
+    const dkdv_block blk(a);
+    if (producer_warp()) {
+        setmaxnreg_dec<kProducerRegisters>();
+        if (threadIdx.x < kWgThreads + 32)
+            produce_query_tiles<HS>(a, blk, maps, sm, bar);
+        return;
+    }
+    setmaxnreg_inc<kConsumerRegisters>();
+    float dk[HS / 2] = {}, dv[HS / 2] = {};
+    const float c = a.scale * kWgLog2e;
+    mbarrier_wait_parity(&bar.resident, 0);
+    for (int64_t it = 0; it < blk.items; it++) {
+        const int s = (int)(it % kWgStages);
+        mbarrier_wait_parity(&bar.full[s], (unsigned)((it / kWgStages) & 1));
+        dkdv_step<HS>(blk, it, sm.k, sm.v, sm.q_of(s), sm.dout_of(s), sm.rows_of(s), c, dk, dv);
+        mbarrier_arrive(&bar.empty[s]); /* no product reads the stage any more */
+    }
+    store_dkdv<HS>(a, blk, dk, dv);
 }
 
 /* One tensor's map: (HS, heads, T, B) bf16 with row stride ld, boxes of 64 columns x `rows` rows
@@ -148,22 +303,66 @@ static int encode_head_map(const cuda_traits *t, CUtensorMap *map, const void *b
     return DDP_OK;
 }
 
+/* The maps of Q, K, V and (with_dout) dO for a call, Q's and dO's boxes query_rows high. */
+static int encode_maps(const cuda_traits *t, const attn_args *a, int64_t hs, bool with_dout, uint32_t query_rows,
+                       tma_maps *m, ddp_err *err)
+{
+    int rc;
+    *m = tma_maps{};
+    if ((rc = encode_head_map(t, &m->q, a->q, hs, a->NH, a->ld_q, a, query_rows, "Q", err)) != DDP_OK ||
+        (rc = encode_head_map(t, &m->k, a->k, hs, a->NKV, a->ld_kv, a, kWgKeys, "K", err)) != DDP_OK ||
+        (rc = encode_head_map(t, &m->v, a->v, hs, a->NKV, a->ld_kv, a, kWgKeys, "V", err)) != DDP_OK)
+        return rc;
+    if (with_dout)
+        return encode_head_map(t, &m->dout, a->dout, hs, a->NH, a->ld_o, a, query_rows, "dO", err);
+    return DDP_OK;
+}
+
+/* What a launch of one of this file's kernels needs first: its maps, and its shared memory granted. */
+static int prepare_launch(device *d, const attn_args *a, const void *kernel, bool with_dout, uint32_t query_rows,
+                          size_t smem, tma_maps *maps, ddp_err *err)
+{
+    const int rc = encode_maps(device_cuda_traits(d), a, a->hs, with_dout, query_rows, maps, err);
+    if (rc != DDP_OK)
+        return rc;
+    CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    return DDP_OK;
+}
+
+/* The forward: a block per (128 query rows, head), heaviest first. */
 template <int HS> static int forward_tma_hs(device *d, const attn_args *a, ddp_err *err)
 {
-    const cuda_traits *t = device_cuda_traits(d);
-    CUtensorMap mq, mk, mv;
-    int rc;
-    if ((rc = encode_head_map(t, &mq, a->q, HS, a->NH, a->ld_q, a, kWgRows, "Q", err)) != DDP_OK ||
-        (rc = encode_head_map(t, &mk, a->k, HS, a->NKV, a->ld_kv, a, kWgKeys, "K", err)) != DDP_OK ||
-        (rc = encode_head_map(t, &mv, a->v, HS, a->NKV, a->ld_kv, a, kWgKeys, "V", err)) != DDP_OK)
-        return rc;
+    tma_maps maps;
     const int64_t n_tiles = (a->T + kWgRows - 1) / kWgRows;
-    /* 1024: the alignment; the mbarriers are static shared memory */
-    const size_t smem = 1024 + (size_t)(kWgRows + 2 * kWgStages * kWgKeys) * HS * sizeof(bf16);
-    const void *kernel = reinterpret_cast<const void *>(ddp_flash_forward_tma_kernel<HS>);
-    CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const size_t smem = tma_tiles<HS>::bytes(false);
+    const int rc = prepare_launch(d, a, reinterpret_cast<const void *>(ddp_flash_forward_tma_kernel<HS>), false,
+                                  kWgRows, smem, &maps, err);
+    if (rc != DDP_OK)
+        return rc;
     DDP_LAUNCH_OP((ddp_flash_forward_tma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kTmaThreads, smem, *a,
-                  n_tiles, mq, mk, mv);
+                  n_tiles, maps);
+    return DDP_OK;
+}
+
+/* The backward: dK and dV (a block per 128 keys and K/V head), then dQ (as the forward's blocks). */
+template <int HS> static int backward_tma_hs(device *d, const attn_args *a, ddp_err *err)
+{
+    tma_maps maps;
+    const int64_t n_tiles = (a->T + kWgRows - 1) / kWgRows;
+    size_t smem = wg_dkdv_smem<HS, kWgStages>::bytes;
+    int rc = prepare_launch(d, a, reinterpret_cast<const void *>(ddp_flash_dkdv_tma_kernel<HS>), true, kWgKeys, smem,
+                            &maps, err);
+    if (rc != DDP_OK)
+        return rc;
+    DDP_LAUNCH_OP((ddp_flash_dkdv_tma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NKV), kTmaWideThreads, smem, *a,
+                  maps);
+    smem = tma_tiles<HS>::bytes(true);
+    rc = prepare_launch(d, a, reinterpret_cast<const void *>(ddp_flash_dq_tma_kernel<HS>), true, kWgRows, smem, &maps,
+                        err);
+    if (rc != DDP_OK)
+        return rc;
+    DDP_LAUNCH_OP((ddp_flash_dq_tma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kTmaWideThreads, smem, *a,
+                  n_tiles, maps);
     return DDP_OK;
 }
 
@@ -176,4 +375,9 @@ extern "C" bool attention_tma_supports(device *d, const attn_args *a)
 extern "C" int attention_tma_forward(device *d, const attn_args *a, ddp_err *err)
 {
     return a->hs == 64 ? forward_tma_hs<64>(d, a, err) : forward_tma_hs<128>(d, a, err);
+}
+
+extern "C" int attention_tma_backward(device *d, const attn_args *a, ddp_err *err)
+{
+    return a->hs == 64 ? backward_tma_hs<64>(d, a, err) : backward_tma_hs<128>(d, a, err);
 }

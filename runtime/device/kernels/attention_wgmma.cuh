@@ -1,7 +1,7 @@
-/* attention_wgmma.cuh — what Hopper's attention kernels share (attention_wgmma.cu's passes, whose
- * tiles arrive by cp.async, and attention_tma.cu's warp-specialised forward, whose tiles arrive by
- * the tensor memory accelerator): the tile layout, the wgmma descriptors and batches, the online
- * softmax on an accumulator fragment, and a block's rows and walk over key tiles.
+/* attention_wgmma.cuh — what Hopper's attention kernels share (attention_wgmma.cu's, whose tiles
+ * arrive by cp.async, and attention_tma.cu's warp-specialised ones, whose tiles arrive by the tensor
+ * memory accelerator): the tile layout, the wgmma descriptors and batches, the online softmax on an
+ * accumulator fragment, a block's rows and walk over tiles, and each pass's per-tile step.
  *
  * Every tile is stored in the ISA's 128-byte-swizzled K-major layout: rows of 64 elements (128
  * bytes), chunk c of row r at c ^ (r % 8), an HS of 128 as two such column blocks. It serves a tile
@@ -310,6 +310,189 @@ __device__ inline void finish_forward(const attn_args &a, const wg_block<HS> &bl
     wgmma_wait<0>();
     hold_pv<HS>(o, p);
     store_output<HS>(a, blk, o, m_row, l_row);
+}
+
+/* The dQ pass's per-row inputs for this thread's two rows: the base-2 log-sum-exp and the row dot
+ * (+inf and 0 for rows past T, whose probabilities are then 0). */
+template <int HS>
+__device__ inline void dq_row_inputs(const attn_args &a, const wg_block<HS> &blk, float (&lse2)[2], float (&drow)[2])
+{
+    for (int r = 0; r < 2; r++) {
+        const int64_t row = wg_row(blk.r0, 2 * r);
+        const bool in = row < a.T;
+        lse2[r] = in ? a.lse_in[blk.bh * a.T + row] * kWgLog2e : INFINITY;
+        drow[r] = in ? a.drow[blk.bh * a.T + row] : 0.0f;
+    }
+}
+
+/* The dQ pass's step at key tile j once K_j and V_j (k_j, v_j) have arrived: S_j = Q·K_jᵀ and dP_j =
+ * dO·V_jᵀ issued, then dQ += dS_{j-1}·K_{j-1} (k_prev; nothing on the first tile), hand_over called;
+ * P_j = exp2(S_j·c - lse₂) (0 where masked) and dS_j = P_j·(dP_j - drow) computed while that runs,
+ * packed into ds once it has landed. When it returns, no product reads v_j or k_prev; the next step
+ * reads k_j. */
+template <int HS, class HandOver = no_hand_over>
+__device__ inline void dq_step(const attn_args &a, const wg_block<HS> &blk, int64_t j, bf16 *sq, bf16 *sdo,
+                               bf16 *k_j, bf16 *v_j, bf16 *k_prev, float c, const float (&lse2)[2],
+                               const float (&drow)[2], float (&dq)[HS / 2], uint32_t (&ds)[4][4],
+                               const HandOver &hand_over = HandOver())
+{
+    float s[32], dp[32];
+    issue_scores_and_dp<HS>(s, dp, sq, sdo, blk.wg, k_j, v_j);
+    issue_previous_and_wait<HS>(dq, ds, k_prev, j == blk.first, hand_over); /* dQ += dS_{j-1}·K_{j-1} */
+    wgmma_hold(s);
+    wgmma_hold(dp);
+    const bool diagonal = j * kWgKeys + kWgKeys - 1 > blk.q0, before = j * kWgKeys < blk.start_hi;
+    DDP_UNROLL
+    for (int n = 0; n < 8; n++)
+        DDP_UNROLL
+        for (int e = 0; e < 4; e++) {
+            const int64_t row = wg_row(blk.r0, e);
+            bool masked = diagonal && j * kWgKeys + wg_col(n, e) > row;
+            if (before && row < a.T) /* packed rows: keys before a row's document start */
+                masked = masked || j * kWgKeys + wg_col(n, e) < attn_doc_start(a, blk.b, row);
+            const float p = masked ? 0.0f : exp2f(s[4 * n + e] * c - lse2[e >> 1]);
+            s[4 * n + e] = p * (dp[4 * n + e] - drow[e >> 1]);
+        }
+    wgmma_wait<0>();
+    hold_pv<HS>(dq, ds);
+    pack_p(ds, s);
+}
+
+/* The dQ pass's end: the last tile's dS·K (its keys in k_last), then this thread's two rows of dQ,
+ * times the scale, stored in bf16; rows past T are not stored. */
+template <int HS>
+__device__ inline void finish_dq(const attn_args &a, const wg_block<HS> &blk, bf16 *k_last, float (&dq)[HS / 2],
+                                 uint32_t (&ds)[4][4])
+{
+    issue_pv<HS>(dq, ds, k_last); /* the last tile's dS·K */
+    wgmma_wait<0>();
+    hold_pv<HS>(dq, ds);
+    bf16 *dQ = static_cast<bf16 *>(a.dq) + blk.b * a.T * a.ld_q + blk.h * HS;
+    for (int r = 0; r < 2; r++) {
+        const int64_t row = wg_row(blk.r0, 2 * r);
+        if (row >= a.T) continue;
+        for (int n = 0; n < HS / 8; n++)
+            *reinterpret_cast<__nv_bfloat162 *>(dQ + row * a.ld_q + wg_col(n, 0)) =
+                __floats2bfloat162_rn(dq[4 * n + 2 * r] * a.scale, dq[4 * n + 2 * r + 1] * a.scale);
+    }
+}
+
+/* What the dK/dV blocks share: their (128 keys, K/V head), this thread's keys (key and key + 8 of
+ * the block) and the items they walk: for every query head sharing the K/V head, the query tiles of
+ * 64 from the one holding the block's first key up to the one holding its last key's document end
+ * (T unpacked), item it being head kvh * group + it / n_q and tile q_first + it % n_q. */
+struct dkdv_block {
+    int64_t b, kvh, group, k0, q_first, n_q, items;
+    int wg, key;
+    __device__ explicit dkdv_block(const attn_args &a)
+    {
+        const int64_t BKV = a.B * a.NKV, ktile = (int64_t)blockIdx.x / BKV, bkv = (int64_t)blockIdx.x % BKV;
+        b = bkv / a.NKV, kvh = bkv % a.NKV, group = a.NH / a.NKV, k0 = ktile * kWgRows;
+        /* no query past its last key's document end (ends never decrease along a row) sees a key here */
+        const int64_t q_end = attn_doc_end(a, b, (k0 + kWgRows < a.T ? k0 + kWgRows : a.T) - 1);
+        q_first = k0 / kWgKeys, n_q = (q_end + kWgKeys - 1) / kWgKeys - q_first, items = group * n_q;
+        const int warp = threadIdx.x >> 5;
+        wg = warp >> 2;
+        key = warp * 16 + ((threadIdx.x & 31) >> 2);
+    }
+    __device__ int64_t head(int64_t it) const { return kvh * group + it / n_q; }
+    __device__ int64_t tile(int64_t it) const { return q_first + it % n_q; }
+};
+
+/* One query tile's per-row inputs of the dK/dV pass: base-2 log-sum-exps, row dots and document
+ * starts (+inf, 0 and 0 for rows past T). */
+struct dkdv_rows {
+    float *lse2, *drow;
+    int32_t *start;
+};
+
+/* Row r (0..63) of query tile i of head h into rows: what the dK/dV pass reads of it besides Q and dO. */
+__device__ inline void dkdv_load_row(const attn_args &a, int64_t b, int64_t h, int64_t i, int r, const dkdv_rows &rows)
+{
+    const int64_t q = i * kWgKeys + r, bh = b * a.NH + h;
+    const bool in = q < a.T;
+    rows.lse2[r] = in ? a.lse_in[bh * a.T + q] * kWgLog2e : INFINITY;
+    rows.drow[r] = in ? a.drow[bh * a.T + q] : 0.0f;
+    rows.start[r] = in ? (int32_t)attn_doc_start(a, b, q) : 0;
+}
+
+/* The smem layout of one dK/dV block: K and V (128 rows each), then STAGES buffers each of Q, dO (64
+ * rows), the log-sum-exps, row dots and document starts. */
+template <int HS, int STAGES> struct wg_dkdv_smem {
+    bf16 *k, *v, *q, *dout;
+    float *lse2, *drow;
+    int32_t *start;
+    __device__ explicit wg_dkdv_smem(char *raw)
+    {
+        k = reinterpret_cast<bf16 *>(wgmma_align_1024(raw)), v = k + kWgRows * HS, q = v + kWgRows * HS;
+        dout = q + STAGES * kWgKeys * HS;
+        lse2 = reinterpret_cast<float *>(dout + STAGES * kWgKeys * HS), drow = lse2 + STAGES * kWgKeys;
+        start = reinterpret_cast<int32_t *>(drow + STAGES * kWgKeys);
+    }
+    __device__ bf16 *q_of(int s) const { return q + s * kWgKeys * HS; }
+    __device__ bf16 *dout_of(int s) const { return dout + s * kWgKeys * HS; }
+    __device__ dkdv_rows rows_of(int s) const
+    {
+        return dkdv_rows{lse2 + s * kWgKeys, drow + s * kWgKeys, start + s * kWgKeys};
+    }
+    static constexpr size_t bytes = 1024 + (size_t)(2 * kWgRows + 2 * STAGES * kWgKeys) * HS * sizeof(bf16) +
+                                    3 * STAGES * kWgKeys * sizeof(float);
+};
+
+/* The dK/dV pass's step at item it once its query tile (q, dout, rows) has arrived: Sᵀ = K·Qᵀ and
+ * dPᵀ = V·dOᵀ in one batch, Pᵀ = exp2(Sᵀ·c - lse₂) (0 past the diagonal or before the query's
+ * document start), dV += Pᵀ·dO issued and landing while dSᵀ = Pᵀ·(dPᵀ - drow) is computed, then dK
+ * += dSᵀ·Q. When it returns, no product reads the query tile. */
+template <int HS>
+__device__ inline void dkdv_step(const dkdv_block &blk, int64_t it, bf16 *sk, bf16 *sv, bf16 *q, bf16 *dout,
+                                 const dkdv_rows &rows, float c, float (&dk)[HS / 2], float (&dv)[HS / 2])
+{
+    float s[32], dp[32];
+    issue_scores_and_dp<HS>(s, dp, sk, sv, blk.wg, q, dout); /* Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ */
+    wgmma_wait<0>();
+    wgmma_hold(s);
+    wgmma_hold(dp);
+    const int64_t diag = blk.tile(it) * kWgKeys - blk.k0; /* query column 0 as a key of the block */
+    DDP_UNROLL
+    for (int n = 0; n < 8; n++)
+        DDP_UNROLL
+        for (int e = 0; e < 4; e++) {
+            const int col = wg_col(n, e), kb = blk.key + 8 * (e >> 1);
+            const bool masked = kb > diag + col || blk.k0 + kb < rows.start[col];
+            s[4 * n + e] = masked ? 0.0f : exp2f(s[4 * n + e] * c - rows.lse2[col]);
+        }
+    uint32_t p[4][4], ds[4][4];
+    pack_p(p, s);
+    issue_pv<HS>(dv, p, dout); /* dV += Pᵀ·dO, landing while dSᵀ is computed */
+    DDP_UNROLL
+    for (int n = 0; n < 8; n++)
+        DDP_UNROLL
+        for (int e = 0; e < 4; e++) dp[4 * n + e] = s[4 * n + e] * (dp[4 * n + e] - rows.drow[wg_col(n, e)]);
+    pack_p(ds, dp);
+    issue_pv<HS>(dk, ds, q); /* dK += dSᵀ·Q */
+    wgmma_wait<0>();
+    hold_pv<HS>(dv, p);
+    hold_pv<HS>(dk, ds);
+}
+
+/* The dK/dV pass's end: this thread's two keys of dK (times the scale) and dV, stored in bf16; keys
+ * past T are not stored. */
+template <int HS>
+__device__ inline void store_dkdv(const attn_args &a, const dkdv_block &blk, const float (&dk)[HS / 2],
+                                  const float (&dv)[HS / 2])
+{
+    const int64_t kv_off = blk.b * a.T * a.ld_kv + blk.kvh * HS;
+    bf16 *dK = static_cast<bf16 *>(a.dk) + kv_off, *dV = static_cast<bf16 *>(a.dv) + kv_off;
+    for (int r = 0; r < 2; r++) {
+        const int64_t row = blk.k0 + blk.key + 8 * r;
+        if (row >= a.T) continue;
+        for (int n = 0; n < HS / 8; n++) {
+            *reinterpret_cast<__nv_bfloat162 *>(dK + row * a.ld_kv + wg_col(n, 0)) =
+                __floats2bfloat162_rn(dk[4 * n + 2 * r] * a.scale, dk[4 * n + 2 * r + 1] * a.scale);
+            *reinterpret_cast<__nv_bfloat162 *>(dV + row * a.ld_kv + wg_col(n, 0)) =
+                __floats2bfloat162_rn(dv[4 * n + 2 * r], dv[4 * n + 2 * r + 1]);
+        }
+    }
 }
 
 /* The forward and dQ overlap each tile's element-wise work with tensor-core work, as

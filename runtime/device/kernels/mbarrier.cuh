@@ -25,6 +25,14 @@
  *                                      dimension 0 innermost, into dst (128-byte aligned; inside the
  *                                      1024-byte-aligned swizzle window when swizzled), elements outside
  *                                      the tensor zero-filled; completes the whole box's bytes on bar
+ *   setmaxnreg_dec<N>() / _inc<N>()    setmaxnreg.{dec,inc}.sync.aligned (sm_90a): this warpgroup's
+ *                                      registers a thread become N (24..256, a multiple of 8), all 128
+ *                                      threads together; dec returns registers to the block's pool,
+ *                                      inc waits until the pool holds enough (so a warp-specialised
+ *                                      kernel's producer gives up what its consumers take). The pool
+ *                                      starts empty: the launch gives each thread what the kernel's
+ *                                      __launch_bounds__(threads, 1) allows, 65536 / threads rounded
+ *                                      down to 8 (ptxas's count for a kernel that uses setmaxnreg)
  *
  * A phase completes when all its arrivals and all its expected bytes are in. A wait acquires what
  * the phase's arrivals released (their earlier shared-memory accesses) and the bulk copies that
@@ -88,6 +96,14 @@ __device__ inline void tma_load_4d(void *dst, const CUtensorMap *map, int c0, in
 {
     const int c[4] = {c0, c1, c2, c3};
     ::ddp_cudaemu::cp_async_bulk_tensor(dst, map, 4, c, bar, file, line);
+}
+template <int N> __device__ inline void setmaxnreg_dec(DDP_MB_SITE)
+{
+    ::ddp_cudaemu::setmaxnreg(false, N, file, line);
+}
+template <int N> __device__ inline void setmaxnreg_inc(DDP_MB_SITE)
+{
+    ::ddp_cudaemu::setmaxnreg(true, N, file, line);
 }
 #undef DDP_MB_SITE
 
@@ -157,6 +173,21 @@ __device__ inline void cp_async_bulk(void *, const void *, unsigned, uint64_t *)
 __device__ inline void tma_load_2d(void *, const CUtensorMap *, int, int, uint64_t *) { __trap(); }
 __device__ inline void tma_load_3d(void *, const CUtensorMap *, int, int, int, uint64_t *) { __trap(); }
 __device__ inline void tma_load_4d(void *, const CUtensorMap *, int, int, int, int, uint64_t *) { __trap(); }
+#endif
+
+/* sm_90a alone (attention_tma.cu is built for it alone) */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <int N> __device__ inline void setmaxnreg_dec()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> __device__ inline void setmaxnreg_inc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+#else
+template <int N> __device__ inline void setmaxnreg_dec() { __trap(); }
+template <int N> __device__ inline void setmaxnreg_inc() { __trap(); }
 #endif
 
 #endif

@@ -1,7 +1,8 @@
 /* emu_sync_kernels.cu — a producer warp and a consumer warp handing shared memory over through named
  * barriers, mbarriers and bulk copies (runtime/device/kernels/mbarrier.cuh), rightly and wrongly,
  * for the emulator's synchronisation and race check; the C driver is test_cudaemu_sync.c. One
- * kernel, 64 threads (warp 0 produces, warp 1 consumes), one case per `which` (sync_case). Written
+ * kernel, 64 threads (warp 0 produces, warp 1 consumes), one case per `which` (sync_case), and one of
+ * 384 threads for setmaxnreg, whose producer is a whole warpgroup. Written
  * through mbarrier.cuh only, so the same file builds with nvcc for sm_90a, where the right cases run
  * on the GPU as the referee of the emulator's semantics. */
 #include "runtime/device/kernels/mbarrier.cuh"
@@ -25,6 +26,14 @@ enum sync_case {
     MBAR_NO_INIT,       /* misuse: a wait on 8 bytes no mbarrier.init set up */
     MBAR_INIT_UNORDERED,/* race: thread 0 initialises an mbarrier that warp 1 arrives at, no barrier between */
     NAMED_UNBALANCED,   /* misuse: warp 0 arrives at barrier 3 for 64 threads, nobody else ever comes */
+    /* regs_kernel's, 384 threads: warpgroup 2 produces (warp 8), warpgroups 0 and 1 consume (warp 1) */
+    REGS_HANDOFF,       /* warpgroup 2 setmaxnreg.dec 24, 0 and 1 inc 240 (the pool just covers both); then
+                         * warp 8 hands its values to warp 1 through named barrier 1 */
+    REGS_NO_DEC,        /* deadlock: the consumers' inc waits for registers the producer never gives up */
+    REGS_OVER,          /* deadlock: inc 256 twice, 22528 registers wanted of the 18432 the dec returns */
+    REGS_PART,          /* deadlock: warps 0 and 1 of warpgroup 0 execute the inc, warps 2 and 3 do not */
+    REGS_MISMATCH,      /* misuse: warp 0 asks for 240, warps 1-3 of its warpgroup for 232 */
+    REGS_BELOW,         /* misuse: an inc to 160, below the 168 a thread the launch gave */
     SYNC_CASES
 };
 
@@ -146,8 +155,51 @@ __global__ void sync_kernel(int which, const float *src, float *out)
     out[threadIdx.x] = v;
 }
 
+/* The register cases: 384 threads, one block a multiprocessor, so 168 registers a thread at launch
+ * (ptxas's count for a kernel with setmaxnreg) and a pool that starts empty. */
+__global__ void __launch_bounds__(384, 1) regs_kernel(int which, const float *src, float *out)
+{
+    __shared__ float stage[32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float v = 0.0f;
+    if (warp >= 8) { /* the producer warpgroup */
+        if (which != REGS_NO_DEC)
+            setmaxnreg_dec<24>();
+        if (warp == 8) {
+            stage[lane] = src[lane];
+            named_barrier_arrive(1, 64);
+        }
+        return;
+    }
+    switch (which) {
+    case REGS_HANDOFF:
+    case REGS_NO_DEC: setmaxnreg_inc<240>(); break;
+    case REGS_OVER: setmaxnreg_inc<256>(); break;
+    case REGS_PART:
+        if (warp % 4 < 2)
+            setmaxnreg_inc<240>();
+        break;
+    case REGS_MISMATCH:
+        if (warp == 0)
+            setmaxnreg_inc<240>();
+        else
+            setmaxnreg_inc<232>();
+        break;
+    case REGS_BELOW: setmaxnreg_inc<160>(); break;
+    }
+    if (warp == 1) {
+        named_barrier_sync(1, 64);
+        v = stage[lane];
+    }
+    if (warp < 2)
+        out[threadIdx.x] = v;
+}
+
 extern "C" int emu_sync(int which, const float *src, float *out)
 {
-    DDP_LAUNCH(sync_kernel, 1, 64, 0, 0, which, src, out);
+    if (which >= REGS_HANDOFF)
+        DDP_LAUNCH(regs_kernel, 1, 384, 0, 0, which, src, out);
+    else
+        DDP_LAUNCH(sync_kernel, 1, 64, 0, 0, which, src, out);
     return (int)DDP_LAUNCH_STATUS();
 }

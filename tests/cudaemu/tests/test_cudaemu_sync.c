@@ -13,8 +13,12 @@
  * mbarrier.init no barrier orders before another warp's arrival; and the waits nothing can end are
  * reported as deadlocks naming the wait (an mbarrier with no arrival, a bar.sync short of its count,
  * a phase short of its expected bytes), as is a wait on an mbarrier never initialised, and a named
- * barrier left half arrived at the block's end. Under the forward order (warp 0 first) the hazard
- * named is the one the case is built for. */
+ * barrier left half arrived at the block's end. setmaxnreg (a 384-thread block, 168 registers a
+ * thread at launch): a producer warpgroup's dec to 24 pays for two consumer warpgroups' inc to 240
+ * and the hand-over after it delivers; an inc with no dec before it, incs wanting more than the
+ * dec returned, and an inc half a warpgroup skips are deadlocks naming the pool; counts that differ
+ * within a warpgroup, or an inc below the launch's count, are misuse. Under the forward order (warp
+ * 0 first) the hazard named is the one the case is built for. */
 #include "tests/check.h"
 
 #include <cuda_runtime_api.h>
@@ -28,7 +32,7 @@ int emu_sync(int which, const float *src, float *out);
 
 enum { NAMED_HANDOFF, NAMED_NO_SYNC, MBAR_HANDOFF, MBAR_WRONG_PARITY, RING, RING_EARLY_RELEASE, BULK_HANDOFF,
        BULK_NO_WAIT, BULK_OTHER_STAGE, MBAR_NEVER_ARRIVES, NAMED_SHORT, BULK_SHORT, MBAR_NO_INIT, MBAR_INIT_UNORDERED,
-       NAMED_UNBALANCED, SYNC_CASES };
+       NAMED_UNBALANCED, REGS_HANDOFF, REGS_NO_DEC, REGS_OVER, REGS_PART, REGS_MISMATCH, REGS_BELOW, SYNC_CASES };
 enum { THREADS = 64, ROUNDS = 6 };
 
 /* What each case must do: run and deliver (NULL), or abort with `report` in its message (any
@@ -48,6 +52,13 @@ static const struct {
     [MBAR_NO_INIT] = {"mbarrier used before mbarrier.init", "no mbarrier.init of this block set up"},
     [MBAR_INIT_UNORDERED] = {"in kernel sync_kernel", "WAW hazard"},
     [NAMED_UNBALANCED] = {"unbalanced named barrier", "holds 32 of its 64 threads' arrivals"},
+    [REGS_NO_DEC] = {"deadlock", "setmaxnreg.inc 240 in warpgroup 0 (128 of 128 threads arrived; the block's "
+                     "register pool holds 0, the inc needs 9216)"},
+    /* whichever warpgroup completes its inc first takes 11264 */
+    [REGS_OVER] = {"deadlock", "register pool holds 7168, the inc needs 11264"},
+    [REGS_PART] = {"deadlock", "(64 of 128 threads arrived"},
+    [REGS_MISMATCH] = {"mismatched setmaxnreg", "other threads arrived at setmaxnreg.inc 240"},
+    [REGS_BELOW] = {"invalid setmaxnreg", "setmaxnreg.inc 160 in warpgroup 0, whose threads hold 168 registers"},
 };
 
 static float source(int i) { return 0.25f * (float)i + 1.0f; }
@@ -105,8 +116,9 @@ static void check_broken(int which, int forward, const char *order)
     int status = emu_run_in_child(run_broken, which, buf, sizeof buf);
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "broken case %d (%s): status 0x%x, expected an abort",
           which, order, status);
-    CHECK(strstr(buf, expect[which].report) && strstr(buf, "sync_kernel"),
-          "broken case %d (%s): expected \"%s\" naming sync_kernel in: %s", which, order, expect[which].report, buf);
+    const char *kernel = which >= REGS_HANDOFF ? "regs_kernel" : "sync_kernel";
+    CHECK(strstr(buf, expect[which].report) && strstr(buf, kernel), "broken case %d (%s): expected \"%s\" naming %s "
+          "in: %s", which, order, expect[which].report, kernel, buf);
     CHECK(!forward || strstr(buf, expect[which].forward), "broken case %d (forward): expected \"%s\" in: %s", which,
           expect[which].forward, buf);
 }

@@ -13,7 +13,8 @@
  * stride that breaks 16-byte alignment sends bf16 to the SIMT kernels too), all of it once with
  * aligned buffers and once with every buffer one element past alignment (cuda_pair.h). Under the
  * emulator the counts of mma.sync and wgmma instructions and of TMA boxes prove which kernels ran
- * (on an emulated H100 the warp-specialised forward, or under DDP_ATTENTION_TMA=0 the cp.async one).
+ * (on an emulated H100 the warp-specialised kernels, or under DDP_ATTENTION_TMA=0 the cp.async
+ * ones).
  *
  * Packed rows (attn_shape's doc_start, doc_end; the CPU op is checked per document against the
  * double reference): the same comparisons on the tensor-core kernels at hs 64 (a query tile of 128
@@ -286,10 +287,12 @@ static void tc_counts_expected(const attn_case *c, const int32_t *doc_start, con
     *mma = wg ? 0 : 4 * NH * (fwd * hs * (uint64_t)M + dq * 3 * hs / 2 + dkdv * 2 * hs);
     /* dQ walks the forward's tiles */
     *wgmma = wg ? 8 * NH * (fwd * ((hs / 16 + 4) + (2 * hs / 16 + 4)) + dkdv * (2 * hs / 16 + 8)) : 0;
-    /* the warp-specialised forward: per block Q's boxes, per key tile K's and V's (64 columns each) */
+    /* the warp-specialised kernels, boxes of 64 columns: the forward and dQ, whose blocks walk the same
+     * key tiles, per block Q's boxes (and dO's in dQ) and per key tile K's and V's; dK/dV per block
+     * K's and V's 128 rows as two boxes each, per item (query tile) Q's and dO's */
     const char *tma_env = getenv("DDP_ATTENTION_TMA");
     const uint64_t q_blocks = (uint64_t)(c->B * ((T + 127) / 128));
-    *tma = wg && !(tma_env && !strcmp(tma_env, "0")) ? NH * (hs / 64) * (q_blocks + 2 * fwd) : 0;
+    *tma = wg && !(tma_env && !strcmp(tma_env, "0")) ? (hs / 64) * (NH * (3 * q_blocks + 4 * fwd + 2 * dkdv) + 4 * (uint64_t)c->NKV * q_blocks) : 0;
 }
 #endif
 
@@ -353,8 +356,8 @@ static void test_case(const cuda_case *cc, tensor_dtype t)
     tc_counts_expected(c, hds, hde, major == 9, &mma_want, &wgmma_want, &tma_want);
     const uint64_t mma = cudaemu_mma_count() - mma0, wgmma = cudaemu_wgmma_count() - wgmma0;
     const uint64_t tma = cudaemu_tma_count() - tma0;
-    CHECK(tma == (want_mma ? tma_want : 0), "T %lld hs %lld%s on sm_%d0: the forward issued %llu TMA boxes, expected "
-          "%llu (DDP_ATTENTION_TMA=0 or before Hopper: none)", (long long)c->T, (long long)c->hs,
+    CHECK(tma == (want_mma ? tma_want : 0), "T %lld hs %lld%s on sm_%d0: the kernels issued %llu TMA boxes, "
+          "expected %llu (DDP_ATTENTION_TMA=0 or before Hopper: none)", (long long)c->T, (long long)c->hs,
           c->docs ? " packed" : "", major, (unsigned long long)tma, (unsigned long long)(want_mma ? tma_want : 0));
     CHECK(!want_mma || (mma == mma_want && wgmma == wgmma_want), "T %lld hs %lld%s on sm_%d0: the tensor-core "
           "kernels took %llu mma and %llu wgmma instructions, expected %llu and %llu (the tiles they walk)",
