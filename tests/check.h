@@ -2,16 +2,28 @@
  *
  * CHECK records a failure with file:line and keeps going, so one run reports every broken
  * expectation; check_done() prints the tally and gives the process exit status (0 only when
- * nothing failed and at least one check ran, so a test that asserts nothing fails).
+ * nothing failed and at least one check ran, so a test that asserts nothing fails). With
+ * DDP_TEST_FAIL_FAST=1 the first failure ends the process with status 1 instead: the verdict is the
+ * same, sooner (scripts/mutation-check, which needs only the verdict, sets it).
  * Header-only on purpose: tests include it and nothing else of the test framework. */
 #ifndef DDP_CHECK_H
 #define DDP_CHECK_H
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int check_failed_ = 0, check_ran_ = 0;
+
+static inline void check_fail_fast_(void)
+{
+    const char *v = getenv("DDP_TEST_FAIL_FAST");
+    if (v && strcmp(v, "1") == 0) {
+        fprintf(stderr, "DDP_TEST_FAIL_FAST: stopping at the first failed check\n");
+        exit(1);
+    }
+}
 
 #define CHECK(cond, ...)                                                          \
     do {                                                                          \
@@ -21,6 +33,7 @@ static int check_failed_ = 0, check_ran_ = 0;
             fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
             fprintf(stderr, __VA_ARGS__);                                         \
             fputc('\n', stderr);                                                  \
+            check_fail_fast_();                                                   \
         }                                                                         \
     } while (0)
 
