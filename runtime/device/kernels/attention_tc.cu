@@ -415,13 +415,6 @@ extern "C" bool attention_tc_supports(device *d, const attn_args *a)
            a->ld_o % 8 == 0;
 }
 
-/* Lets the kernel have smem bytes of dynamic shared memory (past the default 48 KiB). */
-static int allow_smem(const void *kernel, size_t smem, ddp_err *err)
-{
-    CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    return DDP_OK;
-}
-
 template <int HS> static int forward_hs(device *d, const attn_args *a, ddp_err *err)
 {
     constexpr int kRows = tc_rows<HS>::kRows;

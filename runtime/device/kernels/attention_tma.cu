@@ -51,22 +51,6 @@ struct tma_maps {
     CUtensorMap q, dout, k, v;
 };
 
-/* A block's tiles in shared memory: the query side's 128 rows (Q, and in the dQ pass dO), then
- * kWgStages stages of K and of V. */
-template <int HS> struct tma_tiles {
-    bf16 *q, *dout, *k, *v;
-    __device__ tma_tiles(char *raw, bool with_dout)
-    {
-        q = reinterpret_cast<bf16 *>(wgmma_align_1024(raw)), dout = q + kWgRows * HS;
-        k = dout + (with_dout ? kWgRows * HS : 0), v = k + kWgStages * kWgKeys * HS;
-    }
-    /* 1024: the alignment; the mbarriers are static shared memory */
-    static size_t bytes(bool with_dout)
-    {
-        return 1024 + (size_t)((with_dout ? 2 : 1) * kWgRows + 2 * kWgStages * kWgKeys) * HS * sizeof(bf16);
-    }
-};
-
 /* The block's mbarriers: its resident tiles' (loaded once: Q, and dO in dQ; K and V in dK/dV), and
  * each stage's full and empty. */
 struct tma_barriers {
@@ -111,20 +95,20 @@ struct pingpong {
     }
 };
 
-/* The producer (lane 0 of warp 8): the query side's boxes once (Q's; with_dout, dO's too), then
- * every key tile's K and V boxes, stage by stage, each stage refilled once the consumers have
- * released its previous tile. */
-template <int HS>
-__device__ void produce_tiles(const wg_block<HS> &blk, const tma_maps &m, const tma_tiles<HS> &t, bool with_dout,
+/* The producer (lane 0 of warp 8): the query side's boxes once (Q's; DOUT, dO's too), then every
+ * key tile's K and V boxes, stage by stage, each stage refilled once the consumers have released its
+ * previous tile. */
+template <int HS, bool DOUT>
+__device__ void produce_tiles(const wg_block<HS> &blk, const tma_maps &m, const wg_query_smem<HS, DOUT> &sm,
                               tma_barriers &bar)
 {
     constexpr unsigned kRows = kWgRows * HS * sizeof(bf16), kTile = kWgKeys * HS * sizeof(bf16);
     const int b = (int)blk.b, h = (int)blk.h, kvh = (int)blk.kvh, q0 = (int)blk.q0;
-    mbarrier_arrive_expect_tx(&bar.resident, with_dout ? 2 * kRows : kRows);
+    mbarrier_arrive_expect_tx(&bar.resident, DOUT ? 2 * kRows : kRows);
     for (int cb = 0; cb < HS / 64; cb++) {
-        tma_load_4d(t.q + cb * kWgRows * 64, &m.q, 64 * cb, h, q0, b, &bar.resident);
-        if (with_dout)
-            tma_load_4d(t.dout + cb * kWgRows * 64, &m.dout, 64 * cb, h, q0, b, &bar.resident);
+        tma_load_4d(sm.q + cb * kWgRows * 64, &m.q, 64 * cb, h, q0, b, &bar.resident);
+        if (DOUT)
+            tma_load_4d(sm.dout + cb * kWgRows * 64, &m.dout, 64 * cb, h, q0, b, &bar.resident);
     }
     for (int64_t j = blk.first; j <= blk.last; j++) {
         const int64_t n = j - blk.first;
@@ -132,9 +116,9 @@ __device__ void produce_tiles(const wg_block<HS> &blk, const tma_maps &m, const 
         mbarrier_wait_parity(&bar.empty[s], (unsigned)((n / kWgStages) & 1) ^ 1u); /* a fresh stage is free */
         mbarrier_arrive_expect_tx(&bar.full[s], 2 * kTile);
         for (int cb = 0; cb < HS / 64; cb++) {
-            const int off = s * kWgKeys * HS + cb * kWgKeys * 64;
-            tma_load_4d(t.k + off, &m.k, 64 * cb, kvh, (int)(j * kWgKeys), b, &bar.full[s]);
-            tma_load_4d(t.v + off, &m.v, 64 * cb, kvh, (int)(j * kWgKeys), b, &bar.full[s]);
+            const int off = cb * kWgKeys * 64;
+            tma_load_4d(sm.k_of(s) + off, &m.k, 64 * cb, kvh, (int)(j * kWgKeys), b, &bar.full[s]);
+            tma_load_4d(sm.v_of(s) + off, &m.v, 64 * cb, kvh, (int)(j * kWgKeys), b, &bar.full[s]);
         }
     }
 }
@@ -144,13 +128,13 @@ __global__ void __launch_bounds__(kTmaThreads, 1) ddp_flash_forward_tma_kernel(a
                                                                               const __grid_constant__ tma_maps maps)
 {
     DDP_DYNAMIC_SHARED(char, smem_raw);
-    const tma_tiles<HS> t(smem_raw, false);
+    const wg_query_smem<HS, false> sm(smem_raw);
     __shared__ __align__(8) tma_barriers bar;
     bar.init();
     const wg_block<HS> blk(a, n_tiles);
     if (producer_warp()) {
         if (threadIdx.x == kWgThreads)
-            produce_tiles<HS>(blk, maps, t, false, bar);
+            produce_tiles<HS>(blk, maps, sm, bar);
         return;
     }
     float o[HS / 2] = {}, m_row[2] = {-INFINITY, -INFINITY}, l_row[2] = {};
@@ -164,13 +148,13 @@ __global__ void __launch_bounds__(kTmaThreads, 1) ddp_flash_forward_tma_kernel(a
         const int buf = (int)(n % kWgStages);
         mbarrier_wait_parity(&bar.full[buf], (unsigned)((n / kWgStages) & 1));
         pingpong::wait_turn(blk.wg);
-        forward_step<HS>(a, blk, j, t.q, t.k + buf * kWgKeys * HS, t.v + prev * kWgKeys * HS, c, o, p, m_row, l_row,
+        forward_step<HS>(a, blk, j, sm.q, sm.k_of(buf), sm.v_of(prev), c, o, p, m_row, l_row,
                          pingpong{blk.wg, j == blk.last});
         if (j > blk.first) /* tile j - 1's K and V are read: its stage may be refilled */
             mbarrier_arrive(&bar.empty[prev]);
         prev = buf;
     }
-    finish_forward<HS>(a, blk, t.v + prev * kWgKeys * HS, o, p, m_row, l_row);
+    finish_forward<HS>(a, blk, sm.v_of(prev), o, p, m_row, l_row);
 }
 
 /* The dQ pass, warp-specialised: the producer feeds Q and dO once and the key tiles as in the
@@ -182,14 +166,14 @@ __global__ void __launch_bounds__(kTmaWideThreads, 1) ddp_flash_dq_tma_kernel(at
                                                                              const __grid_constant__ tma_maps maps)
 {
     DDP_DYNAMIC_SHARED(char, smem_raw);
-    const tma_tiles<HS> t(smem_raw, true);
+    const wg_query_smem<HS, true> sm(smem_raw);
     __shared__ __align__(8) tma_barriers bar;
     bar.init();
     const wg_block<HS> blk(a, n_tiles);
     if (producer_warp()) {
         setmaxnreg_dec<kProducerRegisters>();
         if (threadIdx.x == kWgThreads)
-            produce_tiles<HS>(blk, maps, t, true, bar);
+            produce_tiles<HS>(blk, maps, sm, bar);
         return;
     }
     setmaxnreg_inc<kConsumerRegisters>();
@@ -203,13 +187,12 @@ __global__ void __launch_bounds__(kTmaWideThreads, 1) ddp_flash_dq_tma_kernel(at
         const int64_t n = j - blk.first;
         const int buf = (int)(n % kWgStages);
         mbarrier_wait_parity(&bar.full[buf], (unsigned)((n / kWgStages) & 1));
-        const int64_t off = buf * kWgKeys * HS;
-        dq_step<HS>(a, blk, j, t.q, t.dout, t.k + off, t.v + off, t.k + prev * kWgKeys * HS, c, lse2, drow, dq, ds);
+        dq_step<HS>(a, blk, j, sm.q, sm.dout, sm.k_of(buf), sm.v_of(buf), sm.k_of(prev), c, lse2, drow, dq, ds);
         if (j > blk.first) /* K_{j-1} and V_{j-1} are read: tile j - 1's stage may be refilled */
             mbarrier_arrive(&bar.empty[prev]);
         prev = buf;
     }
-    finish_dq<HS>(a, blk, t.k + prev * kWgKeys * HS, dq, ds);
+    finish_dq<HS>(a, blk, sm.k_of(prev), dq, ds);
 }
 
 /* The dK/dV pass's producer, warp 8: lane 0 issues K's and V's 128 rows once (two boxes of 64 rows
@@ -303,65 +286,61 @@ static int encode_head_map(const cuda_traits *t, CUtensorMap *map, const void *b
     return DDP_OK;
 }
 
-/* The maps of Q, K, V and (with_dout) dO for a call, Q's and dO's boxes query_rows high. */
-static int encode_maps(const cuda_traits *t, const attn_args *a, int64_t hs, bool with_dout, uint32_t query_rows,
-                       tma_maps *m, ddp_err *err)
+/* K's and V's maps for a call, boxes of kWgKeys rows. */
+static int encode_key_maps(const cuda_traits *t, const attn_args *a, tma_maps *m, ddp_err *err)
 {
-    int rc;
-    *m = tma_maps{};
-    if ((rc = encode_head_map(t, &m->q, a->q, hs, a->NH, a->ld_q, a, query_rows, "Q", err)) != DDP_OK ||
-        (rc = encode_head_map(t, &m->k, a->k, hs, a->NKV, a->ld_kv, a, kWgKeys, "K", err)) != DDP_OK ||
-        (rc = encode_head_map(t, &m->v, a->v, hs, a->NKV, a->ld_kv, a, kWgKeys, "V", err)) != DDP_OK)
-        return rc;
-    if (with_dout)
-        return encode_head_map(t, &m->dout, a->dout, hs, a->NH, a->ld_o, a, query_rows, "dO", err);
-    return DDP_OK;
+    const int rc = encode_head_map(t, &m->k, a->k, a->hs, a->NKV, a->ld_kv, a, kWgKeys, "K", err);
+    return rc != DDP_OK ? rc : encode_head_map(t, &m->v, a->v, a->hs, a->NKV, a->ld_kv, a, kWgKeys, "V", err);
 }
 
-/* What a launch of one of this file's kernels needs first: its maps, and its shared memory granted. */
-static int prepare_launch(device *d, const attn_args *a, const void *kernel, bool with_dout, uint32_t query_rows,
-                          size_t smem, tma_maps *maps, ddp_err *err)
+/* Q's and (with_dout) dO's maps for a call, boxes query_rows high: 128 for the forward's and dQ's
+ * resident rows, kWgKeys for dK/dV's streamed query tiles. */
+static int encode_query_maps(const cuda_traits *t, const attn_args *a, bool with_dout, uint32_t query_rows,
+                             tma_maps *m, ddp_err *err)
 {
-    const int rc = encode_maps(device_cuda_traits(d), a, a->hs, with_dout, query_rows, maps, err);
-    if (rc != DDP_OK)
+    const int rc = encode_head_map(t, &m->q, a->q, a->hs, a->NH, a->ld_q, a, query_rows, "Q", err);
+    if (rc != DDP_OK || !with_dout)
         return rc;
-    CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    return DDP_OK;
+    return encode_head_map(t, &m->dout, a->dout, a->hs, a->NH, a->ld_o, a, query_rows, "dO", err);
 }
 
 /* The forward: a block per (128 query rows, head), heaviest first. */
 template <int HS> static int forward_tma_hs(device *d, const attn_args *a, ddp_err *err)
 {
-    tma_maps maps;
+    tma_maps maps{};
+    const cuda_traits *t = device_cuda_traits(d);
     const int64_t n_tiles = (a->T + kWgRows - 1) / kWgRows;
-    const size_t smem = tma_tiles<HS>::bytes(false);
-    const int rc = prepare_launch(d, a, reinterpret_cast<const void *>(ddp_flash_forward_tma_kernel<HS>), false,
-                                  kWgRows, smem, &maps, err);
-    if (rc != DDP_OK)
+    const size_t smem = wg_query_smem<HS, false>::bytes;
+    int rc;
+    if ((rc = encode_key_maps(t, a, &maps, err)) != DDP_OK ||
+        (rc = encode_query_maps(t, a, false, kWgRows, &maps, err)) != DDP_OK ||
+        (rc = allow_smem(reinterpret_cast<const void *>(ddp_flash_forward_tma_kernel<HS>), smem, err)) != DDP_OK)
         return rc;
     DDP_LAUNCH_OP((ddp_flash_forward_tma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kTmaThreads, smem, *a,
                   n_tiles, maps);
     return DDP_OK;
 }
 
-/* The backward: dK and dV (a block per 128 keys and K/V head), then dQ (as the forward's blocks). */
+/* The backward: dK and dV (a block per 128 keys and K/V head), then dQ (as the forward's blocks).
+ * K's and V's maps serve both; Q's and dO's boxes differ in height. The launch copies the maps, so
+ * the second pass's may be written over the first's. */
 template <int HS> static int backward_tma_hs(device *d, const attn_args *a, ddp_err *err)
 {
-    tma_maps maps;
+    tma_maps maps{};
+    const cuda_traits *t = device_cuda_traits(d);
     const int64_t n_tiles = (a->T + kWgRows - 1) / kWgRows;
-    size_t smem = wg_dkdv_smem<HS, kWgStages>::bytes;
-    int rc = prepare_launch(d, a, reinterpret_cast<const void *>(ddp_flash_dkdv_tma_kernel<HS>), true, kWgKeys, smem,
-                            &maps, err);
-    if (rc != DDP_OK)
+    const size_t dkdv_smem = wg_dkdv_smem<HS, kWgStages>::bytes, dq_smem = wg_query_smem<HS, true>::bytes;
+    int rc;
+    if ((rc = encode_key_maps(t, a, &maps, err)) != DDP_OK ||
+        (rc = encode_query_maps(t, a, true, kWgKeys, &maps, err)) != DDP_OK ||
+        (rc = allow_smem(reinterpret_cast<const void *>(ddp_flash_dkdv_tma_kernel<HS>), dkdv_smem, err)) != DDP_OK)
         return rc;
-    DDP_LAUNCH_OP((ddp_flash_dkdv_tma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NKV), kTmaWideThreads, smem, *a,
-                  maps);
-    smem = tma_tiles<HS>::bytes(true);
-    rc = prepare_launch(d, a, reinterpret_cast<const void *>(ddp_flash_dq_tma_kernel<HS>), true, kWgRows, smem, &maps,
-                        err);
-    if (rc != DDP_OK)
+    DDP_LAUNCH_OP((ddp_flash_dkdv_tma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NKV), kTmaWideThreads, dkdv_smem,
+                  *a, maps);
+    if ((rc = encode_query_maps(t, a, true, kWgRows, &maps, err)) != DDP_OK ||
+        (rc = allow_smem(reinterpret_cast<const void *>(ddp_flash_dq_tma_kernel<HS>), dq_smem, err)) != DDP_OK)
         return rc;
-    DDP_LAUNCH_OP((ddp_flash_dq_tma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kTmaWideThreads, smem, *a,
+    DDP_LAUNCH_OP((ddp_flash_dq_tma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kTmaWideThreads, dq_smem, *a,
                   n_tiles, maps);
     return DDP_OK;
 }

@@ -23,25 +23,23 @@
 template <int HS>
 __global__ void __launch_bounds__(kWgThreads) ddp_flash_forward_wgmma_kernel(attn_args a, int64_t n_tiles)
 {
-    constexpr int kStages = kWgStages;
     DDP_DYNAMIC_SHARED(char, smem_raw);
-    bf16 *sq = reinterpret_cast<bf16 *>(wgmma_align_1024(smem_raw)), *sk = sq + kWgRows * HS;
-    bf16 *sv = sk + kStages * kWgKeys * HS;
+    const wg_query_smem<HS, false> sm(smem_raw);
     const wg_block<HS> blk(a, n_tiles);
-    wg_load_tile<HS, kWgRows>(sq, static_cast<const bf16 *>(a.q) + blk.b * a.T * a.ld_q + blk.h * HS, a.ld_q, blk.q0,
-                              a.T - blk.q0);
-    blk.load_first(a, sk, sv);
+    wg_load_tile<HS, kWgRows>(sm.q, static_cast<const bf16 *>(a.q) + blk.b * a.T * a.ld_q + blk.h * HS, a.ld_q,
+                              blk.q0, a.T - blk.q0);
+    blk.load_first(a, sm.k, sm.v);
     float o[HS / 2] = {}, m_row[2] = {-INFINITY, -INFINITY}, l_row[2] = {};
     uint32_t p[4][4] = {}; /* P_{j-1}, packed */
     const float c = a.scale * kWgLog2e;
     int prev = 0; /* tile j - 1's stage */
     for (int64_t j = blk.first; j <= blk.last; j++) {
-        const int buf = blk.template arrive<kStages>(a, j, sk, sv);
-        forward_step<HS>(a, blk, j, sq, sk + buf * kWgKeys * HS, sv + prev * kWgKeys * HS, c, o, p, m_row, l_row);
+        const int buf = blk.template arrive<kWgStages>(a, j, sm.k, sm.v);
+        forward_step<HS>(a, blk, j, sm.q, sm.k_of(buf), sm.v_of(prev), c, o, p, m_row, l_row);
         prev = buf;
         __syncthreads(); /* V_{j-1} and K_j read: the next iteration's loads overwrite tile j - 1's stage */
     }
-    finish_forward<HS>(a, blk, sv + prev * kWgKeys * HS, o, p, m_row, l_row);
+    finish_forward<HS>(a, blk, sm.v_of(prev), o, p, m_row, l_row);
     cp_async_wait<0>();
 }
 
@@ -55,27 +53,25 @@ template <int HS>
 __global__ void __launch_bounds__(kWgThreads) ddp_flash_dq_wgmma_kernel(attn_args a, int64_t n_tiles)
 {
     DDP_DYNAMIC_SHARED(char, smem_raw);
-    bf16 *sq = reinterpret_cast<bf16 *>(wgmma_align_1024(smem_raw)), *sdo = sq + kWgRows * HS;
-    bf16 *sk = sdo + kWgRows * HS, *sv = sk + kWgStages * kWgKeys * HS;
+    const wg_query_smem<HS, true> sm(smem_raw);
     const wg_block<HS> blk(a, n_tiles);
-    wg_load_tile<HS, kWgRows>(sq, static_cast<const bf16 *>(a.q) + blk.b * a.T * a.ld_q + blk.h * HS, a.ld_q, blk.q0,
-                              a.T - blk.q0);
-    wg_load_tile<HS, kWgRows>(sdo, static_cast<const bf16 *>(a.dout) + blk.b * a.T * a.ld_o + blk.h * HS, a.ld_o,
+    wg_load_tile<HS, kWgRows>(sm.q, static_cast<const bf16 *>(a.q) + blk.b * a.T * a.ld_q + blk.h * HS, a.ld_q,
                               blk.q0, a.T - blk.q0);
-    blk.load_first(a, sk, sv);
+    wg_load_tile<HS, kWgRows>(sm.dout, static_cast<const bf16 *>(a.dout) + blk.b * a.T * a.ld_o + blk.h * HS, a.ld_o,
+                              blk.q0, a.T - blk.q0);
+    blk.load_first(a, sm.k, sm.v);
     float lse2[2], drow[2], dq[HS / 2] = {};
     dq_row_inputs<HS>(a, blk, lse2, drow);
     uint32_t ds[4][4] = {}; /* dS_{j-1}, packed */
     const float c = a.scale * kWgLog2e;
     int prev = 0; /* tile j - 1's stage */
     for (int64_t j = blk.first; j <= blk.last; j++) {
-        const int buf = blk.template arrive<kWgStages>(a, j, sk, sv);
-        const int64_t off = buf * kWgKeys * HS;
-        dq_step<HS>(a, blk, j, sq, sdo, sk + off, sv + off, sk + prev * kWgKeys * HS, c, lse2, drow, dq, ds);
+        const int buf = blk.template arrive<kWgStages>(a, j, sm.k, sm.v);
+        dq_step<HS>(a, blk, j, sm.q, sm.dout, sm.k_of(buf), sm.v_of(buf), sm.k_of(prev), c, lse2, drow, dq, ds);
         prev = buf;
         __syncthreads(); /* K_{j-1} and tile j read: the next iteration's loads overwrite tile j - 1's stage */
     }
-    finish_dq<HS>(a, blk, sk + prev * kWgKeys * HS, dq, ds);
+    finish_dq<HS>(a, blk, sm.k_of(prev), dq, ds);
     cp_async_wait<0>();
 }
 
@@ -132,10 +128,10 @@ __global__ void __launch_bounds__(kWgThreads) ddp_flash_dkdv_wgmma_kernel(attn_a
 template <int HS> static int forward_wgmma_hs(device *d, const attn_args *a, ddp_err *err)
 {
     const int64_t n_tiles = (a->T + kWgRows - 1) / kWgRows;
-    /* 1024: the alignment */
-    const size_t smem = 1024 + (size_t)(kWgRows + 2 * kWgStages * kWgKeys) * HS * sizeof(bf16);
-    const void *kernel = reinterpret_cast<const void *>(ddp_flash_forward_wgmma_kernel<HS>);
-    CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const size_t smem = wg_query_smem<HS, false>::bytes;
+    const int rc = allow_smem(reinterpret_cast<const void *>(ddp_flash_forward_wgmma_kernel<HS>), smem, err);
+    if (rc != DDP_OK)
+        return rc;
     DDP_LAUNCH_OP((ddp_flash_forward_wgmma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kWgThreads, smem, *a,
                   n_tiles);
     return DDP_OK;
@@ -146,8 +142,9 @@ template <int HS> static int dkdv_wgmma_hs(device *d, const attn_args *a, ddp_er
 {
     const int64_t n_tiles = (a->T + kWgRows - 1) / kWgRows;
     const size_t smem = wg_dkdv_smem<HS, 2>::bytes;
-    CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void *>(ddp_flash_dkdv_wgmma_kernel<HS>),
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const int rc = allow_smem(reinterpret_cast<const void *>(ddp_flash_dkdv_wgmma_kernel<HS>), smem, err);
+    if (rc != DDP_OK)
+        return rc;
     DDP_LAUNCH_OP((ddp_flash_dkdv_wgmma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NKV), kWgThreads, smem, *a);
     return DDP_OK;
 }
@@ -156,9 +153,10 @@ template <int HS> static int dkdv_wgmma_hs(device *d, const attn_args *a, ddp_er
 template <int HS> static int dq_wgmma_hs(device *d, const attn_args *a, ddp_err *err)
 {
     const int64_t n_tiles = (a->T + kWgRows - 1) / kWgRows;
-    const size_t smem = 1024 + (size_t)(2 * kWgRows + 2 * kWgStages * kWgKeys) * HS * sizeof(bf16);
-    CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void *>(ddp_flash_dq_wgmma_kernel<HS>),
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const size_t smem = wg_query_smem<HS, true>::bytes;
+    const int rc = allow_smem(reinterpret_cast<const void *>(ddp_flash_dq_wgmma_kernel<HS>), smem, err);
+    if (rc != DDP_OK)
+        return rc;
     DDP_LAUNCH_OP((ddp_flash_dq_wgmma_kernel<HS>), (unsigned)(n_tiles * a->B * a->NH), kWgThreads, smem, *a,
                   n_tiles);
     return DDP_OK;

@@ -1,7 +1,8 @@
 /* attention_wgmma.cuh — what Hopper's attention kernels share (attention_wgmma.cu's, whose tiles
  * arrive by cp.async, and attention_tma.cu's warp-specialised ones, whose tiles arrive by the tensor
  * memory accelerator): the tile layout, the wgmma descriptors and batches, the online softmax on an
- * accumulator fragment, a block's rows and walk over tiles, and each pass's per-tile step.
+ * accumulator fragment, a block's rows and walk over tiles, each block's shared-memory layout, and
+ * each pass's per-tile step.
  *
  * Every tile is stored in the ISA's 128-byte-swizzled K-major layout: rows of 64 elements (128
  * bytes), chunk c of row r at c ^ (r % 8), an HS of 128 as two such column blocks. It serves a tile
@@ -501,5 +502,21 @@ __device__ inline void store_dkdv(const attn_args &a, const dkdv_block &blk, con
  * for it and rescales O (dQ likewise with S_j, dP_j and dQ += dS_{j-1}·K_{j-1}). Tile j - 1's buffers
  * are read beside tile j's while tile j + 1 loads: three stages of K/V buffers. */
 constexpr int kWgStages = 3;
+
+/* The smem layout of one forward or dQ block: its 128 query rows (Q; in the dQ pass, DOUT, dO's
+ * after them), then kWgStages stages of a key tile's K and of its V. */
+template <int HS, bool DOUT> struct wg_query_smem {
+    bf16 *q, *dout, *k, *v;
+    __device__ explicit wg_query_smem(char *raw)
+    {
+        q = reinterpret_cast<bf16 *>(wgmma_align_1024(raw)), dout = DOUT ? q + kWgRows * HS : nullptr;
+        k = q + (DOUT ? 2 : 1) * kWgRows * HS, v = k + kWgStages * kWgKeys * HS;
+    }
+    __device__ bf16 *k_of(int s) const { return k + s * kWgKeys * HS; }
+    __device__ bf16 *v_of(int s) const { return v + s * kWgKeys * HS; }
+    /* 1024: the alignment (the TMA kernels' mbarriers are static shared memory) */
+    static constexpr size_t bytes = 1024 + (size_t)((DOUT ? 2 : 1) * kWgRows + 2 * kWgStages * kWgKeys) * HS *
+                                               sizeof(bf16);
+};
 
 #endif

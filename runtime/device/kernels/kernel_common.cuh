@@ -1,8 +1,8 @@
 /* kernel_common.cuh — what every op family's .cu file includes: the backend's internals its host
  * launchers need (device_cuda.h: stream, scratch, CUDA_TRY, the device_cuda_* declarations), the
- * checked launch, the switch from a tensor_dtype to a storage type, the loads and stores of that
- * type (one element, or a 16-byte pack of them), launch geometry, block reductions and the second
- * stage of the deterministic column sums.
+ * checked launch and the dynamic shared-memory grant before it, the switch from a tensor_dtype to a
+ * storage type, the loads and stores of that type (one element, or a 16-byte pack of them), launch
+ * geometry, block reductions and the second stage of the deterministic column sums.
  *
  * Kernels of ops that take a tensor_dtype are templates on their storage type T (float or
  * __nv_bfloat16): they widen every element they read with to_float (exact), compute in float or
@@ -50,6 +50,14 @@
             return ddp_fail(err, DDP_ERUNTIME, "%s:%d: launching %s: %s", __FILE__, __LINE__, #kernel, \
                             cudaGetErrorString(launch_status_));                                    \
     } while (0)
+
+/* Lets a kernel have smem bytes of dynamic shared memory (past the default 48 KiB): a launcher's
+ * step before a launch that needs more. */
+static inline int allow_smem(const void *kernel, size_t smem, ddp_err *err)
+{
+    CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    return DDP_OK;
+}
 
 /* Runs the statements after T once, with T the storage type of tensor_dtype t: float or
  * __nv_bfloat16. It is a launcher's one switch on its type; the statements may return (a failed
