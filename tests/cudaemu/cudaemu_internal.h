@@ -171,6 +171,9 @@ void race_grid_begin(void *dynamic_smem, size_t bytes);
 /* A __syncthreads was released (or a block starts): accesses before it are ordered before the
  * ones after it. */
 void race_barrier();
+/* A __syncwarp (or a bar.sync) completed for the lanes `lanes` of warp `warp`: their accesses
+ * before it are ordered before their accesses after it. */
+void race_lane_sync(int warp, unsigned lanes);
 /* Thread `thread` of the block (linear index) runs until race_leave. */
 void race_enter(int thread);
 void race_leave();

@@ -1,9 +1,9 @@
 /* cudaemu_race.cpp — the shared-memory race check: what compute-sanitizer's racecheck finds on a
  * GPU, found on every emulated launch.
  *
- * A hazard is two accesses to the same shared-memory byte by threads of different warps, at least
- * one a write, that nothing orders: RAW (a read of another warp's write), WAR (a write over another
- * warp's read), WAW. What orders them is happens-before, tracked with vector clocks, one clock per
+ * A hazard is two accesses to the same shared-memory byte by different threads, at least one a
+ * write, that nothing orders: RAW (a read of another thread's write), WAR (a write over another
+ * thread's read), WAW. Between warps, what orders them is happens-before, tracked with vector clocks, one clock per
  * warp: a __syncthreads orders everything before it (each barrier starts a new epoch, in which
  * every byte is fresh and every clock restarts); a release (an arrival at a named barrier or an
  * mbarrier, cudaemu_sync.cpp) hands the arriving warp's clocks to the barrier, and an acquire (the
@@ -14,9 +14,17 @@
  * slot for the copies landing through it, so only a wait on that mbarrier orders them (a wait on
  * another stage's mbarrier does not). Atomics are not hazards with each other; with plain accesses
  * only a __syncthreads orders them (no kernel here mixes them with finer synchronisation).
- * Accesses of one warp are not compared with each other (the same choice as for a warp's lanes on
- * pre-Volta GPUs; the fiber orders still expose a missing __syncwarp through stale data and the
- * NaN poison), and a wait by one lane orders its whole warp.
+ * The lanes of one warp (racecheck compares them since Volta's independent thread scheduling): each
+ * warp counts its lane syncs (a __syncwarp, or a bar.sync, completed; race_lane_sync), each thread
+ * remembers the last it took part in, and each access the count before it. Two lanes' accesses are
+ * ordered when both took part in a later sync, or when the later access's thread acquired a release
+ * that spoke for the earlier one's lane: a release (an arrival) records its lane and that lane's
+ * last sync, and orders its own lane's earlier accesses and the other lanes' before that sync only.
+ * That applies to a write read or overwritten by another warp too (the warp clocks say a release
+ * came after it; one must speak for its lane), so a lane's arrival that publishes its warp's stores
+ * with no __syncwarp before it is a race whatever order the lanes ran in. Lenient, on purpose: a
+ * wait by one lane orders its whole warp, a write over another warp's read asks only the warp
+ * clocks, and a partial-mask sync is taken to include the earlier access's lane.
  *
  * Where the accesses come from: the kernels' own loads and stores are compiled with
  * -fsanitize=thread (the emulated build's kernel libraries only, never linked with the TSan
@@ -54,6 +62,9 @@ struct shadow_byte {
     uint16_t reader;       /* 1 + the thread that last read or updated it atomically */
     uint16_t in_flight;    /* 1 + the thread whose cp.async to it has not landed, in any epoch; 0: none */
     uint8_t write_slot;    /* the writer's warp, or the slot of the mbarrier its bulk copy completed on */
+    bool reader_plain;     /* the last reader read it (not an atomic) */
+    uint32_t write_gen;    /* the writer's warp's lane syncs (below) before the write */
+    uint32_t read_gen;     /* the same for the last read */
 };
 
 struct shadow_range {
@@ -65,12 +76,26 @@ struct shadow_range {
     bool dynamic;
 };
 
+/* One release of a warp (the warp's clock value R it handed over): the lane that made it, and the
+ * last lane sync that lane had taken part in. It orders the releasing lane's own accesses, and the
+ * other lanes' only up to that sync. */
+struct release_record {
+    uint8_t lane;
+    uint32_t joined;
+};
+
 /* The shadows of one host thread's grids (blocks of a grid run one after another on it). */
 struct race_state {
     std::vector<shadow_byte> static_shadow, dynamic_shadow;
     std::vector<uint32_t> static_read_clock, dynamic_read_clock;
     uint32_t clock[CLOCK_WARPS][CLOCK_SLOTS]; /* each warp's vector clock, in the current epoch */
     uint32_t copy_clock[CLOCK_SLOTS];         /* each mbarrier slot's bulk copies landed so far */
+    /* Lanes: what orders the accesses of two lanes of one warp (a __syncwarp both took part in, or a
+     * bar.sync), and which lane each release of a warp spoke for. */
+    uint32_t lane_syncs[CLOCK_WARPS];              /* each warp's lane syncs in the current epoch */
+    uint32_t joined[MAX_THREADS_PER_BLOCK];        /* the last of its warp's lane syncs a thread took part in */
+    uint32_t own_seen[MAX_THREADS_PER_BLOCK];      /* its own warp's latest release a thread acquired */
+    std::vector<release_record> releases[CLOCK_WARPS]; /* [R - 1]: release R of each warp */
     std::vector<shadow_range> statics; /* sorted by address */
     const char *static_lo = nullptr, *static_hi = nullptr;
     shadow_range dynamic{};
@@ -114,6 +139,11 @@ void next_epoch(race_state &s)
 {
     memset(s.clock, 0, sizeof s.clock);
     memset(s.copy_clock, 0, sizeof s.copy_clock);
+    memset(s.lane_syncs, 0, sizeof s.lane_syncs);
+    memset(s.joined, 0, sizeof s.joined);
+    memset(s.own_seen, 0, sizeof s.own_seen);
+    for (auto &r : s.releases)
+        r.clear();
     for (int w = 0; w < CLOCK_WARPS; w++)
         s.clock[w][w] = 1;
     if (++s.epoch != 0)
@@ -157,6 +187,16 @@ void describe_site(char *out, size_t cap, const char *what, const char *file, in
     }
 }
 
+/* Which shared-memory byte: "dynamic shared memory, byte N" or the static object's address and size. */
+void describe_byte(char *out, size_t cap, const shadow_range &r, const char *p)
+{
+    if (r.dynamic)
+        snprintf(out, cap, "dynamic shared memory, byte %zu", (size_t)(p - r.lo));
+    else
+        snprintf(out, cap, "static __shared__ object %p (%zu bytes), byte %zu", (const void *)r.lo, r.bytes,
+                 (size_t)(p - r.lo));
+}
+
 [[noreturn]] void report(const shadow_range &r, const char *p, const char *kind, int other, int other_warp,
                          const char *earlier, race_access_kind how, const char *what, const char *file, int line,
                          const void *pc)
@@ -164,11 +204,7 @@ void describe_site(char *out, size_t cap, const char *what, const char *file, in
     static const char *const verbs[] = {"reads it", "writes it", "updates it atomically"};
     char site[512], detail[1024], where[128];
     describe_site(site, sizeof site, what, file, line, pc);
-    if (r.dynamic)
-        snprintf(where, sizeof where, "dynamic shared memory, byte %zu", (size_t)(p - r.lo));
-    else
-        snprintf(where, sizeof where, "static __shared__ object %p (%zu bytes), byte %zu", (const void *)r.lo,
-                 r.bytes, (size_t)(p - r.lo));
+    describe_byte(where, sizeof where, r, p);
     const int self = running->thread;
     char who[64];
     if (other_warp == other / 32)
@@ -211,6 +247,43 @@ inline uint32_t unordered_readers(const shadow_range &r, size_t off, uint32_t re
     return late;
 }
 
+/* Whether thread `other`'s access, made at its warp's clock `clock` after `gen` of the warp's lane
+ * syncs, is ordered before the running thread's beyond what the warp clocks say: in one warp, both
+ * lanes took part in a lane sync since; or a release the running thread acquired (one of its own
+ * warp's, or any its warp's clocks cover) spoke for other's lane: made by that lane, or by a lane
+ * that had synced with it since. */
+inline bool lane_ordered(const race_state &s, int other, uint32_t clock, uint32_t gen)
+{
+    const int self = s.thread, w = other / 32, lane = other % 32;
+    if (w == self / 32 && s.joined[self] > gen && s.joined[other] > gen)
+        return true;
+    const std::vector<release_record> &log = s.releases[w];
+    const uint32_t seen = std::min<uint32_t>(w == self / 32 ? s.own_seen[self] : s.clock[self / 32][w],
+                                             (uint32_t)log.size());
+    for (uint32_t r = clock; r <= seen; r++)
+        if (log[r - 1].lane == lane || log[r - 1].joined > gen)
+            return true;
+    return false;
+}
+
+[[noreturn]] void report_lanes(const shadow_range &r, const char *p, const char *kind, int other, bool other_wrote,
+                               race_access_kind how, const char *what, const char *file, int line, const void *pc)
+{
+    static const char *const verbs[] = {"reads it", "writes it", "updates it atomically"};
+    char site[512], detail[1024], where[128];
+    describe_site(site, sizeof site, what, file, line, pc);
+    describe_byte(where, sizeof where, r, p);
+    const int self = running->thread;
+    snprintf(detail, sizeof detail,
+             "%s hazard on %s: thread %d (warp %d, lane %d) %s (%s) where thread %d (warp %d, lane %d) "
+             "%s it, and nothing orders that lane's access: no __syncwarp or bar.sync both lanes took part in, "
+             "and no release that lane made, or made by a lane synced with it, was acquired (an arrival by one "
+             "lane releases only what that lane has ordered before it)", kind, where, self,
+             self / 32, self % 32, verbs[how], site, other, other / 32, other % 32, other_wrote ? "wrote" : "read");
+    running = nullptr; /* the report itself must not recurse */
+    die_in_kernel("shared-memory race", detail);
+}
+
 /* The accesses of the running thread to n bytes of one object, ordered after what its warp's
  * clocks have seen; a write is recorded under clock slot `slot` (its warp, or an mbarrier's for a
  * bulk copy). A hazard aborts, else each byte remembers them. A byte last touched in an older
@@ -228,23 +301,34 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
     for (shadow_byte *b = r.shadow + off, *end = b + n; b < end; b++, p++, off++) {
         if (b->in_flight)
             report_in_flight(r, p, b->in_flight - 1, HOW, what, file, line, pc);
-        if (b->epoch != s.epoch)
-            *b = shadow_byte{s.epoch, 0, 0, 0, 0, 0, 0, 0};
+        if (b->epoch != s.epoch) {
+            *b = shadow_byte{};
+            b->epoch = s.epoch;
+        }
         if (b->writer != 0 && seen[b->write_slot] < b->write_clock)
             report(r, p, HOW == RACE_READ ? "RAW" : "WAW", b->writer - 1, (b->writer - 1) / 32,
                    b->write_slot >= CLOCK_WARPS ? "wrote it through a cp.async.bulk it issued" : "wrote it", HOW,
                    what, file, line, pc);
+        if (b->writer != 0 && b->writer != me && b->write_slot < CLOCK_WARPS &&
+            !lane_ordered(s, b->writer - 1, b->write_clock, b->write_gen))
+            report_lanes(r, p, HOW == RACE_READ ? "RAW" : "WAW", b->writer - 1, true, HOW, what, file, line, pc);
         if (HOW == RACE_READ) {
             if (b->atomics & ~bit)
                 report(r, p, "RAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW,
                        what, file, line, pc);
             b->readers |= bit;
             b->reader = me;
+            b->reader_plain = true;
+            b->read_gen = s.lane_syncs[warp];
             r.read_clock[(size_t)warp * r.stride + off] = seen[warp];
             continue;
         }
         if (const uint32_t late = unordered_readers(r, off, b->readers, seen))
             report(r, p, "WAR", b->reader - 1, __builtin_ctz(late), "read it", HOW, what, file, line, pc);
+        if (HOW == RACE_WRITE && b->reader_plain && b->reader != me && (b->reader - 1) / 32 == warp &&
+            (b->readers & bit) &&
+            !lane_ordered(s, b->reader - 1, r.read_clock[(size_t)warp * r.stride + off], b->read_gen))
+            report_lanes(r, p, "WAR", b->reader - 1, false, HOW, what, file, line, pc);
         if (HOW == RACE_WRITE && (b->atomics & ~bit))
             report(r, p, "WAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW, what,
                    file, line, pc);
@@ -252,10 +336,12 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
             b->writer = me;
             b->write_slot = (uint8_t)slot;
             b->write_clock = now;
+            b->write_gen = slot == warp ? s.lane_syncs[warp] : 0;
             b->readers = 0;
         } else {
             b->atomics |= bit;
             b->reader = me;
+            b->reader_plain = false;
         }
     }
 }
@@ -324,6 +410,14 @@ void race_grid_begin(void *dynamic_smem, size_t bytes)
 
 void race_barrier() { next_epoch(state); }
 
+void race_lane_sync(int warp, unsigned lanes)
+{
+    race_state &s = state;
+    const uint32_t sync = ++s.lane_syncs[warp];
+    for (unsigned left = lanes; left; left &= left - 1)
+        s.joined[warp * 32 + __builtin_ctz(left)] = sync;
+}
+
 void race_enter(int thread)
 {
     state.thread = thread;
@@ -368,20 +462,25 @@ void race_release(sync_clock &into)
     if (!running)
         return;
     race_state &s = *running;
-    uint32_t *mine = s.clock[s.thread / 32];
+    const int warp = s.thread / 32;
+    uint32_t *mine = s.clock[warp];
     fresh_in_epoch(into, s.epoch);
     for (int i = 0; i < CLOCK_SLOTS; i++)
         into.c[i] = std::max(into.c[i], mine[i]);
-    mine[s.thread / 32]++; /* the warp's later accesses are not part of this release */
+    s.releases[warp].push_back(release_record{(uint8_t)(s.thread % 32), s.joined[s.thread]}); /* release mine[warp] */
+    mine[warp]++; /* the warp's later accesses are not part of this release */
 }
 
 void race_acquire(const sync_clock &from)
 {
     if (!running || from.epoch != running->epoch)
         return; /* a release before the last __syncthreads: that barrier ordered it already */
-    uint32_t *mine = running->clock[running->thread / 32];
+    race_state &s = *running;
+    const int warp = s.thread / 32;
+    uint32_t *mine = s.clock[warp];
     for (int i = 0; i < CLOCK_SLOTS; i++)
         mine[i] = std::max(mine[i], from.c[i]);
+    s.own_seen[s.thread] = std::max(s.own_seen[s.thread], from.c[warp]);
 }
 
 void race_bulk_write(const void *dst, size_t bytes, int slot, sync_clock &phase, const char *what, const char *file,

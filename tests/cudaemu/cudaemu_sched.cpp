@@ -309,6 +309,8 @@ static void complete_exchange(block_run &b, int base, unsigned mask)
             make_runnable(b, b.threads[base + lane]);
         return;
     }
+    if (b.threads[base].op == WARP_SYNC)
+        race_lane_sync(base / 32, mask);
     uint64_t ballot = 0;
     for (int lane = 0; lane < 32; lane++)
         if (mask >> lane & 1u)

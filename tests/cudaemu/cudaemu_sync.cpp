@@ -213,10 +213,17 @@ void named_barrier(int id, int threads, bool wait, const char *file, int line)
         return;
     }
     const sync_clock all = nb.released;
+    unsigned synced[MAX_THREADS_PER_BLOCK / 32] = {}; /* the lanes a bar.sync orders among themselves */
+    if (wait)
+        synced[self / 32] |= 1u << (self % 32);
     for (int t : nb.waiting) {
         state.waits[(size_t)t].acquired = all;
+        synced[t / 32] |= 1u << (t % 32);
         wake_thread(t);
     }
+    for (int w = 0; w < MAX_THREADS_PER_BLOCK / 32; w++)
+        if (synced[w])
+            race_lane_sync(w, synced[w]);
     nb = named_barrier_state{};
     if (wait)
         race_acquire(all);

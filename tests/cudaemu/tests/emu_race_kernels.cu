@@ -63,6 +63,10 @@ __global__ void race_kernel(int which, const float *src, float *out)
         if (warp == 1) v = s[lane];
         cp_async_wait<0>();
         break;
+    case 11: /* race within a warp: lane 0 writes a word the other lanes of its warp read, no __syncwarp */
+        if (warp == 0 && lane == 0) s[0] = 1.0f;
+        if (warp == 0) v = s[0];
+        break;
     case 10: { /* race, WAR: warp 1 overwrites rows warp 0's ldmatrix reads, no barrier */
         uint32_t r[1] = {0};
         if (warp == 0) {

@@ -26,6 +26,8 @@ enum sync_case {
     MBAR_NO_INIT,       /* misuse: a wait on 8 bytes no mbarrier.init set up */
     MBAR_INIT_UNORDERED,/* race: thread 0 initialises an mbarrier that warp 1 arrives at, no barrier between */
     NAMED_UNBALANCED,   /* misuse: warp 0 arrives at barrier 3 for 64 threads, nobody else ever comes */
+    MBAR_NO_SYNCWARP,   /* race: MBAR_HANDOFF without its __syncwarp: lane 0's arrival releases its own write
+                         * alone, whichever order the lanes wrote in */
     /* regs_kernel's, 384 threads: warpgroup 2 produces (warp 8), warpgroups 0 and 1 consume (warp 1) */
     REGS_HANDOFF,       /* warpgroup 2 setmaxnreg.dec 24, 0 and 1 inc 240 (the pool just covers both); then
                          * warp 8 hands its values to warp 1 through named barrier 1 */
@@ -68,13 +70,15 @@ __global__ void sync_kernel(int which, const float *src, float *out)
         break;
     case MBAR_HANDOFF:
     case MBAR_WRONG_PARITY:
+    case MBAR_NO_SYNCWARP:
         if (warp == 0) {
             stage[0][lane] = src[lane];
-            __syncwarp();
+            if (which != MBAR_NO_SYNCWARP)
+                __syncwarp();
             if (lane == 0)
                 mbarrier_arrive(&full[0]);
         } else {
-            mbarrier_wait_parity(&full[0], which == MBAR_HANDOFF ? 0 : 1);
+            mbarrier_wait_parity(&full[0], which == MBAR_WRONG_PARITY ? 1 : 0);
             v = stage[0][lane];
         }
         break;

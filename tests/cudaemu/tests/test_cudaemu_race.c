@@ -6,9 +6,10 @@
  * naming the hazard, the kernel and the shared-memory byte; so do a plain read of another warp's
  * atomic update, a read of a cp.async's destination by another warp after the issuing warp's wait
  * but before a barrier or while the copy is in flight, and a write over rows another warp's
- * ldmatrix reads. The same accesses with the barrier, atomics from several warps, and one warp's
- * lanes sharing words after __syncwarp run. Under the forward order (warp 0 first) the kind named
- * is the one the case is built for. */
+ * ldmatrix reads, and a lane's read of a word another lane of its warp wrote with no __syncwarp
+ * between them (racecheck compares a warp's lanes too). The same accesses with the barrier,
+ * atomics from several warps, and one warp's lanes sharing words after __syncwarp run. Under the
+ * forward order (warp 0 first) the kind named is the one the case is built for. */
 #include "emu_test_util.h"
 #include "tests/check.h"
 
@@ -17,10 +18,10 @@
 
 int emu_race(int which, const float *src, float *out);
 
-enum { CASES = 11 };
+enum { CASES = 12 };
 /* The kind each case reports under the forward order; NULL: no race. */
 static const char *const expect[CASES] = {"RAW", NULL, "WAR", "WAW", NULL, NULL, "RAW", NULL, "RAW", "RAW",
-                                          "WAR"};
+                                          "WAR", "RAW"};
 
 static void run_case(int which)
 {

@@ -10,7 +10,9 @@
  * parity (or, when the producer came first, the deadlock a GPU would hang in), consumers arriving
  * on "empty" before they read, a read of a bulk copy's destination with no wait, or after a wait on
  * another stage's mbarrier (each mbarrier orders only the copies that complete on it), an
- * mbarrier.init no barrier orders before another warp's arrival; and the waits nothing can end are
+ * mbarrier.init no barrier orders before another warp's arrival, lanes' writes that one lane's
+ * arrival publishes with no __syncwarp before it (in every order, the reverse one included, where
+ * every write comes before that arrival); and the waits nothing can end are
  * reported as deadlocks naming the wait (an mbarrier with no arrival, a bar.sync short of its count,
  * a phase short of its expected bytes), as is a wait on an mbarrier never initialised, and a named
  * barrier left half arrived at the block's end. setmaxnreg (a 384-thread block, 168 registers a
@@ -32,7 +34,8 @@ int emu_sync(int which, const float *src, float *out);
 
 enum { NAMED_HANDOFF, NAMED_NO_SYNC, MBAR_HANDOFF, MBAR_WRONG_PARITY, RING, RING_EARLY_RELEASE, BULK_HANDOFF,
        BULK_NO_WAIT, BULK_OTHER_STAGE, MBAR_NEVER_ARRIVES, NAMED_SHORT, BULK_SHORT, MBAR_NO_INIT, MBAR_INIT_UNORDERED,
-       NAMED_UNBALANCED, REGS_HANDOFF, REGS_NO_DEC, REGS_OVER, REGS_PART, REGS_MISMATCH, REGS_BELOW, SYNC_CASES };
+       NAMED_UNBALANCED, MBAR_NO_SYNCWARP, REGS_HANDOFF, REGS_NO_DEC, REGS_OVER, REGS_PART, REGS_MISMATCH,
+       REGS_BELOW, SYNC_CASES };
 enum { THREADS = 64, ROUNDS = 6 };
 
 /* What each case must do: run and deliver (NULL), or abort with `report` in its message (any
@@ -52,6 +55,9 @@ static const struct {
     [MBAR_NO_INIT] = {"mbarrier used before mbarrier.init", "no mbarrier.init of this block set up"},
     [MBAR_INIT_UNORDERED] = {"in kernel sync_kernel", "WAW hazard"},
     [NAMED_UNBALANCED] = {"unbalanced named barrier", "holds 32 of its 64 threads' arrivals"},
+    /* RAW when lane 0 arrives before another lane's write (or WAR when that write comes after the read);
+     * when every write comes first (the reverse order), only the lanes' ordering finds it */
+    [MBAR_NO_SYNCWARP] = {"shared-memory race", "RAW hazard"},
     [REGS_NO_DEC] = {"deadlock", "setmaxnreg.inc 240 in warpgroup 0 (128 of 128 threads arrived; the block's "
                      "register pool holds 0, the inc needs 9216)"},
     /* whichever warpgroup completes its inc first takes 11264 */
