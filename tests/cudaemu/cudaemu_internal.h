@@ -193,12 +193,12 @@ struct sync_clock {
     uint32_t epoch = 0;
     uint32_t c[CLOCK_SLOTS];
 };
-/* The running thread's warp releases (its clocks joined into `into`; its later accesses are not
- * part of it) or acquires (the clocks in `from` joined into its own). */
+/* The running thread releases (its clock and its warp's count joined into `into`; its warp's later
+ * accesses are not part of it) or acquires (the clocks in `from` joined into its own). */
 void race_release(sync_clock &into);
 void race_acquire(const sync_clock &from);
 /* A cp.async.bulk of the running thread writing [dst, dst+bytes) through the mbarrier with clock
- * slot `slot`: a write ordered after what the issuing warp has seen, recorded as the slot's, whose
+ * slot `slot`: a write ordered after what the issuing thread has seen, recorded as the slot's, whose
  * clock joins `phase` (the mbarrier's current phase) so that only a wait on it orders the write. */
 void race_bulk_write(const void *dst, size_t bytes, int slot, sync_clock &phase, const char *what, const char *file,
                      int line);

@@ -3,13 +3,15 @@
  *
  * A hazard is two accesses to the same shared-memory byte by different threads, at least one a
  * write, that nothing orders: RAW (a read of another thread's write), WAR (a write over another
- * thread's read), WAW. Between warps, what orders them is happens-before, tracked with vector clocks, one clock per
- * warp: a __syncthreads orders everything before it (each barrier starts a new epoch, in which
- * every byte is fresh and every clock restarts); a release (an arrival at a named barrier or an
- * mbarrier, cudaemu_sync.cpp) hands the arriving warp's clocks to the barrier, and an acquire (the
- * bar.sync that completes, an mbarrier wait that sees its phase complete) joins them into the
- * waiting warp's. Every byte remembers its last write (the writer's clock slot and value) and, per
- * warp, the clock of that warp's last read, so two accesses are compared whichever runs first.
+ * thread's read), WAW. Between warps, what orders them is happens-before, tracked with vector
+ * clocks, one per thread with a slot per warp (each warp's own slot counts its releases): a
+ * __syncthreads orders everything before it (each barrier starts a new epoch, in which every byte
+ * is fresh and every clock restarts); a release (an arrival at a named barrier or an mbarrier,
+ * cudaemu_sync.cpp) hands the arriving thread's clock and its warp's count to the barrier, and an
+ * acquire (the bar.sync that completes, an mbarrier wait that sees its phase complete) joins them
+ * into the waiting thread's alone (a lane sync, below, passes them on to the other lanes). Every
+ * byte remembers its last write (the writer's clock slot and value) and, per warp, the clock of
+ * that warp's last read, so two accesses are compared whichever runs first.
  * A cp.async.bulk's write belongs to the mbarrier it completes on: each mbarrier has its own clock
  * slot for the copies landing through it, so only a wait on that mbarrier orders them (a wait on
  * another stage's mbarrier does not). Atomics are not hazards with each other; with plain accesses
@@ -23,8 +25,8 @@
  * That applies to a write read or overwritten by another warp too (the warp clocks say a release
  * came after it; one must speak for its lane), so a lane's arrival that publishes its warp's stores
  * with no __syncwarp before it is a race whatever order the lanes ran in. Lenient, on purpose: a
- * wait by one lane orders its whole warp, a write over another warp's read asks only the warp
- * clocks, and a partial-mask sync is taken to include the earlier access's lane.
+ * write over another warp's read asks only the warp's count, not which lane's release covered the
+ * read, and a partial-mask sync is taken to include the earlier access's lane.
  *
  * Where the accesses come from: the kernels' own loads and stores are compiled with
  * -fsanitize=thread (the emulated build's kernel libraries only, never linked with the TSan
@@ -88,8 +90,10 @@ struct release_record {
 struct race_state {
     std::vector<shadow_byte> static_shadow, dynamic_shadow;
     std::vector<uint32_t> static_read_clock, dynamic_read_clock;
-    uint32_t clock[CLOCK_WARPS][CLOCK_SLOTS]; /* each warp's vector clock, in the current epoch */
-    uint32_t copy_clock[CLOCK_SLOTS];         /* each mbarrier slot's bulk copies landed so far */
+    std::vector<sync_clock> seen = std::vector<sync_clock>(MAX_THREADS_PER_BLOCK); /* each thread's vector
+                                                * clock: what it has acquired (valid in its epoch) */
+    uint32_t own_clock[CLOCK_WARPS];  /* each warp's own slot: 1 + its releases in the current epoch */
+    uint32_t copy_clock[CLOCK_SLOTS]; /* each mbarrier slot's bulk copies landed so far */
     /* Lanes: what orders the accesses of two lanes of one warp (a __syncwarp both took part in, or a
      * bar.sync), and which lane each release of a warp spoke for. */
     uint32_t lane_syncs[CLOCK_WARPS];              /* each warp's lane syncs in the current epoch */
@@ -106,6 +110,22 @@ struct race_state {
 };
 
 DDP_CUDAEMU_TLS race_state *running; /* set only while a fiber of a block runs */
+
+/* A clock made in an older epoch orders nothing: it restarts empty in `epoch`. */
+void fresh_in_epoch(sync_clock &clock, uint32_t epoch)
+{
+    if (clock.epoch == epoch)
+        return;
+    memset(clock.c, 0, sizeof clock.c);
+    clock.epoch = epoch;
+}
+
+/* Thread t's vector clock in the current epoch (emptied on its first use in it). */
+inline uint32_t *seen_by(race_state &s, int t)
+{
+    fresh_in_epoch(s.seen[(size_t)t], s.epoch);
+    return s.seen[(size_t)t].c;
+}
 thread_local race_state state;
 
 void setup_statics(race_state &s)
@@ -133,11 +153,11 @@ void setup_statics(race_state &s)
     s.ready = true;
 }
 
-/* The next epoch: every clock restarts (a warp's own at 1, so nobody has seen its accesses); on
- * wrap-around every shadow byte is forgotten (epoch 0 is nobody's). */
+/* The next epoch: every clock restarts (a warp's own at 1, so nobody has seen its accesses; the
+ * threads' on first use); on wrap-around every shadow byte and thread clock is forgotten (epoch 0
+ * is nobody's). */
 void next_epoch(race_state &s)
 {
-    memset(s.clock, 0, sizeof s.clock);
     memset(s.copy_clock, 0, sizeof s.copy_clock);
     memset(s.lane_syncs, 0, sizeof s.lane_syncs);
     memset(s.joined, 0, sizeof s.joined);
@@ -145,11 +165,13 @@ void next_epoch(race_state &s)
     for (auto &r : s.releases)
         r.clear();
     for (int w = 0; w < CLOCK_WARPS; w++)
-        s.clock[w][w] = 1;
+        s.own_clock[w] = 1;
     if (++s.epoch != 0)
         return;
     std::fill(s.static_shadow.begin(), s.static_shadow.end(), shadow_byte{});
     std::fill(s.dynamic_shadow.begin(), s.dynamic_shadow.end(), shadow_byte{});
+    for (sync_clock &c : s.seen)
+        c.epoch = 0;
     s.epoch = 1;
 }
 
@@ -258,7 +280,7 @@ inline bool lane_ordered(const race_state &s, int other, uint32_t clock, uint32_
     if (w == self / 32 && s.joined[self] > gen && s.joined[other] > gen)
         return true;
     const std::vector<release_record> &log = s.releases[w];
-    const uint32_t seen = std::min<uint32_t>(w == self / 32 ? s.own_seen[self] : s.clock[self / 32][w],
+    const uint32_t seen = std::min<uint32_t>(w == self / 32 ? s.own_seen[self] : s.seen[(size_t)self].c[w],
                                              (uint32_t)log.size());
     for (uint32_t r = clock; r <= seen; r++)
         if (log[r - 1].lane == lane || log[r - 1].joined > gen)
@@ -294,8 +316,8 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
 {
     race_state &s = *running;
     const int self = s.thread, warp = self / 32;
-    const uint32_t *seen = s.clock[warp];
-    const uint32_t bit = 1u << warp, now = slot == warp ? seen[warp] : s.copy_clock[slot];
+    const uint32_t *seen = seen_by(s, self);
+    const uint32_t bit = 1u << warp, now = slot == warp ? s.own_clock[warp] : s.copy_clock[slot];
     const uint16_t me = (uint16_t)(self + 1);
     size_t off = (size_t)(p - r.lo);
     for (shadow_byte *b = r.shadow + off, *end = b + n; b < end; b++, p++, off++) {
@@ -305,7 +327,7 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
             *b = shadow_byte{};
             b->epoch = s.epoch;
         }
-        if (b->writer != 0 && seen[b->write_slot] < b->write_clock)
+        if (b->writer != 0 && b->write_slot != warp && seen[b->write_slot] < b->write_clock)
             report(r, p, HOW == RACE_READ ? "RAW" : "WAW", b->writer - 1, (b->writer - 1) / 32,
                    b->write_slot >= CLOCK_WARPS ? "wrote it through a cp.async.bulk it issued" : "wrote it", HOW,
                    what, file, line, pc);
@@ -320,10 +342,10 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
             b->reader = me;
             b->reader_plain = true;
             b->read_gen = s.lane_syncs[warp];
-            r.read_clock[(size_t)warp * r.stride + off] = seen[warp];
+            r.read_clock[(size_t)warp * r.stride + off] = now;
             continue;
         }
-        if (const uint32_t late = unordered_readers(r, off, b->readers, seen))
+        if (const uint32_t late = unordered_readers(r, off, b->readers & ~bit, seen))
             report(r, p, "WAR", b->reader - 1, __builtin_ctz(late), "read it", HOW, what, file, line, pc);
         if (HOW == RACE_WRITE && b->reader_plain && b->reader != me && (b->reader - 1) / 32 == warp &&
             (b->readers & bit) &&
@@ -414,8 +436,23 @@ void race_lane_sync(int warp, unsigned lanes)
 {
     race_state &s = state;
     const uint32_t sync = ++s.lane_syncs[warp];
-    for (unsigned left = lanes; left; left &= left - 1)
-        s.joined[warp * 32 + __builtin_ctz(left)] = sync;
+    sync_clock all{};
+    uint32_t own = 0;
+    all.epoch = s.epoch;
+    memset(all.c, 0, sizeof all.c);
+    for (unsigned left = lanes; left; left &= left - 1) { /* what any of them acquired, all now have */
+        const int t = warp * 32 + __builtin_ctz(left);
+        const uint32_t *c = seen_by(s, t);
+        for (int i = 0; i < CLOCK_SLOTS; i++)
+            all.c[i] = std::max(all.c[i], c[i]);
+        own = std::max(own, s.own_seen[t]);
+    }
+    for (unsigned left = lanes; left; left &= left - 1) {
+        const int t = warp * 32 + __builtin_ctz(left);
+        s.seen[(size_t)t] = all;
+        s.own_seen[t] = own;
+        s.joined[t] = sync;
+    }
 }
 
 void race_enter(int thread)
@@ -448,27 +485,19 @@ void race_async_abandon(const void *dst, size_t bytes)
         mark_in_flight(state, static_cast<const char *>(dst), bytes, 0);
 }
 
-/* A clock made in an older epoch orders nothing: it restarts empty in `epoch`. */
-static void fresh_in_epoch(sync_clock &clock, uint32_t epoch)
-{
-    if (clock.epoch == epoch)
-        return;
-    memset(clock.c, 0, sizeof clock.c);
-    clock.epoch = epoch;
-}
-
 void race_release(sync_clock &into)
 {
     if (!running)
         return;
     race_state &s = *running;
     const int warp = s.thread / 32;
-    uint32_t *mine = s.clock[warp];
+    const uint32_t *mine = seen_by(s, s.thread);
     fresh_in_epoch(into, s.epoch);
     for (int i = 0; i < CLOCK_SLOTS; i++)
         into.c[i] = std::max(into.c[i], mine[i]);
-    s.releases[warp].push_back(release_record{(uint8_t)(s.thread % 32), s.joined[s.thread]}); /* release mine[warp] */
-    mine[warp]++; /* the warp's later accesses are not part of this release */
+    into.c[warp] = std::max(into.c[warp], s.own_clock[warp]);
+    s.releases[warp].push_back(release_record{(uint8_t)(s.thread % 32), s.joined[s.thread]}); /* this one */
+    s.own_clock[warp]++; /* the warp's later accesses are not part of this release */
 }
 
 void race_acquire(const sync_clock &from)
@@ -477,7 +506,7 @@ void race_acquire(const sync_clock &from)
         return; /* a release before the last __syncthreads: that barrier ordered it already */
     race_state &s = *running;
     const int warp = s.thread / 32;
-    uint32_t *mine = s.clock[warp];
+    uint32_t *mine = seen_by(s, s.thread);
     for (int i = 0; i < CLOCK_SLOTS; i++)
         mine[i] = std::max(mine[i], from.c[i]);
     s.own_seen[s.thread] = std::max(s.own_seen[s.thread], from.c[warp]);

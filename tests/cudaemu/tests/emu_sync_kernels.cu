@@ -28,6 +28,9 @@ enum sync_case {
     NAMED_UNBALANCED,   /* misuse: warp 0 arrives at barrier 3 for 64 threads, nobody else ever comes */
     MBAR_NO_SYNCWARP,   /* race: MBAR_HANDOFF without its __syncwarp: lane 0's arrival releases its own write
                          * alone, whichever order the lanes wrote in */
+    MBAR_LANE_WAITS,    /* as MBAR_HANDOFF, but only warp 1's lane 0 waits; a __syncwarp passes it on */
+    MBAR_LANE_WAITS_ALONE, /* race: the same with a shuffle instead: lanes 1-31 wait for lane 0 but
+                            * read what they never acquired (a shuffle orders no memory) */
     /* regs_kernel's, 384 threads: warpgroup 2 produces (warp 8), warpgroups 0 and 1 consume (warp 1) */
     REGS_HANDOFF,       /* warpgroup 2 setmaxnreg.dec 24, 0 and 1 inc 240 (the pool just covers both); then
                          * warp 8 hands its values to warp 1 through named barrier 1 */
@@ -71,6 +74,8 @@ __global__ void sync_kernel(int which, const float *src, float *out)
     case MBAR_HANDOFF:
     case MBAR_WRONG_PARITY:
     case MBAR_NO_SYNCWARP:
+    case MBAR_LANE_WAITS:
+    case MBAR_LANE_WAITS_ALONE:
         if (warp == 0) {
             stage[0][lane] = src[lane];
             if (which != MBAR_NO_SYNCWARP)
@@ -78,7 +83,13 @@ __global__ void sync_kernel(int which, const float *src, float *out)
             if (lane == 0)
                 mbarrier_arrive(&full[0]);
         } else {
-            mbarrier_wait_parity(&full[0], which == MBAR_WRONG_PARITY ? 1 : 0);
+            const bool one_lane = which == MBAR_LANE_WAITS || which == MBAR_LANE_WAITS_ALONE;
+            if (!one_lane || lane == 0)
+                mbarrier_wait_parity(&full[0], which == MBAR_WRONG_PARITY ? 1 : 0);
+            if (which == MBAR_LANE_WAITS)
+                __syncwarp();
+            else if (which == MBAR_LANE_WAITS_ALONE)
+                v = (float)__shfl_sync(0xffffffffu, lane, 0);
             v = stage[0][lane];
         }
         break;

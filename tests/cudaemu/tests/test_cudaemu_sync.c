@@ -12,15 +12,17 @@
  * another stage's mbarrier (each mbarrier orders only the copies that complete on it), an
  * mbarrier.init no barrier orders before another warp's arrival, lanes' writes that one lane's
  * arrival publishes with no __syncwarp before it (in every order, the reverse one included, where
- * every write comes before that arrival); and the waits nothing can end are
- * reported as deadlocks naming the wait (an mbarrier with no arrival, a bar.sync short of its count,
- * a phase short of its expected bytes), as is a wait on an mbarrier never initialised, and a named
- * barrier left half arrived at the block's end. setmaxnreg (a 384-thread block, 168 registers a
- * thread at launch): a producer warpgroup's dec to 24 pays for two consumer warpgroups' inc to 240
- * and the hand-over after it delivers; an inc with no dec before it, incs wanting more than the
- * dec returned, and an inc half a warpgroup skips are deadlocks naming the pool; counts that differ
- * within a warpgroup, or an inc below the launch's count, are misuse. Under the forward order (warp
- * 0 first) the hazard named is the one the case is built for. */
+ * every write comes before that arrival), lanes reading what only another lane of their warp waited
+ * for (a wait acquires for its own lane; a __syncwarp after it passes it on: that case runs); and
+ * the waits nothing can end are reported as deadlocks naming the wait (an mbarrier with no
+ * arrival, a bar.sync short of its count, a phase short of its expected bytes), as is a wait on an
+ * mbarrier never initialised, and a named barrier left half arrived at the block's end.
+ * setmaxnreg (a 384-thread block, 168 registers a thread at launch): a producer warpgroup's dec to
+ * 24 pays for two consumer warpgroups' inc to 240 and the hand-over after it delivers; an inc with
+ * no dec before it, incs wanting more than the dec returned, and an inc half a warpgroup skips are
+ * deadlocks naming the pool; counts that differ within a warpgroup, or an inc below the launch's
+ * count, are misuse. Under the forward order (warp 0 first) the hazard named is the one the case is
+ * built for. */
 #include "tests/check.h"
 
 #include <cuda_runtime_api.h>
@@ -34,8 +36,8 @@ int emu_sync(int which, const float *src, float *out);
 
 enum { NAMED_HANDOFF, NAMED_NO_SYNC, MBAR_HANDOFF, MBAR_WRONG_PARITY, RING, RING_EARLY_RELEASE, BULK_HANDOFF,
        BULK_NO_WAIT, BULK_OTHER_STAGE, MBAR_NEVER_ARRIVES, NAMED_SHORT, BULK_SHORT, MBAR_NO_INIT, MBAR_INIT_UNORDERED,
-       NAMED_UNBALANCED, MBAR_NO_SYNCWARP, REGS_HANDOFF, REGS_NO_DEC, REGS_OVER, REGS_PART, REGS_MISMATCH,
-       REGS_BELOW, SYNC_CASES };
+       NAMED_UNBALANCED, MBAR_NO_SYNCWARP, MBAR_LANE_WAITS, MBAR_LANE_WAITS_ALONE, REGS_HANDOFF, REGS_NO_DEC,
+       REGS_OVER, REGS_PART, REGS_MISMATCH, REGS_BELOW, SYNC_CASES };
 enum { THREADS = 64, ROUNDS = 6 };
 
 /* What each case must do: run and deliver (NULL), or abort with `report` in its message (any
@@ -58,6 +60,9 @@ static const struct {
     /* RAW when lane 0 arrives before another lane's write (or WAR when that write comes after the read);
      * when every write comes first (the reverse order), only the lanes' ordering finds it */
     [MBAR_NO_SYNCWARP] = {"shared-memory race", "RAW hazard"},
+    /* RAW in every order: lanes 1-31 read after lane 0's wait (the shuffle waits for it), which
+     * acquires for lane 0 alone */
+    [MBAR_LANE_WAITS_ALONE] = {"shared-memory race", "RAW hazard"},
     [REGS_NO_DEC] = {"deadlock", "setmaxnreg.inc 240 in warpgroup 0 (128 of 128 threads arrived; the block's "
                      "register pool holds 0, the inc needs 9216)"},
     /* whichever warpgroup completes its inc first takes 11264 */
