@@ -22,11 +22,12 @@
  * ordered when both took part in a later sync, or when the later access's thread acquired a release
  * that spoke for the earlier one's lane: a release (an arrival) records its lane and that lane's
  * last sync, and orders its own lane's earlier accesses and the other lanes' before that sync only.
- * That applies to a write read or overwritten by another warp too (the warp clocks say a release
- * came after it; one must speak for its lane), so a lane's arrival that publishes its warp's stores
- * with no __syncwarp before it is a race whatever order the lanes ran in. Lenient, on purpose: a
- * write over another warp's read asks only the warp's count, not which lane's release covered the
- * read, and a partial-mask sync is taken to include the earlier access's lane.
+ * That applies to accesses of another warp too (the clocks say a release came after the access;
+ * one must speak for its lane), so a lane's arrival that publishes its warp's stores, or frees a
+ * buffer its warp read, with no __syncwarp before it is a race whatever order the lanes ran in.
+ * Lenient, on purpose: of the reads of a byte since its last write only the last one's lane is
+ * asked (the others' warps are, by the clocks), and a partial-mask sync is taken to include the
+ * earlier access's lane.
  *
  * Where the accesses come from: the kernels' own loads and stores are compiled with
  * -fsanitize=thread (the emulated build's kernel libraries only, never linked with the TSan
@@ -99,6 +100,7 @@ struct race_state {
     uint32_t lane_syncs[CLOCK_WARPS];              /* each warp's lane syncs in the current epoch */
     uint32_t joined[MAX_THREADS_PER_BLOCK];        /* the last of its warp's lane syncs a thread took part in */
     uint32_t own_seen[MAX_THREADS_PER_BLOCK];      /* its own warp's latest release a thread acquired */
+    uint32_t last_release[MAX_THREADS_PER_BLOCK];  /* the latest release a thread made (its warp's count) */
     std::vector<release_record> releases[CLOCK_WARPS]; /* [R - 1]: release R of each warp */
     std::vector<shadow_range> statics; /* sorted by address */
     const char *static_lo = nullptr, *static_hi = nullptr;
@@ -162,6 +164,7 @@ void next_epoch(race_state &s)
     memset(s.lane_syncs, 0, sizeof s.lane_syncs);
     memset(s.joined, 0, sizeof s.joined);
     memset(s.own_seen, 0, sizeof s.own_seen);
+    memset(s.last_release, 0, sizeof s.last_release);
     for (auto &r : s.releases)
         r.clear();
     for (int w = 0; w < CLOCK_WARPS; w++)
@@ -282,6 +285,10 @@ inline bool lane_ordered(const race_state &s, int other, uint32_t clock, uint32_
     const std::vector<release_record> &log = s.releases[w];
     const uint32_t seen = std::min<uint32_t>(w == self / 32 ? s.own_seen[self] : s.seen[(size_t)self].c[w],
                                              (uint32_t)log.size());
+    if (seen < clock)
+        return false;
+    if ((s.last_release[other] >= clock && s.last_release[other] <= seen) || log[seen - 1].joined > gen)
+        return true; /* the usual cases: other's own latest release, or the latest one seen */
     for (uint32_t r = clock; r <= seen; r++)
         if (log[r - 1].lane == lane || log[r - 1].joined > gen)
             return true;
@@ -347,9 +354,10 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
         }
         if (const uint32_t late = unordered_readers(r, off, b->readers & ~bit, seen))
             report(r, p, "WAR", b->reader - 1, __builtin_ctz(late), "read it", HOW, what, file, line, pc);
-        if (HOW == RACE_WRITE && b->reader_plain && b->reader != me && (b->reader - 1) / 32 == warp &&
-            (b->readers & bit) &&
-            !lane_ordered(s, b->reader - 1, r.read_clock[(size_t)warp * r.stride + off], b->read_gen))
+        if (HOW == RACE_WRITE && b->reader_plain && b->reader != me &&
+            (b->readers & (1u << ((b->reader - 1) / 32))) &&
+            !lane_ordered(s, b->reader - 1, r.read_clock[(size_t)((b->reader - 1) / 32) * r.stride + off],
+                          b->read_gen))
             report_lanes(r, p, "WAR", b->reader - 1, false, HOW, what, file, line, pc);
         if (HOW == RACE_WRITE && (b->atomics & ~bit))
             report(r, p, "WAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW, what,
@@ -497,6 +505,7 @@ void race_release(sync_clock &into)
         into.c[i] = std::max(into.c[i], mine[i]);
     into.c[warp] = std::max(into.c[warp], s.own_clock[warp]);
     s.releases[warp].push_back(release_record{(uint8_t)(s.thread % 32), s.joined[s.thread]}); /* this one */
+    s.last_release[s.thread] = s.own_clock[warp];
     s.own_clock[warp]++; /* the warp's later accesses are not part of this release */
 }
 

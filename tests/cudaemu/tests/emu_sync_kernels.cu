@@ -31,6 +31,10 @@ enum sync_case {
     MBAR_LANE_WAITS,    /* as MBAR_HANDOFF, but only warp 1's lane 0 waits; a __syncwarp passes it on */
     MBAR_LANE_WAITS_ALONE, /* race: the same with a shuffle instead: lanes 1-31 wait for lane 0 but
                             * read what they never acquired (a shuffle orders no memory) */
+    RING_LANE_RELEASES, /* RING, but warp 1's lane 0 alone arrives on a stage's "freed" (count 1) after a
+                         * __syncwarp */
+    RING_LANE_RELEASES_ALONE, /* race: the same without the __syncwarp: the refill may overwrite what lanes
+                               * 1-31 read, which lane 0's arrival did not release */
     /* regs_kernel's, 384 threads: warpgroup 2 produces (warp 8), warpgroups 0 and 1 consume (warp 1) */
     REGS_HANDOFF,       /* warpgroup 2 setmaxnreg.dec 24, 0 and 1 inc 240 (the pool just covers both); then
                          * warp 8 hands its values to warp 1 through named barrier 1 */
@@ -47,13 +51,14 @@ enum { ROUNDS = 6 };
 __global__ void sync_kernel(int which, const float *src, float *out)
 {
     __shared__ __align__(128) float stage[2][64];
-    __shared__ __align__(8) uint64_t full[2], empty[2], late, never;
+    __shared__ __align__(8) uint64_t full[2], empty[2], freed[2], late, never;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     (void)never;
     if (threadIdx.x == 0) {
         for (int i = 0; i < 2; i++) {
             mbarrier_init(&full[i], 1);
             mbarrier_init(&empty[i], 32);
+            mbarrier_init(&freed[i], 1);
         }
         mbarrier_fence_init();
     }
@@ -95,11 +100,14 @@ __global__ void sync_kernel(int which, const float *src, float *out)
         break;
     case RING:
     case RING_EARLY_RELEASE:
+    case RING_LANE_RELEASES:
+    case RING_LANE_RELEASES_ALONE:
         for (int r = 0; r < ROUNDS; r++) {
             const int s = r % 2;
             const unsigned use = (unsigned)(r / 2) & 1u; /* the parity of this use of stage s */
+            const bool lane_releases = which == RING_LANE_RELEASES || which == RING_LANE_RELEASES_ALONE;
             if (warp == 0) {
-                mbarrier_wait_parity(&empty[s], use ^ 1u);
+                mbarrier_wait_parity(lane_releases ? &freed[s] : &empty[s], use ^ 1u);
                 stage[s][lane] = src[(32 * r + lane) % 64] + (float)r;
                 __syncwarp();
                 if (lane == 0)
@@ -111,6 +119,10 @@ __global__ void sync_kernel(int which, const float *src, float *out)
                 v += stage[s][lane];
                 if (which == RING)
                     mbarrier_arrive(&empty[s]);
+                if (which == RING_LANE_RELEASES)
+                    __syncwarp();
+                if (lane_releases && lane == 0)
+                    mbarrier_arrive(&freed[s]);
             }
         }
         break;

@@ -13,7 +13,9 @@
  * mbarrier.init no barrier orders before another warp's arrival, lanes' writes that one lane's
  * arrival publishes with no __syncwarp before it (in every order, the reverse one included, where
  * every write comes before that arrival), lanes reading what only another lane of their warp waited
- * for (a wait acquires for its own lane; a __syncwarp after it passes it on: that case runs); and
+ * for (a wait acquires for its own lane; a __syncwarp after it passes it on: that case runs), a
+ * stage refilled after one lane's arrival released it while the other lanes' reads were not
+ * synced before that arrival (with the __syncwarp it runs); and
  * the waits nothing can end are reported as deadlocks naming the wait (an mbarrier with no
  * arrival, a bar.sync short of its count, a phase short of its expected bytes), as is a wait on an
  * mbarrier never initialised, and a named barrier left half arrived at the block's end.
@@ -36,8 +38,9 @@ int emu_sync(int which, const float *src, float *out);
 
 enum { NAMED_HANDOFF, NAMED_NO_SYNC, MBAR_HANDOFF, MBAR_WRONG_PARITY, RING, RING_EARLY_RELEASE, BULK_HANDOFF,
        BULK_NO_WAIT, BULK_OTHER_STAGE, MBAR_NEVER_ARRIVES, NAMED_SHORT, BULK_SHORT, MBAR_NO_INIT, MBAR_INIT_UNORDERED,
-       NAMED_UNBALANCED, MBAR_NO_SYNCWARP, MBAR_LANE_WAITS, MBAR_LANE_WAITS_ALONE, REGS_HANDOFF, REGS_NO_DEC,
-       REGS_OVER, REGS_PART, REGS_MISMATCH, REGS_BELOW, SYNC_CASES };
+       NAMED_UNBALANCED, MBAR_NO_SYNCWARP, MBAR_LANE_WAITS, MBAR_LANE_WAITS_ALONE, RING_LANE_RELEASES,
+       RING_LANE_RELEASES_ALONE, REGS_HANDOFF, REGS_NO_DEC, REGS_OVER, REGS_PART, REGS_MISMATCH, REGS_BELOW,
+       SYNC_CASES };
 enum { THREADS = 64, ROUNDS = 6 };
 
 /* What each case must do: run and deliver (NULL), or abort with `report` in its message (any
@@ -63,6 +66,9 @@ static const struct {
     /* RAW in every order: lanes 1-31 read after lane 0's wait (the shuffle waits for it), which
      * acquires for lane 0 alone */
     [MBAR_LANE_WAITS_ALONE] = {"shared-memory race", "RAW hazard"},
+    /* WAR in every order: when every lane reads before lane 0 arrives (the reverse order), only the
+     * lanes' ordering finds it */
+    [RING_LANE_RELEASES_ALONE] = {"shared-memory race", "WAR hazard"},
     [REGS_NO_DEC] = {"deadlock", "setmaxnreg.inc 240 in warpgroup 0 (128 of 128 threads arrived; the block's "
                      "register pool holds 0, the inc needs 9216)"},
     /* whichever warpgroup completes its inc first takes 11264 */
@@ -78,7 +84,8 @@ static float source(int i) { return 0.25f * (float)i + 1.0f; }
 static float expected(int which, int lane)
 {
     switch (which) {
-    case RING: {
+    case RING:
+    case RING_LANE_RELEASES: {
         float sum = 0.0f;
         for (int r = 0; r < ROUNDS; r++)
             sum += source((32 * r + lane) % 64) + (float)r;
