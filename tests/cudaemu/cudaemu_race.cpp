@@ -212,6 +212,9 @@ void describe_site(char *out, size_t cap, const char *what, const char *file, in
     }
 }
 
+/* What each race_access_kind does, for the reports. */
+const char *const access_verbs[] = {"reads it", "writes it", "updates it atomically"};
+
 /* Which shared-memory byte: "dynamic shared memory, byte N" or the static object's address and size. */
 void describe_byte(char *out, size_t cap, const shadow_range &r, const char *p)
 {
@@ -226,7 +229,6 @@ void describe_byte(char *out, size_t cap, const shadow_range &r, const char *p)
                          const char *earlier, race_access_kind how, const char *what, const char *file, int line,
                          const void *pc)
 {
-    static const char *const verbs[] = {"reads it", "writes it", "updates it atomically"};
     char site[512], detail[1024], where[128];
     describe_site(site, sizeof site, what, file, line, pc);
     describe_byte(where, sizeof where, r, p);
@@ -238,7 +240,7 @@ void describe_byte(char *out, size_t cap, const shadow_range &r, const char *p)
         snprintf(who, sizeof who, "a thread of warp %d", other_warp);
     snprintf(detail, sizeof detail,
              "%s hazard on %s: thread %d (warp %d) %s (%s) where %s %s, and no __syncthreads, named barrier "
-             "or mbarrier wait orders them", kind, where, self, self / 32, verbs[how], site, who, earlier);
+             "or mbarrier wait orders them", kind, where, self, self / 32, access_verbs[how], site, who, earlier);
     running = nullptr; /* the report itself must not recurse */
     die_in_kernel("shared-memory race", detail);
 }
@@ -247,7 +249,6 @@ void describe_byte(char *out, size_t cap, const shadow_range &r, const char *p)
 [[noreturn]] void report_in_flight(const shadow_range &r, const char *p, int issuer, race_access_kind how,
                                    const char *what, const char *file, int line, const void *pc)
 {
-    static const char *const verbs[] = {"reads it", "writes it", "updates it atomically"};
     char site[512], detail[1024];
     describe_site(site, sizeof site, what, file, line, pc);
     const int self = running->thread;
@@ -255,7 +256,7 @@ void describe_byte(char *out, size_t cap, const shadow_range &r, const char *p)
              "%s byte %zu: thread %d (warp %d) %s (%s) while a cp.async of thread %d (warp %d) into it is in "
              "flight (no cp.async.wait_group of that thread has landed it): on a GPU the copy may land before, "
              "during or after this access", r.dynamic ? "dynamic shared memory," : "a static __shared__ object,",
-             (size_t)(p - r.lo), self, self / 32, verbs[how], site, issuer, issuer / 32);
+             (size_t)(p - r.lo), self, self / 32, access_verbs[how], site, issuer, issuer / 32);
     running = nullptr; /* the report itself must not recurse */
     die_in_kernel("shared-memory race", detail);
 }
@@ -274,9 +275,9 @@ inline uint32_t unordered_readers(const shadow_range &r, size_t off, uint32_t re
 
 /* Whether thread `other`'s access, made at its warp's clock `clock` after `gen` of the warp's lane
  * syncs, is ordered before the running thread's beyond what the warp clocks say: in one warp, both
- * lanes took part in a lane sync since; or a release the running thread acquired (one of its own
- * warp's, or any its warp's clocks cover) spoke for other's lane: made by that lane, or by a lane
- * that had synced with it since. */
+ * lanes took part in a lane sync since; or a release of other's warp up to the latest the running
+ * thread acquired spoke for other's lane: made by that lane, or by a lane that had synced with it
+ * since (any release in that range counts as acquired, a leniency docs/gpu.md names). */
 inline bool lane_ordered(const race_state &s, int other, uint32_t clock, uint32_t gen)
 {
     const int self = s.thread, w = other / 32, lane = other % 32;
@@ -298,7 +299,6 @@ inline bool lane_ordered(const race_state &s, int other, uint32_t clock, uint32_
 [[noreturn]] void report_lanes(const shadow_range &r, const char *p, const char *kind, int other, bool other_wrote,
                                race_access_kind how, const char *what, const char *file, int line, const void *pc)
 {
-    static const char *const verbs[] = {"reads it", "writes it", "updates it atomically"};
     char site[512], detail[1024], where[128];
     describe_site(site, sizeof site, what, file, line, pc);
     describe_byte(where, sizeof where, r, p);
@@ -307,16 +307,16 @@ inline bool lane_ordered(const race_state &s, int other, uint32_t clock, uint32_
              "%s hazard on %s: thread %d (warp %d, lane %d) %s (%s) where thread %d (warp %d, lane %d) "
              "%s it, and nothing orders that lane's access: no __syncwarp or bar.sync both lanes took part in, "
              "and no release that lane made, or made by a lane synced with it, was acquired (an arrival by one "
-             "lane releases only what that lane has ordered before it)", kind, where, self,
-             self / 32, self % 32, verbs[how], site, other, other / 32, other % 32, other_wrote ? "wrote" : "read");
+             "lane releases only what that lane has ordered before it)", kind, where, self, self / 32, self % 32,
+             access_verbs[how], site, other, other / 32, other % 32, other_wrote ? "wrote" : "read");
     running = nullptr; /* the report itself must not recurse */
     die_in_kernel("shared-memory race", detail);
 }
 
-/* The accesses of the running thread to n bytes of one object, ordered after what its warp's
- * clocks have seen; a write is recorded under clock slot `slot` (its warp, or an mbarrier's for a
- * bulk copy). A hazard aborts, else each byte remembers them. A byte last touched in an older
- * epoch starts afresh. */
+/* The accesses of the running thread to n bytes of one object, ordered after what its clock has
+ * seen (and, against other lanes' accesses, lane_ordered); a write is recorded under clock slot
+ * `slot` (its warp, or an mbarrier's for a bulk copy). A hazard aborts, else each byte remembers
+ * them. A byte last touched in an older epoch starts afresh. */
 template <race_access_kind HOW>
 void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, const char *what, const char *file,
                   int line, const void *pc)
@@ -444,10 +444,9 @@ void race_lane_sync(int warp, unsigned lanes)
 {
     race_state &s = state;
     const uint32_t sync = ++s.lane_syncs[warp];
-    sync_clock all{};
+    sync_clock all{}; /* empty */
     uint32_t own = 0;
     all.epoch = s.epoch;
-    memset(all.c, 0, sizeof all.c);
     for (unsigned left = lanes; left; left &= left - 1) { /* what any of them acquired, all now have */
         const int t = warp * 32 + __builtin_ctz(left);
         const uint32_t *c = seen_by(s, t);
