@@ -171,6 +171,11 @@ void race_grid_begin(void *dynamic_smem, size_t bytes);
 /* A __syncthreads was released (or a block starts): accesses before it are ordered before the
  * ones after it. */
 void race_barrier();
+/* A block starts: a new epoch, and no write of an earlier block awaits a proxy fence. */
+void race_block_begin();
+/* The running thread executed fence.proxy.async: its generic writes so far are visible to the async
+ * proxy. */
+void race_proxy_fence();
 /* A __syncwarp (or a bar.sync) completed for the lanes `lanes` of warp `warp`: their accesses
  * before it are ordered before their accesses after it. */
 void race_lane_sync(int warp, unsigned lanes);

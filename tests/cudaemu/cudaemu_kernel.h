@@ -74,6 +74,12 @@ void wgmma_bf16(float *d, int n, const uint32_t *a, uint64_t desc_a, uint64_t de
 void wgmma_fence(const char *file, int line);
 void wgmma_commit(const char *file, int line);
 void wgmma_wait(int newest_pending, const char *file, int line);
+/* fence.proxy.async.shared::cta: the running thread's earlier shared-memory writes through the generic
+ * proxy (stores, cp.async) made visible to the async proxy (wgmma's operand reads, bulk copies) and
+ * its mbarrier inits to bulk copies' completions; fence.mbarrier_init: only the latter
+ * (cudaemu_sync.cpp). */
+void fence_proxy_async();
+void fence_mbarrier_init();
 
 /* Named barriers, mbarriers and bulk copies (cudaemu_sync.cpp), as the PTX ISA defines them; kernels
  * reach them through runtime/device/kernels/mbarrier.cuh. bar.sync / bar.arrive (wait false) on
@@ -104,8 +110,10 @@ void cp_async_bulk_tensor(void *dst, const void *map, int rank, const int *coord
 
 /* The shared-memory race check (cudaemu_race.cpp): an access the kernel's compiled loads and stores
  * do not show it (atomics, the emulated ldmatrix and cp.async), made by the running thread; `what`,
- * file and line name it in a report. Anything outside shared memory is ignored. */
-enum race_access_kind { RACE_READ, RACE_WRITE, RACE_ATOMIC };
+ * file and line name it in a report. Anything outside shared memory is ignored. RACE_ASYNC_READ is a
+ * read through the async proxy (a wgmma's operands), which must find the byte's last ordinary write
+ * followed by a fence.proxy.async of its writer. */
+enum race_access_kind { RACE_READ, RACE_WRITE, RACE_ATOMIC, RACE_ASYNC_READ };
 void race_access(const void *p, size_t bytes, race_access_kind how, const char *what, const char *file, int line);
 
 typedef void (*kernel_thunk)(const void *ctx);

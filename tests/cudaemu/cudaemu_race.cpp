@@ -28,6 +28,11 @@
  * Lenient, on purpose: of the reads of a byte since its last write only the last one's lane is
  * asked (the others' warps are, by the clocks), and a partial-mask sync is taken to include the
  * earlier access's lane.
+ * Proxies: a wgmma's operand reads and a bulk copy's writes go through the async proxy, which sees
+ * a byte's last generic write (a store, a cp.async) only after its writer's fence.proxy.async
+ * (race_proxy_fence); without one since the write, the async access is a proxy hazard, whatever
+ * barrier orders the threads. Lenient: the fence may come after the barrier. This state outlives
+ * the epochs (a barrier orders threads, not proxies) and ends with its block.
  *
  * Where the accesses come from: the kernels' own loads and stores are compiled with
  * -fsanitize=thread (the emulated build's kernel libraries only, never linked with the TSan
@@ -68,6 +73,12 @@ struct shadow_byte {
     bool reader_plain;     /* the last reader read it (not an atomic) */
     uint32_t write_gen;    /* the writer's warp's lane syncs (below) before the write */
     uint32_t read_gen;     /* the same for the last read */
+    /* Proxies, kept across epochs (a barrier orders threads, not proxies): the last write through the
+     * generic proxy in block `generic_block` not yet followed by an async-proxy write, by thread
+     * generic_writer - 1 (0: none) after generic_fences of its fence.proxy.async. */
+    uint32_t generic_block;
+    uint32_t generic_fences;
+    uint16_t generic_writer;
 };
 
 struct shadow_range {
@@ -106,6 +117,8 @@ struct race_state {
     const char *static_lo = nullptr, *static_hi = nullptr;
     shadow_range dynamic{};
     const shadow_range *last_static = nullptr; /* the static object found last */
+    uint32_t proxy_fences[MAX_THREADS_PER_BLOCK]; /* each thread's fence.proxy.async in this block */
+    uint32_t block = 0; /* blocks begun on this host thread */
     uint32_t epoch = 0;
     int thread = -1; /* running thread's index in its block; -1 between fibers */
     bool ready = false;
@@ -313,16 +326,37 @@ inline bool lane_ordered(const race_state &s, int other, uint32_t clock, uint32_
     die_in_kernel("shared-memory race", detail);
 }
 
+/* An access through the async proxy to a byte whose last write came through the generic proxy with
+ * no fence.proxy.async of its writer since. */
+[[noreturn]] void report_proxies(const shadow_range &r, const char *p, int writer, race_access_kind how,
+                                 const char *what, const char *file, int line)
+{
+    char site[512], detail[1024], where[128];
+    describe_site(site, sizeof site, what, file, line, nullptr);
+    describe_byte(where, sizeof where, r, p);
+    const int self = running->thread;
+    snprintf(detail, sizeof detail,
+             "proxy hazard on %s: thread %d (warp %d) %s through the async proxy (%s) where thread %d (warp %d) "
+             "wrote it through the generic proxy (a store or cp.async), and that thread executed no "
+             "fence.proxy.async since: on a GPU the async proxy may not see the write, whatever barrier orders "
+             "the two threads", where, self, self / 32, access_verbs[how], site, writer, writer / 32);
+    running = nullptr; /* the report itself must not recurse */
+    die_in_kernel("shared-memory proxy hazard", detail);
+}
+
 /* The accesses of the running thread to n bytes of one object, ordered after what its clock has
  * seen (and, against other lanes' accesses, lane_ordered); a write is recorded under clock slot
- * `slot` (its warp, or an mbarrier's for a bulk copy). A hazard aborts, else each byte remembers
- * them. A byte last touched in an older epoch starts afresh. */
-template <race_access_kind HOW>
+ * `slot` (its warp, or an mbarrier's for a bulk copy). A bulk copy's write, and a read ASYNC_READ (a
+ * wgmma's), go through the async proxy: the byte's last generic write must be fenced by its writer.
+ * A hazard aborts, else each byte remembers them. A byte last touched in an older epoch starts
+ * afresh, but for its last generic write. */
+template <race_access_kind HOW, bool ASYNC_READ>
 void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, const char *what, const char *file,
                   int line, const void *pc)
 {
     race_state &s = *running;
     const int self = s.thread, warp = self / 32;
+    const bool async = ASYNC_READ || slot >= CLOCK_WARPS;
     const uint32_t *seen = seen_by(s, self);
     const uint32_t bit = 1u << warp, now = slot == warp ? s.own_clock[warp] : s.copy_clock[slot];
     const uint16_t me = (uint16_t)(self + 1);
@@ -331,9 +365,16 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
         if (b->in_flight)
             report_in_flight(r, p, b->in_flight - 1, HOW, what, file, line, pc);
         if (b->epoch != s.epoch) {
+            const shadow_byte proxies = *b;
             *b = shadow_byte{};
             b->epoch = s.epoch;
+            b->generic_block = proxies.generic_block;
+            b->generic_fences = proxies.generic_fences;
+            b->generic_writer = proxies.generic_writer;
         }
+        if (async && b->generic_writer && b->generic_block == s.block &&
+            s.proxy_fences[b->generic_writer - 1] == b->generic_fences)
+            report_proxies(r, p, b->generic_writer - 1, HOW, what, file, line);
         if (b->writer != 0 && b->write_slot != warp && seen[b->write_slot] < b->write_clock)
             report(r, p, HOW == RACE_READ ? "RAW" : "WAW", b->writer - 1, (b->writer - 1) / 32,
                    b->write_slot >= CLOCK_WARPS ? "wrote it through a cp.async.bulk it issued" : "wrote it", HOW,
@@ -363,6 +404,9 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
             report(r, p, "WAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW, what,
                    file, line, pc);
         if (HOW == RACE_WRITE) { /* every read is ordered before it: the next access need only follow it */
+            b->generic_writer = async ? 0 : me;
+            b->generic_block = s.block;
+            b->generic_fences = s.proxy_fences[self];
             b->writer = me;
             b->write_slot = (uint8_t)slot;
             b->write_clock = now;
@@ -380,11 +424,13 @@ void access_range(const shadow_range &r, const char *p, size_t n, race_access_ki
                   const char *file, int line, const void *pc)
 {
     if (how == RACE_READ)
-        access_bytes<RACE_READ>(r, p, n, slot, what, file, line, pc);
+        access_bytes<RACE_READ, false>(r, p, n, slot, what, file, line, pc);
+    else if (how == RACE_ASYNC_READ)
+        access_bytes<RACE_READ, true>(r, p, n, slot, what, file, line, pc);
     else if (how == RACE_WRITE)
-        access_bytes<RACE_WRITE>(r, p, n, slot, what, file, line, pc);
+        access_bytes<RACE_WRITE, false>(r, p, n, slot, what, file, line, pc);
     else
-        access_bytes<RACE_ATOMIC>(r, p, n, slot, what, file, line, pc);
+        access_bytes<RACE_ATOMIC, false>(r, p, n, slot, what, file, line, pc);
 }
 
 /* An access of the running thread; slot -1: its warp's. */
@@ -439,6 +485,20 @@ void race_grid_begin(void *dynamic_smem, size_t bytes)
 }
 
 void race_barrier() { next_epoch(state); }
+
+void race_block_begin()
+{
+    race_state &s = state;
+    next_epoch(s);
+    s.block++;
+    memset(s.proxy_fences, 0, sizeof s.proxy_fences);
+}
+
+void race_proxy_fence()
+{
+    if (running)
+        running->proxy_fences[running->thread]++;
+}
 
 void race_lane_sync(int warp, unsigned lanes)
 {

@@ -498,7 +498,7 @@ static void run_block(block_run &b)
         b.warp_waiting[w] = 0;
     }
     b.free_stacks.clear();
-    race_barrier(); /* nothing of the previous block races with this one */
+    race_block_begin(); /* nothing of the previous block races with this one */
     sync_block_begin(b.nthreads);
     for (int i = b.nthreads - 1; i >= 0; i--) {
         b.threads[i].state = RUNNABLE;

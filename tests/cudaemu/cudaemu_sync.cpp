@@ -12,8 +12,10 @@
  * Misuse the hardware leaves undefined or hangs on aborts with the kernel, block and call site:
  * ids outside 1..15, thread counts that are not whole warps or disagree, a named barrier left
  * half arrived at the block's end, more arrivals than a phase still needs, an mbarrier used before
- * mbarrier.init or re-initialised under a waiting thread, bulk copies outside their memory spaces
- * or misaligned. Also owns each warpgroup's register count and the block's register pool
+ * mbarrier.init or re-initialised under a waiting thread, a bulk copy completing on an mbarrier
+ * whose init no fence.mbarrier_init (or fence.proxy.async) of its thread followed, bulk copies
+ * outside their memory spaces or misaligned. Owns those fences (the proxy fence's effect on
+ * shared-memory writes is the race check's). Also owns each warpgroup's register count and the block's register pool
  * (setmaxnreg): the instruction takes whole warpgroups whose threads agree on it, an inc waits
  * until a dec has returned enough to the pool, and an inc nothing can satisfy is a deadlock, as it
  * hangs on a GPU. Must not schedule fibers itself. */
@@ -54,6 +56,8 @@ struct mbarrier_state {
     std::vector<std::pair<int, unsigned>> waiting; /* thread, parity */
     const char *file;        /* its mbarrier.init */
     int line;
+    int init_thread;         /* the thread that executed it, and that thread's init fences before it */
+    uint32_t init_fences;
 };
 
 /* A warpgroup's registers a thread, and the setmaxnreg its threads are arriving at (all 128 must,
@@ -84,6 +88,7 @@ struct block_sync {
     std::unordered_map<const void *, mbarrier_state> mbarriers;
     int slots_used = 0;
     std::vector<thread_wait> waits;
+    std::vector<uint32_t> init_fences;          /* per thread: its fence.mbarrier_init and fence.proxy.async */
     std::vector<warpgroup_registers> registers; /* per warpgroup */
     int64_t register_pool = 0;                  /* registers returned by dec and not yet taken */
 };
@@ -160,6 +165,7 @@ void sync_block_begin(int threads)
     state.mbarriers.clear();
     state.slots_used = 0;
     state.waits.assign((size_t)threads, thread_wait{});
+    state.init_fences.assign((size_t)threads, 0);
     /* what __launch_bounds__(threads, 1) lets ptxas give each thread, all of it owned at launch */
     const int warps = (threads + 31) / 32, at_launch = std::min(255, 65536 / (warps * 32)) / 8 * 8;
     state.registers.assign((size_t)(threads + 127) / 128, warpgroup_registers{});
@@ -231,7 +237,7 @@ void named_barrier(int id, int threads, bool wait, const char *file, int line)
 
 void mbarrier_init(uint64_t *bar, unsigned count, const char *file, int line)
 {
-    running_thread_index("mbarrier.init");
+    const int self = running_thread_index("mbarrier.init");
     check_mbarrier_address(bar, "mbarrier.init", file, line);
     if (count < 1 || count >= (1u << 20))
         misuse("invalid mbarrier", file, line, "mbarrier.init with count %u (1 to 2^20 - 1)", count);
@@ -250,7 +256,19 @@ void mbarrier_init(uint64_t *bar, unsigned count, const char *file, int line)
         slot = CLOCK_WARPS + state.slots_used++;
     }
     mbarrier_state &m = state.mbarriers[bar];
-    m = mbarrier_state{slot, count, count, 0, 0, sync_clock{}, {sync_clock{}, sync_clock{}}, {}, file, line};
+    m = mbarrier_state{slot, count, count, 0, 0, sync_clock{}, {sync_clock{}, sync_clock{}}, {}, file, line,
+                       self, state.init_fences[(size_t)self]};
+}
+
+void fence_proxy_async()
+{
+    state.init_fences[(size_t)running_thread_index("fence.proxy.async")]++;
+    race_proxy_fence();
+}
+
+void fence_mbarrier_init()
+{
+    state.init_fences[(size_t)running_thread_index("fence.mbarrier_init")]++;
 }
 
 uint64_t mbarrier_arrive(uint64_t *bar, unsigned count, unsigned tx_bytes, const char *file, int line)
@@ -307,6 +325,10 @@ void land_bulk_copy(uint64_t *bar, void *dst, size_t bytes, const char *what, co
                     const std::function<void()> &fill)
 {
     mbarrier_state &m = find_mbarrier(bar, what, file, line);
+    if (state.init_fences[(size_t)m.init_thread] == m.init_fences)
+        misuse("mbarrier init not fenced", file, line, "%s completes on the mbarrier set up at %s:%d by thread %d, "
+               "which executed no fence.mbarrier_init (or fence.proxy.async) after that mbarrier.init: on a GPU "
+               "the copy's completion may not see the init", what, m.file, m.line, m.init_thread);
     race_bulk_write(dst, bytes, m.slot, m.released, what, file, line);
     fill();
     m.tx -= (int64_t)bytes;

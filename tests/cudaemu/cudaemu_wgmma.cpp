@@ -269,10 +269,11 @@ void wgmma_bf16(float *d, int n, const uint32_t *a, uint64_t desc_a, uint64_t de
     if (race_running_lane() == 0) { /* the warp's operand reads, for the race check */
         for (int k = 0; k < 16; k++) {
             for (int r = 0; r < 16 && !a; r++)
-                race_access(operand_at(desc_a, tnsp_a, 16 * rank + r, k, file, line), 2, RACE_READ, "wgmma (A)", file,
-                            line);
+                race_access(operand_at(desc_a, tnsp_a, 16 * rank + r, k, file, line), 2, RACE_ASYNC_READ, "wgmma (A)",
+                            file, line);
             for (int c = 0; c < n; c++)
-                race_access(operand_at(desc_b, tnsp_b, c, k, file, line), 2, RACE_READ, "wgmma (B)", file, line);
+                race_access(operand_at(desc_b, tnsp_b, c, k, file, line), 2, RACE_ASYNC_READ, "wgmma (B)", file,
+                            line);
         }
     }
     s.issue_file = file;

@@ -62,7 +62,7 @@ __device__ inline void mbarrier_init(uint64_t *bar, unsigned count, DDP_MB_SITE)
 {
     ::ddp_cudaemu::mbarrier_init(bar, count, file, line);
 }
-__device__ inline void mbarrier_fence_init() {}
+__device__ inline void mbarrier_fence_init() { ::ddp_cudaemu::fence_mbarrier_init(); }
 __device__ inline void mbarrier_arrive(uint64_t *bar, DDP_MB_SITE)
 {
     ::ddp_cudaemu::mbarrier_arrive(bar, 1, 0, file, line);

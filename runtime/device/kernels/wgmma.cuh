@@ -11,8 +11,8 @@
  *   wgmma_rs<N, TB>(d, a, desc_b, scale_d)            the same with A from four registers
  *   wgmma_fence(), wgmma_commit(), wgmma_wait<N>()     fence / commit_group / wait_group N
  *   wgmma_fence_proxy()   fence.proxy.async.shared::cta: this thread's ordinary shared-memory stores
- *                         made visible to wgmma's reads (before the barrier that publishes them; the
- *                         emulator does not check this one)
+ *                         and landed cp.asyncs made visible to the async proxy (wgmma's reads, bulk
+ *                         and tensor copies' writes), before the barrier that publishes them
  *   wgmma_hold(d), wgmma_hold(a)   keeps the compiler from moving an accumulator or an A fragment
  *                                  across them, or reusing its registers before the wait
  *
@@ -68,7 +68,7 @@ __device__ inline void wgmma_commit(DDP_WG_SITE) { ::ddp_cudaemu::wgmma_commit(f
 template <int N> __device__ inline void wgmma_wait(DDP_WG_SITE) { ::ddp_cudaemu::wgmma_wait(N, file, line); }
 template <int M> __device__ inline void wgmma_hold(float (&)[M]) {}
 template <int M> __device__ inline void wgmma_hold(uint32_t (&)[M]) {}
-__device__ inline void wgmma_fence_proxy() {}
+__device__ inline void wgmma_fence_proxy() { ::ddp_cudaemu::fence_proxy_async(); }
 #undef DDP_WG_SITE
 
 #else

@@ -9,7 +9,11 @@
 
 using namespace ddp_kernels;
 
-enum tma_mode { TMA_RIGHT, TMA_NO_WAIT, TMA_MISALIGNED, TMA_SHORT_TX };
+/* TMA_STORED_FIRST: the tile zeroed by ordinary stores, fenced for the async proxy, before the copy
+ * overwrites it (right on a GPU too); the others are broken: no wait, a misaligned destination, a
+ * phase expecting 16 bytes too few, no fence.mbarrier_init, the stores not fenced. */
+enum tma_mode { TMA_RIGHT, TMA_STORED_FIRST, TMA_NO_WAIT, TMA_MISALIGNED, TMA_SHORT_TX, TMA_NO_INIT_FENCE,
+                TMA_STORES_UNFENCED };
 
 __global__ void tma_kernel(int mode, const __grid_constant__ CUtensorMap map, int rank, int c0, int c1, int c2,
                            int c3, unsigned box_bytes, unsigned char *out)
@@ -19,7 +23,14 @@ __global__ void tma_kernel(int mode, const __grid_constant__ CUtensorMap map, in
     __shared__ __align__(8) uint64_t full;
     if (threadIdx.x == 0) {
         mbarrier_init(&full, 1);
-        mbarrier_fence_init();
+        if (mode != TMA_NO_INIT_FENCE)
+            mbarrier_fence_init();
+    }
+    if (mode == TMA_STORED_FIRST || mode == TMA_STORES_UNFENCED) {
+        for (unsigned i = threadIdx.x; i < box_bytes; i += blockDim.x)
+            tile[i] = 0;
+        if (mode == TMA_STORED_FIRST)
+            wgmma_fence_proxy(); /* fence.proxy.async: the stores before the async proxy's writes */
     }
     __syncthreads();
     if (threadIdx.x == 0) {

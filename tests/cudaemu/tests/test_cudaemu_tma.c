@@ -7,11 +7,14 @@
  * bf16 boxes (dimension 0 innermost, a padded row pitch), without swizzle and with the 32-, 64- and
  * 128-byte swizzles (16-byte chunk c of 128-byte row r at chunk c XOR r % 8, narrower spans alike),
  * boxes hanging over every edge of the tensor and at negative coordinates filled with zeros (NaN
- * with the NaN fill), a head's rows picked out of a (T, H, hs) tensor. The driver refuses (both
- * builds) a stride not a multiple of 16, a box over 256, a 128-byte swizzle under a 256-byte inner
- * box, a misaligned base. Emulator only: a read of the box with no mbarrier wait is a race, a
- * destination off 128-byte alignment and a map of the wrong rank abort, and a phase expecting fewer
- * bytes than the box is a deadlock naming its transaction count. */
+ * with the NaN fill), a head's rows picked out of a (T, H, hs) tensor, a box landing over ordinary
+ * stores fenced by fence.proxy.async. The driver refuses (both builds) a stride not a multiple of
+ * 16, a box over 256, a 128-byte swizzle under a 256-byte inner box, a misaligned base. Emulator
+ * only: a read of the box with no mbarrier wait is a race, a box landing over ordinary stores with
+ * no fence.proxy.async is a proxy hazard, a copy completing on an mbarrier whose init no
+ * fence.mbarrier_init followed, a destination off 128-byte alignment and a map of the wrong rank
+ * abort, and a phase expecting fewer bytes than the box is a deadlock naming its transaction
+ * count. */
 #include "tests/check.h"
 
 #include <cuda.h>
@@ -26,7 +29,8 @@
 
 int emu_tma(int mode, const CUtensorMap *map, int rank, const int *coords, unsigned box_bytes, unsigned char *out);
 
-enum { TMA_RIGHT, TMA_NO_WAIT, TMA_MISALIGNED, TMA_SHORT_TX };
+enum { TMA_RIGHT, TMA_STORED_FIRST, TMA_NO_WAIT, TMA_MISALIGNED, TMA_SHORT_TX, TMA_NO_INIT_FENCE,
+       TMA_STORES_UNFENCED }; /* emu_tma_kernels.cu's tma_mode */
 enum { MAX_ELEMS = 1 << 16 };
 
 typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
@@ -221,6 +225,7 @@ int main(void)
         return 77;
     for (int i = 0; i < CASES; i++)
         run_case(encoder(), &cases[i], TMA_RIGHT, "gpu");
+    run_case(encoder(), &cases[1], TMA_STORED_FIRST, "gpu, over fenced stores");
     check_refusals(encoder());
     return check_done("test_tma (gpu)");
 #else
@@ -228,7 +233,10 @@ int main(void)
         emu_set_order(emu_orders[o]);
         for (int i = 0; i < CASES; i++)
             run_case(encoder(), &cases[i], TMA_RIGHT, emu_orders[o]);
+        run_case(encoder(), &cases[1], TMA_STORED_FIRST, emu_orders[o]);
         check_broken(TMA_NO_WAIT, 1, "shared-memory race");
+        check_broken(TMA_NO_INIT_FENCE, 1, "mbarrier init not fenced");
+        check_broken(TMA_STORES_UNFENCED, 1, "shared-memory proxy hazard");
         check_broken(TMA_MISALIGNED, 1, "misaligned cp.async.bulk.tensor");
         check_broken(TMA_SHORT_TX, 6, "-16 transaction bytes");
         char buf[8192];

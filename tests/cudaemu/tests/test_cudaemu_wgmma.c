@@ -12,7 +12,8 @@
  * accumulators read between the commit and the wait still hold what they held), and the broken
  * kernels abort naming the rule: no wgmma.fence, a descriptor outside dynamic shared memory, a
  * partial warpgroup, lanes with different descriptors, a base offset, a thread that exits before
- * the wait_group that would land its product. */
+ * the wait_group that would land its product, operands stored with no fence.proxy.async before
+ * the wgmma reads them. */
 #include "tests/check.h"
 
 #include <cuda_runtime_api.h>
@@ -145,7 +146,7 @@ static void test_broken(void)
 {
     const char *expect[] = {"wgmma without a fence", "wgmma descriptor outside dynamic shared memory",
                             "partial warpgroup", "mismatched wgmma operands", "unsupported wgmma descriptor",
-                            "exits with wgmma products in flight"};
+                            "exits with wgmma products in flight", "shared-memory proxy hazard"};
     for (int which = 0; which < (int)(sizeof expect / sizeof expect[0]); which++) {
         char buf[4096];
         int status = emu_run_in_child(run_broken, which, buf, sizeof buf);
