@@ -43,21 +43,20 @@
  * pass: its destination bytes remember its thread, and any access to them by anyone (the issuing
  * thread included) before the landing is a hazard too, as the copy may land before, during or after
  * it (a buffer refilled while a wgmma issued earlier still reads it, a tile read before its wait).
- * A hazard aborts the process through die_in_kernel, naming the kernel, block, kind, shared-memory
- * offset and both threads. Must not schedule fibers. */
+ * The same entry points check, in a kernel, that an access the compiler made at its type's alignment
+ * is so aligned (a GPU faults on a misaligned address; x86 does not).
+ * A hazard aborts the process (cudaemu_race_report.cpp words the report: the kernel, block, kind,
+ * shared-memory offset and both threads). Must not schedule fibers. */
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
+#include "cudaemu_race_report.h"
 
-#include <dlfcn.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <algorithm>
 #include <vector>
 
 namespace ddp_cudaemu {
-
-namespace {
 
 /* One byte's accesses in the barrier epoch `epoch` (any other epoch: none). The clock of each
  * reading warp's last read is in its range's read_clock. */
@@ -81,14 +80,7 @@ struct shadow_byte {
     uint16_t generic_writer;
 };
 
-struct shadow_range {
-    const char *lo;
-    size_t bytes;
-    shadow_byte *shadow;
-    uint32_t *read_clock; /* [warp * stride + byte]: the clock of that warp's last read of the byte */
-    size_t stride;
-    bool dynamic;
-};
+namespace {
 
 /* One release of a warp (the warp's clock value R it handed over): the lane that made it, and the
  * last lane sync that lane had taken part in. It orders the releasing lane's own accesses, and the
@@ -206,74 +198,6 @@ inline const shadow_range *range_of(race_state &s, const char *p)
     return s.last_static = &*(it - 1);
 }
 
-/* Where the access was made: the emulator's site, or the instruction in the executable. */
-void describe_site(char *out, size_t cap, const char *what, const char *file, int line, const void *pc)
-{
-    if (!what)
-        what = "the load or store";
-    if (file) {
-        snprintf(out, cap, "%s at %s:%d", what, file, line);
-        return;
-    }
-    Dl_info info;
-    if (pc && dladdr(pc, &info) && info.dli_fname) {
-        uintptr_t off = (uintptr_t)pc - (uintptr_t)info.dli_fbase;
-        snprintf(out, cap, "%s at %s+0x%zx (addr2line -f -C -e %s 0x%zx)", what, info.dli_fname, (size_t)off,
-                 info.dli_fname, (size_t)off);
-    } else {
-        snprintf(out, cap, "%s", what);
-    }
-}
-
-/* What each race_access_kind does, for the reports. */
-const char *const access_verbs[] = {"reads it", "writes it", "updates it atomically"};
-
-/* Which shared-memory byte: "dynamic shared memory, byte N" or the static object's address and size. */
-void describe_byte(char *out, size_t cap, const shadow_range &r, const char *p)
-{
-    if (r.dynamic)
-        snprintf(out, cap, "dynamic shared memory, byte %zu", (size_t)(p - r.lo));
-    else
-        snprintf(out, cap, "static __shared__ object %p (%zu bytes), byte %zu", (const void *)r.lo, r.bytes,
-                 (size_t)(p - r.lo));
-}
-
-[[noreturn]] void report(const shadow_range &r, const char *p, const char *kind, int other, int other_warp,
-                         const char *earlier, race_access_kind how, const char *what, const char *file, int line,
-                         const void *pc)
-{
-    char site[512], detail[1024], where[128];
-    describe_site(site, sizeof site, what, file, line, pc);
-    describe_byte(where, sizeof where, r, p);
-    const int self = running->thread;
-    char who[64];
-    if (other_warp == other / 32)
-        snprintf(who, sizeof who, "thread %d (warp %d)", other, other_warp);
-    else
-        snprintf(who, sizeof who, "a thread of warp %d", other_warp);
-    snprintf(detail, sizeof detail,
-             "%s hazard on %s: thread %d (warp %d) %s (%s) where %s %s, and no __syncthreads, named barrier "
-             "or mbarrier wait orders them", kind, where, self, self / 32, access_verbs[how], site, who, earlier);
-    running = nullptr; /* the report itself must not recurse */
-    die_in_kernel("shared-memory race", detail);
-}
-
-/* An access to a byte a cp.async of thread `issuer` is still copying into. */
-[[noreturn]] void report_in_flight(const shadow_range &r, const char *p, int issuer, race_access_kind how,
-                                   const char *what, const char *file, int line, const void *pc)
-{
-    char site[512], detail[1024];
-    describe_site(site, sizeof site, what, file, line, pc);
-    const int self = running->thread;
-    snprintf(detail, sizeof detail,
-             "%s byte %zu: thread %d (warp %d) %s (%s) while a cp.async of thread %d (warp %d) into it is in "
-             "flight (no cp.async.wait_group of that thread has landed it): on a GPU the copy may land before, "
-             "during or after this access", r.dynamic ? "dynamic shared memory," : "a static __shared__ object,",
-             (size_t)(p - r.lo), self, self / 32, access_verbs[how], site, issuer, issuer / 32);
-    running = nullptr; /* the report itself must not recurse */
-    die_in_kernel("shared-memory race", detail);
-}
-
 /* The warps among `readers` whose last read of byte `off` the clocks `seen` do not cover. */
 inline uint32_t unordered_readers(const shadow_range &r, size_t off, uint32_t readers, const uint32_t *seen)
 {
@@ -307,41 +231,6 @@ inline bool lane_ordered(const race_state &s, int other, uint32_t clock, uint32_
         if (log[r - 1].lane == lane || log[r - 1].joined > gen)
             return true;
     return false;
-}
-
-[[noreturn]] void report_lanes(const shadow_range &r, const char *p, const char *kind, int other, bool other_wrote,
-                               race_access_kind how, const char *what, const char *file, int line, const void *pc)
-{
-    char site[512], detail[1024], where[128];
-    describe_site(site, sizeof site, what, file, line, pc);
-    describe_byte(where, sizeof where, r, p);
-    const int self = running->thread;
-    snprintf(detail, sizeof detail,
-             "%s hazard on %s: thread %d (warp %d, lane %d) %s (%s) where thread %d (warp %d, lane %d) "
-             "%s it, and nothing orders that lane's access: no __syncwarp or bar.sync both lanes took part in, "
-             "and no release that lane made, or made by a lane synced with it, was acquired (an arrival by one "
-             "lane releases only what that lane has ordered before it)", kind, where, self, self / 32, self % 32,
-             access_verbs[how], site, other, other / 32, other % 32, other_wrote ? "wrote" : "read");
-    running = nullptr; /* the report itself must not recurse */
-    die_in_kernel("shared-memory race", detail);
-}
-
-/* An access through the async proxy to a byte whose last write came through the generic proxy with
- * no fence.proxy.async of its writer since. */
-[[noreturn]] void report_proxies(const shadow_range &r, const char *p, int writer, race_access_kind how,
-                                 const char *what, const char *file, int line)
-{
-    char site[512], detail[1024], where[128];
-    describe_site(site, sizeof site, what, file, line, nullptr);
-    describe_byte(where, sizeof where, r, p);
-    const int self = running->thread;
-    snprintf(detail, sizeof detail,
-             "proxy hazard on %s: thread %d (warp %d) %s through the async proxy (%s) where thread %d (warp %d) "
-             "wrote it through the generic proxy (a store or cp.async), and that thread executed no "
-             "fence.proxy.async since: on a GPU the async proxy may not see the write, whatever barrier orders "
-             "the two threads", where, self, self / 32, access_verbs[how], site, writer, writer / 32);
-    running = nullptr; /* the report itself must not recurse */
-    die_in_kernel("shared-memory proxy hazard", detail);
 }
 
 /* The accesses of the running thread to n bytes of one object, ordered after what its clock has
@@ -532,6 +421,8 @@ void race_leave() { running = nullptr; }
 
 int race_running_lane() { return running ? running->thread % 32 : -1; }
 
+int race_running_thread() { return running ? running->thread : -1; }
+
 void race_async_issue(const void *dst, size_t bytes, const char *file, int line)
 {
     race_access(dst, bytes, RACE_WRITE, "cp.async", file, line);
@@ -602,33 +493,39 @@ void race_access(const void *p, size_t bytes, race_access_kind how, const char *
 } /* namespace ddp_cudaemu */
 
 /* ---- the entry points -fsanitize=thread calls (the kernels' plain loads and stores) ---- */
+/* The aligned ones are called where the access's type promises alignment to its size; in a kernel
+ * (a block's fiber running) that is checked, as a GPU requires it. The compiler may split an
+ * aggregate access into smaller ones first, so this sees only what survives (load_pack checks its
+ * packs itself). */
 using ddp_cudaemu::RACE_READ;
 using ddp_cudaemu::RACE_WRITE;
-#define DDP_RACE_HOOK(name, bytes, how)                                                           \
+#define DDP_RACE_HOOK(name, bytes, how, aligned)                                                  \
     extern "C" void name(void *p)                                                                 \
     {                                                                                             \
+        if (aligned && ((uintptr_t)p & (bytes - 1)) != 0 && ddp_cudaemu::running)                 \
+            ddp_cudaemu::report_misaligned(p, bytes, how, __builtin_return_address(0));           \
         if (ddp_cudaemu::maybe_shared(p, bytes))                                                  \
             ddp_cudaemu::check(static_cast<const char *>(p), bytes, how, -1, nullptr, nullptr, 0, \
                                __builtin_return_address(0));                                      \
     }
-DDP_RACE_HOOK(__tsan_read1, 1, RACE_READ)
-DDP_RACE_HOOK(__tsan_read2, 2, RACE_READ)
-DDP_RACE_HOOK(__tsan_read4, 4, RACE_READ)
-DDP_RACE_HOOK(__tsan_read8, 8, RACE_READ)
-DDP_RACE_HOOK(__tsan_read16, 16, RACE_READ)
-DDP_RACE_HOOK(__tsan_write1, 1, RACE_WRITE)
-DDP_RACE_HOOK(__tsan_write2, 2, RACE_WRITE)
-DDP_RACE_HOOK(__tsan_write4, 4, RACE_WRITE)
-DDP_RACE_HOOK(__tsan_write8, 8, RACE_WRITE)
-DDP_RACE_HOOK(__tsan_write16, 16, RACE_WRITE)
-DDP_RACE_HOOK(__tsan_unaligned_read2, 2, RACE_READ)
-DDP_RACE_HOOK(__tsan_unaligned_read4, 4, RACE_READ)
-DDP_RACE_HOOK(__tsan_unaligned_read8, 8, RACE_READ)
-DDP_RACE_HOOK(__tsan_unaligned_read16, 16, RACE_READ)
-DDP_RACE_HOOK(__tsan_unaligned_write2, 2, RACE_WRITE)
-DDP_RACE_HOOK(__tsan_unaligned_write4, 4, RACE_WRITE)
-DDP_RACE_HOOK(__tsan_unaligned_write8, 8, RACE_WRITE)
-DDP_RACE_HOOK(__tsan_unaligned_write16, 16, RACE_WRITE)
+DDP_RACE_HOOK(__tsan_read1, 1, RACE_READ, false)
+DDP_RACE_HOOK(__tsan_read2, 2, RACE_READ, true)
+DDP_RACE_HOOK(__tsan_read4, 4, RACE_READ, true)
+DDP_RACE_HOOK(__tsan_read8, 8, RACE_READ, true)
+DDP_RACE_HOOK(__tsan_read16, 16, RACE_READ, true)
+DDP_RACE_HOOK(__tsan_write1, 1, RACE_WRITE, false)
+DDP_RACE_HOOK(__tsan_write2, 2, RACE_WRITE, true)
+DDP_RACE_HOOK(__tsan_write4, 4, RACE_WRITE, true)
+DDP_RACE_HOOK(__tsan_write8, 8, RACE_WRITE, true)
+DDP_RACE_HOOK(__tsan_write16, 16, RACE_WRITE, true)
+DDP_RACE_HOOK(__tsan_unaligned_read2, 2, RACE_READ, false)
+DDP_RACE_HOOK(__tsan_unaligned_read4, 4, RACE_READ, false)
+DDP_RACE_HOOK(__tsan_unaligned_read8, 8, RACE_READ, false)
+DDP_RACE_HOOK(__tsan_unaligned_read16, 16, RACE_READ, false)
+DDP_RACE_HOOK(__tsan_unaligned_write2, 2, RACE_WRITE, false)
+DDP_RACE_HOOK(__tsan_unaligned_write4, 4, RACE_WRITE, false)
+DDP_RACE_HOOK(__tsan_unaligned_write8, 8, RACE_WRITE, false)
+DDP_RACE_HOOK(__tsan_unaligned_write16, 16, RACE_WRITE, false)
 #undef DDP_RACE_HOOK
 
 extern "C" void __tsan_read_range(void *p, unsigned long bytes)

@@ -251,11 +251,18 @@ __global__ void stack_overflow(float *out)
     out[threadIdx.x] = big[threadIdx.x];
 }
 
+/* 16-byte vectors read 8 bytes past a 16-byte boundary: an x86 CPU reads them, a GPU faults. */
+__global__ void misaligned_uint4(float *out)
+{
+    reinterpret_cast<uint4 *>(out)[threadIdx.x] = reinterpret_cast<const uint4 *>(out + 2)[threadIdx.x + 4];
+}
+
 /* which: 0 exited lane in a shuffle mask, 1 mask naming lanes past a 40-thread block,
- * 2 thread exits before a barrier, 3 divergent barriers, 4 stack overflow */
+ * 2 thread exits before a barrier, 3 divergent barriers, 4 stack overflow, 5 a misaligned read */
 extern "C" int emu_broken_kernel(int which, float *out)
 {
     switch (which) {
+    case 5: DDP_LAUNCH(misaligned_uint4, 1, 4, 0, 0, out); break;
     case 0: DDP_LAUNCH(shfl_after_exit, 1, 32, 0, 0, out); break;
     case 1: DDP_LAUNCH(shfl_partial_warp, 1, 40, 0, 0, out); break;
     case 2: DDP_LAUNCH(barrier_after_exit, 1, 64, 0, 0, out); break;

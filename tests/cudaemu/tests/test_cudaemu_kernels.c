@@ -7,8 +7,9 @@
  * race report under every order; unwritten shared memory reads NaN in every block (template, plain and
  * dynamic shared memory, and in an inline device function); warp intrinsics match a reference;
  * multi-dimensional geometry; launch limits reach cudaGetLastError; and each kernel bug (exited
- * lane in a mask, partial warp, exit before a barrier, divergent barriers, stack overflow) aborts
- * with a message naming it. */
+ * lane in a mask, partial warp, exit before a barrier, divergent barriers, stack overflow, a read
+ * not aligned to its size, which a GPU faults on and an x86 CPU does not) aborts with a message
+ * naming it. */
 #include "emu_test_util.h"
 #include "tests/check.h"
 
@@ -225,9 +226,10 @@ static void test_bug_reports(void)
         {"barrier_after_exit", "threads exited, the others wait forever"},
         {"barrier_divergent", "divergent __syncthreads"},
         {"stack_overflow", "fiber stack overflow"},
+        {"misaligned_uint4", "which is not 16-byte aligned"},
     };
     char buf[4096];
-    for (int which = 0; which < 5; which++) {
+    for (int which = 0; which < (int)(sizeof expect / sizeof expect[0]); which++) {
         emu_set_order(emu_orders[which % EMU_ORDER_COUNT]);
         int status = emu_run_in_child(run_broken, which, buf, sizeof buf);
         CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "broken kernel %s: status 0x%x, expected abort",

@@ -1,0 +1,136 @@
+/* cudaemu_race_report.cpp — the words of the race check's reports (cudaemu_race_report.h): which
+ * byte of which shared-memory object, which threads did what where (the emulator's site, or the
+ * kernel's instruction with the addr2line line that finds it), and why nothing orders them. Each
+ * ends the process through die_in_kernel. Must not decide what is a hazard: cudaemu_race.cpp does. */
+#include "cudaemu_race_report.h"
+
+#include "cudaemu_internal.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+
+namespace ddp_cudaemu {
+
+namespace {
+
+/* Where the access was made: the emulator's site, or the instruction in the executable. */
+void describe_site(char *out, size_t cap, const char *what, const char *file, int line, const void *pc)
+{
+    if (!what)
+        what = "the load or store";
+    if (file) {
+        snprintf(out, cap, "%s at %s:%d", what, file, line);
+        return;
+    }
+    Dl_info info;
+    if (pc && dladdr(pc, &info) && info.dli_fname) {
+        uintptr_t off = (uintptr_t)pc - (uintptr_t)info.dli_fbase;
+        snprintf(out, cap, "%s at %s+0x%zx (addr2line -f -C -e %s 0x%zx)", what, info.dli_fname, (size_t)off,
+                 info.dli_fname, (size_t)off);
+    } else {
+        snprintf(out, cap, "%s", what);
+    }
+}
+
+/* What each race_access_kind does, for the reports. */
+const char *const access_verbs[] = {"reads it", "writes it", "updates it atomically"};
+
+/* Which shared-memory byte: "dynamic shared memory, byte N" or the static object's address and size. */
+void describe_byte(char *out, size_t cap, const shadow_range &r, const char *p)
+{
+    if (r.dynamic)
+        snprintf(out, cap, "dynamic shared memory, byte %zu", (size_t)(p - r.lo));
+    else
+        snprintf(out, cap, "static __shared__ object %p (%zu bytes), byte %zu", (const void *)r.lo, r.bytes,
+                 (size_t)(p - r.lo));
+}
+
+} // namespace
+
+[[noreturn]] void report(const shadow_range &r, const char *p, const char *kind, int other, int other_warp,
+                         const char *earlier, race_access_kind how, const char *what, const char *file, int line,
+                         const void *pc)
+{
+    char site[512], detail[1024], where[128];
+    describe_site(site, sizeof site, what, file, line, pc);
+    describe_byte(where, sizeof where, r, p);
+    const int self = race_running_thread();
+    char who[64];
+    if (other_warp == other / 32)
+        snprintf(who, sizeof who, "thread %d (warp %d)", other, other_warp);
+    else
+        snprintf(who, sizeof who, "a thread of warp %d", other_warp);
+    snprintf(detail, sizeof detail,
+             "%s hazard on %s: thread %d (warp %d) %s (%s) where %s %s, and no __syncthreads, named barrier "
+             "or mbarrier wait orders them", kind, where, self, self / 32, access_verbs[how], site, who, earlier);
+    race_leave(); /* the report itself must not recurse */
+    die_in_kernel("shared-memory race", detail);
+}
+
+/* An access to a byte a cp.async of thread `issuer` is still copying into. */
+[[noreturn]] void report_in_flight(const shadow_range &r, const char *p, int issuer, race_access_kind how,
+                                   const char *what, const char *file, int line, const void *pc)
+{
+    char site[512], detail[1024];
+    describe_site(site, sizeof site, what, file, line, pc);
+    const int self = race_running_thread();
+    snprintf(detail, sizeof detail,
+             "%s byte %zu: thread %d (warp %d) %s (%s) while a cp.async of thread %d (warp %d) into it is in "
+             "flight (no cp.async.wait_group of that thread has landed it): on a GPU the copy may land before, "
+             "during or after this access", r.dynamic ? "dynamic shared memory," : "a static __shared__ object,",
+             (size_t)(p - r.lo), self, self / 32, access_verbs[how], site, issuer, issuer / 32);
+    race_leave(); /* the report itself must not recurse */
+    die_in_kernel("shared-memory race", detail);
+}
+
+[[noreturn]] void report_lanes(const shadow_range &r, const char *p, const char *kind, int other, bool other_wrote,
+                               race_access_kind how, const char *what, const char *file, int line, const void *pc)
+{
+    char site[512], detail[1024], where[128];
+    describe_site(site, sizeof site, what, file, line, pc);
+    describe_byte(where, sizeof where, r, p);
+    const int self = race_running_thread();
+    snprintf(detail, sizeof detail,
+             "%s hazard on %s: thread %d (warp %d, lane %d) %s (%s) where thread %d (warp %d, lane %d) "
+             "%s it, and nothing orders that lane's access: no __syncwarp or bar.sync both lanes took part in, "
+             "and no release that lane made, or made by a lane synced with it, was acquired (an arrival by one "
+             "lane releases only what that lane has ordered before it)", kind, where, self, self / 32, self % 32,
+             access_verbs[how], site, other, other / 32, other % 32, other_wrote ? "wrote" : "read");
+    race_leave(); /* the report itself must not recurse */
+    die_in_kernel("shared-memory race", detail);
+}
+
+/* An access through the async proxy to a byte whose last write came through the generic proxy with
+ * no fence.proxy.async of its writer since. */
+[[noreturn]] void report_proxies(const shadow_range &r, const char *p, int writer, race_access_kind how,
+                                 const char *what, const char *file, int line)
+{
+    char site[512], detail[1024], where[128];
+    describe_site(site, sizeof site, what, file, line, nullptr);
+    describe_byte(where, sizeof where, r, p);
+    const int self = race_running_thread();
+    snprintf(detail, sizeof detail,
+             "proxy hazard on %s: thread %d (warp %d) %s through the async proxy (%s) where thread %d (warp %d) "
+             "wrote it through the generic proxy (a store or cp.async), and that thread executed no "
+             "fence.proxy.async since: on a GPU the async proxy may not see the write, whatever barrier orders "
+             "the two threads", where, self, self / 32, access_verbs[how], site, writer, writer / 32);
+    race_leave(); /* the report itself must not recurse */
+    die_in_kernel("shared-memory proxy hazard", detail);
+}
+
+/* A kernel's access of `bytes` at p whose type promises alignment to its size, made at pc: a GPU
+ * requires every access to be so aligned (it faults with cudaErrorMisalignedAddress), an x86 CPU
+ * does not, so the emulator asks. */
+[[noreturn]] __attribute__((noinline)) void report_misaligned(const void *p, size_t bytes, race_access_kind how,
+                                                              const void *pc)
+{
+    char site[512], detail[768];
+    describe_site(site, sizeof site, nullptr, nullptr, 0, pc);
+    snprintf(detail, sizeof detail, "thread %d %s %zu bytes at %p, which is not %zu-byte aligned (%s): a GPU "
+             "faults on it (misaligned address)", race_running_thread(), how == RACE_READ ? "reads" : "writes",
+             bytes, p, bytes, site);
+    race_leave(); /* the report itself must not recurse */
+    die_in_kernel("misaligned address", detail);
+}
+
+} /* namespace ddp_cudaemu */

@@ -1,0 +1,49 @@
+/* cudaemu_race_report.h — between the race check (cudaemu_race.cpp) and its reports
+ * (cudaemu_race_report.cpp): the shared-memory object a report names a byte of, and the reports,
+ * each of which ends the process through die_in_kernel. Only those two files include it. */
+#ifndef DDP_CUDAEMU_RACE_REPORT_H
+#define DDP_CUDAEMU_RACE_REPORT_H
+
+#include "cudaemu_kernel.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace ddp_cudaemu {
+
+struct shadow_byte; /* cudaemu_race.cpp's: one byte's accesses */
+
+/* A shared-memory object (a static __shared__ array, or the block's dynamic shared memory) and its
+ * shadow. */
+struct shadow_range {
+    const char *lo;
+    size_t bytes;
+    shadow_byte *shadow;
+    uint32_t *read_clock; /* [warp * stride + byte]: the clock of that warp's last read of the byte */
+    size_t stride;
+    bool dynamic;
+};
+
+/* The running thread's index in its block, or -1 between fibers. */
+int race_running_thread();
+
+/* Byte p of r: the running thread's access (`how`, `what` at file:line, or the instruction at pc)
+ * races with thread `other`'s (of warp `other_warp`), which `earlier` says ("read it", ...). */
+[[noreturn]] void report(const shadow_range &r, const char *p, const char *kind, int other, int other_warp,
+                         const char *earlier, race_access_kind how, const char *what, const char *file, int line,
+                         const void *pc);
+/* ... with a cp.async of thread `issuer` still copying into it. */
+[[noreturn]] void report_in_flight(const shadow_range &r, const char *p, int issuer, race_access_kind how,
+                                   const char *what, const char *file, int line, const void *pc);
+/* ... with the access of another lane of its warp that nothing orders before it. */
+[[noreturn]] void report_lanes(const shadow_range &r, const char *p, const char *kind, int other, bool other_wrote,
+                               race_access_kind how, const char *what, const char *file, int line, const void *pc);
+/* ... through the async proxy, with thread `writer`'s unfenced write through the generic proxy. */
+[[noreturn]] void report_proxies(const shadow_range &r, const char *p, int writer, race_access_kind how,
+                                 const char *what, const char *file, int line);
+/* A kernel's access of `bytes` at p, not aligned to its size, made at pc. */
+[[noreturn]] void report_misaligned(const void *p, size_t bytes, race_access_kind how, const void *pc);
+
+} /* namespace ddp_cudaemu */
+
+#endif
