@@ -45,59 +45,70 @@ void describe_byte(char *out, size_t cap, const shadow_range &r, const char *p)
                  (size_t)(p - r.lo));
 }
 
+/* What every report of an access to byte p of r says: where the access was made, which byte, and by
+ * which thread (the running one). */
+struct access_context {
+    char site[512], where[128];
+    int self;
+    access_context(const shadow_range &r, const char *p, const char *what, const char *file, int line,
+                   const void *pc)
+        : self(race_running_thread())
+    {
+        describe_site(site, sizeof site, what, file, line, pc);
+        describe_byte(where, sizeof where, r, p);
+    }
+};
+
+[[noreturn]] void end_with(const char *title, const char *detail)
+{
+    race_leave(); /* the report itself must not recurse */
+    die_in_kernel(title, detail);
+}
+
 } // namespace
 
 [[noreturn]] void report(const shadow_range &r, const char *p, const char *kind, int other, int other_warp,
                          const char *earlier, race_access_kind how, const char *what, const char *file, int line,
                          const void *pc)
 {
-    char site[512], detail[1024], where[128];
-    describe_site(site, sizeof site, what, file, line, pc);
-    describe_byte(where, sizeof where, r, p);
-    const int self = race_running_thread();
-    char who[64];
+    const access_context c(r, p, what, file, line, pc);
+    char who[64], detail[1024];
     if (other_warp == other / 32)
         snprintf(who, sizeof who, "thread %d (warp %d)", other, other_warp);
     else
         snprintf(who, sizeof who, "a thread of warp %d", other_warp);
     snprintf(detail, sizeof detail,
              "%s hazard on %s: thread %d (warp %d) %s (%s) where %s %s, and no __syncthreads, named barrier "
-             "or mbarrier wait orders them", kind, where, self, self / 32, access_verbs[how], site, who, earlier);
-    race_leave(); /* the report itself must not recurse */
-    die_in_kernel("shared-memory race", detail);
+             "or mbarrier wait orders them", kind, c.where, c.self, c.self / 32, access_verbs[how], c.site, who,
+             earlier);
+    end_with("shared-memory race", detail);
 }
 
 /* An access to a byte a cp.async of thread `issuer` is still copying into. */
 [[noreturn]] void report_in_flight(const shadow_range &r, const char *p, int issuer, race_access_kind how,
                                    const char *what, const char *file, int line, const void *pc)
 {
-    char site[512], detail[1024];
-    describe_site(site, sizeof site, what, file, line, pc);
-    const int self = race_running_thread();
+    const access_context c(r, p, what, file, line, pc);
+    char detail[1024];
     snprintf(detail, sizeof detail,
-             "%s byte %zu: thread %d (warp %d) %s (%s) while a cp.async of thread %d (warp %d) into it is in "
-             "flight (no cp.async.wait_group of that thread has landed it): on a GPU the copy may land before, "
-             "during or after this access", r.dynamic ? "dynamic shared memory," : "a static __shared__ object,",
-             (size_t)(p - r.lo), self, self / 32, access_verbs[how], site, issuer, issuer / 32);
-    race_leave(); /* the report itself must not recurse */
-    die_in_kernel("shared-memory race", detail);
+             "%s: thread %d (warp %d) %s (%s) while a cp.async of thread %d (warp %d) into it is in flight (no "
+             "cp.async.wait_group of that thread has landed it): on a GPU the copy may land before, during or "
+             "after this access", c.where, c.self, c.self / 32, access_verbs[how], c.site, issuer, issuer / 32);
+    end_with("shared-memory race", detail);
 }
 
 [[noreturn]] void report_lanes(const shadow_range &r, const char *p, const char *kind, int other, bool other_wrote,
                                race_access_kind how, const char *what, const char *file, int line, const void *pc)
 {
-    char site[512], detail[1024], where[128];
-    describe_site(site, sizeof site, what, file, line, pc);
-    describe_byte(where, sizeof where, r, p);
-    const int self = race_running_thread();
+    const access_context c(r, p, what, file, line, pc);
+    char detail[1024];
     snprintf(detail, sizeof detail,
              "%s hazard on %s: thread %d (warp %d, lane %d) %s (%s) where thread %d (warp %d, lane %d) "
              "%s it, and nothing orders that lane's access: no __syncwarp or bar.sync both lanes took part in, "
              "and no release that lane made, or made by a lane synced with it, was acquired (an arrival by one "
-             "lane releases only what that lane has ordered before it)", kind, where, self, self / 32, self % 32,
-             access_verbs[how], site, other, other / 32, other % 32, other_wrote ? "wrote" : "read");
-    race_leave(); /* the report itself must not recurse */
-    die_in_kernel("shared-memory race", detail);
+             "lane releases only what that lane has ordered before it)", kind, c.where, c.self, c.self / 32,
+             c.self % 32, access_verbs[how], c.site, other, other / 32, other % 32, other_wrote ? "wrote" : "read");
+    end_with("shared-memory race", detail);
 }
 
 /* An access through the async proxy to a byte whose last write came through the generic proxy with
@@ -105,17 +116,14 @@ void describe_byte(char *out, size_t cap, const shadow_range &r, const char *p)
 [[noreturn]] void report_proxies(const shadow_range &r, const char *p, int writer, race_access_kind how,
                                  const char *what, const char *file, int line)
 {
-    char site[512], detail[1024], where[128];
-    describe_site(site, sizeof site, what, file, line, nullptr);
-    describe_byte(where, sizeof where, r, p);
-    const int self = race_running_thread();
+    const access_context c(r, p, what, file, line, nullptr);
+    char detail[1024];
     snprintf(detail, sizeof detail,
              "proxy hazard on %s: thread %d (warp %d) %s through the async proxy (%s) where thread %d (warp %d) "
              "wrote it through the generic proxy (a store or cp.async), and that thread executed no "
              "fence.proxy.async since: on a GPU the async proxy may not see the write, whatever barrier orders "
-             "the two threads", where, self, self / 32, access_verbs[how], site, writer, writer / 32);
-    race_leave(); /* the report itself must not recurse */
-    die_in_kernel("shared-memory proxy hazard", detail);
+             "the two threads", c.where, c.self, c.self / 32, access_verbs[how], c.site, writer, writer / 32);
+    end_with("shared-memory proxy hazard", detail);
 }
 
 /* A kernel's access of `bytes` at p whose type promises alignment to its size, made at pc: a GPU
@@ -129,8 +137,7 @@ void describe_byte(char *out, size_t cap, const shadow_range &r, const char *p)
     snprintf(detail, sizeof detail, "thread %d %s %zu bytes at %p, which is not %zu-byte aligned (%s): a GPU "
              "faults on it (misaligned address)", race_running_thread(), how == RACE_READ ? "reads" : "writes",
              bytes, p, bytes, site);
-    race_leave(); /* the report itself must not recurse */
-    die_in_kernel("misaligned address", detail);
+    end_with("misaligned address", detail);
 }
 
 } /* namespace ddp_cudaemu */
