@@ -73,6 +73,12 @@ void install_fault_report()
     sigaction(SIGSEGV, &sa, &previous_segv);
 }
 
+void fiber_pool(const char **lo, size_t *bytes)
+{
+    *lo = pool_base;
+    *bytes = pool_bytes;
+}
+
 size_t fiber_stacks_reserve(int count, const char *kernel_name)
 {
     overflow_kernel_name = kernel_name;

@@ -31,6 +31,8 @@ struct fiber_context {
 size_t fiber_stacks_reserve(int count, const char *kernel_name);
 /* Prepares fiber `index` (< reserved count) to start entry(arg) on its own stack when switched to. */
 void fiber_prepare(fiber_context *fc, int index, fiber_entry entry, void *arg);
+/* Where the pool of stacks lies (NULL and 0 before the first reserve). */
+void fiber_pool(const char **lo, size_t *bytes);
 /* Saves the running context into `from` and resumes `to`. */
 void fiber_switch(fiber_context *from, fiber_context *to);
 

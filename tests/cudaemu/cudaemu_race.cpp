@@ -507,6 +507,8 @@ using ddp_cudaemu::RACE_WRITE;
         if (ddp_cudaemu::maybe_shared(p, bytes))                                                  \
             ddp_cudaemu::check(static_cast<const char *>(p), bytes, how, -1, nullptr, nullptr, 0, \
                                __builtin_return_address(0));                                      \
+        else if (ddp_cudaemu::running)                                                            \
+            ddp_cudaemu::global_race_access(p, bytes, how == RACE_WRITE, __builtin_return_address(0)); \
     }
 DDP_RACE_HOOK(__tsan_read1, 1, RACE_READ, false)
 DDP_RACE_HOOK(__tsan_read2, 2, RACE_READ, true)
@@ -533,12 +535,16 @@ extern "C" void __tsan_read_range(void *p, unsigned long bytes)
     if (ddp_cudaemu::maybe_shared(p, bytes))
         ddp_cudaemu::check(static_cast<const char *>(p), bytes, RACE_READ, -1, nullptr, nullptr, 0,
                            __builtin_return_address(0));
+    else if (ddp_cudaemu::running)
+        ddp_cudaemu::global_race_access(p, bytes, false, __builtin_return_address(0));
 }
 extern "C" void __tsan_write_range(void *p, unsigned long bytes)
 {
     if (ddp_cudaemu::maybe_shared(p, bytes))
         ddp_cudaemu::check(static_cast<const char *>(p), bytes, RACE_WRITE, -1, nullptr, nullptr, 0,
                            __builtin_return_address(0));
+    else if (ddp_cudaemu::running)
+        ddp_cudaemu::global_race_access(p, bytes, true, __builtin_return_address(0));
 }
 extern "C" void __tsan_init(void) {}
 extern "C" void __tsan_func_entry(void *) {}

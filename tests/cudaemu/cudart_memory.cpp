@@ -71,6 +71,16 @@ bool alloc_lookup(const void *p, size_t bytes, alloc_kind *kind, size_t *overrun
     return true;
 }
 
+std::vector<memory_range> device_allocations()
+{
+    std::vector<memory_range> out;
+    std::lock_guard<std::mutex> hold(registry_lock);
+    for (const auto &[addr, al] : registry)
+        if (al.kind == ALLOC_DEVICE)
+            out.push_back(memory_range{reinterpret_cast<void *>(addr), al.bytes});
+    return out;
+}
+
 const char *device_range_problem(const void *p, size_t bytes)
 {
     alloc_kind kind;

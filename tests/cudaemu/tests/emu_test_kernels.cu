@@ -257,11 +257,29 @@ __global__ void misaligned_uint4(float *out)
     reinterpret_cast<uint4 *>(out)[threadIdx.x] = reinterpret_cast<const uint4 *>(out + 2)[threadIdx.x + 4];
 }
 
+/* Every block adds its count into out[0]: right when blocks run one after another, a lost update
+ * when they run at once. */
+__global__ void blocks_add_up(float *out)
+{
+    if (threadIdx.x == 0)
+        out[0] += 1.0f;
+}
+
+/* Block b reads what block b - 1 wrote: right in the emulator's order, not in a GPU's. */
+__global__ void block_reads_previous(float *out)
+{
+    if (threadIdx.x == 0)
+        out[blockIdx.x + 1] = blockIdx.x > 0 ? out[blockIdx.x] + 1.0f : 1.0f;
+}
+
 /* which: 0 exited lane in a shuffle mask, 1 mask naming lanes past a 40-thread block,
- * 2 thread exits before a barrier, 3 divergent barriers, 4 stack overflow, 5 a misaligned read */
+ * 2 thread exits before a barrier, 3 divergent barriers, 4 stack overflow, 5 a misaligned read,
+ * 6 blocks adding into one element, 7 a block reading another's output */
 extern "C" int emu_broken_kernel(int which, float *out)
 {
     switch (which) {
+    case 6: DDP_LAUNCH(blocks_add_up, 4, 32, 0, 0, out); break;
+    case 7: DDP_LAUNCH(block_reads_previous, 4, 32, 0, 0, out); break;
     case 5: DDP_LAUNCH(misaligned_uint4, 1, 4, 0, 0, out); break;
     case 0: DDP_LAUNCH(shfl_after_exit, 1, 32, 0, 0, out); break;
     case 1: DDP_LAUNCH(shfl_partial_warp, 1, 40, 0, 0, out); break;

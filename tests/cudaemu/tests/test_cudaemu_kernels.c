@@ -8,8 +8,9 @@
  * dynamic shared memory, and in an inline device function); warp intrinsics match a reference;
  * multi-dimensional geometry; launch limits reach cudaGetLastError; and each kernel bug (exited
  * lane in a mask, partial warp, exit before a barrier, divergent barriers, stack overflow, a read
- * not aligned to its size, which a GPU faults on and an x86 CPU does not) aborts with a message
- * naming it. */
+ * not aligned to its size, which a GPU faults on and an x86 CPU does not, blocks adding into one
+ * element or one block reading another's output, which the emulator's one-block-at-a-time order
+ * gets right and a GPU does not) aborts with a message naming it. */
 #include "emu_test_util.h"
 #include "tests/check.h"
 
@@ -227,6 +228,8 @@ static void test_bug_reports(void)
         {"barrier_divergent", "divergent __syncthreads"},
         {"stack_overflow", "fiber stack overflow"},
         {"misaligned_uint4", "which is not 16-byte aligned"},
+        {"blocks_add_up", "RAW race on byte 0 of the device allocation"},
+        {"block_reads_previous", "RAW race on byte 4 of the device allocation"},
     };
     char buf[4096];
     for (int which = 0; which < (int)(sizeof expect / sizeof expect[0]); which++) {
