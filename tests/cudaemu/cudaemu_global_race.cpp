@@ -1,5 +1,5 @@
-/* cudaemu_global_race.cpp — races between the blocks of one grid in device memory, which a GPU runs
- * in any order and at once while the emulator runs them one after another.
+/* cudaemu_global_race.cpp — races between the blocks of one grid in device memory, which a GPU
+ * runs in any order and at once while the emulator runs them one after another.
  *
  * Nothing orders two blocks of a grid (no kernel here uses global atomics, fences or grid-wide
  * barriers), so a byte of a device allocation written by one block and read or written by another
@@ -9,9 +9,10 @@
  * kernels' own loads and stores reach it through cudaemu_race.cpp's -fsanitize=thread entry points
  * (anything outside a device allocation is ignored: stacks, kernel arguments, host memory); the
  * emulator's own copies (cp.async's and the tensor copies' global reads) are not seen. Per byte it
- * keeps the grid's last writing and last reading block, in a shadow page per 4 KiB of device memory
- * touched, forgotten at the next grid. Lenient: of several blocks reading a byte only the last is
- * asked about a later write. DDP_CUDA_EMU_GLOBAL_RACES=0 turns it off. Must not schedule fibers. */
+ * keeps the grid's last writing and last reading block, in a shadow page per 4 KiB of device
+ * memory touched (8 bytes a byte), forgotten at the next grid. Lenient: of several blocks reading
+ * a byte only the last is asked about a later write. DDP_CUDA_EMU_GLOBAL_RACES=0 turns it off.
+ * Must not schedule fibers. */
 #include "cudaemu_fiber.h"
 #include "cudaemu_internal.h"
 
@@ -29,7 +30,9 @@ namespace ddp_cudaemu {
 
 namespace {
 
-enum { PAGE_SHIFT = 12, PAGE = 1 << PAGE_SHIFT };
+/* Shadow pages are kept from grid to grid (each new grid reuses them), up to KEPT_PAGES: 256 MiB of
+ * shadow for 32 MiB of device memory touched; past that, a grid starts with none. */
+enum { PAGE_SHIFT = 12, PAGE = 1 << PAGE_SHIFT, KEPT_PAGES = 8192 };
 
 /* One 4 KiB page of device memory in grid `grid`: each byte's last writing and reading block (1 +
  * its linear index; 0: none). */
@@ -130,6 +133,8 @@ void global_race_grid_begin()
         s.span = (size_t)(static_cast<const char *>(s.allocations.back().addr) + s.allocations.back().bytes - s.lo);
     }
     fiber_pool(&s.stacks, &s.stack_bytes);
+    if (s.pages.size() > KEPT_PAGES)
+        s.pages.clear(); /* all stale now: a big job's shadow must not outgrow it */
     s.grid++;
     s.cached = nullptr;
 }
