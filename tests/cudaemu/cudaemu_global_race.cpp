@@ -15,9 +15,9 @@
  * Must not schedule fibers. */
 #include "cudaemu_fiber.h"
 #include "cudaemu_internal.h"
+#include "cudaemu_kernel.h"
+#include "cudaemu_race_report.h"
 
-#include <dlfcn.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,7 +55,6 @@ struct global_state {
     uintptr_t cached_page = 0;
     shadow_page *cached = nullptr;
     uint64_t grid = 0;
-    uint32_t block = 0; /* 1 + the running block's linear index */
 };
 thread_local global_state state;
 
@@ -95,25 +94,6 @@ shadow_page &page_of(global_state &s, uintptr_t page)
     return *s.cached;
 }
 
-[[noreturn]] void report(const global_state &s, const char *p, const char *kind, uint32_t other, bool wrote,
-                         bool write, const void *pc)
-{
-    const memory_range *a = allocation_of(s, p);
-    char site[512] = "", detail[1024];
-    Dl_info info;
-    if (pc && dladdr(pc, &info) && info.dli_fname) {
-        const size_t off = (size_t)((uintptr_t)pc - (uintptr_t)info.dli_fbase);
-        snprintf(site, sizeof site, " (the load or store at %s+0x%zx: addr2line -f -C -e %s 0x%zx)",
-                 info.dli_fname, off, info.dli_fname, off);
-    }
-    snprintf(detail, sizeof detail,
-             "%s race on byte %zu of the device allocation at %p (%zu bytes): block %u %s it%s where block %u of "
-             "the same grid %s it, and nothing orders two blocks of a grid (a GPU runs them in any order and at "
-             "once)", kind, (size_t)(p - (const char *)a->addr), a->addr, a->bytes, s.block - 1,
-             write ? "writes" : "reads", site, other - 1, wrote ? "wrote" : "read");
-    die_in_kernel("global-memory race between blocks", detail);
-}
-
 } // namespace
 
 void global_race_grid_begin()
@@ -122,8 +102,6 @@ void global_race_grid_begin()
     if (!enabled())
         return;
     s.allocations = device_allocations();
-    std::sort(s.allocations.begin(), s.allocations.end(),
-              [](const memory_range &a, const memory_range &b) { return a.addr < b.addr; });
     s.last_lo = nullptr;
     s.last_bytes = 0;
     s.lo = nullptr;
@@ -139,8 +117,6 @@ void global_race_grid_begin()
     s.cached = nullptr;
 }
 
-void global_race_block_begin(uint32_t linear_block) { state.block = linear_block + 1; }
-
 void global_race_access(const void *addr, size_t bytes, bool write, const void *pc)
 {
     global_state &s = state;
@@ -154,6 +130,7 @@ void global_race_access(const void *addr, size_t bytes, bool write, const void *
         s.last_lo = static_cast<const char *>(a->addr);
         s.last_bytes = a->bytes;
     }
+    const uint32_t block = 1 + (cur_block_idx.z * cur_grid_dim.y + cur_block_idx.y) * cur_grid_dim.x + cur_block_idx.x;
     shadow_page *pg = nullptr;
     for (size_t i = 0; i < bytes; i++) {
         const uintptr_t a = (uintptr_t)(p + i);
@@ -161,15 +138,15 @@ void global_race_access(const void *addr, size_t bytes, bool write, const void *
             pg = &page_of(s, a >> PAGE_SHIFT);
         const size_t b = a & (PAGE - 1);
         const uint32_t w = pg->writer[b], r = pg->reader[b];
-        if (w && w != s.block)
-            report(s, p + i, write ? "WAW" : "RAW", w, true, write, pc);
+        if (w && w != block)
+            report_blocks(*allocation_of(s, p), p + i, write ? "WAW" : "RAW", block - 1, w - 1, true, write, pc);
         if (!write) {
-            pg->reader[b] = s.block;
+            pg->reader[b] = block;
             continue;
         }
-        if (r && r != s.block)
-            report(s, p + i, "WAR", r, false, write, pc);
-        pg->writer[b] = s.block;
+        if (r && r != block)
+            report_blocks(*allocation_of(s, p), p + i, "WAR", block - 1, r - 1, false, write, pc);
+        pg->writer[b] = block;
     }
 }
 

@@ -110,13 +110,13 @@ struct memory_range {
     size_t bytes;
 };
 const memory_range *static_shared_objects(size_t *count);
-/* The live device allocations (cudart_memory.cpp): where each one's data starts, and its size. */
+/* The live device allocations (cudart_memory.cpp), by address: where each one's data starts, and its
+ * size. */
 std::vector<memory_range> device_allocations();
 
 /* ---- the race check between the blocks of a grid in device memory (cudaemu_global_race.cpp) ---- */
-/* A grid starts on this thread (the allocations it may touch are taken now), then each block. */
+/* A grid starts on this thread: the allocations it may touch are taken now. */
 void global_race_grid_begin();
-void global_race_block_begin(uint32_t linear_block);
 /* A kernel's load or store (at pc) of the running block: a race with another block's aborts. */
 void global_race_access(const void *p, size_t bytes, bool write, const void *pc);
 

@@ -1,7 +1,8 @@
-/* cudaemu_race_report.cpp — the words of the race check's reports (cudaemu_race_report.h): which
- * byte of which shared-memory object, which threads did what where (the emulator's site, or the
- * kernel's instruction with the addr2line line that finds it), and why nothing orders them. Each
- * ends the process through die_in_kernel. Must not decide what is a hazard: cudaemu_race.cpp does. */
+/* cudaemu_race_report.cpp — the words of the race checks' reports (cudaemu_race_report.h): which
+ * byte of which shared-memory object or device allocation, which threads or blocks did what where
+ * (the emulator's site, or the kernel's instruction with the addr2line line that finds it), and why
+ * nothing orders them. Each ends the process through die_in_kernel. Must not decide what is a
+ * hazard: cudaemu_race.cpp and cudaemu_global_race.cpp do. */
 #include "cudaemu_race_report.h"
 
 #include "cudaemu_internal.h"
@@ -138,6 +139,19 @@ struct access_context {
              "faults on it (misaligned address)", race_running_thread(), how == RACE_READ ? "reads" : "writes",
              bytes, p, bytes, site);
     end_with("misaligned address", detail);
+}
+
+[[noreturn]] void report_blocks(const memory_range &allocation, const char *p, const char *kind, uint32_t block,
+                                uint32_t other, bool other_wrote, bool write, const void *pc)
+{
+    char site[512], detail[1024];
+    describe_site(site, sizeof site, nullptr, nullptr, 0, pc);
+    snprintf(detail, sizeof detail,
+             "%s race on byte %zu of the device allocation at %p (%zu bytes): block %u %s it (%s) where block %u "
+             "of the same grid %s it, and nothing orders two blocks of a grid (a GPU runs them in any order and "
+             "at once)", kind, (size_t)(p - (const char *)allocation.addr), allocation.addr, allocation.bytes, block,
+             write ? "writes" : "reads", site, other, other_wrote ? "wrote" : "read");
+    die_in_kernel("global-memory race between blocks", detail);
 }
 
 } /* namespace ddp_cudaemu */

@@ -1,9 +1,10 @@
-/* cudaemu_race_report.h — between the race check (cudaemu_race.cpp) and its reports
- * (cudaemu_race_report.cpp): the shared-memory object a report names a byte of, and the reports,
- * each of which ends the process through die_in_kernel. Only those two files include it. */
+/* cudaemu_race_report.h — between the race checks (cudaemu_race.cpp, cudaemu_global_race.cpp) and
+ * their reports (cudaemu_race_report.cpp): the shared-memory object a report names a byte of, and
+ * the reports, each of which ends the process through die_in_kernel. Only those files include it. */
 #ifndef DDP_CUDAEMU_RACE_REPORT_H
 #define DDP_CUDAEMU_RACE_REPORT_H
 
+#include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
 
 #include <stddef.h>
@@ -41,6 +42,10 @@ int race_running_thread();
 /* ... through the async proxy, with thread `writer`'s unfenced write through the generic proxy. */
 [[noreturn]] void report_proxies(const shadow_range &r, const char *p, int writer, race_access_kind how,
                                  const char *what, const char *file, int line);
+/* Byte p of a device allocation: block `block`'s access (`write` or a read, at pc) races with block
+ * `other`'s of the same grid, which wrote it (other_wrote) or read it (cudaemu_global_race.cpp). */
+[[noreturn]] void report_blocks(const memory_range &allocation, const char *p, const char *kind, uint32_t block,
+                                uint32_t other, bool other_wrote, bool write, const void *pc);
 /* A kernel's access of `bytes` at p, not aligned to its size, made at pc. */
 [[noreturn]] void report_misaligned(const void *p, size_t bytes, race_access_kind how, const void *pc);
 

@@ -575,7 +575,6 @@ static void run_grid(const char *name, dim3 grid, dim3 block, size_t smem_bytes,
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
                 cur_block_idx = make_uint3(x, y, z);
-                global_race_block_begin((z * grid.y + y) * grid.x + x);
                 poison_shared(b, smem_bytes);
                 run_block(b);
             }
