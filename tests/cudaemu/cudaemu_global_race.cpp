@@ -7,12 +7,12 @@
  * blocks among them, which the emulator's one-at-a-time order always gets right) either may win.
  * Each such access aborts naming both blocks, the allocation, the byte and the instruction. The
  * kernels' own loads and stores reach it through cudaemu_race.cpp's -fsanitize=thread entry points
- * (anything outside a device allocation is ignored: stacks, kernel arguments, host memory); the
- * emulator's own copies (cp.async's and the tensor copies' global reads) are not seen. Per byte it
- * keeps the grid's last writing and last reading block, in a shadow page per 4 KiB of device
- * memory touched (8 bytes a byte), forgotten at the next grid. Lenient: of several blocks reading
- * a byte only the last is asked about a later write. DDP_CUDA_EMU_GLOBAL_RACES=0 turns it off.
- * Must not schedule fibers. */
+ * (anything outside a device allocation is ignored: stacks, kernel arguments, host memory), and the
+ * emulator's own reads (cp.async's, the bulk and tensor copies' sources) through
+ * global_race_copy_read. Per byte it keeps the grid's last writing block and two reading blocks
+ * (the first, and one other if any: enough to find a reader other than any later writer), in a
+ * shadow page per 4 KiB of device memory touched (12 bytes a byte), forgotten at the next grid.
+ * DDP_CUDA_EMU_GLOBAL_RACES=0 turns it off. Must not schedule fibers. */
 #include "cudaemu_fiber.h"
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
@@ -30,16 +30,24 @@ namespace ddp_cudaemu {
 
 namespace {
 
-/* Shadow pages are kept from grid to grid (each new grid reuses them), up to KEPT_PAGES: 256 MiB of
- * shadow for 32 MiB of device memory touched; past that, a grid starts with none. */
-enum { PAGE_SHIFT = 12, PAGE = 1 << PAGE_SHIFT, KEPT_PAGES = 8192 };
+/* Shadow pages are kept from grid to grid (each new grid reuses them), up to KEPT_PAGES: 288 MiB of
+ * shadow for 24 MiB of device memory touched; past that, a grid starts with none. */
+enum { PAGE_SHIFT = 12, PAGE = 1 << PAGE_SHIFT, KEPT_PAGES = 6144 };
 
-/* One 4 KiB page of device memory in grid `grid`: each byte's last writing and reading block (1 +
- * its linear index; 0: none). */
+/* One 4 KiB page of device memory in grid `grid`: each byte's last writing block, the first block
+ * that read it and another block that read it (1 + the linear index; 0: none). */
 struct shadow_page {
     uint64_t grid = 0;
     uint32_t writer[PAGE];
     uint32_t reader[PAGE];
+    uint32_t other_reader[PAGE];
+};
+
+/* Who made an access: the emulator's `what` at file:line, or the kernel's instruction at pc. */
+struct access_site {
+    const char *what, *file;
+    int line;
+    const void *pc;
 };
 
 /* The grids of one host thread (the one draining a stream). */
@@ -89,6 +97,7 @@ shadow_page &page_of(global_state &s, uintptr_t page)
     if (s.cached->grid != s.grid) {
         memset(s.cached->writer, 0, sizeof s.cached->writer);
         memset(s.cached->reader, 0, sizeof s.cached->reader);
+        memset(s.cached->other_reader, 0, sizeof s.cached->other_reader);
         s.cached->grid = s.grid;
     }
     return *s.cached;
@@ -117,7 +126,39 @@ void global_race_grid_begin()
     s.cached = nullptr;
 }
 
-void global_race_access(const void *addr, size_t bytes, bool write, const void *pc)
+namespace {
+
+/* The running block's access to [p, p + bytes), where p lies in device allocation a. */
+void access_bytes(global_state &s, const memory_range &a, const char *p, size_t bytes, bool write,
+                  const access_site &at)
+{
+    const uint32_t block = 1 + (cur_block_idx.z * cur_grid_dim.y + cur_block_idx.y) * cur_grid_dim.x + cur_block_idx.x;
+    shadow_page *pg = nullptr;
+    for (size_t i = 0; i < bytes; i++) {
+        const uintptr_t u = (uintptr_t)(p + i);
+        if (i == 0 || (u & (PAGE - 1)) == 0)
+            pg = &page_of(s, u >> PAGE_SHIFT);
+        const size_t b = u & (PAGE - 1);
+        const uint32_t w = pg->writer[b], r = pg->reader[b], r2 = pg->other_reader[b];
+        if (w && w != block)
+            report_blocks(a, p + i, write ? "WAW" : "RAW", block - 1, w - 1, true, write, at.what, at.file, at.line,
+                          at.pc);
+        if (!write) {
+            if (!r)
+                pg->reader[b] = block;
+            else if (r != block && !r2)
+                pg->other_reader[b] = block;
+            continue;
+        }
+        const uint32_t other = r && r != block ? r : r2 && r2 != block ? r2 : 0;
+        if (other)
+            report_blocks(a, p + i, "WAR", block - 1, other - 1, false, write, at.what, at.file, at.line, at.pc);
+        pg->writer[b] = block;
+    }
+}
+
+/* The running block's access to [p, p + bytes), wherever p lies; only device allocations count. */
+void access(const void *addr, size_t bytes, bool write, const access_site &at)
 {
     global_state &s = state;
     const char *p = static_cast<const char *>(addr);
@@ -130,24 +171,19 @@ void global_race_access(const void *addr, size_t bytes, bool write, const void *
         s.last_lo = static_cast<const char *>(a->addr);
         s.last_bytes = a->bytes;
     }
-    const uint32_t block = 1 + (cur_block_idx.z * cur_grid_dim.y + cur_block_idx.y) * cur_grid_dim.x + cur_block_idx.x;
-    shadow_page *pg = nullptr;
-    for (size_t i = 0; i < bytes; i++) {
-        const uintptr_t a = (uintptr_t)(p + i);
-        if (i == 0 || (a & (PAGE - 1)) == 0)
-            pg = &page_of(s, a >> PAGE_SHIFT);
-        const size_t b = a & (PAGE - 1);
-        const uint32_t w = pg->writer[b], r = pg->reader[b];
-        if (w && w != block)
-            report_blocks(*allocation_of(s, p), p + i, write ? "WAW" : "RAW", block - 1, w - 1, true, write, pc);
-        if (!write) {
-            pg->reader[b] = block;
-            continue;
-        }
-        if (r && r != block)
-            report_blocks(*allocation_of(s, p), p + i, "WAR", block - 1, r - 1, false, write, pc);
-        pg->writer[b] = block;
-    }
+    access_bytes(s, memory_range{const_cast<char *>(s.last_lo), s.last_bytes}, p, bytes, write, at);
+}
+
+} // namespace
+
+void global_race_access(const void *p, size_t bytes, bool write, const void *pc)
+{
+    access(p, bytes, write, access_site{nullptr, nullptr, 0, pc});
+}
+
+void global_race_copy_read(const void *p, size_t bytes, const char *what, const char *file, int line)
+{
+    access(p, bytes, false, access_site{what, file, line, nullptr});
 }
 
 } /* namespace ddp_cudaemu */

@@ -119,6 +119,9 @@ std::vector<memory_range> device_allocations();
 void global_race_grid_begin();
 /* A kernel's load or store (at pc) of the running block: a race with another block's aborts. */
 void global_race_access(const void *p, size_t bytes, bool write, const void *pc);
+/* The emulator's own read of device memory for the running block (`what` at file:line: a cp.async's
+ * or a bulk or tensor copy's source), checked the same way. */
+void global_race_copy_read(const void *p, size_t bytes, const char *what, const char *file, int line);
 
 /* ---- what the tensor-core instructions (cudaemu_tensor.cpp) need from the scheduler ---- */
 /* Whether [p, p+bytes) lies inside one shared-memory object of the running block: its dynamic

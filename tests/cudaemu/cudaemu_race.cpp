@@ -30,9 +30,12 @@
  * earlier access's lane.
  * Proxies: a wgmma's operand reads and a bulk copy's writes go through the async proxy, which sees
  * a byte's last generic write (a store, a cp.async) only after its writer's fence.proxy.async
- * (race_proxy_fence); without one since the write, the async access is a proxy hazard, whatever
- * barrier orders the threads. Lenient: the fence may come after the barrier. This state outlives
- * the epochs (a barrier orders threads, not proxies) and ends with its block.
+ * (race_proxy_fence) and only where that fence happens before the async access (a fence takes
+ * effect in its own thread: a barrier must pass it on); without such a fence the async access is a
+ * proxy hazard, whatever barrier orders the two accesses themselves. The first fence after the
+ * write is the one asked (a later one of the same thread happens before the access only if it
+ * does), and is ordered like an access of its thread at its clock. This state outlives the epochs
+ * (a barrier orders threads, not proxies) and ends with its block.
  *
  * Where the accesses come from: the kernels' own loads and stores are compiled with
  * -fsanitize=thread (the emulated build's kernel libraries only, never linked with the TSan
@@ -90,6 +93,14 @@ struct release_record {
     uint32_t joined;
 };
 
+/* A thread's fence.proxy.async: the epoch it was in, its warp's clock and lane syncs then (as for an
+ * access: what a release or lane sync after it must pass on). */
+struct fence_record {
+    uint32_t epoch;
+    uint32_t clock;
+    uint32_t gen;
+};
+
 /* The shadows of one host thread's grids (blocks of a grid run one after another on it). */
 struct race_state {
     std::vector<shadow_byte> static_shadow, dynamic_shadow;
@@ -110,6 +121,7 @@ struct race_state {
     shadow_range dynamic{};
     const shadow_range *last_static = nullptr; /* the static object found last */
     uint32_t proxy_fences[MAX_THREADS_PER_BLOCK]; /* each thread's fence.proxy.async in this block */
+    std::vector<fence_record> fence_log[MAX_THREADS_PER_BLOCK]; /* [i]: its fence i + 1 (up to proxy_fences) */
     uint32_t block = 0; /* blocks begun on this host thread */
     uint32_t epoch = 0;
     int thread = -1; /* running thread's index in its block; -1 between fibers */
@@ -233,6 +245,19 @@ inline bool lane_ordered(const race_state &s, int other, uint32_t clock, uint32_
     return false;
 }
 
+/* An async-proxy access of the running thread to byte p of r, whose last generic write thread
+ * `writer` made after `fences` of its fence.proxy.async: the next one must happen before it. */
+void check_proxy_fence(const shadow_range &r, const char *p, int writer, uint32_t fences, race_access_kind how,
+                       const char *what, const char *file, int line)
+{
+    const race_state &s = *running;
+    if (s.proxy_fences[writer] == fences)
+        report_proxies(r, p, writer, false, how, what, file, line);
+    const fence_record &f = s.fence_log[writer][fences];
+    if (writer != s.thread && f.epoch == s.epoch && !lane_ordered(s, writer, f.clock, f.gen))
+        report_proxies(r, p, writer, true, how, what, file, line);
+}
+
 /* The accesses of the running thread to n bytes of one object, ordered after what its clock has
  * seen (and, against other lanes' accesses, lane_ordered); a write is recorded under clock slot
  * `slot` (its warp, or an mbarrier's for a bulk copy). A bulk copy's write, and a read ASYNC_READ (a
@@ -261,9 +286,8 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
             b->generic_fences = proxies.generic_fences;
             b->generic_writer = proxies.generic_writer;
         }
-        if (async && b->generic_writer && b->generic_block == s.block &&
-            s.proxy_fences[b->generic_writer - 1] == b->generic_fences)
-            report_proxies(r, p, b->generic_writer - 1, HOW, what, file, line);
+        if (async && b->generic_writer && b->generic_block == s.block)
+            check_proxy_fence(r, p, b->generic_writer - 1, b->generic_fences, HOW, what, file, line);
         if (b->writer != 0 && b->write_slot != warp && seen[b->write_slot] < b->write_clock)
             report(r, p, HOW == RACE_READ ? "RAW" : "WAW", b->writer - 1, (b->writer - 1) / 32,
                    b->write_slot >= CLOCK_WARPS ? "wrote it through a cp.async.bulk it issued" : "wrote it", HOW,
@@ -385,8 +409,15 @@ void race_block_begin()
 
 void race_proxy_fence()
 {
-    if (running)
-        running->proxy_fences[running->thread]++;
+    if (!running)
+        return;
+    race_state &s = *running;
+    const int self = s.thread, warp = self / 32;
+    std::vector<fence_record> &log = s.fence_log[self];
+    const uint32_t n = s.proxy_fences[self]++;
+    if (log.size() <= n)
+        log.resize(n + 1);
+    log[n] = fence_record{s.epoch, s.own_clock[warp], s.lane_syncs[warp]};
 }
 
 void race_lane_sync(int warp, unsigned lanes)

@@ -114,16 +114,19 @@ struct access_context {
 
 /* An access through the async proxy to a byte whose last write came through the generic proxy with
  * no fence.proxy.async of its writer since. */
-[[noreturn]] void report_proxies(const shadow_range &r, const char *p, int writer, race_access_kind how,
-                                 const char *what, const char *file, int line)
+[[noreturn]] void report_proxies(const shadow_range &r, const char *p, int writer, bool fenced_late,
+                                 race_access_kind how, const char *what, const char *file, int line)
 {
     const access_context c(r, p, what, file, line, nullptr);
-    char detail[1024];
+    char detail[2048];
     snprintf(detail, sizeof detail,
              "proxy hazard on %s: thread %d (warp %d) %s through the async proxy (%s) where thread %d (warp %d) "
-             "wrote it through the generic proxy (a store or cp.async), and that thread executed no "
-             "fence.proxy.async since: on a GPU the async proxy may not see the write, whatever barrier orders "
-             "the two threads", c.where, c.self, c.self / 32, access_verbs[how], c.site, writer, writer / 32);
+             "wrote it through the generic proxy (a store or cp.async), and %s: on a GPU the async proxy may not "
+             "see the write, whatever barrier orders the two threads", c.where, c.self, c.self / 32,
+             access_verbs[how], c.site, writer, writer / 32,
+             fenced_late ? "its fence.proxy.async after that write does not happen before this access (a fence "
+                           "takes effect in its own thread; it must precede the barrier or arrival that orders them)"
+                         : "that thread executed no fence.proxy.async since");
     end_with("shared-memory proxy hazard", detail);
 }
 
@@ -142,10 +145,11 @@ struct access_context {
 }
 
 [[noreturn]] void report_blocks(const memory_range &allocation, const char *p, const char *kind, uint32_t block,
-                                uint32_t other, bool other_wrote, bool write, const void *pc)
+                                uint32_t other, bool other_wrote, bool write, const char *what, const char *file,
+                                int line, const void *pc)
 {
     char site[512], detail[1024];
-    describe_site(site, sizeof site, nullptr, nullptr, 0, pc);
+    describe_site(site, sizeof site, what, file, line, pc);
     snprintf(detail, sizeof detail,
              "%s race on byte %zu of the device allocation at %p (%zu bytes): block %u %s it (%s) where block %u "
              "of the same grid %s it, and nothing orders two blocks of a grid (a GPU runs them in any order and "

@@ -39,13 +39,16 @@ int race_running_thread();
 /* ... with the access of another lane of its warp that nothing orders before it. */
 [[noreturn]] void report_lanes(const shadow_range &r, const char *p, const char *kind, int other, bool other_wrote,
                                race_access_kind how, const char *what, const char *file, int line, const void *pc);
-/* ... through the async proxy, with thread `writer`'s unfenced write through the generic proxy. */
-[[noreturn]] void report_proxies(const shadow_range &r, const char *p, int writer, race_access_kind how,
-                                 const char *what, const char *file, int line);
-/* Byte p of a device allocation: block `block`'s access (`write` or a read, at pc) races with block
- * `other`'s of the same grid, which wrote it (other_wrote) or read it (cudaemu_global_race.cpp). */
+/* ... through the async proxy, with thread `writer`'s write through the generic proxy, which that
+ * thread fenced after nothing ordered before this access (fenced_late) or did not fence at all. */
+[[noreturn]] void report_proxies(const shadow_range &r, const char *p, int writer, bool fenced_late,
+                                 race_access_kind how, const char *what, const char *file, int line);
+/* Byte p of a device allocation: block `block`'s access (`write` or a read; `what` at file:line, or
+ * the instruction at pc) races with block `other`'s of the same grid, which wrote it (other_wrote)
+ * or read it (cudaemu_global_race.cpp). */
 [[noreturn]] void report_blocks(const memory_range &allocation, const char *p, const char *kind, uint32_t block,
-                                uint32_t other, bool other_wrote, bool write, const void *pc);
+                                uint32_t other, bool other_wrote, bool write, const char *what, const char *file,
+                                int line, const void *pc);
 /* A kernel's access of `bytes` at p, not aligned to its size, made at pc. */
 [[noreturn]] void report_misaligned(const void *p, size_t bytes, race_access_kind how, const void *pc);
 

@@ -318,7 +318,10 @@ void cp_async_bulk(void *dst, const void *src, unsigned bytes, uint64_t *bar, co
     if (!in_shared_memory(dst, bytes))
         misuse("cp.async.bulk outside shared memory", file, line, "destination %p..+%u is not inside one "
                "shared-memory array of this block", dst, bytes);
-    land_bulk_copy(bar, dst, bytes, "cp.async.bulk", file, line, [&] { memcpy(dst, src, bytes); });
+    land_bulk_copy(bar, dst, bytes, "cp.async.bulk", file, line, [&] {
+        global_race_copy_read(src, bytes, "cp.async.bulk", file, line);
+        memcpy(dst, src, bytes);
+    });
 }
 
 void land_bulk_copy(uint64_t *bar, void *dst, size_t bytes, const char *what, const char *file, int line,

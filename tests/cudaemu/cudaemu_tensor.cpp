@@ -188,8 +188,11 @@ void cp_async(void *dst, const void *src, unsigned bytes, unsigned src_bytes, co
                  file, line, dst);
         die_in_kernel("cp.async outside shared memory", detail);
     }
-    /* the copy may land at any moment until its wait_group: a write from now on, and in flight */
+    /* the copy may land at any moment until its wait_group: a write from now on, and in flight; its
+     * source is read for this block whenever it lands */
     race_async_issue(dst, bytes, file, line);
+    if (src_bytes > 0)
+        global_race_copy_read(src, src_bytes, "cp.async", file, line);
     q.copies.push_back(async_copy{dst, src, bytes, src_bytes, q.committed, file, line});
 }
 

@@ -169,8 +169,9 @@ CUresult encode_tiled(CUtensorMap *out, CUtensorMapDataType type, cuuint32_t ran
 }
 
 /* Writes the box whose first element is at `coords` into the box-sized buffer at dst (window offset
- * `window_offset`), swizzled; elements outside the tensor get the fill. */
-void copy_box(const tensor_map &m, const int *coords, char *dst, size_t window_offset)
+ * `window_offset`), swizzled; elements outside the tensor get the fill. The copy at file:line reads
+ * the elements inside for the running block. */
+void copy_box(const tensor_map &m, const int *coords, char *dst, size_t window_offset, const char *file, int line)
 {
     size_t count = 1;
     for (int i = 0; i < m.rank; i++)
@@ -191,6 +192,8 @@ void copy_box(const tensor_map &m, const int *coords, char *dst, size_t window_o
             src += inside ? (size_t)g * m.strides[i] : 0;
         }
         const size_t at = window_offset + e * eb, swizzled = at ^ (((at >> 7) & bits) << 4);
+        if (inside)
+            global_race_copy_read(m.base + src, eb, "cp.async.bulk.tensor", file, line);
         memcpy(dst + (swizzled - window_offset), inside ? m.base + src : fill, eb);
     }
 }
@@ -225,7 +228,7 @@ void cp_async_bulk_tensor(void *dst, const void *map, int rank, const int *coord
     }
     tensor_copy_count.fetch_add(1, std::memory_order_relaxed);
     land_bulk_copy(bar, dst, bytes, "cp.async.bulk.tensor", file, line,
-                   [&] { copy_box(m, coords, d, in_window ? (size_t)(d - base) : 0); });
+                   [&] { copy_box(m, coords, d, in_window ? (size_t)(d - base) : 0, file, line); });
 }
 
 } /* namespace ddp_cudaemu */

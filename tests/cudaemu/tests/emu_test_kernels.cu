@@ -5,6 +5,7 @@
  * status, so the C test driver (test_cudaemu_kernels.c) needs no C++. Some kernels are wrong on
  * purpose (named *_racy, *_after_exit, *_divergent, ...): they prove the emulator catches the bug. */
 #include "runtime/device/kernels/cuda_kernel.h"
+#include "runtime/device/kernels/tensor_core.cuh"
 
 /* ---- block reduction through static shared memory (template: the symbol-table path) ---- */
 template <int BLOCK> __global__ void block_sum(const float *x, float *partial, int n)
@@ -272,14 +273,45 @@ __global__ void block_reads_previous(float *out)
         out[blockIdx.x + 1] = blockIdx.x > 0 ? out[blockIdx.x] + 1.0f : 1.0f;
 }
 
+/* Every block reads out[0] and the last one rescales it: right when the last block runs last, not
+ * when it runs before another reader. */
+__global__ void last_block_rescales(float *out)
+{
+    if (threadIdx.x == 0) {
+        const float v = out[0];
+        out[blockIdx.x + 1] = v;
+        if (blockIdx.x == gridDim.x - 1)
+            out[0] = 2.0f * v;
+    }
+}
+
+/* Block b copies into shared memory, by cp.async, the 16 bytes block b - 1 wrote. */
+__global__ void block_copies_previous(float *out)
+{
+    using namespace ddp_kernels;
+    __shared__ __align__(16) float tile[4];
+    if (threadIdx.x == 0) {
+        if (blockIdx.x > 0) {
+            cp_async_16(tile, out + 4 * blockIdx.x, 16);
+            cp_async_commit();
+            cp_async_wait<0>();
+        }
+        for (int i = 0; i < 4; i++)
+            out[4 * blockIdx.x + 4 + i] = blockIdx.x > 0 ? tile[i] + 1.0f : 1.0f;
+    }
+}
+
 /* which: 0 exited lane in a shuffle mask, 1 mask naming lanes past a 40-thread block,
  * 2 thread exits before a barrier, 3 divergent barriers, 4 stack overflow, 5 a misaligned read,
- * 6 blocks adding into one element, 7 a block reading another's output */
+ * 6 blocks adding into one element, 7 a block reading another's output, 8 a block writing what
+ * earlier blocks read, 9 a block's cp.async reading another's output */
 extern "C" int emu_broken_kernel(int which, float *out)
 {
     switch (which) {
     case 6: DDP_LAUNCH(blocks_add_up, 4, 32, 0, 0, out); break;
     case 7: DDP_LAUNCH(block_reads_previous, 4, 32, 0, 0, out); break;
+    case 8: DDP_LAUNCH(last_block_rescales, 4, 32, 0, 0, out); break;
+    case 9: DDP_LAUNCH(block_copies_previous, 4, 32, 0, 0, out); break;
     case 5: DDP_LAUNCH(misaligned_uint4, 1, 4, 0, 0, out); break;
     case 0: DDP_LAUNCH(shfl_after_exit, 1, 32, 0, 0, out); break;
     case 1: DDP_LAUNCH(shfl_partial_warp, 1, 40, 0, 0, out); break;

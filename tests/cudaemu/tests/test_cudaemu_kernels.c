@@ -230,6 +230,8 @@ static void test_bug_reports(void)
         {"misaligned_uint4", "which is not 16-byte aligned"},
         {"blocks_add_up", "RAW race on byte 0 of the device allocation"},
         {"block_reads_previous", "RAW race on byte 4 of the device allocation"},
+        {"last_block_rescales", "WAR race on byte 0 of the device allocation"},
+        {"block_copies_previous", "RAW race on byte 16 of the device allocation"},
     };
     char buf[4096];
     for (int which = 0; which < (int)(sizeof expect / sizeof expect[0]); which++) {

@@ -28,9 +28,12 @@
 #include "emu_test_util.h"
 
 int emu_tma(int mode, const CUtensorMap *map, int rank, const int *coords, unsigned box_bytes, unsigned char *out);
+int emu_tma_source_written(const CUtensorMap *map, int rank, const int *coords, unsigned box_bytes,
+                           unsigned char *out, unsigned char *src, unsigned src_bytes);
 
 enum { TMA_RIGHT, TMA_STORED_FIRST, TMA_NO_WAIT, TMA_MISALIGNED, TMA_SHORT_TX, TMA_NO_INIT_FENCE,
-       TMA_STORES_UNFENCED }; /* emu_tma_kernels.cu's tma_mode */
+       TMA_STORES_UNFENCED, TMA_FENCED_LATE }; /* emu_tma_kernels.cu's tma_mode (and TMA_SOURCE_WRITTEN:
+                                                 emu_tma_source_written) */
 enum { MAX_ELEMS = 1 << 16 };
 
 typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
@@ -204,16 +207,37 @@ static void check_broken(int mode, int which, const char *report)
           buf);
 }
 
+/* Case `which`'s tensor on the device, its map, and room for its box: for the broken runs below. */
+struct box_run {
+    const struct box_case *c;
+    uint16_t *src;
+    CUtensorMap map;
+    unsigned char *out;
+};
+
+static struct box_run box_run_setup(int which)
+{
+    struct box_run r = {&cases[which], NULL, {{0}}, NULL};
+    r.src = device_tensor(&r.c->t);
+    encode(encoder(), &r.map, &r.c->t, r.src, r.c->box, r.c->swizzle, 0);
+    cudaMalloc((void **)&r.out, box_elements(r.c) * 2);
+    return r;
+}
+
+/* Two blocks: one zeroes the tensor another copies a box of. */
+static void run_source_written(int which)
+{
+    struct box_run r = box_run_setup(which);
+    emu_tma_source_written(&r.map, r.c->t.rank, r.c->coords, box_elements(r.c) * 2, r.out, (unsigned char *)r.src,
+                           (unsigned)(elements(&r.c->t) * 2));
+    _exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 3);
+}
+
 /* A 2-D copy through a 3-D map. */
 static void run_wrong_rank(int which)
 {
-    const struct box_case *c = &cases[which];
-    uint16_t *src = device_tensor(&c->t);
-    CUtensorMap map;
-    encode(encoder(), &map, &c->t, src, c->box, c->swizzle, 0);
-    unsigned char *out = NULL;
-    cudaMalloc((void **)&out, box_elements(c) * 2);
-    emu_tma(TMA_RIGHT, &map, 2, c->coords, box_elements(c) * 2, out);
+    struct box_run r = box_run_setup(which);
+    emu_tma(TMA_RIGHT, &r.map, 2, r.c->coords, box_elements(r.c) * 2, r.out);
     _exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 3);
 }
 #endif
@@ -237,10 +261,15 @@ int main(void)
         check_broken(TMA_NO_WAIT, 1, "shared-memory race");
         check_broken(TMA_NO_INIT_FENCE, 1, "mbarrier init not fenced");
         check_broken(TMA_STORES_UNFENCED, 1, "shared-memory proxy hazard");
+        check_broken(TMA_FENCED_LATE, 1, "shared-memory proxy hazard");
         check_broken(TMA_MISALIGNED, 1, "misaligned cp.async.bulk.tensor");
         check_broken(TMA_SHORT_TX, 6, "-16 transaction bytes");
         char buf[8192];
-        int status = emu_run_in_child(run_wrong_rank, 6, buf, sizeof buf);
+        int status = emu_run_in_child(run_source_written, 1, buf, sizeof buf);
+        CHECK(WIFSIGNALED(status) && strstr(buf, "global-memory race between blocks") &&
+              strstr(buf, "block 1 reads it (cp.async.bulk.tensor at"), "a box copied from what another block "
+              "writes aborts: %s", buf);
+        status = emu_run_in_child(run_wrong_rank, 6, buf, sizeof buf);
         CHECK(WIFSIGNALED(status) && strstr(buf, "a tensor map of another rank"), "a 2d copy through a 3d map "
               "aborts: %s", buf);
     }
