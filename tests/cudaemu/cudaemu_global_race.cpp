@@ -12,7 +12,9 @@
  * global_race_copy_read. Per byte it keeps the grid's last writing block and two reading blocks
  * (the first, and one other if any: enough to find a reader other than any later writer), in a
  * shadow page per 4 KiB of device memory touched (12 bytes a byte), forgotten at the next grid.
- * DDP_CUDA_EMU_GLOBAL_RACES=0 turns it off. Must not schedule fibers. */
+ * DDP_CUDA_EMU_GLOBAL_RACES=0 turns it off. A kernel's access outside device allocations and fiber
+ * stacks goes on to cudaemu_kernel_memory.cpp, whether or not this check is on. Must not schedule
+ * fibers. */
 #include "cudaemu_fiber.h"
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
@@ -63,6 +65,7 @@ struct global_state {
     uintptr_t cached_page = 0;
     shadow_page *cached = nullptr;
     uint64_t grid = 0;
+    bool races = false;                    /* the race check is on */
 };
 thread_local global_state state;
 
@@ -108,8 +111,7 @@ shadow_page &page_of(global_state &s, uintptr_t page)
 void global_race_grid_begin()
 {
     global_state &s = state;
-    if (!enabled())
-        return;
+    s.races = enabled();
     s.allocations = device_allocations();
     s.last_lo = nullptr;
     s.last_bytes = 0;
@@ -120,6 +122,8 @@ void global_race_grid_begin()
         s.span = (size_t)(static_cast<const char *>(s.allocations.back().addr) + s.allocations.back().bytes - s.lo);
     }
     fiber_pool(&s.stacks, &s.stack_bytes);
+    if (!s.races)
+        return;
     if (s.pages.size() > KEPT_PAGES)
         s.pages.clear(); /* all stale now: a big job's shadow must not outgrow it */
     s.grid++;
@@ -157,21 +161,30 @@ void access_bytes(global_state &s, const memory_range &a, const char *p, size_t 
     }
 }
 
-/* The running block's access to [p, p + bytes), wherever p lies; only device allocations count. */
+/* Whether p lies in a device allocation (then s.last_lo and s.last_bytes are that one). */
+bool in_device_memory(global_state &s, const char *p)
+{
+    if ((size_t)(p - s.last_lo) < s.last_bytes)
+        return true;
+    const memory_range *a = (size_t)(p - s.lo) < s.span ? allocation_of(s, p) : nullptr;
+    if (!a)
+        return false;
+    s.last_lo = static_cast<const char *>(a->addr);
+    s.last_bytes = a->bytes;
+    return true;
+}
+
 void access(const void *addr, size_t bytes, bool write, const access_site &at)
 {
     global_state &s = state;
     const char *p = static_cast<const char *>(addr);
-    if ((size_t)(p - s.last_lo) >= s.last_bytes) {
-        if ((size_t)(p - s.lo) >= s.span || (size_t)(p - s.stacks) < s.stack_bytes)
-            return;
-        const memory_range *a = allocation_of(s, p);
-        if (!a)
-            return;
-        s.last_lo = static_cast<const char *>(a->addr);
-        s.last_bytes = a->bytes;
+    if (!in_device_memory(s, p)) {
+        if (at.pc && (size_t)(p - s.stacks) >= s.stack_bytes) /* a kernel's own access */
+            kernel_memory_check(p, bytes, write, at.pc);
+        return;
     }
-    access_bytes(s, memory_range{const_cast<char *>(s.last_lo), s.last_bytes}, p, bytes, write, at);
+    if (s.races)
+        access_bytes(s, memory_range{const_cast<char *>(s.last_lo), s.last_bytes}, p, bytes, write, at);
 }
 
 } // namespace

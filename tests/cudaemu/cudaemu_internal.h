@@ -119,6 +119,14 @@ std::vector<memory_range> device_allocations();
 void global_race_grid_begin();
 /* A kernel's load or store (at pc) of the running block: a race with another block's aborts. */
 void global_race_access(const void *p, size_t bytes, bool write, const void *pc);
+/* What else a kernel may touch (cudaemu_kernel_memory.cpp): the grid's own ranges (its arguments,
+ * the thread indices) are named when it starts; a kernel's access outside device allocations and
+ * stacks that is none of those, the built-in variables, static data or pinned host memory aborts. */
+void kernel_memory_grid_begin(const memory_range *ranges, size_t count);
+void kernel_memory_check(const void *p, size_t bytes, bool write, const void *pc);
+/* Whether [p, p + bytes) lies in one pinned host allocation, or p in a device allocation's mapping
+ * (its guard bytes, slack or guard pages, which the guard checks report) (cudart_memory.cpp). */
+bool kernel_reachable(const void *p, size_t bytes);
 /* The emulator's own read of device memory for the running block (`what` at file:line: a cp.async's
  * or a bulk or tensor copy's source), checked the same way. */
 void global_race_copy_read(const void *p, size_t bytes, const char *what, const char *file, int line);

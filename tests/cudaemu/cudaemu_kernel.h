@@ -118,10 +118,11 @@ void race_access(const void *p, size_t bytes, race_access_kind how, const char *
 
 typedef void (*kernel_thunk)(const void *ctx);
 /* Validates the configuration (errors go to cudaGetLastError) and queues the grid on the stream;
- * it runs when something waits for that stream. launch owns ctx and calls release(ctx) after the
- * grid ran (or at once when the launch is rejected). */
+ * it runs when something waits for that stream. launch owns ctx (ctx_bytes: the kernel may read
+ * them, as a GPU's kernel reads its parameters) and calls release(ctx) after the grid ran (or at
+ * once when the launch is rejected). */
 void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem_bytes,
-            cudaStream_t stream, kernel_thunk thunk, const void *ctx, kernel_thunk release);
+            cudaStream_t stream, kernel_thunk thunk, const void *ctx, size_t ctx_bytes, kernel_thunk release);
 
 template <class... P> struct kernel_call {
     void (*fn)(P...);
@@ -145,7 +146,7 @@ template <class... P> struct launcher {
         static_assert(sizeof...(A) == sizeof...(P), "DDP_LAUNCH: wrong number of kernel arguments");
         const kernel_call<P...> *call = new kernel_call<P...>{fn, {std::forward<A>(a)...}};
         launch(name, reinterpret_cast<const void *>(fn), grid, block, smem_bytes, stream,
-               &kernel_call<P...>::run, call, &kernel_call<P...>::release);
+               &kernel_call<P...>::run, call, sizeof *call, &kernel_call<P...>::release);
     }
 };
 

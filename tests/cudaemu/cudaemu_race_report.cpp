@@ -130,6 +130,19 @@ struct access_context {
     end_with("shared-memory proxy hazard", detail);
 }
 
+[[noreturn]] __attribute__((noinline)) void report_host_access(const void *p, size_t bytes, bool write,
+                                                               const void *pc)
+{
+    char site[512], detail[1024];
+    describe_site(site, sizeof site, nullptr, nullptr, 0, pc);
+    snprintf(detail, sizeof detail,
+             "thread %d of the block %s %zu bytes at %p (%s), which is host memory: not a device allocation, "
+             "shared memory, a __device__ variable, the kernel's arguments or pinned host memory. On a GPU that "
+             "is an illegal address (cudaErrorIllegalAddress)", race_running_thread(), write ? "writes" : "reads",
+             bytes, p, site);
+    end_with("kernel access to host memory", detail);
+}
+
 /* A kernel's access of `bytes` at p whose type promises alignment to its size, made at pc: a GPU
  * requires every access to be so aligned (it faults with cudaErrorMisalignedAddress), an x86 CPU
  * does not, so the emulator asks. */

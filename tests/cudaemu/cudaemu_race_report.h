@@ -1,6 +1,7 @@
-/* cudaemu_race_report.h — between the race checks (cudaemu_race.cpp, cudaemu_global_race.cpp) and
- * their reports (cudaemu_race_report.cpp): the shared-memory object a report names a byte of, and
- * the reports, each of which ends the process through die_in_kernel. Only those files include it. */
+/* cudaemu_race_report.h — between the checks of kernels' memory accesses (cudaemu_race.cpp,
+ * cudaemu_global_race.cpp, cudaemu_kernel_memory.cpp) and their reports (cudaemu_race_report.cpp):
+ * the shared-memory object a report names a byte of, and the reports, each of which ends the process
+ * through die_in_kernel. Only those files include it. */
 #ifndef DDP_CUDAEMU_RACE_REPORT_H
 #define DDP_CUDAEMU_RACE_REPORT_H
 
@@ -49,6 +50,8 @@ int race_running_thread();
 [[noreturn]] void report_blocks(const memory_range &allocation, const char *p, const char *kind, uint32_t block,
                                 uint32_t other, bool other_wrote, bool write, const char *what, const char *file,
                                 int line, const void *pc);
+/* A kernel's access of `bytes` at p (a write or a read, at pc) to host memory. */
+[[noreturn]] void report_host_access(const void *p, size_t bytes, bool write, const void *pc);
 /* A kernel's access of `bytes` at p, not aligned to its size, made at pc. */
 [[noreturn]] void report_misaligned(const void *p, size_t bytes, race_access_kind how, const void *pc);
 

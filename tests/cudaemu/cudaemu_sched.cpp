@@ -547,7 +547,7 @@ static bool parse_order(block_run &b, const char *kernel)
 
 /* Runs every block of a queued grid, on the thread that drains its stream. */
 static void run_grid(const char *name, dim3 grid, dim3 block, size_t smem_bytes, kernel_thunk thunk,
-                     const void *args)
+                     const void *args, size_t args_bytes)
 {
     static thread_local block_run b;
     if (!parse_order(b, name))
@@ -571,6 +571,9 @@ static void run_grid(const char *name, dim3 grid, dim3 block, size_t smem_bytes,
     cur_block_dim = make_uint3(block.x, block.y, block.z);
     active = &b;
     global_race_grid_begin();
+    const memory_range visible[] = {{const_cast<void *>(args), args_bytes},
+                                    {b.threads.data(), b.threads.size() * sizeof b.threads[0]}};
+    kernel_memory_grid_begin(visible, 2); /* its arguments, and what threadIdx reads */
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
@@ -582,7 +585,7 @@ static void run_grid(const char *name, dim3 grid, dim3 block, size_t smem_bytes,
 }
 
 void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem_bytes,
-            cudaStream_t stream, kernel_thunk thunk, const void *args, kernel_thunk release)
+            cudaStream_t stream, kernel_thunk thunk, const void *args, size_t args_bytes, kernel_thunk release)
 {
     if (active) {
         fprintf(stderr, "cudaemu: kernel %s launched from device code (not supported)\n", name);
@@ -594,7 +597,7 @@ void launch(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem
         return;
     }
     cudaError_t err = enqueue(stream, name, [=] {
-        run_grid(name, grid, block, smem_bytes, thunk, args);
+        run_grid(name, grid, block, smem_bytes, thunk, args, args_bytes);
         release(args);
     }, 0, name, nullptr);
     if (err != cudaSuccess)

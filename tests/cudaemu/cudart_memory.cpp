@@ -81,6 +81,22 @@ std::vector<memory_range> device_allocations()
     return out;
 }
 
+bool kernel_reachable(const void *p, size_t bytes)
+{
+    alloc_kind kind;
+    size_t overrun = 0;
+    if (alloc_lookup(p, bytes, &kind, &overrun) && kind == ALLOC_PINNED_HOST)
+        return true;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> hold(registry_lock);
+    auto next = registry.upper_bound(a); /* a in its leading guard, or in the previous one's slack or guard */
+    for (auto it : {next, next == registry.begin() ? registry.end() : std::prev(next)})
+        if (it != registry.end() && it->second.kind == ALLOC_DEVICE &&
+            a - reinterpret_cast<uintptr_t>(it->second.map) < it->second.map_bytes)
+            return true;
+    return false;
+}
+
 const char *device_range_problem(const void *p, size_t bytes)
 {
     alloc_kind kind;

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 
 int emu_write_at(float *out, long long index, float value, cudaStream_t stream);
 int emu_copy_floats(const float *in, float *out, int n, cudaStream_t stream);
@@ -184,6 +185,11 @@ static void misuse(int which)
     case 2: emu_write_at(d, -1, 1.0f, 0); break;         /* one before the start */
     case 3: emu_write_at(d, 200, 1.0f, 0); break;        /* past the slack: the guard page */
     case 4: { volatile float x = d[0]; (void)x; } break; /* host code reads device memory */
+    case 5: {                                            /* a kernel reads pageable host memory */
+        float *host = calloc(100, sizeof(float));
+        emu_copy_floats(host, d, 100, 0);
+        break;
+    }
     }
     cudaDeviceSynchronize();
 }
@@ -193,10 +199,10 @@ static void test_memcheck(void)
     static const char *const expect[] = {
         "host code dereferenced device memory", "write_at wrote outside its allocation: byte 1 past the end",
         "write_at wrote outside its allocation: byte 4 before the start", "write_at accessed",
-        "host code dereferenced device memory",
+        "host code dereferenced device memory", "kernel access to host memory in kernel copy_floats",
     };
     char buf[4096];
-    for (int which = 0; which < 5; which++) {
+    for (int which = 0; which < 6; which++) {
         int status = emu_run_in_child(misuse, which, buf, sizeof buf);
         CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "misuse %d: status 0x%x, expected abort", which,
               status);
@@ -210,6 +216,14 @@ static void test_memcheck(void)
     float last = 0;
     cudaMemcpy(&last, d + 99, sizeof last, cudaMemcpyDeviceToHost);
     CHECK(last == 5.0f, "last element %g", last);
+    float *pinned = NULL; /* mapped into the device's address space: a kernel may read it */
+    CHECK_EQ_INT(cudaMallocHost((void **)&pinned, 100 * sizeof(float)), cudaSuccess);
+    for (int i = 0; i < 100; i++)
+        pinned[i] = (float)i;
+    CHECK_EQ_INT(emu_copy_floats(pinned, d, 100, 0), cudaSuccess);
+    cudaMemcpy(&last, d + 99, sizeof last, cudaMemcpyDeviceToHost);
+    CHECK(last == 99.0f, "a kernel reading pinned host memory: last element %g", last);
+    cudaFreeHost(pinned);
     cudaFree(d);
 }
 

@@ -1,0 +1,97 @@
+/* cudaemu_kernel_memory.cpp — what a kernel may touch outside device allocations and shared memory.
+ *
+ * On a GPU a kernel's load or store must reach device memory: a device allocation, shared memory,
+ * its own stack, its arguments, a __device__ or __constant__ variable, or pinned host memory mapped
+ * into the device's address space. Host memory from malloc, new, a std::vector or the host stack
+ * is an illegal address there (cudaErrorIllegalAddress, which poisons the context), where the
+ * emulator's kernels, being host code, read it on. So a kernel access to anything else aborts,
+ * naming the address and the instruction. cudaemu_global_race.cpp hands over the accesses it finds
+ * outside device allocations and fiber stacks; allowed here are the grid's own ranges the scheduler
+ * names (its arguments, the thread indices behind threadIdx), the emulator's per-thread built-in
+ * variables, the loaded objects' static data (where __device__ variables live in this build; so a
+ * host static is not told apart from one), pinned host allocations, and a device allocation's guard
+ * bytes and pages (cudart_memory.cpp's guard checks name those). Must not schedule fibers. */
+#include "cudaemu_internal.h"
+#include "cudaemu_kernel.h"
+#include "cudaemu_race_report.h"
+
+#include <link.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace ddp_cudaemu {
+
+namespace {
+
+/* The grid's ranges on this host thread (set at each grid). */
+thread_local std::vector<memory_range> grid_ranges;
+
+inline bool inside(const memory_range &r, const char *p, size_t bytes)
+{
+    const char *lo = static_cast<const char *>(r.addr);
+    return p >= lo && (size_t)(p - lo) + bytes <= r.bytes;
+}
+
+/* Every loaded object's segments, by address: static data, __device__ variables among it. */
+const std::vector<memory_range> &static_segments()
+{
+    static const std::vector<memory_range> segments = [] {
+        std::vector<memory_range> out;
+        dl_iterate_phdr(
+            [](dl_phdr_info *info, size_t, void *data) {
+                auto *v = static_cast<std::vector<memory_range> *>(data);
+                for (int i = 0; i < info->dlpi_phnum; i++) {
+                    const ElfW(Phdr) &h = info->dlpi_phdr[i];
+                    if (h.p_type == PT_LOAD)
+                        v->push_back(memory_range{reinterpret_cast<void *>(info->dlpi_addr + h.p_vaddr), h.p_memsz});
+                }
+                return 0;
+            },
+            &out);
+        std::sort(out.begin(), out.end(), [](const memory_range &a, const memory_range &b) { return a.addr < b.addr; });
+        return out;
+    }();
+    return segments;
+}
+
+bool in_static_segment(const char *p, size_t bytes)
+{
+    const std::vector<memory_range> &s = static_segments();
+    auto it = std::upper_bound(s.begin(), s.end(), p,
+                               [](const char *q, const memory_range &r) { return q < (const char *)r.addr; });
+    return it != s.begin() && inside(*(it - 1), p, bytes);
+}
+
+/* The emulator's built-in variables of this host thread (threadIdx's pointer, blockIdx, ...). */
+bool is_builtin(const char *p, size_t bytes)
+{
+    const memory_range builtins[] = {{(void *)&cur_thread_idx, sizeof cur_thread_idx},
+                                     {(void *)&cur_block_idx, sizeof cur_block_idx},
+                                     {(void *)&cur_block_dim, sizeof cur_block_dim},
+                                     {(void *)&cur_grid_dim, sizeof cur_grid_dim}};
+    for (const memory_range &r : builtins)
+        if (inside(r, p, bytes))
+            return true;
+    return false;
+}
+
+} // namespace
+
+void kernel_memory_grid_begin(const memory_range *ranges, size_t count)
+{
+    grid_ranges.assign(ranges, ranges + count);
+}
+
+void kernel_memory_check(const void *addr, size_t bytes, bool write, const void *pc)
+{
+    const char *p = static_cast<const char *>(addr);
+    for (const memory_range &r : grid_ranges)
+        if (inside(r, p, bytes))
+            return;
+    if (is_builtin(p, bytes) || in_static_segment(p, bytes) || kernel_reachable(p, bytes))
+        return;
+    report_host_access(p, bytes, write, pc);
+}
+
+} /* namespace ddp_cudaemu */
