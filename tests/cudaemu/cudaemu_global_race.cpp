@@ -7,7 +7,7 @@
  * blocks among them, which the emulator's one-at-a-time order always gets right) either may win.
  * Each such access aborts naming both blocks, the allocation, the byte and the instruction. The
  * kernels' own loads and stores reach it through cudaemu_race.cpp's -fsanitize=thread entry points
- * (anything outside a device allocation is ignored: stacks, kernel arguments, host memory), and the
+ * (fiber stacks skipped, anything else outside device allocations handed on, below), and the
  * emulator's own reads (cp.async's, the bulk and tensor copies' sources) through
  * global_race_copy_read. Per byte it keeps the grid's last writing block and two reading blocks
  * (the first, and one other if any: enough to find a reader other than any later writer), in a
@@ -161,11 +161,9 @@ void access_bytes(global_state &s, const memory_range &a, const char *p, size_t 
     }
 }
 
-/* Whether p lies in a device allocation (then s.last_lo and s.last_bytes are that one). */
-bool in_device_memory(global_state &s, const char *p)
+/* Whether p lies in a device allocation other than s.last_lo's (then it becomes s.last_lo's). */
+bool in_other_allocation(global_state &s, const char *p)
 {
-    if ((size_t)(p - s.last_lo) < s.last_bytes)
-        return true;
     const memory_range *a = (size_t)(p - s.lo) < s.span ? allocation_of(s, p) : nullptr;
     if (!a)
         return false;
@@ -178,10 +176,14 @@ void access(const void *addr, size_t bytes, bool write, const access_site &at)
 {
     global_state &s = state;
     const char *p = static_cast<const char *>(addr);
-    if (!in_device_memory(s, p)) {
-        if (at.pc && (size_t)(p - s.stacks) >= s.stack_bytes) /* a kernel's own access */
-            kernel_memory_check(p, bytes, write, at.pc);
-        return;
+    if ((size_t)(p - s.last_lo) >= s.last_bytes) {
+        if ((size_t)(p - s.stacks) < s.stack_bytes)
+            return;
+        if (!in_other_allocation(s, p)) {
+            if (at.pc) /* a kernel's own access: may it touch that at all? */
+                kernel_memory_check(p, bytes, write, at.pc);
+            return;
+        }
     }
     if (s.races)
         access_bytes(s, memory_range{const_cast<char *>(s.last_lo), s.last_bytes}, p, bytes, write, at);
