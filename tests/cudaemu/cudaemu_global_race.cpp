@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <algorithm>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -76,16 +75,6 @@ bool enabled()
         return !v || strcmp(v, "0") != 0;
     }();
     return on;
-}
-
-const memory_range *allocation_of(const global_state &s, const char *p)
-{
-    auto it = std::upper_bound(s.allocations.begin(), s.allocations.end(), p,
-                               [](const char *q, const memory_range &r) { return q < (const char *)r.addr; });
-    if (it == s.allocations.begin())
-        return nullptr;
-    --it;
-    return (size_t)(p - (const char *)it->addr) < it->bytes ? &*it : nullptr;
 }
 
 shadow_page &page_of(global_state &s, uintptr_t page)
@@ -164,7 +153,7 @@ void access_bytes(global_state &s, const memory_range &a, const char *p, size_t 
 /* Whether p lies in a device allocation other than s.last_lo's (then it becomes s.last_lo's). */
 bool in_other_allocation(global_state &s, const char *p)
 {
-    const memory_range *a = (size_t)(p - s.lo) < s.span ? allocation_of(s, p) : nullptr;
+    const memory_range *a = (size_t)(p - s.lo) < s.span ? range_containing(s.allocations, p) : nullptr;
     if (!a)
         return false;
     s.last_lo = static_cast<const char *>(a->addr);

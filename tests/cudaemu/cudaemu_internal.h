@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -109,6 +110,16 @@ struct memory_range {
     void *addr;
     size_t bytes;
 };
+/* The range of `sorted` (by address, not overlapping) that holds p, or null. */
+inline const memory_range *range_containing(const std::vector<memory_range> &sorted, const char *p)
+{
+    auto it = std::upper_bound(sorted.begin(), sorted.end(), p,
+                               [](const char *q, const memory_range &r) { return q < (const char *)r.addr; });
+    if (it == sorted.begin())
+        return nullptr;
+    --it;
+    return (size_t)(p - (const char *)it->addr) < it->bytes ? &*it : nullptr;
+}
 const memory_range *static_shared_objects(size_t *count);
 /* The live device allocations (cudart_memory.cpp), by address: where each one's data starts, and its
  * size. */

@@ -24,7 +24,8 @@ namespace ddp_cudaemu {
 
 namespace {
 
-/* The grid's ranges on this host thread (set at each grid). */
+/* What this host thread's grid may touch besides: the ranges the scheduler named, and the built-in
+ * variables of this thread (set at each grid). */
 thread_local std::vector<memory_range> grid_ranges;
 
 inline bool inside(const memory_range &r, const char *p, size_t bytes)
@@ -57,23 +58,8 @@ const std::vector<memory_range> &static_segments()
 
 bool in_static_segment(const char *p, size_t bytes)
 {
-    const std::vector<memory_range> &s = static_segments();
-    auto it = std::upper_bound(s.begin(), s.end(), p,
-                               [](const char *q, const memory_range &r) { return q < (const char *)r.addr; });
-    return it != s.begin() && inside(*(it - 1), p, bytes);
-}
-
-/* The emulator's built-in variables of this host thread (threadIdx's pointer, blockIdx, ...). */
-bool is_builtin(const char *p, size_t bytes)
-{
-    const memory_range builtins[] = {{(void *)&cur_thread_idx, sizeof cur_thread_idx},
-                                     {(void *)&cur_block_idx, sizeof cur_block_idx},
-                                     {(void *)&cur_block_dim, sizeof cur_block_dim},
-                                     {(void *)&cur_grid_dim, sizeof cur_grid_dim}};
-    for (const memory_range &r : builtins)
-        if (inside(r, p, bytes))
-            return true;
-    return false;
+    const memory_range *r = range_containing(static_segments(), p);
+    return r && inside(*r, p, bytes);
 }
 
 } // namespace
@@ -81,6 +67,10 @@ bool is_builtin(const char *p, size_t bytes)
 void kernel_memory_grid_begin(const memory_range *ranges, size_t count)
 {
     grid_ranges.assign(ranges, ranges + count);
+    grid_ranges.insert(grid_ranges.end(), {{(void *)&cur_thread_idx, sizeof cur_thread_idx},
+                                           {(void *)&cur_block_idx, sizeof cur_block_idx},
+                                           {(void *)&cur_block_dim, sizeof cur_block_dim},
+                                           {(void *)&cur_grid_dim, sizeof cur_grid_dim}});
 }
 
 void kernel_memory_check(const void *addr, size_t bytes, bool write, const void *pc)
@@ -89,7 +79,7 @@ void kernel_memory_check(const void *addr, size_t bytes, bool write, const void 
     for (const memory_range &r : grid_ranges)
         if (inside(r, p, bytes))
             return;
-    if (is_builtin(p, bytes) || in_static_segment(p, bytes) || kernel_reachable(p, bytes))
+    if (in_static_segment(p, bytes) || kernel_reachable(p, bytes))
         return;
     report_host_access(p, bytes, write, pc);
 }

@@ -113,7 +113,7 @@ struct access_context {
 }
 
 /* An access through the async proxy to a byte whose last write came through the generic proxy with
- * no fence.proxy.async of its writer since. */
+ * no fence.proxy.async of its writer since, or none that happens before the access. */
 [[noreturn]] void report_proxies(const shadow_range &r, const char *p, int writer, bool fenced_late,
                                  race_access_kind how, const char *what, const char *file, int line)
 {
