@@ -1,20 +1,26 @@
-/* cudaemu_global_race.cpp — races between the blocks of one grid in device memory, which a GPU
- * runs in any order and at once while the emulator runs them one after another.
+/* cudaemu_global_race.cpp — races in device memory within one grid: between its blocks, which a GPU
+ * runs in any order and at once while the emulator runs them one after another, and between the
+ * threads of one block, which the emulator runs as fibers taking turns.
  *
- * Nothing orders two blocks of a grid (no kernel here uses global atomics, fences or grid-wide
- * barriers), so a byte of a device allocation written by one block and read or written by another
- * in the same grid is a race: the read may see either value, and of two writes (a `+=` from two
- * blocks among them, which the emulator's one-at-a-time order always gets right) either may win.
- * Each such access aborts naming both blocks, the allocation, the byte and the instruction. The
- * kernels' own loads and stores reach it through cudaemu_race.cpp's -fsanitize=thread entry points
- * (fiber stacks skipped, anything else outside device allocations handed on, below), and the
+ * Blocks: nothing orders two blocks of a grid (no kernel here uses global atomics, fences or
+ * grid-wide barriers), so a byte of a device allocation written by one block and read or written by
+ * another in the same grid is a race: the read may see either value, and of two writes (a `+=` from
+ * two blocks among them, which the emulator's one-at-a-time order always gets right) either may
+ * win. Per byte it keeps the grid's last writing block and two reading blocks (the first, and one
+ * other if any: enough to find a reader other than any later writer).
+ * Threads: a thread sees another's global store only through what orders the two (a __syncthreads,
+ * a named barrier or mbarrier arrival it acquired, a lane sync), as in shared memory; the fiber
+ * order the emulator happens to run gets it right or wrong by chance. Per byte it keeps the last
+ * write's stamp and two reads' (cudaemu_race.cpp's race_now: thread, barrier epoch, clocks) and asks
+ * race_ordered whether they happen before each new access.
+ * Each race aborts naming both blocks or both threads, the allocation, the byte and the instruction.
+ * The kernels' own loads and stores reach it through cudaemu_race.cpp's -fsanitize=thread entry
+ * points (fiber stacks skipped, anything else outside device allocations handed on, below), and the
  * emulator's own reads (cp.async's, the bulk and tensor copies' sources) through
- * global_race_copy_read. Per byte it keeps the grid's last writing block and two reading blocks
- * (the first, and one other if any: enough to find a reader other than any later writer), in a
- * shadow page per 4 KiB of device memory touched (12 bytes a byte), forgotten at the next grid.
- * DDP_CUDA_EMU_GLOBAL_RACES=0 turns it off. A kernel's access outside device allocations and fiber
- * stacks goes on to cudaemu_kernel_memory.cpp, whether or not this check is on. Must not schedule
- * fibers. */
+ * global_race_copy_read. The shadow is a page per 4 KiB of device memory touched (60 bytes a byte),
+ * its block part forgotten at the next grid. DDP_CUDA_EMU_GLOBAL_RACES=0 turns both checks off. A
+ * kernel's access outside device allocations and fiber stacks goes on to cudaemu_kernel_memory.cpp,
+ * whether or not they are on. Must not schedule fibers. */
 #include "cudaemu_fiber.h"
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
@@ -31,17 +37,22 @@ namespace ddp_cudaemu {
 
 namespace {
 
-/* Shadow pages are kept from grid to grid (each new grid reuses them), up to KEPT_PAGES: 288 MiB of
- * shadow for 24 MiB of device memory touched; past that, a grid starts with none. */
-enum { PAGE_SHIFT = 12, PAGE = 1 << PAGE_SHIFT, KEPT_PAGES = 6144 };
+/* Shadow pages are kept from grid to grid (each new grid reuses them), up to KEPT_PAGES: 480 MiB of
+ * shadow for 8 MiB of device memory touched; past that, a grid starts with none. */
+enum { PAGE_SHIFT = 12, PAGE = 1 << PAGE_SHIFT, KEPT_PAGES = 2048 };
 
-/* One 4 KiB page of device memory in grid `grid`: each byte's last writing block, the first block
- * that read it and another block that read it (1 + the linear index; 0: none). */
+/* One 4 KiB page of device memory. Between blocks, in grid `grid`: each byte's last writing block,
+ * the first block that read it and another block that read it (1 + the linear index; 0: none).
+ * Between one block's threads: the stamps of each byte's last write and of up to two reads since
+ * (access_in_block); a stamp of an older epoch orders nothing more by itself, so these are not
+ * cleared per grid. */
 struct shadow_page {
     uint64_t grid = 0;
     uint32_t writer[PAGE];
     uint32_t reader[PAGE];
     uint32_t other_reader[PAGE];
+    race_stamp wrote[PAGE];
+    race_stamp read[2][PAGE];
 };
 
 /* Who made an access: the emulator's `what` at file:line, or the kernel's instruction at pc. */
@@ -121,17 +132,57 @@ void global_race_grid_begin()
 
 namespace {
 
-/* The running block's access to [p, p + bytes), where p lies in device allocation a. */
+/* Whether the access stamped `earlier` is ordered before the running thread's access stamped `now`:
+ * nobody's, another epoch's and its own thread's are, without asking cudaemu_race.cpp. */
+inline bool ordered(race_stamp earlier, race_stamp now)
+{
+    return earlier.thread == 0 || earlier.epoch != now.epoch || earlier.thread == now.thread || race_ordered(earlier);
+}
+
+/* Whether a read stamped `kept` may give its slot to the running thread's read stamped `now`: it is
+ * nobody's, another epoch's or the same thread's (whose later access comes after both). */
+inline bool replaceable(race_stamp kept, race_stamp now)
+{
+    return kept.thread == 0 || kept.epoch != now.epoch || kept.thread == now.thread;
+}
+
+/* The running thread's access to byte b of page pg (at p, in allocation a) against its block's other
+ * threads: a write or read of another thread that nothing orders before it races (a GPU's threads
+ * see each other's stores only through a barrier, an arrival they acquire or a lane sync). A read
+ * takes a slot holding nobody's read, an older epoch's or its own thread's, else the second slot:
+ * of three reads by other threads in one epoch, one is forgotten. */
+void access_in_block(shadow_page &pg, size_t b, const memory_range &a, const char *p, bool write,
+                     const access_site &at, race_stamp now)
+{
+    if (!ordered(pg.wrote[b], now))
+        report_threads(a, p, write ? "WAW" : "RAW", pg.wrote[b].thread - 1, true, write, at.what, at.file, at.line,
+                       at.pc);
+    if (!write) {
+        pg.read[replaceable(pg.read[0][b], now) ? 0 : 1][b] = now;
+        return;
+    }
+    for (int k = 0; k < 2; k++)
+        if (!ordered(pg.read[k][b], now))
+            report_threads(a, p, "WAR", pg.read[k][b].thread - 1, false, write, at.what, at.file, at.line, at.pc);
+    pg.wrote[b] = now;
+    pg.read[0][b] = pg.read[1][b] = race_stamp{};
+}
+
+/* The running block's access to [p, p + bytes), where p lies in device allocation a: against the
+ * grid's other blocks, and, when a thread of it makes it, its other threads. */
 void access_bytes(global_state &s, const memory_range &a, const char *p, size_t bytes, bool write,
                   const access_site &at)
 {
     const uint32_t block = 1 + (cur_block_idx.z * cur_grid_dim.y + cur_block_idx.y) * cur_grid_dim.x + cur_block_idx.x;
+    const race_stamp now = race_now();
     shadow_page *pg = nullptr;
     for (size_t i = 0; i < bytes; i++) {
         const uintptr_t u = (uintptr_t)(p + i);
         if (i == 0 || (u & (PAGE - 1)) == 0)
             pg = &page_of(s, u >> PAGE_SHIFT);
         const size_t b = u & (PAGE - 1);
+        if (now.thread)
+            access_in_block(*pg, b, a, p + i, write, at, now);
         const uint32_t w = pg->writer[b], r = pg->reader[b], r2 = pg->other_reader[b];
         if (w && w != block)
             report_blocks(a, p + i, write ? "WAW" : "RAW", block - 1, w - 1, true, write, at.what, at.file, at.line,

@@ -49,7 +49,9 @@
  * The same entry points check, in a kernel, that an access the compiler made at its type's alignment
  * is so aligned (a GPU faults on a misaligned address; x86 does not).
  * A hazard aborts the process (cudaemu_race_report.cpp words the report: the kernel, block, kind,
- * shared-memory offset and both threads). Must not schedule fibers. */
+ * shared-memory offset and both threads). The same ordering serves device memory between one block's
+ * threads (cudaemu_global_race.cpp keeps its own shadow): race_now stamps an access, race_ordered
+ * says whether a stamped one happens before the running thread's. Must not schedule fibers. */
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
 #include "cudaemu_race_report.h"
@@ -453,6 +455,24 @@ void race_leave() { running = nullptr; }
 int race_running_lane() { return running ? running->thread % 32 : -1; }
 
 int race_running_thread() { return running ? running->thread : -1; }
+
+race_stamp race_now()
+{
+    if (!running)
+        return race_stamp{};
+    const race_state &s = *running;
+    const int warp = s.thread / 32;
+    return race_stamp{s.epoch, s.own_clock[warp], s.lane_syncs[warp], (uint32_t)s.thread + 1};
+}
+
+bool race_ordered(race_stamp earlier)
+{
+    race_state *s = running;
+    if (!s || earlier.thread == 0 || earlier.epoch != s->epoch || earlier.thread == (uint32_t)s->thread + 1)
+        return true;
+    seen_by(*s, s->thread); /* its clock, valid in this epoch */
+    return lane_ordered(*s, (int)earlier.thread - 1, earlier.clock, earlier.gen);
+}
 
 void race_async_issue(const void *dst, size_t bytes, const char *file, int line)
 {

@@ -171,4 +171,21 @@ struct access_context {
     die_in_kernel("global-memory race between blocks", detail);
 }
 
+[[noreturn]] void report_threads(const memory_range &allocation, const char *p, const char *kind, int other,
+                                 bool other_wrote, bool write, const char *what, const char *file, int line,
+                                 const void *pc)
+{
+    char site[512], detail[1024];
+    const int self = race_running_thread();
+    describe_site(site, sizeof site, what, file, line, pc);
+    snprintf(detail, sizeof detail,
+             "%s race on byte %zu of the device allocation at %p (%zu bytes): thread %d (warp %d, lane %d) %s it "
+             "(%s) where thread %d (warp %d, lane %d) of the same block %s it, and no __syncthreads, named barrier "
+             "or mbarrier wait, or __syncwarp both lanes took part in, orders them (a GPU's threads see each "
+             "other's global stores only through one)", kind, (size_t)(p - (const char *)allocation.addr),
+             allocation.addr, allocation.bytes, self, self / 32, self % 32, write ? "writes" : "reads", site, other,
+             other / 32, other % 32, other_wrote ? "wrote" : "read");
+    end_with("global-memory race between threads of a block", detail);
+}
+
 } /* namespace ddp_cudaemu */

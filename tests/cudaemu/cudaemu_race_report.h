@@ -29,6 +29,21 @@ struct shadow_range {
 /* The running thread's index in its block, or -1 between fibers. */
 int race_running_thread();
 
+/* When and by whom an access to device memory was made, for the check between one block's threads
+ * (cudaemu_global_race.cpp): 1 + the thread (0: nobody), its barrier epoch (unique to a block and
+ * the barriers it passed, so a stamp of another block or before a __syncthreads orders nothing
+ * more), its warp's clock and lane syncs then. */
+struct race_stamp {
+    uint32_t epoch, clock, gen;
+    uint32_t thread;
+};
+/* The running thread's stamp now; nobody's between fibers. */
+race_stamp race_now();
+/* Whether an access stamped `earlier` happens before the running thread's next one, by the shared-
+ * memory check's rules: nobody's, an older epoch, its own thread, or ordered by what the running
+ * thread acquired and the lane syncs. */
+bool race_ordered(race_stamp earlier);
+
 /* Byte p of r: the running thread's access (`how`, `what` at file:line, or the instruction at pc)
  * races with thread `other`'s (of warp `other_warp`), which `earlier` says ("read it", ...). */
 [[noreturn]] void report(const shadow_range &r, const char *p, const char *kind, int other, int other_warp,
@@ -50,6 +65,12 @@ int race_running_thread();
 [[noreturn]] void report_blocks(const memory_range &allocation, const char *p, const char *kind, uint32_t block,
                                 uint32_t other, bool other_wrote, bool write, const char *what, const char *file,
                                 int line, const void *pc);
+/* Byte p of a device allocation: the running thread's access (as for report_blocks) races with
+ * thread `other`'s of the same block, which wrote it (other_wrote) or read it, and which nothing
+ * orders before it (cudaemu_global_race.cpp). */
+[[noreturn]] void report_threads(const memory_range &allocation, const char *p, const char *kind, int other,
+                                 bool other_wrote, bool write, const char *what, const char *file, int line,
+                                 const void *pc);
 /* A kernel's access of `bytes` at p (a write or a read, at pc) to host memory. */
 [[noreturn]] void report_host_access(const void *p, size_t bytes, bool write, const void *pc);
 /* A kernel's access of `bytes` at p, not aligned to its size, made at pc. */

@@ -1,10 +1,44 @@
-/* emu_race_kernels.cu — small kernels with and without shared-memory races, for the emulator's
- * race check (tests only; the C driver is test_cudaemu_race.c). One kernel, 64 threads (two
- * warps), one case per `which`; cases marked "race" must abort naming the hazard, the others must
- * run. Written through tensor_core.cuh so the same file builds with nvcc. */
+/* emu_race_kernels.cu — small kernels with and without races, for the emulator's race checks
+ * (tests only; the C driver is test_cudaemu_race.c): race_kernel's in shared memory, and
+ * global_race_kernel's in device memory between the threads of one block. Each has 64 threads (two
+ * warps) and one case per `which`; cases marked "race" must abort naming the hazard, the others must
+ * run. Written through tensor_core.cuh and mbarrier.cuh so the same file builds with nvcc. */
+#include "runtime/device/kernels/mbarrier.cuh"
 #include "runtime/device/kernels/tensor_core.cuh"
 
 using namespace ddp_kernels;
+
+/* Cases 0-4 of both kernels, on m (64 floats, shared or device memory, zero): v is what the
+ * thread read. */
+__device__ inline float hazard_case(int which, float *m)
+{
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float v = 0.0f;
+    switch (which) {
+    case 0: /* race, RAW: warp 1 reads what warp 0 wrote, no barrier */
+        if (warp == 0) m[lane] = 1.0f;
+        else v = m[lane];
+        break;
+    case 1: /* the same with the barrier */
+        if (warp == 0) m[lane] = 1.0f;
+        __syncthreads();
+        if (warp == 1) v = m[lane];
+        break;
+    case 2: /* race, WAR under the forward order (warp 0 runs first): warp 1 overwrites what warp 0 read */
+        if (warp == 0) v = m[lane];
+        else m[lane] = 2.0f;
+        break;
+    case 3: /* race, WAW: both warps write m[lane] */
+        m[lane] = (float)warp;
+        break;
+    case 4: /* one warp's lanes write and read each other's words after __syncwarp: no inter-warp hazard */
+        m[32 * warp + lane] = 1.0f;
+        __syncwarp();
+        v = m[32 * warp + (lane + 1) % 32];
+        break;
+    }
+    return v;
+}
 
 __global__ void race_kernel(int which, const float *src, float *out)
 {
@@ -12,29 +46,8 @@ __global__ void race_kernel(int which, const float *src, float *out)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     s[threadIdx.x] = 0.0f;
     __syncthreads();
-    float v = 0.0f;
+    float v = hazard_case(which, s);
     switch (which) {
-    case 0: /* race, RAW: warp 1 reads what warp 0 wrote, no barrier */
-        if (warp == 0) s[lane] = 1.0f;
-        else v = s[lane];
-        break;
-    case 1: /* the same with the barrier */
-        if (warp == 0) s[lane] = 1.0f;
-        __syncthreads();
-        if (warp == 1) v = s[lane];
-        break;
-    case 2: /* race, WAR under the forward order (warp 0 runs first): warp 1 overwrites what warp 0 read */
-        if (warp == 0) v = s[lane];
-        else s[lane] = 2.0f;
-        break;
-    case 3: /* race, WAW: both warps write s[lane] */
-        s[lane] = (float)warp;
-        break;
-    case 4: /* one warp's lanes write and read each other's words after __syncwarp: no inter-warp hazard */
-        s[32 * warp + lane] = 1.0f;
-        __syncwarp();
-        v = s[32 * warp + (lane + 1) % 32];
-        break;
     case 5: /* atomics from both warps, read after the barrier */
         atomicAdd(&s[lane], 1.0f);
         __syncthreads();
@@ -81,8 +94,61 @@ __global__ void race_kernel(int which, const float *src, float *out)
     out[threadIdx.x] = v;
 }
 
+/* The hazards of race_kernel in device memory: g holds 64 floats, zeroed by the host. */
+__global__ void global_race_kernel(int which, float *g, float *out)
+{
+    __shared__ __align__(16) float s[64];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float v = hazard_case(which, g);
+    switch (which) {
+    case 5: /* race within a warp: lane 0 writes a word the other lanes of its warp read, no __syncwarp */
+        if (warp == 0 && lane == 0) g[0] = 1.0f;
+        if (warp == 0) v = g[0];
+        break;
+    case 6: /* warp 0 writes and arrives at named barrier 1, warp 1 syncs on it and reads */
+        if (warp == 0) {
+            g[lane] = 1.0f;
+            named_barrier_arrive(1, 64);
+        } else {
+            named_barrier_sync(1, 64);
+            v = g[lane];
+        }
+        break;
+    case 7: /* race: threads 0 and 32 read g[0], then thread 32 writes it (WAR where thread 0 ran first) */
+        if (lane == 0) v = g[0];
+        if (threadIdx.x == 32) g[0] = v + 1.0f;
+        break;
+    case 9: /* race, WAR: thread 0 reads g[0], waits at named barrier 2 for warp 1's arrival and writes
+             * g[0]; thread 32 reads it after arriving, so that read is ordered before nothing */
+        if (warp == 0) {
+            if (lane == 0) v = g[0];
+            named_barrier_sync(2, 64);
+            if (lane == 0) g[0] = v + 1.0f;
+        } else {
+            named_barrier_arrive(2, 64);
+            if (lane == 0) v = g[0];
+        }
+        break;
+    case 8: /* race, RAW: warp 1's cp.async copies from what warp 0 wrote, no barrier */
+        if (warp == 0) g[lane] = 1.0f;
+        else if (lane < 8) cp_async_16(s + 4 * lane, g + 4 * lane, 16);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        v = s[lane];
+        break;
+    }
+    out[threadIdx.x] = v;
+}
+
 extern "C" int emu_race(int which, const float *src, float *out)
 {
     DDP_LAUNCH(race_kernel, 1, 64, 0, 0, which, src, out);
+    return (int)DDP_LAUNCH_STATUS();
+}
+
+extern "C" int emu_global_race(int which, float *g, float *out)
+{
+    DDP_LAUNCH(global_race_kernel, 1, 64, 0, 0, which, g, out);
     return (int)DDP_LAUNCH_STATUS();
 }

@@ -9,7 +9,13 @@
  * ldmatrix reads, and a lane's read of a word another lane of its warp wrote with no __syncwarp
  * between them (racecheck compares a warp's lanes too). The same accesses with the barrier,
  * atomics from several warps, and one warp's lanes sharing words after __syncwarp run. Under the
- * forward order (warp 0 first) the kind named is the one the case is built for. */
+ * forward order (warp 0 first) the kind named is the one the case is built for.
+ * And in device memory between one block's threads (cudaemu_global_race.cpp), where no sanitizer
+ * looks and a GPU reads whichever value arrived: the same RAW, WAR and WAW between warps, a lane
+ * reading another lane's store with no __syncwarp, and a cp.async copying from what another warp
+ * stored abort naming both threads and the allocation's byte; a write after two threads' reads is
+ * checked against both, whichever ran first (one thread waits at a named barrier the other's
+ * unordered read comes after). The barrier, __syncwarp and named-barrier hand-overs run. */
 #include "emu_test_util.h"
 #include "tests/check.h"
 
@@ -17,44 +23,70 @@
 #include <signal.h>
 
 int emu_race(int which, const float *src, float *out);
+int emu_global_race(int which, float *g, float *out);
 
-enum { CASES = 12 };
-/* The kind each case reports under the forward order; NULL: no race. */
-static const char *const expect[CASES] = {"RAW", NULL, "WAR", "WAW", NULL, NULL, "RAW", NULL, "RAW", "RAW",
-                                          "WAR", "RAW"};
+enum { SHARED_CASES = 12, GLOBAL_CASES = 10 };
+
+/* One kernel's cases and what its reports say. */
+struct race_family {
+    int (*launch)(int which, float *buf, float *out);
+    int cases;
+    const char *const *expect; /* the kind each case reports under the forward order; NULL: no race */
+    const char *title, *where; /* in every report of the family */
+};
+
+static int launch_shared(int which, float *buf, float *out) { return emu_race(which, buf, out); }
+
+static const char *const shared_expect[SHARED_CASES] = {"RAW", NULL, "WAR", "WAW", NULL, NULL,
+                                                        "RAW", NULL, "RAW", "RAW", "WAR", "RAW"};
+static const char *const global_expect[GLOBAL_CASES] = {"RAW", NULL, "WAR", "WAW", NULL,
+                                                        "RAW", NULL, "WAR", "RAW", "WAR"};
+static const struct race_family families[] = {
+    {launch_shared, SHARED_CASES, shared_expect, "shared-memory race in kernel race_kernel",
+     "static __shared__ object"},
+    {emu_global_race, GLOBAL_CASES, global_expect,
+     "global-memory race between threads of a block in kernel global_race_kernel", "of the same block"},
+};
+static const struct race_family *family; /* the one run_case runs, for the forked child */
 
 static void run_case(int which)
 {
-    float *src = NULL, *out = NULL;
-    cudaMalloc((void **)&src, 64 * sizeof(float));
+    float *buf = NULL, *out = NULL;
+    cudaMalloc((void **)&buf, 64 * sizeof(float));
     cudaMalloc((void **)&out, 64 * sizeof(float));
-    cudaMemset(src, 0, 64 * sizeof(float));
-    emu_race(which, src, out);
+    cudaMemset(buf, 0, 64 * sizeof(float));
+    family->launch(which, buf, out);
     _exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 3);
 }
 
-int main(void)
+static void run_family(const struct race_family *f)
 {
+    family = f;
     for (int o = 0; o < EMU_ORDER_COUNT; o++) {
         emu_set_order(emu_orders[o]);
-        for (int which = 0; which < CASES; which++) {
+        for (int which = 0; which < f->cases; which++) {
             char buf[4096];
             int status = emu_run_in_child(run_case, which, buf, sizeof buf);
-            if (!expect[which]) {
-                CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "race-free case %d, order %s: status 0x%x",
-                      which, emu_orders[o], status);
+            if (!f->expect[which]) {
+                CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: race-free case %d, order %s: status "
+                      "0x%x: %s", f->title, which, emu_orders[o], status, buf);
                 continue;
             }
-            CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "racy case %d, order %s: status 0x%x, "
-                  "expected an abort", which, emu_orders[o], status);
-            CHECK(strstr(buf, "shared-memory race in kernel race_kernel") && strstr(buf, "static __shared__ object"),
-                  "racy case %d, order %s: expected a race report naming the kernel and object in: %s", which,
-                  emu_orders[o], buf);
+            CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "%s: racy case %d, order %s: status 0x%x, "
+                  "expected an abort", f->title, which, emu_orders[o], status);
+            CHECK(strstr(buf, f->title) && strstr(buf, f->where), "racy case %d, order %s: expected \"%s\" and "
+                  "\"%s\" in: %s", which, emu_orders[o], f->title, f->where, buf);
             char kind[32];
-            snprintf(kind, sizeof kind, "%s hazard", expect[which]);
+            snprintf(kind, sizeof kind, "%s %s", f->expect[which], f == &families[0] ? "hazard" : "race");
             CHECK(o != 0 || strstr(buf, kind), "racy case %d, forward order: expected \"%s\" in: %s", which, kind,
                   buf);
         }
     }
+}
+
+int main(void)
+{
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        run_family(&families[i]);
     return check_done("test_cudaemu_race");
 }
