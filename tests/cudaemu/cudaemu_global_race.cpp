@@ -132,18 +132,18 @@ void global_race_grid_begin()
 
 namespace {
 
-/* Whether the access stamped `earlier` is ordered before the running thread's access stamped `now`:
- * nobody's, another epoch's and its own thread's are, without asking cudaemu_race.cpp. */
-inline bool ordered(race_stamp earlier, race_stamp now)
+/* Whether the access stamped `earlier` is nobody's, another epoch's or the running thread's own (stamped
+ * `now`): ordered before it without asking cudaemu_race.cpp, and a read slot the running thread's read
+ * may take (its later accesses come after both). */
+inline bool stale_or_own(race_stamp earlier, race_stamp now)
 {
-    return earlier.thread == 0 || earlier.epoch != now.epoch || earlier.thread == now.thread || race_ordered(earlier);
+    return earlier.thread == 0 || earlier.epoch != now.epoch || earlier.thread == now.thread;
 }
 
-/* Whether a read stamped `kept` may give its slot to the running thread's read stamped `now`: it is
- * nobody's, another epoch's or the same thread's (whose later access comes after both). */
-inline bool replaceable(race_stamp kept, race_stamp now)
+/* Whether the access stamped `earlier` is ordered before the running thread's access stamped `now`. */
+inline bool ordered(race_stamp earlier, race_stamp now)
 {
-    return kept.thread == 0 || kept.epoch != now.epoch || kept.thread == now.thread;
+    return stale_or_own(earlier, now) || race_ordered(earlier);
 }
 
 /* The running thread's access to byte b of page pg (at p, in allocation a) against its block's other
@@ -158,7 +158,7 @@ void access_in_block(shadow_page &pg, size_t b, const memory_range &a, const cha
         report_threads(a, p, write ? "WAW" : "RAW", pg.wrote[b].thread - 1, true, write, at.what, at.file, at.line,
                        at.pc);
     if (!write) {
-        pg.read[replaceable(pg.read[0][b], now) ? 0 : 1][b] = now;
+        pg.read[stale_or_own(pg.read[0][b], now) ? 0 : 1][b] = now;
         return;
     }
     for (int k = 0; k < 2; k++)

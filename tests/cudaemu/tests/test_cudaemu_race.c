@@ -33,6 +33,7 @@ struct race_family {
     int cases;
     const char *const *expect; /* the kind each case reports under the forward order; NULL: no race */
     const char *title, *where; /* in every report of the family */
+    const char *kind_word;     /* after the kind ("RAW hazard", "RAW race") */
 };
 
 static int launch_shared(int which, float *buf, float *out) { return emu_race(which, buf, out); }
@@ -43,9 +44,9 @@ static const char *const global_expect[GLOBAL_CASES] = {"RAW", NULL, "WAR", "WAW
                                                         "RAW", NULL, "WAR", "RAW", "WAR"};
 static const struct race_family families[] = {
     {launch_shared, SHARED_CASES, shared_expect, "shared-memory race in kernel race_kernel",
-     "static __shared__ object"},
+     "static __shared__ object", "hazard"},
     {emu_global_race, GLOBAL_CASES, global_expect,
-     "global-memory race between threads of a block in kernel global_race_kernel", "of the same block"},
+     "global-memory race between threads of a block in kernel global_race_kernel", "of the same block", "race"},
 };
 static const struct race_family *family; /* the one run_case runs, for the forked child */
 
@@ -77,7 +78,7 @@ static void run_family(const struct race_family *f)
             CHECK(strstr(buf, f->title) && strstr(buf, f->where), "racy case %d, order %s: expected \"%s\" and "
                   "\"%s\" in: %s", which, emu_orders[o], f->title, f->where, buf);
             char kind[32];
-            snprintf(kind, sizeof kind, "%s %s", f->expect[which], f == &families[0] ? "hazard" : "race");
+            snprintf(kind, sizeof kind, "%s %s", f->expect[which], f->kind_word);
             CHECK(o != 0 || strstr(buf, kind), "racy case %d, forward order: expected \"%s\" in: %s", which, kind,
                   buf);
         }
