@@ -72,7 +72,7 @@ static const cfg_key keys_after_models[] = {
     BOOL("data.packed", data.packed, "false", HASH_PACKED,
          "Fine-tuning data (`scripts/prepare-chat`'s shards with `.docs` and `.mask`): whole documents packed into "
          "rows of `data.seq_len`, attention and positions per document, the loss over the trainable tokens of the "
-         "global batch. Needs a rotary model (llama, qwen2)."),
+         "global batch. Needs a language model."),
     SECTION("data.synthetic"),
     INT("data.synthetic.train", data.synthetic_train, 1, I32, "60000", HASH_SYNTHETIC, "Synthetic training samples."),
     INT("data.synthetic.test", data.synthetic_test, 1, I32, "10000", HASH_SYNTHETIC, "Synthetic test samples."),

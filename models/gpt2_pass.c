@@ -7,7 +7,9 @@
  * accumulation across micro-batches and layers happens in fp32 in both precisions. Backward
  * reports each block's range through grad_ready as soon as it is final, so the reducer
  * all-reduces block L while block L-1 is still computing. Attention is one flash-attention op each
- * way, reading q, k and v in place from the QKV projection's output. This file must not allocate, communicate, step an optimizer or read data. */
+ * way, reading q, k and v in place from the QKV projection's output. In packed rows (lm_core.docs)
+ * the attention and the position table go per document: a position is its offset in its document.
+ * This file must not allocate, communicate, step an optimizer or read data. */
 #include "gpt2_internal.h"
 
 #include <math.h>
@@ -29,12 +31,15 @@ static int linear_forward(model *m, const gpt2_impl *g, const void *x, size_t w_
 }
 
 /* The attention op's view of GPT-2's tensors: q, k and v read in place from the QKV projection's
- * [BT, 3C] output (row stride 3C), one key/value head per query head, the output [BT, C]. */
+ * [BT, 3C] output (row stride 3C), one key/value head per query head, the output [BT, C]; in
+ * packed rows, per document. */
 static attn_shape attention_shape(const gpt2_impl *g, int64_t B)
 {
     const int64_t C = g->s.n_embd, NH = g->s.n_head, hs = C / NH;
+    const int32_t *docs = g->lm.docs;
     return (attn_shape){.B = B, .T = g->lm.T, .NH = NH, .NKV = NH, .hs = hs, .ld_q = 3 * C, .ld_kv = 3 * C, .ld_o = C,
-                        .scale = (float)(1.0 / sqrt((double)hs))};
+                        .scale = (float)(1.0 / sqrt((double)hs)), .doc_start = docs,
+                        .doc_end = docs ? docs + B * g->lm.T : NULL};
 }
 
 /* Element offset `elems` into a tensor of the model's compute type. */
@@ -108,7 +113,7 @@ int gpt2_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
     device *d = m->dev;
     int64_t C = g->s.n_embd, BT = B * g->lm.T, L = g->s.n_layer;
     int rc = op->embedding_forward(d, g->lm.t, g->encoded, tokens, gpt2_weight(g, g->off_wte),
-                                   gpt2_weight(g, g->off_wpe), B, g->lm.T, C, err);
+                                   gpt2_weight(g, g->off_wpe), g->lm.docs, B, g->lm.T, C, err);
     if (rc)
         return ddp_prefix(err, "gpt2 forward embedding");
     for (int l = 0; l < L; l++)
@@ -238,8 +243,9 @@ int gpt2_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn read
         if (ready)
             ready(ctx, g->block_off[l], g->block_off[l + 1] - g->block_off[l]);
     }
-    rc = op->embedding_backward(d, t, model_grad(m, g->off_wte), model_grad(m, g->off_wpe), g->dres, tokens, B, g->lm.T, C,
-                                g->lm.Vp, err);
+    const int32_t *docs = g->lm.docs;
+    rc = op->embedding_backward(d, t, model_grad(m, g->off_wte), model_grad(m, g->off_wpe), g->dres, tokens, docs,
+                                docs ? docs + BT : NULL, B, g->lm.T, C, g->lm.Vp, err);
     if (rc)
         return ddp_prefix(err, "gpt2 backward embedding");
     if (ready)

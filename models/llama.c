@@ -231,8 +231,7 @@ static void init_tensor(const model *m, rng *r, const param_tensor *t, float *ds
 }
 
 static const lm_kind llama_kind = {
-    .name = "llama", .init_tensor = init_tensor, .forward = llama_forward, .backward = llama_backward,
-    .packs_documents = true};
+    .name = "llama", .init_tensor = init_tensor, .forward = llama_forward, .backward = llama_backward};
 
 /* ---- description -------------------------------------------------------------------------- */
 

@@ -161,8 +161,8 @@ int llama_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
     device *d = m->dev;
     const int64_t C = g->s.n_embd, BT = B * g->lm.T, L = g->s.n_layer;
     /* no position table: the positions are RoPE's */
-    int rc = op->embedding_forward(d, g->lm.t, g->encoded, tokens, llama_weight(g, g->off_embed), NULL, B, g->lm.T, C,
-                                   err);
+    int rc = op->embedding_forward(d, g->lm.t, g->encoded, tokens, llama_weight(g, g->off_embed), NULL, NULL, B,
+                                   g->lm.T, C, err);
     if (rc)
         return ddp_prefix(err, "llama forward embedding");
     for (int l = 0; l < L; l++)
@@ -253,7 +253,8 @@ int llama_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn rea
         if (ready)
             ready(ctx, g->block_off[l], g->block_off[l + 1] - g->block_off[l]);
     }
-    rc = op->embedding_backward(d, t, model_grad(m, g->off_embed), NULL, g->dres, tokens, B, g->lm.T, C, g->lm.Vp, err);
+    rc = op->embedding_backward(d, t, model_grad(m, g->off_embed), NULL, g->dres, tokens, NULL, NULL, B, g->lm.T, C,
+                                g->lm.Vp, err);
     if (rc)
         return ddp_prefix(err, "llama backward embedding");
     if (ready)

@@ -65,7 +65,7 @@ int lm_new(const lm_kind *kind, size_t impl_bytes, tensor_dtype compute, device 
     lm->t = compute;
     m->act_dtype = compute;
     lm->T = data->input.count;
-    m->io = (model_io){.sample = *data, .language_model = true, .packs_documents = kind->packs_documents};
+    m->io = (model_io){.sample = *data, .language_model = true};
     m->io.sample.n_classes = vocab_size;
     *out = m;
     return DDP_OK;
@@ -113,9 +113,6 @@ static int check_batch(model *m, const model_batch *b, ddp_err *err)
     if (b->rows < 1 || b->rows > m->max_rows)
         return ddp_fail(err, DDP_ERUNTIME, "%s: batch of %lld sequences, model was built for 1..%lld",
                         core(m)->kind->name, (long long)b->rows, (long long)m->max_rows);
-    if (b->docs && !core(m)->kind->packs_documents)
-        return ddp_fail(err, DDP_EUSAGE, "%s: packed rows need a model with attention per document (llama, qwen2)",
-                        core(m)->kind->name);
     core(m)->docs = b->docs;
     return DDP_OK;
 }

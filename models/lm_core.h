@@ -30,8 +30,6 @@ typedef struct lm_kind {
      * has added the head's own gradient); reports each block's gradient range through ready (may
      * be NULL) as soon as it is final. */
     int (*backward)(model *m, const int32_t *tokens, int64_t B, grad_ready_fn ready, void *ctx, ddp_err *err);
-    /* the passes read lm_core.docs: packed rows with attention and positions per document */
-    bool packs_documents;
 } lm_kind;
 
 /* Activations are of the compute type t: float, or bf16 with precision bf16, when the passes read

@@ -53,8 +53,8 @@ typedef struct model_unit {
 typedef struct model_io {
     sample_layout sample;   /* one sample's input and target as the model takes them */
     bool classifier;        /* counts correct predictions, so accuracy is a metric */
-    bool language_model;    /* inputs are token sequences, so tokens per second is a metric */
-    bool packs_documents;   /* takes packed rows (model_batch.docs): attention and positions per document */
+    bool language_model;    /* inputs are token sequences, so tokens per second is a metric; takes packed
+                             * rows (model_batch.docs): attention and positions per document */
 } model_io;
 
 /* One micro-batch, already on the device: rows samples of inputs and of targets, each laid out
@@ -63,7 +63,7 @@ typedef struct model_batch {
     const void *inputs;
     const void *targets;
     int64_t rows;
-    /* Packed rows of a language model that packs_documents, else NULL: device int32 [2, rows, T],
+    /* Packed rows of a language model, else NULL: device int32 [2, rows, T],
      * the plane of each position's document start then of its end (attn_shape's doc_start and
      * doc_end); a target of XENT_NO_TARGET has no loss. */
     const int32_t *docs;

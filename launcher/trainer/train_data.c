@@ -56,9 +56,9 @@ int train_data_load(train_job *t, ddp_err *err)
 static int fits(const train_job *t, const dataset *data, ddp_err *err)
 {
     const sample_layout *want = &t->m->io.sample, *have = &data->layout;
-    if (data->packed && !t->m->io.packs_documents)
-        return ddp_fail(err, DDP_EUSAGE, "%s: data.packed: model %s does not attend per document (a rotary model "
-                        "does: llama, qwen2)", t->cfg->source, t->m->description);
+    if (data->packed && !t->m->io.language_model)
+        return ddp_fail(err, DDP_EUSAGE, "%s: data.packed: model %s is not a language model", t->cfg->source,
+                        t->m->description);
     if (sample_field_equal(want->input, have->input) && sample_field_equal(want->target, have->target) &&
         have->n_classes <= want->n_classes)
         return DDP_OK;

@@ -220,14 +220,19 @@ typedef struct adamw_args {
  * gradients and LayerNorm's statistics are float. Deterministic for a given thread count and GPU:
  * no float atomics. */
 #define DEVICE_TRANSFORMER_OPS(OP)                                                                 \
-    /* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]; tokens in [0, rows of wte). wpe NULL: no     \
-     * position table (out[b,t,:] = wte[tokens[b,t],:]: RoPE places positions) */     \
+    /* out[b,t,:] = wte[tokens[b,t],:] + wpe[p,:] at position p = t, or in packed rows p = t -    \
+     * doc_start[b*T+t] (attn_shape's doc_start: positions restart at each document; NULL: p = t); \
+     * tokens in [0, rows of wte). wpe NULL: no position table (out[b,t,:] = wte[tokens[b,t],:]:   \
+     * RoPE places positions) and doc_start unused */                                              \
     OP(embedding_forward, (device *d, tensor_dtype t, void *out, const int32_t *tokens, const void *wte, \
-                           const void *wpe, int64_t B, int64_t T, int64_t C))                       \
-    /* dwte[tokens[b,t],:] += dout[b,t,:] in (b,t) order, dwpe[t,:] += sum_b dout[b,t,:]; dwte has \
-     * V rows. dwpe NULL: no position table, only dwte */                                          \
+                           const void *wpe, const int32_t *doc_start, int64_t B, int64_t T, int64_t C)) \
+    /* dwte[tokens[b,t],:] += dout[b,t,:] in (b,t) order; dwpe[p,:] += the sum of dout[b,t,:] over \
+     * the (b,t) at position p (as the forward counts it), in (b,t) order; dwte has V rows. dwpe   \
+     * NULL: no position table, only dwte. doc_start and doc_end: packed rows (attn_shape's), both \
+     * or neither */                                                                               \
     OP(embedding_backward, (device *d, tensor_dtype t, float *dwte, float *dwpe, const void *dout, \
-                            const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t V))     \
+                            const int32_t *tokens, const int32_t *doc_start, const int32_t *doc_end, \
+                            int64_t B, int64_t T, int64_t C, int64_t V))                             \
     /* out = (inp - mean) * rstd * w + b per row of C (eps 1e-5, biased variance); mean and rstd  \
      * [N] are saved for the backward */                                                           \
     OP(layernorm_forward, (device *d, tensor_dtype t, void *out, float *mean, float *rstd, const void *inp, \

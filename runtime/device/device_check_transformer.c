@@ -29,7 +29,7 @@ static int check_btc(const char *op, int64_t b, int64_t t, int64_t c, bool *empt
 }
 
 int checked_embedding_forward(device *d, tensor_dtype t, void *out, const int32_t *tokens, const void *wte,
-                              const void *wpe, int64_t B, int64_t T, int64_t C, ddp_err *err)
+                              const void *wpe, const int32_t *doc_start, int64_t B, int64_t T, int64_t C, ddp_err *err)
 {
     bool empty = true;
     int rc = check_dtype(d, "embedding_forward", t, err);
@@ -40,15 +40,16 @@ int checked_embedding_forward(device *d, tensor_dtype t, void *out, const int32_
     NEED_POINTER("embedding_forward", out);
     NEED_POINTER("embedding_forward", tokens);
     NEED_POINTER("embedding_forward", wte);
-    /* wpe may be NULL: no position table */
+    /* wpe may be NULL: no position table; doc_start NULL: whole rows */
     DEVICE_FORWARD(embedding_forward, /* out written, its wte rows and wpe (if any) read once, the tokens */
                    btc_cost(t, B, T, C, ((2.0 * B + (wpe ? 1 : 0)) * T * C) * tensor_dtype_size(t) + 4.0 * B * T,
                             wpe ? (double)B * T * C : 0.0),
-                   d, t, out, tokens, wte, wpe, B, T, C, err);
+                   d, t, out, tokens, wte, wpe, doc_start, B, T, C, err);
 }
 
 int checked_embedding_backward(device *d, tensor_dtype t, float *dwte, float *dwpe, const void *dout,
-                               const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t V, ddp_err *err)
+                               const int32_t *tokens, const int32_t *doc_start, const int32_t *doc_end, int64_t B,
+                               int64_t T, int64_t C, int64_t V, ddp_err *err)
 {
     bool empty = true;
     int rc = check_dtype(d, "embedding_backward", t, err);
@@ -62,11 +63,14 @@ int checked_embedding_backward(device *d, tensor_dtype t, float *dwte, float *dw
     NEED_POINTER("embedding_backward", dwte);
     NEED_POINTER("embedding_backward", dout);
     NEED_POINTER("embedding_backward", tokens);
+    if (!doc_start != !doc_end)
+        return ddp_fail(err, DDP_ERUNTIME, "embedding_backward: packed rows need doc_start and doc_end, %s is NULL",
+                        doc_start ? "doc_end" : "doc_start");
     /* dwpe may be NULL: no position table */
     DEVICE_FORWARD(embedding_backward, /* dout and the tokens read, dwte's rows and dwpe (if any) += */
                    btc_cost(t, B, T, C, (double)B * T * C * (tensor_dtype_size(t) + 8.0) + (dwpe ? 8.0 * T * C : 0.0) +
                             4.0 * B * T, (dwpe ? 2.0 : 1.0) * B * T * C),
-                   d, t, dwte, dwpe, dout, tokens, B, T, C, V, err);
+                   d, t, dwte, dwpe, dout, tokens, doc_start, doc_end, B, T, C, V, err);
 }
 
 int checked_layernorm_forward(device *d, tensor_dtype t, void *out, float *mean, float *rstd, const void *inp,

@@ -11,10 +11,12 @@
  * GPT-2's 65,536 positions spread over ~50,000 x 3 warp tasks instead of 768 threads walking all of
  * them. The host never waits: the sort's sizes are known at launch. A token's run is one warp's
  * serial loop, so the most frequent token bounds the time (~2,500 of 65,536 in English text).
- * dwpe[t,c] += Σ_b dout[b,t,c]: one thread per pack of (t, c), the sum in double over b in order,
- * rounded once, as the CPU does. Without a position table (wpe, dwpe NULL: RoPE places positions) the forward
- * copies the token rows (a template flag, so both keep the vectorised packs) and the backward has
- * no dwpe sums.
+ * dwpe[p,c] += the sum of dout[b,t,c] over the (b,t) at position p: one thread per pack of (p, c),
+ * the sum in double over (b,t) in order, rounded once, as the CPU does. In packed rows a position
+ * is its offset in its document (p = t - doc_start), and the thread walks each row's documents
+ * (at_position) instead of reading one t per row. Without a position table (wpe, dwpe NULL: RoPE
+ * places positions) the forward copies the token rows (a template flag, so both keep the
+ * vectorised packs) and the backward has no dwpe sums.
  *
  * Where rows are 16-byte aligned, every row access moves packs of kVec<E> elements. Arguments
  * arrive checked (device_check_*.c); token ids are trusted to lie in [0, V) by the forward, and the
@@ -40,15 +42,16 @@ using ddp_kernels::vec_width;
 
 /* Positions: wpe is added (else there is none: out is the token rows as they are). */
 template <typename E, int W, bool Positions>
-__global__ void ddp_embedding_forward_kernel(E *out, const int32_t *tokens, const E *wte, const E *wpe, size_t T,
-                                             size_t C, size_t BT)
+__global__ void ddp_embedding_forward_kernel(E *out, const int32_t *tokens, const E *wte, const E *wpe,
+                                             const int32_t *doc_start, size_t T, size_t C, size_t BT)
 {
     const size_t packs = C / W;
     for (size_t i = global_index(); i < BT * packs; i += grid_stride()) {
         const size_t bt = i / packs, k = i % packs;
         pack<E, W> o = load_pack<W>(wte + (size_t)tokens[bt] * C, k);
         if (Positions) {
-            const pack<E, W> pe = load_pack<W>(wpe + bt % T * C, k);
+            const size_t p = bt % T - (doc_start ? (size_t)doc_start[bt] : 0);
+            const pack<E, W> pe = load_pack<W>(wpe + p * C, k);
             DDP_UNROLL
             for (int q = 0; q < W; q++) o.v[q] = from_float<E>(to_float(o.v[q]) + to_float(pe.v[q]));
         }
@@ -57,29 +60,31 @@ __global__ void ddp_embedding_forward_kernel(E *out, const int32_t *tokens, cons
 }
 
 template <typename E, bool Positions>
-static int launch_embedding_forward(device *d, E *out, const int32_t *tokens, const E *wte, const E *wpe, size_t T,
-                                    size_t C, size_t BT, ddp_err *err)
+static int launch_embedding_forward(device *d, E *out, const int32_t *tokens, const E *wte, const E *wpe,
+                                    const int32_t *doc_start, size_t T, size_t C, size_t BT, ddp_err *err)
 {
     if (vec_width<E>(C, {out, wte, wpe}) > 1)
         DDP_LAUNCH_OP((ddp_embedding_forward_kernel<E, kVec<E>, Positions>), grid_for(BT * (C / kVec<E>), kBlock),
-                      kBlock, 0, out, tokens, wte, wpe, T, C, BT);
+                      kBlock, 0, out, tokens, wte, wpe, doc_start, T, C, BT);
     else
         DDP_LAUNCH_OP((ddp_embedding_forward_kernel<E, 1, Positions>), grid_for(BT * C, kBlock), kBlock, 0, out,
-                      tokens, wte, wpe, T, C, BT);
+                      tokens, wte, wpe, doc_start, T, C, BT);
     return DDP_OK;
 }
 
 extern "C" int device_cuda_embedding_forward(device *d, tensor_dtype t, void *out, const int32_t *tokens,
-                                             const void *wte, const void *wpe, int64_t B, int64_t T, int64_t C,
-                                             ddp_err *err)
+                                             const void *wte, const void *wpe, const int32_t *doc_start, int64_t B,
+                                             int64_t T, int64_t C, ddp_err *err)
 {
     const size_t BT = (size_t)B * (size_t)T, cols = (size_t)C;
     DDP_DTYPE_SWITCH(t, E,
                      E *o = static_cast<E *>(out);
                      const E *te = static_cast<const E *>(wte);
                      const E *pe = static_cast<const E *>(wpe);
-                     return pe ? launch_embedding_forward<E, true>(d, o, tokens, te, pe, (size_t)T, cols, BT, err)
-                               : launch_embedding_forward<E, false>(d, o, tokens, te, pe, (size_t)T, cols, BT, err));
+                     return pe ? launch_embedding_forward<E, true>(d, o, tokens, te, pe, doc_start, (size_t)T, cols, BT,
+                                                                   err)
+                               : launch_embedding_forward<E, false>(d, o, tokens, te, pe, NULL, (size_t)T, cols, BT,
+                                                                    err));
     return DDP_OK;
 }
 
@@ -233,23 +238,44 @@ __global__ void ddp_embedding_backward_wte_kernel(float *dwte, const E *dout, co
     }
 }
 
-/* dwpe[t,c] += Σ_b dout[b,t,c]: one thread per pack of the T·C entries, double over b in order. */
-template <typename E, int W>
-__global__ void ddp_embedding_backward_wpe_kernel(float *dwpe, const E *dout, size_t B, size_t TC)
+/* The first position t' >= t of a row whose offset in its document is p, or T if none; start and
+ * end are the row's document bounds (NULL: the row is one document). embedding_cpu.c's walk:
+ * each step lands on a document's position p or jumps to the next document's. */
+__device__ inline size_t at_position(const int32_t *start, const int32_t *end, size_t t, size_t p, size_t T)
 {
-    for (size_t k = global_index(); k < TC / W; k += grid_stride()) {
+    if (!start) return t == p ? t : T;
+    while (t < T && t - (size_t)start[t] != p) {
+        const size_t next = t - (size_t)start[t] < p ? (size_t)start[t] + p : (size_t)end[t] + p;
+        if (next <= t) return T; /* bounds that break attn_shape's contract end the walk, never loop */
+        t = next;
+    }
+    return t < T ? t : T;
+}
+
+/* dwpe[p,c] += Σ dout[b,t,c] over the (b,t) at position p: one thread per pack of the T·C
+ * entries, double over (b,t) in order. */
+template <typename E, int W>
+__global__ void ddp_embedding_backward_wpe_kernel(float *dwpe, const E *dout, const int32_t *doc_start,
+                                                  const int32_t *doc_end, size_t B, size_t T, size_t C)
+{
+    const size_t packs = C / W;
+    for (size_t k = global_index(); k < T * packs; k += grid_stride()) {
+        const size_t p = k / packs, col = k % packs;
         double acc[W];
         DDP_UNROLL
         for (int q = 0; q < W; q++) acc[q] = 0.0;
         for (size_t b = 0; b < B; b++) {
-            const pack<E, W> g = load_pack<W>(dout + b * TC, k);
-            DDP_UNROLL
-            for (int q = 0; q < W; q++) acc[q] += (double)to_float(g.v[q]);
+            const int32_t *s = doc_start ? doc_start + b * T : NULL, *e = doc_end ? doc_end + b * T : NULL;
+            for (size_t t = at_position(s, e, p, p, T); t < T; t = at_position(s, e, e ? (size_t)e[t] + p : T, p, T)) {
+                const pack<E, W> g = load_pack<W>(dout + (b * T + t) * C, col);
+                DDP_UNROLL
+                for (int q = 0; q < W; q++) acc[q] += (double)to_float(g.v[q]);
+            }
         }
-        pack<float, W> p = load_pack<W>(dwpe, k);
+        pack<float, W> sum = load_pack<W>(dwpe, k);
         DDP_UNROLL
-        for (int q = 0; q < W; q++) p.v[q] = (float)((double)p.v[q] + acc[q]);
-        store_pack<W>(dwpe, k, p);
+        for (int q = 0; q < W; q++) sum.v[q] = (float)((double)sum.v[q] + acc[q]);
+        store_pack<W>(dwpe, k, sum);
     }
 }
 
@@ -288,7 +314,8 @@ static int sort_positions(device *d, const int32_t *tokens, size_t BT, uint32_t 
 }
 
 extern "C" int device_cuda_embedding_backward(device *d, tensor_dtype t, float *dwte, float *dwpe, const void *dout,
-                                              const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t V,
+                                              const int32_t *tokens, const int32_t *doc_start,
+                                              const int32_t *doc_end, int64_t B, int64_t T, int64_t C, int64_t V,
                                               ddp_err *err)
 {
     const size_t BT = (size_t)B * (size_t)T, TC = (size_t)T * (size_t)C, cols = (size_t)C;
@@ -312,11 +339,11 @@ extern "C" int device_cuda_embedding_backward(device *d, tensor_dtype t, float *
                                        vals, offsets, (size_t)V, cols);
                      if (!dwpe)
                          return DDP_OK; /* no position table */
-                     if (TC % W == 0 && all_aligned(16, {dout}) && all_aligned(W * sizeof(float), {dwpe}))
+                     if (vec_width<E>(cols, {dout}) > 1 && all_aligned(W * sizeof(float), {dwpe}))
                          DDP_LAUNCH_OP((ddp_embedding_backward_wpe_kernel<E, W>), grid_for(TC / W, kBlock), kBlock, 0,
-                                       dwpe, g, (size_t)B, TC);
+                                       dwpe, g, doc_start, doc_end, (size_t)B, (size_t)T, cols);
                      else
                          DDP_LAUNCH_OP((ddp_embedding_backward_wpe_kernel<E, 1>), grid_for(TC, kBlock), kBlock, 0,
-                                       dwpe, g, (size_t)B, TC));
+                                       dwpe, g, doc_start, doc_end, (size_t)B, (size_t)T, cols));
     return DDP_OK;
 }

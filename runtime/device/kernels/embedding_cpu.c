@@ -1,42 +1,61 @@
 /* embedding_cpu.c — the CPU code of the token and position embeddings, part of the transformer
  * family (CUDA: embedding.cu): the forward gather and the backward's scatter-add into dwte and
- * column sums into dwpe (none without a position table: wpe and dwpe NULL).
+ * per-position sums into dwpe (none without a position table: wpe and dwpe NULL); in packed rows a
+ * position is the offset in its document.
  *
- * OpenMP splits only independent outputs (rows of the forward, column blocks of the backward), so
- * no result depends on the thread count. dwte's additions run in position order, in float: the
- * order the CUDA kernels reproduce bit for bit. dwpe's sums run in double over b in order, rounded
- * once. Arguments arrive checked (device_check_*.c); token ids are trusted to lie in [0, V), as the model
- * checks its data before training. This file must not allocate memory or set thread counts. */
+ * OpenMP splits only independent outputs (rows of the forward, dwte's column blocks and dwpe's
+ * positions), so no result depends on the thread count. dwte's additions run in position order, in float: the
+ * order the CUDA kernels reproduce bit for bit. dwpe's sums run in double over (b, t) in order,
+ * rounded once. Arguments arrive checked (device_check_*.c); token ids are trusted to lie in
+ * [0, V), as the model checks its data before training. This file must not allocate memory or set thread counts. */
 #include "cpu_kernel.h"
 
-/* dst[c] += Σ_r src[r·stride + c] for c < cols, each sum in double over r in order, rounded
- * once into dst. */
-static void add_column_sums(float *restrict dst, const float *restrict src, int64_t rows, int64_t stride,
-                            int64_t cols)
+/* The first position t' >= t of a row whose offset in its document is p, or T if none; start and
+ * end are the row's document bounds (NULL: the row is one document). Each step lands on a
+ * document's position p or jumps to the next document's, so a walk visits each document once. */
+static int64_t at_position(const int32_t *start, const int32_t *end, int64_t t, int64_t p, int64_t T)
 {
-    double acc[DDP_COL_BLOCK];
-    for (int64_t c0 = 0; c0 < cols; c0 += DDP_COL_BLOCK) {
-        int64_t w = ddp_min_i64(DDP_COL_BLOCK, cols - c0);
-        for (int64_t j = 0; j < w; j++)
-            acc[j] = 0.0;
-        for (int64_t r = 0; r < rows; r++) {
-            const float *restrict row = src + r * stride + c0;
+    if (!start)
+        return t == p ? t : T;
+    while (t < T && t - start[t] != p)
+        t = t - start[t] < p ? start[t] + p : end[t] + p;
+    return ddp_min_i64(t, T);
+}
+
+/* dwpe[p,c] += Σ dout[b,t,c] over the (b,t) at position p, b in order and t in order within a row,
+ * each sum in double, rounded once. Threads own positions, so no sum depends on their count. */
+static void add_position_sums(float *restrict dwpe, const float *restrict dout, const int32_t *doc_start,
+                              const int32_t *doc_end, int64_t B, int64_t T, int64_t C)
+{
+    DDP_PARALLEL_FOR(B * T * C)
+    for (int64_t p = 0; p < T; p++)
+        for (int64_t c0 = 0; c0 < C; c0 += DDP_COL_BLOCK) {
+            const int64_t w = ddp_min_i64(DDP_COL_BLOCK, C - c0);
+            double acc[DDP_COL_BLOCK] = {0};
+            for (int64_t b = 0; b < B; b++) {
+                const int32_t *s = doc_start ? doc_start + b * T : NULL, *e = doc_end ? doc_end + b * T : NULL;
+                for (int64_t t = at_position(s, e, p, p, T); t < T; t = at_position(s, e, e ? e[t] + p : T, p, T)) {
+                    const float *restrict row = dout + (b * T + t) * C + c0;
+                    for (int64_t j = 0; j < w; j++)
+                        acc[j] += row[j];
+                }
+            }
+            float *restrict dst = dwpe + p * C + c0;
             for (int64_t j = 0; j < w; j++)
-                acc[j] += row[j];
+                dst[j] = (float)((double)dst[j] + acc[j]);
         }
-        for (int64_t j = 0; j < w; j++)
-            dst[c0 + j] = (float)((double)dst[c0 + j] + acc[j]);
-    }
 }
 
 /* ---- embeddings ------------------------------------------------------------------------ */
 
 static int cpu_embedding_forward_f32(device *d, float *restrict out, const int32_t *restrict tokens,
-                                     const float *restrict wte, const float *restrict wpe, int64_t B, int64_t T,
-                                     int64_t C, ddp_err *err)
+                                     const float *restrict wte, const float *restrict wpe, const int32_t *doc_start,
+                                     int64_t B, int64_t T, int64_t C, ddp_err *err)
 {
     (void)d;
-    (void)err;
+    int rc = wpe ? device_cpu_check_docs("embedding_forward", doc_start, NULL, B, T, err) : DDP_OK;
+    if (rc)
+        return rc;
     DDP_PARALLEL_FOR(B * T * C)
     for (int64_t bt = 0; bt < B * T; bt++) {
         const float *restrict te = wte + (int64_t)tokens[bt] * C;
@@ -46,7 +65,7 @@ static int cpu_embedding_forward_f32(device *d, float *restrict out, const int32
                 o[c] = te[c];
             continue;
         }
-        const float *restrict pe = wpe + (bt % T) * C;
+        const float *restrict pe = wpe + (bt % T - (doc_start ? doc_start[bt] : 0)) * C;
         for (int64_t c = 0; c < C; c++)
             o[c] = te[c] + pe[c];
     }
@@ -74,33 +93,34 @@ static void embedding_backward_wte(float *restrict dwte, const float *restrict d
 }
 
 static int cpu_embedding_backward_f32(device *d, float *restrict dwte, float *restrict dwpe, const float *restrict dout,
-                                      const int32_t *restrict tokens, int64_t B, int64_t T, int64_t C, ddp_err *err)
+                                      const int32_t *restrict tokens, const int32_t *doc_start, const int32_t *doc_end,
+                                      int64_t B, int64_t T, int64_t C, ddp_err *err)
 {
     (void)d;
-    (void)err;
+    int rc = dwpe ? device_cpu_check_docs("embedding_backward", doc_start, doc_end, B, T, err) : DDP_OK;
+    if (rc)
+        return rc;
     embedding_backward_wte(dwte, dout, tokens, B * T, C);
-    if (!dwpe)
-        return DDP_OK;
-    /* position t's rows are dout[b,t,:] for every b: stride T·C */
-    DDP_PARALLEL_FOR(B * T * C)
-    for (int64_t t = 0; t < T; t++)
-        add_column_sums(dwpe + t * C, dout + t * C, B, T * C, C);
+    if (dwpe)
+        add_position_sums(dwpe, dout, doc_start, doc_end, B, T, C);
     return DDP_OK;
 }
 
 /* ---- entry points: device.c admits only TENSOR_F32 on the CPU, so the types are not looked at */
 
 int device_cpu_embedding_forward(device *d, tensor_dtype t, void *out, const int32_t *tokens, const void *wte,
-                                 const void *wpe, int64_t B, int64_t T, int64_t C, ddp_err *err)
+                                 const void *wpe, const int32_t *doc_start, int64_t B, int64_t T, int64_t C,
+                                 ddp_err *err)
 {
     (void)t;
-    return cpu_embedding_forward_f32(d, out, tokens, wte, wpe, B, T, C, err);
+    return cpu_embedding_forward_f32(d, out, tokens, wte, wpe, doc_start, B, T, C, err);
 }
 
 int device_cpu_embedding_backward(device *d, tensor_dtype t, float *dwte, float *dwpe, const void *dout,
-                                  const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t V, ddp_err *err)
+                                  const int32_t *tokens, const int32_t *doc_start, const int32_t *doc_end, int64_t B,
+                                  int64_t T, int64_t C, int64_t V, ddp_err *err)
 {
     (void)t;
     (void)V;
-    return cpu_embedding_backward_f32(d, dwte, dwpe, dout, tokens, B, T, C, err);
+    return cpu_embedding_backward_f32(d, dwte, dwpe, dout, tokens, doc_start, doc_end, B, T, C, err);
 }

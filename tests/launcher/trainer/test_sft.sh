@@ -4,15 +4,15 @@
 #  - the loss is the mean over the global batch's trainable tokens, so the update does not depend on
 #    the split: np 1 x 8 rows, np 2 x 4 rows and np 4 x 1 row x accumulation 2 end within the
 #    tolerance of a reordered float sum (below), and a different global batch does not; every
-#    step's logged loss is the same, logged with its count of targets;
+#    step's logged loss is the same, logged with its count of targets; GPT-2 (its position table
+#    read per document) too, at np 1 x 8 rows and np 2 x 4 rows;
 #  - the whole path of configs/llama_sft.yaml: a Hugging Face folder (exported from the np 1 run)
 #    -> checkpoint.init_from -> fine-tuned at np 2 with evaluation on the held-out conversations
 #    (the val loss ends below the first logged training loss) -> `ckpt export --format hf`, which
 #    the safetensors package reads back with every tensor fine-tuning changed; `generate --chat`
 #    answers from the fine-tuned checkpoint, wrapped as the run's chat.json says;
 #  - refusals, exit 2 and named: shards without .docs, a mask byte that is not 0 or 1, document
-#    lengths that do not sum to the shard, GPT-2 (no attention per document), data.packed without
-#    token data.
+#    lengths that do not sum to the shard, data.packed without token data.
 #
 # Tolerance. The runs sum the same per-token gradients in another grouping (rows in a GEMM,
 # micro-steps accumulated, ranks all-reduced), each divided by the same count. Regrouping a
@@ -29,12 +29,13 @@ python3 -c 'import jinja2, tokenizers' 2>/dev/null || { echo "SKIP: scripts/setu
     "$CHAT" >"$TMP/prepare.log" 2>&1
 check "prepare-chat renders the repository's chat data" [ -f "$CHAT/train_000000.docs" ]
 
-# run NAME NP BATCH ACCUM [overrides...]: the worker under mpirun into $TMP/NAME, its log $TMP/NAME.log
+# run NAME NP BATCH ACCUM [overrides...]: the worker under mpirun with $RUN_CFG (default $CFG) into
+# $TMP/NAME, its log $TMP/NAME.log
 run() {
     local name=$1 np=$2 b=$3 a=$4
     shift 4
-    timeout 300 mpirun -np "$np" --oversubscribe --bind-to none "$DDPRUN_WORKER" "$CFG" run.dir="$TMP/$name" \
-        data.path="$CHAT" data.batch_size="$b" train.grad_accum="$a" "$@" >"$TMP/$name.log" 2>&1
+    timeout 300 mpirun -np "$np" --oversubscribe --bind-to none "$DDPRUN_WORKER" "${RUN_CFG:-$CFG}" \
+        run.dir="$TMP/$name" data.path="$CHAT" data.batch_size="$b" train.grad_accum="$a" "$@" >"$TMP/$name.log" 2>&1
 }
 ckpt() { echo "$TMP/$1/checkpoints/ckpt-00000004.ddp"; }
 losses() { grep -o 'step [0-9]*/[0-9]* loss [0-9.]*' "$TMP/$1.log"; }
@@ -56,6 +57,15 @@ check "a different global batch does not (the referee can fail)" \
     bash -c "! '$CKPT_COMPARE' '$(ckpt np1)' '$(ckpt other)' param/ '$TOL' >/dev/null"
 L1=$(losses np1) L2=$(losses np2) L4=$(losses np4)
 check "every step logs the same loss at np 1, 2 and 4" bash -c "[ -n '$L1' ] && [ '$L1' = '$L2' ] && [ '$L1' = '$L4' ]"
+
+# ---- GPT-2 on the same packed rows: its position table read per document -------------------------
+GPT2_SHAPE='gpt2: {n_layer: 1, n_head: 2, n_embd: 32, block_size: 128, vocab_size: 256}'
+sed "/^  llama:/d; s/kind: llama/kind: gpt2\n  $GPT2_SHAPE/" "$CFG" >"$TMP/gpt2.yaml"
+RUN_CFG=$TMP/gpt2.yaml run gpt2_np1 1 8 1
+RUN_CFG=$TMP/gpt2.yaml run gpt2_np2 2 4 1
+for n in gpt2_np1 gpt2_np2; do check "$n trains 4 steps on packed rows" [ -f "$(ckpt $n)" ]; done
+check "GPT-2: np 2 x 4 rows ends where np 1 x 8 rows does" "$CKPT_COMPARE" "$(ckpt gpt2_np1)" "$(ckpt gpt2_np2)" \
+    param/ "$TOL"
 
 # ---- configs/llama_sft.yaml: from a Hugging Face folder to a Hugging Face folder ---------------
 "$DDPRUN" ckpt export --format hf "$(ckpt np1)" "$TMP/hf" >"$TMP/export1.log" 2>&1
@@ -101,7 +111,5 @@ refused "a mask byte of 2" "train_000000.mask: token 76" "$CFG" data.path="$TMP/
 cp -r "$CHAT" "$TMP/baddocs"
 printf '\377' | dd of="$TMP/baddocs/train_000000.docs" bs=1 seek=1024 conv=notrunc 2>/dev/null
 refused "document lengths that do not sum to the shard" "train_000000.docs: document" "$CFG" data.path="$TMP/baddocs"
-sed '/^  llama:/d; s/kind: llama/kind: gpt2\n  gpt2: {n_layer: 1, n_head: 2, n_embd: 32, block_size: 128, vocab_size: 256}/' "$CFG" >"$TMP/gpt2.yaml"
-refused "GPT-2 on packed rows" "does not attend per document" "$TMP/gpt2.yaml" data.path="$CHAT"
 refused "data.packed without token data" "data.packed true only with data.kind tokens" "$CFG" data.kind=synthetic
 finish

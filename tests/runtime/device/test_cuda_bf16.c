@@ -339,11 +339,11 @@ static void test_embeddings(void)
         both wpe = bf16_new(hwpe, (size_t)(T * C)), dout = bf16_random(n, 0, 0.05f, 1), out = bf16_new(NULL, n);
         snprintf(shape, sizeof shape, "B=%lld T=%lld C=%lld V=%lld", (long long)B, (long long)T, (long long)C,
                  (long long)V);
-        RUN(embedding_forward, S(out), S(tok), S(wte), S(wpe), B, T, C);
+        RUN(embedding_forward, S(out), S(tok), S(wte), S(wpe), NULL, B, T, C);
         check_bf16(out, NAME("embedding_forward"), 0, 0);
         /* float gradients of bf16 dout: the same float additions on both sides, exact */
         both dwte = f32_new(hwte, (size_t)(V * C)), dwpe = f32_new(hwpe, (size_t)(T * C));
-        RUN(embedding_backward, S(dwte), S(dwpe), S(dout), S(tok), B, T, C, V);
+        RUN(embedding_backward, S(dwte), S(dwpe), S(dout), S(tok), NULL, NULL, B, T, C, V);
         check_f32(dwte, NAME("embedding_backward dwte"), 0, 0);
         check_f32(dwpe, NAME("embedding_backward dwpe"), 0, 0);
         both_free(tok);

@@ -4,7 +4,8 @@
  * test_transformer_cpu.c), with TENSOR_F32; the TENSOR_BF16 variants are test_cuda_bf16.c's.
  * Every group runs with its buffers at aligned starts (the vector paths: LayerNorm's warp per row,
  * the embeddings' 16-byte packs) and again one element past them (the one-element fallbacks); the
- * embeddings also without a position table (wpe, dwpe NULL).
+ * embeddings also without a position table (wpe, dwpe NULL) and in packed rows (positions restart
+ * at each document).
  *
  * Every op runs on the CPU once and on the CUDA device twice, with the same fresh random inputs
  * (seed printed, DDP_TEST_SEED repeats a run) over awkward shapes: sizes 1, odd sizes, C not a
@@ -16,7 +17,7 @@
  * Tolerances come from float32 rounding (u = FLT_EPSILON/2), not from observed errors:
  *  - exact (0) where both sides do the same float operations in the same order: embeddings
  *    (one float add; dwte's float adds in position order, which the CUDA token sort keeps;
- *    dwpe's double sum over b in order) and the residual sum;
+ *    dwpe's double sum over (b, t) in order) and the residual sum;
  *  - ROUND_ONCE (FLT_EPSILON relative) where both sides compute in double, differing only in
  *    summation order (~n·2^-53 relative), and round once: the two roundings are at most one ulp
  *    apart. LayerNorm; its absolute floors bound the double-order noise where a result cancels to
@@ -24,6 +25,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "tests/runtime/device/attention_ref.h"
 #include "tests/runtime/device/cuda_pair.h"
 
 #define ROUND_ONCE ((double)FLT_EPSILON)
@@ -158,14 +160,14 @@ static void test_embeddings(void)
         both dout = both_upload(hdout, n * sizeof(float));
 
         out fwd[1] = {out_new(NULL, n)};
-        RUN(fwd, 1, embedding_forward, TENSOR_F32, S(fwd[0]), S(tok), S(wte), S(wpe), B, T, C);
+        RUN(fwd, 1, embedding_forward, TENSOR_F32, S(fwd[0]), S(tok), S(wte), S(wpe), NULL, B, T, C);
         snprintf(what, sizeof what, "embedding_forward B=%lld T=%lld C=%lld V=%lld", (long long)B, (long long)T,
                  (long long)C, (long long)V);
         out_check(&fwd[0], what, 0, 0);
 
         /* "+=" onto random gradients (hwte, hwpe reused as their initial values) */
         out bwd[2] = {out_new(hwte, (size_t)(V * C)), out_new(hwpe, (size_t)(T * C))};
-        RUN(bwd, 2, embedding_backward, TENSOR_F32, S(bwd[0]), S(bwd[1]), S(dout), S(tok), B, T, C, V);
+        RUN(bwd, 2, embedding_backward, TENSOR_F32, S(bwd[0]), S(bwd[1]), S(dout), S(tok), NULL, NULL, B, T, C, V);
         snprintf(what, sizeof what, "embedding_backward dwte B=%lld T=%lld C=%lld V=%lld", (long long)B, (long long)T,
                  (long long)C, (long long)V);
         out_check(&bwd[0], what, 0, 0);
@@ -175,15 +177,35 @@ static void test_embeddings(void)
 
         /* no position table (wpe, dwpe NULL: the Llama's), the same bits as the CPU's */
         out fwd_np[1] = {out_new(NULL, n)};
-        RUN(fwd_np, 1, embedding_forward, TENSOR_F32, S(fwd_np[0]), S(tok), S(wte), NULL, B, T, C);
+        RUN(fwd_np, 1, embedding_forward, TENSOR_F32, S(fwd_np[0]), S(tok), S(wte), NULL, NULL, B, T, C);
         snprintf(what, sizeof what, "embedding_forward without wpe B=%lld T=%lld C=%lld V=%lld", (long long)B,
                  (long long)T, (long long)C, (long long)V);
         out_check(&fwd_np[0], what, 0, 0);
         out bwd_np[1] = {out_new(hwte, (size_t)(V * C))};
-        RUN(bwd_np, 1, embedding_backward, TENSOR_F32, S(bwd_np[0]), NULL, S(dout), S(tok), B, T, C, V);
+        RUN(bwd_np, 1, embedding_backward, TENSOR_F32, S(bwd_np[0]), NULL, S(dout), S(tok), NULL, NULL, B, T, C, V);
         snprintf(what, sizeof what, "embedding_backward without dwpe: dwte B=%lld T=%lld C=%lld V=%lld",
                  (long long)B, (long long)T, (long long)C, (long long)V);
         out_check(&bwd_np[0], what, 0, 0);
+
+        /* packed rows (documents of lengths 3, 1, 9, 20, rows packed differently): the CPU's bits */
+        int32_t *hdocs = xmalloc((size_t)(2 * B * T) * sizeof *hdocs);
+        attn_docs_fill(&(attn_case){.B = B, .T = T, .docs = (const int32_t[]){3, 1, 9, 20, 0}}, hdocs, hdocs + B * T);
+        both ds = both_upload(hdocs, (size_t)(2 * B * T) * sizeof *hdocs);
+        both de = {(int32_t *)ds.c + B * T, (int32_t *)ds.g + B * T};
+        out fwd_pk[1] = {out_new(NULL, n)};
+        RUN(fwd_pk, 1, embedding_forward, TENSOR_F32, S(fwd_pk[0]), S(tok), S(wte), S(wpe), S(ds), B, T, C);
+        snprintf(what, sizeof what, "embedding_forward packed B=%lld T=%lld C=%lld", (long long)B, (long long)T,
+                 (long long)C);
+        out_check(&fwd_pk[0], what, 0, 0);
+        out bwd_pk[2] = {out_new(hwte, (size_t)(V * C)), out_new(hwpe, (size_t)(T * C))};
+        RUN(bwd_pk, 2, embedding_backward, TENSOR_F32, S(bwd_pk[0]), S(bwd_pk[1]), S(dout), S(tok), S(ds), S(de),
+            B, T, C, V);
+        snprintf(what, sizeof what, "embedding_backward packed B=%lld T=%lld C=%lld", (long long)B, (long long)T,
+                 (long long)C);
+        out_check(&bwd_pk[0], what, 0, 0);
+        out_check(&bwd_pk[1], what, 0, 0);
+        both_free(ds);
+        free(hdocs);
 
         both_free(tok);
         both_free(wte);
@@ -219,15 +241,17 @@ static void test_embedding_bad_tokens(void)
     both dout = both_upload(hdout, n * sizeof(float)), clean_dout = both_upload(hclean_dout, n * sizeof(float));
     out dwte = out_new(hwte, (size_t)(V * C)), dwpe = out_new(hwpe, (size_t)(T * C));
     ddp_err err = {0};
-    die_on(cpu->ops->embedding_backward(cpu, TENSOR_F32, dwte.c, dwpe.c, clean_dout.c, clean.c, B, T, C, V, &err), &err,
-           "cpu embedding_backward");
+    die_on(cpu->ops->embedding_backward(cpu, TENSOR_F32, dwte.c, dwpe.c, clean_dout.c, clean.c, NULL, NULL, B, T, C, V,
+                                        &err),
+           &err, "cpu embedding_backward");
     for (int run = 0; run < 2; run++) {
         if (run == 1) {
             out_rerun_prepare(&dwte);
             out_rerun_prepare(&dwpe);
         }
-        die_on(gpu->ops->embedding_backward(gpu, TENSOR_F32, dwte.g, dwpe.g, dout.g, tok.g, B, T, C, V, &err), &err,
-               "cuda embedding_backward");
+        die_on(gpu->ops->embedding_backward(gpu, TENSOR_F32, dwte.g, dwpe.g, dout.g, tok.g, NULL, NULL, B, T, C, V,
+                                            &err),
+               &err, "cuda embedding_backward");
         die_on(gpu->ops->synchronize(gpu, &err), &err, "synchronize");
     }
     out_check(&dwte, "embedding_backward dwte with token ids outside [0, V)", 0, 0);

@@ -154,15 +154,15 @@ static int add_null_b(device *d, const bufs *b, ddp_err *err)
 }
 static int embedding_negative_t(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->embedding_forward(d, TENSOR_F32, b->f, b->labels, b->f + 8, b->f + 16, 1, -2, 4, err);
+    return d->ops->embedding_forward(d, TENSOR_F32, b->f, b->labels, b->f + 8, b->f + 16, NULL, 1, -2, 4, err);
 }
 static int embedding_null_wte(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->embedding_forward(d, TENSOR_F32, b->f, b->labels, NULL, NULL, 1, 2, 4, err);
+    return d->ops->embedding_forward(d, TENSOR_F32, b->f, b->labels, NULL, NULL, NULL, 1, 2, 4, err);
 }
 static int embedding_backward_null_dwte(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->embedding_backward(d, TENSOR_F32, NULL, NULL, b->f + 32, b->labels, 1, 2, 4, 4, err);
+    return d->ops->embedding_backward(d, TENSOR_F32, NULL, NULL, b->f + 32, b->labels, NULL, NULL, 1, 2, 4, 4, err);
 }
 static int layernorm_zero_channels(device *d, const bufs *b, ddp_err *err)
 {
@@ -191,7 +191,13 @@ static int residual_layernorm_zero_channels(device *d, const bufs *b, ddp_err *e
 }
 static int embedding_backward_no_rows(device *d, const bufs *b, ddp_err *err)
 {
-    return d->ops->embedding_backward(d, TENSOR_F32, b->f, b->f + 16, b->f + 32, b->labels, 1, 2, 4, 0, err);
+    return d->ops->embedding_backward(d, TENSOR_F32, b->f, b->f + 16, b->f + 32, b->labels, NULL, NULL, 1, 2, 4, 0,
+                                      err);
+}
+static int embedding_backward_half_docs(device *d, const bufs *b, ddp_err *err)
+{
+    return d->ops->embedding_backward(d, TENSOR_F32, b->f, b->f + 16, b->f + 32, b->labels, b->labels, NULL, 1, 2, 4,
+                                      4, err);
 }
 static int layernorm_backward_null_rstd(device *d, const bufs *b, ddp_err *err)
 {
@@ -442,6 +448,7 @@ static const bad_call bad_calls[] = {
     {"residual_layernorm_forward: b is NULL", residual_layernorm_null_b},
     {"residual_layernorm_forward: rows of zero channels have no mean", residual_layernorm_zero_channels},
     {"embedding_backward: V = 0, but the tokens index rows of dwte", embedding_backward_no_rows},
+    {"embedding_backward: packed rows need doc_start and doc_end, doc_end is NULL", embedding_backward_half_docs},
     {"layernorm_backward: rstd is NULL", layernorm_backward_null_rstd},
     {"attention_forward: 2 query heads cannot share 3 key/value heads of size 4", attention_heads_not_grouped},
     {"attention_forward: row strides ld_q 8, ld_kv 3, ld_o 8 are narrower than the heads they hold (8, 4, 8)",
@@ -508,7 +515,7 @@ static void empty_jobs(device *d, const char *backend)
     rc |= d->ops->gemm_bias(d, TENSOR_F32, false, true, 0, 3, 2, NULL, 2, NULL, 2, NULL, NULL, &err);
     rc |= d->ops->gemm_bias_gelu(d, TENSOR_F32, false, true, 3, 0, 2, NULL, 2, NULL, 2, NULL, NULL, NULL, &err);
     rc |= d->ops->gemm_gelu_backward(d, TENSOR_F32, false, false, 0, 3, 2, NULL, 2, NULL, 3, NULL, NULL, &err);
-    rc |= d->ops->embedding_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, 0, 4, 8, 5, &err);
+    rc |= d->ops->embedding_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, NULL, NULL, 0, 4, 8, 5, &err);
     rc |= d->ops->layernorm_backward(d, TENSOR_F32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 8, &err);
     rc |= d->ops->residual_layernorm_forward(d, TENSOR_F32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 8, &err);
     const attn_shape no_rows = {.B = 2, .T = 0, .NH = 2, .NKV = 2, .hs = 4, .ld_q = 8, .ld_kv = 8, .ld_o = 8,
@@ -577,9 +584,9 @@ static void close_bufs(device *d, bufs *b)
 static void no_position_table(device *d, const char *backend, const bufs *b)
 {
     ddp_err err = {0};
-    int rc = d->ops->embedding_forward(d, TENSOR_F32, b->f, b->labels, b->f + 16, NULL, 1, 2, 4, &err);
+    int rc = d->ops->embedding_forward(d, TENSOR_F32, b->f, b->labels, b->f + 16, NULL, NULL, 1, 2, 4, &err);
     CHECK(rc == 0, "%s: embedding_forward without wpe: %s", backend, err.msg);
-    rc = d->ops->embedding_backward(d, TENSOR_F32, b->f + 16, NULL, b->f + 32, b->labels, 1, 2, 4, 4, &err);
+    rc = d->ops->embedding_backward(d, TENSOR_F32, b->f + 16, NULL, b->f + 32, b->labels, NULL, NULL, 1, 2, 4, 4, &err);
     CHECK(rc == 0, "%s: embedding_backward without dwpe: %s", backend, err.msg);
     CHECK(d->ops->synchronize(d, &err) == 0, "%s: the stream after them: %s", backend, err.msg);
 }

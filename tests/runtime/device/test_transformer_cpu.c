@@ -1,7 +1,8 @@
 /* test_transformer_cpu.c — the CPU backend's transformer ops (kernels/embedding_cpu.c,
  * layernorm_cpu.c), its GEMM, tanh-GELU, residual add and padded classifier against straightforward
  * double-precision references written here, on random inputs with awkward shapes (sizes 1,
- * non-multiples of 4/8/16, C not a power of two). Every backward op is also checked against a
+ * non-multiples of 4/8/16, C not a power of two; the embeddings also in packed rows, where a
+ * position is its offset in its document). Every backward op is also checked against a
  * central finite difference of its forward reference, the transformer ops and the classifier for
  * identical bits with 1 and 2 OpenMP threads, and the classifier for in-place == out-of-place and
  * zero padding gradients.
@@ -10,6 +11,7 @@
  * each check), never from observed errors. A failure names the op and its worst element and
  * the exit status is 1; TEST_VERBOSE=1 prints every check's worst error/tolerance ratio.
  * Every op is called through the CPU device's checked ops table, as the model calls it. */
+#include "tests/runtime/device/attention_ref.h"
 #include "tests/runtime/device/cpu_ref.h"
 
 static int32_t *tokens_new(size_t n, int64_t V)
@@ -37,7 +39,13 @@ static void check_zero_cols(const char *op, const char *what, const float *x, in
 
 /* ---- embeddings ------------------------------------------------------------------------------ */
 
-typedef struct { int64_t B, T, C, V; int32_t *tok; float *wte, *wpe, *out, *dout, *dwte, *dwpe; } emb_case;
+/* ds, de: packed rows' document bounds (attn_shape's doc_start, doc_end), or NULL */
+typedef struct {
+    int64_t B, T, C, V;
+    int32_t *tok;
+    float *wte, *wpe, *out, *dout, *dwte, *dwpe;
+    int32_t *ds, *de;
+} emb_case;
 typedef struct { const emb_case *e; double *wte, *wpe, *dout; } emb_fd;
 
 static emb_case emb_make(int64_t B, int64_t T, int64_t C, int64_t V)
@@ -45,13 +53,21 @@ static emb_case emb_make(int64_t B, int64_t T, int64_t C, int64_t V)
     size_t n = (size_t)(B * T * C);
     return (emb_case){B, T, C, V, tokens_new((size_t)(B * T), V), frand((size_t)(V * C), -1, 1),
                       frand((size_t)(T * C), -1, 1), fnan(n), frand(n, -1, 1), frand((size_t)(V * C), -1, 1),
-                      frand((size_t)(T * C), -1, 1)};
+                      frand((size_t)(T * C), -1, 1), NULL, NULL};
 }
+/* Packs e's rows with documents of the lengths lens (ended by a 0; attn_docs_fill). */
+static void emb_pack(emb_case *e, const int32_t *lens)
+{
+    e->ds = xmalloc((size_t)(e->B * e->T) * sizeof *e->ds), e->de = xmalloc((size_t)(e->B * e->T) * sizeof *e->de);
+    attn_docs_fill(&(attn_case){.B = e->B, .T = e->T, .docs = lens}, e->ds, e->de);
+}
+/* Position bt's row of the position table: its offset in its row, or in its document. */
+static int64_t emb_pos(const emb_case *e, int64_t bt) { return bt % e->T - (e->ds ? e->ds[bt] : 0); }
 static void emb_run(void *p)
 {
     emb_case *e = p;
-    DEV(embedding_forward, TENSOR_F32, e->out, e->tok, e->wte, e->wpe, e->B, e->T, e->C);
-    DEV(embedding_backward, TENSOR_F32, e->dwte, e->dwpe, e->dout, e->tok, e->B, e->T, e->C, e->V);
+    DEV(embedding_forward, TENSOR_F32, e->out, e->tok, e->wte, e->wpe, e->ds, e->B, e->T, e->C);
+    DEV(embedding_backward, TENSOR_F32, e->dwte, e->dwpe, e->dout, e->tok, e->ds, e->de, e->B, e->T, e->C, e->V);
 }
 static double emb_loss(const void *p)
 {
@@ -60,13 +76,16 @@ static double emb_loss(const void *p)
     double L = 0.0;
     for (int64_t bt = 0; bt < e->B * e->T; bt++)
         for (int64_t c = 0; c < e->C; c++)
-            L += f->dout[bt * e->C + c] * (f->wte[e->tok[bt] * e->C + c] + f->wpe[bt % e->T * e->C + c]);
+            L += f->dout[bt * e->C + c] * (f->wte[e->tok[bt] * e->C + c] + f->wpe[emb_pos(e, bt) * e->C + c]);
     return L;
 }
 
-static void test_embedding(int64_t B, int64_t T, int64_t C, int64_t V, bool zero_init)
+/* lens: packed rows with documents of those lengths (emb_pack), or NULL */
+static void test_embedding(int64_t B, int64_t T, int64_t C, int64_t V, bool zero_init, const int32_t *lens)
 {
     emb_case e = emb_make(B, T, C, V);
+    if (lens)
+        emb_pack(&e, lens);
     size_t n = (size_t)(B * T * C), nte = (size_t)(V * C), npe = (size_t)(T * C);
     if (zero_init) {
         memset(e.dwte, 0, nte * sizeof(float));
@@ -81,7 +100,7 @@ static void test_embedding(int64_t B, int64_t T, int64_t C, int64_t V, bool zero
         ape[i] = fabs(rpe[i]);
     emb_run(&e);
     for (int64_t bt = 0; bt < B * T; bt++) {
-        int64_t t = bt % T, tok = e.tok[bt];
+        int64_t t = emb_pos(&e, bt), tok = e.tok[bt];
         cnt[tok]++;
         for (int64_t c = 0; c < C; c++) {
             double d = e.dout[bt * C + c];
@@ -91,11 +110,12 @@ static void test_embedding(int64_t B, int64_t T, int64_t C, int64_t V, bool zero
         }
     }
     /* dwte: a float sum of K terms in order errs by <= (K-1)·u·Σ|terms| (K-1 <= count);
-     * dwpe: a double sum of B + 1 floats (exact but for ~B·DBL_EPSILON) rounded once: u·|sum|. */
+     * dwpe: a double sum of at most B·T + 1 floats (exact but for ~B·T·DBL_EPSILON) rounded once:
+     * u·|sum|. */
     for (size_t i = 0; i < nte; i++)
         bte[i] = (cnt[i / (size_t)C] + 1) * EPS / 2 * ate[i];
     for (size_t i = 0; i < npe; i++)
-        bpe[i] = EPS / 2 * fabs(rpe[i]) + (double)(B + 1) * DBL_EPSILON * ape[i];
+        bpe[i] = EPS / 2 * fabs(rpe[i]) + (double)(B * T + 1) * DBL_EPSILON * ape[i];
     check_close("embedding_forward", "out", e.out, ref, bnd, n);
     check_close("embedding_backward", "dwte", e.dwte, rte, bte, nte);
     /* the documented order (positions in (b,t) order, float adds) replayed bit for bit */
@@ -119,12 +139,12 @@ static void test_embedding_no_positions(int64_t B, int64_t T, int64_t C, int64_t
     emb_case e = emb_make(B, T, C, V);
     size_t n = (size_t)(B * T * C), nte = (size_t)(V * C);
     float *dwte0 = fdup(e.dwte, nte), *rows = fdup(e.out, n);
-    DEV(embedding_forward, TENSOR_F32, e.out, e.tok, e.wte, NULL, B, T, C);
-    DEV(embedding_backward, TENSOR_F32, e.dwte, NULL, e.dout, e.tok, B, T, C, V);
+    DEV(embedding_forward, TENSOR_F32, e.out, e.tok, e.wte, NULL, NULL, B, T, C);
+    DEV(embedding_backward, TENSOR_F32, e.dwte, NULL, e.dout, e.tok, NULL, NULL, B, T, C, V);
     for (int64_t bt = 0; bt < B * T; bt++)
         memcpy(rows + bt * C, e.wte + e.tok[bt] * C, (size_t)C * sizeof(float));
     check_bits("embedding_forward", "out without wpe vs wte's rows", rows, e.out, n);
-    DEV(embedding_backward, TENSOR_F32, dwte0, e.dwpe, e.dout, e.tok, B, T, C, V);
+    DEV(embedding_backward, TENSOR_F32, dwte0, e.dwpe, e.dout, e.tok, NULL, NULL, B, T, C, V);
     check_bits("embedding_backward", "dwte without dwpe vs with it", dwte0, e.dwte, nte);
     arena_free();
 }
@@ -502,8 +522,11 @@ static void test_xent(int64_t rows, int64_t V, int64_t ld, float gs)
 
 static void test_threads(void)
 {
-    emb_case e = emb_make(8, 64, 96, 5); /* few token ids: long sums into each dwte row */
+    emb_case e = emb_make(8, 64, 96, 5), ep = emb_make(8, 64, 96, 5); /* few token ids: long sums into dwte rows */
     check_threads("embedding", emb_run, &e, (span[]){{e.out, 8 * 64 * 96}, {e.dwte, 5 * 96}, {e.dwpe, 64 * 96}}, 3);
+    emb_pack(&ep, (const int32_t[]){5, 1, 30, 0});
+    check_threads("embedding, packed", emb_run, &ep, (span[]){{ep.out, 8 * 64 * 96}, {ep.dwte, 5 * 96},
+                                                             {ep.dwpe, 64 * 96}}, 3);
     ln_case l = ln_make(300, 333, 2.0);
     size_t n = 300 * 333;
     check_threads("layernorm", ln_run, &l, (span[]){{l.out, n}, {l.mean, 300}, {l.rstd, 300}, {l.dx, n}, {l.dw, 333},
@@ -522,8 +545,12 @@ int main(void)
         return 2;
     }
     omp_set_num_threads(2);
-    test_embedding(2, 7, 37, 5, false), test_embedding(2, 7, 37, 5, true), test_embedding(1, 1, 13, 3, true);
-    test_embedding(3, 17, 129, 50, false);
+    test_embedding(2, 7, 37, 5, false, NULL), test_embedding(2, 7, 37, 5, true, NULL);
+    test_embedding(1, 1, 13, 3, true, NULL), test_embedding(3, 17, 129, 50, false, NULL);
+    /* packed rows: documents of length 1, rows of a batch packed differently, a row of one document */
+    const int32_t lens[] = {3, 1, 9, 20, 0}, whole[] = {INT32_MAX, 0};
+    test_embedding(3, 17, 37, 5, false, lens), test_embedding(4, 29, 13, 7, true, lens);
+    test_embedding(2, 5, 9, 3, true, whole);
     test_embedding_no_positions(2, 7, 37, 5), test_embedding_no_positions(3, 17, 129, 50);
     test_layernorm(1, 1, 3.0, true), test_layernorm(1, 37, 0.0, true), test_layernorm(7, 37, 3.0, false);
     test_layernorm(7, 37, 3.0, true), test_layernorm(33, 129, -2.0, true);
