@@ -123,9 +123,10 @@ __global__ void ddp_layernorm_forward_warp_kernel(E *out, float *mean, float *rs
 }
 
 /* ---- forward: block path -----------------------------------------------------------------------
- * One block per row. With Res, a first pass stores round(a + b) to res_out and the barrier makes
- * it the row the passes below read. Two passes in double (mean, then the centred second moment)
- * so the variance never suffers the E[x²] - E[x]² cancellation; the output is rounded once. */
+ * One block per row. With Res, a first pass stores round(a + b) to res_out, the row the passes
+ * below read; each thread reads back only the elements it stored (the same c stride), so no barrier
+ * orders them. Two passes in double (mean, then the centred second moment) so the variance never
+ * suffers the E[x²] - E[x]² cancellation; the output is rounded once. */
 template <typename E, bool Res>
 __global__ void ddp_layernorm_forward_block_kernel(E *out, float *mean, float *rstd, const E *inp, const E *res_b,
                                                    E *res_out, const E *w, const E *b, size_t N, size_t C)
@@ -136,7 +137,6 @@ __global__ void ddp_layernorm_forward_block_kernel(E *out, float *mean, float *r
         if (Res) {
             for (size_t c = threadIdx.x; c < C; c += blockDim.x)
                 res_out[r * C + c] = from_float<E>(to_float(x[c]) + to_float(res_b[r * C + c]));
-            __syncthreads();
             x = res_out + r * C;
         }
         double sum = 0.0;

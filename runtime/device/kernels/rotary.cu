@@ -110,8 +110,9 @@ __global__ void __launch_bounds__(kRmsRowThreads) ddp_rmsnorm_forward_row_kernel
 
 /* ---- RMSNorm forward: block path -------------------------------------------------------------
  * One block per row, element by element. With Res, a first pass stores round(a + b) to res_out
- * (each thread reads its own elements of a and b before writing them, so res_out may be either)
- * and the barrier makes it the row the passes below read. */
+ * (each thread reads its own elements of a and b before writing them, so res_out may be either),
+ * the row the passes below read; each thread reads back only the elements it stored (the same c
+ * stride), so no barrier orders them. */
 template <typename E, bool Res>
 __global__ void ddp_rmsnorm_forward_block_kernel(E *out, float *rstd, const E *inp, const E *res_b, E *res_out,
                                                  const E *w, size_t N, size_t C, double eps)
@@ -122,7 +123,6 @@ __global__ void ddp_rmsnorm_forward_block_kernel(E *out, float *rstd, const E *i
         if (Res) {
             for (size_t c = threadIdx.x; c < C; c += blockDim.x)
                 res_out[r * C + c] = from_float<E>(to_float(x[c]) + to_float(res_b[r * C + c]));
-            __syncthreads();
             x = res_out + r * C;
         }
         double ss = 0.0;
