@@ -36,10 +36,9 @@ static int linear_forward(model *m, const gpt2_impl *g, const void *x, size_t w_
 static attn_shape attention_shape(const gpt2_impl *g, int64_t B)
 {
     const int64_t C = g->s.n_embd, NH = g->s.n_head, hs = C / NH;
-    const int32_t *docs = g->lm.docs;
     return (attn_shape){.B = B, .T = g->lm.T, .NH = NH, .NKV = NH, .hs = hs, .ld_q = 3 * C, .ld_kv = 3 * C, .ld_o = C,
-                        .scale = (float)(1.0 / sqrt((double)hs)), .doc_start = docs,
-                        .doc_end = docs ? docs + B * g->lm.T : NULL};
+                        .scale = (float)(1.0 / sqrt((double)hs)), .doc_start = g->lm.docs,
+                        .doc_end = lm_doc_end(&g->lm, B)};
 }
 
 /* Element offset `elems` into a tensor of the model's compute type. */
@@ -243,9 +242,8 @@ int gpt2_backward(model *m, const int32_t *tokens, int64_t B, grad_ready_fn read
         if (ready)
             ready(ctx, g->block_off[l], g->block_off[l + 1] - g->block_off[l]);
     }
-    const int32_t *docs = g->lm.docs;
-    rc = op->embedding_backward(d, t, model_grad(m, g->off_wte), model_grad(m, g->off_wpe), g->dres, tokens, docs,
-                                docs ? docs + BT : NULL, B, g->lm.T, C, g->lm.Vp, err);
+    rc = op->embedding_backward(d, t, model_grad(m, g->off_wte), model_grad(m, g->off_wpe), g->dres, tokens,
+                                g->lm.docs, lm_doc_end(&g->lm, B), B, g->lm.T, C, g->lm.Vp, err);
     if (rc)
         return ddp_prefix(err, "gpt2 backward embedding");
     if (ready)

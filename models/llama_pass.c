@@ -35,10 +35,9 @@ static void *at(const llama_impl *g, const void *base, int64_t elems)
  * (NH + NKV)·hd, all with row stride QKV; the output [BT, NH·hd]. */
 static attn_shape attention_shape(const llama_impl *g, int64_t B)
 {
-    const int32_t *docs = g->lm.docs;
     return (attn_shape){.B = B, .T = g->lm.T, .NH = g->s.n_head, .NKV = g->s.n_kv_head, .hs = g->hd, .ld_q = g->QKV,
                         .ld_kv = g->QKV, .ld_o = g->s.n_head * g->hd, .scale = (float)(1.0 / sqrt((double)g->hd)),
-                        .doc_start = docs, .doc_end = docs ? docs + B * g->lm.T : NULL};
+                        .doc_start = g->lm.docs, .doc_end = lm_doc_end(&g->lm, B)};
 }
 
 static int rope(model *m, const llama_impl *g, void *qkv, int64_t B, bool forward, ddp_err *err)

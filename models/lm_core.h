@@ -58,6 +58,13 @@ typedef struct lm_core {
     size_t act_bytes;          /* their bytes, for the memory plan */
 } lm_core;
 
+/* The document ends of a batch of B packed rows (model_batch.docs' second plane), or NULL for
+ * whole rows; the starts are lm->docs itself. */
+static inline const int32_t *lm_doc_end(const lm_core *lm, int64_t B)
+{
+    return lm->docs ? lm->docs + B * lm->T : NULL;
+}
+
 /* The compute copy's parameter at element offset off (type lm->t): in wp, or under ZeRO-3 in its
  * unit's gathered window (model_weight). */
 static inline const void *lm_weight(const lm_core *lm, size_t off)

@@ -251,6 +251,43 @@ static inline void gfx_check_recompute(gfx *f, gfx_build_fn build)
         free(grads[mode]);
 }
 
+/* One pass of language model m over rows packed rows of T positions (model_batch.docs), from host
+ * arrays: tokens and targets [rows·T], docs [2, rows·T] (starts, then ends). backward:
+ * forward_backward with grad_scale, adding into the gradients if accumulate; else evaluate.
+ * logits_out [rows·T, V] (the vocabulary's columns, without padding) unless NULL. Returns the loss
+ * sum. */
+static inline double gfx_packed_pass(model *m, const int32_t *tokens, const int32_t *targets, const int32_t *docs,
+                                     int64_t rows, int64_t T, bool backward, float grad_scale, bool accumulate,
+                                     float *logits_out)
+{
+    const size_t n = (size_t)(rows * T), V = (size_t)m->io.sample.n_classes;
+    device *d = m->dev;
+    void *x = NULL, *y = NULL, *dd = NULL, *stats = NULL;
+    float st[2] = {0, 0};
+    d->ops->alloc(d, n * 4, &x, NULL), d->ops->alloc(d, n * 4, &y, NULL);
+    d->ops->alloc(d, 2 * n * 4, &dd, NULL), d->ops->alloc(d, 2 * sizeof(float), &stats, NULL);
+    d->ops->upload(d, x, tokens, n * 4, NULL), d->ops->upload(d, y, targets, n * 4, NULL);
+    d->ops->upload(d, dd, docs, 2 * n * 4, NULL);
+    d->ops->fill(d, TENSOR_F32, stats, 2, 0.0f, NULL);
+    model_batch b = {.inputs = x, .targets = y, .rows = rows, .docs = dd};
+    ddp_err err = {0};
+    int rc = backward ? m->ops->forward_backward(m, &b, grad_scale, accumulate, NULL, NULL, stats, &err)
+                      : m->ops->evaluate(m, &b, stats, &err);
+    CHECK(rc == DDP_OK, "%s: %s", backward ? "forward_backward" : "evaluate", err.msg);
+    d->ops->download(d, st, stats, sizeof st, NULL);
+    if (logits_out) {
+        int64_t ld = 0;
+        const void *lg = m->ops->logits(m, &ld);
+        float *all = malloc(n * (size_t)ld * 4);
+        d->ops->download(d, all, lg, n * (size_t)ld * 4, NULL);
+        for (size_t r = 0; r < n; r++)
+            memcpy(logits_out + r * V, all + r * (size_t)ld, V * 4);
+        free(all);
+    }
+    d->ops->free(d, x), d->ops->free(d, y), d->ops->free(d, dd), d->ops->free(d, stats);
+    return st[0];
+}
+
 /* One CHECK per tensor: |got - exp| <= atol_scale·max|exp| + rtol·|exp|; prints the worst error. */
 static inline void gfx_compare(const char *what, const float *got, const float *exp, size_t n, double rtol,
                                double atol_scale, double atol_abs)

@@ -31,10 +31,11 @@ static model *m;
 static gpt2_shape shape;
 static int64_t B, T;
 
-/* Packed rows: B·T tokens, targets (the next token inside the document, else XENT_NO_TARGET),
- * bounds [2, B·T] (doc_start then doc_end), and per position the fixture row its document is a
- * prefix of. */
+/* rows packed rows: rows·T tokens, targets (the next token inside the document, else
+ * XENT_NO_TARGET), bounds [2, rows·T] (doc_start then doc_end), and per position the fixture row
+ * its document is a prefix of. */
 typedef struct packed {
+    int64_t rows;
     int32_t *tokens, *targets, *bounds, *src;
 } packed;
 
@@ -44,15 +45,15 @@ static void put_document(packed *p, int64_t row, int64_t start, int64_t len, con
         const int64_t at = row * T + start + i;
         p->tokens[at] = tokens[i];
         p->targets[at] = i + 1 < len ? tokens[i + 1] : XENT_NO_TARGET;
-        p->bounds[at] = (int32_t)start, p->bounds[B * T + at] = (int32_t)(start + len);
+        p->bounds[at] = (int32_t)start, p->bounds[p->rows * T + at] = (int32_t)(start + len);
         p->src[at] = src;
     }
 }
 
-static packed packed_new(void)
+static packed packed_new(int64_t rows)
 {
-    const size_t n = (size_t)(B * T);
-    return (packed){malloc(n * 4), malloc(n * 4), malloc(2 * n * 4), malloc(n * 4)};
+    const size_t n = (size_t)(rows * T);
+    return (packed){rows, malloc(n * 4), malloc(n * 4), malloc(2 * n * 4), malloc(n * 4)};
 }
 
 static void packed_free(packed *p) { free(p->tokens), free(p->targets), free(p->bounds), free(p->src); }
@@ -63,7 +64,7 @@ static packed pack_prefixes(const int32_t *input)
 {
     static const int64_t lens[] = {5, 1, 11, 3, 8};
     const int64_t n_lens = sizeof lens / sizeof lens[0];
-    packed p = packed_new();
+    packed p = packed_new(B);
     for (int64_t r = 0, k = 0, doc = 0; r < B; r++, doc = 0)
         for (int64_t t = 0; t < T; t += lens[k % n_lens], k++, doc++) {
             const int64_t len = lens[k % n_lens] < T - t ? lens[k % n_lens] : T - t, src = (r + doc) % B;
@@ -72,36 +73,11 @@ static packed pack_prefixes(const int32_t *input)
     return p;
 }
 
-/* One pass over rows rows of p: evaluate (the logits, downloaded to logits_out [rows·T, V] unless
- * NULL) or forward and backward with gradient scale 1; returns the loss sum. */
-static double run(const packed *p, int64_t rows, bool backward, bool accumulate, float *logits_out)
+/* One pass over p (gfx_packed_pass): evaluate (the logits to logits_out [rows·T, V] unless NULL)
+ * or forward and backward with gradient scale 1; returns the loss sum. */
+static double run(const packed *p, bool backward, bool accumulate, float *logits_out)
 {
-    const size_t n = (size_t)(rows * T), all = (size_t)(B * T);
-    void *x = NULL, *y = NULL, *docs = NULL, *stats = NULL;
-    float st[2] = {0, 0};
-    dev->ops->alloc(dev, n * 4, &x, NULL), dev->ops->alloc(dev, n * 4, &y, NULL);
-    dev->ops->alloc(dev, 2 * n * 4, &docs, NULL), dev->ops->alloc(dev, 2 * sizeof(float), &stats, NULL);
-    dev->ops->upload(dev, x, p->tokens, n * 4, NULL), dev->ops->upload(dev, y, p->targets, n * 4, NULL);
-    dev->ops->upload(dev, docs, p->bounds, n * 4, NULL);
-    dev->ops->upload(dev, (int32_t *)docs + n, p->bounds + all, n * 4, NULL);
-    dev->ops->fill(dev, TENSOR_F32, stats, 2, 0.0f, NULL);
-    model_batch b = {.inputs = x, .targets = y, .rows = rows, .docs = docs};
-    ddp_err err = {0};
-    int rc = backward ? m->ops->forward_backward(m, &b, 1.0f, accumulate, NULL, NULL, stats, &err)
-                      : m->ops->evaluate(m, &b, stats, &err);
-    CHECK(rc == DDP_OK, "%s: %s", backward ? "forward_backward" : "evaluate", err.msg);
-    dev->ops->download(dev, st, stats, sizeof st, NULL);
-    if (logits_out) {
-        int64_t ld = 0;
-        const void *lg = m->ops->logits(m, &ld);
-        float *host = malloc(n * (size_t)ld * 4);
-        dev->ops->download(dev, host, lg, n * (size_t)ld * 4, NULL);
-        for (size_t r = 0; r < n; r++)
-            memcpy(logits_out + r * (size_t)shape.vocab_size, host + r * (size_t)ld, (size_t)shape.vocab_size * 4);
-        free(host);
-    }
-    dev->ops->free(dev, x), dev->ops->free(dev, y), dev->ops->free(dev, docs), dev->ops->free(dev, stats);
-    return st[0];
+    return gfx_packed_pass(m, p->tokens, p->targets, p->bounds, p->rows, T, backward, 1.0f, accumulate, logits_out);
 }
 
 /* Every packed position's logits against transformers' for the same prefix. */
@@ -109,7 +85,7 @@ static void test_logits(const packed *p, const float *ref)
 {
     const int64_t V = shape.vocab_size;
     float *logits = malloc((size_t)(B * T * V) * 4);
-    run(p, B, false, false, logits);
+    run(p, false, false, logits);
     double worst = 0, top = 0;
     for (int64_t at = 0; at < B * T; at++) {
         const int64_t offset = at % T - p->bounds[at];
@@ -134,20 +110,20 @@ static float *grads_of(void)
 /* The packed backward against the documents' backward passes one at a time, added. */
 static void test_gradients(const packed *p)
 {
-    const double packed_loss = run(p, B, true, false, NULL);
+    const double packed_loss = run(p, true, false, NULL);
     float *packed_grads = grads_of();
     double loss = 0;
     int n_docs = 0;
-    packed one = packed_new();
+    packed one = packed_new(1);
     for (int64_t r = 0; r < B; r++)
-        for (int64_t t = 0; t < T; t = p->bounds[B * T + r * T + t]) {
-            const int64_t at = r * T + t, len = p->bounds[B * T + at] - t;
+        for (int64_t t = 0; t < T; t = p->bounds[p->rows * T + r * T + t]) {
+            const int64_t at = r * T + t, len = p->bounds[p->rows * T + at] - t;
             put_document(&one, 0, 0, len, p->tokens + at, 0);
             if (len < T) /* the rest of the row: a document without targets */
                 put_document(&one, 0, len, T - len, p->tokens + r * T, 0);
             for (int64_t i = len; i < T; i++)
                 one.targets[i] = XENT_NO_TARGET;
-            loss += run(&one, 1, true, n_docs++ > 0, NULL);
+            loss += run(&one, true, n_docs++ > 0, NULL);
         }
     packed_free(&one);
     fprintf(stderr, "  loss sum %.9g packed, %.9g over %d documents alone\n", packed_loss, loss, n_docs);

@@ -57,39 +57,12 @@ static packed pack_rows(const int32_t *tokens, const int32_t *doc_of, const int3
     return p;
 }
 
-/* One pass over a packed batch on the device: forward only (logits_out [B·T, V] when not NULL) or
- * forward and backward with the gradient scale 1/n_targets; returns the loss sum. */
+/* One pass over the packed batch (gfx_packed_pass): forward only (logits_out [B·T, V] when not
+ * NULL) or forward and backward with the gradient scale 1/n_targets; returns the loss sum. */
 static double run(const int32_t *tokens, const packed *p, bool backward, float *logits_out)
 {
-    const int64_t n = f.B * f.T, V = shape.vocab_size;
-    device *d = f.dev;
-    void *x = NULL, *y = NULL, *docs = NULL;
-    float *stats = NULL, st[2];
-    d->ops->alloc(d, (size_t)n * 4, &x, NULL);
-    d->ops->alloc(d, (size_t)n * 4, &y, NULL);
-    d->ops->alloc(d, (size_t)(2 * n) * 4, &docs, NULL);
-    d->ops->alloc(d, 2 * sizeof(float), (void **)&stats, NULL);
-    d->ops->upload(d, x, tokens, (size_t)n * 4, NULL);
-    d->ops->upload(d, y, p->targets, (size_t)n * 4, NULL);
-    d->ops->upload(d, docs, p->docs, (size_t)(2 * n) * 4, NULL);
-    d->ops->fill(d, TENSOR_F32, stats, 2, 0.0f, NULL);
-    model_batch b = {.inputs = x, .targets = y, .rows = f.B, .docs = docs};
-    ddp_err err = {0};
-    int rc = backward ? f.m->ops->forward_backward(f.m, &b, 1.0f / (float)p->n_targets, false, NULL, NULL, stats, &err)
-                      : f.m->ops->evaluate(f.m, &b, stats, &err);
-    CHECK(rc == DDP_OK, "%s: %s", backward ? "forward_backward" : "evaluate", err.msg);
-    d->ops->download(d, st, stats, sizeof st, NULL);
-    if (logits_out) {
-        int64_t ld = 0;
-        const void *lg = f.m->ops->logits(f.m, &ld);
-        float *all = malloc((size_t)(n * ld) * 4);
-        d->ops->download(d, all, lg, (size_t)(n * ld) * 4, NULL);
-        for (int64_t r = 0; r < n; r++)
-            memcpy(logits_out + r * V, all + r * ld, (size_t)V * 4);
-        free(all);
-    }
-    d->ops->free(d, x), d->ops->free(d, y), d->ops->free(d, docs), d->ops->free(d, stats);
-    return st[0];
+    return gfx_packed_pass(f.m, tokens, p->targets, p->docs, f.B, f.T, backward, 1.0f / (float)p->n_targets, false,
+                           logits_out);
 }
 
 /* The fixture's rules, as ddprun reads them: positions restart at each document, and n_targets is
