@@ -13,18 +13,11 @@
 #include <stdint.h>
 #include <string.h>
 
-/* __host__ __device__ for CUDA code: nvcc's, or the emulated build's C++ (cuda_kernel.h, included
- * first, defines both as nothing there). The emulated build also defines DDP_CUDA_EMULATION for
- * its C files (cast_cpu.c), which know neither word. */
-#if defined(__CUDACC__) || (defined(__cplusplus) && defined(DDP_CUDA_EMULATION))
-#define DDP_BF16_SR_FN static inline __host__ __device__
-#else
-#define DDP_BF16_SR_FN static inline
-#endif
+#include "runtime/device/kernels/host_device.h"
 
 /* splitmix64's finaliser: a bijection of 64-bit words whose every output bit depends on every
  * input bit, so neighbouring indices give unrelated bits. */
-DDP_BF16_SR_FN uint64_t ddp_bf16_sr_mix(uint64_t z)
+DDP_HOST_DEVICE_FN uint64_t ddp_bf16_sr_mix(uint64_t z)
 {
     z += 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -33,26 +26,26 @@ DDP_BF16_SR_FN uint64_t ddp_bf16_sr_mix(uint64_t z)
 }
 
 /* The part of the hash that depends on (seed, step) alone: computed once per cast, not per element. */
-DDP_BF16_SR_FN uint64_t ddp_bf16_sr_key(uint64_t seed, uint64_t step)
+DDP_HOST_DEVICE_FN uint64_t ddp_bf16_sr_key(uint64_t seed, uint64_t step)
 {
     return ddp_bf16_sr_mix(ddp_bf16_sr_mix(seed) ^ step);
 }
 
 /* The 16 random bits of element `index` under key ddp_bf16_sr_key(seed, step). */
-DDP_BF16_SR_FN uint32_t ddp_bf16_sr_bits_keyed(uint64_t key, uint64_t index)
+DDP_HOST_DEVICE_FN uint32_t ddp_bf16_sr_bits_keyed(uint64_t key, uint64_t index)
 {
     return (uint32_t)(ddp_bf16_sr_mix(key ^ index) >> 48);
 }
 
 /* The 16 random bits of element `index` at optimizer step `step` of a run seeded `seed`. */
-DDP_BF16_SR_FN uint32_t ddp_bf16_sr_bits(uint64_t seed, uint64_t step, uint64_t index)
+DDP_HOST_DEVICE_FN uint32_t ddp_bf16_sr_bits(uint64_t seed, uint64_t step, uint64_t index)
 {
     return ddp_bf16_sr_bits_keyed(ddp_bf16_sr_key(seed, step), index);
 }
 
 /* x rounded to bf16 bits with random bits r16 < 2^16: NaN stays a quiet NaN, inf stays inf, and a
  * magnitude rounded past the largest finite bf16 becomes inf (the carry runs into the exponent). */
-DDP_BF16_SR_FN uint16_t ddp_bf16_stochastic(float x, uint32_t r16)
+DDP_HOST_DEVICE_FN uint16_t ddp_bf16_stochastic(float x, uint32_t r16)
 {
     uint32_t u;
     memcpy(&u, &x, sizeof u);

@@ -14,7 +14,7 @@
  * dwpe[p,c] += the sum of dout[b,t,c] over the (b,t) at position p: one thread per pack of (p, c),
  * the sum in double over (b,t) in order, rounded once, as the CPU does. In packed rows a position
  * is its offset in its document (p = t - doc_start), and the thread walks each row's documents
- * (at_position) instead of reading one t per row. Without a position table (wpe, dwpe NULL: RoPE
+ * (doc_walk.h) instead of reading one t per row. Without a position table (wpe, dwpe NULL: RoPE
  * places positions) the forward copies the token rows (a template flag, so both keep the
  * vectorised packs) and the backward has no dwpe sums.
  *
@@ -23,6 +23,7 @@
  * backward skips any outside it rather than write outside dwte. This file must not hold other
  * ops. */
 #include "kernel_common.cuh"
+#include "runtime/device/kernels/doc_walk.h"
 
 using ddp_kernels::all_aligned;
 using ddp_kernels::from_float;
@@ -238,20 +239,6 @@ __global__ void ddp_embedding_backward_wte_kernel(float *dwte, const E *dout, co
     }
 }
 
-/* The first position t' >= t of a row whose offset in its document is p, or T if none; start and
- * end are the row's document bounds (NULL: the row is one document). embedding_cpu.c's walk:
- * each step lands on a document's position p or jumps to the next document's. */
-__device__ inline size_t at_position(const int32_t *start, const int32_t *end, size_t t, size_t p, size_t T)
-{
-    if (!start) return t == p ? t : T;
-    while (t < T && t - (size_t)start[t] != p) {
-        const size_t next = t - (size_t)start[t] < p ? (size_t)start[t] + p : (size_t)end[t] + p;
-        if (next <= t) return T; /* bounds that break attn_shape's contract end the walk, never loop */
-        t = next;
-    }
-    return t < T ? t : T;
-}
-
 /* dwpe[p,c] += Σ dout[b,t,c] over the (b,t) at position p: one thread per pack of the T·C
  * entries, double over (b,t) in order. */
 template <typename E, int W>
@@ -266,8 +253,9 @@ __global__ void ddp_embedding_backward_wpe_kernel(float *dwpe, const E *dout, co
         for (int q = 0; q < W; q++) acc[q] = 0.0;
         for (size_t b = 0; b < B; b++) {
             const int32_t *s = doc_start ? doc_start + b * T : NULL, *e = doc_end ? doc_end + b * T : NULL;
-            for (size_t t = at_position(s, e, p, p, T); t < T; t = at_position(s, e, e ? (size_t)e[t] + p : T, p, T)) {
-                const pack<E, W> g = load_pack<W>(dout + (b * T + t) * C, col);
+            for (int64_t t = ddp_doc_at_position(s, e, (int64_t)p, (int64_t)p, (int64_t)T); t < (int64_t)T;
+                 t = ddp_doc_next_position(s, e, t, (int64_t)p, (int64_t)T)) {
+                const pack<E, W> g = load_pack<W>(dout + (b * T + (size_t)t) * C, col);
                 DDP_UNROLL
                 for (int q = 0; q < W; q++) acc[q] += (double)to_float(g.v[q]);
             }

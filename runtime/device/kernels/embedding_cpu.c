@@ -10,17 +10,7 @@
  * [0, V), as the model checks its data before training. This file must not allocate memory or set thread counts. */
 #include "cpu_kernel.h"
 
-/* The first position t' >= t of a row whose offset in its document is p, or T if none; start and
- * end are the row's document bounds (NULL: the row is one document). Each step lands on a
- * document's position p or jumps to the next document's, so a walk visits each document once. */
-static int64_t at_position(const int32_t *start, const int32_t *end, int64_t t, int64_t p, int64_t T)
-{
-    if (!start)
-        return t == p ? t : T;
-    while (t < T && t - start[t] != p)
-        t = t - start[t] < p ? start[t] + p : end[t] + p;
-    return ddp_min_i64(t, T);
-}
+#include "runtime/device/kernels/doc_walk.h"
 
 /* dwpe[p,c] += Σ dout[b,t,c] over the (b,t) at position p, b in order and t in order within a row,
  * each sum in double, rounded once. Threads own positions, so no sum depends on their count. */
@@ -34,7 +24,7 @@ static void add_position_sums(float *restrict dwpe, const float *restrict dout, 
             double acc[DDP_COL_BLOCK] = {0};
             for (int64_t b = 0; b < B; b++) {
                 const int32_t *s = doc_start ? doc_start + b * T : NULL, *e = doc_end ? doc_end + b * T : NULL;
-                for (int64_t t = at_position(s, e, p, p, T); t < T; t = at_position(s, e, e ? e[t] + p : T, p, T)) {
+                for (int64_t t = ddp_doc_at_position(s, e, p, p, T); t < T; t = ddp_doc_next_position(s, e, t, p, T)) {
                     const float *restrict row = dout + (b * T + t) * C + c0;
                     for (int64_t j = 0; j < w; j++)
                         acc[j] += row[j];
