@@ -1,5 +1,5 @@
-/* hf_folder_util.h — what the Hugging Face import tests (test_gpt2_hf.c, test_llama_hf.c) build
- * their folder variants with: a fixture folder's tensors as float32, safetensors files and
+/* hf_folder_util.h — what the Hugging Face import tests (test_gpt2_hf.c, test_llama_hf.c,
+ * test_qwen2_hf.c) build their folder variants with: a fixture folder's tensors as float32, safetensors files and
  * config.json texts written from them, and the export checks' comparisons. Header only, for tests;
  * it checks nothing about the code under test itself. */
 #ifndef DDP_TESTS_HF_FOLDER_UTIL_H

@@ -26,11 +26,9 @@
 #include "models/gpt2.h"
 #include "models/gpt2_hf.h"
 #include "tests/models/hf_folder_util.h"
+#include "tests/models/hf_logits.h"
 
-/* tests/fixtures/README.md: HF reloading its checkpoint in float32 reproduces `logits` within about
- * 3e-7 of the largest logit; a correct float32 implementation is held to a few times that. */
-#define LOGITS_NOISE_FLOOR 3e-7
-#define LOGITS_TOL_FACTOR 8
+#define TOL (HF_LOGITS_TOL_FACTOR * HF_GPT2_TINY_LOGITS_FLOOR)
 
 static fixture_manifest fx;
 static device *dev;
@@ -47,38 +45,11 @@ static model *build(void)
     return m;
 }
 
-static float *params_of(model *m)
-{
-    float *host = malloc(m->n_params * sizeof *host);
-    dev->ops->download(dev, host, m->params, m->n_params * sizeof *host, NULL);
-    return host;
-}
+static float *params_of(model *m) { return hf_params_of(dev, m); }
 
-/* The largest |logit - reference| over the vocabulary's columns, relative to the largest |reference|. */
 static double logits_error(model *m, const int32_t *input, const float *ref)
 {
-    int64_t rows = B * T, V = shape.vocab_size, ld = 0;
-    void *x = NULL, *stats = NULL;
-    ddp_err err = {0};
-    dev->ops->alloc(dev, sizeof(int32_t) * (size_t)rows, &x, NULL);
-    dev->ops->alloc(dev, 2 * sizeof(float), &stats, NULL);
-    dev->ops->upload(dev, x, input, sizeof(int32_t) * (size_t)rows, NULL);
-    dev->ops->fill(dev, TENSOR_F32, stats, 2, 0.0f, NULL);
-    model_batch b = {.inputs = x, .targets = x, .rows = B};
-    CHECK(m->ops->evaluate(m, &b, stats, &err) == DDP_OK, "evaluate: %s", err.msg);
-    const void *p = m->ops->logits(m, &ld);
-    float *logits = malloc(sizeof(float) * (size_t)(rows * ld));
-    dev->ops->download(dev, logits, p, sizeof(float) * (size_t)(rows * ld), NULL);
-    double worst = 0, top = 0;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t v = 0; v < V; v++) {
-            worst = fmax(worst, fabs((double)logits[r * ld + v] - ref[r * V + v]));
-            top = fmax(top, fabs((double)ref[r * V + v]));
-        }
-    free(logits);
-    dev->ops->free(dev, x);
-    dev->ops->free(dev, stats);
-    return worst / top;
+    return hf_logits_error(dev, m, input, B, T, ref, shape.vocab_size);
 }
 
 /* ---- folder variants ---------------------------------------------------------------------- */
@@ -121,8 +92,8 @@ static void test_fixture(const int32_t *input, const float *ref)
     free(p);
     double e = logits_error(m, input, ref);
     printf("hf-gpt2-tiny: largest logit error %.3g of the largest logit (tolerance %.3g)\n", e,
-           LOGITS_TOL_FACTOR * LOGITS_NOISE_FLOOR);
-    CHECK(e <= LOGITS_TOL_FACTOR * LOGITS_NOISE_FLOOR, "logits differ from transformers' by %.3g", e);
+           TOL);
+    CHECK(e <= TOL, "logits differ from transformers' by %.3g", e);
     m->ops->destroy(m);
 }
 
@@ -151,7 +122,7 @@ static void test_other_names(const int32_t *input, const float *ref)
     model *m = build();
     ddp_err err = {0};
     CHECK(gpt2_hf_load_model(m, dir, &err) == DDP_OK, "import without the prefix: %s", err.msg);
-    CHECK(logits_error(m, input, ref) <= LOGITS_TOL_FACTOR * LOGITS_NOISE_FLOOR, "logits without the prefix");
+    CHECK(logits_error(m, input, ref) <= TOL, "logits without the prefix");
 
     t[n].data[7] += 1.0f; /* lm_head no longer wte */
     refused(m, variant("untied", NULL, t, n + 1), "lm_head.weight differs from wte", NULL);
@@ -189,7 +160,7 @@ static void test_sharded(const int32_t *input, const float *ref)
     model *m = build();
     ddp_err err = {0};
     CHECK(gpt2_hf_load_model(m, sharded("sharded", t, n, n / 2, NULL), &err) == DDP_OK, "sharded: %s", err.msg);
-    CHECK(logits_error(m, input, ref) <= LOGITS_TOL_FACTOR * LOGITS_NOISE_FLOOR, "logits from two shards");
+    CHECK(logits_error(m, input, ref) <= TOL, "logits from two shards");
     char index[256];
     snprintf(index, sizeof index, "{\"weight_map\": {\"%s\": \"model-00002-of-00002.safetensors\"}}", t[0].name);
     char want[256];

@@ -13,17 +13,15 @@
 #include "tests/check.h"
 #include "tests/fixture.h"
 #include "tests/models/gpt_fixture.h"
+#include "tests/models/hf_logits.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "models/gpt2_hf.h"
 
-/* tests/fixtures/README.md: HF reloading its checkpoint in float32 reproduces `logits` within about
- * 3e-7 of the largest logit; a correct float32 implementation is held to a few times that (as
- * test_gpt2_hf). A position off by one or a key of another document moves logits by O(1). */
-#define LOGITS_NOISE_FLOOR 3e-7
-#define LOGITS_TOL_FACTOR 8
+/* A position off by one or a key of another document moves logits by O(1) of the largest. */
+#define TOL (HF_LOGITS_TOL_FACTOR * HF_GPT2_TINY_LOGITS_FLOOR)
 
 static fixture_manifest fx;
 static device *dev;
@@ -95,8 +93,8 @@ static void test_logits(const packed *p, const float *ref)
     }
     worst /= top;
     fprintf(stderr, "  packed logits: largest error %.3g of the largest logit (tolerance %.3g)\n", worst,
-            LOGITS_TOL_FACTOR * LOGITS_NOISE_FLOOR);
-    CHECK(worst <= LOGITS_TOL_FACTOR * LOGITS_NOISE_FLOOR, "packed logits differ from transformers' by %.3g", worst);
+            TOL);
+    CHECK(worst <= TOL, "packed logits differ from transformers' by %.3g", worst);
     free(logits);
 }
 

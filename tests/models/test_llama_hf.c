@@ -25,13 +25,10 @@
 #include "models/llama.h"
 #include "models/llama_hf.h"
 #include "tests/models/hf_folder_util.h"
+#include "tests/models/hf_logits.h"
 
-/* tests/fixtures/README.md: HF reloading its checkpoint in float32 reproduces `logits` within about
- * 3e-7 of the largest logit; a correct float32 implementation is held to a few times that (the
- * bf16 folder's values are exact in float32, so the same holds against `logits_bf16`). */
-#define LOGITS_NOISE_FLOOR 3e-7
-#define LOGITS_TOL_FACTOR 8
-#define TOL (LOGITS_TOL_FACTOR * LOGITS_NOISE_FLOOR)
+/* The bf16 folder's values are exact in float32, so the same bound holds against `logits_bf16`. */
+#define TOL (HF_LOGITS_TOL_FACTOR * HF_LLAMA_TINY_LOGITS_FLOOR)
 
 static fixture_manifest fx;
 static device *dev;
@@ -51,38 +48,11 @@ static model *build_shape(const llama_shape *s)
 
 static model *build(void) { return build_shape(&shape); }
 
-static float *params_of(model *m)
-{
-    float *host = malloc(m->n_params * sizeof *host);
-    dev->ops->download(dev, host, m->params, m->n_params * sizeof *host, NULL);
-    return host;
-}
+static float *params_of(model *m) { return hf_params_of(dev, m); }
 
-/* The largest |logit - reference| over the vocabulary's columns, relative to the largest |reference|. */
 static double logits_error(model *m, const int32_t *input, const float *ref)
 {
-    int64_t rows = B * T, V = shape.vocab_size, ld = 0;
-    void *x = NULL, *stats = NULL;
-    ddp_err err = {0};
-    dev->ops->alloc(dev, sizeof(int32_t) * (size_t)rows, &x, NULL);
-    dev->ops->alloc(dev, 2 * sizeof(float), &stats, NULL);
-    dev->ops->upload(dev, x, input, sizeof(int32_t) * (size_t)rows, NULL);
-    dev->ops->fill(dev, TENSOR_F32, stats, 2, 0.0f, NULL);
-    model_batch b = {.inputs = x, .targets = x, .rows = B};
-    CHECK(m->ops->evaluate(m, &b, stats, &err) == DDP_OK, "evaluate: %s", err.msg);
-    const void *p = m->ops->logits(m, &ld);
-    float *logits = malloc(sizeof(float) * (size_t)(rows * ld));
-    dev->ops->download(dev, logits, p, sizeof(float) * (size_t)(rows * ld), NULL);
-    double worst = 0, top = 0;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t v = 0; v < V; v++) {
-            worst = fmax(worst, fabs((double)logits[r * ld + v] - ref[r * V + v]));
-            top = fmax(top, fabs((double)ref[r * V + v]));
-        }
-    free(logits);
-    dev->ops->free(dev, x);
-    dev->ops->free(dev, stats);
-    return worst / top;
+    return hf_logits_error(dev, m, input, B, T, ref, shape.vocab_size);
 }
 
 static const char *variant(const char *name, const char *config, const out_tensor *t, int n)

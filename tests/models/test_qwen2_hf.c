@@ -18,12 +18,9 @@
 #include "models/llama_hf.h"
 #include "models/qwen2.h"
 #include "tests/models/hf_folder_util.h"
+#include "tests/models/hf_logits.h"
 
-/* tests/fixtures/hf-qwen2-tiny/README.md: HF reloading the checkpoint in float32 reproduces
- * `logits` within 2.9e-7 of the largest logit; a correct float32 implementation is held to a few
- * times that. */
-#define LOGITS_NOISE_FLOOR 2.9e-7
-#define TOL (8 * LOGITS_NOISE_FLOOR)
+#define TOL (HF_LOGITS_TOL_FACTOR * HF_QWEN2_TINY_LOGITS_FLOOR)
 
 static fixture_manifest fx;
 static device *dev;
@@ -42,12 +39,7 @@ static model *build(void)
     return m;
 }
 
-static float *params_of(model *m)
-{
-    float *host = malloc(m->n_params * sizeof *host);
-    dev->ops->download(dev, host, m->params, m->n_params * sizeof *host, NULL);
-    return host;
-}
+static float *params_of(model *m) { return hf_params_of(dev, m); }
 
 /* The batch: the fixture's input, its next tokens as the targets (the last position's own). */
 typedef struct batch_dev { void *x, *y, *stats; model_batch b; } batch_dev;
@@ -87,22 +79,9 @@ static double loss_of(model *m, batch_dev *d)
     return stats[0];
 }
 
-/* The largest |logit - reference| over the vocabulary's columns, relative to the largest |reference|. */
 static double logits_error(model *m, batch_dev *d, const float *ref)
 {
-    int64_t rows = B * T, V = shape.vocab_size, ld = 0;
-    loss_of(m, d);
-    const void *p = m->ops->logits(m, &ld);
-    float *logits = malloc(sizeof(float) * (size_t)(rows * ld));
-    dev->ops->download(dev, logits, p, sizeof(float) * (size_t)(rows * ld), NULL);
-    double worst = 0, top = 0;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t v = 0; v < V; v++) {
-            worst = fmax(worst, fabs((double)logits[r * ld + v] - ref[r * V + v]));
-            top = fmax(top, fabs((double)ref[r * V + v]));
-        }
-    free(logits);
-    return worst / top;
+    return hf_batch_logits_error(dev, m, &d->b, T, d->stats, ref, shape.vocab_size);
 }
 
 static void test_import(model *m, batch_dev *d, const float *ref, const float *ref_bf16)
