@@ -52,13 +52,12 @@ int train_data_load(train_job *t, ddp_err *err)
 }
 
 /* The model was built for the training data; the test data must have the same samples, and a
- * model built from its own settings (a language model's context length) must fit the data too. */
+ * model built from its own settings (a language model's context length) must fit the data too.
+ * Packed rows reach only a language model: the config takes data.packed only with token data,
+ * and token data only with a language model (config_check.c). */
 static int fits(const train_job *t, const dataset *data, ddp_err *err)
 {
     const sample_layout *want = &t->m->io.sample, *have = &data->layout;
-    if (data->packed && !t->m->io.language_model)
-        return ddp_fail(err, DDP_EUSAGE, "%s: data.packed: model %s is not a language model", t->cfg->source,
-                        t->m->description);
     if (sample_field_equal(want->input, have->input) && sample_field_equal(want->target, have->target) &&
         have->n_classes <= want->n_classes)
         return DDP_OK;

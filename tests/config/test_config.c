@@ -627,6 +627,9 @@ static void test_llama(void)
     char want[512];
     snprintf(want, sizeof want, "data.kind tokens only with a language model (%s)", lm_kinds());
     expect_fail(NULL, 2, (char *[]){"model.kind=mlp", "data.kind=tokens"}, "<override 2>:1:11: data.kind:", want);
+    /* the only refusal of packed rows for a model that is not a language model: the trainer has none */
+    expect_fail(NULL, 3, (char *[]){"model.kind=mlp", "data.kind=tokens", "data.packed=true"},
+                "<override 2>:1:11: data.kind:", want);
     snprintf(want, sizeof want, "train.recompute none with a model without blocks to recompute (selective and full: %s)",
              lm_kinds());
     expect_fail(NULL, 1, (char *[]){"train.recompute=full"}, "<override 1>:1:17: train.recompute:", want);
