@@ -332,12 +332,5 @@ int llama_create(const llama_family *fam, const llama_shape *shape, const lm_run
         rc = lm_alloc_params(m, err);
     if (!rc)
         rc = alloc_acts(m, g, run, max_rows, err);
-    if (!rc && g->lm.act_bytes != act_bytes) /* the layout changed on one side only */
-        rc = ddp_fail(err, DDP_ERUNTIME, "activations of %zu bytes, llama_activation_bytes plans %zu",
-                      g->lm.act_bytes, act_bytes);
-    m->activation_bytes = g->lm.act_bytes;
-    if (rc)
-        return lm_build_failed(m, err);
-    *out = m;
-    return DDP_OK;
+    return lm_build_end(m, rc, act_bytes, out, err);
 }

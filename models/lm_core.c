@@ -95,7 +95,8 @@ int lm_alloc(model *m, void **p, size_t bytes, ddp_err *err)
     return DDP_OK;
 }
 
-int lm_build_failed(model *m, ddp_err *err)
+/* The create failed: frees m and prefixes err with what it was building; returns err's code. */
+static int build_failed(model *m, ddp_err *err)
 {
     const char *name = core(m)->kind->name;
     char what[MODEL_DESCRIPTION_MAX];
@@ -103,6 +104,19 @@ int lm_build_failed(model *m, ddp_err *err)
     long long rows = (long long)m->max_rows;
     lm_destroy(m);
     return ddp_prefix(err, "%s: building %s for %lld sequences", name, what, rows);
+}
+
+int lm_build_end(model *m, int rc, size_t planned_act_bytes, model **out, ddp_err *err)
+{
+    const lm_core *lm = core(m);
+    if (!rc && lm->act_bytes != planned_act_bytes) /* the layout changed on one side only */
+        rc = ddp_fail(err, DDP_ERUNTIME, "activations of %zu bytes where the plan counts %zu", lm->act_bytes,
+                      planned_act_bytes);
+    m->activation_bytes = lm->act_bytes;
+    if (rc)
+        return build_failed(m, err);
+    *out = m;
+    return DDP_OK;
 }
 
 /* ---- model_ops ---------------------------------------------------------------------------- */

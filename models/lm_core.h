@@ -81,7 +81,7 @@ int lm_check_data(const char *name, const sample_layout *data, int64_t block_siz
 /* A zeroed model and impl of impl_bytes (whose first member is an lm_core) of this kind with
  * lm_core.c's model_ops, for sequences of data's layout over vocab_size tokens, computing in
  * `compute`: everything but the parameters and buffers, which the model's create adds
- * (lm_alloc_params, lm_alloc) and lm_build_failed frees if it fails. */
+ * (lm_alloc_params, lm_alloc) and lm_build_end frees if it fails. */
 int lm_new(const lm_kind *kind, size_t impl_bytes, tensor_dtype compute, device *dev, const sample_layout *data,
            int64_t vocab_size, int64_t max_rows, model_buffers buffers, model **out, ddp_err *err);
 
@@ -106,7 +106,10 @@ static inline size_t lm_aligned_bytes(size_check *k, size_t count, size_t elem)
 int lm_activations_too_large(const char *name, int64_t n_layer, const char *widths, int64_t T, int64_t B,
                              ddp_err *err);
 
-/* The model's create failed: frees m and prefixes err with what it was building; returns err's code. */
-int lm_build_failed(model *m, ddp_err *err);
+/* The end of a model's create, rc its status so far: the buffers it allocated must come to the
+ * plan's figure (planned_act_bytes, from the model's activation-bytes function), which becomes
+ * m->activation_bytes; then m goes to *out, or on any failure is freed with err prefixed by what
+ * was being built. Returns rc or the plan mismatch's code. */
+int lm_build_end(model *m, int rc, size_t planned_act_bytes, model **out, ddp_err *err);
 
 #endif

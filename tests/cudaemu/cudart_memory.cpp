@@ -51,10 +51,10 @@ static size_t page_bytes;
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-bool alloc_lookup(const void *p, size_t bytes, alloc_kind *kind, size_t *overrun_bytes)
+/* alloc_lookup with registry_lock held. */
+static bool lookup_locked(const void *p, size_t bytes, alloc_kind *kind, size_t *overrun_bytes)
 {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    std::lock_guard<std::mutex> hold(registry_lock);
     *overrun_bytes = 0;
     auto it = registry.upper_bound(a);
     if (it == registry.begin())
@@ -71,6 +71,12 @@ bool alloc_lookup(const void *p, size_t bytes, alloc_kind *kind, size_t *overrun
     return true;
 }
 
+bool alloc_lookup(const void *p, size_t bytes, alloc_kind *kind, size_t *overrun_bytes)
+{
+    std::lock_guard<std::mutex> hold(registry_lock);
+    return lookup_locked(p, bytes, kind, overrun_bytes);
+}
+
 std::vector<memory_range> device_allocations()
 {
     std::vector<memory_range> out;
@@ -85,10 +91,10 @@ bool kernel_reachable(const void *p, size_t bytes)
 {
     alloc_kind kind;
     size_t overrun = 0;
-    if (alloc_lookup(p, bytes, &kind, &overrun) && kind == ALLOC_PINNED_HOST)
+    std::lock_guard<std::mutex> hold(registry_lock); /* one look at the registry: no free between the two asks */
+    if (lookup_locked(p, bytes, &kind, &overrun) && kind == ALLOC_PINNED_HOST)
         return true;
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    std::lock_guard<std::mutex> hold(registry_lock);
     auto next = registry.upper_bound(a); /* a in its leading guard, or in the previous one's slack or guard */
     for (auto it : {next, next == registry.begin() ? registry.end() : std::prev(next)})
         if (it != registry.end() && it->second.kind == ALLOC_DEVICE &&
