@@ -3,7 +3,8 @@
  * builds the GPT-2 it describes on a device with the reference batch uploaded, and compares
  * logits, loss, every gradient, the global gradient norm and two 3-step AdamW trajectories, with
  * one set of tolerances for every backend. A fixture made by the same generator with other shapes
- * passes unchanged.
+ * passes unchanged. Through a builder (gfx_build_fn) the same setup, passes and checks serve
+ * llama_fixture.h's Llama; gfx_bf16.h adds the bf16 checks.
  *
  * Header-only like check.h. */
 #ifndef DDP_GPT_FIXTURE_H
@@ -133,18 +134,24 @@ static inline void *gfx_device_copy(device *d, const void *host, size_t bytes)
     return p;
 }
 
-/* The reference GPT-2 with parameters init.* on dev, computing in `compute`; 0 on success. Call
- * gfx_teardown either way. */
-static inline int gfx_setup(gfx *f, device *dev, tensor_dtype compute)
+/* Builds a model of f's shape on f->dev as `run` says; NULL, with err said, if it cannot. */
+typedef model *(*gfx_build_fn)(gfx *f, const lm_run *run, ddp_err *err);
+
+/* gpt-reference's builder: GPT-2 of f->shape for batches of f->B rows of f->T tokens. */
+static inline model *gfx_build_gpt2(gfx *f, const lm_run *run, ddp_err *err)
 {
-    memset(f, 0, sizeof *f);
-    f->dev = dev;
-    if (gfx_read_manifest(f))
-        return 1;
-    ddp_err err = {0};
     sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T},
                           .n_classes = f->shape.vocab_size};
-    if (gpt2_create(&f->shape, &(lm_run){.compute = compute}, dev, &data, f->B, MODEL_BUFFERS_WHOLE, &f->m, &err)) {
+    model *m = NULL;
+    return gpt2_create(&f->shape, run, f->dev, &data, f->B, MODEL_BUFFERS_WHOLE, &m, err) ? NULL : m;
+}
+
+/* Once the manifest is read: f->m built by `build` computing in `compute`, with parameters
+ * init.*, and the reference batch and zeroed stats on f->dev; 0 on success. */
+static inline int gfx_start(gfx *f, gfx_build_fn build, tensor_dtype compute)
+{
+    ddp_err err = {0};
+    if (!(f->m = build(f, &(lm_run){.compute = compute}, &err))) {
         fprintf(stderr, "fixture setup: %s\n", err.msg);
         return 1;
     }
@@ -152,14 +159,23 @@ static inline int gfx_setup(gfx *f, device *dev, tensor_dtype compute)
     float zero[2] = {0, 0};
     int rc = !x || !y || gfx_upload_params(f, "init");
     if (!rc) {
-        f->tokens = gfx_device_copy(dev, x, sizeof(int32_t) * (size_t)(f->B * f->T));
-        f->targets = gfx_device_copy(dev, y, sizeof(int32_t) * (size_t)(f->B * f->T));
-        f->stats = gfx_device_copy(dev, zero, sizeof zero);
+        f->tokens = gfx_device_copy(f->dev, x, sizeof(int32_t) * (size_t)(f->B * f->T));
+        f->targets = gfx_device_copy(f->dev, y, sizeof(int32_t) * (size_t)(f->B * f->T));
+        f->stats = gfx_device_copy(f->dev, zero, sizeof zero);
         rc = !f->tokens || !f->targets || !f->stats;
     }
     free(x);
     free(y);
     return rc;
+}
+
+/* The reference GPT-2 with parameters init.* on dev, computing in `compute`; 0 on success. Call
+ * gfx_teardown either way. */
+static inline int gfx_setup(gfx *f, device *dev, tensor_dtype compute)
+{
+    memset(f, 0, sizeof *f);
+    f->dev = dev;
+    return gfx_read_manifest(f) || gfx_start(f, gfx_build_gpt2, compute);
 }
 
 static inline void gfx_teardown(gfx *f)
@@ -203,6 +219,27 @@ static inline model_batch gfx_batch(const gfx *f)
     return b;
 }
 
+/* One pass of f->m over the reference batch, the stats zeroed first: forward_backward (the mean
+ * loss's gradient) if backward, else evaluate. */
+static inline int gfx_pass(gfx *f, bool backward, ddp_err *err)
+{
+    model_batch b = gfx_batch(f);
+    int rc = f->dev->ops->fill(f->dev, TENSOR_F32, f->stats, 2, 0.0f, err);
+    if (rc)
+        return rc;
+    return backward ? f->m->ops->forward_backward(f->m, &b, 1.0f / (float)(f->B * f->T), false, NULL, NULL, f->stats,
+                                                  err)
+                    : f->m->ops->evaluate(f->m, &b, f->stats, err);
+}
+
+/* The mean loss of the last pass. */
+static inline double gfx_mean_loss(const gfx *f)
+{
+    float stats[2];
+    f->dev->ops->download(f->dev, stats, f->stats, sizeof stats, NULL);
+    return stats[0] / (double)(f->B * f->T);
+}
+
 /* The gradients of the reference batch from `other`, a model of f->m's shape (built by the
  * caller with another train.recompute), given f->m's parameters: two passes, so the second
  * backward runs on what the first left behind. A malloc'd host copy; `other` is destroyed. */
@@ -225,17 +262,15 @@ static inline float *gfx_grads_of(gfx *f, model *other)
     return host;
 }
 
-/* Builds a model of f's shape for the checks below with `run` (NULL on failure). */
-typedef model *(*gfx_build_fn)(gfx *f, const lm_run *run);
-
 /* train.recompute selective and full give none's gradients bit for bit in less activation memory. */
 static inline void gfx_check_recompute(gfx *f, gfx_build_fn build)
 {
     float *grads[3] = {NULL, NULL, NULL};
     size_t act[3] = {0, 0, 0};
     for (int mode = RECOMPUTE_NONE; mode <= RECOMPUTE_FULL; mode++) {
-        model *m = build(f, &(lm_run){.compute = f->m->act_dtype, .recompute = (recompute_mode)mode});
-        CHECK(m != NULL, "recompute %s: built", recompute_mode_names[mode]);
+        ddp_err err = {0};
+        model *m = build(f, &(lm_run){.compute = f->m->act_dtype, .recompute = (recompute_mode)mode}, &err);
+        CHECK(m != NULL, "recompute %s: %s", recompute_mode_names[mode], err.msg);
         if (m) {
             act[mode] = m->activation_bytes;
             grads[mode] = gfx_grads_of(f, m);
@@ -338,6 +373,40 @@ static inline void gfx_compare_params(const gfx *f, const float *buf, const char
     free(host);
 }
 
+/* The README's trajectory `name` (adamw, adamw_clip) from init.*, clipping at clip: each step's
+ * loss and gradient norm within rtol of the reference's, and the parameters after three steps
+ * within floors times the MANIFEST's float32 noise floor. */
+static inline void gfx_check_trajectory(gfx *f, const char *name, double clip, double rtol, double floors)
+{
+    ddp_err err = {0};
+    CHECK(gfx_upload_params(f, "init") == 0, "reloading init.*");
+    optimizer *o = gfx_make_adamw(f, clip);
+    if (!o)
+        return;
+    char what[64];
+    snprintf(what, sizeof what, "%s.losses", name);
+    float *losses = gfx_load(f, what, NULL);
+    snprintf(what, sizeof what, "%s.grad_norms", name);
+    float *norms = gfx_load(f, what, NULL);
+    for (int step = 0; step < 3 && losses && norms; step++) {
+        CHECK(gfx_pass(f, true, &err) == 0, "%s step %d: %s", name, step, err.msg);
+        CHECK_CLOSE(gfx_mean_loss(f), losses[step], rtol, 0);
+        double norm = 0;
+        const float *scale = NULL;
+        CHECK(optim_grad_norm(o, f->m->grads, &scale, &err) == 0, "%s", err.msg);
+        CHECK(optim_read_grad_norm(o, &norm, &err) == 0, "%s", err.msg);
+        CHECK_CLOSE(norm, norms[step], rtol, 0);
+        CHECK(optim_step(o, f->m->params, f->m->grads, 1e-3, scale, &err) == 0, "%s", err.msg);
+    }
+    snprintf(what, sizeof what, "%s.after3", name);
+    fprintf(stderr, "  %s: tolerance %.3g (%.0f x the noise floor %.3g)\n", what, floors * f->noise_floor, floors,
+            f->noise_floor);
+    gfx_compare_params(f, f->m->params, what, 0, 0, floors * f->noise_floor);
+    free(losses);
+    free(norms);
+    optim_destroy(o);
+}
+
 /* The classifier in chunks (lm_run.logits_bytes) against the fixture, with f->m's parameters: one
  * row per chunk, and about a third of the rows (the last chunk shorter when they do not divide):
  * the loss and every gradient within the fixture's tolerances (rtol, atol_scale), since only the
@@ -355,8 +424,9 @@ static inline void gfx_check_chunked_classifier(gfx *f, gfx_build_fn build, doub
     for (int i = 0; i < 2 && loss; i++) {
         const lm_run run = {.compute = whole->act_dtype, .logits_bytes = (size_t)fits[i] * row_bytes + row_bytes / 2};
         const int64_t chunk = lm_logit_rows(run.logits_bytes, f->Vp, run.compute, rows);
-        model *m = build(f, &run);
-        CHECK(m != NULL, "classifier in chunks of %lld rows: built", (long long)chunk);
+        ddp_err err = {0};
+        model *m = build(f, &run, &err);
+        CHECK(m != NULL, "classifier in chunks of %lld rows: %s", (long long)chunk, err.msg);
         if (!m)
             continue;
         int64_t ld = 0;
@@ -366,7 +436,6 @@ static inline void gfx_check_chunked_classifier(gfx *f, gfx_build_fn build, doub
               whole->activation_bytes);
         fprintf(stderr, "  classifier in chunks of %lld of %lld rows: activations %zu bytes (whole: %zu)\n",
                 (long long)chunk, (long long)rows, m->activation_bytes, whole->activation_bytes);
-        ddp_err err = {0};
         d->ops->copy(d, m->params, whole->params, whole->n_params * sizeof(float), NULL);
         model_batch b = gfx_batch(f);
         float stats[2] = {0, 0};

@@ -58,33 +58,24 @@ static inline int lfx_read_manifest(lfx *x)
     return 0;
 }
 
+/* llama-reference's builder (a gfx_build_fn; f is an lfx's first member): the Llama of its shape
+ * for batches of f->B rows of f->T tokens. */
+static inline model *lfx_build(gfx *f, const lm_run *run, ddp_err *err)
+{
+    const lfx *x = (const lfx *)f;
+    sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = x->shape.vocab_size};
+    model *m = NULL;
+    return llama_create(&llama_family_llama, &x->shape, run, f->dev, &data, f->B, MODEL_BUFFERS_WHOLE, &m, err) ? NULL
+                                                                                                                : m;
+}
+
 /* The reference Llama with parameters init.* on dev, computing in `compute`; 0 on success. Call
  * gfx_teardown(&x->f) either way. */
 static inline int lfx_setup(lfx *x, device *dev, tensor_dtype compute)
 {
     memset(x, 0, sizeof *x);
-    gfx *f = &x->f;
-    f->dev = dev;
-    if (lfx_read_manifest(x))
-        return 1;
-    ddp_err err = {0};
-    sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = x->shape.vocab_size};
-    if (llama_create(&llama_family_llama, &x->shape, &(lm_run){.compute = compute}, dev, &data, f->B, MODEL_BUFFERS_WHOLE, &f->m, &err)) {
-        fprintf(stderr, "fixture setup: %s\n", err.msg);
-        return 1;
-    }
-    int32_t *in = gfx_load(f, "input", NULL), *tg = gfx_load(f, "targets", NULL);
-    float zero[2] = {0, 0};
-    int rc = !in || !tg || gfx_upload_params(f, "init");
-    if (!rc) {
-        f->tokens = gfx_device_copy(dev, in, sizeof(int32_t) * (size_t)(f->B * f->T));
-        f->targets = gfx_device_copy(dev, tg, sizeof(int32_t) * (size_t)(f->B * f->T));
-        f->stats = gfx_device_copy(dev, zero, sizeof zero);
-        rc = !f->tokens || !f->targets || !f->stats;
-    }
-    free(in);
-    free(tg);
-    return rc;
+    x->f.dev = dev;
+    return lfx_read_manifest(x) || gfx_start(&x->f, lfx_build, compute);
 }
 
 #endif

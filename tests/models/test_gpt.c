@@ -37,26 +37,12 @@ static double host_loss(const gfx *f, const int32_t *targets_host)
     return sum / (double)rows;
 }
 
-static int evaluate(gfx *f, ddp_err *err)
-{
-    model_batch b = gfx_batch(f);
-    f->dev->ops->fill(f->dev, TENSOR_F32, f->stats, 2, 0.0f, err);
-    return f->m->ops->evaluate(f->m, &b, f->stats, err);
-}
-
-static int forward_backward(gfx *f, ddp_err *err)
-{
-    model_batch b = gfx_batch(f);
-    f->dev->ops->fill(f->dev, TENSOR_F32, f->stats, 2, 0.0f, err);
-    return f->m->ops->forward_backward(f->m, &b, 1.0f / (float)(f->B * f->T), false, NULL, NULL, f->stats, err);
-}
-
 static void check_forward_backward(gfx *f)
 {
     ddp_err err = {0};
     device *d = f->dev;
     int64_t rows = f->B * f->T, Vp = f->Vp, V = f->shape.vocab_size;
-    CHECK(evaluate(f, &err) == 0, "evaluate: %s", err.msg);
+    CHECK(gfx_pass(f, false, &err) == 0, "evaluate: %s", err.msg);
     float *logits = malloc((size_t)(rows * Vp) * 4), *packed = malloc((size_t)(rows * V) * 4);
     d->ops->download(d, logits, model_logits(f->m), (size_t)(rows * Vp) * 4, NULL);
     for (int64_t r = 0; r < rows; r++)
@@ -73,7 +59,7 @@ static void check_forward_backward(gfx *f)
     free(logits);
     free(packed);
 
-    CHECK(forward_backward(f, &err) == 0, "forward_backward: %s", err.msg);
+    CHECK(gfx_pass(f, true, &err) == 0, "forward_backward: %s", err.msg);
     d->ops->download(d, stats, f->stats, sizeof stats, NULL);
     if (loss)
         CHECK_CLOSE(stats[0] / (double)rows, loss[0], 1e-5, 0);
@@ -90,51 +76,6 @@ static void check_forward_backward(gfx *f)
     free(norm);
 }
 
-/* GPT-2 of the fixture's shape run as `run` says (gfx_check_recompute's and
- * gfx_check_chunked_classifier's builder). */
-static model *build_run(gfx *f, const lm_run *run)
-{
-    sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = f->shape.vocab_size};
-    model *m = NULL;
-    ddp_err err = {0};
-    if (gpt2_create(&f->shape, run, f->dev, &data, f->B, MODEL_BUFFERS_WHOLE, &m, &err))
-        fprintf(stderr, "gpt2 (recompute %s, logits %zu bytes): %s\n", recompute_mode_names[run->recompute],
-                run->logits_bytes, err.msg);
-    return m;
-}
-
-/* Three steps from init.* on the reference batch, as the README's trajectories. */
-static void check_trajectory(gfx *f, const char *name, double clip)
-{
-    ddp_err err = {0};
-    CHECK(gfx_upload_params(f, "init") == 0, "reloading init.*");
-    optimizer *o = gfx_make_adamw(f, clip);
-    if (!o)
-        return;
-    char what[64];
-    snprintf(what, sizeof what, "%s.losses", name);
-    float *losses = gfx_load(f, what, NULL);
-    snprintf(what, sizeof what, "%s.grad_norms", name);
-    float *norms = gfx_load(f, what, NULL);
-    for (int step = 0; step < 3 && losses && norms; step++) {
-        CHECK(forward_backward(f, &err) == 0, "%s step %d: %s", name, step, err.msg);
-        float stats[2];
-        f->dev->ops->download(f->dev, stats, f->stats, sizeof stats, NULL);
-        CHECK_CLOSE(stats[0] / (double)(f->B * f->T), losses[step], 1e-5, 0);
-        double norm = 0;
-        const float *scale = NULL;
-        CHECK(optim_grad_norm(o, f->m->grads, &scale, &err) == 0, "%s", err.msg);
-        CHECK(optim_read_grad_norm(o, &norm, &err) == 0, "%s", err.msg);
-        CHECK_CLOSE(norm, norms[step], 1e-5, 0);
-        CHECK(optim_step(o, f->m->params, f->m->grads, 1e-3, scale, &err) == 0, "%s", err.msg);
-    }
-    snprintf(what, sizeof what, "%s.after3", name);
-    gfx_compare_params(f, f->m->params, what, 0, 0, GFX_TRAJ_FLOORS * f->noise_floor);
-    free(losses);
-    free(norms);
-    optim_destroy(o);
-}
-
 /* Central differences of the host-computed loss for the largest-gradient entry and one other
  * entry of every tensor. The error estimate is the difference between steps h and h/2 (their
  * truncation errors differ by 4x, rounding noise shows in both), so the tolerance follows the
@@ -143,7 +84,7 @@ static void check_finite_differences(gfx *f)
 {
     ddp_err err = {0};
     CHECK(gfx_upload_params(f, "init") == 0, "reloading init.*");
-    CHECK(forward_backward(f, &err) == 0, "%s", err.msg);
+    CHECK(gfx_pass(f, true, &err) == 0, "%s", err.msg);
     model *m = f->m;
     device *d = m->dev;
     float *params = malloc(m->n_params * 4), *grads = malloc(m->n_params * 4);
@@ -167,11 +108,11 @@ static void check_finite_differences(gfx *f)
                 float orig = params[at];
                 params[at] = orig + (float)h;
                 d->ops->upload(d, m->params + at, params + at, 4, NULL);
-                evaluate(f, &err);
+                gfx_pass(f, false, &err);
                 lp = host_loss(f, targets);
                 params[at] = orig - (float)h;
                 d->ops->upload(d, m->params + at, params + at, 4, NULL);
-                evaluate(f, &err);
+                gfx_pass(f, false, &err);
                 lm = host_loss(f, targets);
                 params[at] = orig;
                 d->ops->upload(d, m->params + at, params + at, 4, NULL);
@@ -219,10 +160,10 @@ int main(int argc, char **argv)
                 (long long)f.shape.n_layer, (long long)f.shape.n_embd, (long long)f.shape.n_head, (long long)f.T,
                 (long long)f.shape.vocab_size, (long long)f.B, d->name);
         check_forward_backward(&f);
-        gfx_check_recompute(&f, build_run);
-        gfx_check_chunked_classifier(&f, build_run, GFX_RTOL, GFX_SCALE_ATOL);
-        check_trajectory(&f, "adamw", 0.0);
-        check_trajectory(&f, "adamw_clip", 0.5);
+        gfx_check_recompute(&f, gfx_build_gpt2);
+        gfx_check_chunked_classifier(&f, gfx_build_gpt2, GFX_RTOL, GFX_SCALE_ATOL);
+        gfx_check_trajectory(&f, "adamw", 0.0, 1e-5, GFX_TRAJ_FLOORS);
+        gfx_check_trajectory(&f, "adamw_clip", 0.5, 1e-5, GFX_TRAJ_FLOORS);
         if (!cuda)
             check_finite_differences(&f);
         check_deepest_builds(d);

@@ -11,22 +11,6 @@
 
 #include "runtime/device/device.h"
 
-static int run_pass(gfx *f, bool backward, ddp_err *err)
-{
-    model_batch b = gfx_batch(f);
-    f->dev->ops->fill(f->dev, TENSOR_F32, f->stats, 2, 0.0f, err);
-    return backward ? f->m->ops->forward_backward(f->m, &b, 1.0f / (float)(f->B * f->T), false, NULL, NULL, f->stats,
-                                                  err)
-                    : f->m->ops->evaluate(f->m, &b, f->stats, err);
-}
-
-static double mean_loss(const gfx *f)
-{
-    float stats[2];
-    f->dev->ops->download(f->dev, stats, f->stats, sizeof stats, NULL);
-    return stats[0] / (double)(f->B * f->T);
-}
-
 /* The logits [rows, V] of the last forward pass (the row stride must be the padded vocabulary). */
 static float *download_logits(const gfx *f, int64_t V)
 {
@@ -83,21 +67,21 @@ static void check_forward_backward(lfx *x)
     ddp_err err = {0};
     device *d = f->dev;
     const int64_t rows = f->B * f->T, V = x->shape.vocab_size;
-    CHECK(run_pass(f, false, &err) == 0, "evaluate: %s", err.msg);
+    CHECK(gfx_pass(f, false, &err) == 0, "evaluate: %s", err.msg);
     float *logits = download_logits(f, V), *ref = gfx_load(f, "logits", NULL), *loss = gfx_load(f, "loss", NULL);
     CHECK(ref && loss, "fixture logits/loss");
     if (ref)
         gfx_compare("logits", logits, ref, (size_t)(rows * V), LFX_RTOL, LFX_SCALE_ATOL, 0);
     if (loss) {
-        fprintf(stderr, "  %-36s relative error %.3g\n", "loss", fabs(mean_loss(f) - loss[0]) / loss[0]);
-        CHECK_CLOSE(mean_loss(f), loss[0], LFX_RTOL, 0);
+        fprintf(stderr, "  %-36s relative error %.3g\n", "loss", fabs(gfx_mean_loss(f) - loss[0]) / loss[0]);
+        CHECK_CLOSE(gfx_mean_loss(f), loss[0], LFX_RTOL, 0);
     }
     free(ref);
     free(logits);
 
-    CHECK(run_pass(f, true, &err) == 0, "forward_backward: %s", err.msg);
+    CHECK(gfx_pass(f, true, &err) == 0, "forward_backward: %s", err.msg);
     if (loss)
-        CHECK_CLOSE(mean_loss(f), loss[0], LFX_RTOL, 0);
+        CHECK_CLOSE(gfx_mean_loss(f), loss[0], LFX_RTOL, 0);
     free(loss);
     gfx_compare_params(f, f->m->grads, "grad", LFX_RTOL, LFX_SCALE_ATOL, 0);
     double sumsq = 0, *sumsq_dev = NULL;
@@ -111,53 +95,6 @@ static void check_forward_backward(lfx *x)
         CHECK_CLOSE(sqrt(sumsq), norm[0], LFX_RTOL, 0);
     }
     free(norm);
-}
-
-/* The Llama of the fixture's shape run as `run` says (gfx_check_recompute's and
- * gfx_check_chunked_classifier's builder; f is the lfx's first member). */
-static model *build_run(gfx *f, const lm_run *run)
-{
-    const lfx *x = (const lfx *)f;
-    sample_layout data = {.input = {SAMPLE_I32, f->T}, .target = {SAMPLE_I32, f->T}, .n_classes = x->shape.vocab_size};
-    model *m = NULL;
-    ddp_err err = {0};
-    if (llama_create(&llama_family_llama, &x->shape, run, f->dev, &data, f->B, MODEL_BUFFERS_WHOLE, &m, &err))
-        fprintf(stderr, "llama (recompute %s, logits %zu bytes): %s\n", recompute_mode_names[run->recompute],
-                run->logits_bytes, err.msg);
-    return m;
-}
-
-/* Three steps from init.* on the reference batch, as the README's trajectories. */
-static void check_trajectory(lfx *x, const char *name, double clip)
-{
-    gfx *f = &x->f;
-    ddp_err err = {0};
-    CHECK(gfx_upload_params(f, "init") == 0, "reloading init.*");
-    optimizer *o = gfx_make_adamw(f, clip);
-    if (!o)
-        return;
-    char what[64];
-    snprintf(what, sizeof what, "%s.losses", name);
-    float *losses = gfx_load(f, what, NULL);
-    snprintf(what, sizeof what, "%s.grad_norms", name);
-    float *norms = gfx_load(f, what, NULL);
-    for (int step = 0; step < 3 && losses && norms; step++) {
-        CHECK(run_pass(f, true, &err) == 0, "%s step %d: %s", name, step, err.msg);
-        CHECK_CLOSE(mean_loss(f), losses[step], LFX_RTOL, 0);
-        double norm = 0;
-        const float *scale = NULL;
-        CHECK(optim_grad_norm(o, f->m->grads, &scale, &err) == 0, "%s", err.msg);
-        CHECK(optim_read_grad_norm(o, &norm, &err) == 0, "%s", err.msg);
-        CHECK_CLOSE(norm, norms[step], LFX_RTOL, 0);
-        CHECK(optim_step(o, f->m->params, f->m->grads, 1e-3, scale, &err) == 0, "%s", err.msg);
-    }
-    snprintf(what, sizeof what, "%s.after3", name);
-    fprintf(stderr, "  %s: tolerance %.3g (%.0f x the noise floor %.3g)\n", what, LFX_TRAJ_FLOORS * f->noise_floor,
-            LFX_TRAJ_FLOORS, f->noise_floor);
-    gfx_compare_params(f, f->m->params, what, 0, 0, LFX_TRAJ_FLOORS * f->noise_floor);
-    free(losses);
-    free(norms);
-    optim_destroy(o);
 }
 
 /* Host copy of a device float buffer. */
@@ -209,9 +146,9 @@ static void check_tied(lfx *x)
     const int64_t V = ts.vocab_size, rows = f->B * f->T;
     for (int k = 0; k < 2; k++) {
         f->m = k ? tied : untied;
-        CHECK(run_pass(f, true, &err) == 0, "%s: %s", k ? "tied" : "untied", err.msg);
+        CHECK(gfx_pass(f, true, &err) == 0, "%s: %s", k ? "tied" : "untied", err.msg);
         grads[k] = download_floats(d, f->m->grads, f->m->n_params);
-        CHECK(run_pass(f, false, &err) == 0, "%s: %s", k ? "tied" : "untied", err.msg);
+        CHECK(gfx_pass(f, false, &err) == 0, "%s: %s", k ? "tied" : "untied", err.msg);
         logits[k] = download_logits(f, V);
     }
     f->m = untied;
@@ -401,10 +338,10 @@ int main(int argc, char **argv)
         if (!cuda)
             check_rope_tables(&x);
         check_forward_backward(&x);
-        gfx_check_recompute(&x.f, build_run);
-        gfx_check_chunked_classifier(&x.f, build_run, LFX_RTOL, LFX_SCALE_ATOL);
-        check_trajectory(&x, "adamw", 0.0);
-        check_trajectory(&x, "adamw_clip", 0.5);
+        gfx_check_recompute(&x.f, lfx_build);
+        gfx_check_chunked_classifier(&x.f, lfx_build, LFX_RTOL, LFX_SCALE_ATOL);
+        gfx_check_trajectory(&x.f, "adamw", 0.0, LFX_RTOL, LFX_TRAJ_FLOORS);
+        gfx_check_trajectory(&x.f, "adamw_clip", 0.5, LFX_RTOL, LFX_TRAJ_FLOORS);
         if (!cuda) {
             check_tied(&x);
             check_init(&x);
