@@ -219,18 +219,20 @@ static inline model_batch gfx_batch(const gfx *f)
     return b;
 }
 
-/* One pass of f->m over the reference batch, the stats zeroed first: forward_backward (the mean
- * loss's gradient) if backward, else evaluate. */
-static inline int gfx_pass(gfx *f, bool backward, ddp_err *err)
+/* One pass of m (f->m, or a model of its shape) over the reference batch, f's stats zeroed first:
+ * forward_backward (the mean loss's gradient) if backward, else evaluate. */
+static inline int gfx_pass_of(gfx *f, model *m, bool backward, ddp_err *err)
 {
     model_batch b = gfx_batch(f);
     int rc = f->dev->ops->fill(f->dev, TENSOR_F32, f->stats, 2, 0.0f, err);
     if (rc)
         return rc;
-    return backward ? f->m->ops->forward_backward(f->m, &b, 1.0f / (float)(f->B * f->T), false, NULL, NULL, f->stats,
-                                                  err)
-                    : f->m->ops->evaluate(f->m, &b, f->stats, err);
+    return backward ? m->ops->forward_backward(m, &b, 1.0f / (float)(f->B * f->T), false, NULL, NULL, f->stats, err)
+                    : m->ops->evaluate(m, &b, f->stats, err);
 }
+
+/* gfx_pass_of f->m. */
+static inline int gfx_pass(gfx *f, bool backward, ddp_err *err) { return gfx_pass_of(f, f->m, backward, err); }
 
 /* The mean loss of the last pass. */
 static inline double gfx_mean_loss(const gfx *f)
@@ -251,12 +253,8 @@ static inline float *gfx_grads_of(gfx *f, model *other)
     float *host = malloc(bytes);
     d->ops->download(d, host, f->m->params, bytes, NULL);
     d->ops->upload(d, other->params, host, bytes, NULL);
-    model_batch b = gfx_batch(f);
-    for (int pass = 0; pass < 2; pass++) {
-        d->ops->fill(d, TENSOR_F32, f->stats, 2, 0.0f, NULL);
-        CHECK(other->ops->forward_backward(other, &b, 1.0f / (float)(f->B * f->T), false, NULL, NULL, f->stats,
-                                           &err) == 0, "forward_backward: %s", err.msg);
-    }
+    for (int pass = 0; pass < 2; pass++)
+        CHECK(gfx_pass_of(f, other, true, &err) == 0, "forward_backward: %s", err.msg);
     d->ops->download(d, host, other->grads, bytes, NULL);
     other->ops->destroy(other);
     return host;
@@ -437,13 +435,8 @@ static inline void gfx_check_chunked_classifier(gfx *f, gfx_build_fn build, doub
         fprintf(stderr, "  classifier in chunks of %lld of %lld rows: activations %zu bytes (whole: %zu)\n",
                 (long long)chunk, (long long)rows, m->activation_bytes, whole->activation_bytes);
         d->ops->copy(d, m->params, whole->params, whole->n_params * sizeof(float), NULL);
-        model_batch b = gfx_batch(f);
-        float stats[2] = {0, 0};
-        d->ops->fill(d, TENSOR_F32, f->stats, 2, 0.0f, NULL);
-        CHECK(m->ops->forward_backward(m, &b, 1.0f / (float)rows, false, NULL, NULL, f->stats, &err) == 0,
-              "forward_backward: %s", err.msg);
-        d->ops->download(d, stats, f->stats, sizeof stats, NULL);
-        CHECK_CLOSE(stats[0] / (double)rows, loss[0], rtol, 0);
+        CHECK(gfx_pass_of(f, m, true, &err) == 0, "forward_backward: %s", err.msg);
+        CHECK_CLOSE(gfx_mean_loss(f), loss[0], rtol, 0);
         f->m = m; /* gfx_compare_params reads the tensor table of f->m */
         gfx_compare_params(f, m->grads, "grad", rtol, atol_scale, 0);
         f->m = whole;
