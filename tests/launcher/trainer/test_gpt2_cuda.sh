@@ -14,7 +14,7 @@
 # Overrides, and why: train.max_steps=25 (the cosine horizon becomes 25 steps, the same for every
 # run) with a warm-up of 15 steps (the config's 30 must not exceed max_steps): 25 steps reach every
 # kernel, the optimizer's decay and a loss 2.8 nat/byte below step 1's, in half the emulator time
-# of test llama_cuda's 50 (the Llama and Qwen2 keep 50); train.log_every=1, so that the loss logged
+# of 50 (test llama_cuda and qwen2_cuda take 25 too); train.log_every=1, so that the loss logged
 # at step 25 is that step's own mean over both ranks (a logged loss is the mean since the previous
 # line) and step 1's is the untrained loss; metrics.jsonl keeps 6 significant digits, fine enough
 # for 1e-4 (it resolves ~4e-6 relative at loss 2.7); no evaluation or samples (neither changes
