@@ -18,6 +18,10 @@ and every docs/*.md, each ```sh block is split into commands (continued lines jo
   `ddprun --dry-run` (the config and every override, as a job would read them: exit 0);
 - a checkpoint it names (RUN_DIR/checkpoints/ckpt-NNNNNNNN.ddp) is one a config in configs/ (or a
   training command of the same file with run.dir=RUN_DIR) keeps at the end of its run.
+A command quoted inline in prose (`scripts/NAME --flag ...`, `ddprun ...`) is held to the parts that do
+not depend on placeholders: a scripts/ program it names exists, every option it shows (inside usage
+brackets and `a|b` alternatives too) appears in that program's sources, and every key.path=value is
+a config key.
 Exits 1 listing every failure. Usage: check_doc_commands.py SOURCE_ROOT [--build BUILD] [FILE.md ...]
 (default files: README.md and docs/*.md). It must not run the commands themselves: the only
 program it starts is `ddprun --dry-run`, which starts no rank and writes nothing."""
@@ -36,6 +40,7 @@ except ImportError:  # the checkpoint rule needs it; everything else does not
 REPO_TOPS = ("runtime", "collectives", "models", "config", "launcher", "tests", "scripts", "docs", "configs")
 OUTSIDE_TOOLS = {"mpirun", "srun", "meson", "ninja", "python3", "git", "sbatch", "nvidia-smi"}
 RANK_STARTERS = {"mpirun", "srun"}
+INSTALLED_PROGRAMS = ("ddprun", "ddprun-worker", "ddprun-bench")
 SEPARATORS = {"&&", "||", ";", "|", "&"}
 ENV_ASSIGN = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 OVERRIDE = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*)=(.*)$", re.S)
@@ -62,7 +67,7 @@ class Repo:
             for m in re.finditer(r"executable\(\s*'([^']+)'", text):
                 self.installed.setdefault(m.group(1), rel)
         # the programs' folders (launcher/: each program's sources in its subfolders)
-        folders = {self.installed[p] for p in ("ddprun", "ddprun-worker", "ddprun-bench") if p in self.installed}
+        folders = {self.installed[p] for p in INSTALLED_PROGRAMS if p in self.installed}
         self.program_text = self.read_tree(sorted(folders))
 
     def read_tree(self, tops):
@@ -107,6 +112,22 @@ def code_blocks(text):
             prev_blank = not line.strip()
         i += 1
     return blocks, indented
+
+
+def inline_spans(text):
+    """(line number, text) of each `code span` outside fenced blocks."""
+    spans, fenced = [], False
+    for n, line in enumerate(text.split("\n"), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            spans.extend((n, m.group(1)) for m in re.finditer(r"(?<!`)`([^`]+)`(?!`)", line))
+    return spans
+
+
+def usage_flags(token):
+    """The options a usage token shows: --a, [--b], [--c|--d], (-e)."""
+    return [part for part in re.split(r"[|\[\]()]", token) if re.match(r"^--?[A-Za-z][\w-]*(=.*)?$", part)]
 
 
 def commands(body, first_line):
@@ -165,7 +186,7 @@ class Checker:
                     os.path.join(r.build, m.group(1), m.group(2))):
                 return None
             return "built", r.program_text
-        if tok in ("ddprun", "ddprun-worker", "ddprun-bench") and tok in r.installed:
+        if tok in INSTALLED_PROGRAMS and tok in r.installed:
             return "installed", r.program_text
         if tok in OUTSIDE_TOOLS:
             return "outside", None
@@ -173,7 +194,8 @@ class Checker:
 
     def check_file(self, rel, require_fences):
         with open(os.path.join(self.repo.root, rel), encoding="utf-8") as f:
-            blocks, indented = code_blocks(f.read())
+            text = f.read()
+        blocks, indented = code_blocks(text)
         if require_fences:
             for n in indented:
                 self.fail(f"{rel}:{n}", "an indented code block: fence it with its language (```sh, ```text ...)")
@@ -187,7 +209,42 @@ class Checker:
             self.note_training(toks)
         for n, toks in cmds:
             self.check_command(f"{rel}:{n}", toks)
-        return len(cmds)
+        quoted = 0
+        for n, span in inline_spans(text):
+            quoted += self.check_inline(f"{rel}:{n}", span)
+        return len(cmds) + quoted
+
+    def check_inline(self, where, span):
+        """Check a command quoted in prose; 1 when the span is one, else 0."""
+        try:
+            toks = shlex.split(span)
+        except ValueError:
+            toks = span.split()
+        while toks and ENV_ASSIGN.match(toks[0]):
+            toks = toks[1:]
+        if not toks or not (toks[0].startswith("scripts/") or toks[0] in INSTALLED_PROGRAMS
+                            or re.match(r"^build[\w.-]*/.+/[^/]+$", toks[0])):
+            return 0
+        split = self.split_program(toks)
+        prog, kind, args = split
+        if kind is None:
+            if not os.path.exists(os.path.join(self.repo.root, prog)):
+                self.fail(where, f"{prog}: no such script or program")
+                return 1
+            return 0  # a source file named in prose, not a command
+        if kind[0] in ("outside", "starter"):
+            return 0
+        for a in args:
+            for flag in usage_flags(a):
+                flag = flag.split("=", 1)[0]
+                if flag in ("-h", "--help") and "argparse" in kind[1]:
+                    continue  # argparse answers it without naming it
+                if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(flag), kind[1]):
+                    self.fail(where, f"{prog} {flag}: no such option in {prog}'s sources")
+            m = OVERRIDE.match(a)
+            if m and "." in m.group(1) and m.group(1) not in self.repo.keys:
+                self.fail(where, f"{a}: {m.group(1)} is not a config key (config/, models/*_config.c)")
+        return 1
 
     def split_program(self, toks):
         """(program token, kind, option text, arguments) of the project program a command runs."""
