@@ -201,7 +201,8 @@ class Checker:
                 self.fail(f"{rel}:{n}", "an indented code block: fence it with its language (```sh, ```text ...)")
             for lang, n, _ in blocks:
                 if not lang:
-                    self.fail(f"{rel}:{n - 1}", "a code block without a language: ```sh for commands, ```text for output")
+                    self.fail(f"{rel}:{n - 1}",
+                              "a code block without a language: ```sh for commands, ```text for output")
         self.training = {}
         cmds = [(n, toks) for lang, first, body in blocks if lang in ("sh", "bash", "shell")
                 for n, toks in commands(body, first)]

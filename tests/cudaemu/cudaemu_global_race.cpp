@@ -17,10 +17,12 @@
  * The kernels' own loads and stores reach it through cudaemu_race.cpp's -fsanitize=thread entry
  * points (fiber stacks skipped, anything else outside device allocations handed on, below), and the
  * emulator's own reads (cp.async's, the bulk and tensor copies' sources) through
- * global_race_copy_read. The shadow is a page per 4 KiB of device memory touched (60 bytes a byte),
- * its block part forgotten at the next grid. DDP_CUDA_EMU_GLOBAL_RACES=0 turns both checks off. A
- * kernel's access outside device allocations and fiber stacks goes on to cudaemu_kernel_memory.cpp,
- * whether or not they are on. Must not schedule fibers. */
+ * global_race_copy_read. The shadow is a page per 4 KiB of device memory touched (24 bytes a byte:
+ * three block numbers and three stamps, each stamp a 32-bit number in a table of the distinct stamps
+ * made, as a thread's stamp changes only when it syncs), its block part forgotten at the next grid.
+ * DDP_CUDA_EMU_GLOBAL_RACES=0 turns both checks off. A kernel's access outside device allocations
+ * and fiber stacks goes on to cudaemu_kernel_memory.cpp, whether or not they are on. Must not
+ * schedule fibers. */
 #include "cudaemu_fiber.h"
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
@@ -37,22 +39,49 @@ namespace ddp_cudaemu {
 
 namespace {
 
-/* Shadow pages are kept from grid to grid (each new grid reuses them), up to KEPT_PAGES: 480 MiB of
- * shadow for 8 MiB of device memory touched; past that, a grid starts with none. */
-enum { PAGE_SHIFT = 12, PAGE = 1 << PAGE_SHIFT, KEPT_PAGES = 2048 };
+/* Shadow pages are kept from grid to grid (each new grid reuses them), up to KEPT_PAGES: 384 MiB of
+ * shadow for 16 MiB of device memory touched; past that, a grid starts with none. The stamp table
+ * starts again, at a block's first access, once it holds more than KEPT_STAMPS (16 MiB). */
+enum { PAGE_SHIFT = 12, PAGE = 1 << PAGE_SHIFT, KEPT_PAGES = 4096, KEPT_STAMPS = 1 << 20, MAX_THREADS = 1024 };
+enum { RECENT = 64 };
 
-/* One 4 KiB page of device memory. Between blocks, in grid `grid`: each byte's last writing block,
- * the first block that read it and another block that read it (1 + the linear index; 0: none).
- * Between one block's threads: the stamps of each byte's last write and of up to two reads since
- * (access_in_block); a stamp of an older epoch orders nothing more by itself, so these are not
- * cleared per grid. */
+/* A stamp's number in the table (stamp_table): 0 is nobody's. */
+typedef uint32_t stamp_id;
+
+/* One byte of device memory. Between blocks, in its page's grid: its last writing block, the first
+ * block that read it and another block that read it (1 + the linear index; 0: none). Between one
+ * block's threads: the stamps of its last write and of up to two reads since (access_in_block),
+ * numbers in its page's stamp table. One byte's shadow is kept together: an access reads and writes
+ * all of it, in one or two cache lines rather than one per field. */
+struct byte_shadow {
+    uint32_t writer, reader, other_reader;
+    stamp_id wrote, read[2];
+};
+
+/* One 4 KiB page of device memory: its bytes' block part belongs to grid `grid`; their stamps are
+ * numbers in the stamp table of generation `table` (a stamp of an older epoch orders nothing more by
+ * itself, so they are not cleared per grid). */
 struct shadow_page {
     uint64_t grid = 0;
-    uint32_t writer[PAGE];
-    uint32_t reader[PAGE];
-    uint32_t other_reader[PAGE];
-    race_stamp wrote[PAGE];
-    race_stamp read[2][PAGE];
+    uint64_t table = 0;
+    byte_shadow bytes[PAGE];
+};
+
+/* The distinct stamps made since the table (re)started: stamps[id], stamps[0] nobody's. A thread's
+ * stamp changes only at a sync, so its last one is remembered with its number (last[thread]), and
+ * the table grows by one entry per thread and sync, not per access. Numbers grow with time and
+ * epochs only follow each other, so every number below `epoch_start` (the first of the current
+ * epoch's) is an older epoch's: ordered before anything now without looking it up, which keeps
+ * the lookups to the current epoch's few entries. The table starts again (a new generation; the
+ * pages' numbers then mean nobody) only between blocks, when every stamp made before is of an
+ * older epoch and orders nothing by itself. */
+struct stamp_table {
+    std::vector<race_stamp> stamps{race_stamp{}};
+    race_stamp last[MAX_THREADS + 1] = {};
+    stamp_id last_id[MAX_THREADS + 1] = {};
+    uint32_t epoch = 0;      /* the epoch of the newest stamp */
+    stamp_id epoch_start = 1;
+    uint64_t generation = 1;
 };
 
 /* Who made an access: the emulator's `what` at file:line, or the kernel's instruction at pc. */
@@ -72,9 +101,13 @@ struct global_state {
     const char *stacks = nullptr;          /* the fibers' stacks, most of what is not device memory */
     size_t stack_bytes = 0;
     std::unordered_map<uintptr_t, std::unique_ptr<shadow_page>> pages;
-    uintptr_t cached_page = 0;
-    shadow_page *cached = nullptr;
+    /* The pages used last, by page number modulo RECENT: a kernel reads several arrays at once (a
+     * third of its accesses change page), and each would otherwise cost a lookup in `pages`. */
+    uintptr_t recent_page[RECENT] = {};
+    shadow_page *recent[RECENT] = {};
     uint64_t grid = 0;
+    stamp_table table;
+    uint32_t block = 0;                    /* the block of the last access (1 + its linear index) */
     bool races = false;                    /* the race check is on */
 };
 thread_local global_state state;
@@ -90,20 +123,62 @@ bool enabled()
 
 shadow_page &page_of(global_state &s, uintptr_t page)
 {
-    if (page != s.cached_page || !s.cached) {
+    const size_t r = page % RECENT;
+    if (page != s.recent_page[r] || !s.recent[r]) {
         std::unique_ptr<shadow_page> &slot = s.pages[page];
         if (!slot)
             slot = std::make_unique<shadow_page>();
-        s.cached_page = page;
-        s.cached = slot.get();
+        s.recent_page[r] = page;
+        s.recent[r] = slot.get();
     }
-    if (s.cached->grid != s.grid) {
-        memset(s.cached->writer, 0, sizeof s.cached->writer);
-        memset(s.cached->reader, 0, sizeof s.cached->reader);
-        memset(s.cached->other_reader, 0, sizeof s.cached->other_reader);
-        s.cached->grid = s.grid;
+    shadow_page &pg = *s.recent[r];
+    if (pg.grid != s.grid || pg.table != s.table.generation) {
+        const bool blocks = pg.grid != s.grid, stamps = pg.table != s.table.generation;
+        for (byte_shadow &b : pg.bytes) {
+            if (blocks)
+                b.writer = b.reader = b.other_reader = 0;
+            if (stamps)
+                b.wrote = b.read[0] = b.read[1] = 0;
+        }
+        pg.grid = s.grid;
+        pg.table = s.table.generation;
     }
-    return *s.cached;
+    return pg;
+}
+
+/* The number of stamp `now` (a thread's: now.thread > 0) in the table, entered if new. */
+stamp_id stamp_number(stamp_table &t, race_stamp now)
+{
+    if (now.thread > MAX_THREADS) /* the launch checks refuse such blocks first */
+        die_in_kernel("device-memory race check", "a block of more than 1024 threads");
+    race_stamp &last = t.last[now.thread];
+    if (t.last_id[now.thread] && last.epoch == now.epoch && last.clock == now.clock && last.gen == now.gen)
+        return t.last_id[now.thread];
+    if (t.stamps.size() > UINT32_MAX)
+        die_in_kernel("device-memory race check", "more than 2^32 distinct stamps in one block");
+    if (now.epoch != t.epoch) {
+        t.epoch = now.epoch;
+        t.epoch_start = (stamp_id)t.stamps.size();
+    }
+    last = now;
+    t.last_id[now.thread] = (stamp_id)t.stamps.size();
+    t.stamps.push_back(now);
+    return t.last_id[now.thread];
+}
+
+/* Between blocks: a table grown past KEPT_STAMPS starts again (every stamp in it is of an older
+ * epoch than the new block's, so forgetting them changes no verdict). */
+void block_changed(global_state &s, uint32_t block)
+{
+    s.block = block;
+    stamp_table &t = s.table;
+    if (t.stamps.size() <= KEPT_STAMPS)
+        return;
+    t.stamps.resize(1);
+    memset(t.last_id, 0, sizeof t.last_id);
+    t.epoch = 0;
+    t.epoch_start = 1;
+    t.generation++; /* page_of clears each page's numbers at its next use */
 }
 
 } // namespace
@@ -124,48 +199,50 @@ void global_race_grid_begin()
     fiber_pool(&s.stacks, &s.stack_bytes);
     if (!s.races)
         return;
-    if (s.pages.size() > KEPT_PAGES)
+    if (s.pages.size() > KEPT_PAGES) {
         s.pages.clear(); /* all stale now: a big job's shadow must not outgrow it */
+        memset(s.recent, 0, sizeof s.recent);
+    }
     s.grid++;
-    s.cached = nullptr;
+    s.block = 0; /* the first access is a block change */
 }
 
 namespace {
 
-/* Whether the access stamped `earlier` is nobody's, another epoch's or the running thread's own (stamped
- * `now`): ordered before it without asking cudaemu_race.cpp, and a read slot the running thread's read
- * may take (its later accesses come after both). */
-inline bool stale_or_own(race_stamp earlier, race_stamp now)
+/* Whether the access numbered `earlier` is nobody's, another epoch's or the running thread's own (its
+ * stamp `now`, numbered `id`): ordered before it without asking cudaemu_race.cpp, and a read slot
+ * the running thread's read may take (its later accesses come after both). */
+inline bool stale_or_own(const stamp_table &t, stamp_id earlier, race_stamp now, stamp_id id)
 {
-    return earlier.thread == 0 || earlier.epoch != now.epoch || earlier.thread == now.thread;
+    return earlier < t.epoch_start || earlier == id || t.stamps[earlier].thread == now.thread;
 }
 
-/* Whether the access stamped `earlier` is ordered before the running thread's access stamped `now`. */
-inline bool ordered(race_stamp earlier, race_stamp now)
+/* Whether the access numbered `earlier` is ordered before the running thread's access now. */
+inline bool ordered(const stamp_table &t, stamp_id earlier, race_stamp now, stamp_id id)
 {
-    return stale_or_own(earlier, now) || race_ordered(earlier);
+    return stale_or_own(t, earlier, now, id) || race_ordered(t.stamps[earlier]);
 }
 
-/* The running thread's access to byte b of page pg (at p, in allocation a) against its block's other
+/* The running thread's access to the byte at p (shadow sh, in allocation a) against its block's other
  * threads: a write or read of another thread that nothing orders before it races (a GPU's threads
  * see each other's stores only through a barrier, an arrival they acquire or a lane sync). A read
  * takes a slot holding nobody's read, an older epoch's or its own thread's, else the second slot:
- * of three reads by other threads in one epoch, one is forgotten. */
-void access_in_block(shadow_page &pg, size_t b, const memory_range &a, const char *p, bool write,
-                     const access_site &at, race_stamp now)
+ * of three reads by other threads in one epoch, one is forgotten. `id` is now's number. */
+void access_in_block(const stamp_table &t, byte_shadow &sh, const memory_range &a, const char *p, bool write,
+                     const access_site &at, race_stamp now, stamp_id id)
 {
-    if (!ordered(pg.wrote[b], now))
-        report_threads(a, p, write ? "WAW" : "RAW", pg.wrote[b].thread - 1, true, write, at.what, at.file, at.line,
-                       at.pc);
+    if (!ordered(t, sh.wrote, now, id))
+        report_threads(a, p, write ? "WAW" : "RAW", t.stamps[sh.wrote].thread - 1, true, write, at.what, at.file,
+                       at.line, at.pc);
     if (!write) {
-        pg.read[stale_or_own(pg.read[0][b], now) ? 0 : 1][b] = now;
+        sh.read[stale_or_own(t, sh.read[0], now, id) ? 0 : 1] = id;
         return;
     }
-    for (int k = 0; k < 2; k++)
-        if (!ordered(pg.read[k][b], now))
-            report_threads(a, p, "WAR", pg.read[k][b].thread - 1, false, write, at.what, at.file, at.line, at.pc);
-    pg.wrote[b] = now;
-    pg.read[0][b] = pg.read[1][b] = race_stamp{};
+    for (stamp_id r : sh.read)
+        if (!ordered(t, r, now, id))
+            report_threads(a, p, "WAR", t.stamps[r].thread - 1, false, write, at.what, at.file, at.line, at.pc);
+    sh.wrote = id;
+    sh.read[0] = sh.read[1] = 0;
 }
 
 /* The running block's access to [p, p + bytes), where p lies in device allocation a: against the
@@ -174,30 +251,33 @@ void access_bytes(global_state &s, const memory_range &a, const char *p, size_t 
                   const access_site &at)
 {
     const uint32_t block = 1 + (cur_block_idx.z * cur_grid_dim.y + cur_block_idx.y) * cur_grid_dim.x + cur_block_idx.x;
+    if (block != s.block)
+        block_changed(s, block);
     const race_stamp now = race_now();
+    const stamp_id id = now.thread ? stamp_number(s.table, now) : 0;
     shadow_page *pg = nullptr;
     for (size_t i = 0; i < bytes; i++) {
         const uintptr_t u = (uintptr_t)(p + i);
         if (i == 0 || (u & (PAGE - 1)) == 0)
             pg = &page_of(s, u >> PAGE_SHIFT);
-        const size_t b = u & (PAGE - 1);
-        if (now.thread)
-            access_in_block(*pg, b, a, p + i, write, at, now);
-        const uint32_t w = pg->writer[b], r = pg->reader[b], r2 = pg->other_reader[b];
-        if (w && w != block)
-            report_blocks(a, p + i, write ? "WAW" : "RAW", block - 1, w - 1, true, write, at.what, at.file, at.line,
-                          at.pc);
+        byte_shadow &sh = pg->bytes[u & (PAGE - 1)];
+        if (id)
+            access_in_block(s.table, sh, a, p + i, write, at, now, id);
+        if (sh.writer && sh.writer != block)
+            report_blocks(a, p + i, write ? "WAW" : "RAW", block - 1, sh.writer - 1, true, write, at.what, at.file,
+                          at.line, at.pc);
         if (!write) {
-            if (!r)
-                pg->reader[b] = block;
-            else if (r != block && !r2)
-                pg->other_reader[b] = block;
+            if (!sh.reader)
+                sh.reader = block;
+            else if (sh.reader != block && !sh.other_reader)
+                sh.other_reader = block;
             continue;
         }
+        const uint32_t r = sh.reader, r2 = sh.other_reader;
         const uint32_t other = r && r != block ? r : r2 && r2 != block ? r2 : 0;
         if (other)
             report_blocks(a, p + i, "WAR", block - 1, other - 1, false, write, at.what, at.file, at.line, at.pc);
-        pg->writer[b] = block;
+        sh.writer = block;
     }
 }
 
