@@ -18,10 +18,10 @@ and every docs/*.md, each ```sh block is split into commands (continued lines jo
   `ddprun --dry-run` (the config and every override, as a job would read them: exit 0);
 - a checkpoint it names (RUN_DIR/checkpoints/ckpt-NNNNNNNN.ddp) is one a config in configs/ (or a
   training command of the same file with run.dir=RUN_DIR) keeps at the end of its run.
-A command quoted inline in prose (`scripts/NAME --flag ...`, `ddprun ...`) is held to the parts that do
-not depend on placeholders: a scripts/ program it names exists, every option it shows (inside usage
-brackets and `a|b` alternatives too) appears in that program's sources, and every key.path=value is
-a config key.
+A command quoted inline in prose (a script of scripts/ or ddprun with its options) is held to the
+parts that do not depend on placeholders: a scripts/ program it names exists, every option it shows
+(inside usage brackets and `a|b` alternatives too) appears in that program's sources, and every
+key.path=value is a config key.
 Exits 1 listing every failure. Usage: check_doc_commands.py SOURCE_ROOT [--build BUILD] [FILE.md ...]
 (default files: README.md and docs/*.md). It must not run the commands themselves: the only
 program it starts is `ddprun --dry-run`, which starts no rank and writes nothing."""
