@@ -45,6 +45,7 @@ SEPARATORS = {"&&", "||", ";", "|", "&"}
 ENV_ASSIGN = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 OVERRIDE = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*)=(.*)$", re.S)
 CKPT = re.compile(r"^(.+)/checkpoints/ckpt-(\d+)\.ddp$")
+BUILT_PATH = re.compile(r"^build[\w.-]*/(.+)/([^/]+)$")  # build*/DIR/NAME
 KEY_ROW = re.compile(r'(?:\b[A-Z_]+\(\s*|\.path\s*=\s*)"([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*)"')
 
 
@@ -178,7 +179,7 @@ class Checker:
                 with open(path, encoding="utf-8", errors="replace") as f:
                     return "script", f.read()
             return None
-        m = re.match(r"^build[\w.-]*/(.+)/([^/]+)$", tok)
+        m = BUILT_PATH.match(tok)
         if m:
             if not r.meson_builds(m.group(1), m.group(2)):
                 return None
@@ -224,31 +225,38 @@ class Checker:
         while toks and ENV_ASSIGN.match(toks[0]):
             toks = toks[1:]
         if not toks or not (toks[0].startswith("scripts/") or toks[0] in INSTALLED_PROGRAMS
-                            or re.match(r"^build[\w.-]*/.+/[^/]+$", toks[0])):
+                            or BUILT_PATH.match(toks[0])):
             return 0
-        split = self.split_program(toks)
-        prog, kind, args = split
+        prog, kind, args = self.split_program(toks)
         if kind is None:
             if not os.path.exists(os.path.join(self.repo.root, prog)):
                 self.fail(where, f"{prog}: no such script or program")
                 return 1
             return 0  # a source file named in prose, not a command
-        if kind[0] in ("outside", "starter"):
-            return 0
         for a in args:
             for flag in usage_flags(a):
-                flag = flag.split("=", 1)[0]
-                if flag in ("-h", "--help") and "argparse" in kind[1]:
-                    continue  # argparse answers it without naming it
-                if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(flag), kind[1]):
-                    self.fail(where, f"{prog} {flag}: no such option in {prog}'s sources")
+                self.check_option(where, prog, kind, flag)
             m = OVERRIDE.match(a)
-            if m and "." in m.group(1) and m.group(1) not in self.repo.keys:
-                self.fail(where, f"{a}: {m.group(1)} is not a config key (config/, models/*_config.c)")
+            if m and "." in m.group(1):
+                self.check_override(where, a)
         return 1
 
+    def check_option(self, where, prog, kind, option):
+        """An option shown for a project program must appear in the program's sources."""
+        flag = option.split("=", 1)[0]
+        if flag in ("-h", "--help") and "argparse" in kind[1]:
+            return  # argparse answers it without naming it
+        if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(flag), kind[1]):
+            self.fail(where, f"{prog} {flag}: no such option in {prog}'s sources")
+
+    def check_override(self, where, override):
+        """A key.path=value override must name a key of the config key table."""
+        key = OVERRIDE.match(override).group(1)
+        if key not in self.repo.keys:
+            self.fail(where, f"{override}: {key} is not a config key (config/, models/*_config.c)")
+
     def split_program(self, toks):
-        """(program token, kind, option text, arguments) of the project program a command runs."""
+        """(program token, kind, arguments) of the project program a command runs; kind is program()'s."""
         while toks and ENV_ASSIGN.match(toks[0]):
             toks = toks[1:]
         if not toks:
@@ -302,19 +310,14 @@ class Checker:
         t = self.training_args(prog, args)
         if t:
             for o in t[1]:
-                key = OVERRIDE.match(o).group(1)
-                if key not in self.repo.keys:
-                    self.fail(where, f"{o}: {key} is not a config key (config/, models/*_config.c)")
+                self.check_override(where, o)
             if self.repo.build:
                 self.dry_run(where, prog, args)
 
     def check_argument(self, where, prog, kind, a):
         root = self.repo.root
         if a.startswith("-") and not re.match(r"^-\d", a) and len(a) > 1:
-            flag = a.split("=", 1)[0]
-            if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(flag), kind[1]):
-                self.fail(where, f"{prog} {flag}: no such option in {prog}'s sources")
-            return
+            return self.check_option(where, prog, kind, a)
         if a.endswith((".yaml", ".yml")):
             stem = os.path.basename(a).rsplit(".", 1)[0]
             if not stem.isupper() and not os.path.isfile(os.path.join(root, a)):
