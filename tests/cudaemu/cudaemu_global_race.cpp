@@ -68,7 +68,7 @@ struct shadow_page {
 };
 
 /* The distinct stamps made since the table (re)started: stamps[id], stamps[0] nobody's. A thread's
- * stamp changes only at a sync, so its last one is remembered with its number (last[thread]), and
+ * stamp changes only at a sync, so the number of its last one is remembered (last_id[thread]), and
  * the table grows by one entry per thread and sync, not per access. Numbers grow with time and
  * epochs only follow each other, so every number below `epoch_start` (the first of the current
  * epoch's) is an older epoch's: ordered before anything now without looking it up, which keeps
@@ -77,10 +77,8 @@ struct shadow_page {
  * older epoch and orders nothing by itself. */
 struct stamp_table {
     std::vector<race_stamp> stamps{race_stamp{}};
-    race_stamp last[MAX_THREADS + 1] = {};
     stamp_id last_id[MAX_THREADS + 1] = {};
-    uint32_t epoch = 0;      /* the epoch of the newest stamp */
-    stamp_id epoch_start = 1;
+    stamp_id epoch_start = 1; /* the first number of the newest stamp's epoch */
     uint64_t generation = 1;
 };
 
@@ -151,19 +149,17 @@ stamp_id stamp_number(stamp_table &t, race_stamp now)
 {
     if (now.thread > MAX_THREADS) /* the launch checks refuse such blocks first */
         die_in_kernel("device-memory race check", "a block of more than 1024 threads");
-    race_stamp &last = t.last[now.thread];
-    if (t.last_id[now.thread] && last.epoch == now.epoch && last.clock == now.clock && last.gen == now.gen)
-        return t.last_id[now.thread];
+    stamp_id &last_id = t.last_id[now.thread];
+    const race_stamp &last = t.stamps[last_id];
+    if (last_id && last.epoch == now.epoch && last.clock == now.clock && last.gen == now.gen)
+        return last_id;
     if (t.stamps.size() > UINT32_MAX)
         die_in_kernel("device-memory race check", "more than 2^32 distinct stamps in one block");
-    if (now.epoch != t.epoch) {
-        t.epoch = now.epoch;
+    if (now.epoch != t.stamps.back().epoch)
         t.epoch_start = (stamp_id)t.stamps.size();
-    }
-    last = now;
-    t.last_id[now.thread] = (stamp_id)t.stamps.size();
+    last_id = (stamp_id)t.stamps.size();
     t.stamps.push_back(now);
-    return t.last_id[now.thread];
+    return last_id;
 }
 
 /* Between blocks: a table grown past KEPT_STAMPS starts again (every stamp in it is of an older
@@ -176,7 +172,6 @@ void block_changed(global_state &s, uint32_t block)
         return;
     t.stamps.resize(1);
     memset(t.last_id, 0, sizeof t.last_id);
-    t.epoch = 0;
     t.epoch_start = 1;
     t.generation++; /* page_of clears each page's numbers at its next use */
 }
