@@ -17,17 +17,18 @@
  * another stage's mbarrier does not). Atomics are not hazards with each other; with plain accesses
  * only a __syncthreads orders them (no kernel here mixes them with finer synchronisation).
  * The lanes of one warp (racecheck compares them since Volta's independent thread scheduling): each
- * warp counts its lane syncs (a __syncwarp, or a bar.sync, completed; race_lane_sync), each thread
- * remembers the last it took part in, and each access the count before it. Two lanes' accesses are
- * ordered when both took part in a later sync, or when the later access's thread acquired a release
- * that spoke for the earlier one's lane: a release (an arrival) records its lane and that lane's
- * last sync, and orders its own lane's earlier accesses and the other lanes' before that sync only.
+ * warp counts its lane syncs (a __syncwarp, or a bar.sync, completed; race_lane_sync) and keeps the
+ * lanes of each, each thread remembers the last it took part in, and each access the count before
+ * it. Two lanes' accesses are ordered when a chain of later syncs leads from the earlier access's
+ * lane to the later one's (each sync holding a lane of the one before: a partial mask orders only
+ * its own lanes), or when the later access's thread acquired a release that spoke for the earlier
+ * one's lane: a release (an arrival) records its lane and that lane's last sync, and orders its
+ * own lane's earlier accesses and those of the lanes a chain had led to it by that sync only.
  * That applies to accesses of another warp too (the clocks say a release came after the access;
  * one must speak for its lane), so a lane's arrival that publishes its warp's stores, or frees a
  * buffer its warp read, with no __syncwarp before it is a race whatever order the lanes ran in.
  * Lenient, on purpose: of the reads of a byte since its last write only the last one's lane is
- * asked (the others' warps are, by the clocks), and a partial-mask sync is taken to include the
- * earlier access's lane.
+ * asked (the others' warps are, by the clocks).
  * Proxies: a wgmma's operand reads and a bulk copy's writes go through the async proxy, which sees
  * a byte's last generic write (a store, a cp.async) only after its writer's fence.proxy.async
  * (race_proxy_fence) and only where that fence happens before the async access (a fence takes
@@ -128,6 +129,9 @@ struct race_state {
     uint32_t epoch = 0;
     int thread = -1; /* running thread's index in its block; -1 between fibers */
     bool ready = false;
+    /* Lanes again, the rarer question: which lanes each lane sync held (a chain of partial-mask ones). */
+    std::vector<uint32_t> sync_lanes[CLOCK_WARPS]; /* [k - 1]: the lanes of each warp's lane sync k */
+    uint32_t last_partial[CLOCK_WARPS];            /* each warp's latest lane sync of fewer than 32 lanes */
 };
 
 DDP_CUDAEMU_TLS race_state *running; /* set only while a fiber of a block runs */
@@ -181,11 +185,14 @@ void next_epoch(race_state &s)
 {
     memset(s.copy_clock, 0, sizeof s.copy_clock);
     memset(s.lane_syncs, 0, sizeof s.lane_syncs);
+    memset(s.last_partial, 0, sizeof s.last_partial);
     memset(s.joined, 0, sizeof s.joined);
     memset(s.own_seen, 0, sizeof s.own_seen);
     memset(s.last_release, 0, sizeof s.last_release);
     for (auto &r : s.releases)
         r.clear();
+    for (auto &l : s.sync_lanes)
+        l.clear();
     for (int w = 0; w < CLOCK_WARPS; w++)
         s.own_clock[w] = 1;
     if (++s.epoch != 0)
@@ -224,25 +231,58 @@ inline uint32_t unordered_readers(const shadow_range &r, size_t off, uint32_t re
     return late;
 }
 
+/* Whether lane `to` of warp w is ordered after lane `from`'s point past the warp's lane sync `gen`
+ * by the warp's lane syncs gen + 1 .. upto: a chain of them, each with a lane of the one before
+ * (a sync with a partial mask orders only its own lanes; the ones from and to took part in need
+ * not be one). A sync of all 32 lanes holds both: with no other kind since gen, any sync answers
+ * (lanes_chained, inline), else the syncs since are walked (chain_through_partial). */
+[[gnu::noinline]] bool chain_through_partial(const race_state &s, int w, int from, int to, uint32_t gen,
+                                             uint32_t upto)
+{
+    const std::vector<uint32_t> &lanes = s.sync_lanes[w];
+    uint32_t reached = 1u << from;
+    for (uint32_t k = gen + 1; k <= upto; k++)
+        if (lanes[k - 1] & reached) {
+            reached |= lanes[k - 1];
+            if (reached >> to & 1u)
+                return true;
+        }
+    return false;
+}
+
+inline bool lanes_chained(const race_state &s, int w, int from, int to, uint32_t gen, uint32_t upto)
+{
+    return upto > gen && (s.last_partial[w] <= gen || chain_through_partial(s, w, from, to, gen, upto));
+}
+
+/* Whether release r of warp w speaks for lane `lane`'s access made after the warp's lane sync gen:
+ * r is that lane's, or a chain of syncs led from it to r's lane before r. */
+inline bool speaks_for(const race_state &s, int w, int lane, const release_record &r, uint32_t gen)
+{
+    return r.lane == lane || lanes_chained(s, w, lane, r.lane, gen, r.joined);
+}
+
 /* Whether thread `other`'s access, made at its warp's clock `clock` after `gen` of the warp's lane
- * syncs, is ordered before the running thread's beyond what the warp clocks say: in one warp, both
- * lanes took part in a lane sync since; or a release of other's warp up to the latest the running
- * thread acquired spoke for other's lane: made by that lane, or by a lane that had synced with it
- * since (any release in that range counts as acquired, a leniency docs/gpu.md names). */
+ * syncs, is ordered before the running thread's beyond what the warp clocks say: in one warp, a
+ * chain of lane syncs since leads from other's lane to the running one's; or a release of other's
+ * warp up to the latest the running thread acquired spoke for other's lane: made by that lane, or
+ * by a lane such a chain had reached (any release in that range counts as acquired, a leniency
+ * docs/gpu.md names). */
 inline bool lane_ordered(const race_state &s, int other, uint32_t clock, uint32_t gen)
 {
     const int self = s.thread, w = other / 32, lane = other % 32;
-    if (w == self / 32 && s.joined[self] > gen && s.joined[other] > gen)
+    if (w == self / 32 && lanes_chained(s, w, lane, self % 32, gen, s.joined[self]))
         return true;
     const std::vector<release_record> &log = s.releases[w];
     const uint32_t seen = std::min<uint32_t>(w == self / 32 ? s.own_seen[self] : s.seen[(size_t)self].c[w],
                                              (uint32_t)log.size());
     if (seen < clock)
         return false;
-    if ((s.last_release[other] >= clock && s.last_release[other] <= seen) || log[seen - 1].joined > gen)
+    if ((s.last_release[other] >= clock && s.last_release[other] <= seen) ||
+        speaks_for(s, w, lane, log[seen - 1], gen))
         return true; /* the usual cases: other's own latest release, or the latest one seen */
     for (uint32_t r = clock; r <= seen; r++)
-        if (log[r - 1].lane == lane || log[r - 1].joined > gen)
+        if (speaks_for(s, w, lane, log[r - 1], gen))
             return true;
     return false;
 }
@@ -426,6 +466,9 @@ void race_lane_sync(int warp, unsigned lanes)
 {
     race_state &s = state;
     const uint32_t sync = ++s.lane_syncs[warp];
+    s.sync_lanes[warp].push_back(lanes);
+    if (lanes != 0xffffffffu)
+        s.last_partial[warp] = sync;
     sync_clock all{}; /* empty */
     uint32_t own = 0;
     all.epoch = s.epoch;

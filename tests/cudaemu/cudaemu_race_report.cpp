@@ -102,12 +102,13 @@ struct access_context {
                                race_access_kind how, const char *what, const char *file, int line, const void *pc)
 {
     const access_context c(r, p, what, file, line, pc);
-    char detail[1024];
+    char detail[1536];
     snprintf(detail, sizeof detail,
              "%s hazard on %s: thread %d (warp %d, lane %d) %s (%s) where thread %d (warp %d, lane %d) "
-             "%s it, and nothing orders that lane's access: no __syncwarp or bar.sync both lanes took part in, "
-             "and no release that lane made, or made by a lane synced with it, was acquired (an arrival by one "
-             "lane releases only what that lane has ordered before it)", kind, c.where, c.self, c.self / 32,
+             "%s it, and nothing orders that lane's access: no __syncwarp or bar.sync both lanes took part in "
+             "(or chain of them, each with a lane of the one before), and no release that lane made, or made by "
+             "a lane such syncs led to from it, was acquired (an arrival by one lane releases only what that "
+             "lane has ordered before it)", kind, c.where, c.self, c.self / 32,
              c.self % 32, access_verbs[how], c.site, other, other / 32, other % 32, other_wrote ? "wrote" : "read");
     end_with("shared-memory race", detail);
 }
@@ -175,16 +176,17 @@ struct access_context {
                                  bool other_wrote, bool write, const char *what, const char *file, int line,
                                  const void *pc)
 {
-    char site[512], detail[1024];
+    char site[512], detail[1536];
     const int self = race_running_thread();
     describe_site(site, sizeof site, what, file, line, pc);
     snprintf(detail, sizeof detail,
              "%s race on byte %zu of the device allocation at %p (%zu bytes): thread %d (warp %d, lane %d) %s it "
              "(%s) where thread %d (warp %d, lane %d) of the same block %s it, and no __syncthreads, named barrier "
-             "or mbarrier wait, or __syncwarp both lanes took part in, orders them (a GPU's threads see each "
-             "other's global stores only through one)", kind, (size_t)(p - (const char *)allocation.addr),
-             allocation.addr, allocation.bytes, self, self / 32, self % 32, write ? "writes" : "reads", site, other,
-             other / 32, other % 32, other_wrote ? "wrote" : "read");
+             "or mbarrier wait, or __syncwarp both lanes took part in (or chain of them), orders them (a GPU's "
+             "threads see each other's global stores only through one)", kind,
+             (size_t)(p - (const char *)allocation.addr), allocation.addr, allocation.bytes, self, self / 32,
+             self % 32, write ? "writes" : "reads", site, other, other / 32, other % 32,
+             other_wrote ? "wrote" : "read");
     end_with("global-memory race between threads of a block", detail);
 }
 

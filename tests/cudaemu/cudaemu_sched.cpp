@@ -297,19 +297,21 @@ static int source_lane(const emu_thread &t, int lane)
 
 static void complete_exchange(block_run &b, int base, unsigned mask)
 {
-    if (is_matrix_op(b.threads[base].op)) {
+    /* the masked lanes' op and parameter: lane 0 may be elsewhere when the mask leaves it out */
+    const warp_op_kind op = b.threads[base + __builtin_ctz(mask)].op;
+    if (is_matrix_op(op)) { /* all 32 lanes (try_exchange) */
         void *lane_ops[32];
         for (int lane = 0; lane < 32; lane++)
             lane_ops[lane] = reinterpret_cast<void *>(static_cast<uintptr_t>(b.threads[base + lane].in));
-        if (b.threads[base].op == WARP_WGMMA || b.threads[base].op == WARP_WGMMA_WAIT)
-            complete_wgmma_exchange(b.threads[base].op, b.threads[base].param, lane_ops);
+        if (op == WARP_WGMMA || op == WARP_WGMMA_WAIT)
+            complete_wgmma_exchange(op, b.threads[base].param, lane_ops);
         else
-            complete_tensor_exchange(b.threads[base].op, b.threads[base].param, lane_ops);
+            complete_tensor_exchange(op, b.threads[base].param, lane_ops);
         for (int lane = 0; lane < 32; lane++)
             make_runnable(b, b.threads[base + lane]);
         return;
     }
-    if (b.threads[base].op == WARP_SYNC)
+    if (op == WARP_SYNC)
         race_lane_sync(base / 32, mask);
     uint64_t ballot = 0;
     for (int lane = 0; lane < 32; lane++)
@@ -380,8 +382,11 @@ static void try_exchange(block_run &b, const emu_thread &t)
         const emu_thread &o = b.threads[base + lane];
         if (o.state != AT_WARP)
             return; /* still running, or at __syncthreads (a deadlock the scheduler reports) */
-        if (o.op != t.op || o.mask != t.mask || (is_matrix_op(t.op) &&
-                                                 (o.param != t.param || o.line != t.line || strcmp(o.file, t.file)))) {
+        const bool same = o.op == t.op && o.mask == t.mask &&
+                          !(is_matrix_op(t.op) && (o.param != t.param || o.line != t.line || strcmp(o.file, t.file)));
+        if (!same && !(o.mask >> own & 1u))
+            return; /* o is in an exchange without t's lane (partial masks): t waits until o has done it */
+        if (!same) {
             snprintf(detail, sizeof detail,
                      "lane %d is at %s (mask 0x%08x) at %s:%d while lane %d is at %s (mask 0x%08x) at %s:%d",
                      t.linear - base, op_name(t.op), t.mask, t.file, t.line, lane, op_name(o.op),

@@ -40,6 +40,25 @@ __device__ inline float hazard_case(int which, float *m)
     return v;
 }
 
+/* Lane syncs with partial masks, on m[0] (shared or device memory): whether lane 0's write reaches
+ * lane 1's read depends on a chain of syncs from lane 0 to lane 1. v is what the thread read. */
+__device__ inline float partial_sync_case(bool chained, float *m)
+{
+    const int lane = threadIdx.x % 32;
+    float v = 0.0f;
+    if (threadIdx.x >= 4)
+        return v;
+    if (lane == 0)
+        m[0] = 1.0f;
+    if (lane == 0 || lane == 2)
+        __syncwarp(0x5u);
+    if (chained ? lane == 1 || lane == 2 : lane == 1 || lane == 3)
+        __syncwarp(chained ? 0x6u : 0xau);
+    if (lane == 1)
+        v = m[0];
+    return v;
+}
+
 __global__ void race_kernel(int which, const float *src, float *out)
 {
     __shared__ __align__(16) float s[64];
@@ -90,6 +109,23 @@ __global__ void race_kernel(int which, const float *src, float *out)
         }
         break;
     }
+    case 12: /* race within a warp: lanes 0 and 2 sync, then lanes 1 and 3; lane 1 reads lane 0's write */
+        v = partial_sync_case(false, s);
+        break;
+    case 13: /* the same, but lanes 1 and 2 sync second: lane 2 passes lane 0's write on to lane 1 */
+        v = partial_sync_case(true, s);
+        break;
+    case 14: /* lanes 1 and 3 hand a word over by __syncwarp(0xa) while lanes 0 and 2 exchange by a shuffle */
+        if (threadIdx.x < 4 && lane % 2 == 0) {
+            v = __shfl_sync(0x5u, (float)lane, 2);
+        } else if (threadIdx.x < 4) {
+            if (lane == 3)
+                s[1] = 1.0f;
+            __syncwarp(0xau);
+            if (lane == 1)
+                v = s[1];
+        }
+        break;
     }
     out[threadIdx.x] = v;
 }
@@ -136,6 +172,12 @@ __global__ void global_race_kernel(int which, float *g, float *out)
         cp_async_wait<0>();
         __syncthreads();
         v = s[lane];
+        break;
+    case 10: /* race within a warp: lanes 0 and 2 sync, then lanes 1 and 3; lane 1 reads lane 0's write */
+        v = partial_sync_case(false, g);
+        break;
+    case 11: /* the same, but lanes 1 and 2 sync second: lane 2 passes lane 0's write on to lane 1 */
+        v = partial_sync_case(true, g);
         break;
     }
     out[threadIdx.x] = v;

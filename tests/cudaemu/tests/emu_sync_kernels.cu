@@ -35,6 +35,10 @@ enum sync_case {
                          * __syncwarp */
     RING_LANE_RELEASES_ALONE, /* race: the same without the __syncwarp: the refill may overwrite what lanes
                                * 1-31 read, which lane 0's arrival did not release */
+    MBAR_PARTIAL_CHAIN, /* MBAR_HANDOFF with two partial-mask __syncwarps, lanes 16-31's then lanes 0-16's:
+                         * lane 16 carries the upper lanes' writes on to lane 0, which arrives */
+    MBAR_PARTIAL_NO_CHAIN, /* race: the second sync is lanes 0-15's, so no chain leads from lanes 16-31 to
+                            * lane 0, whose arrival releases only the lower lanes' writes */
     /* regs_kernel's, 384 threads: warpgroup 2 produces (warp 8), warpgroups 0 and 1 consume (warp 1) */
     REGS_HANDOFF,       /* warpgroup 2 setmaxnreg.dec 24, 0 and 1 inc 240 (the pool just covers both); then
                          * warp 8 hands its values to warp 1 through named barrier 1 */
@@ -95,6 +99,22 @@ __global__ void sync_kernel(int which, const float *src, float *out)
                 __syncwarp();
             else if (which == MBAR_LANE_WAITS_ALONE)
                 v = (float)__shfl_sync(0xffffffffu, lane, 0);
+            v = stage[0][lane];
+        }
+        break;
+    case MBAR_PARTIAL_CHAIN:
+    case MBAR_PARTIAL_NO_CHAIN:
+        if (warp == 0) {
+            const bool chain = which == MBAR_PARTIAL_CHAIN;
+            stage[0][lane] = src[lane];
+            if (lane >= 16)
+                __syncwarp(0xffff0000u);
+            if (lane < 16 || (chain && lane == 16))
+                __syncwarp(chain ? 0x0001ffffu : 0x0000ffffu);
+            if (lane == 0)
+                mbarrier_arrive(&full[0]);
+        } else {
+            mbarrier_wait_parity(&full[0], 0);
             v = stage[0][lane];
         }
         break;

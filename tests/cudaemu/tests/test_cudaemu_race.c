@@ -7,15 +7,19 @@
  * atomic update, a read of a cp.async's destination by another warp after the issuing warp's wait
  * but before a barrier or while the copy is in flight, and a write over rows another warp's
  * ldmatrix reads, and a lane's read of a word another lane of its warp wrote with no __syncwarp
- * between them (racecheck compares a warp's lanes too). The same accesses with the barrier,
- * atomics from several warps, and one warp's lanes sharing words after __syncwarp run. Under the
- * forward order (warp 0 first) the kind named is the one the case is built for.
+ * between them (racecheck compares a warp's lanes too), or with partial-mask __syncwarps that both
+ * took part in but that no chain leads through from the writer to the reader. The same accesses
+ * with the barrier, atomics from several warps, and one warp's lanes sharing words after
+ * __syncwarp (a whole warp's, or a chain of partial-mask ones, also while the warp's other lanes
+ * shuffle) run. Under the forward order (warp 0 first) the kind named is the one the case is built
+ * for.
  * And in device memory between one block's threads (cudaemu_global_race.cpp), where no sanitizer
  * looks and a GPU reads whichever value arrived: the same RAW, WAR and WAW between warps, a lane
- * reading another lane's store with no __syncwarp, and a cp.async copying from what another warp
- * stored abort naming both threads and the allocation's byte; a write after two threads' reads is
- * checked against both, whichever ran first (one thread waits at a named barrier the other's
- * unordered read comes after). The barrier, __syncwarp and named-barrier hand-overs run. */
+ * reading another lane's store with no __syncwarp (or partial-mask ones no chain leads through),
+ * and a cp.async copying from what another warp stored abort naming both threads and the
+ * allocation's byte; a write after two threads' reads is checked against both, whichever ran first
+ * (one thread waits at a named barrier the other's unordered read comes after). The barrier,
+ * __syncwarp (and a chain of partial-mask ones) and named-barrier hand-overs run. */
 #include "emu_test_util.h"
 #include "tests/check.h"
 
@@ -25,7 +29,7 @@
 int emu_race(int which, const float *src, float *out);
 int emu_global_race(int which, float *g, float *out);
 
-enum { SHARED_CASES = 12, GLOBAL_CASES = 10 };
+enum { SHARED_CASES = 15, GLOBAL_CASES = 12 };
 
 /* One kernel's cases and what its reports say. */
 struct race_family {
@@ -39,9 +43,9 @@ struct race_family {
 static int launch_shared(int which, float *buf, float *out) { return emu_race(which, buf, out); }
 
 static const char *const shared_expect[SHARED_CASES] = {"RAW", NULL, "WAR", "WAW", NULL, NULL,
-                                                        "RAW", NULL, "RAW", "RAW", "WAR", "RAW"};
+                                                        "RAW", NULL, "RAW", "RAW", "WAR", "RAW", "RAW", NULL, NULL};
 static const char *const global_expect[GLOBAL_CASES] = {"RAW", NULL, "WAR", "WAW", NULL,
-                                                        "RAW", NULL, "WAR", "RAW", "WAR"};
+                                                        "RAW", NULL, "WAR", "RAW", "WAR", "RAW", NULL};
 static const struct race_family families[] = {
     {launch_shared, SHARED_CASES, shared_expect, "shared-memory race in kernel race_kernel",
      "static __shared__ object", "hazard"},

@@ -15,7 +15,9 @@
  * every write comes before that arrival), lanes reading what only another lane of their warp waited
  * for (a wait acquires for its own lane; a __syncwarp after it passes it on: that case runs), a
  * stage refilled after one lane's arrival released it while the other lanes' reads were not
- * synced before that arrival (with the __syncwarp it runs); and
+ * synced before that arrival (with the __syncwarp it runs), lanes' writes that partial-mask
+ * __syncwarps lead to the arriving lane through no chain (with a chain, through a lane in both
+ * syncs, it runs); and
  * the waits nothing can end are reported as deadlocks naming the wait (an mbarrier with no
  * arrival, a bar.sync short of its count, a phase short of its expected bytes), as is a wait on an
  * mbarrier never initialised, and a named barrier left half arrived at the block's end.
@@ -39,7 +41,8 @@ int emu_sync(int which, const float *src, float *out);
 enum { NAMED_HANDOFF, NAMED_NO_SYNC, MBAR_HANDOFF, MBAR_WRONG_PARITY, RING, RING_EARLY_RELEASE, BULK_HANDOFF,
        BULK_NO_WAIT, BULK_OTHER_STAGE, MBAR_NEVER_ARRIVES, NAMED_SHORT, BULK_SHORT, MBAR_NO_INIT, MBAR_INIT_UNORDERED,
        NAMED_UNBALANCED, MBAR_NO_SYNCWARP, MBAR_LANE_WAITS, MBAR_LANE_WAITS_ALONE, RING_LANE_RELEASES,
-       RING_LANE_RELEASES_ALONE, REGS_HANDOFF, REGS_NO_DEC, REGS_OVER, REGS_PART, REGS_MISMATCH, REGS_BELOW,
+       RING_LANE_RELEASES_ALONE, MBAR_PARTIAL_CHAIN, MBAR_PARTIAL_NO_CHAIN, REGS_HANDOFF, REGS_NO_DEC, REGS_OVER,
+       REGS_PART, REGS_MISMATCH, REGS_BELOW,
        SYNC_CASES };
 enum { THREADS = 64, ROUNDS = 6 };
 
@@ -69,6 +72,8 @@ static const struct {
     /* WAR in every order: when every lane reads before lane 0 arrives (the reverse order), only the
      * lanes' ordering finds it */
     [RING_LANE_RELEASES_ALONE] = {"shared-memory race", "WAR hazard"},
+    /* RAW in every order: lane 0's arrival speaks for lanes 16-31 through no chain of syncs */
+    [MBAR_PARTIAL_NO_CHAIN] = {"shared-memory race", "RAW hazard"},
     [REGS_NO_DEC] = {"deadlock", "setmaxnreg.inc 240 in warpgroup 0 (128 of 128 threads arrived; the block's "
                      "register pool holds 0, the inc needs 9216)"},
     /* whichever warpgroup completes its inc first takes 11264 */
