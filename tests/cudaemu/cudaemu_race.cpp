@@ -114,7 +114,6 @@ struct race_state {
     uint32_t copy_clock[CLOCK_SLOTS]; /* each mbarrier slot's bulk copies landed so far */
     /* Lanes: what orders the accesses of two lanes of one warp (a __syncwarp both took part in, or a
      * bar.sync), and which lane each release of a warp spoke for. */
-    uint32_t lane_syncs[CLOCK_WARPS];              /* each warp's lane syncs in the current epoch */
     uint32_t joined[MAX_THREADS_PER_BLOCK];        /* the last of its warp's lane syncs a thread took part in */
     uint32_t own_seen[MAX_THREADS_PER_BLOCK];      /* its own warp's latest release a thread acquired */
     uint32_t last_release[MAX_THREADS_PER_BLOCK];  /* the latest release a thread made (its warp's count) */
@@ -129,10 +128,17 @@ struct race_state {
     uint32_t epoch = 0;
     int thread = -1; /* running thread's index in its block; -1 between fibers */
     bool ready = false;
-    /* Lanes again, the rarer question: which lanes each lane sync held (a chain of partial-mask ones). */
+    /* Lanes again: which lanes each lane sync held (their count is the warp's lane syncs in the
+     * current epoch; a chain of partial-mask ones is the rarer question). */
     std::vector<uint32_t> sync_lanes[CLOCK_WARPS]; /* [k - 1]: the lanes of each warp's lane sync k */
     uint32_t last_partial[CLOCK_WARPS];            /* each warp's latest lane sync of fewer than 32 lanes */
 };
+
+/* Warp w's lane syncs in the current epoch. */
+inline uint32_t lane_syncs(const race_state &s, int w)
+{
+    return (uint32_t)s.sync_lanes[w].size();
+}
 
 DDP_CUDAEMU_TLS race_state *running; /* set only while a fiber of a block runs */
 
@@ -184,7 +190,6 @@ void setup_statics(race_state &s)
 void next_epoch(race_state &s)
 {
     memset(s.copy_clock, 0, sizeof s.copy_clock);
-    memset(s.lane_syncs, 0, sizeof s.lane_syncs);
     memset(s.last_partial, 0, sizeof s.last_partial);
     memset(s.joined, 0, sizeof s.joined);
     memset(s.own_seen, 0, sizeof s.own_seen);
@@ -315,6 +320,7 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
     const bool async = ASYNC_READ || slot >= CLOCK_WARPS;
     const uint32_t *seen = seen_by(s, self);
     const uint32_t bit = 1u << warp, now = slot == warp ? s.own_clock[warp] : s.copy_clock[slot];
+    const uint32_t gen = lane_syncs(s, warp);
     const uint16_t me = (uint16_t)(self + 1);
     size_t off = (size_t)(p - r.lo);
     for (shadow_byte *b = r.shadow + off, *end = b + n; b < end; b++, p++, off++) {
@@ -344,7 +350,7 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
             b->readers |= bit;
             b->reader = me;
             b->reader_plain = true;
-            b->read_gen = s.lane_syncs[warp];
+            b->read_gen = gen;
             r.read_clock[(size_t)warp * r.stride + off] = now;
             continue;
         }
@@ -365,7 +371,7 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
             b->writer = me;
             b->write_slot = (uint8_t)slot;
             b->write_clock = now;
-            b->write_gen = slot == warp ? s.lane_syncs[warp] : 0;
+            b->write_gen = slot == warp ? gen : 0;
             b->readers = 0;
         } else {
             b->atomics |= bit;
@@ -459,14 +465,14 @@ void race_proxy_fence()
     const uint32_t n = s.proxy_fences[self]++;
     if (log.size() <= n)
         log.resize(n + 1);
-    log[n] = fence_record{s.epoch, s.own_clock[warp], s.lane_syncs[warp]};
+    log[n] = fence_record{s.epoch, s.own_clock[warp], lane_syncs(s, warp)};
 }
 
 void race_lane_sync(int warp, unsigned lanes)
 {
     race_state &s = state;
-    const uint32_t sync = ++s.lane_syncs[warp];
     s.sync_lanes[warp].push_back(lanes);
+    const uint32_t sync = lane_syncs(s, warp);
     if (lanes != 0xffffffffu)
         s.last_partial[warp] = sync;
     sync_clock all{}; /* empty */
@@ -505,7 +511,7 @@ race_stamp race_now()
         return race_stamp{};
     const race_state &s = *running;
     const int warp = s.thread / 32;
-    return race_stamp{s.epoch, s.own_clock[warp], s.lane_syncs[warp], (uint32_t)s.thread + 1};
+    return race_stamp{s.epoch, s.own_clock[warp], lane_syncs(s, warp), (uint32_t)s.thread + 1};
 }
 
 bool race_ordered(race_stamp earlier)

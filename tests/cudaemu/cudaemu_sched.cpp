@@ -297,7 +297,8 @@ static int source_lane(const emu_thread &t, int lane)
 
 static void complete_exchange(block_run &b, int base, unsigned mask)
 {
-    /* the masked lanes' op and parameter: lane 0 may be elsewhere when the mask leaves it out */
+    /* the masked lanes' op (lane 0 may be elsewhere when the mask leaves it out); only the matrix
+     * ops read a parameter, and they hold all 32 lanes, so lane 0's is theirs */
     const warp_op_kind op = b.threads[base + __builtin_ctz(mask)].op;
     if (is_matrix_op(op)) { /* all 32 lanes (try_exchange) */
         void *lane_ops[32];
