@@ -27,8 +27,11 @@
  * That applies to accesses of another warp too (the clocks say a release came after the access;
  * one must speak for its lane), so a lane's arrival that publishes its warp's stores, or frees a
  * buffer its warp read, with no __syncwarp before it is a race whatever order the lanes ran in.
- * Lenient, on purpose: of the reads of a byte since its last write only the last one's lane is
- * asked (the others' warps are, by the clocks).
+ * A write asks each lane of the byte's last reading warp that read it in the last read's interval
+ * (a number each warp takes anew at each of its releases and lane syncs, so the group's reads share
+ * a clock and lane syncs: all of a warp's lanes reading a value they share, before any of them syncs
+ * or releases), whichever lane of them read last. Lenient, on purpose: earlier reads are asked by
+ * their warps' clocks only.
  * Proxies: a wgmma's operand reads and a bulk copy's writes go through the async proxy, which sees
  * a byte's last generic write (a store, a cp.async) only after its writer's fence.proxy.async
  * (race_proxy_fence) and only where that fence happens before the async access (a fence takes
@@ -75,9 +78,12 @@ struct shadow_byte {
     uint16_t reader;       /* 1 + the thread that last read or updated it atomically */
     uint16_t in_flight;    /* 1 + the thread whose cp.async to it has not landed, in any epoch; 0: none */
     uint8_t write_slot;    /* the writer's warp, or the slot of the mbarrier its bulk copy completed on */
-    bool reader_plain;     /* the last reader read it (not an atomic) */
     uint32_t write_gen;    /* the writer's warp's lane syncs (below) before the write */
     uint32_t read_gen;     /* the same for the last read */
+    uint32_t reader_lanes; /* the lanes of the last reader's warp that read it in that read's interval (below):
+                            * a group reading a shared value before any of them syncs or releases; 0 after a
+                            * write or atomic update */
+    uint32_t read_interval; /* the interval of the reads in reader_lanes */
     /* Proxies, kept across epochs (a barrier orders threads, not proxies): the last write through the
      * generic proxy in block `generic_block` not yet followed by an async-proxy write, by thread
      * generic_writer - 1 (0: none) after generic_fences of its fence.proxy.async. */
@@ -87,6 +93,13 @@ struct shadow_byte {
 };
 
 namespace {
+
+/* Reading lanes found ordered before the access being checked (unordered_lane): lanes of warp `warp`
+ * that read at its clock `clock` after `gen` lane syncs. */
+struct lanes_seen {
+    int warp;
+    uint32_t clock, gen, lanes;
+};
 
 /* One release of a warp (the warp's clock value R it handed over): the lane that made it, and the
  * last lane sync that lane had taken part in. It orders the releasing lane's own accesses, and the
@@ -132,6 +145,10 @@ struct race_state {
      * current epoch; a chain of partial-mask ones is the rarer question). */
     std::vector<uint32_t> sync_lanes[CLOCK_WARPS]; /* [k - 1]: the lanes of each warp's lane sync k */
     uint32_t last_partial[CLOCK_WARPS];            /* each warp's latest lane sync of fewer than 32 lanes */
+    /* Each warp's current interval: a number, unique in the epoch, that changes whenever the warp's
+     * own clock or lane syncs do (a release or a lane sync: accesses in one interval share both). */
+    uint32_t interval[CLOCK_WARPS];
+    uint32_t intervals; /* the intervals numbered in the current epoch */
 };
 
 /* Warp w's lane syncs in the current epoch. */
@@ -200,6 +217,9 @@ void next_epoch(race_state &s)
         l.clear();
     for (int w = 0; w < CLOCK_WARPS; w++)
         s.own_clock[w] = 1;
+    for (int w = 0; w < CLOCK_WARPS; w++)
+        s.interval[w] = (uint32_t)w + 1; /* a byte's 0: none */
+    s.intervals = CLOCK_WARPS;
     if (++s.epoch != 0)
         return;
     std::fill(s.static_shadow.begin(), s.static_shadow.end(), shadow_byte{});
@@ -292,6 +312,24 @@ inline bool lane_ordered(const race_state &s, int other, uint32_t clock, uint32_
     return false;
 }
 
+/* The first of `lanes` of warp w (the running thread's lane not among them), which read a byte at the
+ * warp's clock `clock` after `gen` of its lane syncs, whose read is not ordered before the running
+ * thread's access; -1: none. `ordered` holds the lanes already found ordered at the same (w, clock,
+ * gen) in this access. */
+[[gnu::noinline]] int unordered_lane(const race_state &s, int w, uint32_t lanes, uint32_t clock, uint32_t gen,
+                                     lanes_seen &ordered)
+{
+    if (ordered.warp != w || ordered.clock != clock || ordered.gen != gen)
+        ordered = lanes_seen{w, clock, gen, 0};
+    for (uint32_t left = lanes & ~ordered.lanes; left; left &= left - 1) {
+        const int other = w * 32 + __builtin_ctz(left);
+        if (!lane_ordered(s, other, clock, gen))
+            return other;
+        ordered.lanes |= left & -left;
+    }
+    return -1;
+}
+
 /* An async-proxy access of the running thread to byte p of r, whose last generic write thread
  * `writer` made after `fences` of its fence.proxy.async: the next one must happen before it. */
 void check_proxy_fence(const shadow_range &r, const char *p, int writer, uint32_t fences, race_access_kind how,
@@ -322,6 +360,8 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
     const uint32_t bit = 1u << warp, now = slot == warp ? s.own_clock[warp] : s.copy_clock[slot];
     const uint32_t gen = lane_syncs(s, warp);
     const uint16_t me = (uint16_t)(self + 1);
+    const uint32_t lane_bit = 1u << (self % 32), interval = s.interval[warp];
+    lanes_seen ordered{-1, 0, 0, 0};
     size_t off = (size_t)(p - r.lo);
     for (shadow_byte *b = r.shadow + off, *end = b + n; b < end; b++, p++, off++) {
         if (b->in_flight)
@@ -347,20 +387,25 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
             if (b->atomics & ~bit)
                 report(r, p, "RAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW,
                        what, file, line, pc);
+            b->reader_lanes = (b->read_interval == interval ? b->reader_lanes : 0u) | lane_bit;
+            b->read_interval = interval;
             b->readers |= bit;
             b->reader = me;
-            b->reader_plain = true;
             b->read_gen = gen;
             r.read_clock[(size_t)warp * r.stride + off] = now;
             continue;
         }
         if (const uint32_t late = unordered_readers(r, off, b->readers & ~bit, seen))
             report(r, p, "WAR", b->reader - 1, __builtin_ctz(late), "read it", HOW, what, file, line, pc);
-        if (HOW == RACE_WRITE && b->reader_plain && b->reader != me &&
-            (b->readers & (1u << ((b->reader - 1) / 32))) &&
-            !lane_ordered(s, b->reader - 1, r.read_clock[(size_t)((b->reader - 1) / 32) * r.stride + off],
-                          b->read_gen))
-            report_lanes(r, p, "WAR", b->reader - 1, false, HOW, what, file, line, pc);
+        if (HOW == RACE_WRITE && b->reader_lanes) {
+            const int rw = (b->reader - 1) / 32;
+            const uint32_t others = b->reader_lanes & ~(rw == warp ? lane_bit : 0u); /* mostly none */
+            const int lane_late = others ? unordered_lane(s, rw, others, r.read_clock[(size_t)rw * r.stride + off],
+                                                          b->read_gen, ordered)
+                                         : -1;
+            if (lane_late >= 0)
+                report_lanes(r, p, "WAR", lane_late, false, HOW, what, file, line, pc);
+        }
         if (HOW == RACE_WRITE && (b->atomics & ~bit))
             report(r, p, "WAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW, what,
                    file, line, pc);
@@ -373,10 +418,11 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
             b->write_clock = now;
             b->write_gen = slot == warp ? gen : 0;
             b->readers = 0;
+            b->reader_lanes = 0;
         } else {
             b->atomics |= bit;
             b->reader = me;
-            b->reader_plain = false;
+            b->reader_lanes = 0;
         }
     }
 }
@@ -473,6 +519,7 @@ void race_lane_sync(int warp, unsigned lanes)
     race_state &s = state;
     s.sync_lanes[warp].push_back(lanes);
     const uint32_t sync = lane_syncs(s, warp);
+    s.interval[warp] = ++s.intervals;
     if (lanes != 0xffffffffu)
         s.last_partial[warp] = sync;
     sync_clock all{}; /* empty */
@@ -557,6 +604,7 @@ void race_release(sync_clock &into)
     s.releases[warp].push_back(release_record{(uint8_t)(s.thread % 32), s.joined[s.thread]}); /* this one */
     s.last_release[s.thread] = s.own_clock[warp];
     s.own_clock[warp]++; /* the warp's later accesses are not part of this release */
+    s.interval[warp] = ++s.intervals;
 }
 
 void race_acquire(const sync_clock &from)

@@ -62,8 +62,13 @@ __device__ inline float partial_sync_case(bool chained, float *m)
 __global__ void race_kernel(int which, const float *src, float *out)
 {
     __shared__ __align__(16) float s[64];
+    __shared__ __align__(8) uint64_t freed;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     s[threadIdx.x] = 0.0f;
+    if (which >= 16 && threadIdx.x == 0) {
+        mbarrier_init(&freed, which == 18 ? 32 : 1);
+        mbarrier_fence_init();
+    }
     __syncthreads();
     float v = hazard_case(which, s);
     switch (which) {
@@ -124,6 +129,30 @@ __global__ void race_kernel(int which, const float *src, float *out)
             __syncwarp(0xau);
             if (lane == 1)
                 v = s[1];
+        }
+        break;
+    case 15: /* race within a warp, WAR: warp 0's lanes read s[0], then lane 31 overwrites it, no __syncwarp */
+        if (warp == 0) v = s[0];
+        if (warp == 0 && lane == 31) s[0] = v + 1.0f;
+        break;
+    case 16: /* race, WAR: warp 0's lanes read s[0], lane 31 alone frees it (no __syncwarp first: its arrival
+              * releases its own read only), warp 1 waits for that and its lane 0 overwrites s[0] */
+    case 17: /* the same with the __syncwarp: lane 31's arrival releases every lane's read */
+    case 18: /* the same without it, but every lane arrives (count 32) after its own read */
+        if (warp == 0) {
+            v = s[0];
+            if (which == 17) __syncwarp();
+            if (which == 18 || lane == 31) mbarrier_arrive(&freed);
+        } else {
+            mbarrier_wait_parity(&freed, 0);
+            if (lane == 0) s[0] = 2.0f;
+        }
+        break;
+    case 19: /* warp 0's lanes read s[0], __syncwarp, then lane 31 reads it again and overwrites it */
+        if (warp == 0) {
+            v = s[0];
+            __syncwarp();
+            if (lane == 31) s[0] = v + s[0];
         }
         break;
     }

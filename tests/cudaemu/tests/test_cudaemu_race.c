@@ -8,11 +8,14 @@
  * but before a barrier or while the copy is in flight, and a write over rows another warp's
  * ldmatrix reads, and a lane's read of a word another lane of its warp wrote with no __syncwarp
  * between them (racecheck compares a warp's lanes too), or with partial-mask __syncwarps that both
- * took part in but that no chain leads through from the writer to the reader. The same accesses
- * with the barrier, atomics from several warps, and one warp's lanes sharing words after
- * __syncwarp (a whole warp's, or a chain of partial-mask ones, also while the warp's other lanes
- * shuffle) run. Under the forward order (warp 0 first) the kind named is the one the case is built
- * for.
+ * took part in but that no chain leads through from the writer to the reader; a lane overwriting a
+ * word every lane of its warp read, and another warp overwriting it after one lane's arrival freed
+ * it, with no __syncwarp before (whichever lane read last). The same accesses with the barrier,
+ * atomics from several warps, one warp's lanes sharing words after __syncwarp (a whole warp's, or a
+ * chain of partial-mask ones, also while the warp's other lanes shuffle), and a shared word freed
+ * after a __syncwarp or by every lane's own arrival, or overwritten after a __syncwarp by a lane that
+ * read it again, run. Under the forward order (warp 0 first) the kind named is the one the case is
+ * built for.
  * And in device memory between one block's threads (cudaemu_global_race.cpp), where no sanitizer
  * looks and a GPU reads whichever value arrived: the same RAW, WAR and WAW between warps, a lane
  * reading another lane's store with no __syncwarp (or partial-mask ones no chain leads through),
@@ -29,7 +32,7 @@
 int emu_race(int which, const float *src, float *out);
 int emu_global_race(int which, float *g, float *out);
 
-enum { SHARED_CASES = 15, GLOBAL_CASES = 12 };
+enum { SHARED_CASES = 20, GLOBAL_CASES = 12 };
 
 /* One kernel's cases and what its reports say. */
 struct race_family {
@@ -43,7 +46,8 @@ struct race_family {
 static int launch_shared(int which, float *buf, float *out) { return emu_race(which, buf, out); }
 
 static const char *const shared_expect[SHARED_CASES] = {"RAW", NULL, "WAR", "WAW", NULL, NULL,
-                                                        "RAW", NULL, "RAW", "RAW", "WAR", "RAW", "RAW", NULL, NULL};
+                                                        "RAW", NULL, "RAW", "RAW", "WAR", "RAW", "RAW", NULL, NULL,
+                                                        "WAR", "WAR", NULL, NULL, NULL};
 static const char *const global_expect[GLOBAL_CASES] = {"RAW", NULL, "WAR", "WAW", NULL,
                                                         "RAW", NULL, "WAR", "RAW", "WAR", "RAW", NULL};
 static const struct race_family families[] = {
