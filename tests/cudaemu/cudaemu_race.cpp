@@ -215,10 +215,10 @@ void next_epoch(race_state &s)
         r.clear();
     for (auto &l : s.sync_lanes)
         l.clear();
-    for (int w = 0; w < CLOCK_WARPS; w++)
+    for (int w = 0; w < CLOCK_WARPS; w++) {
         s.own_clock[w] = 1;
-    for (int w = 0; w < CLOCK_WARPS; w++)
         s.interval[w] = (uint32_t)w + 1; /* a byte's 0: none */
+    }
     s.intervals = CLOCK_WARPS;
     if (++s.epoch != 0)
         return;
