@@ -11,7 +11,9 @@
  * acquire (the bar.sync that completes, an mbarrier wait that sees its phase complete) joins them
  * into the waiting thread's alone (a lane sync, below, passes them on to the other lanes). Every
  * byte remembers its last write (the writer's clock slot and value) and, per warp, the clock of
- * that warp's last read, so two accesses are compared whichever runs first.
+ * that warp's last read, so two accesses are compared whichever runs first (cudaemu_race_shadow.h
+ * stores those records: one for the four bytes of a granule while they agree, as they do where every
+ * access covers whole floats).
  * A cp.async.bulk's write belongs to the mbarrier it completes on: each mbarrier has its own clock
  * slot for the copies landing through it, so only a wait on that mbarrier orders them (a wait on
  * another stage's mbarrier does not). Atomics are not hazards with each other; with plain accesses
@@ -67,31 +69,6 @@
 
 namespace ddp_cudaemu {
 
-/* One byte's accesses in the barrier epoch `epoch` (any other epoch: none). The clock of each
- * reading warp's last read is in its range's read_clock. */
-struct shadow_byte {
-    uint32_t epoch;
-    uint32_t readers;      /* warps that read it since its last write (bit per warp) */
-    uint32_t atomics;      /* warps that updated it atomically */
-    uint32_t write_clock;  /* the value of clock slot write_slot when it was written */
-    uint16_t writer;       /* 1 + the thread that last wrote it (or issued the bulk copy that did); 0: nobody */
-    uint16_t reader;       /* 1 + the thread that last read or updated it atomically */
-    uint16_t in_flight;    /* 1 + the thread whose cp.async to it has not landed, in any epoch; 0: none */
-    uint8_t write_slot;    /* the writer's warp, or the slot of the mbarrier its bulk copy completed on */
-    uint32_t write_gen;    /* the writer's warp's lane syncs (below) before the write */
-    uint32_t read_gen;     /* the same for the last read */
-    uint32_t reader_lanes; /* the lanes of the last reader's warp that read it in that read's interval (below):
-                            * a group reading a shared value before any of them syncs or releases; 0 after a
-                            * write or atomic update */
-    uint32_t read_interval; /* the interval of the reads in reader_lanes */
-    /* Proxies, kept across epochs (a barrier orders threads, not proxies): the last write through the
-     * generic proxy in block `generic_block` not yet followed by an async-proxy write, by thread
-     * generic_writer - 1 (0: none) after generic_fences of its fence.proxy.async. */
-    uint32_t generic_block;
-    uint32_t generic_fences;
-    uint16_t generic_writer;
-};
-
 namespace {
 
 /* Reading lanes found ordered before the access being checked (unordered_lane): lanes of warp `warp`
@@ -119,8 +96,7 @@ struct fence_record {
 
 /* The shadows of one host thread's grids (blocks of a grid run one after another on it). */
 struct race_state {
-    std::vector<shadow_byte> static_shadow, dynamic_shadow;
-    std::vector<uint32_t> static_read_clock, dynamic_read_clock;
+    shadow_store static_store, dynamic_store;
     std::vector<sync_clock> seen = std::vector<sync_clock>(MAX_THREADS_PER_BLOCK); /* each thread's vector
                                                 * clock: what it has acquired (valid in its epoch) */
     uint32_t own_clock[CLOCK_WARPS];  /* each warp's own slot: 1 + its releases in the current epoch */
@@ -178,20 +154,11 @@ thread_local race_state state;
 
 void setup_statics(race_state &s)
 {
-    size_t count = 0, total = 0;
+    size_t count = 0;
     const memory_range *objects = static_shared_objects(&count);
     for (size_t i = 0; i < count; i++)
-        total += objects[i].bytes;
-    s.static_shadow.assign(total, shadow_byte{});
-    s.static_read_clock.assign(total * CLOCK_WARPS, 0);
-    const size_t stride = total;
-    total = 0;
-    for (size_t i = 0; i < count; i++) {
-        const char *lo = static_cast<const char *>(objects[i].addr);
-        s.statics.push_back(shadow_range{lo, objects[i].bytes, s.static_shadow.data() + total,
-                                         s.static_read_clock.data() + total, stride, false});
-        total += objects[i].bytes;
-    }
+        s.statics.push_back(shadow_range{static_cast<const char *>(objects[i].addr), objects[i].bytes, false});
+    shadow_allocate(s.static_store, s.statics);
     std::sort(s.statics.begin(), s.statics.end(),
               [](const shadow_range &a, const shadow_range &b) { return a.lo < b.lo; });
     if (!s.statics.empty()) {
@@ -222,8 +189,8 @@ void next_epoch(race_state &s)
     s.intervals = CLOCK_WARPS;
     if (++s.epoch != 0)
         return;
-    std::fill(s.static_shadow.begin(), s.static_shadow.end(), shadow_byte{});
-    std::fill(s.dynamic_shadow.begin(), s.dynamic_shadow.end(), shadow_byte{});
+    shadow_forget(s.static_store);
+    shadow_forget(s.dynamic_store);
     for (sync_clock &c : s.seen)
         c.epoch = 0;
     s.epoch = 1;
@@ -244,13 +211,13 @@ inline const shadow_range *range_of(race_state &s, const char *p)
     return s.last_static = &*(it - 1);
 }
 
-/* The warps among `readers` whose last read of byte `off` the clocks `seen` do not cover. */
-inline uint32_t unordered_readers(const shadow_range &r, size_t off, uint32_t readers, const uint32_t *seen)
+/* The warps among `readers` whose last read of cell c the clocks `seen` do not cover. */
+inline uint32_t unordered_readers(const cell_ref &c, uint32_t readers, const uint32_t *seen)
 {
     uint32_t late = 0;
     for (uint32_t left = readers; left; left &= left - 1) {
         const int w = __builtin_ctz(left);
-        if (r.read_clock[(size_t)w * r.stride + off] > seen[w])
+        if (c.clock[(size_t)w * c.stride] > seen[w])
             late |= 1u << w;
     }
     return late;
@@ -343,12 +310,13 @@ void check_proxy_fence(const shadow_range &r, const char *p, int writer, uint32_
         report_proxies(r, p, writer, true, how, what, file, line);
 }
 
-/* The accesses of the running thread to n bytes of one object, ordered after what its clock has
- * seen (and, against other lanes' accesses, lane_ordered); a write is recorded under clock slot
- * `slot` (its warp, or an mbarrier's for a bulk copy). A bulk copy's write, and a read ASYNC_READ (a
- * wgmma's), go through the async proxy: the byte's last generic write must be fenced by its writer.
- * A hazard aborts, else each byte remembers them. A byte last touched in an older epoch starts
- * afresh, but for its last generic write. */
+/* The accesses of the running thread to n bytes of one object (a cell at a time: a whole granule or
+ * a byte, cudaemu_race_shadow.h), ordered after what its clock has seen (and, against other lanes'
+ * accesses, lane_ordered); a write is recorded under clock slot `slot` (its warp, or an mbarrier's
+ * for a bulk copy). A bulk copy's write, and a read ASYNC_READ (a wgmma's), go through the async
+ * proxy: the byte's last generic write must be fenced by its writer. A hazard aborts, else each cell
+ * remembers them. A cell last touched in an older epoch starts afresh, but for its last generic
+ * write. */
 template <race_access_kind HOW, bool ASYNC_READ>
 void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, const char *what, const char *file,
                   int line, const void *pc)
@@ -362,52 +330,53 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
     const uint16_t me = (uint16_t)(self + 1);
     const uint32_t lane_bit = 1u << (self % 32), interval = s.interval[warp];
     lanes_seen ordered{-1, 0, 0, 0};
-    size_t off = (size_t)(p - r.lo);
-    for (shadow_byte *b = r.shadow + off, *end = b + n; b < end; b++, p++, off++) {
+    for_each_cell(r, (size_t)(p - r.lo), n, [&](size_t off, const cell_ref &c) {
+        shadow_cell *b = c.cell;
+        const char *at = r.lo + off;
         if (b->in_flight)
-            report_in_flight(r, p, b->in_flight - 1, HOW, what, file, line, pc);
+            report_in_flight(r, at, b->in_flight - 1, HOW, what, file, line, pc);
         if (b->epoch != s.epoch) {
-            const shadow_byte proxies = *b;
-            *b = shadow_byte{};
+            const shadow_cell proxies = *b;
+            *b = shadow_cell{};
             b->epoch = s.epoch;
             b->generic_block = proxies.generic_block;
             b->generic_fences = proxies.generic_fences;
             b->generic_writer = proxies.generic_writer;
         }
         if (async && b->generic_writer && b->generic_block == s.block)
-            check_proxy_fence(r, p, b->generic_writer - 1, b->generic_fences, HOW, what, file, line);
+            check_proxy_fence(r, at, b->generic_writer - 1, b->generic_fences, HOW, what, file, line);
         if (b->writer != 0 && b->write_slot != warp && seen[b->write_slot] < b->write_clock)
-            report(r, p, HOW == RACE_READ ? "RAW" : "WAW", b->writer - 1, (b->writer - 1) / 32,
+            report(r, at, HOW == RACE_READ ? "RAW" : "WAW", b->writer - 1, (b->writer - 1) / 32,
                    b->write_slot >= CLOCK_WARPS ? "wrote it through a cp.async.bulk it issued" : "wrote it", HOW,
                    what, file, line, pc);
         if (b->writer != 0 && b->writer != me && b->write_slot < CLOCK_WARPS &&
             !lane_ordered(s, b->writer - 1, b->write_clock, b->write_gen))
-            report_lanes(r, p, HOW == RACE_READ ? "RAW" : "WAW", b->writer - 1, true, HOW, what, file, line, pc);
+            report_lanes(r, at, HOW == RACE_READ ? "RAW" : "WAW", b->writer - 1, true, HOW, what, file, line, pc);
         if (HOW == RACE_READ) {
             if (b->atomics & ~bit)
-                report(r, p, "RAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW,
+                report(r, at, "RAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW,
                        what, file, line, pc);
             b->reader_lanes = (b->read_interval == interval ? b->reader_lanes : 0u) | lane_bit;
             b->read_interval = interval;
             b->readers |= bit;
             b->reader = me;
             b->read_gen = gen;
-            r.read_clock[(size_t)warp * r.stride + off] = now;
-            continue;
+            c.clock[(size_t)warp * c.stride] = now;
+            return;
         }
-        if (const uint32_t late = unordered_readers(r, off, b->readers & ~bit, seen))
-            report(r, p, "WAR", b->reader - 1, __builtin_ctz(late), "read it", HOW, what, file, line, pc);
+        if (const uint32_t late = unordered_readers(c, b->readers & ~bit, seen))
+            report(r, at, "WAR", b->reader - 1, __builtin_ctz(late), "read it", HOW, what, file, line, pc);
         if (HOW == RACE_WRITE && b->reader_lanes) {
             const int rw = (b->reader - 1) / 32;
             const uint32_t others = b->reader_lanes & ~(rw == warp ? lane_bit : 0u); /* mostly none */
-            const int lane_late = others ? unordered_lane(s, rw, others, r.read_clock[(size_t)rw * r.stride + off],
+            const int lane_late = others ? unordered_lane(s, rw, others, c.clock[(size_t)rw * c.stride],
                                                           b->read_gen, ordered)
                                          : -1;
             if (lane_late >= 0)
-                report_lanes(r, p, "WAR", lane_late, false, HOW, what, file, line, pc);
+                report_lanes(r, at, "WAR", lane_late, false, HOW, what, file, line, pc);
         }
         if (HOW == RACE_WRITE && (b->atomics & ~bit))
-            report(r, p, "WAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW, what,
+            report(r, at, "WAW", b->reader - 1, __builtin_ctz(b->atomics & ~bit), "updated it atomically", HOW, what,
                    file, line, pc);
         if (HOW == RACE_WRITE) { /* every read is ordered before it: the next access need only follow it */
             b->generic_writer = async ? 0 : me;
@@ -424,7 +393,7 @@ void access_bytes(const shadow_range &r, const char *p, size_t n, int slot, cons
             b->reader = me;
             b->reader_lanes = 0;
         }
-    }
+    });
 }
 
 void access_range(const shadow_range &r, const char *p, size_t n, race_access_kind how, int slot, const char *what,
@@ -462,9 +431,15 @@ __attribute__((noinline)) void check(const char *p, size_t bytes, race_access_ki
  * none's (0). */
 void mark_in_flight(race_state &s, const char *p, size_t n, uint16_t mark)
 {
+    const auto set = [mark](size_t, const cell_ref &c) { c.cell->in_flight = mark; };
+    const shadow_range *r = range_of(s, p);
+    if (r && (size_t)(p - r->lo) + n <= r->bytes) { /* the usual case: inside one object */
+        for_each_cell(*r, (size_t)(p - r->lo), n, set);
+        return;
+    }
     for (size_t i = 0; i < n; i++)
-        if (const shadow_range *r = range_of(s, p + i))
-            r->shadow[p + i - r->lo].in_flight = mark;
+        if ((r = range_of(s, p + i)) != nullptr)
+            for_each_cell(*r, (size_t)(p + i - r->lo), 1, set);
 }
 
 /* The hooks' fast path, inlined into each: most accesses are to global memory or a stack. */
@@ -483,12 +458,7 @@ void race_grid_begin(void *dynamic_smem, size_t bytes)
     race_state &s = state;
     if (!s.ready)
         setup_statics(s);
-    if (s.dynamic_shadow.size() < bytes) {
-        s.dynamic_shadow.resize(bytes); /* stale bytes carry old epochs: nobody's */
-        s.dynamic_read_clock.assign(bytes * CLOCK_WARPS, 0);
-    }
-    s.dynamic = shadow_range{static_cast<const char *>(dynamic_smem), bytes, s.dynamic_shadow.data(),
-                             s.dynamic_read_clock.data(), s.dynamic_shadow.size(), true};
+    s.dynamic = shadow_dynamic(s.dynamic_store, static_cast<const char *>(dynamic_smem), bytes);
 }
 
 void race_barrier() { next_epoch(state); }

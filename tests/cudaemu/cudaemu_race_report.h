@@ -1,30 +1,18 @@
 /* cudaemu_race_report.h — between the checks of kernels' memory accesses (cudaemu_race.cpp,
  * cudaemu_global_race.cpp, cudaemu_kernel_memory.cpp) and their reports (cudaemu_race_report.cpp):
- * the shared-memory object a report names a byte of, and the reports, each of which ends the process
- * through die_in_kernel. Only those files include it. */
+ * the reports, each of which ends the process through die_in_kernel (a shared-memory byte is named by
+ * its object, cudaemu_race_shadow.h's shadow_range). Only those files include it. */
 #ifndef DDP_CUDAEMU_RACE_REPORT_H
 #define DDP_CUDAEMU_RACE_REPORT_H
 
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
+#include "cudaemu_race_shadow.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 namespace ddp_cudaemu {
-
-struct shadow_byte; /* cudaemu_race.cpp's: one byte's accesses */
-
-/* A shared-memory object (a static __shared__ array, or the block's dynamic shared memory) and its
- * shadow. */
-struct shadow_range {
-    const char *lo;
-    size_t bytes;
-    shadow_byte *shadow;
-    uint32_t *read_clock; /* [warp * stride + byte]: the clock of that warp's last read of the byte */
-    size_t stride;
-    bool dynamic;
-};
 
 /* The running thread's index in its block, or -1 between fibers. */
 int race_running_thread();

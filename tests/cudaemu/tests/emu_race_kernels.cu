@@ -59,13 +59,67 @@ __device__ inline float partial_sync_case(bool chained, float *m)
     return v;
 }
 
+/* Cases 20-26 of race_kernel, on m (shared memory, zero): accesses to parts of a float, which the race
+ * check's shadow (a record per 4-byte granule while its bytes share one) must keep apart, and whole
+ * ones after them. Only lane 0 of each warp takes part; v is what it read; `freed` is an mbarrier
+ * expecting one arrival. */
+__device__ inline float granule_case(int which, float *m, uint64_t *freed)
+{
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    unsigned char *bytes = reinterpret_cast<unsigned char *>(m);
+    float v = 0.0f;
+    if (lane != 0)
+        return v;
+    switch (which) {
+    case 20: /* warp 1 reads byte 2 of m[1] while warp 0 writes its bytes 0-1 and 3: different bytes */
+        if (warp == 1) v = bytes[6];
+        else { *reinterpret_cast<unsigned short *>(bytes + 4) = 7; bytes[7] = 1; }
+        break;
+    case 21: /* race: the same, but warp 0 writes bytes 2-3 (byte 6 is the one both touch) */
+        if (warp == 1) v = bytes[6];
+        else *reinterpret_cast<unsigned short *>(bytes + 6) = 7;
+        break;
+    case 22: /* race: warp 1 reads byte 3 of m[3] alone, warp 0 reads all of it and overwrites it (the
+              * granule must stay split while byte 3's record differs from the others') */
+        if (warp == 1) v = bytes[15];
+        else { v = m[3]; m[3] = v + 1.0f; }
+        break;
+    case 23: /* race: warp 1 reads m[2] byte by byte, then whole (the granule merges with warp 1's read in
+              * it), warp 0 overwrites it */
+        if (warp == 1) { v = bytes[8] + bytes[9] + bytes[10] + bytes[11]; v += m[2]; }
+        else m[2] = 1.0f;
+        break;
+    case 25: /* race: warp 1 reads all of m[4], warp 0 writes its byte 1 (the split must keep warp 1's read) */
+        if (warp == 1) v = m[4];
+        else bytes[17] = 1;
+        break;
+    case 26: /* race: warp 1 reads byte 0 of m[5], frees it (an arrival), then reads its bytes 1-3; warp 0
+              * waits for the arrival, reads all of m[5] and overwrites it (the four bytes' records agree,
+              * but warp 1's reads of bytes 1-3 came after the arrival: the granule must stay split) */
+        if (warp == 1) {
+            v = bytes[20];
+            mbarrier_arrive(freed);
+            v += bytes[21] + bytes[22] + bytes[23];
+        } else {
+            mbarrier_wait_parity(freed, 0);
+            v = m[5];
+            m[5] = v + 1.0f;
+        }
+        break;
+    case 24: /* warp 0 writes m[2] byte by byte, then whole; after the barrier warp 1 reads it */
+        if (warp == 0) { bytes[8] = 1; bytes[9] = 2; bytes[10] = 3; bytes[11] = 4; m[2] = 2.0f; }
+        break;
+    }
+    return v;
+}
+
 __global__ void race_kernel(int which, const float *src, float *out)
 {
     __shared__ __align__(16) float s[64];
     __shared__ __align__(8) uint64_t freed;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     s[threadIdx.x] = 0.0f;
-    if (which >= 16 && which <= 18 && threadIdx.x == 0) { /* the cases that free s[0] through it */
+    if (((which >= 16 && which <= 18) || which == 26) && threadIdx.x == 0) { /* the cases that use it */
         mbarrier_init(&freed, which == 18 ? 32 : 1);
         mbarrier_fence_init();
     }
@@ -153,6 +207,13 @@ __global__ void race_kernel(int which, const float *src, float *out)
             v = s[0];
             __syncwarp();
             if (lane == 31) s[0] = v + s[0];
+        }
+        break;
+    case 20: case 21: case 22: case 23: case 24: case 25: case 26:
+        v = granule_case(which, s, &freed);
+        if (which == 24) {
+            __syncthreads();
+            if (warp == 1 && lane == 0) v = s[2];
         }
         break;
     }

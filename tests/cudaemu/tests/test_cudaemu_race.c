@@ -14,8 +14,10 @@
  * atomics from several warps, one warp's lanes sharing words after __syncwarp (a whole warp's, or a
  * chain of partial-mask ones, also while the warp's other lanes shuffle), and a shared word freed
  * after a __syncwarp or by every lane's own arrival, or overwritten after a __syncwarp by a lane that
- * read it again, run. Under the forward order (warp 0 first) the kind named is the one the case is
- * built for.
+ * read it again, run. Accesses to parts of a float are judged byte by byte, as the check's shadow
+ * splits and merges its 4-byte granules: a write beside another warp's byte read runs, a write over
+ * it aborts naming that byte, and neither a merge nor a split loses a byte's own reader or its
+ * clock. Under the forward order (warp 0 first) the kind named is the one the case is built for.
  * And in device memory between one block's threads (cudaemu_global_race.cpp), where no sanitizer
  * looks and a GPU reads whichever value arrived: the same RAW, WAR and WAW between warps, a lane
  * reading another lane's store with no __syncwarp (or partial-mask ones no chain leads through),
@@ -32,7 +34,7 @@
 int emu_race(int which, const float *src, float *out);
 int emu_global_race(int which, float *g, float *out);
 
-enum { SHARED_CASES = 20, GLOBAL_CASES = 12 };
+enum { SHARED_CASES = 27, GLOBAL_CASES = 12 };
 
 /* One kernel's cases and what its reports say. */
 struct race_family {
@@ -41,20 +43,26 @@ struct race_family {
     const char *const *expect; /* the kind each case reports under the forward order; NULL: no race */
     const char *title, *where; /* in every report of the family */
     const char *kind_word;     /* after the kind ("RAW hazard", "RAW race") */
+    const int *byte; /* the byte each case's report names under the forward order (-1, or NULL for all: any) */
 };
 
 static int launch_shared(int which, float *buf, float *out) { return emu_race(which, buf, out); }
 
 static const char *const shared_expect[SHARED_CASES] = {"RAW", NULL, "WAR", "WAW", NULL, NULL,
                                                         "RAW", NULL, "RAW", "RAW", "WAR", "RAW", "RAW", NULL, NULL,
-                                                        "WAR", "WAR", NULL, NULL, NULL};
+                                                        "WAR", "WAR", NULL, NULL, NULL, NULL, "RAW", "RAW", "RAW",
+                                                        NULL, "RAW", "WAR"};
+/* Where cases 20-26 (bytes of a float) must put the race: where the record of one byte differs from
+ * its granule's others. */
+static const int shared_byte[SHARED_CASES] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                              -1, -1, -1, -1, 6, 15, 8, -1, 17, 21};
 static const char *const global_expect[GLOBAL_CASES] = {"RAW", NULL, "WAR", "WAW", NULL,
                                                         "RAW", NULL, "WAR", "RAW", "WAR", "RAW", NULL};
 static const struct race_family families[] = {
     {launch_shared, SHARED_CASES, shared_expect, "shared-memory race in kernel race_kernel",
-     "static __shared__ object", "hazard"},
+     "static __shared__ object", "hazard", shared_byte},
     {emu_global_race, GLOBAL_CASES, global_expect,
-     "global-memory race between threads of a block in kernel global_race_kernel", "of the same block", "race"},
+     "global-memory race between threads of a block in kernel global_race_kernel", "of the same block", "race", NULL},
 };
 static const struct race_family *family; /* the one run_case runs, for the forked child */
 
@@ -89,6 +97,11 @@ static void run_family(const struct race_family *f)
             snprintf(kind, sizeof kind, "%s %s", f->expect[which], f->kind_word);
             CHECK(o != 0 || strstr(buf, kind), "racy case %d, forward order: expected \"%s\" in: %s", which, kind,
                   buf);
+            const int at = f->byte ? f->byte[which] : -1;
+            char byte[32];
+            snprintf(byte, sizeof byte, "byte %d:", at);
+            CHECK(o != 0 || at < 0 || strstr(buf, byte), "racy case %d, forward order: expected \"%s\" "
+                  "in: %s", which, byte, buf);
         }
     }
 }
