@@ -105,6 +105,8 @@ struct race_state {
      * bar.sync), and which lane each release of a warp spoke for. */
     uint32_t joined[MAX_THREADS_PER_BLOCK];        /* the last of its warp's lane syncs a thread took part in */
     uint32_t own_seen[MAX_THREADS_PER_BLOCK];      /* its own warp's latest release a thread acquired */
+    uint32_t diverged[CLOCK_WARPS]; /* lanes of each warp whose clock and own_seen may differ from its other
+                                     * lanes' (which all agree): a lane sync of none of them changes nothing */
     uint32_t last_release[MAX_THREADS_PER_BLOCK];  /* the latest release a thread made (its warp's count) */
     std::vector<release_record> releases[CLOCK_WARPS]; /* [R - 1]: release R of each warp */
     std::vector<shadow_range> statics; /* sorted by address */
@@ -177,6 +179,7 @@ void next_epoch(race_state &s)
     memset(s.last_partial, 0, sizeof s.last_partial);
     memset(s.joined, 0, sizeof s.joined);
     memset(s.own_seen, 0, sizeof s.own_seen);
+    memset(s.diverged, 0, sizeof s.diverged);
     memset(s.last_release, 0, sizeof s.last_release);
     for (auto &r : s.releases)
         r.clear();
@@ -492,6 +495,11 @@ void race_lane_sync(int warp, unsigned lanes)
     s.interval[warp] = ++s.intervals;
     if (lanes != 0xffffffffu)
         s.last_partial[warp] = sync;
+    for (unsigned left = lanes; left; left &= left - 1)
+        s.joined[warp * 32 + __builtin_ctz(left)] = sync;
+    if (!(s.diverged[warp] & lanes))
+        return; /* the lanes already agree on what they acquired */
+    s.diverged[warp] = lanes == 0xffffffffu ? 0u : s.diverged[warp] | lanes; /* a partial sync sets its lanes apart */
     sync_clock all{}; /* empty */
     uint32_t own = 0;
     all.epoch = s.epoch;
@@ -506,7 +514,6 @@ void race_lane_sync(int warp, unsigned lanes)
         const int t = warp * 32 + __builtin_ctz(left);
         s.seen[(size_t)t] = all;
         s.own_seen[t] = own;
-        s.joined[t] = sync;
     }
 }
 
@@ -587,6 +594,7 @@ void race_acquire(const sync_clock &from)
     for (int i = 0; i < CLOCK_SLOTS; i++)
         mine[i] = std::max(mine[i], from.c[i]);
     s.own_seen[s.thread] = std::max(s.own_seen[s.thread], from.c[warp]);
+    s.diverged[warp] |= 1u << (s.thread % 32);
 }
 
 void race_bulk_write(const void *dst, size_t bytes, int slot, sync_clock &phase, const char *what, const char *file,

@@ -119,7 +119,7 @@ __global__ void race_kernel(int which, const float *src, float *out)
     __shared__ __align__(8) uint64_t freed;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     s[threadIdx.x] = 0.0f;
-    if (((which >= 16 && which <= 18) || which == 26) && threadIdx.x == 0) { /* the cases that use it */
+    if (((which >= 16 && which <= 18) || which >= 26) && threadIdx.x == 0) { /* the cases that use it */
         mbarrier_init(&freed, which == 18 ? 32 : 1);
         mbarrier_fence_init();
     }
@@ -207,6 +207,18 @@ __global__ void race_kernel(int which, const float *src, float *out)
             v = s[0];
             __syncwarp();
             if (lane == 31) s[0] = v + s[0];
+        }
+        break;
+    case 27: /* warp 1's lane 0 writes s[1] and arrives; warp 0's lane 0 waits, passes what it acquired on
+              * to lane 1 (__syncwarp(0x3)) and then to every lane (__syncwarp()); lane 2 reads s[1] */
+        if (warp == 1 && lane == 0) {
+            s[1] = 4.0f;
+            mbarrier_arrive(&freed);
+        } else if (warp == 0) {
+            if (lane == 0) mbarrier_wait_parity(&freed, 0);
+            if (lane < 2) __syncwarp(0x3u);
+            __syncwarp();
+            if (lane == 2) v = s[1];
         }
         break;
     case 20: case 21: case 22: case 23: case 24: case 25: case 26:

@@ -14,10 +14,12 @@
  * atomics from several warps, one warp's lanes sharing words after __syncwarp (a whole warp's, or a
  * chain of partial-mask ones, also while the warp's other lanes shuffle), and a shared word freed
  * after a __syncwarp or by every lane's own arrival, or overwritten after a __syncwarp by a lane that
- * read it again, run. Accesses to parts of a float are judged byte by byte, as the check's shadow
- * splits and merges its 4-byte granules: a write beside another warp's byte read runs, a write over
- * it aborts naming that byte, and neither a merge nor a split loses a byte's own reader or its
- * clock. Under the forward order (warp 0 first) the kind named is the one the case is built for.
+ * read it again, run; so does a lane reading what another lane waited for once a partial-mask and
+ * then a whole-warp __syncwarp passed it on. Accesses to parts of a float are judged byte by byte,
+ * as the check's shadow splits and merges its 4-byte granules: a write beside another warp's byte
+ * read runs, a write over it aborts naming that byte, and neither a merge nor a split loses a byte's
+ * own reader or its clock. Under the forward order (warp 0 first) the kind named is the one the
+ * case is built for.
  * And in device memory between one block's threads (cudaemu_global_race.cpp), where no sanitizer
  * looks and a GPU reads whichever value arrived: the same RAW, WAR and WAW between warps, a lane
  * reading another lane's store with no __syncwarp (or partial-mask ones no chain leads through),
@@ -34,7 +36,7 @@
 int emu_race(int which, const float *src, float *out);
 int emu_global_race(int which, float *g, float *out);
 
-enum { SHARED_CASES = 27, GLOBAL_CASES = 12 };
+enum { SHARED_CASES = 28, GLOBAL_CASES = 12 };
 
 /* One kernel's cases and what its reports say. */
 struct race_family {
@@ -51,11 +53,11 @@ static int launch_shared(int which, float *buf, float *out) { return emu_race(wh
 static const char *const shared_expect[SHARED_CASES] = {"RAW", NULL, "WAR", "WAW", NULL, NULL,
                                                         "RAW", NULL, "RAW", "RAW", "WAR", "RAW", "RAW", NULL, NULL,
                                                         "WAR", "WAR", NULL, NULL, NULL, NULL, "RAW", "RAW", "RAW",
-                                                        NULL, "RAW", "WAR"};
+                                                        NULL, "RAW", "WAR", NULL};
 /* Where cases 20-26 (bytes of a float) must put the race: where the record of one byte differs from
  * its granule's others. */
 static const int shared_byte[SHARED_CASES] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                              -1, -1, -1, -1, 6, 15, 8, -1, 17, 21};
+                                              -1, -1, -1, -1, 6, 15, 8, -1, 17, 21, -1};
 static const char *const global_expect[GLOBAL_CASES] = {"RAW", NULL, "WAR", "WAW", NULL,
                                                         "RAW", NULL, "WAR", "RAW", "WAR", "RAW", NULL};
 static const struct race_family families[] = {
