@@ -1,11 +1,11 @@
 /* cudaemu_race_shadow.h — the shadow of shared memory the race check (cudaemu_race.cpp) keeps: what
- * each byte's accesses were, stored once for the four bytes of a granule while they share it, and per
- * byte once an access covers part of a granule. A granule's four bytes share their record exactly
- * when every access since it was last whole covered all four: such accesses leave the four records
- * equal, so one stands for them. An access covering part of a granule splits it (its record and
- * clocks are copied to its bytes); an access covering all of a split one merges it again when it
- * leaves the four records equal. This file owns the storage, the split and the merge; it must not
- * decide what orders two accesses (cudaemu_race.cpp does) or word a report (cudaemu_race_report.cpp). */
+ * each byte's accesses were. One record stands for the four bytes of a granule while every access
+ * since the granule was last whole covered all four (such an access leaves four equal records
+ * equal); an access covering part of a granule splits it (its record and clocks are copied to its
+ * bytes), and one covering all of a split granule merges it again when it leaves the four records
+ * and clocks equal. This file owns the storage, the split and the merge; it must not decide what
+ * orders two accesses (cudaemu_race.cpp, cudaemu_race_order.h) or word a report
+ * (cudaemu_race_report.cpp). */
 #ifndef DDP_CUDAEMU_RACE_SHADOW_H
 #define DDP_CUDAEMU_RACE_SHADOW_H
 
