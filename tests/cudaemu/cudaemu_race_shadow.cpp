@@ -19,6 +19,19 @@ bool same_cell(const shadow_cell &a, const shadow_cell &b)
            a.generic_writer == b.generic_writer;
 }
 
+/* Points r at its part of the storage: its granules from granule `granule_at`, its bytes from byte
+ * `byte_at`; the strides are the whole storage's. */
+void attach(shadow_range &r, shadow_store &store, size_t granule_at, size_t byte_at)
+{
+    r.granule_cells = store.granule_cells.data() + granule_at;
+    r.granule_clocks = store.granule_clocks.data() + granule_at;
+    r.granule_stride = store.granule_cells.size();
+    r.split = store.split.data() + granule_at;
+    r.byte_cells = store.byte_cells.data() + byte_at;
+    r.byte_clocks = store.byte_clocks.data() + byte_at;
+    r.byte_stride = store.byte_cells.size();
+}
+
 } // namespace
 
 void shadow_allocate(shadow_store &store, std::vector<shadow_range> &ranges)
@@ -35,13 +48,7 @@ void shadow_allocate(shadow_store &store, std::vector<shadow_range> &ranges)
     store.byte_clocks.assign(bytes * CLOCK_WARPS, 0);
     granules = bytes = 0;
     for (shadow_range &r : ranges) {
-        r.granule_cells = store.granule_cells.data() + granules;
-        r.granule_clocks = store.granule_clocks.data() + granules;
-        r.granule_stride = store.granule_cells.size();
-        r.split = store.split.data() + granules;
-        r.byte_cells = store.byte_cells.data() + bytes;
-        r.byte_clocks = store.byte_clocks.data() + bytes;
-        r.byte_stride = store.byte_cells.size();
+        attach(r, store, granules, bytes);
         granules += r.bytes / GRANULE;
         bytes += r.bytes;
     }
@@ -49,19 +56,13 @@ void shadow_allocate(shadow_store &store, std::vector<shadow_range> &ranges)
 
 shadow_range shadow_dynamic(shadow_store &store, const char *lo, size_t bytes)
 {
-    std::vector<shadow_range> one{shadow_range{lo, bytes, true}};
+    shadow_range r{lo, bytes, true};
     if (store.byte_cells.size() < bytes) {
+        std::vector<shadow_range> one{r};
         shadow_allocate(store, one); /* what the smaller one held is of older epochs: nobody's */
         return one[0];
     }
-    shadow_range &r = one[0];
-    r.granule_cells = store.granule_cells.data();
-    r.granule_clocks = store.granule_clocks.data();
-    r.granule_stride = store.granule_cells.size();
-    r.split = store.split.data();
-    r.byte_cells = store.byte_cells.data();
-    r.byte_clocks = store.byte_clocks.data();
-    r.byte_stride = store.byte_cells.size();
+    attach(r, store, 0, 0);
     return r;
 }
 

@@ -89,6 +89,10 @@ __device__ inline float granule_case(int which, float *m, uint64_t *freed)
         if (warp == 1) { v = bytes[8] + bytes[9] + bytes[10] + bytes[11]; v += m[2]; }
         else m[2] = 1.0f;
         break;
+    case 24: /* warp 0 writes m[2] byte by byte, then whole; after the barrier (race_kernel's: every
+              * thread must reach it) warp 1 reads it */
+        if (warp == 0) { bytes[8] = 1; bytes[9] = 2; bytes[10] = 3; bytes[11] = 4; m[2] = 2.0f; }
+        break;
     case 25: /* race: warp 1 reads all of m[4], warp 0 writes its byte 1 (the split must keep warp 1's read) */
         if (warp == 1) v = m[4];
         else bytes[17] = 1;
@@ -105,9 +109,6 @@ __device__ inline float granule_case(int which, float *m, uint64_t *freed)
             v = m[5];
             m[5] = v + 1.0f;
         }
-        break;
-    case 24: /* warp 0 writes m[2] byte by byte, then whole; after the barrier warp 1 reads it */
-        if (warp == 0) { bytes[8] = 1; bytes[9] = 2; bytes[10] = 3; bytes[11] = 4; m[2] = 2.0f; }
         break;
     }
     return v;
