@@ -30,8 +30,7 @@ uint64_t ckpt_tensor_numel(const ckpt_tensor *t)
     return n;
 }
 
-/* numel * element size, or UINT64_MAX when the shape is invalid or the product overflows */
-static uint64_t tensor_bytes_checked(ckpt_dtype dtype, int ndim, const int64_t *shape)
+uint64_t ckpt_tensor_bytes_checked(ckpt_dtype dtype, int ndim, const int64_t *shape)
 {
     uint64_t n = ckpt_dtype_size(dtype);
     if (n == 0 || ndim < 0 || ndim > CKPT_MAX_NDIM)
@@ -137,7 +136,7 @@ static int validate_state(const ckpt_state *s, ddp_err *err)
         const ckpt_tensor *t = &s->tensors[i];
         if (check_name("tensor", t->name, err))
             return err->code;
-        uint64_t nb = tensor_bytes_checked(t->dtype, t->ndim, t->shape);
+        uint64_t nb = ckpt_tensor_bytes_checked(t->dtype, t->ndim, t->shape);
         if (nb == UINT64_MAX)
             return ddp_fail(err, DDP_EUSAGE, "checkpoint tensor %s: invalid dtype %d or shape", t->name, (int)t->dtype);
         if (nb > 0 && !t->data)
@@ -175,7 +174,7 @@ int ckpt_layout_plan(const ckpt_state *s, ckpt_layout *L, ddp_err *err)
     L->file_len = pos;
     for (size_t i = 0; i < n; i++) {
         const ckpt_tensor *t = &s->tensors[i];
-        L->nbytes[i] = tensor_bytes_checked(t->dtype, t->ndim, t->shape);
+        L->nbytes[i] = ckpt_tensor_bytes_checked(t->dtype, t->ndim, t->shape);
         L->offset[i] = pos;
         L->file_len = pos + L->nbytes[i];
         pos = ckpt_align_up(L->file_len);
@@ -305,7 +304,7 @@ static int decode_table(const char *path, reader *r, ckpt_loaded *out, uint64_t 
         t->crc = (uint32_t)get_le(r, 4);
         if (r->bad)
             return fail_file(err, path, "tensor table is truncated%s", "");
-        if (t->name[0] == '\0' || tensor_bytes_checked(t->dtype, t->ndim, t->shape) != t->nbytes)
+        if (t->name[0] == '\0' || ckpt_tensor_bytes_checked(t->dtype, t->ndim, t->shape) != t->nbytes)
             return fail_file(err, path, "tensor %s: dtype/shape do not match its byte length", t->name);
         if (offset % CKPT_ALIGN || offset < data_start || offset > out->file_bytes ||
             t->nbytes > out->file_bytes - offset)
@@ -410,7 +409,7 @@ static int read_impl(const char *path, ckpt_loaded *out, bool strict, ddp_err *e
         return err->code;
     uint32_t header_len = 0;
     int rc = check_preamble(path, c.blob_, c.file_bytes, &header_len, err);
-    reader r = {(const uint8_t *)c.blob_ + CKPT_PREAMBLE_BYTES, header_len, 0, false};
+    reader r = {rc ? NULL : (const uint8_t *)c.blob_ + CKPT_PREAMBLE_BYTES, header_len, 0, false};
     if (!rc)
         rc = decode_header(path, &r, &c, err);
     if (!rc)
@@ -479,7 +478,7 @@ int ckpt_read_table(const char *path, ckpt_loaded *out, uint32_t *header_crc, dd
     int rc = read_header_bytes(path, &c, &header_len, err);
     if (!rc)
         rc = check_preamble(path, c.blob_, c.file_bytes, &header_len, err);
-    reader r = {(const uint8_t *)c.blob_ + CKPT_PREAMBLE_BYTES, header_len, 0, false};
+    reader r = {rc ? NULL : (const uint8_t *)c.blob_ + CKPT_PREAMBLE_BYTES, header_len, 0, false};
     if (!rc)
         rc = decode_header(path, &r, &c, err);
     if (!rc)

@@ -1,5 +1,6 @@
 /* ckpt_internal.h — what the checkpoint sources share among themselves and nobody else uses:
- * the file layout plan and the header encoder (ckpt_format.c), used by the writer (ckpt.c).
+ * the file layout plan and the header encoder (ckpt_format.c), used by the writer (ckpt.c), and the
+ * checked size of a tensor's shape (also the sharded sets' manifest check, ckpt_set.c).
  * Not a contract: other modules include ckpt.h only. */
 #ifndef DDP_CKPT_INTERNAL_H
 #define DDP_CKPT_INTERNAL_H
@@ -27,6 +28,10 @@ void ckpt_layout_free(ckpt_layout *L);
 /* Encodes preamble + header section (with L->crc) into a malloc'd buffer of data_start bytes,
  * zero padded; *out must be freed by the caller. */
 int ckpt_header_encode(const ckpt_state *s, const ckpt_layout *L, uint8_t **out, ddp_err *err);
+
+/* numel * element size, or UINT64_MAX when the shape is invalid (ndim outside 0..CKPT_MAX_NDIM, a
+ * negative dimension, an unknown dtype) or the product overflows. */
+uint64_t ckpt_tensor_bytes_checked(ckpt_dtype dtype, int ndim, const int64_t *shape);
 
 /* Sets SIGXFSZ to SIG_IGN (once per process) if it is at its default; see ckpt.h. */
 void ckpt_ignore_sigxfsz_once(void);

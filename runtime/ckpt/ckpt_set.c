@@ -3,7 +3,7 @@
  * writes it after reading the shards' tables, the check that the extents cover every buffer
  * exactly once, and the removal of a whole set.
  *
- * Reading a set back whole is ckpt_set_load.c's, tensor by tensor ckpt_set_reader.c's. This file
+ * Reading a set back, whole or tensor by tensor, is ckpt_set_load.c's. This file
  * must not write a shard, talk to other ranks or decide when a set is written; the manifest is
  * written only once every shard checked out. */
 #include "ckpt_set_internal.h"
@@ -55,7 +55,7 @@ static void path_in(const char *dir, const char *name, char *out)
     snprintf(out, CKPT_PATH_MAX, "%s/%s", dir, name);
 }
 
-/* ---- the extents' cover ------------------------------------------------------------------- */
+/* ---- the manifest's checks: tensors, shard names, the extents' cover ----------------------- */
 
 static const ckpt_extent *sort_base;
 static int by_offset(const void *a, const void *b)
@@ -86,6 +86,40 @@ static int check_buffer_cover(const ckpt_manifest *m, int b, int *idx, const cha
     if (at != m->buffer_len)
         return ddp_fail(err, DDP_ERUNTIME, "%s: buffer %s: elements [%lld, %lld) are held by no shard", what,
                         m->buffers[b], (long long)at, (long long)m->buffer_len);
+    return DDP_OK;
+}
+
+/* Each tensor named once (a name of one line) and of a valid shape inside the buffers, as a single
+ * file's reader requires of its table; what names the set in errors. */
+static int check_tensors(const ckpt_manifest *m, const char *what, ddp_err *err)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        const ckpt_set_tensor *t = &m->tensors[i];
+        const uint64_t bytes = ckpt_tensor_bytes_checked(CKPT_F32, t->ndim, t->shape);
+        if (!t->name[0] || strchr(t->name, '\n') || bytes == UINT64_MAX)
+            return ddp_fail(err, DDP_ERUNTIME, "%s: tensor \"%s\" has no name or an invalid shape", what, t->name);
+        if (t->offset < 0 || t->offset > m->buffer_len || bytes / sizeof(float) > (uint64_t)(m->buffer_len - t->offset))
+            return ddp_fail(err, DDP_ERUNTIME, "%s: tensor %s lies outside the buffers", what, t->name);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(m->tensors[j].name, t->name))
+                return ddp_fail(err, DDP_ERUNTIME, "%s: tensor %s appears twice", what, t->name);
+    }
+    return DDP_OK;
+}
+
+/* Each shard a file of the set's own directory, named once: a manifest never sends a read elsewhere. */
+static int check_shard_names(const ckpt_manifest *m, const char *what, ddp_err *err)
+{
+    for (int s = 0; s < m->n_shards; s++) {
+        const char *name = m->shards[s].name;
+        if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..") ||
+            !strcmp(name, CKPT_SET_MANIFEST))
+            return ddp_fail(err, DDP_ERUNTIME, "%s: shard \"%s\" is not a file name of the set's directory", what,
+                            name);
+        for (int k = 0; k < s; k++)
+            if (!strcmp(m->shards[k].name, name))
+                return ddp_fail(err, DDP_ERUNTIME, "%s: shard %s appears twice", what, name);
+    }
     return DDP_OK;
 }
 
@@ -276,6 +310,8 @@ int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards
     char what[CKPT_PATH_MAX + 32];
     snprintf(what, sizeof what, "checkpoint %s", set_dir);
     if (rc == DDP_OK)
+        rc = check_tensors(&m, what, err);
+    if (rc == DDP_OK)
         rc = ckpt_set_check_cover(&m, what, err);
     if (rc == DDP_OK)
         rc = write_manifest(set_dir, &m, err);
@@ -352,19 +388,6 @@ static int decode_manifest(ckpt_manifest *m, const char *path, ddp_err *err)
     return DDP_OK;
 }
 
-/* Each tensor must lie inside the buffers. */
-static int check_tensors(const ckpt_manifest *m, const char *path, ddp_err *err)
-{
-    for (int i = 0; i < m->n_tensors; i++) {
-        const ckpt_set_tensor *t = &m->tensors[i];
-        ckpt_tensor x = {.ndim = t->ndim};
-        memcpy(x.shape, t->shape, sizeof x.shape);
-        if (t->offset < 0 || ckpt_tensor_numel(&x) > (uint64_t)(m->buffer_len - t->offset))
-            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: tensor %s lies outside the buffers", path, t->name);
-    }
-    return DDP_OK;
-}
-
 int ckpt_manifest_read(const char *set_dir, ckpt_manifest *m, ddp_err *err)
 {
     memset(m, 0, sizeof *m);
@@ -379,8 +402,12 @@ int ckpt_manifest_read(const char *set_dir, ckpt_manifest *m, ddp_err *err)
         m->hdr = m->raw_.hdr;
         rc = decode_manifest(m, path, err);
     }
+    char what[CKPT_PATH_MAX + 32];
+    snprintf(what, sizeof what, "checkpoint %s", path);
     if (rc == DDP_OK)
-        rc = check_tensors(m, path, err);
+        rc = check_tensors(m, what, err);
+    if (rc == DDP_OK)
+        rc = check_shard_names(m, what, err);
     if (rc == DDP_OK)
         rc = ckpt_set_check_cover(m, path, err);
     if (rc != DDP_OK)

@@ -42,23 +42,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     char path[512];
     fuzz_path(path, sizeof path, "model.safetensors");
-    if (data[0] & 1) {
-        fuzz_part parts[2];
-        size_t n = fuzz_split(data + 1, size - 1, "@@DATA@@", 8, parts, 2);
-        size_t total = 8 + parts[0].n + (n > 1 ? parts[1].n : 0);
-        uint8_t *file = malloc(total);
-        if (!file)
-            abort();
-        for (int i = 0; i < 8; i++)
-            file[i] = (uint8_t)((uint64_t)parts[0].n >> (8 * i));
-        memcpy(file + 8, parts[0].p, parts[0].n);
-        if (n > 1)
-            memcpy(file + 8 + parts[0].n, parts[1].p, parts[1].n);
-        fuzz_write_file(path, file, total);
-        free(file);
-    } else {
+    if (data[0] & 1)
+        fuzz_write_safetensors(path, data + 1, size - 1);
+    else
         fuzz_write_file(path, data + 1, size - 1);
-    }
     safetensors st;
     ddp_err err = {0};
     if (safetensors_open(path, &st, &err) == DDP_OK) {

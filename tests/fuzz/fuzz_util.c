@@ -65,6 +65,23 @@ void fuzz_write_file(const char *path, const void *data, size_t n)
         die("cannot close", path);
 }
 
+void fuzz_write_safetensors(const char *path, const uint8_t *data, size_t n)
+{
+    fuzz_part piece[2];
+    const size_t parts = fuzz_split(data, n, "@@DATA@@", 8, piece, 2);
+    const size_t data_n = parts > 1 ? piece[1].n : 0, total = 8 + piece[0].n + data_n;
+    uint8_t *file = malloc(total);
+    if (!file)
+        die("out of memory for", path);
+    for (int i = 0; i < 8; i++)
+        file[i] = (uint8_t)((uint64_t)piece[0].n >> (8 * i));
+    memcpy(file + 8, piece[0].p, piece[0].n);
+    if (data_n)
+        memcpy(file + 8 + piece[0].n, piece[1].p, data_n);
+    fuzz_write_file(path, file, total);
+    free(file);
+}
+
 static void clear(const char *dir, int depth)
 {
     DIR *d = opendir(dir);

@@ -1,6 +1,7 @@
 /* fuzz_util.h — what the libFuzzer targets of tests/fuzz share: a private scratch folder per
- * process for readers that take a path, writing one input there, emptying it between inputs,
- * and cutting an input into parts at a separator.
+ * process for readers that take a path, writing one input there (as it is, or as a safetensors file
+ * whose header length is made right), emptying it between inputs, and cutting an input into parts
+ * at a separator.
  *
  * Harness failures (a full disk, a folder that cannot be made) abort with a message: they are
  * not findings about the code under test, and must not pass silently either. Nothing here may
@@ -18,6 +19,10 @@ const char *fuzz_dir(void);
 void fuzz_path(char *out, size_t out_size, const char *name);
 /* Writes data[0..n) to path, replacing what was there. */
 void fuzz_write_file(const char *path, const void *data, size_t n);
+/* Writes a safetensors file to path from HEADER "@@DATA@@" DATA (data[0..n)): the 8-byte little-endian
+ * length of HEADER, HEADER, then DATA (none without the separator), so that mutations of the header
+ * reach the JSON instead of dying at its length. */
+void fuzz_write_safetensors(const char *path, const uint8_t *data, size_t n);
 /* Removes everything inside dir (files, and folders one level down with their files). */
 void fuzz_clear_dir(const char *dir);
 

@@ -1,16 +1,23 @@
 /* make_seeds.c — writes the binary part of the committed seed corpus (corpus/ckpt, corpus/idx,
- * corpus/token_shards, corpus/tokenizer, corpus/safetensors) in the harnesses' input layouts: small valid files, each
- * made by the project's own writer where it has one (checkpoints: ckpt_write_atomic) and by the
- * format's documentation otherwise, plus a few near misses. The text seeds (config, bench_args)
- * are written by hand. Run as `build-fuzz/tests/fuzz/fuzz_make_seeds tests/fuzz/corpus SCRATCH`
- * after `meson compile -C build-fuzz fuzz_make_seeds` (not built by default); it only writes
- * into the folders it is given (checkpoints go through SCRATCH) and must not be part of any test. */
+ * corpus/token_shards, corpus/tokenizer, corpus/safetensors, corpus/doc_packing, corpus/hf_folder,
+ * corpus/ckpt_set) in the harnesses' input layouts: small valid files, each made by the project's
+ * own writer where it has one (checkpoints: ckpt_write_atomic; Hugging Face folders: gpt2_hf_write,
+ * llama_hf_write) and by the format's documentation otherwise, plus a few near misses. The text
+ * seeds (config, bench_args) are written by hand. Run as
+ * `build-fuzz/tests/fuzz/fuzz_make_seeds tests/fuzz/corpus SCRATCH` after
+ * `meson compile -C build-fuzz fuzz_make_seeds` (not built by default); it only writes into the
+ * folders it is given (checkpoints and folders go through SCRATCH) and must not be part of any test. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
+#include "models/gpt2_hf.h"
+#include "models/llama_hf.h"
+#include "models/qwen2.h"
 #include "runtime/ckpt/ckpt.h"
+#include "runtime/data/doc_packing.h"
 #include "runtime/data/token_shards.h"
 #include "runtime/data/tokenizer.h"
 
@@ -167,6 +174,69 @@ static void shards_seed(const char *name, uint8_t flags, int T, int vocab, int n
     put("token_shards", name, buf, n, NULL, 0);
 }
 
+/* ---- fine-tuning data: flags, T - 1 (u16 LE), then .bin, .mask, .docs per shard ---- */
+
+/* One shard's three parts after a separator (none before the first): with `header`, the bodies
+ * alone (the harness writes the headers), else whole files. Tokens count up from `first`; the mask
+ * marks every third token but the first of each document, plus `bad_mask` at token 2 when set; the
+ * documents' lengths are `docs`. */
+static size_t packing_shard(uint8_t *p, bool header, int first, int ntokens, const int *docs, int ndocs,
+                            uint8_t bad_mask, bool separator)
+{
+    size_t n = 0, head = header ? 0 : TOKEN_SHARD_HEADER_BYTES;
+    const uint32_t magic[3] = {TOKEN_SHARD_MAGIC_U16, DOC_MASK_MAGIC, DOC_LENGTHS_MAGIC};
+    const uint32_t version[3] = {TOKEN_SHARD_VERSION_U16, DOC_MASK_VERSION, DOC_LENGTHS_VERSION};
+    const uint32_t count[3] = {(uint32_t)ntokens, (uint32_t)ntokens, (uint32_t)ndocs};
+    for (int part = 0; part < 3; part++) {
+        if (separator || part)
+            memcpy(p + n, "@@PART@@", 8), n += 8;
+        if (head) {
+            memset(p + n, 0, head);
+            le(p + n, magic[part], 4), le(p + n + 4, version[part], 4), le(p + n + 8, count[part], 4);
+            n += head;
+        }
+        for (int i = 0, doc = 0, left = docs[0]; part < 2 && i < ntokens; i++, left--) {
+            if (left == 0)
+                left = docs[++doc];
+            if (part == 0)
+                le(p + n, (uint64_t)(first + i), 2), n += 2;
+            else
+                p[n++] = i == 2 && bad_mask ? bad_mask : left != docs[doc] && i % 3 != 0;
+        }
+        for (int d = 0; part == 2 && d < ndocs; d++)
+            le(p + n, (uint64_t)docs[d], 4), n += 4;
+    }
+    return n;
+}
+
+static void packing_seeds(void)
+{
+    static uint8_t buf[3 + 2 * 3 * (TOKEN_SHARD_HEADER_BYTES + 8 + 4 * 64)];
+    static const int docs_a[3] = {5, 12, 3}, docs_b[1] = {10}, long_doc[1] = {11}, overrun[2] = {15, 6};
+    struct {
+        const char *name;
+        uint8_t flags;
+        int T, ntokens[2];
+        const int *docs[2];
+        int ndocs[2];
+        uint8_t bad_mask;
+    } seeds[] = {
+        {"two-shards-repair", 1, 8, {20, 10}, {docs_a, docs_b}, {3, 1}, 0},
+        {"long-document", 1, 4, {11, 0}, {long_doc, NULL}, {1, 0}, 0},
+        {"whole-files", 0, 8, {20, 10}, {docs_a, docs_b}, {3, 1}, 0},
+        {"docs-overrun", 1, 8, {20, 0}, {overrun, NULL}, {2, 0}, 0},
+        {"mask-byte-2", 1, 8, {20, 0}, {docs_a, NULL}, {3, 0}, 2},
+    };
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        buf[0] = seeds[i].flags, buf[1] = (uint8_t)(seeds[i].T - 1), buf[2] = 0;
+        size_t n = 3;
+        for (int k = 0; k < 2 && seeds[i].ntokens[k]; k++)
+            n += packing_shard(buf + n, seeds[i].flags & 1, 100 * k, seeds[i].ntokens[k], seeds[i].docs[k],
+                               seeds[i].ndocs[k], seeds[i].bad_mask, k > 0);
+        put("doc_packing", seeds[i].name, buf, n, NULL, 0);
+    }
+}
+
 /* ---- tokenizer.bin: bytes 0..255, a few merges, and <|endoftext|> ---- */
 
 static void tokenizer_seed(const char *name, int eot_present, int zero_len)
@@ -234,6 +304,157 @@ static void safetensors_seeds(void)
     safetensors_seed("trailing-text", 0x01, "{\"a\":{\"dtype\":\"BF16\",\"shape\":[14],\"data_offsets\":[0,28]}} x");
 }
 
+/* ---- sharded checkpoint sets: flags, the manifest's seven tables, each shard's piece names ---- */
+
+static size_t set_text(uint8_t *p, const char *text)
+{
+    memcpy(p, "@@PART@@", 8);
+    memcpy(p + 8, text, strlen(text));
+    return 8 + strlen(text);
+}
+
+static size_t set_rows(uint8_t *p, const int64_t *v, int n)
+{
+    memcpy(p, "@@PART@@", 8);
+    for (int i = 0; i < n; i++)
+        le(p + 8 + 8 * i, (uint64_t)v[i], 8);
+    return 8 + 8 * (size_t)n;
+}
+
+/* Two buffers of 10 elements over two shards, tensor a [2, 3] at 0 and b [dims] at 6 (named `b`),
+ * the extents `ext` (4 a row), the shards named in `shards`. */
+static void set_seed(const char *name, uint8_t flags, const char *b, const int64_t *b_dims, const int64_t *ext,
+                     int n_ext, const char *shards)
+{
+    static uint8_t buf[8192];
+    const int cols = 2 + CKPT_MAX_NDIM;
+    int64_t dims[2 * (2 + CKPT_MAX_NDIM)] = {0}, len = 10, info[4] = {0};
+    dims[0] = 0, dims[1] = 2, dims[2] = 2, dims[3] = 3;
+    dims[cols] = 6, dims[cols + 1] = b_dims[0];
+    for (int d = 0; d < b_dims[0]; d++)
+        dims[cols + 2 + d] = b_dims[1 + d];
+    char tensors[64];
+    snprintf(tensors, sizeof tensors, "a\n%s\n", b);
+    static const char buffers[] = "param/\noptim/m/\n"; /* the first part: no separator before it */
+    size_t n = 1 + strlen(buffers);
+    buf[0] = flags;
+    memcpy(buf + 1, buffers, n - 1);
+    n += set_text(buf + n, tensors);
+    n += set_text(buf + n, shards);
+    n += set_rows(buf + n, &len, 1);
+    n += set_rows(buf + n, dims, 2 * cols);
+    n += set_rows(buf + n, info, 4);
+    n += set_rows(buf + n, ext, 4 * n_ext);
+    n += set_text(buf + n, "param/@0+5\noptim/m/@0+5\n");
+    n += set_text(buf + n, "param/@5+5\noptim/m/@5+5\n");
+    put("ckpt_set", name, buf, n, NULL, 0);
+}
+
+static void set_seeds(void)
+{
+    static const int64_t good[16] = {0, 0, 0, 5, 0, 1, 0, 5, 1, 0, 5, 5, 1, 1, 5, 5};
+    static const int64_t twice[16] = {0, 0, 0, 5, 0, 1, 0, 5, 1, 0, 4, 6, 1, 1, 5, 5};
+    static const int64_t gap[12] = {0, 0, 0, 5, 0, 1, 0, 5, 1, 1, 5, 5};
+    static const int64_t b4[2] = {1, 4}, negative[3] = {2, -1, -4};
+    const char *plain = "shard-00001-of-00002.ddp\nshard-00002-of-00002.ddp\n";
+    set_seed("two-shards-repair", 1, "b", b4, good, 4, plain);
+    set_seed("two-shards-stale-info", 0, "b", b4, good, 4, plain);
+    set_seed("held-twice", 1, "b", b4, twice, 4, plain);
+    set_seed("gap", 1, "b", b4, gap, 3, plain);
+    set_seed("negative-dims", 1, "b", negative, good, 4, plain);
+    set_seed("name-twice", 1, "a", b4, good, 4, plain);
+    set_seed("shard-outside", 1, "b", b4, good, 4, "shard-00001-of-00002.ddp\n../shard-00002-of-00002.ddp\n");
+}
+
+/* ---- Hugging Face folders: flags (the family), then config.json, the index, the safetensors files ---- */
+
+static const float *seed_values(void *ctx, const char *name, size_t numel)
+{
+    static float v[1 << 16];
+    (void)ctx, (void)name;
+    if (numel > sizeof v / sizeof v[0])
+        exit(1);
+    for (size_t i = 0; i < numel; i++)
+        v[i] = (float)((int)(i % 17) - 8) / 16.0f;
+    return v;
+}
+
+/* Appends "@@FILE@@" (unless first) and dir/name: as it is, or (safetensors) as its JSON header,
+ * "@@DATA@@" and its data; a file that is not there adds an empty part. */
+static size_t folder_part(uint8_t *buf, size_t n, const char *dir, const char *name, bool safetensors, bool first)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!first)
+        memcpy(buf + n, "@@FILE@@", 8), n += 8;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return n;
+    fclose(f);
+    size_t len;
+    uint8_t *file = slurp(path, &len);
+    if (!safetensors) {
+        memcpy(buf + n, file, len), n += len;
+    } else {
+        uint64_t head = 0;
+        for (int i = 0; i < 8; i++)
+            head |= (uint64_t)file[i] << (8 * i);
+        memcpy(buf + n, file + 8, head), n += head;
+        memcpy(buf + n, "@@DATA@@", 8), n += 8;
+        memcpy(buf + n, file + 8 + head, len - 8 - head), n += len - 8 - head;
+    }
+    free(file);
+    return n;
+}
+
+/* The folder dir, which `files` safetensors files hold, in the harness's layout. */
+static void folder_seed(const char *name, uint8_t flags, const char *dir, int files)
+{
+    static uint8_t buf[1 << 18];
+    char shard[64];
+    size_t n = 1;
+    buf[0] = flags;
+    if (files < 1 || files > 4) /* the harness takes up to four */
+        exit(1);
+    n = folder_part(buf, n, dir, HF_CONFIG, false, true);
+    n = folder_part(buf, n, dir, HF_INDEX, false, false);
+    for (int k = 1; k <= files; k++) {
+        if (files > 1)
+            snprintf(shard, sizeof shard, "model-%05d-of-%05d.safetensors", k, files);
+        n = folder_part(buf, n, dir, files > 1 ? shard : HF_WEIGHTS, true, false);
+    }
+    put("hf_folder", name, buf, n, NULL, 0);
+}
+
+static void hf_folder_seeds(const char *scratch)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/hf", scratch);
+    const gpt2_shape gpt2 = {.n_layer = 1, .n_head = 2, .n_embd = 8, .block_size = 16, .vocab_size = 20};
+    const llama_shape llama = {.n_layer = 1, .n_head = 2, .n_kv_head = 1, .n_embd = 8, .ffn_hidden = 16,
+                               .block_size = 16, .vocab_size = 20, .rope_theta = 10000, .norm_eps = 1e-5};
+    llama_shape tied = llama;
+    tied.tie_embeddings = true;
+    int files = 0;
+    ddp_err err = {0};
+    if (gpt2_hf_write(dir, &gpt2, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+        exit(1);
+    folder_seed("gpt2", 0, dir, files);
+    if (gpt2_hf_write(dir, &gpt2, ST_BF16, 1600, seed_values, NULL, &files, &err))
+        exit(1);
+    folder_seed("gpt2-bf16-sharded", 0, dir, files);
+    if (llama_hf_write(&llama_family_llama, dir, &llama, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+        exit(1);
+    folder_seed("llama", 1, dir, files);
+    if (llama_hf_write(&llama_family_llama, dir, &tied, ST_BF16, 1000, seed_values, NULL, &files, &err))
+        exit(1);
+    folder_seed("llama-tied-bf16-sharded", 1, dir, files);
+    if (llama_hf_write(&qwen2_family, dir, &llama, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+        exit(1);
+    folder_seed("qwen2", 2, dir, files);
+    folder_seed("qwen2-as-llama", 1, dir, files);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -264,5 +485,8 @@ int main(int argc, char **argv)
     tokenizer_seed("bytes-merges", 0, 0);
     tokenizer_seed("zero-length", 1, 1);
     safetensors_seeds();
+    packing_seeds();
+    hf_folder_seeds(argv[2]);
+    set_seeds();
     return 0;
 }

@@ -2,7 +2,9 @@
  * with uneven, interleaved extents (as ZeRO's parts are) of two buffers, committed and read back:
  * the manifest's fields, the set assembled whole (every tensor and meta/config equal to the global
  * buffers), tensor by tensor through the maps (a tensor split over three shards and one inside one);
- * extents with a gap or an overlap refused naming the elements; a flipped byte, a truncated and a
+ * extents with a gap or an overlap refused naming the elements; a tensor table with a name twice, a
+ * negative dimension or a tensor past the buffers refused by the commit, and a manifest naming a
+ * shard outside its directory or one shard twice by every read; a flipped byte, a truncated and a
  * missing shard named; no manifest is no checkpoint; ckpt_find_latest over files and sets with
  * fallback and with a caller's reader (ckpt_find_latest_with); ranges read piece by piece, a damaged
  * piece named only when read (ckpt_set_read_range); pruning removes sets whole. */
@@ -62,7 +64,8 @@ static void write_shard(const char *set_dir, int64_t step, int s, int n, const p
     CHECK(ckpt_write_atomic_as(set_dir, name, &st, NULL, &err) == DDP_OK, "shard %d: %s", s, err.msg);
 }
 
-static ckpt_set_tensor tensors[3] = {{"a", 2, {10, 30}, 0}, {"b", 1, {500}, 300}, {"c", 2, {4, 50}, 800}};
+static const ckpt_set_tensor kept_tensors[3] = {{"a", 2, {10, 30}, 0}, {"b", 1, {500}, 300}, {"c", 2, {4, 50}, 800}};
+static ckpt_set_tensor tensors[3]; /* the table commit() writes: kept_tensors but where a test changes it */
 
 static int commit(int64_t step, const piece *p, int np, ddp_err *err)
 {
@@ -144,6 +147,75 @@ static void test_cover_refused(void)
     ckpt_manifest m;
     CHECK(ckpt_manifest_read(set_dir, &m, &err) != DDP_OK, "no manifest: not a checkpoint");
     CHECK_STR_CONTAINS(err.msg, "no manifest.ddp");
+}
+
+/* A tensor table the readers could not use is refused by the commit, naming the tensor, with nothing
+ * written: a name twice, a negative dimension, a tensor past the buffers' end. */
+static void test_tensors_refused(void)
+{
+    static const ckpt_set_tensor twice[3] = {{"a", 2, {10, 30}, 0}, {"b", 1, {500}, 300}, {"a", 1, {4}, 800}};
+    static const ckpt_set_tensor negative[3] = {{"a", 2, {10, 30}, 0}, {"b", 2, {-1, -500}, 300}, {"c", 1, {4}, 800}};
+    static const ckpt_set_tensor outside[3] = {{"a", 2, {10, 30}, 0}, {"b", 1, {500}, 300}, {"c", 1, {1}, LEN + 1}};
+    const ckpt_set_tensor *tables[3] = {twice, negative, outside};
+    const char *says[3] = {"tensor a appears twice", "tensor \"b\" has no name or an invalid shape",
+                           "tensor c lies outside the buffers"};
+    char set_dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX + 64];
+    set_path(7, set_dir);
+    snprintf(path, sizeof path, "%s/%s", set_dir, CKPT_SET_MANIFEST);
+    for (int i = 0; i < 3; i++) {
+        memcpy(tensors, tables[i], sizeof tensors);
+        ddp_err err = {0};
+        CHECK(commit(7, good, N_GOOD, &err) != DDP_OK, "table %d refused", i);
+        CHECK_STR_CONTAINS(err.msg, says[i]);
+        CHECK(access(path, F_OK) != 0, "table %d: no manifest written", i);
+    }
+    memcpy(tensors, kept_tensors, sizeof tensors);
+}
+
+/* set_dir's manifest written again with `from` in its set/shard_names replaced by `to`. */
+static void rename_shard(const char *set_dir, const char *from, const char *to)
+{
+    char path[CKPT_PATH_MAX + 64], text[1024];
+    snprintf(path, sizeof path, "%s/%s", set_dir, CKPT_SET_MANIFEST);
+    ckpt_loaded c;
+    ddp_err err = {0};
+    CHECK(ckpt_read(path, &c, &err) == DDP_OK, "manifest: %s", err.msg);
+    ckpt_tensor *names = (ckpt_tensor *)ckpt_loaded_tensor(&c, "set/shard_names");
+    CHECK(names && names->nbytes < sizeof text, "set/shard_names");
+    memcpy(text, names->data, names->nbytes);
+    text[names->nbytes] = '\0';
+    char *at = strstr(text, from), renamed[1024];
+    CHECK(at != NULL, "%s in %s", from, text);
+    snprintf(renamed, sizeof renamed, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    names->data = renamed, names->nbytes = strlen(renamed), names->shape[0] = (int64_t)names->nbytes;
+    ckpt_state st = {.hdr = c.hdr, .n_tensors = c.n_tensors, .tensors = c.tensors};
+    CHECK(ckpt_write_atomic_as(set_dir, CKPT_SET_MANIFEST, &st, NULL, &err) == DDP_OK, "rewrite: %s", err.msg);
+    ckpt_loaded_free(&c);
+}
+
+/* A manifest naming a shard outside its directory, or one shard twice, is no checkpoint: every
+ * read refuses it naming the shard, before any shard is opened. */
+static void test_shard_names_refused(void)
+{
+    const char *to[3] = {"../shard-00002-of-00003.ddp", "shard-00000-of-00003.ddp", ".."};
+    const char *says[3] = {"shard \"../shard-00002-of-00003.ddp\" is not a file name of the set's directory",
+                           "shard shard-00000-of-00003.ddp appears twice", "shard \"..\" is not a file name"};
+    char set_dir[CKPT_PATH_MAX];
+    set_path(8, set_dir);
+    for (int i = 0; i < 3; i++) {
+        ddp_err err = {0};
+        CHECK(commit(8, good, N_GOOD, &err) == DDP_OK, "commit 8: %s", err.msg);
+        rename_shard(set_dir, "shard-00002-of-00003.ddp", to[i]);
+        ckpt_loaded c;
+        CHECK(ckpt_set_load(set_dir, &c, &err) != DDP_OK, "name %d refused", i);
+        CHECK_STR_CONTAINS(err.msg, says[i]);
+    }
+    ddp_err err = {0};
+    char used[CKPT_PATH_MAX];
+    ckpt_loaded c;
+    CHECK(ckpt_find_latest(dir, &c, used, &err) == DDP_OK && c.hdr.step == 5, "falls back to step 5: %s", err.msg);
+    ckpt_loaded_free(&c);
+    CHECK(ckpt_set_remove(set_dir, &err) == DDP_OK, "remove: %s", err.msg);
 }
 
 static void damage_shard(int64_t step, const char *how)
@@ -295,8 +367,11 @@ int main(void)
     }
     (void)ts_count, (void)ts_file_exists; /* ckpt_test_state.h's, for the other tests */
     fill_global();
+    memcpy(tensors, kept_tensors, sizeof tensors);
     test_commit_and_read();
     test_cover_refused();
+    test_tensors_refused();
+    test_shard_names_refused();
     test_damage_and_fallback();
     test_many_pieces();
     test_prune();

@@ -1,0 +1,231 @@
+/* fuzz_hf_folder.c — libFuzzer target for importing a Hugging Face `save_pretrained` folder: its
+ * config.json read into a shape (gpt2_hf_read_shape, llama_hf_read_shape for the Llama and Qwen2
+ * families), its weights opened and looked up (runtime/hf/hf_folder.h), and the import into a model
+ * on the CPU device (gpt2_hf_load_model, llama_hf_load_model).
+ *
+ * Input: a flags byte (bits 0-1: the family, 0 GPT-2, 1 the Llama, 2 Qwen2, 3 the Llama), then the
+ * folder's files separated by "@@FILE@@": config.json, model.safetensors.index.json (empty: none,
+ * and the next part is model.safetensors), then the safetensors files (with an index, up to four,
+ * named model-0000K-of-0000N.safetensors for N parts). Each safetensors part is its JSON header,
+ * "@@DATA@@" and its data: the harness writes the 8-byte header length, so mutations reach the
+ * names, shapes and dtypes instead of dying at the length. A folder whose weights open must find
+ * every tensor of every file by its name; a shape that reads must be positive; for a shape small
+ * enough to build (fuzz_small), a failed import must leave the model's parameters as they were and
+ * say why, and a successful one must leave the vocabulary's padding rows zero and (the Llama
+ * families, which take every tensor as it is) each tensor holding the folder's values as float32.
+ * The harness aborts otherwise. Must not print. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/gpt2.h"
+#include "models/gpt2_hf.h"
+#include "models/llama.h"
+#include "models/llama_hf.h"
+#include "models/qwen2.h"
+#include "runtime/device/device.h"
+#include "runtime/hf/hf_folder.h"
+#include "tests/fuzz/fuzz_util.h"
+
+#define INPUT_MAX_BYTES (256 * 1024)
+#define MAX_SHARDS 4
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static device *dev;
+
+static void write_folder(const fuzz_part *parts, size_t n)
+{
+    char path[512], name[64];
+    fuzz_path(path, sizeof path, HF_CONFIG);
+    fuzz_write_file(path, parts[0].p, parts[0].n);
+    const bool sharded = n > 1 && parts[1].n > 0;
+    if (sharded) {
+        fuzz_path(path, sizeof path, HF_INDEX);
+        fuzz_write_file(path, parts[1].p, parts[1].n);
+    }
+    for (size_t k = 2; k < n; k++) {
+        if (sharded)
+            snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k - 1, n - 2);
+        fuzz_path(path, sizeof path, sharded ? name : HF_WEIGHTS);
+        fuzz_write_safetensors(path, parts[k].p, parts[k].n);
+        if (!sharded)
+            break;
+    }
+}
+
+/* Every tensor of every file found by its name, and none left over once all are taken. */
+static int count_unused(void *ctx, const st_tensor *t, ddp_err *err)
+{
+    (void)t, (void)err;
+    ++*(int *)ctx;
+    return DDP_OK;
+}
+
+static void check_weights(void)
+{
+    hf_weights w;
+    ddp_err err = {0};
+    if (hf_weights_open(&w, fuzz_dir(), &err) != DDP_OK) {
+        if (w.files || w.used || w.n || !err.msg[0])
+            abort(); /* nothing stays open on failure, and the error says why */
+        return;
+    }
+    for (int f = 0; f < w.n; f++)
+        for (size_t i = 0; i < w.files[f].count; i++)
+            if (!hf_weights_take(&w, w.files[f].tensors[i].name))
+                abort();
+    int unused = 0;
+    if (hf_weights_each_unused(&w, count_unused, &unused, &err) != DDP_OK || unused != 0)
+        abort();
+    hf_weights_close(&w);
+}
+
+/* Small enough to build and import per input. */
+static bool fuzz_small(int64_t layers, int64_t embd, int64_t heads, int64_t ffn, int64_t positions, int64_t vocab)
+{
+    return layers <= 2 && embd <= 64 && heads <= 8 && ffn <= 256 && positions <= 64 && vocab <= 512;
+}
+
+static float *params_of(const model *m)
+{
+    float *host = malloc(m->n_params * sizeof *host);
+    if (!host)
+        abort();
+    ddp_err err = {0};
+    if (dev->ops->download(dev, host, m->params, m->n_params * sizeof *host, &err))
+        abort();
+    return host;
+}
+
+/* The rows of `name` from `first_row` on are zero (the padded vocabulary's). */
+static bool padding_zero(const model *m, const float *p, const char *name, int64_t first_row)
+{
+    const param_tensor *t = model_find_tensor(m, name);
+    if (!t)
+        return true;
+    for (size_t i = (size_t)(first_row * t->shape[1]); i < t->numel; i++)
+        if (p[t->offset + i] != 0.0f)
+            return false;
+    return true;
+}
+
+/* Every tensor of m holds the folder's tensor of its name as float32 (a Llama family's import takes
+ * each as it is, the vocabulary's rows first). */
+static void check_values(const model *m, const float *p)
+{
+    hf_weights w;
+    ddp_err err = {0};
+    if (hf_weights_open(&w, fuzz_dir(), &err) != DDP_OK)
+        abort(); /* it imported */
+    for (int i = 0; i < m->n_tensors; i++) {
+        const param_tensor *t = &m->tensors[i];
+        const st_tensor *hf = hf_weights_take(&w, t->name);
+        float *want = hf && hf->numel <= t->numel ? malloc((hf->numel ? hf->numel : 1) * sizeof *want) : NULL;
+        if (!want)
+            abort();
+        safetensors_to_f32(hf, want);
+        if (memcmp(want, p + t->offset, hf->numel * sizeof *want))
+            abort();
+        free(want);
+    }
+    hf_weights_close(&w);
+}
+
+/* m imports the folder (load: the family's import), or fails leaving its parameters as they were. */
+static void check_import(model *m, int (*load)(model *m, const llama_family *fam, ddp_err *err),
+                         const llama_family *fam, int64_t vocab, const char *const embed[2])
+{
+    ddp_err err = {0};
+    if (model_init_params(m, 1, &err) != DDP_OK)
+        abort();
+    float *before = params_of(m);
+    const int rc = load(m, fam, &err);
+    float *after = params_of(m);
+    if (rc != DDP_OK && (memcmp(before, after, m->n_params * sizeof *before) || !err.msg[0]))
+        abort();
+    if (rc == DDP_OK && (!padding_zero(m, after, embed[0], vocab) || !padding_zero(m, after, embed[1], vocab)))
+        abort();
+    if (rc == DDP_OK && fam)
+        check_values(m, after);
+    free(before), free(after);
+    m->ops->destroy(m);
+}
+
+static int load_gpt2(model *m, const llama_family *fam, ddp_err *err)
+{
+    (void)fam;
+    return gpt2_hf_load_model(m, fuzz_dir(), err);
+}
+
+static int load_llama(model *m, const llama_family *fam, ddp_err *err)
+{
+    return llama_hf_load_model(fam, m, fuzz_dir(), err);
+}
+
+static sample_layout layout(int64_t T, int64_t vocab)
+{
+    return (sample_layout){.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = vocab};
+}
+
+static void check_gpt2(void)
+{
+    gpt2_shape s;
+    ddp_err err = {0};
+    if (gpt2_hf_read_shape(fuzz_dir(), &s, &err) != DDP_OK)
+        return;
+    if (s.n_layer < 1 || s.n_head < 1 || s.n_embd < 1 || s.block_size < 1 || s.vocab_size < 1)
+        abort();
+    if (!fuzz_small(s.n_layer, s.n_embd, s.n_head, 0, s.block_size, s.vocab_size))
+        return;
+    const sample_layout data = layout(s.block_size, s.vocab_size);
+    model *m = NULL;
+    if (gpt2_create(&s, &(lm_run){.compute = TENSOR_F32}, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK)
+        check_import(m, load_gpt2, NULL, s.vocab_size, (const char *const[2]){"wte.weight", "lm_head.weight"});
+}
+
+static void check_llama(const llama_family *fam)
+{
+    llama_shape s;
+    ddp_err err = {0};
+    if (llama_hf_read_shape(fam, fuzz_dir(), &s, &err) != DDP_OK)
+        return;
+    if (s.n_layer < 1 || s.n_head < 1 || s.n_kv_head < 1 || s.n_embd < 1 || s.ffn_hidden < 1 || s.block_size < 1 ||
+        s.vocab_size < 1 || !(s.rope_theta > 0) || !(s.norm_eps > 0))
+        abort();
+    if (!fuzz_small(s.n_layer, s.n_embd, s.n_head, s.ffn_hidden, s.block_size, s.vocab_size))
+        return;
+    const sample_layout data = layout(s.block_size, s.vocab_size);
+    model *m = NULL;
+    if (llama_create(fam, &s, &(lm_run){.compute = TENSOR_F32}, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) ==
+        DDP_OK)
+        check_import(m, load_llama, fam, s.vocab_size,
+                     (const char *const[2]){"model.embed_tokens.weight", "lm_head.weight"});
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1 || size > INPUT_MAX_BYTES)
+        return 0;
+    ddp_err err = {0};
+    if (!dev && device_cpu_create(&dev, &err) != DDP_OK)
+        abort();
+    fuzz_part parts[2 + MAX_SHARDS];
+    const size_t n = fuzz_split(data + 1, size - 1, "@@FILE@@", 8, parts, 2 + MAX_SHARDS);
+    write_folder(parts, n);
+    check_weights();
+    switch (data[0] & 3) {
+    case 0:
+        check_gpt2();
+        break;
+    case 2:
+        check_llama(&qwen2_family);
+        break;
+    default:
+        check_llama(&llama_family_llama);
+    }
+    fuzz_clear_dir(fuzz_dir());
+    return 0;
+}
