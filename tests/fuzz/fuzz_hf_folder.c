@@ -11,9 +11,10 @@
  * names, shapes and dtypes instead of dying at the length. A folder whose weights open must find
  * every tensor of every file by its name; a shape that reads must be positive; for a shape small
  * enough to build (fuzz_small), a failed import must leave the model's parameters as they were and
- * say why, and a successful one must leave the vocabulary's padding rows zero and (the Llama
- * families, which take every tensor as it is) each tensor holding the folder's values as float32.
- * The harness aborts otherwise. Must not print. */
+ * say why, and a successful one must leave the vocabulary's padding rows zero, (the Llama
+ * families, which take every tensor as it is) each tensor holding the folder's values as float32,
+ * and ZeRO-3's import of two pieces (the *_hf_load_pieces) the same values. The harness aborts
+ * otherwise. Must not print. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -134,6 +135,25 @@ static void check_values(const model *m, const float *p)
     hf_weights_close(&w);
 }
 
+/* ZeRO-3's import of the same folder: two uneven pieces of the parameters, in host in the other order,
+ * hold exactly the whole import's values. */
+static void check_pieces(const model *m, const llama_family *fam, const float *whole)
+{
+    const size_t n = m->n_params, a = n / 3;
+    const param_piece pieces[2] = {{a, n - a, 0}, {0, a, n - a}};
+    float *host = malloc(n * sizeof *host);
+    if (!host)
+        abort();
+    memset(host, 0xff, n * sizeof *host); /* NaN: a value the import did not write shows */
+    ddp_err err = {0};
+    const int rc = fam ? llama_hf_load_pieces(fam, m, fuzz_dir(), pieces, 2, host, &err)
+                       : gpt2_hf_load_pieces(m, fuzz_dir(), pieces, 2, host, &err);
+    if (rc != DDP_OK || memcmp(host, whole + a, (n - a) * sizeof *host) ||
+        memcmp(host + n - a, whole, a * sizeof *host))
+        abort();
+    free(host);
+}
+
 /* m imports the folder (load: the family's import), or fails leaving its parameters as they were. */
 static void check_import(model *m, int (*load)(model *m, const llama_family *fam, ddp_err *err),
                          const llama_family *fam, int64_t vocab, const char *const embed[2])
@@ -150,6 +170,8 @@ static void check_import(model *m, int (*load)(model *m, const llama_family *fam
         abort();
     if (rc == DDP_OK && fam)
         check_values(m, after);
+    if (rc == DDP_OK)
+        check_pieces(m, fam, after);
     free(before), free(after);
     m->ops->destroy(m);
 }
