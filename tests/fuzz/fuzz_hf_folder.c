@@ -11,10 +11,9 @@
  * names, shapes and dtypes instead of dying at the length. A folder whose weights open must find
  * every tensor of every file by its name; a shape that reads must be positive; for a shape small
  * enough to build (fuzz_small), a failed import must leave the model's parameters as they were and
- * say why, and a successful one must leave the vocabulary's padding rows zero, (the Llama
- * families, which take every tensor as it is) each tensor holding the folder's values as float32,
- * and ZeRO-3's import of two pieces (the *_hf_load_pieces) the same values. The harness aborts
- * otherwise. Must not print. */
+ * say why, and a successful one must leave the vocabulary's padding rows zero, each tensor holding
+ * the folder's values as float32 (GPT-2's Conv1D weights transposed), and ZeRO-3's import of two
+ * pieces (the *_hf_load_pieces) the same values. The harness aborts otherwise. Must not print. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -113,9 +112,18 @@ static bool padding_zero(const model *m, const float *p, const char *name, int64
     return true;
 }
 
-/* Every tensor of m holds the folder's tensor of its name as float32 (a Llama family's import takes
- * each as it is, the vocabulary's rows first). */
-static void check_values(const model *m, const float *p)
+/* The folder's tensor for our tensor `name`: under that name, or (GPT-2's) with `transformer.` before it. */
+static const st_tensor *folder_tensor(hf_weights *w, const char *name)
+{
+    char prefixed[MODEL_TENSOR_NAME_MAX + 16];
+    snprintf(prefixed, sizeof prefixed, "transformer.%s", name);
+    const st_tensor *t = hf_weights_take(w, name);
+    return t ? t : hf_weights_take(w, prefixed);
+}
+
+/* Every tensor of m holds the folder's tensor of its name as float32: as it is, the vocabulary's rows
+ * first, or (gpt2: GPT-2's Conv1D weights, [in, out] in the folder) transposed. */
+static void check_values(const model *m, const float *p, const gpt2_shape *gpt2)
 {
     hf_weights w;
     ddp_err err = {0};
@@ -123,13 +131,21 @@ static void check_values(const model *m, const float *p)
         abort(); /* it imported */
     for (int i = 0; i < m->n_tensors; i++) {
         const param_tensor *t = &m->tensors[i];
-        const st_tensor *hf = hf_weights_take(&w, t->name);
+        const st_tensor *hf = folder_tensor(&w, t->name);
         float *want = hf && hf->numel <= t->numel ? malloc((hf->numel ? hf->numel : 1) * sizeof *want) : NULL;
         if (!want)
             abort();
         safetensors_to_f32(hf, want);
-        if (memcmp(want, p + t->offset, hf->numel * sizeof *want))
+        int64_t dims[2];
+        int ndim;
+        if (gpt2 && gpt2_hf_layout(gpt2, t, dims, &ndim)) { /* want is [in, out], ours [out, in] */
+            for (int64_t in = 0; in < dims[0]; in++)
+                for (int64_t out = 0; out < dims[1]; out++)
+                    if (memcmp(&want[in * dims[1] + out], &p[t->offset + (size_t)(out * dims[0] + in)], 4))
+                        abort();
+        } else if (memcmp(want, p + t->offset, hf->numel * sizeof *want)) {
             abort();
+        }
         free(want);
     }
     hf_weights_close(&w);
@@ -156,7 +172,7 @@ static void check_pieces(const model *m, const llama_family *fam, const float *w
 
 /* m imports the folder (load: the family's import), or fails leaving its parameters as they were. */
 static void check_import(model *m, int (*load)(model *m, const llama_family *fam, ddp_err *err),
-                         const llama_family *fam, int64_t vocab, const char *const embed[2])
+                         const llama_family *fam, const gpt2_shape *gpt2, int64_t vocab, const char *const embed[2])
 {
     ddp_err err = {0};
     if (model_init_params(m, 1, &err) != DDP_OK)
@@ -168,8 +184,8 @@ static void check_import(model *m, int (*load)(model *m, const llama_family *fam
         abort();
     if (rc == DDP_OK && (!padding_zero(m, after, embed[0], vocab) || !padding_zero(m, after, embed[1], vocab)))
         abort();
-    if (rc == DDP_OK && fam)
-        check_values(m, after);
+    if (rc == DDP_OK)
+        check_values(m, after, gpt2);
     if (rc == DDP_OK)
         check_pieces(m, fam, after);
     free(before), free(after);
@@ -205,7 +221,7 @@ static void check_gpt2(void)
     const sample_layout data = layout(s.block_size, s.vocab_size);
     model *m = NULL;
     if (gpt2_create(&s, &(lm_run){.compute = TENSOR_F32}, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK)
-        check_import(m, load_gpt2, NULL, s.vocab_size, (const char *const[2]){"wte.weight", "lm_head.weight"});
+        check_import(m, load_gpt2, NULL, &s, s.vocab_size, (const char *const[2]){"wte.weight", "lm_head.weight"});
 }
 
 static void check_llama(const llama_family *fam)
@@ -223,7 +239,7 @@ static void check_llama(const llama_family *fam)
     model *m = NULL;
     if (llama_create(fam, &s, &(lm_run){.compute = TENSOR_F32}, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) ==
         DDP_OK)
-        check_import(m, load_llama, fam, s.vocab_size,
+        check_import(m, load_llama, fam, NULL, s.vocab_size,
                      (const char *const[2]){"model.embed_tokens.weight", "lm_head.weight"});
 }
 
