@@ -321,16 +321,16 @@ static size_t set_rows(uint8_t *p, const int64_t *v, int n)
     return 8 + 8 * (size_t)n;
 }
 
-/* Two buffers of 10 elements over two shards, tensor a [2, 3] at 0 and b [dims] at 6 (named `b`),
+/* Two buffers of 10 elements over two shards, tensor a [2, 3] at 0 and b [dims] at b_at (named `b`),
  * the extents `ext` (4 a row), the shards named in `shards`. */
-static void set_seed(const char *name, uint8_t flags, const char *b, const int64_t *b_dims, const int64_t *ext,
-                     int n_ext, const char *shards)
+static void set_seed(const char *name, uint8_t flags, const char *b, const int64_t *b_dims, int64_t b_at,
+                     const int64_t *ext, int n_ext, const char *shards)
 {
     static uint8_t buf[8192];
     const int cols = 2 + CKPT_MAX_NDIM;
     int64_t dims[2 * (2 + CKPT_MAX_NDIM)] = {0}, len = 10, info[4] = {0};
     dims[0] = 0, dims[1] = 2, dims[2] = 2, dims[3] = 3;
-    dims[cols] = 6, dims[cols + 1] = b_dims[0];
+    dims[cols] = b_at, dims[cols + 1] = b_dims[0];
     for (int d = 0; d < b_dims[0]; d++)
         dims[cols + 2 + d] = b_dims[1 + d];
     char tensors[64];
@@ -355,15 +355,16 @@ static void set_seeds(void)
     static const int64_t good[16] = {0, 0, 0, 5, 0, 1, 0, 5, 1, 0, 5, 5, 1, 1, 5, 5};
     static const int64_t twice[16] = {0, 0, 0, 5, 0, 1, 0, 5, 1, 0, 4, 6, 1, 1, 5, 5};
     static const int64_t gap[12] = {0, 0, 0, 5, 0, 1, 0, 5, 1, 1, 5, 5};
-    static const int64_t b4[2] = {1, 4}, negative[3] = {2, -1, -4};
+    static const int64_t b4[2] = {1, 4}, b1[2] = {1, 1}, negative[3] = {2, -1, -4};
     const char *plain = "shard-00001-of-00002.ddp\nshard-00002-of-00002.ddp\n";
-    set_seed("two-shards-repair", 1, "b", b4, good, 4, plain);
-    set_seed("two-shards-stale-info", 0, "b", b4, good, 4, plain);
-    set_seed("held-twice", 1, "b", b4, twice, 4, plain);
-    set_seed("gap", 1, "b", b4, gap, 3, plain);
-    set_seed("negative-dims", 1, "b", negative, good, 4, plain);
-    set_seed("name-twice", 1, "a", b4, good, 4, plain);
-    set_seed("shard-outside", 1, "b", b4, good, 4, "shard-00001-of-00002.ddp\n../shard-00002-of-00002.ddp\n");
+    set_seed("two-shards-repair", 1, "b", b4, 6, good, 4, plain);
+    set_seed("two-shards-stale-info", 0, "b", b4, 6, good, 4, plain);
+    set_seed("held-twice", 1, "b", b4, 6, twice, 4, plain);
+    set_seed("gap", 1, "b", b4, 6, gap, 3, plain);
+    set_seed("negative-dims", 1, "b", negative, 6, good, 4, plain);
+    set_seed("tensor-past-the-end", 1, "b", b1, 1000, good, 4, plain);
+    set_seed("name-twice", 1, "a", b4, 6, good, 4, plain);
+    set_seed("shard-outside", 1, "b", b4, 6, good, 4, "shard-00001-of-00002.ddp\n../shard-00002-of-00002.ddp\n");
 }
 
 /* ---- Hugging Face folders: flags (the family), then config.json, the index, the safetensors files ---- */
