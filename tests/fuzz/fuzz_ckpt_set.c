@@ -45,6 +45,8 @@ static float value_of(const char *prefix, int64_t g)
 /* Line k of text (without its newline) into out; false when there is no such line or it is too long. */
 static bool line_of(const fuzz_part *text, int k, char *out, size_t size)
 {
+    if (!text->p) /* a part the input does not have */
+        return false;
     const char *p = (const char *)text->p, *end = p + text->n;
     for (int i = 0; p < end; i++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
