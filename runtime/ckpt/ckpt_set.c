@@ -89,8 +89,9 @@ static int check_buffer_cover(const ckpt_manifest *m, int b, int *idx, const cha
     return DDP_OK;
 }
 
-/* Each tensor named once (a name of one line) and of a valid shape inside the buffers, as a single
- * file's reader requires of its table; what names the set in errors. */
+/* Each tensor named once (a name of one line, which with each buffer's prefix fits a checkpoint's
+ * name, as the set read whole names it) and of a valid shape inside the buffers, as a single file's
+ * reader requires of its table; what names the set in errors. */
 static int check_tensors(const ckpt_manifest *m, const char *what, ddp_err *err)
 {
     for (int i = 0; i < m->n_tensors; i++) {
@@ -103,6 +104,10 @@ static int check_tensors(const ckpt_manifest *m, const char *what, ddp_err *err)
         for (int j = 0; j < i; j++)
             if (!strcmp(m->tensors[j].name, t->name))
                 return ddp_fail(err, DDP_ERUNTIME, "%s: tensor %s appears twice", what, t->name);
+        for (int b = 0; b < m->n_buffers; b++)
+            if (strlen(m->buffers[b]) + strlen(t->name) >= CKPT_NAME_MAX)
+                return ddp_fail(err, DDP_ERUNTIME, "%s: tensor %s%s: a name of over %d bytes", what, m->buffers[b],
+                                t->name, CKPT_NAME_MAX - 1);
     }
     return DDP_OK;
 }
@@ -330,14 +335,15 @@ static const ckpt_tensor *table_of(const ckpt_loaded *c, const char *name, ckpt_
     return t;
 }
 
-/* Splits text into at most max lines of stride bytes each at out; the count, or -1. */
-static int split_lines(const ckpt_tensor *t, char *out, size_t stride, int max)
+/* Splits text into at most max lines, each a string of fewer than `size` bytes into a field of that
+ * size at out, the fields `stride` bytes apart (a member of an array of structs); the count, or -1. */
+static int split_lines(const ckpt_tensor *t, char *out, size_t size, size_t stride, int max)
 {
     const char *p = t->data, *end = p + t->nbytes;
     int n = 0;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (!nl || n == max || (size_t)(nl - p) >= stride)
+        if (!nl || n == max || (size_t)(nl - p) >= size)
             return -1;
         memcpy(out + (size_t)n * stride, p, (size_t)(nl - p));
         out[(size_t)n * stride + (size_t)(nl - p)] = '\0';
@@ -357,15 +363,17 @@ static int decode_manifest(ckpt_manifest *m, const char *path, ddp_err *err)
     if (!buf || !len || !names || !dims || !snames || !info || !ext || len->shape[0] != 1)
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: not a manifest (a set/ table is missing or malformed)", path);
     m->buffer_len = ((const int64_t *)len->data)[0];
-    m->n_buffers = split_lines(buf, m->buffers[0], CKPT_SET_PREFIX_MAX, CKPT_SET_MAX_BUFFERS);
+    m->n_buffers = split_lines(buf, m->buffers[0], CKPT_SET_PREFIX_MAX, CKPT_SET_PREFIX_MAX, CKPT_SET_MAX_BUFFERS);
     m->n_tensors = (int)dims->shape[0], m->n_shards = (int)info->shape[0], m->n_extents = (int)ext->shape[0];
     m->tensors = calloc((size_t)m->n_tensors + 1, sizeof *m->tensors);
     m->shards = calloc((size_t)m->n_shards + 1, sizeof *m->shards);
     m->extents = calloc((size_t)m->n_extents + 1, sizeof *m->extents);
     if (!m->tensors || !m->shards || !m->extents)
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", path);
-    if (m->n_buffers < 1 || split_lines(names, m->tensors[0].name, sizeof m->tensors[0], m->n_tensors) != m->n_tensors ||
-        split_lines(snames, m->shards[0].name, sizeof m->shards[0], m->n_shards) != m->n_shards)
+    if (m->n_buffers < 1 ||
+        split_lines(names, m->tensors[0].name, CKPT_NAME_MAX, sizeof m->tensors[0], m->n_tensors) != m->n_tensors ||
+        split_lines(snames, m->shards[0].name, CKPT_SET_SHARD_NAME_MAX, sizeof m->shards[0], m->n_shards) !=
+            m->n_shards)
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: manifest's name lists do not match its tables", path);
     for (int i = 0; i < m->n_tensors; i++) {
         const int64_t *d = (const int64_t *)dims->data + (size_t)i * DIMS_COLS;

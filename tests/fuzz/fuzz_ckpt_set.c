@@ -12,8 +12,8 @@
  * k-th line of set/shard_names names (the plain names alone; others are not written). With flag bit
  * 0 the harness overwrites set/shard_info's rows with the shards' true lengths and header CRCs, so
  * mutations reach the pieces. A set that reads back must name plain shard files, hold tensors of
- * valid shapes and distinct names inside its buffers, whose values are the pieces' (v of the
- * buffer's element); the harness aborts otherwise. Must not print. */
+ * valid shapes and distinct names (each inside its field) inside its buffers, whose values are the
+ * pieces' (v of the buffer's element); the harness aborts otherwise. Must not print. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -159,12 +159,14 @@ static void write_manifest(const fuzz_part *p, bool repair)
 static void check_manifest(const ckpt_manifest *m)
 {
     for (int s = 0; s < m->n_shards; s++)
-        if (!plain_name(m->shards[s].name))
+        if (strnlen(m->shards[s].name, CKPT_SET_SHARD_NAME_MAX) == CKPT_SET_SHARD_NAME_MAX ||
+            !plain_name(m->shards[s].name))
             abort();
     for (int i = 0; i < m->n_tensors; i++) {
         const ckpt_set_tensor *t = &m->tensors[i];
         uint64_t numel = 1;
-        if (!t->name[0] || t->ndim < 0 || t->ndim > CKPT_MAX_NDIM || t->offset < 0)
+        if (strnlen(t->name, CKPT_NAME_MAX) == CKPT_NAME_MAX || !t->name[0] || t->ndim < 0 ||
+            t->ndim > CKPT_MAX_NDIM || t->offset < 0)
             abort();
         for (int d = 0; d < t->ndim; d++) {
             if (t->shape[d] < 0 || (t->shape[d] && numel > (uint64_t)INT64_MAX / (uint64_t)t->shape[d]))

@@ -333,7 +333,7 @@ static void set_seed(const char *name, uint8_t flags, const char *b, const int64
     dims[cols] = b_at, dims[cols + 1] = b_dims[0];
     for (int d = 0; d < b_dims[0]; d++)
         dims[cols + 2 + d] = b_dims[1 + d];
-    char tensors[64];
+    char tensors[256];
     snprintf(tensors, sizeof tensors, "a\n%s\n", b);
     static const char buffers[] = "param/\noptim/m/\n"; /* the first part: no separator before it */
     size_t n = 1 + strlen(buffers);
@@ -364,6 +364,10 @@ static void set_seeds(void)
     set_seed("negative-dims", 1, "b", negative, 6, good, 4, plain);
     set_seed("tensor-past-the-end", 1, "b", b1, 1000, good, 4, plain);
     set_seed("name-twice", 1, "a", b4, 6, good, 4, plain);
+    char over[CKPT_NAME_MAX + 8]; /* a name longer than a manifest's name field */
+    memset(over, 'y', sizeof over - 1);
+    over[sizeof over - 1] = '\0';
+    set_seed("name-over-its-field", 1, over, b4, 6, good, 4, plain);
     set_seed("shard-outside", 1, "b", b4, 6, good, 4, "shard-00001-of-00002.ddp\n../shard-00002-of-00002.ddp\n");
 }
 

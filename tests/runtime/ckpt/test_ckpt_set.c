@@ -150,19 +150,22 @@ static void test_cover_refused(void)
 }
 
 /* A tensor table the readers could not use is refused by the commit, naming the tensor, with nothing
- * written: a name twice, a negative dimension, a tensor past the buffers' end. */
+ * written: a name twice, a negative dimension, a tensor past the buffers' end, a name that with a
+ * buffer's prefix is longer than a checkpoint's names. */
 static void test_tensors_refused(void)
 {
     static const ckpt_set_tensor twice[3] = {{"a", 2, {10, 30}, 0}, {"b", 1, {500}, 300}, {"a", 1, {4}, 800}};
     static const ckpt_set_tensor negative[3] = {{"a", 2, {10, 30}, 0}, {"b", 2, {-1, -500}, 300}, {"c", 1, {4}, 800}};
     static const ckpt_set_tensor outside[3] = {{"a", 2, {10, 30}, 0}, {"b", 1, {500}, 300}, {"c", 1, {1}, LEN + 1}};
-    const ckpt_set_tensor *tables[3] = {twice, negative, outside};
-    const char *says[3] = {"tensor a appears twice", "tensor \"b\" has no name or an invalid shape",
-                           "tensor c lies outside the buffers"};
+    static ckpt_set_tensor long_name[3] = {{"a", 2, {10, 30}, 0}, {"b", 1, {500}, 300}, {"", 1, {4}, 800}};
+    memset(long_name[2].name, 'x', 120); /* "param/" and it fit in 127 bytes, "optim/m/" and it do not */
+    const ckpt_set_tensor *tables[4] = {twice, negative, outside, long_name};
+    const char *says[4] = {"tensor a appears twice", "tensor \"b\" has no name or an invalid shape",
+                           "tensor c lies outside the buffers", "xxx: a name of over 127 bytes"};
     char set_dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX + 64];
     set_path(7, set_dir);
     snprintf(path, sizeof path, "%s/%s", set_dir, CKPT_SET_MANIFEST);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         memcpy(tensors, tables[i], sizeof tensors);
         ddp_err err = {0};
         CHECK(commit(7, good, N_GOOD, &err) != DDP_OK, "table %d refused", i);
