@@ -94,20 +94,24 @@ static int check_buffer_cover(const ckpt_manifest *m, int b, int *idx, const cha
  * reader requires of its table; what names the set in errors. */
 static int check_tensors(const ckpt_manifest *m, const char *what, ddp_err *err)
 {
+    int longest = 0; /* the buffer with the longest prefix */
+    for (int b = 1; b < m->n_buffers; b++)
+        if (strlen(m->buffers[b]) > strlen(m->buffers[longest]))
+            longest = b;
     for (int i = 0; i < m->n_tensors; i++) {
         const ckpt_set_tensor *t = &m->tensors[i];
         const uint64_t bytes = ckpt_tensor_bytes_checked(CKPT_F32, t->ndim, t->shape);
         if (!t->name[0] || strchr(t->name, '\n') || bytes == UINT64_MAX)
             return ddp_fail(err, DDP_ERUNTIME, "%s: tensor \"%s\" has no name or an invalid shape", what, t->name);
-        if (t->offset < 0 || t->offset > m->buffer_len || bytes / sizeof(float) > (uint64_t)(m->buffer_len - t->offset))
+        if (t->offset < 0 || t->offset > m->buffer_len ||
+            bytes / sizeof(float) > (uint64_t)(m->buffer_len - t->offset))
             return ddp_fail(err, DDP_ERUNTIME, "%s: tensor %s lies outside the buffers", what, t->name);
         for (int j = 0; j < i; j++)
             if (!strcmp(m->tensors[j].name, t->name))
                 return ddp_fail(err, DDP_ERUNTIME, "%s: tensor %s appears twice", what, t->name);
-        for (int b = 0; b < m->n_buffers; b++)
-            if (strlen(m->buffers[b]) + strlen(t->name) >= CKPT_NAME_MAX)
-                return ddp_fail(err, DDP_ERUNTIME, "%s: tensor %s%s: a name of over %d bytes", what, m->buffers[b],
-                                t->name, CKPT_NAME_MAX - 1);
+        if (m->n_buffers > 0 && strlen(m->buffers[longest]) + strlen(t->name) >= CKPT_NAME_MAX)
+            return ddp_fail(err, DDP_ERUNTIME, "%s: tensor %s%s: a name of over %d bytes", what, m->buffers[longest],
+                            t->name, CKPT_NAME_MAX - 1);
     }
     return DDP_OK;
 }

@@ -170,15 +170,16 @@ static void check_pieces(const model *m, const llama_family *fam, const float *w
     free(host);
 }
 
-/* m imports the folder (load: the family's import), or fails leaving its parameters as they were. */
-static void check_import(model *m, int (*load)(model *m, const llama_family *fam, ddp_err *err),
-                         const llama_family *fam, const gpt2_shape *gpt2, int64_t vocab, const char *const embed[2])
+/* m, a model of family fam (NULL: GPT-2 of shape gpt2), imports the folder, or fails leaving its
+ * parameters as they were. */
+static void check_import(model *m, const llama_family *fam, const gpt2_shape *gpt2, int64_t vocab,
+                         const char *const embed[2])
 {
     ddp_err err = {0};
     if (model_init_params(m, 1, &err) != DDP_OK)
         abort();
     float *before = params_of(m);
-    const int rc = load(m, fam, &err);
+    const int rc = fam ? llama_hf_load_model(fam, m, fuzz_dir(), &err) : gpt2_hf_load_model(m, fuzz_dir(), &err);
     float *after = params_of(m);
     if (rc != DDP_OK && (memcmp(before, after, m->n_params * sizeof *before) || !err.msg[0]))
         abort();
@@ -190,17 +191,6 @@ static void check_import(model *m, int (*load)(model *m, const llama_family *fam
         check_pieces(m, fam, after);
     free(before), free(after);
     m->ops->destroy(m);
-}
-
-static int load_gpt2(model *m, const llama_family *fam, ddp_err *err)
-{
-    (void)fam;
-    return gpt2_hf_load_model(m, fuzz_dir(), err);
-}
-
-static int load_llama(model *m, const llama_family *fam, ddp_err *err)
-{
-    return llama_hf_load_model(fam, m, fuzz_dir(), err);
 }
 
 static sample_layout layout(int64_t T, int64_t vocab)
@@ -221,7 +211,7 @@ static void check_gpt2(void)
     const sample_layout data = layout(s.block_size, s.vocab_size);
     model *m = NULL;
     if (gpt2_create(&s, &(lm_run){.compute = TENSOR_F32}, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_OK)
-        check_import(m, load_gpt2, NULL, &s, s.vocab_size, (const char *const[2]){"wte.weight", "lm_head.weight"});
+        check_import(m, NULL, &s, s.vocab_size, (const char *const[2]){"wte.weight", "lm_head.weight"});
 }
 
 static void check_llama(const llama_family *fam)
@@ -239,7 +229,7 @@ static void check_llama(const llama_family *fam)
     model *m = NULL;
     if (llama_create(fam, &s, &(lm_run){.compute = TENSOR_F32}, dev, &data, 1, MODEL_BUFFERS_WHOLE, &m, &err) ==
         DDP_OK)
-        check_import(m, load_llama, fam, NULL, s.vocab_size,
+        check_import(m, fam, NULL, s.vocab_size,
                      (const char *const[2]){"model.embed_tokens.weight", "lm_head.weight"});
 }
 

@@ -3,7 +3,8 @@
  * the manifest's fields, the set assembled whole (every tensor and meta/config equal to the global
  * buffers), tensor by tensor through the maps (a tensor split over three shards and one inside one);
  * extents with a gap or an overlap refused naming the elements; a tensor table with a name twice, a
- * negative dimension or a tensor past the buffers refused by the commit, and a manifest naming a
+ * negative dimension, a tensor past the buffers or a name too long with a buffer's prefix refused by
+ * the commit, and a manifest naming a
  * shard outside its directory or one shard twice by every read; a flipped byte, a truncated and a
  * missing shard named; no manifest is no checkpoint; ckpt_find_latest over files and sets with
  * fallback and with a caller's reader (ckpt_find_latest_with); ranges read piece by piece, a damaged
