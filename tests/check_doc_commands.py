@@ -15,7 +15,8 @@ and every docs/*.md, each ```sh block is split into commands (continued lines jo
   launcher/ for ddprun and its programs);
 - every `key.path=value` override of a training command is a key of the config key table
   (config/), and with --build BUILD the whole command is validated by
-  `ddprun --dry-run` (the config and every override, as a job would read them: exit 0);
+  `ddprun --dry-run` (the config and every override, as a job would read them: exit 0; a
+  --hostfile not in the repository is the reader's own, and an empty file stands in for it);
 - a checkpoint it names (RUN_DIR/checkpoints/ckpt-NNNNNNNN.ddp) is one a config in configs/ (or a
   training command of the same file with run.dir=RUN_DIR) keeps at the end of its run.
 A command quoted inline in prose (a script of scripts/ or ddprun with its options) is held to the
@@ -31,6 +32,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 
 try:
     import yaml
@@ -337,9 +339,16 @@ class Checker:
             cmd = [ddprun, "--dry-run"] + args
         else:
             cmd = [ddprun, "--dry-run", "-np", "1"] + args
-        r = subprocess.run(cmd, cwd=self.repo.root, capture_output=True, text=True, timeout=60)
+        with tempfile.NamedTemporaryFile("w", suffix=".hosts") as own_hostfile:
+            # a hostfile outside the repository is the reader's own (ddprun reads it before the
+            # dry run prints): an empty one stands in for it
+            for i, a in enumerate(cmd[:-1]):
+                if a in ("--hostfile", "-hostfile", "--machinefile") and \
+                        not os.path.exists(os.path.join(self.repo.root, cmd[i + 1])):
+                    cmd[i + 1] = own_hostfile.name
+            r = subprocess.run(cmd, cwd=self.repo.root, capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
-            msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
+            msg = [m for m in (r.stderr.strip() or r.stdout.strip()).splitlines() if not m.startswith("(ddprun --help")]
             self.fail(where, f"ddprun --dry-run refuses it (exit {r.returncode}): {msg[-1] if msg else ''}")
 
     def check_checkpoint(self, where, run_dir, step, text):

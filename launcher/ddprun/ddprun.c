@@ -189,6 +189,8 @@ static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
         i++;
     }
     if (o->hosts && o->hostfile) return usage_error("%s", "-H and --hostfile are exclusive");
+    ddp_err err = {0};
+    if (ddprun_hosts_check(o->hosts, o->hostfile, &err) != DDP_OK) return usage_error("%s", err.msg);
     int rc = check_discovery_flags(o);
     if (rc != 0) return rc;
     if (i >= argc) return usage_error("%s", "missing CONFIG.yaml (or bench/topo/ckpt/generate/config)");

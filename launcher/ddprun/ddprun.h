@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/base/err.h"
+
 /* First argument that turns ddprun into the per-rank wrapper (internal; see ddprun_rankwrap.c). */
 #define DDPRUN_RANK_WRAPPER_FLAG "--rank-wrapper"
 /* Lines the wrapper writes to stderr once its worker exists (from then on the rank takes a stop
@@ -86,9 +88,8 @@ int job_run(char *const argv[], int ranks, int stop_signal, job_result *out);
 
 /* --host-discovery (ddprun_discovery.c). */
 #define DISCOVERY_HOSTS_MAX 256               /* hosts kept from one run; later lines are not read */
-#define DISCOVERY_HOST_LEN 128                /* a host name's bytes, NUL included */
 #define DISCOVERY_LINE_MAX 510                /* a line's bytes, newline excluded */
-#define DISCOVERY_LIST_MAX (DISCOVERY_HOSTS_MAX * (DISCOVERY_HOST_LEN + 8)) /* the -H list it makes */
+#define DISCOVERY_LIST_MAX (DISCOVERY_HOSTS_MAX * (DDPRUN_HOST_LEN + 8)) /* the -H list it makes */
 typedef struct discovery_opts {
     const char *cmd;      /* prints `host:slots` lines */
     int min_np, max_np;   /* --min-np (at least 1), --max-np (0: no limit) */
@@ -106,9 +107,23 @@ struct config;
  * (job_signals_seen) while waiting or while d->cmd ran: its process group is ended first. */
 int discover_hosts(const discovery_opts *d, const struct config *cfg, char *hosts, size_t cap, int *np);
 
-/* (ddprun_hosts.c) Most ranks any one node runs for np ranks on hosts (-H "h1:8,h2"; no count = 1
- * slot) or hostfile ("host slots=N" lines; no count: mpirun decides, so spread evenly), assuming
- * mpirun's default by-slot filling in host order; np when neither is given. */
+/* (ddprun_hosts.c) Hosts as -H, --hostfile and --host-discovery give them. */
+#define DDPRUN_HOST_LEN 128     /* a host name's bytes, NUL included */
+#define DDPRUN_SLOTS_MAX 100000 /* slots of one host */
+/* One "host:slots" entry: the len bytes at s (no NUL needed), a host name of letters, digits,
+ * '.', '-' and '_', then ':' and a whole number from 1 to DDPRUN_SLOTS_MAX; with default_slots
+ * > 0 the ":slots" may be left out and counts default_slots. Sets *name_len and *slots; false,
+ * with why (cap bytes) saying what is wrong, for anything else. */
+bool ddprun_host_entry(const char *s, size_t len, int default_slots, size_t *name_len, int *slots, char *why,
+                       size_t cap);
+/* Checks -H's "host[:slots],..." list or the hostfile's "host [slots=N] ..." lines (at most one
+ * of them given) before anything starts: DDP_OK, or DDP_EUSAGE naming the entry (-H) or the
+ * file:line, or saying why the hostfile cannot be read. */
+int ddprun_hosts_check(const char *hosts, const char *hostfile, ddp_err *err);
+/* Most ranks any one node runs for np ranks on hosts (-H "h1:8,h2"; no count = 1
+ * slot) or hostfile ("host slots=N" lines; no count: mpirun decides, so spread evenly), a host
+ * listed twice counting its slots together as mpirun does, assuming mpirun's default by-slot
+ * filling in host order; np when neither is given (or they do not pass ddprun_hosts_check). */
 int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np);
 /* After a collective deadline named hosts whose ranks did not arrive: the -H list hosts without
  * them into buf (size bytes; buf may be hosts itself) and their remaining slots into *slots_left.

@@ -28,49 +28,32 @@
 
 #define DISCOVERY_POLL_S 2.0      /* between runs of CMD while too few slots are listed */
 #define DISCOVERY_CMD_LIMIT_S 30.0 /* one run of CMD; past it, its process group is ended */
-#define SLOTS_MAX 100000
 
 #define STOP_CHECK_S 0.05       /* while waiting between runs, how often a stop request is looked for */
 
 /* What one run of CMD listed: each host's name and slots, in order, up to what is used. */
 typedef struct fleet {
-    char names[DISCOVERY_HOSTS_MAX][DISCOVERY_HOST_LEN];
+    char names[DISCOVERY_HOSTS_MAX][DDPRUN_HOST_LEN];
     int slots[DISCOVERY_HOSTS_MAX];
     int n_hosts, total;
     bool unread; /* it listed more hosts than were read (--max-np slots or DISCOVERY_HOSTS_MAX hosts) */
 } fleet;
 
-static bool host_char(char ch) { return isalnum((unsigned char)ch) || ch == '.' || ch == '-' || ch == '_'; }
-
 /* One line of CMD's output (no newline) into f; false with why set when it is not `host:slots`. */
-static bool parse_line(char *line, fleet *f, char *why, size_t cap)
+static bool parse_line(const char *line, fleet *f, char *why, size_t cap)
 {
-    char *colon = strchr(line, ':'), *end = NULL;
-    size_t name_len = colon ? (size_t)(colon - line) : strlen(line);
-    if (!colon || name_len == 0 || name_len >= DISCOVERY_HOST_LEN) {
-        snprintf(why, cap, "expected host:slots (a host name of 1 to %d characters)", DISCOVERY_HOST_LEN - 1);
+    size_t name_len;
+    int slots;
+    if (!ddprun_host_entry(line, strlen(line), 0, &name_len, &slots, why, cap))
         return false;
-    }
-    for (size_t i = 0; i < name_len; i++)
-        if (!host_char(line[i])) {
-            snprintf(why, cap, "a host name has letters, digits, '.', '-' and '_' only");
-            return false;
-        }
-    errno = 0;
-    long slots = strtol(colon + 1, &end, 10);
-    if (colon[1] == '\0' || !isdigit((unsigned char)colon[1]) || *end != '\0' || errno || slots < 1 ||
-        slots > SLOTS_MAX) {
-        snprintf(why, cap, "slots: expected a whole number from 1 to %d", SLOTS_MAX);
-        return false;
-    }
     for (int h = 0; h < f->n_hosts; h++)
         if (strlen(f->names[h]) == name_len && !strncmp(f->names[h], line, name_len)) {
             snprintf(why, cap, "host %s is listed twice", f->names[h]);
             return false;
         }
-    snprintf(f->names[f->n_hosts], DISCOVERY_HOST_LEN, "%.*s", (int)name_len, line);
-    f->slots[f->n_hosts++] = (int)slots;
-    f->total = f->total + (int)slots > SLOTS_MAX ? SLOTS_MAX : f->total + (int)slots;
+    snprintf(f->names[f->n_hosts], DDPRUN_HOST_LEN, "%.*s", (int)name_len, line);
+    f->slots[f->n_hosts++] = slots;
+    f->total = f->total + slots > DDPRUN_SLOTS_MAX ? DDPRUN_SLOTS_MAX : f->total + slots;
     return true;
 }
 
@@ -170,7 +153,7 @@ static void describe(const fleet *f, int max_np, char *out, size_t cap)
     int h = 0;
     out[0] = '\0';
     for (; h < f->n_hosts; h++) {
-        char one[DISCOVERY_HOST_LEN + 16];
+        char one[DDPRUN_HOST_LEN + 16];
         int len = snprintf(one, sizeof one, "%s%s:%d", h ? ", " : "", f->names[h], f->slots[h]);
         if (used + (size_t)len + 160 >= cap) /* room for what follows */
             break;

@@ -2,6 +2,8 @@
 # test_launcher.sh — ddprun end to end with real mpirun and tests/launcher/fake_worker.c as the rank program.
 #
 # Proves: the mpirun command ddprun builds (--dry-run with -H / --hostfile / root / oversubscribe),
+# a malformed -H entry or hostfile line refused before anything starts (named; a hostfile by
+# file:line), threads per rank from the hosts' slots (a host listed twice, max_slots not slots),
 # config validation before launch, [rank R] output tagging and stream routing, the torchrun
 # environment, failure reports naming rank + host (exit code and SIGKILL), exit-code passthrough
 # (2, 75), SIGTERM -> SIGUSR1 to every rank -> exit 75, the second-signal hard stop, a stop
@@ -72,6 +74,28 @@ check "dry-run starts no rank" lacks $out "[rank"
 printf 'host1 slots=2\nhost2 slots=2\n' >"$tmp/hosts"
 run dry_hf --dry-run -np 4 --hostfile "$tmp/hosts" "$config"
 check "dry-run passes --hostfile" contains $out " --hostfile $tmp/hosts "
+# A malformed -H entry or hostfile line is refused before mpirun starts, named
+for bad in "host1:0" "host1:2x" "host1:-3" "host1:99999999999" ":2" "host1:2,,host2" "host one"; do
+    run dry_bad_h --dry-run -np 2 -H "$bad" "$config"
+    check "-H \"$bad\" is a usage error (exit $rc)" [ $rc -eq 2 ]
+    check "-H \"$bad\": the entry is named" grep -qF -- "-H \"$bad\": entry " $err
+    check "-H \"$bad\": nothing started" lacks $out "mpirun"
+done
+printf 'host1 slots=2\n# host3 slots=x\nhost2 slots=two\n' >"$tmp/hosts_bad"
+run dry_bad_hf --dry-run -np 2 --hostfile "$tmp/hosts_bad" "$config"
+check "a hostfile's bad slots= is a usage error (exit $rc)" [ $rc -eq 2 ]
+check "a hostfile's bad slots=: file:line named" contains $err "--hostfile $tmp/hosts_bad:3: host2: slots=N"
+run dry_no_hf --dry-run -np 2 --hostfile "$tmp/no-such-hostfile" "$config"
+check "an unreadable hostfile is a usage error naming it (exit $rc)" contains $err "$tmp/no-such-hostfile: cannot read"
+# Threads per rank: a host listed twice holds both its counts (as mpirun places ranks), and a
+# hostfile's max_slots or comment is not its slots (with 2+ cores: 1 rank per node gets them all)
+if [ "$cores" -ge 2 ]; then
+    run dry_twice --dry-run -np 2 -H host1,host1 "$config"
+    check "-H host1,host1: two ranks share host1's cores" contains $out "-x OMP_NUM_THREADS=$((cores / 2)) "
+    printf 'host1 max_slots=2 # slots=2\nhost2\n' >"$tmp/hosts_max"
+    run dry_max --dry-run -np 2 --hostfile "$tmp/hosts_max" "$config"
+    check "a hostfile's max_slots is not its slots" contains $out "-x OMP_NUM_THREADS=$cores "
+fi
 run dry_over --dry-run -np $((cores + 1)) "$config"
 check "more ranks than cores adds --oversubscribe" contains $out "--oversubscribe"
 run dry_one --dry-run -np 1 "$config"
