@@ -395,7 +395,10 @@ static int decode_manifest(ckpt_manifest *m, const char *path, ddp_err *err)
         const int64_t *x = (const int64_t *)ext->data + (size_t)i * 4;
         m->extents[i] = (ckpt_extent){(int32_t)x[0], (int32_t)x[1], x[2], x[3]};
     }
-    if (settings && settings->dtype == CKPT_U8)
+    if (settings && (settings->dtype != CKPT_U8 || settings->ndim != 1))
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: the manifest's %s is not text (u8, one dimension)", path,
+                        CKPT_SETTINGS_TENSOR);
+    if (settings)
         m->settings = settings->data, m->settings_len = settings->nbytes;
     return DDP_OK;
 }

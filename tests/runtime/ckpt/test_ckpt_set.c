@@ -5,7 +5,7 @@
  * extents with a gap or an overlap refused naming the elements; a tensor table with a name twice, a
  * negative dimension, a tensor past the buffers or a name too long with a buffer's prefix refused by
  * the commit, and a manifest naming a
- * shard outside its directory or one shard twice by every read; a flipped byte, a truncated and a
+ * shard outside its directory or one shard twice, or whose meta/config is not text, by every read; a flipped byte, a truncated and a
  * missing shard named; no manifest is no checkpoint; ckpt_find_latest over files and sets with
  * fallback and with a caller's reader (ckpt_find_latest_with); ranges read piece by piece, a damaged
  * piece named only when read (ckpt_set_read_range); pruning removes sets whole. */
@@ -222,6 +222,37 @@ static void test_shard_names_refused(void)
     CHECK(ckpt_set_remove(set_dir, &err) == DDP_OK, "remove: %s", err.msg);
 }
 
+/* A manifest whose meta/config is not text (u8, one dimension) is malformed: every read refuses
+ * it, as it refuses a malformed set/ table. */
+static void test_settings_not_text_refused(void)
+{
+    char set_dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX + 64];
+    set_path(9, set_dir);
+    snprintf(path, sizeof path, "%s/%s", set_dir, CKPT_SET_MANIFEST);
+    for (int how = 0; how < 2; how++) {
+        ddp_err err = {0};
+        CHECK(commit(9, good, N_GOOD, &err) == DDP_OK, "commit 9: %s", err.msg);
+        ckpt_loaded c;
+        CHECK(ckpt_read(path, &c, &err) == DDP_OK, "manifest: %s", err.msg);
+        ckpt_tensor *meta = (ckpt_tensor *)ckpt_loaded_tensor(&c, CKPT_SETTINGS_TENSOR);
+        CHECK(meta && meta->nbytes == 16, "meta/config of 16 bytes");
+        if (how == 0)
+            meta->dtype = CKPT_I64, meta->shape[0] = 2; /* the same bytes as two integers */
+        else
+            meta->ndim = 2, meta->shape[0] = 4, meta->shape[1] = 4;
+        ckpt_state st = {.hdr = c.hdr, .n_tensors = c.n_tensors, .tensors = c.tensors};
+        CHECK(ckpt_write_atomic_as(set_dir, CKPT_SET_MANIFEST, &st, NULL, &err) == DDP_OK, "rewrite: %s", err.msg);
+        ckpt_loaded_free(&c);
+        ckpt_manifest m;
+        CHECK(ckpt_manifest_read(set_dir, &m, &err) != DDP_OK, "meta/config %d refused", how);
+        CHECK_STR_CONTAINS(err.msg, "meta/config is not text (u8, one dimension)");
+        CHECK(ckpt_set_load(set_dir, &c, &err) != DDP_OK, "meta/config %d refused by the load", how);
+        CHECK_STR_CONTAINS(err.msg, "meta/config is not text (u8, one dimension)");
+    }
+    ddp_err err = {0};
+    CHECK(ckpt_set_remove(set_dir, &err) == DDP_OK, "remove: %s", err.msg);
+}
+
 static void damage_shard(int64_t step, const char *how)
 {
     char set_dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX + 64];
@@ -376,6 +407,7 @@ int main(void)
     test_cover_refused();
     test_tensors_refused();
     test_shard_names_refused();
+    test_settings_not_text_refused();
     test_damage_and_fallback();
     test_many_pieces();
     test_prune();
