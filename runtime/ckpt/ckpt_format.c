@@ -7,6 +7,7 @@
 #include "runtime/base/open_input.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,26 @@ uint64_t ckpt_tensor_bytes_checked(ckpt_dtype dtype, int ndim, const int64_t *sh
         n *= (uint64_t)shape[i];
     }
     return n;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+int ckpt_find_repeated_name(const void *items, int n, size_t stride, size_t name_at, const char **repeated)
+{
+    *repeated = NULL;
+    if (n < 2)
+        return 0;
+    const char **names = malloc((size_t)n * sizeof *names);
+    if (!names)
+        return -1;
+    for (int i = 0; i < n; i++)
+        names[i] = (const char *)items + (size_t)i * stride + name_at;
+    qsort(names, (size_t)n, sizeof *names, by_name);
+    for (int i = 1; i < n && !*repeated; i++)
+        if (!strcmp(names[i - 1], names[i]))
+            *repeated = names[i];
+    free(names);
+    return 0;
 }
 
 /* ---- encoding ----------------------------------------------------------------------- */
@@ -141,10 +162,12 @@ static int validate_state(const ckpt_state *s, ddp_err *err)
             return ddp_fail(err, DDP_EUSAGE, "checkpoint tensor %s: invalid dtype %d or shape", t->name, (int)t->dtype);
         if (nb > 0 && !t->data)
             return ddp_fail(err, DDP_EUSAGE, "checkpoint tensor %s has no data", t->name);
-        for (int j = 0; j < i; j++)
-            if (strcmp(s->tensors[j].name, t->name) == 0)
-                return ddp_fail(err, DDP_EUSAGE, "checkpoint tensor name %s appears twice", t->name);
     }
+    const char *twice;
+    if (ckpt_find_repeated_name(s->tensors, s->n_tensors, sizeof *s->tensors, offsetof(ckpt_tensor, name), &twice))
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint: out of memory checking %d tensor names", s->n_tensors);
+    if (twice)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint tensor name %s appears twice", twice);
     return DDP_OK;
 }
 
@@ -309,15 +332,16 @@ static int decode_table(const char *path, reader *r, ckpt_loaded *out, uint64_t 
         if (offset % CKPT_ALIGN || offset < data_start || offset > out->file_bytes ||
             t->nbytes > out->file_bytes - offset)
             return fail_file(err, path, "tensor %s lies outside the file (truncated?)", t->name);
-        for (int j = 0; j < i; j++)
-            if (strcmp(out->tensors[j].name, t->name) == 0)
-                return fail_file(err, path, "tensor %s appears twice", t->name);
         t->file_offset = offset;
         t->data = (const uint8_t *)out->blob_ + offset;
     }
     if (r->pos != r->len)
         return fail_file(err, path, "header has trailing bytes%s", "");
-    return DDP_OK;
+    const char *twice;
+    if (ckpt_find_repeated_name(out->tensors, out->n_tensors, sizeof *out->tensors, offsetof(ckpt_tensor, name),
+                                &twice))
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", path);
+    return twice ? fail_file(err, path, "tensor %s appears twice", twice) : DDP_OK;
 }
 
 /* Reads the whole file into a 64-byte aligned buffer. */

@@ -1,10 +1,12 @@
 /* ckpt_internal.h — what the checkpoint sources share among themselves and nobody else uses:
  * the file layout plan and the header encoder (ckpt_format.c), used by the writer (ckpt.c), and the
- * checked size of a tensor's shape (also the sharded sets' manifest check, ckpt_set.c).
+ * checked size of a tensor's shape and the duplicate-name check (also the sharded sets' manifest
+ * check, ckpt_set.c).
  * Not a contract: other modules include ckpt.h only. */
 #ifndef DDP_CKPT_INTERNAL_H
 #define DDP_CKPT_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ckpt.h"
@@ -32,6 +34,13 @@ int ckpt_header_encode(const ckpt_state *s, const ckpt_layout *L, uint8_t **out,
 /* numel * element size, or UINT64_MAX when the shape is invalid (ndim outside 0..CKPT_MAX_NDIM, a
  * negative dimension, an unknown dtype) or the product overflows. */
 uint64_t ckpt_tensor_bytes_checked(ckpt_dtype dtype, int ndim, const int64_t *shape);
+
+/* Sets *repeated to a name held by two of the n records at items (each stride bytes, its
+ * NUL-terminated name at name_at bytes in), or to NULL when every name is distinct: the one
+ * duplicate check of a file's tensors, a manifest's tensors and its shards. It sorts pointers to
+ * the names, so a table of a million entries read from a damaged file is checked in n log n, not
+ * n^2. Returns 0, or -1 when out of memory for the pointers. */
+int ckpt_find_repeated_name(const void *items, int n, size_t stride, size_t name_at, const char **repeated);
 
 /* Sets SIGXFSZ to SIG_IGN (once per process) if it is at its default; see ckpt.h. */
 void ckpt_ignore_sigxfsz_once(void);

@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,14 +107,14 @@ static int check_tensors(const ckpt_manifest *m, const char *what, ddp_err *err)
         if (t->offset < 0 || t->offset > m->buffer_len ||
             bytes / sizeof(float) > (uint64_t)(m->buffer_len - t->offset))
             return ddp_fail(err, DDP_ERUNTIME, "%s: tensor %s lies outside the buffers", what, t->name);
-        for (int j = 0; j < i; j++)
-            if (!strcmp(m->tensors[j].name, t->name))
-                return ddp_fail(err, DDP_ERUNTIME, "%s: tensor %s appears twice", what, t->name);
         if (m->n_buffers > 0 && strlen(m->buffers[longest]) + strlen(t->name) >= CKPT_NAME_MAX)
             return ddp_fail(err, DDP_ERUNTIME, "%s: tensor %s%s: a name of over %d bytes", what, m->buffers[longest],
                             t->name, CKPT_NAME_MAX - 1);
     }
-    return DDP_OK;
+    const char *twice;
+    if (ckpt_find_repeated_name(m->tensors, m->n_tensors, sizeof *m->tensors, offsetof(ckpt_set_tensor, name), &twice))
+        return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory checking %d tensor names", what, m->n_tensors);
+    return twice ? ddp_fail(err, DDP_ERUNTIME, "%s: tensor %s appears twice", what, twice) : DDP_OK;
 }
 
 /* Each shard a file of the set's own directory, named once: a manifest never sends a read elsewhere. */
@@ -125,11 +126,11 @@ static int check_shard_names(const ckpt_manifest *m, const char *what, ddp_err *
             !strcmp(name, CKPT_SET_MANIFEST))
             return ddp_fail(err, DDP_ERUNTIME, "%s: shard \"%s\" is not a file name of the set's directory", what,
                             name);
-        for (int k = 0; k < s; k++)
-            if (!strcmp(m->shards[k].name, name))
-                return ddp_fail(err, DDP_ERUNTIME, "%s: shard %s appears twice", what, name);
     }
-    return DDP_OK;
+    const char *twice;
+    if (ckpt_find_repeated_name(m->shards, m->n_shards, sizeof *m->shards, offsetof(ckpt_set_shard, name), &twice))
+        return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory checking %d shard names", what, m->n_shards);
+    return twice ? ddp_fail(err, DDP_ERUNTIME, "%s: shard %s appears twice", what, twice) : DDP_OK;
 }
 
 int ckpt_set_check_cover(const ckpt_manifest *m, const char *what, ddp_err *err)

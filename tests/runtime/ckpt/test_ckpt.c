@@ -1,6 +1,6 @@
 /* test_ckpt.c — checkpoint format and files: round trip of every field and dtype, corruption
  * (tensor byte flip, truncation, header damage, bad magic/version) detected and named, newest-
- * valid fallback, keep_last pruning, leftover temporaries, the background writer's snapshot
+ * valid fallback, a tensor name twice refused by the writer and the reader, keep_last pruning, leftover temporaries, the background writer's snapshot
  * semantics, and the `ckpt info` / `ckpt diff` tool's output and exit codes.
  * Failure injection that needs a separate process (disk full, kill -9, permissions) lives in
  * test_ckpt_faults.c. */
@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "ckpt_test_state.h"
 #include "launcher/commands/commands.h"
@@ -167,6 +168,53 @@ static void test_corruption_and_fallback(void)
     CHECK_EQ_INT(ckpt_find_latest(empty, &c, used, &err), CKPT_NONE);
     CHECK(mkdir(empty, 0755) == 0, "mkdir");
     CHECK_EQ_INT(ckpt_find_latest(empty, &c, used, &err), CKPT_NONE);
+}
+
+/* path with its table's name `from` made `to` (as long) and the header CRC made right again: a
+ * file well formed but for the names. */
+static void rename_in_table(const char *path, const char *from, const char *to)
+{
+    int fd = open(path, O_RDWR);
+    uint8_t pre[32];
+    CHECK(fd >= 0 && pread(fd, pre, sizeof pre, 0) == (ssize_t)sizeof pre, "read %s", path);
+    uint32_t header_len = (uint32_t)pre[12] | (uint32_t)pre[13] << 8 | (uint32_t)pre[14] << 16 |
+                          (uint32_t)pre[15] << 24;
+    uint8_t *h = malloc(header_len);
+    CHECK(h && pread(fd, h, header_len, 32) == (ssize_t)header_len, "read the header of %s", path);
+    uint8_t *at = memmem(h, header_len, from, strlen(from));
+    CHECK(at != NULL && strlen(to) == strlen(from), "%s in the header", from);
+    memcpy(at, to, strlen(to));
+    uint32_t crc = (uint32_t)crc32(crc32(0L, pre, 24), h, header_len);
+    for (int k = 0; k < 4; k++)
+        pre[24 + k] = (uint8_t)(crc >> (8 * k));
+    CHECK(pwrite(fd, pre, sizeof pre, 0) == (ssize_t)sizeof pre && pwrite(fd, h, header_len, 32) == (ssize_t)header_len,
+          "write %s", path);
+    free(h);
+    close(fd);
+}
+
+/* A name twice in a tensor table: the writer refuses such a state before writing, and a reader
+ * refuses a file whose table holds one (its CRCs right), naming it. */
+static void test_name_twice(void)
+{
+    char sub[600], path[CKPT_PATH_MAX];
+    snprintf(sub, sizeof sub, "%s/twice", dir);
+    CHECK(mkdir(sub, 0755) == 0, "mkdir %s", sub);
+    test_state ts;
+    ts_init(&ts, 5, 3, 16);
+    snprintf(ts.t[8].name, sizeof ts.t[8].name, "%s", ts.t[3].name);
+    ddp_err err = {0};
+    CHECK(ckpt_write_atomic(sub, &ts.s, path, &err) != DDP_OK, "the writer refuses a name twice");
+    CHECK_STR_CONTAINS(err.msg, "checkpoint tensor name param/fc2.bias appears twice");
+    ts_free(&ts);
+    write_step(sub, 6, 3, path);
+    rename_in_table(path, "extra/i64", "extra/i32");
+    ckpt_loaded c;
+    CHECK(ckpt_read(path, &c, &err) != DDP_OK, "a table with a name twice is refused");
+    CHECK_STR_CONTAINS(err.msg, "tensor extra/i32 appears twice");
+    rename_in_table(path, "extra/i32", "extra/i64"); /* the first of the two: the names differ again */
+    CHECK(ckpt_read(path, &c, &err) == DDP_OK, "distinct names read again: %s", err.msg);
+    ckpt_loaded_free(&c);
 }
 
 static void test_prune_and_temps(void)
@@ -381,6 +429,7 @@ int main(void)
     }
     test_round_trip();
     test_corruption_and_fallback();
+    test_name_twice();
     test_prune_and_temps();
     test_background_writer();
     test_writer_prune_timed_apart();
