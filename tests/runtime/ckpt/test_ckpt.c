@@ -1,7 +1,8 @@
 /* test_ckpt.c — checkpoint format and files: round trip of every field and dtype, corruption
  * (tensor byte flip, truncation, header damage, bad magic/version) detected and named, newest-
- * valid fallback, a tensor name twice refused by the writer and the reader, keep_last pruning, leftover temporaries, the background writer's snapshot
- * semantics, and the `ckpt info` / `ckpt diff` tool's output and exit codes.
+ * valid fallback, a tensor name twice refused by the writer and the reader, keep_last pruning,
+ * leftover temporaries, the background writer's snapshot semantics, and the `ckpt info` /
+ * `ckpt diff` tool's output and exit codes.
  * Failure injection that needs a separate process (disk full, kill -9, permissions) lives in
  * test_ckpt_faults.c. */
 #include <fcntl.h>
