@@ -1,16 +1,15 @@
-/* test_token_shards.c — llm.c token shards and tokenizer.bin (suite 'data').
+/* test_token_shards.c — llm.c token shards (suite 'data').
  *
  * Writes shards (both formats: uint16 tokens, magic 20240520 version 1; uint32 tokens, magic 20240801
- * version 7) and tokenizer files into a temporary directory and checks: window counts and the
- * contents of gathered windows against a reference stream built here, for shard layouts where
- * windows cross one or several shard boundaries; every malformed shard set (a size that fits the
- * other format's token size, a version that is not the magic's, formats mixed within a split) and
- * tokenizer file is rejected with the offending file named, the struct zeroed and nothing left
- * mapped (counted in /proc/self/maps; heap leaks are LeakSanitizer's job under
- * -fsanitize=address); the vocabulary scan names file:offset of the first bad id, uint32 ids of
- * 2^31 and above unsigned; a stream past 2^32 tokens and a uint32 shard of INT32_MAX tokens (sparse
- * files) are addressed correctly. Expected values come from the format's definition, never from the
- * code under test. */
+ * version 7) into a temporary directory and checks: window counts and the contents of gathered
+ * windows against a reference stream built here, for shard layouts where windows cross one or
+ * several shard boundaries; every malformed shard set (a size that fits the other format's token
+ * size, a version that is not the magic's, formats mixed within a split) is rejected with the
+ * offending file named, the struct zeroed and nothing left mapped (counted in /proc/self/maps; heap
+ * leaks are LeakSanitizer's job under -fsanitize=address); the vocabulary scan names file:offset of
+ * the first bad id, uint32 ids of 2^31 and above unsigned; a stream past 2^32 tokens and a uint32
+ * shard of INT32_MAX tokens (sparse files) are addressed correctly. Expected values come from the
+ * format's definition, never from the code under test. tokenizer.bin is test_tokenizer_bin.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -23,116 +22,7 @@
 
 #include "tests/check.h"
 #include "runtime/data/token_shards.h"
-#include "runtime/data/tokenizer.h"
-
-static char tmpdir[256];
-
-/* ---- files written at test time ---- */
-
-static void die(const char *what, const char *path)
-{
-    fprintf(stderr, "test setup: %s %s: %s\n", what, path, strerror(errno));
-    exit(1);
-}
-
-static void put_le32(uint8_t *p, int32_t v)
-{
-    uint32_t u = (uint32_t)v;
-    p[0] = (uint8_t)u, p[1] = (uint8_t)(u >> 8), p[2] = (uint8_t)(u >> 16), p[3] = (uint8_t)(u >> 24);
-}
-
-static void write_raw(const char *path, const uint8_t *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0)
-        die("cannot write", path);
-}
-
-/* A fresh empty directory under tmpdir, named after the case for readable messages. */
-static void fresh_dir(char *out, size_t cap, const char *name)
-{
-    snprintf(out, cap, "%s/%s", tmpdir, name);
-    if (mkdir(out, 0700) != 0)
-        die("cannot mkdir", out);
-}
-
-/* Shard bytes: a header declaring `declared` tokens, then n tokens (n may differ, to corrupt). */
-static uint8_t *shard_bytes(const uint16_t *tokens, int64_t n, int32_t declared, size_t *len)
-{
-    *len = 1024 + 2 * (size_t)n;
-    uint8_t *b = calloc(*len, 1);
-    if (!b)
-        die("out of memory", "");
-    put_le32(b, 20240520);
-    put_le32(b + 4, 1);
-    put_le32(b + 8, declared);
-    for (int64_t i = 0; i < n; i++)
-        b[1024 + 2 * i] = (uint8_t)tokens[i], b[1024 + 2 * i + 1] = (uint8_t)(tokens[i] >> 8);
-    return b;
-}
-
-/* The same for uint32 tokens (magic 20240801, version 7): 4 bytes per token. */
-static uint8_t *shard32_bytes(const uint32_t *tokens, int64_t n, int32_t declared, size_t *len)
-{
-    *len = 1024 + 4 * (size_t)n;
-    uint8_t *b = calloc(*len, 1);
-    if (!b)
-        die("out of memory", "");
-    put_le32(b, 20240801);
-    put_le32(b + 4, 7);
-    put_le32(b + 8, declared);
-    for (int64_t i = 0; i < n; i++)
-        put_le32(b + 1024 + 4 * i, (int32_t)tokens[i]);
-    return b;
-}
-
-static void shard_name(char *out, size_t cap, const char *dir, const char *split, int k)
-{
-    /* a path that does not fit is a broken test setup, never a silently shorter name */
-    if (snprintf(out, cap, "%s/%s_%06d.bin", dir, split, k) >= (int)cap)
-        die("shard path too long: ", dir);
-}
-
-static void write_shard(const char *dir, const char *split, int k, const uint16_t *tokens, int64_t n)
-{
-    char path[512];
-    size_t len;
-    uint8_t *b = shard_bytes(tokens, n, (int32_t)n, &len);
-    shard_name(path, sizeof path, dir, split, k);
-    write_raw(path, b, len);
-    free(b);
-}
-
-static void write_shard32(const char *dir, const char *split, int k, const uint32_t *tokens, int64_t n)
-{
-    char path[512];
-    size_t len;
-    uint8_t *b = shard32_bytes(tokens, n, (int32_t)n, &len);
-    shard_name(path, sizeof path, dir, split, k);
-    write_raw(path, b, len);
-    free(b);
-}
-
-/* Mappings of files under dir in this process: what a failed open or a close must leave at 0. */
-static int count_maps(const char *dir)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    if (!f)
-        die("cannot read", "/proc/self/maps");
-    char line[1024], prefix[600];
-    snprintf(prefix, sizeof prefix, "%s/", dir); /* so "empty" does not count "empty_file" */
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        n += strstr(line, prefix) != NULL;
-    fclose(f);
-    return n;
-}
-
-static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
+#include "shard_test_files.h"
 
 /* ---- windows and gathering ---- */
 
@@ -673,171 +563,9 @@ static void check_huge_shard32(void)
     CHECK_EQ_INT(count_maps(dir), 0);
 }
 
-/* ---- tokenizer.bin ---- */
-
-#define TOK_VOCAB 260
-#define TOK_EOT 259
-static const char *const MULTI[] = {"th", "e ", NULL /* 255 x 'x' */, "<|endoftext|>"};
-
-static uint8_t *tokenizer_file(size_t *len)
-{
-    uint8_t *b = calloc(1024 + TOK_VOCAB * 256, 1);
-    put_le32(b, 20240328);
-    put_le32(b + 4, 2);
-    put_le32(b + 8, TOK_VOCAB);
-    put_le32(b + 12, TOK_EOT);
-    size_t pos = 1024;
-    for (int id = 0; id < 256; id++)
-        b[pos++] = 1, b[pos++] = (uint8_t)id;
-    for (int j = 0; j < 4; j++) {
-        size_t n = MULTI[j] ? strlen(MULTI[j]) : 255;
-        b[pos++] = (uint8_t)n;
-        for (size_t i = 0; i < n; i++)
-            b[pos++] = MULTI[j] ? (uint8_t)MULTI[j][i] : 'x';
-    }
-    *len = pos;
-    return b;
-}
-
-static void check_tokenizer_good(const char *path)
-{
-    tokenizer t;
-    ddp_err err = {0};
-    int rc = tokenizer_load(path, &t, &err);
-    CHECK(rc == DDP_OK, "tokenizer load: %s", err.msg);
-    if (rc)
-        return;
-    CHECK_EQ_INT(t.vocab_size, TOK_VOCAB);
-    CHECK_EQ_INT(t.eot, TOK_EOT);
-    size_t len;
-    const uint8_t *p;
-    for (int id = 0; id < 256; id++) {
-        p = tokenizer_bytes(&t, id, &len);
-        CHECK(p && len == 1 && p[0] == id, "byte token %d", id);
-    }
-    p = tokenizer_bytes(&t, 258, &len);
-    CHECK(p && len == 255 && p[0] == 'x' && p[254] == 'x', "the 255-byte token");
-    p = tokenizer_bytes(&t, TOK_EOT, &len);
-    CHECK(p && len == 13 && memcmp(p, "<|endoftext|>", 13) == 0, "end-of-text token");
-    CHECK(tokenizer_bytes(&t, -1, &len) == NULL && len == 0, "id -1 has no bytes");
-    CHECK(tokenizer_bytes(&t, TOK_VOCAB, &len) == NULL && len == 0, "id vocab_size has no bytes");
-
-    /* round trip: ids for "the cat<|endoftext|>" */
-    const int32_t ids[] = {256, 257, 'c', 'a', 't', TOK_EOT};
-    char out[64];
-    size_t written = 99;
-    CHECK_EQ_INT(tokenizer_decode(&t, ids, 6, out, sizeof out, &written), 6);
-    CHECK(strcmp(out, "the cat<|endoftext|>") == 0 && written == 20, "decoded \"%s\" (%zu bytes)", out, written);
-    /* whole tokens only: 5 bytes of room hold "th", "e " and the NUL, so decoding stops before "c" */
-    CHECK_EQ_INT(tokenizer_decode(&t, ids, 6, out, 5, &written), 2);
-    CHECK(strcmp(out, "the ") == 0 && written == 4, "cut decode gave \"%s\"", out);
-    CHECK_EQ_INT(tokenizer_decode(&t, ids, 6, out, 0, &written), 0);
-    CHECK_EQ_INT(written, 0);
-    const int32_t odd[] = {-1, TOK_VOCAB, 'a'};
-    CHECK_EQ_INT(tokenizer_decode(&t, odd, 3, out, sizeof out, &written), 3);
-    CHECK(strcmp(out, "\xEF\xBF\xBD\xEF\xBF\xBD" "a") == 0, "out-of-range ids decode as U+FFFD");
-
-    /* streaming every id through a buffer of 256 bytes reassembles the whole table */
-    int32_t all[TOK_VOCAB];
-    for (int i = 0; i < TOK_VOCAB; i++)
-        all[i] = i;
-    char want[1024 + TOK_VOCAB * 256], got[sizeof want], buf[256];
-    size_t want_len = 0, got_len = 0;
-    for (int i = 0; i < TOK_VOCAB; i++) {
-        p = tokenizer_bytes(&t, i, &len);
-        memcpy(want + want_len, p, len);
-        want_len += len;
-    }
-    int64_t done = 0, calls = 0;
-    while (done < TOK_VOCAB && calls++ < 1000) {
-        int64_t k = tokenizer_decode(&t, all + done, TOK_VOCAB - done, buf, sizeof buf, &written);
-        CHECK(k >= 1, "streaming decode made no progress at id %lld", (long long)done);
-        memcpy(got + got_len, buf, written);
-        got_len += written, done += k;
-    }
-    CHECK(done == TOK_VOCAB && got_len == want_len && memcmp(got, want, want_len) == 0,
-          "streamed decode differs (%zu of %zu bytes)", got_len, want_len);
-    tokenizer_free(&t);
-    CHECK(t.entries == NULL && t.offset == NULL && t.vocab_size == 0, "tokenizer_free zeroes");
-}
-
-static void expect_tokenizer_error(const char *name, const uint8_t *bytes, size_t len, const char *n1,
-                                   const char *n2)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    if (bytes)
-        write_raw(path, bytes, len);
-    tokenizer t;
-    memset(&t, 0xab, sizeof t);
-    ddp_err err = {0};
-    int rc = tokenizer_load(path, &t, &err);
-    CHECK(rc == DDP_EUSAGE, "%s: rc %d (msg: %s)", name, rc, err.msg);
-    CHECK_STR_CONTAINS(err.msg, name);
-    CHECK_STR_CONTAINS(err.msg, n1);
-    if (n2)
-        CHECK_STR_CONTAINS(err.msg, n2);
-    CHECK(t.entries == NULL && t.offset == NULL && t.vocab_size == 0 && t.eot == 0, "%s: not zeroed", name);
-    if (rc == DDP_OK)
-        tokenizer_free(&t);
-}
-
-/* A copy of the good file with the int32 at byte `at` replaced. */
-static void bad_field(const char *name, const uint8_t *good, size_t len, size_t at, int32_t v, const char *n1,
-                      const char *n2)
-{
-    uint8_t *b = malloc(len);
-    memcpy(b, good, len);
-    put_le32(b + at, v);
-    expect_tokenizer_error(name, b, len, n1, n2);
-    free(b);
-}
-
-static void check_tokenizer(void)
-{
-    size_t len;
-    uint8_t *good = tokenizer_file(&len);
-    char path[512];
-    snprintf(path, sizeof path, "%s/tokenizer.bin", tmpdir);
-    write_raw(path, good, len);
-    check_tokenizer_good(path);
-
-    bad_field("tok_magic.bin", good, len, 0, 20240520, "bad magic 20240520", "20240328");
-    bad_field("tok_version.bin", good, len, 4, 1, "version 1", "expected 2");
-    bad_field("tok_vocab0.bin", good, len, 8, 0, "vocabulary size 0", NULL);
-    bad_field("tok_vocab_neg.bin", good, len, 8, -3, "vocabulary size -3", NULL);
-    bad_field("tok_vocab_huge.bin", good, len, 8, (1 << 20) + 1, "vocabulary size 1048577", NULL);
-    /* one id fewer (and no end-of-text id, which would now be out of range): the last entry is left over */
-    uint8_t *less = malloc(len);
-    memcpy(less, good, len);
-    put_le32(less + 8, TOK_VOCAB - 1);
-    put_le32(less + 12, -1);
-    expect_tokenizer_error("tok_vocab_less.bin", less, len, "14 trailing bytes", "259 tokens");
-    free(less);
-    bad_field("tok_eot_gone.bin", good, len, 8, TOK_VOCAB - 1, "end-of-text id 259", "-1..258");
-    bad_field("tok_vocab_more.bin", good, len, 8, TOK_VOCAB + 1, "truncated", "token 260 of 261");
-    bad_field("tok_eot_big.bin", good, len, 12, TOK_VOCAB, "end-of-text id 260", NULL);
-    bad_field("tok_eot_neg.bin", good, len, 12, -2, "end-of-text id -2", NULL);
-    uint8_t *b = malloc(len + 1);
-    memcpy(b, good, len);
-    b[len] = 'z';
-    expect_tokenizer_error("tok_trailing.bin", b, len + 1, "1 trailing bytes", NULL);
-    expect_tokenizer_error("tok_cut_last.bin", b, len - 1, "truncated", "token 259");
-    expect_tokenizer_error("tok_cut_mid.bin", b, 1024 + 11, "truncated", "token 5 needs 1 bytes");
-    expect_tokenizer_error("tok_short.bin", b, 500, "500 bytes is too short", NULL);
-    expect_tokenizer_error("tok_empty.bin", b, 0, "0 bytes is too short", NULL);
-    b[1024 + 2 * 100] = 0; /* id 100's length byte */
-    expect_tokenizer_error("tok_zero_len.bin", b, len, "token 100 has length 0", "byte 1224");
-    free(b);
-    expect_tokenizer_error("tok_missing.bin", NULL, 0, "No such file", "scripts/prepare-text");
-    free(good);
-}
-
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "%s/ddptest_shards.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(tmpdir))
-        die("cannot create", tmpdir);
+    files_begin("shards");
     check_windows();
     check_ignored_names();
     check_bad_shards();
@@ -848,7 +576,6 @@ int main(void)
     check_vocab32();
     check_huge_stream();
     check_huge_shard32();
-    check_tokenizer();
-    nftw(tmpdir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    files_end();
     return check_done("test_token_shards");
 }
