@@ -20,7 +20,7 @@ _Static_assert(sizeof(device_kind) == sizeof(int) && sizeof(act_kind) == sizeof(
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 static const char *const data_names[] = {"fashion-mnist", "synthetic", "tokens", NULL};
 static const char *const opt_names[] = {"sgd", "adamw", NULL};
-static const char *const sched_names[] = {"constant", "cosine", NULL};
+static const char *const sched_names[] = {"constant", "cosine", "linear", "wsd", NULL};
 static const char *const backend_names[] = {"auto", "mpi", "nccl", NULL};
 static const char *const grad_dtype_names[] = {"fp32", "bf16", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
@@ -141,11 +141,16 @@ static const cfg_key keys_after_models[] = {
         "its step (exit 65)."),
     SECTION("optimizer.schedule"),
     ENUM("optimizer.schedule.kind", optimizer.schedule.kind, sched_names, "constant", HASH_YES,
-         "LR schedule after warm-up."),
+         "LR schedule after warm-up: `constant` keeps the peak; `cosine` and `linear` go from it to "
+         "`optimizer.schedule.min_lr` over the rest of the run (a cosine's half period, a straight line); `wsd` "
+         "(warmup-stable-decay) keeps the peak until the last `optimizer.schedule.decay_fraction` of the steps "
+         "after warm-up, then goes in a straight line to `min_lr`."),
     INT("optimizer.schedule.warmup_steps", optimizer.schedule.warmup_steps, 0, BIG, "0", HASH_YES,
         "Linear warm-up steps."),
-    NUM("optimizer.schedule.min_lr", optimizer.schedule.min_lr, NR_NONNEG, "0", HASH_COSINE,
-        "Final LR of the cosine schedule."),
+    NUM("optimizer.schedule.min_lr", optimizer.schedule.min_lr, NR_NONNEG, "0", HASH_DECAY,
+        "Final LR of the cosine, linear and wsd schedules."),
+    NUM("optimizer.schedule.decay_fraction", optimizer.schedule.decay_fraction, NR_FRACTION, "0.2", HASH_WSD,
+        "`wsd`: the part of the steps after warm-up that decays to `min_lr` (the rest keeps the peak)."),
     SECTION("ddp"),
     ENUM("ddp.backend", ddp.backend, backend_names, "auto", HASH_NO,
          "Gradient all-reduce backend; `auto` = NCCL on CUDA, MPI on CPU."),

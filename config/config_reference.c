@@ -29,7 +29,8 @@ static const char hash_note[] =
     "\n"
     "**H**: part of the config hash stored in checkpoints — the settings a bit-exact resume depends\n"
     "on (FNV-1a 64 over `key=value` lines of these keys). A model kind's name, \"(adamw)\", \"(sgd)\",\n"
-    "\"(cosine)\", \"(synthetic)\", \"(tokens)\": only hashed when that choice is active; \"(per rank)\": only\n"
+    "\"(wsd)\", \"(synthetic)\", \"(tokens)\": only hashed when that choice is active; \"(decay)\": with a\n"
+    "schedule that decays (cosine, linear or wsd); \"(per rank)\": only\n"
     "while `train.global_batch` is 0, \"(global batch)\": only when it is set, so a job with a global batch\n"
     "resumes on any world size that divides it; \"(packed)\": only when `data.packed` is true. Not hashed:\n"
     "run directory, device/backend/bucket sizes, logging, evaluation, epochs/max_steps and all checkpoint\n"
@@ -37,7 +38,7 @@ static const char hash_note[] =
 
 /* The choice a conditionally hashed key depends on, as the note above names it. */
 static const char *const hash_condition[] = {
-    [HASH_SGD] = "sgd", [HASH_ADAMW] = "adamw", [HASH_COSINE] = "cosine",
+    [HASH_SGD] = "sgd", [HASH_ADAMW] = "adamw", [HASH_DECAY] = "decay", [HASH_WSD] = "wsd",
     [HASH_SYNTHETIC] = "synthetic", [HASH_TOKENS] = "tokens", [HASH_PER_RANK] = "per rank",
     [HASH_GLOBAL_BATCH] = "global batch", [HASH_PACKED] = "packed",
 };
@@ -102,7 +103,10 @@ static void allowed_text(const cfg_key *k, char *out, size_t n)
     switch (k->type) {
     case KT_INT: int_range(k->imin, k->imax, out, n); break;
     case KT_UINT: snprintf(out, n, "0 … 2^64−1"); break;
-    case KT_NUM: snprintf(out, n, "%s", k->range == NR_POSITIVE ? "> 0" : k->range == NR_NONNEG ? "≥ 0" : "[0, 1)"); break;
+    case KT_NUM:
+        snprintf(out, n, "%s", k->range == NR_POSITIVE ? "> 0" : k->range == NR_NONNEG ? "≥ 0"
+                               : k->range == NR_UNIT   ? "[0, 1)" : "(0, 1]");
+        break;
     case KT_STR: snprintf(out, n, "non-empty"); break;
     case KT_OPT_PATH: snprintf(out, n, "a path, or `\"\"` for none"); break;
     case KT_COMMAND:

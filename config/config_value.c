@@ -31,7 +31,8 @@ const char *cfg_signal_name(int signo)
 static void num_expect(num_range r, char *out, size_t n)
 {
     snprintf(out, n, "%s", r == NR_POSITIVE ? "a positive number"
-                           : r == NR_NONNEG ? "a number >= 0" : "a number in [0, 1)");
+                           : r == NR_NONNEG ? "a number >= 0"
+                           : r == NR_UNIT   ? "a number in [0, 1)" : "a number in (0, 1]");
 }
 
 static void int_expect(int64_t lo, int64_t hi, char *out, size_t n)
@@ -148,7 +149,9 @@ static bool looks_numeric(const char *t)
 
 bool cfg_num_allowed(double v, num_range r)
 {
-    return isfinite(v) && (r == NR_POSITIVE ? v > 0 : r == NR_NONNEG ? v >= 0 : (v >= 0 && v < 1));
+    return isfinite(v) && (r == NR_POSITIVE ? v > 0
+                           : r == NR_NONNEG ? v >= 0
+                           : r == NR_UNIT   ? (v >= 0 && v < 1) : (v > 0 && v <= 1));
 }
 
 static int parse_int(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key,

@@ -194,7 +194,8 @@ static bool hashed(const config *c, const cfg_key *k)
     case HASH_YES: return true;
     case HASH_SGD: return c->optimizer.kind == OPT_SGD;
     case HASH_ADAMW: return c->optimizer.kind != OPT_SGD;
-    case HASH_COSINE: return c->optimizer.schedule.kind == SCHED_COSINE;
+    case HASH_DECAY: return c->optimizer.schedule.kind != SCHED_CONSTANT;
+    case HASH_WSD: return c->optimizer.schedule.kind == SCHED_WSD;
     case HASH_SYNTHETIC: return c->data.kind == DATA_SYNTHETIC;
     case HASH_TOKENS: return c->data.kind == DATA_TOKENS;
     case HASH_PER_RANK: return c->train.global_batch == 0;

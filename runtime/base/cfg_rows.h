@@ -30,7 +30,7 @@ typedef enum key_type {
     KT_SIGNAL,  /* checkpoint.signal: a signal name -> number */
 } key_type;
 
-typedef enum num_range { NR_POSITIVE, NR_NONNEG, NR_UNIT } num_range; /* >0, >=0, [0,1) */
+typedef enum num_range { NR_POSITIVE, NR_NONNEG, NR_UNIT, NR_FRACTION } num_range; /* >0, >=0, [0,1), (0,1] */
 
 /* When the config hash covers a key (config_write.c): never, always, or only when the setting it
  * belongs to is chosen (SGD's momentum under AdamW cannot affect a run). A model kind's keys are
@@ -39,7 +39,7 @@ typedef enum num_range { NR_POSITIVE, NR_NONNEG, NR_UNIT } num_range; /* >0, >=0
  * the global batch, HASH_GLOBAL_BATCH, instead). HASH_PACKED: only when data.packed is true, so
  * the checkpoints of runs on windows of tokens keep their hash. */
 typedef enum hash_rule {
-    HASH_NO, HASH_YES, HASH_SGD, HASH_ADAMW, HASH_COSINE, HASH_SYNTHETIC, HASH_TOKENS, HASH_PER_RANK,
+    HASH_NO, HASH_YES, HASH_SGD, HASH_ADAMW, HASH_DECAY, HASH_WSD, HASH_SYNTHETIC, HASH_TOKENS, HASH_PER_RANK,
     HASH_GLOBAL_BATCH, HASH_PACKED
 } hash_rule;
 

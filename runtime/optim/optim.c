@@ -113,6 +113,7 @@ int optim_create_parts(const optim_opts *opts, device *dev, size_t n, const opti
     o->sched = opts->schedule.kind;
     o->warmup_steps = opts->schedule.warmup_steps;
     o->min_lr = opts->schedule.min_lr;
+    o->decay_fraction = opts->schedule.decay_fraction;
     int rc = alloc_norm_scalars(o, err);
     if (!rc)
         rc = set_parts(o, parts, n_parts, n_state, err);
@@ -149,11 +150,20 @@ double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps)
         return o->lr * (double)(step + 1) / (double)o->warmup_steps;
     if (o->sched == SCHED_CONSTANT)
         return o->lr;
-    int64_t decay_steps = total_steps - o->warmup_steps;
-    double progress = decay_steps > 0 ? (double)(step - o->warmup_steps) / (double)decay_steps : 1.0;
+    /* the steps the schedule decays over, and where it begins */
+    double decay_steps = (double)(total_steps - o->warmup_steps), start = (double)o->warmup_steps;
+    if (o->sched == SCHED_WSD) {
+        start += decay_steps * (1.0 - o->decay_fraction);
+        decay_steps *= o->decay_fraction;
+    }
+    double progress = decay_steps > 0 ? ((double)step - start) / decay_steps : 1.0;
+    if (o->sched == SCHED_WSD && progress <= 0.0) /* the stable part: the peak itself */
+        return o->lr;
     if (progress > 1.0)
         progress = 1.0;
-    return o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos(M_PI * progress));
+    if (o->sched == SCHED_COSINE)
+        return o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos(M_PI * progress));
+    return o->min_lr + (o->lr - o->min_lr) * (1.0 - progress);
 }
 
 /* One part: straight into grad_sumsq. Several: each into its slot, then their sum (the order is

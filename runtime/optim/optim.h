@@ -21,7 +21,10 @@
 #include "runtime/base/err.h"
 
 typedef enum { OPT_SGD, OPT_ADAMW } optim_kind;
-typedef enum { SCHED_CONSTANT, SCHED_COSINE } sched_kind;
+/* After warm-up: the peak lr throughout (constant), a cosine or a straight line from lr to min_lr
+ * over the rest of the run, or warmup-stable-decay (lr until the last decay_fraction of the steps
+ * after warm-up, then a straight line to min_lr). */
+typedef enum { SCHED_CONSTANT, SCHED_COSINE, SCHED_LINEAR, SCHED_WSD } sched_kind;
 
 /* What an optimizer is made with: its kind, hyperparameters and learning-rate schedule (the
  * config's optimizer section is one of these; tests fill their own). */
@@ -29,7 +32,7 @@ typedef struct optim_opts {
     optim_kind kind;
     double lr, weight_decay, beta1, beta2, eps, momentum, grad_clip; /* grad_clip 0 = off */
     bool nesterov;
-    struct { sched_kind kind; int64_t warmup_steps; double min_lr; } schedule;
+    struct { sched_kind kind; int64_t warmup_steps; double min_lr, decay_fraction; } schedule;
 } optim_opts;
 
 /* A range of the flat buffers, in elements. */
@@ -63,7 +66,7 @@ typedef struct optimizer {
     bool nesterov;
     sched_kind sched;
     int64_t warmup_steps;
-    double min_lr;
+    double min_lr, decay_fraction;
     /* The spans exempt from weight decay as [start, end) bounds in one device array (the steps
      * read it where they run), adjacent spans merged; NULL and 0 until optim_set_no_decay. */
     size_t *exempt_bounds;
@@ -85,7 +88,10 @@ void optim_destroy(optimizer *o);
  * there. */
 int optim_set_no_decay(optimizer *o, const optim_span *spans, int n_spans, ddp_err *err);
 /* Learning rate for optimizer step `step` (0-based) of total_steps. Linear warmup from lr/warmup
- * to lr over warmup_steps, then cosine to min_lr at total_steps; constant: lr (after warmup). */
+ * to lr over warmup_steps; then, with d the steps after warm-up (total_steps - warmup_steps) and
+ * p = (step - warmup_steps) / d: constant lr; cosine min_lr + (lr - min_lr)(1 + cos(pi p)) / 2;
+ * linear min_lr + (lr - min_lr)(1 - p); WSD lr up to the last decay_fraction * d steps, then a line
+ * to min_lr over those. Past total_steps: the value at total_steps (min_lr when it decays). */
 double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps);
 /* Computes the global L2 norm of the gradients on the device and, when clipping is on
  * (grad_clip > 0), clip_grad_norm_'s factor min(1, grad_clip/(norm+1e-6)) there too; waits for

@@ -257,6 +257,52 @@ static void test_settings_text(const char *const same[], size_t n_same, const ch
     free(text);
 }
 
+/* optimizer.schedule: the four kinds by name, decay_fraction's default and range, and what each
+ * kind makes the hash cover (min_lr with a decaying schedule, decay_fraction with wsd alone, so the
+ * checkpoints of cosine runs keep their hash). The example config's schedule is cosine. */
+static void test_schedule_keys(void)
+{
+    const char *names[] = {"constant", "cosine", "linear", "wsd"};
+    const sched_kind kinds[] = {SCHED_CONSTANT, SCHED_COSINE, SCHED_LINEAR, SCHED_WSD};
+    for (int i = 0; i < 4; i++) {
+        char ov[64];
+        snprintf(ov, sizeof ov, "optimizer.schedule.kind=%s", names[i]);
+        config c = example_with(ov);
+        CHECK(c.optimizer.schedule.kind == kinds[i], "%s: kind %d", names[i], (int)c.optimizer.schedule.kind);
+        CHECK(c.optimizer.schedule.decay_fraction == 0.2, "%s: decay_fraction %g", names[i],
+              c.optimizer.schedule.decay_fraction);
+    }
+    config one = example_with("optimizer.schedule.decay_fraction=1");
+    CHECK(one.optimizer.schedule.decay_fraction == 1.0, "decay_fraction 1 taken");
+    expect_fail(NULL, 1, (char *[]){"optimizer.schedule.decay_fraction=0"},
+                "<override 1>:1:35: optimizer.schedule.decay_fraction:", "a number in (0, 1]");
+    expect_fail(NULL, 1, (char *[]){"optimizer.schedule.decay_fraction=1.5"},
+                "<override 1>:1:35: optimizer.schedule.decay_fraction:", "a number in (0, 1]");
+    expect_fail(NULL, 1, (char *[]){"optimizer.schedule.kind=step"}, "<override 1>:1:25: optimizer.schedule.kind:",
+                "expected one of constant, cosine, linear, wsd");
+    /* pairs (schedule, setting): whether the setting changes the hash under that schedule */
+    const struct { const char *kind, *setting; bool hashed; } rules[] = {
+        {"cosine", "optimizer.schedule.decay_fraction=0.5", false},
+        {"cosine", "optimizer.schedule.min_lr=0.0001", true},
+        {"constant", "optimizer.schedule.min_lr=0.0001", false},
+        {"linear", "optimizer.schedule.min_lr=0.0001", true},
+        {"linear", "optimizer.schedule.decay_fraction=0.5", false},
+        {"wsd", "optimizer.schedule.min_lr=0.0001", true},
+        {"wsd", "optimizer.schedule.decay_fraction=0.5", true},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        char kind[64];
+        snprintf(kind, sizeof kind, "optimizer.schedule.kind=%s", rules[i].kind);
+        config a, b;
+        ddp_err err = {0};
+        const char *yaml = DDP_SOURCE_ROOT "/configs/fashion_mlp.yaml";
+        CHECK(config_load(yaml, 1, (char *[]){kind}, &a, &err) == DDP_OK, "%s", err.msg);
+        CHECK(config_load(yaml, 2, (char *[]){kind, (char *)rules[i].setting}, &b, &err) == DDP_OK, "%s", err.msg);
+        CHECK((config_hash(&a) != config_hash(&b)) == rules[i].hashed, "%s under %s: hash %s", rules[i].setting,
+              rules[i].kind, rules[i].hashed ? "unchanged" : "changed");
+    }
+}
+
 static void test_hash(void)
 {
     uint64_t base = hash_with(NULL);
@@ -449,6 +495,7 @@ int main(void)
     test_unreadable();
     test_round_trip();
     test_hash();
+    test_schedule_keys();
     test_reference();
     test_global_batch();
     CHECK(!strcmp(act_kind_name(ACT_GELU), "gelu"), "act_kind_name");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checkpoints that survive preemption, end to end under real mpirun:
 # bit-exact resume after a stop at a non-checkpoint step (np=1, np=2, stop seen by one rank
-# only), resume from the previous checkpoint when the newest is corrupt or truncated,
+# only; and inside a warmup-stable-decay schedule's decay, whose logged lr is checked against its
+# definition), resume from the previous checkpoint when the newest is corrupt or truncated,
 # a world-size change that uses every sample of the interrupted epoch exactly once, a
 # checkpoint of another model refused naming both models, one saved with other settings refused
 # naming each setting that differs, and one of the previous format version refused saying why.
@@ -24,6 +25,32 @@ for np in 1 2; do
     check "np=$np: resumed result is bit-identical to the uninterrupted run (ckpt diff)" \
         "$DDPRUN" ckpt diff "$ref/checkpoints/ckpt-00000040.ddp" "$run/checkpoints/ckpt-00000040.ddp"
 done
+
+# warmup-stable-decay: the logged lr is the peak through the stable part and then the straight
+# line to min_lr its definition gives (5 warm-up steps, a quarter of the 35 after them decaying:
+# from step index 31.25 on), and a job stopped inside the decay resumes bit-identically.
+WSD=(train.max_steps=40 train.log_every=1 optimizer.schedule.kind=wsd optimizer.schedule.decay_fraction=0.25
+     optimizer.schedule.min_lr=1e-4)
+worker 1 "$TMP/wsd-ref" "${WSD[@]}" >"$TMP/wsd-ref.log" 2>&1
+check "wsd: uninterrupted 40-step run" [ $? -eq 0 ]
+lr_ok=$(python3 - "$TMP/wsd-ref/metrics.jsonl" <<'PY'
+import json, sys
+lrs = {r["step"]: r["lr"] for r in map(json.loads, open(sys.argv[1])) if "lr" in r}
+def want(i):  # step index i (0-based): the lr the schedule defines
+    if i < 5: return 0.05 * (i + 1) / 5
+    p = (i - 31.25) / 8.75
+    return 0.05 if p <= 0 else 1e-4 + (0.05 - 1e-4) * (1 - min(p, 1.0))
+bad = [s for s in range(1, 41) if s not in lrs or abs(lrs[s] - want(s - 1)) > 1e-5 * want(s - 1)]
+print("ok" if not bad and lrs[32] == 0.05 and lrs[33] < 0.05 else "steps %s: %s" % (bad, lrs))
+PY
+)
+check "wsd: logged lr follows warm-up, stable peak and decay ($lr_ok)" [ "$lr_ok" = ok ]
+DDP_TEST_FAULT=stop:0:36 worker 1 "$TMP/wsd" "${WSD[@]}" >/dev/null 2>&1
+check "wsd: stopped at step 36, inside the decay" [ -f "$TMP/wsd/checkpoints/ckpt-00000036.ddp" ]
+worker 1 "$TMP/wsd" "${WSD[@]}" checkpoint.resume=auto >"$TMP/wsd.log" 2>&1
+check "wsd: resumed run completes" [ $? -eq 0 ]
+check "wsd: resumed result bit-identical to the uninterrupted run" \
+    "$DDPRUN" ckpt diff "$TMP/wsd-ref/checkpoints/ckpt-00000040.ddp" "$TMP/wsd/checkpoints/ckpt-00000040.ddp"
 
 # Newest checkpoint corrupt (one byte flipped inside a tensor) or truncated: the previous one is
 # used, reported, and the result is still bit-identical to the uninterrupted run.

@@ -158,6 +158,28 @@ static void test_schedules(void)
     CHECK_CLOSE(optim_lr_at(o, 0, 100), 0.25, 1e-12, 0);
     CHECK_CLOSE(optim_lr_at(o, 3, 100), 1.0, 1e-12, 0);
     CHECK_CLOSE(optim_lr_at(o, 99, 100), 1.0, 1e-12, 0);
+    /* linear after 10 warm-up steps: a straight line from lr 1 at step 10 to min_lr 0.1 at 110 */
+    o->sched = SCHED_LINEAR;
+    o->warmup_steps = 10;
+    CHECK_CLOSE(optim_lr_at(o, 9, 110), 1.0, 1e-12, 0);
+    CHECK_CLOSE(optim_lr_at(o, 10, 110), 1.0, 1e-12, 0);
+    CHECK_CLOSE(optim_lr_at(o, 35, 110), 1.0 - 0.9 * 0.25, 1e-12, 0);
+    CHECK_CLOSE(optim_lr_at(o, 60, 110), 0.55, 1e-12, 0);
+    CHECK_CLOSE(optim_lr_at(o, 109, 110), 0.1 + 0.9 * 0.01, 1e-12, 0);
+    CHECK_CLOSE(optim_lr_at(o, 110, 110), 0.1, 1e-12, 0);
+    CHECK_CLOSE(optim_lr_at(o, 500, 110), 0.1, 1e-12, 0);
+    /* WSD, a quarter of the 100 steps after warm-up decaying: the peak exactly through step 85,
+     * then a straight line to min_lr at 110 */
+    o->sched = SCHED_WSD;
+    o->decay_fraction = 0.25;
+    CHECK_CLOSE(optim_lr_at(o, 4, 110), 0.5, 1e-12, 0);
+    CHECK(optim_lr_at(o, 10, 110) == 1.0 && optim_lr_at(o, 60, 110) == 1.0 && optim_lr_at(o, 85, 110) == 1.0,
+          "wsd: the peak itself while stable");
+    CHECK_CLOSE(optim_lr_at(o, 86, 110), 1.0 - 0.9 / 25, 1e-12, 0);
+    CHECK_CLOSE(optim_lr_at(o, 97, 110), 0.55 + 0.9 * 0.5 / 25, 1e-12, 0);
+    CHECK_CLOSE(optim_lr_at(o, 110, 110), 0.1, 1e-12, 0);
+    o->decay_fraction = 1.0; /* all of it: the linear schedule */
+    CHECK_CLOSE(optim_lr_at(o, 35, 110), 1.0 - 0.9 * 0.25, 1e-12, 0);
     optim_destroy(o);
     d->ops->destroy(d);
 }
