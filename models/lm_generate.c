@@ -1,6 +1,6 @@
 /* lm_generate.c — sampling tokens from a language model (see lm_generate.h). Owns the window of
  * the last T tokens fed to the model, the download of one logits row per token, the draw
- * (temperature, top-k) from the RNG_GENERATE stream and the end at a stop token. Must not touch the
+ * (temperature, top-k, top-p) from the RNG_GENERATE stream and the end at a stop token. Must not touch the
  * model's parameters. */
 #include "lm_generate.h"
 
@@ -15,6 +15,7 @@ typedef struct gen_bufs {
     int32_t *window;        /* host [T] */
     float *row;             /* host [V]: the logits of the position being predicted */
     double *p;              /* host [V] */
+    lm_ranked *ranked;      /* host [V]: top-p's scratch */
     int32_t *in_dev, *tgt_dev;
     float *stats_dev;
 } gen_bufs;
@@ -24,6 +25,7 @@ static void free_bufs(model *m, gen_bufs *b)
     free(b->window);
     free(b->row);
     free(b->p);
+    free(b->ranked);
     m->dev->ops->free(m->dev, b->in_dev);
     m->dev->ops->free(m->dev, b->tgt_dev);
     m->dev->ops->free(m->dev, b->stats_dev);
@@ -36,7 +38,8 @@ static int alloc_bufs(model *m, int64_t T, int64_t V, gen_bufs *b, ddp_err *err)
     b->window = calloc((size_t)T, sizeof *b->window);
     b->row = malloc((size_t)V * sizeof *b->row);
     b->p = malloc((size_t)V * sizeof *b->p);
-    if (!b->window || !b->row || !b->p)
+    b->ranked = malloc((size_t)V * sizeof *b->ranked);
+    if (!b->window || !b->row || !b->p || !b->ranked)
         return ddp_fail(err, DDP_ERUNTIME, "generate: out of host memory");
     int rc = d->ops->alloc(d, (size_t)T * sizeof(int32_t), (void **)&b->in_dev, err);
     if (!rc)
@@ -48,15 +51,41 @@ static int alloc_bufs(model *m, int64_t T, int64_t V, gen_bufs *b, ddp_err *err)
     return rc;
 }
 
-/* The index of the token drawn from logits row[0..V) (see lm_sampling). */
-static int32_t draw(const float *row, double *p, int64_t V, const lm_sampling *s, rng *r)
+static int heavier_first(const void *a, const void *b)
 {
-    int64_t best = 0;
+    const lm_ranked *x = a, *y = b;
+    return x->w != y->w ? (x->w < y->w ? 1 : -1) : (x->id > y->id) - (x->id < y->id);
+}
+
+/* top-p over the weights p[0..V): keeps the heaviest ids whose weights first reach top_p of sum,
+ * zeroes the others; returns the kept weights' sum. */
+static double keep_nucleus(double *p, int64_t V, double sum, double top_p, lm_ranked *by_weight)
+{
+    int64_t n = 0, kept = 0;
+    for (int64_t i = 0; i < V; i++)
+        if (p[i] > 0)
+            by_weight[n++] = (lm_ranked){p[i], i};
+    qsort(by_weight, (size_t)n, sizeof *by_weight, heavier_first);
+    double mass = 0;
+    while (kept < n && mass < top_p * sum)
+        mass += by_weight[kept++].w;
+    for (int64_t j = kept; j < n; j++)
+        p[by_weight[j].id] = 0.0;
+    return mass;
+}
+
+double lm_draw_weights(const float *row, int64_t V, const lm_sampling *s, double *p, lm_ranked *scratch,
+                       int64_t *best)
+{
+    *best = 0;
     for (int64_t i = 1; i < V; i++)
-        if (row[i] > row[best])
-            best = i;
-    if (s->temperature <= 0)
-        return (int32_t)best;
+        if (row[i] > row[*best])
+            *best = i;
+    if (s->temperature <= 0) {
+        for (int64_t i = 0; i < V; i++)
+            p[i] = i == *best;
+        return 1.0;
+    }
     /* top-k: the threshold is the k-th largest logit, found by k passes only when k is small */
     double cut = -INFINITY;
     if (s->top_k > 0 && s->top_k < V) {
@@ -78,14 +107,24 @@ static int32_t draw(const float *row, double *p, int64_t V, const lm_sampling *s
     }
     double sum = 0;
     for (int64_t i = 0; i < V; i++) {
-        p[i] = row[i] >= cut ? exp(((double)row[i] - (double)row[best]) / s->temperature) : 0.0;
+        p[i] = row[i] >= cut ? exp(((double)row[i] - (double)row[*best]) / s->temperature) : 0.0;
         sum += p[i];
     }
+    return s->top_p > 0 && s->top_p < 1 ? keep_nucleus(p, V, sum, s->top_p, scratch) : sum;
+}
+
+/* The index of the token drawn from logits row[0..V) (see lm_sampling). */
+static int32_t draw(const float *row, const gen_bufs *b, int64_t V, const lm_sampling *s, rng *r)
+{
+    int64_t best;
+    double sum = lm_draw_weights(row, V, s, b->p, b->ranked, &best);
+    if (s->temperature <= 0)
+        return (int32_t)best;
     double u = (double)(rng_next(r) >> 11) * 0x1.0p-53 * sum;
     for (int64_t i = 0; i < V; i++) {
-        if (u < p[i])
+        if (u < b->p[i])
             return (int32_t)i;
-        u -= p[i];
+        u -= b->p[i];
     }
     return (int32_t)best; /* rounding left u past the end: the top token is the safe choice */
 }
@@ -154,7 +193,7 @@ int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_samp
         if (!rc)
             rc = check_finite(b.row, V, k, err);
         if (!rc) {
-            tokens[have] = draw(b.row, b.p, V, s, &r);
+            tokens[have] = draw(b.row, &b, V, s, &r);
             stopped = s->has_stop_token && tokens[have] == s->stop_token;
             if (drawn)
                 *drawn = k + 1;

@@ -19,6 +19,8 @@
 typedef struct lm_sampling {
     double temperature;   /* > 0 scales the logits; 0 takes the most likely token (greedy) */
     int64_t top_k;        /* draw among the k most likely tokens; 0 = the whole vocabulary */
+    double top_p;         /* then among the most likely ones whose chances first add up to top_p
+                           * (nucleus sampling); 0 or >= 1: all that top_k leaves */
     uint64_t seed;
     /* NULL, or a flag a signal sets: once it is non-zero no further token is drawn */
     const volatile sig_atomic_t *stop;
@@ -26,6 +28,21 @@ typedef struct lm_sampling {
     bool has_stop_token;
     int32_t stop_token;
 } lm_sampling;
+
+/* One entry of lm_draw_weights' scratch space. */
+typedef struct lm_ranked {
+    double w;
+    int64_t id;
+} lm_ranked;
+
+/* The weights a draw from the logits row[0..V) (finite) picks by under s: id i's chance is p[i]
+ * over their sum, which is returned. p[i] is exp((row[i] - row[best]) / temperature) for the ids
+ * top_k and then top_p keep (temperature first, then top-k, then top-p, as Hugging Face's warpers
+ * apply them; ties in the order of their ids), 0 for the others; greedy (temperature 0): 1 for
+ * the most likely id alone. *best gets the most likely id (the first of equals). scratch: room
+ * for V entries. */
+double lm_draw_weights(const float *row, int64_t V, const lm_sampling *s, double *p, lm_ranked *scratch,
+                       int64_t *best);
 
 /* tokens holds len >= 1 ids (the prompt) and room for n more; appends up to n drawn ids: n, or
  * fewer when s's stop token was drawn (the last appended). *drawn (when not NULL) gets their count,

@@ -32,7 +32,7 @@
 
 static const char generate_usage[] =
     "usage: ddprun generate CHECKPOINT [--prompt TEXT | --prompt-file FILE] [--tokens N]\n"
-    "                       [--temperature T] [--top-k K] [--seed S] [--tokenizer PATH]\n"
+    "                       [--temperature T] [--top-k K] [--top-p P] [--seed S] [--tokenizer PATH]\n"
     "                       [--chat [--chat-file PATH]]\n"
     "       ddprun generate --encode-only [CHECKPOINT] [--tokenizer PATH] [--chat [--chat-file PATH]]\n"
     "                       [--prompt TEXT | --prompt-file FILE]\n"
@@ -41,6 +41,8 @@ static const char generate_usage[] =
     "  --tokens N        tokens to draw (default 64)\n"
     "  --temperature T   >= 0; 0 takes the most likely token (default 1.0)\n"
     "  --top-k K         draw among the K most likely tokens; 0 = all (default 40)\n"
+    "  --top-p P         in (0, 1]: then among the most likely of those whose chances first add\n"
+    "                    up to P (nucleus sampling); 1 = all of them (default 1)\n"
     "  --seed S          seed of the draw (default 1337)\n"
     "  --tokenizer PATH  tokenizer.bin (default: data.path/tokenizer.bin of the run's\n"
     "                    config.resolved.yaml, the run directory being CHECKPOINT/../..)\n"
@@ -80,7 +82,7 @@ static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 
 static int parse_args(int argc, char **argv, gen_opts *o)
 {
-    *o = (gen_opts){.tokens = 64, .s = {.temperature = 1.0, .top_k = 40, .seed = 1337}};
+    *o = (gen_opts){.tokens = 64, .s = {.temperature = 1.0, .top_k = 40, .top_p = 1.0, .seed = 1337}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -119,6 +121,10 @@ static int parse_args(int argc, char **argv, gen_opts *o)
         } else if (!strcmp(a, "--top-k")) {
             if (!parse_i64(v, 0, INT64_MAX, &o->s.top_k))
                 return usage("--top-k: expected an integer >= 0, got \"%s\"", v);
+        } else if (!strcmp(a, "--top-p")) {
+            o->s.top_p = strtod(v, &end);
+            if (!*v || *end || !(o->s.top_p > 0 && o->s.top_p <= 1))
+                return usage("--top-p: expected a number in (0, 1], got \"%s\"", v);
         } else if (!strcmp(a, "--seed")) {
             errno = 0;
             o->s.seed = strtoull(v, &end, 10);
@@ -328,8 +334,8 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts,
     }
     if (!rc) {
         fprintf(stderr, "generate: %s, step %lld of %s; %lld prompt tokens, %s%lld to draw (temperature %g, top-k "
-                "%lld, seed %llu)", m->description, (long long)ck->hdr.step, o->ckpt, (long long)n,
-                chat ? "up to " : "", (long long)o->tokens, s.temperature, (long long)s.top_k,
+                "%lld, top-p %g, seed %llu)", m->description, (long long)ck->hdr.step, o->ckpt, (long long)n,
+                chat ? "up to " : "", (long long)o->tokens, s.temperature, (long long)s.top_k, s.top_p,
                 (unsigned long long)s.seed);
         if (chat)
             fprintf(stderr, "; chat: %lld + %lld + %lld ids from %s, stop at id %d", (long long)chat->n_prefix,

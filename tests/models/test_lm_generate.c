@@ -6,7 +6,9 @@
  * a stop flag already set draws nothing and says how far it got (DDP_EPREEMPTED); a stop token
  * ends a greedy or seeded draw right after its first occurrence (appended and counted, nothing
  * drawn past it, the tokens before it those of the draw without it), and one never drawn changes
- * nothing. A classifier in chunks gives the whole one's row logits and tokens.
+ * nothing. Top-p keeps the smallest set of the most likely ids whose chances reach it (after
+ * temperature and top-k; ties in id order), leaves the draw as it was at 1, and draws the greedy
+ * tokens below any one chance. A classifier in chunks gives the whole one's row logits and tokens.
  * The model `ddprun generate` rebuilds from a checkpoint's description
  * (model_opts_from_description): a GPT-2's and a Llama's (grouped-query, tied and untied) give
  * their kind, shape and sequence length back, and the model built from them has the same
@@ -117,6 +119,60 @@ static void chunked_draws(model *whole)
     dev->ops->free(dev, tok_dev);
     dev->ops->free(dev, stats);
     m->ops->destroy(m);
+}
+
+/* The ids top-p keeps from logits log([0.5, 0.3, 0.15, 0.05]) (chances in id order), as the
+ * smallest set of the most likely whose chances reach P, from the definition: after top-k (P of
+ * what top-k keeps) and after the temperature (at 2 the chances flatten to 0.379, 0.294, 0.208,
+ * 0.120), ties in id order; 0 and 1 keep all. */
+static void nucleus_weights(void)
+{
+    const float row[4] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)}, flat[4] = {1, 1, 1, 1};
+    const struct { const float *row; double temperature, top_p; int64_t top_k; int kept; } cases[] = {
+        {row, 1, 0.45, 0, 1}, {row, 1, 0.79, 0, 2}, {row, 1, 0.9, 0, 3}, {row, 1, 0.96, 0, 4},
+        {row, 1, 1.0, 0, 4},  {row, 1, 0.0, 0, 4},  {row, 1, 0.96, 2, 2}, {row, 1, 0.7, 0, 2},
+        {row, 2, 0.7, 0, 3},  {flat, 1, 0.3, 0, 2}, {flat, 1, 0.76, 0, 4},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        lm_sampling s = {.temperature = cases[c].temperature, .top_k = cases[c].top_k, .top_p = cases[c].top_p};
+        double p[4], whole = 0;
+        lm_ranked scratch[4];
+        int64_t best = -1;
+        double sum = lm_draw_weights(cases[c].row, 4, &s, p, scratch, &best);
+        for (int i = 0; i < 4; i++) {
+            const double want = exp(((double)cases[c].row[i] - cases[c].row[0]) / cases[c].temperature);
+            CHECK(i < cases[c].kept ? p[i] == want : p[i] == 0.0, "case %zu: id %d weighs %g (kept: the first %d)",
+                  c, i, p[i], cases[c].kept);
+            whole += p[i];
+        }
+        CHECK(best == 0 && sum == whole, "case %zu: best %lld, sum %g of %g", c, (long long)best, sum, whole);
+    }
+    lm_sampling greedy = {.temperature = 0, .top_p = 0.5};
+    double p[4];
+    lm_ranked scratch[4];
+    int64_t best = -1;
+    CHECK(lm_draw_weights(row, 4, &greedy, p, scratch, &best) == 1.0 && best == 0 && p[0] == 1 && p[1] == 0,
+          "greedy: the most likely id alone");
+}
+
+/* Drawn through the model: top-p 1 draws what no top-p draws, and a top-p smaller than any one
+ * token's chance draws the greedy tokens, for every seed. */
+static void nucleus_draws(model *m)
+{
+    int32_t greedy[PROMPT + DRAW];
+    ddp_err err = {0};
+    CHECK(generate(m, &(lm_sampling){.temperature = 0.0}, greedy, &err) == DDP_OK, "greedy: %s", err.msg);
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        int32_t a[PROMPT + DRAW], b[PROMPT + DRAW], c[PROMPT + DRAW];
+        lm_sampling s = {.temperature = 1.0, .top_k = 0, .seed = seed};
+        CHECK(generate(m, &s, a, &err) == DDP_OK, "%s", err.msg);
+        s.top_p = 1.0;
+        CHECK(generate(m, &s, b, &err) == DDP_OK && !memcmp(a, b, sizeof a), "seed %llu: top-p 1 changed the draw",
+              (unsigned long long)seed);
+        s.top_p = 1e-9;
+        CHECK(generate(m, &s, c, &err) == DDP_OK && !memcmp(c, greedy, sizeof c), "seed %llu: top-p 1e-9 not greedy",
+              (unsigned long long)seed);
+    }
 }
 
 /* One weight of the final LayerNorm set to value (every logit reads it): every kind of draw
@@ -274,6 +330,8 @@ int main(void)
     model *m = build();
     if (m) {
         finite_draws(m);
+        nucleus_weights();
+        nucleus_draws(m);
         chunked_draws(m);
         refuses(m, NAN);
         refuses(m, INFINITY);

@@ -8,7 +8,8 @@
 # without model.gpt2 keys takes the file's shape, and one key set otherwise is refused; a resumed run
 # does not read init_from; an MLP checkpoint is refused by export and generate; `ddprun generate`
 # finds the tokenizer through the run's config.resolved.yaml, is deterministic per seed, slides a
-# long prompt, and says what to do when the tokenizer cannot be found.
+# long prompt, takes --top-p (1: the default's text, below any one chance: the greedy text, outside
+# (0, 1] refused), and says what to do when the tokenizer cannot be found.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 DATA=$TMP/data
@@ -126,6 +127,19 @@ check "the init_from run's checkpoint generates the same text" cmp "$TMP/g1" "$T
 check "a prompt longer than seq_len slides (greedy)" [ $? -eq 0 ]
 "$DDPRUN" generate "$A" --tokens 8 --top-k 0 --seed 9 >/dev/null 2>&1
 check "no prompt: starts from a newline (byte tokenizer)" [ $? -eq 0 ]
+# --top-p: 1 draws the default's text; below any one token's chance, the greedy text; outside (0, 1]
+# refused naming the flag
+"$DDPRUN" generate "$A" "${G[@]}" --top-p 1 >"$TMP/p1" 2>"$TMP/p1.err"
+check "--top-p 1: the same text as without it" cmp "$TMP/g1" "$TMP/p1"
+check "--top-p is said with the other settings" grep -q "top-k 40, top-p 1, seed 1337" "$TMP/p1.err"
+"$DDPRUN" generate "$A" "${G[@]}" --temperature 0 >"$TMP/greedy" 2>/dev/null &&
+    "$DDPRUN" generate "$A" "${G[@]}" --top-p 1e-9 --seed 4 >"$TMP/p0" 2>/dev/null
+check "--top-p 1e-9: the greedy text" cmp "$TMP/greedy" "$TMP/p0"
+for bad in 0 1.5 -0.1 x; do
+    "$DDPRUN" generate "$A" "${G[@]}" --top-p "$bad" >/dev/null 2>"$TMP/pbad.err"
+    check "--top-p $bad: exit 2" [ $? -eq 2 ]
+    check "--top-p $bad: named" grep -q "top-p: expected a number in (0, 1\], got \"$bad\"" "$TMP/pbad.err"
+done
 mkdir -p "$TMP/lone"
 cp "$A" "$TMP/lone/"
 "$DDPRUN" generate "$TMP/lone/ckpt-00000002.ddp" --tokens 4 >/dev/null 2>"$TMP/lone.err"
