@@ -120,10 +120,11 @@ bool ddprun_host_entry(const char *s, size_t len, int default_slots, size_t *nam
  * of them given) before anything starts: DDP_OK, or DDP_EUSAGE naming the entry (-H) or the
  * file:line, or saying why the hostfile cannot be read. */
 int ddprun_hosts_check(const char *hosts, const char *hostfile, ddp_err *err);
-/* Most ranks any one node runs for np ranks on hosts (-H "h1:8,h2"; no count = 1
- * slot) or hostfile ("host slots=N" lines; no count: mpirun decides, so spread evenly), a host
- * listed twice counting its slots together as mpirun does, assuming mpirun's default by-slot
- * filling in host order; np when neither is given (or they do not pass ddprun_hosts_check). */
+/* Most ranks any one node runs for np ranks on hosts (-H "h1:8,h2"; no count = 1 slot) or
+ * hostfile ("host slots=N" lines; no count: mpirun decides, so spread evenly), the slots counted
+ * as mpirun 4.1 counts them (a host listed again adds its slots, or in a hostfile one slot), and
+ * assuming mpirun's default by-slot filling in host order; np when neither is given (or they do
+ * not pass ddprun_hosts_check). */
 int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np);
 /* After a collective deadline named hosts whose ranks did not arrive: the -H list hosts without
  * them into buf (size bytes; buf may be hosts itself) and their remaining slots into *slots_left.

@@ -49,8 +49,8 @@ bool ddprun_host_entry(const char *s, size_t len, int default_slots, size_t *nam
     return true;
 }
 
-/* The hosts of a -H list or hostfile, each once: a host listed again adds its slots, as mpirun
- * counts it. slots 0: not given (a hostfile line without slots=; mpirun decides). */
+/* The hosts of a -H list or hostfile, each once, with their slots as mpirun counts them. slots 0:
+ * not given (a hostfile line without slots; mpirun gives that host its cores). */
 typedef struct host_table {
     struct host_slots {
         char name[DDPRUN_HOST_LEN];
@@ -59,15 +59,16 @@ typedef struct host_table {
     int n, cap;
 } host_table;
 
-static int table_add(host_table *t, const char *name, size_t name_len, int slots, ddp_err *err)
+/* The host named by the name_len bytes at name in t, or NULL. */
+static struct host_slots *table_find(host_table *t, const char *name, size_t name_len)
 {
     for (int i = 0; i < t->n; i++)
-        if (strlen(t->h[i].name) == name_len && !strncmp(t->h[i].name, name, name_len)) {
-            bool known = t->h[i].slots > 0 && slots > 0;
-            long sum = (long)t->h[i].slots + slots;
-            t->h[i].slots = known ? (int)(sum > DDPRUN_SLOTS_MAX ? DDPRUN_SLOTS_MAX : sum) : 0;
-            return DDP_OK;
-        }
+        if (strlen(t->h[i].name) == name_len && !strncmp(t->h[i].name, name, name_len)) return &t->h[i];
+    return NULL;
+}
+
+static int table_append(host_table *t, const char *name, size_t name_len, int slots, ddp_err *err)
+{
     if (t->n == t->cap) {
         int cap = t->cap ? 2 * t->cap : 16;
         struct host_slots *h = realloc(t->h, (size_t)cap * sizeof *h);
@@ -80,7 +81,10 @@ static int table_add(host_table *t, const char *name, size_t name_len, int slots
     return DDP_OK;
 }
 
-/* -H "h1:8,h2" (no count: 1 slot) into t; DDP_EUSAGE naming the entry that is not host[:slots]. */
+static int capped_sum(int a, int b) { return (long)a + b > DDPRUN_SLOTS_MAX ? DDPRUN_SLOTS_MAX : a + b; }
+
+/* -H "h1:8,h2" (no count: 1 slot) into t, a host listed again adding its slots as mpirun does;
+ * DDP_EUSAGE naming the entry that is not host[:slots]. */
 static int read_host_list(const char *hosts, host_table *t, ddp_err *err)
 {
     int rc = DDP_OK;
@@ -92,27 +96,104 @@ static int read_host_list(const char *hosts, host_table *t, ddp_err *err)
         if (!ddprun_host_entry(p, len, 1, &name_len, &slots, why, sizeof why))
             return ddp_fail(err, DDP_EUSAGE, "-H \"%.200s\": entry %d \"%.*s\": %s", hosts, no,
                             (int)(len < 200 ? len : 200), p, why);
-        rc = table_add(t, p, name_len, slots, err);
+        struct host_slots *known = table_find(t, p, name_len);
+        if (known)
+            known->slots = capped_sum(known->slots, slots);
+        else
+            rc = table_append(t, p, name_len, slots, err);
         if (p[len] == '\0') break;
         p += len + 1;
     }
     return rc;
 }
 
-/* A hostfile line's slots (0: no "slots=N" word); false when the value is not a slot count. Only
- * the word "slots=" is read: max_slots and mpirun's other keys are mpirun's to judge. */
-static bool line_slots(char *line, int *slots)
+#define BLANKS " \t\r\n"
+
+/* The words mpirun's hostfile reader takes for a host's slots, and for its most slots (which are
+ * its slots where no slots word is given). */
+static const char *const slot_words[] = {"slots", "count", "cpu"};
+static const char *const max_words[] = {"max_slots", "max-slots", "slots_max", "slots-max", "max_cpu", "max-cpu",
+                                        "cpu_max",   "cpu-max",   "max_count", "max-count", "count_max", "count-max"};
+
+static bool word_in(const char *w, size_t len, const char *const *words, size_t n)
 {
+    for (size_t i = 0; i < n; i++)
+        if (strlen(words[i]) == len && !strncmp(words[i], w, len)) return true;
+    return false;
+}
+
+/* What one hostfile line says of its host's slots, read as mpirun reads it: "slots=N" (or count=,
+ * cpu=; blanks allowed around '='), else "max_slots=N" (or a synonym), else nothing (slots 0).
+ * *given: a slots word was there. False, with why, for such a word without "= N", N from 1 to
+ * DDPRUN_SLOTS_MAX, or a second slots word on the line (mpirun refuses both); any other word is
+ * mpirun's to judge. */
+static bool line_slots(const char *p, int *slots, bool *given, char *why, size_t cap)
+{
+    int max = 0;
     *slots = 0;
-    for (char *word = strtok(line, " \t\r\n"); word; word = strtok(NULL, " \t\r\n"))
-        if (!strncmp(word, "slots=", 6) && !slot_count(word + 6, strlen(word + 6), slots)) return false;
+    *given = false;
+    for (p += strspn(p, BLANKS); *p; p += strspn(p, BLANKS)) {
+        const char *word = p;
+        size_t len = strcspn(p, BLANKS "=");
+        bool is_slots = word_in(word, len, slot_words, sizeof slot_words / sizeof *slot_words);
+        bool is_max = word_in(word, len, max_words, sizeof max_words / sizeof *max_words);
+        p += len + (len == 0); /* a '=' alone is skipped */
+        if (!is_slots && !is_max) continue;
+        const char *value = p + strspn(p, BLANKS);
+        size_t value_len = 0;
+        int n = 0;
+        if (*value == '=') {
+            value += 1 + strspn(value + 1, BLANKS);
+            value_len = strcspn(value, BLANKS "=");
+        }
+        if (is_slots && *given) {
+            snprintf(why, cap, "%.*s: the slots are given twice on one line", (int)len, word);
+            return false;
+        }
+        if (!slot_count(value, value_len, &n)) {
+            snprintf(why, cap, "%.*s: expected %.*s=N, N a whole number from 1 to %d", (int)len, word, (int)len, word,
+                     DDPRUN_SLOTS_MAX);
+            return false;
+        }
+        *given = *given || is_slots;
+        *(is_slots ? slots : &max) = n;
+        p = value + value_len;
+    }
+    if (!*given) *slots = max;
     return true;
 }
 
+/* One hostfile line (its comment cut off) into t: its host, and its slots (line_slots). A host
+ * listed again gains a slot, as in mpirun (a first listing without slots counting 1), and may not
+ * give its slots again (mpirun refuses that). DDP_EUSAGE naming path:no, else DDP_OK. */
+static int read_hostfile_line(host_table *t, const char *line, const char *path, int no, ddp_err *err)
+{
+    const char *host = line + strspn(line, BLANKS);
+    size_t name_len = strcspn(host, BLANKS);
+    int slots;
+    bool given;
+    char why[160];
+    if (name_len == 0) return DDP_OK;
+    if (name_len >= DDPRUN_HOST_LEN)
+        return ddp_fail(err, DDP_EUSAGE, "--hostfile %s:%d: a host name of %zu characters (at most %d)", path, no,
+                        name_len, DDPRUN_HOST_LEN - 1);
+    if (!line_slots(host + name_len, &slots, &given, why, sizeof why))
+        return ddp_fail(err, DDP_EUSAGE, "--hostfile %s:%d: %.*s: %s", path, no, (int)name_len, host, why);
+    struct host_slots *known = table_find(t, host, name_len);
+    if (known && given)
+        return ddp_fail(err, DDP_EUSAGE,
+                        "--hostfile %s:%d: %.*s: slots given for a host listed before (mpirun refuses it: list the "
+                        "host once with slots=N, or once per slot)",
+                        path, no, (int)name_len, host);
+    if (!known) return table_append(t, host, name_len, slots, err);
+    known->slots = capped_sum(known->slots ? known->slots : 1, 1);
+    return DDP_OK;
+}
+
 /* A hostfile ("host [slots=N] ..." lines, '#' starting a comment) into t; DDP_EUSAGE naming
- * file:line for a line longer than the reader takes, a host name too long or a bad slots=N, and
- * a file that cannot be read. The host names themselves (IPv6 addresses among them) are
- * mpirun's to judge. */
+ * file:line for a line longer than the reader takes, a host name too long or slots mpirun would
+ * refuse (read_hostfile_line), and a file that cannot be read. The host names themselves (IPv6
+ * addresses among them) are mpirun's to judge. */
 static int read_hostfile(const char *path, host_table *t, ddp_err *err)
 {
     FILE *fp = fopen(path, "r");
@@ -125,18 +206,7 @@ static int read_hostfile(const char *path, host_table *t, ddp_err *err)
             break;
         }
         line[strcspn(line, "#")] = '\0';
-        char *host = line + strspn(line, " \t\r\n");
-        size_t name_len = strcspn(host, " \t\r\n");
-        int slots;
-        if (name_len == 0) continue;
-        if (name_len >= DDPRUN_HOST_LEN)
-            rc = ddp_fail(err, DDP_EUSAGE, "--hostfile %s:%d: a host name of %zu characters (at most %d)", path, no,
-                          name_len, DDPRUN_HOST_LEN - 1);
-        else if (!line_slots(host + name_len, &slots))
-            rc = ddp_fail(err, DDP_EUSAGE, "--hostfile %s:%d: %.*s: slots=N: expected a whole number from 1 to %d",
-                          path, no, (int)name_len, host, DDPRUN_SLOTS_MAX);
-        else
-            rc = table_add(t, host, name_len, slots, err);
+        rc = read_hostfile_line(t, line, path, no, err);
     }
     if (rc == DDP_OK && ferror(fp)) rc = ddp_fail(err, DDP_EUSAGE, "--hostfile %s: cannot read it", path);
     fclose(fp);

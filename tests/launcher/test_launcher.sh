@@ -3,7 +3,7 @@
 #
 # Proves: the mpirun command ddprun builds (--dry-run with -H / --hostfile / root / oversubscribe),
 # a malformed -H entry or hostfile line refused before anything starts (named; a hostfile by
-# file:line), threads per rank from the hosts' slots (a host listed twice, max_slots not slots),
+# file:line), threads per rank from the hosts' slots (as mpirun 4.1 reads them),
 # config validation before launch, [rank R] output tagging and stream routing, the torchrun
 # environment, failure reports naming rank + host (exit code and SIGKILL), exit-code passthrough
 # (2, 75), SIGTERM -> SIGUSR1 to every rank -> exit 75, the second-signal hard stop, a stop
@@ -84,17 +84,47 @@ done
 printf 'host1 slots=2\n# host3 slots=x\nhost2 slots=two\n' >"$tmp/hosts_bad"
 run dry_bad_hf --dry-run -np 2 --hostfile "$tmp/hosts_bad" "$config"
 check "a hostfile's bad slots= is a usage error (exit $rc)" [ $rc -eq 2 ]
-check "a hostfile's bad slots=: file:line named" contains $err "--hostfile $tmp/hosts_bad:3: host2: slots=N"
+check "a hostfile's bad slots=: file:line named" contains $err "--hostfile $tmp/hosts_bad:3: host2: slots: expected"
+# What mpirun (Open MPI 4.1) refuses in a hostfile is refused before it starts, with the line
+bad_hostfile() { # name, file contents, the line named, what the message says
+    printf "$2" >"$tmp/hosts_$1"
+    run "dry_hf_$1" --dry-run -np 2 --hostfile "$tmp/hosts_$1" "$config"
+    check "hostfile $1: a usage error (exit $rc)" [ $rc -eq 2 ]
+    check "hostfile $1: line $3 named" contains $err "--hostfile $tmp/hosts_$1:$3: "
+    check "hostfile $1: $4" contains $err "$4"
+    check "hostfile $1: nothing started" lacks $out "mpirun"
+}
+bad_hostfile slots_again 'host1 slots=2\nhost2\nhost1 slots=1\n' 3 "host1: slots given for a host listed before"
+bad_hostfile listed_then_slots 'host1\nhost1 count=4\n' 2 "host1: slots given for a host listed before"
+bad_hostfile slots_twice 'host1 slots=2 cpu=3\n' 1 "host1: cpu: the slots are given twice on one line"
+bad_hostfile no_equals 'host1 slots 4\n' 1 "host1: slots: expected slots=N"
+bad_hostfile no_value 'host1 slots=\n' 1 "host1: slots: expected slots=N"
+bad_hostfile bad_max 'host1 max_slots=0\n' 1 "host1: max_slots: expected max_slots=N"
 run dry_no_hf --dry-run -np 2 --hostfile "$tmp/no-such-hostfile" "$config"
 check "an unreadable hostfile is a usage error naming it (exit $rc)" contains $err "$tmp/no-such-hostfile: cannot read"
-# Threads per rank: a host listed twice holds both its counts (as mpirun places ranks), and a
-# hostfile's max_slots or comment is not its slots (with 2+ cores: 1 rank per node gets them all)
+# Threads per rank: the slots as mpirun (Open MPI 4.1) counts them, measured with its
+# --display-allocation: -H adds a host's counts; in a hostfile, blanks may stand around '=',
+# count= and cpu= are slots=, max_slots= is the slots where slots= is not given, a commented
+# slots= is nothing, and a host listed again gains one slot (a first listing without slots
+# counting 1). At np 2 with 2+ cores: two ranks on host1 share its cores, one rank a node gets
+# them all.
 if [ "$cores" -ge 2 ]; then
     run dry_twice --dry-run -np 2 -H host1,host1 "$config"
     check "-H host1,host1: two ranks share host1's cores" contains $out "-x OMP_NUM_THREADS=$((cores / 2)) "
-    printf 'host1 max_slots=2 # slots=2\nhost2\n' >"$tmp/hosts_max"
-    run dry_max --dry-run -np 2 --hostfile "$tmp/hosts_max" "$config"
-    check "a hostfile's max_slots is not its slots" contains $out "-x OMP_NUM_THREADS=$cores "
+    hostfile_threads() { # name, file contents, threads expected
+        printf "$2" >"$tmp/hosts_$1"
+        run "dry_threads_$1" --dry-run -np 2 --hostfile "$tmp/hosts_$1" "$config"
+        check "hostfile $1: $3 threads a rank" contains $out "-x OMP_NUM_THREADS=$3 "
+    }
+    hostfile_threads blanks 'host1 slots = 2\nhost2 slots=2\n' $((cores / 2))
+    hostfile_threads blank_after 'host1\tslots= 2\nhost2\n' $((cores / 2))
+    hostfile_threads count 'host1 count=2\nhost2 count=2\n' $((cores / 2))
+    hostfile_threads cpu 'host1 cpu =2 port=22\nhost2\n' $((cores / 2))
+    hostfile_threads max 'host1 max_slots=2\nhost2\n' $((cores / 2))
+    hostfile_threads slots_over_max 'host1 slots=1 max-slots=2\nhost2\n' "$cores"
+    hostfile_threads comment 'host1 # slots=2\nhost2\n' "$cores"
+    hostfile_threads listed_twice 'host1\nhost1\nhost2\n' $((cores / 2))
+    hostfile_threads slots_then_listed 'host1 slots=1\nhost2 slots=2\nhost1\n' $((cores / 2))
 fi
 run dry_over --dry-run -np $((cores + 1)) "$config"
 check "more ranks than cores adds --oversubscribe" contains $out "--oversubscribe"
