@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "json_read.h"
 
@@ -54,22 +55,43 @@ int json_doc_parse(json_doc *j, const char *name, const char *text, size_t len, 
     return json_read_text(j, text, len, err);
 }
 
+/* All of f (at most max_bytes: more is refused) into *text (malloc'd), *n its bytes. The buffer
+ * starts at a regular file's size, so a 2 KB config.json does not cost max_bytes, and grows for
+ * what does not say its size (a pipe, /proc). */
+static int read_whole(FILE *f, const char *path, size_t max_bytes, char **text, size_t *n, ddp_err *err)
+{
+    struct stat st;
+    size_t cap = 65536;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+        cap = (uint64_t)st.st_size < max_bytes ? (size_t)st.st_size + 1 : max_bytes + 1;
+    cap = cap < max_bytes + 1 ? cap : max_bytes + 1;
+    *text = NULL;
+    *n = 0;
+    for (;; cap = cap > max_bytes / 2 ? max_bytes + 1 : 2 * cap) {
+        char *grown = realloc(*text, cap);
+        if (!grown)
+            return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %zu bytes", path, cap);
+        *text = grown;
+        *n += fread(*text + *n, 1, cap - *n, f);
+        if (ferror(f))
+            return ddp_fail(err, DDP_ERUNTIME, "%s: cannot read: %s", path, strerror(errno));
+        if (*n > max_bytes)
+            return ddp_fail(err, DDP_EUSAGE, "%s: larger than %zu bytes", path, max_bytes);
+        if (*n < cap)
+            return DDP_OK; /* the end of the file */
+    }
+}
+
 int json_doc_load_file(json_doc *j, const char *path, size_t max_bytes, ddp_err *err)
 {
     memset(j, 0, sizeof *j);
     FILE *f;
-    int orc = fopen_input(path, &f, err);
-    if (orc != DDP_OK)
-        return orc;
-    char *text = malloc(max_bytes + 1);
-    size_t n = text ? fread(text, 1, max_bytes + 1, f) : 0;
-    int rc = DDP_OK;
-    if (!text)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", path);
-    else if (ferror(f))
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot read: %s", path, strerror(errno));
-    else if (n > max_bytes)
-        rc = ddp_fail(err, DDP_EUSAGE, "%s: larger than %zu bytes", path, max_bytes);
+    int rc = fopen_input(path, &f, err);
+    if (rc != DDP_OK)
+        return rc;
+    char *text;
+    size_t n;
+    rc = read_whole(f, path, max_bytes, &text, &n, err);
     fclose(f);
     if (!rc)
         rc = json_doc_parse(j, path, text, n, err);

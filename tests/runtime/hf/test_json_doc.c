@@ -253,11 +253,63 @@ static void test_file(void)
     rmdir(dir);
 }
 
+/* Writes "[0,0,...,0]" of exactly `bytes` bytes (at least 3; (bytes - 1) / 2 zeros, and a blank
+ * before the ']' when bytes is even) to path. */
+static void write_zeros_array(const char *path, size_t bytes)
+{
+    FILE *f = fopen(path, "w");
+    fputc('[', f);
+    for (size_t i = 0; i < (bytes - 1) / 2; i++)
+        fputs(i ? ",0" : "0", f);
+    fputs(bytes % 2 ? "]" : " ]", f);
+    fclose(f);
+}
+
+/* json_doc_load_file takes a file of up to max_bytes whole, whatever its size against the reader's
+ * first buffer, and refuses one byte more; an empty file is no document. */
+static void test_file_sizes(void)
+{
+    char dir[] = "/tmp/test_json_doc.XXXXXX", path[256];
+    if (!mkdtemp(dir))
+        return;
+    snprintf(path, sizeof path, "%s/index.json", dir);
+    const size_t sizes[] = {3, 4, 4095, 65535, 65536, 65537, 300001};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t bytes = sizes[i];
+        write_zeros_array(path, bytes);
+        json_doc j;
+        ddp_err err = {0};
+        CHECK(json_doc_load_file(&j, path, bytes, &err) == DDP_OK, "%zu bytes, at most %zu: %s", bytes, bytes,
+              err.msg);
+        CHECK(json_root(&j) && json_array_size(json_root(&j)) == (bytes - 1) / 2, "%zu bytes: %zu elements", bytes,
+              json_root(&j) ? json_array_size(json_root(&j)) : 0);
+        json_doc_free(&j);
+        CHECK(json_doc_load_file(&j, path, 1u << 20, &err) == DDP_OK, "%zu bytes, at most 1 MiB: %s", bytes, err.msg);
+        json_doc_free(&j);
+        err = (ddp_err){0};
+        CHECK(json_doc_load_file(&j, path, bytes - 1, &err) == DDP_EUSAGE, "%zu bytes, at most one less", bytes);
+        char want[300];
+        snprintf(want, sizeof want, "%s: larger than %zu bytes", path, bytes - 1);
+        CHECK_STR_CONTAINS(err.msg, want);
+        json_doc_free(&j);
+    }
+    FILE *f = fopen(path, "w");
+    fclose(f);
+    json_doc j;
+    ddp_err err = {0};
+    CHECK(json_doc_load_file(&j, path, 4096, &err) == DDP_EUSAGE, "an empty file is refused");
+    CHECK_STR_CONTAINS(err.msg, path);
+    json_doc_free(&j);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     test_refused();
     test_strings();
     test_read();
     test_file();
+    test_file_sizes();
     return check_done("test_json_doc");
 }
