@@ -7,6 +7,7 @@
  * (the file read up to a size limit, CFG_MAX_DEPTH nesting checked on libyaml's events before its
  * document loader runs) and YAML's explicit tags. Reads only the one YAML file. */
 #include "config_internal.h"
+#include "runtime/base/read_whole.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -422,25 +423,12 @@ static int read_bounded(cfg_loader *L, const char *path, size_t max_bytes, char 
     FILE *f = fopen(path, "rb");
     if (!f)
         return ddp_fail(L->err, DDP_EUSAGE, "%s: cannot read config: %s", path, strerror(errno));
-    char *buf = malloc(max_bytes + 2);
-    size_t n = buf ? fread(buf, 1, max_bytes + 1, f) : 0;
-    int rc = DDP_OK;
-    if (!buf)
-        rc = ddp_fail(L->err, DDP_ERUNTIME, "%s: out of memory", path);
-    else if (ferror(f))
-        rc = ddp_fail(L->err, DDP_EUSAGE, "%s: cannot read config: %s", path, strerror(errno));
-    else if (n > max_bytes)
-        rc = ddp_fail(L->err, DDP_EUSAGE, "%s: cannot read config: larger than %zu bytes; a config is a few kilobytes",
-                      path, max_bytes);
+    int rc = read_whole(f, path, max_bytes, text, len, L->err);
     fclose(f);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    buf[n] = '\0';
-    *text = buf;
-    *len = n;
-    return DDP_OK;
+    if (rc == DDP_EUSAGE) /* larger than the limit */
+        snprintf(L->err->msg + strlen(L->err->msg), sizeof L->err->msg - strlen(L->err->msg),
+                 "; a config is a few kilobytes");
+    return rc == DDP_OK ? DDP_OK : DDP_EUSAGE; /* a config that cannot be read is a usage error: exit 2 */
 }
 
 static int apply_file(cfg_loader *L, const char *path, size_t max_bytes)

@@ -24,11 +24,14 @@
 #include "models/lm_generate.h"
 #include "models/model.h"
 #include "config/config.h"
+#include "runtime/base/read_whole.h"
 #include "runtime/ckpt/ckpt_set.h"
 #include "runtime/data/tokenizer_encode.h"
 #include "runtime/device/device.h"
 
 #define MAX_NEW_TOKENS (1 << 20)
+/* --prompt-file: far more than any model's context takes; a larger file is the wrong file */
+#define PROMPT_MAX_BYTES ((size_t)64 << 20)
 
 static const char generate_usage[] =
     "usage: ddprun generate CHECKPOINT [--prompt TEXT | --prompt-file FILE] [--tokens N]\n"
@@ -181,25 +184,14 @@ static int read_prompt(const gen_opts *o, char **text, size_t *len, ddp_err *err
         if (*text)
             memcpy(*text, o->prompt, *len + 1);
     } else if (o->prompt_file) {
-        FILE *f = fopen(o->prompt_file, "rb");
+        FILE *f = fopen(o->prompt_file, "rb"); /* not open_input: --prompt-file /dev/stdin is welcome */
         if (!f)
             return ddp_fail(err, DDP_EUSAGE, "--prompt-file %s: %s", o->prompt_file, strerror(errno));
-        size_t cap = 4096;
-        *text = malloc(cap);
-        for (size_t got; *text && (got = fread(*text + *len, 1, cap - *len, f)) > 0;) {
-            *len += got;
-            char *grown = *len == cap ? realloc(*text, cap *= 2) : *text;
-            if (!grown)
-                free(*text);
-            *text = grown;
-        }
-        bool bad = ferror(f);
+        int rc = read_whole(f, o->prompt_file, PROMPT_MAX_BYTES, text, len, err);
         fclose(f);
-        if (bad) {
-            free(*text);
-            *text = NULL;
-            return ddp_fail(err, DDP_ERUNTIME, "--prompt-file %s: read error", o->prompt_file);
-        }
+        if (rc != DDP_OK)
+            ddp_prefix(err, "--prompt-file");
+        return rc;
     } else {
         return DDP_OK;
     }

@@ -5,12 +5,12 @@
  * know what a document means. */
 #include "json_doc.h"
 #include "runtime/base/open_input.h"
+#include "runtime/base/read_whole.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "json_read.h"
 
@@ -53,33 +53,6 @@ int json_doc_parse(json_doc *j, const char *name, const char *text, size_t len, 
         return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", j->name);
     j->loaded = true;
     return json_read_text(j, text, len, err);
-}
-
-/* All of f (at most max_bytes: more is refused) into *text (malloc'd), *n its bytes. The buffer
- * starts at a regular file's size, so a 2 KB config.json does not cost max_bytes, and grows for
- * what does not say its size (a pipe, /proc). */
-static int read_whole(FILE *f, const char *path, size_t max_bytes, char **text, size_t *n, ddp_err *err)
-{
-    struct stat st;
-    size_t cap = 65536;
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-        cap = (uint64_t)st.st_size < max_bytes ? (size_t)st.st_size + 1 : max_bytes + 1;
-    cap = cap < max_bytes + 1 ? cap : max_bytes + 1;
-    *text = NULL;
-    *n = 0;
-    for (;; cap = cap > max_bytes / 2 ? max_bytes + 1 : 2 * cap) {
-        char *grown = realloc(*text, cap);
-        if (!grown)
-            return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %zu bytes", path, cap);
-        *text = grown;
-        *n += fread(*text + *n, 1, cap - *n, f);
-        if (ferror(f))
-            return ddp_fail(err, DDP_ERUNTIME, "%s: cannot read: %s", path, strerror(errno));
-        if (*n > max_bytes)
-            return ddp_fail(err, DDP_EUSAGE, "%s: larger than %zu bytes", path, max_bytes);
-        if (*n < cap)
-            return DDP_OK; /* the end of the file */
-    }
 }
 
 int json_doc_load_file(json_doc *j, const char *path, size_t max_bytes, ddp_err *err)
