@@ -42,34 +42,33 @@ static inline void fresh_dir(char *out, size_t cap, const char *name)
         die("cannot mkdir", out);
 }
 
-/* Shard bytes: a header declaring `declared` tokens, then n tokens (n may differ, to corrupt). */
-static uint8_t *shard_bytes(const uint16_t *tokens, int64_t n, int32_t declared, size_t *len)
+/* Shard bytes of `width`-byte tokens (2: magic 20240520, version 1; 4: magic 20240801, version 7):
+ * a header declaring `declared` tokens, then the n tokens at `tokens` (n may differ, to corrupt). */
+static inline uint8_t *shard_file_bytes(const void *tokens, size_t width, int64_t n, int32_t declared, size_t *len)
 {
-    *len = 1024 + 2 * (size_t)n;
+    *len = 1024 + width * (size_t)n;
     uint8_t *b = calloc(*len, 1);
     if (!b)
         die("out of memory", "");
-    put_le32(b, 20240520);
-    put_le32(b + 4, 1);
+    put_le32(b, width == 2 ? 20240520 : 20240801);
+    put_le32(b + 4, width == 2 ? 1 : 7);
     put_le32(b + 8, declared);
-    for (int64_t i = 0; i < n; i++)
-        b[1024 + 2 * i] = (uint8_t)tokens[i], b[1024 + 2 * i + 1] = (uint8_t)(tokens[i] >> 8);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t v = width == 2 ? ((const uint16_t *)tokens)[i] : ((const uint32_t *)tokens)[i];
+        for (size_t k = 0; k < width; k++)
+            b[1024 + width * (size_t)i + k] = (uint8_t)(v >> (8 * k));
+    }
     return b;
 }
 
-/* The same for uint32 tokens (magic 20240801, version 7): 4 bytes per token. */
-static uint8_t *shard32_bytes(const uint32_t *tokens, int64_t n, int32_t declared, size_t *len)
+static inline uint8_t *shard_bytes(const uint16_t *tokens, int64_t n, int32_t declared, size_t *len)
 {
-    *len = 1024 + 4 * (size_t)n;
-    uint8_t *b = calloc(*len, 1);
-    if (!b)
-        die("out of memory", "");
-    put_le32(b, 20240801);
-    put_le32(b + 4, 7);
-    put_le32(b + 8, declared);
-    for (int64_t i = 0; i < n; i++)
-        put_le32(b + 1024 + 4 * i, (int32_t)tokens[i]);
-    return b;
+    return shard_file_bytes(tokens, 2, n, declared, len);
+}
+
+static inline uint8_t *shard32_bytes(const uint32_t *tokens, int64_t n, int32_t declared, size_t *len)
+{
+    return shard_file_bytes(tokens, 4, n, declared, len);
 }
 
 static inline void shard_name(char *out, size_t cap, const char *dir, const char *split, int k)
@@ -79,24 +78,26 @@ static inline void shard_name(char *out, size_t cap, const char *dir, const char
         die("shard path too long: ", dir);
 }
 
-static inline void write_shard(const char *dir, const char *split, int k, const uint16_t *tokens, int64_t n)
+/* dir/split_00000k.bin holding the n `width`-byte tokens at `tokens`, its header right. */
+static inline void write_shard_file(const char *dir, const char *split, int k, const void *tokens, size_t width,
+                                    int64_t n)
 {
     char path[512];
     size_t len;
-    uint8_t *b = shard_bytes(tokens, n, (int32_t)n, &len);
+    uint8_t *b = shard_file_bytes(tokens, width, n, (int32_t)n, &len);
     shard_name(path, sizeof path, dir, split, k);
     write_raw(path, b, len);
     free(b);
 }
 
+static inline void write_shard(const char *dir, const char *split, int k, const uint16_t *tokens, int64_t n)
+{
+    write_shard_file(dir, split, k, tokens, 2, n);
+}
+
 static inline void write_shard32(const char *dir, const char *split, int k, const uint32_t *tokens, int64_t n)
 {
-    char path[512];
-    size_t len;
-    uint8_t *b = shard32_bytes(tokens, n, (int32_t)n, &len);
-    shard_name(path, sizeof path, dir, split, k);
-    write_raw(path, b, len);
-    free(b);
+    write_shard_file(dir, split, k, tokens, 4, n);
 }
 
 /* Mappings of files under dir in this process: what a failed open or a close must leave at 0. */
