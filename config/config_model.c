@@ -78,6 +78,18 @@ const char *cfg_model_section_name(const cfg_key *k)
     return s ? cfg_key_leaf(s->kind->path) : NULL;
 }
 
+bool cfg_model_kind_rule_hashes(const config *c, const cfg_key *k)
+{
+    const cfg_model_section *s = section_of(k->path);
+    return !s || !s->kind->hash_rule || s->kind->hash_rule(&c->model.opts);
+}
+
+const char *cfg_model_kind_rule_name(const cfg_key *k)
+{
+    const cfg_model_section *s = section_of(k->path);
+    return s && s->kind->hash_rule_name ? s->kind->hash_rule_name : cfg_model_section_name(k);
+}
+
 /* A section set for another kind, reported like a contradiction (config_check.c): at the later
  * of the section and model.kind, naming both and where the earlier one was set. */
 static int wrong_kind(cfg_loader *L, const cfg_model_section *s, int k_section)

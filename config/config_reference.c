@@ -32,7 +32,8 @@ static const char hash_note[] =
     "\"(wsd)\", \"(synthetic)\", \"(tokens)\": only hashed when that choice is active; \"(decay)\": with a\n"
     "schedule that decays (cosine, linear or wsd); \"(per rank)\": only\n"
     "while `train.global_batch` is 0, \"(global batch)\": only when it is set, so a job with a global batch\n"
-    "resumes on any world size that divides it; \"(packed)\": only when `data.packed` is true. Not hashed:\n"
+    "resumes on any world size that divides it; \"(packed)\": only when `data.packed` is true; \"(scaled)\":\n"
+    "only when `model.llama.rope_scaling.factor` is above 1. Not hashed:\n"
     "run directory, device/backend/bucket sizes, logging, evaluation, epochs/max_steps and all checkpoint\n"
     "settings.\n";
 
@@ -129,7 +130,9 @@ static void hash_text(const cfg_key *k, char *out, size_t n)
     out[0] = '\0';
     if (k->hash == HASH_NO)
         return;
-    const char *when = k->hash == HASH_YES ? NULL : hash_condition[k->hash];
+    const char *when = k->hash == HASH_YES         ? NULL
+                       : k->hash == HASH_KIND_RULE ? cfg_model_kind_rule_name(k)
+                                                   : hash_condition[k->hash];
     if (!when && k->type != KT_SECTION)
         when = cfg_model_section_name(k);
     if (when)

@@ -201,6 +201,7 @@ static bool hashed(const config *c, const cfg_key *k)
     case HASH_PER_RANK: return c->train.global_batch == 0;
     case HASH_GLOBAL_BATCH: return c->train.global_batch > 0;
     case HASH_PACKED: return c->data.kind == DATA_TOKENS && c->data.packed;
+    case HASH_KIND_RULE: return cfg_model_kind_rule_hashes(c, k);
     }
     return true;
 }

@@ -109,11 +109,29 @@ int llama_tensor_table(const llama_family *fam, const llama_shape *shape, model 
     return rc;
 }
 
-void llama_rope_tables(int64_t positions, int64_t head_size, double rope_theta, float *cos_out, float *sin_out)
+bool llama_rope_scaled(const llama_shape *s) { return s->rope_scaling.factor > 1; }
+
+double llama_rope_frequency(const llama_shape *s, int64_t j)
 {
-    const int64_t half = head_size / 2;
+    const double head_size = (double)(s->n_embd / s->n_head);
+    const double f = pow(s->rope_theta, -2.0 * (double)j / head_size);
+    if (!llama_rope_scaled(s))
+        return f;
+    const llama_rope_scaling *r = &s->rope_scaling;
+    const double wavelength = 2 * M_PI / f, L = (double)r->original_max_positions;
+    if (wavelength < L / r->high_freq_factor)
+        return f;
+    if (wavelength > L / r->low_freq_factor)
+        return f / r->factor;
+    const double smooth = (L / wavelength - r->low_freq_factor) / (r->high_freq_factor - r->low_freq_factor);
+    return (1 - smooth) * f / r->factor + smooth * f;
+}
+
+void llama_rope_tables(const llama_shape *s, int64_t positions, float *cos_out, float *sin_out)
+{
+    const int64_t half = s->n_embd / s->n_head / 2;
     for (int64_t j = 0; j < half; j++) {
-        double f = pow(rope_theta, -2.0 * (double)j / (double)head_size);
+        const double f = llama_rope_frequency(s, j);
         for (int64_t t = 0; t < positions; t++) {
             cos_out[t * half + j] = (float)cos((double)t * f);
             sin_out[t * half + j] = (float)sin((double)t * f);
@@ -173,7 +191,7 @@ static int alloc_tables(model *m, llama_impl *g, ddp_err *err)
     float *host = malloc(2 * (size_t)n * sizeof *host);
     if (!host)
         return ddp_fail(err, DDP_ERUNTIME, "llama: out of host memory for the RoPE tables");
-    llama_rope_tables(g->s.block_size, g->hd, g->s.rope_theta, host, host + n);
+    llama_rope_tables(&g->s, g->s.block_size, host, host + n);
     void *cos_p = NULL, *sin_p = NULL;
     int rc = lm_alloc(m, &cos_p, (size_t)n * sizeof(float), err);
     if (!rc)
@@ -237,15 +255,24 @@ static const lm_kind llama_kind = {
 
 void llama_format_shape(const llama_family *fam, const llama_shape *s, char *out, size_t size)
 {
-    char theta[32], eps[32];
+    char theta[32], eps[32], rope[160] = "";
     format_double_exact(s->rope_theta, theta, sizeof theta);
     format_double_exact(s->norm_eps, eps, sizeof eps);
+    if (llama_rope_scaled(s)) {
+        const llama_rope_scaling *r = &s->rope_scaling;
+        char factor[32], low[32], high[32];
+        format_double_exact(r->factor, factor, sizeof factor);
+        format_double_exact(r->low_freq_factor, low, sizeof low);
+        format_double_exact(r->high_freq_factor, high, sizeof high);
+        snprintf(rope, sizeof rope, " rope_scaling=%s,%s,%s,%lld", factor, low, high,
+                 (long long)r->original_max_positions);
+    }
     snprintf(out, size,
              "%s n_layer=%lld n_head=%lld n_kv_head=%lld n_embd=%lld ffn_hidden=%lld block_size=%lld "
-             "vocab_size=%lld rope_theta=%s norm_eps=%s tie_embeddings=%d",
+             "vocab_size=%lld rope_theta=%s norm_eps=%s tie_embeddings=%d%s",
              fam->name, (long long)s->n_layer, (long long)s->n_head, (long long)s->n_kv_head, (long long)s->n_embd,
              (long long)s->ffn_hidden, (long long)s->block_size, (long long)s->vocab_size, theta, eps,
-             s->tie_embeddings ? 1 : 0);
+             s->tie_embeddings ? 1 : 0, rope);
 }
 
 static void describe(const llama_family *fam, char *out, size_t size, const llama_shape *s, int64_t T)
@@ -255,28 +282,50 @@ static void describe(const llama_family *fam, char *out, size_t size, const llam
     snprintf(out, size, "%s seq_len=%lld", shape, (long long)T);
 }
 
+/* The rope_scaling field a scaled shape's description holds after tie_embeddings, from *text on
+ * (moved past it); none there: no scaling (LLAMA_ROPE_UNSCALED). False for a field that is there but
+ * not a stretch llama_rope_frequency can apply. */
+static bool parse_rope_scaling(const char **text, llama_rope_scaling *r)
+{
+    *r = LLAMA_ROPE_UNSCALED;
+    long long positions = 0;
+    int end = -1;
+    if (strncmp(*text, " rope_scaling=", 14))
+        return true;
+    *r = (llama_rope_scaling){0};
+    sscanf(*text, " rope_scaling=%lf,%lf,%lf,%lld%n", &r->factor, &r->low_freq_factor, &r->high_freq_factor,
+           &positions, &end);
+    r->original_max_positions = positions;
+    *text += end > 0 ? end : 0;
+    return end > 0 && isfinite(r->factor) && r->factor > 1 && isfinite(r->high_freq_factor) &&
+           r->low_freq_factor > 0 && r->high_freq_factor > r->low_freq_factor && positions >= 1;
+}
+
 int llama_parse_description(const llama_family *fam, const char *desc, llama_shape *shape, int64_t *seq_len,
                             ddp_err *err)
 {
     long long v[8] = {0};
     double theta = 0, eps = 0;
-    int tie = -1, end = -1;
+    int tie = -1, end = -1, seq_end = -1;
     size_t name_len = strlen(fam->name);
     if (!strncmp(desc, fam->name, name_len))
         sscanf(desc + name_len,
                " n_layer=%lld n_head=%lld n_kv_head=%lld n_embd=%lld ffn_hidden=%lld block_size=%lld "
-               "vocab_size=%lld rope_theta=%lf norm_eps=%lf tie_embeddings=%d seq_len=%lld%n",
-               &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &theta, &eps, &tie, &v[7], &end);
+               "vocab_size=%lld rope_theta=%lf norm_eps=%lf tie_embeddings=%d%n",
+               &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &theta, &eps, &tie, &end);
     llama_shape s = {.n_layer = v[0], .n_head = v[1], .n_kv_head = v[2], .n_embd = v[3], .ffn_hidden = v[4],
                      .block_size = v[5], .vocab_size = v[6], .rope_theta = theta, .norm_eps = eps,
                      .tie_embeddings = tie == 1};
+    const char *rest = end > 0 ? desc + name_len + end : "";
+    bool rope_ok = parse_rope_scaling(&rest, &s.rope_scaling);
+    sscanf(rest, " seq_len=%lld%n", &v[7], &seq_end);
     char again[2 * MODEL_DESCRIPTION_MAX] = "";
-    if (end > 0) /* exactly what describe() writes: no sign, no leading zeros, nothing after */
+    if (seq_end > 0) /* exactly what describe() writes: no sign, no leading zeros, nothing after */
         describe(fam, again, sizeof again, &s, v[7]);
     bool sizes_ok = s.n_layer >= 1 && s.n_head >= 1 && s.n_kv_head >= 1 && s.n_embd >= 1 && s.ffn_hidden >= 1 &&
                     s.block_size >= 1 && s.vocab_size >= 1 && v[7] >= 1;
-    bool reals_ok = isfinite(theta) && theta > 0 && isfinite(eps) && eps > 0 && (tie == 0 || tie == 1);
-    if (end < 0 || strcmp(again, desc) != 0 || !sizes_ok || !reals_ok)
+    bool reals_ok = isfinite(theta) && theta > 0 && isfinite(eps) && eps > 0 && (tie == 0 || tie == 1) && rope_ok;
+    if (seq_end < 0 || strcmp(again, desc) != 0 || !sizes_ok || !reals_ok)
         return ddp_fail(err, DDP_EUSAGE, "not a %s model: \"%.200s\"", fam->title, desc);
     *shape = s;
     *seq_len = v[7];
@@ -301,6 +350,13 @@ static int check_shape(const llama_family *fam, const llama_shape *s, const samp
     if (s->ffn_hidden < 1 || !(s->rope_theta > 0) || !(s->norm_eps > 0))
         return ddp_fail(err, DDP_EUSAGE, "model.%s: ffn_hidden %lld, rope_theta %g and norm_eps %g must be "
                         "positive", k, (long long)s->ffn_hidden, s->rope_theta, s->norm_eps);
+    const llama_rope_scaling *r = &s->rope_scaling;
+    if (llama_rope_scaled(s) && (!isfinite(r->factor) || !(r->low_freq_factor > 0) ||
+                                 !(r->high_freq_factor > r->low_freq_factor) || !isfinite(r->high_freq_factor) ||
+                                 r->original_max_positions < 1))
+        return ddp_fail(err, DDP_EUSAGE, "model.%s.rope_scaling: factor %g needs 0 < low_freq_factor %g < "
+                        "high_freq_factor %g and original_max_position_embeddings %lld >= 1", k, r->factor,
+                        r->low_freq_factor, r->high_freq_factor, (long long)r->original_max_positions);
     return lm_check_data(k, data, s->block_size, s->vocab_size, max_rows, err);
 }
 

@@ -50,13 +50,24 @@ int llama_tensor_table(const llama_family *fam, const llama_shape *shape, model 
 int llama_activation_bytes(const llama_family *fam, const llama_shape *shape, const lm_run *run, int64_t T, int64_t B,
                            size_t *bytes, ddp_err *err);
 
-/* The rotary tables the model uploads: cos and sin [positions, head_size/2] of t·f_j with
- * f_j = rope_theta^(-2j/head_size), computed in double and rounded to float once. */
-void llama_rope_tables(int64_t positions, int64_t head_size, double rope_theta, float *cos_out, float *sin_out);
+/* Whether the shape stretches its RoPE frequencies (rope_scaling.factor above 1). */
+bool llama_rope_scaled(const llama_shape *shape);
+/* The radians per position head dimension pair j turns at: f_j = rope_theta^(-2j/head_size), then
+ * with rope_scaling (Hugging Face's "llama3" rope_type), for the pair's wavelength w = 2π/f_j and
+ * L = original_max_positions: f_j when w < L/high_freq_factor, f_j/factor when w > L/low_freq_factor,
+ * else (1-s)·f_j/factor + s·f_j with s = (L/w - low_freq_factor)/(high_freq_factor - low_freq_factor).
+ * In double. */
+double llama_rope_frequency(const llama_shape *shape, int64_t j);
+
+/* The rotary tables the model uploads: cos and sin [positions, head_size/2] of t·f_j
+ * (llama_rope_frequency), computed in double and rounded to float once. */
+void llama_rope_tables(const llama_shape *shape, int64_t positions, float *cos_out, float *sin_out);
 
 /* The shape as text, the family's name first: "llama n_layer=12 n_head=12 n_kv_head=4 n_embd=768 ffn_hidden=2048
  * block_size=1024 vocab_size=32000 rope_theta=10000 norm_eps=1e-05 tie_embeddings=0" (numbers in
- * the shortest text that reads back exactly). A model's description is this and " seq_len=T". */
+ * the shortest text that reads back exactly), and, with scaled RoPE frequencies, " rope_scaling=8,1,4,8192"
+ * (factor, low_freq_factor, high_freq_factor, original_max_positions: short, as a checkpoint
+ * header holds 256 bytes). A model's description is this and " seq_len=T". */
 void llama_format_shape(const llama_family *fam, const llama_shape *shape, char *out, size_t size);
 
 /* The shape and sequence length back from a description of the family's, exactly as llama_create

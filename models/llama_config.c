@@ -46,6 +46,20 @@ static const cfg_key llama_keys[] = {
     NUM("model.llama.norm_eps", llama.norm_eps, NR_POSITIVE, "1e-5", HASH_YES, "RMSNorm's ε." FROM_FOLDER),
     BOOL("model.llama.tie_embeddings", llama.tie_embeddings, "false", HASH_YES,
          "The output projection is the token embedding (no `lm_head`)." FROM_FOLDER),
+    SECTION("model.llama.rope_scaling"),
+    NUM("model.llama.rope_scaling.factor", llama.rope_scaling.factor, NR_POSITIVE, "1", HASH_KIND_RULE,
+        "Llama 3.1's stretch of the RoPE frequencies (Hugging Face's `rope_scaling` with `rope_type: llama3`): "
+        "pairs slower than `low_freq_factor` turns per `original_max_position_embeddings` positions turn "
+        "`factor` times slower, those faster than `high_freq_factor` turns keep their speed, the ones between "
+        "are blended. 1: no stretch; at least 1 (Llama 3.1: 8, Llama 3.2: 32)." FROM_FOLDER),
+    NUM("model.llama.rope_scaling.low_freq_factor", llama.rope_scaling.low_freq_factor, NR_POSITIVE, "1",
+        HASH_KIND_RULE, "See `model.llama.rope_scaling.factor`; below `high_freq_factor`." FROM_FOLDER),
+    NUM("model.llama.rope_scaling.high_freq_factor", llama.rope_scaling.high_freq_factor, NR_POSITIVE, "4",
+        HASH_KIND_RULE, "See `model.llama.rope_scaling.factor`." FROM_FOLDER),
+    INT("model.llama.rope_scaling.original_max_position_embeddings", llama.rope_scaling.original_max_positions, 1,
+        1 << 20, "8192", HASH_KIND_RULE,
+        "The context the frequencies were trained for before the stretch (Llama 3: 8192). See "
+        "`model.llama.rope_scaling.factor`." FROM_FOLDER),
 };
 _Static_assert(sizeof llama_keys / sizeof llama_keys[0] <= 32, "model_general.pending has a bit per key");
 
@@ -90,6 +104,22 @@ static bool seq_over_block(const model_kind_opts *o, const model_general *g)
 {
     return llama_config_seq_over_block(&o->llama, g);
 }
+/* The rope_scaling keys are hashed while they stretch the frequencies: a run without a stretch
+ * keeps the hash it had before the keys were. */
+static bool rope_stretched(const model_kind_opts *o) { return o->llama.rope_scaling.factor > 1; }
+
+static bool rope_shrinks(const model_kind_opts *o, const model_general *g)
+{
+    (void)g;
+    return o->llama.rope_scaling.factor > 0 && o->llama.rope_scaling.factor < 1; /* 0: left to the folder */
+}
+static bool rope_bands_crossed(const model_kind_opts *o, const model_general *g)
+{
+    (void)g;
+    const llama_rope_scaling *r = &o->llama.rope_scaling;
+    return r->factor > 1 && r->low_freq_factor > 0 && r->high_freq_factor > 0 && /* 0: left to the folder */
+           !(r->high_freq_factor > r->low_freq_factor);
+}
 
 static const model_key_rule llama_rules[] = {
     {"model.llama.n_head", "model.llama.n_embd", heads_uneven, "model.llama.n_embd divisible by model.llama.n_head"},
@@ -97,6 +127,10 @@ static const model_key_rule llama_rules[] = {
      "an even head size model.llama.n_embd / model.llama.n_head (RoPE rotates its two halves)"},
     {"model.llama.n_kv_head", "model.llama.n_head", kv_uneven, "model.llama.n_head divisible by model.llama.n_kv_head"},
     {"model.llama.block_size", "data.seq_len", seq_over_block, "data.seq_len <= model.llama.block_size"},
+    {"model.llama.rope_scaling.factor", "model.llama.rope_scaling.factor", rope_shrinks,
+     "model.llama.rope_scaling.factor >= 1 (1: no stretch)"},
+    {"model.llama.rope_scaling.low_freq_factor", "model.llama.rope_scaling.high_freq_factor", rope_bands_crossed,
+     "model.llama.rope_scaling.low_freq_factor < model.llama.rope_scaling.high_freq_factor"},
 };
 
 int llama_config_check_shape(const llama_shape *s, const char *block_key, const model_general *g, const char *file,
@@ -133,4 +167,6 @@ const model_config_kind llama_config_kind = {
     .shape_off = offsetof(model_kind_opts, llama),
     .shape_size = sizeof(llama_shape),
     .shape_check = llama_shape_check,
+    .hash_rule = rope_stretched,
+    .hash_rule_name = "scaled",
 };

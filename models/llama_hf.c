@@ -7,6 +7,7 @@
  * or the training loop. */
 #include "llama_hf.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,60 @@ static int read_heads(const json_doc *j, llama_shape *s, ddp_err *err)
     return rc;
 }
 
+/* A number of the rope_scaling object r (its key `key`) into *out: positive, and finite. */
+static int read_scaling_number(const json_doc *j, const json_node *r, const char *key, double *out, ddp_err *err)
+{
+    const json_node *v = json_object_get(j, r, key);
+    char name[64];
+    snprintf(name, sizeof name, "rope_scaling.%s", key);
+    if (!v)
+        return ddp_fail(err, DDP_EUSAGE, "%s: no %s (Llama 3's rope_scaling has factor, low_freq_factor, "
+                        "high_freq_factor and original_max_position_embeddings)", j->name, name);
+    if (!json_double(v, out) || !(*out > 0) || !isfinite(*out))
+        return hf_key_fail(j, v, name, "expected a positive number", err);
+    return DDP_OK;
+}
+
+/* rope_scaling: absent, null or rope_type "default" (none), or Llama 3's stretch (rope_type, or
+ * the older type, "llama3") with its four numbers, factor at least 1 and low_freq_factor below
+ * high_freq_factor, into s->rope_scaling. Any other rope_type is refused, naming it. */
+static int read_rope_scaling(const json_doc *j, llama_shape *s, ddp_err *err)
+{
+    const json_node *r = json_object_get(j, json_root(j), "rope_scaling");
+    s->rope_scaling = LLAMA_ROPE_UNSCALED;
+    if (!r || json_kind_of(r) == JSON_NULL)
+        return DDP_OK;
+    if (json_kind_of(r) != JSON_OBJECT)
+        return hf_key_fail(j, r, "rope_scaling", "expected null or an object", err);
+    const json_node *type = json_object_get(j, r, "rope_type");
+    type = type ? type : json_object_get(j, r, "type");
+    const char *name = type && json_kind_of(type) == JSON_STRING ? json_text(type) : NULL;
+    if (name && !strcmp(name, "default"))
+        return DDP_OK;
+    if (!name || strcmp(name, "llama3"))
+        return type ? hf_key_fail(j, type, "rope_scaling.rope_type", "ddprun's Llama stretches RoPE as Llama 3 does "
+                                  "(\"llama3\") or not at all", err)
+                    : hf_key_fail(j, r, "rope_scaling", "it has no rope_type", err);
+    llama_rope_scaling *x = &s->rope_scaling;
+    int rc = read_scaling_number(j, r, "factor", &x->factor, err);
+    if (!rc)
+        rc = read_scaling_number(j, r, "low_freq_factor", &x->low_freq_factor, err);
+    if (!rc)
+        rc = read_scaling_number(j, r, "high_freq_factor", &x->high_freq_factor, err);
+    const json_node *v = json_object_get(j, r, "original_max_position_embeddings");
+    uint64_t positions = 0;
+    if (!rc && (!v || !json_uint(v, &positions) || positions < 1 || positions > MAX_DIM))
+        rc = v ? hf_key_fail(j, v, "rope_scaling.original_max_position_embeddings", "expected a positive integer", err)
+               : ddp_fail(err, DDP_EUSAGE, "%s: no rope_scaling.original_max_position_embeddings", j->name);
+    x->original_max_positions = (int64_t)positions;
+    if (!rc && x->factor < 1)
+        rc = hf_key_fail(j, json_object_get(j, r, "factor"), "rope_scaling.factor", "expected at least 1", err);
+    if (!rc && !(x->low_freq_factor < x->high_freq_factor))
+        rc = hf_key_fail(j, json_object_get(j, r, "low_freq_factor"), "rope_scaling.low_freq_factor",
+                         "expected below rope_scaling.high_freq_factor", err);
+    return rc;
+}
+
 static int shape_from(const llama_family *fam, const json_doc *j, llama_shape *s, ddp_err *err)
 {
     memset(s, 0, sizeof *s);
@@ -97,6 +152,8 @@ static int shape_from(const llama_family *fam, const json_doc *j, llama_shape *s
     s->tie_embeddings = tie && !strcmp(json_text(tie), "true");
     if (!rc)
         rc = hf_check_fixed(j, fam->hf->fixed_keys, fam->hf->n_fixed_keys, err);
+    if (!rc) /* after the fixed keys: a family that refuses any rope_scaling (Qwen2) says so first */
+        rc = read_rope_scaling(j, s, err);
     return rc ? rc : check_architectures(fam, j, err);
 }
 

@@ -7,11 +7,13 @@
  * config.json gives the shape: num_hidden_layers, num_attention_heads, num_key_value_heads (absent
  * or null: num_attention_heads), hidden_size, intermediate_size, max_position_embeddings,
  * vocab_size, rope_theta (default 10000), rms_norm_eps (default 1e-6, LlamaConfig's),
- * tie_word_embeddings (default false). Every other key that changes what the model computes must
- * hold what our Llama computes or the folder is refused naming FILE:LINE:COL, the key and its
- * value: model_type "llama", architectures ["LlamaForCausalLM"], head_dim absent, null or
- * hidden_size / num_attention_heads, hidden_act "silu", rope_scaling absent or null,
- * attention_bias and mlp_bias false, pretraining_tp 1.
+ * tie_word_embeddings (default false), rope_scaling (absent, null or rope_type "default": none;
+ * rope_type "llama3": Llama 3.1's stretch, its factor, low_freq_factor, high_freq_factor and
+ * original_max_position_embeddings; a family may fix it to null, as Qwen2's does). Every other key
+ * that changes what the model computes must hold what our Llama computes or the folder is refused
+ * naming FILE:LINE:COL, the key and its value: model_type "llama", architectures
+ * ["LlamaForCausalLM"], head_dim absent, null or hidden_size / num_attention_heads, hidden_act
+ * "silu", attention_bias and mlp_bias false, pretraining_tp 1.
  *
  * The tensors are ours under the same (Hugging Face's) names and [out, in] layout, q_proj and
  * k_proj rows already in the rotate-half order our RoPE applies: nothing is transposed or

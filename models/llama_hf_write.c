@@ -30,6 +30,23 @@ void llama_hf_py_float(double v, char *out, size_t n)
         format_double_exact(v, out, n);
 }
 
+/* rope_scaling's value as save_pretrained writes it: null, or Llama 3's stretch (sorted keys). */
+static void write_rope_scaling(FILE *f, const llama_shape *s)
+{
+    if (!llama_rope_scaled(s)) {
+        fputs("null", f);
+        return;
+    }
+    const llama_rope_scaling *r = &s->rope_scaling;
+    char factor[32], low[32], high[32];
+    llama_hf_py_float(r->factor, factor, sizeof factor);
+    llama_hf_py_float(r->low_freq_factor, low, sizeof low);
+    llama_hf_py_float(r->high_freq_factor, high, sizeof high);
+    fprintf(f, "{\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n    \"low_freq_factor\": %s,\n"
+               "    \"original_max_position_embeddings\": %lld,\n    \"rope_type\": \"llama3\"\n  }",
+            factor, high, low, (long long)r->original_max_positions);
+}
+
 /* LlamaConfig as save_pretrained writes it: our shape, every other key at the value our Llama
  * computes (llama_hf.c's import accepts exactly these) or LlamaConfig's default. */
 static void write_llama_config(FILE *f, const llama_shape *s, const char *torch_dtype)
@@ -45,17 +62,17 @@ static void write_llama_config(FILE *f, const llama_shape *s, const char *torch_
                "  \"num_key_value_heads\": %lld,\n  \"pretraining_tp\": 1,\n",
             (long long)(s->n_embd / s->n_head), (long long)s->n_embd, (long long)s->ffn_hidden,
             (long long)s->block_size, (long long)s->n_head, (long long)s->n_layer, (long long)s->n_kv_head);
-    fprintf(f, "  \"rms_norm_eps\": %s,\n  \"rope_scaling\": null,\n  \"rope_theta\": %s,\n"
-               "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\",\n  \"use_cache\": true,\n"
-               "  \"vocab_size\": %lld\n}\n",
-            eps, theta, s->tie_embeddings ? "true" : "false", torch_dtype, (long long)s->vocab_size);
+    fprintf(f, "  \"rms_norm_eps\": %s,\n  \"rope_scaling\": ", eps);
+    write_rope_scaling(f, s);
+    fprintf(f, ",\n  \"rope_theta\": %s,\n  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\",\n"
+               "  \"use_cache\": true,\n  \"vocab_size\": %lld\n}\n",
+            theta, s->tie_embeddings ? "true" : "false", torch_dtype, (long long)s->vocab_size);
 }
 
 /* Keys our Llama has one value of: absent, or that value. */
 static const hf_fixed_key llama_fixed_keys[] = {
     {"model_type", {"llama"}, JSON_STRING, "ddprun imports Llama (model_type \"llama\")"},
     {"hidden_act", {"silu"}, JSON_STRING, "ddprun's Llama computes SwiGLU with silu"},
-    {"rope_scaling", {"null"}, JSON_NULL, "ddprun's Llama applies RoPE unscaled (rope_scaling null)"},
     {"attention_bias", {"false"}, JSON_BOOL, "ddprun's Llama has no attention biases"},
     {"mlp_bias", {"false"}, JSON_BOOL, "ddprun's Llama has no MLP biases"},
     {"pretraining_tp", {"1"}, JSON_NUMBER, "ddprun's Llama computes each projection whole (pretraining_tp 1)"},

@@ -56,6 +56,10 @@ typedef struct model_config_kind {
      * config_take_shape's), data.seq_len against its block size included: DDP_OK or DDP_EUSAGE. */
     int (*shape_check)(const model_kind_opts *o, const model_general *g, const char *file,
                        const char *const names[], ddp_err *err);
+    /* Whether the kind's HASH_KIND_RULE keys are hashed in this run (NULL: always), and the
+     * condition's name in the reference ("scaled"). */
+    bool (*hash_rule)(const model_kind_opts *o);
+    const char *hash_rule_name;
 } model_config_kind;
 
 #define MODEL_CONFIG_KEYS(table) table, (int)(sizeof table / sizeof table[0])

@@ -55,10 +55,23 @@ typedef struct gpt2_shape {
  * number here (the config resolves its multiple_of rule); vocab_size is padded inside as GPT-2's. */
 #define LLAMA_MAX_LAYERS 128 /* Llama 3.1 405B has 126 (model.llama.n_layer's and config.json's limit) */
 
+/* Llama 3.1's stretch of the RoPE frequencies (Hugging Face's rope_scaling {"rope_type": "llama3"}):
+ * pairs turning slower than low_freq_factor turns over original_max_positions go factor times
+ * slower, those faster than high_freq_factor turns keep their speed, the ones between are blended
+ * (llama_rope_frequency). factor 1 (or 0, a shape that has no such keys: Qwen2's): no scaling. */
+typedef struct llama_rope_scaling {
+    double factor, low_freq_factor, high_freq_factor;
+    int64_t original_max_positions;
+} llama_rope_scaling;
+/* No stretch as a folder without rope_scaling and a description without it read: the values of the
+ * model.llama.rope_scaling keys' defaults, so that such a folder's shape is a config's without them. */
+#define LLAMA_ROPE_UNSCALED ((llama_rope_scaling){1, 1, 4, 8192})
+
 typedef struct llama_shape {
     int64_t n_layer, n_head, n_kv_head, n_embd, ffn_hidden, block_size, vocab_size;
     double rope_theta, norm_eps;
     bool tie_embeddings;
+    llama_rope_scaling rope_scaling; /* Llama only: Qwen2's shape keeps it unscaled */
 } llama_shape;
 
 /* Each kind's settings as the config holds them (config/config.h's model section): a kind's config

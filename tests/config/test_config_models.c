@@ -101,8 +101,11 @@ static void test_init_from_llama_shape(void)
 {
     static const char *const names[] = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                                         "hidden_size", "intermediate_size", "max_position_embeddings",
-                                        "vocab_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings"};
-    const config_shape from = {.llama = {2, 4, 2, 64, 176, 32, 300, 500000, 1e-6, true}};
+                                        "vocab_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings",
+                                        "rope_scaling.factor", "rope_scaling.low_freq_factor",
+                                        "rope_scaling.high_freq_factor",
+                                        "rope_scaling.original_max_position_embeddings"};
+    const config_shape from = {.llama = {2, 4, 2, 64, 176, 32, 300, 500000, 1e-6, true, LLAMA_ROPE_UNSCALED}};
     config c, kept;
     ddp_err err = {0};
     char *ov[] = {"model.kind=llama", "data.kind=tokens", "data.seq_len=2048", "checkpoint.init_from=hf"};
@@ -180,6 +183,26 @@ static void test_init_from_llama_shape(void)
     CHECK_STR_CONTAINS(err.msg, "hf/config.json has rope_theta -1, but model.llama.rope_theta must be a positive");
     CHECK(config_shape_pending(&c), "a refused take filled the shape");
 
+    /* Llama 3.2's stretched RoPE from the folder: taken with the rest, into the resolved config */
+    config_shape stretched = from;
+    stretched.llama.rope_scaling = (llama_rope_scaling){32, 1, 4, 8192};
+    CHECK(config_load(NULL, 2, pending, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(config_take_shape(&c, &stretched, "hf/config.json", names, &err) == DDP_OK, "%s", err.msg);
+    CHECK(!memcmp(&c.model.opts.llama.rope_scaling, &stretched.llama.rope_scaling, sizeof(llama_rope_scaling)),
+          "the folder's rope_scaling not taken");
+    fd = mkstemp(path);
+    close(fd);
+    CHECK(config_write_resolved(&c, path, &err) == DDP_OK, "%s", err.msg);
+    CHECK(config_load(path, 0, NULL, &again, &err) == DDP_OK, "resolved: %s", err.msg);
+    CHECK(config_hash(&again) == config_hash(&c) && !memcmp(&again.model, &c.model, sizeof c.model),
+          "the taken rope_scaling does not read back from the resolved config");
+    unlink(path);
+    char *unstretched[] = {"model.kind=llama", "checkpoint.init_from=hf", "model.llama.rope_scaling.factor=1"};
+    CHECK(config_load(NULL, 3, unstretched, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(config_take_shape(&c, &stretched, "hf/config.json", names, &err) == DDP_EUSAGE, "factor 1 over 32 taken");
+    CHECK_STR_CONTAINS(err.msg, "model.llama.rope_scaling.factor is 1, but checkpoint.init_from's hf/config.json has "
+                       "rope_scaling.factor 32");
+
     /* without checkpoint.init_from: the defaults, ffn_hidden by the rule */
     char *none[] = {"model.kind=llama"};
     CHECK(config_load(NULL, 1, none, &c, &err) == DDP_OK, "%s", err.msg);
@@ -253,6 +276,28 @@ static void test_llama(void)
           d.model.opts.llama.norm_eps == 1e-6 && d.model.opts.llama.n_kv_head == 12 && d.ddp.grad_dtype == GRAD_BF16,
           "llama overrides");
     CHECK(config_hash(&c) != config_hash(&d), "the llama keys did not change the hash");
+    /* rope_scaling: no stretch by default (what a folder without it reads as); hashed only when it
+     * stretches, so the runs before it keep their hash */
+    CHECK(!memcmp(&s->rope_scaling, &LLAMA_ROPE_UNSCALED, sizeof s->rope_scaling), "rope_scaling defaults");
+    const struct { const char *set; bool hashed; } rope[] = {
+        {"model.llama.rope_scaling.factor=1", false},
+        {"model.llama.rope_scaling.low_freq_factor=2", false},
+        {"model.llama.rope_scaling.original_max_position_embeddings=4096", false},
+        {"model.llama.rope_scaling.factor=8", true},
+        {"model.llama.rope_scaling={factor: 8, low_freq_factor: 2}", true},
+    };
+    for (size_t i = 0; i < sizeof rope / sizeof rope[0]; i++) {
+        char *ov[] = {"model.kind=llama", (char *)rope[i].set};
+        CHECK(config_load(NULL, 2, ov, &d, &err) == DDP_OK, "%s: %s", rope[i].set, err.msg);
+        CHECK((config_hash(&c) != config_hash(&d)) == rope[i].hashed, "%s: hash %s", rope[i].set,
+              rope[i].hashed ? "unchanged" : "changed");
+    }
+    char *l32[] = {"model.kind=llama", "model.llama.rope_scaling={factor: 32, original_max_position_embeddings: 8192}"};
+    CHECK(config_load(NULL, 2, l32, &d, &err) == DDP_OK && d.model.opts.llama.rope_scaling.factor == 32 &&
+          d.model.opts.llama.rope_scaling.high_freq_factor == 4, "Llama 3.2's rope_scaling: %s", err.msg);
+    char *low2[] = {"model.kind=llama", "model.llama.rope_scaling={factor: 8, low_freq_factor: 2}"};
+    CHECK(config_load(NULL, 2, low2, &c, &err) == DDP_OK && config_hash(&c) != config_hash(&d),
+          "with a stretch, low_freq_factor is hashed: %s", err.msg);
     char dir[] = "/tmp/test_config.XXXXXX", path[4096];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     round_trip(&c, dir);
@@ -281,6 +326,12 @@ static void test_llama(void)
                 "<override 2>:1:23: model.llama.n_kv_head:", "expected an integer in [1, 1024], got \"0\"");
     expect_fail(NULL, 2, (char *[]){"model.kind=llama", "model.llama.rope_theta=0"},
                 "<override 2>:1:24: model.llama.rope_theta:", "expected a positive number");
+    expect_fail(NULL, 2, (char *[]){"model.kind=llama", "model.llama.rope_scaling.factor=0.5"},
+                "<override 2>:1:33: model.llama.rope_scaling.factor:",
+                "expected model.llama.rope_scaling.factor >= 1 (1: no stretch)");
+    expect_fail(NULL, 2, (char *[]){"model.kind=llama", "model.llama.rope_scaling={factor: 8, high_freq_factor: 1}"},
+                "<override 2>:1:56: model.llama.rope_scaling.high_freq_factor:",
+                "expected model.llama.rope_scaling.low_freq_factor < model.llama.rope_scaling.high_freq_factor");
     {   /* a Llama may start from a Hugging Face folder (the job checks it is one) */
         config l;
         ddp_err lerr = {0};

@@ -17,7 +17,7 @@
 typedef struct out_tensor { char name[128]; int ndim; int64_t shape[2]; float *data; } out_tensor;
 
 /* Writes dir/file of n float32 tensors, contiguous in the given order. */
-static void write_safetensors(const char *dir, const char *file, const out_tensor *t, int n)
+static inline void write_safetensors(const char *dir, const char *file, const out_tensor *t, int n)
 {
     char path[600], *header = malloc(1 << 16);
     size_t len = 0, off = 0;
@@ -46,7 +46,7 @@ static void write_safetensors(const char *dir, const char *file, const out_tenso
 }
 
 /* dir/model.safetensors' tensors as float32, under their own names, with room for 4 more; n set. */
-static out_tensor *fixture_tensors(const char *dir, int *n)
+static inline out_tensor *fixture_tensors(const char *dir, int *n)
 {
     char path[2200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -67,7 +67,7 @@ static out_tensor *fixture_tensors(const char *dir, int *n)
     return t;
 }
 
-static out_tensor *find(out_tensor *t, int n, const char *name)
+static inline out_tensor *find(out_tensor *t, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
         if (!strcmp(t[i].name, name))
@@ -75,7 +75,7 @@ static out_tensor *find(out_tensor *t, int n, const char *name)
     return NULL;
 }
 
-static void free_tensors(out_tensor *t, int n)
+static inline void free_tensors(out_tensor *t, int n)
 {
     for (int i = 0; i < n; i++)
         free(t[i].data);
@@ -83,7 +83,7 @@ static void free_tensors(out_tensor *t, int n)
 }
 
 /* root/NAME holding src_dir's config.json (or `config` when given) and these tensors. */
-static const char *folder_variant(const char *root, const char *src_dir, const char *name, const char *config,
+static inline const char *folder_variant(const char *root, const char *src_dir, const char *name, const char *config,
                                   const out_tensor *t, int n)
 {
     static char dir[512];
@@ -105,7 +105,7 @@ static const char *folder_variant(const char *root, const char *src_dir, const c
 }
 
 /* dir/config.json's text (calloc'd, 64 KiB). */
-static char *fixture_config(const char *dir)
+static inline char *fixture_config(const char *dir)
 {
     char path[2200];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -120,7 +120,7 @@ static char *fixture_config(const char *dir)
 }
 
 /* dir/config.json with the line holding `"key":` replaced by `"key": value,`. */
-static char *config_with(const char *dir, const char *key, const char *value)
+static inline char *config_with(const char *dir, const char *key, const char *value)
 {
     char *text = fixture_config(dir), *out = calloc(1, 1 << 16), pattern[64];
     snprintf(pattern, sizeof pattern, "\"%s\":", key);
@@ -151,7 +151,7 @@ static inline bool config_is_fixtures(const char *dir, const char *fixture_dir)
     return same;
 }
 
-static bool same_bytes(const char *a, const char *b)
+static inline bool same_bytes(const char *a, const char *b)
 {
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
     bool same = fa && fb;
@@ -165,7 +165,7 @@ static bool same_bytes(const char *a, const char *b)
 }
 
 /* The float32 bits rounded to bfloat16 (nearest, ties to even) and widened back. */
-static float bf16_rounded(float f)
+static inline float bf16_rounded(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);

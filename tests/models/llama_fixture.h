@@ -46,6 +46,7 @@ static inline int lfx_read_manifest(lfx *x)
     s->rope_theta = fixture_header_word(mf, "rope_theta", word, sizeof word) ? strtod(word, NULL) : -1;
     s->norm_eps = fixture_header_word(mf, "norm_eps", word, sizeof word) ? strtod(word, NULL) : -1;
     s->tie_embeddings = fixture_numel(mf, "init.lm_head.weight") < 0;
+    s->rope_scaling = LLAMA_ROPE_UNSCALED; /* transformers' RoPE unstretched */
     f->Vp = llama_vocab_padded(s->vocab_size);
     const char *floor = strstr(mf->header, "max abs)");
     f->noise_floor = floor ? strtod(floor + strlen("max abs)"), NULL) : -1;

@@ -35,7 +35,7 @@ static void check_rope_tables(const lfx *x)
 {
     const int64_t T = x->f.T, hd = x->shape.n_embd / x->shape.n_head, half = hd / 2;
     float *cos_ours = malloc((size_t)(T * half) * 4), *sin_ours = malloc((size_t)(T * half) * 4);
-    llama_rope_tables(T, hd, x->shape.rope_theta, cos_ours, sin_ours);
+    llama_rope_tables(&x->shape, T, cos_ours, sin_ours);
     float *ref[2] = {gfx_load(&x->f, "rope.cos", NULL), gfx_load(&x->f, "rope.sin", NULL)};
     const float *ours[2] = {cos_ours, sin_ours};
     const double u = ldexp(1.0, -24), lt = log(x->shape.rope_theta) + 3;
@@ -211,7 +211,10 @@ static bool shape_equal(const llama_shape *a, const llama_shape *b)
     return a->n_layer == b->n_layer && a->n_head == b->n_head && a->n_kv_head == b->n_kv_head &&
            a->n_embd == b->n_embd && a->ffn_hidden == b->ffn_hidden && a->block_size == b->block_size &&
            a->vocab_size == b->vocab_size && a->rope_theta == b->rope_theta && a->norm_eps == b->norm_eps &&
-           a->tie_embeddings == b->tie_embeddings;
+           a->tie_embeddings == b->tie_embeddings && a->rope_scaling.factor == b->rope_scaling.factor &&
+           a->rope_scaling.low_freq_factor == b->rope_scaling.low_freq_factor &&
+           a->rope_scaling.high_freq_factor == b->rope_scaling.high_freq_factor &&
+           a->rope_scaling.original_max_positions == b->rope_scaling.original_max_positions;
 }
 
 /* The description names the whole shape and parses back exactly; other texts are refused. */
@@ -223,13 +226,24 @@ static void check_description(lfx *x)
     const char *desc = x->f.m->description;
     CHECK(llama_parse_description(&llama_family_llama, desc, &s, &T, &err) == 0, "%s", err.msg);
     CHECK(shape_equal(&s, &x->shape) && T == x->f.T, "\"%s\" parsed to another shape", desc);
-    llama_shape odd = {3, 8, 1, 48, 100, 64, 50257, 500000, 1e-6, true};
+    llama_shape odd = {3, 8, 1, 48, 100, 64, 50257, 500000, 1e-6, true, LLAMA_ROPE_UNSCALED};
     char text[MODEL_DESCRIPTION_MAX + 32];
     llama_format_shape(&llama_family_llama, &odd, text, sizeof text);
     strcat(text, " seq_len=64");
     CHECK(llama_parse_description(&llama_family_llama, text, &s, &T, &err) == 0 && shape_equal(&s, &odd) && T == 64, "%s: %s",
           text, err.msg);
-    CHECK_STR_CONTAINS(text, "rope_theta=500000 norm_eps=1e-06 tie_embeddings=1");
+    CHECK_STR_CONTAINS(text, "rope_theta=500000 norm_eps=1e-06 tie_embeddings=1 seq_len=64");
+    /* Llama 3.2's stretch of the RoPE frequencies, and one with odd numbers, both ways */
+    const llama_rope_scaling stretches[] = {{32, 1, 4, 8192}, {1.5, 0.25, 3.125, 17}};
+    for (int i = 0; i < 2; i++) {
+        llama_shape scaled = odd;
+        scaled.rope_scaling = stretches[i];
+        llama_format_shape(&llama_family_llama, &scaled, text, sizeof text);
+        strcat(text, " seq_len=64");
+        CHECK(llama_parse_description(&llama_family_llama, text, &s, &T, &err) == 0 && shape_equal(&s, &scaled) &&
+              T == 64, "%s: %s", text, err.msg);
+    }
+    CHECK_STR_CONTAINS(text, "tie_embeddings=1 rope_scaling=1.5,0.25,3.125,17 seq_len=64");
     const char *bad[] = {"gpt2 n_layer=2 n_head=4 n_embd=64 block_size=16 vocab_size=300 seq_len=16",
                          "llama n_layer=2 n_head=4 n_kv_head=2 n_embd=64 ffn_hidden=176 block_size=16 vocab_size=300 "
                          "rope_theta=10000.0 norm_eps=1e-05 tie_embeddings=0 seq_len=16",
@@ -238,7 +252,14 @@ static void check_description(lfx *x)
                          "llama n_layer=2 n_head=4 n_kv_head=2 n_embd=64 ffn_hidden=176 block_size=16 vocab_size=300 "
                          "rope_theta=10000 norm_eps=1e-05 tie_embeddings=0 seq_len=16 ",
                          "llama n_layer=2 n_head=4 n_kv_head=2 n_embd=64 ffn_hidden=176 block_size=16 vocab_size=300 "
-                         "rope_theta=-1 norm_eps=1e-05 tie_embeddings=0 seq_len=16"};
+                         "rope_theta=-1 norm_eps=1e-05 tie_embeddings=0 seq_len=16",
+                         /* a stretch of 1 (none: never written), bands crossed, a field short */
+                         "llama n_layer=2 n_head=4 n_kv_head=2 n_embd=64 ffn_hidden=176 block_size=16 vocab_size=300 "
+                         "rope_theta=10000 norm_eps=1e-05 tie_embeddings=0 rope_scaling=1,1,4,8192 seq_len=16",
+                         "llama n_layer=2 n_head=4 n_kv_head=2 n_embd=64 ffn_hidden=176 block_size=16 vocab_size=300 "
+                         "rope_theta=10000 norm_eps=1e-05 tie_embeddings=0 rope_scaling=8,4,4,8192 seq_len=16",
+                         "llama n_layer=2 n_head=4 n_kv_head=2 n_embd=64 ffn_hidden=176 block_size=16 vocab_size=300 "
+                         "rope_theta=10000 norm_eps=1e-05 tie_embeddings=0 rope_scaling=8,1,4 seq_len=16"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK(llama_parse_description(&llama_family_llama, bad[i], &s, &T, &err) == DDP_EUSAGE, "accepted \"%s\"", bad[i]);
         CHECK_STR_CONTAINS(err.msg, "not a Llama model");

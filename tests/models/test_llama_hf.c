@@ -7,13 +7,13 @@
  * without lm_head, or with one equal to embed_tokens, and one that differs refused. Refusals each
  * name the key or tensor and leave the parameters as they were: a missing tensor, a transposed
  * k_proj, a tensor the Llama lacks, head_dim other than hidden_size / num_attention_heads,
- * rope_scaling set, hidden_act, attention_bias, model_type, architectures, another shape (both
- * named, also where only rope_theta differs), and a GPT-2 model (named). The export of the
- * imported parameters: the fixture's model.safetensors byte for byte and its config.json but for
- * transformers_version; the bf16 import exported as bf16 is bf16/'s model.safetensors byte for
- * byte; sharded, imported back bit for bit; in bf16, each float32 rounded to nearest even; a
- * tensor the source lacks refused with nothing written. Every shape comes from MANIFEST and
- * config.json, so another fixture made the same way passes unchanged. */
+ * rope_scaling of another type than Llama 3's, hidden_act, attention_bias, model_type,
+ * architectures, another shape (both named, also where only rope_theta differs), and a GPT-2 model
+ * (named). The export of the imported parameters: the fixture's model.safetensors byte for byte and
+ * its config.json but for transformers_version; the bf16 import exported as bf16 is bf16/'s
+ * model.safetensors byte for byte; sharded, imported back bit for bit; in bf16, each float32
+ * rounded to nearest even; a tensor the source lacks refused with nothing written. Every shape
+ * comes from MANIFEST and config.json, so another fixture made the same way passes unchanged. */
 #include "tests/check.h"
 #include "tests/fixture.h"
 
@@ -243,7 +243,7 @@ static void test_refusals(void)
     const struct { const char *key, *value, *needle; } keys[] = {
         {"head_dim", head_dim, why},
         {"rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}",
-         "rope_scaling is an object; ddprun's Llama applies RoPE unscaled"},
+         "rope_scaling.rope_type is \"linear\"; ddprun's Llama stretches RoPE as Llama 3 does"},
         {"hidden_act", "\"gelu\"", "hidden_act is \"gelu\"; ddprun's Llama computes SwiGLU with silu"},
         {"attention_bias", "true", "attention_bias is true"},
         {"model_type", "\"mistral\"", "model_type is \"mistral\""},

@@ -15,7 +15,10 @@
 #  - a config with no model.llama keys: config.json's shape on both ranks of an np=2 run and in the
 #    resolved config (ffn_hidden intermediate_size, not the multiple_of rule's), resumed from the same
 #    config; a key set to another value than the folder's (rope_theta, tie_embeddings) refused naming
-#    it, both values and config.json, and a data.seq_len over max_position_embeddings naming both.
+#    it, both values and config.json, and a data.seq_len over max_position_embeddings naming both;
+#  - hf-llama-scaled-tiny (rope_scaling llama3): its stretch in the resolved config and the
+#    checkpoint's model, exported as the fixture's files; a config's factor other than the folder's
+#    refused naming both.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/llama_tiny.yaml
 HF=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-llama-tiny
@@ -87,12 +90,14 @@ check "np 3 ZeRO-2 from the folder (rank 0 reads, broadcasts)" [ $? -eq 0 ]
 check "the two end bit-identical (ckpt diff)" "$DDPRUN" ckpt diff "$(last_ckpt "$TMP/z3")" "$(last_ckpt "$TMP/z2")"
 llama3 3 "$TMP/z3x" model.llama.n_kv_head="$NH" >"$TMP/z3x.log" 2>&1
 check "ZeRO-3, another n_kv_head: exit 2 (got $?)" [ $? -eq 2 ]
-check "naming both shapes" grep -q "describes llama .*n_kv_head=$NKV.*the model is llama .*n_kv_head=$NH" "$TMP/z3x.log"
+check "naming the key, both values and the file" grep -q "model.llama.n_kv_head is $NH, but \
+checkpoint.init_from's $HF/config.json has num_key_value_heads $NKV" "$TMP/z3x.log"
 
 # ---- refusals ------------------------------------------------------------------------------
 llama "$TMP/x1" "${STILL[@]}" checkpoint.init_from="$HF" model.llama.n_kv_head="$NH" >"$TMP/x1.log" 2>&1
 check "another n_kv_head: exit 2 (got $?)" [ $? -eq 2 ]
-check "naming both shapes" grep -q "describes llama .*n_kv_head=$NKV.*the model is llama .*n_kv_head=$NH" "$TMP/x1.log"
+check "naming the key, both values and the file" grep -q "model.llama.n_kv_head is $NH, but \
+checkpoint.init_from's $HF/config.json has num_key_value_heads $NKV" "$TMP/x1.log"
 llama "$TMP/x2" "${STILL[@]}" checkpoint.init_from="$HF/model.safetensors" >"$TMP/x2.log" 2>&1
 check "a file for a Llama: exit 2 (got $?)" [ $? -eq 2 ]
 check "saying a Llama starts from a folder" grep -q "is not a directory: a Llama starts from a Hugging Face folder" "$TMP/x2.log"
@@ -139,4 +144,29 @@ check "data.seq_len $SEQ over config.json's max_position_embeddings: exit 2 (got
 check "naming both and the file" grep -q "data.seq_len: expected data.seq_len <= model.llama.block_size, got \
 data.seq_len $SEQ with model.llama.block_size $NPOS (max_position_embeddings $NPOS of checkpoint.init_from's \
 $HF/config.json)" "$TMP/y3.log"
+
+# ---- Llama 3.1's stretched RoPE: hf-llama-scaled-tiny (hf-llama-tiny's weights, rope_scaling llama3) --
+HFS=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-llama-scaled-tiny
+read -r RF RLOW RHIGH RORIG < <(python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["rope_scaling"]
+print(r["factor"], r["low_freq_factor"], r["high_freq_factor"], r["original_max_position_embeddings"])' \
+    "$HFS/config.json")
+mpirun -np 1 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$NOSHAPE" run.dir="$TMP/s" data.path="$DATA" \
+    checkpoint.init_from="$HFS" "${STILL[@]}" >"$TMP/s.log" 2>&1
+check "a still step from the stretched folder, no model.llama keys" [ $? -eq 0 ]
+got=$(resolved_model_keys "$TMP/s" llama factor low_freq_factor high_freq_factor original_max_position_embeddings)
+check "the resolved config holds config.json's rope_scaling ($got)" python3 -c 'import sys
+sys.exit([float(x) for x in sys.argv[1].split()] != [float(x) for x in sys.argv[2:]])' "$got" "$RF" "$RLOW" "$RHIGH" "$RORIG"
+check "the checkpoint's model holds the stretch" \
+    "$DDPRUN" ckpt info "$TMP/s/checkpoints/ckpt-00000001.ddp" | grep -q "tie_embeddings=[01] rope_scaling=[0-9.]*,"
+export_hf "$TMP/s/checkpoints/ckpt-00000001.ddp" "$TMP/sx" >/dev/null 2>&1
+check "exported: the stretched fixture's model.safetensors byte for byte" cmp "$TMP/sx/model.safetensors" \
+    "$HFS/model.safetensors"
+same_tensors "$TMP/sx" "$HFS"
+check "and its config.json's keys, rope_scaling among them" [ $? -eq 0 ]
+mpirun -np 1 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$NOSHAPE" run.dir="$TMP/s1" data.path="$DATA" \
+    checkpoint.init_from="$HFS" model.llama.rope_scaling.factor=1 "${STILL[@]}" >"$TMP/s1.log" 2>&1
+check "model.llama.rope_scaling.factor 1 against the stretched folder: exit 2" [ $? -eq 2 ]
+check "naming both values and the file" grep -q \
+    "model.llama.rope_scaling.factor is 1, but checkpoint.init_from's $HFS/config.json has rope_scaling.factor " \
+    "$TMP/s1.log"
 finish
