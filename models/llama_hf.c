@@ -123,6 +123,8 @@ static int read_rope_scaling(const json_doc *j, llama_shape *s, ddp_err *err)
     if (!rc && !(x->low_freq_factor < x->high_freq_factor))
         rc = hf_key_fail(j, json_object_get(j, r, "low_freq_factor"), "rope_scaling.low_freq_factor",
                          "expected below rope_scaling.high_freq_factor", err);
+    if (!rc && !llama_rope_scaled(s)) /* factor 1 stretches nothing: the shape of a folder without it */
+        s->rope_scaling = LLAMA_ROPE_UNSCALED;
     return rc;
 }
 

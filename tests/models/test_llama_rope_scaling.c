@@ -8,8 +8,8 @@
  * says (kept, divided by the factor, or strictly between); the description holds the stretch and
  * parses back; the export is the fixture's model.safetensors byte for byte and its config.json but
  * for transformers_version; another rope_type, a factor below 1, crossed bands and a missing number
- * are refused naming the key, and rope_type "default" is no stretch. Every shape comes from
- * MANIFEST and config.json, so another fixture made the same way passes unchanged. */
+ * are refused naming the key, and rope_type "default" or a factor of 1 is no stretch. Every shape
+ * comes from MANIFEST and config.json, so another fixture made the same way passes unchanged. */
 #include "tests/check.h"
 #include "tests/fixture.h"
 
@@ -179,7 +179,8 @@ static void rope_scaling_as(const char *value, const char *needle)
         CHECK_STR_CONTAINS(err.msg, needle);
         CHECK_STR_CONTAINS(err.msg, "config.json:");
     } else {
-        CHECK(rc == DDP_OK && !llama_rope_scaled(&s), "rope_scaling %s: read as no stretch (%s)", value, err.msg);
+        CHECK(rc == DDP_OK && !memcmp(&s.rope_scaling, &LLAMA_ROPE_UNSCALED, sizeof s.rope_scaling),
+              "rope_scaling %s: read as no stretch, as a folder without it (%s)", value, err.msg);
     }
 }
 
@@ -202,6 +203,8 @@ static void test_refusals(void)
     rope_scaling_as("{\"rope_type\": \"llama3\", \"factor\": \"8\", \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
                     "\"original_max_position_embeddings\": 16}", "rope_scaling.factor is \"8\"; expected a positive number");
     rope_scaling_as("{\"rope_type\": \"default\"}", NULL);
+    rope_scaling_as("{\"rope_type\": \"llama3\", \"factor\": 1.0, \"low_freq_factor\": 2.0, \"high_freq_factor\": 3.0, "
+                    "\"original_max_position_embeddings\": 16}", NULL);
     rope_scaling_as("null", NULL);
 }
 
