@@ -49,9 +49,14 @@ const cfg_model_section *cfg_model_sections(void)
 static const char *config_file(const config *c) { return c->source[0] ? c->source : "the config"; }
 
 /* The general settings a kind's rules read. */
+static const cfg_model_section *active_section(const config *c);
+
 static model_general general_of(const config *c)
 {
-    return (model_general){config_file(c), c->data.kind == DATA_TOKENS, c->data.seq_len, c->model.shape_pending};
+    const cfg_model_section *s = active_section(c);
+    const void *shape = s && s->kind->shape_size ? (const char *)&c->model.opts + s->kind->shape_off : NULL;
+    return (model_general){config_file(c), c->data.kind == DATA_TOKENS, c->data.seq_len, c->model.shape_pending,
+                           shape};
 }
 
 /* The kind whose section holds key path, or NULL for a key outside every model section. */

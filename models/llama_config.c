@@ -74,36 +74,32 @@ static void llama_resolve(model_kind_opts *o, const model_general *g)
     s->ffn_hidden = (hidden + multiple_of - 1) / multiple_of * multiple_of;
 }
 
-bool llama_config_heads_uneven(const llama_shape *s) { return s->n_head && s->n_embd % s->n_head; }
-bool llama_config_head_odd(const llama_shape *s)
+static const llama_shape *shape_of(const model_general *g) { return g->shape; }
+
+bool llama_rule_heads_uneven(const model_kind_opts *o, const model_general *g)
 {
-    return s->n_head && !llama_config_heads_uneven(s) && (s->n_embd / s->n_head) % 2;
+    (void)o;
+    const llama_shape *s = shape_of(g);
+    return s->n_head && s->n_embd % s->n_head;
 }
-bool llama_config_kv_uneven(const llama_shape *s) { return s->n_kv_head && s->n_head % s->n_kv_head; }
-bool llama_config_seq_over_block(const llama_shape *s, const model_general *g)
+bool llama_rule_head_odd(const model_kind_opts *o, const model_general *g)
 {
+    const llama_shape *s = shape_of(g);
+    return s->n_head && !llama_rule_heads_uneven(o, g) && (s->n_embd / s->n_head) % 2;
+}
+bool llama_rule_kv_uneven(const model_kind_opts *o, const model_general *g)
+{
+    (void)o;
+    const llama_shape *s = shape_of(g);
+    return s->n_kv_head && s->n_head % s->n_kv_head;
+}
+bool llama_rule_seq_over_block(const model_kind_opts *o, const model_general *g)
+{
+    (void)o;
+    const llama_shape *s = shape_of(g);
     return g->tokens && s->block_size && g->seq_len > s->block_size;
 }
 
-static bool heads_uneven(const model_kind_opts *o, const model_general *g)
-{
-    (void)g;
-    return llama_config_heads_uneven(&o->llama);
-}
-static bool head_odd(const model_kind_opts *o, const model_general *g)
-{
-    (void)g;
-    return llama_config_head_odd(&o->llama);
-}
-static bool kv_uneven(const model_kind_opts *o, const model_general *g)
-{
-    (void)g;
-    return llama_config_kv_uneven(&o->llama);
-}
-static bool seq_over_block(const model_kind_opts *o, const model_general *g)
-{
-    return llama_config_seq_over_block(&o->llama, g);
-}
 /* The rope_scaling keys are hashed while they stretch the frequencies: a run without a stretch
  * keeps the hash it had before the keys were. */
 static bool rope_stretched(const model_kind_opts *o) { return o->llama.rope_scaling.factor > 1; }
@@ -122,20 +118,23 @@ static bool rope_bands_crossed(const model_kind_opts *o, const model_general *g)
 }
 
 static const model_key_rule llama_rules[] = {
-    {"model.llama.n_head", "model.llama.n_embd", heads_uneven, "model.llama.n_embd divisible by model.llama.n_head"},
-    {"model.llama.n_head", "model.llama.n_embd", head_odd,
+    {"model.llama.n_head", "model.llama.n_embd", llama_rule_heads_uneven,
+     "model.llama.n_embd divisible by model.llama.n_head"},
+    {"model.llama.n_head", "model.llama.n_embd", llama_rule_head_odd,
      "an even head size model.llama.n_embd / model.llama.n_head (RoPE rotates its two halves)"},
-    {"model.llama.n_kv_head", "model.llama.n_head", kv_uneven, "model.llama.n_head divisible by model.llama.n_kv_head"},
-    {"model.llama.block_size", "data.seq_len", seq_over_block, "data.seq_len <= model.llama.block_size"},
+    {"model.llama.n_kv_head", "model.llama.n_head", llama_rule_kv_uneven,
+     "model.llama.n_head divisible by model.llama.n_kv_head"},
+    {"model.llama.block_size", "data.seq_len", llama_rule_seq_over_block, "data.seq_len <= model.llama.block_size"},
     {"model.llama.rope_scaling.factor", "model.llama.rope_scaling.factor", rope_shrinks,
      "model.llama.rope_scaling.factor >= 1 (1: no stretch)"},
     {"model.llama.rope_scaling.low_freq_factor", "model.llama.rope_scaling.high_freq_factor", rope_bands_crossed,
      "model.llama.rope_scaling.low_freq_factor < model.llama.rope_scaling.high_freq_factor"},
 };
 
-int llama_config_check_shape(const llama_shape *s, const char *block_key, const model_general *g, const char *file,
+int llama_config_check_shape(const model_general *g, const char *block_key, const char *file,
                              const char *const names[], ddp_err *err)
 {
+    const llama_shape *s = shape_of(g);
     if (s->n_embd % s->n_head)
         return model_config_not_divisible(file, names[3], s->n_embd, names[1], s->n_head, err);
     if (s->n_embd / s->n_head % 2)
@@ -150,7 +149,8 @@ int llama_config_check_shape(const llama_shape *s, const char *block_key, const 
 static int llama_shape_check(const model_kind_opts *o, const model_general *g, const char *file,
                              const char *const names[], ddp_err *err)
 {
-    return llama_config_check_shape(&o->llama, "model.llama.block_size", g, file, names, err);
+    (void)o;
+    return llama_config_check_shape(g, "model.llama.block_size", file, names, err);
 }
 
 /* Betas as GPT-2's. A Llama starts from a Hugging Face folder only. */

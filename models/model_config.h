@@ -22,6 +22,7 @@ typedef struct model_general {
     bool tokens;        /* data.kind tokens */
     int64_t seq_len;    /* data.seq_len */
     uint32_t pending;   /* bit i: key i of the kind's rows is left to checkpoint.init_from */
+    const void *shape;  /* the kind's shape in the model_kind_opts judged (shape_off); NULL without one */
 } model_general;
 
 /* A rule across two keys (a a key of the kind's, b any key), reported as config_check.c reports a
@@ -69,7 +70,8 @@ extern const model_config_kind *const model_config_kinds[];
 extern const int model_n_config_kinds;
 extern const char *const model_kind_names[];
 
-extern const model_config_kind mlp_config_kind, gpt2_config_kind, llama_config_kind, qwen2_config_kind;
+extern const model_config_kind mlp_config_kind, gpt2_config_kind, llama_config_kind, qwen2_config_kind,
+    mistral_config_kind;
 
 /* Helpers the kinds' shape checks share (model_config.c): "checkpoint.init_from's FILE: NAME V is not
  * divisible by BY_NAME BY", and data.seq_len against the block size key a shape brings. */
@@ -78,16 +80,16 @@ int model_config_not_divisible(const char *file, const char *name, int64_t v, co
 int model_config_seq_len_fits(const model_general *g, const char *key, int64_t block_size, const char *name,
                               const char *file, ddp_err *err);
 
-/* The Llama family's rules (llama_config.c), for any family's shape: heads dividing the width, an
- * even head size, kv heads dividing the heads, data.seq_len within the block size; and the checks
- * of a shape checkpoint.init_from brought (names: n_layer, n_head, n_kv_head, n_embd, ffn_hidden,
- * block_size, vocab_size, rope_theta, norm_eps, tie_embeddings; block_key: the family's
- * block_size key). */
-bool llama_config_heads_uneven(const llama_shape *s);
-bool llama_config_head_odd(const llama_shape *s);
-bool llama_config_kv_uneven(const llama_shape *s);
-bool llama_config_seq_over_block(const llama_shape *s, const model_general *g);
-int llama_config_check_shape(const llama_shape *s, const char *block_key, const model_general *g, const char *file,
+/* The Llama family's rules (llama_config.c), for any kind of the family (its llama_shape is
+ * g->shape), as model_key_rule's bad: heads dividing the width, an even head size, kv heads
+ * dividing the heads, data.seq_len within the block size; and the checks of a shape
+ * checkpoint.init_from brought (names: n_layer, n_head, n_kv_head, n_embd, ffn_hidden, block_size,
+ * vocab_size, rope_theta, norm_eps, tie_embeddings; block_key: the kind's block_size key). */
+bool llama_rule_heads_uneven(const model_kind_opts *o, const model_general *g);
+bool llama_rule_head_odd(const model_kind_opts *o, const model_general *g);
+bool llama_rule_kv_uneven(const model_kind_opts *o, const model_general *g);
+bool llama_rule_seq_over_block(const model_kind_opts *o, const model_general *g);
+int llama_config_check_shape(const model_general *g, const char *block_key, const char *file,
                              const char *const names[], ddp_err *err);
 
 #endif

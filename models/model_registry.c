@@ -15,6 +15,7 @@
 #include "gpt2_llmc.h"
 #include "llama.h"
 #include "llama_hf.h"
+#include "mistral.h"
 #include "mlp.h"
 #include "qwen2.h"
 
@@ -40,20 +41,6 @@ static int build_gpt2(const model_opts *opts, device *dev, const sample_layout *
     return gpt2_create(&opts->gpt2, &run, dev, data, max_rows, buffers, out, err);
 }
 
-static int build_llama(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
-                       model_buffers buffers, model **out, ddp_err *err)
-{
-    const lm_run run = lm_run_of(opts);
-    return llama_create(&llama_family_llama, &opts->llama, &run, dev, data, max_rows, buffers, out, err);
-}
-
-static int build_qwen2(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,
-                       model_buffers buffers, model **out, ddp_err *err)
-{
-    const lm_run run = lm_run_of(opts);
-    return llama_create(&qwen2_family, &opts->qwen2, &run, dev, data, max_rows, buffers, out, err);
-}
-
 /* What build would make, sized without a device (model_size). */
 typedef int (*model_size_fn)(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m,
                              ddp_err *err);
@@ -67,26 +54,6 @@ static int size_gpt2(const model_opts *opts, const sample_layout *data, int64_t 
     return rc;
 }
 
-static int size_llama(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
-{
-    const lm_run run = lm_run_of(opts);
-    int rc = llama_tensor_table(&llama_family_llama, &opts->llama, m, err);
-    if (!rc && (rc = llama_activation_bytes(&llama_family_llama, &opts->llama, &run, data->input.count, max_rows,
-                                            &m->activation_bytes, err)))
-        model_free_tensors(m);
-    return rc;
-}
-
-static int size_qwen2(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
-{
-    const lm_run run = lm_run_of(opts);
-    int rc = llama_tensor_table(&qwen2_family, &opts->qwen2, m, err);
-    if (!rc && (rc = llama_activation_bytes(&qwen2_family, &opts->qwen2, &run, data->input.count, max_rows,
-                                            &m->activation_bytes, err)))
-        model_free_tensors(m);
-    return rc;
-}
-
 /* The shape and sequence length back from a description, into opts; an error when it is not this
  * kind's. */
 typedef int (*model_parse_fn)(const char *desc, model_opts *opts, int64_t *seq_len, ddp_err *err);
@@ -96,15 +63,62 @@ static int parse_gpt2(const char *desc, model_opts *opts, int64_t *seq_len, ddp_
     return gpt2_parse_description(desc, &opts->gpt2, seq_len, err);
 }
 
-static int parse_llama(const char *desc, model_opts *opts, int64_t *seq_len, ddp_err *err)
+/* The entry points of a kind of the Llama family (llama.h): FAM its llama_family, MEMBER its shape's
+ * member of model_opts; PREFIX names them. One definition for every such kind, so a new one is a
+ * line here, a row in each table below and its family's own files. */
+#define LLAMA_FAMILY_ENTRIES(PREFIX, FAM, MEMBER)                                                                 \
+    static int build_##PREFIX(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows,   \
+                              model_buffers buffers, model **out, ddp_err *err)                                 \
+    {                                                                                                             \
+        const lm_run run = lm_run_of(opts);                                                                       \
+        return llama_create(&FAM, &opts->MEMBER, &run, dev, data, max_rows, buffers, out, err);                 \
+    }                                                                                                             \
+    static int size_##PREFIX(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m,       \
+                             ddp_err *err)                                                                        \
+    {                                                                                                             \
+        const lm_run run = lm_run_of(opts);                                                                       \
+        int rc = llama_tensor_table(&FAM, &opts->MEMBER, m, err);                                                 \
+        if (!rc && (rc = llama_activation_bytes(&FAM, &opts->MEMBER, &run, data->input.count, max_rows,           \
+                                                &m->activation_bytes, err)))                                      \
+            model_free_tensors(m);                                                                                \
+        return rc;                                                                                                \
+    }                                                                                                             \
+    static int parse_##PREFIX(const char *desc, model_opts *opts, int64_t *seq_len, ddp_err *err)                 \
+    {                                                                                                             \
+        return llama_parse_description(&FAM, desc, &opts->MEMBER, seq_len, err);                                  \
+    }                                                                                                             \
+    static int PREFIX##_read_shape(const char *path, bool hf, void *shape, ddp_err *err)                          \
+    {                                                                                                             \
+        return hf ? llama_hf_read_shape(&FAM, path, shape, err) : not_a_folder(&FAM, path, err);                  \
+    }                                                                                                             \
+    static void PREFIX##_format(const void *shape, char *out, size_t size)                                        \
+    {                                                                                                             \
+        llama_format_shape(&FAM, shape, out, size);                                                               \
+    }                                                                                                             \
+    static int PREFIX##_load(model *m, const char *path, bool hf, ddp_err *err)                                   \
+    {                                                                                                             \
+        return hf ? llama_hf_load_model(&FAM, m, path, err) : not_a_folder(&FAM, path, err);                      \
+    }                                                                                                             \
+    static int PREFIX##_load_pieces(const model *m, const char *dir, const param_piece *pieces, int n,            \
+                                    float *host, ddp_err *err)                                                    \
+    {                                                                                                             \
+        return llama_hf_load_pieces(&FAM, m, dir, pieces, n, host, err);                                          \
+    }                                                                                                             \
+    static int PREFIX##_export(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes, \
+                               gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)                            \
+    {                                                                                                             \
+        return llama_hf_write(&FAM, dir, &opts->MEMBER, dtype, max_shard_bytes, src, ctx, files, err);            \
+    }
+
+/* checkpoint.init_from naming a file for a kind that starts from a Hugging Face folder only. */
+static int not_a_folder(const llama_family *fam, const char *path, ddp_err *err)
 {
-    return llama_parse_description(&llama_family_llama, desc, &opts->llama, seq_len, err);
+    return ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a %s starts from a Hugging Face folder", path, fam->title);
 }
 
-static int parse_qwen2(const char *desc, model_opts *opts, int64_t *seq_len, ddp_err *err)
-{
-    return llama_parse_description(&qwen2_family, desc, &opts->qwen2, seq_len, err);
-}
+LLAMA_FAMILY_ENTRIES(llama, llama_family_llama, llama)
+LLAMA_FAMILY_ENTRIES(qwen2, qwen2_family, qwen2)
+LLAMA_FAMILY_ENTRIES(mistral, mistral_family, mistral)
 
 static const struct {
     model_kind kind;
@@ -118,6 +132,7 @@ static const struct {
     {MODEL_GPT2, build_gpt2, parse_gpt2, size_gpt2},
     {MODEL_LLAMA, build_llama, parse_llama, size_llama},
     {MODEL_QWEN2, build_qwen2, parse_qwen2, size_qwen2},
+    {MODEL_MISTRAL, build_mistral, parse_mistral, size_mistral},
 };
 
 int model_create(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, model_buffers buffers,
@@ -147,7 +162,7 @@ int model_opts_from_description(const char *desc, model_opts *opts, int64_t *seq
 model_opts model_opts_make(model_kind kind, const model_kind_opts *o, tensor_dtype compute)
 {
     return (model_opts){.kind = kind, .mlp = o->mlp, .gpt2 = o->gpt2, .llama = o->llama, .qwen2 = o->qwen2,
-                        .compute = compute};
+                        .mistral = o->mistral, .compute = compute};
 }
 
 int model_size(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
@@ -202,61 +217,6 @@ static int gpt2_llmc_export(const char *path, const model_opts *opts, gpt2_llmc_
     return gpt2_llmc_write(path, &opts->gpt2, src, ctx, err);
 }
 
-static int llama_read_shape(const char *path, bool hf, void *shape, ddp_err *err)
-{
-    return hf ? llama_hf_read_shape(&llama_family_llama, path, shape, err)
-              : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Llama starts from a Hugging Face folder", path);
-}
-
-static void llama_format(const void *shape, char *out, size_t size) { llama_format_shape(&llama_family_llama, shape, out, size); }
-
-static int llama_load(model *m, const char *path, bool hf, ddp_err *err)
-{
-    return hf ? llama_hf_load_model(&llama_family_llama, m, path, err)
-              : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Llama starts from a Hugging Face folder", path);
-}
-
-static int llama_load_pieces(const model *m, const char *dir, const param_piece *pieces, int n, float *host,
-                             ddp_err *err)
-{
-    return llama_hf_load_pieces(&llama_family_llama, m, dir, pieces, n, host, err);
-}
-
-static int llama_export(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes,
-                        gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
-{
-    return llama_hf_write(&llama_family_llama, dir, &opts->llama, dtype, max_shard_bytes, src, ctx, files, err);
-}
-
-static int qwen2_read_shape(const char *path, bool hf, void *shape, ddp_err *err)
-{
-    return hf ? llama_hf_read_shape(&qwen2_family, path, shape, err)
-              : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Qwen2 starts from a Hugging Face folder", path);
-}
-
-static void qwen2_format(const void *shape, char *out, size_t size)
-{
-    llama_format_shape(&qwen2_family, shape, out, size);
-}
-
-static int qwen2_load(model *m, const char *path, bool hf, ddp_err *err)
-{
-    return hf ? llama_hf_load_model(&qwen2_family, m, path, err)
-              : ddp_fail(err, DDP_EUSAGE, "%s is not a directory: a Qwen2 starts from a Hugging Face folder", path);
-}
-
-static int qwen2_load_pieces(const model *m, const char *dir, const param_piece *pieces, int n, float *host,
-                             ddp_err *err)
-{
-    return llama_hf_load_pieces(&qwen2_family, m, dir, pieces, n, host, err);
-}
-
-static int qwen2_export(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes,
-                        gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
-{
-    return llama_hf_write(&qwen2_family, dir, &opts->qwen2, dtype, max_shard_bytes, src, ctx, files, err);
-}
-
 static const struct {
     model_kind kind;
     model_files files;
@@ -267,6 +227,8 @@ static const struct {
                    llama_load, llama_load_pieces, llama_export, NULL}},
     {MODEL_QWEN2, {"qwen2", true, false, "Qwen2ForCausalLM", llama_hf_names, NULL, qwen2_read_shape, qwen2_format,
                    qwen2_load, qwen2_load_pieces, qwen2_export, NULL}},
+    {MODEL_MISTRAL, {"mistral", true, false, "MistralForCausalLM", llama_hf_names, NULL, mistral_read_shape,
+                     mistral_format, mistral_load, mistral_load_pieces, mistral_export, NULL}},
 };
 
 const model_files *model_files_of(model_kind kind)

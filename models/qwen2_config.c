@@ -37,38 +37,21 @@ static const cfg_key qwen2_keys[] = {
          "The output projection is the token embedding (no `lm_head`), as in Qwen2.5 up to 3B." FROM_FOLDER),
 };
 
-static bool heads_uneven(const model_kind_opts *o, const model_general *g)
-{
-    (void)g;
-    return llama_config_heads_uneven(&o->qwen2);
-}
-static bool head_odd(const model_kind_opts *o, const model_general *g)
-{
-    (void)g;
-    return llama_config_head_odd(&o->qwen2);
-}
-static bool kv_uneven(const model_kind_opts *o, const model_general *g)
-{
-    (void)g;
-    return llama_config_kv_uneven(&o->qwen2);
-}
-static bool seq_over_block(const model_kind_opts *o, const model_general *g)
-{
-    return llama_config_seq_over_block(&o->qwen2, g);
-}
-
 static const model_key_rule qwen2_rules[] = {
-    {"model.qwen2.n_head", "model.qwen2.n_embd", heads_uneven, "model.qwen2.n_embd divisible by model.qwen2.n_head"},
-    {"model.qwen2.n_head", "model.qwen2.n_embd", head_odd,
+    {"model.qwen2.n_head", "model.qwen2.n_embd", llama_rule_heads_uneven,
+     "model.qwen2.n_embd divisible by model.qwen2.n_head"},
+    {"model.qwen2.n_head", "model.qwen2.n_embd", llama_rule_head_odd,
      "an even head size model.qwen2.n_embd / model.qwen2.n_head (RoPE rotates its two halves)"},
-    {"model.qwen2.n_kv_head", "model.qwen2.n_head", kv_uneven, "model.qwen2.n_head divisible by model.qwen2.n_kv_head"},
-    {"model.qwen2.block_size", "data.seq_len", seq_over_block, "data.seq_len <= model.qwen2.block_size"},
+    {"model.qwen2.n_kv_head", "model.qwen2.n_head", llama_rule_kv_uneven,
+     "model.qwen2.n_head divisible by model.qwen2.n_kv_head"},
+    {"model.qwen2.block_size", "data.seq_len", llama_rule_seq_over_block, "data.seq_len <= model.qwen2.block_size"},
 };
 
 static int qwen2_shape_check(const model_kind_opts *o, const model_general *g, const char *file,
                              const char *const names[], ddp_err *err)
 {
-    return llama_config_check_shape(&o->qwen2, "model.qwen2.block_size", g, file, names, err);
+    (void)o;
+    return llama_config_check_shape(g, "model.qwen2.block_size", file, names, err);
 }
 
 /* Qwen2 starts from a Hugging Face folder only. */

@@ -3,7 +3,7 @@
  * families), its weights opened and looked up (runtime/hf/hf_folder.h), and the import into a model
  * on the CPU device (gpt2_hf_load_model, llama_hf_load_model).
  *
- * Input: a flags byte (bits 0-1: the family, 0 GPT-2, 1 the Llama, 2 Qwen2, 3 the Llama), then the
+ * Input: a flags byte (bits 0-1: the family, 0 GPT-2, 1 the Llama, 2 Qwen2, 3 Mistral), then the
  * folder's files separated by "@@FILE@@": config.json, model.safetensors.index.json (empty: none,
  * and the next part is model.safetensors), then the safetensors files (with an index, up to four,
  * named model-0000K-of-0000N.safetensors for N parts). Each safetensors part is its JSON header,
@@ -24,6 +24,7 @@
 #include "models/gpt2_hf.h"
 #include "models/llama.h"
 #include "models/llama_hf.h"
+#include "models/mistral.h"
 #include "models/qwen2.h"
 #include "runtime/device/device.h"
 #include "runtime/hf/hf_folder.h"
@@ -250,6 +251,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case 2:
         check_llama(&qwen2_family);
+        break;
+    case 3:
+        check_llama(&mistral_family);
         break;
     default:
         check_llama(&llama_family_llama);

@@ -15,6 +15,7 @@
 
 #include "models/gpt2_hf.h"
 #include "models/llama_hf.h"
+#include "models/mistral.h"
 #include "models/qwen2.h"
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/data/doc_packing.h"
@@ -462,6 +463,9 @@ static void hf_folder_seeds(const char *scratch)
         exit(1);
     folder_seed("qwen2", 2, dir, files);
     folder_seed("qwen2-as-llama", 1, dir, files);
+    if (llama_hf_write(&mistral_family, dir, &llama, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+        exit(1);
+    folder_seed("mistral", 3, dir, files);
 }
 
 int main(int argc, char **argv)

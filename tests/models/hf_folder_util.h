@@ -1,7 +1,8 @@
-/* hf_folder_util.h — what the Hugging Face import tests (test_gpt2_hf.c, test_llama_hf.c,
- * test_qwen2_hf.c) build their folder variants with: a fixture folder's tensors as float32, safetensors files and
- * config.json texts written from them, and the export checks' comparisons. Header only, for tests;
- * it checks nothing about the code under test itself. */
+/* hf_folder_util.h — what the Hugging Face import and export tests (test_gpt2_hf.c, test_llama_hf.c,
+ * test_qwen2_hf.c, test_mistral_hf.c, test_llama_rope_scaling.c) build their folder variants with:
+ * a fixture folder's tensors as float32, safetensors files and config.json texts written from them,
+ * a model's parameters as a writer's source, and the export checks' comparisons. Header only, for
+ * tests; it checks nothing about the code under test itself. */
 #ifndef DDP_TESTS_HF_FOLDER_UTIL_H
 #define DDP_TESTS_HF_FOLDER_UTIL_H
 
@@ -12,7 +13,20 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "models/model.h"
 #include "runtime/hf/safetensors.h"
+
+/* The parameters of model m held in host memory p (hf_params_of's copy), as an exporter's source
+ * (gpt2_llmc_src, with host_src): lacks names a tensor to leave out, for a writer's refusal
+ * (NULL: none). */
+typedef struct host_params { const model *m; const float *p; const char *lacks; } host_params;
+
+static inline const float *host_src(void *ctx, const char *name, size_t numel)
+{
+    const host_params *h = ctx;
+    const param_tensor *t = model_find_tensor(h->m, name);
+    return t && t->numel == numel && (!h->lacks || strcmp(name, h->lacks)) ? h->p + t->offset : NULL;
+}
 
 typedef struct out_tensor { char name[128]; int ndim; int64_t shape[2]; float *data; } out_tensor;
 

@@ -21,6 +21,7 @@
 #define HF_GPT2_TINY_LOGITS_FLOOR 3e-7
 #define HF_LLAMA_TINY_LOGITS_FLOOR 3e-7
 #define HF_QWEN2_TINY_LOGITS_FLOOR 2.9e-7
+#define HF_MISTRAL_TINY_LOGITS_FLOOR 2.9e-7
 #define HF_LOGITS_TOL_FACTOR 8
 
 /* m's parameters as float32 on the host (malloc'd). */

@@ -294,15 +294,6 @@ static void test_refusals(void)
 
 /* ---- export ------------------------------------------------------------------------------ */
 
-typedef struct host_params { const model *m; const float *p; const char *lacks; } host_params;
-
-static const float *host_src(void *ctx, const char *name, size_t numel)
-{
-    const host_params *h = ctx;
-    const param_tensor *t = model_find_tensor(h->m, name);
-    return t && t->numel == numel && (!h->lacks || strcmp(name, h->lacks)) ? h->p + t->offset : NULL;
-}
-
 static const char *export_dir(const char *name)
 {
     static char dir[512];

@@ -125,15 +125,6 @@ static void test_description(void)
     m->ops->destroy(m);
 }
 
-typedef struct host_params { const model *m; const float *p; } host_params;
-
-static const float *host_src(void *ctx, const char *name, size_t numel)
-{
-    const host_params *h = ctx;
-    const param_tensor *t = model_find_tensor(h->m, name);
-    return t && t->numel == numel ? h->p + t->offset : NULL;
-}
-
 /* The import exported: the fixture's files, and imported again with the same stretch. */
 static void test_export(void)
 {
@@ -142,7 +133,7 @@ static void test_export(void)
     int files = 0;
     CHECK(llama_hf_load_model(&llama_family_llama, m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
     float *p = hf_params_of(dev, m);
-    host_params h = {m, p};
+    host_params h = {m, p, NULL};
     char dir[600], a[700], b[sizeof fx.dir + 32];
     snprintf(dir, sizeof dir, "%s/export", tmp);
     mkdir(dir, 0777);

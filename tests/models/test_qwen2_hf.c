@@ -17,8 +17,7 @@
 
 #include "models/llama_hf.h"
 #include "models/qwen2.h"
-#include "tests/models/hf_folder_util.h"
-#include "tests/models/hf_logits.h"
+#include "tests/models/llama_family_checks.h"
 
 #define TOL (HF_LOGITS_TOL_FACTOR * HF_QWEN2_TINY_LOGITS_FLOOR)
 
@@ -148,47 +147,6 @@ static void test_bias_grads(model *m, batch_dev *d)
 
 /* ---- export, description, refusals ------------------------------------------------------- */
 
-typedef struct host_params { const model *m; const float *p; } host_params;
-
-static const float *host_src(void *ctx, const char *name, size_t numel)
-{
-    const host_params *h = ctx;
-    const param_tensor *t = model_find_tensor(h->m, name);
-    return t && t->numel == numel ? h->p + t->offset : NULL;
-}
-
-static void export_matches(model *m, const char *from, st_dtype dtype, const char *name)
-{
-    ddp_err err = {0};
-    int files = 0;
-    CHECK(llama_hf_load_model(&qwen2_family, m, from, &err) == DDP_OK, "import %s: %s", from, err.msg);
-    float *p = params_of(m);
-    host_params h = {m, p};
-    char dir[600], a[700], b[700];
-    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
-    mkdir(dir, 0777);
-    CHECK(llama_hf_write(&qwen2_family, dir, &shape, dtype, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) ==
-          DDP_OK, "export %s: %s", name, err.msg);
-    snprintf(a, sizeof a, "%s/model.safetensors", dir), snprintf(b, sizeof b, "%s/model.safetensors", from);
-    CHECK(files == 1 && same_bytes(a, b), "%s: model.safetensors is %s's byte for byte", name, from);
-    CHECK(config_is_fixtures(dir, from), "%s: config.json is %s's", name, from);
-    free(p);
-}
-
-static void test_description(model *m)
-{
-    llama_shape s;
-    int64_t seq = 0;
-    ddp_err err = {0};
-    CHECK(!strncmp(m->description, "qwen2 n_layer=", 14), "description \"%s\"", m->description);
-    CHECK(llama_parse_description(&qwen2_family, m->description, &s, &seq, &err) == DDP_OK && seq == T &&
-          !memcmp(&s, &shape, sizeof s), "read back: %s", err.msg);
-    CHECK(llama_parse_description(&llama_family_llama, m->description, &s, &seq, &err) == DDP_EUSAGE,
-          "a Qwen2 description read as a Llama's");
-    model_opts o;
-    CHECK(model_opts_from_description(m->description, &o, &seq, &err) == DDP_OK && o.kind == MODEL_QWEN2,
-          "the registry rebuilds it as Qwen2: %s", err.msg);
-}
 
 /* Loading dir fails naming needle. */
 static void refused(model *m, const char *dir, const char *needle)
@@ -236,9 +194,12 @@ int main(void)
         batch_dev d = batch_make(input);
         test_import(m, &d, ref, ref_bf16);
         test_bias_grads(m, &d);
-        export_matches(m, fx.dir, ST_F32, "export");
-        export_matches(m, bf16_dir, ST_BF16, "export-bf16");
-        test_description(m);
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s/export", tmp);
+        family_export_matches(dev, &qwen2_family, m, &shape, fx.dir, ST_F32, dir);
+        snprintf(dir, sizeof dir, "%s/export-bf16", tmp);
+        family_export_matches(dev, &qwen2_family, m, &shape, bf16_dir, ST_BF16, dir);
+        family_description_checks(&qwen2_family, m, &shape, T);
         test_refusals(m);
         batch_free(&d);
         m->ops->destroy(m);

@@ -1,0 +1,42 @@
+/* mistral.c — Mistral as a Llama family (mistral.h): its name and its Hugging Face config.json
+ * both ways — the keys its import fixes (MistralConfig's values our model computes) and the text
+ * its export writes (MistralConfig as transformers' save_pretrained writes it: json.dumps, indent
+ * 2, sorted keys). The model, its passes and the folder's tensors are the Llama family's. Must
+ * not know checkpoints, configs or the training loop. */
+#include "mistral.h"
+
+#include "llama_hf.h"
+
+static const hf_fixed_key mistral_fixed_keys[] = {
+    {"model_type", {"mistral"}, JSON_STRING, "ddprun imports Mistral (model_type \"mistral\")"},
+    {"hidden_act", {"silu"}, JSON_STRING, "ddprun's Mistral computes SwiGLU with silu"},
+    {"sliding_window", {"null"}, JSON_NULL,
+     "ddprun's Mistral attends to every earlier position (sliding_window null, as from Mistral-7B-v0.2)"},
+    {"rope_scaling", {"null"}, JSON_NULL, "ddprun's Mistral applies RoPE unscaled (rope_scaling null)"},
+};
+
+/* MistralConfig's keys: our shape, the others at the value our Mistral computes or MistralConfig's
+ * default. */
+static void write_mistral_config(FILE *f, const llama_shape *s, const char *torch_dtype)
+{
+    char eps[32], theta[32];
+    llama_hf_py_float(s->norm_eps, eps, sizeof eps);
+    llama_hf_py_float(s->rope_theta, theta, sizeof theta);
+    fprintf(f, "{\n  \"architectures\": [\n    \"MistralForCausalLM\"\n  ],\n  \"attention_dropout\": 0.0,\n"
+               "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"head_dim\": %lld,\n  \"hidden_act\": \"silu\",\n"
+               "  \"hidden_size\": %lld,\n  \"initializer_range\": 0.02,\n  \"intermediate_size\": %lld,\n"
+               "  \"max_position_embeddings\": %lld,\n  \"model_type\": \"mistral\",\n  \"num_attention_heads\": %lld,\n"
+               "  \"num_hidden_layers\": %lld,\n  \"num_key_value_heads\": %lld,\n",
+            (long long)(s->n_embd / s->n_head), (long long)s->n_embd, (long long)s->ffn_hidden,
+            (long long)s->block_size, (long long)s->n_head, (long long)s->n_layer, (long long)s->n_kv_head);
+    fprintf(f, "  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n  \"sliding_window\": null,\n"
+               "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\",\n  \"use_cache\": true,\n"
+               "  \"vocab_size\": %lld\n}\n",
+            eps, theta, s->tie_embeddings ? "true" : "false", torch_dtype, (long long)s->vocab_size);
+}
+
+static const llama_hf_family mistral_hf = {"MistralForCausalLM", mistral_fixed_keys,
+                                           sizeof mistral_fixed_keys / sizeof mistral_fixed_keys[0],
+                                           write_mistral_config};
+
+const llama_family mistral_family = {MODEL_MISTRAL, "mistral", "Mistral", false, &mistral_hf};

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Mistral and Hugging Face folders through the launcher, from tests/fixtures/hf-mistral-tiny (or the
+# same fixture under $DDP_TEST_FIXTURES), on byte tokens, with test_hf_qwen2.sh's config naming
+# model.kind mistral only (the shape is the folder's config.json):
+#  - checkpoint.init_from the fixture, a step that changes nothing, `ckpt export --format hf`:
+#    model.safetensors is the fixture's byte for byte, its tensors and config.json's keys the
+#    fixture's (read with the `safetensors` package); the resolved config holds config.json's shape
+#    and `ddprun ckpt info` names the model mistral;
+#  - np=2 training steps from the fixture, exported as MistralForCausalLM; `ddprun generate` draws;
+#  - refused with exit 2: a Llama folder for a mistral model (its model_type named).
+source "$(dirname "$0")/../../lib.sh"
+TINY=$DDP_SRC/tests/launcher/trainer/qwen2_tiny.yaml
+FIX=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}
+HF=$FIX/hf-mistral-tiny
+DATA=$TMP/data
+read -r L NH NKV C FFN NPOS V < <(python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
+print(c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"], c["hidden_size"],
+      c["intermediate_size"], c["max_position_embeddings"], c["vocab_size"])' "$HF/config.json")
+mistral() { # NP RUNDIR [overrides...]
+    local np=$1 dir=$2; shift 2
+    mpirun -np "$np" --oversubscribe --bind-to none "$DDPRUN_WORKER" "$TINY" model.kind=mistral run.dir="$dir" \
+        data.path="$DATA" data.seq_len="$NPOS" "$@"
+}
+STILL=(train.max_steps=1 optimizer.kind=sgd optimizer.lr=1e-300 optimizer.momentum=0 optimizer.weight_decay=0)
+python3 -c 'import safetensors' 2>/dev/null || { echo "SKIP: python3 lacks safetensors (scripts/setup --text)"; exit 77; }
+"$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DDP_SRC/README.md" "$DATA" >/dev/null
+check "prepare-text: byte-token data" [ -f "$DATA/tokenizer.bin" ]
+
+mistral 1 "$TMP/f" "${STILL[@]}" checkpoint.init_from="$HF" >"$TMP/f.log" 2>&1
+check "a still step from the fixture" [ $? -eq 0 ]
+F=$TMP/f/checkpoints/ckpt-00000001.ddp
+got=$(resolved_model_keys "$TMP/f" mistral n_layer n_head n_kv_head n_embd ffn_hidden block_size vocab_size)
+check "the resolved config holds config.json's shape ($got)" [ "$got" = "$L $NH $NKV $C $FFN $NPOS $V" ]
+check "ckpt info names the model mistral" bash -c "'$DDPRUN' ckpt info '$F' | grep -q '^model mistral n_layer=$L '"
+"$DDPRUN" ckpt export --format hf "$F" "$TMP/fx" >"$TMP/fx.log" 2>&1
+check "ckpt export --format hf of the Mistral" [ $? -eq 0 ]
+check "saying what it wrote" grep -q "Hugging Face MistralForCausalLM, float32, 1 safetensors file" "$TMP/fx.log"
+check "model.safetensors is the fixture's file byte for byte" cmp "$TMP/fx/model.safetensors" "$HF/model.safetensors"
+"$DDP_SRC/tests/launcher/trainer/hf_same_tensors.py" "$TMP/fx" "$HF"
+check "read with safetensors: the fixture's tensors and config.json's keys" [ $? -eq 0 ]
+
+mistral 2 "$TMP/t" checkpoint.init_from="$HF" >"$TMP/t.log" 2>&1
+check "np=2: two training steps from the fixture" [ $? -eq 0 ]
+"$DDPRUN" ckpt export --format hf "$TMP/t/checkpoints/ckpt-00000002.ddp" "$TMP/tx" >/dev/null 2>&1
+check "exported" [ $? -eq 0 ]
+check "training changed the weights" bash -c "! cmp -s '$TMP/tx/model.safetensors' '$HF/model.safetensors'"
+check "a MistralForCausalLM folder" grep -q '"MistralForCausalLM"' "$TMP/tx/config.json"
+"$DDPRUN" generate "$TMP/t/checkpoints/ckpt-00000002.ddp" --tokenizer "$DATA/tokenizer.bin" --prompt "In the" \
+    --tokens 8 --seed 1 >"$TMP/gen.txt" 2>"$TMP/gen.err"
+check "generate draws from the trained Mistral (exit $?)" [ -s "$TMP/gen.txt" ]
+
+mistral 1 "$TMP/x1" "${STILL[@]}" checkpoint.init_from="$FIX/hf-llama-tiny" >"$TMP/x1.log" 2>&1
+check "a Llama folder for a mistral model: exit 2 (got $?)" [ $? -eq 2 ]
+check "naming model_type" grep -q 'model_type is "llama"; ddprun imports Mistral' "$TMP/x1.log"
+finish
