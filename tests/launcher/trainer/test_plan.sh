@@ -8,8 +8,9 @@
 #    fitting an 80 GB GPU) and configs/llama_kjv.yaml equal the closed formulas of
 #    their shapes, and each line's total is the sum of its parts (bf16 copies included);
 #  - ZeRO-1 divides the optimizer state by the ranks; ZeRO-2's and ZeRO-3's lines are the jobs' too;
-#    configs/llama3_8b.yaml (np 8) and llama3_70b.yaml (np 32) have Llama-3.1-8B's and 70B's
-#    parameter counts and plan at most 70 GiB per GPU; -np before or after plan;
+#    configs/llama3_8b.yaml (np 8), llama3_70b.yaml (np 32) and mistral_7b_sft.yaml (np 8) have
+#    Llama-3.1-8B's, 70B's and Mistral-7B-v0.3's parameter counts and plan at most 70 GiB per GPU;
+#    -np before or after plan;
 #  - with train.global_batch, the activations are the micro-batch the world size gets (job and plan);
 #  - train.logits_mb: the classifier's chunk, the job's line as the plan's, less than the whole batch's,
 #    and its text samples drawn;
@@ -118,6 +119,16 @@ check "qwen2.5_0.5b: fits an 80 GB GPU (76293 MiB)" python3 -c \
 
 # fits GIB OUT: the plan's total is at most GIB GiB
 fits() { python3 -c "import sys, re; sys.exit(float(re.findall(r'([0-9.]+) MiB in all', open('$2').read())[0]) > $1 * 1024)"; }
+
+"$DDPRUN" -np 8 plan "$DDP_SRC/configs/mistral_7b_sft.yaml" >"$TMP/mistral.plan" 2>"$TMP/mistral.err"
+check "mistral_7b_sft at np=8: ddprun plan exits 0 (the folder is not read)" [ $? -eq 0 ]
+cat "$TMP/mistral.plan"
+want=$(params_formula mistral L=32 C=4096 NH=32 NKV=8 F=14336 V=32768 tie=0)
+check "mistral_7b_sft: $(plan_params "$TMP/mistral.plan") parameters = the formula's $want = Mistral-7B-v0.3's" \
+    [ "$(plan_params "$TMP/mistral.plan")" = "$want" -a "$want" = 7248023552 ]
+check "mistral_7b_sft: ZeRO-3 over 8 ranks" grep -q "(ZeRO-3 over 8 ranks" "$TMP/mistral.plan"
+check "mistral_7b_sft: the parts add up to the total" parts_add_up "$TMP/mistral.plan"
+check "mistral_7b_sft: at most 70 GiB per GPU" fits 70 "$TMP/mistral.plan"
 for big in 8b:8:L=32,C=4096,NH=32,F=14336:8030261248 70b:32:L=80,C=8192,NH=64,F=28672:70553706496; do
     IFS=: read -r name np shape hf <<<"$big"
     "$DDPRUN" -np "$np" plan "$DDP_SRC/configs/llama3_$name.yaml" >"$TMP/$name.plan" 2>"$TMP/$name.err"
