@@ -111,6 +111,15 @@ int llama_tensor_table(const llama_family *fam, const llama_shape *shape, model 
 
 bool llama_rope_scaled(const llama_shape *s) { return s->rope_scaling.factor > 1; }
 
+/* A stretch llama_rope_frequency can apply: none, or finite numbers with 0 < low_freq_factor <
+ * high_freq_factor and at least one original position. */
+static bool rope_scaling_valid(const llama_shape *s)
+{
+    const llama_rope_scaling *r = &s->rope_scaling;
+    return !llama_rope_scaled(s) || (isfinite(r->factor) && r->low_freq_factor > 0 && isfinite(r->high_freq_factor) &&
+                                     r->high_freq_factor > r->low_freq_factor && r->original_max_positions >= 1);
+}
+
 double llama_rope_frequency(const llama_shape *s, int64_t j)
 {
     const double head_size = (double)(s->n_embd / s->n_head);
@@ -283,10 +292,11 @@ static void describe(const llama_family *fam, char *out, size_t size, const llam
 }
 
 /* The rope_scaling field a scaled shape's description holds after tie_embeddings, from *text on
- * (moved past it); none there: no scaling (LLAMA_ROPE_UNSCALED). False for a field that is there but
- * not a stretch llama_rope_frequency can apply. */
-static bool parse_rope_scaling(const char **text, llama_rope_scaling *r)
+ * (moved past it), into s; none there: no scaling (LLAMA_ROPE_UNSCALED). False for a field that is
+ * there but not a stretch (a factor of 1 is never written) llama_rope_frequency can apply. */
+static bool parse_rope_scaling(const char **text, llama_shape *s)
 {
+    llama_rope_scaling *r = &s->rope_scaling;
     *r = LLAMA_ROPE_UNSCALED;
     long long positions = 0;
     int end = -1;
@@ -297,8 +307,7 @@ static bool parse_rope_scaling(const char **text, llama_rope_scaling *r)
            &positions, &end);
     r->original_max_positions = positions;
     *text += end > 0 ? end : 0;
-    return end > 0 && isfinite(r->factor) && r->factor > 1 && isfinite(r->high_freq_factor) &&
-           r->low_freq_factor > 0 && r->high_freq_factor > r->low_freq_factor && positions >= 1;
+    return end > 0 && llama_rope_scaled(s) && rope_scaling_valid(s);
 }
 
 int llama_parse_description(const llama_family *fam, const char *desc, llama_shape *shape, int64_t *seq_len,
@@ -317,7 +326,7 @@ int llama_parse_description(const llama_family *fam, const char *desc, llama_sha
                      .block_size = v[5], .vocab_size = v[6], .rope_theta = theta, .norm_eps = eps,
                      .tie_embeddings = tie == 1};
     const char *rest = end > 0 ? desc + name_len + end : "";
-    bool rope_ok = parse_rope_scaling(&rest, &s.rope_scaling);
+    bool rope_ok = parse_rope_scaling(&rest, &s);
     sscanf(rest, " seq_len=%lld%n", &v[7], &seq_end);
     char again[2 * MODEL_DESCRIPTION_MAX] = "";
     if (seq_end > 0) /* exactly what describe() writes: no sign, no leading zeros, nothing after */
@@ -351,9 +360,7 @@ static int check_shape(const llama_family *fam, const llama_shape *s, const samp
         return ddp_fail(err, DDP_EUSAGE, "model.%s: ffn_hidden %lld, rope_theta %g and norm_eps %g must be "
                         "positive", k, (long long)s->ffn_hidden, s->rope_theta, s->norm_eps);
     const llama_rope_scaling *r = &s->rope_scaling;
-    if (llama_rope_scaled(s) && (!isfinite(r->factor) || !(r->low_freq_factor > 0) ||
-                                 !(r->high_freq_factor > r->low_freq_factor) || !isfinite(r->high_freq_factor) ||
-                                 r->original_max_positions < 1))
+    if (!rope_scaling_valid(s))
         return ddp_fail(err, DDP_EUSAGE, "model.%s.rope_scaling: factor %g needs 0 < low_freq_factor %g < "
                         "high_freq_factor %g and original_max_position_embeddings %lld >= 1", k, r->factor,
                         r->low_freq_factor, r->high_freq_factor, (long long)r->original_max_positions);

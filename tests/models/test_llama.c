@@ -293,6 +293,11 @@ static void check_create(device *d)
     bad.n_embd = 6; /* head size 3 */
     CHECK(llama_create(&llama_family_llama, &bad, &(lm_run){.compute = TENSOR_F32}, d, &data, 2, MODEL_BUFFERS_WHOLE, &m, &err) == DDP_EUSAGE, "odd head size built");
     CHECK_STR_CONTAINS(err.msg, "is not an even head size");
+    bad = opts.llama;
+    bad.rope_scaling = (llama_rope_scaling){8, 4, 2, 8192}; /* bands crossed */
+    CHECK(llama_create(&llama_family_llama, &bad, &(lm_run){.compute = TENSOR_F32}, d, &data, 2, MODEL_BUFFERS_WHOLE,
+                       &m, &err) == DDP_EUSAGE, "a stretch with crossed bands built");
+    CHECK_STR_CONTAINS(err.msg, "model.llama.rope_scaling: factor 8 needs 0 < low_freq_factor 4 < high_freq_factor 2");
 }
 
 /* The deepest Llama the config allows has at least Llama 3.1 405B's 126 layers, and its tensor table
