@@ -48,9 +48,9 @@ const cfg_model_section *cfg_model_sections(void)
 
 static const char *config_file(const config *c) { return c->source[0] ? c->source : "the config"; }
 
-/* The general settings a kind's rules read. */
 static const cfg_model_section *active_section(const config *c);
 
+/* The general settings a kind's rules read, and where its shape lies in c. */
 static model_general general_of(const config *c)
 {
     const cfg_model_section *s = active_section(c);
