@@ -12,6 +12,7 @@
 #ifndef DDP_TEST_FIXTURE_H
 #define DDP_TEST_FIXTURE_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +127,13 @@ static inline const char *fixture_header_word(const fixture_manifest *m, const c
     memcpy(out, p, n);
     out[n] = '\0';
     return out;
+}
+
+/* The number after " KEY=" in the header line (rope_theta, norm_eps, ...); NAN when absent. */
+static inline double fixture_header_double(const fixture_manifest *m, const char *key)
+{
+    char word[64];
+    return fixture_header_word(m, key, word, sizeof word) ? strtod(word, NULL) : NAN;
 }
 
 /* NAME's element count from its MANIFEST line; -1 when MANIFEST does not list it. */

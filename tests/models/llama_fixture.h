@@ -42,9 +42,8 @@ static inline int lfx_read_manifest(lfx *x)
     f->T = fixture_header_int(mf, "T");
     f->B = fixture_header_int(mf, "B");
     s->block_size = f->T;
-    char word[64];
-    s->rope_theta = fixture_header_word(mf, "rope_theta", word, sizeof word) ? strtod(word, NULL) : -1;
-    s->norm_eps = fixture_header_word(mf, "norm_eps", word, sizeof word) ? strtod(word, NULL) : -1;
+    s->rope_theta = fixture_header_double(mf, "rope_theta");
+    s->norm_eps = fixture_header_double(mf, "norm_eps");
     s->tie_embeddings = fixture_numel(mf, "init.lm_head.weight") < 0;
     s->rope_scaling = LLAMA_ROPE_UNSCALED; /* transformers' RoPE unstretched */
     f->Vp = llama_vocab_padded(s->vocab_size);

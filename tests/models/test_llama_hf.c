@@ -75,13 +75,6 @@ static void refused(model *m, const char *dir, const char *needle, const char *n
     free(after);
 }
 
-static double header_double(const char *key)
-{
-    char word[64];
-    const char *w = fixture_header_word(&fx, key, word, sizeof word);
-    return w ? strtod(w, NULL) : NAN;
-}
-
 static bool rows_zero(const float *p, const param_tensor *t, int64_t from_row)
 {
     for (size_t i = (size_t)(from_row * t->shape[1]); i < t->numel; i++)
@@ -97,7 +90,7 @@ static void test_fixture(const int32_t *input, const float *ref, const float *re
           fixture_header_int(&fx, "NH") == shape.n_head && fixture_header_int(&fx, "NKV") == shape.n_kv_head &&
           fixture_header_int(&fx, "FFN") == shape.ffn_hidden && fixture_header_int(&fx, "NPOS") == shape.block_size &&
           fixture_header_int(&fx, "V") == shape.vocab_size &&
-          header_double("rope_theta") == shape.rope_theta && header_double("norm_eps") == shape.norm_eps &&
+          fixture_header_double(&fx, "rope_theta") == shape.rope_theta && fixture_header_double(&fx, "norm_eps") == shape.norm_eps &&
           !shape.tie_embeddings,
           "config.json's shape is MANIFEST's");
     model *m = build();

@@ -40,20 +40,13 @@ static model *build(const llama_shape *s)
     return m;
 }
 
-static double header_double(const char *key)
-{
-    char word[64];
-    const char *w = fixture_header_word(&fx, key, word, sizeof word);
-    return w ? strtod(w, NULL) : NAN;
-}
-
 /* The import against transformers' logits, and the same weights without the stretch against them. */
 static void test_logits(const int32_t *input, const float *ref)
 {
     const llama_rope_scaling *r = &shape.rope_scaling;
-    CHECK(llama_rope_scaled(&shape) && r->factor == header_double("rope_factor") &&
-          r->low_freq_factor == header_double("rope_low_freq_factor") &&
-          r->high_freq_factor == header_double("rope_high_freq_factor") &&
+    CHECK(llama_rope_scaled(&shape) && r->factor == fixture_header_double(&fx, "rope_factor") &&
+          r->low_freq_factor == fixture_header_double(&fx, "rope_low_freq_factor") &&
+          r->high_freq_factor == fixture_header_double(&fx, "rope_high_freq_factor") &&
           r->original_max_positions == fixture_header_int(&fx, "rope_original_positions"),
           "config.json's rope_scaling is MANIFEST's");
     ddp_err err = {0};

@@ -37,21 +37,14 @@ static model *build(void)
     return m;
 }
 
-static double header_double(const char *key)
-{
-    char word[64];
-    const char *w = fixture_header_word(&fx, key, word, sizeof word);
-    return w ? strtod(w, NULL) : NAN;
-}
-
 static void test_import(model *m, const int32_t *input, const float *ref, const float *ref_bf16)
 {
     ddp_err err = {0};
     CHECK(fixture_header_int(&fx, "L") == shape.n_layer && fixture_header_int(&fx, "C") == shape.n_embd &&
           fixture_header_int(&fx, "NH") == shape.n_head && fixture_header_int(&fx, "NKV") == shape.n_kv_head &&
           fixture_header_int(&fx, "FFN") == shape.ffn_hidden && fixture_header_int(&fx, "NPOS") == shape.block_size &&
-          fixture_header_int(&fx, "V") == shape.vocab_size && header_double("rope_theta") == shape.rope_theta &&
-          header_double("norm_eps") == shape.norm_eps && !llama_rope_scaled(&shape),
+          fixture_header_int(&fx, "V") == shape.vocab_size && fixture_header_double(&fx, "rope_theta") == shape.rope_theta &&
+          fixture_header_double(&fx, "norm_eps") == shape.norm_eps && !llama_rope_scaled(&shape),
           "config.json's shape is MANIFEST's");
     CHECK(llama_hf_load_model(&mistral_family, m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
     double e = hf_logits_error(dev, m, input, B, T, ref, shape.vocab_size);

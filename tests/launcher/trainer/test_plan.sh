@@ -120,26 +120,21 @@ check "qwen2.5_0.5b: fits an 80 GB GPU (76293 MiB)" python3 -c \
 # fits GIB OUT: the plan's total is at most GIB GiB
 fits() { python3 -c "import sys, re; sys.exit(float(re.findall(r'([0-9.]+) MiB in all', open('$2').read())[0]) > $1 * 1024)"; }
 
-"$DDPRUN" -np 8 plan "$DDP_SRC/configs/mistral_7b_sft.yaml" >"$TMP/mistral.plan" 2>"$TMP/mistral.err"
-check "mistral_7b_sft at np=8: ddprun plan exits 0 (the folder is not read)" [ $? -eq 0 ]
-cat "$TMP/mistral.plan"
-want=$(params_formula mistral L=32 C=4096 NH=32 NKV=8 F=14336 V=32768 tie=0)
-check "mistral_7b_sft: $(plan_params "$TMP/mistral.plan") parameters = the formula's $want = Mistral-7B-v0.3's" \
-    [ "$(plan_params "$TMP/mistral.plan")" = "$want" -a "$want" = 7248023552 ]
-check "mistral_7b_sft: ZeRO-3 over 8 ranks" grep -q "(ZeRO-3 over 8 ranks" "$TMP/mistral.plan"
-check "mistral_7b_sft: the parts add up to the total" parts_add_up "$TMP/mistral.plan"
-check "mistral_7b_sft: at most 70 GiB per GPU" fits 70 "$TMP/mistral.plan"
-for big in 8b:8:L=32,C=4096,NH=32,F=14336:8030261248 70b:32:L=80,C=8192,NH=64,F=28672:70553706496; do
-    IFS=: read -r name np shape hf <<<"$big"
-    "$DDPRUN" -np "$np" plan "$DDP_SRC/configs/llama3_$name.yaml" >"$TMP/$name.plan" 2>"$TMP/$name.err"
-    check "llama3_$name at np=$np: ddprun plan exits 0" [ $? -eq 0 ]
+# CONFIG:NP:KIND:SHAPE:COUNT — Hugging Face's parameter count of the released model the config names
+# (the folder named by a config's checkpoint.init_from is not read by plan)
+for big in llama3_8b:8:llama:L=32,C=4096,NH=32,NKV=8,F=14336,V=128256,tie=0:8030261248 \
+    llama3_70b:32:llama:L=80,C=8192,NH=64,NKV=8,F=28672,V=128256,tie=0:70553706496 \
+    mistral_7b_sft:8:mistral:L=32,C=4096,NH=32,NKV=8,F=14336,V=32768,tie=0:7248023552; do
+    IFS=: read -r name np kind shape hf <<<"$big"
+    "$DDPRUN" -np "$np" plan "$DDP_SRC/configs/$name.yaml" >"$TMP/$name.plan" 2>"$TMP/$name.err"
+    check "$name at np=$np: ddprun plan exits 0" [ $? -eq 0 ]
     cat "$TMP/$name.plan"
-    want=$(params_formula llama ${shape//,/ } NKV=8 V=128256 tie=0)
-    check "llama3_$name: $(plan_params "$TMP/$name.plan") parameters = the formula's $want = Hugging Face's $hf" \
+    want=$(params_formula "$kind" ${shape//,/ })
+    check "$name: $(plan_params "$TMP/$name.plan") parameters = the formula's $want = Hugging Face's $hf" \
         [ "$(plan_params "$TMP/$name.plan")" = "$want" -a "$want" = "$hf" ]
-    check "llama3_$name: ZeRO-3 over $np ranks" grep -q "(ZeRO-3 over $np ranks" "$TMP/$name.plan"
-    check "llama3_$name: the parts add up to the total" parts_add_up "$TMP/$name.plan"
-    check "llama3_$name: at most 70 GiB per GPU" fits 70 "$TMP/$name.plan"
+    check "$name: ZeRO-3 over $np ranks" grep -q "(ZeRO-3 over $np ranks" "$TMP/$name.plan"
+    check "$name: the parts add up to the total" parts_add_up "$TMP/$name.plan"
+    check "$name: at most 70 GiB per GPU" fits 70 "$TMP/$name.plan"
 done
 
 "$DDPRUN" -np 8 plan "$DDP_SRC/configs/gpt2_124m.yaml" >"$TMP/124m.plan" 2>/dev/null
