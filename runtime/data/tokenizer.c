@@ -23,7 +23,7 @@ static int32_t le32(const uint8_t *p)
 
 static int check_header(const char *path, const uint8_t *h, long long size, tokenizer *t, ddp_err *err)
 {
-    int32_t magic = le32(h), version = le32(h + 4), vocab = le32(h + 8), eot = le32(h + 12);
+    int32_t magic = le32(h), version = le32(h + 4), vocab = le32(h + 8), eot = le32(h + 12), split = le32(h + 16);
     if (magic != TOKENIZER_MAGIC)
         return ddp_fail(err, DDP_EUSAGE, "%s: bad magic %d, expected %d (an llm.c tokenizer.bin)", path,
                         magic, TOKENIZER_MAGIC);
@@ -35,6 +35,9 @@ static int check_header(const char *path, const uint8_t *h, long long size, toke
                         TOKENIZER_MAX_VOCAB);
     if (eot < -1 || eot >= vocab)
         return ddp_fail(err, DDP_EUSAGE, "%s: end-of-text id %d is outside -1..%d", path, eot, vocab - 1);
+    if (split < 0 || split >= TOKENIZER_SPLIT_KINDS)
+        return ddp_fail(err, DDP_EUSAGE, "%s: pre-tokenizer %d (header int32 4) is not one of 0..%d that this "
+                        "ddprun knows (a newer scripts/prepare-text's file?)", path, split, TOKENIZER_SPLIT_KINDS - 1);
     /* bounds the allocation below by what vocab entries can take, so a huge file fails here */
     long long most = TOKENIZER_HEADER_BYTES + (long long)vocab * (1 + TOKENIZER_MAX_TOKEN_BYTES);
     if (size > most)
@@ -42,6 +45,7 @@ static int check_header(const char *path, const uint8_t *h, long long size, toke
                         "trailing data", path, size, vocab, most);
     t->vocab_size = vocab;
     t->eot = eot;
+    t->split = (tokenizer_split)split;
     return DDP_OK;
 }
 
@@ -125,6 +129,12 @@ int tokenizer_load(const char *path, tokenizer *out, ddp_err *err)
     if (rc)
         tokenizer_free(out);
     return rc;
+}
+
+const char *tokenizer_split_name(tokenizer_split s)
+{
+    static const char *const names[TOKENIZER_SPLIT_KINDS] = {"unstated", "gpt2", "llama3", "qwen2", "other"};
+    return (unsigned)s < TOKENIZER_SPLIT_KINDS ? names[s] : "?";
 }
 
 void tokenizer_free(tokenizer *t)

@@ -2,10 +2,12 @@
  * into text when printing samples (and for tokenizer_encode.h, which turns text into ids).
  *
  * Owns the file format checks: a header of 256 little-endian int32 (magic 20240328, version 2,
- * vocabulary size in 1..2^20, end-of-text id or -1), then for each id in order a uint8 length >= 1
- * and that many bytes, and nothing after the last entry. A failed load leaves *out zeroed with
- * nothing allocated, and the error names the file and what is wrong. Decoding only: encoding text
- * is tokenizer_encode.c's (and scripts/prepare-text's) job. This module must not print, and must not assume token bytes are
+ * vocabulary size in 1..2^20, end-of-text id or -1, then ddprun's own field: the pre-tokenizer
+ * that splits text before the merges, tokenizer_split below; llm.c leaves it 0 and ignores it),
+ * then for each id in order a uint8 length >= 1 and that many bytes, and nothing after the last
+ * entry. A failed load leaves *out zeroed with nothing allocated, and the error names the file and
+ * what is wrong. Decoding only: encoding text is tokenizer_encode.c's (and scripts/prepare-text's)
+ * job. This module must not print, and must not assume token bytes are
  * valid UTF-8 on their own (GPT-2 splits multi-byte characters across tokens). */
 #ifndef DDP_TOKENIZER_H
 #define DDP_TOKENIZER_H
@@ -21,14 +23,30 @@
 #define TOKENIZER_MAX_VOCAB (1 << 20)
 #define TOKENIZER_MAX_TOKEN_BYTES 255 /* the length is one byte */
 
+/* How text is split into pieces before byte-pair merges, as scripts/prepare-text records it (the
+ * header's fifth int32). UNSTATED is what llm.c writes: its files are GPT-2's, so the encoder
+ * splits as GPT-2 does. OTHER is a tokenizer whose split the encoder cannot reproduce
+ * (sentencepiece's, say): its prompts are split as GPT-2's, which spells the same text. */
+typedef enum tokenizer_split {
+    TOKENIZER_SPLIT_UNSTATED = 0,
+    TOKENIZER_SPLIT_GPT2 = 1,   /* GPT-2's regex (tiktoken's r50k; Hugging Face's ByteLevel) */
+    TOKENIZER_SPLIT_LLAMA3 = 2, /* Llama 3's regex: numbers in threes, a letter run's one-symbol prefix */
+    TOKENIZER_SPLIT_QWEN2 = 3,  /* Llama 3's with single digits, after NFC normalization (Qwen2, 2.5) */
+    TOKENIZER_SPLIT_OTHER = 4,
+} tokenizer_split;
+#define TOKENIZER_SPLIT_KINDS 5
+
 typedef struct tokenizer {
     int32_t vocab_size;
     int32_t eot;          /* end-of-text id, -1 when the tokenizer has none */
+    tokenizer_split split;
     uint8_t *entries;     /* the file's entries after the header: length byte, then the bytes */
     uint32_t *offset;     /* vocab_size entries: offset[id] is id's length byte in entries */
 } tokenizer;
 
 int tokenizer_load(const char *path, tokenizer *out, ddp_err *err);
+/* The split's name as prepare-text prints it ("gpt2", "llama3", "qwen2", "other", "unstated"). */
+const char *tokenizer_split_name(tokenizer_split s);
 /* Frees everything; leaves *t zeroed. Safe on a zeroed struct. */
 void tokenizer_free(tokenizer *t);
 

@@ -1,5 +1,6 @@
-/* tokenizer_encode.c — encoding text into token ids (tokenizer_encode.h): UTF-8 validation, GPT-2's
- * pre-tokenizer over code points, and tiktoken's byte-pair merge within each piece.
+/* tokenizer_encode.c — encoding text into token ids (tokenizer_encode.h): UTF-8 validation, NFC
+ * where the tokenizer asks for it (unicode_nfc.h), the pre-tokenizers over code points, and
+ * tiktoken's byte-pair merge within each piece.
  *
  * Owns a hash map from token bytes to the lowest id spelling them (open addressing, FNV-1a), built
  * once per encoder; single bytes have a direct table. The end-of-text id is left out of both, so
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "unicode_class.h"
+#include "unicode_nfc.h"
 
 #define NO_RANK INT32_MAX
 
@@ -174,21 +176,38 @@ static size_t run_end(const cp_text *c, size_t i)
     return j;
 }
 
-/* End (code point index) of the regex match starting at i, trying the alternatives in order. */
-static size_t piece_end(const cp_text *c, size_t i)
+static bool is_newline(uint32_t cp)
 {
-    const uint32_t *cp = c->cp;
-    size_t n = c->n;
-    /* '(?:[sdmt]|ll|ve|re) */
-    if (cp[i] == '\'' && i + 1 < n) {
-        uint32_t a = cp[i + 1], b = i + 2 < n ? cp[i + 2] : 0;
-        if (a == 's' || a == 'd' || a == 'm' || a == 't')
-            return i + 2;
-        if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e'))
-            return i + 3;
+    return cp == '\r' || cp == '\n';
+}
+
+/* The contraction at i ("'s", "'ll", ...) as code points, or i when there is none; with fold, the
+ * letters match in either case (Unicode's simple folding: 's' also matches U+017F LONG S). */
+static size_t contraction_end(const cp_text *c, size_t i, bool fold)
+{
+    if (c->cp[i] != '\'' || i + 1 >= c->n)
+        return i;
+    uint32_t a = c->cp[i + 1], b = i + 2 < c->n ? c->cp[i + 2] : 0;
+    if (fold) {
+        a = a == 0x17F ? 's' : a < 0x80 && a >= 'A' && a <= 'Z' ? a + 32 : a;
+        b = b < 0x80 && b >= 'A' && b <= 'Z' ? b + 32 : b;
     }
+    if (a == 's' || a == 'd' || a == 'm' || a == 't')
+        return i + 2;
+    if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e'))
+        return i + 3;
+    return i;
+}
+
+/* GPT-2's '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ at i: the
+ * end (code point index) of the match, trying the alternatives in order. */
+static size_t gpt2_piece_end(const cp_text *c, size_t i)
+{
+    size_t n = c->n, k = contraction_end(c, i, false);
+    if (k > i)
+        return k;
     /* " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+": a space joins the run of one class after it */
-    if (cp[i] == ' ' && i + 1 < n && c->cls[i + 1] != UC_SPACE)
+    if (c->cp[i] == ' ' && i + 1 < n && c->cls[i + 1] != UC_SPACE)
         return run_end(c, i + 1);
     if (c->cls[i] != UC_SPACE)
         return run_end(c, i);
@@ -197,13 +216,60 @@ static size_t piece_end(const cp_text *c, size_t i)
     return j < n && j - i >= 2 ? j - 1 : j;
 }
 
-int64_t tokenizer_pretokenize(const char *text, size_t len, size_t *ends, ddp_err *err)
+/* Llama 3's (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+ * \s*[\r\n]+|\s+(?!\S)|\s+ at i, with \p{N}{1,max_digits} (Qwen2's regex is this one with \p{N}). */
+static size_t llama3_piece_end(const cp_text *c, size_t i, size_t max_digits)
+{
+    size_t n = c->n, k = contraction_end(c, i, true);
+    if (k > i)
+        return k;
+    const uint8_t *cls = c->cls;
+    /* [^\r\n\p{L}\p{N}]?\p{L}+: a letter run, with the one symbol or space before it */
+    if (cls[i] == UC_LETTER)
+        return run_end(c, i);
+    bool prefix = cls[i] != UC_NUMBER && !is_newline(c->cp[i]);
+    if (prefix && i + 1 < n && cls[i + 1] == UC_LETTER)
+        return run_end(c, i + 1);
+    if (cls[i] == UC_NUMBER) {
+        size_t j = run_end(c, i);
+        return j - i > max_digits ? i + max_digits : j;
+    }
+    /* " ?[^\s\p{L}\p{N}]+[\r\n]*": a symbol run (after one space), and the line breaks after it */
+    size_t from = c->cp[i] == ' ' && i + 1 < n && cls[i + 1] == UC_OTHER ? i + 1 : i;
+    if (cls[from] == UC_OTHER) {
+        size_t j = run_end(c, from);
+        while (j < n && is_newline(c->cp[j]))
+            j++;
+        return j;
+    }
+    /* white space: \s*[\r\n]+ ends after its last line break; else \s+(?!\S), else \s+ */
+    size_t j = run_end(c, i);
+    for (size_t b = j; b > i; b--)
+        if (is_newline(c->cp[b - 1]))
+            return b;
+    return j < n && j - i >= 2 ? j - 1 : j;
+}
+
+/* End (code point index) of the piece starting at i under the tokenizer's split. */
+static size_t piece_end(const cp_text *c, size_t i, tokenizer_split split)
+{
+    switch (split) {
+    case TOKENIZER_SPLIT_LLAMA3:
+        return llama3_piece_end(c, i, 3);
+    case TOKENIZER_SPLIT_QWEN2:
+        return llama3_piece_end(c, i, 1);
+    default: /* GPT-2's, unstated (llm.c's GPT-2 files), or other: see tokenizer.h */
+        return gpt2_piece_end(c, i);
+    }
+}
+
+int64_t tokenizer_pretokenize(tokenizer_split split, const char *text, size_t len, size_t *ends, ddp_err *err)
 {
     cp_text c;
     int rc = decode((const uint8_t *)text, len, &c, err);
     int64_t count = 0;
     for (size_t i = 0; !rc && i < c.n;) {
-        size_t j = piece_end(&c, i);
+        size_t j = piece_end(&c, i, split);
         ends[count++] = c.off[j];
         i = j;
     }
@@ -264,27 +330,20 @@ static int encode_piece(const tokenizer_encoder *e, const uint8_t *p, size_t n, 
     return DDP_OK;
 }
 
-int tokenizer_encode(const tokenizer_encoder *e, const char *text, size_t len, int32_t **ids, int64_t *n,
-                     ddp_err *err)
+/* Encodes the decoded text c of bytes[0..len) into *ids (malloc'd) and *n. */
+static int encode_pieces(const tokenizer_encoder *e, const uint8_t *bytes, size_t len, const cp_text *c,
+                         int32_t **ids, int64_t *n, ddp_err *err)
 {
-    *ids = NULL;
-    *n = 0;
-    if (len == 0)
-        return DDP_OK;
-    const uint8_t *bytes = (const uint8_t *)text;
-    cp_text c;
-    int rc = decode(bytes, len, &c, err);
     merge_scratch s = {malloc((len + 1) * sizeof *s.start), malloc((len + 1) * sizeof *s.rank)};
     int32_t *out = malloc(len * sizeof *out); /* at most one id per byte */
-    if (!rc && (!s.start || !s.rank || !out))
-        rc = ddp_fail(err, DDP_ERUNTIME, "tokenizer: out of memory encoding %zu bytes", len);
+    int rc = !s.start || !s.rank || !out
+                 ? ddp_fail(err, DDP_ERUNTIME, "tokenizer: out of memory encoding %zu bytes", len) : DDP_OK;
     int64_t count = 0;
-    for (size_t i = 0; !rc && i < c.n;) {
-        size_t j = piece_end(&c, i);
-        rc = encode_piece(e, bytes + c.off[i], c.off[j] - c.off[i], c.off[i], &s, out, &count, err);
+    for (size_t i = 0; !rc && i < c->n;) {
+        size_t j = piece_end(c, i, e->tok->split);
+        rc = encode_piece(e, bytes + c->off[i], c->off[j] - c->off[i], c->off[i], &s, out, &count, err);
         i = j;
     }
-    cp_text_free(&c);
     free(s.start);
     free(s.rank);
     if (rc) {
@@ -294,4 +353,30 @@ int tokenizer_encode(const tokenizer_encoder *e, const char *text, size_t len, i
     *ids = out;
     *n = count;
     return DDP_OK;
+}
+
+int tokenizer_encode(const tokenizer_encoder *e, const char *text, size_t len, int32_t **ids, int64_t *n,
+                     ddp_err *err)
+{
+    *ids = NULL;
+    *n = 0;
+    if (len == 0)
+        return DDP_OK;
+    cp_text c;
+    int rc = decode((const uint8_t *)text, len, &c, err); /* offsets in errors are the caller's text's */
+    char *normal = NULL;
+    size_t normal_len = 0;
+    if (!rc && e->tok->split == TOKENIZER_SPLIT_QWEN2)
+        rc = unicode_nfc(text, len, &normal, &normal_len, err);
+    if (!rc && normal) { /* the text changed: its code points again */
+        cp_text_free(&c);
+        text = normal;
+        len = normal_len;
+        rc = decode((const uint8_t *)text, len, &c, err);
+    }
+    if (!rc)
+        rc = encode_pieces(e, (const uint8_t *)text, len, &c, ids, n, err);
+    cp_text_free(&c);
+    free(normal);
+    return rc;
 }

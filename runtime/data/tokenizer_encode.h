@@ -1,15 +1,18 @@
 /* tokenizer_encode.h — text to token ids with a tokenizer.bin (tokenizer.h): tiktoken's byte-level
- * BPE as GPT-2 uses it, which for the 256-token byte tokenizer is one id per byte.
+ * BPE as GPT-2, Llama 3 and Qwen2 use it, which for the 256-token byte tokenizer is one id per byte.
  *
- * Text must be valid UTF-8. It is first split by GPT-2's pre-tokenizer regex
- *     '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * Text must be valid UTF-8. It is first split by the pre-tokenizer the file records (tokenizer_split):
+ *     GPT-2   '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *     Llama 3 (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+ *             \s*[\r\n]+|\s+(?!\S)|\s+
+ *     Qwen2   Llama 3's with \p{N} for \p{N}{1,3}, after NFC normalization of the text
  * (letters, numbers and white space are Unicode's classes: unicode_class.h). A piece whose bytes
  * are a token becomes that token; otherwise it starts as single bytes and the adjacent pair whose
  * concatenated bytes form the token with the lowest id is merged (the leftmost such pair on a
  * tie) until no pair forms a token. That is tiktoken's algorithm with the token id as the merge
- * rank, which is what GPT-2's ids are (scripts/prepare-text writes tokenizer.bin in that order);
- * for a tokenizer whose ids are not merge ranks the result is not its tokenization. The
- * end-of-text token is special: text spelling "<|endoftext|>" is encoded as ordinary text
+ * rank, which is what GPT-2's, Llama 3's and Qwen2's ids are (their vocabularies are tiktoken
+ * rank files); for a tokenizer whose ids are not merge ranks the result is not its tokenization.
+ * The end-of-text token is special: text spelling "<|endoftext|>" is encoded as ordinary text
  * (tiktoken's encode_ordinary). Encoding only: this module must not read files or print. */
 #ifndef DDP_TOKENIZER_ENCODE_H
 #define DDP_TOKENIZER_ENCODE_H
@@ -28,13 +31,14 @@ void tokenizer_encoder_free(tokenizer_encoder *e);
 
 /* Encodes text[0..len): *ids (malloc'd, the caller frees it; NULL when len is 0) gets *n ids.
  * Invalid UTF-8, or a byte that no single-byte token spells, is a usage error naming the byte
- * offset; nothing is returned then. */
+ * offset (for a Qwen2 split, a missing byte's offset is in the NFC-normalized text); nothing is
+ * returned then. */
 int tokenizer_encode(const tokenizer_encoder *e, const char *text, size_t len, int32_t **ids, int64_t *n,
                      ddp_err *err);
 
-/* The pre-tokenizer alone (for tests): splits text[0..len) into pieces, ends[i] getting the byte
- * offset where piece i ends (ends has room for len entries). Returns the piece count, or -1 with
- * err set when the text is not valid UTF-8. */
-int64_t tokenizer_pretokenize(const char *text, size_t len, size_t *ends, ddp_err *err);
+/* The pre-tokenizer alone (for tests), without normalization: splits text[0..len) into pieces as
+ * split does, ends[i] getting the byte offset where piece i ends (ends has room for len entries).
+ * Returns the piece count, or -1 with err set when the text is not valid UTF-8. */
+int64_t tokenizer_pretokenize(tokenizer_split split, const char *text, size_t len, size_t *ends, ddp_err *err);
 
 #endif

@@ -238,17 +238,19 @@ static void packing_seeds(void)
     }
 }
 
-/* ---- tokenizer.bin: bytes 0..255, a few merges, and <|endoftext|> ---- */
+/* ---- tokenizer.bin: bytes 0..255, a few merges, and <|endoftext|>; each pre-tokenizer ---- */
 
-static void tokenizer_seed(const char *name, int eot_present, int zero_len)
+static void tokenizer_seed(const char *name, int eot_present, int zero_len, tokenizer_split split)
 {
-    static const char *const merges[] = {" t", "he", "th", "the", " the", "in", "ll", "ello", "<|endoftext|>"};
+    static const char *const merges[] = {" t", "he", "th", "the", " the", "in", "ll", "ello", "12", "123",
+                                         "\xc3\xa9", "<|endoftext|>"};
     static uint8_t buf[TOKENIZER_HEADER_BYTES + 256 * 2 + 128];
     int n_merges = (int)(sizeof merges / sizeof merges[0]) - !eot_present;
     int vocab = 256 + n_merges;
     memset(buf, 0, TOKENIZER_HEADER_BYTES);
     le(buf, TOKENIZER_MAGIC, 4), le(buf + 4, TOKENIZER_VERSION, 4), le(buf + 8, (uint64_t)vocab, 4);
     le(buf + 12, eot_present ? (uint64_t)(vocab - 1) : 0xffffffffu, 4);
+    le(buf + 16, (uint64_t)split, 4);
     size_t n = TOKENIZER_HEADER_BYTES;
     for (int b = 0; b < 256; b++)
         buf[n++] = 1, buf[n++] = (uint8_t)b;
@@ -494,9 +496,11 @@ int main(int argc, char **argv)
     shards_seed("u32-narrow-vocab", 0x00, 2, 256, 1, u32, 0);
     shards_seed("u32-version-2", 0x00, 2, 256, 1, u32, 2);
     shards_seed("mixed-widths", 0x08, 2, 0, 2, mixed, 0);
-    tokenizer_seed("bytes-merges-eot", 1, 0);
-    tokenizer_seed("bytes-merges", 0, 0);
-    tokenizer_seed("zero-length", 1, 1);
+    tokenizer_seed("bytes-merges-eot", 1, 0, TOKENIZER_SPLIT_UNSTATED);
+    tokenizer_seed("bytes-merges", 0, 0, TOKENIZER_SPLIT_GPT2);
+    tokenizer_seed("zero-length", 1, 1, TOKENIZER_SPLIT_UNSTATED);
+    tokenizer_seed("llama3-split", 1, 0, TOKENIZER_SPLIT_LLAMA3);
+    tokenizer_seed("qwen2-split", 1, 0, TOKENIZER_SPLIT_QWEN2);
     safetensors_seeds();
     packing_seeds();
     hf_folder_seeds(argv[2]);

@@ -7,21 +7,35 @@ that prepare-text reads what that library writes. Test data only: it checks noth
                  </s>), decoder Replace/ByteFallback/Fuse/Strip, <s> put before each text
   wide           bytelevel with the merged tokens' ids moved above 65,535 and <|begin_of_text|>
                  (the last id) put before each text, as Llama 3's
+  llama3         bytelevel with Llama 3's pre-tokenizer: its Split regex, then ByteLevel without one
+  qwen2          llama3 with Qwen2's regex (single digits) after an NFC normalizer
+  othersplit     llama3 with a Split regex of its own (digits apart, GPT-2's otherwise)
   wordpiece      bytelevel with a WordPiece decoder (prepare-text refuses it)
   gap            bytelevel with the last merged token's id moved 1000 up, leaving ids with no token
 """
 import json, sys
-from tokenizers import Tokenizer, models, trainers, pre_tokenizers, decoders, processors
+from tokenizers import Tokenizer, Regex, models, normalizers, trainers, pre_tokenizers, decoders, processors
 kind, out = sys.argv[1], sys.argv[2]
+# written out here, as the released tokenizer.json files spell them, not taken from prepare-text
+LLAMA3 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+          r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
+QWEN2 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+         r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
+OTHER = r"""\p{N}|'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 KJV = ["In the beginning God created the heaven and the earth.",
        "And the earth was without form, and void; and darkness was upon the face of the deep.",
        "And the Spirit of God moved upon the face of the waters.",
        "And God said, Let there be light: and there was light.",
        "And God saw the light, that it was good: and God divided the light from the darkness."] * 4
 
-def bytelevel(vocab):
+def bytelevel(vocab, split=None, nfc=False):
     t = Tokenizer(models.BPE())
     t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if split:
+        t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(split), "isolated"),
+                                                   pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    if nfc:
+        t.normalizer = normalizers.NFC()
     t.decoder = decoders.ByteLevel()
     t.train_from_iterator(KJV, trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"],
                                                    initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
@@ -38,6 +52,8 @@ if kind in ("bytelevel", "wordpiece", "gap"):
         vocab = d["model"]["vocab"]
         vocab[max(vocab, key=vocab.get)] += 1000
     t = Tokenizer.from_str(json.dumps(d))
+elif kind in ("llama3", "qwen2", "othersplit"):
+    t = bytelevel(400, {"llama3": LLAMA3, "qwen2": QWEN2, "othersplit": OTHER}[kind], nfc=kind == "qwen2")
 elif kind == "wide":
     d = json.loads(bytelevel(400).to_str())
     vocab = d["model"]["vocab"]

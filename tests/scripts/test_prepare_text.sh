@@ -25,7 +25,8 @@ ok() { echo "ok - $*"; }
 # check.py OUT_DIR VOCAB EOT VAL_FRACTION SHARD_TOKENS INPUT...: every file in OUT_DIR against the
 # llm.c formats (uint16 shards up to 65,535 tokens of vocabulary, uint32 above), and the decoded
 # train+val stream against the inputs (each preceded by the end-of-text token's bytes when EOT >= 0:
-# <|endoftext|>, or $CHECK_SEP). It prints how many distinct ids above 65,535 the stream holds.
+# <|endoftext|>, or $CHECK_SEP), and tokenizer.bin's pre-tokenizer code: 1 (GPT-2's) or $CHECK_SPLIT.
+# It prints how many distinct ids above 65,535 the stream holds.
 cat > "$TMP/check.py" <<'EOF'
 import os, re, struct, sys
 from array import array
@@ -41,8 +42,9 @@ if extra:
     die(f"unexpected files (temporaries left behind?): {extra}")
 tb = open(os.path.join(out, "tokenizer.bin"), "rb").read()
 h = struct.unpack("<256i", tb[:1024])
-if h[:4] != (20240328, 2, vocab, eot) or any(h[4:]):
-    die(f"tokenizer.bin header {h[:4]}, expected {(20240328, 2, vocab, eot)} and zeros")
+split = int(os.environ.get("CHECK_SPLIT", "1"))  # the pre-tokenizer code: GPT-2's unless said
+if h[:5] != (20240328, 2, vocab, eot, split) or any(h[5:]):
+    die(f"tokenizer.bin header {h[:5]}, expected {(20240328, 2, vocab, eot, split)} and zeros")
 table, pos = [], 1024
 for i in range(vocab):
     n = tb[pos]
@@ -152,7 +154,7 @@ prep = importlib.util.module_from_spec(importlib.util.spec_from_loader("prepare_
 loader.exec_module(prep)
 bad = sys.argv[2] == "--bad-id"
 class Wide:
-    name, vocab_size, eot = "wide", 65536 + 256, 256
+    name, vocab_size, eot, split = "wide", 65536 + 256, 256, prep.SPLIT_OTHER
     def encode(self, data, text):
         return [65536 + b if b % 2 else b for b in data] + ([self.vocab_size] if bad else [])
     def token_bytes(self, i):
@@ -169,7 +171,9 @@ wide() { python3 "$TMP/wide.py" "$PREP" "$@"; }
 # uint32 shards: headers, sizes and exact decoding through tokenizer.bin, with rollover
 wide --val-fraction 0.3 --shard-tokens 97 "$A" "$B" "$TMP/w1" >"$TMP/w1.log"
 grep -q "; uint32 tokens, vocabulary 65792 (wide)" "$TMP/w1.log" || fail "wide: summary line: $(cat "$TMP/w1.log")"
-check "$TMP/w1" 65792 256 0.3 97 "$A" "$B" | tee "$TMP/w1.check"
+CHECK_SPLIT=4 check "$TMP/w1" 65792 256 0.3 97 "$A" "$B" | tee "$TMP/w1.check"
+grep -q "^prepare-text: note: wide's pre-tokenizer is not GPT-2's, Llama 3's or Qwen2's" "$TMP/w1.log" ||
+    fail "wide: no note that ddprun generate splits its prompts as GPT-2's: $(cat "$TMP/w1.log")"
 grep -qE "ids up to 65[5-9][0-9]{2}" "$TMP/w1.check" || fail "wide: no id above 65535 in the stream"
 ok "uint32 shards for a vocabulary of 65792 decode to the input"
 expect_refusal "an id outside the tokenizer's vocabulary" "token id 65792, outside its vocabulary of 65792" \
@@ -293,7 +297,7 @@ print(tokenizers.Tokenizer.from_file(sys.argv[1]).get_vocab_size())' "$1"
 }
 hf_checks() {
     local make=$ROOT/tests/scripts/make_hf_tokenizer.py k v
-    for k in bytelevel sentencepiece wide wordpiece gap; do
+    for k in bytelevel sentencepiece wide wordpiece gap llama3 qwen2 othersplit; do
         python3 "$make" $k "$TMP/$k.json" || fail "make_hf_tokenizer.py $k"
     done
     "$PREP" --tokenizer "$TMP/bytelevel.json" --val-fraction 0.3 "$A" "$B" "$TMP/h1" >"$TMP/h1.log"
@@ -311,7 +315,7 @@ sys.exit(int(sys.argv[2]) not in array("H", open(sys.argv[1], "rb").read()[1024:
 
     # the separator is the post-processor's <s> (id 1); byte fallback spells 日本語 and the emoji
     "$PREP" --tokenizer "$TMP/sentencepiece.json" "$A" "$B" "$TMP/h2" >/dev/null
-    CHECK_SEP="<s>" check "$TMP/h2" "$(hf_vocab "$TMP/sentencepiece.json")" 1 0.05 100000000 "$A" "$B"
+    CHECK_SEP="<s>" CHECK_SPLIT=4 check "$TMP/h2" "$(hf_vocab "$TMP/sentencepiece.json")" 1 0.05 100000000 "$A" "$B"
     ok "hf sentencepiece-style BPE with byte fallback (Llama 2's kind): <s> first, the input back"
 
     # uint32: ids above 65,535 from the merges and <|begin_of_text|>; --tokenizer given the folder
@@ -324,6 +328,29 @@ sys.exit(int(sys.argv[2]) not in array("H", open(sys.argv[1], "rb").read()[1024:
     grep -qE ", ([2-9]|[1-9][0-9]+) distinct above 65535" "$TMP/h3.check" ||
         fail "hf wide: expected merged ids above 65535 besides <|begin_of_text|>"
     ok "hf uint32 shards (Llama 3's kind): <|begin_of_text|> first, the input back"
+
+    # the pre-tokenizer recorded for ddprun generate's prompts: Llama 3's and Qwen2's split regexes
+    # (Qwen2's only after NFC); a Split of another regex is 4, with a note
+    for ks in llama3:2 qwen2:3 othersplit:4; do
+        k=${ks%:*}
+        "$PREP" --tokenizer "$TMP/$k.json" "$A" "$B" "$TMP/s-$k" >"$TMP/s-$k.log"
+        CHECK_SPLIT=${ks#*:} check "$TMP/s-$k" "$(hf_vocab "$TMP/$k.json")" "$(hf_id "$TMP/$k.json" "<|endoftext|>")" \
+            0.05 100000000 "$A" "$B"
+        [ "$k" != othersplit ] ||
+            grep -q "^prepare-text: note: .*othersplit.json's pre-tokenizer is not" "$TMP/s-$k.log" ||
+            fail "hf othersplit: no note on the prompt split: $(cat "$TMP/s-$k.log")"
+        ok "hf $k: tokenizer.bin's pre-tokenizer is ${ks#*:}"
+    done
+    python3 - "$TMP/qwen2.json" "$TMP/q-nonfc.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["normalizer"] = None
+json.dump(d, open(sys.argv[2], "w"))
+PY
+    "$PREP" --tokenizer "$TMP/q-nonfc.json" "$A" "$TMP/s-nonfc" >/dev/null
+    CHECK_SPLIT=4 check "$TMP/s-nonfc" "$(hf_vocab "$TMP/qwen2.json")" "$(hf_id "$TMP/qwen2.json" "<|endoftext|>")" \
+        0.05 100000000 "$A"
+    ok "hf: Qwen2's regex without its NFC normalizer is another pre-tokenizer (4)"
 
     expect_refusal "a WordPiece decoder" "decoder 'WordPiece' is not supported" \
         "$PREP" --tokenizer "$TMP/wordpiece.json" "$A" "$TMP/h4"

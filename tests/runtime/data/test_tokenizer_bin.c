@@ -1,7 +1,7 @@
 /* test_tokenizer_bin.c — llm.c's tokenizer.bin (suite 'data'): a file written here from the
  * format's definition (magic 20240328, version 2, 256 single bytes, multi-byte pieces up to 255
- * bytes, the end-of-text id) is read back piece by piece, and every malformed one (each header
- * field wrong, a piece cut short or of length 0, trailing bytes, too short, missing) is rejected
+ * bytes, the end-of-text id, the pre-tokenizer) is read back piece by piece, and every malformed
+ * one (each header field wrong, a piece cut short or of length 0, trailing bytes, too short, missing) is rejected
  * naming the file and what is wrong. */
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +23,7 @@ static uint8_t *tokenizer_file(size_t *len)
     put_le32(b + 4, 2);
     put_le32(b + 8, TOK_VOCAB);
     put_le32(b + 12, TOK_EOT);
+    put_le32(b + 16, TOKENIZER_SPLIT_QWEN2);
     size_t pos = 1024;
     for (int id = 0; id < 256; id++)
         b[pos++] = 1, b[pos++] = (uint8_t)id;
@@ -46,6 +47,8 @@ static void check_tokenizer_good(const char *path)
         return;
     CHECK_EQ_INT(t.vocab_size, TOK_VOCAB);
     CHECK_EQ_INT(t.eot, TOK_EOT);
+    CHECK(t.split == TOKENIZER_SPLIT_QWEN2, "pre-tokenizer %d (%s), the file's is 3", (int)t.split,
+          tokenizer_split_name(t.split));
     size_t len;
     const uint8_t *p;
     for (int id = 0; id < 256; id++) {
@@ -155,6 +158,8 @@ static void check_tokenizer(void)
     bad_field("tok_vocab_more.bin", good, len, 8, TOK_VOCAB + 1, "truncated", "token 260 of 261");
     bad_field("tok_eot_big.bin", good, len, 12, TOK_VOCAB, "end-of-text id 260", NULL);
     bad_field("tok_eot_neg.bin", good, len, 12, -2, "end-of-text id -2", NULL);
+    bad_field("tok_split_new.bin", good, len, 16, TOKENIZER_SPLIT_KINDS, "pre-tokenizer 5 (header int32 4)", "0..4");
+    bad_field("tok_split_neg.bin", good, len, 16, -1, "pre-tokenizer -1", NULL);
     uint8_t *b = malloc(len + 1);
     memcpy(b, good, len);
     b[len] = 'z';

@@ -17,12 +17,13 @@
 static char dir[] = "/tmp/test_tokenizer_encode.XXXXXX";
 
 /* Writes a tokenizer.bin of the given tokens (NUL-terminated strings; "" is byte 0) and loads it. */
-static int make_tokenizer(const char *name, const char *const *tokens, int n, int eot, tokenizer *out)
+static int make_tokenizer(const char *name, const char *const *tokens, int n, int eot, tokenizer_split split,
+                          tokenizer *out)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
-    int32_t header[256] = {20240328, 2, n, eot};
+    int32_t header[256] = {20240328, 2, n, eot, (int32_t)split};
     fwrite(header, 4, 256, f); /* the test machines are little-endian, like the files */
     for (int i = 0; i < n; i++) {
         size_t len = tokens[i][0] ? strlen(tokens[i]) : 1;
@@ -38,7 +39,8 @@ static int make_tokenizer(const char *name, const char *const *tokens, int n, in
 }
 
 /* Tokens 0..255 are the bytes; then extra. */
-static int make_bpe(const char *name, const char *const *extra, int n_extra, int eot, tokenizer *out)
+static int make_bpe(const char *name, const char *const *extra, int n_extra, int eot, tokenizer_split split,
+                    tokenizer *out)
 {
     static char bytes[256][2];
     const char *tokens[512];
@@ -48,7 +50,7 @@ static int make_bpe(const char *name, const char *const *extra, int n_extra, int
     }
     for (int i = 0; i < n_extra; i++)
         tokens[256 + i] = extra[i];
-    return make_tokenizer(name, tokens, 256 + n_extra, eot, out);
+    return make_tokenizer(name, tokens, 256 + n_extra, eot, split, out);
 }
 
 static void expect_ids(const tokenizer_encoder *e, const char *text, size_t len, const int32_t *want, int64_t n_want)
@@ -83,7 +85,7 @@ static void test_merges(void)
     /* eot sits among the others on purpose; 262 repeats 257's bytes */
     const char *extra[] = {"ll", "he", "hell", "aa", "xyz", "<|endoftext|>", "he", "lo"};
     tokenizer t;
-    if (make_bpe("bpe.bin", extra, 8, 261, &t))
+    if (make_bpe("bpe.bin", extra, 8, 261, TOKENIZER_SPLIT_UNSTATED, &t))
         return;
     tokenizer_encoder *e = NULL;
     ddp_err err = {0};
@@ -115,7 +117,7 @@ static void test_merges(void)
 static void test_bytes_and_missing(void)
 {
     tokenizer t;
-    if (make_bpe("bytes.bin", NULL, 0, -1, &t))
+    if (make_bpe("bytes.bin", NULL, 0, -1, TOKENIZER_SPLIT_GPT2, &t))
         return;
     tokenizer_encoder *e = NULL;
     ddp_err err = {0};
@@ -131,7 +133,7 @@ static void test_bytes_and_missing(void)
         b[i][0] = (char)i;
         ascii[i] = b[i];
     }
-    if (make_tokenizer("ascii.bin", ascii, 128, -1, &t))
+    if (make_tokenizer("ascii.bin", ascii, 128, -1, TOKENIZER_SPLIT_UNSTATED, &t))
         return;
     CHECK(tokenizer_encoder_create(&t, &e, &err) == DDP_OK, "%s", err.msg);
     expect_ids(e, "plain", 5, IDS('p', 'l', 'a', 'i', 'n'));
@@ -141,11 +143,11 @@ static void test_bytes_and_missing(void)
 }
 
 /* pieces: the expected split, joined by '|' (no case below contains '|'). */
-static void expect_split(const char *text, const char *pieces)
+static void expect_split(tokenizer_split split, const char *text, const char *pieces)
 {
     size_t len = strlen(text), ends[256];
     ddp_err err = {0};
-    int64_t n = tokenizer_pretokenize(text, len, ends, &err);
+    int64_t n = tokenizer_pretokenize(split, text, len, ends, &err);
     char got[1024] = "";
     size_t used = 0, start = 0;
     for (int64_t i = 0; i < n && used < sizeof got - 64; i++) {
@@ -153,33 +155,113 @@ static void expect_split(const char *text, const char *pieces)
                                  text + start);
         start = ends[i];
     }
-    CHECK(n > 0 && !strcmp(got, pieces), "split of \"%s\": \"%s\", expected \"%s\" (%s)", text, got, pieces,
-          n < 0 ? err.msg : "");
+    CHECK(n > 0 && !strcmp(got, pieces), "%s split of \"%s\": \"%s\", expected \"%s\" (%s)",
+          tokenizer_split_name(split), text, got, pieces, n < 0 ? err.msg : "");
 }
 
-static void test_pretokenizer(void)
+static void test_gpt2_split(void)
 {
-    expect_split("Hello world", "Hello| world");
-    expect_split("I'm  here,   don't!", "I|'m| | here|,|  | don|'t|!");
-    expect_split("  leading", " | leading");
-    expect_split("trailing  ", "trailing|  ");
-    expect_split("a\n\nb", "a|\n|\n|b");
-    expect_split("x\t \ty", "x|\t |\t|y");
-    expect_split("'S 's 'll 'LL 've 're 'd 'x", "'|S| '|s| '|ll| '|LL| '|ve| '|re| '|d| '|x");
-    expect_split("?'s", "?'|s");
-    expect_split("abc123def 4567", "abc|123|def| 4567");
-    expect_split("...!? ", "...!?| ");
-    expect_split("\n", "\n");
-    expect_split("   ", "   ");
-    expect_split("caf\xc3\xa9 na\xc3\xafve\xe2\x80\x94\xe2\x80\x9cquoted\xe2\x80\x9d \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e "
+    expect_split(TOKENIZER_SPLIT_GPT2, "Hello world", "Hello| world");
+    expect_split(TOKENIZER_SPLIT_GPT2, "I'm  here,   don't!", "I|'m| | here|,|  | don|'t|!");
+    expect_split(TOKENIZER_SPLIT_GPT2, "  leading", " | leading");
+    expect_split(TOKENIZER_SPLIT_GPT2, "trailing  ", "trailing|  ");
+    expect_split(TOKENIZER_SPLIT_GPT2, "a\n\nb", "a|\n|\n|b");
+    expect_split(TOKENIZER_SPLIT_GPT2, "x\t \ty", "x|\t |\t|y");
+    expect_split(TOKENIZER_SPLIT_GPT2, "'S 's 'll 'LL 've 're 'd 'x", "'|S| '|s| '|ll| '|LL| '|ve| '|re| '|d| '|x");
+    expect_split(TOKENIZER_SPLIT_GPT2, "?'s", "?'|s");
+    expect_split(TOKENIZER_SPLIT_GPT2, "abc123def 4567", "abc|123|def| 4567");
+    expect_split(TOKENIZER_SPLIT_GPT2, "...!? ", "...!?| ");
+    expect_split(TOKENIZER_SPLIT_GPT2, "\n", "\n");
+    expect_split(TOKENIZER_SPLIT_GPT2, "   ", "   ");
+    expect_split(TOKENIZER_SPLIT_GPT2,
+                 "caf\xc3\xa9 na\xc3\xafve\xe2\x80\x94\xe2\x80\x9cquoted\xe2\x80\x9d \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e "
                  "\xf0\x9f\x99\x82 \xd9\xa1\xd9\xa2\xd9\xa3 \xe2\x85\xab e\xcc\x81",
                  "caf\xc3\xa9| na\xc3\xafve|\xe2\x80\x94\xe2\x80\x9c|quoted|\xe2\x80\x9d| \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e|"
                  " \xf0\x9f\x99\x82| \xd9\xa1\xd9\xa2\xd9\xa3| \xe2\x85\xab| e|\xcc\x81");
-    expect_split("a\xc2\xa0" "b\xe3\x80\x80" "c\xe2\x80\xa8" "d", "a|\xc2\xa0|b|\xe3\x80\x80|c|\xe2\x80\xa8|d");
+    expect_split(TOKENIZER_SPLIT_GPT2, "a\xc2\xa0" "b\xe3\x80\x80" "c\xe2\x80\xa8" "d",
+                 "a|\xc2\xa0|b|\xe3\x80\x80|c|\xe2\x80\xa8|d");
     size_t ends[4];
     ddp_err err = {0};
-    CHECK(tokenizer_pretokenize("a\xff", 2, ends, &err) == -1 && strstr(err.msg, "byte offset 1"),
+    CHECK(tokenizer_pretokenize(TOKENIZER_SPLIT_GPT2, "a\xff", 2, ends, &err) == -1 && strstr(err.msg, "byte offset 1"),
           "pretokenize of invalid UTF-8: %s", err.msg);
+}
+
+/* The split the file records is the one the encoder uses: the same tokens, three files. */
+static void test_split_from_file(void)
+{
+    const char *extra[] = {"12", "123", "12345", "!w", "wo", "word", " 1"};
+    static const struct {
+        tokenizer_split split;
+        const int32_t want[12];
+        int n;
+    } cases[] = { /* 256 "12", 257 "123", 259 "!w", 261 "word" */
+        {TOKENIZER_SPLIT_GPT2, {'!', 261, ' ', 257, 256}, 5},                           /* "!" "word" " 12312" */
+        {TOKENIZER_SPLIT_LLAMA3, {259, 'o', 'r', 'd', ' ', 257, 256}, 7},               /* "!word" " " "123" "12" */
+        {TOKENIZER_SPLIT_QWEN2, {259, 'o', 'r', 'd', ' ', '1', '2', '3', '1', '2'}, 10}, /* digits one by one */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tokenizer t;
+        if (make_bpe("split.bin", extra, 7, -1, cases[k].split, &t))
+            return;
+        tokenizer_encoder *e = NULL;
+        ddp_err err = {0};
+        CHECK(tokenizer_encoder_create(&t, &e, &err) == DDP_OK, "%s", err.msg);
+        expect_ids(e, "!word 12312", 11, cases[k].want, cases[k].n);
+        /* e + U+0301 COMBINING ACUTE is U+00E9 in NFC, which Qwen2's split normalizes to first */
+        if (cases[k].split == TOKENIZER_SPLIT_QWEN2)
+            expect_ids(e, "caf" "e\xcc\x81 \xcc\x81", 9, IDS('c', 'a', 'f', 0xc3, 0xa9, ' ', 0xcc, 0x81));
+        else
+            expect_ids(e, "caf" "e\xcc\x81 \xcc\x81", 9, IDS('c', 'a', 'f', 'e', 0xcc, 0x81, ' ', 0xcc, 0x81));
+        tokenizer_encoder_free(e);
+        tokenizer_free(&t);
+    }
+}
+
+/* Llama 3's and Qwen2's regexes (expected pieces from Python's `regex` module with the patterns in
+ * tokenizer_encode.h): case-blind contractions (U+017F LONG S folds to 's'), a letter run's one-symbol
+ * prefix, digits in threes or one by one, a symbol run with the line breaks after it, white space up
+ * to its last line break. A file that states no split, or another one, is split as GPT-2's. */
+static void test_llama3_split(void)
+{
+    expect_split(TOKENIZER_SPLIT_LLAMA3, "I'm  here,   don't!",
+                 "I|'m| | here|,|  | don|'t|!");
+    expect_split(TOKENIZER_SPLIT_LLAMA3, "'S 'Ll 'vE 're 'D 'x '\xc5\xbfx",
+                 "'S| '|Ll| '|vE| '|re| '|D| '|x| '|\xc5\xbfx");
+    expect_split(TOKENIZER_SPLIT_LLAMA3, "!word  ?x",
+                 "!word| | ?|x");
+    expect_split(TOKENIZER_SPLIT_LLAMA3, "12345 678\t9",
+                 "123|45| |678|\t|9");
+    expect_split(TOKENIZER_SPLIT_LLAMA3, "a\r\n\r\nb",
+                 "a|\r\n\r\n|b");
+    expect_split(TOKENIZER_SPLIT_LLAMA3, "x \n  y",
+                 "x| \n| | y");
+    expect_split(TOKENIZER_SPLIT_LLAMA3, "end.\n\nNext",
+                 "end|.\n\n|Next");
+    expect_split(TOKENIZER_SPLIT_LLAMA3, "  \tword\t",
+                 "  |\tword|\t");
+    expect_split(TOKENIZER_SPLIT_LLAMA3, " 123",
+                 " |123");
+    expect_split(TOKENIZER_SPLIT_LLAMA3,
+                 "caf\xc3\xa9\xe2\x80\x94\xe2\x80\x9cq\xe2\x80\x9d \xe2\x85\xa5\xe2\x85\xa6 "
+                 "\xd9\xa1\xd9\xa2\xd9\xa3\xd9\xa4",
+                 "caf\xc3\xa9|\xe2\x80\x94\xe2\x80\x9c|q|\xe2\x80\x9d| |\xe2\x85\xa5\xe2\x85\xa6| "
+                 "|\xd9\xa1\xd9\xa2\xd9\xa3|\xd9\xa4");
+    expect_split(TOKENIZER_SPLIT_LLAMA3, "a\xc2\xa0" "b\xe3\x80\x80\n c",
+                 "a|\xc2\xa0" "b|\xe3\x80\x80\n| c");
+    expect_split(TOKENIZER_SPLIT_LLAMA3, "e\xcc\x81t\xc3\xa9",
+                 "e|\xcc\x81t\xc3\xa9");
+    expect_split(TOKENIZER_SPLIT_QWEN2, "12345 678\t9",
+                 "1|2|3|4|5| |6|7|8|\t|9");
+    expect_split(TOKENIZER_SPLIT_QWEN2, " 123",
+                 " |1|2|3");
+    expect_split(TOKENIZER_SPLIT_QWEN2, "\xe2\x85\xa5\xe2\x85\xa6 \xd9\xa1\xd9\xa2x",
+                 "\xe2\x85\xa5|\xe2\x85\xa6| |\xd9\xa1|\xd9\xa2|x");
+    expect_split(TOKENIZER_SPLIT_QWEN2, "'LL 'x!y",
+                 "'LL| '|x|!y");
+    expect_split(TOKENIZER_SPLIT_LLAMA3, "'\xc5\xbfx", "'\xc5\xbf|x");
+    expect_split(TOKENIZER_SPLIT_LLAMA3, "x'Ll'Dy", "x|'Ll|'D|y");
+    expect_split(TOKENIZER_SPLIT_UNSTATED, "!word 12345", "!|word| 12345");
+    expect_split(TOKENIZER_SPLIT_OTHER, "!word 12345", "!|word| 12345");
 }
 
 int main(void)
@@ -187,7 +269,9 @@ int main(void)
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     test_merges();
     test_bytes_and_missing();
-    test_pretokenizer();
+    test_gpt2_split();
+    test_llama3_split();
+    test_split_from_file();
     rmdir(dir);
     return check_done("test_tokenizer_encode");
 }
