@@ -214,8 +214,8 @@ static int encode_prompt(const gen_opts *o, const tokenizer *tok, const chat_wra
         ddp_prefix(err, "%s", o->prompt_file ? o->prompt_file : "--prompt");
     if (!rc && len > 0 && tok->split == TOKENIZER_SPLIT_OTHER)
         fprintf(stderr, "generate: note: the tokenizer's pre-tokenizer is not one ddprun reproduces (GPT-2's, "
-                "Llama 3's, Qwen2's): the prompt is split as GPT-2's, which spells the same text but may give "
-                "other ids than the tokenizer would\n");
+                "Llama 3's, Qwen2's, sentencepiece's): the prompt is split as GPT-2's, which spells the same text "
+                "but may give other ids than the tokenizer would\n");
     tokenizer_encoder_free(enc);
     free(text);
     if (!rc && chat) {

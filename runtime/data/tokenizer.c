@@ -133,7 +133,9 @@ int tokenizer_load(const char *path, tokenizer *out, ddp_err *err)
 
 const char *tokenizer_split_name(tokenizer_split s)
 {
-    static const char *const names[TOKENIZER_SPLIT_KINDS] = {"unstated", "gpt2", "llama3", "qwen2", "other"};
+    static const char *const names[TOKENIZER_SPLIT_KINDS] = {"unstated", "gpt2", "llama3", "qwen2", "other",
+                                                             "sentencepiece", "sentencepiece-bare",
+                                                             "sentencepiece-prefixed"};
     return (unsigned)s < TOKENIZER_SPLIT_KINDS ? names[s] : "?";
 }
 

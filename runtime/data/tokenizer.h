@@ -25,16 +25,20 @@
 
 /* How text is split into pieces before byte-pair merges, as scripts/prepare-text records it (the
  * header's fifth int32). UNSTATED is what llm.c writes: its files are GPT-2's, so the encoder
- * splits as GPT-2 does. OTHER is a tokenizer whose split the encoder cannot reproduce
- * (sentencepiece's, say): its prompts are split as GPT-2's, which spells the same text. */
+ * splits as GPT-2 does. OTHER is a tokenizer whose split the encoder cannot reproduce: its
+ * prompts are split as GPT-2's, which spells the same text. */
 typedef enum tokenizer_split {
     TOKENIZER_SPLIT_UNSTATED = 0,
     TOKENIZER_SPLIT_GPT2 = 1,   /* GPT-2's regex (tiktoken's r50k; Hugging Face's ByteLevel) */
     TOKENIZER_SPLIT_LLAMA3 = 2, /* Llama 3's regex: numbers in threes, a letter run's one-symbol prefix */
     TOKENIZER_SPLIT_QWEN2 = 3,  /* Llama 3's with single digits, after NFC normalization (Qwen2, 2.5) */
     TOKENIZER_SPLIT_OTHER = 4,
+    /* sentencepiece's BPE over characters with byte fallback, spaces standing for U+2581, and ... */
+    TOKENIZER_SPLIT_SENTENCEPIECE = 5,          /* a space before a text that does not begin with one (Metaspace) */
+    TOKENIZER_SPLIT_SENTENCEPIECE_BARE = 6,     /* no space put before the text */
+    TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED = 7, /* a space before every text (Llama 2's normalizer) */
 } tokenizer_split;
-#define TOKENIZER_SPLIT_KINDS 5
+#define TOKENIZER_SPLIT_KINDS 8
 
 typedef struct tokenizer {
     int32_t vocab_size;
@@ -45,7 +49,7 @@ typedef struct tokenizer {
 } tokenizer;
 
 int tokenizer_load(const char *path, tokenizer *out, ddp_err *err);
-/* The split's name as prepare-text prints it ("gpt2", "llama3", "qwen2", "other", "unstated"). */
+/* The split's name ("unstated", "gpt2", "llama3", "qwen2", "other", "sentencepiece", ...), for messages. */
 const char *tokenizer_split_name(tokenizer_split s);
 /* Frees everything; leaves *t zeroed. Safe on a zeroed struct. */
 void tokenizer_free(tokenizer *t);

@@ -1,18 +1,20 @@
-/* tokenizer_encode.c — encoding text into token ids (tokenizer_encode.h): UTF-8 validation, NFC
- * where the tokenizer asks for it (unicode_nfc.h), the pre-tokenizers over code points, and
- * tiktoken's byte-pair merge within each piece.
+/* tokenizer_encode.c — encoding text into token ids (tokenizer_encode.h): NFC where the tokenizer
+ * asks for it (unicode_nfc.h), the pieces its pre-tokenizer cuts (tokenizer_split.h) or
+ * sentencepiece's segments, and the merge within each.
  *
  * Owns a hash map from token bytes to the lowest id spelling them (open addressing, FNV-1a), built
  * once per encoder; single bytes have a direct table. The end-of-text id is left out of both, so
- * it is never produced from text. The merge is tiktoken's _byte_pair_merge: quadratic in a
- * piece's length, which pieces keep short. Must not read files, print, or decode ids. */
+ * it is never produced from text, and so are a sentencepiece vocabulary's 256 byte-fallback
+ * tokens, which only stand for bytes of characters that have no token. The merge is tiktoken's
+ * _byte_pair_merge, from bytes (byte-level BPE) or from characters (sentencepiece): quadratic in
+ * a piece's length, which pieces keep short. Must not read files, print, or decode ids. */
 #include "tokenizer_encode.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "unicode_class.h"
+#include "tokenizer_split.h"
 #include "unicode_nfc.h"
 
 #define NO_RANK INT32_MAX
@@ -22,6 +24,10 @@ struct tokenizer_encoder {
     int32_t byte_id[256];  /* the single-byte token of each byte, -1 when none */
     int32_t *slots;        /* tokens of two or more bytes by hash; -1 = empty */
     size_t mask;           /* slots has mask + 1 entries, a power of two */
+    bool sentencepiece;    /* merges start from characters; a space may go before the text */
+    int32_t fallback;      /* sentencepiece: the id of byte 0x00's fallback token (<0x00>), -1 when none */
+    bool word_cuts;        /* sentencepiece: no token has a space after another byte, so a word's
+                            * first space starts a segment of its own */
 };
 
 static uint64_t hash_bytes(const uint8_t *p, size_t n)
@@ -52,6 +58,56 @@ static int32_t lookup(const tokenizer_encoder *e, const uint8_t *p, size_t n)
     }
 }
 
+/* The first of 256 consecutive ids spelling the bytes 0x00..0xFF in order (sentencepiece's
+ * <0x00>..<0xFF>), or -1. */
+static int32_t fallback_block(const tokenizer *t)
+{
+    for (int32_t id = 0; id + 256 <= t->vocab_size; id++) {
+        int b = 0;
+        for (size_t len; b < 256; b++) {
+            const uint8_t *p = tokenizer_bytes(t, id + b, &len);
+            if (len != 1 || p[0] != b)
+                break;
+        }
+        if (b == 256)
+            return id;
+    }
+    return -1;
+}
+
+/* Whether no token has a space after another byte (sentencepiece's whitespace-split vocabularies). */
+static bool spaces_only_lead(const tokenizer *t)
+{
+    for (int32_t id = 0; id < t->vocab_size; id++) {
+        size_t len;
+        const uint8_t *b = tokenizer_bytes(t, id, &len);
+        for (size_t j = 1; j < len; j++)
+            if (b[j] == ' ' && b[j - 1] != ' ')
+                return false;
+    }
+    return true;
+}
+
+static void index_tokens(tokenizer_encoder *e)
+{
+    const tokenizer *t = e->tok;
+    for (int32_t id = 0; id < t->vocab_size; id++) {
+        size_t len;
+        const uint8_t *b = tokenizer_bytes(t, id, &len);
+        bool fallback = e->fallback >= 0 && id >= e->fallback && id < e->fallback + 256;
+        if (id == t->eot || fallback || lookup(e, b, len) >= 0) /* special, or a duplicate: the lower id wins */
+            continue;
+        if (len == 1) {
+            e->byte_id[b[0]] = id;
+            continue;
+        }
+        size_t i = hash_bytes(b, len) & e->mask;
+        while (e->slots[i] >= 0)
+            i = (i + 1) & e->mask;
+        e->slots[i] = id;
+    }
+}
+
 int tokenizer_encoder_create(const tokenizer *t, tokenizer_encoder **out, ddp_err *err)
 {
     *out = NULL;
@@ -68,22 +124,13 @@ int tokenizer_encoder_create(const tokenizer *t, tokenizer_encoder **out, ddp_er
     e->tok = t;
     e->slots = slots;
     e->mask = cap - 1;
+    e->sentencepiece = t->split == TOKENIZER_SPLIT_SENTENCEPIECE || t->split == TOKENIZER_SPLIT_SENTENCEPIECE_BARE ||
+                       t->split == TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED;
+    e->fallback = e->sentencepiece ? fallback_block(t) : -1;
+    e->word_cuts = e->sentencepiece && spaces_only_lead(t);
     memset(e->slots, 0xff, cap * sizeof *e->slots);
     memset(e->byte_id, 0xff, sizeof e->byte_id);
-    for (int32_t id = 0; id < t->vocab_size; id++) {
-        size_t len;
-        const uint8_t *b = tokenizer_bytes(t, id, &len);
-        if (id == t->eot || lookup(e, b, len) >= 0) /* special, or a duplicate: the lower id wins */
-            continue;
-        if (len == 1) {
-            e->byte_id[b[0]] = id;
-            continue;
-        }
-        size_t i = hash_bytes(b, len) & e->mask;
-        while (e->slots[i] >= 0)
-            i = (i + 1) & e->mask;
-        e->slots[i] = id;
-    }
+    index_tokens(e);
     *out = e;
     return DDP_OK;
 }
@@ -94,187 +141,6 @@ void tokenizer_encoder_free(tokenizer_encoder *e)
         return;
     free(e->slots);
     free(e);
-}
-
-/* ---- UTF-8 and the pre-tokenizer ---------------------------------------------------------- */
-
-/* Length of the well-formed UTF-8 sequence at p[0..n) (1..4) with its code point in *cp, or 0
- * when it is not one (stray continuation, overlong form, surrogate, above U+10FFFF, cut short). */
-static size_t utf8_next(const uint8_t *p, size_t n, uint32_t *cp)
-{
-    uint8_t b = p[0];
-    if (b < 0x80) {
-        *cp = b;
-        return 1;
-    }
-    size_t len;
-    uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (b >= 0xC2 && b <= 0xDF)
-        len = 2;
-    else if (b >= 0xE0 && b <= 0xEF)
-        len = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-    else if (b >= 0xF0 && b <= 0xF4)
-        len = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-    else
-        return 0;
-    if (n < len || p[1] < lo || p[1] > hi)
-        return 0;
-    uint32_t c = b & (0x7F >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        c = c << 6 | (p[i] & 0x3F);
-    }
-    *cp = c;
-    return len;
-}
-
-/* The text as code points: each one's class, value and byte offset (off[n] = the text's length). */
-typedef struct cp_text {
-    uint8_t *cls;
-    uint32_t *cp;
-    size_t *off;
-    size_t n;
-} cp_text;
-
-static void cp_text_free(cp_text *c)
-{
-    free(c->cls);
-    free(c->cp);
-    free(c->off);
-}
-
-static int decode(const uint8_t *text, size_t len, cp_text *c, ddp_err *err)
-{
-    memset(c, 0, sizeof *c);
-    c->cls = malloc(len + 1);
-    c->cp = malloc((len + 1) * sizeof *c->cp);
-    c->off = malloc((len + 1) * sizeof *c->off);
-    if (!c->cls || !c->cp || !c->off)
-        return ddp_fail(err, DDP_ERUNTIME, "tokenizer: out of memory for %zu bytes of text", len);
-    size_t pos = 0;
-    while (pos < len) {
-        uint32_t cp;
-        size_t k = utf8_next(text + pos, len - pos, &cp);
-        if (k == 0)
-            return ddp_fail(err, DDP_EUSAGE, "invalid UTF-8 at byte offset %zu (byte 0x%02X)", pos, text[pos]);
-        c->cls[c->n] = (uint8_t)unicode_class_of(cp);
-        c->cp[c->n] = cp;
-        c->off[c->n++] = pos;
-        pos += k;
-    }
-    c->off[c->n] = len;
-    return DDP_OK;
-}
-
-/* First index at or after i whose class differs from cls[i]. */
-static size_t run_end(const cp_text *c, size_t i)
-{
-    size_t j = i + 1;
-    while (j < c->n && c->cls[j] == c->cls[i])
-        j++;
-    return j;
-}
-
-static bool is_newline(uint32_t cp)
-{
-    return cp == '\r' || cp == '\n';
-}
-
-/* The contraction at i ("'s", "'ll", ...) as code points, or i when there is none; with fold, the
- * letters match in either case (Unicode's simple folding: 's' also matches U+017F LONG S). */
-static size_t contraction_end(const cp_text *c, size_t i, bool fold)
-{
-    if (c->cp[i] != '\'' || i + 1 >= c->n)
-        return i;
-    uint32_t a = c->cp[i + 1], b = i + 2 < c->n ? c->cp[i + 2] : 0;
-    if (fold) {
-        a = a == 0x17F ? 's' : a < 0x80 && a >= 'A' && a <= 'Z' ? a + 32 : a;
-        b = b < 0x80 && b >= 'A' && b <= 'Z' ? b + 32 : b;
-    }
-    if (a == 's' || a == 'd' || a == 'm' || a == 't')
-        return i + 2;
-    if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e'))
-        return i + 3;
-    return i;
-}
-
-/* GPT-2's '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ at i: the
- * end (code point index) of the match, trying the alternatives in order. */
-static size_t gpt2_piece_end(const cp_text *c, size_t i)
-{
-    size_t n = c->n, k = contraction_end(c, i, false);
-    if (k > i)
-        return k;
-    /* " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+": a space joins the run of one class after it */
-    if (c->cp[i] == ' ' && i + 1 < n && c->cls[i + 1] != UC_SPACE)
-        return run_end(c, i + 1);
-    if (c->cls[i] != UC_SPACE)
-        return run_end(c, i);
-    /* \s+(?!\S): white space up to, not including, the last one before a non-space; else \s+ */
-    size_t j = run_end(c, i);
-    return j < n && j - i >= 2 ? j - 1 : j;
-}
-
-/* Llama 3's (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
- * \s*[\r\n]+|\s+(?!\S)|\s+ at i, with \p{N}{1,max_digits} (Qwen2's regex is this one with \p{N}). */
-static size_t llama3_piece_end(const cp_text *c, size_t i, size_t max_digits)
-{
-    size_t n = c->n, k = contraction_end(c, i, true);
-    if (k > i)
-        return k;
-    const uint8_t *cls = c->cls;
-    /* [^\r\n\p{L}\p{N}]?\p{L}+: a letter run, with the one symbol or space before it */
-    if (cls[i] == UC_LETTER)
-        return run_end(c, i);
-    bool prefix = cls[i] != UC_NUMBER && !is_newline(c->cp[i]);
-    if (prefix && i + 1 < n && cls[i + 1] == UC_LETTER)
-        return run_end(c, i + 1);
-    if (cls[i] == UC_NUMBER) {
-        size_t j = run_end(c, i);
-        return j - i > max_digits ? i + max_digits : j;
-    }
-    /* " ?[^\s\p{L}\p{N}]+[\r\n]*": a symbol run (after one space), and the line breaks after it */
-    size_t from = c->cp[i] == ' ' && i + 1 < n && cls[i + 1] == UC_OTHER ? i + 1 : i;
-    if (cls[from] == UC_OTHER) {
-        size_t j = run_end(c, from);
-        while (j < n && is_newline(c->cp[j]))
-            j++;
-        return j;
-    }
-    /* white space: \s*[\r\n]+ ends after its last line break; else \s+(?!\S), else \s+ */
-    size_t j = run_end(c, i);
-    for (size_t b = j; b > i; b--)
-        if (is_newline(c->cp[b - 1]))
-            return b;
-    return j < n && j - i >= 2 ? j - 1 : j;
-}
-
-/* End (code point index) of the piece starting at i under the tokenizer's split. */
-static size_t piece_end(const cp_text *c, size_t i, tokenizer_split split)
-{
-    switch (split) {
-    case TOKENIZER_SPLIT_LLAMA3:
-        return llama3_piece_end(c, i, 3);
-    case TOKENIZER_SPLIT_QWEN2:
-        return llama3_piece_end(c, i, 1);
-    default: /* GPT-2's, unstated (llm.c's GPT-2 files), or other: see tokenizer.h */
-        return gpt2_piece_end(c, i);
-    }
-}
-
-int64_t tokenizer_pretokenize(tokenizer_split split, const char *text, size_t len, size_t *ends, ddp_err *err)
-{
-    cp_text c;
-    int rc = decode((const uint8_t *)text, len, &c, err);
-    int64_t count = 0;
-    for (size_t i = 0; !rc && i < c.n;) {
-        size_t j = piece_end(&c, i, split);
-        ends[count++] = c.off[j];
-        i = j;
-    }
-    cp_text_free(&c);
-    return rc ? -1 : count;
 }
 
 /* ---- byte-pair merge ---------------------------------------------------------------------- */
@@ -292,23 +158,12 @@ static int32_t pair_rank(const tokenizer_encoder *e, const uint8_t *p, const siz
     return id < 0 ? NO_RANK : id;
 }
 
-/* Appends the ids of piece p[0..n), which starts at byte offset at of the text. */
-static int encode_piece(const tokenizer_encoder *e, const uint8_t *p, size_t n, size_t at, merge_scratch *s,
-                        int32_t *ids, int64_t *count, ddp_err *err)
+/* Merges the parts of p that s->start[0..parts] marks, the pair forming the lowest id first (the
+ * leftmost on a tie), and appends the ids of the parts left. Every part must be a token. */
+static void merge_parts(const tokenizer_encoder *e, const uint8_t *p, size_t parts, merge_scratch *s, int32_t *ids,
+                        int64_t *count)
 {
-    int32_t whole = lookup(e, p, n);
-    if (whole >= 0) {
-        ids[(*count)++] = whole;
-        return DDP_OK;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (e->byte_id[p[i]] < 0)
-            return ddp_fail(err, DDP_EUSAGE, "byte 0x%02X at byte offset %zu has no token in the tokenizer's "
-                            "vocabulary", p[i], at + i);
-    size_t parts = n;
-    for (size_t k = 0; k <= n; k++)
-        s->start[k] = k;
-    for (size_t k = 0; k < n; k++)
+    for (size_t k = 0; k < parts; k++)
         s->rank[k] = pair_rank(e, p, s->start, k, parts);
     for (;;) {
         size_t best = 0;
@@ -327,20 +182,78 @@ static int encode_piece(const tokenizer_encoder *e, const uint8_t *p, size_t n, 
     }
     for (size_t k = 0; k < parts; k++)
         ids[(*count)++] = lookup(e, p + s->start[k], s->start[k + 1] - s->start[k]);
+}
+
+/* Appends the ids of byte-level piece p[0..n), which starts at byte offset at of the text. */
+static int encode_piece(const tokenizer_encoder *e, const uint8_t *p, size_t n, size_t at, merge_scratch *s,
+                        int32_t *ids, int64_t *count, ddp_err *err)
+{
+    int32_t whole = lookup(e, p, n);
+    if (whole >= 0) {
+        ids[(*count)++] = whole;
+        return DDP_OK;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (e->byte_id[p[i]] < 0)
+            return ddp_fail(err, DDP_EUSAGE, "byte 0x%02X at byte offset %zu has no token in the tokenizer's "
+                            "vocabulary", p[i], at + i);
+    for (size_t k = 0; k <= n; k++)
+        s->start[k] = k;
+    merge_parts(e, p, n, s, ids, count);
     return DDP_OK;
 }
 
-/* Encodes the decoded text c of bytes[0..len) into *ids (malloc'd) and *n. */
-static int encode_pieces(const tokenizer_encoder *e, const uint8_t *bytes, size_t len, const cp_text *c,
-                         int32_t **ids, int64_t *n, ddp_err *err)
+/* Appends the ids of code points [a, b) of c, merged from the characters up as sentencepiece's BPE. */
+static void encode_segment(const tokenizer_encoder *e, const uint8_t *bytes, const cp_text *c, size_t a, size_t b,
+                           merge_scratch *s, int32_t *ids, int64_t *count)
+{
+    if (a == b)
+        return;
+    for (size_t k = 0; k <= b - a; k++)
+        s->start[k] = c->off[a + k] - c->off[a];
+    merge_parts(e, bytes + c->off[a], b - a, s, ids, count);
+}
+
+/* Sentencepiece's BPE over the decoded text c of bytes: a character without a token becomes its
+ * bytes' fallback tokens, which merge with nothing, so the segments between them (and, with
+ * word_cuts, before each word's first space) are merged apart. shift is the bytes put before the
+ * caller's text (its dummy prefix), for the offsets in messages. */
+static int encode_sentencepiece(const tokenizer_encoder *e, const uint8_t *bytes, const cp_text *c, size_t shift,
+                                merge_scratch *s, int32_t *ids, int64_t *count, ddp_err *err)
+{
+    size_t seg = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        size_t at = c->off[i], n = c->off[i + 1] - at;
+        if (lookup(e, bytes + at, n) < 0) {
+            if (e->fallback < 0)
+                return ddp_fail(err, DDP_EUSAGE, "U+%04X at byte offset %zu has no token in the tokenizer's "
+                                "vocabulary, which has no byte fallback", c->cp[i], at - shift);
+            encode_segment(e, bytes, c, seg, i, s, ids, count);
+            for (size_t k = 0; k < n; k++)
+                ids[(*count)++] = e->fallback + bytes[at + k];
+            seg = i + 1;
+        } else if (e->word_cuts && c->cp[i] == ' ' && i > seg && c->cp[i - 1] != ' ') {
+            encode_segment(e, bytes, c, seg, i, s, ids, count);
+            seg = i;
+        }
+    }
+    encode_segment(e, bytes, c, seg, c->n, s, ids, count);
+    return DDP_OK;
+}
+
+/* Encodes the decoded text c of bytes[0..len) into *ids (malloc'd) and *n; shift as above. */
+static int encode_text(const tokenizer_encoder *e, const uint8_t *bytes, size_t len, const cp_text *c, size_t shift,
+                       int32_t **ids, int64_t *n, ddp_err *err)
 {
     merge_scratch s = {malloc((len + 1) * sizeof *s.start), malloc((len + 1) * sizeof *s.rank)};
     int32_t *out = malloc(len * sizeof *out); /* at most one id per byte */
     int rc = !s.start || !s.rank || !out
                  ? ddp_fail(err, DDP_ERUNTIME, "tokenizer: out of memory encoding %zu bytes", len) : DDP_OK;
     int64_t count = 0;
-    for (size_t i = 0; !rc && i < c->n;) {
-        size_t j = piece_end(c, i, e->tok->split);
+    if (!rc && e->sentencepiece)
+        rc = encode_sentencepiece(e, bytes, c, shift, &s, out, &count, err);
+    for (size_t i = 0; !rc && !e->sentencepiece && i < c->n;) {
+        size_t j = split_piece_end(c, i, e->tok->split);
         rc = encode_piece(e, bytes + c->off[i], c->off[j] - c->off[i], c->off[i], &s, out, &count, err);
         i = j;
     }
@@ -355,6 +268,30 @@ static int encode_pieces(const tokenizer_encoder *e, const uint8_t *bytes, size_
     return DDP_OK;
 }
 
+/* The text the merges start from, when it is not the caller's (*out malloc'd, else NULL): NFC's
+ * for Qwen2's split, or sentencepiece's with its dummy prefix, a space, before it (*shift 1):
+ * always, or as Hugging Face's Metaspace puts it, unless the text begins with a space. */
+static int prepared_text(const tokenizer_encoder *e, const char *text, size_t len, char **out, size_t *out_len,
+                         size_t *shift, ddp_err *err)
+{
+    *out = NULL;
+    *shift = 0;
+    tokenizer_split split = e->tok->split;
+    if (split == TOKENIZER_SPLIT_QWEN2)
+        return unicode_nfc(text, len, out, out_len, err);
+    bool prefix = split == TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED ||
+                  (split == TOKENIZER_SPLIT_SENTENCEPIECE && text[0] != ' ');
+    if (!prefix)
+        return DDP_OK;
+    if (!(*out = malloc(len + 1)))
+        return ddp_fail(err, DDP_ERUNTIME, "tokenizer: out of memory for %zu bytes of text", len + 1);
+    (*out)[0] = ' ';
+    memcpy(*out + 1, text, len);
+    *out_len = len + 1;
+    *shift = 1;
+    return DDP_OK;
+}
+
 int tokenizer_encode(const tokenizer_encoder *e, const char *text, size_t len, int32_t **ids, int64_t *n,
                      ddp_err *err)
 {
@@ -363,20 +300,20 @@ int tokenizer_encode(const tokenizer_encoder *e, const char *text, size_t len, i
     if (len == 0)
         return DDP_OK;
     cp_text c;
-    int rc = decode((const uint8_t *)text, len, &c, err); /* offsets in errors are the caller's text's */
-    char *normal = NULL;
-    size_t normal_len = 0;
-    if (!rc && e->tok->split == TOKENIZER_SPLIT_QWEN2)
-        rc = unicode_nfc(text, len, &normal, &normal_len, err);
-    if (!rc && normal) { /* the text changed: its code points again */
+    int rc = cp_text_decode((const uint8_t *)text, len, &c, err); /* offsets in errors are the caller's text's */
+    char *prepared = NULL;
+    size_t prepared_len = 0, shift = 0;
+    if (!rc)
+        rc = prepared_text(e, text, len, &prepared, &prepared_len, &shift, err);
+    if (!rc && prepared) { /* the text changed: its code points again */
         cp_text_free(&c);
-        text = normal;
-        len = normal_len;
-        rc = decode((const uint8_t *)text, len, &c, err);
+        text = prepared;
+        len = prepared_len;
+        rc = cp_text_decode((const uint8_t *)text, len, &c, err);
     }
     if (!rc)
-        rc = encode_pieces(e, (const uint8_t *)text, len, &c, ids, n, err);
+        rc = encode_text(e, (const uint8_t *)text, len, &c, shift, ids, n, err);
     cp_text_free(&c);
-    free(normal);
+    free(prepared);
     return rc;
 }

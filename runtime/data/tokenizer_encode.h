@@ -1,7 +1,8 @@
-/* tokenizer_encode.h — text to token ids with a tokenizer.bin (tokenizer.h): tiktoken's byte-level
- * BPE as GPT-2, Llama 3 and Qwen2 use it, which for the 256-token byte tokenizer is one id per byte.
+/* tokenizer_encode.h — text to token ids with a tokenizer.bin (tokenizer.h), as the tokenizer's
+ * pre-tokenizer code says: tiktoken's byte-level BPE (GPT-2, Llama 3, Qwen2; for the 256-token byte
+ * tokenizer one id per byte) or sentencepiece's BPE (Llama 2, Mistral).
  *
- * Text must be valid UTF-8. It is first split by the pre-tokenizer the file records (tokenizer_split):
+ * Text must be valid UTF-8. Byte-level: it is first split by the pre-tokenizer's regex,
  *     GPT-2   '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  *     Llama 3 (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
  *             \s*[\r\n]+|\s+(?!\S)|\s+
@@ -10,10 +11,13 @@
  * are a token becomes that token; otherwise it starts as single bytes and the adjacent pair whose
  * concatenated bytes form the token with the lowest id is merged (the leftmost such pair on a
  * tie) until no pair forms a token. That is tiktoken's algorithm with the token id as the merge
- * rank, which is what GPT-2's, Llama 3's and Qwen2's ids are (their vocabularies are tiktoken
- * rank files); for a tokenizer whose ids are not merge ranks the result is not its tokenization.
- * The end-of-text token is special: text spelling "<|endoftext|>" is encoded as ordinary text
- * (tiktoken's encode_ordinary). Encoding only: this module must not read files or print. */
+ * rank, which is what these vocabularies' ids are (scripts/prepare-text records a split only for a
+ * tokenizer whose merges come in the order of their ids). Sentencepiece: a space goes before the
+ * text as the code says (tokenizer_split), the text starts as characters, and the same merge runs
+ * from them; a character that is no token becomes the fallback tokens <0x00>..<0xFF> of its bytes
+ * (256 consecutive ids spelling the bytes in order), which merge with nothing. The end-of-text
+ * token is special: text spelling it is encoded as ordinary text (tiktoken's encode_ordinary).
+ * Encoding only: this module must not read files or print. */
 #ifndef DDP_TOKENIZER_ENCODE_H
 #define DDP_TOKENIZER_ENCODE_H
 

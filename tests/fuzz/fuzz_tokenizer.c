@@ -5,7 +5,8 @@
  * The input is the tokenizer.bin file. A table that loads must give every id bytes of length >= 1
  * and none outside it; decoding every id in small and large buffers must make progress as the
  * header promises; and text the encoder accepts must decode back to itself (to its NFC form
- * under Qwen2's split, which normalizes first). The harness aborts
+ * under Qwen2's split, which normalizes first; with a space before it where sentencepiece's split
+ * puts one). The harness aborts
  * when any of that fails. The texts encoded are a fixed sample plus the first tokens' bytes glued
  * together (so they often are the table's own tokens). Must not print. */
 #include <stdbool.h>
@@ -56,10 +57,19 @@ static void encode_roundtrip(const tokenizer *t, const tokenizer_encoder *e, con
             abort(); /* nothing is returned on error */
         return;
     }
-    char *normal = NULL; /* the text the ids spell: NFC's when the split normalizes */
+    char *normal = NULL; /* the text the ids spell: NFC's when the split normalizes, or with a space before */
     size_t normal_len = 0;
     if (t->split == TOKENIZER_SPLIT_QWEN2 && unicode_nfc(text, len, &normal, &normal_len, &err) != DDP_OK)
         abort(); /* the encoder took the text, so it is valid UTF-8 */
+    bool space_before = t->split == TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED ||
+                        (t->split == TOKENIZER_SPLIT_SENTENCEPIECE && text[0] != ' ');
+    if (space_before) {
+        if (!(normal = malloc(len + 1)))
+            abort();
+        normal[0] = ' ';
+        memcpy(normal + 1, text, len);
+        normal_len = len + 1;
+    }
     const char *spelt = normal ? normal : text;
     size_t want = normal ? normal_len : len;
     char *back = malloc(want + 1);
@@ -97,7 +107,8 @@ static void exercise(const tokenizer *t)
     if (tokenizer_encoder_create(t, &e, &err) != DDP_OK)
         abort();
     /* ... with a decomposed e + acute and U+0958, which NFC turns into two code points */
-    static const char sample[] = "Hello world, it's 12 o'clock!\n\tCaf\xc3\xa9  \xe4\xb8\xad   ok e\xcc\x81 \xe0\xa5\x98";
+    static const char sample[] =
+        "Hello world, it's 12 o'clock!\n\tCaf\xc3\xa9  \xe4\xb8\xad   ok e\xcc\x81 \xe0\xa5\x98";
     encode_roundtrip(t, e, sample, sizeof sample - 1);
     char glued[1024];
     size_t used = 0;

@@ -501,6 +501,7 @@ int main(int argc, char **argv)
     tokenizer_seed("zero-length", 1, 1, TOKENIZER_SPLIT_UNSTATED);
     tokenizer_seed("llama3-split", 1, 0, TOKENIZER_SPLIT_LLAMA3);
     tokenizer_seed("qwen2-split", 1, 0, TOKENIZER_SPLIT_QWEN2);
+    tokenizer_seed("sentencepiece-split", 1, 0, TOKENIZER_SPLIT_SENTENCEPIECE);
     safetensors_seeds();
     packing_seeds();
     hf_folder_seeds(argv[2]);

@@ -172,7 +172,7 @@ wide() { python3 "$TMP/wide.py" "$PREP" "$@"; }
 wide --val-fraction 0.3 --shard-tokens 97 "$A" "$B" "$TMP/w1" >"$TMP/w1.log"
 grep -q "; uint32 tokens, vocabulary 65792 (wide)" "$TMP/w1.log" || fail "wide: summary line: $(cat "$TMP/w1.log")"
 CHECK_SPLIT=4 check "$TMP/w1" 65792 256 0.3 97 "$A" "$B" | tee "$TMP/w1.check"
-grep -q "^prepare-text: note: wide's pre-tokenizer is not GPT-2's, Llama 3's or Qwen2's" "$TMP/w1.log" ||
+grep -q "^prepare-text: note: wide's pre-tokenizer is not GPT-2's, Llama 3's, Qwen2's or sentencepiece's" "$TMP/w1.log" ||
     fail "wide: no note that ddprun generate splits its prompts as GPT-2's: $(cat "$TMP/w1.log")"
 grep -qE "ids up to 65[5-9][0-9]{2}" "$TMP/w1.check" || fail "wide: no id above 65535 in the stream"
 ok "uint32 shards for a vocabulary of 65792 decode to the input"
@@ -351,6 +351,19 @@ PY
     CHECK_SPLIT=4 check "$TMP/s-nonfc" "$(hf_vocab "$TMP/qwen2.json")" "$(hf_id "$TMP/qwen2.json" "<|endoftext|>")" \
         0.05 100000000 "$A"
     ok "hf: Qwen2's regex without its NFC normalizer is another pre-tokenizer (4)"
+    python3 - "$TMP/llama3.json" "$TMP/l3-swapped.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+m = d["model"]["merges"]
+m[0], m[-1] = m[-1], m[0]  # the first merge now forms the last id: ids are no longer merge ranks
+json.dump(d, open(sys.argv[2], "w"))
+PY
+    "$PREP" --tokenizer "$TMP/l3-swapped.json" "$A" "$TMP/s-swapped" >"$TMP/s-swapped.log"
+    CHECK_SPLIT=4 check "$TMP/s-swapped" "$(hf_vocab "$TMP/llama3.json")" "$(hf_id "$TMP/llama3.json" "<|endoftext|>")" \
+        0.05 100000000 "$A"
+    grep -q "or its merges are not in the order of its ids" "$TMP/s-swapped.log" ||
+        fail "hf: merges out of id order: no note: $(cat "$TMP/s-swapped.log")"
+    ok "hf: Llama 3's regex with merges out of the order of their ids is another pre-tokenizer (4), with a note"
 
     expect_refusal "a WordPiece decoder" "decoder 'WordPiece' is not supported" \
         "$PREP" --tokenizer "$TMP/wordpiece.json" "$A" "$TMP/h4"

@@ -158,7 +158,7 @@ static void check_tokenizer(void)
     bad_field("tok_vocab_more.bin", good, len, 8, TOK_VOCAB + 1, "truncated", "token 260 of 261");
     bad_field("tok_eot_big.bin", good, len, 12, TOK_VOCAB, "end-of-text id 260", NULL);
     bad_field("tok_eot_neg.bin", good, len, 12, -2, "end-of-text id -2", NULL);
-    bad_field("tok_split_new.bin", good, len, 16, TOKENIZER_SPLIT_KINDS, "pre-tokenizer 5 (header int32 4)", "0..4");
+    bad_field("tok_split_new.bin", good, len, 16, TOKENIZER_SPLIT_KINDS, "pre-tokenizer 8 (header int32 4)", "0..7");
     bad_field("tok_split_neg.bin", good, len, 16, -1, "pre-tokenizer -1", NULL);
     uint8_t *b = malloc(len + 1);
     memcpy(b, good, len);

@@ -217,6 +217,52 @@ static void test_split_from_file(void)
     }
 }
 
+/* Sentencepiece's BPE: ids 0..255 are the byte-fallback tokens <0x00>..<0xFF>, then pieces. The
+ * merges start from characters, not bytes (from bytes, "yx" would merge before "é" formed, giving
+ * 257 260); a character's own piece is taken over its byte's fallback token; a character without
+ * a piece becomes its bytes' fallback tokens; and the space before the text follows the split. */
+static void test_sentencepiece(void)
+{
+    const char *extra[] = {"x\xc3\xa9", "yx", "y", "x", "\xc3\xa9", " ", " y"};
+    static const struct {
+        tokenizer_split split;
+        const char *text;
+        const int32_t want[6];
+        int n;
+    } cases[] = {
+        {TOKENIZER_SPLIT_SENTENCEPIECE_BARE, "yx\xc3\xa9", {258, 256}, 2},
+        {TOKENIZER_SPLIT_SENTENCEPIECE_BARE, "yz\xc3\xa8", {258, 'z', 0xc3, 0xa8}, 4},
+        {TOKENIZER_SPLIT_SENTENCEPIECE, "y", {262}, 1},                      /* " y" */
+        {TOKENIZER_SPLIT_SENTENCEPIECE, "yx", {261, 257}, 2},                /* " " "yx": 257 before 262 */
+        {TOKENIZER_SPLIT_SENTENCEPIECE, " yx", {261, 257}, 2},               /* it begins with a space */
+        {TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED, " yx", {261, 261, 257}, 3}, /* a space before it all the same */
+        {TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED, "x yx", {261, 259, 261, 257}, 4},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tokenizer t;
+        if (make_bpe("sp.bin", extra, 7, -1, cases[k].split, &t))
+            return;
+        tokenizer_encoder *e = NULL;
+        ddp_err err = {0};
+        CHECK(tokenizer_encoder_create(&t, &e, &err) == DDP_OK, "%s", err.msg);
+        expect_ids(e, cases[k].text, strlen(cases[k].text), cases[k].want, cases[k].n);
+        tokenizer_encoder_free(e);
+        tokenizer_free(&t);
+    }
+    /* no fallback block: a character without a piece is refused, at its offset in the caller's text */
+    tokenizer t;
+    if (make_tokenizer("sp-nofallback.bin", extra, 7, -1, TOKENIZER_SPLIT_SENTENCEPIECE, &t))
+        return;
+    tokenizer_encoder *e = NULL;
+    ddp_err err = {0};
+    CHECK(tokenizer_encoder_create(&t, &e, &err) == DDP_OK, "%s", err.msg);
+    expect_ids(e, "yx", 2, IDS(5, 1));
+    expect_refused(e, "yxz", 3, "U+007A at byte offset 2 has no token in the tokenizer's vocabulary, which has no "
+                   "byte fallback");
+    tokenizer_encoder_free(e);
+    tokenizer_free(&t);
+}
+
 /* Llama 3's and Qwen2's regexes (expected pieces from Python's `regex` module with the patterns in
  * tokenizer_encode.h): case-blind contractions (U+017F LONG S folds to 's'), a letter run's one-symbol
  * prefix, digits in threes or one by one, a symbol run with the line breaks after it, white space up
@@ -272,6 +318,7 @@ int main(void)
     test_gpt2_split();
     test_llama3_split();
     test_split_from_file();
+    test_sentencepiece();
     rmdir(dir);
     return check_done("test_tokenizer_encode");
 }
