@@ -22,22 +22,11 @@ import sys
 import tempfile
 import unicodedata
 
+from encoder_texts import KJV, named_texts
+
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 DDPRUN = os.environ.get("DDPRUN") or os.path.join(ROOT, "build", "launcher", "ddprun")
 SKIP = 77
-
-KJV = """In the beginning God created the heaven and the earth. And the earth was without form, and void; \
-and darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters.
-And God said, Let there be light: and there was light.
-
-The LORD is my shepherd; I shall not want. He maketh me to lie down in green pastures: he leadeth me \
-beside the still waters. He restoreth my soul: he leadeth me in the paths of righteousness for his \
-name's sake.
-
-Vanity of vanities, saith the Preacher, vanity of vanities; all is vanity. What profit hath a man of \
-all his labour which he taketh under the sun? One generation passeth away, and another generation \
-cometh: but the earth abideth for ever.
-"""
 
 EDGE_CASES = [
     "Hello world", "Hello world\n", " Hello", "  two leading spaces", "trailing spaces   ", "\n", "\n\n\n",
@@ -74,17 +63,6 @@ def load_prepare_text():
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
     return mod
-
-
-def bible_text():
-    try:
-        r = subprocess.run(["bible", "-f", "Gen1:1-Rev22:21"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    except FileNotFoundError:
-        return None
-    if r.returncode != 0:
-        return None
-    lines = r.stdout.decode("utf-8").splitlines()
-    return "\n".join(line.split(" ", 1)[1] for line in lines if " " in line) + "\n"
 
 
 def split_engines_agree(texts):
@@ -138,15 +116,7 @@ def main():
             return subprocess.run([DDPRUN, "generate", "--encode-only", "--tokenizer", table, "--prompt-file", path],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-        texts = [("KJV paragraphs", KJV)]
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-            texts.append(("README.md", f.read()))
-        kjv = bible_text()
-        if kjv:
-            texts.append(("the whole KJV (bible -f Gen1:1-Rev22:21)", kjv))
-        else:
-            print("note: `bible` not installed; the whole-KJV comparison is left out")
-        texts += [(f"edge case {i}: {t[:40]!r}", t) for i, t in enumerate(EDGE_CASES)]
+        texts = named_texts(ROOT, EDGE_CASES)
         for split, pat, code, nfc in SPLITS:
             table, referee = tok, enc
             if pat:  # GPT-2's table and ranks, split as Llama 3 or Qwen2 split

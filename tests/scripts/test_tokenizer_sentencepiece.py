@@ -28,15 +28,13 @@ import subprocess
 import sys
 import tempfile
 
+from encoder_texts import KJV, named_texts
+
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 DDPRUN = os.environ.get("DDPRUN") or os.path.join(ROOT, "build", "launcher", "ddprun")
 SKIP = 77
 META = "\u2581"
 
-KJV = """In the beginning God created the heaven and the earth. And the earth was without form, and void; \
-and darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters.
-And God said, Let there be light: and there was light. The LORD is my shepherd; I shall not want.
-"""
 EDGE_CASES = [
     "Hello world", " leading space", "  two leading spaces", "trailing spaces   ", "a  b   c    d", "\n", "a\n\nb",
     "tabs\tand\t\tmore", "digits 1 12 123 1234567 3.14159", "café naïve résumé", "日本語 中文 한국어 🙂👍🏽",
@@ -48,17 +46,6 @@ EDGE_CASES = [
 def skip(why):
     print(f"SKIP: {why}")
     sys.exit(SKIP)
-
-
-def bible_text():
-    try:
-        r = subprocess.run(["bible", "-f", "Gen1:1-Rev22:21"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    except FileNotFoundError:
-        return None
-    if r.returncode != 0:
-        return None
-    lines = r.stdout.decode("utf-8").splitlines()
-    return "\n".join(line.split(" ", 1)[1] for line in lines if " " in line) + "\n"
 
 
 def train(spm, tmp, corpus):
@@ -136,15 +123,8 @@ def main():
         failed += not ok
         print(f"{'ok' if ok else 'FAIL'} - {what}")
 
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    texts = [("KJV paragraphs", KJV), ("README.md", readme)]
-    kjv = bible_text()
-    if kjv:
-        texts.append(("the whole KJV (bible -f Gen1:1-Rev22:21)", kjv))
-    else:
-        print("note: `bible` not installed; the whole-KJV comparison is left out")
-    texts += [(f"edge case {i}: {t[:30]!r}", t) for i, t in enumerate(EDGE_CASES)]
+    texts = named_texts(ROOT, EDGE_CASES)
+    readme = texts[1][1]
     with tempfile.TemporaryDirectory(prefix="ddptest.") as tmp:
         sp = train(spm, tmp, KJV + readme)
         prefix_id = sp.piece_to_id(META)

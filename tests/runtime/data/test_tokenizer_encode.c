@@ -186,35 +186,44 @@ static void test_gpt2_split(void)
           "pretokenize of invalid UTF-8: %s", err.msg);
 }
 
-/* The split the file records is the one the encoder uses: the same tokens, three files. */
-static void test_split_from_file(void)
+/* A text encoded under a split, with the tokens 0..255 (the bytes) and extra after them. */
+typedef struct split_case {
+    tokenizer_split split;
+    const char *text;
+    int32_t want[12];
+    int n;
+} split_case;
+
+static void expect_split_cases(const char *const *extra, int n_extra, const split_case *cases, size_t n)
 {
-    const char *extra[] = {"12", "123", "12345", "!w", "wo", "word", " 1"};
-    static const struct {
-        tokenizer_split split;
-        const int32_t want[12];
-        int n;
-    } cases[] = { /* 256 "12", 257 "123", 259 "!w", 261 "word" */
-        {TOKENIZER_SPLIT_GPT2, {'!', 261, ' ', 257, 256}, 5},                           /* "!" "word" " 12312" */
-        {TOKENIZER_SPLIT_LLAMA3, {259, 'o', 'r', 'd', ' ', 257, 256}, 7},               /* "!word" " " "123" "12" */
-        {TOKENIZER_SPLIT_QWEN2, {259, 'o', 'r', 'd', ' ', '1', '2', '3', '1', '2'}, 10}, /* digits one by one */
-    };
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    for (size_t k = 0; k < n; k++) {
         tokenizer t;
-        if (make_bpe("split.bin", extra, 7, -1, cases[k].split, &t))
+        if (make_bpe("split.bin", extra, n_extra, -1, cases[k].split, &t))
             return;
         tokenizer_encoder *e = NULL;
         ddp_err err = {0};
         CHECK(tokenizer_encoder_create(&t, &e, &err) == DDP_OK, "%s", err.msg);
-        expect_ids(e, "!word 12312", 11, cases[k].want, cases[k].n);
-        /* e + U+0301 COMBINING ACUTE is U+00E9 in NFC, which Qwen2's split normalizes to first */
-        if (cases[k].split == TOKENIZER_SPLIT_QWEN2)
-            expect_ids(e, "caf" "e\xcc\x81 \xcc\x81", 9, IDS('c', 'a', 'f', 0xc3, 0xa9, ' ', 0xcc, 0x81));
-        else
-            expect_ids(e, "caf" "e\xcc\x81 \xcc\x81", 9, IDS('c', 'a', 'f', 'e', 0xcc, 0x81, ' ', 0xcc, 0x81));
+        expect_ids(e, cases[k].text, strlen(cases[k].text), cases[k].want, cases[k].n);
         tokenizer_encoder_free(e);
         tokenizer_free(&t);
     }
+}
+
+/* The split the file records is the one the encoder uses: the same tokens, three files. */
+static void test_split_from_file(void)
+{
+    /* 256 "12", 257 "123", 259 "!w", 261 "word" */
+    const char *extra[] = {"12", "123", "12345", "!w", "wo", "word", " 1"};
+    static const split_case cases[] = {
+        {TOKENIZER_SPLIT_GPT2, "!word 12312", {'!', 261, ' ', 257, 256}, 5},             /* "!" "word" " 12312" */
+        {TOKENIZER_SPLIT_LLAMA3, "!word 12312", {259, 'o', 'r', 'd', ' ', 257, 256}, 7}, /* "!word" " " "123" "12" */
+        {TOKENIZER_SPLIT_QWEN2, "!word 12312", {259, 'o', 'r', 'd', ' ', '1', '2', '3', '1', '2'}, 10},
+        /* e + U+0301 COMBINING ACUTE is U+00E9 in NFC, which Qwen2's split normalizes to first */
+        {TOKENIZER_SPLIT_GPT2, "cafe\xcc\x81 \xcc\x81", {'c', 'a', 'f', 'e', 0xcc, 0x81, ' ', 0xcc, 0x81}, 9},
+        {TOKENIZER_SPLIT_LLAMA3, "cafe\xcc\x81 \xcc\x81", {'c', 'a', 'f', 'e', 0xcc, 0x81, ' ', 0xcc, 0x81}, 9},
+        {TOKENIZER_SPLIT_QWEN2, "cafe\xcc\x81 \xcc\x81", {'c', 'a', 'f', 0xc3, 0xa9, ' ', 0xcc, 0x81}, 8},
+    };
+    expect_split_cases(extra, 7, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* Sentencepiece's BPE: ids 0..255 are the byte-fallback tokens <0x00>..<0xFF>, then pieces. The
@@ -224,12 +233,7 @@ static void test_split_from_file(void)
 static void test_sentencepiece(void)
 {
     const char *extra[] = {"x\xc3\xa9", "yx", "y", "x", "\xc3\xa9", " ", " y"};
-    static const struct {
-        tokenizer_split split;
-        const char *text;
-        const int32_t want[6];
-        int n;
-    } cases[] = {
+    static const split_case cases[] = {
         {TOKENIZER_SPLIT_SENTENCEPIECE_BARE, "yx\xc3\xa9", {258, 256}, 2},
         {TOKENIZER_SPLIT_SENTENCEPIECE_BARE, "yz\xc3\xa8", {258, 'z', 0xc3, 0xa8}, 4},
         {TOKENIZER_SPLIT_SENTENCEPIECE, "y", {262}, 1},                      /* " y" */
@@ -238,17 +242,7 @@ static void test_sentencepiece(void)
         {TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED, " yx", {261, 261, 257}, 3}, /* a space before it all the same */
         {TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED, "x yx", {261, 259, 261, 257}, 4},
     };
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        tokenizer t;
-        if (make_bpe("sp.bin", extra, 7, -1, cases[k].split, &t))
-            return;
-        tokenizer_encoder *e = NULL;
-        ddp_err err = {0};
-        CHECK(tokenizer_encoder_create(&t, &e, &err) == DDP_OK, "%s", err.msg);
-        expect_ids(e, cases[k].text, strlen(cases[k].text), cases[k].want, cases[k].n);
-        tokenizer_encoder_free(e);
-        tokenizer_free(&t);
-    }
+    expect_split_cases(extra, 7, cases, sizeof cases / sizeof cases[0]);
     /* no fallback block: a character without a piece is refused, at its offset in the caller's text */
     tokenizer t;
     if (make_tokenizer("sp-nofallback.bin", extra, 7, -1, TOKENIZER_SPLIT_SENTENCEPIECE, &t))
