@@ -6,8 +6,9 @@
  * once per encoder; single bytes have a direct table. The end-of-text id is left out of both, so
  * it is never produced from text, and so are a sentencepiece vocabulary's 256 byte-fallback
  * tokens, which only stand for bytes of characters that have no token. The merge is tiktoken's
- * _byte_pair_merge, from bytes (byte-level BPE) or from characters (sentencepiece): quadratic in
- * a piece's length, which pieces keep short. Must not read files, print, or decode ids. */
+ * (the pair forming the lowest id first), from bytes (byte-level BPE) or from characters
+ * (sentencepiece), with a heap, so a long piece (a page of Chinese is one) costs n log n, not n².
+ * Must not read files, print, or decode ids. */
 #include "tokenizer_encode.h"
 
 #include <stdbool.h>
@@ -16,8 +17,6 @@
 
 #include "tokenizer_split.h"
 #include "unicode_nfc.h"
-
-#define NO_RANK INT32_MAX
 
 struct tokenizer_encoder {
     const tokenizer *tok;
@@ -145,43 +144,121 @@ void tokenizer_encoder_free(tokenizer_encoder *e)
 
 /* ---- byte-pair merge ---------------------------------------------------------------------- */
 
+/* A candidate merge on the heap: parts left and its right neighbour, which ended at byte end when
+ * the entry was made (a part only grows, so a changed end or a merged-away left part means stale). */
+typedef struct merge_entry {
+    int32_t rank;  /* the id the two parts form */
+    uint32_t left; /* the left part's index; also its start's order, so the leftmost wins a tie */
+    uint32_t end;
+} merge_entry;
+
+/* Grown to the longest piece so far: parts linked in a list (start, end, next, prev; NONE ends
+ * it), a dead flag per part, and the heap of candidate merges (each merge adds at most two). */
 typedef struct merge_scratch {
-    size_t *start;    /* parts: part k is p[start[k] .. start[k + 1]) */
-    int32_t *rank;    /* rank[k]: id of parts k and k + 1 joined, NO_RANK when not a token */
+    size_t cap;
+    uint32_t *start, *end, *next, *prev;
+    uint8_t *dead;
+    merge_entry *heap;
+    size_t heap_n;
 } merge_scratch;
 
-static int32_t pair_rank(const tokenizer_encoder *e, const uint8_t *p, const size_t *start, size_t k, size_t parts)
+#define NONE UINT32_MAX
+
+static void merge_scratch_free(merge_scratch *s)
 {
-    if (k + 2 > parts)
-        return NO_RANK;
-    int32_t id = lookup(e, p + start[k], start[k + 2] - start[k]);
-    return id < 0 ? NO_RANK : id;
+    free(s->start), free(s->end), free(s->next), free(s->prev), free(s->dead), free(s->heap);
+    memset(s, 0, sizeof *s);
+}
+
+/* Room for a piece of n parts (start has n + 1 entries, the heap 3n). */
+static int merge_scratch_reserve(merge_scratch *s, size_t n, ddp_err *err)
+{
+    if (n <= s->cap)
+        return DDP_OK;
+    size_t cap = n > 2 * s->cap ? n : 2 * s->cap;
+    merge_scratch grown = {cap, malloc((cap + 1) * sizeof *s->start), malloc(cap * sizeof *s->end),
+                           malloc(cap * sizeof *s->next), malloc(cap * sizeof *s->prev), malloc(cap),
+                           malloc(3 * cap * sizeof *s->heap), 0};
+    if (!grown.start || !grown.end || !grown.next || !grown.prev || !grown.dead || !grown.heap) {
+        merge_scratch_free(&grown);
+        return ddp_fail(err, DDP_ERUNTIME, "tokenizer: out of memory merging a piece of %zu bytes", n);
+    }
+    merge_scratch_free(s);
+    *s = grown;
+    return DDP_OK;
+}
+
+static bool entry_before(const merge_entry *a, const merge_entry *b)
+{
+    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+
+static void heap_push(merge_scratch *s, merge_entry x)
+{
+    size_t i = s->heap_n++;
+    for (; i > 0 && entry_before(&x, &s->heap[(i - 1) / 2]); i = (i - 1) / 2)
+        s->heap[i] = s->heap[(i - 1) / 2];
+    s->heap[i] = x;
+}
+
+static merge_entry heap_pop(merge_scratch *s)
+{
+    merge_entry top = s->heap[0], last = s->heap[--s->heap_n];
+    size_t i = 0;
+    for (size_t c; (c = 2 * i + 1) < s->heap_n; i = c) {
+        if (c + 1 < s->heap_n && entry_before(&s->heap[c + 1], &s->heap[c]))
+            c++;
+        if (!entry_before(&s->heap[c], &last))
+            break;
+        s->heap[i] = s->heap[c];
+    }
+    if (s->heap_n > 0)
+        s->heap[i] = last;
+    return top;
+}
+
+/* Pushes the merge of part k with its right neighbour when the two form a token. */
+static void push_pair(const tokenizer_encoder *e, const uint8_t *p, merge_scratch *s, uint32_t k)
+{
+    uint32_t r = s->next[k];
+    if (r == NONE)
+        return;
+    int32_t id = lookup(e, p + s->start[k], s->end[r] - s->start[k]);
+    if (id >= 0)
+        heap_push(s, (merge_entry){id, k, s->end[r]});
 }
 
 /* Merges the parts of p that s->start[0..parts] marks, the pair forming the lowest id first (the
- * leftmost on a tie), and appends the ids of the parts left. Every part must be a token. */
+ * leftmost on a tie), and appends the ids of the parts left: tiktoken's merge, in O(n log n) with
+ * a heap of candidate merges whose stale entries are skipped. Every part must be a token. */
 static void merge_parts(const tokenizer_encoder *e, const uint8_t *p, size_t parts, merge_scratch *s, int32_t *ids,
                         int64_t *count)
 {
-    for (size_t k = 0; k < parts; k++)
-        s->rank[k] = pair_rank(e, p, s->start, k, parts);
-    for (;;) {
-        size_t best = 0;
-        for (size_t k = 1; k + 1 < parts; k++)
-            if (s->rank[k] < s->rank[best])
-                best = k;
-        if (parts < 2 || s->rank[best] == NO_RANK)
-            break;
-        /* join parts best and best + 1: drop the boundary between them */
-        memmove(s->start + best + 1, s->start + best + 2, (parts - best - 1) * sizeof *s->start);
-        memmove(s->rank + best + 1, s->rank + best + 2, (parts - best - 2) * sizeof *s->rank);
-        parts--;
-        s->rank[best] = pair_rank(e, p, s->start, best, parts);
-        if (best > 0)
-            s->rank[best - 1] = pair_rank(e, p, s->start, best - 1, parts);
+    for (uint32_t k = 0; k < parts; k++) {
+        s->end[k] = s->start[k + 1];
+        s->next[k] = k + 1 < parts ? k + 1 : NONE;
+        s->prev[k] = k > 0 ? k - 1 : NONE;
+        s->dead[k] = 0;
     }
-    for (size_t k = 0; k < parts; k++)
-        ids[(*count)++] = lookup(e, p + s->start[k], s->start[k + 1] - s->start[k]);
+    s->heap_n = 0;
+    for (uint32_t k = 0; k + 1 < parts; k++)
+        push_pair(e, p, s, k);
+    while (s->heap_n > 0) {
+        merge_entry m = heap_pop(s);
+        uint32_t k = m.left, r = s->next[k];
+        if (s->dead[k] || r == NONE || s->end[r] != m.end)
+            continue; /* stale: a part of it has merged since */
+        s->end[k] = s->end[r]; /* k absorbs r */
+        s->next[k] = s->next[r];
+        if (s->next[r] != NONE)
+            s->prev[s->next[r]] = k;
+        s->dead[r] = 1;
+        push_pair(e, p, s, k);
+        if (s->prev[k] != NONE)
+            push_pair(e, p, s, s->prev[k]);
+    }
+    for (uint32_t k = 0; k != NONE; k = s->next[k])
+        ids[(*count)++] = lookup(e, p + s->start[k], s->end[k] - s->start[k]);
 }
 
 /* Appends the ids of byte-level piece p[0..n), which starts at byte offset at of the text. */
@@ -197,21 +274,26 @@ static int encode_piece(const tokenizer_encoder *e, const uint8_t *p, size_t n, 
         if (e->byte_id[p[i]] < 0)
             return ddp_fail(err, DDP_EUSAGE, "byte 0x%02X at byte offset %zu has no token in the tokenizer's "
                             "vocabulary", p[i], at + i);
+    int rc = merge_scratch_reserve(s, n, err);
+    if (rc)
+        return rc;
     for (size_t k = 0; k <= n; k++)
-        s->start[k] = k;
+        s->start[k] = (uint32_t)k;
     merge_parts(e, p, n, s, ids, count);
     return DDP_OK;
 }
 
 /* Appends the ids of code points [a, b) of c, merged from the characters up as sentencepiece's BPE. */
-static void encode_segment(const tokenizer_encoder *e, const uint8_t *bytes, const cp_text *c, size_t a, size_t b,
-                           merge_scratch *s, int32_t *ids, int64_t *count)
+static int encode_segment(const tokenizer_encoder *e, const uint8_t *bytes, const cp_text *c, size_t a, size_t b,
+                          merge_scratch *s, int32_t *ids, int64_t *count, ddp_err *err)
 {
-    if (a == b)
-        return;
+    int rc = a < b ? merge_scratch_reserve(s, b - a, err) : DDP_OK;
+    if (rc || a == b)
+        return rc;
     for (size_t k = 0; k <= b - a; k++)
-        s->start[k] = c->off[a + k] - c->off[a];
+        s->start[k] = (uint32_t)(c->off[a + k] - c->off[a]);
     merge_parts(e, bytes + c->off[a], b - a, s, ids, count);
+    return DDP_OK;
 }
 
 /* Sentencepiece's BPE over the decoded text c of bytes: a character without a token becomes its
@@ -222,33 +304,32 @@ static int encode_sentencepiece(const tokenizer_encoder *e, const uint8_t *bytes
                                 merge_scratch *s, int32_t *ids, int64_t *count, ddp_err *err)
 {
     size_t seg = 0;
-    for (size_t i = 0; i < c->n; i++) {
+    int rc = DDP_OK;
+    for (size_t i = 0; !rc && i < c->n; i++) {
         size_t at = c->off[i], n = c->off[i + 1] - at;
         if (lookup(e, bytes + at, n) < 0) {
             if (e->fallback < 0)
                 return ddp_fail(err, DDP_EUSAGE, "U+%04X at byte offset %zu has no token in the tokenizer's "
                                 "vocabulary, which has no byte fallback", c->cp[i], at - shift);
-            encode_segment(e, bytes, c, seg, i, s, ids, count);
+            rc = encode_segment(e, bytes, c, seg, i, s, ids, count, err);
             for (size_t k = 0; k < n; k++)
                 ids[(*count)++] = e->fallback + bytes[at + k];
             seg = i + 1;
         } else if (e->word_cuts && c->cp[i] == ' ' && i > seg && c->cp[i - 1] != ' ') {
-            encode_segment(e, bytes, c, seg, i, s, ids, count);
+            rc = encode_segment(e, bytes, c, seg, i, s, ids, count, err);
             seg = i;
         }
     }
-    encode_segment(e, bytes, c, seg, c->n, s, ids, count);
-    return DDP_OK;
+    return rc ? rc : encode_segment(e, bytes, c, seg, c->n, s, ids, count, err);
 }
 
 /* Encodes the decoded text c of bytes[0..len) into *ids (malloc'd) and *n; shift as above. */
 static int encode_text(const tokenizer_encoder *e, const uint8_t *bytes, size_t len, const cp_text *c, size_t shift,
                        int32_t **ids, int64_t *n, ddp_err *err)
 {
-    merge_scratch s = {malloc((len + 1) * sizeof *s.start), malloc((len + 1) * sizeof *s.rank)};
+    merge_scratch s = {0};
     int32_t *out = malloc(len * sizeof *out); /* at most one id per byte */
-    int rc = !s.start || !s.rank || !out
-                 ? ddp_fail(err, DDP_ERUNTIME, "tokenizer: out of memory encoding %zu bytes", len) : DDP_OK;
+    int rc = !out ? ddp_fail(err, DDP_ERUNTIME, "tokenizer: out of memory for the ids of %zu bytes", len) : DDP_OK;
     int64_t count = 0;
     if (!rc && e->sentencepiece)
         rc = encode_sentencepiece(e, bytes, c, shift, &s, out, &count, err);
@@ -257,8 +338,7 @@ static int encode_text(const tokenizer_encoder *e, const uint8_t *bytes, size_t 
         rc = encode_piece(e, bytes + c->off[i], c->off[j] - c->off[i], c->off[i], &s, out, &count, err);
         i = j;
     }
-    free(s.start);
-    free(s.rank);
+    merge_scratch_free(&s);
     if (rc) {
         free(out);
         return rc;
@@ -299,6 +379,8 @@ int tokenizer_encode(const tokenizer_encoder *e, const char *text, size_t len, i
     *n = 0;
     if (len == 0)
         return DDP_OK;
+    if (len >= UINT32_MAX - 1) /* the merge counts a piece's bytes in 32 bits */
+        return ddp_fail(err, DDP_EUSAGE, "%zu bytes of text; the encoder takes at most %u", len, UINT32_MAX - 2);
     cp_text c;
     int rc = cp_text_decode((const uint8_t *)text, len, &c, err); /* offsets in errors are the caller's text's */
     char *prepared = NULL;

@@ -59,9 +59,9 @@ static void expect_ids(const tokenizer_encoder *e, const char *text, size_t len,
     int64_t n = -1;
     ddp_err err = {0};
     int rc = tokenizer_encode(e, text, len, &ids, &n, &err);
-    CHECK(rc == DDP_OK, "encode \"%s\": %s", text, err.msg);
+    CHECK(rc == DDP_OK, "encode \"%.60s\": %s", text, err.msg);
     bool same = rc == DDP_OK && n == n_want && (n == 0 || !memcmp(ids, want, (size_t)n * sizeof *ids));
-    CHECK(same, "encode \"%s\": %lld ids, expected %lld; first %d, expected %d", text, (long long)n,
+    CHECK(same, "encode \"%.60s\": %lld ids, expected %lld; first %d, expected %d", text, (long long)n,
           (long long)n_want, n > 0 ? ids[0] : -1, n_want > 0 ? want[0] : -1);
     free(ids);
 }
@@ -257,6 +257,107 @@ static void test_sentencepiece(void)
     tokenizer_free(&t);
 }
 
+/* The merge as tiktoken's _byte_pair_merge writes it, scanning for the lowest id each time: the
+ * referee of the encoder's heap. Appends the ids of piece p[0..n) to ids. */
+static int32_t find_token(const char *const *tokens, int n_tokens, const char *p, size_t n)
+{
+    for (int i = 0; i < n_tokens; i++)
+        if (strlen(tokens[i]) == n && !memcmp(tokens[i], p, n))
+            return 256 + i;
+    return n == 1 ? (uint8_t)p[0] : -1;
+}
+
+static void reference_merge(const char *const *tokens, int n_tokens, const char *p, size_t n, int32_t *ids,
+                            int64_t *count)
+{
+    size_t start[128], parts = n;
+    for (size_t k = 0; k <= n; k++)
+        start[k] = k;
+    for (;;) {
+        size_t best = 0;
+        int32_t best_id = -1;
+        for (size_t k = 0; k + 1 < parts; k++) {
+            int32_t id = find_token(tokens, n_tokens, p + start[k], start[k + 2] - start[k]);
+            if (id >= 0 && (best_id < 0 || id < best_id))
+                best = k, best_id = id;
+        }
+        if (best_id < 0)
+            break;
+        memmove(start + best + 1, start + best + 2, (parts - best - 1) * sizeof *start);
+        parts--;
+    }
+    for (size_t k = 0; k < parts; k++)
+        ids[(*count)++] = find_token(tokens, n_tokens, p + start[k], start[k + 1] - start[k]);
+}
+
+/* Random vocabularies over "ab" and random words, against the scanning merge; then one piece of
+ * 200,000 letters, which the scan would take 10^10 steps over: "a" * 2^k are the tokens, so it is
+ * 1562 tokens of 128 a's, then one of 64. */
+static void test_merge_heap(void)
+{
+    static char pool[40][8];
+    const char *tokens[40];
+    unsigned seed = 12345;
+    for (int round = 0; round < 200; round++) {
+        int n_tokens = 0;
+        for (int i = 0; i < 40; i++) {
+            size_t len = 2 + (seed = seed * 1103515245u + 12345u) % 5;
+            for (size_t j = 0; j < len; j++)
+                pool[i][j] = "ab"[(seed = seed * 1103515245u + 12345u) >> 16 & 1];
+            pool[i][len] = '\0';
+            if (find_token(tokens, n_tokens, pool[i], len) < 0) /* the lower id of a duplicate wins anyway */
+                tokens[n_tokens++] = pool[i];
+        }
+        char word[100];
+        size_t len = 1 + (seed = seed * 1103515245u + 12345u) % 99;
+        for (size_t j = 0; j < len; j++)
+            word[j] = "ab"[(seed = seed * 1103515245u + 12345u) >> 16 & 1];
+        word[len] = '\0';
+        int32_t want[100];
+        int64_t n_want = 0;
+        int32_t whole = find_token(tokens, n_tokens, word, len);
+        if (whole >= 0)
+            want[n_want++] = whole;
+        else
+            reference_merge(tokens, n_tokens, word, len, want, &n_want);
+        tokenizer t;
+        if (make_bpe("heap.bin", tokens, n_tokens, -1, TOKENIZER_SPLIT_GPT2, &t))
+            return;
+        tokenizer_encoder *e = NULL;
+        ddp_err err = {0};
+        CHECK(tokenizer_encoder_create(&t, &e, &err) == DDP_OK, "%s", err.msg);
+        expect_ids(e, word, len, want, n_want);
+        tokenizer_encoder_free(e);
+        tokenizer_free(&t);
+    }
+    static char powers[7][129];
+    const char *extra[7];
+    for (int k = 0; k < 7; k++) { /* "aa" .. "a" * 128, ids 256 .. 262 (a token holds at most 255 bytes) */
+        memset(powers[k], 'a', (size_t)2 << k);
+        powers[k][(size_t)2 << k] = '\0';
+        extra[k] = powers[k];
+    }
+    tokenizer t;
+    if (make_bpe("long.bin", extra, 7, -1, TOKENIZER_SPLIT_GPT2, &t))
+        return;
+    tokenizer_encoder *e = NULL;
+    ddp_err err = {0};
+    CHECK(tokenizer_encoder_create(&t, &e, &err) == DDP_OK, "%s", err.msg);
+    size_t len = 200000;
+    char *text = malloc(len);
+    static int32_t want[1563];
+    for (int i = 0; i < 1562; i++)
+        want[i] = 262; /* a * 128 */
+    want[1562] = 261;  /* a * 64: 200,000 is 1562 * 128 + 64 */
+    if (text) {
+        memset(text, 'a', len);
+        expect_ids(e, text, len, want, 1563);
+    }
+    free(text);
+    tokenizer_encoder_free(e);
+    tokenizer_free(&t);
+}
+
 /* Llama 3's and Qwen2's regexes (expected pieces from Python's `regex` module with the patterns in
  * tokenizer_encode.h): case-blind contractions (U+017F LONG S folds to 's'), a letter run's one-symbol
  * prefix, digits in threes or one by one, a symbol run with the line breaks after it, white space up
@@ -313,6 +414,7 @@ int main(void)
     test_llama3_split();
     test_split_from_file();
     test_sentencepiece();
+    test_merge_heap();
     rmdir(dir);
     return check_done("test_tokenizer_encode");
 }
