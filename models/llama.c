@@ -276,12 +276,15 @@ void llama_format_shape(const llama_family *fam, const llama_shape *s, char *out
         snprintf(rope, sizeof rope, " rope_scaling=%s,%s,%s,%lld", factor, low, high,
                  (long long)r->original_max_positions);
     }
+    char window[40] = "";
+    if (s->sliding_window > 0)
+        snprintf(window, sizeof window, " sliding_window=%lld", (long long)s->sliding_window);
     snprintf(out, size,
              "%s n_layer=%lld n_head=%lld n_kv_head=%lld n_embd=%lld ffn_hidden=%lld block_size=%lld "
-             "vocab_size=%lld rope_theta=%s norm_eps=%s tie_embeddings=%d%s",
+             "vocab_size=%lld rope_theta=%s norm_eps=%s tie_embeddings=%d%s%s",
              fam->name, (long long)s->n_layer, (long long)s->n_head, (long long)s->n_kv_head, (long long)s->n_embd,
              (long long)s->ffn_hidden, (long long)s->block_size, (long long)s->vocab_size, theta, eps,
-             s->tie_embeddings ? 1 : 0, rope);
+             s->tie_embeddings ? 1 : 0, rope, window);
 }
 
 static void describe(const llama_family *fam, char *out, size_t size, const llama_shape *s, int64_t T)
@@ -327,6 +330,12 @@ int llama_parse_description(const llama_family *fam, const char *desc, llama_sha
                      .tie_embeddings = tie == 1};
     const char *rest = end > 0 ? desc + name_len + end : "";
     bool rope_ok = parse_rope_scaling(&rest, &s);
+    int window_end = -1;
+    long long window = 0;
+    if (!strncmp(rest, " sliding_window=", 16) && sscanf(rest, " sliding_window=%lld%n", &window, &window_end) == 1 &&
+        window_end > 0)
+        rest += window_end; /* describe() below writes it back only when positive */
+    s.sliding_window = window;
     sscanf(rest, " seq_len=%lld%n", &v[7], &seq_end);
     char again[2 * MODEL_DESCRIPTION_MAX] = "";
     if (seq_end > 0) /* exactly what describe() writes: no sign, no leading zeros, nothing after */
@@ -364,6 +373,10 @@ static int check_shape(const llama_family *fam, const llama_shape *s, const samp
         return ddp_fail(err, DDP_EUSAGE, "model.%s.rope_scaling: factor %g needs 0 < low_freq_factor %g < "
                         "high_freq_factor %g and original_max_position_embeddings %lld >= 1", k, r->factor,
                         r->low_freq_factor, r->high_freq_factor, (long long)r->original_max_positions);
+    if (s->sliding_window < 0 || (s->sliding_window > 0 && data->input.count > s->sliding_window))
+        return ddp_fail(err, DDP_EUSAGE, "model.%s.sliding_window %lld is shorter than data.seq_len %lld: ddprun "
+                        "attends to every earlier position, which is the window's attention only while the "
+                        "sequence fits in it", k, (long long)s->sliding_window, (long long)data->input.count);
     return lm_check_data(k, data, s->block_size, s->vocab_size, max_rows, err);
 }
 

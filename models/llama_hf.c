@@ -72,6 +72,21 @@ static int read_heads(const json_doc *j, llama_shape *s, ddp_err *err)
     return rc;
 }
 
+/* sliding_window (a family that reads it: Mistral): absent or null, none (0); else a positive
+ * integer, the positions each one sees. */
+static int read_sliding_window(const json_doc *j, llama_shape *s, ddp_err *err)
+{
+    const json_node *v = json_object_get(j, json_root(j), "sliding_window");
+    uint64_t window = 0;
+    s->sliding_window = 0;
+    if (!v || json_kind_of(v) == JSON_NULL)
+        return DDP_OK;
+    if (!json_uint(v, &window) || window < 1 || window > MAX_DIM)
+        return hf_key_fail(j, v, "sliding_window", "expected null or a positive integer", err);
+    s->sliding_window = (int64_t)window;
+    return DDP_OK;
+}
+
 /* A number of the rope_scaling object r (its key `key`) into *out: positive, and finite. */
 static int read_scaling_number(const json_doc *j, const json_node *r, const char *key, double *out, ddp_err *err)
 {
@@ -156,6 +171,8 @@ static int shape_from(const llama_family *fam, const json_doc *j, llama_shape *s
         rc = hf_check_fixed(j, fam->hf->fixed_keys, fam->hf->n_fixed_keys, err);
     if (!rc) /* after the fixed keys: a family that refuses any rope_scaling (Qwen2) says so first */
         rc = read_rope_scaling(j, s, err);
+    if (!rc && fam->hf->sliding_window)
+        rc = read_sliding_window(j, s, err);
     return rc ? rc : check_architectures(fam, j, err);
 }
 

@@ -9,7 +9,9 @@
  * vocab_size, rope_theta (default 10000), rms_norm_eps (default 1e-6, LlamaConfig's),
  * tie_word_embeddings (default false), rope_scaling (absent, null or rope_type "default": none;
  * rope_type "llama3": Llama 3.1's stretch, its factor, low_freq_factor, high_freq_factor and
- * original_max_position_embeddings; a family may fix it to null, as Qwen2's does). Every other key
+ * original_max_position_embeddings; a family may fix it to null, as Qwen2's does), and for a
+ * family that reads it (Mistral) sliding_window (absent or null: none; else the window, which
+ * llama_create requires to be at least the sequence). Every other key
  * that changes what the model computes must hold what our Llama computes or the folder is refused
  * naming FILE:LINE:COL, the key and its value: model_type "llama", architectures
  * ["LlamaForCausalLM"], head_dim absent, null or hidden_size / num_attention_heads, hidden_act
@@ -44,6 +46,7 @@ typedef struct llama_hf_family {
     /* config.json's text as the family's save_pretrained writes it (json.dumps, indent 2, sorted),
      * torch_dtype "float32" or "bfloat16" */
     void (*write_config)(FILE *f, const llama_shape *s, const char *torch_dtype);
+    bool sliding_window; /* config.json's sliding_window is read: absent or null none, else a size */
 } llama_hf_family;
 
 /* v as Python's repr writes a float (10000.0, 1e-05, 500000.0): config.json's numbers. */

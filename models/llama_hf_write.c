@@ -79,7 +79,7 @@ static const hf_fixed_key llama_fixed_keys[] = {
 };
 
 const llama_hf_family llama_hf_llama = {"LlamaForCausalLM", llama_fixed_keys,
-                                        sizeof llama_fixed_keys / sizeof llama_fixed_keys[0], write_llama_config};
+                                        sizeof llama_fixed_keys / sizeof llama_fixed_keys[0], write_llama_config, false};
 
 static int write_config(FILE *f, void *ctx, ddp_err *err)
 {

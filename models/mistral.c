@@ -1,6 +1,6 @@
 /* mistral.c — Mistral as a Llama family (mistral.h): its name and its Hugging Face config.json
- * both ways — the keys its import fixes (MistralConfig's values our model computes) and the text
- * its export writes (MistralConfig as transformers' save_pretrained writes it: json.dumps, indent
+ * both ways — the keys its import fixes (MistralConfig's values our model computes), its
+ * sliding_window read into the shape, and the text its export writes (MistralConfig as transformers' save_pretrained writes it: json.dumps, indent
  * 2, sorted keys). The model, its passes and the folder's tensors are the Llama family's. Must
  * not know checkpoints, configs or the training loop. */
 #include "mistral.h"
@@ -10,8 +10,6 @@
 static const hf_fixed_key mistral_fixed_keys[] = {
     {"model_type", {"mistral"}, JSON_STRING, "ddprun imports Mistral (model_type \"mistral\")"},
     {"hidden_act", {"silu"}, JSON_STRING, "ddprun's Mistral computes SwiGLU with silu"},
-    {"sliding_window", {"null"}, JSON_NULL,
-     "ddprun's Mistral attends to every earlier position (sliding_window null, as from Mistral-7B-v0.2)"},
     {"rope_scaling", {"null"}, JSON_NULL, "ddprun's Mistral applies RoPE unscaled (rope_scaling null)"},
 };
 
@@ -29,14 +27,17 @@ static void write_mistral_config(FILE *f, const llama_shape *s, const char *torc
                "  \"num_hidden_layers\": %lld,\n  \"num_key_value_heads\": %lld,\n",
             (long long)(s->n_embd / s->n_head), (long long)s->n_embd, (long long)s->ffn_hidden,
             (long long)s->block_size, (long long)s->n_head, (long long)s->n_layer, (long long)s->n_kv_head);
-    fprintf(f, "  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n  \"sliding_window\": null,\n"
+    char window[24] = "null";
+    if (s->sliding_window > 0)
+        snprintf(window, sizeof window, "%lld", (long long)s->sliding_window);
+    fprintf(f, "  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n  \"sliding_window\": %s,\n"
                "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\",\n  \"use_cache\": true,\n"
                "  \"vocab_size\": %lld\n}\n",
-            eps, theta, s->tie_embeddings ? "true" : "false", torch_dtype, (long long)s->vocab_size);
+            eps, theta, window, s->tie_embeddings ? "true" : "false", torch_dtype, (long long)s->vocab_size);
 }
 
 static const llama_hf_family mistral_hf = {"MistralForCausalLM", mistral_fixed_keys,
                                            sizeof mistral_fixed_keys / sizeof mistral_fixed_keys[0],
-                                           write_mistral_config};
+                                           write_mistral_config, true};
 
 const llama_family mistral_family = {MODEL_MISTRAL, "mistral", "Mistral", false, &mistral_hf};

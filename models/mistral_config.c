@@ -1,6 +1,7 @@
 /* mistral_config.c — Mistral's config section (model.mistral): its keys and defaults, the Llama
  * family's rules over its shape (model_config.h), AdamW's betas default, and the checks of a shape
- * checkpoint.init_from brings. Mistral has no FFN width rule: model.mistral.ffn_hidden is a number.
+ * checkpoint.init_from brings (its sliding window at least data.seq_len). Mistral has no FFN width
+ * rule: model.mistral.ffn_hidden is a number.
  *
  * Its rows locate their fields in model_kind_opts (model_config.h); config/ composes them into its
  * table and runs the rules. Must not read YAML or the config struct. */
@@ -35,7 +36,19 @@ static const cfg_key mistral_keys[] = {
     NUM("model.mistral.norm_eps", mistral.norm_eps, NR_POSITIVE, "1e-5", HASH_YES, "RMSNorm's ε." FROM_FOLDER),
     BOOL("model.mistral.tie_embeddings", mistral.tie_embeddings, "false", HASH_YES,
          "The output projection is the token embedding (no `lm_head`); Mistral-7B's is not." FROM_FOLDER),
+    INT("model.mistral.sliding_window", mistral.sliding_window, 0, 1 << 24, "0", HASH_KIND_RULE,
+        "MistralConfig's `sliding_window`: each position sees that many (itself included); 0 is none (null, "
+        "Mistral-7B-v0.2 on). ddprun attends to every earlier position, which is the window's attention only while "
+        "`data.seq_len` is at most the window (Mistral-7B-v0.1's 4096)." FROM_FOLDER),
 };
+
+static bool seq_over_window(const model_kind_opts *o, const model_general *g)
+{
+    return g->tokens && o->mistral.sliding_window > 0 && g->seq_len > o->mistral.sliding_window;
+}
+
+/* sliding_window is hashed while it is set: a run without one keeps the hash it had before the key. */
+static bool windowed(const model_kind_opts *o) { return o->mistral.sliding_window > 0; }
 
 static const model_key_rule mistral_rules[] = {
     {"model.mistral.n_head", "model.mistral.n_embd", llama_rule_heads_uneven,
@@ -45,13 +58,18 @@ static const model_key_rule mistral_rules[] = {
     {"model.mistral.n_kv_head", "model.mistral.n_head", llama_rule_kv_uneven,
      "model.mistral.n_head divisible by model.mistral.n_kv_head"},
     {"model.mistral.block_size", "data.seq_len", llama_rule_seq_over_block, "data.seq_len <= model.mistral.block_size"},
+    {"model.mistral.sliding_window", "data.seq_len", seq_over_window,
+     "data.seq_len <= model.mistral.sliding_window (0: no window)"},
 };
 
 static int mistral_shape_check(const model_kind_opts *o, const model_general *g, const char *file,
                              const char *const names[], ddp_err *err)
 {
-    (void)o;
-    return llama_config_check_shape(g, "model.mistral.block_size", file, names, err);
+    int rc = llama_config_check_shape(g, "model.mistral.block_size", file, names, err);
+    if (!rc && o->mistral.sliding_window > 0)
+        rc = model_config_seq_len_fits(g, "model.mistral.sliding_window", o->mistral.sliding_window, names[10], file,
+                                       err);
+    return rc;
 }
 
 /* Mistral starts from a Hugging Face folder only. */
@@ -67,4 +85,6 @@ const model_config_kind mistral_config_kind = {
     .shape_off = offsetof(model_kind_opts, mistral),
     .shape_size = sizeof(llama_shape),
     .shape_check = mistral_shape_check,
+    .hash_rule = windowed,
+    .hash_rule_name = "windowed",
 };

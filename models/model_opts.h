@@ -72,6 +72,10 @@ typedef struct llama_shape {
     double rope_theta, norm_eps;
     bool tie_embeddings;
     llama_rope_scaling rope_scaling; /* Llama only: Qwen2's shape keeps it unscaled */
+    /* Mistral only: 0, or config.json's sliding_window, each position seeing that many (itself
+     * included). ddprun attends to every earlier position, which is the same only while the
+     * sequence is no longer than the window: data.seq_len <= sliding_window is required. */
+    int64_t sliding_window;
 } llama_shape;
 
 /* Each kind's settings as the config holds them (config/config.h's model section): a kind's config

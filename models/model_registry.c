@@ -188,6 +188,11 @@ static const char *const llama_hf_names[] = {
     "rope_scaling.factor", "rope_scaling.low_freq_factor", "rope_scaling.high_freq_factor",
     "rope_scaling.original_max_position_embeddings"};
 
+/* Mistral's shape keys: the Llama's but rope_scaling, and its sliding_window */
+static const char *const mistral_hf_names[] = {
+    "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "intermediate_size",
+    "max_position_embeddings", "vocab_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings", "sliding_window"};
+
 static int gpt2_read_shape(const char *path, bool hf, void *shape, ddp_err *err)
 {
     return hf ? gpt2_hf_read_shape(path, shape, err) : gpt2_llmc_read_shape(path, shape, err);
@@ -227,7 +232,7 @@ static const struct {
                    llama_load, llama_load_pieces, llama_export, NULL}},
     {MODEL_QWEN2, {"qwen2", true, false, "Qwen2ForCausalLM", llama_hf_names, NULL, qwen2_read_shape, qwen2_format,
                    qwen2_load, qwen2_load_pieces, qwen2_export, NULL}},
-    {MODEL_MISTRAL, {"mistral", true, false, "MistralForCausalLM", llama_hf_names, NULL, mistral_read_shape,
+    {MODEL_MISTRAL, {"mistral", true, false, "MistralForCausalLM", mistral_hf_names, NULL, mistral_read_shape,
                      mistral_format, mistral_load, mistral_load_pieces, mistral_export, NULL}},
 };
 

@@ -105,7 +105,7 @@ static void test_init_from_llama_shape(void)
                                         "rope_scaling.factor", "rope_scaling.low_freq_factor",
                                         "rope_scaling.high_freq_factor",
                                         "rope_scaling.original_max_position_embeddings"};
-    const config_shape from = {.llama = {2, 4, 2, 64, 176, 32, 300, 500000, 1e-6, true, LLAMA_ROPE_UNSCALED}};
+    const config_shape from = {.llama = {2, 4, 2, 64, 176, 32, 300, 500000, 1e-6, true, LLAMA_ROPE_UNSCALED, 0}};
     config c, kept;
     ddp_err err = {0};
     char *ov[] = {"model.kind=llama", "data.kind=tokens", "data.seq_len=2048", "checkpoint.init_from=hf"};

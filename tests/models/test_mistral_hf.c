@@ -4,9 +4,11 @@
  * import's logits against the `logits` transformers computed, the bf16/ folder's against
  * `logits_bf16`; the export of each import is the fixture's model.safetensors byte for byte and its
  * config.json but for transformers_version; the description read back as Mistral and not as a
- * Llama, and rebuilt as Mistral by the registry; a sliding window, a rope_scaling and a Llama
- * folder refused as Mistral, and the Mistral folder as a Llama, each naming the key. Every shape
- * comes from MANIFEST and config.json, so another fixture made the same way passes unchanged. */
+ * Llama, and rebuilt as Mistral by the registry; Mistral-7B-v0.1's kind of folder, a sliding
+ * window as long as the sequence, giving the same logits and written back; a shorter window
+ * refused when the model is built; a window of 0, a rope_scaling and a Llama folder refused as
+ * Mistral, and the Mistral folder as a Llama, each naming the key. Every shape comes from MANIFEST
+ * and config.json, so another fixture made the same way passes unchanged. */
 #include "tests/check.h"
 #include "tests/fixture.h"
 
@@ -73,10 +75,63 @@ static void refused_with(model *m, const char *key, const char *value, const cha
     free_tensors(t, n);
 }
 
+/* The fixture's folder with sliding_window T, as Mistral-7B-v0.1's has 4096: transformers masks the
+ * positions a window has passed, and T positions never pass a window of T, so the fixture's logits
+ * hold. The window is in the shape, the description and the exported config.json; one position
+ * shorter, the model is refused when built. */
+static void test_sliding_window(const int32_t *input, const float *ref)
+{
+    int n;
+    out_tensor *t = fixture_tensors(fx.dir, &n);
+    char value[32], out[600];
+    snprintf(value, sizeof value, "%lld", (long long)T);
+    char *config = config_with(fx.dir, "sliding_window", value);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", folder_variant(tmp, fx.dir, "window", config, t, n));
+    llama_shape s;
+    ddp_err err = {0};
+    CHECK(llama_hf_read_shape(&mistral_family, dir, &s, &err) == DDP_OK && s.sliding_window == T,
+          "sliding_window %lld read as %lld: %s", (long long)T, (long long)s.sliding_window, err.msg);
+    sample_layout data = {.input = {SAMPLE_I32, T}, .target = {SAMPLE_I32, T}, .n_classes = s.vocab_size};
+    model *m = NULL;
+    CHECK(llama_create(&mistral_family, &s, &(lm_run){.compute = TENSOR_F32}, dev, &data, B, MODEL_BUFFERS_WHOLE, &m,
+                       &err) == DDP_OK, "create with sliding_window %lld: %s", (long long)T, err.msg);
+    if (m && llama_hf_load_model(&mistral_family, m, dir, &err) == DDP_OK) {
+        double e = hf_logits_error(dev, m, input, B, T, ref, s.vocab_size);
+        printf("sliding_window %lld: logits within %.3g of the largest\n", (long long)T, e);
+        CHECK(e <= TOL, "sliding_window %lld: logits off by %.3g", (long long)T, e);
+        char field[48];
+        snprintf(field, sizeof field, " sliding_window=%lld seq_len=", (long long)T);
+        CHECK_STR_CONTAINS(m->description, field);
+        family_description_checks(&mistral_family, m, &s, T);
+        float *p = hf_params_of(dev, m);
+        host_params h = {m, p, NULL};
+        int files = 0;
+        snprintf(out, sizeof out, "%s/window-export", tmp);
+        mkdir(out, 0777);
+        CHECK(llama_hf_write(&mistral_family, out, &s, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) ==
+              DDP_OK && config_is_fixtures(out, dir), "export: config.json is the folder's, window and all: %s", err.msg);
+        free(p);
+    }
+    if (m)
+        m->ops->destroy(m);
+    s.sliding_window = T - 1;
+    if (T > 1) {
+        CHECK(llama_create(&mistral_family, &s, &(lm_run){.compute = TENSOR_F32}, dev, &data, B, MODEL_BUFFERS_WHOLE,
+                           &m, &err) == DDP_EUSAGE, "a window shorter than the sequence built");
+        char msg[128];
+        snprintf(msg, sizeof msg, "model.mistral.sliding_window %lld is shorter than data.seq_len %lld",
+                 (long long)(T - 1), (long long)T);
+        CHECK_STR_CONTAINS(err.msg, msg);
+    }
+    free(config);
+    free_tensors(t, n);
+}
+
 static void test_refusals(model *m)
 {
-    refused_with(m, "sliding_window", "4096",
-                 "sliding_window is 4096; ddprun's Mistral attends to every earlier position");
+    refused_with(m, "sliding_window", "0", "sliding_window is 0; expected null or a positive integer");
+    refused_with(m, "sliding_window", "-4096", "sliding_window is -4096; expected null or a positive integer");
     refused_with(m, "rope_theta", "1000000.0, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}",
                  "rope_scaling is an object; ddprun's Mistral applies RoPE unscaled");
     refused_with(m, "hidden_act", "\"gelu\"", "hidden_act is \"gelu\"; ddprun's Mistral computes SwiGLU with silu");
@@ -112,6 +167,7 @@ int main(void)
         family_description_checks(&mistral_family, m, &shape, T);
         test_refusals(m);
         m->ops->destroy(m);
+        test_sliding_window(input, ref);
     }
     free(input);
     free(ref);

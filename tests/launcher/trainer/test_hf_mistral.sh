@@ -7,6 +7,10 @@
 #    fixture's (read with the `safetensors` package); the resolved config holds config.json's shape
 #    and `ddprun ckpt info` names the model mistral;
 #  - np=2 training steps from the fixture, exported as MistralForCausalLM; `ddprun generate` draws;
+#  - Mistral-7B-v0.1's kind of folder (the fixture with sliding_window set): at the sequence's
+#    length it trains, the window in the resolved config, the checkpoint's description and the
+#    exported config.json; a sequence one longer, or a config's window other than the folder's,
+#    refused with exit 2 naming the keys;
 #  - refused with exit 2: a Llama folder for a mistral model (its model_type named).
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/qwen2_tiny.yaml
@@ -48,6 +52,30 @@ check "a MistralForCausalLM folder" grep -q '"MistralForCausalLM"' "$TMP/tx/conf
 "$DDPRUN" generate "$TMP/t/checkpoints/ckpt-00000002.ddp" --tokenizer "$DATA/tokenizer.bin" --prompt "In the" \
     --tokens 8 --seed 1 >"$TMP/gen.txt" 2>"$TMP/gen.err"
 check "generate draws from the trained Mistral (exit $?)" [ -s "$TMP/gen.txt" ]
+
+# the fixture with sliding_window W, half its max_position_embeddings (the tensors linked, not copied)
+W=$((NPOS / 2))
+mkdir "$TMP/win"
+ln -s "$HF/model.safetensors" "$TMP/win/model.safetensors"
+sed "s/\"sliding_window\": null/\"sliding_window\": $W/" "$HF/config.json" >"$TMP/win/config.json"
+check "the variant sets sliding_window $W" grep -q "\"sliding_window\": $W," "$TMP/win/config.json"
+mistral 1 "$TMP/w" "${STILL[@]}" checkpoint.init_from="$TMP/win" data.seq_len=$W >"$TMP/w.log" 2>&1
+check "sliding_window $W, data.seq_len $W: a step from the folder" [ $? -eq 0 ]
+check "the resolved config holds the window" [ "$(resolved_model_keys "$TMP/w" mistral sliding_window)" = "$W" ]
+check "the checkpoint's description holds it" \
+    bash -c "'$DDPRUN' ckpt info '$TMP/w/checkpoints/ckpt-00000001.ddp' | grep -q ' sliding_window=$W seq_len='"
+"$DDPRUN" ckpt export --format hf "$TMP/w/checkpoints/ckpt-00000001.ddp" "$TMP/wx" >/dev/null 2>&1
+check "exported: config.json is the folder's, window and all" \
+    diff <(grep -v transformers_version "$TMP/win/config.json") <(grep -v transformers_version "$TMP/wx/config.json")
+mistral 1 "$TMP/w2" "${STILL[@]}" checkpoint.init_from="$TMP/win" data.seq_len=$((W + 1)) >"$TMP/w2.log" 2>&1
+check "data.seq_len $((W + 1)) over the window: exit 2 (got $?)" [ $? -eq 2 ]
+check "naming the window and the folder's sliding_window" \
+    grep -q "expected data.seq_len <= model.mistral.sliding_window, got data.seq_len $((W + 1)) with model.mistral.sliding_window $W (sliding_window $W of" "$TMP/w2.log"
+mistral 1 "$TMP/w3" "${STILL[@]}" checkpoint.init_from="$TMP/win" data.seq_len=$W model.mistral.sliding_window=0 \
+    >"$TMP/w3.log" 2>&1
+check "a config without the folder's window: exit 2 (got $?)" [ $? -eq 2 ]
+check "naming both" grep -q "model.mistral.sliding_window is 0, but checkpoint.init_from's .* has sliding_window $W" \
+    "$TMP/w3.log"
 
 mistral 1 "$TMP/x1" "${STILL[@]}" checkpoint.init_from="$FIX/hf-llama-tiny" >"$TMP/x1.log" 2>&1
 check "a Llama folder for a mistral model: exit 2 (got $?)" [ $? -eq 2 ]
