@@ -35,7 +35,7 @@ static bool heads_uneven(const model_kind_opts *o, const model_general *g)
 
 static bool seq_over_block(const model_kind_opts *o, const model_general *g)
 {
-    return g->tokens && o->gpt2.block_size && g->seq_len > o->gpt2.block_size;
+    return model_config_seq_len_over(g, o->gpt2.block_size);
 }
 
 static const model_key_rule gpt2_rules[] = {

@@ -96,8 +96,7 @@ bool llama_rule_kv_uneven(const model_kind_opts *o, const model_general *g)
 bool llama_rule_seq_over_block(const model_kind_opts *o, const model_general *g)
 {
     (void)o;
-    const llama_shape *s = shape_of(g);
-    return g->tokens && s->block_size && g->seq_len > s->block_size;
+    return model_config_seq_len_over(g, shape_of(g)->block_size);
 }
 
 /* The rope_scaling keys are hashed while they stretch the frequencies: a run without a stretch

@@ -44,7 +44,7 @@ static const cfg_key mistral_keys[] = {
 
 static bool seq_over_window(const model_kind_opts *o, const model_general *g)
 {
-    return g->tokens && o->mistral.sliding_window > 0 && g->seq_len > o->mistral.sliding_window;
+    return model_config_seq_len_over(g, o->mistral.sliding_window);
 }
 
 /* sliding_window is hashed while it is set: a run without one keeps the hash it had before the key. */
@@ -66,7 +66,7 @@ static int mistral_shape_check(const model_kind_opts *o, const model_general *g,
                              const char *const names[], ddp_err *err)
 {
     int rc = llama_config_check_shape(g, "model.mistral.block_size", file, names, err);
-    if (!rc && o->mistral.sliding_window > 0)
+    if (!rc)
         rc = model_config_seq_len_fits(g, "model.mistral.sliding_window", o->mistral.sliding_window, names[10], file,
                                        err);
     return rc;

@@ -22,10 +22,15 @@ int model_config_not_divisible(const char *file, const char *name, int64_t v, co
                     (long long)v, by_name, (long long)by);
 }
 
+bool model_config_seq_len_over(const model_general *g, int64_t limit)
+{
+    return g->tokens && limit > 0 && g->seq_len > limit;
+}
+
 int model_config_seq_len_fits(const model_general *g, const char *key, int64_t block_size, const char *name,
                               const char *file, ddp_err *err)
 {
-    if (!g->tokens || g->seq_len <= block_size)
+    if (!model_config_seq_len_over(g, block_size))
         return DDP_OK;
     return ddp_fail(err, DDP_EUSAGE, "%s: data.seq_len: expected data.seq_len <= %s, got data.seq_len %lld with %s "
                     "%lld (%s %lld of checkpoint.init_from's %s)", g->file, key, (long long)g->seq_len,

@@ -73,10 +73,13 @@ extern const char *const model_kind_names[];
 extern const model_config_kind mlp_config_kind, gpt2_config_kind, llama_config_kind, qwen2_config_kind,
     mistral_config_kind;
 
-/* Helpers the kinds' shape checks share (model_config.c): "checkpoint.init_from's FILE: NAME V is not
- * divisible by BY_NAME BY", and data.seq_len against the block size key a shape brings. */
+/* Helpers the kinds' rules and shape checks share (model_config.c): "checkpoint.init_from's FILE:
+ * NAME V is not divisible by BY_NAME BY"; whether a token run's data.seq_len is over limit (a
+ * block size or window; 0 is no limit), the one test behind the rules and the check of the limit
+ * key a shape brings. */
 int model_config_not_divisible(const char *file, const char *name, int64_t v, const char *by_name, int64_t by,
                                ddp_err *err);
+bool model_config_seq_len_over(const model_general *g, int64_t limit);
 int model_config_seq_len_fits(const model_general *g, const char *key, int64_t block_size, const char *name,
                               const char *file, ddp_err *err);
 

@@ -348,17 +348,15 @@ static int encode_text(const tokenizer_encoder *e, const uint8_t *bytes, size_t 
     return DDP_OK;
 }
 
-/* The text the merges start from, when it is not the caller's (*out malloc'd, else NULL): NFC's
- * for Qwen2's split, or sentencepiece's with its dummy prefix, a space, before it (*shift 1):
- * always, or as Hugging Face's Metaspace puts it, unless the text begins with a space. */
-static int prepared_text(const tokenizer_encoder *e, const char *text, size_t len, char **out, size_t *out_len,
-                         size_t *shift, ddp_err *err)
+/* Sentencepiece's text with its dummy prefix, a space, before it (*out malloc'd, *shift 1):
+ * always, or as Hugging Face's Metaspace puts it, unless the text begins with a space. Otherwise
+ * *out is NULL. */
+static int prefixed_text(const tokenizer_encoder *e, const char *text, size_t len, char **out, size_t *shift,
+                         ddp_err *err)
 {
     *out = NULL;
     *shift = 0;
     tokenizer_split split = e->tok->split;
-    if (split == TOKENIZER_SPLIT_QWEN2)
-        return unicode_nfc(text, len, out, out_len, err);
     bool prefix = split == TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED ||
                   (split == TOKENIZER_SPLIT_SENTENCEPIECE && text[0] != ' ');
     if (!prefix)
@@ -367,9 +365,23 @@ static int prepared_text(const tokenizer_encoder *e, const char *text, size_t le
         return ddp_fail(err, DDP_ERUNTIME, "tokenizer: out of memory for %zu bytes of text", len + 1);
     (*out)[0] = ' ';
     memcpy(*out + 1, text, len);
-    *out_len = len + 1;
     *shift = 1;
     return DDP_OK;
+}
+
+/* Qwen2's split merges the NFC form of *text, decoded into c: when that differs, *out (malloc'd)
+ * holds it, *text and *len point to it and c holds its code points. The caller's text was decoded
+ * first, so that invalid UTF-8 is named at its own offset. */
+static int normalized_text(const char **text, size_t *len, cp_text *c, char **out, ddp_err *err)
+{
+    size_t out_len = 0;
+    int rc = unicode_nfc(*text, *len, out, &out_len, err);
+    if (rc || !*out)
+        return rc;
+    *text = *out;
+    *len = out_len;
+    cp_text_free(c);
+    return cp_text_decode((const uint8_t *)*out, out_len, 0, c, err);
 }
 
 int tokenizer_encode(const tokenizer_encoder *e, const char *text, size_t len, int32_t **ids, int64_t *n,
@@ -381,18 +393,19 @@ int tokenizer_encode(const tokenizer_encoder *e, const char *text, size_t len, i
         return DDP_OK;
     if (len >= UINT32_MAX - 1) /* the merge counts a piece's bytes in 32 bits */
         return ddp_fail(err, DDP_EUSAGE, "%zu bytes of text; the encoder takes at most %u", len, UINT32_MAX - 2);
-    cp_text c;
-    int rc = cp_text_decode((const uint8_t *)text, len, &c, err); /* offsets in errors are the caller's text's */
     char *prepared = NULL;
-    size_t prepared_len = 0, shift = 0;
-    if (!rc)
-        rc = prepared_text(e, text, len, &prepared, &prepared_len, &shift, err);
-    if (!rc && prepared) { /* the text changed: its code points again */
-        cp_text_free(&c);
+    size_t shift = 0;
+    int rc = prefixed_text(e, text, len, &prepared, &shift, err);
+    if (rc)
+        return rc;
+    if (prepared) {
         text = prepared;
-        len = prepared_len;
-        rc = cp_text_decode((const uint8_t *)text, len, &c, err);
+        len += shift;
     }
+    cp_text c;
+    rc = cp_text_decode((const uint8_t *)text, len, shift, &c, err);
+    if (!rc && e->tok->split == TOKENIZER_SPLIT_QWEN2) /* never prefixed: prepared is NULL here */
+        rc = normalized_text(&text, &len, &c, &prepared, err);
     if (!rc)
         rc = encode_text(e, (const uint8_t *)text, len, &c, shift, ids, n, err);
     cp_text_free(&c);

@@ -49,7 +49,7 @@ void cp_text_free(cp_text *c)
     free(c->off);
 }
 
-int cp_text_decode(const uint8_t *text, size_t len, cp_text *c, ddp_err *err)
+int cp_text_decode(const uint8_t *text, size_t len, size_t shift, cp_text *c, ddp_err *err)
 {
     memset(c, 0, sizeof *c);
     c->cls = malloc(len + 1);
@@ -62,7 +62,8 @@ int cp_text_decode(const uint8_t *text, size_t len, cp_text *c, ddp_err *err)
         uint32_t cp;
         size_t k = utf8_next(text + pos, len - pos, &cp);
         if (k == 0)
-            return ddp_fail(err, DDP_EUSAGE, "invalid UTF-8 at byte offset %zu (byte 0x%02X)", pos, text[pos]);
+            return ddp_fail(err, DDP_EUSAGE, "invalid UTF-8 at byte offset %zu (byte 0x%02X)", pos - shift,
+                            text[pos]);
         c->cls[c->n] = (uint8_t)unicode_class_of(cp);
         c->cp[c->n] = cp;
         c->off[c->n++] = pos;
@@ -171,7 +172,7 @@ size_t split_piece_end(const cp_text *c, size_t i, tokenizer_split split)
 int64_t tokenizer_pretokenize(tokenizer_split split, const char *text, size_t len, size_t *ends, ddp_err *err)
 {
     cp_text c;
-    int rc = cp_text_decode((const uint8_t *)text, len, &c, err);
+    int rc = cp_text_decode((const uint8_t *)text, len, 0, &c, err);
     int64_t count = 0;
     for (size_t i = 0; !rc && i < c.n;) {
         size_t j = split_piece_end(&c, i, split);

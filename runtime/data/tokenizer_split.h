@@ -21,8 +21,9 @@ typedef struct cp_text {
 } cp_text;
 
 /* Decodes text[0..len) into *c (free it with cp_text_free, also after a failure). Invalid UTF-8 is
- * a usage error naming the byte offset. */
-int cp_text_decode(const uint8_t *text, size_t len, cp_text *c, ddp_err *err);
+ * a usage error naming its byte offset in the caller's text, which begins shift bytes into text
+ * (after a prefix the encoder put before it). */
+int cp_text_decode(const uint8_t *text, size_t len, size_t shift, cp_text *c, ddp_err *err);
 void cp_text_free(cp_text *c);
 
 /* The end (code point index) of the piece starting at code point i under split's regex; GPT-2's

@@ -99,7 +99,7 @@ printf '%s\n' '{"messages": [{"role": "user", "content": "Count to three."}, {"r
 # take its trimmed offsets), the special tokens of both templates, and the non-special " Hi"
 python3 - <<'EOF' || exit 1
 import json, os
-from tokenizers import Tokenizer, models, trainers, pre_tokenizers, decoders, processors
+from tokenizers import Tokenizer, models, normalizers, trainers, pre_tokenizers, decoders, processors
 special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>",
            "<|end_header_id|>", "<|eot_id|>"]
 corpus = [l for f in ("chat.jsonl", "pc.jsonl") for l in open(f, encoding="utf-8")] * 3
@@ -122,6 +122,10 @@ for name, config in configs.items():
     if config is not None:
         json.dump(config, open(f"{name}/tokenizer_config.json", "w"), indent=2)
 open("jinja/chat_template.jinja", "w").write(open("chatml.jinja").read())  # transformers >= 4.50's place
+t.normalizer = normalizers.Lowercase()  # a split ddprun's prompt encoder does not have
+os.mkdir("lower")
+t.save("lower/tokenizer.json")
+json.dump(configs["qwen"], open("lower/tokenizer_config.json", "w"), indent=2)
 EOF
 
 # --- check.py MODE OUT_DIR ...: reads OUT_DIR's train and val files by the documented format
@@ -301,6 +305,7 @@ into() { local file=$1; shift; "$@" > "$file"; }  # FILE COMMAND...: the command
 split_lines() { grep -E '^prepare-chat: (train|val):' "$1"; }
 no_traceback() { ! grep -q Traceback "$1"; }
 has() { grep -qE -- "$2" "$1"; }  # FILE ERE
+lacks() { ! has "$@"; }
 
 # --- ChatML (Qwen2.5's template, its tools branch tested and skipped) over both formats; 8 examples,
 # --val-fraction 0.25: val holds examples 3 and 7
@@ -329,6 +334,10 @@ if [ -n "${DDPRUN_WORKER:-}" ]; then
 else
     echo "SKIP: ddprun-worker check: DDPRUN_WORKER is not set"
 fi
+check "ChatML: no note on the prompt encoder (GPT-2's split)" lacks o1.log "^prepare-chat: note:"
+"$PREP" --tokenizer lower --val-fraction 0.25 chat.jsonl pc.jsonl o1l > o1l.log 2>&1
+check "a lowercasing tokenizer: a note that generate splits prompts as GPT-2 does" \
+    has o1l.log "^prepare-chat: note: .*pre-tokenizer is not GPT-2's.*splits prompts as GPT-2 does"
 "$PREP" --tokenizer jinja --val-fraction 0.25 chat.jsonl pc.jsonl o1j > o1j.log 2>&1
 check "ChatML from chat_template.jinja: $(tail -n 1 o1j.log)" diff -r -x chat.json o1 o1j
 check "ChatML from chat_template.jinja: chat.json names it" \

@@ -253,6 +253,7 @@ static void test_sentencepiece(void)
     expect_ids(e, "yx", 2, IDS(5, 1));
     expect_refused(e, "yxz", 3, "U+007A at byte offset 2 has no token in the tokenizer's vocabulary, which has no "
                    "byte fallback");
+    expect_refused(e, "yx\xff", 3, "invalid UTF-8 at byte offset 2"); /* the prefix not counted */
     tokenizer_encoder_free(e);
     tokenizer_free(&t);
 }
