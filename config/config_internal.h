@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <yaml.h>
 
 #include "config.h"
@@ -115,10 +116,12 @@ bool cfg_model_key_active(const config *c, const cfg_key *k);
 /* The model kind's name whose section holds key k (model.kind's value), or NULL outside every
  * model section. */
 const char *cfg_model_section_name(const cfg_key *k);
-/* A HASH_KIND_RULE key k: whether its kind's hash_rule covers it in c, and what the reference
+/* A HASH_KIND_RULE key k: whether its kind's rule for it hashes it in c, and what the reference
  * calls that condition. */
 bool cfg_model_kind_rule_hashes(const config *c, const cfg_key *k);
 const char *cfg_model_kind_rule_name(const cfg_key *k);
+/* The kinds' hash rules for the reference's note: "; \"(NAME)\": WHEN" for each name once. */
+void cfg_model_kind_rules_note(FILE *out);
 /* Rejects a section of a kind other than model.kind (naming both), then applies the active kind's
  * defaults (AdamW's beta2) and resolves its derived settings. */
 int cfg_check_model(cfg_loader *L);

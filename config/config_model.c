@@ -83,16 +83,47 @@ const char *cfg_model_section_name(const cfg_key *k)
     return s ? cfg_key_leaf(s->kind->path) : NULL;
 }
 
-bool cfg_model_kind_rule_hashes(const config *c, const cfg_key *k)
+/* The kind's hash rule covering key k (its prefix begins k's path), or NULL. */
+static const model_hash_rule *hash_rule_of(const cfg_key *k)
 {
     const cfg_model_section *s = section_of(k->path);
-    return !s || !s->kind->hash_rule || s->kind->hash_rule(&c->model.opts);
+    for (int i = 0; s && i < s->kind->n_hash_rules; i++)
+        if (!strncmp(k->path, s->kind->hash_rules[i].prefix, strlen(s->kind->hash_rules[i].prefix)))
+            return &s->kind->hash_rules[i];
+    return NULL;
+}
+
+bool cfg_model_kind_rule_hashes(const config *c, const cfg_key *k)
+{
+    const model_hash_rule *r = hash_rule_of(k);
+    return !r || r->hashes(&c->model.opts);
 }
 
 const char *cfg_model_kind_rule_name(const cfg_key *k)
 {
-    const cfg_model_section *s = section_of(k->path);
-    return s && s->kind->hash_rule_name ? s->kind->hash_rule_name : cfg_model_section_name(k);
+    const model_hash_rule *r = hash_rule_of(k);
+    return r ? r->name : cfg_model_section_name(k);
+}
+
+/* Whether a rule named name comes before kind s's rule i (kinds share rules: "own head size"). */
+static bool rule_named_before(const cfg_model_section *sections, int s, int i, const char *name)
+{
+    for (int t = 0; t <= s; t++)
+        for (int j = 0; j < (t < s ? sections[t].kind->n_hash_rules : i); j++)
+            if (!strcmp(sections[t].kind->hash_rules[j].name, name))
+                return true;
+    return false;
+}
+
+void cfg_model_kind_rules_note(FILE *out)
+{
+    const cfg_model_section *sections = cfg_model_sections();
+    for (int s = 0; s < cfg_n_model_sections; s++)
+        for (int i = 0; i < sections[s].kind->n_hash_rules; i++) {
+            const model_hash_rule *r = &sections[s].kind->hash_rules[i];
+            if (!rule_named_before(sections, s, i, r->name))
+                fprintf(out, "; \"(%s)\": %s", r->name, r->when);
+        }
 }
 
 /* A section set for another kind, reported like a contradiction (config_check.c): at the later

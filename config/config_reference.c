@@ -25,6 +25,7 @@ static const char intro[] =
     "| Key | Type | Default | Allowed | Meaning |\n"
     "|---|---|---|---|---|\n";
 
+/* The note on **H**; the model kinds' own conditions go between its two parts. */
 static const char hash_note[] =
     "\n"
     "**H**: part of the config hash stored in checkpoints — the settings a bit-exact resume depends\n"
@@ -32,8 +33,9 @@ static const char hash_note[] =
     "\"(wsd)\", \"(synthetic)\", \"(tokens)\": only hashed when that choice is active; \"(decay)\": with a\n"
     "schedule that decays (cosine, linear or wsd); \"(per rank)\": only\n"
     "while `train.global_batch` is 0, \"(global batch)\": only when it is set, so a job with a global batch\n"
-    "resumes on any world size that divides it; \"(packed)\": only when `data.packed` is true; \"(scaled)\":\n"
-    "only when `model.llama.rope_scaling.factor` is above 1. Not hashed:\n"
+    "resumes on any world size that divides it; \"(packed)\": only when `data.packed` is true";
+static const char hash_note_end[] =
+    ". Not hashed:\n"
     "run directory, device/backend/bucket sizes, logging, evaluation, epochs/max_steps and all checkpoint\n"
     "settings.\n";
 
@@ -155,6 +157,8 @@ int config_write_reference(FILE *out, ddp_err *err)
                 allowed, " ", k->doc, hash);
     }
     fputs(hash_note, out);
+    cfg_model_kind_rules_note(out);
+    fputs(hash_note_end, out);
     if (fflush(out) != 0 || ferror(out))
         return ddp_fail(err, DDP_ERUNTIME, "writing the config reference: %s", strerror(errno));
     return DDP_OK;

@@ -41,7 +41,7 @@ int64_t llama_vocab_padded(int64_t vocab_size) { return gpt2_vocab_padded(vocab_
 static int lay_out_params(model *m, llama_impl *g, ddp_err *err)
 {
     const llama_shape *s = &g->s;
-    const int64_t C = s->n_embd, hd = C / s->n_head, F = s->ffn_hidden;
+    const int64_t C = s->n_embd, hd = llama_head_dim(s), F = s->ffn_hidden;
     const int64_t q = s->n_head * hd, kv = s->n_kv_head * hd;
     size_t off = 0;
     g->block_tensors = g->fam->qkv_bias ? BLOCK_TENSORS_MAX : BLOCK_TENSORS;
@@ -75,12 +75,12 @@ static int lay_out_params(model *m, llama_impl *g, ddp_err *err)
 
 /* Per token: every weight in a GEMM once — all but the input embedding, which is a lookup (a tied
  * embedding is the lm_head's GEMM, counted once), the RMSNorm weights included as GPT-2's LayerNorm
- * ones are — and attention's scores and mix over the T positions (NH·hd = C). */
+ * ones are — and attention's scores and mix over the T positions, NH·hd wide. */
 static double train_flops_per_sample(const model *m, const llama_impl *g)
 {
-    double C = (double)g->s.n_embd, T = (double)g->lm.T;
+    double C = (double)g->s.n_embd, T = (double)g->lm.T, heads_width = (double)(g->s.n_head * g->hd);
     double gemm_weights = (double)m->n_params - (g->s.tie_embeddings ? 0.0 : (double)g->lm.Vp * C);
-    return T * (6.0 * gemm_weights + 12.0 * (double)g->s.n_layer * C * T);
+    return T * (6.0 * gemm_weights + 12.0 * (double)g->s.n_layer * heads_width * T);
 }
 
 static int check_layers(const llama_family *fam, const llama_shape *s, ddp_err *err)
@@ -122,7 +122,7 @@ static bool rope_scaling_valid(const llama_shape *s)
 
 double llama_rope_frequency(const llama_shape *s, int64_t j)
 {
-    const double head_size = (double)(s->n_embd / s->n_head);
+    const double head_size = (double)llama_head_dim(s);
     const double f = pow(s->rope_theta, -2.0 * (double)j / head_size);
     if (!llama_rope_scaled(s))
         return f;
@@ -138,7 +138,7 @@ double llama_rope_frequency(const llama_shape *s, int64_t j)
 
 void llama_rope_tables(const llama_shape *s, int64_t positions, float *cos_out, float *sin_out)
 {
-    const int64_t half = s->n_embd / s->n_head / 2;
+    const int64_t half = llama_head_dim(s) / 2;
     for (int64_t j = 0; j < half; j++) {
         const double f = llama_rope_frequency(s, j);
         for (int64_t t = 0; t < positions; t++) {
@@ -159,7 +159,7 @@ void llama_rope_tables(const llama_shape *s, int64_t positions, float *cos_out, 
  * tables (block_size x hd/2 cos and sin) are fixed bytes, allocated by alloc_tables. */
 static void llama_layout(const llama_shape *s, const lm_run *run, lm_layout *L)
 {
-    const int64_t C = s->n_embd, NH = s->n_head, hd = C / NH, F = s->ffn_hidden;
+    const int64_t C = s->n_embd, NH = s->n_head, hd = llama_head_dim(s), F = s->ffn_hidden;
     const int64_t QKV = (NH + 2 * s->n_kv_head) * hd;
     size_check k = {0}; /* within the keys' ranges: 2^20 positions x 2^15 pairs */
     *L = (lm_layout){.n_layer = s->n_layer, .recompute = run->recompute,
@@ -276,15 +276,17 @@ void llama_format_shape(const llama_family *fam, const llama_shape *s, char *out
         snprintf(rope, sizeof rope, " rope_scaling=%s,%s,%s,%lld", factor, low, high,
                  (long long)r->original_max_positions);
     }
-    char window[40] = "";
+    char window[40] = "", head_dim[32] = "";
     if (s->sliding_window > 0)
         snprintf(window, sizeof window, " sliding_window=%lld", (long long)s->sliding_window);
+    if (llama_shape_own_head_dim(s))
+        snprintf(head_dim, sizeof head_dim, " head_dim=%lld", (long long)s->head_dim);
     snprintf(out, size,
              "%s n_layer=%lld n_head=%lld n_kv_head=%lld n_embd=%lld ffn_hidden=%lld block_size=%lld "
-             "vocab_size=%lld rope_theta=%s norm_eps=%s tie_embeddings=%d%s%s",
+             "vocab_size=%lld rope_theta=%s norm_eps=%s tie_embeddings=%d%s%s%s",
              fam->name, (long long)s->n_layer, (long long)s->n_head, (long long)s->n_kv_head, (long long)s->n_embd,
              (long long)s->ffn_hidden, (long long)s->block_size, (long long)s->vocab_size, theta, eps,
-             s->tie_embeddings ? 1 : 0, rope, window);
+             s->tie_embeddings ? 1 : 0, head_dim, rope, window);
 }
 
 static void describe(const llama_family *fam, char *out, size_t size, const llama_shape *s, int64_t T)
@@ -294,7 +296,23 @@ static void describe(const llama_family *fam, char *out, size_t size, const llam
     snprintf(out, size, "%s seq_len=%lld", shape, (long long)T);
 }
 
-/* The rope_scaling field a scaled shape's description holds after tie_embeddings, from *text on
+/* An optional field " NAME=V" (name is " NAME=") of a description, from *text on (moved past it):
+ * its value, or 0 when it is not there. describe() writes such a field only when it is set, and
+ * llama_parse_description compares its text with what describe() writes back. */
+static int64_t parse_optional_size(const char **text, const char *name)
+{
+    long long v = 0;
+    size_t n = strlen(name);
+    int end = -1;
+    char format[48];
+    snprintf(format, sizeof format, "%s%%lld%%n", name);
+    if (strncmp(*text, name, n) || sscanf(*text, format, &v, &end) != 1 || end <= 0)
+        return 0;
+    *text += end;
+    return v;
+}
+
+/* The rope_scaling field a scaled shape's description holds after head_dim, from *text on
  * (moved past it), into s; none there: no scaling (LLAMA_ROPE_UNSCALED). False for a field that is
  * there but not a stretch (a factor of 1 is never written) llama_rope_frequency can apply. */
 static bool parse_rope_scaling(const char **text, llama_shape *s)
@@ -329,13 +347,9 @@ int llama_parse_description(const llama_family *fam, const char *desc, llama_sha
                      .block_size = v[5], .vocab_size = v[6], .rope_theta = theta, .norm_eps = eps,
                      .tie_embeddings = tie == 1};
     const char *rest = end > 0 ? desc + name_len + end : "";
+    s.head_dim = parse_optional_size(&rest, " head_dim=");
     bool rope_ok = parse_rope_scaling(&rest, &s);
-    int window_end = -1;
-    long long window = 0;
-    if (!strncmp(rest, " sliding_window=", 16) && sscanf(rest, " sliding_window=%lld%n", &window, &window_end) == 1 &&
-        window_end > 0)
-        rest += window_end; /* describe() below writes it back only when positive */
-    s.sliding_window = window;
+    s.sliding_window = parse_optional_size(&rest, " sliding_window=");
     sscanf(rest, " seq_len=%lld%n", &v[7], &seq_end);
     char again[2 * MODEL_DESCRIPTION_MAX] = "";
     if (seq_end > 0) /* exactly what describe() writes: no sign, no leading zeros, nothing after */
@@ -359,7 +373,10 @@ static int check_shape(const llama_family *fam, const llama_shape *s, const samp
     int rc = check_layers(fam, s, err);
     if (rc)
         return rc;
-    if (s->n_head < 1 || s->n_embd < 1 || s->n_embd % s->n_head || (s->n_embd / s->n_head) % 2)
+    if (s->head_dim < 0 || s->head_dim % 2)
+        return ddp_fail(err, DDP_EUSAGE, "model.%s.head_dim %lld is not an even head size", k,
+                        (long long)s->head_dim);
+    if (s->n_head < 1 || s->n_embd < 1 || (!s->head_dim && (s->n_embd % s->n_head || (s->n_embd / s->n_head) % 2)))
         return ddp_fail(err, DDP_EUSAGE, "model.%s.n_embd %lld over model.%s.n_head %lld is not an even head size",
                         k, (long long)s->n_embd, k, (long long)s->n_head);
     if (s->n_kv_head < 1 || s->n_head % s->n_kv_head)
@@ -399,7 +416,7 @@ int llama_create(const llama_family *fam, const llama_shape *shape, const lm_run
     g->recompute = run->recompute;
     g->s = *shape;
     g->lm.Vp = llama_vocab_padded(shape->vocab_size);
-    g->hd = shape->n_embd / shape->n_head;
+    g->hd = llama_head_dim(shape);
     g->QKV = (shape->n_head + 2 * shape->n_kv_head) * g->hd;
     describe(fam, m->description, sizeof m->description, shape, g->lm.T);
     rc = lay_out_params(m, g, err);

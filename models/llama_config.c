@@ -22,8 +22,8 @@ static const cfg_key llama_keys[] = {
     SECTION("model.llama"),
     INT("model.llama.n_layer", llama.n_layer, 1, LLAMA_MAX_LAYERS, "12", HASH_YES, "Transformer blocks." FROM_FOLDER),
     INT("model.llama.n_head", llama.n_head, 1, 1024, "12", HASH_YES,
-        "Query heads; must divide `model.llama.n_embd`, leaving an even head size (RoPE rotates its two halves)."
-        FROM_FOLDER),
+        "Query heads; unless `model.llama.head_dim` is set, must divide `model.llama.n_embd`, leaving an even "
+        "head size (RoPE rotates its two halves)." FROM_FOLDER),
     INT("model.llama.n_kv_head", llama.n_kv_head, 1, 1024, "4", HASH_YES,
         "Key/value heads (grouped-query attention: query head h reads key/value head h / (n_head / n_kv_head)); "
         "must divide `model.llama.n_head` (equal to it: multi-head attention)." FROM_FOLDER),
@@ -46,6 +46,10 @@ static const cfg_key llama_keys[] = {
     NUM("model.llama.norm_eps", llama.norm_eps, NR_POSITIVE, "1e-5", HASH_YES, "RMSNorm's ε." FROM_FOLDER),
     BOOL("model.llama.tie_embeddings", llama.tie_embeddings, "false", HASH_YES,
          "The output projection is the token embedding (no `lm_head`)." FROM_FOLDER),
+    INT("model.llama.head_dim", llama.head_dim, 0, LLAMA_MAX_HEAD_DIM, "0", HASH_KIND_RULE,
+        "Size of each attention head; 0: `model.llama.n_embd / model.llama.n_head` (that value is resolved to "
+        "0). Set it when the heads' total width is not `n_embd` (then `n_head` need not divide `n_embd`); even "
+        "(RoPE rotates its two halves)." FROM_FOLDER),
     SECTION("model.llama.rope_scaling"),
     NUM("model.llama.rope_scaling.factor", llama.rope_scaling.factor, NR_POSITIVE, "1", HASH_KIND_RULE,
         "Llama 3.1's stretch of the RoPE frequencies (Hugging Face's `rope_scaling` with `rope_type: llama3`): "
@@ -64,10 +68,12 @@ static const cfg_key llama_keys[] = {
 _Static_assert(sizeof llama_keys / sizeof llama_keys[0] <= 32, "model_general.pending has a bit per key");
 
 /* Llama's FFN width rule (Meta's reference code without ffn_dim_multiplier): ffn_hidden 0 becomes
- * the rule's width, unless the width is left to checkpoint.init_from (pending, the folder's). */
+ * the rule's width, unless the width is left to checkpoint.init_from (pending, the folder's); and
+ * a head_dim of n_embd / n_head becomes 0. */
 static void llama_resolve(model_kind_opts *o, const model_general *g)
 {
     llama_shape *s = &o->llama;
+    llama_config_resolve_head_dim(s);
     if (s->ffn_hidden != 0 || g->pending >> FFN_HIDDEN_KEY & 1)
         return;
     int64_t hidden = 2 * (4 * s->n_embd) / 3, multiple_of = o->llama_multiple_of;
@@ -76,16 +82,37 @@ static void llama_resolve(model_kind_opts *o, const model_general *g)
 
 static const llama_shape *shape_of(const model_general *g) { return g->shape; }
 
+int64_t llama_head_dim(const llama_shape *s)
+{
+    return s->head_dim ? s->head_dim : s->n_head ? s->n_embd / s->n_head : 0;
+}
+
+bool llama_shape_own_head_dim(const llama_shape *s)
+{
+    return s->head_dim && !(s->n_head && s->n_embd % s->n_head == 0 && s->head_dim == s->n_embd / s->n_head);
+}
+
+void llama_config_resolve_head_dim(llama_shape *s)
+{
+    if (s->n_embd && !llama_shape_own_head_dim(s))
+        s->head_dim = 0;
+}
+
 bool llama_rule_heads_uneven(const model_kind_opts *o, const model_general *g)
 {
     (void)o;
     const llama_shape *s = shape_of(g);
-    return s->n_head && s->n_embd % s->n_head;
+    return s->n_head && !s->head_dim && s->n_embd % s->n_head;
 }
 bool llama_rule_head_odd(const model_kind_opts *o, const model_general *g)
 {
     const llama_shape *s = shape_of(g);
-    return s->n_head && !llama_rule_heads_uneven(o, g) && (s->n_embd / s->n_head) % 2;
+    return s->n_head && !s->head_dim && !llama_rule_heads_uneven(o, g) && (s->n_embd / s->n_head) % 2;
+}
+bool llama_rule_head_dim_odd(const model_kind_opts *o, const model_general *g)
+{
+    (void)o;
+    return shape_of(g)->head_dim % 2;
 }
 bool llama_rule_kv_uneven(const model_kind_opts *o, const model_general *g)
 {
@@ -99,9 +126,15 @@ bool llama_rule_seq_over_block(const model_kind_opts *o, const model_general *g)
     return model_config_seq_len_over(g, shape_of(g)->block_size);
 }
 
-/* The rope_scaling keys are hashed while they stretch the frequencies: a run without a stretch
- * keeps the hash it had before the keys were. */
+/* The rope_scaling keys are hashed while they stretch the frequencies, head_dim while it is the
+ * shape's own: a run without them keeps the hash it had before the keys were. */
 static bool rope_stretched(const model_kind_opts *o) { return o->llama.rope_scaling.factor > 1; }
+static bool own_head_dim(const model_kind_opts *o) { return llama_shape_own_head_dim(&o->llama); }
+
+static const model_hash_rule llama_hash_rules[] = {
+    {"model.llama.rope_scaling.", rope_stretched, "scaled", "only when `model.llama.rope_scaling.factor` is above 1"},
+    {"model.llama.head_dim", own_head_dim, LLAMA_OWN_HEAD_DIM_RULE},
+};
 
 static bool rope_shrinks(const model_kind_opts *o, const model_general *g)
 {
@@ -121,6 +154,8 @@ static const model_key_rule llama_rules[] = {
      "model.llama.n_embd divisible by model.llama.n_head"},
     {"model.llama.n_head", "model.llama.n_embd", llama_rule_head_odd,
      "an even head size model.llama.n_embd / model.llama.n_head (RoPE rotates its two halves)"},
+    {"model.llama.head_dim", "model.llama.head_dim", llama_rule_head_dim_odd,
+     "an even model.llama.head_dim (RoPE rotates its two halves)"},
     {"model.llama.n_kv_head", "model.llama.n_head", llama_rule_kv_uneven,
      "model.llama.n_head divisible by model.llama.n_kv_head"},
     {"model.llama.block_size", "data.seq_len", llama_rule_seq_over_block, "data.seq_len <= model.llama.block_size"},
@@ -134,9 +169,12 @@ int llama_config_check_shape(const model_general *g, const char *block_key, cons
                              const char *const names[], ddp_err *err)
 {
     const llama_shape *s = shape_of(g);
-    if (s->n_embd % s->n_head)
+    if (s->head_dim % 2)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint.init_from's %s: %s %lld is an odd head size (RoPE rotates its "
+                        "two halves)", file, names[10], (long long)s->head_dim);
+    if (!s->head_dim && s->n_embd % s->n_head)
         return model_config_not_divisible(file, names[3], s->n_embd, names[1], s->n_head, err);
-    if (s->n_embd / s->n_head % 2)
+    if (!s->head_dim && s->n_embd / s->n_head % 2)
         return ddp_fail(err, DDP_EUSAGE, "checkpoint.init_from's %s: %s %lld / %s %lld is an odd head size (RoPE "
                         "rotates its two halves)", file, names[3], (long long)s->n_embd, names[1],
                         (long long)s->n_head);
@@ -166,6 +204,5 @@ const model_config_kind llama_config_kind = {
     .shape_off = offsetof(model_kind_opts, llama),
     .shape_size = sizeof(llama_shape),
     .shape_check = llama_shape_check,
-    .hash_rule = rope_stretched,
-    .hash_rule_name = "scaled",
+    .hash_rules = MODEL_CONFIG_KEYS(llama_hash_rules),
 };

@@ -15,6 +15,7 @@
 #include "lm_hf.h"
 
 #define MAX_DIM (1 << 24)
+#define MAX_HEAD_DIM LLAMA_MAX_HEAD_DIM
 #define SHAPE_KEYS "the shape needs num_hidden_layers, num_attention_heads, hidden_size, intermediate_size, " \
                    "max_position_embeddings and vocab_size"
 /* ---- config.json -------------------------------------------------------------------------- */
@@ -44,31 +45,51 @@ static int read_positive(const json_doc *j, const char *key, double def, double 
     return DDP_OK;
 }
 
-/* num_key_value_heads (absent or null: num_attention_heads) and head_dim (absent, null or
- * hidden_size / num_attention_heads). */
-static int read_heads(const json_doc *j, llama_shape *s, ddp_err *err)
+/* head_dim into s->head_dim: absent, null or hidden_size / num_attention_heads, 0; for a family
+ * that reads it (Llama, Mistral) another even size is the shape's own, for the others refused. */
+static int read_head_dim(const llama_family *fam, const json_doc *j, llama_shape *s, ddp_err *err)
+{
+    const json_node *v = json_object_get(j, json_root(j), "head_dim");
+    uint64_t hd = 0;
+    s->head_dim = 0;
+    if (!v || json_kind_of(v) == JSON_NULL)
+        return DDP_OK;
+    bool quotient = s->n_embd % s->n_head == 0 && json_uint(v, &hd) && hd == (uint64_t)(s->n_embd / s->n_head);
+    if (fam->hf->head_dim && json_uint(v, &hd) && hd >= 2 && hd <= MAX_HEAD_DIM && hd % 2 == 0) {
+        s->head_dim = quotient ? 0 : (int64_t)hd; /* the quotient is written 0, as in a config */
+        return DDP_OK;
+    }
+    if (!fam->hf->head_dim && quotient)
+        return DDP_OK;
+    char why[160];
+    if (fam->hf->head_dim)
+        snprintf(why, sizeof why, "expected null or an even head size up to %d (RoPE rotates its two halves)",
+                 MAX_HEAD_DIM);
+    else
+        snprintf(why, sizeof why, "ddprun's %s has heads of hidden_size / num_attention_heads = %lld (or null)",
+                 fam->title, (long long)(s->n_embd / s->n_head));
+    return hf_key_fail(j, v, "head_dim", why, err);
+}
+
+/* num_key_value_heads (absent or null: num_attention_heads) and head_dim (read_head_dim); without
+ * a head_dim, the heads divide hidden_size into even parts. */
+static int read_heads(const llama_family *fam, const json_doc *j, llama_shape *s, ddp_err *err)
 {
     const json_node *v = json_object_get(j, json_root(j), "num_key_value_heads");
     s->n_kv_head = s->n_head;
     int rc = v && json_kind_of(v) != JSON_NULL ? hf_key_size(j, "num_key_value_heads", MAX_DIM, &s->n_kv_head, "", err)
                                                : DDP_OK;
-    if (!rc && s->n_embd % s->n_head)
+    if (!rc)
+        rc = read_head_dim(fam, j, s, err);
+    if (!rc && !s->head_dim && s->n_embd % s->n_head)
         return ddp_fail(err, DDP_EUSAGE, "%s: hidden_size %lld is not divisible by num_attention_heads %lld", j->name,
                         (long long)s->n_embd, (long long)s->n_head);
     if (!rc && s->n_head % s->n_kv_head)
         return ddp_fail(err, DDP_EUSAGE, "%s: num_attention_heads %lld is not divisible by num_key_value_heads %lld",
                         j->name, (long long)s->n_head, (long long)s->n_kv_head);
-    if (!rc && (s->n_embd / s->n_head) % 2)
+    if (!rc && llama_head_dim(s) % 2)
         return ddp_fail(err, DDP_EUSAGE, "%s: the head size hidden_size / num_attention_heads = %lld is odd (RoPE "
-                        "rotates its two halves)", j->name, (long long)(s->n_embd / s->n_head));
-    v = json_object_get(j, json_root(j), "head_dim");
-    uint64_t hd;
-    if (!rc && v && json_kind_of(v) != JSON_NULL && (!json_uint(v, &hd) || hd != (uint64_t)(s->n_embd / s->n_head))) {
-        char why[160];
-        snprintf(why, sizeof why, "ddprun's Llama has heads of hidden_size / num_attention_heads = %lld (or null)",
-                 (long long)(s->n_embd / s->n_head));
-        return hf_key_fail(j, v, "head_dim", why, err);
-    }
+                        "rotates its two halves)", j->name, (long long)llama_head_dim(s));
     return rc;
 }
 
@@ -158,7 +179,7 @@ static int shape_from(const llama_family *fam, const json_doc *j, llama_shape *s
     if (!rc)
         rc = hf_key_size(j, "vocab_size", MAX_DIM, &s->vocab_size, SHAPE_KEYS, err);
     if (!rc)
-        rc = read_heads(j, s, err);
+        rc = read_heads(fam, j, s, err);
     if (!rc)
         rc = read_positive(j, "rope_theta", 10000.0, &s->rope_theta, err);
     if (!rc)

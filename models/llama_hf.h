@@ -11,11 +11,13 @@
  * rope_type "llama3": Llama 3.1's stretch, its factor, low_freq_factor, high_freq_factor and
  * original_max_position_embeddings; a family may fix it to null, as Qwen2's does), and for a
  * family that reads it (Mistral) sliding_window (absent or null: none; else the window, which
- * llama_create requires to be at least the sequence). Every other key
+ * llama_create requires to be at least the sequence), and for a family that reads it (Llama,
+ * Mistral) head_dim (absent or null: hidden_size / num_attention_heads; else an even size as
+ * written, the heads' total width then free of hidden_size; another family's must be absent, null
+ * or that quotient). Every other key
  * that changes what the model computes must hold what our Llama computes or the folder is refused
  * naming FILE:LINE:COL, the key and its value: model_type "llama", architectures
- * ["LlamaForCausalLM"], head_dim absent, null or hidden_size / num_attention_heads, hidden_act
- * "silu", attention_bias and mlp_bias false, pretraining_tp 1.
+ * ["LlamaForCausalLM"], hidden_act "silu", attention_bias and mlp_bias false, pretraining_tp 1.
  *
  * The tensors are ours under the same (Hugging Face's) names and [out, in] layout, q_proj and
  * k_proj rows already in the rotate-half order our RoPE applies: nothing is transposed or
@@ -47,6 +49,7 @@ typedef struct llama_hf_family {
      * torch_dtype "float32" or "bfloat16" */
     void (*write_config)(FILE *f, const llama_shape *s, const char *torch_dtype);
     bool sliding_window; /* config.json's sliding_window is read: absent or null none, else a size */
+    bool head_dim;       /* config.json's head_dim is read: absent or null none, else an even size */
 } llama_hf_family;
 
 /* v as Python's repr writes a float (10000.0, 1e-05, 500000.0): config.json's numbers. */

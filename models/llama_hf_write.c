@@ -60,7 +60,7 @@ static void write_llama_config(FILE *f, const llama_shape *s, const char *torch_
                "  \"intermediate_size\": %lld,\n  \"max_position_embeddings\": %lld,\n  \"mlp_bias\": false,\n"
                "  \"model_type\": \"llama\",\n  \"num_attention_heads\": %lld,\n  \"num_hidden_layers\": %lld,\n"
                "  \"num_key_value_heads\": %lld,\n  \"pretraining_tp\": 1,\n",
-            (long long)(s->n_embd / s->n_head), (long long)s->n_embd, (long long)s->ffn_hidden,
+            (long long)llama_head_dim(s), (long long)s->n_embd, (long long)s->ffn_hidden,
             (long long)s->block_size, (long long)s->n_head, (long long)s->n_layer, (long long)s->n_kv_head);
     fprintf(f, "  \"rms_norm_eps\": %s,\n  \"rope_scaling\": ", eps);
     write_rope_scaling(f, s);
@@ -79,7 +79,8 @@ static const hf_fixed_key llama_fixed_keys[] = {
 };
 
 const llama_hf_family llama_hf_llama = {"LlamaForCausalLM", llama_fixed_keys,
-                                        sizeof llama_fixed_keys / sizeof llama_fixed_keys[0], write_llama_config, false};
+                                        sizeof llama_fixed_keys / sizeof llama_fixed_keys[0], write_llama_config, false,
+                                        true};
 
 static int write_config(FILE *f, void *ctx, ddp_err *err)
 {

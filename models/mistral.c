@@ -25,7 +25,7 @@ static void write_mistral_config(FILE *f, const llama_shape *s, const char *torc
                "  \"hidden_size\": %lld,\n  \"initializer_range\": 0.02,\n  \"intermediate_size\": %lld,\n"
                "  \"max_position_embeddings\": %lld,\n  \"model_type\": \"mistral\",\n  \"num_attention_heads\": %lld,\n"
                "  \"num_hidden_layers\": %lld,\n  \"num_key_value_heads\": %lld,\n",
-            (long long)(s->n_embd / s->n_head), (long long)s->n_embd, (long long)s->ffn_hidden,
+            (long long)llama_head_dim(s), (long long)s->n_embd, (long long)s->ffn_hidden,
             (long long)s->block_size, (long long)s->n_head, (long long)s->n_layer, (long long)s->n_kv_head);
     char window[24] = "null";
     if (s->sliding_window > 0)
@@ -38,6 +38,6 @@ static void write_mistral_config(FILE *f, const llama_shape *s, const char *torc
 
 static const llama_hf_family mistral_hf = {"MistralForCausalLM", mistral_fixed_keys,
                                            sizeof mistral_fixed_keys / sizeof mistral_fixed_keys[0],
-                                           write_mistral_config, true};
+                                           write_mistral_config, true, true};
 
 const llama_family mistral_family = {MODEL_MISTRAL, "mistral", "Mistral", false, &mistral_hf};

@@ -34,6 +34,16 @@ typedef struct model_key_rule {
     const char *rule;
 } model_key_rule;
 
+/* A condition for hashing the HASH_KIND_RULE keys whose paths begin with prefix, so that the runs
+ * that leave them at their defaults keep the hash they had before the keys were: hashes says
+ * whether this run's are; name and when are the reference's ("scaled": "only when
+ * `model.llama.rope_scaling.factor` is above 1"). */
+typedef struct model_hash_rule {
+    const char *prefix;
+    bool (*hashes)(const model_kind_opts *o);
+    const char *name, *when;
+} model_hash_rule;
+
 typedef struct model_config_kind {
     model_kind kind;
     const char *path;               /* "model.mlp": its last part is the model.kind value */
@@ -57,11 +67,13 @@ typedef struct model_config_kind {
      * config_take_shape's), data.seq_len against its block size included: DDP_OK or DDP_EUSAGE. */
     int (*shape_check)(const model_kind_opts *o, const model_general *g, const char *file,
                        const char *const names[], ddp_err *err);
-    /* Whether the kind's HASH_KIND_RULE keys are hashed in this run (NULL: always), and the
-     * condition's name in the reference ("scaled"). */
-    bool (*hash_rule)(const model_kind_opts *o);
-    const char *hash_rule_name;
+    /* When the kind's HASH_KIND_RULE keys are hashed (a key no rule covers: always). */
+    const model_hash_rule *hash_rules;
+    int n_hash_rules;
 } model_config_kind;
+
+/* The Llama family's rule for its head_dim key (the kinds that have one share its name). */
+#define LLAMA_OWN_HEAD_DIM_RULE "own head size", "only when the kind's `head_dim` is set and is not `n_embd / n_head`"
 
 #define MODEL_CONFIG_KEYS(table) table, (int)(sizeof table / sizeof table[0])
 
@@ -84,12 +96,17 @@ int model_config_seq_len_fits(const model_general *g, const char *key, int64_t b
                               const char *file, ddp_err *err);
 
 /* The Llama family's rules (llama_config.c), for any kind of the family (its llama_shape is
- * g->shape), as model_key_rule's bad: heads dividing the width, an even head size, kv heads
- * dividing the heads, data.seq_len within the block size; and the checks of a shape
- * checkpoint.init_from brought (names: n_layer, n_head, n_kv_head, n_embd, ffn_hidden, block_size,
- * vocab_size, rope_theta, norm_eps, tie_embeddings; block_key: the kind's block_size key). */
+ * g->shape), as model_key_rule's bad: heads dividing the width and an even head size (without a
+ * head_dim), an even head_dim, kv heads dividing the heads, data.seq_len within the block size;
+ * and the checks of a shape checkpoint.init_from brought (names: n_layer, n_head, n_kv_head,
+ * n_embd, ffn_hidden, block_size, vocab_size, rope_theta, norm_eps, tie_embeddings, head_dim;
+ * block_key: the kind's block_size key). */
 bool llama_rule_heads_uneven(const model_kind_opts *o, const model_general *g);
 bool llama_rule_head_odd(const model_kind_opts *o, const model_general *g);
+bool llama_rule_head_dim_odd(const model_kind_opts *o, const model_general *g);
+/* A kind's resolve step for its head_dim key: n_embd / n_head is written 0, as a folder's is, so
+ * that one shape has one text (a pending n_embd leaves it as set). */
+void llama_config_resolve_head_dim(llama_shape *s);
 bool llama_rule_kv_uneven(const model_kind_opts *o, const model_general *g);
 bool llama_rule_seq_over_block(const model_kind_opts *o, const model_general *g);
 int llama_config_check_shape(const model_general *g, const char *block_key, const char *file,

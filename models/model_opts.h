@@ -53,6 +53,7 @@ typedef struct gpt2_shape {
 /* The Llama's shape (models/llama.h). n_kv_head divides n_head (grouped-query attention), the head
  * size n_embd / n_head is even (RoPE pairs its halves); ffn_hidden is the MLP's width, always a
  * number here (the config resolves its multiple_of rule); vocab_size is padded inside as GPT-2's. */
+#define LLAMA_MAX_HEAD_DIM 1024 /* model.llama.head_dim's and config.json's limit */
 #define LLAMA_MAX_LAYERS 128 /* Llama 3.1 405B has 126 (model.llama.n_layer's and config.json's limit) */
 
 /* Llama 3.1's stretch of the RoPE frequencies (Hugging Face's rope_scaling {"rope_type": "llama3"}):
@@ -71,12 +72,23 @@ typedef struct llama_shape {
     int64_t n_layer, n_head, n_kv_head, n_embd, ffn_hidden, block_size, vocab_size;
     double rope_theta, norm_eps;
     bool tie_embeddings;
+    /* Llama and Mistral: 0 (n_embd / n_head), or the size of each head, config.json's head_dim:
+     * q_proj has n_head · head_dim rows, which need not be n_embd (Mistral-Nemo: 32 · 128 of
+     * 5120). A folder's or config's head_dim equal to n_embd / n_head is held as 0. */
+    int64_t head_dim;
     llama_rope_scaling rope_scaling; /* Llama only: Qwen2's shape keeps it unscaled */
     /* Mistral only: 0, or config.json's sliding_window, each position seeing that many (itself
      * included). ddprun attends to every earlier position, which is the same only while the
      * sequence is no longer than the window: data.seq_len <= sliding_window is required. */
     int64_t sliding_window;
 } llama_shape;
+
+/* The head size: head_dim, or n_embd / n_head when that is 0 (0 while n_head is). Whether
+ * head_dim is the shape's own, set and not n_embd / n_head: only then do the description and the
+ * config hash carry it, so that every shape without one keeps its text and hash
+ * (llama_config.c). */
+int64_t llama_head_dim(const llama_shape *s);
+bool llama_shape_own_head_dim(const llama_shape *s);
 
 /* Each kind's settings as the config holds them (config/config.h's model section): a kind's config
  * rows (its *_config.c) locate their fields in this struct. A new kind adds its member here. */

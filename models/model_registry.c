@@ -184,14 +184,15 @@ static const char *const gpt2_hf_names[] = {"n_layer", "n_head", "n_embd", "n_po
 static const char *const gpt2_llmc_names[] = {"num_layers", "num_heads", "channels", "max_seq_len", "vocab_size"};
 static const char *const llama_hf_names[] = {
     "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "intermediate_size",
-    "max_position_embeddings", "vocab_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings",
+    "max_position_embeddings", "vocab_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings", "head_dim",
     "rope_scaling.factor", "rope_scaling.low_freq_factor", "rope_scaling.high_freq_factor",
     "rope_scaling.original_max_position_embeddings"};
 
 /* Mistral's shape keys: the Llama's but rope_scaling, and its sliding_window */
 static const char *const mistral_hf_names[] = {
     "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "intermediate_size",
-    "max_position_embeddings", "vocab_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings", "sliding_window"};
+    "max_position_embeddings", "vocab_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings", "head_dim",
+    "sliding_window"};
 
 static int gpt2_read_shape(const char *path, bool hf, void *shape, ddp_err *err)
 {

@@ -38,8 +38,8 @@ typedef enum num_range { NR_POSITIVE, NR_NONNEG, NR_UNIT, NR_FRACTION } num_rang
  * train.global_batch is 0 (with it, the per-rank split follows the world size and the hash covers
  * the global batch, HASH_GLOBAL_BATCH, instead). HASH_PACKED: only when data.packed is true, so
  * the checkpoints of runs on windows of tokens keep their hash. HASH_KIND_RULE: only when the
- * model kind's own rule says so (its descriptor's hash_rule: a Llama's rope_scaling keys while they
- * stretch the frequencies, so the runs without a stretch keep their hash). */
+ * model kind's own rule for the key says so (its descriptor's hash_rules: a Llama's rope_scaling
+ * keys while they stretch the frequencies, so the runs without a stretch keep their hash). */
 typedef enum hash_rule {
     HASH_NO, HASH_YES, HASH_SGD, HASH_ADAMW, HASH_DECAY, HASH_WSD, HASH_SYNTHETIC, HASH_TOKENS, HASH_PER_RANK,
     HASH_GLOBAL_BATCH, HASH_PACKED, HASH_KIND_RULE

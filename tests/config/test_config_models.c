@@ -102,10 +102,10 @@ static void test_init_from_llama_shape(void)
     static const char *const names[] = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                                         "hidden_size", "intermediate_size", "max_position_embeddings",
                                         "vocab_size", "rope_theta", "rms_norm_eps", "tie_word_embeddings",
-                                        "rope_scaling.factor", "rope_scaling.low_freq_factor",
+                                        "head_dim", "rope_scaling.factor", "rope_scaling.low_freq_factor",
                                         "rope_scaling.high_freq_factor",
                                         "rope_scaling.original_max_position_embeddings"};
-    const config_shape from = {.llama = {2, 4, 2, 64, 176, 32, 300, 500000, 1e-6, true, LLAMA_ROPE_UNSCALED, 0}};
+    const config_shape from = {.llama = {2, 4, 2, 64, 176, 32, 300, 500000, 1e-6, true, 0, LLAMA_ROPE_UNSCALED, 0}};
     config c, kept;
     ddp_err err = {0};
     char *ov[] = {"model.kind=llama", "data.kind=tokens", "data.seq_len=2048", "checkpoint.init_from=hf"};
@@ -298,8 +298,33 @@ static void test_llama(void)
     char *low2[] = {"model.kind=llama", "model.llama.rope_scaling={factor: 8, low_freq_factor: 2}"};
     CHECK(config_load(NULL, 2, low2, &c, &err) == DDP_OK && config_hash(&c) != config_hash(&d),
           "with a stretch, low_freq_factor is hashed: %s", err.msg);
+    /* head_dim: n_embd / n_head by default, and n_embd / n_head given is that (resolved to 0, not
+     * hashed); an own size is hashed, and frees n_head from dividing n_embd (Mistral-Nemo's kind) */
+    config h, own, plain;
+    char *same_hd[] = {"model.kind=llama", "model.llama.head_dim=64"};
+    CHECK(config_load(NULL, 1, (char *[]){"model.kind=llama"}, &plain, &err) == DDP_OK &&
+          plain.model.opts.llama.head_dim == 0, "head_dim's default: %s", err.msg);
+    CHECK(config_load(NULL, 2, same_hd, &h, &err) == DDP_OK && h.model.opts.llama.head_dim == 0 &&
+          config_hash(&h) == config_hash(&plain), "head_dim 64 of 768 / 12: resolved to %lld: %s",
+          (long long)h.model.opts.llama.head_dim, err.msg);
+    char *own_hd[] = {"model.kind=llama", "model.llama={n_embd: 640, n_head: 12, head_dim: 64}"};
+    CHECK(config_load(NULL, 2, own_hd, &own, &err) == DDP_OK && own.model.opts.llama.head_dim == 64 &&
+          llama_head_dim(&own.model.opts.llama) == 64, "head_dim 64 with 640 / 12: %s", err.msg);
+    char *own_wide[] = {"model.kind=llama", "model.llama={n_embd: 640, n_head: 12, head_dim: 128}"};
+    CHECK(config_load(NULL, 2, own_wide, &h, &err) == DDP_OK && config_hash(&h) != config_hash(&own),
+          "an own head_dim is hashed: %s", err.msg);
+    char *plain_lines = config_hashed_settings(&plain), *own_lines = config_hashed_settings(&own);
+    CHECK(plain_lines && !strstr(plain_lines, "head_dim") && own_lines && strstr(own_lines, "model.llama.head_dim=64"),
+          "head_dim among the hashed settings only when the shape's own");
+    free(plain_lines);
+    free(own_lines);
+    char *nemo[] = {"model.kind=mistral", "model.mistral={n_embd: 5120, n_head: 32, n_kv_head: 8, head_dim: 128}"};
+    CHECK(config_load(NULL, 2, nemo, &h, &err) == DDP_OK && (own_lines = config_hashed_settings(&h)) &&
+          strstr(own_lines, "model.mistral.head_dim=128"), "Mistral-Nemo's heads: %s", err.msg);
+    free(own_lines);
     char dir[] = "/tmp/test_config.XXXXXX", path[4096];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    round_trip(&own, dir);
     round_trip(&c, dir);
     round_trip(&d, dir);
     snprintf(path, sizeof path, "%s/resolved.yaml", dir);
@@ -314,6 +339,11 @@ static void test_llama(void)
                 "<override 3>:1:20: model.llama.n_embd:",
                 "expected an even head size model.llama.n_embd / model.llama.n_head (RoPE rotates its two halves), "
                 "got model.llama.n_embd 96 with model.llama.n_head 32 (<override 2>:1:20)");
+    expect_fail(NULL, 2, (char *[]){"model.kind=llama", "model.llama.head_dim=65"},
+                "<override 2>:1:22: model.llama.head_dim:",
+                "expected an even model.llama.head_dim (RoPE rotates its two halves), got model.llama.head_dim 65");
+    expect_fail(NULL, 2, (char *[]){"model.kind=llama", "model.llama.head_dim=1026"},
+                "<override 2>:1:22: model.llama.head_dim:", "expected an integer in [0, 1024], got \"1026\"");
     expect_fail(NULL, 2, (char *[]){"model.kind=llama", "model.llama.n_kv_head=5"},
                 "<override 2>:1:23: model.llama.n_kv_head:",
                 "expected model.llama.n_head divisible by model.llama.n_kv_head, got model.llama.n_kv_head 5 with "

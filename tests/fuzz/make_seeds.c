@@ -441,10 +441,11 @@ static void hf_folder_seeds(const char *scratch)
     const gpt2_shape gpt2 = {.n_layer = 1, .n_head = 2, .n_embd = 8, .block_size = 16, .vocab_size = 20};
     const llama_shape llama = {.n_layer = 1, .n_head = 2, .n_kv_head = 1, .n_embd = 8, .ffn_hidden = 16,
                                .block_size = 16, .vocab_size = 20, .rope_theta = 10000, .norm_eps = 1e-5};
-    llama_shape tied = llama, stretched = llama, windowed = llama;
+    llama_shape tied = llama, stretched = llama, windowed = llama, own_heads = llama;
     tied.tie_embeddings = true;
     stretched.rope_scaling = (llama_rope_scaling){32, 1, 4, 8192}; /* Llama 3.2's */
     windowed.sliding_window = 8;                                    /* as Mistral-7B-v0.1's 4096 */
+    own_heads.head_dim = 6;                                         /* 12 wide over 8, as Mistral-Nemo's */
     int files = 0;
     ddp_err err = {0};
     if (gpt2_hf_write(dir, &gpt2, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
@@ -472,6 +473,9 @@ static void hf_folder_seeds(const char *scratch)
     if (llama_hf_write(&mistral_family, dir, &windowed, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
         exit(1);
     folder_seed("mistral-windowed", 3, dir, files);
+    if (llama_hf_write(&mistral_family, dir, &own_heads, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+        exit(1);
+    folder_seed("mistral-own-heads", 3, dir, files);
 }
 
 int main(int argc, char **argv)

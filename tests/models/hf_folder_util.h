@@ -133,10 +133,11 @@ static inline char *fixture_config(const char *dir)
     return text;
 }
 
-/* dir/config.json with the line holding `"key":` replaced by `"key": value,`. */
-static inline char *config_with(const char *dir, const char *key, const char *value)
+/* config.json's text (calloc'd, 64 KiB; freed here) with the line holding `"key":` replaced by
+ * `"key": value,`. */
+static inline char *text_with(char *text, const char *key, const char *value)
 {
-    char *text = fixture_config(dir), *out = calloc(1, 1 << 16), pattern[64];
+    char *out = calloc(1, 1 << 16), pattern[64];
     snprintf(pattern, sizeof pattern, "\"%s\":", key);
     char *at = strstr(text, pattern);
     CHECK(at != NULL, "config.json has no %s", key);
@@ -147,6 +148,12 @@ static inline char *config_with(const char *dir, const char *key, const char *va
     snprintf(out, 1 << 16, "%.*s\"%s\": %s%s%s", (int)(at - text), text, key, value, last ? "" : ",", eol);
     free(text);
     return out;
+}
+
+/* dir/config.json's text as text_with gives it. */
+static inline char *config_with(const char *dir, const char *key, const char *value)
+{
+    return text_with(fixture_config(dir), key, value);
 }
 
 /* dir/config.json is the fixture's but for its transformers_version line (we are not transformers). */

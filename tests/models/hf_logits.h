@@ -1,5 +1,5 @@
 /* hf_logits.h — how the tests that referee a model against a Hugging Face fixture's logits
- * (test_gpt2_hf.c, test_llama_hf.c, test_qwen2_hf.c, test_gpt_packed.c) measure the gap and what
+ * (test_gpt2_hf.c, test_llama_hf.c, test_qwen2_hf.c, test_mistral_hf.c, test_gpt_packed.c) measure the gap and what
  * they allow: each fixture's stated float32 noise floor, the relative error of a model's logits
  * against the fixture's, and the model's parameters brought to the host. Header only, for tests;
  * it checks nothing itself. */
@@ -22,6 +22,7 @@
 #define HF_LLAMA_TINY_LOGITS_FLOOR 3e-7
 #define HF_QWEN2_TINY_LOGITS_FLOOR 2.9e-7
 #define HF_MISTRAL_TINY_LOGITS_FLOOR 2.9e-7
+#define HF_MISTRAL_NEMO_TINY_LOGITS_FLOOR 3e-7
 #define HF_LOGITS_TOL_FACTOR 8
 
 /* m's parameters as float32 on the host (malloc'd). */

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""make_hf_mistral_tiny.py INPUT_FIXTURE ROOT [--seed S]: writes ROOT/hf-mistral-tiny, the Hugging
-Face fixture of a Mistral (transformers' MistralForCausalLM: the Llama's block, rope_theta 1e6, no
-sliding window as in Mistral-7B-v0.2 and later) that tests/models/test_mistral_hf.c checks ddprun's
-import, forward and export against (tests/fixtures/README.md describes it). The model: 2 layers,
-hidden_size 64, 4 heads over 2 key/value heads, intermediate_size 176, vocab_size 300, 32
+"""make_hf_mistral_tiny.py INPUT_FIXTURE ROOT [--seed S] [--head-dim HD --name NAME]: writes
+ROOT/NAME (hf-mistral-tiny), the Hugging Face fixture of a Mistral (transformers' MistralForCausalLM:
+the Llama's block, rope_theta 1e6, no sliding window as in Mistral-7B-v0.2 and later) that
+tests/models/test_mistral_hf.c checks ddprun's import, forward and export against
+(tests/fixtures/README.md describes it). The model: 2 layers, hidden_size 64, 4 heads over 2
+key/value heads of head_dim HD (16, hidden_size / heads; hf-mistral-nemo-tiny's 24 makes the heads
+96 wide, as Mistral-Nemo's are not hidden_size wide), intermediate_size 176, vocab_size 300, 32
 positions, untied; HF's own init from the seed, then every RMSNorm weight redrawn as
 1 + N(0, 0.1) so that a mix-up of two norms cannot hide. save_pretrained writes it in float32, and
 its bfloat16 cast in bf16/; the input is INPUT_FIXTURE's (hf-llama-tiny's: text bytes modulo the
 vocabulary), and the logits of each folder are computed from that folder in float64 with eager
 attention, stored rounded to float32. Needs torch and transformers; never writes outside
-ROOT/hf-mistral-tiny, and refuses an existing one."""
+ROOT/NAME, and refuses an existing one."""
 import argparse
 import os
 import sys
@@ -23,14 +25,16 @@ p = argparse.ArgumentParser()
 p.add_argument("input_fixture")
 p.add_argument("root")
 p.add_argument("--seed", type=int, default=43)
+p.add_argument("--head-dim", type=int, default=16)
+p.add_argument("--name", default="hf-mistral-tiny")
 a = p.parse_args()
-out = os.path.join(a.root, "hf-mistral-tiny")
+out = os.path.join(a.root, a.name)
 if os.path.exists(out):
     sys.exit(f"make_hf_mistral_tiny: {out} exists")
 
 torch.manual_seed(a.seed)
 config = MistralConfig(vocab_size=300, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=32,
+                       num_attention_heads=4, num_key_value_heads=2, head_dim=a.head_dim, max_position_embeddings=32,
                        rms_norm_eps=1e-5, rope_theta=1e6, sliding_window=None, tie_word_embeddings=False)
 model = MistralForCausalLM(config).to(torch.float32)
 with torch.no_grad():
@@ -63,7 +67,8 @@ bf16.to(torch.float32).numpy().astype("<f4").tofile(os.path.join(out, "logits_bf
 B, T = shape
 V = config.vocab_size
 with open(os.path.join(out, "MANIFEST"), "w") as f:
-    f.write(f"# hf-mistral-tiny seed={a.seed} L=2 C=64 NH=4 NKV=2 FFN=176 NPOS=32 V={V} B={B} T={T} "
+    head_dim = f" HD={a.head_dim}" if a.head_dim != 16 else ""  # hf-mistral-tiny's header as it was
+    f.write(f"# {a.name} seed={a.seed} L=2 C=64 NH=4 NKV=2{head_dim} FFN=176 NPOS=32 V={V} B={B} T={T} "
             f"rope_theta=1000000 norm_eps=1e-05; logits computed by HF from model.safetensors (logits_bf16: from "
             f"bf16/model.safetensors) in float64, rounded to float32 (bf16 moves them by up to "
             f"{(f32 - bf16).abs().max().item():.3g}, the largest is {f32.abs().max().item():.3g}); torch "

@@ -226,7 +226,7 @@ static void check_description(lfx *x)
     const char *desc = x->f.m->description;
     CHECK(llama_parse_description(&llama_family_llama, desc, &s, &T, &err) == 0, "%s", err.msg);
     CHECK(shape_equal(&s, &x->shape) && T == x->f.T, "\"%s\" parsed to another shape", desc);
-    llama_shape odd = {3, 8, 1, 48, 100, 64, 50257, 500000, 1e-6, true, LLAMA_ROPE_UNSCALED, 0};
+    llama_shape odd = {3, 8, 1, 48, 100, 64, 50257, 500000, 1e-6, true, 0, LLAMA_ROPE_UNSCALED, 0};
     char text[MODEL_DESCRIPTION_MAX + 32];
     llama_format_shape(&llama_family_llama, &odd, text, sizeof text);
     strcat(text, " seq_len=64");

@@ -6,9 +6,10 @@
  * shards with `rotary_emb.inv_freq` buffers added give the same logits; a tied Llama from a folder
  * without lm_head, or with one equal to embed_tokens, and one that differs refused. Refusals each
  * name the key or tensor and leave the parameters as they were: a missing tensor, a transposed
- * k_proj, a tensor the Llama lacks, head_dim other than hidden_size / num_attention_heads,
- * rope_scaling of another type than Llama 3's, hidden_act, attention_bias, model_type,
- * architectures, another shape (both named, also where only rope_theta differs), and a GPT-2 model
+ * k_proj, a tensor the Llama lacks, an odd or oversized head_dim, heads not dividing hidden_size
+ * without a head_dim, rope_scaling of another type than Llama 3's, hidden_act, attention_bias,
+ * model_type, architectures, another shape (both named, also where only rope_theta differs or the
+ * folder's heads are of their own size, head_dim, which the description then carries), and a GPT-2 model
  * (named). The export of the imported parameters: the fixture's model.safetensors byte for byte and
  * its config.json but for transformers_version; the bf16 import exported as bf16 is bf16/'s
  * model.safetensors byte for byte; sharded, imported back bit for bit; in bf16, each float32
@@ -230,24 +231,28 @@ static void test_refusals(void)
     snprintf(uneven, sizeof uneven, "hidden_size %lld is not divisible by num_attention_heads %lld",
              (long long)shape.n_embd, (long long)(shape.n_embd + 1));
     int64_t hd = shape.n_embd / shape.n_head;
-    snprintf(head_dim, sizeof head_dim, "%lld", (long long)(2 * hd));
-    snprintf(why, sizeof why, "head_dim is %lld; ddprun's Llama has heads of hidden_size / num_attention_heads = %lld",
-             (long long)(2 * hd), (long long)hd);
+    snprintf(head_dim, sizeof head_dim, "%lld", (long long)(2 * hd + 1));
+    snprintf(why, sizeof why, "head_dim is %lld; expected null or an even head size up to %d", (long long)(2 * hd + 1),
+             LLAMA_MAX_HEAD_DIM);
     const struct { const char *key, *value, *needle; } keys[] = {
         {"head_dim", head_dim, why},
+        {"head_dim", "1026", "head_dim is 1026; expected null or an even head size"},
         {"rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}",
          "rope_scaling.rope_type is \"linear\"; ddprun's Llama stretches RoPE as Llama 3 does"},
         {"hidden_act", "\"gelu\"", "hidden_act is \"gelu\"; ddprun's Llama computes SwiGLU with silu"},
         {"attention_bias", "true", "attention_bias is true"},
         {"model_type", "\"mistral\"", "model_type is \"mistral\""},
         {"rms_norm_eps", "0", "rms_norm_eps is 0; expected a positive number"},
-        {"num_attention_heads", heads, uneven},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char *config = config_with(fx.dir, keys[i].key, keys[i].value);
         refused(m, variant("config", config, t, n), keys[i].needle, "config.json");
         free(config);
     }
+    /* heads that do not divide hidden_size, without a head_dim to size them */
+    char *uneven_config = text_with(config_with(fx.dir, "head_dim", "null"), "num_attention_heads", heads);
+    refused(m, variant("config", uneven_config, t, n), uneven, "config.json");
+    free(uneven_config);
 
     char *config = fixture_config(fx.dir), *arch = strstr(config, "\"LlamaForCausalLM\""), *other_arch = calloc(1, 1 << 16);
     CHECK(arch != NULL, "config.json names no LlamaForCausalLM");
@@ -265,6 +270,15 @@ static void test_refusals(void)
     other.n_kv_head = shape.n_head;
     llama_format_shape(&llama_family_llama, &other, have, sizeof have);
     llama_format_shape(&llama_family_llama, &shape, want_shape, sizeof want_shape);
+    refused(m, variant("config", config, t, n), have, want_shape);
+    free(config);
+    /* the folder's heads are of its own size (twice the model's): another shape */
+    snprintf(head_dim, sizeof head_dim, "%lld", (long long)(2 * hd));
+    config = config_with(fx.dir, "head_dim", head_dim);
+    other = shape;
+    other.head_dim = 2 * hd;
+    llama_format_shape(&llama_family_llama, &other, have, sizeof have);
+    CHECK(strstr(have, " head_dim=") != NULL, "an own head_dim is not in the description: %s", have);
     refused(m, variant("config", config, t, n), have, want_shape);
     free(config);
     /* the shapes differ only in a real number */

@@ -1,6 +1,8 @@
-/* test_mistral_hf.c — Mistral (models/mistral.c: the Llama family with Mistral's files) imported
- * from and exported to a Hugging Face `save_pretrained` folder on the CPU backend, against fixture
- * hf-mistral-tiny: the shape from config.json (checked against MANIFEST's header); the float32
+/* test_mistral_hf.c [FIXTURE] — Mistral (models/mistral.c: the Llama family with Mistral's files)
+ * imported from and exported to a Hugging Face `save_pretrained` folder on the CPU backend, against
+ * fixture hf-mistral-tiny, or hf-mistral-nemo-tiny (heads of their own size, head_dim, as
+ * Mistral-Nemo's: then the description carries it): the shape from config.json (checked against
+ * MANIFEST's header, HD its head size when given); the float32
  * import's logits against the `logits` transformers computed, the bf16/ folder's against
  * `logits_bf16`; the export of each import is the fixture's model.safetensors byte for byte and its
  * config.json but for transformers_version; the description read back as Mistral and not as a
@@ -8,7 +10,8 @@
  * window as long as the sequence, giving the same logits and written back; a shorter window
  * refused when the model is built; a window of 0, a rope_scaling and a Llama folder refused as
  * Mistral, and the Mistral folder as a Llama, each naming the key. Every shape comes from MANIFEST
- * and config.json, so another fixture made the same way passes unchanged. */
+ * and config.json, so another fixture made the same way passes unchanged. `--cuda`: the same on
+ * the CUDA backend. */
 #include "tests/check.h"
 #include "tests/fixture.h"
 
@@ -20,8 +23,7 @@
 #include "models/mistral.h"
 #include "tests/models/llama_family_checks.h"
 
-#define TOL (HF_LOGITS_TOL_FACTOR * HF_MISTRAL_TINY_LOGITS_FLOOR)
-
+static double TOL; /* HF_LOGITS_TOL_FACTOR times the fixture's floor */
 static fixture_manifest fx;
 static device *dev;
 static llama_shape shape;
@@ -48,6 +50,23 @@ static void test_import(model *m, const int32_t *input, const float *ref, const 
           fixture_header_int(&fx, "V") == shape.vocab_size && fixture_header_double(&fx, "rope_theta") == shape.rope_theta &&
           fixture_header_double(&fx, "norm_eps") == shape.norm_eps && !llama_rope_scaled(&shape),
           "config.json's shape is MANIFEST's");
+    int64_t hd = fixture_header_int(&fx, "HD") > 0 ? fixture_header_int(&fx, "HD") : shape.n_embd / shape.n_head;
+    CHECK(llama_head_dim(&shape) == hd, "head size %lld, MANIFEST's %lld", (long long)llama_head_dim(&shape),
+          (long long)hd);
+    CHECK(llama_shape_own_head_dim(&shape) == (hd * shape.n_head != shape.n_embd),
+          "head_dim %lld is the shape's own exactly when the heads are not n_embd wide", (long long)shape.head_dim);
+    char field[48];
+    snprintf(field, sizeof field, " head_dim=%lld", (long long)hd);
+    CHECK((strstr(m->description, field) != NULL) == llama_shape_own_head_dim(&shape),
+          "the description (%s) carries head_dim when the shape's own", m->description);
+    /* FLOPs per sequence: 6 per GEMM weight (all but the untied input embedding), and attention's
+     * scores and mix over the heads' width n_head · head size, which is not n_embd's here */
+    const double C = (double)shape.n_embd, Vp = (double)llama_vocab_padded(shape.vocab_size);
+    const double gemm_weights = (double)m->n_params - (shape.tie_embeddings ? 0 : Vp * C);
+    const double heads_width = (double)(shape.n_head * hd);
+    const double flops = (double)T * (6 * gemm_weights + 12.0 * (double)shape.n_layer * heads_width * (double)T);
+    CHECK(fabs(m->train_flops_per_sample - flops) <= 1e-9 * flops, "FLOPs per sequence %.6g, expected %.6g",
+          m->train_flops_per_sample, flops);
     CHECK(llama_hf_load_model(&mistral_family, m, fx.dir, &err) == DDP_OK, "import: %s", err.msg);
     double e = hf_logits_error(dev, m, input, B, T, ref, shape.vocab_size);
     printf("float32 import: logits within %.3g of the largest (tolerance %.3g)\n", e, TOL);
@@ -145,11 +164,25 @@ static void test_refusals(model *m)
     CHECK_STR_CONTAINS(err.msg, "model_type is \"mistral\"");
 }
 
-int main(void)
+/* `--cuda` runs every check on the CUDA device (the emulated one in CI). */
+int main(int argc, char **argv)
 {
     ddp_err err = {0};
-    if (fixture_manifest_read(&fx, "hf-mistral-tiny") || device_cpu_create(&dev, &err) || !mkdtemp(tmp))
+    const char *name = "hf-mistral-tiny";
+    bool cuda = false;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--cuda"))
+            cuda = true;
+        else
+            name = argv[i];
+    TOL = HF_LOGITS_TOL_FACTOR *
+          (strcmp(name, "hf-mistral-nemo-tiny") ? HF_MISTRAL_TINY_LOGITS_FLOOR : HF_MISTRAL_NEMO_TINY_LOGITS_FLOOR);
+    const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
+    if (fixture_manifest_read(&fx, name) ||
+        (cuda ? device_cuda_create(0, &gpu_opts, &dev, &err) : device_cpu_create(&dev, &err)) || !mkdtemp(tmp)) {
+        fprintf(stderr, "test_mistral_hf: %s\n", err.msg);
         return 1;
+    }
     snprintf(bf16_dir, sizeof bf16_dir, "%s/bf16", fx.dir);
     B = fixture_header_int(&fx, "B"), T = fixture_header_int(&fx, "T");
     CHECK(llama_hf_read_shape(&mistral_family, fx.dir, &shape, &err) == DDP_OK, "config.json: %s", err.msg);

@@ -109,11 +109,15 @@ static void llama_sizes(void)
          .vocab_size = 129, .rope_theta = 500000, .norm_eps = 1e-6, .tie_embeddings = true},
         {.n_layer = 1, .n_head = 2, .n_kv_head = 2, .n_embd = 8, .ffn_hidden = 24, .block_size = 24,
          .vocab_size = 50, .rope_theta = 10000, .norm_eps = 1e-5, .tie_embeddings = false},
+        /* heads of their own size, 3 x 12 = 36 wide over 32 channels (Mistral-Nemo's are narrower) */
+        {.n_layer = 2, .n_head = 3, .n_kv_head = 1, .n_embd = 32, .ffn_hidden = 88, .block_size = 40,
+         .vocab_size = 300, .rope_theta = 10000, .norm_eps = 1e-5, .tie_embeddings = false, .head_dim = 12},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const llama_shape *s = &shapes[i];
         model_opts o = {.kind = MODEL_LLAMA, .llama = *s, .compute = TENSOR_F32};
-        const int64_t C = s->n_embd, hd = C / s->n_head, Vp = llama_vocab_padded(s->vocab_size);
+        const int64_t C = s->n_embd, hd = s->head_dim ? s->head_dim : C / s->n_head;
+        const int64_t Vp = llama_vocab_padded(s->vocab_size);
         const int64_t block = 2 * C + C * s->n_head * hd + 2 * C * s->n_kv_head * hd + s->n_head * hd * C +
                               3 * C * s->ffn_hidden;
         const size_t want = (size_t)(Vp * C * (s->tie_embeddings ? 1 : 2) + s->n_layer * block + C);

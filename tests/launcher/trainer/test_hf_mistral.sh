@@ -11,6 +11,10 @@
 #    length it trains, the window in the resolved config, the checkpoint's description and the
 #    exported config.json; a sequence one longer, or a config's window other than the folder's,
 #    refused with exit 2 naming the keys;
+#  - Mistral-Nemo's kind of folder (hf-mistral-nemo-tiny: head_dim not hidden_size / heads): a
+#    step that changes nothing exports the same files, head_dim in the resolved config and the
+#    description (hf-mistral-tiny's, the quotient, resolves to 0); a config's other head_dim
+#    refused with exit 2 naming both;
 #  - refused with exit 2: a Llama folder for a mistral model (its model_type named).
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/qwen2_tiny.yaml
@@ -33,8 +37,9 @@ check "prepare-text: byte-token data" [ -f "$DATA/tokenizer.bin" ]
 mistral 1 "$TMP/f" "${STILL[@]}" checkpoint.init_from="$HF" >"$TMP/f.log" 2>&1
 check "a still step from the fixture" [ $? -eq 0 ]
 F=$TMP/f/checkpoints/ckpt-00000001.ddp
-got=$(resolved_model_keys "$TMP/f" mistral n_layer n_head n_kv_head n_embd ffn_hidden block_size vocab_size)
-check "the resolved config holds config.json's shape ($got)" [ "$got" = "$L $NH $NKV $C $FFN $NPOS $V" ]
+got=$(resolved_model_keys "$TMP/f" mistral n_layer n_head n_kv_head n_embd ffn_hidden block_size vocab_size head_dim)
+check "the resolved config holds config.json's shape, head_dim $C / $NH as 0 ($got)" \
+    [ "$got" = "$L $NH $NKV $C $FFN $NPOS $V 0" ]
 check "ckpt info names the model mistral" bash -c "'$DDPRUN' ckpt info '$F' | grep -q '^model mistral n_layer=$L '"
 "$DDPRUN" ckpt export --format hf "$F" "$TMP/fx" >"$TMP/fx.log" 2>&1
 check "ckpt export --format hf of the Mistral" [ $? -eq 0 ]
@@ -76,6 +81,23 @@ mistral 1 "$TMP/w3" "${STILL[@]}" checkpoint.init_from="$TMP/win" data.seq_len=$
 check "a config without the folder's window: exit 2 (got $?)" [ $? -eq 2 ]
 check "naming both" grep -q "model.mistral.sliding_window is 0, but checkpoint.init_from's .* has sliding_window $W" \
     "$TMP/w3.log"
+
+# heads of their own size (as Mistral-Nemo's 128 over 5120 / 32)
+NEMO=$FIX/hf-mistral-nemo-tiny
+HD=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["head_dim"])' "$NEMO/config.json")
+mistral 1 "$TMP/n" "${STILL[@]}" checkpoint.init_from="$NEMO" >"$TMP/n.log" 2>&1
+check "head_dim $HD: a still step from the folder" [ $? -eq 0 ]
+check "the resolved config holds head_dim $HD" [ "$(resolved_model_keys "$TMP/n" mistral head_dim)" = "$HD" ]
+check "the checkpoint's description holds it" \
+    bash -c "'$DDPRUN' ckpt info '$TMP/n/checkpoints/ckpt-00000001.ddp' | grep -q ' head_dim=$HD seq_len='"
+"$DDPRUN" ckpt export --format hf "$TMP/n/checkpoints/ckpt-00000001.ddp" "$TMP/nx" >/dev/null 2>&1
+check "exported: model.safetensors is the folder's byte for byte" cmp "$TMP/nx/model.safetensors" "$NEMO/model.safetensors"
+check "exported: config.json is the folder's, head_dim and all" \
+    diff <(grep -v transformers_version "$NEMO/config.json") <(grep -v transformers_version "$TMP/nx/config.json")
+mistral 1 "$TMP/n2" "${STILL[@]}" checkpoint.init_from="$NEMO" model.mistral.head_dim=$((HD + 2)) >"$TMP/n2.log" 2>&1
+check "a config's head_dim other than the folder's: exit 2 (got $?)" [ $? -eq 2 ]
+check "naming both" grep -q "model.mistral.head_dim is $((HD + 2)), but checkpoint.init_from's .* has head_dim $HD" \
+    "$TMP/n2.log"
 
 mistral 1 "$TMP/x1" "${STILL[@]}" checkpoint.init_from="$FIX/hf-llama-tiny" >"$TMP/x1.log" 2>&1
 check "a Llama folder for a mistral model: exit 2 (got $?)" [ $? -eq 2 ]
