@@ -156,16 +156,16 @@ void llama_rope_tables(const llama_shape *s, int64_t positions, float *cos_out, 
  * what each block keeps for its backward (activations, RMSNorm statistics, attention's
  * log-sum-exp: B·NH·T floats, linear in T) — under recompute, the block's output only (full) or
  * its GEMM and attention outputs too (selective), the rest one copy all blocks share; the RoPE
- * tables (block_size x hd/2 cos and sin) are fixed bytes, allocated by alloc_tables. */
-static void llama_layout(const llama_shape *s, const lm_run *run, lm_layout *L)
+ * tables (cos and sin of T x hd/2: a row's T positions, which a packed row's documents restart
+ * within) are fixed bytes, allocated by alloc_tables. */
+static void llama_layout(const llama_shape *s, const lm_run *run, int64_t T, lm_layout *L)
 {
     const int64_t C = s->n_embd, NH = s->n_head, hd = llama_head_dim(s), F = s->ffn_hidden;
     const int64_t QKV = (NH + 2 * s->n_kv_head) * hd;
     size_check k = {0}; /* within the keys' ranges: 2^20 positions x 2^15 pairs */
     *L = (lm_layout){.n_layer = s->n_layer, .recompute = run->recompute,
                      .vocab_padded = llama_vocab_padded(s->vocab_size), .logits_bytes = run->logits_bytes,
-                     .fixed_bytes = size_mul(&k, size_mul(&k, (size_t)s->block_size, (size_t)(hd / 2)),
-                                             2 * sizeof(float))};
+                     .fixed_bytes = size_mul(&k, size_mul(&k, (size_t)T, (size_t)(hd / 2)), 2 * sizeof(float))};
 #define SHARED(f, f32, width) lm_layout_shared(L, offsetof(llama_impl, f), f32, width)
 #define BLOCK(f, f32, width, keep) lm_layout_block(L, offsetof(llama_block_acts, f), f32, width, LM_KEEP_##keep)
     SHARED(encoded, false, C);
@@ -192,15 +192,16 @@ static void llama_layout(const llama_shape *s, const lm_run *run, lm_layout *L)
 #undef BLOCK
 }
 
-/* The RoPE tables, uploaded once. */
+/* The RoPE tables of the row's T positions (not block_size's: a long context's would be hundreds
+ * of MiB), uploaded once. */
 static int alloc_tables(model *m, llama_impl *g, ddp_err *err)
 {
     const struct device_ops *op = m->dev->ops;
-    const int64_t n = g->s.block_size * (g->hd / 2);
+    const int64_t n = g->lm.T * (g->hd / 2);
     float *host = malloc(2 * (size_t)n * sizeof *host);
     if (!host)
         return ddp_fail(err, DDP_ERUNTIME, "llama: out of host memory for the RoPE tables");
-    llama_rope_tables(&g->s, g->s.block_size, host, host + n);
+    llama_rope_tables(&g->s, g->lm.T, host, host + n);
     void *cos_p = NULL, *sin_p = NULL;
     int rc = lm_alloc(m, &cos_p, (size_t)n * sizeof(float), err);
     if (!rc)
@@ -219,7 +220,7 @@ static int alloc_tables(model *m, llama_impl *g, ddp_err *err)
 static int alloc_acts(model *m, llama_impl *g, const lm_run *run, int64_t B, ddp_err *err)
 {
     lm_layout L;
-    llama_layout(&g->s, run, &L);
+    llama_layout(&g->s, run, g->lm.T, &L);
     int rc = alloc_tables(m, g, err);
     if (!rc)
         rc = lm_layout_alloc(m, &L, g, g->blocks, sizeof g->blocks[0], B * g->lm.T, err);
@@ -234,7 +235,7 @@ int llama_activation_bytes(const llama_family *fam, const llama_shape *s, const 
                            size_t *bytes, ddp_err *err)
 {
     lm_layout L;
-    llama_layout(s, run, &L);
+    llama_layout(s, run, T, &L);
     char widths[256];
     snprintf(widths, sizeof widths, "model.%s.n_embd=%lld, model.%s.ffn_hidden=%lld, model.%s.vocab_size=%lld",
              fam->name, (long long)s->n_embd, fam->name, (long long)s->ffn_hidden, fam->name, (long long)s->vocab_size);

@@ -35,7 +35,8 @@ static const cfg_key llama_keys[] = {
     INT("model.llama.multiple_of", llama_multiple_of, 1, 1 << 16, "256", HASH_NO,
         "What `model.llama.ffn_hidden: 0` rounds up to a multiple of (the width it gives is hashed)."),
     INT("model.llama.block_size", llama.block_size, 1, 1 << 20, "1024", HASH_YES,
-        "Longest sequence (the RoPE tables' positions); at least `data.seq_len`." FROM_FOLDER),
+        "Longest sequence the model was made for (config.json's max_position_embeddings); at least "
+        "`data.seq_len`." FROM_FOLDER),
     INT("model.llama.vocab_size", llama.vocab_size, 2, 1 << 24, "32000", HASH_YES,
         "Vocabulary, at least the data's; padded to a multiple of 128 inside (the padding never reaches the "
         "loss or sampling). With llama, `optimizer.betas` defaults to `[0.9, 0.95]` and weight decay applies "

@@ -26,7 +26,8 @@ static const cfg_key mistral_keys[] = {
     INT("model.mistral.ffn_hidden", mistral.ffn_hidden, 1, 1 << 20, "2048", HASH_YES,
         "Width of the SwiGLU MLP (MistralConfig's intermediate_size)." FROM_FOLDER),
     INT("model.mistral.block_size", mistral.block_size, 1, 1 << 20, "1024", HASH_YES,
-        "Longest sequence (the RoPE tables' positions); at least `data.seq_len`." FROM_FOLDER),
+        "Longest sequence the model was made for (config.json's max_position_embeddings); at least "
+        "`data.seq_len`." FROM_FOLDER),
     INT("model.mistral.vocab_size", mistral.vocab_size, 2, 1 << 24, "32768", HASH_YES,
         "Vocabulary, at least the data's; padded to a multiple of 128 inside (Mistral-7B-v0.3: 32768). With "
         "mistral, `optimizer.betas` defaults to `[0.9, 0.95]` and weight decay applies to 2-D tensors only."

@@ -25,7 +25,8 @@ static const cfg_key qwen2_keys[] = {
     INT("model.qwen2.ffn_hidden", qwen2.ffn_hidden, 1, 1 << 20, "2048", HASH_YES,
         "Width of the SwiGLU MLP (Qwen2's intermediate_size)." FROM_FOLDER),
     INT("model.qwen2.block_size", qwen2.block_size, 1, 1 << 20, "1024", HASH_YES,
-        "Longest sequence (the RoPE tables' positions); at least `data.seq_len`." FROM_FOLDER),
+        "Longest sequence the model was made for (config.json's max_position_embeddings); at least "
+        "`data.seq_len`." FROM_FOLDER),
     INT("model.qwen2.vocab_size", qwen2.vocab_size, 2, 1 << 24, "32000", HASH_YES,
         "Vocabulary, at least the data's; padded to a multiple of 128 inside. With qwen2, `optimizer.betas` "
         "defaults to `[0.9, 0.95]` and weight decay applies to 2-D tensors only (not the q/k/v biases)."
