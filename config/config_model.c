@@ -203,6 +203,26 @@ static int take_key(const config *c, const config *want, const cfg_key *k, bool 
     return DDP_OK;
 }
 
+/* c as it resolves once its pending shape keys hold want's values (malloc'd; NULL: out of memory):
+ * a key that resolves by others (head_dim set to n_embd / n_head, written 0) compares as it will be
+ * held, not as the user set it while the keys it follows were pending. */
+static config *settled_with(const config *c, const config *want, const cfg_model_section *s)
+{
+    config *have = malloc(sizeof *have);
+    if (!have)
+        return NULL;
+    memcpy(have, c, sizeof *c);
+    for (int i = 1; i < s->n_keys; i++)
+        if (shape_key(s, &s->keys[i]) && c->model.shape_pending >> i & 1)
+            memcpy((char *)have + s->keys[i].off, (const char *)want + s->keys[i].off, field_size(&s->keys[i]));
+    have->model.shape_pending = 0;
+    if (s->kind->resolve) {
+        model_general g = general_of(have);
+        s->kind->resolve(&have->model.opts, &g);
+    }
+    return have;
+}
+
 /* The shape's values are checked against the keys' ranges too: a file's shape beyond them (a folder
  * allows larger ones) would give a config that does not load again. */
 int config_take_shape(config *c, const config_shape *from, const char *file, const char *const names[],
@@ -222,10 +242,12 @@ int config_take_shape(config *c, const config_shape *from, const char *file, con
                    (const char *)from + (s->keys[i].off - MODEL_OFF - s->kind->shape_off),
                    field_size(&s->keys[i]));
     want->model.shape_pending = 0;
-    int rc = DDP_OK;
+    config *have = settled_with(c, want, s);
+    int rc = have ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "out of memory");
     for (int i = 1, j = 0; rc == DDP_OK && i < s->n_keys; i++)
         if (shape_key(s, &s->keys[i]))
-            rc = take_key(c, want, &s->keys[i], c->model.shape_pending >> i & 1, file, names[j++], err);
+            rc = take_key(have, want, &s->keys[i], c->model.shape_pending >> i & 1, file, names[j++], err);
+    free(have);
     model_general g = general_of(want);
     if (rc == DDP_OK)
         rc = s->kind->shape_check(&want->model.opts, &g, file, names, err);

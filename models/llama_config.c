@@ -74,7 +74,7 @@ _Static_assert(sizeof llama_keys / sizeof llama_keys[0] <= 32, "model_general.pe
 static void llama_resolve(model_kind_opts *o, const model_general *g)
 {
     llama_shape *s = &o->llama;
-    llama_config_resolve_head_dim(s);
+    llama_shape_normalize_head_dim(s);
     if (s->ffn_hidden != 0 || g->pending >> FFN_HIDDEN_KEY & 1)
         return;
     int64_t hidden = 2 * (4 * s->n_embd) / 3, multiple_of = o->llama_multiple_of;
@@ -93,7 +93,7 @@ bool llama_shape_own_head_dim(const llama_shape *s)
     return s->head_dim && !(s->n_head && s->n_embd % s->n_head == 0 && s->head_dim == s->n_embd / s->n_head);
 }
 
-void llama_config_resolve_head_dim(llama_shape *s)
+void llama_shape_normalize_head_dim(llama_shape *s)
 {
     if (s->n_embd && !llama_shape_own_head_dim(s))
         s->head_dim = 0;

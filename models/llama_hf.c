@@ -15,7 +15,6 @@
 #include "lm_hf.h"
 
 #define MAX_DIM (1 << 24)
-#define MAX_HEAD_DIM LLAMA_MAX_HEAD_DIM
 #define SHAPE_KEYS "the shape needs num_hidden_layers, num_attention_heads, hidden_size, intermediate_size, " \
                    "max_position_embeddings and vocab_size"
 /* ---- config.json -------------------------------------------------------------------------- */
@@ -45,8 +44,9 @@ static int read_positive(const json_doc *j, const char *key, double def, double 
     return DDP_OK;
 }
 
-/* head_dim into s->head_dim: absent, null or hidden_size / num_attention_heads, 0; for a family
- * that reads it (Llama, Mistral) another even size is the shape's own, for the others refused. */
+/* head_dim into s->head_dim: absent or null, 0; hidden_size / num_attention_heads, 0 as well (held as
+ * a config holds it: llama_shape_normalize_head_dim); a size of the heads' own, for a family that
+ * reads the key (Llama, Mistral), if even and at most LLAMA_MAX_HEAD_DIM, and for the others refused. */
 static int read_head_dim(const llama_family *fam, const json_doc *j, llama_shape *s, ddp_err *err)
 {
     const json_node *v = json_object_get(j, json_root(j), "head_dim");
@@ -54,17 +54,17 @@ static int read_head_dim(const llama_family *fam, const json_doc *j, llama_shape
     s->head_dim = 0;
     if (!v || json_kind_of(v) == JSON_NULL)
         return DDP_OK;
-    bool quotient = s->n_embd % s->n_head == 0 && json_uint(v, &hd) && hd == (uint64_t)(s->n_embd / s->n_head);
-    if (fam->hf->head_dim && json_uint(v, &hd) && hd >= 2 && hd <= MAX_HEAD_DIM && hd % 2 == 0) {
-        s->head_dim = quotient ? 0 : (int64_t)hd; /* the quotient is written 0, as in a config */
-        return DDP_OK;
+    if (json_uint(v, &hd) && hd > 0 && hd <= MAX_DIM) {
+        s->head_dim = (int64_t)hd;
+        llama_shape_normalize_head_dim(s);
+        if (!llama_shape_own_head_dim(s) || (fam->hf->head_dim && hd <= LLAMA_MAX_HEAD_DIM && hd % 2 == 0))
+            return DDP_OK;
+        s->head_dim = 0;
     }
-    if (!fam->hf->head_dim && quotient)
-        return DDP_OK;
     char why[160];
     if (fam->hf->head_dim)
         snprintf(why, sizeof why, "expected null or an even head size up to %d (RoPE rotates its two halves)",
-                 MAX_HEAD_DIM);
+                 LLAMA_MAX_HEAD_DIM);
     else
         snprintf(why, sizeof why, "ddprun's %s has heads of hidden_size / num_attention_heads = %lld (or null)",
                  fam->title, (long long)(s->n_embd / s->n_head));

@@ -65,7 +65,7 @@ static const model_hash_rule mistral_hash_rules[] = {
 static void mistral_resolve(model_kind_opts *o, const model_general *g)
 {
     (void)g;
-    llama_config_resolve_head_dim(&o->mistral);
+    llama_shape_normalize_head_dim(&o->mistral);
 }
 
 static const model_key_rule mistral_rules[] = {

@@ -104,9 +104,6 @@ int model_config_seq_len_fits(const model_general *g, const char *key, int64_t b
 bool llama_rule_heads_uneven(const model_kind_opts *o, const model_general *g);
 bool llama_rule_head_odd(const model_kind_opts *o, const model_general *g);
 bool llama_rule_head_dim_odd(const model_kind_opts *o, const model_general *g);
-/* A kind's resolve step for its head_dim key: n_embd / n_head is written 0, as a folder's is, so
- * that one shape has one text (a pending n_embd leaves it as set). */
-void llama_config_resolve_head_dim(llama_shape *s);
 bool llama_rule_kv_uneven(const model_kind_opts *o, const model_general *g);
 bool llama_rule_seq_over_block(const model_kind_opts *o, const model_general *g);
 int llama_config_check_shape(const model_general *g, const char *block_key, const char *file,

@@ -89,6 +89,9 @@ typedef struct llama_shape {
  * (llama_config.c). */
 int64_t llama_head_dim(const llama_shape *s);
 bool llama_shape_own_head_dim(const llama_shape *s);
+/* Writes a head_dim that is n_embd / n_head as 0, as the config's resolve step and the folder
+ * readers hold it, so that one shape has one text (an n_embd still 0 leaves it as set). */
+void llama_shape_normalize_head_dim(llama_shape *s);
 
 /* Each kind's settings as the config holds them (config/config.h's model section): a kind's config
  * rows (its *_config.c) locate their fields in this struct. A new kind adds its member here. */

@@ -96,7 +96,8 @@ static void test_init_from_shape(void)
  * the doubles by where they were set, not by their value), ffn_hidden is not the multiple_of rule's
  * width, and the take gives each key the folder's value; a key set to another value (an int, a
  * double, the bool) is refused naming both values and the file, as are an odd head size, uneven
- * key/value heads and a data.seq_len over max_position_embeddings. */
+ * key/value heads and a data.seq_len over max_position_embeddings; a head_dim compares as it
+ * resolves with the folder's n_embd and n_head. */
 static void test_init_from_llama_shape(void)
 {
     static const char *const names[] = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads",
@@ -164,6 +165,19 @@ static void test_init_from_llama_shape(void)
     CHECK(config_load(NULL, 5, same, &c, &err) == DDP_OK, "%s", err.msg);
     CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_OK, "the folder's values set: %s",
           err.msg);
+    /* a head_dim set while n_embd and n_head are the folder's compares as it resolves with theirs:
+     * their quotient is the folder's 0, another size is refused */
+    char quotient[32], wider[32];
+    snprintf(quotient, sizeof quotient, "model.llama.head_dim=%lld", (long long)(from.llama.n_embd / from.llama.n_head));
+    snprintf(wider, sizeof wider, "model.llama.head_dim=%lld", (long long)(2 * from.llama.n_embd / from.llama.n_head));
+    char *hd_set[] = {"model.kind=llama", "checkpoint.init_from=hf", quotient};
+    CHECK(config_load(NULL, 3, hd_set, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_OK && c.model.opts.llama.head_dim == 0,
+          "%s with the folder's n_embd / n_head: %s", quotient, err.msg);
+    hd_set[2] = wider;
+    CHECK(config_load(NULL, 3, hd_set, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_EUSAGE, "%s taken", wider);
+    CHECK_STR_CONTAINS(err.msg, "but checkpoint.init_from's hf/config.json has head_dim 0");
 
     /* the folder's shape breaking the model's rules */
     char *pending[] = {"model.kind=llama", "checkpoint.init_from=hf"};

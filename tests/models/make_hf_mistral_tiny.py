@@ -10,8 +10,9 @@ positions, untied; HF's own init from the seed, then every RMSNorm weight redraw
 1 + N(0, 0.1) so that a mix-up of two norms cannot hide. save_pretrained writes it in float32, and
 its bfloat16 cast in bf16/; the input is INPUT_FIXTURE's (hf-llama-tiny's: text bytes modulo the
 vocabulary), and the logits of each folder are computed from that folder in float64 with eager
-attention, stored rounded to float32. Needs torch and transformers; never writes outside
-ROOT/NAME, and refuses an existing one."""
+attention, stored rounded to float32; MANIFEST's header gives the float32 noise floor (floor=: a
+float32 forward of the folder against those logits, relative to the largest). Needs torch and
+transformers; never writes outside ROOT/NAME, and refuses an existing one."""
 import argparse
 import os
 import sys
@@ -55,21 +56,26 @@ inp = np.fromfile(os.path.join(a.input_fixture, "input.bin"), dtype="<i4").resha
 inp.astype("<i4").tofile(os.path.join(out, "input.bin"))
 
 
-def logits_of(folder):
-    m = MistralForCausalLM.from_pretrained(folder, torch_dtype=torch.float64, attn_implementation="eager").eval()
+def logits_of(folder, dtype=torch.float64):
+    m = MistralForCausalLM.from_pretrained(folder, torch_dtype=dtype, attn_implementation="eager").eval()
     with torch.no_grad():
         return m(torch.from_numpy(inp.astype(np.int64))).logits
 
 
 f32, bf16 = logits_of(out), logits_of(os.path.join(out, "bf16"))
+# The float32 noise floor: transformers' own float32 forward of the folder against the stored logits,
+# over the largest; what a correct float32 implementation can be held to.
+stored = f32.to(torch.float32).double()
+floor = ((logits_of(out, torch.float32).double() - stored).abs().max() / stored.abs().max()).item()
 f32.to(torch.float32).numpy().astype("<f4").tofile(os.path.join(out, "logits.bin"))
 bf16.to(torch.float32).numpy().astype("<f4").tofile(os.path.join(out, "logits_bf16.bin"))
 B, T = shape
 V = config.vocab_size
 with open(os.path.join(out, "MANIFEST"), "w") as f:
-    head_dim = f" HD={a.head_dim}" if a.head_dim != 16 else ""  # hf-mistral-tiny's header as it was
+    head_dim = f" HD={a.head_dim}" if a.head_dim != 16 else ""
     f.write(f"# {a.name} seed={a.seed} L=2 C=64 NH=4 NKV=2{head_dim} FFN=176 NPOS=32 V={V} B={B} T={T} "
-            f"rope_theta=1000000 norm_eps=1e-05; logits computed by HF from model.safetensors (logits_bf16: from "
+            f"rope_theta=1000000 norm_eps=1e-05 floor={floor:.2g}; floor: transformers' float32 forward of "
+            f"model.safetensors against logits, over the largest; logits computed by HF from model.safetensors (logits_bf16: from "
             f"bf16/model.safetensors) in float64, rounded to float32 (bf16 moves them by up to "
             f"{(f32 - bf16).abs().max().item():.3g}, the largest is {f32.abs().max().item():.3g}); torch "
             f"{torch.__version__}; transformers {transformers.__version__}\n")

@@ -3,7 +3,8 @@
  * fixture hf-mistral-tiny, or hf-mistral-nemo-tiny (heads of their own size, head_dim, as
  * Mistral-Nemo's: then the description carries it): the shape from config.json (checked against
  * MANIFEST's header, HD its head size when given); the float32
- * import's logits against the `logits` transformers computed, the bf16/ folder's against
+ * import's logits against the `logits` transformers computed, within HF_LOGITS_TOL_FACTOR times the
+ * header's floor (transformers' own float32 reload of the folder), the bf16/ folder's against
  * `logits_bf16`; the export of each import is the fixture's model.safetensors byte for byte and its
  * config.json but for transformers_version; the description read back as Mistral and not as a
  * Llama, and rebuilt as Mistral by the registry; Mistral-7B-v0.1's kind of folder, a sliding
@@ -23,7 +24,7 @@
 #include "models/mistral.h"
 #include "tests/models/llama_family_checks.h"
 
-static double TOL; /* HF_LOGITS_TOL_FACTOR times the fixture's floor */
+static double TOL; /* HF_LOGITS_TOL_FACTOR times MANIFEST's floor */
 static fixture_manifest fx;
 static device *dev;
 static llama_shape shape;
@@ -175,8 +176,6 @@ int main(int argc, char **argv)
             cuda = true;
         else
             name = argv[i];
-    TOL = HF_LOGITS_TOL_FACTOR *
-          (strcmp(name, "hf-mistral-nemo-tiny") ? HF_MISTRAL_TINY_LOGITS_FLOOR : HF_MISTRAL_NEMO_TINY_LOGITS_FLOOR);
     const device_opts gpu_opts = {.kind = DEVICE_CUDA}; /* no TF32 */
     if (fixture_manifest_read(&fx, name) ||
         (cuda ? device_cuda_create(0, &gpu_opts, &dev, &err) : device_cpu_create(&dev, &err)) || !mkdtemp(tmp)) {
@@ -184,6 +183,8 @@ int main(int argc, char **argv)
         return 1;
     }
     snprintf(bf16_dir, sizeof bf16_dir, "%s/bf16", fx.dir);
+    TOL = HF_LOGITS_TOL_FACTOR * fixture_header_double(&fx, "floor");
+    CHECK(TOL > 0, "MANIFEST's header gives the float32 reload's floor (floor=)");
     B = fixture_header_int(&fx, "B"), T = fixture_header_int(&fx, "T");
     CHECK(llama_hf_read_shape(&mistral_family, fx.dir, &shape, &err) == DDP_OK, "config.json: %s", err.msg);
     int32_t *input = fixture_load(&fx, "input", NULL);

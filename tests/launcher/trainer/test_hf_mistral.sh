@@ -13,8 +13,8 @@
 #    refused with exit 2 naming the keys;
 #  - Mistral-Nemo's kind of folder (hf-mistral-nemo-tiny: head_dim not hidden_size / heads): a
 #    step that changes nothing exports the same files, head_dim in the resolved config and the
-#    description (hf-mistral-tiny's, the quotient, resolves to 0); a config's other head_dim
-#    refused with exit 2 naming both;
+#    description (hf-mistral-tiny's, the quotient, resolves to 0, set by a config or not); a
+#    config's other head_dim refused with exit 2 naming both;
 #  - refused with exit 2: a Llama folder for a mistral model (its model_type named).
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/qwen2_tiny.yaml
@@ -41,6 +41,9 @@ got=$(resolved_model_keys "$TMP/f" mistral n_layer n_head n_kv_head n_embd ffn_h
 check "the resolved config holds config.json's shape, head_dim $C / $NH as 0 ($got)" \
     [ "$got" = "$L $NH $NKV $C $FFN $NPOS $V 0" ]
 check "ckpt info names the model mistral" bash -c "'$DDPRUN' ckpt info '$F' | grep -q '^model mistral n_layer=$L '"
+mistral 1 "$TMP/q" "${STILL[@]}" checkpoint.init_from="$HF" model.mistral.head_dim=$((C / NH)) >"$TMP/q.log" 2>&1
+check "a config's head_dim $((C / NH)), the folder's $C / $NH: taken (exit $?)" [ $? -eq 0 ]
+check "resolved as 0" [ "$(resolved_model_keys "$TMP/q" mistral head_dim)" = 0 ]
 "$DDPRUN" ckpt export --format hf "$F" "$TMP/fx" >"$TMP/fx.log" 2>&1
 check "ckpt export --format hf of the Mistral" [ $? -eq 0 ]
 check "saying what it wrote" grep -q "Hugging Face MistralForCausalLM, float32, 1 safetensors file" "$TMP/fx.log"
