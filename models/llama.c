@@ -9,7 +9,8 @@
  * Parameters sit in one flat fp32 buffer under Hugging Face's names, in this order:
  * model.embed_tokens, each layer's input_layernorm, q/k/v_proj (adjacent, so one GEMM gives qkv),
  * o_proj, post_attention_layernorm, gate/up_proj (adjacent: one GEMM), down_proj, q/k/v_proj's
- * biases (adjacent, in a family that has them), then model.norm and lm_head (absent when tied). The embedding and lm_head have vocab_padded rows; the padding
+ * biases (adjacent, in a family that has them), q_norm and k_norm (in a family that has them),
+ * then model.norm and lm_head (absent when tied). The embedding and lm_head have vocab_padded rows; the padding
  * rows stay zero, since no token selects them and the classifier gives their logits zero
  * gradient. The bf16 compute copy is lm_core's, shared with GPT-2; the RNG stream and everything
  * that runs on the device are as GPT-2's (gpt2.c). This file must not communicate, step an optimizer or read data. */
@@ -29,14 +30,25 @@
 static const char *const block_tensor_names[BLOCK_TENSORS_MAX] = {
     "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
     "self_attn.o_proj.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
-    "mlp.down_proj.weight", "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"};
+    "mlp.down_proj.weight", "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
+    "self_attn.q_norm.weight", "self_attn.k_norm.weight"};
 
 extern const struct llama_hf_family llama_hf_llama; /* llama_hf_write.c */
-const llama_family llama_family_llama = {MODEL_LLAMA, "llama", "Llama", false, &llama_hf_llama};
+const llama_family llama_family_llama = {MODEL_LLAMA, "llama", "Llama", false, false, &llama_hf_llama};
 
 int64_t llama_vocab_padded(int64_t vocab_size) { return gpt2_vocab_padded(vocab_size); }
 
 /* ---- parameters --------------------------------------------------------------------------- */
+
+/* Which of the block tensors the family has, and where each is among them (llama_impl.slot). */
+static void family_slots(llama_impl *g)
+{
+    g->block_tensors = 0;
+    for (int i = 0; i < BLOCK_TENSORS_MAX; i++) {
+        bool has = i < BLOCK_TENSORS || (i <= V_B ? g->fam->qkv_bias : g->fam->qk_norm);
+        g->slot[i] = has ? g->block_tensors++ : -1;
+    }
+}
 
 static int lay_out_params(model *m, llama_impl *g, ddp_err *err)
 {
@@ -44,17 +56,19 @@ static int lay_out_params(model *m, llama_impl *g, ddp_err *err)
     const int64_t C = s->n_embd, hd = llama_head_dim(s), F = s->ffn_hidden;
     const int64_t q = s->n_head * hd, kv = s->n_kv_head * hd;
     size_t off = 0;
-    g->block_tensors = g->fam->qkv_bias ? BLOCK_TENSORS_MAX : BLOCK_TENSORS;
+    family_slots(g);
     g->off_embed = off;
     int rc = model_begin_unit(m, false, err); /* the embeddings */
     if (!rc)
         rc = model_add_tensor(m, "model.embed_tokens.weight", g->lm.Vp, C, true, &off, err);
     for (int l = 0; !rc && l < s->n_layer; l++) {
         g->block_off[l] = off;
-        const int64_t rows[BLOCK_TENSORS_MAX] = {C, q, kv, kv, C, C, F, F, C, q, kv, kv};
-        const int64_t cols[BLOCK_TENSORS_MAX] = {0, C, C, C, q, 0, C, C, F, 0, 0, 0};
+        const int64_t rows[BLOCK_TENSORS_MAX] = {C, q, kv, kv, C, C, F, F, C, q, kv, kv, hd, hd};
+        const int64_t cols[BLOCK_TENSORS_MAX] = {0, C, C, C, q, 0, C, C, F, 0, 0, 0, 0, 0};
         rc = model_begin_unit(m, true, err);
-        for (int i = 0; !rc && i < g->block_tensors; i++) {
+        for (int i = 0; !rc && i < BLOCK_TENSORS_MAX; i++) {
+            if (g->slot[i] < 0)
+                continue;
             char name[MODEL_TENSOR_NAME_MAX];
             snprintf(name, sizeof name, "model.layers.%d.%s", l, block_tensor_names[i]);
             rc = model_add_tensor(m, name, rows[i], cols[i], cols[i] != 0, &off, err);
@@ -157,11 +171,12 @@ void llama_rope_tables(const llama_shape *s, int64_t positions, float *cos_out, 
  * log-sum-exp: B·NH·T floats, linear in T) — under recompute, the block's output only (full) or
  * its GEMM and attention outputs too (selective), the rest one copy all blocks share; the RoPE
  * tables (cos and sin of T x hd/2: a row's T positions, which a packed row's documents restart
- * within) are fixed bytes, allocated by alloc_tables. */
-static void llama_layout(const llama_shape *s, const lm_run *run, int64_t T, lm_layout *L)
+ * within) are fixed bytes, allocated by alloc_tables. A family with q/k norms keeps the q and k
+ * planes before their norms and the norms' statistics too, as a GEMM's output is kept. */
+static void llama_layout(const llama_family *fam, const llama_shape *s, const lm_run *run, int64_t T, lm_layout *L)
 {
     const int64_t C = s->n_embd, NH = s->n_head, hd = llama_head_dim(s), F = s->ffn_hidden;
-    const int64_t QKV = (NH + 2 * s->n_kv_head) * hd;
+    const int64_t QKV = (NH + 2 * s->n_kv_head) * hd, QK = (NH + s->n_kv_head) * hd;
     size_check k = {0}; /* within the keys' ranges: 2^20 positions x 2^15 pairs */
     *L = (lm_layout){.n_layer = s->n_layer, .recompute = run->recompute,
                      .vocab_padded = llama_vocab_padded(s->vocab_size), .logits_bytes = run->logits_bytes,
@@ -188,6 +203,11 @@ static void llama_layout(const llama_shape *s, const lm_run *run, int64_t T, lm_
     BLOCK(rstd1, true, 1, NONE);
     BLOCK(rstd2, true, 1, NONE);
     BLOCK(lse, true, NH, SELECTIVE);
+    if (fam->qk_norm) {
+        SHARED(dqk_raw, false, QK);
+        BLOCK(qk_raw, false, QK, SELECTIVE);
+        BLOCK(rstd_qk, true, NH + s->n_kv_head, SELECTIVE);
+    }
 #undef SHARED
 #undef BLOCK
 }
@@ -220,7 +240,7 @@ static int alloc_tables(model *m, llama_impl *g, ddp_err *err)
 static int alloc_acts(model *m, llama_impl *g, const lm_run *run, int64_t B, ddp_err *err)
 {
     lm_layout L;
-    llama_layout(&g->s, run, g->lm.T, &L);
+    llama_layout(g->fam, &g->s, run, g->lm.T, &L);
     int rc = alloc_tables(m, g, err);
     if (!rc)
         rc = lm_layout_alloc(m, &L, g, g->blocks, sizeof g->blocks[0], B * g->lm.T, err);
@@ -235,7 +255,7 @@ int llama_activation_bytes(const llama_family *fam, const llama_shape *s, const 
                            size_t *bytes, ddp_err *err)
 {
     lm_layout L;
-    llama_layout(s, run, T, &L);
+    llama_layout(fam, s, run, T, &L);
     char widths[256];
     snprintf(widths, sizeof widths, "model.%s.n_embd=%lld, model.%s.ffn_hidden=%lld, model.%s.vocab_size=%lld",
              fam->name, (long long)s->n_embd, fam->name, (long long)s->ffn_hidden, fam->name, (long long)s->vocab_size);

@@ -4,8 +4,8 @@
  *
  * A family is a model kind with the Llama's block (llama_family): the Llama itself
  * (llama_family_llama), and kinds that differ from it only in what llama_family says — its name,
- * biases on the q, k and v projections, its Hugging Face files — each defined in its own
- * files. Every entry point takes the family; the shape is llama_shape for all.
+ * biases on the q, k and v projections, RMSNorms of the q and k heads, its Hugging Face files —
+ * each defined in its own files. Every entry point takes the family; the shape is llama_shape for all.
  *
  * The model takes int32 token ids [rows, T] and predicts the next token at every position
  * (io.sample i32 x T -> i32 x T, a language model), as GPT-2 does; T is the data's sequence
@@ -23,6 +23,8 @@ typedef struct llama_family {
     const char *name;  /* model.kind's value: the description's first word, "model.NAME.*" in messages */
     const char *title; /* in messages: "Llama" */
     bool qkv_bias;     /* q_proj, k_proj and v_proj have biases (added before RoPE) */
+    bool qk_norm;      /* each q and k head is RMS-normalised over its head_dim (q_norm, k_norm: one
+                        * weight vector each, shared by the heads) before RoPE */
     const struct llama_hf_family *hf;
 } llama_family;
 

@@ -167,7 +167,11 @@ static int read_rope_scaling(const json_doc *j, llama_shape *s, ddp_err *err)
 static int shape_from(const llama_family *fam, const json_doc *j, llama_shape *s, ddp_err *err)
 {
     memset(s, 0, sizeof *s);
-    int rc = hf_key_size(j, "num_hidden_layers", LLAMA_MAX_LAYERS, &s->n_layer, SHAPE_KEYS, err);
+    /* the fixed keys first: another family's folder is named by its model_type, not by a shape key
+     * this family reads otherwise (Qwen3's head_dim read as Qwen2) */
+    int rc = hf_check_fixed(j, fam->hf->fixed_keys, fam->hf->n_fixed_keys, err);
+    if (!rc)
+        rc = hf_key_size(j, "num_hidden_layers", LLAMA_MAX_LAYERS, &s->n_layer, SHAPE_KEYS, err);
     if (!rc)
         rc = hf_key_size(j, "num_attention_heads", MAX_DIM, &s->n_head, SHAPE_KEYS, err);
     if (!rc)
@@ -188,8 +192,6 @@ static int shape_from(const llama_family *fam, const json_doc *j, llama_shape *s
     if (!rc && tie && json_kind_of(tie) != JSON_BOOL)
         rc = hf_key_fail(j, tie, "tie_word_embeddings", "expected true or false", err);
     s->tie_embeddings = tie && !strcmp(json_text(tie), "true");
-    if (!rc)
-        rc = hf_check_fixed(j, fam->hf->fixed_keys, fam->hf->n_fixed_keys, err);
     if (!rc) /* after the fixed keys: a family that refuses any rope_scaling (Qwen2) says so first */
         rc = read_rope_scaling(j, s, err);
     if (!rc && fam->hf->sliding_window)

@@ -31,42 +31,100 @@ static void *at(const llama_impl *g, const void *base, int64_t elems)
     return (char *)base + (size_t)elems * tensor_dtype_size(g->lm.t);
 }
 
-/* The attention op's view of qkv [BT, QKV]: q heads at column 0, k heads at NH·hd, v heads at
- * (NH + NKV)·hd, all with row stride QKV; the output [BT, NH·hd]. */
-static attn_shape attention_shape(const llama_impl *g, int64_t B)
+/* Where q, k and v are in a tensor of qkv's layout (the activations or their gradient) for B rows:
+ * interleaved, q heads at column 0, k heads at NH·hd, v heads at (NH + NKV)·hd of each row of
+ * QKV; with q/k norms, planes [BT, NH·hd], [BT, NKV·hd], [BT, NKV·hd] one after another, which
+ * the norms (rows of hd) read and write in place. ld: q's row stride, then k's and v's. */
+typedef struct qkv_view {
+    void *q, *k, *v;
+    int64_t ld_q, ld_kv;
+} qkv_view;
+
+static qkv_view qkv_of(const llama_impl *g, void *base, int64_t B)
 {
-    return (attn_shape){.B = B, .T = g->lm.T, .NH = g->s.n_head, .NKV = g->s.n_kv_head, .hs = g->hd, .ld_q = g->QKV,
-                        .ld_kv = g->QKV, .ld_o = g->s.n_head * g->hd, .scale = (float)(1.0 / sqrt((double)g->hd)),
-                        .doc_start = g->lm.docs, .doc_end = lm_doc_end(&g->lm, B)};
+    const int64_t BT = B * g->lm.T, q = g->s.n_head * g->hd, kv = g->s.n_kv_head * g->hd;
+    if (g->fam->qk_norm)
+        return (qkv_view){base, at(g, base, BT * q), at(g, base, BT * (q + kv)), q, kv};
+    return (qkv_view){base, at(g, base, q), at(g, base, q + kv), g->QKV, g->QKV};
 }
 
-static int rope(model *m, const llama_impl *g, void *qkv, int64_t B, bool forward, ddp_err *err)
+/* The attention op's view of qkv (qkv_of); the output [BT, NH·hd]. */
+static attn_shape attention_shape(const llama_impl *g, const qkv_view *v, int64_t B)
+{
+    return (attn_shape){.B = B, .T = g->lm.T, .NH = g->s.n_head, .NKV = g->s.n_kv_head, .hs = g->hd,
+                        .ld_q = v->ld_q, .ld_kv = v->ld_kv, .ld_o = g->s.n_head * g->hd,
+                        .scale = (float)(1.0 / sqrt((double)g->hd)), .doc_start = g->lm.docs,
+                        .doc_end = lm_doc_end(&g->lm, B)};
+}
+
+/* RoPE over the q and k heads of v (qkv_of): one op over NH + NKV heads when they share rows, one
+ * per plane when they do not. */
+static int rope(model *m, const llama_impl *g, const qkv_view *v, int64_t B, bool forward, ddp_err *err)
 {
     const struct device_ops *op = m->dev->ops;
-    const int64_t heads = g->s.n_head + g->s.n_kv_head;
-    return forward ? op->rope_forward(m->dev, g->lm.t, qkv, g->QKV, B, g->lm.T, heads, g->hd, g->rope_cos,
-                                      g->rope_sin, g->lm.docs, err)
-                   : op->rope_backward(m->dev, g->lm.t, qkv, g->QKV, B, g->lm.T, heads, g->hd, g->rope_cos,
-                                       g->rope_sin, g->lm.docs, err);
+    const int64_t NH = g->s.n_head, NKV = g->s.n_kv_head;
+    const bool planes = g->fam->qk_norm;
+    const struct { void *x; int64_t ld, heads; } part[2] = {{v->q, v->ld_q, planes ? NH : NH + NKV},
+                                                             {v->k, v->ld_kv, NKV}};
+    int rc = DDP_OK;
+    for (int i = 0; !rc && i < (planes ? 2 : 1); i++)
+        rc = forward ? op->rope_forward(m->dev, g->lm.t, part[i].x, part[i].ld, B, g->lm.T, part[i].heads, g->hd,
+                                        g->rope_cos, g->rope_sin, g->lm.docs, err)
+                     : op->rope_backward(m->dev, g->lm.t, part[i].x, part[i].ld, B, g->lm.T, part[i].heads, g->hd,
+                                         g->rope_cos, g->rope_sin, g->lm.docs, err);
+    return rc;
 }
 
-/* Block l's attention from its ln1 on: q, k and v (one GEMM over the adjacent q_proj, k_proj,
- * v_proj and their biases), RoPE, attention, and o_proj into res2. */
+/* With q/k norms: q and k by a GEMM each into qk_raw's planes, v by a third into qkv's v plane,
+ * then each q and k head (a row of hd) RMS-normalised into qkv's q and k planes. */
+static int qk_normed_projections(model *m, llama_impl *g, llama_block_acts *a, const size_t *p, int64_t B,
+                                 ddp_err *err)
+{
+    const struct device_ops *op = m->dev->ops;
+    const int64_t C = g->s.n_embd, BT = B * g->lm.T, NH = g->s.n_head, NKV = g->s.n_kv_head, hd = g->hd;
+    const float eps = (float)g->s.norm_eps;
+    const qkv_view v = qkv_of(g, a->qkv, B);
+    void *k_raw = at(g, a->qk_raw, BT * NH * hd);
+    int rc = linear_forward(m, g, a->ln1, p[Q_W], a->qk_raw, BT, C, NH * hd, err);
+    if (!rc)
+        rc = linear_forward(m, g, a->ln1, p[K_W], k_raw, BT, C, NKV * hd, err);
+    if (!rc)
+        rc = linear_forward(m, g, a->ln1, p[V_W], v.v, BT, C, NKV * hd, err);
+    if (!rc)
+        rc = op->rmsnorm_forward(m->dev, g->lm.t, v.q, a->rstd_qk, a->qk_raw, llama_weight(g, p[Q_NORM]), BT * NH, hd,
+                                 eps, err);
+    if (!rc)
+        rc = op->rmsnorm_forward(m->dev, g->lm.t, v.k, a->rstd_qk + BT * NH, k_raw, llama_weight(g, p[K_NORM]),
+                                 BT * NKV, hd, eps, err);
+    return rc;
+}
+
+/* q, k and v: one GEMM over the adjacent q_proj, k_proj, v_proj (and their biases), or with q/k
+ * norms qk_normed_projections. */
+static int projections(model *m, llama_impl *g, llama_block_acts *a, const size_t *p, int64_t B, ddp_err *err)
+{
+    const int64_t C = g->s.n_embd, BT = B * g->lm.T;
+    if (g->fam->qk_norm)
+        return qk_normed_projections(m, g, a, p, B, err);
+    if (g->fam->qkv_bias)
+        return m->dev->ops->gemm_bias(m->dev, g->lm.t, false, true, BT, g->QKV, C, a->ln1, C, llama_weight(g, p[Q_W]),
+                                      C, llama_weight(g, p[Q_B]), a->qkv, err);
+    return linear_forward(m, g, a->ln1, p[Q_W], a->qkv, BT, C, g->QKV, err);
+}
+
+/* Block l's attention from its ln1 on: q, k and v (projections), RoPE, attention, and o_proj into
+ * res2. */
 static int attention_forward(model *m, llama_impl *g, llama_block_acts *a, const size_t *p, int64_t B, ddp_err *err)
 {
     const struct device_ops *op = m->dev->ops;
-    device *d = m->dev;
-    const tensor_dtype t = g->lm.t;
-    const int64_t C = g->s.n_embd, BT = B * g->lm.T, NH = g->s.n_head, NKV = g->s.n_kv_head;
-    int rc = g->fam->qkv_bias ? op->gemm_bias(d, t, false, true, BT, g->QKV, C, a->ln1, C, llama_weight(g, p[Q_W]), C,
-                                              llama_weight(g, p[Q_B]), a->qkv, err)
-                              : linear_forward(m, g, a->ln1, p[Q_W], a->qkv, BT, C, g->QKV, err);
+    const int64_t C = g->s.n_embd, BT = B * g->lm.T, NH = g->s.n_head;
+    const qkv_view v = qkv_of(g, a->qkv, B);
+    int rc = projections(m, g, a, p, B, err);
     if (!rc)
-        rc = rope(m, g, a->qkv, B, true, err);
+        rc = rope(m, g, &v, B, true, err);
     if (!rc) {
-        const attn_shape s = attention_shape(g, B);
-        rc = op->attention_forward(d, t, &s, a->atty, a->lse, a->qkv, at(g, a->qkv, NH * g->hd),
-                                   at(g, a->qkv, (NH + NKV) * g->hd), err);
+        const attn_shape s = attention_shape(g, &v, B);
+        rc = op->attention_forward(m->dev, g->lm.t, &s, a->atty, a->lse, v.q, v.k, v.v, err);
     }
     return rc ? rc : linear_forward(m, g, a->atty, p[O_W], a->res2, BT, NH * g->hd, C, err);
 }
@@ -79,10 +137,11 @@ static int mlp_forward(model *m, llama_impl *g, llama_block_acts *a, const size_
     return rc ? rc : m->dev->ops->swiglu_forward(m->dev, g->lm.t, a->h, a->gate_up, BT, F, err);
 }
 
+/* The offsets of block l's tensors, by their enum; those the family lacks are 0 (never read). */
 static void block_params(const model *m, const llama_impl *g, int l, size_t *p)
 {
-    for (int i = 0; i < g->block_tensors; i++)
-        p[i] = llama_block_offset(m, l, i);
+    for (int i = 0; i < BLOCK_TENSORS_MAX; i++)
+        p[i] = g->slot[i] >= 0 ? llama_block_offset(m, l, i) : 0;
 }
 
 /* Block l's forward. Its input, the residual stream, is block l-1's res3 after the residual add
@@ -175,15 +234,43 @@ int llama_forward(model *m, const int32_t *tokens, int64_t B, ddp_err *err)
 
 /* ---- backward ----------------------------------------------------------------------------- */
 
-/* dW += dyᵀ · x; dx = dy · W (overwritten). W is [out, in] at parameter offset w_off. */
+/* dW += dyᵀ · x; dx = dy · W, overwritten, or added to dx when add_dx. W is [out, in] at
+ * parameter offset w_off. */
 static int linear_backward(model *m, const llama_impl *g, const void *dy, const void *x, size_t w_off, void *dx,
-                           int64_t rows, int64_t in, int64_t out, ddp_err *err)
+                           bool add_dx, int64_t rows, int64_t in, int64_t out, ddp_err *err)
 {
     const struct device_ops *op = m->dev->ops;
     int rc = op->gemm(m->dev, g->lm.t, TENSOR_F32, true, false, out, in, rows, 1.0f, dy, out, x, in, 1.0f,
                       model_grad(m, w_off), in, err);
     return rc ? rc : op->gemm(m->dev, g->lm.t, g->lm.t, false, false, rows, in, out, 1.0f, dy, out,
-                              llama_weight(g, w_off), in, 0.0f, dx, in, err);
+                              llama_weight(g, w_off), in, add_dx ? 1.0f : 0.0f, dx, in, err);
+}
+
+/* With q/k norms: from the gradient w.r.t. the normed q and k planes (dqkv's, un-rotated) back
+ * through the norms into dqk_raw, then through the three GEMMs: their weights' gradients and ln1's
+ * gradient into g->dln. */
+static int qk_normed_projections_backward(model *m, llama_impl *g, const llama_block_acts *a, const size_t *p,
+                                          int64_t B, ddp_err *err)
+{
+    const struct device_ops *op = m->dev->ops;
+    device *d = m->dev;
+    const tensor_dtype t = g->lm.t;
+    const int64_t C = g->s.n_embd, BT = B * g->lm.T, NH = g->s.n_head, NKV = g->s.n_kv_head, hd = g->hd;
+    const qkv_view dv = qkv_of(g, g->dqkv, B);
+    void *dk_raw = at(g, g->dqk_raw, BT * NH * hd);
+    const void *k_raw = at(g, a->qk_raw, BT * NH * hd);
+    int rc = op->fill(d, t, g->dqk_raw, (size_t)(BT * (NH + NKV) * hd), 0.0f, err); /* the norms add into it */
+    if (!rc)
+        rc = op->rmsnorm_backward(d, t, g->dqk_raw, model_grad(m, p[Q_NORM]), dv.q, a->qk_raw,
+                                  llama_weight(g, p[Q_NORM]), a->rstd_qk, BT * NH, hd, err);
+    if (!rc)
+        rc = op->rmsnorm_backward(d, t, dk_raw, model_grad(m, p[K_NORM]), dv.k, k_raw, llama_weight(g, p[K_NORM]),
+                                  a->rstd_qk + BT * NH, BT * NKV, hd, err);
+    if (!rc)
+        rc = linear_backward(m, g, g->dqk_raw, a->ln1, p[Q_W], g->dln, false, BT, C, NH * hd, err);
+    if (!rc)
+        rc = linear_backward(m, g, dk_raw, a->ln1, p[K_W], g->dln, true, BT, C, NKV * hd, err);
+    return rc ? rc : linear_backward(m, g, dv.v, a->ln1, p[V_W], g->dln, true, BT, C, NKV * hd, err);
 }
 
 /* g->dres holds dLoss/d(block l output) on entry and dLoss/d(block l input) on exit. The residual
@@ -195,34 +282,34 @@ static int block_backward(model *m, llama_impl *g, int l, const void *res_in, in
     device *d = m->dev;
     const tensor_dtype t = g->lm.t;
     const llama_block_acts *a = &g->blocks[l];
-    const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->lm.T, NH = g->s.n_head, NKV = g->s.n_kv_head;
-    const int64_t hd = g->hd;
+    const int64_t C = g->s.n_embd, F = g->s.ffn_hidden, BT = B * g->lm.T, NH = g->s.n_head, hd = g->hd;
     size_t p[BLOCK_TENSORS_MAX];
     block_params(m, g, l, p);
     /* MLP: res3 = res2 + down(silu(gate(ln2)) * up(ln2)) */
-    int rc = linear_backward(m, g, g->dres, a->h, p[DOWN_W], g->dh, BT, F, C, err);
+    int rc = linear_backward(m, g, g->dres, a->h, p[DOWN_W], g->dh, false, BT, F, C, err);
     if (!rc)
         rc = op->swiglu_backward(d, t, g->dgate_up, g->dh, a->gate_up, BT, F, err);
     if (!rc)
-        rc = linear_backward(m, g, g->dgate_up, a->ln2, p[GATE_W], g->dln, BT, C, 2 * F, err);
+        rc = linear_backward(m, g, g->dgate_up, a->ln2, p[GATE_W], g->dln, false, BT, C, 2 * F, err);
     if (!rc)
         rc = op->rmsnorm_backward(d, t, g->dres, model_grad(m, p[MLP_NORM]), g->dln, a->res2, llama_weight(g, p[MLP_NORM]),
                                   a->rstd2, BT, C, err);
     /* attention: res2 = res_in + o_proj(attn(rope(qkv(ln1(res_in))))) */
     if (!rc)
-        rc = linear_backward(m, g, g->dres, a->atty, p[O_W], g->datty, BT, NH * hd, C, err);
+        rc = linear_backward(m, g, g->dres, a->atty, p[O_W], g->datty, false, BT, NH * hd, C, err);
+    const qkv_view v = qkv_of(g, a->qkv, B), dv = qkv_of(g, g->dqkv, B);
     if (!rc) {
-        const attn_shape s = attention_shape(g, B);
-        rc = op->attention_backward(d, t, &s, g->dqkv, at(g, g->dqkv, NH * hd), at(g, g->dqkv, (NH + NKV) * hd),
-                                    g->datty, a->atty, a->lse, a->qkv, at(g, a->qkv, NH * hd),
-                                    at(g, a->qkv, (NH + NKV) * hd), err);
+        const attn_shape s = attention_shape(g, &v, B);
+        rc = op->attention_backward(d, t, &s, dv.q, dv.k, dv.v, g->datty, a->atty, a->lse, v.q, v.k, v.v, err);
     }
-    if (!rc) /* the gradient w.r.t. the rotated q and k, back to the projections' outputs */
-        rc = rope(m, g, g->dqkv, B, false, err);
+    if (!rc) /* the gradient w.r.t. the rotated q and k, back to the projections' (or the norms') outputs */
+        rc = rope(m, g, &dv, B, false, err);
     if (!rc && g->fam->qkv_bias)
         rc = op->bias_grad(d, t, g->dqkv, model_grad(m, p[Q_B]), BT, g->QKV, 1.0f, err);
-    if (!rc)
-        rc = linear_backward(m, g, g->dqkv, a->ln1, p[Q_W], g->dln, BT, C, g->QKV, err);
+    if (!rc && g->fam->qk_norm)
+        rc = qk_normed_projections_backward(m, g, a, p, B, err);
+    else if (!rc)
+        rc = linear_backward(m, g, g->dqkv, a->ln1, p[Q_W], g->dln, false, BT, C, g->QKV, err);
     if (!rc)
         rc = op->rmsnorm_backward(d, t, g->dres, model_grad(m, p[ATTN_NORM]), g->dln, res_in, llama_weight(g, p[ATTN_NORM]),
                                   a->rstd1, BT, C, err);

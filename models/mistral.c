@@ -40,4 +40,4 @@ static const llama_hf_family mistral_hf = {"MistralForCausalLM", mistral_fixed_k
                                            sizeof mistral_fixed_keys / sizeof mistral_fixed_keys[0],
                                            write_mistral_config, true, true};
 
-const llama_family mistral_family = {MODEL_MISTRAL, "mistral", "Mistral", false, &mistral_hf};
+const llama_family mistral_family = {MODEL_MISTRAL, "mistral", "Mistral", false, false, &mistral_hf};

@@ -8,9 +8,10 @@
 #include "model_config.h"
 
 const model_config_kind *const model_config_kinds[] = {&mlp_config_kind, &gpt2_config_kind, &llama_config_kind,
-                                                       &qwen2_config_kind, &mistral_config_kind};
+                                                       &qwen2_config_kind, &mistral_config_kind,
+                                                       &qwen3_config_kind};
 const int model_n_config_kinds = (int)(sizeof model_config_kinds / sizeof model_config_kinds[0]);
-const char *const model_kind_names[] = {"mlp", "gpt2", "llama", "qwen2", "mistral", NULL};
+const char *const model_kind_names[] = {"mlp", "gpt2", "llama", "qwen2", "mistral", "qwen3", NULL};
 const char *const recompute_mode_names[] = {"none", "selective", "full", NULL};
 _Static_assert(sizeof model_config_kinds / sizeof model_config_kinds[0] ==
                sizeof model_kind_names / sizeof model_kind_names[0] - 1, "a name per model kind");

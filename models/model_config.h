@@ -83,7 +83,7 @@ extern const int model_n_config_kinds;
 extern const char *const model_kind_names[];
 
 extern const model_config_kind mlp_config_kind, gpt2_config_kind, llama_config_kind, qwen2_config_kind,
-    mistral_config_kind;
+    mistral_config_kind, qwen3_config_kind;
 
 /* Helpers the kinds' rules and shape checks share (model_config.c): "checkpoint.init_from's FILE:
  * NAME V is not divisible by BY_NAME BY"; whether a token run's data.seq_len is over limit (a

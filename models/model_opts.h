@@ -16,7 +16,7 @@
 
 #define MLP_MAX_HIDDEN 16
 
-typedef enum { MODEL_MLP, MODEL_GPT2, MODEL_LLAMA, MODEL_QWEN2, MODEL_MISTRAL } model_kind;
+typedef enum { MODEL_MLP, MODEL_GPT2, MODEL_LLAMA, MODEL_QWEN2, MODEL_MISTRAL, MODEL_QWEN3 } model_kind;
 
 /* train.recompute: what a language model's backward rebuilds instead of keeping from the forward.
  * SELECTIVE keeps each block's GEMM and attention outputs and recomputes its norms and element-wise
@@ -102,6 +102,7 @@ typedef struct model_kind_opts {
     int64_t llama_multiple_of;  /* model.llama.multiple_of: Llama's rule for ffn_hidden 0 */
     llama_shape qwen2;          /* Qwen2: the Llama's block with q/k/v biases (models/qwen2.h) */
     llama_shape mistral;        /* Mistral: the Llama's block, Mistral's files (models/mistral.h) */
+    llama_shape qwen3;          /* Qwen3: the Llama's block with q/k norms (models/qwen3.h) */
 } model_kind_opts;
 
 /* A shape read from checkpoint.init_from's file, in its kind's member. */
@@ -117,6 +118,7 @@ typedef struct model_opts {
     llama_shape llama;      /* kind MODEL_LLAMA's */
     llama_shape qwen2;      /* kind MODEL_QWEN2's */
     llama_shape mistral;    /* kind MODEL_MISTRAL's */
+    llama_shape qwen3;      /* kind MODEL_QWEN3's */
     /* activations' and GEMM operands' type: TENSOR_F32, or TENSOR_BF16 (a GPT-2 or Llama on
      * the CUDA backend: fp32 parameters with a bf16 copy to compute with) */
     tensor_dtype compute;

@@ -16,6 +16,7 @@
 #include "llama.h"
 #include "llama_hf.h"
 #include "mistral.h"
+#include "qwen3.h"
 #include "mlp.h"
 #include "qwen2.h"
 
@@ -119,6 +120,7 @@ static int not_a_folder(const llama_family *fam, const char *path, ddp_err *err)
 LLAMA_FAMILY_ENTRIES(llama, llama_family_llama, llama)
 LLAMA_FAMILY_ENTRIES(qwen2, qwen2_family, qwen2)
 LLAMA_FAMILY_ENTRIES(mistral, mistral_family, mistral)
+LLAMA_FAMILY_ENTRIES(qwen3, qwen3_family, qwen3)
 
 static const struct {
     model_kind kind;
@@ -133,6 +135,7 @@ static const struct {
     {MODEL_LLAMA, build_llama, parse_llama, size_llama},
     {MODEL_QWEN2, build_qwen2, parse_qwen2, size_qwen2},
     {MODEL_MISTRAL, build_mistral, parse_mistral, size_mistral},
+    {MODEL_QWEN3, build_qwen3, parse_qwen3, size_qwen3},
 };
 
 int model_create(const model_opts *opts, device *dev, const sample_layout *data, int64_t max_rows, model_buffers buffers,
@@ -162,7 +165,7 @@ int model_opts_from_description(const char *desc, model_opts *opts, int64_t *seq
 model_opts model_opts_make(model_kind kind, const model_kind_opts *o, tensor_dtype compute)
 {
     return (model_opts){.kind = kind, .mlp = o->mlp, .gpt2 = o->gpt2, .llama = o->llama, .qwen2 = o->qwen2,
-                        .mistral = o->mistral, .compute = compute};
+                        .mistral = o->mistral, .qwen3 = o->qwen3, .compute = compute};
 }
 
 int model_size(const model_opts *opts, const sample_layout *data, int64_t max_rows, model *m, ddp_err *err)
@@ -235,6 +238,8 @@ static const struct {
                    qwen2_load, qwen2_load_pieces, qwen2_export, NULL}},
     {MODEL_MISTRAL, {"mistral", true, false, "MistralForCausalLM", mistral_hf_names, NULL, mistral_read_shape,
                      mistral_format, mistral_load, mistral_load_pieces, mistral_export, NULL}},
+    {MODEL_QWEN3, {"qwen3", true, false, "Qwen3ForCausalLM", llama_hf_names, NULL, qwen3_read_shape, qwen3_format,
+                   qwen3_load, qwen3_load_pieces, qwen3_export, NULL}},
 };
 
 const model_files *model_files_of(model_kind kind)

@@ -38,4 +38,4 @@ static const llama_hf_family qwen2_hf = {"Qwen2ForCausalLM", qwen2_fixed_keys,
                                          sizeof qwen2_fixed_keys / sizeof qwen2_fixed_keys[0], write_qwen2_config, false,
                                          false};
 
-const llama_family qwen2_family = {MODEL_QWEN2, "qwen2", "Qwen2", true, &qwen2_hf};
+const llama_family qwen2_family = {MODEL_QWEN2, "qwen2", "Qwen2", true, false, &qwen2_hf};
