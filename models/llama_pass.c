@@ -7,7 +7,10 @@
  * adjacent q/k/v weights gives qkv (its epilogue adding the adjacent q/k/v biases in a family
  * that has them), RoPE rotates its q and k heads in place (one op over
  * n_head + n_kv_head heads), and the attention op reads q, k and v in place with grouped-query
- * heads; one GEMM over the adjacent gate/up weights gives gate | up for the SwiGLU. Each residual
+ * heads. A family with q/k norms (Qwen3) takes three GEMMs instead, so that q and k come out as
+ * planes of rows of one head each, which the RMSNorm op normalises as it does any rows (their
+ * inputs kept for the backward); RoPE then runs once per plane. One GEMM over the adjacent gate/up
+ * weights gives gate | up for the SwiGLU. Each residual
  * add runs fused with the RMSNorm after it. Backward reports each block's range through
  * grad_ready as soon as it is final, so the reducer all-reduces block L while block L-1 is still
  * computing. This file must not allocate, communicate, step an optimizer or read data. */

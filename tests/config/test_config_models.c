@@ -336,6 +336,17 @@ static void test_llama(void)
     CHECK(config_load(NULL, 2, nemo, &h, &err) == DDP_OK && (own_lines = config_hashed_settings(&h)) &&
           strstr(own_lines, "model.mistral.head_dim=128"), "Mistral-Nemo's heads: %s", err.msg);
     free(own_lines);
+    /* Qwen3-0.6B's heads (16 of 128 over 1024) are its own; Qwen3-8B's 128 (4096 / 32) resolve to 0 */
+    char *q06[] = {"model.kind=qwen3", "model.qwen3={n_embd: 1024, n_head: 16, n_kv_head: 8, head_dim: 128}"};
+    CHECK(config_load(NULL, 2, q06, &h, &err) == DDP_OK && h.model.opts.qwen3.head_dim == 128 &&
+          llama_head_dim(&h.model.opts.qwen3) == 128, "Qwen3-0.6B's heads: %s", err.msg);
+    char *q8[] = {"model.kind=qwen3", "model.qwen3={n_embd: 4096, n_head: 32, n_kv_head: 8, head_dim: 128}"};
+    CHECK(config_load(NULL, 2, q8, &h, &err) == DDP_OK && h.model.opts.qwen3.head_dim == 0 &&
+          llama_head_dim(&h.model.opts.qwen3) == 128, "Qwen3-8B's heads resolved to %lld: %s",
+          (long long)h.model.opts.qwen3.head_dim, err.msg);
+    expect_fail(NULL, 2, (char *[]){"model.kind=qwen3", "model.qwen3.head_dim=127"},
+                "<override 2>:1:22: model.qwen3.head_dim:",
+                "expected an even model.qwen3.head_dim (RoPE rotates its two halves), got model.qwen3.head_dim 127");
     char dir[] = "/tmp/test_config.XXXXXX", path[4096];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     round_trip(&own, dir);

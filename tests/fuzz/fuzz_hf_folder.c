@@ -1,10 +1,10 @@
 /* fuzz_hf_folder.c — libFuzzer target for importing a Hugging Face `save_pretrained` folder: its
- * config.json read into a shape (gpt2_hf_read_shape, llama_hf_read_shape for the Llama and Qwen2
- * families), its weights opened and looked up (runtime/hf/hf_folder.h), and the import into a model
+ * config.json read into a shape (gpt2_hf_read_shape, llama_hf_read_shape for the Llama family's
+ * kinds), its weights opened and looked up (runtime/hf/hf_folder.h), and the import into a model
  * on the CPU device (gpt2_hf_load_model, llama_hf_load_model).
  *
- * Input: a flags byte (bits 0-1: the family, 0 GPT-2, 1 the Llama, 2 Qwen2, 3 Mistral), then the
- * folder's files separated by "@@FILE@@": config.json, model.safetensors.index.json (empty: none,
+ * Input: a flags byte (bits 0-2: the kind, 0 GPT-2, 2 Qwen2, 3 Mistral, 4 Qwen3, else the Llama),
+ * then the folder's files separated by "@@FILE@@": config.json, model.safetensors.index.json (empty: none,
  * and the next part is model.safetensors), then the safetensors files (with an index, up to four,
  * named model-0000K-of-0000N.safetensors for N parts). Each safetensors part is its JSON header,
  * "@@DATA@@" and its data: the harness writes the 8-byte header length, so mutations reach the
@@ -25,6 +25,7 @@
 #include "models/llama.h"
 #include "models/llama_hf.h"
 #include "models/mistral.h"
+#include "models/qwen3.h"
 #include "models/qwen2.h"
 #include "runtime/device/device.h"
 #include "runtime/hf/hf_folder.h"
@@ -245,7 +246,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const size_t n = fuzz_split(data + 1, size - 1, "@@FILE@@", 8, parts, 2 + MAX_SHARDS);
     write_folder(parts, n);
     check_weights();
-    switch (data[0] & 3) {
+    switch (data[0] & 7) {
     case 0:
         check_gpt2();
         break;
@@ -254,6 +255,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case 3:
         check_llama(&mistral_family);
+        break;
+    case 4:
+        check_llama(&qwen3_family);
         break;
     default:
         check_llama(&llama_family_llama);

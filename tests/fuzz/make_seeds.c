@@ -16,6 +16,7 @@
 #include "models/gpt2_hf.h"
 #include "models/llama_hf.h"
 #include "models/mistral.h"
+#include "models/qwen3.h"
 #include "models/qwen2.h"
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/data/doc_packing.h"
@@ -476,6 +477,9 @@ static void hf_folder_seeds(const char *scratch)
     if (llama_hf_write(&mistral_family, dir, &own_heads, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
         exit(1);
     folder_seed("mistral-own-heads", 3, dir, files);
+    if (llama_hf_write(&qwen3_family, dir, &own_heads, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+        exit(1);
+    folder_seed("qwen3-own-heads", 4, dir, files);
 }
 
 int main(int argc, char **argv)

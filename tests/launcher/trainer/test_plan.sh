@@ -8,10 +8,10 @@
 #    fitting an 80 GB GPU) and configs/llama_kjv.yaml equal the closed formulas of
 #    their shapes, and each line's total is the sum of its parts (bf16 copies included);
 #  - ZeRO-1 divides the optimizer state by the ranks; ZeRO-2's and ZeRO-3's lines are the jobs' too;
-#    configs/llama3_8b.yaml (np 8), llama3_70b.yaml (np 32), mistral_7b_sft.yaml and
-#    mistral_nemo_12b_sft.yaml (np 8) have Llama-3.1-8B's, 70B's, Mistral-7B-v0.3's and
-#    Mistral-Nemo-Base-2407's (heads of head_dim 128 over 5120 channels) parameter counts and plan at
-#    most 70 GiB per GPU;
+#    configs/llama3_8b.yaml (np 8), llama3_70b.yaml (np 32), mistral_7b_sft.yaml,
+#    mistral_nemo_12b_sft.yaml and qwen3_8b_sft.yaml (np 8) have Llama-3.1-8B's, 70B's,
+#    Mistral-7B-v0.3's, Mistral-Nemo-Base-2407's (heads of head_dim 128 over 5120 channels) and
+#    Qwen3-8B's (q/k norms) parameter counts and plan at most 70 GiB per GPU;
 #    -np before or after plan;
 #  - with train.global_batch, the activations are the micro-batch the world size gets (job and plan);
 #  - train.logits_mb: the classifier's chunk, the job's line as the plan's, less than the whole batch's,
@@ -78,6 +78,8 @@ else:
     block = 2 * C + C * s["NH"] * hd + 2 * C * s["NKV"] * hd + s["NH"] * hd * C + 3 * C * s["F"]
     if kind == "qwen2":  # the q, k and v projections' biases
         block += (s["NH"] + 2 * s["NKV"]) * hd
+    if kind == "qwen3":  # the q and k heads' norms
+        block += 2 * hd
     print(Vp * C * (1 if s["tie"] else 2) + L * block + C)
 PY
 }
@@ -127,7 +129,8 @@ fits() { python3 -c "import sys, re; sys.exit(float(re.findall(r'([0-9.]+) MiB i
 for big in llama3_8b:8:llama:L=32,C=4096,NH=32,NKV=8,F=14336,V=128256,tie=0:8030261248 \
     llama3_70b:32:llama:L=80,C=8192,NH=64,NKV=8,F=28672,V=128256,tie=0:70553706496 \
     mistral_7b_sft:8:mistral:L=32,C=4096,NH=32,NKV=8,F=14336,V=32768,tie=0:7248023552 \
-    mistral_nemo_12b_sft:8:mistral:L=40,C=5120,NH=32,NKV=8,HD=128,F=14336,V=131072,tie=0:12247782400; do
+    mistral_nemo_12b_sft:8:mistral:L=40,C=5120,NH=32,NKV=8,HD=128,F=14336,V=131072,tie=0:12247782400 \
+    qwen3_8b_sft:8:qwen3:L=36,C=4096,NH=32,NKV=8,F=12288,V=151936,tie=0:8190735360; do
     IFS=: read -r name np kind shape hf <<<"$big"
     "$DDPRUN" -np "$np" plan "$DDP_SRC/configs/$name.yaml" >"$TMP/$name.plan" 2>"$TMP/$name.err"
     check "$name at np=$np: ddprun plan exits 0" [ $? -eq 0 ]
