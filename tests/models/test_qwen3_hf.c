@@ -10,10 +10,11 @@
  * Qwen3 by the registry; the folder refused as a Llama's and as Qwen2's, a Qwen2 folder as Qwen3's,
  * attention_bias and use_sliding_window true refused naming the key. Every shape comes from
  * MANIFEST and config.json, so another fixture made the same way passes unchanged. `--cuda`: the
- * same on the CUDA backend (the emulator's in emulated builds). */
+ * same on the CUDA backend (the emulator's in emulated builds), and with precision bf16 the logits
+ * and every gradient within tolerances derived from bf16 rounding (test_bf16). */
 #include "tests/check.h"
 #include "tests/fixture.h"
-#include "tests/models/gpt_fixture.h"
+#include "tests/models/gfx_bf16.h"
 
 #include <math.h>
 #include <sys/stat.h>
@@ -121,6 +122,73 @@ static void test_gradients(void)
     free(g), free(loss), free(logits), free(target);
 }
 
+/* ---- precision bf16 (CUDA) ------------------------------------------------------------------
+ * Norm-wise tolerances, derived as test_llama_bf16.c derives the Llama's: one rounding to bf16 errs
+ * with RMS 2^-8/sqrt(3), the stochastic weight copy with at most 2^-7/sqrt(6), independent errors
+ * add in quadrature, a gain of 4 for the norms' divisions and the softmax. Qwen3's forward rounds
+ * R = 3 + 13·L stored values (the Llama's 11 per layer and the q and k norms' outputs) and reads
+ * W = 3 + 11·L rounded weight tensors (q_norm, k_norm); a layer's gradient carries 3 + 11 roundings
+ * per layer above and including its own (the norms' input gradients), the embedding's the whole
+ * stack, model.norm's 2. */
+#define BF16_GAIN 4.0
+static const double RNE2 = 1.0 / (65536.0 * 3.0), SR2 = 1.0 / (16384.0 * 6.0);
+
+static double bf16_tolerance(const char *grad_of)
+{
+    const double L = (double)shape.n_layer, R = 3 + 13 * L, W = 3 + 11 * L;
+    double back = 0;
+    int layer = -1;
+    if (grad_of && sscanf(grad_of, "model.layers.%d.", &layer) == 1)
+        back = 3 + 11 * (L - layer);
+    else if (grad_of)
+        back = strcmp(grad_of, "model.embed_tokens.weight") ? 2 : 3 + 11 * L;
+    return BF16_GAIN * sqrt((R + back) * RNE2 + W * SR2);
+}
+
+/* A bf16 model of the float32 folder: its logits and every gradient against transformers' float64
+ * ones, and farther than float32 could be (bf16 is really used). */
+static void test_bf16(void)
+{
+    ddp_err err = {0};
+    gfx b = f;
+    b.m = build(&b, &(lm_run){.compute = TENSOR_BF16}, &err);
+    CHECK(b.m && llama_hf_load_model(&qwen3_family, b.m, f.manifest.dir, &err) == DDP_OK &&
+          model_params_changed(b.m, 0, 0, &err) == DDP_OK, "bf16 model: %s", err.msg);
+    if (!b.m)
+        return;
+    int32_t *target = fixture_load(&f.manifest, "target", NULL);
+    int64_t n_targets = 0, V = shape.vocab_size;
+    for (int64_t i = 0; i < f.B * f.T; i++)
+        n_targets += target[i] != XENT_NO_TARGET;
+    model_batch batch = gfx_batch(&b);
+    f.dev->ops->fill(f.dev, TENSOR_F32, f.stats, 2, 0.0f, NULL);
+    CHECK(b.m->ops->evaluate(b.m, &batch, f.stats, &err) == DDP_OK, "bf16 evaluate: %s", err.msg);
+    float *logits = gfx_bf16_logits(&b, V), *ref = fixture_load(&f.manifest, "logits", NULL);
+    CHECK(b.m->ops->forward_backward(b.m, &batch, 1.0f / (float)n_targets, false, NULL, NULL, f.stats, &err) == DDP_OK,
+          "bf16 forward_backward: %s", err.msg); /* its logits become their gradient */
+    const double e = gfx_rel_l2(logits, ref, (size_t)(f.B * f.T * V)), tol = bf16_tolerance(NULL);
+    printf("bf16: logits within %.3g (norm-wise; tolerance %.3g)\n", e, tol);
+    CHECK(e <= tol && e > 1e-4, "bf16 logits off by %.3g (tolerance %.3g; above 1e-4 if bf16 is used)", e, tol);
+    float *g = malloc(b.m->n_params * sizeof *g);
+    f.dev->ops->download(f.dev, g, b.m->grads, b.m->n_params * sizeof *g, NULL);
+    double worst = 0;
+    for (int i = 0; i < f.manifest.n_tensors; i++) {
+        const char *name = f.manifest.tensors[i].name;
+        const param_tensor *t = strncmp(name, "grad.", 5) ? NULL : model_find_tensor(b.m, name + 5);
+        int64_t numel = 0;
+        float *gref = t ? fixture_load(&f.manifest, name, &numel) : NULL;
+        if (gref && (size_t)numel <= t->numel) {
+            const double ge = gfx_rel_l2(g + t->offset, gref, (size_t)numel), gtol = bf16_tolerance(name + 5);
+            CHECK(ge <= gtol, "bf16 %s off by %.3g (tolerance %.3g)", name, ge, gtol);
+            worst = fmax(worst, ge / gtol);
+        }
+        free(gref);
+    }
+    printf("bf16: every gradient within %.2f of its tolerance\n", worst);
+    free(g), free(logits), free(ref), free(target);
+    b.m->ops->destroy(b.m);
+}
+
 /* config.json's `key` set to value: refused as Qwen3, naming needle. */
 static void refused_with(const char *key, const char *value, const char *needle)
 {
@@ -174,6 +242,8 @@ int main(int argc, char **argv)
         test_logits();
         test_gradients();
         gfx_check_recompute(&f, build);
+        if (cuda)
+            test_bf16();
         char dir[600], bf16_dir[sizeof f.manifest.dir + 8];
         snprintf(bf16_dir, sizeof bf16_dir, "%s/bf16", f.manifest.dir);
         snprintf(dir, sizeof dir, "%s/export", tmp);
