@@ -12,14 +12,16 @@
  * original_max_position_embeddings; a family may fix it to null, as Qwen2's does), and for a
  * family that reads it (Mistral) sliding_window (absent or null: none; else the window, which
  * llama_create requires to be at least the sequence), and for a family that reads it (Llama,
- * Mistral) head_dim (absent or null: hidden_size / num_attention_heads; else an even size as
+ * Mistral, Qwen3) head_dim (absent or null: hidden_size / num_attention_heads; else an even size as
  * written, the heads' total width then free of hidden_size; another family's must be absent, null
- * or that quotient). Every other key
+ * or that quotient). The fixed keys (model_type first) are checked before the shape, so another
+ * family's folder is refused by its model_type. Every other key
  * that changes what the model computes must hold what our Llama computes or the folder is refused
  * naming FILE:LINE:COL, the key and its value: model_type "llama", architectures
  * ["LlamaForCausalLM"], hidden_act "silu", attention_bias and mlp_bias false, pretraining_tp 1.
  *
- * The tensors are ours under the same (Hugging Face's) names and [out, in] layout, q_proj and
+ * The tensors are ours under the same (Hugging Face's) names and [out, in] layout (a family with
+ * q/k norms has each layer's self_attn.q_norm and k_norm weights too), q_proj and
  * k_proj rows already in the rotate-half order our RoPE applies: nothing is transposed or
  * permuted. embed_tokens' (and lm_head's) vocab_size rows fill the first rows of ours, the padding
  * rows stay zero; `rotary_emb.inv_freq` buffers (older saves) are skipped; with tied embeddings an
