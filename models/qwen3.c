@@ -30,9 +30,9 @@ static void write_qwen3_config(FILE *f, const llama_shape *s, const char *torch_
                "  \"num_attention_heads\": %lld,\n  \"num_hidden_layers\": %lld,\n  \"num_key_value_heads\": %lld,\n",
             (long long)llama_head_dim(s), (long long)s->n_embd, (long long)s->ffn_hidden, (long long)s->block_size,
             (long long)s->n_head, (long long)s->n_layer, (long long)s->n_kv_head);
-    fprintf(f, "  \"rms_norm_eps\": %s,\n  \"rope_scaling\": null,\n  \"rope_theta\": %s,\n  \"sliding_window\": null,\n"
-               "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\",\n  \"use_cache\": true,\n"
-               "  \"use_sliding_window\": false,\n  \"vocab_size\": %lld\n}\n",
+    fprintf(f, "  \"rms_norm_eps\": %s,\n  \"rope_scaling\": null,\n  \"rope_theta\": %s,\n"
+               "  \"sliding_window\": null,\n  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\",\n"
+               "  \"use_cache\": true,\n  \"use_sliding_window\": false,\n  \"vocab_size\": %lld\n}\n",
             eps, theta, s->tie_embeddings ? "true" : "false", torch_dtype, (long long)s->vocab_size);
 }
 

@@ -22,6 +22,8 @@ import torch
 import transformers
 from transformers import MistralConfig, MistralForCausalLM
 
+from hf_tiny_fixture import fixture_input, save_with_norms_redrawn
+
 p = argparse.ArgumentParser()
 p.add_argument("input_fixture")
 p.add_argument("root")
@@ -37,22 +39,9 @@ torch.manual_seed(a.seed)
 config = MistralConfig(vocab_size=300, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
                        num_attention_heads=4, num_key_value_heads=2, head_dim=a.head_dim, max_position_embeddings=32,
                        rms_norm_eps=1e-5, rope_theta=1e6, sliding_window=None, tie_word_embeddings=False)
-model = MistralForCausalLM(config).to(torch.float32)
-with torch.no_grad():
-    for name, t in model.named_parameters():
-        if name.endswith("norm.weight"):
-            t.copy_(1 + 0.1 * torch.randn_like(t))
-model.save_pretrained(out, safe_serialization=True)
-model.to(torch.bfloat16).save_pretrained(os.path.join(out, "bf16"), safe_serialization=True)
-
-shape = None
-with open(os.path.join(a.input_fixture, "MANIFEST")) as f:
-    f.readline()
-    for line in f:
-        name, dtype, dims = line.split()
-        if name == "input":
-            shape = [int(d) for d in dims.split("x")]
-inp = np.fromfile(os.path.join(a.input_fixture, "input.bin"), dtype="<i4").reshape(shape)
+save_with_norms_redrawn(MistralForCausalLM(config).to(torch.float32), out)
+inp = fixture_input(a.input_fixture)
+shape = list(inp.shape)
 inp.astype("<i4").tofile(os.path.join(out, "input.bin"))
 
 
@@ -75,8 +64,8 @@ with open(os.path.join(out, "MANIFEST"), "w") as f:
     head_dim = f" HD={a.head_dim}" if a.head_dim != 16 else ""
     f.write(f"# {a.name} seed={a.seed} L=2 C=64 NH=4 NKV=2{head_dim} FFN=176 NPOS=32 V={V} B={B} T={T} "
             f"rope_theta=1000000 norm_eps=1e-05 floor={floor:.2g}; floor: transformers' float32 forward of "
-            f"model.safetensors against logits, over the largest; logits computed by HF from model.safetensors (logits_bf16: from "
-            f"bf16/model.safetensors) in float64, rounded to float32 (bf16 moves them by up to "
+            f"model.safetensors against logits, over the largest; logits computed by HF from model.safetensors "
+            f"(logits_bf16: from bf16/model.safetensors) in float64, rounded to float32 (bf16 moves them by up to "
             f"{(f32 - bf16).abs().max().item():.3g}, the largest is {f32.abs().max().item():.3g}); torch "
             f"{torch.__version__}; transformers {transformers.__version__}\n")
     f.write(f"input i32 {B}x{T}\nlogits f32 {B}x{T}x{V}\nlogits_bf16 f32 {B}x{T}x{V}\n")

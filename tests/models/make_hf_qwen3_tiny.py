@@ -26,6 +26,8 @@ import torch.nn.functional as F
 import transformers
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from hf_tiny_fixture import fixture_input, save_with_norms_redrawn
+
 p = argparse.ArgumentParser()
 p.add_argument("input_fixture")
 p.add_argument("root")
@@ -40,22 +42,9 @@ torch.manual_seed(a.seed)
 config = Qwen3Config(vocab_size=300, hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
                      num_key_value_heads=2, head_dim=24, max_position_embeddings=32, rms_norm_eps=1e-6,
                      rope_theta=1e6, tie_word_embeddings=True, use_sliding_window=False, sliding_window=None)
-model = Qwen3ForCausalLM(config).to(torch.float32)
-with torch.no_grad():
-    for name, t in model.named_parameters():
-        if name.endswith("norm.weight"):
-            t.copy_(1 + 0.1 * torch.randn_like(t))
-model.save_pretrained(out, safe_serialization=True)
-model.to(torch.bfloat16).save_pretrained(os.path.join(out, "bf16"), safe_serialization=True)
-
-shape = None
-with open(os.path.join(a.input_fixture, "MANIFEST")) as f:
-    f.readline()
-    for line in f:
-        name, dtype, dims = line.split()
-        if name == "input":
-            shape = [int(d) for d in dims.split("x")]
-inp = np.fromfile(os.path.join(a.input_fixture, "input.bin"), dtype="<i4").reshape(shape)
+save_with_norms_redrawn(Qwen3ForCausalLM(config).to(torch.float32), out)
+inp = fixture_input(a.input_fixture)
+shape = list(inp.shape)
 B, T = shape
 V = config.vocab_size
 target = np.full((B, T), -1, dtype=np.int64)

@@ -210,7 +210,8 @@ static void test_refusals(void)
     char qwen2_dir[sizeof f.manifest.dir + 32];
     refused_with("attention_bias", "true", "attention_bias is true; ddprun's Qwen3 has no q/k/v/o biases");
     refused_with("use_sliding_window", "true", "use_sliding_window is true; ddprun's Qwen3 attends to every earlier");
-    CHECK(llama_hf_read_shape(&llama_family_llama, f.manifest.dir, &s, &err) == DDP_EUSAGE, "a Qwen3 folder as a Llama");
+    CHECK(llama_hf_read_shape(&llama_family_llama, f.manifest.dir, &s, &err) == DDP_EUSAGE,
+          "a Qwen3 folder as a Llama");
     CHECK_STR_CONTAINS(err.msg, "model_type is \"qwen3\"");
     CHECK(llama_hf_read_shape(&qwen2_family, f.manifest.dir, &s, &err) == DDP_EUSAGE, "a Qwen3 folder as Qwen2");
     CHECK_STR_CONTAINS(err.msg, "model_type is \"qwen3\"");

@@ -11,6 +11,7 @@
 #    back (a still step) and exported again, the same files; `ddprun generate` draws from it;
 #  - refused with exit 2: a Llama folder named for a qwen2 model (its model_type named), a file.
 source "$(dirname "$0")/../../lib.sh"
+source "$(dirname "$0")/hf_family.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/qwen2_tiny.yaml
 FIX=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}
 HF=$FIX/hf-qwen2-tiny
@@ -56,20 +57,7 @@ export_hf --dtype bf16 "$TMP/b/checkpoints/ckpt-00000001.ddp" "$TMP/bx" >/dev/nu
 check "exported as bf16: bf16/model.safetensors byte for byte" cmp "$TMP/bx/model.safetensors" "$HF/bf16/model.safetensors"
 
 # ---- trained at np=2, exported, imported back, exported again ---------------------------------
-qwen2 2 "$TMP/t" checkpoint.init_from="$HF" >"$TMP/t.log" 2>&1
-check "np=2: two training steps from the fixture" [ $? -eq 0 ]
-export_hf "$TMP/t/checkpoints/ckpt-00000002.ddp" "$TMP/tx" >/dev/null 2>&1
-check "exported" [ $? -eq 0 ]
-differs() { ! cmp -s "$1" "$2"; }
-check "training changed the weights" differs "$TMP/tx/model.safetensors" "$HF/model.safetensors"
-qwen2 1 "$TMP/r" "${STILL[@]}" checkpoint.init_from="$TMP/tx" >"$TMP/r.log" 2>&1
-check "imported back" [ $? -eq 0 ]
-export_hf "$TMP/r/checkpoints/ckpt-00000001.ddp" "$TMP/rx" >/dev/null 2>&1
-check "exported again: the same model.safetensors" cmp "$TMP/rx/model.safetensors" "$TMP/tx/model.safetensors"
-check "and config.json" cmp "$TMP/rx/config.json" "$TMP/tx/config.json"
-"$DDPRUN" generate "$TMP/t/checkpoints/ckpt-00000002.ddp" --tokenizer "$DATA/tokenizer.bin" --prompt "In the" \
-    --tokens 8 --seed 1 >"$TMP/gen.txt" 2>"$TMP/gen.err"
-check "generate draws from the trained Qwen2 (exit $?)" [ -s "$TMP/gen.txt" ]
+trained_round_trip qwen2 Qwen2 "$HF" "$DATA"
 
 # ---- refusals ------------------------------------------------------------------------------
 qwen2 1 "$TMP/x1" "${STILL[@]}" checkpoint.init_from="$FIX/hf-llama-tiny" >"$TMP/x1.log" 2>&1

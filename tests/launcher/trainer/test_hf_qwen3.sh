@@ -14,6 +14,7 @@
 #  - refused with exit 2: a config's other head_dim (naming both), a Qwen2 folder for a qwen3 model
 #    (its model_type named).
 source "$(dirname "$0")/../../lib.sh"
+source "$(dirname "$0")/hf_family.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/qwen2_tiny.yaml
 FIX=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}
 HF=$FIX/hf-qwen3-tiny
@@ -30,7 +31,6 @@ qwen3() { # NP RUNDIR [overrides...]
 STILL=(train.max_steps=1 optimizer.kind=sgd optimizer.lr=1e-300 optimizer.momentum=0 optimizer.weight_decay=0)
 export_hf() { "$DDPRUN" ckpt export --format hf "$@"; }
 same_tensors() { "$DDP_SRC/tests/launcher/trainer/hf_same_tensors.py" "$@"; }
-differs() { ! cmp -s "$1" "$2"; }
 python3 -c 'import safetensors' 2>/dev/null || { echo "SKIP: python3 lacks safetensors (scripts/setup --text)"; exit 77; }
 
 "$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DDP_SRC/README.md" "$DATA" >/dev/null
@@ -60,22 +60,11 @@ sys.exit(not all(any(n.endswith(f"self_attn.{w}.weight") for n in names) for w i
 qwen3 1 "$TMP/b" "${STILL[@]}" checkpoint.init_from="$HF/bf16" >"$TMP/b.log" 2>&1
 check "a still step from the bf16 folder" [ $? -eq 0 ]
 export_hf --dtype bf16 "$TMP/b/checkpoints/ckpt-00000001.ddp" "$TMP/bx" >/dev/null 2>&1
-check "exported as bf16: bf16/model.safetensors byte for byte" cmp "$TMP/bx/model.safetensors" "$HF/bf16/model.safetensors"
+check "exported as bf16: bf16/model.safetensors byte for byte" \
+    cmp "$TMP/bx/model.safetensors" "$HF/bf16/model.safetensors"
 
 # ---- trained at np=2, exported, imported back, exported again ---------------------------------
-qwen3 2 "$TMP/t" checkpoint.init_from="$HF" >"$TMP/t.log" 2>&1
-check "np=2: two training steps from the fixture" [ $? -eq 0 ]
-export_hf "$TMP/t/checkpoints/ckpt-00000002.ddp" "$TMP/tx" >/dev/null 2>&1
-check "exported" [ $? -eq 0 ]
-check "training changed the weights" differs "$TMP/tx/model.safetensors" "$HF/model.safetensors"
-qwen3 1 "$TMP/r" "${STILL[@]}" checkpoint.init_from="$TMP/tx" >"$TMP/r.log" 2>&1
-check "imported back" [ $? -eq 0 ]
-export_hf "$TMP/r/checkpoints/ckpt-00000001.ddp" "$TMP/rx" >/dev/null 2>&1
-check "exported again: the same model.safetensors" cmp "$TMP/rx/model.safetensors" "$TMP/tx/model.safetensors"
-check "and config.json" cmp "$TMP/rx/config.json" "$TMP/tx/config.json"
-"$DDPRUN" generate "$TMP/t/checkpoints/ckpt-00000002.ddp" --tokenizer "$DATA/tokenizer.bin" --prompt "In the" \
-    --tokens 8 --seed 1 >"$TMP/gen.txt" 2>"$TMP/gen.err"
-check "generate draws from the trained Qwen3 (exit $?)" [ -s "$TMP/gen.txt" ]
+trained_round_trip qwen3 Qwen3 "$HF" "$DATA"
 
 # ---- ZeRO-3 reading its own pieces; recompute ---------------------------------------------------
 qwen3 3 "$TMP/z3" checkpoint.init_from="$HF" ddp.zero=3 >"$TMP/z3.log" 2>&1
