@@ -10,8 +10,8 @@
  * heads. A family with q/k norms (Qwen3) takes three GEMMs instead, so that q and k come out as
  * planes of rows of one head each, which the RMSNorm op normalises as it does any rows (their
  * inputs kept for the backward); RoPE then runs once per plane. One GEMM over the adjacent gate/up
- * weights gives gate | up for the SwiGLU. Each residual
- * add runs fused with the RMSNorm after it. Backward reports each block's range through
+ * weights gives gate | up for the SwiGLU. Each residual add runs fused with the RMSNorm after it.
+ * Backward reports each block's range through
  * grad_ready as soon as it is final, so the reducer all-reduces block L while block L-1 is still
  * computing. This file must not allocate, communicate, step an optimizer or read data. */
 #include "llama_internal.h"
