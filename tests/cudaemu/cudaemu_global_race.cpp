@@ -17,9 +17,11 @@
  * The kernels' own loads and stores reach it through cudaemu_race.cpp's -fsanitize=thread entry
  * points (fiber stacks skipped, anything else outside device allocations handed on, below), and the
  * emulator's own reads (cp.async's, the bulk and tensor copies' sources) through
- * global_race_copy_read. The shadow is a page per 4 KiB of device memory touched (24 bytes a byte:
- * three block numbers and three stamps, each stamp a 32-bit number in a table of the distinct stamps
- * made, as a thread's stamp changes only when it syncs), its block part forgotten at the next grid.
+ * global_race_copy_read. The shadow is a page per 4 KiB of device memory touched: 24 bytes a record
+ * (three block numbers and three stamps, each stamp a 32-bit number in a table of the distinct stamps
+ * made, as a thread's stamp changes only when it syncs), one record per aligned 4-byte word while
+ * every access since covered the whole word (as kernels access floats), one per byte after an
+ * access to part of it; its block part forgotten at the next grid.
  * DDP_CUDA_EMU_GLOBAL_RACES=0 turns both checks off. A kernel's access outside device allocations
  * and fiber stacks goes on to cudaemu_kernel_memory.cpp, whether or not they are on. Must not
  * schedule fibers. */
@@ -31,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -39,16 +42,17 @@ namespace ddp_cudaemu {
 
 namespace {
 
-/* Shadow pages are kept from grid to grid (each new grid reuses them), up to KEPT_PAGES: 384 MiB of
- * shadow for 16 MiB of device memory touched; past that, a grid starts with none. The stamp table
+/* Shadow pages are kept from grid to grid (each new grid reuses them), up to KEPT_PAGES: 100 MiB of
+ * shadow for 16 MiB of device memory touched in words (four times that where bytes of words were
+ * accessed alone); past that, a grid starts with none. The stamp table
  * starts again, at a block's first access, once it holds more than KEPT_STAMPS (16 MiB). */
-enum { PAGE_SHIFT = 12, PAGE = 1 << PAGE_SHIFT, KEPT_PAGES = 4096, KEPT_STAMPS = 1 << 20, MAX_THREADS = 1024 };
+enum { PAGE_SHIFT = 12, PAGE = 1 << PAGE_SHIFT, WORD = 4, KEPT_PAGES = 4096, KEPT_STAMPS = 1 << 20, MAX_THREADS = 1024 };
 enum { RECENT = 64 };
 
 /* A stamp's number in the table (stamp_table): 0 is nobody's. */
 typedef uint32_t stamp_id;
 
-/* One byte of device memory. Between blocks, in its page's grid: its last writing block, the first
+/* One byte of device memory, or the four of a whole word. Between blocks, in its page's grid: its last writing block, the first
  * block that read it and another block that read it (1 + the linear index; 0: none). Between one
  * block's threads: the stamps of its last write and of up to two reads since (access_in_block),
  * numbers in its page's stamp table. One byte's shadow is kept together: an access reads and writes
@@ -58,13 +62,21 @@ struct byte_shadow {
     stamp_id wrote, read[2];
 };
 
-/* One 4 KiB page of device memory: its bytes' block part belongs to grid `grid`; their stamps are
+/* One 4 KiB page of device memory: its records' block part belongs to grid `grid`; their stamps are
  * numbers in the stamp table of generation `table` (a stamp of an older epoch orders nothing more by
- * itself, so they are not cleared per grid). */
+ * itself, so they are not cleared per grid). Word w has one record (words[w]) while every access
+ * since its last merge covered all four bytes; an access to part of it splits it (its record copied
+ * to its four bytes' in `bytes`, made at the page's first split), and an access to all of a split
+ * word merges it again when that leaves the four records equal. A record's verdict and update depend
+ * on nothing but the record and the access, so a whole word's record gives the bytes' verdicts, in
+ * the same order, at a quarter of the work. */
 struct shadow_page {
     uint64_t grid = 0;
     uint64_t table = 0;
-    byte_shadow bytes[PAGE];
+    byte_shadow words[PAGE / WORD];
+    uint8_t split[PAGE / WORD] = {};
+    uint32_t splits = 0; /* words split */
+    std::unique_ptr<byte_shadow[]> bytes;
 };
 
 /* The distinct stamps made since the table (re)started: stamps[id], stamps[0] nobody's. A thread's
@@ -132,16 +144,55 @@ shadow_page &page_of(global_state &s, uintptr_t page)
     shadow_page &pg = *s.recent[r];
     if (pg.grid != s.grid || pg.table != s.table.generation) {
         const bool blocks = pg.grid != s.grid, stamps = pg.table != s.table.generation;
-        for (byte_shadow &b : pg.bytes) {
+        const auto forget = [blocks, stamps](byte_shadow &b) {
             if (blocks)
                 b.writer = b.reader = b.other_reader = 0;
             if (stamps)
                 b.wrote = b.read[0] = b.read[1] = 0;
-        }
+        };
+        for (byte_shadow &b : pg.words)
+            forget(b);
+        for (size_t w = 0; pg.splits && w < PAGE / WORD; w++)
+            if (pg.split[w])
+                for (int k = 0; k < WORD; k++)
+                    forget(pg.bytes[w * WORD + k]);
         pg.grid = s.grid;
         pg.table = s.table.generation;
     }
     return pg;
+}
+
+/* Word w's four byte records, split from its record first if it was whole. */
+byte_shadow *split_word(shadow_page &pg, size_t w)
+{
+    if (!pg.bytes)
+        pg.bytes = std::make_unique<byte_shadow[]>(PAGE);
+    byte_shadow *b = &pg.bytes[w * WORD];
+    if (!pg.split[w]) {
+        for (int k = 0; k < WORD; k++)
+            b[k] = pg.words[w];
+        pg.split[w] = 1;
+        pg.splits++;
+    }
+    return b;
+}
+
+inline bool same_shadow(const byte_shadow &x, const byte_shadow &y)
+{
+    return x.writer == y.writer && x.reader == y.reader && x.other_reader == y.other_reader && x.wrote == y.wrote &&
+           x.read[0] == y.read[0] && x.read[1] == y.read[1];
+}
+
+/* Split word w whole again if its four byte records are equal. */
+void merge_word(shadow_page &pg, size_t w)
+{
+    const byte_shadow *b = &pg.bytes[w * WORD];
+    for (int k = 1; k < WORD; k++)
+        if (!same_shadow(b[0], b[k]))
+            return;
+    pg.words[w] = b[0];
+    pg.split[w] = 0;
+    pg.splits--;
 }
 
 /* The number of stamp `now` (a thread's: now.thread > 0) in the table, entered if new. */
@@ -240,8 +291,33 @@ void access_in_block(const stamp_table &t, byte_shadow &sh, const memory_range &
     sh.read[0] = sh.read[1] = 0;
 }
 
+/* The running block's access to the byte at p (record sh, in allocation a): against the grid's other
+ * blocks (the running one is `block`), and, when a thread of it makes it (id > 0), its other threads. */
+inline void access_byte(const stamp_table &t, byte_shadow &sh, const memory_range &a, const char *p, bool write,
+                        const access_site &at, uint32_t block, race_stamp now, stamp_id id)
+{
+    if (id)
+        access_in_block(t, sh, a, p, write, at, now, id);
+    if (sh.writer && sh.writer != block)
+        report_blocks(a, p, write ? "WAW" : "RAW", block - 1, sh.writer - 1, true, write, at.what, at.file, at.line,
+                      at.pc);
+    if (!write) {
+        if (!sh.reader)
+            sh.reader = block;
+        else if (sh.reader != block && !sh.other_reader)
+            sh.other_reader = block;
+        return;
+    }
+    const uint32_t r = sh.reader, r2 = sh.other_reader;
+    const uint32_t other = r && r != block ? r : r2 && r2 != block ? r2 : 0;
+    if (other)
+        report_blocks(a, p, "WAR", block - 1, other - 1, false, write, at.what, at.file, at.line, at.pc);
+    sh.writer = block;
+}
+
 /* The running block's access to [p, p + bytes), where p lies in device allocation a: against the
- * grid's other blocks, and, when a thread of it makes it, its other threads. */
+ * grid's other blocks, and, when a thread of it makes it, its other threads; a word at a time where
+ * it covers a whole word that is not split, else byte by byte. */
 void access_bytes(global_state &s, const memory_range &a, const char *p, size_t bytes, bool write,
                   const access_site &at)
 {
@@ -251,28 +327,21 @@ void access_bytes(global_state &s, const memory_range &a, const char *p, size_t 
     const race_stamp now = race_now();
     const stamp_id id = now.thread ? stamp_number(s.table, now) : 0;
     shadow_page *pg = nullptr;
-    for (size_t i = 0; i < bytes; i++) {
+    for (size_t i = 0; i < bytes;) {
         const uintptr_t u = (uintptr_t)(p + i);
         if (i == 0 || (u & (PAGE - 1)) == 0)
             pg = &page_of(s, u >> PAGE_SHIFT);
-        byte_shadow &sh = pg->bytes[u & (PAGE - 1)];
-        if (id)
-            access_in_block(s.table, sh, a, p + i, write, at, now, id);
-        if (sh.writer && sh.writer != block)
-            report_blocks(a, p + i, write ? "WAW" : "RAW", block - 1, sh.writer - 1, true, write, at.what, at.file,
-                          at.line, at.pc);
-        if (!write) {
-            if (!sh.reader)
-                sh.reader = block;
-            else if (sh.reader != block && !sh.other_reader)
-                sh.other_reader = block;
-            continue;
+        const size_t w = (u & (PAGE - 1)) / WORD, first = u % WORD, n = std::min<size_t>(WORD - first, bytes - i);
+        if (n == WORD && !pg->split[w]) { /* the usual case */
+            access_byte(s.table, pg->words[w], a, p + i, write, at, block, now, id);
+        } else {
+            byte_shadow *b = split_word(*pg, w);
+            for (size_t k = 0; k < n; k++)
+                access_byte(s.table, b[first + k], a, p + i + k, write, at, block, now, id);
+            if (n == WORD)
+                merge_word(*pg, w);
         }
-        const uint32_t r = sh.reader, r2 = sh.other_reader;
-        const uint32_t other = r && r != block ? r : r2 && r2 != block ? r2 : 0;
-        if (other)
-            report_blocks(a, p + i, "WAR", block - 1, other - 1, false, write, at.what, at.file, at.line, at.pc);
-        sh.writer = block;
+        i += n;
     }
 }
 

@@ -59,10 +59,10 @@ __device__ inline float partial_sync_case(bool chained, float *m)
     return v;
 }
 
-/* Cases 20-26 of race_kernel, on m (shared memory, zero): accesses to parts of a float, which the race
- * check's shadow (a record per 4-byte granule while its bytes share one) must keep apart, and whole
- * ones after them. Only lane 0 of each warp takes part; v is what it read; `freed` is an mbarrier
- * expecting one arrival. */
+/* Cases 20-26 of race_kernel, on m (shared memory, zero), and 20-25 of global_race_kernel's (device
+ * memory): accesses to parts of a float, which the race checks' shadows (a record per 4-byte word
+ * while its bytes share one) must keep apart, and whole ones after them. Only lane 0 of each warp
+ * takes part; v is what it read; `freed` is an mbarrier expecting one arrival (case 26's). */
 __device__ inline float granule_case(int which, float *m, uint64_t *freed)
 {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -281,6 +281,9 @@ __global__ void global_race_kernel(int which, float *g, float *out)
         break;
     case 11: /* the same, but lanes 1 and 2 sync second: lane 2 passes lane 0's write on to lane 1 */
         v = partial_sync_case(true, g);
+        break;
+    case 12: case 13: case 14: case 15: case 16: case 17: /* parts of a float: race_kernel's 20-25 */
+        v = granule_case(which + 8, g, nullptr);
         break;
     }
     out[threadIdx.x] = v;
