@@ -25,6 +25,8 @@
 using ddp_kernels::from_float;
 using ddp_kernels::grid_for;
 using ddp_kernels::kFullMask;
+using ddp_kernels::load_pack;
+using ddp_kernels::pack;
 using ddp_kernels::to_float;
 using ddp_kernels::warp_sum;
 
@@ -50,12 +52,32 @@ template <typename E> __device__ inline void stage_row(float *dst, const E *src,
     __syncwarp();
 }
 
+/* x·y over hs columns, x a staged row: x is read a pack of four at a time (one 16-byte shared
+ * load that every lane of the warp reads at once, a broadcast; a quarter of the shared-memory
+ * instructions), the sum taken in column order either way. */
 template <typename E> __device__ inline float dot_row(const float *x, const E *y, int64_t hs)
 {
     float acc = 0.0f;
-    for (int64_t i = 0; i < hs; i++) acc = fmaf(x[i], to_float(y[i]), acc);
+    int64_t i = 0;
+    for (; i + 4 <= hs; i += 4) {
+        const pack<float, 4> xs = load_pack<4>(x, (size_t)i / 4);
+        for (int u = 0; u < 4; u++) acc = fmaf(xs.v[u], to_float(y[i + u]), acc);
+    }
+    for (; i < hs; i++) acc = fmaf(x[i], to_float(y[i]), acc);
     return acc;
 }
+
+/* Weight jj (of 32) of a warp's chunk, read as dot_row reads x: a pack of four at a time. The
+ * caller reads them in order, so each pack is loaded once, when its first weight is asked for. */
+struct staged_weights {
+    const float *w;
+    pack<float, 4> cur = {};
+    __device__ inline float at(int jj)
+    {
+        if (jj % 4 == 0) cur = load_pack<4>(w, (size_t)jj / 4);
+        return cur.v[jj % 4];
+    }
+};
 
 /* The lane's columns lane + 32·i of an output row, scaled, stored. */
 template <typename E, int DPL> __device__ inline void store_cols(E *dst, const float (&acc)[DPL], float f, int64_t hs)
@@ -69,7 +91,7 @@ template <typename E, int DPL> __device__ inline void store_cols(E *dst, const f
 
 template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4) ddp_attention_forward_simt_kernel(attn_args a)
 {
-    __shared__ float qrow[kSimtWarps][kMaxHs], weights[kSimtWarps][32];
+    __shared__ __align__(16) float qrow[kSimtWarps][kMaxHs], weights[kSimtWarps][32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t rows = a.B * a.NH * a.T;
     for (int64_t r = (int64_t)blockIdx.x * kSimtWarps + warp; r < rows; r += (int64_t)gridDim.x * kSimtWarps) {
@@ -89,8 +111,9 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
             __syncwarp();
             for (int i = 0; i < DPL; i++) o[i] *= alpha;
             const int64_t n = t - k0 + 1 < 32 ? t - k0 + 1 : 32;
+            staged_weights w{weights[warp]};
             for (int jj = 0; jj < n; jj++) {
-                const float pj = weights[warp][jj];
+                const float pj = w.at(jj);
                 const E *vrow = row_ptr<E>(a.v, a, b, k0 + jj, a.ld_kv, kvh);
                 for (int i = 0; i < DPL; i++)
                     if (lane + 32 * i < a.hs) o[i] = fmaf(pj, to_float(vrow[lane + 32 * i]), o[i]);
@@ -122,7 +145,7 @@ template <typename E> __global__ void __launch_bounds__(kSimtThreads, 4) ddp_att
 /* dQ: one warp per query row, keys from its document's start (0 unpacked) to t. */
 template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4) ddp_attention_dq_simt_kernel(attn_args a)
 {
-    __shared__ float rows_smem[kSimtWarps][2][kMaxHs], weights[kSimtWarps][32];
+    __shared__ __align__(16) float rows_smem[kSimtWarps][2][kMaxHs], weights[kSimtWarps][32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t rows = a.B * a.NH * a.T;
     for (int64_t r = (int64_t)blockIdx.x * kSimtWarps + warp; r < rows; r += (int64_t)gridDim.x * kSimtWarps) {
@@ -143,8 +166,9 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
             weights[warp][lane] = ds;
             __syncwarp();
             const int64_t n = t - k0 + 1 < 32 ? t - k0 + 1 : 32;
+            staged_weights w{weights[warp]};
             for (int jj = 0; jj < n; jj++) {
-                const float dsj = weights[warp][jj];
+                const float dsj = w.at(jj);
                 const E *krow = row_ptr<E>(a.k, a, b, k0 + jj, a.ld_kv, kvh);
                 for (int i = 0; i < DPL; i++)
                     if (lane + 32 * i < a.hs) dq[i] = fmaf(dsj, to_float(krow[lane + 32 * i]), dq[i]);
@@ -159,7 +183,7 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
  * document's end (T unpacked). */
 template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4) ddp_attention_dkdv_simt_kernel(attn_args a)
 {
-    __shared__ float rows_smem[kSimtWarps][2][kMaxHs], weights[kSimtWarps][2][32];
+    __shared__ __align__(16) float rows_smem[kSimtWarps][2][kMaxHs], weights[kSimtWarps][2][32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t rows = a.B * a.NKV * a.T, group = a.NH / a.NKV;
     for (int64_t r = (int64_t)blockIdx.x * kSimtWarps + warp; r < rows; r += (int64_t)gridDim.x * kSimtWarps) {
@@ -183,8 +207,9 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
                 weights[warp][1][lane] = ds;
                 __syncwarp();
                 const int64_t n = end - q0 < 32 ? end - q0 : 32;
+                staged_weights wp{weights[warp][0]}, wds{weights[warp][1]};
                 for (int jj = 0; jj < n; jj++) {
-                    const float pj = weights[warp][0][jj], dsj = weights[warp][1][jj];
+                    const float pj = wp.at(jj), dsj = wds.at(jj);
                     const E *qrow = row_ptr<E>(a.q, a, b, q0 + jj, a.ld_q, h);
                     const E *drow = row_ptr<E>(a.dout, a, b, q0 + jj, a.ld_o, h);
                     for (int i = 0; i < DPL; i++)
