@@ -203,6 +203,17 @@ static int take_key(const config *c, const config *want, const cfg_key *k, bool 
     return DDP_OK;
 }
 
+/* Section s's shape keys whose bit is set in `which` (bit i: key i), copied into `to` from `from`,
+ * where key k's value lies `shift` bytes before k->off (0 from another config). Field by field: the
+ * padding stays the loader's zeros. */
+static void copy_shape_keys(config *to, const void *from, size_t shift, const cfg_model_section *s, uint32_t which)
+{
+    for (int i = 1; i < s->n_keys; i++)
+        if (shape_key(s, &s->keys[i]) && which >> i & 1)
+            memcpy((char *)to + s->keys[i].off, (const char *)from + (s->keys[i].off - shift),
+                   field_size(&s->keys[i]));
+}
+
 /* c as it resolves once its pending shape keys hold want's values (malloc'd; NULL: out of memory):
  * a key that resolves by others (head_dim set to n_embd / n_head, written 0) compares as it will be
  * held, not as the user set it while the keys it follows were pending. */
@@ -212,9 +223,7 @@ static config *settled_with(const config *c, const config *want, const cfg_model
     if (!have)
         return NULL;
     memcpy(have, c, sizeof *c);
-    for (int i = 1; i < s->n_keys; i++)
-        if (shape_key(s, &s->keys[i]) && c->model.shape_pending >> i & 1)
-            memcpy((char *)have + s->keys[i].off, (const char *)want + s->keys[i].off, field_size(&s->keys[i]));
+    copy_shape_keys(have, want, 0, s, c->model.shape_pending);
     have->model.shape_pending = 0;
     if (s->kind->resolve) {
         model_general g = general_of(have);
@@ -235,12 +244,8 @@ int config_take_shape(config *c, const config_shape *from, const char *file, con
     config *want = malloc(sizeof *want);
     if (!want)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory");
-    memcpy(want, c, sizeof *c); /* field by field below: the padding stays the loader's zeros */
-    for (int i = 1; i < s->n_keys; i++)
-        if (shape_key(s, &s->keys[i]))
-            memcpy((char *)want + s->keys[i].off,
-                   (const char *)from + (s->keys[i].off - MODEL_OFF - s->kind->shape_off),
-                   field_size(&s->keys[i]));
+    memcpy(want, c, sizeof *c);
+    copy_shape_keys(want, from, MODEL_OFF + s->kind->shape_off, s, UINT32_MAX);
     want->model.shape_pending = 0;
     config *have = settled_with(c, want, s);
     int rc = have ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "out of memory");

@@ -68,6 +68,27 @@ static void test_logits(void)
     free(ref), free(ref_bf16);
 }
 
+/* The fixture's next reference gradient from MANIFEST entry *i on (an entry `grad.<tensor>`): the
+ * reference values, the first *numel values of m's tensor *t (the embedding's first vocab_size rows:
+ * ours are padded); the caller frees them. NULL after the last. A reference that names no tensor of
+ * m, or is larger than its tensor, fails the test and is passed over. */
+static float *next_grad(const model *m, int *i, const param_tensor **t, int64_t *numel)
+{
+    while (*i < f.manifest.n_tensors) {
+        const char *name = f.manifest.tensors[(*i)++].name;
+        if (strncmp(name, "grad.", 5))
+            continue;
+        *t = model_find_tensor(m, name + 5);
+        float *ref = fixture_load(&f.manifest, name, numel);
+        const bool fits = *t && ref && (size_t)*numel <= (*t)->numel;
+        CHECK(fits, "%s: a tensor of the model, of the fixture's size", name);
+        if (fits)
+            return ref;
+        free(ref);
+    }
+    return NULL;
+}
+
 /* The loss and every gradient of the fixture's batch (f.m holds the float32 import). A log-softmax
  * moves by at most twice its logits' error, which is within tol times the largest logit. */
 static void test_gradients(void)
@@ -95,26 +116,19 @@ static void test_gradients(void)
     f.dev->ops->download(f.dev, g, f.m->grads, f.m->n_params * sizeof *g, NULL);
     double worst = 0;
     int compared = 0;
-    for (int i = 0; i < f.manifest.n_tensors; i++) {
-        const char *name = f.manifest.tensors[i].name;
-        if (strncmp(name, "grad.", 5))
-            continue;
-        const param_tensor *t = model_find_tensor(f.m, name + 5);
-        int64_t numel = 0;
-        float *ref = fixture_load(&f.manifest, name, &numel);
-        CHECK(t && ref && (size_t)numel <= t->numel, "%s: a tensor of the model, of the fixture's size", name);
-        if (t && ref && (size_t)numel <= t->numel) { /* the embedding's first vocab_size rows: ours are padded */
-            double diff = 0, big = 0;
-            for (int64_t j = 0; j < numel; j++) {
-                diff = fmax(diff, fabs((double)g[t->offset + j] - ref[j]));
-                big = fmax(big, fabs((double)ref[j]));
-            }
-            CHECK(diff <= HF_LOGITS_TOL_FACTOR * floor_grads * big, "%s off by %.3g of its largest %.3g", name,
-                  diff / big, big);
-            worst = fmax(worst, diff / big);
-            compared++;
+    const param_tensor *t;
+    int64_t numel = 0;
+    float *ref;
+    for (int i = 0; (ref = next_grad(f.m, &i, &t, &numel)) != NULL; free(ref)) {
+        double diff = 0, big = 0;
+        for (int64_t j = 0; j < numel; j++) {
+            diff = fmax(diff, fabs((double)g[t->offset + j] - ref[j]));
+            big = fmax(big, fabs((double)ref[j]));
         }
-        free(ref);
+        CHECK(diff <= HF_LOGITS_TOL_FACTOR * floor_grads * big, "%s off by %.3g of its largest %.3g", t->name,
+              diff / big, big);
+        worst = fmax(worst, diff / big);
+        compared++;
     }
     printf("%d gradients within %.3g of their largest (tolerance %.3g)\n", compared, worst,
            HF_LOGITS_TOL_FACTOR * floor_grads);
@@ -172,17 +186,13 @@ static void test_bf16(void)
     float *g = malloc(b.m->n_params * sizeof *g);
     f.dev->ops->download(f.dev, g, b.m->grads, b.m->n_params * sizeof *g, NULL);
     double worst = 0;
-    for (int i = 0; i < f.manifest.n_tensors; i++) {
-        const char *name = f.manifest.tensors[i].name;
-        const param_tensor *t = strncmp(name, "grad.", 5) ? NULL : model_find_tensor(b.m, name + 5);
-        int64_t numel = 0;
-        float *gref = t ? fixture_load(&f.manifest, name, &numel) : NULL;
-        if (gref && (size_t)numel <= t->numel) {
-            const double ge = gfx_rel_l2(g + t->offset, gref, (size_t)numel), gtol = bf16_tolerance(name + 5);
-            CHECK(ge <= gtol, "bf16 %s off by %.3g (tolerance %.3g)", name, ge, gtol);
-            worst = fmax(worst, ge / gtol);
-        }
-        free(gref);
+    const param_tensor *t;
+    int64_t numel = 0;
+    float *gref;
+    for (int i = 0; (gref = next_grad(b.m, &i, &t, &numel)) != NULL; free(gref)) {
+        const double ge = gfx_rel_l2(g + t->offset, gref, (size_t)numel), gtol = bf16_tolerance(t->name);
+        CHECK(ge <= gtol, "bf16 %s off by %.3g (tolerance %.3g)", t->name, ge, gtol);
+        worst = fmax(worst, ge / gtol);
     }
     printf("bf16: every gradient within %.2f of its tolerance\n", worst);
     free(g), free(logits), free(ref), free(target);
