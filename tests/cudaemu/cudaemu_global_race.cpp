@@ -43,20 +43,22 @@ namespace ddp_cudaemu {
 namespace {
 
 /* Shadow pages are kept from grid to grid (each new grid reuses them), up to KEPT_PAGES: 100 MiB of
- * shadow for 16 MiB of device memory touched in words (four times that where bytes of words were
- * accessed alone); past that, a grid starts with none. The stamp table
- * starts again, at a block's first access, once it holds more than KEPT_STAMPS (16 MiB). */
-enum { PAGE_SHIFT = 12, PAGE = 1 << PAGE_SHIFT, WORD = 4, KEPT_PAGES = 4096, KEPT_STAMPS = 1 << 20, MAX_THREADS = 1024 };
+ * shadow for 16 MiB of device memory touched (five times that where parts of words were accessed);
+ * past that, a grid starts with none. The stamp table starts again, at a block's first access, once
+ * it holds more than KEPT_STAMPS (16 MiB). */
+enum { PAGE_SHIFT = 12, PAGE = 1 << PAGE_SHIFT, WORD = 4, KEPT_PAGES = 4096, KEPT_STAMPS = 1 << 20 };
+enum { MAX_THREADS = 1024 };
 enum { RECENT = 64 };
 
 /* A stamp's number in the table (stamp_table): 0 is nobody's. */
 typedef uint32_t stamp_id;
 
-/* One byte of device memory, or the four of a whole word. Between blocks, in its page's grid: its last writing block, the first
- * block that read it and another block that read it (1 + the linear index; 0: none). Between one
- * block's threads: the stamps of its last write and of up to two reads since (access_in_block),
- * numbers in its page's stamp table. One byte's shadow is kept together: an access reads and writes
- * all of it, in one or two cache lines rather than one per field. */
+/* The record of one byte of device memory, or of the four of a whole word. Between blocks, in its
+ * page's grid: its last writing block, the first block that read it and another block that read it
+ * (1 + the linear index; 0: none). Between one block's threads: the stamps of its last write and of
+ * up to two reads since (access_in_block), numbers in its page's stamp table. A record is kept
+ * together: an access reads and writes all of it, in one or two cache lines rather than one per
+ * field. */
 struct byte_shadow {
     uint32_t writer, reader, other_reader;
     stamp_id wrote, read[2];
