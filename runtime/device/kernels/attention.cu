@@ -68,7 +68,9 @@ template <typename E> __device__ inline float dot_row(const float *x, const E *y
 }
 
 /* Weight jj (of 32) of a warp's chunk, read as dot_row reads x: a pack of four at a time. The
- * caller reads them in order, so each pack is loaded once, when its first weight is asked for. */
+ * caller reads them in order, so each pack is loaded once, when its first weight is asked for. A
+ * pack may run past the chunk's last visible row: every lane wrote its weight of this chunk before
+ * the __syncwarp, so those are this chunk's values (unused), never another chunk's. */
 struct staged_weights {
     const float *w;
     pack<float, 4> cur = {};

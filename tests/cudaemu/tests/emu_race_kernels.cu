@@ -59,8 +59,8 @@ __device__ inline float partial_sync_case(bool chained, float *m)
     return v;
 }
 
-/* Cases 20-26 of race_kernel, on m (shared memory, zero), and 20-25 of global_race_kernel's (device
- * memory): accesses to parts of a float, which the race checks' shadows (a record per 4-byte word
+/* Cases 20-26 of race_kernel, on m (shared memory, zero), and 20-25 as global_race_kernel's 12-17
+ * (device memory): accesses to parts of a float, which the race checks' shadows (a record per 4-byte word
  * while its bytes share one) must keep apart, and whole ones after them. Only lane 0 of each warp
  * takes part; v is what it read; `freed` is an mbarrier expecting one arrival (case 26's). */
 __device__ inline float granule_case(int which, float *m, uint64_t *freed)
