@@ -22,9 +22,9 @@
  * made, as a thread's stamp changes only when it syncs), one record per aligned 4-byte word while
  * every access since covered the whole word (as kernels access floats), one per byte after an
  * access to part of it; its block part forgotten at the next grid.
- * DDP_CUDA_EMU_GLOBAL_RACES=0 turns both checks off. A kernel's access outside device allocations
- * and fiber stacks goes on to cudaemu_kernel_memory.cpp, whether or not they are on. Must not
- * schedule fibers. */
+ * DDP_CUDA_EMU_GLOBAL_RACES=0 turns both checks off, DDP_CUDA_EMU_RACE_GRIDS=N (cudaemu_race.cpp)
+ * after each kernel's first N grids. A kernel's access outside device allocations and fiber stacks
+ * goes on to cudaemu_kernel_memory.cpp, whether or not they are on. Must not schedule fibers. */
 #include "cudaemu_fiber.h"
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
@@ -231,10 +231,10 @@ void block_changed(global_state &s, uint32_t block)
 
 } // namespace
 
-void global_race_grid_begin()
+void global_race_grid_begin(bool checked)
 {
     global_state &s = state;
-    s.races = enabled();
+    s.races = checked && enabled();
     s.allocations = device_allocations();
     s.last_lo = nullptr;
     s.last_bytes = 0;

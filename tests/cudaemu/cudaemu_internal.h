@@ -126,8 +126,9 @@ const memory_range *static_shared_objects(size_t *count);
 std::vector<memory_range> device_allocations();
 
 /* ---- the race check between the blocks of a grid in device memory (cudaemu_global_race.cpp) ---- */
-/* A grid starts on this thread: the allocations it may touch are taken now. */
-void global_race_grid_begin();
+/* A grid starts on this thread: the allocations it may touch are taken now; checked: its accesses
+ * are race-checked (race_grid_checked; DDP_CUDA_EMU_GLOBAL_RACES=0 turns that off for every grid). */
+void global_race_grid_begin(bool checked);
 /* A kernel's load or store (at pc) of the running block: a race with another block's aborts. */
 void global_race_access(const void *p, size_t bytes, bool write, const void *pc);
 /* What else a kernel may touch (cudaemu_kernel_memory.cpp): the grid's own ranges (its arguments,
@@ -197,8 +198,12 @@ char *dynamic_shared_window(size_t *bytes);
 void complete_wgmma_exchange(int kind, int param, void *const lane_ops[32]);
 
 /* ---- what the race check (cudaemu_race.cpp) needs from the scheduler ---- */
-/* A grid starts on this thread, with its dynamic shared memory; each block starts a new epoch. */
-void race_grid_begin(void *dynamic_smem, size_t bytes);
+/* Whether the race checks look at this grid of `kernel`: DDP_CUDA_EMU_RACE_GRIDS=N checks each
+ * kernel's first N grids in the process only (unset: every grid). Counts the grid. */
+bool race_grid_checked(const char *kernel);
+/* A grid starts on this thread, with its dynamic shared memory; each block starts a new epoch.
+ * checked: its shared-memory accesses are race-checked (else only clocks are kept). */
+void race_grid_begin(void *dynamic_smem, size_t bytes, bool checked);
 /* A __syncthreads was released (or a block starts): accesses before it are ordered before the
  * ones after it. */
 void race_barrier();

@@ -55,8 +55,10 @@
  * The same entry points check, in a kernel, that an access the compiler made at its type's alignment
  * is so aligned (a GPU faults on a misaligned address; x86 does not).
  * A hazard aborts the process (cudaemu_race_report.cpp words the report: the kernel, block, kind,
- * shared-memory offset and both threads). The same ordering serves device memory between one block's
- * threads (cudaemu_global_race.cpp keeps its own shadow): race_now stamps an access, race_ordered
+ * shared-memory offset and both threads). DDP_CUDA_EMU_RACE_GRIDS=N limits both race checks to each
+ * kernel's first N grids (a long job's later steps repeat those launches; the clocks are kept
+ * either way, the shadow only while checking). The same ordering serves device memory between one
+ * block's threads (cudaemu_global_race.cpp keeps its own shadow): race_now stamps an access, race_ordered
  * says whether a stamped one happens before the running thread's. The state, and whether two lanes'
  * accesses are ordered, are cudaemu_race_order.h's; the shadow's storage is cudaemu_race_shadow.h's.
  * Must not schedule fibers. */
@@ -65,9 +67,14 @@
 #include "cudaemu_race_order.h"
 #include "cudaemu_race_report.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <algorithm>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace ddp_cudaemu {
@@ -265,6 +272,8 @@ void access_range(const shadow_range &r, const char *p, size_t n, race_access_ki
 __attribute__((noinline)) void check(const char *p, size_t bytes, race_access_kind how, int slot, const char *what,
                                      const char *file, int line, const void *pc)
 {
+    if (!running->checking)
+        return;
     if (slot < 0)
         slot = running->thread / 32;
     const shadow_range *r = range_of(*running, p);
@@ -305,11 +314,41 @@ inline bool maybe_shared(const void *addr, size_t bytes)
 
 } // namespace
 
-void race_grid_begin(void *dynamic_smem, size_t bytes)
+/* DDP_CUDA_EMU_RACE_GRIDS: the grids of each kernel checked, from its first; -1 (unset): all. */
+static long race_grid_limit()
+{
+    static const long limit = [] {
+        const char *v = getenv("DDP_CUDA_EMU_RACE_GRIDS");
+        if (!v)
+            return -1L;
+        char *end = nullptr;
+        const long n = strtol(v, &end, 10);
+        if (end == v || *end != '\0' || n < 0) {
+            fprintf(stderr, "cudaemu: DDP_CUDA_EMU_RACE_GRIDS=%s: expected a number of grids (0 or more)\n", v);
+            abort();
+        }
+        return n;
+    }();
+    return limit;
+}
+
+bool race_grid_checked(const char *kernel)
+{
+    const long limit = race_grid_limit();
+    if (limit < 0)
+        return true;
+    static std::mutex lock; /* several host threads drain streams */
+    static std::unordered_map<std::string, long> grids;
+    const std::lock_guard<std::mutex> hold(lock);
+    return grids[kernel]++ < limit;
+}
+
+void race_grid_begin(void *dynamic_smem, size_t bytes, bool checked)
 {
     race_state &s = state;
     if (!s.ready)
         setup_statics(s);
+    s.checking = checked;
     s.dynamic = shadow_dynamic(s.dynamic_store, static_cast<const char *>(dynamic_smem), bytes);
 }
 
@@ -399,13 +438,13 @@ bool race_ordered(race_stamp earlier)
 void race_async_issue(const void *dst, size_t bytes, const char *file, int line)
 {
     race_access(dst, bytes, RACE_WRITE, "cp.async", file, line);
-    if (running)
+    if (running && running->checking)
         mark_in_flight(*running, static_cast<const char *>(dst), bytes, (uint16_t)(running->thread + 1));
 }
 
 void race_async_land(const void *dst, size_t bytes, const char *what, const char *file, int line)
 {
-    if (running)
+    if (running && running->checking)
         mark_in_flight(*running, static_cast<const char *>(dst), bytes, 0);
     race_access(dst, bytes, RACE_WRITE, what, file, line);
 }

@@ -67,6 +67,7 @@ struct race_state {
     uint32_t epoch = 0;
     int thread = -1; /* running thread's index in its block; -1 between fibers */
     bool ready = false;
+    bool checking = true; /* this grid is race-checked (race_grid_checked) */
     /* Lanes again: which lanes each lane sync held (their count is the warp's lane syncs in the
      * current epoch; a chain of partial-mask ones is the rarer question). */
     std::vector<uint32_t> sync_lanes[CLOCK_WARPS]; /* [k - 1]: the lanes of each warp's lane sync k */

@@ -571,12 +571,13 @@ static void run_grid(const char *name, dim3 grid, dim3 block, size_t smem_bytes,
     }
     b.dynamic_smem.resize(smem_bytes > 0 ? smem_bytes : 1);
     b.dynamic_smem_bytes = smem_bytes;
-    race_grid_begin(b.dynamic_smem.data(), smem_bytes);
+    const bool checked = race_grid_checked(name);
+    race_grid_begin(b.dynamic_smem.data(), smem_bytes, checked);
     fiber_stacks_reserve(b.nthreads, name);
     cur_grid_dim = make_uint3(grid.x, grid.y, grid.z);
     cur_block_dim = make_uint3(block.x, block.y, block.z);
     active = &b;
-    global_race_grid_begin();
+    global_race_grid_begin(checked);
     const memory_range visible[] = {{const_cast<void *>(args), args_bytes},
                                     {b.threads.data(), b.threads.size() * sizeof b.threads[0]}};
     kernel_memory_grid_begin(visible, 2); /* its arguments, and what threadIdx reads */

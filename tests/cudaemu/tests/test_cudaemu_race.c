@@ -28,7 +28,10 @@
  * (one thread waits at a named barrier the other's unordered read comes after). The barrier,
  * __syncwarp (and a chain of partial-mask ones) and named-barrier hand-overs run. Parts of a float
  * are judged byte by byte there too (its shadow splits and merges words as shared memory's does),
- * in the shared-memory cases' accesses, naming the same bytes. */
+ * in the shared-memory cases' accesses, naming the same bytes.
+ * DDP_CUDA_EMU_RACE_GRIDS=N: a kernel's racy grid after N race-free grids of it runs unchecked, and
+ * aborts when it is among the first N (in shared and in device memory); the count is per kernel
+ * (another kernel's grids do not use it up); a malformed N aborts naming the variable. */
 #include "emu_test_util.h"
 #include "tests/check.h"
 
@@ -124,9 +127,72 @@ static void run_family(const struct race_family *f)
     }
 }
 
+/* DDP_CUDA_EMU_RACE_GRIDS=limit, then `clean` race-free grids (case 1) of family `before`'s kernel,
+ * then a racy grid (case 0) of family `racy`'s: whether it aborts. */
+struct limit_case {
+    const char *limit;
+    int clean, before, racy;
+    bool aborts;
+};
+static const struct limit_case limit_cases[] = {
+    {"2", 2, 0, 0, false}, /* shared memory: the third grid is not checked */
+    {"3", 2, 0, 0, true},  /* ... the third of three is */
+    {"0", 0, 0, 0, false}, /* none is */
+    {"2", 2, 1, 1, false}, /* device memory too */
+    {"3", 2, 1, 1, true},
+    {"1", 3, 1, 0, true},  /* each kernel counts its own grids: race_kernel's first is checked */
+};
+
+static void run_limited(int which)
+{
+    const struct limit_case *c = &limit_cases[which];
+    setenv("DDP_CUDA_EMU_RACE_GRIDS", c->limit, 1);
+    float *buf = NULL, *out = NULL;
+    cudaMalloc((void **)&buf, 64 * sizeof(float));
+    cudaMalloc((void **)&out, 64 * sizeof(float));
+    cudaMemset(buf, 0, 64 * sizeof(float));
+    for (int i = 0; i < c->clean; i++)
+        families[c->before].launch(1, buf, out);
+    families[c->racy].launch(0, buf, out);
+    _exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 3);
+}
+
+static void run_malformed(int unused)
+{
+    (void)unused;
+    setenv("DDP_CUDA_EMU_RACE_GRIDS", "8x", 1);
+    float *buf = NULL, *out = NULL;
+    cudaMalloc((void **)&buf, 64 * sizeof(float));
+    cudaMalloc((void **)&out, 64 * sizeof(float));
+    emu_race(1, buf, out);
+    _exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 3);
+}
+
+static void run_grid_limits(void)
+{
+    emu_set_order("forward");
+    char buf[4096];
+    for (int i = 0; i < (int)(sizeof limit_cases / sizeof limit_cases[0]); i++) {
+        const struct limit_case *c = &limit_cases[i];
+        const int status = emu_run_in_child(run_limited, i, buf, sizeof buf);
+        if (c->aborts)
+            CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(buf, families[c->racy].title),
+                  "RACE_GRIDS=%s, %d clean grids of %s, then a racy one of %s: expected its race, got status "
+                  "0x%x: %s", c->limit, c->clean, families[c->before].title, families[c->racy].title, status, buf);
+        else
+            CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "RACE_GRIDS=%s, %d clean grids, then a racy "
+                  "one of %s: expected it unchecked, got status 0x%x: %s", c->limit, c->clean,
+                  families[c->racy].title, status, buf);
+    }
+    const int status = emu_run_in_child(run_malformed, 0, buf, sizeof buf);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(buf, "DDP_CUDA_EMU_RACE_GRIDS=8x"),
+          "RACE_GRIDS=8x: expected an abort naming it, got status 0x%x: %s", status, buf);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         run_family(&families[i]);
+    run_grid_limits();
     return check_done("test_cudaemu_race");
 }
