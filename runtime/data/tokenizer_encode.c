@@ -1,6 +1,6 @@
 /* tokenizer_encode.c — encoding text into token ids (tokenizer_encode.h): NFC where the tokenizer
  * asks for it (unicode_nfc.h), the pieces its pre-tokenizer cuts (tokenizer_split.h) or
- * sentencepiece's segments, and the merge within each.
+ * sentencepiece's segments (a typed ▁ read as the space it stands for), and the merge within each.
  *
  * Owns a hash map from token bytes to the lowest id spelling them (open addressing, FNV-1a), built
  * once per encoder; single bytes have a direct table. The end-of-text id is left out of both, so
@@ -298,10 +298,12 @@ static int encode_segment(const tokenizer_encoder *e, const uint8_t *bytes, cons
 
 /* Sentencepiece's BPE over the decoded text c of bytes: a character without a token becomes its
  * bytes' fallback tokens, which merge with nothing, so the segments between them (and, with
- * word_cuts, before each word's first space) are merged apart. shift is the bytes put before the
- * caller's text (its dummy prefix), for the offsets in messages. */
-static int encode_sentencepiece(const tokenizer_encoder *e, const uint8_t *bytes, const cp_text *c, size_t shift,
-                                merge_scratch *s, int32_t *ids, int64_t *count, ddp_err *err)
+ * word_cuts, before each word's first space) are merged apart. Messages name a character as
+ * named has it (c's code points one for one) at its offset in the caller's text, which begins
+ * shift bytes into named's (after the dummy prefix). */
+static int encode_sentencepiece(const tokenizer_encoder *e, const uint8_t *bytes, const cp_text *c,
+                                const cp_text *named, size_t shift, merge_scratch *s, int32_t *ids, int64_t *count,
+                                ddp_err *err)
 {
     size_t seg = 0;
     int rc = DDP_OK;
@@ -310,7 +312,7 @@ static int encode_sentencepiece(const tokenizer_encoder *e, const uint8_t *bytes
         if (lookup(e, bytes + at, n) < 0) {
             if (e->fallback < 0)
                 return ddp_fail(err, DDP_EUSAGE, "U+%04X at byte offset %zu has no token in the tokenizer's "
-                                "vocabulary, which has no byte fallback", c->cp[i], at - shift);
+                                "vocabulary, which has no byte fallback", named->cp[i], named->off[i] - shift);
             rc = encode_segment(e, bytes, c, seg, i, s, ids, count, err);
             for (size_t k = 0; k < n; k++)
                 ids[(*count)++] = e->fallback + bytes[at + k];
@@ -323,16 +325,16 @@ static int encode_sentencepiece(const tokenizer_encoder *e, const uint8_t *bytes
     return rc ? rc : encode_segment(e, bytes, c, seg, c->n, s, ids, count, err);
 }
 
-/* Encodes the decoded text c of bytes[0..len) into *ids (malloc'd) and *n; shift as above. */
-static int encode_text(const tokenizer_encoder *e, const uint8_t *bytes, size_t len, const cp_text *c, size_t shift,
-                       int32_t **ids, int64_t *n, ddp_err *err)
+/* Encodes the decoded text c of bytes[0..len) into *ids (malloc'd) and *n; named and shift as above. */
+static int encode_text(const tokenizer_encoder *e, const uint8_t *bytes, size_t len, const cp_text *c,
+                       const cp_text *named, size_t shift, int32_t **ids, int64_t *n, ddp_err *err)
 {
     merge_scratch s = {0};
     int32_t *out = malloc(len * sizeof *out); /* at most one id per byte */
     int rc = !out ? ddp_fail(err, DDP_ERUNTIME, "tokenizer: out of memory for the ids of %zu bytes", len) : DDP_OK;
     int64_t count = 0;
     if (!rc && e->sentencepiece)
-        rc = encode_sentencepiece(e, bytes, c, shift, &s, out, &count, err);
+        rc = encode_sentencepiece(e, bytes, c, named, shift, &s, out, &count, err);
     for (size_t i = 0; !rc && !e->sentencepiece && i < c->n;) {
         size_t j = split_piece_end(c, i, e->tok->split);
         rc = encode_piece(e, bytes + c->off[i], c->off[j] - c->off[i], c->off[i], &s, out, &count, err);
@@ -348,9 +350,17 @@ static int encode_text(const tokenizer_encoder *e, const uint8_t *bytes, size_t 
     return DDP_OK;
 }
 
+/* U+2581 (▁), the character sentencepiece writes a space as. */
+static const char META_SPACE[] = "\xe2\x96\x81";
+
+static bool is_meta_space(const char *p, size_t n)
+{
+    return n >= 3 && memcmp(p, META_SPACE, 3) == 0;
+}
+
 /* Sentencepiece's text with its dummy prefix, a space, before it (*out malloc'd, *shift 1):
- * always, or as Hugging Face's Metaspace puts it, unless the text begins with a space. Otherwise
- * *out is NULL. */
+ * always, or as Hugging Face's Metaspace puts it, unless the text begins with a space or a ▁
+ * (which it reads as one, spaced_text). Otherwise *out is NULL. */
 static int prefixed_text(const tokenizer_encoder *e, const char *text, size_t len, char **out, size_t *shift,
                          ddp_err *err)
 {
@@ -358,7 +368,7 @@ static int prefixed_text(const tokenizer_encoder *e, const char *text, size_t le
     *shift = 0;
     tokenizer_split split = e->tok->split;
     bool prefix = split == TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED ||
-                  (split == TOKENIZER_SPLIT_SENTENCEPIECE && text[0] != ' ');
+                  (split == TOKENIZER_SPLIT_SENTENCEPIECE && text[0] != ' ' && !is_meta_space(text, len));
     if (!prefix)
         return DDP_OK;
     if (!(*out = malloc(len + 1)))
@@ -384,6 +394,31 @@ static int normalized_text(const char **text, size_t *len, cp_text *c, char **ou
     return cp_text_decode((const uint8_t *)*out, out_len, 0, c, err);
 }
 
+/* Sentencepiece turns every space into ▁ before anything else reads the text, so a ▁ typed in it is
+ * that space to the merges; the vocabulary (tokenizer.bin) spells pieces with spaces. When text[0..len)
+ * (decoded in c) has a ▁, *out (malloc'd) holds it with each ▁ a space and spaced its code points,
+ * one for each of c's; otherwise *out is NULL and spaced untouched. */
+static int spaced_text(const char *text, size_t len, const cp_text *c, char **out, size_t *out_len, cp_text *spaced,
+                       ddp_err *err)
+{
+    *out = NULL;
+    size_t metas = 0;
+    for (size_t i = 0; i < c->n; i++)
+        metas += c->cp[i] == 0x2581;
+    if (!metas)
+        return DDP_OK;
+    if (!(*out = malloc(len - 2 * metas)))
+        return ddp_fail(err, DDP_ERUNTIME, "tokenizer: out of memory for %zu bytes of text", len);
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        bool meta = is_meta_space(text + i, len - i);
+        (*out)[n++] = meta ? ' ' : text[i];
+        i += meta ? 3 : 1;
+    }
+    *out_len = n;
+    return cp_text_decode((const uint8_t *)*out, n, 0, spaced, err);
+}
+
 int tokenizer_encode(const tokenizer_encoder *e, const char *text, size_t len, int32_t **ids, int64_t *n,
                      ddp_err *err)
 {
@@ -402,13 +437,21 @@ int tokenizer_encode(const tokenizer_encoder *e, const char *text, size_t len, i
         text = prepared;
         len += shift;
     }
-    cp_text c;
+    cp_text c, spaced = {0};
+    char *spaced_bytes = NULL;
+    size_t spaced_len = 0;
     rc = cp_text_decode((const uint8_t *)text, len, shift, &c, err);
     if (!rc && e->tok->split == TOKENIZER_SPLIT_QWEN2) /* never prefixed: prepared is NULL here */
         rc = normalized_text(&text, &len, &c, &prepared, err);
-    if (!rc)
-        rc = encode_text(e, (const uint8_t *)text, len, &c, shift, ids, n, err);
+    if (!rc && e->sentencepiece)
+        rc = spaced_text(text, len, &c, &spaced_bytes, &spaced_len, &spaced, err);
+    if (!rc && spaced_bytes)
+        rc = encode_text(e, (const uint8_t *)spaced_bytes, spaced_len, &spaced, &c, shift, ids, n, err);
+    else if (!rc)
+        rc = encode_text(e, (const uint8_t *)text, len, &c, &c, shift, ids, n, err);
+    cp_text_free(&spaced);
     cp_text_free(&c);
+    free(spaced_bytes);
     free(prepared);
     return rc;
 }

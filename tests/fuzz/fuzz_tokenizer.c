@@ -5,8 +5,8 @@
  * The input is the tokenizer.bin file. A table that loads must give every id bytes of length >= 1
  * and none outside it; decoding every id in small and large buffers must make progress as the
  * header promises; and text the encoder accepts must decode back to itself (to its NFC form
- * under Qwen2's split, which normalizes first; with a space before it where sentencepiece's split
- * puts one). The harness aborts
+ * under Qwen2's split, which normalizes first; under sentencepiece's splits with each typed U+2581
+ * a space and a space before it where the split puts one). The harness aborts
  * when any of that fails. The texts encoded are a fixed sample plus the first tokens' bytes glued
  * together (so they often are the table's own tokens). Must not print. */
 #include <stdbool.h>
@@ -47,6 +47,35 @@ static size_t decode_all(const tokenizer *t, const int32_t *ids, int64_t n, size
     return total;
 }
 
+static bool is_sentencepiece(tokenizer_split split)
+{
+    return split == TOKENIZER_SPLIT_SENTENCEPIECE || split == TOKENIZER_SPLIT_SENTENCEPIECE_BARE ||
+           split == TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED;
+}
+
+/* The text sentencepiece's ids spell: text[0..len) with each U+2581 a space, after the space its
+ * split puts before it (malloc'd into *out, *out_len). */
+static void sentencepiece_spelling(tokenizer_split split, const char *text, size_t len, char **out, size_t *out_len)
+{
+    static const char meta[] = "\xe2\x96\x81";
+    bool lead_meta = len >= 3 && !memcmp(text, meta, 3);
+    bool space_before = split == TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED ||
+                        (split == TOKENIZER_SPLIT_SENTENCEPIECE && text[0] != ' ' && !lead_meta);
+    char *s = malloc(len + 1);
+    if (!s)
+        abort();
+    size_t n = 0;
+    if (space_before)
+        s[n++] = ' ';
+    for (size_t i = 0; i < len;) {
+        bool is_meta = len - i >= 3 && !memcmp(text + i, meta, 3);
+        s[n++] = is_meta ? ' ' : text[i];
+        i += is_meta ? 3 : 1;
+    }
+    *out = s;
+    *out_len = n;
+}
+
 static void encode_roundtrip(const tokenizer *t, const tokenizer_encoder *e, const char *text, size_t len)
 {
     int32_t *ids = NULL;
@@ -57,19 +86,12 @@ static void encode_roundtrip(const tokenizer *t, const tokenizer_encoder *e, con
             abort(); /* nothing is returned on error */
         return;
     }
-    char *normal = NULL; /* the text the ids spell: NFC's when the split normalizes, or with a space before */
+    char *normal = NULL; /* the text the ids spell: NFC's when the split normalizes, sentencepiece's spelling */
     size_t normal_len = 0;
     if (t->split == TOKENIZER_SPLIT_QWEN2 && unicode_nfc(text, len, &normal, &normal_len, &err) != DDP_OK)
         abort(); /* the encoder took the text, so it is valid UTF-8 */
-    bool space_before = t->split == TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED ||
-                        (t->split == TOKENIZER_SPLIT_SENTENCEPIECE && text[0] != ' ');
-    if (space_before) {
-        if (!(normal = malloc(len + 1)))
-            abort();
-        normal[0] = ' ';
-        memcpy(normal + 1, text, len);
-        normal_len = len + 1;
-    }
+    if (is_sentencepiece(t->split))
+        sentencepiece_spelling(t->split, text, len, &normal, &normal_len);
     const char *spelt = normal ? normal : text;
     size_t want = normal ? normal_len : len;
     char *back = malloc(want + 1);
@@ -106,9 +128,10 @@ static void exercise(const tokenizer *t)
     ddp_err err = {0};
     if (tokenizer_encoder_create(t, &e, &err) != DDP_OK)
         abort();
-    /* ... with a decomposed e + acute and U+0958, which NFC turns into two code points */
+    /* ... with a decomposed e + acute and U+0958, which NFC turns into two code points, and a typed
+     * U+2581, a space to sentencepiece */
     static const char sample[] =
-        "Hello world, it's 12 o'clock!\n\tCaf\xc3\xa9  \xe4\xb8\xad   ok e\xcc\x81 \xe0\xa5\x98";
+        "Hello world, it's 12 o'clock!\n\tCaf\xc3\xa9  \xe4\xb8\xad   ok e\xcc\x81 \xe0\xa5\x98 \xe2\x96\x81x";
     encode_roundtrip(t, e, sample, sizeof sample - 1);
     char glued[1024];
     size_t used = 0;

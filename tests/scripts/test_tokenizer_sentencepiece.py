@@ -12,10 +12,10 @@ codes scripts/prepare-text must record: Llama 2's (a Prepend and Replace normali
 Mistral's (a Metaspace pre-tokenizer with prepend_scheme "first": 5) and one without the dummy
 prefix (prepend_scheme "never": 6). Then KJV (the whole Bible when the `bible` program is
 installed), the README and edge cases (runs of spaces, digits, characters without a piece,
-newlines, special tokens spelled out) must encode to the tokenizers package's ids for that
-tokenizer.json (special tokens as text), and to sentencepiece's own: always for Llama 2's form;
-for Mistral's where the text does not begin with a space (Metaspace puts no space before one,
-sentencepiece does); for the bare form, sentencepiece's ids less its dummy prefix's piece where
+newlines, special tokens spelled out, a typed ▁, which both read as a space) must encode to the
+tokenizers package's ids for that tokenizer.json (special tokens as text), and to sentencepiece's
+own: always for Llama 2's form; for Mistral's where the text does not begin with a space or a ▁
+(Metaspace puts no space before one, sentencepiece does); for the bare form, sentencepiece's ids less its dummy prefix's piece where
 that stands alone. DDPRUN names the ddprun program.
 
 Needs the sentencepiece and tokenizers packages (scripts/setup --text); without them it prints why
@@ -40,6 +40,8 @@ EDGE_CASES = [
     "tabs\tand\t\tmore", "digits 1 12 123 1234567 3.14159", "café naïve résumé", "日本語 中文 한국어 🙂👍🏽",
     "punctuation...!?;:--()[]{}<>@#$%^&*_+=|\\/~`", "<s> and </s> spelled out", "x" * 300, " " * 40 + "x",
     "The LORD is my shepherd", "ThE lOrD", "e\u0301 combining, NBSP\u00a0here",
+    META + "LORD typed", "in" + META + "the" + META + META + "beginning", "x " + META + " y", "ends" + META, META,
+    META + " mixed", " " + META,
 ]
 
 
@@ -149,7 +151,7 @@ def main():
                 theirs = sp.encode(text)
                 if form == "bare":  # sentencepiece's ids less its dummy prefix's own piece, where it stands alone
                     theirs = theirs[1:] if theirs[:1] == [prefix_id] else None
-                elif form == "mistral" and text.startswith(" "):
+                elif form == "mistral" and text.startswith((" ", META)):
                     theirs = None  # Metaspace puts no space before it, sentencepiece does
                 got = ddprun_encode(tmp, table, text)
                 agree = "" if theirs is None else ", sentencepiece's" if theirs == want else ", NOT sentencepiece's"

@@ -229,7 +229,8 @@ static void test_split_from_file(void)
 /* Sentencepiece's BPE: ids 0..255 are the byte-fallback tokens <0x00>..<0xFF>, then pieces. The
  * merges start from characters, not bytes (from bytes, "yx" would merge before "é" formed, giving
  * 257 260); a character's own piece is taken over its byte's fallback token; a character without
- * a piece becomes its bytes' fallback tokens; and the space before the text follows the split. */
+ * a piece becomes its bytes' fallback tokens; the space before the text follows the split; and a
+ * typed ▁ (U+2581, "\xe2\x96\x81") is the space it stands for, there too. */
 static void test_sentencepiece(void)
 {
     const char *extra[] = {"x\xc3\xa9", "yx", "y", "x", "\xc3\xa9", " ", " y"};
@@ -241,6 +242,10 @@ static void test_sentencepiece(void)
         {TOKENIZER_SPLIT_SENTENCEPIECE, " yx", {261, 257}, 2},               /* it begins with a space */
         {TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED, " yx", {261, 261, 257}, 3}, /* a space before it all the same */
         {TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED, "x yx", {261, 259, 261, 257}, 4},
+        {TOKENIZER_SPLIT_SENTENCEPIECE_BARE, "y\xe2\x96\x81y", {258, 262}, 2},          /* "y" " y" */
+        {TOKENIZER_SPLIT_SENTENCEPIECE, "\xe2\x96\x81yx", {261, 257}, 2},             /* as " yx" */
+        {TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED, "\xe2\x96\x81", {261, 261}, 2},       /* as " " */
+        {TOKENIZER_SPLIT_SENTENCEPIECE_BARE, "\xe2\x96\x81\xe2\x96\x81y", {261, 262}, 2},
     };
     expect_split_cases(extra, 7, cases, sizeof cases / sizeof cases[0]);
     /* no fallback block: a character without a piece is refused, at its offset in the caller's text */
@@ -254,6 +259,9 @@ static void test_sentencepiece(void)
     expect_refused(e, "yxz", 3, "U+007A at byte offset 2 has no token in the tokenizer's vocabulary, which has no "
                    "byte fallback");
     expect_refused(e, "yx\xff", 3, "invalid UTF-8 at byte offset 2"); /* the prefix not counted */
+    /* ... nor a ▁'s read as a space: the offset and the character are the caller's */
+    expect_refused(e, "\xe2\x96\x81yxz", 6, "U+007A at byte offset 5 has no token");
+    expect_refused(e, "y\xe2\x96\x81\xff", 5, "invalid UTF-8 at byte offset 4");
     tokenizer_encoder_free(e);
     tokenizer_free(&t);
 }
