@@ -3,12 +3,16 @@
  *
  * Owns queueing a launch that passed launch_config_valid (cudaemu_launch.cpp; the grid runs when its
  * stream is drained), picking the next fiber in the order DDP_CUDA_EMU_ORDER names, shared memory
- * poisoning (0xFF = NaN before every block), blocking and waking the threads that wait at named
- * barriers and mbarriers (whose rules are cudaemu_sync.cpp's), telling the race check
- * (cudaemu_race.cpp) which thread runs and where the barriers fall, and the reports of deadlocks and
- * divergent barriers, which abort the process with a message naming the kernel, block and threads:
+ * poisoning (0xFF = NaN before every block), releasing __syncthreads, holding the lanes that reach a
+ * warp operation until it completes (the exchange itself and its checks are
+ * cudaemu_warp_exchange.cpp's), blocking and waking the threads that wait at named barriers and
+ * mbarriers (whose rules are cudaemu_sync.cpp's), telling the race check (cudaemu_race.cpp) which
+ * thread runs and where the barriers fall, and the reports of divergent __syncthreads and of threads
+ * left waiting forever, which abort the process with a message naming the kernel, block and threads:
  * on a GPU the same bug hangs or corrupts silently. Must not implement runtime API calls
  * (cudart_*.cpp). */
+#include "cudaemu_sched.h"
+
 #include "cudaemu_fiber.h"
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
@@ -25,61 +29,7 @@ DDP_CUDAEMU_TLS uint3 cur_block_idx;
 DDP_CUDAEMU_TLS uint3 cur_block_dim;
 DDP_CUDAEMU_TLS uint3 cur_grid_dim;
 
-enum thread_state { RUNNABLE, AT_BARRIER, AT_WARP, AT_SYNC /* a named barrier or mbarrier */, EXITED };
-/* A thread gets a stack when it first runs and gives it back when it exits, so threads that never
- * block (most element-wise kernels) all reuse one hot stack. */
-
-struct emu_thread {
-    uint3 tid;
-    int linear;
-    thread_state state;
-    const char *file; /* where it waits */
-    int line;
-    int predicate, result;             /* __syncthreads_count/and/or */
-    warp_op_kind op;                   /* warp exchange */
-    unsigned mask;
-    uint64_t in, out;
-    int param, width;
-    int stack; /* -1 until started */
-    fiber_context ctx;
-    async_queue async; /* its cp.async copies not yet waited for */
-    wgmma_state wgmma; /* its wgmma fence, commit groups and (lane 0) its warp's pending products */
-};
-
-struct block_run {
-    const char *kernel;
-    kernel_thunk thunk;
-    const void *args;
-    int nthreads, runnable, exited, at_barrier;
-    std::vector<emu_thread> threads;
-    unsigned warp_runnable[MAX_THREADS_PER_BLOCK / 32]; /* bit per runnable lane */
-    int warp_waiting[MAX_THREADS_PER_BLOCK / 32]; /* lanes at a warp operation */
-    unsigned warp_live[MAX_THREADS_PER_BLOCK / 32]; /* lanes that exist and have not exited */
-    emu_order_kind order;
-    uint64_t rng;
-    int cursor, current_warp;
-    emu_thread *running;
-    fiber_context scheduler;
-    std::vector<char> dynamic_smem;
-    size_t dynamic_smem_bytes; /* as launched (dynamic_smem holds at least one byte) */
-    std::vector<int> free_stacks;
-};
-
 static DDP_CUDAEMU_TLS block_run *active;
-
-static const char *op_name(warp_op_kind op)
-{
-    static const char *const names[] = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
-                                        "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync",
-                                        "mma.sync", "ldmatrix", "wgmma.mma_async", "wgmma.wait_group"};
-    return names[op];
-}
-
-/* The .sync.aligned matrix instructions: a full warp at one call site, operands handed over by pointer. */
-static bool is_matrix_op(warp_op_kind op)
-{
-    return op == WARP_MMA || op == WARP_LDMATRIX || op == WARP_WGMMA || op == WARP_WGMMA_WAIT;
-}
 
 [[noreturn]] static void die(const block_run &b, const char *what, const char *detail)
 {
@@ -144,7 +94,7 @@ int syncthreads(block_reduce_kind kind, int predicate, const char *file, int lin
 uint64_t warp_op(warp_op_kind kind, unsigned mask, uint64_t bits, int param, int width,
                  const char *file, int line)
 {
-    emu_thread *t = running_thread(op_name(kind));
+    emu_thread *t = running_thread(warp_op_name(kind));
     t->state = AT_WARP;
     t->op = kind;
     t->mask = mask;
@@ -193,8 +143,6 @@ void wait_for_wake(const char *file, int line)
     yield(t);
 }
 
-static void make_runnable(block_run &b, emu_thread &t);
-
 void wake_thread(int thread)
 {
     emu_thread &t = active->threads[(size_t)thread];
@@ -237,7 +185,7 @@ bool in_shared_memory(const void *p, size_t bytes)
 
 /* ---- barrier and exchange release ---- */
 
-static void make_runnable(block_run &b, emu_thread &t)
+void make_runnable(block_run &b, emu_thread &t)
 {
     if (t.state == AT_WARP)
         b.warp_waiting[t.linear / 32]--;
@@ -280,137 +228,6 @@ static void release_block_barrier(block_run &b)
     reset_cursor(b);
 }
 
-static int source_lane(const emu_thread &t, int lane)
-{
-    int seg = lane / t.width * t.width, pos = lane - seg;
-    switch (t.op) {
-    case WARP_SHFL_IDX: return seg + (t.param & (t.width - 1));
-    case WARP_SHFL_UP: return pos - t.param >= 0 ? lane - t.param : lane;
-    case WARP_SHFL_DOWN: return pos + t.param < t.width ? lane + t.param : lane;
-    case WARP_SHFL_XOR: {
-        int src = lane ^ t.param;
-        return src >= seg + t.width ? lane : src;
-    }
-    default: return lane;
-    }
-}
-
-static void complete_exchange(block_run &b, int base, unsigned mask)
-{
-    /* the masked lanes' op (lane 0 may be elsewhere when the mask leaves it out); only the matrix
-     * ops read a parameter, and they hold all 32 lanes, so lane 0's is theirs */
-    const warp_op_kind op = b.threads[base + __builtin_ctz(mask)].op;
-    if (is_matrix_op(op)) { /* all 32 lanes (try_exchange) */
-        void *lane_ops[32];
-        for (int lane = 0; lane < 32; lane++)
-            lane_ops[lane] = reinterpret_cast<void *>(static_cast<uintptr_t>(b.threads[base + lane].in));
-        if (op == WARP_WGMMA || op == WARP_WGMMA_WAIT)
-            complete_wgmma_exchange(op, b.threads[base].param, lane_ops);
-        else
-            complete_tensor_exchange(op, b.threads[base].param, lane_ops);
-        for (int lane = 0; lane < 32; lane++)
-            make_runnable(b, b.threads[base + lane]);
-        return;
-    }
-    if (op == WARP_SYNC)
-        race_lane_sync(base / 32, mask);
-    uint64_t ballot = 0;
-    for (int lane = 0; lane < 32; lane++)
-        if (mask >> lane & 1u)
-            ballot |= (b.threads[base + lane].in != 0 ? 1ull : 0ull) << lane;
-    for (int lane = 0; lane < 32; lane++) {
-        if (!(mask >> lane & 1u))
-            continue;
-        emu_thread &t = b.threads[base + lane];
-        switch (t.op) {
-        case WARP_BALLOT: t.out = ballot; break;
-        case WARP_ANY: t.out = ballot != 0; break;
-        case WARP_ALL: t.out = ballot == mask; break;
-        case WARP_SYNC: t.out = 0; break;
-        default: {
-            int src = source_lane(t, lane);
-            /* reading a lane that did not take part is undefined: poison it like shared memory */
-            t.out = (src >= 0 && src < 32 && (mask >> src & 1u)) ? b.threads[base + src].in : ~0ull;
-        }
-        }
-        make_runnable(b, t);
-    }
-}
-
-static void check_lane_in_mask(block_run &b, const emu_thread &t, int base, int lane)
-{
-    char detail[640];
-    int idx = base + lane;
-    const char *why = idx >= b.nthreads ? "does not exist (partial warp)"
-                    : b.threads[idx].state == EXITED ? "has exited" : nullptr;
-    if (!why)
-        return;
-    snprintf(detail, sizeof detail,
-             "%s at %s:%d by thread %d with mask 0x%08x: lane %d (thread %d) named in the mask %s, "
-             "so the lanes waiting for it never continue", op_name(t.op), t.file, t.line,
-             t.linear, t.mask, lane, idx, why);
-    die(b, "deadlock", detail);
-}
-
-/* t just arrived at a warp operation: complete it if every lane of its mask is there. */
-static void try_exchange(block_run &b, const emu_thread &t)
-{
-    int base = t.linear / 32 * 32, own = t.linear - base;
-    char detail[640];
-    if (!(t.mask >> own & 1u)) {
-        snprintf(detail, sizeof detail, "%s at %s:%d: mask 0x%08x does not include the calling lane %d",
-                 op_name(t.op), t.file, t.line, t.mask, own);
-        die(b, "invalid warp mask", detail);
-    }
-    if (is_matrix_op(t.op) && t.mask != 0xffffffffu) {
-        snprintf(detail, sizeof detail, "%s at %s:%d: .sync.aligned instructions need all 32 lanes (mask 0x%08x)",
-                 op_name(t.op), t.file, t.line, t.mask);
-        die(b, "invalid warp mask", detail);
-    }
-    if (t.width < 1 || t.width > 32 || (t.width & (t.width - 1)) != 0) {
-        snprintf(detail, sizeof detail, "%s at %s:%d: width %d is not a power of two in [1, 32]",
-                 op_name(t.op), t.file, t.line, t.width);
-        die(b, "invalid shuffle width", detail);
-    }
-    unsigned gone = t.mask & ~b.warp_live[base / 32];
-    if (gone)
-        check_lane_in_mask(b, t, base, __builtin_ctz(gone));
-    if (b.warp_waiting[base / 32] < __builtin_popcount(t.mask))
-        return; /* cheap test first: not enough lanes are waiting yet */
-    for (int lane = 0; lane < 32; lane++) {
-        if (!(t.mask >> lane & 1u))
-            continue;
-        const emu_thread &o = b.threads[base + lane];
-        if (o.state != AT_WARP)
-            return; /* still running, or at __syncthreads (a deadlock the scheduler reports) */
-        const bool same = o.op == t.op && o.mask == t.mask &&
-                          !(is_matrix_op(t.op) && (o.param != t.param || o.line != t.line || strcmp(o.file, t.file)));
-        if (!same && !(o.mask >> own & 1u))
-            return; /* o is in an exchange without t's lane (partial masks): t waits until o has done it */
-        if (!same) {
-            snprintf(detail, sizeof detail,
-                     "lane %d is at %s (mask 0x%08x) at %s:%d while lane %d is at %s (mask 0x%08x) at %s:%d",
-                     t.linear - base, op_name(t.op), t.mask, t.file, t.line, lane, op_name(o.op),
-                     o.mask, o.file, o.line);
-            die(b, "mismatched warp operation", detail);
-        }
-    }
-    complete_exchange(b, base, t.mask);
-}
-
-/* A thread exited: a lane of its warp waiting on it can never continue. */
-static void check_exit(block_run &b, const emu_thread &t)
-{
-    int base = t.linear / 32 * 32;
-    if (b.warp_waiting[t.linear / 32] == 0)
-        return;
-    for (int lane = 0; lane < 32 && base + lane < b.nthreads; lane++) {
-        const emu_thread &o = b.threads[base + lane];
-        if (o.state == AT_WARP && (o.mask >> (t.linear - base) & 1u))
-            check_lane_in_mask(b, o, base, t.linear - base);
-    }
-}
-
 static void after_yield(block_run &b, emu_thread &t)
 {
     b.runnable--;
@@ -419,13 +236,13 @@ static void after_yield(block_run &b, emu_thread &t)
         b.exited++;
         b.free_stacks.push_back(t.stack);
         b.warp_live[t.linear / 32] &= ~(1u << (t.linear % 32));
-        check_exit(b, t);
+        check_warp_after_exit(b, t);
     } else if (t.state == AT_BARRIER) {
         if (++b.at_barrier == b.nthreads)
             release_block_barrier(b);
     } else if (t.state == AT_WARP) {
         b.warp_waiting[t.linear / 32]++;
-        try_exchange(b, t);
+        try_warp_exchange(b, t);
     }
 }
 
@@ -475,7 +292,7 @@ static void report_stuck(block_run &b)
         if (t.state == AT_SYNC)
             sync_describe_wait(t.linear, what, sizeof what);
         else
-            snprintf(what, sizeof what, "%s", t.state == AT_BARRIER ? "__syncthreads" : op_name(t.op));
+            snprintf(what, sizeof what, "%s", t.state == AT_BARRIER ? "__syncthreads" : warp_op_name(t.op));
         n += snprintf(detail + n, sizeof detail - (size_t)n, " thread %d at %s (%s:%d);", t.linear, what, t.file,
                       t.line);
     }

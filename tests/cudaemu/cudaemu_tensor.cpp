@@ -11,7 +11,7 @@
  * the issuing thread's cp.async.wait_group covers it, so shared memory read before the wait (or,
  * under another fiber order, before the barrier after another thread's wait) holds stale data or
  * the NaN poison. ldmatrix's row reads and cp.async's writes (when issued and when landed) go to
- * the race check (cudaemu_race.cpp). mma and ldmatrix are warp exchanges of the scheduler (cudaemu_sched.cpp), which
+ * the race check (cudaemu_race.cpp). mma and ldmatrix are warp exchanges (cudaemu_warp_exchange.cpp), which
  * checks that all 32 lanes reach the same call site; this file computes their results. It must not
  * schedule fibers. */
 #include "cudaemu_internal.h"
