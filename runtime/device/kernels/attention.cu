@@ -45,11 +45,12 @@ template <typename E> __device__ inline const E *row_ptr(const void *base, const
     return static_cast<const E *>(base) + (b * a.T + t) * ld + head * a.hs;
 }
 
-/* The warp's copy of one row (hs floats) in shared memory, for the lanes' dot products. */
+/* The warp's copy of one row (hs floats) in shared memory, for the lanes' dot products; the caller
+ * syncs the warp once its rows are staged. No sync is needed before staging: the lanes' last reads
+ * of the previous row's copy came before that row's last chunk's closing __syncwarp. */
 template <typename E> __device__ inline void stage_row(float *dst, const E *src, int64_t hs)
 {
     for (int64_t i = threadIdx.x & 31; i < hs; i += 32) dst[i] = to_float(src[i]);
-    __syncwarp();
 }
 
 /* x·y over hs columns, x a staged row: x is read a pack of four at a time (one 16-byte shared
@@ -98,8 +99,8 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
     const int64_t rows = a.B * a.NH * a.T;
     for (int64_t r = (int64_t)blockIdx.x * kSimtWarps + warp; r < rows; r += (int64_t)gridDim.x * kSimtWarps) {
         const int64_t t = r % a.T, bh = r / a.T, b = bh / a.NH, h = bh % a.NH, kvh = h / (a.NH / a.NKV);
-        __syncwarp();
         stage_row(qrow[warp], row_ptr<E>(a.q, a, b, t, a.ld_q, h), a.hs);
+        __syncwarp(); /* every lane reads the whole staged row */
         float m = -INFINITY, l = 0.0f, o[DPL] = {};
         for (int64_t k0 = attn_doc_start(a, b, t); k0 <= t; k0 += 32) { /* its document's keys up to t */
             const int64_t kj = k0 + lane;
@@ -110,7 +111,7 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
             l = l * alpha + warp_sum(p);
             m = m_new;
             weights[warp][lane] = p;
-            __syncwarp();
+            __syncwarp(); /* every lane reads the chunk's 32 weights */
             for (int i = 0; i < DPL; i++) o[i] *= alpha;
             const int64_t n = t - k0 + 1 < 32 ? t - k0 + 1 : 32;
             staged_weights w{weights[warp]};
@@ -120,7 +121,7 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
                 for (int i = 0; i < DPL; i++)
                     if (lane + 32 * i < a.hs) o[i] = fmaf(pj, to_float(vrow[lane + 32 * i]), o[i]);
             }
-            __syncwarp(); /* weights is rewritten by the next chunk */
+            __syncwarp(); /* weights is rewritten by the next chunk, qrow by the next row */
         }
         store_cols<E, DPL>(static_cast<E *>(a.o) + (b * a.T + t) * a.ld_o + h * a.hs, o, 1.0f / l, a.hs);
         if (lane == 0) a.lse_out[r] = m + logf(l);
@@ -153,9 +154,9 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
     for (int64_t r = (int64_t)blockIdx.x * kSimtWarps + warp; r < rows; r += (int64_t)gridDim.x * kSimtWarps) {
         const int64_t t = r % a.T, bh = r / a.T, b = bh / a.NH, h = bh % a.NH, kvh = h / (a.NH / a.NKV);
         float *q = rows_smem[warp][0], *dout = rows_smem[warp][1];
-        __syncwarp();
         stage_row(q, row_ptr<E>(a.q, a, b, t, a.ld_q, h), a.hs);
         stage_row(dout, row_ptr<E>(a.dout, a, b, t, a.ld_o, h), a.hs);
+        __syncwarp(); /* every lane reads the whole staged rows */
         const float lse = a.lse_in[r], D = a.drow[r];
         float dq[DPL] = {};
         for (int64_t k0 = attn_doc_start(a, b, t); k0 <= t; k0 += 32) {
@@ -166,7 +167,7 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
                 ds = p * (dot_row(dout, row_ptr<E>(a.v, a, b, kj, a.ld_kv, kvh), a.hs) - D);
             }
             weights[warp][lane] = ds;
-            __syncwarp();
+            __syncwarp(); /* every lane reads the chunk's 32 dS */
             const int64_t n = t - k0 + 1 < 32 ? t - k0 + 1 : 32;
             staged_weights w{weights[warp]};
             for (int jj = 0; jj < n; jj++) {
@@ -175,7 +176,7 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
                 for (int i = 0; i < DPL; i++)
                     if (lane + 32 * i < a.hs) dq[i] = fmaf(dsj, to_float(krow[lane + 32 * i]), dq[i]);
             }
-            __syncwarp();
+            __syncwarp(); /* weights is rewritten by the next chunk, the staged rows by the next row */
         }
         store_cols<E, DPL>(static_cast<E *>(a.dq) + (b * a.T + t) * a.ld_q + h * a.hs, dq, a.scale, a.hs);
     }
@@ -192,9 +193,9 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
         const int64_t t = r % a.T, bkv = r / a.T, b = bkv / a.NKV, kvh = bkv % a.NKV;
         const int64_t end = attn_doc_end(a, b, t);
         float *k = rows_smem[warp][0], *v = rows_smem[warp][1];
-        __syncwarp();
         stage_row(k, row_ptr<E>(a.k, a, b, t, a.ld_kv, kvh), a.hs);
         stage_row(v, row_ptr<E>(a.v, a, b, t, a.ld_kv, kvh), a.hs);
+        __syncwarp(); /* every lane reads the whole staged rows */
         float dk[DPL] = {}, dv[DPL] = {};
         for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
             const int64_t bh = b * a.NH + h;
@@ -207,7 +208,7 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
                 }
                 weights[warp][0][lane] = p;
                 weights[warp][1][lane] = ds;
-                __syncwarp();
+                __syncwarp(); /* every lane reads the chunk's 32 p and dS */
                 const int64_t n = end - q0 < 32 ? end - q0 : 32;
                 staged_weights wp{weights[warp][0]}, wds{weights[warp][1]};
                 for (int jj = 0; jj < n; jj++) {
@@ -220,7 +221,7 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
                             dk[i] = fmaf(dsj, to_float(qrow[lane + 32 * i]), dk[i]);
                         }
                 }
-                __syncwarp();
+                __syncwarp(); /* weights is rewritten by the next chunk, the staged rows by the next row */
             }
         }
         store_cols<E, DPL>(static_cast<E *>(a.dk) + (b * a.T + t) * a.ld_kv + kvh * a.hs, dk, a.scale, a.hs);
