@@ -23,8 +23,9 @@
  * every access since covered the whole word (as kernels access floats), one per byte after an
  * access to part of it; its block part forgotten at the next grid.
  * DDP_CUDA_EMU_GLOBAL_RACES=0 turns both checks off, DDP_CUDA_EMU_RACE_GRIDS=N (cudaemu_race.cpp)
- * after each kernel's first N grids. A kernel's access outside device allocations and fiber stacks
- * goes on to cudaemu_kernel_memory.cpp, whether or not they are on. Must not schedule fibers. */
+ * after each kernel's first N grids; an access inside a fiber stack or device allocation then costs a
+ * few compares (fast_path). A kernel's access outside device allocations and fiber stacks goes on to
+ * cudaemu_kernel_memory.cpp, whether or not they are on. Must not schedule fibers. */
 #include "cudaemu_fiber.h"
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
@@ -123,6 +124,23 @@ struct global_state {
     bool races = false;                    /* the race check is on */
 };
 thread_local global_state state;
+
+/* What a kernel's access needs when its grid is not race-checked (the whole jobs' usual case):
+ * nothing more when it lies in a fiber's stack or in one of the FAST_SLOTS allocations found last (a
+ * kernel works on a few arrays at once; one slot missed a third of the time). Plain thread-local
+ * data, which global_race_access reaches without the guard that `state`'s constructor puts before
+ * each use of that: most of an emulated kernel's time is its accesses. */
+enum { FAST_SLOTS = 8 };
+struct fast_path {
+    bool races;
+    const char *stacks;
+    size_t stack_bytes;
+    const char *lo[FAST_SLOTS];
+    size_t bytes[FAST_SLOTS];
+    unsigned next; /* the slot the next allocation found takes */
+};
+DDP_CUDAEMU_TLS fast_path fast;
+
 
 bool enabled()
 {
@@ -245,6 +263,10 @@ void global_race_grid_begin(bool checked)
         s.span = (size_t)(static_cast<const char *>(s.allocations.back().addr) + s.allocations.back().bytes - s.lo);
     }
     fiber_pool(&s.stacks, &s.stack_bytes);
+    fast = fast_path{};
+    fast.races = s.races;
+    fast.stacks = s.stacks;
+    fast.stack_bytes = s.stack_bytes;
     if (!s.races)
         return;
     if (s.pages.size() > KEPT_PAGES) {
@@ -355,10 +377,13 @@ bool in_other_allocation(global_state &s, const char *p)
         return false;
     s.last_lo = static_cast<const char *>(a->addr);
     s.last_bytes = a->bytes;
+    fast.lo[fast.next] = s.last_lo;
+    fast.bytes[fast.next] = s.last_bytes;
+    fast.next = (fast.next + 1) % FAST_SLOTS;
     return true;
 }
 
-void access(const void *addr, size_t bytes, bool write, const access_site &at)
+__attribute__((noinline)) void access(const void *addr, size_t bytes, bool write, const access_site &at)
 {
     global_state &s = state;
     const char *p = static_cast<const char *>(addr);
@@ -379,6 +404,15 @@ void access(const void *addr, size_t bytes, bool write, const access_site &at)
 
 void global_race_access(const void *p, size_t bytes, bool write, const void *pc)
 {
+    const fast_path &f = fast;
+    const char *c = static_cast<const char *>(p);
+    if (!f.races) {
+        if ((size_t)(c - f.stacks) < f.stack_bytes)
+            return;
+        for (int i = 0; i < FAST_SLOTS; i++)
+            if ((size_t)(c - f.lo[i]) < f.bytes[i])
+                return;
+    }
     access(p, bytes, write, access_site{nullptr, nullptr, 0, pc});
 }
 

@@ -518,10 +518,11 @@ using ddp_cudaemu::RACE_WRITE;
     {                                                                                             \
         if (aligned && ((uintptr_t)p & (bytes - 1)) != 0 && ddp_cudaemu::running)                 \
             ddp_cudaemu::report_misaligned(p, bytes, how, __builtin_return_address(0));           \
-        if (ddp_cudaemu::maybe_shared(p, bytes))                                                  \
-            ddp_cudaemu::check(static_cast<const char *>(p), bytes, how, -1, nullptr, nullptr, 0, \
-                               __builtin_return_address(0));                                      \
-        else if (ddp_cudaemu::running)                                                            \
+        if (ddp_cudaemu::maybe_shared(p, bytes)) {                                                \
+            if (ddp_cudaemu::running->checking)                                                   \
+                ddp_cudaemu::check(static_cast<const char *>(p), bytes, how, -1, nullptr, nullptr, \
+                                   0, __builtin_return_address(0));                               \
+        } else if (ddp_cudaemu::running)                                                            \
             ddp_cudaemu::global_race_access(p, bytes, how == RACE_WRITE, __builtin_return_address(0)); \
     }
 DDP_RACE_HOOK(__tsan_read1, 1, RACE_READ, false)
