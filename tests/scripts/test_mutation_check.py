@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """test_mutation_check.py — scripts/mutation-check interrupted in the middle of a run leaves no
 planted defect behind: SIGTERM to its whole process group (what `timeout` or a CI limit sends)
-while it tests a build with the defect planted, then the source tree (every file git tracks or
-would add) and the emulated build it was run beside (every file but meson's logs) must be byte for
-byte what they were, no process it started may be left, and the scratch copy it named must be gone.
+while it tests a build with a defect planted, then the source tree (every file git tracks or would
+add) and the emulated build it was run beside (every file but meson's logs) must be byte for byte
+what they were, no process it started (in either worker) may be left, and the scratch copy it named
+must be gone.
 
     test_mutation_check.py SOURCE_ROOT BUILD_DIR
 
-Runs one mutation (--only). The waits are hang guards, not measurements."""
+Runs two mutations (--only twice) in two workers (--jobs 2), so that the other worker is building or
+testing too when the signal comes. The waits are hang guards, not measurements."""
+import glob
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -18,27 +21,31 @@ import subprocess
 import sys
 import time
 
-MUTATION = "a kernel writes one element past its buffer"
+MUTATIONS = ("a kernel writes one element past its buffer", "a missing __syncthreads (the column sums' second stage")
 
 
-def mutation_of(root):
-    """(file, replacement) of MUTATION in the script's own table."""
+def mutations_of(root):
+    """[(file, pattern)] of MUTATIONS in the script's own table."""
     path = os.path.join(root, "scripts", "mutation-check")
     loader = importlib.machinery.SourceFileLoader("mutation_check", path)
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader("mutation_check", loader))
     loader.exec_module(module)
-    return next((m[1], m[3]) for m in module.MUTATIONS if MUTATION in m[0])
+    found = [(m[1], m[2]) for m in module.MUTATIONS if any(name in m[0] for name in MUTATIONS)]
+    if len(found) != len(MUTATIONS):
+        sys.exit(f"test_mutation_check: expected {len(MUTATIONS)} mutations in the table, found {len(found)}")
+    return found
 
 
-def planted(trees, rel, replacement):
-    """True when the file rel of one of trees holds the planted line."""
+def planted(trees, mutations):
+    """True when one of trees holds a mutation's file whose pattern no longer matches: planted."""
     for tree in trees:
-        try:
-            with open(os.path.join(tree, rel)) as f:
-                if replacement in f.read():
-                    return True
-        except OSError:
-            continue
+        for rel, pattern in mutations:
+            try:
+                with open(os.path.join(tree, rel)) as f:
+                    if not re.search(pattern, f.read()):
+                        return True
+            except OSError:
+                continue
     return False
 
 
@@ -110,14 +117,15 @@ def main():
     tree_before, build_before = tree_snapshot(root), build_snapshot(build)
     out_path = os.path.join(build, "meson-logs", "test_mutation_check.out")
     with open(out_path, "w") as out:
-        proc = subprocess.Popen([os.path.join(root, "scripts", "mutation-check"), "--only", MUTATION],
+        only = [arg for name in MUTATIONS for arg in ("--only", name)]
+        proc = subprocess.Popen([os.path.join(root, "scripts", "mutation-check"), "--jobs", "2"] + only,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        rel, replacement = mutation_of(root)
+        mutations = mutations_of(root)
         deadline = time.monotonic() + 900
         while proc.poll() is None and time.monotonic() < deadline:
             scratch = re.search(r"scratch copy in (\S+)", open(out_path).read())
-            trees = [root] + ([os.path.join(scratch.group(1), "src")] if scratch else [])
-            if runs_tests(proc.pid) and planted(trees, rel, replacement):
+            trees = [root] + (glob.glob(os.path.join(scratch.group(1), "worker*", "src")) if scratch else [])
+            if runs_tests(proc.pid) and planted(trees, mutations):
                 break
             time.sleep(0.05)
         check("mutation-check reached the tests of the planted defect", proc.poll() is None)
