@@ -24,7 +24,7 @@
  * access to part of it; its block part forgotten at the next grid.
  * DDP_CUDA_EMU_GLOBAL_RACES=0 turns both checks off, DDP_CUDA_EMU_RACE_GRIDS=N (cudaemu_race.cpp)
  * after each kernel's first N grids; an access inside a fiber stack or device allocation then costs a
- * few compares (fast_path). A kernel's access outside device allocations and fiber stacks goes on to
+ * few compares (grid_filter). A kernel's access outside device allocations and fiber stacks goes on to
  * cudaemu_kernel_memory.cpp, whether or not they are on. Must not schedule fibers. */
 #include "cudaemu_fiber.h"
 #include "cudaemu_internal.h"
@@ -107,12 +107,8 @@ struct access_site {
 /* The grids of one host thread (the one draining a stream). */
 struct global_state {
     std::vector<memory_range> allocations; /* the device allocations when the grid began, by address */
-    const char *last_lo = nullptr;         /* the allocation found last */
-    size_t last_bytes = 0;
     const char *lo = nullptr;              /* from the first allocation's start to the last one's end */
     size_t span = 0;
-    const char *stacks = nullptr;          /* the fibers' stacks, most of what is not device memory */
-    size_t stack_bytes = 0;
     std::unordered_map<uintptr_t, std::unique_ptr<shadow_page>> pages;
     /* The pages used last, by page number modulo RECENT: a kernel reads several arrays at once (a
      * third of its accesses change page), and each would otherwise cost a lookup in `pages`. */
@@ -121,26 +117,25 @@ struct global_state {
     uint64_t grid = 0;
     stamp_table table;
     uint32_t block = 0;                    /* the block of the last access (1 + its linear index) */
-    bool races = false;                    /* the race check is on */
 };
 thread_local global_state state;
 
-/* What a kernel's access needs when its grid is not race-checked (the whole jobs' usual case):
- * nothing more when it lies in a fiber's stack or in one of the FAST_SLOTS allocations found last (a
- * kernel works on a few arrays at once; one slot missed a third of the time). Plain thread-local
- * data, which global_race_access reaches without the guard that `state`'s constructor puts before
- * each use of that: most of an emulated kernel's time is its accesses. */
-enum { FAST_SLOTS = 8 };
-struct fast_path {
+/* What every access of the grid looks at first: whether the race check is on, the fibers' stacks
+ * (most of what is not device memory) and the FOUND_SLOTS allocations found last (a kernel works on
+ * a few arrays at once; one slot missed a third of the time). When the grid is not race-checked (the
+ * whole jobs' usual case), an access in a stack or in one of those needs nothing more. Plain
+ * thread-local data, reached without the guard that `state`'s constructor puts before each use of
+ * that: most of an emulated kernel's time is its accesses. */
+enum { FOUND_SLOTS = 8 };
+struct grid_filter {
     bool races;
     const char *stacks;
     size_t stack_bytes;
-    const char *lo[FAST_SLOTS];
-    size_t bytes[FAST_SLOTS];
+    const char *lo[FOUND_SLOTS];
+    size_t bytes[FOUND_SLOTS];
     unsigned next; /* the slot the next allocation found takes */
 };
-DDP_CUDAEMU_TLS fast_path fast;
-
+DDP_CUDAEMU_TLS grid_filter filter;
 
 bool enabled()
 {
@@ -252,22 +247,18 @@ void block_changed(global_state &s, uint32_t block)
 void global_race_grid_begin(bool checked)
 {
     global_state &s = state;
-    s.races = checked && enabled();
+    grid_filter &f = filter;
+    f = grid_filter{};
+    f.races = checked && enabled();
+    fiber_pool(&f.stacks, &f.stack_bytes);
     s.allocations = device_allocations();
-    s.last_lo = nullptr;
-    s.last_bytes = 0;
     s.lo = nullptr;
     s.span = 0;
     if (!s.allocations.empty()) {
         s.lo = static_cast<const char *>(s.allocations.front().addr);
         s.span = (size_t)(static_cast<const char *>(s.allocations.back().addr) + s.allocations.back().bytes - s.lo);
     }
-    fiber_pool(&s.stacks, &s.stack_bytes);
-    fast = fast_path{};
-    fast.races = s.races;
-    fast.stacks = s.stacks;
-    fast.stack_bytes = s.stack_bytes;
-    if (!s.races)
+    if (!f.races)
         return;
     if (s.pages.size() > KEPT_PAGES) {
         s.pages.clear(); /* all stale now: a big job's shadow must not outgrow it */
@@ -369,50 +360,62 @@ void access_bytes(global_state &s, const memory_range &a, const char *p, size_t 
     }
 }
 
-/* Whether p lies in a device allocation other than s.last_lo's (then it becomes s.last_lo's). */
-bool in_other_allocation(global_state &s, const char *p)
+/* Whether p lies in a fiber's stack (a thread's locals). */
+inline bool in_stack(const grid_filter &f, const char *p)
+{
+    return (size_t)(p - f.stacks) < f.stack_bytes;
+}
+
+/* The slot of the allocation found last that holds p, or -1. */
+inline int found_slot(const grid_filter &f, const char *p)
+{
+    for (int i = 0; i < FOUND_SLOTS; i++)
+        if ((size_t)(p - f.lo[i]) < f.bytes[i])
+            return i;
+    return -1;
+}
+
+/* The slot of the device allocation holding p, entered in the next slot if found (-1: none holds it). */
+int find_allocation(const global_state &s, grid_filter &f, const char *p)
 {
     const memory_range *a = (size_t)(p - s.lo) < s.span ? range_containing(s.allocations, p) : nullptr;
     if (!a)
-        return false;
-    s.last_lo = static_cast<const char *>(a->addr);
-    s.last_bytes = a->bytes;
-    fast.lo[fast.next] = s.last_lo;
-    fast.bytes[fast.next] = s.last_bytes;
-    fast.next = (fast.next + 1) % FAST_SLOTS;
-    return true;
+        return -1;
+    const int slot = (int)f.next;
+    f.lo[slot] = static_cast<const char *>(a->addr);
+    f.bytes[slot] = a->bytes;
+    f.next = (f.next + 1) % FOUND_SLOTS;
+    return slot;
 }
 
 __attribute__((noinline)) void access(const void *addr, size_t bytes, bool write, const access_site &at)
 {
-    global_state &s = state;
+    grid_filter &f = filter;
     const char *p = static_cast<const char *>(addr);
-    if ((size_t)(p - s.last_lo) >= s.last_bytes) {
-        if ((size_t)(p - s.stacks) < s.stack_bytes)
+    int slot = found_slot(f, p);
+    if (slot < 0) {
+        if (in_stack(f, p))
             return;
-        if (!in_other_allocation(s, p)) {
+        global_state &s = state;
+        slot = find_allocation(s, f, p);
+        if (slot < 0) {
             if (at.pc) /* a kernel's own access: may it touch that at all? */
                 kernel_memory_check(p, bytes, write, at.pc);
             return;
         }
     }
-    if (s.races)
-        access_bytes(s, memory_range{const_cast<char *>(s.last_lo), s.last_bytes}, p, bytes, write, at);
+    if (f.races)
+        access_bytes(state, memory_range{const_cast<char *>(f.lo[slot]), f.bytes[slot]}, p, bytes, write, at);
 }
 
 } // namespace
 
 void global_race_access(const void *p, size_t bytes, bool write, const void *pc)
 {
-    const fast_path &f = fast;
+    const grid_filter &f = filter;
     const char *c = static_cast<const char *>(p);
-    if (!f.races) {
-        if ((size_t)(c - f.stacks) < f.stack_bytes)
-            return;
-        for (int i = 0; i < FAST_SLOTS; i++)
-            if ((size_t)(c - f.lo[i]) < f.bytes[i])
-                return;
-    }
+    if (!f.races && (in_stack(f, c) || found_slot(f, c) >= 0))
+        return;
     access(p, bytes, write, access_site{nullptr, nullptr, 0, pc});
 }
 

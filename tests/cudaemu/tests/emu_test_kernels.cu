@@ -301,13 +301,24 @@ __global__ void block_copies_previous(float *out)
     }
 }
 
+/* Block b reads its input, then what block b - 1 wrote: the race is in the second allocation the
+ * grid touches, which the report must name (not the input, found first). */
+__global__ void block_reads_previous_past_input(const float *in, float *out)
+{
+    if (threadIdx.x == 0) {
+        const float x = in[blockIdx.x];
+        out[blockIdx.x + 1] = blockIdx.x > 0 ? out[blockIdx.x] + x : x;
+    }
+}
+
 /* which: 0 exited lane in a shuffle mask, 1 mask naming lanes past a 40-thread block,
  * 2 thread exits before a barrier, 3 divergent barriers, 4 stack overflow, 5 a misaligned read,
  * 6 blocks adding into one element, 7 a block reading another's output, 8 a block writing what
- * earlier blocks read, 9 a block's cp.async reading another's output */
-extern "C" int emu_broken_kernel(int which, float *out)
+ * earlier blocks read, 9 a block's cp.async reading another's output, 10 as 7 after reading `in` */
+extern "C" int emu_broken_kernel(int which, const float *in, float *out)
 {
     switch (which) {
+    case 10: DDP_LAUNCH(block_reads_previous_past_input, 4, 32, 0, 0, in, out); break;
     case 6: DDP_LAUNCH(blocks_add_up, 4, 32, 0, 0, out); break;
     case 7: DDP_LAUNCH(block_reads_previous, 4, 32, 0, 0, out); break;
     case 8: DDP_LAUNCH(last_block_rescales, 4, 32, 0, 0, out); break;

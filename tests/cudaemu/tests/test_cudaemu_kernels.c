@@ -26,7 +26,7 @@ int emu_warp_intrinsics(const int *in, int *out);
 int emu_coordinates(int *out, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz);
 int emu_dynamic_fill(float *out, int threads, size_t smem_bytes, cudaStream_t stream);
 int emu_dynamic_fill_set_limit(int bytes);
-int emu_broken_kernel(int which, float *out);
+int emu_broken_kernel(int which, const float *in, float *out);
 
 enum { MAX_N = 3000 };
 
@@ -213,15 +213,17 @@ static void test_launch_limits(void)
 
 static void run_broken(int which)
 {
-    float *d = NULL;
+    float *in = NULL, *d = NULL; /* of different sizes: a report names the right one */
+    cudaMalloc((void **)&in, 16 * sizeof(float));
+    cudaMemset(in, 0, 16 * sizeof(float));
     cudaMalloc((void **)&d, 64 * sizeof(float));
-    emu_broken_kernel(which, d);
+    emu_broken_kernel(which, in, d);
     cudaDeviceSynchronize(); /* the launch only queued it */
 }
 
 static void test_bug_reports(void)
 {
-    static const char *const expect[][2] = {
+    static const char *const expect[][3] = { /* the kernel, what its report says (and then, if given) */
         {"shfl_after_exit", "lane 5 (thread 5) named in the mask has exited"},
         {"shfl_partial_warp", "does not exist (partial warp)"},
         {"barrier_after_exit", "threads exited, the others wait forever"},
@@ -232,6 +234,7 @@ static void test_bug_reports(void)
         {"block_reads_previous", "RAW race on byte 4 of the device allocation"},
         {"last_block_rescales", "WAR race on byte 0 of the device allocation"},
         {"block_copies_previous", "RAW race on byte 16 of the device allocation"},
+        {"block_reads_previous_past_input", "RAW race on byte 4 of the device allocation at 0x", "(256 bytes): block 1"},
     };
     char buf[4096];
     for (int which = 0; which < (int)(sizeof expect / sizeof expect[0]); which++) {
@@ -241,6 +244,8 @@ static void test_bug_reports(void)
               expect[which][0], status);
         CHECK_STR_CONTAINS(buf, expect[which][0]);
         CHECK_STR_CONTAINS(buf, expect[which][1]);
+        if (expect[which][2])
+            CHECK_STR_CONTAINS(buf, expect[which][2]);
     }
 }
 
