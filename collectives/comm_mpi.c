@@ -3,8 +3,8 @@
  *
  * It owns: mapping comm.h types and ops onto MPI (half and bfloat16 travel as a 2-byte MPI type
  * reduced by our own MPI_Ops in float math, rounded to nearest-even back), splitting counts
- * larger than the chunk limit (INT_MAX, or DDP_COMM_MAX_CHUNK elements for tests) into several
- * MPI calls, blocking and non-blocking forms (a comm_req holds every MPI request of one call plus
+ * larger than the chunk limit (INT_MAX, or DDP_COMM_MAX_CHUNK elements for tests; for the
+ * block-per-rank collectives, all blocks of a call together) into several MPI calls, blocking and non-blocking forms (a comm_req holds every MPI request of one call plus
  * the work to do once they complete), and turning every MPI return code into a ddp_err with the
  * file:line and MPI's own error string (the communicator uses MPI_ERRORS_RETURN).
  * OP_AVG is a sum followed by a division by the number of ranks: exact float division for
@@ -96,6 +96,16 @@ static size_t chunks_of(const mpi_impl *m, size_t count) { return (count + m->ma
 static size_t chunk_len(const mpi_impl *m, size_t count, size_t off)
 {
     return count - off < m->max_chunk ? count - off : m->max_chunk;
+}
+
+/* Whether a block-per-rank collective (all-gather, all-to-all, reduce-scatter) of count elements a
+ * block goes in chunks. Its blocks together must stay within the limit, not one block alone: Open
+ * MPI multiplies a block's count by the ranks in int inside these collectives (libnbc's
+ * reduce-scatter, the all-gathers' offsets), and past INT_MAX in all reduces nothing or writes out
+ * of bounds, silently. The chunked forms pass one block type, or one rank's reduce, per call. */
+static bool blocks_in_chunks(const comm *c, const mpi_impl *m, size_t count)
+{
+    return count > m->max_chunk / (size_t)c->size;
 }
 
 /* Validates dt (and op when has_op). Blocking calls use *stack, unless a deadline watches them:
@@ -276,8 +286,9 @@ static int mpi_reduce(comm *c, const void *send, void *recv, size_t count, comm_
     return req_end(c, r, req, issue_reduce(c, r, send, recv, count, dt, op, root, err), err);
 }
 
-/* Allgather / alltoall of more than max_chunk elements per block: chunk k of every block moves
- * in one call, through a block type whose extent skips to the same chunk of the next block. */
+/* Allgather / alltoall of more than blocks_in_chunks allows: chunk k (up to max_chunk elements) of
+ * every block moves in one call, through a block type whose extent skips to the same chunk of the
+ * next block. */
 static int issue_block_chunks(comm *c, comm_req *r, bool alltoall, const void *send, void *recv, size_t count,
                               comm_dtype dt, bool in_place, ddp_err *err)
 {
@@ -314,7 +325,7 @@ static int issue_block_collective(comm *c, comm_req *r, bool alltoall, const voi
     MPI_Datatype t = mpi_type(m, dt);
     bool in_place = alltoall ? send == recv
                              : (const char *)send == (char *)recv + (size_t)c->rank * count * comm_dtype_size(dt);
-    if (count > m->max_chunk)
+    if (blocks_in_chunks(c, m, count))
         return issue_block_chunks(c, r, alltoall, send, recv, count, dt, in_place, err);
     const void *sb = in_place ? MPI_IN_PLACE : send;
     int n = (int)count;
@@ -368,7 +379,7 @@ static int issue_reducescatter(comm *c, comm_req *r, const void *send, void *rec
     size_t esz = comm_dtype_size(dt);
     if (op == OP_AVG)
         r->avg_buf = recv, r->avg_count = count, r->avg_dt = dt;
-    if (count > m->max_chunk)
+    if (blocks_in_chunks(c, m, count))
         return issue_reducescatter_chunked(c, r, send, recv, count, dt, op, err);
     MPI_Datatype t = mpi_type(m, dt);
     MPI_Op o = mpi_op(m, dt, op);
@@ -389,7 +400,7 @@ static int mpi_reducescatter(comm *c, const void *send, void *recv, size_t count
 {
     comm_req stack, *r;
     mpi_impl *m = impl_of(c);
-    size_t n_mpi = count > m->max_chunk ? chunks_of(m, count) * (size_t)c->size : 1;
+    size_t n_mpi = blocks_in_chunks(c, m, count) ? chunks_of(m, count) * (size_t)c->size : 1;
     int rc = req_begin(c, "reduce-scatter", dt, op, true, req, n_mpi, &stack, &r, err);
     if (rc)
         return rc;

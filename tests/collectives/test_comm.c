@@ -3,7 +3,8 @@
  * Every collective, blocking and non-blocking, out of place and in place, every dtype, counts
  * from 1 element up (sizes that do not divide by the rank count), compared element by element with
  * a reference computed here in double from the known inputs. With DDP_COMM_MAX_CHUNK set the same
- * cases go through the chunked path. `--big` adds one 64 MiB all-reduce. Also: the half/bfloat16
+ * cases go through the chunked path; mpi_call_limit.c fails any all-gather, all-to-all or
+ * reduce-scatter call whose blocks together pass the limit (401 elements a block at np 3 do). `--big` adds one 64 MiB all-reduce. Also: the half/bfloat16
  * conversions against the compiler's _Float16 and known bit patterns, identity fields, MPI errors
  * reported with file:line and MPI's message, and a bad DDP_COMM_MAX_CHUNK. */
 #include <math.h>
@@ -152,9 +153,9 @@ static void check_case(comm *c, const tcase *t)
 
 static void test_all_collectives(comm *c)
 {
-    const size_t counts[] = {1, 7, 1003, 65537};
+    const size_t counts[] = {1, 7, 401, 1003, 65537};
     for (int dt = 0; dt < DT_COUNT; dt++)
-        for (int k = 0; k < 4; k++)
+        for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
             for (int co = 0; co < C_COUNT; co++)
                 for (int mode = 0; mode < 4; mode++) {
                     bool reduction = co == C_ALLREDUCE || co == C_REDUCE || co == C_REDUCESCATTER;

@@ -2,8 +2,8 @@
  * NCCL shim, against the MPI communicator, under real mpirun.
  *
  * Every collective of comm.h x every dtype x every reduction x blocking/non-blocking x out of
- * place/in place x counts 0, 1, 7, 1500, 3001 (past DDP_COMM_MAX_CHUNK when the chunked run
- * sets it): the same inputs go through comm_mpi on host buffers (itself checked against exact
+ * place/in place x counts 0, 1, 7, 401, 1500, 3001 (past DDP_COMM_MAX_CHUNK when the chunked run
+ * sets it, or at np 3 a call's blocks together, which mpi_call_limit.c referees): the same inputs go through comm_mpi on host buffers (itself checked against exact
  * references by test_comm) and through comm_nccl on cudaMalloc'd buffers, and the whole working
  * region must come back byte for byte identical. Inputs are small integers, exact in every type,
  * so any difference is a wrong element, not rounding. Also: barrier, identity fields, and the
@@ -145,7 +145,7 @@ static void one_case(comm *mpi, comm *nccl, enum coll k, size_t n, comm_dtype dt
 
 static void all_cases(comm *mpi, comm *nccl)
 {
-    static const size_t counts[] = {0, 1, 7, 1500, 3001};
+    static const size_t counts[] = {0, 1, 7, 401, 1500, 3001};
     for (int k = 0; k < C_COUNT; k++)
         for (int dt = 0; dt < DT_COUNT; dt++)
             for (int op = 0; op < (is_reduction(k) ? OP_COUNT : 1); op++)

@@ -166,7 +166,7 @@ static ncclResult_t issue_allgather(const void *send, void *recv, size_t count, 
     MPI_Datatype t = shim_mpi_type(comm, dt);
     char *own = (char *)recv + (size_t)comm->rank * count * esz;
     bool in_place = (const char *)send == own;
-    if (count <= comm->max_chunk) {
+    if (count <= comm->max_chunk / (size_t)comm->size) { /* all blocks within one call's limit (comm_mpi.c) */
         NEXT_REQ(comm, req);
         TRY_MPI(comm, MPI_Iallgather(in_place ? MPI_IN_PLACE : send, (int)count, t, recv, (int)count, t,
                                      comm->mpi, req));
