@@ -169,18 +169,26 @@ static void recompute_total(train_job *t, const int64_t *hdr)
 
 enum { WALK_END, WALK_TRY };
 
+/* A set's piece that cannot be opened or read is damage, which the walk passes over to the previous
+ * set, whatever the code: a missing or unreadable shard is open_input's DDP_EUSAGE, which try_set
+ * would take for a refusal of the settings (check_saved's). */
+static int32_t damaged(int rc)
+{
+    return rc == DDP_OK ? DDP_OK : DDP_ERUNTIME;
+}
+
 /* Every rank: this rank's pieces of every saved buffer of the set at path, after the checks any
  * resume makes; every rank learns every rank's verdict (train_agree). */
 static int read_own_pieces(train_job *t, const char *path, int64_t *hdr, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
     ckpt_set_reader *r = NULL;
-    int32_t mine = ckpt_set_open_pieces(path, &r, err);
+    int32_t mine = damaged(ckpt_set_open_pieces(path, &r, err));
     const ckpt_manifest *mf = mine == DDP_OK ? ckpt_set_reader_manifest(r) : NULL;
     if (mine == DDP_OK)
         mine = check_saved(t, &mf->hdr, mf->settings, (size_t)mf->settings_len, path, err);
     for (int b = 0; mine == DDP_OK && b < c->n_buffers; b++)
-        mine = train_shard_read_own(t, r, c->buffers[b].prefix, c->buffers[b].dev, err);
+        mine = damaged(train_shard_read_own(t, r, c->buffers[b].prefix, c->buffers[b].dev, err));
     if (mine == DDP_OK)
         header_fields(&mf->hdr, hdr);
     ckpt_set_close(r);

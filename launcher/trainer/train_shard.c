@@ -153,8 +153,9 @@ static int commit(train_job *t, const train_shard_save *s, const char *set_dir, 
     free(spec.tensors);
     if (rc == DDP_OK)
         rc = dir_fsync(s->dir, err);
-    if (rc == DDP_OK)
-        rc = ckpt_prune(s->dir, s->keep_last, set_dir, err);
+    ddp_err prune_err = {0};
+    if (rc == DDP_OK && ckpt_prune(s->dir, s->keep_last, set_dir, &prune_err) != DDP_OK) /* the set is committed */
+        log_warn("checkpoint: %s is written, but older ones were not pruned: %s", set_dir, prune_err.msg);
     return rc;
 }
 

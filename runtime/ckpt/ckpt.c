@@ -5,8 +5,9 @@
  * must not decide when to save or talk to other ranks; it never leaves a partial file under a
  * final name and never deletes the checkpoint it has just written.
  *
- * Test hook: DDP_CKPT_TEST_SLOW_WRITE_MS=N sleeps N ms after every data chunk so tests can kill
- * a process in the middle of a write. */
+ * Test hooks: DDP_CKPT_TEST_SLOW_WRITE_MS=N sleeps N ms after every data chunk so tests can kill
+ * a process in the middle of a write; DDP_TEST_FAULT=prune-fail:0:STEP makes the prune that keeps
+ * step STEP's checkpoint fail, as an unreadable directory would. */
 #include "ckpt_internal.h"
 
 #include <dirent.h>
@@ -25,6 +26,7 @@
 #include "ckpt_set.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
+#include "runtime/base/test_fault.h"
 
 #define WRITE_CHUNK (4u << 20)
 
@@ -328,6 +330,13 @@ static bool remove_entry(const char *dir, const ckpt_entry *e)
     return false;
 }
 
+/* Test-only: DDP_TEST_FAULT prune-fail at the step of the checkpoint this prune keeps. */
+static bool test_prune_fails(int64_t kept_step)
+{
+    test_fault f;
+    return kept_step >= 0 && test_fault_get(&f) && strcmp(f.kind, "prune-fail") == 0 && f.step == kept_step;
+}
+
 /* A set not committed at or above the newest kept (another save in progress): not this prune's to
  * remove. */
 static bool spared(const ckpt_entry *e, int64_t newest_kept)
@@ -351,6 +360,10 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
     for (int i = 0; i < n; i++)
         if (strcmp(e[i].name, keep) == 0)
             kept++, newest_kept = e[i].step;
+    if (test_prune_fails(newest_kept)) {
+        free(e);
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint: cannot prune %s (DDP_TEST_FAULT prune-fail)", dir);
+    }
     for (int i = 0; i < n; i++) {
         if (strcmp(e[i].name, keep) == 0 || spared(&e[i], newest_kept))
             continue;

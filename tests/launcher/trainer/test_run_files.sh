@@ -5,7 +5,8 @@
 # and the system's reason, with no line of it cut short. The full-disk cases use small tmpfs
 # mounts where this process may mount (the job runs as root here, so permissions alone cannot
 # make a directory unwritable); a metrics.jsonl that is a link to /dev/full (every write: ENOSPC)
-# covers the metrics case everywhere. checkpoint.final false leaves out the end-of-run save only.
+# covers the metrics case everywhere. checkpoint.final false leaves out the end-of-run save only. A
+# prune that fails after a save (DDP_TEST_FAULT prune-fail) is a warning: the job goes on.
 source "$(dirname "$0")/../../lib.sh"
 RUN=(train.max_steps=20 train.log_every=1 checkpoint.every_steps=5)
 np1() { "$DDPRUN" -np 1 "$SMALL" "$@"; }
@@ -90,4 +91,13 @@ check "checkpoint.final true: step 5's and step 7's checkpoints" \
     [ -e "$TMP/final-true/checkpoints/ckpt-00000005.ddp" -a -e "$TMP/final-true/checkpoints/ckpt-00000007.ddp" ]
 check "checkpoint.final false: step 5's and no step 7's" \
     [ -e "$TMP/final-false/checkpoints/ckpt-00000005.ddp" -a ! -e "$TMP/final-false/checkpoints/ckpt-00000007.ddp" ]
+# a prune that fails after step 5's save (DDP_TEST_FAULT prune-fail) is a warning, not the save's
+# error: the job runs to its end and the later saves prune (keep_last 1 leaves step 20's alone)
+DDP_TEST_FAULT=prune-fail:0:5 np1 run.dir="$TMP/prune" "${RUN[@]}" checkpoint.keep_last=1 >"$TMP/prune.log" 2>&1
+rc=$?
+check "prune-fail: the job runs to its end (exit 0, got $rc)" [ $rc -eq 0 ]
+check "prune-fail: a warning names step 5's checkpoint" \
+    grep -q "ckpt-00000005.ddp is written, but older ones were not pruned" "$TMP/prune.log"
+check "prune-fail: the later saves pruned step 5's" \
+    [ "$(ls "$TMP/prune/checkpoints")" = "ckpt-00000020.ddp" ]
 finish

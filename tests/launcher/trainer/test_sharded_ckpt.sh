@@ -14,8 +14,11 @@
 #  - ZeRO-3 (parameters sharded too) at np=3: its set equals its single file, and np=2 ZeRO-2
 #    resumes it to the single-file chain's step 20 bit for bit; so does np=2 ZeRO-3, each rank
 #    reading only its own pieces of the set; under ZeRO-3 a flipped byte is named by the rank that
-#    read it and the previous set is resumed by pieces, ending bit-identical;
-#  - keep_last removes old sets whole; checkpoint.resume names a set's directory; with
+#    read it and the previous set is resumed by pieces, ending bit-identical, and so is a missing
+#    shard (not taken for a refusal of the settings);
+#  - keep_last removes old sets whole, and a prune that fails after a commit (DDP_TEST_FAULT
+#    prune-fail) is a warning: the job goes on and the next save prunes; checkpoint.resume names a
+#    set's directory; with
 #    checkpoint.upload_cmd a set is refused before training (exit 2);
 #  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), `ckpt export --format
 #    hf|llmc` of a set is byte for byte the export of the single file of the same step, and
@@ -89,6 +92,13 @@ E=(ddp.zero=1 checkpoint.every_steps=4 "${S[@]}")
 run whole 2 "${E[@]}" checkpoint.keep_last=2
 check "keep_last 2: only the sets of steps 16 and 20 are left, whole" \
     [ "$(ls "$TMP/whole/checkpoints" | tr '\n' ' ')" = "ckpt-00000016 ckpt-00000020 " ]
+DDP_TEST_FAULT=prune-fail:0:8 run prunefail 2 "${E[@]}" checkpoint.keep_last=2
+check "prune-fail: a prune that fails after step 8's set is committed does not fail the job (exit $?)" [ $? -eq 0 ]
+check "prune-fail: ... it is a warning naming the set" \
+    grep -q "ckpt-00000008 is written, but older ones were not pruned" "$TMP/prunefail.log"
+check "prune-fail: ... the next saves prune again, and it ends as the run without the fault" \
+    bash -c "[ \"\$(ls '$TMP/prunefail/checkpoints' | tr '\n' ' ')\" = 'ckpt-00000016 ckpt-00000020 ' ] &&
+             '$DDPRUN' ckpt diff '$(set_of whole 20)' '$(set_of prunefail 20)' >/dev/null"
 DDP_TEST_FAULT=shard-exit:1:8 run killed 2 "${E[@]}"
 check "shard-exit: the job fails (exit $?)" [ $? -ne 0 ]
 check "shard-exit: step 8's directory holds rank 1's shard but no manifest" \
@@ -126,6 +136,15 @@ check "ZeRO-3 flip: step 16's set resumed, by pieces" \
     grep -q "each rank read only its own pieces of .*/ckpt-00000016" "$TMP/z3flip.log"
 check "ZeRO-3 flip: the resumed run ends bit-identical to the uninterrupted one" \
     same "$(set_of z3whole 20)" "$(set_of z3flip 20)"
+mkdir -p "$TMP/z3missing"
+cp -r "$TMP/z3whole/checkpoints" "$TMP/z3missing/"
+rm "$(set_of z3missing 20)/shard-00001-of-00002.ddp"
+run z3missing 2 "${E3[@]}" checkpoint.resume=auto
+check "ZeRO-3 missing shard: the job runs, falling back (exit $?)" [ $? -eq 0 ]
+check "ZeRO-3 missing shard: named" grep -q "ckpt-00000020/shard-00001-of-00002.ddp" "$TMP/z3missing.log"
+check "ZeRO-3 missing shard: step 16's set resumed by pieces, ending bit-identical to the uninterrupted run" \
+    bash -c "grep -q 'each rank read only its own pieces of .*/ckpt-00000016' '$TMP/z3missing.log' &&
+             '$DDPRUN' ckpt diff '$(set_of z3whole 20)' '$(set_of z3missing 20)' >/dev/null"
 
 # ---- (e) ckpt info / export of a set ---------------------------------------------------------------
 "$DDPRUN" ckpt info "$(set_of set 7)" >"$TMP/info.txt" 2>&1
