@@ -2,11 +2,11 @@
  * on host buffers.
  *
  * It owns: mapping comm.h types and ops onto MPI (half and bfloat16 travel as a 2-byte MPI type
- * reduced by our own MPI_Ops in float math, rounded to nearest-even back), splitting counts
- * larger than the chunk limit (INT_MAX, or DDP_COMM_MAX_CHUNK elements for tests; for the
- * block-per-rank collectives, all blocks of a call together) into several MPI calls, blocking and non-blocking forms (a comm_req holds every MPI request of one call plus
- * the work to do once they complete), and turning every MPI return code into a ddp_err with the
- * file:line and MPI's own error string (the communicator uses MPI_ERRORS_RETURN).
+ * reduced by our own MPI_Ops in float math, rounded to nearest-even back), splitting what passes
+ * the chunk limit (INT_MAX, or DDP_COMM_MAX_CHUNK elements for tests; for the block-per-rank
+ * collectives all blocks of a call together) into several MPI calls, blocking and non-blocking
+ * forms (a comm_req holds every MPI request of one call plus the work to do once they complete),
+ * and every MPI return code as a ddp_err with file:line and MPI's error string (MPI_ERRORS_RETURN).
  * OP_AVG is a sum followed by a division by the number of ranks: exact float division for
  * floating types, C integer division (truncating toward zero) for integer types.
  * In place: allreduce/reduce/alltoall/sendrecv when send == recv; allgather when
@@ -50,7 +50,6 @@ struct comm_req {
     comm_dtype avg_dt;
     void *scratch;             /* freed last */
 };
-
 
 static mpi_impl *impl_of(comm *c) { return c->impl; }
 
@@ -98,11 +97,8 @@ static size_t chunk_len(const mpi_impl *m, size_t count, size_t off)
     return count - off < m->max_chunk ? count - off : m->max_chunk;
 }
 
-/* Whether a block-per-rank collective (all-gather, all-to-all, reduce-scatter) of count elements a
- * block goes in chunks. Its blocks together must stay within the limit, not one block alone: Open
- * MPI multiplies a block's count by the ranks in int inside these collectives (libnbc's
- * reduce-scatter, the all-gathers' offsets), and past INT_MAX in all reduces nothing or writes out
- * of bounds, silently. The chunked forms pass one block type, or one rank's reduce, per call. */
+/* Whether an all-gather, all-to-all or reduce-scatter of count elements a block goes in chunks: all
+ * blocks together must fit, as Open MPI multiplies a block's count by the ranks in int inside them. */
 static bool blocks_in_chunks(const comm *c, const mpi_impl *m, size_t count)
 {
     return count > m->max_chunk / (size_t)c->size;
@@ -286,9 +282,8 @@ static int mpi_reduce(comm *c, const void *send, void *recv, size_t count, comm_
     return req_end(c, r, req, issue_reduce(c, r, send, recv, count, dt, op, root, err), err);
 }
 
-/* Allgather / alltoall of more than blocks_in_chunks allows: chunk k (up to max_chunk elements) of
- * every block moves in one call, through a block type whose extent skips to the same chunk of the
- * next block. */
+/* Allgather / alltoall past blocks_in_chunks: chunk k (up to max_chunk elements) of every block
+ * moves in one call, through a block type whose extent skips to the same chunk of the next block. */
 static int issue_block_chunks(comm *c, comm_req *r, bool alltoall, const void *send, void *recv, size_t count,
                               comm_dtype dt, bool in_place, ddp_err *err)
 {
@@ -339,7 +334,6 @@ static int issue_block_collective(comm *c, comm_req *r, bool alltoall, const voi
         MPI_TRY(MPI_Iallgather(sb, n, t, recv, n, t, m->comm, next_req(r)));
     return DDP_OK;
 }
-
 
 static int mpi_allgather(comm *c, const void *send, void *recv, size_t count, comm_dtype dt, comm_req **req, ddp_err *err)
 {
