@@ -153,9 +153,8 @@ static int commit(train_job *t, const train_shard_save *s, const char *set_dir, 
     free(spec.tensors);
     if (rc == DDP_OK)
         rc = dir_fsync(s->dir, err);
-    ddp_err prune_err = {0};
-    if (rc == DDP_OK && ckpt_prune(s->dir, s->keep_last, set_dir, &prune_err) != DDP_OK) /* the set is committed */
-        log_warn("checkpoint: %s is written, but older ones were not pruned: %s", set_dir, prune_err.msg);
+    if (rc == DDP_OK) /* the set is committed */
+        ckpt_prune_after_save(s->dir, s->keep_last, set_dir, NULL, 0);
     return rc;
 }
 

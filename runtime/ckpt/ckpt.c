@@ -384,6 +384,14 @@ int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *e
     return ckpt_prune_except(dir, keep_last, keep_path, NULL, 0, err);
 }
 
+void ckpt_prune_after_save(const char *dir, int keep_last, const char *keep_path, const char *const held[],
+                           int n_held)
+{
+    ddp_err e = {0};
+    if (ckpt_prune_except(dir, keep_last, keep_path, held, n_held, &e) != DDP_OK)
+        log_warn("checkpoint: %s is written, but older ones were not pruned: %s", keep_path, e.msg);
+}
+
 /* Entry e of dir read and verified into ctx (a ckpt_loaded): a file, or a set assembled whole. */
 static int read_entry(void *ctx, const char *path, bool set, ddp_err *err)
 {

@@ -114,6 +114,10 @@ int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *e
  * checkpoints an upload still reads. They count toward no limit and go at a later prune. */
 int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, const char *const held[], int n_held,
                       ddp_err *err);
+/* ckpt_prune_except once keep_path is durable: a failure is only a warning naming keep_path, never
+ * the save's error, since the save succeeded and the next one prunes again. */
+void ckpt_prune_after_save(const char *dir, int keep_last, const char *keep_path, const char *const held[],
+                           int n_held);
 
 /* Reads and verifies the whole file (magic, version, header CRC, table sanity, sizes against the
  * file length, every tensor CRC) before returning DDP_OK; on failure *out is left empty and err

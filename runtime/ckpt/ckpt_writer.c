@@ -3,9 +3,9 @@
  * writes it atomically (ckpt.c) and prunes. One write in flight at a time.
  *
  * This file must not touch the trainer's buffers after submit returns, nor drop a write's
- * error: it is returned by the next submit or wait. A prune that fails after a durable write is a
- * warning, not the write's error: the next save prunes again. Its thread must not call CUDA: a thread's
- * current device is its own, and one that never selects it works on GPU 0. Test-only:
+ * error: it is returned by the next submit or wait (a failed prune after it is only a warning,
+ * ckpt_prune_after_save). Its thread must not call CUDA: a thread's current device is its own,
+ * and one that never selects it works on GPU 0. Test-only:
  * DDP_TEST_FAULT=slow-write:0:STEP:SECONDS (runtime/base/test_fault.h) makes the write of step
  * STEP's checkpoint take SECONDS longer, as slow storage would. */
 #include "ckpt_internal.h"
@@ -16,7 +16,6 @@
 
 #include "ckpt_upload.h"
 #include "runtime/base/clock.h"
-#include "runtime/base/log.h"
 #include "runtime/base/test_fault.h"
 #include "runtime/base/worker.h"
 
@@ -40,7 +39,7 @@ struct ckpt_writer {
 };
 
 /* Hands the new checkpoint to the uploader first, so that pruning spares what it still reads. */
-static int prune_after(ckpt_writer *w, const char *path, int64_t step, ddp_err *e)
+static void prune_after(ckpt_writer *w, const char *path, int64_t step)
 {
     char held[2][CKPT_PATH_MAX] = {"", ""};
     if (w->uploader) {
@@ -48,7 +47,7 @@ static int prune_after(ckpt_writer *w, const char *path, int64_t step, ddp_err *
         ckpt_uploader_held(w->uploader, held);
     }
     const char *const held_paths[2] = {held[0], held[1]};
-    return ckpt_prune_except(w->dir, w->keep_last, path, held_paths, 2, e);
+    ckpt_prune_after_save(w->dir, w->keep_last, path, held_paths, 2);
 }
 
 /* Test-only: DDP_TEST_FAULT slow-write at this checkpoint's step. */
@@ -77,9 +76,8 @@ static void writer_main(worker *t, void *arg)
         test_slow_write(w->snap.hdr.step);
         int rc = ckpt_write_atomic(w->dir, &w->snap, path, &e);
         double t1 = monotonic_s();
-        ddp_err prune_err = {0};
-        if (!rc && prune_after(w, path, w->snap.hdr.step, &prune_err) != DDP_OK) /* path is durable */
-            log_warn("checkpoint: %s is written, but older ones were not pruned: %s", path, prune_err.msg);
+        if (!rc) /* path is durable */
+            prune_after(w, path, w->snap.hdr.step);
         double t2 = monotonic_s();
 
         worker_lock(t);
