@@ -300,8 +300,9 @@ static int decode_header(const char *path, reader *r, ckpt_loaded *out, ddp_err 
             h->rng[i].state.s[k] = get_le(r, 8);
     }
     uint64_t n_t = get_le(r, 4);
-    /* each entry takes at least 32 bytes, so a count beyond the remaining bytes is corrupt */
-    if (r->bad || n_t > (r->len - r->pos) / 32)
+    /* the smallest entry (a scalar with a one-byte name: length 2, name 1, dtype, ndim, 2 padding,
+     * offset 8, bytes 8, CRC 4) takes 27 bytes, so a count beyond the remaining bytes is corrupt */
+    if (r->bad || n_t > (r->len - r->pos) / 27)
         return fail_file(err, path, "header is malformed (tensor count)%s", "");
     out->n_tensors = (int)n_t;
     out->tensors = calloc(n_t + 1, sizeof *out->tensors);

@@ -1,8 +1,8 @@
-/* test_ckpt.c — checkpoint format and files: round trip of every field and dtype, corruption
- * (tensor byte flip, truncation, header damage, bad magic/version) detected and named, newest-
- * valid fallback, a tensor name twice refused by the writer and the reader, keep_last pruning,
- * leftover temporaries, the background writer's snapshot semantics, and the `ckpt info` /
- * `ckpt diff` tool's output and exit codes.
+/* test_ckpt.c — checkpoint format and files: round trip of every field and dtype and of a table
+ * of only the smallest entries, corruption (tensor byte flip, truncation, header damage, bad
+ * magic/version) detected and named, newest-valid fallback, a tensor name twice refused by the
+ * writer and the reader, keep_last pruning, leftover temporaries, the background writer's
+ * snapshot semantics, and the `ckpt info` / `ckpt diff` tool's output and exit codes.
  * Failure injection that needs a separate process (disk full, kill -9, permissions) lives in
  * test_ckpt_faults.c. */
 #include <fcntl.h>
@@ -103,6 +103,37 @@ static void test_round_trip(void)
     CHECK_EQ_INT(ckpt_write_atomic(dir, &ts.s, NULL, &err), DDP_EUSAGE);
     CHECK_STR_CONTAINS(err.msg, "twice");
     ts_free(&ts);
+}
+
+/* A table of only the smallest entries (scalars with one-letter names, 27 bytes each) is read back:
+ * the reader's bound on the tensor count must allow it. */
+static void test_smallest_entries(void)
+{
+    enum { N = 26 };
+    ckpt_tensor t[N];
+    float v[N];
+    for (int i = 0; i < N; i++) {
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].name[0] = (char)('a' + i);
+        t[i].dtype = CKPT_F32;
+        v[i] = (float)i + 0.5f;
+        t[i].data = &v[i];
+    }
+    ckpt_state s = {.hdr = {.step = 77}, .n_tensors = N, .tensors = t};
+    char d[600], path[CKPT_PATH_MAX];
+    snprintf(d, sizeof d, "%s/smallest", dir);
+    CHECK(mkdir(d, 0755) == 0, "mkdir %s", d);
+    ddp_err err = {0};
+    CHECK(ckpt_write_atomic(d, &s, path, &err) == DDP_OK, "write: %s", err.msg);
+    ckpt_loaded c;
+    int rc = ckpt_read(path, &c, &err);
+    CHECK(rc == DDP_OK, "read: %s", err.msg);
+    if (rc != DDP_OK)
+        return;
+    CHECK_EQ_INT(c.n_tensors, N);
+    const ckpt_tensor *z = ckpt_loaded_tensor(&c, "z");
+    CHECK(z && z->ndim == 0 && *(const float *)z->data == v[N - 1], "scalar z read back");
+    ckpt_loaded_free(&c);
 }
 
 static void test_corruption_and_fallback(void)
@@ -429,6 +460,7 @@ int main(void)
         return 1;
     }
     test_round_trip();
+    test_smallest_entries();
     test_corruption_and_fallback();
     test_name_twice();
     test_prune_and_temps();
