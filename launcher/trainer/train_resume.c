@@ -56,6 +56,30 @@ static int check_saved(const train_job *t, const ckpt_header *h, const char *set
     return h->config_hash != config_hash(t->cfg) ? refuse_other_settings(t, settings, len, used, err) : DDP_OK;
 }
 
+/* Rank 0, on a job's first attempt that starts after step `from` (-1: fresh) without taking
+ * checkpoint.dir's newest (checkpoint.resume: never, or a path): checkpoints there beyond `from`
+ * are another line of training's, which a restart would resume and pruning would keep before
+ * this run's own. Refused, naming them; nothing is removed. */
+static int refuse_other_line(const train_job *t, int64_t from, ddp_err *err)
+{
+    const char *dir = t->ckpt->dir;
+    if (t->ckpt->restart_count > 0)
+        return DDP_OK; /* what a restart finds there is this run's own, an unfinished save's included */
+    int n;
+    char newest[256], start[64];
+    ddp_err unlisted = {0}; /* nothing a restart could take either: train_ckpt_check_dir names why */
+    if (ckpt_count_beyond(dir, from, &n, newest, sizeof newest, &unlisted) != DDP_OK || n == 0)
+        return DDP_OK;
+    if (from < 0)
+        snprintf(start, sizeof start, "a fresh start (checkpoint.resume: never)");
+    else
+        snprintf(start, sizeof start, "step %lld, where checkpoint.resume starts", (long long)from);
+    return ddp_fail(err, DDP_EUSAGE, "checkpoint.dir %s holds %d checkpoint(s) beyond %s, the newest %s: a restart "
+                    "would resume them and pruning would keep them before this run's own; move them out of %s or "
+                    "set another checkpoint.dir (checkpoint.resume: auto continues from the newest)", dir, n, start,
+                    newest, dir);
+}
+
 /* A header's fields a resume uses, in the order HDR_* gives them. */
 static void header_fields(const ckpt_header *h, int64_t *hdr)
 {
@@ -101,7 +125,8 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
         if (rc == DDP_OK && (rc = ckpt_find_latest(c->dir, &ck, used, err)) == CKPT_NONE)
             log_info("checkpoint: checkpoint.download_cmd brought no checkpoint into %s", c->dir);
     }
-    if (rc == CKPT_NONE && cfg->checkpoint.resume == RESUME_PATH) {
+    bool from_path = rc == CKPT_NONE && cfg->checkpoint.resume == RESUME_PATH;
+    if (from_path) {
         snprintf(used, CKPT_PATH_MAX, "%s", cfg->checkpoint.resume_path);
         rc = ckpt_read_any(used, &ck, false, err); /* a file, or a sharded set's directory */
     }
@@ -110,6 +135,8 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
     const ckpt_tensor *saved = ckpt_loaded_tensor(&ck, CKPT_SETTINGS_TENSOR);
     bool text = saved && saved->dtype == CKPT_U8 && saved->ndim == 1;
     rc = check_saved(t, &ck.hdr, text ? saved->data : NULL, text ? saved->nbytes : 0, used, err);
+    if (rc == DDP_OK && from_path)
+        rc = refuse_other_line(t, ck.hdr.step, err);
     if (rc == DDP_OK)
         rc = copy_tensors(t, &ck, used, host, err);
     header_fields(&ck.hdr, hdr);
@@ -243,6 +270,8 @@ static int32_t lead_walk(train_job *t, int64_t *hdr, char *used, ddp_err *err)
     else if (cfg->checkpoint.resume == RESUME_PATH && ckpt_is_set_dir(cfg->checkpoint.resume_path)) {
         snprintf(used, CKPT_PATH_MAX, "%s", cfg->checkpoint.resume_path);
         outcome = try_set(&w, used, true, err);
+        if (outcome == DDP_OK)
+            outcome = refuse_other_line(t, hdr[HDR_STEP], err);
     }
     if (w.refused)
         outcome = w.refused, *err = w.refusal;
@@ -286,7 +315,7 @@ static int resume_by_pieces(train_job *t, int64_t *hdr, char *used, bool *done, 
     if (outcome == DDP_OK || outcome == CKPT_NONE || outcome == CKPT_STOP)
         return outcome == DDP_OK ? finish_resume(t, hdr, used, err) : DDP_OK;
     if (t->ctl->rank != 0 && !err->msg[0])
-        ddp_fail(err, outcome, "rank 0 found no checkpoint to resume (its messages say why)");
+        ddp_fail(err, outcome, "rank 0 found no checkpoint to resume, or refused it (its messages say why)");
     return outcome;
 }
 
@@ -340,8 +369,11 @@ static int resume_whole(train_job *t, int64_t *consumed, ddp_err *err)
 int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
 {
     *consumed = 0;
-    if (t->cfg->checkpoint.resume == RESUME_NEVER && t->ckpt->restart_count == 0)
-        return train_init_from(t, err);
+    if (t->cfg->checkpoint.resume == RESUME_NEVER && t->ckpt->restart_count == 0) {
+        int32_t mine = t->ctl->rank == 0 ? refuse_other_line(t, -1, err) : DDP_OK;
+        int rc = train_agree(t, mine, "start fresh in checkpoint.dir", err);
+        return rc == DDP_OK ? train_init_from(t, err) : rc;
+    }
     activity_set("reading the last checkpoint in %s", t->ckpt->dir);
     int64_t hdr[HDR_N] = {0};
     char used[CKPT_PATH_MAX] = "";

@@ -392,6 +392,23 @@ void ckpt_prune_after_save(const char *dir, int keep_last, const char *keep_path
         log_warn("checkpoint: %s is written, but older ones were not pruned: %s", keep_path, e.msg);
 }
 
+int ckpt_count_beyond(const char *dir, int64_t step, int *count, char *newest, size_t size, ddp_err *err)
+{
+    ckpt_entry *e;
+    int n;
+    *count = 0;
+    snprintf(newest, size, "%s", "");
+    int rc = list_ckpts(dir, &e, &n, err);
+    if (rc)
+        return rc == CKPT_NONE ? DDP_OK : rc;
+    for (int i = 0; i < n; i++)
+        *count += e[i].step > step;
+    if (*count > 0)
+        snprintf(newest, size, "%s", e[0].name); /* newest first */
+    free(e);
+    return DDP_OK;
+}
+
 /* Entry e of dir read and verified into ctx (a ckpt_loaded): a file, or a set assembled whole. */
 static int read_entry(void *ctx, const char *path, bool set, ddp_err *err)
 {

@@ -29,8 +29,9 @@ saved=$(last_ckpt "$TMP/pre")
 check "a checkpoint was saved before exiting ($saved)" [ -n "$saved" ]
 check "both ranks stopped at the same step (checkpoint is the latest state)" \
     grep -q "stopped by signal, checkpoint saved" "$TMP/pre.log"
-ddprun_np2 run.dir="$TMP/pre" "${LONG[@]}" >"$TMP/pre2.log" 2>&1
+ddprun_np2 run.dir="$TMP/pre" "${LONG[@]}" checkpoint.resume=auto >"$TMP/pre2.log" 2>&1
 check "resumed job completes" [ $? -eq 0 ]
+check "it resumed the checkpoint the stop saved" grep -q "resumed from $saved" "$TMP/pre2.log"
 check "resumed job is bit-identical to the uninterrupted run" \
     "$DDPRUN" ckpt diff "$TMP/ref/checkpoints/ckpt-00000400.ddp" "$TMP/pre/checkpoints/ckpt-00000400.ddp"
 

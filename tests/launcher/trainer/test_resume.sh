@@ -5,7 +5,8 @@
 # definition), resume from the previous checkpoint when the newest is corrupt or truncated,
 # a world-size change that uses every sample of the interrupted epoch exactly once, a
 # checkpoint of another model refused naming both models, one saved with other settings refused
-# naming each setting that differs, and one of the previous format version refused saying why.
+# naming each setting that differs, one of the previous format version refused saying why, and a
+# start from an older checkpoint, or fresh, into a checkpoint.dir with later ones refused.
 source "$(dirname "$0")/../../lib.sh"
 COMMON=(optimizer.kind=adamw optimizer.nesterov=false optimizer.lr=2e-3 train.max_steps=40 checkpoint.every_steps=15)
 
@@ -156,4 +157,25 @@ check "format version 1: the refusal says why" grep -qF \
 rc=$?
 check "format version 1: ckpt info reports it unreadable (rc $rc)" [ $rc -eq 1 ]
 check "format version 1: ckpt info says why" grep -qF "unsupported format version 1" "$TMP/v1-info.log"
+
+# A first attempt that does not continue checkpoint.dir's newest checkpoint (checkpoint.resume: a
+# path, or never) into a checkpoint.dir holding checkpoints beyond where it starts is refused
+# naming them, and they are left as they were: a restart would resume them, and pruning would
+# keep them before the run's own. The dir's newest is resumed as ever.
+ref=$TMP/ref1
+sums=$(cd "$ref/checkpoints" && ls && cksum ckpt-*)
+worker 1 "$ref" "${COMMON[@]}" checkpoint.resume="$ref/checkpoints/ckpt-00000015.ddp" >"$TMP/rollback.log" 2>&1
+rc=$?
+check "resume of an older checkpoint of checkpoint.dir: refused as a usage error (rc $rc)" [ $rc -eq 2 ]
+check "the refusal names how many lie beyond and the newest" grep -qF \
+    "holds 2 checkpoint(s) beyond step 15, where checkpoint.resume starts, the newest ckpt-00000040.ddp" "$TMP/rollback.log"
+worker 1 "$ref" "${COMMON[@]}" checkpoint.resume=never >"$TMP/fresh-over.log" 2>&1
+rc=$?
+check "a fresh start into a checkpoint.dir holding checkpoints: refused as a usage error (rc $rc)" [ $rc -eq 2 ]
+check "the refusal names them" grep -qF "holds 3 checkpoint(s) beyond a fresh start (checkpoint.resume: never)" \
+    "$TMP/fresh-over.log"
+check "the refused runs left checkpoint.dir as it was" [ "$(cd "$ref/checkpoints" && ls && cksum ckpt-*)" = "$sums" ]
+worker 1 "$ref" "${COMMON[@]}" train.max_steps=41 checkpoint.resume="$ref/checkpoints/ckpt-00000040.ddp" \
+    >"$TMP/newest.log" 2>&1
+check "resume of checkpoint.dir's newest by its path still runs (exit $?)" [ $? -eq 0 ]
 finish
