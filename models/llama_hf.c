@@ -34,14 +34,68 @@ static int check_architectures(const llama_family *fam, const json_doc *j, ddp_e
     return ddp_fail(err, DDP_EUSAGE, "%s: architectures is not [\"%s\"]; ddprun imports %s", where, arch, arch);
 }
 
+/* Key `key` of object obj (named `name` in messages), a positive number, into *out; absent: def. */
+static int read_positive_in(const json_doc *j, const json_node *obj, const char *key, const char *name, double def,
+                            double *out, ddp_err *err)
+{
+    const json_node *v = json_object_get(j, obj, key);
+    *out = def;
+    if (v && (!json_double(v, out) || !(*out > 0)))
+        return hf_key_fail(j, v, name, "expected a positive number", err);
+    return DDP_OK;
+}
+
 /* Root key `key`, a positive number, into *out; absent: def. */
 static int read_positive(const json_doc *j, const char *key, double def, double *out, ddp_err *err)
 {
-    const json_node *v = json_object_get(j, json_root(j), key);
-    *out = def;
-    if (v && (!json_double(v, out) || !(*out > 0)))
-        return hf_key_fail(j, v, key, "expected a positive number", err);
-    return DDP_OK;
+    return read_positive_in(j, json_root(j), key, key, def, out, err);
+}
+
+/* Where a folder's RoPE settings lie. transformers 5 writes them in one object, rope_parameters
+ * (rope_theta, rope_type and a stretch's numbers); earlier versions wrote rope_theta and
+ * rope_scaling at the root. Either is read; a folder with both must say the same in both. */
+typedef struct rope_keys {
+    const json_node *holder;   /* the object holding rope_theta: the root, or rope_parameters */
+    const json_node *scaling;  /* the object holding rope_type and a stretch's numbers (or NULL, null) */
+    const char *name;          /* "rope_scaling" or "rope_parameters", for messages */
+} rope_keys;
+
+/* The keys rope_parameters may hold: what ddprun reads of it. */
+static const char *const rope_parameter_keys[] = {"rope_theta", "rope_type", "type", "factor", "low_freq_factor",
+                                                  "high_freq_factor", "original_max_position_embeddings"};
+
+static int find_rope_keys(const json_doc *j, rope_keys *k, ddp_err *err)
+{
+    const json_node *root = json_root(j), *p = json_object_get(j, root, "rope_parameters");
+    *k = (rope_keys){root, json_object_get(j, root, "rope_scaling"), "rope_scaling"};
+    if (!p || json_kind_of(p) == JSON_NULL)
+        return DDP_OK;
+    if (json_kind_of(p) != JSON_OBJECT)
+        return hf_key_fail(j, p, "rope_parameters", "expected an object", err);
+    for (size_t i = 0; i < json_object_size(p); i++) {
+        const json_node *v;
+        const char *key = json_object_key(j, p, i, &v);
+        size_t n = sizeof rope_parameter_keys / sizeof rope_parameter_keys[0], m = 0;
+        while (m < n && strcmp(key, rope_parameter_keys[m]))
+            m++;
+        char name[96];
+        snprintf(name, sizeof name, "rope_parameters.%s", key);
+        if (m == n)
+            return hf_key_fail(j, v, name, "ddprun reads rope_theta, rope_type and Llama 3's stretch there", err);
+    }
+    if (k->scaling && json_kind_of(k->scaling) != JSON_NULL)
+        return hf_key_fail(j, k->scaling, "rope_scaling", "rope_parameters is set as well (transformers 5 keeps "
+                           "the stretch there alone)", err);
+    /* rope_theta in one of them is the folder's; in both, it must be the same */
+    const json_node *theta = json_object_get(j, root, "rope_theta");
+    double outer = 0, inner = 0;
+    int rc = read_positive(j, "rope_theta", 10000.0, &outer, err);
+    if (!rc)
+        rc = read_positive_in(j, p, "rope_theta", "rope_parameters.rope_theta", outer, &inner, err);
+    if (!rc && theta && outer != inner)
+        rc = hf_key_fail(j, theta, "rope_theta", "rope_parameters.rope_theta says otherwise", err);
+    *k = (rope_keys){json_object_get(j, p, "rope_theta") ? p : root, p, "rope_parameters"};
+    return rc;
 }
 
 /* head_dim into s->head_dim: absent or null, 0; hidden_size / num_attention_heads, 0 as well (held as
@@ -108,57 +162,85 @@ static int read_sliding_window(const json_doc *j, llama_shape *s, ddp_err *err)
     return DDP_OK;
 }
 
-/* A number of the rope_scaling object r (its key `key`) into *out: positive, and finite. */
-static int read_scaling_number(const json_doc *j, const json_node *r, const char *key, double *out, ddp_err *err)
+/* A number of the stretch's object (k->scaling, its key `key`) into *out: positive, and finite. */
+static int read_scaling_number(const json_doc *j, const rope_keys *k, const char *key, double *out, ddp_err *err)
 {
-    const json_node *v = json_object_get(j, r, key);
+    const json_node *v = json_object_get(j, k->scaling, key);
     char name[64];
-    snprintf(name, sizeof name, "rope_scaling.%s", key);
+    snprintf(name, sizeof name, "%s.%s", k->name, key);
     if (!v)
-        return ddp_fail(err, DDP_EUSAGE, "%s: no %s (Llama 3's rope_scaling has factor, low_freq_factor, "
+        return ddp_fail(err, DDP_EUSAGE, "%s: no %s (Llama 3's stretch has factor, low_freq_factor, "
                         "high_freq_factor and original_max_position_embeddings)", j->name, name);
     if (!json_double(v, out) || !(*out > 0) || !isfinite(*out))
         return hf_key_fail(j, v, name, "expected a positive number", err);
     return DDP_OK;
 }
 
-/* rope_scaling: absent, null or rope_type "default" (none), or Llama 3's stretch (rope_type, or
- * the older type, "llama3") with its four numbers, factor at least 1 and low_freq_factor below
- * high_freq_factor, into s->rope_scaling. Any other rope_type is refused, naming it. */
-static int read_rope_scaling(const json_doc *j, llama_shape *s, ddp_err *err)
+/* original_max_position_embeddings of the stretch's object into x: a positive integer. */
+static int read_original_positions(const json_doc *j, const rope_keys *k, llama_rope_scaling *x, ddp_err *err)
 {
-    const json_node *r = json_object_get(j, json_root(j), "rope_scaling");
+    const json_node *v = json_object_get(j, k->scaling, "original_max_position_embeddings");
+    uint64_t positions = 0;
+    char name[80];
+    snprintf(name, sizeof name, "%s.original_max_position_embeddings", k->name);
+    if (!v)
+        return ddp_fail(err, DDP_EUSAGE, "%s: no %s", j->name, name);
+    if (!json_uint(v, &positions) || positions < 1 || positions > MAX_DIM)
+        return hf_key_fail(j, v, name, "expected a positive integer", err);
+    x->original_max_positions = (int64_t)positions;
+    return DDP_OK;
+}
+
+/* The family's fixed rope_scaling key (a family that applies RoPE unscaled), or NULL. */
+static const hf_fixed_key *unscaled_rule(const llama_family *fam)
+{
+    for (size_t i = 0; i < fam->hf->n_fixed_keys; i++)
+        if (!strcmp(fam->hf->fixed_keys[i].key, "rope_scaling"))
+            return &fam->hf->fixed_keys[i];
+    return NULL;
+}
+
+/* The stretch (k: find_rope_keys'): absent, null or rope_type "default" (none), or Llama 3's
+ * (rope_type, or the older type, "llama3") with its four numbers, factor at least 1 and
+ * low_freq_factor below high_freq_factor, into s->rope_scaling. Any other rope_type is refused,
+ * naming it, and any but "default" for a family that applies RoPE unscaled. */
+static int read_rope_scaling(const llama_family *fam, const json_doc *j, const rope_keys *k, llama_shape *s,
+                             ddp_err *err)
+{
+    const json_node *r = k->scaling;
     s->rope_scaling = LLAMA_ROPE_UNSCALED;
     if (!r || json_kind_of(r) == JSON_NULL)
         return DDP_OK;
+    char type_key[64];
+    snprintf(type_key, sizeof type_key, "%s.rope_type", k->name);
     if (json_kind_of(r) != JSON_OBJECT)
-        return hf_key_fail(j, r, "rope_scaling", "expected null or an object", err);
+        return hf_key_fail(j, r, k->name, "expected null or an object", err);
     const json_node *type = json_object_get(j, r, "rope_type");
     type = type ? type : json_object_get(j, r, "type");
     const char *name = type && json_kind_of(type) == JSON_STRING ? json_text(type) : NULL;
     if (name && !strcmp(name, "default"))
         return DDP_OK;
-    if (!name || strcmp(name, "llama3"))
-        return type ? hf_key_fail(j, type, "rope_scaling.rope_type", "ddprun's Llama stretches RoPE as Llama 3 does "
-                                  "(\"llama3\") or not at all", err)
-                    : hf_key_fail(j, r, "rope_scaling", "it has no rope_type", err);
+    const hf_fixed_key *unscaled = unscaled_rule(fam);
+    if (unscaled || !name || strcmp(name, "llama3"))
+        return type ? hf_key_fail(j, type, type_key, unscaled ? unscaled->why : "ddprun's Llama stretches RoPE as "
+                                  "Llama 3 does (\"llama3\") or not at all", err)
+                    : hf_key_fail(j, r, k->name, "it has no rope_type", err);
     llama_rope_scaling *x = &s->rope_scaling;
-    int rc = read_scaling_number(j, r, "factor", &x->factor, err);
+    int rc = read_scaling_number(j, k, "factor", &x->factor, err);
     if (!rc)
-        rc = read_scaling_number(j, r, "low_freq_factor", &x->low_freq_factor, err);
+        rc = read_scaling_number(j, k, "low_freq_factor", &x->low_freq_factor, err);
     if (!rc)
-        rc = read_scaling_number(j, r, "high_freq_factor", &x->high_freq_factor, err);
-    const json_node *v = json_object_get(j, r, "original_max_position_embeddings");
-    uint64_t positions = 0;
-    if (!rc && (!v || !json_uint(v, &positions) || positions < 1 || positions > MAX_DIM))
-        rc = v ? hf_key_fail(j, v, "rope_scaling.original_max_position_embeddings", "expected a positive integer", err)
-               : ddp_fail(err, DDP_EUSAGE, "%s: no rope_scaling.original_max_position_embeddings", j->name);
-    x->original_max_positions = (int64_t)positions;
+        rc = read_scaling_number(j, k, "high_freq_factor", &x->high_freq_factor, err);
+    rc = rc ? rc : read_original_positions(j, k, x, err);
+    char key[64];
+    snprintf(key, sizeof key, "%s.factor", k->name);
     if (!rc && x->factor < 1)
-        rc = hf_key_fail(j, json_object_get(j, r, "factor"), "rope_scaling.factor", "expected at least 1", err);
+        rc = hf_key_fail(j, json_object_get(j, r, "factor"), key, "expected at least 1", err);
+    snprintf(key, sizeof key, "%s.low_freq_factor", k->name);
+    char why[96];
+    snprintf(why, sizeof why, "expected below %s.high_freq_factor", k->name);
     if (!rc && !(x->low_freq_factor < x->high_freq_factor))
-        rc = hf_key_fail(j, json_object_get(j, r, "low_freq_factor"), "rope_scaling.low_freq_factor",
-                         "expected below rope_scaling.high_freq_factor", err);
+        rc = hf_key_fail(j, json_object_get(j, r, "low_freq_factor"), key, why, err);
     if (!rc && !llama_rope_scaled(s)) /* factor 1 stretches nothing: the shape of a folder without it */
         s->rope_scaling = LLAMA_ROPE_UNSCALED;
     return rc;
@@ -184,8 +266,12 @@ static int shape_from(const llama_family *fam, const json_doc *j, llama_shape *s
         rc = hf_key_size(j, "vocab_size", MAX_DIM, &s->vocab_size, SHAPE_KEYS, err);
     if (!rc)
         rc = read_heads(fam, j, s, err);
+    rope_keys rope;
     if (!rc)
-        rc = read_positive(j, "rope_theta", 10000.0, &s->rope_theta, err);
+        rc = find_rope_keys(j, &rope, err);
+    if (!rc)
+        rc = read_positive_in(j, rope.holder, "rope_theta", rope.holder == json_root(j) ? "rope_theta"
+                              : "rope_parameters.rope_theta", 10000.0, &s->rope_theta, err);
     if (!rc)
         rc = read_positive(j, "rms_norm_eps", 1e-6, &s->norm_eps, err);
     const json_node *tie = json_object_get(j, json_root(j), "tie_word_embeddings");
@@ -193,7 +279,7 @@ static int shape_from(const llama_family *fam, const json_doc *j, llama_shape *s
         rc = hf_key_fail(j, tie, "tie_word_embeddings", "expected true or false", err);
     s->tie_embeddings = tie && !strcmp(json_text(tie), "true");
     if (!rc) /* after the fixed keys: a family that refuses any rope_scaling (Qwen2) says so first */
-        rc = read_rope_scaling(j, s, err);
+        rc = read_rope_scaling(fam, j, &rope, s, err);
     if (!rc && fam->hf->sliding_window)
         rc = read_sliding_window(j, s, err);
     return rc ? rc : check_architectures(fam, j, err);

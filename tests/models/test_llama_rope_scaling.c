@@ -8,7 +8,8 @@
  * says (kept, divided by the factor, or strictly between); the description holds the stretch and
  * parses back; the export is the fixture's model.safetensors byte for byte and its config.json but
  * for transformers_version; another rope_type, a factor below 1, crossed bands and a missing number
- * are refused naming the key, and rope_type "default" or a factor of 1 is no stretch. Every shape
+ * are refused naming the key, and rope_type "default" or a factor of 1 is no stretch; transformers 5's
+ * layout (rope_parameters holding rope_theta and the stretch) reads the same. Every shape
  * comes from MANIFEST and config.json, so another fixture made the same way passes unchanged. */
 #include "tests/check.h"
 #include "tests/fixture.h"
@@ -192,6 +193,85 @@ static void test_refusals(void)
     rope_scaling_as("null", NULL);
 }
 
+/* text with the line holding `"key":` replaced by `line` (a whole line with its newline, or ""). */
+static char *with_line(char *text, const char *key, const char *line)
+{
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    char *at = strstr(text, pattern), *out = calloc(1, 1 << 16);
+    CHECK(at != NULL, "config.json has no %s", key);
+    if (!at) {
+        free(out);
+        return text;
+    }
+    while (at > text && at[-1] != '\n')
+        at--;
+    snprintf(out, 1 << 16, "%.*s%s%s", (int)(at - text), text, line, strchr(at, '\n') + 1);
+    free(text);
+    return out;
+}
+
+/* hf-llama-tiny's config.json as transformers 5 writes it: rope_scaling and rope_theta gone and
+ * rope_parameters `value` in their place, or (root_theta not NULL) rope_theta kept with that value. */
+static int read_v5(const char *value, const char *root_theta, llama_shape *s, ddp_err *err)
+{
+    char line[1024], dir[600], path[700];
+    if (root_theta)
+        snprintf(line, sizeof line, "  \"rope_theta\": %s,\n", root_theta);
+    char *config = with_line(fixture_config(plain.dir), "rope_theta", root_theta ? line : "");
+    snprintf(line, sizeof line, "  \"rope_parameters\": %s,\n", value);
+    config = with_line(config, "rope_scaling", line);
+    snprintf(dir, sizeof dir, "%s/config5", tmp);
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs(config, f);
+    fclose(f);
+    free(config);
+    *err = (ddp_err){0};
+    return llama_hf_read_shape(&llama_family_llama, dir, s, err);
+}
+
+/* transformers 5's layout: the stretch and rope_theta read from rope_parameters as from the root's
+ * rope_scaling and rope_theta; what it cannot mean (another rope_type, a key ddprun does not read,
+ * both layouts saying different things) refused naming the key. */
+static void test_rope_parameters(void)
+{
+    const llama_rope_scaling *r = &shape.rope_scaling;
+    char value[600];
+    snprintf(value, sizeof value, "{\"factor\": %.17g, \"high_freq_factor\": %.17g, \"low_freq_factor\": %.17g, "
+             "\"original_max_position_embeddings\": %lld, \"rope_theta\": %.17g, \"rope_type\": \"llama3\"}", r->factor,
+             r->high_freq_factor, r->low_freq_factor, (long long)r->original_max_positions, shape.rope_theta);
+    llama_shape s;
+    ddp_err err;
+    CHECK(read_v5(value, NULL, &s, &err) == DDP_OK && !memcmp(&s.rope_scaling, r, sizeof *r) &&
+          s.rope_theta == shape.rope_theta, "the fixture's stretch in rope_parameters reads as its rope_scaling: %s",
+          err.msg);
+    CHECK(read_v5("{\"rope_theta\": 500000.0, \"rope_type\": \"default\"}", NULL, &s, &err) == DDP_OK &&
+          s.rope_theta == 500000 && !llama_rope_scaled(&s), "rope_parameters' rope_theta 500000 read as %g (%s)",
+          s.rope_theta, err.msg);
+    CHECK(read_v5("{\"rope_theta\": 500000.0, \"rope_type\": \"default\"}", "500000", &s, &err) == DDP_OK &&
+          s.rope_theta == 500000, "the same rope_theta at the root too: %s", err.msg);
+    const char *refused[][3] = {
+        {"{\"rope_theta\": 500000.0, \"rope_type\": \"default\"}", "20000.0",
+         "rope_theta is 20000.0; rope_parameters.rope_theta says otherwise"},
+        {"{\"rope_theta\": 10000.0, \"rope_type\": \"yarn\", \"factor\": 4.0}", NULL,
+         "rope_parameters.rope_type is \"yarn\"; ddprun's Llama stretches RoPE as Llama 3 does"},
+        {"{\"rope_theta\": 10000.0, \"rope_type\": \"default\", \"partial_rotary_factor\": 0.5}", NULL,
+         "rope_parameters.partial_rotary_factor is 0.5; ddprun reads rope_theta, rope_type and Llama 3's stretch"},
+        {"{\"rope_theta\": -1, \"rope_type\": \"default\"}", NULL,
+         "rope_parameters.rope_theta is -1; expected a positive number"},
+        {"{\"rope_theta\": 10000.0, \"rope_type\": \"llama3\", \"factor\": 8.0}", NULL,
+         "no rope_parameters.low_freq_factor"},
+        {"[10000.0]", NULL, "rope_parameters is an array; expected an object"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        CHECK(read_v5(refused[i][0], refused[i][1], &s, &err) == DDP_EUSAGE, "rope_parameters %s accepted",
+              refused[i][0]);
+        CHECK_STR_CONTAINS(err.msg, refused[i][2]);
+    }
+}
+
 int main(void)
 {
     ddp_err err = {0};
@@ -209,6 +289,7 @@ int main(void)
         test_description();
         test_export();
         test_refusals();
+        test_rope_parameters();
     }
     free(input);
     free(ref);

@@ -6,7 +6,7 @@
  * its config.json but for transformers_version; the biases' gradients against central differences
  * of the loss (a bias whose gradient is dropped or misplaced fails); the description read back as
  * Qwen2 and not as a Llama; a Llama folder refused as Qwen2 and the Qwen2 folder as a Llama, each
- * naming model_type. Every shape comes from MANIFEST and config.json, so another fixture made the
+ * naming model_type; a stretch in transformers 5's rope_parameters refused. Every shape comes from MANIFEST and config.json, so another fixture made the
  * same way passes unchanged. */
 #include "tests/check.h"
 #include "tests/fixture.h"
@@ -168,6 +168,12 @@ static void test_refusals(model *m)
     t[n - 1] = *bias, *bias = saved;
     char *config = config_with(fx.dir, "use_sliding_window", "true");
     refused(m, folder_variant(tmp, fx.dir, "sliding", config, t, n), "use_sliding_window");
+    free(config);
+    /* transformers 5 writes a stretch in rope_parameters, where no rope_scaling key refuses it */
+    config = config_with(fx.dir, "rope_scaling", "null, \"rope_parameters\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                         "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 16}");
+    refused(m, folder_variant(tmp, fx.dir, "v5-stretch", config, t, n),
+            "rope_parameters.rope_type is \"llama3\"; ddprun's Qwen2 applies RoPE unscaled");
     free(config);
     free_tensors(t, n);
     char llama_dir[sizeof fx.dir + 32];
