@@ -54,7 +54,7 @@ static const char generate_usage[] =
     "                    drawing stops at its end-of-turn id; prints the answer alone\n"
     "  --chat-file PATH  chat.json (default: chat.json beside the tokenizer)\n"
     "  --encode-only     print the prompt's token ids (with --chat: wrapped) and exit\n"
-    "  Without a prompt the context is the end-of-text token (a newline for the byte tokenizer);\n"
+    "  Without a prompt the context is the end-of-text token (else the newline token);\n"
     "  with --chat, an empty user message.\n";
 
 typedef struct gen_opts {
@@ -234,7 +234,7 @@ static int encode_prompt(const gen_opts *o, const tokenizer *tok, const chat_wra
     if (*n)
         memcpy(*ids, got, (size_t)*n * sizeof **ids);
     if (start)
-        (*ids)[(*n)++] = tok->eot >= 0 ? tok->eot : '\n';
+        (*ids)[(*n)++] = tokenizer_context_start(tok);
     free(got);
     return DDP_OK;
 }

@@ -1,7 +1,7 @@
 /* train_sample.c — the text sample a language-model job prints every train.sample_every steps:
  * rank 0 draws train.sample_tokens tokens from the model being trained, seeded by run.seed and
  * the step (so a resumed job prints the same samples), and decodes them with data.path's
- * tokenizer.bin. The context is the end-of-text token, or a newline for tokenizers without one.
+ * tokenizer.bin. The context is tokenizer_context_start: the end-of-text token, else the newline token.
  * Logits that are not finite end no job here: they are noted for the stop agreement
  * (train_finite.c), and a stop request ends a sample between two tokens. Under ZeRO-3 every
  * forward pass gathers each unit's parameters from every rank, so every rank draws the same
@@ -57,7 +57,7 @@ int train_sample_text(train_job *t, ddp_err *err)
         rc = ddp_fail(err, DDP_ERUNTIME, "text sample: out of memory");
     bool drawn = false;
     if (!rc) {
-        ids[0] = tok.eot >= 0 ? tok.eot : '\n';
+        ids[0] = tokenizer_context_start(&tok);
         lm_sampling s = {.temperature = 1.0, .top_k = 40, .seed = c->run.seed ^ (uint64_t)t->step * 0x9E3779B97F4A7C15ull,
                          .stop = every_rank ? NULL : &train_stop_requested};
         int gen = lm_generate(t->m, ids, 1, n, &s, NULL, err);

@@ -159,6 +159,19 @@ const uint8_t *tokenizer_bytes(const tokenizer *t, int32_t id, size_t *len)
     return entry + 1;
 }
 
+int32_t tokenizer_context_start(const tokenizer *t)
+{
+    if (t->eot >= 0)
+        return t->eot;
+    for (int32_t id = 0; id < t->vocab_size; id++) {
+        size_t len;
+        const uint8_t *b = tokenizer_bytes(t, id, &len);
+        if (len == 1 && b[0] == '\n')
+            return id;
+    }
+    return 0;
+}
+
 int64_t tokenizer_decode(const tokenizer *t, const int32_t *ids, int64_t n, char *out, size_t cap,
                          size_t *written)
 {

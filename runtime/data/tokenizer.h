@@ -58,6 +58,10 @@ void tokenizer_free(tokenizer *t);
  * outside [0, vocab_size). */
 const uint8_t *tokenizer_bytes(const tokenizer *t, int32_t id, size_t *len);
 
+/* The id a text with no prompt starts from: the end-of-text token, else the lowest id spelling a
+ * newline alone (10 only where ids are bytes), else 0. */
+int32_t tokenizer_context_start(const tokenizer *t);
+
 /* Decodes ids[0..n) into out (cap bytes), whole tokens only, stopping before the first token that
  * does not fit; out is always NUL-terminated when cap >= 1 and *written (if not NULL) gets the bytes
  * written, NUL excluded. An id outside the vocabulary decodes as U+FFFD (a sample being printed is

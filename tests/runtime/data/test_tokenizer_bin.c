@@ -2,7 +2,8 @@
  * format's definition (magic 20240328, version 2, 256 single bytes, multi-byte pieces up to 255
  * bytes, the end-of-text id, the pre-tokenizer) is read back piece by piece, and every malformed
  * one (each header field wrong, a piece cut short or of length 0, trailing bytes, too short, missing) is rejected
- * naming the file and what is wrong. */
+ * naming the file and what is wrong; an empty prompt's first id is the end-of-text id, else the
+ * id spelling a newline. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,10 +176,35 @@ static void check_tokenizer(void)
     free(good);
 }
 
+/* tokenizer_context_start: the end-of-text id; without one, the id spelling "\n" (10 where ids are
+ * bytes, another where they are not). */
+static void check_context_start(void)
+{
+    size_t len;
+    uint8_t *b = tokenizer_file(&len);
+    char path[512];
+    snprintf(path, sizeof path, "%s/tok_start.bin", tmpdir);
+    const int32_t newline_at[] = {-1, '\n', '+'};
+    for (int k = 0; k < 3; k++) {
+        if (k > 0)
+            put_le32(b + 12, -1);
+        if (k == 2) /* bytes 10 and 43 trade ids: id 10 spells "+", id 43 "\n" */
+            b[1024 + 2 * '\n' + 1] = '+', b[1024 + 2 * '+' + 1] = '\n';
+        write_raw(path, b, len);
+        tokenizer t;
+        ddp_err err = {0};
+        CHECK(tokenizer_load(path, &t, &err) == DDP_OK, "%s", err.msg);
+        CHECK_EQ_INT(tokenizer_context_start(&t), k == 0 ? TOK_EOT : newline_at[k]);
+        tokenizer_free(&t);
+    }
+    free(b);
+}
+
 int main(void)
 {
     files_begin("tokenizer_bin");
     check_tokenizer();
+    check_context_start();
     files_end();
     return check_done("test_tokenizer_bin");
 }
