@@ -168,6 +168,28 @@ static int check_srun_task(const comm *ctl, ddp_err *err)
     return rc;
 }
 
+/* Every rank's verdict on the start each rank made alone (the srun check, reading the config): a
+ * rank that failed where the others did not (a config file missing on its host only) must end the
+ * job, not leave them waiting for it in their first collective. DDP_OK when every rank succeeded;
+ * else this rank's own error, or, on a rank that succeeded, the first failed rank's status with no
+ * message: the ranks that failed say why (rank 0 alone when it failed too, as all then read the
+ * same config). */
+static int agree_on_start(comm *ctl, int mine, ddp_err *err)
+{
+    int32_t me = mine != DDP_OK ? ctl->rank : INT32_MAX, first = INT32_MAX, status = mine;
+    ddp_err e = {0};
+    int rc = ctl->ops->allreduce(ctl, &me, &first, 1, DT_INT32, OP_MIN, NULL, &e);
+    if (rc == DDP_OK && first != INT32_MAX)
+        rc = ctl->ops->broadcast(ctl, &status, 1, DT_INT32, first, NULL, &e);
+    if (rc != DDP_OK)
+        return mine != DDP_OK ? mine : ddp_fail(err, rc, "%s", e.msg);
+    if (first == INT32_MAX)
+        return DDP_OK;
+    if (mine == DDP_OK || (first == 0 && ctl->rank != 0))
+        err->msg[0] = '\0';
+    return mine != DDP_OK ? mine : status;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
@@ -194,11 +216,10 @@ int main(int argc, char **argv)
         export_torchrun_env(ctl);
         rc = check_srun_task(ctl, &err);
     }
-    if (rc == DDP_OK) {
+    if (rc == DDP_OK)
         rc = config_load(argv[1], argc - 2, argv + 2, &cfg, &err);
-        if (rc != DDP_OK && ctl->rank != 0)
-            err.msg[0] = '\0'; /* every rank found the same config error; rank 0 reports it */
-    }
+    if (ctl)
+        rc = agree_on_start(ctl, rc, &err);
     if (rc == DDP_OK)
         rc = comm_mpi_set_timeout(ctl, cfg.ddp.timeout_s, &err);
     if (rc == DDP_OK)

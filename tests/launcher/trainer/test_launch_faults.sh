@@ -8,6 +8,7 @@
 # no stop dropped (the job would train on).
 #  - ddprun killed with SIGKILL mid-run (DDP_TEST_FAULT=kill-launcher): mpirun and every rank must
 #    end within seconds, not train on with parent 1.
+#  - a config file missing on one rank's host only: the job ends at once, that rank naming it.
 # The jobs are long and quiet (no progress lines: a write to a dead ddprun's pipe would end mpirun
 # by SIGPIPE and hide orphans); `timeout -s KILL` bounds a job whose stop was lost.
 source "$(dirname "$0")/../../lib.sh"
@@ -57,6 +58,20 @@ for _ in $(seq 300); do # 30 s: a hang guard, not a measurement
     sleep 0.1
 done
 check "mpirun and the ranks end once ddprun is gone (left: ${left:-none})" [ -z "$left" ]
+# A config file missing on one rank's host only (rank 1's wrapper names a path that does not exist
+# there): the job ends at once with rank 1's own message, not with rank 0 waiting for it in its
+# first collective until the job is killed.
+cat >"$TMP/rank1-elsewhere.sh" <<EOF
+#!/bin/sh
+if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then shift; exec "$DDPRUN_WORKER" "$TMP/not-on-this-host.yaml" "\$@"; fi
+exec "$DDPRUN_WORKER" "\$@"
+EOF
+chmod +x "$TMP/rank1-elsewhere.sh"
+DDPRUN_WORKER="$TMP/rank1-elsewhere.sh" timeout -s KILL 60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/elsewhere" \
+    >"$TMP/elsewhere.log" 2>&1
+rc=$?
+check "a config missing on rank 1's host: the job ends with a usage error (exit 2, got $rc)" [ $rc -eq 2 ]
+check "rank 1 names the missing file" grep -q "rank 1.*not-on-this-host.yaml" "$TMP/elsewhere.log"
 # whatever a failed check left running (this test's processes name $TMP in their arguments)
 left=$(pgrep -f "$TMP/")
 [ -z "$left" ] || kill -KILL $left 2>/dev/null
