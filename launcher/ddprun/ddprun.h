@@ -128,7 +128,8 @@ int ddprun_hosts_check(const char *hosts, const char *hostfile, ddp_err *err);
 int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np);
 /* After a collective deadline named hosts whose ranks did not arrive: the -H list hosts without
  * them into buf (size bytes; buf may be hosts itself) and their remaining slots into *slots_left.
- * False when there is no list, no host named, or no host would be left. */
+ * False when there is no list, no host of it named (the verdict names hosts as the ranks saw their
+ * names: an address or another spelling in the list matches none), or no host would be left. */
 bool ddprun_drop_hosts(const char *hosts, const deadline_verdict *d, char *buf, size_t size, int *slots_left);
 
 /* The per-rank wrapper: runs argv[0] with argv, reports its failure, exits like it. */

@@ -240,7 +240,7 @@ int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np)
     int left = np, most = 0, spread = (np + t.n - 1) / t.n;
     for (int h = 0; h < t.n && left > 0; h++) {
         if (t.h[h].slots == 0) { /* mpirun decides this host's slots: assume an even spread */
-            most = spread;
+            most = spread > most ? spread : most; /* the hosts before it keep what they were given */
             left = 0;
             break;
         }
@@ -255,6 +255,7 @@ int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np)
 bool ddprun_drop_hosts(const char *hosts, const deadline_verdict *d, char *buf, size_t size, int *slots_left)
 {
     size_t at = 0;
+    bool dropped = false;
     *slots_left = 0;
     if (!hosts || d->n_hosts == 0) return false;
     /* a second restart's list is buf itself: read from a copy, never from what is written */
@@ -267,6 +268,7 @@ bool ddprun_drop_hosts(const char *hosts, const deadline_verdict *d, char *buf, 
         bool lost = !ddprun_host_entry(p, len, 1, &name_len, &slots, why, sizeof why); /* checked at the start */
         for (int i = 0; i < d->n_hosts; i++)
             lost = lost || (strlen(d->hosts[i]) == name_len && !strncmp(d->hosts[i], p, name_len));
+        dropped = dropped || lost;
         if (!lost && at + len + 2 < size) {
             at += (size_t)snprintf(buf + at, size - at, "%s%.*s", at ? "," : "", (int)len, p);
             *slots_left += slots;
@@ -274,5 +276,5 @@ bool ddprun_drop_hosts(const char *hosts, const deadline_verdict *d, char *buf, 
         p += len + (p[len] == ',');
     }
     free(from);
-    return at > 0;
+    return dropped && at > 0;
 }
