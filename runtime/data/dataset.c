@@ -433,7 +433,9 @@ static int token_vocab(const char *dir, int64_t *vocab, ddp_err *err)
     return DDP_OK;
 }
 
-int dataset_load_tokens(const char *dir, const char *split, int64_t seq_len, dataset *out, ddp_err *err)
+/* dataset_load_tokens' work; packed: the windows are only for packing's reads (seq_len 1), and
+ * too few tokens are named as packing needs them, not as data.seq_len's. */
+static int load_tokens(const char *dir, const char *split, int64_t seq_len, bool packed, dataset *out, ddp_err *err)
 {
     memset(out, 0, sizeof *out);
     int64_t vocab = 0;
@@ -446,7 +448,10 @@ int dataset_load_tokens(const char *dir, const char *split, int64_t seq_len, dat
     rc = token_shards_open(dir, split, s, err);
     if (!rc)
         rc = token_shards_check_vocab(s, vocab, err);
-    if (!rc && token_shards_windows(s, seq_len) < 1)
+    if (!rc && token_shards_windows(s, seq_len) < 1 && packed)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s/%s_*.bin: %lld token(s); packing needs at least 2 (a token and the next "
+                      "one to predict)", dir, split, (long long)s->total);
+    else if (!rc && token_shards_windows(s, seq_len) < 1)
         rc = ddp_fail(err, DDP_EUSAGE, "%s/%s_*.bin: %lld tokens is less than one window of data.seq_len %lld + 1",
                       dir, split, (long long)s->total, (long long)seq_len);
     if (rc) {
@@ -461,9 +466,14 @@ int dataset_load_tokens(const char *dir, const char *split, int64_t seq_len, dat
     return DDP_OK;
 }
 
+int dataset_load_tokens(const char *dir, const char *split, int64_t seq_len, dataset *out, ddp_err *err)
+{
+    return load_tokens(dir, split, seq_len, false, out, err);
+}
+
 int dataset_load_packed(const char *dir, const char *split, int64_t seq_len, dataset *out, ddp_err *err)
 {
-    int rc = dataset_load_tokens(dir, split, 1, out, err);
+    int rc = load_tokens(dir, split, 1, true, out, err);
     doc_packing *p = rc ? NULL : calloc(1, sizeof *p);
     if (!rc && !p)
         rc = ddp_fail(err, DDP_ERUNTIME, "out of memory packing %s/%s", dir, split);

@@ -3,8 +3,8 @@
  * exactly one row, in order, no row over T; a document longer than T cut into pieces of T, the
  * target across a cut taken from the document; each position's target (the next token of its
  * document where the mask says, else DOC_NO_TARGET), its document bounds, the padding; documents
- * never cross shards, several shards; the rows' target counts; and every malformed file refused
- * with its name and nothing left allocated (ASan). */
+ * never cross shards, several shards; the rows' target counts; every malformed file refused
+ * with its name and nothing left allocated (ASan); a split of one token refused as packing's. */
 #include "tests/check.h"
 
 #include <stdio.h>
@@ -234,6 +234,10 @@ static void test_dataset(void)
         CHECK_EQ_INT(dataset_targets(&d, idx, 2), 20 - 6); /* every successor within its document */
         dataset_free(&d);
     }
+    const int32_t one[] = {1}; /* a split of one token: refused as packing needs it, not as data.seq_len's */
+    write_shard(0, 0, one, 1, mask);
+    CHECK(dataset_load_packed(dir, "train", 10, &d, &err) == DDP_EUSAGE, "a one-token split packed");
+    CHECK_STR_CONTAINS(err.msg, "train_*.bin: 1 token(s); packing needs at least 2");
 }
 
 int main(void)
