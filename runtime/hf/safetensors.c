@@ -92,7 +92,11 @@ static int read_offsets(const entry_ctx *c, const json_node *v, st_tensor *t)
         return entry_fail(c, v, "data_offsets beyond the file: %s", detail);
     }
     uint64_t want;
-    if (__builtin_mul_overflow(t->numel, (uint64_t)dtypes[t->dtype].size, &want) || want != t->end - t->begin) {
+    if (__builtin_mul_overflow(t->numel, (uint64_t)dtypes[t->dtype].size, &want)) {
+        snprintf(detail, sizeof detail, "%llu %s", (unsigned long long)t->numel, dtypes[t->dtype].name);
+        return entry_fail(c, v, "the shape's %s values overflow a byte count", detail);
+    }
+    if (want != t->end - t->begin) {
         snprintf(detail, sizeof detail, "%llu bytes, but its shape of %llu %s values needs %llu",
                  (unsigned long long)(t->end - t->begin), (unsigned long long)t->numel, dtypes[t->dtype].name,
                  (unsigned long long)want);

@@ -140,6 +140,8 @@ static void test_refusals(void)
     refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", data, 8, "tensor w: data_offsets span 8 bytes, but its shape of 3 F32 values needs 12", NULL);
     refused("{\"w\":{\"dtype\":\"BF16\",\"shape\":[2, 2],\"data_offsets\":[0,16]}}", data, 16, "tensor w: data_offsets span 16 bytes, but its shape of 4 BF16 values needs 8", NULL);
     refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,2],\"data_offsets\":[0,8]}}", data, 8, "tensor w: the shape's element count overflows", NULL);
+    refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]}}", data, 0,
+            "tensor w: the shape's 4611686018427387904 F32 values overflow a byte count", NULL);
     refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", data, 8, "tensor w: shape entry \"2.0\" is not a size", NULL);
     refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", data, 8, "tensor w: shape entry \"-2\"", NULL);
     refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[2]}}", data, 8, "tensor w: no data_offsets", NULL);
