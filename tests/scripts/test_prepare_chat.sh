@@ -447,6 +447,16 @@ refused "prompt without completion" "half\.jsonl:1: has \"prompt\" but no \"comp
 bad pclist '{"prompt": "Hi", "completion": ["Hello."]}'
 refused "a completion that is no string" "pclist\.jsonl:1: \"prompt\" and \"completion\" must both be strings" \
     --tokenizer qwen pclist.jsonl
+bad twice "$OK" '{"prompt": "a", "prompt": "b", "completion": "c"}'
+refused "a key twice" "twice\.jsonl:2: key 'prompt' appears twice in one object" --tokenizer qwen twice.jsonl
+bad twicemsg '{"messages": [{"role": "user", "content": "a", "content": "b"}, {"role": "assistant", "content": "c"}]}'
+refused "a message's key twice" "twicemsg\.jsonl:1: key 'content' appears twice" --tokenizer qwen twicemsg.jsonl
+bad surrogate "$OK" '{"prompt": "x\ud800y", "completion": "z"}'
+refused "a lone surrogate" "surrogate\.jsonl:2: \"prompt\" holds a lone surrogate \(\\\\ud800 unpaired\) at character 1" \
+    --tokenizer qwen surrogate.jsonl
+bad surmsg '{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "\udfff"}]}'
+refused "a lone surrogate in a message" "surmsg\.jsonl:1: messages\[1\]: content holds a lone surrogate" \
+    --tokenizer qwen surmsg.jsonl
 bad blank "$OK" "" "$OK"
 refused "a blank line" "blank\.jsonl:2: a blank line" --tokenizer qwen blank.jsonl
 printf '%s\n{"prompt": "caf\xe9", "completion": "x"}\n' "$OK" > utf8.jsonl
