@@ -365,6 +365,16 @@ PY
         fail "hf: merges out of id order: no note: $(cat "$TMP/s-swapped.log")"
     ok "hf: Llama 3's regex with merges out of the order of their ids is another pre-tokenizer (4), with a note"
 
+    python3 - "$ROOT/scripts/prepare-text" <<'PY' || fail "hf: merges_follow_ids on a merge whose pieces do not concatenate to its token"
+import importlib.machinery, sys
+prep = importlib.machinery.SourceFileLoader("prepare_text", sys.argv[1]).load_module()
+follow = prep.HFTokenizer.merges_follow_ids
+# with continuing_subword_prefix "##", the merge a ##b forms "ab": its concatenation is no token
+assert follow({"vocab": {"a": 0, "##b": 1, "ab": 2}, "merges": [["a", "##b"]]}) is False
+assert follow({"vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}) is True
+PY
+    ok "hf: a merge whose pieces do not concatenate to a token (a subword prefix) makes merges not follow the ids"
+
     expect_refusal "a WordPiece decoder" "decoder 'WordPiece' is not supported" \
         "$PREP" --tokenizer "$TMP/wordpiece.json" "$A" "$TMP/h4"
     expect_refusal "ids with no token" "gap\\.json has no token for id [0-9]+ of its [0-9]+ ids" \
