@@ -306,6 +306,19 @@ static bool scalar_has_nul(const yaml_node_t *node)
     return node->type == YAML_SCALAR_NODE && memchr(node->data.scalar.value, '\0', node->data.scalar.length);
 }
 
+/* What parser holds after the document just applied: nothing, or a second document, refused. */
+static int no_second_document(cfg_loader *L, yaml_parser_t *parser, const cfg_src *src, const char *key)
+{
+    yaml_document_t next;
+    if (!yaml_parser_load(parser, &next))
+        return syntax_error(L, parser, *src);
+    yaml_node_t *extra = yaml_document_get_root_node(&next);
+    int rc = extra ? cfg_error(L, cfg_node_pos(src, extra), key, "expected one YAML document, got a second one")
+                   : DDP_OK;
+    yaml_document_delete(&next);
+    return rc;
+}
+
 /* Sets key k from node (a section recurses). */
 static int apply_node(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_node_t *node, int k)
 {
@@ -353,6 +366,13 @@ static int apply_mapping(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, 
             return cfg_error(L, cfg_node_pos(s, key), *section ? section : NULL,
                              "expected a key name, got %s", key->type == YAML_SEQUENCE_NODE ? "a list" : "a mapping");
         const char *name = (const char *)key->data.scalar.value;
+        char shown[128];
+        int tag_rc = cfg_check_tag(L, s, key, *section ? section : NULL);
+        if (!tag_rc && key->tag && strcmp((const char *)key->tag, YAML_STR_TAG))
+            tag_rc = cfg_error(L, cfg_node_pos(s, key), *section ? section : NULL, "key name %.80s tagged %s: a key "
+                               "name is text", name, tag_shown((const char *)key->tag, shown, sizeof shown));
+        if (tag_rc)
+            return tag_rc;
         if (scalar_has_nul(key))
             return cfg_error(L, cfg_node_pos(s, key), *section ? section : NULL,
                              "expected a key name without NUL bytes, got \"%.80s\\0...\"", name);
@@ -401,16 +421,7 @@ static int apply_file_document(cfg_loader *L, yaml_parser_t *parser, yaml_docume
     int rc = cfg_check_tag(L, &src, root, NULL);
     if (rc == DDP_OK)
         rc = apply_mapping(L, &src, doc, root, "");
-    if (rc)
-        return rc;
-    yaml_document_t next;
-    if (!yaml_parser_load(parser, &next))
-        return syntax_error(L, parser, src);
-    yaml_node_t *extra = yaml_document_get_root_node(&next);
-    if (extra)
-        rc = cfg_error(L, cfg_node_pos(&src, extra), NULL, "expected one YAML document, got a second one");
-    yaml_document_delete(&next);
-    return rc;
+    return rc ? rc : no_second_document(L, parser, &src, NULL);
 }
 
 /* The whole file, read up to max_bytes: a larger file, or a FIFO or device that never ends, is
@@ -500,6 +511,10 @@ static int apply_override(cfg_loader *L, int n, const char *text)
         return rc;
     const cfg_src src = {n, (int)(eq - text) + 1};
     const char *value = eq + 1;
+    /* the same text in a file is a plain scalar: here it would begin a document of its own */
+    if ((!strncmp(value, "---", 3) || !strncmp(value, "...", 3)) && strchr(" \t\n", value[3]))
+        return cfg_error(L, (cfg_pos){n, 1, src.col_offset + 1}, cfg_key_at(k)->path, "a value beginning %.3s "
+                         "would begin a YAML document: quote it", value);
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser))
         return ddp_fail(L->err, DDP_ERUNTIME, "override %d: libyaml: cannot initialize parser", n);
@@ -512,7 +527,9 @@ static int apply_override(cfg_loader *L, int n, const char *text)
         cfg_expect(cfg_key_at(k), expect, sizeof expect);
         if (root)
             rc = apply_node(L, &src, &doc, root, k);
-        else
+        if (root && !rc)
+            rc = no_second_document(L, &parser, &src, cfg_key_at(k)->path);
+        else if (!root)
             rc = cfg_error(L, (cfg_pos){n, 1, src.col_offset + 1}, cfg_key_at(k)->path,
                            "expected %s, got nothing", expect);
         yaml_document_delete(&doc);

@@ -201,9 +201,18 @@ static int parse_uint(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, co
     return DDP_OK;
 }
 
+static const char *const yes[] = {"true", "True", "TRUE"}, *const no[] = {"false", "False", "FALSE"};
+
+static bool is_bool_text(const char *t)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(t, yes[i]) || !strcmp(t, no[i]))
+            return true;
+    return false;
+}
+
 static int parse_bool(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key, bool *out)
 {
-    static const char *const yes[] = {"true", "True", "TRUE"}, *const no[] = {"false", "False", "FALSE"};
     const char *t = plain_text(nd);
     for (int i = 0; t && i < 3; i++) {
         if (!strcmp(t, yes[i]) || !strcmp(t, no[i])) {
@@ -212,6 +221,35 @@ static int parse_bool(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, co
         }
     }
     return wrong(L, s, nd, key, "true or false");
+}
+
+/* An explicit !!int, !!float, !!bool or !!null (libyaml gives untagged scalars !!str, and
+ * cfg_check_tag refuses the rest) says what its scalar is: the text must be that, and the key
+ * must take it (!!int a number, !!float a fractional number, !!bool a boolean, !!null a setting
+ * that may be left empty). !!str reads as quoted text in the parsers themselves. */
+static int check_core_tag(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key, key_type type)
+{
+    const char *tag = nd->type == YAML_SCALAR_NODE && nd->tag ? (const char *)nd->tag : YAML_STR_TAG, *what;
+    const char *t = (const char *)(nd->type == YAML_SCALAR_NODE ? nd->data.scalar.value : (yaml_char_t *)"");
+    int64_t v;
+    bool text_is, key_takes;
+    if (!strcmp(tag, YAML_INT_TAG))
+        what = "an integer", text_is = read_int(t, &v) != -1, key_takes = type == KT_INT || type == KT_UINT || type == KT_NUM;
+    else if (!strcmp(tag, YAML_FLOAT_TAG))
+        what = "a number", text_is = looks_numeric(t), key_takes = type == KT_NUM;
+    else if (!strcmp(tag, YAML_BOOL_TAG))
+        what = "true or false", text_is = is_bool_text(t), key_takes = type == KT_BOOL;
+    else if (!strcmp(tag, YAML_NULL_TAG))
+        what = "nothing", text_is = is_null(nd), key_takes = type == KT_OPT_PATH || type == KT_COMMAND;
+    else
+        return DDP_OK;
+    const char *shown = strrchr(tag, ':') + 1;
+    if (!text_is)
+        return cfg_error(L, cfg_node_pos(s, nd), key, "tagged !!%s, but \"%.80s\" is not %s", shown, t, what);
+    if (!key_takes)
+        return cfg_error(L, cfg_node_pos(s, nd), key, "tagged !!%s, a kind of value this setting does not take",
+                         shown);
+    return DDP_OK;
 }
 
 /* Any scalar style; the text itself (quoted "123" and plain 123 are the same path). */
@@ -290,6 +328,8 @@ static int parse_hidden(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, c
         snprintf(elem_key, sizeof elem_key, "%s[%ld]", k->path, i);
         int rc = cfg_check_tag(L, s, item, elem_key);
         if (!rc)
+            rc = check_core_tag(L, s, item, elem_key, KT_INT);
+        if (!rc)
             rc = parse_int(L, s, item, elem_key, k->imin, k->imax, &sizes[i]);
         if (rc)
             return rc;
@@ -316,6 +356,8 @@ static int parse_betas(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, co
         yaml_node_t *item = yaml_document_get_node(doc, nd->data.sequence.items.start[i]);
         snprintf(elem_key, sizeof elem_key, "%s[%d]", k->path, i);
         int rc = cfg_check_tag(L, s, item, elem_key);
+        if (!rc)
+            rc = check_core_tag(L, s, item, elem_key, KT_NUM);
         if (!rc)
             rc = parse_num(L, s, item, elem_key, NR_UNIT, &b[i]);
         if (rc)
@@ -356,6 +398,9 @@ int cfg_parse_value(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_
                     const cfg_key *k)
 {
     char *field = (char *)L->c + k->off;
+    int tagged = check_core_tag(L, s, nd, k->path, k->type);
+    if (tagged)
+        return tagged;
     switch (k->type) {
     case KT_INT: return parse_int(L, s, nd, k->path, k->imin, k->imax, (int64_t *)field);
     case KT_UINT: return parse_uint(L, s, nd, k->path, (uint64_t *)field);

@@ -152,6 +152,31 @@ typedef struct resolved {
 } resolved;
 
 /* replace_file_stream's writer */
+/* The length of the well-formed UTF-8 sequence at p (2 to 4 bytes: no overlong form, surrogate or
+ * code point past U+10FFFF), or 0. */
+static int utf8_sequence(const unsigned char *p)
+{
+    int n = p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3 : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
+    unsigned lo = p[0] == 0xE0 ? 0xA0 : p[0] == 0xF0 ? 0x90 : 0x80, hi = p[0] == 0xED ? 0x9F : p[0] == 0xF4 ? 0x8F : 0xBF;
+    for (int i = 1; i < n; i++)
+        if (p[i] < (i == 1 ? lo : 0x80) || p[i] > (i == 1 ? hi : 0xBF))
+            return 0;
+    return n;
+}
+
+/* text in a YAML comment: printable ASCII and well-formed UTF-8 as they are, any other byte (a
+ * newline would end the comment, Latin-1 fails YAML's UTF-8) as \xNN, so the file reads again. */
+static void put_comment_text(FILE *f, const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p;) {
+        int n = *p >= 0x80 ? utf8_sequence(p) : *p >= 0x20 && *p < 0x7f ? 1 : 0;
+        if (n)
+            fwrite(p, 1, (size_t)n, f), p += n;
+        else
+            fprintf(f, "\\x%02X", *p++);
+    }
+}
+
 static int write_to(FILE *f, void *ctx, ddp_err *err)
 {
     const config *c = ((const resolved *)ctx)->c;
@@ -159,8 +184,9 @@ static int write_to(FILE *f, void *ctx, ddp_err *err)
     writer w;
     if (!yaml_emitter_initialize(&w.em))
         return ddp_fail(err, DDP_ERUNTIME, "%s: libyaml: cannot initialize emitter", path);
-    fprintf(f, "# ddprun resolved config: every key, defaults included (from %s)\n",
-            c->source[0] ? c->source : "defaults");
+    fputs("# ddprun resolved config: every key, defaults included (from ", f);
+    put_comment_text(f, c->source[0] ? c->source : "defaults");
+    fputs(")\n", f);
     yaml_emitter_set_output_file(&w.em, f);
     yaml_emitter_set_unicode(&w.em, 1);
     yaml_emitter_set_width(&w.em, -1); /* never fold long paths */

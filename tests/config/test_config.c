@@ -70,6 +70,12 @@ static void test_bad_overrides(void)
                 "expected an integer");
     expect_fail(NULL, 1, (char *[]){"optimizer.lr="}, "<override 1>:1:14: optimizer.lr:", "got nothing");
     expect_fail(NULL, 1, (char *[]){"device=gpu"}, "<override 1>:1:8: device:", "got \"gpu\"");
+    /* an override is one value: a second document after it, or a value that would begin one, is
+     * refused, not cut short or read otherwise than the same text in a file */
+    expect_fail(NULL, 1, (char *[]){"optimizer.lr=0.5\n---\n0.2"}, "<override 1>:1:22: optimizer.lr:",
+                "expected one YAML document, got a second one");
+    expect_fail(NULL, 1, (char *[]){"run.dir=--- x"}, "<override 1>:1:9: run.dir:",
+                "a value beginning --- would begin a YAML document: quote it");
     /* libyaml reports the unclosed flow list at the end of the text: column 4 of "[1,2" */
     expect_fail(NULL, 1, (char *[]){"model.mlp.hidden=[1,2"}, "<override 1>:1:22: YAML syntax error", NULL);
     /* contradictions are reported at the later of the two keys */
@@ -204,7 +210,21 @@ static void test_round_trip(void)
     CHECK(config_load(fixture("minimal.yaml"), 1, (char *[]){"checkpoint.resume=/ckpt/a b.ddp"}, &c, &err) == DDP_OK,
           "%s", err.msg);
     round_trip(&c, dir);
-    char path[4096];
+    /* a config whose file name YAML cannot hold (Latin-1, a newline, a control byte): the resolved
+     * file's comment that names it must not stop it reading again */
+    char path[4096], odd[4096], text[8192];
+    FILE *in = fopen(fixture("minimal.yaml"), "rb");
+    size_t n = in ? fread(text, 1, sizeof text, in) : 0;
+    if (in)
+        fclose(in);
+    snprintf(odd, sizeof odd, "%s/caf\xe9\nb: 1\x01.yaml", dir);
+    FILE *out = fopen(odd, "wb");
+    CHECK(out && fwrite(text, 1, n, out) == n && n > 0, "copy minimal.yaml to %s", odd);
+    if (out)
+        fclose(out);
+    CHECK(config_load(odd, 0, NULL, &c, &err) == DDP_OK, "%s", err.msg);
+    round_trip(&c, dir);
+    unlink(odd);
     snprintf(path, sizeof path, "%s/resolved.yaml", dir);
     unlink(path);
     rmdir(dir);

@@ -2,8 +2,9 @@
  * than CFG_MAX_DEPTH (100,000 nested lists in a file, and in an override) is refused naming where;
  * a file over CFG_MAX_FILE_BYTES is refused, and so is an endless stream (a FIFO that a writer
  * keeps filling), read only up to the limit; `!!str 32` is the string "32" (an integer key
- * refuses it like "32" in quotes), `!!int "32"` the integer, an unknown tag is refused. Each case
- * can be run alone: test_config_limits CASE. */
+ * refuses it like "32" in quotes), `!!int "32"` the integer, an unknown tag is refused, on a key
+ * name too; !!int, !!float, !!bool and !!null whose text is not that, or on a key that does not
+ * take that kind of value, are refused. Each case can be run alone: test_config_limits CASE. */
 #include "tests/check.h"
 #include "config/config.h"
 
@@ -130,6 +131,29 @@ static void test_tags(void)
     expect_refused(write_file("seq_map.yaml", text, strlen(text)), 0, NULL, "model:", "tagged !!seq");
     expect_refused(NULL, 1, (char *[]){"train.epochs=!!str 3"}, "<override 1>:1:14: train.epochs:",
                    "(quoted, so a string)");
+    /* a core tag says what its scalar is: the text must be that, and the key must take it */
+    static const char *const refused[][3] = {
+        {"train: {epochs: !!float 7}\n", ":3:17: train.epochs:", "tagged !!float, a kind of value this setting"},
+        {"train: {epochs: !!null 7}\n", "train.epochs:", "tagged !!null, but \"7\" is not nothing"},
+        {"train: {eval: !!int true}\n", "train.eval:", "tagged !!int, but \"true\" is not an integer"},
+        {"optimizer: {lr: !!int 0.5}\n", "optimizer.lr:", "tagged !!int, but \"0.5\" is not an integer"},
+        {"device: !!bool cpu\n", "device:", "tagged !!bool, but \"cpu\" is not true or false"},
+        {"run: {dir: !!null x}\n", "run.dir:", "tagged !!null, but \"x\" is not nothing"},
+        {"train: {!foo epochs: 7}\n", "train:", "unsupported tag !foo"},
+        {"optimizer: {!!binary lr: 0.5}\n", "optimizer:", "unsupported tag !!binary"},
+        {"train: {!!int epochs: 7}\n", "train:", "key name epochs tagged !!int: a key name is text"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(text, sizeof text, "%s%s", base, refused[i][0]);
+        expect_refused(write_file("core_tag.yaml", text, strlen(text)), 0, NULL, refused[i][1], refused[i][2]);
+    }
+    expect_refused(NULL, 1, (char *[]){"model.mlp.hidden=[8, !!float 8]"}, "<override 1>:1:22: model.mlp.hidden[1]:",
+                   "tagged !!float");
+    snprintf(text, sizeof text, "%soptimizer: {lr: !!float 5e-1, betas: [!!float 0.5, !!int 0]}\n"
+             "train: {epochs: !!int 7, eval: !!bool false}\ncheckpoint: {init_from: !!null ~}\n", base);
+    CHECK(config_load(write_file("core_tags.yaml", text, strlen(text)), 0, NULL, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(c.optimizer.lr == 0.5 && c.train.epochs == 7 && !c.train.eval && !c.checkpoint.init_from[0],
+          "core tags that say what the value is and the key takes are read as the plain values");
 }
 
 int main(int argc, char **argv)
