@@ -53,11 +53,11 @@ DDP_TEST_FAULT=stop:0:10 ddp -np 4 -H h1:4 "${NS_MPI[@]}" "$SMALL" run.dir="$NS_
     >"$TMP/res1.log" 2>&1
 check "the first part stops at step 10 with a checkpoint (exit $?)" \
     [ -f "$NS_STORE/h1/res/checkpoints/ckpt-00000010.ddp" ]
-ddp -np 4 -H h1:1,h2:3 "${NS_MPI[@]}" "$SMALL" run.dir="$NS_RUNROOT/res" "${STEPS[@]}" \
+ddp -np 4 -H h1:1,h2:3 "${NS_MPI[@]}" "$SMALL" run.dir="$NS_RUNROOT/res" "${STEPS[@]}" checkpoint.resume=auto \
     >"$TMP/res2.log" 2>&1
 rc=$?
 check "resumed with ranks 1-3 on h2, which has no copy of the checkpoint (exit $rc)" [ $rc -eq 0 ]
-check "... from step 10" grep -q "step 10" "$TMP/res2.log"
+check "... from step 10" grep -q "resumed from .*ckpt-00000010.ddp: step 10" "$TMP/res2.log"
 check "... h2 never saw a checkpoint" [ ! -d "$NS_STORE/h2/res/checkpoints" ]
 check "... and ends bit-identical to the uninterrupted run" \
     "$DDPRUN" ckpt diff "$(last_ckpt "$TMP/one")" "$(last_ckpt "$NS_STORE/h1/res")"
