@@ -391,13 +391,28 @@ static int apply_mapping(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, 
     return DDP_OK;
 }
 
+/* Where the byte libyaml's reader stopped at lies in the text parsed (always a string here): its
+ * line, and its column in characters, as a mark. */
+static yaml_mark_t offset_mark(const yaml_parser_t *p)
+{
+    yaml_mark_t m = {.index = p->problem_offset};
+    const unsigned char *t = p->input.string.start, *end = p->input.string.end;
+    for (size_t i = 0; t && i < p->problem_offset && t + i < end; i++) {
+        if (t[i] == '\n')
+            m.line++, m.column = 0;
+        else if ((t[i] & 0xC0) != 0x80) /* a character's first byte */
+            m.column++;
+    }
+    return m;
+}
+
 static int syntax_error(const cfg_loader *L, const yaml_parser_t *p, cfg_src s)
 {
     if (p->error == YAML_MEMORY_ERROR)
         return ddp_fail(L->err, DDP_ERUNTIME, "%s: libyaml: out of memory",
                         s.source ? "override" : L->file);
     if (p->error == YAML_READER_ERROR) /* bad encoding: libyaml gives a byte offset, no mark */
-        return cfg_error(L, (cfg_pos){s.source, 1, 1}, NULL, "YAML read error at byte %zu: %s",
+        return cfg_error(L, mark_pos(&s, offset_mark(p)), NULL, "YAML read error at byte %zu: %s",
                          p->problem_offset, p->problem ? p->problem : "unknown");
     cfg_pos at = mark_pos(&s, p->problem_mark);
     cfg_pos ctx = mark_pos(&s, p->context_mark);

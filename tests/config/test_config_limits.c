@@ -4,7 +4,8 @@
  * keeps filling), read only up to the limit; `!!str 32` is the string "32" (an integer key
  * refuses it like "32" in quotes), `!!int "32"` the integer, an unknown tag is refused, on a key
  * name too; !!int, !!float, !!bool and !!null whose text is not that, or on a key that does not
- * take that kind of value, are refused. Each case can be run alone: test_config_limits CASE. */
+ * take that kind of value, are refused; a byte that is not UTF-8 is named at its line and column.
+ * Each case can be run alone: test_config_limits CASE. */
 #include "tests/check.h"
 #include "config/config.h"
 
@@ -102,6 +103,14 @@ static void test_endless_stream(void)
     waitpid(pid, NULL, 0);
 }
 
+/* A byte that is not UTF-8 is named at its line and column (libyaml gives only its offset). */
+static void test_bad_encoding(void)
+{
+    static const char text[] = "model: {}\ndata: {}\ntrain:\n  epochs: 3\n  eval: true\nrun: {dir: 'caf\xff'}\n";
+    expect_refused(write_file("bad_utf8.yaml", text, strlen(text)), 0, NULL, "bad_utf8.yaml:6:16:",
+                   "YAML read error at byte 66: invalid leading UTF-8 octet");
+}
+
 static void test_tags(void)
 {
     static const char base[] = "model: {}\ndata: {}\n";
@@ -170,6 +179,8 @@ int main(int argc, char **argv)
         test_endless_stream();
     if (!only || !strcmp(only, "tags"))
         test_tags();
+    if (!only || !strcmp(only, "encoding"))
+        test_bad_encoding();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
