@@ -1,5 +1,6 @@
-/* comm.c — backend-independent facts about the communicator's element types and reductions:
- * sizes and the names nccl-tests prints. It must not talk to MPI or NCCL. */
+/* comm.c — backend-independent facts about the communicator's element types and reductions
+ * (sizes, the names nccl-tests prints), and the one agreement built on any backend's collectives
+ * (comm_first_failure). It must not talk to MPI or NCCL itself. */
 #include "comm.h"
 
 #include <stdint.h>
@@ -62,4 +63,17 @@ double comm_dtype_load(const void *b, size_t i, comm_dtype dt)
     case DT_INT64: return (double)((const int64_t *)b)[i];
     default: return (double)((const uint64_t *)b)[i];
     }
+}
+
+int comm_first_failure(comm *c, int32_t mine, int32_t *first, int32_t *status, ddp_err *err)
+{
+    int32_t me = mine != DDP_OK ? c->rank : INT32_MAX, lowest = INT32_MAX;
+    *first = -1;
+    *status = mine;
+    int rc = c->ops->allreduce(c, &me, &lowest, 1, DT_INT32, OP_MIN, NULL, err);
+    if (rc == DDP_OK && lowest != INT32_MAX)
+        rc = c->ops->broadcast(c, status, 1, DT_INT32, lowest, NULL, err);
+    if (rc == DDP_OK && lowest != INT32_MAX)
+        *first = lowest;
+    return rc;
 }

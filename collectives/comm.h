@@ -72,6 +72,11 @@ const char *comm_op_name(comm_op op);       /* sum prod min max avg */
 double comm_dtype_load(const void *buf, size_t i, comm_dtype dt);
 void comm_dtype_store(void *buf, size_t i, comm_dtype dt, double v);
 
+/* Every rank's verdict on a step each rank took alone (mine: this rank's status), over a
+ * communicator of host buffers (the MPI backend): *first gets the lowest rank that failed (-1:
+ * none) and *status that rank's status. Returns the agreement's own error, else DDP_OK. Collective. */
+int comm_first_failure(comm *c, int32_t mine, int32_t *first, int32_t *status, ddp_err *err);
+
 /* MPI backend over MPI_COMM_WORLD (MPI must be initialised). Host buffers. */
 int comm_mpi_create(comm **out, ddp_err *err);
 /* Collective: from now on every collective of c that is waited for longer than timeout_s (> 0;

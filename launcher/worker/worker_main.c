@@ -176,14 +176,12 @@ static int check_srun_task(const comm *ctl, ddp_err *err)
  * same config). */
 static int agree_on_start(comm *ctl, int mine, ddp_err *err)
 {
-    int32_t me = mine != DDP_OK ? ctl->rank : INT32_MAX, first = INT32_MAX, status = mine;
+    int32_t first, status;
     ddp_err e = {0};
-    int rc = ctl->ops->allreduce(ctl, &me, &first, 1, DT_INT32, OP_MIN, NULL, &e);
-    if (rc == DDP_OK && first != INT32_MAX)
-        rc = ctl->ops->broadcast(ctl, &status, 1, DT_INT32, first, NULL, &e);
+    int rc = comm_first_failure(ctl, mine, &first, &status, &e);
     if (rc != DDP_OK)
         return mine != DDP_OK ? mine : ddp_fail(err, rc, "%s", e.msg);
-    if (first == INT32_MAX)
+    if (first < 0)
         return DDP_OK;
     if (mine == DDP_OK || (first == 0 && ctl->rank != 0))
         err->msg[0] = '\0';
