@@ -144,18 +144,28 @@ static void test_export(void)
     m->ops->destroy(m);
 }
 
+/* tmp/sub/config.json holding config (freed here); dir (600 bytes) gets tmp/sub. */
+static void write_config(const char *sub, char *config, char *dir)
+{
+    char path[700];
+    snprintf(dir, 600, "%s/%s", tmp, sub);
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (f) {
+        fputs(config, f);
+        fclose(f);
+    }
+    free(config);
+}
+
 /* hf-llama-tiny's config.json (whose rope_scaling is one line) with rope_scaling `value`: refused
  * naming needle, or (needle NULL) read unstretched. */
 static void rope_scaling_as(const char *value, const char *needle)
 {
-    char *config = config_with(plain.dir, "rope_scaling", value), dir[600], path[700];
-    snprintf(dir, sizeof dir, "%s/config", tmp);
-    mkdir(dir, 0777);
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    fputs(config, f);
-    fclose(f);
-    free(config);
+    char dir[600];
+    write_config("config", config_with(plain.dir, "rope_scaling", value), dir);
     llama_shape s;
     ddp_err err = {0};
     int rc = llama_hf_read_shape(&llama_family_llama, dir, &s, &err);
@@ -215,19 +225,12 @@ static char *with_line(char *text, const char *key, const char *line)
  * rope_parameters `value` in their place, or (root_theta not NULL) rope_theta kept with that value. */
 static int read_v5(const char *value, const char *root_theta, llama_shape *s, ddp_err *err)
 {
-    char line[1024], dir[600], path[700];
+    char line[1024], dir[600];
     if (root_theta)
         snprintf(line, sizeof line, "  \"rope_theta\": %s,\n", root_theta);
     char *config = with_line(fixture_config(plain.dir), "rope_theta", root_theta ? line : "");
     snprintf(line, sizeof line, "  \"rope_parameters\": %s,\n", value);
-    config = with_line(config, "rope_scaling", line);
-    snprintf(dir, sizeof dir, "%s/config5", tmp);
-    mkdir(dir, 0777);
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    fputs(config, f);
-    fclose(f);
-    free(config);
+    write_config("config5", with_line(config, "rope_scaling", line), dir);
     *err = (ddp_err){0};
     return llama_hf_read_shape(&llama_family_llama, dir, s, err);
 }
