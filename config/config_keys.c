@@ -194,10 +194,10 @@ static const cfg_key keys_after_models[] = {
     {.path = "checkpoint.resume", .type = KT_RESUME, .def = "auto",
      .doc = "`auto`: newest valid checkpoint in `checkpoint.dir` (after `checkpoint.download_cmd` when there "
             "is none), else start fresh; `never`: start fresh; a path: that checkpoint. `never` or a path is "
-            "refused on a job's first attempt while `checkpoint.dir` holds checkpoints beyond the step it starts "
-            "from, naming them: a restart would resume those, and pruning keep them before the run's own "
-            "(docs/checkpoint-format.md). A restart (`ddprun --max-restarts`) resumes its own newest checkpoint "
-            "whatever this says."},
+            "refused on a job's first attempt while `checkpoint.dir` holds checkpoints a restart would resume "
+            "instead (any; for a path in it, those beyond its step), naming them: pruning would also keep them "
+            "before the run's own (docs/checkpoint-format.md). A restart (`ddprun --max-restarts`) resumes its own "
+            "newest checkpoint whatever this says."},
     {.path = "checkpoint.signal", .type = KT_SIGNAL, .choices = cfg_signal_names, .def = "SIGUSR1",
      .doc = "Signal ddprun sends the ranks when it receives SIGTERM/SIGINT (mpirun forwards only "
             "SIGUSR1/SIGUSR2). A rank treats SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 alike: checkpoint and stop."},

@@ -532,8 +532,8 @@ static int train_job_run(const config *cfg, comm *ctl, notice_watch *notice, ddp
     int rc = open_job(&t, notice, &consumed, err);
     if (rc == DDP_OK) {
         if (t.step >= t.total_steps)
-            log_info("nothing to train: %s already holds step %lld of %lld; use a new run.dir, "
-                     "checkpoint.resume=never, or more train.epochs / train.max_steps", cfg->run.dir,
+            log_info("nothing to train: %s already holds step %lld of %lld; use a new run.dir, or more "
+                     "train.epochs / train.max_steps", cfg->run.dir,
                      (long long)t.step, (long long)t.total_steps);
         rc = train_loop(&t, consumed, &stop, err);
     }

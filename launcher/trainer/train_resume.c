@@ -11,6 +11,7 @@
  * (train_shard_read_own, each piece's CRC checked as it is read); a set that a rank finds damaged
  * is named and the previous one tried, as ckpt_find_latest does, and a single file ends the walk
  * (read whole as above). Must not decide the file format (ckpt.c) or when to save (train_ckpt.c). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,9 +39,9 @@ static int refuse_other_settings(const train_job *t, const char *saved, size_t l
     bool text = saved != NULL;
     if (config_settings_changes(saved, len, t->cfg, changes, sizeof changes) > 0)
         return ddp_fail(err, DDP_EUSAGE, "%s was saved with other settings than this run's: %s; resume it with the "
-                        "settings it was saved with, or set checkpoint.resume: never", used, changes);
+                        "settings it was saved with, or start fresh in another checkpoint.dir", used, changes);
     return ddp_fail(err, DDP_EUSAGE, "%s was saved by a run with different model, data or optimizer settings%s; "
-                    "resume it with the same config, or set checkpoint.resume: never", used,
+                    "resume it with the same config, or start fresh in another checkpoint.dir", used,
                     text ? "" : " (it does not record which: it was saved before checkpoints held their settings)");
 }
 
@@ -51,33 +52,51 @@ static int check_saved(const train_job *t, const ckpt_header *h, const char *set
 {
     if (strcmp(h->model, t->m->description) != 0)
         return ddp_fail(err, DDP_EUSAGE, "%s: checkpoint was written for %s, this run builds %s; resume with the "
-                        "model settings it was written with, or set checkpoint.resume: never", used, h->model,
+                        "model settings it was written with, or start fresh in another checkpoint.dir", used, h->model,
                         t->m->description);
     return h->config_hash != config_hash(t->cfg) ? refuse_other_settings(t, settings, len, used, err) : DDP_OK;
 }
 
-/* Rank 0, on a job's first attempt that starts after step `from` (-1: fresh) without taking
- * checkpoint.dir's newest (checkpoint.resume: never, or a path): checkpoints there beyond `from`
- * are another line of training's, which a restart would resume and pruning would keep before
- * this run's own. Refused, naming them; nothing is removed. */
-static int refuse_other_line(const train_job *t, int64_t from, ddp_err *err)
+/* Whether the checkpoint at path (a file, or a set's directory) lies in directory dir. */
+static bool lies_in(const char *path, const char *dir)
+{
+    char parent[CKPT_PATH_MAX], a[PATH_MAX], b[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", path);
+    size_t n = strlen(parent);
+    while (n > 1 && parent[n - 1] == '/')
+        parent[--n] = '\0';
+    char *slash = strrchr(parent, '/');
+    if (!slash)
+        snprintf(parent, sizeof parent, ".");
+    else
+        slash[slash == parent] = '\0'; /* "/ckpt" keeps its root */
+    return realpath(parent, a) && realpath(dir, b) && !strcmp(a, b);
+}
+
+/* Rank 0, on a job's first attempt that does not take checkpoint.dir's newest: a fresh start
+ * (checkpoint.resume: never; path NULL) or checkpoint.resume's path at step `from`. Checkpoints
+ * in checkpoint.dir that a restart would resume instead (all of them, or those beyond `from` when
+ * path lies there) are another line of training's, which pruning would also keep before this
+ * run's own. Refused, naming them; nothing is removed. */
+static int refuse_other_line(const train_job *t, const char *path, int64_t from, ddp_err *err)
 {
     const char *dir = t->ckpt->dir;
     if (t->ckpt->restart_count > 0)
         return DDP_OK; /* what a restart finds there is this run's own, an unfinished save's included */
     int n;
-    char newest[256], start[64];
+    char newest[256], start[CKPT_PATH_MAX + 64];
     ddp_err unlisted = {0}; /* nothing a restart could take either: train_ckpt_check_dir names why */
-    if (ckpt_count_beyond(dir, from, &n, newest, sizeof newest, &unlisted) != DDP_OK || n == 0)
+    int64_t beyond = path && lies_in(path, dir) ? from : -1;
+    if (ckpt_count_beyond(dir, beyond, &n, newest, sizeof newest, &unlisted) != DDP_OK || n == 0)
         return DDP_OK;
-    if (from < 0)
-        snprintf(start, sizeof start, "a fresh start (checkpoint.resume: never)");
+    if (!path)
+        snprintf(start, sizeof start, "this fresh start (checkpoint.resume: never)");
     else
-        snprintf(start, sizeof start, "step %lld, where checkpoint.resume starts", (long long)from);
-    return ddp_fail(err, DDP_EUSAGE, "checkpoint.dir %s holds %d checkpoint(s) beyond %s, the newest %s: a restart "
-                    "would resume them and pruning would keep them before this run's own; move them out of %s or "
-                    "set another checkpoint.dir (checkpoint.resume: auto continues from the newest)", dir, n, start,
-                    newest, dir);
+        snprintf(start, sizeof start, "step %lld of %s", (long long)from, path);
+    return ddp_fail(err, DDP_EUSAGE, "checkpoint.dir %s holds %d checkpoint(s) that a restart would resume instead "
+                    "of %s (the newest %s), and that pruning would keep before this run's own; move them out of %s "
+                    "or set another checkpoint.dir (checkpoint.resume: auto continues from its newest)", dir, n,
+                    start, newest, dir);
 }
 
 /* A header's fields a resume uses, in the order HDR_* gives them. */
@@ -136,7 +155,7 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
     bool text = saved && saved->dtype == CKPT_U8 && saved->ndim == 1;
     rc = check_saved(t, &ck.hdr, text ? saved->data : NULL, text ? saved->nbytes : 0, used, err);
     if (rc == DDP_OK && from_path)
-        rc = refuse_other_line(t, ck.hdr.step, err);
+        rc = refuse_other_line(t, used, ck.hdr.step, err);
     if (rc == DDP_OK)
         rc = copy_tensors(t, &ck, used, host, err);
     header_fields(&ck.hdr, hdr);
@@ -271,7 +290,7 @@ static int32_t lead_walk(train_job *t, int64_t *hdr, char *used, ddp_err *err)
         snprintf(used, CKPT_PATH_MAX, "%s", cfg->checkpoint.resume_path);
         outcome = try_set(&w, used, true, err);
         if (outcome == DDP_OK)
-            outcome = refuse_other_line(t, hdr[HDR_STEP], err);
+            outcome = refuse_other_line(t, used, hdr[HDR_STEP], err);
     }
     if (w.refused)
         outcome = w.refused, *err = w.refusal;
@@ -370,7 +389,7 @@ int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
 {
     *consumed = 0;
     if (t->cfg->checkpoint.resume == RESUME_NEVER && t->ckpt->restart_count == 0) {
-        int32_t mine = t->ctl->rank == 0 ? refuse_other_line(t, -1, err) : DDP_OK;
+        int32_t mine = t->ctl->rank == 0 ? refuse_other_line(t, NULL, -1, err) : DDP_OK;
         int rc = train_agree(t, mine, "start fresh in checkpoint.dir", err);
         return rc == DDP_OK ? train_init_from(t, err) : rc;
     }

@@ -401,10 +401,12 @@ int ckpt_count_beyond(const char *dir, int64_t step, int *count, char *newest, s
     int rc = list_ckpts(dir, &e, &n, err);
     if (rc)
         return rc == CKPT_NONE ? DDP_OK : rc;
-    for (int i = 0; i < n; i++)
-        *count += e[i].step > step;
-    if (*count > 0)
-        snprintf(newest, size, "%s", e[0].name); /* newest first */
+    for (int i = 0; i < n; i++) {
+        if (!e[i].committed || e[i].step <= step)
+            continue;
+        if ((*count)++ == 0)
+            snprintf(newest, size, "%s", e[i].name); /* newest first */
+    }
     free(e);
     return DDP_OK;
 }

@@ -119,8 +119,9 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
 void ckpt_prune_after_save(const char *dir, int keep_last, const char *keep_path, const char *const held[],
                            int n_held);
 
-/* The checkpoints in dir (files, and sets with or without a manifest) at steps above `step`:
- * *count of them, and the newest's name in newest (size bytes). *count 0 when dir does not exist. */
+/* The checkpoints in dir (files, and committed sets: what a resume or a prune takes) at steps above
+ * `step`: *count of them, and the newest's name in newest (size bytes). *count 0 when dir does not
+ * exist. */
 int ckpt_count_beyond(const char *dir, int64_t step, int *count, char *newest, size_t size, ddp_err *err);
 
 /* Reads and verifies the whole file (magic, version, header CRC, table sanity, sizes against the

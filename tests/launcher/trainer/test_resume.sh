@@ -159,23 +159,32 @@ check "format version 1: ckpt info reports it unreadable (rc $rc)" [ $rc -eq 1 ]
 check "format version 1: ckpt info says why" grep -qF "unsupported format version 1" "$TMP/v1-info.log"
 
 # A first attempt that does not continue checkpoint.dir's newest checkpoint (checkpoint.resume: a
-# path, or never) into a checkpoint.dir holding checkpoints beyond where it starts is refused
-# naming them, and they are left as they were: a restart would resume them, and pruning would
-# keep them before the run's own. The dir's newest is resumed as ever.
+# path, or never) into a checkpoint.dir holding checkpoints a restart would resume instead (those
+# beyond the path's step when it lies there, else any) is refused naming them, and they are left
+# as they were: pruning would also keep them before the run's own. The dir's newest is resumed
+# as ever, and a set without a manifest (a save that did not finish) counts for nothing.
 ref=$TMP/ref1
 sums=$(cd "$ref/checkpoints" && ls && cksum ckpt-*)
 worker 1 "$ref" "${COMMON[@]}" checkpoint.resume="$ref/checkpoints/ckpt-00000015.ddp" >"$TMP/rollback.log" 2>&1
 rc=$?
 check "resume of an older checkpoint of checkpoint.dir: refused as a usage error (rc $rc)" [ $rc -eq 2 ]
-check "the refusal names how many lie beyond and the newest" grep -qF \
-    "holds 2 checkpoint(s) beyond step 15, where checkpoint.resume starts, the newest ckpt-00000040.ddp" "$TMP/rollback.log"
+check "the refusal names how many a restart would take instead, and the newest" grep -qF \
+    "holds 2 checkpoint(s) that a restart would resume instead of step 15 of $ref/checkpoints/ckpt-00000015.ddp (the newest ckpt-00000040.ddp)" \
+    "$TMP/rollback.log"
 worker 1 "$ref" "${COMMON[@]}" checkpoint.resume=never >"$TMP/fresh-over.log" 2>&1
 rc=$?
 check "a fresh start into a checkpoint.dir holding checkpoints: refused as a usage error (rc $rc)" [ $rc -eq 2 ]
-check "the refusal names them" grep -qF "holds 3 checkpoint(s) beyond a fresh start (checkpoint.resume: never)" \
+check "the refusal names them" grep -qF \
+    "holds 3 checkpoint(s) that a restart would resume instead of this fresh start (checkpoint.resume: never)" \
     "$TMP/fresh-over.log"
+worker 1 "$ref" "${COMMON[@]}" checkpoint.resume="$TMP/ref2/checkpoints/ckpt-00000015.ddp" >"$TMP/elsewhere.log" 2>&1
+rc=$?
+check "a path outside checkpoint.dir, which holds checkpoints: refused whatever their steps (rc $rc)" [ $rc -eq 2 ]
+check "the refusal counts every one" grep -qF "holds 3 checkpoint(s) that a restart would resume instead of step 15" \
+    "$TMP/elsewhere.log"
 check "the refused runs left checkpoint.dir as it was" [ "$(cd "$ref/checkpoints" && ls && cksum ckpt-*)" = "$sums" ]
+mkdir "$ref/checkpoints/ckpt-00000045" # a set whose save did not finish: no manifest
 worker 1 "$ref" "${COMMON[@]}" train.max_steps=41 checkpoint.resume="$ref/checkpoints/ckpt-00000040.ddp" \
     >"$TMP/newest.log" 2>&1
-check "resume of checkpoint.dir's newest by its path still runs (exit $?)" [ $? -eq 0 ]
+check "resume of checkpoint.dir's newest by its path still runs, beside an unfinished set (exit $?)" [ $? -eq 0 ]
 finish
