@@ -153,23 +153,37 @@ typedef struct resolved {
 
 /* replace_file_stream's writer */
 /* The length of the well-formed UTF-8 sequence at p (2 to 4 bytes: no overlong form, surrogate or
- * code point past U+10FFFF), or 0. */
-static int utf8_sequence(const unsigned char *p)
+ * code point past U+10FFFF) and its code point in *cp, or 0. */
+static int utf8_sequence(const unsigned char *p, unsigned *cp)
 {
     int n = p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3 : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
     unsigned lo = p[0] == 0xE0 ? 0xA0 : p[0] == 0xF0 ? 0x90 : 0x80, hi = p[0] == 0xED ? 0x9F : p[0] == 0xF4 ? 0x8F : 0xBF;
-    for (int i = 1; i < n; i++)
+    *cp = n ? p[0] & (0x7F >> n) : 0;
+    for (int i = 1; i < n; i++) {
         if (p[i] < (i == 1 ? lo : 0x80) || p[i] > (i == 1 ? hi : 0xBF))
             return 0;
+        *cp = *cp << 6 | (p[i] & 0x3F);
+    }
     return n;
 }
 
-/* text in a YAML comment: printable ASCII and well-formed UTF-8 as they are, any other byte (a
- * newline would end the comment, Latin-1 fails YAML's UTF-8) as \xNN, so the file reads again. */
+/* Whether YAML reads code point cp (above U+007F) as a printable character of a comment: not a C1
+ * control, a line break (U+0085, U+2028, U+2029), the byte order mark or a non-character. */
+static bool comment_char(unsigned cp)
+{
+    return cp >= 0xA0 && cp != 0x2028 && cp != 0x2029 && cp != 0xFEFF && cp != 0xFFFE && cp != 0xFFFF;
+}
+
+/* text in a YAML comment: printable ASCII and the characters comment_char allows as they are, any
+ * other byte (a newline would end the comment, Latin-1 fails YAML's UTF-8) as \xNN, so the file
+ * reads again. */
 static void put_comment_text(FILE *f, const char *text)
 {
     for (const unsigned char *p = (const unsigned char *)text; *p;) {
-        int n = *p >= 0x80 ? utf8_sequence(p) : *p >= 0x20 && *p < 0x7f ? 1 : 0;
+        unsigned cp = 0;
+        int n = *p >= 0x80 ? utf8_sequence(p, &cp) : *p >= 0x20 && *p < 0x7f ? 1 : 0;
+        if (n > 1 && !comment_char(cp))
+            n = 0;
         if (n)
             fwrite(p, 1, (size_t)n, f), p += n;
         else

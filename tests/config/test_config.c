@@ -210,21 +210,26 @@ static void test_round_trip(void)
     CHECK(config_load(fixture("minimal.yaml"), 1, (char *[]){"checkpoint.resume=/ckpt/a b.ddp"}, &c, &err) == DDP_OK,
           "%s", err.msg);
     round_trip(&c, dir);
-    /* a config whose file name YAML cannot hold (Latin-1, a newline, a control byte): the resolved
-     * file's comment that names it must not stop it reading again */
+    /* a config whose file name YAML cannot hold (Latin-1, a newline, a control byte, U+2028 or
+     * U+0085 that YAML reads as line breaks, a C1 control) or can (Japanese): the resolved file's
+     * comment that names it must not stop it reading again */
     char path[4096], odd[4096], text[8192];
     FILE *in = fopen(fixture("minimal.yaml"), "rb");
     size_t n = in ? fread(text, 1, sizeof text, in) : 0;
     if (in)
         fclose(in);
-    snprintf(odd, sizeof odd, "%s/caf\xe9\nb: 1\x01.yaml", dir);
-    FILE *out = fopen(odd, "wb");
-    CHECK(out && fwrite(text, 1, n, out) == n && n > 0, "copy minimal.yaml to %s", odd);
-    if (out)
-        fclose(out);
-    CHECK(config_load(odd, 0, NULL, &c, &err) == DDP_OK, "%s", err.msg);
-    round_trip(&c, dir);
-    unlink(odd);
+    static const char *const names[] = {"caf\xe9\nb: 1\x01.yaml", "a\xe2\x80\xa8" "b: 1.yaml", "c\xc2\x81\xc2\x85.yaml",
+                                        "\xe6\x97\xa5\xe6\x9c\xac.yaml"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(odd, sizeof odd, "%s/%s", dir, names[i]);
+        FILE *out = fopen(odd, "wb");
+        CHECK(out && fwrite(text, 1, n, out) == n && n > 0, "copy minimal.yaml to %s", odd);
+        if (out)
+            fclose(out);
+        CHECK(config_load(odd, 0, NULL, &c, &err) == DDP_OK, "%s", err.msg);
+        round_trip(&c, dir);
+        unlink(odd);
+    }
     snprintf(path, sizeof path, "%s/resolved.yaml", dir);
     unlink(path);
     rmdir(dir);
