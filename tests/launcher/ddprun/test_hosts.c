@@ -1,6 +1,7 @@
 /* test_hosts.c — ddprun's arithmetic on the hosts it is given (launcher/ddprun/ddprun_hosts.c):
  * the busiest node's ranks, which sizes each rank's threads, when a host with no slot count
- * follows hosts with one (those keep the ranks they were given); and the restart's list after a
+ * follows hosts with one (those keep the ranks they were given, and the ranks left spread over the
+ * rest); and the restart's list after a
  * collective deadline: the named hosts left out, and nothing claimed dropped when the verdict names
  * no host of the list (an address in -H, a host name in the verdict). */
 #include <stdio.h>
@@ -21,6 +22,10 @@ static void test_ranks_per_node(void)
     fclose(f);
     CHECK_EQ_INT(ddprun_ranks_per_node(NULL, path, 10), 8); /* h1 fills its 8 slots first */
     CHECK_EQ_INT(ddprun_ranks_per_node(NULL, path, 4), 4);
+    f = fopen(path, "w");
+    fputs("h1 slots=2\nh2\n", f);
+    fclose(f);
+    CHECK_EQ_INT(ddprun_ranks_per_node(NULL, path, 10), 8); /* the 8 left after h1's 2 go to h2 */
     CHECK_EQ_INT(ddprun_ranks_per_node("h1:2,h2:2", NULL, 4), 2);
     CHECK_EQ_INT(ddprun_ranks_per_node("h1:3,h2", NULL, 4), 3);
     remove(path);
