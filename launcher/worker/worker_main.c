@@ -172,18 +172,23 @@ static int check_srun_task(const comm *ctl, ddp_err *err)
  * rank that failed where the others did not (a config file missing on its host only) must end the
  * job, not leave them waiting for it in their first collective. DDP_OK when every rank succeeded;
  * else this rank's own error, or, on a rank that succeeded, the first failed rank's status with no
- * message: the ranks that failed say why (rank 0 alone when it failed too, as all then read the
- * same config). */
+ * message. A failed rank keeps its message unless the first failed rank's says the same (all ranks
+ * read one config the same way), so one rank reports a shared error and each another. */
 static int agree_on_start(comm *ctl, int mine, ddp_err *err)
 {
     int32_t first, status;
+    char said[sizeof err->msg]; /* the first failed rank's message */
     ddp_err e = {0};
     int rc = comm_first_failure(ctl, mine, &first, &status, &e);
+    if (rc == DDP_OK && first >= 0) {
+        memcpy(said, err->msg, sizeof said);
+        rc = ctl->ops->broadcast(ctl, said, sizeof said, DT_UINT8, first, NULL, &e);
+    }
     if (rc != DDP_OK)
         return mine != DDP_OK ? mine : ddp_fail(err, rc, "%s", e.msg);
     if (first < 0)
         return DDP_OK;
-    if (mine == DDP_OK || (first == 0 && ctl->rank != 0))
+    if (mine == DDP_OK || (ctl->rank != first && !strncmp(said, err->msg, sizeof said)))
         err->msg[0] = '\0';
     return mine != DDP_OK ? mine : status;
 }

@@ -8,7 +8,8 @@
 # no stop dropped (the job would train on).
 #  - ddprun killed with SIGKILL mid-run (DDP_TEST_FAULT=kill-launcher): mpirun and every rank must
 #    end within seconds, not train on with parent 1.
-#  - a config file missing on one rank's host only: the job ends at once, that rank naming it.
+#  - a config file missing on one rank's host only: the job ends at once, that rank naming it; the
+#    same file missing on every rank is said once, and different ones each.
 # The jobs are long and quiet (no progress lines: a write to a dead ddprun's pipe would end mpirun
 # by SIGPIPE and hide orphans); `timeout -s KILL` bounds a job whose stop was lost.
 source "$(dirname "$0")/../../lib.sh"
@@ -72,6 +73,22 @@ DDPRUN_WORKER="$TMP/rank1-elsewhere.sh" timeout -s KILL 60 "$DDPRUN" -np 2 "$SMA
 rc=$?
 check "a config missing on rank 1's host: the job ends with a usage error (exit 2, got $rc)" [ $rc -eq 2 ]
 check "rank 1 names the missing file" grep -q "rank 1.*not-on-this-host.yaml" "$TMP/elsewhere.log"
+# Every rank given the same missing file: one message, rank 0's; each its own: each says its own.
+cat >"$TMP/each-elsewhere.sh" <<EOF
+#!/bin/sh
+shift; exec "$DDPRUN_WORKER" "$TMP/missing-\${BY_RANK:+\$OMPI_COMM_WORLD_RANK}.yaml" "\$@"
+EOF
+chmod +x "$TMP/each-elsewhere.sh"
+DDPRUN_WORKER="$TMP/each-elsewhere.sh" timeout -s KILL 60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/same" \
+    >"$TMP/same.log" 2>&1
+rc=$?
+said=$(grep -c "missing-.yaml: cannot read config" "$TMP/same.log")
+check "the same config missing on every rank: exit 2 (got $rc), said once ($said)" test "$rc:$said" = 2:1
+BY_RANK=1 DDPRUN_WORKER="$TMP/each-elsewhere.sh" timeout -s KILL 60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/each" \
+    >"$TMP/each.log" 2>&1
+rc=$?
+said=$(grep -c "missing-[01].yaml: cannot read config" "$TMP/each.log")
+check "each rank's own config missing: exit 2 (got $rc), each named ($said)" test "$rc:$said" = 2:2
 # whatever a failed check left running (this test's processes name $TMP in their arguments)
 left=$(pgrep -f "$TMP/")
 [ -z "$left" ] || kill -KILL $left 2>/dev/null
