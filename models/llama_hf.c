@@ -55,7 +55,6 @@ static int read_positive(const json_doc *j, const char *key, double def, double 
  * (rope_theta, rope_type and a stretch's numbers); earlier versions wrote rope_theta and
  * rope_scaling at the root. Either is read; a folder with both must say the same in both. */
 typedef struct rope_keys {
-    const json_node *holder;   /* the object holding rope_theta: the root, or rope_parameters */
     const json_node *scaling;  /* the object holding rope_type and a stretch's numbers (or NULL, null) */
     const char *name;          /* "rope_scaling" or "rope_parameters", for messages */
 } rope_keys;
@@ -64,12 +63,14 @@ typedef struct rope_keys {
 static const char *const rope_parameter_keys[] = {"rope_theta", "rope_type", "type", "factor", "low_freq_factor",
                                                   "high_freq_factor", "original_max_position_embeddings"};
 
-static int find_rope_keys(const json_doc *j, rope_keys *k, ddp_err *err)
+/* Fills k and *theta (rope_theta, 10000 when neither layout says). */
+static int find_rope_keys(const json_doc *j, rope_keys *k, double *theta, ddp_err *err)
 {
     const json_node *root = json_root(j), *p = json_object_get(j, root, "rope_parameters");
-    *k = (rope_keys){root, json_object_get(j, root, "rope_scaling"), "rope_scaling"};
-    if (!p || json_kind_of(p) == JSON_NULL)
-        return DDP_OK;
+    *k = (rope_keys){json_object_get(j, root, "rope_scaling"), "rope_scaling"};
+    int rc = read_positive(j, "rope_theta", 10000.0, theta, err);
+    if (rc || !p || json_kind_of(p) == JSON_NULL)
+        return rc;
     if (json_kind_of(p) != JSON_OBJECT)
         return hf_key_fail(j, p, "rope_parameters", "expected an object", err);
     for (size_t i = 0; i < json_object_size(p); i++) {
@@ -87,14 +88,13 @@ static int find_rope_keys(const json_doc *j, rope_keys *k, ddp_err *err)
         return hf_key_fail(j, k->scaling, "rope_scaling", "rope_parameters is set as well (transformers 5 keeps "
                            "the stretch there alone)", err);
     /* rope_theta in one of them is the folder's; in both, it must be the same */
-    const json_node *theta = json_object_get(j, root, "rope_theta");
-    double outer = 0, inner = 0;
-    int rc = read_positive(j, "rope_theta", 10000.0, &outer, err);
-    if (!rc)
-        rc = read_positive_in(j, p, "rope_theta", "rope_parameters.rope_theta", outer, &inner, err);
-    if (!rc && theta && outer != inner)
-        rc = hf_key_fail(j, theta, "rope_theta", "rope_parameters.rope_theta says otherwise", err);
-    *k = (rope_keys){json_object_get(j, p, "rope_theta") ? p : root, p, "rope_parameters"};
+    const json_node *outer = json_object_get(j, root, "rope_theta");
+    double inner = 0;
+    rc = read_positive_in(j, p, "rope_theta", "rope_parameters.rope_theta", *theta, &inner, err);
+    if (!rc && outer && *theta != inner)
+        rc = hf_key_fail(j, outer, "rope_theta", "rope_parameters.rope_theta says otherwise", err);
+    *k = (rope_keys){p, "rope_parameters"};
+    *theta = inner;
     return rc;
 }
 
@@ -268,10 +268,7 @@ static int shape_from(const llama_family *fam, const json_doc *j, llama_shape *s
         rc = read_heads(fam, j, s, err);
     rope_keys rope;
     if (!rc)
-        rc = find_rope_keys(j, &rope, err);
-    if (!rc)
-        rc = read_positive_in(j, rope.holder, "rope_theta", rope.holder == json_root(j) ? "rope_theta"
-                              : "rope_parameters.rope_theta", 10000.0, &s->rope_theta, err);
+        rc = find_rope_keys(j, &rope, &s->rope_theta, err);
     if (!rc)
         rc = read_positive(j, "rms_norm_eps", 1e-6, &s->norm_eps, err);
     const json_node *tie = json_object_get(j, json_root(j), "tie_word_embeddings");

@@ -11,6 +11,7 @@
  * (train_shard_read_own, each piece's CRC checked as it is read); a set that a rank finds damaged
  * is named and the previous one tried, as ckpt_find_latest does, and a single file ends the walk
  * (read whole as above). Must not decide the file format (ckpt.c) or when to save (train_ckpt.c). */
+#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,17 +61,9 @@ static int check_saved(const train_job *t, const ckpt_header *h, const char *set
 /* Whether the checkpoint at path (a file, or a set's directory) lies in directory dir. */
 static bool lies_in(const char *path, const char *dir)
 {
-    char parent[CKPT_PATH_MAX], a[PATH_MAX], b[PATH_MAX];
-    snprintf(parent, sizeof parent, "%s", path);
-    size_t n = strlen(parent);
-    while (n > 1 && parent[n - 1] == '/')
-        parent[--n] = '\0';
-    char *slash = strrchr(parent, '/');
-    if (!slash)
-        snprintf(parent, sizeof parent, ".");
-    else
-        slash[slash == parent] = '\0'; /* "/ckpt" keeps its root */
-    return realpath(parent, a) && realpath(dir, b) && !strcmp(a, b);
+    char copy[CKPT_PATH_MAX], a[PATH_MAX], b[PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", path); /* dirname may write into its argument */
+    return realpath(dirname(copy), a) && realpath(dir, b) && !strcmp(a, b);
 }
 
 /* Rank 0, on a job's first attempt that does not take checkpoint.dir's newest: a fresh start
