@@ -146,6 +146,18 @@ static int check_discovery_flags(launch_opts *o)
     return 0;
 }
 
+/* The flags that take a value: one not here is unknown wherever it stands, the last argument included. */
+static const char *const value_flags[] = {"-np", "-n", "--np", "--max-restarts", "--host-discovery", "--min-np",
+                                          "--max-np", "--discovery-wait", "-H", "--host", "--hostfile", "-hostfile",
+                                          "--machinefile", "--bind-to", "-x", "--mca", "-mca"};
+
+static bool takes_value(const char *flag)
+{
+    for (size_t k = 0; k < sizeof value_flags / sizeof value_flags[0]; k++)
+        if (!strcmp(flag, value_flags[k])) return true;
+    return false;
+}
+
 /* Parses flags up to the first non-flag; *first_arg gets its index. -1: --help/--version done. */
 static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
 {
@@ -155,6 +167,7 @@ static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(usage_text, stdout); return -1; }
         if (!strcmp(a, "--version")) { printf("ddprun %s\n", DDPRUN_VERSION); return -1; }
         if (!strcmp(a, "--dry-run")) { o->dry_run = true; continue; }
+        if (!takes_value(a)) return usage_error("unknown flag %s", a);
         if (!v) return usage_error("%s needs a value", a);
         if (!strcmp(a, "-np") || !strcmp(a, "-n") || !strcmp(a, "--np")) {
             if (!parse_count(v, 1, &o->np)) return usage_error("-np: expected a positive rank count, got \"%s\"", v);
@@ -183,8 +196,6 @@ static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
             argv_push(&o->passthrough, v);
             argv_push(&o->passthrough, argv[i + 2]);
             i++;
-        } else {
-            return usage_error("unknown flag %s", a);
         }
         i++;
     }

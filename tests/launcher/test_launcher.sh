@@ -54,6 +54,12 @@ check "--version exits 0" [ $rc -eq 0 ]
 check "--version prints a version" grep -qE '^ddprun [0-9]+\.[0-9]+' $out
 run badflag --no-such-flag "$config"
 check "unknown flag is a usage error" [ $rc -eq 2 ]
+check "unknown flag is named as unknown" contains $err "unknown flag --no-such-flag"
+run badflag_last --no-such-flag
+check "unknown flag as the last argument is a usage error" [ $rc -eq 2 ]
+check "unknown flag as the last argument is named as unknown" contains $err "unknown flag --no-such-flag"
+run novalue -np
+check "a value flag as the last argument needs a value" contains $err "-np needs a value"
 
 # ---- dry run: the mpirun command ----
 run dry_h -np 4 -H host1:2,host2:2 --dry-run "$config" 'run.dir=a b'
