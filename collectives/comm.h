@@ -85,9 +85,11 @@ int comm_mpi_create(comm **out, ddp_err *err);
  * the core and after 0.1 s sleeping between polls, instead of spinning in MPI_Wait. */
 int comm_mpi_set_timeout(comm *c, double timeout_s, ddp_err *err);
 /* The deadline's verdict line starts with this and lists the ranks that did not arrive as
- * "Not arrived: rank R (host H), ..."; ddprun reads both from a rank's output. */
+ * "Not arrived: rank R (host H), ...", past twelve ranks adding "and N more ranks, on hosts A, B"
+ * with every host of one; ddprun reads them from a rank's output. */
 #define COMM_DEADLINE_VERDICT "ddp.timeout_s: "
 #define COMM_DEADLINE_NOT_ARRIVED "Not arrived: "
+#define COMM_DEADLINE_ON_HOSTS ", on hosts "
 
 /* NCCL backend: rank 0 makes the ncclUniqueId, MPI broadcasts it. */
 typedef struct comm_nccl_opts {

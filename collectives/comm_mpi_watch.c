@@ -156,27 +156,45 @@ static size_t appendf(char *buf, size_t at, size_t len, const char *fmt, ...)
     return at < len ? at : len;
 }
 
+size_t mpi_watch_name_missing(char *text, size_t at, size_t len, int size, const bool *missing,
+                              const char (*hosts)[64], double grace_s)
+{
+    int n = 0;
+    for (int r = 0; r < size; r++)
+        if (missing[r] && n++ < LISTED_MAX)
+            at = appendf(text, at, len, "%srank %d (host %s)", n > 1 ? ", " : " " COMM_DEADLINE_NOT_ARRIVED, r,
+                         hosts[r]);
+    if (n > LISTED_MAX) { /* a restart leaves out the hosts named: every one, past the ranks listed */
+        at = appendf(text, at, len, " and %d more ranks" COMM_DEADLINE_ON_HOSTS, n - LISTED_MAX);
+        for (int r = 0, named = 0; r < size; r++) {
+            bool first = missing[r];
+            for (int q = 0; q < r && first; q++)
+                first = !(missing[q] && !strcmp(hosts[q], hosts[r]));
+            if (first)
+                at = appendf(text, at, len, "%s%s", named++ ? ", " : "", hosts[r]);
+        }
+    }
+    if (n)
+        at = appendf(text, at, len, " (no answer within %g s: stopped, hung, ended, or busy outside the "
+                     "collectives).", grace_s);
+    return at;
+}
+
 /* The verdict: who did not answer, and where the others wait. Never returns. */
 static void report_and_abort(mpi_watch *w, const watch_msg *me, const watch_msg *heard)
 {
     char mine[160], text[3072], where[160];
     size_t at = 0;
-    int missing = 0, listed = 0;
+    int listed = 0;
+    bool *missing = calloc((size_t)w->size, sizeof *missing);
     name_collective(me, mine, sizeof mine);
     at = (size_t)snprintf(text, sizeof text, COMM_DEADLINE_VERDICT "%s did not complete within %g s on rank %d "
                           "(host %s).", mine, w->timeout_s, w->rank, w->hosts[w->rank]);
-    for (int r = 0; r < w->size; r++) {
-        if (heard[r].kind != 0)
-            continue;
-        if (missing++ < LISTED_MAX)
-            at = appendf(text, at, sizeof text, "%srank %d (host %s)",
-                         missing > 1 ? ", " : " " COMM_DEADLINE_NOT_ARRIVED, r, w->hosts[r]);
-    }
-    if (missing > LISTED_MAX)
-        at = appendf(text, at, sizeof text, " and %d more ranks", missing - LISTED_MAX);
+    for (int r = 0; r < w->size && missing; r++)
+        missing[r] = heard[r].kind == 0;
     if (missing)
-        at = appendf(text, at, sizeof text, " (no answer within %g s: stopped, hung, ended, or busy outside the "
-                     "collectives).", w->grace_s);
+        at = mpi_watch_name_missing(text, at, sizeof text, w->size, missing, (const char (*)[64])w->hosts, w->grace_s);
+    free(missing);
     for (int r = 0; r < w->size && listed < LISTED_MAX; r++) {
         if (heard[r].kind == 0 || r == w->rank)
             continue;

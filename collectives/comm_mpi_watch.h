@@ -13,6 +13,8 @@
 #define DDP_COMM_MPI_WATCH_H
 
 #include <mpi.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "comm.h"
@@ -29,5 +31,12 @@ uint64_t mpi_watch_enter(mpi_watch *w);
 /* Waits for the n requests of collective seq (`what`: "all-reduce", ...) within the timeout;
  * never returns once it expired. MPI errors come back as DDP_ERUNTIME. */
 int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq, const char *what, ddp_err *err);
+
+/* The verdict's list of the ranks that did not answer (missing[r]), appended to text at `at`
+ * (text holds len bytes): " Not arrived: rank R (host H), ..." naming at most 12 ranks, then
+ * " and N more ranks, on hosts A, B" naming every host that has one, so a restart can leave them
+ * all out. Returns the new length. */
+size_t mpi_watch_name_missing(char *text, size_t at, size_t len, int size, const bool *missing,
+                              const char (*hosts)[64], double grace_s);
 
 #endif

@@ -43,7 +43,7 @@ typedef struct rank_failure {
 
 /* A collective deadline's verdict seen in a rank's output (collectives/comm.h): the ranks that
  * did not arrive, and their hosts without repeats. */
-#define DEADLINE_HOSTS_MAX 16
+#define DEADLINE_HOSTS_MAX 64
 typedef struct deadline_verdict {
     double seen_s;                             /* monotonic_s() when seen; 0: none */
     char not_arrived[512];                     /* "rank 2 (host h2), rank 3 (host h2)" */

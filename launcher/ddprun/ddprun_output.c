@@ -107,7 +107,17 @@ static void parse_status(output_filter *f, const char *text)
     if (!f->first.known) f->first = r;
 }
 
-/* A rank's "ddp.timeout_s: ... Not arrived: rank R (host H), rank R2 (host H2) (no answer ...". */
+static void add_host(deadline_verdict *d, const char *host, size_t len)
+{
+    for (int i = 0; i < d->n_hosts; i++)
+        if (strlen(d->hosts[i]) == len && !strncmp(d->hosts[i], host, len))
+            return;
+    if (d->n_hosts < DEADLINE_HOSTS_MAX && len < sizeof d->hosts[0])
+        snprintf(d->hosts[d->n_hosts++], sizeof d->hosts[0], "%.*s", (int)len, host);
+}
+
+/* A rank's "ddp.timeout_s: ... Not arrived: rank R (host H), rank R2 (host H2) (no answer ...",
+ * past twelve ranks "... and N more ranks, on hosts H3, H4 (no answer ...". */
 static void parse_deadline(output_filter *f, const char *text)
 {
     deadline_verdict *d = &f->deadline;
@@ -123,12 +133,19 @@ static void parse_deadline(output_filter *f, const char *text)
     int rank, used = 0;
     char host[64];
     while (sscanf(p, "rank %d (host %63[^)])%n", &rank, host, &used) == 2) {
-        bool known = false;
-        for (int i = 0; i < d->n_hosts; i++) known = known || !strcmp(d->hosts[i], host);
-        if (!known && d->n_hosts < DEADLINE_HOSTS_MAX) snprintf(d->hosts[d->n_hosts++], sizeof d->hosts[0], "%s", host);
+        add_host(d, host, strlen(host));
         p += used;
         if (strncmp(p, ", ", 2) != 0) break;
         p += 2;
+    }
+    const char *on = strstr(p, COMM_DEADLINE_ON_HOSTS);
+    if (!on || !end || on > end) /* a line cut short names no host in part */
+        return;
+    for (p = on + strlen(COMM_DEADLINE_ON_HOSTS); p < end;) {
+        const char *comma = strstr(p, ", ");
+        size_t len = (size_t)((comma && comma < end ? comma : end) - p);
+        add_host(d, p, len);
+        p += len + 2;
     }
 }
 

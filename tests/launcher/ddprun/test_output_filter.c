@@ -3,11 +3,14 @@
  * tags each read of a rank's output, so a cut line arrives as "[J,R]<stdout>:start" directly
  * followed by "[J,R]<stdout>:rest\n". The repeated tag must go; another rank's fragment in the
  * middle of a line must come out as a line of its own; a line fed in pieces (ddprun's own reads of
- * mpirun's pipe) must come out whole; a line the rank tagged itself ("[rank R host] ") keeps that tag only. Output is captured through a temporary file. */
+ * mpirun's pipe) must come out whole; a line the rank tagged itself ("[rank R host] ") keeps that tag only. Output is captured through a temporary file.
+ * A collective deadline's verdict naming more ranks than it lists still yields every host. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "collectives/comm_mpi_watch.h"
 #include "launcher/ddprun/ddprun.h"
 #include "tests/check.h"
 
@@ -32,8 +35,38 @@ static void filtered(const char *in, size_t piece, char *out, size_t cap)
     fclose(tmp);
 }
 
+/* A deadline past twelve ranks: 40 ranks on h1..h5 (8 each), h2..h4's 24 silent. The verdict
+ * comm_mpi_watch writes, read back by the filter, names all three hosts (the ranks listed end on
+ * h3), and the restart's list keeps h1 and h5 alone. */
+static void test_deadline_hosts(void)
+{
+    enum { RANKS = 40, PER_HOST = 8 };
+    char hosts[RANKS][64], text[3072], line[3200], left[256];
+    bool missing[RANKS];
+    for (int r = 0; r < RANKS; r++) {
+        snprintf(hosts[r], sizeof hosts[r], "h%d", 1 + r / PER_HOST);
+        missing[r] = r >= PER_HOST && r < 4 * PER_HOST;
+    }
+    size_t at = (size_t)snprintf(text, sizeof text, COMM_DEADLINE_VERDICT "all-reduce #3 did not complete.");
+    mpi_watch_name_missing(text, at, sizeof text, RANKS, missing, (const char (*)[64])hosts, 5);
+    CHECK(strstr(text, "rank 19 (host h3) and 12 more ranks, on hosts h2, h3, h4 (no answer within 5 s") != NULL,
+          "the verdict: %s", text);
+    snprintf(line, sizeof line, "[1,0]<stderr>:[rank 0 h1] error: %s\n", text);
+    fflush(stderr);
+    output_filter *f = output_filter_new();
+    output_feed(f, true, line, strlen(line));
+    output_finish(f);
+    const deadline_verdict *d = output_deadline(f);
+    CHECK_EQ_INT(d->n_hosts, 3);
+    int slots = 0;
+    CHECK(ddprun_drop_hosts("h1:8,h2:8,h3:8,h4:8,h5:8", d, left, sizeof left, &slots), "hosts dropped");
+    CHECK(!strcmp(left, "h1:8,h5:8") && slots == 16, "left: %s, %d slots", left, slots);
+    output_filter_free(f);
+}
+
 int main(void)
 {
+    test_deadline_hosts();
     char out[4096];
     const size_t pieces[] = {1, 7, 4096};
     for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
