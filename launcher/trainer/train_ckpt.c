@@ -143,6 +143,26 @@ static int written(train_job *t, train_ckpt *c, const ckpt_write_stats *st, ddp_
     return train_budget_written(t, st, c->stall_s, err);
 }
 
+/* Rank 0: a background write ended with status rc (why: its error). A failure is a warning the
+ * first time (a full disk, a network mount's hiccup): training goes on and the next save, a
+ * preemption's included, writes anew; a second in a row ends the job. */
+static int write_ended(train_job *t, train_ckpt *c, int rc, const ckpt_write_stats *st, const ddp_err *why,
+                       ddp_err *err)
+{
+    c->pending = false;
+    if (rc == DDP_OK) {
+        c->last_write_failed = false;
+        return st->path[0] ? written(t, c, st, err) : DDP_OK;
+    }
+    if (c->last_write_failed)
+        return ddp_fail(err, rc, "checkpoint of step %lld failed, as the save before it did: %s", (long long)st->step,
+                        why->msg);
+    c->last_write_failed = true;
+    log_warn("checkpoint of step %lld failed: %s; training goes on and the next save tries again (a second "
+             "failure in a row ends the job)", (long long)st->step, why->msg);
+    return DDP_OK;
+}
+
 static ckpt_header save_header(const train_job *t, const train_ckpt *c)
 {
     ckpt_header h = {.step = t->step, .epoch = t->epoch, .consumed = t->smp.consumed, .total_steps = t->total_steps,
@@ -188,9 +208,9 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
         return rc;
     ckpt_state s = {.tensors = c->tensors, .n_tensors = describe_tensors(t, c), .hdr = save_header(t, c)};
     ckpt_write_stats st;
-    if (c->pending && (rc = ckpt_writer_wait(c->writer, &st, err)) == DDP_OK) { /* submit would wait for it too */
-        c->pending = false;
-        rc = st.path[0] ? written(t, c, &st, err) : DDP_OK;
+    if (c->pending) { /* submit would wait for it too */
+        ddp_err why = {0};
+        rc = write_ended(t, c, ckpt_writer_wait(c->writer, &st, &why), &st, &why, err);
     }
     if (rc == DDP_OK)
         rc = ckpt_writer_submit(c->writer, &s, err);
@@ -250,10 +270,11 @@ int train_ckpt_poll(train_job *t, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
     ckpt_write_stats st;
-    if (!c->pending || !ckpt_writer_poll(c->writer, &st))
+    ddp_err why = {0};
+    int rc;
+    if (!c->pending || !ckpt_writer_poll(c->writer, &st, &rc, &why))
         return DDP_OK;
-    c->pending = false;
-    return st.path[0] ? written(t, c, &st, err) : DDP_OK; /* a failure: the next submit's */
+    return write_ended(t, c, rc, &st, &why, err);
 }
 
 int64_t train_ckpt_last_saved(const train_job *t)

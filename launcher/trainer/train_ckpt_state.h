@@ -37,6 +37,7 @@ typedef struct train_ckpt {
     int restart_count;            /* this attempt (DDPRUN_RESTART_COUNT), saved in the header */
     double stall_s;               /* rank 0: the latest save's stall, from its start to the snapshot's submit */
     bool pending;                 /* rank 0: a write whose times are not yet reported (train_budget.c) */
+    bool last_write_failed;       /* rank 0: the background write before this one failed (write_ended) */
     ckpt_write_observer observe;  /* checkpoint.sharded: told of each save's write (train_ckpt_observe) */
     void *observe_ctx;
 } train_ckpt;

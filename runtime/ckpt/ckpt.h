@@ -172,6 +172,7 @@ typedef struct ckpt_write_stats {
     double prune_s;             /* background, after that: removing checkpoints beyond keep_last */
     uint64_t bytes;             /* file size */
     char path[CKPT_PATH_MAX];   /* final path; "" when the last write failed or none finished */
+    int64_t step;               /* the last write's step, written or not */
 } ckpt_write_stats;
 
 /* A writer for dir (created, with parents, at the first write) keeping keep_last checkpoints
@@ -184,9 +185,9 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err);
 /* Waits until no write is in flight; returns the last write's status (once) and its stats
  * (stats may be NULL). */
 int ckpt_writer_wait(ckpt_writer *w, ckpt_write_stats *stats, ddp_err *err);
-/* Without waiting: true when no write is in flight, with the last one's stats (its status stays
- * for the next submit or wait to return). */
-bool ckpt_writer_poll(ckpt_writer *w, ckpt_write_stats *stats);
+/* Without waiting: true when no write is in flight, with the last one's stats and its status in
+ * *status and err (once, as wait returns it). */
+bool ckpt_writer_poll(ckpt_writer *w, ckpt_write_stats *stats, int *status, ddp_err *err);
 /* After each successful write, before pruning, hands the new checkpoint to u (ckpt_upload.h) and
  * holds the checkpoints u still uploads from pruning. Set before the first submit. */
 typedef struct ckpt_uploader ckpt_uploader;

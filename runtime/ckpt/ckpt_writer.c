@@ -3,7 +3,7 @@
  * writes it atomically (ckpt.c) and prunes. One write in flight at a time.
  *
  * This file must not touch the trainer's buffers after submit returns, nor drop a write's
- * error: it is returned by the next submit or wait (a failed prune after it is only a warning,
+ * error: it is returned by the next submit, wait or poll (a failed prune after it is only a warning,
  * ckpt_prune_after_save). Its thread must not call CUDA: a thread's current device is its own,
  * and one that never selects it works on GPU 0. Test-only:
  * DDP_TEST_FAULT=slow-write:0:STEP:SECONDS (runtime/base/test_fault.h) makes the write of step
@@ -95,6 +95,7 @@ static void writer_main(worker *t, void *arg)
         w->stats.write_s = t1 - t0;
         w->stats.prune_s = t2 - t1;
         snprintf(w->stats.path, sizeof w->stats.path, "%s", rc == DDP_OK ? path : ""); /* "": not written */
+        w->stats.step = w->snap.hdr.step;
         w->busy = false;
         worker_wake(t);
     }
@@ -230,12 +231,14 @@ int ckpt_writer_wait(ckpt_writer *w, ckpt_write_stats *stats, ddp_err *err)
     return rc;
 }
 
-bool ckpt_writer_poll(ckpt_writer *w, ckpt_write_stats *stats)
+bool ckpt_writer_poll(ckpt_writer *w, ckpt_write_stats *stats, int *status, ddp_err *err)
 {
     worker_lock(&w->thread);
     bool idle = !w->busy;
-    if (idle)
+    if (idle) {
         *stats = w->stats;
+        *status = wait_locked(w, err);
+    }
     worker_unlock(&w->thread);
     return idle;
 }

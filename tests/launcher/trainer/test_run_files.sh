@@ -5,8 +5,10 @@
 # and the system's reason, with no line of it cut short. The full-disk cases use small tmpfs
 # mounts where this process may mount (the job runs as root here, so permissions alone cannot
 # make a directory unwritable); a metrics.jsonl that is a link to /dev/full (every write: ENOSPC)
-# covers the metrics case everywhere. checkpoint.final false leaves out the end-of-run save only. A
-# prune that fails after a save (DDP_TEST_FAULT prune-fail) is a warning: the job goes on.
+# covers the metrics case everywhere. A background save that fails is a warning once, and ends the
+# job when the next fails too (a directory standing where a checkpoint's file goes).
+# checkpoint.final false leaves out the end-of-run save only. A prune that fails after a save
+# (DDP_TEST_FAULT prune-fail) is a warning: the job goes on.
 source "$(dirname "$0")/../../lib.sh"
 RUN=(train.max_steps=20 train.log_every=1 checkpoint.every_steps=5)
 np1() { "$DDPRUN" -np 1 "$SMALL" "$@"; }
@@ -39,7 +41,35 @@ else
     echo "note: read-only checkpoint.dir case skipped (cannot mount a tmpfs here)"
 fi
 
-# a save that fails on a full disk: the job ends naming it, and nothing says "written"
+# a background save that fails once (a directory stands where step 5's file goes) is a warning:
+# the job goes on and the next save writes anew, a stop's included; a second failure in a row
+# ends the job naming both
+blocked() { # TAG STEP...: a run.dir whose checkpoints directory has those steps' names taken
+    local tag=$1; shift
+    for s in "$@"; do mkdir -p "$TMP/$tag/checkpoints/$(printf 'ckpt-%08d.ddp' "$s")/taken"; done
+}
+blocked once 5
+np1 run.dir="$TMP/once" "${RUN[@]}" >"$TMP/once.log" 2>&1
+rc=$?
+check "one failed save: the job runs to its end (exit 0, got $rc)" [ $rc -eq 0 ]
+check "one failed save: a warning names step 5 and why" \
+    grep -q "warning: checkpoint of step 5 failed: .*ckpt-00000005.ddp.*; training goes on" "$TMP/once.log"
+check "one failed save: the later saves are written" [ -f "$TMP/once/checkpoints/ckpt-00000020.ddp" ]
+blocked stop 5
+DDP_TEST_FAULT=stop:0:7 np1 run.dir="$TMP/stop" "${RUN[@]}" >"$TMP/stop.log" 2>&1
+rc=$?
+check "one failed save, then a stop: the stop's save is written (exit 75, got $rc)" \
+    [ $rc -eq 75 -a -f "$TMP/stop/checkpoints/ckpt-00000007.ddp" ]
+blocked twice 5 10
+np1 run.dir="$TMP/twice" "${RUN[@]}" >"$TMP/twice.log" 2>&1
+rc=$?
+check "two failed saves in a row: the job fails (exit 1, got $rc)" [ $rc -eq 1 ]
+check "two failed saves in a row: naming the second" \
+    grep -q "checkpoint of step 10 failed, as the save before it did" "$TMP/twice.log"
+check "two failed saves in a row: no step after the second is saved" \
+    [ ! -e "$TMP/twice/checkpoints/ckpt-00000015.ddp" ]
+
+# a disk that stays full: the second failed save ends the job naming it, and nothing says "written"
 if small_fs "$TMP/tiny" 64k; then
     np1 run.dir="$TMP/full-ckpt" "${RUN[@]}" checkpoint.dir="$TMP/tiny" >"$TMP/full-ckpt.log" 2>&1
     rc=$?
