@@ -241,9 +241,10 @@ int main(int argc, char **argv)
         log_error("%s", err.msg);
     if (ctl)
         ctl->ops->destroy(ctl);
-    if (rc == DDP_OK || rc == DDP_EPREEMPTED || rc == DDP_EUSAGE || rc == DDP_ENONFINITE)
+    if (rc == DDP_OK || rc == DDP_EPREEMPTED || rc == DDP_ENONFINITE) /* every rank agreed to end here */
         MPI_Finalize();
-    /* A runtime failure may leave peers blocked in a collective: exiting non-zero without
-     * MPI_Finalize lets mpirun see the failure and end the whole job at once. */
+    /* A failure may be this rank's alone (a usage error too: the data missing on its host), with
+     * peers blocked in a collective, where MPI_Finalize would wait for them: exiting non-zero
+     * without it lets mpirun see the failure and end the whole job at once. */
     return rc;
 }

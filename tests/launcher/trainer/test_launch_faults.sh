@@ -9,7 +9,8 @@
 #  - ddprun killed with SIGKILL mid-run (DDP_TEST_FAULT=kill-launcher): mpirun and every rank must
 #    end within seconds, not train on with parent 1.
 #  - a config file missing on one rank's host only: the job ends at once, that rank naming it; the
-#    same file missing on every rank is said once, and different ones each.
+#    same file missing on every rank is said once, and different ones each; the data missing on one
+#    rank's host only ends the job at once as well, with exit 2.
 # The jobs are long and quiet (no progress lines: a write to a dead ddprun's pipe would end mpirun
 # by SIGPIPE and hide orphans); `timeout -s KILL` bounds a job whose stop was lost.
 source "$(dirname "$0")/../../lib.sh"
@@ -89,6 +90,20 @@ BY_RANK=1 DDPRUN_WORKER="$TMP/each-elsewhere.sh" timeout -s KILL 60 "$DDPRUN" -n
 rc=$?
 said=$(grep -c "missing-[01].yaml: cannot read config" "$TMP/each.log")
 check "each rank's own config missing: exit 2 (got $rc), each named ($said)" test "$rc:$said" = 2:2
+# The data missing on rank 1's host only, found after the ranks agreed on their start: the job
+# ends at once with exit 2 and rank 1's message (a rank that fails alone must not wait in
+# MPI_Finalize for ranks waiting for it in a collective).
+cat >"$TMP/data-elsewhere.sh" <<EOF
+#!/bin/sh
+if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$DDPRUN_WORKER" "\$@" data.path="$TMP/no-data-here"; fi
+exec "$DDPRUN_WORKER" "\$@"
+EOF
+chmod +x "$TMP/data-elsewhere.sh"
+DDPRUN_WORKER="$TMP/data-elsewhere.sh" timeout -s KILL 60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/nodata" \
+    >"$TMP/nodata.log" 2>&1
+rc=$?
+check "data missing on rank 1's host: the job ends with a usage error (exit 2, got $rc)" [ $rc -eq 2 ]
+check "rank 1 names the missing data" grep -q "rank 1.*no-data-here" "$TMP/nodata.log"
 # whatever a failed check left running (this test's processes name $TMP in their arguments)
 left=$(pgrep -f "$TMP/")
 [ -z "$left" ] || kill -KILL $left 2>/dev/null
