@@ -537,6 +537,10 @@ static int train_job_run(const config *cfg, comm *ctl, notice_watch *notice, ddp
                      (long long)t.step, (long long)t.total_steps);
         rc = train_loop(&t, consumed, &stop, err);
     }
+    if (rc != DDP_OK && rc != DDP_EPREEMPTED && rc != DDP_ENONFINITE && err->msg[0]) {
+        log_error("%s", err->msg); /* now: a peer's deadline may end this rank in the waits below */
+        err->msg[0] = '\0';
+    }
     rc = finish_job(&t, rc, err);
     if (rc == DDP_OK || rc == DDP_EPREEMPTED)
         log_done(&t, rc, stop);
