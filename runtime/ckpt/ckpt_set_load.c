@@ -165,6 +165,32 @@ static int map_shard(ckpt_set_reader *r, const char *set_dir, int s, bool check_
     return rc;
 }
 
+/* Shard s's table entry for piece e, or NULL. */
+static ckpt_tensor *piece_entry(ckpt_set_reader *r, const ckpt_extent *e)
+{
+    char name[CKPT_NAME_MAX];
+    ckpt_set_piece_name(r->m.buffers[e->buffer], e->offset, e->count, name, sizeof name);
+    ckpt_loaded *tab = &r->tables[e->shard];
+    for (int i = 0; i < tab->n_tensors; i++)
+        if (!strcmp(tab->tensors[i].name, name))
+            return ckpt_tensor_numel(&tab->tensors[i]) == (uint64_t)e->count ? &tab->tensors[i] : NULL;
+    return NULL;
+}
+
+/* Every extent of the manifest is a piece of its shard's table: the cover alone leaves an extent
+ * whose piece is missing, which a read would leave unfilled. */
+static int check_pieces(ckpt_set_reader *r, ddp_err *err)
+{
+    for (int i = 0; i < r->m.n_extents; i++) {
+        const ckpt_extent *e = &r->m.extents[i];
+        if (!piece_entry(r, e))
+            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: the manifest's extent %d (%s elements %lld..%lld) is "
+                            "not a piece of %s", r->dir, i, r->m.buffers[e->buffer], (long long)e->offset,
+                            (long long)(e->offset + e->count), r->m.shards[e->shard].name);
+    }
+    return DDP_OK;
+}
+
 static int open_reader(const char *set_dir, bool check_all, ckpt_set_reader **out, ddp_err *err)
 {
     *out = NULL;
@@ -184,6 +210,8 @@ static int open_reader(const char *set_dir, bool check_all, ckpt_set_reader **ou
     }
     for (int s = 0; rc == DDP_OK && s < r->m.n_shards; s++)
         rc = map_shard(r, set_dir, s, check_all, err);
+    if (rc == DDP_OK)
+        rc = check_pieces(r, err);
     if (rc != DDP_OK) {
         ckpt_set_close(r);
         return rc;
@@ -203,18 +231,6 @@ int ckpt_set_open_pieces(const char *set_dir, ckpt_set_reader **out, ddp_err *er
 }
 
 const ckpt_manifest *ckpt_set_reader_manifest(const ckpt_set_reader *r) { return &r->m; }
-
-/* Shard s's table entry for piece e, or NULL. */
-static ckpt_tensor *piece_entry(ckpt_set_reader *r, const ckpt_extent *e)
-{
-    char name[CKPT_NAME_MAX];
-    ckpt_set_piece_name(r->m.buffers[e->buffer], e->offset, e->count, name, sizeof name);
-    ckpt_loaded *tab = &r->tables[e->shard];
-    for (int i = 0; i < tab->n_tensors; i++)
-        if (!strcmp(tab->tensors[i].name, name))
-            return ckpt_tensor_numel(&tab->tensors[i]) == (uint64_t)e->count ? &tab->tensors[i] : NULL;
-    return NULL;
-}
 
 /* Piece e's floats in its shard's map. */
 static const float *piece_data(ckpt_set_reader *r, const ckpt_extent *e)

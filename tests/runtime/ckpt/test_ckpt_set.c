@@ -5,7 +5,8 @@
  * extents with a gap or an overlap refused naming the elements; a tensor table with a name twice, a
  * negative dimension, a tensor past the buffers or a name too long with a buffer's prefix refused by
  * the commit, and a manifest naming a
- * shard outside its directory or one shard twice, or whose meta/config is not text, by every read; a flipped byte, a truncated and a
+ * shard outside its directory or one shard twice, or whose meta/config is not text, or whose
+ * extents name pieces no shard holds, by every read; a flipped byte, a truncated and a
  * missing shard named; no manifest is no checkpoint; ckpt_find_latest over files and sets with
  * fallback and with a caller's reader (ckpt_find_latest_with); ranges read piece by piece, a damaged
  * piece named only when read (ckpt_set_read_range); pruning removes sets whole. */
@@ -222,6 +223,44 @@ static void test_shard_names_refused(void)
     CHECK(ckpt_set_remove(set_dir, &err) == DDP_OK, "remove: %s", err.msg);
 }
 
+/* A manifest whose extents still tile the buffers but name pieces no shard holds (its first extent
+ * cut in two) is refused by every reader, naming the extent, before any tensor is read: the
+ * tensor-by-tensor reader (ckpt export's) left such a range unfilled. */
+static void test_extent_not_a_piece(void)
+{
+    char set_dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX + 64];
+    set_path(9, set_dir);
+    ddp_err err = {0};
+    CHECK(commit(9, good, N_GOOD, &err) == DDP_OK, "commit 9: %s", err.msg);
+    snprintf(path, sizeof path, "%s/%s", set_dir, CKPT_SET_MANIFEST);
+    ckpt_loaded c;
+    CHECK(ckpt_read(path, &c, &err) == DDP_OK, "manifest: %s", err.msg);
+    ckpt_tensor *ext = (ckpt_tensor *)ckpt_loaded_tensor(&c, "set/extents");
+    CHECK(ext && ext->shape[1] == 4, "set/extents");
+    if (!ext) {
+        ckpt_loaded_free(&c);
+        return;
+    }
+    int64_t rows = ext->shape[0], cut[4 * 64];
+    CHECK(rows < 63, "%lld extents", (long long)rows);
+    memcpy(cut + 4, ext->data, (size_t)rows * 4 * sizeof *cut); /* rows 1..: the extents, the first cut next */
+    memcpy(cut, cut + 4, 4 * sizeof *cut);
+    int64_t half = cut[3] / 2;
+    cut[3] = half, cut[4 + 2] += half, cut[4 + 3] -= half;
+    ext->data = cut, ext->shape[0] = rows + 1, ext->nbytes = (uint64_t)(rows + 1) * 4 * sizeof *cut;
+    ckpt_state st = {.hdr = c.hdr, .n_tensors = c.n_tensors, .tensors = c.tensors};
+    CHECK(ckpt_write_atomic_as(set_dir, CKPT_SET_MANIFEST, &st, NULL, &err) == DDP_OK, "rewrite: %s", err.msg);
+    ckpt_loaded_free(&c);
+    ckpt_set_reader *r = NULL;
+    CHECK(ckpt_set_open(set_dir, &r, &err) != DDP_OK, "the reader refuses an extent that is no piece");
+    CHECK_STR_CONTAINS(err.msg, "extent 0 (param/ elements 0..50) is not a piece of shard-00000-of-00003.ddp");
+    ckpt_set_close(r);
+    CHECK(ckpt_set_open_pieces(set_dir, &r, &err) != DDP_OK, "so does the reader of pieces");
+    ckpt_set_close(r);
+    CHECK(ckpt_set_load(set_dir, &c, &err) != DDP_OK, "and the whole set's load");
+    CHECK(ckpt_set_remove(set_dir, &err) == DDP_OK, "remove: %s", err.msg);
+}
+
 /* A manifest whose meta/config is not text (u8, one dimension) is malformed: every read refuses
  * it, as it refuses a malformed set/ table. */
 static void test_settings_not_text_refused(void)
@@ -408,6 +447,7 @@ int main(void)
     test_tensors_refused();
     test_shard_names_refused();
     test_settings_not_text_refused();
+    test_extent_not_a_piece();
     test_damage_and_fallback();
     test_many_pieces();
     test_prune();
