@@ -212,7 +212,9 @@ static const cfg_key keys_after_models[] = {
              "folder. Not with `model.kind: mlp`."),
     OPT_PATH("checkpoint.dir", checkpoint.dir,
              "Where checkpoints are written and looked for (none: `run.dir/checkpoints`); may be a network mount "
-             "that outlives the instance. Only rank 0 reads and writes it. It is created, and a file made and "
+             "that outlives the instance. Rank 0 alone reads and writes it, but with `checkpoint.sharded: true` "
+             "every rank writes its shard there (and reads from it on a resume), so every rank must see the same "
+             "directory. It is created, and a file made and "
              "removed in it, before the first step: a directory that cannot be created or written ends the job "
              "there (exit 1), not at the first save."),
     COMMAND("checkpoint.upload_cmd", checkpoint.upload_cmd, upload_placeholders,
