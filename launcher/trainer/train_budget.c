@@ -46,23 +46,27 @@ void train_budget_count_work(train_job *t, double s)
 static void check_budget(train_job *t, const ckpt_write_stats *st, double stall_s, notice_provider cloud)
 {
     double window = cloud_notice_window_s(cloud), steps = t->step > t->start_step ? (double)(t->step - t->start_step) : 1;
-    double step_s = t->budget->run_step_s / steps, need = step_s + stall_s + st->write_s;
+    /* a set's shards are written inside the stall, a single file's after it, in the background */
+    bool sharded = t->cfg->checkpoint.sharded;
+    double before_write_s = sharded ? stall_s - st->write_s : stall_s;
+    double step_s = t->budget->run_step_s / steps, need = step_s + before_write_s + st->write_s;
     double mb = (double)st->bytes / 1e6;
+    const char *before = sharded ? "the rest of the save" : "the snapshot";
     if (need <= window) {
-        log_info("preemption budget: a save on %s's notice takes about %.1f s (a step %.2f s, the snapshot %.2f s, "
-                 "the write %.2f s) of its %.0f s notice", cloud_name(cloud), need, step_s, stall_s, st->write_s,
+        log_info("preemption budget: a save on %s's notice takes about %.1f s (a step %.2f s, %s %.2f s, the write "
+                 "%.2f s) of its %.0f s notice", cloud_name(cloud), need, step_s, before, before_write_s, st->write_s,
                  window);
         return;
     }
-    double write_room = window - step_s - stall_s;
+    double write_room = window - step_s - before_write_s;
     char storage[160] = "";
     if (write_room > 0)
         snprintf(storage, sizeof storage, "storage that writes %.3g MB in %.0f s (%.3g MB/s or faster, e.g. a local "
                  "disk, with checkpoint.upload_cmd copying it off), or ", mb, write_room, mb / write_room);
-    log_warn("preemption budget: a save on %s's notice would take about %.1f s (a step %.2f s, the snapshot %.2f s, "
-             "the write of %.3g MB %.1f s at %.3g MB/s), more than its %.0f s notice: the machine would go before the "
+    log_warn("preemption budget: a save on %s's notice would take about %.1f s (a step %.2f s, %s %.2f s, the "
+             "write of %.3g MB %.1f s at %.3g MB/s), more than its %.0f s notice: the machine would go before the "
              "checkpoint is durable. What fits: %sa smaller checkpoint.every_minutes (now %g), so that less is lost "
-             "to the last periodic checkpoint", cloud_name(cloud), need, step_s, stall_s, mb, st->write_s,
+             "to the last periodic checkpoint", cloud_name(cloud), need, step_s, before, before_write_s, mb, st->write_s,
              st->write_s > 0 ? mb / st->write_s : 0.0, window, storage, t->cfg->checkpoint.every_minutes);
 }
 

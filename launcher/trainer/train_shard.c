@@ -80,6 +80,15 @@ static void test_shard_exit(const train_job *t)
     }
 }
 
+/* Test-only: DDP_TEST_FAULT slow-write at this rank and step: the shard's write takes longer. */
+static void test_slow_shard(const train_job *t)
+{
+    test_fault f;
+    if (test_fault_get(&f) && strcmp(f.kind, "slow-write") == 0 && f.step == t->step &&
+        (f.rank == t->ctl->rank || f.rank == -1))
+        test_fault_sleep(&f);
+}
+
 /* This rank's shard of the set at set_dir, durable when DDP_OK; *bytes its size. */
 static int write_own_shard(train_job *t, const train_shard_save *s, const char *set_dir, uint64_t *bytes,
                            ddp_err *err)
@@ -99,8 +108,10 @@ static int write_own_shard(train_job *t, const train_shard_save *s, const char *
     char name[CKPT_SET_SHARD_NAME_MAX], path[CKPT_PATH_MAX];
     ckpt_set_shard_name(t->ctl->rank, t->ctl->size, name, sizeof name);
     ckpt_state st = {.hdr = s->hdr, .n_tensors = nx * s->n_buffers, .tensors = tensors};
-    if (rc == DDP_OK)
+    if (rc == DDP_OK) {
+        test_slow_shard(t);
         rc = ckpt_write_atomic_as(set_dir, name, &st, path, err);
+    }
     *bytes = 0;
     for (int i = 0; rc == DDP_OK && i < st.n_tensors; i++)
         *bytes += ckpt_tensor_numel(&tensors[i]) * sizeof(float);

@@ -3,8 +3,8 @@
 # local stand-in for the clouds' metadata services (tests/launcher/metadata_server.py): after the
 # first checkpoint is durable, a save on AWS's 120 s notice fits and is said to; on GCP (found by
 # checkpoint.preemption_notice auto), whose notice is 30 s, a checkpoint write made 31 s slower by
-# DDP_TEST_FAULT=slow-write does not fit, and the warning says so and what would; on no cloud
-# nothing is said.
+# DDP_TEST_FAULT=slow-write does not fit, and the warning says so and what would; a sharded save
+# whose shards take 16 s fits, its write counted once; on no cloud nothing is said.
 source "$(dirname "$0")/../../lib.sh"
 SERVER=$DDP_SRC/tests/launcher/metadata_server.py
 RUN=(train.max_steps=20 checkpoint.every_steps=10 checkpoint.notice_poll_s=0.5)
@@ -39,6 +39,16 @@ check "gcp, slow write: the warning names the cloud, the time and its parts, and
 check "gcp, slow write: it says what would fit" \
     grep -Eq "What fits: storage that writes [0-9.]+ MB in [0-9]+ s \([0-9.]+ MB/s or faster.*a smaller checkpoint.every_minutes \(now 30\)" <<<"$line"
 check "gcp, slow write: the slow checkpoint was still written" [ -f "$TMP/gcp/checkpoints/ckpt-00000010.ddp" ]
+
+# checkpoint.sharded: the shards are written inside the save's stall, counted once (a 16 s write
+# fits the 30 s notice; counted twice, it would not)
+start_server gcp "$TMP/gcp-meta-sharded"
+DDP_TEST_FAULT=slow-write:-1:10:16 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/gcp-sharded" "${RUN[@]}" \
+    checkpoint.sharded=true checkpoint.preemption_notice=gcp >"$TMP/gcp-sharded.log" 2>&1
+check "gcp, sharded, slow write: the job completes" [ $? -eq 0 ]
+stop_server
+check "gcp, sharded, slow write: the save fits, its write counted once" \
+    grep -Eq "preemption budget: a save on GCP's notice takes about 1[6-9]\.[0-9] s \(a step [0-9.]+ s, the rest of the save [0-9.]+ s, the write 1[6-9]\.[0-9]+ s\) of its 30 s notice" "$TMP/gcp-sharded.log"
 
 export DDPRUN_METADATA_URL=http://127.0.0.1:9   # discard port: no cloud answers
 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/none" "${RUN[@]}" checkpoint.preemption_notice=auto >"$TMP/none.log" 2>&1
