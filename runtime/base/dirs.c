@@ -1,14 +1,24 @@
-/* dirs.c — make_dirs: mkdir on each prefix of the path in turn, ignoring the ones that exist; the
- * writability probe; the directory fsync (dirs.h). */
+/* dirs.c — make_dirs: mkdir on each prefix of the path in turn, ignoring the ones that exist, and
+ * fsyncing the parent of each one made; the writability probe; the directory fsync (dirs.h). */
 #include "dirs.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The directory holding `path` (a made directory) fsynced, so that its new entry is durable. */
+static int fsync_parent(const char *path, ddp_err *err)
+{
+    char copy[PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", path); /* dirname may write into its argument */
+    return dir_fsync(dirname(copy), err);
+}
 
 int make_dirs(const char *path, ddp_err *err)
 {
@@ -20,8 +30,11 @@ int make_dirs(const char *path, ddp_err *err)
             continue;
         char saved = *p;
         *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        bool made = mkdir(buf, 0777) == 0;
+        if (!made && errno != EEXIST)
             return ddp_fail(err, DDP_ERUNTIME, "cannot create directory %s: %s", buf, strerror(errno));
+        if (made && fsync_parent(buf, err) != DDP_OK) /* what is saved inside must not outlive its entry */
+            return err->code;
         *p = saved;
         if (saved == '\0')
             return DDP_OK;
