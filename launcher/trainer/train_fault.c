@@ -117,6 +117,13 @@ static void poison_then_ready(void *ctx, size_t offset, size_t count)
     reducer_grad_ready(t->red, offset, count);
 }
 
+void train_fault_in_eval(const train_job *t)
+{
+    test_fault f;
+    if (t->fault && fault_here(t, &f) && strcmp(f.kind, "slow-eval") == 0 && t->step >= f.step)
+        test_fault_sleep(&f);
+}
+
 void train_fault_in_setup(const train_job *t)
 {
     test_fault f;

@@ -12,6 +12,8 @@ int train_fault_open(train_job *t, ddp_err *err);
 void train_fault_close(train_job *t);
 /* While the data loads: `setup-sleep` sleeps SECONDS (a mount that stopped answering). */
 void train_fault_in_setup(const train_job *t);
+/* Before each evaluation pass: slow-eval (sleeps SECONDS from step STEP on). */
+void train_fault_in_eval(const train_job *t);
 /* After optimizer step t->step, before the stop agreement. */
 void train_fault_after_step(const train_job *t);
 /* For the last micro-step of the next optimizer step: the grad_ready callback (and its *ctx) that

@@ -20,6 +20,7 @@
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
 #include "runtime/device/device_prof.h"
+#include "train_fault.h"
 #include "train_finite.h"
 #include "train_log.h"
 #include "train_observe.h"
@@ -28,6 +29,7 @@
 #include "train_profile_report.h"
 #include "train_ranks.h"
 #include "train_replica.h"
+#include "train_stop.h"
 #include "train_tb.h"
 #include "train_zero.h"
 
@@ -254,16 +256,34 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
 /* Forward passes over this rank's [begin, end) of the test set into stats. Under ZeRO-3 a forward
  * pass gathers each unit from every rank, so every rank runs as many as the rank with the most
  * batches: one that has run out evaluates one sample again into `spare`, which is not counted. */
+/* Whether any rank was asked to stop (a signal, a preemption notice), agreed before each
+ * evaluation pass: a stop ends an evaluation at once on every rank, not after it, which may take
+ * longer than the stop's deadline (ddp.timeout_s). */
+static int stop_agreed(train_job *t, bool *stop, ddp_err *err)
+{
+    int64_t v = train_stop_requested;
+    snprintf(t->ctl->label, sizeof t->ctl->label, "evaluation stop agreement");
+    int rc = t->ctl->ops->allreduce(t->ctl, &v, &v, 1, DT_INT64, OP_MAX, NULL, err);
+    t->ctl->label[0] = '\0';
+    *stop = v != TRAIN_STOP_NONE;
+    return rc;
+}
+
+/* Rows [begin, end) of the test set into stats; *stopped when the ranks agreed to stop first.
+ * Every rank runs the most passes any rank needs (a spare one evaluates one row into spare,
+ * never counted), so that the agreements, and ZeRO-3's gathers, pair up. */
 static int evaluate_range(train_job *t, int64_t begin, int64_t end, float *stats, float *spare, double *terms,
-                          ddp_err *err)
+                          bool *stopped, ddp_err *err)
 {
     int64_t bs = t->batch, passes = (end - begin + bs - 1) / bs;
-    int rc = DDP_OK;
     snprintf(t->ctl->label, sizeof t->ctl->label, "evaluation passes");
-    if (t->zero)
-        rc = t->ctl->ops->allreduce(t->ctl, &passes, &passes, 1, DT_INT64, OP_MAX, NULL, err);
+    int rc = t->ctl->ops->allreduce(t->ctl, &passes, &passes, 1, DT_INT64, OP_MAX, NULL, err);
     t->ctl->label[0] = '\0';
+    *stopped = false;
     for (int64_t k = 0, i = begin; k < passes && rc == DDP_OK; k++, i += bs) {
+        if ((rc = stop_agreed(t, stopped, err)) != DDP_OK || *stopped)
+            break;
+        train_fault_in_eval(t);
         int64_t rows = i < end ? (end - i < bs ? end - i : bs) : 1;
         model_batch b;
         train_stage_range(t, i < end ? i : 0, rows);
@@ -314,6 +334,7 @@ int train_evaluate(train_job *t, ddp_err *err)
     sampler_eval_range(t->test.n, t->ctl->rank, t->ctl->size, &begin, &end);
     float *stats = NULL;
     double terms = 0; /* the targets the loss counts in this rank's range */
+    bool stopped = false;
     int phase = -1;
     int rc = train_phase_begin(t, "evaluation", &phase, err);
     if (rc == DDP_OK) /* the counted sums, then the spare ones evaluate_range may need */
@@ -321,13 +342,18 @@ int train_evaluate(train_job *t, ddp_err *err)
     if (rc == DDP_OK)
         rc = d->ops->fill(d, TENSOR_F32, stats, 4, 0.0f, err);
     if (rc == DDP_OK)
-        rc = evaluate_range(t, begin, end, stats, stats + 2, &terms, err);
+        rc = evaluate_range(t, begin, end, stats, stats + 2, &terms, &stopped, err);
     float st[2] = {0, 0};
     if (rc == DDP_OK)
         rc = d->ops->download(d, st, stats, sizeof st, err);
     d->ops->free(d, stats);
     if (rc == DDP_OK)
         rc = train_phase_end(t, phase, err);
+    if (rc == DDP_OK && stopped) { /* every rank agreed: the stop agreement after it ends the job */
+        log_info("eval epoch %lld step %lld: stopped by the stop request, not recorded", (long long)t->epoch + 1,
+                 (long long)t->step);
+        return DDP_OK;
+    }
     double sums[4] = {st[0], st[1], (double)(end - begin), terms};
     int range = device_prof_host_begin(d->prof, "evaluation sums", PROF_TRACK_HOST);
     if (rc == DDP_OK)

@@ -5,7 +5,8 @@
 # outside the agreement (DDP_TEST_FAULT: every rank sleeping while the data loads, as on a mount
 # that stopped answering; every rank sleeping after a step) end the job once the stop request is
 # ddp.timeout_s old, naming the rank and what it was doing: exit 1 with no checkpoint of the job,
-# exit 75 when one is complete — and the job resumes from it.
+# exit 75 when one is complete — and the job resumes from it. A stop during an evaluation that
+# takes longer than the deadline ends the evaluation (the ranks agree between its passes).
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 HF_SRC=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
@@ -60,6 +61,17 @@ check "held in setup: the rank and what it was doing named" \
     grep -q "\[rank 0 [^]]*\] error: the stop request was not answered within [45] s (ddp.timeout_s): this rank was loading the data (data.path" "$TMP/held.log"
 check "held in setup: no checkpoint to resume from, said" grep -q "no checkpoint of this job to resume from" "$TMP/held.log"
 unset DDP_TEST_FAULT
+
+# a stop during an evaluation longer than ddp.timeout_s (every pass slowed): the ranks agree
+# between passes, so the evaluation ends at once, unrecorded, and the job saves and exits 75
+DDP_TEST_FAULT=slow-eval:-1:3:0.3 run_stopped "$TMP/eval.log" "grep -q 'step 2/' $TMP/eval.log && sleep 2" \
+    -- -np 2 "$SMALL" run.dir="$TMP/eval" train.max_steps=8 train.eval=true train.eval_every=3 train.log_every=1 \
+    ddp.timeout_s=3
+check "stopped in a long evaluation: exit 75 (got $rc)" [ $rc -eq 75 ]
+check "stopped in a long evaluation: within ddp.timeout_s and a few seconds (took $took s)" [ $took -le 15 ]
+check "stopped in a long evaluation: said, and not recorded" \
+    grep -q "eval epoch 1 step 3: stopped by the stop request, not recorded" "$TMP/eval.log"
+check "stopped in a long evaluation: step 3's checkpoint saved" [ -f "$TMP/eval/checkpoints/ckpt-00000003.ddp" ]
 
 # every rank held after step 5, checkpoints at steps 2 and 4: the one of step 4 is complete, exit 75
 LONG=(train.max_steps=8 checkpoint.every_steps=2 checkpoint.resume=auto ddp.timeout_s=4 train.log_every=1)
