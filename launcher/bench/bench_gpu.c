@@ -49,12 +49,6 @@ static void cuda_version(char *out, size_t len, cudaError_t (*get)(int *))
         snprintf(out, len, "%d.%d", v / 1000, v % 1000 / 10);
 }
 
-static void bus_id(const struct cudaDeviceProp *p, char *out, size_t len)
-{
-    snprintf(out, len, "%04x:%02x:%02x.0", (unsigned)p->pciDomainID & 0xffff, (unsigned)p->pciBusID & 0xff,
-             (unsigned)p->pciDeviceID & 0xff);
-}
-
 /* The matrix cell for src -> dst: X, NV<rank>, PCI<rank>, SYS, or ERR. */
 static void p2p_cell(int src, int dst, char *out, size_t len)
 {
@@ -122,9 +116,8 @@ int bench_gpu_describe(char *out, size_t len)
         struct cudaDeviceProp p;
         cudaError_t e = cudaGetDeviceProperties(&p, i);
         char bus[32];
-        if (e == cudaSuccess)
-            bus_id(&p, bus, sizeof bus);
-        put(&t, "#    GPU%-3d  %s  %s\n", i, e == cudaSuccess ? bus : "?", e == cudaSuccess ? p.name : cudaGetErrorString(e));
+        device_cuda_bus_id(i, bus, sizeof bus);
+        put(&t, "#    GPU%-3d  %s  %s\n", i, bus[0] ? bus : "?", e == cudaSuccess ? p.name : cudaGetErrorString(e));
     }
     describe_p2p(&t, n);
     if (t.used && t.used <= t.len && out[t.used - 1] == '\n')
@@ -134,9 +127,7 @@ int bench_gpu_describe(char *out, size_t len)
 
 void bench_gpu_label(const device *dev, char *out, size_t len)
 {
-    struct cudaDeviceProp p;
-    char bus[32] = "?";
-    if (cudaGetDeviceProperties(&p, dev->index) == cudaSuccess)
-        bus_id(&p, bus, sizeof bus);
-    snprintf(out, len, "cuda:%d [%s] %s", dev->index, bus, dev->name);
+    char bus[32];
+    device_cuda_bus_id(dev->index, bus, sizeof bus);
+    snprintf(out, len, "cuda:%d [%s] %s", dev->index, bus[0] ? bus : "?", dev->name);
 }

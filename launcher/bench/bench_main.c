@@ -79,7 +79,10 @@ static int agree(const mpi_identity *id, int rc, ddp_err *err)
  * reach the same verdict. Collective. */
 static int check_gpu_share(const mpi_identity *id, int gpus, ddp_err *err)
 {
-    gpu_share_rank me = gpu_share_me(id->host, id->local_rank, gpus);
+    char bus_id[32] = "";
+    if (gpus > 0)
+        device_cuda_bus_id(id->local_rank % gpus, bus_id, sizeof bus_id);
+    gpu_share_rank me = gpu_share_me(id->host, id->local_rank, gpus, bus_id);
     gpu_share_rank *all = bench_xalloc((size_t)id->size * sizeof *all);
     MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD);
     int rc = gpu_share_check(all, id->size, "use --backend mpi", err);

@@ -65,7 +65,10 @@ static int check_gpu_count(train_job *t, ddp_err *err)
     comm *ctl = t->ctl;
     char reason[256] = "";
     int gpus = t->dev->kind == DEVICE_CUDA ? device_cuda_count(reason, sizeof reason) : 0;
-    gpu_share_rank me = gpu_share_me(ctl->host, ctl->local_rank, gpus);
+    char bus_id[32] = "";
+    if (gpus > 0)
+        device_cuda_bus_id(t->dev->index, bus_id, sizeof bus_id);
+    gpu_share_rank me = gpu_share_me(ctl->host, ctl->local_rank, gpus, bus_id);
     gpu_share_rank *all = calloc((size_t)ctl->size, sizeof *all);
     if (!all)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d ranks' GPU counts", ctl->size);

@@ -66,6 +66,13 @@ int device_cuda_create(int local_rank, const device_opts *opts, device **out, dd
     return rc;
 }
 #else
+void device_cuda_bus_id(int index, char *out, size_t len)
+{
+    (void)index;
+    if (len)
+        out[0] = '\0';
+}
+
 int device_cuda_count(char *reason, size_t reason_len)
 {
     snprintf(reason, reason_len, "this build of ddprun has no CUDA backend (configure with -Dgpu=enabled)");

@@ -426,6 +426,9 @@ int device_cpu_create(device **out, ddp_err *err);
 int device_cuda_create(int local_rank, const device_opts *opts, device **out, ddp_err *err);
 /* Number of usable CUDA devices, 0 with a one-line reason when none. */
 int device_cuda_count(char *reason, size_t reason_len);
+/* The PCI bus id ("0000:3b:00.0") of visible CUDA device `index`, which names one GPU whatever each
+ * process's CUDA_VISIBLE_DEVICES makes its index; "" when it cannot be read. */
+void device_cuda_bus_id(int index, char *out, size_t len);
 
 /* Picks per opts->kind (auto: CUDA when device_cuda_count() > 0, else CPU, logging why). */
 int device_open(const device_opts *opts, int local_rank, device **out, ddp_err *err);

@@ -454,6 +454,16 @@ int device_cuda_count(char *reason, size_t reason_len)
     return count;
 }
 
+void device_cuda_bus_id(int index, char *out, size_t len)
+{
+    struct cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, index) == cudaSuccess)
+        snprintf(out, len, "%04x:%02x:%02x.0", (unsigned)p.pciDomainID & 0xffff, (unsigned)p.pciBusID & 0xff,
+                 (unsigned)p.pciDeviceID & 0xff);
+    else if (len)
+        out[0] = '\0';
+}
+
 /* Everything after the device is chosen; on failure the caller destroys the half-built device. */
 static int cuda_setup(device *d, const device_opts *opts, ddp_err *err)
 {

@@ -2,7 +2,8 @@
  * device, attributes, kernel attributes.
  *
  * The emulated machine has DDP_CUDA_EMU_DEVICES devices (default 1; 0 behaves like a machine
- * without a GPU) named "CUDA emulator (CPU)", shaped like an H100 (sm_90, 132 SMs, 48 KiB default
+ * without a GPU), of which a process sees those CUDA_VISIBLE_DEVICES lists (by index, each with
+ * its machine index for its PCI bus number), named "CUDA emulator (CPU)", shaped like an H100 (sm_90, 132 SMs, 48 KiB default
  * / 227 KiB opt-in shared memory per block); DDP_CUDA_EMU_ARCH=80 makes them report compute
  * capability 8.0, so the kernels' paths for GPUs before Hopper run (and Hopper's instructions abort). Stricter than CUDA: a thread that never called
  * cudaSetDevice may not use a device while several exist (CUDA silently gives it device 0, which
@@ -33,7 +34,7 @@ size_t kernel_max_dynamic_smem(const void *fn)
     return it == dynamic_smem_limits.end() ? (size_t)DEFAULT_DYNAMIC_SMEM : it->second;
 }
 
-static int device_count()
+static int machine_devices()
 {
     const char *env = getenv("DDP_CUDA_EMU_DEVICES");
     if (!env || !*env)
@@ -45,6 +46,32 @@ static int device_count()
         return 0;
     }
     return (int)n;
+}
+
+/* The machine's devices this process sees, as CUDA reads CUDA_VISIBLE_DEVICES: indices separated
+ * by commas, up to the first that is not one of the machine's (none set: all). physical[i] gets
+ * the machine's index of visible device i. */
+static int visible_devices(int physical[64])
+{
+    int n = machine_devices(), seen = 0;
+    const char *list = getenv("CUDA_VISIBLE_DEVICES");
+    for (int i = 0; !list && i < n; i++)
+        physical[seen++] = i;
+    for (const char *p = list; p && *p && seen < 64;) {
+        char *end;
+        long d = strtol(p, &end, 10);
+        if (end == p || d < 0 || d >= n || (*end != ',' && *end != '\0'))
+            break;
+        physical[seen++] = (int)d;
+        p = *end ? end + 1 : end;
+    }
+    return seen;
+}
+
+static int device_count()
+{
+    int physical[64];
+    return visible_devices(physical);
 }
 
 int emulated_cc_major()
@@ -62,7 +89,7 @@ static cudaError_t check_device(int device, const char *fn)
 {
     int n = device_count();
     if (n == 0)
-        return fail(cudaErrorNoDevice, "%s: no CUDA-capable device (DDP_CUDA_EMU_DEVICES=0)", fn);
+        return fail(cudaErrorNoDevice, "%s: no CUDA-capable device (DDP_CUDA_EMU_DEVICES=0, or none in CUDA_VISIBLE_DEVICES)", fn);
     if (device < 0 || device >= n)
         return fail(cudaErrorInvalidDevice, "%s: device %d, the emulator has %d", fn, device, n);
     return cudaSuccess;
@@ -113,7 +140,7 @@ cudaError_t cudaGetDeviceCount(int *count)
     if (!count)
         return fail(cudaErrorInvalidValue, "cudaGetDeviceCount: count is NULL");
     *count = device_count();
-    return *count == 0 ? fail(cudaErrorNoDevice, "cudaGetDeviceCount: no device (DDP_CUDA_EMU_DEVICES=0)")
+    return *count == 0 ? fail(cudaErrorNoDevice, "cudaGetDeviceCount: no device (DDP_CUDA_EMU_DEVICES=0, or none in CUDA_VISIBLE_DEVICES)")
                        : cudaSuccess;
 }
 
@@ -167,7 +194,9 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
     prop->unifiedAddressing = 1;
     prop->canMapHostMemory = 1;
     prop->concurrentKernels = 1;
-    prop->pciBusID = device;
+    int physical[64];
+    visible_devices(physical);
+    prop->pciBusID = physical[device]; /* the machine's device, whichever index this process sees it at */
     return cudaSuccess;
 }
 

@@ -240,7 +240,8 @@ static int color_of(const ncclUniqueId *id)
     return (int)(h & 0x7fffffffu);
 }
 
-/* NCCL refuses two ranks of a communicator on one GPU ("Duplicate GPU detected"). */
+/* NCCL refuses two ranks of a communicator on one GPU ("Duplicate GPU detected"), a GPU being
+ * its PCI bus id: whatever index each rank's CUDA_VISIBLE_DEVICES gives it. */
 static ncclResult_t check_duplicate_devices(ncclComm_t c)
 {
     struct where { char host[64]; int32_t device; } me, *all = calloc((size_t)c->size, sizeof *all);
@@ -248,14 +249,15 @@ static ncclResult_t check_duplicate_devices(ncclComm_t c)
         return shim_fail(c, ncclSystemError, "ncclCommInitRank: out of memory");
     memset(&me, 0, sizeof me);
     gethostname(me.host, sizeof me.host - 1);
-    me.device = c->device;
+    struct cudaDeviceProp p;
+    me.device = cudaGetDeviceProperties(&p, c->device) == cudaSuccess ? p.pciBusID : c->device;
     int rc = MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, c->mpi);
     ncclResult_t result = rc == MPI_SUCCESS ? ncclSuccess : shim_mpi_fail(c, rc, "MPI_Allgather", __LINE__);
     for (int a = 0; a < c->size && result == ncclSuccess; a++)
         for (int b = a + 1; b < c->size && result == ncclSuccess; b++)
             if (all[a].device == all[b].device && strcmp(all[a].host, all[b].host) == 0)
                 result = shim_fail(c, ncclInvalidUsage, "ncclCommInitRank: Duplicate GPU detected : rank %d and rank "
-                                   "%d both on CUDA device %d of host %s", a, b, all[a].device, all[a].host);
+                                   "%d both on the GPU at PCI bus %d of host %s", a, b, all[a].device, all[a].host);
     free(all);
     return result;
 }

@@ -9,7 +9,8 @@
 #    the watchdog naming rank, collective, bucket;
 #  - ddp.debug turns a planted size mismatch into a clear error instead of a hang;
 #  - more ranks than (emulated) GPUs on a host is rejected at startup, naming host, ranks and GPU,
-#    DDPRUN_ALLOW_GPU_SHARING=1 or not (NCCL refuses two ranks on one GPU).
+#    DDPRUN_ALLOW_GPU_SHARING=1 or not (NCCL refuses two ranks on one GPU); ranks that each see one
+#    GPU of their own (CUDA_VISIBLE_DEVICES per rank) train, two bound to one GPU are refused.
 source "$(dirname "$0")/../../lib.sh"
 
 GPU=(device=cuda ddp.backend=nccl)
@@ -77,7 +78,7 @@ check "ddp.debug names both ranks and both fingerprints" \
 
 # More ranks than GPUs on one host: NCCL refuses two ranks on one GPU, so this is a usage error on
 # every rank, before anything is written; DDPRUN_ALLOW_GPU_SHARING=1 cannot change that.
-SHARE_MSG="2 ranks on host [^ ]* but only 1 GPU visible: ranks 0 and 1 would both use GPU 0, and NCCL refuses two ranks on one GPU"
+SHARE_MSG="2 ranks on host [^ ]* but only 1 GPU visible: ranks 0 and 1 would both use GPU 0 \\(bus id 0000:00:00\\.0\\), and NCCL refuses two ranks on one GPU"
 SHARE_FIX="; run at most 1 rank on [^ ]* \\(one per GPU\\), or train on device: cpu \\(its gradients go over MPI\\)"
 gpu_run share 2 1 train.max_steps=5
 rc=$?
@@ -90,4 +91,20 @@ check "DDPRUN_ALLOW_GPU_SHARING=1 with NCCL: still a usage error (rc $rc)" [ $rc
 check "... saying the variable cannot help" \
     grep -Eq "error: $SHARE_MSG \(DDPRUN_ALLOW_GPU_SHARING=1 cannot change that\)$SHARE_FIX" "$TMP/shared.log"
 check "... before anything is written" [ ! -e "$TMP/shared/checkpoints" ]
+# Each rank bound to a GPU of its own (CUDA_VISIBLE_DEVICES per rank, as srun --gpus-per-task
+# does): each sees one GPU, at index 0, yet they are two (their bus ids differ), so the job trains;
+# both bound to one GPU is refused, naming it by bus id.
+cat >"$TMP/bind.sh" <<EOF
+#!/bin/sh
+CUDA_VISIBLE_DEVICES=\${BIND_TO:-\$OMPI_COMM_WORLD_LOCAL_RANK} exec "$DDPRUN_WORKER" "\$@"
+EOF
+chmod +x "$TMP/bind.sh"
+DDPRUN_WORKER="$TMP/bind.sh" gpu_run bound 2 2 data.batch_size=24 train.max_steps=5
+rc=$?
+check "each rank bound to its own emulated GPU: trains (rc $rc)" [ $rc -eq 0 ]
+BIND_TO=1 DDPRUN_WORKER="$TMP/bind.sh" gpu_run bound_same 2 2 data.batch_size=24 train.max_steps=5
+rc=$?
+check "both ranks bound to GPU 1: rejected as a usage error (rc $rc)" [ $rc -eq 2 ]
+check "... naming the GPU by its bus id" grep -q "ranks 0 and 1 would both use GPU 0 (bus id 0000:01:00.0)" \
+    "$TMP/bound_same.log"
 finish
