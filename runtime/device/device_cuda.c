@@ -27,17 +27,21 @@
 #include "cudaemu.h" /* the emulator's; on the include path of the emulated build only */
 #endif
 
-/* Uploads are staged through two pinned buffers of at most this many bytes, alternately, so the
- * host memcpy into one overlaps the DMA out of the other. */
+/* Uploads are staged through a ring of pinned buffers of at most this many bytes each, so the
+ * host memcpy into one overlaps the DMA out of the others. A step uploads up to three (inputs,
+ * targets, packed documents): six slots let the host stage a whole step while the GPU still runs
+ * the one before, where fewer made a step's last upload wait for that step's first, queued
+ * behind all of the previous step's work. */
 #define STAGING_CHUNK ((size_t)16 << 20)
+#define STAGING_SLOTS 6
 
 typedef struct cuda_impl {
     cudaStream_t stream;
     cublasHandle_t blas;
     cuda_lt *lt;                  /* the epilogue GEMMs' cuBLASLt state (device_cuda_lt.c) */
-    void *staging[2];             /* pinned host memory */
-    size_t staging_cap[2];
-    cudaEvent_t staging_done[2];  /* recorded after the last copy out of staging[i] */
+    void *staging[STAGING_SLOTS]; /* pinned host memory */
+    size_t staging_cap[STAGING_SLOTS];
+    cudaEvent_t staging_done[STAGING_SLOTS]; /* recorded after the last copy out of staging[i] */
     int next_staging;
     void *scratch;                /* device_cuda_scratch() */
     size_t scratch_bytes;
@@ -105,7 +109,7 @@ int device_cuda_upload(device *d, void *dst, const void *src, size_t bytes, ddp_
     for (size_t off = 0; off < bytes;) {
         const size_t len = bytes - off < STAGING_CHUNK ? bytes - off : STAGING_CHUNK;
         const int slot = im->next_staging;
-        im->next_staging ^= 1;
+        im->next_staging = (slot + 1) % STAGING_SLOTS;
         int rc = staging_acquire(im, slot, len, err);
         if (rc)
             return rc;
@@ -411,7 +415,7 @@ static void cuda_destroy(device *d)
     if (im) {
         if (im->stream)
             wait_stream(im, im->stream);
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < STAGING_SLOTS; i++) {
             if (im->staging[i])
                 cudaFreeHost(im->staging[i]);
             if (im->staging_done[i])
@@ -483,7 +487,7 @@ static int cuda_setup(device *d, const device_opts *opts, ddp_err *err)
     }
     CUDA_TRY(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
     d->stream = im->stream;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < STAGING_SLOTS; i++)
         CUDA_TRY(cudaEventCreateWithFlags(&im->staging_done[i], cudaEventDisableTiming));
     CUBLAS_TRY(cublasCreate(&im->blas));
     CUBLAS_TRY(cublasSetStream(im->blas, im->stream));
