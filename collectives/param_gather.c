@@ -160,13 +160,19 @@ const void *param_gather_window(void *ctx, int unit)
     if (rc == DDP_OK)
         rc = wait_unit(g, unit, &e);
     keep_error(g, rc, &e);
-    int dir = g->last < 0 || unit == g->last ? 0 : unit > g->last ? 1 : -1, next = unit + dir;
+    /* after an invalidation, the first unit starts a forward pass: upward */
+    int dir = g->last < 0 ? unit == 0 : unit == g->last ? 0 : unit > g->last ? 1 : -1, next = unit + dir;
     if (unit != g->last && dir != 0 && next >= 0 && next < g->n_units && g->units[next].window < 0) {
         rc = start_gather(g, next, window_for(g, next, unit), &e);
         keep_error(g, rc, &e);
     }
     g->last = unit;
     return g->windows[s->window];
+}
+
+bool param_gather_holds(const param_gather *g, int unit)
+{
+    return g->units[unit].window >= 0;
 }
 
 int param_gather_invalidate(param_gather *g, ddp_err *err)

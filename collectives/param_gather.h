@@ -16,6 +16,8 @@
 #ifndef DDP_PARAM_GATHER_H
 #define DDP_PARAM_GATHER_H
 
+#include <stdbool.h>
+
 #include "reducer.h"
 
 typedef struct param_gather param_gather;
@@ -29,6 +31,8 @@ int param_gather_create(const reducer *layout, device *d, tensor_dtype t, const 
  * for its gather, starting it first if needed, and starts the next unit's. An error is kept for
  * param_gather_status and the window returned anyway. */
 const void *param_gather_window(void *ctx, int unit);
+/* Whether unit has a window: gathered, or its gather started (the one before it asked for it). */
+bool param_gather_holds(const param_gather *g, int unit);
 /* The parameters changed: waits for any gather in flight, then no window counts as resident. */
 int param_gather_invalidate(param_gather *g, ddp_err *err);
 /* The first error a window request met since the last call (DDP_OK when none), into err. */

@@ -19,7 +19,8 @@
  * ZeRO-3's parameter windows (param_gather.h) over the same layout: units asked for in forward
  * order, in backward order, and as a tied head does (the first unit between the others) each hold
  * exactly that unit's parameters from every rank's shard; after the shard changes and the windows
- * are invalidated, no window shows the old values. */
+ * are invalidated, no window shows the old values, and the first unit asked for then starts the
+ * second's gather (the pass goes up). */
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +258,12 @@ static void test_param_windows(comm *c, device *d, size_t n)
               rc ? err.msg : "no error");
         rc = param_gather_invalidate(g, &err); /* the parameters change: nothing old may show */
         CHECK(rc == DDP_OK, "windows n=%zu: invalidate: %s", n, err.msg);
+        if (n_units > 1 && scale == 1.0f) { /* the next pass's first unit starts the second's gather */
+            bad = window_wrong(g, offs, n_units, n, 0, scale);
+            CHECK(bad == 0 && param_gather_holds(g, 1), "windows n=%zu: after an invalidation unit 0's pass left "
+                  "unit 1 ungathered", n);
+            rc = param_gather_invalidate(g, &err);
+        }
     }
     param_gather_destroy(g);
     free(shard);
