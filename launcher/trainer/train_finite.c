@@ -206,8 +206,13 @@ int train_finite_fail(train_job *t, int64_t vote, int64_t newest_saved, ddp_err 
     long long step = (long long)(key >> (KEY_RANK_BITS + KEY_WHAT_BITS));
     char where[96], on_rank[32] = "", kept[96] = "no checkpoint was saved before";
     snprintf(where, sizeof where, what_name(what), step);
-    if (what == FINITE_LOSS || what == FINITE_LOGITS) /* the others are the same on every rank */
+    /* the others are the same on every rank, but for a ZeRO shard: the parameters' under ZeRO-3,
+     * the optimizer state's under any stage */
+    bool shard = what == FINITE_OPT_STATE ? train_zero_active(t) : what == FINITE_PARAMS && t->zero;
+    if (what == FINITE_LOSS || what == FINITE_LOGITS)
         snprintf(on_rank, sizeof on_rank, " on rank %d", rank);
+    else if (shard)
+        snprintf(on_rank, sizeof on_rank, " in rank %d's shard", rank);
     if (newest_saved >= 0)
         snprintf(kept, sizeof kept, "the newest checkpoint is step %lld's", (long long)newest_saved);
     return ddp_fail(err, DDP_ENONFINITE, "non-finite training: %s not finite%s; stopped at step %lld without "

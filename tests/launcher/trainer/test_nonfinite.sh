@@ -76,6 +76,14 @@ check "... the check before the save names the parameters after step 20" \
     grep -q "the parameters after step 20 were not finite; stopped at step 20 without saving (the newest checkpoint is step 10's" "$TMP/inf.log"
 check "... and only step 10 was saved ($(ckpts "$TMP/inf"))" [ "$(ckpts "$TMP/inf")" = "ckpt-00000010.ddp " ]
 
+# --- the same under ZeRO-3: the parameters are sharded, so the message names the rank's shard ---
+DDP_TEST_FAULT=inf:0:20 timeout 300 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/inf3" "${COMMON[@]}" optimizer.grad_clip=0 \
+    ddp.zero=3 >"$TMP/inf3.log" 2>&1
+rc=$?
+check "ZeRO-3: inf gradient at a checkpoint step, clipping off: exit 65 (got $rc)" [ $rc -eq 65 ]
+check "... naming the shard that holds it" \
+    grep -q "the parameters after step 20 were not finite in rank 0's shard; stopped at step 20" "$TMP/inf3.log"
+
 # --- ZeRO-1, AdamW, gradient accumulation: the norm all-reduced over the shards ---
 ZERO=(ddp.zero=1 optimizer.kind=adamw optimizer.nesterov=false train.grad_accum=2)
 DDP_TEST_FAULT=nan:0:7 timeout 300 mpirun -np 2 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$SMALL" \
