@@ -341,8 +341,8 @@ def nccl_errors():
     small = ["-b", "8", "-e", "1K", "-n", "1", "-w", "0"]
     rc, out, err = mpirun(2, ["allreduce", "--backend", "nccl"] + small, emu_env(0), timeout=120)
     check_error_once("nccl with no GPU", rc, err, 1, "--backend nccl: no CUDA devices (")
-    share = ("2 ranks on host %s but only 1 GPU visible: ranks 0 and 1 would both use GPU 0, and NCCL refuses two "
-             "ranks on one GPU" % socket.gethostname())
+    share = ("2 ranks on host %s but only 1 GPU visible: ranks 0 and 1 would both use GPU 0 (bus id 0000:00:00.0), "
+             "and NCCL refuses two ranks on one GPU" % socket.gethostname())
     fix = "; run at most 1 rank on %s (one per GPU), or use --backend mpi" % socket.gethostname()
     rc, out, err = mpirun(2, ["allreduce", "--backend", "nccl"] + small, emu_env(1), timeout=120)
     check_error_once("nccl with 2 ranks, 1 GPU", rc, err, 2, "--backend nccl: " + share + fix)
