@@ -503,7 +503,7 @@ static int finish_job(train_job *t, int rc, ddp_err *err)
         rc = prc != DDP_OK ? prc : rc;
     }
     ok = rc == DDP_OK || rc == DDP_EPREEMPTED;
-    int rc2 = train_ckpt_finish(t, ok ? err : NULL);
+    int rc2 = train_ckpt_finish(t, !ok, ok ? err : NULL);
     if (ok)
         rc = rc2 != DDP_OK ? rc2 : rc;
     if ((rc == DDP_OK || rc == DDP_EPREEMPTED) && (rc2 = train_log_finish(t, err)) != DDP_OK)

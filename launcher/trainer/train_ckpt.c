@@ -283,7 +283,7 @@ int64_t train_ckpt_last_saved(const train_job *t)
     return c ? c->last_saved_step : -1;
 }
 
-int train_ckpt_finish(train_job *t, ddp_err *err)
+int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
     if (!c || !c->writer)
@@ -300,6 +300,8 @@ int train_ckpt_finish(train_job *t, ddp_err *err)
                  "training stalled %.1f ms for the snapshot", st.path, st.bytes / 1e6, 1e3 * st.write_s,
                  st.write_s > 0 ? st.bytes / 1e6 / st.write_s : 0.0, 1e3 * st.prune_s, 1e3 * st.snapshot_s);
     if (c->uploader) {
+        if (failed) /* its peers wait for this rank: an upload must not hold the job for its time limit */
+            ckpt_uploader_abandon(c->uploader);
         ckpt_uploader_drain(c->uploader);
         ddp_err e = {0}; /* what an upload held from pruning goes now */
         if (ckpt_prune(c->dir, (int)t->cfg->checkpoint.keep_last, NULL, &e) != DDP_OK)

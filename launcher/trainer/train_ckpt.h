@@ -25,8 +25,9 @@ int64_t train_ckpt_last_saved(const train_job *t);
 /* Rank 0, after each step: when the latest save's write has finished, its times go to
  * train_budget_written (never waits). */
 int train_ckpt_poll(train_job *t, ddp_err *err);
-/* Waits for a background save in flight. */
-int train_ckpt_finish(train_job *t, ddp_err *err);
+/* Waits for a background save in flight, then for the uploads (or, when the job failed, ends them:
+ * ckpt_uploader_abandon). err NULL: a failure is not reported. */
+int train_ckpt_finish(train_job *t, bool failed, ddp_err *err);
 void train_ckpt_close(train_job *t);
 /* Hands every checkpoint write's timing to observe (ckpt_writer_set_observer; rank 0 only writes;
  * with checkpoint.sharded every rank, its shard's write and the commit, on the training thread). */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,15 @@ struct ckpt_uploader {
     int failed;
 };
 
+/* Set by ckpt_uploader_abandon: the job failed, and the running upload is ended (one uploader per
+ * process, and command_stop_fn takes no context). */
+static atomic_int abandoned;
+
+static int upload_abandoned(void)
+{
+    return atomic_load(&abandoned);
+}
+
 /* Opens the log for appending and writes a header line naming what runs and with which values. */
 static int open_log(const char *log_path, const char *what, const char *tmpl, const char *const names[],
                     const char *const values[], int n)
@@ -58,14 +68,15 @@ static int open_log(const char *log_path, const char *what, const char *tmpl, co
 /* Runs the template tmpl with its placeholders' values; on failure err holds "`TMPL` HOW ENDED:
  * LAST LINE (output in LOG)". */
 static int run_logged(const char *what, const char *tmpl, const char *const names[], const char *const values[],
-                      int n, double timeout_s, const char *log_path, command_result *res, ddp_err *err)
+                      int n, double timeout_s, command_stop_fn stop, const char *log_path, command_result *res,
+                      ddp_err *err)
 {
     char cmd[COMMAND_MAX];
     int rc = command_expand(tmpl, names, n, cmd, sizeof cmd, err);
     if (rc != DDP_OK)
         return rc;
     int fd = open_log(log_path, what, tmpl, names, values, n);
-    rc = command_run(cmd, names, values, n, timeout_s, fd, res, err);
+    rc = command_run_stoppable(cmd, names, values, n, timeout_s, stop, fd, res, err);
     if (fd >= 0)
         close(fd);
     if (rc != DDP_OK) {
@@ -88,7 +99,8 @@ static void upload_one(ckpt_uploader *u, const upload_job *job)
     const char *values[] = {job->path, name, dir, step};
     ddp_err e = {0};
     command_result res;
-    int rc = run_logged("upload", u->cmd, ckpt_upload_placeholders, values, 4, u->timeout_s, u->log_path, &res, &e);
+    int rc = run_logged("upload", u->cmd, ckpt_upload_placeholders, values, 4, u->timeout_s, upload_abandoned,
+                        u->log_path, &res, &e);
     if (rc == DDP_OK) {
         log_info("checkpoint: %s uploaded in %.1f s (checkpoint.upload_cmd)", name, res.seconds);
         return;
@@ -96,8 +108,11 @@ static void upload_one(ckpt_uploader *u, const upload_job *job)
     worker_lock(&u->thread);
     u->failed++;
     worker_unlock(&u->thread);
-    log_warn("checkpoint: upload of %s failed: %s; training goes on and the checkpoint stays in %s", name, e.msg,
-             dir);
+    if (upload_abandoned())
+        log_warn("checkpoint: upload of %s ended, as the job failed; the checkpoint stays in %s", name, dir);
+    else
+        log_warn("checkpoint: upload of %s failed: %s; training goes on and the checkpoint stays in %s", name, e.msg,
+                 dir);
 }
 
 static void upload_main(worker *t, void *arg)
@@ -178,6 +193,16 @@ int ckpt_uploader_drain(ckpt_uploader *u)
     return failed;
 }
 
+void ckpt_uploader_abandon(ckpt_uploader *u)
+{
+    worker_lock(&u->thread);
+    atomic_store(&abandoned, 1);
+    if (u->waiting.path[0])
+        log_warn("checkpoint: upload of %s not started: the job failed", u->waiting.path);
+    u->waiting.path[0] = '\0';
+    worker_unlock(&u->thread);
+}
+
 void ckpt_uploader_destroy(ckpt_uploader *u)
 {
     if (!u)
@@ -198,7 +223,7 @@ int ckpt_download(const char *cmd, const char *dir, double timeout_s, const char
     const char *values[] = {abs};
     log_info("checkpoint: none in %s; fetching with checkpoint.download_cmd", dir);
     command_result res;
-    rc = run_logged("download", cmd, ckpt_download_placeholders, values, 1, timeout_s, log_path, &res, err);
+    rc = run_logged("download", cmd, ckpt_download_placeholders, values, 1, timeout_s, NULL, log_path, &res, err);
     if (rc != DDP_OK)
         return ddp_prefix(err, "checkpoint.download_cmd");
     log_info("checkpoint: checkpoint.download_cmd finished in %.1f s", res.seconds);

@@ -112,8 +112,9 @@ mkdir -p "$TMP/dev-full"
 ln -s /dev/full "$TMP/dev-full/metrics.jsonl"
 metrics_full dev-full "$TMP/dev-full"
 # the same at np 2 with an upload still running when rank 0 fails (the first metrics line, step
-# 5's, after step 4's save): its message comes first, not after the upload (rank 1's deadline
-# ended the job meanwhile, and it was lost)
+# 5's, after step 4's save): its message comes first, and the upload is ended rather than waited
+# for (rank 1's deadline ended the job meanwhile, naming rank 0 as not arrived, and the message
+# was lost)
 mkdir -p "$TMP/dev-full-np2"
 ln -s /dev/full "$TMP/dev-full-np2/metrics.jsonl"
 timeout 120 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/dev-full-np2" "${RUN[@]}" train.log_every=5 checkpoint.every_steps=2 \
@@ -123,6 +124,8 @@ rc=$?
 check "full run.dir at np 2, an upload running: the job fails (exit 1, got $rc)" [ $rc -eq 1 ]
 check "... rank 0 names metrics.jsonl and ENOSPC" \
     grep -q "rank 0.*metrics.jsonl: write failed: No space left on device" "$TMP/dev-full-np2.log"
+check "... and the upload is ended, so rank 0's exit ends the job, not rank 1's deadline" \
+    bash -c "! grep -q 'collective deadline\|ddp.timeout_s:' '$TMP/dev-full-np2.log'"
 # checkpoint.final: a 7-step job saving every 5 steps also saves step 7 when it ends (true, the
 # default), or keeps step 5's only (false)
 for final in true false; do
