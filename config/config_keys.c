@@ -120,9 +120,10 @@ static const cfg_key keys_after_models[] = {
         "Language models: rank 0 prints a seeded text sample every N steps (0 = off); non-finite logits stop "
         "the job (exit 65), a stop request ends a sample early."),
     INT("train.sample_tokens", train.sample_tokens, 1, 1 << 20, "64", HASH_NO, "Tokens per text sample."),
-    INT("train.profile_steps", train.profile_steps, 0, 1 << 20, "0", HASH_NO,
+    INT("train.profile_steps", train.profile_steps, 0, 1024, "0", HASH_NO,
         "Steps the built-in profiler records (0 = off): rank 0 prints a per-op table at the end and writes "
-        "`profile.json`, every rank writes `trace-rank{R}.json` into `run.dir` (`docs/profiling.md`)."),
+        "`profile.json`, every rank writes `trace-rank{R}.json` into `run.dir` (`docs/profiling.md`). A window "
+        "holds 2^18 time stamps, a step's marks and its ops' two each; what does not fit is counted as dropped."),
     INT("train.profile_start", train.profile_start, 0, BIG, "5", HASH_NO,
         "Steps this run trains before the profiler's window opens (warm-up)."),
     SECTION("optimizer"),
@@ -222,7 +223,8 @@ static const cfg_key keys_after_models[] = {
             "`aws s3 cp {path} s3://bucket/run/`. One upload at a time; when newer checkpoints are saved "
             "meanwhile, only the newest is uploaded next (the skipped ones are named). A failure is reported "
             "with the command's exit status and last line of output, and is not fatal. At the end of the job (a "
-            "preemption stop included) ddprun waits for the last upload. Output goes to "
+            "preemption stop included) ddprun waits for the last upload; a job that fails ends it instead (the "
+            "checkpoints stay in checkpoint.dir). Output goes to "
             "`run.dir/checkpoint-commands.log`. A placeholder's value is never pasted into the command's text: "
             "it reaches the shell as the environment variable `DDPRUN_PATH` (`DDPRUN_NAME`, `DDPRUN_DIR`, "
             "`DDPRUN_STEP`), referenced as suits the quotes around the placeholder, so `{path}`, `\"{path}\"` "

@@ -9,9 +9,11 @@
  * window (struct train_prof). Must not change what training computes, and must not wait for the
  * device inside a step. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/base/clock.h"
 #include "runtime/base/dirs.h"
@@ -110,8 +112,17 @@ static const char *const track_names[PROF_TRACKS] = {
     [PROF_TRACK_HOST] = "host",
     [PROF_TRACK_CKPT_WRITER] = "checkpoint writer",
 };
-#define STEPS_TID 0                       /* the step boundaries' own track */
-#define TRACK_TID(track) ((int)(track) + 1)
+/* Rank R is process R + 1 and its tracks threads 1, 2, ...: Perfetto takes pid and tid 0 for the
+ * kernel's swapper (its maintainers ask synthetic traces to start at 1). */
+#define TRACE_PID(rank) ((rank) + 1)
+#define STEPS_TID 1                       /* the step boundaries' own track */
+#define TRACK_TID(track) ((int)(track) + 2)
+/* A Perfetto thread holds nested ranges only, and the communication track's overlap in part (on
+ * MPI a bucket's range runs from its issue to the return of its wait, the next issued before it
+ * ends): it is split into lanes, each range on the first lane free when it begins. Lane 0 is the
+ * track's own thread, lane k > 0 thread LANE_TID(k), "communication stream k+1". */
+#define COMM_LANES 16
+#define LANE_TID(lane) ((lane) == 0 ? TRACK_TID(PROF_TRACK_COMM) : TRACK_TID(PROF_TRACKS) + (lane) - 1)
 
 /* s as a JSON string's contents (names and details hold no quotes, but a host name might). */
 static void json_text(FILE *f, const char *s)
@@ -127,26 +138,71 @@ static void json_text(FILE *f, const char *s)
     }
 }
 
-static void trace_metadata(FILE *f, const train_job *t)
+static void trace_metadata(FILE *f, const train_job *t, int comm_lanes)
 {
-    int r = t->ctl->rank;
-    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d (", r, r);
+    int r = TRACE_PID(t->ctl->rank);
+    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d (", r,
+            STEPS_TID, t->ctl->rank);
     json_text(f, t->ctl->host);
-    fprintf(f, ")\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-            "\"args\":{\"sort_index\":%d}}", r, r);
+    fprintf(f, ")\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+            "\"args\":{\"sort_index\":%d}}", r, STEPS_TID, t->ctl->rank);
     fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"steps\"}}", r,
             STEPS_TID);
     for (int k = 0; k < PROF_TRACKS; k++)
         fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", r,
                 TRACK_TID(k), track_names[k]);
+    for (int lane = 1; lane < comm_lanes; lane++)
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s %d\"}}",
+                r, LANE_TID(lane), track_names[PROF_TRACK_COMM], lane + 1);
 }
 
-static void trace_event(FILE *f, int pid, const prof_record *e, double zero_us)
+typedef struct comm_range {
+    double begin_us;
+    size_t index;
+} comm_range;
+
+static int begins_first(const void *a, const void *b)
+{
+    double x = ((const comm_range *)a)->begin_us, y = ((const comm_range *)b)->begin_us;
+    return (x > y) - (x < y);
+}
+
+/* tid[i] for each of the n records; returns the communication lanes used (at least 1). */
+static int comm_lanes(const prof_record *recs, size_t n, int *tid)
+{
+    comm_range *order = malloc((n + 1) * sizeof *order);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        tid[i] = TRACK_TID(recs[i].track);
+        if (recs[i].track == PROF_TRACK_COMM && order)
+            order[m++] = (comm_range){recs[i].begin_us, i};
+    }
+    if (order)
+        qsort(order, m, sizeof *order, begins_first);
+    double free_at[COMM_LANES];
+    for (int lane = 0; lane < COMM_LANES; lane++)
+        free_at[lane] = -INFINITY;
+    int used = 1;
+    for (size_t k = 0; k < m; k++) {
+        const prof_record *e = &recs[order[k].index];
+        int lane = 0;
+        while (lane < used && free_at[lane] > e->begin_us)
+            lane++;
+        lane = lane < COMM_LANES ? lane : COMM_LANES - 1; /* more at once than lanes: the last one overlaps */
+        used = lane + 1 > used ? lane + 1 : used;
+        free_at[lane] = e->end_us;
+        tid[order[k].index] = LANE_TID(lane);
+    }
+    free(order);
+    return used;
+}
+
+static void trace_event(FILE *f, int pid, int tid, const prof_record *e, double zero_us)
 {
     fprintf(f, ",\n{\"name\":\"");
     json_text(f, e->name);
     fprintf(f, "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{", e->family,
-            e->begin_us - zero_us, e->end_us - e->begin_us, pid, TRACK_TID(e->track));
+            e->begin_us - zero_us, e->end_us - e->begin_us, pid, tid);
     fprintf(f, "\"detail\":\"");
     json_text(f, e->detail);
     fprintf(f, "\",\"bytes\":%.0f,\"flops\":%.0f}}", e->bytes, e->flops);
@@ -160,7 +216,6 @@ typedef struct trace_src {
 /* replace_file_stream's writer; write errors show in ferror(f) */
 static int write_trace_file(FILE *f, void *ctx, ddp_err *err)
 {
-    (void)err;
     const train_job *t = ((const trace_src *)ctx)->t;
     const struct train_prof *p = ((const trace_src *)ctx)->p;
     size_t n = 0;
@@ -168,15 +223,20 @@ static int write_trace_file(FILE *f, void *ctx, ddp_err *err)
     const prof_record *recs = device_prof_records(p->rec, &n);
     const double *marks = device_prof_marks(p->rec, &n_marks);
     double zero_us = 1e6 * p->zero_s;
+    int *tid = malloc((n + 1) * sizeof *tid);
+    if (!tid)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for the trace's %zu ranges", n);
+    int lanes = comm_lanes(recs, n, tid);
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-    trace_metadata(f, t);
+    trace_metadata(f, t, lanes);
     for (int i = 0; i + 1 < n_marks; i++)
         fprintf(f, ",\n{\"name\":\"step %lld\",\"cat\":\"step\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
                 "\"tid\":%d,\"args\":{}}", (long long)p->first_step + i + 1, marks[i] - zero_us,
-                marks[i + 1] - marks[i], t->ctl->rank, STEPS_TID);
+                marks[i + 1] - marks[i], TRACE_PID(t->ctl->rank), STEPS_TID);
     for (size_t i = 0; i < n; i++)
-        trace_event(f, t->ctl->rank, &recs[i], zero_us);
+        trace_event(f, TRACE_PID(t->ctl->rank), tid[i], &recs[i], zero_us);
     fprintf(f, "\n]}\n");
+    free(tid);
     return DDP_OK;
 }
 
@@ -186,6 +246,11 @@ static int write_trace(const train_job *t, const struct train_prof *p, ddp_err *
     char path[CFG_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/trace-rank%d.json", t->cfg->run.dir, t->ctl->rank);
     int rc = replace_file_stream(path, write_trace_file, &(trace_src){.t = t, .p = p}, err);
+    for (int r = t->ctl->size; rc == DDP_OK && t->ctl->rank == 0; r++) { /* an attempt with more ranks left these */
+        snprintf(path, sizeof path, "%s/trace-rank%d.json", t->cfg->run.dir, r);
+        if (unlink(path) != 0)
+            break;
+    }
     return rc ? ddp_prefix(err, "profile") : DDP_OK;
 }
 

@@ -69,6 +69,9 @@ static void test_bad_overrides(void)
     expect_fail(NULL, 1, (char *[]){"train.grad_accum=1e3"}, "<override 1>:1:18: train.grad_accum:",
                 "expected an integer");
     expect_fail(NULL, 1, (char *[]){"optimizer.lr="}, "<override 1>:1:14: optimizer.lr:", "got nothing");
+    /* more steps than the profiler's window holds stamps for is refused at load, not when it opens */
+    expect_fail(NULL, 1, (char *[]){"train.profile_steps=300000"}, "<override 1>:1:21: train.profile_steps:",
+                "expected an integer in [0, 1024]");
     expect_fail(NULL, 1, (char *[]){"device=gpu"}, "<override 1>:1:8: device:", "got \"gpu\"");
     /* an override is one value: a second document after it, or a value that would begin one, is
      * refused, not cut short or read otherwise than the same text in a file */

@@ -62,7 +62,8 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-# trace_ok FILE RANK COMM_NAME: the trace parses; its tracks, steps, ops, and the buckets' collectives
+# trace_ok FILE RANK COMM_NAME: the trace parses; its tracks, steps, ops, the buckets' collectives, and every
+# track's ranges nest (Perfetto draws a thread's ranges only then)
 trace_ok() {
     python3 - "$1" "$2" "$3" <<'PY'
 import json, sys
@@ -73,13 +74,24 @@ want = ["steps", "compute stream", "communication stream", "host", "checkpoint w
 x = [e for e in events if e["ph"] == "X"]
 steps = [e for e in x if e.get("cat") == "step"]
 on = lambda track: [e for e in x if e["tid"] == tracks.get(track)]
-colls = [e for e in on("communication stream") if e["name"].startswith(comm + " bucket ")]
+comm_tids = {tid for name, tid in tracks.items() if name.startswith("communication stream")}
+colls = [e for e in x if e["tid"] in comm_tids and e["name"].startswith(comm + " bucket ")]
+def nested(tid): # Perfetto shows a thread's ranges only when they nest: none ends inside a later one
+    open_ends = []
+    for e in sorted((e for e in x if e["tid"] == tid), key=lambda e: (e["ts"], -e["dur"])):
+        while open_ends and open_ends[-1] <= e["ts"] + 1e-3:
+            open_ends.pop()
+        if open_ends and e["ts"] + e["dur"] > open_ends[-1] + 1e-3:
+            print(f"tid {tid}: {e['name']} at {e['ts']} ends past the range it begins in")
+            return False
+        open_ends.append(e["ts"] + e["dur"])
+    return True
 buckets = {e["name"].split(" (")[0] for e in colls}
 print(f"rank {rank}: tracks {sorted(tracks)}, {len(steps)} steps, {len(on('compute stream'))} compute ranges, "
       f"{len(colls)} {comm} ranges over {len(buckets)} buckets")
-ok = (all(t in tracks for t in want) and all(e["pid"] == rank for e in events) and len(steps) == 3
+ok = (all(t in tracks for t in want) and all(e["pid"] == rank + 1 and e["tid"] >= 1 for e in events) and len(steps) == 3
       and on("compute stream") and all(e["dur"] >= 0 for e in x) and on("host")
-      and (comm == "-" or (colls and len(colls) % 3 == 0)))
+      and (comm == "-" or (colls and len(colls) % 3 == 0)) and all(nested(tid) for tid in set(tracks.values())))
 sys.exit(0 if ok else 1)
 PY
 }
@@ -105,9 +117,12 @@ sys.exit(0 if len(waits) == 8 and not any(waits) else 1)' "$TMP/gpu/metrics.json
     exit
 fi
 
-# --- np=1 on the CPU ---
+# --- np=1 on the CPU, in a run.dir an attempt at np=3 left traces in ---
+mkdir -p "$TMP/cpu1" && echo '{"traceEvents":[]}' | tee "$TMP/cpu1/trace-rank1.json" >"$TMP/cpu1/trace-rank2.json"
 profiled cpu1 1
 check "np=1 profiled run completes" [ $? -eq 0 ]
+check "np=1: the traces of ranks 1 and 2 an earlier attempt left are gone (trace-merge would take them)" \
+    [ ! -e "$TMP/cpu1/trace-rank1.json" -a ! -e "$TMP/cpu1/trace-rank2.json" ]
 check "np=1: profile.json: every GPT-2 op, times > 0, ops within [$OPS_FRACTION_CPU, 1] of the step" \
     profile_ok "$TMP/cpu1" 3 $OPS_FRACTION_CPU
 check "np=1: the table is printed at the end" grep -q "profile: step .* ms, in device ops" "$TMP/cpu1.log"
@@ -130,7 +145,8 @@ import json, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]
 tracks = {e["args"]["name"]: e["tid"] for e in events if e.get("name") == "thread_name"}
 x = [e for e in events if e["ph"] == "X"]
-gathers = [e for e in x if e["tid"] == tracks["communication stream"] and e["name"].startswith("all-gather unit ")]
+comm_tids = {tid for name, tid in tracks.items() if name.startswith("communication stream")}
+gathers = [e for e in x if e["tid"] in comm_tids and e["name"].startswith("all-gather unit ")]
 compute = [e for e in x if e["tid"] == tracks["compute stream"]]
 inside = lambda c, g: g["ts"] < c["ts"] and c["ts"] + c["dur"] < g["ts"] + g["dur"]
 hidden = [g for g in gathers if any(inside(c, g) for c in compute)]
@@ -144,7 +160,7 @@ check "trace-merge writes one file" [ $? -eq 0 ]
 check "the merged trace parses and holds ranks 0 and 1" python3 -c '
 import json, sys
 pids = {e["pid"] for e in json.load(open(sys.argv[1]))["traceEvents"]}
-sys.exit(0 if pids == {0, 1} else 1)' "$TMP/merged.json"
+sys.exit(0 if pids == {1, 2} else 1)' "$TMP/merged.json"
 cp "$TMP/merged.json" "$TMP/merged.before"
 "$MERGE" "$TMP/merged.json" "$TMP/cpu2/trace-rank0.json" >"$TMP/merge2.log" 2>&1
 check "trace-merge refuses an existing output without --force" [ $? -ne 0 ]
@@ -152,7 +168,7 @@ check "... and leaves it as it was" cmp -s "$TMP/merged.json" "$TMP/merged.befor
 "$MERGE" --force "$TMP/merged.json" "$TMP/cpu2/trace-rank0.json" >/dev/null 2>&1
 check "with --force it replaces it" python3 -c '
 import json, sys
-sys.exit(0 if {e["pid"] for e in json.load(open(sys.argv[1]))["traceEvents"]} == {0} else 1)' "$TMP/merged.json"
+sys.exit(0 if {e["pid"] for e in json.load(open(sys.argv[1]))["traceEvents"]} == {1} else 1)' "$TMP/merged.json"
 "$MERGE" "$TMP/twice.json" "$TMP/cpu2/trace-rank0.json" "$TMP/cpu2/trace-rank0.json" >/dev/null 2>&1
 check "trace-merge refuses two traces of one rank" [ $? -ne 0 -a ! -e "$TMP/twice.json" ]
 
