@@ -9,6 +9,7 @@
 #include "runtime/tensorboard/event_file.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,8 +216,11 @@ int event_file_open(const char *dir, const char *host, event_file **out, ddp_err
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for an event file");
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    snprintf(f->path, sizeof f->path, "%s/events.out.tfevents.%lld.%s", dir, (long long)now.tv_sec, host);
-    f->f = fopen(f->path, "wx"); /* a new file: a restart in the same second gets an error, not a mixed file */
+    static atomic_uint opened; /* as TensorFlow names them: a restart's process, or a second file, in the same
+                                  second gets a name of its own */
+    snprintf(f->path, sizeof f->path, "%s/events.out.tfevents.%lld.%s.%ld.%u", dir, (long long)now.tv_sec, host,
+             (long)getpid(), atomic_fetch_add(&opened, 1));
+    f->f = fopen(f->path, "wx"); /* a new file, never appended to another's */
     if (!f->f) {
         rc = ddp_fail(err, DDP_ERUNTIME, "cannot create %s: %s", f->path, strerror(errno));
         free(f);

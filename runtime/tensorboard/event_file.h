@@ -1,4 +1,4 @@
-/* event_file.h — a TensorBoard event file (events.out.tfevents.SECONDS.HOST), written as
+/* event_file.h — a TensorBoard event file (events.out.tfevents.SECONDS.HOST.PID.N), written as
  * TensorBoard and `wandb sync --sync-tensorboard` read it: TFRecord framing (the data's length as a
  * little-endian uint64, its masked CRC32C, the data, the data's masked CRC32C) around serialized
  * tensorflow.Event messages: the first holds file_version "brain.Event:2", each later one a step,
@@ -16,8 +16,8 @@
 
 typedef struct event_file event_file;
 
-/* Creates dir (with parents) and a new event file in it named for the time and host, and writes
- * the file_version event. */
+/* Creates dir (with parents) and a new event file in it named for the time, host, process and the
+ * process's count of files opened, and writes the file_version event. */
 int event_file_open(const char *dir, const char *host, event_file **out, ddp_err *err);
 const char *event_file_path(const event_file *f);
 
