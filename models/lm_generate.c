@@ -57,6 +57,12 @@ static int heavier_first(const void *a, const void *b)
     return x->w != y->w ? (x->w < y->w ? 1 : -1) : (x->id > y->id) - (x->id < y->id);
 }
 
+static int larger_first(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
 /* top-p over the weights p[0..V): keeps the heaviest ids whose weights first reach top_p of sum,
  * zeroes the others; returns the kept weights' sum. */
 static double keep_nucleus(double *p, int64_t V, double sum, double top_p, lm_ranked *by_weight)
@@ -86,24 +92,14 @@ double lm_draw_weights(const float *row, int64_t V, const lm_sampling *s, double
             p[i] = i == *best;
         return 1.0;
     }
-    /* top-k: the threshold is the k-th largest logit, found by k passes only when k is small */
+    /* top-k: the threshold is the k-th largest logit (ties with it are kept), from the logits
+     * sorted in p, which the weights overwrite next */
     double cut = -INFINITY;
     if (s->top_k > 0 && s->top_k < V) {
-        double prev = INFINITY;
-        int64_t taken = 0;
-        while (taken < s->top_k) {
-            double m = -INFINITY;
-            int64_t count = 0;
-            for (int64_t i = 0; i < V; i++)
-                if (row[i] < prev && row[i] > m)
-                    m = row[i];
-            for (int64_t i = 0; i < V; i++)
-                count += row[i] == m;
-            if (count == 0)
-                break; /* nothing left below prev */
-            taken += count;
-            prev = cut = m;
-        }
+        for (int64_t i = 0; i < V; i++)
+            p[i] = row[i];
+        qsort(p, (size_t)V, sizeof *p, larger_first);
+        cut = p[s->top_k - 1];
     }
     double sum = 0;
     for (int64_t i = 0; i < V; i++) {

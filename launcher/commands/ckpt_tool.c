@@ -185,6 +185,10 @@ static int diff_headers(const ckpt_header *a, const ckpt_header *b)
     int n = 0;
     DIFF_I64(step, 1) DIFF_I64(epoch, 1) DIFF_I64(consumed, 1) DIFF_I64(total_steps, 1)
     DIFF_I64(optim_step, 1) DIFF_I64(restart_count, 0) DIFF_I64(world_size, 0)
+    if (a->save_time != b->save_time) /* provenance, like the two above */
+        printf("header save_time: %.0f vs %.0f (not counted)\n", a->save_time, b->save_time);
+    if (a->elapsed_s != b->elapsed_s)
+        printf("header elapsed_s: %.3f vs %.3f (not counted)\n", a->elapsed_s, b->elapsed_s);
     if (a->config_hash != b->config_hash) {
         printf("header config_hash: %016" PRIx64 " vs %016" PRIx64 "\n", a->config_hash, b->config_hash);
         n++;

@@ -18,6 +18,7 @@
  * device. Must not write anything but OUT or DIR (and their temporaries beside them). */
 #include <dirent.h>
 #include <errno.h>
+#include <libgen.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,13 +117,23 @@ static int usage(const char *fmt, const char *arg)
     return DDP_EUSAGE;
 }
 
-/* OUT may not be the checkpoint, and replaces an existing file only when forced. */
+/* OUT may not be the checkpoint, nor a file of a sharded set's directory, and replaces an existing
+ * file only when forced. */
 static int check_output(const char *in, const char *out, bool force)
 {
-    struct stat so, si;
+    struct stat so, si, sd;
+    char copy[PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", out); /* dirname may write into its argument */
+    bool in_ok = stat(in, &si) == 0;
+    if (in_ok && S_ISDIR(si.st_mode) && stat(dirname(copy), &sd) == 0 && sd.st_dev == si.st_dev &&
+        sd.st_ino == si.st_ino) {
+        fprintf(stderr, "ddprun ckpt export: %s lies in the checkpoint being exported (the set %s); write it "
+                "elsewhere\n", out, in);
+        return DDP_EUSAGE;
+    }
     if (stat(out, &so) != 0)
         return DDP_OK; /* nothing there (or unreachable: the write says why) */
-    if (stat(in, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+    if (in_ok && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
         fprintf(stderr, "ddprun ckpt export: %s is the checkpoint being exported (%s); write to another file\n", out,
                 in);
         return DDP_EUSAGE;

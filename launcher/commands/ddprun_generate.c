@@ -13,6 +13,7 @@
  * prompt's token ids instead, wrapped with --chat (for tests and for checking a prompt). Must not
  * write files. */
 #include <errno.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,10 +155,9 @@ static int parse_args(int argc, char **argv, gen_opts *o)
  * (RUN/checkpoints/ckpt-N.ddp). */
 static int tokenizer_of_run(const char *ckpt_path, char *out, size_t size, ddp_err *err)
 {
-    char yaml[CFG_PATH_MAX + 64];
-    const char *slash = strrchr(ckpt_path, '/');
-    int dir_len = slash ? (int)(slash - ckpt_path) : 0;
-    snprintf(yaml, sizeof yaml, "%.*s%s../config.resolved.yaml", dir_len, ckpt_path, slash ? "/" : "");
+    char yaml[CFG_PATH_MAX + 64], copy[CFG_PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", ckpt_path); /* dirname may write into its argument; a set's "dir/" too */
+    snprintf(yaml, sizeof yaml, "%s/../config.resolved.yaml", dirname(copy));
     struct stat st;
     if (stat(yaml, &st) != 0)
         return ddp_fail(err, DDP_EUSAGE, "no --tokenizer given and %s is missing (%s), so the run's data.path is "

@@ -124,14 +124,17 @@ static void chunked_draws(model *whole)
 /* The ids top-p keeps from logits log([0.5, 0.3, 0.15, 0.05]) (chances in id order), as the
  * smallest set of the most likely whose chances reach P, from the definition: after top-k (P of
  * what top-k keeps) and after the temperature (at 2 the chances flatten to 0.379, 0.294, 0.208,
- * 0.120), ties in id order; 0 and 1 keep all. */
+ * 0.120), ties in id order; 0 and 1 keep all. Top-k alone keeps the k largest logits and every id
+ * tied with the k-th. */
 static void nucleus_weights(void)
 {
     const float row[4] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)}, flat[4] = {1, 1, 1, 1};
+    const float ties[4] = {3, 2, 2, 1}; /* top-k keeps every id tied with the k-th largest */
     const struct { const float *row; double temperature, top_p; int64_t top_k; int kept; } cases[] = {
         {row, 1, 0.45, 0, 1}, {row, 1, 0.79, 0, 2}, {row, 1, 0.9, 0, 3}, {row, 1, 0.96, 0, 4},
         {row, 1, 1.0, 0, 4},  {row, 1, 0.0, 0, 4},  {row, 1, 0.96, 2, 2}, {row, 1, 0.7, 0, 2},
         {row, 2, 0.7, 0, 3},  {flat, 1, 0.3, 0, 2}, {flat, 1, 0.76, 0, 4},
+        {ties, 1, 0, 1, 1},   {ties, 1, 0, 2, 3},   {ties, 1, 0, 3, 3},   {row, 1, 0, 3, 3},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         lm_sampling s = {.temperature = cases[c].temperature, .top_k = cases[c].top_k, .top_p = cases[c].top_p};

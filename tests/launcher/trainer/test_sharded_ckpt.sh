@@ -170,6 +170,13 @@ done
 "$DDPRUN" generate "$(file file 7)" --tokens 16 >"$TMP/gen-file.txt" 2>>"$TMP/gen.log"
 check "ddprun generate from a set draws the single file's text" \
     bash -c "[ -s '$TMP/gen-set.txt' ] && cmp '$TMP/gen-set.txt' '$TMP/gen-file.txt'"
+"$DDPRUN" generate "$(set_of set 7)/" --tokens 16 >"$TMP/gen-slash.txt" 2>>"$TMP/gen.log"
+check "... and from the set's directory written with a trailing slash (finding the run's tokenizer)" \
+    cmp "$TMP/gen-slash.txt" "$TMP/gen-file.txt"
+"$DDPRUN" ckpt export --format llmc --force "$(set_of set 7)" "$(set_of set 7)/manifest.ddp" >"$TMP/into.log" 2>&1
+check "export --force into the set's own directory is refused (exit $?)" grep -q "lies in the checkpoint being exported" \
+    "$TMP/into.log"
+check "... and the set is left whole" "$DDPRUN" ckpt info "$(set_of set 7)"
 check "export of a damaged set is refused" \
     bash -c "! '$DDPRUN' ckpt export --format llmc '$(set_of info 20)' '$TMP/bad.bin' >/dev/null 2>&1 && [ ! -e '$TMP/bad.bin' ]"
 

@@ -428,6 +428,7 @@ static void test_tool(void)
     CHECK_EQ_INT(run_tool(out, sizeof out, 4, "diff", a, b), 0);
     CHECK_STR_CONTAINS(out, "IDENTICAL");
     CHECK_STR_CONTAINS(out, "restart_count: 1 vs 3 (not counted)");
+    CHECK_STR_CONTAINS(out, "header save_time: "); /* shown, as docs/checkpoint-format.md says */
 
     /* one element changed by 0.5 */
     float *w = ts.buf[2], before = w[5];
