@@ -197,12 +197,23 @@ static int comm_lanes(const prof_record *recs, size_t n, int *tid)
     return used;
 }
 
+/* "ts":..,"dur":.. in microseconds to the nanosecond, both from the same rounded stamps, so that
+ * ts + dur of a range that ends where the next begins is that range's ts in the file too (rounding
+ * each on its own could put an end a nanosecond past the next begin, and that range no longer
+ * nests). */
+static void trace_span(FILE *f, double begin_us, double end_us, double zero_us)
+{
+    double b_ns = nearbyint((begin_us - zero_us) * 1e3), e_ns = nearbyint((end_us - zero_us) * 1e3);
+    fprintf(f, "\"ts\":%.3f,\"dur\":%.3f", b_ns / 1e3, (e_ns - b_ns) / 1e3);
+}
+
 static void trace_event(FILE *f, int pid, int tid, const prof_record *e, double zero_us)
 {
     fprintf(f, ",\n{\"name\":\"");
     json_text(f, e->name);
-    fprintf(f, "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{", e->family,
-            e->begin_us - zero_us, e->end_us - e->begin_us, pid, tid);
+    fprintf(f, "\",\"cat\":\"%s\",\"ph\":\"X\",", e->family);
+    trace_span(f, e->begin_us, e->end_us, zero_us);
+    fprintf(f, ",\"pid\":%d,\"tid\":%d,\"args\":{", pid, tid);
     fprintf(f, "\"detail\":\"");
     json_text(f, e->detail);
     fprintf(f, "\",\"bytes\":%.0f,\"flops\":%.0f}}", e->bytes, e->flops);
@@ -229,10 +240,11 @@ static int write_trace_file(FILE *f, void *ctx, ddp_err *err)
     int lanes = comm_lanes(recs, n, tid);
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
     trace_metadata(f, t, lanes);
-    for (int i = 0; i + 1 < n_marks; i++)
-        fprintf(f, ",\n{\"name\":\"step %lld\",\"cat\":\"step\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
-                "\"tid\":%d,\"args\":{}}", (long long)p->first_step + i + 1, marks[i] - zero_us,
-                marks[i + 1] - marks[i], TRACE_PID(t->ctl->rank), STEPS_TID);
+    for (int i = 0; i + 1 < n_marks; i++) {
+        fprintf(f, ",\n{\"name\":\"step %lld\",\"cat\":\"step\",\"ph\":\"X\",", (long long)p->first_step + i + 1);
+        trace_span(f, marks[i], marks[i + 1], zero_us);
+        fprintf(f, ",\"pid\":%d,\"tid\":%d,\"args\":{}}", TRACE_PID(t->ctl->rank), STEPS_TID);
+    }
     for (size_t i = 0; i < n; i++)
         trace_event(f, TRACE_PID(t->ctl->rank), tid[i], &recs[i], zero_us);
     fprintf(f, "\n]}\n");

@@ -76,12 +76,16 @@ steps = [e for e in x if e.get("cat") == "step"]
 on = lambda track: [e for e in x if e["tid"] == tracks.get(track)]
 comm_tids = {tid for name, tid in tracks.items() if name.startswith("communication stream")}
 colls = [e for e in x if e["tid"] in comm_tids and e["name"].startswith(comm + " bucket ")]
-def nested(tid): # Perfetto shows a thread's ranges only when they nest: none ends inside a later one
+# Perfetto shows a thread's ranges only when they nest: none ends inside a later one. ts and dur are
+# written to the nanosecond from the same stamps, so sums of them are exact to float64's error on
+# numbers below 1e10 us (1e-6 us); a range rounded past its neighbour is off by 1e-3.
+SLACK_US = 1e-6
+def nested(tid):
     open_ends = []
     for e in sorted((e for e in x if e["tid"] == tid), key=lambda e: (e["ts"], -e["dur"])):
-        while open_ends and open_ends[-1] <= e["ts"] + 1e-3:
+        while open_ends and open_ends[-1] <= e["ts"] + SLACK_US:
             open_ends.pop()
-        if open_ends and e["ts"] + e["dur"] > open_ends[-1] + 1e-3:
+        if open_ends and e["ts"] + e["dur"] > open_ends[-1] + SLACK_US:
             print(f"tid {tid}: {e['name']} at {e['ts']} ends past the range it begins in")
             return False
         open_ends.append(e["ts"] + e["dur"])
