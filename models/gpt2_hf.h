@@ -23,6 +23,7 @@
 #include "gpt2.h"
 #include "gpt2_llmc.h"
 #include "runtime/hf/hf_folder_write.h"
+#include "runtime/hf/hf_token_ids.h"
 
 /* The shape DIR/config.json describes, once every key it holds checked out. */
 int gpt2_hf_read_shape(const char *dir, gpt2_shape *shape, ddp_err *err);
@@ -41,8 +42,9 @@ bool gpt2_hf_layout(const gpt2_shape *s, const param_tensor *t, int64_t dims[2],
 /* Writes a GPT-2 of this shape, its tensors (our names and layouts, float32) from src, into the
  * folder dir (created, or replaced whole) as dtype (ST_F32 or ST_BF16), shards of at most
  * max_shard_bytes of tensor data, as runtime/hf/hf_folder_write.h writes a folder; *files gets the
- * number of safetensors files. A tensor src lacks is a usage error naming it, before anything is written or removed. */
-int gpt2_hf_write(const char *dir, const gpt2_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
-                  gpt2_llmc_src src, void *ctx, int *files, ddp_err *err);
+ * number of safetensors files; config.json's bos/eos token ids are those of the folder
+ * token_ids_from (runtime/hf/hf_token_ids.h; NULL: GPT2Config's 50256). A tensor src lacks is a usage error naming it, before anything is written or removed. */
+int gpt2_hf_write(const char *dir, const gpt2_shape *shape, const char *token_ids_from, st_dtype dtype,
+                  uint64_t max_shard_bytes, gpt2_llmc_src src, void *ctx, int *files, ddp_err *err);
 
 #endif

@@ -16,6 +16,7 @@
 typedef struct hf_export {
     const char *dir;
     const gpt2_shape *s;
+    const hf_token_ids *ids;
     st_dtype dtype;
     model tbl;                 /* our tensor table (names, shapes), not a built model */
     st_out_tensor *t;          /* tbl's tensors as HF stores them, in tbl's order */
@@ -66,8 +67,11 @@ static int write_config(FILE *f, void *ctx, ddp_err *err)
     const hf_export *x = ctx;
     const gpt2_shape *s = x->s;
     fprintf(f, "{\n  \"activation_function\": \"gelu_new\",\n  \"architectures\": [\n    \"GPT2LMHeadModel\"\n  ],\n"
-               "  \"attn_pdrop\": 0.1,\n  \"bos_token_id\": 50256,\n  \"embd_pdrop\": 0.1,\n"
-               "  \"eos_token_id\": 50256,\n  \"initializer_range\": 0.02,\n  \"layer_norm_epsilon\": 1e-05,\n"
+               "  \"attn_pdrop\": 0.1,\n");
+    hf_bos_token_id_write(f, x->ids, "50256"); /* GPT2Config's defaults */
+    fprintf(f, "  \"embd_pdrop\": 0.1,\n");
+    hf_eos_token_id_write(f, x->ids, "50256");
+    fprintf(f, "  \"initializer_range\": 0.02,\n  \"layer_norm_epsilon\": 1e-05,\n"
                "  \"model_type\": \"gpt2\",\n  \"n_ctx\": %lld,\n  \"n_embd\": %lld,\n  \"n_head\": %lld,\n"
                "  \"n_inner\": null,\n  \"n_layer\": %lld,\n  \"n_positions\": %lld,\n",
             (long long)s->block_size, (long long)s->n_embd, (long long)s->n_head, (long long)s->n_layer,
@@ -82,10 +86,13 @@ static int write_config(FILE *f, void *ctx, ddp_err *err)
     return DDP_OK;
 }
 
-int gpt2_hf_write(const char *dir, const gpt2_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
-                  gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
+int gpt2_hf_write(const char *dir, const gpt2_shape *shape, const char *token_ids_from, st_dtype dtype,
+                  uint64_t max_shard_bytes, gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
 {
-    hf_export x = {.dir = dir, .s = shape, .dtype = dtype};
+    hf_token_ids ids = {0};
+    if (token_ids_from && hf_token_ids_read(token_ids_from, &ids, err))
+        return ddp_prefix(err, "the token ids to export");
+    hf_export x = {.dir = dir, .s = shape, .ids = &ids, .dtype = dtype};
     int rc = gpt2_tensor_table(shape, &x.tbl, err);
     if (rc)
         return rc;

@@ -41,6 +41,7 @@
 #include "llama.h"
 #include "runtime/hf/hf_folder.h"
 #include "runtime/hf/hf_folder_write.h"
+#include "runtime/hf/hf_token_ids.h"
 
 /* A family's config.json: the shape keys are the Llama's (LlamaConfig's names) for every family. */
 typedef struct llama_hf_family {
@@ -48,8 +49,8 @@ typedef struct llama_hf_family {
     const hf_fixed_key *fixed_keys;    /* keys with the one value the family computes (model_type first) */
     size_t n_fixed_keys;
     /* config.json's text as the family's save_pretrained writes it (json.dumps, indent 2, sorted),
-     * torch_dtype "float32" or "bfloat16" */
-    void (*write_config)(FILE *f, const llama_shape *s, const char *torch_dtype);
+     * torch_dtype "float32" or "bfloat16", the token ids ids' (runtime/hf/hf_token_ids.h) */
+    void (*write_config)(FILE *f, const llama_shape *s, const hf_token_ids *ids, const char *torch_dtype);
     bool sliding_window; /* config.json's sliding_window is read: absent or null none, else a size */
     bool head_dim;       /* config.json's head_dim is read: absent or null none, else an even size */
 } llama_hf_family;
@@ -74,9 +75,10 @@ bool llama_hf_vocab_rows(const char *name);
 /* Writes a model of the family and this shape, its tensors (our names, float32: gpt2_llmc_src's contract) from
  * src, as the folder dir (created, or replaced whole: runtime/hf/hf_folder_write.h) as dtype
  * (ST_F32 or ST_BF16), shards of at most max_shard_bytes of tensor data; *files gets the number
- * of safetensors files. A tensor src lacks is a usage error naming it, before anything is written
- * or removed. */
-int llama_hf_write(const llama_family *fam, const char *dir, const llama_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
-                   gpt2_llmc_src src, void *ctx, int *files, ddp_err *err);
+ * of safetensors files; config.json's bos/eos token ids are those of the folder token_ids_from
+ * (runtime/hf/hf_token_ids.h; NULL: the family's config class defaults). A tensor src lacks is a usage error naming it, before anything is
+ * written or removed. */
+int llama_hf_write(const llama_family *fam, const char *dir, const llama_shape *shape, const char *token_ids_from,
+                   st_dtype dtype, uint64_t max_shard_bytes, gpt2_llmc_src src, void *ctx, int *files, ddp_err *err);
 
 #endif

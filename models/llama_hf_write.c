@@ -19,6 +19,7 @@
 typedef struct llama_export {
     const llama_family *fam;
     const llama_shape *s;
+    const hf_token_ids *ids;
     st_dtype dtype;
 } llama_export;
 
@@ -49,15 +50,17 @@ static void write_rope_scaling(FILE *f, const llama_shape *s)
 
 /* LlamaConfig as save_pretrained writes it: our shape, every other key at the value our Llama
  * computes (llama_hf.c's import accepts exactly these) or LlamaConfig's default. */
-static void write_llama_config(FILE *f, const llama_shape *s, const char *torch_dtype)
+static void write_llama_config(FILE *f, const llama_shape *s, const hf_token_ids *ids, const char *torch_dtype)
 {
     char eps[32], theta[32];
     llama_hf_py_float(s->norm_eps, eps, sizeof eps);
     llama_hf_py_float(s->rope_theta, theta, sizeof theta);
     fprintf(f, "{\n  \"architectures\": [\n    \"LlamaForCausalLM\"\n  ],\n  \"attention_bias\": false,\n"
-               "  \"attention_dropout\": 0.0,\n  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"head_dim\": %lld,\n"
-               "  \"hidden_act\": \"silu\",\n  \"hidden_size\": %lld,\n  \"initializer_range\": 0.02,\n"
-               "  \"intermediate_size\": %lld,\n  \"max_position_embeddings\": %lld,\n  \"mlp_bias\": false,\n"
+               "  \"attention_dropout\": 0.0,\n");
+    hf_bos_token_id_write(f, ids, "1"); /* LlamaConfig's defaults */
+    hf_eos_token_id_write(f, ids, "2");
+    fprintf(f, "  \"head_dim\": %lld,\n  \"hidden_act\": \"silu\",\n  \"hidden_size\": %lld,\n"
+               "  \"initializer_range\": 0.02,\n  \"intermediate_size\": %lld,\n  \"max_position_embeddings\": %lld,\n  \"mlp_bias\": false,\n"
                "  \"model_type\": \"llama\",\n  \"num_attention_heads\": %lld,\n  \"num_hidden_layers\": %lld,\n"
                "  \"num_key_value_heads\": %lld,\n  \"pretraining_tp\": 1,\n",
             (long long)llama_head_dim(s), (long long)s->n_embd, (long long)s->ffn_hidden,
@@ -86,12 +89,12 @@ static int write_config(FILE *f, void *ctx, ddp_err *err)
 {
     (void)err;
     const llama_export *x = ctx;
-    x->fam->hf->write_config(f, x->s, x->dtype == ST_BF16 ? "bfloat16" : "float32");
+    x->fam->hf->write_config(f, x->s, x->ids, x->dtype == ST_BF16 ? "bfloat16" : "float32");
     return DDP_OK;
 }
 
-int llama_hf_write(const llama_family *fam, const char *dir, const llama_shape *shape, st_dtype dtype, uint64_t max_shard_bytes,
-                   gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
+int llama_hf_write(const llama_family *fam, const char *dir, const llama_shape *shape, const char *token_ids_from,
+                   st_dtype dtype, uint64_t max_shard_bytes, gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
 {
     model tbl = {0};
     int rc = llama_tensor_table(fam, shape, &tbl, err);
@@ -109,7 +112,10 @@ int llama_hf_write(const llama_family *fam, const char *dir, const llama_shape *
         if (llama_hf_vocab_rows(p->name))
             t[i].shape[0] = shape->vocab_size; /* the padding rows are not stored: the prefix is */
     }
-    llama_export x = {fam, shape, dtype};
+    hf_token_ids ids = {0};
+    if (!rc && token_ids_from && (rc = hf_token_ids_read(token_ids_from, &ids, err)))
+        ddp_prefix(err, "the token ids to export");
+    llama_export x = {fam, shape, &ids, dtype};
     if (!rc)
         rc = hf_folder_write(dir, t, tbl.n_tensors, dtype, max_shard_bytes, write_config, &x, files, err);
     free(t);

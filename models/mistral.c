@@ -15,13 +15,15 @@ static const hf_fixed_key mistral_fixed_keys[] = {
 
 /* MistralConfig's keys: our shape, the others at the value our Mistral computes or MistralConfig's
  * default. */
-static void write_mistral_config(FILE *f, const llama_shape *s, const char *torch_dtype)
+static void write_mistral_config(FILE *f, const llama_shape *s, const hf_token_ids *ids, const char *torch_dtype)
 {
     char eps[32], theta[32];
     llama_hf_py_float(s->norm_eps, eps, sizeof eps);
     llama_hf_py_float(s->rope_theta, theta, sizeof theta);
-    fprintf(f, "{\n  \"architectures\": [\n    \"MistralForCausalLM\"\n  ],\n  \"attention_dropout\": 0.0,\n"
-               "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"head_dim\": %lld,\n  \"hidden_act\": \"silu\",\n"
+    fprintf(f, "{\n  \"architectures\": [\n    \"MistralForCausalLM\"\n  ],\n  \"attention_dropout\": 0.0,\n");
+    hf_bos_token_id_write(f, ids, "1"); /* MistralConfig's defaults */
+    hf_eos_token_id_write(f, ids, "2");
+    fprintf(f, "  \"head_dim\": %lld,\n  \"hidden_act\": \"silu\",\n"
                "  \"hidden_size\": %lld,\n  \"initializer_range\": 0.02,\n  \"intermediate_size\": %lld,\n"
                "  \"max_position_embeddings\": %lld,\n  \"model_type\": \"mistral\",\n  \"num_attention_heads\": %lld,\n"
                "  \"num_hidden_layers\": %lld,\n  \"num_key_value_heads\": %lld,\n",

@@ -14,6 +14,7 @@
 #include "models/model.h"
 #include "runtime/hf/hf_folder.h"       /* HF_CONFIG: the file a folder's shape is read from */
 #include "runtime/hf/hf_folder_write.h" /* the export's files and defaults */
+#include "runtime/hf/hf_token_ids.h"
 #include "runtime/hf/safetensors_write.h"
 
 typedef struct model_files {
@@ -34,9 +35,10 @@ typedef struct model_files {
     int (*hf_load_pieces)(const model *m, const char *dir, const param_piece *pieces, int n_pieces, float *host,
                           ddp_err *err);
     /* The Hugging Face folder dir of a model of opts' shape whose tensors (float32, our names)
-     * src gives (gpt2_hf_write's contract); *files: the safetensors files written. */
-    int (*hf_write)(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes,
-                    gpt2_llmc_src src, void *ctx, int *files, ddp_err *err);
+     * src gives (gpt2_hf_write's contract), config.json's bos/eos token ids those of the
+     * folder token_ids_from (NULL: the config class's defaults); *files: the safetensors files written. */
+    int (*hf_write)(const char *dir, const model_opts *opts, const char *token_ids_from, st_dtype dtype,
+                    uint64_t max_shard_bytes, gpt2_llmc_src src, void *ctx, int *files, ddp_err *err);
     /* The llm.c model file at path, the same way (gpt2_llmc_write's contract); NULL: llm.c has no
      * file for this kind. */
     int (*llmc_write)(const char *path, const model_opts *opts, gpt2_llmc_src src, void *ctx, ddp_err *err);

@@ -105,10 +105,10 @@ static int parse_gpt2(const char *desc, model_opts *opts, int64_t *seq_len, ddp_
     {                                                                                                             \
         return llama_hf_load_pieces(&FAM, m, dir, pieces, n, host, err);                                          \
     }                                                                                                             \
-    static int PREFIX##_export(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes, \
-                               gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)                            \
+    static int PREFIX##_export(const char *dir, const model_opts *opts, const char *ids_from, st_dtype dtype,    \
+                               uint64_t max_shard_bytes, gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)  \
     {                                                                                                             \
-        return llama_hf_write(&FAM, dir, &opts->MEMBER, dtype, max_shard_bytes, src, ctx, files, err);            \
+        return llama_hf_write(&FAM, dir, &opts->MEMBER, ids_from, dtype, max_shard_bytes, src, ctx, files, err);  \
     }
 
 /* checkpoint.init_from naming a file for a kind that starts from a Hugging Face folder only. */
@@ -215,10 +215,10 @@ static int gpt2_load_pieces(const model *m, const char *dir, const param_piece *
     return gpt2_hf_load_pieces(m, dir, pieces, n, host, err);
 }
 
-static int gpt2_export(const char *dir, const model_opts *opts, st_dtype dtype, uint64_t max_shard_bytes,
-                       gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
+static int gpt2_export(const char *dir, const model_opts *opts, const char *token_ids_from, st_dtype dtype,
+                       uint64_t max_shard_bytes, gpt2_llmc_src src, void *ctx, int *files, ddp_err *err)
 {
-    return gpt2_hf_write(dir, &opts->gpt2, dtype, max_shard_bytes, src, ctx, files, err);
+    return gpt2_hf_write(dir, &opts->gpt2, token_ids_from, dtype, max_shard_bytes, src, ctx, files, err);
 }
 
 static int gpt2_llmc_export(const char *path, const model_opts *opts, gpt2_llmc_src src, void *ctx, ddp_err *err)

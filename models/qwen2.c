@@ -16,13 +16,15 @@ static const hf_fixed_key qwen2_fixed_keys[] = {
 
 /* Qwen2Config's keys: our shape, the others at the value our Qwen2 computes or Qwen2Config's
  * default (max_window_layers 28 and sliding_window null: no sliding window is used). */
-static void write_qwen2_config(FILE *f, const llama_shape *s, const char *torch_dtype)
+static void write_qwen2_config(FILE *f, const llama_shape *s, const hf_token_ids *ids, const char *torch_dtype)
 {
     char eps[32], theta[32];
     llama_hf_py_float(s->norm_eps, eps, sizeof eps);
     llama_hf_py_float(s->rope_theta, theta, sizeof theta);
-    fprintf(f, "{\n  \"architectures\": [\n    \"Qwen2ForCausalLM\"\n  ],\n  \"attention_dropout\": 0.0,\n"
-               "  \"hidden_act\": \"silu\",\n  \"hidden_size\": %lld,\n  \"initializer_range\": 0.02,\n"
+    fprintf(f, "{\n  \"architectures\": [\n    \"Qwen2ForCausalLM\"\n  ],\n  \"attention_dropout\": 0.0,\n");
+    hf_bos_token_id_write(f, ids, NULL); /* Qwen2Config has none of its own: PretrainedConfig's None */
+    hf_eos_token_id_write(f, ids, NULL);
+    fprintf(f, "  \"hidden_act\": \"silu\",\n  \"hidden_size\": %lld,\n  \"initializer_range\": 0.02,\n"
                "  \"intermediate_size\": %lld,\n  \"max_position_embeddings\": %lld,\n  \"max_window_layers\": 28,\n"
                "  \"model_type\": \"qwen2\",\n  \"num_attention_heads\": %lld,\n  \"num_hidden_layers\": %lld,\n"
                "  \"num_key_value_heads\": %lld,\n",

@@ -18,13 +18,16 @@ static const hf_fixed_key qwen3_fixed_keys[] = {
 
 /* Qwen3Config's keys: our shape, the others at the value our Qwen3 computes or Qwen3Config's
  * default (max_window_layers 28; sliding_window null, as the released models', none being used). */
-static void write_qwen3_config(FILE *f, const llama_shape *s, const char *torch_dtype)
+static void write_qwen3_config(FILE *f, const llama_shape *s, const hf_token_ids *ids, const char *torch_dtype)
 {
     char eps[32], theta[32];
     llama_hf_py_float(s->norm_eps, eps, sizeof eps);
     llama_hf_py_float(s->rope_theta, theta, sizeof theta);
     fprintf(f, "{\n  \"architectures\": [\n    \"Qwen3ForCausalLM\"\n  ],\n  \"attention_bias\": false,\n"
-               "  \"attention_dropout\": 0.0,\n  \"head_dim\": %lld,\n  \"hidden_act\": \"silu\",\n"
+               "  \"attention_dropout\": 0.0,\n");
+    hf_bos_token_id_write(f, ids, NULL); /* Qwen3Config has none of its own: PretrainedConfig's None */
+    hf_eos_token_id_write(f, ids, NULL);
+    fprintf(f, "  \"head_dim\": %lld,\n  \"hidden_act\": \"silu\",\n"
                "  \"hidden_size\": %lld,\n  \"initializer_range\": 0.02,\n  \"intermediate_size\": %lld,\n"
                "  \"max_position_embeddings\": %lld,\n  \"max_window_layers\": 28,\n  \"model_type\": \"qwen3\",\n"
                "  \"num_attention_heads\": %lld,\n  \"num_hidden_layers\": %lld,\n  \"num_key_value_heads\": %lld,\n",

@@ -6,9 +6,11 @@
 #ifndef DDPRUN_COMMANDS_H
 #define DDPRUN_COMMANDS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config.h"
 #include "models/model_opts.h"
 #include "runtime/base/err.h"
 #include "runtime/ckpt/ckpt.h"
@@ -24,6 +26,11 @@ int ckpt_export_main(int argc, char **argv);
 
 /* The parameter tensor `name` ("wte.weight") of ck when it holds numel float32 values, else NULL. */
 const float *ckpt_param_f32(const ckpt_loaded *ck, const char *name, size_t numel);
+
+/* The config.resolved.yaml of the run the checkpoint at ckpt_path belongs to (RUN/checkpoints/
+ * ckpt-N.ddp, or a set's directory with or without a trailing slash), its path into yaml, loaded
+ * into *cfg when there; *found false (and DDP_OK, errno saying why) when the file is not. */
+int ckpt_run_config(const char *ckpt_path, char *yaml, size_t size, bool *found, config *cfg, ddp_err *err);
 
 /* `ddprun generate CHECKPOINT [options]` (argv[0] "generate"): a language model's checkpoint;
  * returns the exit status. */

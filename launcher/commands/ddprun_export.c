@@ -1,7 +1,7 @@
 /* ddprun_export.c — `ddprun ckpt export --format llmc CHECKPOINT OUT.bin` (llm.c's model file)
  * and `ddprun ckpt export --format hf CHECKPOINT DIR` (a Hugging Face folder), a training
- * checkpoint's parameters, and the reading of a language model's checkpoint that `ddprun generate`
- * shares.
+ * checkpoint's parameters, and the reading of a language model's checkpoint (and of the run's
+ * config.resolved.yaml beside it) that `ddprun generate` shares.
  *
  * The checkpoint is read whole and verified (every CRC) first — a sharded set (a directory,
  * runtime/ckpt/ckpt_set.h) instead through read-only maps of its shard files, every piece's CRC
@@ -14,7 +14,9 @@
  * itself (by any path: same device and inode) or exists, unless --force; DIR when it is not a
  * folder, or holds config.json or model*.safetensors, unless --force. DIR is written whole, after
  * the checkpoint checked out (runtime/hf/hf_folder_write.h): created when missing, else replaced,
- * its other files kept, and left as it was by a failed export. Runs in-process: no mpirun, no
+ * its other files kept, and left as it was by a failed export. Its config.json's bos/eos token ids
+ * are read from the folder the run started from or --token-ids-from's (token_ids_folder), as no
+ * checkpoint holds them. Runs in-process: no mpirun, no
  * device. Must not write anything but OUT or DIR (and their temporaries beside them). */
 #include <dirent.h>
 #include <errno.h>
@@ -35,7 +37,8 @@
 
 static const char export_usage[] =
     "usage: ddprun ckpt export --format llmc [--force] CHECKPOINT OUT.bin\n"
-    "       ddprun ckpt export --format hf [--dtype f32|bf16] [--max-shard-mb N] [--force] CHECKPOINT DIR\n"
+    "       ddprun ckpt export --format hf [--dtype f32|bf16] [--max-shard-mb N] [--token-ids-from SRC]\n"
+    "                              [--force] CHECKPOINT DIR\n"
     "  llmc:    llm.c's GPT-2 model file (float32, version 3), for llm.c's train_gpt2 / test_gpt2 or\n"
     "           for checkpoint.init_from\n"
     "  hf:      a language model's Hugging Face folder (its ...ForCausalLM / ...LMHeadModel class) as\n"
@@ -46,6 +49,9 @@ static const char export_usage[] =
     "  --max-shard-mb: above N MB (10^6 bytes; decimals allowed; N at most " MAX_SHARD_MB_TEXT ") of tensors,\n"
     "           the hf folder holds shards model-0000K-of-0000N.safetensors and\n"
     "           model.safetensors.index.json (default 5000, save_pretrained's 5GB)\n"
+    "  --token-ids-from: the Hugging Face folder whose config.json's bos_token_id and eos_token_id\n"
+    "           the hf folder's config.json holds (default: the folder the run started from, its\n"
+    "           checkpoint.init_from; a run that started from none: the config class's defaults)\n"
     "  --force: replace OUT.bin when it exists (never the checkpoint itself), or DIR's config.json\n"
     "           and weight files (DIR's other files are kept); either is written whole beside it\n"
     "           and renamed into place, so a failed export leaves the earlier one as it was\n"
@@ -176,7 +182,7 @@ static int check_folder(const char *dir, bool force)
 }
 
 typedef struct export_args {
-    const char *format, *in, *out, *dtype;
+    const char *format, *in, *out, *dtype, *token_ids_from;
     double shard_mb;
     bool force;
 } export_args;
@@ -220,6 +226,44 @@ static int hf_kind(const ckpt_loaded *ck, model_opts *opts, const model_files **
     return DDP_OK;
 }
 
+int ckpt_run_config(const char *ckpt_path, char *yaml, size_t size, bool *found, config *cfg, ddp_err *err)
+{
+    char copy[PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", ckpt_path); /* dirname may write into its argument; a set's "dir/" too */
+    snprintf(yaml, size, "%s/../config.resolved.yaml", dirname(copy));
+    struct stat st;
+    *found = stat(yaml, &st) == 0;
+    return *found ? config_load(yaml, 0, NULL, cfg, err) : DDP_OK;
+}
+
+/* The folder whose bos/eos token ids the export writes into *from ("" none: the config class's
+ * defaults): --token-ids-from, else the Hugging Face folder the run started from, as its
+ * config.resolved.yaml says. Such a folder that is gone is refused: the ids are its alone. */
+static int token_ids_folder(const export_args *a, char *from, size_t size, ddp_err *err)
+{
+    static config cfg;
+    char yaml[PATH_MAX + 32];
+    bool found;
+    from[0] = '\0';
+    if (a->token_ids_from) {
+        snprintf(from, size, "%s", a->token_ids_from);
+        return DDP_OK;
+    }
+    if (ckpt_run_config(a->in, yaml, sizeof yaml, &found, &cfg, err))
+        return ddp_prefix(err, "the run's checkpoint.init_from, whose token ids the export writes (or give "
+                          "--token-ids-from SRC)");
+    const char *init = found ? cfg.checkpoint.init_from : "";
+    struct stat st;
+    if (!init[0] || (stat(init, &st) == 0 && !S_ISDIR(st.st_mode)))
+        return DDP_OK; /* trained from scratch, or from an llm.c file: no ids of its own */
+    if (stat(init, &st) != 0)
+        return ddp_fail(err, DDP_EUSAGE, "the run started from checkpoint.init_from %s (%s), which is gone (%s), "
+                        "and the model's bos/eos token ids are that folder's; give --token-ids-from SRC, a folder "
+                        "with them in its config.json", init, yaml, strerror(errno));
+    snprintf(from, size, "%s", init);
+    return DDP_OK;
+}
+
 static int export_hf(const export_args *a)
 {
     st_dtype dtype = a->dtype && !strcmp(a->dtype, "bf16") ? ST_BF16 : ST_F32;
@@ -237,14 +281,16 @@ static int export_hf(const export_args *a)
     const model_files *f;
     uint64_t shard = (uint64_t)(a->shard_mb * 1e6);
     int files = 0;
-    if ((rc = hf_kind(ck, &opts, &f, &err)))
+    char ids[PATH_MAX];
+    if ((rc = hf_kind(ck, &opts, &f, &err)) || (rc = token_ids_folder(a, ids, sizeof ids, &err)))
         ddp_prefix(&err, "%s", a->in);
-    else if ((rc = f->hf_write(a->out, &opts, dtype, shard, ckpt_src, &x, &files, &err)))
+    else if ((rc = f->hf_write(a->out, &opts, ids[0] ? ids : NULL, dtype, shard, ckpt_src, &x, &files, &err)))
         ddp_prefix(&err, "%s", a->in);
     if (!rc)
-        printf("ckpt export: %s (step %lld, %s) -> %s (Hugging Face %s, %s, %d safetensors file%s)\n", a->in,
-               (long long)ck->hdr.step, ck->hdr.model, a->out, f->hf_architecture, dtype == ST_BF16 ? "bfloat16" : "float32", files,
-               files == 1 ? "" : "s");
+        printf("ckpt export: %s (step %lld, %s) -> %s (Hugging Face %s, %s, %d safetensors file%s; token ids %s%s)\n",
+               a->in, (long long)ck->hdr.step, ck->hdr.model, a->out, f->hf_architecture,
+               dtype == ST_BF16 ? "bfloat16" : "float32", files, files == 1 ? "" : "s",
+               ids[0] ? "from " : "the config class's defaults", ids);
     else
         fprintf(stderr, "ddprun ckpt export: %s\n", err.msg);
     src_close(&x);
@@ -281,6 +327,8 @@ static int parse_args(int argc, char **argv, export_args *x)
             x->dtype = v;
         else if ((v = flag_value(argc, argv, &i, "--max-shard-mb", &missing)))
             shard = v;
+        else if ((v = flag_value(argc, argv, &i, "--token-ids-from", &missing)))
+            x->token_ids_from = v;
         else if (missing)
             return usage("%s needs a value", a);
         else if (!strcmp(a, "--force"))
@@ -299,8 +347,8 @@ static int parse_args(int argc, char **argv, export_args *x)
     bool hf = !strcmp(x->format, "hf");
     if (!hf && strcmp(x->format, "llmc"))
         return usage("unknown format \"%s\" (known: llmc, hf)", x->format);
-    if (!hf && (x->dtype || shard))
-        return usage("%s", "--dtype and --max-shard-mb apply to --format hf");
+    if (!hf && (x->dtype || shard || x->token_ids_from))
+        return usage("%s", "--dtype, --max-shard-mb and --token-ids-from apply to --format hf");
     if (x->dtype && strcmp(x->dtype, "f32") && strcmp(x->dtype, "bf16"))
         return usage("--dtype %s: expected f32 or bf16", x->dtype);
     char *end = NULL;

@@ -13,12 +13,10 @@
  * prompt's token ids instead, wrapped with --chat (for tests and for checking a prompt). Must not
  * write files. */
 #include <errno.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "commands.h"
 #include "generate_chat.h"
@@ -155,16 +153,14 @@ static int parse_args(int argc, char **argv, gen_opts *o)
  * (RUN/checkpoints/ckpt-N.ddp). */
 static int tokenizer_of_run(const char *ckpt_path, char *out, size_t size, ddp_err *err)
 {
-    char yaml[CFG_PATH_MAX + 64], copy[CFG_PATH_MAX];
-    snprintf(copy, sizeof copy, "%s", ckpt_path); /* dirname may write into its argument; a set's "dir/" too */
-    snprintf(yaml, sizeof yaml, "%s/../config.resolved.yaml", dirname(copy));
-    struct stat st;
-    if (stat(yaml, &st) != 0)
+    char yaml[CFG_PATH_MAX + 64];
+    static config cfg;
+    bool found;
+    if (ckpt_run_config(ckpt_path, yaml, sizeof yaml, &found, &cfg, err))
+        return ddp_prefix(err, "reading the run's data.path (or give --tokenizer PATH)");
+    if (!found)
         return ddp_fail(err, DDP_EUSAGE, "no --tokenizer given and %s is missing (%s), so the run's data.path is "
                         "unknown; give --tokenizer PATH", yaml, strerror(errno));
-    static config cfg;
-    if (config_load(yaml, 0, NULL, &cfg, err))
-        return ddp_prefix(err, "reading the run's data.path (or give --tokenizer PATH)");
     if (cfg.data.kind != DATA_TOKENS)
         return ddp_fail(err, DDP_EUSAGE, "%s: data.kind is not tokens, so it names no tokenizer; give --tokenizer "
                         "PATH", yaml);

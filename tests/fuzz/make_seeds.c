@@ -449,35 +449,35 @@ static void hf_folder_seeds(const char *scratch)
     own_heads.head_dim = 6;                                         /* 12 wide over 8, as Mistral-Nemo's */
     int files = 0;
     ddp_err err = {0};
-    if (gpt2_hf_write(dir, &gpt2, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+    if (gpt2_hf_write(dir, &gpt2, NULL, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
         exit(1);
     folder_seed("gpt2", 0, dir, files);
-    if (gpt2_hf_write(dir, &gpt2, ST_BF16, 1600, seed_values, NULL, &files, &err))
+    if (gpt2_hf_write(dir, &gpt2, NULL, ST_BF16, 1600, seed_values, NULL, &files, &err))
         exit(1);
     folder_seed("gpt2-bf16-sharded", 0, dir, files);
-    if (llama_hf_write(&llama_family_llama, dir, &llama, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+    if (llama_hf_write(&llama_family_llama, dir, &llama, NULL, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
         exit(1);
     folder_seed("llama", 1, dir, files);
-    if (llama_hf_write(&llama_family_llama, dir, &tied, ST_BF16, 1000, seed_values, NULL, &files, &err))
+    if (llama_hf_write(&llama_family_llama, dir, &tied, NULL, ST_BF16, 1000, seed_values, NULL, &files, &err))
         exit(1);
     folder_seed("llama-tied-bf16-sharded", 1, dir, files);
-    if (llama_hf_write(&llama_family_llama, dir, &stretched, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+    if (llama_hf_write(&llama_family_llama, dir, &stretched, NULL, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
         exit(1);
     folder_seed("llama-rope-scaled", 1, dir, files);
-    if (llama_hf_write(&qwen2_family, dir, &llama, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+    if (llama_hf_write(&qwen2_family, dir, &llama, NULL, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
         exit(1);
     folder_seed("qwen2", 2, dir, files);
     folder_seed("qwen2-as-llama", 1, dir, files);
-    if (llama_hf_write(&mistral_family, dir, &llama, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+    if (llama_hf_write(&mistral_family, dir, &llama, NULL, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
         exit(1);
     folder_seed("mistral", 3, dir, files);
-    if (llama_hf_write(&mistral_family, dir, &windowed, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+    if (llama_hf_write(&mistral_family, dir, &windowed, NULL, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
         exit(1);
     folder_seed("mistral-windowed", 3, dir, files);
-    if (llama_hf_write(&mistral_family, dir, &own_heads, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+    if (llama_hf_write(&mistral_family, dir, &own_heads, NULL, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
         exit(1);
     folder_seed("mistral-own-heads", 3, dir, files);
-    if (llama_hf_write(&qwen3_family, dir, &own_heads, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
+    if (llama_hf_write(&qwen3_family, dir, &own_heads, NULL, ST_F32, 1 << 20, seed_values, NULL, &files, &err))
         exit(1);
     folder_seed("qwen3-own-heads", 4, dir, files);
 }

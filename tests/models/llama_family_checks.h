@@ -22,7 +22,7 @@ static inline void family_export_matches(device *dev, const llama_family *fam, m
     host_params h = {m, p, NULL};
     char a[700], b[700];
     mkdir(dir, 0777);
-    CHECK(llama_hf_write(fam, dir, shape, dtype, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(llama_hf_write(fam, dir, shape, NULL, dtype, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "export %s: %s", dir, err.msg);
     snprintf(a, sizeof a, "%s/model.safetensors", dir), snprintf(b, sizeof b, "%s/model.safetensors", from);
     CHECK(files == 1 && same_bytes(a, b), "%s: model.safetensors is %s's byte for byte", dir, from);

@@ -202,10 +202,10 @@ static void broken_export(model *m, host_params *h)
     int files = 0;
     const char *ref = "export-ref", *name = "export-broken";
     char dir[512], notes[600], tmpdir[600];
-    CHECK(gpt2_hf_write(export_dir(ref), &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, h, &files, &err) == DDP_OK,
+    CHECK(gpt2_hf_write(export_dir(ref), &shape, NULL, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, h, &files, &err) == DDP_OK,
           "export: %s", err.msg);
     snprintf(dir, sizeof dir, "%s", export_dir(name));
-    CHECK(gpt2_hf_write(dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, h, &files, &err) == DDP_OK,
+    CHECK(gpt2_hf_write(dir, &shape, NULL, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, h, &files, &err) == DDP_OK,
           "export: %s", err.msg);
     snprintf(notes, sizeof notes, "%s/notes.txt", dir);
     FILE *f = fopen(notes, "w");
@@ -216,7 +216,7 @@ static void broken_export(model *m, host_params *h)
     small = (struct rlimit){.rlim_cur = 2048, .rlim_max = saved.rlim_max};
     void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
     CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0, "setrlimit");
-    int rc = gpt2_hf_write(dir, &shape, ST_F32, m->n_params, host_src, h, &files, &err);
+    int rc = gpt2_hf_write(dir, &shape, NULL, ST_F32, m->n_params, host_src, h, &files, &err);
     CHECK(setrlimit(RLIMIT_FSIZE, &saved) == 0, "setrlimit back");
     signal(SIGXFSZ, was);
     CHECK(rc == DDP_ERUNTIME, "an export past the file-size limit fails (rc %d)", rc);
@@ -226,7 +226,7 @@ static void broken_export(model *m, host_params *h)
     snprintf(tmpdir, sizeof tmpdir, "%s/.%s.tmp.%ld", tmp, name, (long)getpid());
     CHECK(access(notes, F_OK) == 0 && access(tmpdir, F_OK) != 0, "the user's file kept, no %s left", tmpdir);
 
-    CHECK(gpt2_hf_write(dir, &shape, ST_F32, m->n_params, host_src, h, &files, &err) == DDP_OK, "sharded: %s",
+    CHECK(gpt2_hf_write(dir, &shape, NULL, ST_F32, m->n_params, host_src, h, &files, &err) == DDP_OK, "sharded: %s",
           err.msg);
     snprintf(tmpdir, sizeof tmpdir, "%s/model.safetensors", dir);
     CHECK(files > 1 && access(tmpdir, F_OK) != 0 && access(notes, F_OK) == 0,
@@ -242,7 +242,7 @@ static void test_export(void)
     host_params h = {m, p, NULL};
     int files = 0;
     const char *dir = export_dir("export");
-    CHECK(gpt2_hf_write(dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(gpt2_hf_write(dir, &shape, NULL, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "export: %s", err.msg);
     char a[600], b[sizeof fx.dir + 32];
     snprintf(a, sizeof a, "%s/model.safetensors", dir), snprintf(b, sizeof b, "%s/model.safetensors", fx.dir);
@@ -251,7 +251,7 @@ static void test_export(void)
     CHECK(gpt2_hf_read_shape(dir, &s, &err) == DDP_OK && !memcmp(&s, &shape, sizeof s), "its config.json: %s", err.msg);
 
     dir = export_dir("export-shards");
-    CHECK(gpt2_hf_write(dir, &shape, ST_F32, m->n_params, host_src, &h, &files, &err) == DDP_OK, "sharded: %s", err.msg);
+    CHECK(gpt2_hf_write(dir, &shape, NULL, ST_F32, m->n_params, host_src, &h, &files, &err) == DDP_OK, "sharded: %s", err.msg);
     CHECK(files >= 4, "%d shards of at most %zu bytes", files, m->n_params);
     CHECK(gpt2_hf_load_model(back, dir, &err) == DDP_OK, "sharded export imported: %s", err.msg);
     float *q = params_of(back);
@@ -261,7 +261,7 @@ static void test_export(void)
     broken_export(m, &h);
 
     dir = export_dir("export-bf16");
-    CHECK(gpt2_hf_write(dir, &shape, ST_BF16, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(gpt2_hf_write(dir, &shape, NULL, ST_BF16, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "bf16: %s", err.msg);
     CHECK(gpt2_hf_load_model(back, dir, &err) == DDP_OK, "bf16 export imported: %s", err.msg);
     q = params_of(back);
@@ -274,7 +274,7 @@ static void test_export(void)
 
     dir = export_dir("export-lacking");
     h.lacks = "h.1.mlp.c_proj.bias";
-    CHECK(gpt2_hf_write(dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_EUSAGE,
+    CHECK(gpt2_hf_write(dir, &shape, NULL, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_EUSAGE,
           "a tensor the source lacks");
     CHECK_STR_CONTAINS(err.msg, "no tensor h.1.mlp.c_proj.bias");
     CHECK(rmdir(dir) == 0, "%s: nothing written", dir);

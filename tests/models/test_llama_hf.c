@@ -325,7 +325,7 @@ static void test_export(void)
     float *p = params_of(m);
     host_params h = {m, p, NULL};
     const char *dir = export_dir("export-bf16-fixture");
-    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, ST_BF16, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, NULL, ST_BF16, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "bf16 export: %s", err.msg);
     CHECK(files == 1 && same_weights(dir, bf16_dir), "the bf16 export is bf16/model.safetensors byte for byte");
     CHECK(config_is_fixtures(dir, bf16_dir), "the bf16 export's config.json is bf16/'s");
@@ -335,13 +335,13 @@ static void test_export(void)
     p = params_of(m);
     h.p = p;
     dir = export_dir("export");
-    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, NULL, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "export: %s", err.msg);
     CHECK(files == 1 && same_weights(dir, fx.dir), "the export's model.safetensors is the fixture's byte for byte");
     CHECK(config_is_fixtures(dir, fx.dir), "the export's config.json is the fixture's");
 
     dir = export_dir("export-shards");
-    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, ST_F32, m->n_params, host_src, &h, &files, &err) == DDP_OK, "sharded: %s",
+    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, NULL, ST_F32, m->n_params, host_src, &h, &files, &err) == DDP_OK, "sharded: %s",
           err.msg);
     CHECK(files >= 3, "%d shards of at most %zu bytes", files, m->n_params);
     CHECK(llama_hf_load_model(&llama_family_llama, back, dir, &err) == DDP_OK, "sharded export imported: %s", err.msg);
@@ -350,7 +350,7 @@ static void test_export(void)
     free(q);
 
     dir = export_dir("export-bf16");
-    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, ST_BF16, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
+    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, NULL, ST_BF16, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_OK,
           "bf16: %s", err.msg);
     CHECK(llama_hf_load_model(&llama_family_llama, back, dir, &err) == DDP_OK, "bf16 export imported: %s", err.msg);
     q = params_of(back);
@@ -363,7 +363,7 @@ static void test_export(void)
 
     dir = export_dir("export-lacking");
     h.lacks = "model.norm.weight";
-    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_EUSAGE,
+    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, NULL, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) == DDP_EUSAGE,
           "a tensor the source lacks");
     CHECK_STR_CONTAINS(err.msg, "no tensor model.norm.weight");
     CHECK(rmdir(dir) == 0, "%s: nothing written", dir);

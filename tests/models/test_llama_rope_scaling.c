@@ -131,7 +131,7 @@ static void test_export(void)
     char dir[600], a[700], b[sizeof fx.dir + 32];
     snprintf(dir, sizeof dir, "%s/export", tmp);
     mkdir(dir, 0777);
-    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files,
+    CHECK(llama_hf_write(&llama_family_llama, dir, &shape, NULL, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files,
                          &err) == DDP_OK, "export: %s", err.msg);
     snprintf(a, sizeof a, "%s/model.safetensors", dir), snprintf(b, sizeof b, "%s/model.safetensors", fx.dir);
     CHECK(files == 1 && same_bytes(a, b), "the export's model.safetensors is the fixture's byte for byte");

@@ -129,7 +129,7 @@ static void test_sliding_window(const int32_t *input, const float *ref)
         int files = 0;
         snprintf(out, sizeof out, "%s/window-export", tmp);
         mkdir(out, 0777);
-        CHECK(llama_hf_write(&mistral_family, out, &s, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) ==
+        CHECK(llama_hf_write(&mistral_family, out, &s, NULL, ST_F32, HF_DEFAULT_SHARD_BYTES, host_src, &h, &files, &err) ==
               DDP_OK && config_is_fixtures(out, dir), "export: config.json is the folder's, window and all: %s", err.msg);
         free(p);
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """hf_same_tensors.py A B — exits 0 when Hugging Face folders A and B hold the same tensors in
-model.safetensors (read with the `safetensors` package: names, dtypes, shapes and bytes) and A's
-config.json holds every key of B's (transformers_version aside) at the same value; else says what
+model.safetensors (read with the `safetensors` package: names, dtypes, shapes and bytes) and their
+config.json files hold the same keys (transformers_version aside) at the same values; else says what
 differs and exits 1. The HF export tests' referee (test_hf_llama.sh, test_hf_qwen2.sh)."""
 import json
 import sys
@@ -26,8 +26,8 @@ def main(a_dir, b_dir):
         ca = json.load(f)
     with open(b_dir + "/config.json") as f:
         cb = json.load(f)
-    diff = {k: (v, ca.get(k, "absent")) for k, v in cb.items()
-            if k != "transformers_version" and ca.get(k, "absent") != v}
+    diff = {k: (cb.get(k, "absent"), ca.get(k, "absent")) for k in set(ca) | set(cb)
+            if k != "transformers_version" and ca.get(k, "absent") != cb.get(k, "absent")}
     if diff:
         sys.exit(f"config.json keys differ: {diff}")
 

@@ -18,7 +18,11 @@
 #    it, both values and config.json, and a data.seq_len over max_position_embeddings naming both;
 #  - hf-llama-scaled-tiny (rope_scaling llama3): its stretch in the resolved config and the
 #    checkpoint's model, exported as the fixture's files; a config's factor other than the folder's
-#    refused naming both.
+#    refused naming both;
+#  - bos/eos token ids: a copy of the fixture with ids of its own (eos a list of three) exported with
+#    them, config.json as save_pretrained writes it; --token-ids-from another folder's; the run's
+#    folder gone refused (exit 2, nothing written) until --token-ids-from names where it went; a
+#    string among the ids refused naming FILE:LINE:COL; from scratch, LlamaConfig's 1 and 2.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/llama_tiny.yaml
 HF=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-llama-tiny
@@ -169,4 +173,54 @@ check "model.llama.rope_scaling.factor 1 against the stretched folder: exit 2" [
 check "naming both values and the file" grep -q \
     "model.llama.rope_scaling.factor is 1, but checkpoint.init_from's $HFS/config.json has rope_scaling.factor " \
     "$TMP/s1.log"
+# ---- bos/eos token ids: the folder the run started from, --token-ids-from, from scratch, refusals --
+IDS=$TMP/ids-src
+mkdir -p "$IDS" && cp "$HF/model.safetensors" "$IDS/"
+python3 - "$HF/config.json" "$IDS/config.json" "$V" <<'PYIDS'
+import json, sys
+c, v = json.load(open(sys.argv[1])), int(sys.argv[3])
+c.update(bos_token_id=v - 3, eos_token_id=[v - 1, 0, v - 2])  # Llama 3.1 Instruct's kind: three ids
+open(sys.argv[2], "w").write(json.dumps(c, indent=2, sort_keys=True) + "\n")
+PYIDS
+llama "$TMP/i" "${STILL[@]}" checkpoint.init_from="$IDS" >"$TMP/i.log" 2>&1
+check "a still step from a folder with ids of its own" [ $? -eq 0 ]
+I=$TMP/i/checkpoints/ckpt-00000001.ddp
+export_hf "$I" "$TMP/ix" >"$TMP/ix.log" 2>&1
+check "exported" [ $? -eq 0 ]
+check "saying whose ids it wrote" grep -q "token ids from $IDS)" "$TMP/ix.log"
+# config_text OUT SRC: OUT/config.json is SRC/config.json as save_pretrained writes it (json.dumps,
+# indent 2, sorted keys), transformers_version aside and OUT's torch_dtype
+config_text() {
+    python3 - "$1/config.json" "$2/config.json" <<'PYIDS'
+import json, sys
+out, src = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+src.pop("transformers_version", None)
+src["torch_dtype"] = json.loads(out)["torch_dtype"]
+want = json.dumps(src, indent=2, sort_keys=True) + "\n"
+print({k: v for k, v in json.loads(out).items() if k.endswith("token_id")})
+sys.exit(out != want)
+PYIDS
+}
+check "config.json: the folder's, its ids and the list as save_pretrained writes them" config_text "$TMP/ix" "$IDS"
+export_hf --token-ids-from "$HF" "$I" "$TMP/ix2" >"$TMP/ix2.log" 2>&1
+check "--token-ids-from another folder: its ids" config_text "$TMP/ix2" "$HF"
+mv "$IDS" "$IDS.moved"
+export_hf "$I" "$TMP/ix3" >"$TMP/ix3.log" 2>&1
+check "the run's folder gone: exit 2 (got $?)" [ $? -eq 2 ]
+check "naming it and the way out" grep -q "checkpoint.init_from $IDS (.*config.resolved.yaml), which is gone \
+.*give --token-ids-from SRC" "$TMP/ix3.log"
+check "and writing nothing" [ ! -e "$TMP/ix3" ]
+export_hf --token-ids-from "$IDS.moved" "$I" "$TMP/ix3" >/dev/null 2>&1
+check "--token-ids-from where it went: the same config.json" cmp "$TMP/ix3/config.json" "$TMP/ix/config.json"
+mkdir -p "$TMP/badids" && printf '{\n  "bos_token_id": 1,\n  "eos_token_id": [2, "</s>"]\n}\n' >"$TMP/badids/config.json"
+export_hf --token-ids-from "$TMP/badids" "$I" "$TMP/ix4" >"$TMP/ix4.log" 2>&1
+check "a string among the ids: exit 2 (got $?)" [ $? -eq 2 ]
+check "naming FILE:LINE:COL and the key" grep -q "$TMP/badids/config.json:3:23: eos_token_id is \"</s>\"" "$TMP/ix4.log"
+check "and writing nothing" [ ! -e "$TMP/ix4" ]
+llama "$TMP/o" "${STILL[@]}" >"$TMP/o.log" 2>&1
+check "a still step from scratch" [ $? -eq 0 ]
+export_hf "$TMP/o/checkpoints/ckpt-00000001.ddp" "$TMP/ox" >"$TMP/ox.log" 2>&1
+check "exported from scratch: LlamaConfig's ids, said so" grep -q "token ids the config class's defaults)" "$TMP/ox.log"
+check "bos 1, eos 2" python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
+sys.exit((c["bos_token_id"], c["eos_token_id"]) != (1, 2))' "$TMP/ox/config.json"
 finish
