@@ -22,6 +22,10 @@ typedef enum {
     DT_COUNT
 } comm_dtype;
 
+/* OP_AVG is the backend's own average. MPI sums, then divides in the element type (half and
+ * bfloat16 in float). NCCL multiplies every rank's input by 1/size rounded to the element type,
+ * then sums: exact at a power-of-two size, but bfloat16's 1/3 is 0.333984375 (0.2 % off) and
+ * half's 1/3 0.33325195, so code that needs a true mean of 2-byte floats sums and scales. */
 typedef enum { OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_AVG, OP_COUNT } comm_op;
 
 typedef struct comm comm;

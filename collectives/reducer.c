@@ -180,13 +180,16 @@ void reducer_begin(reducer *r, bool accumulate)
 }
 
 /* The bucket's average, in place: all-reduced, or under ZeRO reduce-scattered (this rank's block
- * receives it; the windows of two buckets never overlap, the last one's runs into the tail). */
+ * receives it; the windows of two buckets never overlap, the last one's runs into the tail).
+ * bfloat16 buckets are summed and scaled by 1/size when cast back (reducer_finish): NCCL's own
+ * average would scale by 1/size rounded to bfloat16, 0.2 % off at three ranks (comm.h). */
 static int average_bucket(reducer *r, reducer_bucket *b, void *data, comm_dtype dt)
 {
+    comm_op op = dt == DT_BFLOAT16 ? OP_SUM : OP_AVG;
     if (r->zero_ranks == 0)
-        return r->comm->ops->allreduce(r->comm, data, data, b->count, dt, OP_AVG, &b->req, &r->err);
+        return r->comm->ops->allreduce(r->comm, data, data, b->count, dt, op, &b->req, &r->err);
     char *mine = (char *)data + (size_t)r->comm->rank * b->block * comm_dtype_size(dt);
-    return r->comm->ops->reducescatter(r->comm, data, mine, b->block, dt, OP_AVG, &b->req, &r->err);
+    return r->comm->ops->reducescatter(r->comm, data, mine, b->block, dt, op, &b->req, &r->err);
 }
 
 /* ---- the profiler's ranges (only while r->dev has one attached) ---------------------------- */
@@ -483,7 +486,8 @@ int reducer_finish(reducer *r, ddp_err *err)
         size_t at = r->buckets[i].offset, count = r->buckets[i].count, unused;
         if (r->zero_ranks > 0) /* only this rank's block was averaged */
             reducer_zero_part(r, i, r->comm->rank, &at, &unused, &count);
-        rc = r->dev->ops->cast_bf16_to_f32(r->dev, r->bf16 + at, r->grads + at, count, 1.0f, err);
+        rc = r->dev->ops->cast_bf16_to_f32(r->dev, r->bf16 + at, r->grads + at, count,
+                                            (float)(1.0 / r->comm->size), err);
     }
     return rc;
 }

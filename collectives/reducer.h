@@ -85,9 +85,9 @@ int reducer_create(comm *c, float *grads, size_t n, const size_t *tensor_offsets
                    double bucket_mb, double first_bucket_mb, reducer **out, ddp_err *err);
 /* The device whose profiler (d->prof, when attached) records the collectives. */
 void reducer_set_device(reducer *r, device *d);
-/* ddp.grad_dtype bf16: each bucket is cast to a bf16 shadow (allocated on d), averaged in bf16
- * (half the bytes) and cast back into the fp32 gradients by reducer_finish; d becomes the
- * reducer's device. */
+/* ddp.grad_dtype bf16: each bucket is cast to a bf16 shadow (allocated on d), summed in bf16
+ * (half the bytes) and cast back into the fp32 gradients times 1/size by reducer_finish; d
+ * becomes the reducer's device. */
 int reducer_use_bf16(reducer *r, device *d, ddp_err *err);
 /* ddp.zero 1 over comm's ranks (call before reducer_use_bf16): re-cuts the buckets at multiples of
  * the world size and gathers into params. grads and params need tail >= size - 1 spare zero

@@ -2,7 +2,8 @@
  * how many elements a row moves, its bus-bandwidth factor, how to fill inputs, what every result
  * element must be, and how to run it through comm.h, so one harness times and checks every
  * collective on every backend alike. Inputs are small integers generated from (seed, rank,
- * index): every result is exact in every dtype and op, so a check compares for equality.
+ * index): every result is exact in every dtype and op, so a check compares for equality (but
+ * NCCL's floating averages, within their rounding error).
  * Must not know which backend it drives beyond comm.h. */
 #ifndef DDP_BENCH_COLLS_H
 #define DDP_BENCH_COLLS_H
@@ -22,6 +23,9 @@ typedef struct bench_row {
     size_t count;
     uint32_t seed;
     int rank, ranks;
+    /* The backend averages floating types by pre-multiplying (NCCL, comm.h): the result is then
+     * only within avg_slack of the exact mean, as the summation order is NCCL's. */
+    bool avg_premultiplies;
 } bench_row;
 
 typedef struct bench_coll {

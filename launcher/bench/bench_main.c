@@ -165,7 +165,7 @@ static int alloc_buffers(harness *h, ddp_err *err)
 {
     size_t send = 0, recv = 0;
     for (int dt = 0; dt < DT_COUNT; dt++) {
-        bench_row r = {h->coll, dt, OP_SUM, 0, row_count(h, h->o->max_bytes, dt), 0, h->id->rank, h->id->size};
+        bench_row r = {h->coll, dt, OP_SUM, 0, row_count(h, h->o->max_bytes, dt), 0, h->id->rank, h->id->size, false};
         size_t s, v, none, in_place;
         placement_bytes(&r, false, &s, &v);
         placement_bytes(&r, true, &none, &in_place);
@@ -344,7 +344,7 @@ static int add_row(harness *h, const row_result *x, ddp_err *err)
 static int run_row(harness *h, comm_dtype dt, int op, size_t bytes, ddp_err *err)
 {
     bench_row r = {h->coll, dt, op < 0 ? OP_SUM : (comm_op)op, h->o->root, row_count(h, bytes, dt),
-                   (uint32_t)h->n_rows, h->id->rank, h->id->size};
+                   (uint32_t)h->n_rows, h->id->rank, h->id->size, strcmp(h->c->ops->name, "nccl") == 0};
     if (r.count == 0)
         return DDP_OK; /* smaller than one element per rank */
     row_result x = {.elements = r.count * (h->coll->blocks ? (size_t)r.ranks : 1), .dt = dt, .op = op,

@@ -1,8 +1,8 @@
-/* avg.h — the last step of an averaging all-reduce: the element-wise sum divided by the number of
- * ranks, as each element type divides. Floating types take one division in their own precision
- * (half and bfloat16 in float, rounded back to nearest-even); integer types use C division,
- * truncating toward zero, as NCCL's ncclAvg does. The MPI communicator and the emulated NCCL
- * both end their averages here, so the two backends agree bit for bit.
+/* avg.h — the last step of the MPI communicator's averaging reductions: the element-wise sum
+ * divided by the number of ranks, as each element type divides. Floating types take one division
+ * in their own precision (half and bfloat16 in float, rounded back to nearest-even); integer types
+ * use C division, truncating toward zero, as NCCL's ncclAvg does for them (the emulated NCCL ends
+ * its integer averages here too; its floating ones pre-multiply, as NCCL does).
  * Must not reduce across ranks: only the division after the sum. */
 #ifndef DDP_AVG_H
 #define DDP_AVG_H

@@ -3,12 +3,16 @@
  * ncclRecv). Each is validated and recorded when called (nccl_shim_group.c queues it on its stream),
  * and issued as non-blocking MPI calls when the stream runs it (shim_issue).
  * Every argument is validated first as NCCL does (ncclInvalidArgument naming it). Counts above
- * INT_MAX (or DDP_COMM_MAX_CHUNK) are split into several MPI calls. ncclAvg is a sum followed by
- * a division by the number of ranks. It must not keep state beyond the batch. */
+ * INT_MAX (or DDP_COMM_MAX_CHUNK) are split into several MPI calls. ncclAvg is what NCCL makes
+ * of it: on floating types a PreMulSum (every rank's input times 1/ranks, that factor rounded to the
+ * type first, then summed: bfloat16's 1/3 is 0.333984375), on integer types a sum divided by the
+ * number of ranks afterwards. It must not keep state beyond the batch. */
 #include "nccl_shim_internal.h"
 
 #include <stdint.h>
 #include <string.h>
+
+#include "runtime/base/half.h"
 
 #define TRY_MPI(comm, call)                                                  \
     do {                                                                     \
@@ -59,6 +63,59 @@ static ncclResult_t post_average(ncclComm_t comm, void *buf, size_t count, ncclD
     return shim_batch_post(&p);
 }
 
+/* Whether NCCL averages dt by pre-multiplying: every floating type (hostToDevRedOp in NCCL's
+ * enqueue.cc); integer types divide the sum instead. */
+static bool premultiplied(ncclDataType_t dt, ncclRedOp_t op)
+{
+    return op == ncclAvg && (dt == ncclFloat16 || dt == ncclBfloat16 || dt == ncclFloat32 || dt == ncclFloat64);
+}
+
+/* PreMulSum's first half: count elements of src times 1/ranks into dst, the factor and each
+ * product rounded to dt as the GPU's multiply in that type does (a product of two half or
+ * bfloat16 values is exact in float, so rounding it once is the typed multiply). */
+static void scale_by_ranks(void *dst, const void *src, size_t count, ncclDataType_t dt, int ranks)
+{
+    float f = (float)(1.0 / ranks);
+    if (dt == ncclFloat64) {
+        for (size_t i = 0; i < count; i++)
+            ((double *)dst)[i] = ((const double *)src)[i] * (1.0 / ranks);
+    } else if (dt == ncclFloat32) {
+        for (size_t i = 0; i < count; i++)
+            ((float *)dst)[i] = ((const float *)src)[i] * f;
+    } else if (dt == ncclBfloat16) {
+        float s = bf16_to_float(float_to_bf16(f));
+        for (size_t i = 0; i < count; i++)
+            ((uint16_t *)dst)[i] = float_to_bf16(bf16_to_float(((const uint16_t *)src)[i]) * s);
+    } else {
+        float s = half_to_float(float_to_half(f));
+        for (size_t i = 0; i < count; i++)
+            ((uint16_t *)dst)[i] = float_to_half(half_to_float(((const uint16_t *)src)[i]) * s);
+    }
+}
+
+/* What this rank contributes to a reduction of count elements and how MPI combines it: send as
+ * is, or under a pre-multiplied ncclAvg a scaled copy that lives until the batch ends, summed;
+ * divide_after: an integer ncclAvg, whose sum the post step divides. */
+typedef struct reduction_input {
+    const void *buf;
+    MPI_Op op;
+    bool divide_after;
+} reduction_input;
+
+static ncclResult_t reduction_input_of(ncclComm_t comm, const void *send, size_t count, ncclDataType_t dt,
+                                       ncclRedOp_t op, reduction_input *in)
+{
+    *in = (reduction_input){send, shim_mpi_op(comm, dt, op), op == ncclAvg};
+    if (!premultiplied(dt, op) || count == 0)
+        return ncclSuccess;
+    void *scaled = shim_batch_scratch(comm, count * shim_type_size(dt));
+    if (!scaled)
+        return ncclSystemError;
+    scale_by_ranks(scaled, send, count, dt, comm->size);
+    *in = (reduction_input){scaled, shim_mpi_op(comm, dt, ncclSum), false};
+    return ncclSuccess;
+}
+
 /* ---- all-reduce -------------------------------------------------------------------------- */
 
 static ncclResult_t issue_allreduce(const void *send, void *recv, size_t count, ncclDataType_t dt,
@@ -66,14 +123,15 @@ static ncclResult_t issue_allreduce(const void *send, void *recv, size_t count, 
 {
     size_t esz = shim_type_size(dt);
     MPI_Datatype t = shim_mpi_type(comm, dt);
-    MPI_Op o = shim_mpi_op(comm, dt, op);
-    for (size_t off = 0; off < count; off += comm->max_chunk) {
+    reduction_input in;
+    ncclResult_t rc = reduction_input_of(comm, send, count, dt, op, &in);
+    for (size_t off = 0; off < count && rc == ncclSuccess; off += comm->max_chunk) {
         int n = (int)chunk_len(comm, count, off);
-        const void *sb = send == recv ? MPI_IN_PLACE : (const char *)send + off * esz;
+        const void *sb = in.buf == recv ? MPI_IN_PLACE : (const char *)in.buf + off * esz;
         NEXT_REQ(comm, req);
-        TRY_MPI(comm, MPI_Iallreduce(sb, (char *)recv + off * esz, n, t, o, comm->mpi, req));
+        TRY_MPI(comm, MPI_Iallreduce(sb, (char *)recv + off * esz, n, t, in.op, comm->mpi, req));
     }
-    return op == ncclAvg ? post_average(comm, recv, count, dt) : ncclSuccess;
+    return rc == ncclSuccess && in.divide_after ? post_average(comm, recv, count, dt) : rc;
 }
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -128,16 +186,17 @@ static ncclResult_t issue_reduce(const void *send, void *recv, size_t count, ncc
 {
     size_t esz = shim_type_size(dt);
     MPI_Datatype t = shim_mpi_type(comm, dt);
-    MPI_Op o = shim_mpi_op(comm, dt, op);
-    bool in_place = comm->rank == root && send == recv;
-    for (size_t off = 0; off < count; off += comm->max_chunk) {
+    reduction_input in;
+    ncclResult_t rc = reduction_input_of(comm, send, count, dt, op, &in);
+    bool in_place = comm->rank == root && in.buf == recv;
+    for (size_t off = 0; off < count && rc == ncclSuccess; off += comm->max_chunk) {
         int n = (int)chunk_len(comm, count, off);
-        const void *sb = in_place ? MPI_IN_PLACE : (const char *)send + off * esz;
+        const void *sb = in_place ? MPI_IN_PLACE : (const char *)in.buf + off * esz;
         char *rb = comm->rank == root ? (char *)recv + off * esz : NULL;
         NEXT_REQ(comm, req);
-        TRY_MPI(comm, MPI_Ireduce(sb, rb, n, t, o, root, comm->mpi, req));
+        TRY_MPI(comm, MPI_Ireduce(sb, rb, n, t, in.op, root, comm->mpi, req));
     }
-    return op == ncclAvg && comm->rank == root ? post_average(comm, recv, count, dt) : ncclSuccess;
+    return rc == ncclSuccess && in.divide_after && comm->rank == root ? post_average(comm, recv, count, dt) : rc;
 }
 
 ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -216,18 +275,19 @@ static ncclResult_t issue_reducescatter(const void *send, void *recv, size_t cou
 {
     size_t esz = shim_type_size(dt);
     MPI_Datatype t = shim_mpi_type(comm, dt);
-    MPI_Op o = shim_mpi_op(comm, dt, op);
-    for (int r = 0; r < comm->size; r++) {
-        const char *block = (const char *)send + (size_t)r * count * esz;
+    reduction_input in;
+    ncclResult_t rc = reduction_input_of(comm, send, count * (size_t)comm->size, dt, op, &in);
+    for (int r = 0; r < comm->size && rc == ncclSuccess; r++) {
+        const char *block = (const char *)in.buf + (size_t)r * count * esz;
         for (size_t off = 0; off < count; off += comm->max_chunk) {
             const void *sb = block + off * esz;
             char *rb = r == comm->rank ? (char *)recv + off * esz : NULL;
             NEXT_REQ(comm, req);
-            TRY_MPI(comm, MPI_Ireduce(sb == rb ? MPI_IN_PLACE : sb, rb, (int)chunk_len(comm, count, off), t, o,
+            TRY_MPI(comm, MPI_Ireduce(sb == rb ? MPI_IN_PLACE : sb, rb, (int)chunk_len(comm, count, off), t, in.op,
                                       r, comm->mpi, req));
         }
     }
-    return op == ncclAvg ? post_average(comm, recv, count, dt) : ncclSuccess;
+    return rc == ncclSuccess && in.divide_after ? post_average(comm, recv, count, dt) : rc;
 }
 
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,

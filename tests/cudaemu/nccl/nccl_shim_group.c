@@ -3,7 +3,7 @@
  * A call outside a group, or the calls of a ncclGroupStart/End pair, are recorded when issued and
  * queued on their stream as one piece of host work (cudaemu.h). When the stream runs it, the calls
  * become non-blocking MPI calls (shim_issue, nccl_shim_coll.c), which it waits for, giving up if a
- * communicator is aborted, before the post steps (ncclAvg's division, moves). Failures become the
+ * communicator is aborted, before the post steps (ncclAvg's division of integers, moves). Failures become the
  * communicator's asynchronous error, as on a GPU. Must not validate arguments: the entry points
  * did, when the calls were issued. */
 #include "nccl_shim_internal.h"
@@ -16,8 +16,8 @@
 #include "runtime/base/avg.h"
 #include "tests/cudaemu/cudaemu.h"
 
-/* ncclAvg: the sum divided by the number of ranks (runtime/base/avg.h, shared with the MPI
- * communicator). dt was validated when the operation was issued. */
+/* ncclAvg on integer types: the sum divided by the number of ranks (runtime/base/avg.h, shared
+ * with the MPI communicator). dt was validated when the operation was issued. */
 static void divide_by_ranks(void *buf, size_t n, ncclDataType_t dt, int ranks)
 {
     static const avg_elem elem[ncclNumTypes] = {
@@ -36,6 +36,8 @@ static _Thread_local struct {
     int n_reqs, cap_reqs;
     shim_post *posts;
     int n_posts, cap_posts;
+    void **scratch;
+    int n_scratch, cap_scratch;
 } batch;
 
 MPI_Request *shim_batch_request(ncclComm_t comm)
@@ -78,6 +80,20 @@ ncclResult_t shim_batch_post(const shim_post *p)
     batch.posts = posts;
     batch.posts[batch.n_posts++] = *p;
     return ncclSuccess;
+}
+
+void *shim_batch_scratch(ncclComm_t comm, size_t bytes)
+{
+    void **list = grow(batch.scratch, batch.n_scratch, &batch.cap_scratch, sizeof *list);
+    void *mem = list ? malloc(bytes) : NULL;
+    if (list)
+        batch.scratch = list;
+    if (!mem) {
+        shim_fail(comm, ncclSystemError, "out of memory for %zu bytes of an average's scaled input", bytes);
+        return NULL;
+    }
+    batch.scratch[batch.n_scratch++] = mem;
+    return mem;
 }
 
 static ncclComm_t aborted_comm(void)
@@ -172,6 +188,9 @@ static void run_group(void *arg)
     }
     batch.n_reqs = 0;
     batch.n_posts = 0;
+    for (int i = 0; i < batch.n_scratch && rc == ncclSuccess; i++)
+        free(batch.scratch[i]); /* after a failure an abandoned request may still read them: kept */
+    batch.n_scratch = 0;
     free(g);
 }
 

@@ -90,5 +90,8 @@ ncclResult_t shim_issue(const shim_call *call);
  * failure) and one more post-completion step. */
 MPI_Request *shim_batch_request(ncclComm_t comm);
 ncclResult_t shim_batch_post(const shim_post *p);
+/* bytes of host memory that live until the batch's requests and post steps are done (NULL
+ * after recording an out-of-memory failure). */
+void *shim_batch_scratch(ncclComm_t comm, size_t bytes);
 
 #endif

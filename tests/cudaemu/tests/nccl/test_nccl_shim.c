@@ -8,8 +8,10 @@
  * order (a missing wait reads unwritten memory); destroy runs queued work; two ranks on one GPU
  * refused; and that
  * ncclCommAbort drops queued calls and makes a later call fail instead of hanging. Results of valid calls are compared with MPI by
- * test_nccl_comm; one bf16 average here is checked against exact values. */
+ * test_nccl_comm; the half and bfloat16 averages here are checked to be NCCL's (a sum of inputs
+ * pre-multiplied by 1/ranks rounded to the type), which at 3 ranks is not the mean. */
 #include <cuda_runtime_api.h>
+#include <math.h>
 #include <mpi.h>
 #include <nccl.h>
 #include <stdint.h>
@@ -138,28 +140,50 @@ static void duplicate_gpu(void)
     cudaSetDevice(g_rank);
 }
 
-/* bf16 average of rank-dependent values: sum in float, rounded once, divided, rounded again. */
-static void bf16_average(ncclComm_t comm, cudaStream_t s)
+/* One 2-byte float type's conversions, so one check covers half and bfloat16. */
+typedef struct two_byte_type {
+    const char *name;
+    ncclDataType_t dt;
+    double u;                          /* unit roundoff */
+    uint16_t (*from_float)(float);
+    float (*to_float)(uint16_t);
+} two_byte_type;
+
+/* ncclAvg of positive rank-dependent values in a 2-byte float type is NCCL's PreMulSum: every
+ * rank's input times 1/ranks rounded to the type, then summed. So each result is within the
+ * rounding of products and sums ((ranks + 1)·u) of ranks·q·mean, q the rounded 1/ranks, and
+ * over N elements the rounding errors average out: the mean of result/mean lands near ranks·q
+ * (bfloat16 at 3 ranks: 1.00195), not near 1 as a sum divided afterwards would, unless q is
+ * exact (2 ranks). The noise of that mean is about u/sqrt(N), far below half the gap. */
+static void average_is_premulsum(ncclComm_t comm, cudaStream_t s, const two_byte_type *t)
 {
-    enum { N = 64 };
-    uint16_t h[N], *d = NULL;
+    enum { N = 4096 };
+    uint16_t *h = malloc(N * sizeof *h), *d = NULL;
+    CHECK(h && cudaMalloc((void **)&d, N * sizeof *h) == cudaSuccess, "allocating %d elements", N);
     for (int i = 0; i < N; i++)
-        h[i] = float_to_bf16((float)(i + g_rank * 3) * 0.25f);
-    cudaMalloc((void **)&d, sizeof h);
-    cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
-    EXPECT(ncclAllReduce(d, d, N, ncclBfloat16, ncclAvg, comm, s), ncclSuccess);
+        h[i] = t->from_float((1.0f + (float)((i * 37 + g_rank * 11) % 997) / 997.0f) * (float)(1 << (i % 5)));
+    cudaMemcpy(d, h, N * sizeof *h, cudaMemcpyHostToDevice);
+    EXPECT(ncclAllReduce(d, d, N, t->dt, ncclAvg, comm, s), ncclSuccess);
     cudaStreamSynchronize(s);
-    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    cudaMemcpy(h, d, N * sizeof *h, cudaMemcpyDeviceToHost);
+    double q = t->to_float(t->from_float((float)(1.0 / g_size))), scale = g_size * q, ratio_sum = 0;
     int bad = 0;
     for (int i = 0; i < N; i++) {
-        double exact = 0;
+        double mean = 0;
         for (int r = 0; r < g_size; r++)
-            exact += (i + r * 3) * 0.25;
-        exact /= g_size;
-        bad += fabs(bf16_to_float(h[i]) - exact) > 1e-2 * fabs(exact) + 1e-3;
+            mean += t->to_float(t->from_float((1.0f + (float)((i * 37 + r * 11) % 997) / 997.0f) * (float)(1 << (i % 5))));
+        mean /= g_size;
+        double got = t->to_float(h[i]);
+        bad += !(fabs(got - scale * mean) <= (g_size + 1) * t->u * scale * mean * 1.01);
+        ratio_sum += got / mean;
     }
-    CHECK(bad == 0, "%d of %d bf16 averages are off by more than bf16 rounding", bad, N);
+    double ratio = ratio_sum / N, gap = fabs(scale - 1);
+    CHECK(bad == 0, "%s: %d of %d averages are further from %d·q·mean than rounding allows", t->name, bad, N, g_size);
+    CHECK(fabs(ratio - scale) <= (gap > 0 ? gap / 2 : t->u / 4), "%s at %d ranks: results average %.6f times the "
+          "mean, expected %.6f (1/ranks rounded to the type, then a sum, as NCCL's ncclAvg)", t->name, g_size,
+          ratio, scale);
     cudaFree(d);
+    free(h);
 }
 
 int main(int argc, char **argv)
@@ -194,7 +218,10 @@ int main(int argc, char **argv)
     cudaMalloc((void **)&d, 4 * sizeof *d);
     bad_arguments(comm, s, d, host);
     groups(comm, s, d);
-    bf16_average(comm, s);
+    const two_byte_type bf16 = {"bfloat16", ncclBfloat16, 0x1p-8, float_to_bf16, bf16_to_float};
+    const two_byte_type half = {"half", ncclFloat16, 0x1p-11, float_to_half, half_to_float};
+    average_is_premulsum(comm, s, &bf16);
+    average_is_premulsum(comm, s, &half);
     stream_order(comm, s);
     destroy_waits(s);
     duplicate_gpu();
