@@ -59,6 +59,7 @@ int train_ckpt_open(train_job *t, ddp_err *err)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory");
     t->ckpt = c;
     c->last_saved_step = -1;
+    c->durable_step = -1;
     c->last_save_time = monotonic_s();
     const char *rs = getenv("DDPRUN_RESTART_COUNT");
     c->restart_count = rs ? atoi(rs) : 0;
@@ -140,6 +141,8 @@ static int describe_tensors(train_job *t, train_ckpt *c)
 static int written(train_job *t, train_ckpt *c, const ckpt_write_stats *st, ddp_err *err)
 {
     train_checkpoint_safe = 1;
+    snprintf(c->last_written, sizeof c->last_written, "%s", st->path);
+    c->durable_step = st->step;
     return train_budget_written(t, st, c->stall_s, err);
 }
 
@@ -190,6 +193,7 @@ static int save_sharded(train_job *t, train_ckpt *c, ddp_err *err)
     if (rc == DDP_OK && t->ctl->rank == 0) {
         log_info("checkpoint: %s (%.1f MB in %d shards) written and committed in %.1f ms", st.path, st.bytes / 1e6,
                  t->ctl->size, 1e3 * st.write_s);
+        st.step = s.hdr.step;
         rc = written(t, c, &st, err);
     }
     return rc;
@@ -295,6 +299,12 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
         c->pending = false;
         rc = written(t, c, &st, err ? err : &local);
     }
+    /* The save of the job's last step (a stop's, the final one) failed, and a poll took that for a
+     * first failure the next save would make good, but none comes: the job fails, as its state is
+     * not saved (a stop's exit 75 would tell the launcher that it is). */
+    if (rc == DDP_OK && c->last_saved_step == t->step && c->durable_step < t->step)
+        rc = ddp_fail(err ? err : &local, DDP_ERUNTIME, "checkpoint of step %lld, the job's last step, was not "
+                      "written (the warning above says why): the job ends with its state unsaved", (long long)t->step);
     if (rc == DDP_OK && st.path[0]) /* a failed write was reported when it happened, never as written */
         log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s), older ones pruned in %.1f ms; "
                  "training stalled %.1f ms for the snapshot", st.path, st.bytes / 1e6, 1e3 * st.write_s,
@@ -303,8 +313,12 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
         if (failed) /* its peers wait for this rank: an upload must not hold the job for its time limit */
             ckpt_uploader_abandon(c->uploader);
         ckpt_uploader_drain(c->uploader);
-        ddp_err e = {0}; /* what an upload held from pruning goes now */
-        if (ckpt_prune(c->dir, (int)t->cfg->checkpoint.keep_last, NULL, &e) != DDP_OK)
+        /* What an upload held from pruning goes now, counted from the newest checkpoint this job
+         * wrote. A job that wrote none held none, and prunes nothing: the newest file there may be
+         * one the resume found damaged and passed over, and keeping it instead of the one resumed
+         * from would leave nothing to resume. */
+        ddp_err e = {0};
+        if (c->last_written[0] && ckpt_prune(c->dir, (int)t->cfg->checkpoint.keep_last, c->last_written, &e) != DDP_OK)
             log_warn("checkpoint: %s", e.msg);
     }
     return rc;

@@ -33,6 +33,8 @@ typedef struct train_ckpt {
     char *settings;               /* rank 0: config_hashed_settings, saved as meta/config */
     ckpt_tensor *tensors;
     int64_t last_saved_step;
+    char last_written[CKPT_PATH_MAX]; /* rank 0: the newest checkpoint this job wrote whole, "" before one */
+    int64_t durable_step;         /* rank 0: the newest step saved whole, by this job or the one resumed; -1 */
     double last_save_time;        /* monotonic: when the latest save began (before the first: train_ckpt_open) */
     int restart_count;            /* this attempt (DDPRUN_RESTART_COUNT), saved in the header */
     double stall_s;               /* rank 0: the latest save's stall, from its start to the snapshot's submit */

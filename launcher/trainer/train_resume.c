@@ -165,7 +165,7 @@ static int finish_resume(train_job *t, const int64_t *hdr, const char *used, ddp
     t->opt->step = hdr[HDR_OPTIM_STEP];
     int rc = train_params_changed(t, err);
     int world_at_save = (int)hdr[HDR_WORLD];
-    c->last_saved_step = t->step;
+    c->last_saved_step = c->durable_step = t->step;
     log_info("resumed from %s: step %lld, epoch %lld, %lld samples of the epoch consumed", used,
              (long long)t->step, (long long)t->epoch + 1, (long long)hdr[HDR_CONSUMED]);
     if (world_at_save != t->ctl->size)

@@ -421,6 +421,8 @@ bad() { # NAME LINE...: NAME.jsonl holding the lines
 OK='{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]}'
 bad json "$OK" "$OK" '{"messages": [}'
 refused "invalid JSON" "json\.jsonl:3: invalid JSON at column 15" --tokenizer qwen json.jsonl
+bad deep "$OK" "{\"messages\": $(printf '[%.0s' $(seq 1000))$(printf ']%.0s' $(seq 1000))}"
+refused "JSON nested 1000 deep" "deep\.jsonl:2: JSON nested too deeply to read" --tokenizer qwen deep.jsonl
 bad neither "$OK" '{"text": "Hello."}'
 refused "neither format" "neither\.jsonl:2: neither format \(keys: text\)" --tokenizer qwen neither.jsonl
 bad mixed "$OK" '{"prompt": "Hi", "completion": "Hello."}'

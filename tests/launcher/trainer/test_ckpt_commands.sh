@@ -50,6 +50,20 @@ check "failing upload: reported with its status and last line" \
     grep -q "upload of ckpt-00000040.ddp failed: .* exited with status 3: denied: no credentials" "$TMP/fail.log"
 check "failing upload: the checkpoint stays" [ -f "$TMP/fail/checkpoints/ckpt-00000040.ddp" ]
 
+# a job that resumed past a damaged newest checkpoint and failed before saving one of its own
+# prunes nothing at its end: the older checkpoint it resumed from is the only good one left
+np2 run.dir="$TMP/damaged" train.max_steps=20 checkpoint.every_steps=10 checkpoint.keep_last=3 >/dev/null 2>&1
+check "damaged newest: first run completes" [ $? -eq 0 ]
+python3 -c "import sys; f = open(sys.argv[1], 'r+b'); f.seek(-100, 2); b = f.read(1); f.seek(-100, 2); \
+f.write(bytes([b[0] ^ 0xFF]))" "$TMP/damaged/checkpoints/ckpt-00000020.ddp"
+DDP_TEST_FAULT=nan:0:13 np2 run.dir="$TMP/damaged" train.max_steps=40 checkpoint.every_steps=10 \
+    checkpoint.keep_last=1 checkpoint.resume=auto checkpoint.upload_cmd=true >"$TMP/damaged.log" 2>&1
+rc=$?
+check "damaged newest: the resumed job fails on its non-finite loss (exit 65, got $rc)" [ $rc -eq 65 ]
+check "damaged newest: it resumed from step 10" grep -q "resum.*ckpt-00000010" "$TMP/damaged.log"
+check "damaged newest: the checkpoint it resumed from is still there" \
+    [ -f "$TMP/damaged/checkpoints/ckpt-00000010.ddp" ]
+
 # a hanging upload is ended at checkpoint.command_timeout_s
 t0=$(date +%s)
 np2 run.dir="$TMP/hang" "${RUN[@]}" checkpoint.every_steps=40 checkpoint.command_timeout_s=1 \

@@ -43,7 +43,7 @@ fi
 
 # a background save that fails once (a directory stands where step 5's file goes) is a warning:
 # the job goes on and the next save writes anew, a stop's included; a second failure in a row
-# ends the job naming both
+# ends the job naming both, and so does a failed save of the job's last step (a stop's)
 blocked() { # TAG STEP...: a run.dir whose checkpoints directory has those steps' names taken
     local tag=$1; shift
     for s in "$@"; do mkdir -p "$TMP/$tag/checkpoints/$(printf 'ckpt-%08d.ddp' "$s")/taken"; done
@@ -60,6 +60,12 @@ DDP_TEST_FAULT=stop:0:7 np1 run.dir="$TMP/stop" "${RUN[@]}" >"$TMP/stop.log" 2>&
 rc=$?
 check "one failed save, then a stop: the stop's save is written (exit 75, got $rc)" \
     [ $rc -eq 75 -a -f "$TMP/stop/checkpoints/ckpt-00000007.ddp" ]
+blocked stopsave 7
+DDP_TEST_FAULT=stop:0:7 np1 run.dir="$TMP/stopsave" "${RUN[@]}" >"$TMP/stopsave.log" 2>&1
+rc=$?
+check "a stop whose own save fails: the job fails (exit 1, not 75: got $rc)" [ $rc -eq 1 ]
+check "a stop whose own save fails: nothing says the checkpoint was saved" \
+    bash -c "! grep -q 'checkpoint saved' '$TMP/stopsave.log'"
 blocked twice 5 10
 np1 run.dir="$TMP/twice" "${RUN[@]}" >"$TMP/twice.log" 2>&1
 rc=$?
