@@ -66,7 +66,10 @@ static const cfg_key keys_after_models[] = {
         "Samples per rank per micro-step (with `train.global_batch` and `train.micro_batch: auto`, the most a "
         "rank takes at once)."),
     BOOL("data.shuffle", data.shuffle, "true", HASH_YES, "Reshuffle every epoch (seeded by `run.seed` + epoch)."),
-    BOOL("data.drop_last", data.drop_last, "true", HASH_YES, "Drop the incomplete last batch of an epoch."),
+    BOOL("data.drop_last", data.drop_last, "true", HASH_YES,
+         "Drop the incomplete last batch of an epoch, and the micro-batches too few for a last step of "
+         "`train.grad_accum`. `false` pads the last batch to the ranks (as PyTorch's DistributedSampler) "
+         "and ends the epoch with a shorter step, its loss the mean over its own samples."),
     INT("data.seq_len", data.seq_len, 1, 1 << 20, "256", HASH_TOKENS,
         "Positions per sequence; a sample is a window of seq_len + 1 tokens."),
     BOOL("data.packed", data.packed, "false", HASH_PACKED,

@@ -214,7 +214,7 @@ static int setup(train_job *t, ddp_err *err)
                           c->data.shuffle, c->data.drop_last, c->run.seed, err);
     if (rc != DDP_OK)
         return rc;
-    t->steps_per_epoch = sampler_steps_per_epoch(&t->smp) / t->accum;
+    t->steps_per_epoch = train_steps_in(t, sampler_steps_per_epoch(&t->smp));
     if (t->steps_per_epoch < 1)
         return ddp_fail(err, DDP_EUSAGE, "%s: data.batch_size %lld x %d ranks x train.grad_accum %lld = %lld "
                         "samples per step is more than one epoch of %s (%lld samples)", c->source,
@@ -239,7 +239,7 @@ static int micro_step(train_job *t, bool first, bool last, int64_t *rows, ddp_er
         rc = train_leave(t, PHASE_DATA, err);
     if (rc != DDP_OK)
         return rc;
-    float scale = train_stage_grad_scale(t, b.rows); /* the loss: a mean over the global batch's targets */
+    float scale = train_stage_grad_scale(t); /* the loss: a mean over the global batch's targets */
     grad_ready_fn ready = NULL;
     void *ready_ctx = NULL;
     bool each = t->m->grads_by_unit;
@@ -352,12 +352,12 @@ static int one_step(train_job *t, int *stop, ddp_err *err)
 {
     const config *c = t->cfg;
     int rc = train_enter(t, PHASE_WORK, err);
-    int64_t rows = 0;
+    int64_t rows = 0, micro = train_step_micro_batches(t);
     if (rc == DDP_OK)
         rc = train_stage_count_step(t, err);
-    for (int64_t a = 0; a < t->accum && rc == DDP_OK; a++) {
+    for (int64_t a = 0; a < micro && rc == DDP_OK; a++) {
         train_stage_next(t);
-        rc = micro_step(t, a == 0, a == t->accum - 1, &rows, err);
+        rc = micro_step(t, a == 0, a == micro - 1, &rows, err);
     }
     double lr = 0;
     if (rc == DDP_OK)
@@ -387,7 +387,7 @@ static int one_step(train_job *t, int *stop, ddp_err *err)
  * the epoch or the step budget ran out. */
 static int run_epoch(train_job *t, int *stop, ddp_err *err)
 {
-    while (t->step < t->total_steps && sampler_steps_left(&t->smp) >= t->accum) {
+    while (t->step < t->total_steps && train_steps_in(t, sampler_steps_left(&t->smp)) > 0) {
         int rc = train_enter(t, PHASE_STEP, err);
         if (rc == DDP_OK)
             rc = one_step(t, stop, err);
@@ -415,7 +415,7 @@ static int train_loop(train_job *t, int64_t consumed, int *stop, ddp_err *err)
             return rc;
         if (*stop != TRAIN_STOP_NONE)
             return DDP_EPREEMPTED;
-        bool epoch_done = sampler_steps_left(&t->smp) < t->accum;
+        bool epoch_done = train_steps_in(t, sampler_steps_left(&t->smp)) == 0;
         train_eval last = train_log_last_eval(t);
         bool fresh = last.done && last.step == t->step; /* train.eval_every just did it */
         if (c->train.eval && !fresh && (epoch_done || t->step >= t->total_steps) &&

@@ -17,6 +17,7 @@ struct train_staging {
     void *inputs_host, *targets_host;
     void *inputs_dev, *targets_dev;
     int32_t *docs_host, *docs_dev; /* packed rows: their document bounds [2, rows, T]; else NULL */
+    int64_t step_rows;        /* this rank's rows in the step's micro-batches (train_stage_count_step) */
     int64_t step_targets;     /* packed rows: trainable targets of the step over every rank */
 };
 
@@ -100,17 +101,31 @@ int train_stage_batch(train_job *t, const dataset *data, model_batch *b, ddp_err
     return rc;
 }
 
+int64_t train_steps_in(const train_job *t, int64_t micro_batches)
+{
+    return t->cfg->data.drop_last ? micro_batches / t->accum : (micro_batches + t->accum - 1) / t->accum;
+}
+
+int64_t train_step_micro_batches(const train_job *t)
+{
+    int64_t left = sampler_steps_left(&t->smp);
+    return left < t->accum ? left : t->accum;
+}
+
 int train_stage_count_step(train_job *t, ddp_err *err)
 {
     struct train_staging *s = t->staging;
+    sampler ahead = t->smp; /* shares the epoch's order, which next_batch only reads */
+    int64_t mine = 0, micro = train_step_micro_batches(t);
+    s->step_rows = 0;
+    for (int64_t a = 0; a < micro; a++) {
+        int64_t rows = sampler_next_batch(&ahead, s->idx);
+        s->step_rows += rows;
+        if (t->train.packed)
+            mine += dataset_targets(&t->train, s->idx, rows);
+    }
     if (!t->train.packed)
         return DDP_OK;
-    sampler ahead = t->smp; /* shares the epoch's order, which next_batch only reads */
-    int64_t mine = 0;
-    for (int64_t a = 0; a < t->accum; a++) {
-        int64_t rows = sampler_next_batch(&ahead, s->idx);
-        mine += dataset_targets(&t->train, s->idx, rows);
-    }
     s->step_targets = mine;
     snprintf(t->ctl->label, sizeof t->ctl->label, "the step's trainable targets");
     int rc = t->ctl->ops->allreduce(t->ctl, &s->step_targets, &s->step_targets, 1, DT_INT64, OP_SUM, NULL, err);
@@ -118,10 +133,10 @@ int train_stage_count_step(train_job *t, ddp_err *err)
     return rc;
 }
 
-float train_stage_grad_scale(const train_job *t, int64_t rows)
+float train_stage_grad_scale(const train_job *t)
 {
     if (!t->train.packed)
-        return 1.0f / ((float)rows * (float)t->m->io.sample.target.count * (float)t->accum);
+        return 1.0f / ((float)t->staging->step_rows * (float)t->m->io.sample.target.count);
     const int64_t n = t->staging->step_targets;
     return n > 0 ? (float)((double)t->ctl->size / (double)n) : 0.0f;
 }

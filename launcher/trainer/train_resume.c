@@ -199,7 +199,7 @@ static void recompute_total(train_job *t, const int64_t *hdr)
     }
     int64_t left_now = 0;
     if (sampler_set_epoch(&t->smp, t->epoch, hdr[HDR_CONSUMED], NULL) == DDP_OK)
-        left_now = sampler_steps_left(&t->smp) / t->accum;
+        left_now = train_steps_in(t, sampler_steps_left(&t->smp));
     int64_t later_epochs = cfg->train.epochs - t->epoch - 1;
     t->total_steps = t->step + left_now + (later_epochs > 0 ? later_epochs * t->steps_per_epoch : 0);
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # DDP equivalence, the core guarantee: N ranks with per-rank batch B/N end with the same
-# parameters as 1 rank with batch B over the same samples; gradient accumulation likewise.
+# parameters as 1 rank with batch B over the same samples; gradient accumulation likewise, an
+# epoch's last, shorter step of accumulation included.
 # Real mpirun, real Fashion-MNIST, 20 steps, shuffled.
 source "$(dirname "$0")/../../lib.sh"
 
@@ -29,4 +30,30 @@ equiv sgd 1e-5 optimizer.kind=sgd
 equiv adamw 1e-4 optimizer.kind=adamw optimizer.nesterov=false optimizer.lr=1e-3
 grep -q "global batch 64 = 32 per rank x 2 ranks x 1 accumulation" "$TMP/sgd-np2.log"
 check "np=2 header prints the global batch" [ $? -eq 0 ]
+
+# data.drop_last false with gradient accumulation: the micro-batches left at an epoch's end that do
+# not fill train.grad_accum make a last, shorter step (as Hugging Face's Trainer does), its loss the
+# mean over its own samples. 10 synthetic samples in batches of 2 x accumulation 2 (np 1), or 1 x 2
+# ranks x 2, are 3 steps an epoch (4, 4 and 2 samples): the same steps as batches of 4 without
+# accumulation, so the same parameters within the regrouped sums' rounding (as above).
+SHORT=(data.kind=synthetic data.synthetic.train=10 data.synthetic.test=4 data.shuffle=false data.drop_last=false
+       train.max_steps=0 train.epochs=2 train.eval=false optimizer.schedule.warmup_steps=0 optimizer.grad_clip=0)
+worker 1 "$TMP/short-ref" data.batch_size=4 "${SHORT[@]}" >"$TMP/short-ref.log" 2>&1
+check "short last step: batch 4 runs" [ $? -eq 0 ]
+worker 1 "$TMP/short-acc" data.batch_size=2 train.grad_accum=2 "${SHORT[@]}" >"$TMP/short-acc.log" 2>&1
+check "short last step: batch 2 x accumulation 2 runs" [ $? -eq 0 ]
+worker 2 "$TMP/short-np2" data.batch_size=1 train.grad_accum=2 "${SHORT[@]}" >"$TMP/short-np2.log" 2>&1
+check "short last step: np 2 batch 1 x accumulation 2 runs" [ $? -eq 0 ]
+for v in ref acc np2; do
+    check "short last step: $v trained 3 steps an epoch, the last shorter (checkpoint of step 6)" \
+        [ "$(basename "$(last_ckpt "$TMP/short-$v")")" = ckpt-00000006.ddp ]
+done
+for v in acc np2; do
+    check "short last step: $v params equal batch 4's within 1e-5" "$CKPT_COMPARE" "$(last_ckpt "$TMP/short-ref")" \
+        "$(last_ckpt "$TMP/short-$v")" param/ 1e-5
+done
+worker 1 "$TMP/short-drop" data.batch_size=2 train.grad_accum=2 "${SHORT[@]}" data.drop_last=true >/dev/null 2>&1
+check "short last step: with drop_last true the last 2 samples are dropped (2 steps an epoch, the referee can fail)" \
+    bash -c "[ \"\$(basename '$(last_ckpt "$TMP/short-drop")')\" = ckpt-00000004.ddp ] &&
+             ! '$CKPT_COMPARE' '$(last_ckpt "$TMP/short-ref")' '$(last_ckpt "$TMP/short-drop")' param/ 1e-5 >/dev/null"
 finish
