@@ -1,7 +1,7 @@
 /* ckpt_set.c — sharded checkpoint sets (ckpt_set.h): names, the manifest's encoding as an ordinary
  * checkpoint file of its own (docs/checkpoint-format.md, "Sharded checkpoints"), the commit that
- * writes it after reading the shards' tables, the check that the extents cover every buffer
- * exactly once, and the removal of a whole set.
+ * writes it after reading the shards' tables (and clears what else the set's directory holds), the
+ * check that the extents cover every buffer exactly once, and the removal of a whole set.
  *
  * Reading a set back, whole or tensor by tensor, is ckpt_set_load.c's. This file
  * must not write a shard, talk to other ranks or decide when a set is written; the manifest is
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "runtime/base/dirs.h"
+#include "runtime/base/log.h"
 
 #define DIMS_COLS (2 + CKPT_MAX_NDIM)
 
@@ -304,6 +305,25 @@ static int add_shard(const char *set_dir, ckpt_manifest *m, int s, int *cap, ddp
     return rc;
 }
 
+/* Everything in set_dir but m's shards: the temporaries of writes an earlier attempt left there when
+ * it died, and the shards of an earlier attempt at this step on another world size. Only at the
+ * commit, when every rank's write into the set has ended: before, another host's rank may still be
+ * writing its temporary, whose process id this host cannot check. */
+static void remove_leftovers(const char *set_dir, const ckpt_manifest *m)
+{
+    DIR *d = opendir(set_dir);
+    if (!d)
+        return; /* the manifest's write names what is wrong with the directory */
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        bool ours = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+        for (int s = 0; !ours && s < m->n_shards; s++)
+            ours = strcmp(de->d_name, m->shards[s].name) == 0;
+        if (!ours && unlinkat(dirfd(d), de->d_name, 0) == 0)
+            log_warn("checkpoint: removed %s/%s, left by an interrupted or earlier save", set_dir, de->d_name);
+    }
+    closedir(d);
+}
+
 int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards, ddp_err *err)
 {
     ckpt_manifest m = *spec;
@@ -323,6 +343,8 @@ int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards
         rc = check_tensors(&m, what, err);
     if (rc == DDP_OK)
         rc = ckpt_set_check_cover(&m, what, err);
+    if (rc == DDP_OK)
+        remove_leftovers(set_dir, &m);
     if (rc == DDP_OK)
         rc = write_manifest(set_dir, &m, err);
     free(m.shards);

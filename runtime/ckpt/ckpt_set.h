@@ -63,9 +63,11 @@ void ckpt_set_piece_name(const char *prefix, int64_t offset, int64_t count, char
  * shards it does not describe). */
 int ckpt_set_uncommit(const char *set_dir, ddp_err *err);
 /* Rank 0, once every one of n_shards shard files in set_dir is durable: reads their tables, lists
- * their extents, checks that they cover each of spec's buffers exactly once, and writes the
- * manifest (spec's header, buffers, tensor table and settings, with the shards and extents found)
- * atomically. Refused, naming the shard file, when one is missing or does not fit. */
+ * their extents, checks that they cover each of spec's buffers exactly once, removes whatever else
+ * set_dir holds (an interrupted write's temporaries, an earlier attempt's shards of another world
+ * size) and writes the manifest (spec's header, buffers, tensor table and settings, with the shards
+ * and extents found) atomically. Refused, naming the shard file, when one is missing or does not
+ * fit. */
 int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards, ddp_err *err);
 
 /* The manifest of set_dir, verified (its CRCs, the extents' cover of every buffer). */

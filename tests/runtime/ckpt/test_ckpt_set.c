@@ -9,7 +9,8 @@
  * extents name pieces no shard holds, by every read; a flipped byte, a truncated and a
  * missing shard named; no manifest is no checkpoint; ckpt_find_latest over files and sets with
  * fallback and with a caller's reader (ckpt_find_latest_with); ranges read piece by piece, a damaged
- * piece named only when read (ckpt_set_read_range); pruning removes sets whole. */
+ * piece named only when read (ckpt_set_read_range); pruning removes sets whole; the commit removes
+ * what earlier attempts left in the set's directory (temporaries, another world size's shards). */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -83,12 +84,39 @@ static int commit(int64_t step, const piece *p, int np, ddp_err *err)
     return ckpt_set_commit(set_dir, &spec, 3, err);
 }
 
+/* An empty file at set_dir/name. */
+static void touch_in(const char *set_dir, const char *name)
+{
+    char path[CKPT_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", set_dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0, "creating %s", path);
+    if (fd >= 0)
+        close(fd);
+}
+
+static bool exists_in(const char *set_dir, const char *name)
+{
+    char path[CKPT_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", set_dir, name);
+    return access(path, F_OK) == 0;
+}
+
 static void test_commit_and_read(void)
 {
     ddp_err err = {0};
     char set_dir[CKPT_PATH_MAX];
     set_path(5, set_dir);
+    /* what earlier attempts at this step left: a killed rank's temporaries, a 4-rank attempt's shard */
+    static const char *const leftovers[] = {".shard-00001-of-00003.ddp.tmp.4242", ".manifest.ddp.tmp.77",
+                                            "shard-00003-of-00004.ddp"};
+    CHECK(mkdir(set_dir, 0755) == 0, "mkdir %s", set_dir);
+    for (int i = 0; i < 3; i++)
+        touch_in(set_dir, leftovers[i]);
     CHECK(commit(5, good, N_GOOD, &err) == DDP_OK, "commit: %s", err.msg);
+    for (int i = 0; i < 3; i++)
+        CHECK(!exists_in(set_dir, leftovers[i]), "the commit removed %s", leftovers[i]);
+    CHECK(exists_in(set_dir, "shard-00002-of-00003.ddp"), "the commit kept its shards");
     ckpt_manifest m;
     CHECK(ckpt_manifest_read(set_dir, &m, &err) == DDP_OK, "manifest: %s", err.msg);
     CHECK_EQ_INT(m.hdr.step, 5);
