@@ -92,6 +92,11 @@ int comm_mpi_set_timeout(comm *c, double timeout_s, ddp_err *err);
  * "Not arrived: rank R (host H), ...", past twelve ranks adding "and N more ranks, on hosts A, B"
  * with every host of one; ddprun reads them from a rank's output. */
 #define COMM_DEADLINE_VERDICT "ddp.timeout_s: "
+/* The NCCL watchdog's last line before it aborts the communicator and ends the process:
+ * COMM_WATCHDOG_ABORT, why, COMM_WATCHDOG_ABORT_END. ddprun bounds mpirun from then on, as after
+ * a deadline's verdict (NCCL cannot say which rank did not arrive). */
+#define COMM_WATCHDOG_ABORT "NCCL watchdog: "
+#define COMM_WATCHDOG_ABORT_END "; aborting"
 #define COMM_DEADLINE_NOT_ARRIVED "Not arrived: "
 #define COMM_DEADLINE_ON_HOSTS ", on hosts "
 

@@ -107,7 +107,7 @@ static bool abort_within(ncclcomm_impl *im, double limit_s, ncclResult_t *rc)
 __attribute__((noreturn)) static void abort_job(ncclcomm_impl *im, const char *why)
 {
     atomic_store(&im->aborting, true);
-    log_error("NCCL watchdog: %s; aborting", why);
+    log_error(COMM_WATCHDOG_ABORT "%s" COMM_WATCHDOG_ABORT_END, why);
     ncclResult_t rc = ncclSuccess;
     if (!abort_within(im, im->abort_limit_s, &rc))
         log_error("NCCL watchdog: ncclCommAbort did not return within %g s (a wedged GPU?); exiting without it",

@@ -13,7 +13,8 @@
  *   0   success: every rank exited 0
  *   1   runtime failure: a rank exited non-zero (other than 2/75) or died of a signal, or mpirun
  *       could not start or failed; ddprun prints `ddprun: rank R on HOST exited with code C` or
- *       `... was killed by SIGNAME` (after --max-restarts attempts are used up)
+ *       `... was killed by SIGNAME` (after --max-restarts attempts are used up; none when a
+ *       program could not be started, exit 127)
  *   2   usage error: bad ddprun flags or config (checked before launch), or a rank exited 2
  *   65  non-finite training: the ranks agreed to stop on a NaN or infinite loss, gradient norm or
  *       state, saving nothing from it (EX_DATAERR); never restarted by --max-restarts, since a
@@ -332,6 +333,10 @@ static int exit_code_for(int wait_status)
     return code == 0 || code == DDP_EUSAGE || code == DDP_ENONFINITE || code == DDP_EPREEMPTED ? code : DDP_ERUNTIME;
 }
 
+/* Exit status 127: mpirun, or a rank's wrapper, could not execute its program (ddprun_job.c,
+ * ddprun_rankwrap.c), which every attempt would find the same. */
+static bool cannot_start(int wait_status) { return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 127; }
+
 /* who = "rank R on HOST" (or "mpirun" when no rank said), how = "exited with code C" etc. */
 static void describe_failure(const job_result *r, char *who, char *how, size_t size)
 {
@@ -430,7 +435,11 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
         argv_free(&cmd);
         if (started != 0) return DDP_ERUNTIME;
         code = exit_code_for(r.wait_status);
-        if (code != DDP_ERUNTIME || attempt >= o->max_restarts || job_signals_seen() > 0) {
+        if (code == DDP_ERUNTIME && attempt < o->max_restarts && cannot_start(r.wait_status))
+            fprintf(stderr, "ddprun: not restarting: a program could not be started (exit 127, the message above "
+                    "says which), and another attempt would fail the same way\n");
+        if (code != DDP_ERUNTIME || attempt >= o->max_restarts || job_signals_seen() > 0 ||
+            cannot_start(r.wait_status)) {
             report(&r, code);
             return code;
         }

@@ -87,8 +87,8 @@ static void exec_mpirun(char *const argv[], int out_fd, int err_fd, pid_t launch
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != launcher) _exit(127); /* ddprun died before prctl took effect */
     setpgid(0, 0);
-    int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) dup2(null_fd, 0);
+    int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd >= 0) dup2(null_fd, 0); /* dup2's copy is inherited, the original closes at exec */
     dup2(out_fd, 1);
     dup2(err_fd, 2);
     signal(SIGINT, SIG_DFL);

@@ -118,6 +118,13 @@ static void add_host(deadline_verdict *d, const char *host, size_t len)
 
 /* A rank's "ddp.timeout_s: ... Not arrived: rank R (host H), rank R2 (host H2) (no answer ...",
  * past twelve ranks "... and N more ranks, on hosts H3, H4 (no answer ...". */
+/* Whether line is the NCCL watchdog's last before it ends its rank (comm.h). */
+static bool watchdog_aborts(const char *line)
+{
+    size_t n = strlen(line), end = strlen(COMM_WATCHDOG_ABORT_END);
+    return strstr(line, COMM_WATCHDOG_ABORT) && n >= end && strcmp(line + n - end, COMM_WATCHDOG_ABORT_END) == 0;
+}
+
 static void parse_deadline(output_filter *f, const char *text)
 {
     deadline_verdict *d = &f->deadline;
@@ -259,6 +266,8 @@ static void handle_tagged(output_filter *f, int s, int rank, bool is_err, const 
     const char *verdict = strstr(joined, COMM_DEADLINE_VERDICT);
     if (verdict)
         parse_deadline(f, verdict);
+    else if (watchdog_aborts(joined) && f->deadline.seen_s <= 0)
+        f->deadline.seen_s = monotonic_s(); /* no rank named: NCCL cannot tell which one */
     free(joined);
 }
 

@@ -391,6 +391,11 @@ run restart -np 2 --max-restarts 1 bench fail-first
 check "--max-restarts 1 recovers" [ $rc -eq 0 ]
 check "attempt message" contains $err "ddprun: attempt 2 of 2 (restarting after rank 1 on $host failed: exited with code 3)"
 check "ranks see the restart count" count_is $out "DDPRUN_RESTART_COUNT=1 MAX=1 ok" 2
+# a program that cannot be started at all (mpirun not found: exit 127) is not tried again
+MPI_HOME=$tmp/no-mpi run nompirun -np 2 --max-restarts 3 bench fail-first
+check "mpirun not found: exit 1 (got $rc)" [ $rc -eq 1 ]
+check "mpirun not found: no second attempt" lacks $err "attempt 2"
+check "mpirun not found: says why it is not restarted" contains $err "not restarting: a program could not be started"
 
 discover disc_restart "$host:2" "$host:3"
 run disc_restart --host-discovery "$tmp/disc_restart.sh" --max-restarts 1 bench fail-first

@@ -4,7 +4,8 @@
  * followed by "[J,R]<stdout>:rest\n". The repeated tag must go; another rank's fragment in the
  * middle of a line must come out as a line of its own; a line fed in pieces (ddprun's own reads of
  * mpirun's pipe) must come out whole; a line the rank tagged itself ("[rank R host] ") keeps that tag only. Output is captured through a temporary file.
- * A collective deadline's verdict naming more ranks than it lists still yields every host. */
+ * A collective deadline's verdict naming more ranks than it lists still yields every host; the NCCL
+ * watchdog's abort line counts as a verdict naming none. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,9 +65,30 @@ static void test_deadline_hosts(void)
     output_filter_free(f);
 }
 
+/* The NCCL watchdog's abort line starts the bound on mpirun as a deadline's verdict does, naming no
+ * host; its warnings do not. */
+static void test_watchdog_abort(void)
+{
+    const char *warn = "[1,1]<stderr>:[rank 1 h1] warning: " COMM_WATCHDOG_ABORT "ncclCommAbort: unhandled error\n";
+    char line[512];
+    snprintf(line, sizeof line, "[1,0]<stderr>:[rank 0 h1] error: %scollective allreduce #5 (bucket 1 of 2, 9 x "
+             "float, avg) did not complete within 3 s%s\n", COMM_WATCHDOG_ABORT, COMM_WATCHDOG_ABORT_END);
+    fflush(stderr);
+    output_filter *f = output_filter_new();
+    output_feed(f, true, warn, strlen(warn));
+    CHECK(output_deadline(f)->seen_s == 0, "a watchdog warning is no verdict");
+    output_feed(f, true, line, strlen(line));
+    output_finish(f);
+    const deadline_verdict *d = output_deadline(f);
+    CHECK(d->seen_s > 0 && d->n_hosts == 0 && !d->not_arrived[0], "the watchdog's abort: seen %g, %d hosts, \"%s\"",
+          d->seen_s, d->n_hosts, d->not_arrived);
+    output_filter_free(f);
+}
+
 int main(void)
 {
     test_deadline_hosts();
+    test_watchdog_abort();
     char out[4096];
     const size_t pieces[] = {1, 7, 4096};
     for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
