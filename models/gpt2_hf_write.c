@@ -103,7 +103,8 @@ int gpt2_hf_write(const char *dir, const gpt2_shape *shape, const char *token_id
     for (int i = 0; !rc && i < x.tbl.n_tensors; i++) /* every source first: nothing written when one is missing */
         rc = gather_one(&x, i, src, ctx, err);
     if (!rc)
-        rc = hf_folder_write(dir, x.t, x.tbl.n_tensors, dtype, max_shard_bytes, write_config, &x, files, err);
+        rc = hf_folder_write(dir, x.t, x.tbl.n_tensors, dtype, max_shard_bytes, write_config, &x, token_ids_from,
+                             files, err);
     free_export(&x);
     return rc;
 }

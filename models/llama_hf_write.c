@@ -117,7 +117,8 @@ int llama_hf_write(const llama_family *fam, const char *dir, const llama_shape *
         ddp_prefix(err, "the token ids to export");
     llama_export x = {fam, shape, &ids, dtype};
     if (!rc)
-        rc = hf_folder_write(dir, t, tbl.n_tensors, dtype, max_shard_bytes, write_config, &x, files, err);
+        rc = hf_folder_write(dir, t, tbl.n_tensors, dtype, max_shard_bytes, write_config, &x, token_ids_from, files,
+                             err);
     free(t);
     model_free_tensors(&tbl);
     return rc;

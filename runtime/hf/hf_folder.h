@@ -20,6 +20,7 @@
 #define HF_CONFIG "config.json"
 #define HF_WEIGHTS "model.safetensors"
 #define HF_INDEX "model.safetensors.index.json"   /* the sharded form: weight_map, tensor to file */
+#define HF_GENERATION_CONFIG "generation_config.json" /* generate()'s defaults: end ids, sampling */
 
 /* ---- config.json ---- */
 

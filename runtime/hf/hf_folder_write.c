@@ -6,10 +6,14 @@
  * Must not know any model. */
 #include "hf_folder_write.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "runtime/base/read_whole.h"
+#include "json_doc.h"
 
 #define FILE_NAME_MAX 64
 
@@ -22,6 +26,8 @@ typedef struct folder {
     int n_shards;
     replace_file_stream_writer write_config;
     void *config_ctx;
+    char *generation;          /* the source's generation_config.json, or NULL */
+    size_t generation_len;
 } folder;
 
 static uint64_t tensor_bytes(const folder *x, int i)
@@ -123,7 +129,35 @@ static int write_json(const folder *x, const char *name, replace_file_stream_wri
 
 bool hf_export_file(const char *name)
 {
-    return !strcmp(name, HF_CONFIG) || (!strncmp(name, "model", 5) && strstr(name, ".safetensors"));
+    return !strcmp(name, HF_CONFIG) || !strcmp(name, HF_GENERATION_CONFIG) ||
+           (!strncmp(name, "model", 5) && strstr(name, ".safetensors"));
+}
+
+static int write_generation(FILE *f, void *ctx, ddp_err *err)
+{
+    const folder *x = ctx;
+    (void)err;
+    return fwrite(x->generation, 1, x->generation_len, f) == x->generation_len ? DDP_OK : DDP_ERUNTIME;
+}
+
+/* source/generation_config.json whole into x, when there is one: a JSON object, as transformers
+ * reads it (its keys are transformers' business, not checked here). */
+static int read_generation(folder *x, const char *source, ddp_err *err)
+{
+    char path[4096 + FILE_NAME_MAX];
+    snprintf(path, sizeof path, "%s/%s", source, HF_GENERATION_CONFIG);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return errno == ENOENT ? DDP_OK : ddp_fail(err, DDP_EUSAGE, "%s: %s", path, strerror(errno));
+    int rc = read_whole(f, path, 1 << 20, &x->generation, &x->generation_len, err); /* as config.json */
+    fclose(f);
+    json_doc j = {0};
+    if (!rc)
+        rc = json_doc_parse(&j, path, x->generation, x->generation_len, err);
+    if (!rc && json_kind_of(json_root(&j)) != JSON_OBJECT)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: expected a JSON object, as transformers writes it", path);
+    json_doc_free(&j);
+    return rc;
 }
 
 /* Every file into the empty temporary folder dir (replace_dir's writer), config.json last. */
@@ -136,13 +170,16 @@ static int write_folder(const char *dir, void *ctx, ddp_err *err)
         rc = write_shard(x, k, err);
     if (!rc && x->n_shards > 1)
         rc = write_json(x, HF_INDEX, write_index, x, err);
+    if (!rc && x->generation)
+        rc = write_json(x, HF_GENERATION_CONFIG, write_generation, x, err);
     if (!rc)
         rc = write_json(x, HF_CONFIG, x->write_config, x->config_ctx, err);
     return rc;
 }
 
 int hf_folder_write(const char *dir, const st_out_tensor *tensors, int n, st_dtype dtype, uint64_t max_shard_bytes,
-                    replace_file_stream_writer write_config, void *ctx, int *files, ddp_err *err)
+                    replace_file_stream_writer write_config, void *ctx, const char *source, int *files,
+                    ddp_err *err)
 {
     if (dtype != ST_F32 && dtype != ST_BF16)
         return ddp_fail(err, DDP_EUSAGE, "%s: exporting %s is not supported (F32 or BF16)", dir,
@@ -152,9 +189,12 @@ int hf_folder_write(const char *dir, const st_out_tensor *tensors, int n, st_dty
     if (!x.shard)
         return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", dir);
     split(&x, max_shard_bytes);
-    int rc = replace_dir(dir, write_folder, hf_export_file, &x, err);
+    int rc = source ? read_generation(&x, source, err) : DDP_OK;
+    if (!rc)
+        rc = replace_dir(dir, write_folder, hf_export_file, &x, err);
     if (!rc)
         *files = x.n_shards;
     free(x.shard);
+    free(x.generation);
     return rc;
 }

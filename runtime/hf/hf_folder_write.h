@@ -4,7 +4,9 @@
  * One model.safetensors, or above the shard limit the shards model-0000K-of-0000N.safetensors
  * (filled in the given order, a tensor beyond the limit alone in its own, as huggingface_hub's
  * split_state_dict_into_shards does) and model.safetensors.index.json (json.dumps' indent 2,
- * weight_map sorted by name); config.json's text comes from the caller. The folder is written
+ * weight_map sorted by name); config.json's text comes from the caller, generation_config.json (the
+ * end-of-sequence ids and sampling settings transformers' generate() starts from) is the source
+ * folder's, byte for byte, when it has one. The folder is written
  * whole (runtime/base/replace_dir.h): every file into a temporary folder beside it, config.json
  * last, then renamed into place, so a failed export leaves an earlier one as it was. An earlier
  * export's files (hf_export_file) are not carried into the new folder, which therefore holds no
@@ -22,13 +24,16 @@
 
 #define HF_DEFAULT_SHARD_BYTES 5000000000ull  /* save_pretrained's max_shard_size "5GB" */
 
-/* config.json, model*.safetensors or the index: a name an export writes or leaves stale. */
+/* config.json, generation_config.json, model*.safetensors or the index: a name an export writes or
+ * leaves stale. */
 bool hf_export_file(const char *name);
 
 /* Writes the n tensors (distinct names) as the folder dir (created or replaced) as dtype (ST_F32 or ST_BF16),
- * shards of at most max_shard_bytes of tensor data, then config.json through write_config(f, ctx);
- * *files gets the number of safetensors files. */
+ * shards of at most max_shard_bytes of tensor data, source's generation_config.json when source (a
+ * folder, or NULL) has one (refused, naming it, when it is no JSON object), then config.json through
+ * write_config(f, ctx); *files gets the number of safetensors files. */
 int hf_folder_write(const char *dir, const st_out_tensor *tensors, int n, st_dtype dtype, uint64_t max_shard_bytes,
-                    replace_file_stream_writer write_config, void *ctx, int *files, ddp_err *err);
+                    replace_file_stream_writer write_config, void *ctx, const char *source, int *files,
+                    ddp_err *err);
 
 #endif

@@ -143,7 +143,10 @@ check "the shards and index huggingface_hub's split names; each file's tensors t
 
 export_hf --force "$A" "$TMP/hs" >/dev/null 2>&1
 check "--force: one file over a sharded export" [ $? -eq 0 ]
-check "the stale shards and index removed" [ "$(ls "$TMP/hs")" = "$(printf 'config.json\nmodel.safetensors')" ]
+check "the stale shards and index removed (the run's folder's generation_config.json carried)" \
+    [ "$(ls "$TMP/hs")" = "$(printf 'config.json\ngeneration_config.json\nmodel.safetensors')" ]
+check "generation_config.json: the folder the run started from's, byte for byte" \
+    cmp "$TMP/hs/generation_config.json" "$HF/generation_config.json"
 check "the file the float32 export's" cmp "$TMP/hs/model.safetensors" "$TMP/h32/model.safetensors"
 
 # ---- --force writes the whole folder beside DIR and renames it into place ------------------

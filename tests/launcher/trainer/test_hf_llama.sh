@@ -20,7 +20,8 @@
 #    checkpoint's model, exported as the fixture's files; a config's factor other than the folder's
 #    refused naming both;
 #  - bos/eos token ids: a copy of the fixture with ids of its own (eos a list of three) exported with
-#    them, config.json as save_pretrained writes it; --token-ids-from another folder's; the run's
+#    them, config.json as save_pretrained writes it, its generation_config.json byte for byte (one
+#    that is no JSON object refused); --token-ids-from another folder's; the run's
 #    folder gone refused (exit 2, nothing written) until --token-ids-from names where it went; a
 #    string among the ids refused naming FILE:LINE:COL; from scratch, LlamaConfig's 1 and 2.
 source "$(dirname "$0")/../../lib.sh"
@@ -182,6 +183,9 @@ c, v = json.load(open(sys.argv[1])), int(sys.argv[3])
 c.update(bos_token_id=v - 3, eos_token_id=[v - 1, 0, v - 2])  # Llama 3.1 Instruct's kind: three ids
 open(sys.argv[2], "w").write(json.dumps(c, indent=2, sort_keys=True) + "\n")
 PYIDS
+# an Instruct model's generate() defaults: its end ids and sampling settings
+printf '{\n  "do_sample": true,\n  "eos_token_id": [%d, 0],\n  "temperature": 0.6,\n  "top_p": 0.9\n}\n' \
+    $((V - 1)) >"$IDS/generation_config.json"
 llama "$TMP/i" "${STILL[@]}" checkpoint.init_from="$IDS" >"$TMP/i.log" 2>&1
 check "a still step from a folder with ids of its own" [ $? -eq 0 ]
 I=$TMP/i/checkpoints/ckpt-00000001.ddp
@@ -202,8 +206,17 @@ sys.exit(out != want)
 PYIDS
 }
 check "config.json: the folder's, its ids and the list as save_pretrained writes them" config_text "$TMP/ix" "$IDS"
+check "generation_config.json: the folder's, byte for byte" cmp "$TMP/ix/generation_config.json" \
+    "$IDS/generation_config.json"
 export_hf --token-ids-from "$HF" "$I" "$TMP/ix2" >"$TMP/ix2.log" 2>&1
 check "--token-ids-from another folder: its ids" config_text "$TMP/ix2" "$HF"
+check "--token-ids-from another folder: its generation_config.json" cmp "$TMP/ix2/generation_config.json" \
+    "$HF/generation_config.json"
+mkdir -p "$TMP/badgen" && cp "$HF/config.json" "$TMP/badgen/" && echo '[1, 2]' >"$TMP/badgen/generation_config.json"
+export_hf --token-ids-from "$TMP/badgen" "$I" "$TMP/ix5" >"$TMP/ix5.log" 2>&1
+check "a generation_config.json that is no JSON object: exit 2 (got $?)" [ $? -eq 2 ]
+check "naming it" grep -q "$TMP/badgen/generation_config.json: expected a JSON object" "$TMP/ix5.log"
+check "and writing nothing" [ ! -e "$TMP/ix5" ]
 mv "$IDS" "$IDS.moved"
 export_hf "$I" "$TMP/ix3" >"$TMP/ix3.log" 2>&1
 check "the run's folder gone: exit 2 (got $?)" [ $? -eq 2 ]
@@ -223,4 +236,6 @@ export_hf "$TMP/o/checkpoints/ckpt-00000001.ddp" "$TMP/ox" >"$TMP/ox.log" 2>&1
 check "exported from scratch: LlamaConfig's ids, said so" grep -q "token ids the config class's defaults)" "$TMP/ox.log"
 check "bos 1, eos 2" python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
 sys.exit((c["bos_token_id"], c["eos_token_id"]) != (1, 2))' "$TMP/ox/config.json"
+check "and no generation_config.json (transformers derives one from config.json)" \
+    [ ! -e "$TMP/ox/generation_config.json" ]
 finish
