@@ -110,6 +110,8 @@ static int start_gather(param_gather *g, int unit, int w, ddp_err *err)
     }
     g->holder[w] = unit;
     g->units[unit].window = w;
+    if (g->status != DDP_OK) /* no collective after a failure: the peers would pair it with another */
+        return g->status;
     const reducer_bucket *b = bucket_of(g, unit);
     size_t at, shard_at, count;
     reducer_zero_part(g->layout, g->n_units - 1 - unit, g->comm->rank, &at, &shard_at, &count);

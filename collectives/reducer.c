@@ -248,10 +248,12 @@ static void start_bucket(reducer *r, reducer_bucket *b)
         r->status = rc;
 }
 
-/* Start every bucket, in order, whose gradients are complete. */
+/* Start every bucket, in order, whose gradients are complete. None after a failure: the peers'
+ * next collective is still the failed bucket's, which a later one would be paired with (other
+ * counts: a hang, or sums of different gradients); reducer_finish reports the failure. */
 static void start_ready_buckets(reducer *r)
 {
-    while (r->next_to_start < r->n_buckets) {
+    while (r->status == DDP_OK && r->next_to_start < r->n_buckets) {
         reducer_bucket *b = &r->buckets[r->next_to_start];
         if (b->ready < b->count)
             break;
