@@ -200,6 +200,12 @@ int param_gather_status(param_gather *g, ddp_err *err)
     return rc;
 }
 
+void param_gather_abandon(param_gather *g)
+{
+    for (int u = 0; g && g->units && u < g->n_units; u++)
+        g->units[u].req = NULL;
+}
+
 void param_gather_destroy(param_gather *g)
 {
     if (!g)

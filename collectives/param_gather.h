@@ -39,6 +39,9 @@ int param_gather_invalidate(param_gather *g, ddp_err *err);
 int param_gather_status(param_gather *g, ddp_err *err);
 /* The elements of the three windows for layout's units (for the memory plan). */
 size_t param_gather_window_n(const reducer *layout);
+/* Before the communicator is aborted: forgets the gathers in flight without waiting (reducer_abandon's
+ * counterpart). */
+void param_gather_abandon(param_gather *g);
 void param_gather_destroy(param_gather *g);
 
 #endif

@@ -143,6 +143,12 @@ void reducer_zero_part(const reducer *r, int bucket, int rank, size_t *param_off
     *shard_offset = b->shard_offset;
 }
 
+void reducer_abandon(reducer *r)
+{
+    for (int i = 0; r && i < r->n_buckets; i++)
+        r->buckets[i].req = r->buckets[i].gather_req = NULL;
+}
+
 void reducer_destroy(reducer *r)
 {
     if (!r)

@@ -118,6 +118,9 @@ void reducer_zero_part(const reducer *r, int bucket, int rank, size_t *param_off
 int reducer_gather(reducer *r, int bucket, ddp_err *err);
 /* ZeRO: waits for every all-gather started since the last call. */
 int reducer_gather_finish(reducer *r, ddp_err *err);
+/* Before the communicator is aborted (a collective may never finish): forgets the requests in
+ * flight without waiting for them (the abort ends them), so reducer_destroy frees memory only. */
+void reducer_abandon(reducer *r);
 void reducer_destroy(reducer *r);
 /* Start of a backward pass whose gradients will be reduced; under ZeRO-2, accumulate adds them
  * to the shard the earlier micro-steps of this optimizer step left (each micro-step is reduced). */

@@ -281,7 +281,9 @@ static int update_params(train_job *t, double lr, ddp_err *err)
  * so the step does not wait. */
 static int optimizer_step(train_job *t, int64_t rows, double *lr, ddp_err *err)
 {
-    int rc = train_enter(t, PHASE_GRADIENT_WAIT, err);
+    int rc = train_fault_fail_step(t, err);
+    if (rc == DDP_OK)
+        rc = train_enter(t, PHASE_GRADIENT_WAIT, err);
     if (rc == DDP_OK)
         rc = reducer_finish(t->red, err);
     if (rc == DDP_OK)
@@ -441,14 +443,19 @@ static void teardown(train_job *t, bool failed)
     train_lock_release(t); /* after every other writer into run.dir */
     train_fault_close(t);
     train_budget_close(t);
+    /* After a failure the NCCL communicator is aborted before the buffers its collectives use are
+     * freed: cudaFree waits for the device, and so for a collective a dead peer never joins, until
+     * the watchdog's timeout. The reducer and the gathers forget their requests first. */
+    bool abort_first = failed && t->grad_comm && t->grad_comm != t->ctl;
+    if (abort_first) {
+        reducer_abandon(t->red);
+        train_zero_abandon(t);
+        t->grad_comm->ops->abort(t->grad_comm);
+    }
     train_zero_close(t); /* before the communicator its gathers use */
     reducer_destroy(t->red);
-    if (t->grad_comm && t->grad_comm != t->ctl) {
-        if (failed)
-            t->grad_comm->ops->abort(t->grad_comm);
-        else
-            t->grad_comm->ops->destroy(t->grad_comm);
-    }
+    if (t->grad_comm && t->grad_comm != t->ctl && !abort_first)
+        t->grad_comm->ops->destroy(t->grad_comm);
     optim_destroy(t->opt);
     train_observe_close(t);
     train_staging_close(t);

@@ -12,6 +12,7 @@
  * (a straggler, train_ranks.c).
  * While the data loads: `setup-sleep` sleeps SECONDS (STEP is ignored): a job held in setup, out
  * of the stop agreement's reach.
+ * During optimizer step STEP, its collectives issued: `fail` makes the step fail with an error.
  * During optimizer step STEP: `nan` / `inf` make one of the rank's gradients NaN / +inf as backward
  * finishes it, before its bucket is reduced, as a bad batch would (every rank then averages it in).
  * DDP_TEST_TRACE_DIR makes each rank append "epoch index" for every sample it trains on to
@@ -115,6 +116,15 @@ static void poison_then_ready(void *ctx, size_t offset, size_t count)
         t->fault->value = 0;
     }
     reducer_grad_ready(t->red, offset, count);
+}
+
+int train_fault_fail_step(const train_job *t, ddp_err *err)
+{
+    test_fault f;
+    if (!t->fault || !fault_here(t, &f) || strcmp(f.kind, "fail") != 0 || f.step != t->step + 1)
+        return DDP_OK;
+    return ddp_fail(err, DDP_ERUNTIME, "DDP_TEST_FAULT fail: step %lld failed with its gradients' collectives in "
+                    "flight", (long long)f.step);
 }
 
 void train_fault_in_eval(const train_job *t)

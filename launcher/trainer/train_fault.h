@@ -16,6 +16,9 @@ void train_fault_in_setup(const train_job *t);
 void train_fault_in_eval(const train_job *t);
 /* After optimizer step t->step, before the stop agreement. */
 void train_fault_after_step(const train_job *t);
+/* Optimizer step STEP's `fail`: after its backward issued the gradients' collectives, before they
+ * are waited for, the step fails with an error (DDP_ERUNTIME into err; DDP_OK when not due). */
+int train_fault_fail_step(const train_job *t, ddp_err *err);
 /* For the last micro-step of the next optimizer step: the grad_ready callback (and its *ctx) that
  * tells the reducer of finished gradients, poisoning one first when a nan/inf fault is due. */
 grad_ready_fn train_fault_grad_ready(train_job *t, void **ctx);

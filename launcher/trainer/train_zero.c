@@ -405,6 +405,12 @@ int train_zero_check_windows(train_job *t, ddp_err *err)
     return t->zero ? param_gather_status(t->zero->gather, err) : DDP_OK;
 }
 
+void train_zero_abandon(train_job *t)
+{
+    if (t->zero)
+        param_gather_abandon(t->zero->gather);
+}
+
 void train_zero_close(train_job *t)
 {
     train_zero *z = t->zero;

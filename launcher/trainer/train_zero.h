@@ -50,6 +50,8 @@ float *train_zero_params(const train_job *t, size_t *n);
 int train_zero_params_changed(train_job *t, ddp_err *err);
 /* ZeRO-3: the first error a parameter window met during the last passes (DDP_OK otherwise). */
 int train_zero_check_windows(train_job *t, ddp_err *err);
+/* Before the gradient communicator is aborted: ZeRO-3's gathers in flight are forgotten, not waited for. */
+void train_zero_abandon(train_job *t);
 void train_zero_close(train_job *t);
 /* The optimizer over this rank's blocks of the reducer's buckets (after reducer_use_zero). */
 int train_zero_optimizer(train_job *t, ddp_err *err);

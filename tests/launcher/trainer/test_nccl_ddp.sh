@@ -6,7 +6,8 @@
 #  - ddp.grad_dtype bf16 stays within a bf16 tolerance of that reference, yet differs from the
 #    fp32-gradient run (so bf16 really travels);
 #  - a rank that stops participating makes the job exit non-zero soon after ddp.timeout_s,
-#    the watchdog naming rank, collective, bucket;
+#    the watchdog naming rank, collective, bucket; a rank that fails with collectives in flight
+#    ends on its own error, aborting NCCL before freeing their buffers;
 #  - ddp.debug turns a planted size mismatch into a clear error instead of a hang;
 #  - more ranks than (emulated) GPUs on a host is rejected at startup, naming host, ranks and GPU,
 #    DDPRUN_ALLOW_GPU_SHARING=1 or not (NCCL refuses two ranks on one GPU); ranks that each see one
@@ -68,6 +69,18 @@ check "stalled rank: job exits non-zero, not by the outer guard (rc $rc)" [ $rc 
 check "watchdog names rank 0, the collective, its bucket and the timeout" \
     grep -Eq "\[rank 0 [^]]*\] error: NCCL watchdog: collective allreduce #5 \(bucket 1 of 2, [0-9]+ x float, avg\) did not complete within 3 s; aborting" "$TMP/stall.log"
 check "the stalled rank says it stopped" grep -q "\[rank 1 .*DDP_TEST_NCCL_STALL" "$TMP/stall.log"
+
+# A rank that fails with its collectives in flight aborts NCCL before it frees their buffers
+# (cudaFree waits for the device): rank 1 stops before collective #5 (step 3), rank 0 issues #5
+# and #6 and fails; it must exit on its own error at once, not hang in the bf16 shadow's cudaFree
+# until its watchdog fires (ddp.timeout_s 60, past gpu_run's guard of 120 s with the stalled rank).
+DDP_TEST_NCCL_STALL=1:5 DDP_TEST_FAULT=fail:0:3 gpu_run failed 2 2 data.batch_size=24 ddp.grad_dtype=bf16 \
+    ddp.timeout_s=60
+rc=$?
+check "a rank failing with collectives in flight: job exits non-zero, not by the outer guard (rc $rc)" \
+    [ $rc -ne 0 -a $rc -ne 124 ]
+check "... on that rank's own error" grep -q "\[rank 0 .*DDP_TEST_FAULT fail: step 3 failed" "$TMP/failed.log"
+check "... not by its watchdog" bash -c "! grep -q 'NCCL watchdog: collective' '$TMP/failed.log'"
 
 # ddp.debug: rank 1 issues collective #3 one element short.
 DDP_TEST_NCCL_SKEW=1:3 gpu_run skew 2 2 data.batch_size=24 ddp.debug=true
