@@ -147,13 +147,14 @@ static int read_heads(const llama_family *fam, const json_doc *j, llama_shape *s
     return rc;
 }
 
-/* sliding_window (a family that reads it: Mistral): absent or null, none (0); else a positive
- * integer, the positions each one sees. */
+/* sliding_window (a family that reads it: Mistral): absent, the config class's default
+ * (LLAMA_HF_SLIDING_WINDOW_ABSENT); null, none (0); else a positive integer, the positions each
+ * one sees. */
 static int read_sliding_window(const json_doc *j, llama_shape *s, ddp_err *err)
 {
     const json_node *v = json_object_get(j, json_root(j), "sliding_window");
     uint64_t window = 0;
-    s->sliding_window = 0;
+    s->sliding_window = v ? 0 : LLAMA_HF_SLIDING_WINDOW_ABSENT;
     if (!v || json_kind_of(v) == JSON_NULL)
         return DDP_OK;
     if (!json_uint(v, &window) || window < 1 || window > MAX_DIM)

@@ -43,6 +43,10 @@
 #include "runtime/hf/hf_folder_write.h"
 #include "runtime/hf/hf_token_ids.h"
 
+/* The window a config.json without sliding_window means: MistralConfig's default (transformers
+ * masks keys more than 4096 positions back), the one family that reads the key. */
+#define LLAMA_HF_SLIDING_WINDOW_ABSENT 4096
+
 /* A family's config.json: the shape keys are the Llama's (LlamaConfig's names) for every family. */
 typedef struct llama_hf_family {
     const char *architecture;          /* config.json's "architectures" entry: "LlamaForCausalLM" */
@@ -51,7 +55,8 @@ typedef struct llama_hf_family {
     /* config.json's text as the family's save_pretrained writes it (json.dumps, indent 2, sorted),
      * torch_dtype "float32" or "bfloat16", the token ids ids' (runtime/hf/hf_token_ids.h) */
     void (*write_config)(FILE *f, const llama_shape *s, const hf_token_ids *ids, const char *torch_dtype);
-    bool sliding_window; /* config.json's sliding_window is read: absent or null none, else a size */
+    bool sliding_window; /* config.json's sliding_window is read as MistralConfig reads it: absent
+                          * LLAMA_HF_SLIDING_WINDOW_ABSENT (its default), null none, else a size */
     bool head_dim;       /* config.json's head_dim is read: absent or null none, else an even size */
 } llama_hf_family;
 

@@ -148,6 +148,27 @@ static void test_sliding_window(const int32_t *input, const float *ref)
     free_tensors(t, n);
 }
 
+/* A config.json without sliding_window means MistralConfig's default window of 4096, as
+ * transformers reads it (save_pretrained always writes the key; a hand-made config may not). */
+static void test_sliding_window_absent(void)
+{
+    int n;
+    out_tensor *t = fixture_tensors(fx.dir, &n);
+    char *config = fixture_config(fx.dir), *line = strstr(config, "  \"sliding_window\"");
+    CHECK(line != NULL, "the fixture's config.json has a sliding_window line");
+    if (line)
+        memmove(line, strchr(line, '\n') + 1, strlen(strchr(line, '\n') + 1) + 1);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", folder_variant(tmp, fx.dir, "nowindow", config, t, n));
+    llama_shape s;
+    ddp_err err = {0};
+    CHECK(llama_hf_read_shape(&mistral_family, dir, &s, &err) == DDP_OK && s.sliding_window == 4096,
+          "sliding_window absent read as %lld (MistralConfig's default: 4096): %s", (long long)s.sliding_window,
+          err.msg);
+    free(config);
+    free_tensors(t, n);
+}
+
 static void test_refusals(model *m)
 {
     refused_with(m, "sliding_window", "0", "sliding_window is 0; expected null or a positive integer");
@@ -202,6 +223,7 @@ int main(int argc, char **argv)
         test_refusals(m);
         m->ops->destroy(m);
         test_sliding_window(input, ref);
+        test_sliding_window_absent();
     }
     free(input);
     free(ref);
