@@ -98,17 +98,29 @@ static int find_rope_keys(const json_doc *j, rope_keys *k, double *theta, ddp_er
     return rc;
 }
 
-/* head_dim into s->head_dim: absent or null, 0; hidden_size / num_attention_heads, 0 as well (held as
- * a config holds it: llama_shape_normalize_head_dim); a size of the heads' own, for a family that
- * reads the key (Llama, Mistral), if even and at most LLAMA_MAX_HEAD_DIM, and for the others refused. */
+/* head_dim into s->head_dim: absent or null, 0, but for a family whose config class has a default
+ * (head_dim_absent: Qwen3's absent 128, its null refused); hidden_size / num_attention_heads, 0 as
+ * well (held as a config holds it: llama_shape_normalize_head_dim); a size of the heads' own, for a
+ * family that reads the key (Llama, Mistral, Qwen3), if even and at most LLAMA_MAX_HEAD_DIM, and for
+ * the others refused. */
 static int read_head_dim(const llama_family *fam, const json_doc *j, llama_shape *s, ddp_err *err)
 {
     const json_node *v = json_object_get(j, json_root(j), "head_dim");
+    int64_t absent = fam->hf->head_dim ? fam->hf->head_dim_absent : 0;
     uint64_t hd = 0;
     s->head_dim = 0;
-    if (!v || json_kind_of(v) == JSON_NULL)
+    if ((!v || json_kind_of(v) == JSON_NULL) && !absent)
         return DDP_OK;
-    if (json_uint(v, &hd) && hd > 0 && hd <= MAX_DIM) {
+    if (!v || json_kind_of(v) == JSON_NULL) {
+        char why[96];
+        snprintf(why, sizeof why, "expected an even head size (transformers' %s has no null head size)", fam->title);
+        if (v)
+            return hf_key_fail(j, v, "head_dim", why, err);
+        hd = (uint64_t)absent;
+    } else if (!json_uint(v, &hd) || hd > MAX_DIM) {
+        hd = 0;
+    }
+    if (hd) {
         s->head_dim = (int64_t)hd;
         llama_shape_normalize_head_dim(s);
         if (!llama_shape_own_head_dim(s) || (fam->hf->head_dim && hd <= LLAMA_MAX_HEAD_DIM && hd % 2 == 0))
@@ -117,8 +129,8 @@ static int read_head_dim(const llama_family *fam, const json_doc *j, llama_shape
     }
     char why[160];
     if (fam->hf->head_dim)
-        snprintf(why, sizeof why, "expected null or an even head size up to %d (RoPE rotates its two halves)",
-                 LLAMA_MAX_HEAD_DIM);
+        snprintf(why, sizeof why, "expected %san even head size up to %d (RoPE rotates its two halves)",
+                 absent ? "" : "null or ", LLAMA_MAX_HEAD_DIM);
     else
         snprintf(why, sizeof why, "ddprun's %s has heads of hidden_size / num_attention_heads = %lld (or null)",
                  fam->title, (long long)(s->n_embd / s->n_head));

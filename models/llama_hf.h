@@ -12,9 +12,9 @@
  * original_max_position_embeddings; a family may fix it to null, as Qwen2's does), and for a
  * family that reads it (Mistral) sliding_window (absent or null: none; else the window, which
  * llama_create requires to be at least the sequence), and for a family that reads it (Llama,
- * Mistral, Qwen3) head_dim (absent or null: hidden_size / num_attention_heads; else an even size as
- * written, the heads' total width then free of hidden_size; another family's must be absent, null
- * or that quotient). The fixed keys (model_type first) are checked before the shape, so another
+ * Mistral, Qwen3) head_dim (absent or null: hidden_size / num_attention_heads, Qwen3's absent 128 and
+ * null refused as its config class reads them; else an even size as written, the heads' total width
+ * then free of hidden_size; another family's must be absent, null or that quotient). The fixed keys (model_type first) are checked before the shape, so another
  * family's folder is refused by its model_type. Every other key
  * that changes what the model computes must hold what our Llama computes or the folder is refused
  * naming FILE:LINE:COL, the key and its value: model_type "llama", architectures
@@ -58,6 +58,10 @@ typedef struct llama_hf_family {
     bool sliding_window; /* config.json's sliding_window is read as MistralConfig reads it: absent
                           * LLAMA_HF_SLIDING_WINDOW_ABSENT (its default), null none, else a size */
     bool head_dim;       /* config.json's head_dim is read: absent or null none, else an even size */
+    /* with head_dim: the head size a config.json without the key means, as the family's config
+     * class's default (Qwen3Config's 128), null being refused (transformers' head size None);
+     * 0: absent like null, hidden_size / num_attention_heads (LlamaConfig, MistralConfig) */
+    int64_t head_dim_absent;
 } llama_hf_family;
 
 /* v as Python's repr writes a float (10000.0, 1e-05, 500000.0): config.json's numbers. */

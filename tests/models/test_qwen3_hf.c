@@ -8,7 +8,8 @@
  * less memory; the export of each import the fixture's model.safetensors byte for byte and its
  * config.json but for transformers_version; the description as Qwen3's, head_dim in it, rebuilt as
  * Qwen3 by the registry; the folder refused as a Llama's and as Qwen2's, a Qwen2 folder as Qwen3's,
- * attention_bias and use_sliding_window true refused naming the key. Every shape comes from
+ * attention_bias and use_sliding_window true refused naming the key, head_dim absent read as
+ * Qwen3Config's 128 and null refused. Every shape comes from
  * MANIFEST and config.json, so another fixture made the same way passes unchanged. `--cuda`: the
  * same on the CUDA backend (the emulator's in emulated builds), and with precision bf16 the logits
  * and every gradient within tolerances derived from bf16 rounding (test_bf16). */
@@ -230,6 +231,30 @@ static void test_refusals(void)
     CHECK_STR_CONTAINS(err.msg, "model_type is \"qwen2\"; ddprun imports Qwen3");
 }
 
+/* A config.json without head_dim means Qwen3Config's default of 128, as transformers reads it (the
+ * released configs all have the key; a hand-made one may not), and a null one is refused. */
+static void test_head_dim_absent(void)
+{
+    int n;
+    out_tensor *t = fixture_tensors(f.manifest.dir, &n);
+    char *config = fixture_config(f.manifest.dir), *line = strstr(config, "  \"head_dim\"");
+    CHECK(line != NULL, "the fixture's config.json has a head_dim line");
+    if (line)
+        memmove(line, strchr(line, '\n') + 1, strlen(strchr(line, '\n') + 1) + 1);
+    const char *dir = folder_variant(tmp, f.manifest.dir, "nohead", config, t, n);
+    llama_shape s;
+    ddp_err err = {0};
+    CHECK(llama_hf_read_shape(&qwen3_family, dir, &s, &err) == DDP_OK && llama_head_dim(&s) == 128,
+          "head_dim absent read as %lld (Qwen3Config's default: 128): %s", (long long)llama_head_dim(&s), err.msg);
+    free(config);
+    config = config_with(f.manifest.dir, "head_dim", "null");
+    dir = folder_variant(tmp, f.manifest.dir, "nullhead", config, t, n);
+    CHECK(llama_hf_read_shape(&qwen3_family, dir, &s, &err) == DDP_EUSAGE, "head_dim null read");
+    CHECK_STR_CONTAINS(err.msg, "head_dim is null; expected an even head size");
+    free(config);
+    free_tensors(t, n);
+}
+
 int main(int argc, char **argv)
 {
     bool cuda = argc > 1 && !strcmp(argv[1], "--cuda");
@@ -265,6 +290,7 @@ int main(int argc, char **argv)
         CHECK(!llama_shape_own_head_dim(&shape) || strstr(f.m->description, " head_dim="),
               "an own head_dim in the description: %s", f.m->description);
         test_refusals();
+        test_head_dim_absent();
     } else
         CHECK(0, "qwen3 build: %s", err.msg);
     char cmd[600];
