@@ -10,10 +10,13 @@
 static const struct {
     const char *name;
     size_t size;
+    double unit_roundoff; /* 2^-(significand bits) for the floating types, 0 for the integers */
 } dtype_info[DT_COUNT] = {
-    [DT_FLOAT] = {"float", 4},  [DT_DOUBLE] = {"double", 8}, [DT_HALF] = {"half", 2},
-    [DT_BFLOAT16] = {"bfloat16", 2}, [DT_INT32] = {"int32", 4}, [DT_INT8] = {"int8", 1},
-    [DT_UINT8] = {"uint8", 1},  [DT_INT64] = {"int64", 8},   [DT_UINT64] = {"uint64", 8},
+    [DT_FLOAT] = {"float", 4, 0x1p-24},       [DT_DOUBLE] = {"double", 8, 0x1p-53},
+    [DT_HALF] = {"half", 2, 0x1p-11},         [DT_BFLOAT16] = {"bfloat16", 2, 0x1p-8},
+    [DT_INT32] = {"int32", 4, 0},             [DT_INT8] = {"int8", 1, 0},
+    [DT_UINT8] = {"uint8", 1, 0},             [DT_INT64] = {"int64", 8, 0},
+    [DT_UINT64] = {"uint64", 8, 0},
 };
 
 static const char *const op_names[OP_COUNT] = {
@@ -23,6 +26,11 @@ static const char *const op_names[OP_COUNT] = {
 size_t comm_dtype_size(comm_dtype dt)
 {
     return (unsigned)dt < DT_COUNT ? dtype_info[dt].size : 0;
+}
+
+double comm_dtype_unit_roundoff(comm_dtype dt)
+{
+    return (unsigned)dt < DT_COUNT ? dtype_info[dt].unit_roundoff : 0;
 }
 
 const char *comm_dtype_name(comm_dtype dt)

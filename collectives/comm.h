@@ -69,6 +69,9 @@ struct comm {
 };
 
 size_t comm_dtype_size(comm_dtype dt);
+/* The relative error of one rounding to nearest in dt (2^-24 for float, 2^-8 for bfloat16 …): what
+ * checks of a floating reduction's result count in; 0 for the integer types, which are exact. */
+double comm_dtype_unit_roundoff(comm_dtype dt);
 const char *comm_dtype_name(comm_dtype dt); /* nccl-tests names: float double half bfloat16 int32 int8 uint8 int64 uint64 */
 const char *comm_op_name(comm_op op);       /* sum prod min max avg */
 /* Element i of a host buffer of type dt, read as / written from a double (written values are

@@ -250,16 +250,8 @@ const char *bench_coll_names(void) { return "allreduce allgather reducescatter b
 static double avg_slack(const bench_row *r)
 {
     if (r->op != OP_AVG || !r->avg_premultiplies)
-        return 0;
-    double u;
-    switch (r->dt) {
-    case DT_FLOAT: u = 0x1p-24; break;
-    case DT_DOUBLE: u = 0x1p-53; break;
-    case DT_HALF: u = 0x1p-11; break;
-    case DT_BFLOAT16: u = 0x1p-8; break;
-    default: return 0; /* integers: NCCL divides the sum, exactly as expected */
-    }
-    return (r->ranks + 2) * u * 2 * 1.01;
+        return 0; /* integers (u 0): NCCL divides the sum, exactly as expected */
+    return (r->ranks + 2) * comm_dtype_unit_roundoff(r->dt) * 2 * 1.01;
 }
 
 size_t bench_count_wrong(const bench_row *r, bool in_place, const void *recv)

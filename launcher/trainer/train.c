@@ -354,9 +354,9 @@ static int one_step(train_job *t, int *stop, ddp_err *err)
 {
     const config *c = t->cfg;
     int rc = train_enter(t, PHASE_WORK, err);
-    int64_t rows = 0, micro = train_step_micro_batches(t);
+    int64_t rows = 0, micro = 0;
     if (rc == DDP_OK)
-        rc = train_stage_count_step(t, err);
+        rc = train_stage_count_step(t, &micro, err);
     for (int64_t a = 0; a < micro && rc == DDP_OK; a++) {
         train_stage_next(t);
         rc = micro_step(t, a == 0, a == micro - 1, &rows, err);

@@ -106,17 +106,12 @@ int64_t train_steps_in(const train_job *t, int64_t micro_batches)
     return t->cfg->data.drop_last ? micro_batches / t->accum : (micro_batches + t->accum - 1) / t->accum;
 }
 
-int64_t train_step_micro_batches(const train_job *t)
-{
-    int64_t left = sampler_steps_left(&t->smp);
-    return left < t->accum ? left : t->accum;
-}
-
-int train_stage_count_step(train_job *t, ddp_err *err)
+int train_stage_count_step(train_job *t, int64_t *micro_batches, ddp_err *err)
 {
     struct train_staging *s = t->staging;
     sampler ahead = t->smp; /* shares the epoch's order, which next_batch only reads */
-    int64_t mine = 0, micro = train_step_micro_batches(t);
+    int64_t left = sampler_steps_left(&t->smp), mine = 0, micro = left < t->accum ? left : t->accum;
+    *micro_batches = micro;
     s->step_rows = 0;
     for (int64_t a = 0; a < micro; a++) {
         int64_t rows = sampler_next_batch(&ahead, s->idx);

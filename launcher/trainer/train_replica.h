@@ -34,17 +34,16 @@ int train_stage_batch(train_job *t, const dataset *data, model_batch *b, ddp_err
  * with data.drop_last false one more, shorter, over what is left (as Hugging Face's Trainer steps
  * on an epoch's last accumulation); with drop_last true a tail short of a step is dropped. */
 int64_t train_steps_in(const train_job *t, int64_t micro_batches);
-/* The micro-steps of the next optimizer step: train.grad_accum, or fewer in an epoch's last, short
- * step. */
-int64_t train_step_micro_batches(const train_job *t);
 
 /* The loss is the mean over the targets the loss counts in the whole global batch: every target
  * element, or with packed rows the trainable tokens of every rank's micro-steps of the step, so the
  * update does not depend on how the global batch is split into ranks and accumulation, nor on a
  * last micro-batch shorter than the others. Before a step's first micro-step every rank counts its
  * own rows of the step (a look ahead on a copy of the sampler; the same count on every rank, as the
- * sampler pads); with packed rows their targets, which one SUM all-reduce makes the step's total. */
-int train_stage_count_step(train_job *t, ddp_err *err);
+ * sampler pads); with packed rows their targets, which one SUM all-reduce makes the step's total.
+ * *micro_batches gets the step's micro-steps: train.grad_accum, or fewer in an epoch's last, short
+ * step. */
+int train_stage_count_step(train_job *t, int64_t *micro_batches, ddp_err *err);
 /* The gradient scale of a micro-step: the reciprocal of the step's loss terms, times the world size
  * that the reducer's average divides by (0 when the step has no target). */
 float train_stage_grad_scale(const train_job *t);

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define CONFIG_MAX_BYTES (1 << 20)
 #define INDEX_MAX_BYTES (64 << 20)
 
 /* ---- config.json -------------------------------------------------------------------------- */
@@ -19,7 +18,7 @@ int hf_config_load(const char *dir, json_doc *j, ddp_err *err)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, HF_CONFIG);
-    int rc = json_doc_load_file(j, path, CONFIG_MAX_BYTES, err);
+    int rc = json_doc_load_file(j, path, HF_CONFIG_MAX_BYTES, err);
     const json_node *root = rc ? NULL : json_root(j);
     if (root && json_kind_of(root) != JSON_OBJECT)
         rc = ddp_fail(err, DDP_EUSAGE, "%s: %s, expected an object", j->name, json_kind_name(json_kind_of(root)));

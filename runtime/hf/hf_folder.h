@@ -21,6 +21,9 @@
 #define HF_WEIGHTS "model.safetensors"
 #define HF_INDEX "model.safetensors.index.json"   /* the sharded form: weight_map, tensor to file */
 #define HF_GENERATION_CONFIG "generation_config.json" /* generate()'s defaults: end ids, sampling */
+/* config.json's (and generation_config.json's) size limit: far above any model's, a larger file
+ * is the wrong file */
+#define HF_CONFIG_MAX_BYTES (1 << 20)
 
 /* ---- config.json ---- */
 

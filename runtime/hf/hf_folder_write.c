@@ -149,7 +149,7 @@ static int read_generation(folder *x, const char *source, ddp_err *err)
     FILE *f = fopen(path, "rb");
     if (!f)
         return errno == ENOENT ? DDP_OK : ddp_fail(err, DDP_EUSAGE, "%s: %s", path, strerror(errno));
-    int rc = read_whole(f, path, 1 << 20, &x->generation, &x->generation_len, err); /* as config.json */
+    int rc = read_whole(f, path, HF_CONFIG_MAX_BYTES, &x->generation, &x->generation_len, err);
     fclose(f);
     json_doc j = {0};
     if (!rc)

@@ -113,9 +113,7 @@ static int run(comm *c, enum coll k, char *base, const layout *l, size_t n, comm
  * once each (u apiece) on a mean of at most 4; 1 % more for the second-order terms. 0 elsewhere. */
 static double avg_slack(comm_dtype dt, comm_op op)
 {
-    double u = dt == DT_FLOAT ? 0x1p-24 : dt == DT_DOUBLE ? 0x1p-53 : dt == DT_HALF ? 0x1p-11 : 0x1p-8;
-    bool floating = dt == DT_FLOAT || dt == DT_DOUBLE || dt == DT_HALF || dt == DT_BFLOAT16;
-    return op == OP_AVG && floating ? (g_size + 2) * u * 4 * 1.01 : 0;
+    return op == OP_AVG ? (g_size + 2) * comm_dtype_unit_roundoff(dt) * 4 * 1.01 : 0;
 }
 
 static bool same_result(const char *got, const char *want, size_t i, comm_dtype dt, comm_op op)
