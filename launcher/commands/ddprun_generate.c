@@ -53,8 +53,10 @@ static const char generate_usage[] =
     "                    drawing stops at its end-of-turn id; prints the answer alone\n"
     "  --chat-file PATH  chat.json (default: chat.json beside the tokenizer)\n"
     "  --encode-only     print the prompt's token ids (with --chat: wrapped) and exit\n"
-    "  Without a prompt the context is the end-of-text token (else the newline token);\n"
-    "  with --chat, an empty user message.\n";
+    "  The prompt follows the data's document separator (the end-of-text token or BOS that\n"
+    "  prepare-text put before every document), which is not printed; without one and without a\n"
+    "  prompt, the context is the newline token. With --chat: chat.json's ids alone (an empty\n"
+    "  prompt: an empty user message).\n";
 
 typedef struct gen_opts {
     const char *ckpt, *prompt, *prompt_file, *tokenizer, *chat_file;
@@ -194,8 +196,11 @@ static int read_prompt(const gen_opts *o, char **text, size_t *len, ddp_err *err
     return *text ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "out of memory for the prompt");
 }
 
-/* The prompt's ids (*ids malloc'd with room for extra more), wrapped in chat's when it is not NULL,
- * or the start token when that leaves none (*started says which; --encode-only never adds it). */
+/* The prompt's ids (*ids malloc'd with room for extra more), wrapped in chat's when it is not NULL;
+ * else after the document separator, as prepare-text put it before every training document (the
+ * end-of-text token, or a Llama's BOS, which Hugging Face's tokenizer adds), or when the tokenizer
+ * has none and no id is left the newline token: tokenizer_context_start. *started says
+ * whether that start token was put first; --encode-only never adds it. */
 static int encode_prompt(const gen_opts *o, const tokenizer *tok, const chat_wrap *chat, int64_t extra,
                          int32_t **ids, int64_t *n, bool *started, ddp_err *err)
 {
@@ -221,16 +226,17 @@ static int encode_prompt(const gen_opts *o, const tokenizer *tok, const chat_wra
     }
     if (rc)
         return rc;
-    bool start = *started = *n == 0 && !o->encode_only;
+    bool start = *started = !o->encode_only && (*n == 0 || (!chat && tok->eot >= 0));
     *ids = malloc((size_t)(*n + start + extra + 1) * sizeof **ids);
     if (!*ids) {
         free(got);
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for %lld tokens", (long long)(*n + extra));
     }
-    if (*n)
-        memcpy(*ids, got, (size_t)*n * sizeof **ids);
     if (start)
-        (*ids)[(*n)++] = tokenizer_context_start(tok);
+        (*ids)[0] = tokenizer_context_start(tok);
+    if (*n)
+        memcpy(*ids + start, got, (size_t)*n * sizeof **ids);
+    *n += start;
     free(got);
     return DDP_OK;
 }
@@ -325,10 +331,12 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts,
         s.stop_token = chat->stop;
     }
     if (!rc) {
-        fprintf(stderr, "generate: %s, step %lld of %s; %lld prompt tokens, %s%lld to draw (temperature %g, top-k "
-                "%lld, top-p %g, seed %llu)", m->description, (long long)ck->hdr.step, o->ckpt, (long long)n,
-                chat ? "up to " : "", (long long)o->tokens, s.temperature, (long long)s.top_k, s.top_p,
-                (unsigned long long)s.seed);
+        fprintf(stderr, "generate: %s, step %lld of %s; %lld prompt tokens", m->description, (long long)ck->hdr.step,
+                o->ckpt, (long long)n);
+        if (started)
+            fprintf(stderr, " (the first the start token %d)", ids[0]);
+        fprintf(stderr, ", %s%lld to draw (temperature %g, top-k %lld, top-p %g, seed %llu)", chat ? "up to " : "",
+                (long long)o->tokens, s.temperature, (long long)s.top_k, s.top_p, (unsigned long long)s.seed);
         if (chat)
             fprintf(stderr, "; chat: %lld + %lld + %lld ids from %s, stop at id %d", (long long)chat->n_prefix,
                     (long long)(n - chat->n_prefix - chat->n_suffix), (long long)chat->n_suffix, chat->path,
@@ -341,7 +349,7 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts,
         print_text(tok, ids + n, drawn - stopped);
         putchar('\n');
     } else if (!rc) { /* the start token is not part of the text */
-        print_text(tok, started ? ids + n : ids, started ? drawn : n + drawn);
+        print_text(tok, ids + started, n - started + drawn);
         putchar('\n');
     }
     if (m)

@@ -5,7 +5,9 @@
 # user_suffix, with chat.json found beside the run's tokenizer, beside --tokenizer, or by
 # --chat-file; the answer is the plain continuation of the wrapped prompt (greedy and seeded) cut
 # before the first stop id, so a stop id the model draws first gives an empty answer, one it never
-# draws all --tokens tokens; a missing or malformed chat.json exits 2 naming the file.
+# draws all --tokens tokens; outside --chat the prompt follows the tokenizer's end-of-text id (a
+# chat of that id alone before the prompt draws the same), unprinted; a missing or malformed
+# chat.json exits 2 naming the file.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 DATA=$TMP/data
@@ -80,6 +82,27 @@ done
 check "the log line says where the chat came from" \
     grep -q "chat: $(wc -w <<<"$(ids "$PREFIX")") + $(wc -w <<<"$(ids "$PROMPT")") + $(wc -w <<<"$(ids "$SUFFIX")") ids from $DATA/chat.json, stop at id" \
     "$TMP/answer.err"
+
+# --- outside --chat the prompt follows the data's document separator (tokenizer.bin's end-of-text
+# id, as prepare-text put it before every document): plain generate prints the prompt and then
+# what a chat of user_prefix [EOT] (no suffix) answers to it; the separator is not printed.
+EOT=0
+mkdir -p "$TMP/eot"
+python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[12:16] = int(sys.argv[2]).to_bytes(4, "little")
+open(sys.argv[3], "wb").write(b)' "$TOK" "$EOT" "$TMP/eot/tokenizer.bin"
+printf '{"version": 1, "user_prefix": [%s], "user_suffix": [], "end_of_turn": [%s], "stop": %s}\n' "$EOT" \
+    "$(never "$CONT")" "$(never "$CONT")" >"$TMP/eot/chat.json"
+G=(--tokenizer "$TMP/eot/tokenizer.bin" --prompt "$PROMPT" --tokens $N --seed 3 --top-k 0)
+"$DDPRUN" generate "$CK" "${G[@]}" >"$TMP/sep" 2>"$TMP/sep.err"
+check "separator: exit 0" [ $? -eq 0 ]
+"$DDPRUN" generate "$CK" "${G[@]}" --chat >"$TMP/sep-chat" 2>/dev/null
+check "separator: the prompt, then the continuation of [$EOT] + the prompt" \
+    [ "$(cat "$TMP/sep")" = "$PROMPT$(cat "$TMP/sep-chat")" ]
+check "separator: the log names the start token" \
+    grep -qF "$(($(wc -w <<<"$(ids "$PROMPT")") + 1)) prompt tokens (the first the start token $EOT)" "$TMP/sep.err"
+"$DDPRUN" generate "$CK" "${G[@]/$TMP\/eot\/tokenizer.bin/$TOK}" >"$TMP/nosep" 2>"$TMP/nosep.err"
+check "no separator (the byte tokenizer): nothing before the prompt" \
+    bash -c "! grep -q 'start token' '$TMP/nosep.err' && ! cmp -s '$TMP/sep' '$TMP/nosep'"
 
 # --- refusals: exit 2, the file named, nothing on stdout
 refused() { # WHAT FILE ERE ARGS...: generate with ARGS exits 2, its message names FILE and matches ERE
