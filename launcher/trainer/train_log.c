@@ -171,6 +171,8 @@ static int write_progress_json(train_job *t, const train_tb_progress *p, uint64_
     FILE *f = t->log->metrics;
     fprintf(f, "{\"kind\":\"train\",\"epoch\":%lld,\"step\":%lld", (long long)t->epoch + 1, (long long)t->step);
     json_number(f, "loss", "%.6g", p->loss);
+    if (t->train.packed) /* fine-tuning: the trainable targets the loss is the mean over */
+        json_number(f, "targets", "%.0f", p->targets);
     if (io->classifier)
         json_number(f, "acc", "%.6g", p->acc);
     json_number(f, "lr", "%.6g", p->lr);

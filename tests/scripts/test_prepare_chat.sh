@@ -388,6 +388,15 @@ check "drop: counted ($(head -n 1 o8.log))" \
 check "drop: an example with no assistant message, counted ($(head -n 1 o9.log))" \
     has o9.log "2 kept \(0 of them truncated\), 1 dropped \(0 over-long, 1 with no trainable token\)"
 
+# --- a tokenizer.json saved with truncation and padding on (transformers saves one so after a
+# call with truncation=True): nothing is cut or padded, the shards are the plain tokenizer's
+mkdir qtrunc && cp qwen/tokenizer_config.json qtrunc/
+python3 -c 'import tokenizers; t = tokenizers.Tokenizer.from_file("qwen/tokenizer.json")
+t.enable_truncation(8); t.enable_padding(length=64); t.save("qtrunc/tokenizer.json")'
+"$PREP" --tokenizer qtrunc long.jsonl o6t > o6t.log 2>&1
+check "truncation and padding in tokenizer.json: the same shards, masks and documents" \
+    bash -c 'for f in o6/*.bin o6/*.mask o6/*.docs; do [ "${f##*/}" = tokenizer.bin ] || cmp -s "$f" "o6t/${f##*/}" || exit 1; done'
+
 # --- --force replaces; prepare-text --force over a chat folder leaves no stale mask behind
 "$PREP" --tokenizer qwen --val-fraction 0.5 chat.jsonl o6 > /dev/null 2>&1
 check "--force absent: refused, exit 2" test $? = 2

@@ -313,6 +313,17 @@ sys.exit(int(sys.argv[2]) not in array("H", open(sys.argv[1], "rb").read()[1024:
         fail "hf bytelevel: id $k of the added token 'naïve café' is not in the stream"
     ok "hf byte-level BPE (GPT-2's kind): <|endoftext|> first, the input back through tokenizer.bin"
 
+    # a tokenizer.json saved with truncation and padding on (as transformers saves one after a call
+    # with truncation=True): neither cuts nor pads a document, the shards are the plain one's
+    python3 -c 'import sys, tokenizers
+t = tokenizers.Tokenizer.from_file(sys.argv[1]); t.enable_truncation(8); t.enable_padding(length=64)
+t.save(sys.argv[2])' "$TMP/bytelevel.json" "$TMP/truncating.json" || fail "writing truncating.json"
+    "$PREP" --tokenizer "$TMP/truncating.json" --val-fraction 0.3 "$A" "$B" "$TMP/h5" >/dev/null
+    for f in train_000000.bin val_000000.bin; do
+        cmp -s "$TMP/h1/$f" "$TMP/h5/$f" || fail "hf truncation/padding in tokenizer.json changed $f"
+    done
+    ok "hf tokenizer.json with truncation and padding: documents whole, unpadded"
+
     # the separator is the post-processor's <s> (id 1); byte fallback spells 日本語 and the emoji
     "$PREP" --tokenizer "$TMP/sentencepiece.json" "$A" "$B" "$TMP/h2" >/dev/null
     CHECK_SEP="<s>" CHECK_SPLIT=4 check "$TMP/h2" "$(hf_vocab "$TMP/sentencepiece.json")" 1 0.05 100000000 "$A" "$B"

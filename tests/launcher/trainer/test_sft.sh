@@ -49,6 +49,9 @@ for n in np1 np2 np4 other; do check "$n trains 4 steps" [ -f "$(ckpt $n)" ]; do
 check "the loss is logged per trainable token with its count" grep -q 'loss [0-9.]* over [0-9]* targets' "$TMP/np1.log"
 check "the data report names the packing" grep -q 'data train: 570 documents .* packed into [0-9]* rows' "$TMP/np1.log"
 N=$(grep -o 'over [0-9]* targets' "$TMP/np1.log" | awk '{print $2}' | sort -n | tail -1)
+check "metrics.jsonl records each step's targets as the progress line does" \
+    [ "$(grep -o 'over [0-9]* targets' "$TMP/np1.log" | awk '{print $2}')" = \
+      "$(grep '"kind":"train"' "$TMP/np1/metrics.jsonl" | grep -o '"targets":[0-9]*' | cut -d: -f2)" ]
 TOL=$(python3 -c "print(4 * ${N:-0} * 2**-24)")
 echo "# the most targets in a step: $N; tolerance $TOL of the largest parameter"
 check "np 2 x 4 rows ends where np 1 x 8 rows does" "$CKPT_COMPARE" "$(ckpt np1)" "$(ckpt np2)" param/ "$TOL"
