@@ -137,12 +137,12 @@ static int read_head_dim(const llama_family *fam, const json_doc *j, llama_shape
     return hf_key_fail(j, v, "head_dim", why, err);
 }
 
-/* num_key_value_heads (absent or null: num_attention_heads) and head_dim (read_head_dim); without
- * a head_dim, the heads divide hidden_size into even parts. */
+/* num_key_value_heads (null: num_attention_heads; absent: the family's config class's default) and
+ * head_dim (read_head_dim); without a head_dim, the heads divide hidden_size into even parts. */
 static int read_heads(const llama_family *fam, const json_doc *j, llama_shape *s, ddp_err *err)
 {
     const json_node *v = json_object_get(j, json_root(j), "num_key_value_heads");
-    s->n_kv_head = s->n_head;
+    s->n_kv_head = !v && fam->hf->kv_heads_absent ? fam->hf->kv_heads_absent : s->n_head;
     int rc = v && json_kind_of(v) != JSON_NULL ? hf_key_size(j, "num_key_value_heads", MAX_DIM, &s->n_kv_head, "", err)
                                                : DDP_OK;
     if (!rc)
@@ -151,8 +151,9 @@ static int read_heads(const llama_family *fam, const json_doc *j, llama_shape *s
         return ddp_fail(err, DDP_EUSAGE, "%s: hidden_size %lld is not divisible by num_attention_heads %lld", j->name,
                         (long long)s->n_embd, (long long)s->n_head);
     if (!rc && s->n_head % s->n_kv_head)
-        return ddp_fail(err, DDP_EUSAGE, "%s: num_attention_heads %lld is not divisible by num_key_value_heads %lld",
-                        j->name, (long long)s->n_head, (long long)s->n_kv_head);
+        return ddp_fail(err, DDP_EUSAGE, "%s: num_attention_heads %lld is not divisible by num_key_value_heads %lld%s%s%s",
+                        j->name, (long long)s->n_head, (long long)s->n_kv_head, v ? "" : " (absent: ",
+                        v ? "" : fam->hf->architecture, v ? "" : "'s default)");
     if (!rc && llama_head_dim(s) % 2)
         return ddp_fail(err, DDP_EUSAGE, "%s: the head size hidden_size / num_attention_heads = %lld is odd (RoPE "
                         "rotates its two halves)", j->name, (long long)llama_head_dim(s));

@@ -4,14 +4,14 @@
  * differs in its config.json — its architecture, the keys it fixes, the text it writes — and its
  * q/k/v biases are tensors like any other.
  *
- * config.json gives the shape: num_hidden_layers, num_attention_heads, num_key_value_heads (absent
- * or null: num_attention_heads), hidden_size, intermediate_size, max_position_embeddings,
+ * config.json gives the shape: num_hidden_layers, num_attention_heads, num_key_value_heads (null:
+ * num_attention_heads; absent: the config class's default, kv_heads_absent), hidden_size, intermediate_size, max_position_embeddings,
  * vocab_size, rope_theta (default 10000), rms_norm_eps (default 1e-6, LlamaConfig's),
  * tie_word_embeddings (default false), rope_scaling (absent, null or rope_type "default": none;
  * rope_type "llama3": Llama 3.1's stretch, its factor, low_freq_factor, high_freq_factor and
  * original_max_position_embeddings; a family may fix it to null, as Qwen2's does), and for a
- * family that reads it (Mistral) sliding_window (absent or null: none; else the window, which
- * llama_create requires to be at least the sequence), and for a family that reads it (Llama,
+ * family that reads it (Mistral) sliding_window (absent: MistralConfig's 4096; null: none; else the
+ * window, which llama_create requires to be at least the sequence), and for a family that reads it (Llama,
  * Mistral, Qwen3) head_dim (absent or null: hidden_size / num_attention_heads, Qwen3's absent 128 and
  * null refused as its config class reads them; else an even size as written, the heads' total width
  * then free of hidden_size; another family's must be absent, null or that quotient). The fixed keys (model_type first) are checked before the shape, so another
@@ -62,6 +62,10 @@ typedef struct llama_hf_family {
      * class's default (Qwen3Config's 128), null being refused (transformers' head size None);
      * 0: absent like null, hidden_size / num_attention_heads (LlamaConfig, MistralConfig) */
     int64_t head_dim_absent;
+    /* the key/value heads a config.json without num_key_value_heads means, its config class's
+     * default (MistralConfig's 8, Qwen2Config's and Qwen3Config's 32); 0: num_attention_heads
+     * (LlamaConfig). null is num_attention_heads for every class. */
+    int64_t kv_heads_absent;
 } llama_hf_family;
 
 /* v as Python's repr writes a float (10000.0, 1e-05, 500000.0): config.json's numbers. */

@@ -83,7 +83,7 @@ static const hf_fixed_key llama_fixed_keys[] = {
 
 const llama_hf_family llama_hf_llama = {"LlamaForCausalLM", llama_fixed_keys,
                                         sizeof llama_fixed_keys / sizeof llama_fixed_keys[0], write_llama_config, false,
-                                        true, 0};
+                                        true, 0, 0};
 
 static int write_config(FILE *f, void *ctx, ddp_err *err)
 {

@@ -40,6 +40,6 @@ static void write_mistral_config(FILE *f, const llama_shape *s, const hf_token_i
 
 static const llama_hf_family mistral_hf = {"MistralForCausalLM", mistral_fixed_keys,
                                            sizeof mistral_fixed_keys / sizeof mistral_fixed_keys[0],
-                                           write_mistral_config, true, true, 0};
+                                           write_mistral_config, true, true, 0, 8};
 
 const llama_family mistral_family = {MODEL_MISTRAL, "mistral", "Mistral", false, false, &mistral_hf};

@@ -38,6 +38,6 @@ static void write_qwen2_config(FILE *f, const llama_shape *s, const hf_token_ids
 
 static const llama_hf_family qwen2_hf = {"Qwen2ForCausalLM", qwen2_fixed_keys,
                                          sizeof qwen2_fixed_keys / sizeof qwen2_fixed_keys[0], write_qwen2_config, false,
-                                         false, 0};
+                                         false, 0, 32};
 
 const llama_family qwen2_family = {MODEL_QWEN2, "qwen2", "Qwen2", true, false, &qwen2_hf};

@@ -41,6 +41,6 @@ static void write_qwen3_config(FILE *f, const llama_shape *s, const hf_token_ids
 
 static const llama_hf_family qwen3_hf = {"Qwen3ForCausalLM", qwen3_fixed_keys,
                                          sizeof qwen3_fixed_keys / sizeof qwen3_fixed_keys[0], write_qwen3_config,
-                                         false, true, 128};
+                                         false, true, 128, 32};
 
 const llama_family qwen3_family = {MODEL_QWEN3, "qwen3", "Qwen3", false, true, &qwen3_hf};

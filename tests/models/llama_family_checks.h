@@ -50,4 +50,34 @@ static inline void family_description_checks(const llama_family *fam, const mode
           "the registry rebuilds it as %s: %s", fam->title, err.msg);
 }
 
+/* A config.json (folder `from`'s) without num_key_value_heads means the family's config class's
+ * default `want` (LlamaConfig: 0, the heads), as transformers reads it: that many key/value heads,
+ * or, when they do not divide the folder's heads, refused naming the default; null means the heads.
+ * The folders go under tmp. */
+static inline void family_kv_heads_absent(const llama_family *fam, const char *from, const char *tmp, int64_t want)
+{
+    int n;
+    out_tensor *t = fixture_tensors(from, &n);
+    char *config = fixture_config(from), *line = strstr(config, "  \"num_key_value_heads\"");
+    CHECK(line != NULL, "%s/config.json has a num_key_value_heads line", from);
+    if (line)
+        memmove(line, strchr(line, '\n') + 1, strlen(strchr(line, '\n') + 1) + 1);
+    llama_shape s;
+    ddp_err err = {0};
+    int rc = llama_hf_read_shape(fam, folder_variant(tmp, from, "nokv", config, t, n), &s, &err);
+    if (want && rc == DDP_OK)
+        CHECK(s.n_kv_head == want, "num_key_value_heads absent read as %lld, not %s's default %lld",
+              (long long)s.n_kv_head, fam->title, (long long)want);
+    else if (want)
+        CHECK_STR_CONTAINS(err.msg, "(absent: ");
+    else
+        CHECK(rc == DDP_OK && s.n_kv_head == s.n_head, "num_key_value_heads absent: the heads: %s", err.msg);
+    free(config);
+    config = config_with(from, "num_key_value_heads", "null");
+    rc = llama_hf_read_shape(fam, folder_variant(tmp, from, "nullkv", config, t, n), &s, &err);
+    CHECK(rc == DDP_OK && s.n_kv_head == s.n_head, "num_key_value_heads null: the heads: %s", err.msg);
+    free(config);
+    free_tensors(t, n);
+}
+
 #endif

@@ -26,6 +26,7 @@
 #include "models/llama.h"
 #include "models/llama_hf.h"
 #include "tests/models/hf_folder_util.h"
+#include "tests/models/llama_family_checks.h"
 #include "tests/models/hf_logits.h"
 
 /* The bf16 folder's values are exact in float32, so the same bound holds against `logits_bf16`. */
@@ -389,6 +390,7 @@ int main(void)
         test_pieces();
         test_tied();
         test_refusals();
+        family_kv_heads_absent(&llama_family_llama, fx.dir, tmp, 0);
         test_export();
     }
     free(input);

@@ -224,6 +224,7 @@ int main(int argc, char **argv)
         m->ops->destroy(m);
         test_sliding_window(input, ref);
         test_sliding_window_absent();
+        family_kv_heads_absent(&mistral_family, fx.dir, tmp, 8);
     }
     free(input);
     free(ref);

@@ -207,6 +207,7 @@ int main(void)
         family_export_matches(dev, &qwen2_family, m, &shape, bf16_dir, ST_BF16, dir);
         family_description_checks(&qwen2_family, m, &shape, T);
         test_refusals(m);
+        family_kv_heads_absent(&qwen2_family, fx.dir, tmp, 32);
         batch_free(&d);
         m->ops->destroy(m);
     }

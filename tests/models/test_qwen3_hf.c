@@ -291,6 +291,7 @@ int main(int argc, char **argv)
               "an own head_dim in the description: %s", f.m->description);
         test_refusals();
         test_head_dim_absent();
+        family_kv_heads_absent(&qwen3_family, f.manifest.dir, tmp, 32);
     } else
         CHECK(0, "qwen3 build: %s", err.msg);
     char cmd[600];
