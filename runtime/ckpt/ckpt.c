@@ -355,17 +355,20 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
     if (rc)
         return rc == CKPT_NONE ? DDP_OK : rc;
     const char *keep = keep_path ? base_name(keep_path) : "";
-    int64_t newest_kept = -1;
+    int64_t newest_kept = -1, keep_step = -1;
     int kept = 0, removed = 0;
     for (int i = 0; i < n; i++)
         if (strcmp(e[i].name, keep) == 0)
-            kept++, newest_kept = e[i].step;
+            kept++, newest_kept = keep_step = e[i].step;
     if (test_prune_fails(newest_kept)) {
         free(e);
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint: cannot prune %s (DDP_TEST_FAULT prune-fail)", dir);
     }
     for (int i = 0; i < n; i++) {
-        if (strcmp(e[i].name, keep) == 0 || spared(&e[i], newest_kept))
+        /* one newer than the checkpoint just written is one this job's resume passed over (found
+         * damaged or unreadable): counted, it would push out the older ones the job's history
+         * holds; it is left alone, until a save of its step replaces it */
+        if (strcmp(e[i].name, keep) == 0 || spared(&e[i], newest_kept) || (keep_step >= 0 && e[i].step > keep_step))
             continue;
         if (e[i].committed && kept < keep_last) {
             kept++;

@@ -106,7 +106,8 @@ int ckpt_write_atomic(const char *dir, const ckpt_state *s, char *final_path, dd
 int ckpt_write_atomic_as(const char *dir, const char *name, const ckpt_state *s, char *final_path, ddp_err *err);
 
 /* Deletes all checkpoints in dir except keep_path and the keep_last-1 others with the highest
- * steps. keep_last <= 0 keeps everything. Call only after keep_path is durable. A sharded set
+ * steps below it; those above it (ones the job's resume passed over as damaged) are neither
+ * counted nor deleted. keep_last <= 0 keeps everything. Call only after keep_path is durable. A sharded set
  * (ckpt_set.h) counts as one checkpoint and goes whole; a set's directory without a manifest
  * counts for nothing and goes when it is older than the newest kept checkpoint. */
 int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *err);

@@ -261,12 +261,24 @@ static void test_prune_and_temps(void)
     CHECK_EQ_INT(ts_count(d, "ckpt-"), 2);
     CHECK(ts_file_exists(d, "ckpt-00000004.ddp") && ts_file_exists(d, "ckpt-00000005.ddp"), "kept 4 and 5");
 
-    /* the checkpoint just written is never pruned, even when higher steps exist */
+    /* the checkpoint just written is never pruned, even when higher steps exist; those (ones a
+     * resume passed over as damaged) are neither counted nor deleted: keep_last 2 keeps the one
+     * below, the checkpoint such a resume started from */
     write_step(d, 100, 100, path);
     write_step(d, 6, 6, path);
+    CHECK_EQ_INT(ckpt_prune(d, 2, path, &err), DDP_OK);
+    CHECK_EQ_INT(ts_count(d, "ckpt-"), 3);
+    CHECK(ts_file_exists(d, "ckpt-00000005.ddp") && ts_file_exists(d, "ckpt-00000006.ddp") &&
+          ts_file_exists(d, "ckpt-00000100.ddp"), "kept 5, 6 and the higher 100");
+    CHECK_EQ_INT(ckpt_prune(d, 1, path, &err), DDP_OK);
+    CHECK_EQ_INT(ts_count(d, "ckpt-"), 2);
+    CHECK(ts_file_exists(d, "ckpt-00000006.ddp"), "kept the one just written");
+    write_step(d, 100, 100, path); /* the save of its step replaces it; then it counts */
     CHECK_EQ_INT(ckpt_prune(d, 1, path, &err), DDP_OK);
     CHECK_EQ_INT(ts_count(d, "ckpt-"), 1);
-    CHECK(ts_file_exists(d, "ckpt-00000006.ddp"), "kept the one just written");
+    CHECK(ts_file_exists(d, "ckpt-00000100.ddp"), "kept 100, written last");
+    CHECK(unlink(path) == 0, "unlink %s", path);
+    write_step(d, 6, 6, path);
 
     /* a temporary left by a dead process is ignored by readers and removed by the next save */
     pid_t child = fork();
