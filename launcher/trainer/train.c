@@ -376,8 +376,9 @@ static int one_step(train_job *t, int *stop, ddp_err *err)
     if (rc == DDP_OK)
         rc = agree_stop(t, &a, err);
     *stop = a.stop;
+    int64_t writing, durable = train_ckpt_durable_step(t, &writing);
     if (rc == DDP_OK && a.nonfinite != 0)
-        rc = train_finite_fail(t, a.nonfinite, train_ckpt_last_saved(t), err);
+        rc = train_finite_fail(t, a.nonfinite, durable, writing, err);
     if (rc == DDP_OK)
         rc = train_ckpt_maybe_save(t, a.stop != TRAIN_STOP_NONE || a.ckpt_due, err);
     if (rc == DDP_OK && t->ctl->rank == 0)

@@ -247,7 +247,8 @@ int train_ckpt_maybe_save(train_job *t, bool due, ddp_err *err)
         due = true;
     if (!due || c->last_saved_step == t->step)
         return DDP_OK;
-    int rc = train_finite_check_state(t, c->last_saved_step, err);
+    int64_t writing, durable = train_ckpt_durable_step(t, &writing);
+    int rc = train_finite_check_state(t, durable, writing, err);
     if (rc != DDP_OK)
         return rc;
     c->last_saved_step = t->step;
@@ -281,10 +282,11 @@ int train_ckpt_poll(train_job *t, ddp_err *err)
     return write_ended(t, c, rc, &st, &why, err);
 }
 
-int64_t train_ckpt_last_saved(const train_job *t)
+int64_t train_ckpt_durable_step(const train_job *t, int64_t *writing)
 {
     const train_ckpt *c = t->ckpt;
-    return c ? c->last_saved_step : -1;
+    *writing = c && c->pending ? c->last_saved_step : -1;
+    return c ? c->durable_step : -1;
 }
 
 int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
@@ -295,6 +297,8 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
     ckpt_write_stats st;
     ddp_err local = {0};
     int rc = ckpt_writer_wait(c->writer, &st, err ? err : &local);
+    if (rc != DDP_OK && !err && c->pending) /* the job failed already: this is no error of its own */
+        log_warn("checkpoint of step %lld failed: %s", (long long)c->last_saved_step, local.msg);
     if (rc == DDP_OK && st.path[0] && c->pending) {
         c->pending = false;
         rc = written(t, c, &st, err ? err : &local);

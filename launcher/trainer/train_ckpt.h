@@ -20,8 +20,10 @@ bool train_ckpt_clock_due(const train_job *t);
 /* Saves when due (the caller's triggers: a stop, rank 0's clock as the ranks agreed on it, the end
  * of training) or when checkpoint.every_steps says so. Every rank calls it at the same steps. */
 int train_ckpt_maybe_save(train_job *t, bool due, ddp_err *err);
-/* The step of the newest checkpoint saved or resumed, -1 when none. */
-int64_t train_ckpt_last_saved(const train_job *t);
+/* Rank 0 (which reports what is on disk): the step of the newest checkpoint saved whole, by this
+ * job or the one it resumed, -1 when none (*writing: the step of a save still being written in
+ * the background, -1 when none). Other ranks: -1, -1. */
+int64_t train_ckpt_durable_step(const train_job *t, int64_t *writing);
 /* Rank 0, after each step: when the latest save's write has finished, its times go to
  * train_budget_written (never waits). */
 int train_ckpt_poll(train_job *t, ddp_err *err);

@@ -18,6 +18,7 @@
  * reach into the checkpoints: the newest saved step is its callers' to tell. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/base/log.h"
 #include "train_finite.h"
@@ -198,13 +199,13 @@ int64_t train_finite_vote(const train_job *t)
     return t->finite->key != 0 ? INT64_MAX - t->finite->key : 0;
 }
 
-int train_finite_fail(train_job *t, int64_t vote, int64_t newest_saved, ddp_err *err)
+int train_finite_fail(train_job *t, int64_t vote, int64_t newest_saved, int64_t writing, ddp_err *err)
 {
     int64_t key = INT64_MAX - vote - 1;
     int rank = (int)(key & ((1 << KEY_RANK_BITS) - 1));
     finite_what what = (finite_what)((key >> KEY_RANK_BITS) & ((1 << KEY_WHAT_BITS) - 1));
     long long step = (long long)(key >> (KEY_RANK_BITS + KEY_WHAT_BITS));
-    char where[96], on_rank[32] = "", kept[96] = "no checkpoint was saved before";
+    char where[96], on_rank[32] = "", kept[160] = "no checkpoint was saved before";
     snprintf(where, sizeof where, what_name(what), step);
     /* the others are the same on every rank, but for a ZeRO shard: the parameters' under ZeRO-3,
      * the optimizer state's under any stage */
@@ -215,6 +216,9 @@ int train_finite_fail(train_job *t, int64_t vote, int64_t newest_saved, ddp_err 
         snprintf(on_rank, sizeof on_rank, " in rank %d's shard", rank);
     if (newest_saved >= 0)
         snprintf(kept, sizeof kept, "the newest checkpoint is step %lld's", (long long)newest_saved);
+    if (writing >= 0) /* its write's end is logged before the job exits */
+        snprintf(kept + strlen(kept), sizeof kept - strlen(kept), "; step %lld's is still being written",
+                 (long long)writing);
     return ddp_fail(err, DDP_ENONFINITE, "non-finite training: %s not finite%s; stopped at step %lld without "
                     "saving (%s; none is ever written from non-finite values); resuming with the same settings "
                     "repeats the same steps", where, on_rank, (long long)t->step, kept);
@@ -239,7 +243,7 @@ static int state_sums(train_job *t, double *host, int *n, ddp_err *err)
     return rc;
 }
 
-int train_finite_check_state(train_job *t, int64_t newest_saved, ddp_err *err)
+int train_finite_check_state(train_job *t, int64_t newest_saved, int64_t writing, ddp_err *err)
 {
     double sums[FINITE_SUMS];
     int n = 0;
@@ -256,5 +260,5 @@ int train_finite_check_state(train_job *t, int64_t newest_saved, ddp_err *err)
     t->ctl->label[0] = '\0';
     if (rc != DDP_OK)
         return ddp_prefix(err, "checking the state before the checkpoint of step %lld", (long long)t->step);
-    return vote != 0 ? train_finite_fail(t, vote, newest_saved, err) : DDP_OK;
+    return vote != 0 ? train_finite_fail(t, vote, newest_saved, writing, err) : DDP_OK;
 }

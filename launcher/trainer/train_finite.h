@@ -31,13 +31,14 @@ void train_finite_note(train_job *t, int64_t step, finite_what what, const char 
 /* This rank found a non-finite value (not yet agreed). */
 bool train_finite_found(const train_job *t);
 /* This rank's vote for the stop agreement, whose maximum over the ranks names the earliest note
- * (0: nothing found); and the DDP_ENONFINITE error every rank returns for an agreed non-zero vote,
- * naming newest_saved, the step of the newest checkpoint (-1: none). */
+ * (0: nothing found); and the DDP_ENONFINITE error every rank returns for an agreed non-zero vote
+ * (rank 0 reports it), naming newest_saved, the step of the newest checkpoint on disk (-1: none),
+ * and writing, a save's step still being written (-1: none): train_ckpt_durable_step's. */
 int64_t train_finite_vote(const train_job *t);
-int train_finite_fail(train_job *t, int64_t vote, int64_t newest_saved, ddp_err *err);
+int train_finite_fail(train_job *t, int64_t vote, int64_t newest_saved, int64_t writing, ddp_err *err);
 /* Before a checkpoint (every rank): drains, checks the parameters and optimizer state, and has the
  * ranks agree; DDP_ENONFINITE when anything non-finite was found anywhere (train_finite_fail's,
- * with newest_saved). */
-int train_finite_check_state(train_job *t, int64_t newest_saved, ddp_err *err);
+ * with newest_saved and writing). */
+int train_finite_check_state(train_job *t, int64_t newest_saved, int64_t writing, ddp_err *err);
 
 #endif

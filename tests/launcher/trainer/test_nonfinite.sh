@@ -76,6 +76,16 @@ check "... the check before the save names the parameters after step 20" \
     grep -q "the parameters after step 20 were not finite; stopped at step 20 without saving (the newest checkpoint is step 10's" "$TMP/inf.log"
 check "... and only step 10 was saved ($(ckpts "$TMP/inf"))" [ "$(ckpts "$TMP/inf")" = "ckpt-00000010.ddp " ]
 
+# --- a save that failed is not named as the newest checkpoint: step 20's write fails (a directory
+# where its file goes), then a NaN at step 23 ---
+mkdir -p "$TMP/lost/checkpoints/ckpt-00000020.ddp"
+DDP_TEST_FAULT=nan:0:23 timeout 300 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/lost" "${COMMON[@]}" >"$TMP/lost.log" 2>&1
+rc=$?
+check "a failed save of step 20, NaN at step 23: exit 65 (got $rc)" [ $rc -eq 65 ]
+check "... the save's failure was a warning" grep -q "checkpoint of step 20 failed" "$TMP/lost.log"
+check "... the newest checkpoint named is step 10's, the one on disk" \
+    grep -q "stopped at step [0-9]* without saving (the newest checkpoint is step 10's;" "$TMP/lost.log"
+
 # --- the same under ZeRO-3: the parameters are sharded, so the message names the rank's shard ---
 DDP_TEST_FAULT=inf:0:20 timeout 300 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/inf3" "${COMMON[@]}" optimizer.grad_clip=0 \
     ddp.zero=3 >"$TMP/inf3.log" 2>&1
