@@ -49,16 +49,37 @@ static int check_numbers(const json_doc *j, const json_node *root, const gpt2_sh
 
 #define SHAPE_KEYS "GPT-2's shape needs n_layer, n_head, n_embd, n_positions and vocab_size"
 
+/* Shape key `key` or GPT2Config's alias of it (attribute_map: num_hidden_layers for n_layer …),
+ * which transformers sets after the key and so reads over it: the two must agree when both are
+ * written (save_pretrained writes the key alone). */
+static int size_key(const json_doc *j, const char *key, const char *alias, int64_t max, int64_t *out, ddp_err *err)
+{
+    const json_node *a = json_object_get(j, json_root(j), alias);
+    if (!a)
+        return hf_key_size(j, key, max, out, SHAPE_KEYS, err);
+    int64_t by_alias, by_key;
+    int rc = hf_key_size(j, alias, max, &by_alias, SHAPE_KEYS, err);
+    if (!rc && json_object_get(j, json_root(j), key) && !(rc = hf_key_size(j, key, max, &by_key, SHAPE_KEYS, err)) &&
+        by_key != by_alias) {
+        char why[128];
+        snprintf(why, sizeof why, "%s says %lld (GPT2Config reads %s over %s: write one of them)", key,
+                 (long long)by_key, alias, key);
+        rc = hf_key_fail(j, a, alias, why, err);
+    }
+    *out = by_alias;
+    return rc;
+}
+
 static int shape_from(const json_doc *j, gpt2_shape *s, ddp_err *err)
 {
     const json_node *root = json_root(j);
-    int rc = hf_key_size(j, "n_layer", GPT2_MAX_LAYERS, &s->n_layer, SHAPE_KEYS, err);
+    int rc = size_key(j, "n_layer", "num_hidden_layers", GPT2_MAX_LAYERS, &s->n_layer, err);
     if (!rc)
-        rc = hf_key_size(j, "n_head", MAX_DIM, &s->n_head, SHAPE_KEYS, err);
+        rc = size_key(j, "n_head", "num_attention_heads", MAX_DIM, &s->n_head, err);
     if (!rc)
-        rc = hf_key_size(j, "n_embd", MAX_DIM, &s->n_embd, SHAPE_KEYS, err);
+        rc = size_key(j, "n_embd", "hidden_size", MAX_DIM, &s->n_embd, err);
     if (!rc)
-        rc = hf_key_size(j, "n_positions", MAX_DIM, &s->block_size, SHAPE_KEYS, err);
+        rc = size_key(j, "n_positions", "max_position_embeddings", MAX_DIM, &s->block_size, err);
     if (!rc)
         rc = hf_key_size(j, "vocab_size", MAX_DIM, &s->vocab_size, SHAPE_KEYS, err);
     if (!rc && s->n_embd % s->n_head)

@@ -324,6 +324,19 @@ static void test_refusals(void)
     char *config = fixture_config(fx.dir), *tie = calloc(1, 1 << 16);
     snprintf(tie, 1 << 16, "{\"tie_word_embeddings\": false, %s", strchr(config, '{') + 1);
     refused(m, variant("config", tie, t, n), "config.json:1:25: tie_word_embeddings is false", NULL);
+    /* GPT2Config's alias of a shape key (num_hidden_layers for n_layer), which transformers reads
+     * over the key: alone it is the shape; beside the key with another value, refused */
+    char alias[64], *at = strstr(config, "\"n_layer\":");
+    snprintf(alias, sizeof alias, "\"num_hidden_layers\": %lld, ", (long long)(shape.n_layer + 1));
+    snprintf(tie, 1 << 16, "{%s%s", alias, strchr(config, '{') + 1);
+    refused(m, variant("config", tie, t, n), "num_hidden_layers is", "n_layer says");
+    CHECK(at != NULL, "config.json has n_layer");
+    if (at) {
+        snprintf(tie, 1 << 16, "%.*s\"num_hidden_layers\":%s", (int)(at - config), config, at + strlen("\"n_layer\":"));
+        gpt2_shape s;
+        CHECK(gpt2_hf_read_shape(variant("alias", tie, t, n), &s, &err) == DDP_OK && s.n_layer == shape.n_layer,
+              "num_hidden_layers alone read as n_layer %lld: %s", (long long)s.n_layer, err.msg);
+    }
     free(tie);
     free(config);
 
