@@ -397,6 +397,12 @@ t.enable_truncation(8); t.enable_padding(length=64); t.save("qtrunc/tokenizer.js
 check "truncation and padding in tokenizer.json: the same shards, masks and documents" \
     bash -c 'for f in o6/*.bin o6/*.mask o6/*.docs; do [ "${f##*/}" = tokenizer.bin ] || cmp -s "$f" "o6t/${f##*/}" || exit 1; done'
 
+# --- a reader of the report that leaves early (| head -0) loses the report, not the folder
+"$PREP" --tokenizer qwen long.jsonl o6p 2> o6p.err | head -c 0
+check "stdout closed early: exit 0 (${PIPESTATUS[0]}), no error ($(head -c 200 o6p.err))" \
+    test "${PIPESTATUS[0]}" = 0 -a ! -s o6p.err
+check "... the folder written whole" cmp o6/train_000000.bin o6p/train_000000.bin
+
 # --- --force replaces; prepare-text --force over a chat folder leaves no stale mask behind
 "$PREP" --tokenizer qwen --val-fraction 0.5 chat.jsonl o6 > /dev/null 2>&1
 check "--force absent: refused, exit 2" test $? = 2
@@ -450,6 +456,10 @@ bad extra "$OK" '{"messages": [{"role": "user", "content": "Hi"}], "id": 7}'
 refused "an unread key" "extra\.jsonl:2: key 'id'" --tokenizer qwen extra.jsonl
 bad tools '{"messages": [{"role": "user", "content": "Hi"}], "tools": []}'
 refused "tool definitions" "tools\.jsonl:1: key 'tools': tool definitions are not rendered" --tokenizer qwen tools.jsonl
+bad first "$OK" '{"messages": [{"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yes?"}]}'
+refused "the assistant's message first, a template that reads messages[0]" \
+    "first\.jsonl:2: messages\[0\] is the assistant's, and the template cannot render the prompt before it .*begin the conversation with a user or system message" \
+    --tokenizer qwen first.jsonl
 bad msgkey "$OK" '{"messages": [{"role": "user", "content": "Hi", "name": "bob"}]}'
 refused "a message key besides role and content" "msgkey\.jsonl:2: messages\[0\] has key 'name'" \
     --tokenizer qwen msgkey.jsonl
