@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/base/clock.h"
 #include "runtime/base/dirs.h"
@@ -176,14 +177,30 @@ static int agree(train_job *t, int64_t *v, int n, ddp_err *err)
     return c->ops->allreduce(c, v, v, (size_t)n, DT_INT64, OP_SUM, NULL, err);
 }
 
-int train_shard_write(train_job *t, const train_shard_save *s, ckpt_write_stats *st, ddp_err *err)
+/* Rank 0's wall clock to the microsecond, the same in every rank's copy of save->hdr: the save's
+ * identity, which the commit checks every shard's header for. */
+static int share_save_time(train_job *t, train_shard_save *save, ddp_err *err)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    save->hdr.save_time = (double)now.tv_sec + 1e-6 * (double)(now.tv_nsec / 1000);
+    comm *c = t->ctl;
+    return c->ops->broadcast(c, &save->hdr.save_time, 1, DT_DOUBLE, 0, NULL, err);
+}
+
+int train_shard_write(train_job *t, const train_shard_save *shared, ckpt_write_stats *st, ddp_err *err)
 {
     double t0 = monotonic_s();
     char set_dir[CKPT_PATH_MAX], name[64];
+    train_shard_save save = *shared;
+    const train_shard_save *s = &save;
     ckpt_set_dir_name(s->hdr.step, name, sizeof name);
     snprintf(set_dir, sizeof set_dir, "%s/%s", s->dir, name);
     uint64_t bytes = 0;
-    int rc = make_dirs(set_dir, err);
+    int rc = share_save_time(t, &save, err);
+    if (rc != DDP_OK)
+        return rc;
+    rc = make_dirs(set_dir, err);
     if (rc == DDP_OK && t->ctl->rank == 0)
         rc = ckpt_set_uncommit(set_dir, err); /* a set of this step from an earlier attempt is no longer one */
     if (rc == DDP_OK)

@@ -289,6 +289,14 @@ static int add_shard(const char *set_dir, ckpt_manifest *m, int s, int *cap, ddp
     int rc = tab.hdr.step == m->hdr.step ? DDP_OK
              : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: step %lld, not the set's %lld", path,
                         (long long)tab.hdr.step, (long long)m->hdr.step);
+    /* every shard of one save carries its save_time (rank 0's, shared), world size and config hash:
+     * a file of the same step left by another save (a killed attempt's, another run's) is not one */
+    if (rc == DDP_OK && (tab.hdr.save_time != m->hdr.save_time || tab.hdr.world_size != m->hdr.world_size ||
+                         tab.hdr.config_hash != m->hdr.config_hash))
+        rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: a shard of another save (saved at %.6f by %d ranks, config "
+                      "hash %016llx; this save's: %.6f, %d, %016llx)", path, tab.hdr.save_time, tab.hdr.world_size,
+                      (unsigned long long)tab.hdr.config_hash, m->hdr.save_time, m->hdr.world_size,
+                      (unsigned long long)m->hdr.config_hash);
     if (rc == DDP_OK && reserve_extents(m, cap, tab.n_tensors) != 0)
         rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory for %d pieces", path, tab.n_tensors);
     for (int i = 0; rc == DDP_OK && i < tab.n_tensors; i++) {

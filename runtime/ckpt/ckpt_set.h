@@ -67,7 +67,8 @@ int ckpt_set_uncommit(const char *set_dir, ddp_err *err);
  * set_dir holds (an interrupted write's temporaries, an earlier attempt's shards of another world
  * size) and writes the manifest (spec's header, buffers, tensor table and settings, with the shards
  * and extents found) atomically. Refused, naming the shard file, when one is missing or does not
- * fit. */
+ * fit, or is another save's: every shard's header must have spec's step, save_time, world_size and
+ * config_hash (the writers share rank 0's save_time). */
 int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards, ddp_err *err);
 
 /* The manifest of set_dir, verified (its CRCs, the extents' cover of every buffer). */

@@ -47,6 +47,8 @@ static void set_path(int64_t step, char *out)
     snprintf(out, CKPT_PATH_MAX, "%s/%s", dir, name);
 }
 
+static double shard_save_time[3]; /* each shard's header's save_time (the commit's spec: 0) */
+
 /* Shard s of n with the pieces of p that are its own, of both buffers. */
 static void write_shard(const char *set_dir, int64_t step, int s, int n, const piece *p, int np)
 {
@@ -62,7 +64,8 @@ static void write_shard(const char *set_dir, int64_t step, int s, int n, const p
         }
     char name[CKPT_SET_SHARD_NAME_MAX];
     ckpt_set_shard_name(s, n, name, sizeof name);
-    ckpt_state st = {.hdr = {.step = step, .world_size = n}, .n_tensors = k, .tensors = t};
+    ckpt_state st = {.hdr = {.step = step, .world_size = n, .save_time = shard_save_time[s]}, .n_tensors = k,
+                     .tensors = t};
     ddp_err err = {0};
     CHECK(ckpt_write_atomic_as(set_dir, name, &st, NULL, &err) == DDP_OK, "shard %d: %s", s, err.msg);
 }
@@ -224,6 +227,22 @@ static void rename_shard(const char *set_dir, const char *from, const char *to)
     ckpt_state st = {.hdr = c.hdr, .n_tensors = c.n_tensors, .tensors = c.tensors};
     CHECK(ckpt_write_atomic_as(set_dir, CKPT_SET_MANIFEST, &st, NULL, &err) == DDP_OK, "rewrite: %s", err.msg);
     ckpt_loaded_free(&c);
+}
+
+/* A shard file of the set's step but of another save (its save_time not the commit's: left by a
+ * killed attempt where this save's rank wrote elsewhere) is refused by the commit, naming it. */
+static void test_other_save_refused(void)
+{
+    ddp_err err = {0};
+    char set_dir[CKPT_PATH_MAX];
+    set_path(9, set_dir);
+    shard_save_time[1] = 1e9;
+    CHECK(commit(9, good, N_GOOD, &err) == DDP_ERUNTIME, "a shard of another save committed");
+    CHECK_STR_CONTAINS(err.msg, "shard-00001-of-00003.ddp: a shard of another save (saved at 1000000000.000000");
+    CHECK(!exists_in(set_dir, CKPT_SET_MANIFEST), "no manifest written");
+    shard_save_time[1] = 0;
+    CHECK(commit(9, good, N_GOOD, &err) == DDP_OK, "the same save's shards commit: %s", err.msg);
+    CHECK(ckpt_set_remove(set_dir, &err) == DDP_OK, "remove: %s", err.msg);
 }
 
 /* A manifest naming a shard outside its directory, or one shard twice, is no checkpoint: every
@@ -474,6 +493,7 @@ int main(void)
     test_cover_refused();
     test_tensors_refused();
     test_shard_names_refused();
+    test_other_save_refused();
     test_settings_not_text_refused();
     test_extent_not_a_piece();
     test_damage_and_fallback();
