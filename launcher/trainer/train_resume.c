@@ -197,8 +197,8 @@ static void recompute_total(train_job *t, const int64_t *hdr)
         t->total_steps = cfg->train.max_steps;
         return;
     }
-    int64_t left_now = 0;
-    if (sampler_set_epoch(&t->smp, t->epoch, hdr[HDR_CONSUMED], NULL) == DDP_OK)
+    int64_t left_now = 0; /* none when every epoch is done: a final save's is the one after the last */
+    if (t->epoch < cfg->train.epochs && sampler_set_epoch(&t->smp, t->epoch, hdr[HDR_CONSUMED], NULL) == DDP_OK)
         left_now = train_steps_in(t, sampler_steps_left(&t->smp));
     int64_t later_epochs = cfg->train.epochs - t->epoch - 1;
     t->total_steps = t->step + left_now + (later_epochs > 0 ? later_epochs * t->steps_per_epoch : 0);

@@ -90,6 +90,13 @@ for how in "train.max_steps=25 train.max_steps=40" "train.max_steps=0+train.epoc
         "$DDPRUN" ckpt diff "$(last_ckpt "$TMP/ext-ref-$name")" "$(last_ckpt "$TMP/ext-$name")"
 done
 
+# The extended run again, with nothing left to train: says so, with the steps it holds.
+d=$TMP/ext-$(echo "train.max_steps=0+train.epochs=2" | tr -c 'a-z0-9' _)
+worker 1 "$d" "${EXT[@]}" train.max_steps=0 train.epochs=2 checkpoint.resume=auto >"$d.again.log" 2>&1
+check "every epoch done: exit 0" [ $? -eq 0 ]
+check "... nothing to train, the steps it holds named ($(grep -m1 'schedule:' "$d.again.log"))" \
+    grep -q "nothing to train: .* already holds step \([0-9]*\) of \1;" "$d.again.log"
+
 # World size change mid-epoch: save at np=2 after 30 steps, resume at np=1 and at np=3; every
 # sample of the epoch is used at most once and the total is what drop_last promises.
 WS=(train.max_steps=0 train.epochs=1 checkpoint.every_steps=0 data.batch_size=64)
