@@ -253,13 +253,25 @@ typedef struct piece_walk {
     ddp_err refusal;
 } piece_walk;
 
-/* Rank 0's ckpt_try_fn: a set is tried by every rank; a file ends the walk (rank 0 reads it whole). */
+/* A single file ends the walk when it reads back whole (rank 0 then reads it again, whole:
+ * resume_whole); a damaged one is passed over like a damaged set, so that the sets before it are
+ * still read by pieces, not assembled whole on rank 0 by resume_whole's own fallback. */
+static int file_ends_walk(const char *path, ddp_err *why)
+{
+    ckpt_loaded c;
+    if (ckpt_read(path, &c, why) != DDP_OK)
+        return DDP_ERUNTIME;
+    ckpt_loaded_free(&c);
+    return CKPT_STOP;
+}
+
+/* Rank 0's ckpt_try_fn: a set is tried by every rank; a whole file ends the walk. */
 static int try_set(void *ctx, const char *path, bool set, ddp_err *why)
 {
     piece_walk *w = ctx;
     char msg[CKPT_PATH_MAX + 1];
     if (!set)
-        return CKPT_STOP;
+        return file_ends_walk(path, why);
     int rc = announce(w->t, WALK_TRY, path, msg, why);
     if (rc == DDP_OK)
         rc = read_own_pieces(w->t, path, w->hdr, why);

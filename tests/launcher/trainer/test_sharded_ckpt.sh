@@ -15,7 +15,8 @@
 #    resumes it to the single-file chain's step 20 bit for bit; so does np=2 ZeRO-3, each rank
 #    reading only its own pieces of the set; under ZeRO-3 a flipped byte is named by the rank that
 #    read it and the previous set is resumed by pieces, ending bit-identical, and so is a missing
-#    shard (not taken for a refusal of the settings);
+#    shard (not taken for a refusal of the settings); a damaged single file newer than the sets
+#    is passed over, the set before it still read by pieces;
 #  - keep_last removes old sets whole, and a prune that fails after a commit (DDP_TEST_FAULT
 #    prune-fail) is a warning: the job goes on and the next save prunes; checkpoint.resume names a
 #    set's directory; with
@@ -136,6 +137,15 @@ check "ZeRO-3 flip: step 16's set resumed, by pieces" \
     grep -q "each rank read only its own pieces of .*/ckpt-00000016" "$TMP/z3flip.log"
 check "ZeRO-3 flip: the resumed run ends bit-identical to the uninterrupted one" \
     same "$(set_of z3whole 20)" "$(set_of z3flip 20)"
+mkdir -p "$TMP/z3newer"
+cp -r "$TMP/z3whole/checkpoints" "$TMP/z3newer/"
+rm -r "$(set_of z3newer 20)"
+head -c 5000 /dev/urandom >"$(file z3newer 18)" # a damaged single file newer than the sets
+run z3newer 2 "${E3[@]}" checkpoint.resume=auto
+check "ZeRO-3, a damaged single file newer than the sets: named" \
+    grep -q "warning: .*ckpt-00000018.ddp.*falling back to the previous checkpoint" "$TMP/z3newer.log"
+check "... step 16's set resumed by pieces, not assembled whole on rank 0" \
+    grep -q "each rank read only its own pieces of .*/ckpt-00000016" "$TMP/z3newer.log"
 mkdir -p "$TMP/z3missing"
 cp -r "$TMP/z3whole/checkpoints" "$TMP/z3missing/"
 rm "$(set_of z3missing 20)/shard-00001-of-00002.ddp"
