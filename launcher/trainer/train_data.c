@@ -43,10 +43,10 @@ int train_data_load(train_job *t, ddp_err *err)
             rc = dataset_load_fashion_mnist(c->data.path, false, &t->test, err);
     } else {
         rc = dataset_make_synthetic(c->data.synthetic_train, c->data.synthetic_features,
-                                    c->data.synthetic_classes, c->run.seed, &t->train, err);
+                                    c->data.synthetic_classes, c->run.seed, false, &t->train, err);
         if (rc == DDP_OK)
             rc = dataset_make_synthetic(c->data.synthetic_test, c->data.synthetic_features,
-                                        c->data.synthetic_classes, c->run.seed + 1, &t->test, err);
+                                        c->data.synthetic_classes, c->run.seed, true, &t->test, err);
     }
     return rc;
 }

@@ -11,7 +11,8 @@
 
 typedef struct rng { uint64_t s[4]; } rng;
 
-enum rng_stream { RNG_INIT = 1, RNG_SAMPLER = 2, RNG_SYNTHETIC = 3, RNG_DROPOUT = 4, RNG_GENERATE = 5 };
+enum rng_stream { RNG_INIT = 1, RNG_SAMPLER = 2, RNG_SYNTHETIC = 3, RNG_DROPOUT = 4, RNG_GENERATE = 5,
+                  RNG_SYNTHETIC_TEST = 6 };
 
 void rng_seed(rng *r, uint64_t seed, uint64_t stream);
 uint64_t rng_next(rng *r);

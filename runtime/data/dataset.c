@@ -380,7 +380,7 @@ static void synthetic_labels(int64_t n, int64_t features, int64_t classes, const
     }
 }
 
-int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_t seed, dataset *out,
+int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_t seed, bool test, dataset *out,
                            ddp_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -406,6 +406,8 @@ int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_
     rng_seed(&r, seed, RNG_SYNTHETIC);
     for (int64_t i = 0; i < classes * features; i++)
         projection[i] = rng_uniform(&r, -1.0f, 1.0f);
+    if (test) /* other images, the same rule */
+        rng_seed(&r, seed, RNG_SYNTHETIC_TEST);
     for (int64_t i = 0; i < n * features; i += 8) {
         uint64_t bits = rng_next(&r);
         for (int64_t b = 0; b < 8 && i + b < n * features; b++)

@@ -33,9 +33,12 @@ typedef struct dataset {
  * On any error *out is all zero (nothing allocated) and err names the offending file. */
 int dataset_load_fashion_mnist(const char *dir, bool train, dataset *out, ddp_err *err);
 /* Random bytes with labels that depend on the inputs (learnable), reproducible from seed:
- * u8 x features -> i32 x 1 class id. label = argmax of a fixed random linear projection (stream
- * RNG_SYNTHETIC); 2 <= classes <= 256. name is set to "synthetic"; callers may overwrite it. */
-int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_t seed, dataset *out, ddp_err *err);
+ * u8 x features -> i32 x 1 class id. label = argmax of a random linear projection, seed's (stream
+ * RNG_SYNTHETIC) for both splits; the train split's images follow it in that stream, the test
+ * split's (test) come from stream RNG_SYNTHETIC_TEST. 2 <= classes <= 256. name is set to
+ * "synthetic"; callers may overwrite it. */
+int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_t seed, bool test, dataset *out,
+                           ddp_err *err);
 /* The SPLIT shards of DIR (scripts/prepare-text's output) as windows of seq_len tokens:
  * i32 x seq_len -> i32 x seq_len, next-token targets, n_classes = the vocabulary of DIR/tokenizer.bin.
  * Every token is checked against that vocabulary here, so a foreign or corrupt shard is refused
