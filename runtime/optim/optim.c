@@ -259,19 +259,19 @@ int optim_set_no_decay(optimizer *o, const optim_span *spans, int n_spans, ddp_e
     return DDP_OK;
 }
 
-/* torch.optim.AdamW computes these in double and applies them to float32 tensors. */
-adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step)
+/* torch.optim.AdamW computes these in double from the hyperparameters as given (Python floats)
+ * and applies them to float32 tensors. */
+adamw_args optim_adamw_args(double lr, double beta1, double beta2, double eps, double weight_decay, int64_t step)
 {
-    const double lr_d = lr, b1 = beta1, b2 = beta2;
     return (adamw_args){
-        .beta1 = beta1,
-        .beta2 = beta2,
-        .eps = eps,
-        .one_minus_beta1 = (float)(1.0 - b1),
-        .one_minus_beta2 = (float)(1.0 - b2),
-        .decay = (float)(1.0 - lr_d * (double)weight_decay),
-        .step_size = (float)(lr_d / (1.0 - pow(b1, (double)step))),
-        .bias2_sqrt = (float)sqrt(1.0 - pow(b2, (double)step)),
+        .beta1 = (float)beta1,
+        .beta2 = (float)beta2,
+        .eps = (float)eps,
+        .one_minus_beta1 = (float)(1.0 - beta1),
+        .one_minus_beta2 = (float)(1.0 - beta2),
+        .decay = (float)(1.0 - lr * weight_decay),
+        .step_size = (float)(lr / (1.0 - pow(beta1, (double)step))),
+        .bias2_sqrt = (float)sqrt(1.0 - pow(beta2, (double)step)),
     };
 }
 
@@ -297,8 +297,7 @@ int optim_update_part(optimizer *o, int part, float *params, const float *grads,
         rc = o->dev->ops->sgd_step(o->dev, params + p_at, grads + g_at, grad_scale, o->momentum_buffer + s_at,
                                    pt->count, &a, err);
     } else {
-        adamw_args a = optim_adamw_args((float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
-                                        (float)o->weight_decay, o->step + 1);
+        adamw_args a = optim_adamw_args(lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->step + 1);
         a.exempt = exempt;
         rc = o->dev->ops->adamw_step(o->dev, params + p_at, grads + g_at, grad_scale, o->exp_avg + s_at,
                                      o->exp_avg_sq + s_at, pt->count, &a, err);

@@ -119,8 +119,10 @@ void optim_grads_by_state(optimizer *o);
 /* ZeRO-3: the same for the parameters: the steps update each part's at its state_offset (this
  * rank's parameter shard); weight decay's exemptions still go by the parameters' offsets. */
 void optim_params_by_state(optimizer *o);
-/* The adamw_step scalars for 1-based step `step`: bias corrections and decay computed once, in
- * double, from the float32 hyperparameters the update applies, then rounded to float32. */
-adamw_args optim_adamw_args(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step);
+/* The adamw_step scalars for 1-based step `step`: 1 - beta, the bias corrections and the decay
+ * computed once, in double, from the hyperparameters as configured (not from their float32
+ * roundings: float32(0.999) makes 1 - beta2 1.3e-5 off, a bias the corrections stop cancelling
+ * after some thousand steps), then rounded to float32, as torch.optim.AdamW does. */
+adamw_args optim_adamw_args(double lr, double beta1, double beta2, double eps, double weight_decay, int64_t step);
 
 #endif

@@ -456,7 +456,7 @@ static void test_adamw(void)
         for (int step = 1; step <= 3; step++) {
             float *hg = random_floats(n, 1.0f), *gc, *gg;
             upload_both(hg, n * sizeof *hg, (void **)&gc, (void **)&gg);
-            adamw_args a = optim_adamw_args(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step);
+            adamw_args a = optim_adamw_args(1e-3, 0.9, 0.999, 1e-8, 0.01, step);
             a.exempt = ex.c;
             /* step 2 scales the gradients (clipping), the others run without a scale */
             CHECK(cpu->ops->adamw_step(cpu, pc, gc, step == 2 ? sc : NULL, mc, vc, n, &a, &ec) == 0, "%s",

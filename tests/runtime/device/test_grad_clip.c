@@ -252,7 +252,7 @@ static void one_step(device *d, int kind, const float *p0, const float *g, const
         sgd_args a = {.lr = 0.1f, .momentum = 0.9f, .first_step = true};
         die_on(d->ops->sgd_step(d, p, gd, scale, m, n, &a, &err), &err, "sgd_step");
     } else {
-        adamw_args a = optim_adamw_args(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
+        adamw_args a = optim_adamw_args(1e-3, 0.9, 0.95, 1e-8, 0.1, 1);
         die_on(d->ops->adamw_step(d, p, gd, scale, m, v, n, &a, &err), &err, "adamw_step");
     }
     to_host(d, out, p, n * sizeof *out);

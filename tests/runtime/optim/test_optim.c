@@ -64,12 +64,28 @@ static void test_adamw_first_step(void)
     CHECK_CLOSE(p[0], 1.0 * (1 - 0.01 * 0.5) - 0.01, 1e-6, 0);
     CHECK_CLOSE(p[1], 2.0 * (1 - 0.01 * 0.5) + 0.01, 1e-6, 0);
     CHECK_CLOSE(o->exp_avg[0], 0.1 * 1.5, 1e-6, 0);     /* m = (1-b1) * scaled g */
-    /* v = (1-b2) * scaled g^2; beta2 travels as float 0.999f, so 1-b2 is 1.3e-5 relative off
-     * 0.001 (the bias correction uses the same b2, which cancels it in v̂) */
-    CHECK_CLOSE(o->exp_avg_sq[1], 0.001 * 0.0625, 3e-5, 0);
+    /* v = (1-b2) * scaled g^2, 1-b2 from the configured 0.999, as PyTorch's value=1-beta2 (from
+     * float32(0.999) it would be 1.3e-5 off): float32 roundings of 1-b2 and of the product */
+    CHECK_CLOSE(o->exp_avg_sq[1], 0.001 * 0.0625, 3 * 0x1p-24, 0);
     CHECK_EQ_INT(o->step, 1);
     optim_destroy(o);
     d->ops->destroy(d);
+}
+
+/* AdamW's scalars at step 10^4 are PyTorch's: 1 - beta and the bias corrections from the betas as
+ * configured, each rounded once to float32; a beta2 whose float32 is 1 still steps. */
+static void test_adamw_args(void)
+{
+    const double b1 = 0.9, b2 = 0.999, lr = 3e-4, wd = 0.1;
+    const int64_t t = 10000;
+    adamw_args a = optim_adamw_args(lr, b1, b2, 1e-8, wd, t);
+    CHECK(a.one_minus_beta2 == (float)(1.0 - b2) && a.one_minus_beta1 == (float)(1.0 - b1),
+          "1 - beta2 %.9g, expected %.9g", a.one_minus_beta2, (float)(1.0 - b2));
+    CHECK(a.bias2_sqrt == (float)sqrt(1.0 - pow(b2, (double)t)), "bias2_sqrt %.9g", a.bias2_sqrt);
+    CHECK(a.step_size == (float)(lr / (1.0 - pow(b1, (double)t))) && a.decay == (float)(1.0 - lr * wd),
+          "step_size %.9g, decay %.9g", a.step_size, a.decay);
+    a = optim_adamw_args(lr, b1, 0.99999999, 1e-8, wd, 1);
+    CHECK(a.bias2_sqrt > 0, "beta2 0.99999999 (float32: 1): bias2_sqrt %.9g", a.bias2_sqrt);
 }
 
 /* optim_set_no_decay's spans (adjacent ones, an empty one, both ends) go to a table the one update
@@ -105,15 +121,16 @@ static void test_exempt_spans(void)
                     const size_t part_end = part.param_offset + part.count;
                     size_t lo = runs[k].lo > part.param_offset ? runs[k].lo : part.param_offset;
                     size_t hi = runs[k].hi < part_end ? runs[k].hi : part_end;
-                    float wd = runs[k].exempt ? 0.0f : 0.05f, *m = m_ref + (lo - part.param_offset);
+                    double wd = runs[k].exempt ? 0.0 : 0.05;
+                    float *m = m_ref + (lo - part.param_offset);
                     if (hi <= lo)
                         continue;
                     if (kind) {
-                        sgd_args a = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = wd, .nesterov = true,
+                        sgd_args a = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = (float)wd, .nesterov = true,
                                       .first_step = step == 0};
                         CHECK(d->ops->sgd_step(d, p_ref + lo, g + lo, NULL, m, hi - lo, &a, NULL) == 0, "sgd_step");
                     } else {
-                        adamw_args a = optim_adamw_args(0.01f, 0.9f, 0.999f, 1e-8f, wd, step + 1);
+                        adamw_args a = optim_adamw_args(0.01, 0.9, 0.999, 1e-8, wd, step + 1);
                         CHECK(d->ops->adamw_step(d, p_ref + lo, g + lo, NULL, m, v_ref + (lo - part.param_offset),
                                                  hi - lo, &a, NULL) == 0, "adamw_step");
                     }
@@ -218,6 +235,7 @@ int main(void)
     fx_check_all_trajectories(DEVICE_CPU);
     test_sgd_by_hand();
     test_adamw_first_step();
+    test_adamw_args();
     test_exempt_spans();
     test_schedules();
     test_clip();
