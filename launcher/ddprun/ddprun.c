@@ -227,12 +227,6 @@ static void default_np(launch_opts *o)
         fprintf(stderr, "ddprun: -np not given: no GPUs on this node (%s) -> 1 rank\n", reason);
 }
 
-static int local_cores(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 /* ---- paths ------------------------------------------------------------------------------ */
 
 static void self_path(char *out, size_t size, const char *argv0)
@@ -261,13 +255,27 @@ static void mpirun_path(char *out, size_t size)
 
 /* ---- the mpirun command ----------------------------------------------------------------- */
 
+/* The OMP_NUM_THREADS the user chose: a -x OMP_NUM_THREADS=N (*passed: it is in the passthrough
+ * already), else ddprun's environment's; NULL when neither. */
+static const char *user_threads(const launch_opts *o, bool *passed)
+{
+    *passed = false;
+    for (int i = 0; i + 1 < o->passthrough.n; i++)
+        if (!strcmp(o->passthrough.v[i], "-x") && !strncmp(o->passthrough.v[i + 1], "OMP_NUM_THREADS=", 16)) {
+            *passed = true;
+            return o->passthrough.v[i + 1] + 16;
+        }
+    const char *env = getenv("OMP_NUM_THREADS");
+    return env && *env ? env : NULL;
+}
+
 static void build_command(const launch_opts *o, const char *self, char *const prog_argv[], int attempt, argv_list *cmd)
 {
     char mpirun[PATH_MAX];
     mpirun_path(mpirun, sizeof mpirun);
     argv_push(cmd, mpirun);
     if (geteuid() == 0) argv_push(cmd, "--allow-run-as-root");
-    if (!o->hosts && !o->hostfile && o->np > local_cores()) argv_push(cmd, "--oversubscribe");
+    if (!o->hosts && !o->hostfile && o->np > ddprun_local_cores()) argv_push(cmd, "--oversubscribe");
     argv_push(cmd, "--tag-output");
     argv_push(cmd, "-np");
     argv_pushf(cmd, "%d", o->np);
@@ -276,13 +284,14 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
 
     /* Ranks sharing a node split its cores; a rank with several threads must not be pinned to
      * one core (Open MPI binds to core by default for np <= 2). */
-    const char *user_threads = getenv("OMP_NUM_THREADS");
-    int threads = local_cores() / ddprun_ranks_per_node(o->hosts, o->hostfile, o->np);
+    bool passed;
+    const char *user = user_threads(o, &passed);
+    int threads = ddprun_local_cores() / ddprun_ranks_per_node(o->hosts, o->hostfile, o->np);
     threads = threads > 1 ? threads : 1;
-    argv_push(cmd, "-x");
-    if (user_threads && *user_threads) argv_push(cmd, "OMP_NUM_THREADS");
-    else argv_pushf(cmd, "OMP_NUM_THREADS=%d", threads);
-    const char *bind = o->bind_to ? o->bind_to : (threads > 1 || user_threads ? "none" : NULL);
+    if (!passed) argv_push(cmd, "-x");
+    if (user && !passed) argv_push(cmd, "OMP_NUM_THREADS");
+    else if (!user) argv_pushf(cmd, "OMP_NUM_THREADS=%d", threads);
+    const char *bind = o->bind_to ? o->bind_to : (threads > 1 || user ? "none" : NULL);
     if (bind) { argv_push(cmd, "--bind-to"); argv_push(cmd, bind); }
     /* Non-blocking all-reduce (the DDP buckets) by reduce-scatter + allgather, every rank
      * reducing its share, instead of libnbc's choice for in-place or < 4 ranks (binomial: one

@@ -1,9 +1,9 @@
 /* ddprun_hosts.c — reading the hosts ddprun was given (-H "h1:8,h2" or a hostfile's "host slots=N"
  * lines): checking them before anything starts (a malformed entry named, with the hostfile's line),
- * how many ranks the busiest node runs, which sizes each rank's thread count, and the -H list
- * without the hosts a collective deadline named, for the next attempt. The one reader of a
- * "host:slots" entry, which --host-discovery's lines use too. Must not start anything or decide
- * restarts (ddprun.c does). */
+ * how many ranks the busiest node runs, which sizes each rank's thread count, this node's cores as
+ * mpirun counts its slots, and the -H list without the hosts a collective deadline named, for the
+ * next attempt. The one reader of a "host:slots" entry, which --host-discovery's lines use too.
+ * Must not start anything or decide restarts (ddprun.c does). */
 #include "ddprun.h"
 
 #include <ctype.h>
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static bool host_char(char ch) { return isalnum((unsigned char)ch) || ch == '.' || ch == '-' || ch == '_'; }
 
@@ -278,4 +279,45 @@ bool ddprun_drop_hosts(const char *hosts, const deadline_verdict *d, char *buf, 
     }
     free(from);
     return dropped && at > 0;
+}
+
+/* One number from the file DIR/cpuN/NAME (the sysfs layout), -1 when it cannot be read. */
+static long cpu_attr(const char *dir, long cpu, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/cpu%ld/%s", dir, cpu, name);
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+int ddprun_local_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_CONF), online = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *dir = getenv("DDP_TEST_CPU_SYSFS"); /* tests: a made-up topology */
+    dir = dir && *dir ? dir : "/sys/devices/system/cpu";
+    long *cores = n > 0 ? malloc((size_t)n * sizeof *cores) : NULL;
+    int distinct = 0;
+    for (long cpu = 0; cores && cpu < n; cpu++) {
+        if (cpu_attr(dir, cpu, "online") == 0) /* cpu0 has no such file: online */
+            continue;
+        long package = cpu_attr(dir, cpu, "topology/physical_package_id"), core = cpu_attr(dir, cpu, "topology/core_id");
+        if (package < 0 || core < 0) { /* no topology to read: every online processor counts */
+            distinct = 0;
+            break;
+        }
+        long key = package << 32 | core;
+        bool seen = false;
+        for (int i = 0; i < distinct && !seen; i++)
+            seen = cores[i] == key;
+        if (!seen)
+            cores[distinct++] = key;
+    }
+    free(cores);
+    return distinct > 0 ? distinct : online > 0 ? (int)online : 1;
 }

@@ -30,7 +30,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 config="$DDP_SRC/configs/fashion_mlp.yaml"
 host=$(hostname)
-cores=$(nproc)
+cores=$(lscpu -p=core,socket | grep -v '^#' | sort -u | wc -l) # physical cores: mpirun's slots
 export DDPRUN_WORKER=$FAKE_WORKER DDPRUN_BENCH=$FAKE_WORKER
 unset OMP_NUM_THREADS FAKE_WORKER_MODE
 
@@ -137,6 +137,20 @@ check "more ranks than cores adds --oversubscribe" contains $out "--oversubscrib
 run dry_one --dry-run -np 1 "$config"
 check "one rank: no --oversubscribe" lacks $out "--oversubscribe"
 check "one rank gets every core as threads" contains $out "-x OMP_NUM_THREADS=$cores "
+# hardware threads are not cores (mpirun gives a node a slot per core): a made-up node of one core
+# with every processor a thread of it takes 2 ranks only oversubscribed, one thread each
+mkdir -p "$tmp/sysfs"
+for ((c = 0; c < $(getconf _NPROCESSORS_CONF); c++)); do
+    mkdir -p "$tmp/sysfs/cpu$c/topology"
+    echo 0 >"$tmp/sysfs/cpu$c/topology/physical_package_id"
+    echo 0 >"$tmp/sysfs/cpu$c/topology/core_id"
+done
+DDP_TEST_CPU_SYSFS=$tmp/sysfs run dry_ht --dry-run -np 2 "$config"
+check "one core of hardware threads, 2 ranks: --oversubscribe" contains $out "--oversubscribe"
+check "... one thread a rank" contains $out "-x OMP_NUM_THREADS=1 "
+run dry_x_threads --dry-run -np 2 -x OMP_NUM_THREADS=2 "$config"
+check "-x OMP_NUM_THREADS=2: ranks not bound to a core" contains $out "--bind-to none"
+check "... and the user's value alone" bash -c "[ \$(grep -o 'OMP_NUM_THREADS' '$out' | wc -l) -eq 1 ]"
 MPI_HOME=/opt/mpi run dry_home --dry-run --mca btl self,vader -x FOO=1 "$config"
 check "mpirun comes from MPI_HOME/bin" grep -q "^/opt/mpi/bin/mpirun " $out
 check "--mca and -x pass through" contains $out " --mca btl self,vader -x FOO=1 "
