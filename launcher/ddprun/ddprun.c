@@ -444,11 +444,15 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
         argv_free(&cmd);
         if (started != 0) return DDP_ERUNTIME;
         code = exit_code_for(r.wait_status);
-        if (code == DDP_ERUNTIME && attempt < o->max_restarts && cannot_start(r.wait_status))
-            fprintf(stderr, "ddprun: not restarting: a program could not be started (exit 127, the message above "
-                    "says which), and another attempt would fail the same way\n");
+        /* mpirun refused the job (an option it rejects, too few slots, a host it cannot reach): the
+         * same hosts would be refused again; --host-discovery's next answer may differ */
+        bool refused = r.ranks_started == 0 && !o->discovery.cmd;
+        if (code == DDP_ERUNTIME && attempt < o->max_restarts && (cannot_start(r.wait_status) || refused))
+            fprintf(stderr, "ddprun: not restarting: %s (the message above says why), and another attempt would "
+                    "fail the same way\n", cannot_start(r.wait_status) ? "a program could not be started (exit 127)"
+                                                                    : "mpirun started no rank");
         if (code != DDP_ERUNTIME || attempt >= o->max_restarts || job_signals_seen() > 0 ||
-            cannot_start(r.wait_status)) {
+            cannot_start(r.wait_status) || refused) {
             report(&r, code);
             return code;
         }

@@ -69,6 +69,7 @@ void output_filter_free(output_filter *f);
 typedef struct job_result {
     int wait_status;      /* mpirun's waitpid status */
     int signals_received; /* SIGINT/SIGTERM delivered to ddprun during the run */
+    int ranks_started;    /* ranks whose wrapper said they started (0: mpirun started none) */
     rank_failure failure;
     deadline_verdict deadline;
 } job_result;

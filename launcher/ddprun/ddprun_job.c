@@ -223,6 +223,7 @@ int job_run(char *const argv[], int ranks, int stop_signal, job_result *out)
     }
     output_finish(f);
     out->failure = *output_first_failure(f);
+    out->ranks_started = output_ranks_started(f);
     out->deadline = *output_deadline(f);
     out->signals_received = stop_requests;
     output_filter_free(f);

@@ -410,6 +410,11 @@ MPI_HOME=$tmp/no-mpi run nompirun -np 2 --max-restarts 3 bench fail-first
 check "mpirun not found: exit 1 (got $rc)" [ $rc -eq 1 ]
 check "mpirun not found: no second attempt" lacks $err "attempt 2"
 check "mpirun not found: says why it is not restarted" contains $err "not restarting: a program could not be started"
+# nor is a job mpirun refuses before any rank starts (an option it rejects): the same refusal again
+run refused -np 2 --max-restarts 3 --bind-to no-such-policy bench fail-first
+check "mpirun refuses the job: exit 1 (got $rc)" [ $rc -eq 1 ]
+check "mpirun refuses the job: no second attempt" lacks $err "attempt 2"
+check "mpirun refuses the job: says why it is not restarted" contains $err "not restarting: mpirun started no rank"
 
 discover disc_restart "$host:2" "$host:3"
 run disc_restart --host-discovery "$tmp/disc_restart.sh" --max-restarts 1 bench fail-first
