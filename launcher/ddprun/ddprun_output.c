@@ -253,10 +253,15 @@ static void handle_tagged(output_filter *f, int s, int rank, bool is_err, const 
         free(joined);
         return;
     }
-    if (is_err && strncmp(joined, DDPRUN_STATUS_MARK, strlen(DDPRUN_STATUS_MARK)) == 0) {
-        parse_status(f, joined);
-        free(joined);
-        return;
+    /* the wrapper's status line; after the worker's last output when that had no newline */
+    char *mark = is_err ? strstr(joined, DDPRUN_STATUS_MARK) : NULL;
+    if (mark) {
+        parse_status(f, mark);
+        *mark = '\0';
+        if (!*joined) {
+            free(joined);
+            return;
+        }
     }
     FILE *out = is_err ? stderr : stdout;
     if (self_tagged(joined, rank))

@@ -7,7 +7,8 @@
  * Modes: hello | env | exit:R:C (rank R exits C, others wait) | all-exit:C | kill:R (rank R
  * SIGKILLs itself) | wait-signal (print "ready", exit 75 on SIGUSR1) | ignore-signal (print
  * "ready", ignore SIGUSR1, wait) | fail-first (rank 1 exits 3 when DDPRUN_RESTART_COUNT is 0) |
- * fail-first-then-wait (the same, then wait-signal on a restart). Ranks that "wait" give up after
+ * fail-first-then-wait (the same, then wait-signal on a restart) | unterminated-exit:C (stderr's
+ * last output has no newline, then exit C). Ranks that "wait" give up after
  * 60 s so a launcher that fails to stop them shows up as a hang-guard failure, not a stuck test. */
 #include <signal.h>
 #include <stdio.h>
@@ -75,6 +76,10 @@ int main(int argc, char **argv)
         return 0;
     }
     if (sscanf(mode, "all-exit:%d", &code) == 1) return code;
+    if (sscanf(mode, "unterminated-exit:%d", &code) == 1) {
+        fputs("no newline at the end", stderr);
+        return code;
+    }
     if (sscanf(mode, "kill:%d", &r) == 1) {
         if (rank == r) {
             usleep(200000);

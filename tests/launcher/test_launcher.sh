@@ -306,6 +306,11 @@ check "failure names rank 1, host, code" contains $err "rank 1 on $host exited w
 check "one failure line" count_is $err "ddprun: job failed" 1
 check "mpirun's abort box replaced" lacks $err "Per user-direction"
 check "exit failure: no hang (${ms} ms < 30 s)" hang_guard
+run unterminated -np 1 bench unterminated-exit:4
+check "a rank whose last output has no newline: named with its host and code" \
+    contains $err "rank 0 on $host exited with code 4"
+check "... its output shown, the wrapper's status line not" \
+    bash -c "grep -qF '[rank 0] no newline at the end' '$err' && ! grep -q ddprun-rank-status '$err'"
 run killed -np 2 bench kill:1
 check "SIGKILLed rank -> ddprun exits 1" [ $rc -eq 1 ]
 check "failure names rank 1, host, signal" contains $err "rank 1 on $host was killed by SIGKILL"
