@@ -114,7 +114,7 @@ static int find_hf(const lm_hf_import *im, const char *name, const st_tensor **o
         return ddp_fail(err, DDP_EUSAGE, "%s has no tensor %s (or %s): not GPT-2's %s tensors?", im->w->path, prefixed,
                         name, "GPT2LMHeadModel");
     *out = a ? a : b;
-    return DDP_OK;
+    return safetensors_check_readable(im->w->path, *out, err);
 }
 
 bool gpt2_hf_layout(const gpt2_shape *s, const param_tensor *t, int64_t dims[2], int *ndim)
@@ -180,6 +180,8 @@ static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
         return DDP_OK;
     if (strcmp(t->name, "lm_head.weight"))
         return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of GPT-2's", im->w->path, t->name);
+    if (safetensors_check_readable(im->w->path, t, err))
+        return err->code;
     bool tied = lm_hf_tied(im, t, "wte.weight");
     if (!tied)
         return ddp_fail(err, DDP_EUSAGE, "%s: lm_head.weight differs from wte; ddprun's GPT-2 ties them", im->w->path);

@@ -10,7 +10,8 @@
  * [out, in]; wte's vocab_size rows fill the first rows of our padded wte, the rest stay zero.
  * `attn.bias`/`attn.masked_bias` (attention mask buffers) are skipped, and `lm_head.weight`, when
  * present, must equal wte (tied). A tensor missing, of another shape, or not GPT-2's is refused
- * naming it. F32, F16 and BF16 tensors are read (runtime/hf/safetensors.h).
+ * naming it. F32, F16 and BF16 tensors are read, one of ours of another dtype refused naming it
+ * (runtime/hf/safetensors.h).
  *
  * Writing (gpt2_hf_write.c) is the inverse, as `save_pretrained(dir, safe_serialization=True)`
  * writes GPT2LMHeadModel: every tensor under `transformer.NAME`, Conv1D weights back to [in, out],

@@ -321,6 +321,8 @@ static int import_tensor(const lm_hf_import *im, const param_tensor *t, const st
     if (!hf)
         return ddp_fail(err, DDP_EUSAGE, "%s has no tensor %s: not %s's tensors?", im->w->path, t->name,
                         fam->hf->architecture);
+    if (safetensors_check_readable(im->w->path, hf, err))
+        return err->code;
     int64_t dims[2] = {llama_hf_vocab_rows(t->name) ? s->vocab_size : t->shape[0], t->ndim > 1 ? t->shape[1] : 0};
     if (hf->ndim != t->ndim || hf->shape[0] != dims[0] || (t->ndim > 1 && hf->shape[1] != dims[1])) {
         char have[96], want[96];
@@ -350,6 +352,8 @@ static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
     if (strcmp(t->name, "lm_head.weight") || !s->tie_embeddings)
         return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of the %s's%s", im->w->path, t->name, fam->title,
                         strcmp(t->name, "lm_head.weight") ? "" : " (config.json ties it to embed_tokens)");
+    if (safetensors_check_readable(im->w->path, t, err))
+        return err->code;
     bool tied = lm_hf_tied(im, t, "model.embed_tokens.weight");
     if (!tied)
         return ddp_fail(err, DDP_EUSAGE, "%s: lm_head.weight differs from model.embed_tokens.weight, which "

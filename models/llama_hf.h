@@ -26,7 +26,8 @@
  * permuted. embed_tokens' (and lm_head's) vocab_size rows fill the first rows of ours, the padding
  * rows stay zero; `rotary_emb.inv_freq` buffers (older saves) are skipped; with tied embeddings an
  * lm_head.weight, when present, must equal embed_tokens. A tensor missing, of another shape or not
- * the Llama's is refused naming it. F32, F16 and BF16 tensors are read.
+ * the Llama's is refused naming it. F32, F16 and BF16 tensors are read, one of ours of another
+ * dtype refused naming it.
  *
  * Writing is the inverse: every tensor under its name, embed_tokens' and lm_head's first
  * vocab_size rows, lm_head only when untied; F32 or BF16; the files as

@@ -22,10 +22,22 @@
 #include "runtime/base/open_input.h"
 
 static const struct { const char *name; st_dtype dtype; unsigned size; } dtypes[] = {
-    {"F32", ST_F32, 4}, {"F16", ST_F16, 2}, {"BF16", ST_BF16, 2}};
+    {"F32", ST_F32, 4},   {"F16", ST_F16, 2},   {"BF16", ST_BF16, 2}, {"F64", ST_F64, 8},
+    {"F8_E4M3", ST_F8_E4M3, 1}, {"F8_E5M2", ST_F8_E5M2, 1}, {"BOOL", ST_BOOL, 1}, {"U8", ST_U8, 1},
+    {"I8", ST_I8, 1},     {"I16", ST_I16, 2},   {"U16", ST_U16, 2},   {"I32", ST_I32, 4},
+    {"U32", ST_U32, 4},   {"I64", ST_I64, 8},   {"U64", ST_U64, 8}};
 
 const char *safetensors_dtype_name(st_dtype d) { return dtypes[d].name; }
 unsigned safetensors_dtype_size(st_dtype d) { return dtypes[d].size; }
+bool safetensors_dtype_readable(st_dtype d) { return d == ST_F32 || d == ST_F16 || d == ST_BF16; }
+
+int safetensors_check_readable(const char *path, const st_tensor *t, ddp_err *err)
+{
+    return safetensors_dtype_readable(t->dtype)
+               ? DDP_OK
+               : ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s; ddprun reads F32, F16 and BF16 tensors", path,
+                          t->name, dtypes[t->dtype].name);
+}
 
 /* ---- one header entry --------------------------------------------------------------------- */
 
@@ -53,7 +65,7 @@ static int read_dtype(const entry_ctx *c, const json_node *v, st_tensor *t)
             t->dtype = dtypes[i].dtype;
             return DDP_OK;
         }
-    return entry_fail(c, v, "dtype \"%.40s\" is not supported (ddprun reads F32, F16 and BF16)", json_text(v));
+    return entry_fail(c, v, "dtype \"%.40s\" is not one of the format's", json_text(v));
 }
 
 static int read_shape(const entry_ctx *c, const json_node *v, st_tensor *t)
@@ -316,7 +328,7 @@ bool safetensors_equal_f32(const st_tensor *a, const st_tensor *b)
 {
     enum { BLOCK = 4096 };
     float x[BLOCK], y[BLOCK];
-    if (a->numel != b->numel)
+    if (a->numel != b->numel || !safetensors_dtype_readable(a->dtype) || !safetensors_dtype_readable(b->dtype))
         return false;
     for (uint64_t i = 0; i < a->numel; i += BLOCK) {
         uint64_t n = a->numel - i < BLOCK ? a->numel - i : BLOCK;

@@ -30,21 +30,22 @@ static inline const float *host_src(void *ctx, const char *name, size_t numel)
 
 typedef struct out_tensor { char name[128]; int ndim; int64_t shape[2]; float *data; } out_tensor;
 
-/* Writes dir/file of n float32 tensors, contiguous in the given order. */
+/* Writes dir/file of n float32 tensors, contiguous in the given order; one whose data is NULL is
+ * written as U8 zeros (a mask buffer as older transformers saved GPT-2's attn.bias). */
 static inline void write_safetensors(const char *dir, const char *file, const out_tensor *t, int n)
 {
     char path[600], *header = malloc(1 << 16);
     size_t len = 0, off = 0;
     len += (size_t)sprintf(header + len, "{\"__metadata__\":{\"format\":\"pt\"}");
     for (int i = 0; i < n; i++) {
-        size_t bytes = 4 * (size_t)t[i].shape[0] * (size_t)(t[i].ndim > 1 ? t[i].shape[1] : 1);
+        size_t bytes = (t[i].data ? 4 : 1) * (size_t)t[i].shape[0] * (size_t)(t[i].ndim > 1 ? t[i].shape[1] : 1);
         char dims[64];
         if (t[i].ndim > 1)
             snprintf(dims, sizeof dims, "%lld,%lld", (long long)t[i].shape[0], (long long)t[i].shape[1]);
         else
             snprintf(dims, sizeof dims, "%lld", (long long)t[i].shape[0]);
-        len += (size_t)sprintf(header + len, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                               t[i].name, dims, off, off + bytes);
+        len += (size_t)sprintf(header + len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                               t[i].name, t[i].data ? "F32" : "U8", dims, off, off + bytes);
         off += bytes;
     }
     len += (size_t)sprintf(header + len, "}");
@@ -53,8 +54,14 @@ static inline void write_safetensors(const char *dir, const char *file, const ou
     uint64_t n8 = len;
     fwrite(&n8, 8, 1, f);
     fwrite(header, 1, len, f);
-    for (int i = 0; i < n; i++)
-        fwrite(t[i].data, 4, (size_t)t[i].shape[0] * (size_t)(t[i].ndim > 1 ? t[i].shape[1] : 1), f);
+    for (int i = 0; i < n; i++) {
+        size_t count = (size_t)t[i].shape[0] * (size_t)(t[i].ndim > 1 ? t[i].shape[1] : 1);
+        if (t[i].data)
+            fwrite(t[i].data, 4, count, f);
+        else
+            for (size_t k = 0; k < count; k++)
+                fputc(0, f);
+    }
     fclose(f);
     free(header);
 }

@@ -306,6 +306,17 @@ static void test_refusals(void)
     refused(m, variant("conv1d-layout", NULL, t, n), want, NULL);
     fc->shape[0] = in, fc->shape[1] = out;
 
+    /* a mask buffer saved as U8 (older transformers' attn.bias) is skipped like a float one; one of
+     * our tensors saved so is refused naming it and its dtype */
+    t[n] = (out_tensor){"transformer.h.0.attn.bias", 2, {T, T}, NULL};
+    ddp_err u8_err = {0};
+    CHECK(gpt2_hf_load_model(m, variant("u8-mask", NULL, t, n + 1), &u8_err) == DDP_OK, "a U8 attn.bias: %s",
+          u8_err.msg);
+    float *c_attn_b = find(t, n, "transformer.h.0.attn.c_attn.bias")->data;
+    find(t, n, "transformer.h.0.attn.c_attn.bias")->data = NULL;
+    refused(m, variant("u8-weight", NULL, t, n), "tensor transformer.h.0.attn.c_attn.bias is U8; ddprun reads F32", NULL);
+    find(t, n, "transformer.h.0.attn.c_attn.bias")->data = c_attn_b;
+
     t[n] = (out_tensor){"transformer.h.0.attn.c_attn.extra", 1, {4, 0}, calloc(4, 4)};
     refused(m, variant("extra", NULL, t, n + 1), "tensor transformer.h.0.attn.c_attn.extra is not one of GPT-2's", NULL);
 

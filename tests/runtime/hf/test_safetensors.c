@@ -93,6 +93,32 @@ static void test_dtypes(void)
     CHECK(st.map == NULL && st.count == 0, "close");
 }
 
+/* A file with tensors of the format's other dtypes (a mask buffer saved as BOOL or U8, an I64
+ * step count) opens; each is of its dtype, which no reader takes as values: refused by name. */
+static void test_other_dtypes(void)
+{
+    uint8_t data[4 + 3 + 8 + 4] = {0};
+    write_file("{\"mask\":{\"dtype\":\"BOOL\",\"shape\":[2,2],\"data_offsets\":[0,4]},"
+               "\"u\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[4,7]},"
+               "\"n\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[7,15]},"
+               "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[15,19]}}", data, sizeof data);
+    safetensors st;
+    ddp_err err = {0};
+    CHECK(safetensors_open(path, &st, &err) == DDP_OK, "open: %s", err.msg);
+    const st_tensor *mask = safetensors_find(&st, "mask"), *u = safetensors_find(&st, "u"), *n = safetensors_find(&st, "n"),
+                    *w = safetensors_find(&st, "w");
+    CHECK(mask && u && n && w, "find");
+    if (!mask || !u || !n || !w)
+        return;
+    CHECK(mask->dtype == ST_BOOL && mask->numel == 4 && u->dtype == ST_U8 && n->dtype == ST_I64 && n->numel == 1,
+          "the entries' dtypes and sizes");
+    CHECK(!safetensors_dtype_readable(mask->dtype) && safetensors_dtype_readable(w->dtype), "readable: F32 alone");
+    CHECK(safetensors_check_readable("f.safetensors", u, &err) == DDP_EUSAGE, "U8 refused as values");
+    CHECK_STR_CONTAINS(err.msg, "f.safetensors: tensor u is U8; ddprun reads F32, F16 and BF16 tensors");
+    CHECK(!safetensors_equal_f32(u, u), "values of another dtype are never equal as float32");
+    safetensors_close(&st);
+}
+
 static void test_refusals(void)
 {
     uint8_t data[64] = {0};
@@ -131,8 +157,10 @@ static void test_refusals(void)
     refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[02],\"data_offsets\":[0,8]}}", data, 8, "no leading zeros", NULL);
     snprintf(h, sizeof h, "{%s,%s}", t, t);
     refused(h, data, 8, "key \"w\" appears twice", ":1:");
-    refused("{\"w\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", data, 8, "tensor w: dtype \"F64\" is not supported", NULL);
-    refused("{\"w\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}}", data, 1, "tensor w: dtype \"I8\"", NULL);
+    refused("{\"w\":{\"dtype\":\"F128\",\"shape\":[1],\"data_offsets\":[0,16]}}", data, 8,
+            "tensor w: dtype \"F128\" is not one of the format's", NULL);
+    refused("{\"w\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8,
+            "tensor w: data_offsets span 8 bytes, but its shape of 2 I64 values needs 16", NULL);
     refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", data, 8, "tensor w: data_offsets begin after they end (8 > 0)", NULL);
     refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 4, "tensor w: data_offsets beyond the file: ends at byte 8 of a data area of 4 bytes", NULL);
     refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[9007199254740993,9007199254741001]}}", data, 8,
@@ -203,6 +231,7 @@ int main(void)
         return 1;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     test_dtypes();
+    test_other_dtypes();
     test_refusals();
     test_json();
     unlink(path);
