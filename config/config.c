@@ -526,6 +526,11 @@ static int apply_override(cfg_loader *L, int n, const char *text)
         return rc;
     const cfg_src src = {n, (int)(eq - text) + 1};
     const char *value = eq + 1;
+    /* `key=` is what `key:` with nothing after it is in a file: a path or command set to none (the
+     * empty text would parse to no document at all) */
+    const cfg_key *key = cfg_key_at(k);
+    if (!value[strspn(value, " \t")] && (key->type == KT_OPT_PATH || key->type == KT_COMMAND))
+        value = "''";
     /* the same text in a file is a plain scalar: here it would begin a document of its own */
     if ((!strncmp(value, "---", 3) || !strncmp(value, "...", 3)) && strchr(" \t\n", value[3]))
         return cfg_error(L, (cfg_pos){n, 1, src.col_offset + 1}, cfg_key_at(k)->path, "a value beginning %.3s "

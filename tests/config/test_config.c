@@ -194,6 +194,13 @@ static void test_overrides_apply(void)
     CHECK(c.model.opts.mlp.activation == ACT_GELU && c.model.opts.mlp.n_hidden == 2 &&
           c.model.opts.mlp.hidden[0] == 1024,
           "model.mlp={activation: gelu}");
+    /* key= clears a path or a command, as key: with nothing after it does in a file */
+    rc = config_load(fixture("minimal.yaml"), 4,
+                     (char *[]){"checkpoint.init_from=/a/b", "checkpoint.upload_cmd=cp {path} /x",
+                                "checkpoint.init_from=", "checkpoint.upload_cmd= "}, &c, &err);
+    CHECK(rc == DDP_OK && !c.checkpoint.init_from[0] && !c.checkpoint.upload_cmd[0],
+          "init_from= and upload_cmd= clear them: rc %d, \"%s\", \"%s\" (%s)", rc, c.checkpoint.init_from,
+          c.checkpoint.upload_cmd, err.msg);
 }
 
 static void test_round_trip(void)
