@@ -169,8 +169,18 @@ static const char *tag_shown(const char *tag, char *buf, size_t n)
     return buf;
 }
 
+/* Whether a scalar holds a NUL byte (YAML's "\0" escape): every reader of scalars goes by C
+ * strings, so "cpu\0x" would be taken as cpu and a path cut short at the NUL. */
+static bool scalar_has_nul(const yaml_node_t *node)
+{
+    return node->type == YAML_SCALAR_NODE && memchr(node->data.scalar.value, '\0', node->data.scalar.length);
+}
+
 int cfg_check_tag(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key)
 {
+    if (scalar_has_nul(nd)) /* here, as every value and list item is checked here */
+        return cfg_error(L, cfg_node_pos(s, nd), key, "expected text without NUL bytes, got \"%.80s\\0...\"",
+                         (const char *)nd->data.scalar.value);
     const char *tag = nd->tag ? (const char *)nd->tag : "";
     char shown[128];
     if (nd->type == YAML_SCALAR_NODE) {
@@ -299,13 +309,6 @@ static int load_text(cfg_loader *L, const cfg_src *s, const char *text, size_t l
 static int apply_mapping(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_node_t *map,
                          const char *section);
 
-/* Whether a scalar holds a NUL byte (YAML's "\0" escape): every reader of scalars goes by C
- * strings, so "cpu\0x" would be taken as cpu and a path cut short at the NUL. */
-static bool scalar_has_nul(const yaml_node_t *node)
-{
-    return node->type == YAML_SCALAR_NODE && memchr(node->data.scalar.value, '\0', node->data.scalar.length);
-}
-
 /* What parser holds after the document just applied: nothing, or a second document, refused. */
 static int no_second_document(cfg_loader *L, yaml_parser_t *parser, const cfg_src *src, const char *key)
 {
@@ -324,9 +327,6 @@ static int apply_node(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yam
 {
     const cfg_key *key = cfg_key_at(k);
     L->origin[k] = cfg_node_pos(s, node);
-    if (scalar_has_nul(node))
-        return cfg_error(L, cfg_node_pos(s, node), key->path, "expected text without NUL bytes, got \"%.80s\\0...\"",
-                         (const char *)node->data.scalar.value);
     int rc = cfg_check_tag(L, s, node, key->path);
     if (rc)
         return rc;
@@ -367,15 +367,15 @@ static int apply_mapping(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, 
                              "expected a key name, got %s", key->type == YAML_SEQUENCE_NODE ? "a list" : "a mapping");
         const char *name = (const char *)key->data.scalar.value;
         char shown[128];
+        if (scalar_has_nul(key))
+            return cfg_error(L, cfg_node_pos(s, key), *section ? section : NULL,
+                             "expected a key name without NUL bytes, got \"%.80s\\0...\"", name);
         int tag_rc = cfg_check_tag(L, s, key, *section ? section : NULL);
         if (!tag_rc && key->tag && strcmp((const char *)key->tag, YAML_STR_TAG))
             tag_rc = cfg_error(L, cfg_node_pos(s, key), *section ? section : NULL, "key name %.80s tagged %s: a key "
                                "name is text", name, tag_shown((const char *)key->tag, shown, sizeof shown));
         if (tag_rc)
             return tag_rc;
-        if (scalar_has_nul(key))
-            return cfg_error(L, cfg_node_pos(s, key), *section ? section : NULL,
-                             "expected a key name without NUL bytes, got \"%.80s\\0...\"", name);
         snprintf(path, sizeof path, "%s%s%.200s", section, *section ? "." : "", name);
         int rc = check_duplicate(L, s, doc, map, p, path);
         if (rc)

@@ -74,9 +74,10 @@ int cfg_error(const cfg_loader *L, cfg_pos at, const char *key, const char *fmt,
     __attribute__((format(printf, 4, 5)));
 void cfg_pos_label(const cfg_loader *L, cfg_pos at, char *out, size_t n); /* "x.yaml:3:7" */
 
-/* An explicit tag on nd that the loader does not honour: a scalar's tag other than the core
- * !!str, !!int, !!float, !!bool, !!null (which decide how it reads), or a list or mapping tagged
- * as something else. DDP_OK, or the error naming key (may be NULL) and the tag. */
+/* A scalar holding a NUL byte (readers go by C strings), or an explicit tag on nd that the loader
+ * does not honour: a scalar's tag other than the core !!str, !!int, !!float, !!bool, !!null (which
+ * decide how it reads), or a list or mapping tagged as something else. DDP_OK, or the error naming
+ * key (may be NULL) and the byte or the tag. Every value and list item passes here. */
 int cfg_check_tag(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key);
 
 /* Parses one non-section value node into L->c (config_value.c). */

@@ -93,6 +93,8 @@ static void test_bad_overrides(void)
     /* YAML's "\0" escape: the readers go by C strings, so "cpu\0x" would pass as cpu */
     expect_fail(NULL, 1, (char *[]){"run.dir=\"a\\0b\""}, "<override 1>:1:9: run.dir:", "without NUL bytes");
     expect_fail(NULL, 1, (char *[]){"device=\"cpu\\0x\""}, "<override 1>:1:8: device:", "without NUL bytes");
+    expect_fail(NULL, 1, (char *[]){"optimizer.betas=[!!float \"0.9\\0junk\", 0.95]"},
+                "<override 1>:1:18: optimizer.betas[0]:", "without NUL bytes");
     expect_fail(NULL, 1, (char *[]){"run={\"dir\\0x\": a}"}, "<override 1>:1:6: run:", "key name without NUL bytes");
 }
 
