@@ -327,6 +327,7 @@ static int apply_node(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yam
 {
     const cfg_key *key = cfg_key_at(k);
     L->origin[k] = cfg_node_pos(s, node);
+    L->in_file[k] |= s->source == 0;
     int rc = cfg_check_tag(L, s, node, key->path);
     if (rc)
         return rc;

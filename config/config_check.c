@@ -119,8 +119,8 @@ static int check_required(cfg_loader *L)
     if (!L->c->source[0]) /* no file: defaults plus overrides, e.g. for tools and tests */
         return DDP_OK;
     for (size_t i = 0; i < sizeof required_sections / sizeof required_sections[0]; i++) {
-        int k = cfg_key_find(required_sections[i]);
-        if (L->origin[k].source < 0)
+        int k = cfg_key_find(required_sections[i]); /* in the file: overrides do not stand in for it */
+        if (!L->in_file[k])
             return cfg_error(L, (cfg_pos){0, 1, 1}, required_sections[i],
                              "expected a '%s' mapping (required section), got none", required_sections[i]);
     }

@@ -65,6 +65,7 @@ typedef struct cfg_loader {
     ddp_err *err;
     const char *file;                  /* label for source 0 */
     cfg_pos origin[CFG_MAX_KEYS];      /* where each key was last set */
+    bool in_file[CFG_MAX_KEYS];        /* the file (source 0) set it, whatever overrides did after */
 } cfg_loader;
 
 cfg_pos cfg_node_pos(const cfg_src *s, const yaml_node_t *node);

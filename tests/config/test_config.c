@@ -31,6 +31,8 @@ static void test_bad_files(void)
     expect_fail("enum_unknown.yaml", 0, NULL, "1:9: device:", "expected one of auto, cpu, cuda, got \"metal\"");
     expect_fail("duplicate_key.yaml", 0, NULL, "8:3: optimizer.lr:", "duplicate key (first given at line 6, column 3)");
     expect_fail("missing_model.yaml", 0, NULL, "1:1: model:", "required section");
+    /* the section must be the file's: an override does not stand in for it */
+    expect_fail("missing_model.yaml", 1, (char *[]){"model.kind=mlp"}, "1:1: model:", "required section");
     expect_fail("nccl_on_cpu.yaml", 0, NULL, "8:12: ddp.backend:", "with device cpu (");
     expect_fail("bf16_over_mpi.yaml", 0, NULL, "7:12: ddp.backend:", "got ddp.backend mpi with ddp.grad_dtype bf16");
     expect_fail("warmup_over_max_steps.yaml", 0, NULL, "10:14: train.max_steps:", "warmup_steps <= train.max_steps");
