@@ -52,23 +52,24 @@ static void softmax_strip(const attn_unit *u, float *strip, int64_t rows, int64_
     for (int64_t i = 0; i < rows; i++) {
         float *row = strip + i * keys;
         const int64_t first = first_key(u->s, u->b, q0 + i) - k0, last = q0 + i - k0; /* keys first..last */
-        float shift;
+        /* the forward divides by the row's own sum: exp(s - lse) with lse rounded to float would
+         * scale the whole row by e^(lse's rounding), off 1 by up to half a float step of |lse|;
+         * the backward recomputes from the saved lse, as the GPU kernels do */
+        float shift = lse_out ? -INFINITY : lse_saved[i];
+        double scale = 1.0;
         if (lse_out) {
-            float mx = -INFINITY;
             for (int64_t j = first; j <= last; j++)
-                mx = row[j] > mx ? row[j] : mx;
+                shift = row[j] > shift ? row[j] : shift;
             double sum = 0.0;
             for (int64_t j = first; j <= last; j++)
-                sum += (double)expf(row[j] - mx);
-            lse_out[i] = (float)((double)mx + log(sum));
-            shift = lse_out[i];
-        } else {
-            shift = lse_saved[i];
+                sum += (double)expf(row[j] - shift);
+            lse_out[i] = (float)((double)shift + log(sum));
+            scale = 1.0 / sum;
         }
         for (int64_t j = 0; j < first; j++)
             row[j] = 0.0f;
         for (int64_t j = first; j <= last; j++)
-            row[j] = expf(row[j] - shift);
+            row[j] = (float)((double)expf(row[j] - shift) * scale);
         for (int64_t j = last + 1; j < keys; j++)
             row[j] = 0.0f;
     }

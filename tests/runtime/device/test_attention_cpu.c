@@ -15,6 +15,8 @@
  * every other document's outputs and gradients with their bits, and rows that are one document
  * each give the bits of plain causal rows.
  *
+ * Rows of large scores (400) sum to 1 within float rounding: the forward divides by the row's sum.
+ *
  * Tolerance, from float32 rounding (u = 2^-24), not from observed errors: a score is a dot of hs
  * products, scaled by 1/sqrt(hs), so for inputs in [-1, 1] its error is at most hs^1.5·u; the
  * probabilities inherit it (relative, through exp, twice with the log-sum-exp) and every output
@@ -385,6 +387,38 @@ static void test_case(const attn_case *c)
     free(hde);
 }
 
+/* Scores of 400 (q = k = 10, head size 16) in every row: the probabilities are uniform, and with
+ * v = 1 each output is their sum, 1 within the float roundings of at most T terms (4·T·u); divided
+ * by exp of a float-rounded log-sum-exp (half a float step of 400 + log n) the rows are off by up
+ * to 1.5e-5. */
+static void test_large_scores(void)
+{
+    const attn_case c = {1, 17, 1, 1, 16, false, 0, NULL};
+    attn_layout l = attn_layout_of(&c);
+    float *hq = malloc(l.q_elems * sizeof *hq), *hk = malloc(l.kv_elems * sizeof *hk),
+          *hv = malloc(l.kv_elems * sizeof *hv);
+    for (size_t i = 0; i < l.q_elems; i++)
+        hq[i] = 10.0f;
+    for (size_t i = 0; i < l.kv_elems; i++)
+        hk[i] = 10.0f, hv[i] = 1.0f;
+    float *q = upload(hq, l.q_elems, &l.s, 1, 0), *k = upload(hk, l.kv_elems, &l.s, 1, 0),
+          *v = upload(hv, l.kv_elems, &l.s, 1, 0), *out = upload(NULL, l.o_elems, &l.s, l.s.ld_o, l.s.NH),
+          *lse = upload(NULL, l.lse_elems, &l.s, 1, 1);
+    ddp_err err = {0};
+    die_on(cpu->ops->attention_forward(cpu, TENSOR_F32, &l.s, out, lse, q, k, v, &err), &err, "attention_forward");
+    float *o = download(out, l.o_elems);
+    double worst = 0.0;
+    for (int64_t t = 0; t < c.T; t++)
+        for (int64_t ch = 0; ch < c.hs; ch++)
+            worst = fmax(worst, fabs((double)o[attn_at(&l.s, 0, t, l.s.ld_o, 0, ch)] - 1.0));
+    CHECK(worst <= 4.0 * (double)c.T * 0x1p-24, "scores of 400: outputs off 1 by %.3g (bound %.3g)", worst,
+          4.0 * (double)c.T * 0x1p-24);
+    float *bufs[] = {q, k, v, out, lse};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        cpu->ops->free(cpu, bufs[i]);
+    free(hq), free(hk), free(hv), free(o);
+}
+
 int main(void)
 {
     ddp_err err = {0};
@@ -392,6 +426,7 @@ int main(void)
     die_on(device_cpu_create(&cpu, &err), &err, "device_cpu_create");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         test_case(&cases[i]);
+    test_large_scores();
     cpu->ops->destroy(cpu);
     return check_done("test_attention_cpu");
 }
