@@ -240,7 +240,7 @@ int device_cpu_check_docs(const char *op, const int32_t *doc_start, const int32_
     for (int64_t b = 0; doc_start && b < B; b++)
         for (int64_t t = 0; t < T; t++) {
             const int64_t i = b * T + t, start = doc_start[i], end = doc_end ? doc_end[i] : t + 1;
-            bool contiguous = t == 0 || start == t ||
+            bool contiguous = t == 0 || (start == t && (!doc_end || doc_end[i - 1] == t)) ||
                               (start == doc_start[i - 1] && (!doc_end || end == doc_end[i - 1]));
             if (start < 0 || start > t || end <= t || end > T || !contiguous || (t == 0 && start != 0))
                 return ddp_fail(err, DDP_ERUNTIME, "%s: position %lld of row %lld lies in a document [%lld, %lld) that "

@@ -419,6 +419,36 @@ static void test_large_scores(void)
     free(hq), free(hk), free(hv), free(o);
 }
 
+/* Bounds whose documents are not contiguous runs of the row are refused before anything is
+ * computed: a document starting at 2 while the one before it says it ends at 4 among them. */
+static void test_bad_docs(void)
+{
+    const attn_case c = {1, 4, 1, 1, 2, false, 0, NULL};
+    const int32_t starts[][4] = {{0, 0, 2, 2}, {0, 0, 2, 2}, {0, 1, 1, 3}, {0, 0, 0, 0}};
+    const int32_t ends[][4] = {{2, 2, 4, 4}, {4, 4, 4, 4}, {1, 3, 2, 4}, {4, 4, 4, 5}};
+    attn_layout l = attn_layout_of(&c);
+    float *hq = random_floats(l.q_elems), *hkv = random_floats(l.kv_elems);
+    float *q = upload(hq, l.q_elems, &l.s, 1, 0), *k = upload(hkv, l.kv_elems, &l.s, 1, 0),
+          *v = upload(hkv, l.kv_elems, &l.s, 1, 0), *out = upload(NULL, l.o_elems, &l.s, l.s.ld_o, l.s.NH),
+          *lse = upload(NULL, l.lse_elems, &l.s, 1, 1);
+    for (int i = 0; i < 4; i++) {
+        ddp_err err = {0};
+        int32_t *ds = upload_ints(starts[i], 4), *de = upload_ints(ends[i], 4);
+        l.s.doc_start = ds, l.s.doc_end = de;
+        int rc = cpu->ops->attention_forward(cpu, TENSOR_F32, &l.s, out, lse, q, k, v, &err);
+        if (i == 0)
+            CHECK(rc == DDP_OK, "two documents of 2: %s", err.msg);
+        else
+            CHECK(rc == DDP_ERUNTIME && strstr(err.msg, "is not a contiguous run of the row's 4 positions"),
+                  "bounds %d: rc %d, %s", i, rc, err.msg);
+        cpu->ops->free(cpu, ds), cpu->ops->free(cpu, de);
+    }
+    float *bufs[] = {q, k, v, out, lse};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        cpu->ops->free(cpu, bufs[i]);
+    free(hq), free(hkv);
+}
+
 int main(void)
 {
     ddp_err err = {0};
@@ -427,6 +457,7 @@ int main(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         test_case(&cases[i]);
     test_large_scores();
+    test_bad_docs();
     cpu->ops->destroy(cpu);
     return check_done("test_attention_cpu");
 }
