@@ -274,8 +274,9 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
     char mpirun[PATH_MAX];
     mpirun_path(mpirun, sizeof mpirun);
     argv_push(cmd, mpirun);
+    const int cores = ddprun_local_cores(); /* read from sysfs once */
     if (geteuid() == 0) argv_push(cmd, "--allow-run-as-root");
-    if (!o->hosts && !o->hostfile && o->np > ddprun_local_cores()) argv_push(cmd, "--oversubscribe");
+    if (!o->hosts && !o->hostfile && o->np > cores) argv_push(cmd, "--oversubscribe");
     argv_push(cmd, "--tag-output");
     argv_push(cmd, "-np");
     argv_pushf(cmd, "%d", o->np);
@@ -286,11 +287,9 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
      * one core (Open MPI binds to core by default for np <= 2). */
     bool passed;
     const char *user = user_threads(o, &passed);
-    int threads = ddprun_local_cores() / ddprun_ranks_per_node(o->hosts, o->hostfile, o->np);
+    int threads = cores / ddprun_ranks_per_node(o->hosts, o->hostfile, o->np);
     threads = threads > 1 ? threads : 1;
-    if (!passed) argv_push(cmd, "-x");
-    if (user && !passed) argv_push(cmd, "OMP_NUM_THREADS");
-    else if (!user) argv_pushf(cmd, "OMP_NUM_THREADS=%d", threads);
+    if (!passed) { argv_push(cmd, "-x"); if (user) argv_push(cmd, "OMP_NUM_THREADS"); else argv_pushf(cmd, "OMP_NUM_THREADS=%d", threads); }
     const char *bind = o->bind_to ? o->bind_to : (threads > 1 || user ? "none" : NULL);
     if (bind) { argv_push(cmd, "--bind-to"); argv_push(cmd, bind); }
     /* Non-blocking all-reduce (the DDP buckets) by reduce-scatter + allgather, every rank
