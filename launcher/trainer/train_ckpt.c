@@ -77,7 +77,7 @@ int train_ckpt_open(train_job *t, ddp_err *err)
                : ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint's settings");
     size_t n = t->m->n_params, bufs = (size_t)c->n_buffers;
     c->host = malloc(n * bufs * sizeof(float));
-    c->tensors = calloc((size_t)t->m->n_tensors * bufs + 1, sizeof *c->tensors);
+    c->tensors = calloc((size_t)t->m->n_tensors * bufs + 2, sizeof *c->tensors);
     c->settings = config_hashed_settings(cfg);
     if (!c->host || !c->tensors || !c->settings)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint staging buffer");
@@ -116,7 +116,8 @@ void train_ckpt_close(train_job *t)
 }
 
 /* Describes params and optimizer state (already in c->host) as named tensors, then the settings
- * the config hash covers as text (meta/config), so that a refused resume can name what changed. */
+ * the config hash covers as text (meta/config), so that a refused resume can name what changed,
+ * and the training split's size (meta/train_samples), which the sampler's position refers to. */
 static int describe_tensors(train_job *t, train_ckpt *c)
 {
     const model *m = t->m;
@@ -132,9 +133,12 @@ static int describe_tensors(train_job *t, train_ckpt *c)
             x->data = c->host + (size_t)b * m->n_params + p->offset;
         }
     }
-    c->tensors[k] = (ckpt_tensor){.name = CKPT_SETTINGS_TENSOR, .dtype = CKPT_U8, .ndim = 1,
-                                  .shape = {(int64_t)strlen(c->settings)}, .data = c->settings};
-    return k + 1;
+    c->tensors[k++] = (ckpt_tensor){.name = CKPT_SETTINGS_TENSOR, .dtype = CKPT_U8, .ndim = 1,
+                                    .shape = {(int64_t)strlen(c->settings)}, .data = c->settings};
+    c->train_samples = t->smp.n;
+    c->tensors[k++] = (ckpt_tensor){.name = CKPT_TRAIN_SAMPLES_TENSOR, .dtype = CKPT_I64, .ndim = 1, .shape = {1},
+                                    .data = &c->train_samples};
+    return k;
 }
 
 /* Rank 0: a save is complete on disk. */
@@ -183,7 +187,7 @@ static int save_sharded(train_job *t, train_ckpt *c, ddp_err *err)
     for (int i = 0; i < c->n_buffers; i++)
         b[i] = (train_shard_buffer){c->buffers[i].prefix, c->buffers[i].dev, c->buffers[i].sharded};
     train_shard_save s = {.dir = c->dir, .buffers = b, .n_buffers = c->n_buffers, .hdr = save_header(t, c),
-                          .settings = c->settings, .keep_last = (int)t->cfg->checkpoint.keep_last};
+                          .settings = c->settings, .train_samples = t->smp.n, .keep_last = (int)t->cfg->checkpoint.keep_last};
     ckpt_write_stats st;
     double t0 = monotonic_s();
     int rc = train_shard_write(t, &s, &st, err);

@@ -46,16 +46,33 @@ static int refuse_other_settings(const train_job *t, const char *saved, size_t l
                     text ? "" : " (it does not record which: it was saved before checkpoints held their settings)");
 }
 
-/* A checkpoint of header h and settings text (NULL: none saved) written for this model and these
- * settings; refused naming what differs. */
-static int check_saved(const train_job *t, const ckpt_header *h, const char *settings, size_t len, const char *used,
-                       ddp_err *err)
+/* A checkpoint saved training on train_samples samples (0: not recorded) whose header's position
+ * `consumed` would be taken in another training split: the epoch's order is a permutation of the
+ * split's samples, so on other data the rest of the epoch would repeat some and skip others. */
+static int refuse_other_data(const train_job *t, const ckpt_header *h, int64_t train_samples, const char *used,
+                             ddp_err *err)
+{
+    if (train_samples == 0 || train_samples == t->smp.n)
+        return DDP_OK;
+    return ddp_fail(err, DDP_EUSAGE, "%s was saved training on %lld samples, this run's training data has %lld: its "
+                    "position (%lld samples of epoch %lld done) is one in the data it was saved with; resume with "
+                    "that data, or start fresh in another checkpoint.dir (`ddprun ckpt export --format hf` and "
+                    "checkpoint.init_from carry the parameters over)", used, (long long)train_samples,
+                    (long long)t->smp.n, (long long)h->consumed, (long long)h->epoch + 1);
+}
+
+/* A checkpoint of header h, settings text (NULL: none saved) and training split size (0: not
+ * recorded) written for this model, these settings and this data; refused naming what differs. */
+static int check_saved(const train_job *t, const ckpt_header *h, const char *settings, size_t len,
+                       int64_t train_samples, const char *used, ddp_err *err)
 {
     if (strcmp(h->model, t->m->description) != 0)
         return ddp_fail(err, DDP_EUSAGE, "%s: checkpoint was written for %s, this run builds %s; resume with the "
                         "model settings it was written with, or start fresh in another checkpoint.dir", used, h->model,
                         t->m->description);
-    return h->config_hash != config_hash(t->cfg) ? refuse_other_settings(t, settings, len, used, err) : DDP_OK;
+    if (h->config_hash != config_hash(t->cfg))
+        return refuse_other_settings(t, settings, len, used, err);
+    return refuse_other_data(t, h, train_samples, used, err);
 }
 
 /* Whether the checkpoint at path (a file, or a set's directory) lies in directory dir. */
@@ -146,7 +163,10 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
         return rc;
     const ckpt_tensor *saved = ckpt_loaded_tensor(&ck, CKPT_SETTINGS_TENSOR);
     bool text = saved && saved->dtype == CKPT_U8 && saved->ndim == 1;
-    rc = check_saved(t, &ck.hdr, text ? saved->data : NULL, text ? saved->nbytes : 0, used, err);
+    int64_t train_samples;
+    rc = ckpt_loaded_train_samples(&ck, used, &train_samples, err);
+    if (rc == DDP_OK)
+        rc = check_saved(t, &ck.hdr, text ? saved->data : NULL, text ? saved->nbytes : 0, train_samples, used, err);
     if (rc == DDP_OK && from_path)
         rc = refuse_other_line(t, used, ck.hdr.step, err);
     if (rc == DDP_OK)
@@ -225,7 +245,7 @@ static int read_own_pieces(train_job *t, const char *path, int64_t *hdr, ddp_err
     int32_t mine = damaged(ckpt_set_open_pieces(path, &r, err));
     const ckpt_manifest *mf = mine == DDP_OK ? ckpt_set_reader_manifest(r) : NULL;
     if (mine == DDP_OK)
-        mine = check_saved(t, &mf->hdr, mf->settings, (size_t)mf->settings_len, path, err);
+        mine = check_saved(t, &mf->hdr, mf->settings, (size_t)mf->settings_len, mf->train_samples, path, err);
     for (int b = 0; mine == DDP_OK && b < c->n_buffers; b++)
         mine = damaged(train_shard_read_own(t, r, c->buffers[b].prefix, c->buffers[b].dev, err));
     if (mine == DDP_OK)

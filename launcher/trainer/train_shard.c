@@ -148,7 +148,7 @@ static int commit(train_job *t, const train_shard_save *s, const char *set_dir, 
                         CKPT_SET_MAX_BUFFERS);
     ckpt_manifest spec = {.hdr = s->hdr, .n_buffers = s->n_buffers, .buffer_len = (int64_t)m->n_params,
                           .n_tensors = m->n_tensors, .settings = s->settings,
-                          .settings_len = s->settings ? strlen(s->settings) : 0};
+                          .settings_len = s->settings ? strlen(s->settings) : 0, .train_samples = s->train_samples};
     spec.tensors = calloc((size_t)m->n_tensors + 1, sizeof *spec.tensors);
     if (!spec.tensors)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint manifest");

@@ -24,6 +24,7 @@ typedef struct train_shard_save {
     int n_buffers;
     ckpt_header hdr;
     const char *settings;      /* rank 0: the meta/config text */
+    int64_t train_samples;     /* the training split's samples (meta/train_samples) */
     int keep_last;
 } train_shard_save;
 

@@ -465,3 +465,16 @@ int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, cha
     return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: %d checkpoint(s), none valid (see warnings above)", dir,
                     committed);
 }
+
+int ckpt_loaded_train_samples(const ckpt_loaded *c, const char *path, int64_t *n, ddp_err *err)
+{
+    const ckpt_tensor *x = ckpt_loaded_tensor(c, CKPT_TRAIN_SAMPLES_TENSOR);
+    *n = 0;
+    if (!x)
+        return DDP_OK;
+    if (x->dtype != CKPT_I64 || ckpt_tensor_numel(x) != 1 || !x->data || ((const int64_t *)x->data)[0] <= 0)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: %s is not one positive int64", path,
+                        CKPT_TRAIN_SAMPLES_TENSOR);
+    *n = ((const int64_t *)x->data)[0];
+    return DDP_OK;
+}

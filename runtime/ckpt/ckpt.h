@@ -29,6 +29,8 @@
 #define CKPT_ALIGN 64      /* tensor data offsets are multiples of this */
 /* The training job's record of its settings: config_hashed_settings' text as u8 (docs/checkpoint-format.md). */
 #define CKPT_SETTINGS_TENSOR "meta/config"
+/* The training split's sample count that the header's `consumed` is a position in: i64 [1]. */
+#define CKPT_TRAIN_SAMPLES_TENSOR "meta/train_samples"
 
 /* Returned by ckpt_find_latest when the directory holds no checkpoint file at all (or does not
  * exist): not an error, "start fresh". Negative so it never collides with an exit status. */
@@ -159,6 +161,10 @@ int ckpt_read_table(const char *path, ckpt_loaded *out, uint32_t *header_crc, dd
 
 /* Tensor by name, or NULL. */
 const ckpt_tensor *ckpt_loaded_tensor(const ckpt_loaded *c, const char *name);
+/* The training split's sample count c (read whole) records (CKPT_TRAIN_SAMPLES_TENSOR) in *n, 0 when
+ * it records none (it was saved before checkpoints held it); one that is not a single positive i64
+ * is refused naming path. */
+int ckpt_loaded_train_samples(const ckpt_loaded *c, const char *path, int64_t *n, ddp_err *err);
 /* RNG state by name, or NULL. */
 const rng *ckpt_loaded_rng(const ckpt_loaded *c, const char *name);
 void ckpt_loaded_free(ckpt_loaded *c);

@@ -226,7 +226,7 @@ static int write_manifest(const char *set_dir, const ckpt_manifest *m, ddp_err *
         free_parts(&p);
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory for the manifest", set_dir);
     }
-    ckpt_tensor t[9];
+    ckpt_tensor t[10];
     int n = 0;
     const struct { const char *name; const char *text; size_t len; } texts[] = {
         {"set/buffers", p.buffers, p.buffers_len}, {"set/tensor_names", p.tensor_names, p.tensor_names_len},
@@ -245,6 +245,10 @@ static int write_manifest(const char *set_dir, const ckpt_manifest *m, ddp_err *
     if (m->settings) {
         t[n] = u8_tensor(m->settings, m->settings_len);
         snprintf(t[n++].name, CKPT_NAME_MAX, "%s", CKPT_SETTINGS_TENSOR);
+    }
+    if (m->train_samples > 0) {
+        t[n] = (ckpt_tensor){.dtype = CKPT_I64, .ndim = 1, .shape = {1}, .data = &m->train_samples};
+        snprintf(t[n++].name, CKPT_NAME_MAX, "%s", CKPT_TRAIN_SAMPLES_TENSOR);
     }
     ckpt_state s = {.hdr = m->hdr, .n_tensors = n, .tensors = t};
     int rc = ckpt_write_atomic_as(set_dir, CKPT_SET_MANIFEST, &s, NULL, err);
@@ -431,7 +435,7 @@ static int decode_manifest(ckpt_manifest *m, const char *path, ddp_err *err)
                         CKPT_SETTINGS_TENSOR);
     if (settings)
         m->settings = settings->data, m->settings_len = settings->nbytes;
-    return DDP_OK;
+    return ckpt_loaded_train_samples(c, path, &m->train_samples, err);
 }
 
 int ckpt_manifest_read(const char *set_dir, ckpt_manifest *m, ddp_err *err)

@@ -50,6 +50,7 @@ typedef struct ckpt_manifest {
     ckpt_extent *extents;
     const char *settings;           /* the meta/config text (NULL: none); not NUL-terminated */
     uint64_t settings_len;
+    int64_t train_samples;          /* meta/train_samples; 0: none recorded */
     ckpt_loaded raw_;               /* private: the manifest file read back */
 } ckpt_manifest;
 
@@ -78,7 +79,7 @@ void ckpt_manifest_free(ckpt_manifest *m);
 int ckpt_set_shard_table(const char *set_dir, const ckpt_manifest *m, int s, ckpt_loaded *table, ddp_err *err);
 
 /* The whole set as one checkpoint read back (as ckpt_read gives a single file: "param/<name>",
- * "optim/<buffer>/<name>", meta/config), every shard read in full and every CRC checked; the
+ * "optim/<buffer>/<name>", meta/config, meta/train_samples), every shard read in full and every CRC checked; the
  * assembled tensors' crc is 0 (crc_ok true): a set stores CRCs of pieces, not of tensors. */
 int ckpt_set_load(const char *set_dir, ckpt_loaded *out, ddp_err *err);
 /* ckpt_set_load for a directory, ckpt_read (lenient: ckpt_read_lenient) for a file. */

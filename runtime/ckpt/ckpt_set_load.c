@@ -53,11 +53,12 @@ static int fill_from_shard(const char *set_dir, const ckpt_manifest *m, int s, f
     return rc;
 }
 
-/* out's tensors over the assembled buffers, as a single file names them, then meta/config. */
+/* out's tensors over the assembled buffers, as a single file names them, then meta/config and
+ * meta/train_samples (their bytes in the tail of global that ckpt_set_load reserves). */
 static int describe(const ckpt_manifest *m, ckpt_loaded *out, float *global, ddp_err *err)
 {
     int n = m->n_buffers * m->n_tensors;
-    out->tensors = calloc((size_t)n + 2, sizeof *out->tensors);
+    out->tensors = calloc((size_t)n + 3, sizeof *out->tensors);
     if (!out->tensors)
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint: out of memory");
     int k = 0;
@@ -73,8 +74,15 @@ static int describe(const ckpt_manifest *m, ckpt_loaded *out, float *global, ddp
             x->nbytes = ckpt_tensor_numel(x) * sizeof(float);
             x->crc_ok = true; /* its pieces' CRCs were checked; crc stays 0: the set stores none for it */
         }
+    size_t floats = (size_t)m->n_buffers * (size_t)m->buffer_len + 1; /* a float more: 8-byte aligned */
+    int64_t *samples = (int64_t *)(global + (floats & ~(size_t)1));
+    if (m->train_samples > 0) {
+        *samples = m->train_samples;
+        out->tensors[k++] = (ckpt_tensor){.name = CKPT_TRAIN_SAMPLES_TENSOR, .dtype = CKPT_I64, .ndim = 1,
+                                          .shape = {1}, .data = samples, .nbytes = sizeof *samples, .crc_ok = true};
+    }
     if (m->settings) {
-        uint8_t *text = (uint8_t *)(global + (size_t)m->n_buffers * (size_t)m->buffer_len);
+        uint8_t *text = (uint8_t *)(samples + 1);
         memcpy(text, m->settings, m->settings_len);
         out->tensors[k] = (ckpt_tensor){.name = CKPT_SETTINGS_TENSOR, .dtype = CKPT_U8, .ndim = 1,
                                         .shape = {(int64_t)m->settings_len}, .data = text, .nbytes = m->settings_len,
@@ -92,7 +100,9 @@ int ckpt_set_load(const char *set_dir, ckpt_loaded *out, ddp_err *err)
     if (ckpt_manifest_read(set_dir, &m, err))
         return err->code;
     size_t floats = (size_t)m.n_buffers * (size_t)m.buffer_len;
-    float *global = aligned_alloc(CKPT_ALIGN, ckpt_align_up(floats * sizeof(float) + m.settings_len + 1));
+    /* the buffers, then meta/train_samples (8-byte aligned: describe) and meta/config */
+    float *global = aligned_alloc(CKPT_ALIGN, ckpt_align_up((floats + 1) * sizeof(float) + sizeof(int64_t) +
+                                                            m.settings_len + 1));
     int rc = global ? DDP_OK
                     : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory for %zu floats", set_dir, floats);
     ckpt_loaded c = {.hdr = m.hdr, .blob_ = global};

@@ -2,7 +2,8 @@
 # GPT-2 under real mpirun, on byte-level tokens of the Debian license texts: DDP equivalence
 # (np=2, np=4 and gradient accumulation match np=1 at the same global batch), bit-identical resume
 # after a stop at np=1 and np=2, a world-size change that trains every window of the epoch at most
-# once, val_loss evaluations that fall, a checkpoint of another shape refused naming both, and
+# once, val_loss evaluations that fall, a checkpoint of another shape or of other training data
+# (re-prepared, more samples) refused naming both, and
 # bad input (foreign shard, vocabulary too small, seq_len over block_size, n_embd not divisible by
 # n_head) refused with a clear error before training.
 source "$(dirname "$0")/../../lib.sh"
@@ -78,6 +79,12 @@ check "the progress line shows val loss and tokens/s" grep -q "loss .* val loss 
 worker 1 "$TMP/shape" "${D[@]}" model.gpt2.n_layer=3 checkpoint.resume="$ref" >"$TMP/shape.log" 2>&1
 check "checkpoint of another shape: refused as a usage error" [ $? -eq 2 ]
 check "the refusal names both shapes" grep -qF "checkpoint was written for gpt2 n_layer=2 n_head=2 n_embd=32 block_size=32 vocab_size=256 seq_len=24, this run builds gpt2 n_layer=3" "$TMP/shape.log"
+# data.path is no setting the config hash covers: the same settings on re-prepared, larger data
+cat "$TMP/corpus.txt" /usr/share/common-licenses/GPL-2 >"$TMP/more.txt"
+"$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$TMP/more.txt" "$TMP/more" >>"$TMP/prepare.log" 2>&1
+worker 1 "$TMP/moredata" data.path="$TMP/more" data.batch_size=16 checkpoint.resume="$ref" >"$TMP/moredata.log" 2>&1
+check "a checkpoint resumed on other training data: refused as a usage error (rc $?)" [ $? -eq 2 ]
+check "... naming both sample counts" grep -qE "ckpt-00000020.ddp was saved training on [0-9]+ samples, this run's training data has [0-9]+: its position" "$TMP/moredata.log"
 
 worker 1 "$TMP/vocab" "${D[@]}" model.gpt2.vocab_size=200 >"$TMP/vocab.log" 2>&1
 check "vocabulary too small for the data: refused (rc $?)" grep -qF "the data's vocabulary of 256 tokens is larger than model.gpt2.vocab_size 200" "$TMP/vocab.log"

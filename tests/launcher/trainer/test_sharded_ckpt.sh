@@ -16,7 +16,8 @@
 #    reading only its own pieces of the set; under ZeRO-3 a flipped byte is named by the rank that
 #    read it and the previous set is resumed by pieces, ending bit-identical, and so is a missing
 #    shard (not taken for a refusal of the settings); a damaged single file newer than the sets
-#    is passed over, the set before it still read by pieces;
+#    is passed over, the set before it still read by pieces; a set resumed on other (re-prepared,
+#    larger) training data is refused naming both sample counts, by pieces and whole;
 #  - keep_last removes old sets whole, and a prune that fails after a commit (DDP_TEST_FAULT
 #    prune-fail) is a warning: the job goes on and the next save prunes; checkpoint.resume names a
 #    set's directory; with
@@ -87,6 +88,13 @@ check "ZeRO-3 np=2 resumes the np=3 set, each rank reading its own pieces" \
     grep -q "each rank read only its own pieces of $(set_of z3set 7)" "$TMP/z3pieces.log"
 check "... and ends at step 20 bit-identical to the ZeRO-2 chain (ckpt diff)" \
     same "$(set_of z3pieces 20)" "$(file z3file 20)"
+cat "$TMP/corpus.txt" /usr/share/common-licenses/MPL-2.0 >"$TMP/more.txt"
+"$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$TMP/more.txt" "$TMP/more" >>"$TMP/prepare.log" 2>&1
+run moredata 2 ddp.zero=3 checkpoint.resume="$(set_of z3set 7)" "${S[@]}" data.path="$TMP/more"
+check "a set resumed by pieces on other (larger) training data: refused (exit $?)" [ $? -eq 2 ]
+run moredata 1 checkpoint.resume="$(set_of set 14)" data.path="$TMP/more"
+check "... and assembled whole (exit $?)" [ $? -eq 2 ]
+check "... each naming both sample counts" [ "$(grep -cE "ckpt-0+(7|14) was saved training on [0-9]+ samples, this run's training data has [0-9]+" "$TMP/moredata.log")" -ge 2 ]
 
 # ---- (c) a save killed after one rank's shard, before the manifest -------------------------------
 E=(ddp.zero=1 checkpoint.every_steps=4 "${S[@]}")

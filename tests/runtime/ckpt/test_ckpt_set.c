@@ -81,7 +81,7 @@ static int commit(int64_t step, const piece *p, int np, ddp_err *err)
         write_shard(set_dir, step, s, 3, p, np);
     ckpt_manifest spec = {.hdr = {.step = step, .consumed = 77, .world_size = 3}, .n_buffers = N_BUF,
                           .buffer_len = LEN, .n_tensors = 3, .tensors = tensors, .settings = settings,
-                          .settings_len = strlen(settings)};
+                          .settings_len = strlen(settings), .train_samples = 4321};
     for (int b = 0; b < N_BUF; b++)
         snprintf(spec.buffers[b], sizeof spec.buffers[b], "%s", prefixes[b]);
     return ckpt_set_commit(set_dir, &spec, 3, err);
@@ -133,11 +133,15 @@ static void test_commit_and_read(void)
     CHECK(strcmp(m.buffers[1], "optim/m/") == 0, "buffer 1 is %s", m.buffers[1]);
     CHECK(strcmp(m.shards[2].name, "shard-00002-of-00003.ddp") == 0, "shard 2 is %s", m.shards[2].name);
     CHECK(m.settings_len == strlen(settings) && memcmp(m.settings, settings, m.settings_len) == 0, "settings");
+    CHECK_EQ_INT(m.train_samples, 4321);
     ckpt_manifest_free(&m);
 
     ckpt_loaded c;
     CHECK(ckpt_set_load(set_dir, &c, &err) == DDP_OK, "load: %s", err.msg);
-    CHECK_EQ_INT(c.n_tensors, N_BUF * 3 + 1);
+    CHECK_EQ_INT(c.n_tensors, N_BUF * 3 + 2);
+    int64_t samples = 0;
+    CHECK(ckpt_loaded_train_samples(&c, set_dir, &samples, &err) == DDP_OK && samples == 4321,
+          "meta/train_samples assembled: %lld", (long long)samples);
     for (int b = 0; b < N_BUF; b++)
         for (int i = 0; i < 3; i++) {
             char name[2 * CKPT_NAME_MAX];
@@ -308,13 +312,32 @@ static void test_extent_not_a_piece(void)
     CHECK(ckpt_set_remove(set_dir, &err) == DDP_OK, "remove: %s", err.msg);
 }
 
-/* A manifest whose meta/config is not text (u8, one dimension) is malformed: every read refuses
- * it, as it refuses a malformed set/ table. */
+/* A manifest whose meta/config is not text (u8, one dimension), or whose meta/train_samples is not
+ * one positive i64, is malformed: every read refuses it, as it refuses a malformed set/ table. */
 static void test_settings_not_text_refused(void)
 {
     char set_dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX + 64];
     set_path(9, set_dir);
     snprintf(path, sizeof path, "%s/%s", set_dir, CKPT_SET_MANIFEST);
+    for (int how = 0; how < 2; how++) {
+        ddp_err err = {0};
+        CHECK(commit(9, good, N_GOOD, &err) == DDP_OK, "commit 9: %s", err.msg);
+        ckpt_loaded c;
+        CHECK(ckpt_read(path, &c, &err) == DDP_OK, "manifest: %s", err.msg);
+        ckpt_tensor *n = (ckpt_tensor *)ckpt_loaded_tensor(&c, CKPT_TRAIN_SAMPLES_TENSOR);
+        CHECK(n && n->nbytes == 8, "meta/train_samples of 8 bytes");
+        if (how == 0)
+            *(int64_t *)n->data = 0; /* no training split has no samples */
+        else
+            n->dtype = CKPT_I32, n->shape[0] = 2;
+        ckpt_state st = {.hdr = c.hdr, .n_tensors = c.n_tensors, .tensors = c.tensors};
+        CHECK(ckpt_write_atomic_as(set_dir, CKPT_SET_MANIFEST, &st, NULL, &err) == DDP_OK, "rewrite: %s", err.msg);
+        ckpt_loaded_free(&c);
+        ckpt_manifest m;
+        CHECK(ckpt_manifest_read(set_dir, &m, &err) != DDP_OK, "meta/train_samples %d refused", how);
+        CHECK_STR_CONTAINS(err.msg, "meta/train_samples is not one positive int64");
+        CHECK(ckpt_set_load(set_dir, &c, &err) != DDP_OK, "meta/train_samples %d refused by the load", how);
+    }
     for (int how = 0; how < 2; how++) {
         ddp_err err = {0};
         CHECK(commit(9, good, N_GOOD, &err) == DDP_OK, "commit 9: %s", err.msg);
