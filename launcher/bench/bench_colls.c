@@ -19,20 +19,38 @@ void bench_fill_sentinel(void *buf, size_t bytes) { memset(buf, 0xA5, bytes); }
 
 static bool is_unsigned(comm_dtype dt) { return dt == DT_UINT8 || dt == DT_UINT64; }
 
-/* Rank r's input element i. Small integers so sums over up to 64 ranks stay exact even in
- * bfloat16 (and within int8 up to 31 ranks); for prod exactly one rank contributes a 2 and the
- * rest ±1, so products are ±1 or ±2 whatever the rank count. */
+/* A value in [0, m) hashed from (seed, rank, i), with no pattern in rank or index: inputs linear in
+ * the rank would cancel in groups (with (3k mod 5) every 5 ranks sum to 0, so at 5, 10, ... ranks
+ * every expected sum is 0 and at 6, 11, ... rank 0's input: a collective writing zeros or one
+ * rank's data would pass), and inputs periodic in the index make blocks alike (a reduce-scatter
+ * handing out the wrong block would pass). splitmix64's finaliser: the checker draws ranks x
+ * elements of these. */
+static unsigned draw(const bench_row *r, int rank, size_t i, unsigned m)
+{
+    uint64_t h = (uint64_t)i * 0x9E3779B97F4A7C15u ^ (uint64_t)(rank + 2) * 0xC2B2AE3D27D4EB4Fu ^
+                 ((uint64_t)r->seed + 1) * 0x165667B19E3779F9u;
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9u;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBu;
+    return (unsigned)((h ^ (h >> 31)) % m);
+}
+
+/* Rank r's input element i: a base drawn per element plus a value drawn per rank, so that over
+ * many ranks results still differ from element to element (the extremes of inputs drawn from one
+ * range would all be its ends, integer averages all 0). Small integers, so that sums over up to 64
+ * ranks of [-2, 2] (unsigned: [0, 2], never reaching the sentinel's 165) stay exact even in
+ * bfloat16 (and within int8 up to 31 ranks); min and max in [-4, 4]; for prod exactly one rank
+ * (drawn per element) contributes a 2 and the rest ±1, so products are ±1 or ±2 whatever the rank
+ * count. */
 static double input(const bench_row *r, int rank, size_t i)
 {
     bool s = !is_unsigned(r->dt);
-    size_t k = (size_t)rank, seed = r->seed;
     if (!r->coll->reduction)
-        return (double)((i * 13 + k * 29 + seed) % 101) - (s ? 50 : 0);
+        return (double)draw(r, rank, i, 101) - (s ? 50 : 0);
     switch (r->op) {
-    case OP_PROD: return i % (size_t)r->ranks == k ? 2 : (s && (i + k + seed) % 3 == 0 ? -1 : 1);
+    case OP_PROD: return (int)draw(r, -1, i, (unsigned)r->ranks) == rank ? 2 : (s && draw(r, rank, i, 3) == 0 ? -1 : 1);
     case OP_MIN:
-    case OP_MAX: return (double)((i * 5 + k * 11 + seed) % 9) - (s ? 4 : 0);
-    default: return (double)((i * 7 + k * 3 + seed) % 5) - (s ? 2 : 0);
+    case OP_MAX: return (double)(draw(r, -1, i, 7) + draw(r, rank, i, 3)) - (s ? 4 : 0);
+    default: return s ? (double)(draw(r, -1, i, 3) + draw(r, rank, i, 3)) - 2 : draw(r, -1, i, 2) + draw(r, rank, i, 2);
     }
 }
 
