@@ -463,18 +463,16 @@ int reducer_finish(reducer *r, ddp_err *err)
     test_delay(r);
     if (r->comm->size == 1)
         return DDP_OK;
+    start_ready_buckets(r); /* backward's last report started them already; the same rule either way */
     int rc = r->status;
     if (rc != DDP_OK) {
         *err = r->err;
         return rc;
     }
-    for (int i = r->next_to_start; i < r->n_buckets; i++) {
-        reducer_bucket *b = &r->buckets[i];
-        if (b->ready != b->count)
-            return ddp_fail(err, DDP_ERUNTIME, "reducer: bucket %d [%zu, +%zu) has %zu of %zu gradients final "
-                            "at the end of backward", i, b->offset, b->count, b->ready, b->count);
-        start_bucket(r, b);
-        r->next_to_start++;
+    if (r->next_to_start < r->n_buckets) {
+        const reducer_bucket *b = &r->buckets[r->next_to_start];
+        return ddp_fail(err, DDP_ERUNTIME, "reducer: bucket %d [%zu, +%zu) has %zu of %zu gradients final at the "
+                        "end of backward", r->next_to_start, b->offset, b->count, b->ready, b->count);
     }
     for (int i = 0; i < r->n_buckets && rc == DDP_OK; i++) {
         reducer_bucket *b = &r->buckets[i];

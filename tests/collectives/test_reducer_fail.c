@@ -1,7 +1,8 @@
 /* test_reducer_fail.c — the reducer (collectives/reducer.h) after one of its collectives fails to
  * start, over a communicator that only records: it issues no later bucket (the peers' next
  * collective is still the failed one, which a later bucket would be paired with) and
- * reducer_finish reports the failure. No MPI: the communicator is this file's. */
+ * reducer_finish reports the failure; a bucket whose gradients backward never reported is named
+ * and none after it issued. No MPI: the communicator is this file's. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,8 +46,9 @@ static int rec_test(comm *c, comm_req *req, bool *done, ddp_err *err)
 static const struct comm_ops rec_ops = {.name = "recorder", .allreduce = rec_allreduce, .wait = rec_wait,
                                         .test = rec_test};
 
-/* Four tensors of 64 floats in buckets of one tensor each; all-reduce fail_at (0: none) fails. */
-static void run(int fail_at)
+/* Four tensors of 64 floats in buckets of one tensor each; all-reduce fail_at (0: none) fails;
+ * backward reports every tensor but `unreported` (-1: all). */
+static void run_reporting(int fail_at, int unreported)
 {
     comm c = {.ops = &rec_ops, .rank = 0, .size = 2};
     enum { N = 256 };
@@ -61,9 +63,15 @@ static void run(int fail_at)
         CHECK_EQ_INT(r->n_buckets, 4);
         reducer_begin(r, false);
         for (int t = 3; t >= 0; t--)
-            reducer_grad_ready(r, offs[t], 64);
+            if (t != unreported)
+                reducer_grad_ready(r, offs[t], 64);
         rc = reducer_finish(r, &err);
-        if (fail_at) {
+        if (unreported >= 0) { /* buckets hold the tensors in reverse order */
+            CHECK(rc != DDP_OK && strstr(err.msg, "has 0 of 64 gradients final at the end of backward"),
+                  "finish with tensor %d unreported: %s", unreported, err.msg);
+            CHECK(g_rec.calls == 3 - unreported, "all-reduces issued before bucket %d: %d", 3 - unreported,
+                  g_rec.calls);
+        } else if (fail_at) {
             CHECK(rc != DDP_OK && strstr(err.msg, "planted failure"), "finish after a failed bucket: %d %s", rc,
                   err.msg);
             CHECK(g_rec.calls == fail_at, "all-reduces issued with number %d failing: %d (none after it)", fail_at,
@@ -76,8 +84,15 @@ static void run(int fail_at)
     free(grads);
 }
 
+static void run(int fail_at)
+{
+    run_reporting(fail_at, -1);
+}
+
 int main(void)
 {
+    run_reporting(0, 1);
+    run_reporting(0, 3);
     run(0);
     run(1);
     run(2);
