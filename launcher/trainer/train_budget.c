@@ -79,10 +79,10 @@ int train_budget_written(train_job *t, const ckpt_write_stats *st, double stall_
         if (cloud != NOTICE_OFF)
             check_budget(t, st, stall_s, cloud);
     }
-    int rc = train_tb_scalar(t, "checkpoint/stall_ms", 1e3 * stall_s, err);
+    int rc = train_tb_scalar(t, st->step, "checkpoint/stall_ms", 1e3 * stall_s, err);
     if (rc == DDP_OK)
-        rc = train_tb_scalar(t, "checkpoint/write_s", st->write_s, err);
+        rc = train_tb_scalar(t, st->step, "checkpoint/write_s", st->write_s, err);
     if (rc == DDP_OK)
-        rc = train_tb_scalar(t, "checkpoint/mb", (double)st->bytes / 1e6, err);
+        rc = train_tb_scalar(t, st->step, "checkpoint/mb", (double)st->bytes / 1e6, err);
     return rc;
 }

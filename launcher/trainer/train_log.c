@@ -44,6 +44,8 @@ struct train_log {
     train_eval eval;
 };
 
+static int metrics_flush(struct train_log *g, ddp_err *err);
+
 int train_log_open(train_job *t, ddp_err *err)
 {
     struct train_log *g = calloc(1, sizeof *g);
@@ -66,7 +68,12 @@ int train_log_open(train_job *t, ddp_err *err)
         return ddp_fail(err, DDP_ERUNTIME, "cannot open %s: %s", g->metrics_path, strerror(errno));
     struct stat st;
     g->metrics_bytes = fstat(fileno(g->metrics), &st) == 0 ? (long long)st.st_size : 0;
-    return DDP_OK;
+    if (t->step == 0)
+        return DDP_OK;
+    /* a resumed job trains again the steps after its checkpoint that an earlier attempt may have
+     * logged: readers drop those lines before this one (scripts/plot does) */
+    fprintf(g->metrics, "{\"kind\":\"resume\",\"step\":%lld}\n", (long long)t->step);
+    return metrics_flush(g, err);
 }
 
 /* After each line: the line reached the file, or the job ends naming the file and the reason. A
@@ -323,9 +330,9 @@ static int log_evaluation(train_job *t, double samples, ddp_err *err)
     }
     char tag[24];
     snprintf(tag, sizeof tag, "eval/%s", loss_key);
-    int rc = train_tb_scalar(t, tag, e->loss, err);
+    int rc = train_tb_scalar(t, t->step, tag, e->loss, err);
     if (rc == DDP_OK && classifier)
-        rc = train_tb_scalar(t, "eval/test_acc", e->acc, err);
+        rc = train_tb_scalar(t, t->step, "eval/test_acc", e->acc, err);
     return rc;
 }
 

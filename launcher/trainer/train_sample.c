@@ -65,10 +65,11 @@ int train_sample_text(train_job *t, ddp_err *err)
         rc = sample_verdict(t, gen, err);
     }
     if (drawn && printer) {
-        tokenizer_decode(&tok, ids + 1, n, text, (size_t)n * TOKENIZER_MAX_TOKEN_BYTES + 1, NULL);
+        size_t len = 0;
+        tokenizer_decode(&tok, ids + 1, n, text, (size_t)n * TOKENIZER_MAX_TOKEN_BYTES + 1, &len);
         log_info("sample at step %lld: %s", (long long)t->step, text);
         if (rc == DDP_OK)
-            rc = train_tb_text(t, "samples/text", text, err);
+            rc = train_tb_text(t, "samples/text", text, len, err);
     }
     free(ids);
     free(text);

@@ -3,7 +3,8 @@
  * attempt, as TensorBoard's writers make one per process), each event flushed as it is written so
  * `tensorboard --logdir run.dir/tensorboard` shows a running job. Tags: train/... for the progress
  * line's figures, rank{R}/... for each rank's own (train_ranks.c), eval/..., checkpoint/...,
- * samples/text; the step is the optimizer step. A write that fails ends the job naming the file,
+ * samples/text; the step is the optimizer step (a checkpoint's figures at the step it saved). A
+ * resumed job's file opens with a SessionLog START at the step after its checkpoint. A write that fails ends the job naming the file,
  * as metrics.jsonl's does. Must not change training state nor decide what is measured. */
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +37,10 @@ int train_tb_open(train_job *t, ddp_err *err)
     char dir[CFG_PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/tensorboard", t->cfg->run.dir);
     int rc = event_file_open(dir, t->ctl->host, &tb->file, err);
+    /* a resumed job trains again the steps after its checkpoint that an earlier attempt's file may
+     * hold: TensorBoard drops those from the START event's step on */
+    if (rc == DDP_OK && t->step > 0)
+        rc = event_file_session_start(tb->file, t->step + 1, wall_time(), err);
     return rc != DDP_OK ? ddp_prefix(err, "run.tensorboard") : DDP_OK;
 }
 
@@ -87,20 +92,20 @@ int train_tb_progress_write(train_job *t, const train_tb_progress *p, ddp_err *e
     return event_file_commit(f, err);
 }
 
-int train_tb_scalar(train_job *t, const char *tag, double value, ddp_err *err)
+int train_tb_scalar(train_job *t, int64_t step, const char *tag, double value, ddp_err *err)
 {
     if (!t->tb)
         return DDP_OK;
-    event_file_begin(t->tb->file, t->step, wall_time());
+    event_file_begin(t->tb->file, step, wall_time());
     add(t->tb->file, tag, value);
     return event_file_commit(t->tb->file, err);
 }
 
-int train_tb_text(train_job *t, const char *tag, const char *text, ddp_err *err)
+int train_tb_text(train_job *t, const char *tag, const char *text, size_t len, ddp_err *err)
 {
     if (!t->tb)
         return DDP_OK;
     event_file_begin(t->tb->file, t->step, wall_time());
-    event_file_add_text(t->tb->file, tag, text);
+    event_file_add_text(t->tb->file, tag, text, len);
     return event_file_commit(t->tb->file, err);
 }

@@ -15,7 +15,10 @@ typedef struct train_tb_progress {
     double targets;   /* the loss terms (targets counted) the loss averages over */
 } train_tb_progress;
 int train_tb_progress_write(train_job *t, const train_tb_progress *p, ddp_err *err);
-int train_tb_scalar(train_job *t, const char *tag, double value, ddp_err *err);
-int train_tb_text(train_job *t, const char *tag, const char *text, ddp_err *err);
+/* One value at step: the optimizer step it belongs to (a checkpoint's, whose write ends later). */
+int train_tb_scalar(train_job *t, int64_t step, const char *tag, double value, ddp_err *err);
+/* text[0..len): the bytes a tokenizer decoded (a multi-byte character cut, a NUL): TensorBoard gets
+ * them as UTF-8 (event_file_add_text). */
+int train_tb_text(train_job *t, const char *tag, const char *text, size_t len, ddp_err *err);
 
 #endif

@@ -7,39 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/utf8.h"
 #include "tokenizer_encode.h"
 #include "unicode_class.h"
-
-/* Length of the well-formed UTF-8 sequence at p[0..n) (1..4) with its code point in *cp, or 0
- * when it is not one (stray continuation, overlong form, surrogate, above U+10FFFF, cut short). */
-static size_t utf8_next(const uint8_t *p, size_t n, uint32_t *cp)
-{
-    uint8_t b = p[0];
-    if (b < 0x80) {
-        *cp = b;
-        return 1;
-    }
-    size_t len;
-    uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (b >= 0xC2 && b <= 0xDF)
-        len = 2;
-    else if (b >= 0xE0 && b <= 0xEF)
-        len = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-    else if (b >= 0xF0 && b <= 0xF4)
-        len = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-    else
-        return 0;
-    if (n < len || p[1] < lo || p[1] > hi)
-        return 0;
-    uint32_t c = b & (0x7F >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        c = c << 6 | (p[i] & 0x3F);
-    }
-    *cp = c;
-    return len;
-}
 
 /* The text as code points: each one's class, value and byte offset (off[n] = the text's length). */
 void cp_text_free(cp_text *c)

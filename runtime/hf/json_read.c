@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/utf8.h"
+
 static int fail_at(const json_doc *j, yaml_mark_t m, ddp_err *err, const char *what)
 {
     return ddp_fail(err, DDP_EUSAGE, "%s:%zu:%zu: %s", j->name, m.line + 1, m.column + 1, what);
@@ -141,24 +143,6 @@ static void skip_space(reader *r)
     }
 }
 
-/* The length of the well-formed UTF-8 sequence at p[0..n) (no overlong forms, surrogates or code
- * points above U+10FFFF), or 0. */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0];
-    size_t need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    if (!need || n < need)
-        return 0;
-    unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
-    unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-    if (p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < need; i++)
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-    return need;
-}
-
 static int put_bytes(reader *r, const void *p, size_t n)
 {
     if (r->blen + n > r->cap) {
@@ -265,7 +249,8 @@ static int read_string(reader *r)
         if (r->pos >= r->len)
             return bad(r, open, "a string not closed before the end of the text");
         unsigned char c = r->s[r->pos];
-        size_t n = c < 0x80 ? 1 : utf8_len(r->s + r->pos, r->len - r->pos);
+        uint32_t cp;
+        size_t n = utf8_next(r->s + r->pos, r->len - r->pos, &cp);
         int rc = c == '"' ? DDP_OK : c < 0x20 ? raw_control(r, c) : c == '\\' ? escape(r)
                : !n ? bad(r, r->pos, "byte 0x%02X inside a string is not UTF-8", c) : put_bytes(r, r->s + r->pos, n);
         if (rc)

@@ -7,6 +7,7 @@
  * generated code for four messages whose encoding is a varint, a fixed-width number or a length
  * before bytes. Must not decide what is written (the caller does) nor keep a partial record. */
 #include "runtime/tensorboard/event_file.h"
+#include "runtime/base/utf8.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -141,20 +142,26 @@ void event_file_add_scalar(event_file *f, const char *tag, float value)
     pb_message(&f->summary, 1, &f->value);
 }
 
-/* The text plugin's form: a DT_STRING (7) scalar tensor, metadata naming the plugin "text". */
-void event_file_add_text(event_file *f, const char *tag, const char *text)
+/* The text plugin's form: a DT_STRING (7) scalar tensor, metadata naming the plugin "text". The
+ * text must be UTF-8 there: the plugin decodes every step's text of a tag strictly, and one that
+ * fails hides the whole tag. */
+void event_file_add_text(event_file *f, const char *tag, const char *text, size_t len)
 {
     pb plugin = {0};
+    uint8_t *utf8 = malloc(3 * len + 1);
+    size_t n = utf8 ? utf8_replace_invalid((const uint8_t *)text, len, utf8) : 0;
+    f->inner.failed |= !utf8;
     pb_len_field(&plugin, 1, "text", 4);
     pb_len_field(&f->value, 1, tag, strlen(tag));
     pb_key(&f->inner, 1, WIRE_VARINT);
     pb_varint(&f->inner, 7);
-    pb_len_field(&f->inner, 8, text, strlen(text));
+    pb_len_field(&f->inner, 8, utf8, n);
     pb_message(&f->value, 8, &f->inner);
     pb_message(&f->inner, 1, &plugin);
     pb_message(&f->value, 9, &f->inner);
     pb_message(&f->summary, 1, &f->value);
     free(plugin.b);
+    free(utf8);
 }
 
 /* The record of the serialized event e: length, its masked CRC, e, e's masked CRC. */
@@ -202,6 +209,20 @@ int event_file_commit(event_file *f, ddp_err *err)
     pb_key(&f->event, 2, WIRE_VARINT);
     pb_varint(&f->event, (uint64_t)f->step);
     pb_message(&f->event, 5, &f->summary);
+    return write_record(f, err);
+}
+
+int event_file_session_start(event_file *f, int64_t step, double wall_time, ddp_err *err)
+{
+    if (!f->f)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: closed after an earlier failure", f->path);
+    f->wall_time = wall_time;
+    event_header(f);
+    pb_key(&f->event, 2, WIRE_VARINT);
+    pb_varint(&f->event, (uint64_t)step);
+    pb_key(&f->inner, 1, WIRE_VARINT); /* SessionLog.status: START (1) */
+    pb_varint(&f->inner, 1);
+    pb_message(&f->event, 7, &f->inner); /* Event.session_log */
     return write_record(f, err);
 }
 

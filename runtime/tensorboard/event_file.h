@@ -3,7 +3,7 @@
  * little-endian uint64, its masked CRC32C, the data, the data's masked CRC32C) around serialized
  * tensorflow.Event messages: the first holds file_version "brain.Event:2", each later one a step,
  * a wall time and a Summary of values, a scalar as simple_value, a text as a string tensor with the
- * text plugin's metadata. Every event is flushed as it is committed, so a running job's file can
+ * text plugin's metadata, or a SessionLog (a restart). Every event is flushed as it is committed, so a running job's file can
  * be read; one whose write fails is cut off again, so the file holds whole records only.
  * Knows nothing of training: the caller chooses tags and steps. */
 #ifndef DDP_EVENT_FILE_H
@@ -25,8 +25,12 @@ const char *event_file_path(const event_file *f);
  * reported by commit. */
 void event_file_begin(event_file *f, int64_t step, double wall_time);
 void event_file_add_scalar(event_file *f, const char *tag, float value);
-void event_file_add_text(event_file *f, const char *tag, const char *text);
+/* text[0..len): bytes, sent as UTF-8 (an ill-formed part of it as U+FFFD). */
+void event_file_add_text(event_file *f, const char *tag, const char *text, size_t len);
 int event_file_commit(event_file *f, ddp_err *err);
+/* A SessionLog START event at step: TensorBoard's reader then drops the events at that step and
+ * later that files before this one hold (a restarted job's steps, trained again), and flushes it. */
+int event_file_session_start(event_file *f, int64_t step, double wall_time, ddp_err *err);
 
 /* Flushed, made durable (fsync) and closed; an error names the file. NULL is fine. */
 int event_file_close(event_file *f, ddp_err *err);

@@ -3,8 +3,11 @@
 # back by the tensorboard package's own reader (tb_read.py), an outside referee that checks every
 # record's CRC-32Cs: a finished GPT-2 run at np 2 holds the progress lines' values at their steps
 # (those metrics.jsonl has), every rank's figures, the val loss, the checkpoint times and the text
-# samples as the text plugin's; a copy cut inside its last record, or inside a record's header,
-# still gives every whole record; a running job's file is read while it trains. Exits 77 (skipped)
+# samples as the text plugin's (UTF-8, each ill-formed part of a byte-level sample U+FFFD), the
+# checkpoint figures at the steps saved; after a rank is killed and the job restarted from an
+# earlier checkpoint, each step once, the restarted attempt's (metrics.jsonl marks the resume); a
+# copy cut inside its last record, or inside a record's header, still gives every whole record; a
+# running job's file is read while it trains. Exits 77 (skipped)
 # only when the tensorboard package is neither installed nor installable.
 source "$(dirname "$0")/../../lib.sh"
 if ! python3 -c "import tensorboard" 2>/dev/null; then
@@ -28,7 +31,8 @@ check "finished run: values, steps and tags as metrics.jsonl and the log have th
 import json, math, sys
 tb = json.load(open(sys.argv[1]))
 lines = [json.loads(l) for l in open(sys.argv[2])]
-log = open(sys.argv[3], encoding="latin-1").read()  # byte tokens: the samples' bytes as they are
+# byte tokens: the samples' bytes as they are, each ill-formed part of them U+FFFD in TensorBoard
+log = open(sys.argv[3], "rb").read().decode("utf-8", errors="replace")
 s = tb["scalars"]
 def same(tag, want, places=None):  # float32 of metrics.jsonl's %.6g (5e-6 relative), or %.{places}f
     got = s.get(tag)
@@ -50,13 +54,41 @@ same("train/peak_mem_mib", [(l["step"], max(x["peak_mib"] for x in l["ranks"])) 
 assert "train/mfu" not in s and "train/acc" not in s  # no peak known on the CPU; not a classifier
 evals = [l for l in lines if l["kind"] == "eval"]
 same("eval/val_loss", [(l["step"], l["val_loss"]) for l in evals])
-assert [e[0] for e in s["checkpoint/write_s"]] and all(v > 0 for _, v in s["checkpoint/write_s"]), s["checkpoint/write_s"]
+# at the steps saved, whenever the background write ended
+assert [e[0] for e in s["checkpoint/write_s"]] == [10, 20, 30] and all(v > 0 for _, v in s["checkpoint/write_s"]), \
+    s["checkpoint/write_s"]
 assert all(v > 0 for _, v in s["checkpoint/mb"]) and "checkpoint/stall_ms" in s
 texts = tb["texts"]["samples/text"]
 assert [t[0] for t in texts] == [10, 20, 30], texts
 assert tb["text_plugin"]["samples/text"] == "text"
 for step, text in texts:
     assert f"sample at step {step}: {text.splitlines()[0] if text.strip() else ''}" in log, (step, text)
+PY
+
+# a rank killed after step 27, the job restarted from step 20's checkpoint: steps 21-27 trained again
+DDP_TEST_FAULT=kill:1:27 "$DDPRUN" --max-restarts 1 -np 2 "$TINY" run.dir="$TMP/re" "${GPT[@]}" train.max_steps=30 \
+    >"$TMP/re.log" 2>&1
+check "restart: the job completes after one restart (exit $?)" [ $? -eq 0 ]
+refiles=("$TMP"/re/tensorboard/events.out.tfevents.*)
+check "restart: an event file per attempt" [ ${#refiles[@]} -eq 2 ]
+python3 "$READ" "$TMP/re/tensorboard" >"$TMP/re.json"
+check "restart: tensorboard shows each step once, the restarted attempt's (a SessionLog START at step 21)" \
+    python3 - "$TMP/re.json" "$TMP/re/metrics.jsonl" <<'PY'
+import json, math, sys
+tb = json.load(open(sys.argv[1]))
+lines = [json.loads(l) for l in open(sys.argv[2])]
+at = [i for i, l in enumerate(lines) if l["kind"] == "resume"]
+assert len(at) == 1 and lines[at[0]]["step"] == 20, [l for l in lines if l["kind"] == "resume"]
+first = [l["step"] for l in lines[:at[0]] if l["kind"] == "train"]
+assert first == [5, 10, 15, 20, 25], first  # step 25's line is the first attempt's, trained again after
+kept = [l for l in lines[:at[0]] if l["kind"] == "train" and l["step"] <= 20] + \
+       [l for l in lines[at[0]:] if l["kind"] == "train"]
+for tag, key in [("train/loss", "loss"), ("train/ms_per_step", "ms_per_step")]:
+    got = tb["scalars"][tag]
+    assert [g[0] for g in got] == [l["step"] for l in kept] == [5, 10, 15, 20, 25, 30], (tag, got)
+    for (_, v), l in zip(got, kept):
+        assert math.isclose(v, l[key], rel_tol=1e-5, abs_tol=1e-4), (tag, v, l)
+assert [t[0] for t in tb["texts"]["samples/text"]] == [10, 20, 30], tb["texts"]["samples/text"]
 PY
 
 # cut copies: inside the last record's data, and 3 bytes into the header of a record
