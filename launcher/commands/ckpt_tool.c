@@ -257,8 +257,8 @@ int ckpt_tool_main(int argc, char **argv)
 {
     const char *usage = "usage: ddprun ckpt info PATH\n       ddprun ckpt diff A B\n"
                         "       ddprun ckpt export --format llmc [--force] CHECKPOINT OUT.bin\n"
-                        "       ddprun ckpt export --format hf [--dtype f32|bf16] [--max-shard-mb N] [--force] "
-                        "CHECKPOINT DIR\n";
+                        "       ddprun ckpt export --format hf [--dtype f32|bf16] [--max-shard-mb N] "
+                        "[--token-ids-from SRC] [--force] CHECKPOINT DIR\n";
     int rc = 2;
     if (argc == 3 && strcmp(argv[1], "info") == 0)
         rc = tool_info(argv[2]);
