@@ -366,11 +366,12 @@ inline bool in_stack(const grid_filter &f, const char *p)
     return (size_t)(p - f.stacks) < f.stack_bytes;
 }
 
-/* The slot of the allocation found last that holds p, or -1. */
-inline int found_slot(const grid_filter &f, const char *p)
+/* The slot of an allocation found lately that holds all of [p, p + bytes), or -1 (an access that
+ * starts inside one and runs past its end takes the slow path, which reports it). */
+inline int found_slot(const grid_filter &f, const char *p, size_t bytes)
 {
     for (int i = 0; i < FOUND_SLOTS; i++)
-        if ((size_t)(p - f.lo[i]) < f.bytes[i])
+        if ((size_t)(p - f.lo[i]) < f.bytes[i] && (size_t)(p - f.lo[i]) + bytes <= f.bytes[i])
             return i;
     return -1;
 }
@@ -392,7 +393,7 @@ __attribute__((noinline)) void access(const void *addr, size_t bytes, bool write
 {
     grid_filter &f = filter;
     const char *p = static_cast<const char *>(addr);
-    int slot = found_slot(f, p);
+    int slot = found_slot(f, p, bytes);
     if (slot < 0) {
         if (in_stack(f, p))
             return;
@@ -403,6 +404,9 @@ __attribute__((noinline)) void access(const void *addr, size_t bytes, bool write
                 kernel_memory_check(p, bytes, write, at.pc);
             return;
         }
+        if (at.pc && (size_t)(p - f.lo[slot]) + bytes > f.bytes[slot]) /* it runs past the end */
+            report_outside_allocation(memory_range{const_cast<char *>(f.lo[slot]), f.bytes[slot]}, p, bytes, write,
+                                      at.pc);
     }
     if (f.races)
         access_bytes(state, memory_range{const_cast<char *>(f.lo[slot]), f.bytes[slot]}, p, bytes, write, at);
@@ -414,7 +418,7 @@ void global_race_access(const void *p, size_t bytes, bool write, const void *pc)
 {
     const grid_filter &f = filter;
     const char *c = static_cast<const char *>(p);
-    if (!f.races && (in_stack(f, c) || found_slot(f, c) >= 0))
+    if (!f.races && (in_stack(f, c) || found_slot(f, c, bytes) >= 0))
         return;
     access(p, bytes, write, access_site{nullptr, nullptr, 0, pc});
 }

@@ -136,9 +136,11 @@ void global_race_access(const void *p, size_t bytes, bool write, const void *pc)
  * stacks that is none of those, the built-in variables, static data or pinned host memory aborts. */
 void kernel_memory_grid_begin(const memory_range *ranges, size_t count);
 void kernel_memory_check(const void *p, size_t bytes, bool write, const void *pc);
-/* Whether [p, p + bytes) lies in one pinned host allocation, or p in a device allocation's mapping
- * (its guard bytes, slack or guard pages, which the guard checks report) (cudart_memory.cpp). */
+/* Whether [p, p + bytes) lies in one pinned host allocation (cudart_memory.cpp). */
 bool kernel_reachable(const void *p, size_t bytes);
+/* Whether p lies in a device allocation's mapping outside its data (its guard bytes, slack or guard
+ * pages): *allocation gets the data's range (cudart_memory.cpp). */
+bool device_allocation_beside(const void *p, memory_range *allocation);
 /* The emulator's own read of device memory for the running block (`what` at file:line: a cp.async's
  * or a bulk or tensor copy's source), checked the same way. */
 void global_race_copy_read(const void *p, size_t bytes, const char *what, const char *file, int line);

@@ -9,8 +9,10 @@
  * outside device allocations and fiber stacks; allowed here are the grid's own ranges the scheduler
  * names (its arguments, the thread indices behind threadIdx), the emulator's per-thread built-in
  * variables, the loaded objects' static data (where __device__ variables live in this build; so a
- * host static is not told apart from one), pinned host allocations, and a device allocation's guard
- * bytes and pages (cudart_memory.cpp's guard checks name those). Must not schedule fibers. */
+ * host static is not told apart from one) and pinned host allocations. An access beside a device
+ * allocation's data (its guard bytes, rounding slack or guard pages) is reported as out of bounds,
+ * read or write: on a GPU it reads or corrupts whatever lies there, and compute-sanitizer's memcheck
+ * names it. Must not schedule fibers. */
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
 #include "cudaemu_race_report.h"
@@ -81,6 +83,9 @@ void kernel_memory_check(const void *addr, size_t bytes, bool write, const void 
             return;
     if (in_static_segment(p, bytes) || kernel_reachable(p, bytes))
         return;
+    memory_range a;
+    if (device_allocation_beside(p, &a))
+        report_outside_allocation(a, p, bytes, write, pc);
     report_host_access(p, bytes, write, pc);
 }
 

@@ -144,6 +144,23 @@ struct access_context {
     end_with("kernel access to host memory", detail);
 }
 
+[[noreturn]] __attribute__((noinline)) void report_outside_allocation(const memory_range &a, const void *p,
+                                                                      size_t bytes, bool write, const void *pc)
+{
+    char site[512], detail[1024];
+    describe_site(site, sizeof site, nullptr, nullptr, 0, pc);
+    const char *lo = static_cast<const char *>(a.addr), *c = static_cast<const char *>(p);
+    bool before = c < lo;
+    size_t off = before ? (size_t)(lo - c) : (size_t)(c + bytes - lo) - a.bytes;
+    snprintf(detail, sizeof detail,
+             "thread %d of the block %s %zu bytes at %p (%s), %s %zu byte(s) %s a %zu-byte cudaMalloc allocation "
+             "at %p. On a GPU that %s whatever lies there (compute-sanitizer's memcheck: an invalid __global__ %s)",
+             race_running_thread(), write ? "writes" : "reads", bytes, p, site, before ? "starting" : "ending", off,
+             before ? "before the start of" : "past the end of", a.bytes, a.addr, write ? "corrupts" : "reads",
+             write ? "write" : "read");
+    end_with("kernel access outside its allocation", detail);
+}
+
 /* A kernel's access of `bytes` at p whose type promises alignment to its size, made at pc: a GPU
  * requires every access to be so aligned (it faults with cudaErrorMisalignedAddress), an x86 CPU
  * does not, so the emulator asks. */

@@ -91,15 +91,21 @@ bool kernel_reachable(const void *p, size_t bytes)
 {
     alloc_kind kind;
     size_t overrun = 0;
-    std::lock_guard<std::mutex> hold(registry_lock); /* one look at the registry: no free between the two asks */
-    if (lookup_locked(p, bytes, &kind, &overrun) && kind == ALLOC_PINNED_HOST)
-        return true;
+    std::lock_guard<std::mutex> hold(registry_lock);
+    return lookup_locked(p, bytes, &kind, &overrun) && kind == ALLOC_PINNED_HOST;
+}
+
+bool device_allocation_beside(const void *p, memory_range *allocation)
+{
+    std::lock_guard<std::mutex> hold(registry_lock);
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     auto next = registry.upper_bound(a); /* a in its leading guard, or in the previous one's slack or guard */
     for (auto it : {next, next == registry.begin() ? registry.end() : std::prev(next)})
         if (it != registry.end() && it->second.kind == ALLOC_DEVICE &&
-            a - reinterpret_cast<uintptr_t>(it->second.map) < it->second.map_bytes)
+            a - reinterpret_cast<uintptr_t>(it->second.map) < it->second.map_bytes) {
+            *allocation = memory_range{reinterpret_cast<void *>(it->first), it->second.bytes};
             return true;
+        }
     return false;
 }
 
@@ -130,10 +136,20 @@ static void fill_guard(unsigned char *p, size_t n)
         p[i] = GUARD_PATTERN[i % 4];
 }
 
-/* Index of the first guard byte in [p, p+n) that changed, or -1. */
+/* Index of the first guard byte in [p, p+n) that changed, or -1 (fill_guard's pattern starts at p);
+ * compared four bytes at a time, as every op's end checks them all. */
 static ptrdiff_t changed_guard(const unsigned char *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    uint32_t word;
+    memcpy(&word, GUARD_PATTERN, 4);
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        uint32_t got;
+        memcpy(&got, p + i, 4);
+        if (got != word)
+            break;
+    }
+    for (; i < n; i++)
         if (p[i] != GUARD_PATTERN[i % 4])
             return (ptrdiff_t)i;
     return -1;
@@ -257,12 +273,12 @@ void check_allocation_bounds(const char *what)
             continue;
         const unsigned char *data = reinterpret_cast<const unsigned char *>(kv.first);
         size_t slack = round_up(al.bytes, ALIGN) - al.bytes;
-        /* the guard bytes just before the data: the pattern continues from the body's start */
+        /* every guard byte before the data (up to a page and GUARD_BYTES: a write there corrupts the
+         * allocation before this one on a GPU); the pattern continues from the body's start */
         size_t lead = (size_t)(data - reinterpret_cast<const unsigned char *>(body(al)));
-        size_t check = lead < (size_t)GUARD_BYTES ? lead : (size_t)GUARD_BYTES;
-        for (size_t i = lead - check; i < lead; i++)
-            if (reinterpret_cast<const unsigned char *>(body(al))[i] != GUARD_PATTERN[i % 4])
-                report_out_of_bounds(what, kv.first, al, (ptrdiff_t)i - (ptrdiff_t)lead);
+        ptrdiff_t before = changed_guard(reinterpret_cast<const unsigned char *>(body(al)), lead);
+        if (before >= 0)
+            report_out_of_bounds(what, kv.first, al, before - (ptrdiff_t)lead);
         ptrdiff_t past = changed_guard(data + al.bytes, slack);
         if (past >= 0)
             report_out_of_bounds(what, kv.first, al, (ptrdiff_t)al.bytes + past);

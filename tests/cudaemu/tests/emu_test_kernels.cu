@@ -376,6 +376,18 @@ extern "C" int emu_write_at(float *out, long long index, float value, cudaStream
     return (int)DDP_LAUNCH_STATUS();
 }
 
+/* One 16-byte load of in[index] (a float4: aligned to 16) into out[0]. */
+__global__ void read_float4_at(const float4 *in, long long index, float4 *out)
+{
+    *out = in[index];
+}
+
+extern "C" int emu_read_float4_at(const float *in, long long index, float *out, cudaStream_t stream)
+{
+    DDP_LAUNCH(read_float4_at, 1, 1, 0, stream, (const float4 *)in, index, (float4 *)out);
+    return (int)DDP_LAUNCH_STATUS();
+}
+
 /* ---- stream order: copies n floats, reading the source when the kernel runs ---- */
 __global__ void copy_floats(const float *in, float *out, int n)
 {

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 int emu_write_at(float *out, long long index, float value, cudaStream_t stream);
+int emu_read_float4_at(const float *in, long long index, float *out, cudaStream_t stream);
 int emu_copy_floats(const float *in, float *out, int n, cudaStream_t stream);
 
 enum { N = 256 };
@@ -190,6 +191,20 @@ static void misuse(int which)
         emu_copy_floats(host, d, 100, 0);
         break;
     }
+    case 6: emu_write_at(d, -300, 1.0f, 0); break;       /* 1200 bytes before the start: past the guard bytes */
+    case 7: {                                            /* a kernel reads one past the end, in the slack */
+        float *out = NULL;
+        cudaMalloc((void **)&out, 100 * sizeof(float));
+        emu_copy_floats(d + 1, out, 100, 0);
+        break;
+    }
+    case 8: emu_copy_floats(d - 1, d, 1, 0); break;      /* a kernel reads one before the start */
+    case 9: {                                            /* a 16-byte load of floats 96..99 of 98 */
+        float *d98 = NULL;
+        cudaMalloc((void **)&d98, 98 * sizeof(float));
+        emu_read_float4_at(d98, 24, d, 0);
+        break;
+    }
     }
     cudaDeviceSynchronize();
 }
@@ -197,16 +212,32 @@ static void misuse(int which)
 static void test_memcheck(void)
 {
     static const char *const expect[] = {
-        "host code dereferenced device memory", "write_at wrote outside its allocation: byte 1 past the end",
-        "write_at wrote outside its allocation: byte 4 before the start", "write_at accessed",
-        "host code dereferenced device memory", "kernel access to host memory in kernel copy_floats",
+        "host code dereferenced device memory",
+        "kernel access outside its allocation in kernel write_at",
+        "writes 4 bytes at 0x",
+        "kernel access outside its allocation in kernel write_at",
+        "host code dereferenced device memory",
+        "kernel access to host memory in kernel copy_floats",
+        "starting 1200 byte(s) before the start of a 400-byte cudaMalloc allocation",
+        "reads 4 bytes at 0x",
+        "starting 4 byte(s) before the start of a 400-byte cudaMalloc allocation",
+        "kernel access outside its allocation in kernel read_float4_at",
+    };
+    static const char *const also[] = {
+        NULL, "ending 4 byte(s) past the end of a 400-byte cudaMalloc allocation",
+        "starting 4 byte(s) before the start of a 400-byte cudaMalloc allocation", "past the end of a 400-byte", NULL,
+        NULL, "kernel access outside its allocation in kernel write_at",
+        "ending 4 byte(s) past the end of a 400-byte cudaMalloc allocation", "invalid __global__ read",
+        "ending 8 byte(s) past the end of a 392-byte cudaMalloc allocation",
     };
     char buf[4096];
-    for (int which = 0; which < 6; which++) {
+    for (int which = 0; which < 10; which++) {
         int status = emu_run_in_child(misuse, which, buf, sizeof buf);
         CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "misuse %d: status 0x%x, expected abort", which,
               status);
         CHECK_STR_CONTAINS(buf, expect[which]);
+        if (also[which])
+            CHECK_STR_CONTAINS(buf, also[which]);
     }
     /* in bounds is fine, and memory nothing wrote reads as NaN */
     float *d = NULL;
