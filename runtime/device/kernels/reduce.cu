@@ -108,7 +108,7 @@ __device__ inline void xent_online(float v, long long c, float *m, long long *ar
         *s = *s * (double)expf(*m - v) + 1.0;
         *m = v;
         *arg = c;
-    } else {
+    } else if (v != -INFINITY) { /* a masked class adds nothing: exp(-inf - -inf) would be NaN */
         *s += (double)expf(v - *m);
     }
 }

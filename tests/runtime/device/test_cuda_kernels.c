@@ -261,6 +261,7 @@ static void test_bias(void)
 typedef struct xent_case {
     int64_t rows, cols, pad;
     bool quantized, with_grad, in_place, no_target; /* no_target: every third row's label is XENT_NO_TARGET */
+    bool masked; /* every 7th class's logit is -inf (a masked class: column 0 first), never a label */
 } xent_case;
 
 static void softmax_case(xent_case x)
@@ -273,12 +274,17 @@ static void softmax_case(xent_case x)
     for (size_t i = 0; i < n; i++) {
         if (x.quantized)
             hl[i] = (float)rng_below(&test_rng, 3) * 0.5f + 0.25f;
+        if (x.masked && i % (size_t)ld % 7 == 0)
+            hl[i] = -INFINITY;
         if ((int64_t)(i % (size_t)ld) >= x.cols)
             hl[i] = NAN;
     }
     int32_t *hlab = xmalloc((size_t)x.rows * sizeof *hlab);
-    for (int64_t r = 0; r < x.rows; r++)
+    for (int64_t r = 0; r < x.rows; r++) {
         hlab[r] = x.no_target && r % 3 == 1 ? XENT_NO_TARGET : (int32_t)rng_below(&test_rng, (uint64_t)x.cols);
+        if (x.masked && hlab[r] >= 0 && hlab[r] % 7 == 0)
+            hlab[r] = hlab[r] + 1 < x.cols ? hlab[r] + 1 : hlab[r] - 1;
+    }
     float hstats[2] = {rng_uniform(&test_rng, 1.0f, 5.0f), 3.0f};
     float *lc, *lg, *dc = NULL, *dg = NULL, *sc, *sg;
     int32_t *labc, *labg;
@@ -295,14 +301,14 @@ static void softmax_case(xent_case x)
     CHECK(cpu->ops->softmax_xent(cpu, TENSOR_F32, lc, ld, labc, x.rows, x.cols, gs, dc, sc, &ec) == 0, "%s",
           ec.msg);
     GPU_CHECK(softmax_xent, (gpu, TENSOR_F32, lg, ld, labg, x.rows, x.cols, gs, dg, sg, &eg), eg.msg);
-    snprintf(what, sizeof what, "softmax_xent stats %lldx%lld+%lld%s%s%s%s", (long long)x.rows, (long long)x.cols,
-             (long long)x.pad, x.quantized ? " ties" : "", x.with_grad ? "" : " no-grad",
-             x.in_place ? " in-place" : "", x.no_target ? " no-target" : "");
+    snprintf(what, sizeof what, "softmax_xent stats %lldx%lld+%lld%s%s%s%s%s", (long long)x.rows,
+             (long long)x.cols, (long long)x.pad, x.quantized ? " ties" : "", x.with_grad ? "" : " no-grad",
+             x.in_place ? " in-place" : "", x.no_target ? " no-target" : "", x.masked ? " masked" : "");
     compare(what, sc, sg, 2, 1e-5, 1e-6);
     if (x.with_grad) {
-        snprintf(what, sizeof what, "softmax_xent dlogits %lldx%lld+%lld%s%s%s", (long long)x.rows,
+        snprintf(what, sizeof what, "softmax_xent dlogits %lldx%lld+%lld%s%s%s%s", (long long)x.rows,
                  (long long)x.cols, (long long)x.pad, x.quantized ? " ties" : "", x.in_place ? " in-place" : "",
-                 x.no_target ? " no-target" : "");
+                 x.no_target ? " no-target" : "", x.masked ? " masked" : "");
         compare(what, dc, dg, n, 1e-5, 1e-8);
         if (!x.in_place)
             free_both(dc, dg);
@@ -317,19 +323,23 @@ static void softmax_case(xent_case x)
 static void test_softmax_xent(void)
 {
     for (size_t s = 0; s < N_SHAPES; s++) {
-        softmax_case((xent_case){shapes[s][0], shapes[s][1], 0, false, true, false, false});
-        softmax_case((xent_case){shapes[s][0], shapes[s][1], 0, true, true, false, false});
+        softmax_case((xent_case){shapes[s][0], shapes[s][1], 0, false, true, false, false, false});
+        softmax_case((xent_case){shapes[s][0], shapes[s][1], 0, true, true, false, false, false});
     }
-    softmax_case((xent_case){64, 10, 0, false, false, false, false});
-    softmax_case((xent_case){1100, 10, 0, false, true, false, false}); /* more rows than either grid cap */
+    softmax_case((xent_case){64, 10, 0, false, false, false, false, false});
+    softmax_case((xent_case){1100, 10, 0, false, true, false, false, false}); /* more rows than either grid cap */
     /* a vocabulary padded for the GEMMs, the gradient written over the logits, as GPT-2 uses it */
-    softmax_case((xent_case){37, 300, 84, false, true, true, false});
-    softmax_case((xent_case){5, 1000, 24, true, true, false, false});
-    softmax_case((xent_case){9, 50, 78, false, false, false, false});
+    softmax_case((xent_case){37, 300, 84, false, true, true, false, false});
+    softmax_case((xent_case){5, 1000, 24, true, true, false, false, false});
+    softmax_case((xent_case){9, 50, 78, false, false, false, false, false});
     /* rows without a target (prompt tokens, documents' ends): zero loss, gradient and hits */
-    softmax_case((xent_case){130, 33, 0, false, true, false, true});
-    softmax_case((xent_case){37, 300, 84, false, true, true, true});
-    softmax_case((xent_case){1100, 10, 0, false, false, false, true});
+    softmax_case((xent_case){130, 33, 0, false, true, false, true, false});
+    softmax_case((xent_case){37, 300, 84, false, true, true, true, false});
+    softmax_case((xent_case){1100, 10, 0, false, false, false, true, false});
+    /* masked classes (-inf logits), a thread's first column among them: exp(-inf - -inf) is no term */
+    softmax_case((xent_case){5, 1000, 0, false, true, false, false, true});
+    softmax_case((xent_case){5, 301, 0, false, true, false, false, true});
+    softmax_case((xent_case){37, 300, 84, false, true, true, false, true});
 }
 
 /* sumsq writes a device double; it is read back here, twice on the GPU to see the same bits. */
