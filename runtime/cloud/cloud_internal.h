@@ -17,8 +17,7 @@ typedef struct cloud_session {
     char base[CLOUD_URL_MAX];   /* http://169.254.169.254 or DDPRUN_METADATA_URL, no trailing '/' */
     char token[256];            /* AWS: IMDSv2 session token, "" = none yet */
     double token_time;          /* monotonic_s() when it was issued */
-    char vm_name[128];          /* Azure: this VM's name, for the events that name it */
-    bool vm_name_tried;
+    char vm_name[128];          /* Azure: this VM's name, for the events that name it; "" until known */
 } cloud_session;
 
 void cloud_session_init(cloud_session *s, notice_provider provider);

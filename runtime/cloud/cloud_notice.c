@@ -24,6 +24,7 @@ static const char aws_notice_path[] = "/latest/meta-data/spot/instance-action";
 static const char gcp_notice_path[] = "/computeMetadata/v1/instance/preempted";
 static const char azure_events_path[] = "/metadata/scheduledevents?" AZURE_API;
 static const char azure_name_path[] = "/metadata/instance/compute/name?api-version=2021-02-01&format=text";
+static const char azure_instance_path[] = "/metadata/instance?api-version=2021-02-01";
 
 const char *cloud_name(notice_provider provider)
 {
@@ -49,9 +50,11 @@ double cloud_notice_window_s(notice_provider provider)
 
 /* ---- HTTP -------------------------------------------------------------------------------- */
 
+/* Azure's Scheduled Events list every event of the VM's placement group (up to 100 VMs of a scale
+ * set, about 300 bytes each): room for them all, an answer beyond it an error, never cut short. */
 typedef struct http_reply {
     long status;
-    char body[8192];
+    char body[256 * 1024];
     size_t len;
     bool google;                /* the answer carried Metadata-Flavor: Google */
     char error[CURL_ERROR_SIZE];
@@ -61,9 +64,12 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
 {
     http_reply *r = arg;
     size_t bytes = size * n, room = sizeof r->body - 1 - r->len;
-    size_t take = bytes < room ? bytes : room;
-    memcpy(r->body + r->len, p, take);
-    r->len += take;
+    if (bytes > room) { /* a request failed: a JSON answer cut short parses as no answer at all */
+        snprintf(r->error, sizeof r->error, "an answer of more than %zu bytes", sizeof r->body - 1);
+        return 0;
+    }
+    memcpy(r->body + r->len, p, bytes);
+    r->len += bytes;
     r->body[r->len] = '\0';
     return bytes;
 }
@@ -371,13 +377,18 @@ static int gcp_poll(cloud_session *s, char *what, size_t cap)
     return notice_parse_gcp(r.status, r.body, r.len, what, cap);
 }
 
+/* Azure: the events name the VMs they concern, and a placement group's events reach all its VMs:
+ * until this VM's name is known (asked again at every poll), no event can be told to be its own. */
 static int azure_poll(cloud_session *s, char *what, size_t cap)
 {
     http_reply r;
-    if (!s->vm_name_tried) {
-        s->vm_name_tried = true;
-        if (fetch(s->base, azure_name_path, false, "Metadata: true", &r) && r.status == 200)
-            snprintf(s->vm_name, sizeof s->vm_name, "%.*s", (int)strcspn(r.body, "\r\n"), r.body);
+    if (!s->vm_name[0]) {
+        if (!fetch(s->base, azure_name_path, false, "Metadata: true", &r) || r.status != 200 || !r.len) {
+            snprintf(what, cap, "this VM's name (instance/compute/name, which events name): %s",
+                     r.error[0] ? r.error : r.status != 200 ? "not HTTP 200" : "empty");
+            return -1;
+        }
+        snprintf(s->vm_name, sizeof s->vm_name, "%.*s", (int)strcspn(r.body, "\r\n"), r.body);
     }
     if (!fetch(s->base, azure_events_path, false, "Metadata: true", &r)) {
         snprintf(what, cap, "Azure Scheduled Events: %s", r.error);
@@ -404,7 +415,9 @@ notice_provider cloud_detect(double timeout_s)
     cloud_session s;
     cloud_session_init(&s, NOTICE_AUTO);
     const notice_provider who[3] = {NOTICE_AWS, NOTICE_GCP, NOTICE_AZURE};
-    const char *path[3] = {aws_token_path, gcp_notice_path, azure_events_path};
+    /* Azure by its instance metadata: Scheduled Events start on their first request, whose answer
+     * may take up to two minutes (Microsoft's documentation), far longer than timeout_s */
+    const char *path[3] = {aws_token_path, gcp_notice_path, azure_instance_path};
     const char *header[3] = {"X-aws-ec2-metadata-token-ttl-seconds: 60", "Metadata-Flavor: Google",
                              "Metadata: true"};
     http_reply *r = calloc(3, sizeof *r);
@@ -433,8 +446,7 @@ notice_provider cloud_detect(double timeout_s)
         bool answered = who[i] == NOTICE_AWS ? r[i].status == 200 && r[i].len > 0
                         : who[i] == NOTICE_GCP ? r[i].google && notice_parse_gcp(r[i].status, r[i].body, r[i].len,
                                                                                  what, sizeof what) >= 0
-                                               : notice_parse_azure(r[i].status, r[i].body, r[i].len, "", what,
-                                                                    sizeof what) >= 0;
+                                               : r[i].status == 200 && r[i].body[0] == '{';
         if (answered && found == NOTICE_OFF)
             found = who[i];
         curl_multi_remove_handle(m, e[i]);

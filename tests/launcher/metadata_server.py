@@ -9,8 +9,11 @@ notice"; from then on it answers with the provider's documented notice and write
 time it first did). Requests without the provider's required header (AWS: an IMDSv2 token from
 PUT /latest/api/token; GCP: Metadata-Flavor: Google; Azure: Metadata: true) are refused as the
 real services refuse them, and each refusal is logged to DIR/requests.log with "REFUSED".
-Azure also lists a Preempt event for another VM of the scale set from the start: only events that
-name this VM (vm-under-test) concern it. While DIR/garbage exists, the notice endpoint answers 200
+Azure also lists Preempt events for 80 other VMs of the scale set's placement group from the start
+(about 24 KB, as a mass eviction does): only events that name this VM (vm-under-test) concern it.
+As Microsoft documents, Scheduled Events start on their first request, which Azure answers late
+(here after 3 s; the documentation says up to two minutes), and with DIR/name_fails the first
+request for the VM's name fails with HTTP 503. While DIR/garbage exists, the notice endpoint answers 200
 with bytes that are no notice (random bytes, escapes and NULs among them), as a broken service or
 a captive proxy might.
 """
@@ -38,10 +41,19 @@ def notice_due():
     return True
 
 
+FIRST = {"events": True, "name": True}
+
+
+def first_request(what):
+    with LOCK:
+        first, FIRST[what] = FIRST[what], False
+    return first
+
+
 def azure_events():
-    events = [{"EventId": "0F1C-OTHER", "EventStatus": "Scheduled", "EventType": "Preempt",
-               "ResourceType": "VirtualMachine", "Resources": ["other-vm"], "NotBefore": "",
-               "Description": "", "EventSource": "Platform", "DurationInSeconds": -1}]
+    events = [{"EventId": "0F1C-OTHER-%02d" % i, "EventStatus": "Scheduled", "EventType": "Preempt",
+               "ResourceType": "VirtualMachine", "Resources": ["other-vm-%02d" % i], "NotBefore": "",
+               "Description": "", "EventSource": "Platform", "DurationInSeconds": -1} for i in range(80)]
     if notice_due():
         events.append({"EventId": "5A2E-THIS", "EventStatus": "Scheduled", "EventType": "Preempt",
                        "ResourceType": "VirtualMachine", "Resources": [VM],
@@ -115,8 +127,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if "api-version=" not in query:
             return self.refuse(400, '{"error": "Bad request. api-version was not specified"}')
         if path == "/metadata/scheduledevents":
+            if first_request("events"):
+                time.sleep(3)
             return self.reply(200, azure_events(), [("Content-Type", "application/json")])
+        if path == "/metadata/instance":
+            return self.reply(200, json.dumps({"compute": {"name": VM, "vmId": "02aab8a4"}, "network": {}}),
+                              [("Content-Type", "application/json")])
         if path == "/metadata/instance/compute/name":
+            if first_request("name") and os.path.exists(os.path.join(DIR, "name_fails")):
+                return self.reply(503, "Service Unavailable")
             return self.reply(200, VM)
         self.reply(404, "Not Found")
 
