@@ -202,6 +202,23 @@ grep -qE "^prepare-text: error: .*/b7/train_000000\.bin: File too large$" "$TMP/
 diff -r "$TMP/b7.before" "$TMP/b7" >&2 || fail "--force past the file-size limit changed $TMP/b7"
 [ -z "$(ls -A "$TMP" | grep '^\.b7\.')" ] || fail "temporary folder left: $(ls -A "$TMP" | grep '^\.b7\.')"
 ok "--force stopped part-way: OUT_DIR as it was, no temporary folder: $(cat "$TMP/err")"
+# SIGTERM (a timeout's, a CI cancel's) while the folder is being written: the temporary folder goes
+rc=0
+python3 - "$PREP" "$TMP/sig" <<'PY' || rc=$?
+import importlib.machinery, importlib.util, os, signal, sys
+loader = importlib.machinery.SourceFileLoader("prepare_text", sys.argv[1])
+prep = importlib.util.module_from_spec(importlib.util.spec_from_loader("prepare_text", loader))
+loader.exec_module(prep)
+def write(tmp):
+    with open(os.path.join(tmp, "train_000000.bin"), "wb") as f:
+        f.write(b"x" * 100)
+    os.kill(os.getpid(), signal.SIGTERM)
+prep.replace_folder(sys.argv[2], write)
+PY
+[ $rc -eq 143 ] || fail "SIGTERM while writing: exit $rc, expected 143"
+[ ! -e "$TMP/sig" ] && [ -z "$(ls -A "$TMP" | grep '^\.sig\.')" ] ||
+    fail "SIGTERM while writing left: $(ls -A "$TMP" | grep 'sig')"
+ok "SIGTERM while writing: exit 143, no folder and no temporary folder left"
 ln -s b7 "$TMP/b7-link"
 "$PREP" --tokenizer bytes --force "$TMP/big.txt" "$TMP/b7-link" >/dev/null
 [ -L "$TMP/b7-link" ] || fail "--force through a link replaced the link"
