@@ -151,7 +151,8 @@ static const cfg_key keys_after_models[] = {
          "(warmup-stable-decay) keeps the peak until the last `optimizer.schedule.decay_fraction` of the steps "
          "after warm-up, then goes in a straight line to `min_lr`."),
     INT("optimizer.schedule.warmup_steps", optimizer.schedule.warmup_steps, 0, BIG, "0", HASH_YES,
-        "Linear warm-up steps."),
+        "Linear warm-up steps; at most the run's steps (`train.max_steps`, or with epochs their steps, "
+        "checked when the data is loaded)."),
     NUM("optimizer.schedule.min_lr", optimizer.schedule.min_lr, NR_NONNEG, "0", HASH_DECAY,
         "Final LR of the cosine, linear and wsd schedules."),
     NUM("optimizer.schedule.decay_fraction", optimizer.schedule.decay_fraction, NR_FRACTION, "0.2", HASH_WSD,

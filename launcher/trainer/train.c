@@ -222,6 +222,12 @@ static int setup(train_job *t, ddp_err *err)
                         (long long)(t->batch * t->ctl->size * t->accum),
                         t->train.name, (long long)t->train.n);
     t->total_steps = c->train.max_steps > 0 ? c->train.max_steps : c->train.epochs * t->steps_per_epoch;
+    int64_t warmup = c->optimizer.schedule.warmup_steps; /* train.max_steps' bound is the config's check */
+    if (warmup > t->total_steps)
+        return ddp_fail(err, DDP_EUSAGE, "%s: optimizer.schedule.warmup_steps %lld is more than the run's %lld steps "
+                        "(train.epochs %lld x %lld steps an epoch): the LR would never reach optimizer.lr nor decay",
+                        c->source, (long long)warmup, (long long)t->total_steps, (long long)c->train.epochs,
+                        (long long)t->steps_per_epoch);
     return DDP_OK;
 }
 
@@ -347,9 +353,27 @@ static int log_and_sample(train_job *t, double lr, ddp_err *err)
     return rc;
 }
 
+/* After a step's work or an evaluation between steps: the stop agreement (a stop request, a
+ * non-finite value found so far, the checkpoint clock), then what it decided: the job ends on a
+ * non-finite value, or saves when a stop or the clock asks. *stop: what the ranks agreed to stop
+ * for (TRAIN_STOP_NONE: go on). */
+static int settle(train_job *t, int *stop, ddp_err *err)
+{
+    agreement a = {.stop = TRAIN_STOP_NONE};
+    int rc = agree_stop(t, &a, err);
+    *stop = a.stop;
+    int64_t writing, durable = train_ckpt_durable_step(t, &writing);
+    if (rc == DDP_OK && a.nonfinite != 0)
+        rc = train_finite_fail(t, a.nonfinite, durable, writing, err);
+    if (rc == DDP_OK)
+        rc = train_ckpt_maybe_save(t, a.stop != TRAIN_STOP_NONE || a.ckpt_due, err);
+    if (rc == DDP_OK && t->ctl->rank == 0)
+        rc = train_ckpt_poll(t, err);
+    return rc;
+}
+
 /* One optimizer step: its micro-steps, the update, the finite check; then (outside the step's own
- * work) evaluation, the log line and sample, the stop agreement, and the checkpoint. *stop is what
- * the ranks agreed to stop for (TRAIN_STOP_NONE: go on). */
+ * work) evaluation, the log line and sample, and settle. */
 static int one_step(train_job *t, int *stop, ddp_err *err)
 {
     const config *c = t->cfg;
@@ -372,18 +396,8 @@ static int one_step(train_job *t, int *stop, ddp_err *err)
         rc = train_evaluate(t, err);
     if (rc == DDP_OK)
         rc = log_and_sample(t, lr, err);
-    agreement a = {.stop = TRAIN_STOP_NONE};
-    if (rc == DDP_OK)
-        rc = agree_stop(t, &a, err);
-    *stop = a.stop;
-    int64_t writing, durable = train_ckpt_durable_step(t, &writing);
-    if (rc == DDP_OK && a.nonfinite != 0)
-        rc = train_finite_fail(t, a.nonfinite, durable, writing, err);
-    if (rc == DDP_OK)
-        rc = train_ckpt_maybe_save(t, a.stop != TRAIN_STOP_NONE || a.ckpt_due, err);
-    if (rc == DDP_OK && t->ctl->rank == 0)
-        rc = train_ckpt_poll(t, err);
-    return rc;
+    *stop = TRAIN_STOP_NONE;
+    return rc == DDP_OK ? settle(t, stop, err) : rc;
 }
 
 /* The steps of the current epoch; *stop: what the ranks agreed to stop for, TRAIN_STOP_NONE when
@@ -421,9 +435,16 @@ static int train_loop(train_job *t, int64_t consumed, int *stop, ddp_err *err)
         bool epoch_done = train_steps_in(t, sampler_steps_left(&t->smp)) == 0;
         train_eval last = train_log_last_eval(t);
         bool fresh = last.done && last.step == t->step; /* train.eval_every just did it */
-        if (c->train.eval && !fresh && (epoch_done || t->step >= t->total_steps) &&
-            (rc = train_evaluate(t, err)) != DDP_OK)
-            return rc;
+        /* settled as a step is: a non-finite loss ends the job (65), a stop during it (which the
+         * evaluation leaves unfinished) saves and ends it, before another epoch or the final save */
+        if (c->train.eval && !fresh && (epoch_done || t->step >= t->total_steps)) {
+            if ((rc = train_evaluate(t, err)) == DDP_OK)
+                rc = settle(t, stop, err);
+            if (rc != DDP_OK)
+                return rc;
+            if (*stop != TRAIN_STOP_NONE)
+                return DDP_EPREEMPTED;
+        }
         if (!epoch_done)
             break; /* the step budget ran out inside this epoch */
         t->epoch++;

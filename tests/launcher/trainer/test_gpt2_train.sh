@@ -86,6 +86,10 @@ worker 1 "$TMP/moredata" data.path="$TMP/more" data.batch_size=16 checkpoint.res
 check "a checkpoint resumed on other training data: refused as a usage error (rc $?)" [ $? -eq 2 ]
 check "... naming both sample counts" grep -qE "ckpt-00000020.ddp was saved training on [0-9]+ samples, this run's training data has [0-9]+: its position" "$TMP/moredata.log"
 
+worker 1 "$TMP/warm" "${D[@]}" train.max_steps=0 train.epochs=1 optimizer.schedule.warmup_steps=100000 \
+    >"$TMP/warm.log" 2>&1
+check "an epoch-based run shorter than its warm-up: refused as a usage error (rc $?)" \
+    grep -qE "optimizer.schedule.warmup_steps 100000 is more than the run's [0-9]+ steps \(train.epochs 1 x" "$TMP/warm.log"
 worker 1 "$TMP/vocab" "${D[@]}" model.gpt2.vocab_size=200 >"$TMP/vocab.log" 2>&1
 check "vocabulary too small for the data: refused (rc $?)" grep -qF "the data's vocabulary of 256 tokens is larger than model.gpt2.vocab_size 200" "$TMP/vocab.log"
 worker 1 "$TMP/seq" "${D[@]}" data.seq_len=40 >"$TMP/seq.log" 2>&1

@@ -10,7 +10,7 @@
 #    finite and refuses that save; ZeRO-1 with AdamW and gradient accumulation: the global norm;
 #    progress lines 5000 steps apart: the step records are read when all 4096 are used;
 #  - GPT-2: the text sample (train.sample_every) refuses NaN logits and the job stops (it used to
-#    loop forever), an evaluation's NaN loss stops it too; `ddprun generate` on a checkpoint with a
+#    loop forever), an evaluation's NaN loss stops it too, the end-of-run one also with no save after it; `ddprun generate` on a checkpoint with a
 #    NaN parameter exits 65 naming the logits (it used to loop forever), and SIGTERM ends a long
 #    generate; scripts/plot draws a GPT-2 run's metrics (loss, val_loss, tokens/s) and nulls;
 #  - with argument `cuda` (emulated build): the ddprun case and ZeRO on device=cuda ddp.backend=nccl.
@@ -132,6 +132,13 @@ import json, sys
 ev = [json.loads(l, parse_constant=lambda c: sys.exit(f"{c} in {l}")) for l in open(sys.argv[1]) if '"eval"' in l]
 sys.exit(0 if ev and ev[-1]["val_loss"] is None else f"eval records: {ev}")
 PY
+# the end-of-run evaluation, after the last step's agreement, with no save left to check anything
+DDP_TEST_FAULT=nan:1:8 timeout 120 mpirun -np 2 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$GPT_TINY" \
+    run.dir="$TMP/final" "${GPT[@]}" checkpoint.every_steps=0 checkpoint.final=false train.eval=true \
+    >"$TMP/final.log" 2>&1
+rc=$?
+check "GPT-2 final evaluation of NaN parameters, no final save: exit 65 (got $rc)" [ $rc -eq 65 ]
+check "... naming the evaluation loss" grep -q "the evaluation loss after step 8 was not finite; stopped at step 8" "$TMP/final.log"
 check "scripts/plot draws the GPT-2 run (val_loss null, no acc)" \
     bash -c "'$DDP_SRC/scripts/plot' '$TMP/eval' '$TMP/eval.png' >'$TMP/plot.log' 2>&1 && [ -s '$TMP/eval.png' ]"
 
