@@ -29,8 +29,8 @@ static const char *drain(ncclcomm_impl *im, char *why, size_t len)
         if (e == cudaSuccess)
             return NULL;
         if (e != cudaErrorNotReady) {
-            snprintf(why, len, "collective #%llu failed on the GPU: %s", (unsigned long long)s->fp.seq,
-                     cudaGetErrorString(e));
+            snprintf(why, len, "a CUDA error (of collective #%llu or of any kernel before it on this GPU): %s",
+                     (unsigned long long)s->fp.seq, cudaGetErrorString(e));
             return why;
         }
         ncclResult_t async = ncclSuccess, q = ncclCommGetAsyncError(im->nccl, &async);

@@ -27,7 +27,7 @@ typedef struct scan {
     int oldest;                /* slot of the oldest unfinished collective, -1 if none */
     bool progressed;           /* some collective completed */
     cudaError_t failure;       /* an event query failed: the device or stream is broken */
-    int failed_slot;
+    int failed_slot;           /* the oldest such collective (slots are reused: not the lowest slot) */
 } scan;
 
 static scan scan_slots(ncclcomm_impl *im)
@@ -45,7 +45,8 @@ static scan scan_slots(ncclcomm_impl *im)
                 s.progressed = true;
                 continue;
             }
-            if (e != cudaErrorNotReady && s.failure == cudaSuccess)
+            if (e != cudaErrorNotReady &&
+                (s.failure == cudaSuccess || sl->fp.seq < im->slots[s.failed_slot].fp.seq))
                 s.failure = e, s.failed_slot = i;
         }
         if (s.oldest < 0 || sl->fp.seq < im->slots[s.oldest].fp.seq)
@@ -139,15 +140,18 @@ static void check_once(ncclcomm_impl *im, double *last_progress)
         *last_progress = now;
     if (s.failure != cudaSuccess) {
         describe_slot(&im->slots[s.failed_slot], what, sizeof what);
-        snprintf(why, sizeof why, "collective %s failed on the GPU: %s", what, cudaGetErrorString(s.failure));
+        /* a sticky error of any kernel on this GPU shows in every event query after it */
+        snprintf(why, sizeof why, "a CUDA error (of this collective or of any kernel before it on this GPU) while "
+                 "collective %s was in flight: %s", what, cudaGetErrorString(s.failure));
         abort_job(im, why);
     }
-    ncclResult_t async = ncclSuccess;
-    if (ncclCommGetAsyncError(im->nccl, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+    ncclResult_t async = ncclSuccess, q = ncclCommGetAsyncError(im->nccl, &async);
+    if (q != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
         if (s.oldest >= 0)
             describe_slot(&im->slots[s.oldest], what, sizeof what);
-        snprintf(why, sizeof why, "asynchronous NCCL error%s%s: %s", s.oldest >= 0 ? " during collective " : "",
-                 s.oldest >= 0 ? what : "", ncclGetErrorString(async));
+        snprintf(why, sizeof why, "%s%s%s: %s", q != ncclSuccess ? "ncclCommGetAsyncError" : "asynchronous NCCL error",
+                 s.oldest >= 0 ? " during collective " : "", s.oldest >= 0 ? what : "",
+                 ncclGetErrorString(q != ncclSuccess ? q : async));
         abort_job(im, why);
     }
     if (s.oldest < 0)

@@ -59,7 +59,8 @@ static inline cudaStream_t device_cuda_stream(const device *d) { return (cudaStr
 
 /* Device memory of at least `bytes` for one op's intermediate results, valid until the next
  * call. Ops run in stream order, so one op's use ends before the next op's kernels start; when
- * it grows, the stream is drained before the old buffer is freed. */
+ * it grows, the old buffer is freed and the new one allocated in stream order (cudaFreeAsync,
+ * cudaMallocAsync on the compute stream: no host wait). */
 int device_cuda_scratch(device *d, size_t bytes, void **out, ddp_err *err);
 
 /* cuBLASLt's handle and workspace for the epilogue GEMMs (device_cuda_lt.c), one per device:
