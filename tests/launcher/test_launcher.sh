@@ -394,7 +394,9 @@ catches_sigterm() { # SigCgt's bit for SIGTERM (15): ddprun has its handler
     m=$(awk '/^SigCgt:/ {print $2}' /proc/$1/status 2>/dev/null)
     [ -n "$m" ] && [ $(((16#$m >> 14) & 1)) -eq 1 ]
 }
-for _ in $(seq 200); do catches_sigterm $pid && break; sleep 0.05; done
+# up to 60 s: a loaded 2-core machine has taken more than 10 s to start ddprun and its libraries
+for _ in $(seq 1200); do catches_sigterm $pid && break; sleep 0.05; done
+check "stop before mpirun starts: ddprun handles SIGTERM while it reads its config" catches_sigterm $pid
 t0=$(date +%s%N)
 kill -TERM $pid
 timeout 10 sh -c 'cat "$1" >"$2"' - "$config" "$tmp/fifo.yaml"
