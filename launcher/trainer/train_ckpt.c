@@ -135,9 +135,8 @@ static int describe_tensors(train_job *t, train_ckpt *c)
     }
     c->tensors[k++] = (ckpt_tensor){.name = CKPT_SETTINGS_TENSOR, .dtype = CKPT_U8, .ndim = 1,
                                     .shape = {(int64_t)strlen(c->settings)}, .data = c->settings};
-    c->train_samples = t->smp.n;
     c->tensors[k++] = (ckpt_tensor){.name = CKPT_TRAIN_SAMPLES_TENSOR, .dtype = CKPT_I64, .ndim = 1, .shape = {1},
-                                    .data = &c->train_samples};
+                                    .data = &t->smp.n};
     return k;
 }
 

@@ -31,7 +31,6 @@ typedef struct train_ckpt {
     int n_buffers;
     float *host;                  /* rank 0: staging, the buffers one after another */
     char *settings;               /* rank 0: config_hashed_settings, saved as meta/config */
-    int64_t train_samples;        /* rank 0: the training split's samples, saved as meta/train_samples */
     ckpt_tensor *tensors;
     int64_t last_saved_step;
     char last_written[CKPT_PATH_MAX]; /* rank 0: the newest checkpoint this job wrote whole, "" before one */

@@ -4,8 +4,9 @@
  * `tensorboard --logdir run.dir/tensorboard` shows a running job. Tags: train/... for the progress
  * line's figures, rank{R}/... for each rank's own (train_ranks.c), eval/..., checkpoint/...,
  * samples/text; the step is the optimizer step (a checkpoint's figures at the step it saved). A
- * resumed job's file opens with a SessionLog START at the step after its checkpoint. A write that fails ends the job naming the file,
- * as metrics.jsonl's does. Must not change training state nor decide what is measured. */
+ * resumed job's file opens with a SessionLog START at the step after its checkpoint. A write that
+ * fails ends the job naming the file, as metrics.jsonl's does. Must not change training state nor
+ * decide what is measured. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -35,8 +35,8 @@ static int fill_from_shard(const char *set_dir, const ckpt_manifest *m, int s, f
     int rc = DDP_OK;
     if (c.file_bytes != m->shards[s].bytes || stored_header_crc(&c) != m->shards[s].header_crc)
         rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: %llu bytes with header CRC %08x; the manifest says %llu bytes "
-                      "with %08x (a shard of another save)", path, (unsigned long long)c.file_bytes, stored_header_crc(&c),
-                      (unsigned long long)m->shards[s].bytes, m->shards[s].header_crc);
+                      "with %08x (a shard of another save)", path, (unsigned long long)c.file_bytes,
+                      stored_header_crc(&c), (unsigned long long)m->shards[s].bytes, m->shards[s].header_crc);
     for (int i = 0; rc == DDP_OK && i < m->n_extents; i++) {
         const ckpt_extent *e = &m->extents[i];
         if (e->shard != s)
@@ -51,6 +51,14 @@ static int fill_from_shard(const char *set_dir, const ckpt_manifest *m, int s, f
     }
     ckpt_loaded_free(&c);
     return rc;
+}
+
+/* Where meta/train_samples lies in the assembled buffers' allocation, in floats: after the
+ * buffers, 8-byte aligned; meta/config's bytes follow it. */
+static size_t samples_at(const ckpt_manifest *m)
+{
+    size_t floats = (size_t)m->n_buffers * (size_t)m->buffer_len;
+    return (floats + 1) & ~(size_t)1;
 }
 
 /* out's tensors over the assembled buffers, as a single file names them, then meta/config and
@@ -74,8 +82,7 @@ static int describe(const ckpt_manifest *m, ckpt_loaded *out, float *global, ddp
             x->nbytes = ckpt_tensor_numel(x) * sizeof(float);
             x->crc_ok = true; /* its pieces' CRCs were checked; crc stays 0: the set stores none for it */
         }
-    size_t floats = (size_t)m->n_buffers * (size_t)m->buffer_len + 1; /* a float more: 8-byte aligned */
-    int64_t *samples = (int64_t *)(global + (floats & ~(size_t)1));
+    int64_t *samples = (int64_t *)(global + samples_at(m));
     if (m->train_samples > 0) {
         *samples = m->train_samples;
         out->tensors[k++] = (ckpt_tensor){.name = CKPT_TRAIN_SAMPLES_TENSOR, .dtype = CKPT_I64, .ndim = 1,
@@ -100,9 +107,9 @@ int ckpt_set_load(const char *set_dir, ckpt_loaded *out, ddp_err *err)
     if (ckpt_manifest_read(set_dir, &m, err))
         return err->code;
     size_t floats = (size_t)m.n_buffers * (size_t)m.buffer_len;
-    /* the buffers, then meta/train_samples (8-byte aligned: describe) and meta/config */
-    float *global = aligned_alloc(CKPT_ALIGN, ckpt_align_up((floats + 1) * sizeof(float) + sizeof(int64_t) +
-                                                            m.settings_len + 1));
+    /* the buffers, then meta/train_samples and meta/config */
+    float *global =
+        aligned_alloc(CKPT_ALIGN, ckpt_align_up(samples_at(&m) * sizeof(float) + sizeof(int64_t) + m.settings_len + 1));
     int rc = global ? DDP_OK
                     : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory for %zu floats", set_dir, floats);
     ckpt_loaded c = {.hdr = m.hdr, .blob_ = global};

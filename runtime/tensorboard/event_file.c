@@ -201,25 +201,32 @@ static void event_header(event_file *f)
     pb_fixed(&f->event, 1, &f->wall_time, WIRE_FIXED64);
 }
 
-int event_file_commit(event_file *f, ddp_err *err)
+/* An event's wall time and step, for the fields that follow; refused once the file has failed. */
+static int begin_event(event_file *f, int64_t step, ddp_err *err)
 {
     if (!f->f)
         return ddp_fail(err, DDP_ERUNTIME, "%s: closed after an earlier failure", f->path);
     event_header(f);
     pb_key(&f->event, 2, WIRE_VARINT);
-    pb_varint(&f->event, (uint64_t)f->step);
+    pb_varint(&f->event, (uint64_t)step);
+    return DDP_OK;
+}
+
+int event_file_commit(event_file *f, ddp_err *err)
+{
+    int rc = begin_event(f, f->step, err);
+    if (rc != DDP_OK)
+        return rc;
     pb_message(&f->event, 5, &f->summary);
     return write_record(f, err);
 }
 
 int event_file_session_start(event_file *f, int64_t step, double wall_time, ddp_err *err)
 {
-    if (!f->f)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: closed after an earlier failure", f->path);
     f->wall_time = wall_time;
-    event_header(f);
-    pb_key(&f->event, 2, WIRE_VARINT);
-    pb_varint(&f->event, (uint64_t)step);
+    int rc = begin_event(f, step, err);
+    if (rc != DDP_OK)
+        return rc;
     pb_key(&f->inner, 1, WIRE_VARINT); /* SessionLog.status: START (1) */
     pb_varint(&f->inner, 1);
     pb_message(&f->event, 7, &f->inner); /* Event.session_log */

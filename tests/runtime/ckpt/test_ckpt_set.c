@@ -312,51 +312,57 @@ static void test_extent_not_a_piece(void)
     CHECK(ckpt_set_remove(set_dir, &err) == DDP_OK, "remove: %s", err.msg);
 }
 
+/* Case `how` of test_meta_malformed_refused: the meta/ tensor x made malformed. */
+static void spoil_meta(ckpt_tensor *x, int how)
+{
+    if (how == 0)
+        *(int64_t *)x->data = 0; /* no training split has no samples */
+    else if (how == 1)
+        x->dtype = CKPT_I32, x->shape[0] = 2;
+    else if (how == 2)
+        x->dtype = CKPT_I64, x->shape[0] = 2; /* meta/config's bytes as two integers */
+    else
+        x->ndim = 2, x->shape[0] = 4, x->shape[1] = 4;
+}
+
 /* A manifest whose meta/config is not text (u8, one dimension), or whose meta/train_samples is not
  * one positive i64, is malformed: every read refuses it, as it refuses a malformed set/ table. */
-static void test_settings_not_text_refused(void)
+static void test_meta_malformed_refused(void)
 {
+    static const struct {
+        const char *tensor;
+        uint64_t bytes;
+        const char *says;
+    } cases[] = {
+        {CKPT_TRAIN_SAMPLES_TENSOR, 8, "meta/train_samples is not one positive int64"},
+        {CKPT_TRAIN_SAMPLES_TENSOR, 8, "meta/train_samples is not one positive int64"},
+        {CKPT_SETTINGS_TENSOR, 16, "meta/config is not text (u8, one dimension)"},
+        {CKPT_SETTINGS_TENSOR, 16, "meta/config is not text (u8, one dimension)"},
+    };
     char set_dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX + 64];
     set_path(9, set_dir);
     snprintf(path, sizeof path, "%s/%s", set_dir, CKPT_SET_MANIFEST);
-    for (int how = 0; how < 2; how++) {
+    for (int how = 0; how < (int)(sizeof cases / sizeof cases[0]); how++) {
         ddp_err err = {0};
         CHECK(commit(9, good, N_GOOD, &err) == DDP_OK, "commit 9: %s", err.msg);
         ckpt_loaded c;
         CHECK(ckpt_read(path, &c, &err) == DDP_OK, "manifest: %s", err.msg);
-        ckpt_tensor *n = (ckpt_tensor *)ckpt_loaded_tensor(&c, CKPT_TRAIN_SAMPLES_TENSOR);
-        CHECK(n && n->nbytes == 8, "meta/train_samples of 8 bytes");
-        if (how == 0)
-            *(int64_t *)n->data = 0; /* no training split has no samples */
-        else
-            n->dtype = CKPT_I32, n->shape[0] = 2;
+        ckpt_tensor *x = (ckpt_tensor *)ckpt_loaded_tensor(&c, cases[how].tensor);
+        CHECK(x && x->nbytes == cases[how].bytes, "%s of %llu bytes", cases[how].tensor,
+              (unsigned long long)cases[how].bytes);
+        if (!x) {
+            ckpt_loaded_free(&c);
+            continue;
+        }
+        spoil_meta(x, how);
         ckpt_state st = {.hdr = c.hdr, .n_tensors = c.n_tensors, .tensors = c.tensors};
         CHECK(ckpt_write_atomic_as(set_dir, CKPT_SET_MANIFEST, &st, NULL, &err) == DDP_OK, "rewrite: %s", err.msg);
         ckpt_loaded_free(&c);
         ckpt_manifest m;
-        CHECK(ckpt_manifest_read(set_dir, &m, &err) != DDP_OK, "meta/train_samples %d refused", how);
-        CHECK_STR_CONTAINS(err.msg, "meta/train_samples is not one positive int64");
-        CHECK(ckpt_set_load(set_dir, &c, &err) != DDP_OK, "meta/train_samples %d refused by the load", how);
-    }
-    for (int how = 0; how < 2; how++) {
-        ddp_err err = {0};
-        CHECK(commit(9, good, N_GOOD, &err) == DDP_OK, "commit 9: %s", err.msg);
-        ckpt_loaded c;
-        CHECK(ckpt_read(path, &c, &err) == DDP_OK, "manifest: %s", err.msg);
-        ckpt_tensor *meta = (ckpt_tensor *)ckpt_loaded_tensor(&c, CKPT_SETTINGS_TENSOR);
-        CHECK(meta && meta->nbytes == 16, "meta/config of 16 bytes");
-        if (how == 0)
-            meta->dtype = CKPT_I64, meta->shape[0] = 2; /* the same bytes as two integers */
-        else
-            meta->ndim = 2, meta->shape[0] = 4, meta->shape[1] = 4;
-        ckpt_state st = {.hdr = c.hdr, .n_tensors = c.n_tensors, .tensors = c.tensors};
-        CHECK(ckpt_write_atomic_as(set_dir, CKPT_SET_MANIFEST, &st, NULL, &err) == DDP_OK, "rewrite: %s", err.msg);
-        ckpt_loaded_free(&c);
-        ckpt_manifest m;
-        CHECK(ckpt_manifest_read(set_dir, &m, &err) != DDP_OK, "meta/config %d refused", how);
-        CHECK_STR_CONTAINS(err.msg, "meta/config is not text (u8, one dimension)");
-        CHECK(ckpt_set_load(set_dir, &c, &err) != DDP_OK, "meta/config %d refused by the load", how);
-        CHECK_STR_CONTAINS(err.msg, "meta/config is not text (u8, one dimension)");
+        CHECK(ckpt_manifest_read(set_dir, &m, &err) != DDP_OK, "case %d refused", how);
+        CHECK_STR_CONTAINS(err.msg, cases[how].says);
+        CHECK(ckpt_set_load(set_dir, &c, &err) != DDP_OK, "case %d refused by the load", how);
+        CHECK_STR_CONTAINS(err.msg, cases[how].says);
     }
     ddp_err err = {0};
     CHECK(ckpt_set_remove(set_dir, &err) == DDP_OK, "remove: %s", err.msg);
@@ -517,7 +523,7 @@ int main(void)
     test_tensors_refused();
     test_shard_names_refused();
     test_other_save_refused();
-    test_settings_not_text_refused();
+    test_meta_malformed_refused();
     test_extent_not_a_piece();
     test_damage_and_fallback();
     test_many_pieces();
