@@ -169,12 +169,23 @@ static bool pump(int fd, bool is_stderr, output_filter *f)
     return n < 0 && (errno == EINTR || errno == EAGAIN);
 }
 
+static void close_pair(int fds[2])
+{
+    close(fds[0]);
+    close(fds[1]);
+}
+
 int job_run(char *const argv[], int ranks, int stop_signal, job_result *out)
 {
     int out_pipe[2], err_pipe[2];
     *out = (job_result){0};
-    if (pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC)) {
+    if (pipe2(out_pipe, O_CLOEXEC)) {
         perror("ddprun: pipe");
+        return -1;
+    }
+    if (pipe2(err_pipe, O_CLOEXEC)) {
+        perror("ddprun: pipe");
+        close_pair(out_pipe);
         return -1;
     }
     fflush(stdout);
@@ -183,6 +194,8 @@ int job_run(char *const argv[], int ranks, int stop_signal, job_result *out)
     pid_t pid = fork();
     if (pid < 0) {
         perror("ddprun: fork");
+        close_pair(out_pipe);
+        close_pair(err_pipe);
         return -1;
     }
     if (pid == 0) exec_mpirun(argv, out_pipe[1], err_pipe[1], launcher);

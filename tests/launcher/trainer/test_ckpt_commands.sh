@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checkpoints off the instance's disk: checkpoint.dir elsewhere, checkpoint.upload_cmd after each
 # save (in the background, never blocking training; a failing, a slow and a hanging command), and
-# checkpoint.download_cmd fetching the newest checkpoint when a fresh machine resumes; placeholder
+# checkpoint.download_cmd fetching the newest checkpoint when a fresh machine resumes (under
+# run.dir's lock: a second job into the same new run.dir is refused before downloading); placeholder
 # values with shell syntax in them, inside double, single or no quotes. Local commands stand in for
 # `aws s3 cp`.
 source "$(dirname "$0")/../../lib.sh"
@@ -95,6 +96,23 @@ check "failed download: job fails (rc $rc)" [ $rc -ne 0 ]
 check "failed download: says which command and why" \
     grep -q "checkpoint.download_cmd: .*exited with status 4: bucket not found" "$TMP/dlfail.log"
 check "failed download: no training happened" [ ! -e "$TMP/dlfail/checkpoints/ckpt-00000010.ddp" ]
+# two jobs started into one new run.dir: the first one's download holds run.dir's lock, so the
+# second is refused before downloading (it used to download too, and take the lock from the first)
+np2 run.dir="$TMP/dltwo" "${RUN[@]}" \
+    checkpoint.download_cmd="touch $TMP/dl-a; for i in \$(seq 600); do [ -e $TMP/dl-go ] && break; sleep 0.1; done; cp $remote/ckpt-00000040.ddp {dir}/" \
+    >"$TMP/dl-a.log" 2>&1 &
+a=$!
+for _ in $(seq 600); do [ -e "$TMP/dl-a" ] && break; sleep 0.1; done
+np2 run.dir="$TMP/dltwo" "${RUN[@]}" checkpoint.download_cmd="touch $TMP/dl-b" >"$TMP/dl-b.log" 2>&1
+rc=$?
+check "a second job into a new run.dir whose first job is downloading: refused with exit 2 (got $rc)" [ $rc -eq 2 ]
+check "... naming the lock" grep -q "run.dir: $TMP/dltwo is in use by another job" "$TMP/dl-b.log"
+check "... before its own download ran" [ ! -e "$TMP/dl-b" ]
+touch "$TMP/dl-go" # the first job's download ends only now
+wait $a
+rc=$?
+check "... and the first job resumes from its download and completes (exit $rc)" \
+    bash -c "[ $rc -eq 0 ] && grep -q 'resumed from .*ckpt-00000040.ddp' '$TMP/dl-a.log'"
 np2 run.dir="$TMP/dlnone" "${RUN[@]}" checkpoint.download_cmd="true" >"$TMP/dlnone.log" 2>&1
 check "download with nothing to fetch: starts fresh" [ $? -eq 0 ]
 check "download with nothing to fetch: said so" grep -q "brought no checkpoint" "$TMP/dlnone.log"
