@@ -44,7 +44,9 @@ check "the failure message names rank 1" grep -qi "rank 1" "$TMP/k0.log"
 DDP_TEST_FAULT=kill:1:250 "$DDPRUN" -np 2 --max-restarts 1 "$SMALL" run.dir="$TMP/k1" "${LONG[@]}" >"$TMP/k1.log" 2>&1
 check "--max-restarts 1 after a SIGKILL: job completes" [ $? -eq 0 ]
 check "the restart is announced" grep -q "attempt 2" "$TMP/k1.log"
-check "the restarted attempt resumed from step 200" grep -q "resumed from .*ckpt-00000200.ddp" "$TMP/k1.log"
+# step 200's checkpoint, or step 100's where the background write of 200 had not ended when rank 0
+# was killed too (a loaded machine)
+check "the restarted attempt resumed from step 200 (or 100)" grep -qE "resumed from .*ckpt-00000[12]00.ddp" "$TMP/k1.log"
 check "restarted job is bit-identical to the uninterrupted run" \
     "$DDPRUN" ckpt diff "$TMP/ref/checkpoints/ckpt-00000400.ddp" "$TMP/k1/checkpoints/ckpt-00000400.ddp"
 finish

@@ -24,7 +24,8 @@ start_server() { # provider dir
 stop_server() { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; }
 trap 'stop_server; rm -rf "$TMP"' EXIT
 
-# notice_case PROVIDER SETTING: run until step 20, then the server announces the preemption
+# notice_case PROVIDER SETTING NAMED REFUSALS NOTICE_PATH: run until step 20 and the watch's first request
+# to NOTICE_PATH answered, then the server announces the preemption
 notice_case() {
     local p=$1 setting=$2 d=$TMP/$1
     start_server "$p" "$d/meta"
@@ -36,6 +37,14 @@ notice_case() {
         sleep 0.05
     done
     check "$p ($setting): training ran to step 20 before any notice" [ $reached = yes ]
+    # the bound below counts from the notice: the watch has had its first answer before it (Azure's
+    # comes 3 s late), so that a loaded machine's slow start is not counted
+    local answered=no
+    for _ in $(seq 1200); do
+        grep -q "GET .*$5" "$d/meta/requests.log" 2>/dev/null && { answered=yes; break; }
+        sleep 0.05
+    done
+    check "$p ($setting): the watch had its first answer before the notice" [ $answered = yes ]
     local t0 t1 rc
     t0=$(date +%s.%N)
     touch "$d/meta/notice"
@@ -50,22 +59,23 @@ notice_case() {
     saved=$(last_ckpt "$d/run")
     check "$p ($setting): a checkpoint was saved ($saved)" [ -n "$saved" ] && "$DDPRUN" ckpt info "$saved" >/dev/null
     save_ms=$(sed -n 's/.*written in \([0-9.]*\) ms.*/\1/p' "$d/job.log" | tail -n 1)
-    # poll interval + save + one step, MPI finalize and the exit through mpirun (about 1 s here)
-    bound=$(python3 -c "print($POLL + ${save_ms:-0} / 1000 + 5)")
+    # poll interval + save + one step, MPI finalize and the exit through mpirun (1-2 s on an idle
+    # 2-core machine; 10 s allowed for a loaded one)
+    bound=$(python3 -c "print($POLL + ${save_ms:-0} / 1000 + 10)")
     took=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
     echo "$p ($setting): notice served -> job exited in $took s (save ${save_ms:-?} ms, bound $bound s)"
-    check "$p ($setting): exited within poll interval + save time + 5 s" python3 -c "exit(not $took <= $bound)"
+    check "$p ($setting): exited within poll interval + save time + 10 s" python3 -c "exit(not $took <= $bound)"
     check "$p ($setting): the server saw only requests with the provider's headers" \
         bash -c "! grep REFUSED '$d/meta/requests.log' | grep -v '$4'"
 }
 
-notice_case aws aws "AWS spot/instance-action: terminate at 2026-11-25T18:02:00Z" "^$"
+notice_case aws aws "AWS spot/instance-action: terminate at 2026-11-25T18:02:00Z" "^$" "spot/instance-action"
 check "aws: the IMDSv2 token was asked for" grep -q "PUT /latest/api/token" "$TMP/aws/meta/requests.log"
 # auto: the detection asks all three providers at once; the others' questions may be refused
-notice_case gcp auto "GCP instance/preempted: TRUE" "/metadata/instance"
+notice_case gcp auto "GCP instance/preempted: TRUE" "/metadata/instance" "instance/preempted"
 check "gcp (auto): detected" grep -q "watching GCP's preemption notice" "$TMP/gcp/job.log"
 mkdir -p "$TMP/azure/meta" && touch "$TMP/azure/meta/name_fails"
-notice_case azure auto "Azure Scheduled Events: Preempt (EventId 5A2E-THIS" "preempted"
+notice_case azure auto "Azure Scheduled Events: Preempt (EventId 5A2E-THIS" "preempted" "scheduledevents"
 check "azure (auto): detected" grep -q "watching Azure's preemption notice" "$TMP/azure/job.log"
 check "azure: the event for another VM was not taken for this one" bash -c "! grep -q 0F1C-OTHER '$TMP/azure/job.log'"
 

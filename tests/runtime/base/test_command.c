@@ -149,7 +149,15 @@ static int gone(int pid)
 }
 
 static int stop_calls;
-static int stop_soon(void) { return ++stop_calls > 6; } /* asked every 50 ms: about 0.3 s */
+static char stop_pid_path[64];
+
+/* Asked every 50 ms: a stop once the command has written its pid (it is set up: a loaded machine
+ * may take longer than the 0.3 s waited at least), or after 30 s. */
+static int stop_soon(void)
+{
+    ++stop_calls;
+    return (stop_calls > 6 && pid_in(stop_pid_path) > 0) || stop_calls > 600;
+}
 
 /* A stop request ends the command's whole process group at once (SIGTERM); what ignores SIGTERM,
  * even after the shell is gone, gets SIGKILL COMMAND_KILL_GRACE_S later; nothing is left alive. */
@@ -157,16 +165,19 @@ static void test_stop(void)
 {
     ddp_err err = {0};
     command_result res;
-    char pid_path[64], cmd[256];
-    snprintf(pid_path, sizeof pid_path, "/tmp/ddp_cmd_pid_%d", (int)getpid());
+    char *pid_path = stop_pid_path, cmd[256];
+    snprintf(pid_path, sizeof stop_pid_path, "/tmp/ddp_cmd_pid_%d", (int)getpid());
+    unlink(pid_path);
     snprintf(cmd, sizeof cmd, "sleep 30 & echo $! >%s; wait", pid_path);
     stop_calls = 0;
     CHECK_EQ_INT(command_run_stoppable(cmd, NULL, NULL, 0, 60, stop_soon, -1, &res, &err), DDP_EPREEMPTED);
     CHECK_STR_CONTAINS(err.msg, "was stopped");
     CHECK(res.seconds < 3, "ended promptly: %.1f s", res.seconds);
     CHECK(pid_in(pid_path) > 0 && gone(pid_in(pid_path)), "its background sleep %d is gone", pid_in(pid_path));
-    /* the shell dies of SIGTERM; a subshell ignoring it lives on in the group until the SIGKILL */
-    snprintf(cmd, sizeof cmd, "(trap '' TERM; sleep 30; echo woke) & echo $! >%s; wait", pid_path);
+    /* the shell dies of SIGTERM; a shell ignoring it (its pid written once it does) lives on in the
+     * group until the SIGKILL */
+    unlink(pid_path);
+    snprintf(cmd, sizeof cmd, "sh -c 'trap \"\" TERM; echo $$ >%s; sleep 30; echo woke' & wait", pid_path);
     stop_calls = 0;
     CHECK_EQ_INT(command_run_stoppable(cmd, NULL, NULL, 0, 60, stop_soon, -1, &res, &err), DDP_EPREEMPTED);
     CHECK(res.seconds >= COMMAND_KILL_GRACE_S && res.seconds < COMMAND_KILL_GRACE_S + 3,
