@@ -128,9 +128,11 @@ int ddprun_hosts_check(const char *hosts, const char *hostfile, ddp_err *err);
  * assuming mpirun's default by-slot filling in host order; np when neither is given (or they do
  * not pass ddprun_hosts_check). */
 int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np);
-/* This node's physical cores (distinct package and core ids of the online processors, from sysfs;
- * every online processor when that cannot be read): the slots mpirun gives a node, hardware threads
- * not counted. DDP_TEST_CPU_SYSFS names another directory of the sysfs cpu layout (tests). */
+/* The physical cores of this node that this process may run on (distinct package and core ids of
+ * the online processors in its affinity mask, from sysfs; every such processor when that cannot be
+ * read): the slots mpirun gives a node, hardware threads not counted, and a container's or a
+ * taskset's limit applied. DDP_TEST_CPU_SYSFS names another directory of the sysfs cpu layout
+ * (tests). */
 int ddprun_local_cores(void);
 /* After a collective deadline named hosts whose ranks did not arrive: the -H list hosts without
  * them into buf (size bytes; buf may be hosts itself) and their remaining slots into *slots_left.

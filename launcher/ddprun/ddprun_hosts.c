@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,10 +302,16 @@ int ddprun_local_cores(void)
     long n = sysconf(_SC_NPROCESSORS_CONF), online = sysconf(_SC_NPROCESSORS_ONLN);
     const char *dir = getenv("DDP_TEST_CPU_SYSFS"); /* tests: a made-up topology */
     dir = dir && *dir ? dir : "/sys/devices/system/cpu";
+    /* the processors this process may run on (a container's cpuset, taskset, a Slurm task's
+     * cgroup): sysfs lists the whole machine's */
+    cpu_set_t allowed;
+    bool masked = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
     long *cores = n > 0 ? malloc((size_t)n * sizeof *cores) : NULL;
     int distinct = 0;
     for (long cpu = 0; cores && cpu < n; cpu++) {
         if (cpu_attr(dir, cpu, "online") == 0) /* cpu0 has no such file: online */
+            continue;
+        if (masked && cpu < CPU_SETSIZE && !CPU_ISSET((int)cpu, &allowed))
             continue;
         long package = cpu_attr(dir, cpu, "topology/physical_package_id"), core = cpu_attr(dir, cpu, "topology/core_id");
         if (package < 0 || core < 0) { /* no topology to read: every online processor counts */
@@ -319,5 +326,6 @@ int ddprun_local_cores(void)
             cores[distinct++] = key;
     }
     free(cores);
-    return distinct > 0 ? distinct : online > 0 ? (int)online : 1;
+    int usable = masked ? CPU_COUNT(&allowed) : (int)online;
+    return distinct > 0 ? distinct : usable > 0 ? usable : 1;
 }

@@ -133,6 +133,11 @@ void train_log_header(train_job *t)
              (long long)(t->batch * t->ctl->size * t->accum), (long long)t->batch, t->ctl->size, (long long)t->accum);
     log_info("schedule: %lld steps per epoch, %lld steps in total, starting at step %lld (epoch %lld)",
              (long long)t->steps_per_epoch, (long long)t->total_steps, (long long)t->step, (long long)t->epoch + 1);
+    int64_t used = t->steps_per_epoch * t->batch * t->ctl->size * t->accum;
+    if (t->cfg->data.drop_last && used < t->train.n)
+        log_info("data.drop_last: %lld of the %lld training samples are left out of each epoch (%s)",
+                 (long long)(t->train.n - used), (long long)t->train.n,
+                 t->cfg->data.shuffle ? "other ones each epoch" : "the same ones every epoch");
     train_plan_log(t);
 }
 

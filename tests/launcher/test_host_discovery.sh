@@ -33,11 +33,13 @@ check "uninterrupted np 4 run on one host (exit $?)" [ -f "$TMP/ref/checkpoints/
 DDP_TEST_FAULT=exit:0:40 ddp --host-discovery "$TMP/discover.sh" --max-restarts 2 "${NS_MPI[@]}" "$SMALL" \
     run.dir="$NS_RUNROOT/disc" "${G[@]}" >"$TMP/disc.log" 2>&1 &
 pid=$!
-# the np 2 attempt (resumed at step 40) trains past step 60: one of its ranks is killed
+# the np 2 attempt (resumed at step 40) trains past step 60 and one of its checkpoints (60 or later)
+# is on disk (the writes run in the background: slow on a loaded machine): one of its ranks is killed
 metrics=$NS_STORE/h1/disc/metrics.jsonl
 for _ in $(seq 1200); do
     grep -q "h1:2 (2 slots) -> -np 2" "$TMP/disc.log" && grep -qE '"step":(6[5-9]|[7-9][0-9]|[1-3][0-9]{2}),' \
-        "$metrics" 2>/dev/null && break
+        "$metrics" 2>/dev/null && ls "$NS_STORE/h1/disc/checkpoints" | grep -qE '^ckpt-0000(00[6-9]|0[1-3][0-9])0\.ddp$' &&
+        break
     sleep 0.05
 done
 victim=""

@@ -148,6 +148,13 @@ done
 DDP_TEST_CPU_SYSFS=$tmp/sysfs run dry_ht --dry-run -np 2 "$config"
 check "one core of hardware threads, 2 ranks: --oversubscribe" contains $out "--oversubscribe"
 check "... one thread a rank" contains $out "-x OMP_NUM_THREADS=1 "
+# a process allowed one processor (taskset, as a container's cpuset or a Slurm task's cgroup) has
+# one core, whatever the machine has
+taskset -c 0 "$DDPRUN" --dry-run -np 2 "$config" >"$tmp/dry_taskset.out" 2>"$tmp/dry_taskset.err"
+check "taskset -c 0, 2 ranks: --oversubscribe" contains "$tmp/dry_taskset.out" "--oversubscribe"
+check "... one thread a rank" contains "$tmp/dry_taskset.out" "-x OMP_NUM_THREADS=1 "
+taskset -c 0 "$DDPRUN" --dry-run -np 1 "$config" >"$tmp/dry_taskset1.out" 2>&1
+check "taskset -c 0, one rank: one thread" contains "$tmp/dry_taskset1.out" "-x OMP_NUM_THREADS=1 "
 run dry_x_threads --dry-run -np 2 -x OMP_NUM_THREADS=2 "$config"
 check "-x OMP_NUM_THREADS=2: ranks not bound to a core" contains $out "--bind-to none"
 check "... and the user's value alone" bash -c "[ \$(grep -o 'OMP_NUM_THREADS' '$out' | wc -l) -eq 1 ]"

@@ -52,8 +52,12 @@ for v in acc np2; do
     check "short last step: $v params equal batch 4's within 1e-5" "$CKPT_COMPARE" "$(last_ckpt "$TMP/short-ref")" \
         "$(last_ckpt "$TMP/short-$v")" param/ 1e-5
 done
-worker 1 "$TMP/short-drop" data.batch_size=2 train.grad_accum=2 "${SHORT[@]}" data.drop_last=true >/dev/null 2>&1
+worker 1 "$TMP/short-drop" data.batch_size=2 train.grad_accum=2 "${SHORT[@]}" data.drop_last=true >"$TMP/short-drop.log" 2>&1
 check "short last step: with drop_last true the last 2 samples are dropped (2 steps an epoch, the referee can fail)" \
     bash -c "[ \"\$(basename '$(last_ckpt "$TMP/short-drop")')\" = ckpt-00000004.ddp ] &&
              ! '$CKPT_COMPARE' '$(last_ckpt "$TMP/short-ref")' '$(last_ckpt "$TMP/short-drop")' param/ 1e-5 >/dev/null"
+check "short last step: ... and the header says so" \
+    grep -q "data.drop_last: 2 of the 10 training samples are left out of each epoch (the same ones every epoch)" \
+    "$TMP/short-drop.log"
+check "short last step: drop_last false leaves none out, and says nothing" bash -c "! grep -q 'left out' '$TMP/short-acc.log'"
 finish
