@@ -174,14 +174,20 @@ int config_write_reference(FILE *out, ddp_err *err);
 /* A stable 64-bit hash of the settings that must match for a bit-exact resume (model shape,
  * data, optimizer); stored in checkpoints. */
 uint64_t config_hash(const config *c);
-/* The settings config_hash covers, as the "path=value\n" lines it hashes (malloc'd, NUL-terminated;
- * NULL when out of memory). Checkpoints store them (docs/checkpoint-format.md, meta/config). */
-char *config_hashed_settings(const config *c);
-/* Names the settings that differ between saved (text[0..saved_len) of config_hashed_settings from
- * the run that saved; NULL when the checkpoint holds none) and c's, into out: "path SAVED (this
- * run: NOW)", "path SAVED (not used by this run)", "path (not used by the saved run; this run:
- * NOW)", comma-separated. Returns how many it named (0 also when saved is NULL). */
-int config_settings_changes(const char *saved, size_t saved_len, const config *c, char *out, size_t cap);
+/* Which settings config_settings lists: SETTINGS_RESUME, those config_hash covers; SETTINGS_RANKS,
+ * those every rank of a job must share: every key's value but for the host's own files and
+ * commands (of an optional one, whether it is set; of checkpoint.resume, whether it is a path). */
+typedef enum settings_kind { SETTINGS_RESUME, SETTINGS_RANKS } settings_kind;
+/* Those settings as "path=value\n" lines (malloc'd, NUL-terminated; NULL when out of memory).
+ * Checkpoints store the SETTINGS_RESUME ones (docs/checkpoint-format.md, meta/config). */
+char *config_settings(const config *c, settings_kind which);
+/* Names the settings of `which` that differ between saved (text[0..saved_len) of config_settings
+ * from the run that saved, or rank 0's; NULL when the checkpoint holds none) and c's, into out:
+ * "path SAVED (this run: NOW)", "path SAVED (not used by this run)", "path (not used by the saved
+ * run; this run: NOW)" ("this rank", "rank 0" for SETTINGS_RANKS), comma-separated. Returns how
+ * many it named (0 also when saved is NULL). */
+int config_settings_changes(const char *saved, size_t saved_len, const config *c, settings_kind which, char *out,
+                            size_t cap);
 
 #ifdef __cplusplus
 }

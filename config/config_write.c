@@ -246,14 +246,41 @@ static bool hashed(const config *c, const cfg_key *k)
     return true;
 }
 
-/* The i-th hashed setting from *i on as "path=value\n" into line; its length, or -1 past the end. */
-static int next_hashed_line(const config *c, int *i, char *line, size_t cap)
+/* k's value as the ranks compare it, into out; false for the keys left out. The text keys name
+ * this host's files and commands, which may differ between hosts (another mount point): of an
+ * optional one only whether it is set is compared (checkpoint.init_from on some ranks only would
+ * split the start), of a resume path that it is one. */
+static bool rank_value(const config *c, const cfg_key *k, char *out, size_t n)
+{
+    if (k->type == KT_SECTION || k->type == KT_STR)
+        return false;
+    if (k->type == KT_OPT_PATH || k->type == KT_COMMAND)
+        snprintf(out, n, "%s", ((const char *)c + k->off)[0] ? "set" : "none");
+    else if (k->type == KT_RESUME && c->checkpoint.resume == RESUME_PATH)
+        snprintf(out, n, "a path");
+    else
+        cfg_format_value(c, k, out, n);
+    return true;
+}
+
+/* k's value into out when the settings of `which` cover it. */
+static bool covered(const config *c, settings_kind which, const cfg_key *k, char *out, size_t n)
+{
+    if (which == SETTINGS_RANKS)
+        return rank_value(c, k, out, n);
+    if (!hashed(c, k))
+        return false;
+    cfg_format_value(c, k, out, n);
+    return true;
+}
+
+/* The i-th setting of `which` from *i on as "path=value\n" into line; its length, or -1 past the end. */
+static int next_line(const config *c, settings_kind which, int *i, char *line, size_t cap)
 {
     char value[CFG_PATH_MAX];
     for (const cfg_key *k; (k = cfg_key_at(*i)); (*i)++) {
-        if (!hashed(c, k))
+        if (!covered(c, which, k, value, sizeof value))
             continue;
-        cfg_format_value(c, k, value, sizeof value);
         (*i)++;
         return snprintf(line, cap, "%s=%s\n", k->path, value);
     }
@@ -267,7 +294,7 @@ uint64_t config_hash(const config *c)
     uint64_t h = 0xcbf29ce484222325ull;
     char line[CFG_PATH_MAX + CFG_KEY_MAX + 4];
     int len;
-    for (int i = 0; (len = next_hashed_line(c, &i, line, sizeof line)) >= 0;) {
+    for (int i = 0; (len = next_line(c, SETTINGS_RESUME, &i, line, sizeof line)) >= 0;) {
         for (int j = 0; j < len; j++) {
             h ^= (unsigned char)line[j];
             h *= 0x100000001b3ull;
@@ -276,13 +303,13 @@ uint64_t config_hash(const config *c)
     return h;
 }
 
-char *config_hashed_settings(const config *c)
+char *config_settings(const config *c, settings_kind which)
 {
     char line[CFG_PATH_MAX + CFG_KEY_MAX + 4];
     size_t used = 0, cap = 4096;
     char *out = malloc(cap);
     int len;
-    for (int i = 0; out && (len = next_hashed_line(c, &i, line, sizeof line)) >= 0;) {
+    for (int i = 0; out && (len = next_line(c, which, &i, line, sizeof line)) >= 0;) {
         if (used + (size_t)len + 1 > cap) {
             char *grown = realloc(out, cap = 2 * cap + (size_t)len);
             if (!grown)
@@ -333,34 +360,38 @@ static void add_item(char *out, size_t cap, int *named, const char *fmt, ...)
     (*named)++;
 }
 
-/* k's value in the saved and in this run's settings: named when they differ or one lacks it. */
+/* k's value in the other's (the saved run's, rank 0's) and in these settings: named when they
+ * differ or one lacks it; `here` names these ("this run", "this rank"), `there` the other's. */
 static void compare_key(const cfg_key *k, const char *saved, size_t saved_len, const char *now, size_t now_len,
-                        char *out, size_t cap, int *named)
+                        const char *here, const char *there, char *out, size_t cap, int *named)
 {
     size_t a_len = 0, b_len = 0;
     const char *a = setting_in(saved, saved_len, k->path, &a_len), *b = setting_in(now, now_len, k->path, &b_len);
     int al = a_len > 80 ? 80 : (int)a_len, bl = b_len > 80 ? 80 : (int)b_len; /* paths can be long */
     if (a && b && (a_len != b_len || memcmp(a, b, a_len)))
-        add_item(out, cap, named, "%s %.*s (this run: %.*s)", k->path, al, a, bl, b);
+        add_item(out, cap, named, "%s %.*s (%s: %.*s)", k->path, al, a, here, bl, b);
     else if (a && !b)
-        add_item(out, cap, named, "%s %.*s (not used by this run)", k->path, al, a);
+        add_item(out, cap, named, "%s %.*s (not used by %s)", k->path, al, a, here);
     else if (!a && b)
-        add_item(out, cap, named, "%s (not used by the saved run; this run: %.*s)", k->path, bl, b);
+        add_item(out, cap, named, "%s (not used by %s; %s: %.*s)", k->path, there, here, bl, b);
 }
 
-int config_settings_changes(const char *saved, size_t saved_len, const config *c, char *out, size_t cap)
+int config_settings_changes(const char *saved, size_t saved_len, const config *c, settings_kind which, char *out,
+                            size_t cap)
 {
     out[0] = '\0';
-    char *now = config_hashed_settings(c);
+    char *now = config_settings(c, which);
     if (!saved || !now) {
         free(now);
         return 0;
     }
+    bool ranks = which == SETTINGS_RANKS;
     int named = 0;
     const cfg_key *k;
     for (int i = 0; (k = cfg_key_at(i)); i++)
-        if (k->hash != HASH_NO)
-            compare_key(k, saved, saved_len, now, strlen(now), out, cap, &named);
+        if (ranks ? k->type != KT_SECTION : k->hash != HASH_NO)
+            compare_key(k, saved, saved_len, now, strlen(now), ranks ? "this rank" : "this run",
+                        ranks ? "rank 0" : "the saved run", out, cap, &named);
     free(now);
     return named;
 }

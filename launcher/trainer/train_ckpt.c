@@ -73,12 +73,12 @@ int train_ckpt_open(train_job *t, ddp_err *err)
     if (t->ctl->rank != 0)
         return DDP_OK;
     if (cfg->checkpoint.sharded) /* every rank stages its own shard (train_shard.c) */
-        return (c->settings = config_hashed_settings(cfg)) ? DDP_OK
+        return (c->settings = config_settings(cfg, SETTINGS_RESUME)) ? DDP_OK
                : ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint's settings");
     size_t n = t->m->n_params, bufs = (size_t)c->n_buffers;
     c->host = malloc(n * bufs * sizeof(float));
     c->tensors = calloc((size_t)t->m->n_tensors * bufs + 2, sizeof *c->tensors);
-    c->settings = config_hashed_settings(cfg);
+    c->settings = config_settings(cfg, SETTINGS_RESUME);
     if (!c->host || !c->tensors || !c->settings)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint staging buffer");
     int rc = ckpt_writer_create(c->dir, (int)cfg->checkpoint.keep_last, &c->writer, err);

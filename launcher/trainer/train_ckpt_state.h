@@ -30,7 +30,7 @@ typedef struct train_ckpt {
     saved_buffer buffers[MAX_SAVED_BUFFERS];
     int n_buffers;
     float *host;                  /* rank 0: staging, the buffers one after another */
-    char *settings;               /* rank 0: config_hashed_settings, saved as meta/config */
+    char *settings;               /* rank 0: config_settings (SETTINGS_RESUME), saved as meta/config */
     ckpt_tensor *tensors;
     int64_t last_saved_step;
     char last_written[CKPT_PATH_MAX]; /* rank 0: the newest checkpoint this job wrote whole, "" before one */

@@ -38,7 +38,7 @@ static int refuse_other_settings(const train_job *t, const char *saved, size_t l
 {
     char changes[DDP_ERR_MSG / 2];
     bool text = saved != NULL;
-    if (config_settings_changes(saved, len, t->cfg, changes, sizeof changes) > 0)
+    if (config_settings_changes(saved, len, t->cfg, SETTINGS_RESUME, changes, sizeof changes) > 0)
         return ddp_fail(err, DDP_EUSAGE, "%s was saved with other settings than this run's: %s; resume it with the "
                         "settings it was saved with, or start fresh in another checkpoint.dir", used, changes);
     return ddp_fail(err, DDP_EUSAGE, "%s was saved by a run with different model, data or optimizer settings%s; "

@@ -193,6 +193,36 @@ static int agree_on_start(comm *ctl, int mine, ddp_err *err)
     return mine != DDP_OK ? mine : status;
 }
 
+/* Every rank loaded the same settings: each reads the YAML on its own host (and again at each
+ * restart), and ranks stepping with other values would drift apart silently. Rank 0's
+ * SETTINGS_RANKS text reaches every rank; one whose own differs names the settings. */
+static int agree_on_config(comm *ctl, const config *cfg, ddp_err *err)
+{
+    static char rank0[1 << 16];
+    char *mine = config_settings(cfg, SETTINGS_RANKS), differ[1024];
+    int64_t len = mine ? (int64_t)strlen(mine) : -1;
+    ddp_err e = {0};
+    int rc = ctl->ops->broadcast(ctl, &len, 1, DT_INT64, 0, NULL, &e);
+    if (rc == DDP_OK && (len < 0 || len >= (int64_t)sizeof rank0))
+        rc = ddp_fail(&e, DDP_ERUNTIME, "rank 0's settings: %s", len < 0 ? "out of memory" : "too long to compare");
+    if (rc == DDP_OK && ctl->rank == 0)
+        memcpy(rank0, mine, (size_t)len);
+    if (rc == DDP_OK)
+        rc = ctl->ops->broadcast(ctl, rank0, (size_t)len, DT_UINT8, 0, NULL, &e);
+    if (rc != DDP_OK) {
+        free(mine);
+        return ddp_fail(err, rc, "comparing the ranks' settings: %s", e.msg);
+    }
+    int same = DDP_OK;
+    if (!mine)
+        same = ddp_fail(err, DDP_ERUNTIME, "out of memory for the settings");
+    else if (config_settings_changes(rank0, (size_t)len, cfg, SETTINGS_RANKS, differ, sizeof differ) > 0)
+        same = ddp_fail(err, DDP_EUSAGE, "%s with its overrides gives this rank other settings than rank 0's: %s; "
+                        "every host must read the same config", cfg->source[0] ? cfg->source : "the config", differ);
+    free(mine);
+    return agree_on_start(ctl, same, err);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
@@ -223,6 +253,8 @@ int main(int argc, char **argv)
         rc = config_load(argv[1], argc - 2, argv + 2, &cfg, &err);
     if (ctl)
         rc = agree_on_start(ctl, rc, &err);
+    if (rc == DDP_OK)
+        rc = agree_on_config(ctl, &cfg, &err);
     if (rc == DDP_OK)
         rc = comm_mpi_set_timeout(ctl, cfg.ddp.timeout_s, &err);
     if (rc == DDP_OK)

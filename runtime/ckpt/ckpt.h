@@ -27,7 +27,8 @@
 #define CKPT_MAX_RNG 64
 #define CKPT_PATH_MAX 4096
 #define CKPT_ALIGN 64      /* tensor data offsets are multiples of this */
-/* The training job's record of its settings: config_hashed_settings' text as u8 (docs/checkpoint-format.md). */
+/* The training job's record of its settings: config_settings' SETTINGS_RESUME text as u8
+ * (docs/checkpoint-format.md). */
 #define CKPT_SETTINGS_TENSOR "meta/config"
 /* The training split's sample count that the header's `consumed` is a position in: i64 [1]. */
 #define CKPT_TRAIN_SAMPLES_TENSOR "meta/train_samples"

@@ -270,28 +270,29 @@ static uint64_t hash_with(const char *override)
 static void test_settings_text(const char *const same[], size_t n_same, const char *const differ[], size_t n_differ)
 {
     config base = example_with(NULL);
-    char *text = config_hashed_settings(&base);
+    char *text = config_settings(&base, SETTINGS_RESUME);
     CHECK(text && strstr(text, "optimizer.lr=0.001\n"), "settings text: %s", text ? text : "(none)");
     for (size_t i = 0; i < n_same + n_differ; i++) {
         const char *ov = i < n_same ? same[i] : differ[i - n_same];
         config c = example_with(ov);
-        char *other = config_hashed_settings(&c), changes[1024];
+        char *other = config_settings(&c, SETTINGS_RESUME), changes[1024];
         bool equal = other && text && !strcmp(other, text);
         CHECK(equal == (i < n_same), "%s: settings text %s, hash %s", ov, equal ? "equal" : "differs",
               i < n_same ? "equal" : "differs");
-        int named = config_settings_changes(text, strlen(text), &c, changes, sizeof changes);
+        int named = config_settings_changes(text, strlen(text), &c, SETTINGS_RESUME, changes, sizeof changes);
         CHECK((named > 0) == (i >= n_same), "%s: %d named (%s)", ov, named, changes);
         free(other);
     }
     config c = example_with("run.seed=1"), d = example_with("optimizer.kind=sgd");
     char changes[1024];
-    CHECK_EQ_INT(config_settings_changes(text, strlen(text), &c, changes, sizeof changes), 1);
+    CHECK_EQ_INT(config_settings_changes(text, strlen(text), &c, SETTINGS_RESUME, changes, sizeof changes), 1);
     CHECK(strcmp(changes, "run.seed 1234 (this run: 1)") == 0, "%s", changes);
-    CHECK(config_settings_changes(text, strlen(text), &d, changes, sizeof changes) >= 3, "%s", changes);
+    CHECK(config_settings_changes(text, strlen(text), &d, SETTINGS_RESUME, changes, sizeof changes) >= 3, "%s",
+          changes);
     CHECK_STR_CONTAINS(changes, "optimizer.kind adamw (this run: sgd)");
     CHECK_STR_CONTAINS(changes, "optimizer.betas [0.9, 0.999] (not used by this run)");
     CHECK_STR_CONTAINS(changes, "optimizer.momentum (not used by the saved run; this run: 0.9)");
-    CHECK_EQ_INT(config_settings_changes(NULL, 0, &c, changes, sizeof changes), 0);
+    CHECK_EQ_INT(config_settings_changes(NULL, 0, &c, SETTINGS_RESUME, changes, sizeof changes), 0);
     CHECK(changes[0] == '\0', "nothing named without a record: %s", changes);
     free(text);
 }
@@ -449,7 +450,7 @@ static void test_global_batch(void)
     CHECK(config_load(mlp, 0, NULL, &c, &err) == DDP_OK, "%s", err.msg);
     CHECK(c.train.global_batch == 0 && c.train.micro_batch == MICRO_BATCH_FIXED, "defaults %lld %d",
           (long long)c.train.global_batch, (int)c.train.micro_batch);
-    char *text = config_hashed_settings(&c);
+    char *text = config_settings(&c, SETTINGS_RESUME);
     CHECK(text && strstr(text, "data.batch_size=") && strstr(text, "train.grad_accum=") &&
           !strstr(text, "train.global_batch") && !strstr(text, "train.micro_batch"),
           "per-rank mode's hashed settings: %s", text ? text : "(none)");
@@ -471,7 +472,7 @@ static void test_global_batch(void)
                                 "sizes that would: 1, 2, 3, 4, 6, 12");
     CHECK_EQ_INT(config_world_at_most(&c, 5), 4);
     CHECK_EQ_INT(config_world_at_most(&c, 11), 6);
-    char *hashed = config_hashed_settings(&c);
+    char *hashed = config_settings(&c, SETTINGS_RESUME);
     CHECK(hashed && strstr(hashed, "train.global_batch=48\n") && !strstr(hashed, "data.batch_size") &&
           !strstr(hashed, "train.grad_accum"), "global mode's hashed settings: %s", hashed ? hashed : "(none)");
     /* the split is not hashed: another data.batch_size or micro_batch continues the same run */
@@ -479,13 +480,14 @@ static void test_global_batch(void)
     CHECK(config_load(mlp, 3, other_split, &d, &err) == DDP_OK, "%s", err.msg);
     CHECK(config_hash(&c) == config_hash(&d), "the per-rank split changed the hash");
     char changes[1024];
-    CHECK_EQ_INT(config_settings_changes(hashed, strlen(hashed), &d, changes, sizeof changes), 0);
+    CHECK_EQ_INT(config_settings_changes(hashed, strlen(hashed), &d, SETTINGS_RESUME, changes, sizeof changes), 0);
     CHECK(config_load(mlp, 2, (char *[]){"train.global_batch=96", "data.batch_size=4"}, &d, &err) == DDP_OK, "%s", err.msg);
-    CHECK_EQ_INT(config_settings_changes(hashed, strlen(hashed), &d, changes, sizeof changes), 1);
+    CHECK_EQ_INT(config_settings_changes(hashed, strlen(hashed), &d, SETTINGS_RESUME, changes, sizeof changes), 1);
     CHECK(!strcmp(changes, "train.global_batch 48 (this run: 96)"), "%s", changes);
     CHECK(config_load(mlp, 0, NULL, &d, &err) == DDP_OK, "%s", err.msg);
     CHECK(config_hash(&c) != config_hash(&d), "global batch 48 hashed as the per-rank config");
-    CHECK(config_settings_changes(hashed, strlen(hashed), &d, changes, sizeof changes) >= 3, "%s", changes);
+    CHECK(config_settings_changes(hashed, strlen(hashed), &d, SETTINGS_RESUME, changes, sizeof changes) >= 3, "%s",
+          changes);
     CHECK_STR_CONTAINS(changes, "train.global_batch 48 (not used by this run)");
     free(hashed);
 

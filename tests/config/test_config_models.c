@@ -327,13 +327,13 @@ static void test_llama(void)
     char *own_wide[] = {"model.kind=llama", "model.llama={n_embd: 640, n_head: 12, head_dim: 128}"};
     CHECK(config_load(NULL, 2, own_wide, &h, &err) == DDP_OK && config_hash(&h) != config_hash(&own),
           "an own head_dim is hashed: %s", err.msg);
-    char *plain_lines = config_hashed_settings(&plain), *own_lines = config_hashed_settings(&own);
+    char *plain_lines = config_settings(&plain, SETTINGS_RESUME), *own_lines = config_settings(&own, SETTINGS_RESUME);
     CHECK(plain_lines && !strstr(plain_lines, "head_dim") && own_lines && strstr(own_lines, "model.llama.head_dim=64"),
           "head_dim among the hashed settings only when the shape's own");
     free(plain_lines);
     free(own_lines);
     char *nemo[] = {"model.kind=mistral", "model.mistral={n_embd: 5120, n_head: 32, n_kv_head: 8, head_dim: 128}"};
-    CHECK(config_load(NULL, 2, nemo, &h, &err) == DDP_OK && (own_lines = config_hashed_settings(&h)) &&
+    CHECK(config_load(NULL, 2, nemo, &h, &err) == DDP_OK && (own_lines = config_settings(&h, SETTINGS_RESUME)) &&
           strstr(own_lines, "model.mistral.head_dim=128"), "Mistral-Nemo's heads: %s", err.msg);
     free(own_lines);
     /* Qwen3-0.6B's heads (16 of 128 over 1024) are its own; Qwen3-8B's 128 (4096 / 32) resolve to 0 */

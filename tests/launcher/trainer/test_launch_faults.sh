@@ -10,7 +10,8 @@
 #    end within seconds, not train on with parent 1.
 #  - a config file missing on one rank's host only: the job ends at once, that rank naming it; the
 #    same file missing on every rank is said once, and different ones each; the data missing on one
-#    rank's host only ends the job at once as well, with exit 2.
+#    rank's host only ends the job at once as well, with exit 2; a rank loading other settings than
+#    rank 0's (its host's copy of the config differs) is refused naming them.
 # The jobs are long and quiet (no progress lines: a write to a dead ddprun's pipe would end mpirun
 # by SIGPIPE and hide orphans); `timeout -s KILL` bounds a job whose stop was lost.
 source "$(dirname "$0")/../../lib.sh"
@@ -104,6 +105,23 @@ DDPRUN_WORKER="$TMP/data-elsewhere.sh" timeout -s KILL 60 "$DDPRUN" -np 2 "$SMAL
 rc=$?
 check "data missing on rank 1's host: the job ends with a usage error (exit 2, got $rc)" [ $rc -eq 2 ]
 check "rank 1 names the missing data" grep -q "rank 1.*no-data-here" "$TMP/nodata.log"
+# Rank 1 given other settings than rank 0's (its host's copy of the config says another learning
+# rate): refused before training, naming the setting and both values (the ranks would step apart);
+# a path of rank 1's own (another run.dir) is not a difference.
+cat >"$TMP/rank1-other.sh" <<EOF
+#!/bin/sh
+if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$DDPRUN_WORKER" "\$@" optimizer.lr=0.5 run.dir="$TMP/other-b"; fi
+exec "$DDPRUN_WORKER" "\$@"
+EOF
+chmod +x "$TMP/rank1-other.sh"
+DDPRUN_WORKER="$TMP/rank1-other.sh" timeout -s KILL 60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/other" \
+    >"$TMP/other.log" 2>&1
+rc=$?
+check "rank 1 with another optimizer.lr: the job ends with a usage error (exit 2, got $rc)" [ $rc -eq 2 ]
+check "... rank 1 names the setting, rank 0's value and its own" \
+    grep -q "rank 1.*other settings than rank 0's: optimizer.lr 0.05 (this rank: 0.5); every host" "$TMP/other.log"
+check "... and nothing else (run.dir is its host's own)" bash -c "! grep -q 'run.dir' '$TMP/other.log'"
+check "... before training" bash -c "! grep -q 'step 1' '$TMP/other.log'"
 # whatever a failed check left running (this test's processes name $TMP in their arguments)
 left=$(pgrep -f "$TMP/")
 [ -z "$left" ] || kill -KILL $left 2>/dev/null
