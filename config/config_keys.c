@@ -128,7 +128,7 @@ static const cfg_key keys_after_models[] = {
         "Steps the built-in profiler records (0 = off): rank 0 prints a per-op table at the end and writes "
         "`profile.json`, every rank writes `trace-rank{R}.json` into `run.dir` (`docs/profiling.md`). A window "
         "holds 2^18 time stamps, a step's marks and its ops' two each; what does not fit is counted as dropped."),
-    INT("train.profile_start", train.profile_start, 0, BIG, "5", HASH_NO,
+    INT("train.profile_start", train.profile_start, 0, I32, "5", HASH_NO,
         "Steps this run trains before the profiler's window opens (warm-up)."),
     SECTION("optimizer"),
     ENUM("optimizer.kind", optimizer.kind, opt_names, "adamw", HASH_YES, "Optimizer."),
