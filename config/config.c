@@ -533,7 +533,7 @@ static int apply_override(cfg_loader *L, int n, const char *text)
     if (!value[strspn(value, " \t")] && (key->type == KT_OPT_PATH || key->type == KT_COMMAND))
         value = "''";
     /* the same text in a file is a plain scalar: here it would begin a document of its own */
-    if ((!strncmp(value, "---", 3) || !strncmp(value, "...", 3)) && strchr(" \t\n", value[3]))
+    if ((!strncmp(value, "---", 3) || !strncmp(value, "...", 3)) && strchr(" \t\r\n", value[3]))
         return cfg_error(L, (cfg_pos){n, 1, src.col_offset + 1}, cfg_key_at(k)->path, "a value beginning %.3s "
                          "would begin a YAML document: quote it", value);
     yaml_parser_t parser;

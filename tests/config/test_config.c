@@ -81,6 +81,8 @@ static void test_bad_overrides(void)
                 "expected one YAML document, got a second one");
     expect_fail(NULL, 1, (char *[]){"run.dir=--- x"}, "<override 1>:1:9: run.dir:",
                 "a value beginning --- would begin a YAML document: quote it");
+    expect_fail(NULL, 1, (char *[]){"run.dir=---\rx"}, "<override 1>:1:9: run.dir:", /* \r ends a line too */
+                "a value beginning --- would begin a YAML document: quote it");
     /* libyaml reports the unclosed flow list at the end of the text: column 4 of "[1,2" */
     expect_fail(NULL, 1, (char *[]){"model.mlp.hidden=[1,2"}, "<override 1>:1:22: YAML syntax error", NULL);
     /* contradictions are reported at the later of the two keys */
