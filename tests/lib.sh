@@ -7,6 +7,9 @@ TMP=$(mktemp -d /tmp/ddptest.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 CKPT_COMPARE=${CKPT_COMPARE:-$(dirname "$DDPRUN")/../tests/ckpt_compare}
 SMALL=$DDP_SRC/tests/launcher/trainer/ddp_small.yaml
+# the tests' jobs run on this machine as it is, also when the tests run inside a Slurm allocation
+# (whose slots mpirun and ddprun would take instead)
+unset SLURM_JOB_ID SLURM_JOBID SLURM_TASKS_PER_NODE
 
 check() { # description, command...
     local what=$1; shift

@@ -125,9 +125,15 @@ int ddprun_hosts_check(const char *hosts, const char *hostfile, ddp_err *err);
  * hostfile ("host slots=N" lines; no count: mpirun decides, so the ranks left spread evenly over
  * the hosts from there), the slots counted
  * as mpirun 4.1 counts them (a host listed again adds its slots, or in a hostfile one slot), and
- * assuming mpirun's default by-slot filling in host order; np when neither is given (or they do
- * not pass ddprun_hosts_check). */
+ * assuming mpirun's default by-slot filling in host order; when neither is given, the same over a
+ * Slurm allocation's nodes (ddprun_in_slurm_allocation), else np (or when they do not pass
+ * ddprun_hosts_check). */
 int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np);
+/* Whether ddprun runs inside a Slurm allocation that says its tasks per node (SLURM_JOB_ID and
+ * SLURM_TASKS_PER_NODE): mpirun then takes the nodes and their slots from it, so ddprun adds no
+ * --oversubscribe (more ranks than the allocation has are refused, not packed onto its nodes),
+ * and ddprun_ranks_per_node reads them there when neither -H nor a hostfile is given. */
+bool ddprun_in_slurm_allocation(void);
 /* The physical cores of this node that this process may run on (distinct package and core ids of
  * the online processors in its affinity mask, from sysfs; every such processor when that cannot be
  * read): the slots mpirun gives a node, hardware threads not counted, and a container's or a

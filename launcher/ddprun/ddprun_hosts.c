@@ -215,11 +215,49 @@ static int read_hostfile(const char *path, host_table *t, ddp_err *err)
     return rc;
 }
 
-/* The hosts of -H or the hostfile (neither: no host) into t. */
+bool ddprun_in_slurm_allocation(void)
+{
+    return (getenv("SLURM_JOB_ID") || getenv("SLURM_JOBID")) && getenv("SLURM_TASKS_PER_NODE");
+}
+
+#define SLURM_NODES_MAX 65536 /* an allocation's nodes read; the ranks fill the first ones */
+
+/* A Slurm allocation's nodes into t, their slots as mpirun takes them from SLURM_TASKS_PER_NODE
+ * ("2(x3),1": three nodes of 2 tasks, then one of 1); nothing where that is absent or malformed
+ * (mpirun reads it itself). */
+static void read_slurm_allocation(host_table *t)
+{
+    const char *p = ddprun_in_slurm_allocation() ? getenv("SLURM_TASKS_PER_NODE") : NULL;
+    while (p && *p) {
+        char *end;
+        long slots = strtol(p, &end, 10), repeat = 1;
+        if (end == p || slots < 1 || slots > DDPRUN_SLOTS_MAX)
+            break;
+        if (!strncmp(end, "(x", 2)) {
+            const char *at = end + 2;
+            repeat = strtol(at, &end, 10);
+            if (end == at || *end != ')' || repeat < 1 || repeat > SLURM_NODES_MAX)
+                break;
+            end++;
+        }
+        for (long i = 0; i < repeat && t->n < SLURM_NODES_MAX; i++)
+            if (table_append(t, "slurm-node", 10, (int)slots, NULL) != DDP_OK)
+                return;
+        if (*end != ',' && *end)
+            break;
+        p = *end ? end + 1 : end;
+    }
+}
+
+/* The hosts of -H or the hostfile (neither: a Slurm allocation's, or no host) into t. */
 static int read_hosts(const char *hosts, const char *hostfile, host_table *t, ddp_err *err)
 {
     *t = (host_table){0};
-    int rc = hosts ? read_host_list(hosts, t, err) : hostfile ? read_hostfile(hostfile, t, err) : DDP_OK;
+    if (!hosts && !hostfile) {
+        read_slurm_allocation(t);
+        return DDP_OK;
+    }
+    int rc = hosts ? read_host_list(hosts, t, err) : read_hostfile(hostfile, t, err);
     if (rc != DDP_OK) {
         free(t->h);
         *t = (host_table){0};

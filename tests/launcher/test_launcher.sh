@@ -32,7 +32,7 @@ config="$DDP_SRC/configs/fashion_mlp.yaml"
 host=$(hostname)
 cores=$(lscpu -p=core,socket | grep -v '^#' | sort -u | wc -l) # physical cores: mpirun's slots
 export DDPRUN_WORKER=$FAKE_WORKER DDPRUN_BENCH=$FAKE_WORKER
-unset OMP_NUM_THREADS FAKE_WORKER_MODE
+unset OMP_NUM_THREADS FAKE_WORKER_MODE SLURM_JOB_ID SLURM_JOBID SLURM_TASKS_PER_NODE # this machine as it is
 
 # run NAME ARGS...: runs ddprun, stdout/stderr in $tmp/NAME.out/.err, status in rc, wall time in ms
 run() {
@@ -155,6 +155,14 @@ check "taskset -c 0, 2 ranks: --oversubscribe" contains "$tmp/dry_taskset.out" "
 check "... one thread a rank" contains "$tmp/dry_taskset.out" "-x OMP_NUM_THREADS=1 "
 taskset -c 0 "$DDPRUN" --dry-run -np 1 "$config" >"$tmp/dry_taskset1.out" 2>&1
 check "taskset -c 0, one rank: one thread" contains "$tmp/dry_taskset1.out" "-x OMP_NUM_THREADS=1 "
+# inside a Slurm allocation mpirun takes the nodes' slots from SLURM_TASKS_PER_NODE: ddprun adds no
+# --oversubscribe (more ranks than the allocation has are mpirun's to refuse), and a rank's threads
+# are the cores over the ranks of the busiest node ("2(x3),1": three nodes of 2 tasks, one of 1)
+SLURM_JOB_ID=7 SLURM_TASKS_PER_NODE="1(x4)" run slurm_1x4 --dry-run -np 4 "$config"
+check "Slurm, 4 nodes of 1 task, 4 ranks: no --oversubscribe" lacks $out "--oversubscribe"
+check "... every core a rank's thread (one rank a node)" contains $out "-x OMP_NUM_THREADS=$cores "
+SLURM_JOB_ID=7 SLURM_TASKS_PER_NODE="2(x3),1" run slurm_2x3 --dry-run -np 7 "$config"
+check "Slurm, tasks 2(x3),1, 7 ranks: 2 on the busiest node" contains $out "-x OMP_NUM_THREADS=$(((cores / 2) > 1 ? cores / 2 : 1)) "
 run dry_x_threads --dry-run -np 2 -x OMP_NUM_THREADS=2 "$config"
 check "-x OMP_NUM_THREADS=2: ranks not bound to a core" contains $out "--bind-to none"
 check "... and the user's value alone" bash -c "[ \$(grep -o 'OMP_NUM_THREADS' '$out' | wc -l) -eq 1 ]"
