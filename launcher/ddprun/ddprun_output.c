@@ -2,8 +2,11 @@
  *
  * mpirun prefixes each rank line with "[JOB,RANK]<stdout>:" or "<stderr>:"; we rewrite that to
  * "[rank RANK] " and send it to our stdout or stderr accordingly, so stdout redirection keeps
- * working; a line the rank tagged itself ("[rank RANK host] ", log.h) keeps its own tag only. mpirun tags each read of a rank's output, so a line its read cut in two arrives as
- * "[J,R]<stdout>:start[J,R]<stdout>:rest": the repeated tag is dropped. Untagged lines are mpirun's own and pass through unchanged, except the boxed
+ * working; a line the rank tagged itself ("[rank RANK host] ", log.h) keeps its own tag only.
+ * mpirun tags each read of a rank's output, so a line its read cut in two arrives as
+ * "[J,R]<stdout>:start[J,R]<stdout>:rest": the repeated tag is dropped; where another rank's
+ * output comes between the pieces, the start is held until the rank's next text finishes it.
+ * Untagged lines are mpirun's own and pass through unchanged, except the boxed
  * "a process failed / the job was aborted" reports: ddprun replaces those with one line of its
  * own, so we parse them (fallback source for the failing rank) and drop them, and mpirun's
  * "Forwarding signal" notice, which ddprun announces itself. Lines our per-rank
@@ -36,6 +39,12 @@ struct output_filter {
     int ranks_started;            /* wrappers' "started" status lines */
     rank_failure from_mpirun;     /* from mpirun's own report */
     deadline_verdict deadline;    /* the first collective deadline's verdict */
+    struct held_line {            /* a rank's line another rank's output cut: its start so far */
+        int rank;
+        bool is_err;
+        char *text;
+    } *held;
+    int n_held, cap_held;
 };
 
 static void buf_append(line_buf *b, const char *s, size_t n)
@@ -67,6 +76,9 @@ void output_filter_free(output_filter *f)
         free(f->partial[s].data);
         argv_free(&f->block[s]);
     }
+    for (int i = 0; i < f->n_held; i++)
+        free(f->held[i].text);
+    free(f->held);
     free(f);
 }
 
@@ -232,12 +244,45 @@ static bool self_tagged(const char *payload, int rank)
     return strncmp(payload, own, (size_t)n) == 0 && strchr(payload + n, ']') != NULL;
 }
 
+/* The start of rank's line on that stream held so far (malloc'd, taken out of f), or NULL. */
+static char *take_held(output_filter *f, int rank, bool is_err)
+{
+    for (int i = 0; i < f->n_held; i++)
+        if (f->held[i].rank == rank && f->held[i].is_err == is_err) {
+            char *text = f->held[i].text;
+            f->held[i] = f->held[--f->n_held];
+            return text;
+        }
+    return NULL;
+}
+
+static void hold(output_filter *f, int rank, bool is_err, char *text)
+{
+    if (f->n_held == f->cap_held) {
+        int cap = f->cap_held ? 2 * f->cap_held : 8;
+        struct held_line *grown = realloc(f->held, (size_t)cap * sizeof *grown);
+        if (!grown) { perror("ddprun: out of memory"); exit(1); }
+        f->held = grown;
+        f->cap_held = cap;
+    }
+    f->held[f->n_held++] = (struct held_line){rank, is_err, text};
+}
+
+static void rank_line(output_filter *f, int rank, bool is_err, char *joined);
+
 /* A tagged line: mpirun's tags inside it mark where its reads of a rank's output ended. The same
- * rank's continuation joins the line; another rank's fragment is a line of its own. */
+ * rank's continuation joins the line; where another rank's (or stream's) output starts instead,
+ * this rank's line is unfinished: its start is held until the rank's next tagged text, which
+ * continues it, on a later line of mpirun's (a status line cut so was not recognised). */
 static void handle_tagged(output_filter *f, int s, int rank, bool is_err, const char *payload)
 {
-    char *joined = strdup(payload);
+    char *held = take_held(f, rank, is_err);
+    size_t held_len = held ? strlen(held) : 0;
+    char *joined = malloc(held_len + strlen(payload) + 1);
     if (!joined) { perror("ddprun: out of memory"); exit(1); }
+    memcpy(joined, held ? held : "", held_len);
+    strcpy(joined + held_len, payload);
+    free(held);
     int r2;
     bool err2;
     const char *rest, *tag;
@@ -247,12 +292,23 @@ static void handle_tagged(output_filter *f, int s, int rank, bool is_err, const 
         char *other = strdup(tag);
         if (!other) { perror("ddprun: out of memory"); exit(1); }
         *(char *)tag = '\0';
-        handle_tagged(f, s, rank, is_err, joined);
+        if (strlen(joined) >= LINE_MAX_BYTES)
+            rank_line(f, rank, is_err, joined);
+        else if (*joined)
+            hold(f, rank, is_err, joined);
+        else
+            free(joined);
         handle_line(f, s, other);
         free(other);
-        free(joined);
         return;
     }
+    rank_line(f, rank, is_err, joined);
+}
+
+/* One whole line of a rank's (joined, freed here): consumed when it is the wrapper's status
+ * line, else printed with the rank's tag and read for a deadline's verdict. */
+static void rank_line(output_filter *f, int rank, bool is_err, char *joined)
+{
     /* the wrapper's status line; after the worker's last output when that had no newline */
     char *mark = is_err ? strstr(joined, DDPRUN_STATUS_MARK) : NULL;
     if (mark) {
@@ -330,6 +386,11 @@ void output_finish(output_filter *f)
             f->partial[s].len = 0;
         }
         if (f->in_block[s]) flush_block(f, s);
+    }
+    while (f->n_held > 0) { /* lines their ranks never finished */
+        struct held_line h = f->held[0];
+        f->held[0] = f->held[--f->n_held];
+        rank_line(f, h.rank, h.is_err, h.text);
     }
     fflush(stdout);
     fflush(stderr);

@@ -2,7 +2,8 @@
  * turns tagged lines into "[rank R] " lines, including the lines mpirun's reads cut in two: mpirun
  * tags each read of a rank's output, so a cut line arrives as "[J,R]<stdout>:start" directly
  * followed by "[J,R]<stdout>:rest\n". The repeated tag must go; another rank's fragment in the
- * middle of a line must come out as a line of its own; a line fed in pieces (ddprun's own reads of
+ * middle of a line must come out as a line of its own, and the cut line whole once its rank's next
+ * text finishes it (a status line cut so still read); a line fed in pieces (ddprun's own reads of
  * mpirun's pipe) must come out whole; a line the rank tagged itself ("[rank R host] ") keeps that tag only. Output is captured through a temporary file.
  * A collective deadline's verdict naming more ranks than it lists still yields every host; the NCCL
  * watchdog's abort line counts as a verdict naming none. */
@@ -85,8 +86,35 @@ static void test_watchdog_abort(void)
     output_filter_free(f);
 }
 
+/* The wrapper's status line of rank 3 cut by mpirun's read, rank 5's output between its two
+ * pieces: still read (the failure named with its host), not printed. */
+static void test_status_line_cut(void)
+{
+    static const char in[] = "[1,3]<stderr>:ddprun-rank-sta[1,5]<stderr>:x\n[1,3]<stderr>:tus: rank=3 host=h7 exit=1\n";
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    int saved = dup(2);
+    dup2(fileno(tmp), 2);
+    output_filter *f = output_filter_new();
+    output_feed(f, true, in, strlen(in));
+    output_finish(f);
+    rank_failure r = *output_first_failure(f);
+    output_filter_free(f);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char out[512];
+    rewind(tmp);
+    out[fread(out, 1, sizeof out - 1, tmp)] = '\0';
+    fclose(tmp);
+    CHECK(r.known && r.rank == 3 && r.exit_code == 1 && !strcmp(r.host, "h7"), "the cut status line read: rank %d "
+          "host %s exit %d", r.rank, r.host, r.exit_code);
+    CHECK(strcmp(out, "[rank 5] x\n") == 0, "only rank 5's line printed: \"%s\"", out);
+}
+
 int main(void)
 {
+    test_status_line_cut();
     test_deadline_hosts();
     test_watchdog_abort();
     char out[4096];
@@ -100,8 +128,11 @@ int main(void)
         filtered("[1,2]<stdout>:a[1,2]<stdout>:b[1,2]<stdout>:c\n", pieces[i], out, sizeof out);
         CHECK(strcmp(out, "[rank 2] abc\n") == 0, "a line cut in three (pieces of %zu): \"%s\"", pieces[i], out);
         filtered("[1,0]<stdout>:step 1 [1,1]<stdout>:step 2\n", pieces[i], out, sizeof out);
-        CHECK(strcmp(out, "[rank 0] step 1 \n[rank 1] step 2\n") == 0,
-              "another rank's fragment mid-line (pieces of %zu): \"%s\"", pieces[i], out);
+        CHECK(strcmp(out, "[rank 1] step 2\n[rank 0] step 1 \n") == 0,
+              "another rank's fragment mid-line, the cut line never finished (pieces of %zu): \"%s\"", pieces[i], out);
+        filtered("[1,0]<stdout>:step [1,1]<stdout>:x\n[1,0]<stdout>:1 done\n", pieces[i], out, sizeof out);
+        CHECK(strcmp(out, "[rank 1] x\n[rank 0] step 1 done\n") == 0,
+              "a line another rank's output cut, finished on a later line (pieces of %zu): \"%s\"", pieces[i], out);
         filtered("[1,1]<stdout>:[rank 1 vm] warning: slow\n", pieces[i], out, sizeof out);
         CHECK(strcmp(out, "[rank 1 vm] warning: slow\n") == 0, "a line the rank tagged itself keeps one tag "
               "(pieces of %zu): \"%s\"", pieces[i], out);
