@@ -94,29 +94,28 @@ check "each rank's own config missing: exit 2 (got $rc), each named ($said)" tes
 # The data missing on rank 1's host only, found after the ranks agreed on their start: the job
 # ends at once with exit 2 and rank 1's message (a rank that fails alone must not wait in
 # MPI_Finalize for ranks waiting for it in a collective).
-cat >"$TMP/data-elsewhere.sh" <<EOF
+# rank1_job TAG ARGS...: ddprun -np 2 into $TMP/TAG, rank 1's worker given ARGS after the others
+# (what its host sees); its status in rc, its output in $TMP/TAG.log
+rank1_job() {
+    local tag=$1 extra="" a
+    shift
+    for a in "$@"; do extra+=" $(printf '%q' "$a")"; done
+    cat >"$TMP/$tag.sh" <<EOF
 #!/bin/sh
-if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$DDPRUN_WORKER" "\$@" data.path="$TMP/no-data-here"; fi
+if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$DDPRUN_WORKER" "\$@"$extra; fi
 exec "$DDPRUN_WORKER" "\$@"
 EOF
-chmod +x "$TMP/data-elsewhere.sh"
-DDPRUN_WORKER="$TMP/data-elsewhere.sh" timeout -s KILL 60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/nodata" \
-    >"$TMP/nodata.log" 2>&1
-rc=$?
+    chmod +x "$TMP/$tag.sh"
+    DDPRUN_WORKER="$TMP/$tag.sh" timeout -s KILL 60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/$tag" >"$TMP/$tag.log" 2>&1
+    rc=$?
+}
+rank1_job nodata data.path="$TMP/no-data-here"
 check "data missing on rank 1's host: the job ends with a usage error (exit 2, got $rc)" [ $rc -eq 2 ]
 check "rank 1 names the missing data" grep -q "rank 1.*no-data-here" "$TMP/nodata.log"
 # Rank 1 given other settings than rank 0's (its host's copy of the config says another learning
 # rate): refused before training, naming the setting and both values (the ranks would step apart);
 # a path of rank 1's own (another run.dir) is not a difference.
-cat >"$TMP/rank1-other.sh" <<EOF
-#!/bin/sh
-if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$DDPRUN_WORKER" "\$@" optimizer.lr=0.5 run.dir="$TMP/other-b"; fi
-exec "$DDPRUN_WORKER" "\$@"
-EOF
-chmod +x "$TMP/rank1-other.sh"
-DDPRUN_WORKER="$TMP/rank1-other.sh" timeout -s KILL 60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/other" \
-    >"$TMP/other.log" 2>&1
-rc=$?
+rank1_job other optimizer.lr=0.5 run.dir="$TMP/other-b"
 check "rank 1 with another optimizer.lr: the job ends with a usage error (exit 2, got $rc)" [ $rc -eq 2 ]
 check "... rank 1 names the setting, rank 0's value and its own" \
     grep -q "rank 1.*other settings than rank 0's: optimizer.lr 0.05 (this rank: 0.5); every host" "$TMP/other.log"
