@@ -276,7 +276,7 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
     argv_push(cmd, mpirun);
     const int cores = ddprun_local_cores(); /* read from sysfs once */
     if (geteuid() == 0) argv_push(cmd, "--allow-run-as-root");
-    if (!o->hosts && !o->hostfile && !ddprun_in_slurm_allocation() && o->np > cores) argv_push(cmd, "--oversubscribe");
+    if (!o->hosts && !o->hostfile && o->np > cores) argv_push(cmd, "--oversubscribe");
     argv_push(cmd, "--tag-output");
     argv_push(cmd, "-np");
     argv_pushf(cmd, "%d", o->np);

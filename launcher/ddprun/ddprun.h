@@ -130,9 +130,8 @@ int ddprun_hosts_check(const char *hosts, const char *hostfile, ddp_err *err);
  * ddprun_hosts_check). */
 int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np);
 /* Whether ddprun runs inside a Slurm allocation that says its tasks per node (SLURM_JOB_ID and
- * SLURM_TASKS_PER_NODE): mpirun then takes the nodes and their slots from it, so ddprun adds no
- * --oversubscribe (more ranks than the allocation has are refused, not packed onto its nodes),
- * and ddprun_ranks_per_node reads them there when neither -H nor a hostfile is given. */
+ * SLURM_TASKS_PER_NODE): mpirun then takes the nodes and their slots from it, and
+ * ddprun_ranks_per_node reads them there when neither -H nor a hostfile is given. */
 bool ddprun_in_slurm_allocation(void);
 /* The physical cores of this node that this process may run on (distinct package and core ids of
  * the online processors in its affinity mask, from sysfs; every such processor when that cannot be

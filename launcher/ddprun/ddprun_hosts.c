@@ -223,30 +223,29 @@ bool ddprun_in_slurm_allocation(void)
 #define SLURM_NODES_MAX 65536 /* an allocation's nodes read; the ranks fill the first ones */
 
 /* A Slurm allocation's nodes into t, their slots as mpirun takes them from SLURM_TASKS_PER_NODE
- * ("2(x3),1": three nodes of 2 tasks, then one of 1); nothing where that is absent or malformed
+ * ("2(x3),1": three nodes of 2 tasks, then one of 1); none where that is absent or malformed
  * (mpirun reads it itself). */
 static void read_slurm_allocation(host_table *t)
 {
     const char *p = ddprun_in_slurm_allocation() ? getenv("SLURM_TASKS_PER_NODE") : NULL;
-    while (p && *p) {
+    bool ok = p != NULL;
+    while (ok && *p) {
         char *end;
         long slots = strtol(p, &end, 10), repeat = 1;
-        if (end == p || slots < 1 || slots > DDPRUN_SLOTS_MAX)
-            break;
-        if (!strncmp(end, "(x", 2)) {
+        ok = end != p && slots >= 1 && slots <= DDPRUN_SLOTS_MAX;
+        if (ok && !strncmp(end, "(x", 2)) {
             const char *at = end + 2;
             repeat = strtol(at, &end, 10);
-            if (end == at || *end != ')' || repeat < 1 || repeat > SLURM_NODES_MAX)
-                break;
+            ok = end != at && *end == ')' && repeat >= 1 && repeat <= SLURM_NODES_MAX;
             end++;
         }
-        for (long i = 0; i < repeat && t->n < SLURM_NODES_MAX; i++)
-            if (table_append(t, "slurm-node", 10, (int)slots, NULL) != DDP_OK)
-                return;
-        if (*end != ',' && *end)
-            break;
-        p = *end ? end + 1 : end;
+        for (long i = 0; ok && i < repeat && t->n < SLURM_NODES_MAX; i++)
+            ok = table_append(t, "slurm-node", 10, (int)slots, NULL) == DDP_OK;
+        ok = ok && (*end == ',' || !*end);
+        p = ok && *end ? end + 1 : end;
     }
+    if (!ok)
+        t->n = 0;
 }
 
 /* The hosts of -H or the hostfile (neither: a Slurm allocation's, or no host) into t. */

@@ -501,9 +501,9 @@ static int open_job(train_job *t, notice_watch *notice, int64_t *consumed, ddp_e
     if (rc == DDP_OK)
         rc = train_ckpt_open(t, err);
     /* resume first: a checkpoint refused (another model, other settings) leaves run.dir untouched;
-     * but checkpoint.download_cmd writes into it (its command log, the checkpoints): locked before */
+     * but a checkpoint.download_cmd that may run writes into it (its log, the checkpoints) */
     if (rc == DDP_OK)
-        rc = train_lock_run_dir(t, t->cfg->checkpoint.download_cmd[0] != '\0', err);
+        rc = train_lock_run_dir(t, train_ckpt_may_download(t), err);
     if (rc == DDP_OK)
         rc = train_ckpt_resume(t, consumed, err);
     if (rc == DDP_OK)

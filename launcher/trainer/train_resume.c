@@ -137,18 +137,28 @@ static int copy_tensors(const train_job *t, const ckpt_loaded *ck, const char *u
 
 /* Rank 0: fills host (params | state buffers) and hdr from a verified checkpoint. Returns
  * DDP_OK, CKPT_NONE, or an error. */
+/* A restart by ddprun --max-restarts continues this run: its own newest checkpoint wins over
+ * checkpoint.resume (never / a path), which only decides how the first attempt starts. */
+static bool resumes_own_newest(const train_job *t)
+{
+    return t->cfg->checkpoint.resume == RESUME_AUTO || t->ckpt->restart_count > 0;
+}
+
+bool train_ckpt_may_download(const train_job *t)
+{
+    return t->cfg->checkpoint.download_cmd[0] && resumes_own_newest(t);
+}
+
 static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, ddp_err *err)
 {
     const config *cfg = t->cfg;
     ckpt_loaded ck = {0};
     int rc = CKPT_NONE;
-    /* A restart by ddprun --max-restarts continues this run: its own newest checkpoint wins
-     * over checkpoint.resume (never / a path), which only decides how the first attempt starts. */
     const train_ckpt *c = t->ckpt;
-    bool own_newest = cfg->checkpoint.resume == RESUME_AUTO || c->restart_count > 0;
+    bool own_newest = resumes_own_newest(t);
     if (own_newest)
         rc = ckpt_find_latest(c->dir, &ck, used, err);
-    if (rc == CKPT_NONE && own_newest && cfg->checkpoint.download_cmd[0]) {
+    if (rc == CKPT_NONE && train_ckpt_may_download(t)) {
         rc = ckpt_download(cfg->checkpoint.download_cmd, c->dir, cfg->checkpoint.command_timeout_s, c->command_log,
                            err);
         if (rc == DDP_OK && (rc = ckpt_find_latest(c->dir, &ck, used, err)) == CKPT_NONE)

@@ -30,7 +30,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 config="$DDP_SRC/configs/fashion_mlp.yaml"
 host=$(hostname)
-cores=$(lscpu -p=core,socket | grep -v '^#' | sort -u | wc -l) # physical cores: mpirun's slots
+# physical cores (mpirun's slots) of the processors this process may run on, as ddprun counts them
+cores=$(python3 -c 'import os
+def topo(c, name):
+    with open(f"/sys/devices/system/cpu/cpu{c}/topology/{name}") as f:
+        return f.read().strip()
+print(len({(topo(c, "physical_package_id"), topo(c, "core_id")) for c in os.sched_getaffinity(0)}))')
+first_cpu=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')
 export DDPRUN_WORKER=$FAKE_WORKER DDPRUN_BENCH=$FAKE_WORKER
 unset OMP_NUM_THREADS FAKE_WORKER_MODE SLURM_JOB_ID SLURM_JOBID SLURM_TASKS_PER_NODE # this machine as it is
 
@@ -150,19 +156,20 @@ check "one core of hardware threads, 2 ranks: --oversubscribe" contains $out "--
 check "... one thread a rank" contains $out "-x OMP_NUM_THREADS=1 "
 # a process allowed one processor (taskset, as a container's cpuset or a Slurm task's cgroup) has
 # one core, whatever the machine has
-taskset -c 0 "$DDPRUN" --dry-run -np 2 "$config" >"$tmp/dry_taskset.out" 2>"$tmp/dry_taskset.err"
-check "taskset -c 0, 2 ranks: --oversubscribe" contains "$tmp/dry_taskset.out" "--oversubscribe"
+taskset -c "$first_cpu" "$DDPRUN" --dry-run -np 2 "$config" >"$tmp/dry_taskset.out" 2>"$tmp/dry_taskset.err"
+check "taskset to one processor, 2 ranks: --oversubscribe" contains "$tmp/dry_taskset.out" "--oversubscribe"
 check "... one thread a rank" contains "$tmp/dry_taskset.out" "-x OMP_NUM_THREADS=1 "
-taskset -c 0 "$DDPRUN" --dry-run -np 1 "$config" >"$tmp/dry_taskset1.out" 2>&1
-check "taskset -c 0, one rank: one thread" contains "$tmp/dry_taskset1.out" "-x OMP_NUM_THREADS=1 "
-# inside a Slurm allocation mpirun takes the nodes' slots from SLURM_TASKS_PER_NODE: ddprun adds no
-# --oversubscribe (more ranks than the allocation has are mpirun's to refuse), and a rank's threads
-# are the cores over the ranks of the busiest node ("2(x3),1": three nodes of 2 tasks, one of 1)
+taskset -c "$first_cpu" "$DDPRUN" --dry-run -np 1 "$config" >"$tmp/dry_taskset1.out" 2>&1
+check "taskset to one processor, one rank: one thread" contains "$tmp/dry_taskset1.out" "-x OMP_NUM_THREADS=1 "
+# inside a Slurm allocation mpirun takes the nodes' slots from SLURM_TASKS_PER_NODE: a rank's
+# threads are the cores over the ranks of the busiest node ("2(x3),1": three nodes of 2 tasks, one
+# of 1), not over the whole job's
 SLURM_JOB_ID=7 SLURM_TASKS_PER_NODE="1(x4)" run slurm_1x4 --dry-run -np 4 "$config"
-check "Slurm, 4 nodes of 1 task, 4 ranks: no --oversubscribe" lacks $out "--oversubscribe"
-check "... every core a rank's thread (one rank a node)" contains $out "-x OMP_NUM_THREADS=$cores "
+check "Slurm, 4 nodes of 1 task, 4 ranks: every core a rank's thread" contains $out "-x OMP_NUM_THREADS=$cores "
 SLURM_JOB_ID=7 SLURM_TASKS_PER_NODE="2(x3),1" run slurm_2x3 --dry-run -np 7 "$config"
 check "Slurm, tasks 2(x3),1, 7 ranks: 2 on the busiest node" contains $out "-x OMP_NUM_THREADS=$(((cores / 2) > 1 ? cores / 2 : 1)) "
+SLURM_JOB_ID=7 SLURM_TASKS_PER_NODE="1(x4),junk" run slurm_junk --dry-run -np 4 "$config"
+check "Slurm, a malformed SLURM_TASKS_PER_NODE: as outside an allocation" contains $out "-x OMP_NUM_THREADS=$(((cores / 4) > 1 ? cores / 4 : 1)) "
 run dry_x_threads --dry-run -np 2 -x OMP_NUM_THREADS=2 "$config"
 check "-x OMP_NUM_THREADS=2: ranks not bound to a core" contains $out "--bind-to none"
 check "... and the user's value alone" bash -c "[ \$(grep -o 'OMP_NUM_THREADS' '$out' | wc -l) -eq 1 ]"

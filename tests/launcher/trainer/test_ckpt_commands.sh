@@ -113,6 +113,12 @@ wait $a
 rc=$?
 check "... and the first job resumes from its download and completes (exit $rc)" \
     bash -c "[ $rc -eq 0 ] && grep -q 'resumed from .*ckpt-00000040.ddp' '$TMP/dl-a.log'"
+# a resume from a path (no download can run) that is refused leaves a new run.dir uncreated
+np2 run.dir="$TMP/dlpath" "${RUN[@]}" checkpoint.resume="$TMP/no-such.ddp" checkpoint.download_cmd="true" \
+    >"$TMP/dlpath.log" 2>&1
+rc=$?
+check "download_cmd set, a refused resume from a path: exit 2 (got $rc), run.dir not created" \
+    bash -c "[ $rc -eq 2 ] && [ ! -e '$TMP/dlpath' ]"
 np2 run.dir="$TMP/dlnone" "${RUN[@]}" checkpoint.download_cmd="true" >"$TMP/dlnone.log" 2>&1
 check "download with nothing to fetch: starts fresh" [ $? -eq 0 ]
 check "download with nothing to fetch: said so" grep -q "brought no checkpoint" "$TMP/dlnone.log"
