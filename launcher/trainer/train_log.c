@@ -128,12 +128,13 @@ void train_log_header(train_job *t)
              t->ctl->size == 1 ? "" : "s", t->dev->name, t->grad_comm->ops->name, t->red->n_buckets,
              t->red->n_buckets == 1 ? "" : "s");
     log_info("model: %s, %zu parameters", t->m->description, t->m->n_params);
+    int64_t global = t->batch * t->ctl->size * t->accum;
     log_info("data: %s %lld samples, %s %lld samples; global batch %lld = %lld per rank x %d ranks x %lld accumulation",
-             t->train.name, (long long)t->train.n, t->test.name, (long long)t->test.n,
-             (long long)(t->batch * t->ctl->size * t->accum), (long long)t->batch, t->ctl->size, (long long)t->accum);
+             t->train.name, (long long)t->train.n, t->test.name, (long long)t->test.n, (long long)global,
+             (long long)t->batch, t->ctl->size, (long long)t->accum);
     log_info("schedule: %lld steps per epoch, %lld steps in total, starting at step %lld (epoch %lld)",
              (long long)t->steps_per_epoch, (long long)t->total_steps, (long long)t->step, (long long)t->epoch + 1);
-    int64_t used = t->steps_per_epoch * t->batch * t->ctl->size * t->accum;
+    int64_t used = t->steps_per_epoch * global;
     if (t->cfg->data.drop_last && used < t->train.n)
         log_info("data.drop_last: %lld of the %lld training samples are left out of each epoch (%s)",
                  (long long)(t->train.n - used), (long long)t->train.n,
