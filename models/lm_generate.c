@@ -1,6 +1,6 @@
 /* lm_generate.c — sampling tokens from a language model (see lm_generate.h). Owns the window of
  * the last T tokens fed to the model, the download of one logits row per token, the draw
- * (temperature, top-k, top-p) from the RNG_GENERATE stream and the end at a stop token. Must not touch the
+ * (temperature, top-k, top-p) from the RNG_GENERATE stream and the end at a stop id. Must not touch the
  * model's parameters. */
 #include "lm_generate.h"
 
@@ -154,6 +154,14 @@ static int check_finite(const float *row, int64_t V, int64_t token, ddp_err *err
     return DDP_OK;
 }
 
+bool lm_is_stop(const lm_sampling *s, int32_t id)
+{
+    for (int64_t i = 0; i < s->n_stop_ids; i++)
+        if (s->stop_ids[i] == id)
+            return true;
+    return false;
+}
+
 int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_sampling *s, int64_t *drawn,
                 ddp_err *err)
 {
@@ -190,7 +198,7 @@ int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_samp
             rc = check_finite(b.row, V, k, err);
         if (!rc) {
             tokens[have] = draw(b.row, &b, V, s, &r);
-            stopped = s->has_stop_token && tokens[have] == s->stop_token;
+            stopped = lm_is_stop(s, tokens[have]);
             if (drawn)
                 *drawn = k + 1;
         }

@@ -5,7 +5,7 @@
  * is what sampling a few dozen tokens during training or from `ddprun generate` needs. The draw
  * is seeded and runs on the host in double, so a seed gives the same text on every backend with
  * the same logits. Logits that are not all finite (a model whose parameters are NaN or overflow)
- * are refused, never drawn from. A stop token (a chat's end of turn) ends the draw early. This
+ * are refused, never drawn from. A stop id (a chat's end of turn) ends the draw early. This
  * module must not read files or know tokenizers: it maps ids to ids. */
 #ifndef DDP_LM_GENERATE_H
 #define DDP_LM_GENERATE_H
@@ -24,10 +24,15 @@ typedef struct lm_sampling {
     uint64_t seed;
     /* NULL, or a flag a signal sets: once it is non-zero no further token is drawn */
     const volatile sig_atomic_t *stop;
-    /* with has_stop_token: drawing ends once stop_token is drawn (it is appended, the last id) */
-    bool has_stop_token;
-    int32_t stop_token;
+    /* stop_ids[0..n_stop_ids): drawing ends once one of them is drawn (it is appended, the last id);
+     * a chat's end of turn and the model's other end ids (Llama 3.1's <|eot_id|>, <|eom_id|> and
+     * <|end_of_text|>) */
+    const int32_t *stop_ids;
+    int64_t n_stop_ids;
 } lm_sampling;
+
+/* Whether id is one of s's stop ids. */
+bool lm_is_stop(const lm_sampling *s, int32_t id);
 
 /* One entry of lm_draw_weights' scratch space. */
 typedef struct lm_ranked {
@@ -45,7 +50,7 @@ double lm_draw_weights(const float *row, int64_t V, const lm_sampling *s, double
                        int64_t *best);
 
 /* tokens holds len >= 1 ids (the prompt) and room for n more; appends up to n drawn ids: n, or
- * fewer when s's stop token was drawn (the last appended). *drawn (when not NULL) gets their count,
+ * fewer when one of s's stop ids was drawn (the last appended). *drawn (when not NULL) gets their count,
  * also on failure. Ids must lie in the model's vocabulary. The model must have been built for at
  * least one row. Returns DDP_ENONFINITE (naming the token, id and value) when a logit is NaN or
  * infinite, and DDP_EPREEMPTED when *s->stop was set before the draw ended. */

@@ -8,10 +8,10 @@
  * prompt (runtime/data/tokenizer_encode.h), building the model the checkpoint's description names
  * (model_opts_from_description: any model that can be rebuilt from it) and loading its parameters.
  * With --chat the prompt's ids are wrapped in chat.json's (generate_chat.h: the user turn's prefix
- * and suffix scripts/prepare-chat captured from the chat template) and the draw ends at its stop id,
- * which is not printed. The draw itself is models/lm_generate.c's. `--encode-only` prints the
- * prompt's token ids instead, wrapped with --chat (for tests and for checking a prompt). Must not
- * write files. */
+ * and suffix scripts/prepare-chat captured from the chat template) and the draw ends at its stop id
+ * or one of its also_stop ids (the model's other end ids), which is not printed. The draw itself is
+ * models/lm_generate.c's. `--encode-only` prints the prompt's token ids instead, wrapped with --chat
+ * (for tests and for checking a prompt). Must not write files. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -50,7 +50,8 @@ static const char generate_usage[] =
     "                    config.resolved.yaml, the run directory being CHECKPOINT/../..)\n"
     "  --chat            the prompt is a user message to a chat model: wrapped in chat.json's\n"
     "                    ids (the chat template's user turn, as scripts/prepare-chat wrote them),\n"
-    "                    drawing stops at its end-of-turn id; prints the answer alone\n"
+    "                    drawing stops at its end-of-turn id or the model's other end ids\n"
+    "                    (chat.json's also_stop); prints the answer alone\n"
     "  --chat-file PATH  chat.json (default: chat.json beside the tokenizer)\n"
     "  --encode-only     print the prompt's token ids (with --chat: wrapped) and exit\n"
     "  The prompt follows the data's document separator (the end-of-text token or BOS that\n"
@@ -327,8 +328,8 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts,
                       tok->vocab_size, (long long)m->io.sample.n_classes);
     lm_sampling s = o->s;
     if (chat) {
-        s.has_stop_token = true;
-        s.stop_token = chat->stop;
+        s.stop_ids = chat->stops;
+        s.n_stop_ids = chat->n_stops;
     }
     if (!rc) {
         fprintf(stderr, "generate: %s, step %lld of %s; %lld prompt tokens", m->description, (long long)ck->hdr.step,
@@ -341,11 +342,13 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts,
             fprintf(stderr, "; chat: %lld + %lld + %lld ids from %s, stop at id %d", (long long)chat->n_prefix,
                     (long long)(n - chat->n_prefix - chat->n_suffix), (long long)chat->n_suffix, chat->path,
                     chat->stop);
-        fputc('\n', stderr);
+        for (int64_t i = 1; chat && i < chat->n_stops; i++)
+            fprintf(stderr, "%s%d", i == 1 ? " (also at " : ", ", chat->stops[i]);
+        fputs(chat && chat->n_stops > 1 ? ")\n" : "\n", stderr);
         rc = lm_generate(m, ids, n, o->tokens, &s, &drawn, err);
     }
     if (!rc && chat) { /* the answer alone, without the stop id */
-        bool stopped = drawn > 0 && ids[n + drawn - 1] == chat->stop;
+        bool stopped = drawn > 0 && lm_is_stop(&s, ids[n + drawn - 1]);
         print_text(tok, ids + n, drawn - stopped);
         putchar('\n');
     } else if (!rc) { /* the start token is not part of the text */

@@ -28,8 +28,9 @@ void chat_wrap_free(chat_wrap *c)
     free(c->prefix);
     free(c->suffix);
     free(c->end_of_turn);
-    c->prefix = c->suffix = c->end_of_turn = NULL;
-    c->n_prefix = c->n_suffix = c->n_end = 0;
+    free(c->stops);
+    c->prefix = c->suffix = c->end_of_turn = c->stops = NULL;
+    c->n_prefix = c->n_suffix = c->n_end = c->n_stops = 0;
 }
 
 /* One id: an integer in [0, vocab_size). */
@@ -74,12 +75,31 @@ static int read_ids(const json_doc *j, const json_node *arr, const char *key, in
     return DDP_OK;
 }
 
+/* c->stops: c->stop, then the ids of also (NULL: none). */
+static int read_stops(const json_doc *j, const json_node *also, int32_t vocab_size, chat_wrap *c, ddp_err *err)
+{
+    int32_t *others = NULL;
+    int64_t n_others = 0;
+    int rc = also ? read_ids(j, also, "also_stop", vocab_size, &others, &n_others, err) : DDP_OK;
+    c->stops = rc ? NULL : malloc((size_t)(1 + n_others) * sizeof *c->stops);
+    if (!rc && !c->stops)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %lld stop ids", j->name, (long long)(1 + n_others));
+    if (!rc) {
+        c->stops[0] = c->stop;
+        if (n_others)
+            memcpy(c->stops + 1, others, (size_t)n_others * sizeof *others);
+        c->n_stops = 1 + n_others;
+    }
+    free(others);
+    return rc;
+}
+
 /* chat.json's keys; template and tokenizer only tell people where the ids came from */
 static const struct {
     const char *name;
     bool required;
 } KEYS[] = {{"version", true}, {"template", false}, {"tokenizer", false}, {"user_prefix", true},
-            {"user_suffix", true}, {"end_of_turn", true}, {"stop", true}};
+            {"user_suffix", true}, {"end_of_turn", true}, {"stop", true}, {"also_stop", false}};
 
 static int read_doc(const json_doc *j, int32_t vocab_size, chat_wrap *c, ddp_err *err)
 {
@@ -97,7 +117,7 @@ static int read_doc(const json_doc *j, int32_t vocab_size, chat_wrap *c, ddp_err
         json_where(j, v, at, sizeof at);
         if (!known)
             return ddp_fail(err, DDP_EUSAGE, "%s: unknown key \"%s\" (chat.json version %d has version, template, "
-                            "tokenizer, user_prefix, user_suffix, end_of_turn, stop)", at, key, CHAT_FILE_VERSION);
+                            "tokenizer, user_prefix, user_suffix, end_of_turn, stop, also_stop)", at, key, CHAT_FILE_VERSION);
         if ((!strcmp(key, "template") || !strcmp(key, "tokenizer")) && json_kind_of(v) != JSON_STRING)
             return ddp_fail(err, DDP_EUSAGE, "%s: \"%s\" is %s, not a string", at, key, json_kind_name(json_kind_of(v)));
     }
@@ -132,7 +152,7 @@ static int read_doc(const json_doc *j, int32_t vocab_size, chat_wrap *c, ddp_err
         rc = ddp_fail(err, DDP_EUSAGE, "%s: stop is %d, not end_of_turn's first id %d", at, c->stop,
                       c->end_of_turn[0]);
     }
-    return rc;
+    return rc ? rc : read_stops(j, json_object_get(j, root, "also_stop"), vocab_size, c, err);
 }
 
 int chat_wrap_load(const char *path, int32_t vocab_size, chat_wrap *c, ddp_err *err)

@@ -3,10 +3,10 @@
  * NaN or infinite parameter makes it refuse the logits with DDP_ENONFINITE naming the token, for
  * top-k, greedy and whole-vocabulary draws alike, before drawing anything (top-k sampling on NaN
  * logits used to search forever for a k-th largest value: the test's time limit catches that);
- * a stop flag already set draws nothing and says how far it got (DDP_EPREEMPTED); a stop token
- * ends a greedy or seeded draw right after its first occurrence (appended and counted, nothing
- * drawn past it, the tokens before it those of the draw without it), and one never drawn changes
- * nothing. Top-p keeps the smallest set of the most likely ids whose chances reach it (after
+ * a stop flag already set draws nothing and says how far it got (DDP_EPREEMPTED); of two stop
+ * ids, the first drawn ends a greedy or seeded draw right after its first occurrence (appended and
+ * counted, nothing drawn past it, the tokens before it those of the draw without them), and ids
+ * never drawn change nothing. Top-p keeps the smallest set of the most likely ids whose chances reach it (after
  * temperature and top-k; ties in id order), leaves the draw as it was at 1, and draws the greedy
  * tokens below any one chance. A classifier in chunks gives the whole one's row logits and tokens.
  * The model `ddprun generate` rebuilds from a checkpoint's description
@@ -54,7 +54,7 @@ static int generate(model *m, const lm_sampling *s, int32_t *ids, ddp_err *err)
 {
     int64_t drawn = -1;
     int rc = generate_counted(m, s, ids, &drawn, err);
-    CHECK(rc != DDP_OK || drawn == DRAW, "no stop token, yet %lld of %d tokens drawn", (long long)drawn, DRAW);
+    CHECK(rc != DDP_OK || drawn == DRAW, "no stop id, yet %lld of %d tokens drawn", (long long)drawn, DRAW);
     return rc;
 }
 
@@ -220,10 +220,11 @@ static void stop_flag(model *m)
     CHECK(ids[PROMPT] == -1, "a token was drawn after the stop (%d)", ids[PROMPT]);
 }
 
-/* Each token of a greedy and of a seeded draw made the stop token in turn: the draw ends right after
- * that token's first occurrence, the same tokens up to there, nothing after; an id the draw never
- * makes leaves all DRAW tokens as they were. */
-static void stop_token(model *m)
+/* Each token of a greedy and of a seeded draw made the stop id in turn: the draw ends right after
+ * that token's first occurrence, the same tokens up to there, nothing after; with a second stop id,
+ * a later token of the draw, it ends at the first of the two; ids the draw never makes leave all
+ * DRAW tokens as they were. */
+static void stop_ids(model *m)
 {
     const lm_sampling kinds[] = {{.temperature = 0.0, .seed = 3}, {.temperature = 1.0, .top_k = 10, .seed = 3}};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -235,35 +236,41 @@ static void stop_token(model *m)
         }
         for (int at = 0; at < DRAW; at++) {
             lm_sampling s = kinds[k];
-            s.has_stop_token = true;
-            s.stop_token = whole[PROMPT + at];
+            /* the id drawn at `at`, and after it the last one drawn: the draw ends at the first */
+            int32_t stops[2] = {whole[PROMPT + DRAW - 1], whole[PROMPT + at]};
+            s.stop_ids = stops;
+            s.n_stop_ids = 2;
             int first = 0;
-            while (whole[PROMPT + first] != s.stop_token)
+            while (whole[PROMPT + first] != stops[0] && whole[PROMPT + first] != stops[1])
                 first++;
+            CHECK(first <= at, "draw %zu: the first stop id is drawn at %d, after %d", k, first, at);
             int64_t drawn = -1;
-            CHECK(generate_counted(m, &s, ids, &drawn, &err) == DDP_OK, "draw %zu, stop %d: %s", k, s.stop_token,
-                  err.msg);
-            CHECK(drawn == first + 1, "draw %zu, stop token %d (first drawn as token %d): %lld drawn", k,
-                  s.stop_token, first + 1, (long long)drawn);
+            CHECK(generate_counted(m, &s, ids, &drawn, &err) == DDP_OK, "draw %zu, stops %d %d: %s", k, stops[0],
+                  stops[1], err.msg);
+            CHECK(drawn == first + 1, "draw %zu, stop ids %d %d (first drawn as token %d): %lld drawn", k, stops[0],
+                  stops[1], first + 1, (long long)drawn);
             CHECK(memcmp(ids, whole, (size_t)(PROMPT + first + 1) * sizeof *ids) == 0,
-                  "draw %zu, stop token %d: other tokens before it", k, s.stop_token);
+                  "draw %zu, stop ids %d %d: other tokens before it", k, stops[0], stops[1]);
             for (int i = PROMPT + first + 1; i < PROMPT + DRAW; i++)
-                CHECK(ids[i] == -1, "draw %zu, stop token %d: token %d drawn after it (%d)", k, s.stop_token,
+                CHECK(ids[i] == -1, "draw %zu, stop ids %d %d: token %d drawn after it (%d)", k, stops[0], stops[1],
                       i - PROMPT + 1, ids[i]);
         }
         lm_sampling s = kinds[k];
-        s.has_stop_token = true;
-        for (s.stop_token = 0; s.stop_token < SHAPE.vocab_size; s.stop_token++) {
+        int32_t never[2];
+        int n_never = 0;
+        for (int32_t id = 0; id < SHAPE.vocab_size && n_never < 2; id++) {
             bool seen = false;
             for (int i = PROMPT; i < PROMPT + DRAW; i++)
-                seen |= whole[i] == s.stop_token;
+                seen |= whole[i] == id;
             if (!seen)
-                break;
+                never[n_never++] = id;
         }
+        s.stop_ids = never;
+        s.n_stop_ids = n_never;
         int64_t drawn = -1;
         CHECK(generate_counted(m, &s, ids, &drawn, &err) == DDP_OK && drawn == DRAW &&
-              memcmp(ids, whole, sizeof ids) == 0, "draw %zu, stop token %d never drawn: %lld drawn, other tokens",
-              k, s.stop_token, (long long)drawn);
+              memcmp(ids, whole, sizeof ids) == 0, "draw %zu, %d stop ids never drawn: %lld drawn, other tokens",
+              k, n_never, (long long)drawn);
     }
 }
 
@@ -340,7 +347,7 @@ int main(void)
         refuses(m, INFINITY);
         finite_draws(m); /* the parameter restored: drawing works again */
         stop_flag(m);
-        stop_token(m);
+        stop_ids(m);
         from_descriptions(m);
         m->ops->destroy(m);
     }

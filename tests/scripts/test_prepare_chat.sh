@@ -5,7 +5,8 @@
 # exactly the assistant turns (ChatML in Qwen2.5's style, Llama 3's, a template whose generation
 # prompt a token straddles), prompt/completion, --train-on all, the val split rule, shard limits,
 # truncate and drop and their counts, chat.json (its ids decode to the test's own text of each
-# template's user turn and end of turn, the stop id is the end-of-turn token, and the training
+# template's user turn and end of turn, the stop id is the end-of-turn token, also_stop the folder's
+# other eos_token_id ids, generation_config.json's before config.json's, and the training
 # documents hold those very ids around each first user message and answer), and every refusal
 # (exit 2, FILE:LINE named, no traceback, OUT_DIR untouched, no temporary folder), templates whose
 # one-turn pieces chat.json cannot hold among them. It builds its own byte-level BPE tokenizer with the
@@ -121,6 +122,18 @@ for name, config in configs.items():
     t.save(f"{name}/tokenizer.json")
     if config is not None:
         json.dump(config, open(f"{name}/tokenizer_config.json", "w"), indent=2)
+# the model's end ids: Qwen2.5 base's config.json names <|endoftext|>; Llama 3.1's generation_config.json
+# a list (the end of turn among them, one id twice), which wins over its config.json's
+i = t.token_to_id
+json.dump({"eos_token_id": i("<|endoftext|>")}, open("qwen/config.json", "w"))
+json.dump({"eos_token_id": i("<|begin_of_text|>")}, open("llama/config.json", "w"))
+json.dump({"eos_token_id": [i("<|endoftext|>"), i("<|eot_id|>"), i("<|endoftext|>"), i("<|im_end|>")]},
+          open("llama/generation_config.json", "w"))
+for name, eos in (("badeos", [5, 100000]), ("texteos", "<|im_end|>")):
+    os.mkdir(name)
+    t.save(f"{name}/tokenizer.json")
+    json.dump(configs["qwen"], open(f"{name}/tokenizer_config.json", "w"))
+    json.dump({"eos_token_id": eos}, open(f"{name}/generation_config.json", "w"))
 open("jinja/chat_template.jinja", "w").write(open("chatml.jinja").read())  # transformers >= 4.50's place
 t.normalizer = normalizers.Lowercase()  # a split ddprun's prompt encoder does not have
 os.mkdir("lower")
@@ -231,6 +244,8 @@ TURNS = {"chatml": ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\
                     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>", "<|eot_id|>",
                     str.strip),
          "bot": ("User:\n", "\nBot: ", "\n", None, str)}
+# each tokenizer folder's end tokens, as the fixture above wrote them (the stop among them is left out)
+ALSO_STOP = {"qwen": ["<|endoftext|>"], "llama": ["<|endoftext|>", "<|eot_id|>", "<|im_end|>"], "jinja": []}
 
 def find(doc, at, ids, text, tok, what):
     """The position after doc[at:p] == text's tokens (by decoding) followed by ids; dies if none."""
@@ -245,7 +260,7 @@ if mode == "chatjson":  # OUT TOKENIZER STYLE TEMPLATE FRAC INPUTS...: chat.json
     tok_path, style, template, frac, inputs = sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7:]
     tok = Tokenizer.from_file(tok_path)
     c = json.load(open(os.path.join(out, "chat.json"), encoding="utf-8"))
-    keys = ["version", "template", "tokenizer", "user_prefix", "user_suffix", "end_of_turn", "stop"]
+    keys = ["version", "template", "tokenizer", "user_prefix", "user_suffix", "end_of_turn", "stop", "also_stop"]
     if list(c) != keys or c["version"] != 1 or c["template"] != template or c["tokenizer"] != tok_path:
         die(f"{out}/chat.json: {c}")
     prefix, suffix, end, special, content = TURNS[style]
@@ -255,6 +270,9 @@ if mode == "chatjson":  # OUT TOKENIZER STYLE TEMPLATE FRAC INPUTS...: chat.json
                 f"expected {text!r}")
     if c["stop"] != c["end_of_turn"][0] or (special and c["stop"] != tok.token_to_id(special)):
         die(f"{out}/chat.json: stop {c['stop']}, end_of_turn {c['end_of_turn']}, {special} is {tok.token_to_id(special)}")
+    also = [tok.token_to_id(x) for x in ALSO_STOP[os.path.dirname(tok_path)] if tok.token_to_id(x) != c["stop"]]
+    if c["also_stop"] != also:
+        die(f"{out}/chat.json: also_stop {c['also_stop']}, expected {also}")
     if style != "bot":  # the model was trained on these ids: around every first user message and answer
         for j, ((ids, _), msgs) in enumerate(zip(ordered(out, frac), examples(inputs))):
             if msgs[0]["role"] != "user" or len(msgs) < 2:
@@ -264,7 +282,7 @@ if mode == "chatjson":  # OUT TOKENIZER STYLE TEMPLATE FRAC INPUTS...: chat.json
             at = find(ids, len(c["user_prefix"]), c["user_suffix"], content(msgs[0]["content"]), tok, f"document {j}")
             find(ids, at, c["end_of_turn"], content(msgs[1]["content"]), tok, f"document {j}")
     print(f"prepare-chat: chat.json: user prefix {len(c['user_prefix'])} tokens, user suffix {len(c['user_suffix'])}, "
-          f"end of turn {len(c['end_of_turn'])} (stop id {c['stop']})")
+          f"end of turn {len(c['end_of_turn'])} (stop id {c['stop']}{''.join(f', also {x}' if k == 0 else f', {x}' for k, x in enumerate(also))})")
 elif mode in ("chat", "all"):
     from tokenizers import Tokenizer
     tok_path, style, frac, inputs = sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
@@ -499,6 +517,11 @@ refused "a tokenizer without tokenizer_config.json" "bare/tokenizer_config\.json
 refused "a tokenizer_config.json without chat_template" "notemplate/tokenizer_config\.json: no chat_template" \
     --tokenizer notemplate chat.jsonl
 refused "a missing tokenizer" "nothere/tokenizer\.json: not found" --tokenizer nothere/tokenizer.json chat.jsonl
+refused "an eos_token_id outside the vocabulary" \
+    "badeos/generation_config\.json: eos_token_id \[5, 100000\]: 100000 is not a token id of the tokenizer's" \
+    --tokenizer badeos chat.jsonl
+refused "an eos_token_id that is text" "texteos/generation_config\.json: eos_token_id '<\|im_end\|>'" \
+    --tokenizer texteos chat.jsonl
 refused "{% generation %}" "generation\.jinja: chat template line 2: \{% generation %\} blocks" \
     --tokenizer qwen --chat-template generation.jinja chat.jsonl
 refused "an unknown filter" "filter\.jinja: chat template line 1: No filter named 'shout'.*transformers' tojson" \

@@ -5,7 +5,7 @@
 # user_suffix, with chat.json found beside the run's tokenizer, beside --tokenizer, or by
 # --chat-file; the answer is the plain continuation of the wrapped prompt (greedy and seeded) cut
 # before the first stop id, so a stop id the model draws first gives an empty answer, one it never
-# draws all --tokens tokens; outside --chat the prompt follows the tokenizer's end-of-text id (a
+# draws all --tokens tokens, and with also_stop ids the first drawn of stop and those ends it; outside --chat the prompt follows the tokenizer's end-of-text id (a
 # chat of that id alone before the prompt draws the same), unprinted; a missing or malformed
 # chat.json exits 2 naming the file.
 source "$(dirname "$0")/../../lib.sh"
@@ -24,10 +24,11 @@ check "a 1-step tiny GPT-2 checkpoint" [ -f "$CK" ]
 
 ids() { printf '%s' "$1" | od -An -v -tu1 | tr -s ' \n' '  ' | sed 's/^ //; s/ $//'; } # TEXT: its bytes
 csv() { ids "$1" | sed 's/ /, /g'; }
-# chat_json FILE STOP: PREFIX and SUFFIX as the user turn, [STOP, 10] the end of turn
+# chat_json FILE STOP [ALSO]: PREFIX and SUFFIX as the user turn, [STOP, 10] the end of turn, the ids
+# ALSO (comma-separated) also_stop
 chat_json() {
-    printf '{"version": 1, "template": "by hand", "tokenizer": "bytes",\n "user_prefix": [%s],\n "user_suffix": [%s],\n "end_of_turn": [%s, 10], "stop": %s}\n' \
-        "$(csv "$PREFIX")" "$(csv "$SUFFIX")" "$2" "$2" >"$1"
+    printf '{"version": 1, "template": "by hand", "tokenizer": "bytes",\n "user_prefix": [%s],\n "user_suffix": [%s],\n "end_of_turn": [%s, 10], "stop": %s%s}\n' \
+        "$(csv "$PREFIX")" "$(csv "$SUFFIX")" "$2" "$2" "${3+, \"also_stop\": [$3]}" >"$1"
 }
 chat_json "$DATA/chat.json" 0
 
@@ -56,11 +57,11 @@ continuation() {
 sys.exit(f"output {d!r} is not the prompt, then a continuation") if not (d.startswith(p) and d.endswith(b"\n")) else None
 print(*d[len(p):-1])' "$1" "$PREFIX$PROMPT$SUFFIX"
 }
-# answer_is OUT CONT STOP: OUT is CONT's ids up to STOP's first one, then a newline
+# answer_is OUT CONT STOPS: OUT is CONT's ids up to the first one of the ids STOPS, then a newline
 answer_is() {
     python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); cont = [int(x) for x in sys.argv[2].split()]
-stop = int(sys.argv[3]); want = bytes(cont[:cont.index(stop)] if stop in cont else cont) + b"\n"
-sys.exit(0 if d == want else f"answer {d!r}, expected {want!r}")' "$@"
+stops = {int(x) for x in sys.argv[3].split()}; cut = next((i for i, x in enumerate(cont) if x in stops), len(cont))
+want = bytes(cont[:cut]) + b"\n"; sys.exit(0 if d == want else f"answer {d!r}, expected {want!r}")' "$@"
 }
 never() { python3 -c 'import sys; print(min(set(range(256)) - {int(x) for x in sys.argv[1].split()}))' "$1"; }
 for draw in "--temperature 0" "--seed 5 --top-k 0"; do
@@ -78,6 +79,14 @@ for draw in "--temperature 0" "--seed 5 --top-k 0"; do
         check "$draw, stop id $stop: the answer alone, cut before the first stop id" answer_is "$TMP/answer" "$CONT" "$stop"
     done
     check "$draw: a stop id never drawn (the last one asked): all $N tokens" [ "$(wc -c <"$TMP/answer")" -eq $((N + 1)) ]
+    # also_stop: a stop id never drawn, and the last and the third drawn ids as the model's other ends
+    chat_json "$DATA/chat.json" "$(never "$CONT")" "${C[N - 1]}, ${C[2]}"
+    # shellcheck disable=SC2086
+    "$DDPRUN" generate "$CK" --chat --prompt "$PROMPT" --tokens $N $draw >"$TMP/answer" 2>"$TMP/answer.err"
+    check "$draw, also_stop ${C[N - 1]} ${C[2]}: the answer cut before the first of them" \
+        answer_is "$TMP/answer" "$CONT" "${C[N - 1]} ${C[2]}"
+    check "$draw, also_stop: the log names them" grep -qF "stop at id $(never "$CONT") (also at ${C[N - 1]}, ${C[2]})" \
+        "$TMP/answer.err"
 done
 check "the log line says where the chat came from" \
     grep -q "chat: $(wc -w <<<"$(ids "$PREFIX")") + $(wc -w <<<"$(ids "$PROMPT")") + $(wc -w <<<"$(ids "$SUFFIX")") ids from $DATA/chat.json, stop at id" \
@@ -133,6 +142,8 @@ bad notids "{\"version\": 1, \"user_prefix\": \"### Question\", \"user_suffix\":
 bad negative "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [-1], \"stop\": -1}"
 bad extra "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [10], \"stop\": 10, \"system\": \"hi\"}"
 bad array '[1, 2, 3]'
+bad also_range "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [10], \"stop\": 10, \"also_stop\": [3, 256]}"
+bad also_text "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [10], \"stop\": 10, \"also_stop\": 3}"
 refused "invalid JSON" "$TMP/json.json:" "json\.json:[0-9]+:[0-9]+" "$CK" --chat --chat-file "$TMP/json.json" --prompt x
 refused "no stop" "$TMP/nostop.json" 'no "stop"' "$CK" --chat --chat-file "$TMP/nostop.json" --prompt x
 refused "stop not end_of_turn's first id" "$TMP/mismatch.json:1:" "stop is 11, not end_of_turn's first id 10" \
@@ -151,5 +162,9 @@ refused "an unknown key" "$TMP/extra.json:1:" 'unknown key "system"' \
     "$CK" --chat --chat-file "$TMP/extra.json" --prompt x
 refused "not an object" "$TMP/array.json" "an array, not an object" \
     --encode-only --chat --tokenizer "$TOK" --chat-file "$TMP/array.json" --prompt x
+refused "an also_stop id outside the tokenizer" "$TMP/also_range.json:1:" \
+    "also_stop\[1\] is 256, outside the tokenizer's 256 ids" "$CK" --chat --chat-file "$TMP/also_range.json" --prompt x
+refused "also_stop not a list" "$TMP/also_text.json:1:" '"also_stop" is a number, not an array of token ids' \
+    "$CK" --chat --chat-file "$TMP/also_text.json" --prompt x
 refused "--chat-file without --chat" "--chat-file" "needs --chat" "$CK" --chat-file "$TMP/nostop.json" --prompt x
 finish
