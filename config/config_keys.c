@@ -249,8 +249,8 @@ static const cfg_key keys_after_models[] = {
          "`instance/preempted`, Azure Scheduled Events `Preempt` naming this VM) from each node's local rank "
          "0; a notice is a stop request like SIGTERM: every rank agrees on a step, saves, and the job exits 75 "
          "naming the notice. `auto` asks all three at once (Azure's instance metadata: Scheduled Events answer "
-         "their first request late) and watches whichever answers within 1 s, silently nothing on other "
-         "machines. On Azure an event counts once this VM's name is known (asked at every poll until it is)."),
+         "their first request late) and watches whichever answers within 1 s; on other machines one line "
+         "says that no notice is watched there. On Azure an event counts once this VM's name is known (asked at every poll until it is)."),
     NUM("checkpoint.notice_poll_s", checkpoint.notice_poll_s, NR_POSITIVE, "5", HASH_NO,
         "How often the notice is polled. AWS warns 2 minutes ahead, GCP and Azure about 30 s: the poll "
         "interval plus one step plus the checkpoint's snapshot must fit."),

@@ -48,7 +48,7 @@ typedef struct notice_watch notice_watch;
 typedef void (*notice_fn)(const char *what, void *arg);
 
 /* Starts polling every poll_s (provider NOTICE_AUTO: detected first, on the watch's thread; when no
- * service answers the watch ends silently). on_notice(what, arg) runs once, on the watch's thread. */
+ * service answers the watch says so in one line and ends). on_notice(what, arg) runs once, on the watch's thread. */
 int notice_watch_start(notice_provider provider, double poll_s, notice_fn on_notice, void *arg, notice_watch **out,
                        ddp_err *err);
 /* The cloud the watch w watches: its provider, NOTICE_AUTO while it is still being detected,

@@ -40,8 +40,11 @@ static void watch_main(worker *t, void *arg)
     worker_lock(t);
     w->found = provider;
     worker_unlock(t);
-    if (provider == NOTICE_OFF)
-        return; /* on no cloud: nothing to watch, nothing to say */
+    if (provider == NOTICE_OFF) { /* on no cloud: nothing to watch; `auto` says so, once */
+        log_info("checkpoint.preemption_notice auto: no cloud's metadata service (AWS, GCP, Azure) answered within "
+                 "%g s: this host's preemption notices are not watched", DETECT_TIMEOUT_S);
+        return;
+    }
     cloud_session s;
     cloud_session_init(&s, provider);
     log_info("checkpoint.preemption_notice: watching %s's preemption notice at %s every %g s", cloud_name(provider),
