@@ -22,7 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Shard numbers are written with at least 6 digits (%06d): 7 or more from shard 1000000 on; 9 keep
+ * them in an int32 */
 #define SHARD_DIGITS 6
+#define SHARD_DIGITS_MAX 9
 #define SPLIT_MAX 64
 /* The vocabulary scan takes the maximum of a block first (a loop the compiler vectorizes) and
  * looks for the offending position only in a block that has one. */
@@ -49,7 +52,8 @@ static int check_split(const char *split, ddp_err *err)
     return DDP_OK;
 }
 
-/* The shard number of a name "SPLIT_NNNNNN.bin", or -1 for any other name. */
+/* The shard number of a name "SPLIT_NNNNNN.bin" as %06d writes it (six digits, more without a leading
+ * zero), or -1 for any other name. */
 static int32_t shard_number(const char *name, const char *split)
 {
     size_t len = strlen(split);
@@ -57,12 +61,12 @@ static int32_t shard_number(const char *name, const char *split)
         return -1;
     const char *digits = name + len + 1;
     int32_t k = 0;
-    for (int i = 0; i < SHARD_DIGITS; i++) {
-        if (digits[i] < '0' || digits[i] > '9')
-            return -1;
-        k = k * 10 + (digits[i] - '0');
-    }
-    return strcmp(digits + SHARD_DIGITS, ".bin") == 0 ? k : -1;
+    int n = 0;
+    for (; n < SHARD_DIGITS_MAX && digits[n] >= '0' && digits[n] <= '9'; n++)
+        k = k * 10 + (digits[n] - '0');
+    if (n < SHARD_DIGITS || (n > SHARD_DIGITS && digits[0] == '0'))
+        return -1;
+    return strcmp(digits + n, ".bin") == 0 ? k : -1;
 }
 
 static int push_number(int32_t **list, int64_t *n, int64_t *cap, int32_t k)

@@ -339,6 +339,11 @@ static void check_bad_sets(void)
     fresh_dir(dir, sizeof dir, "no_first");
     write_shard(dir, "train", 1, tok, 3);
     expect_open_error(dir, "train", "train_000000.bin is missing", "train_000001.bin exists");
+    /* from shard 1000000 on, %06d writes seven digits: such a shard counts (here: after a gap) */
+    fresh_dir(dir, sizeof dir, "seven_digits");
+    write_shard(dir, "train", 0, tok, 3);
+    write_shard(dir, "train", 1000000, tok, 3);
+    expect_open_error(dir, "train", "train_000001.bin is missing", "train_1000000.bin exists");
     fresh_dir(dir, sizeof dir, "empty");
     expect_open_error(dir, "train", "train_000000.bin", "scripts/prepare-text");
     expect_open_error(dir, "val", "val_000000.bin", "empty");
