@@ -291,13 +291,19 @@ static void print_ids(const int32_t *ids, int64_t n)
     putchar('\n');
 }
 
+/* The text of ids; for sentencepiece with a dummy prefix without the one space the text begins
+ * with, as transformers' decoder strips it (Llama 2's, Mistral's: the prompt as typed, an answer
+ * without the space its first word's piece holds). */
 static void print_text(const tokenizer *tok, const int32_t *ids, int64_t n)
 {
     char buf[64 * 1024];
+    bool strip = tok->split == TOKENIZER_SPLIT_SENTENCEPIECE || tok->split == TOKENIZER_SPLIT_SENTENCEPIECE_PREFIXED;
     while (n > 0) {
         size_t written;
         int64_t done = tokenizer_decode(tok, ids, n, buf, sizeof buf, &written);
-        fwrite(buf, 1, written, stdout);
+        size_t skip = strip && written > 0 && buf[0] == ' ';
+        strip &= written == 0;
+        fwrite(buf + skip, 1, written - skip, stdout);
         ids += done;
         n -= done;
     }

@@ -7,7 +7,7 @@
 # before the first stop id, so a stop id the model draws first gives an empty answer, one it never
 # draws all --tokens tokens, and with also_stop ids the first drawn of stop and those ends it; outside --chat the prompt follows the tokenizer's end-of-text id (a
 # chat of that id alone before the prompt draws the same), unprinted; a missing or malformed
-# chat.json exits 2 naming the file.
+# chat.json exits 2 naming the file; a sentencepiece tokenizer's dummy-prefix space is not printed.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 DATA=$TMP/data
@@ -112,6 +112,18 @@ check "separator: the log names the start token" \
 "$DDPRUN" generate "$CK" "${G[@]/$TMP\/eot\/tokenizer.bin/$TOK}" >"$TMP/nosep" 2>"$TMP/nosep.err"
 check "no separator (the byte tokenizer): nothing before the prompt" \
     bash -c "! grep -q 'start token' '$TMP/nosep.err' && ! cmp -s '$TMP/sep' '$TMP/nosep'"
+
+# --- a sentencepiece split with a dummy prefix (tokenizer.bin's fifth int32 5): the prompt is encoded
+# after a space and printed as typed, without it, as transformers' decoder strips it
+mkdir -p "$TMP/sp"
+python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[16:20] = (5).to_bytes(4, "little")
+open(sys.argv[2], "wb").write(b)' "$TOK" "$TMP/sp/tokenizer.bin"
+S=(--tokenizer "$TMP/sp/tokenizer.bin" --prompt "$PROMPT")
+"$DDPRUN" generate --encode-only "${S[@]}" >"$TMP/sp.ids" 2>/dev/null
+check "sentencepiece: the prompt encoded after a space" [ "$(cat "$TMP/sp.ids")" = "32 $(ids "$PROMPT")" ]
+"$DDPRUN" generate "$CK" "${S[@]}" --tokens $N --temperature 0 >"$TMP/sp.out" 2>"$TMP/sp.err"
+check "sentencepiece: the prompt printed as typed, then $N bytes: $(head -c 60 "$TMP/sp.out")" \
+    bash -c "[ \"\$(head -c ${#PROMPT} '$TMP/sp.out')\" = '$PROMPT' ] && [ \$(wc -c <'$TMP/sp.out') -eq $((${#PROMPT} + N + 1)) ]"
 
 # --- refusals: exit 2, the file named, nothing on stdout
 refused() { # WHAT FILE ERE ARGS...: generate with ARGS exits 2, its message names FILE and matches ERE
