@@ -20,6 +20,8 @@ typedef struct conflict {
 } conflict;
 
 static bool nccl_on_cpu(const config *c) { return c->ddp.backend == BACKEND_NCCL && c->device == DEVICE_CPU; }
+/* Open MPI here is not CUDA-aware: it cannot reduce device buffers (device auto on a GPU: the job says so) */
+static bool mpi_on_cuda(const config *c) { return c->ddp.backend == BACKEND_MPI && c->device == DEVICE_CUDA; }
 static bool bf16_over_mpi(const config *c) { return c->ddp.grad_dtype == GRAD_BF16 && c->ddp.backend == BACKEND_MPI; }
 static bool bf16_on_cpu(const config *c) { return c->precision == PRECISION_BF16 && c->device == DEVICE_CPU; }
 /* The models that take token sequences: the kinds whose descriptor says so. */
@@ -53,6 +55,7 @@ static bool auto_without_global(const config *c)
 }
 
 static bool tokens_without_lm(const config *c) { return c->data.kind == DATA_TOKENS && !cfg_language_model(c); }
+static bool lm_without_tokens(const config *c) { return cfg_language_model(c) && c->data.kind != DATA_TOKENS; }
 static bool init_from_not_lm(const config *c) { return c->checkpoint.init_from[0] && !cfg_language_model(c); }
 static bool recompute_not_lm(const config *c) { return c->train.recompute != RECOMPUTE_NONE && !cfg_language_model(c); }
 static bool sharded_upload(const config *c) { return c->checkpoint.sharded && c->checkpoint.upload_cmd[0]; }
@@ -82,11 +85,14 @@ static void expand_rule(const char *rule, char *out, size_t n)
 /* After the active model kind's own rules (cfg_check_model_rules), in this order. */
 static const conflict conflicts[] = {
     {"model.kind", "data.kind", tokens_without_lm, "data.kind tokens only with a language model (model.kind {lm})"},
+    {"model.kind", "data.kind", lm_without_tokens, "data.kind tokens with a language model (model.kind {lm})"},
     {"model.kind", "checkpoint.init_from", init_from_not_lm,
      "checkpoint.init_from ({lm_files}) only with model.kind {lm}"},
     {"model.kind", "train.recompute", recompute_not_lm,
      "train.recompute none with a model without blocks to recompute (selective and full: model.kind {lm})"},
     {"device", "ddp.backend", nccl_on_cpu, "ddp.backend nccl only with device cuda or auto"},
+    {"device", "ddp.backend", mpi_on_cuda,
+     "ddp.backend nccl or auto with device cuda (this Open MPI is not CUDA-aware: it cannot reduce device buffers)"},
     {"ddp.backend", "ddp.grad_dtype", bf16_over_mpi, "ddp.grad_dtype bf16 only with ddp.backend nccl or auto"},
     {"ddp.zero", "ddp.grad_dtype", bf16_grads_zero2,
      "ddp.grad_dtype fp32 with ddp.zero 2 or 3 (each unit's gradients are reduce-scattered in float32)"},
@@ -149,13 +155,16 @@ static int report_conflict(cfg_loader *L, const char *a, const char *b, const ch
 
 /* Settings whose default follows another key: with precision bf16, gradients travel in bf16
  * unless ddp.grad_dtype says otherwise (or the MPI backend, which reduces in float, or ZeRO-2,
- * which reduces each unit's float32 gradients, is asked for). */
+ * which reduces each unit's float32 gradients, is asked for); a language model reads token
+ * shards unless data.kind says otherwise (which lm_without_tokens then refuses). */
 static void derive_defaults(cfg_loader *L)
 {
     config *c = L->c;
     if (c->precision == PRECISION_BF16 && L->origin[cfg_key_find("ddp.grad_dtype")].source < 0 &&
         c->ddp.backend != BACKEND_MPI && c->ddp.zero < 2)
         c->ddp.grad_dtype = GRAD_BF16;
+    if (cfg_language_model(c) && L->origin[cfg_key_find("data.kind")].source < 0)
+        c->data.kind = DATA_TOKENS;
 }
 
 int cfg_check(cfg_loader *L)

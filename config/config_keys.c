@@ -57,8 +57,8 @@ static const cfg_key keys_before_models[] = {
 static const cfg_key keys_after_models[] = {
     SECTION("data"),
     ENUM("data.kind", data.kind, data_names, "fashion-mnist", HASH_YES,
-         "Dataset; `tokens` (language models) reads `scripts/prepare-text` shards, train split for training, "
-         "val for evaluation."),
+         "Dataset; `tokens` (language models, and their default) reads `scripts/prepare-text` shards, train "
+         "split for training, val for evaluation."),
     STR("data.path", data.path, "/usr/share/datasets/fashion-mnist",
         "Folder with the four gzipped IDX files (fashion-mnist), or with `train_*.bin`, `val_*.bin` and "
         "`tokenizer.bin` (tokens)."),
@@ -170,7 +170,7 @@ static const cfg_key keys_after_models[] = {
     BOOL("ddp.debug", ddp.debug, "false", HASH_NO, "Cross-check collective order and sizes across ranks (slower)."),
     ENUM("ddp.grad_dtype", ddp.grad_dtype, grad_dtype_names, "fp32", HASH_NO,
          "Precision of gradients on the wire; `bf16` when not set, with `precision: bf16`, except on "
-         "`ddp.backend: mpi`."),
+         "`ddp.backend: mpi` and with `ddp.zero` 2 or 3 (they reduce in float32)."),
     INT("ddp.zero", ddp.zero, 0, 3, "0", HASH_NO,
         "ZeRO stage. `1`: each rank keeps and updates only its shard of the optimizer state (gradient buckets "
         "are reduce-scattered, updated parameters all-gathered per bucket), dividing optimizer memory by the "

@@ -11,6 +11,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -178,10 +179,13 @@ static int parse_num(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, con
     const char *t = plain_text(nd);
     if (!t || !looks_numeric(t))
         return wrong(L, s, nd, key, expect);
+    errno = 0;
     double v = strtod(t, NULL);
+    if (errno == ERANGE && fabs(v) < DBL_MIN) /* 1e-400 is not 0, which some keys read as "off" */
+        return cfg_error(L, cfg_node_pos(s, nd), key, "expected %s, got \"%.80s\" (out of range)", expect, t);
     if (!cfg_num_allowed(v, r))
         return wrong(L, s, nd, key, expect);
-    *out = v;
+    *out = v == 0 ? 0.0 : v; /* -0 is 0: one value, one hash */
     return DDP_OK;
 }
 

@@ -55,6 +55,9 @@ static void test_bad_overrides(void)
     expect_fail(NULL, 1, (char *[]){"optimizer.lr=fast"}, "<override 1>:1:14: optimizer.lr:",
                 "expected a positive number, got \"fast\"");
     expect_fail(NULL, 1, (char *[]){"model.mlp.hidden=[256, 0]"}, "<override 1>:1:24: model.mlp.hidden[1]:", NULL);
+    /* a number too small for a double is not 0 ("off" for optimizer.grad_clip) */
+    expect_fail(NULL, 1, (char *[]){"optimizer.grad_clip=1e-400"}, "<override 1>:1:21: optimizer.grad_clip:",
+                "got \"1e-400\" (out of range)");
     /* the flat MLP keys of earlier releases, and a typo of one, point at their model.mlp home */
     expect_fail(NULL, 1, (char *[]){"model.activation=gelu"}, "<override 1>:1:7: model.activation:",
                 "unknown key, did you mean 'model.mlp.activation'?");
@@ -356,6 +359,8 @@ static void test_hash(void)
                             "optimizer.betas=[0.9,0.99]", "optimizer.weight_decay=0", "data.kind=synthetic"};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
         CHECK(hash_with(same[i]) == base, "%s changed the hash", same[i]);
+    /* -0 is 0: the same value, the same hash */
+    CHECK(hash_with("optimizer.weight_decay=-0.0") == hash_with("optimizer.weight_decay=0"), "-0.0 hashes apart from 0");
     for (size_t i = 0; i < sizeof differ / sizeof differ[0]; i++)
         CHECK(hash_with(differ[i]) != base, "%s did not change the hash", differ[i]);
     test_settings_text(same, sizeof same / sizeof same[0], differ, sizeof differ / sizeof differ[0]);

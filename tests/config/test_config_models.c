@@ -160,9 +160,10 @@ static void test_init_from_llama_shape(void)
         CHECK_STR_CONTAINS(err.msg, other[i].msg);
         CHECK(memcmp(&c, &kept, sizeof c) == 0, "%s: a refused take changed the config", other[i].set);
     }
+    /* data.seq_len within the folder's max_position_embeddings (its data.kind is tokens) */
     char *same[] = {"model.kind=llama", "checkpoint.init_from=hf", "model.llama.norm_eps=1e-6",
-                    "model.llama.tie_embeddings=true", "model.llama.ffn_hidden=176"};
-    CHECK(config_load(NULL, 5, same, &c, &err) == DDP_OK, "%s", err.msg);
+                    "model.llama.tie_embeddings=true", "model.llama.ffn_hidden=176", "data.seq_len=16"};
+    CHECK(config_load(NULL, 6, same, &c, &err) == DDP_OK, "%s", err.msg);
     CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_OK, "the folder's values set: %s",
           err.msg);
     /* a head_dim set while n_embd and n_head are the folder's compares as it resolves with theirs:
@@ -170,18 +171,18 @@ static void test_init_from_llama_shape(void)
     char quotient[32], wider[32];
     snprintf(quotient, sizeof quotient, "model.llama.head_dim=%lld", (long long)(from.llama.n_embd / from.llama.n_head));
     snprintf(wider, sizeof wider, "model.llama.head_dim=%lld", (long long)(2 * from.llama.n_embd / from.llama.n_head));
-    char *hd_set[] = {"model.kind=llama", "checkpoint.init_from=hf", quotient};
-    CHECK(config_load(NULL, 3, hd_set, &c, &err) == DDP_OK, "%s", err.msg);
+    char *hd_set[] = {"model.kind=llama", "checkpoint.init_from=hf", quotient, "data.seq_len=16"};
+    CHECK(config_load(NULL, 4, hd_set, &c, &err) == DDP_OK, "%s", err.msg);
     CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_OK && c.model.opts.llama.head_dim == 0,
           "%s with the folder's n_embd / n_head: %s", quotient, err.msg);
     hd_set[2] = wider;
-    CHECK(config_load(NULL, 3, hd_set, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(config_load(NULL, 4, hd_set, &c, &err) == DDP_OK, "%s", err.msg);
     CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_EUSAGE, "%s taken", wider);
     CHECK_STR_CONTAINS(err.msg, "but checkpoint.init_from's hf/config.json has head_dim 0");
 
     /* the folder's shape breaking the model's rules */
-    char *pending[] = {"model.kind=llama", "checkpoint.init_from=hf"};
-    CHECK(config_load(NULL, 2, pending, &c, &err) == DDP_OK, "%s", err.msg);
+    char *pending[] = {"model.kind=llama", "checkpoint.init_from=hf", "data.seq_len=16"};
+    CHECK(config_load(NULL, 3, pending, &c, &err) == DDP_OK, "%s", err.msg);
     config_shape odd = from;
     odd.llama.n_head = 64;
     odd.llama.n_kv_head = 1;
@@ -200,7 +201,7 @@ static void test_init_from_llama_shape(void)
     /* Llama 3.2's stretched RoPE from the folder: taken with the rest, into the resolved config */
     config_shape stretched = from;
     stretched.llama.rope_scaling = (llama_rope_scaling){32, 1, 4, 8192};
-    CHECK(config_load(NULL, 2, pending, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(config_load(NULL, 3, pending, &c, &err) == DDP_OK, "%s", err.msg);
     CHECK(config_take_shape(&c, &stretched, "hf/config.json", names, &err) == DDP_OK, "%s", err.msg);
     CHECK(!memcmp(&c.model.opts.llama.rope_scaling, &stretched.llama.rope_scaling, sizeof(llama_rope_scaling)),
           "the folder's rope_scaling not taken");
@@ -240,9 +241,11 @@ static void test_precision(void)
     CHECK(config_load(kjv, 2, (char *[]){"precision=bf16", "ddp.grad_dtype=fp32"}, &c, &err) == DDP_OK, "%s",
           err.msg);
     CHECK(c.ddp.grad_dtype == GRAD_FP32, "an explicit ddp.grad_dtype fp32 was overridden");
-    CHECK(config_load(kjv, 3, (char *[]){"precision=bf16", "device=cuda", "ddp.backend=mpi"}, &c, &err) == DDP_OK,
+    CHECK(config_load(kjv, 3, (char *[]){"precision=bf16", "device=auto", "ddp.backend=mpi"}, &c, &err) == DDP_OK,
           "%s", err.msg);
     CHECK(c.ddp.grad_dtype == GRAD_FP32, "bf16 gradients derived for the MPI backend");
+    expect_fail(NULL, 2, (char *[]){"device=cuda", "ddp.backend=mpi"}, "<override 2>:1:13: ddp.backend:",
+                "expected ddp.backend nccl or auto with device cuda (this Open MPI is not CUDA-aware");
     expect_fail(NULL, 2, (char *[]){"device=cpu", "precision=bf16"}, "<override 2>:1:11: precision:",
                 "precision bf16 only with device cuda or auto");
     char want[512];
@@ -398,6 +401,16 @@ static void test_llama(void)
     char want[512];
     snprintf(want, sizeof want, "data.kind tokens only with a language model (%s)", lm_kinds());
     expect_fail(NULL, 2, (char *[]){"model.kind=mlp", "data.kind=tokens"}, "<override 2>:1:11: data.kind:", want);
+    /* a language model reads tokens unless told otherwise, and refuses to be told otherwise */
+    CHECK(config_load(NULL, 1, (char *[]){"model.kind=llama"}, &c, &err) == DDP_OK && c.data.kind == DATA_TOKENS,
+          "a Llama's data.kind (%d): %s", (int)c.data.kind, err.msg);
+    CHECK(config_load(NULL, 1, (char *[]){"model.kind=mlp"}, &c, &err) == DDP_OK && c.data.kind == DATA_FASHION_MNIST,
+          "the MLP's data.kind (%d): %s", (int)c.data.kind, err.msg);
+    char lm_want[512];
+    snprintf(lm_want, sizeof lm_want, "data.kind tokens with a language model (%s), got data.kind synthetic with "
+             "model.kind llama", lm_kinds());
+    expect_fail(NULL, 2, (char *[]){"model.kind=llama", "data.kind=synthetic"}, "<override 2>:1:11: data.kind:",
+                lm_want);
     /* the only refusal of packed rows for a model that is not a language model: the trainer has none */
     expect_fail(NULL, 3, (char *[]){"model.kind=mlp", "data.kind=tokens", "data.packed=true"},
                 "<override 2>:1:11: data.kind:", want);
