@@ -68,10 +68,11 @@ int train_log_open(train_job *t, ddp_err *err)
         return ddp_fail(err, DDP_ERUNTIME, "cannot open %s: %s", g->metrics_path, strerror(errno));
     struct stat st;
     g->metrics_bytes = fstat(fileno(g->metrics), &st) == 0 ? (long long)st.st_size : 0;
-    if (t->step == 0)
+    if (t->step == 0 && g->metrics_bytes == 0)
         return DDP_OK;
     /* a resumed job trains again the steps after its checkpoint that an earlier attempt may have
-     * logged: readers drop those lines before this one (scripts/plot does) */
+     * logged, and one from step 0 (a restart before any checkpoint) all of them: readers drop
+     * those lines before this one (scripts/plot does) */
     fprintf(g->metrics, "{\"kind\":\"resume\",\"step\":%lld}\n", (long long)t->step);
     return metrics_flush(g, err);
 }

@@ -66,10 +66,14 @@ int train_profile_open(train_job *t, ddp_err *err)
     return DDP_OK;
 }
 
-/* The writer thread's checkpoint writes, on their own track (ckpt_writer_set_observer). */
+/* The writer thread's checkpoint writes, on their own track (ckpt_writer_set_observer); a write
+ * that began before the window opened counts from time 0 (a trace holds no negative times, and the
+ * table only the window's). */
 static void observe_ckpt_write(void *ctx, const char *what, double begin_s, double end_s)
 {
-    device_prof_host_range(ctx, what, PROF_TRACK_CKPT_WRITER, begin_s, end_s);
+    const struct train_prof *p = ctx;
+    if (end_s >= p->zero_s)
+        device_prof_host_range(p->rec, what, PROF_TRACK_CKPT_WRITER, fmax(begin_s, p->zero_s), end_s);
 }
 
 static int open_window(train_job *t, struct train_prof *p, ddp_err *err)
@@ -84,7 +88,7 @@ static int open_window(train_job *t, struct train_prof *p, ddp_err *err)
     p->zero_s = monotonic_s();
     p->rec = t->dev->prof;
     p->open = true;
-    train_ckpt_observe(t, observe_ckpt_write, p->rec);
+    train_ckpt_observe(t, observe_ckpt_write, p);
     return DDP_OK;
 }
 
@@ -119,9 +123,9 @@ static const char *const track_names[PROF_TRACKS] = {
 #define TRACK_TID(track) ((int)(track) + 2)
 /* A Perfetto thread holds nested ranges only, and the communication track's overlap in part (on
  * MPI a bucket's range runs from its issue to the return of its wait, the next issued before it
- * ends): it is split into lanes, each range on the first lane free when it begins. Lane 0 is the
- * track's own thread, lane k > 0 thread LANE_TID(k), "communication stream k+1". */
-#define COMM_LANES 16
+ * ends; under ZeRO-0 every bucket's until the waits after backward): it is split into as many lanes
+ * as ranges run at once, each range on the first lane free when it begins. Lane 0 is the track's
+ * own thread, lane k > 0 thread LANE_TID(k), "communication stream k+1". */
 #define LANE_TID(lane) ((lane) == 0 ? TRACK_TID(PROF_TRACK_COMM) : TRACK_TID(PROF_TRACKS) + (lane) - 1)
 
 /* s as a JSON string's contents (names and details hold no quotes, but a host name might). */
@@ -167,33 +171,37 @@ static int begins_first(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* tid[i] for each of the n records; returns the communication lanes used (at least 1). */
+/* tid[i] for each of the n records; returns the communication lanes used (at least 1), or -1 when
+ * out of memory. */
 static int comm_lanes(const prof_record *recs, size_t n, int *tid)
 {
     comm_range *order = malloc((n + 1) * sizeof *order);
+    double *free_at = malloc((n + 1) * sizeof *free_at); /* a lane's end; never more lanes than ranges */
+    if (!order || !free_at) {
+        free(order);
+        free(free_at);
+        return -1;
+    }
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         tid[i] = TRACK_TID(recs[i].track);
-        if (recs[i].track == PROF_TRACK_COMM && order)
+        if (recs[i].track == PROF_TRACK_COMM)
             order[m++] = (comm_range){recs[i].begin_us, i};
     }
-    if (order)
-        qsort(order, m, sizeof *order, begins_first);
-    double free_at[COMM_LANES];
-    for (int lane = 0; lane < COMM_LANES; lane++)
-        free_at[lane] = -INFINITY;
+    qsort(order, m, sizeof *order, begins_first);
     int used = 1;
+    free_at[0] = -INFINITY;
     for (size_t k = 0; k < m; k++) {
         const prof_record *e = &recs[order[k].index];
         int lane = 0;
         while (lane < used && free_at[lane] > e->begin_us)
             lane++;
-        lane = lane < COMM_LANES ? lane : COMM_LANES - 1; /* more at once than lanes: the last one overlaps */
         used = lane + 1 > used ? lane + 1 : used;
         free_at[lane] = e->end_us;
         tid[order[k].index] = LANE_TID(lane);
     }
     free(order);
+    free(free_at);
     return used;
 }
 
@@ -238,6 +246,10 @@ static int write_trace_file(FILE *f, void *ctx, ddp_err *err)
     if (!tid)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for the trace's %zu ranges", n);
     int lanes = comm_lanes(recs, n, tid);
+    if (lanes < 0) {
+        free(tid);
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for the trace's %zu ranges", n);
+    }
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
     trace_metadata(f, t, lanes);
     for (int i = 0; i + 1 < n_marks; i++) {

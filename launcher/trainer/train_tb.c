@@ -3,8 +3,8 @@
  * attempt, as TensorBoard's writers make one per process), each event flushed as it is written so
  * `tensorboard --logdir run.dir/tensorboard` shows a running job. Tags: train/... for the progress
  * line's figures, rank{R}/... for each rank's own (train_ranks.c), eval/..., checkpoint/...,
- * samples/text; the step is the optimizer step (a checkpoint's figures at the step it saved). A
- * resumed job's file opens with a SessionLog START at the step after its checkpoint. A write that
+ * samples/text; the step is the optimizer step (a checkpoint's figures at the step it saved). Each
+ * attempt's file opens with a SessionLog START at the step after its checkpoint (1 without one). A write that
  * fails ends the job naming the file, as metrics.jsonl's does. Must not change training state nor
  * decide what is measured. */
 #include <math.h>
@@ -39,8 +39,9 @@ int train_tb_open(train_job *t, ddp_err *err)
     snprintf(dir, sizeof dir, "%s/tensorboard", t->cfg->run.dir);
     int rc = event_file_open(dir, t->ctl->host, &tb->file, err);
     /* a resumed job trains again the steps after its checkpoint that an earlier attempt's file may
-     * hold: TensorBoard drops those from the START event's step on */
-    if (rc == DDP_OK && t->step > 0)
+     * hold (a restart before any checkpoint: all of them): TensorBoard drops those from the START
+     * event's step on */
+    if (rc == DDP_OK)
         rc = event_file_session_start(tb->file, t->step + 1, wall_time(), err);
     return rc != DDP_OK ? ddp_prefix(err, "run.tensorboard") : DDP_OK;
 }

@@ -5,9 +5,11 @@
 #    row's time is > 0, the ops' sum per step is at most the step time and at least OPS_FRACTION of
 #    it, nothing was dropped; the table is printed; trace-rank0.json parses with the expected tracks;
 #  - np=2: trace-rank0.json and trace-rank1.json parse, each with the four tracks, the step ranges
-#    and every bucket's all-reduce on the communication track (with ddp.zero 3: the units'
+#    and every bucket's all-reduce on the communication track (with ~270 buckets, as many lanes as
+#    run at once, each nested; with ddp.zero 3: the units'
 #    parameter all-gathers, the next unit's in flight across compute); scripts/trace-merge puts both ranks
 #    in one file, refuses to overwrite it without --force, and replaces it with --force;
+#  - a checkpoint write that began before the window opened is traced from time 0;
 #  - a window past the end of training is cut to what runs, and the log says so;
 #  - profiling off (the default) writes no profile files;
 #  - with argument `cuda` (emulated build), instead of the above: np=2 on device=cuda
@@ -140,6 +142,41 @@ for r in 0 1; do
     check "np=2: trace-rank$r.json: tracks, steps, every bucket's all-reduce" \
         trace_ok "$TMP/cpu2/trace-rank$r.json" $r allreduce
 done
+# --- a checkpoint write running when the window opens (step 2's, made 1 s slower; the window opens
+# at step 3) is on the checkpoint writer's track from time 0: a trace holds no negative times
+DDP_TEST_FAULT=slow-write:0:2:1 profiled ckptwin 1 checkpoint.every_steps=2
+check "np=1, a checkpoint write across the window's start: profiled run completes" [ $? -eq 0 ]
+check "... the slowed write is traced (its range within the window), and no range starts before time 0" python3 -c '
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = {e["args"]["name"]: e["tid"] for e in events if e.get("name") == "thread_name"}
+x = [e for e in events if e["ph"] == "X"]
+writes = [(e["ts"], e["dur"]) for e in x if e["tid"] == tracks["checkpoint writer"] and e["name"] == "checkpoint write"]
+earliest = min(e["ts"] for e in x)
+print(f"checkpoint writes (ts, dur) {writes}, earliest range {earliest}")
+sys.exit(0 if any(d >= 0.9e6 for _, d in writes) and earliest >= 0 else 1)' "$TMP/ckptwin/trace-rank0.json"
+
+# --- np=2 with ~270 buckets: on MPI a bucket's range lasts from its issue until a test or wait
+# finds it done, so many run at once; the trace puts them on as many lanes as run at once at most
+# (first fit in order of start), and every lane's ranges nest
+profiled many 2 ddp.bucket_mb=0.0005 ddp.first_bucket_mb=0.0002
+check "np=2, ~270 buckets: profiled run completes" [ $? -eq 0 ]
+check "np=2, ~270 buckets: trace-rank0.json: every bucket's all-reduce, every lane's ranges nest" \
+    trace_ok "$TMP/many/trace-rank0.json" 0 allreduce
+check "np=2, ~270 buckets: as many communication lanes as ranges in flight at once" python3 -c '
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+comm = [e for e in events if e["ph"] == "X" and names.get(e["tid"], "").startswith("communication stream")]
+lanes = len({e["tid"] for e in comm})
+edges = sorted([(e["ts"], 1) for e in comm] + [(e["ts"] + e["dur"], -1) for e in comm])  # an end before a start at one time
+most = at_once = 0
+for _, d in edges:
+    at_once += d
+    most = max(most, at_once)
+print(f"{len(comm)} ranges, at most {most} at once, on {lanes} lanes")
+sys.exit(0 if lanes == most else 1)' "$TMP/many/trace-rank0.json"
+
 # --- ZeRO-3 at np=2: each unit's parameter all-gather on the communication track, the next unit's
 # running while a unit computes (in flight across at least one compute range it did not wait for)
 profiled zero3 2 ddp.zero=3

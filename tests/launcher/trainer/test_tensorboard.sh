@@ -5,7 +5,8 @@
 # (those metrics.jsonl has), every rank's figures, the val loss, the checkpoint times and the text
 # samples as the text plugin's (UTF-8, each ill-formed part of a byte-level sample U+FFFD), the
 # checkpoint figures at the steps saved; after a rank is killed and the job restarted from an
-# earlier checkpoint, each step once, the restarted attempt's (metrics.jsonl marks the resume); a
+# earlier checkpoint, each step once, the restarted attempt's (metrics.jsonl marks the resume), and
+# so after a restart from step 0 (no checkpoint yet); a
 # copy cut inside its last record, or inside a record's header, still gives every whole record; a
 # running job's file is read while it trains. Exits 77 (skipped)
 # only when the tensorboard package is neither installed nor installable.
@@ -91,6 +92,26 @@ for tag, key in [("train/loss", "loss"), ("train/ms_per_step", "ms_per_step")]:
     for (_, v), l in zip(got, kept):
         assert math.isclose(v, l[key], rel_tol=1e-5, abs_tol=1e-4), (tag, v, l)
 assert [t[0] for t in tb["texts"]["samples/text"]] == [10, 20, 30], tb["texts"]["samples/text"]
+PY
+
+# a rank killed after step 7, before the first checkpoint: the restarted attempt trains from step 0
+# again: its file's SessionLog START at step 1 leaves the steps once, its own, and metrics.jsonl
+# marks the restart as a resume from step 0
+DDP_TEST_FAULT=kill:1:7 "$DDPRUN" --max-restarts 1 -np 2 "$TINY" run.dir="$TMP/re0" "${GPT[@]}" train.max_steps=10 \
+    >"$TMP/re0.log" 2>&1
+check "restart from step 0: the job completes after one restart (exit $?)" [ $? -eq 0 ]
+python3 "$READ" "$TMP/re0/tensorboard" >"$TMP/re0.json"
+check "restart from step 0: tensorboard shows each step once, the restarted attempt's" \
+    python3 - "$TMP/re0.json" "$TMP/re0/metrics.jsonl" <<'PY'
+import json, math, sys
+tb = json.load(open(sys.argv[1]))
+lines = [json.loads(l) for l in open(sys.argv[2])]
+assert [(l["kind"], l["step"]) for l in lines if l["kind"] in ("train", "resume")] == \
+    [("train", 5), ("resume", 0), ("train", 5), ("train", 10)], lines  # attempt 1's step 5, then attempt 2's
+train = [l for l in lines if l["kind"] == "train"]
+got = tb["scalars"]["train/loss"]
+assert [g[0] for g in got] == [5, 10], got
+assert math.isclose(got[0][1], train[1]["loss"], rel_tol=1e-5, abs_tol=1e-4), (got, train)
 PY
 
 # cut copies: inside the last record's data, and 3 bytes into the header of a record
