@@ -75,7 +75,7 @@ static void write_llama_config(FILE *f, const llama_shape *s, const hf_token_ids
 /* Keys our Llama has one value of: absent, or that value. */
 static const hf_fixed_key llama_fixed_keys[] = {
     {"model_type", {"llama"}, JSON_STRING, "ddprun imports Llama (model_type \"llama\")"},
-    {"hidden_act", {"silu"}, JSON_STRING, "ddprun's Llama computes SwiGLU with silu"},
+    {"hidden_act", {"silu", "swish"}, JSON_STRING, "ddprun's Llama computes SwiGLU with silu"},
     {"attention_bias", {"false"}, JSON_BOOL, "ddprun's Llama has no attention biases"},
     {"mlp_bias", {"false"}, JSON_BOOL, "ddprun's Llama has no MLP biases"},
     {"pretraining_tp", {"1"}, JSON_NUMBER, "ddprun's Llama computes each projection whole (pretraining_tp 1)"},

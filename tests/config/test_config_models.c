@@ -401,6 +401,8 @@ static void test_llama(void)
     char want[512];
     snprintf(want, sizeof want, "data.kind tokens only with a language model (%s)", lm_kinds());
     expect_fail(NULL, 2, (char *[]){"model.kind=mlp", "data.kind=tokens"}, "<override 2>:1:11: data.kind:", want);
+    expect_fail(NULL, 2, (char *[]){"model.kind=mlp", "data.packed=true"}, "<override 2>:1:13: data.packed:",
+                "expected data.packed true only with data.kind tokens");
     /* a language model reads tokens unless told otherwise, and refuses to be told otherwise */
     CHECK(config_load(NULL, 1, (char *[]){"model.kind=llama"}, &c, &err) == DDP_OK && c.data.kind == DATA_TOKENS,
           "a Llama's data.kind (%d): %s", (int)c.data.kind, err.msg);

@@ -250,6 +250,12 @@ static void test_refusals(void)
         refused(m, variant("config", config, t, n), keys[i].needle, "config.json");
         free(config);
     }
+    /* hidden_act swish is transformers' name for silu too */
+    char *swish = config_with(fx.dir, "hidden_act", "\"swish\"");
+    ddp_err swish_err = {0};
+    CHECK(llama_hf_load_model(&llama_family_llama, m, variant("swish", swish, t, n), &swish_err) == DDP_OK,
+          "hidden_act swish: %s", swish_err.msg);
+    free(swish);
     /* heads that do not divide hidden_size, without a head_dim to size them */
     char *uneven_config = text_with(config_with(fx.dir, "head_dim", "null"), "num_attention_heads", heads);
     refused(m, variant("config", uneven_config, t, n), uneven, "config.json");

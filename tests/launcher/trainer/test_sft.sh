@@ -12,7 +12,7 @@
 #    the safetensors package reads back with every tensor fine-tuning changed; `generate --chat`
 #    answers from the fine-tuned checkpoint, wrapped as the run's chat.json says;
 #  - refusals, exit 2 and named: shards without .docs, a mask byte that is not 0 or 1, document
-#    lengths that do not sum to the shard, data.packed without token data.
+#    lengths that do not sum to the shard, the Llama without token data.
 #
 # Tolerance. The runs sum the same per-token gradients in another grouping (rows in a GEMM,
 # micro-steps accumulated, ranks all-reduced), each divided by the same count. Regrouping a
@@ -114,5 +114,5 @@ refused "a mask byte of 2" "train_000000.mask: token 76" "$CFG" data.path="$TMP/
 cp -r "$CHAT" "$TMP/baddocs"
 printf '\377' | dd of="$TMP/baddocs/train_000000.docs" bs=1 seek=1024 conv=notrunc 2>/dev/null
 refused "document lengths that do not sum to the shard" "train_000000.docs: document" "$CFG" data.path="$TMP/baddocs"
-refused "data.packed without token data" "data.packed true only with data.kind tokens" "$CFG" data.kind=synthetic
+refused "a language model without token data" "expected data.kind tokens with a language model" "$CFG" data.kind=synthetic
 finish
