@@ -315,16 +315,21 @@ typedef struct agreement {
 /* Every rank must stop at the same step: a small MAX all-reduce per step makes a stop request
  * (signal or preemption notice) seen by any rank a decision of all ranks. It carries rank 0's
  * verdict on checkpoint.every_minutes too, so every rank saves at the same step (ZeRO's save
- * needs them all), and each rank's vote on non-finite values found so far (train_finite.c), so
- * every rank stops at the same step, before any save, naming the same earliest finding. */
+ * needs them all), each rank's vote on non-finite values found so far (train_finite.c), so
+ * every rank stops at the same step, before any save, naming the same earliest finding, and
+ * whether rank 0 knows a checkpoint of the job complete, so that any rank the stop deadline ends
+ * says whether the job is resumable (exit 75). */
 static int agree_stop(train_job *t, agreement *a, ddp_err *err)
 {
     int rc = train_enter(t, PHASE_AGREE, err);
-    int64_t flags[3] = {(int64_t)train_stop_requested, train_ckpt_clock_due(t) ? 1 : 0, train_finite_vote(t)};
+    int64_t flags[4] = {(int64_t)train_stop_requested, train_ckpt_clock_due(t) ? 1 : 0, train_finite_vote(t),
+                        (int64_t)train_checkpoint_safe};
     if (rc == DDP_OK)
-        rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 3, DT_INT64, OP_MAX, NULL, err);
+        rc = t->ctl->ops->allreduce(t->ctl, flags, flags, 4, DT_INT64, OP_MAX, NULL, err);
     if (rc == DDP_OK)
         rc = train_leave(t, PHASE_AGREE, err);
+    if (rc == DDP_OK && flags[3])
+        train_checkpoint_safe = 1;
     *a = (agreement){.stop = (int)flags[0], .ckpt_due = flags[1] != 0, .nonfinite = flags[2]};
     if (rc == DDP_OK && a->stop != TRAIN_STOP_NONE)
         train_stop_answered = 1; /* every rank now checkpoints and exits: the stop is answered */

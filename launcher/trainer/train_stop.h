@@ -17,8 +17,8 @@ extern volatile sig_atomic_t train_stop_requested;
 extern volatile sig_atomic_t train_stop_answered;
 /* Set once a complete checkpoint of this job exists to resume from (one was resumed, or a save
  * of this run is known to be complete on disk), so a job ended by the stop deadline may say it is
- * resumable (exit 75). Rank 0 learns of its own saves' completion; the others of a resume, or of a
- * save that was followed by another (whose submission waited for it). */
+ * resumable (exit 75). Rank 0 learns of its own saves' completion; the others of a resume, or from
+ * rank 0 at the next step's stop agreement. */
 extern volatile sig_atomic_t train_checkpoint_safe;
 
 #endif

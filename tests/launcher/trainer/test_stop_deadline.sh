@@ -5,7 +5,8 @@
 # outside the agreement (DDP_TEST_FAULT: every rank sleeping while the data loads, as on a mount
 # that stopped answering; every rank sleeping after a step) end the job once the stop request is
 # ddp.timeout_s old, naming the rank and what it was doing: exit 1 with no checkpoint of the job,
-# exit 75 when one is complete — and the job resumes from it. A stop during an evaluation that
+# exit 75 when one is complete (also when rank 1 alone is held: rank 0's knowledge of a complete
+# checkpoint reaches every rank at each step's agreement) — and the job resumes from it. A stop during an evaluation that
 # takes longer than the deadline ends the evaluation (the ranks agree between its passes).
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
@@ -83,4 +84,13 @@ check "held after a checkpoint: resumable, said" grep -q "the last checkpoint is
 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/late" "${LONG[@]}" >"$TMP/late2.log" 2>&1
 check "the job resumes and completes" [ $? -eq 0 ]
 check "from the checkpoint of step 4" grep -q "resumed from .*ckpt-00000004.ddp" "$TMP/late2.log"
+
+# rank 1 alone held after step 7 (rank 0 waits for it in the agreement): rank 1 ends the job first,
+# and knows from rank 0 that a checkpoint is complete (step 2's, done at the latest when step 4's
+# save was submitted; the agreements of steps 5 and 6 carried it): exit 75
+DDP_TEST_FAULT=sleep:1:7:300 run_stopped "$TMP/one.log" "[ -f $TMP/one/checkpoints/ckpt-00000004.ddp ] && sleep 1" \
+    -- -np 2 "$SMALL" run.dir="$TMP/one" "${LONG[@]}"
+check "rank 1 held after a checkpoint: SIGTERM ends the job with exit 75 (got $rc)" [ $rc -eq 75 ]
+check "rank 1 held after a checkpoint: rank 1 says it is resumable" \
+    grep -q "rank 1.*the stop request was not answered.*the last checkpoint is complete" "$TMP/one.log"
 finish
