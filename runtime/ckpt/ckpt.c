@@ -330,6 +330,54 @@ static bool remove_entry(const char *dir, const ckpt_entry *e)
     return false;
 }
 
+/* The checkpoints this process's newest-first walk passed over (damaged, unreadable), as dir/name:
+ * a prune neither counts nor deletes them, whatever their step, until a save writes the name again.
+ * Counted, a damaged one would push a valid one out of keep_last once a later save's step passed
+ * its own. The walk runs on the job's thread, prunes on the writer's: hence the lock. */
+#define PASSED_OVER_MAX 64
+static struct {
+    pthread_mutex_t lock;
+    int n;
+    char path[PASSED_OVER_MAX][CKPT_PATH_MAX];
+} passed_over = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Index of dir/name among the passed-over paths, or -1; call with the lock held. */
+static int passed_over_index(const char *dir, const char *name)
+{
+    char path[CKPT_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    for (int i = 0; i < passed_over.n; i++)
+        if (strcmp(passed_over.path[i], path) == 0)
+            return i;
+    return -1;
+}
+
+static void note_passed_over(const char *dir, const char *name)
+{
+    pthread_mutex_lock(&passed_over.lock);
+    if (passed_over_index(dir, name) < 0 && passed_over.n < PASSED_OVER_MAX)
+        snprintf(passed_over.path[passed_over.n++], CKPT_PATH_MAX, "%s/%s", dir, name);
+    pthread_mutex_unlock(&passed_over.lock);
+}
+
+static bool was_passed_over(const char *dir, const char *name)
+{
+    pthread_mutex_lock(&passed_over.lock);
+    bool found = passed_over_index(dir, name) >= 0;
+    pthread_mutex_unlock(&passed_over.lock);
+    return found;
+}
+
+/* A save wrote dir/name again: it is a checkpoint like any other now. */
+static void forget_passed_over(const char *dir, const char *name)
+{
+    pthread_mutex_lock(&passed_over.lock);
+    int i = passed_over_index(dir, name);
+    if (i >= 0)
+        memcpy(passed_over.path[i], passed_over.path[--passed_over.n], CKPT_PATH_MAX);
+    pthread_mutex_unlock(&passed_over.lock);
+}
+
 /* Test-only: DDP_TEST_FAULT prune-fail at the step of the checkpoint this prune keeps. */
 static bool test_prune_fails(int64_t kept_step)
 {
@@ -355,6 +403,7 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
     if (rc)
         return rc == CKPT_NONE ? DDP_OK : rc;
     const char *keep = keep_path ? base_name(keep_path) : "";
+    forget_passed_over(dir, keep);
     int64_t newest_kept = -1, keep_step = -1;
     int kept = 0, removed = 0;
     for (int i = 0; i < n; i++)
@@ -366,9 +415,11 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
     }
     for (int i = 0; i < n; i++) {
         /* one newer than the checkpoint just written is one this job's resume passed over (found
-         * damaged or unreadable): counted, it would push out the older ones the job's history
-         * holds; it is left alone, until a save of its step replaces it */
-        if (strcmp(e[i].name, keep) == 0 || spared(&e[i], newest_kept) || (keep_step >= 0 && e[i].step > keep_step))
+         * damaged or unreadable) or did not start from: counted, it would push out the older ones
+         * the job's history holds; it is left alone, as one the resume passed over is at any step,
+         * until a save of its step replaces it */
+        if (strcmp(e[i].name, keep) == 0 || spared(&e[i], newest_kept) || (keep_step >= 0 && e[i].step > keep_step) ||
+            was_passed_over(dir, e[i].name))
             continue;
         if (e[i].committed && kept < keep_last) {
             kept++;
@@ -456,6 +507,8 @@ int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, cha
             return tried;
         }
         left -= e[i].committed;
+        if (e[i].committed)
+            note_passed_over(dir, e[i].name);
         if (!e[i].committed)
             snprintf(why.msg, sizeof why.msg, "checkpoint %s/%s: no %s (a save that did not finish): not a checkpoint",
                      dir, e[i].name, CKPT_SET_MANIFEST);

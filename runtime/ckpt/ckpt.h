@@ -109,13 +109,16 @@ int ckpt_write_atomic(const char *dir, const ckpt_state *s, char *final_path, dd
 int ckpt_write_atomic_as(const char *dir, const char *name, const ckpt_state *s, char *final_path, ddp_err *err);
 
 /* Deletes all checkpoints in dir except keep_path and the keep_last-1 others with the highest
- * steps below it; those above it (ones the job's resume passed over as damaged) are neither
- * counted nor deleted. keep_last <= 0 keeps everything. Call only after keep_path is durable. A sharded set
- * (ckpt_set.h) counts as one checkpoint and goes whole; a set's directory without a manifest
- * counts for nothing and goes when it is older than the newest kept checkpoint. */
+ * steps below it; those above it (ones the job's resume passed over as damaged, or did not start
+ * from), and any this process's ckpt_find_latest passed over, are neither counted nor deleted
+ * until a save writes their name again. keep_last <= 0 keeps everything. Call only after
+ * keep_path is durable. A sharded set (ckpt_set.h) counts as one checkpoint and goes whole; a
+ * set's directory without a manifest counts for nothing and goes when it is older than the newest
+ * kept checkpoint. */
 int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *err);
 /* Like ckpt_prune, but never deletes the n_held paths of held (NULL or "" entries are skipped):
- * checkpoints an upload still reads. They count toward no limit and go at a later prune. */
+ * checkpoints an upload still reads. One among the keep_last newest counts as kept; an older one
+ * stays and goes at a later prune. */
 int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, const char *const held[], int n_held,
                       ddp_err *err);
 /* ckpt_prune_except once keep_path is durable: a failure is only a warning naming keep_path, never

@@ -249,6 +249,35 @@ static void test_name_twice(void)
     ckpt_loaded_free(&c);
 }
 
+/* A checkpoint the newest-first walk passed over as damaged is neither counted nor deleted by a
+ * prune after a save of a higher step either (keep_last 2 keeps two valid ones), until a save of
+ * its own step replaces it. */
+static void passed_over_kept(void)
+{
+    char d[600], path[CKPT_PATH_MAX], p140[CKPT_PATH_MAX];
+    snprintf(d, sizeof d, "%s/passed_over", dir);
+    ddp_err err = {0};
+    write_step(d, 120, 120, path);
+    write_step(d, 140, 140, p140);
+    flip_byte(p140, tensor_offset(p140, "param/fc2.weight") + 3);
+    ckpt_loaded c;
+    CHECK(ckpt_find_latest(d, &c, NULL, &err) == DDP_OK && c.hdr.step == 120, "the damaged 140 passed over");
+    ckpt_loaded_free(&c);
+    write_step(d, 135, 135, path);
+    CHECK_EQ_INT(ckpt_prune(d, 2, path, &err), DDP_OK);
+    write_step(d, 150, 150, path);
+    CHECK_EQ_INT(ckpt_prune(d, 2, path, &err), DDP_OK);
+    CHECK(ts_file_exists(d, "ckpt-00000150.ddp") && ts_file_exists(d, "ckpt-00000135.ddp") &&
+          ts_file_exists(d, "ckpt-00000140.ddp") && !ts_file_exists(d, "ckpt-00000120.ddp"),
+          "keep_last 2 after 150: kept 150 and 135 (valid), left the damaged 140, pruned 120");
+    write_step(d, 140, 140, p140); /* a save of its step replaces it: from then on it counts */
+    CHECK_EQ_INT(ckpt_prune(d, 2, p140, &err), DDP_OK);
+    write_step(d, 160, 160, path);
+    CHECK_EQ_INT(ckpt_prune(d, 2, path, &err), DDP_OK);
+    CHECK(ts_count(d, "ckpt-") == 2 && ts_file_exists(d, "ckpt-00000160.ddp") &&
+          ts_file_exists(d, "ckpt-00000150.ddp"), "after 160: kept 160 and 150, the rewritten 140 pruned");
+}
+
 static void test_prune_and_temps(void)
 {
     char d[600], path[CKPT_PATH_MAX];
@@ -279,6 +308,7 @@ static void test_prune_and_temps(void)
     CHECK(ts_file_exists(d, "ckpt-00000100.ddp"), "kept 100, written last");
     CHECK(unlink(path) == 0, "unlink %s", path);
     write_step(d, 6, 6, path);
+    passed_over_kept();
 
     /* a temporary left by a dead process is ignored by readers and removed by the next save */
     pid_t child = fork();
