@@ -121,6 +121,9 @@ inline const memory_range *range_containing(const std::vector<memory_range> &sor
     return (size_t)(p - (const char *)it->addr) < it->bytes ? &*it : nullptr;
 }
 const memory_range *static_shared_objects(size_t *count);
+/* The guard after a static __shared__ object (cudaemu_kernel.h's marker) that [p, p + bytes)
+ * touches, or null. */
+const memory_range *static_shared_guard(const void *p, size_t bytes);
 /* The live device allocations (cudart_memory.cpp), by address: where each one's data starts, and its
  * size. */
 std::vector<memory_range> device_allocations();

@@ -185,13 +185,18 @@ template <class T> inline T from_bits(uint64_t bits)
 /* Static shared memory: a static local (one object per function, shared by the block's fibers).
  * The emulator fills it with 0xFF before every block; it finds these objects in the symbol table
  * through the marker declared beside them (every writable static local of a function holding a
- * marker is shared memory). Declare __shared__ inside kernels and __device__ functions;
- * `extern __shared__` needs DDP_DYNAMIC_SHARED. */
+ * marker is shared memory). The marker is a guard of DDP_CUDAEMU_SHARED_GUARD bytes, which g++
+ * places right after the object declared with it: a kernel's access into one (an index past a
+ * static shared array, or before the next one) aborts as memcheck reports an invalid __shared__
+ * access. Declare __shared__ inside kernels and __device__ functions; `extern __shared__` needs
+ * DDP_DYNAMIC_SHARED. */
 #define DDP_CUDAEMU_CAT2(a, b) a##b
 #define DDP_CUDAEMU_CAT(a, b) DDP_CUDAEMU_CAT2(a, b)
+#define DDP_CUDAEMU_SHARED_GUARD 64
 #undef __shared__
 #define __shared__ \
-    static __attribute__((used)) char DDP_CUDAEMU_CAT(ddp_cudaemu_shared_marker_, __COUNTER__); static
+    static __attribute__((used)) char DDP_CUDAEMU_CAT(ddp_cudaemu_shared_marker_, __COUNTER__)[DDP_CUDAEMU_SHARED_GUARD]; \
+    static
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
 #endif

@@ -12,7 +12,8 @@
  * host static is not told apart from one) and pinned host allocations. An access beside a device
  * allocation's data (its guard bytes, rounding slack or guard pages) is reported as out of bounds,
  * read or write: on a GPU it reads or corrupts whatever lies there, and compute-sanitizer's memcheck
- * names it. Must not schedule fibers. */
+ * names it, and so is one into the guard after a static __shared__ array (cudaemu_kernel.h): past
+ * its end or before the next one's start. Must not schedule fibers. */
 #include "cudaemu_internal.h"
 #include "cudaemu_kernel.h"
 #include "cudaemu_race_report.h"
@@ -81,6 +82,8 @@ void kernel_memory_check(const void *addr, size_t bytes, bool write, const void 
     for (const memory_range &r : grid_ranges)
         if (inside(r, p, bytes))
             return;
+    if (const memory_range *guard = static_shared_guard(p, bytes))
+        report_outside_shared(*guard, p, bytes, write, nullptr, nullptr, 0, pc);
     if (in_static_segment(p, bytes) || kernel_reachable(p, bytes))
         return;
     memory_range a;

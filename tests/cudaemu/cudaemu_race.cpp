@@ -281,6 +281,8 @@ __attribute__((noinline)) void check(const char *p, size_t bytes, race_access_ki
         access_range(*r, p, bytes, how, slot, what, file, line, pc);
         return;
     }
+    if (const memory_range *guard = static_shared_guard(p, bytes)) /* past a static array's end */
+        report_outside_shared(*guard, p, bytes, how == RACE_WRITE || how == RACE_ATOMIC, what, file, line, pc);
     if (!r && (bytes == 1 || !range_of(*running, p + bytes - 1)))
         return; /* not shared memory: global memory, a fiber's stack */
     for (size_t i = 0; i < bytes; i++) /* straddling an object's edge */

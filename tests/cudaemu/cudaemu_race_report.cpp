@@ -144,6 +144,24 @@ struct access_context {
     end_with("kernel access to host memory", detail);
 }
 
+[[noreturn]] __attribute__((noinline)) void report_outside_shared(const memory_range &guard, const void *p,
+                                                                  size_t bytes, bool write, const char *what,
+                                                                  const char *file, int line, const void *pc)
+{
+    char site[512], detail[1024];
+    describe_site(site, sizeof site, what, file, line, pc);
+    const char *g = static_cast<const char *>(guard.addr), *c = static_cast<const char *>(p);
+    long off = (long)(c - g);
+    snprintf(detail, sizeof detail,
+             "thread %d of the block %s %zu bytes at %p (%s), %s byte %ld of the %zu-byte guard after a static "
+             "__shared__ array: past that array's end or before the next one's start. On a GPU that %s another "
+             "array's bytes or faults (compute-sanitizer's memcheck: an invalid __shared__ %s)",
+             race_running_thread(), write ? "writes" : "reads", bytes, p, site, off < 0 ? "ending at" : "at",
+             off < 0 ? (long)(c + bytes - g) - 1 : off, guard.bytes, write ? "corrupts" : "reads",
+             write ? "write" : "read");
+    end_with("kernel access outside its __shared__ array", detail);
+}
+
 [[noreturn]] __attribute__((noinline)) void report_outside_allocation(const memory_range &a, const void *p,
                                                                       size_t bytes, bool write, const void *pc)
 {

@@ -61,6 +61,9 @@ bool race_ordered(race_stamp earlier);
                                  const void *pc);
 /* A kernel's access of `bytes` at p (a write or a read, at pc) to host memory. */
 [[noreturn]] void report_host_access(const void *p, size_t bytes, bool write, const void *pc);
+/* A kernel's access into the guard after a static __shared__ object. */
+[[noreturn]] void report_outside_shared(const memory_range &guard, const void *p, size_t bytes, bool write,
+                                        const char *what, const char *file, int line, const void *pc);
 /* A kernel's access of `bytes` at p (at pc) that is not wholly inside device allocation a's data. */
 [[noreturn]] void report_outside_allocation(const memory_range &a, const void *p, size_t bytes, bool write,
                                             const void *pc);

@@ -9,6 +9,7 @@
  * does). Without a symbol table (stripped binary) it warns once and finds nothing. */
 #include "cudaemu_internal.h"
 
+#include <algorithm>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -29,6 +30,7 @@ struct symbol_table {
     uintptr_t bias = 0;
     std::vector<std::string> function_prefixes;                      /* "_ZZ<function>E" with a marker */
     std::vector<std::pair<std::string, memory_range>> local_objects; /* writable _ZZ* objects */
+    std::vector<memory_range> guards;                                /* the markers */
 };
 
 /* "_ZZ<function>E<len>ddp_cudaemu_shared_marker_<n>..." -> "_ZZ<function>E" */
@@ -72,8 +74,10 @@ static bool read_symbols(symbol_table &st, const char *elf, size_t size)
             if (ELF64_ST_TYPE(s.st_info) != STT_OBJECT || strncmp(name, "_ZZ", 3) != 0 ||
                 !(sh[s.st_shndx].sh_flags & SHF_WRITE))
                 continue;
-            if (strstr(name, MARKER))
+            if (strstr(name, MARKER)) {
                 note_marker(st, name);
+                st.guards.push_back(memory_range{reinterpret_cast<void *>(s.st_value + st.bias), (size_t)s.st_size});
+            }
             else if (s.st_size > 0)
                 st.local_objects.push_back({name, memory_range{reinterpret_cast<void *>(s.st_value + st.bias),
                                                                (size_t)s.st_size}});
@@ -103,22 +107,48 @@ static void load(symbol_table &st)
     munmap(map, (size_t)sb.st_size);
 }
 
-const memory_range *static_shared_objects(size_t *count)
+namespace {
+struct shared_symbols {
+    std::vector<memory_range> objects, guards; /* guards: by address */
+};
+
+const shared_symbols &shared()
 {
-    static std::once_flag once;
-    static std::vector<memory_range> objects;
-    std::call_once(once, [] {
+    static const shared_symbols found = [] {
+        shared_symbols out;
         symbol_table table;
         load(table);
         for (const auto &obj : table.local_objects) /* a few dozen of each: a plain scan */
             for (const std::string &prefix : table.function_prefixes)
                 if (obj.first.compare(0, prefix.size(), prefix) == 0) {
-                    objects.push_back(obj.second);
+                    out.objects.push_back(obj.second);
                     break;
                 }
-    });
-    *count = objects.size();
-    return objects.data();
+        out.guards = std::move(table.guards);
+        std::sort(out.guards.begin(), out.guards.end(),
+                  [](const memory_range &a, const memory_range &b) { return a.addr < b.addr; });
+        return out;
+    }();
+    return found;
+}
+} // namespace
+
+const memory_range *static_shared_objects(size_t *count)
+{
+    *count = shared().objects.size();
+    return shared().objects.data();
+}
+
+const memory_range *static_shared_guard(const void *p, size_t bytes)
+{
+    const std::vector<memory_range> &g = shared().guards;
+    const char *c = static_cast<const char *>(p);
+    auto it = std::upper_bound(g.begin(), g.end(), c + bytes - 1,
+                               [](const char *q, const memory_range &r) { return q < (const char *)r.addr; });
+    if (it == g.begin())
+        return nullptr;
+    --it; /* the last guard starting at or before the access's last byte: does it reach its first? */
+    return c < (const char *)it->addr + it->bytes ? &*it : nullptr;
 }
 
 } /* namespace ddp_cudaemu */

@@ -388,6 +388,26 @@ extern "C" int emu_read_float4_at(const float *in, long long index, float *out, 
     return (int)DDP_LAUNCH_STATUS();
 }
 
+/* One thread fills two static shared arrays, then writes a[index] (write) or copies it to out[0]:
+ * an index past a's 32 floats reaches the guard the emulator keeps after each such array. */
+__global__ void shared_at(float *out, int index, int write)
+{
+    __shared__ float a[32];
+    __shared__ float b[32];
+    for (int i = 0; i < 32; i++)
+        a[i] = b[i] = (float)i;
+    if (write)
+        a[index] = 1.0f;
+    else
+        out[0] = a[index] + b[0];
+}
+
+extern "C" int emu_shared_at(float *out, int index, int write, cudaStream_t stream)
+{
+    DDP_LAUNCH(shared_at, 1, 1, 0, stream, out, index, write);
+    return (int)DDP_LAUNCH_STATUS();
+}
+
 /* ---- stream order: copies n floats, reading the source when the kernel runs ---- */
 __global__ void copy_floats(const float *in, float *out, int n)
 {

@@ -7,7 +7,8 @@
  * different answers; the legacy default stream waits for blocking streams; a thread that never
  * chose a device cannot use one while several exist, and streams and events refuse a thread on
  * another device; host code dereferencing device memory, a kernel writing one element past or
- * before its allocation, or far outside it, abort with a report naming the culprit; the count of
+ * before its allocation, or far outside it, or past a static __shared__ array, abort with a report
+ * naming the culprit; the count of
  * host-blocking calls. */
 #include "emu_test_util.h"
 #include "tests/check.h"
@@ -21,6 +22,7 @@
 
 int emu_write_at(float *out, long long index, float value, cudaStream_t stream);
 int emu_read_float4_at(const float *in, long long index, float *out, cudaStream_t stream);
+int emu_shared_at(float *out, int index, int write, cudaStream_t stream);
 int emu_copy_floats(const float *in, float *out, int n, cudaStream_t stream);
 
 enum { N = 256 };
@@ -205,6 +207,8 @@ static void misuse(int which)
         emu_read_float4_at(d98, 24, d, 0);
         break;
     }
+    case 10: emu_shared_at(d, 32, 1, 0); break;          /* one past a static __shared__ float[32] */
+    case 11: emu_shared_at(d, 40, 0, 0); break;          /* a read 8 floats past it */
     }
     cudaDeviceSynchronize();
 }
@@ -222,6 +226,8 @@ static void test_memcheck(void)
         "reads 4 bytes at 0x",
         "starting 4 byte(s) before the start of a 400-byte cudaMalloc allocation",
         "kernel access outside its allocation in kernel read_float4_at",
+        "kernel access outside its __shared__ array in kernel shared_at",
+        "kernel access outside its __shared__ array in kernel shared_at",
     };
     static const char *const also[] = {
         NULL, "ending 4 byte(s) past the end of a 400-byte cudaMalloc allocation",
@@ -229,9 +235,10 @@ static void test_memcheck(void)
         NULL, "kernel access outside its allocation in kernel write_at",
         "ending 4 byte(s) past the end of a 400-byte cudaMalloc allocation", "invalid __global__ read",
         "ending 8 byte(s) past the end of a 392-byte cudaMalloc allocation",
+        "writes 4 bytes at 0x", "reads 4 bytes at 0x",
     };
     char buf[4096];
-    for (int which = 0; which < 10; which++) {
+    for (int which = 0; which < 12; which++) {
         int status = emu_run_in_child(misuse, which, buf, sizeof buf);
         CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "misuse %d: status 0x%x, expected abort", which,
               status);
