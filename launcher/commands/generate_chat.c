@@ -128,10 +128,15 @@ static int read_doc(const json_doc *j, int32_t vocab_size, chat_wrap *c, ddp_err
     const json_node *version = json_object_get(j, root, "version");
     uint64_t v;
     json_where(j, version, at, sizeof at);
-    if (!json_uint(version, &v) || v != CHAT_FILE_VERSION)
-        return ddp_fail(err, DDP_EUSAGE, "%s: version %s, this ddprun reads version %d", at,
+    if (!json_uint(version, &v) || v < 1 || v > CHAT_FILE_VERSION)
+        return ddp_fail(err, DDP_EUSAGE, "%s: version %s, this ddprun reads versions 1 to %d", at,
                         json_text(version) ? json_text(version) : json_kind_name(json_kind_of(version)),
                         CHAT_FILE_VERSION);
+    const json_node *also = json_object_get(j, root, "also_stop");
+    if (also && v < 2) {
+        json_where(j, also, at, sizeof at);
+        return ddp_fail(err, DDP_EUSAGE, "%s: also_stop in a version 1 chat.json (version 2 added it)", at);
+    }
     int rc = read_ids(j, json_object_get(j, root, "user_prefix"), "user_prefix", vocab_size, &c->prefix, &c->n_prefix,
                       err);
     if (!rc)
@@ -152,7 +157,7 @@ static int read_doc(const json_doc *j, int32_t vocab_size, chat_wrap *c, ddp_err
         rc = ddp_fail(err, DDP_EUSAGE, "%s: stop is %d, not end_of_turn's first id %d", at, c->stop,
                       c->end_of_turn[0]);
     }
-    return rc ? rc : read_stops(j, json_object_get(j, root, "also_stop"), vocab_size, c, err);
+    return rc ? rc : read_stops(j, also, vocab_size, c, err);
 }
 
 int chat_wrap_load(const char *path, int32_t vocab_size, chat_wrap *c, ddp_err *err)

@@ -13,7 +13,7 @@
 
 #include "runtime/base/err.h"
 
-#define CHAT_FILE_VERSION 1
+#define CHAT_FILE_VERSION 2 /* 2 added also_stop; version 1 files are read too */
 #define CHAT_FILE_MAX_BYTES (16u << 20)
 
 typedef struct chat_wrap {
@@ -28,11 +28,11 @@ typedef struct chat_wrap {
 /* The chat.json to read into out: chat_file when given, else the one in tokenizer_path's folder. */
 int chat_wrap_path(const char *chat_file, const char *tokenizer_path, char *out, size_t size, ddp_err *err);
 
-/* Reads path: {"version": 1, "user_prefix": [ids], "user_suffix": [ids], "end_of_turn": [ids, at
+/* Reads path: {"version": 2, "user_prefix": [ids], "user_suffix": [ids], "end_of_turn": [ids, at
  * least one], "stop": end_of_turn[0]} and optionally "also_stop": [ids], "template" and
- * "tokenizer" (strings, for people); every id below vocab_size, no other key. Anything else is DDP_EUSAGE naming the file
- * (and its line and column where a value is at fault). c is zeroed first; free it with
- * chat_wrap_free, also after a failure. */
+ * "tokenizer" (strings, for people); every id below vocab_size, no other key (version 1: the same
+ * without also_stop). Anything else is DDP_EUSAGE naming the file (and its line and column where a
+ * value is at fault). c is zeroed first; free it with chat_wrap_free, also after a failure. */
 int chat_wrap_load(const char *path, int32_t vocab_size, chat_wrap *c, ddp_err *err);
 void chat_wrap_free(chat_wrap *c);
 

@@ -15,6 +15,7 @@
 #include <link.h>
 #include <mutex>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <string>
 #include <sys/mman.h>
@@ -118,12 +119,28 @@ const shared_symbols &shared()
         shared_symbols out;
         symbol_table table;
         load(table);
+        std::vector<std::string> prefixes = table.function_prefixes; /* one per marker */
+        std::sort(prefixes.begin(), prefixes.end());
+        std::vector<size_t> objects_of(prefixes.size());
         for (const auto &obj : table.local_objects) /* a few dozen of each: a plain scan */
-            for (const std::string &prefix : table.function_prefixes)
-                if (obj.first.compare(0, prefix.size(), prefix) == 0) {
+            for (size_t p = 0; p < prefixes.size(); p++)
+                if (obj.first.compare(0, prefixes[p].size(), prefixes[p]) == 0) {
                     out.objects.push_back(obj.second);
+                    objects_of[p]++;
                     break;
                 }
+        /* each marker guards the one object declared with it: `__shared__ float a[N], b[N];` would
+         * leave b's overruns into a unseen */
+        for (size_t p = 0, q; p < prefixes.size(); p = q) {
+            for (q = p; q < prefixes.size() && prefixes[q] == prefixes[p]; q++) {
+            }
+            if (objects_of[p] > q - p) {
+                fprintf(stderr, "cudaemu: %s... declares %zu static __shared__ objects in %zu __shared__ "
+                                "declarations: declare one object per __shared__, so each has its guard\n",
+                        prefixes[p].c_str(), objects_of[p], q - p);
+                abort();
+            }
+        }
         out.guards = std::move(table.guards);
         std::sort(out.guards.begin(), out.guards.end(),
                   [](const memory_range &a, const memory_range &b) { return a.addr < b.addr; });

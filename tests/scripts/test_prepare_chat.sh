@@ -261,7 +261,7 @@ if mode == "chatjson":  # OUT TOKENIZER STYLE TEMPLATE FRAC INPUTS...: chat.json
     tok = Tokenizer.from_file(tok_path)
     c = json.load(open(os.path.join(out, "chat.json"), encoding="utf-8"))
     keys = ["version", "template", "tokenizer", "user_prefix", "user_suffix", "end_of_turn", "stop", "also_stop"]
-    if list(c) != keys or c["version"] != 1 or c["template"] != template or c["tokenizer"] != tok_path:
+    if list(c) != keys or c["version"] != 2 or c["template"] != template or c["tokenizer"] != tok_path:
         die(f"{out}/chat.json: {c}")
     prefix, suffix, end, special, content = TURNS[style]
     for key, text in (("user_prefix", prefix), ("user_suffix", suffix), ("end_of_turn", end)):

@@ -130,9 +130,11 @@ ok "rollover: $n train shards of 97 tokens"
 sum_before=$(cat "$TMP"/b3/*.bin | cksum)
 expect_refusal "existing shards without --force" "--force" "$PREP" --tokenizer bytes "$A" "$TMP/b3"
 [ "$(cat "$TMP"/b3/*.bin | cksum)" = "$sum_before" ] || fail "refused run changed $TMP/b3"
+cp "$TMP/b3/train_000000.bin" "$TMP/b3/train_1000000.bin" # an output past shard 999999: seven digits
 "$PREP" --tokenizer bytes --val-fraction 0.3 --shard-tokens 1000 --force "$A" "$B" "$TMP/b3" >/dev/null
 check "$TMP/b3" 256 -1 0.3 1000 "$A" "$B"
-ok "--force replaces the shards and removes stale ones"
+[ ! -e "$TMP/b3/train_1000000.bin" ] || fail "--force carried train_1000000.bin into the new outputs"
+ok "--force replaces the shards and removes stale ones (train_1000000.bin too)"
 
 # refusals
 printf 'valid start\n\xc3\xa9 then a bad byte \xff here\n' > "$TMP/bad.txt"

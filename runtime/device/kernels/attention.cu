@@ -94,7 +94,8 @@ template <typename E, int DPL> __device__ inline void store_cols(E *dst, const f
 
 template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4) ddp_attention_forward_simt_kernel(attn_args a)
 {
-    __shared__ __align__(16) float qrow[kSimtWarps][kMaxHs], weights[kSimtWarps][32];
+    __shared__ __align__(16) float qrow[kSimtWarps][kMaxHs];
+    __shared__ __align__(16) float weights[kSimtWarps][32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t rows = a.B * a.NH * a.T;
     for (int64_t r = (int64_t)blockIdx.x * kSimtWarps + warp; r < rows; r += (int64_t)gridDim.x * kSimtWarps) {
@@ -148,7 +149,8 @@ template <typename E> __global__ void __launch_bounds__(kSimtThreads, 4) ddp_att
 /* dQ: one warp per query row, keys from its document's start (0 unpacked) to t. */
 template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4) ddp_attention_dq_simt_kernel(attn_args a)
 {
-    __shared__ __align__(16) float rows_smem[kSimtWarps][2][kMaxHs], weights[kSimtWarps][32];
+    __shared__ __align__(16) float rows_smem[kSimtWarps][2][kMaxHs];
+    __shared__ __align__(16) float weights[kSimtWarps][32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t rows = a.B * a.NH * a.T;
     for (int64_t r = (int64_t)blockIdx.x * kSimtWarps + warp; r < rows; r += (int64_t)gridDim.x * kSimtWarps) {
@@ -186,7 +188,8 @@ template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4
  * document's end (T unpacked). */
 template <typename E, int DPL> __global__ void __launch_bounds__(kSimtThreads, 4) ddp_attention_dkdv_simt_kernel(attn_args a)
 {
-    __shared__ __align__(16) float rows_smem[kSimtWarps][2][kMaxHs], weights[kSimtWarps][2][32];
+    __shared__ __align__(16) float rows_smem[kSimtWarps][2][kMaxHs];
+    __shared__ __align__(16) float weights[kSimtWarps][2][32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t rows = a.B * a.NKV * a.T, group = a.NH / a.NKV;
     for (int64_t r = (int64_t)blockIdx.x * kSimtWarps + warp; r < rows; r += (int64_t)gridDim.x * kSimtWarps) {

@@ -353,7 +353,8 @@ template <int HS> __global__ void __launch_bounds__(kThreads) ddp_flash_dq_kerne
     load_tile<HS, kTile>(sk, K, a.ld_kv, first * kTile, a.T - first * kTile);
     load_tile<HS, kTile>(sv, V, a.ld_kv, first * kTile, a.T - first * kTile);
     cp_async_commit();
-    __shared__ float s_lse2[kTile], s_drow[kTile]; /* this tile's rows: base-2 log-sum-exp, row dot */
+    __shared__ float s_lse2[kTile]; /* this tile's rows: base-2 log-sum-exp, row dot */
+    __shared__ float s_drow[kTile];
     for (int r = threadIdx.x; r < kTile; r += kThreads) {
         const bool in = q0 + r < a.T;
         s_lse2[r] = in ? a.lse_in[bh * a.T + q0 + r] * kLog2e : INFINITY;

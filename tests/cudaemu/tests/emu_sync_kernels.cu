@@ -55,7 +55,11 @@ enum { ROUNDS = 6 };
 __global__ void sync_kernel(int which, const float *src, float *out)
 {
     __shared__ __align__(128) float stage[2][64];
-    __shared__ __align__(8) uint64_t full[2], empty[2], freed[2], late, never;
+    __shared__ __align__(8) uint64_t full[2];
+    __shared__ __align__(8) uint64_t empty[2];
+    __shared__ __align__(8) uint64_t freed[2];
+    __shared__ __align__(8) uint64_t late;
+    __shared__ __align__(8) uint64_t never;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     (void)never;
     if (threadIdx.x == 0) {

@@ -5,7 +5,8 @@
 # user_suffix, with chat.json found beside the run's tokenizer, beside --tokenizer, or by
 # --chat-file; the answer is the plain continuation of the wrapped prompt (greedy and seeded) cut
 # before the first stop id, so a stop id the model draws first gives an empty answer, one it never
-# draws all --tokens tokens, and with also_stop ids the first drawn of stop and those ends it; outside --chat the prompt follows the tokenizer's end-of-text id (a
+# draws all --tokens tokens, and with also_stop ids the first drawn of stop and those ends it (a
+# version 1 file, without also_stop, is read as before; one with it refused); outside --chat the prompt follows the tokenizer's end-of-text id (a
 # chat of that id alone before the prompt draws the same), unprinted; a missing or malformed
 # chat.json exits 2 naming the file; a sentencepiece tokenizer's dummy-prefix space is not printed.
 source "$(dirname "$0")/../../lib.sh"
@@ -27,7 +28,7 @@ csv() { ids "$1" | sed 's/ /, /g'; }
 # chat_json FILE STOP [ALSO]: PREFIX and SUFFIX as the user turn, [STOP, 10] the end of turn, the ids
 # ALSO (comma-separated) also_stop
 chat_json() {
-    printf '{"version": 1, "template": "by hand", "tokenizer": "bytes",\n "user_prefix": [%s],\n "user_suffix": [%s],\n "end_of_turn": [%s, 10], "stop": %s%s}\n' \
+    printf '{"version": 2, "template": "by hand", "tokenizer": "bytes",\n "user_prefix": [%s],\n "user_suffix": [%s],\n "end_of_turn": [%s, 10], "stop": %s%s}\n' \
         "$(csv "$PREFIX")" "$(csv "$SUFFIX")" "$2" "$2" "${3+, \"also_stop\": [$3]}" >"$1"
 }
 chat_json "$DATA/chat.json" 0
@@ -148,21 +149,22 @@ bad json '{"version": 1,'
 bad nostop "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [10]}"
 bad mismatch "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [10, 11], \"stop\": 11}"
 bad range "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [256], \"stop\": 256}"
-bad version "{\"version\": 2, $GOOD_PREFIX, \"end_of_turn\": [10], \"stop\": 10}"
+bad version "{\"version\": 3, $GOOD_PREFIX, \"end_of_turn\": [10], \"stop\": 10}"
 bad empty "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [], \"stop\": 10}"
 bad notids "{\"version\": 1, \"user_prefix\": \"### Question\", \"user_suffix\": [], \"end_of_turn\": [10], \"stop\": 10}"
 bad negative "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [-1], \"stop\": -1}"
 bad extra "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [10], \"stop\": 10, \"system\": \"hi\"}"
 bad array '[1, 2, 3]'
-bad also_range "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [10], \"stop\": 10, \"also_stop\": [3, 256]}"
-bad also_text "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [10], \"stop\": 10, \"also_stop\": 3}"
+bad also_range "{\"version\": 2, $GOOD_PREFIX, \"end_of_turn\": [10], \"stop\": 10, \"also_stop\": [3, 256]}"
+bad also_text "{\"version\": 2, $GOOD_PREFIX, \"end_of_turn\": [10], \"stop\": 10, \"also_stop\": 3}"
+bad also_v1 "{\"version\": 1, $GOOD_PREFIX, \"end_of_turn\": [10], \"stop\": 10, \"also_stop\": [3]}"
 refused "invalid JSON" "$TMP/json.json:" "json\.json:[0-9]+:[0-9]+" "$CK" --chat --chat-file "$TMP/json.json" --prompt x
 refused "no stop" "$TMP/nostop.json" 'no "stop"' "$CK" --chat --chat-file "$TMP/nostop.json" --prompt x
 refused "stop not end_of_turn's first id" "$TMP/mismatch.json:1:" "stop is 11, not end_of_turn's first id 10" \
     "$CK" --chat --chat-file "$TMP/mismatch.json" --prompt x
 refused "an id outside the tokenizer" "$TMP/range.json:1:" "end_of_turn\[0\] is 256, outside the tokenizer's 256 ids" \
     "$CK" --chat --chat-file "$TMP/range.json" --prompt x
-refused "another version" "$TMP/version.json:1:" "version 2, this ddprun reads version 1" \
+refused "another version" "$TMP/version.json:1:" "version 3, this ddprun reads versions 1 to 2" \
     "$CK" --chat --chat-file "$TMP/version.json" --prompt x
 refused "an empty end of turn" "$TMP/empty.json:1:" "end_of_turn is empty" \
     "$CK" --chat --chat-file "$TMP/empty.json" --prompt x
@@ -176,6 +178,8 @@ refused "not an object" "$TMP/array.json" "an array, not an object" \
     --encode-only --chat --tokenizer "$TOK" --chat-file "$TMP/array.json" --prompt x
 refused "an also_stop id outside the tokenizer" "$TMP/also_range.json:1:" \
     "also_stop\[1\] is 256, outside the tokenizer's 256 ids" "$CK" --chat --chat-file "$TMP/also_range.json" --prompt x
+refused "also_stop in a version 1 file" "$TMP/also_v1.json:1:" "also_stop in a version 1 chat.json" \
+    "$CK" --chat --chat-file "$TMP/also_v1.json" --prompt x
 refused "also_stop not a list" "$TMP/also_text.json:1:" '"also_stop" is a number, not an array of token ids' \
     "$CK" --chat --chat-file "$TMP/also_text.json" --prompt x
 refused "--chat-file without --chat" "--chat-file" "needs --chat" "$CK" --chat-file "$TMP/nostop.json" --prompt x
