@@ -86,10 +86,12 @@ int comm_first_failure(comm *c, int32_t mine, int32_t *first, int32_t *status, d
 
 /* MPI backend over MPI_COMM_WORLD (MPI must be initialised). Host buffers. */
 int comm_mpi_create(comm **out, ddp_err *err);
-/* Collective: from now on every collective of c that is waited for longer than timeout_s (> 0;
- * 0 leaves MPI's own unbounded wait) ends the job, naming the ranks that did not arrive, their
- * hosts, the collective and c's label and phase (comm_mpi_watch.h). Waiting polls, yielding
- * the core and after 0.1 s sleeping between polls, instead of spinning in MPI_Wait. */
+/* Collective the first time it sets one: from now on every collective of c that is waited for
+ * longer than timeout_s (> 0; 0 leaves MPI's own unbounded wait) ends the job, naming the ranks
+ * that did not arrive, their hosts, the collective and c's label and phase (comm_mpi_watch.h).
+ * Waiting polls, yielding the core and after 0.1 s sleeping between polls, instead of spinning in
+ * MPI_Wait. Once c has a deadline, a later call only changes its length (0: unbounded, still
+ * polling), and is not collective. */
 int comm_mpi_set_timeout(comm *c, double timeout_s, ddp_err *err);
 /* The deadline's verdict line starts with this and lists the ranks that did not arrive as
  * "Not arrived: rank R (host H), ...", past twelve ranks adding "and N more ranks, on hosts A, B"

@@ -4,6 +4,7 @@
  * about models or training. */
 #include "comm_mpi_watch.h"
 
+#include <math.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -59,8 +60,7 @@ int mpi_watch_create(comm *c, MPI_Comm base, double timeout_s, mpi_watch **out, 
         free(heard);
         return ddp_fail(err, DDP_ERUNTIME, "comm_mpi: out of memory for the deadline of %d ranks", c->size);
     }
-    w->timeout_s = timeout_s;
-    w->grace_s = timeout_s < 5.0 ? timeout_s : 5.0;
+    mpi_watch_set_timeout(w, timeout_s);
     w->rank = c->rank, w->size = c->size, w->hosts = hosts, w->heard = heard;
     w->comm = MPI_COMM_NULL;
     w->inbox_req = MPI_REQUEST_NULL;
@@ -70,6 +70,12 @@ int mpi_watch_create(comm *c, MPI_Comm base, double timeout_s, mpi_watch **out, 
     MPI_TRY(MPI_Allgather(c->host, 64, MPI_CHAR, hosts, 64, MPI_CHAR, w->comm));
     MPI_TRY(MPI_Irecv(&w->inbox, sizeof w->inbox, MPI_BYTE, MPI_ANY_SOURCE, 0, w->comm, &w->inbox_req));
     return DDP_OK;
+}
+
+void mpi_watch_set_timeout(mpi_watch *w, double timeout_s)
+{
+    w->timeout_s = timeout_s > 0 ? timeout_s : HUGE_VAL;
+    w->grace_s = w->timeout_s < 5.0 ? w->timeout_s : 5.0;
 }
 
 void mpi_watch_destroy(mpi_watch *w)

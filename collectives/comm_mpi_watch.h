@@ -23,6 +23,9 @@ typedef struct mpi_watch mpi_watch;
 
 /* Collective over c: duplicates base for the alarms and gathers every rank's host. */
 int mpi_watch_create(comm *c, MPI_Comm base, double timeout_s, mpi_watch **out, ddp_err *err);
+/* The deadline from the next wait on: timeout_s (<= 0: none). Not collective; the caller's
+ * thread, between collectives. */
+void mpi_watch_set_timeout(mpi_watch *w, double timeout_s);
 void mpi_watch_destroy(mpi_watch *w);
 
 /* A collective is issued: returns its sequence number (1, 2, ...). */

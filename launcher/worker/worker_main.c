@@ -37,7 +37,7 @@
  * directly, one in the moments before main blocks them ends the rank by the signal's default. */
 static sigset_t stop_signals;
 
-/* The stop request's deadline: ddp.timeout_s once the config is read (0 before: no deadline). A
+/* The stop request's deadline: ddp.timeout_s once the config is read (before: start_timeout_s). A
  * request the ranks have not agreed on by then cannot be answered — a rank is held where the stop
  * agreement cannot reach it (an open() on a mount that stopped answering, a device call that never
  * returns) — and ends the job from here. A rank waiting in a collective at that moment is held by
@@ -156,6 +156,37 @@ static int plan_main(int argc, char **argv)
     return rc;
 }
 
+/* The deadline of the start-up, until every rank has read the config and agreed on it:
+ * ddp.timeout_s as the command line's overrides set it, else the key's default. The file is not
+ * read here: its read is what may stall (a mount that stopped answering), holding every other rank
+ * in the first agreement. An override the load refuses leaves the default; config_load then names
+ * it on every rank. */
+static double start_timeout_s(int n, char *const overrides[])
+{
+    static const char key[] = "ddp.timeout_s=";
+    char **given = calloc((size_t)n + 1, sizeof *given);
+    int n_given = 0;
+    for (int i = 0; given && i < n; i++)
+        if (strncmp(overrides[i], key, sizeof key - 1) == 0)
+            given[n_given++] = overrides[i];
+    static config only;
+    ddp_err err = {0};
+    if (!given || config_load(NULL, n_given, given, &only, &err) != DDP_OK)
+        config_load(NULL, 0, NULL, &only, &err);
+    free(given);
+    return only.ddp.timeout_s;
+}
+
+/* The start-up's agreements under start_timeout_s, named in a verdict as the start-up's. */
+static int start_under_deadline(comm *ctl, int argc, char **argv, ddp_err *err)
+{
+    double timeout_s = start_timeout_s(argc - 2, argv + 2);
+    stop_timeout_s = timeout_s;
+    snprintf(ctl->label, sizeof ctl->label, "config agreement");
+    snprintf(ctl->phase, sizeof ctl->phase, "start-up");
+    return comm_mpi_set_timeout(ctl, timeout_s, err);
+}
+
 /* Started by srun itself: MPI must see the same tasks Slurm started (slurm_task.h). */
 static int check_srun_task(const comm *ctl, ddp_err *err)
 {
@@ -247,8 +278,10 @@ int main(int argc, char **argv)
         log_init(ctl->rank, ctl->host);
         stop_rank = ctl->rank;
         export_torchrun_env(ctl);
-        rc = check_srun_task(ctl, &err);
+        rc = start_under_deadline(ctl, argc, argv, &err);
     }
+    if (rc == DDP_OK)
+        rc = check_srun_task(ctl, &err);
     if (rc == DDP_OK)
         rc = config_load(argv[1], argc - 2, argv + 2, &cfg, &err);
     if (ctl)
@@ -257,8 +290,10 @@ int main(int argc, char **argv)
         rc = agree_on_config(ctl, &cfg, &err);
     if (rc == DDP_OK)
         rc = comm_mpi_set_timeout(ctl, cfg.ddp.timeout_s, &err);
-    if (rc == DDP_OK)
+    if (rc == DDP_OK) {
         stop_timeout_s = cfg.ddp.timeout_s;
+        ctl->label[0] = ctl->phase[0] = '\0';
+    }
     notice_watch *watch = NULL;
     if (rc == DDP_OK)
         rc = start_notice_watch(&cfg, ctl, &watch, &err);

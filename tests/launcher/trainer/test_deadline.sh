@@ -4,7 +4,9 @@
 # exits with status 0 between collectives without MPI_Finalize each end the job with exit 1 within
 # the timeout plus 30 s from the job's start; the message names the rank that did not arrive, its host, the collective,
 # its label and the step, and says where the other ranks wait. A rank that is late by less than the
-# timeout, and checkpoints written every few steps, end normally.
+# timeout, and checkpoints written every few steps, end normally. A rank whose config read never
+# returns (a FIFO nobody writes, as a mount that stopped answering) ends the job at the start-up's
+# deadline, the command line's ddp.timeout_s, named.
 source "$(dirname "$0")/../../lib.sh"
 HOST=$(hostname)
 TIMEOUT=3
@@ -58,5 +60,20 @@ check "a rank late by less than the timeout, with checkpoints every 4 steps: the
     [ "$rc" -eq 0 ]
 check "... and no deadline message" bash -c "! grep -q 'ddp.timeout_s:' '$TMP/late.log'"
 check "... its checkpoints were written" [ -n "$(last_ckpt "$TMP/late")" ]
+
+# rank 1 (mpirun's second app context) reads its config from a FIFO that no one opens for writing
+mkfifo "$TMP/stalled.yaml"
+t0=$(date +%s.%N)
+timeout 120 mpirun --oversubscribe --bind-to none -np 1 "$DDPRUN_WORKER" "$SMALL" run.dir="$TMP/stall" \
+    ddp.timeout_s=$TIMEOUT : -np 1 "$DDPRUN_WORKER" "$TMP/stalled.yaml" run.dir="$TMP/stall" ddp.timeout_s=$TIMEOUT \
+    : -np 1 "$DDPRUN_WORKER" "$SMALL" run.dir="$TMP/stall" ddp.timeout_s=$TIMEOUT >"$TMP/stall.log" 2>&1
+rc=$?
+took=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")
+echo "stall: exit $rc after $took s"
+check "a rank whose config read never returns ends the job (got $rc; 124 is the test's own limit)" \
+    bash -c "[ $rc -ne 0 ] && [ $rc -ne 124 ]"
+check "within ddp.timeout_s + 30 s of the start (took $took s)" in_time
+check "the message names rank 1 and its host" said stall "Not arrived: rank 1 (host $HOST)"
+check "... and the start-up's config agreement" said stall "(config agreement, start-up) did not complete within $TIMEOUT s"
 
 finish
