@@ -91,8 +91,8 @@ static void test_slow_shard(const train_job *t)
 }
 
 /* This rank's shard of the set at set_dir, durable when DDP_OK; *bytes its size. */
-static int write_own_shard(train_job *t, const train_shard_save *s, const char *set_dir, uint64_t *bytes,
-                           ddp_err *err)
+static int write_own_shard(train_job *t, const train_shard_save *s, const char *set_dir, bool alternate,
+                           uint64_t *bytes, ddp_err *err)
 {
     optim_part *x = NULL;
     int nx = 0;
@@ -107,7 +107,7 @@ static int write_own_shard(train_job *t, const train_shard_save *s, const char *
     if (rc == DDP_OK)
         rc = stage(t, s, x, nx, host, tensors, err);
     char name[CKPT_SET_SHARD_NAME_MAX], path[CKPT_PATH_MAX];
-    ckpt_set_shard_name(t->ctl->rank, t->ctl->size, name, sizeof name);
+    ckpt_set_shard_name(t->ctl->rank, t->ctl->size, alternate, name, sizeof name);
     ckpt_state st = {.hdr = s->hdr, .n_tensors = nx * s->n_buffers, .tensors = tensors};
     if (rc == DDP_OK) {
         test_slow_shard(t);
@@ -140,7 +140,7 @@ int train_shard_read_own(train_job *t, ckpt_set_reader *r, const char *prefix, f
 }
 
 /* Rank 0: the manifest from the shards' tables, with this model's tensor table, then the prune. */
-static int commit(train_job *t, const train_shard_save *s, const char *set_dir, ddp_err *err)
+static int commit(train_job *t, const train_shard_save *s, const char *set_dir, bool alternate, ddp_err *err)
 {
     const model *m = t->m;
     if (s->n_buffers > CKPT_SET_MAX_BUFFERS)
@@ -161,7 +161,7 @@ static int commit(train_job *t, const train_shard_save *s, const char *set_dir, 
         memcpy(x->shape, m->tensors[i].shape, sizeof m->tensors[i].shape);
         x->offset = (int64_t)m->tensors[i].offset;
     }
-    int rc = ckpt_set_commit(set_dir, &spec, t->ctl->size, err);
+    int rc = ckpt_set_commit(set_dir, &spec, t->ctl->size, alternate, err);
     free(spec.tensors);
     if (rc == DDP_OK)
         rc = dir_fsync(s->dir, err);
@@ -178,14 +178,21 @@ static int agree(train_job *t, int64_t *v, int n, ddp_err *err)
 }
 
 /* Rank 0's wall clock to the microsecond, the same in every rank's copy of save->hdr: the save's
- * identity, which the commit checks every shard's header for. */
-static int share_save_time(train_job *t, train_shard_save *save, ddp_err *err)
+ * identity, which the commit checks every shard's header for; and rank 0's answer to whether the
+ * shards take the alternate names (a committed set of this step is kept whole until the commit). */
+static int share_save_identity(train_job *t, train_shard_save *save, const char *set_dir, bool *alternate,
+                               ddp_err *err)
 {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     save->hdr.save_time = (double)now.tv_sec + 1e-6 * (double)(now.tv_nsec / 1000);
     comm *c = t->ctl;
-    return c->ops->broadcast(c, &save->hdr.save_time, 1, DT_DOUBLE, 0, NULL, err);
+    int64_t alt = c->rank == 0 && ckpt_set_names_taken(set_dir, c->size);
+    int rc = c->ops->broadcast(c, &save->hdr.save_time, 1, DT_DOUBLE, 0, NULL, err);
+    if (rc == DDP_OK)
+        rc = c->ops->broadcast(c, &alt, 1, DT_INT64, 0, NULL, err);
+    *alternate = alt != 0;
+    return rc;
 }
 
 int train_shard_write(train_job *t, const train_shard_save *shared, ckpt_write_stats *st, ddp_err *err)
@@ -197,14 +204,13 @@ int train_shard_write(train_job *t, const train_shard_save *shared, ckpt_write_s
     ckpt_set_dir_name(s->hdr.step, name, sizeof name);
     snprintf(set_dir, sizeof set_dir, "%s/%s", s->dir, name);
     uint64_t bytes = 0;
-    int rc = share_save_time(t, &save, err);
+    bool alternate;
+    int rc = share_save_identity(t, &save, set_dir, &alternate, err);
     if (rc != DDP_OK)
         return rc;
     rc = make_dirs(set_dir, err);
-    if (rc == DDP_OK && t->ctl->rank == 0)
-        rc = ckpt_set_uncommit(set_dir, err); /* a set of this step from an earlier attempt is no longer one */
     if (rc == DDP_OK)
-        rc = write_own_shard(t, s, set_dir, &bytes, err);
+        rc = write_own_shard(t, s, set_dir, alternate, &bytes, err);
     if (rc != DDP_OK)
         log_error("checkpoint: rank %d: %s", t->ctl->rank, err->msg);
     else
@@ -216,7 +222,7 @@ int train_shard_write(train_job *t, const train_shard_save *shared, ckpt_write_s
     if (v[0] > 0)
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: %lld rank(s) could not write their shard (errors above); "
                         "the set is not committed", set_dir, (long long)v[0]);
-    int64_t verdict[1] = {t->ctl->rank == 0 ? commit(t, s, set_dir, err) != DDP_OK : 0};
+    int64_t verdict[1] = {t->ctl->rank == 0 ? commit(t, s, set_dir, alternate, err) != DDP_OK : 0};
     if (verdict[0])
         log_error("checkpoint: %s", err->msg);
     if ((arc = agree(t, verdict, 1, err)) != DDP_OK)

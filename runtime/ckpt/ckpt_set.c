@@ -1,6 +1,7 @@
 /* ckpt_set.c — sharded checkpoint sets (ckpt_set.h): names, the manifest's encoding as an ordinary
  * checkpoint file of its own (docs/checkpoint-format.md, "Sharded checkpoints"), the commit that
- * writes it after reading the shards' tables (and clears what else the set's directory holds), the
+ * writes it after reading the shards' tables (then clears what else the set's directory holds), the
+ * choice of shard names that leaves a committed set of the same step whole until then, the
  * check that the extents cover every buffer exactly once, and the removal of a whole set.
  *
  * Reading a set back, whole or tensor by tensor, is ckpt_set_load.c's. This file
@@ -24,9 +25,9 @@
 
 void ckpt_set_dir_name(int64_t step, char *out, size_t size) { snprintf(out, size, "ckpt-%08lld", (long long)step); }
 
-void ckpt_set_shard_name(int shard, int n_shards, char *out, size_t size)
+void ckpt_set_shard_name(int shard, int n_shards, bool alternate, char *out, size_t size)
 {
-    snprintf(out, size, "shard-%05d-of-%05d.ddp", shard, n_shards);
+    snprintf(out, size, "shard-%05d-of-%05d%s.ddp", shard, n_shards, alternate ? "-alt" : "");
 }
 
 void ckpt_set_piece_name(const char *prefix, int64_t offset, int64_t count, char *out, size_t size)
@@ -317,26 +318,47 @@ static int add_shard(const char *set_dir, ckpt_manifest *m, int s, int *cap, ddp
     return rc;
 }
 
-/* Everything in set_dir but m's shards: the temporaries of writes an earlier attempt left there when
- * it died, and the shards of an earlier attempt at this step on another world size. Only at the
- * commit, when every rank's write into the set has ended: before, another host's rank may still be
- * writing its temporary, whose process id this host cannot check. */
+/* Everything in set_dir but m's shards and the manifest that commits them: the shards of the set
+ * this one replaced, the temporaries of writes an earlier attempt left there when it died, and the
+ * shards of an earlier attempt at this step. Only once the manifest is durable (the set it replaced
+ * is whole until then), and when every rank's write into the set has ended: before, another host's
+ * rank may still be writing its temporary, whose process id this host cannot check. */
 static void remove_leftovers(const char *set_dir, const ckpt_manifest *m)
 {
     DIR *d = opendir(set_dir);
-    if (!d)
-        return; /* the manifest's write names what is wrong with the directory */
+    if (!d) {
+        log_warn("checkpoint %s: cannot list it to remove what earlier saves left: %s", set_dir, strerror(errno));
+        return;
+    }
     for (struct dirent *de; (de = readdir(d)) != NULL;) {
-        bool ours = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+        bool ours = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+                    strcmp(de->d_name, CKPT_SET_MANIFEST) == 0;
         for (int s = 0; !ours && s < m->n_shards; s++)
             ours = strcmp(de->d_name, m->shards[s].name) == 0;
         if (!ours && unlinkat(dirfd(d), de->d_name, 0) == 0)
-            log_warn("checkpoint: removed %s/%s, left by an interrupted or earlier save", set_dir, de->d_name);
+            log_warn("checkpoint: removed %s/%s, an earlier or interrupted save's", set_dir, de->d_name);
     }
     closedir(d);
 }
 
-int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards, ddp_err *err)
+bool ckpt_set_names_taken(const char *set_dir, int n_shards)
+{
+    ckpt_manifest m;
+    ddp_err ignored = {0};
+    if (ckpt_manifest_read(set_dir, &m, &ignored) != DDP_OK)
+        return false; /* no committed set here: nothing to keep whole */
+    bool taken = false;
+    char plain[CKPT_SET_SHARD_NAME_MAX];
+    for (int s = 0; s < m.n_shards && !taken; s++)
+        for (int k = 0; k < n_shards && !taken; k++) {
+            ckpt_set_shard_name(k, n_shards, false, plain, sizeof plain);
+            taken = strcmp(m.shards[s].name, plain) == 0;
+        }
+    ckpt_manifest_free(&m);
+    return taken;
+}
+
+int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards, bool alternate, ddp_err *err)
 {
     ckpt_manifest m = *spec;
     int cap = 4 * n_shards * spec->n_buffers;   /* grown as the shards' tables are read */
@@ -346,7 +368,7 @@ int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards
     m.extents = calloc((size_t)cap, sizeof *m.extents);
     int rc = m.shards && m.extents ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", set_dir);
     for (int s = 0; rc == DDP_OK && s < n_shards; s++) {
-        ckpt_set_shard_name(s, n_shards, m.shards[s].name, sizeof m.shards[s].name);
+        ckpt_set_shard_name(s, n_shards, alternate, m.shards[s].name, sizeof m.shards[s].name);
         rc = add_shard(set_dir, &m, s, &cap, err);
     }
     char what[CKPT_PATH_MAX + 32];
@@ -356,9 +378,9 @@ int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards
     if (rc == DDP_OK)
         rc = ckpt_set_check_cover(&m, what, err);
     if (rc == DDP_OK)
-        remove_leftovers(set_dir, &m);
-    if (rc == DDP_OK)
         rc = write_manifest(set_dir, &m, err);
+    if (rc == DDP_OK)
+        remove_leftovers(set_dir, &m);
     free(m.shards);
     free(m.extents);
     return rc;

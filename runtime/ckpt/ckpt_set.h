@@ -54,23 +54,29 @@ typedef struct ckpt_manifest {
     ckpt_loaded raw_;               /* private: the manifest file read back */
 } ckpt_manifest;
 
-/* "ckpt-%08lld" (the set's directory name), "shard-%05d-of-%05d.ddp", and a piece's tensor name
- * in a shard file: "<prefix>@<offset>+<count>". */
+/* "ckpt-%08lld" (the set's directory name), "shard-%05d-of-%05d.ddp" ("shard-%05d-of-%05d-alt.ddp"
+ * with `alternate`), and a piece's tensor name in a shard file: "<prefix>@<offset>+<count>". */
 void ckpt_set_dir_name(int64_t step, char *out, size_t size);
-void ckpt_set_shard_name(int shard, int n_shards, char *out, size_t size);
+void ckpt_set_shard_name(int shard, int n_shards, bool alternate, char *out, size_t size);
 void ckpt_set_piece_name(const char *prefix, int64_t offset, int64_t count, char *out, size_t size);
 
-/* Removes set_dir's manifest when there is one (before a set is rewritten: never a manifest over
- * shards it does not describe). */
+/* Whether a save of n_shards shards into set_dir must write them under the alternate names: true
+ * when set_dir's manifest (a committed set of the same step, which a resume passed over) names a
+ * plain one. Its shards stay whole until the new manifest replaces it, so a save killed part-way
+ * never leaves that step without a set. Rank 0, before the writers start; they all use its answer. */
+bool ckpt_set_names_taken(const char *set_dir, int n_shards);
+/* Removes set_dir's manifest when there is one (before its shards are removed: never a manifest
+ * over shards it does not describe). */
 int ckpt_set_uncommit(const char *set_dir, ddp_err *err);
-/* Rank 0, once every one of n_shards shard files in set_dir is durable: reads their tables, lists
- * their extents, checks that they cover each of spec's buffers exactly once, removes whatever else
- * set_dir holds (an interrupted write's temporaries, an earlier attempt's shards of another world
- * size) and writes the manifest (spec's header, buffers, tensor table and settings, with the shards
- * and extents found) atomically. Refused, naming the shard file, when one is missing or does not
- * fit, or is another save's: every shard's header must have spec's step, save_time, world_size and
+/* Rank 0, once every one of n_shards shard files in set_dir (named as `alternate` says) is durable:
+ * reads their tables, lists their extents, checks that they cover each of spec's buffers exactly
+ * once, writes the manifest (spec's header, buffers, tensor table and settings, with the shards and
+ * extents found) atomically, replacing a committed set's, and then removes whatever else set_dir
+ * holds (the replaced set's shards, an interrupted write's temporaries, an earlier attempt's shards
+ * of another world size). Refused, naming the shard file, when one is missing or does not fit, or
+ * is another save's: every shard's header must have spec's step, save_time, world_size and
  * config_hash (the writers share rank 0's save_time). */
-int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards, ddp_err *err);
+int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards, bool alternate, ddp_err *err);
 
 /* The manifest of set_dir, verified (its CRCs, the extents' cover of every buffer). */
 int ckpt_manifest_read(const char *set_dir, ckpt_manifest *m, ddp_err *err);

@@ -10,7 +10,8 @@
 #    leaves a directory without a manifest: the next job warns naming it, resumes the previous set
 #    and ends bit-identical to an uninterrupted run;
 #  - a shard with one byte flipped: named in the warning (which file, what is wrong), the previous
-#    complete set resumed, never the damaged one (test_ckpt_set: truncated and missing shards);
+#    complete set resumed, never the damaged one (test_ckpt_set: truncated and missing shards); the
+#    step saved again writes the alternate shard names while the passed-over manifest stands;
 #  - ZeRO-3 (parameters sharded too) at np=3: its set equals its single file, and np=2 ZeRO-2
 #    resumes it to the single-file chain's step 20 bit for bit; so does np=2 ZeRO-3, each rank
 #    reading only its own pieces of the set; under ZeRO-3 a flipped byte is named by the rank that
@@ -133,6 +134,8 @@ check "flip: the warning names the shard file and says CRC mismatch" grep -q \
     "$TMP/flip.log"
 check "flip: the previous set (step 16) resumed" grep -q "resumed from .*/ckpt-00000016:" "$TMP/flip.log"
 check "flip: the resumed run ends bit-identical to the uninterrupted one" same "$(set_of whole 20)" "$(set_of flip 20)"
+check "flip: step 20 saved again under the alternate names, the passed-over set's shards removed" \
+    bash -c "[ -f '$(set_of flip 20)/shard-00001-of-00002-alt.ddp' ] && [ ! -e '$(set_of flip 20)/shard-00001-of-00002.ddp' ]"
 E3=(ddp.zero=3 checkpoint.every_steps=4 "${S[@]}")
 run z3whole 2 "${E3[@]}"
 damage z3flip z3whole

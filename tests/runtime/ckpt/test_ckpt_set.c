@@ -10,7 +10,8 @@
  * missing shard named; no manifest is no checkpoint; ckpt_find_latest over files and sets with
  * fallback and with a caller's reader (ckpt_find_latest_with); ranges read piece by piece, a damaged
  * piece named only when read (ckpt_set_read_range); pruning removes sets whole; the commit removes
- * what earlier attempts left in the set's directory (temporaries, another world size's shards). */
+ * what earlier attempts left in the set's directory (temporaries, another world size's shards); a
+ * second save of a committed step, killed part-way, leaves the first set whole. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -48,6 +49,7 @@ static void set_path(int64_t step, char *out)
 }
 
 static double shard_save_time[3]; /* each shard's header's save_time (the commit's spec: 0) */
+static bool shard_alternate;       /* the shards' names, and the commit's */
 
 /* Shard s of n with the pieces of p that are its own, of both buffers. */
 static void write_shard(const char *set_dir, int64_t step, int s, int n, const piece *p, int np)
@@ -63,7 +65,7 @@ static void write_shard(const char *set_dir, int64_t step, int s, int n, const p
             k++;
         }
     char name[CKPT_SET_SHARD_NAME_MAX];
-    ckpt_set_shard_name(s, n, name, sizeof name);
+    ckpt_set_shard_name(s, n, shard_alternate, name, sizeof name);
     ckpt_state st = {.hdr = {.step = step, .world_size = n, .save_time = shard_save_time[s]}, .n_tensors = k,
                      .tensors = t};
     ddp_err err = {0};
@@ -84,7 +86,7 @@ static int commit(int64_t step, const piece *p, int np, ddp_err *err)
                           .settings_len = strlen(settings), .train_samples = 4321};
     for (int b = 0; b < N_BUF; b++)
         snprintf(spec.buffers[b], sizeof spec.buffers[b], "%s", prefixes[b]);
-    return ckpt_set_commit(set_dir, &spec, 3, err);
+    return ckpt_set_commit(set_dir, &spec, 3, shard_alternate, err);
 }
 
 /* An empty file at set_dir/name. */
@@ -509,6 +511,56 @@ static void test_prune(void)
     ckpt_loaded_free(&c);
 }
 
+/* The set at set_dir loads, and each of its tensors holds want's elements. */
+static bool set_holds(const char *set_dir, const float (*want)[LEN])
+{
+    ckpt_loaded c;
+    ddp_err err = {0};
+    if (ckpt_set_load(set_dir, &c, &err) != DDP_OK) {
+        CHECK(false, "load %s: %s", set_dir, err.msg);
+        return false;
+    }
+    bool same = true;
+    for (int b = 0; b < N_BUF; b++)
+        for (int i = 0; i < 3; i++) {
+            char name[2 * CKPT_NAME_MAX];
+            snprintf(name, sizeof name, "%s%.100s", prefixes[b], tensors[i].name);
+            const ckpt_tensor *t = ckpt_loaded_tensor(&c, name);
+            same = same && t && memcmp(t->data, &want[b][tensors[i].offset], t->nbytes) == 0;
+        }
+    ckpt_loaded_free(&c);
+    return same;
+}
+
+/* A second save of a step whose set is committed (one a resume passed over) writes the alternate
+ * names: killed part-way it leaves the committed set whole; committed, it replaces it. */
+static void test_resave_same_step(void)
+{
+    ddp_err err = {0};
+    char set_dir[CKPT_PATH_MAX];
+    set_path(40, set_dir);
+    CHECK(!ckpt_set_names_taken(set_dir, 3), "no set of step 40 yet: the plain names");
+    CHECK(commit(40, good, N_GOOD, &err) == DDP_OK, "commit 40: %s", err.msg);
+    CHECK(ckpt_set_names_taken(set_dir, 3), "step 40's set committed: the alternate names");
+    CHECK(!ckpt_set_names_taken(set_dir, 4), "... but not for 4 shards, whose plain names it does not hold");
+    static float first[N_BUF][LEN];
+    memcpy(first, global, sizeof first);
+    for (int b = 0; b < N_BUF; b++)
+        for (int i = 0; i < LEN; i++)
+            global[b][i] += 1.0f;
+    shard_alternate = true;
+    write_shard(set_dir, 40, 0, 3, good, N_GOOD);
+    write_shard(set_dir, 40, 1, 3, good, N_GOOD); /* the save is killed before shard 2 */
+    CHECK(set_holds(set_dir, first), "a second save killed part-way: step 40's first set is whole");
+    CHECK(commit(40, good, N_GOOD, &err) == DDP_OK, "the second save's commit: %s", err.msg);
+    CHECK(set_holds(set_dir, global), "committed, the second save's set is step 40's");
+    CHECK(exists_in(set_dir, "shard-00002-of-00003-alt.ddp") && !exists_in(set_dir, "shard-00002-of-00003.ddp"),
+          "its shards have the alternate names, and the first set's are removed");
+    CHECK(!ckpt_set_names_taken(set_dir, 3), "a third save takes the plain names again");
+    shard_alternate = false;
+    fill_global();
+}
+
 int main(void)
 {
     if (!ts_tmpdir(dir, sizeof dir, "set")) {
@@ -530,6 +582,7 @@ int main(void)
     test_prune();
     test_read_range();
     test_find_latest_with();
+    test_resave_same_step();
     int rc = check_done("test_ckpt_set");
     if (rc == 0)
         ts_rmrf(dir);
