@@ -117,9 +117,11 @@ static const cfg_key keys_after_models[] = {
         "Log / metrics line every N optimizer steps; also where non-finite losses are looked for (every 4096 "
         "steps at most; `docs/running.md`, \"A loss that becomes NaN\")."),
     BOOL("train.eval", train.eval, "true", HASH_NO,
-         "Evaluate on the test set (val split for tokens) after each epoch."),
+         "Evaluate on the test set (val split for tokens) after each epoch and at the run's last step (a run "
+         "resumed at its last step, as a stop there saves it first, evaluates it then); `false` turns every "
+         "evaluation off, `train.eval_every`'s too."),
     INT("train.eval_every", train.eval_every, 0, BIG, "0", HASH_NO,
-        "Also evaluate every N optimizer steps (0 = at epoch ends only)."),
+        "With `train.eval`, also evaluate every N optimizer steps (0 = at epoch ends only)."),
     INT("train.sample_every", train.sample_every, 0, BIG, "0", HASH_NO,
         "Language models: rank 0 prints a seeded text sample every N steps (0 = off); non-finite logits stop "
         "the job (exit 65), a stop request ends a sample early."),

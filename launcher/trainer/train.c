@@ -222,12 +222,6 @@ static int setup(train_job *t, ddp_err *err)
                         (long long)(t->batch * t->ctl->size * t->accum),
                         t->train.name, (long long)t->train.n);
     t->total_steps = c->train.max_steps > 0 ? c->train.max_steps : c->train.epochs * t->steps_per_epoch;
-    int64_t warmup = c->optimizer.schedule.warmup_steps; /* train.max_steps' bound is the config's check */
-    if (warmup > t->total_steps)
-        return ddp_fail(err, DDP_EUSAGE, "%s: optimizer.schedule.warmup_steps %lld is more than the run's %lld steps "
-                        "(train.epochs %lld x %lld steps an epoch): the LR would never reach optimizer.lr nor decay",
-                        c->source, (long long)warmup, (long long)t->total_steps, (long long)c->train.epochs,
-                        (long long)t->steps_per_epoch);
     return DDP_OK;
 }
 
@@ -421,6 +415,19 @@ static int run_epoch(train_job *t, int *stop, ddp_err *err)
     return DDP_OK;
 }
 
+/* The evaluation that ends an epoch or the run (unless train.eval_every just did it), settled as a
+ * step is: a non-finite loss ends the job (65), a stop during it saves and ends it (EPREEMPTED). */
+static int evaluate_at_end(train_job *t, int *stop, ddp_err *err)
+{
+    train_eval last = train_log_last_eval(t);
+    if (!t->cfg->train.eval || (last.done && last.step == t->step))
+        return DDP_OK;
+    int rc = train_evaluate(t, err);
+    if (rc == DDP_OK)
+        rc = settle(t, stop, err);
+    return rc == DDP_OK && *stop != TRAIN_STOP_NONE ? DDP_EPREEMPTED : rc;
+}
+
 /* Epochs advance only when one is complete, together with the sampler, so every checkpoint
  * (periodic, on a stop signal, or the final one) pairs an epoch with a position inside it.
  * DDP_EPREEMPTED when the ranks agreed to stop, for *stop. */
@@ -432,24 +439,17 @@ static int train_loop(train_job *t, int64_t consumed, int *stop, ddp_err *err)
     t->start_step = t->step;
     int64_t last_epoch = c->train.max_steps > 0 ? INT64_MAX : c->train.epochs;
     int rc = sampler_set_epoch(&t->smp, t->epoch, consumed, err);
+    /* resumed at the last step: its stop may have come before the last evaluation, or during it */
+    if (rc == DDP_OK && t->step >= t->total_steps)
+        rc = evaluate_at_end(t, stop, err);
     while (rc == DDP_OK && t->step < t->total_steps && t->epoch < last_epoch) {
         if ((rc = run_epoch(t, stop, err)) != DDP_OK)
             return rc;
         if (*stop != TRAIN_STOP_NONE)
             return DDP_EPREEMPTED;
         bool epoch_done = train_steps_in(t, sampler_steps_left(&t->smp)) == 0;
-        train_eval last = train_log_last_eval(t);
-        bool fresh = last.done && last.step == t->step; /* train.eval_every just did it */
-        /* settled as a step is: a non-finite loss ends the job (65), a stop during it (which the
-         * evaluation leaves unfinished) saves and ends it, before another epoch or the final save */
-        if (c->train.eval && !fresh && (epoch_done || t->step >= t->total_steps)) {
-            if ((rc = train_evaluate(t, err)) == DDP_OK)
-                rc = settle(t, stop, err);
-            if (rc != DDP_OK)
-                return rc;
-            if (*stop != TRAIN_STOP_NONE)
-                return DDP_EPREEMPTED;
-        }
+        if ((epoch_done || t->step >= t->total_steps) && (rc = evaluate_at_end(t, stop, err)) != DDP_OK)
+            return rc;
         if (!epoch_done)
             break; /* the step budget ran out inside this epoch */
         t->epoch++;

@@ -10,7 +10,8 @@
 
 int train_ckpt_open(train_job *t, ddp_err *err);
 /* Loads a checkpoint per checkpoint.resume; sets step/epoch/sampler position/optimizer state. When
- * none is loaded, train_init_from (checkpoint.init_from, when set). */
+ * none is loaded, train_init_from (checkpoint.init_from, when set). Then refuses a warm-up longer
+ * than the run's horizon as the resume re-planned it, unless the resumed run has finished it. */
 int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err);
 /* Whether train_ckpt_resume may run checkpoint.download_cmd: one is set, and the job resumes its
  * own newest checkpoint (checkpoint.resume auto, or a restart). */

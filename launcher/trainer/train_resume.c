@@ -420,7 +420,28 @@ static int resume_whole(train_job *t, int64_t *consumed, ddp_err *err)
     return rc;
 }
 
-int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
+/* Against the run's horizon as the resume re-planned it (another world size has another number of
+ * steps an epoch); a warm-up a resumed run has finished is not looked at. train.max_steps' bound is
+ * the config's check. */
+static int check_warmup(const train_job *t, ddp_err *err)
+{
+    const config *c = t->cfg;
+    int64_t warmup = c->optimizer.schedule.warmup_steps;
+    if (warmup <= t->total_steps || t->step >= warmup)
+        return DDP_OK;
+    char plan[128];
+    if (t->step > 0)
+        snprintf(plan, sizeof plan, "resumed at step %lld, %lld steps an epoch on %d ranks", (long long)t->step,
+                 (long long)t->steps_per_epoch, t->ctl->size);
+    else
+        snprintf(plan, sizeof plan, "train.epochs %lld x %lld steps an epoch", (long long)c->train.epochs,
+                 (long long)t->steps_per_epoch);
+    return ddp_fail(err, DDP_EUSAGE, "%s: optimizer.schedule.warmup_steps %lld is more than the run's %lld steps "
+                    "(%s): the LR would never reach optimizer.lr nor decay", c->source, (long long)warmup,
+                    (long long)t->total_steps, plan);
+}
+
+static int resume_or_start(train_job *t, int64_t *consumed, ddp_err *err)
 {
     *consumed = 0;
     if (t->cfg->checkpoint.resume == RESUME_NEVER && t->ckpt->restart_count == 0) {
@@ -436,4 +457,10 @@ int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
     if (rc != DDP_OK || done)
         return rc != DDP_OK ? rc : resumed(t, hdr, consumed);
     return resume_whole(t, consumed, err);
+}
+
+int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
+{
+    int rc = resume_or_start(t, consumed, err);
+    return rc == DDP_OK ? check_warmup(t, err) : rc;
 }

@@ -6,7 +6,8 @@
 # a world-size change that uses every sample of the interrupted epoch exactly once, a
 # checkpoint of another model refused naming both models, one saved with other settings refused
 # naming each setting that differs, one of the previous format version refused saying why, and a
-# start from an older checkpoint, or fresh, into a checkpoint.dir with later ones refused.
+# start from an older checkpoint, or fresh, into a checkpoint.dir with later ones refused; a stop
+# at the last step evaluated on the resume; a warm-up checked against the resumed run's horizon.
 source "$(dirname "$0")/../../lib.sh"
 COMMON=(optimizer.kind=adamw optimizer.nesterov=false optimizer.lr=2e-3 train.max_steps=40 checkpoint.every_steps=15)
 
@@ -96,6 +97,30 @@ worker 1 "$d" "${EXT[@]}" train.max_steps=0 train.epochs=2 checkpoint.resume=aut
 check "every epoch done: exit 0" [ $? -eq 0 ]
 check "... nothing to train, the steps it holds named ($(grep -m1 'schedule:' "$d.again.log"))" \
     grep -q "nothing to train: .* already holds step \([0-9]*\) of \1;" "$d.again.log"
+
+# A stop agreed at the run's last step saves it before the run's last evaluation: the resumed run,
+# with nothing left to train, evaluates the saved step as the uninterrupted run did.
+EV=(train.eval=true train.max_steps=20 checkpoint.every_steps=0)
+worker 1 "$TMP/evref" "${EV[@]}" >"$TMP/evref.log" 2>&1
+DDP_TEST_FAULT=stop:0:20 worker 1 "$TMP/evstop" "${EV[@]}" >"$TMP/evstop.log" 2>&1
+check "a stop at the last step: exit 75 (got $?), before the run's last evaluation" \
+    bash -c "[ $? -eq 75 ] && ! grep -q 'eval epoch' '$TMP/evstop.log'"
+worker 1 "$TMP/evstop" "${EV[@]}" checkpoint.resume=auto >"$TMP/evstop.b.log" 2>&1
+ev_ref=$(grep -o 'eval epoch 1 step 20: .*' "$TMP/evref.log")
+check "... resumed with nothing to train, it evaluates step 20 as the uninterrupted run ($ev_ref)" \
+    bash -c "[ -n '$ev_ref' ] && [ \"\$(grep -o 'eval epoch 1 step 20: .*' '$TMP/evstop.b.log')\" = '$ev_ref' ]"
+check "... and its last line gives the accuracy" grep -q "done: 20 steps .*final test accuracy" "$TMP/evstop.b.log"
+
+# A warm-up longer than an epoch on more ranks, finished before the resume there: the resumed run
+# goes on (the check is against its re-planned horizon, 510 + 213 steps at np=2).
+WU=(train.max_steps=0 train.epochs=1 checkpoint.every_steps=0 data.batch_size=64 optimizer.schedule.warmup_steps=500)
+DDP_TEST_FAULT=stop:0:510 worker 1 "$TMP/warm" "${WU[@]}" >"$TMP/warm.a.log" 2>&1
+check "warm-up 500: np=1 (937 steps an epoch) stops at step 510 with 75 (got $?)" [ $? -eq 75 ]
+worker 2 "$TMP/warm" "${WU[@]}" checkpoint.resume=auto >"$TMP/warm.b.log" 2>&1
+check "... np=2 (468 steps an epoch) resumes it past its warm-up and completes (got $?)" [ $? -eq 0 ]
+worker 2 "$TMP/warm-fresh" "${WU[@]}" >"$TMP/warm-fresh.log" 2>&1
+check "... while a fresh np=2 run with it is refused (exit $?)" \
+    bash -c "[ $? -eq 2 ] && grep -q 'warmup_steps 500 is more than the run.s 468 steps' '$TMP/warm-fresh.log'"
 
 # World size change mid-epoch: save at np=2 after 30 steps, resume at np=1 and at np=3; every
 # sample of the epoch is used at most once and the total is what drop_last promises.
