@@ -135,6 +135,12 @@ cp "$TMP/b3/train_000000.bin" "$TMP/b3/train_1000000.bin" # an output past shard
 check "$TMP/b3" 256 -1 0.3 1000 "$A" "$B"
 [ ! -e "$TMP/b3/train_1000000.bin" ] || fail "--force carried train_1000000.bin into the new outputs"
 ok "--force replaces the shards and removes stale ones (train_1000000.bin too)"
+mkdir -p "$TMP/tok-only" && cp "$TMP/b3/tokenizer.bin" "$TMP/tok-only/"
+expect_refusal "a folder holding only tokenizer.bin, without --force" "already holds outputs \\(tokenizer\\.bin\\)" \
+    "$PREP" --tokenizer bytes "$A" "$TMP/tok-only"
+cmp -s "$TMP/b3/tokenizer.bin" "$TMP/tok-only/tokenizer.bin" && [ "$(ls "$TMP/tok-only")" = tokenizer.bin ] ||
+    fail "refused run changed $TMP/tok-only"
+ok "... its tokenizer.bin left as it was"
 
 # refusals
 printf 'valid start\n\xc3\xa9 then a bad byte \xff here\n' > "$TMP/bad.txt"
