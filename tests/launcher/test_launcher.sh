@@ -399,11 +399,14 @@ finish
 check "stop before any rank exists -> exit 75 (got $rc)" [ $rc -eq 75 ]
 check "stop before any rank exists: both ranks saved" both_saved
 check "stop before any rank exists: no hang (${ms} ms < 30 s)" hang_guard
-# SIGTERM as a restart begins: the second attempt's start-up is the same window
+# SIGTERM as a restart begins: the second attempt's start-up is the same window, once its mpirun is
+# forked (the first attempt's was reaped before "attempt 2 of 2"; a stop before the fork means no
+# restart, and the failed attempt's exit code stands)
 out=$tmp/restart_stop.out err=$tmp/restart_stop.err
 "$DDPRUN" -np 2 --max-restarts 1 bench fail-first-then-wait >"$out" 2>"$err" &
 pid=$!
 for _ in $(seq 2000); do contains $err "attempt 2 of 2" && break; sleep 0.005; done
+for _ in $(seq 2000); do pgrep -P $pid >/dev/null && break; sleep 0.005; done
 t0=$(date +%s%N)
 kill -TERM $pid
 finish
