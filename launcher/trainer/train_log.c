@@ -38,6 +38,7 @@ struct train_log {
     char metrics_path[CFG_PATH_MAX + 32];
     long long metrics_bytes;  /* its size after the last line written whole */
     double t_last_log;        /* monotonic time of the last progress line (the loop's start before it) */
+    double excluded_s;        /* of the time since, what evaluations and text samples took */
     double samples_acc;       /* samples trained over all ranks since the last progress line */
     double terms_acc;         /* this rank's share of their loss terms (targets the loss counts) */
     int64_t steps_acc;        /* optimizer steps since the last progress line */
@@ -248,7 +249,7 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
     if (rc != DDP_OK)
         return rc;
     const model_io *io = &t->m->io;
-    double now = monotonic_s(), dt = now - g->t_last_log;
+    double now = monotonic_s(), dt = fmax(now - g->t_last_log - g->excluded_s, 1e-9);
     double terms = sums[4] > 0 ? sums[4] : 1;
     double steps = g->steps_acc > 0 ? (double)g->steps_acc : 1, sps = g->samples_acc / dt;
     train_tb_progress p = {.loss = sums[0] / terms, .acc = sums[1] / terms, .lr = lr, .grad_norm = grad_norm,
@@ -262,16 +263,13 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
     if ((rc = train_tb_progress_write(t, &p, err)) != DDP_OK)
         return rc;
     g->t_last_log = now;
+    g->excluded_s = 0;
     g->steps_acc = 0;
     g->samples_acc = 0;
     g->terms_acc = 0;
     return DDP_OK;
 }
 
-/* Forward passes over this rank's disjoint range of the test set; stats += (loss sum, correct). */
-/* Forward passes over this rank's [begin, end) of the test set into stats. Under ZeRO-3 a forward
- * pass gathers each unit from every rank, so every rank runs as many as the rank with the most
- * batches: one that has run out evaluates one sample again into `spare`, which is not counted. */
 /* Whether any rank was asked to stop (a signal, a preemption notice), agreed before each
  * evaluation pass: a stop ends an evaluation at once on every rank, not after it, which may take
  * longer than the stop's deadline (ddp.timeout_s). */
@@ -343,7 +341,8 @@ static int log_evaluation(train_job *t, double samples, ddp_err *err)
     return rc;
 }
 
-int train_evaluate(train_job *t, ddp_err *err)
+/* The test set's evaluation itself (train_evaluate times it). */
+static int evaluate(train_job *t, ddp_err *err)
 {
     device *d = t->dev;
     int64_t begin, end;
@@ -382,4 +381,14 @@ int train_evaluate(train_job *t, ddp_err *err)
     if (!isfinite(e->loss))
         train_finite_note(t, t->step, FINITE_EVAL_LOSS, isnan(e->loss) ? "nan" : "inf");
     return log_evaluation(t, sums[2], err);
+}
+
+void train_log_exclude(train_job *t, double seconds) { t->log->excluded_s += seconds; }
+
+int train_evaluate(train_job *t, ddp_err *err)
+{
+    double t0 = monotonic_s();
+    int rc = evaluate(t, err);
+    train_log_exclude(t, monotonic_s() - t0);
+    return rc;
 }

@@ -23,7 +23,12 @@ void train_log_start(train_job *t, double now);
 /* An optimizer step trained `samples` samples over all ranks; `terms`: this rank's share of its
  * loss terms (train_stage_step_terms), which the loss average divides by. */
 void train_log_count_step(train_job *t, double samples, double terms);
+/* The progress line: its rates (samples and tokens per second, MFU, ms a step) are over the wall
+ * time since the last line less what train_log_exclude was told of. */
 int train_log_progress(train_job *t, double lr, ddp_err *err);
+/* seconds of the time since the last progress line were not training's (train_sample_text's). */
+void train_log_exclude(train_job *t, double seconds);
+/* Evaluates the test set; its time is left out of the progress line's rates. */
 int train_evaluate(train_job *t, ddp_err *err);
 train_eval train_log_last_eval(const train_job *t);
 /* Rank 0: metrics.jsonl made durable (fsync) and closed; an error names it. */

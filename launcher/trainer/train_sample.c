@@ -12,9 +12,11 @@
 #include <string.h>
 
 #include "models/lm_generate.h"
+#include "runtime/base/clock.h"
 #include "runtime/base/log.h"
 #include "runtime/data/tokenizer.h"
 #include "train_finite.h"
+#include "train_log.h"
 #include "train_sample.h"
 #include "train_stop.h"
 #include "train_tb.h"
@@ -32,7 +34,8 @@ static int sample_verdict(train_job *t, int rc, ddp_err *err)
     return rc == DDP_ENONFINITE || rc == DDP_EPREEMPTED ? DDP_OK : rc;
 }
 
-int train_sample_text(train_job *t, ddp_err *err)
+/* The sample itself (train_sample_text times it). */
+static int sample_text(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     /* a non-finite loss or gradient norm already found makes sampling pointless */
@@ -74,5 +77,13 @@ int train_sample_text(train_job *t, ddp_err *err)
     free(ids);
     free(text);
     tokenizer_free(&tok);
+    return rc;
+}
+
+int train_sample_text(train_job *t, ddp_err *err)
+{
+    double t0 = monotonic_s();
+    int rc = sample_text(t, err);
+    train_log_exclude(t, monotonic_s() - t0);
     return rc;
 }

@@ -7,7 +7,7 @@
 #include "train_job.h"
 
 /* Rank 0 logs a text sample from a language model (a no-op elsewhere); every rank drains the
- * step records first (train_finite.c). */
+ * step records first (train_finite.c). Its time is left out of the progress line's rates. */
 int train_sample_text(train_job *t, ddp_err *err);
 
 #endif

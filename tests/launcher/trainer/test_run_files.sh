@@ -8,7 +8,8 @@
 # covers the metrics case everywhere. A background save that fails is a warning once, and ends the
 # job when the next fails too (a directory standing where a checkpoint's file goes).
 # checkpoint.final false leaves out the end-of-run save only. A prune that fails after a save
-# (DDP_TEST_FAULT prune-fail) is a warning: the job goes on.
+# (DDP_TEST_FAULT prune-fail) is a warning: the job goes on. The progress line's rates leave an
+# evaluation's time out (DDP_TEST_FAULT slow-eval).
 source "$(dirname "$0")/../../lib.sh"
 RUN=(train.max_steps=20 train.log_every=1 checkpoint.every_steps=5)
 np1() { "$DDPRUN" -np 1 "$SMALL" "$@"; }
@@ -152,4 +153,21 @@ check "prune-fail: a warning names step 5's checkpoint" \
     grep -q "ckpt-00000005.ddp is written, but older ones were not pruned" "$TMP/prune.log"
 check "prune-fail: the later saves pruned step 5's" \
     [ "$(ls "$TMP/prune/checkpoints")" = "ckpt-00000020.ddp" ]
+
+# metrics.jsonl's rates leave evaluations out: each pass of step 5's evaluation sleeps 0.01 s
+# (DDP_TEST_FAULT slow-eval), and the line at step 5, which follows it, shows a step far below
+# the 5 steps' share of that sleep (a step of this MLP takes a few ms)
+DDP_TEST_FAULT=slow-eval:0:5:0.01 np1 run.dir="$TMP/evalrate" train.max_steps=5 train.log_every=5 \
+    train.eval=true train.eval_every=5 >"$TMP/evalrate.log" 2>&1
+check "slow-eval: the job ends (exit $?)" [ $? -eq 0 ]
+check "slow-eval: step 5's ms_per_step is below half the evaluation's sleep per step" python3 - "$TMP/evalrate" <<'PY'
+import json, math, sys
+lines = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+train = [l for l in lines if l.get("kind") == "train" and l["step"] == 5]
+ev = [l for l in lines if l.get("kind") == "eval" and l["step"] == 5]
+passes = math.ceil(ev[0]["samples"] / 64)  # ddp_small.yaml's data.batch_size
+slept_per_step_ms = passes * 10.0 / 5
+print(f"ms_per_step {train[0]['ms_per_step']:.2f}, the sleep's share {slept_per_step_ms:.0f}")
+sys.exit(0 if train[0]["ms_per_step"] < slept_per_step_ms / 2 else 1)
+PY
 finish
