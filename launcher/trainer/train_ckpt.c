@@ -174,7 +174,7 @@ static ckpt_header save_header(const train_job *t, const train_ckpt *c)
     ckpt_header h = {.step = t->step, .epoch = t->epoch, .consumed = t->smp.consumed, .total_steps = t->total_steps,
                      .optim_step = t->opt->step, .world_size = t->ctl->size, .restart_count = c->restart_count,
                      .config_hash = config_hash(t->cfg), .save_time = (double)time(NULL),
-                     .elapsed_s = monotonic_s() - t->t_start};
+                     .elapsed_s = c->elapsed_before_s + (monotonic_s() - t->t_start)};
     snprintf(h.model, sizeof h.model, "%s", t->m->description);
     return h;
 }

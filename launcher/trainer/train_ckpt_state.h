@@ -33,6 +33,7 @@ typedef struct train_ckpt {
     char *settings;               /* rank 0: config_settings (SETTINGS_RESUME), saved as meta/config */
     ckpt_tensor *tensors;
     int64_t last_saved_step;
+    double elapsed_before_s;      /* the resumed checkpoint's elapsed_s: training time of the attempts before */
     char last_written[CKPT_PATH_MAX]; /* rank 0: the newest checkpoint this job wrote whole, "" before one */
     int64_t durable_step;         /* rank 0: the newest step saved whole, by this job or the one resumed; -1 */
     double last_save_time;        /* monotonic: when the latest save began (before the first: train_ckpt_open) */

@@ -29,7 +29,8 @@
 #include "train_stop.h"
 #include "train_zero.h"
 
-enum { HDR_STEP, HDR_EPOCH, HDR_CONSUMED, HDR_TOTAL, HDR_OPTIM_STEP, HDR_WORLD, HDR_N };
+/* HDR_ELAPSED carries elapsed_s's bits (a double, exact through the int64 broadcast). */
+enum { HDR_STEP, HDR_EPOCH, HDR_CONSUMED, HDR_TOTAL, HDR_OPTIM_STEP, HDR_WORLD, HDR_ELAPSED, HDR_N };
 
 /* A checkpoint saved with other settings than this run's (of those config_hash covers): refused,
  * naming each that differs from the checkpoint's meta/config; one saved before checkpoints held
@@ -113,6 +114,7 @@ static int refuse_other_line(const train_job *t, const char *path, int64_t from,
 static void header_fields(const ckpt_header *h, int64_t *hdr)
 {
     int64_t v[HDR_N] = {h->step, h->epoch, h->consumed, h->total_steps, h->optim_step, h->world_size};
+    memcpy(&v[HDR_ELAPSED], &h->elapsed_s, sizeof h->elapsed_s);
     memcpy(hdr, v, sizeof v);
 }
 
@@ -193,6 +195,7 @@ static int finish_resume(train_job *t, const int64_t *hdr, const char *used, ddp
     t->step = hdr[HDR_STEP];
     t->epoch = hdr[HDR_EPOCH];
     t->opt->step = hdr[HDR_OPTIM_STEP];
+    memcpy(&c->elapsed_before_s, &hdr[HDR_ELAPSED], sizeof c->elapsed_before_s);
     int rc = train_params_changed(t, err);
     int world_at_save = (int)hdr[HDR_WORLD];
     c->last_saved_step = c->durable_step = t->step;

@@ -111,6 +111,15 @@ check "... resumed with nothing to train, it evaluates step 20 as the uninterrup
     bash -c "[ -n '$ev_ref' ] && [ \"\$(grep -o 'eval epoch 1 step 20: .*' '$TMP/evstop.b.log')\" = '$ev_ref' ]"
 check "... and its last line gives the accuracy" grep -q "done: 20 steps .*final test accuracy" "$TMP/evstop.b.log"
 
+# elapsed_s is the run's training time over its attempts: a first part slowed by 0.05 s a step
+# (DDP_TEST_FAULT slow) to step 22, extended to step 40 without the fault
+elapsed() { "$DDPRUN" ckpt info "$1" | sed -n 's/.*elapsed_s \([0-9.]*\).*/\1/p'; }
+DDP_TEST_FAULT=slow:0:1:0.05 worker 1 "$TMP/elapsed" "${COMMON[@]}" train.max_steps=22 >/dev/null 2>&1
+worker 1 "$TMP/elapsed" "${COMMON[@]}" checkpoint.resume=auto >/dev/null 2>&1
+e22=$(elapsed "$TMP/elapsed/checkpoints/ckpt-00000022.ddp") e40=$(elapsed "$TMP/elapsed/checkpoints/ckpt-00000040.ddp")
+check "elapsed_s: step 22's ($e22 s) holds the slowed steps, step 40's ($e40 s) adds the second part's" \
+    python3 -c "import sys; sys.exit(0 if 21 * 0.05 <= $e22 < $e40 else 1)"
+
 # A warm-up longer than an epoch on more ranks, finished before the resume there: the resumed run
 # goes on (the check is against its re-planned horizon, 510 + 213 steps at np=2).
 WU=(train.max_steps=0 train.epochs=1 checkpoint.every_steps=0 data.batch_size=64 optimizer.schedule.warmup_steps=500)
