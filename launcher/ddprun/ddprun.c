@@ -193,6 +193,7 @@ static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
             argv_push(&o->passthrough, v);
         } else if (!strcmp(a, "--mca") || !strcmp(a, "-mca")) {
             if (i + 2 >= argc) return usage_error("%s needs KEY VALUE", a);
+            if (output_owns_mca(v)) return usage_error("--mca %s: ddprun reads mpirun's tagged output and sets it", v);
             argv_push(&o->passthrough, "--mca");
             argv_push(&o->passthrough, v);
             argv_push(&o->passthrough, argv[i + 2]);
@@ -259,14 +260,10 @@ static void mpirun_path(char *out, size_t size)
  * already), else ddprun's environment's; NULL when neither. */
 static const char *user_threads(const launch_opts *o, bool *passed)
 {
-    *passed = false;
-    for (int i = 0; i + 1 < o->passthrough.n; i++)
-        if (!strcmp(o->passthrough.v[i], "-x") && !strncmp(o->passthrough.v[i + 1], "OMP_NUM_THREADS=", 16)) {
-            *passed = true;
-            return o->passthrough.v[i + 1] + 16;
-        }
+    const char *given = argv_option_value(&o->passthrough, "-x", "OMP_NUM_THREADS", '=');
     const char *env = getenv("OMP_NUM_THREADS");
-    return env && *env ? env : NULL;
+    *passed = given != NULL;
+    return given ? given : env && *env ? env : NULL;
 }
 
 static void build_command(const launch_opts *o, const char *self, char *const prog_argv[], int attempt, argv_list *cmd)
@@ -277,7 +274,7 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
     const int cores = ddprun_local_cores(); /* read from sysfs once */
     if (geteuid() == 0) argv_push(cmd, "--allow-run-as-root");
     if (!o->hosts && !o->hostfile && o->np > cores) argv_push(cmd, "--oversubscribe");
-    argv_push(cmd, "--tag-output");
+    output_mpirun_options(cmd);
     argv_push(cmd, "-np");
     argv_pushf(cmd, "%d", o->np);
     if (o->hosts) { argv_push(cmd, "-H"); argv_push(cmd, o->hosts); }
@@ -295,9 +292,12 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
     /* Non-blocking all-reduce (the DDP buckets) by reduce-scatter + allgather, every rank
      * reducing its share, instead of libnbc's choice for in-place or < 4 ranks (binomial: one
      * rank reduces everything while the others wait): np=2 +5-7% samples/s. One fixed
-     * algorithm, so results still do not depend on timing. The user's setting wins. */
-    if (!getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm")) {
-        argv_push(cmd, "--mca"); argv_push(cmd, "coll_libnbc_iallreduce_algorithm"); argv_push(cmd, "3");
+     * algorithm, so results still do not depend on timing. The user's setting wins (mpirun refuses
+     * a key given twice). */
+    const char *libnbc = "coll_libnbc_iallreduce_algorithm";
+    if (!getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm") &&
+        !argv_option_value(&o->passthrough, "--mca", libnbc, 0)) {
+        argv_push(cmd, "--mca"); argv_push(cmd, libnbc); argv_push(cmd, "3");
     }
     argv_push(cmd, "-x");
     argv_pushf(cmd, "DDPRUN_RESTART_COUNT=%d", attempt);

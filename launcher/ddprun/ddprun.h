@@ -31,6 +31,9 @@ typedef struct argv_list {
 void argv_push(argv_list *a, const char *s);
 void argv_pushf(argv_list *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void argv_free(argv_list *a);
+/* The value a gives after `flag KEY<sep>VALUE` (sep '=': "-x OMP_NUM_THREADS=4") or after
+ * `flag KEY VALUE` (sep 0: "--mca KEY VALUE"), else NULL. */
+const char *argv_option_value(const argv_list *a, const char *flag, const char *key, char sep);
 
 /* The first rank that failed, as reported by its wrapper or, failing that, by mpirun. */
 typedef struct rank_failure {
@@ -54,6 +57,11 @@ typedef struct deadline_verdict {
 /* Rewrites tagged mpirun output into "[rank R] " lines and records rank failures. */
 typedef struct output_filter output_filter;
 
+/* The mpirun options the filter reads its input by: --tag-output, and timestamps and XML off (an
+ * OMPI_MCA_ variable or mca-params.conf setting either would hide every tag). */
+void output_mpirun_options(argv_list *cmd);
+/* Whether `--mca key` would change the format the filter reads (the user may not set it). */
+bool output_owns_mca(const char *key);
 output_filter *output_filter_new(void);
 /* Feeds bytes read from mpirun's stdout (is_stderr false) or stderr. */
 void output_feed(output_filter *f, bool is_stderr, const char *buf, size_t n);

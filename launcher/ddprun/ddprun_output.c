@@ -26,6 +26,26 @@
 /* mpirun's report boxes are a few lines; anything bigger is not one and is passed through. */
 #define BLOCK_MAX_LINES 64
 
+static const char *const format_keys[] = {"orte_tag_output", "orte_timestamp_output", "orte_xml_output"};
+
+void output_mpirun_options(argv_list *cmd)
+{
+    argv_push(cmd, "--tag-output");
+    for (int i = 1; i < 3; i++) {
+        argv_push(cmd, "--mca");
+        argv_push(cmd, format_keys[i]);
+        argv_push(cmd, "0");
+    }
+}
+
+bool output_owns_mca(const char *key)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(key, format_keys[i]))
+            return true;
+    return false;
+}
+
 typedef struct line_buf {
     char *data;
     size_t len, cap;
