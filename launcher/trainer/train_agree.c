@@ -2,6 +2,7 @@
  * first failed rank (comm_first_failure over t->ctl) named to the others. Must not know what the
  * ranks did. */
 #include <stdint.h>
+#include <time.h>
 
 #include "train_agree.h"
 
@@ -14,5 +15,10 @@ int train_agree(train_job *t, int32_t mine, const char *what, ddp_err *err)
         return mine != DDP_OK ? mine : ddp_fail(err, rc, "%s", e.msg);
     if (first < 0)
         return DDP_OK;
-    return first == t->ctl->rank || mine != DDP_OK ? mine : ddp_fail(err, status, "rank %d could not %s", first, what);
+    if (first == t->ctl->rank || mine != DDP_OK)
+        return mine;
+    train_agree_bystander_pause();
+    return ddp_fail(err, status, "rank %d could not %s", first, what);
 }
+
+void train_agree_bystander_pause(void) { nanosleep(&(struct timespec){TRAIN_AGREE_BYSTANDER_S, 0}, NULL); }

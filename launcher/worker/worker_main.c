@@ -25,6 +25,7 @@
 #include "slurm_task.h"
 #include "runtime/cloud/cloud_notice.h"
 #include "launcher/trainer/train.h"
+#include "launcher/trainer/train_agree.h"
 #include "launcher/shared/stop_signals.h"
 
 /* The stop signals (stop_signals.h: "checkpoint and stop") are blocked in every thread and
@@ -203,8 +204,9 @@ static int check_srun_task(const comm *ctl, ddp_err *err)
  * rank that failed where the others did not (a config file missing on its host only) must end the
  * job, not leave them waiting for it in their first collective. DDP_OK when every rank succeeded;
  * else this rank's own error, or, on a rank that succeeded, the first failed rank's status with no
- * message. A failed rank keeps its message unless the first failed rank's says the same (all ranks
- * read one config the same way), so one rank reports a shared error and each another. */
+ * message, after train_agree_bystander_pause (so ddprun names the failed rank). A failed rank keeps
+ * its message unless the first failed rank's says the same (all ranks read one config the same
+ * way), so one rank reports a shared error and each another. */
 static int agree_on_start(comm *ctl, int mine, ddp_err *err)
 {
     int32_t first, status;
@@ -221,6 +223,8 @@ static int agree_on_start(comm *ctl, int mine, ddp_err *err)
         return DDP_OK;
     if (mine == DDP_OK || (ctl->rank != first && !strncmp(said, err->msg, sizeof said)))
         err->msg[0] = '\0';
+    if (mine == DDP_OK)
+        train_agree_bystander_pause();
     return mine != DDP_OK ? mine : status;
 }
 

@@ -10,8 +10,9 @@
 #    end within seconds, not train on with parent 1.
 #  - a config file missing on one rank's host only: the job ends at once, that rank naming it; the
 #    same file missing on every rank is said once, and different ones each; the data missing on one
-#    rank's host only ends the job at once as well, with exit 2; a rank loading other settings than
-#    rank 0's (its host's copy of the config differs) is refused naming them.
+#    rank's host only ends the job at once as well, with exit 2; ddprun's report names that rank
+#    (the others wait a moment before ending: train_agree_bystander_pause); a rank loading other
+#    settings than rank 0's (its host's copy of the config differs) is refused naming them.
 # The jobs are long and quiet (no progress lines: a write to a dead ddprun's pipe would end mpirun
 # by SIGPIPE and hide orphans); `timeout -s KILL` bounds a job whose stop was lost.
 source "$(dirname "$0")/../../lib.sh"
@@ -75,6 +76,8 @@ DDPRUN_WORKER="$TMP/rank1-elsewhere.sh" timeout -s KILL 60 "$DDPRUN" -np 2 "$SMA
 rc=$?
 check "a config missing on rank 1's host: the job ends with a usage error (exit 2, got $rc)" [ $rc -eq 2 ]
 check "rank 1 names the missing file" grep -q "rank 1.*not-on-this-host.yaml" "$TMP/elsewhere.log"
+check "... and ddprun's report names rank 1, not rank 0 that exited with its status" \
+    grep -q "^ddprun: rank 1 on .* exited with code 2" "$TMP/elsewhere.log"
 # Every rank given the same missing file: one message, rank 0's; each its own: each says its own.
 cat >"$TMP/each-elsewhere.sh" <<EOF
 #!/bin/sh
@@ -112,6 +115,7 @@ EOF
 rank1_job nodata data.path="$TMP/no-data-here"
 check "data missing on rank 1's host: the job ends with a usage error (exit 2, got $rc)" [ $rc -eq 2 ]
 check "rank 1 names the missing data" grep -q "rank 1.*no-data-here" "$TMP/nodata.log"
+check "... and ddprun's report names rank 1" grep -q "^ddprun: rank 1 on .* exited with code 2" "$TMP/nodata.log"
 # Rank 1 given other settings than rank 0's (its host's copy of the config says another learning
 # rate): refused before training, naming the setting and both values (the ranks would step apart);
 # a path of rank 1's own (another run.dir) is not a difference.
