@@ -137,8 +137,6 @@ static int copy_tensors(const train_job *t, const ckpt_loaded *ck, const char *u
     return DDP_OK;
 }
 
-/* Rank 0: fills host (params | state buffers) and hdr from a verified checkpoint. Returns
- * DDP_OK, CKPT_NONE, or an error. */
 /* A restart by ddprun --max-restarts continues this run: its own newest checkpoint wins over
  * checkpoint.resume (never / a path), which only decides how the first attempt starts. */
 static bool resumes_own_newest(const train_job *t)
@@ -151,7 +149,9 @@ bool train_ckpt_may_download(const train_job *t)
     return t->cfg->checkpoint.download_cmd[0] && resumes_own_newest(t);
 }
 
-static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, ddp_err *err)
+/* Rank 0: *host (params | state buffers, allocated once a checkpoint is found and verified; the
+ * caller frees it) and hdr from a verified checkpoint. Returns DDP_OK, CKPT_NONE, or an error. */
+static int load_on_rank0(train_job *t, float **host, int64_t *hdr, char *used, ddp_err *err)
 {
     const config *cfg = t->cfg;
     ckpt_loaded ck = {0};
@@ -181,8 +181,11 @@ static int load_on_rank0(train_job *t, float *host, int64_t *hdr, char *used, dd
         rc = check_saved(t, &ck.hdr, text ? saved->data : NULL, text ? saved->nbytes : 0, train_samples, used, err);
     if (rc == DDP_OK && from_path)
         rc = refuse_other_line(t, used, ck.hdr.step, err);
+    size_t total = t->m->n_params * (size_t)c->n_buffers;
+    if (rc == DDP_OK && !(*host = malloc(total * sizeof(float))))
+        rc = ddp_fail(err, DDP_ERUNTIME, "out of memory for the %zu floats of %s", total, used);
     if (rc == DDP_OK)
-        rc = copy_tensors(t, &ck, used, host, err);
+        rc = copy_tensors(t, &ck, used, *host, err);
     header_fields(&ck.hdr, hdr);
     ckpt_loaded_free(&ck);
     return rc;
@@ -387,23 +390,27 @@ static int resumed(train_job *t, const int64_t *hdr, int64_t *consumed)
     return DDP_OK;
 }
 
-/* Rank 0 reads the checkpoint whole and broadcasts it; every rank takes its buffers from it. */
+/* Rank 0 reads the checkpoint whole and broadcasts it; every rank takes its buffers from it. The
+ * host buffer (the whole model and its state) exists only once rank 0 has found a checkpoint: a
+ * fresh start, a ZeRO-3 one above all, reserves none of it. */
 static int resume_whole(train_job *t, int64_t *consumed, ddp_err *err)
 {
     const train_ckpt *c = t->ckpt;
-    size_t n = t->m->n_params, total = n * (size_t)c->n_buffers;
-    float *host = malloc(total * sizeof(float));
-    if (!host)
-        return ddp_fail(err, DDP_ERUNTIME, "out of memory for resume");
+    size_t total = t->m->n_params * (size_t)c->n_buffers;
+    float *host = NULL;
     int64_t hdr[HDR_N] = {0};
     char used[CKPT_PATH_MAX] = "";
     int32_t status = DDP_OK;
     if (t->ctl->rank == 0)
-        status = load_on_rank0(t, host, hdr, used, err);
+        status = load_on_rank0(t, &host, hdr, used, err);
     /* Every rank learns rank 0's verdict, so a bad checkpoint stops all of them cleanly. */
     int rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
     if (rc == DDP_OK && status == DDP_OK) {
-        rc = t->ctl->ops->broadcast(t->ctl, hdr, HDR_N, DT_INT64, 0, NULL, err);
+        int32_t mine = host || (host = malloc(total * sizeof(float)))
+                           ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint's %zu floats", total);
+        rc = train_agree(t, mine, "hold the checkpoint on the host", err);
+        if (rc == DDP_OK)
+            rc = t->ctl->ops->broadcast(t->ctl, hdr, HDR_N, DT_INT64, 0, NULL, err);
         if (rc == DDP_OK)
             rc = t->ctl->ops->broadcast(t->ctl, host, total, DT_FLOAT, 0, NULL, err);
         if (rc == DDP_OK)
