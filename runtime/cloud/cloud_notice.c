@@ -15,6 +15,7 @@
 #include <yaml.h>
 
 #include "runtime/base/clock.h"
+#include "runtime/base/utf8.h"
 
 #define AWS_TOKEN_TTL_S 21600
 #define AZURE_API "api-version=2020-07-01"
@@ -171,6 +172,19 @@ static int not_documented(const char *who, const char *body, size_t len, char *w
 
 /* ---- JSON through libyaml ------------------------------------------------------------------ */
 
+/* The byte offset of character `index` of body (libyaml counts its marks in characters; the text
+ * is valid UTF-8, as libyaml checked). */
+static size_t byte_offset(const char *body, size_t len, size_t index)
+{
+    size_t at = 0;
+    for (size_t c = 0; c < index && at < len; c++) {
+        uint32_t cp;
+        size_t n = utf8_next((const uint8_t *)body + at, len - at, &cp);
+        at += n ? n : 1;
+    }
+    return at;
+}
+
 /* Loads body[0..len) when it is one JSON object: no NUL byte, '{' first (after white space), the
  * root a flow mapping, nothing but white space after it. libyaml reads more than JSON (YAML's
  * block style, plain scalars); the readers below also insist on double-quoted strings. */
@@ -191,7 +205,7 @@ static bool json_object_load(yaml_document_t *doc, const char *body, size_t len)
         return false;
     yaml_node_t *root = yaml_document_get_root_node(doc);
     ok = root && root->type == YAML_MAPPING_NODE && root->data.mapping.style == YAML_FLOW_MAPPING_STYLE;
-    for (size_t i = ok ? root->end_mark.index : len; i < len; i++)
+    for (size_t i = ok ? byte_offset(body, len, root->end_mark.index) : len; i < len; i++)
         ok = ok && strchr(" \t\r\n", body[i]);
     if (!ok)
         yaml_document_delete(doc);

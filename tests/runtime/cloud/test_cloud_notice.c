@@ -114,6 +114,11 @@ static void test_azure(void)
     CHECK(strcmp(what, "Azure Scheduled Events: Preempt (EventId B-2, not before Mon, 19 Sep 2016 18:29:47 GMT)") == 0,
           "%s", what);
     CHECK_EQ_INT(azure(200, mine, strlen(mine), "vm7", what), 0);  /* another VM's eviction */
+    /* raw UTF-8 in the document (a sibling VM's name, a description): libyaml counts its marks in
+     * characters, the check after the object must count bytes */
+    const char *raw = "{\"Events\":[{\"EventId\":\"C-3\",\"EventType\":\"Preempt\",\"Resources\":[\"vm1\","
+                      "\"vm-m\xc3\xbcnchen-2\"],\"NotBefore\":\"\",\"Description\":\"\xe2\x80\xa6\"}]}\n";
+    CHECK_EQ_INT(azure(200, raw, strlen(raw), "vm1", what), 1);
     CHECK_EQ_INT(azure(200, mine, strlen(mine), "", what), 1);     /* name unknown: any counts */
     CHECK_EQ_INT(azure(200, "{\"Events\": 3}", 13, "vm1", what), -1);
     CHECK_EQ_INT(azure(200, "[not json", 9, "vm1", what), -1);
