@@ -1,8 +1,9 @@
 /* train_budget.c — what a durable checkpoint's times say (rank 0): they go to run.tensorboard as
  * checkpoint/..., and the first time the cloud is known, the preemption budget is checked. On a
  * preemption notice the job saves at the end of the step in flight (the stop agreement), so a save
- * on notice takes up to one step (this run's mean so far, evaluations, log lines and saves left
- * out), then the save's stall (the finite check,
+ * on notice takes the poll interval (checkpoint.notice_poll_s: the notice is seen up to that late),
+ * up to one step (this run's mean so far, evaluations, log lines and saves left out), then the
+ * save's stall (the finite check,
  * ZeRO's collection, the snapshot) and the write until the file is durable, all measured on this
  * run's latest save. When that is more than the notice window of the cloud the notice watch found
  * (cloud_notice_window_s: AWS 120 s, GCP and Azure 30 s), the save would not finish before the
@@ -49,25 +50,27 @@ static void check_budget(train_job *t, const ckpt_write_stats *st, double stall_
     /* a set's shards are written inside the stall, a single file's after it, in the background */
     bool sharded = t->cfg->checkpoint.sharded;
     double before_write_s = sharded ? stall_s - st->write_s : stall_s;
-    double step_s = t->budget->run_step_s / steps, need = step_s + before_write_s + st->write_s;
+    double poll_s = t->cfg->checkpoint.notice_poll_s, step_s = t->budget->run_step_s / steps;
+    double need = poll_s + step_s + before_write_s + st->write_s;
     double mb = (double)st->bytes / 1e6;
     const char *before = sharded ? "the rest of the save" : "the snapshot";
     if (need <= window) {
-        log_info("preemption budget: a save on %s's notice takes about %.1f s (a step %.2f s, %s %.2f s, the write "
-                 "%.2f s) of its %.0f s notice", cloud_name(cloud), need, step_s, before, before_write_s, st->write_s,
-                 window);
+        log_info("preemption budget: a save on %s's notice takes about %.1f s (the notice seen up to %.1f s late, a "
+                 "step %.2f s, %s %.2f s, the write %.2f s) of its %.0f s notice", cloud_name(cloud), need, poll_s,
+                 step_s, before, before_write_s, st->write_s, window);
         return;
     }
-    double write_room = window - step_s - before_write_s;
+    double write_room = window - poll_s - step_s - before_write_s;
     char storage[160] = "";
     if (write_room > 0)
         snprintf(storage, sizeof storage, "storage that writes %.3g MB in %.0f s (%.3g MB/s or faster, e.g. a local "
                  "disk, with checkpoint.upload_cmd copying it off), or ", mb, write_room, mb / write_room);
-    log_warn("preemption budget: a save on %s's notice would take about %.1f s (a step %.2f s, %s %.2f s, the "
-             "write of %.3g MB %.1f s at %.3g MB/s), more than its %.0f s notice: the machine would go before the "
-             "checkpoint is durable. What fits: %sa smaller checkpoint.every_minutes (now %g), so that less is lost "
-             "to the last periodic checkpoint", cloud_name(cloud), need, step_s, before, before_write_s, mb, st->write_s,
-             st->write_s > 0 ? mb / st->write_s : 0.0, window, storage, t->cfg->checkpoint.every_minutes);
+    log_warn("preemption budget: a save on %s's notice would take about %.1f s (the notice seen up to %.1f s late, "
+             "a step %.2f s, %s %.2f s, the write of %.3g MB %.1f s at %.3g MB/s), more than its %.0f s notice: the "
+             "machine would go before the checkpoint is durable. What fits: %sa smaller checkpoint.every_minutes (now "
+             "%g), so that less is lost to the last periodic checkpoint", cloud_name(cloud), need, poll_s, step_s,
+             before, before_write_s, mb, st->write_s, st->write_s > 0 ? mb / st->write_s : 0.0, window, storage,
+             t->cfg->checkpoint.every_minutes);
 }
 
 int train_budget_written(train_job *t, const ckpt_write_stats *st, double stall_s, ddp_err *err)

@@ -295,6 +295,9 @@ int64_t train_ckpt_durable_step(const train_job *t, int64_t *writing)
 int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
+    if (!failed) /* no agreement comes after the loop: the job's end answers a stop request, whose
+                  * deadline must not cut the final write or upload short */
+        train_stop_answered = 1;
     if (!c || !c->writer)
         return DDP_OK;
     ckpt_write_stats st;

@@ -24,7 +24,15 @@ start_server aws "$TMP/aws-meta"
 check "aws: the job completes" [ $? -eq 0 ]
 stop_server
 check "aws: a save fits the 120 s notice, and is said to" \
-    grep -Eq "preemption budget: a save on AWS's notice takes about [0-9.]+ s \(a step [0-9.]+ s, the snapshot [0-9.]+ s, the write [0-9.]+ s\) of its 120 s notice" "$TMP/aws.log"
+    grep -Eq "preemption budget: a save on AWS's notice takes about [0-9.]+ s \(the notice seen up to 0\.5 s late, a step [0-9.]+ s, the snapshot [0-9.]+ s, the write [0-9.]+ s\) of its 120 s notice" "$TMP/aws.log"
+check "aws: the total is its parts', the poll interval's included" python3 - "$TMP/aws.log" <<'PY'
+import re, sys
+m = re.search(r"takes about ([0-9.]+) s \(the notice seen up to ([0-9.]+) s late, a step ([0-9.]+) s, "
+              r"the snapshot ([0-9.]+) s, the write ([0-9.]+) s\)", open(sys.argv[1]).read())
+total, parts = float(m.group(1)), sum(float(m.group(i)) for i in range(2, 6))
+print(f"total {total}, parts {parts:.3f}")
+sys.exit(0 if abs(total - parts) <= 0.06 else 1)  # %.1f's and three %.2f's roundings
+PY
 check "aws: said once" [ "$(grep -c 'preemption budget' "$TMP/aws.log")" -eq 1 ]
 
 start_server gcp "$TMP/gcp-meta"
@@ -35,7 +43,7 @@ stop_server
 line=$(grep "preemption budget" "$TMP/gcp.log")
 echo "$line"
 check "gcp, slow write: the warning names the cloud, the time and its parts, and the 30 s notice" \
-    grep -Eq "warning: preemption budget: a save on GCP's notice would take about 3[1-9]\.[0-9] s \(a step [0-9.]+ s, the snapshot [0-9.]+ s, the write of [0-9.]+ MB 3[1-9]\.[0-9] s at [0-9.]+ MB/s\), more than its 30 s notice" <<<"$line"
+    grep -Eq "warning: preemption budget: a save on GCP's notice would take about 3[1-9]\.[0-9] s \(the notice seen up to 0\.5 s late, a step [0-9.]+ s, the snapshot [0-9.]+ s, the write of [0-9.]+ MB 3[1-9]\.[0-9] s at [0-9.]+ MB/s\), more than its 30 s notice" <<<"$line"
 check "gcp, slow write: it says what would fit" \
     grep -Eq "What fits: storage that writes [0-9.]+ MB in [0-9]+ s \([0-9.]+ MB/s or faster.*a smaller checkpoint.every_minutes \(now 30\)" <<<"$line"
 check "gcp, slow write: the slow checkpoint was still written" [ -f "$TMP/gcp/checkpoints/ckpt-00000010.ddp" ]
@@ -48,7 +56,7 @@ DDP_TEST_FAULT=slow-write:-1:10:16 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/gcp-sh
 check "gcp, sharded, slow write: the job completes" [ $? -eq 0 ]
 stop_server
 check "gcp, sharded, slow write: the save fits, its write counted once" \
-    grep -Eq "preemption budget: a save on GCP's notice takes about 1[6-9]\.[0-9] s \(a step [0-9.]+ s, the rest of the save [0-9.]+ s, the write 1[6-9]\.[0-9]+ s\) of its 30 s notice" "$TMP/gcp-sharded.log"
+    grep -Eq "preemption budget: a save on GCP's notice takes about 1[6-9]\.[0-9] s \(the notice seen up to 0\.5 s late, a step [0-9.]+ s, the rest of the save [0-9.]+ s, the write 1[6-9]\.[0-9]+ s\) of its 30 s notice" "$TMP/gcp-sharded.log"
 
 export DDPRUN_METADATA_URL=http://127.0.0.1:9   # discard port: no cloud answers
 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/none" "${RUN[@]}" checkpoint.preemption_notice=auto >"$TMP/none.log" 2>&1

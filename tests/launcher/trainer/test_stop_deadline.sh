@@ -7,7 +7,8 @@
 # ddp.timeout_s old, naming the rank and what it was doing: exit 1 with no checkpoint of the job,
 # exit 75 when one is complete (also when rank 1 alone is held: rank 0's knowledge of a complete
 # checkpoint reaches every rank at each step's agreement) — and the job resumes from it. A stop during an evaluation that
-# takes longer than the deadline ends the evaluation (the ranks agree between its passes).
+# takes longer than the deadline ends the evaluation (the ranks agree between its passes). A stop
+# during the final save, after the loop, does not cut it short.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 HF_SRC=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
@@ -93,4 +94,12 @@ DDP_TEST_FAULT=sleep:1:7:300 run_stopped "$TMP/one.log" "[ -f $TMP/one/checkpoin
 check "rank 1 held after a checkpoint: SIGTERM ends the job with exit 75 (got $rc)" [ $rc -eq 75 ]
 check "rank 1 held after a checkpoint: rank 1 says it is resumable" \
     grep -q "rank 1.*the stop request was not answered.*the last checkpoint is complete" "$TMP/one.log"
+
+# a stop while the run's final checkpoint is written (slowed to 8 s), past the last agreement: the
+# job's end answers it, so the deadline (2 s) does not cut the write short; the job ends done (0)
+DDP_TEST_FAULT=slow-write:0:8:8 run_stopped "$TMP/final.log" "grep -q 'step 8/8' $TMP/final.log && sleep 1" \
+    -- -np 2 "$SMALL" run.dir="$TMP/final" train.max_steps=8 train.log_every=1 ddp.timeout_s=2
+check "a stop during the final save: the job ends 0 (got $rc)" [ $rc -eq 0 ]
+check "... its final checkpoint written whole" "$DDPRUN" ckpt info "$TMP/final/checkpoints/ckpt-00000008.ddp"
+check "... and no deadline said" bash -c "! grep -q 'not answered' '$TMP/final.log'"
 finish
