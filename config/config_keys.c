@@ -124,7 +124,8 @@ static const cfg_key keys_after_models[] = {
         "With `train.eval`, also evaluate every N optimizer steps (0 = at epoch ends only)."),
     INT("train.sample_every", train.sample_every, 0, BIG, "0", HASH_NO,
         "Language models: rank 0 prints a seeded text sample every N steps (0 = off); non-finite logits stop "
-        "the job (exit 65), a stop request ends a sample early."),
+        "the job (exit 65), a stop request ends a sample early (not under `ddp.zero: 3`, where every rank draws the "
+        "whole sample, each token a gathered forward pass)."),
     INT("train.sample_tokens", train.sample_tokens, 1, 1 << 20, "64", HASH_NO, "Tokens per text sample."),
     INT("train.profile_steps", train.profile_steps, 0, 1024, "0", HASH_NO,
         "Steps the built-in profiler records (0 = off): rank 0 prints a per-op table at the end and writes "

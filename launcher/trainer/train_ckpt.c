@@ -239,7 +239,9 @@ void train_ckpt_observe(train_job *t, ckpt_write_observer observe, void *ctx)
 bool train_ckpt_clock_due(const train_job *t)
 {
     double minutes = t->cfg->checkpoint.every_minutes;
-    return t->ctl->rank == 0 && minutes > 0 && monotonic_s() - t->ckpt->last_save_time >= 60.0 * minutes;
+    /* minutes of training: from this attempt's first step, not from before the resume's download */
+    double since = t->ckpt->last_save_time > t->t_start ? t->ckpt->last_save_time : t->t_start;
+    return t->ctl->rank == 0 && minutes > 0 && monotonic_s() - since >= 60.0 * minutes;
 }
 
 int train_ckpt_maybe_save(train_job *t, bool due, ddp_err *err)

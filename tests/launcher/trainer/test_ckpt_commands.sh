@@ -2,7 +2,8 @@
 # Checkpoints off the instance's disk: checkpoint.dir elsewhere, checkpoint.upload_cmd after each
 # save (in the background, never blocking training; a failing, a slow and a hanging command), and
 # checkpoint.download_cmd fetching the newest checkpoint when a fresh machine resumes (under
-# run.dir's lock: a second job into the same new run.dir is refused before downloading); placeholder
+# run.dir's lock: a second job into the same new run.dir is refused before downloading; its time
+# is not training time for checkpoint.every_minutes); placeholder
 # values with shell syntax in them, inside double, single or no quotes. Local commands stand in for
 # `aws s3 cp`.
 source "$(dirname "$0")/../../lib.sh"
@@ -141,6 +142,13 @@ for quoted in '"{path}"' "'{path}'" '{path}'; do
         grep -qF "got $TMP/q-$tag/ck \$(touch pwned) \`touch pwned2\`/ckpt-00000005.ddp" \
         "$TMP/q-$tag/checkpoint-commands.log"
 done
+
+# checkpoint.every_minutes counts minutes of training: a 4 s download_cmd (bringing nothing) before
+# the first step does not make the first step's save due on a 0.05-minute (3 s) clock
+np2 run.dir="$TMP/clock" train.max_steps=10 checkpoint.resume=auto checkpoint.every_minutes=0.05 \
+    checkpoint.download_cmd="sleep 4" >"$TMP/clock.log" 2>&1
+check "every_minutes after a slow download: the job completes (exit $?)" [ $? -eq 0 ]
+check "... and saved no checkpoint at step 1" [ ! -e "$TMP/clock/checkpoints/ckpt-00000001.ddp" ]
 
 # a placeholder typo is a config error naming where it is
 np2 run.dir="$TMP/typo" checkpoint.upload_cmd="cp {paht} /x" >"$TMP/typo.log" 2>&1
