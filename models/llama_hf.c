@@ -215,7 +215,7 @@ static const hf_fixed_key *unscaled_rule(const llama_family *fam)
 }
 
 /* The stretch (k: find_rope_keys'): absent, null or rope_type "default" (none), or Llama 3's
- * (rope_type, or the older type, "llama3") with its four numbers, factor at least 1 and
+ * (rope_type, or the older type, "llama3"; both given, they must agree) with its four numbers, factor at least 1 and
  * low_freq_factor below high_freq_factor, into s->rope_scaling. Any other rope_type is refused,
  * naming it, and any but "default" for a family that applies RoPE unscaled. */
 static int read_rope_scaling(const llama_family *fam, const json_doc *j, const rope_keys *k, llama_shape *s,
@@ -229,8 +229,17 @@ static int read_rope_scaling(const llama_family *fam, const json_doc *j, const r
     snprintf(type_key, sizeof type_key, "%s.rope_type", k->name);
     if (json_kind_of(r) != JSON_OBJECT)
         return hf_key_fail(j, r, k->name, "expected null or an object", err);
-    const json_node *type = json_object_get(j, r, "rope_type");
-    type = type ? type : json_object_get(j, r, "type");
+    const json_node *type = json_object_get(j, r, "rope_type"), *older = json_object_get(j, r, "type");
+    /* transformers 4 lets the root's "type" overwrite "rope_type", 5 reads "rope_type": two names
+     * that differ mean another stretch to one of them */
+    if (type && older && !(json_kind_of(type) == JSON_STRING && json_kind_of(older) == JSON_STRING &&
+                           !strcmp(json_text(type), json_text(older)))) {
+        char older_key[64];
+        snprintf(older_key, sizeof older_key, "%s.type", k->name);
+        return hf_key_fail(j, older, older_key, "expected the same as its rope_type (transformers 4 reads type, 5 "
+                           "rope_type: two different stretches)", err);
+    }
+    type = type ? type : older;
     const char *name = type && json_kind_of(type) == JSON_STRING ? json_text(type) : NULL;
     if (name && !strcmp(name, "default"))
         return DDP_OK;

@@ -197,6 +197,10 @@ static void test_refusals(void)
                     "\"original_max_position_embeddings\": 16}", "no rope_scaling.low_freq_factor");
     rope_scaling_as("{\"rope_type\": \"llama3\", \"factor\": \"8\", \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
                     "\"original_max_position_embeddings\": 16}", "rope_scaling.factor is \"8\"; expected a positive number");
+    rope_scaling_as("{\"rope_type\": \"default\", \"type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+                    "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 16}",
+                    "rope_scaling.type is \"llama3\"; expected the same as its rope_type");
+    rope_scaling_as("{\"rope_type\": \"default\", \"type\": \"default\"}", NULL);
     rope_scaling_as("{\"rope_type\": \"default\"}", NULL);
     rope_scaling_as("{\"rope_type\": \"llama3\", \"factor\": 1.0, \"low_freq_factor\": 2.0, \"high_freq_factor\": 3.0, "
                     "\"original_max_position_embeddings\": 16}", NULL);
