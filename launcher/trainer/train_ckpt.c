@@ -294,6 +294,24 @@ int64_t train_ckpt_durable_step(const train_job *t, int64_t *writing)
     return c ? c->durable_step : -1;
 }
 
+/* Rank 0, after the loop: the last step's write failed; its snapshot is taken again (the device
+ * holds the same state, and ZeRO's collected parts are still in c->host) and written, waited for. */
+static int write_last_again(train_job *t, train_ckpt *c, ckpt_write_stats *st, ddp_err *err)
+{
+    log_warn("checkpoint of step %lld, the job's last step, was not written (%s); writing it once more",
+             (long long)t->step, err->msg[0] ? err->msg : "the warning above says why");
+    err->msg[0] = '\0';
+    ddp_err again = {0};
+    c->pending = false;
+    int rc = snapshot_and_submit(t, c, &again);
+    if (rc == DDP_OK)
+        rc = ckpt_writer_wait(c->writer, st, &again);
+    if (rc == DDP_OK && st->path[0])
+        return written(t, c, st, err);
+    return ddp_fail(err, DDP_ERUNTIME, "checkpoint of step %lld, the job's last step, was not written twice (%s): "
+                    "the job ends with its state unsaved", (long long)t->step, again.msg[0] ? again.msg : "no file");
+}
+
 int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
@@ -311,12 +329,12 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
         c->pending = false;
         rc = written(t, c, &st, err ? err : &local);
     }
-    /* The save of the job's last step (a stop's, the final one) failed, and a poll took that for a
-     * first failure the next save would make good, but none comes: the job fails, as its state is
-     * not saved (a stop's exit 75 would tell the launcher that it is). */
-    if (rc == DDP_OK && c->last_saved_step == t->step && c->durable_step < t->step)
-        rc = ddp_fail(err ? err : &local, DDP_ERUNTIME, "checkpoint of step %lld, the job's last step, was not "
-                      "written (the warning above says why): the job ends with its state unsaved", (long long)t->step);
+    /* The save of the job's last step (a stop's, the final one) failed, found now or by a poll that
+     * took it for a first failure the next save would make good, but none comes: written once more;
+     * a second failure fails the job, as its state is not saved (a stop's exit 75 would tell the
+     * launcher that it is). */
+    if (!failed && c->last_saved_step == t->step && c->durable_step < t->step)
+        rc = write_last_again(t, c, &st, err ? err : &local);
     if (rc == DDP_OK && st.path[0]) /* a failed write was reported when it happened, never as written */
         log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s), older ones pruned in %.1f ms; "
                  "training stalled %.1f ms for the snapshot", st.path, st.bytes / 1e6, 1e3 * st.write_s,

@@ -7,7 +7,8 @@
  * ckpt_prune_after_save). Its thread must not call CUDA: a thread's current device is its own,
  * and one that never selects it works on GPU 0. Test-only:
  * DDP_TEST_FAULT=slow-write:0:STEP:SECONDS (runtime/base/test_fault.h) makes the write of step
- * STEP's checkpoint take SECONDS longer, as slow storage would. */
+ * STEP's checkpoint take SECONDS longer, as slow storage would; fail-write:0:STEP makes its first
+ * write fail, as storage that fails once would. */
 #include "ckpt_internal.h"
 
 #include <stdio.h>
@@ -58,6 +59,18 @@ static void test_slow_write(int64_t step)
         test_fault_sleep(&f);
 }
 
+/* Test-only: DDP_TEST_FAULT fail-write at this checkpoint's step, its first write only. Called
+ * from the writer's thread alone. */
+static int test_fail_write(int64_t step, ddp_err *err)
+{
+    static bool failed_once;
+    test_fault f;
+    if (failed_once || !test_fault_get(&f) || strcmp(f.kind, "fail-write") != 0 || f.step != step)
+        return DDP_OK;
+    failed_once = true;
+    return ddp_fail(err, DDP_ERUNTIME, "DDP_TEST_FAULT fail-write: the write of step %lld failed", (long long)step);
+}
+
 static void writer_main(worker *t, void *arg)
 {
     ckpt_writer *w = arg;
@@ -74,7 +87,9 @@ static void writer_main(worker *t, void *arg)
         char path[CKPT_PATH_MAX] = "";
         double t0 = monotonic_s();
         test_slow_write(w->snap.hdr.step);
-        int rc = ckpt_write_atomic(w->dir, &w->snap, path, &e);
+        int rc = test_fail_write(w->snap.hdr.step, &e);
+        if (rc == DDP_OK)
+            rc = ckpt_write_atomic(w->dir, &w->snap, path, &e);
         double t1 = monotonic_s();
         if (!rc) /* path is durable */
             prune_after(w, path, w->snap.hdr.step);

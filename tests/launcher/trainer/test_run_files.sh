@@ -6,7 +6,8 @@
 # mounts where this process may mount (the job runs as root here, so permissions alone cannot
 # make a directory unwritable); a metrics.jsonl that is a link to /dev/full (every write: ENOSPC)
 # covers the metrics case everywhere. A background save that fails is a warning once, and ends the
-# job when the next fails too (a directory standing where a checkpoint's file goes).
+# job when the next fails too (a directory standing where a checkpoint's file goes); the last
+# step's, which no later save makes good, is written once more (DDP_TEST_FAULT fail-write).
 # checkpoint.final false leaves out the end-of-run save only. A prune that fails after a save
 # (DDP_TEST_FAULT prune-fail) is a warning: the job goes on. The progress line's rates leave an
 # evaluation's time out (DDP_TEST_FAULT slow-eval).
@@ -153,6 +154,13 @@ check "prune-fail: a warning names step 5's checkpoint" \
     grep -q "ckpt-00000005.ddp is written, but older ones were not pruned" "$TMP/prune.log"
 check "prune-fail: the later saves pruned step 5's" \
     [ "$(ls "$TMP/prune/checkpoints")" = "ckpt-00000020.ddp" ]
+
+# the final save's write fails once (DDP_TEST_FAULT fail-write): no later save would make it good,
+# so it is written once more, and the job ends done with it whole
+DDP_TEST_FAULT=fail-write:0:7 np1 run.dir="$TMP/again" train.max_steps=7 >"$TMP/again.log" 2>&1
+check "fail-write at the last step: the job ends 0 (got $?)" [ $? -eq 0 ]
+check "... saying it writes it once more" grep -q "checkpoint of step 7, the job's last step, was not written (DDP_TEST_FAULT fail-write.*); writing it once more" "$TMP/again.log"
+check "... and step 7's checkpoint is whole" "$DDPRUN" ckpt info "$TMP/again/checkpoints/ckpt-00000007.ddp"
 
 # metrics.jsonl's rates leave evaluations out: each pass of step 5's evaluation sleeps 0.01 s
 # (DDP_TEST_FAULT slow-eval), and the line at step 5, which follows it, shows a step far below
