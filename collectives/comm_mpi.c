@@ -589,16 +589,9 @@ int comm_mpi_set_timeout(comm *c, double timeout_s, ddp_err *err)
     if (c->ops != &mpi_comm_ops)
         return ddp_fail(err, DDP_EUSAGE, "comm_mpi_set_timeout: communicator %s is not the MPI one", c->ops->name);
     mpi_impl *m = impl_of(c);
-    if (m->watch) {
+    if (m->watch)
         mpi_watch_set_timeout(m->watch, timeout_s);
+    if (m->watch || timeout_s <= 0)
         return DDP_OK;
-    }
-    if (timeout_s <= 0)
-        return DDP_OK;
-    int rc = mpi_watch_create(c, m->comm, timeout_s, &m->watch, err);
-    if (rc) {
-        mpi_watch_destroy(m->watch);
-        m->watch = NULL;
-    }
-    return rc;
+    return mpi_watch_create(c, m->comm, timeout_s, &m->watch, err);
 }

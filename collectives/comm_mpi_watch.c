@@ -48,6 +48,16 @@ struct mpi_watch {
     watch_msg inbox;
 };
 
+/* The alarm communicator, every rank's host, and the inbox's first receive. */
+static int connect_watch(mpi_watch *w, const comm *c, MPI_Comm base, ddp_err *err)
+{
+    MPI_TRY(MPI_Comm_dup(base, &w->comm));
+    MPI_TRY(MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN));
+    MPI_TRY(MPI_Allgather(c->host, 64, MPI_CHAR, w->hosts, 64, MPI_CHAR, w->comm));
+    MPI_TRY(MPI_Irecv(&w->inbox, sizeof w->inbox, MPI_BYTE, MPI_ANY_SOURCE, 0, w->comm, &w->inbox_req));
+    return DDP_OK;
+}
+
 int mpi_watch_create(comm *c, MPI_Comm base, double timeout_s, mpi_watch **out, ddp_err *err)
 {
     mpi_watch *w = calloc(1, sizeof *w);
@@ -64,11 +74,12 @@ int mpi_watch_create(comm *c, MPI_Comm base, double timeout_s, mpi_watch **out, 
     w->rank = c->rank, w->size = c->size, w->hosts = hosts, w->heard = heard;
     w->comm = MPI_COMM_NULL;
     w->inbox_req = MPI_REQUEST_NULL;
+    int rc = connect_watch(w, c, base, err);
+    if (rc != DDP_OK) {
+        mpi_watch_destroy(w);
+        return rc;
+    }
     *out = w;
-    MPI_TRY(MPI_Comm_dup(base, &w->comm));
-    MPI_TRY(MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN));
-    MPI_TRY(MPI_Allgather(c->host, 64, MPI_CHAR, hosts, 64, MPI_CHAR, w->comm));
-    MPI_TRY(MPI_Irecv(&w->inbox, sizeof w->inbox, MPI_BYTE, MPI_ANY_SOURCE, 0, w->comm, &w->inbox_req));
     return DDP_OK;
 }
 

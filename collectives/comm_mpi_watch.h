@@ -21,7 +21,8 @@
 
 typedef struct mpi_watch mpi_watch;
 
-/* Collective over c: duplicates base for the alarms and gathers every rank's host. */
+/* Collective over c: duplicates base for the alarms and gathers every rank's host. On failure
+ * *out is NULL and nothing of the watch is left. */
 int mpi_watch_create(comm *c, MPI_Comm base, double timeout_s, mpi_watch **out, ddp_err *err);
 /* The deadline from the next wait on: timeout_s (<= 0: none). Not collective; the caller's
  * thread, between collectives. */

@@ -26,12 +26,15 @@
 /* mpirun's report boxes are a few lines; anything bigger is not one and is passed through. */
 #define BLOCK_MAX_LINES 64
 
+/* The keys that shape mpirun's output: the tags this filter reads (--tag-output), and what would
+ * hide them, turned off. */
 static const char *const format_keys[] = {"orte_tag_output", "orte_timestamp_output", "orte_xml_output"};
+#define N_FORMAT_KEYS (int)(sizeof format_keys / sizeof format_keys[0])
 
 void output_mpirun_options(argv_list *cmd)
 {
     argv_push(cmd, "--tag-output");
-    for (int i = 1; i < 3; i++) {
+    for (int i = 1; i < N_FORMAT_KEYS; i++) { /* all but the tags themselves */
         argv_push(cmd, "--mca");
         argv_push(cmd, format_keys[i]);
         argv_push(cmd, "0");
@@ -40,7 +43,7 @@ void output_mpirun_options(argv_list *cmd)
 
 bool output_owns_mca(const char *key)
 {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < N_FORMAT_KEYS; i++)
         if (!strcmp(key, format_keys[i]))
             return true;
     return false;

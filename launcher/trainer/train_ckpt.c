@@ -294,8 +294,9 @@ int64_t train_ckpt_durable_step(const train_job *t, int64_t *writing)
     return c ? c->durable_step : -1;
 }
 
-/* Rank 0, after the loop: the last step's write failed; its snapshot is taken again (the device
- * holds the same state, and ZeRO's collected parts are still in c->host) and written, waited for. */
+/* Rank 0, after the loop: the last step's write failed (err holds why, when the wait found it);
+ * its snapshot is taken again (the device holds the same state, and ZeRO's collected parts are
+ * still in c->host) and written, waited for. err is cleared, or says why the job fails. */
 static int write_last_again(train_job *t, train_ckpt *c, ckpt_write_stats *st, ddp_err *err)
 {
     log_warn("checkpoint of step %lld, the job's last step, was not written (%s); writing it once more",
