@@ -41,6 +41,7 @@ typedef struct train_ckpt {
     double stall_s;               /* rank 0: the latest save's stall, from its start to the snapshot's submit */
     bool pending;                 /* rank 0: a write whose times are not yet reported (train_budget.c) */
     bool last_write_failed;       /* rank 0: the background write before this one failed (write_ended) */
+    bool downloaded;              /* rank 0: checkpoint.download_cmd has run (at most once a resume) */
     ckpt_write_observer observe;  /* checkpoint.sharded: told of each save's write (train_ckpt_observe) */
     void *observe_ctx;
 } train_ckpt;

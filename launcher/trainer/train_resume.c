@@ -160,7 +160,7 @@ static int load_on_rank0(train_job *t, float **host, int64_t *hdr, char *used, d
     bool own_newest = resumes_own_newest(t);
     if (own_newest)
         rc = ckpt_find_latest(c->dir, &ck, used, err);
-    if (rc == CKPT_NONE && train_ckpt_may_download(t)) {
+    if (rc == CKPT_NONE && train_ckpt_may_download(t) && !c->downloaded) {
         rc = ckpt_download(cfg->checkpoint.download_cmd, c->dir, cfg->checkpoint.command_timeout_s, c->command_log,
                            err);
         if (rc == DDP_OK && (rc = ckpt_find_latest(c->dir, &ck, used, err)) == CKPT_NONE)
@@ -318,16 +318,33 @@ static int try_set(void *ctx, const char *path, bool set, ddp_err *why)
     return rc;
 }
 
-/* Rank 0: the walk over checkpoint.dir (or checkpoint.resume's set), then WALK_END; its outcome. */
+/* Rank 0: the walk over checkpoint.dir, and when it finds none, over what checkpoint.download_cmd
+ * brings (once: resume_whole does not run it again). */
+static int32_t walk_own(train_job *t, piece_walk *w, char *used, ddp_err *err)
+{
+    train_ckpt *c = t->ckpt;
+    int32_t outcome = ckpt_find_latest_with(c->dir, try_set, w, used, err);
+    if (outcome != CKPT_NONE || w->refused || !train_ckpt_may_download(t))
+        return outcome;
+    c->downloaded = true;
+    int rc = ckpt_download(t->cfg->checkpoint.download_cmd, c->dir, t->cfg->checkpoint.command_timeout_s,
+                           c->command_log, err);
+    if (rc == DDP_OK && (rc = ckpt_find_latest_with(c->dir, try_set, w, used, err)) == CKPT_NONE)
+        log_info("checkpoint: checkpoint.download_cmd brought no checkpoint into %s", c->dir);
+    return rc;
+}
+
+/* Rank 0: the walk over checkpoint.dir (and what a download brings), else over checkpoint.resume's
+ * set (a restart's too, while the run has saved none of its own), then WALK_END; its outcome. */
 static int32_t lead_walk(train_job *t, int64_t *hdr, char *used, ddp_err *err)
 {
     const config *cfg = t->cfg;
-    const train_ckpt *c = t->ckpt;
     piece_walk w = {.t = t, .hdr = hdr};
-    int32_t outcome = CKPT_STOP;
-    if (cfg->checkpoint.resume == RESUME_AUTO || c->restart_count > 0)
-        outcome = ckpt_find_latest_with(c->dir, try_set, &w, used, err);
-    else if (cfg->checkpoint.resume == RESUME_PATH && ckpt_is_set_dir(cfg->checkpoint.resume_path)) {
+    int32_t outcome = CKPT_NONE;
+    if (resumes_own_newest(t))
+        outcome = walk_own(t, &w, used, err);
+    if (outcome == CKPT_NONE && !w.refused && cfg->checkpoint.resume == RESUME_PATH &&
+        ckpt_is_set_dir(cfg->checkpoint.resume_path)) {
         snprintf(used, CKPT_PATH_MAX, "%s", cfg->checkpoint.resume_path);
         outcome = try_set(&w, used, true, err);
         if (outcome == DDP_OK)

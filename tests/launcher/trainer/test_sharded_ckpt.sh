@@ -14,7 +14,8 @@
 #    step saved again writes the alternate shard names while the passed-over manifest stands;
 #  - ZeRO-3 (parameters sharded too) at np=3: its set equals its single file, and np=2 ZeRO-2
 #    resumes it to the single-file chain's step 20 bit for bit; so does np=2 ZeRO-3, each rank
-#    reading only its own pieces of the set; under ZeRO-3 a flipped byte is named by the rank that
+#    reading only its own pieces of the set, also of a set checkpoint.download_cmd brings and of
+#    checkpoint.resume's set on a restart that saved none of its own; under ZeRO-3 a flipped byte is named by the rank that
 #    read it and the previous set is resumed by pieces, ending bit-identical, and so is a missing
 #    shard (not taken for a refusal of the settings); a damaged single file newer than the sets
 #    is passed over, the set before it still read by pieces; a set resumed on other (re-prepared,
@@ -89,6 +90,14 @@ check "ZeRO-3 np=2 resumes the np=3 set, each rank reading its own pieces" \
     grep -q "each rank read only its own pieces of $(set_of z3set 7)" "$TMP/z3pieces.log"
 check "... and ends at step 20 bit-identical to the ZeRO-2 chain (ckpt diff)" \
     same "$(set_of z3pieces 20)" "$(file z3file 20)"
+run z3download 2 ddp.zero=3 checkpoint.resume=auto "${S[@]}" checkpoint.download_cmd="cp -r '$(set_of z3set 7)' {dir}/"
+check "ZeRO-3: a set checkpoint.download_cmd brings is read by pieces too, never whole" \
+    grep -q "each rank read only its own pieces of $(set_of z3download 7)" "$TMP/z3download.log"
+check "... and the run ends at step 20 bit-identical to the ZeRO-2 chain" \
+    same "$(set_of z3download 20)" "$(file z3file 20)"
+DDPRUN_RESTART_COUNT=1 run z3restart 2 ddp.zero=3 checkpoint.resume="$(set_of z3set 7)" "${S[@]}" train.max_steps=9
+check "ZeRO-3: a restart with none of its own reads checkpoint.resume's set by pieces" \
+    grep -q "each rank read only its own pieces of $(set_of z3set 7)" "$TMP/z3restart.log"
 cat "$TMP/corpus.txt" /usr/share/common-licenses/MPL-2.0 >"$TMP/more.txt"
 "$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$TMP/more.txt" "$TMP/more" >>"$TMP/prepare.log" 2>&1
 run moredata 2 ddp.zero=3 checkpoint.resume="$(set_of z3set 7)" "${S[@]}" data.path="$TMP/more"
