@@ -1,7 +1,7 @@
 /* config.c — config_load: defaults, then the YAML file, then `key.path=value` overrides.
  *
  * Owns the walk of YAML documents (libyaml document API) against the key table, the handling of
- * unknown and duplicate keys (with did-you-mean), syntax errors, and error locations
+ * unknown (config_suggest.c says which key was meant) and duplicate keys, syntax errors, and error locations
  * (FILE:LINE:COL, 1-based; overrides as `<override N>:1:COL`). Turning one node into a value
  * lives in config_value.c; cross-key checks in config_check.c. Also owns the loader's bounds
  * (the file read up to a size limit, CFG_MAX_DEPTH nesting checked on libyaml's events before its
@@ -9,7 +9,6 @@
 #include "config_internal.h"
 #include "runtime/base/read_whole.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -61,99 +60,6 @@ int cfg_error(const cfg_loader *L, cfg_pos at, const char *key, const char *fmt,
     if (key)
         return ddp_fail(L->err, DDP_EUSAGE, "%s: %s: %s", where, key, what);
     return ddp_fail(L->err, DDP_EUSAGE, "%s: %s", where, what);
-}
-
-/* ---- did you mean ---- */
-
-int cfg_edit_distance(const char *a, const char *b, int cap)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return cap + 1;
-    int d[64][64];
-    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        for (size_t j = 1; j <= lb; j++) {
-            int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
-            int best = d[i - 1][j - 1] + !same;
-            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1; /* transposition: "lr" vs "rl" */
-            d[i][j] = best;
-        }
-    }
-    return d[la][lb] > cap ? cap + 1 : d[la][lb];
-}
-
-int cfg_near_limit(const char *name)
-{
-    size_t n = strlen(name);
-    return n <= 3 ? 1 : n <= 7 ? 2 : 3;
-}
-
-/* Whether a key with this parent is a candidate: in the section itself, or (nested) in one of
- * its subsections at any depth. */
-static bool under(const char *parent, const char *section, bool nested)
-{
-    if (!nested)
-        return !strcmp(parent, section);
-    size_t n = strlen(section);
-    return *parent && (!n || (!strncmp(parent, section, n) && parent[n] == '.'));
-}
-
-/* The key whose last part is nearest to name among the candidates, or NULL. */
-static const char *closest_key(const char *section, const char *name, bool nested)
-{
-    char parent[CFG_KEY_MAX];
-    const char *best = NULL;
-    int best_d = 1 << 30;
-    const cfg_key *k;
-    for (int i = 0; (k = cfg_key_at(i)); i++) {
-        cfg_key_parent(k->path, parent, sizeof parent);
-        if (!under(parent, section, nested))
-            continue;
-        const char *leaf = cfg_key_leaf(k->path);
-        int lim = cfg_near_limit(leaf), d = cfg_edit_distance(name, leaf, lim);
-        if (d <= lim && d < best_d)
-            best = k->path, best_d = d;
-    }
-    return best;
-}
-
-/* Closest key under the same section; else under one of its subsections (a setting that moved
- * into a section of its own: model.hidden -> model.mlp.hidden); else a key anywhere whose last
- * part matches (a setting written in the wrong section). NULL when nothing is close. */
-static const char *suggest(const char *section, const char *name)
-{
-    const char *best = closest_key(section, name, false);
-    if (!best)
-        best = closest_key(section, name, true);
-    const cfg_key *k;
-    for (int i = 0; !best && (k = cfg_key_at(i)); i++)
-        if (cfg_edit_distance(name, cfg_key_leaf(k->path), 0) == 0)
-            best = k->path;
-    return best;
-}
-
-static int unknown_key(const cfg_loader *L, cfg_pos at, const char *section, const char *name)
-{
-    char path[CFG_KEY_MAX], allowed[512], parent[CFG_KEY_MAX];
-    snprintf(path, sizeof path, "%s%s%.200s", section, *section ? "." : "", name);
-    const char *near = suggest(section, name);
-    if (near)
-        return cfg_error(L, at, path, "unknown key, did you mean '%s'?", near);
-    size_t used = 0;
-    allowed[0] = '\0';
-    const cfg_key *k;
-    for (int i = 0; (k = cfg_key_at(i)) && used < sizeof allowed; i++) {
-        cfg_key_parent(k->path, parent, sizeof parent);
-        if (!strcmp(parent, section))
-            used += (size_t)snprintf(allowed + used, sizeof allowed - used, "%s%s", used ? ", " : "",
-                                     cfg_key_leaf(k->path));
-    }
-    return cfg_error(L, at, path, "unknown key (expected one of: %s)", allowed);
 }
 
 /* ---- bounds and explicit tags ---- */
@@ -265,6 +171,9 @@ static int scan_events(cfg_loader *L, const cfg_src *s, const char *text, size_t
         if (depth > CFG_MAX_DEPTH)
             rc = cfg_error(L, mark_pos(s, ev.start_mark), NULL, "lists and mappings nested deeper than %d levels",
                            CFG_MAX_DEPTH);
+        else if (ev.type == YAML_ALIAS_EVENT) /* libyaml's loader would give it the anchor's marks */
+            rc = cfg_error(L, mark_pos(s, ev.start_mark), NULL, "YAML alias *%s: not taken (errors would point "
+                           "at its anchor); write the value", (const char *)ev.data.alias.anchor);
         else if (tag)
             rc = note_tag(tags, ev.start_mark.index, L->err);
         yaml_event_delete(&ev);
@@ -384,7 +293,7 @@ static int apply_mapping(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, 
         /* dotted names would make `optimizer.lr: 1` and `optimizer: {lr: 2}` silently race */
         int k = strchr(name, '.') ? -1 : cfg_key_find(path);
         if (k < 0)
-            return unknown_key(L, cfg_node_pos(s, key), section, name);
+            return cfg_unknown_key(L, cfg_node_pos(s, key), section, name);
         rc = apply_node(L, s, doc, value, k);
         if (rc)
             return rc;
@@ -507,13 +416,24 @@ static int override_key(cfg_loader *L, int n, const char *text, size_t key_len, 
         snprintf(path, sizeof path, "%.*s", (int)end, text);
         k = cfg_key_find(path);
         if (k < 0)
-            return unknown_key(L, at, section, name);
+            return cfg_unknown_key(L, at, section, name);
         L->origin[k] = at;
         snprintf(section, sizeof section, "%s", path);
         start = end + 1;
     }
     *k_out = k;
     return DDP_OK;
+}
+
+/* A shell's word `key=/data/run #2` is a value and a YAML comment, which would drop the rest of
+ * what the user typed without a word: refused, so that it is quoted. */
+static int no_comment_after(const cfg_loader *L, const cfg_src *src, const char *value, size_t end, const char *key)
+{
+    size_t at = end + strspn(value + end, " \t\r\n");
+    if (value[at] != '#')
+        return DDP_OK;
+    return cfg_error(L, (cfg_pos){src->source, 1, src->col_offset + (int)at + 1}, key, "\"%.40s\" after the "
+                     "value is a YAML comment, which drops it: quote the value if it belongs to it", value + at);
 }
 
 static int apply_override(cfg_loader *L, int n, const char *text)
@@ -550,6 +470,8 @@ static int apply_override(cfg_loader *L, int n, const char *text)
             rc = apply_node(L, &src, &doc, root, k);
         if (root && !rc)
             rc = no_second_document(L, &parser, &src, cfg_key_at(k)->path);
+        if (root && !rc)
+            rc = no_comment_after(L, &src, value, root->end_mark.index, cfg_key_at(k)->path);
         else if (!root)
             rc = cfg_error(L, (cfg_pos){n, 1, src.col_offset + 1}, cfg_key_at(k)->path,
                            "expected %s, got nothing", expect);

@@ -22,7 +22,6 @@ typedef struct conflict {
 static bool nccl_on_cpu(const config *c) { return c->ddp.backend == BACKEND_NCCL && c->device == DEVICE_CPU; }
 /* Open MPI here is not CUDA-aware: it cannot reduce device buffers (device auto on a GPU: the job says so) */
 static bool mpi_on_cuda(const config *c) { return c->ddp.backend == BACKEND_MPI && c->device == DEVICE_CUDA; }
-static bool bf16_over_mpi(const config *c) { return c->ddp.grad_dtype == GRAD_BF16 && c->ddp.backend == BACKEND_MPI; }
 static bool bf16_on_cpu(const config *c) { return c->precision == PRECISION_BF16 && c->device == DEVICE_CPU; }
 /* The models that take token sequences: the kinds whose descriptor says so. */
 static bool bf16_not_lm(const config *c) { return c->precision == PRECISION_BF16 && !cfg_language_model(c); }
@@ -93,7 +92,6 @@ static const conflict conflicts[] = {
     {"device", "ddp.backend", nccl_on_cpu, "ddp.backend nccl only with device cuda or auto"},
     {"device", "ddp.backend", mpi_on_cuda,
      "ddp.backend nccl or auto with device cuda (this Open MPI is not CUDA-aware: it cannot reduce device buffers)"},
-    {"ddp.backend", "ddp.grad_dtype", bf16_over_mpi, "ddp.grad_dtype bf16 only with ddp.backend nccl or auto"},
     {"ddp.zero", "ddp.grad_dtype", bf16_grads_zero2,
      "ddp.grad_dtype fp32 with ddp.zero 2 or 3 (each unit's gradients are reduce-scattered in float32)"},
     {"device", "precision", bf16_on_cpu,

@@ -94,6 +94,9 @@ void cfg_describe(const yaml_node_t *nd, char *out, size_t n);
 int cfg_edit_distance(const char *a, const char *b, int cap);
 /* Distance a near miss may have from a name of this length. */
 int cfg_near_limit(const char *name);
+/* "unknown key" at `at` for section.name, naming the nearest known key or the section's keys
+ * (config_suggest.c); returns DDP_EUSAGE. */
+int cfg_unknown_key(const cfg_loader *L, cfg_pos at, const char *section, const char *name);
 
 /* Required sections and contradictory settings (config_check.c). */
 int cfg_check(cfg_loader *L);

@@ -256,9 +256,10 @@ static const cfg_key keys_after_models[] = {
          "naming the notice. `auto` asks all three at once (Azure's instance metadata: Scheduled Events answer "
          "their first request late) and watches whichever answers within 1 s; on other machines one line "
          "says that no notice is watched there. On Azure an event counts once this VM's name is known (asked at every poll until it is)."),
-    NUM("checkpoint.notice_poll_s", checkpoint.notice_poll_s, NR_POSITIVE, "5", HASH_NO,
+    NUM("checkpoint.notice_poll_s", checkpoint.notice_poll_s, NR_POLL, "5", HASH_NO,
         "How often the notice is polled. AWS warns 2 minutes ahead, GCP and Azure about 30 s: the poll "
-        "interval plus one step plus the checkpoint's snapshot must fit."),
+        "interval plus one step plus the checkpoint's snapshot must fit. Polling more often than every "
+        "0.1 s would flood the metadata service, which limits each instance's requests."),
 };
 #define N_BEFORE ((int)(sizeof keys_before_models / sizeof keys_before_models[0]))
 #define N_AFTER ((int)(sizeof keys_after_models / sizeof keys_after_models[0]))

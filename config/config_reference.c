@@ -108,7 +108,7 @@ static void allowed_text(const cfg_key *k, char *out, size_t n)
     case KT_UINT: snprintf(out, n, "0 … 2^64−1"); break;
     case KT_NUM:
         snprintf(out, n, "%s", k->range == NR_POSITIVE ? "> 0" : k->range == NR_NONNEG ? "≥ 0"
-                               : k->range == NR_UNIT   ? "[0, 1)" : "(0, 1]");
+                               : k->range == NR_UNIT   ? "[0, 1)" : k->range == NR_POLL ? "[0.1, 120]" : "(0, 1]");
         break;
     case KT_STR: snprintf(out, n, "non-empty"); break;
     case KT_OPT_PATH: snprintf(out, n, "a path, or `\"\"` for none"); break;

@@ -33,7 +33,8 @@ static void num_expect(num_range r, char *out, size_t n)
 {
     snprintf(out, n, "%s", r == NR_POSITIVE ? "a positive number"
                            : r == NR_NONNEG ? "a number >= 0"
-                           : r == NR_UNIT   ? "a number in [0, 1)" : "a number in (0, 1]");
+                           : r == NR_UNIT   ? "a number in [0, 1)"
+                           : r == NR_POLL   ? "a number in [0.1, 120]" : "a number in (0, 1]");
 }
 
 static void int_expect(int64_t lo, int64_t hi, char *out, size_t n)
@@ -152,7 +153,8 @@ bool cfg_num_allowed(double v, num_range r)
 {
     return isfinite(v) && (r == NR_POSITIVE ? v > 0
                            : r == NR_NONNEG ? v >= 0
-                           : r == NR_UNIT   ? (v >= 0 && v < 1) : (v > 0 && v <= 1));
+                           : r == NR_UNIT   ? (v >= 0 && v < 1)
+                           : r == NR_POLL   ? (v >= 0.1 && v <= 120) : (v > 0 && v <= 1));
 }
 
 static int parse_int(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key,

@@ -30,7 +30,9 @@ typedef enum key_type {
     KT_SIGNAL,  /* checkpoint.signal: a signal name -> number */
 } key_type;
 
-typedef enum num_range { NR_POSITIVE, NR_NONNEG, NR_UNIT, NR_FRACTION } num_range; /* >0, >=0, [0,1), (0,1] */
+/* >0, >=0, [0,1), (0,1], and [0.1, 120] (a poll interval in seconds: more often would hammer the
+ * service asked, rarer would miss the longest lead a cloud gives, AWS's two minutes) */
+typedef enum num_range { NR_POSITIVE, NR_NONNEG, NR_UNIT, NR_FRACTION, NR_POLL } num_range;
 
 /* When the config hash covers a key (config_write.c): never, always, or only when the setting it
  * belongs to is chosen (SGD's momentum under AdamW cannot affect a run). A model kind's keys are

@@ -86,6 +86,8 @@ bool worker_nap(worker *w, double seconds)
 {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
+    if (!(seconds <= WORKER_NAP_MAX_S)) /* its nanoseconds would overflow: the wait fails at once */
+        seconds = WORKER_NAP_MAX_S;
     long long ns = until.tv_nsec + (long long)(seconds * 1e9);
     until.tv_sec += (time_t)(ns / 1000000000LL);
     until.tv_nsec = (long)(ns % 1000000000LL);

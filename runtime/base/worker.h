@@ -69,7 +69,9 @@ bool worker_stopping(const worker *w);
 /* Sleeps until worker_wake or worker_stop (or spuriously, as a condition variable may): callers
  * loop over their own predicate. Any thread may wait, the owner's included. */
 void worker_wait(worker *w);
-/* Sleeps for seconds unless a stop is requested first; false when one was (before or during). */
+/* Sleeps for seconds (at most WORKER_NAP_MAX_S, a year) unless a stop is requested first; false
+ * when one was (before or during). */
+#define WORKER_NAP_MAX_S (365.0 * 86400)
 bool worker_nap(worker *w, double seconds);
 
 #ifdef __cplusplus

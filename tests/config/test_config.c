@@ -34,7 +34,11 @@ static void test_bad_files(void)
     /* the section must be the file's: an override does not stand in for it */
     expect_fail("missing_model.yaml", 1, (char *[]){"model.kind=mlp"}, "1:1: model:", "required section");
     expect_fail("nccl_on_cpu.yaml", 0, NULL, "8:12: ddp.backend:", "with device cpu (");
-    expect_fail("bf16_over_mpi.yaml", 0, NULL, "7:12: ddp.backend:", "got ddp.backend mpi with ddp.grad_dtype bf16");
+    expect_fail("alias.yaml", 0, NULL, "5:11: YAML alias *n: not taken", "write the value");
+    config ok; /* bf16 gradients travel over MPI too (its own bf16 sum) */
+    ddp_err why = {0};
+    CHECK(config_load(fixture("bf16_grads_mpi.yaml"), 0, NULL, &ok, &why) == DDP_OK &&
+          ok.ddp.grad_dtype == GRAD_BF16 && ok.ddp.backend == BACKEND_MPI, "bf16 gradients over MPI: %s", why.msg);
     expect_fail("warmup_over_max_steps.yaml", 0, NULL, "10:14: train.max_steps:", "warmup_steps <= train.max_steps");
     expect_fail("min_lr_above_lr.yaml", 0, NULL, "9:7: optimizer.lr:", "min_lr <= optimizer.lr");
     expect_fail("empty.yaml", 0, NULL, "1:1: expected a mapping", "got an empty file");
@@ -78,6 +82,13 @@ static void test_bad_overrides(void)
     expect_fail(NULL, 1, (char *[]){"train.profile_steps=300000"}, "<override 1>:1:21: train.profile_steps:",
                 "expected an integer in [0, 1024]");
     expect_fail(NULL, 1, (char *[]){"device=gpu"}, "<override 1>:1:8: device:", "got \"gpu\"");
+    expect_fail(NULL, 1, (char *[]){"checkpoint.notice_poll_s=1e10"}, "<override 1>:1:26: checkpoint.notice_poll_s:",
+                "expected a number in [0.1, 120], got \"1e10\"");
+    expect_fail(NULL, 1, (char *[]){"checkpoint.notice_poll_s=0.01"}, "<override 1>:1:26:", "[0.1, 120]");
+    /* a shell word's " #..." would be a YAML comment, dropping what the user typed */
+    expect_fail(NULL, 1, (char *[]){"data.batch_size=64 #128"}, "<override 1>:1:20: data.batch_size:",
+                "\"#128\" after the value is a YAML comment");
+    expect_fail(NULL, 1, (char *[]){"run.dir='/x' \t# y"}, "<override 1>:1:15: run.dir:", "YAML comment");
     /* an override is one value: a second document after it, or a value that would begin one, is
      * refused, not cut short or read otherwise than the same text in a file */
     expect_fail(NULL, 1, (char *[]){"optimizer.lr=0.5\n---\n0.2"}, "<override 1>:1:22: optimizer.lr:",

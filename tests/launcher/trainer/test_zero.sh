@@ -179,6 +179,13 @@ if [ "$MODE" = cpu ]; then
     run mlp-s4 4 "$MLP" data.batch_size=12 ddp.zero=3
     close "mlp sgd: np=4 ZeRO-3 (padded units) params equal np=1 ZeRO-0 within 1e-5" "$(ckpt mlp-ref 20)" \
         "$(ckpt mlp-s4 20)" param/ 1e-5
+    # bf16 gradients over MPI (its own bf16 sum), reduce-scattered as they are all-reduced
+    run bf16-r2 2 "$MLP" data.batch_size=24 ddp.grad_dtype=bf16 ddp.backend=mpi
+    run bf16-z2 2 "$MLP" data.batch_size=24 ddp.grad_dtype=bf16 ddp.zero=1
+    close "mlp: bf16 gradients over MPI, ZeRO-1 params equal ZeRO-0 within 1e-5" "$(ckpt bf16-r2 20)" \
+        "$(ckpt bf16-z2 20)" param/ 1e-5
+    differ "mlp: bf16 gradients over MPI differ from fp32 at 1e-4 (bf16 really travels)" "$(ckpt mlp-ref 20)" \
+        "$(ckpt bf16-z2 20)" param/ 1e-4
     run bf16-u2 2 "$MLP" data.batch_size=24 ddp.zero=2 ddp.grad_dtype=bf16 ddp.backend=auto
     check "ddp.zero 2 with ddp.grad_dtype bf16 is refused naming both keys" \
         grep -q "ddp.zero.*ddp.grad_dtype\|ddp.grad_dtype.*ddp.zero" "$TMP/bf16-u2.log"

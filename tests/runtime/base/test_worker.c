@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/check.h"
 #include "runtime/base/worker.h"
@@ -193,16 +194,19 @@ static void nap_body(worker *w, void *arg)
     worker_unlock(w);
 }
 
-/* A nap of an hour ends at the stop (or this test times out) and says it was stopped. */
-static void test_nap_stopped(void)
+/* A nap of an hour ends at the stop (or this test times out) and says it was stopped; so does one
+ * longer than a timespec's nanoseconds hold (1e10 s), which must not return at once, again and
+ * again (a poll loop spinning). */
+static void test_nap_stopped(double nap_s)
 {
-    napper n = {.nap_s = 3600};
+    napper n = {.nap_s = nap_s};
     worker w;
     worker_init(&w);
     ddp_err err = {0};
     CHECK_EQ_INT(worker_start(&w, "test worker", NULL, nap_body, &n, &err), DDP_OK);
+    nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
     worker_stop(&w);
-    CHECK_EQ_INT(n.naps_completed, 0);
+    CHECK(n.naps_completed == 0, "%d naps of %g s completed in 50 ms", n.naps_completed, nap_s);
     CHECK(!n.last_nap, "a nap cut short by the stop returned true");
     worker_destroy(&w);
 }
@@ -247,7 +251,8 @@ int main(void)
     test_stop_twice();
     test_setup_fails();
     test_setup_runs_first();
-    test_nap_stopped();
+    test_nap_stopped(3600);
+    test_nap_stopped(1e10);
     test_nap_elapses();
     test_body_ends_itself();
     return check_done("test_worker");
