@@ -425,10 +425,11 @@ int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_
 static int token_vocab(const char *dir, int64_t *vocab, ddp_err *err)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.bin", dir);
     tokenizer tok;
-    int rc = tokenizer_load(path, &tok, err);
+    int rc = join_path(path, sizeof path, dir, "tokenizer.bin", err);
     if (rc)
+        return rc;
+    if ((rc = tokenizer_load(path, &tok, err)))
         return ddp_prefix(err, "data.path %s: scripts/prepare-text writes tokenizer.bin beside the shards", dir);
     *vocab = tok.vocab_size;
     tokenizer_free(&tok);

@@ -310,6 +310,9 @@ static int encode_sentencepiece(const tokenizer_encoder *e, const uint8_t *bytes
     for (size_t i = 0; !rc && i < c->n; i++) {
         size_t at = c->off[i], n = c->off[i + 1] - at;
         if (lookup(e, bytes + at, n) < 0) {
+            if (e->fallback < 0 && named->off[i] < shift) /* the space a sentencepiece split puts first */
+                return ddp_fail(err, DDP_EUSAGE, "the space put before the text has no token in the tokenizer's "
+                                "vocabulary, which has no byte fallback");
             if (e->fallback < 0)
                 return ddp_fail(err, DDP_EUSAGE, "U+%04X at byte offset %zu has no token in the tokenizer's "
                                 "vocabulary, which has no byte fallback", named->cp[i], named->off[i] - shift);

@@ -264,6 +264,13 @@ static void test_sentencepiece(void)
     expect_refused(e, "y\xe2\x96\x81\xff", 5, "invalid UTF-8 at byte offset 4");
     tokenizer_encoder_free(e);
     tokenizer_free(&t);
+    /* ... and without a piece for the space put first, that space is named (it has no offset) */
+    if (make_tokenizer("sp-nospace.bin", extra, 5, -1, TOKENIZER_SPLIT_SENTENCEPIECE, &t))
+        return;
+    CHECK(tokenizer_encoder_create(&t, &e, &err) == DDP_OK, "%s", err.msg);
+    expect_refused(e, "yx", 2, "the space put before the text has no token");
+    tokenizer_encoder_free(e);
+    tokenizer_free(&t);
 }
 
 /* The merge as tiktoken's _byte_pair_merge writes it, scanning for the lowest id each time: the
