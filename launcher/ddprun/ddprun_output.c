@@ -27,8 +27,9 @@
 #define BLOCK_MAX_LINES 64
 
 /* The keys that shape mpirun's output: the tags this filter reads (--tag-output), and what would
- * hide them, turned off. */
-static const char *const format_keys[] = {"orte_tag_output", "orte_timestamp_output", "orte_xml_output"};
+ * hide them or move the ranks' status lines off stderr, turned off. */
+static const char *const format_keys[] = {"orte_tag_output", "orte_timestamp_output", "orte_xml_output",
+                                          "iof_base_redirect_app_stderr_to_stdout"};
 #define N_FORMAT_KEYS (int)(sizeof format_keys / sizeof format_keys[0])
 
 void output_mpirun_options(argv_list *cmd)

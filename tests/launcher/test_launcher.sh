@@ -314,11 +314,15 @@ check "rank 1 stdout tagged" contains $out "[rank 1] hello from rank 1 of 2"
 check "rank stderr goes to stderr, tagged" contains $err "[rank 1] note on stderr from rank 1"
 check "rank stderr not on stdout" lacks $out "note on stderr"
 check "no raw mpirun tags left" lacks $out "<stdout>"
-# timestamps or XML asked of mpirun by its environment would hide every tag: ddprun turns them off
-OMPI_MCA_orte_timestamp_output=1 OMPI_MCA_orte_xml_output=1 FAKE_WORKER_MODE=hello run stamped -np 2 "$config"
-check "OMPI_MCA_orte_timestamp_output/xml_output=1: job exits 0 (got $rc)" [ $rc -eq 0 ]
+# timestamps or XML asked of mpirun by its environment would hide every tag, and stderr merged into
+# stdout the ranks' status lines: ddprun turns them off
+OMPI_MCA_orte_timestamp_output=1 OMPI_MCA_orte_xml_output=1 OMPI_MCA_iof_base_redirect_app_stderr_to_stdout=1 \
+    FAKE_WORKER_MODE=hello run stamped -np 2 "$config"
+check "OMPI_MCA_orte_timestamp_output/xml_output/iof_base_redirect_app_stderr_to_stdout=1: job exits 0 (got $rc)" \
+    [ $rc -eq 0 ]
 check "... its lines still tagged" contains $out "[rank 1] hello from rank 1 of 2"
-check "... no status line left raw" lacks $err "ddprun-rank-status"
+check "... no status line left raw" bash -c "! grep -q ddprun-rank-status $err $out"
+check "... the ranks' stderr still on stderr" contains $err "[rank 1] note on stderr from rank 1"
 run tag_mca -np 2 --mca orte_tag_output 0 "$config"
 check "--mca orte_tag_output: refused before launch (exit 2, got $rc), naming the key" \
     bash -c "[ $rc -eq 2 ] && grep -q 'orte_tag_output: ddprun reads' $err"
