@@ -9,10 +9,13 @@
  * still loading would die of it; a stop that came before mpirun did waits the same way.
  * mpirun gets SIGTERM when ddprun dies (PR_SET_PDEATHSIG), so a killed ddprun leaves no job
  * behind. Output keeps flowing through ddprun_output.c meanwhile.
- * Signal handlers only write to a self-pipe; all work happens in the poll loop. Once a rank has
+ * Signal handlers only write to a self-pipe; all work happens in the poll loop. The stop signals
+ * are blocked across fork until the child has its default handlers, so one meant for mpirun (a
+ * second stop, ddprun's death) is not swallowed by ddprun's handler in the child. Once a rank has
  * given a collective deadline's verdict, mpirun gets END_AFTER_VERDICT_S to end the job before
  * ddprun ends it (mpirun waits forever for the daemons of a host it can no longer reach).
- * This file does not build command lines or choose exit codes. */
+ * This file does not build command lines or choose exit codes. Test-only (runtime/base/
+ * test_fault.h): `fork-pause:0:0:SECONDS` holds the child SECONDS in that window. */
 #include "ddprun.h"
 
 #include <errno.h>
@@ -23,9 +26,11 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/base/clock.h"
+#include "runtime/base/test_fault.h"
 
 /* After mpirun exits, how long to wait for stray holders of its pipes before giving up. */
 #define DRAIN_AFTER_EXIT_MS 2000
@@ -62,6 +67,15 @@ int job_signals_seen(void) { return stop_requests; }
 
 int job_first_stop_signal(void) { return first_stop; }
 
+/* The signals ddprun's handler takes. */
+static void job_stop_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGCHLD);
+}
+
 int job_signals_install(void)
 {
     if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -69,7 +83,7 @@ int job_signals_install(void)
         return -1;
     }
     struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
+    job_stop_signals(&sa.sa_mask); /* one handler at a time: stop_requests++ is not atomic */
     sa.sa_flags = SA_RESTART;
     if (sigaction(SIGINT, &sa, NULL) || sigaction(SIGTERM, &sa, NULL) || sigaction(SIGCHLD, &sa, NULL)) {
         perror("ddprun: sigaction");
@@ -80,12 +94,14 @@ int job_signals_install(void)
     return 0;
 }
 
-/* In the child between fork and exec: own process group, pipes, default signal state, and an
- * end when ddprun ends (SIGTERM: mpirun ends the job, as on a second stop request). */
-static void exec_mpirun(char *const argv[], int out_fd, int err_fd, pid_t launcher)
+/* In the child between fork and exec, the stop signals blocked: own process group, pipes, default
+ * signal state, and an end when ddprun ends (SIGTERM: mpirun ends the job, as on a second stop
+ * request). A signal that came meanwhile is pending, and takes its default action at the unblock. */
+static void exec_mpirun(char *const argv[], int out_fd, int err_fd, pid_t launcher, double pause_s)
 {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != launcher) _exit(127); /* ddprun died before prctl took effect */
+    if (pause_s > 0) nanosleep(&(struct timespec){(time_t)pause_s, 0}, NULL);
     setpgid(0, 0);
     int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null_fd >= 0) dup2(null_fd, 0); /* dup2's copy is inherited, the original closes at exec */
@@ -190,15 +206,21 @@ int job_run(char *const argv[], int ranks, int stop_signal, job_result *out)
     }
     fflush(stdout);
     fflush(stderr);
+    test_fault pause = {0};
+    if (!test_fault_get(&pause) || strcmp(pause.kind, "fork-pause") != 0) pause.seconds = 0;
+    sigset_t held, before;
+    job_stop_signals(&held);
+    sigprocmask(SIG_BLOCK, &held, &before);
     pid_t launcher = getpid();
     pid_t pid = fork();
+    if (pid == 0) exec_mpirun(argv, out_pipe[1], err_pipe[1], launcher, pause.seconds);
+    sigprocmask(SIG_SETMASK, &before, NULL);
     if (pid < 0) {
         perror("ddprun: fork");
         close_pair(out_pipe);
         close_pair(err_pipe);
         return -1;
     }
-    if (pid == 0) exec_mpirun(argv, out_pipe[1], err_pipe[1], launcher);
     setpgid(pid, pid); /* also in the child: whichever runs first wins the race */
     close(out_pipe[1]);
     close(err_pipe[1]);

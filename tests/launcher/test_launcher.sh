@@ -414,6 +414,20 @@ finish
 check "stop before any rank exists -> exit 75 (got $rc)" [ $rc -eq 75 ]
 check "stop before any rank exists: both ranks saved" both_saved
 check "stop before any rank exists: no hang (${ms} ms < 30 s)" hang_guard
+# two stops while the forked child is not mpirun yet (held 3 s before it resets its signals): the
+# second stop's SIGTERM ends it there, not swallowed by the handler it inherited from ddprun
+out=$tmp/forkpause.out err=$tmp/forkpause.err
+DDP_TEST_FAULT=fork-pause:0:0:3 "$DDPRUN" -np 2 bench wait-signal >"$out" 2>"$err" &
+pid=$!
+for _ in $(seq 2000); do pgrep -P $pid >/dev/null && break; sleep 0.005; done
+t0=$(date +%s%N)
+kill -TERM $pid
+sleep 0.2
+kill -TERM $pid
+finish
+check "second stop while mpirun is being forked: the job ends (exit $rc), no rank started" \
+    bash -c "[ $rc -ne 0 ] && ! grep -q 'ready rank' '$out'"
+check "... within 10 s (${ms} ms)" [ $ms -lt 10000 ]
 # SIGTERM as a restart begins: the second attempt's start-up is the same window, once its mpirun is
 # forked (the first attempt's was reaped before "attempt 2 of 2"; a stop before the fork means no
 # restart, and the failed attempt's exit code stands)
