@@ -52,6 +52,16 @@ static void stop_at_start_fault(void)
     test_fault_sleep(&f);
 }
 
+/* Test-only: `slow-exec:RANK:0:SECONDS` holds rank RANK's worker SECONDS before its exec, after
+ * the wrapper said "started": a program whose load stalls (its file system stopped answering). */
+static void slow_exec_fault(void)
+{
+    test_fault f;
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (test_fault_get(&f) && strcmp(f.kind, "slow-exec") == 0 && rank && atoi(rank) == f.rank)
+        test_fault_sleep(&f);
+}
+
 /* Dies of sig like the worker did (without dumping a core of the wrapper). */
 static void die_like(int sig)
 {
@@ -105,6 +115,7 @@ int rank_wrapper_main(int argc, char **argv)
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != wrapper) _exit(127); /* the wrapper died before prctl took effect */
+        slow_exec_fault();
         execv(argv[0], argv);
         fprintf(stderr, "ddprun: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);

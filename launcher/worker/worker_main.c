@@ -47,6 +47,11 @@ static sigset_t stop_signals;
  * alone knows whether its last checkpoint save is complete, which makes the job's exit code. */
 static volatile double stop_timeout_s;
 static int stop_rank;
+/* MPI's start (MPI_Init, the communicator and its watch, all collective) has no deadline of its
+ * own: a rank whose program never got to it (its exec stalled on a mount) would hold every other
+ * rank there forever. The signal thread ends the rank once it outlasts start_timeout_s. */
+static double mpi_start_at;
+static volatile sig_atomic_t mpi_started;
 #define STOP_HELD_GRACE_S 3
 #define STOP_RANK0_FIRST_S 1
 
@@ -67,14 +72,24 @@ static _Noreturn void end_unanswered_stop(double waited_s)
     _exit(code);
 }
 
+static _Noreturn void end_unstarted_mpi(double waited_s)
+{
+    log_error("MPI's start-up (MPI_Init, the first collectives) did not finish within %.0f s (ddp.timeout_s): a "
+              "rank of the job never reached it (its program or libraries on a stalled file system, its host "
+              "unreachable); ending the job", waited_s);
+    _exit(DDP_ERUNTIME);
+}
+
 static void *stop_signal_thread(void *arg)
 {
     (void)arg;
     double asked_at = 0;
     for (;;) {
-        struct timespec tick = {1, 0}; /* how often the deadline is looked at */
+        struct timespec tick = {1, 0}; /* how often the deadlines are looked at */
         if (sigtimedwait(&stop_signals, NULL, &tick) > 0 && train_stop_requested < TRAIN_STOP_SIGNAL)
             train_stop_requested = TRAIN_STOP_SIGNAL;
+        if (!mpi_started && stop_timeout_s > 0 && monotonic_s() - mpi_start_at > stop_timeout_s)
+            end_unstarted_mpi(monotonic_s() - mpi_start_at);
         if (train_stop_requested == TRAIN_STOP_NONE || train_stop_answered)
             continue; /* a notice or a test fault asks too: the same deadline */
         double now = monotonic_s();
@@ -179,13 +194,13 @@ static double start_timeout_s(int n, char *const overrides[])
 }
 
 /* The start-up's agreements under start_timeout_s, named in a verdict as the start-up's. */
-static int start_under_deadline(comm *ctl, int argc, char **argv, ddp_err *err)
+static int start_under_deadline(comm *ctl, ddp_err *err)
 {
-    double timeout_s = start_timeout_s(argc - 2, argv + 2);
-    stop_timeout_s = timeout_s;
     snprintf(ctl->label, sizeof ctl->label, "config agreement");
     snprintf(ctl->phase, sizeof ctl->phase, "start-up");
-    return comm_mpi_set_timeout(ctl, timeout_s, err);
+    int rc = comm_mpi_set_timeout(ctl, stop_timeout_s, err);
+    mpi_started = 1; /* from here, the watch's deadline or an MPI error ends a stalled start */
+    return rc;
 }
 
 /* Started by srun itself: MPI must see the same tasks Slurm started (slurm_task.h). */
@@ -264,7 +279,11 @@ int main(int argc, char **argv)
         return usage();
     if (strcmp(argv[1], "--plan") == 0)
         return plan_main(argc, argv);
-    /* Before MPI_Init: a stop signal that arrives during start-up must not kill the rank. */
+    /* Before MPI_Init: a stop signal that arrives during start-up must not kill the rank, and
+     * MPI's start has the start-up's deadline. */
+    stop_timeout_s = start_timeout_s(argc - 2, argv + 2);
+    mpi_start_at = monotonic_s();
+    activity_set("starting MPI (MPI_Init, the first collectives)");
     if (start_stop_signal_thread() != 0) {
         fprintf(stderr, "ddprun-worker: cannot start the signal thread\n");
         return DDP_ERUNTIME;
@@ -282,7 +301,7 @@ int main(int argc, char **argv)
         log_init(ctl->rank, ctl->host);
         stop_rank = ctl->rank;
         export_torchrun_env(ctl);
-        rc = start_under_deadline(ctl, argc, argv, &err);
+        rc = start_under_deadline(ctl, &err);
     }
     if (rc == DDP_OK)
         rc = check_srun_task(ctl, &err);

@@ -6,7 +6,8 @@
 # its label and the step, and says where the other ranks wait. A rank that is late by less than the
 # timeout, and checkpoints written every few steps, end normally. A rank whose config read never
 # returns (a FIFO nobody writes, as a mount that stopped answering) ends the job at the start-up's
-# deadline, the command line's ddp.timeout_s, named.
+# deadline, the command line's ddp.timeout_s, named; so does one whose program never starts (its
+# exec stalled), which holds the others in MPI_Init.
 source "$(dirname "$0")/../../lib.sh"
 HOST=$(hostname)
 TIMEOUT=3
@@ -75,5 +76,18 @@ check "a rank whose config read never returns ends the job (got $rc; 124 is the 
 check "within ddp.timeout_s + 30 s of the start (took $took s)" in_time
 check "the message names rank 1 and its host" said stall "Not arrived: rank 1 (host $HOST)"
 check "... and the start-up's config agreement" said stall "(config agreement, start-up) did not complete within $TIMEOUT s"
+
+# under ddprun, rank 1's program stalls before it starts (its exec held 60 s after its wrapper said
+# "started"): the others, held in MPI_Init, end the job at the start-up's deadline
+t0=$(date +%s.%N)
+DDP_TEST_FAULT=slow-exec:1:0:60 timeout 120 "$DDPRUN" -np 3 "$SMALL" run.dir="$TMP/noexec" ddp.timeout_s=$TIMEOUT \
+    >"$TMP/noexec.log" 2>&1
+rc=$?
+took=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")
+echo "noexec: exit $rc after $took s"
+check "a rank whose program never starts ends the job (got $rc; 124 is the test's own limit)" \
+    bash -c "[ $rc -ne 0 ] && [ $rc -ne 124 ]"
+check "within ddp.timeout_s + 30 s of the start, not the stalled exec's 60 s (took $took s)" in_time
+check "... saying MPI's start-up did not finish" said noexec "MPI's start-up (MPI_Init, the first collectives) did not finish within $TIMEOUT s"
 
 finish
