@@ -44,19 +44,6 @@
 #include "train_tb.h"
 #include "train_zero.h"
 
-/* Replicas start identical: same seed, then rank 0's broadcast, so no rank of another build or seed
- * diverges silently (ZeRO-3, holding no whole model, compares digests of the draw instead).
- * checkpoint.init_from's parameters come later (train_init_from.c, once nothing was resumed). */
-static int init_params(train_job *t, ddp_err *err)
-{
-    if (t->cfg->checkpoint.init_from[0])
-        return DDP_OK;
-    if (t->m->params_by_unit) /* ZeRO-3: no whole buffer on the device; the shard draws its pieces */
-        return train_zero_init_params(t, err);
-    int rc = model_init_params(t->m, t->cfg->run.seed, err);
-    return rc != DDP_OK ? rc : train_broadcast_params(t, err);
-}
-
 /* One rank per GPU (gpu_share.h): device: cuda reduces gradients with NCCL, which refuses two
  * ranks on one GPU, so more ranks on a host than GPUs is an error at startup, the same on every
  * rank (each rank's host and GPU count are gathered: every rank takes part, CUDA or not). */
@@ -184,7 +171,7 @@ static int setup_model(train_job *t, ddp_err *err)
                           err);
     if (rc == DDP_OK)
         rc = train_data_fits(t, err);
-    return rc == DDP_OK ? init_params(t, err) : rc;
+    return rc; /* the parameters: a resume's, else a fresh start's (train_init_from) */
 }
 
 static int setup(train_job *t, ddp_err *err)

@@ -103,12 +103,13 @@ static int init_from_rank0(train_job *t, const char *path, bool hf, ddp_err *err
 }
 
 /* checkpoint.init_from, when nothing was resumed: the llm.c file, or the Hugging Face folder when
- * the path is a directory — which under ZeRO-3 every rank reads its own pieces of. */
+ * the path is a directory — which under ZeRO-3 every rank reads its own pieces of; without it, the
+ * parameters drawn from run.seed. */
 int train_init_from(train_job *t, ddp_err *err)
 {
     const char *path = t->cfg->checkpoint.init_from;
     if (!path[0])
-        return DDP_OK;
+        return train_draw_params(t, err);
     bool hf = is_dir(path);
     activity_set("loading the parameters of checkpoint.init_from %s", path);
     int rc = t->zero && hf ? train_zero_init_from_folder(t, path, err) : init_from_rank0(t, path, hf, err);

@@ -9,7 +9,8 @@
  * checkpoint.init_from, read by rank 0 and broadcast, into cfg on every rank (config_take_shape);
  * nothing when none is. */
 int train_init_from_shape(config *cfg, comm *ctl, ddp_err *err);
-/* When nothing was resumed: the parameters from checkpoint.init_from (nothing when unset). */
+/* When nothing was resumed: the parameters from checkpoint.init_from, else drawn from run.seed
+ * (train_draw_params). */
 int train_init_from(train_job *t, ddp_err *err);
 
 #endif

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "runtime/base/clock.h"
+#include "runtime/base/log.h"
 #include "train_replica.h"
 #include "train_zero.h"
 
@@ -146,6 +148,18 @@ double train_stage_step_terms(const train_job *t, int64_t rows)
 int train_params_changed(train_job *t, ddp_err *err)
 {
     return train_zero_params_changed(t, err);
+}
+
+int train_draw_params(train_job *t, ddp_err *err)
+{
+    double t0 = monotonic_s();
+    int rc = t->m->params_by_unit ? train_zero_draw_params(t, err) : model_init_params(t->m, t->cfg->run.seed, err);
+    if (rc == DDP_OK && !t->m->params_by_unit)
+        rc = train_broadcast_params(t, err);
+    if (rc == DDP_OK)
+        log_info("parameters: %zu drawn from run.seed %llu in %.1f s", t->m->n_params,
+                 (unsigned long long)t->cfg->run.seed, monotonic_s() - t0);
+    return rc;
 }
 
 int train_broadcast_params(train_job *t, ddp_err *err)

@@ -26,7 +26,6 @@
 
 /* ZeRO-3's own state: this rank's parameter shard, laid out as the optimizer's state. */
 typedef struct train_zero {
-    bool draw_init;         /* the shard starts from the model's initial parameters */
     float *params;          /* the fp32 master shard, n_state floats */
     uint16_t *params_bf16;  /* its bf16 copy under precision bf16 (what is gathered), else NULL */
     param_gather *gather;   /* the model's windows */
@@ -230,15 +229,6 @@ static train_zero *zero_state(train_job *t)
     return t->zero;
 }
 
-int train_zero_init_params(train_job *t, ddp_err *err)
-{
-    train_zero *z = zero_state(t);
-    if (!z)
-        return ddp_fail(err, DDP_ERUNTIME, "out of memory");
-    z->draw_init = true;
-    return DDP_OK;
-}
-
 int train_zero_pieces(const train_job *t, param_piece **out, int *n, ddp_err *err)
 {
     const optimizer *o = t->opt;
@@ -314,6 +304,12 @@ static int draw_shard(train_job *t, ddp_err *err)
     return rc == DDP_OK ? log_start_memory(t, "the initial draw", before, err) : rc;
 }
 
+int train_zero_draw_params(train_job *t, ddp_err *err)
+{
+    int rc = draw_shard(t, err);
+    return rc == DDP_OK ? train_zero_params_changed(t, err) : rc;
+}
+
 int train_zero_init_from_folder(train_job *t, const char *dir, ddp_err *err)
 {
     const model_files *f = model_files_of(t->cfg->model.kind);
@@ -387,7 +383,7 @@ int train_zero_shard_params(train_job *t, ddp_err *err)
     if (rc == DDP_OK && bf16)
         rc = d->ops->alloc(d, n * sizeof(uint16_t), (void **)&z->params_bf16, err);
     if (rc == DDP_OK)
-        rc = z->draw_init ? draw_shard(t, err) : d->ops->fill(d, TENSOR_F32, z->params, n, 0.0f, err);
+        rc = d->ops->fill(d, TENSOR_F32, z->params, n, 0.0f, err); /* until a resume or a fresh start fills it */
     if (rc == DDP_OK)
         rc = param_gather_create(t->red, d, t->m->act_dtype,
                                  bf16 ? (const void *)z->params_bf16 : (const void *)z->params, &z->gather, err);

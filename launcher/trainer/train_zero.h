@@ -23,18 +23,18 @@ model_buffers train_zero_buffers(const config *c, int world);
 int train_zero_use_units(train_job *t, ddp_err *err);
 /* The gradients the optimizer reads: the model's, or under ZeRO-2 this rank's shard. */
 const float *train_zero_grads(const train_job *t);
-/* ZeRO-3's start (the model has no whole parameter buffer): the shard, once made, starts from the
- * model's initial parameters, each rank drawing the whole model tensor by tensor and keeping its
- * pieces (the ranks' digests of the draw compared). */
-int train_zero_init_params(train_job *t, ddp_err *err);
+/* ZeRO-3's fresh start (the model has no whole parameter buffer): the shard takes the model's
+ * initial parameters, each rank drawing the whole model tensor by tensor and keeping its pieces
+ * (the ranks' digests of the draw compared). */
+int train_zero_draw_params(train_job *t, ddp_err *err);
 /* This rank's shard as parameter pieces (model.h), in the optimizer's state layout: *n may be 0. */
 int train_zero_pieces(const train_job *t, param_piece **pieces, int *n, ddp_err *err);
 /* ZeRO-3 with checkpoint.init_from a Hugging Face folder: every rank reads only its pieces of the
  * folder's tensors into its shard (model_files.h's hf_load_pieces), and every rank learns each
  * rank's verdict (a failed rank named). */
 int train_zero_init_from_folder(train_job *t, const char *dir, ddp_err *err);
-/* ZeRO-3, once the optimizer's parts exist: each rank keeps its shard of the fp32 parameters (from
- * the initial ones, or zero until a resume or checkpoint.init_from fills it) and its bf16 copy
+/* ZeRO-3, once the optimizer's parts exist: each rank keeps its shard of the fp32 parameters (zero
+ * until a resume, the fresh start's draw or checkpoint.init_from fills it) and its bf16 copy
  * under precision bf16, and the model's passes read gathered windows. No-op for other stages. */
 int train_zero_shard_params(train_job *t, ddp_err *err);
 /* ZeRO-3 with checkpoint.init_from an llm.c file, whose reader fills a whole model: a whole

@@ -3,7 +3,8 @@
 # every world size trains the same samples):
 #  - the chain np=4 ZeRO-1 (stopped at step 7: exit 75, a committed set of 4 shards) -> np=2 ZeRO-0
 #    (stopped at 14: 2 shards) -> np=3 ZeRO-1 to step 20 (3 shards) ends, at every step saved,
-#    bit-identical (`ckpt diff`) to the same chain with single-file checkpoints: a set holds the
+#    bit-identical (`ckpt diff`) to the same chain with single-file checkpoints (only its fresh start
+#    draws the initial parameters, as does ZeRO-3's, never a resume): a set holds the
 #    same tensors as the file of the same step, for ZeRO's parts and for the replicated state's
 #    equal slices; and within 6.9e-5 (test_global_batch.sh's bound) of the uninterrupted np=4 run;
 #  - a rank that exits after writing its shard, before the manifest (DDP_TEST_FAULT shard-exit),
@@ -67,6 +68,8 @@ done
 check "set chain: 4, 2 and 3 shards" [ "$(shards "$(set_of set 7)") $(shards "$(set_of set 14)") $(shards "$(set_of set 20)")" = "4 2 3" ]
 check "set chain: the np=2 part resumed the set of step 7" grep -q "resumed from .*/ckpt-00000007:" "$TMP/set.log"
 check "set chain: no single file written" [ -z "$(ls "$TMP/set/checkpoints/" | grep '\.ddp$')" ]
+check "set chain: only the fresh start draws the initial parameters (once in three jobs), no resume" \
+    [ "$(grep -c 'drawn from run.seed' "$TMP/set.log")" -eq 1 ]
 run frompath 1 checkpoint.resume="$(set_of set 14)" train.max_steps=15
 check "checkpoint.resume naming a set's directory resumes it at np=1" \
     grep -q "resumed from $(set_of set 14): step 14" "$TMP/frompath.log"
@@ -88,6 +91,8 @@ check "ZeRO-3 np=3 -> ZeRO-2 np=2: step 20's set equals the single-file chain's 
 run z3pieces 2 ddp.zero=3 checkpoint.resume="$(set_of z3set 7)" "${S[@]}"
 check "ZeRO-3 np=2 resumes the np=3 set, each rank reading its own pieces" \
     grep -q "each rank read only its own pieces of $(set_of z3set 7)" "$TMP/z3pieces.log"
+check "... drawing no initial parameters (ZeRO-3's fresh start does: each rank the whole stream)" \
+    bash -c "! grep -q 'drawn from run.seed' '$TMP/z3pieces.log' && grep -q 'drawn from run.seed' '$TMP/z3set.log'"
 check "... and ends at step 20 bit-identical to the ZeRO-2 chain (ckpt diff)" \
     same "$(set_of z3pieces 20)" "$(file z3file 20)"
 run z3download 2 ddp.zero=3 checkpoint.resume=auto "${S[@]}" checkpoint.download_cmd="cp -r '$(set_of z3set 7)' {dir}/"
