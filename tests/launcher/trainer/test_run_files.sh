@@ -127,7 +127,7 @@ mkdir -p "$TMP/dev-full-np2"
 ln -s /dev/full "$TMP/dev-full-np2/metrics.jsonl"
 # (a deadline of 20 s: rank 0's exit waits for step 4's write first, slow on a loaded machine)
 timeout 180 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/dev-full-np2" "${RUN[@]}" train.log_every=5 checkpoint.every_steps=2 \
-    checkpoint.dir="$TMP/dev-full-np2-ckpts" ddp.timeout_s=20 'checkpoint.upload_cmd=sleep 120 # {path}' \
+    checkpoint.dir="$TMP/dev-full-np2-ckpts" ddp.timeout_s=20 'checkpoint.upload_cmd="sleep 120 # {path}"' \
     >"$TMP/dev-full-np2.log" 2>&1
 rc=$?
 check "full run.dir at np 2, an upload running: the job fails (exit 1, got $rc)" [ $rc -eq 1 ]
