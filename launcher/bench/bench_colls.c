@@ -34,13 +34,38 @@ static unsigned draw(const bench_row *r, int rank, size_t i, unsigned m)
     return (unsigned)((h ^ (h >> 31)) % m);
 }
 
+/* How many ranks' inputs a sum of r's dtype takes: a sum of [-2, 2] stays exact and away from the
+ * sentinel (int8's -91, uint8's 165) over 31 terms in int8, 64 in uint8 and bfloat16 (integers up to
+ * 256), 512 in half, and over any rank count in the wider types. */
+static int sum_terms(const bench_row *r)
+{
+    switch (r->dt) {
+    case DT_INT8: return 31;
+    case DT_UINT8:
+    case DT_BFLOAT16: return 64;
+    case DT_HALF: return 512;
+    default: return r->ranks;
+    }
+}
+
+/* Whether rank's input counts in element i's sum: every rank's up to sum_terms ranks, past that
+ * sum_terms consecutive ranks' (mod the rank count) from one drawn per element, the others 0. */
+static bool in_sum(const bench_row *r, int rank, size_t i)
+{
+    int terms = sum_terms(r);
+    if (r->ranks <= terms)
+        return true;
+    int first = (int)draw(r, -2, i, (unsigned)r->ranks);
+    return (rank - first + r->ranks) % r->ranks < terms;
+}
+
 /* Rank r's input element i: a base drawn per element plus a value drawn per rank, so that over
  * many ranks results still differ from element to element (the extremes of inputs drawn from one
- * range would all be its ends, integer averages all 0). Small integers, so that sums over up to 64
- * ranks of [-2, 2] (unsigned: [0, 2], never reaching the sentinel's 165) stay exact even in
- * bfloat16 (and within int8 up to 31 ranks); min and max in [-4, 4]; for prod exactly one rank
- * (drawn per element) contributes a 2 and the rest ±1, so products are ±1 or ±2 whatever the rank
- * count. */
+ * range would all be its ends, integer averages all 0). Small integers, so that sums of [-2, 2]
+ * (unsigned: [0, 2]) over in_sum's ranks stay exact in every type, whatever the rank count (past
+ * sum_terms, integer averages are mostly 0: they check little there); min and max in [-4, 4];
+ * for prod exactly one rank (drawn per element) contributes a 2 and the rest ±1, so products are
+ * ±1 or ±2 whatever the rank count. */
 static double input(const bench_row *r, int rank, size_t i)
 {
     bool s = !is_unsigned(r->dt);
@@ -50,7 +75,10 @@ static double input(const bench_row *r, int rank, size_t i)
     case OP_PROD: return (int)draw(r, -1, i, (unsigned)r->ranks) == rank ? 2 : (s && draw(r, rank, i, 3) == 0 ? -1 : 1);
     case OP_MIN:
     case OP_MAX: return (double)(draw(r, -1, i, 7) + draw(r, rank, i, 3)) - (s ? 4 : 0);
-    default: return s ? (double)(draw(r, -1, i, 3) + draw(r, rank, i, 3)) - 2 : draw(r, -1, i, 2) + draw(r, rank, i, 2);
+    default:
+        if (!in_sum(r, rank, i))
+            return 0;
+        return s ? (double)(draw(r, -1, i, 3) + draw(r, rank, i, 3)) - 2 : draw(r, -1, i, 2) + draw(r, rank, i, 2);
     }
 }
 

@@ -320,14 +320,6 @@ static int time_placement(harness *h, const bench_row *r, bool in_place, size_t 
 
 /* ---- the sweep ---- */
 
-static size_t next_size(const bench_opts *o, size_t bytes)
-{
-    /* saturated in double: a product beyond SIZE_MAX must not reach the (undefined) conversion */
-    double grown = (double)bytes * o->step_factor;
-    size_t next = o->step_bytes ? bytes + o->step_bytes : grown >= (double)SIZE_MAX ? SIZE_MAX : (size_t)grown;
-    return next > bytes ? next : bytes + 1;
-}
-
 static int add_row(harness *h, const row_result *x, ddp_err *err)
 {
     if (h->n_rows == h->cap_rows) {
@@ -374,7 +366,7 @@ static int sweep(harness *h, ddp_err *err)
         op_lo = op_hi = -1;
     for (int dt = dt_lo; !rc && dt <= dt_hi; dt++)
         for (int op = op_lo; !rc && op <= op_hi; op++)
-            for (size_t b = h->o->min_bytes; !rc && b <= h->o->max_bytes; b = next_size(h->o, b))
+            for (size_t b = h->o->min_bytes; !rc && b <= h->o->max_bytes; b = bench_next_size(h->o, b))
                 rc = run_row(h, (comm_dtype)dt, op, b, err);
     return rc;
 }

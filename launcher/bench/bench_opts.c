@@ -140,6 +140,34 @@ static int parse_one(int ch, const char *arg, bench_opts *o, ddp_err *err)
     }
 }
 
+size_t bench_next_size(const bench_opts *o, size_t bytes)
+{
+    /* saturated in double: a product beyond SIZE_MAX must not reach the (undefined) conversion */
+    double grown = (double)bytes * o->step_factor;
+    size_t next = o->step_bytes ? bytes + o->step_bytes : grown >= (double)SIZE_MAX ? SIZE_MAX : (size_t)grown;
+    return next > bytes ? next : bytes + 1;
+}
+
+/* The sweep from -b to -e within BENCH_MAX_SIZES sizes. */
+static int check_sweep(const bench_opts *o, ddp_err *err)
+{
+    size_t n = 0;
+    for (size_t b = o->min_bytes; b <= o->max_bytes && n <= BENCH_MAX_SIZES; b = bench_next_size(o, b)) {
+        n++;
+        if (b == SIZE_MAX)
+            break;
+    }
+    if (n <= BENCH_MAX_SIZES)
+        return DDP_OK;
+    char step[64];
+    if (o->step_bytes)
+        snprintf(step, sizeof step, "-i %zu", o->step_bytes);
+    else
+        snprintf(step, sizeof step, "-f %.9g", o->step_factor);
+    return ddp_fail(err, DDP_EUSAGE, "-b %zu to -e %zu with %s makes more than %d sizes: take a larger step",
+                    o->min_bytes, o->max_bytes, step, BENCH_MAX_SIZES);
+}
+
 int bench_parse_args(int argc, char **argv, bench_opts *o, ddp_err *err)
 {
     static const struct option longs[] = {
@@ -175,5 +203,5 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, ddp_err *err)
         return ddp_fail(err, DDP_EUSAGE, "unexpected argument \"%s\"", argv[optind]);
     if (o->max_bytes < o->min_bytes)
         return ddp_fail(err, DDP_EUSAGE, "-e %zu is smaller than -b %zu", o->max_bytes, o->min_bytes);
-    return DDP_OK;
+    return check_sweep(o, err);
 }

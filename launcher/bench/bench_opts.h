@@ -29,8 +29,13 @@ typedef struct bench_opts {
     int fail_rank;             /* test only: -1, or the rank whose second row fails as a collective error would */
 } bench_opts;
 
+/* A sweep longer than this many sizes is refused: -f 1.000001 or -i 1 would run for days. */
+#define BENCH_MAX_SIZES 10000
+
 /* Options from argv (after the OP word); DDP_EUSAGE with the flag named on bad input. */
 int bench_parse_args(int argc, char **argv, bench_opts *o, ddp_err *err);
 void bench_usage(void);
+/* The size after bytes in the sweep: -i's step, else -f's factor (at least one byte more). */
+size_t bench_next_size(const bench_opts *o, size_t bytes);
 
 #endif

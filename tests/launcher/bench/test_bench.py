@@ -275,7 +275,9 @@ def usage():
              (["allreduce", "-e", "8", "-b", "16"], "-e"), (["allreduce", "-f", "2x"], "-f"),
              (["allreduce", "-T", "0"], "-T"), (["allreduce", "--backend", "gloo"], "--backend"),
              (["allreduce", "--fail", "2"], "--fail 2"), (["allreduce", "-b", "nan"], "-b: expected a byte count"),
-             (["allreduce", "-f", "inf"], "-f: expected a factor")]
+             (["allreduce", "-f", "inf"], "-f: expected a factor"),
+             (["allreduce", "-f", "1.000001"], "with -f 1.000001 makes more than 10000 sizes"),
+             (["allreduce", "-i", "1"], "-b 8 to -e 33554432 with -i 1 makes more than")]
     # each failing mpirun spends ~1.5 s ending the job, mostly idle: run them side by side
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda args: mpirun(2, args, timeout=120), [c[0] for c in cases]))

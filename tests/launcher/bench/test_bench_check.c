@@ -8,7 +8,10 @@
  *  - for a reduce-scatter, block 0's exact result on rank 1 (the wrong block handed out);
  *  - for an allgather, two blocks swapped;
  * while the exact result made here from every rank's inputs (the collectives' own init
- * functions) is counted right. No MPI: rank r's inputs are what its init writes. */
+ * functions) is counted right. Past those rank counts (100 to 4096 ranks), every type's exact sum
+ * and average are still counted right (neither wrapped, rounded nor the sentinel), and a constant
+ * or one rank's input still counted wrong as a sum. No MPI: rank r's inputs are what its init
+ * writes. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,18 +68,46 @@ static size_t wrong_in(const bench_row *r, const double *result, size_t n)
     return wrong;
 }
 
+/* Element i's exact combination over every rank (in: ranks x n inputs), an average divided as r's
+ * dtype divides. */
+static double exact_of(const double *in, size_t n, size_t i, comm_dtype dt, comm_op op, int ranks)
+{
+    double x = in[i];
+    for (int k = 1; k < ranks; k++)
+        x = combine(op, x, in[(size_t)k * n + i]);
+    if (op == OP_AVG)
+        x = dt == DT_INT32 || dt == DT_UINT8 || dt == DT_INT8 ? trunc(x / ranks) : x / ranks;
+    return x;
+}
+
+/* Past the rank counts below, a sum or average whose exact value the dtype could not hold (int8
+ * wraps past 127 and holds the sentinel -91, bfloat16 rounds past 256) would count a correct
+ * collective wrong. */
+static void check_many_ranks(comm_dtype dt, int ranks)
+{
+    const comm_op ops[] = {OP_SUM, OP_AVG};
+    for (size_t o = 0; o < 2; o++) {
+        bench_row r = row("allreduce", dt, ops[o], 1, ranks);
+        size_t n;
+        double *in = inputs_of(r, &n), exact[COUNT], zero[COUNT] = {0};
+        for (size_t i = 0; i < n; i++)
+            exact[i] = exact_of(in, n, i, dt, ops[o], ranks);
+        CHECK(wrong_in(&r, exact, n) == 0, "dt %d op %d np %d: the exact result is right", dt, ops[o], ranks);
+        if (ops[o] == OP_SUM) {
+            CHECK(wrong_in(&r, zero, n) > 0, "dt %d np %d: every sum 0 is wrong", dt, ranks);
+            CHECK(wrong_in(&r, in, n) > 0, "dt %d np %d: rank 0's own input is wrong as the sum", dt, ranks);
+        }
+        free(in);
+    }
+}
+
 static void check_reduce_ops(comm_dtype dt, comm_op op, int ranks)
 {
     bench_row r = row("allreduce", dt, op, 1, ranks);
     size_t n;
     double *in = inputs_of(r, &n), exact[COUNT], constant[COUNT];
-    for (size_t i = 0; i < n; i++) {
-        exact[i] = in[i];
-        for (int k = 1; k < ranks; k++)
-            exact[i] = combine(op, exact[i], in[(size_t)k * n + i]);
-        if (op == OP_AVG)
-            exact[i] = dt == DT_INT32 || dt == DT_UINT8 || dt == DT_INT8 ? trunc(exact[i] / ranks) : exact[i] / ranks;
-    }
+    for (size_t i = 0; i < n; i++)
+        exact[i] = exact_of(in, n, i, dt, op, ranks);
     CHECK(wrong_in(&r, exact, n) == 0, "dt %d op %d np %d: the exact result is right", dt, op, ranks);
     double values[] = {0, 1, -4, 4, 2};
     bool only_twos = op == OP_PROD && dt == DT_UINT8; /* one rank's 2 times 1s: every product is 2 */
@@ -131,5 +162,10 @@ int main(void)
             check_wrong_block(dts[d], ranks);
             check_swapped_blocks(dts[d], ranks);
         }
+    const comm_dtype wide[] = {DT_FLOAT, DT_BFLOAT16, DT_HALF, DT_INT32, DT_UINT8, DT_INT8};
+    const int many[] = {100, 128, 257, 1024, 4096};
+    for (size_t d = 0; d < sizeof wide / sizeof wide[0]; d++)
+        for (size_t k = 0; k < sizeof many / sizeof many[0]; k++)
+            check_many_ranks(wide[d], many[k]);
     return check_done("test_bench_check");
 }
