@@ -47,6 +47,32 @@ struct train_log {
 
 static int metrics_flush(struct train_log *g, ddp_err *err);
 
+/* An attempt killed while it wrote a line (a line above stdio's buffer goes out in pieces) left it
+ * cut: it is removed, so that the next line does not join it into one that is no JSON. */
+static void cut_last_line(struct train_log *g)
+{
+    char buf[4096];
+    long long end = g->metrics_bytes;
+    int fd = fileno(g->metrics);
+    while (end > 0) {
+        long long from = end > (long long)sizeof buf ? end - (long long)sizeof buf : 0;
+        ssize_t n = pread(fd, buf, (size_t)(end - from), (off_t)from);
+        if (n != end - from)
+            return; /* unreadable (a FIFO, /dev/full): nothing to mend */
+        char *nl = memrchr(buf, '\n', (size_t)n);
+        if (nl) {
+            end = from + (nl - buf) + 1;
+            break;
+        }
+        end = from;
+    }
+    if (end == g->metrics_bytes || ftruncate(fd, (off_t)end) != 0)
+        return;
+    log_warn("%s ended in a line cut short (%lld bytes, an attempt ended while writing it): removed",
+             g->metrics_path, g->metrics_bytes - end);
+    g->metrics_bytes = end;
+}
+
 int train_log_open(train_job *t, ddp_err *err)
 {
     struct train_log *g = calloc(1, sizeof *g);
@@ -64,11 +90,12 @@ int train_log_open(train_job *t, ddp_err *err)
     if (rc != DDP_OK)
         return rc;
     snprintf(g->metrics_path, sizeof g->metrics_path, "%s/metrics.jsonl", dir);
-    g->metrics = fopen(g->metrics_path, "a");
+    g->metrics = fopen(g->metrics_path, "a+"); /* read too: cut_last_line looks at its end */
     if (!g->metrics)
         return ddp_fail(err, DDP_ERUNTIME, "cannot open %s: %s", g->metrics_path, strerror(errno));
     struct stat st;
     g->metrics_bytes = fstat(fileno(g->metrics), &st) == 0 ? (long long)st.st_size : 0;
+    cut_last_line(g);
     if (t->step == 0 && g->metrics_bytes == 0)
         return DDP_OK;
     /* a resumed job trains again the steps after its checkpoint that an earlier attempt may have
@@ -191,7 +218,7 @@ static int write_progress_json(train_job *t, const train_tb_progress *p, uint64_
     if (io->classifier)
         json_number(f, "acc", "%.6g", p->acc);
     json_number(f, "lr", "%.6g", p->lr);
-    if (!isnan(p->grad_norm))
+    if (p->has_grad_norm)
         json_number(f, "grad_norm", "%.6g", p->grad_norm);
     json_number(f, "samples_per_s", "%.1f", p->samples_per_s);
     if (io->language_model)
@@ -216,7 +243,7 @@ static void log_progress_line(const train_job *t, const train_tb_progress *p)
         snprintf(acc_text, sizeof acc_text, " acc %.1f%%", 100 * p->acc);
     if (io->language_model && t->log->eval.done)
         snprintf(acc_text, sizeof acc_text, " val loss %.4f", t->log->eval.loss);
-    if (!isnan(p->grad_norm))
+    if (p->has_grad_norm)
         snprintf(norm_text, sizeof norm_text, " grad norm %.3g", p->grad_norm);
     if (io->language_model)
         snprintf(tps_text, sizeof tps_text, " %.0f tokens/s", p->tokens_per_s);
@@ -253,7 +280,7 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
     double terms = sums[4] > 0 ? sums[4] : 1;
     double steps = g->steps_acc > 0 ? (double)g->steps_acc : 1, sps = g->samples_acc / dt;
     train_tb_progress p = {.loss = sums[0] / terms, .acc = sums[1] / terms, .lr = lr, .grad_norm = grad_norm,
-                           .targets = sums[4],
+                           .targets = sums[4], .has_grad_norm = t->opt->grad_clip > 0,
                            .samples_per_s = sps, .tokens_per_s = sps * (double)io->sample.input.count,
                            .mfu = model_flops_utilization(t, sps), .ms_per_step = 1e3 * dt / steps,
                            .comm_ms = sums[3] / steps};

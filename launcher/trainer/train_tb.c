@@ -70,7 +70,7 @@ int train_tb_progress_write(train_job *t, const train_tb_progress *p, ddp_err *e
     if (io->classifier)
         add(f, "train/acc", p->acc);
     add(f, "train/lr", p->lr);
-    if (!isnan(p->grad_norm))
+    if (p->has_grad_norm)
         add(f, "train/grad_norm", p->grad_norm);
     add(f, "train/samples_per_s", p->samples_per_s);
     if (io->language_model)

@@ -13,6 +13,7 @@ void train_tb_close(train_job *t);
 typedef struct train_tb_progress {
     double loss, acc, lr, grad_norm, samples_per_s, tokens_per_s, mfu, ms_per_step, comm_ms;
     double targets;   /* the loss terms (targets counted) the loss averages over */
+    bool has_grad_norm; /* clipping measured it (optimizer.grad_clip > 0): NaN there is a non-finite norm */
 } train_tb_progress;
 int train_tb_progress_write(train_job *t, const train_tb_progress *p, ddp_err *err);
 /* One value at step: the optimizer step it belongs to (a checkpoint's, whose write ends later). */

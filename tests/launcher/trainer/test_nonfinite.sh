@@ -54,6 +54,9 @@ ddp_nan() {
     check "$tag: every metrics.jsonl line is strict JSON" strict_json "$TMP/$tag/metrics.jsonl"
     check "$tag: the last progress record is step 25 with loss null" \
         [ "$(last_train "$TMP/$tag/metrics.jsonl" step) $(last_train "$TMP/$tag/metrics.jsonl" loss)" = "25 None" ]
+    check "$tag: ... and grad_norm null, not left out (clipping measures it)" \
+        [ "$(last_train "$TMP/$tag/metrics.jsonl" grad_norm)" = "None" ]
+    check "$tag: ... its log line says grad norm nan" grep -q "step 25/40 .* grad norm nan" "$TMP/$tag.log"
 }
 
 # --- ddprun, np=2, clipping on ---

@@ -5,7 +5,8 @@
 # (those metrics.jsonl has), every rank's figures, the val loss, the checkpoint times and the text
 # samples as the text plugin's (UTF-8, each ill-formed part of a byte-level sample U+FFFD), the
 # checkpoint figures at the steps saved; after a rank is killed and the job restarted from an
-# earlier checkpoint, each step once, the restarted attempt's (metrics.jsonl marks the resume), and
+# earlier checkpoint, each step once, the restarted attempt's (metrics.jsonl marks the resume; a
+# line an attempt left cut short is removed by the next), and
 # so after a restart from step 0 (no checkpoint yet); a
 # copy cut inside its last record, or inside a record's header, still gives every whole record; a
 # running job's file is read while it trains. Exits 77 (skipped)
@@ -113,6 +114,17 @@ got = tb["scalars"]["train/loss"]
 assert [g[0] for g in got] == [5, 10], got
 assert math.isclose(got[0][1], train[1]["loss"], rel_tol=1e-5, abs_tol=1e-4), (got, train)
 PY
+
+# an attempt ended while it wrote a line left it cut: the next attempt removes it, saying so, so
+# that its own first line does not join it into a line that is no JSON
+printf '{"kind":"train","step":11,"lo' >>"$TMP/re0/metrics.jsonl"
+"$DDPRUN" -np 2 "$TINY" run.dir="$TMP/re0" "${GPT[@]}" train.max_steps=15 checkpoint.resume=auto >"$TMP/cut.log" 2>&1
+check "a line cut short at the end of metrics.jsonl: the resumed job runs (exit $?)" [ $? -eq 0 ]
+check "... removes it, saying so" grep -q "metrics.jsonl ended in a line cut short (29 bytes" "$TMP/cut.log"
+check "... and every line of metrics.jsonl is JSON, the resume's included" python3 -c "
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert [l['step'] for l in lines if l['kind'] == 'resume'][-1] == 10, lines" "$TMP/re0/metrics.jsonl"
 
 # cut copies: inside the last record's data, and 3 bytes into the header of a record
 f=${files[0]}
