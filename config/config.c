@@ -429,11 +429,15 @@ static int override_key(cfg_loader *L, int n, const char *text, size_t key_len, 
  * what the user typed without a word: refused, so that it is quoted. */
 static int no_comment_after(const cfg_loader *L, const cfg_src *src, const char *value, size_t end, const char *key)
 {
-    size_t at = end + strspn(value + end, " \t\r\n");
-    if (value[at] != '#')
+    size_t at = 0; /* end counts characters (libyaml's marks), at bytes */
+    for (size_t chars = 0; value[at] && chars < end; chars++)
+        do at++; while (((unsigned char)value[at] & 0xC0) == 0x80);
+    size_t blank = strspn(value + at, " \t\r\n");
+    if (value[at + blank] != '#')
         return DDP_OK;
-    return cfg_error(L, (cfg_pos){src->source, 1, src->col_offset + (int)at + 1}, key, "\"%.40s\" after the "
-                     "value is a YAML comment, which drops it: quote the value if it belongs to it", value + at);
+    return cfg_error(L, (cfg_pos){src->source, 1, src->col_offset + (int)(end + blank) + 1}, key, "\"%.40s\" after "
+                     "the value is a YAML comment, which drops it: quote the value if it belongs to it",
+                     value + at + blank);
 }
 
 static int apply_override(cfg_loader *L, int n, const char *text)

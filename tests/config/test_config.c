@@ -89,6 +89,13 @@ static void test_bad_overrides(void)
     expect_fail(NULL, 1, (char *[]){"data.batch_size=64 #128"}, "<override 1>:1:20: data.batch_size:",
                 "\"#128\" after the value is a YAML comment");
     expect_fail(NULL, 1, (char *[]){"run.dir='/x' \t# y"}, "<override 1>:1:15: run.dir:", "YAML comment");
+    /* libyaml's marks count characters: "é" is one, two bytes */
+    expect_fail(NULL, 1, (char *[]){"run.dir=/runs/\xc3\xa9 #x"}, "<override 1>:1:17: run.dir:", "\"#x\" after");
+    config accepted;
+    ddp_err aerr = {0};
+    CHECK(config_load(fixture("minimal.yaml"), 1, (char *[]){"run.dir=/runs/M\xc3\xbcller-L\xc3\xbc" "denscheid#2"},
+                      &accepted, &aerr) == DDP_OK && !strcmp(accepted.run.dir, "/runs/M\xc3\xbcller-L\xc3\xbc" "denscheid#2"),
+          "a '#' inside a plain value after two-byte characters: %s", aerr.msg);
     /* an override is one value: a second document after it, or a value that would begin one, is
      * refused, not cut short or read otherwise than the same text in a file */
     expect_fail(NULL, 1, (char *[]){"optimizer.lr=0.5\n---\n0.2"}, "<override 1>:1:22: optimizer.lr:",
