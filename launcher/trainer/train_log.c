@@ -9,6 +9,7 @@
  * line (train.c counts them in) and the latest evaluation (struct train_log). Must not change
  * training state: it only reads it (evaluation runs the model forward only). */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,12 +54,18 @@ static void cut_last_line(struct train_log *g)
 {
     char buf[4096];
     long long end = g->metrics_bytes;
-    int fd = fileno(g->metrics);
+    struct stat st;
+    int fd = fstat(fileno(g->metrics), &st) == 0 && S_ISREG(st.st_mode) ? open(g->metrics_path, O_RDONLY | O_CLOEXEC)
+                                                                        : -1; /* a FIFO's reader is not ours */
+    if (fd < 0)
+        return;
     while (end > 0) {
         long long from = end > (long long)sizeof buf ? end - (long long)sizeof buf : 0;
         ssize_t n = pread(fd, buf, (size_t)(end - from), (off_t)from);
-        if (n != end - from)
-            return; /* unreadable (a FIFO, /dev/full): nothing to mend */
+        if (n != end - from) {
+            end = g->metrics_bytes; /* unreadable: nothing to mend */
+            break;
+        }
         char *nl = memrchr(buf, '\n', (size_t)n);
         if (nl) {
             end = from + (nl - buf) + 1;
@@ -66,7 +73,8 @@ static void cut_last_line(struct train_log *g)
         }
         end = from;
     }
-    if (end == g->metrics_bytes || ftruncate(fd, (off_t)end) != 0)
+    close(fd);
+    if (end == g->metrics_bytes || ftruncate(fileno(g->metrics), (off_t)end) != 0)
         return;
     log_warn("%s ended in a line cut short (%lld bytes, an attempt ended while writing it): removed",
              g->metrics_path, g->metrics_bytes - end);
@@ -90,7 +98,7 @@ int train_log_open(train_job *t, ddp_err *err)
     if (rc != DDP_OK)
         return rc;
     snprintf(g->metrics_path, sizeof g->metrics_path, "%s/metrics.jsonl", dir);
-    g->metrics = fopen(g->metrics_path, "a+"); /* read too: cut_last_line looks at its end */
+    g->metrics = fopen(g->metrics_path, "a");
     if (!g->metrics)
         return ddp_fail(err, DDP_ERUNTIME, "cannot open %s: %s", g->metrics_path, strerror(errno));
     struct stat st;
