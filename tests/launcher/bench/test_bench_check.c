@@ -101,6 +101,20 @@ static void check_many_ranks(comm_dtype dt, int ranks)
     }
 }
 
+/* A collective that sums nothing (allgather, broadcast) keeps every rank's inputs whatever the rank
+ * count: were they 0 past sum_terms, as a sum's are, a broadcast writing zeros would pass. */
+static void check_inputs_kept(comm_dtype dt, int ranks)
+{
+    bench_row r = row("allgather", dt, OP_SUM, 0, ranks);
+    size_t n, zeros = 0;
+    double *in = inputs_of(r, &n);
+    for (size_t i = 0; i < (size_t)ranks * n; i++)
+        zeros += in[i] == 0;
+    CHECK(zeros * 20 < (size_t)ranks * n, "dt %d np %d: %zu of %zu allgather inputs are 0", dt, ranks, zeros,
+          (size_t)ranks * n);
+    free(in);
+}
+
 static void check_reduce_ops(comm_dtype dt, comm_op op, int ranks)
 {
     bench_row r = row("allreduce", dt, op, 1, ranks);
@@ -165,7 +179,11 @@ int main(void)
     const comm_dtype wide[] = {DT_FLOAT, DT_BFLOAT16, DT_HALF, DT_INT32, DT_UINT8, DT_INT8};
     const int many[] = {100, 128, 257, 1024, 4096};
     for (size_t d = 0; d < sizeof wide / sizeof wide[0]; d++)
-        for (size_t k = 0; k < sizeof many / sizeof many[0]; k++)
+        for (size_t k = 0; k < sizeof many / sizeof many[0]; k++) {
             check_many_ranks(wide[d], many[k]);
+            check_swapped_blocks(wide[d], many[k]);
+            check_wrong_block(wide[d], many[k]);
+            check_inputs_kept(wide[d], many[k]);
+        }
     return check_done("test_bench_check");
 }
