@@ -103,6 +103,13 @@ static void exec_mpirun(char *const argv[], int out_fd, int err_fd, pid_t launch
     if (getppid() != launcher) _exit(127); /* ddprun died before prctl took effect */
     if (pause_s > 0) nanosleep(&(struct timespec){(time_t)pause_s, 0}, NULL);
     setpgid(0, 0);
+    /* A terminal's Ctrl-C that reached ddprun's process group before either setpgid moved this
+     * child out of it: ddprun has its own copy and forwards the stop. A SIGTERM stays pending:
+     * only ddprun sends one here (a second stop, its death). */
+    sigset_t intr;
+    sigemptyset(&intr);
+    sigaddset(&intr, SIGINT);
+    while (sigtimedwait(&intr, NULL, &(struct timespec){0, 0}) == SIGINT) {}
     int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null_fd >= 0) dup2(null_fd, 0); /* dup2's copy is inherited, the original closes at exec */
     dup2(out_fd, 1);
