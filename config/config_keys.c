@@ -170,8 +170,9 @@ static const cfg_key keys_after_models[] = {
     NUM("ddp.timeout_s", ddp.timeout_s, NR_POSITIVE, "300", HASH_NO,
         "Seconds a collective may wait before the job is aborted with an error naming the ranks that did not "
         "arrive (MPI and NCCL); also how long the end of a run waits for collectives still in flight. Until "
-        "every rank has read the config and agreed on it, the start-up's deadline is the command line's "
-        "`ddp.timeout_s=` (the file's value is not known yet), else 300."),
+        "every rank has read the config and agreed on it (MPI's own start included), the start-up's deadline "
+        "is the command line's `ddp.timeout_s=`, else 300: ddprun, which read the config, passes the file's "
+        "value that way; ranks started by mpirun or srun directly do not know it yet."),
     BOOL("ddp.debug", ddp.debug, "false", HASH_NO, "Cross-check collective order and sizes across ranks (slower)."),
     ENUM("ddp.grad_dtype", ddp.grad_dtype, grad_dtype_names, "fp32", HASH_NO,
          "Precision of gradients on the wire; `bf16` when not set, with `precision: bf16`, except on "

@@ -289,11 +289,10 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
     if (!passed) { argv_push(cmd, "-x"); if (user) argv_push(cmd, "OMP_NUM_THREADS"); else argv_pushf(cmd, "OMP_NUM_THREADS=%d", threads); }
     const char *bind = o->bind_to ? o->bind_to : (threads > 1 || user ? "none" : NULL);
     if (bind) { argv_push(cmd, "--bind-to"); argv_push(cmd, bind); }
-    /* Non-blocking all-reduce (the DDP buckets) by reduce-scatter + allgather, every rank
-     * reducing its share, instead of libnbc's choice for in-place or < 4 ranks (binomial: one
-     * rank reduces everything while the others wait): np=2 +5-7% samples/s. One fixed
-     * algorithm, so results still do not depend on timing. The user's setting wins (mpirun refuses
-     * a key given twice). */
+    /* Non-blocking all-reduce (the DDP buckets) by reduce-scatter + allgather, every rank reducing its
+     * share, instead of libnbc's choice for in-place or < 4 ranks (binomial: one rank reduces everything
+     * while the others wait): np=2 +5-7% samples/s. One fixed algorithm, so results still do not depend
+     * on timing. The user's setting wins (mpirun refuses a key given twice). */
     const char *libnbc = "coll_libnbc_iallreduce_algorithm";
     if (!getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm") &&
         !argv_option_value(&o->passthrough, "--mca", libnbc, 0)) {
@@ -585,6 +584,7 @@ int main(int argc, char **argv)
         program_path(prog, sizeof prog, "DDPRUN_WORKER", "ddprun-worker", self);
         argv_push(&prog_argv, prog);
         for (int i = first; i < argc; i++) argv_push(&prog_argv, argv[i]);
+        argv_pushf(&prog_argv, "ddp.timeout_s=%.17g", cfg.ddp.timeout_s); /* the file's, for the start-up's deadline */
     }
     if (!o.discovery.cmd) default_np(&o);
     batch_split split;

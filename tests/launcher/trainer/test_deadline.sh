@@ -78,9 +78,12 @@ check "the message names rank 1 and its host" said stall "Not arrived: rank 1 (h
 check "... and the start-up's config agreement" said stall "(config agreement, start-up) did not complete within $TIMEOUT s"
 
 # under ddprun, rank 1's program stalls before it starts (its exec held 60 s after its wrapper said
-# "started"): the others, held in MPI_Init, end the job at the start-up's deadline
+# "started"): the others, held in MPI_Init, end the job at the start-up's deadline, the config
+# file's ddp.timeout_s (which ddprun read and hands the ranks)
+sed "s/^ddp: {/ddp: {timeout_s: $TIMEOUT, /" "$SMALL" >"$TMP/timeout.yaml"
+check "the config file sets ddp.timeout_s $TIMEOUT" grep -q "^ddp: {timeout_s: $TIMEOUT, " "$TMP/timeout.yaml"
 t0=$(date +%s.%N)
-DDP_TEST_FAULT=slow-exec:1:0:60 timeout 120 "$DDPRUN" -np 3 "$SMALL" run.dir="$TMP/noexec" ddp.timeout_s=$TIMEOUT \
+DDP_TEST_FAULT=slow-exec:1:0:60 timeout 120 "$DDPRUN" -np 3 "$TMP/timeout.yaml" run.dir="$TMP/noexec" \
     >"$TMP/noexec.log" 2>&1
 rc=$?
 took=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")
