@@ -155,6 +155,49 @@ static int check_output(const char *in, const char *out, bool force)
     return DDP_OK;
 }
 
+/* path as it will resolve: its deepest existing ancestor resolved (realpath), the rest as named. */
+static bool resolve_to_be(const char *path, char *out, size_t size)
+{
+    char head[PATH_MAX];
+    size_t cut = strlen(path);
+    if (cut >= sizeof head || size < PATH_MAX)
+        return false;
+    memcpy(head, path, cut + 1);
+    while (!realpath(cut ? head : ".", out)) {
+        if (!cut)
+            return false; /* the working directory itself is gone */
+        while (cut > 0 && head[cut - 1] == '/') /* from "a/b/c/": "a/b/", then "a/", then "" */
+            cut--;
+        while (cut > 0 && head[cut - 1] != '/')
+            cut--;
+        head[cut] = '\0';
+    }
+    const char *tail = path + cut;
+    tail += strspn(tail, "/");
+    size_t n = strlen(out);
+    if (!*tail)
+        return true;
+    return snprintf(out + n, size - n, "%s%s", n > 1 ? "/" : "", tail) < (int)(size - n);
+}
+
+/* The folder replaced whole may not be the checkpoint, lie in it (a set's directory: its prune
+ * would remove the export, or fail on it), nor hold it (the swap would carry the checkpoint, a
+ * run's checkpoints, into the new folder). */
+static int check_apart(const char *in, const char *dir)
+{
+    char rin[PATH_MAX], rdir[PATH_MAX];
+    if (!realpath(in, rin) || !resolve_to_be(dir, rdir, sizeof rdir))
+        return DDP_OK; /* the read or the write says why */
+    size_t li = strlen(rin), ld = strlen(rdir);
+    bool in_it = !strncmp(rdir, rin, li) && (rdir[li] == '/' || !rdir[li]);
+    bool holds = ld == 1 || (!strncmp(rin, rdir, ld) && rin[ld] == '/');
+    if (!in_it && !holds)
+        return DDP_OK;
+    fprintf(stderr, "ddprun ckpt export: %s %s the checkpoint being exported (%s); write the folder elsewhere\n",
+            dir, in_it ? (li == ld ? "is" : "lies in") : "holds", in);
+    return DDP_EUSAGE;
+}
+
 /* DIR is missing, or a folder holding no export's files (any, when forced). */
 static int check_folder(const char *dir, bool force)
 {
@@ -267,7 +310,9 @@ static int token_ids_folder(const export_args *a, char *from, size_t size, ddp_e
 static int export_hf(const export_args *a)
 {
     st_dtype dtype = a->dtype && !strcmp(a->dtype, "bf16") ? ST_BF16 : ST_F32;
-    int rc = check_folder(a->out, a->force);
+    int rc = check_apart(a->in, a->out);
+    if (!rc)
+        rc = check_folder(a->out, a->force);
     if (rc)
         return rc;
     export_src x;

@@ -27,7 +27,8 @@
 #    checkpoint.upload_cmd a set is refused before training (exit 2);
 #  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), `ckpt export --format
 #    hf|llmc` of a set is byte for byte the export of the single file of the same step, and
-#    `ddprun generate` draws the same text from both.
+#    `ddprun generate` draws the same text from both; an export into the set, a folder in it or one
+#    holding it is refused.
 source "$(dirname "$0")/../../lib.sh"
 GPT=$DDP_SRC/tests/launcher/trainer/gpt2_small.yaml
 DATA=$TMP/bytes
@@ -212,6 +213,13 @@ check "... and from the set's directory written with a trailing slash (finding t
 check "export --force into the set's own directory is refused (exit $?)" grep -q "lies in the checkpoint being exported" \
     "$TMP/into.log"
 check "... and the set is left whole" "$DDPRUN" ckpt info "$(set_of set 7)"
+for into in "$(set_of set 7)" "$(set_of set 7)/hf/" "$TMP/set/checkpoints"; do
+    "$DDPRUN" ckpt export --format hf --force "$(set_of set 7)" "$into" >"$TMP/into-hf.log" 2>&1
+    check "export --format hf --force into $into (the set, a folder in it, one holding it) is refused (exit $?)" \
+        grep -q "the checkpoint being exported" "$TMP/into-hf.log"
+done
+check "... and the set is left whole, nothing written in it" \
+    bash -c "'$DDPRUN' ckpt info '$(set_of set 7)' >/dev/null && [ ! -e '$(set_of set 7)/config.json' ] && [ ! -e '$(set_of set 7)/hf' ]"
 check "export of a damaged set is refused" \
     bash -c "! '$DDPRUN' ckpt export --format llmc '$(set_of info 20)' '$TMP/bad.bin' >/dev/null 2>&1 && [ ! -e '$TMP/bad.bin' ]"
 
