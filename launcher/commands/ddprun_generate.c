@@ -323,6 +323,11 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts,
         free(ids);
         return DDP_OK;
     }
+    /* the window keeps the last seq_len ids: a longer turn would lose chat.json's start, the system
+     * prompt and the turn's header, and the model would answer text out of its template */
+    if (!rc && chat && n >= seq_len)
+        rc = ddp_fail(err, DDP_EUSAGE, "--chat: the wrapped prompt is %lld tokens, the model's context %lld: "
+                      "shorten the message", (long long)n, (long long)seq_len);
     device *dev = NULL;
     model *m = NULL;
     if (!rc)

@@ -18,8 +18,9 @@ N=8
 
 "$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DDP_SRC/README.md" "$DATA" >/dev/null
 check "prepare-text: byte-token data" [ -f "$TOK" ]
+# a context of 48: the wrapped prompt (40 ids) and the answer fit, as --chat requires of the prompt
 mpirun -np 1 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$TINY" run.dir="$TMP/run" data.path="$DATA" \
-    train.max_steps=1 >"$TMP/run.log" 2>&1
+    train.max_steps=1 data.seq_len=48 >"$TMP/run.log" 2>&1
 CK=$TMP/run/checkpoints/ckpt-00000001.ddp
 check "a 1-step tiny GPT-2 checkpoint" [ -f "$CK" ]
 
@@ -38,6 +39,9 @@ WANT="$(ids "$PREFIX") $(ids "$PROMPT") $(ids "$SUFFIX")"
 "$DDPRUN" generate "$CK" --encode-only --chat --prompt "$PROMPT" >"$TMP/enc1" 2>"$TMP/enc.err"
 check "--encode-only --chat: user_prefix, the prompt's bytes, user_suffix (chat.json of the run's data.path)" \
     [ "$(cat "$TMP/enc1")" = "$WANT" ]
+"$DDPRUN" generate "$CK" --chat --prompt "$(printf 'x%.0s' $(seq 8))$PROMPT" >/dev/null 2>"$TMP/long.err"
+check "--chat with a wrapped prompt as long as the context (48 ids): refused (exit $?), naming both" \
+    grep -q "the wrapped prompt is 48 tokens, the model's context 48" "$TMP/long.err"
 "$DDPRUN" generate --encode-only --chat --tokenizer "$TOK" --prompt "$PROMPT" >"$TMP/enc2" 2>>"$TMP/enc.err"
 check "... chat.json beside --tokenizer" [ "$(cat "$TMP/enc2")" = "$WANT" ]
 mkdir -p "$TMP/elsewhere" && mv "$DATA/chat.json" "$TMP/elsewhere/c.json"
