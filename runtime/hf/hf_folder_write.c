@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/base/open_input.h"
 #include "runtime/base/read_whole.h"
 #include "json_doc.h"
 
@@ -146,9 +147,10 @@ static int read_generation(folder *x, const char *source, ddp_err *err)
 {
     char path[4096 + FILE_NAME_MAX];
     snprintf(path, sizeof path, "%s/%s", source, HF_GENERATION_CONFIG);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return errno == ENOENT ? DDP_OK : ddp_fail(err, DDP_EUSAGE, "%s: %s", path, strerror(errno));
+    FILE *f = NULL;
+    ddp_err why = {0};
+    if (fopen_input(path, &f, &why) != DDP_OK) /* a FIFO would hold the export in open() */
+        return errno == ENOENT ? DDP_OK : (*err = why, why.code);
     int rc = read_whole(f, path, HF_CONFIG_MAX_BYTES, &x->generation, &x->generation_len, err);
     fclose(f);
     json_doc j = {0};

@@ -21,7 +21,7 @@
 #    refused naming both;
 #  - bos/eos token ids: a copy of the fixture with ids of its own (eos a list of three) exported with
 #    them, config.json as save_pretrained writes it, its generation_config.json byte for byte (one
-#    that is no JSON object refused); --token-ids-from another folder's; the run's
+#    that is no JSON object, or a FIFO, refused); --token-ids-from another folder's; the run's
 #    folder gone refused (exit 2, nothing written) until --token-ids-from names where it went; a
 #    string among the ids refused naming FILE:LINE:COL; from scratch, LlamaConfig's 1 and 2.
 source "$(dirname "$0")/../../lib.sh"
@@ -217,6 +217,10 @@ export_hf --token-ids-from "$TMP/badgen" "$I" "$TMP/ix5" >"$TMP/ix5.log" 2>&1
 check "a generation_config.json that is no JSON object: exit 2 (got $?)" [ $? -eq 2 ]
 check "naming it" grep -q "$TMP/badgen/generation_config.json: expected a JSON object" "$TMP/ix5.log"
 check "and writing nothing" [ ! -e "$TMP/ix5" ]
+mkdir -p "$TMP/fifogen" && cp "$HF/config.json" "$TMP/fifogen/" && mkfifo "$TMP/fifogen/generation_config.json"
+timeout 60 "$DDPRUN" ckpt export --format hf --token-ids-from "$TMP/fifogen" "$I" "$TMP/ix6" >"$TMP/ix6.log" 2>&1
+check "a generation_config.json that is a FIFO: exit 2 at once, not held in open() (got $?)" [ $? -eq 2 ]
+check "naming it" grep -q "$TMP/fifogen/generation_config.json: is a FIFO" "$TMP/ix6.log"
 mv "$IDS" "$IDS.moved"
 export_hf "$I" "$TMP/ix3" >"$TMP/ix3.log" 2>&1
 check "the run's folder gone: exit 2 (got $?)" [ $? -eq 2 ]
