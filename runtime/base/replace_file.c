@@ -75,7 +75,7 @@ int replace_file_stream(const char *path, replace_file_stream_writer write, void
     if (rc)
         return rc;
     /* the stream gets its own descriptor, so that commit() still holds fd after fclose */
-    int own = dup(fd);
+    int own = fcntl(fd, F_DUPFD_CLOEXEC, 0); /* not for a command a thread starts meanwhile */
     FILE *f = own < 0 ? NULL : fdopen(own, "w");
     if (!f) {
         if (own >= 0)
