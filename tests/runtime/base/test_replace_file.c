@@ -5,6 +5,7 @@
  * path that names a folder, and one whose folder is missing, are usage errors naming the path. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,16 @@ static int refuse(FILE *f, void *ctx, ddp_err *err)
     return ddp_fail(err, DDP_ERUNTIME, "the writer gave up (%s)", (const char *)ctx);
 }
 
+/* Writes the text, noting whether the stream's descriptor is close-on-exec (a command another
+ * thread starts meanwhile must not inherit it). */
+static int put_noting_cloexec(FILE *f, void *ctx, ddp_err *err)
+{
+    (void)err;
+    *(int *)ctx = fcntl(fileno(f), F_GETFD) & FD_CLOEXEC;
+    fputs("third\n", f);
+    return DDP_OK;
+}
+
 /* More than the stream's buffer, so the kernel sees writes past RLIMIT_FSIZE. */
 static int put_big(FILE *f, void *ctx, ddp_err *err)
 {
@@ -80,6 +91,10 @@ static void written_whole(const char *path)
     CHECK_EQ_INT(replace_file_fd(path, put_fd, "second\n", &err), DDP_OK);
     CHECK(slurp(path) && !strcmp(slurp(path), "second\n"), "fd writer replaced it: %s", slurp(path));
     CHECK_EQ_INT(count(".tmp."), 0);
+    int cloexec = 0;
+    CHECK_EQ_INT(replace_file_stream(path, put_noting_cloexec, &cloexec, &err), DDP_OK);
+    CHECK(cloexec, "the stream's descriptor is not close-on-exec");
+    CHECK_EQ_INT(replace_file_fd(path, put_fd, "second\n", &err), DDP_OK);
 }
 
 static void failures_keep_the_old_file(const char *path)
