@@ -310,9 +310,9 @@ static int token_ids_folder(const export_args *a, char *from, size_t size, ddp_e
 static int export_hf(const export_args *a)
 {
     st_dtype dtype = a->dtype && !strcmp(a->dtype, "bf16") ? ST_BF16 : ST_F32;
-    int rc = check_apart(a->in, a->out);
+    int rc = check_folder(a->out, a->force);
     if (!rc)
-        rc = check_folder(a->out, a->force);
+        rc = check_apart(a->in, a->out);
     if (rc)
         return rc;
     export_src x;
