@@ -162,20 +162,20 @@ int gpt2_activation_bytes(const gpt2_shape *s, const lm_run *run, int64_t T, int
 
 /* GPT-2's initialisation: weights N(0, 0.02), the residual projections (attn.c_proj, mlp.c_proj)
  * N(0, 0.02/sqrt(2·n_layer)), biases 0, LayerNorm weights 1; wte's padding rows 0. */
-static void init_tensor(const model *m, rng *r, const param_tensor *t, float *dst)
+static void init_tensor(const model *m, const rng_key *key, const param_tensor *t, size_t lo, size_t hi, float *dst)
 {
     const gpt2_impl *g = m->impl;
     const char *name = t->name;
-    size_t n = t->numel;
+    size_t drawn = t->numel;
     if (!strcmp(name, "wte.weight"))
-        n = (size_t)g->s.vocab_size * (size_t)g->s.n_embd;
+        drawn = (size_t)g->s.vocab_size * (size_t)g->s.n_embd;
     if (strstr(name, "ln_") && strstr(name, ".weight")) {
-        for (size_t j = 0; j < n; j++)
-            dst[j] = 1.0f;
+        model_fill(dst, hi - lo, 1.0f);
     } else if (t->ndim == 2) {
         double std = strstr(name, "c_proj.weight") ? 0.02 / sqrt(2.0 * (double)g->s.n_layer) : 0.02;
-        for (size_t j = 0; j < n; j++)
-            dst[j] = (float)(rng_normal(r) * std);
+        model_draw_normal(key, lo, hi, drawn, std, dst);
+    } else {
+        model_fill(dst, hi - lo, 0.0f);
     }
 }
 

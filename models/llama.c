@@ -266,16 +266,18 @@ int llama_activation_bytes(const llama_family *fam, const llama_shape *s, const 
 
 /* Every 2-D weight N(0, 0.02) (no depth scaling), RMSNorm weights 1, biases and the vocabulary's
  * padding rows 0, drawn in buffer order from the RNG_INIT stream. */
-static void init_tensor(const model *m, rng *r, const param_tensor *t, float *dst)
+static void init_tensor(const model *m, const rng_key *key, const param_tensor *t, size_t lo, size_t hi, float *dst)
 {
     const llama_impl *g = m->impl;
-    size_t n = t->numel;
+    size_t drawn = t->numel;
     if (t->shape[0] == g->lm.Vp && (t->offset == g->off_embed || t->offset == g->off_head))
-        n = (size_t)g->s.vocab_size * (size_t)g->s.n_embd;
+        drawn = (size_t)g->s.vocab_size * (size_t)g->s.n_embd;
     size_t len = strlen(t->name);
     float fill = len > 5 && !strcmp(t->name + len - 5, ".bias") ? 0.0f : 1.0f;
-    for (size_t j = 0; j < n; j++)
-        dst[j] = t->ndim == 2 ? (float)(rng_normal(r) * 0.02) : fill;
+    if (t->ndim == 2)
+        model_draw_normal(key, lo, hi, drawn, 0.02, dst);
+    else
+        model_fill(dst, hi - lo, fill);
 }
 
 static const lm_kind llama_kind = {

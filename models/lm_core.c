@@ -212,9 +212,10 @@ static int lm_evaluate(model *m, const model_batch *b, float *stats, ddp_err *er
     return rc ? rc : classifier(m, b->targets, b->rows, 1.0f, false, stats, err);
 }
 
-static void lm_init_tensor(const model *m, rng *r, const param_tensor *t, float *dst)
+static void lm_init_tensor(const model *m, const rng_key *key, const param_tensor *t, size_t lo, size_t hi,
+                           float *dst)
 {
-    core(m)->kind->init_tensor(m, r, t, dst);
+    core(m)->kind->init_tensor(m, key, t, lo, hi, dst);
 }
 
 /* The compute copy of bf16: m->params rounded stochastically with the bits of (seed, step,

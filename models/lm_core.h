@@ -20,9 +20,8 @@
 /* What one language model brings to the shared plumbing. */
 typedef struct lm_kind {
     const char *name;              /* begins its messages: "gpt2", "llama" */
-    /* Tensor t's initial values into dst (t->numel floats, zero), drawn from r: model.h's
-     * init_tensor. */
-    void (*init_tensor)(const model *m, rng *r, const param_tensor *t, float *dst);
+    /* Values [lo, hi) of tensor t's initial values into dst: model.h's init_tensor. */
+    void (*init_tensor)(const model *m, const rng_key *key, const param_tensor *t, size_t lo, size_t hi, float *dst);
     /* The classifier's input lm_core.head_x [BT, C] (the final norm's output) from the tokens
      * [B, T] (device int32). */
     int (*forward)(model *m, const int32_t *tokens, int64_t B, ddp_err *err);

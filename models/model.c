@@ -181,9 +181,22 @@ void model_free_tensors(model *m)
     m->n_units = 0;
 }
 
-void model_init_linear_tensor(const model *m, rng *r, const param_tensor *t, float *dst)
+void model_init_linear_tensor(const model *m, const rng_key *key, const param_tensor *t, size_t lo, size_t hi,
+                              float *dst)
 {
     float bound = (float)(1.0 / sqrt((double)linear_fan_in(m, t)));
-    for (size_t j = 0; j < t->numel; j++)
-        dst[j] = rng_uniform(r, -bound, bound);
+    rng_uniforms_at(key, lo, hi, -bound, bound, dst);
+}
+
+void model_draw_normal(const rng_key *key, size_t lo, size_t hi, size_t drawn, double std, float *dst)
+{
+    size_t mid = hi < drawn ? hi : drawn > lo ? drawn : lo;
+    rng_normals_at(key, lo, mid, std, dst);
+    model_fill(dst + (mid - lo), hi - mid, 0.0f);
+}
+
+void model_fill(float *dst, size_t n, float v)
+{
+    for (size_t j = 0; j < n; j++)
+        dst[j] = v;
 }

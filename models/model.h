@@ -112,10 +112,11 @@ struct model_ops {
                             grad_ready_fn grad_ready, void *ctx, float *stats, ddp_err *err);
     /* Forward only; stats += (loss sum, correct count). */
     int (*evaluate)(model *m, const model_batch *b, float *stats, ddp_err *err);
-    /* Tensor t's initial values into dst (t->numel floats, zeroed), drawn from r: called for every
-     * tensor in buffer order on the RNG_INIT stream of the run's seed (model_init.c), so every
-     * rank and backend draws the same. */
-    void (*init_tensor)(const model *m, rng *r, const param_tensor *t, float *dst);
+    /* Values [lo, hi) of tensor t's initial values into dst[0 .. hi - lo), each one every place
+     * it is written: value j at position j of key's counter-based stream (rng_key_of(run.seed,
+     * RNG_INIT, t's index), model_init.c), so a rank draws any slice of any tensor alone, in any
+     * thread, and every rank and backend gets the same values. */
+    void (*init_tensor)(const model *m, const rng_key *key, const param_tensor *t, size_t lo, size_t hi, float *dst);
     /* The parameters changed (initialised, loaded, broadcast or stepped; `step` optimizer steps
      * done, in a run seeded `seed`): rebuild what the model derives from them, i.e. the bf16
      * copy it computes with under precision bf16. NULL when the model computes on m->params. */
@@ -225,12 +226,14 @@ size_t model_largest_tensor(const model *m);
 /* Of the values v of parameters [offset, offset + n), those inside the pieces into host. */
 void param_pieces_take(const param_piece *pieces, int n_pieces, float *host, size_t offset, const float *v, size_t n);
 
-/* The initial parameters (m->ops->init_tensor, tensor by tensor) into m->params, through a host
- * buffer of the whole model. */
+/* The initial parameters (m->ops->init_tensor) into m->params, through a host buffer of the
+ * whole model. */
 int model_init_params(model *m, uint64_t seed, ddp_err *err);
-/* The same into the pieces of host only, holding one tensor at a time besides host; *digest sums
- * up every value drawn (pieces or not), so ranks that drew differently (another build, another
- * seed) can find it out without holding each other's pieces. */
+/* The same into the pieces of host only, drawing nothing else, in chunks spread over the OpenMP
+ * threads (the values do not depend on their number); *digest sums up a probe every rank draws
+ * whatever its pieces (each tensor's first, middle and last value), so ranks that drew
+ * differently (another build, another seed) can find it out without holding each other's
+ * pieces. */
 int model_init_params_pieces(const model *m, uint64_t seed, const param_piece *pieces, int n_pieces, float *host,
                              uint64_t *digest, ddp_err *err);
 
@@ -239,7 +242,13 @@ int model_params_changed(model *m, uint64_t seed, uint64_t step, ddp_err *err);
 
 /* PyTorch nn.Linear's default init (kaiming_uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in))
  * for weights and biases), for models built of Linear layers: an init_tensor. */
-void model_init_linear_tensor(const model *m, rng *r, const param_tensor *t, float *dst);
+void model_init_linear_tensor(const model *m, const rng_key *key, const param_tensor *t, size_t lo, size_t hi,
+                              float *dst);
+/* For an init_tensor: values [lo, hi) of a tensor whose first `drawn` values are N(0, std²) from
+ * key's stream and the rest (a vocabulary's padding rows) 0, into dst[0 .. hi - lo). */
+void model_draw_normal(const rng_key *key, size_t lo, size_t hi, size_t drawn, double std, float *dst);
+/* For an init_tensor: dst[0 .. n) = v. */
+void model_fill(float *dst, size_t n, float v);
 
 /* Starts the next unit (model_unit); the tensors model_add_tensor appends from here on are its. */
 int model_begin_unit(model *m, bool block, ddp_err *err);

@@ -1,8 +1,10 @@
-/* model_init.c — a model's initial parameters, drawn tensor by tensor (model.h's init_tensor) on
- * the RNG_INIT stream, into the whole buffer or only into the pieces a caller keeps (a ZeRO-3
- * rank's shard), with a digest of the whole draw so ranks can check they drew the same. Holds one
- * tensor at a time besides the caller's buffer. Must not know any model's tensors or draws (each
- * model's init_tensor does), nor communicate (the caller compares the digests). */
+/* model_init.c — a model's initial parameters (model.h's init_tensor, each tensor on its own
+ * counter-based stream of RNG_INIT), into the whole buffer or only into the pieces a caller keeps
+ * (a ZeRO-3 rank's shard), drawing nothing outside them: the work is cut into chunks the OpenMP
+ * threads share, and since every value is a function of its position alone, the result does not
+ * depend on the number of threads or ranks. A digest of a probe lets ranks check they drew the
+ * same. Must not know any model's tensors or draws (each model's init_tensor does), nor
+ * communicate (the caller compares the digests). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,26 +40,65 @@ size_t model_largest_tensor(const model *m)
     return n;
 }
 
+/* One chunk of the draw: values [lo, hi) of tensor `tensor` into dst. A chunk of 2^20 values
+ * takes some 10 ms, short enough to balance threads and long enough to dwarf the scheduling. */
+typedef struct init_chunk { int tensor; size_t lo, hi; float *dst; } init_chunk;
+enum { INIT_CHUNK = 1 << 20 };
+
+/* The chunks of every tensor's values inside the pieces, into chunks (NULL: counted only). */
+static size_t plan_chunks(const model *m, const param_piece *pieces, int n_pieces, float *host, init_chunk *chunks)
+{
+    size_t n = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const param_tensor *t = &m->tensors[i];
+        for (int k = 0; k < n_pieces; k++) {
+            const param_piece *p = &pieces[k];
+            size_t lo = t->offset > p->offset ? t->offset : p->offset;
+            size_t end = t->offset + t->numel, p_end = p->offset + p->count, hi = end < p_end ? end : p_end;
+            for (size_t a = lo; a < hi; a += INIT_CHUNK, n++)
+                if (chunks)
+                    chunks[n] = (init_chunk){i, a - t->offset, (hi - a > INIT_CHUNK ? a + INIT_CHUNK : hi) - t->offset,
+                                             host + p->at + (a - p->offset)};
+        }
+    }
+    return n;
+}
+
+static void draw(const model *m, uint64_t seed, int tensor, size_t lo, size_t hi, float *dst)
+{
+    rng_key key = rng_key_of(seed, RNG_INIT, (uint64_t)tensor);
+    m->ops->init_tensor(m, &key, &m->tensors[tensor], lo, hi, dst);
+}
+
+/* Each tensor's first, middle and last value, drawn alone. */
+static uint64_t probe_digest(const model *m, uint64_t seed)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < m->n_tensors; i++) {
+        size_t n = m->tensors[i].numel, at[3] = {0, n / 2, n ? n - 1 : 0};
+        for (int k = 0; k < 3 && n > 0; k++) {
+            float v;
+            draw(m, seed, i, at[k], at[k] + 1, &v);
+            h = digest_add(h, &v, 1);
+        }
+    }
+    return h;
+}
+
 int model_init_params_pieces(const model *m, uint64_t seed, const param_piece *pieces, int n_pieces, float *host,
                              uint64_t *digest, ddp_err *err)
 {
-    size_t cap = model_largest_tensor(m);
-    float *v = malloc(cap * sizeof *v);
-    if (!v)
-        return ddp_fail(err, DDP_ERUNTIME, "model init: out of host memory for a tensor of %zu parameters", cap);
-    rng r;
-    rng_seed(&r, seed, RNG_INIT);
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const param_tensor *t = &m->tensors[i];
-        memset(v, 0, t->numel * sizeof *v);
-        m->ops->init_tensor(m, &r, t, v);
-        h = digest_add(h, v, t->numel);
-        param_pieces_take(pieces, n_pieces, host, t->offset, v, t->numel);
-    }
-    free(v);
+    size_t n = plan_chunks(m, pieces, n_pieces, host, NULL);
+    init_chunk *chunks = malloc((n ? n : 1) * sizeof *chunks);
+    if (!chunks)
+        return ddp_fail(err, DDP_ERUNTIME, "model init: out of host memory for the plan of %zu chunks", n);
+    plan_chunks(m, pieces, n_pieces, host, chunks);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (size_t c = 0; c < n; c++)
+        draw(m, seed, chunks[c].tensor, chunks[c].lo, chunks[c].hi, chunks[c].dst);
+    free(chunks);
     if (digest)
-        *digest = h;
+        *digest = probe_digest(m, seed);
     return DDP_OK;
 }
 

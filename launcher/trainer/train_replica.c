@@ -153,7 +153,9 @@ int train_params_changed(train_job *t, ddp_err *err)
 int train_draw_params(train_job *t, ddp_err *err)
 {
     double t0 = monotonic_s();
-    int rc = t->m->params_by_unit ? train_zero_draw_params(t, err) : model_init_params(t->m, t->cfg->run.seed, err);
+    int rc = t->m->params_by_unit ? train_zero_draw_params(t, err)
+             : t->ctl->rank == 0  ? model_init_params(t->m, t->cfg->run.seed, err)
+                                  : DDP_OK; /* the broadcast brings rank 0's */
     if (rc == DDP_OK && !t->m->params_by_unit)
         rc = train_broadcast_params(t, err);
     if (rc == DDP_OK)

@@ -12,9 +12,9 @@
  * parameters changed (train_params_changed). */
 int train_broadcast_params(train_job *t, ddp_err *err);
 /* A fresh start's parameters from run.seed (once the resume found nothing: a resumed run never pays
- * for the draw, minutes for billions of parameters). Replicas start identical: the same seed, then
- * rank 0's broadcast, so no rank of another build diverges silently; ZeRO-3, holding no whole
- * model, draws each rank's pieces and compares digests of the draw instead. */
+ * for the draw). Replicas start identical: rank 0 draws the whole model and broadcasts it, the
+ * others draw nothing; ZeRO-3, holding no whole model, has each rank draw only its pieces and the
+ * ranks compare digests of a probe of the draw instead. */
 int train_draw_params(train_job *t, ddp_err *err);
 /* The model's parameters were set or stepped: the model rebuilds what it derives from them
  * (precision bf16: the stochastically rounded bf16 copy, keyed by run.seed and the optimizer steps

@@ -1,4 +1,5 @@
-/* rng.c — xoshiro256** (Blackman & Vigna) with splitmix64 seeding; see rng.h. */
+/* rng.c — xoshiro256** (Blackman & Vigna) with splitmix64 seeding, and Philox4x32-10 (Salmon et
+ * al.) for the counter-based draws; see rng.h. */
 #include "rng.h"
 
 #include <math.h>
@@ -58,4 +59,55 @@ double rng_normal(rng *r)
     double u1 = ((double)(rng_next(r) >> 11) + 1.0) * 0x1.0p-53;
     double u2 = (double)(rng_next(r) >> 11) * 0x1.0p-53;
     return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
+}
+
+rng_key rng_key_of(uint64_t seed, uint64_t stream, uint64_t sub)
+{
+    uint64_t x = seed ^ (stream * 0xD1B54A32D192ED03ull);
+    uint64_t k = splitmix64(&x);
+    return (rng_key){{(uint32_t)k, (uint32_t)(k >> 32)}, {(uint32_t)sub, (uint32_t)(sub >> 32)}};
+}
+
+void rng_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
+{
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+    for (int round = 0; round < 10; round++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c0 = n0, c1 = (uint32_t)p1, c2 = n2, c3 = (uint32_t)p0;
+        k0 += 0x9E3779B9u, k1 += 0xBB67AE85u; /* the Weyl sequence's bump, before each later round */
+    }
+    out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+static void block_at(const rng_key *k, uint64_t q, uint32_t out[4])
+{
+    const uint32_t ctr[4] = {(uint32_t)q, (uint32_t)(q >> 32), k->sub[0], k->sub[1]};
+    rng_philox(ctr, k->key, out);
+}
+
+void rng_normals_at(const rng_key *k, uint64_t lo, uint64_t hi, double scale, float *dst)
+{
+    for (uint64_t i = lo; i < hi;) {
+        uint32_t w[4];
+        block_at(k, i / 2, w);
+        /* u1 in (0, 1], so log is finite; 53 bits of each pair of words */
+        double u1 = ((double)((((uint64_t)w[0] << 32) | w[1]) >> 11) + 1.0) * 0x1.0p-53;
+        double u2 = (double)((((uint64_t)w[2] << 32) | w[3]) >> 11) * 0x1.0p-53;
+        double r = sqrt(-2.0 * log(u1)) * scale, theta = 2.0 * 3.14159265358979323846 * u2;
+        if (i % 2 == 0)
+            dst[i++ - lo] = (float)(r * cos(theta));
+        if (i < hi)
+            dst[i++ - lo] = (float)(r * sin(theta));
+    }
+}
+
+void rng_uniforms_at(const rng_key *k, uint64_t lo, uint64_t hi, float a, float b, float *dst)
+{
+    for (uint64_t i = lo; i < hi;) {
+        uint32_t w[4];
+        block_at(k, i / 4, w);
+        for (uint64_t j = i % 4; j < 4 && i < hi; j++, i++)
+            dst[i - lo] = a + (b - a) * ((float)(w[j] >> 8) * (1.0f / 16777216.0f));
+    }
 }
