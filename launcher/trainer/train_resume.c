@@ -149,6 +149,24 @@ bool train_ckpt_may_download(const train_job *t)
     return t->cfg->checkpoint.download_cmd[0] && resumes_own_newest(t);
 }
 
+/* Rank 0: the newest checkpoint of checkpoint.dir that try_entry takes (ckpt_find_latest_with),
+ * and when there is none, of what checkpoint.download_cmd brings into it. The command runs at most
+ * once a resume, whichever reader asks first: the ZeRO-3 walk over pieces, or resume_whole's read
+ * when that walk ended at a single file. */
+static int find_own_newest(train_job *t, ckpt_try_fn try_entry, void *ctx, char *used, ddp_err *err)
+{
+    train_ckpt *c = t->ckpt;
+    int rc = ckpt_find_latest_with(c->dir, try_entry, ctx, used, err);
+    if (rc != CKPT_NONE || !train_ckpt_may_download(t) || c->downloaded)
+        return rc;
+    c->downloaded = true;
+    rc = ckpt_download(t->cfg->checkpoint.download_cmd, c->dir, t->cfg->checkpoint.command_timeout_s, c->command_log,
+                       err);
+    if (rc == DDP_OK && (rc = ckpt_find_latest_with(c->dir, try_entry, ctx, used, err)) == CKPT_NONE)
+        log_info("checkpoint: checkpoint.download_cmd brought no checkpoint into %s", c->dir);
+    return rc;
+}
+
 /* Rank 0: *host (params | state buffers, allocated once a checkpoint is found and verified; the
  * caller frees it) and hdr from a verified checkpoint. Returns DDP_OK, CKPT_NONE, or an error. */
 static int load_on_rank0(train_job *t, float **host, int64_t *hdr, char *used, ddp_err *err)
@@ -157,15 +175,8 @@ static int load_on_rank0(train_job *t, float **host, int64_t *hdr, char *used, d
     ckpt_loaded ck = {0};
     int rc = CKPT_NONE;
     const train_ckpt *c = t->ckpt;
-    bool own_newest = resumes_own_newest(t);
-    if (own_newest)
-        rc = ckpt_find_latest(c->dir, &ck, used, err);
-    if (rc == CKPT_NONE && train_ckpt_may_download(t) && !c->downloaded) {
-        rc = ckpt_download(cfg->checkpoint.download_cmd, c->dir, cfg->checkpoint.command_timeout_s, c->command_log,
-                           err);
-        if (rc == DDP_OK && (rc = ckpt_find_latest(c->dir, &ck, used, err)) == CKPT_NONE)
-            log_info("checkpoint: checkpoint.download_cmd brought no checkpoint into %s", c->dir);
-    }
+    if (resumes_own_newest(t))
+        rc = find_own_newest(t, ckpt_read_entry, &ck, used, err);
     bool from_path = rc == CKPT_NONE && cfg->checkpoint.resume == RESUME_PATH;
     if (from_path) {
         snprintf(used, CKPT_PATH_MAX, "%s", cfg->checkpoint.resume_path);
@@ -318,22 +329,6 @@ static int try_set(void *ctx, const char *path, bool set, ddp_err *why)
     return rc;
 }
 
-/* Rank 0: the walk over checkpoint.dir, and when it finds none, over what checkpoint.download_cmd
- * brings (once: resume_whole does not run it again). */
-static int32_t walk_own(train_job *t, piece_walk *w, char *used, ddp_err *err)
-{
-    train_ckpt *c = t->ckpt;
-    int32_t outcome = ckpt_find_latest_with(c->dir, try_set, w, used, err);
-    if (outcome != CKPT_NONE || w->refused || !train_ckpt_may_download(t))
-        return outcome;
-    c->downloaded = true;
-    int rc = ckpt_download(t->cfg->checkpoint.download_cmd, c->dir, t->cfg->checkpoint.command_timeout_s,
-                           c->command_log, err);
-    if (rc == DDP_OK && (rc = ckpt_find_latest_with(c->dir, try_set, w, used, err)) == CKPT_NONE)
-        log_info("checkpoint: checkpoint.download_cmd brought no checkpoint into %s", c->dir);
-    return rc;
-}
-
 /* Rank 0: the walk over checkpoint.dir (and what a download brings), else over checkpoint.resume's
  * set (a restart's too, while the run has saved none of its own), then WALK_END; its outcome. */
 static int32_t lead_walk(train_job *t, int64_t *hdr, char *used, ddp_err *err)
@@ -342,7 +337,7 @@ static int32_t lead_walk(train_job *t, int64_t *hdr, char *used, ddp_err *err)
     piece_walk w = {.t = t, .hdr = hdr};
     int32_t outcome = CKPT_NONE;
     if (resumes_own_newest(t))
-        outcome = walk_own(t, &w, used, err);
+        outcome = find_own_newest(t, try_set, &w, used, err);
     if (outcome == CKPT_NONE && !w.refused && cfg->checkpoint.resume == RESUME_PATH &&
         ckpt_is_set_dir(cfg->checkpoint.resume_path)) {
         snprintf(used, CKPT_PATH_MAX, "%s", cfg->checkpoint.resume_path);

@@ -465,8 +465,7 @@ int ckpt_count_beyond(const char *dir, int64_t step, int *count, char *newest, s
     return DDP_OK;
 }
 
-/* Entry e of dir read and verified into ctx (a ckpt_loaded): a file, or a set assembled whole. */
-static int read_entry(void *ctx, const char *path, bool set, ddp_err *err)
+int ckpt_read_entry(void *ctx, const char *path, bool set, ddp_err *err)
 {
     return set ? ckpt_set_load(path, ctx, err) : ckpt_read(path, ctx, err);
 }
@@ -474,7 +473,7 @@ static int read_entry(void *ctx, const char *path, bool set, ddp_err *err)
 int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err *err)
 {
     memset(out, 0, sizeof *out);
-    return ckpt_find_latest_with(dir, read_entry, out, used_path, err);
+    return ckpt_find_latest_with(dir, ckpt_read_entry, out, used_path, err);
 }
 
 int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, char *used_path, ddp_err *err)

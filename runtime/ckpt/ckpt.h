@@ -156,6 +156,9 @@ int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err
 #define CKPT_STOP (-2)
 typedef int (*ckpt_try_fn)(void *ctx, const char *path, bool set, ddp_err *why);
 int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, char *used_path, ddp_err *err);
+/* ckpt_find_latest's reader, a ckpt_try_fn: the checkpoint at path read and verified into ctx (a
+ * ckpt_loaded, zeroed by the caller), a file, or a set assembled whole. */
+int ckpt_read_entry(void *ctx, const char *path, bool set, ddp_err *err);
 
 /* Only the header and tensor table of the file at path (preamble, header CRC, table sanity, the
  * file's length against its header), without reading or checking any tensor's data: tensors have
