@@ -49,14 +49,13 @@ struct train_log {
 static int metrics_flush(struct train_log *g, ddp_err *err);
 
 /* An attempt killed while it wrote a line (a line above stdio's buffer goes out in pieces) left it
- * cut: it is removed, so that the next line does not join it into one that is no JSON. */
-static void cut_last_line(struct train_log *g)
+ * cut: it is removed, so that the next line does not join it into one that is no JSON. st: the
+ * open file's. */
+static void cut_last_line(struct train_log *g, const struct stat *st)
 {
     char buf[4096];
     long long end = g->metrics_bytes;
-    struct stat st;
-    int fd = fstat(fileno(g->metrics), &st) == 0 && S_ISREG(st.st_mode) ? open(g->metrics_path, O_RDONLY | O_CLOEXEC)
-                                                                        : -1; /* a FIFO's reader is not ours */
+    int fd = S_ISREG(st->st_mode) ? open(g->metrics_path, O_RDONLY | O_CLOEXEC) : -1; /* a FIFO's reader is not ours */
     if (fd < 0)
         return;
     while (end > 0) {
@@ -102,8 +101,10 @@ int train_log_open(train_job *t, ddp_err *err)
     if (!g->metrics)
         return ddp_fail(err, DDP_ERUNTIME, "cannot open %s: %s", g->metrics_path, strerror(errno));
     struct stat st;
-    g->metrics_bytes = fstat(fileno(g->metrics), &st) == 0 ? (long long)st.st_size : 0;
-    cut_last_line(g);
+    if (fstat(fileno(g->metrics), &st) != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "cannot stat %s: %s", g->metrics_path, strerror(errno));
+    g->metrics_bytes = (long long)st.st_size;
+    cut_last_line(g, &st);
     if (t->step == 0 && g->metrics_bytes == 0)
         return DDP_OK;
     /* a resumed job trains again the steps after its checkpoint that an earlier attempt may have
