@@ -281,13 +281,15 @@ int ckpt_run_config(const char *ckpt_path, char *yaml, size_t size, bool *found,
 
 /* The folder whose bos/eos token ids the export writes into *from ("" none: the config class's
  * defaults): --token-ids-from, else the Hugging Face folder the run started from, as its
- * config.resolved.yaml says. Such a folder that is gone is refused: the ids are its alone. */
-static int token_ids_folder(const export_args *a, char *from, size_t size, ddp_err *err)
+ * config.resolved.yaml says. Such a folder that is gone is refused: the ids are its alone. With
+ * no such file beside the checkpoint's folder (a checkpoint copied without its run), *unknown
+ * gets the file's path: whether the run started from a folder cannot be told. */
+static int token_ids_folder(const export_args *a, char *from, size_t size, char *unknown, ddp_err *err)
 {
     static config cfg;
     char yaml[PATH_MAX + 32];
     bool found;
-    from[0] = '\0';
+    from[0] = unknown[0] = '\0';
     if (a->token_ids_from) {
         snprintf(from, size, "%s", a->token_ids_from);
         return DDP_OK;
@@ -296,6 +298,8 @@ static int token_ids_folder(const export_args *a, char *from, size_t size, ddp_e
         return ddp_prefix(err, "the run's checkpoint.init_from, whose token ids the export writes (or give "
                           "--token-ids-from SRC)");
     const char *init = found ? cfg.checkpoint.init_from : "";
+    if (!found)
+        snprintf(unknown, PATH_MAX + 32, "%s", yaml);
     struct stat st;
     if (!init[0] || (stat(init, &st) == 0 && !S_ISDIR(st.st_mode)))
         return DDP_OK; /* trained from scratch, or from an llm.c file: no ids of its own */
@@ -326,8 +330,8 @@ static int export_hf(const export_args *a)
     const model_files *f;
     uint64_t shard = (uint64_t)(a->shard_mb * 1e6);
     int files = 0;
-    char ids[PATH_MAX];
-    if ((rc = hf_kind(ck, &opts, &f, &err)) || (rc = token_ids_folder(a, ids, sizeof ids, &err)))
+    char ids[PATH_MAX], unknown[PATH_MAX + 32];
+    if ((rc = hf_kind(ck, &opts, &f, &err)) || (rc = token_ids_folder(a, ids, sizeof ids, unknown, &err)))
         ddp_prefix(&err, "%s", a->in);
     else if ((rc = f->hf_write(a->out, &opts, ids[0] ? ids : NULL, dtype, shard, ckpt_src, &x, &files, &err)))
         ddp_prefix(&err, "%s", a->in);
@@ -336,7 +340,12 @@ static int export_hf(const export_args *a)
                a->in, (long long)ck->hdr.step, ck->hdr.model, a->out, f->hf_architecture,
                dtype == ST_BF16 ? "bfloat16" : "float32", files, files == 1 ? "" : "s",
                ids[0] ? "from " : "the config class's defaults", ids);
-    else
+    if (!rc && unknown[0])
+        fprintf(stderr, "ddprun ckpt export: warning: %s has no run config beside it (%s), so whether the run "
+                "started from a Hugging Face folder, whose bos/eos token ids the model would have, cannot be told; "
+                "the config class's defaults were written: give --token-ids-from SRC for that folder's\n",
+                a->in, unknown);
+    else if (rc)
         fprintf(stderr, "ddprun ckpt export: %s\n", err.msg);
     src_close(&x);
     return rc;

@@ -21,8 +21,9 @@
 #    refused naming both;
 #  - bos/eos token ids: a copy of the fixture with ids of its own (eos a list of three) exported with
 #    them, config.json as save_pretrained writes it, its generation_config.json byte for byte (one
-#    that is no JSON object, or a FIFO, refused); --token-ids-from another folder's; the run's
-#    folder gone refused (exit 2, nothing written) until --token-ids-from names where it went; a
+#    that is no JSON object, or a FIFO, refused); --token-ids-from another folder's; the checkpoint
+#    copied without its run exported with a warning that its ids are the class's defaults (none
+#    with --token-ids-from); the run's folder gone refused (exit 2, nothing written) until --token-ids-from names where it went; a
 #    string among the ids refused naming FILE:LINE:COL; from scratch, LlamaConfig's 1 and 2.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/llama_tiny.yaml
@@ -221,6 +222,14 @@ mkdir -p "$TMP/fifogen" && cp "$HF/config.json" "$TMP/fifogen/" && mkfifo "$TMP/
 timeout 60 "$DDPRUN" ckpt export --format hf --token-ids-from "$TMP/fifogen" "$I" "$TMP/ix6" >"$TMP/ix6.log" 2>&1
 check "a generation_config.json that is a FIFO: exit 2 at once, not held in open() (got $?)" [ $? -eq 2 ]
 check "naming it" grep -q "$TMP/fifogen/generation_config.json: is a FIFO" "$TMP/ix6.log"
+mkdir -p "$TMP/lone/checkpoints" && cp "$I" "$TMP/lone/checkpoints/"
+export_hf "$TMP/lone/checkpoints/${I##*/}" "$TMP/ix7" >"$TMP/ix7.log" 2>&1
+check "a checkpoint copied without its run: exported (got $?)" [ $? -eq 0 ]
+check "warning that the ids it wrote are the class's defaults, as whose they are cannot be told" grep -q \
+    "warning: .* has no run config beside it ($TMP/lone/checkpoints/../config.resolved.yaml).*give --token-ids-from" \
+    "$TMP/ix7.log"
+export_hf --token-ids-from "$IDS" "$TMP/lone/checkpoints/${I##*/}" "$TMP/ix8" >"$TMP/ix8.log" 2>&1
+check "--token-ids-from: no warning, the folder's ids" eval '! grep -q warning "$TMP/ix8.log" && config_text "$TMP/ix8" "$IDS"'
 mv "$IDS" "$IDS.moved"
 export_hf "$I" "$TMP/ix3" >"$TMP/ix3.log" 2>&1
 check "the run's folder gone: exit 2 (got $?)" [ $? -eq 2 ]
