@@ -57,15 +57,36 @@ static int resolve(swap *x, ddp_err *err)
         return ddp_fail(err, DDP_EUSAGE, "%s: cannot replace this folder (name one by its own name)", x->path);
     int dir_len = slash ? (slash == x->target ? 1 : (int)(slash - x->target)) : 1;
     snprintf(x->parent, sizeof x->parent, "%.*s", dir_len, slash ? x->target : ".");
-    if (snprintf(x->tmp, sizeof x->tmp, "%s/.%s.tmp.%ld", x->parent, base, (long)getpid()) >= (int)sizeof x->tmp ||
-        snprintf(x->aside, sizeof x->aside, "%s/.%s.old.%ld", x->parent, base, (long)getpid()) >= (int)sizeof x->aside)
+    /* unique names (mkdtemp's): a pid-based one would collide with a leftover of an earlier process
+     * of the same pid, which in a container is every run's */
+    if (snprintf(x->tmp, sizeof x->tmp, "%s/.%s.tmp.XXXXXX", x->parent, base) >= (int)sizeof x->tmp ||
+        snprintf(x->aside, sizeof x->aside, "%s/.%s.old.XXXXXX", x->parent, base) >= (int)sizeof x->aside)
         return ddp_fail(err, DDP_EUSAGE, "%.200s...: path too long", x->path);
     return DDP_OK;
 }
 
-static int create_temp(const swap *x, ddp_err *err)
+/* Names each temporary or aside folder of target's that an earlier process left (killed before
+ * it removed it): it may hold entries of the old folder moved out before a swap, and it holds disk. */
+static void warn_leftovers(const swap *x)
 {
-    if (mkdir(x->tmp, 0777) != 0)
+    const char *slash = strrchr(x->target, '/'), *base = slash ? slash + 1 : x->target;
+    DIR *d = opendir(x->parent);
+    if (!d)
+        return;
+    size_t n = strlen(base);
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *s = e->d_name;
+        if (s[0] == '.' && !strncmp(s + 1, base, n) && (!strncmp(s + 1 + n, ".tmp.", 5) || !strncmp(s + 1 + n, ".old.", 5)))
+            log_warn("%s: %s/%s was left by an earlier write of it that did not finish; it may hold entries moved out "
+                     "of the folder before its swap: remove it once nothing in it is needed", x->path, x->parent, s);
+    }
+    closedir(d);
+}
+
+static int create_temp(swap *x, ddp_err *err)
+{
+    warn_leftovers(x);
+    if (!mkdtemp(x->tmp))
         return ddp_fail(err, errno == ENOENT || errno == EACCES || errno == ENOTDIR || errno == EROFS ? DDP_EUSAGE
                                                                                                    : DDP_ERUNTIME,
                         "%s: cannot create the temporary folder %s: %s", x->path, x->tmp, strerror(errno));
@@ -148,7 +169,7 @@ static int remove_flat(const char *dir)
 }
 
 /* The new folder into place; the old one's path in *old (NULL when there was none). */
-static int exchange(const swap *x, const char **old, ddp_err *err)
+static int exchange(swap *x, const char **old, ddp_err *err)
 {
     *old = NULL;
     if (!x->exists) {
@@ -164,8 +185,14 @@ static int exchange(const swap *x, const char **old, ddp_err *err)
     if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
         return ddp_fail(err, DDP_ERUNTIME, "%s: cannot exchange it with %s: %s", x->path, x->tmp, strerror(errno));
 #endif
-    if (rename(x->target, x->aside) != 0)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot rename it aside to %s: %s", x->path, x->aside, strerror(errno));
+    if (!mkdtemp(x->aside)) /* an empty folder of a unique name, which the rename replaces */
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot create %s to rename it aside to: %s", x->path, x->aside,
+                        strerror(errno));
+    if (rename(x->target, x->aside) != 0) {
+        int e = errno;
+        (void)rmdir(x->aside);
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot rename it aside to %s: %s", x->path, x->aside, strerror(e));
+    }
     if (rename(x->tmp, x->target) != 0) {
         int e = errno;
         if (rename(x->aside, x->target) != 0)

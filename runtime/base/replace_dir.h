@@ -1,6 +1,6 @@
 /* replace_dir.h — a folder written whole or not at all, as replace_file.h writes a file: the
- * contents go to a temporary folder beside it (".NAME.tmp.PID", same parent, so the same
- * filesystem), which is renamed into place only when every file in it is written and fsync'd. On any
+ * contents go to a temporary folder beside it (".NAME.tmp.XXXXXX", a unique name in the same
+ * parent, so the same filesystem), which is renamed into place only when every file in it is written and fsync'd. On any
  * failure before that rename the temporary folder is removed and an existing folder is untouched.
  *
  * An existing folder keeps what the new contents do not replace: each of its entries that the
@@ -8,11 +8,11 @@
  * files and links as hard links (the old folder unchanged), folders and whatever cannot be linked
  * moved in just before the swap (and moved back if the swap fails). The swap is one
  * renameat2(RENAME_EXCHANGE), so PATH always names a whole folder; where the filesystem cannot
- * exchange (EINVAL, ENOSYS), the old folder is renamed aside (".NAME.old.PID") and the new one into
+ * exchange (EINVAL, ENOSYS), the old folder is renamed aside (".NAME.old.XXXXXX") and the new one into
  * place, and for that moment PATH does not exist. The old folder is then removed. A symbolic link
  * PATH keeps pointing where it did: the folder it resolves to is replaced. The new folder gets the
  * old one's permission bits (not its owner). A process killed mid-write leaves its temporary
- * folder behind (PATH itself is whole). Must not write anything outside PATH and its temporaries. */
+ * folder behind (PATH itself is whole); the next replace of PATH names such leftovers in a warning. Must not write anything outside PATH and its temporaries. */
 #ifndef DDP_REPLACE_DIR_H
 #define DDP_REPLACE_DIR_H
 

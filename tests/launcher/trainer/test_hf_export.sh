@@ -13,7 +13,8 @@
 #    export by one file removes the stale shards and index;
 #  - --force stopped part-way (a file-size limit) leaves the earlier export and the user's files in
 #    DIR byte for byte as they were, no temporary folder; an unhindered one keeps the user's files,
-#    also through a symbolic link to DIR;
+#    also through a symbolic link to DIR; a temporary folder a killed export left, even one of the
+#    name a pid-based scheme would give this export, is named in a warning and not in the way;
 #  - refused with exit 2, nothing written: a folder already holding config.json or a shard, a path
 #    that is a file, an MLP checkpoint (and the missing folder is not created), bad flag values
 #    (--max-shard-mb out of range saying the range).
@@ -179,6 +180,15 @@ check "the earlier model.safetensors gone, shards and index there" \
 check "the user's file and folder kept" bash -c 'cmp "$1/notes.txt" "$2/notes.txt" && diff -r "$1/sub" "$2/sub"' \
     _ "$TMP/keep.before" "$K"
 check "no temporary or old folder left" [ -z "$(ls -A "$TMP" | grep '^\.keep')" ]
+# a temporary folder a killed export left, named as this process's own would be by pid (in a
+# container every run has the same pid): not in the way, named in a warning, left alone
+(mkdir "$TMP/.keep.tmp.$BASHPID" && echo moved >"$TMP/.keep.tmp.$BASHPID/x" &&
+    exec "$DDPRUN" ckpt export --format hf --force "$A" "$K") >/dev/null 2>"$TMP/err"
+check "--force beside a leftover temporary folder of its own pid's name: exit 0 (got $?)" [ $? -eq 0 ]
+check "naming the leftover" grep -q "$TMP/.keep.tmp.[0-9]* was left by an earlier write of it that did not finish" \
+    "$TMP/err"
+check "and leaving what it holds" [ "$(cat "$TMP"/.keep.tmp.[0-9]*/x)" = moved ]
+rm -r "$TMP"/.keep.tmp.[0-9]*
 
 # ---- refusals ------------------------------------------------------------------------------
 refused() { # DESCRIPTION PATTERN ARGS...: exit 2, stderr matching PATTERN
