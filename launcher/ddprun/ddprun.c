@@ -472,8 +472,7 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
 
 /* ---- entry ------------------------------------------------------------------------------ */
 
-/* `ddprun config reference` (argv[0] "config"): the config reference, docs/config-reference.md, on
- * stdout. */
+/* `ddprun config reference` (argv[0] "config"): docs/config-reference.md's text, on stdout. */
 static int config_command(int argc, char **argv)
 {
     if (argc != 2 || strcmp(argv[1], "reference"))
@@ -559,9 +558,10 @@ int main(int argc, char **argv)
         return plan_command(&o, self, argc - first, argv + first);
     }
 
-    /* From here a stop is a request the job honours, also one that comes while the config loads;
-     * a dry run with --host-discovery runs its command, which a stop must end too. */
-    if ((!o.dry_run || o.discovery.cmd) && job_signals_install() != 0) return DDP_ERUNTIME;
+    /* From here a stop is a request the job honours, also one that comes while the config loads (a
+     * dry run with --host-discovery runs its command, which a stop must end too), and no reader of
+     * ddprun's output can block it. */
+    if ((!o.dry_run || o.discovery.cmd) && (job_signals_install() || output_sink_install())) return DDP_ERUNTIME;
     char self[PATH_MAX], prog[PATH_MAX];
     self_path(self, sizeof self, argv[0]);
     argv_list prog_argv = {0};

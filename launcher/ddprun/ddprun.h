@@ -84,6 +84,9 @@ typedef struct job_result {
 
 /* Once per process, before the config is read: SIGINT/SIGTERM become checkpoint requests. */
 int job_signals_install(void);
+/* ddprun's fds 1 and 2 made pipes that threads drain into queues and write out (ddprun_sink.c),
+ * so a reader that stops reading never blocks the job; 0, or -1 with the outputs as they were. */
+int output_sink_install(void);
 /* Total SIGINT/SIGTERM seen so far (also between runs). */
 int job_signals_seen(void);
 /* The first of them (SIGINT or SIGTERM), 0 before any. */

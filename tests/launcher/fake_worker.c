@@ -8,7 +8,8 @@
  * SIGKILLs itself) | wait-signal (print "ready", exit 75 on SIGUSR1) | ignore-signal (print
  * "ready", ignore SIGUSR1, wait) | fail-first (rank 1 exits 3 when DDPRUN_RESTART_COUNT is 0) |
  * fail-first-then-wait (the same, then wait-signal on a restart) | unterminated-exit:C (stderr's
- * last output has no newline, then exit C). Ranks that "wait" give up after
+ * last output has no newline, then exit C) | chatty-wait (wait-signal, writing 1 KiB lines to stdout
+ * as fast as they go out meanwhile). Ranks that "wait" give up after
  * 60 s so a launcher that fails to stop them shows up as a hang-guard failure, not a stuck test. */
 #include <signal.h>
 #include <stdio.h>
@@ -93,6 +94,17 @@ int main(int argc, char **argv)
         if (!strcmp(count, "0") && rank == 1) return 3;
         if (!strcmp(count, "0")) { wait_up_to(60); return 0; }
         mode = "wait-signal";
+    }
+    if (!strcmp(mode, "chatty-wait")) {
+        char line[1024];
+        memset(line, 'x', sizeof line - 1);
+        line[sizeof line - 1] = '\0';
+        printf("ready rank %d\n", rank);
+        for (int i = 0; i < 60 * 1000 * 1000 && !got_signal; i++) /* up to a minute at 1 us a line */
+            puts(line);
+        if (got_signal != SIGUSR1) return 1;
+        printf("rank %d got SIGUSR1, checkpoint saved\n", rank);
+        return 75;
     }
     if (!strcmp(mode, "wait-signal")) {
         printf("ready rank %d\n", rank);

@@ -8,7 +8,8 @@
 # environment, failure reports naming rank + host (exit code and SIGKILL), exit-code passthrough
 # (2, 75), SIGTERM -> SIGUSR1 to every rank -> exit 75, the second-signal hard stop, a stop
 # while the job starts (before mpirun starts, before any rank exists, while a rank loads, as a
-# restart begins), and --max-restarts; --host-discovery's hosts (every host listed, --max-np,
+# restart begins), a stop while nobody reads ddprun's stdout (the job goes on, the stop is
+# forwarded, the dropped output counted), and --max-restarts; --host-discovery's hosts (every host listed, --max-np,
 # train.global_batch's world sizes, a bad line named, too few slots ending after the wait and
 # saying the time waited, 300 hosts cut to the first, asked again before a restart), a stop while
 # discovery waits or its command runs (exit 75, the command's process group ended), and a world size train.global_batch refuses before mpirun. Wall-time bounds below are hang guards (a launcher that fails to stop the
@@ -428,6 +429,25 @@ finish
 check "second stop while mpirun is being forked: the job ends (exit $rc), no rank started" \
     bash -c "[ $rc -ne 0 ] && ! grep -q 'ready rank' '$out'"
 check "... within 10 s (${ms} ms)" [ $ms -lt 10000 ]
+# ddprun's stdout read by nobody (a reader that holds the FIFO open and never reads: a pager nobody
+# scrolls, a terminal on Ctrl-S) while the ranks write as fast as they can: ddprun drains on, says
+# so on stderr, and a stop still reaches the ranks, which save and end the job; at its exit the
+# dropped output is counted
+mkfifo "$tmp/stalled"
+exec 3<>"$tmp/stalled"
+err=$tmp/stalled.err out=$tmp/stalled.err
+timeout --foreground -k 10 90 "$DDPRUN" -np 2 bench chatty-wait >"$tmp/stalled" 2>"$err" &
+pid=$!
+for _ in $(seq 3000); do contains $err "ddprun: stdout is not being read" && break; sleep 0.01; done
+t0=$(date +%s%N)
+kill -TERM $pid
+finish
+exec 3<&-
+check "stdout not read: ddprun says so on stderr" contains $err "ddprun: stdout is not being read"
+check "... a stop still reaches the ranks: exit 75 (got $rc)" [ $rc -eq 75 ]
+check "... within 20 s (${ms} ms)" [ $ms -lt 20000 ]
+check "... the stop forwarded" contains $err "sending SIGUSR1 to all ranks"
+check "... the dropped output counted" grep -q "bytes of output were dropped in all" $err
 # SIGTERM as a restart begins: the second attempt's start-up is the same window, once its mpirun is
 # forked (the first attempt's was reaped before "attempt 2 of 2"; a stop before the fork means no
 # restart, and the failed attempt's exit code stands)
