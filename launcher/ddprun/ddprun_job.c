@@ -78,6 +78,14 @@ static void job_stop_signals(sigset_t *set)
 
 int job_signals_install(void)
 {
+    /* A closed fd 0, 1 or 2 (ddprun >&-) becomes /dev/null first: else the wake pipe would take it,
+     * and the output's redirection (output_sink_install) would then close the wake pipe's end. */
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0) {
+            int null_fd = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+            if (null_fd >= 0 && null_fd != fd)
+                dup2(null_fd, fd), close(null_fd);
+        }
     if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         perror("ddprun: pipe");
         return -1;

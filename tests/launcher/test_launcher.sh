@@ -429,24 +429,30 @@ finish
 check "second stop while mpirun is being forked: the job ends (exit $rc), no rank started" \
     bash -c "[ $rc -ne 0 ] && ! grep -q 'ready rank' '$out'"
 check "... within 10 s (${ms} ms)" [ $ms -lt 10000 ]
-# ddprun's stdout read by nobody (a reader that holds the FIFO open and never reads: a pager nobody
+# ddprun's stdout read by nobody (a reader that opened the FIFO and does not read: a pager nobody
 # scrolls, a terminal on Ctrl-S) while the ranks write as fast as they can: ddprun drains on, says
-# so on stderr, and a stop still reaches the ranks, which save and end the job; at its exit the
-# dropped output is counted
+# so on stderr, and a stop still reaches the ranks, which save and end the job; then, the reader
+# reading again, ddprun writes out what it queued, the gap marked where it is, and exits, the
+# dropped output counted
 mkfifo "$tmp/stalled"
-exec 3<>"$tmp/stalled"
 err=$tmp/stalled.err out=$tmp/stalled.err
 timeout --foreground -k 10 90 "$DDPRUN" -np 2 bench chatty-wait >"$tmp/stalled" 2>"$err" &
 pid=$!
+exec 3<"$tmp/stalled"
 for _ in $(seq 3000); do contains $err "ddprun: stdout is not being read" && break; sleep 0.01; done
 t0=$(date +%s%N)
 kill -TERM $pid
-finish
-exec 3<&-
+for _ in $(seq 3000); do contains $err "job stopped after saving a checkpoint" && break; sleep 0.01; done
+ms=$((($(date +%s%N) - t0) / 1000000))
 check "stdout not read: ddprun says so on stderr" contains $err "ddprun: stdout is not being read"
-check "... a stop still reaches the ranks: exit 75 (got $rc)" [ $rc -eq 75 ]
-check "... within 20 s (${ms} ms)" [ $ms -lt 20000 ]
 check "... the stop forwarded" contains $err "sending SIGUSR1 to all ranks"
+check "... the job stopped after saving, within 20 s (${ms} ms)" \
+    bash -c "[ $ms -lt 20000 ] && grep -qF 'job stopped after saving a checkpoint' '$err'"
+cat <&3 >"$tmp/stalled.out"
+exec 3<&-
+finish
+check "... the reader reading again: exit 75 (got $rc)" [ $rc -eq 75 ]
+check "... the gap marked in stdout" grep -q "^ddprun: \[[0-9]* bytes of output dropped here" "$tmp/stalled.out"
 check "... the dropped output counted" grep -q "bytes of output were dropped in all" $err
 # SIGTERM as a restart begins: the second attempt's start-up is the same window, once its mpirun is
 # forked (the first attempt's was reaped before "attempt 2 of 2"; a stop before the fork means no
@@ -466,10 +472,10 @@ mkfifo "$tmp/fifo.yaml"
 out=$tmp/prestart.out err=$tmp/prestart.err
 "$DDPRUN" -np 2 "$tmp/fifo.yaml" >"$out" 2>"$err" &
 pid=$!
-catches_sigterm() { # SigCgt's bit for SIGTERM (15): ddprun has its handler
-    local m
+catches_sigterm() { # SigCgt's bit for SIGTERM (15): ddprun has its handler (ddprun's: before its exec
+    local m         # the pid is this shell's fork, which has bash's handler for SIGTERM)
     m=$(awk '/^SigCgt:/ {print $2}' /proc/$1/status 2>/dev/null)
-    [ -n "$m" ] && [ $(((16#$m >> 14) & 1)) -eq 1 ]
+    [ "$(cat /proc/$1/comm 2>/dev/null)" = ddprun ] && [ -n "$m" ] && [ $(((16#$m >> 14) & 1)) -eq 1 ]
 }
 # up to 60 s: a loaded 2-core machine has taken more than 10 s to start ddprun and its libraries
 for _ in $(seq 1200); do catches_sigterm $pid && break; sleep 0.05; done
