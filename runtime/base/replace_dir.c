@@ -83,14 +83,35 @@ static void warn_leftovers(const swap *x)
     closedir(d);
 }
 
+/* The process's umask, read where reading it changes nothing (Linux 4.7's /proc field): setting
+ * it to read it back would, for a moment, be another thread's umask too. */
+static mode_t current_umask(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    unsigned mask = 0;
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = sscanf(line, "Umask: %o", &mask) == 1;
+    if (f)
+        fclose(f);
+    if (found)
+        return (mode_t)mask;
+    mode_t m = umask(022);
+    umask(m);
+    return m;
+}
+
 static int create_temp(swap *x, ddp_err *err)
 {
     warn_leftovers(x);
+    if (!x->exists) /* mkdtemp makes 0700; a new folder gets what mkdir would give it */
+        x->mode = 0777 & ~current_umask();
     if (!mkdtemp(x->tmp))
         return ddp_fail(err, errno == ENOENT || errno == EACCES || errno == ENOTDIR || errno == EROFS ? DDP_EUSAGE
                                                                                                    : DDP_ERUNTIME,
                         "%s: cannot create the temporary folder %s: %s", x->path, x->tmp, strerror(errno));
-    if (x->exists && chmod(x->tmp, x->mode) != 0)
+    if (chmod(x->tmp, x->mode) != 0)
         return ddp_fail(err, DDP_ERUNTIME, "%s: chmod: %s", x->tmp, strerror(errno));
     return DDP_OK;
 }

@@ -189,6 +189,8 @@ check "naming the leftover" grep -q "$TMP/.keep.tmp.[0-9]* was left by an earlie
     "$TMP/err"
 check "and leaving what it holds" [ "$(cat "$TMP"/.keep.tmp.[0-9]*/x)" = moved ]
 rm -r "$TMP"/.keep.tmp.[0-9]*
+check "a new folder has mkdir's mode under the umask ($(umask))" \
+    [ "$(stat -c %a "$TMP/h32")" = "$(printf %o $((0777 & ~$(umask))))" ]
 
 # ---- refusals ------------------------------------------------------------------------------
 refused() { # DESCRIPTION PATTERN ARGS...: exit 2, stderr matching PATTERN
