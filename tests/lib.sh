@@ -22,6 +22,18 @@ check() { # description, command...
     fi
 }
 
+# distance A B PREFIX: ckpt_compare's relative distance of checkpoints A and B on PREFIX (the largest
+# difference over the largest value of A)
+distance() { "$CKPT_COMPARE" "$1" "$2" "$3" 1 | sed -n 's/.*relative \([0-9.e+-]*\) (tolerance.*/\1/p' | tail -n 1; }
+# closer A B C D PREFIX FACTOR: A and B are more than FACTOR times closer on PREFIX than C and D
+# (a bound relative to a referee of the same run, where the numerics bound no absolute one); says both
+closer() {
+    local near far
+    near=$(distance "$1" "$2" "$5") far=$(distance "$3" "$4" "$5")
+    echo "# distances on $5: $near, against $far (factor $6)"
+    [ -n "$near" ] && [ -n "$far" ] && awk -v a="$near" -v b="$far" -v f="$6" 'BEGIN { exit !(a * f < b) }'
+}
+
 # worker NP RUNDIR [overrides...]: the worker under plain mpirun (the way srun users run it)
 worker() {
     local np=$1 dir=$2; shift 2

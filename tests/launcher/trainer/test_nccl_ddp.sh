@@ -3,8 +3,9 @@
 # NCCL = the shim over MPI), under real mpirun:
 #  - DDP equivalence: np=2 and np=3 on the emulated GPU end with the same parameters as a CPU
 #    np=1 run over the same global batch (np=3 with ddp.debug fingerprint checks on: no false alarm);
-#  - ddp.grad_dtype bf16 stays within a bf16 tolerance of that reference, yet differs from the
-#    fp32-gradient run (so bf16 really travels);
+#  - ddp.grad_dtype bf16 stays closer to that reference than another global batch does and agrees
+#    with the CPU backend's bf16 reduction far closer than bf16 differs from fp32, yet differs from
+#    the fp32-gradient run (so bf16 really travels);
 #  - a rank that stops participating makes the job exit non-zero soon after ddp.timeout_s,
 #    the watchdog naming rank, collective, bucket; a rank that fails with collectives in flight
 #    ends on its own error, aborting NCCL before freeing their buffers;
@@ -45,20 +46,23 @@ check "cuda+nccl np=3 params equal cpu np=1 within 1e-5" "$CKPT_COMPARE" "$ref" 
 
 gpu_run bf16 2 2 data.batch_size=24 ddp.grad_dtype=bf16
 check "cuda+nccl np=2 grad_dtype bf16 runs" [ $? -eq 0 ]
-# bf16 rounding of every gradient, twice per step, moves 20 SGD steps by ~1e-2 of the largest
-# parameter (measured 1.06e-2, the same on CPU+MPI): within 2e-2 of fp32, and within 1e-4 of
-# the same bf16 reduction done by the CPU backend over MPI (the backends agree on bf16 math).
-check "bf16 gradients: params within 2e-2 of cpu np=1 fp32" "$CKPT_COMPARE" "$ref" "$(last_ckpt "$TMP/bf16")" param/ 2e-2
 check "bf16 gradients differ from fp32 gradients (bf16 really used)" \
     bash -c "! '$CKPT_COMPARE' '$(last_ckpt "$TMP/np2")' '$(last_ckpt "$TMP/bf16")' param/ 1e-4 >/dev/null"
 worker 2 "$TMP/bf16cpu" device=cpu ddp.backend=auto ddp.grad_dtype=bf16 data.batch_size=24 >"$TMP/bf16cpu.log" 2>&1
 check "cpu+mpi np=2 grad_dtype bf16 runs" [ $? -eq 0 ]
-check "bf16: cuda+nccl equals cpu+mpi within 1e-4" "$CKPT_COMPARE" "$(last_ckpt "$TMP/bf16cpu")" "$(last_ckpt "$TMP/bf16")" param/ 1e-4
-
-# The referee can fail: a different global batch (measured 4.7e-2 apart) must not match.
 worker 1 "$TMP/other" device=cpu data.batch_size=50 >/dev/null 2>&1
-check "batch 50 differs from batch 48 at the bf16 tolerance (the referee can fail)" \
-    bash -c "! '$CKPT_COMPARE' '$ref' '$(last_ckpt "$TMP/other")' param/ 2e-2 >/dev/null"
+check "batch 50 differs from batch 48 at 1e-4 (a referee)" \
+    bash -c "! '$CKPT_COMPARE' '$ref' '$(last_ckpt "$TMP/other")' param/ 1e-4 >/dev/null"
+# bf16 rounding of every gradient, twice per step, moves each SGD step's update by up to 2^-8 of
+# it, and the 20 steps' trajectory amplifies that by as much as the initial parameters make it: no
+# absolute bound holds for every init, so both bounds are against referees of the same run. bf16
+# stays more than 2x closer to fp32 than a global batch of 50 instead of 48 does (about 3x at
+# run.seed 1); the backends' bf16 math agrees more than 10x closer than bf16 differs from fp32
+# (their fp32 sums differ only in order: a bf16 rounding that flips, about 100x closer at seed 1).
+check "bf16 gradients: closer to cpu np=1 fp32 than batch 50 is, by more than 2x" \
+    closer "$ref" "$(last_ckpt "$TMP/bf16")" "$ref" "$(last_ckpt "$TMP/other")" param/ 2
+check "bf16: cuda+nccl and cpu+mpi agree more than 10x closer than bf16 differs from fp32" \
+    closer "$(last_ckpt "$TMP/bf16cpu")" "$(last_ckpt "$TMP/bf16")" "$(last_ckpt "$TMP/np2")" "$(last_ckpt "$TMP/bf16")" param/ 10
 
 # Watchdog: rank 1 stops before collective #5 (step 3, 2 buckets per step); rank 0 must give up
 # after ddp.timeout_s=3 and take the job down (the default 300 s could not fire inside gpu_run's

@@ -218,9 +218,16 @@ else
         param/ 1e-5
 
     # --- GPT-2 in precision bf16: fp32 master weights, moments sharded ---
-    # A bf16 gradient summed in another order moves by one bf16 unit (2^-8); AdamW's step for that
-    # element by ~lr * 2^-8 (1.2e-5 at lr 3e-3), at most 2.4e-4 over 20 steps: 1e-3 of the largest
-    # parameter (about 1) bounds it; a different batch is measured farther.
+    # ZeRO-1 reduces exactly as ZeRO-0 (bit-identical at run.seed 1); 1e-3 of the largest value
+    # bounds a bf16 gradient summed in another order (one bf16 unit, 2^-8; AdamW's step for that
+    # element ~lr * 2^-8, 1.2e-5 at lr 3e-3, at most 2.4e-4 over 20 steps). ZeRO-2's fp32
+    # reduce-scatter sums in another order than ZeRO-0's allreduce: a master weight that differs in
+    # its last bits can round the bf16 compute copy the other way, which moves every gradient of the
+    # next pass, and AdamW's normalised step turns that into up to lr a step for an element whose
+    # gradient is small. No absolute bound holds for every init, so that comparison is against a
+    # referee of the same run: ZeRO-2 stays more than 4x closer to ZeRO-0 than a batch of 3 x 2
+    # instead of 4 x 2 does, for the parameters and both moments (about 17x, 2000x and 800x at
+    # run.seed 1).
     B=(precision=bf16)
     ON=cuda run gpt-r2 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=4
     ON=cuda run gpt-z2 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=4 ddp.zero=1
@@ -231,15 +238,15 @@ else
         "$DDPRUN" ckpt diff "$(ckpt gpt-u2 20)" "$(ckpt gpt-s2 20)"
     check "gpt bf16: cuda+nccl np=2 ZeRO-1 runs" [ -f "$(ckpt gpt-z2 20)" ]
     check "gpt bf16: cuda+nccl np=2 ZeRO-2 runs" [ -f "$(ckpt gpt-u2 20)" ]
-    for what in "${ADAM_STATE[@]}"; do
-        close "gpt bf16: np=2 ZeRO-1 $what equal ZeRO-0 within 1e-3" "$(ckpt gpt-r2 20)" "$(ckpt gpt-z2 20)" \
-            "$what" 1e-3
-        close "gpt bf16: np=2 ZeRO-2 $what equal ZeRO-0 with fp32 gradients within 1e-3" "$(ckpt gpt-f2 20)" \
-            "$(ckpt gpt-u2 20)" "$what" 1e-3
-    done
     ON=cuda run gpt-other 2 "$GPT" "${G[@]}" "${B[@]}" data.batch_size=3
     differ "gpt bf16: batch 3 x 2 differs from 4 x 2 at 1e-3 (the referee can fail)" "$(ckpt gpt-r2 20)" \
         "$(ckpt gpt-other 20)" param/ 1e-3
+    for what in "${ADAM_STATE[@]}"; do
+        close "gpt bf16: np=2 ZeRO-1 $what equal ZeRO-0 within 1e-3" "$(ckpt gpt-r2 20)" "$(ckpt gpt-z2 20)" \
+            "$what" 1e-3
+        check "gpt bf16: np=2 ZeRO-2 $what more than 4x closer to ZeRO-0 with fp32 gradients than batch 3 x 2 is" \
+            closer "$(ckpt gpt-f2 20)" "$(ckpt gpt-u2 20)" "$(ckpt gpt-f2 20)" "$(ckpt gpt-other 20)" "$what" 4
+    done
     G+=("${B[@]}")
     export ON=cuda
 fi
