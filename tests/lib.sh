@@ -24,7 +24,7 @@ check() { # description, command...
 
 # distance A B PREFIX: ckpt_compare's relative distance of checkpoints A and B on PREFIX (the largest
 # difference over the largest value of A)
-distance() { "$CKPT_COMPARE" "$1" "$2" "$3" 1 | sed -n 's/.*relative \([0-9.e+-]*\) (tolerance.*/\1/p' | tail -n 1; }
+distance() { "$CKPT_COMPARE" "$1" "$2" "$3" 1 | sed -n 's/^[1-9][0-9]* tensors under.*relative \([0-9.e+-]*\) (tolerance.*/\1/p' | tail -n 1; }
 # closer A B C D PREFIX FACTOR: A and B are more than FACTOR times closer on PREFIX than C and D
 # (a bound relative to a referee of the same run, where the numerics bound no absolute one); says both
 closer() {

@@ -51,17 +51,19 @@ typedef struct stream {
     unsigned long long dropped, written;
     bool said_drop;           /* the first drop said on the other stream */
     bool broken;              /* its reader is gone: nothing more is written */
+    bool writing;             /* its writer holds a chunk it took off the queue */
     char last;                /* the last byte queued */
     pthread_t writer;
 } stream;
 
 static struct {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;        /* on CLOCK_MONOTONIC (output_sink_install) */
     stream s[2];
     bool merged;              /* fds 1 and 2 share s[0] */
+    bool closing;             /* at exit, nothing more comes: a writer ends once its queue is empty */
     pthread_t reader;
-} sink = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} sink = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* Where stream i's notes about the other go. */
 static stream *other(int i) { return &sink.s[sink.merged ? 0 : 1 - i]; }
@@ -71,9 +73,9 @@ static stream *other(int i) { return &sink.s[sink.merged ? 0 : 1 - i]; }
 static void enqueue(stream *s, const char *data, size_t n, bool always)
 {
     chunk *t = s->tail;
-    if (t && t->cap - t->len >= n) {
+    if (t && t->cap - t->len >= n) { /* room queued counted already */
         memcpy(t->data + t->len, data, n);
-        t->len += n, s->queued += n;
+        t->len += n;
     } else {
         size_t cap = n > SINK_CHUNK / 16 ? n : SINK_CHUNK / 16;
         chunk *c = always || s->queued + cap + CHUNK_OVERHEAD <= SINK_QUEUE_MAX ? malloc(sizeof *c + cap) : NULL;
@@ -174,7 +176,7 @@ static void *write_stream(void *arg)
     stream *s = arg;
     pthread_mutex_lock(&sink.mu);
     for (;;) {
-        while (!s->head && s->pipe_rd >= 0)
+        while (!s->head && !sink.closing)
             pthread_cond_wait(&sink.cv, &sink.mu);
         chunk *c = s->head;
         if (!c)
@@ -183,9 +185,11 @@ static void *write_stream(void *arg)
         if (!s->head)
             s->tail = NULL;
         bool skip = s->broken;
+        s->writing = true;
         pthread_mutex_unlock(&sink.mu);
         bool ok = !skip && write_all(s->real_fd, c->data, c->len);
         pthread_mutex_lock(&sink.mu);
+        s->writing = false;
         if (ok)
             s->written += c->len;
         else
@@ -199,16 +203,53 @@ static void *write_stream(void *arg)
 }
 
 /* Under sink.mu: whether stream s still has something to write to a reader that is there. */
-static bool pending(const stream *s) { return s->pipe_rd >= 0 || (s->head && !s->broken); }
+static bool pending(const stream *s) { return s->writing || (s->head && !s->broken); }
 
-/* At exit: what ddprun's stdio holds flushed, the gaps marked and the drops summed up, its ends of
- * the pipes closed, and the queues written out, unless a reader takes nothing for
- * SINK_EXIT_STALL_S (it is then left behind with what it did not take). */
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Under sink.mu: waits while `more` holds, until the readers took nothing for SINK_EXIT_STALL_S
+ * (a reader that stalls is then left behind with what it did not take); false when it gave up. */
+static bool wait_while(bool (*more)(void))
+{
+    unsigned long long seen = sink.s[0].written + sink.s[1].written;
+    double last = now_s();
+    while (more()) {
+        if (now_s() - last >= SINK_EXIT_STALL_S)
+            return false;
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += 1;
+        pthread_cond_timedwait(&sink.cv, &sink.mu, &until);
+        unsigned long long now = sink.s[0].written + sink.s[1].written;
+        if (now != seen)
+            seen = now, last = now_s();
+    }
+    return true;
+}
+
+static bool pipes_open(void) { return sink.s[0].pipe_rd >= 0 || sink.s[1].pipe_rd >= 0; }
+static bool writes_pending(void) { return pending(&sink.s[0]) || pending(&sink.s[1]); }
+
+/* At exit: what ddprun's stdio holds flushed and its ends of the pipes closed; once the reader has
+ * taken the pipes to their end, the gaps marked and the drops summed up; then the queues written
+ * out, unless a reader takes nothing for SINK_EXIT_STALL_S. */
 static void sink_finish(void)
 {
     fflush(stdout);
     fflush(stderr);
+    int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null_fd >= 0) { /* the pipes' last write ends (a command ddprun ran may still hold one) */
+        dup2(null_fd, 1);
+        dup2(null_fd, 2);
+        close(null_fd);
+    }
     pthread_mutex_lock(&sink.mu);
+    (void)wait_while(pipes_open);
     unsigned long long dropped = 0;
     for (int i = 0; i < 2; i++) {
         if (sink.s[i].gap)
@@ -221,25 +262,9 @@ static void sink_finish(void)
                            "keep up\n", dropped);
         enqueue(other(0), note, (size_t)len, true);
     }
+    sink.closing = true;
     pthread_cond_broadcast(&sink.cv);
-    pthread_mutex_unlock(&sink.mu);
-    int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (null_fd >= 0) { /* the pipes' last write ends (a command ddprun ran may still hold one) */
-        dup2(null_fd, 1);
-        dup2(null_fd, 2);
-        close(null_fd);
-    }
-    pthread_mutex_lock(&sink.mu);
-    unsigned long long seen = ~0ull;
-    for (int quiet_s = 0; (pending(&sink.s[0]) || pending(&sink.s[1])) && quiet_s < SINK_EXIT_STALL_S;) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 1;
-        pthread_cond_timedwait(&sink.cv, &sink.mu, &until);
-        unsigned long long now = sink.s[0].written + sink.s[1].written;
-        quiet_s = now == seen ? quiet_s + 1 : 0;
-        seen = now;
-    }
+    (void)wait_while(writes_pending);
     pthread_mutex_unlock(&sink.mu);
 }
 
@@ -294,6 +319,11 @@ int output_sink_install(void)
     }
     if (tty) /* as stdio buffers a terminal: each line out when written, in order with stderr's */
         setvbuf(stdout, NULL, _IOLBF, 0);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the exit's waits: a clock step changes nothing */
+    pthread_cond_init(&sink.cv, &ca);
+    pthread_condattr_destroy(&ca);
     sigset_t all, before;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &before); /* the threads take no signal: the poll loop's handler does */
