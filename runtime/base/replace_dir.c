@@ -1,7 +1,9 @@
 /* replace_dir.c — a folder written whole or not at all (replace_dir.h). Owns the temporary and
- * aside names, the carrying of the old folder's other entries, the swap and the removals; the
- * contents are the caller's writer's. Must not touch the old folder's entries until the new
- * contents are durable, and then only to move unlinkable ones across (undone if the swap fails). */
+ * aside names, the carrying of the old folder's other entries, the swap and the removals, and the
+ * in-place write of a folder no temporary beside it can take; the contents are the caller's
+ * writer's. Must not touch the old folder's entries until the new contents are durable, and then
+ * only to move unlinkable ones across (undone if the swap fails) or, in place, to replace and
+ * remove the entries the caller claims. */
 #include "replace_dir.h"
 
 #include <dirent.h>
@@ -20,11 +22,14 @@
 typedef struct swap {
     const char *path;           /* as the caller named it, for messages */
     char target[PATH_MAX];      /* the folder replaced: path, a link resolved */
+    const char *base;           /* target's last name, in target */
     char parent[PATH_MAX];
     char tmp[PATH_MAX + 64], aside[PATH_MAX + 64];
     bool exists;
+    bool in_place;              /* the temporary inside target, its files moved in one by one */
     mode_t mode;
     replace_dir_claims claims;
+    const char *last;           /* moved in last in place (NULL: none) */
     char **moved;               /* entries moved from target into tmp, to move back on failure */
     int n_moved;
 } swap;
@@ -32,6 +37,18 @@ typedef struct swap {
 static int path_join(char *out, size_t size, const char *dir, const char *name)
 {
     return snprintf(out, size, "%s/%s", dir, name) >= (int)size ? -1 : 0;
+}
+
+/* The temporary and aside names: beside target, or in place inside it. Unique (mkdtemp's): a
+ * pid-based name would collide with a leftover of an earlier process of the same pid, which in a
+ * container is every run's. */
+static int temp_names(swap *x, ddp_err *err)
+{
+    const char *in = x->in_place ? x->target : x->parent;
+    if (snprintf(x->tmp, sizeof x->tmp, "%s/.%s.tmp.XXXXXX", in, x->base) >= (int)sizeof x->tmp ||
+        snprintf(x->aside, sizeof x->aside, "%s/.%s.old.XXXXXX", in, x->base) >= (int)sizeof x->aside)
+        return ddp_fail(err, DDP_EUSAGE, "%.200s...: path too long", x->path);
+    return DDP_OK;
 }
 
 /* target, parent and the temporary names from path: what exists resolved (realpath), a missing
@@ -52,33 +69,31 @@ static int resolve(swap *x, ddp_err *err)
     }
     for (size_t n = strlen(x->target); n > 1 && x->target[n - 1] == '/';)
         x->target[--n] = '\0';
-    const char *slash = strrchr(x->target, '/'), *base = slash ? slash + 1 : x->target;
-    if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+    const char *slash = strrchr(x->target, '/');
+    x->base = slash ? slash + 1 : x->target;
+    if (!*x->base || !strcmp(x->base, ".") || !strcmp(x->base, ".."))
         return ddp_fail(err, DDP_EUSAGE, "%s: cannot replace this folder (name one by its own name)", x->path);
-    int dir_len = slash ? (slash == x->target ? 1 : (int)(slash - x->target)) : 1;
+    int dir_len = slash ? (slash == x->target ? 1 : (int)(slash - x->target)) : 1; /* "/" for /NAME */
     snprintf(x->parent, sizeof x->parent, "%.*s", dir_len, slash ? x->target : ".");
-    /* unique names (mkdtemp's): a pid-based one would collide with a leftover of an earlier process
-     * of the same pid, which in a container is every run's */
-    if (snprintf(x->tmp, sizeof x->tmp, "%s/.%s.tmp.XXXXXX", x->parent, base) >= (int)sizeof x->tmp ||
-        snprintf(x->aside, sizeof x->aside, "%s/.%s.old.XXXXXX", x->parent, base) >= (int)sizeof x->aside)
-        return ddp_fail(err, DDP_EUSAGE, "%.200s...: path too long", x->path);
-    return DDP_OK;
+    struct stat parent;
+    /* a mount point (a container's volume): a temporary beside it would be on another filesystem */
+    x->in_place = x->exists && stat(x->parent, &parent) == 0 && parent.st_dev != st.st_dev;
+    return temp_names(x, err);
 }
 
 /* Names each temporary or aside folder of target's that an earlier process left (killed before
  * it removed it): it may hold entries of the old folder moved out before a swap, and it holds disk. */
-static void warn_leftovers(const swap *x)
+static void warn_leftovers(const swap *x, const char *dir)
 {
-    const char *slash = strrchr(x->target, '/'), *base = slash ? slash + 1 : x->target;
-    DIR *d = opendir(x->parent);
+    DIR *d = opendir(dir);
     if (!d)
         return;
-    size_t n = strlen(base);
+    size_t n = strlen(x->base);
     for (struct dirent *e; (e = readdir(d));) {
         const char *s = e->d_name;
-        if (s[0] == '.' && !strncmp(s + 1, base, n) && (!strncmp(s + 1 + n, ".tmp.", 5) || !strncmp(s + 1 + n, ".old.", 5)))
+        if (s[0] == '.' && !strncmp(s + 1, x->base, n) && (!strncmp(s + 1 + n, ".tmp.", 5) || !strncmp(s + 1 + n, ".old.", 5)))
             log_warn("%s: %s/%s was left by an earlier write of it that did not finish; it may hold entries moved out "
-                     "of the folder before its swap: remove it once nothing in it is needed", x->path, x->parent, s);
+                     "of the folder before its swap: remove it once nothing in it is needed", x->path, dir, s);
     }
     closedir(d);
 }
@@ -102,16 +117,27 @@ static mode_t current_umask(void)
     return m;
 }
 
+/* The temporary folder: beside target, or in place when target is a mount point or a folder whose
+ * parent this process may not write (a temporary there cannot be made). */
 static int create_temp(swap *x, ddp_err *err)
 {
-    warn_leftovers(x);
+    warn_leftovers(x, x->parent);
+    if (x->exists)
+        warn_leftovers(x, x->target);
     if (!x->exists) /* mkdtemp makes 0700; a new folder gets what mkdir would give it */
         x->mode = 0777 & ~current_umask();
-    if (!mkdtemp(x->tmp))
+    bool made = !x->in_place && mkdtemp(x->tmp);
+    if (!made && !x->in_place && x->exists && (errno == EACCES || errno == EPERM || errno == EROFS)) {
+        x->in_place = true;
+        int rc = temp_names(x, err);
+        if (rc)
+            return rc;
+    }
+    if (!made && !(x->in_place && mkdtemp(x->tmp)))
         return ddp_fail(err, errno == ENOENT || errno == EACCES || errno == ENOTDIR || errno == EROFS ? DDP_EUSAGE
                                                                                                    : DDP_ERUNTIME,
                         "%s: cannot create the temporary folder %s: %s", x->path, x->tmp, strerror(errno));
-    if (chmod(x->tmp, x->mode) != 0)
+    if (!x->in_place && chmod(x->tmp, x->mode) != 0) /* in place the folder keeps its own mode */
         return ddp_fail(err, DDP_ERUNTIME, "%s: chmod: %s", x->tmp, strerror(errno));
     return DDP_OK;
 }
@@ -224,9 +250,88 @@ static int exchange(swap *x, const char **old, ddp_err *err)
     return DDP_OK;
 }
 
-int replace_dir(const char *path, replace_dir_writer write, replace_dir_claims claims, void *ctx, ddp_err *err)
+/* Whether name is among the n names. */
+static bool listed(char *const *names, int n, const char *name)
 {
-    swap x = {.path = path, .claims = claims};
+    for (int i = 0; i < n; i++)
+        if (!strcmp(names[i], name))
+            return true;
+    return false;
+}
+
+/* The names in dir (but . and ..) into *out, x->last after the others; *n of them. */
+static int list_written(const swap *x, char ***out, int *n, ddp_err *err)
+{
+    *out = NULL, *n = 0;
+    DIR *d = opendir(x->tmp);
+    if (!d)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot list: %s", x->tmp, strerror(errno));
+    int rc = DDP_OK;
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char **grown = realloc(*out, (size_t)(*n + 1) * sizeof *grown);
+        if (grown)
+            *out = grown;
+        if (!grown || !(grown[*n] = strdup(e->d_name)))
+            rc = ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", x->path);
+        else
+            ++*n;
+    }
+    closedir(d);
+    for (int i = 0; !rc && x->last && i + 1 < *n; i++)
+        if (!strcmp((*out)[i], x->last)) {
+            char *last = (*out)[i];
+            memmove(&(*out)[i], &(*out)[i + 1], (size_t)(*n - i - 1) * sizeof **out);
+            (*out)[*n - 1] = last;
+            break;
+        }
+    return rc;
+}
+
+/* In place: the written files renamed from the temporary into target one by one (each replaces its
+ * name atomically; x->last goes last), then target's claimed entries the writer did not write
+ * removed, and target synced. */
+static int move_in(swap *x, ddp_err *err)
+{
+    char **names;
+    int n, rc = list_written(x, &names, &n, err);
+    char src[PATH_MAX + 320], dst[PATH_MAX + 256];
+    for (int i = 0; !rc && i < n; i++)
+        if (path_join(src, sizeof src, x->tmp, names[i]) || path_join(dst, sizeof dst, x->target, names[i]) ||
+            rename(src, dst) != 0)
+            rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot move %s into place, %d of the %d new files moved: %s",
+                          x->path, names[i], i, n, strerror(errno));
+    DIR *d = rc ? NULL : opendir(x->target);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && x->claims(e->d_name) && !listed(names, n, e->d_name) &&
+            !path_join(dst, sizeof dst, x->target, e->d_name) && unlink(dst) != 0)
+            log_warn("%s: cannot remove %s, which the new contents replace: %s", x->path, e->d_name, strerror(errno));
+    if (d)
+        closedir(d);
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+/* Beside target: the old folder's other entries carried, the temporary swapped into place; *old
+ * gets the old folder's path (NULL when there was none). */
+static int swap_in(swap *x, const char **old, ddp_err *err)
+{
+    *old = NULL;
+    int rc = x->exists ? carry(x, false, err) : DDP_OK;
+    if (!rc && x->exists)
+        rc = carry(x, true, err);
+    if (!rc)
+        rc = dir_fsync(x->tmp, err);
+    return rc ? rc : exchange(x, old, err);
+}
+
+int replace_dir(const char *path, replace_dir_writer write, replace_dir_claims claims, const char *last, void *ctx,
+                ddp_err *err)
+{
+    swap x = {.path = path, .claims = claims, .last = last};
     int rc = resolve(&x, err);
     if (!rc)
         rc = create_temp(&x, err);
@@ -234,18 +339,16 @@ int replace_dir(const char *path, replace_dir_writer write, replace_dir_claims c
         return rc;
     const char *old = NULL;
     rc = write(x.tmp, ctx, err);
-    if (!rc && x.exists)
-        rc = carry(&x, false, err);
-    if (!rc && x.exists)
-        rc = carry(&x, true, err);
     if (!rc)
-        rc = dir_fsync(x.tmp, err);
-    if (!rc)
-        rc = exchange(&x, &old, err);
+        rc = x.in_place ? move_in(&x, err) : swap_in(&x, &old, err);
     if (rc) {
         move_back(&x);
         if (remove_flat(x.tmp) != 0)
             log_warn("%s: cannot remove the temporary folder %s: %s", path, x.tmp, strerror(errno));
+    } else if (x.in_place) {
+        if (rmdir(x.tmp) != 0)
+            log_warn("%s: cannot remove the temporary folder %s: %s", path, x.tmp, strerror(errno));
+        rc = dir_fsync(x.target, err);
     } else {
         rc = dir_fsync(x.parent, err); /* the new folder is in place either way */
         if (old && remove_flat(old) != 0)

@@ -193,7 +193,7 @@ int hf_folder_write(const char *dir, const st_out_tensor *tensors, int n, st_dty
     split(&x, max_shard_bytes);
     int rc = source ? read_generation(&x, source, err) : DDP_OK;
     if (!rc)
-        rc = replace_dir(dir, write_folder, hf_export_file, &x, err);
+        rc = replace_dir(dir, write_folder, hf_export_file, HF_CONFIG, &x, err);
     if (!rc)
         *files = x.n_shards;
     free(x.shard);

@@ -8,7 +8,8 @@
  * end-of-sequence ids and sampling settings transformers' generate() starts from) is the source
  * folder's, byte for byte, when it has one. The folder is written
  * whole (runtime/base/replace_dir.h): every file into a temporary folder beside it, config.json
- * last, then renamed into place, so a failed export leaves an earlier one as it was. An earlier
+ * last, then renamed into place, so a failed export leaves an earlier one as it was (a mount point's
+ * files are renamed in one by one, config.json last). An earlier
  * export's files (hf_export_file) are not carried into the new folder, which therefore holds no
  * stale shard or index; its other files (a tokenizer, a README) are. Must not know any model or
  * what config.json says. */

@@ -15,10 +15,16 @@
 #    DIR byte for byte as they were, no temporary folder; an unhindered one keeps the user's files,
 #    also through a symbolic link to DIR; a temporary folder a killed export left, even one of the
 #    name a pid-based scheme would give this export, is named in a warning and not in the way;
+#  - DIR a mount point (a container's volume, here a tmpfs), and DIR in a folder this process may
+#    not write: the export is written inside DIR and its files renamed in, the files those of an
+#    export elsewhere byte for byte, the user's file kept, no temporary left; --force from sharded
+#    to one file removes the stale shards and index there too;
 #  - refused with exit 2, nothing written: a folder already holding config.json or a shard, a path
 #    that is a file, an MLP checkpoint (and the missing folder is not created), bad flag values
 #    (--max-shard-mb out of range saying the range).
 source "$(dirname "$0")/../../lib.sh"
+mounts=()
+trap 'for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done; rm -rf "$TMP"' EXIT
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 HF=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
 DATA=$TMP/data
@@ -191,6 +197,43 @@ check "and leaving what it holds" [ "$(cat "$TMP"/.keep.tmp.[0-9]*/x)" = moved ]
 rm -r "$TMP"/.keep.tmp.[0-9]*
 check "a new folder has mkdir's mode under the umask ($(umask))" \
     [ "$(stat -c %a "$TMP/h32")" = "$(printf %o $((0777 & ~$(umask))))" ]
+
+# ---- in place: DIR a mount point, or in a folder this process may not write -----------------
+same_files() { # REF DIR: each of REF's files in DIR byte for byte
+    local f
+    for f in "$1"/*; do cmp "$f" "$2/$(basename "$f")" || return 1; done
+}
+in_place() { # DIR WHAT: DIR holds notes.txt; a sharded export, then --force to one file
+    local dir=$1 what=$2
+    export_hf --max-shard-mb $LIMIT2 "$A" "$dir" >/dev/null 2>"$TMP/err"
+    check "$what, sharded: exit 0 (got $?)" [ $? -eq 0 ]
+    check "$what: the files an export elsewhere writes" same_files "$TMP/probe" "$dir"
+    check "$what: the user's file kept, no temporary left" \
+        [ "$(ls -A "$dir" | grep -v '^model-0' | tr '\n' ' ')" = \
+          "config.json generation_config.json model.safetensors.index.json notes.txt " ]
+    export_hf --force "$A" "$dir" >/dev/null 2>>"$TMP/err"
+    check "$what, --force to one file: exit 0 (got $?)" [ $? -eq 0 ]
+    check "$what: the stale shards and index removed" \
+        [ "$(ls -A "$dir" | tr '\n' ' ')" = "config.json generation_config.json model.safetensors notes.txt " ]
+    check "$what: the file the float32 export's" cmp "$dir/model.safetensors" "$TMP/h32/model.safetensors"
+}
+mkdir "$TMP/vol"
+if mount -t tmpfs -o size=64m tmpfs "$TMP/vol" 2>/dev/null; then
+    mounts+=("$TMP/vol")
+    echo keep >"$TMP/vol/notes.txt"
+    in_place "$TMP/vol" "DIR a mount point"
+else
+    echo "note: mount-point case skipped (cannot mount a tmpfs here)"
+fi
+# a parent this process may not write: as root only a read-only mount refuses the temporary there
+mkdir -p "$TMP/ro/out" && echo keep >"$TMP/ro/out/notes.txt"
+if mount --bind "$TMP/ro" "$TMP/ro" 2>/dev/null && mounts+=("$TMP/ro") &&
+    mount --bind "$TMP/ro/out" "$TMP/ro/out" 2>/dev/null && mounts=("$TMP/ro/out" "${mounts[@]}") &&
+    mount -o remount,bind,ro "$TMP/ro" 2>/dev/null; then
+    in_place "$TMP/ro/out" "DIR in a read-only folder"
+else
+    echo "note: read-only parent case skipped (cannot bind-mount here)"
+fi
 
 # ---- refusals ------------------------------------------------------------------------------
 refused() { # DESCRIPTION PATTERN ARGS...: exit 2, stderr matching PATTERN
