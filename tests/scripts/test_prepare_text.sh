@@ -17,7 +17,8 @@ ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 PREP=$ROOT/scripts/prepare-text
 WORKER=${DDPRUN_WORKER:-}
 TMP=$(mktemp -d /tmp/ddptest.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+mounts=()
+trap 'for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done; rm -rf "$TMP"' EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok - $*"; }
@@ -236,6 +237,34 @@ rm -r "$TMP/b7/notes.txt" "$TMP/b7/sub"
 check "$TMP/b7" 256 -1 0.05 100000000 "$TMP/big.txt"
 [ -z "$(ls -A "$TMP" | grep '^\.b7')" ] || fail "temporary or old folder left: $(ls -A "$TMP" | grep '^\.b7')"
 ok "--force through a link: outputs replaced, stale shards gone, the user's file and folder kept"
+# a temporary folder a killed run left, named as this run's would be by pid (in a container every
+# run has the same pid): named in a warning, left alone, not in the way
+(mkdir "$TMP/.b7.tmp.$BASHPID" && echo moved >"$TMP/.b7.tmp.$BASHPID/x" &&
+    exec "$PREP" --tokenizer bytes --force "$TMP/big.txt" "$TMP/b7") >/dev/null 2>"$TMP/err" ||
+    fail "--force beside a leftover temporary folder of its own pid's name: $(cat "$TMP/err")"
+grep -q "warning: $TMP/.b7.tmp.[0-9]* was left by an earlier write of b7" "$TMP/err" ||
+    fail "the leftover not named: $(cat "$TMP/err")"
+[ "$(cat "$TMP"/.b7.tmp.[0-9]*/x)" = moved ] || fail "the leftover's contents touched"
+rm -r "$TMP"/.b7.tmp.[0-9]*
+ok "a leftover temporary folder of this run's pid: named, left alone, not in the way"
+# OUT_DIR a mount point (a container's volume, here a tmpfs): written in place, file by file;
+# --force with other shards replaces them and removes the stale ones, the user's file stays
+mkdir "$TMP/vol"
+if mount -t tmpfs -o size=16m tmpfs "$TMP/vol" 2>/dev/null; then
+    mounts+=("$TMP/vol")
+    echo keep >"$TMP/vol/notes.txt"
+    "$PREP" --tokenizer bytes --shard-tokens 97 "$A" "$B" "$TMP/vol" >/dev/null 2>"$TMP/err" ||
+        fail "OUT_DIR a mount point: $(cat "$TMP/err")"
+    [ -e "$TMP/vol/train_000001.bin" ] || fail "OUT_DIR a mount point: no second shard"
+    "$PREP" --tokenizer bytes --force "$TMP/big.txt" "$TMP/vol" >/dev/null 2>"$TMP/err" ||
+        fail "OUT_DIR a mount point, --force: $(cat "$TMP/err")"
+    [ "$(cat "$TMP/vol/notes.txt")" = keep ] || fail "OUT_DIR a mount point: the user's file lost"
+    rm "$TMP/vol/notes.txt"
+    check "$TMP/vol" 256 -1 0.05 100000000 "$TMP/big.txt"
+    ok "OUT_DIR a mount point: written in place, stale shards gone, the user's file kept, no temporary left"
+else
+    echo "note: mount-point case skipped (cannot mount a tmpfs here)"
+fi
 
 # ddprun reads them (when DDPRUN_WORKER is set): a tiny GPT-2 over the 65792 ids counts every
 # train window and trains three steps. Then the reader's ids and positions: a third document whose
