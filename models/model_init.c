@@ -10,13 +10,20 @@
 
 #include "model.h"
 
+/* Where parameters [offset, offset + n) meet piece p: [*lo, *hi), false when they do not. */
+static bool piece_overlap(const param_piece *p, size_t offset, size_t n, size_t *lo, size_t *hi)
+{
+    *lo = offset > p->offset ? offset : p->offset;
+    *hi = offset + n < p->offset + p->count ? offset + n : p->offset + p->count;
+    return *lo < *hi;
+}
+
 void param_pieces_take(const param_piece *pieces, int n_pieces, float *host, size_t offset, const float *v, size_t n)
 {
     for (int k = 0; k < n_pieces; k++) {
         const param_piece *p = &pieces[k];
-        size_t lo = offset > p->offset ? offset : p->offset;
-        size_t hi = offset + n < p->offset + p->count ? offset + n : p->offset + p->count;
-        if (lo < hi)
+        size_t lo, hi;
+        if (piece_overlap(p, offset, n, &lo, &hi))
             memcpy(host + p->at + (lo - p->offset), v + (lo - offset), (hi - lo) * sizeof *v);
     }
 }
@@ -53,8 +60,9 @@ static size_t plan_chunks(const model *m, const param_piece *pieces, int n_piece
         const param_tensor *t = &m->tensors[i];
         for (int k = 0; k < n_pieces; k++) {
             const param_piece *p = &pieces[k];
-            size_t lo = t->offset > p->offset ? t->offset : p->offset;
-            size_t end = t->offset + t->numel, p_end = p->offset + p->count, hi = end < p_end ? end : p_end;
+            size_t lo, hi;
+            if (!piece_overlap(p, t->offset, t->numel, &lo, &hi))
+                continue;
             for (size_t a = lo; a < hi; a += INIT_CHUNK, n++)
                 if (chunks)
                     chunks[n] = (init_chunk){i, a - t->offset, (hi - a > INIT_CHUNK ? a + INIT_CHUNK : hi) - t->offset,

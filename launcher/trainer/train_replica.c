@@ -172,10 +172,12 @@ int train_broadcast_params(train_job *t, ddp_err *err)
     float *host = malloc(m->n_params * sizeof(float));
     if (!host)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory broadcasting parameters");
-    int rc = m->dev->ops->download(m->dev, host, m->params, m->n_params * sizeof(float), err);
+    /* rank 0's device copy goes out; the others' is overwritten, so they need not download it */
+    bool root = t->ctl->rank == 0;
+    int rc = root ? m->dev->ops->download(m->dev, host, m->params, m->n_params * sizeof(float), err) : DDP_OK;
     if (rc == DDP_OK)
         rc = t->ctl->ops->broadcast(t->ctl, host, m->n_params, DT_FLOAT, 0, NULL, err);
-    if (rc == DDP_OK)
+    if (rc == DDP_OK && !root)
         rc = m->dev->ops->upload(m->dev, m->params, host, m->n_params * sizeof(float), err);
     free(host);
     return rc != DDP_OK ? rc : train_params_changed(t, err);
