@@ -258,11 +258,23 @@ static int check_core_tag(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd
     return DDP_OK;
 }
 
-/* Any scalar style; the text itself (quoted "123" and plain 123 are the same path). */
-static int parse_str(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key, char *out)
+/* Whether the scalar's text is white space alone: a path or a command of nothing but spaces is a
+ * slip (a stray quote, an unset shell variable), never a folder anyone means. */
+static bool blank(const yaml_node_t *nd)
 {
-    if (nd->type != YAML_SCALAR_NODE || is_null(nd) || !nd->data.scalar.length)
-        return wrong(L, s, nd, key, "a non-empty path");
+    for (size_t i = 0; i < nd->data.scalar.length; i++)
+        if (!isspace(nd->data.scalar.value[i]))
+            return false;
+    return true;
+}
+
+/* Any scalar style; the text itself (quoted "123" and plain 123 are the same path). expect: what
+ * the refusal of one that is empty or blank says the key takes. */
+static int parse_str(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key, const char *expect,
+                     char *out)
+{
+    if (nd->type != YAML_SCALAR_NODE || is_null(nd) || blank(nd))
+        return wrong(L, s, nd, key, expect);
     if (nd->data.scalar.length >= CFG_PATH_MAX)
         return cfg_error(L, cfg_node_pos(s, nd), key, "expected a path shorter than %d bytes, got %zu bytes",
                          CFG_PATH_MAX, nd->data.scalar.length);
@@ -280,7 +292,7 @@ static int parse_command(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd,
     }
     if (nd->type != YAML_SCALAR_NODE)
         return wrong(L, s, nd, k->path, "a shell command, or \"\" for none");
-    int rc = parse_str(L, s, nd, k->path, out);
+    int rc = parse_str(L, s, nd, k->path, "a shell command, or \"\" for none", out);
     if (rc != DDP_OK)
         return rc;
     int n = 0;
@@ -380,9 +392,9 @@ static int parse_resume(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, 
 {
     config *c = L->c;
     char path[CFG_PATH_MAX];
-    int rc = parse_str(L, s, nd, k->path, path);
+    int rc = parse_str(L, s, nd, k->path, "auto, never or a checkpoint path", path);
     if (rc)
-        return wrong(L, s, nd, k->path, "auto, never or a checkpoint path");
+        return rc;
     static const char *const words[] = {"auto", "never"};
     for (int i = 0; i < 2; i++) {
         if (!strcmp(path, words[i])) {
@@ -412,13 +424,13 @@ int cfg_parse_value(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_
     case KT_UINT: return parse_uint(L, s, nd, k->path, (uint64_t *)field);
     case KT_NUM: return parse_num(L, s, nd, k->path, k->range, (double *)field);
     case KT_BOOL: return parse_bool(L, s, nd, k->path, (bool *)field);
-    case KT_STR: return parse_str(L, s, nd, k->path, field);
+    case KT_STR: return parse_str(L, s, nd, k->path, "a non-empty path", field);
     case KT_OPT_PATH:
         if (nd->type == YAML_SCALAR_NODE && (is_null(nd) || !nd->data.scalar.length)) {
             memset(field, 0, CFG_PATH_MAX);
             return DDP_OK;
         }
-        return nd->type == YAML_SCALAR_NODE ? parse_str(L, s, nd, k->path, field)
+        return nd->type == YAML_SCALAR_NODE ? parse_str(L, s, nd, k->path, "a path, or \"\" for none", field)
                                             : wrong(L, s, nd, k->path, "a path, or \"\" for none");
     case KT_COMMAND: return parse_command(L, s, nd, k, field);
     case KT_ENUM: return parse_choice(L, s, nd, k->path, k->choices, (int *)field);

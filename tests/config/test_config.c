@@ -117,6 +117,14 @@ static void test_bad_overrides(void)
                 "only with optimizer.kind sgd");
     /* YAML's "\0" escape: the readers go by C strings, so "cpu\0x" would pass as cpu */
     expect_fail(NULL, 1, (char *[]){"run.dir=\"a\\0b\""}, "<override 1>:1:9: run.dir:", "without NUL bytes");
+    /* white space alone: a stray quote or an unset shell variable, never a folder anyone means */
+    expect_fail(NULL, 1, (char *[]){"run.dir='  '"}, "<override 1>:1:9: run.dir:", "expected a non-empty path, got \"  \"");
+    expect_fail(NULL, 1, (char *[]){"checkpoint.init_from=\"\\t\""}, "<override 1>:1:22: checkpoint.init_from:",
+                "expected a path, or \"\" for none");
+    expect_fail(NULL, 1, (char *[]){"checkpoint.resume=' '"}, "<override 1>:1:19: checkpoint.resume:",
+                "expected auto, never or a checkpoint path");
+    expect_fail(NULL, 1, (char *[]){"checkpoint.upload_cmd='   '"}, "<override 1>:1:23: checkpoint.upload_cmd:",
+                "expected a shell command");
     expect_fail(NULL, 1, (char *[]){"device=\"cpu\\0x\""}, "<override 1>:1:8: device:", "without NUL bytes");
     expect_fail(NULL, 1, (char *[]){"optimizer.betas=[!!float \"0.9\\0junk\", 0.95]"},
                 "<override 1>:1:18: optimizer.betas[0]:", "without NUL bytes");
