@@ -39,6 +39,20 @@ static int path_join(char *out, size_t size, const char *dir, const char *name)
     return snprintf(out, size, "%s/%s", dir, name) >= (int)size ? -1 : 0;
 }
 
+/* Whether path is the root of a mount. A bind mount of a folder of the same filesystem (docker's
+ * `-v /srv/data/out:/data/out`) keeps its parent's st_dev, yet rename() does not cross its edge
+ * either. Without statx's answer (a kernel before 5.8), false: st_dev alone decides. */
+static bool mount_root(const char *path)
+{
+#ifdef STATX_ATTR_MOUNT_ROOT
+    struct statx sx;
+    if (statx(AT_FDCWD, path, 0, STATX_BASIC_STATS, &sx) == 0 && (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+        return (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+#endif
+    (void)path;
+    return false;
+}
+
 /* The temporary and aside names: beside target, or in place inside it. Unique (mkdtemp's): a
  * pid-based name would collide with a leftover of an earlier process of the same pid, which in a
  * container is every run's. */
@@ -76,8 +90,8 @@ static int resolve(swap *x, ddp_err *err)
     int dir_len = slash ? (slash == x->target ? 1 : (int)(slash - x->target)) : 1; /* "/" for /NAME */
     snprintf(x->parent, sizeof x->parent, "%.*s", dir_len, slash ? x->target : ".");
     struct stat parent;
-    /* a mount point (a container's volume): a temporary beside it would be on another filesystem */
-    x->in_place = x->exists && stat(x->parent, &parent) == 0 && parent.st_dev != st.st_dev;
+    /* a mount point (a container's volume): no rename crosses into it from beside it */
+    x->in_place = x->exists && ((stat(x->parent, &parent) == 0 && parent.st_dev != st.st_dev) || mount_root(x->target));
     return temp_names(x, err);
 }
 
@@ -85,6 +99,7 @@ static int resolve(swap *x, ddp_err *err)
  * it removed it): it may hold entries of the old folder moved out before a swap, and it holds disk. */
 static void warn_leftovers(const swap *x, const char *dir)
 {
+    bool inside = !strcmp(dir, x->target); /* an in-place write's: new files only */
     DIR *d = opendir(dir);
     if (!d)
         return;
@@ -92,8 +107,9 @@ static void warn_leftovers(const swap *x, const char *dir)
     for (struct dirent *e; (e = readdir(d));) {
         const char *s = e->d_name;
         if (s[0] == '.' && !strncmp(s + 1, x->base, n) && (!strncmp(s + 1 + n, ".tmp.", 5) || !strncmp(s + 1 + n, ".old.", 5)))
-            log_warn("%s: %s/%s was left by an earlier write of it that did not finish; it may hold entries moved out "
-                     "of the folder before its swap: remove it once nothing in it is needed", x->path, dir, s);
+            log_warn("%s: %s/%s was left by an earlier write of it that did not finish; %s: remove it once nothing in "
+                     "it is needed", x->path, dir, s, inside ? "it holds that write's new files (and maybe the folder's "
+                     "earlier .previous.*)" : "it may hold entries moved out of the folder before its swap");
     }
     closedir(d);
 }
@@ -259,7 +275,10 @@ static bool listed(char *const *names, int n, const char *name)
     return false;
 }
 
-/* The names in dir (but . and ..) into *out, x->last after the others; *n of them. */
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The names in the temporary (but . and ..) into *out, by name, x->last after the others; *n of
+ * them. */
 static int list_written(const swap *x, char ***out, int *n, ddp_err *err)
 {
     *out = NULL, *n = 0;
@@ -279,6 +298,8 @@ static int list_written(const swap *x, char ***out, int *n, ddp_err *err)
             ++*n;
     }
     closedir(d);
+    if (!rc) /* a fixed order, whatever readdir's */
+        qsort(*out, (size_t)*n, sizeof **out, by_name);
     for (int i = 0; !rc && x->last && i + 1 < *n; i++)
         if (!strcmp((*out)[i], x->last)) {
             char *last = (*out)[i];
@@ -289,26 +310,57 @@ static int list_written(const swap *x, char ***out, int *n, ddp_err *err)
     return rc;
 }
 
-/* In place: the written files renamed from the temporary into target one by one (each replaces its
- * name atomically; x->last goes last), then target's claimed entries the writer did not write
- * removed, and target synced. */
+/* In place, after the other new files: target's claimed entries the writer did not write removed
+ * (an earlier export's stale shards). */
+static int remove_stale(const swap *x, char *const *names, int n, ddp_err *err)
+{
+    DIR *d = opendir(x->target);
+    if (!d)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot list: %s", x->path, strerror(errno));
+    int rc = DDP_OK;
+    char path[PATH_MAX + 256];
+    for (struct dirent *e; !rc && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && x->claims(e->d_name) && !listed(names, n, e->d_name) &&
+            !path_join(path, sizeof path, x->target, e->d_name) && unlink(path) != 0)
+            rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot remove %s, which the new contents replace: %s", x->path,
+                          e->d_name, strerror(errno));
+    closedir(d);
+    return rc;
+}
+
+/* In place: the written files renamed from the temporary into target one by one, each replacing its
+ * name atomically. Target's own x->last goes first, into the temporary (".previous.NAME"), so that a
+ * folder cut off part-way lacks it and shows itself incomplete rather than pairing it with a mix of
+ * old and new files (it is put back when nothing else has moved yet); then the other new files,
+ * then the claimed entries not written anew are removed, and the new x->last goes in last. */
 static int move_in(swap *x, ddp_err *err)
 {
     char **names;
     int n, rc = list_written(x, &names, &n, err);
-    char src[PATH_MAX + 320], dst[PATH_MAX + 256];
-    for (int i = 0; !rc && i < n; i++)
-        if (path_join(src, sizeof src, x->tmp, names[i]) || path_join(dst, sizeof dst, x->target, names[i]) ||
-            rename(src, dst) != 0)
-            rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot move %s into place, %d of the %d new files moved: %s",
-                          x->path, names[i], i, n, strerror(errno));
-    DIR *d = rc ? NULL : opendir(x->target);
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && x->claims(e->d_name) && !listed(names, n, e->d_name) &&
-            !path_join(dst, sizeof dst, x->target, e->d_name) && unlink(dst) != 0)
-            log_warn("%s: cannot remove %s, which the new contents replace: %s", x->path, e->d_name, strerror(errno));
-    if (d)
-        closedir(d);
+    bool has_last = !rc && x->last && n > 0 && !strcmp(names[n - 1], x->last);
+    char src[PATH_MAX + 320], dst[PATH_MAX + 256], stash[PATH_MAX + 320], at_last[PATH_MAX + 256];
+    bool stashed = false;
+    if (has_last && (path_join(at_last, sizeof at_last, x->target, x->last) ||
+                     snprintf(stash, sizeof stash, "%s/.previous.%s", x->tmp, x->last) >= (int)sizeof stash))
+        rc = ddp_fail(err, DDP_EUSAGE, "%.200s...: path too long", x->path);
+    else if (has_last && !(stashed = rename(at_last, stash) == 0) && errno != ENOENT)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot move the earlier %s aside: %s", x->path, x->last, strerror(errno));
+    int others = has_last ? n - 1 : n, moved = 0;
+    while (!rc && moved < others)
+        if (path_join(src, sizeof src, x->tmp, names[moved]) ||
+            path_join(dst, sizeof dst, x->target, names[moved]) || rename(src, dst) != 0)
+            rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot move %s into place: %s", x->path, names[moved], strerror(errno));
+        else
+            moved++;
+    if (rc && moved == 0 && stashed && rename(stash, at_last) == 0)
+        stashed = false; /* nothing of the new contents is in: the folder is as it was */
+    if (!rc)
+        rc = remove_stale(x, names, n, err);
+    if (!rc && has_last && (path_join(src, sizeof src, x->tmp, x->last) || rename(src, at_last) != 0))
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot move %s into place: %s", x->path, x->last, strerror(errno));
+    if (rc && (moved > 0 || stashed))
+        ddp_prefix(err, "%s holds part of the new files%s%s", x->path, has_last ? " and no " : "",
+                   has_last ? x->last : "");
     for (int i = 0; i < n; i++)
         free(names[i]);
     free(names);
@@ -346,7 +398,7 @@ int replace_dir(const char *path, replace_dir_writer write, replace_dir_claims c
         if (remove_flat(x.tmp) != 0)
             log_warn("%s: cannot remove the temporary folder %s: %s", path, x.tmp, strerror(errno));
     } else if (x.in_place) {
-        if (rmdir(x.tmp) != 0)
+        if (remove_flat(x.tmp) != 0) /* empty, or the earlier x.last */
             log_warn("%s: cannot remove the temporary folder %s: %s", path, x.tmp, strerror(errno));
         rc = dir_fsync(x.target, err);
     } else {

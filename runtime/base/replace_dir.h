@@ -14,14 +14,15 @@
  * old one's permission bits (not its owner). A process killed mid-write leaves its temporary
  * folder behind (PATH itself is whole); the next replace of PATH names such leftovers in a warning.
  *
- * In place: a folder that is a mount point (a container's volume: a temporary beside it would be on
- * another filesystem, which no rename crosses) or whose parent this process may not write takes the
- * temporary inside itself (".NAME.tmp.XXXXXX" in PATH). When every file is written, each is renamed
- * over its name in PATH (atomically, one by one; the caller's `last` after the others), then PATH's
- * claimed entries the writer did not write are removed. A failure before the first rename leaves
- * PATH as it was; the folder as a whole is not replaced atomically, as no single rename can swap
- * it, so a process killed during the renames leaves old and new files together. Must not write
- * anything outside PATH and its temporaries. */
+ * In place: a folder that is a mount point (a container's volume, a bind mount: no rename crosses
+ * into it from beside it) or whose parent this process may not write takes the temporary inside
+ * itself (".NAME.tmp.XXXXXX" in PATH). When every file is written, PATH's own copy of the caller's
+ * `last` (an export's config.json) is moved into the temporary, the other files are renamed over
+ * their names one by one, PATH's claimed entries the writer did not write are removed, and the new
+ * `last` goes in. The folder as a whole is not replaced atomically, as no single rename can swap
+ * it: a failure before the first new file is in leaves PATH as it was; one later (or a kill)
+ * leaves PATH without `last`, visibly incomplete, never the earlier `last` beside a mix of files.
+ * Must not write anything outside PATH and its temporaries. */
 #ifndef DDP_REPLACE_DIR_H
 #define DDP_REPLACE_DIR_H
 
@@ -37,9 +38,11 @@ typedef bool (*replace_dir_claims)(const char *name);
 
 /* DDP_OK once path is a folder holding what write wrote (and the old folder's unclaimed entries),
  * durably. last (may be NULL): the name whose presence makes the folder usable (an export's
- * config.json), moved in last when the folder is written in place. DDP_EUSAGE when path exists but is not a folder, or its parent is missing or not
- * writable; DDP_ERUNTIME naming the path, the call and strerror for any other failure; the
- * writer's own code when it fails. Removing the old folder after the swap only warns on failure. */
+ * config.json), moved in last when the folder is written in place. DDP_EUSAGE when path exists
+ * but is not a folder, or when no temporary can be made (a missing path's parent missing or not
+ * writable; an existing one's parent and the folder itself not writable); DDP_ERUNTIME naming the
+ * path, the call and strerror for any other failure; the writer's own code when it fails.
+ * Removing the old folder after the swap only warns on failure. */
 int replace_dir(const char *path, replace_dir_writer write, replace_dir_claims claims, const char *last, void *ctx,
                 ddp_err *err);
 

@@ -6,11 +6,11 @@
  * split_state_dict_into_shards does) and model.safetensors.index.json (json.dumps' indent 2,
  * weight_map sorted by name); config.json's text comes from the caller, generation_config.json (the
  * end-of-sequence ids and sampling settings transformers' generate() starts from) is the source
- * folder's, byte for byte, when it has one. The folder is written
- * whole (runtime/base/replace_dir.h): every file into a temporary folder beside it, config.json
- * last, then renamed into place, so a failed export leaves an earlier one as it was (a mount point's
- * files are renamed in one by one, config.json last). An earlier
- * export's files (hf_export_file) are not carried into the new folder, which therefore holds no
+ * folder's, byte for byte, when it has one. The folder is written whole
+ * (runtime/base/replace_dir.h): every file into a temporary folder beside it, config.json last,
+ * then renamed into place, so a failed export leaves an earlier one as it was (a folder that is a
+ * mount point, or whose parent cannot be written, is written in place: its files renamed in one by
+ * one, config.json last). An earlier export's files (hf_export_file) are not carried into the new folder, which therefore holds no
  * stale shard or index; its other files (a tokenizer, a README) are. Must not know any model or
  * what config.json says. */
 #ifndef DDP_HF_FOLDER_WRITE_H

@@ -17,8 +17,14 @@ ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 PREP=$ROOT/scripts/prepare-text
 WORKER=${DDPRUN_WORKER:-}
 TMP=$(mktemp -d /tmp/ddptest.XXXXXX)
-mounts=()
-trap 'for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+mounts=() immutable=()
+cleanup() {
+    local m
+    for m in ${immutable[@]+"${immutable[@]}"}; do chattr -i "$m"; done
+    for m in ${mounts[@]+"${mounts[@]}"}; do umount "$m" || umount -l "$m"; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok - $*"; }
@@ -247,23 +253,60 @@ grep -q "warning: $TMP/.b7.tmp.[0-9]* was left by an earlier write of b7" "$TMP/
 [ "$(cat "$TMP"/.b7.tmp.[0-9]*/x)" = moved ] || fail "the leftover's contents touched"
 rm -r "$TMP"/.b7.tmp.[0-9]*
 ok "a leftover temporary folder of this run's pid: named, left alone, not in the way"
-# OUT_DIR a mount point (a container's volume, here a tmpfs): written in place, file by file;
-# --force with other shards replaces them and removes the stale ones, the user's file stays
+# OUT_DIR a mount point (a tmpfs; a bind mount of a folder of the same filesystem) or in a folder
+# no entry can be made in (chattr +i): written in place, file by file; --force with other shards
+# replaces them and removes the stale ones, the user's file stays. A rename that fails (a folder in
+# the way) before the first file is in leaves OUT_DIR as it was; one after leaves it without
+# tokenizer.bin, saying so.
+in_place() { # DIR WHAT: DIR holds notes.txt
+    local dir=$1 what=$2
+    "$PREP" --tokenizer bytes --shard-tokens 97 "$A" "$B" "$dir" >/dev/null 2>"$TMP/err" ||
+        fail "$what: $(cat "$TMP/err")"
+    [ -e "$dir/train_000001.bin" ] || fail "$what: no second shard"
+    "$PREP" --tokenizer bytes --force "$TMP/big.txt" "$dir" >/dev/null 2>"$TMP/err" ||
+        fail "$what, --force: $(cat "$TMP/err")"
+    [ "$(cat "$dir/notes.txt")" = keep ] || fail "$what: the user's file lost"
+    rm "$dir/notes.txt"
+    check "$dir" 256 -1 0.05 100000000 "$TMP/big.txt"
+    echo keep >"$dir/notes.txt"
+    ok "$what: written in place, stale shards gone, the user's file kept, no temporary left"
+}
 mkdir "$TMP/vol"
 if mount -t tmpfs -o size=16m tmpfs "$TMP/vol" 2>/dev/null; then
     mounts+=("$TMP/vol")
     echo keep >"$TMP/vol/notes.txt"
-    "$PREP" --tokenizer bytes --shard-tokens 97 "$A" "$B" "$TMP/vol" >/dev/null 2>"$TMP/err" ||
-        fail "OUT_DIR a mount point: $(cat "$TMP/err")"
-    [ -e "$TMP/vol/train_000001.bin" ] || fail "OUT_DIR a mount point: no second shard"
-    "$PREP" --tokenizer bytes --force "$TMP/big.txt" "$TMP/vol" >/dev/null 2>"$TMP/err" ||
-        fail "OUT_DIR a mount point, --force: $(cat "$TMP/err")"
-    [ "$(cat "$TMP/vol/notes.txt")" = keep ] || fail "OUT_DIR a mount point: the user's file lost"
-    rm "$TMP/vol/notes.txt"
-    check "$TMP/vol" 256 -1 0.05 100000000 "$TMP/big.txt"
-    ok "OUT_DIR a mount point: written in place, stale shards gone, the user's file kept, no temporary left"
+    in_place "$TMP/vol" "OUT_DIR a mount point"
+    rm "$TMP/vol/train_000000.bin" && mkdir "$TMP/vol/train_000000.bin" && touch "$TMP/vol/train_000000.bin/x"
+    cp -a "$TMP/vol" "$TMP/vol.before"
+    if "$PREP" --tokenizer bytes --shard-tokens 97 --force "$A" "$B" "$TMP/vol" >/dev/null 2>"$TMP/err"; then
+        fail "a rename that fails first: succeeded"
+    fi
+    diff -r "$TMP/vol.before" "$TMP/vol" >&2 || fail "a rename that fails first changed OUT_DIR: $(cat "$TMP/err")"
+    rm -r "$TMP/vol/train_000000.bin" && mkdir "$TMP/vol/train_000001.bin" && touch "$TMP/vol/train_000001.bin/x"
+    if "$PREP" --tokenizer bytes --shard-tokens 97 --force "$A" "$B" "$TMP/vol" >/dev/null 2>"$TMP/err"; then
+        fail "a rename that fails later: succeeded"
+    fi
+    grep -q "vol holds part of the new outputs and no tokenizer.bin" "$TMP/err" ||
+        fail "a rename that fails later: expected it to say OUT_DIR lacks tokenizer.bin: $(cat "$TMP/err")"
+    [ ! -e "$TMP/vol/tokenizer.bin" ] && [ -z "$(ls -A "$TMP/vol" | grep '^\.')" ] ||
+        fail "a rename that fails later left: $(ls -A "$TMP/vol")"
+    ok "in place, a rename that fails: first, OUT_DIR as it was; later, OUT_DIR without tokenizer.bin: $(cat "$TMP/err")"
 else
-    echo "note: mount-point case skipped (cannot mount a tmpfs here)"
+    echo "note: tmpfs mount-point case skipped (cannot mount a tmpfs here)"
+fi
+mkdir "$TMP/bind" && echo keep >"$TMP/bind/notes.txt"
+if mount --bind "$TMP/bind" "$TMP/bind" 2>/dev/null; then
+    mounts+=("$TMP/bind")
+    in_place "$TMP/bind" "OUT_DIR a bind mount"
+else
+    echo "note: bind-mount case skipped (cannot bind-mount here)"
+fi
+mkdir -p "$TMP/imm/out" && echo keep >"$TMP/imm/out/notes.txt"
+if chattr +i "$TMP/imm" 2>/dev/null; then
+    immutable+=("$TMP/imm")
+    in_place "$TMP/imm/out" "OUT_DIR in a folder that takes no entry"
+else
+    echo "note: immutable-parent case skipped (chattr +i refused here)"
 fi
 
 # ddprun reads them (when DDPRUN_WORKER is set): a tiny GPT-2 over the 65792 ids counts every

@@ -15,16 +15,24 @@
 #    DIR byte for byte as they were, no temporary folder; an unhindered one keeps the user's files,
 #    also through a symbolic link to DIR; a temporary folder a killed export left, even one of the
 #    name a pid-based scheme would give this export, is named in a warning and not in the way;
-#  - DIR a mount point (a container's volume, here a tmpfs), and DIR in a folder this process may
-#    not write: the export is written inside DIR and its files renamed in, the files those of an
-#    export elsewhere byte for byte, the user's file kept, no temporary left; --force from sharded
-#    to one file removes the stale shards and index there too;
+#  - DIR a mount point (a tmpfs, a bind mount of a folder of the same filesystem) and DIR in a
+#    folder no entry can be made in (chattr +i): the export is written inside DIR and its files
+#    renamed in, those of an export elsewhere byte for byte, the user's file kept, no temporary
+#    left; --force from sharded to one file removes the stale shards and index there too; a rename
+#    that fails before the first file is in (a folder in the way) leaves DIR as it was, one that
+#    fails after it leaves DIR without config.json, saying so;
 #  - refused with exit 2, nothing written: a folder already holding config.json or a shard, a path
 #    that is a file, an MLP checkpoint (and the missing folder is not created), bad flag values
 #    (--max-shard-mb out of range saying the range).
 source "$(dirname "$0")/../../lib.sh"
-mounts=()
-trap 'for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+mounts=() immutable=()
+cleanup() {
+    local m
+    for m in ${immutable[@]+"${immutable[@]}"}; do chattr -i "$m"; done
+    for m in ${mounts[@]+"${mounts[@]}"}; do umount "$m" || umount -l "$m"; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 HF=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
 DATA=$TMP/data
@@ -222,17 +230,44 @@ if mount -t tmpfs -o size=64m tmpfs "$TMP/vol" 2>/dev/null; then
     mounts+=("$TMP/vol")
     echo keep >"$TMP/vol/notes.txt"
     in_place "$TMP/vol" "DIR a mount point"
+    # a rename that fails (a folder in the way): before the first new file is in, DIR as it was
+    rm "$TMP/vol/generation_config.json" && mkdir "$TMP/vol/generation_config.json" &&
+        touch "$TMP/vol/generation_config.json/x" && cp -a "$TMP/vol" "$TMP/vol.before"
+    export_hf --force --max-shard-mb $LIMIT2 "$A" "$TMP/vol" >/dev/null 2>"$TMP/err"
+    check "a rename that fails first: exit 1 (got $?)" [ $? -eq 1 ]
+    check "DIR as it was, no temporary left" diff -r "$TMP/vol.before" "$TMP/vol"
+    # after it: DIR without config.json (no loader takes the mix for a model), saying so
+    rm -r "$TMP/vol/generation_config.json" && mkdir "$TMP/vol/model-00002-of-00003.safetensors" &&
+        touch "$TMP/vol/model-00002-of-00003.safetensors/x"
+    export_hf --force --max-shard-mb $LIMIT2 "$A" "$TMP/vol" >/dev/null 2>"$TMP/err"
+    check "a rename that fails later: exit 1 (got $?)" [ $? -eq 1 ]
+    check "saying DIR holds part of the new files and no config.json" \
+        grep -q "vol holds part of the new files and no config.json: .*model-00002-of-00003.safetensors" "$TMP/err"
+    check "DIR without config.json, no temporary left" \
+        bash -c '[ ! -e "$1/config.json" ] && [ -z "$(ls -A "$1" | grep "^\.")" ]' _ "$TMP/vol"
+    rm -r "$TMP/vol/model-00002-of-00003.safetensors"
+    export_hf --force "$A" "$TMP/vol" >/dev/null 2>"$TMP/err"
+    check "then an export that completes: exit 0 (got $?)" [ $? -eq 0 ]
+    check "the folder whole again" \
+        [ "$(ls -A "$TMP/vol" | tr '\n' ' ')" = "config.json generation_config.json model.safetensors notes.txt " ]
 else
-    echo "note: mount-point case skipped (cannot mount a tmpfs here)"
+    echo "note: tmpfs mount-point case skipped (cannot mount a tmpfs here)"
 fi
-# a parent this process may not write: as root only a read-only mount refuses the temporary there
-mkdir -p "$TMP/ro/out" && echo keep >"$TMP/ro/out/notes.txt"
-if mount --bind "$TMP/ro" "$TMP/ro" 2>/dev/null && mounts+=("$TMP/ro") &&
-    mount --bind "$TMP/ro/out" "$TMP/ro/out" 2>/dev/null && mounts=("$TMP/ro/out" "${mounts[@]}") &&
-    mount -o remount,bind,ro "$TMP/ro" 2>/dev/null; then
-    in_place "$TMP/ro/out" "DIR in a read-only folder"
+# a bind mount of a folder of the same filesystem: its st_dev is its parent's, no rename crosses it
+mkdir "$TMP/bind" && echo keep >"$TMP/bind/notes.txt"
+if mount --bind "$TMP/bind" "$TMP/bind" 2>/dev/null; then
+    mounts+=("$TMP/bind")
+    in_place "$TMP/bind" "DIR a bind mount"
 else
-    echo "note: read-only parent case skipped (cannot bind-mount here)"
+    echo "note: bind-mount case skipped (cannot bind-mount here)"
+fi
+# a parent no entry can be made in (as root, only an immutable folder refuses it: EPERM)
+mkdir -p "$TMP/imm/out" && echo keep >"$TMP/imm/out/notes.txt"
+if chattr +i "$TMP/imm" 2>/dev/null; then
+    immutable+=("$TMP/imm")
+    in_place "$TMP/imm/out" "DIR in a folder that takes no entry"
+else
+    echo "note: immutable-parent case skipped (chattr +i refused here)"
 fi
 
 # ---- refusals ------------------------------------------------------------------------------
