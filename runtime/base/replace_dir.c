@@ -30,6 +30,7 @@ typedef struct swap {
     mode_t mode;
     replace_dir_claims claims;
     const char *last;           /* moved in last in place (NULL: none) */
+    bool keep_tmp;              /* in place: the temporary holds what could not be put back */
     char **moved;               /* entries moved from target into tmp, to move back on failure */
     int n_moved;
 } swap;
@@ -149,10 +150,11 @@ static int create_temp(swap *x, ddp_err *err)
         if (rc)
             return rc;
     }
-    if (!made && !(x->in_place && mkdtemp(x->tmp)))
-        return ddp_fail(err, errno == ENOENT || errno == EACCES || errno == ENOTDIR || errno == EROFS ? DDP_EUSAGE
-                                                                                                   : DDP_ERUNTIME,
-                        "%s: cannot create the temporary folder %s: %s", x->path, x->tmp, strerror(errno));
+    if (!made && !(x->in_place && mkdtemp(x->tmp))) {
+        bool usage = errno == ENOENT || errno == EACCES || errno == EPERM || errno == ENOTDIR || errno == EROFS;
+        return ddp_fail(err, usage ? DDP_EUSAGE : DDP_ERUNTIME, "%s: cannot create the temporary folder %s: %s", x->path,
+                        x->tmp, strerror(errno));
+    }
     if (!x->in_place && chmod(x->tmp, x->mode) != 0) /* in place the folder keeps its own mode */
         return ddp_fail(err, DDP_ERUNTIME, "%s: chmod: %s", x->tmp, strerror(errno));
     return DDP_OK;
@@ -352,15 +354,21 @@ static int move_in(swap *x, ddp_err *err)
             rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot move %s into place: %s", x->path, names[moved], strerror(errno));
         else
             moved++;
-    if (rc && moved == 0 && stashed && rename(stash, at_last) == 0)
-        stashed = false; /* nothing of the new contents is in: the folder is as it was */
+    if (rc && moved == 0 && stashed) { /* nothing of the new contents is in: the folder as it was */
+        if (rename(stash, at_last) == 0)
+            stashed = false;
+        else /* kept for the user: the temporary stays */
+            x->keep_tmp = true, log_warn("%s: cannot put the earlier %s back from %s: %s", x->path, x->last, stash,
+                                         strerror(errno));
+    }
     if (!rc)
         rc = remove_stale(x, names, n, err);
     if (!rc && has_last && (path_join(src, sizeof src, x->tmp, x->last) || rename(src, at_last) != 0))
         rc = ddp_fail(err, DDP_ERUNTIME, "%s: cannot move %s into place: %s", x->path, x->last, strerror(errno));
-    if (rc && (moved > 0 || stashed))
-        ddp_prefix(err, "%s holds part of the new files%s%s", x->path, has_last ? " and no " : "",
-                   has_last ? x->last : "");
+    if (rc && has_last && (moved > 0 || stashed))
+        ddp_prefix(err, "%s is left without %s%s", x->path, x->last, moved > 0 ? ", with part of the new files" : "");
+    else if (rc && moved > 0)
+        ddp_prefix(err, "%s holds part of the new files", x->path);
     for (int i = 0; i < n; i++)
         free(names[i]);
     free(names);
@@ -393,7 +401,9 @@ int replace_dir(const char *path, replace_dir_writer write, replace_dir_claims c
     rc = write(x.tmp, ctx, err);
     if (!rc)
         rc = x.in_place ? move_in(&x, err) : swap_in(&x, &old, err);
-    if (rc) {
+    if (rc && x.keep_tmp) {
+        log_warn("%s: the temporary folder %s is left as it is", path, x.tmp);
+    } else if (rc) {
         move_back(&x);
         if (remove_flat(x.tmp) != 0)
             log_warn("%s: cannot remove the temporary folder %s: %s", path, x.tmp, strerror(errno));

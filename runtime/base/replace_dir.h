@@ -38,7 +38,7 @@ typedef bool (*replace_dir_claims)(const char *name);
 
 /* DDP_OK once path is a folder holding what write wrote (and the old folder's unclaimed entries),
  * durably. last (may be NULL): the name whose presence makes the folder usable (an export's
- * config.json), moved in last when the folder is written in place. DDP_EUSAGE when path exists
+ * config.json), one of the writer's files, moved in last when the folder is written in place. DDP_EUSAGE when path exists
  * but is not a folder, or when no temporary can be made (a missing path's parent missing or not
  * writable; an existing one's parent and the folder itself not writable); DDP_ERUNTIME naming the
  * path, the call and strerror for any other failure; the writer's own code when it fails.

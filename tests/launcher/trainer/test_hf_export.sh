@@ -241,8 +241,9 @@ if mount -t tmpfs -o size=64m tmpfs "$TMP/vol" 2>/dev/null; then
         touch "$TMP/vol/model-00002-of-00003.safetensors/x"
     export_hf --force --max-shard-mb $LIMIT2 "$A" "$TMP/vol" >/dev/null 2>"$TMP/err"
     check "a rename that fails later: exit 1 (got $?)" [ $? -eq 1 ]
-    check "saying DIR holds part of the new files and no config.json" \
-        grep -q "vol holds part of the new files and no config.json: .*model-00002-of-00003.safetensors" "$TMP/err"
+    check "saying DIR is left without config.json" \
+        grep -q "vol is left without config.json, with part of the new files: .*model-00002-of-00003.safetensors" \
+        "$TMP/err"
     check "DIR without config.json, no temporary left" \
         bash -c '[ ! -e "$1/config.json" ] && [ -z "$(ls -A "$1" | grep "^\.")" ]' _ "$TMP/vol"
     rm -r "$TMP/vol/model-00002-of-00003.safetensors"
