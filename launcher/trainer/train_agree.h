@@ -1,6 +1,7 @@
 /* train_agree.h — every rank's verdict on something each rank did alone (train_agree.c), for the
  * steps of a start where each rank reads its own part (ZeRO-3's pieces of a Hugging Face folder or
- * a checkpoint set). Must not know what the ranks did. */
+ * a checkpoint set), and how far such a step raised host memory on the rank that rose most. Must
+ * not know what the ranks did. */
 #ifndef DDP_TRAIN_AGREE_H
 #define DDP_TRAIN_AGREE_H
 
@@ -16,5 +17,14 @@ int train_agree(train_job *t, int32_t mine, const char *what, ddp_err *err);
  * rank, not a bystander that exited with its status a moment sooner. */
 #define TRAIN_AGREE_BYSTANDER_S 1
 void train_agree_bystander_pause(void);
+
+/* Before a step of the start: this rank's resident host memory (KiB), its peak reset; -1 where
+ * /proc cannot tell. */
+int64_t train_start_memory_mark(void);
+/* How far the start's step `what` raised resident host memory above `before` (the mark's) on the
+ * rank that rose most, logged beside the model (and under ZeRO-3 a rank's shard): the claim that a
+ * start holds no more than it says, as measured. Collective; nothing logged where /proc cannot
+ * tell. */
+int train_start_memory_log(train_job *t, const char *what, int64_t before, ddp_err *err);
 
 #endif

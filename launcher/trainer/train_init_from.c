@@ -13,6 +13,7 @@
 #include "models/model_files.h"
 #include "runtime/base/activity.h"
 #include "runtime/base/log.h"
+#include "train_agree.h"
 #include "train_init_from.h"
 #include "train_replica.h"
 #include "train_zero.h"
@@ -112,7 +113,10 @@ int train_init_from(train_job *t, ddp_err *err)
         return train_draw_params(t, err);
     bool hf = is_dir(path);
     activity_set("loading the parameters of checkpoint.init_from %s", path);
+    int64_t before = train_start_memory_mark();
     int rc = t->zero && hf ? train_zero_init_from_folder(t, path, err) : init_from_rank0(t, path, hf, err);
+    if (rc == DDP_OK && !(t->zero && hf)) /* ZeRO-3's import logs its own */
+        rc = train_start_memory_log(t, "checkpoint.init_from", before, err);
     if (rc == DDP_OK)
         log_info("parameters from the %s %s (checkpoint.init_from%s)", hf ? "Hugging Face folder" : "llm.c model file",
                  path, t->zero && hf ? ", each rank its own pieces" : "");

@@ -8,6 +8,8 @@
 
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
+#include "runtime/base/max_chunk.h"
+#include "train_agree.h"
 #include "train_replica.h"
 #include "train_zero.h"
 
@@ -150,14 +152,57 @@ int train_params_changed(train_job *t, ddp_err *err)
     return train_zero_params_changed(t, err);
 }
 
+/* Rank 0's parameters reach the others in chunks through a host buffer of at most this many floats
+ * (256 MiB), or of one MPI call's limit where that is lower (runtime/base/max_chunk.h: tests set it
+ * to take many chunks): no rank stages the whole model, which for Llama 3 8B in float32 would be
+ * 32 GB on every rank of a node, and on rank 0 twice. */
+enum { PARAM_CHUNK = 1 << 26 };
+
+/* Floats [off, off + n) of rank 0's parameters into host: drawn from run.seed, or downloaded. */
+static int fill_chunk(train_job *t, bool draw, size_t off, size_t n, float *host, ddp_err *err)
+{
+    model *m = t->m;
+    if (!draw)
+        return m->dev->ops->download(m->dev, host, m->params + off, n * sizeof *host, err);
+    const param_piece piece = {.offset = off, .count = n, .at = 0};
+    return model_init_params_pieces(m, t->cfg->run.seed, &piece, 1, host, NULL, err);
+}
+
+/* Rank 0's parameters, drawn (draw) or already on its device, onto every rank's device, chunk by
+ * chunk; then the model is told they changed. */
+static int share_params(train_job *t, bool draw, ddp_err *err)
+{
+    model *m = t->m;
+    bool root = t->ctl->rank == 0, alone = t->ctl->size == 1;
+    if (alone && !draw)
+        return train_params_changed(t, err);
+    size_t limit = 0;
+    int rc = max_chunk_read(&limit, err);
+    size_t chunk = limit < PARAM_CHUNK ? limit : PARAM_CHUNK;
+    chunk = chunk < m->n_params ? chunk : m->n_params;
+    float *host = rc == DDP_OK ? malloc((chunk ? chunk : 1) * sizeof *host) : NULL;
+    if (rc == DDP_OK && !host)
+        rc = ddp_fail(err, DDP_ERUNTIME, "out of host memory for a chunk of %zu parameters", chunk);
+    for (size_t off = 0; rc == DDP_OK && off < m->n_params; off += chunk) {
+        size_t n = m->n_params - off < chunk ? m->n_params - off : chunk;
+        if (root)
+            rc = fill_chunk(t, draw, off, n, host, err);
+        if (rc == DDP_OK && !alone)
+            rc = t->ctl->ops->broadcast(t->ctl, host, n, DT_FLOAT, 0, NULL, err);
+        if (rc == DDP_OK && (draw || !root)) /* rank 0's device has it already unless drawn */
+            rc = m->dev->ops->upload(m->dev, m->params + off, host, n * sizeof *host, err);
+    }
+    free(host);
+    return rc != DDP_OK ? rc : train_params_changed(t, err);
+}
+
 int train_draw_params(train_job *t, ddp_err *err)
 {
     double t0 = monotonic_s();
-    int rc = t->m->params_by_unit ? train_zero_draw_params(t, err)
-             : t->ctl->rank == 0  ? model_init_params(t->m, t->cfg->run.seed, err)
-                                  : DDP_OK; /* the broadcast brings rank 0's */
-    if (rc == DDP_OK && !t->m->params_by_unit)
-        rc = train_broadcast_params(t, err);
+    int64_t before = train_start_memory_mark();
+    int rc = t->m->params_by_unit ? train_zero_draw_params(t, err) : share_params(t, true, err);
+    if (rc == DDP_OK && !t->m->params_by_unit) /* ZeRO-3's draw logs its own */
+        rc = train_start_memory_log(t, "the initial draw", before, err);
     if (rc == DDP_OK)
         log_info("parameters: %zu drawn from run.seed %llu in %.1f s", t->m->n_params,
                  (unsigned long long)t->cfg->run.seed, monotonic_s() - t0);
@@ -166,19 +211,5 @@ int train_draw_params(train_job *t, ddp_err *err)
 
 int train_broadcast_params(train_job *t, ddp_err *err)
 {
-    model *m = t->m;
-    if (t->ctl->size == 1)
-        return train_params_changed(t, err);
-    float *host = malloc(m->n_params * sizeof(float));
-    if (!host)
-        return ddp_fail(err, DDP_ERUNTIME, "out of memory broadcasting parameters");
-    /* rank 0's device copy goes out; the others' is overwritten, so they need not download it */
-    bool root = t->ctl->rank == 0;
-    int rc = root ? m->dev->ops->download(m->dev, host, m->params, m->n_params * sizeof(float), err) : DDP_OK;
-    if (rc == DDP_OK)
-        rc = t->ctl->ops->broadcast(t->ctl, host, m->n_params, DT_FLOAT, 0, NULL, err);
-    if (rc == DDP_OK && !root)
-        rc = m->dev->ops->upload(m->dev, m->params, host, m->n_params * sizeof(float), err);
-    free(host);
-    return rc != DDP_OK ? rc : train_params_changed(t, err);
+    return share_params(t, false, err);
 }

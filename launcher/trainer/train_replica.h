@@ -8,12 +8,12 @@
 
 #include "train_job.h"
 
-/* Makes every rank's parameters rank 0's (no communication on one rank), then tells the model its
- * parameters changed (train_params_changed). */
+/* Makes every rank's parameters rank 0's (no communication on one rank), in chunks through a host
+ * buffer of at most 256 MiB, then tells the model its parameters changed (train_params_changed). */
 int train_broadcast_params(train_job *t, ddp_err *err);
 /* A fresh start's parameters from run.seed (once the resume found nothing: a resumed run never pays
- * for the draw). Replicas start identical: rank 0 draws the whole model and broadcasts it, the
- * others draw nothing; ZeRO-3, holding no whole model, has each rank draw only its pieces and the
+ * for the draw). Replicas start identical: rank 0 draws the model a chunk at a time and broadcasts
+ * each chunk, the others draw nothing; ZeRO-3, holding no whole model, has each rank draw only its pieces and the
  * ranks compare digests of a probe of the draw instead. */
 int train_draw_params(train_job *t, ddp_err *err);
 /* The model's parameters were set or stepped: the model rebuilds what it derives from them

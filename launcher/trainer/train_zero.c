@@ -19,7 +19,6 @@
 
 #include "collectives/param_gather.h"
 #include "models/model_files.h"
-#include "runtime/base/host_mem.h"
 #include "runtime/base/log.h"
 #include "train_agree.h"
 #include "train_zero.h"
@@ -258,30 +257,6 @@ static int check_same_draw(train_job *t, uint64_t digest, ddp_err *err)
     return rc;
 }
 
-/* Starts measuring a ZeRO-3 start's host memory: what is resident now, the peak reset. */
-static int64_t start_measure(void)
-{
-    int64_t now = host_mem_rss_kib();
-    return host_mem_reset_peak() == 0 ? now : -1;
-}
-
-/* How far the start (`what`) raised resident host memory above `before` (start_measure's) on the
- * rank that rose most, beside this rank's shard and the model: the claim that no rank held the
- * whole model, as measured. Collective; nothing logged where /proc cannot tell. */
-static int log_start_memory(train_job *t, const char *what, int64_t before, ddp_err *err)
-{
-    int64_t peak = host_mem_peak_kib(), rise = before >= 0 && peak >= 0 ? peak - before : -1;
-    int64_t mine[2] = {rise, -rise}, ends[2]; /* one maximum gives both: -max(-r) = min(r) */
-    int rc = t->ctl->ops->allreduce(t->ctl, mine, ends, 2, DT_INT64, OP_MAX, NULL, err);
-    int64_t most = ends[0], lowest = -ends[1];
-    if (rc == DDP_OK && lowest >= 0)
-        log_info("ZeRO-3 start, %s: resident host memory rose by at most %.0f MiB on any rank (a rank's shard "
-                 "%.0f MiB, the model %.0f MiB, its largest tensor %.0f MiB)", what, (double)most / 1024,
-                 (double)t->opt->n_state * 4 / 1048576, (double)t->m->n_params * 4 / 1048576,
-                 (double)model_largest_tensor(t->m) * 4 / 1048576);
-    return rc;
-}
-
 /* The initial parameters' pieces this rank keeps, drawn into a host copy of the shard. */
 static int draw_shard(train_job *t, ddp_err *err)
 {
@@ -290,7 +265,7 @@ static int draw_shard(train_job *t, ddp_err *err)
     param_piece *pieces = NULL;
     int n_pieces = 0;
     uint64_t digest = 0;
-    int64_t before = start_measure();
+    int64_t before = train_start_memory_mark();
     int rc = host ? train_zero_pieces(t, &pieces, &n_pieces, err)
                   : ddp_fail(err, DDP_ERUNTIME, "out of host memory for %zu initial parameters", n);
     if (rc == DDP_OK)
@@ -301,7 +276,7 @@ static int draw_shard(train_job *t, ddp_err *err)
         rc = t->dev->ops->upload(t->dev, t->zero->params, host, n * sizeof *host, err);
     free(pieces);
     free(host);
-    return rc == DDP_OK ? log_start_memory(t, "the initial draw", before, err) : rc;
+    return rc == DDP_OK ? train_start_memory_log(t, "the initial draw", before, err) : rc;
 }
 
 int train_zero_draw_params(train_job *t, ddp_err *err)
@@ -317,7 +292,7 @@ int train_zero_init_from_folder(train_job *t, const char *dir, ddp_err *err)
     float *host = calloc(n ? n : 1, sizeof *host);
     param_piece *pieces = NULL;
     int n_pieces = 0;
-    int64_t before = start_measure();
+    int64_t before = train_start_memory_mark();
     int32_t mine = !f ? ddp_fail(err, DDP_EUSAGE, "this model.kind starts from no Hugging Face folder")
                  : host ? train_zero_pieces(t, &pieces, &n_pieces, err)
                         : ddp_fail(err, DDP_ERUNTIME, "out of host memory for %zu parameters", n);
@@ -333,7 +308,7 @@ int train_zero_init_from_folder(train_job *t, const char *dir, ddp_err *err)
     free(pieces);
     free(host);
     if (rc == DDP_OK)
-        rc = log_start_memory(t, "checkpoint.init_from", before, err);
+        rc = train_start_memory_log(t, "checkpoint.init_from", before, err);
     return rc == DDP_OK ? train_zero_params_changed(t, err) : rc;
 }
 
