@@ -17,15 +17,7 @@ ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 PREP=$ROOT/scripts/prepare-text
 WORKER=${DDPRUN_WORKER:-}
 TMP=$(mktemp -d /tmp/ddptest.XXXXXX)
-mounts=() immutable=()
-cleanup() {
-    set +e # every step, whatever one of them says
-    local m
-    for m in ${immutable[@]+"${immutable[@]}"}; do chattr -i "$m"; done
-    for m in ${mounts[@]+"${mounts[@]}"}; do umount "$m" || umount -l "$m"; done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/../lib_mounts.sh"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok - $*"; }
@@ -272,9 +264,7 @@ in_place() { # DIR WHAT: DIR holds notes.txt
     echo keep >"$dir/notes.txt"
     ok "$what: written in place, stale shards gone, the user's file kept, no temporary left"
 }
-mkdir "$TMP/vol"
-if mount -t tmpfs -o size=16m tmpfs "$TMP/vol" 2>/dev/null; then
-    mounts+=("$TMP/vol")
+if tmpfs_at "$TMP/vol" 16m; then
     echo keep >"$TMP/vol/notes.txt"
     in_place "$TMP/vol" "OUT_DIR a mount point"
     rm "$TMP/vol/train_000000.bin" && mkdir "$TMP/vol/train_000000.bin" && touch "$TMP/vol/train_000000.bin/x"
@@ -295,20 +285,7 @@ if mount -t tmpfs -o size=16m tmpfs "$TMP/vol" 2>/dev/null; then
 else
     echo "note: tmpfs mount-point case skipped (cannot mount a tmpfs here)"
 fi
-mkdir "$TMP/bind" && echo keep >"$TMP/bind/notes.txt"
-if mount --bind "$TMP/bind" "$TMP/bind" 2>/dev/null; then
-    mounts+=("$TMP/bind")
-    in_place "$TMP/bind" "OUT_DIR a bind mount"
-else
-    echo "note: bind-mount case skipped (cannot bind-mount here)"
-fi
-mkdir -p "$TMP/imm/out" && echo keep >"$TMP/imm/out/notes.txt"
-if chattr +i "$TMP/imm" 2>/dev/null; then
-    immutable+=("$TMP/imm")
-    in_place "$TMP/imm/out" "OUT_DIR in a folder that takes no entry"
-else
-    echo "note: immutable-parent case skipped (chattr +i refused here)"
-fi
+in_place_cases in_place "OUT_DIR"
 
 # ddprun reads them (when DDPRUN_WORKER is set): a tiny GPT-2 over the 65792 ids counts every
 # train window and trains three steps. Then the reader's ids and positions: a third document whose

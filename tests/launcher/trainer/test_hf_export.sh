@@ -25,14 +25,7 @@
 #    that is a file, an MLP checkpoint (and the missing folder is not created), bad flag values
 #    (--max-shard-mb out of range saying the range).
 source "$(dirname "$0")/../../lib.sh"
-mounts=() immutable=()
-cleanup() {
-    local m
-    for m in ${immutable[@]+"${immutable[@]}"}; do chattr -i "$m"; done
-    for m in ${mounts[@]+"${mounts[@]}"}; do umount "$m" || umount -l "$m"; done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/../../lib_mounts.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 HF=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
 DATA=$TMP/data
@@ -225,9 +218,7 @@ in_place() { # DIR WHAT: DIR holds notes.txt; a sharded export, then --force to 
         [ "$(ls -A "$dir" | tr '\n' ' ')" = "config.json generation_config.json model.safetensors notes.txt " ]
     check "$what: the file the float32 export's" cmp "$dir/model.safetensors" "$TMP/h32/model.safetensors"
 }
-mkdir "$TMP/vol"
-if mount -t tmpfs -o size=64m tmpfs "$TMP/vol" 2>/dev/null; then
-    mounts+=("$TMP/vol")
+if tmpfs_at "$TMP/vol" 64m; then
     echo keep >"$TMP/vol/notes.txt"
     in_place "$TMP/vol" "DIR a mount point"
     # a rename that fails (a folder in the way): before the first new file is in, DIR as it was
@@ -254,22 +245,7 @@ if mount -t tmpfs -o size=64m tmpfs "$TMP/vol" 2>/dev/null; then
 else
     echo "note: tmpfs mount-point case skipped (cannot mount a tmpfs here)"
 fi
-# a bind mount of a folder of the same filesystem: its st_dev is its parent's, no rename crosses it
-mkdir "$TMP/bind" && echo keep >"$TMP/bind/notes.txt"
-if mount --bind "$TMP/bind" "$TMP/bind" 2>/dev/null; then
-    mounts+=("$TMP/bind")
-    in_place "$TMP/bind" "DIR a bind mount"
-else
-    echo "note: bind-mount case skipped (cannot bind-mount here)"
-fi
-# a parent no entry can be made in (as root, only an immutable folder refuses it: EPERM)
-mkdir -p "$TMP/imm/out" && echo keep >"$TMP/imm/out/notes.txt"
-if chattr +i "$TMP/imm" 2>/dev/null; then
-    immutable+=("$TMP/imm")
-    in_place "$TMP/imm/out" "DIR in a folder that takes no entry"
-else
-    echo "note: immutable-parent case skipped (chattr +i refused here)"
-fi
+in_place_cases in_place "DIR"
 
 # ---- refusals ------------------------------------------------------------------------------
 refused() { # DESCRIPTION PATTERN ARGS...: exit 2, stderr matching PATTERN
