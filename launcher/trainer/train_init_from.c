@@ -111,15 +111,15 @@ int train_init_from(train_job *t, ddp_err *err)
     const char *path = t->cfg->checkpoint.init_from;
     if (!path[0])
         return train_draw_params(t, err);
-    bool hf = is_dir(path);
+    bool hf = is_dir(path), own_pieces = t->zero && hf;
     activity_set("loading the parameters of checkpoint.init_from %s", path);
     int64_t before = train_start_memory_mark();
-    int rc = t->zero && hf ? train_zero_init_from_folder(t, path, err) : init_from_rank0(t, path, hf, err);
-    if (rc == DDP_OK && !(t->zero && hf)) /* ZeRO-3's import logs its own */
+    int rc = own_pieces ? train_zero_init_from_folder(t, path, err) : init_from_rank0(t, path, hf, err);
+    if (rc == DDP_OK)
         rc = train_start_memory_log(t, "checkpoint.init_from", before, err);
     if (rc == DDP_OK)
         log_info("parameters from the %s %s (checkpoint.init_from%s)", hf ? "Hugging Face folder" : "llm.c model file",
-                 path, t->zero && hf ? ", each rank its own pieces" : "");
+                 path, own_pieces ? ", each rank its own pieces" : "");
     return rc;
 }
 

@@ -201,7 +201,7 @@ int train_draw_params(train_job *t, ddp_err *err)
     double t0 = monotonic_s();
     int64_t before = train_start_memory_mark();
     int rc = t->m->params_by_unit ? train_zero_draw_params(t, err) : share_params(t, true, err);
-    if (rc == DDP_OK && !t->m->params_by_unit) /* ZeRO-3's draw logs its own */
+    if (rc == DDP_OK)
         rc = train_start_memory_log(t, "the initial draw", before, err);
     if (rc == DDP_OK)
         log_info("parameters: %zu drawn from run.seed %llu in %.1f s", t->m->n_params,

@@ -13,8 +13,9 @@
 int train_broadcast_params(train_job *t, ddp_err *err);
 /* A fresh start's parameters from run.seed (once the resume found nothing: a resumed run never pays
  * for the draw). Replicas start identical: rank 0 draws the model a chunk at a time and broadcasts
- * each chunk, the others draw nothing; ZeRO-3, holding no whole model, has each rank draw only its pieces and the
- * ranks compare digests of a probe of the draw instead. */
+ * each chunk, the others draw nothing; ZeRO-3, holding no whole model, has each rank draw only its
+ * pieces and the ranks compare digests of a probe of the draw instead. Logs the draw's memory rise
+ * on the rank that rose most (train_start_memory_log). */
 int train_draw_params(train_job *t, ddp_err *err);
 /* The model's parameters were set or stepped: the model rebuilds what it derives from them
  * (precision bf16: the stochastically rounded bf16 copy, keyed by run.seed and the optimizer steps

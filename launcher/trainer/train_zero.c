@@ -265,7 +265,6 @@ static int draw_shard(train_job *t, ddp_err *err)
     param_piece *pieces = NULL;
     int n_pieces = 0;
     uint64_t digest = 0;
-    int64_t before = train_start_memory_mark();
     int rc = host ? train_zero_pieces(t, &pieces, &n_pieces, err)
                   : ddp_fail(err, DDP_ERUNTIME, "out of host memory for %zu initial parameters", n);
     if (rc == DDP_OK)
@@ -276,7 +275,7 @@ static int draw_shard(train_job *t, ddp_err *err)
         rc = t->dev->ops->upload(t->dev, t->zero->params, host, n * sizeof *host, err);
     free(pieces);
     free(host);
-    return rc == DDP_OK ? train_start_memory_log(t, "the initial draw", before, err) : rc;
+    return rc;
 }
 
 int train_zero_draw_params(train_job *t, ddp_err *err)
@@ -292,7 +291,6 @@ int train_zero_init_from_folder(train_job *t, const char *dir, ddp_err *err)
     float *host = calloc(n ? n : 1, sizeof *host);
     param_piece *pieces = NULL;
     int n_pieces = 0;
-    int64_t before = train_start_memory_mark();
     int32_t mine = !f ? ddp_fail(err, DDP_EUSAGE, "this model.kind starts from no Hugging Face folder")
                  : host ? train_zero_pieces(t, &pieces, &n_pieces, err)
                         : ddp_fail(err, DDP_ERUNTIME, "out of host memory for %zu parameters", n);
@@ -307,8 +305,6 @@ int train_zero_init_from_folder(train_job *t, const char *dir, ddp_err *err)
         rc = t->dev->ops->upload(t->dev, t->zero->params, host, n * sizeof *host, err);
     free(pieces);
     free(host);
-    if (rc == DDP_OK)
-        rc = train_start_memory_log(t, "checkpoint.init_from", before, err);
     return rc == DDP_OK ? train_zero_params_changed(t, err) : rc;
 }
 
