@@ -235,7 +235,8 @@ static const cfg_key keys_after_models[] = {
             "meanwhile, only the newest is uploaded next (the skipped ones are named). A failure is reported "
             "with the command's exit status and last line of output, and is not fatal. At the end of the job (a "
             "preemption stop included) ddprun waits for the last upload; a job that fails ends it instead (the "
-            "checkpoints stay in checkpoint.dir). Output goes to "
+            "checkpoints stay in checkpoint.dir), and so does rank 0's death, even by SIGKILL: no upload "
+            "outlives its rank. Output goes to "
             "`run.dir/checkpoint-commands.log`. A placeholder's value is never pasted into the command's text: "
             "it reaches the shell as the environment variable `DDPRUN_PATH` (`DDPRUN_NAME`, `DDPRUN_DIR`, "
             "`DDPRUN_STEP`), referenced as suits the quotes around the placeholder, so `{path}`, `\"{path}\"` "
@@ -246,7 +247,7 @@ static const cfg_key keys_after_models[] = {
             "`checkpoint.dir`, to fetch checkpoints into `{dir}` (e.g. `aws s3 sync s3://bucket/run/ {dir}`; "
             "`DDPRUN_DIR` in the environment, quoted as for upload_cmd); the newest valid one is then resumed, "
             "or the run starts fresh if it brought none. A failure stops the job before training (starting "
-            "from step 0 instead would silently lose the run)."),
+            "from step 0 instead would silently lose the run). Like an upload, it ends with its rank."),
     NUM("checkpoint.command_timeout_s", checkpoint.command_timeout_s, NR_POSITIVE, "900", HASH_NO,
         "Time limit of each upload or download command; past it the command's whole process group is ended "
         "and the command counts as failed."),

@@ -1,9 +1,10 @@
 /* command.c — runs a user's shell command for a caller that decides what its outcome means
  * (command.h). Placeholders become quoted references to environment variables by a scanner
  * that follows POSIX sh's quotes and substitutions far enough to know which quotes surround
- * each one. The child is started by posix_spawn in its own process group, so a time limit or a
- * stop request ends everything the command started (an `aws s3 cp` and its helpers), not only
- * the shell, and waits until nothing of it is left.
+ * each one. The child is started by posix_spawn in a process group of its own, so a time limit or
+ * a stop request ends everything the command started (an `aws s3 cp` and its helpers), not only
+ * the shell, and waits until nothing of it is left. The group is led by a watch that ends it when
+ * this process dies, even by SIGKILL, so no command outlives the rank that started it.
  * Must not print: the outcome is returned. */
 #include "command.h"
 
@@ -269,7 +270,50 @@ static void free_env(char **env, int n)
     free(env);
 }
 
-static int spawn_shell(const char *cmd, char **env, int out_fd, pid_t *pid)
+/* Attributes both children share: process group pgid (0: a new one, led by the child), default
+ * dispositions and an empty mask for the signals a rank handles or blocks. */
+static void child_attrs(posix_spawnattr_t *at, pid_t pgid)
+{
+    posix_spawnattr_init(at);
+    posix_spawnattr_setflags(at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(at, pgid);
+    sigset_t none, reset;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(at, &none);
+    sigemptyset(&reset);
+    const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2, SIGCHLD};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaddset(&reset, sigs[i]);
+    posix_spawnattr_setsigdefault(at, &reset);
+}
+
+/* The group's watch: a shell that leads a new process group and reads watch_fd (the read end of
+ * a pipe whose write end only this process holds). While this process lives the read blocks; when
+ * it dies, even by SIGKILL, the kernel closes the write end, the read meets end of file, and the
+ * watch ends the whole group as a time limit would (SIGTERM, SIGKILL after the grace), itself
+ * last. Without it a killed rank's upload or download would run on, orphaned, beside the
+ * restarted job's. A normal end never reaches that: the caller kills the watch alone first. */
+static int spawn_watch(int watch_fd, pid_t *pid)
+{
+    char script[160];
+    snprintf(script, sizeof script, "read -r line || { trap '' TERM; kill -TERM 0; sleep %g; kill -KILL 0; }",
+             COMMAND_KILL_GRACE_S);
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, watch_fd, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    child_attrs(&at, 0);
+    char *argv[] = {"sh", "-c", script, "ddprun-command-watch", NULL};
+    int rc = posix_spawn(pid, "/bin/sh", &fa, &at, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    return rc;
+}
+
+/* `/bin/sh -c cmd` in the watch's process group pgid. */
+static int spawn_shell(const char *cmd, char **env, int out_fd, pid_t pgid, pid_t *pid)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -277,17 +321,7 @@ static int spawn_shell(const char *cmd, char **env, int out_fd, pid_t *pid)
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
     posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
-    posix_spawnattr_init(&at);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&at, 0);
-    sigset_t none, reset;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&at, &none);
-    sigemptyset(&reset);
-    const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2, SIGCHLD};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        sigaddset(&reset, sigs[i]);
-    posix_spawnattr_setsigdefault(&at, &reset);
+    child_attrs(&at, pgid);
     char *argv[] = {"sh", "-c", (char *)cmd, NULL};
     int rc = posix_spawn(pid, "/bin/sh", &fa, &at, argv, env);
     posix_spawn_file_actions_destroy(&fa);
@@ -325,12 +359,30 @@ static bool group_alive(pid_t pgid)
     return alive;
 }
 
+/* Ends the watch alone (its group may hold a command's background children, left as they were)
+ * and reaps it. */
+static void end_watch(pid_t watch_pid)
+{
+    kill(watch_pid, SIGKILL);
+    while (waitpid(watch_pid, NULL, 0) < 0 && errno == EINTR) {}
+}
+
+static void close_fds(int a[2], int b[2])
+{
+    for (int i = 0; i < 2; i++) {
+        if (a[i] >= 0)
+            close(a[i]);
+        if (b[i] >= 0)
+            close(b[i]);
+    }
+}
+
 typedef enum ending { ENDING_NONE, ENDING_TIMEOUT, ENDING_STOP } ending;
 
-/* Until the shell pid has exited (its status in *status) and, once its group was told to end,
+/* Until the shell pid has exited (its status in *status) and, once its group pgid was told to end,
  * nothing of the group is left alive: reads its output meanwhile, and ends the group (SIGTERM,
  * SIGKILL after COMMAND_KILL_GRACE_S) past timeout_s from t0 or when stop answers. */
-static ending wait_shell(pid_t pid, int pipe_fd, double t0, double timeout_s, command_stop_fn stop, output *o,
+static ending wait_shell(pid_t pid, pid_t pgid, int pipe_fd, double t0, double timeout_s, command_stop_fn stop, output *o,
                          int *status)
 {
     bool open_pipe = true, shell_done = false, killed = false;
@@ -338,7 +390,7 @@ static ending wait_shell(pid_t pid, int pipe_fd, double t0, double timeout_s, co
     double ending_since = 0, now = t0;
     /* after the SIGKILL, a moment for it to land; a process stuck in the kernel is not waited for */
     while (!shell_done ||
-           (why != ENDING_NONE && group_alive(pid) && !(killed && now - ending_since > COMMAND_KILL_GRACE_S + 1))) {
+           (why != ENDING_NONE && group_alive(pgid) && !(killed && now - ending_since > COMMAND_KILL_GRACE_S + 1))) {
         struct pollfd p = {.fd = pipe_fd, .events = POLLIN};
         if (open_pipe && poll(&p, 1, POLL_MS) > 0)
             open_pipe = read_available(pipe_fd, o);
@@ -350,9 +402,9 @@ static ending wait_shell(pid_t pid, int pipe_fd, double t0, double timeout_s, co
         if (why == ENDING_NONE && !shell_done && (now - t0 > timeout_s || (stop && stop()))) {
             why = now - t0 > timeout_s ? ENDING_TIMEOUT : ENDING_STOP;
             ending_since = now;
-            kill(-pid, SIGTERM);
+            kill(-pgid, SIGTERM);
         } else if (why != ENDING_NONE && !killed && now - ending_since > COMMAND_KILL_GRACE_S) {
-            kill(-pid, SIGKILL);
+            kill(-pgid, SIGKILL);
             killed = true;
         }
     }
@@ -388,25 +440,31 @@ int command_run_stoppable(const char *cmd, const char *const names[], const char
     char **env = placeholder_env(names, values, n);
     if (!env)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for the command's environment");
-    int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC) != 0) {
+    int pfd[2] = {-1, -1}, watch[2] = {-1, -1};
+    if (pipe2(pfd, O_CLOEXEC) != 0 || pipe2(watch, O_CLOEXEC) != 0) {
+        int e = errno;
         free_env(env, n);
-        return ddp_fail(err, DDP_ERUNTIME, "pipe: %s", strerror(errno));
+        close_fds(pfd, watch);
+        return ddp_fail(err, DDP_ERUNTIME, "pipe: %s", strerror(e));
     }
     fcntl(pfd[0], F_SETFL, O_NONBLOCK);
-    pid_t pid;
+    pid_t pid, watch_pid;
     double t0 = monotonic_s();
-    int rc = spawn_shell(cmd, env, pfd[1], &pid);
+    int rc = spawn_watch(watch[0], &watch_pid);
+    if (rc == 0 && (rc = spawn_shell(cmd, env, pfd[1], watch_pid, &pid)) != 0)
+        end_watch(watch_pid);
     free_env(env, n);
     close(pfd[1]);
+    pfd[1] = -1;
     if (rc != 0) {
-        close(pfd[0]);
+        close_fds(pfd, watch);
         return ddp_fail(err, DDP_ERUNTIME, "cannot start /bin/sh: %s", strerror(rc));
     }
     output o = {.log_fd = log_fd};
     int status = 0;
-    ending why = wait_shell(pid, pfd[0], t0, timeout_s, stop, &o, &status);
-    close(pfd[0]);
+    ending why = wait_shell(pid, watch_pid, pfd[0], t0, timeout_s, stop, &o, &status);
+    end_watch(watch_pid); /* before its pipe closes: a closed pipe is its signal to end the group */
+    close_fds(pfd, watch);
     res->seconds = monotonic_s() - t0;
     last_line(&o, res->tail, sizeof res->tail);
     return describe_end(status, why, timeout_s, err);

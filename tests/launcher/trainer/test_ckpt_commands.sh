@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checkpoints off the instance's disk: checkpoint.dir elsewhere, checkpoint.upload_cmd after each
-# save (in the background, never blocking training; a failing, a slow and a hanging command), and
+# save (in the background, never blocking training; a failing, a slow and a hanging command, and one
+# whose rank is killed by SIGKILL), and
 # checkpoint.download_cmd fetching the newest checkpoint when a fresh machine resumes (under
 # run.dir's lock: a second job into the same new run.dir is refused before downloading; its time
 # is not training time for checkpoint.every_minutes); placeholder
@@ -75,6 +76,25 @@ t1=$(date +%s)
 check "hanging upload: job completes (rc $rc)" [ $rc -eq 0 ]
 check "hanging upload: ended after 1 s and reported" grep -q "did not finish within 1 s" "$TMP/hang.log"
 check "hanging upload: the job did not wait for it (took $((t1 - t0)) s)" [ $((t1 - t0)) -lt 30 ]
+
+# a rank killed by SIGKILL while its upload runs takes the whole upload with it (before, the upload
+# ran on, orphaned, possibly beside a restarted job's): the command tells its rank's pid ($PPID)
+np2 run.dir="$TMP/orphan" "${RUN[@]}" checkpoint.command_timeout_s=100 \
+    checkpoint.upload_cmd="echo \$PPID >$TMP/orphan-rank; sleep 120 & echo \$! >>$TMP/orphan-pids; wait" \
+    >"$TMP/orphan.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do [ -s "$TMP/orphan-pids" ] && break; sleep 0.1; done
+upload_pids=$(cat "$TMP/orphan-pids" 2>/dev/null)
+check "killed uploader: the upload started" [ -n "$upload_pids" ]
+kill -KILL "$(cat "$TMP/orphan-rank")"
+wait $job
+rc=$?
+check "killed uploader: the job fails (exit $rc)" [ $rc -ne 0 ]
+alive_pids() { for p in $upload_pids; do s=$(ps -o stat= -p "$p"); [ -n "$s" ] && [ "${s#Z}" = "$s" ] && echo "$p"; done; }
+for _ in $(seq 100); do [ -z "$(alive_pids)" ] && break; sleep 0.1; done
+left=$(alive_pids)
+check "killed uploader: nothing of its upload runs on (left: ${left:-none})" [ -z "$left" ]
+[ -z "$left" ] || kill -KILL $left
 
 # a fresh machine: no checkpoint locally, download_cmd brings the newest one; the run equals the
 # one resumed from the local checkpoint on the machine that wrote it

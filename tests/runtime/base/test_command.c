@@ -3,11 +3,13 @@
  * inside double, single or no quotes, and inside $(...) and `...`), unknown placeholders refused, and
  * how a command ended: status, signal, time limit (the whole process group ended), its output in
  * the log and its last line kept, and a stop request that ends the whole group, SIGTERM then
- * SIGKILL, leaving nothing alive. */
+ * SIGKILL, leaving nothing alive; so does the death of the process that ran it, by SIGKILL. */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/check.h"
@@ -187,11 +189,69 @@ static void test_stop(void)
     unlink(pid_path);
 }
 
+/* Waits up to limit_s for pid to be gone; whether it is. */
+static int gone_within(int pid, double limit_s)
+{
+    for (int i = 0; i < (int)(limit_s * 20) && !gone(pid); i++)
+        usleep(50000);
+    return gone(pid);
+}
+
+/* A process that dies by SIGKILL while its command runs leaves nothing of the command alive: the
+ * command's group is ended as a time limit would end it, SIGTERM at once and SIGKILL after the
+ * grace for what ignores SIGTERM, and an ordinary end leaves the command's background child
+ * running as before (the watch ends only on its caller's death). */
+static void test_caller_killed(void)
+{
+    char sleeper[64], stubborn[64], cmd[320];
+    snprintf(sleeper, sizeof sleeper, "/tmp/ddp_cmd_orphan_%d", (int)getpid());
+    snprintf(stubborn, sizeof stubborn, "/tmp/ddp_cmd_stubborn_%d", (int)getpid());
+    unlink(sleeper);
+    unlink(stubborn);
+    snprintf(cmd, sizeof cmd, "sleep 60 & echo $! >%s; sh -c 'trap \"\" TERM; echo $$ >%s; sleep 60' & wait",
+             sleeper, stubborn);
+    pid_t child = fork();
+    CHECK(child >= 0, "fork");
+    if (child == 0) {
+        ddp_err err = {0};
+        command_result res;
+        command_run(cmd, NULL, NULL, 0, 120, -1, &res, &err);
+        _exit(0);
+    }
+    for (int i = 0; i < 600 && !(pid_in(sleeper) > 0 && pid_in(stubborn) > 0); i++)
+        usleep(50000);
+    int a = pid_in(sleeper), b = pid_in(stubborn);
+    CHECK(a > 0 && b > 0, "the command started its children (%d, %d)", a, b);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    CHECK(a > 0 && gone_within(a, 3), "the killed caller's background sleep %d is gone at once", a);
+    CHECK(b > 0 && !gone(b), "what ignores SIGTERM (%d) lives until the grace ends", b);
+    CHECK(b > 0 && gone_within(b, COMMAND_KILL_GRACE_S + 3), "then it is gone too (%d)", b);
+    if (b > 0 && !gone(b))
+        kill(b, SIGKILL);
+    if (a > 0 && !gone(a))
+        kill(a, SIGKILL);
+    /* an ordinary end: the background child stays (it is the user's), and nothing ends it later */
+    unlink(sleeper);
+    snprintf(cmd, sizeof cmd, "sleep 60 >/dev/null 2>&1 & echo $! >%s", sleeper);
+    ddp_err err = {0};
+    command_result res;
+    CHECK_EQ_INT(command_run(cmd, NULL, NULL, 0, 10, -1, &res, &err), DDP_OK);
+    a = pid_in(sleeper);
+    usleep(500000);
+    CHECK(a > 0 && !gone(a), "after an ordinary end its background child %d runs on", a);
+    if (a > 0)
+        kill(a, SIGKILL);
+    unlink(sleeper);
+    unlink(stubborn);
+}
+
 int main(void)
 {
     test_expand();
     test_values_unparsed();
     test_outcomes();
     test_stop();
+    test_caller_killed();
     return check_done("command");
 }
