@@ -1,4 +1,5 @@
-/* config_check.c — checks that span keys: required sections and contradictory settings.
+/* config_check.c — checks that span keys: required sections, contradictory settings, and keys set
+ * where another key's choice leaves them without effect.
  *
  * Runs once, after the file and every override were applied, so a contradiction is judged on
  * the final values and reported at whichever of the two keys was set later (an override beats
@@ -8,6 +9,7 @@
 #include "config_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A file without these is almost certainly not a training config (or a mis-indented one). */
@@ -118,6 +120,46 @@ static const conflict conflicts[] = {
      "checkpoint.upload_cmd only with checkpoint.sharded false (a sharded set is not uploaded yet)"},
 };
 
+/* Keys that another key's choice leaves without effect. Set to anything but their default there,
+ * they are refused like a contradiction: the run would silently not do what the config asks
+ * (SGD momentum under AdamW, a final LR without a decay). At the default they pass, so a resolved
+ * config, which writes every key, loads again. */
+typedef struct idle_key {
+    const char *key, *decider;
+    bool (*idle)(const config *c);
+    const char *rule;
+} idle_key;
+
+static bool not_sgd(const config *c) { return c->optimizer.kind != OPT_SGD; }
+static bool not_adamw(const config *c) { return c->optimizer.kind != OPT_ADAMW; }
+static bool lr_constant(const config *c) { return c->optimizer.schedule.kind == SCHED_CONSTANT; }
+static bool not_wsd(const config *c) { return c->optimizer.schedule.kind != SCHED_WSD; }
+static bool not_synthetic(const config *c) { return c->data.kind != DATA_SYNTHETIC; }
+static bool not_tokens(const config *c) { return c->data.kind != DATA_TOKENS; }
+static bool no_command(const config *c) { return !c->checkpoint.upload_cmd[0] && !c->checkpoint.download_cmd[0]; }
+static bool no_notice(const config *c) { return c->checkpoint.preemption_notice == NOTICE_OFF; }
+
+#define SYNTHETIC_ONLY "data.synthetic.* only with data.kind synthetic"
+static const idle_key idle_keys[] = {
+    {"optimizer.momentum", "optimizer.kind", not_sgd,
+     "optimizer.momentum only with optimizer.kind sgd (AdamW's moments are optimizer.betas)"},
+    {"optimizer.betas", "optimizer.kind", not_adamw, "optimizer.betas only with optimizer.kind adamw"},
+    {"optimizer.eps", "optimizer.kind", not_adamw, "optimizer.eps only with optimizer.kind adamw"},
+    {"optimizer.schedule.min_lr", "optimizer.schedule.kind", lr_constant,
+     "optimizer.schedule.min_lr only with a schedule that decays (optimizer.schedule.kind cosine, linear or wsd)"},
+    {"optimizer.schedule.decay_fraction", "optimizer.schedule.kind", not_wsd,
+     "optimizer.schedule.decay_fraction only with optimizer.schedule.kind wsd"},
+    {"data.synthetic.train", "data.kind", not_synthetic, SYNTHETIC_ONLY},
+    {"data.synthetic.test", "data.kind", not_synthetic, SYNTHETIC_ONLY},
+    {"data.synthetic.features", "data.kind", not_synthetic, SYNTHETIC_ONLY},
+    {"data.synthetic.classes", "data.kind", not_synthetic, SYNTHETIC_ONLY},
+    {"data.seq_len", "data.kind", not_tokens, "data.seq_len only with data.kind tokens"},
+    {"checkpoint.command_timeout_s", "checkpoint.upload_cmd", no_command,
+     "checkpoint.command_timeout_s only with checkpoint.upload_cmd or checkpoint.download_cmd"},
+    {"checkpoint.notice_poll_s", "checkpoint.preemption_notice", no_notice,
+     "checkpoint.notice_poll_s only with a checkpoint.preemption_notice other than off"},
+};
+
 static int check_required(cfg_loader *L)
 {
     if (!L->c->source[0]) /* no file: defaults plus overrides, e.g. for tools and tests */
@@ -140,6 +182,10 @@ static int report_conflict(cfg_loader *L, const char *a, const char *b, const ch
     char later_val[CFG_PATH_MAX], other_val[CFG_PATH_MAX], other_at[CFG_PATH_MAX + 64];
     cfg_format_value(L->c, later_key, later_val, sizeof later_val);
     cfg_format_value(L->c, other_key, other_val, sizeof other_val);
+    if (!other_val[0]) /* an empty path or command: shown as YAML writes it */
+        snprintf(other_val, sizeof other_val, "\"\"");
+    if (!later_val[0])
+        snprintf(later_val, sizeof later_val, "\"\"");
     if (L->origin[other].source < 0)
         snprintf(other_at, sizeof other_at, "the default");
     else
@@ -149,6 +195,30 @@ static int report_conflict(cfg_loader *L, const char *a, const char *b, const ch
         at = (cfg_pos){0, 1, 1};
     return cfg_error(L, at, later_key->path, "expected %s, got %s %.100s with %s %.100s (%s)", rule,
                      later_key->path, later_val, other_key->path, other_val, other_at);
+}
+
+/* The first key of idle_keys set (by the file or an override) to other than its default where its
+ * decider leaves it idle, reported as a contradiction between the two. */
+static int check_idle(cfg_loader *L)
+{
+    config *defaults = malloc(sizeof *defaults);
+    if (!defaults)
+        return ddp_fail(L->err, DDP_ERUNTIME, "config: out of memory");
+    cfg_loader D = {.c = defaults, .err = L->err, .file = L->file};
+    int rc = cfg_defaults(&D);
+    for (size_t i = 0; !rc && i < sizeof idle_keys / sizeof idle_keys[0]; i++) {
+        const idle_key *r = &idle_keys[i];
+        int k = cfg_key_find(r->key);
+        if (L->origin[k].source < 0 || !r->idle(L->c))
+            continue;
+        char value[CFG_PATH_MAX], def[CFG_PATH_MAX];
+        cfg_format_value(L->c, cfg_key_at(k), value, sizeof value);
+        cfg_format_value(defaults, cfg_key_at(k), def, sizeof def);
+        if (strcmp(value, def) != 0)
+            rc = report_conflict(L, r->decider, r->key, r->rule);
+    }
+    free(defaults);
+    return rc;
 }
 
 /* Settings whose default follows another key: with precision bf16, gradients travel in bf16
@@ -179,5 +249,5 @@ int cfg_check(cfg_loader *L)
             expand_rule(conflicts[i].rule, rule, sizeof rule);
             rc = report_conflict(L, conflicts[i].a, conflicts[i].b, rule);
         }
-    return rc;
+    return rc ? rc : check_idle(L);
 }

@@ -139,7 +139,8 @@ static const cfg_key keys_after_models[] = {
     NUM("optimizer.weight_decay", optimizer.weight_decay, NR_NONNEG, "0.01", HASH_YES,
         "Decoupled (AdamW) / L2 (SGD) weight decay."),
     {.path = "optimizer.betas", .type = KT_BETAS, .range = NR_UNIT, .def = "[0.9, 0.999]", .hash = HASH_ADAMW,
-     .doc = "AdamW β1, β2 (`[0.9, 0.95]` when not set, with a language model: `model.kind` other than `mlp`)."},
+     .doc = "AdamW β1, β2 (`[0.9, 0.95]` when not set, with a language model: `model.kind` other than `mlp`). "
+            "Set off its default, it needs `optimizer.kind: adamw` (docs/config.md: settings without effect)."},
     NUM("optimizer.eps", optimizer.eps, NR_POSITIVE, "1e-8", HASH_ADAMW, "AdamW ε."),
     NUM("optimizer.momentum", optimizer.momentum, NR_UNIT, "0.9", HASH_SGD, "SGD momentum."),
     BOOL("optimizer.nesterov", optimizer.nesterov, "false", HASH_SGD, "SGD Nesterov momentum."),

@@ -262,10 +262,11 @@ int config_take_shape(config *c, const config_shape *from, const char *file, con
     return rc;
 }
 
-/* A kind's declared defaults that follow another key: AdamW's beta2 unless optimizer.betas is set. */
+/* A kind's declared defaults that follow another key: AdamW's beta2 unless optimizer.betas is set
+ * (under SGD the betas stay at the table's default: set otherwise, config_check.c refuses them). */
 static void kind_defaults(cfg_loader *L, const model_config_kind *kind)
 {
-    if (kind->beta2 && L->origin[cfg_key_find("optimizer.betas")].source < 0)
+    if (kind->beta2 && L->c->optimizer.kind == OPT_ADAMW && L->origin[cfg_key_find("optimizer.betas")].source < 0)
         L->c->optimizer.beta2 = kind->beta2;
 }
 

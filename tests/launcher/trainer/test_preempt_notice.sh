@@ -10,7 +10,7 @@
 source "$(dirname "$0")/../../lib.sh"
 POLL=0.5
 LONG=(model.mlp.hidden=[512,512] optimizer.kind=adamw optimizer.nesterov=false train.max_steps=3000
-      train.log_every=5 checkpoint.notice_poll_s=$POLL)
+      train.log_every=5)
 SERVER=$DDP_SRC/tests/launcher/metadata_server.py
 server_pid=
 
@@ -30,7 +30,7 @@ notice_case() {
     local p=$1 setting=$2 d=$TMP/$1
     start_server "$p" "$d/meta"
     "$DDPRUN" -np 2 "$SMALL" run.dir="$d/run" "${LONG[@]}" checkpoint.preemption_notice="$setting" \
-        >"$d/job.log" 2>&1 &
+        checkpoint.notice_poll_s=$POLL >"$d/job.log" 2>&1 &
     local pid=$! reached=no
     for _ in $(seq 1200); do
         grep -q '"step":20,' "$d/run/metrics.jsonl" 2>/dev/null && { reached=yes; break; }

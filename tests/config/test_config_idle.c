@@ -1,0 +1,114 @@
+/* test_config_idle.c — keys another key's choice leaves without effect (config_check.c's idle
+ * keys): set to anything but their default there, each is refused at FILE:LINE:COL or the
+ * override's column, at whichever of it and its decider was set later, naming both values; at the
+ * default, or where its decider makes it count, it is taken. A resolved config of a language model
+ * under SGD (whose betas the kind's AdamW default would have changed) loads again. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "config_test_util.h"
+
+static const char *const example = DDP_SOURCE_ROOT "/configs/fashion_mlp.yaml";
+
+/* Loads the example (AdamW, cosine, fashion-mnist, no commands) with overrides; whether it loaded. */
+static bool loads(int n, char *ov[], config *c)
+{
+    ddp_err err = {0};
+    int rc = config_load(example, n, ov, c, &err);
+    if (rc != DDP_OK)
+        fprintf(stderr, "  (refused: %s)\n", err.msg);
+    return rc == DDP_OK;
+}
+
+/* Each idle key set by an override where the example leaves it idle: refused at the override. */
+static void test_refused_where_idle(void)
+{
+    static const struct { const char *set, *where, *rule; } cases[] = {
+        {"optimizer.momentum=0.95", "<override 1>:1:20: optimizer.momentum:",
+         "expected optimizer.momentum only with optimizer.kind sgd (AdamW's moments are optimizer.betas), got "
+         "optimizer.momentum 0.95 with optimizer.kind adamw (" DDP_SOURCE_ROOT "/configs/fashion_mlp.yaml:27:9)"},
+        {"optimizer.schedule.decay_fraction=0.5", "<override 1>:1:35: optimizer.schedule.decay_fraction:",
+         "only with optimizer.schedule.kind wsd, got optimizer.schedule.decay_fraction 0.5 with "
+         "optimizer.schedule.kind cosine"},
+        {"data.synthetic.train=5", "<override 1>:1:22: data.synthetic.train:",
+         "expected data.synthetic.* only with data.kind synthetic, got data.synthetic.train 5 with data.kind "
+         "fashion-mnist"},
+        {"data.synthetic.classes=3", "<override 1>:1:24: data.synthetic.classes:", "only with data.kind synthetic"},
+        {"data.seq_len=64", "<override 1>:1:14: data.seq_len:", "data.seq_len only with data.kind tokens"},
+        {"checkpoint.command_timeout_s=60", "<override 1>:1:30: checkpoint.command_timeout_s:",
+         "only with checkpoint.upload_cmd or checkpoint.download_cmd, got checkpoint.command_timeout_s 60 with "
+         "checkpoint.upload_cmd \"\" (the default)"},
+        {"checkpoint.notice_poll_s=1", "<override 1>:1:26: checkpoint.notice_poll_s:",
+         "only with a checkpoint.preemption_notice other than off"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char where[160];
+        snprintf(where, sizeof where, "%s", cases[i].where);
+        config c;
+        ddp_err err = {0};
+        memset(&c, 0x5a, sizeof c);
+        int rc = config_load(example, 1, (char *[]){(char *)cases[i].set}, &c, &err);
+        CHECK(rc == DDP_EUSAGE, "%s: rc %d", cases[i].set, rc);
+        CHECK(strncmp(err.msg, where, strlen(where)) == 0, "%s: \"%s\" does not start with \"%s\"", cases[i].set,
+              err.msg, where);
+        CHECK_STR_CONTAINS(err.msg, cases[i].rule);
+    }
+    /* the decider set later: reported there, naming where the idle key was set */
+    expect_fail(NULL, 2, (char *[]){"optimizer.betas=[0.8, 0.9]", "optimizer.kind=sgd"},
+                "<override 2>:1:16: optimizer.kind:",
+                "expected optimizer.betas only with optimizer.kind adamw, got optimizer.kind sgd with optimizer.betas "
+                "[0.8, 0.9] (<override 1>:1:17)");
+    expect_fail(NULL, 2, (char *[]){"optimizer.eps=1e-6", "optimizer.kind=sgd"}, "<override 2>:1:16: optimizer.kind:",
+                "optimizer.eps only with optimizer.kind adamw");
+    /* a decider at its default: said so */
+    expect_fail(NULL, 1, (char *[]){"optimizer.schedule.min_lr=0.0001"},
+                "<override 1>:1:27: optimizer.schedule.min_lr:",
+                "only with a schedule that decays (optimizer.schedule.kind cosine, linear or wsd), got "
+                "optimizer.schedule.min_lr 0.0001 with optimizer.schedule.kind constant (the default)");
+}
+
+/* The same keys where they count, or at their default where they do not, are taken. */
+static void test_taken(void)
+{
+    config c;
+    CHECK(loads(1, (char *[]){"optimizer.momentum=0.9"}, &c), "momentum at its default under AdamW");
+    CHECK(loads(2, (char *[]){"optimizer.kind=sgd", "optimizer.momentum=0.5"}, &c) && c.optimizer.momentum == 0.5,
+          "momentum under SGD");
+    CHECK(loads(2, (char *[]){"optimizer.schedule.kind=wsd", "optimizer.schedule.decay_fraction=0.5"}, &c) &&
+              c.optimizer.schedule.decay_fraction == 0.5, "decay_fraction under wsd");
+    CHECK(loads(2, (char *[]){"data.kind=synthetic", "data.synthetic.train=5"}, &c) && c.data.synthetic_train == 5,
+          "synthetic sizes with synthetic data");
+    CHECK(loads(2, (char *[]){"checkpoint.download_cmd=true", "checkpoint.command_timeout_s=60"}, &c) &&
+              c.checkpoint.command_timeout_s == 60, "command_timeout_s with a download command");
+    CHECK(loads(2, (char *[]){"checkpoint.preemption_notice=aws", "checkpoint.notice_poll_s=1"}, &c) &&
+              c.checkpoint.notice_poll_s == 1, "notice_poll_s with a notice");
+    CHECK(loads(1, (char *[]){"optimizer.kind=sgd"}, &c), "the example's betas and eps are the defaults: SGD loads");
+}
+
+/* A language model under SGD: its betas stay the table's (its kind's AdamW beta2 is not taken), so
+ * its resolved config, which writes every key, loads again as the same config. */
+static void test_lm_sgd_round_trip(void)
+{
+    config c;
+    ddp_err err = {0};
+    char *ov[] = {"model.kind=gpt2", "optimizer.kind=sgd"};
+    CHECK(config_load(NULL, 2, ov, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(c.optimizer.beta2 == 0.999, "betas under SGD: beta2 %g", c.optimizer.beta2);
+    char dir[] = "/tmp/test_config_idle.XXXXXX", path[4096];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    round_trip(&c, dir);
+    snprintf(path, sizeof path, "%s/resolved.yaml", dir);
+    unlink(path);
+    rmdir(dir);
+    CHECK(config_load(NULL, 1, ov, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(c.optimizer.beta2 == 0.95, "GPT-2's AdamW beta2 when not set: %g", c.optimizer.beta2);
+}
+
+int main(void)
+{
+    test_refused_where_idle();
+    test_taken();
+    test_lm_sgd_round_trip();
+    return check_done("config_idle");
+}
