@@ -374,6 +374,8 @@ static int apply_file(cfg_loader *L, const char *path, size_t max_bytes)
     int rc = read_bounded(L, path, max_bytes, &text, &len);
     if (rc)
         return rc;
+    size_t header = strlen(CFG_RESOLVED_HEADER);
+    L->resolved_file = len >= header && !memcmp(text, CFG_RESOLVED_HEADER, header);
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) {
         free(text);

@@ -197,8 +197,18 @@ static int report_conflict(cfg_loader *L, const char *a, const char *b, const ch
                      later_key->path, later_val, other_key->path, other_val, other_at);
 }
 
+/* Whether k's value in c is its default's, by the text the hash compares (which writes -0 as 0). */
+static bool at_default(const config *c, const config *defaults, const cfg_key *k)
+{
+    char value[CFG_PATH_MAX], def[CFG_PATH_MAX];
+    cfg_format_value(c, k, value, sizeof value);
+    cfg_format_value(defaults, k, def, sizeof def);
+    return strcmp(value, def) == 0;
+}
+
 /* The first key of idle_keys set (by the file or an override) to other than its default where its
- * decider leaves it idle, reported as a contradiction between the two. */
+ * decider leaves it idle, reported as a contradiction between the two. In a resolved config
+ * (CFG_RESOLVED_HEADER) a pair the file alone set is taken as written. */
 static int check_idle(cfg_loader *L)
 {
     config *defaults = malloc(sizeof *defaults);
@@ -208,13 +218,11 @@ static int check_idle(cfg_loader *L)
     int rc = cfg_defaults(&D);
     for (size_t i = 0; !rc && i < sizeof idle_keys / sizeof idle_keys[0]; i++) {
         const idle_key *r = &idle_keys[i];
-        int k = cfg_key_find(r->key);
-        if (L->origin[k].source < 0 || !r->idle(L->c))
+        int k = cfg_key_find(r->key), d = cfg_key_find(r->decider);
+        bool recorded = L->resolved_file && L->origin[k].source <= 0 && L->origin[d].source <= 0;
+        if (L->origin[k].source < 0 || recorded || !r->idle(L->c))
             continue;
-        char value[CFG_PATH_MAX], def[CFG_PATH_MAX];
-        cfg_format_value(L->c, cfg_key_at(k), value, sizeof value);
-        cfg_format_value(defaults, cfg_key_at(k), def, sizeof def);
-        if (strcmp(value, def) != 0)
+        if (!at_default(L->c, defaults, cfg_key_at(k)))
             rc = report_conflict(L, r->decider, r->key, r->rule);
     }
     free(defaults);

@@ -3,7 +3,7 @@
  * that follows POSIX sh's quotes and substitutions far enough to know which quotes surround
  * each one. The child is started by posix_spawn in a process group of its own, so a time limit or
  * a stop request ends everything the command started (an `aws s3 cp` and its helpers), not only
- * the shell, and waits until nothing of it is left. The group is led by a watch that ends it when
+ * the shell, and waits until nothing of it is left. A watch process in the group ends it when
  * this process dies, even by SIGKILL, so no command outlives the rank that started it.
  * Must not print: the outcome is returned. */
 #include "command.h"
@@ -287,16 +287,18 @@ static void child_attrs(posix_spawnattr_t *at, pid_t pgid)
     posix_spawnattr_setsigdefault(at, &reset);
 }
 
-/* The group's watch: a shell that leads a new process group and reads watch_fd (the read end of
- * a pipe whose write end only this process holds). While this process lives the read blocks; when
- * it dies, even by SIGKILL, the kernel closes the write end, the read meets end of file, and the
- * watch ends the whole group as a time limit would (SIGTERM, SIGKILL after the grace), itself
+/* The group's watch: a shell in the command's process group pgid that reads watch_fd (the read end
+ * of a pipe whose write end only this process holds). While this process lives the read blocks;
+ * when it dies, even by SIGKILL, the kernel closes the write end, the read meets end of file, and
+ * the watch ends the whole group as a time limit would (SIGTERM, SIGKILL after the grace), itself
  * last. Without it a killed rank's upload or download would run on, orphaned, beside the
- * restarted job's. A normal end never reaches that: the caller kills the watch alone first. */
-static int spawn_watch(int watch_fd, pid_t *pid)
+ * restarted job's. It ignores SIGTERM, SIGINT and SIGHUP from the start, so a time limit's SIGTERM
+ * to the group, or the command's own `kill 0`, leaves it watching while the rest ends (group_alive
+ * does not count it). A normal end never reaches that: the caller kills the watch alone first. */
+static int spawn_watch(int watch_fd, pid_t pgid, pid_t *pid)
 {
-    char script[160];
-    snprintf(script, sizeof script, "read -r line || { trap '' TERM; kill -TERM 0; sleep %g; kill -KILL 0; }",
+    char script[192];
+    snprintf(script, sizeof script, "trap '' TERM INT HUP; read -r line || { kill -TERM 0; sleep %g; kill -KILL 0; }",
              COMMAND_KILL_GRACE_S);
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -304,7 +306,7 @@ static int spawn_watch(int watch_fd, pid_t *pid)
     posix_spawn_file_actions_adddup2(&fa, watch_fd, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    child_attrs(&at, 0);
+    child_attrs(&at, pgid);
     char *argv[] = {"sh", "-c", script, "ddprun-command-watch", NULL};
     int rc = posix_spawn(pid, "/bin/sh", &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -312,8 +314,9 @@ static int spawn_watch(int watch_fd, pid_t *pid)
     return rc;
 }
 
-/* `/bin/sh -c cmd` in the watch's process group pgid. */
-static int spawn_shell(const char *cmd, char **env, int out_fd, pid_t pgid, pid_t *pid)
+/* `/bin/sh -c cmd` leading a new process group (its $$ is the group's id, as a command's own
+ * cleanup may expect). */
+static int spawn_shell(const char *cmd, char **env, int out_fd, pid_t *pid)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -321,7 +324,7 @@ static int spawn_shell(const char *cmd, char **env, int out_fd, pid_t pgid, pid_
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
     posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
-    child_attrs(&at, pgid);
+    child_attrs(&at, 0);
     char *argv[] = {"sh", "-c", (char *)cmd, NULL};
     int rc = posix_spawn(pid, "/bin/sh", &fa, &at, argv, env);
     posix_spawn_file_actions_destroy(&fa);
@@ -329,9 +332,10 @@ static int spawn_shell(const char *cmd, char **env, int out_fd, pid_t pgid, pid_
     return rc;
 }
 
-/* Whether any process of group pgid is alive (a zombie is not: an orphan waits for whatever reaps
- * it, and in a container that may be nobody). Linux: read from /proc; without it, any member. */
-static bool group_alive(pid_t pgid)
+/* Whether any process of group pgid but `except` (the watch) is alive (a zombie is not: an orphan
+ * waits for whatever reaps it, and in a container that may be nobody). Linux: read from /proc;
+ * without it, any member. */
+static bool group_alive(pid_t pgid, pid_t except)
 {
     if (kill(-pgid, 0) != 0)
         return errno == EPERM;
@@ -353,7 +357,7 @@ static bool group_alive(pid_t pgid)
         char *close_paren = strrchr(buf, ')'), state = 0;
         int ppid = 0, pgrp = 0;
         if (close_paren && sscanf(close_paren + 1, " %c %d %d", &state, &ppid, &pgrp) == 3)
-            alive = pgrp == pgid && state != 'Z' && state != 'X';
+            alive = pgrp == pgid && state != 'Z' && state != 'X' && atoi(e->d_name) != except;
     }
     closedir(proc);
     return alive;
@@ -379,10 +383,10 @@ static void close_fds(int a[2], int b[2])
 
 typedef enum ending { ENDING_NONE, ENDING_TIMEOUT, ENDING_STOP } ending;
 
-/* Until the shell pid has exited (its status in *status) and, once its group pgid was told to end,
- * nothing of the group is left alive: reads its output meanwhile, and ends the group (SIGTERM,
+/* Until the shell pid has exited (its status in *status) and, once its group was told to end,
+ * nothing of the group but the watch is left alive: reads its output meanwhile, and ends the group (SIGTERM,
  * SIGKILL after COMMAND_KILL_GRACE_S) past timeout_s from t0 or when stop answers. */
-static ending wait_shell(pid_t pid, pid_t pgid, int pipe_fd, double t0, double timeout_s, command_stop_fn stop, output *o,
+static ending wait_shell(pid_t pid, pid_t watch_pid, int pipe_fd, double t0, double timeout_s, command_stop_fn stop, output *o,
                          int *status)
 {
     bool open_pipe = true, shell_done = false, killed = false;
@@ -390,7 +394,7 @@ static ending wait_shell(pid_t pid, pid_t pgid, int pipe_fd, double t0, double t
     double ending_since = 0, now = t0;
     /* after the SIGKILL, a moment for it to land; a process stuck in the kernel is not waited for */
     while (!shell_done ||
-           (why != ENDING_NONE && group_alive(pgid) && !(killed && now - ending_since > COMMAND_KILL_GRACE_S + 1))) {
+           (why != ENDING_NONE && group_alive(pid, watch_pid) && !(killed && now - ending_since > COMMAND_KILL_GRACE_S + 1))) {
         struct pollfd p = {.fd = pipe_fd, .events = POLLIN};
         if (open_pipe && poll(&p, 1, POLL_MS) > 0)
             open_pipe = read_available(pipe_fd, o);
@@ -402,9 +406,9 @@ static ending wait_shell(pid_t pid, pid_t pgid, int pipe_fd, double t0, double t
         if (why == ENDING_NONE && !shell_done && (now - t0 > timeout_s || (stop && stop()))) {
             why = now - t0 > timeout_s ? ENDING_TIMEOUT : ENDING_STOP;
             ending_since = now;
-            kill(-pgid, SIGTERM);
+            kill(-pid, SIGTERM);
         } else if (why != ENDING_NONE && !killed && now - ending_since > COMMAND_KILL_GRACE_S) {
-            kill(-pgid, SIGKILL);
+            kill(-pid, SIGKILL);
             killed = true;
         }
     }
@@ -450,9 +454,13 @@ int command_run_stoppable(const char *cmd, const char *const names[], const char
     fcntl(pfd[0], F_SETFL, O_NONBLOCK);
     pid_t pid, watch_pid;
     double t0 = monotonic_s();
-    int rc = spawn_watch(watch[0], &watch_pid);
-    if (rc == 0 && (rc = spawn_shell(cmd, env, pfd[1], watch_pid, &pid)) != 0)
-        end_watch(watch_pid);
+    /* the shell first, to lead the group; until the watch joins it (its zombie keeps the group if
+     * it ended already), a death of this process would leave the command unwatched */
+    int rc = spawn_shell(cmd, env, pfd[1], &pid);
+    if (rc == 0 && (rc = spawn_watch(watch[0], pid, &watch_pid)) != 0) {
+        kill(-pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    }
     free_env(env, n);
     close(pfd[1]);
     pfd[1] = -1;

@@ -6,6 +6,7 @@
  * SIGKILL, leaving nothing alive; so does the death of the process that ran it, by SIGKILL. */
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,15 +198,21 @@ static int gone_within(int pid, double limit_s)
     return gone(pid);
 }
 
+static char stubborn_path[64];
+
+/* The stop the child asks for once the TERM-ignoring subshell has written its pid. */
+static int stop_once_stubborn(void) { return pid_in(stubborn_path) > 0; }
+
 /* A process that dies by SIGKILL while its command runs leaves nothing of the command alive: the
  * command's group is ended as a time limit would end it, SIGTERM at once and SIGKILL after the
- * grace for what ignores SIGTERM, and an ordinary end leaves the command's background child
- * running as before (the watch ends only on its caller's death). */
-static void test_caller_killed(void)
+ * grace for what ignores SIGTERM. With stopped_first, the caller had already stopped the command
+ * (the group's SIGTERM, which must not end the watch) and dies within the grace. */
+static void caller_killed_case(bool stopped_first)
 {
-    char sleeper[64], stubborn[64], cmd[320];
+    char sleeper[64], cmd[320], *stubborn = stubborn_path;
+    const char *tag = stopped_first ? "stopped, then killed" : "killed";
     snprintf(sleeper, sizeof sleeper, "/tmp/ddp_cmd_orphan_%d", (int)getpid());
-    snprintf(stubborn, sizeof stubborn, "/tmp/ddp_cmd_stubborn_%d", (int)getpid());
+    snprintf(stubborn, sizeof stubborn_path, "/tmp/ddp_cmd_stubborn_%d", (int)getpid());
     unlink(sleeper);
     unlink(stubborn);
     snprintf(cmd, sizeof cmd, "sleep 60 & echo $! >%s; sh -c 'trap \"\" TERM; echo $$ >%s; sleep 60' & wait",
@@ -215,35 +222,51 @@ static void test_caller_killed(void)
     if (child == 0) {
         ddp_err err = {0};
         command_result res;
-        command_run(cmd, NULL, NULL, 0, 120, -1, &res, &err);
+        command_run_stoppable(cmd, NULL, NULL, 0, 120, stopped_first ? stop_once_stubborn : NULL, -1, &res, &err);
         _exit(0);
     }
     for (int i = 0; i < 600 && !(pid_in(sleeper) > 0 && pid_in(stubborn) > 0); i++)
         usleep(50000);
     int a = pid_in(sleeper), b = pid_in(stubborn);
-    CHECK(a > 0 && b > 0, "the command started its children (%d, %d)", a, b);
+    CHECK(a > 0 && b > 0, "%s: the command started its children (%d, %d)", tag, a, b);
+    if (stopped_first) /* the stop's SIGTERM has ended the plain sleep: the grace runs */
+        CHECK(a > 0 && gone_within(a, 3), "%s: the stop ended the background sleep %d", tag, a);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
-    CHECK(a > 0 && gone_within(a, 3), "the killed caller's background sleep %d is gone at once", a);
-    CHECK(b > 0 && !gone(b), "what ignores SIGTERM (%d) lives until the grace ends", b);
-    CHECK(b > 0 && gone_within(b, COMMAND_KILL_GRACE_S + 3), "then it is gone too (%d)", b);
+    CHECK(a > 0 && gone_within(a, 3), "%s: the caller's background sleep %d is gone at once", tag, a);
+    CHECK(b > 0 && !gone(b), "%s: what ignores SIGTERM (%d) lives until the grace ends", tag, b);
+    CHECK(b > 0 && gone_within(b, COMMAND_KILL_GRACE_S + 3), "%s: then it is gone too (%d)", tag, b);
     if (b > 0 && !gone(b))
         kill(b, SIGKILL);
     if (a > 0 && !gone(a))
         kill(a, SIGKILL);
-    /* an ordinary end: the background child stays (it is the user's), and nothing ends it later */
     unlink(sleeper);
-    snprintf(cmd, sizeof cmd, "sleep 60 >/dev/null 2>&1 & echo $! >%s", sleeper);
+    unlink(stubborn);
+}
+
+/* The command's shell leads its group ($$ is the group id, as its own cleanup may expect), and an
+ * ordinary end leaves its background child running as before (the watch ends only on its
+ * caller's death). */
+static void test_caller_killed(void)
+{
+    caller_killed_case(false);
+    caller_killed_case(true);
     ddp_err err = {0};
     command_result res;
+    CHECK_EQ_INT(command_run("set -- $(cat /proc/$$/stat); [ \"$5\" = $$ ] || { echo group $5 not $$; exit 1; }",
+                             NULL, NULL, 0, 10, -1, &res, &err), DDP_OK);
+    CHECK(err.code == 0, "the shell leads its process group: %s (%s)", err.msg, res.tail);
+    char sleeper[64], cmd[320];
+    snprintf(sleeper, sizeof sleeper, "/tmp/ddp_cmd_orphan_%d", (int)getpid());
+    unlink(sleeper);
+    snprintf(cmd, sizeof cmd, "sleep 60 >/dev/null 2>&1 & echo $! >%s", sleeper);
     CHECK_EQ_INT(command_run(cmd, NULL, NULL, 0, 10, -1, &res, &err), DDP_OK);
-    a = pid_in(sleeper);
+    int a = pid_in(sleeper);
     usleep(500000);
     CHECK(a > 0 && !gone(a), "after an ordinary end its background child %d runs on", a);
     if (a > 0)
         kill(a, SIGKILL);
     unlink(sleeper);
-    unlink(stubborn);
 }
 
 int main(void)
