@@ -66,12 +66,13 @@ static inline void expect_fail(const char *file_rel, int n_ov, char *const ov[],
           "a failed load wrote into *out (%s)", where);
 }
 
-/* Writes c, reads it back and demands the identical struct. */
-static inline void round_trip(const config *a, const char *dir)
+/* Writes c into a folder of its own, reads it back and demands the identical struct. */
+static inline void round_trip(const config *a)
 {
-    char path[4096];
+    char dir[] = "/tmp/ddp_round_trip.XXXXXX", path[4096];
     config b;
     ddp_err err = {0};
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     snprintf(path, sizeof path, "%s/resolved.yaml", dir);
     CHECK(config_write_resolved(a, path, &err) == DDP_OK, "write: %s", err.msg);
     CHECK(config_load(path, 0, NULL, &b, &err) == DDP_OK, "read back: %s", err.msg);
@@ -79,6 +80,8 @@ static inline void round_trip(const config *a, const char *dir)
     memcpy(b.source, a->source, sizeof b.source);
     CHECK(memcmp(a, &b, sizeof b) == 0, "round trip through %s changed the config", path);
     CHECK(config_hash(a) == config_hash(&b), "hash changed in round trip");
+    unlink(path);
+    rmdir(dir);
 }
 
 #endif

@@ -96,12 +96,7 @@ static void test_lm_sgd_round_trip(void)
     char *ov[] = {"model.kind=gpt2", "optimizer.kind=sgd"};
     CHECK(config_load(NULL, 2, ov, &c, &err) == DDP_OK, "%s", err.msg);
     CHECK(c.optimizer.beta2 == 0.999, "betas under SGD: beta2 %g", c.optimizer.beta2);
-    char dir[] = "/tmp/test_config_idle.XXXXXX", path[4096];
-    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-    round_trip(&c, dir);
-    snprintf(path, sizeof path, "%s/resolved.yaml", dir);
-    unlink(path);
-    rmdir(dir);
+    round_trip(&c);
     CHECK(config_load(NULL, 1, ov, &c, &err) == DDP_OK, "%s", err.msg);
     CHECK(c.optimizer.beta2 == 0.95, "GPT-2's AdamW beta2 when not set: %g", c.optimizer.beta2);
 }
