@@ -374,8 +374,6 @@ static int apply_file(cfg_loader *L, const char *path, size_t max_bytes)
     int rc = read_bounded(L, path, max_bytes, &text, &len);
     if (rc)
         return rc;
-    size_t header = strlen(CFG_RESOLVED_HEADER);
-    L->resolved_file = len >= header && !memcmp(text, CFG_RESOLVED_HEADER, header);
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) {
         free(text);
@@ -494,13 +492,13 @@ int config_load(const char *path, int n_overrides, char *const overrides[], conf
     return config_load_bounded(path, CFG_MAX_FILE_BYTES, n_overrides, overrides, out, err);
 }
 
-int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides, char *const overrides[],
-                        config *out, ddp_err *err)
+static int load(const char *path, size_t max_file_bytes, int n_overrides, char *const overrides[], bool record,
+                config *out, ddp_err *err)
 {
     if (cfg_key_count() > CFG_MAX_KEYS) /* a build error in spirit: the tables outgrew origin[] */
         return ddp_fail(err, DDP_ERUNTIME, "config: %d keys, raise CFG_MAX_KEYS (%d)", cfg_key_count(), CFG_MAX_KEYS);
     config work;
-    cfg_loader L = {.c = &work, .err = err, .file = path ? path : "<no file>"};
+    cfg_loader L = {.c = &work, .err = err, .file = path ? path : "<no file>", .record = record};
     for (int i = 0; i < CFG_MAX_KEYS; i++)
         L.origin[i] = (cfg_pos){-1, 0, 0};
     int drc = cfg_defaults(&L);
@@ -524,4 +522,15 @@ int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides
         return rc;
     memcpy(out, &work, sizeof work); /* with its zeroed padding, so equal configs memcmp equal */
     return DDP_OK;
+}
+
+int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides, char *const overrides[],
+                        config *out, ddp_err *err)
+{
+    return load(path, max_file_bytes, n_overrides, overrides, false, out, err);
+}
+
+int config_load_record(const char *path, config *out, ddp_err *err)
+{
+    return load(path, CFG_MAX_FILE_BYTES, 0, NULL, true, out, err);
 }

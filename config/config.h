@@ -134,6 +134,11 @@ int config_load(const char *path, int n_overrides, char *const overrides[], conf
 int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides, char *const overrides[],
                         config *out, ddp_err *err);
 
+/* A run's config.resolved.yaml as ddprun recorded it (`ckpt export`, `generate`): config_load
+ * without overrides, and with the keys another key leaves without effect (docs/config.md) taken as
+ * written, so a record from before that check existed still loads. */
+int config_load_record(const char *path, config *out, ddp_err *err);
+
 /* checkpoint.init_from's shape, in model.kind's member: what the training job reads from the file. */
 typedef model_init_shape config_shape;
 

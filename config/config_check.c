@@ -207,10 +207,12 @@ static bool at_default(const config *c, const config *defaults, const cfg_key *k
 }
 
 /* The first key of idle_keys set (by the file or an override) to other than its default where its
- * decider leaves it idle, reported as a contradiction between the two. In a resolved config
- * (CFG_RESOLVED_HEADER) a pair the file alone set is taken as written. */
+ * decider leaves it idle, reported as a contradiction between the two; none for a run's record
+ * (config_load_record). */
 static int check_idle(cfg_loader *L)
 {
+    if (L->record)
+        return DDP_OK;
     config *defaults = malloc(sizeof *defaults);
     if (!defaults)
         return ddp_fail(L->err, DDP_ERUNTIME, "config: out of memory");
@@ -218,9 +220,8 @@ static int check_idle(cfg_loader *L)
     int rc = cfg_defaults(&D);
     for (size_t i = 0; !rc && i < sizeof idle_keys / sizeof idle_keys[0]; i++) {
         const idle_key *r = &idle_keys[i];
-        int k = cfg_key_find(r->key), d = cfg_key_find(r->decider);
-        bool recorded = L->resolved_file && L->origin[k].source <= 0 && L->origin[d].source <= 0;
-        if (L->origin[k].source < 0 || recorded || !r->idle(L->c))
+        int k = cfg_key_find(r->key);
+        if (L->origin[k].source < 0 || !r->idle(L->c))
             continue;
         if (!at_default(L->c, defaults, cfg_key_at(k)))
             rc = report_conflict(L, r->decider, r->key, r->rule);

@@ -66,13 +66,8 @@ typedef struct cfg_loader {
     const char *file;                  /* label for source 0 */
     cfg_pos origin[CFG_MAX_KEYS];      /* where each key was last set */
     bool in_file[CFG_MAX_KEYS];        /* the file (source 0) set it, whatever overrides did after */
-    bool resolved_file;                /* the file opens with CFG_RESOLVED_HEADER: ddprun wrote it */
+    bool record;                       /* config_load_record: a run's record, idle keys taken as written */
 } cfg_loader;
-
-/* The first line's start of every config.resolved.yaml (config_write.c). Such a file is a record
- * of a run and is taken as written where only the file sets the keys involved: one written before
- * a check existed (config_check.c's idle keys) must still load for `ckpt export` and `generate`. */
-#define CFG_RESOLVED_HEADER "# ddprun resolved config:"
 
 cfg_pos cfg_node_pos(const cfg_src *s, const yaml_node_t *node);
 int cfg_pos_later(cfg_pos a, cfg_pos b);     /* 1 when a was set after b */

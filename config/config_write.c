@@ -198,7 +198,7 @@ static int write_to(FILE *f, void *ctx, ddp_err *err)
     writer w;
     if (!yaml_emitter_initialize(&w.em))
         return ddp_fail(err, DDP_ERUNTIME, "%s: libyaml: cannot initialize emitter", path);
-    fputs(CFG_RESOLVED_HEADER " every key, defaults included (from ", f);
+    fputs("# ddprun resolved config: every key, defaults included (from ", f);
     put_comment_text(f, c->source[0] ? c->source : "defaults");
     fputs(")\n", f);
     yaml_emitter_set_output_file(&w.em, f);

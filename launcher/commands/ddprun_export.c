@@ -276,7 +276,7 @@ int ckpt_run_config(const char *ckpt_path, char *yaml, size_t size, bool *found,
     snprintf(yaml, size, "%s/../config.resolved.yaml", dirname(copy));
     struct stat st;
     *found = stat(yaml, &st) == 0;
-    return *found ? config_load(yaml, 0, NULL, cfg, err) : DDP_OK;
+    return *found ? config_load_record(yaml, cfg, err) : DDP_OK;
 }
 
 /* The folder whose bos/eos token ids the export writes into *from ("" none: the config class's

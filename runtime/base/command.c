@@ -3,7 +3,7 @@
  * that follows POSIX sh's quotes and substitutions far enough to know which quotes surround
  * each one. The child is started by posix_spawn in a process group of its own, so a time limit or
  * a stop request ends everything the command started (an `aws s3 cp` and its helpers), not only
- * the shell, and waits until nothing of it is left. A watch process in the group ends it when
+ * the shell, and waits until nothing of it is left. A watch process beside the group ends it when
  * this process dies, even by SIGKILL, so no command outlives the rank that started it.
  * Must not print: the outcome is returned. */
 #include "command.h"
@@ -270,13 +270,13 @@ static void free_env(char **env, int n)
     free(env);
 }
 
-/* Attributes both children share: process group pgid (0: a new one, led by the child), default
- * dispositions and an empty mask for the signals a rank handles or blocks. */
-static void child_attrs(posix_spawnattr_t *at, pid_t pgid)
+/* Attributes both children share: a new process group led by the child, default dispositions and
+ * an empty mask for the signals a rank handles or blocks. */
+static void child_attrs(posix_spawnattr_t *at)
 {
     posix_spawnattr_init(at);
     posix_spawnattr_setflags(at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(at, pgid);
+    posix_spawnattr_setpgroup(at, 0);
     sigset_t none, reset;
     sigemptyset(&none);
     posix_spawnattr_setsigmask(at, &none);
@@ -287,18 +287,19 @@ static void child_attrs(posix_spawnattr_t *at, pid_t pgid)
     posix_spawnattr_setsigdefault(at, &reset);
 }
 
-/* The group's watch: a shell in the command's process group pgid that reads watch_fd (the read end
- * of a pipe whose write end only this process holds). While this process lives the read blocks;
- * when it dies, even by SIGKILL, the kernel closes the write end, the read meets end of file, and
- * the watch ends the whole group as a time limit would (SIGTERM, SIGKILL after the grace), itself
- * last. Without it a killed rank's upload or download would run on, orphaned, beside the
- * restarted job's. It ignores SIGTERM, SIGINT and SIGHUP from the start, so a time limit's SIGTERM
- * to the group, or the command's own `kill 0`, leaves it watching while the rest ends (group_alive
- * does not count it). A normal end never reaches that: the caller kills the watch alone first. */
-static int spawn_watch(int watch_fd, pid_t pgid, pid_t *pid)
+/* The command's watch: a shell in a process group of its own that reads watch_fd (the read end of
+ * a pipe whose write end only this process holds): first the command's group id, then nothing.
+ * While this process lives the second read blocks; when it dies, even by SIGKILL, the kernel
+ * closes the write end, the read meets end of file, and the watch ends the command's group as a
+ * time limit would (SIGTERM, SIGKILL after the grace). Without it a killed rank's upload or
+ * download would run on, orphaned, beside the restarted job's. Outside the group, it is not ended
+ * by a time limit's SIGTERM to the group, nor by the command's own `kill 0`. A normal end never
+ * reaches that: the caller kills the watch first. */
+static int spawn_watch(int watch_fd, pid_t *pid)
 {
     char script[192];
-    snprintf(script, sizeof script, "trap '' TERM INT HUP; read -r line || { kill -TERM 0; sleep %g; kill -KILL 0; }",
+    snprintf(script, sizeof script,
+             "read -r group || exit 0; read -r line || { kill -TERM -\"$group\"; sleep %g; kill -KILL -\"$group\"; }",
              COMMAND_KILL_GRACE_S);
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -306,7 +307,7 @@ static int spawn_watch(int watch_fd, pid_t pgid, pid_t *pid)
     posix_spawn_file_actions_adddup2(&fa, watch_fd, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    child_attrs(&at, pgid);
+    child_attrs(&at);
     char *argv[] = {"sh", "-c", script, "ddprun-command-watch", NULL};
     int rc = posix_spawn(pid, "/bin/sh", &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -324,7 +325,7 @@ static int spawn_shell(const char *cmd, char **env, int out_fd, pid_t *pid)
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
     posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
-    child_attrs(&at, 0);
+    child_attrs(&at);
     char *argv[] = {"sh", "-c", (char *)cmd, NULL};
     int rc = posix_spawn(pid, "/bin/sh", &fa, &at, argv, env);
     posix_spawn_file_actions_destroy(&fa);
@@ -332,10 +333,9 @@ static int spawn_shell(const char *cmd, char **env, int out_fd, pid_t *pid)
     return rc;
 }
 
-/* Whether any process of group pgid but `except` (the watch) is alive (a zombie is not: an orphan
- * waits for whatever reaps it, and in a container that may be nobody). Linux: read from /proc;
- * without it, any member. */
-static bool group_alive(pid_t pgid, pid_t except)
+/* Whether any process of group pgid is alive (a zombie is not: an orphan waits for whatever reaps
+ * it, and in a container that may be nobody). Linux: read from /proc; without it, any member. */
+static bool group_alive(pid_t pgid)
 {
     if (kill(-pgid, 0) != 0)
         return errno == EPERM;
@@ -357,18 +357,26 @@ static bool group_alive(pid_t pgid, pid_t except)
         char *close_paren = strrchr(buf, ')'), state = 0;
         int ppid = 0, pgrp = 0;
         if (close_paren && sscanf(close_paren + 1, " %c %d %d", &state, &ppid, &pgrp) == 3)
-            alive = pgrp == pgid && state != 'Z' && state != 'X' && atoi(e->d_name) != except;
+            alive = pgrp == pgid && state != 'Z' && state != 'X';
     }
     closedir(proc);
     return alive;
 }
 
-/* Ends the watch alone (its group may hold a command's background children, left as they were)
- * and reaps it. */
+/* Ends the watch (the command's background children, if any, are left as they were) and reaps it. */
 static void end_watch(pid_t watch_pid)
 {
     kill(watch_pid, SIGKILL);
     while (waitpid(watch_pid, NULL, 0) < 0 && errno == EINTR) {}
+}
+
+/* The command's group id (its shell's pid), one line into the watch's pipe (never SIGPIPE: this
+ * process holds the read end open too). */
+static void tell_watch(int watch_fd, pid_t pgid)
+{
+    char line[24];
+    int n = snprintf(line, sizeof line, "%d\n", (int)pgid);
+    while (write(watch_fd, line, (size_t)n) < 0 && errno == EINTR) {}
 }
 
 static void close_fds(int a[2], int b[2])
@@ -384,9 +392,9 @@ static void close_fds(int a[2], int b[2])
 typedef enum ending { ENDING_NONE, ENDING_TIMEOUT, ENDING_STOP } ending;
 
 /* Until the shell pid has exited (its status in *status) and, once its group was told to end,
- * nothing of the group but the watch is left alive: reads its output meanwhile, and ends the group (SIGTERM,
+ * nothing of the group is left alive: reads its output meanwhile, and ends the group (SIGTERM,
  * SIGKILL after COMMAND_KILL_GRACE_S) past timeout_s from t0 or when stop answers. */
-static ending wait_shell(pid_t pid, pid_t watch_pid, int pipe_fd, double t0, double timeout_s, command_stop_fn stop, output *o,
+static ending wait_shell(pid_t pid, int pipe_fd, double t0, double timeout_s, command_stop_fn stop, output *o,
                          int *status)
 {
     bool open_pipe = true, shell_done = false, killed = false;
@@ -394,7 +402,7 @@ static ending wait_shell(pid_t pid, pid_t watch_pid, int pipe_fd, double t0, dou
     double ending_since = 0, now = t0;
     /* after the SIGKILL, a moment for it to land; a process stuck in the kernel is not waited for */
     while (!shell_done ||
-           (why != ENDING_NONE && group_alive(pid, watch_pid) && !(killed && now - ending_since > COMMAND_KILL_GRACE_S + 1))) {
+           (why != ENDING_NONE && group_alive(pid) && !(killed && now - ending_since > COMMAND_KILL_GRACE_S + 1))) {
         struct pollfd p = {.fd = pipe_fd, .events = POLLIN};
         if (open_pipe && poll(&p, 1, POLL_MS) > 0)
             open_pipe = read_available(pipe_fd, o);
@@ -454,13 +462,13 @@ int command_run_stoppable(const char *cmd, const char *const names[], const char
     fcntl(pfd[0], F_SETFL, O_NONBLOCK);
     pid_t pid, watch_pid;
     double t0 = monotonic_s();
-    /* the shell first, to lead the group; until the watch joins it (its zombie keeps the group if
-     * it ended already), a death of this process would leave the command unwatched */
-    int rc = spawn_shell(cmd, env, pfd[1], &pid);
-    if (rc == 0 && (rc = spawn_watch(watch[0], pid, &watch_pid)) != 0) {
-        kill(-pid, SIGKILL);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
-    }
+    /* the watch first; until it is told the shell's group, a death of this process would leave the
+     * command unwatched (the pipe holds the line: no wait for the watch to read it) */
+    int rc = spawn_watch(watch[0], &watch_pid);
+    if (rc == 0 && (rc = spawn_shell(cmd, env, pfd[1], &pid)) != 0)
+        end_watch(watch_pid);
+    if (rc == 0)
+        tell_watch(watch[1], pid);
     free_env(env, n);
     close(pfd[1]);
     pfd[1] = -1;
@@ -470,7 +478,7 @@ int command_run_stoppable(const char *cmd, const char *const names[], const char
     }
     output o = {.log_fd = log_fd};
     int status = 0;
-    ending why = wait_shell(pid, watch_pid, pfd[0], t0, timeout_s, stop, &o, &status);
+    ending why = wait_shell(pid, pfd[0], t0, timeout_s, stop, &o, &status);
     end_watch(watch_pid); /* before its pipe closes: a closed pipe is its signal to end the group */
     close_fds(pfd, watch);
     res->seconds = monotonic_s() - t0;

@@ -2,7 +2,7 @@
  * ddprun --host-discovery): placeholders that reach the command as environment variables,
  * `/bin/sh -c` in a process group of its own, its output kept, a time limit (or the caller's stop
  * request) that ends the whole group, and the same end for the group when the calling process
- * dies, however it dies (a watch process in the group sees its pipe close).
+ * dies, however it dies (a watch process beside the group sees its pipe close).
  *
  * A {name} placeholder is never replaced by its value's text: it becomes a reference to the
  * variable DDPRUN_<NAME> (DDPRUN_PATH for {path}), quoted for where it stands — "${DDPRUN_PATH}"
