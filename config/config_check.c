@@ -206,23 +206,31 @@ static bool at_default(const config *c, const config *defaults, const cfg_key *k
     return strcmp(value, def) == 0;
 }
 
+/* The key table's defaults into a new config (*out; free it), for the first idle key set. */
+static int table_defaults(cfg_loader *L, config **out)
+{
+    if (!(*out = malloc(sizeof **out)))
+        return ddp_fail(L->err, DDP_ERUNTIME, "config: out of memory");
+    cfg_loader D = {.c = *out, .err = L->err, .file = L->file};
+    return cfg_defaults(&D);
+}
+
 /* The first key of idle_keys set (by the file or an override) to other than its default where its
  * decider leaves it idle, reported as a contradiction between the two; none for a run's record
- * (config_load_record). */
+ * (config_load_record). The defaults are made only when a key is set where it is idle. */
 static int check_idle(cfg_loader *L)
 {
     if (L->record)
         return DDP_OK;
-    config *defaults = malloc(sizeof *defaults);
-    if (!defaults)
-        return ddp_fail(L->err, DDP_ERUNTIME, "config: out of memory");
-    cfg_loader D = {.c = defaults, .err = L->err, .file = L->file};
-    int rc = cfg_defaults(&D);
+    config *defaults = NULL;
+    int rc = DDP_OK;
     for (size_t i = 0; !rc && i < sizeof idle_keys / sizeof idle_keys[0]; i++) {
         const idle_key *r = &idle_keys[i];
         int k = cfg_key_find(r->key);
         if (L->origin[k].source < 0 || !r->idle(L->c))
             continue;
+        if (!defaults && (rc = table_defaults(L, &defaults)) != DDP_OK)
+            break;
         if (!at_default(L->c, defaults, cfg_key_at(k)))
             rc = report_conflict(L, r->decider, r->key, r->rule);
     }
