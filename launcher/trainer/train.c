@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/base/activity.h"
 #include "runtime/base/clock.h"
@@ -567,6 +568,13 @@ static int train_job_run(const config *cfg, comm *ctl, notice_watch *notice, ddp
         err->msg[0] = '\0';
     }
     rc = finish_job(&t, rc, err);
+    if (train_ckpt_stalled(&t)) { /* teardown closes files in run.dir, on storage that may answer
+                                   * nothing more: this rank ends now, mpirun the rest */
+        if (err->msg[0]) /* else said already, when the loop found it */
+            log_error("%s", err->msg);
+        fflush(stdout);
+        _exit(DDP_ERUNTIME);
+    }
     if (rc == DDP_OK || rc == DDP_EPREEMPTED)
         log_done(&t, rc, stop);
     /* DDP_ENONFINITE, like a stop, is every rank's agreed decision: nothing is left in flight */

@@ -81,7 +81,8 @@ int train_ckpt_open(train_job *t, ddp_err *err)
     c->settings = config_settings(cfg, SETTINGS_RESUME);
     if (!c->host || !c->tensors || !c->settings)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint staging buffer");
-    int rc = ckpt_writer_create(c->dir, (int)cfg->checkpoint.keep_last, &c->writer, err);
+    /* a write the storage takes nothing of for ddp.timeout_s is a hung rank, as a collective would be */
+    int rc = ckpt_writer_create(c->dir, (int)cfg->checkpoint.keep_last, cfg->ddp.timeout_s, &c->writer, err);
     if (rc == DDP_OK && cfg->checkpoint.upload_cmd[0]) {
         rc = ckpt_uploader_create(cfg->checkpoint.upload_cmd, cfg->checkpoint.command_timeout_s, c->command_log,
                                   &c->uploader, err);
@@ -105,9 +106,9 @@ void train_ckpt_close(train_job *t)
     train_ckpt *c = t->ckpt;
     if (!c)
         return;
-    if (c->writer)
-        ckpt_writer_destroy(c->writer);
-    ckpt_uploader_destroy(c->uploader); /* after the writer: its last write may still hand one over */
+    if (!ckpt_writer_destroy(c->writer)) /* after the writer, whose last write may still hand one
+                                          * over; a writer left to its thread may do so at any time */
+        ckpt_uploader_destroy(c->uploader);
     free(c->host);
     free(c->tensors);
     free(c->settings);
@@ -149,6 +150,14 @@ static int written(train_job *t, train_ckpt *c, const ckpt_write_stats *st, ddp_
     return train_budget_written(t, st, c->stall_s, err);
 }
 
+/* A write given up for the storage's stall (ckpt_writer_create) names the setting that set its limit. */
+static void name_stall_limit(ddp_err *e)
+{
+    size_t n = strlen(e->msg);
+    if (n < sizeof e->msg)
+        snprintf(e->msg + n, sizeof e->msg - n, "; the limit is ddp.timeout_s");
+}
+
 /* Rank 0: a background write ended with status rc (why: its error). A failure is a warning the
  * first time (a full disk, a network mount's hiccup): training goes on and the next save, a
  * preemption's included, writes anew; a second in a row ends the job. */
@@ -159,6 +168,11 @@ static int write_ended(train_job *t, train_ckpt *c, int rc, const ckpt_write_sta
     if (rc == DDP_OK) {
         c->last_write_failed = false;
         return st->path[0] ? written(t, c, st, err) : DDP_OK;
+    }
+    if (ckpt_writer_stalled(c->writer)) { /* no later save can be written */
+        ddp_fail(err, rc, "%s", why->msg);
+        name_stall_limit(err);
+        return rc;
     }
     if (c->last_write_failed)
         return ddp_fail(err, rc, "checkpoint of step %lld failed, as the save before it did: %s", (long long)st->step,
@@ -287,6 +301,11 @@ int train_ckpt_poll(train_job *t, ddp_err *err)
     return write_ended(t, c, rc, &st, &why, err);
 }
 
+bool train_ckpt_stalled(const train_job *t)
+{
+    return t->ckpt && t->ckpt->writer && ckpt_writer_stalled(t->ckpt->writer);
+}
+
 int64_t train_ckpt_durable_step(const train_job *t, int64_t *writing)
 {
     const train_ckpt *c = t->ckpt;
@@ -324,6 +343,9 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
     ckpt_write_stats st;
     ddp_err local = {0};
     int rc = ckpt_writer_wait(c->writer, &st, err ? err : &local);
+    bool stalled = ckpt_writer_stalled(c->writer); /* the storage may answer nothing more */
+    if (stalled)
+        name_stall_limit(err ? err : &local);
     if (rc != DDP_OK && !err && c->pending) /* the job failed already: this is no error of its own */
         log_warn("checkpoint of step %lld failed: %s", (long long)c->last_saved_step, local.msg);
     if (rc == DDP_OK && st.path[0] && c->pending) {
@@ -334,14 +356,14 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
      * took it for a first failure the next save would make good, but none comes: written once more;
      * a second failure fails the job, as its state is not saved (a stop's exit 75 would tell the
      * launcher that it is). */
-    if (!failed && c->last_saved_step == t->step && c->durable_step < t->step)
+    if (!failed && c->last_saved_step == t->step && c->durable_step < t->step && !stalled)
         rc = write_last_again(t, c, &st, err ? err : &local);
     if (rc == DDP_OK && st.path[0]) /* a failed write was reported when it happened, never as written */
         log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s), older ones pruned in %.1f ms; "
                  "training stalled %.1f ms for the snapshot", st.path, st.bytes / 1e6, 1e3 * st.write_s,
                  st.write_s > 0 ? st.bytes / 1e6 / st.write_s : 0.0, 1e3 * st.prune_s, 1e3 * st.snapshot_s);
     if (c->uploader) {
-        if (failed) /* its peers wait for this rank: an upload must not hold the job for its time limit */
+        if (failed || stalled) /* its peers wait for this rank: an upload must not hold the job for its time limit */
             ckpt_uploader_abandon(c->uploader);
         ckpt_uploader_drain(c->uploader);
         /* What an upload held from pruning goes now, counted from the newest checkpoint this job
@@ -349,7 +371,7 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
          * one the resume found damaged and passed over, and keeping it instead of the one resumed
          * from would leave nothing to resume. */
         ddp_err e = {0};
-        if (c->last_written[0] && ckpt_prune(c->dir, (int)t->cfg->checkpoint.keep_last, c->last_written, &e) != DDP_OK)
+        if (c->last_written[0] && !stalled && ckpt_prune(c->dir, (int)t->cfg->checkpoint.keep_last, c->last_written, &e) != DDP_OK)
             log_warn("checkpoint: %s", e.msg);
     }
     return rc;

@@ -82,15 +82,31 @@ void worker_wake(worker *w) { pthread_cond_broadcast(&w->cv); }
 bool worker_stopping(const worker *w) { return w->stop; }
 void worker_wait(worker *w) { pthread_cond_wait(&w->cv, &w->mu); }
 
-bool worker_nap(worker *w, double seconds)
+/* The CLOCK_MONOTONIC time seconds from now, seconds clamped to [0, WORKER_NAP_MAX_S] (past it
+ * the nanoseconds would overflow; a NaN or negative wait is one already over). */
+static struct timespec after_s(double seconds)
 {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
-    if (!(seconds <= WORKER_NAP_MAX_S)) /* its nanoseconds would overflow: the wait fails at once */
+    if (!(seconds > 0))
+        seconds = 0;
+    if (seconds > WORKER_NAP_MAX_S)
         seconds = WORKER_NAP_MAX_S;
     long long ns = until.tv_nsec + (long long)(seconds * 1e9);
     until.tv_sec += (time_t)(ns / 1000000000LL);
     until.tv_nsec = (long)(ns % 1000000000LL);
+    return until;
+}
+
+void worker_wait_for(worker *w, double seconds)
+{
+    struct timespec until = after_s(seconds);
+    (void)pthread_cond_timedwait(&w->cv, &w->mu, &until);
+}
+
+bool worker_nap(worker *w, double seconds)
+{
+    struct timespec until = after_s(seconds);
     while (!w->stop && pthread_cond_timedwait(&w->cv, &w->mu, &until) == 0) {
     }
     return !w->stop;

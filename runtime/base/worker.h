@@ -69,6 +69,9 @@ bool worker_stopping(const worker *w);
 /* Sleeps until worker_wake or worker_stop (or spuriously, as a condition variable may): callers
  * loop over their own predicate. Any thread may wait, the owner's included. */
 void worker_wait(worker *w);
+/* As worker_wait, but for at most seconds (clamped as worker_nap's): a caller that must also act
+ * when nothing wakes it (a watch over the work's progress) loops over its predicate and the clock. */
+void worker_wait_for(worker *w, double seconds);
 /* Sleeps for seconds (at most WORKER_NAP_MAX_S, a year) unless a stop is requested first; false
  * when one was (before or during). */
 #define WORKER_NAP_MAX_S (365.0 * 86400)

@@ -91,25 +91,35 @@ static int slow_write_ms(void)
     return s ? atoi(s) : 0;
 }
 
-/* Writes n bytes at *off in chunks, retrying short writes and EINTR. Each chunk's writeback to
+/* Where a write stands in its temporary file: the descriptor, the offset reached, and the caller's
+ * progress counter (ckpt_state.progress, or NULL). */
+typedef struct write_stream {
+    int fd;
+    uint64_t off;
+    const char *tmp;
+    _Atomic uint64_t *progress;
+} write_stream;
+
+/* Writes n bytes at st->off in chunks (slow_ms: the test hook's pause after each), retrying short writes and EINTR. Each chunk's writeback to
  * the disk starts as soon as it is in the page cache (sync_file_range), so the disk streams
  * while later chunks are copied instead of all of it waiting for the final fsync. */
-static int write_stream(int fd, const void *src, uint64_t n, uint64_t *off, int slow_ms, const char *tmp,
-                        ddp_err *err)
+static int stream_out(write_stream *st, const void *src, uint64_t n, int slow_ms, ddp_err *err)
 {
     const uint8_t *p = src;
     while (n > 0) {
         size_t chunk = n > WRITE_CHUNK ? WRITE_CHUNK : (size_t)n;
-        ssize_t w = write(fd, p, chunk);
+        ssize_t w = write(st->fd, p, chunk);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0)
-            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: write: %s", tmp, strerror(errno));
+            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: write: %s", st->tmp, strerror(errno));
         /* a hint: a filesystem without it still gets the fsync that makes the file durable */
-        (void)sync_file_range(fd, (off_t)*off, (off_t)w, SYNC_FILE_RANGE_WRITE);
-        *off += (uint64_t)w;
+        (void)sync_file_range(st->fd, (off_t)st->off, (off_t)w, SYNC_FILE_RANGE_WRITE);
+        st->off += (uint64_t)w;
         p += w;
         n -= (uint64_t)w;
+        if (st->progress)
+            atomic_fetch_add_explicit(st->progress, (uint64_t)w, memory_order_relaxed);
         if (slow_ms > 0) {
             struct timespec ts = {slow_ms / 1000, (long)(slow_ms % 1000) * 1000000L};
             nanosleep(&ts, NULL);
@@ -129,8 +139,11 @@ typedef struct crc_pass {
 static void *compute_crcs(void *arg)
 {
     crc_pass *c = arg;
-    for (int i = 0; i < c->L->n; i++)
+    for (int i = 0; i < c->L->n; i++) {
         c->L->crc[i] = (uint32_t)crc32_z(crc32_z(0L, NULL, 0), c->s->tensors[i].data, c->L->nbytes[i]);
+        if (c->s->progress) /* on storage faster than zlib the header waits for this */
+            atomic_fetch_add_explicit(c->s->progress, c->L->nbytes[i], memory_order_relaxed);
+    }
     return NULL;
 }
 
@@ -157,19 +170,19 @@ static int write_contents(int fd, const ckpt_state *s, ckpt_layout *L, const cha
     uint8_t *header = NULL;
     if (ckpt_header_encode(s, L, &header, err))
         return err->code;
-    int slow_ms = slow_write_ms();
     crc_pass crcs = {s, L};
     pthread_t crc_thread;
     bool threaded = pthread_create(&crc_thread, NULL, compute_crcs, &crcs) == 0;
     if (!threaded)
         compute_crcs(&crcs);
-    uint64_t pos = 0;
-    int rc = write_stream(fd, header, L->data_start, &pos, slow_ms, tmp, err);
+    int slow_ms = slow_write_ms();
+    write_stream st = {.fd = fd, .tmp = tmp, .progress = s->progress};
+    int rc = stream_out(&st, header, L->data_start, slow_ms, err);
     for (int i = 0; !rc && i < L->n; i++) {
-        if (L->offset[i] > pos)
-            rc = write_stream(fd, zeros, L->offset[i] - pos, &pos, 0, tmp, err);
+        if (L->offset[i] > st.off)
+            rc = stream_out(&st, zeros, L->offset[i] - st.off, 0, err);
         if (!rc)
-            rc = write_stream(fd, s->tensors[i].data, L->nbytes[i], &pos, slow_ms, tmp, err);
+            rc = stream_out(&st, s->tensors[i].data, L->nbytes[i], slow_ms, err);
     }
     if (threaded)
         pthread_join(crc_thread, NULL);

@@ -13,6 +13,7 @@
 #ifndef DDP_CKPT_H
 #define DDP_CKPT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -81,6 +82,10 @@ typedef struct ckpt_state {
     ckpt_header hdr;
     int n_tensors;
     const ckpt_tensor *tensors;
+    /* NULL, or a counter a write advances as it goes, by the bytes of each chunk write(2) takes
+     * and of each tensor checksummed beside them: another thread watching it sees whether the
+     * write still moves (ckpt_writer's stall watch) */
+    _Atomic uint64_t *progress;
 } ckpt_state;
 
 /* A checkpoint read back; owns its memory (free with ckpt_loaded_free). */
@@ -190,8 +195,11 @@ typedef struct ckpt_write_stats {
 } ckpt_write_stats;
 
 /* A writer for dir (created, with parents, at the first write) keeping keep_last checkpoints
- * (<= 0: all). The caller times ckpt_writer_submit for the stall, or reads stats.snapshot_s. */
-int ckpt_writer_create(const char *dir, int keep_last, ckpt_writer **out, ddp_err *err);
+ * (<= 0: all). The caller times ckpt_writer_submit for the stall, or reads stats.snapshot_s.
+ * stall_s > 0: a call that waits for a write gives it up when the storage takes no byte for that
+ * long (the prune after it included), and from then on every call fails with that error
+ * (ckpt_writer_stalled); 0: waits as long as the write takes. */
+int ckpt_writer_create(const char *dir, int keep_last, double stall_s, ckpt_writer **out, ddp_err *err);
 /* Waits for the previous write (returning its error, without starting a new one, if it failed),
  * deep-copies s into the writer's host snapshot and returns; the worker thread then writes it
  * atomically and prunes. s's buffers may change as soon as this returns. */
@@ -211,7 +219,12 @@ void ckpt_writer_set_uploader(ckpt_writer *w, ckpt_uploader *u);
  * profiler's hook; it must be thread-safe and outlive the writer). NULL stops the calls. */
 typedef void (*ckpt_write_observer)(void *ctx, const char *what, double begin_s, double end_s);
 void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void *ctx);
-/* Waits for an in-flight write, then stops the thread and frees everything. */
-void ckpt_writer_destroy(ckpt_writer *w);
+/* Whether a wait gave a write up for the storage's stall (ckpt_writer_create). */
+bool ckpt_writer_stalled(ckpt_writer *w);
+/* Waits for an in-flight write, then stops the thread and frees everything; false. True: a write
+ * given up is still in its thread, which may come back from the storage at any time: the writer
+ * is left to it, never freed, and so must its uploader be, which it may still hand a checkpoint
+ * (the process is ending). */
+bool ckpt_writer_destroy(ckpt_writer *w);
 
 #endif

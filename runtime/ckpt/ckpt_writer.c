@@ -2,6 +2,11 @@
  * memcpy: submit deep-copies the state into a reused snapshot buffer and returns; the worker
  * writes it atomically (ckpt.c) and prunes. One write in flight at a time.
  *
+ * A wait watches the write: when the storage takes no byte for stall_s (a network mount that
+ * stopped answering), the write is given up and every call returns why from then on, so the job
+ * ends naming it instead of hanging. The thread may be stuck in the kernel for good; it is left
+ * alone, and after it the writer and its uploader, which it may still touch.
+ *
  * This file must not touch the trainer's buffers after submit returns, nor drop a write's
  * error: it is returned by the next submit, wait or poll (a failed prune after it is only a warning,
  * ckpt_prune_after_save). Its thread must not call CUDA: a thread's current device is its own,
@@ -26,8 +31,12 @@ struct ckpt_writer {
     ckpt_uploader *uploader;  /* NULL: no checkpoint.upload_cmd */
     ckpt_write_observer observe;  /* NULL: none (ckpt_writer_set_observer) */
     void *observe_ctx;
+    double stall_s;     /* > 0: how long a wait lets the storage take no byte (ckpt_writer_create) */
+    _Atomic uint64_t progress; /* all writes' progress together (ckpt_state.progress) */
     worker thread;      /* its mutex guards the fields below */
     bool busy;          /* a snapshot is waiting for or being written */
+    bool stalled;       /* a wait gave the write up: stall_err is every call's answer */
+    ddp_err stall_err;
     int status;         /* last write's status, reported once */
     ddp_err status_err;
     ckpt_write_stats stats;
@@ -39,10 +48,16 @@ struct ckpt_writer {
     uint64_t arena_cap;
 };
 
-/* Hands the new checkpoint to the uploader first, so that pruning spares what it still reads. */
+/* Hands the new checkpoint to the uploader first, so that pruning spares what it still reads. Not
+ * after a wait gave the write up: the job is ending without it. */
 static void prune_after(ckpt_writer *w, const char *path, int64_t step)
 {
     char held[2][CKPT_PATH_MAX] = {"", ""};
+    worker_lock(&w->thread);
+    bool given_up = w->stalled;
+    worker_unlock(&w->thread);
+    if (given_up)
+        return;
     if (w->uploader) {
         ckpt_uploader_submit(w->uploader, path, step);
         ckpt_uploader_held(w->uploader, held);
@@ -96,15 +111,10 @@ static void writer_main(worker *t, void *arg)
         double t2 = monotonic_s();
 
         worker_lock(t);
-        ckpt_write_observer observe = w->observe;
-        void *observe_ctx = w->observe_ctx;
-        worker_unlock(t);
-        if (observe) {
-            observe(observe_ctx, "checkpoint write", t0, t1);
-            observe(observe_ctx, "checkpoint prune", t1, t2);
+        if (w->observe && !w->stalled) { /* under the lock: a given-up writer's owner may free its context */
+            w->observe(w->observe_ctx, "checkpoint write", t0, t1);
+            w->observe(w->observe_ctx, "checkpoint prune", t1, t2);
         }
-
-        worker_lock(t);
         w->status = rc;
         w->status_err = e;
         w->stats.write_s = t1 - t0;
@@ -125,7 +135,7 @@ void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void 
     worker_unlock(&w->thread);
 }
 
-int ckpt_writer_create(const char *dir, int keep_last, ckpt_writer **out, ddp_err *err)
+int ckpt_writer_create(const char *dir, int keep_last, double stall_s, ckpt_writer **out, ddp_err *err)
 {
     ckpt_ignore_sigxfsz_once();
     ckpt_writer *w = calloc(1, sizeof *w);
@@ -136,6 +146,7 @@ int ckpt_writer_create(const char *dir, int keep_last, ckpt_writer **out, ddp_er
         return ddp_fail(err, DDP_EUSAGE, "checkpoint directory path too long: %s", dir);
     }
     w->keep_last = keep_last;
+    w->stall_s = stall_s;
     worker_init(&w->thread);
     int rc = worker_start(&w->thread, "checkpoint writer", NULL, writer_main, w, err);
     if (rc != DDP_OK) {
@@ -191,17 +202,47 @@ static int take_snapshot(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
         w->snap.hdr = s->hdr;
         w->snap.n_tensors = s->n_tensors;
         w->snap.tensors = w->snap_tensors;
+        w->snap.progress = &w->progress;
         w->stats.bytes = L.file_len;
     }
     ckpt_layout_free(&L);
     return rc;
 }
 
+/* Caller holds the worker's mutex. Waits for the in-flight write, and gives it up when the storage
+ * took no byte for stall_s (counted from this wait's start: the write may have stalled earlier). */
+static void wait_watched(ckpt_writer *w)
+{
+    uint64_t seen = atomic_load_explicit(&w->progress, memory_order_relaxed);
+    double since = monotonic_s();
+    while (w->busy && !w->stalled) {
+        if (!(w->stall_s > 0)) {
+            worker_wait(&w->thread);
+            continue;
+        }
+        worker_wait_for(&w->thread, since + w->stall_s - monotonic_s());
+        uint64_t now = atomic_load_explicit(&w->progress, memory_order_relaxed);
+        double idle_s = monotonic_s() - since;
+        if (now != seen)
+            seen = now, since = monotonic_s();
+        else if (w->busy && idle_s >= w->stall_s) {
+            w->stalled = true;
+            ddp_fail(&w->stall_err, DDP_ERUNTIME, "checkpoint of step %lld in %s: the storage took no byte for %g s "
+                     "while it was written or older ones pruned; the write is given up (the checkpoints written "
+                     "before it are as they were)", (long long)w->snap.hdr.step, w->dir, w->stall_s);
+        }
+    }
+}
+
 /* Caller holds the worker's mutex. Waits for the in-flight write; returns and clears its status. */
 static int wait_locked(ckpt_writer *w, ddp_err *err)
 {
-    while (w->busy)
-        worker_wait(&w->thread);
+    wait_watched(w);
+    if (w->stalled) {
+        if (err)
+            *err = w->stall_err;
+        return w->stall_err.code;
+    }
     int rc = w->status;
     if (rc && err)
         *err = w->status_err;
@@ -249,7 +290,7 @@ int ckpt_writer_wait(ckpt_writer *w, ckpt_write_stats *stats, ddp_err *err)
 bool ckpt_writer_poll(ckpt_writer *w, ckpt_write_stats *stats, int *status, ddp_err *err)
 {
     worker_lock(&w->thread);
-    bool idle = !w->busy;
+    bool idle = !w->busy || w->stalled;
     if (idle) {
         *stats = w->stats;
         *status = wait_locked(w, err);
@@ -258,12 +299,26 @@ bool ckpt_writer_poll(ckpt_writer *w, ckpt_write_stats *stats, int *status, ddp_
     return idle;
 }
 
-void ckpt_writer_destroy(ckpt_writer *w)
+bool ckpt_writer_stalled(ckpt_writer *w)
+{
+    worker_lock(&w->thread);
+    bool stalled = w->stalled;
+    worker_unlock(&w->thread);
+    return stalled;
+}
+
+bool ckpt_writer_destroy(ckpt_writer *w)
 {
     if (!w)
-        return;
+        return false;
+    worker_lock(&w->thread);
+    bool left = w->stalled && w->busy;
+    worker_unlock(&w->thread);
+    if (left)
+        return true; /* its thread may come back from the storage at any time and must find it */
     worker_destroy(&w->thread); /* the thread finishes a pending write first: it only ends when !busy */
     free(w->snap_tensors);
     free(w->arena);
     free(w);
+    return false;
 }

@@ -2,8 +2,9 @@
  * busy (the stop reaches a body that waits inside its job, and the join waits for the job to end);
  * stopped twice, and never started; a setup that fails on the thread (the start returns its
  * error, the thread joined, the body never run); a setup that runs on the new thread before the
- * start returns; naps cut short by a stop; a body that ends by itself. Ordering is by the
- * worker's own condition variable, never by sleeping. */
+ * start returns; naps cut short by a stop; timed waits ended by a wake or their time; a body
+ * that ends by itself. Ordering is by the worker's own condition variable, never by sleeping. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -224,6 +225,46 @@ static void test_nap_elapses(void)
     worker_destroy(&w);
 }
 
+/* A timed wait ends at a wake long before its time (an hour: else this test times out) and, with
+ * nothing to wake it, when its time is up, however that time is given. The body wakes the owner
+ * only once the owner, holding the mutex from its go until its wait, is waiting. */
+typedef struct waker {
+    bool go, woken;
+} waker;
+
+static void waking_body(worker *w, void *arg)
+{
+    waker *k = arg;
+    worker_lock(w);
+    while (!k->go)
+        worker_wait(w);
+    k->woken = true;
+    worker_wake(w);
+    worker_unlock(w);
+}
+
+static void test_wait_for(void)
+{
+    waker k = {0};
+    worker w;
+    worker_init(&w);
+    ddp_err err = {0};
+    CHECK_EQ_INT(worker_start(&w, "test worker", NULL, waking_body, &k, &err), DDP_OK);
+    worker_lock(&w);
+    k.go = true;
+    worker_wake(&w);
+    worker_wait_for(&w, 3600);
+    while (!k.woken) /* a spurious wake-up */
+        worker_wait_for(&w, 3600);
+    worker_wait_for(&w, 0.001);
+    worker_wait_for(&w, 0);
+    worker_wait_for(&w, -1);
+    worker_wait_for(&w, NAN);
+    worker_unlock(&w);
+    worker_stop(&w);
+    worker_destroy(&w);
+}
+
 /* A body that returns on its own (the preemption watch after a notice) is joined by the stop. */
 static void quick_body(worker *w, void *arg)
 {
@@ -254,6 +295,7 @@ int main(void)
     test_nap_stopped(3600);
     test_nap_stopped(1e10);
     test_nap_elapses();
+    test_wait_for();
     test_body_ends_itself();
     return check_done("test_worker");
 }

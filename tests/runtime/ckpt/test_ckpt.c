@@ -2,7 +2,7 @@
  * of only the smallest entries, corruption (tensor byte flip, truncation, header damage, bad
  * magic/version) detected and named, newest-valid fallback, a tensor name twice refused by the
  * writer and the reader, keep_last pruning, leftover temporaries, the background writer's
- * snapshot semantics, and the `ckpt info` / `ckpt diff` tool's output and exit codes.
+ * snapshot semantics and stall watch, and the `ckpt info` / `ckpt diff` tool's output and exit codes.
  * Failure injection that needs a separate process (disk full, kill -9, permissions) lives in
  * test_ckpt_faults.c. */
 #include <fcntl.h>
@@ -343,14 +343,15 @@ static void test_prune_and_temps(void)
     rmdir(fake);
 }
 
-/* A background writer on dir/sub keeping keep_last saves, and the state the writer tests save:
- * ~19 MB in 14 tensors, so >= 16 chunks, each followed by a sleep when the test asks for one. */
-static ckpt_writer *writer_on(char *d, size_t size, const char *sub, int keep_last, test_state *ts)
+/* A background writer on dir/sub keeping keep_last saves (stall_s: ckpt_writer_create's), and the
+ * state the writer tests save: ~19 MB in 14 tensors, so >= 16 chunks, each followed by a sleep
+ * when the test asks for one. */
+static ckpt_writer *writer_on(char *d, size_t size, const char *sub, int keep_last, double stall_s, test_state *ts)
 {
     snprintf(d, size, "%s/%s", dir, sub);
     ckpt_writer *w = NULL;
     ddp_err err = {0};
-    CHECK_EQ_INT(ckpt_writer_create(d, keep_last, &w, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_create(d, keep_last, stall_s, &w, &err), DDP_OK);
     ts_init(ts, 1, 11, 2048);
     return w;
 }
@@ -359,7 +360,7 @@ static void test_background_writer(void)
 {
     char d[600];
     test_state ts;
-    ckpt_writer *w = writer_on(d, sizeof d, "writer", 0, &ts);
+    ckpt_writer *w = writer_on(d, sizeof d, "writer", 0, 0, &ts);
     ddp_err err = {0};
     test_state ref;
     ts_init(&ref, 1, 11, 2048);
@@ -390,7 +391,7 @@ static void test_background_writer(void)
     /* a write error surfaces in wait with the path, and the writer stays usable */
     char bad[700];
     snprintf(bad, sizeof bad, "%s/ckpt-00000001.ddp/sub", d);   /* parent is a file */
-    CHECK_EQ_INT(ckpt_writer_create(bad, 0, &w, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_create(bad, 0, 0, &w, &err), DDP_OK);
     CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
     CHECK_EQ_INT(ckpt_writer_wait(w, NULL, &err), DDP_ERUNTIME);
     CHECK_STR_CONTAINS(err.msg, "Not a directory");
@@ -409,7 +410,7 @@ static void test_writer_prune_timed_apart(void)
 {
     char d[600];
     test_state ts;
-    ckpt_writer *w = writer_on(d, sizeof d, "writer-prune", 1, &ts);
+    ckpt_writer *w = writer_on(d, sizeof d, "writer-prune", 1, 0, &ts);
     ddp_err err = {0};
     CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
     ckpt_write_stats st;
@@ -423,6 +424,52 @@ static void test_writer_prune_timed_apart(void)
           "keep_last 1 keeps only the newest save");
     CHECK(st.write_s >= 0.8 && st.prune_s > 0, "write %g s (holds the sleeps), prune %g s", st.write_s, st.prune_s);
     ckpt_writer_destroy(w);
+    ts_free(&ts);
+}
+
+/* The stall watch: a write slower in all than stall_s, whose storage takes a chunk every 100 ms,
+ * is waited out (>= 16 chunks: >= 1.6 s against 1 s). One the storage takes no byte of (the
+ * slow-write fault: 60 s before its first) is given up within about stall_s: the wait fails
+ * naming it, every later call gives the same answer at once, the checkpoint before it is as it
+ * was, and destroy leaves the writer to its thread. Last of the tests: that thread sleeps on until
+ * the process ends, reading DDP_TEST_FAULT again when it wakes, so it is never unset. */
+static void test_writer_stall(void)
+{
+    char d[600];
+    test_state ts;
+    ckpt_writer *w = writer_on(d, sizeof d, "writer-stall", 0, 1.0, &ts);
+    ddp_err err = {0};
+    ckpt_write_stats st;
+    setenv("DDP_CKPT_TEST_SLOW_WRITE_MS", "100", 1);
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_OK);
+    unsetenv("DDP_CKPT_TEST_SLOW_WRITE_MS");
+    CHECK(st.write_s >= 1.6 && ts_file_exists(d, "ckpt-00000001.ddp") && !ckpt_writer_stalled(w),
+          "a write of %g s that went on was waited out: %s", st.write_s, err.msg);
+
+    setenv("DDP_TEST_FAULT", "slow-write:0:2:60", 1);
+    ts.s.hdr.step = 2;
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_ERUNTIME);
+    CHECK_STR_CONTAINS(err.msg, "checkpoint of step 2 in ");
+    CHECK_STR_CONTAINS(err.msg, d);
+    CHECK_STR_CONTAINS(err.msg, "took no byte for 1 s");
+    CHECK(ckpt_writer_stalled(w), "the writer does not say it gave up");
+    ddp_err again = {0};
+    int status = DDP_OK;
+    CHECK(ckpt_writer_poll(w, &st, &status, &again) && status == DDP_ERUNTIME && strcmp(again.msg, err.msg) == 0,
+          "poll: %d \"%s\"", status, again.msg);
+    ts.s.hdr.step = 3;
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &again), DDP_ERUNTIME);
+    CHECK_STR_CONTAINS(again.msg, "checkpoint of step 2 in ");
+    CHECK(!ts_file_exists(d, "ckpt-00000002.ddp") && !ts_file_exists(d, "ckpt-00000003.ddp"),
+          "no checkpoint of a later step is there");
+    ckpt_loaded c;
+    char p1[700];
+    snprintf(p1, sizeof p1, "%s/ckpt-00000001.ddp", d);
+    CHECK(ckpt_read(p1, &c, &err) == DDP_OK, "the checkpoint before it: %s", err.msg);
+    ckpt_loaded_free(&c);
+    CHECK(ckpt_writer_destroy(w), "destroy did not leave the writer to its thread");
     ts_free(&ts);
 }
 
@@ -510,6 +557,7 @@ int main(void)
     test_background_writer();
     test_writer_prune_timed_apart();
     test_tool();
+    test_writer_stall();
     int rc = check_done("test_ckpt");
     if (rc == 0)
         ts_rmrf(dir);
