@@ -45,10 +45,12 @@ typedef struct rank_failure {
 } rank_failure;
 
 /* A collective deadline's verdict seen in a rank's output (collectives/comm.h): the ranks that
- * did not arrive, and their hosts without repeats. */
+ * did not arrive, and their hosts without repeats. Also a line after which a rank may not end
+ * (the NCCL watchdog's abort, a checkpoint write given up), which names no rank: seen_s alone. */
 #define DEADLINE_HOSTS_MAX 64
 typedef struct deadline_verdict {
     double seen_s;                             /* monotonic_s() when seen; 0: none */
+    const char *what;                          /* what was seen, for ddprun's line when it ends mpirun */
     char not_arrived[512];                     /* "rank 2 (host h2), rank 3 (host h2)" */
     char hosts[DEADLINE_HOSTS_MAX][64];
     int n_hosts;

@@ -163,12 +163,14 @@ static void act_on_stops(pid_t pid, int ranks, int stop_signal, const output_fil
     fflush(stderr);
 }
 
-/* mpirun outlived a deadline's verdict: ends its process group (the first time politely). */
-static void end_stuck_mpirun(pid_t pid, int tries)
+/* mpirun outlived a deadline's verdict (what: which one): ends its process group (the first time
+ * politely). */
+static void end_stuck_mpirun(pid_t pid, int tries, const char *what)
 {
     if (tries == 0)
-        fprintf(stderr, "ddprun: mpirun has not ended the job %.0f s after the collective deadline (a host may be "
-                        "unreachable): terminating it\n", END_AFTER_VERDICT_S);
+        fprintf(stderr, "ddprun: mpirun has not ended the job %.0f s after %s (a host may be unreachable, or a "
+                        "rank held by storage that stopped answering): terminating it\n", END_AFTER_VERDICT_S,
+                what ? what : "the collective deadline");
     kill(-pid, tries == 0 ? SIGTERM : SIGKILL);
     fflush(stderr);
 }
@@ -182,7 +184,7 @@ static int wait_ms(const output_filter *f, pid_t pid, bool exited, int *ends)
     if (seen <= 0) return -1;
     double left = seen + END_AFTER_VERDICT_S * (1 + *ends) - monotonic_s();
     if (left <= 0) {
-        end_stuck_mpirun(pid, (*ends)++);
+        end_stuck_mpirun(pid, (*ends)++, output_deadline(f)->what);
         left = END_AFTER_VERDICT_S;
     }
     return (int)(left * 1000.0) + 1;

@@ -20,6 +20,7 @@
 
 #include "collectives/comm.h"
 #include "runtime/base/clock.h"
+#include "runtime/ckpt/ckpt.h"
 
 /* A line longer than this is emitted in pieces rather than buffered without bound. */
 #define LINE_MAX_BYTES (1u << 20)
@@ -168,6 +169,7 @@ static void parse_deadline(output_filter *f, const char *text)
     if (d->seen_s > 0 || strncmp(text, COMM_DEADLINE_VERDICT, strlen(COMM_DEADLINE_VERDICT)) != 0)
         return;
     d->seen_s = monotonic_s();
+    d->what = "the collective deadline";
     if (!p)
         return;
     p += strlen(COMM_DEADLINE_NOT_ARRIVED);
@@ -351,8 +353,11 @@ static void rank_line(output_filter *f, int rank, bool is_err, char *joined)
     const char *verdict = strstr(joined, COMM_DEADLINE_VERDICT);
     if (verdict)
         parse_deadline(f, verdict);
-    else if (watchdog_aborts(joined) && f->deadline.seen_s <= 0)
-        f->deadline.seen_s = monotonic_s(); /* no rank named: NCCL cannot tell which one */
+    else if (f->deadline.seen_s <= 0 && watchdog_aborts(joined)) /* no rank named: NCCL cannot tell which */
+        f->deadline = (deadline_verdict){.seen_s = monotonic_s(), .what = "the NCCL watchdog's abort"};
+    else if (f->deadline.seen_s <= 0 && strstr(joined, CKPT_WRITE_GIVEN_UP)) /* its rank ends at once, unless
+                                                                              * the stuck write holds it */
+        f->deadline = (deadline_verdict){.seen_s = monotonic_s(), .what = "a checkpoint write given up"};
     free(joined);
 }
 

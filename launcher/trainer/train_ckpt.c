@@ -356,8 +356,12 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
      * took it for a first failure the next save would make good, but none comes: written once more;
      * a second failure fails the job, as its state is not saved (a stop's exit 75 would tell the
      * launcher that it is). */
-    if (!failed && c->last_saved_step == t->step && c->durable_step < t->step && !stalled)
+    if (!failed && c->last_saved_step == t->step && c->durable_step < t->step && !stalled) {
         rc = write_last_again(t, c, &st, err ? err : &local);
+        stalled = ckpt_writer_stalled(c->writer);
+        if (stalled)
+            name_stall_limit(err ? err : &local);
+    }
     if (rc == DDP_OK && st.path[0]) /* a failed write was reported when it happened, never as written */
         log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s), older ones pruned in %.1f ms; "
                  "training stalled %.1f ms for the snapshot", st.path, st.bytes / 1e6, 1e3 * st.write_s,
@@ -365,13 +369,15 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
     if (c->uploader) {
         if (failed || stalled) /* its peers wait for this rank: an upload must not hold the job for its time limit */
             ckpt_uploader_abandon(c->uploader);
+        if (stalled) /* its log is in run.dir, maybe on the storage that stopped: the rank ends without it */
+            return rc;
         ckpt_uploader_drain(c->uploader);
         /* What an upload held from pruning goes now, counted from the newest checkpoint this job
          * wrote. A job that wrote none held none, and prunes nothing: the newest file there may be
          * one the resume found damaged and passed over, and keeping it instead of the one resumed
          * from would leave nothing to resume. */
         ddp_err e = {0};
-        if (c->last_written[0] && !stalled && ckpt_prune(c->dir, (int)t->cfg->checkpoint.keep_last, c->last_written, &e) != DDP_OK)
+        if (c->last_written[0] && ckpt_prune(c->dir, (int)t->cfg->checkpoint.keep_last, c->last_written, &e) != DDP_OK)
             log_warn("checkpoint: %s", e.msg);
     }
     return rc;

@@ -29,6 +29,12 @@
 #include "runtime/base/test_fault.h"
 
 #define WRITE_CHUNK (4u << 20)
+/* How far the page cache may run ahead of the storage: past it each chunk first waits for the
+ * writeback of the bytes this far behind. Unbounded, a host with much memory takes a whole
+ * checkpoint into its page cache at once and the final fsync writes it all, minutes with no sign
+ * of progress to the stall watch (ckpt_writer.c); bounded, the fsync has at most this much left,
+ * and 16 chunks keep the storage's queue full meanwhile. */
+#define WRITE_BEHIND (64u << 20)
 
 static pthread_once_t sigxfsz_once = PTHREAD_ONCE_INIT;
 
@@ -91,22 +97,46 @@ static int slow_write_ms(void)
     return s ? atoi(s) : 0;
 }
 
-/* Where a write stands in its temporary file: the descriptor, the offset reached, and the caller's
- * progress counter (ckpt_state.progress, or NULL). */
+/* Where a write stands in its temporary file: the descriptor, the offset reached, how much of it
+ * the storage has taken for sure (its writeback waited for), and the caller's progress counter
+ * (ckpt_state.progress, or NULL). */
 typedef struct write_stream {
     int fd;
     uint64_t off;
+    uint64_t settled;
+    bool unbounded;     /* the filesystem cannot wait for a range: the final fsync writes it all */
     const char *tmp;
     _Atomic uint64_t *progress;
 } write_stream;
 
-/* Writes n bytes at st->off in chunks (slow_ms: the test hook's pause after each), retrying short writes and EINTR. Each chunk's writeback to
- * the disk starts as soon as it is in the page cache (sync_file_range), so the disk streams
- * while later chunks are copied instead of all of it waiting for the final fsync. */
+/* Waits for the writeback of what lies more than WRITE_BEHIND behind st->off. Its I/O error is the
+ * write's: sync_file_range reports it once, and the fsync after it would not again. */
+static int settle_behind(write_stream *st, ddp_err *err)
+{
+    if (st->unbounded || st->off < st->settled + WRITE_BEHIND + WRITE_CHUNK)
+        return DDP_OK;
+    uint64_t upto = st->off - WRITE_BEHIND;
+    unsigned flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+    if (sync_file_range(st->fd, (off_t)st->settled, (off_t)(upto - st->settled), flags) == 0)
+        st->settled = upto;
+    else if (errno == EINVAL || errno == ENOSYS || errno == ESPIPE || errno == EOPNOTSUPP)
+        st->unbounded = true;
+    else if (errno != EINTR) /* EINTR: tried again after the next chunk */
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: writeback: %s", st->tmp, strerror(errno));
+    return DDP_OK;
+}
+
+/* Writes n bytes at st->off in chunks (slow_ms: the test hook's pause after each), retrying short
+ * writes and EINTR. Each chunk's writeback to the disk starts as soon as it is in the page cache
+ * (sync_file_range), so the disk streams while later chunks are copied instead of all of it
+ * waiting for the final fsync; no more than WRITE_BEHIND is left to it (settle_behind). */
 static int stream_out(write_stream *st, const void *src, uint64_t n, int slow_ms, ddp_err *err)
 {
     const uint8_t *p = src;
     while (n > 0) {
+        int rc = settle_behind(st, err);
+        if (rc != DDP_OK)
+            return rc;
         size_t chunk = n > WRITE_CHUNK ? WRITE_CHUNK : (size_t)n;
         ssize_t w = write(st->fd, p, chunk);
         if (w < 0 && errno == EINTR)

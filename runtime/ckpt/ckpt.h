@@ -219,6 +219,10 @@ void ckpt_writer_set_uploader(ckpt_writer *w, ckpt_uploader *u);
  * profiler's hook; it must be thread-safe and outlive the writer). NULL stops the calls. */
 typedef void (*ckpt_write_observer)(void *ctx, const char *what, double begin_s, double end_s);
 void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void *ctx);
+/* How the error of a write given up for the storage's stall begins. ddprun, which reads the ranks'
+ * output, bounds mpirun from a line holding it on: the rank may be unable to end, its process held
+ * by the writer's thread stuck in the kernel. */
+#define CKPT_WRITE_GIVEN_UP "checkpoint write given up: "
 /* Whether a wait gave a write up for the storage's stall (ckpt_writer_create). */
 bool ckpt_writer_stalled(ckpt_writer *w);
 /* Waits for an in-flight write, then stops the thread and frees everything; false. True: a write

@@ -12,7 +12,8 @@
  * ckpt_prune_after_save). Its thread must not call CUDA: a thread's current device is its own,
  * and one that never selects it works on GPU 0. Test-only:
  * DDP_TEST_FAULT=slow-write:0:STEP:SECONDS (runtime/base/test_fault.h) makes the write of step
- * STEP's checkpoint take SECONDS longer, as slow storage would; fail-write:0:STEP makes its first
+ * STEP's checkpoint take SECONDS longer, as slow storage would (slow-prune: its prune, once the
+ * file is durable); fail-write:0:STEP makes its first
  * write fail, as storage that fails once would. */
 #include "ckpt_internal.h"
 
@@ -36,6 +37,7 @@ struct ckpt_writer {
     worker thread;      /* its mutex guards the fields below */
     bool busy;          /* a snapshot is waiting for or being written */
     bool stalled;       /* a wait gave the write up: stall_err is every call's answer */
+    char durable[CKPT_PATH_MAX]; /* the write in flight's file once durable (its prune may still run) */
     ddp_err stall_err;
     int status;         /* last write's status, reported once */
     ddp_err status_err;
@@ -48,14 +50,24 @@ struct ckpt_writer {
     uint64_t arena_cap;
 };
 
-/* Hands the new checkpoint to the uploader first, so that pruning spares what it still reads. Not
- * after a wait gave the write up: the job is ending without it. */
+/* Test-only: DDP_TEST_FAULT slow-write (kind) or slow-prune at this checkpoint's step. */
+static void test_slow(const char *kind, int64_t step)
+{
+    test_fault f;
+    if (test_fault_get(&f) && strcmp(f.kind, kind) == 0 && f.step == step)
+        test_fault_sleep(&f);
+}
+
+/* path is durable: says so to a wait, then hands it to the uploader first, so that pruning spares
+ * what it still reads. Not after a wait gave the write up: the job is ending without it. */
 static void prune_after(ckpt_writer *w, const char *path, int64_t step)
 {
     char held[2][CKPT_PATH_MAX] = {"", ""};
     worker_lock(&w->thread);
     bool given_up = w->stalled;
+    snprintf(w->durable, sizeof w->durable, "%s", path);
     worker_unlock(&w->thread);
+    test_slow("slow-prune", step);
     if (given_up)
         return;
     if (w->uploader) {
@@ -66,13 +78,6 @@ static void prune_after(ckpt_writer *w, const char *path, int64_t step)
     ckpt_prune_after_save(w->dir, w->keep_last, path, held_paths, 2);
 }
 
-/* Test-only: DDP_TEST_FAULT slow-write at this checkpoint's step. */
-static void test_slow_write(int64_t step)
-{
-    test_fault f;
-    if (test_fault_get(&f) && strcmp(f.kind, "slow-write") == 0 && f.step == step)
-        test_fault_sleep(&f);
-}
 
 /* Test-only: DDP_TEST_FAULT fail-write at this checkpoint's step, its first write only. Called
  * from the writer's thread alone. */
@@ -101,12 +106,12 @@ static void writer_main(worker *t, void *arg)
         ddp_err e = {0};
         char path[CKPT_PATH_MAX] = "";
         double t0 = monotonic_s();
-        test_slow_write(w->snap.hdr.step);
+        test_slow("slow-write", w->snap.hdr.step);
         int rc = test_fail_write(w->snap.hdr.step, &e);
         if (rc == DDP_OK)
             rc = ckpt_write_atomic(w->dir, &w->snap, path, &e);
         double t1 = monotonic_s();
-        if (!rc) /* path is durable */
+        if (!rc)
             prune_after(w, path, w->snap.hdr.step);
         double t2 = monotonic_s();
 
@@ -209,6 +214,20 @@ static int take_snapshot(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
     return rc;
 }
 
+/* Caller holds the worker's mutex. The write in flight made no progress for stall_s. */
+static void give_up(ckpt_writer *w)
+{
+    w->stalled = true;
+    if (w->durable[0])
+        ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "step %lld is written (%s), but removing older "
+                 "ones beyond checkpoint.keep_last made no progress for %g s (the storage may have stopped answering)",
+                 (long long)w->snap.hdr.step, w->durable, w->stall_s);
+    else
+        ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "step %lld in %s: the storage took no byte of it "
+                 "for %g s (the checkpoints written before it are as they were)", (long long)w->snap.hdr.step,
+                 w->dir, w->stall_s);
+}
+
 /* Caller holds the worker's mutex. Waits for the in-flight write, and gives it up when the storage
  * took no byte for stall_s (counted from this wait's start: the write may have stalled earlier). */
 static void wait_watched(ckpt_writer *w)
@@ -225,12 +244,8 @@ static void wait_watched(ckpt_writer *w)
         double idle_s = monotonic_s() - since;
         if (now != seen)
             seen = now, since = monotonic_s();
-        else if (w->busy && idle_s >= w->stall_s) {
-            w->stalled = true;
-            ddp_fail(&w->stall_err, DDP_ERUNTIME, "checkpoint of step %lld in %s: the storage took no byte for %g s "
-                     "while it was written or older ones pruned; the write is given up (the checkpoints written "
-                     "before it are as they were)", (long long)w->snap.hdr.step, w->dir, w->stall_s);
-        }
+        else if (w->busy && idle_s >= w->stall_s)
+            give_up(w);
     }
 }
 
@@ -264,6 +279,7 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
     }
     if (!rc) {
         w->busy = true;
+        w->durable[0] = '\0';
         worker_wake(&w->thread);
     }
     worker_unlock(&w->thread);

@@ -6,7 +6,7 @@
  * text finishes it (a status line cut so still read); a line fed in pieces (ddprun's own reads of
  * mpirun's pipe) must come out whole; a line the rank tagged itself ("[rank R host] ") keeps that tag only. Output is captured through a temporary file.
  * A collective deadline's verdict naming more ranks than it lists still yields every host; the NCCL
- * watchdog's abort line counts as a verdict naming none. */
+ * watchdog's abort line and a checkpoint write given up count as a verdict naming none. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 
 #include "collectives/comm_mpi_watch.h"
 #include "launcher/ddprun/ddprun.h"
+#include "runtime/ckpt/ckpt.h"
 #include "tests/check.h"
 
 /* What the filter prints on stdout for `in` fed in pieces of `piece` bytes. */
@@ -86,6 +87,31 @@ static void test_watchdog_abort(void)
     output_filter_free(f);
 }
 
+/* A checkpoint write given up (its rank may be held by the stuck write) starts the bound on mpirun
+ * too, naming no host, and says what it was; an ordinary error does not, and a deadline's verdict
+ * after it changes nothing. */
+static void test_ckpt_given_up(void)
+{
+    const char *other = "[1,0]<stderr>:[rank 0 h1] error: checkpoint of step 8 failed: No space left on device\n";
+    const char *given_up = "[1,0]<stderr>:[rank 0 h1] error: " CKPT_WRITE_GIVEN_UP "step 8 in /mnt/c: the storage "
+                           "took no byte of it for 300 s; the limit is ddp.timeout_s\n";
+    const char *verdict = "[1,1]<stderr>:[rank 1 h2] error: " COMM_DEADLINE_VERDICT "all-reduce #9 did not complete "
+                          "within 3 s on rank 1 (host h2). Not arrived: rank 0 (host h1) (no answer within 3 s)\n";
+    fflush(stderr);
+    output_filter *f = output_filter_new();
+    output_feed(f, true, other, strlen(other));
+    CHECK(output_deadline(f)->seen_s == 0, "a failed write is no verdict");
+    output_feed(f, true, given_up, strlen(given_up));
+    double seen = output_deadline(f)->seen_s;
+    output_feed(f, true, verdict, strlen(verdict));
+    output_finish(f);
+    const deadline_verdict *d = output_deadline(f);
+    CHECK(seen > 0 && d->seen_s == seen && d->n_hosts == 0 && !d->not_arrived[0], "seen %g then %g, %d hosts, \"%s\"",
+          seen, d->seen_s, d->n_hosts, d->not_arrived);
+    CHECK(d->what && strstr(d->what, "checkpoint write given up"), "what: %s", d->what ? d->what : "(none)");
+    output_filter_free(f);
+}
+
 /* The wrapper's status line of rank 3 cut by mpirun's read, rank 5's output between its two
  * pieces: still read (the failure named with its host), not printed. */
 static void test_status_line_cut(void)
@@ -117,6 +143,7 @@ int main(void)
     test_status_line_cut();
     test_deadline_hosts();
     test_watchdog_abort();
+    test_ckpt_given_up();
     char out[4096];
     const size_t pieces[] = {1, 7, 4096};
     for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {

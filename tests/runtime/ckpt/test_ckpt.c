@@ -1,8 +1,9 @@
-/* test_ckpt.c — checkpoint format and files: round trip of every field and dtype and of a table
- * of only the smallest entries, corruption (tensor byte flip, truncation, header damage, bad
- * magic/version) detected and named, newest-valid fallback, a tensor name twice refused by the
- * writer and the reader, keep_last pruning, leftover temporaries, the background writer's
- * snapshot semantics and stall watch, and the `ckpt info` / `ckpt diff` tool's output and exit codes.
+/* test_ckpt.c — checkpoint format and files: round trip of every field and dtype, of a table of
+ * only the smallest entries and of a file past the writer's write-behind bound, corruption
+ * (tensor byte flip, truncation, header damage, bad magic/version) detected and named,
+ * newest-valid fallback, a tensor name twice refused by the writer and the reader, keep_last
+ * pruning, leftover temporaries, the background writer's snapshot semantics and stall watch, and
+ * the `ckpt info` / `ckpt diff` tool's output and exit codes.
  * Failure injection that needs a separate process (disk full, kill -9, permissions) lives in
  * test_ckpt_faults.c. */
 #include <fcntl.h>
@@ -103,6 +104,40 @@ static void test_round_trip(void)
     CHECK_EQ_INT(ckpt_write_atomic(dir, &ts.s, NULL, &err), DDP_EUSAGE);
     CHECK_STR_CONTAINS(err.msg, "twice");
     ts_free(&ts);
+}
+
+/* A file past the 64 MiB the page cache may run ahead of the storage (the writer then waits for the
+ * writeback behind it, chunk by chunk) reads back byte for byte, and the write's progress counter
+ * counted each byte twice: once taken by the file, once checksummed. */
+static void test_past_write_behind(void)
+{
+    const int64_t n = (int64_t)25 << 20; /* 100 MiB of float */
+    uint32_t *v = malloc((size_t)n * sizeof *v);
+    CHECK(v != NULL, "out of memory");
+    if (!v)
+        return;
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (uint32_t)i * 2654435761u;
+    ckpt_tensor t = {.name = "param/big", .dtype = CKPT_F32, .ndim = 1, .shape = {n}, .data = v};
+    _Atomic uint64_t progress = 0;
+    ckpt_state s = {.hdr = {.step = 5}, .n_tensors = 1, .tensors = &t, .progress = &progress};
+    char d[600], path[CKPT_PATH_MAX];
+    snprintf(d, sizeof d, "%s/big", dir);
+    ddp_err err = {0};
+    CHECK(ckpt_write_atomic(d, &s, path, &err) == DDP_OK, "write: %s", err.msg);
+    ckpt_loaded c;
+    if (ckpt_read(path, &c, &err) == DDP_OK) {
+        const ckpt_tensor *r = ckpt_loaded_tensor(&c, "param/big");
+        CHECK(r && r->nbytes == (uint64_t)n * 4 && memcmp(r->data, v, r->nbytes) == 0, "100 MiB read back");
+        uint64_t counted = atomic_load(&progress);
+        CHECK(counted >= 2 * r->nbytes && counted <= 2 * c.file_bytes, "progress %llu for a file of %llu bytes",
+              (unsigned long long)counted, (unsigned long long)c.file_bytes);
+        ckpt_loaded_free(&c);
+    } else {
+        CHECK(0, "read: %s", err.msg);
+    }
+    free(v);
+    ts_rmrf(d);
 }
 
 /* A table of only the smallest entries (scalars with one-letter names, 27 bytes each) is read back:
@@ -431,8 +466,9 @@ static void test_writer_prune_timed_apart(void)
  * is waited out (>= 16 chunks: >= 1.6 s against 1 s). One the storage takes no byte of (the
  * slow-write fault: 60 s before its first) is given up within about stall_s: the wait fails
  * naming it, every later call gives the same answer at once, the checkpoint before it is as it
- * was, and destroy leaves the writer to its thread. Last of the tests: that thread sleeps on until
- * the process ends, reading DDP_TEST_FAULT again when it wakes, so it is never unset. */
+ * was, and destroy leaves the writer to its thread. A prune that stalls after the file is durable
+ * (slow-prune) is given up naming the file as written. Last of the tests: those threads sleep on
+ * until the process ends, reading DDP_TEST_FAULT again when they wake, so it is never unset. */
 static void test_writer_stall(void)
 {
     char d[600];
@@ -451,9 +487,9 @@ static void test_writer_stall(void)
     ts.s.hdr.step = 2;
     CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
     CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_ERUNTIME);
-    CHECK_STR_CONTAINS(err.msg, "checkpoint of step 2 in ");
+    CHECK_STR_CONTAINS(err.msg, CKPT_WRITE_GIVEN_UP "step 2 in ");
     CHECK_STR_CONTAINS(err.msg, d);
-    CHECK_STR_CONTAINS(err.msg, "took no byte for 1 s");
+    CHECK_STR_CONTAINS(err.msg, "took no byte of it for 1 s");
     CHECK(ckpt_writer_stalled(w), "the writer does not say it gave up");
     ddp_err again = {0};
     int status = DDP_OK;
@@ -461,7 +497,7 @@ static void test_writer_stall(void)
           "poll: %d \"%s\"", status, again.msg);
     ts.s.hdr.step = 3;
     CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &again), DDP_ERUNTIME);
-    CHECK_STR_CONTAINS(again.msg, "checkpoint of step 2 in ");
+    CHECK_STR_CONTAINS(again.msg, CKPT_WRITE_GIVEN_UP "step 2 in ");
     CHECK(!ts_file_exists(d, "ckpt-00000002.ddp") && !ts_file_exists(d, "ckpt-00000003.ddp"),
           "no checkpoint of a later step is there");
     ckpt_loaded c;
@@ -470,6 +506,19 @@ static void test_writer_stall(void)
     CHECK(ckpt_read(p1, &c, &err) == DDP_OK, "the checkpoint before it: %s", err.msg);
     ckpt_loaded_free(&c);
     CHECK(ckpt_writer_destroy(w), "destroy did not leave the writer to its thread");
+
+    /* a prune that stalls once the file is durable: given up too, naming the file as written */
+    w = writer_on(d, sizeof d, "writer-stall-prune", 1, 1.0, &ts);
+    setenv("DDP_TEST_FAULT", "slow-prune:0:4:60", 1);
+    ts.s.hdr.step = 4;
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_ERUNTIME);
+    CHECK_STR_CONTAINS(err.msg, CKPT_WRITE_GIVEN_UP "step 4 is written (");
+    CHECK_STR_CONTAINS(err.msg, "/writer-stall-prune/ckpt-00000004.ddp), but removing older ones");
+    snprintf(p1, sizeof p1, "%s/ckpt-00000004.ddp", d);
+    CHECK(ckpt_read(p1, &c, &err) == DDP_OK, "the file written before the prune stalled: %s", err.msg);
+    ckpt_loaded_free(&c);
+    CHECK(ckpt_writer_destroy(w), "destroy did not leave the second writer to its thread");
     ts_free(&ts);
 }
 
@@ -551,6 +600,7 @@ int main(void)
     }
     test_round_trip();
     test_smallest_entries();
+    test_past_write_behind();
     test_corruption_and_fallback();
     test_name_twice();
     test_prune_and_temps();
