@@ -21,6 +21,7 @@
 #include "runtime/ckpt/ckpt_upload.h"
 #include "runtime/base/activity.h"
 #include "runtime/base/clock.h"
+#include "runtime/base/command.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
 #include "runtime/device/device_prof.h"
@@ -369,7 +370,11 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
     if (c->uploader) {
         if (failed || stalled) /* its peers wait for this rank: an upload must not hold the job for its time limit */
             ckpt_uploader_abandon(c->uploader);
-        if (stalled) /* its log is in run.dir, maybe on the storage that stopped: the rank ends without it */
+        /* Stalled: the abandoned upload's end (its group's SIGTERM, then SIGKILL after the grace) is
+         * waited for, but not its log's close, in run.dir, maybe on the storage that stopped */
+        if (stalled && !ckpt_uploader_drain_for(c->uploader, COMMAND_KILL_GRACE_S + 1))
+            log_warn("checkpoint: the upload was stopped but has not ended; the rank ends without it");
+        if (stalled)
             return rc;
         ckpt_uploader_drain(c->uploader);
         /* What an upload held from pruning goes now, counted from the newest checkpoint this job

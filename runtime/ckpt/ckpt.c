@@ -6,8 +6,9 @@
  * final name and never deletes the checkpoint it has just written.
  *
  * Test hooks: DDP_CKPT_TEST_SLOW_WRITE_MS=N sleeps N ms after every data chunk so tests can kill
- * a process in the middle of a write; DDP_TEST_FAULT=prune-fail:0:STEP makes the prune that keeps
- * step STEP's checkpoint fail, as an unreadable directory would. */
+ * a process in the middle of a write; DDP_CKPT_TEST_WRITEBACK_FAIL (set) makes the first wait for
+ * writeback fail with EIO, as storage that lost a write would; DDP_TEST_FAULT=prune-fail:0:STEP
+ * makes the prune that keeps step STEP's checkpoint fail, as an unreadable directory would. */
 #include "ckpt_internal.h"
 
 #include <dirent.h>
@@ -105,19 +106,23 @@ typedef struct write_stream {
     uint64_t off;
     uint64_t settled;
     bool unbounded;     /* the filesystem cannot wait for a range: the final fsync writes it all */
+    bool fail_settle;   /* test hook DDP_CKPT_TEST_WRITEBACK_FAIL: the next wait fails with EIO */
     const char *tmp;
     _Atomic uint64_t *progress;
 } write_stream;
 
-/* Waits for the writeback of what lies more than WRITE_BEHIND behind st->off. Its I/O error is the
- * write's: sync_file_range reports it once, and the fsync after it would not again. */
-static int settle_behind(write_stream *st, ddp_err *err)
+/* Before a chunk of next bytes: waits for the writeback of what would lie more than WRITE_BEHIND
+ * behind its end. Its I/O error is the write's: sync_file_range reports it once, and the fsync
+ * after it would not again. */
+static int settle_behind(write_stream *st, uint64_t next, ddp_err *err)
 {
-    if (st->unbounded || st->off < st->settled + WRITE_BEHIND + WRITE_CHUNK)
+    if (st->unbounded || st->off + next <= st->settled + WRITE_BEHIND)
         return DDP_OK;
-    uint64_t upto = st->off - WRITE_BEHIND;
+    uint64_t upto = st->off + next - WRITE_BEHIND; /* <= off: next is at most a chunk */
     unsigned flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-    if (sync_file_range(st->fd, (off_t)st->settled, (off_t)(upto - st->settled), flags) == 0)
+    int r = st->fail_settle ? (errno = EIO, -1)
+                            : sync_file_range(st->fd, (off_t)st->settled, (off_t)(upto - st->settled), flags);
+    if (r == 0)
         st->settled = upto;
     else if (errno == EINVAL || errno == ENOSYS || errno == ESPIPE || errno == EOPNOTSUPP)
         st->unbounded = true;
@@ -134,10 +139,10 @@ static int stream_out(write_stream *st, const void *src, uint64_t n, int slow_ms
 {
     const uint8_t *p = src;
     while (n > 0) {
-        int rc = settle_behind(st, err);
+        size_t chunk = n > WRITE_CHUNK ? WRITE_CHUNK : (size_t)n;
+        int rc = settle_behind(st, chunk, err);
         if (rc != DDP_OK)
             return rc;
-        size_t chunk = n > WRITE_CHUNK ? WRITE_CHUNK : (size_t)n;
         ssize_t w = write(st->fd, p, chunk);
         if (w < 0 && errno == EINTR)
             continue;
@@ -206,7 +211,8 @@ static int write_contents(int fd, const ckpt_state *s, ckpt_layout *L, const cha
     if (!threaded)
         compute_crcs(&crcs);
     int slow_ms = slow_write_ms();
-    write_stream st = {.fd = fd, .tmp = tmp, .progress = s->progress};
+    write_stream st = {.fd = fd, .tmp = tmp, .progress = s->progress,
+                       .fail_settle = getenv("DDP_CKPT_TEST_WRITEBACK_FAIL") != NULL};
     int rc = stream_out(&st, header, L->data_start, slow_ms, err);
     for (int i = 0; !rc && i < L->n; i++) {
         if (L->offset[i] > st.off)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/base/clock.h"
 #include "runtime/base/command.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
@@ -191,6 +192,17 @@ int ckpt_uploader_drain(ckpt_uploader *u)
     int failed = u->failed;
     worker_unlock(&u->thread);
     return failed;
+}
+
+bool ckpt_uploader_drain_for(ckpt_uploader *u, double max_s)
+{
+    double until = monotonic_s() + max_s;
+    worker_lock(&u->thread);
+    while ((u->running.path[0] || u->waiting.path[0]) && monotonic_s() < until)
+        worker_wait_for(&u->thread, until - monotonic_s());
+    bool idle = !u->running.path[0] && !u->waiting.path[0];
+    worker_unlock(&u->thread);
+    return idle;
 }
 
 void ckpt_uploader_abandon(ckpt_uploader *u)

@@ -31,6 +31,8 @@ void ckpt_uploader_submit(ckpt_uploader *u, const char *path, int64_t step);
 void ckpt_uploader_held(ckpt_uploader *u, char held[2][CKPT_PATH_MAX]);
 /* Waits until no upload runs or waits (saying what it waits for); returns how many failed. */
 int ckpt_uploader_drain(ckpt_uploader *u);
+/* Waits as drain does, silently, for at most max_s; false when an upload still runs or waits. */
+bool ckpt_uploader_drain_for(ckpt_uploader *u, double max_s);
 /* The job failed: the waiting upload is dropped and the running one ended (its process group
  * sent SIGTERM, then SIGKILL), so that the failed rank ends at once instead of holding the job
  * for up to the command's time limit; the checkpoints stay in checkpoint.dir. */

@@ -1,0 +1,239 @@
+/* test_ckpt_writer.c — writing checkpoint files: a file past the 64 MiB the page cache may run
+ * ahead of the storage (read back whole, its progress counted, a failed wait for its writeback
+ * failing the write), and the background writer: snapshot semantics, a write error reported once,
+ * the prune timed apart from the write, and the stall watch (a slow write waited out, a stalled
+ * write or prune given up). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt_test_state.h"
+#include "tests/check.h"
+
+static char dir[512];
+
+/* A file past the 64 MiB the page cache may run ahead of the storage (the writer then waits for the
+ * writeback behind it, chunk by chunk) reads back byte for byte, and the write's progress counter
+ * counted each byte twice: once taken by the file, once checksummed. */
+static void test_past_write_behind(void)
+{
+    const int64_t n = (int64_t)25 << 20; /* 100 MiB of float */
+    uint32_t *v = malloc((size_t)n * sizeof *v);
+    CHECK(v != NULL, "out of memory");
+    if (!v)
+        return;
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (uint32_t)i * 2654435761u;
+    ckpt_tensor t = {.name = "param/big", .dtype = CKPT_F32, .ndim = 1, .shape = {n}, .data = v};
+    _Atomic uint64_t progress = 0;
+    ckpt_state s = {.hdr = {.step = 5}, .n_tensors = 1, .tensors = &t, .progress = &progress};
+    char d[600], path[CKPT_PATH_MAX];
+    snprintf(d, sizeof d, "%s/big", dir);
+    ddp_err err = {0};
+    CHECK(ckpt_write_atomic(d, &s, path, &err) == DDP_OK, "write: %s", err.msg);
+    ckpt_loaded c;
+    if (ckpt_read(path, &c, &err) == DDP_OK) {
+        const ckpt_tensor *r = ckpt_loaded_tensor(&c, "param/big");
+        CHECK(r && r->nbytes == (uint64_t)n * 4 && memcmp(r->data, v, r->nbytes) == 0, "100 MiB read back");
+        uint64_t counted = atomic_load(&progress);
+        CHECK(counted >= 2 * r->nbytes && counted <= 2 * c.file_bytes, "progress %llu for a file of %llu bytes",
+              (unsigned long long)counted, (unsigned long long)c.file_bytes);
+        ckpt_loaded_free(&c);
+    } else {
+        CHECK(0, "read: %s", err.msg);
+    }
+    free(v);
+    ts_rmrf(d);
+}
+
+/* A wait for writeback that fails (DDP_CKPT_TEST_WRITEBACK_FAIL: EIO, as storage that lost a
+ * write) fails the write naming it, leaving neither the file nor its temporary: the error is the
+ * write's, as the fsync after it would not report it again. Only a file past the bound waits. */
+static void test_writeback_failure(void)
+{
+    test_state ts;
+    ts_init(&ts, 6, 11, 2048); /* ~19 MB: no wait, the hook unused */
+    char d[600];
+    snprintf(d, sizeof d, "%s/writeback", dir);
+    ddp_err err = {0};
+    setenv("DDP_CKPT_TEST_WRITEBACK_FAIL", "1", 1);
+    CHECK(ckpt_write_atomic(d, &ts.s, NULL, &err) == DDP_OK, "a file below the bound waits for nothing: %s",
+          err.msg);
+    const int64_t n = (int64_t)20 << 20; /* 80 MiB of float: past the bound */
+    float *v = calloc((size_t)n, sizeof *v);
+    CHECK(v != NULL, "out of memory");
+    ckpt_tensor t = {.name = "param/big", .dtype = CKPT_F32, .ndim = 1, .shape = {n}, .data = v};
+    ckpt_state s = {.hdr = {.step = 7}, .n_tensors = 1, .tensors = &t};
+    if (v)
+        CHECK(ckpt_write_atomic(d, &s, NULL, &err) == DDP_ERUNTIME, "a failed writeback failed no write");
+    unsetenv("DDP_CKPT_TEST_WRITEBACK_FAIL");
+    CHECK_STR_CONTAINS(err.msg, "writeback: Input/output error");
+    CHECK_STR_CONTAINS(err.msg, ".ckpt-00000007.ddp.tmp.");
+    CHECK(!ts_file_exists(d, "ckpt-00000007.ddp"), "no file of the failed write");
+    CHECK_EQ_INT(ts_count(d, ".tmp."), 0); /* its temporary removed */
+    free(v);
+    ts_free(&ts);
+}
+
+/* A background writer on dir/sub keeping keep_last saves (stall_s: ckpt_writer_create's), and the
+ * state the writer tests save: ~19 MB in 14 tensors, so >= 16 chunks, each followed by a sleep
+ * when the test asks for one. */
+static ckpt_writer *writer_on(char *d, size_t size, const char *sub, int keep_last, double stall_s, test_state *ts)
+{
+    snprintf(d, size, "%s/%s", dir, sub);
+    ckpt_writer *w = NULL;
+    ddp_err err = {0};
+    CHECK_EQ_INT(ckpt_writer_create(d, keep_last, stall_s, &w, &err), DDP_OK);
+    ts_init(ts, 1, 11, 2048);
+    return w;
+}
+
+static void test_background_writer(void)
+{
+    char d[600];
+    test_state ts;
+    ckpt_writer *w = writer_on(d, sizeof d, "writer", 0, 0, &ts);
+    ddp_err err = {0};
+    test_state ref;
+    ts_init(&ref, 1, 11, 2048);
+    setenv("DDP_CKPT_TEST_SLOW_WRITE_MS", "50", 1);
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    /* the write needs >= 800 ms of test sleeps, so it cannot be complete yet */
+    CHECK(!ts_file_exists(d, "ckpt-00000001.ddp"), "submit returned before the write finished");
+    memset(ts.buf[0], 0, ckpt_tensor_numel(&ts.t[0]) * 4);   /* training moves on */
+    ts.s.hdr.step = 2;
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    CHECK(ts_file_exists(d, "ckpt-00000001.ddp"), "second submit waited for the first");
+    ckpt_write_stats st;
+    CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_OK);
+    unsetenv("DDP_CKPT_TEST_SLOW_WRITE_MS");   /* only once no write is in flight */
+    CHECK_STR_CONTAINS(st.path, "ckpt-00000002.ddp");
+    CHECK(st.snapshot_s > 0 && st.write_s > 0 && st.bytes > 19000000, "stats %g %g %llu",
+          st.snapshot_s, st.write_s, (unsigned long long)st.bytes);
+    ckpt_writer_destroy(w);
+
+    ckpt_loaded c;
+    char p1[700];
+    snprintf(p1, sizeof p1, "%s/ckpt-00000001.ddp", d);
+    CHECK(ckpt_read(p1, &c, &err) == DDP_OK, "%s", err.msg);
+    const ckpt_tensor *t = ckpt_loaded_tensor(&c, "param/fc1.weight");
+    CHECK(t && memcmp(t->data, ref.buf[0], t->nbytes) == 0, "snapshot independent of later changes");
+    ckpt_loaded_free(&c);
+
+    /* a write error surfaces in wait with the path, and the writer stays usable */
+    char bad[700];
+    snprintf(bad, sizeof bad, "%s/ckpt-00000001.ddp/sub", d);   /* parent is a file */
+    CHECK_EQ_INT(ckpt_writer_create(bad, 0, 0, &w, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_wait(w, NULL, &err), DDP_ERUNTIME);
+    CHECK_STR_CONTAINS(err.msg, "Not a directory");
+    CHECK_STR_CONTAINS(err.msg, "ckpt-00000001.ddp");
+    ckpt_write_stats failed;
+    CHECK_EQ_INT(ckpt_writer_wait(w, &failed, &err), DDP_OK);   /* reported once */
+    CHECK(failed.path[0] == '\0', "a failed write has no path to call written: \"%s\"", failed.path);
+    ckpt_writer_destroy(w);
+    ts_free(&ts);
+    ts_free(&ref);
+}
+
+/* With keep_last 1 the second save removes the first; its time is reported apart from the write's,
+ * which alone holds the test's per-chunk sleeps (>= 16 chunks of 50 ms). */
+static void test_writer_prune_timed_apart(void)
+{
+    char d[600];
+    test_state ts;
+    ckpt_writer *w = writer_on(d, sizeof d, "writer-prune", 1, 0, &ts);
+    ddp_err err = {0};
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    ckpt_write_stats st;
+    CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_OK);
+    ts.s.hdr.step = 2;
+    setenv("DDP_CKPT_TEST_SLOW_WRITE_MS", "50", 1);
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_OK);
+    unsetenv("DDP_CKPT_TEST_SLOW_WRITE_MS");
+    CHECK(!ts_file_exists(d, "ckpt-00000001.ddp") && ts_file_exists(d, "ckpt-00000002.ddp"),
+          "keep_last 1 keeps only the newest save");
+    CHECK(st.write_s >= 0.8 && st.prune_s > 0, "write %g s (holds the sleeps), prune %g s", st.write_s, st.prune_s);
+    ckpt_writer_destroy(w);
+    ts_free(&ts);
+}
+
+/* The stall watch: a write slower in all than stall_s, whose storage takes a chunk every 100 ms,
+ * is waited out (>= 16 chunks: >= 1.6 s against 1 s). One the storage takes no byte of (the
+ * slow-write fault: 60 s before its first) is given up within about stall_s: the wait fails
+ * naming it, every later call gives the same answer at once, the checkpoint before it is as it
+ * was, and destroy leaves the writer to its thread. A prune that stalls after the file is durable
+ * (slow-prune) is given up naming the file as written. Last of the tests: those threads sleep on
+ * until the process ends, reading DDP_TEST_FAULT again when they wake, so it is never unset. */
+static void test_writer_stall(void)
+{
+    char d[600];
+    test_state ts;
+    ckpt_writer *w = writer_on(d, sizeof d, "writer-stall", 0, 1.0, &ts);
+    ddp_err err = {0};
+    ckpt_write_stats st;
+    setenv("DDP_CKPT_TEST_SLOW_WRITE_MS", "100", 1);
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_OK);
+    unsetenv("DDP_CKPT_TEST_SLOW_WRITE_MS");
+    CHECK(st.write_s >= 1.6 && ts_file_exists(d, "ckpt-00000001.ddp") && !ckpt_writer_stalled(w),
+          "a write of %g s that went on was waited out: %s", st.write_s, err.msg);
+
+    setenv("DDP_TEST_FAULT", "slow-write:0:2:60", 1);
+    ts.s.hdr.step = 2;
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_ERUNTIME);
+    CHECK_STR_CONTAINS(err.msg, CKPT_WRITE_GIVEN_UP "step 2 in ");
+    CHECK_STR_CONTAINS(err.msg, d);
+    CHECK_STR_CONTAINS(err.msg, "took no byte of it for 1 s");
+    CHECK(ckpt_writer_stalled(w), "the writer does not say it gave up");
+    ddp_err again = {0};
+    int status = DDP_OK;
+    CHECK(ckpt_writer_poll(w, &st, &status, &again) && status == DDP_ERUNTIME && strcmp(again.msg, err.msg) == 0,
+          "poll: %d \"%s\"", status, again.msg);
+    ts.s.hdr.step = 3;
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &again), DDP_ERUNTIME);
+    CHECK_STR_CONTAINS(again.msg, CKPT_WRITE_GIVEN_UP "step 2 in ");
+    CHECK(!ts_file_exists(d, "ckpt-00000002.ddp") && !ts_file_exists(d, "ckpt-00000003.ddp"),
+          "no checkpoint of a later step is there");
+    ckpt_loaded c;
+    char p1[700];
+    snprintf(p1, sizeof p1, "%s/ckpt-00000001.ddp", d);
+    CHECK(ckpt_read(p1, &c, &err) == DDP_OK, "the checkpoint before it: %s", err.msg);
+    ckpt_loaded_free(&c);
+    CHECK(ckpt_writer_destroy(w), "destroy did not leave the writer to its thread");
+
+    /* a prune that stalls once the file is durable: given up too, naming the file as written */
+    w = writer_on(d, sizeof d, "writer-stall-prune", 1, 1.0, &ts);
+    setenv("DDP_TEST_FAULT", "slow-prune:0:4:60", 1);
+    ts.s.hdr.step = 4;
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_ERUNTIME);
+    CHECK_STR_CONTAINS(err.msg, CKPT_WRITE_GIVEN_UP "step 4 is written (");
+    CHECK_STR_CONTAINS(err.msg, "/writer-stall-prune/ckpt-00000004.ddp), but removing older ones");
+    snprintf(p1, sizeof p1, "%s/ckpt-00000004.ddp", d);
+    CHECK(ckpt_read(p1, &c, &err) == DDP_OK, "the file written before the prune stalled: %s", err.msg);
+    ckpt_loaded_free(&c);
+    CHECK(ckpt_writer_destroy(w), "destroy did not leave the second writer to its thread");
+    ts_free(&ts);
+}
+
+int main(void)
+{
+    if (!ts_tmpdir(dir, sizeof dir, "writer")) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_past_write_behind();
+    test_writeback_failure();
+    test_background_writer();
+    test_writer_prune_timed_apart();
+    test_writer_stall();
+    int rc = check_done("test_ckpt_writer");
+    if (rc == 0)
+        ts_rmrf(dir);
+    return rc;
+}
