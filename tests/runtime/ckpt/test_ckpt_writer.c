@@ -205,6 +205,7 @@ static void test_writer_stall(void)
     CHECK(ckpt_read(p1, &c, &err) == DDP_OK, "the checkpoint before it: %s", err.msg);
     ckpt_loaded_free(&c);
     CHECK(ckpt_writer_destroy(w), "destroy did not leave the writer to its thread");
+    ts_free(&ts); /* the snapshot the writer still holds is its own copy */
 
     /* a prune that stalls once the file is durable: given up too, naming the file as written */
     w = writer_on(d, sizeof d, "writer-stall-prune", 1, 1.0, &ts);
