@@ -13,8 +13,8 @@
  * and one that never selects it works on GPU 0. Test-only:
  * DDP_TEST_FAULT=slow-write:0:STEP:SECONDS (runtime/base/test_fault.h) makes the write of step
  * STEP's checkpoint take SECONDS longer, as slow storage would (slow-prune: its prune, once the
- * file is durable); fail-write:0:STEP makes its first
- * write fail, as storage that fails once would. */
+ * file is durable); fail-write:0:STEP makes its first write fail, as storage that fails once
+ * would. */
 #include "ckpt_internal.h"
 
 #include <stdio.h>
@@ -77,7 +77,6 @@ static void prune_after(ckpt_writer *w, const char *path, int64_t step)
     const char *const held_paths[2] = {held[0], held[1]};
     ckpt_prune_after_save(w->dir, w->keep_last, path, held_paths, 2);
 }
-
 
 /* Test-only: DDP_TEST_FAULT fail-write at this checkpoint's step, its first write only. Called
  * from the writer's thread alone. */
