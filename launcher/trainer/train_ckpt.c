@@ -12,7 +12,9 @@
  * check that the parameters and optimizer state are finite (train_finite.c): a checkpoint is
  * never written from NaN or infinite values, so the last finite one is never pruned for it. It
  * owns the writer, the saved buffers' staging and the save clock (struct train_ckpt,
- * train_ckpt_state.h). Must not decide the file format (ckpt.c) or the loop order (train.c). */
+ * train_ckpt_state.h). Must not decide the file format (ckpt.c) or the loop order (train.c).
+ * Test-only: DDP_TEST_FAULT=slow-snapshot:0:STEP:SECONDS makes rank 0's copy of step STEP's state
+ * from the device take SECONDS longer, as a large model's would. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,6 +26,7 @@
 #include "runtime/base/command.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
+#include "runtime/base/test_fault.h"
 #include "runtime/device/device_prof.h"
 #include "train_budget.h"
 #include "train_ckpt.h"
@@ -82,8 +85,13 @@ int train_ckpt_open(train_job *t, ddp_err *err)
     c->settings = config_settings(cfg, SETTINGS_RESUME);
     if (!c->host || !c->tensors || !c->settings)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint staging buffer");
-    /* a write the storage takes nothing of for ddp.timeout_s is a hung rank, as a collective would be */
-    int rc = ckpt_writer_create(c->dir, (int)cfg->checkpoint.keep_last, cfg->ddp.timeout_s, &c->writer, err);
+    /* A write the storage takes nothing of is a hung rank, as a collective would be. Half the
+     * collective deadline: at a save that waits for the write before it, the other ranks wait for
+     * this one in the next collective under the whole deadline, counted from before this wait (the
+     * copy from the device comes first), and this rank must name the storage before their verdict
+     * names it as late (ddprun would leave its host out of a restart). */
+    int rc = ckpt_writer_create(c->dir, (int)cfg->checkpoint.keep_last, cfg->ddp.timeout_s / 2,
+                                "half of ddp.timeout_s", &c->writer, err);
     if (rc == DDP_OK && cfg->checkpoint.upload_cmd[0]) {
         rc = ckpt_uploader_create(cfg->checkpoint.upload_cmd, cfg->checkpoint.command_timeout_s, c->command_log,
                                   &c->uploader, err);
@@ -151,14 +159,6 @@ static int written(train_job *t, train_ckpt *c, const ckpt_write_stats *st, ddp_
     return train_budget_written(t, st, c->stall_s, err);
 }
 
-/* A write given up for the storage's stall (ckpt_writer_create) names the setting that set its limit. */
-static void name_stall_limit(ddp_err *e)
-{
-    size_t n = strlen(e->msg);
-    if (n < sizeof e->msg)
-        snprintf(e->msg + n, sizeof e->msg - n, "; the limit is ddp.timeout_s");
-}
-
 /* Rank 0: a background write ended with status rc (why: its error). A failure is a warning the
  * first time (a full disk, a network mount's hiccup): training goes on and the next save, a
  * preemption's included, writes anew; a second in a row ends the job. */
@@ -170,11 +170,8 @@ static int write_ended(train_job *t, train_ckpt *c, int rc, const ckpt_write_sta
         c->last_write_failed = false;
         return st->path[0] ? written(t, c, st, err) : DDP_OK;
     }
-    if (ckpt_writer_stalled(c->writer)) { /* no later save can be written */
-        ddp_fail(err, rc, "%s", why->msg);
-        name_stall_limit(err);
-        return rc;
-    }
+    if (ckpt_writer_stalled(c->writer)) /* no later save can be written */
+        return ddp_fail(err, rc, "%s", why->msg);
     if (c->last_write_failed)
         return ddp_fail(err, rc, "checkpoint of step %lld failed, as the save before it did: %s", (long long)st->step,
                         why->msg);
@@ -217,6 +214,14 @@ static int save_sharded(train_job *t, train_ckpt *c, ddp_err *err)
     return rc;
 }
 
+/* Test-only: DDP_TEST_FAULT slow-snapshot at this step (the file's header). */
+static void test_slow_snapshot(const train_job *t)
+{
+    test_fault f;
+    if (test_fault_get(&f) && strcmp(f.kind, "slow-snapshot") == 0 && f.step == t->step)
+        test_fault_sleep(&f);
+}
+
 static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
 {
     double t0 = monotonic_s();
@@ -226,6 +231,7 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
     for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
         if (!c->buffers[b].sharded) /* the sharded ones were collected */
             rc = d->ops->download(d, c->host + (size_t)b * n, c->buffers[b].dev, bytes, err);
+    test_slow_snapshot(t);
     if (rc != DDP_OK)
         return rc;
     ckpt_state s = {.tensors = c->tensors, .n_tensors = describe_tensors(t, c), .hdr = save_header(t, c)};
@@ -345,8 +351,6 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
     ddp_err local = {0};
     int rc = ckpt_writer_wait(c->writer, &st, err ? err : &local);
     bool stalled = ckpt_writer_stalled(c->writer); /* the storage may answer nothing more */
-    if (stalled)
-        name_stall_limit(err ? err : &local);
     if (rc != DDP_OK && !err && c->pending) /* the job failed already: this is no error of its own */
         log_warn("checkpoint of step %lld failed: %s", (long long)c->last_saved_step, local.msg);
     if (rc == DDP_OK && st.path[0] && c->pending) {
@@ -360,8 +364,6 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
     if (!failed && c->last_saved_step == t->step && c->durable_step < t->step && !stalled) {
         rc = write_last_again(t, c, &st, err ? err : &local);
         stalled = ckpt_writer_stalled(c->writer);
-        if (stalled)
-            name_stall_limit(err ? err : &local);
     }
     if (rc == DDP_OK && st.path[0]) /* a failed write was reported when it happened, never as written */
         log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s), older ones pruned in %.1f ms; "

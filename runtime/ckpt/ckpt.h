@@ -198,8 +198,10 @@ typedef struct ckpt_write_stats {
  * (<= 0: all). The caller times ckpt_writer_submit for the stall, or reads stats.snapshot_s.
  * stall_s > 0: a call that waits for a write gives it up when the storage takes no byte for that
  * long (the prune after it included), and from then on every call fails with that error
- * (ckpt_writer_stalled); 0: waits as long as the write takes. */
-int ckpt_writer_create(const char *dir, int keep_last, double stall_s, ckpt_writer **out, ddp_err *err);
+ * (ckpt_writer_stalled), which ends "; the limit is " stall_limit when stall_limit is not NULL
+ * (the setting the user would change); 0: waits as long as the write takes. */
+int ckpt_writer_create(const char *dir, int keep_last, double stall_s, const char *stall_limit, ckpt_writer **out,
+                       ddp_err *err);
 /* Waits for the previous write (returning its error, without starting a new one, if it failed),
  * deep-copies s into the writer's host snapshot and returns; the worker thread then writes it
  * atomically and prunes. s's buffers may change as soon as this returns. */

@@ -33,6 +33,7 @@ struct ckpt_writer {
     ckpt_write_observer observe;  /* NULL: none (ckpt_writer_set_observer) */
     void *observe_ctx;
     double stall_s;     /* > 0: how long a wait lets the storage take no byte (ckpt_writer_create) */
+    char stall_limit[128]; /* what sets stall_s, for the give-up error; "" unnamed */
     _Atomic uint64_t progress; /* all writes' progress together (ckpt_state.progress) */
     worker thread;      /* its mutex guards the fields below */
     bool busy;          /* a snapshot is waiting for or being written */
@@ -139,7 +140,8 @@ void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void 
     worker_unlock(&w->thread);
 }
 
-int ckpt_writer_create(const char *dir, int keep_last, double stall_s, ckpt_writer **out, ddp_err *err)
+int ckpt_writer_create(const char *dir, int keep_last, double stall_s, const char *stall_limit, ckpt_writer **out,
+                       ddp_err *err)
 {
     ckpt_ignore_sigxfsz_once();
     ckpt_writer *w = calloc(1, sizeof *w);
@@ -151,6 +153,7 @@ int ckpt_writer_create(const char *dir, int keep_last, double stall_s, ckpt_writ
     }
     w->keep_last = keep_last;
     w->stall_s = stall_s;
+    snprintf(w->stall_limit, sizeof w->stall_limit, "%s", stall_limit ? stall_limit : "");
     worker_init(&w->thread);
     int rc = worker_start(&w->thread, "checkpoint writer", NULL, writer_main, w, err);
     if (rc != DDP_OK) {
@@ -217,14 +220,17 @@ static int take_snapshot(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
 static void give_up(ckpt_writer *w)
 {
     w->stalled = true;
+    char limit[sizeof w->stall_limit + 32] = "";
+    if (w->stall_limit[0])
+        snprintf(limit, sizeof limit, "; the limit is %s", w->stall_limit);
     if (w->durable[0])
         ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "step %lld is written (%s), but removing older "
-                 "ones beyond checkpoint.keep_last made no progress for %g s (the storage may have stopped answering)",
-                 (long long)w->snap.hdr.step, w->durable, w->stall_s);
+                 "ones beyond checkpoint.keep_last made no progress for %g s (the storage may have stopped answering)%s",
+                 (long long)w->snap.hdr.step, w->durable, w->stall_s, limit);
     else
         ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "step %lld in %s: the storage took no byte of it "
-                 "for %g s (the checkpoints written before it are as they were)", (long long)w->snap.hdr.step,
-                 w->dir, w->stall_s);
+                 "for %g s (the checkpoints written before it are as they were)%s", (long long)w->snap.hdr.step,
+                 w->dir, w->stall_s, limit);
 }
 
 /* Caller holds the worker's mutex. Waits for the in-flight write, and gives it up when the storage
@@ -240,10 +246,10 @@ static void wait_watched(ckpt_writer *w)
         }
         worker_wait_for(&w->thread, since + w->stall_s - monotonic_s());
         uint64_t now = atomic_load_explicit(&w->progress, memory_order_relaxed);
-        double idle_s = monotonic_s() - since;
+        double now_s = monotonic_s();
         if (now != seen)
-            seen = now, since = monotonic_s();
-        else if (w->busy && idle_s >= w->stall_s)
+            seen = now, since = now_s;
+        else if (w->busy && now_s - since >= w->stall_s)
             give_up(w);
     }
 }

@@ -94,7 +94,7 @@ static void test_ckpt_given_up(void)
 {
     const char *other = "[1,0]<stderr>:[rank 0 h1] error: checkpoint of step 8 failed: No space left on device\n";
     const char *given_up = "[1,0]<stderr>:[rank 0 h1] error: " CKPT_WRITE_GIVEN_UP "step 8 in /mnt/c: the storage "
-                           "took no byte of it for 300 s; the limit is ddp.timeout_s\n";
+                           "took no byte of it for 150 s; the limit is half of ddp.timeout_s\n";
     const char *verdict = "[1,1]<stderr>:[rank 1 h2] error: " COMM_DEADLINE_VERDICT "all-reduce #9 did not complete "
                           "within 3 s on rank 1 (host h2). Not arrived: rank 0 (host h1) (no answer within 3 s)\n";
     fflush(stderr);

@@ -95,10 +95,10 @@ check "rank 1 held after a checkpoint: SIGTERM ends the job with exit 75 (got $r
 check "rank 1 held after a checkpoint: rank 1 says it is resumable" \
     grep -q "rank 1.*the stop request was not answered.*the last checkpoint is complete" "$TMP/one.log"
 
-# a stop while the run's final checkpoint is written (slowed to about 9 s, the storage taking a chunk
-# every 0.6 s), past the last agreement: the job's end answers it, so the deadline (2 s) does not cut
-# the write short, nor does the stall watch (no byte for 2 s); the job ends done (0)
-DDP_CKPT_TEST_SLOW_WRITE_MS=600 run_stopped "$TMP/final.log" "grep -q 'step 8/8' $TMP/final.log && sleep 1" \
+# a stop while the run's final checkpoint is written (slowed to about 4.5 s, the storage taking a
+# chunk every 0.3 s), past the last agreement: the job's end answers it, so the deadline (2 s) does
+# not cut the write short, nor does the stall watch (no byte for half of it, 1 s); the job ends done (0)
+DDP_CKPT_TEST_SLOW_WRITE_MS=300 run_stopped "$TMP/final.log" "grep -q 'step 8/8' $TMP/final.log && sleep 1" \
     -- -np 2 "$SMALL" run.dir="$TMP/final" train.max_steps=8 train.log_every=1 ddp.timeout_s=2
 check "a stop during the final save: the job ends 0 (got $rc)" [ $rc -eq 0 ]
 check "... its final checkpoint written whole" "$DDPRUN" ckpt info "$TMP/final/checkpoints/ckpt-00000008.ddp"
@@ -107,27 +107,38 @@ check "... which took longer than ddp.timeout_s" grep -qE "ckpt-00000008.ddp \(.
 check "... and no deadline said" bash -c "! grep -q 'not answered' '$TMP/final.log'"
 
 # the same stop while the storage takes no byte of the final checkpoint (slow-write: 60 s before its
-# first): the write is given up after ddp.timeout_s (2 s) without progress, and the job ends 1 (its
-# state unsaved, so not 75) naming it; step 4's checkpoint is as it was
+# first): the write is given up after half of ddp.timeout_s (1 s) without progress, and the job ends
+# 1 (its state unsaved, so not 75) naming it; step 4's checkpoint is as it was
 STALL=(train.max_steps=8 train.log_every=1 checkpoint.every_steps=4 ddp.timeout_s=2)
 DDP_TEST_FAULT=slow-write:0:8:60 run_stopped "$TMP/stall.log" "grep -q 'step 8/8' $TMP/stall.log" \
     -- -np 2 "$SMALL" run.dir="$TMP/stall" "${STALL[@]}"
 check "a stop during a stalled final save: exit 1 (got $rc)" [ $rc -eq 1 ]
 check "... within ddp.timeout_s and a few seconds (took $took s)" [ $took -le 15 ]
 check "... the write named, given up" grep -q "error: checkpoint write given up: step 8 in $TMP/stall/checkpoints: the \
-storage took no byte of it for 2 s (the checkpoints written before it are as they were); the limit is ddp.timeout_s" \
+storage took no byte of it for 1 s (the checkpoints written before it are as they were); the limit is half of \
+ddp.timeout_s" \
     "$TMP/stall.log"
 check "... step 4's checkpoint whole, none of step 8" bash -c "'$DDPRUN' ckpt info '$TMP/stall/checkpoints/ckpt-00000004.ddp' \
     >/dev/null && [ ! -e '$TMP/stall/checkpoints/ckpt-00000008.ddp' ]"
 
-# no stop: step 4's write stalls, training goes on past it, and step 8's save, which waits for it,
-# gives it up: the job ends 1 in seconds, not after the fault's 60 s
+# no stop: step 4's write stalls (the storage takes its first chunk, then nothing for 60 s),
+# training goes on past it, and step 8's save, which waits for it, gives it up: the job ends 1 in
+# seconds. Rank 1 meanwhile waits for rank 0 in step 9's first collective under the deadline
+# (6 s), counted from before rank 0's wait began, as rank 0 first copies the state from the device
+# (slowed to 6.5 s, as a large model's copy might be); past its deadline, rank 1 gives the other
+# ranks min(6, 5) s to answer before its verdict, at 11 s. Rank 0 names the storage first, at
+# 6.5 + 3 s (with the whole deadline as the write's limit it would speak after the verdict, at
+# 12.5 s, and the verdict would name rank 0 as the late one)
 t0=$SECONDS
-DDP_TEST_FAULT=slow-write:0:4:60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/stall4" "${STALL[@]}" >"$TMP/stall4.log" 2>&1
+DDP_CKPT_TEST_SLOW_WRITE_MS=60000 DDP_TEST_FAULT=slow-snapshot:0:8:6.5 "$DDPRUN" -np 2 "$SMALL" \
+    run.dir="$TMP/stall4" train.max_steps=12 train.log_every=1 checkpoint.every_steps=4 ddp.timeout_s=6 \
+    >"$TMP/stall4.log" 2>&1
 rc=$?
 check "a stalled save mid-run: exit 1 (got $rc)" [ $rc -eq 1 ]
 check "... in seconds (took $((SECONDS - t0)) s)" [ $((SECONDS - t0)) -le 30 ]
-check "... after training on past it" grep -q "step 8/8" "$TMP/stall4.log"
-check "... step 4's write named, given up" grep -q "error: checkpoint write given up: step 4 in .*: the storage took" \
-    "$TMP/stall4.log"
+check "... after training on past it" grep -q "step 8/12" "$TMP/stall4.log"
+check "... step 4's write named, given up" grep -q "error: checkpoint write given up: step 4 in .*: the storage took \
+no byte of it for 3 s" "$TMP/stall4.log"
+check "... before any deadline's verdict" bash -c "! sed '/checkpoint write given up/q' '$TMP/stall4.log' | \
+    grep -q 'ddp.timeout_s: '"
 finish

@@ -77,15 +77,17 @@ static void test_writeback_failure(void)
     ts_free(&ts);
 }
 
-/* A background writer on dir/sub keeping keep_last saves (stall_s: ckpt_writer_create's), and the
- * state the writer tests save: ~19 MB in 14 tensors, so >= 16 chunks, each followed by a sleep
- * when the test asks for one. */
+#define STALL_LIMIT "the test's stall_s"
+
+/* A background writer on dir/sub keeping keep_last saves (stall_s: ckpt_writer_create's, named
+ * STALL_LIMIT when > 0), and the state the writer tests save: ~19 MB in 14 tensors, so >= 16
+ * chunks, each followed by a sleep when the test asks for one. */
 static ckpt_writer *writer_on(char *d, size_t size, const char *sub, int keep_last, double stall_s, test_state *ts)
 {
     snprintf(d, size, "%s/%s", dir, sub);
     ckpt_writer *w = NULL;
     ddp_err err = {0};
-    CHECK_EQ_INT(ckpt_writer_create(d, keep_last, stall_s, &w, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_create(d, keep_last, stall_s, stall_s > 0 ? STALL_LIMIT : NULL, &w, &err), DDP_OK);
     ts_init(ts, 1, 11, 2048);
     return w;
 }
@@ -125,7 +127,7 @@ static void test_background_writer(void)
     /* a write error surfaces in wait with the path, and the writer stays usable */
     char bad[700];
     snprintf(bad, sizeof bad, "%s/ckpt-00000001.ddp/sub", d);   /* parent is a file */
-    CHECK_EQ_INT(ckpt_writer_create(bad, 0, 0, &w, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_create(bad, 0, 0, NULL, &w, &err), DDP_OK);
     CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
     CHECK_EQ_INT(ckpt_writer_wait(w, NULL, &err), DDP_ERUNTIME);
     CHECK_STR_CONTAINS(err.msg, "Not a directory");
@@ -188,7 +190,8 @@ static void test_writer_stall(void)
     CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_ERUNTIME);
     CHECK_STR_CONTAINS(err.msg, CKPT_WRITE_GIVEN_UP "step 2 in ");
     CHECK_STR_CONTAINS(err.msg, d);
-    CHECK_STR_CONTAINS(err.msg, "took no byte of it for 1 s");
+    CHECK_STR_CONTAINS(err.msg, "took no byte of it for 1 s (the checkpoints written before it are as they were); "
+                       "the limit is " STALL_LIMIT);
     CHECK(ckpt_writer_stalled(w), "the writer does not say it gave up");
     ddp_err again = {0};
     int status = DDP_OK;
@@ -215,6 +218,7 @@ static void test_writer_stall(void)
     CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_ERUNTIME);
     CHECK_STR_CONTAINS(err.msg, CKPT_WRITE_GIVEN_UP "step 4 is written (");
     CHECK_STR_CONTAINS(err.msg, "/writer-stall-prune/ckpt-00000004.ddp), but removing older ones");
+    CHECK_STR_CONTAINS(err.msg, "(the storage may have stopped answering); the limit is " STALL_LIMIT);
     snprintf(p1, sizeof p1, "%s/ckpt-00000004.ddp", d);
     CHECK(ckpt_read(p1, &c, &err) == DDP_OK, "the file written before the prune stalled: %s", err.msg);
     ckpt_loaded_free(&c);
