@@ -303,6 +303,10 @@ int doc_packing_open(const char *dir, const char *split, const token_shards *s, 
         if (pack(&pc, T, order, row_of, &p->n_rows) || lay_out(p, s, &pc, order, row_of))
             rc = ddp_fail(err, DDP_ERUNTIME, "%s/%s: out of memory packing %lld pieces", dir, split, (long long)pc.n);
     }
+    if (!rc && p->targets == 0) /* every step's loss would be 0/0 and its gradient nothing */
+        rc = ddp_fail(err, DDP_EUSAGE, "%s/%s_*.mask: no target among the split's %lld tokens (a target is a token "
+                      "marked 1 after its document's first): nothing to train or evaluate on", dir, split,
+                      (long long)p->tokens);
     free(order), free(row_of);
     pieces_free(&pc);
     if (rc)

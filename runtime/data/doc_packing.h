@@ -46,7 +46,8 @@ typedef struct doc_packing {
 
 /* Reads DIR/SPLIT_NNNNNN.docs and .mask for every shard of s (already opened from DIR, SPLIT) and
  * packs rows of T positions. DDP_EUSAGE naming the file for a missing, short, foreign or
- * inconsistent one. On failure *out is zeroed. */
+ * inconsistent one, and naming the masks when no token of the split is a target. On failure *out
+ * is zeroed. */
 int doc_packing_open(const char *dir, const char *split, const token_shards *s, int64_t T, doc_packing *out,
                      ddp_err *err);
 void doc_packing_close(doc_packing *p);

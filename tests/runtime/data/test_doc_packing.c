@@ -207,6 +207,24 @@ static void test_refusals(void)
     refused("train_000000.docs", 1024, 5, "document 1 of 6 tokens overruns");
     refused("train_000000.docs", 1024 + 4, 0, "document 1 of 0 tokens");
     refused("train_000000.docs", 1024 + 4, 9, "document 1 of 9 tokens overruns");
+
+    /* only each document's first token marked: a split without a target, named */
+    const int32_t lens[] = {4, 6};
+    uint8_t mask[10] = {1, 0, 0, 0, 1, 0, 0, 0, 0, 0};
+    write_shard(0, 0, lens, 2, mask);
+    token_shards s;
+    doc_packing p;
+    ddp_err err = {0};
+    CHECK_EQ_INT(open_packing(8, &s, &p, &err), DDP_EUSAGE);
+    CHECK_STR_CONTAINS(err.msg, "/train_*.mask: no target among the split's 10 tokens");
+    mask[9] = 1; /* one target: the last document's last token */
+    write_shard(0, 0, lens, 2, mask);
+    int rc = open_packing(8, &s, &p, &err);
+    CHECK(rc == DDP_OK && p.targets == 1, "one target: %s", err.msg);
+    if (rc == DDP_OK) {
+        doc_packing_close(&p);
+        token_shards_close(&s);
+    }
 }
 
 /* dataset_load_packed: rows as samples, the layout seq_len -> seq_len, targets counted. */
