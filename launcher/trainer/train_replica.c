@@ -152,12 +152,6 @@ int train_params_changed(train_job *t, ddp_err *err)
     return train_zero_params_changed(t, err);
 }
 
-/* Rank 0's parameters reach the others in chunks through a host buffer of at most this many floats
- * (256 MiB), or of one MPI call's limit where that is lower (runtime/base/max_chunk.h: tests set it
- * to take many chunks): no rank stages the whole model, which for Llama 3 8B in float32 would be
- * 32 GB on every rank of a node, and on rank 0 twice. */
-enum { PARAM_CHUNK = 1 << 26 };
-
 /* Floats [off, off + n) of rank 0's parameters into host: drawn from run.seed, or downloaded. */
 static int fill_chunk(train_job *t, bool draw, size_t off, size_t n, float *host, ddp_err *err)
 {
@@ -168,18 +162,25 @@ static int fill_chunk(train_job *t, bool draw, size_t off, size_t n, float *host
     return model_init_params_pieces(m, t->cfg->run.seed, &piece, 1, host, NULL, err);
 }
 
+int train_host_chunk(size_t n, size_t *chunk, ddp_err *err)
+{
+    size_t limit = 0;
+    int rc = max_chunk_read(&limit, err);
+    *chunk = limit < TRAIN_HOST_CHUNK ? limit : TRAIN_HOST_CHUNK;
+    *chunk = *chunk < n ? *chunk : n;
+    return rc;
+}
+
 /* Rank 0's parameters, drawn (draw) or already on its device, onto every rank's device, chunk by
- * chunk; then the model is told they changed. */
+ * chunk (train_host_chunk); then the model is told they changed. */
 static int share_params(train_job *t, bool draw, ddp_err *err)
 {
     model *m = t->m;
     bool root = t->ctl->rank == 0, alone = t->ctl->size == 1;
     if (alone && !draw)
         return train_params_changed(t, err);
-    size_t limit = 0;
-    int rc = max_chunk_read(&limit, err);
-    size_t chunk = limit < PARAM_CHUNK ? limit : PARAM_CHUNK;
-    chunk = chunk < m->n_params ? chunk : m->n_params;
+    size_t chunk = 0;
+    int rc = train_host_chunk(m->n_params, &chunk, err);
     float *host = rc == DDP_OK ? malloc((chunk ? chunk : 1) * sizeof *host) : NULL;
     if (rc == DDP_OK && !host)
         rc = ddp_fail(err, DDP_ERUNTIME, "out of host memory for a chunk of %zu parameters", chunk);

@@ -8,8 +8,17 @@
 
 #include "train_job.h"
 
+/* The most floats a rank stages on the host at once where parameters or state pass through it whole
+ * (256 MiB): no rank stages the whole model, which for Llama 3 8B in float32 would be 32 GB on
+ * every rank of a node, and on rank 0 twice. */
+enum { TRAIN_HOST_CHUNK = 1 << 26 };
+/* *chunk: how many of n floats pass whole through the host at a time: TRAIN_HOST_CHUNK, or one MPI
+ * call's limit where that is lower (runtime/base/max_chunk.h: tests lower it to take many chunks),
+ * or n. DDP_EUSAGE for a malformed DDP_COMM_MAX_CHUNK. */
+int train_host_chunk(size_t n, size_t *chunk, ddp_err *err);
+
 /* Makes every rank's parameters rank 0's (no communication on one rank), in chunks through a host
- * buffer of at most 256 MiB, then tells the model its parameters changed (train_params_changed). */
+ * buffer (train_host_chunk), then tells the model its parameters changed (train_params_changed). */
 int train_broadcast_params(train_job *t, ddp_err *err);
 /* A fresh start's parameters from run.seed (once the resume found nothing: a resumed run never pays
  * for the draw). Replicas start identical: rank 0 draws the model a chunk at a time and broadcasts

@@ -5,12 +5,13 @@
  * sharded set, assembled whole), refuses one written for another model or settings (naming what
  * differs), and broadcasts it, so ranks need no shared filesystem and a different world size or
  * ZeRO stage is fine: the sampler continues from the same number of globally consumed samples and
- * each rank takes its shard of the state it holds (train_zero_distribute). Under ZeRO-3, whose
- * ranks never hold the whole model, a sharded set is read otherwise: rank 0 walks the checkpoints
- * newest first and names each set to every rank, which reads only its own extents of it
- * (train_shard_read_own, each piece's CRC checked as it is read); a set that a rank finds damaged
- * is named and the previous one tried, as ckpt_find_latest does, and a single file ends the walk
- * (read whole as above). Must not decide the file format (ckpt.c) or when to save (train_ckpt.c). */
+ * each rank takes its shard of the state it holds (train_zero_distribute). A job that saves sharded
+ * sets (checkpoint.sharded), or runs ZeRO-3, whose ranks never hold the whole model, reads a set
+ * otherwise, so no rank holds the whole state on the host: rank 0 walks the checkpoints newest
+ * first and names each set to every rank, which reads what it holds of it (train_shard_read_own:
+ * its own extents of what it shards, the rest whole a chunk at a time, each piece's CRC checked as
+ * it is read); a set that a rank finds damaged is named and the previous one tried, as
+ * ckpt_find_latest does, and a single file ends the walk (read whole as above). Must not decide the file format (ckpt.c) or when to save (train_ckpt.c). */
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -151,7 +152,7 @@ bool train_ckpt_may_download(const train_job *t)
 
 /* Rank 0: the newest checkpoint of checkpoint.dir that try_entry takes (ckpt_find_latest_with),
  * and when there is none, of what checkpoint.download_cmd brings into it. The command runs at most
- * once a resume, whichever reader asks first: the ZeRO-3 walk over pieces, or resume_whole's read
+ * once a resume, whichever reader asks first: the walk over a set's pieces, or resume_whole's read
  * when that walk ended at a single file. */
 static int find_own_newest(train_job *t, ckpt_try_fn try_entry, void *ctx, char *used, ddp_err *err)
 {
@@ -251,7 +252,7 @@ static void recompute_total(train_job *t, const int64_t *hdr)
     t->total_steps = t->step + left_now + (later_epochs > 0 ? later_epochs * t->steps_per_epoch : 0);
 }
 
-/* ---- ZeRO-3: each rank reads its own pieces of a sharded set ----------------------------------- */
+/* ---- a sharded set: each rank reads what it holds of it --------------------------------------- */
 
 enum { WALK_END, WALK_TRY };
 
@@ -263,7 +264,7 @@ static int32_t damaged(int rc)
     return rc == DDP_OK ? DDP_OK : DDP_ERUNTIME;
 }
 
-/* Every rank: this rank's pieces of every saved buffer of the set at path, after the checks any
+/* Every rank: what this rank holds of every saved buffer of the set at path, after the checks any
  * resume makes; every rank learns every rank's verdict (train_agree). */
 static int read_own_pieces(train_job *t, const char *path, int64_t *hdr, ddp_err *err)
 {
@@ -274,14 +275,15 @@ static int read_own_pieces(train_job *t, const char *path, int64_t *hdr, ddp_err
     if (mine == DDP_OK)
         mine = check_saved(t, &mf->hdr, mf->settings, (size_t)mf->settings_len, mf->train_samples, path, err);
     for (int b = 0; mine == DDP_OK && b < c->n_buffers; b++)
-        mine = damaged(train_shard_read_own(t, r, c->buffers[b].prefix, c->buffers[b].dev, err));
+        mine = damaged(train_shard_read_own(t, r, c->buffers[b].prefix, c->buffers[b].dev, c->buffers[b].sharded,
+                                            err));
     if (mine == DDP_OK)
         header_fields(&mf->hdr, hdr);
     ckpt_set_close(r);
     if (mine != DDP_OK && t->ctl->rank != 0) /* rank 0 reports its own with the walk's warning */
         log_warn("%s", err->msg);
     char what[CKPT_PATH_MAX + 32];
-    snprintf(what, sizeof what, "read its pieces of %s", path);
+    snprintf(what, sizeof what, "read what it holds of %s", path);
     return train_agree(t, mine, what, err);
 }
 
@@ -368,10 +370,9 @@ static int follow_walk(train_job *t, int64_t *hdr, char *used, ddp_err *err)
     }
 }
 
-/* ZeRO-3, whose ranks never hold the whole model: when the checkpoint to resume is a sharded set,
- * every rank reads its own pieces of it — a set found damaged is named and the previous one tried,
- * as ckpt_find_latest does. *done false: no set to resume this way (none at all, or the newest
- * is a single file, which rank 0 reads whole as for the other stages). */
+/* When the checkpoint to resume is a sharded set, every rank reads what it holds of it — a set
+ * found damaged is named and the previous one tried, as ckpt_find_latest does. *done false: no set
+ * to resume this way (none at all, or the newest is a single file, which rank 0 reads whole). */
 static int resume_by_pieces(train_job *t, int64_t *hdr, char *used, bool *done, ddp_err *err)
 {
     int32_t outcome = t->ctl->rank == 0 ? lead_walk(t, hdr, used, err) : follow_walk(t, hdr, used, err);
@@ -383,7 +384,7 @@ static int resume_by_pieces(train_job *t, int64_t *hdr, char *used, bool *done, 
     }
     *done = outcome == DDP_OK;
     if (outcome == DDP_OK)
-        log_info("resume under ZeRO-3: each rank read only its own pieces of %s", used);
+        log_info("resume from a sharded set: each rank read what it holds of %s", used);
     if (outcome == DDP_OK || outcome == CKPT_NONE || outcome == CKPT_STOP)
         return outcome == DDP_OK ? finish_resume(t, hdr, used, err) : DDP_OK;
     if (t->ctl->rank != 0 && !err->msg[0])
@@ -475,7 +476,9 @@ static int resume_or_start(train_job *t, int64_t *consumed, ddp_err *err)
     int64_t hdr[HDR_N] = {0};
     char used[CKPT_PATH_MAX] = "";
     bool done = false;
-    int rc = t->zero ? resume_by_pieces(t, hdr, used, &done, err) : DDP_OK;
+    /* a job that saves single files walks no sets: a file would be read twice (file_ends_walk) */
+    bool sets = t->zero || t->cfg->checkpoint.sharded;
+    int rc = sets ? resume_by_pieces(t, hdr, used, &done, err) : DDP_OK;
     if (rc != DDP_OK || done)
         return rc != DDP_OK ? rc : resumed(t, hdr, consumed);
     return resume_whole(t, consumed, err);

@@ -1,6 +1,7 @@
 /* train_shard.c — sharded checkpoints in the training job (checkpoint.sharded: true): what each
  * rank writes, in parallel with the others, and the commit (docs/checkpoint-format.md, "Sharded
- * checkpoints"); and under ZeRO-3 what each rank reads back of a set, its own extents alone.
+ * checkpoints"); and what each rank reads back of a set on resume: its own extents of what it
+ * shards, the whole of what it replicates, never the whole state through one host buffer.
  *
  * A rank's shard holds EXTENTS of the global flat buffers (the parameters and each optimizer state
  * buffer, n_params floats each), one per optimizer part: under ZeRO the rank's own parts (its
@@ -9,8 +10,7 @@
  * parameters by the same parts writes the same extents: the format does not change. The shards are
  * written synchronously with ckpt.h's atomic writer (the stall is the write); every rank then learns
  * whether every shard is durable (an all-reduce over t->ctl), rank 0 writes the manifest that commits
- * the set (ckpt_set_commit) and prunes, and every rank learns that verdict too. A resume reads sets
- * through ckpt_find_latest, which assembles them (train_ckpt.c's path is unchanged).
+ * the set (ckpt_set_commit) and prunes, and every rank learns that verdict too.
  * Test-only: DDP_TEST_FAULT=shard-exit:RANK:STEP makes RANK exit with status 3 after its shard of
  * step STEP is durable, before the commit (a save killed part-way).
  * Must not decide when to save or what the buffers are (train_ckpt.c), nor the file layout
@@ -25,6 +25,7 @@
 #include "runtime/base/log.h"
 #include "runtime/base/test_fault.h"
 #include "runtime/ckpt/ckpt_set.h"
+#include "train_replica.h"
 #include "train_shard.h"
 #include "train_zero.h"
 
@@ -122,8 +123,29 @@ static int write_own_shard(train_job *t, const train_shard_save *s, const char *
     return rc;
 }
 
-int train_shard_read_own(train_job *t, ckpt_set_reader *r, const char *prefix, float *dev, ddp_err *err)
+/* A buffer every rank holds whole, read and uploaded a chunk at a time (train_host_chunk). */
+static int read_whole(train_job *t, ckpt_set_reader *r, const char *prefix, float *dev, ddp_err *err)
 {
+    size_t n = t->m->n_params, chunk = 0;
+    int rc = train_host_chunk(n, &chunk, err);
+    float *host = rc == DDP_OK ? malloc((chunk ? chunk : 1) * sizeof *host) : NULL;
+    if (rc == DDP_OK && !host)
+        rc = ddp_fail(err, DDP_ERUNTIME, "out of host memory for a chunk of %zu floats", chunk);
+    for (size_t off = 0; rc == DDP_OK && off < n; off += chunk) {
+        size_t k = n - off < chunk ? n - off : chunk;
+        rc = ckpt_set_read_range(r, prefix, (int64_t)off, (int64_t)k, host, err);
+        if (rc == DDP_OK)
+            rc = t->dev->ops->upload(t->dev, dev + off, host, k * sizeof *host, err);
+    }
+    free(host);
+    return rc;
+}
+
+int train_shard_read_own(train_job *t, ckpt_set_reader *r, const char *prefix, float *dev, bool sharded,
+                         ddp_err *err)
+{
+    if (!sharded)
+        return read_whole(t, r, prefix, dev, err);
     optim_part *x = NULL;
     int nx = 0;
     size_t n = t->opt->n_state;

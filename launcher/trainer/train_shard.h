@@ -1,8 +1,8 @@
 /* train_shard.h — a training job's sharded checkpoint save (checkpoint.sharded: true; train_shard.c):
  * every rank writes the extents of the global buffers it holds into its own shard file at once, and
- * rank 0 commits the set with its manifest once every rank's shard is durable; and ZeRO-3's read of
- * a rank's own extents on resume. It keeps no state of its own. Must not decide when to save or what a buffer is (train_ckpt.c), nor the file format
- * (runtime/ckpt/ckpt_set.h). */
+ * rank 0 commits the set with its manifest once every rank's shard is durable; and a rank's read of
+ * what it holds on resume. It keeps no state of its own. Must not decide when to save or what a
+ * buffer is (train_ckpt.c), nor the file format (runtime/ckpt/ckpt_set.h). */
 #ifndef DDP_TRAIN_SHARD_H
 #define DDP_TRAIN_SHARD_H
 
@@ -34,8 +34,11 @@ typedef struct train_shard_save {
  * gets the set's directory, its bytes and the time until it was committed. */
 int train_shard_write(train_job *t, const train_shard_save *s, ckpt_write_stats *st, ddp_err *err);
 
-/* ZeRO-3's resume: this rank's extents of buffer prefix of the set r reads (whatever world size
- * and stage saved it) into dev, its shard of n_state floats, through a host copy of the shard. */
-int train_shard_read_own(train_job *t, ckpt_set_reader *r, const char *prefix, float *dev, ddp_err *err);
+/* A resume from a set: what this rank holds of buffer prefix of the set r reads (whatever world
+ * size and stage saved it) into dev. sharded (ZeRO's optimizer state, ZeRO-3's parameters): its
+ * extents, its shard of n_state floats, through a host copy of the shard; else the whole buffer
+ * of n_params floats, a chunk at a time (train_host_chunk, train_replica.h). */
+int train_shard_read_own(train_job *t, ckpt_set_reader *r, const char *prefix, float *dev, bool sharded,
+                         ddp_err *err);
 
 #endif
