@@ -170,9 +170,10 @@ static const cfg_key keys_after_models[] = {
         "Size of the first (last-layer) bucket, MiB."),
     NUM("ddp.timeout_s", ddp.timeout_s, NR_POSITIVE, "300", HASH_NO,
         "Seconds a collective may wait before the job is aborted with an error naming the ranks that did not "
-        "arrive (MPI and NCCL); also how long the end of a run waits for collectives still in flight. Half of "
-        "it is how long a checkpoint write on rank 0 may go without the storage taking a byte before it is "
-        "given up and the job ends naming it (before the other ranks' deadline would name rank 0). Until "
+        "arrive (MPI and NCCL); also how long the end of a run waits for collectives still in flight, and how "
+        "long a checkpoint write on rank 0 may go without the storage taking a byte before it is given up and "
+        "the job ends naming it: at the job's end; during training half of it, so that rank 0 names the "
+        "storage before the other ranks' deadline names rank 0. Until "
         "every rank has read the config and agreed on it (MPI's own start included), the start-up's deadline "
         "is the command line's `ddp.timeout_s=`, else 300: ddprun, which read the config, passes the file's "
         "value that way; ranks started by mpirun or srun directly do not know it yet."),

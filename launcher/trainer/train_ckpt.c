@@ -85,11 +85,12 @@ int train_ckpt_open(train_job *t, ddp_err *err)
     c->settings = config_settings(cfg, SETTINGS_RESUME);
     if (!c->host || !c->tensors || !c->settings)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint staging buffer");
-    /* A write the storage takes nothing of is a hung rank, as a collective would be. Half the
-     * collective deadline: at a save that waits for the write before it, the other ranks wait for
-     * this one in the next collective under the whole deadline, counted from before this wait (the
-     * copy from the device comes first), and this rank must name the storage before their verdict
-     * names it as late (ddprun would leave its host out of a restart). */
+    /* A write the storage takes nothing of is a hung rank, as a collective would be. During
+     * training, half the collective deadline: at a save that waits for the write before it, the
+     * other ranks wait for this one in the next collective under the whole deadline, counted from
+     * before this wait (the copy from the device comes first), and this rank must name the storage
+     * before their verdict names it as late (ddprun would leave its host out of a restart). The
+     * job's end has the whole deadline (train_ckpt_finish). */
     int rc = ckpt_writer_create(c->dir, (int)cfg->checkpoint.keep_last, cfg->ddp.timeout_s / 2,
                                 "half of ddp.timeout_s", &c->writer, err);
     if (rc == DDP_OK && cfg->checkpoint.upload_cmd[0]) {
@@ -349,6 +350,7 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
         return DDP_OK;
     ckpt_write_stats st;
     ddp_err local = {0};
+    ckpt_writer_set_stall(c->writer, t->cfg->ddp.timeout_s, "ddp.timeout_s"); /* no collective follows */
     int rc = ckpt_writer_wait(c->writer, &st, err ? err : &local);
     bool stalled = ckpt_writer_stalled(c->writer); /* the storage may answer nothing more */
     if (rc != DDP_OK && !err && c->pending) /* the job failed already: this is no error of its own */

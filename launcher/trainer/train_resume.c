@@ -476,7 +476,8 @@ static int resume_or_start(train_job *t, int64_t *consumed, ddp_err *err)
     int64_t hdr[HDR_N] = {0};
     char used[CKPT_PATH_MAX] = "";
     bool done = false;
-    /* a job that saves single files walks no sets: a file would be read twice (file_ends_walk) */
+    /* below ZeRO-3 a job that saves single files walks no sets: a file ends the walk read, and is
+     * read again whole (file_ends_walk) */
     bool sets = t->zero || t->cfg->checkpoint.sharded;
     int rc = sets ? resume_by_pieces(t, hdr, used, &done, err) : DDP_OK;
     if (rc != DDP_OK || done)

@@ -225,6 +225,9 @@ void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void 
  * output, bounds mpirun from a line holding it on: the rank may be unable to end, its process held
  * by the writer's thread stuck in the kernel. */
 #define CKPT_WRITE_GIVEN_UP "checkpoint write given up: "
+/* From now on, waits give a write up after stall_s as ckpt_writer_create's (named stall_limit):
+ * for a caller whose reason for the limit changes, as at a job's end. */
+void ckpt_writer_set_stall(ckpt_writer *w, double stall_s, const char *stall_limit);
 /* Whether a wait gave a write up for the storage's stall (ckpt_writer_create). */
 bool ckpt_writer_stalled(ckpt_writer *w);
 /* Waits for an in-flight write, then stops the thread and frees everything; false. True: a write

@@ -32,10 +32,10 @@ struct ckpt_writer {
     ckpt_uploader *uploader;  /* NULL: no checkpoint.upload_cmd */
     ckpt_write_observer observe;  /* NULL: none (ckpt_writer_set_observer) */
     void *observe_ctx;
-    double stall_s;     /* > 0: how long a wait lets the storage take no byte (ckpt_writer_create) */
-    char stall_limit[128]; /* what sets stall_s, for the give-up error; "" unnamed */
     _Atomic uint64_t progress; /* all writes' progress together (ckpt_state.progress) */
     worker thread;      /* its mutex guards the fields below */
+    double stall_s;     /* > 0: how long a wait lets the storage take no byte (ckpt_writer_set_stall) */
+    char stall_limit[128]; /* what sets stall_s, for the give-up error; "" unnamed */
     bool busy;          /* a snapshot is waiting for or being written */
     bool stalled;       /* a wait gave the write up: stall_err is every call's answer */
     char durable[CKPT_PATH_MAX]; /* the write in flight's file once durable (its prune may still run) */
@@ -140,6 +140,14 @@ void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void 
     worker_unlock(&w->thread);
 }
 
+void ckpt_writer_set_stall(ckpt_writer *w, double stall_s, const char *stall_limit)
+{
+    worker_lock(&w->thread);
+    w->stall_s = stall_s;
+    snprintf(w->stall_limit, sizeof w->stall_limit, "%s", stall_limit ? stall_limit : "");
+    worker_unlock(&w->thread);
+}
+
 int ckpt_writer_create(const char *dir, int keep_last, double stall_s, const char *stall_limit, ckpt_writer **out,
                        ddp_err *err)
 {
@@ -152,9 +160,8 @@ int ckpt_writer_create(const char *dir, int keep_last, double stall_s, const cha
         return ddp_fail(err, DDP_EUSAGE, "checkpoint directory path too long: %s", dir);
     }
     w->keep_last = keep_last;
-    w->stall_s = stall_s;
-    snprintf(w->stall_limit, sizeof w->stall_limit, "%s", stall_limit ? stall_limit : "");
     worker_init(&w->thread);
+    ckpt_writer_set_stall(w, stall_s, stall_limit);
     int rc = worker_start(&w->thread, "checkpoint writer", NULL, writer_main, w, err);
     if (rc != DDP_OK) {
         worker_destroy(&w->thread);

@@ -168,8 +168,9 @@ static void test_writer_prune_timed_apart(void)
  * slow-write fault: 60 s before its first) is given up within about stall_s: the wait fails
  * naming it, every later call gives the same answer at once, the checkpoint before it is as it
  * was, and destroy leaves the writer to its thread. A prune that stalls after the file is durable
- * (slow-prune) is given up naming the file as written. Last of the tests: those threads sleep on
- * until the process ends, reading DDP_TEST_FAULT again when they wake, so it is never unset. */
+ * (slow-prune) is given up naming the file as written, under the limit ckpt_writer_set_stall set
+ * last. Last of the tests: those threads sleep on until the process ends, reading DDP_TEST_FAULT
+ * again when they wake, so it is never unset. */
 static void test_writer_stall(void)
 {
     char d[600];
@@ -210,15 +211,18 @@ static void test_writer_stall(void)
     CHECK(ckpt_writer_destroy(w), "destroy did not leave the writer to its thread");
     ts_free(&ts); /* the snapshot the writer still holds is its own copy */
 
-    /* a prune that stalls once the file is durable: given up too, naming the file as written */
-    w = writer_on(d, sizeof d, "writer-stall-prune", 1, 1.0, &ts);
+    /* a prune that stalls once the file is durable: given up too, naming the file as written and
+     * the limit set last */
+    w = writer_on(d, sizeof d, "writer-stall-prune", 1, 30.0, &ts);
+    ckpt_writer_set_stall(w, 1.0, "the limit set last");
     setenv("DDP_TEST_FAULT", "slow-prune:0:4:60", 1);
     ts.s.hdr.step = 4;
     CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
     CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_ERUNTIME);
     CHECK_STR_CONTAINS(err.msg, CKPT_WRITE_GIVEN_UP "step 4 is written (");
     CHECK_STR_CONTAINS(err.msg, "/writer-stall-prune/ckpt-00000004.ddp), but removing older ones");
-    CHECK_STR_CONTAINS(err.msg, "(the storage may have stopped answering); the limit is " STALL_LIMIT);
+    CHECK_STR_CONTAINS(err.msg, "made no progress for 1 s (the storage may have stopped answering); the limit is the "
+                       "limit set last");
     snprintf(p1, sizeof p1, "%s/ckpt-00000004.ddp", d);
     CHECK(ckpt_read(p1, &c, &err) == DDP_OK, "the file written before the prune stalled: %s", err.msg);
     ckpt_loaded_free(&c);
