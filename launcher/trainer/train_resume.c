@@ -11,7 +11,8 @@
  * first and names each set to every rank, which reads what it holds of it (train_shard_read_own:
  * its own extents of what it shards, the rest whole a chunk at a time, each piece's CRC checked as
  * it is read); a set that a rank finds damaged is named and the previous one tried, as
- * ckpt_find_latest does, and a single file ends the walk (read whole as above). Must not decide the file format (ckpt.c) or when to save (train_ckpt.c). */
+ * ckpt_find_latest does, and a single file ends the walk (read whole there, and resumed as
+ * above). Must not decide the file format (ckpt.c) or when to save (train_ckpt.c). */
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -168,16 +169,30 @@ static int find_own_newest(train_job *t, ckpt_try_fn try_entry, void *ctx, char 
     return rc;
 }
 
+/* Rank 0: the single file a walk over sets ended at, read and verified (file_ends_walk), which
+ * load_on_rank0 takes instead of walking and reading again. */
+typedef struct walked_file {
+    ckpt_loaded ck;
+    char path[CKPT_PATH_MAX];
+    bool held;
+} walked_file;
+
 /* Rank 0: *host (params | state buffers, allocated once a checkpoint is found and verified; the
- * caller frees it) and hdr from a verified checkpoint. Returns DDP_OK, CKPT_NONE, or an error. */
-static int load_on_rank0(train_job *t, float **host, int64_t *hdr, char *used, ddp_err *err)
+ * caller frees it) and hdr from a verified checkpoint: the walk's file when it holds one, else the
+ * newest found. Returns DDP_OK, CKPT_NONE, or an error. */
+static int load_on_rank0(train_job *t, walked_file *walked, float **host, int64_t *hdr, char *used, ddp_err *err)
 {
     const config *cfg = t->cfg;
     ckpt_loaded ck = {0};
     int rc = CKPT_NONE;
     const train_ckpt *c = t->ckpt;
-    if (resumes_own_newest(t))
+    if (walked->held) {
+        ck = walked->ck, walked->held = false;
+        snprintf(used, CKPT_PATH_MAX, "%s", walked->path);
+        rc = DDP_OK;
+    } else if (resumes_own_newest(t)) {
         rc = find_own_newest(t, ckpt_read_entry, &ck, used, err);
+    }
     bool from_path = rc == CKPT_NONE && cfg->checkpoint.resume == RESUME_PATH;
     if (from_path) {
         snprintf(used, CKPT_PATH_MAX, "%s", cfg->checkpoint.resume_path);
@@ -298,19 +313,20 @@ static int announce(train_job *t, int what, const char *path, char msg[CKPT_PATH
 typedef struct piece_walk {
     train_job *t;
     int64_t *hdr;
+    walked_file *file;        /* where a single file that ends the walk is kept */
     int refused;              /* a checkpoint of another model or settings: no fallback, as below */
     ddp_err refusal;
 } piece_walk;
 
-/* A single file ends the walk when it reads back whole (rank 0 then reads it again, whole:
- * resume_whole); a damaged one is passed over like a damaged set, so that the sets before it are
- * still read by pieces, not assembled whole on rank 0 by resume_whole's own fallback. */
-static int file_ends_walk(const char *path, ddp_err *why)
+/* A single file ends the walk when it reads back whole, kept for resume_whole; a damaged one is
+ * passed over like a damaged set, so that the sets before it are still read by pieces, not
+ * assembled whole on rank 0 by resume_whole's own fallback. */
+static int file_ends_walk(piece_walk *w, const char *path, ddp_err *why)
 {
-    ckpt_loaded c;
-    if (ckpt_read(path, &c, why) != DDP_OK)
+    if (ckpt_read(path, &w->file->ck, why) != DDP_OK) /* leaves it empty */
         return DDP_ERUNTIME;
-    ckpt_loaded_free(&c);
+    w->file->held = true;
+    snprintf(w->file->path, sizeof w->file->path, "%s", path);
     return CKPT_STOP;
 }
 
@@ -320,7 +336,7 @@ static int try_set(void *ctx, const char *path, bool set, ddp_err *why)
     piece_walk *w = ctx;
     char msg[CKPT_PATH_MAX + 1];
     if (!set)
-        return file_ends_walk(path, why);
+        return file_ends_walk(w, path, why);
     int rc = announce(w->t, WALK_TRY, path, msg, why);
     if (rc == DDP_OK)
         rc = read_own_pieces(w->t, path, w->hdr, why);
@@ -333,10 +349,10 @@ static int try_set(void *ctx, const char *path, bool set, ddp_err *why)
 
 /* Rank 0: the walk over checkpoint.dir (and what a download brings), else over checkpoint.resume's
  * set (a restart's too, while the run has saved none of its own), then WALK_END; its outcome. */
-static int32_t lead_walk(train_job *t, int64_t *hdr, char *used, ddp_err *err)
+static int32_t lead_walk(train_job *t, int64_t *hdr, char *used, walked_file *file, ddp_err *err)
 {
     const config *cfg = t->cfg;
-    piece_walk w = {.t = t, .hdr = hdr};
+    piece_walk w = {.t = t, .hdr = hdr, .file = file};
     int32_t outcome = CKPT_NONE;
     if (resumes_own_newest(t))
         outcome = find_own_newest(t, try_set, &w, used, err);
@@ -373,9 +389,9 @@ static int follow_walk(train_job *t, int64_t *hdr, char *used, ddp_err *err)
 /* When the checkpoint to resume is a sharded set, every rank reads what it holds of it — a set
  * found damaged is named and the previous one tried, as ckpt_find_latest does. *done false: no set
  * to resume this way (none at all, or the newest is a single file, which rank 0 reads whole). */
-static int resume_by_pieces(train_job *t, int64_t *hdr, char *used, bool *done, ddp_err *err)
+static int resume_by_pieces(train_job *t, int64_t *hdr, char *used, walked_file *file, bool *done, ddp_err *err)
 {
-    int32_t outcome = t->ctl->rank == 0 ? lead_walk(t, hdr, used, err) : follow_walk(t, hdr, used, err);
+    int32_t outcome = t->ctl->rank == 0 ? lead_walk(t, hdr, used, file, err) : follow_walk(t, hdr, used, err);
     ddp_err bcast = {0};
     int rc = t->ctl->ops->broadcast(t->ctl, &outcome, 1, DT_INT32, 0, NULL, &bcast);
     if (rc != DDP_OK) {
@@ -406,7 +422,7 @@ static int resumed(train_job *t, const int64_t *hdr, int64_t *consumed)
 /* Rank 0 reads the checkpoint whole and broadcasts it; every rank takes its buffers from it. The
  * host buffer (the whole model and its state) exists only once rank 0 has found a checkpoint: a
  * fresh start, a ZeRO-3 one above all, reserves none of it. */
-static int resume_whole(train_job *t, int64_t *consumed, ddp_err *err)
+static int resume_whole(train_job *t, walked_file *walked, int64_t *consumed, ddp_err *err)
 {
     const train_ckpt *c = t->ckpt;
     size_t total = t->m->n_params * (size_t)c->n_buffers;
@@ -415,7 +431,7 @@ static int resume_whole(train_job *t, int64_t *consumed, ddp_err *err)
     char used[CKPT_PATH_MAX] = "";
     int32_t status = DDP_OK;
     if (t->ctl->rank == 0)
-        status = load_on_rank0(t, &host, hdr, used, err);
+        status = load_on_rank0(t, walked, &host, hdr, used, err);
     /* Every rank learns rank 0's verdict, so a bad checkpoint stops all of them cleanly. */
     int rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
     if (rc == DDP_OK && status == DDP_OK) {
@@ -476,13 +492,16 @@ static int resume_or_start(train_job *t, int64_t *consumed, ddp_err *err)
     int64_t hdr[HDR_N] = {0};
     char used[CKPT_PATH_MAX] = "";
     bool done = false;
-    /* below ZeRO-3 a job that saves single files walks no sets: a file ends the walk read, and is
-     * read again whole (file_ends_walk) */
-    bool sets = t->zero || t->cfg->checkpoint.sharded;
-    int rc = sets ? resume_by_pieces(t, hdr, used, &done, err) : DDP_OK;
-    if (rc != DDP_OK || done)
-        return rc != DDP_OK ? rc : resumed(t, hdr, consumed);
-    return resume_whole(t, consumed, err);
+    walked_file walked = {0};
+    bool sets = t->zero || t->cfg->checkpoint.sharded; /* below ZeRO-3, single files walk no sets */
+    int rc = sets ? resume_by_pieces(t, hdr, used, &walked, &done, err) : DDP_OK;
+    if (rc == DDP_OK && done)
+        rc = resumed(t, hdr, consumed);
+    else if (rc == DDP_OK)
+        rc = resume_whole(t, &walked, consumed, err);
+    if (walked.held) /* a failure before resume_whole took it */
+        ckpt_loaded_free(&walked.ck);
+    return rc;
 }
 
 int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)

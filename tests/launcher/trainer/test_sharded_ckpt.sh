@@ -14,7 +14,9 @@
 #    and ends bit-identical to an uninterrupted run;
 #  - a shard with one byte flipped: named in the warning (which file, what is wrong), the previous
 #    complete set resumed, never the damaged one (test_ckpt_set: truncated and missing shards); the
-#    step saved again writes the alternate shard names while the passed-over manifest stands;
+#    step saved again writes the alternate shard names while the passed-over manifest stands; a
+#    damaged set newer than a single file is tried and named once, the file resumed as the walk
+#    read it;
 #  - ZeRO-3 (parameters sharded too) at np=3: its set equals its single file, and np=2 ZeRO-2
 #    resumes it to the single-file chain's step 20 bit for bit; so does np=2 ZeRO-3, each rank
 #    reading only its own pieces of the set, also of a set checkpoint.download_cmd brings and of
@@ -159,6 +161,16 @@ check "flip: the previous set (step 16) resumed" grep -q "resumed from .*/ckpt-0
 check "flip: the resumed run ends bit-identical to the uninterrupted one" same "$(set_of whole 20)" "$(set_of flip 20)"
 check "flip: step 20 saved again under the alternate names, the passed-over set's shards removed" \
     bash -c "[ -f '$(set_of flip 20)/shard-00001-of-00002-alt.ddp' ] && [ ! -e '$(set_of flip 20)/shard-00001-of-00002.ddp' ]"
+# a damaged set newer than a single file: the walk passes over the set and ends at the file, which
+# rank 0 resumes as the walk read it: the set is tried (and named) once, not again by a second walk
+damage walkfile
+rm -r "$(set_of walkfile 16)"
+cp "$(file file 14)" "$TMP/walkfile/checkpoints/"
+run walkfile 2 "${E[@]}" checkpoint.resume=auto train.max_steps=16
+check "a damaged set, then a single file: the file resumed" \
+    grep -q "resumed from $(file walkfile 14): step 14" "$TMP/walkfile.log"
+check "... the damaged set tried and named once (no second walk)" \
+    [ "$(grep -c 'ckpt-00000020/shard-00001-of-00002.ddp: CRC mismatch' "$TMP/walkfile.log")" -eq 1 ]
 E3=(ddp.zero=3 checkpoint.every_steps=4 "${S[@]}")
 run z3whole 2 "${E3[@]}"
 damage z3flip z3whole
