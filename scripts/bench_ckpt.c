@@ -65,7 +65,7 @@ static int bench(const char *dir, double mb)
     snprintf(s.hdr.model, sizeof s.hdr.model, "bench");
     ckpt_writer *w;
     ddp_err err = {0};
-    if (ckpt_writer_create(dir, 1, 0, NULL, &w, &err)) {
+    if (ckpt_writer_create(dir, 1, &w, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }

@@ -91,8 +91,9 @@ int train_ckpt_open(train_job *t, ddp_err *err)
      * before this wait (the copy from the device comes first), and this rank must name the storage
      * before their verdict names it as late (ddprun would leave its host out of a restart). The
      * job's end has the whole deadline (train_ckpt_finish). */
-    int rc = ckpt_writer_create(c->dir, (int)cfg->checkpoint.keep_last, cfg->ddp.timeout_s / 2,
-                                "half of ddp.timeout_s", &c->writer, err);
+    int rc = ckpt_writer_create(c->dir, (int)cfg->checkpoint.keep_last, &c->writer, err);
+    if (rc == DDP_OK)
+        ckpt_writer_set_stall(c->writer, cfg->ddp.timeout_s / 2, "half of ddp.timeout_s");
     if (rc == DDP_OK && cfg->checkpoint.upload_cmd[0]) {
         rc = ckpt_uploader_create(cfg->checkpoint.upload_cmd, cfg->checkpoint.command_timeout_s, c->command_log,
                                   &c->uploader, err);

@@ -169,26 +169,18 @@ static int find_own_newest(train_job *t, ckpt_try_fn try_entry, void *ctx, char 
     return rc;
 }
 
-/* Rank 0: the single file a walk over sets ended at, read and verified (file_ends_walk), which
- * load_on_rank0 takes instead of walking and reading again. */
-typedef struct walked_file {
-    ckpt_loaded ck;
-    char path[CKPT_PATH_MAX];
-    bool held;
-} walked_file;
-
 /* Rank 0: *host (params | state buffers, allocated once a checkpoint is found and verified; the
- * caller frees it) and hdr from a verified checkpoint: the walk's file when it holds one, else the
- * newest found. Returns DDP_OK, CKPT_NONE, or an error. */
-static int load_on_rank0(train_job *t, walked_file *walked, float **host, int64_t *hdr, char *used, ddp_err *err)
+ * caller frees it) and hdr from a verified checkpoint: the single file a walk over sets ended at
+ * (walked, read and verified by file_ends_walk, its path in used; taken over), else the newest
+ * found. Returns DDP_OK, CKPT_NONE, or an error. */
+static int load_on_rank0(train_job *t, ckpt_loaded *walked, float **host, int64_t *hdr, char *used, ddp_err *err)
 {
     const config *cfg = t->cfg;
     ckpt_loaded ck = {0};
     int rc = CKPT_NONE;
     const train_ckpt *c = t->ckpt;
-    if (walked->held) {
-        ck = walked->ck, walked->held = false;
-        snprintf(used, CKPT_PATH_MAX, "%s", walked->path);
+    if (walked->tensors) { /* a checkpoint has tensors: its parameters at least */
+        ck = *walked, *walked = (ckpt_loaded){0};
         rc = DDP_OK;
     } else if (resumes_own_newest(t)) {
         rc = find_own_newest(t, ckpt_read_entry, &ck, used, err);
@@ -313,7 +305,7 @@ static int announce(train_job *t, int what, const char *path, char msg[CKPT_PATH
 typedef struct piece_walk {
     train_job *t;
     int64_t *hdr;
-    walked_file *file;        /* where a single file that ends the walk is kept */
+    ckpt_loaded *file;        /* where a single file that ends the walk is kept */
     int refused;              /* a checkpoint of another model or settings: no fallback, as below */
     ddp_err refusal;
 } piece_walk;
@@ -323,11 +315,7 @@ typedef struct piece_walk {
  * assembled whole on rank 0 by resume_whole's own fallback. */
 static int file_ends_walk(piece_walk *w, const char *path, ddp_err *why)
 {
-    if (ckpt_read(path, &w->file->ck, why) != DDP_OK) /* leaves it empty */
-        return DDP_ERUNTIME;
-    w->file->held = true;
-    snprintf(w->file->path, sizeof w->file->path, "%s", path);
-    return CKPT_STOP;
+    return ckpt_read(path, w->file, why) == DDP_OK ? CKPT_STOP : DDP_ERUNTIME; /* a failed read leaves it empty */
 }
 
 /* Rank 0's ckpt_try_fn: a set is tried by every rank; a whole file ends the walk. */
@@ -349,7 +337,7 @@ static int try_set(void *ctx, const char *path, bool set, ddp_err *why)
 
 /* Rank 0: the walk over checkpoint.dir (and what a download brings), else over checkpoint.resume's
  * set (a restart's too, while the run has saved none of its own), then WALK_END; its outcome. */
-static int32_t lead_walk(train_job *t, int64_t *hdr, char *used, walked_file *file, ddp_err *err)
+static int32_t lead_walk(train_job *t, int64_t *hdr, char *used, ckpt_loaded *file, ddp_err *err)
 {
     const config *cfg = t->cfg;
     piece_walk w = {.t = t, .hdr = hdr, .file = file};
@@ -389,7 +377,7 @@ static int follow_walk(train_job *t, int64_t *hdr, char *used, ddp_err *err)
 /* When the checkpoint to resume is a sharded set, every rank reads what it holds of it — a set
  * found damaged is named and the previous one tried, as ckpt_find_latest does. *done false: no set
  * to resume this way (none at all, or the newest is a single file, which rank 0 reads whole). */
-static int resume_by_pieces(train_job *t, int64_t *hdr, char *used, walked_file *file, bool *done, ddp_err *err)
+static int resume_by_pieces(train_job *t, int64_t *hdr, char *used, ckpt_loaded *file, bool *done, ddp_err *err)
 {
     int32_t outcome = t->ctl->rank == 0 ? lead_walk(t, hdr, used, file, err) : follow_walk(t, hdr, used, err);
     ddp_err bcast = {0};
@@ -422,13 +410,12 @@ static int resumed(train_job *t, const int64_t *hdr, int64_t *consumed)
 /* Rank 0 reads the checkpoint whole and broadcasts it; every rank takes its buffers from it. The
  * host buffer (the whole model and its state) exists only once rank 0 has found a checkpoint: a
  * fresh start, a ZeRO-3 one above all, reserves none of it. */
-static int resume_whole(train_job *t, walked_file *walked, int64_t *consumed, ddp_err *err)
+static int resume_whole(train_job *t, ckpt_loaded *walked, char *used, int64_t *consumed, ddp_err *err)
 {
     const train_ckpt *c = t->ckpt;
     size_t total = t->m->n_params * (size_t)c->n_buffers;
     float *host = NULL;
     int64_t hdr[HDR_N] = {0};
-    char used[CKPT_PATH_MAX] = "";
     int32_t status = DDP_OK;
     if (t->ctl->rank == 0)
         status = load_on_rank0(t, walked, &host, hdr, used, err);
@@ -492,15 +479,14 @@ static int resume_or_start(train_job *t, int64_t *consumed, ddp_err *err)
     int64_t hdr[HDR_N] = {0};
     char used[CKPT_PATH_MAX] = "";
     bool done = false;
-    walked_file walked = {0};
+    ckpt_loaded walked = {0};
     bool sets = t->zero || t->cfg->checkpoint.sharded; /* below ZeRO-3, single files walk no sets */
     int rc = sets ? resume_by_pieces(t, hdr, used, &walked, &done, err) : DDP_OK;
     if (rc == DDP_OK && done)
         rc = resumed(t, hdr, consumed);
     else if (rc == DDP_OK)
-        rc = resume_whole(t, &walked, consumed, err);
-    if (walked.held) /* a failure before resume_whole took it */
-        ckpt_loaded_free(&walked.ck);
+        rc = resume_whole(t, &walked, used, consumed, err);
+    ckpt_loaded_free(&walked); /* a failure before resume_whole took it; else empty */
     return rc;
 }
 

@@ -196,12 +196,8 @@ typedef struct ckpt_write_stats {
 
 /* A writer for dir (created, with parents, at the first write) keeping keep_last checkpoints
  * (<= 0: all). The caller times ckpt_writer_submit for the stall, or reads stats.snapshot_s.
- * stall_s > 0: a call that waits for a write gives it up when the storage takes no byte for that
- * long (the prune after it included), and from then on every call fails with that error
- * (ckpt_writer_stalled), which ends "; the limit is " stall_limit when stall_limit is not NULL
- * (the setting the user would change); 0: waits as long as the write takes. */
-int ckpt_writer_create(const char *dir, int keep_last, double stall_s, const char *stall_limit, ckpt_writer **out,
-                       ddp_err *err);
+ * Its waits have no limit until ckpt_writer_set_stall gives them one. */
+int ckpt_writer_create(const char *dir, int keep_last, ckpt_writer **out, ddp_err *err);
 /* Waits for the previous write (returning its error, without starting a new one, if it failed),
  * deep-copies s into the writer's host snapshot and returns; the worker thread then writes it
  * atomically and prunes. s's buffers may change as soon as this returns. */
@@ -225,10 +221,13 @@ void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void 
  * output, bounds mpirun from a line holding it on: the rank may be unable to end, its process held
  * by the writer's thread stuck in the kernel. */
 #define CKPT_WRITE_GIVEN_UP "checkpoint write given up: "
-/* From now on, waits give a write up after stall_s as ckpt_writer_create's (named stall_limit):
- * for a caller whose reason for the limit changes, as at a job's end. */
+/* From now on, stall_s > 0: a call that waits for a write gives it up when the storage takes no
+ * byte for that long (the prune after it included), and from then on every call fails with that
+ * error (ckpt_writer_stalled), which ends "; the limit is " stall_limit when stall_limit is not
+ * NULL (the setting the user would change); 0: waits as long as the write takes. A caller whose
+ * reason for the limit changes, as at a job's end, sets it again. */
 void ckpt_writer_set_stall(ckpt_writer *w, double stall_s, const char *stall_limit);
-/* Whether a wait gave a write up for the storage's stall (ckpt_writer_create). */
+/* Whether a wait gave a write up for the storage's stall (ckpt_writer_set_stall). */
 bool ckpt_writer_stalled(ckpt_writer *w);
 /* Waits for an in-flight write, then stops the thread and frees everything; false. True: a write
  * given up is still in its thread, which may come back from the storage at any time: the writer

@@ -148,8 +148,7 @@ void ckpt_writer_set_stall(ckpt_writer *w, double stall_s, const char *stall_lim
     worker_unlock(&w->thread);
 }
 
-int ckpt_writer_create(const char *dir, int keep_last, double stall_s, const char *stall_limit, ckpt_writer **out,
-                       ddp_err *err)
+int ckpt_writer_create(const char *dir, int keep_last, ckpt_writer **out, ddp_err *err)
 {
     ckpt_ignore_sigxfsz_once();
     ckpt_writer *w = calloc(1, sizeof *w);
@@ -161,7 +160,6 @@ int ckpt_writer_create(const char *dir, int keep_last, double stall_s, const cha
     }
     w->keep_last = keep_last;
     worker_init(&w->thread);
-    ckpt_writer_set_stall(w, stall_s, stall_limit);
     int rc = worker_start(&w->thread, "checkpoint writer", NULL, writer_main, w, err);
     if (rc != DDP_OK) {
         worker_destroy(&w->thread);

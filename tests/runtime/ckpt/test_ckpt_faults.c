@@ -94,7 +94,7 @@ static int fsize_limited_writer(const char *d, ddp_err *err)
     if (setrlimit(RLIMIT_FSIZE, &lim) != 0)
         return 97;
     ckpt_writer *w;
-    if (ckpt_writer_create(d, 1, 0, NULL, &w, err))
+    if (ckpt_writer_create(d, 1, &w, err))
         return err->code;
     test_state ts;
     ts_init(&ts, 20, 20, 1024);   /* ~12 MB, far past the limit */

@@ -79,15 +79,17 @@ static void test_writeback_failure(void)
 
 #define STALL_LIMIT "the test's stall_s"
 
-/* A background writer on dir/sub keeping keep_last saves (stall_s: ckpt_writer_create's, named
- * STALL_LIMIT when > 0), and the state the writer tests save: ~19 MB in 14 tensors, so >= 16
+/* A background writer on dir/sub keeping keep_last saves (stall_s: ckpt_writer_set_stall's,
+ * named STALL_LIMIT when > 0), and the state the writer tests save: ~19 MB in 14 tensors, so >= 16
  * chunks, each followed by a sleep when the test asks for one. */
 static ckpt_writer *writer_on(char *d, size_t size, const char *sub, int keep_last, double stall_s, test_state *ts)
 {
     snprintf(d, size, "%s/%s", dir, sub);
     ckpt_writer *w = NULL;
     ddp_err err = {0};
-    CHECK_EQ_INT(ckpt_writer_create(d, keep_last, stall_s, stall_s > 0 ? STALL_LIMIT : NULL, &w, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_create(d, keep_last, &w, &err), DDP_OK);
+    if (w)
+        ckpt_writer_set_stall(w, stall_s, stall_s > 0 ? STALL_LIMIT : NULL);
     ts_init(ts, 1, 11, 2048);
     return w;
 }
@@ -127,7 +129,7 @@ static void test_background_writer(void)
     /* a write error surfaces in wait with the path, and the writer stays usable */
     char bad[700];
     snprintf(bad, sizeof bad, "%s/ckpt-00000001.ddp/sub", d);   /* parent is a file */
-    CHECK_EQ_INT(ckpt_writer_create(bad, 0, 0, NULL, &w, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_create(bad, 0, &w, &err), DDP_OK);
     CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
     CHECK_EQ_INT(ckpt_writer_wait(w, NULL, &err), DDP_ERUNTIME);
     CHECK_STR_CONTAINS(err.msg, "Not a directory");
