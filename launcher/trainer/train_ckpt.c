@@ -56,6 +56,21 @@ static void list_buffers(const train_job *t, train_ckpt *c)
     }
 }
 
+/* checkpoint.sharded: every rank writes its shard through a writer of its own, so that a shard the
+ * storage takes nothing of is given up and named, as rank 0's single file is: the write is
+ * synchronous, and the other ranks wait for it in the agreement after it under the whole deadline;
+ * half of it, as below, lets this rank name the storage first. */
+static int open_shard_writer(train_job *t, train_ckpt *c, ddp_err *err)
+{
+    const config *cfg = t->cfg;
+    if (t->ctl->rank == 0 && !(c->settings = config_settings(cfg, SETTINGS_RESUME)))
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint's settings");
+    int rc = ckpt_writer_create(c->dir, 0, &c->shard_writer, err);
+    if (rc == DDP_OK)
+        ckpt_writer_set_stall(c->shard_writer, cfg->ddp.timeout_s / 2, "half of ddp.timeout_s");
+    return rc;
+}
+
 int train_ckpt_open(train_job *t, ddp_err *err)
 {
     train_ckpt *c = calloc(1, sizeof *c);
@@ -74,11 +89,10 @@ int train_ckpt_open(train_job *t, ddp_err *err)
         snprintf(c->dir, sizeof c->dir, "%s/checkpoints", cfg->run.dir);
     snprintf(c->command_log, sizeof c->command_log, "%s/checkpoint-commands.log", cfg->run.dir);
     list_buffers(t, c);
+    if (cfg->checkpoint.sharded) /* every rank stages its own shard (train_shard.c) */
+        return open_shard_writer(t, c, err);
     if (t->ctl->rank != 0)
         return DDP_OK;
-    if (cfg->checkpoint.sharded) /* every rank stages its own shard (train_shard.c) */
-        return (c->settings = config_settings(cfg, SETTINGS_RESUME)) ? DDP_OK
-               : ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint's settings");
     size_t n = t->m->n_params, bufs = (size_t)c->n_buffers;
     c->host = malloc(n * bufs * sizeof(float));
     c->tensors = calloc((size_t)t->m->n_tensors * bufs + 2, sizeof *c->tensors);
@@ -120,6 +134,8 @@ void train_ckpt_close(train_job *t)
     if (!ckpt_writer_destroy(c->writer)) /* after the writer, whose last write may still hand one
                                           * over; a writer left to its thread may do so at any time */
         ckpt_uploader_destroy(c->uploader);
+    (void)ckpt_writer_destroy(c->shard_writer); /* left to its thread when it gave a shard up, with the
+                                                 * shard's staging (train_shard.c) */
     free(c->host);
     free(c->tensors);
     free(c->settings);
@@ -199,7 +215,7 @@ static int save_sharded(train_job *t, train_ckpt *c, ddp_err *err)
     train_shard_buffer b[MAX_SAVED_BUFFERS];
     for (int i = 0; i < c->n_buffers; i++)
         b[i] = (train_shard_buffer){c->buffers[i].prefix, c->buffers[i].dev, c->buffers[i].sharded};
-    train_shard_save s = {.dir = c->dir, .buffers = b, .n_buffers = c->n_buffers, .hdr = save_header(t, c),
+    train_shard_save s = {.dir = c->dir, .writer = c->shard_writer, .buffers = b, .n_buffers = c->n_buffers, .hdr = save_header(t, c),
                           .settings = c->settings, .train_samples = t->smp.n, .keep_last = (int)t->cfg->checkpoint.keep_last};
     ckpt_write_stats st;
     double t0 = monotonic_s();
@@ -312,7 +328,9 @@ int train_ckpt_poll(train_job *t, ddp_err *err)
 
 bool train_ckpt_stalled(const train_job *t)
 {
-    return t->ckpt && t->ckpt->writer && ckpt_writer_stalled(t->ckpt->writer);
+    const train_ckpt *c = t->ckpt;
+    return c && ((c->writer && ckpt_writer_stalled(c->writer)) ||
+                 (c->shard_writer && ckpt_writer_stalled(c->shard_writer)));
 }
 
 int64_t train_ckpt_durable_step(const train_job *t, int64_t *writing)

@@ -23,7 +23,8 @@ _Static_assert(sizeof(((saved_buffer *)0)->prefix) - 1 + MODEL_TENSOR_NAME_MAX <
                "a buffer's prefix and a tensor's name fit a checkpoint's tensor name");
 
 typedef struct train_ckpt {
-    ckpt_writer *writer;          /* rank 0 only */
+    ckpt_writer *writer;          /* rank 0 only, without checkpoint.sharded */
+    ckpt_writer *shard_writer;    /* checkpoint.sharded: every rank's, writing its shard (train_shard.c) */
     ckpt_uploader *uploader;      /* rank 0, with checkpoint.upload_cmd */
     char dir[CFG_PATH_MAX + 16];  /* checkpoint.dir, or run.dir/checkpoints */
     char command_log[CFG_PATH_MAX + 32];

@@ -8,7 +8,8 @@
  * parameters at param_offset, its optimizer state at state_offset), and with replicated state the
  * rank's equal slice [r*n/N, (r+1)*n/N) of the optimizer's one part. A stage that shards the
  * parameters by the same parts writes the same extents: the format does not change. The shards are
- * written synchronously with ckpt.h's atomic writer (the stall is the write); every rank then learns
+ * written synchronously (the stall is the write) by each rank's ckpt_writer, which gives a write up
+ * when the storage takes none of it for the writer's limit (train_ckpt.c); every rank then learns
  * whether every shard is durable (an all-reduce over t->ctl), rank 0 writes the manifest that commits
  * the set (ckpt_set_commit) and prunes, and every rank learns that verdict too.
  * Test-only: DDP_TEST_FAULT=shard-exit:RANK:STEP makes RANK exit with status 3 after its shard of
@@ -82,15 +83,6 @@ static void test_shard_exit(const train_job *t)
     }
 }
 
-/* Test-only: DDP_TEST_FAULT slow-write at this rank and step: the shard's write takes longer. */
-static void test_slow_shard(const train_job *t)
-{
-    test_fault f;
-    if (test_fault_get(&f) && strcmp(f.kind, "slow-write") == 0 && f.step == t->step &&
-        (f.rank == t->ctl->rank || f.rank == -1))
-        test_fault_sleep(&f);
-}
-
 /* This rank's shard of the set at set_dir, durable when DDP_OK; *bytes its size. */
 static int write_own_shard(train_job *t, const train_shard_save *s, const char *set_dir, bool alternate,
                            uint64_t *bytes, ddp_err *err)
@@ -110,14 +102,14 @@ static int write_own_shard(train_job *t, const train_shard_save *s, const char *
     char name[CKPT_SET_SHARD_NAME_MAX], path[CKPT_PATH_MAX];
     ckpt_set_shard_name(t->ctl->rank, t->ctl->size, alternate, name, sizeof name);
     ckpt_state st = {.hdr = s->hdr, .n_tensors = nx * s->n_buffers, .tensors = tensors};
-    if (rc == DDP_OK) {
-        test_slow_shard(t);
-        rc = ckpt_write_atomic_as(set_dir, name, &st, path, err);
-    }
+    if (rc == DDP_OK)
+        rc = ckpt_writer_write_as(s->writer, set_dir, name, &st, path, err);
     *bytes = 0;
     for (int i = 0; rc == DDP_OK && i < st.n_tensors; i++)
         *bytes += ckpt_tensor_numel(&tensors[i]) * sizeof(float);
     free(x);
+    if (ckpt_writer_stalled(s->writer)) /* its thread may still read them: the process is ending */
+        return rc;
     free(host);
     free(tensors);
     return rc;

@@ -20,6 +20,7 @@ typedef struct train_shard_buffer {
 
 typedef struct train_shard_save {
     const char *dir;           /* checkpoint.dir: the set goes to dir/ckpt-<step>/ */
+    ckpt_writer *writer;       /* this rank's: writes its shard, giving it up when the storage stalls */
     const train_shard_buffer *buffers;
     int n_buffers;
     ckpt_header hdr;

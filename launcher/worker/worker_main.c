@@ -19,6 +19,7 @@
 #include "runtime/base/activity.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/mpi_thread.h"
+#include "runtime/base/test_fault.h"
 #include "collectives/comm.h"
 #include "config/config.h"
 #include "runtime/base/log.h"
@@ -299,6 +300,7 @@ int main(int argc, char **argv)
     int rc = comm_mpi_create(&ctl, &err);
     if (rc == DDP_OK) {
         log_init(ctl->rank, ctl->host);
+        test_fault_set_rank(ctl->rank);
         stop_rank = ctl->rank;
         export_torchrun_env(ctl);
         rc = start_under_deadline(ctl, &err);

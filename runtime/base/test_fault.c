@@ -1,4 +1,5 @@
-/* test_fault.c — DDP_TEST_FAULT's parser (test_fault.h). Holds no state and acts on nothing. */
+/* test_fault.c — DDP_TEST_FAULT's parser (test_fault.h). Holds only the process's rank and acts on
+ * nothing. */
 #include "test_fault.h"
 
 #include <stdio.h>
@@ -13,6 +14,18 @@ bool test_fault_get(test_fault *f)
     if (!spec || (restart && atoi(restart) != 0))
         return false;
     return sscanf(spec, "%23[a-z-]:%d:%lld:%lf", f->kind, &f->rank, &f->step, &f->seconds) >= 3;
+}
+
+static _Atomic int fault_rank;
+
+void test_fault_set_rank(int rank)
+{
+    fault_rank = rank;
+}
+
+bool test_fault_here(const test_fault *f)
+{
+    return f->rank == -1 || f->rank == fault_rank;
 }
 
 void test_fault_sleep(const test_fault *f)

@@ -2,7 +2,8 @@
  * "Environment variables"), parsed in this one place. It only says which fault, on which rank, at
  * which step: each place that injects faults (the training loop, ddprun's rank wrapper) acts on the
  * kinds it owns and ignores the others. Nothing here may act on its own or run outside tests'
- * request: with DDP_TEST_FAULT unset it is inert. */
+ * request: with DDP_TEST_FAULT unset it is inert. It knows the process's rank (test_fault_set_rank)
+ * for the places that cannot (a checkpoint writer's thread). */
 #ifndef DDP_TEST_FAULT_H
 #define DDP_TEST_FAULT_H
 
@@ -18,6 +19,11 @@ typedef struct test_fault {
 /* The fault DDP_TEST_FAULT names, on the first attempt of a job only (DDPRUN_RESTART_COUNT unset
  * or 0), so that a restarted job runs clean. False when unset, malformed or restarted. */
 bool test_fault_get(test_fault *f);
+
+/* This process's rank, which test_fault_here compares a fault's RANK with (0 until it is set). */
+void test_fault_set_rank(int rank);
+/* Whether f is for this process's rank: RANK is its rank, or -1 (every rank). */
+bool test_fault_here(const test_fault *f);
 
 /* Sleeps f->seconds (the `sleep` kind, and how long a slow start lasts). */
 void test_fault_sleep(const test_fault *f);

@@ -202,6 +202,14 @@ int ckpt_writer_create(const char *dir, int keep_last, ckpt_writer **out, ddp_er
  * deep-copies s into the writer's host snapshot and returns; the worker thread then writes it
  * atomically and prunes. s's buffers may change as soon as this returns. */
 int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err);
+/* Writes s as dir/name (ckpt_write_atomic_as) on the writer's thread and waits for it, watched as
+ * every wait is (ckpt_writer_set_stall): a sharded set's shard, written while the other ranks
+ * write theirs. No prune and no upload (the set's commit prunes). s is not copied: a write given up
+ * for the storage's stall may still read s's buffers at any time from its thread, so the caller
+ * must never free them once ckpt_writer_stalled says so (the process is ending). path
+ * (CKPT_PATH_MAX bytes, may be NULL) gets the file's path. */
+int ckpt_writer_write_as(ckpt_writer *w, const char *dir, const char *name, const ckpt_state *s, char *path,
+                         ddp_err *err);
 /* Waits until no write is in flight; returns the last write's status (once) and its stats
  * (stats may be NULL). */
 int ckpt_writer_wait(ckpt_writer *w, ckpt_write_stats *stats, ddp_err *err);

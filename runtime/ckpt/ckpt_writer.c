@@ -7,14 +7,17 @@
  * ends naming it instead of hanging. The thread may be stuck in the kernel for good; it is left
  * alone, and after it the writer and its uploader, which it may still touch.
  *
- * This file must not touch the trainer's buffers after submit returns, nor drop a write's
- * error: it is returned by the next submit, wait or poll (a failed prune after it is only a warning,
- * ckpt_prune_after_save). Its thread must not call CUDA: a thread's current device is its own,
- * and one that never selects it works on GPU 0. Test-only:
- * DDP_TEST_FAULT=slow-write:0:STEP:SECONDS (runtime/base/test_fault.h) makes the write of step
- * STEP's checkpoint take SECONDS longer, as slow storage would (slow-prune: its prune, once the
- * file is durable); fail-write:0:STEP makes its first write fail, as storage that fails once
- * would. */
+ * A synchronous write of the caller's own buffers (write_as: a sharded set's shard) goes through
+ * the same thread, so that its wait is watched too.
+ *
+ * This file must not touch the trainer's buffers after submit returns (write_as: after it returns,
+ * unless it gave the write up), nor drop a write's error: it is returned by the next submit, wait
+ * or poll (a failed prune after it is only a warning, ckpt_prune_after_save). Its thread must not
+ * call CUDA: a thread's current device is its own, and one that never selects it works on GPU 0.
+ * Test-only, on the writer's rank RANK (test_fault_here): DDP_TEST_FAULT=slow-write:RANK:STEP:SECONDS
+ * (runtime/base/test_fault.h) makes the write of step STEP's checkpoint take SECONDS longer, as slow
+ * storage would (slow-prune: its prune, once the file is durable); fail-write:RANK:STEP makes its
+ * first write fail, as storage that fails once would. */
 #include "ckpt_internal.h"
 
 #include <stdio.h>
@@ -37,6 +40,9 @@ struct ckpt_writer {
     double stall_s;     /* > 0: how long a wait lets the storage take no byte (ckpt_writer_set_stall) */
     char stall_limit[128]; /* what sets stall_s, for the give-up error; "" unnamed */
     bool busy;          /* a snapshot is waiting for or being written */
+    bool borrowed;      /* the write in flight is ckpt_writer_write_as's: the caller's state, to target */
+    char target_dir[CKPT_PATH_MAX];
+    char target_name[128];
     bool stalled;       /* a wait gave the write up: stall_err is every call's answer */
     char durable[CKPT_PATH_MAX]; /* the write in flight's file once durable (its prune may still run) */
     ddp_err stall_err;
@@ -51,11 +57,11 @@ struct ckpt_writer {
     uint64_t arena_cap;
 };
 
-/* Test-only: DDP_TEST_FAULT slow-write (kind) or slow-prune at this checkpoint's step. */
+/* Test-only: DDP_TEST_FAULT slow-write (kind) or slow-prune at this checkpoint's step, on this rank. */
 static void test_slow(const char *kind, int64_t step)
 {
     test_fault f;
-    if (test_fault_get(&f) && strcmp(f.kind, kind) == 0 && f.step == step)
+    if (test_fault_get(&f) && strcmp(f.kind, kind) == 0 && f.step == step && test_fault_here(&f))
         test_fault_sleep(&f);
 }
 
@@ -85,7 +91,8 @@ static int test_fail_write(int64_t step, ddp_err *err)
 {
     static bool failed_once;
     test_fault f;
-    if (failed_once || !test_fault_get(&f) || strcmp(f.kind, "fail-write") != 0 || f.step != step)
+    if (failed_once || !test_fault_get(&f) || strcmp(f.kind, "fail-write") != 0 || f.step != step ||
+        !test_fault_here(&f))
         return DDP_OK;
     failed_once = true;
     return ddp_fail(err, DDP_ERUNTIME, "DDP_TEST_FAULT fail-write: the write of step %lld failed", (long long)step);
@@ -102,16 +109,18 @@ static void writer_main(worker *t, void *arg)
             break; /* stopping: a pending write is finished first */
         worker_unlock(t);
 
-        /* the snapshot is ours alone while busy: submit waits before touching it */
+        /* the snapshot (and borrowed, the target) is ours alone while busy: submit waits before
+         * touching it */
         ddp_err e = {0};
         char path[CKPT_PATH_MAX] = "";
         double t0 = monotonic_s();
         test_slow("slow-write", w->snap.hdr.step);
         int rc = test_fail_write(w->snap.hdr.step, &e);
         if (rc == DDP_OK)
-            rc = ckpt_write_atomic(w->dir, &w->snap, path, &e);
+            rc = w->borrowed ? ckpt_write_atomic_as(w->target_dir, w->target_name, &w->snap, path, &e)
+                             : ckpt_write_atomic(w->dir, &w->snap, path, &e);
         double t1 = monotonic_s();
-        if (!rc)
+        if (!rc && !w->borrowed)
             prune_after(w, path, w->snap.hdr.step);
         double t2 = monotonic_s();
 
@@ -232,6 +241,9 @@ static void give_up(ckpt_writer *w)
         ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "step %lld is written (%s), but removing older "
                  "ones beyond checkpoint.keep_last made no progress for %g s (the storage may have stopped answering)%s",
                  (long long)w->snap.hdr.step, w->durable, w->stall_s, limit);
+    else if (w->borrowed)
+        ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "%s/%s (step %lld): the storage took no byte of it "
+                 "for %g s%s", w->target_dir, w->target_name, (long long)w->snap.hdr.step, w->stall_s, limit);
     else
         ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "step %lld in %s: the storage took no byte of it "
                  "for %g s (the checkpoints written before it are as they were)%s", (long long)w->snap.hdr.step,
@@ -289,9 +301,33 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
     }
     if (!rc) {
         w->busy = true;
+        w->borrowed = false;
         w->durable[0] = '\0';
         worker_wake(&w->thread);
     }
+    worker_unlock(&w->thread);
+    return rc;
+}
+
+int ckpt_writer_write_as(ckpt_writer *w, const char *dir, const char *name, const ckpt_state *s, char *path,
+                         ddp_err *err)
+{
+    worker_lock(&w->thread);
+    int rc = wait_locked(w, err);
+    if (rc == DDP_OK && (snprintf(w->target_dir, sizeof w->target_dir, "%s", dir) >= (int)sizeof w->target_dir ||
+                         snprintf(w->target_name, sizeof w->target_name, "%s", name) >= (int)sizeof w->target_name))
+        rc = ddp_fail(err, DDP_EUSAGE, "checkpoint path too long: %s/%s", dir, name);
+    if (rc == DDP_OK) {
+        w->snap = *s;
+        w->snap.progress = &w->progress;
+        w->stats = (ckpt_write_stats){.bytes = 0};
+        w->busy = w->borrowed = true;
+        w->durable[0] = '\0';
+        worker_wake(&w->thread);
+        rc = wait_locked(w, err);
+    }
+    if (rc == DDP_OK && path)
+        snprintf(path, CKPT_PATH_MAX, "%s", w->stats.path);
     worker_unlock(&w->thread);
     return rc;
 }

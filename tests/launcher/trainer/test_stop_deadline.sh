@@ -8,7 +8,8 @@
 # exit 75 when one is complete (also when rank 1 alone is held: rank 0's knowledge of a complete
 # checkpoint reaches every rank at each step's agreement) — and the job resumes from it. A stop during an evaluation that
 # takes longer than the deadline ends the evaluation (the ranks agree between its passes). A stop
-# during the final save, after the loop, does not cut it short.
+# during the final save, after the loop, does not cut it short. A checkpoint write the storage takes
+# nothing of is given up and named, by rank 0 for a file, by the rank whose shard it is for a set.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 HF_SRC=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
@@ -142,4 +143,30 @@ check "... step 4's write named, given up after half the deadline" grep -q "erro
 in .*: the storage took no byte of it for 3 s (.*); the limit is half of ddp.timeout_s" "$TMP/stall4.log"
 check "... before any deadline's verdict" bash -c "! sed '/checkpoint write given up/q' '$TMP/stall4.log' | \
     grep -q 'ddp.timeout_s: '"
+
+# checkpoint.sharded: each rank writes its shard synchronously, watched as rank 0's file is. One
+# rank alone, its storage taking nothing of the shard (slow-write: 60 s before the first byte):
+# given up after half the deadline, 2 s, instead of holding the job for the write
+t0=$SECONDS
+DDP_TEST_FAULT=slow-write:0:4:60 "$DDPRUN" -np 1 "$SMALL" run.dir="$TMP/shard1" train.max_steps=8 \
+    checkpoint.every_steps=4 checkpoint.sharded=true ddp.timeout_s=4 >"$TMP/shard1.log" 2>&1
+rc=$?
+check "a stalled shard, one rank: exit 1 (got $rc)" [ $rc -eq 1 ]
+check "... in seconds (took $((SECONDS - t0)) s)" [ $((SECONDS - t0)) -le 30 ]
+check "... the shard named, given up after half the deadline" grep -q "checkpoint write given up: \
+.*/ckpt-00000004/shard-00000-of-00001.ddp (step 4): the storage took no byte of it for 2 s; the limit is half of \
+ddp.timeout_s" "$TMP/shard1.log"
+# two ranks, rank 1's storage stalled: rank 1 names its shard at 3 s, while rank 0 waits for its
+# verdict in the agreement after the writes, under the whole deadline of 6 s (+ grace), so no
+# deadline names rank 1 as late; rank 0 says the set is not committed
+t0=$SECONDS
+DDP_TEST_FAULT=slow-write:1:4:60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/shard2" train.max_steps=8 \
+    checkpoint.every_steps=4 checkpoint.sharded=true ddp.timeout_s=6 >"$TMP/shard2.log" 2>&1
+rc=$?
+check "a stalled shard on rank 1 of 2: exit 1 (got $rc)" [ $rc -eq 1 ]
+check "... in seconds (took $((SECONDS - t0)) s)" [ $((SECONDS - t0)) -le 30 ]
+check "... rank 1 names its shard" grep -q "rank 1 .*checkpoint write given up: \
+.*/ckpt-00000004/shard-00001-of-00002.ddp (step 4): the storage took no byte of it for 3 s" "$TMP/shard2.log"
+check "... rank 0: the set not committed" grep -q "1 rank(s) could not write their shard" "$TMP/shard2.log"
+check "... and no deadline's verdict" bash -c "! grep -q 'ddp.timeout_s: ' '$TMP/shard2.log'"
 finish

@@ -1,8 +1,8 @@
 /* test_ckpt_writer.c — writing checkpoint files: a file past the 64 MiB the page cache may run
  * ahead of the storage (read back whole, its progress counted, a failed wait for its writeback
  * failing the write), and the background writer: snapshot semantics, a write error reported once,
- * the prune timed apart from the write, and the stall watch (a slow write waited out, a stalled
- * write or prune given up). */
+ * the prune timed apart from the write, a shard written in place (write_as), and the stall watch
+ * (a slow write waited out, a stalled write, prune or shard given up). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ckpt_test_state.h"
+#include "runtime/base/test_fault.h"
 #include "tests/check.h"
 
 static char dir[512];
@@ -142,6 +143,39 @@ static void test_background_writer(void)
     ts_free(&ref);
 }
 
+/* write_as: the caller's state written as dir/name, waited for, readable at once, with no prune
+ * (keep_last 1 keeps the saved file beside it); a slow-write fault for another rank than this
+ * process's (0 until test_fault_set_rank) leaves it alone; and the next submit writes to the
+ * writer's directory again, by step. */
+static void test_writer_write_as(void)
+{
+    char d[600], set[700], path[CKPT_PATH_MAX] = "";
+    test_state ts;
+    ckpt_writer *w = writer_on(d, sizeof d, "writer-as", 1, 1.0, &ts);
+    ddp_err err = {0};
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_wait(w, NULL, &err), DDP_OK);
+    snprintf(set, sizeof set, "%s/ckpt-00000005", d);
+    CHECK_EQ_INT(mkdir(set, 0755), 0);
+    setenv("DDP_TEST_FAULT", "slow-write:1:5:60", 1);
+    ts.s.hdr.step = 5;
+    CHECK_EQ_INT(ckpt_writer_write_as(w, set, "shard-00000-of-00001.ddp", &ts.s, path, &err), DDP_OK);
+    unsetenv("DDP_TEST_FAULT");
+    CHECK_STR_CONTAINS(path, "/ckpt-00000005/shard-00000-of-00001.ddp");
+    ckpt_loaded c;
+    CHECK(ckpt_read(path, &c, &err) == DDP_OK && c.hdr.step == 5, "the shard reads back: %s", err.msg);
+    ckpt_loaded_free(&c);
+    CHECK(ts_file_exists(d, "ckpt-00000001.ddp") && !ckpt_writer_stalled(w), "no prune after a shard");
+    ts.s.hdr.step = 6;
+    CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    ckpt_write_stats st;
+    CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_OK);
+    CHECK(strstr(st.path, "/writer-as/ckpt-00000006.ddp") && !ts_file_exists(d, "ckpt-00000001.ddp"),
+          "the next submit writes by step and prunes: \"%s\"", st.path);
+    ckpt_writer_destroy(w);
+    ts_free(&ts);
+}
+
 /* With keep_last 1 the second save removes the first; its time is reported apart from the write's,
  * which alone holds the test's per-chunk sleeps (>= 16 chunks of 50 ms). */
 static void test_writer_prune_timed_apart(void)
@@ -230,6 +264,20 @@ static void test_writer_stall(void)
     ckpt_loaded_free(&c);
     CHECK(ckpt_writer_destroy(w), "destroy did not leave the second writer to its thread");
     ts_free(&ts);
+
+    /* a shard (write_as) the storage takes nothing of, on this process's rank: given up naming it;
+     * its buffers are the caller's, which the writer's thread may still read: they live as long as
+     * the process, never freed */
+    static test_state shard;
+    w = writer_on(d, sizeof d, "writer-stall-as", 0, 1.0, &shard);
+    test_fault_set_rank(1);
+    setenv("DDP_TEST_FAULT", "slow-write:1:7:60", 1);
+    shard.s.hdr.step = 7;
+    CHECK_EQ_INT(ckpt_writer_write_as(w, d, "shard-00001-of-00002.ddp", &shard.s, NULL, &err), DDP_ERUNTIME);
+    CHECK_STR_CONTAINS(err.msg, CKPT_WRITE_GIVEN_UP);
+    CHECK_STR_CONTAINS(err.msg, "/writer-stall-as/shard-00001-of-00002.ddp (step 7): the storage took no byte of it "
+                       "for 1 s; the limit is " STALL_LIMIT);
+    CHECK(ckpt_writer_stalled(w) && ckpt_writer_destroy(w), "the shard's writer is left to its thread");
 }
 
 int main(void)
@@ -242,6 +290,7 @@ int main(void)
     test_writeback_failure();
     test_background_writer();
     test_writer_prune_timed_apart();
+    test_writer_write_as();
     test_writer_stall();
     int rc = check_done("test_ckpt_writer");
     if (rc == 0)
