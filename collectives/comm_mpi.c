@@ -147,6 +147,16 @@ static void req_free(comm_req *r)
     }
 }
 
+/* After a failed issue or wait: r is freed, unless MPI may still hold some of its requests (a chunk
+ * issued before the one that failed, or one a failed wait left pending). A non-blocking collective
+ * can be neither freed nor cancelled, and its buffers (r->scratch) must outlive it: r is left to
+ * MPI, as the job is ending. */
+static void req_drop(comm_req *r)
+{
+    if (r->blocking || r->n == 0)
+        req_free(r);
+}
+
 static void req_finish(comm *c, comm_req *r)
 {
     if (r->move_bytes && r->move_dst != r->move_src)
@@ -158,12 +168,12 @@ static void req_finish(comm *c, comm_req *r)
 
 static int mpi_wait(comm *c, comm_req *r, ddp_err *err);
 
-/* Ends a collective: on failure frees r; blocking calls finish now (waiting under the deadline
+/* Ends a collective: on failure drops r (req_drop); blocking calls finish now (waiting under the deadline
  * when one watches them), others hand r out. */
 static int req_end(comm *c, comm_req *r, comm_req **req, int rc, ddp_err *err)
 {
     if (rc != DDP_OK)
-        req_free(r);
+        req_drop(r);
     else if (r->blocking)
         req_finish(c, r);
     else if (!req)
@@ -470,7 +480,7 @@ static int mpi_wait(comm *c, comm_req *r, ddp_err *err)
     else if ((rc = MPI_Waitall(r->n, r->reqs, MPI_STATUSES_IGNORE)) != MPI_SUCCESS)
         rc = mpi_fail(err, rc, "MPI_Waitall", __FILE__, __LINE__);
     if (rc != DDP_OK) {
-        req_free(r);
+        req_drop(r);
         return rc;
     }
     req_finish(c, r);
