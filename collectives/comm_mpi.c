@@ -150,7 +150,8 @@ static void req_free(comm_req *r)
 /* After a failed issue or wait: r is freed, unless MPI may still hold some of its requests (a chunk
  * issued before the one that failed, or one a failed wait left pending). A non-blocking collective
  * can be neither freed nor cancelled, and its buffers (r->scratch) must outlive it: r is left to
- * MPI, as the job is ending. */
+ * MPI, as the job is ending. next_req counts a slot before the call that fills it, so a first call
+ * that failed leaves r too. */
 static void req_drop(comm_req *r)
 {
     if (r->blocking || r->n == 0)

@@ -31,8 +31,9 @@ int64_t train_ckpt_durable_step(const train_job *t, int64_t *writing);
 /* Rank 0, after each step: when the latest save's write has finished, its times go to
  * train_budget_written (never waits). */
 int train_ckpt_poll(train_job *t, ddp_err *err);
-/* Rank 0: a wait gave a background write up for the storage's stall (ckpt_writer_set_stall): nothing
- * more may be written or removed in that storage, which may answer nothing more. */
+/* A wait gave a write up for the storage's stall (ckpt_writer_set_stall; rank 0's background write,
+ * or this rank's shard): nothing more may be written or removed in that storage, which may answer
+ * nothing more. */
 bool train_ckpt_stalled(const train_job *t);
 /* Waits for a background save in flight, then for the uploads (or, when the job failed or the
  * write stalled, ends them: ckpt_uploader_abandon). err NULL: a failure is not reported. */

@@ -222,9 +222,7 @@ int train_shard_write(train_job *t, const train_shard_save *shared, ckpt_write_s
     int rc = share_save_identity(t, &save, set_dir, &alternate, err);
     if (rc != DDP_OK)
         return rc;
-    rc = make_dirs(set_dir, err);
-    if (rc == DDP_OK)
-        rc = write_own_shard(t, s, set_dir, alternate, &bytes, err);
+    rc = write_own_shard(t, s, set_dir, alternate, &bytes, err); /* its write makes set_dir, watched */
     if (rc != DDP_OK)
         log_error("checkpoint: rank %d: %s", t->ctl->rank, err->msg);
     else
