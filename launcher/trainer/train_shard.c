@@ -11,8 +11,9 @@
  * written synchronously (the stall is the write) by each rank's ckpt_writer, which gives a write up
  * when the storage takes none of it for the writer's limit (train_ckpt.c); every rank then learns
  * whether every shard is durable (an all-reduce over t->ctl), rank 0 writes the manifest that commits
- * the set (ckpt_set_commit) and prunes, and every rank learns that verdict too.
- * Test-only: DDP_TEST_FAULT=shard-exit:RANK:STEP makes RANK exit with status 3 after its shard of
+ * the set (ckpt_set_commit) and prunes, through its writer too, and every rank learns that verdict.
+ * Test-only: DDP_TEST_FAULT=slow-commit:0:STEP:SECONDS makes rank 0's commit of step STEP's set
+ * take SECONDS longer, none of it taken by the storage; shard-exit:RANK:STEP makes RANK exit with status 3 after its shard of
  * step STEP is durable, before the commit (a save killed part-way).
  * Must not decide when to save or what the buffers are (train_ckpt.c), nor the file layout
  * (runtime/ckpt/ckpt_set.c). */
@@ -153,34 +154,90 @@ int train_shard_read_own(train_job *t, ckpt_set_reader *r, const char *prefix, f
     return rc;
 }
 
-/* Rank 0: the manifest from the shards' tables, with this model's tensor table, then the prune. */
-static int commit(train_job *t, const train_shard_save *s, const char *set_dir, bool alternate, ddp_err *err)
+/* Rank 0's commit: the manifest from the shards' tables, with this model's tensor table, then the
+ * prune. A job of the rank's writer (ckpt_writer_run), whose wait is watched: what it reads is its
+ * own, as a job given up may run on at any time. */
+typedef struct commit_job {
+    ckpt_manifest spec;          /* its tensor table and settings on the heap */
+    char set_dir[CKPT_PATH_MAX], dir[CKPT_PATH_MAX];
+    int n_shards, keep_last;
+    bool alternate;
+} commit_job;
+
+/* Test-only: DDP_TEST_FAULT slow-commit at this step, on this rank (rank 0 commits). */
+static void test_slow_commit(int64_t step)
+{
+    test_fault f;
+    if (test_fault_get(&f) && strcmp(f.kind, "slow-commit") == 0 && f.step == step && test_fault_here(&f))
+        test_fault_sleep(&f);
+}
+
+static int commit_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
+{
+    commit_job *j = ctx;
+    (void)progress; /* a few KB of tables and manifest: given up stall_s after the wait began */
+    test_slow_commit(j->spec.hdr.step);
+    int rc = ckpt_set_commit(j->set_dir, &j->spec, j->n_shards, j->alternate, err);
+    if (rc == DDP_OK)
+        rc = dir_fsync(j->dir, err);
+    if (rc == DDP_OK) /* the set is committed */
+        ckpt_prune_after_save(j->dir, j->keep_last, j->set_dir, NULL, 0);
+    return rc;
+}
+
+static void commit_job_free(commit_job *j)
+{
+    if (!j)
+        return;
+    free(j->spec.tensors);
+    free((char *)j->spec.settings);
+    free(j);
+}
+
+static int commit_job_new(const train_job *t, const train_shard_save *s, const char *set_dir, bool alternate,
+                          commit_job **out, ddp_err *err)
 {
     const model *m = t->m;
     if (s->n_buffers > CKPT_SET_MAX_BUFFERS)
         return ddp_fail(err, DDP_EUSAGE, "checkpoint %s: %d buffers; a set holds %d", set_dir, s->n_buffers,
                         CKPT_SET_MAX_BUFFERS);
-    ckpt_manifest spec = {.hdr = s->hdr, .n_buffers = s->n_buffers, .buffer_len = (int64_t)m->n_params,
-                          .n_tensors = m->n_tensors, .settings = s->settings,
-                          .settings_len = s->settings ? strlen(s->settings) : 0, .train_samples = s->train_samples};
-    spec.tensors = calloc((size_t)m->n_tensors + 1, sizeof *spec.tensors);
-    if (!spec.tensors)
+    commit_job *j = *out = calloc(1, sizeof *j);
+    if (j) {
+        j->spec = (ckpt_manifest){.hdr = s->hdr, .n_buffers = s->n_buffers, .buffer_len = (int64_t)m->n_params,
+                                  .n_tensors = m->n_tensors, .settings_len = s->settings ? strlen(s->settings) : 0,
+                                  .train_samples = s->train_samples};
+        j->spec.tensors = calloc((size_t)m->n_tensors + 1, sizeof *j->spec.tensors);
+        j->spec.settings = s->settings ? strdup(s->settings) : NULL;
+    }
+    if (!j || !j->spec.tensors || (s->settings && !j->spec.settings))
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint manifest");
     for (int b = 0; b < s->n_buffers; b++)
-        snprintf(spec.buffers[b], sizeof spec.buffers[b], "%s", s->buffers[b].prefix);
+        snprintf(j->spec.buffers[b], sizeof j->spec.buffers[b], "%s", s->buffers[b].prefix);
     for (int i = 0; i < m->n_tensors; i++) {
-        ckpt_set_tensor *x = &spec.tensors[i];
+        ckpt_set_tensor *x = &j->spec.tensors[i];
         snprintf(x->name, sizeof x->name, "%s", m->tensors[i].name);
         x->ndim = m->tensors[i].ndim;
         memcpy(x->shape, m->tensors[i].shape, sizeof m->tensors[i].shape);
         x->offset = (int64_t)m->tensors[i].offset;
     }
-    int rc = ckpt_set_commit(set_dir, &spec, t->ctl->size, alternate, err);
-    free(spec.tensors);
+    snprintf(j->set_dir, sizeof j->set_dir, "%s", set_dir);
+    snprintf(j->dir, sizeof j->dir, "%s", s->dir);
+    j->n_shards = t->ctl->size;
+    j->keep_last = s->keep_last;
+    j->alternate = alternate;
+    return DDP_OK;
+}
+
+static int commit(train_job *t, const train_shard_save *s, const char *set_dir, bool alternate, ddp_err *err)
+{
+    commit_job *j = NULL;
+    int rc = commit_job_new(t, s, set_dir, alternate, &j, err);
+    char what[CKPT_PATH_MAX + 64];
+    snprintf(what, sizeof what, "the commit of %s (step %lld)", set_dir, (long long)s->hdr.step);
     if (rc == DDP_OK)
-        rc = dir_fsync(s->dir, err);
-    if (rc == DDP_OK) /* the set is committed */
-        ckpt_prune_after_save(s->dir, s->keep_last, set_dir, NULL, 0);
+        rc = ckpt_writer_run(s->writer, what, commit_main, j, err);
+    if (!ckpt_writer_stalled(s->writer)) /* else its thread may still use it */
+        commit_job_free(j);
     return rc;
 }
 
@@ -239,8 +296,9 @@ int train_shard_write(train_job *t, const train_shard_save *shared, ckpt_write_s
         log_error("checkpoint: %s", err->msg);
     if ((arc = agree(t, verdict, 1, err)) != DDP_OK)
         return arc;
-    if (verdict[0])
-        return t->ctl->rank == 0 ? DDP_ERUNTIME /* err says why */
+    if (verdict[0]) /* rank 0 said why above, before the agreement */
+        return t->ctl->rank == 0 ? ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: the set is not committed (the error "
+                                            "above says why)", set_dir)
                                  : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: rank 0 could not commit the set", set_dir);
     if (st)
         *st = (ckpt_write_stats){.write_s = monotonic_s() - t0, .bytes = (uint64_t)v[1]};

@@ -202,12 +202,20 @@ int ckpt_writer_create(const char *dir, int keep_last, ckpt_writer **out, ddp_er
  * deep-copies s into the writer's host snapshot and returns; the worker thread then writes it
  * atomically and prunes. s's buffers may change as soon as this returns. */
 int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err);
-/* Writes s as dir/name (ckpt_write_atomic_as) on the writer's thread and waits for it, watched as
- * every wait is (ckpt_writer_set_stall): a sharded set's shard, written while the other ranks
- * write theirs. No prune and no upload (the set's commit prunes). s is not copied: a write given up
- * for the storage's stall may still read s's buffers at any time from its thread, so the caller
- * must never free them once ckpt_writer_stalled says so (the process is ending). path
- * (CKPT_PATH_MAX bytes, may be NULL) gets the file's path. */
+/* Work on the storage that the caller waits for, run on the writer's thread so that the wait is
+ * watched as every wait is (ckpt_writer_set_stall): job(ctx, progress, err) returns a status and
+ * may count the bytes the storage takes in *progress (a job that counts none is given up stall_s
+ * after the wait began). ckpt_writer_run waits for any write in flight (returning its error, without
+ * running job, if it failed), then runs job and waits for it: its status, or the give-up error,
+ * which names the job by `what`. A job given up may still use ctx at any time from its thread:
+ * the caller must never free ctx, nor what it points to, once ckpt_writer_stalled says so (the
+ * process is ending). No prune, no upload. */
+typedef int (*ckpt_job_fn)(void *ctx, _Atomic uint64_t *progress, ddp_err *err);
+int ckpt_writer_run(ckpt_writer *w, const char *what, ckpt_job_fn job, void *ctx, ddp_err *err);
+/* A ckpt_writer_run of s written as dir/name (ckpt_write_atomic_as): a sharded set's shard, written
+ * while the other ranks write theirs (the set's commit prunes). s is not copied: once
+ * ckpt_writer_stalled says so, its buffers are the job's ctx. path (CKPT_PATH_MAX bytes, may be
+ * NULL) gets the file's path. */
 int ckpt_writer_write_as(ckpt_writer *w, const char *dir, const char *name, const ckpt_state *s, char *path,
                          ddp_err *err);
 /* Waits until no write is in flight; returns the last write's status (once) and its stats

@@ -7,11 +7,12 @@
  * ends naming it instead of hanging. The thread may be stuck in the kernel for good; it is left
  * alone, and after it the writer and its uploader, which it may still touch.
  *
- * A synchronous write of the caller's own buffers (write_as: a sharded set's shard) goes through
- * the same thread, so that its wait is watched too.
+ * Work the caller waits for (ckpt_writer_run: a sharded set's shard, written from the caller's own
+ * buffers by write_as, and its commit) goes through the same thread, so that its wait is watched
+ * too.
  *
- * This file must not touch the trainer's buffers after submit returns (write_as: after it returns,
- * unless it gave the write up), nor drop a write's error: it is returned by the next submit, wait
+ * This file must not touch the trainer's buffers after submit returns (a run's job: after it
+ * returns, unless it was given up), nor drop a write's error: it is returned by the next submit, wait
  * or poll (a failed prune after it is only a warning, ckpt_prune_after_save). Its thread must not
  * call CUDA: a thread's current device is its own, and one that never selects it works on GPU 0.
  * Test-only, on the writer's rank RANK (test_fault_here): DDP_TEST_FAULT=slow-write:RANK:STEP:SECONDS
@@ -40,9 +41,9 @@ struct ckpt_writer {
     double stall_s;     /* > 0: how long a wait lets the storage take no byte (ckpt_writer_set_stall) */
     char stall_limit[128]; /* what sets stall_s, for the give-up error; "" unnamed */
     bool busy;          /* a snapshot is waiting for or being written */
-    bool borrowed;      /* the write in flight is ckpt_writer_write_as's: the caller's state, to target */
-    char target_dir[CKPT_PATH_MAX];
-    char target_name[128];
+    ckpt_job_fn job;    /* the work in flight is ckpt_writer_run's job(job_ctx) (NULL: a submit's snapshot) */
+    void *job_ctx;
+    char job_what[CKPT_PATH_MAX + 64]; /* names the job in the give-up error */
     bool stalled;       /* a wait gave the write up: stall_err is every call's answer */
     char durable[CKPT_PATH_MAX]; /* the write in flight's file once durable (its prune may still run) */
     ddp_err stall_err;
@@ -109,18 +110,25 @@ static void writer_main(worker *t, void *arg)
             break; /* stopping: a pending write is finished first */
         worker_unlock(t);
 
-        /* the snapshot (and borrowed, the target) is ours alone while busy: submit waits before
-         * touching it */
         ddp_err e = {0};
+        if (w->job) { /* the job and its context are ours alone while busy, as is the snapshot */
+            int rc = w->job(w->job_ctx, &w->progress, &e);
+            worker_lock(t);
+            w->status = rc;
+            w->status_err = e;
+            w->busy = false;
+            worker_wake(t);
+            continue;
+        }
+        /* the snapshot is ours alone while busy: submit waits before touching it */
         char path[CKPT_PATH_MAX] = "";
         double t0 = monotonic_s();
         test_slow("slow-write", w->snap.hdr.step);
         int rc = test_fail_write(w->snap.hdr.step, &e);
         if (rc == DDP_OK)
-            rc = w->borrowed ? ckpt_write_atomic_as(w->target_dir, w->target_name, &w->snap, path, &e)
-                             : ckpt_write_atomic(w->dir, &w->snap, path, &e);
+            rc = ckpt_write_atomic(w->dir, &w->snap, path, &e);
         double t1 = monotonic_s();
-        if (!rc && !w->borrowed)
+        if (!rc)
             prune_after(w, path, w->snap.hdr.step);
         double t2 = monotonic_s();
 
@@ -241,9 +249,9 @@ static void give_up(ckpt_writer *w)
         ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "step %lld is written (%s), but removing older "
                  "ones beyond checkpoint.keep_last made no progress for %g s (the storage may have stopped answering)%s",
                  (long long)w->snap.hdr.step, w->durable, w->stall_s, limit);
-    else if (w->borrowed)
-        ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "%s/%s (step %lld): the storage took no byte of it "
-                 "for %g s%s", w->target_dir, w->target_name, (long long)w->snap.hdr.step, w->stall_s, limit);
+    else if (w->job)
+        ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "%s: the storage took no byte of it for %g s%s",
+                 w->job_what, w->stall_s, limit);
     else
         ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "step %lld in %s: the storage took no byte of it "
                  "for %g s (the checkpoints written before it are as they were)%s", (long long)w->snap.hdr.step,
@@ -301,7 +309,7 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
     }
     if (!rc) {
         w->busy = true;
-        w->borrowed = false;
+        w->job = NULL;
         w->durable[0] = '\0';
         worker_wake(&w->thread);
     }
@@ -309,26 +317,57 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
     return rc;
 }
 
-int ckpt_writer_write_as(ckpt_writer *w, const char *dir, const char *name, const ckpt_state *s, char *path,
-                         ddp_err *err)
+int ckpt_writer_run(ckpt_writer *w, const char *what, ckpt_job_fn job, void *ctx, ddp_err *err)
 {
     worker_lock(&w->thread);
     int rc = wait_locked(w, err);
-    if (rc == DDP_OK && (snprintf(w->target_dir, sizeof w->target_dir, "%s", dir) >= (int)sizeof w->target_dir ||
-                         snprintf(w->target_name, sizeof w->target_name, "%s", name) >= (int)sizeof w->target_name))
-        rc = ddp_fail(err, DDP_EUSAGE, "checkpoint path too long: %s/%s", dir, name);
     if (rc == DDP_OK) {
-        w->snap = *s;
-        w->snap.progress = &w->progress;
-        w->stats = (ckpt_write_stats){.bytes = 0};
-        w->busy = w->borrowed = true;
+        w->job = job;
+        w->job_ctx = ctx;
+        snprintf(w->job_what, sizeof w->job_what, "%s", what);
+        w->busy = true;
         w->durable[0] = '\0';
         worker_wake(&w->thread);
         rc = wait_locked(w, err);
     }
-    if (rc == DDP_OK && path)
-        snprintf(path, CKPT_PATH_MAX, "%s", w->stats.path);
     worker_unlock(&w->thread);
+    return rc;
+}
+
+/* ckpt_writer_write_as's job: the caller's state (its buffers borrowed) written as dir/name. */
+typedef struct write_as_job {
+    char dir[CKPT_PATH_MAX], name[128], path[CKPT_PATH_MAX];
+    ckpt_state s;
+} write_as_job;
+
+static int write_as_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
+{
+    write_as_job *j = ctx;
+    j->s.progress = progress;
+    test_slow("slow-write", j->s.hdr.step);
+    int rc = test_fail_write(j->s.hdr.step, err);
+    return rc == DDP_OK ? ckpt_write_atomic_as(j->dir, j->name, &j->s, j->path, err) : rc;
+}
+
+int ckpt_writer_write_as(ckpt_writer *w, const char *dir, const char *name, const ckpt_state *s, char *path,
+                         ddp_err *err)
+{
+    write_as_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint writer: out of memory");
+    if (snprintf(j->dir, sizeof j->dir, "%s", dir) >= (int)sizeof j->dir ||
+        snprintf(j->name, sizeof j->name, "%s", name) >= (int)sizeof j->name) {
+        free(j);
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint path too long: %s/%s", dir, name);
+    }
+    j->s = *s;
+    char what[CKPT_PATH_MAX + 64];
+    snprintf(what, sizeof what, "%s/%s (step %lld)", dir, name, (long long)s->hdr.step);
+    int rc = ckpt_writer_run(w, what, write_as_main, j, err);
+    if (rc == DDP_OK && path)
+        snprintf(path, CKPT_PATH_MAX, "%s", j->path);
+    if (!ckpt_writer_stalled(w)) /* else its thread may still use it */
+        free(j);
     return rc;
 }
 

@@ -169,4 +169,17 @@ check "... rank 1 names its shard" grep -q "rank 1 .*checkpoint write given up: 
 .*/ckpt-00000004/shard-00001-of-00002.ddp (step 4): the storage took no byte of it for 3 s" "$TMP/shard2.log"
 check "... rank 0: the set not committed" grep -q "1 rank(s) could not write their shard" "$TMP/shard2.log"
 check "... and no deadline's verdict" bash -c "! grep -q 'ddp.timeout_s: ' '$TMP/shard2.log'"
+# rank 0's commit of the set (its manifest) on storage that stopped: given up at 3 s as well, while
+# rank 1 waits for the verdict under the whole deadline
+t0=$SECONDS
+DDP_TEST_FAULT=slow-commit:0:4:60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/commit" train.max_steps=8 \
+    checkpoint.every_steps=4 checkpoint.sharded=true ddp.timeout_s=6 >"$TMP/commit.log" 2>&1
+rc=$?
+check "a stalled commit: exit 1 (got $rc)" [ $rc -eq 1 ]
+check "... in seconds (took $((SECONDS - t0)) s)" [ $((SECONDS - t0)) -le 30 ]
+check "... rank 0 names the commit" grep -q "rank 0 .*checkpoint write given up: the commit of \
+.*/ckpt-00000004 (step 4): the storage took no byte of it for 3 s; the limit is half of ddp.timeout_s" \
+    "$TMP/commit.log"
+check "... rank 1: rank 0 could not commit" grep -q "rank 1 .*rank 0 could not commit the set" "$TMP/commit.log"
+check "... and no deadline's verdict" bash -c "! grep -q 'ddp.timeout_s: ' '$TMP/commit.log'"
 finish
