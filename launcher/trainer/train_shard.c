@@ -11,9 +11,10 @@
  * written synchronously (the stall is the write) by each rank's ckpt_writer, which gives a write up
  * when the storage takes none of it for the writer's limit (train_ckpt.c); every rank then learns
  * whether every shard is durable (an all-reduce over t->ctl), rank 0 writes the manifest that commits
- * the set (ckpt_set_commit) and prunes, through its writer too, and every rank learns that verdict.
+ * the set (ckpt_set_commit) through its writer too, every rank learns that verdict, and rank 0
+ * prunes (its writer again).
  * Test-only: DDP_TEST_FAULT=slow-commit:0:STEP:SECONDS makes rank 0's commit of step STEP's set
- * take SECONDS longer, none of it taken by the storage; shard-exit:RANK:STEP makes RANK exit with status 3 after its shard of
+ * take SECONDS longer, none of it taken by the storage (slow-prune: the prune after it); shard-exit:RANK:STEP makes RANK exit with status 3 after its shard of
  * step STEP is durable, before the commit (a save killed part-way).
  * Must not decide when to save or what the buffers are (train_ckpt.c), nor the file layout
  * (runtime/ckpt/ckpt_set.c). */
@@ -154,9 +155,9 @@ int train_shard_read_own(train_job *t, ckpt_set_reader *r, const char *prefix, f
     return rc;
 }
 
-/* Rank 0's commit: the manifest from the shards' tables, with this model's tensor table, then the
- * prune. A job of the rank's writer (ckpt_writer_run), whose wait is watched: what it reads is its
- * own, as a job given up may run on at any time. */
+/* Rank 0's commit (the manifest from the shards' tables, with this model's tensor table) and, once
+ * every rank knows the set is committed, the prune: jobs of the rank's writer (ckpt_writer_run),
+ * whose waits are watched. What they read is their own, as a job given up may run on at any time. */
 typedef struct commit_job {
     ckpt_manifest spec;          /* its tensor table and settings on the heap */
     char set_dir[CKPT_PATH_MAX], dir[CKPT_PATH_MAX];
@@ -164,25 +165,32 @@ typedef struct commit_job {
     bool alternate;
 } commit_job;
 
-/* Test-only: DDP_TEST_FAULT slow-commit at this step, on this rank (rank 0 commits). */
-static void test_slow_commit(int64_t step)
+/* Test-only: DDP_TEST_FAULT slow-commit or slow-prune (kind) at this step, on this rank. */
+static void test_slow_job(const char *kind, int64_t step)
 {
     test_fault f;
-    if (test_fault_get(&f) && strcmp(f.kind, "slow-commit") == 0 && f.step == step && test_fault_here(&f))
+    if (test_fault_get(&f) && strcmp(f.kind, kind) == 0 && f.step == step && test_fault_here(&f))
         test_fault_sleep(&f);
 }
 
+/* Neither job counts progress (a few KB of tables and manifest; a few files removed): each is given
+ * up when it has not ended stall_s after its wait began. */
 static int commit_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
 {
     commit_job *j = ctx;
-    (void)progress; /* a few KB of tables and manifest: given up stall_s after the wait began */
-    test_slow_commit(j->spec.hdr.step);
+    (void)progress;
+    test_slow_job("slow-commit", j->spec.hdr.step);
     int rc = ckpt_set_commit(j->set_dir, &j->spec, j->n_shards, j->alternate, err);
-    if (rc == DDP_OK)
-        rc = dir_fsync(j->dir, err);
-    if (rc == DDP_OK) /* the set is committed */
-        ckpt_prune_after_save(j->dir, j->keep_last, j->set_dir, NULL, 0);
-    return rc;
+    return rc == DDP_OK ? dir_fsync(j->dir, err) : rc;
+}
+
+static int prune_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
+{
+    commit_job *j = ctx;
+    (void)progress, (void)err;
+    test_slow_job("slow-prune", j->spec.hdr.step);
+    ckpt_prune_after_save(j->dir, j->keep_last, j->set_dir, NULL, 0); /* a failure is a warning */
+    return DDP_OK;
 }
 
 static void commit_job_free(commit_job *j)
@@ -228,16 +236,31 @@ static int commit_job_new(const train_job *t, const train_shard_save *s, const c
     return DDP_OK;
 }
 
-static int commit(train_job *t, const train_shard_save *s, const char *set_dir, bool alternate, ddp_err *err)
+/* Rank 0: the commit's job, *job kept for the prune after it. */
+static int commit(train_job *t, const train_shard_save *s, const char *set_dir, bool alternate, commit_job **job,
+                  ddp_err *err)
 {
-    commit_job *j = NULL;
-    int rc = commit_job_new(t, s, set_dir, alternate, &j, err);
+    int rc = commit_job_new(t, s, set_dir, alternate, job, err);
     char what[CKPT_PATH_MAX + 64];
-    snprintf(what, sizeof what, "the commit of %s (step %lld)", set_dir, (long long)s->hdr.step);
-    if (rc == DDP_OK)
-        rc = ckpt_writer_run(s->writer, what, commit_main, j, err);
-    if (!ckpt_writer_stalled(s->writer)) /* else its thread may still use it */
+    snprintf(what, sizeof what, "the commit of %s (step %lld) made no progress", set_dir, (long long)s->hdr.step);
+    return rc == DDP_OK ? ckpt_writer_run(s->writer, what, commit_main, *job, err) : rc;
+}
+
+/* Rank 0: j freed, unless its writer gave a job up (whose thread may still use it). */
+static void commit_job_release(const train_shard_save *s, commit_job *j)
+{
+    if (!ckpt_writer_stalled(s->writer))
         commit_job_free(j);
+}
+
+/* Rank 0, the set at set_dir committed: the prune (commit's job j), then j released. */
+static int prune(const train_shard_save *s, const char *set_dir, commit_job *j, ddp_err *err)
+{
+    char what[CKPT_PATH_MAX + 128];
+    snprintf(what, sizeof what, "step %lld is committed (%s), but removing older ones beyond checkpoint.keep_last "
+             "made no progress", (long long)s->hdr.step, set_dir);
+    int rc = ckpt_writer_run(s->writer, what, prune_main, j, err);
+    commit_job_release(s, j);
     return rc;
 }
 
@@ -291,18 +314,24 @@ int train_shard_write(train_job *t, const train_shard_save *shared, ckpt_write_s
     if (v[0] > 0)
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: %lld rank(s) could not write their shard (errors above); "
                         "the set is not committed", set_dir, (long long)v[0]);
-    int64_t verdict[1] = {t->ctl->rank == 0 ? commit(t, s, set_dir, alternate, err) != DDP_OK : 0};
+    commit_job *job = NULL;
+    int64_t verdict[1] = {t->ctl->rank == 0 ? commit(t, s, set_dir, alternate, &job, err) != DDP_OK : 0};
     if (verdict[0])
         log_error("checkpoint: %s", err->msg);
-    if ((arc = agree(t, verdict, 1, err)) != DDP_OK)
-        return arc;
-    if (verdict[0]) /* rank 0 said why above, before the agreement */
+    if ((arc = agree(t, verdict, 1, err)) != DDP_OK || verdict[0]) {
+        if (t->ctl->rank == 0)
+            commit_job_release(s, job);
+        if (arc != DDP_OK)
+            return arc;
+        /* rank 0 said why above, before the agreement */
         return t->ctl->rank == 0 ? ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: the set is not committed (the error "
                                             "above says why)", set_dir)
                                  : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: rank 0 could not commit the set", set_dir);
+    }
     if (st)
         *st = (ckpt_write_stats){.write_s = monotonic_s() - t0, .bytes = (uint64_t)v[1]};
     if (st)
         snprintf(st->path, sizeof st->path, "%s", set_dir);
-    return DDP_OK;
+    /* rank 0: a prune on storage that stopped ends this rank; the others, training on, with it */
+    return t->ctl->rank == 0 ? prune(s, set_dir, job, err) : DDP_OK;
 }

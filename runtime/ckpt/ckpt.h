@@ -207,7 +207,8 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err);
  * may count the bytes the storage takes in *progress (a job that counts none is given up stall_s
  * after the wait began). ckpt_writer_run waits for any write in flight (returning its error, without
  * running job, if it failed), then runs job and waits for it: its status, or the give-up error,
- * which names the job by `what`. A job given up may still use ctx at any time from its thread:
+ * CKPT_WRITE_GIVEN_UP what " for N s" (what: "the commit of PATH made no progress"). Stats read
+ * after it are zero, step -1: a job is no write of the writer's own. A job given up may still use ctx at any time from its thread:
  * the caller must never free ctx, nor what it points to, once ckpt_writer_stalled says so (the
  * process is ending). No prune, no upload. */
 typedef int (*ckpt_job_fn)(void *ctx, _Atomic uint64_t *progress, ddp_err *err);
@@ -228,8 +229,8 @@ bool ckpt_writer_poll(ckpt_writer *w, ckpt_write_stats *stats, int *status, ddp_
  * holds the checkpoints u still uploads from pruning. Set before the first submit. */
 typedef struct ckpt_uploader ckpt_uploader;
 void ckpt_writer_set_uploader(ckpt_writer *w, ckpt_uploader *u);
-/* After each write, the writer's thread calls observe(ctx, what, begin_s, end_s) for "checkpoint
- * write" (until the file is durable) and "checkpoint prune", with monotonic_s() readings (a
+/* After each submitted write, the writer's thread calls observe(ctx, what, begin_s, end_s) for
+ * "checkpoint write" (until the file is durable) and "checkpoint prune" (never for a job), with monotonic_s() readings (a
  * profiler's hook; it must be thread-safe and outlive the writer). NULL stops the calls. */
 typedef void (*ckpt_write_observer)(void *ctx, const char *what, double begin_s, double end_s);
 void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void *ctx);

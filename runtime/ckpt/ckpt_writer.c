@@ -43,7 +43,7 @@ struct ckpt_writer {
     bool busy;          /* a snapshot is waiting for or being written */
     ckpt_job_fn job;    /* the work in flight is ckpt_writer_run's job(job_ctx) (NULL: a submit's snapshot) */
     void *job_ctx;
-    char job_what[CKPT_PATH_MAX + 64]; /* names the job in the give-up error */
+    char job_what[CKPT_PATH_MAX + 128]; /* the give-up error's words before " for N s" */
     bool stalled;       /* a wait gave the write up: stall_err is every call's answer */
     char durable[CKPT_PATH_MAX]; /* the write in flight's file once durable (its prune may still run) */
     ddp_err stall_err;
@@ -250,8 +250,7 @@ static void give_up(ckpt_writer *w)
                  "ones beyond checkpoint.keep_last made no progress for %g s (the storage may have stopped answering)%s",
                  (long long)w->snap.hdr.step, w->durable, w->stall_s, limit);
     else if (w->job)
-        ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "%s: the storage took no byte of it for %g s%s",
-                 w->job_what, w->stall_s, limit);
+        ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "%s for %g s%s", w->job_what, w->stall_s, limit);
     else
         ddp_fail(&w->stall_err, DDP_ERUNTIME, CKPT_WRITE_GIVEN_UP "step %lld in %s: the storage took no byte of it "
                  "for %g s (the checkpoints written before it are as they were)%s", (long long)w->snap.hdr.step,
@@ -324,6 +323,7 @@ int ckpt_writer_run(ckpt_writer *w, const char *what, ckpt_job_fn job, void *ctx
     if (rc == DDP_OK) {
         w->job = job;
         w->job_ctx = ctx;
+        w->stats = (ckpt_write_stats){.step = -1}; /* a job is no write of the writer's own */
         snprintf(w->job_what, sizeof w->job_what, "%s", what);
         w->busy = true;
         w->durable[0] = '\0';
@@ -362,7 +362,7 @@ int ckpt_writer_write_as(ckpt_writer *w, const char *dir, const char *name, cons
     }
     j->s = *s;
     char what[CKPT_PATH_MAX + 64];
-    snprintf(what, sizeof what, "%s/%s (step %lld)", dir, name, (long long)s->hdr.step);
+    snprintf(what, sizeof what, "%s/%s (step %lld): the storage took no byte of it", dir, name, (long long)s->hdr.step);
     int rc = ckpt_writer_run(w, what, write_as_main, j, err);
     if (rc == DDP_OK && path)
         snprintf(path, CKPT_PATH_MAX, "%s", j->path);

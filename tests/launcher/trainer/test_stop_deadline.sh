@@ -178,8 +178,19 @@ rc=$?
 check "a stalled commit: exit 1 (got $rc)" [ $rc -eq 1 ]
 check "... in seconds (took $((SECONDS - t0)) s)" [ $((SECONDS - t0)) -le 30 ]
 check "... rank 0 names the commit" grep -q "rank 0 .*checkpoint write given up: the commit of \
-.*/ckpt-00000004 (step 4): the storage took no byte of it for 3 s; the limit is half of ddp.timeout_s" \
-    "$TMP/commit.log"
+.*/ckpt-00000004 (step 4) made no progress for 3 s; the limit is half of ddp.timeout_s" "$TMP/commit.log"
 check "... rank 1: rank 0 could not commit" grep -q "rank 1 .*rank 0 could not commit the set" "$TMP/commit.log"
 check "... and no deadline's verdict" bash -c "! grep -q 'ddp.timeout_s: ' '$TMP/commit.log'"
+# the prune after step 8's commit (keep_last 1 removes step 4's set) on storage that stopped:
+# rank 0 names it, with step 8's set committed, while rank 1 trains on into the next collective
+t0=$SECONDS
+DDP_TEST_FAULT=slow-prune:0:8:60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/prune" train.max_steps=12 \
+    checkpoint.every_steps=4 checkpoint.keep_last=1 checkpoint.sharded=true ddp.timeout_s=6 >"$TMP/prune.log" 2>&1
+rc=$?
+check "a stalled prune of sets: exit 1 (got $rc)" [ $rc -eq 1 ]
+check "... in seconds (took $((SECONDS - t0)) s)" [ $((SECONDS - t0)) -le 30 ]
+check "... rank 0 names it, the set committed" grep -q "rank 0 .*checkpoint write given up: step 8 is committed \
+(.*/ckpt-00000008), but removing older ones beyond checkpoint.keep_last made no progress for 3 s" "$TMP/prune.log"
+check "... step 8's set is whole" "$DDPRUN" ckpt info "$TMP/prune/checkpoints/ckpt-00000008"
+check "... and no deadline's verdict" bash -c "! grep -q 'ddp.timeout_s: ' '$TMP/prune.log'"
 finish

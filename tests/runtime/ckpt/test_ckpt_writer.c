@@ -144,7 +144,7 @@ static void test_background_writer(void)
 }
 
 /* write_as: the caller's state written as dir/name, waited for, readable at once, with no prune
- * (keep_last 1 keeps the saved file beside it); a slow-write fault for another rank than this
+ * (keep_last 1 keeps the saved file beside it) and no stats of a write of the writer's own; a slow-write fault for another rank than this
  * process's (0 until test_fault_set_rank) leaves it alone; and the next submit writes to the
  * writer's directory again, by step. */
 static void test_writer_write_as(void)
@@ -166,9 +166,12 @@ static void test_writer_write_as(void)
     CHECK(ckpt_read(path, &c, &err) == DDP_OK && c.hdr.step == 5, "the shard reads back: %s", err.msg);
     ckpt_loaded_free(&c);
     CHECK(ts_file_exists(d, "ckpt-00000001.ddp") && !ckpt_writer_stalled(w), "no prune after a shard");
+    ckpt_write_stats st;
+    CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_OK);
+    CHECK(st.step == -1 && st.path[0] == '\0', "a job's stats are no write's: step %lld \"%s\"", (long long)st.step,
+          st.path);
     ts.s.hdr.step = 6;
     CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
-    ckpt_write_stats st;
     CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_OK);
     CHECK(strstr(st.path, "/writer-as/ckpt-00000006.ddp") && !ts_file_exists(d, "ckpt-00000001.ddp"),
           "the next submit writes by step and prunes: \"%s\"", st.path);
