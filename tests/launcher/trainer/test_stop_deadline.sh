@@ -144,53 +144,44 @@ in .*: the storage took no byte of it for 3 s (.*); the limit is half of ddp.tim
 check "... before any deadline's verdict" bash -c "! sed '/checkpoint write given up/q' '$TMP/stall4.log' | \
     grep -q 'ddp.timeout_s: '"
 
+# stalled_sets NAME NP FAULT TIMEOUT ARGS...: a sharded job of 4-step saves on NP ranks under
+# DDP_TEST_FAULT=FAULT, ddp.timeout_s TIMEOUT (the writer's limit half of it), logged to $TMP/NAME.log;
+# checks that it ends with exit 1 in seconds, before any deadline's verdict
+stalled_sets() {
+    local name=$1 np=$2 fault=$3 timeout=$4; shift 4
+    local t0=$SECONDS
+    DDP_TEST_FAULT=$fault "$DDPRUN" -np "$np" "$SMALL" run.dir="$TMP/$name" checkpoint.every_steps=4 \
+        checkpoint.sharded=true ddp.timeout_s="$timeout" "$@" >"$TMP/$name.log" 2>&1
+    local rc=$?
+    check "$name ($fault on $np rank(s)): exit 1 (got $rc)" [ $rc -eq 1 ]
+    check "... in seconds (took $((SECONDS - t0)) s)" [ $((SECONDS - t0)) -le 30 ]
+    check "... and no deadline's verdict" bash -c "! grep -q 'ddp.timeout_s: ' '$TMP/$name.log'"
+}
+
 # checkpoint.sharded: each rank writes its shard synchronously, watched as rank 0's file is. One
 # rank alone, its storage taking nothing of the shard (slow-write: 60 s before the first byte):
 # given up after half the deadline, 2 s, instead of holding the job for the write
-t0=$SECONDS
-DDP_TEST_FAULT=slow-write:0:4:60 "$DDPRUN" -np 1 "$SMALL" run.dir="$TMP/shard1" train.max_steps=8 \
-    checkpoint.every_steps=4 checkpoint.sharded=true ddp.timeout_s=4 >"$TMP/shard1.log" 2>&1
-rc=$?
-check "a stalled shard, one rank: exit 1 (got $rc)" [ $rc -eq 1 ]
-check "... in seconds (took $((SECONDS - t0)) s)" [ $((SECONDS - t0)) -le 30 ]
+stalled_sets shard1 1 slow-write:0:4:60 4 train.max_steps=8
 check "... the shard named, given up after half the deadline" grep -q "checkpoint write given up: \
 .*/ckpt-00000004/shard-00000-of-00001.ddp (step 4): the storage took no byte of it for 2 s; the limit is half of \
 ddp.timeout_s" "$TMP/shard1.log"
 # two ranks, rank 1's storage stalled: rank 1 names its shard at 3 s, while rank 0 waits for its
 # verdict in the agreement after the writes, under the whole deadline of 6 s (+ grace), so no
 # deadline names rank 1 as late; rank 0 says the set is not committed
-t0=$SECONDS
-DDP_TEST_FAULT=slow-write:1:4:60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/shard2" train.max_steps=8 \
-    checkpoint.every_steps=4 checkpoint.sharded=true ddp.timeout_s=6 >"$TMP/shard2.log" 2>&1
-rc=$?
-check "a stalled shard on rank 1 of 2: exit 1 (got $rc)" [ $rc -eq 1 ]
-check "... in seconds (took $((SECONDS - t0)) s)" [ $((SECONDS - t0)) -le 30 ]
+stalled_sets shard2 2 slow-write:1:4:60 6 train.max_steps=8
 check "... rank 1 names its shard" grep -q "rank 1 .*checkpoint write given up: \
 .*/ckpt-00000004/shard-00001-of-00002.ddp (step 4): the storage took no byte of it for 3 s" "$TMP/shard2.log"
 check "... rank 0: the set not committed" grep -q "1 rank(s) could not write their shard" "$TMP/shard2.log"
-check "... and no deadline's verdict" bash -c "! grep -q 'ddp.timeout_s: ' '$TMP/shard2.log'"
 # rank 0's commit of the set (its manifest) on storage that stopped: given up at 3 s as well, while
 # rank 1 waits for the verdict under the whole deadline
-t0=$SECONDS
-DDP_TEST_FAULT=slow-commit:0:4:60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/commit" train.max_steps=8 \
-    checkpoint.every_steps=4 checkpoint.sharded=true ddp.timeout_s=6 >"$TMP/commit.log" 2>&1
-rc=$?
-check "a stalled commit: exit 1 (got $rc)" [ $rc -eq 1 ]
-check "... in seconds (took $((SECONDS - t0)) s)" [ $((SECONDS - t0)) -le 30 ]
+stalled_sets commit 2 slow-commit:0:4:60 6 train.max_steps=8
 check "... rank 0 names the commit" grep -q "rank 0 .*checkpoint write given up: the commit of \
 .*/ckpt-00000004 (step 4) made no progress for 3 s; the limit is half of ddp.timeout_s" "$TMP/commit.log"
 check "... rank 1: rank 0 could not commit" grep -q "rank 1 .*rank 0 could not commit the set" "$TMP/commit.log"
-check "... and no deadline's verdict" bash -c "! grep -q 'ddp.timeout_s: ' '$TMP/commit.log'"
 # the prune after step 8's commit (keep_last 1 removes step 4's set) on storage that stopped:
 # rank 0 names it, with step 8's set committed, while rank 1 trains on into the next collective
-t0=$SECONDS
-DDP_TEST_FAULT=slow-prune:0:8:60 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/prune" train.max_steps=12 \
-    checkpoint.every_steps=4 checkpoint.keep_last=1 checkpoint.sharded=true ddp.timeout_s=6 >"$TMP/prune.log" 2>&1
-rc=$?
-check "a stalled prune of sets: exit 1 (got $rc)" [ $rc -eq 1 ]
-check "... in seconds (took $((SECONDS - t0)) s)" [ $((SECONDS - t0)) -le 30 ]
+stalled_sets prune 2 slow-prune:0:8:60 6 train.max_steps=12 checkpoint.keep_last=1
 check "... rank 0 names it, the set committed" grep -q "rank 0 .*checkpoint write given up: step 8 is committed \
 (.*/ckpt-00000008), but removing older ones beyond checkpoint.keep_last made no progress for 3 s" "$TMP/prune.log"
 check "... step 8's set is whole" "$DDPRUN" ckpt info "$TMP/prune/checkpoints/ckpt-00000008"
-check "... and no deadline's verdict" bash -c "! grep -q 'ddp.timeout_s: ' '$TMP/prune.log'"
 finish
