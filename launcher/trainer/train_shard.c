@@ -173,8 +173,8 @@ static void test_slow_job(const char *kind, int64_t step)
         test_fault_sleep(&f);
 }
 
-/* Neither job counts progress (a few KB of tables and manifest; a few files removed): each is given
- * up when it has not ended stall_s after its wait began. */
+/* The commit counts no progress (a few KB of tables and manifest): it is given up when it has not
+ * ended stall_s after its wait began. The prune counts each file it removes. */
 static int commit_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
 {
     commit_job *j = ctx;
@@ -187,9 +187,9 @@ static int commit_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
 static int prune_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
 {
     commit_job *j = ctx;
-    (void)progress, (void)err;
+    (void)err;
     test_slow_job("slow-prune", j->spec.hdr.step);
-    ckpt_prune_after_save(j->dir, j->keep_last, j->set_dir, NULL, 0); /* a failure is a warning */
+    ckpt_prune_after_save(j->dir, j->keep_last, j->set_dir, NULL, 0, progress); /* a failure is a warning */
     return DDP_OK;
 }
 
@@ -332,6 +332,12 @@ int train_shard_write(train_job *t, const train_shard_save *shared, ckpt_write_s
         *st = (ckpt_write_stats){.write_s = monotonic_s() - t0, .bytes = (uint64_t)v[1]};
     if (st)
         snprintf(st->path, sizeof st->path, "%s", set_dir);
-    /* rank 0: a prune on storage that stopped ends this rank; the others, training on, with it */
-    return t->ctl->rank == 0 ? prune(s, set_dir, job, err) : DDP_OK;
+    if (t->ctl->rank != 0)
+        return DDP_OK;
+    double t1 = monotonic_s(); /* rank 0: a prune on storage that stopped ends this rank; the others,
+                                * training on, with it */
+    rc = prune(s, set_dir, job, err);
+    if (st)
+        st->prune_s = monotonic_s() - t1;
+    return rc;
 }

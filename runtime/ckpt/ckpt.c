@@ -367,14 +367,18 @@ static bool is_held(const char *name, const char *const held[], int n_held)
     return false;
 }
 
-/* Removes entry e of dir: a file, or a set whole (ckpt_set_remove). */
-static bool remove_entry(const char *dir, const ckpt_entry *e)
+/* Removes entry e of dir: a file, or a set whole (ckpt_set_remove); *progress (may be NULL) counts
+ * each file removed. */
+static bool remove_entry(const char *dir, const ckpt_entry *e, _Atomic uint64_t *progress)
 {
     char path[CKPT_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, e->name);
     ddp_err why = {0};
-    if (e->set ? ckpt_set_remove(path, &why) == DDP_OK : unlink(path) == 0)
+    if (e->set ? ckpt_set_remove(path, progress, &why) == DDP_OK : unlink(path) == 0) {
+        if (!e->set && progress)
+            atomic_fetch_add_explicit(progress, 1, memory_order_relaxed);
         return true;
+    }
     log_warn("checkpoint: cannot remove old checkpoint %s: %s", path, e->set ? why.msg : strerror(errno));
     return false;
 }
@@ -442,7 +446,7 @@ static bool spared(const ckpt_entry *e, int64_t newest_kept)
 }
 
 int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, const char *const held[], int n_held,
-                      ddp_err *err)
+                      _Atomic uint64_t *progress, ddp_err *err)
 {
     if (keep_last <= 0)
         return DDP_OK;
@@ -476,7 +480,7 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
             continue;
         }
         if (!is_held(e[i].name, held, n_held))
-            removed += remove_entry(dir, &e[i]);
+            removed += remove_entry(dir, &e[i], progress);
     }
     free(e);
     return removed && dir_fsync(dir, err) ? ddp_prefix(err, "checkpoint") : DDP_OK;
@@ -484,14 +488,14 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
 
 int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *err)
 {
-    return ckpt_prune_except(dir, keep_last, keep_path, NULL, 0, err);
+    return ckpt_prune_except(dir, keep_last, keep_path, NULL, 0, NULL, err);
 }
 
 void ckpt_prune_after_save(const char *dir, int keep_last, const char *keep_path, const char *const held[],
-                           int n_held)
+                           int n_held, _Atomic uint64_t *progress)
 {
     ddp_err e = {0};
-    if (ckpt_prune_except(dir, keep_last, keep_path, held, n_held, &e) != DDP_OK)
+    if (ckpt_prune_except(dir, keep_last, keep_path, held, n_held, progress, &e) != DDP_OK)
         log_warn("checkpoint: %s is written, but older ones were not pruned: %s", keep_path, e.msg);
 }
 

@@ -123,13 +123,14 @@ int ckpt_write_atomic_as(const char *dir, const char *name, const ckpt_state *s,
 int ckpt_prune(const char *dir, int keep_last, const char *keep_path, ddp_err *err);
 /* Like ckpt_prune, but never deletes the n_held paths of held (NULL or "" entries are skipped):
  * checkpoints an upload still reads. One among the keep_last newest counts as kept; an older one
- * stays and goes at a later prune. */
+ * stays and goes at a later prune. *progress (may be NULL) counts each file removed, so that a
+ * watched wait sees a long prune go on (ckpt_writer_set_stall). */
 int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, const char *const held[], int n_held,
-                      ddp_err *err);
+                      _Atomic uint64_t *progress, ddp_err *err);
 /* ckpt_prune_except once keep_path is durable: a failure is only a warning naming keep_path, never
  * the save's error, since the save succeeded and the next one prunes again. */
 void ckpt_prune_after_save(const char *dir, int keep_last, const char *keep_path, const char *const held[],
-                           int n_held);
+                           int n_held, _Atomic uint64_t *progress);
 
 /* The checkpoints in dir (files, and committed sets: what a resume or a prune takes) at steps above
  * `step`: *count of them, and the newest's name in newest (size bytes). *count 0 when dir does not

@@ -513,18 +513,25 @@ int ckpt_set_shard_table(const char *set_dir, const ckpt_manifest *m, int s, ckp
 
 /* ---- removal ------------------------------------------------------------------------------ */
 
-int ckpt_set_remove(const char *set_dir, ddp_err *err)
+int ckpt_set_remove(const char *set_dir, _Atomic uint64_t *progress, ddp_err *err)
 {
     int rc = ckpt_set_uncommit(set_dir, err);
     if (rc != DDP_OK)
         return rc;
+    if (progress) /* the manifest */
+        atomic_fetch_add_explicit(progress, 1, memory_order_relaxed);
     DIR *d = opendir(set_dir);
     if (!d)
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: %s", set_dir, strerror(errno));
-    for (struct dirent *de; (de = readdir(d)) != NULL;)
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 && unlinkat(dirfd(d), de->d_name, 0) != 0)
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (unlinkat(dirfd(d), de->d_name, 0) != 0)
             rc = rc ? rc : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s/%s: cannot remove: %s", set_dir, de->d_name,
                                     strerror(errno));
+        else if (progress)
+            atomic_fetch_add_explicit(progress, 1, memory_order_relaxed);
+    }
     closedir(d);
     if (rc == DDP_OK && rmdir(set_dir) != 0)
         rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: cannot remove: %s", set_dir, strerror(errno));

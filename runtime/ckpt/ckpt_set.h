@@ -91,8 +91,9 @@ int ckpt_set_load(const char *set_dir, ckpt_loaded *out, ddp_err *err);
 /* ckpt_set_load for a directory, ckpt_read (lenient: ckpt_read_lenient) for a file. */
 int ckpt_read_any(const char *path, ckpt_loaded *out, bool lenient, ddp_err *err);
 bool ckpt_is_set_dir(const char *path);
-/* Removes a set whole: the manifest first, then the shards, then the directory. */
-int ckpt_set_remove(const char *set_dir, ddp_err *err);
+/* Removes a set whole: the manifest first, then the shards, then the directory; *progress (may be
+ * NULL) counts each file removed. */
+int ckpt_set_remove(const char *set_dir, _Atomic uint64_t *progress, ddp_err *err);
 
 /* ---- reading tensor by tensor (export) ---------------------------------------------------- */
 

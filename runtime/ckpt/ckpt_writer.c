@@ -83,7 +83,7 @@ static void prune_after(ckpt_writer *w, const char *path, int64_t step)
         ckpt_uploader_held(w->uploader, held);
     }
     const char *const held_paths[2] = {held[0], held[1]};
-    ckpt_prune_after_save(w->dir, w->keep_last, path, held_paths, 2);
+    ckpt_prune_after_save(w->dir, w->keep_last, path, held_paths, 2, &w->progress);
 }
 
 /* Test-only: DDP_TEST_FAULT fail-write at this checkpoint's step, its first write only. Called

@@ -12,6 +12,7 @@
  * piece named only when read (ckpt_set_read_range); pruning removes sets whole; the commit removes
  * what earlier attempts left in the set's directory (temporaries, another world size's shards); a
  * second save of a committed step, killed part-way, leaves the first set whole. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -248,7 +249,16 @@ static void test_other_save_refused(void)
     CHECK(!exists_in(set_dir, CKPT_SET_MANIFEST), "no manifest written");
     shard_save_time[1] = 0;
     CHECK(commit(9, good, N_GOOD, &err) == DDP_OK, "the same save's shards commit: %s", err.msg);
-    CHECK(ckpt_set_remove(set_dir, &err) == DDP_OK, "remove: %s", err.msg);
+    uint64_t files = 0; /* a watched prune's progress counts each of them */
+    DIR *d = opendir(set_dir);
+    for (struct dirent *de; d && (de = readdir(d)) != NULL;)
+        files += de->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    _Atomic uint64_t removed = 0;
+    CHECK(ckpt_set_remove(set_dir, &removed, &err) == DDP_OK, "remove: %s", err.msg);
+    CHECK(files >= 2 && removed == files && !exists_in(set_dir, CKPT_SET_MANIFEST), "removed %llu of %llu files",
+          (unsigned long long)removed, (unsigned long long)files);
 }
 
 /* A manifest naming a shard outside its directory, or one shard twice, is no checkpoint: every
@@ -273,7 +283,7 @@ static void test_shard_names_refused(void)
     ckpt_loaded c;
     CHECK(ckpt_find_latest(dir, &c, used, &err) == DDP_OK && c.hdr.step == 5, "falls back to step 5: %s", err.msg);
     ckpt_loaded_free(&c);
-    CHECK(ckpt_set_remove(set_dir, &err) == DDP_OK, "remove: %s", err.msg);
+    CHECK(ckpt_set_remove(set_dir, NULL, &err) == DDP_OK, "remove: %s", err.msg);
 }
 
 /* A manifest whose extents still tile the buffers but name pieces no shard holds (its first extent
@@ -311,7 +321,7 @@ static void test_extent_not_a_piece(void)
     CHECK(ckpt_set_open_pieces(set_dir, &r, &err) != DDP_OK, "so does the reader of pieces");
     ckpt_set_close(r);
     CHECK(ckpt_set_load(set_dir, &c, &err) != DDP_OK, "and the whole set's load");
-    CHECK(ckpt_set_remove(set_dir, &err) == DDP_OK, "remove: %s", err.msg);
+    CHECK(ckpt_set_remove(set_dir, NULL, &err) == DDP_OK, "remove: %s", err.msg);
 }
 
 /* Case `how` of test_meta_malformed_refused: the meta/ tensor x made malformed. */
@@ -367,7 +377,7 @@ static void test_meta_malformed_refused(void)
         CHECK_STR_CONTAINS(err.msg, cases[how].says);
     }
     ddp_err err = {0};
-    CHECK(ckpt_set_remove(set_dir, &err) == DDP_OK, "remove: %s", err.msg);
+    CHECK(ckpt_set_remove(set_dir, NULL, &err) == DDP_OK, "remove: %s", err.msg);
 }
 
 static void damage_shard(int64_t step, const char *how)
