@@ -14,8 +14,9 @@
  * the set (ckpt_set_commit) through its writer too, every rank learns that verdict, and rank 0
  * prunes (its writer again).
  * Test-only: DDP_TEST_FAULT=slow-commit:0:STEP:SECONDS makes rank 0's commit of step STEP's set
- * take SECONDS longer, none of it taken by the storage (slow-prune: the prune after it); shard-exit:RANK:STEP makes RANK exit with status 3 after its shard of
- * step STEP is durable, before the commit (a save killed part-way).
+ * take SECONDS longer, none of it taken by the storage (slow-prune: the prune after it);
+ * shard-exit:RANK:STEP makes RANK exit with status 3 after its shard of step STEP is durable,
+ * before the commit (a save killed part-way).
  * Must not decide when to save or what the buffers are (train_ckpt.c), nor the file layout
  * (runtime/ckpt/ckpt_set.c). */
 #include <stdio.h>
