@@ -147,16 +147,9 @@ static void req_free(comm_req *r)
     }
 }
 
-/* After a failed issue or wait: r is freed, unless MPI may still hold some of its requests (a chunk
- * issued before the one that failed, or one a failed wait left pending). A non-blocking collective
- * can be neither freed nor cancelled, and its buffers (r->scratch) must outlive it: r is left to
- * MPI, as the job is ending. next_req counts a slot before the call that fills it, so a first call
- * that failed leaves r too. */
-static void req_drop(comm_req *r)
-{
-    if (r->blocking || r->n == 0)
-        req_free(r);
-}
+/* After a failed issue or wait: freed, or left to MPI (the job is ending) if MPI may hold a request
+ * of it (a slot next_req gave): a non-blocking collective and its r->scratch cannot be freed. */
+static void req_drop(comm_req *r) { if (r->blocking || r->n == 0) req_free(r); }
 
 static void req_finish(comm *c, comm_req *r)
 {
@@ -169,8 +162,8 @@ static void req_finish(comm *c, comm_req *r)
 
 static int mpi_wait(comm *c, comm_req *r, ddp_err *err);
 
-/* Ends a collective: on failure drops r (req_drop); blocking calls finish now (waiting under the deadline
- * when one watches them), others hand r out. */
+/* Ends a collective: on failure drops r (req_drop); blocking calls finish now (waiting under the
+ * deadline when one watches them), others hand r out. */
 static int req_end(comm *c, comm_req *r, comm_req **req, int rc, ddp_err *err)
 {
     if (rc != DDP_OK)
@@ -480,12 +473,11 @@ static int mpi_wait(comm *c, comm_req *r, ddp_err *err)
         rc = mpi_watch_wait(m->watch, c, r->n, r->reqs, r->seq, r->what, err);
     else if ((rc = MPI_Waitall(r->n, r->reqs, MPI_STATUSES_IGNORE)) != MPI_SUCCESS)
         rc = mpi_fail(err, rc, "MPI_Waitall", __FILE__, __LINE__);
-    if (rc != DDP_OK) {
+    if (rc != DDP_OK)
         req_drop(r);
-        return rc;
-    }
-    req_finish(c, r);
-    return DDP_OK;
+    else
+        req_finish(c, r);
+    return rc;
 }
 
 static int mpi_test(comm *c, comm_req *r, bool *done, ddp_err *err)
