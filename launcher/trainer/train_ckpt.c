@@ -215,7 +215,8 @@ static int save_sharded(train_job *t, train_ckpt *c, ddp_err *err)
     train_shard_buffer b[MAX_SAVED_BUFFERS];
     for (int i = 0; i < c->n_buffers; i++)
         b[i] = (train_shard_buffer){c->buffers[i].prefix, c->buffers[i].dev, c->buffers[i].sharded};
-    train_shard_save s = {.dir = c->dir, .writer = c->shard_writer, .buffers = b, .n_buffers = c->n_buffers, .hdr = save_header(t, c),
+    train_shard_save s = {.dir = c->dir, .writer = c->shard_writer, .buffers = b, .n_buffers = c->n_buffers,
+                          .hdr = save_header(t, c),
                           .settings = c->settings, .train_samples = t->smp.n, .keep_last = (int)t->cfg->checkpoint.keep_last};
     ckpt_write_stats st;
     double t0 = monotonic_s();

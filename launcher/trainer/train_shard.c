@@ -166,21 +166,13 @@ typedef struct commit_job {
     bool alternate;
 } commit_job;
 
-/* Test-only: DDP_TEST_FAULT slow-commit or slow-prune (kind) at this step, on this rank. */
-static void test_slow_job(const char *kind, int64_t step)
-{
-    test_fault f;
-    if (test_fault_get(&f) && strcmp(f.kind, kind) == 0 && f.step == step && test_fault_here(&f))
-        test_fault_sleep(&f);
-}
-
 /* The commit counts no progress (a few KB of tables and manifest): it is given up when it has not
  * ended stall_s after its wait began. The prune counts each file it removes. */
 static int commit_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
 {
     commit_job *j = ctx;
     (void)progress;
-    test_slow_job("slow-commit", j->spec.hdr.step);
+    test_fault_sleep_at("slow-commit", j->spec.hdr.step);
     int rc = ckpt_set_commit(j->set_dir, &j->spec, j->n_shards, j->alternate, err);
     return rc == DDP_OK ? dir_fsync(j->dir, err) : rc;
 }
@@ -189,7 +181,7 @@ static int prune_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
 {
     commit_job *j = ctx;
     (void)err;
-    test_slow_job("slow-prune", j->spec.hdr.step);
+    test_fault_sleep_at("slow-prune", j->spec.hdr.step);
     ckpt_prune_after_save(j->dir, j->keep_last, j->set_dir, NULL, 0, progress); /* a failure is a warning */
     return DDP_OK;
 }

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 bool test_fault_get(test_fault *f)
@@ -32,4 +33,11 @@ void test_fault_sleep(const test_fault *f)
 {
     double s = f->seconds > 0 ? f->seconds : 0;
     nanosleep(&(struct timespec){(time_t)s, (long)((s - (double)(time_t)s) * 1e9)}, NULL);
+}
+
+void test_fault_sleep_at(const char *kind, long long step)
+{
+    test_fault f;
+    if (test_fault_get(&f) && strcmp(f.kind, kind) == 0 && f.step == step && test_fault_here(&f))
+        test_fault_sleep(&f);
 }

@@ -15,8 +15,8 @@
  * returns, unless it was given up), nor drop a write's error: it is returned by the next submit, wait
  * or poll (a failed prune after it is only a warning, ckpt_prune_after_save). Its thread must not
  * call CUDA: a thread's current device is its own, and one that never selects it works on GPU 0.
- * Test-only, on the writer's rank RANK (test_fault_here): DDP_TEST_FAULT=slow-write:RANK:STEP:SECONDS
- * (runtime/base/test_fault.h) makes the write of step STEP's checkpoint take SECONDS longer, as slow
+ * Test-only, on the writer's rank RANK (test_fault_sleep_at):
+ * DDP_TEST_FAULT=slow-write:RANK:STEP:SECONDS (runtime/base/test_fault.h) makes the write of step STEP's checkpoint take SECONDS longer, as slow
  * storage would (slow-prune: its prune, once the file is durable); fail-write:RANK:STEP makes its
  * first write fail, as storage that fails once would. */
 #include "ckpt_internal.h"
@@ -58,14 +58,6 @@ struct ckpt_writer {
     uint64_t arena_cap;
 };
 
-/* Test-only: DDP_TEST_FAULT slow-write (kind) or slow-prune at this checkpoint's step, on this rank. */
-static void test_slow(const char *kind, int64_t step)
-{
-    test_fault f;
-    if (test_fault_get(&f) && strcmp(f.kind, kind) == 0 && f.step == step && test_fault_here(&f))
-        test_fault_sleep(&f);
-}
-
 /* path is durable: says so to a wait, then hands it to the uploader first, so that pruning spares
  * what it still reads. Not after a wait gave the write up: the job is ending without it. */
 static void prune_after(ckpt_writer *w, const char *path, int64_t step)
@@ -75,7 +67,7 @@ static void prune_after(ckpt_writer *w, const char *path, int64_t step)
     bool given_up = w->stalled;
     snprintf(w->durable, sizeof w->durable, "%s", path);
     worker_unlock(&w->thread);
-    test_slow("slow-prune", step);
+    test_fault_sleep_at("slow-prune", step);
     if (given_up)
         return;
     if (w->uploader) {
@@ -123,7 +115,7 @@ static void writer_main(worker *t, void *arg)
         /* the snapshot is ours alone while busy: submit waits before touching it */
         char path[CKPT_PATH_MAX] = "";
         double t0 = monotonic_s();
-        test_slow("slow-write", w->snap.hdr.step);
+        test_fault_sleep_at("slow-write", w->snap.hdr.step);
         int rc = test_fail_write(w->snap.hdr.step, &e);
         if (rc == DDP_OK)
             rc = ckpt_write_atomic(w->dir, &w->snap, path, &e);
@@ -344,7 +336,7 @@ static int write_as_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
 {
     write_as_job *j = ctx;
     j->s.progress = progress;
-    test_slow("slow-write", j->s.hdr.step);
+    test_fault_sleep_at("slow-write", j->s.hdr.step);
     int rc = test_fail_write(j->s.hdr.step, err);
     return rc == DDP_OK ? ckpt_write_atomic_as(j->dir, j->name, &j->s, j->path, err) : rc;
 }
