@@ -93,6 +93,12 @@ int comm_mpi_create(comm **out, ddp_err *err);
  * MPI_Wait. Once c has a deadline, a later call only changes its length (0: unbounded, still
  * polling), and is not collective. */
 int comm_mpi_set_timeout(comm *c, double timeout_s, ddp_err *err);
+/* This rank is busy outside c's collectives (`what`: up to 23 bytes, "checkpoint write") and its
+ * work progresses, so the other ranks' waits on c count their deadline from now: a rank waiting on
+ * storage that still takes bytes is not a hung one. Sends at most every quarter of the deadline,
+ * nothing without one or on another backend; every call answers a timed-out rank's alarm ("busy
+ * with WHAT"), so call it every second or so while the work progresses. Not collective. */
+void comm_mpi_keepalive(comm *c, const char *what);
 /* The deadline's verdict line starts with this and lists the ranks that did not arrive as
  * "Not arrived: rank R (host H), ...", past twelve ranks adding "and N more ranks, on hosts A, B"
  * with every host of one; ddprun reads them from a rank's output. */

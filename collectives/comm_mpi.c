@@ -70,10 +70,8 @@ static MPI_Datatype mpi_type(const mpi_impl *m, comm_dtype dt)
 static MPI_Op mpi_op(const mpi_impl *m, comm_dtype dt, comm_op op)
 {
     comm_op base = op == OP_AVG ? OP_SUM : op;
-    if (dt == DT_HALF)
-        return m->half_op[base];
-    if (dt == DT_BFLOAT16)
-        return m->bf16_op[base];
+    if (dt == DT_HALF || dt == DT_BFLOAT16)
+        return (dt == DT_HALF ? m->half_op : m->bf16_op)[base];
     static const MPI_Op native[OP_AVG] = {[OP_SUM] = MPI_SUM, [OP_PROD] = MPI_PROD, [OP_MIN] = MPI_MIN, [OP_MAX] = MPI_MAX};
     return native[base];
 }
@@ -92,10 +90,7 @@ static void divide_by_ranks(void *buf, size_t n, comm_dtype dt, int ranks)
 
 static size_t chunks_of(const mpi_impl *m, size_t count) { return (count + m->max_chunk - 1) / m->max_chunk; }
 
-static size_t chunk_len(const mpi_impl *m, size_t count, size_t off)
-{
-    return count - off < m->max_chunk ? count - off : m->max_chunk;
-}
+static size_t chunk_len(const mpi_impl *m, size_t count, size_t off) { return count - off < m->max_chunk ? count - off : m->max_chunk; }
 
 /* Whether an all-gather, all-to-all or reduce-scatter of count elements a block goes in chunks: all
  * blocks together must fit, as Open MPI multiplies a block's count by the ranks in int inside them. */
@@ -489,6 +484,8 @@ static int mpi_test(comm *c, comm_req *r, bool *done, ddp_err *err)
     return DDP_OK;
 }
 
+static void op_free(MPI_Op *o) { if (*o != MPI_OP_NULL) MPI_Op_free(o); }
+
 /* Must run before MPI_Finalize; after it, MPI objects are gone and only memory is freed. */
 static void mpi_destroy(comm *c)
 {
@@ -500,12 +497,8 @@ static void mpi_destroy(comm *c)
     if (m)
         mpi_watch_destroy(m->watch);
     if (m && !finalized) {
-        for (int i = 0; i < OP_AVG; i++) {
-            if (m->half_op[i] != MPI_OP_NULL)
-                MPI_Op_free(&m->half_op[i]);
-            if (m->bf16_op[i] != MPI_OP_NULL)
-                MPI_Op_free(&m->bf16_op[i]);
-        }
+        for (int i = 0; i < OP_AVG; i++)
+            op_free(&m->half_op[i]), op_free(&m->bf16_op[i]);
         if (m->two_byte != MPI_DATATYPE_NULL)
             MPI_Type_free(&m->two_byte);
         if (m->comm != MPI_COMM_NULL)
@@ -597,4 +590,10 @@ int comm_mpi_set_timeout(comm *c, double timeout_s, ddp_err *err)
     if (m->watch || timeout_s <= 0)
         return DDP_OK;
     return mpi_watch_create(c, m->comm, timeout_s, &m->watch, err);
+}
+
+void comm_mpi_keepalive(comm *c, const char *what)
+{
+    if (c->ops == &mpi_comm_ops && impl_of(c)->watch)
+        mpi_watch_keepalive(impl_of(c)->watch, c, what);
 }

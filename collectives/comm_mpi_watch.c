@@ -1,7 +1,7 @@
-/* comm_mpi_watch.c — the MPI communicator's deadline: waiting without taking the CPU, and a
- * timed-out collective ending the job with the ranks that did not arrive named
- * (comm_mpi_watch.h says how). Owns the alarm communicator and the table of hosts. Must not know
- * about models or training. */
+/* comm_mpi_watch.c — the MPI communicator's deadline: waiting without taking the CPU, a
+ * timed-out collective ending the job with the ranks that did not arrive named, and keepalives from
+ * a rank busy outside the collectives (comm_mpi_watch.h says how). Owns the alarm communicator and
+ * the table of hosts. Must not know about models or training. */
 #include "comm_mpi_watch.h"
 
 #include <math.h>
@@ -19,7 +19,9 @@
 #include "runtime/base/log.h"
 #include "mpi_check.h"
 
-enum { MSG_ALARM = 1, MSG_STATUS = 2 };
+/* KEEPALIVE: a peer busy outside the collectives whose work progresses (mpi_watch_keepalive);
+ * never an answer to an alarm, so never kept in heard[]. */
+enum { MSG_ALARM = 1, MSG_STATUS = 2, MSG_KEEPALIVE = 3 };
 /* Waiting: the requests are polled, every POLLS_PER_LOOK-th poll also looks at the clock and the
  * alarms; for the first YIELD_FOR_S the core is offered to other threads between polls (Open MPI
  * advances a non-blocking collective only inside MPI calls, so a bucket's all-reduce must be
@@ -46,6 +48,10 @@ struct mpi_watch {
     watch_msg *heard;          /* the last word from each rank (kind 0: none), kept from any wait */
     MPI_Request inbox_req;
     watch_msg inbox;
+    double keepalive_heard_s;  /* when this wait last heard a peer's keepalive (0: not yet) */
+    double keepalive_sent_s;   /* when this rank last sent its own */
+    watch_msg *keepalive;      /* what mpi_watch_keepalive sends, and its sends in flight */
+    MPI_Request *keepalive_reqs;
 };
 
 /* The alarm communicator, every rank's host, and the inbox's first receive. */
@@ -63,15 +69,22 @@ int mpi_watch_create(comm *c, MPI_Comm base, double timeout_s, mpi_watch **out, 
     mpi_watch *w = calloc(1, sizeof *w);
     char (*hosts)[64] = calloc((size_t)c->size, sizeof *hosts);
     watch_msg *heard = calloc((size_t)c->size, sizeof *heard);
+    watch_msg *keepalive = calloc(1, sizeof *keepalive);
+    MPI_Request *keepalive_reqs = malloc((size_t)c->size * sizeof *keepalive_reqs);
     *out = NULL;
-    if (!w || !hosts || !heard) {
+    if (!w || !hosts || !heard || !keepalive || !keepalive_reqs) {
         free(w);
         free(hosts);
         free(heard);
+        free(keepalive);
+        free(keepalive_reqs);
         return ddp_fail(err, DDP_ERUNTIME, "comm_mpi: out of memory for the deadline of %d ranks", c->size);
     }
     mpi_watch_set_timeout(w, timeout_s);
     w->rank = c->rank, w->size = c->size, w->hosts = hosts, w->heard = heard;
+    w->keepalive = keepalive, w->keepalive_reqs = keepalive_reqs, w->keepalive_sent_s = -HUGE_VAL;
+    for (int r = 0; r < c->size; r++)
+        keepalive_reqs[r] = MPI_REQUEST_NULL;
     w->comm = MPI_COMM_NULL;
     w->inbox_req = MPI_REQUEST_NULL;
     int rc = connect_watch(w, c, base, err);
@@ -99,8 +112,17 @@ void mpi_watch_destroy(mpi_watch *w)
         MPI_Cancel(&w->inbox_req);
         MPI_Wait(&w->inbox_req, MPI_STATUS_IGNORE);
     }
+    int sent = 1; /* a keepalive still in flight keeps its buffer: freeing it could corrupt the send */
+    if (!finalized && MPI_Testall(w->size, w->keepalive_reqs, &sent, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        sent = 0;
+    for (int r = 0; r < w->size && !sent; r++)
+        if (w->keepalive_reqs[r] != MPI_REQUEST_NULL)
+            MPI_Request_free(&w->keepalive_reqs[r]);
+    if (sent)
+        free(w->keepalive);
     if (!finalized && w->comm != MPI_COMM_NULL)
         MPI_Comm_free(&w->comm);
+    free(w->keepalive_reqs);
     free(w->hosts);
     free(w->heard);
     free(w);
@@ -144,6 +166,10 @@ static void poll_inbox(mpi_watch *w, const watch_msg *me, bool answer)
             w->inbox_req = MPI_REQUEST_NULL;
         if (from < 0 || from >= w->size)
             continue;
+        if (m.kind == MSG_KEEPALIVE) {
+            w->keepalive_heard_s = monotonic_s();
+            continue;
+        }
         if (m.kind == MSG_ALARM || w->heard[from].kind != MSG_ALARM)
             w->heard[from] = m;
         if (answer && m.kind == MSG_ALARM)
@@ -215,8 +241,13 @@ static void report_and_abort(mpi_watch *w, const watch_msg *me, const watch_msg 
     for (int r = 0; r < w->size && listed < LISTED_MAX; r++) {
         if (heard[r].kind == 0 || r == w->rank)
             continue;
+        const char *sep = listed++ ? ";" : " Waiting:";
+        if (heard[r].seq == 0) { /* mpi_watch_keepalive's answer */
+            at = appendf(text, at, sizeof text, "%s rank %d outside the collectives, busy with %s", sep, r, heard[r].what);
+            continue;
+        }
         name_collective(&heard[r], where, sizeof where);
-        at = appendf(text, at, sizeof text, "%s rank %d in %s", listed++ ? ";" : " Waiting:", r, where);
+        at = appendf(text, at, sizeof text, "%s rank %d in %s", sep, r, where);
     }
     if (listed)
         appendf(text, at, sizeof text, ".");
@@ -226,7 +257,9 @@ static void report_and_abort(mpi_watch *w, const watch_msg *me, const watch_msg 
 }
 
 /* The deadline passed: tell everyone, listen for the grace period, and let the lowest-numbered
- * rank that timed out give the verdict. Never returns. */
+ * rank that timed out give the verdict. A rank busy outside the collectives (its answer's seq is 0)
+ * has the whole grace: its own watch, as a checkpoint writer's, may name the cause first. Never
+ * returns. */
 static void expire(mpi_watch *w, comm *c, uint64_t seq, const char *what, double waited_s)
 {
     watch_msg me = describe(w, c, MSG_ALARM, seq, what, waited_s);
@@ -240,7 +273,7 @@ static void expire(mpi_watch *w, comm *c, uint64_t seq, const char *what, double
         poll_inbox(w, &me, false);
         answered = 0;
         for (int r = 0; r < w->size; r++)
-            answered += heard[r].kind != 0;
+            answered += heard[r].kind != 0 && heard[r].seq != 0;
     }
     int reporter = w->rank;
     for (int r = 0; r < w->rank; r++)
@@ -254,8 +287,13 @@ static void expire(mpi_watch *w, comm *c, uint64_t seq, const char *what, double
     report_and_abort(w, &me, heard);
 }
 
+/* The deadline counts from the wait's start or the last keepalive heard during it, whichever is
+ * later: keepalives that arrived before the wait are drained first, as they say nothing of it. */
 static int wait_loop(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq, const char *what, ddp_err *err)
 {
+    watch_msg before = describe(w, c, MSG_STATUS, seq, what, 0);
+    poll_inbox(w, &before, true);
+    w->keepalive_heard_s = 0;
     double t0 = monotonic_s();
     long sleep_ns = 0;
     for (unsigned polls = 1;; polls++) {
@@ -268,7 +306,8 @@ static int wait_loop(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t s
         double waited = monotonic_s() - t0;
         watch_msg me = describe(w, c, MSG_STATUS, seq, what, waited);
         poll_inbox(w, &me, true);
-        if (waited > w->timeout_s)
+        double since = w->keepalive_heard_s > t0 ? w->keepalive_heard_s : t0;
+        if (monotonic_s() - since > w->timeout_s)
             expire(w, c, seq, what, waited);
         if (waited < YIELD_FOR_S) { /* a collective in progress: MPI moves it on only inside MPI calls */
             sched_yield();
@@ -287,4 +326,25 @@ int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq
     int rc = wait_loop(w, c, n, reqs, seq, what, err);
     activity_wait_end();
     return rc;
+}
+
+/* Answers alarms as a rank in a wait would (seq 0: in none), then, a quarter of the timeout after
+ * the last, sends the keepalive to every other rank unless that round is still in flight (a peer
+ * that stopped receiving must not make this rank pile up sends: a later call tries again). */
+void mpi_watch_keepalive(mpi_watch *w, comm *c, const char *what)
+{
+    watch_msg me = describe(w, c, MSG_STATUS, 0, what, 0);
+    poll_inbox(w, &me, true);
+    double now = monotonic_s();
+    int sent = 0;
+    if (isinf(w->timeout_s) || now - w->keepalive_sent_s < w->timeout_s / 4 ||
+        MPI_Testall(w->size, w->keepalive_reqs, &sent, MPI_STATUSES_IGNORE) != MPI_SUCCESS || !sent)
+        return;
+    w->keepalive_sent_s = now;
+    *w->keepalive = me;
+    w->keepalive->kind = MSG_KEEPALIVE;
+    for (int r = 0; r < w->size; r++)
+        if (r != w->rank && MPI_Isend(w->keepalive, sizeof *w->keepalive, MPI_BYTE, r, 0, w->comm,
+                                      &w->keepalive_reqs[r]) != MPI_SUCCESS)
+            w->keepalive_reqs[r] = MPI_REQUEST_NULL;
 }

@@ -8,6 +8,8 @@
  * (ranks waiting in a collective answer at once; a stopped, hung or busy rank does not), and the
  * lowest-numbered rank that timed out names the ranks that did not answer with their hosts, the
  * collective, its sequence number and the caller's label and phase, then calls MPI_Abort.
+ * A rank busy outside the collectives whose work progresses sends keepalives, and a wait counts its
+ * deadline from the last one it heard, so slow work that goes on is not taken for a hang.
  * It must not know about models or training: the caller's words arrive in comm->label/phase. */
 #ifndef DDP_COMM_MPI_WATCH_H
 #define DDP_COMM_MPI_WATCH_H
@@ -35,6 +37,12 @@ uint64_t mpi_watch_enter(mpi_watch *w);
 /* Waits for the n requests of collective seq (`what`: "all-reduce", ...) within the timeout;
  * never returns once it expired. MPI errors come back as DDP_ERUNTIME. */
 int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq, const char *what, ddp_err *err);
+
+/* This rank is busy outside the collectives (`what`: up to 23 bytes, "checkpoint write") and its
+ * work progresses: tells every other rank, at most every quarter of the timeout (none without one),
+ * and their waits on this watch count their deadline from when they heard it. Every call answers
+ * the alarms that came meanwhile, so call it often (every second or so). Not collective. */
+void mpi_watch_keepalive(mpi_watch *w, comm *c, const char *what);
 
 /* The verdict's list of the ranks that did not answer (missing[r]), appended to text at `at`
  * (text holds len bytes): " Not arrived: rank R (host H), ..." naming at most 12 ranks, then

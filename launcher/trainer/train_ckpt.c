@@ -7,6 +7,7 @@
  * in a save (rank 0 collects the shards into the same global layout, train_zero.c), so
  * checkpoints do not depend on ddp.zero or the world size. With checkpoint.sharded no rank
  * gathers anything: every rank writes its own shard and rank 0 commits the set (train_shard.c).
+ * Every save ends in an agreement over t->ctl, where the ranks wait for a slow write's keepalives.
  * No RNG state is saved: every stream is derived from run.seed, its purpose and the epoch
  * (README, "How it works"; docs/checkpoint-format.md, "Resuming"). Before every save all ranks
  * check that the parameters and optimizer state are finite (train_finite.c): a checkpoint is
@@ -28,6 +29,7 @@
 #include "runtime/base/log.h"
 #include "runtime/base/test_fault.h"
 #include "runtime/device/device_prof.h"
+#include "train_agree.h"
 #include "train_budget.h"
 #include "train_ckpt.h"
 #include "train_ckpt_state.h"
@@ -56,10 +58,25 @@ static void list_buffers(const train_job *t, train_ckpt *c)
     }
 }
 
+static void keep_ranks_waiting(void *ctl) { comm_mpi_keepalive(ctl, "checkpoint write"); }
+
+/* A write the storage takes nothing of is a hung rank, as a collective would be. During training,
+ * half the collective deadline: the other ranks wait for this one in a collective of t->ctl under
+ * the whole deadline, counted from before this rank's wait (the copy from the device comes first),
+ * and this rank must name the storage before their verdict names it as late (ddprun would leave its
+ * host out of a restart). A write that goes on tells them so (comm_mpi_keepalive sends every quarter
+ * of the deadline; each second's call answers their alarms), and their deadline counts from then:
+ * slow storage is not a hung rank. The job's end has the whole deadline (train_ckpt_finish). */
+static void watch_writer(const train_job *t, ckpt_writer *w)
+{
+    double timeout = t->cfg->ddp.timeout_s;
+    ckpt_writer_set_stall(w, timeout / 2, "half of ddp.timeout_s");
+    ckpt_writer_set_keepalive(w, timeout / 4 < 1.0 ? timeout / 4 : 1.0, keep_ranks_waiting, t->ctl);
+}
+
 /* checkpoint.sharded: every rank writes its shard through a writer of its own, so that a shard the
  * storage takes nothing of is given up and named, as rank 0's single file is: the write is
- * synchronous, and the other ranks wait for it in the agreement after it under the whole deadline;
- * half of it, as below, lets this rank name the storage first. */
+ * synchronous, and the other ranks wait for it in the agreement after it. */
 static int open_shard_writer(train_job *t, train_ckpt *c, ddp_err *err)
 {
     const config *cfg = t->cfg;
@@ -67,7 +84,7 @@ static int open_shard_writer(train_job *t, train_ckpt *c, ddp_err *err)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint's settings");
     int rc = ckpt_writer_create(c->dir, 0, &c->shard_writer, err);
     if (rc == DDP_OK)
-        ckpt_writer_set_stall(c->shard_writer, cfg->ddp.timeout_s / 2, "half of ddp.timeout_s");
+        watch_writer(t, c->shard_writer);
     return rc;
 }
 
@@ -99,15 +116,9 @@ int train_ckpt_open(train_job *t, ddp_err *err)
     c->settings = config_settings(cfg, SETTINGS_RESUME);
     if (!c->host || !c->tensors || !c->settings)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint staging buffer");
-    /* A write the storage takes nothing of is a hung rank, as a collective would be. During
-     * training, half the collective deadline: at a save that waits for the write before it, the
-     * other ranks wait for this one in the next collective under the whole deadline, counted from
-     * before this wait (the copy from the device comes first), and this rank must name the storage
-     * before their verdict names it as late (ddprun would leave its host out of a restart). The
-     * job's end has the whole deadline (train_ckpt_finish). */
     int rc = ckpt_writer_create(c->dir, (int)cfg->checkpoint.keep_last, &c->writer, err);
     if (rc == DDP_OK)
-        ckpt_writer_set_stall(c->writer, cfg->ddp.timeout_s / 2, "half of ddp.timeout_s");
+        watch_writer(t, c->writer);
     if (rc == DDP_OK && cfg->checkpoint.upload_cmd[0]) {
         rc = ckpt_uploader_create(cfg->checkpoint.upload_cmd, cfg->checkpoint.command_timeout_s, c->command_log,
                                   &c->uploader, err);
@@ -306,13 +317,24 @@ int train_ckpt_maybe_save(train_job *t, bool due, ddp_err *err)
             rc = train_zero_collect(t, c->buffers[b].dev, c->host ? c->host + (size_t)b * t->m->n_params : NULL, err);
     if (rc != DDP_OK)
         return ddp_prefix(err, "checkpoint at step %lld: collecting the optimizer state", (long long)t->step);
-    if (t->ctl->rank != 0)
-        return DDP_OK;
-    int range = device_prof_host_begin(t->dev->prof, "checkpoint snapshot", PROF_TRACK_HOST);
-    rc = snapshot_and_submit(t, c, err);
-    device_prof_host_end(t->dev->prof, range);
-    c->stall_s = monotonic_s() - c->last_save_time;
-    c->pending = rc == DDP_OK;
+    if (t->ctl->rank == 0) {
+        int range = device_prof_host_begin(t->dev->prof, "checkpoint snapshot", PROF_TRACK_HOST);
+        rc = snapshot_and_submit(t, c, err);
+        device_prof_host_end(t->dev->prof, range);
+        c->stall_s = monotonic_s() - c->last_save_time;
+        c->pending = rc == DDP_OK;
+    }
+    /* The others wait for rank 0's snapshot, and the write before it that it waits for, here in a
+     * collective of t->ctl, where its keepalives reach them (NCCL's watchdog in the next step's
+     * gradient collectives would hear none), and learn whether it failed. Not when it gave the
+     * write up: it exits at once (train.c), and mpirun ends them, before their verdict. */
+    if (t->ctl->rank == 0 && ckpt_writer_stalled(c->writer))
+        return rc;
+    char what[64];
+    snprintf(what, sizeof what, "save the checkpoint of step %lld", (long long)t->step);
+    snprintf(t->ctl->label, sizeof t->ctl->label, "checkpoint save");
+    rc = train_agree(t, rc, what, err);
+    t->ctl->label[0] = '\0';
     return rc;
 }
 
@@ -370,7 +392,8 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
         return DDP_OK;
     ckpt_write_stats st;
     ddp_err local = {0};
-    ckpt_writer_set_stall(c->writer, t->cfg->ddp.timeout_s, "ddp.timeout_s"); /* no collective follows */
+    ckpt_writer_set_stall(c->writer, t->cfg->ddp.timeout_s, "ddp.timeout_s"); /* no collective follows, */
+    ckpt_writer_set_keepalive(c->writer, 0, NULL, NULL); /* nor does any rank listen for keepalives */
     int rc = ckpt_writer_wait(c->writer, &st, err ? err : &local);
     bool stalled = ckpt_writer_stalled(c->writer); /* the storage may answer nothing more */
     if (rc != DDP_OK && !err && c->pending) /* the job failed already: this is no error of its own */

@@ -261,7 +261,10 @@ static int prune(const train_shard_save *s, const char *set_dir, commit_job *j, 
 static int agree(train_job *t, int64_t *v, int n, ddp_err *err)
 {
     comm *c = t->ctl;
-    return c->ops->allreduce(c, v, v, (size_t)n, DT_INT64, OP_SUM, NULL, err);
+    snprintf(c->label, sizeof c->label, "checkpoint set");
+    int rc = c->ops->allreduce(c, v, v, (size_t)n, DT_INT64, OP_SUM, NULL, err);
+    c->label[0] = '\0';
+    return rc;
 }
 
 /* Rank 0's wall clock to the microsecond, the same in every rank's copy of save->hdr: the save's

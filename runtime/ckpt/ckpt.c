@@ -6,7 +6,8 @@
  * final name and never deletes the checkpoint it has just written.
  *
  * Test hooks: DDP_CKPT_TEST_SLOW_WRITE_MS=N sleeps N ms after every data chunk so tests can kill
- * a process in the middle of a write; DDP_CKPT_TEST_WRITEBACK_FAIL (set) makes the first wait for
+ * a process in the middle of a write (DDP_TEST_FAULT=slow-chunks:RANK:STEP:SECONDS: SECONDS after each
+ * chunk of RANK's write of step STEP, storage slow but working); DDP_CKPT_TEST_WRITEBACK_FAIL (set) makes the first wait for
  * writeback fail with EIO, as storage that lost a write would; DDP_TEST_FAULT=prune-fail:0:STEP
  * makes the prune that keeps step STEP's checkpoint fail, as an unreadable directory would. */
 #include "ckpt_internal.h"
@@ -92,9 +93,12 @@ static void remove_stale_temps(const char *dir)
     closedir(d);
 }
 
-static int slow_write_ms(void)
+static int slow_write_ms(int64_t step)
 {
     const char *s = getenv("DDP_CKPT_TEST_SLOW_WRITE_MS");
+    test_fault f;
+    if (!s && test_fault_get(&f) && !strcmp(f.kind, "slow-chunks") && f.step == step && test_fault_here(&f))
+        return (int)(f.seconds * 1000);
     return s ? atoi(s) : 0;
 }
 
@@ -210,7 +214,7 @@ static int write_contents(int fd, const ckpt_state *s, ckpt_layout *L, const cha
     bool threaded = pthread_create(&crc_thread, NULL, compute_crcs, &crcs) == 0;
     if (!threaded)
         compute_crcs(&crcs);
-    int slow_ms = slow_write_ms();
+    int slow_ms = slow_write_ms(s->hdr.step);
     write_stream st = {.fd = fd, .tmp = tmp, .progress = s->progress,
                        .fail_settle = getenv("DDP_CKPT_TEST_WRITEBACK_FAIL") != NULL};
     int rc = stream_out(&st, header, L->data_start, slow_ms, err);

@@ -245,6 +245,12 @@ void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void 
  * NULL (the setting the user would change); 0: waits as long as the write takes. A caller whose
  * reason for the limit changes, as at a job's end, sets it again. */
 void ckpt_writer_set_stall(ckpt_writer *w, double stall_s, const char *stall_limit);
+/* While a wait sees the work in flight progress, it calls keepalive(ctx) on the waiting thread at
+ * most every every_s (> 0) and only when bytes moved since the last call, so that the ranks waiting
+ * for this one hear it is not hung (comm_mpi_keepalive). Called with the writer's lock held: it must
+ * be quick and must not call the writer. NULL stops the calls. */
+typedef void (*ckpt_keepalive_fn)(void *ctx);
+void ckpt_writer_set_keepalive(ckpt_writer *w, double every_s, ckpt_keepalive_fn keepalive, void *ctx);
 /* Whether a wait gave a write up for the storage's stall (ckpt_writer_set_stall). */
 bool ckpt_writer_stalled(ckpt_writer *w);
 /* Waits for an in-flight write, then stops the thread and frees everything; false. True: a write

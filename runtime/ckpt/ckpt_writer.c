@@ -5,7 +5,8 @@
  * A wait watches the write: when the storage takes no byte for stall_s (a network mount that
  * stopped answering), the write is given up and every call returns why from then on, so the job
  * ends naming it instead of hanging. The thread may be stuck in the kernel for good; it is left
- * alone, and after it the writer and its uploader, which it may still touch.
+ * alone, and after it the writer and its uploader, which it may still touch. While bytes move, the
+ * wait calls the caller's keepalive, so that ranks waiting for this one know it is not hung.
  *
  * Work the caller waits for (ckpt_writer_run: a sharded set's shard, written from the caller's own
  * buffers by write_as, and its commit) goes through the same thread, so that its wait is watched
@@ -21,6 +22,7 @@
  * first write fail, as storage that fails once would. */
 #include "ckpt_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,10 @@ struct ckpt_writer {
     worker thread;      /* its mutex guards the fields below */
     double stall_s;     /* > 0: how long a wait lets the storage take no byte (ckpt_writer_set_stall) */
     char stall_limit[128]; /* what sets stall_s, for the give-up error; "" unnamed */
+    ckpt_keepalive_fn keepalive; /* NULL: none (ckpt_writer_set_keepalive) */
+    void *keepalive_ctx;
+    double keepalive_every_s;
+    uint64_t keepalive_told;     /* progress when the keepalive was last called */
     bool busy;          /* a snapshot is waiting for or being written */
     ckpt_job_fn job;    /* the work in flight is ckpt_writer_run's job(job_ctx) (NULL: a submit's snapshot) */
     void *job_ctx;
@@ -157,6 +163,15 @@ void ckpt_writer_set_stall(ckpt_writer *w, double stall_s, const char *stall_lim
     worker_unlock(&w->thread);
 }
 
+void ckpt_writer_set_keepalive(ckpt_writer *w, double every_s, ckpt_keepalive_fn keepalive, void *ctx)
+{
+    worker_lock(&w->thread);
+    w->keepalive = every_s > 0 ? keepalive : NULL;
+    w->keepalive_ctx = ctx;
+    w->keepalive_every_s = every_s;
+    worker_unlock(&w->thread);
+}
+
 int ckpt_writer_create(const char *dir, int keep_last, ckpt_writer **out, ddp_err *err)
 {
     ckpt_ignore_sigxfsz_once();
@@ -249,24 +264,42 @@ static void give_up(ckpt_writer *w)
                  w->dir, w->stall_s, limit);
 }
 
+/* Caller holds the worker's mutex. Bytes moved since the keepalive was last called: calls it. */
+static void keep_alive(ckpt_writer *w, uint64_t progress)
+{
+    if (w->keepalive && w->busy && !w->stalled && progress != w->keepalive_told) {
+        w->keepalive_told = progress;
+        w->keepalive(w->keepalive_ctx);
+    }
+}
+
 /* Caller holds the worker's mutex. Waits for the in-flight write, and gives it up when the storage
- * took no byte for stall_s (counted from this wait's start: the write may have stalled earlier). */
+ * took no byte for stall_s (counted from this wait's start: the write may have stalled earlier);
+ * at its start and every keepalive_every_s meanwhile, tells the keepalive if bytes moved. */
 static void wait_watched(ckpt_writer *w)
 {
     uint64_t seen = atomic_load_explicit(&w->progress, memory_order_relaxed);
-    double since = monotonic_s();
+    double since = monotonic_s(), told_s = since;
+    keep_alive(w, seen); /* a write in the background moved on since the last wait */
     while (w->busy && !w->stalled) {
-        if (!(w->stall_s > 0)) {
+        double until = w->stall_s > 0 ? since + w->stall_s : HUGE_VAL;
+        if (w->keepalive && told_s + w->keepalive_every_s < until)
+            until = told_s + w->keepalive_every_s;
+        if (isinf(until)) {
             worker_wait(&w->thread);
             continue;
         }
-        worker_wait_for(&w->thread, since + w->stall_s - monotonic_s());
+        worker_wait_for(&w->thread, until - monotonic_s());
         uint64_t now = atomic_load_explicit(&w->progress, memory_order_relaxed);
         double now_s = monotonic_s();
         if (now != seen)
             seen = now, since = now_s;
-        else if (w->busy && now_s - since >= w->stall_s)
+        else if (w->stall_s > 0 && w->busy && now_s - since >= w->stall_s)
             give_up(w);
+        if (now_s - told_s >= w->keepalive_every_s) {
+            keep_alive(w, seen);
+            told_s = now_s;
+        }
     }
 }
 

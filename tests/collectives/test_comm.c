@@ -6,15 +6,18 @@
  * cases go through the chunked path; mpi_call_limit.c fails any all-gather, all-to-all or
  * reduce-scatter call whose blocks together pass the limit (401 elements a block at np 3 do). `--big` adds one 64 MiB all-reduce. Also: the half/bfloat16
  * conversions against the compiler's _Float16 and known bit patterns, identity fields, MPI errors
- * reported with file:line and MPI's message, and a bad DDP_COMM_MAX_CHUNK. */
+ * reported with file:line and MPI's message, and a bad DDP_COMM_MAX_CHUNK. With a deadline, a rank busy
+ * for several of them whose keepalives come holds no verdict (without them the job would abort). */
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/check.h"
 #include "collectives/comm.h"
+#include "runtime/base/clock.h"
 #include "runtime/base/half.h"
 
 enum coll { C_ALLREDUCE, C_REDUCE, C_BROADCAST, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALL, C_SENDRECV, C_COUNT };
@@ -248,6 +251,29 @@ static void test_identity_and_errors(comm *c)
     free(saved);
 }
 
+/* Rank 0 busy outside the collectives for 3.5 deadlines of 1 s, saying so every quarter of one, while
+ * the others wait in a barrier: it completes. Without the keepalives their deadline would pass at 1 s
+ * and MPI_Abort end the job 1 s later, failing the test. A keepalive without a deadline sends nothing. */
+static void test_keepalive(comm *c)
+{
+    ddp_err err = {0};
+    comm_mpi_keepalive(c, "no deadline yet");
+    int rc = comm_mpi_set_timeout(c, 1.0, &err);
+    CHECK(rc == DDP_OK, "comm_mpi_set_timeout: %s", err.msg);
+    rc = c->ops->barrier(c, &err); /* the ranks' clocks start within moments of each other */
+    CHECK(rc == DDP_OK, "barrier: %s", err.msg);
+    double t0 = monotonic_s();
+    for (double end = t0 + 3.5; c->rank == 0 && monotonic_s() < end;) {
+        comm_mpi_keepalive(c, "test work");
+        nanosleep(&(struct timespec){0, 250000000L}, NULL);
+    }
+    rc = c->ops->barrier(c, &err);
+    CHECK(rc == DDP_OK, "barrier after a busy rank 0: %s", err.msg);
+    CHECK(monotonic_s() - t0 >= (c->rank == 0 ? 3.5 : 3.4), "the barrier waited for rank 0 (%.2f s)",
+          monotonic_s() - t0);
+    comm_mpi_set_timeout(c, 0, &err);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -266,6 +292,8 @@ int main(int argc, char **argv)
     test_all_collectives(c);
     if (argc > 1 && strcmp(argv[1], "--big") == 0)
         test_big_allreduce(c);
+    if (g_size > 1)
+        test_keepalive(c);
     c->ops->destroy(c);
     int failed = check_done("test_comm");
     /* every rank's verdict decides: a failure anywhere fails the test */

@@ -9,7 +9,8 @@
 # checkpoint reaches every rank at each step's agreement) — and the job resumes from it. A stop during an evaluation that
 # takes longer than the deadline ends the evaluation (the ranks agree between its passes). A stop
 # during the final save, after the loop, does not cut it short. A checkpoint write the storage takes
-# nothing of is given up and named, by rank 0 for a file, by the rank whose shard it is for a set.
+# nothing of is given up and named, by rank 0 for a file, by the rank whose shard it is for a set;
+# one on storage slow but working holds the other ranks past the deadline without a verdict.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 HF_SRC=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
@@ -125,7 +126,7 @@ check "... step 4's checkpoint whole, none of step 8" bash -c "'$DDPRUN' ckpt in
 
 # no stop: step 4's write stalls (the storage takes its first chunk, then nothing for 60 s),
 # training goes on past it, and step 8's save, which waits for it, gives it up: the job ends 1 in
-# seconds. Rank 1 meanwhile waits for rank 0 in step 9's first collective under the deadline
+# seconds. Rank 1 meanwhile waits for rank 0 in the save's agreement under the deadline
 # (6 s), counted from before rank 0's wait began, as rank 0 first copies the state from the device
 # (slowed to 6.5 s, as a large model's copy might be); past its deadline, rank 1 gives the other
 # ranks min(6, 5) s to answer before its verdict, at 11 s. Rank 0 names the storage first, at
@@ -143,6 +144,31 @@ check "... step 4's write named, given up after half the deadline" grep -q "erro
 in .*: the storage took no byte of it for 3 s (.*); the limit is half of ddp.timeout_s" "$TMP/stall4.log"
 check "... before any deadline's verdict" bash -c "! sed '/checkpoint write given up/q' '$TMP/stall4.log' | \
     grep -q 'ddp.timeout_s: '"
+
+# storage slow but working: step 4's write takes 0.6 s a chunk (about 16 of them), and step 8's save
+# waits for it on rank 0, about 9 s, while rank 1 waits in the save's agreement under a deadline of
+# 3 s. Rank 0's keepalives, every 0.75 s while bytes move, restart that deadline: the job ends 0.
+# Without them the verdict would name rank 0 as late at 3 + 3 s
+DDP_TEST_FAULT=slow-chunks:0:4:0.6 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/crawl" train.max_steps=12 \
+    train.log_every=1 checkpoint.every_steps=4 ddp.timeout_s=3 >"$TMP/crawl.log" 2>&1
+rc=$?
+check "a slow write held rank 0 past the deadline: exit 0 (got $rc)" [ $rc -eq 0 ]
+check "... for more than ddp.timeout_s and its grace" \
+    grep -qE "step 8 snapshot taken in ([6-9][0-9]{3}|[0-9]{5,})\.[0-9] ms" "$TMP/crawl.log"
+check "... and no deadline's verdict" bash -c "! grep -q 'ddp.timeout_s: ' '$TMP/crawl.log'"
+check "... step 4's checkpoint whole" "$DDPRUN" ckpt info "$TMP/crawl/checkpoints/ckpt-00000004.ddp"
+# the same with checkpoint.sharded, rank 1's shard slow (1 s a 4 MiB chunk, about 13 s for 46 MB of a
+# wider model) and rank 0 waiting for it in the agreement after the writes (deadline 4 s, verdict at
+# 4 + 4 s without keepalives)
+DDP_TEST_FAULT=slow-chunks:1:4:1 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/crawl2" train.max_steps=8 \
+    model.mlp.hidden="[4096, 2048]" checkpoint.every_steps=4 checkpoint.sharded=true ddp.timeout_s=4 \
+    >"$TMP/crawl2.log" 2>&1
+rc=$?
+check "a slow shard on rank 1: exit 0 (got $rc)" [ $rc -eq 0 ]
+check "... for more than ddp.timeout_s and its grace" grep -qE "ckpt-00000004 \(.* in 2 shards\) written and \
+committed in ([89][0-9]{3}|[0-9]{5,})\.[0-9] ms" "$TMP/crawl2.log"
+check "... and no deadline's verdict" bash -c "! grep -q 'ddp.timeout_s: ' '$TMP/crawl2.log'"
+check "... step 4's set whole" "$DDPRUN" ckpt info "$TMP/crawl2/checkpoints/ckpt-00000004"
 
 # stalled_sets NAME NP FAULT TIMEOUT ARGS...: a sharded job of 4-step saves on NP ranks under
 # DDP_TEST_FAULT=FAULT, ddp.timeout_s TIMEOUT (the writer's limit half of it), logged to $TMP/NAME.log;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ckpt_test_state.h"
+#include "runtime/base/clock.h"
 #include "runtime/base/test_fault.h"
 #include "tests/check.h"
 
@@ -202,8 +203,13 @@ static void test_writer_prune_timed_apart(void)
     ts_free(&ts);
 }
 
+static void count_keepalive(void *ctx) { (*(int *)ctx)++; }
+
 /* The stall watch: a write slower in all than stall_s, whose storage takes a chunk every 100 ms,
- * is waited out (>= 16 chunks: >= 1.6 s against 1 s). One the storage takes no byte of (the
+ * is waited out (>= 16 chunks: >= 1.6 s against 1 s), its wait calling the keepalive at its start
+ * and every 0.25 s (at least 3 times, at most once more than a quarter second's count); a stalled
+ * one at most twice (for the end of the write before it, and for its checksum's progress, which
+ * comes at once; the storage's never does). One the storage takes no byte of (the
  * slow-write fault: 60 s before its first) is given up within about stall_s: the wait fails
  * naming it, every later call gives the same answer at once, the checkpoint before it is as it
  * was, and destroy leaves the writer to its thread. A prune that stalls after the file is durable
@@ -217,12 +223,19 @@ static void test_writer_stall(void)
     ckpt_writer *w = writer_on(d, sizeof d, "writer-stall", 0, 1.0, &ts);
     ddp_err err = {0};
     ckpt_write_stats st;
+    int told = 0;
+    ckpt_writer_set_keepalive(w, 0.25, count_keepalive, &told);
     setenv("DDP_CKPT_TEST_SLOW_WRITE_MS", "100", 1);
     CHECK_EQ_INT(ckpt_writer_submit(w, &ts.s, &err), DDP_OK);
+    double t0 = monotonic_s();
     CHECK_EQ_INT(ckpt_writer_wait(w, &st, &err), DDP_OK);
+    double waited = monotonic_s() - t0;
     unsetenv("DDP_CKPT_TEST_SLOW_WRITE_MS");
     CHECK(st.write_s >= 1.6 && ts_file_exists(d, "ckpt-00000001.ddp") && !ckpt_writer_stalled(w),
           "a write of %g s that went on was waited out: %s", st.write_s, err.msg);
+    CHECK(told >= 3 && told <= waited / 0.25 + 1, "%d keepalives in a wait of %g s for a write that went on", told,
+          waited);
+    int before = told;
 
     setenv("DDP_TEST_FAULT", "slow-write:0:2:60", 1);
     ts.s.hdr.step = 2;
@@ -233,6 +246,7 @@ static void test_writer_stall(void)
     CHECK_STR_CONTAINS(err.msg, "took no byte of it for 1 s (the checkpoints written before it are as they were); "
                        "the limit is " STALL_LIMIT);
     CHECK(ckpt_writer_stalled(w), "the writer does not say it gave up");
+    CHECK(told - before <= 2, "%d keepalives for a write the storage took nothing of", told - before);
     ddp_err again = {0};
     int status = DDP_OK;
     CHECK(ckpt_writer_poll(w, &st, &status, &again) && status == DDP_ERUNTIME && strcmp(again.msg, err.msg) == 0,
