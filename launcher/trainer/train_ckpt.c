@@ -244,14 +244,8 @@ static int save_sharded(train_job *t, train_ckpt *c, ddp_err *err)
     return rc;
 }
 
-/* Test-only: DDP_TEST_FAULT slow-snapshot at this step (the file's header). */
-static void test_slow_snapshot(const train_job *t)
-{
-    test_fault f;
-    if (test_fault_get(&f) && strcmp(f.kind, "slow-snapshot") == 0 && f.step == t->step)
-        test_fault_sleep(&f);
-}
-
+/* Rank 0: the state copied from the device (slowed by the test fault slow-snapshot, the file's
+ * header), then submitted to the writer once the write before it is done. */
 static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
 {
     double t0 = monotonic_s();
@@ -261,7 +255,7 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
     for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
         if (!c->buffers[b].sharded) /* the sharded ones were collected */
             rc = d->ops->download(d, c->host + (size_t)b * n, c->buffers[b].dev, bytes, err);
-    test_slow_snapshot(t);
+    test_fault_sleep_at("slow-snapshot", t->step);
     if (rc != DDP_OK)
         return rc;
     ckpt_state s = {.tensors = c->tensors, .n_tensors = describe_tensors(t, c), .hdr = save_header(t, c)};
