@@ -6,10 +6,11 @@
  * final name and never deletes the checkpoint it has just written.
  *
  * Test hooks: DDP_CKPT_TEST_SLOW_WRITE_MS=N sleeps N ms after every data chunk so tests can kill
- * a process in the middle of a write (DDP_TEST_FAULT=slow-chunks:RANK:STEP:SECONDS: SECONDS after each
- * chunk of RANK's write of step STEP, storage slow but working); DDP_CKPT_TEST_WRITEBACK_FAIL (set) makes the first wait for
- * writeback fail with EIO, as storage that lost a write would; DDP_TEST_FAULT=prune-fail:0:STEP
- * makes the prune that keeps step STEP's checkpoint fail, as an unreadable directory would. */
+ * a process in the middle of a write (DDP_TEST_FAULT=slow-chunks:RANK:STEP:SECONDS: SECONDS after
+ * each chunk of RANK's write of step STEP, storage slow but working); DDP_CKPT_TEST_WRITEBACK_FAIL
+ * (set) makes the first wait for writeback fail with EIO, as storage that lost a write would;
+ * DDP_TEST_FAULT=prune-fail:0:STEP makes the prune that keeps step STEP's checkpoint fail, as an
+ * unreadable directory would. */
 #include "ckpt_internal.h"
 
 #include <dirent.h>

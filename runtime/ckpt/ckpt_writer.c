@@ -17,9 +17,9 @@
  * or poll (a failed prune after it is only a warning, ckpt_prune_after_save). Its thread must not
  * call CUDA: a thread's current device is its own, and one that never selects it works on GPU 0.
  * Test-only, on the writer's rank RANK (test_fault_sleep_at):
- * DDP_TEST_FAULT=slow-write:RANK:STEP:SECONDS (runtime/base/test_fault.h) makes the write of step STEP's checkpoint take SECONDS longer, as slow
- * storage would (slow-prune: its prune, once the file is durable); fail-write:RANK:STEP makes its
- * first write fail, as storage that fails once would. */
+ * DDP_TEST_FAULT=slow-write:RANK:STEP:SECONDS (runtime/base/test_fault.h) makes the write of step
+ * STEP's checkpoint take SECONDS longer, as slow storage would (slow-prune: its prune, once the file
+ * is durable); fail-write:RANK:STEP makes its first write fail, as storage that fails once would. */
 #include "ckpt_internal.h"
 
 #include <math.h>
