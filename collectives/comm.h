@@ -93,12 +93,13 @@ int comm_mpi_create(comm **out, ddp_err *err);
  * MPI_Wait. Once c has a deadline, a later call only changes its length (0: unbounded, still
  * polling), and is not collective. */
 int comm_mpi_set_timeout(comm *c, double timeout_s, ddp_err *err);
-/* This rank is busy outside c's collectives (`what`: up to 23 bytes, "checkpoint write") and its
- * work progresses, so the other ranks' waits on c count their deadline from now: a rank waiting on
- * storage that still takes bytes is not a hung one. Sends at most every quarter of the deadline,
- * nothing without one or on another backend; every call answers a timed-out rank's alarm ("busy
- * with WHAT"), so call it every second or so while the work progresses. Not collective. */
-void comm_mpi_keepalive(comm *c, const char *what);
+/* This rank is busy outside c's collectives (`what`: up to 23 bytes, "checkpoint write"): a rank
+ * whose wait on c outlasted the deadline meanwhile hears so ("busy with WHAT") and starts its
+ * deadline over, so a rank waiting on slow storage is not a hung one, while a rank that answers
+ * nobody is still named. Answers only those that ask, nothing without a deadline or on another
+ * backend. Call it every second or so while the work is under way, and end work that stopped
+ * within about half the deadline (answers hold the others as long as they come). Not collective. */
+void comm_mpi_busy(comm *c, const char *what);
 /* The deadline's verdict line starts with this and lists the ranks that did not arrive as
  * "Not arrived: rank R (host H), ...", past twelve ranks adding "and N more ranks, on hosts A, B"
  * with every host of one; ddprun reads them from a rank's output. */

@@ -592,8 +592,8 @@ int comm_mpi_set_timeout(comm *c, double timeout_s, ddp_err *err)
     return mpi_watch_create(c, m->comm, timeout_s, &m->watch, err);
 }
 
-void comm_mpi_keepalive(comm *c, const char *what)
+void comm_mpi_busy(comm *c, const char *what)
 {
     if (c->ops == &mpi_comm_ops && impl_of(c)->watch)
-        mpi_watch_keepalive(impl_of(c)->watch, c, what);
+        mpi_watch_busy(impl_of(c)->watch, c, what);
 }

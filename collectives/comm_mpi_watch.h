@@ -3,13 +3,14 @@
  * With a timeout set, every collective of the communicator is waited for by polling its requests,
  * yielding the core between polls for the first 0.1 s (MPI only advances a collective inside MPI
  * calls) and then sleeping in growing steps up to 1 ms (so a rank waiting for a slow peer leaves
- * its CPU to the others), and a wait that outlasts the timeout ends the job: the rank
- * tells every other rank on a communicator of its own, listens for a few seconds to who answers
- * (ranks waiting in a collective answer at once; a stopped, hung or busy rank does not), and the
- * lowest-numbered rank that timed out names the ranks that did not answer with their hosts, the
- * collective, its sequence number and the caller's label and phase, then calls MPI_Abort.
- * A rank busy outside the collectives whose work progresses sends keepalives, and a wait counts its
- * deadline from the last one it heard, so slow work that goes on is not taken for a hang.
+ * its CPU to the others). A wait that outlasts the timeout asks every other rank where it is, on a
+ * communicator of its own, and listens for the grace (the timeout or 5 s, the lesser) to who
+ * answers: ranks waiting in a collective answer at once, a rank busy outside the collectives whose
+ * work goes on answers from its next mpi_watch_busy, a stopped, hung or computing rank does not.
+ * When every rank answered and one is busy, the deadline starts over: slow work that goes on is not
+ * a hang, and costs messages only once a deadline has passed. Otherwise the lowest-numbered rank
+ * that timed out names the ranks that did not answer with their hosts, the collective, its sequence
+ * number and the caller's label and phase, lists where the others are, and calls MPI_Abort.
  * It must not know about models or training: the caller's words arrive in comm->label/phase. */
 #ifndef DDP_COMM_MPI_WATCH_H
 #define DDP_COMM_MPI_WATCH_H
@@ -38,11 +39,12 @@ uint64_t mpi_watch_enter(mpi_watch *w);
  * never returns once it expired. MPI errors come back as DDP_ERUNTIME. */
 int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq, const char *what, ddp_err *err);
 
-/* This rank is busy outside the collectives (`what`: up to 23 bytes, "checkpoint write") and its
- * work progresses: tells every other rank, at most every quarter of the timeout (none without one),
- * and their waits on this watch count their deadline from when they heard it. Every call answers
- * the alarms that came meanwhile, so call it often (every second or so). Not collective. */
-void mpi_watch_keepalive(mpi_watch *w, comm *c, const char *what);
+/* This rank is busy outside the collectives (`what`: up to 23 bytes, "checkpoint write"): answers
+ * the ranks whose deadline passed meanwhile that it is ("busy with WHAT"), so that their deadline
+ * starts over. Sends nothing unasked. Call it every second or so (and within the grace) while the
+ * work is under way; work that stopped must be ended by its own watch within about half the
+ * deadline, as answers hold the others for as long as they come. Not collective. */
+void mpi_watch_busy(mpi_watch *w, comm *c, const char *what);
 
 /* The verdict's list of the ranks that did not answer (missing[r]), appended to text at `at`
  * (text holds len bytes): " Not arrived: rank R (host H), ..." naming at most 12 ranks, then

@@ -174,8 +174,8 @@ static const cfg_key keys_after_models[] = {
         "long a checkpoint write on rank 0 may go without the storage taking a byte before it is given up and "
         "the job ends naming it: at the job's end; during training half of it, so that rank 0 names the "
         "storage before the other ranks' deadline names rank 0 (a shard of `checkpoint.sharded`: half of it "
-        "on every rank, at every save). A write that goes on, however slowly, says so every quarter of it, and "
-        "the other ranks waiting for it count their deadline from then. Until "
+        "on every rank, at every save). A rank whose write goes on, however slowly, answers the ranks whose "
+        "deadline passed meanwhile that it is busy, and their deadline starts over. Until "
         "every rank has read the config and agreed on it (MPI's own start included), the start-up's deadline "
         "is the command line's `ddp.timeout_s=`, else 300: ddprun, which read the config, passes the file's "
         "value that way; ranks started by mpirun or srun directly do not know it yet."),

@@ -7,7 +7,7 @@
  * in a save (rank 0 collects the shards into the same global layout, train_zero.c), so
  * checkpoints do not depend on ddp.zero or the world size. With checkpoint.sharded no rank
  * gathers anything: every rank writes its own shard and rank 0 commits the set (train_shard.c).
- * Every save ends in an agreement over t->ctl, where the ranks wait for a slow write's keepalives.
+ * Every save ends in an agreement over t->ctl, where a rank whose write goes on answers busy.
  * No RNG state is saved: every stream is derived from run.seed, its purpose and the epoch
  * (README, "How it works"; docs/checkpoint-format.md, "Resuming"). Before every save all ranks
  * check that the parameters and optimizer state are finite (train_finite.c): a checkpoint is
@@ -58,15 +58,15 @@ static void list_buffers(const train_job *t, train_ckpt *c)
     }
 }
 
-static void keep_ranks_waiting(void *ctl) { comm_mpi_keepalive(ctl, "checkpoint write"); }
+static void keep_ranks_waiting(void *ctl) { comm_mpi_busy(ctl, "checkpoint write"); }
 
 /* A write the storage takes nothing of is a hung rank, as a collective would be. During training,
  * half the collective deadline: the other ranks wait for this one in a collective of t->ctl under
  * the whole deadline, counted from before this rank's wait (the copy from the device comes first),
  * and this rank must name the storage before their verdict names it as late (ddprun would leave its
- * host out of a restart). A write that goes on tells them so (comm_mpi_keepalive sends every quarter
- * of the deadline; each second's call answers their alarms), and their deadline counts from then:
- * slow storage is not a hung rank. The job's end has the whole deadline (train_ckpt_finish). */
+ * host out of a restart). While the write is in flight this rank answers their alarm that it is busy
+ * (comm_mpi_busy, every second or quarter deadline), and their deadline starts over: slow storage is
+ * not a hung rank. A write that stopped is given up within half the deadline, and the answers end. The job's end has the whole deadline (train_ckpt_finish). */
 static void watch_writer(const train_job *t, ckpt_writer *w)
 {
     double timeout = t->cfg->ddp.timeout_s;
@@ -319,8 +319,8 @@ int train_ckpt_maybe_save(train_job *t, bool due, ddp_err *err)
         c->pending = rc == DDP_OK;
     }
     /* The others wait for rank 0's snapshot, and the write before it that it waits for, here in a
-     * collective of t->ctl, where its keepalives reach them (NCCL's watchdog in the next step's
-     * gradient collectives would hear none), and learn whether it failed. Not when it gave the
+     * collective of t->ctl, where it answers them busy (NCCL's watchdog in the next step's
+     * gradient collectives would not ask), and learn whether it failed. Not when it gave the
      * write up: it exits at once (train.c), and mpirun ends them, before their verdict. */
     if (t->ctl->rank == 0 && ckpt_writer_stalled(c->writer))
         return rc;
@@ -387,7 +387,7 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
     ckpt_write_stats st;
     ddp_err local = {0};
     ckpt_writer_set_stall(c->writer, t->cfg->ddp.timeout_s, "ddp.timeout_s"); /* no collective follows, */
-    ckpt_writer_set_keepalive(c->writer, 0, NULL, NULL); /* nor does any rank listen for keepalives */
+    ckpt_writer_set_keepalive(c->writer, 0, NULL, NULL); /* nor does any rank wait to ask */
     int rc = ckpt_writer_wait(c->writer, &st, err ? err : &local);
     bool stalled = ckpt_writer_stalled(c->writer); /* the storage may answer nothing more */
     if (rc != DDP_OK && !err && c->pending) /* the job failed already: this is no error of its own */

@@ -78,8 +78,7 @@ static int stage(train_job *t, const train_shard_save *s, const optim_part *x, i
 static void test_shard_exit(const train_job *t)
 {
     test_fault f;
-    if (test_fault_get(&f) && strcmp(f.kind, "shard-exit") == 0 && f.step == t->step &&
-        (f.rank == t->ctl->rank || f.rank == -1)) {
+    if (test_fault_at("shard-exit", t->step, &f)) {
         log_warn("DDP_TEST_FAULT shard-exit: rank %d exits after writing its shard of step %lld", t->ctl->rank,
                  (long long)t->step);
         exit(3);

@@ -35,9 +35,14 @@ void test_fault_sleep(const test_fault *f)
     nanosleep(&(struct timespec){(time_t)s, (long)((s - (double)(time_t)s) * 1e9)}, NULL);
 }
 
+bool test_fault_at(const char *kind, long long step, test_fault *f)
+{
+    return test_fault_get(f) && strcmp(f->kind, kind) == 0 && f->step == step && test_fault_here(f);
+}
+
 void test_fault_sleep_at(const char *kind, long long step)
 {
     test_fault f;
-    if (test_fault_get(&f) && strcmp(f.kind, kind) == 0 && f.step == step && test_fault_here(&f))
+    if (test_fault_at(kind, step, &f))
         test_fault_sleep(&f);
 }

@@ -27,8 +27,9 @@ bool test_fault_here(const test_fault *f);
 
 /* Sleeps f->seconds (the `sleep` kind, and how long a slow start lasts). */
 void test_fault_sleep(const test_fault *f);
-/* Sleeps the fault's SECONDS when DDP_TEST_FAULT is kind at step on this rank (test_fault_here): a
- * slow write, prune or commit. */
+/* Whether DDP_TEST_FAULT is kind at step on this rank (test_fault_here); *f is the fault. */
+bool test_fault_at(const char *kind, long long step, test_fault *f);
+/* Sleeps the fault's SECONDS when test_fault_at(kind, step): a slow write, prune or commit. */
 void test_fault_sleep_at(const char *kind, long long step);
 
 #endif

@@ -98,9 +98,9 @@ static int slow_write_ms(int64_t step)
 {
     const char *s = getenv("DDP_CKPT_TEST_SLOW_WRITE_MS");
     test_fault f;
-    if (!s && test_fault_get(&f) && !strcmp(f.kind, "slow-chunks") && f.step == step && test_fault_here(&f))
-        return (int)(f.seconds * 1000);
-    return s ? atoi(s) : 0;
+    if (s)
+        return atoi(s);
+    return test_fault_at("slow-chunks", step, &f) ? (int)(f.seconds * 1000) : 0;
 }
 
 /* Where a write stands in its temporary file: the descriptor, the offset reached, how much of it

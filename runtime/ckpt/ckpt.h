@@ -245,10 +245,11 @@ void ckpt_writer_set_observer(ckpt_writer *w, ckpt_write_observer observe, void 
  * NULL (the setting the user would change); 0: waits as long as the write takes. A caller whose
  * reason for the limit changes, as at a job's end, sets it again. */
 void ckpt_writer_set_stall(ckpt_writer *w, double stall_s, const char *stall_limit);
-/* While a wait sees the work in flight progress, it calls keepalive(ctx) on the waiting thread at
- * most every every_s (> 0) and only when bytes moved since the last call, so that the ranks waiting
- * for this one hear it is not hung (comm_mpi_keepalive). Called with the writer's lock held: it must
- * be quick and must not call the writer. NULL stops the calls. */
+/* While a wait waits for work in flight, it calls keepalive(ctx) on the waiting thread at its start
+ * and every every_s (> 0), until the work ends or the stall watch gives it up (a write that stopped
+ * is given up within stall_s, and no call follows), so that the ranks waiting for this one hear it
+ * is not hung (comm_mpi_busy). Called with the writer's lock held: it must be quick and must not
+ * call the writer. NULL stops the calls. */
 typedef void (*ckpt_keepalive_fn)(void *ctx);
 void ckpt_writer_set_keepalive(ckpt_writer *w, double every_s, ckpt_keepalive_fn keepalive, void *ctx);
 /* Whether a wait gave a write up for the storage's stall (ckpt_writer_set_stall). */

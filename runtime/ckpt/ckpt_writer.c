@@ -5,8 +5,9 @@
  * A wait watches the write: when the storage takes no byte for stall_s (a network mount that
  * stopped answering), the write is given up and every call returns why from then on, so the job
  * ends naming it instead of hanging. The thread may be stuck in the kernel for good; it is left
- * alone, and after it the writer and its uploader, which it may still touch. While bytes move, the
- * wait calls the caller's keepalive, so that ranks waiting for this one know it is not hung.
+ * alone, and after it the writer and its uploader, which it may still touch. Until then the wait
+ * calls the caller's keepalive every so often, so that ranks waiting for this one know it is not
+ * hung.
  *
  * Work the caller waits for (ckpt_writer_run: a sharded set's shard, written from the caller's own
  * buffers by write_as, and its commit) goes through the same thread, so that its wait is watched
@@ -45,7 +46,6 @@ struct ckpt_writer {
     ckpt_keepalive_fn keepalive; /* NULL: none (ckpt_writer_set_keepalive) */
     void *keepalive_ctx;
     double keepalive_every_s;
-    uint64_t keepalive_told;     /* progress when the keepalive was last called */
     bool busy;          /* a snapshot is waiting for or being written */
     ckpt_job_fn job;    /* the work in flight is ckpt_writer_run's job(job_ctx) (NULL: a submit's snapshot) */
     void *job_ctx;
@@ -90,8 +90,7 @@ static int test_fail_write(int64_t step, ddp_err *err)
 {
     static bool failed_once;
     test_fault f;
-    if (failed_once || !test_fault_get(&f) || strcmp(f.kind, "fail-write") != 0 || f.step != step ||
-        !test_fault_here(&f))
+    if (failed_once || !test_fault_at("fail-write", step, &f))
         return DDP_OK;
     failed_once = true;
     return ddp_fail(err, DDP_ERUNTIME, "DDP_TEST_FAULT fail-write: the write of step %lld failed", (long long)step);
@@ -264,23 +263,21 @@ static void give_up(ckpt_writer *w)
                  w->dir, w->stall_s, limit);
 }
 
-/* Caller holds the worker's mutex. Bytes moved since the keepalive was last called: calls it. */
-static void keep_alive(ckpt_writer *w, uint64_t progress)
+/* Caller holds the worker's mutex. Work in flight, not given up: calls the keepalive. */
+static void keep_alive(ckpt_writer *w)
 {
-    if (w->keepalive && w->busy && !w->stalled && progress != w->keepalive_told) {
-        w->keepalive_told = progress;
+    if (w->keepalive && w->busy && !w->stalled)
         w->keepalive(w->keepalive_ctx);
-    }
 }
 
 /* Caller holds the worker's mutex. Waits for the in-flight write, and gives it up when the storage
  * took no byte for stall_s (counted from this wait's start: the write may have stalled earlier);
- * at its start and every keepalive_every_s meanwhile, tells the keepalive if bytes moved. */
+ * at its start and every keepalive_every_s meanwhile, until then, calls the keepalive. */
 static void wait_watched(ckpt_writer *w)
 {
     uint64_t seen = atomic_load_explicit(&w->progress, memory_order_relaxed);
     double since = monotonic_s(), told_s = since;
-    keep_alive(w, seen); /* a write in the background moved on since the last wait */
+    keep_alive(w);
     while (w->busy && !w->stalled) {
         double until = w->stall_s > 0 ? since + w->stall_s : HUGE_VAL;
         if (w->keepalive && told_s + w->keepalive_every_s < until)
@@ -297,7 +294,7 @@ static void wait_watched(ckpt_writer *w)
         else if (w->stall_s > 0 && w->busy && now_s - since >= w->stall_s)
             give_up(w);
         if (now_s - told_s >= w->keepalive_every_s) {
-            keep_alive(w, seen);
+            keep_alive(w);
             told_s = now_s;
         }
     }

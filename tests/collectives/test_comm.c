@@ -7,7 +7,9 @@
  * reduce-scatter call whose blocks together pass the limit (401 elements a block at np 3 do). `--big` adds one 64 MiB all-reduce. Also: the half/bfloat16
  * conversions against the compiler's _Float16 and known bit patterns, identity fields, MPI errors
  * reported with file:line and MPI's message, and a bad DDP_COMM_MAX_CHUNK. With a deadline, a rank busy
- * for several of them whose keepalives come holds no verdict (without them the job would abort). */
+ * for several of them that answers it is holds no verdict (without its answers the job would abort).
+ * `--busy-and-hung` (np 3, tests/collectives/test_comm_busy.sh) ends in a verdict: a busy rank does
+ * not hold back the naming of a hung one. */
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -251,20 +253,21 @@ static void test_identity_and_errors(comm *c)
     free(saved);
 }
 
-/* Rank 0 busy outside the collectives for 3.5 deadlines of 1 s, saying so every quarter of one, while
- * the others wait in a barrier: it completes. Without the keepalives their deadline would pass at 1 s
- * and MPI_Abort end the job 1 s later, failing the test. A keepalive without a deadline sends nothing. */
-static void test_keepalive(comm *c)
+/* Rank 0 busy outside the collectives for 3.5 deadlines of 1 s, answering that it is (every 0.25 s),
+ * while the others wait in a barrier: it completes. Without the answers their deadline would pass at
+ * 1 s and MPI_Abort end the job 1 s later, failing the test. Without a deadline comm_mpi_busy does
+ * nothing. */
+static void test_busy(comm *c)
 {
     ddp_err err = {0};
-    comm_mpi_keepalive(c, "no deadline yet");
+    comm_mpi_busy(c, "no deadline yet");
     int rc = comm_mpi_set_timeout(c, 1.0, &err);
     CHECK(rc == DDP_OK, "comm_mpi_set_timeout: %s", err.msg);
     rc = c->ops->barrier(c, &err); /* the ranks' clocks start within moments of each other */
     CHECK(rc == DDP_OK, "barrier: %s", err.msg);
     double t0 = monotonic_s();
     for (double end = t0 + 3.5; c->rank == 0 && monotonic_s() < end;) {
-        comm_mpi_keepalive(c, "test work");
+        comm_mpi_busy(c, "test work");
         nanosleep(&(struct timespec){0, 250000000L}, NULL);
     }
     rc = c->ops->barrier(c, &err);
@@ -272,6 +275,26 @@ static void test_keepalive(comm *c)
     CHECK(monotonic_s() - t0 >= (c->rank == 0 ? 3.5 : 3.4), "the barrier waited for rank 0 (%.2f s)",
           monotonic_s() - t0);
     comm_mpi_set_timeout(c, 0, &err);
+}
+
+/* Rank 0 busy for 20 s, answering that it is; rank 1 busy too for 2.5 s, answering, then hung (asleep
+ * outside MPI for a minute); rank 2 in a barrier under a deadline of 1 s. Rank 2's first deadline
+ * starts over (both answer busy; rank 1 for 1.5 s past it, should the ranks leave the first barrier
+ * apart); its verdict names rank 1 a round or two later, as rank 1's answer of a round before says
+ * nothing of the next, and lists rank 0 as busy. Returns only when no verdict ended the job. */
+static void busy_and_hung(comm *c)
+{
+    ddp_err err = {0};
+    CHECK(comm_mpi_set_timeout(c, 1.0, &err) == DDP_OK, "comm_mpi_set_timeout: %s", err.msg);
+    CHECK(c->ops->barrier(c, &err) == DDP_OK, "barrier: %s", err.msg);
+    double t0 = monotonic_s(), busy_s = c->rank == 0 ? 20 : c->rank == 1 ? 60 : 0;
+    for (double now = t0; now < t0 + busy_s; now = monotonic_s()) {
+        if (c->rank == 0 || now < t0 + 2.5)
+            comm_mpi_busy(c, c->rank == 0 ? "test work" : "short work");
+        nanosleep(&(struct timespec){0, 250000000L}, NULL);
+    }
+    c->ops->barrier(c, &err);
+    CHECK(false, "no verdict ended the job: rank %d left the barrier", c->rank);
 }
 
 int main(int argc, char **argv)
@@ -287,13 +310,17 @@ int main(int argc, char **argv)
     }
     g_rank = c->rank;
     g_size = c->size;
-    test_fp16_conversions();
-    test_identity_and_errors(c);
-    test_all_collectives(c);
-    if (argc > 1 && strcmp(argv[1], "--big") == 0)
-        test_big_allreduce(c);
-    if (g_size > 1)
-        test_keepalive(c);
+    if (argc > 1 && strcmp(argv[1], "--busy-and-hung") == 0) {
+        busy_and_hung(c);
+    } else {
+        test_fp16_conversions();
+        test_identity_and_errors(c);
+        test_all_collectives(c);
+        if (argc > 1 && strcmp(argv[1], "--big") == 0)
+            test_big_allreduce(c);
+        if (g_size > 1)
+            test_busy(c);
+    }
     c->ops->destroy(c);
     int failed = check_done("test_comm");
     /* every rank's verdict decides: a failure anywhere fails the test */

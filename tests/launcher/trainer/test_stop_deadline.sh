@@ -147,8 +147,9 @@ check "... before any deadline's verdict" bash -c "! sed '/checkpoint write give
 
 # storage slow but working: step 4's write takes 0.6 s a chunk (about 16 of them), and step 8's save
 # waits for it on rank 0, about 9 s, while rank 1 waits in the save's agreement under a deadline of
-# 3 s. Rank 0's keepalives, every 0.75 s while bytes move, restart that deadline: the job ends 0.
-# Without them the verdict would name rank 0 as late at 3 + 3 s
+# 3 s. Rank 0 answers rank 1's question at the deadline (it looks every 0.75 s while bytes move) that
+# it is busy, and rank 1's deadline starts over: the job ends 0. Without the answers the verdict
+# would name rank 0 as late at 3 + 3 s
 DDP_TEST_FAULT=slow-chunks:0:4:0.6 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/crawl" train.max_steps=12 \
     train.log_every=1 checkpoint.every_steps=4 ddp.timeout_s=3 >"$TMP/crawl.log" 2>&1
 rc=$?
@@ -159,7 +160,7 @@ check "... and no deadline's verdict" bash -c "! grep -q 'ddp.timeout_s: ' '$TMP
 check "... step 4's checkpoint whole" "$DDPRUN" ckpt info "$TMP/crawl/checkpoints/ckpt-00000004.ddp"
 # the same with checkpoint.sharded, rank 1's shard slow (1 s a 4 MiB chunk, about 13 s for 46 MB of a
 # wider model) and rank 0 waiting for it in the agreement after the writes (deadline 4 s, verdict at
-# 4 + 4 s without keepalives)
+# 4 + 4 s without rank 1's answers)
 DDP_TEST_FAULT=slow-chunks:1:4:1 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/crawl2" train.max_steps=8 \
     model.mlp.hidden="[4096, 2048]" checkpoint.every_steps=4 checkpoint.sharded=true ddp.timeout_s=4 \
     >"$TMP/crawl2.log" 2>&1
