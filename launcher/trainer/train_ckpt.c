@@ -376,12 +376,27 @@ static int write_last_again(train_job *t, train_ckpt *c, ckpt_write_stats *st, d
                     "the job ends with its state unsaved", (long long)t->step, again.msg[0] ? again.msg : "no file");
 }
 
+/* checkpoint.sharded, at the job's end: rank 0's prune of the last set may still run on its writer,
+ * and is waited for under the whole deadline, as no collective follows. */
+static int finish_shard_writer(const train_job *t, train_ckpt *c, ddp_err *err)
+{
+    ddp_err local = {0};
+    ckpt_writer_set_stall(c->shard_writer, t->cfg->ddp.timeout_s, "ddp.timeout_s");
+    ckpt_writer_set_keepalive(c->shard_writer, 0, NULL, NULL);
+    int rc = ckpt_writer_wait(c->shard_writer, NULL, err ? err : &local);
+    if (rc != DDP_OK && !err) /* the job failed already: this is no error of its own */
+        log_warn("checkpoint: %s", local.msg);
+    return rc;
+}
+
 int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
     if (!failed) /* no agreement comes after the loop: the job's end answers a stop request, whose
                   * deadline must not cut the final write or upload short */
         train_stop_answered = 1;
+    if (c && c->shard_writer) /* no c->writer then */
+        return finish_shard_writer(t, c, err);
     if (!c || !c->writer)
         return DDP_OK;
     ckpt_write_stats st;

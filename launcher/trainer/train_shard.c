@@ -12,7 +12,9 @@
  * when the storage takes none of it for the writer's limit (train_ckpt.c); every rank then learns
  * whether every shard is durable (an all-reduce over t->ctl), rank 0 writes the manifest that commits
  * the set (ckpt_set_commit) through its writer too, every rank learns that verdict, and rank 0
- * prunes (its writer again).
+ * starts the prune on its writer: every rank trains on meanwhile, rank 0 too, and the next save's
+ * shard (or the job's end, train_ckpt_finish) waits for it, watched. A set being written counts
+ * for nothing in a prune, newer than every set kept, so the next save's shards are safe from it.
  * Test-only: DDP_TEST_FAULT=slow-commit:0:STEP:SECONDS makes rank 0's commit of step STEP's set
  * take SECONDS longer, none of it taken by the storage (slow-prune: the prune after it);
  * shard-exit:RANK:STEP makes RANK exit with status 3 after its shard of step STEP is durable,
@@ -156,8 +158,9 @@ int train_shard_read_own(train_job *t, ckpt_set_reader *r, const char *prefix, f
 }
 
 /* Rank 0's commit (the manifest from the shards' tables, with this model's tensor table) and, once
- * every rank knows the set is committed, the prune: jobs of the rank's writer (ckpt_writer_run),
- * whose waits are watched. What they read is their own, as a job given up may run on at any time. */
+ * every rank knows the set is committed, the prune: jobs of the rank's writer (ckpt_writer_run and
+ * ckpt_writer_start), whose waits are watched. What they read is their own, as a job given up may
+ * run on at any time. */
 typedef struct commit_job {
     ckpt_manifest spec;          /* its tensor table and settings on the heap */
     char set_dir[CKPT_PATH_MAX], dir[CKPT_PATH_MAX];
@@ -176,15 +179,6 @@ static int commit_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
     return rc == DDP_OK ? dir_fsync(j->dir, err) : rc;
 }
 
-static int prune_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
-{
-    commit_job *j = ctx;
-    (void)err;
-    test_fault_sleep_at("slow-prune", j->spec.hdr.step);
-    ckpt_prune_after_save(j->dir, j->keep_last, j->set_dir, NULL, 0, progress); /* a failure is a warning */
-    return DDP_OK;
-}
-
 static void commit_job_free(commit_job *j)
 {
     if (!j)
@@ -192,6 +186,20 @@ static void commit_job_free(commit_job *j)
     free(j->spec.tensors);
     free((char *)j->spec.settings);
     free(j);
+}
+
+/* Runs while the ranks train on, and frees its job: nobody waits for it but the next wait. */
+static int prune_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
+{
+    commit_job *j = ctx;
+    (void)err;
+    double t0 = monotonic_s();
+    test_fault_sleep_at("slow-prune", j->spec.hdr.step);
+    ckpt_prune_after_save(j->dir, j->keep_last, j->set_dir, NULL, 0, progress); /* a failure is a warning */
+    log_info("checkpoint: older sets than %s beyond checkpoint.keep_last removed in %.1f ms, in the background",
+             j->set_dir, 1e3 * (monotonic_s() - t0));
+    commit_job_free(j);
+    return DDP_OK;
 }
 
 static int commit_job_new(const train_job *t, const train_shard_save *s, const char *set_dir, bool alternate,
@@ -245,14 +253,15 @@ static void commit_job_release(const train_shard_save *s, commit_job *j)
         commit_job_free(j);
 }
 
-/* Rank 0, the set at set_dir committed: the prune (commit's job j), then j released. */
-static int prune(const train_shard_save *s, const char *set_dir, commit_job *j, ddp_err *err)
+/* Rank 0, the set at set_dir committed: the prune started, the commit's job j handed to it. */
+static int start_prune(const train_shard_save *s, const char *set_dir, commit_job *j, ddp_err *err)
 {
     char what[CKPT_PATH_MAX + 128];
     snprintf(what, sizeof what, "step %lld is committed (%s), but removing older ones beyond checkpoint.keep_last "
              "made no progress", (long long)s->hdr.step, set_dir);
-    int rc = ckpt_writer_run(s->writer, what, prune_main, j, err);
-    commit_job_release(s, j);
+    int rc = ckpt_writer_start(s->writer, what, prune_main, j, err);
+    if (rc != DDP_OK)
+        commit_job_release(s, j);
     return rc;
 }
 
@@ -327,12 +336,5 @@ int train_shard_write(train_job *t, const train_shard_save *shared, ckpt_write_s
         *st = (ckpt_write_stats){.write_s = monotonic_s() - t0, .bytes = (uint64_t)v[1]};
     if (st)
         snprintf(st->path, sizeof st->path, "%s", set_dir);
-    if (t->ctl->rank != 0)
-        return DDP_OK;
-    double t1 = monotonic_s(); /* rank 0: a prune on storage that stopped ends this rank; the others,
-                                * training on, with it */
-    rc = prune(s, set_dir, job, err);
-    if (st)
-        st->prune_s = monotonic_s() - t1;
-    return rc;
+    return t->ctl->rank == 0 ? start_prune(s, set_dir, job, err) : DDP_OK;
 }

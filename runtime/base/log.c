@@ -22,10 +22,12 @@ void log_info(const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
+    flockfile(stdout); /* one line whole, also from a checkpoint writer's thread */
     vfprintf(stdout, fmt, ap);
     va_end(ap);
     fputc('\n', stdout);
     fflush(stdout);
+    funlockfile(stdout);
 }
 
 static void log_tagged(const char *level, const char *fmt, va_list ap)

@@ -9,9 +9,9 @@
  * calls the caller's keepalive every so often, so that ranks waiting for this one know it is not
  * hung.
  *
- * Work the caller waits for (ckpt_writer_run: a sharded set's shard, written from the caller's own
- * buffers by write_as, and its commit) goes through the same thread, so that its wait is watched
- * too.
+ * The caller's own work (ckpt_writer_run: a sharded set's shard, written from the caller's own
+ * buffers by write_as, and its commit; ckpt_writer_start: the set's prune, waited for later) goes
+ * through the same thread, so that its wait is watched too.
  *
  * This file must not touch the trainer's buffers after submit returns (a run's job: after it
  * returns, unless it was given up), nor drop a write's error: it is returned by the next submit, wait
@@ -338,9 +338,9 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err)
     return rc;
 }
 
-int ckpt_writer_run(ckpt_writer *w, const char *what, ckpt_job_fn job, void *ctx, ddp_err *err)
+/* Caller holds the worker's mutex. Waits for the work in flight, then hands the thread job. */
+static int start_locked(ckpt_writer *w, const char *what, ckpt_job_fn job, void *ctx, ddp_err *err)
 {
-    worker_lock(&w->thread);
     int rc = wait_locked(w, err);
     if (rc == DDP_OK) {
         w->job = job;
@@ -350,8 +350,24 @@ int ckpt_writer_run(ckpt_writer *w, const char *what, ckpt_job_fn job, void *ctx
         w->busy = true;
         w->durable[0] = '\0';
         worker_wake(&w->thread);
-        rc = wait_locked(w, err);
     }
+    return rc;
+}
+
+int ckpt_writer_run(ckpt_writer *w, const char *what, ckpt_job_fn job, void *ctx, ddp_err *err)
+{
+    worker_lock(&w->thread);
+    int rc = start_locked(w, what, job, ctx, err);
+    if (rc == DDP_OK)
+        rc = wait_locked(w, err);
+    worker_unlock(&w->thread);
+    return rc;
+}
+
+int ckpt_writer_start(ckpt_writer *w, const char *what, ckpt_job_fn job, void *ctx, ddp_err *err)
+{
+    worker_lock(&w->thread);
+    int rc = start_locked(w, what, job, ctx, err);
     worker_unlock(&w->thread);
     return rc;
 }

@@ -10,7 +10,9 @@
 # takes longer than the deadline ends the evaluation (the ranks agree between its passes). A stop
 # during the final save, after the loop, does not cut it short. A checkpoint write the storage takes
 # nothing of is given up and named, by rank 0 for a file, by the rank whose shard it is for a set;
-# one on storage slow but working holds the other ranks past the deadline without a verdict.
+# one on storage slow but working holds the other ranks past the deadline without a verdict. A set's
+# prune runs in the background while the ranks train on; one that stalls is named at the next save
+# or at the job's end.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 HF_SRC=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-gpt2-tiny
@@ -205,10 +207,26 @@ stalled_sets commit 2 slow-commit:0:4:60 6 train.max_steps=8
 check "... rank 0 names the commit" grep -q "rank 0 .*checkpoint write given up: the commit of \
 .*/ckpt-00000004 (step 4) made no progress for 3 s; the limit is half of ddp.timeout_s" "$TMP/commit.log"
 check "... rank 1: rank 0 could not commit" grep -q "rank 1 .*rank 0 could not commit the set" "$TMP/commit.log"
-# the prune after step 8's commit (keep_last 1 removes step 4's set) on storage that stopped:
-# rank 0 names it, with step 8's set committed, while rank 1 trains on into the next collective
+# the prune after step 8's commit (keep_last 1 removes step 4's set) on storage that stopped: it
+# runs in the background while both ranks train on; step 12's save waits for it, and rank 0 names
+# it, with step 8's set committed
 stalled_sets prune 2 slow-prune:0:8:60 6 train.max_steps=12 checkpoint.keep_last=1
 check "... rank 0 names it, the set committed" grep -q "rank 0 .*checkpoint write given up: step 8 is committed \
 (.*/ckpt-00000008), but removing older ones beyond checkpoint.keep_last made no progress for 3 s" "$TMP/prune.log"
 check "... step 8's set is whole" "$DDPRUN" ckpt info "$TMP/prune/checkpoints/ckpt-00000008"
+# the same after the job's last save (step 8): the job's end waits for it under the whole deadline
+stalled_sets endprune 2 slow-prune:0:8:60 4 train.max_steps=8 checkpoint.keep_last=1
+check "... rank 0 names it at the job's end" grep -q "rank 0 .*checkpoint write given up: step 8 is committed \
+(.*/ckpt-00000008), but removing older ones beyond checkpoint.keep_last made no progress for 4 s; the limit is \
+ddp.timeout_s" "$TMP/endprune.log"
+# a slow prune (2 s before its first file) after step 4's commit: rank 0 trains on meanwhile, so
+# steps 5 to 7 are logged before the prune's end; step 8's save waits for what is left of it, and
+# the job's end for step 8's own prune, which removes step 4's set
+DDP_TEST_FAULT=slow-prune:0:4:2 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/bgprune" train.max_steps=8 train.log_every=1 \
+    checkpoint.every_steps=4 checkpoint.sharded=true checkpoint.keep_last=1 ddp.timeout_s=10 >"$TMP/bgprune.log" 2>&1
+rc=$?
+check "a slow prune of sets: exit 0 (got $rc)" [ $rc -eq 0 ]
+check "... rank 0 trained on while it ran" bash -c "grep -e 'step 7/8' -e 'older sets than .*ckpt-00000004 beyond' \
+    '$TMP/bgprune.log' | head -n 1 | grep -q 'step 7/8'"
+check "... and it ran: step 8's set alone is left" bash -c "[ \"\$(ls '$TMP/bgprune/checkpoints' | grep ckpt-)\" = ckpt-00000008 ]"
 finish

@@ -1,12 +1,15 @@
 /* test_ckpt_writer.c — writing checkpoint files: a file past the 64 MiB the page cache may run
  * ahead of the storage (read back whole, its progress counted, a failed wait for its writeback
  * failing the write), and the background writer: snapshot semantics, a write error reported once,
- * the prune timed apart from the write, a shard written in place (write_as), and the stall watch
+ * the prune timed apart from the write, a shard written in place (write_as), a job run in the
+ * background (start), and the stall watch
  * (a slow write waited out, a stalled write, prune or shard given up). */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ckpt_test_state.h"
@@ -180,6 +183,49 @@ static void test_writer_write_as(void)
     ts_free(&ts);
 }
 
+/* A job of ten 30 ms steps, each counted as progress; rc: it fails at its end. */
+typedef struct slow_job {
+    _Atomic int done;
+    int rc;
+} slow_job;
+
+static int slow_job_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
+{
+    slow_job *j = ctx;
+    for (int i = 0; i < 10; i++) {
+        nanosleep(&(struct timespec){0, 30000000L}, NULL);
+        atomic_fetch_add(progress, 1);
+    }
+    j->done = 1;
+    return j->rc ? ddp_fail(err, DDP_ERUNTIME, "the job failed on purpose") : DDP_OK;
+}
+
+/* start: the job runs while the caller goes on (it is not done when start returns), and the next
+ * call that waits waits for it, watched (its 0.3 s of steps outlast no stall limit of 1 s): wait
+ * returns its status; a failed job's error comes once, from the next start, which then starts
+ * nothing; the start after that runs. */
+static void test_writer_start(void)
+{
+    char d[600];
+    test_state ts;
+    ckpt_writer *w = writer_on(d, sizeof d, "writer-start", 1, 1.0, &ts);
+    ddp_err err = {0};
+    slow_job a = {0}, b = {.rc = 1}, c = {0};
+    CHECK_EQ_INT(ckpt_writer_start(w, "job a", slow_job_main, &a, &err), DDP_OK);
+    CHECK(!a.done, "start waited for its job");
+    CHECK_EQ_INT(ckpt_writer_wait(w, NULL, &err), DDP_OK);
+    CHECK(a.done, "wait did not wait for the job started");
+    CHECK_EQ_INT(ckpt_writer_start(w, "job b", slow_job_main, &b, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_start(w, "job c", slow_job_main, &c, &err), DDP_ERUNTIME);
+    CHECK_STR_CONTAINS(err.msg, "the job failed on purpose");
+    CHECK(b.done && !c.done, "job c ran after job b failed");
+    CHECK_EQ_INT(ckpt_writer_start(w, "job c", slow_job_main, &c, &err), DDP_OK);
+    CHECK_EQ_INT(ckpt_writer_wait(w, NULL, &err), DDP_OK);
+    CHECK(c.done && !ckpt_writer_stalled(w), "job c did not run");
+    ckpt_writer_destroy(w);
+    ts_free(&ts);
+}
+
 /* With keep_last 1 the second save removes the first; its time is reported apart from the write's,
  * which alone holds the test's per-chunk sleeps (>= 16 chunks of 50 ms). */
 static void test_writer_prune_timed_apart(void)
@@ -310,6 +356,7 @@ int main(void)
     test_background_writer();
     test_writer_prune_timed_apart();
     test_writer_write_as();
+    test_writer_start();
     test_writer_stall();
     int rc = check_done("test_ckpt_writer");
     if (rc == 0)
