@@ -47,7 +47,8 @@ void train_budget_count_work(train_job *t, double s)
 static void check_budget(train_job *t, const ckpt_write_stats *st, double stall_s, notice_provider cloud)
 {
     double window = cloud_notice_window_s(cloud), steps = t->step > t->start_step ? (double)(t->step - t->start_step) : 1;
-    /* a set's shards are written inside the stall, a single file's after it, in the background */
+    /* a set's shards are written inside the stall (and before them, the previous save's prune if it
+     * still runs: counted with the rest of the save), a single file's after it, in the background */
     bool sharded = t->cfg->checkpoint.sharded;
     double before_write_s = sharded ? stall_s - st->write_s : stall_s;
     double poll_s = t->cfg->checkpoint.notice_poll_s, step_s = t->budget->run_step_s / steps;

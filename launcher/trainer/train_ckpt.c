@@ -236,8 +236,11 @@ static int save_sharded(train_job *t, train_ckpt *c, ddp_err *err)
     if (rc == DDP_OK && c->observe)
         c->observe(c->observe_ctx, "checkpoint write", t0, monotonic_s());
     if (rc == DDP_OK && t->ctl->rank == 0) {
-        log_info("checkpoint: %s (%.1f MB in %d shards) written and committed in %.1f ms", st.path, st.bytes / 1e6,
-                 t->ctl->size, 1e3 * st.write_s);
+        char waited[96] = "";
+        if (st.prune_s >= 1e-3)
+            snprintf(waited, sizeof waited, ", after %.1f ms waiting for the previous save's prune", 1e3 * st.prune_s);
+        log_info("checkpoint: %s (%.1f MB in %d shards) written and committed in %.1f ms%s", st.path, st.bytes / 1e6,
+                 t->ctl->size, 1e3 * st.write_s, waited);
         st.step = s.hdr.step;
         rc = written(t, c, &st, err);
     }
@@ -377,12 +380,12 @@ static int write_last_again(train_job *t, train_ckpt *c, ckpt_write_stats *st, d
 }
 
 /* checkpoint.sharded, at the job's end: rank 0's prune of the last set may still run on its writer,
- * and is waited for under the whole deadline, as no collective follows. */
+ * and is waited for under the whole deadline. Its answers stay on: after a failure elsewhere the
+ * other ranks may still wait in a collective, and must hear that this rank is busy, not hung. */
 static int finish_shard_writer(const train_job *t, train_ckpt *c, ddp_err *err)
 {
     ddp_err local = {0};
     ckpt_writer_set_stall(c->shard_writer, t->cfg->ddp.timeout_s, "ddp.timeout_s");
-    ckpt_writer_set_keepalive(c->shard_writer, 0, NULL, NULL);
     int rc = ckpt_writer_wait(c->shard_writer, NULL, err ? err : &local);
     if (rc != DDP_OK && !err) /* the job failed already: this is no error of its own */
         log_warn("checkpoint: %s", local.msg);

@@ -93,6 +93,7 @@ static int write_own_shard(train_job *t, const train_shard_save *s, const char *
 {
     optim_part *x = NULL;
     int nx = 0;
+    *bytes = 0;
     int rc = my_extents(t, &x, &nx, err);
     size_t floats = 0;
     for (int e = 0; e < nx; e++)
@@ -108,7 +109,6 @@ static int write_own_shard(train_job *t, const train_shard_save *s, const char *
     ckpt_state st = {.hdr = s->hdr, .n_tensors = nx * s->n_buffers, .tensors = tensors};
     if (rc == DDP_OK)
         rc = ckpt_writer_write_as(s->writer, set_dir, name, &st, path, err);
-    *bytes = 0;
     for (int i = 0; rc == DDP_OK && i < st.n_tensors; i++)
         *bytes += ckpt_tensor_numel(&tensors[i]) * sizeof(float);
     free(x);
@@ -188,16 +188,20 @@ static void commit_job_free(commit_job *j)
     free(j);
 }
 
-/* Runs while the ranks train on, and frees its job: nobody waits for it but the next wait. */
+/* Runs while the ranks train on, and frees its job: nobody waits for it but the next wait. The
+ * progress counter counts each file it removes. */
 static int prune_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
 {
     commit_job *j = ctx;
     (void)err;
     double t0 = monotonic_s();
+    uint64_t before = atomic_load(progress);
     test_fault_sleep_at("slow-prune", j->spec.hdr.step);
     ckpt_prune_after_save(j->dir, j->keep_last, j->set_dir, NULL, 0, progress); /* a failure is a warning */
-    log_info("checkpoint: older sets than %s beyond checkpoint.keep_last removed in %.1f ms, in the background",
-             j->set_dir, 1e3 * (monotonic_s() - t0));
+    uint64_t removed = atomic_load(progress) - before;
+    if (removed > 0)
+        log_info("checkpoint: after %s, older sets beyond checkpoint.keep_last removed in the background (%llu "
+                 "files, %.1f ms)", j->set_dir, (unsigned long long)removed, 1e3 * (monotonic_s() - t0));
     commit_job_free(j);
     return DDP_OK;
 }
@@ -306,7 +310,11 @@ int train_shard_write(train_job *t, const train_shard_save *shared, ckpt_write_s
     int rc = share_save_identity(t, &save, set_dir, &alternate, err);
     if (rc != DDP_OK)
         return rc;
-    rc = write_own_shard(t, s, set_dir, alternate, &bytes, err); /* its write makes set_dir, watched */
+    double prune_wait_s = monotonic_s(); /* rank 0: the previous save's prune, waited for first, watched */
+    rc = ckpt_writer_wait(s->writer, NULL, err);
+    prune_wait_s = monotonic_s() - prune_wait_s;
+    if (rc == DDP_OK)
+        rc = write_own_shard(t, s, set_dir, alternate, &bytes, err); /* its write makes set_dir, watched */
     if (rc != DDP_OK)
         log_error("checkpoint: rank %d: %s", t->ctl->rank, err->msg);
     else
@@ -333,7 +341,8 @@ int train_shard_write(train_job *t, const train_shard_save *shared, ckpt_write_s
                                  : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: rank 0 could not commit the set", set_dir);
     }
     if (st)
-        *st = (ckpt_write_stats){.write_s = monotonic_s() - t0, .bytes = (uint64_t)v[1]};
+        *st = (ckpt_write_stats){.write_s = monotonic_s() - t0 - prune_wait_s, .prune_s = prune_wait_s,
+                                 .bytes = (uint64_t)v[1]};
     if (st)
         snprintf(st->path, sizeof st->path, "%s", set_dir);
     return t->ctl->rank == 0 ? start_prune(s, set_dir, job, err) : DDP_OK;

@@ -30,10 +30,11 @@ typedef struct train_shard_save {
 } train_shard_save;
 
 /* Every rank, at the same step: writes this rank's shard, then (rank 0) the manifest, and starts
- * the prune to keep_last on s->writer, which the next wait on that writer waits for. Every shard's
- * header (and the manifest's) is s->hdr with rank 0's save_time, which the commit requires of each
- * shard. DDP_OK on every rank only when the set is committed; st (rank 0) gets the set's directory,
- * its bytes and the time until it was committed (write_s). */
+ * the prune to keep_last on s->writer, which the next save waits for before its shard. Every
+ * shard's header (and the manifest's) is s->hdr with rank 0's save_time, which the commit requires
+ * of each shard. DDP_OK on every rank only when the set is committed; st (rank 0) gets the set's
+ * directory, its bytes, the time until it was committed (write_s) and, apart from it, the wait for
+ * the previous save's prune (prune_s). */
 int train_shard_write(train_job *t, const train_shard_save *s, ckpt_write_stats *st, ddp_err *err);
 
 /* A resume from a set: what this rank holds of buffer prefix of the set r reads (whatever world

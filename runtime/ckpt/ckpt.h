@@ -215,11 +215,12 @@ int ckpt_writer_submit(ckpt_writer *w, const ckpt_state *s, ddp_err *err);
 typedef int (*ckpt_job_fn)(void *ctx, _Atomic uint64_t *progress, ddp_err *err);
 int ckpt_writer_run(ckpt_writer *w, const char *what, ckpt_job_fn job, void *ctx, ddp_err *err);
 /* ckpt_writer_run without its last wait: job runs while the caller goes on, and the next call that
- * waits (run, start, submit, write_as, wait, poll) waits for it, watched, and returns its status or
- * the give-up error naming what. ctx is the job's from the start on: the job frees it, if it must. */
+ * waits (run, start, submit, write_as, wait) waits for it, watched, and returns its status or the
+ * give-up error naming what (poll reports it once it ended). ctx is the job's from the start on: the
+ * job frees it, if it must. */
 int ckpt_writer_start(ckpt_writer *w, const char *what, ckpt_job_fn job, void *ctx, ddp_err *err);
 /* A ckpt_writer_run of s written as dir/name (ckpt_write_atomic_as): a sharded set's shard, written
- * while the other ranks write theirs (the set's commit prunes). s is not copied: once
+ * while the other ranks write theirs (rank 0 prunes older sets by a job of its own). s is not copied: once
  * ckpt_writer_stalled says so, its buffers are the job's ctx. path (CKPT_PATH_MAX bytes, may be
  * NULL) gets the file's path. */
 int ckpt_writer_write_as(ckpt_writer *w, const char *dir, const char *name, const ckpt_state *s, char *path,

@@ -219,14 +219,18 @@ stalled_sets endprune 2 slow-prune:0:8:60 4 train.max_steps=8 checkpoint.keep_la
 check "... rank 0 names it at the job's end" grep -q "rank 0 .*checkpoint write given up: step 8 is committed \
 (.*/ckpt-00000008), but removing older ones beyond checkpoint.keep_last made no progress for 4 s; the limit is \
 ddp.timeout_s" "$TMP/endprune.log"
-# a slow prune (2 s before its first file) after step 4's commit: rank 0 trains on meanwhile, so
-# steps 5 to 7 are logged before the prune's end; step 8's save waits for what is left of it, and
-# the job's end for step 8's own prune, which removes step 4's set
-DDP_TEST_FAULT=slow-prune:0:4:2 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/bgprune" train.max_steps=8 train.log_every=1 \
+# a slow prune (2 s before its first file) after step 8's commit, removing step 4's set: rank 0
+# trains on meanwhile, so steps 9 to 11 are logged before the prune's end; step 12's save waits for
+# what is left of it (and says so), the job's end for step 12's own prune
+DDP_TEST_FAULT=slow-prune:0:8:2 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/bgprune" train.max_steps=12 train.log_every=1 \
     checkpoint.every_steps=4 checkpoint.sharded=true checkpoint.keep_last=1 ddp.timeout_s=10 >"$TMP/bgprune.log" 2>&1
 rc=$?
 check "a slow prune of sets: exit 0 (got $rc)" [ $rc -eq 0 ]
-check "... rank 0 trained on while it ran" bash -c "grep -e 'step 7/8' -e 'older sets than .*ckpt-00000004 beyond' \
-    '$TMP/bgprune.log' | head -n 1 | grep -q 'step 7/8'"
-check "... and it ran: step 8's set alone is left" bash -c "[ \"\$(ls '$TMP/bgprune/checkpoints' | grep ckpt-)\" = ckpt-00000008 ]"
+check "... rank 0 trained on while it ran" bash -c "grep -e 'step 11/12' -e 'after .*ckpt-00000008, older sets' \
+    '$TMP/bgprune.log' | head -n 1 | grep -q 'step 11/12'"
+check "... which removed step 4's set" grep -q "after .*/ckpt-00000008, older sets beyond checkpoint.keep_last removed \
+in the background ([1-9][0-9]* files, [0-9.]* ms)" "$TMP/bgprune.log"
+check "... step 12's save waited for it, timed apart" grep -q "ckpt-00000012 (.*) written and committed in [0-9.]* ms, \
+after [0-9.]* ms waiting for the previous save's prune" "$TMP/bgprune.log"
+check "... and step 12's set alone is left" bash -c "[ \"\$(ls '$TMP/bgprune/checkpoints' | grep ckpt-)\" = ckpt-00000012 ]"
 finish
