@@ -381,7 +381,8 @@ static int write_last_again(train_job *t, train_ckpt *c, ckpt_write_stats *st, d
 
 /* checkpoint.sharded, at the job's end: rank 0's prune of the last set may still run on its writer,
  * and is waited for under the whole deadline. Its answers stay on: after a failure elsewhere the
- * other ranks may still wait in a collective, and must hear that this rank is busy, not hung. */
+ * other ranks may still wait in a collective, and must hear that this rank is busy, not hung (so
+ * do train_ckpt_finish's for a single file). */
 static int finish_shard_writer(const train_job *t, train_ckpt *c, ddp_err *err)
 {
     ddp_err local = {0};
@@ -404,8 +405,9 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
         return DDP_OK;
     ckpt_write_stats st;
     ddp_err local = {0};
-    ckpt_writer_set_stall(c->writer, t->cfg->ddp.timeout_s, "ddp.timeout_s"); /* no collective follows, */
-    ckpt_writer_set_keepalive(c->writer, 0, NULL, NULL); /* nor does any rank wait to ask */
+    /* No collective follows: the whole deadline. The writer's answers stay on, as after a failure
+     * elsewhere the other ranks may still wait in a collective (finish_shard_writer's too). */
+    ckpt_writer_set_stall(c->writer, t->cfg->ddp.timeout_s, "ddp.timeout_s");
     int rc = ckpt_writer_wait(c->writer, &st, err ? err : &local);
     bool stalled = ckpt_writer_stalled(c->writer); /* the storage may answer nothing more */
     if (rc != DDP_OK && !err && c->pending) /* the job failed already: this is no error of its own */

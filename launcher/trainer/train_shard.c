@@ -87,9 +87,11 @@ static void test_shard_exit(const train_job *t)
     }
 }
 
-/* This rank's shard of the set at set_dir, durable when DDP_OK; *bytes its size. */
+/* This rank's shard of the set at set_dir, durable when DDP_OK; *bytes its size. Staged first, so
+ * that the copy overlaps what is left of rank 0's previous prune, then that prune waited for
+ * (*prune_wait_s, watched). */
 static int write_own_shard(train_job *t, const train_shard_save *s, const char *set_dir, bool alternate,
-                           uint64_t *bytes, ddp_err *err)
+                           uint64_t *bytes, double *prune_wait_s, ddp_err *err)
 {
     optim_part *x = NULL;
     int nx = 0;
@@ -107,6 +109,10 @@ static int write_own_shard(train_job *t, const train_shard_save *s, const char *
     char name[CKPT_SET_SHARD_NAME_MAX], path[CKPT_PATH_MAX];
     ckpt_set_shard_name(t->ctl->rank, t->ctl->size, alternate, name, sizeof name);
     ckpt_state st = {.hdr = s->hdr, .n_tensors = nx * s->n_buffers, .tensors = tensors};
+    double w0 = monotonic_s();
+    if (rc == DDP_OK)
+        rc = ckpt_writer_wait(s->writer, NULL, err);
+    *prune_wait_s = monotonic_s() - w0;
     if (rc == DDP_OK)
         rc = ckpt_writer_write_as(s->writer, set_dir, name, &st, path, err);
     for (int i = 0; rc == DDP_OK && i < st.n_tensors; i++)
@@ -310,11 +316,8 @@ int train_shard_write(train_job *t, const train_shard_save *shared, ckpt_write_s
     int rc = share_save_identity(t, &save, set_dir, &alternate, err);
     if (rc != DDP_OK)
         return rc;
-    double prune_wait_s = monotonic_s(); /* rank 0: the previous save's prune, waited for first, watched */
-    rc = ckpt_writer_wait(s->writer, NULL, err);
-    prune_wait_s = monotonic_s() - prune_wait_s;
-    if (rc == DDP_OK)
-        rc = write_own_shard(t, s, set_dir, alternate, &bytes, err); /* its write makes set_dir, watched */
+    double prune_wait_s = 0;
+    rc = write_own_shard(t, s, set_dir, alternate, &bytes, &prune_wait_s, err); /* makes set_dir, watched */
     if (rc != DDP_OK)
         log_error("checkpoint: rank %d: %s", t->ctl->rank, err->msg);
     else
