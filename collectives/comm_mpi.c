@@ -70,8 +70,10 @@ static MPI_Datatype mpi_type(const mpi_impl *m, comm_dtype dt)
 static MPI_Op mpi_op(const mpi_impl *m, comm_dtype dt, comm_op op)
 {
     comm_op base = op == OP_AVG ? OP_SUM : op;
-    if (dt == DT_HALF || dt == DT_BFLOAT16)
-        return (dt == DT_HALF ? m->half_op : m->bf16_op)[base];
+    if (dt == DT_HALF)
+        return m->half_op[base];
+    if (dt == DT_BFLOAT16)
+        return m->bf16_op[base];
     static const MPI_Op native[OP_AVG] = {[OP_SUM] = MPI_SUM, [OP_PROD] = MPI_PROD, [OP_MIN] = MPI_MIN, [OP_MAX] = MPI_MAX};
     return native[base];
 }
@@ -90,7 +92,10 @@ static void divide_by_ranks(void *buf, size_t n, comm_dtype dt, int ranks)
 
 static size_t chunks_of(const mpi_impl *m, size_t count) { return (count + m->max_chunk - 1) / m->max_chunk; }
 
-static size_t chunk_len(const mpi_impl *m, size_t count, size_t off) { return count - off < m->max_chunk ? count - off : m->max_chunk; }
+static size_t chunk_len(const mpi_impl *m, size_t count, size_t off)
+{
+    return count - off < m->max_chunk ? count - off : m->max_chunk;
+}
 
 /* Whether an all-gather, all-to-all or reduce-scatter of count elements a block goes in chunks: all
  * blocks together must fit, as Open MPI multiplies a block's count by the ranks in int inside them. */
@@ -484,8 +489,6 @@ static int mpi_test(comm *c, comm_req *r, bool *done, ddp_err *err)
     return DDP_OK;
 }
 
-static void op_free(MPI_Op *o) { if (*o != MPI_OP_NULL) MPI_Op_free(o); }
-
 /* Must run before MPI_Finalize; after it, MPI objects are gone and only memory is freed. */
 static void mpi_destroy(comm *c)
 {
@@ -497,10 +500,7 @@ static void mpi_destroy(comm *c)
     if (m)
         mpi_watch_destroy(m->watch);
     if (m && !finalized) {
-        for (int i = 0; i < OP_AVG; i++)
-            op_free(&m->half_op[i]), op_free(&m->bf16_op[i]);
-        if (m->two_byte != MPI_DATATYPE_NULL)
-            MPI_Type_free(&m->two_byte);
+        fp16_mpi_ops_free(OP_AVG, &m->two_byte, m->half_op, m->bf16_op);
         if (m->comm != MPI_COMM_NULL)
             MPI_Comm_free(&m->comm);
     }
@@ -526,13 +526,9 @@ static const struct comm_ops mpi_comm_ops = {
 
 static int create_ops(mpi_impl *m, ddp_err *err)
 {
-    /* comm_op's SUM PROD MIN MAX are in fp16_mpi_op's order */
-    MPI_TRY(MPI_Type_contiguous(2, MPI_BYTE, &m->two_byte));
-    MPI_TRY(MPI_Type_commit(&m->two_byte));
-    for (int i = 0; i < OP_AVG; i++) {
-        MPI_TRY(MPI_Op_create(fp16_mpi_function(false, (enum fp16_mpi_op)i), 1, &m->half_op[i]));
-        MPI_TRY(MPI_Op_create(fp16_mpi_function(true, (enum fp16_mpi_op)i), 1, &m->bf16_op[i]));
-    }
+    static const enum fp16_mpi_op as_fp16[OP_AVG] = {[OP_SUM] = FP16_SUM, [OP_PROD] = FP16_PROD,
+                                                     [OP_MIN] = FP16_MIN, [OP_MAX] = FP16_MAX};
+    MPI_TRY(fp16_mpi_ops_create(as_fp16, OP_AVG, &m->two_byte, m->half_op, m->bf16_op));
     return DDP_OK;
 }
 

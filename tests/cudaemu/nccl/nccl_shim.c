@@ -168,27 +168,13 @@ ncclResult_t shim_create_ops(ncclComm_t comm)
 {
     /* indexed by ncclSum, ncclProd, ncclMax, ncclMin */
     static const enum fp16_mpi_op as_fp16[SHIM_BUILTIN_OPS] = {FP16_SUM, FP16_PROD, FP16_MAX, FP16_MIN};
-    int rc = MPI_Type_contiguous(2, MPI_BYTE, &comm->two_byte);
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Type_commit(&comm->two_byte);
-    for (int i = 0; i < SHIM_BUILTIN_OPS && rc == MPI_SUCCESS; i++) {
-        rc = MPI_Op_create(fp16_mpi_function(false, as_fp16[i]), 1, &comm->half_op[i]);
-        if (rc == MPI_SUCCESS)
-            rc = MPI_Op_create(fp16_mpi_function(true, as_fp16[i]), 1, &comm->bf16_op[i]);
-    }
+    int rc = fp16_mpi_ops_create(as_fp16, SHIM_BUILTIN_OPS, &comm->two_byte, comm->half_op, comm->bf16_op);
     return rc == MPI_SUCCESS ? ncclSuccess : shim_mpi_fail(comm, rc, "MPI_Op_create", __LINE__);
 }
 
 void shim_free_ops(ncclComm_t comm)
 {
-    for (int i = 0; i < SHIM_BUILTIN_OPS; i++) {
-        if (comm->half_op[i] != MPI_OP_NULL)
-            MPI_Op_free(&comm->half_op[i]);
-        if (comm->bf16_op[i] != MPI_OP_NULL)
-            MPI_Op_free(&comm->bf16_op[i]);
-    }
-    if (comm->two_byte != MPI_DATATYPE_NULL)
-        MPI_Type_free(&comm->two_byte);
+    fp16_mpi_ops_free(SHIM_BUILTIN_OPS, &comm->two_byte, comm->half_op, comm->bf16_op);
 }
 
 MPI_Datatype shim_mpi_type(ncclComm_t comm, ncclDataType_t dt)
