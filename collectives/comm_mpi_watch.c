@@ -62,7 +62,6 @@ struct mpi_watch {
     char (*hosts)[64];
     peer_word *peers;          /* by rank */
     uint64_t round;            /* alarms this rank sent: the answers to the last one count */
-    uint64_t waiting_seq;      /* the collective this rank waits for (0: none) */
     double wait_s, round_s;    /* when the wait began, and its deadline (the wait's start or a restart) */
     MPI_Request inbox_req;
     watch_msg inbox;
@@ -179,11 +178,12 @@ static bool answered(const mpi_watch *w, int r)
     return r == w->rank || (a->kind == MSG_STATUS && a->round == w->round);
 }
 
-/* Whether rank r timed out in the collective this rank waits for, or a later one, this round. */
-static bool timed_out_too(const mpi_watch *w, int r)
+/* Whether rank r timed out in collective seq, the one this rank waits for, or a later one, this
+ * round. */
+static bool timed_out_too(const mpi_watch *w, int r, uint64_t seq)
 {
     const peer_word *p = &w->peers[r];
-    return p->alarm.kind == MSG_ALARM && p->alarm.seq >= w->waiting_seq && p->alarm_s >= w->round_s;
+    return p->alarm.kind == MSG_ALARM && p->alarm.seq >= seq && p->alarm_s >= w->round_s;
 }
 
 /* Takes every message that arrived into w->peers, whenever it comes: an alarm can reach a rank
@@ -333,7 +333,7 @@ static int expire(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq,
     }
     int reporter = w->rank;
     for (int r = 0; r < w->rank; r++)
-        if (timed_out_too(w, r)) {
+        if (timed_out_too(w, r, seq)) {
             reporter = r;
             break;
         }
@@ -348,7 +348,6 @@ static int wait_loop(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t s
 {
     double t0 = monotonic_s();
     w->wait_s = w->round_s = t0;
-    w->waiting_seq = seq;
     long sleep_ns = 0;
     for (unsigned polls = 1;; polls++) {
         int flag = 0;

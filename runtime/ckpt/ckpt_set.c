@@ -259,11 +259,14 @@ static int write_manifest(const char *set_dir, const ckpt_manifest *m, ddp_err *
 
 /* ---- commit --------------------------------------------------------------------------------- */
 
-int ckpt_set_uncommit(const char *set_dir, ddp_err *err)
+/* Removes set_dir's manifest when there is one (before its shards are removed: never a manifest
+ * over shards it does not describe); *removed says whether there was one. */
+static int uncommit(const char *set_dir, bool *removed, ddp_err *err)
 {
     char path[CKPT_PATH_MAX];
     path_in(set_dir, CKPT_SET_MANIFEST, path);
-    if (unlink(path) == 0)
+    *removed = unlink(path) == 0;
+    if (*removed)
         return dir_fsync(set_dir, err);
     return errno == ENOENT ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: cannot remove: %s", path, strerror(errno));
 }
@@ -515,10 +518,11 @@ int ckpt_set_shard_table(const char *set_dir, const ckpt_manifest *m, int s, ckp
 
 int ckpt_set_remove(const char *set_dir, _Atomic uint64_t *progress, ddp_err *err)
 {
-    int rc = ckpt_set_uncommit(set_dir, err);
+    bool had_manifest = false;
+    int rc = uncommit(set_dir, &had_manifest, err);
     if (rc != DDP_OK)
         return rc;
-    if (progress) /* the manifest */
+    if (progress && had_manifest)
         atomic_fetch_add_explicit(progress, 1, memory_order_relaxed);
     DIR *d = opendir(set_dir);
     if (!d)

@@ -65,9 +65,6 @@ void ckpt_set_piece_name(const char *prefix, int64_t offset, int64_t count, char
  * plain one. Its shards stay whole until the new manifest replaces it, so a save killed part-way
  * never leaves that step without a set. Rank 0, before the writers start; they all use its answer. */
 bool ckpt_set_names_taken(const char *set_dir, int n_shards);
-/* Removes set_dir's manifest when there is one (before its shards are removed: never a manifest
- * over shards it does not describe). */
-int ckpt_set_uncommit(const char *set_dir, ddp_err *err);
 /* Rank 0, once every one of n_shards shard files in set_dir (named as `alternate` says) is durable:
  * reads their tables, lists their extents, checks that they cover each of spec's buffers exactly
  * once, writes the manifest (spec's header, buffers, tensor table and settings, with the shards and

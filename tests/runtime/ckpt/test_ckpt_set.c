@@ -249,16 +249,26 @@ static void test_other_save_refused(void)
     CHECK(!exists_in(set_dir, CKPT_SET_MANIFEST), "no manifest written");
     shard_save_time[1] = 0;
     CHECK(commit(9, good, N_GOOD, &err) == DDP_OK, "the same save's shards commit: %s", err.msg);
-    uint64_t files = 0; /* a watched prune's progress counts each of them */
-    DIR *d = opendir(set_dir);
-    for (struct dirent *de; d && (de = readdir(d)) != NULL;)
-        files += de->d_name[0] != '.';
-    if (d)
-        closedir(d);
-    _Atomic uint64_t removed = 0;
-    CHECK(ckpt_set_remove(set_dir, &removed, &err) == DDP_OK, "remove: %s", err.msg);
-    CHECK(files >= 2 && removed == files && !exists_in(set_dir, CKPT_SET_MANIFEST), "removed %llu of %llu files",
-          (unsigned long long)removed, (unsigned long long)files);
+    /* a watched prune's progress counts each file removed: a committed set's, and one whose
+     * manifest is gone (a set never committed) */
+    for (int uncommitted = 0; uncommitted < 2; uncommitted++) {
+        CHECK(uncommitted == 0 || commit(9, good, N_GOOD, &err) == DDP_OK, "commit again: %s", err.msg);
+        if (uncommitted) {
+            char path[CKPT_PATH_MAX + 64];
+            snprintf(path, sizeof path, "%s/%s", set_dir, CKPT_SET_MANIFEST);
+            CHECK(unlink(path) == 0, "manifest removed");
+        }
+        uint64_t files = 0;
+        DIR *d = opendir(set_dir);
+        for (struct dirent *de; d && (de = readdir(d)) != NULL;)
+            files += de->d_name[0] != '.';
+        if (d)
+            closedir(d);
+        _Atomic uint64_t removed = 0;
+        CHECK(ckpt_set_remove(set_dir, &removed, &err) == DDP_OK, "remove: %s", err.msg);
+        CHECK(files >= 2 && removed == files && !ckpt_is_set_dir(set_dir), "removed %llu of %llu files (uncommitted %d)",
+              (unsigned long long)removed, (unsigned long long)files, uncommitted);
+    }
 }
 
 /* A manifest naming a shard outside its directory, or one shard twice, is no checkpoint: every
