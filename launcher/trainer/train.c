@@ -283,7 +283,8 @@ static int optimizer_step(train_job *t, int64_t rows, double *lr, ddp_err *err)
     if (rc == DDP_OK)
         rc = update_params(t, *lr, err);
     t->step++;
-    train_log_count_step(t, (double)rows * t->ctl->size, train_stage_step_terms(t, rows));
+    train_log_count_step(t, (double)rows * t->ctl->size, train_stage_step_terms(t, rows),
+                         train_stage_step_tokens(t, rows));
     return rc == DDP_OK ? train_leave(t, PHASE_OPTIMIZER, err) : rc;
 }
 

@@ -42,6 +42,7 @@ struct train_log {
     double excluded_s;        /* of the time since, what evaluations and text samples took */
     double samples_acc;       /* samples trained over all ranks since the last progress line */
     double terms_acc;         /* this rank's share of their loss terms (targets the loss counts) */
+    double tokens_acc;        /* this rank's share of their tokens (a packed row's padding is none) */
     int64_t steps_acc;        /* optimizer steps since the last progress line */
     train_eval eval;
 };
@@ -185,10 +186,11 @@ void train_log_start(train_job *t, double now)
     t->log->t_last_log = now;
 }
 
-void train_log_count_step(train_job *t, double samples, double terms)
+void train_log_count_step(train_job *t, double samples, double terms, double tokens)
 {
     t->log->samples_acc += samples;
     t->log->terms_acc += terms;
+    t->log->tokens_acc += tokens;
     t->log->steps_acc++;
 }
 
@@ -277,20 +279,20 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
         rc = train_observe_take_exposed_ms(t, &exposed_ms, err);
     train_finite_take_sums(t, &loss_sum, &correct_sum, &grad_norm);
     uint64_t host_waits = train_observe_take_host_waits(t);
-    double sums[5] = {loss_sum, correct_sum, g->samples_acc / t->ctl->size, exposed_ms / t->ctl->size, g->terms_acc};
+    double sums[6] = {loss_sum, correct_sum, g->samples_acc / t->ctl->size, exposed_ms / t->ctl->size,
+                      g->terms_acc, g->tokens_acc};
     if (rc == DDP_OK)
-        rc = t->ctl->ops->allreduce(t->ctl, sums, sums, 5, DT_DOUBLE, OP_SUM, NULL, err);
+        rc = t->ctl->ops->allreduce(t->ctl, sums, sums, 6, DT_DOUBLE, OP_SUM, NULL, err);
     if (rc == DDP_OK)
         rc = train_ranks_gather(t, exposed_ms, err);
     if (rc != DDP_OK)
         return rc;
-    const model_io *io = &t->m->io;
     double now = monotonic_s(), dt = fmax(now - g->t_last_log - g->excluded_s, 1e-9);
     double terms = sums[4] > 0 ? sums[4] : 1;
     double steps = g->steps_acc > 0 ? (double)g->steps_acc : 1, sps = g->samples_acc / dt;
     train_tb_progress p = {.loss = sums[0] / terms, .acc = sums[1] / terms, .lr = lr, .grad_norm = grad_norm,
                            .targets = sums[4], .has_grad_norm = t->opt->grad_clip > 0,
-                           .samples_per_s = sps, .tokens_per_s = sps * (double)io->sample.input.count,
+                           .samples_per_s = sps, .tokens_per_s = sums[5] / dt,
                            .mfu = model_flops_utilization(t, sps), .ms_per_step = 1e3 * dt / steps,
                            .comm_ms = sums[3] / steps};
     log_progress_line(t, &p);
@@ -303,6 +305,7 @@ int train_log_progress(train_job *t, double lr, ddp_err *err)
     g->steps_acc = 0;
     g->samples_acc = 0;
     g->terms_acc = 0;
+    g->tokens_acc = 0;
     return DDP_OK;
 }
 

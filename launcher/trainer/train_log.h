@@ -21,8 +21,9 @@ void train_log_header(train_job *t);
 /* The loop began at now (monotonic): the first progress interval starts there. */
 void train_log_start(train_job *t, double now);
 /* An optimizer step trained `samples` samples over all ranks; `terms`: this rank's share of its
- * loss terms (train_stage_step_terms), which the loss average divides by. */
-void train_log_count_step(train_job *t, double samples, double terms);
+ * loss terms (train_stage_step_terms), which the loss average divides by; `tokens`: its share of
+ * the tokens (train_stage_step_tokens; padding is none). */
+void train_log_count_step(train_job *t, double samples, double terms, double tokens);
 /* The progress line: its rates (samples and tokens per second, MFU, ms a step) are over the wall
  * time since the last line less what train_log_exclude was told of. */
 int train_log_progress(train_job *t, double lr, ddp_err *err);

@@ -22,7 +22,7 @@ struct train_staging {
     void *inputs_dev, *targets_dev;
     int32_t *docs_host, *docs_dev; /* packed rows: their document bounds [2, rows, T]; else NULL */
     int64_t step_rows;        /* this rank's rows in the step's micro-batches (train_stage_count_step) */
-    int64_t step_targets;     /* packed rows: trainable targets of the step over every rank */
+    int64_t step_counts[2];   /* packed rows: trainable targets and tokens of the step over every rank */
 };
 
 int train_staging_open(train_job *t, ddp_err *err)
@@ -114,20 +114,23 @@ int train_stage_count_step(train_job *t, int64_t *micro_batches, ddp_err *err)
 {
     struct train_staging *s = t->staging;
     sampler ahead = t->smp; /* shares the epoch's order, which next_batch only reads */
-    int64_t left = sampler_steps_left(&t->smp), mine = 0, micro = left < t->accum ? left : t->accum;
+    int64_t left = sampler_steps_left(&t->smp), micro = left < t->accum ? left : t->accum;
     *micro_batches = micro;
     s->step_rows = 0;
+    int64_t *n = s->step_counts;
+    n[0] = n[1] = 0;
     for (int64_t a = 0; a < micro; a++) {
         int64_t rows = sampler_next_batch(&ahead, s->idx);
         s->step_rows += rows;
-        if (t->train.packed)
-            mine += dataset_targets(&t->train, s->idx, rows);
+        if (t->train.packed) {
+            n[0] += dataset_targets(&t->train, s->idx, rows);
+            n[1] += dataset_tokens(&t->train, s->idx, rows);
+        }
     }
     if (!t->train.packed)
         return DDP_OK;
-    s->step_targets = mine;
     snprintf(t->ctl->label, sizeof t->ctl->label, "the step's trainable targets");
-    int rc = t->ctl->ops->allreduce(t->ctl, &s->step_targets, &s->step_targets, 1, DT_INT64, OP_SUM, NULL, err);
+    int rc = t->ctl->ops->allreduce(t->ctl, n, n, 2, DT_INT64, OP_SUM, NULL, err);
     t->ctl->label[0] = '\0';
     return rc;
 }
@@ -136,7 +139,7 @@ float train_stage_grad_scale(const train_job *t)
 {
     if (!t->train.packed)
         return 1.0f / ((float)t->staging->step_rows * (float)t->m->io.sample.target.count);
-    const int64_t n = t->staging->step_targets;
+    const int64_t n = t->staging->step_counts[0];
     return n > 0 ? (float)((double)t->ctl->size / (double)n) : 0.0f;
 }
 
@@ -144,7 +147,14 @@ double train_stage_step_terms(const train_job *t, int64_t rows)
 {
     if (!t->train.packed)
         return (double)rows * (double)t->m->io.sample.target.count;
-    return (double)t->staging->step_targets / t->ctl->size;
+    return (double)t->staging->step_counts[0] / t->ctl->size;
+}
+
+double train_stage_step_tokens(const train_job *t, int64_t rows)
+{
+    if (!t->train.packed)
+        return (double)rows * (double)t->m->io.sample.input.count;
+    return (double)t->staging->step_counts[1] / t->ctl->size;
 }
 
 int train_params_changed(train_job *t, ddp_err *err)

@@ -55,7 +55,8 @@ int64_t train_steps_in(const train_job *t, int64_t micro_batches);
  * update does not depend on how the global batch is split into ranks and accumulation, nor on a
  * last micro-batch shorter than the others. Before a step's first micro-step every rank counts its
  * own rows of the step (a look ahead on a copy of the sampler; the same count on every rank, as the
- * sampler pads); with packed rows their targets, which one SUM all-reduce makes the step's total.
+ * sampler pads); with packed rows their targets and tokens, which one SUM all-reduce makes the
+ * step's totals.
  * *micro_batches gets the step's micro-steps: train.grad_accum, or fewer in an epoch's last, short
  * step. */
 int train_stage_count_step(train_job *t, int64_t *micro_batches, ddp_err *err);
@@ -65,5 +66,8 @@ float train_stage_grad_scale(const train_job *t);
 /* This rank's share of the step's loss terms, for the loss average: its targets, or with packed
  * rows the step's total over the world size (summed over ranks, the total). */
 double train_stage_step_terms(const train_job *t, int64_t rows);
+/* This rank's share of the step's tokens, for tokens/s: its input positions, or with packed rows
+ * the step's positions that are not padding over the world size. */
+double train_stage_step_tokens(const train_job *t, int64_t rows);
 
 #endif

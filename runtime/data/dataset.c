@@ -533,3 +533,8 @@ int64_t dataset_targets(const dataset *d, const int64_t *idx, int64_t count)
 {
     return d->packed ? doc_packing_targets(d->packed, idx, count) : count * d->layout.target.count;
 }
+
+int64_t dataset_tokens(const dataset *d, const int64_t *idx, int64_t count)
+{
+    return d->packed ? doc_packing_tokens(d->packed, idx, count) : count * d->layout.input.count;
+}

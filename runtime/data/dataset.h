@@ -58,5 +58,8 @@ void dataset_gather(const dataset *d, const int64_t *idx, int64_t count, void *i
 /* The targets the loss counts in samples idx[0..count): every target element, or in packed rows
  * the trainable ones. */
 int64_t dataset_targets(const dataset *d, const int64_t *idx, int64_t count);
+/* The input positions of samples idx[0..count) that hold tokens: all of them, or in packed rows
+ * those that are not padding. */
+int64_t dataset_tokens(const dataset *d, const int64_t *idx, int64_t count);
 
 #endif

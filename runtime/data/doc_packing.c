@@ -241,16 +241,17 @@ static bool is_target(const doc_packing *p, const token_shards *s, int32_t shard
     return q < doc_end && p->masks[shard][q - s->start[shard]];
 }
 
-/* The rows' pieces in placement order, and each row's trainable targets. */
+/* The rows' pieces in placement order, and each row's trainable targets and tokens. */
 static int lay_out(doc_packing *p, const token_shards *s, const pieces *pc, const int64_t *order, const int64_t *row_of)
 {
     p->row_first = calloc((size_t)p->n_rows + 1, sizeof *p->row_first);
     p->row_targets = calloc((size_t)p->n_rows, sizeof *p->row_targets);
+    p->row_tokens = calloc((size_t)p->n_rows, sizeof *p->row_tokens);
     p->piece_at = malloc((size_t)pc->n * sizeof *p->piece_at);
     p->piece_doc_end = malloc((size_t)pc->n * sizeof *p->piece_doc_end);
     p->piece_len = malloc((size_t)pc->n * sizeof *p->piece_len);
     int64_t *fill = calloc((size_t)p->n_rows, sizeof *fill);
-    if (!p->row_first || !p->row_targets || !p->piece_at || !p->piece_doc_end || !p->piece_len || !fill) {
+    if (!p->row_first || !p->row_targets || !p->row_tokens || !p->piece_at || !p->piece_doc_end || !p->piece_len || !fill) {
         free(fill);
         return DDP_ERUNTIME;
     }
@@ -268,6 +269,7 @@ static int lay_out(doc_packing *p, const token_shards *s, const pieces *pc, cons
                 p->row_targets[r]++;
                 p->targets++;
             }
+        p->row_tokens[r] += pc->len[piece];
         p->tokens += pc->len[piece];
     }
     free(fill);
@@ -321,6 +323,7 @@ void doc_packing_close(doc_packing *p)
             munmap(p->mask_maps[k], p->mask_lens[k]);
     free(p->masks), free(p->mask_maps), free(p->mask_lens);
     free(p->row_first), free(p->piece_at), free(p->piece_doc_end), free(p->piece_len), free(p->row_targets);
+    free(p->row_tokens);
     memset(p, 0, sizeof *p);
 }
 
@@ -364,5 +367,13 @@ int64_t doc_packing_targets(const doc_packing *p, const int64_t *idx, int64_t co
     int64_t n = 0;
     for (int64_t i = 0; i < count; i++)
         n += p->row_targets[idx[i]];
+    return n;
+}
+
+int64_t doc_packing_tokens(const doc_packing *p, const int64_t *idx, int64_t count)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < count; i++)
+        n += p->row_tokens[idx[i]];
     return n;
 }

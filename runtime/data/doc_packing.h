@@ -36,6 +36,7 @@ typedef struct doc_packing {
     int64_t *piece_doc_end; /* one past the last stream position of the piece's document */
     int32_t *piece_len;
     int64_t *row_targets;   /* trainable targets of each row */
+    int64_t *row_tokens;    /* positions of each row that hold tokens (not padding) */
     const uint8_t **masks;  /* per shard: its .mask's bytes, one per token (mapped) */
     uint8_t **mask_maps;
     size_t *mask_lens;
@@ -59,5 +60,7 @@ void doc_packing_gather(const doc_packing *p, const token_shards *s, const int64
 
 /* The trainable targets of rows idx[0..count). */
 int64_t doc_packing_targets(const doc_packing *p, const int64_t *idx, int64_t count);
+/* The positions of rows idx[0..count) that hold tokens (not padding). */
+int64_t doc_packing_tokens(const doc_packing *p, const int64_t *idx, int64_t count);
 
 #endif

@@ -119,19 +119,25 @@ static void check_packing(const doc_packing *p, const token_shards *s, int64_t T
     uint8_t *covered = must_alloc((size_t)s->total);
     int32_t *tok = must_alloc((size_t)T * sizeof *tok), *tgt = must_alloc((size_t)T * sizeof *tgt);
     int32_t *docs = must_alloc(2 * (size_t)T * sizeof *docs);
-    int64_t targets = 0;
+    int64_t targets = 0, tokens = 0;
     for (int64_t r = 0; r < p->n_rows; r++) {
         check_pieces(p, s, r, covered);
         doc_packing_gather(p, s, &r, 1, tok, tgt, docs);
         const int64_t row = check_row(p, s, r, tok, tgt, docs, docs + T);
         if (row != p->row_targets[r] || doc_packing_targets(p, &r, 1) != row)
             abort();
+        int64_t held = 0; /* its pieces' lengths: check_row found padding after them */
+        for (int64_t k = p->row_first[r]; k < p->row_first[r + 1]; k++)
+            held += p->piece_len[k];
+        if (doc_packing_tokens(p, &r, 1) != held)
+            abort();
         targets += row;
+        tokens += held;
     }
     for (int64_t q = 0; q < s->total; q++)
         if (!covered[q])
             abort();
-    if (targets != p->targets)
+    if (targets != p->targets || tokens != p->tokens)
         abort();
     free(covered), free(tok), free(tgt), free(docs);
 }

@@ -60,6 +60,22 @@ check "a different global batch does not (the referee can fail)" \
     bash -c "! '$CKPT_COMPARE' '$(ckpt np1)' '$(ckpt other)' param/ '$TOL' >/dev/null"
 L1=$(losses np1) L2=$(losses np2) L4=$(losses np4)
 check "every step logs the same loss at np 1, 2 and 4" bash -c "[ -n '$L1' ] && [ '$L1' = '$L2' ] && [ '$L1' = '$L4' ]"
+# tokens/s counts the positions that hold tokens, over every rank: a step's tokens per row (the
+# ratio of the two rates, one line a step, each rate printed to 0.05, which bounds the ratio's
+# error) is the same at np 1, 2 and 4, at most seq_len 128, and below it where the step's rows hold
+# padding (the data report: 94.5% of the positions hold tokens, so some step's rows must)
+tokens_per_row() { grep '"kind":"train"' "$TMP/$1/metrics.jsonl" | python3 -c '
+import json, sys
+for r in map(json.loads, sys.stdin):
+    s, k = r["samples_per_s"], r["tokens_per_s"]
+    print("%.4f:%.4f" % (k / s, k / s * (0.05 / s + 0.05 / k)), end=" ")'; }
+R1=$(tokens_per_row np1) R2=$(tokens_per_row np2) R4=$(tokens_per_row np4)
+echo "# tokens per row:its error bound, step by step: $R1"
+check "tokens/s leaves padding out, counted over every rank" python3 -c "
+import sys
+r = [[tuple(map(float, x.split(':'))) for x in a.split()] for a in sys.argv[1:]]
+same = all(len(x) == len(r[0]) and all(abs(a[0] - b[0]) <= a[1] + b[1] for a, b in zip(x, r[0])) for x in r)
+sys.exit(not (r[0] and same and all(a - e <= 128 for a, e in r[0]) and min(a + e for a, e in r[0]) < 128))" "$R1" "$R2" "$R4"
 
 # ---- GPT-2 on the same packed rows: its position table read per document -------------------------
 GPT2_SHAPE='gpt2: {n_layer: 1, n_head: 2, n_embd: 32, block_size: 128, vocab_size: 256}'

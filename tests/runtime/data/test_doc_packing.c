@@ -155,6 +155,8 @@ static void test_long_and_padding(void)
     CHECK(tok[29] == 0 && tgt[29] == DOC_NO_TARGET && docs[29] == 9 && docs[30 + 29] == 10,
           "padding: token 0, no target, a document of its own [9, 10)");
     CHECK_EQ_INT(p.targets, 24 + 3); /* the 25's 24 successors (mask 1 past its first token), the 4's 3 */
+    CHECK_EQ_INT(doc_packing_tokens(&p, idx + 2, 1), 9); /* the padding position holds none */
+    CHECK_EQ_INT(doc_packing_tokens(&p, idx, 3), 29);
     doc_packing_close(&p);
     token_shards_close(&s);
     for (int k = 0; k < 2; k++)
