@@ -217,8 +217,8 @@ static const cfg_key keys_after_models[] = {
             "before the run's own (docs/checkpoint-format.md). A restart (`ddprun --max-restarts`) resumes its own "
             "newest checkpoint whatever this says."},
     {.path = "checkpoint.signal", .type = KT_SIGNAL, .choices = cfg_signal_names, .def = "SIGUSR1",
-     .doc = "Signal ddprun sends the ranks when it receives SIGTERM/SIGINT (mpirun forwards only "
-            "SIGUSR1/SIGUSR2). A rank treats SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 alike: checkpoint and stop."},
+     .doc = "Signal ddprun sends the ranks when it receives SIGTERM/SIGINT: SIGUSR1 or SIGUSR2, the two "
+            "mpirun forwards. A rank treats SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 alike: checkpoint and stop."},
     OPT_PATH("checkpoint.init_from", checkpoint.init_from,
              "An llm.c GPT-2 model file, or a Hugging Face `save_pretrained` folder of a language model (a directory with "
              "`config.json` and `model.safetensors` or its sharded index; F32, F16 or BF16 tensors): a fresh start (no checkpoint "

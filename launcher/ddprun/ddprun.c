@@ -273,7 +273,7 @@ static void build_command(const launch_opts *o, const char *self, char *const pr
     argv_push(cmd, mpirun);
     const int cores = ddprun_local_cores(); /* read from sysfs once */
     if (geteuid() == 0) argv_push(cmd, "--allow-run-as-root");
-    if (!o->hosts && !o->hostfile && o->np > cores) argv_push(cmd, "--oversubscribe");
+    if (!o->hosts && !o->hostfile && !ddprun_in_slurm_allocation() && o->np > cores) argv_push(cmd, "--oversubscribe");
     output_mpirun_options(cmd);
     argv_push(cmd, "-np");
     argv_pushf(cmd, "%d", o->np);
@@ -531,13 +531,6 @@ static int plan_command(launch_opts *o, const char *self, int argc, char **argv)
     return DDP_ERUNTIME;
 }
 
-/* The checkpoint signal ranks act on; mpirun forwards only SIGUSR1/SIGUSR2 (GUIDE section 4). */
-static int stop_signal_of(const config *cfg)
-{
-    int s = cfg->checkpoint.stop_signal;
-    return s == SIGUSR1 || s == SIGUSR2 ? s : SIGUSR1;
-}
-
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], DDPRUN_RANK_WRAPPER_FLAG)) return rank_wrapper_main(argc - 2, argv + 2);
@@ -580,7 +573,7 @@ int main(int argc, char **argv)
             return DDP_EUSAGE;
         }
         train_cfg = &cfg;
-        stop_signal = stop_signal_of(&cfg);
+        stop_signal = cfg.checkpoint.stop_signal; /* SIGUSR1 or SIGUSR2: what mpirun forwards */
         program_path(prog, sizeof prog, "DDPRUN_WORKER", "ddprun-worker", self);
         argv_push(&prog_argv, prog);
         for (int i = first; i < argc; i++) argv_push(&prog_argv, argv[i]);

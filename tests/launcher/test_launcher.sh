@@ -167,6 +167,8 @@ check "taskset to one processor, one rank: one thread" contains "$tmp/dry_taskse
 # of 1), not over the whole job's
 SLURM_JOB_ID=7 SLURM_TASKS_PER_NODE="1(x4)" run slurm_1x4 --dry-run -np 4 "$config"
 check "Slurm, 4 nodes of 1 task, 4 ranks: every core a rank's thread" contains $out "-x OMP_NUM_THREADS=$cores "
+check "... and no --oversubscribe: the allocation's slots bound the ranks (this node's cores do not)" \
+    lacks $out "--oversubscribe"
 SLURM_JOB_ID=7 SLURM_TASKS_PER_NODE="2(x3),1" run slurm_2x3 --dry-run -np 7 "$config"
 check "Slurm, tasks 2(x3),1, 7 ranks: 2 on the busiest node" contains $out "-x OMP_NUM_THREADS=$(((cores / 2) > 1 ? cores / 2 : 1)) "
 SLURM_JOB_ID=7 SLURM_TASKS_PER_NODE="1(x4),junk" run slurm_junk --dry-run -np 4 "$config"
