@@ -21,10 +21,14 @@ static int load_tokens(train_job *t, ddp_err *err)
         return c->data.packed ? ddp_prefix(err, "%s: data.packed", c->source) : rc;
     for (int i = 0; c->data.packed && i < 2 && t->ctl->rank == 0; i++) {
         const doc_packing *p = (i ? &t->test : &t->train)->packed;
+        char left_out[128] = "";
+        if (p->untrained_pieces > 0)
+            snprintf(left_out, sizeof left_out, "; %lld piece%s without a trainable target (%lld tokens) left out",
+                     (long long)p->untrained_pieces, p->untrained_pieces > 1 ? "s" : "", (long long)p->untrained_tokens);
         log_info("data %s: %lld documents (%lld longer than data.seq_len %lld, cut) packed into %lld rows (%.1f%% "
-                 "of their positions hold tokens), %lld trainable targets", i ? "val" : "train", (long long)p->docs,
+                 "of their positions hold tokens), %lld trainable targets%s", i ? "val" : "train", (long long)p->docs,
                  (long long)p->split_docs, (long long)p->T, (long long)p->n_rows,
-                 100.0 * (double)p->tokens / ((double)p->n_rows * (double)p->T), (long long)p->targets);
+                 100.0 * (double)p->tokens / ((double)p->n_rows * (double)p->T), (long long)p->targets, left_out);
     }
     return DDP_OK;
 }

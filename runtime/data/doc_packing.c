@@ -99,14 +99,18 @@ static int read_docs(const char *path, const token_shards *s, int64_t k, int64_t
     if (!rc)
         rc = check_header(path, map, DOC_LENGTHS_MAGIC, DOC_LENGTHS_VERSION, err);
     int64_t n = rc ? 0 : le32(map + 8), pos = s->start[k], end = s->start[k + 1];
-    if (!rc && (n < 1 || len != (size_t)HEADER_BYTES + 4 * (size_t)n))
+    if (!rc && n < 1)
+        rc = ddp_fail(err, DDP_EUSAGE, "%s: its header says %lld documents; a shard holds at least one", path,
+                      (long long)n);
+    else if (!rc && len != (size_t)HEADER_BYTES + 4 * (size_t)n)
         rc = ddp_fail(err, DDP_EUSAGE, "%s: %zu bytes for %lld documents (expected %lld)", path, len, (long long)n,
                       (long long)(HEADER_BYTES + 4 * n));
     for (int64_t i = 0; !rc && i < n; i++) {
         int64_t dl = (uint32_t)le32(map + HEADER_BYTES + 4 * i);
         if (dl < 1 || dl > end - pos) {
-            rc = ddp_fail(err, DDP_EUSAGE, "%s: document %lld of %lld tokens overruns %s's %lld tokens", path,
-                          (long long)i, (long long)dl, s->shards[k].path, (long long)s->shards[k].ntokens);
+            rc = dl < 1 ? ddp_fail(err, DDP_EUSAGE, "%s: document %lld has no tokens", path, (long long)i)
+                        : ddp_fail(err, DDP_EUSAGE, "%s: document %lld of %lld tokens overruns %s's %lld tokens", path,
+                                   (long long)i, (long long)dl, s->shards[k].path, (long long)s->shards[k].ntokens);
             break;
         }
         p->split_docs += dl > T;
@@ -241,6 +245,34 @@ static bool is_target(const doc_packing *p, const token_shards *s, int32_t shard
     return q < doc_end && p->masks[shard][q - s->start[shard]];
 }
 
+/* Piece i's trainable targets: its positions' next tokens the loss counts (its last position's is
+ * the next piece's first token, when the document goes on). */
+static int64_t piece_targets(const doc_packing *p, const token_shards *s, const pieces *pc, int64_t i)
+{
+    int64_t n = 0;
+    for (int64_t q = pc->at[i] + 1; q <= pc->at[i] + pc->len[i]; q++)
+        n += is_target(p, s, pc->shard[i], q, pc->doc_end[i]);
+    return n;
+}
+
+/* Pieces without a target left out (counted in p): attention and positions restart at each piece,
+ * so one adds nothing to any loss, and would only take a row's room and its compute. */
+static void leave_out_untrained(doc_packing *p, const token_shards *s, pieces *pc)
+{
+    int64_t kept = 0;
+    for (int64_t i = 0; i < pc->n; i++) {
+        if (piece_targets(p, s, pc, i) == 0) {
+            p->untrained_pieces++;
+            p->untrained_tokens += pc->len[i];
+            continue;
+        }
+        pc->at[kept] = pc->at[i], pc->len[kept] = pc->len[i];
+        pc->doc_end[kept] = pc->doc_end[i], pc->shard[kept] = pc->shard[i];
+        kept++;
+    }
+    pc->n = kept;
+}
+
 /* The rows' pieces in placement order, and each row's trainable targets and tokens. */
 static int lay_out(doc_packing *p, const token_shards *s, const pieces *pc, const int64_t *order, const int64_t *row_of)
 {
@@ -264,11 +296,9 @@ static int lay_out(doc_packing *p, const token_shards *s, const pieces *pc, cons
         p->piece_at[slot] = pc->at[piece];
         p->piece_len[slot] = pc->len[piece];
         p->piece_doc_end[slot] = pc->doc_end[piece];
-        for (int64_t q = pc->at[piece] + 1; q <= pc->at[piece] + pc->len[piece]; q++)
-            if (is_target(p, s, pc->shard[piece], q, pc->doc_end[piece])) {
-                p->row_targets[r]++;
-                p->targets++;
-            }
+        const int64_t targets = piece_targets(p, s, pc, piece);
+        p->row_targets[r] += targets;
+        p->targets += targets;
         p->row_tokens[r] += pc->len[piece];
         p->tokens += pc->len[piece];
     }
@@ -296,11 +326,13 @@ int doc_packing_open(const char *dir, const char *split, const token_shards *s, 
         if (!rc)
             rc = map_mask(path, s, k, p, err);
     }
-    int64_t *order = rc ? NULL : malloc((size_t)pc.n * sizeof *order);
+    if (!rc)
+        leave_out_untrained(p, s, &pc);
+    int64_t *order = rc || !pc.n ? NULL : malloc((size_t)pc.n * sizeof *order);
     int64_t *row_of = order ? malloc((size_t)pc.n * sizeof *row_of) : NULL;
-    if (!rc && !row_of)
+    if (!rc && pc.n && !row_of)
         rc = ddp_fail(err, DDP_ERUNTIME, "%s/%s: out of memory packing %lld pieces", dir, split, (long long)pc.n);
-    if (!rc) {
+    if (!rc && pc.n) {
         order_longest_first(&pc, T, order);
         if (pack(&pc, T, order, row_of, &p->n_rows) || lay_out(p, s, &pc, order, row_of))
             rc = ddp_fail(err, DDP_ERUNTIME, "%s/%s: out of memory packing %lld pieces", dir, split, (long long)pc.n);
@@ -308,7 +340,7 @@ int doc_packing_open(const char *dir, const char *split, const token_shards *s, 
     if (!rc && p->targets == 0) /* every step's loss would be 0/0 and its gradient nothing */
         rc = ddp_fail(err, DDP_EUSAGE, "%s/%s_*.mask: no target among the split's %lld tokens (a target is a token "
                       "marked 1 after its document's first): nothing to train or evaluate on", dir, split,
-                      (long long)p->tokens);
+                      (long long)s->total);
     free(order), free(row_of);
     pieces_free(&pc);
     if (rc)

@@ -6,7 +6,8 @@
  * open row whose free space fits it most tightly, a new row when none does; what is left of a row
  * is padding (token 0, no target, a document of its own). A document longer than T is cut into
  * pieces of T (the last shorter), each packed like a document; positions and attention restart at
- * each piece. The result depends only on the files and T, so every rank packs the same rows.
+ * each piece, so a piece without a trainable target (all prompt) adds nothing to any loss and is
+ * left out. The result depends only on the files and T, so every rank packs the same rows.
  *
  * A row's target at position t is the next token of the same document when the mask marks it
  * trainable, else XENT_NO_TARGET (-1): the prompt's tokens and a document's last token have none.
@@ -41,8 +42,8 @@ typedef struct doc_packing {
     uint8_t **mask_maps;
     size_t *mask_lens;
     int64_t n_shards;
-    /* the report */
-    int64_t docs, split_docs, tokens, targets;
+    /* the report: tokens and targets of the rows; the pieces without a target left out */
+    int64_t docs, split_docs, tokens, targets, untrained_pieces, untrained_tokens;
 } doc_packing;
 
 /* Reads DIR/SPLIT_NNNNNN.docs and .mask for every shard of s (already opened from DIR, SPLIT) and

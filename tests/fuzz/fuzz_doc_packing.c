@@ -8,7 +8,7 @@
  * 1024-byte header (the .bin: uint16 tokens, counted from its length; the .mask: the .bin's token
  * count; the .docs: the lengths its body holds), so mutations reach the document lengths and the
  * mask bytes instead of dying at a magic. A packing that opens must cover every token of the stream
- * exactly once, in rows of at most T positions whose pieces each lie inside one document of one
+ * exactly once but those of the pieces it left out (no target; each kept piece has one), in rows of at most T positions whose pieces each lie inside one document of one
  * shard, and gather rows whose tokens are the stream's, whose targets are the next token of the same
  * document where the mask marks it (and -1 elsewhere, padding included), whose document bounds hold
  * each position, and whose target counts are the packing's; the harness aborts otherwise. Must not
@@ -94,7 +94,7 @@ static int64_t check_row(const doc_packing *p, const token_shards *s, int64_t r,
     int64_t t = 0, targets = 0;
     for (int64_t k = p->row_first[r]; k < p->row_first[r + 1]; k++) {
         const int64_t at = p->piece_at[k], len = p->piece_len[k], doc_end = p->piece_doc_end[k];
-        const int64_t shard = token_shards_shard_of(s, at);
+        const int64_t shard = token_shards_shard_of(s, at), before = targets;
         for (int64_t i = 0; i < len; i++) {
             const int64_t q = at + i + 1;
             const bool trainable = q < doc_end && p->masks[shard][q - s->start[shard]];
@@ -104,6 +104,8 @@ static int64_t check_row(const doc_packing *p, const token_shards *s, int64_t r,
                 abort();
             targets += trainable;
         }
+        if (targets == before) /* a piece without a target is left out */
+            abort();
         t += len;
     }
     for (int64_t i = t; i < p->T; i++)
@@ -114,7 +116,8 @@ static int64_t check_row(const doc_packing *p, const token_shards *s, int64_t r,
 
 static void check_packing(const doc_packing *p, const token_shards *s, int64_t T)
 {
-    if (p->T != T || p->n_rows < 1 || p->row_first[0] != 0 || p->n_shards != s->count || p->tokens != s->total)
+    if (p->T != T || p->n_rows < 1 || p->row_first[0] != 0 || p->n_shards != s->count ||
+        p->tokens + p->untrained_tokens != s->total || p->untrained_tokens < p->untrained_pieces)
         abort();
     uint8_t *covered = must_alloc((size_t)s->total);
     int32_t *tok = must_alloc((size_t)T * sizeof *tok), *tgt = must_alloc((size_t)T * sizeof *tgt);
@@ -134,9 +137,11 @@ static void check_packing(const doc_packing *p, const token_shards *s, int64_t T
         targets += row;
         tokens += held;
     }
+    int64_t n_covered = 0; /* every token but the left-out pieces' (each covered once: check_pieces) */
     for (int64_t q = 0; q < s->total; q++)
-        if (!covered[q])
-            abort();
+        n_covered += covered[q];
+    if (n_covered != p->tokens)
+        abort();
     if (targets != p->targets || tokens != p->tokens)
         abort();
     free(covered), free(tok), free(tgt), free(docs);

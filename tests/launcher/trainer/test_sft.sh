@@ -63,7 +63,7 @@ check "every step logs the same loss at np 1, 2 and 4" bash -c "[ -n '$L1' ] && 
 # tokens/s counts the positions that hold tokens, over every rank: a step's tokens per row (the
 # ratio of the two rates, one line a step, each rate printed to 0.05, which bounds the ratio's
 # error) is the same at np 1, 2 and 4, at most seq_len 128, and below it where the step's rows hold
-# padding (the data report: 94.5% of the positions hold tokens, so some step's rows must)
+# padding (the data report: 94.4% of the positions hold tokens, so some step's rows must)
 tokens_per_row() { grep '"kind":"train"' "$TMP/$1/metrics.jsonl" | python3 -c '
 import json, sys
 for r in map(json.loads, sys.stdin):

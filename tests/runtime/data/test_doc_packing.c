@@ -80,6 +80,7 @@ static void test_best_fit(void)
     uint8_t mask[20];
     for (int i = 0; i < 20; i++)
         mask[i] = (uint8_t)(i % 3 != 0);
+    mask[9] = 1; /* the 2 at 8..9 gets its target (a document without one is left out) */
     write_shard(0, 0, lens, 6, mask);
     token_shards s;
     doc_packing p;
@@ -167,6 +168,34 @@ static void test_long_and_padding(void)
         }
 }
 
+/* A document of 25 cut into pieces of 10, 10 and 5 with targets only from stream position `first`
+ * on: the pieces whose positions predict none are left out. A piece's last position predicts the
+ * next piece's first token, so first = 10 keeps piece 0 (one target) and first = 11 leaves it out. */
+static void test_untrained_left_out(void)
+{
+    for (int first = 10; first <= 11; first++) {
+        const int32_t len[] = {25};
+        uint8_t mask[25];
+        for (int i = 0; i < 25; i++)
+            mask[i] = i >= first;
+        write_shard(0, 0, len, 1, mask);
+        token_shards s;
+        doc_packing p;
+        ddp_err err = {0};
+        CHECK(open_packing(10, &s, &p, &err) == DDP_OK, "open: %s", err.msg);
+        const int64_t dropped = first == 11;
+        CHECK(p.untrained_pieces == dropped && p.untrained_tokens == 10 * dropped && p.tokens == 25 - 10 * dropped,
+              "first target %d: %lld pieces (%lld tokens) left out, %lld tokens kept", first,
+              (long long)p.untrained_pieces, (long long)p.untrained_tokens, (long long)p.tokens);
+        CHECK_EQ_INT(p.targets, 24 - (first - 1));
+        CHECK_EQ_INT(p.n_rows, 3 - dropped);
+        for (int64_t k = 0; k < p.row_first[p.n_rows]; k++)
+            CHECK(p.piece_at[k] >= 10 * dropped, "piece at %lld kept", (long long)p.piece_at[k]);
+        doc_packing_close(&p);
+        token_shards_close(&s);
+    }
+}
+
 /* file `name` of shard 0 rewritten with byte `at` set to v: refused, the message naming want. */
 static void refused(const char *name, long at, uint8_t v, const char *want)
 {
@@ -207,7 +236,8 @@ static void test_refusals(void)
     refused("train_000000.docs", 8, 3, "bytes for 3 documents");
     refused("train_000000.docs", 1024, 3, "documents of 9 tokens in all");
     refused("train_000000.docs", 1024, 5, "document 1 of 6 tokens overruns");
-    refused("train_000000.docs", 1024 + 4, 0, "document 1 of 0 tokens");
+    refused("train_000000.docs", 1024 + 4, 0, "document 1 has no tokens");
+    refused("train_000000.docs", 8, 0, "its header says 0 documents");
     refused("train_000000.docs", 1024 + 4, 9, "document 1 of 9 tokens overruns");
 
     /* only each document's first token marked: a split without a target, named */
@@ -223,6 +253,9 @@ static void test_refusals(void)
     write_shard(0, 0, lens, 2, mask);
     int rc = open_packing(8, &s, &p, &err);
     CHECK(rc == DDP_OK && p.targets == 1, "one target: %s", err.msg);
+    /* the first document (4 tokens) has none: left out, the row holds the second alone */
+    CHECK(rc == DDP_OK && p.untrained_pieces == 1 && p.untrained_tokens == 4 && p.n_rows == 1 && p.tokens == 6,
+          "the document without a target left out");
     if (rc == DDP_OK) {
         doc_packing_close(&p);
         token_shards_close(&s);
@@ -266,6 +299,7 @@ int main(void)
         return 1;
     test_best_fit();
     test_long_and_padding();
+    test_untrained_left_out();
     test_refusals();
     test_dataset();
     char cmd[320];
