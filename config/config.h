@@ -110,6 +110,7 @@ typedef struct config {
         bool sharded;                           /* every rank writes its shard; rank 0 a manifest (runtime/ckpt/ckpt_set.h) */
         cfg_resume resume;
         char resume_path[CFG_PATH_MAX];
+        double resume_timeout_s;                /* the collectives' deadline while the job resumes */
         char init_from[CFG_PATH_MAX];           /* llm.c model file or Hugging Face folder to start from; "" = none */
         int stop_signal;                        /* signal number that means "checkpoint and stop" */
         char dir[CFG_PATH_MAX];                 /* "" = run.dir/checkpoints */

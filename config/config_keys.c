@@ -216,6 +216,13 @@ static const cfg_key keys_after_models[] = {
             "instead (any; for a path in it, those beyond its step), naming them: pruning would also keep them "
             "before the run's own (docs/checkpoint-format.md). A restart (`ddprun --max-restarts`) resumes its own "
             "newest checkpoint whatever this says."},
+    NUM("checkpoint.resume_timeout_s", checkpoint.resume_timeout_s, NR_POSITIVE, "1800", HASH_NO,
+        "Seconds a collective may wait while the job resumes or takes its parameters from "
+        "`checkpoint.init_from`, instead of `ddp.timeout_s`: rank 0 reading a checkpoint whole (or the "
+        "folder, or running `checkpoint.download_cmd`) while the others wait for it to broadcast, every rank "
+        "reading its pieces of a sharded set, the broadcast itself. Never less than `ddp.timeout_s`, nor, with "
+        "`checkpoint.download_cmd`, than `checkpoint.command_timeout_s` + `ddp.timeout_s`. The deadline's "
+        "verdict names the phase `checkpoint resume`; training's collectives have `ddp.timeout_s` again."),
     {.path = "checkpoint.signal", .type = KT_SIGNAL, .choices = cfg_signal_names, .def = "SIGUSR1",
      .doc = "Signal ddprun sends the ranks when it receives SIGTERM/SIGINT: SIGUSR1 or SIGUSR2, the two "
             "mpirun forwards. A rank treats SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 alike: checkpoint and stop."},

@@ -12,15 +12,20 @@
  * its own extents of what it shards, the rest whole a chunk at a time, each piece's CRC checked as
  * it is read); a set that a rank finds damaged is named and the previous one tried, as
  * ckpt_find_latest does, and a single file ends the walk (read whole there, and resumed as
- * above). Must not decide the file format (ckpt.c) or when to save (train_ckpt.c). */
+ * above). All of it waits under its own deadline, checkpoint.resume_timeout_s (resume_deadline_s).
+ * Test-only: DDP_TEST_FAULT=slow-resume:RANK:STEP:SECONDS makes RANK take SECONDS longer after it
+ * read a checkpoint of step STEP (rank 0 a whole one, any rank its pieces of a set).
+ * Must not decide the file format (ckpt.c) or when to save (train_ckpt.c). */
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/base/activity.h"
 #include "runtime/base/log.h"
+#include "runtime/base/test_fault.h"
 #include "runtime/ckpt/ckpt_set.h"
 #include "train_ckpt.h"
 #include "train_ckpt_state.h"
@@ -192,6 +197,7 @@ static int load_on_rank0(train_job *t, ckpt_loaded *walked, float **host, int64_
     }
     if (rc != DDP_OK)
         return rc;
+    test_fault_sleep_at("slow-resume", ck.hdr.step);
     const ckpt_tensor *saved = ckpt_loaded_tensor(&ck, CKPT_SETTINGS_TENSOR);
     bool text = saved && saved->dtype == CKPT_U8 && saved->ndim == 1;
     int64_t train_samples;
@@ -284,8 +290,10 @@ static int read_own_pieces(train_job *t, const char *path, int64_t *hdr, ddp_err
     for (int b = 0; mine == DDP_OK && b < c->n_buffers; b++)
         mine = damaged(train_shard_read_own(t, r, c->buffers[b].prefix, c->buffers[b].dev, c->buffers[b].sharded,
                                             err));
-    if (mine == DDP_OK)
+    if (mine == DDP_OK) {
         header_fields(&mf->hdr, hdr);
+        test_fault_sleep_at("slow-resume", mf->hdr.step);
+    }
     ckpt_set_close(r);
     if (mine != DDP_OK && t->ctl->rank != 0) /* rank 0 reports its own with the walk's warning */
         log_warn("%s", err->msg);
@@ -490,8 +498,26 @@ static int resume_or_start(train_job *t, int64_t *consumed, ddp_err *err)
     return rc;
 }
 
+/* The resume's collectives wait for the slowest reader (rank 0 reading a checkpoint or a folder
+ * whole, or downloading; a rank reading its pieces), which may take longer than any collective of
+ * a step: checkpoint.resume_timeout_s, raised to cover ddp.timeout_s and a download's own limit. */
+static double resume_deadline_s(const config *c)
+{
+    double s = fmax(c->checkpoint.resume_timeout_s, c->ddp.timeout_s);
+    return c->checkpoint.download_cmd[0] ? fmax(s, c->checkpoint.command_timeout_s + c->ddp.timeout_s) : s;
+}
+
 int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
 {
-    int rc = resume_or_start(t, consumed, err);
+    comm *ctl = t->ctl;
+    snprintf(ctl->phase, sizeof ctl->phase, "checkpoint resume");
+    int rc = comm_mpi_set_timeout(ctl, resume_deadline_s(t->cfg), err);
+    if (rc == DDP_OK)
+        rc = resume_or_start(t, consumed, err);
+    ddp_err restore = {0};
+    int rc2 = comm_mpi_set_timeout(ctl, t->cfg->ddp.timeout_s, &restore);
+    ctl->phase[0] = '\0';
+    if (rc == DDP_OK && rc2 != DDP_OK)
+        rc = ddp_fail(err, rc2, "%s", restore.msg);
     return rc == DDP_OK ? check_warmup(t, err) : rc;
 }
