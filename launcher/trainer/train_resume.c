@@ -277,6 +277,30 @@ static int32_t damaged(int rc)
     return rc == DDP_OK ? DDP_OK : DDP_ERUNTIME;
 }
 
+/* A set's buffers laid out as this model's (a resume reads its ranges by this model's offsets):
+ * their length, and every tensor at its offset with its number of elements, as copy_tensors
+ * demands of a whole checkpoint. Refused (DDP_EUSAGE) naming the first that differs. */
+static int check_layout(const train_job *t, const ckpt_manifest *mf, const char *path, ddp_err *err)
+{
+    const model *m = t->m;
+    if (mf->buffer_len != (int64_t)m->n_params)
+        return ddp_fail(err, DDP_EUSAGE, "%s: buffers of %lld floats; this model has %zu parameters", path,
+                        (long long)mf->buffer_len, m->n_params);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const ckpt_set_tensor *x = NULL;
+        for (int k = 0; k < mf->n_tensors && !x; k++)
+            x = strcmp(mf->tensors[k].name, m->tensors[i].name) == 0 ? &mf->tensors[k] : NULL;
+        int64_t numel = 1;
+        for (int d = 0; x && d < x->ndim; d++)
+            numel *= x->shape[d];
+        if (!x || x->offset != (int64_t)m->tensors[i].offset || numel != (int64_t)m->tensors[i].numel)
+            return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s in the set; this model has %zu floats at offset "
+                            "%zu", path, m->tensors[i].name, x ? "elsewhere or of another size" : "missing",
+                            m->tensors[i].numel, m->tensors[i].offset);
+    }
+    return DDP_OK;
+}
+
 /* Every rank: what this rank holds of every saved buffer of the set at path, after the checks any
  * resume makes; every rank learns every rank's verdict (train_agree). */
 static int read_own_pieces(train_job *t, const char *path, int64_t *hdr, ddp_err *err)
@@ -287,6 +311,8 @@ static int read_own_pieces(train_job *t, const char *path, int64_t *hdr, ddp_err
     const ckpt_manifest *mf = mine == DDP_OK ? ckpt_set_reader_manifest(r) : NULL;
     if (mine == DDP_OK)
         mine = check_saved(t, &mf->hdr, mf->settings, (size_t)mf->settings_len, mf->train_samples, path, err);
+    if (mine == DDP_OK)
+        mine = check_layout(t, mf, path, err);
     for (int b = 0; mine == DDP_OK && b < c->n_buffers; b++)
         mine = damaged(train_shard_read_own(t, r, c->buffers[b].prefix, c->buffers[b].dev, c->buffers[b].sharded,
                                             err));

@@ -104,7 +104,7 @@ int ckpt_set_open_pieces(const char *set_dir, ckpt_set_reader **out, ddp_err *er
 const ckpt_manifest *ckpt_set_reader_manifest(const ckpt_set_reader *r);
 /* Elements [offset, offset + count) of buffer prefix ("param/", ...) into out, from the pieces
  * that hold them, each piece's CRC checked when first read; a missing or corrupt piece is an error
- * naming its shard file. */
+ * naming its shard file, a range past the buffers' length DDP_EUSAGE. */
 int ckpt_set_read_range(ckpt_set_reader *r, const char *prefix, int64_t offset, int64_t count, float *out,
                         ddp_err *err);
 /* Buffer prefix's tensor name of numel float32 values: a pointer into the map when it lies in one

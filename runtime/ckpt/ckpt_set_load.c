@@ -300,6 +300,9 @@ int ckpt_set_read_range(ckpt_set_reader *r, const char *prefix, int64_t offset, 
         b++;
     if (b == r->m.n_buffers)
         return ddp_fail(err, DDP_EUSAGE, "checkpoint %s holds no buffer %s", r->dir, prefix);
+    if (offset < 0 || count < 0 || offset > r->m.buffer_len - count) /* no extent would fill it */
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint %s: elements [%lld, %lld) of %s lie past its buffers' %lld",
+                        r->dir, (long long)offset, (long long)(offset + count), prefix, (long long)r->m.buffer_len);
     for (int i = 0; i < r->m.n_extents; i++) {
         const ckpt_extent *e = &r->m.extents[i];
         int64_t from = e->offset > offset ? e->offset : offset;

@@ -24,7 +24,8 @@
 #    read it and the previous set is resumed by pieces, ending bit-identical, and so is a missing
 #    shard (not taken for a refusal of the settings); a damaged single file newer than the sets
 #    is passed over, the set before it still read by pieces; a set resumed on other (re-prepared,
-#    larger) training data is refused naming both sample counts, by pieces and whole;
+#    larger) training data is refused naming both sample counts, by pieces and whole, and one
+#    whose tensor table lays the model out otherwise by pieces, naming the tensor;
 #  - keep_last removes old sets whole, and a prune that fails after a commit (DDP_TEST_FAULT
 #    prune-fail) is a warning: the job goes on and the next save prunes; checkpoint.resume names a
 #    set's directory; with
@@ -120,6 +121,14 @@ check "a set resumed by pieces on other (larger) training data: refused (exit $?
 run moredata 1 checkpoint.resume="$(set_of set 14)" data.path="$TMP/more"
 check "... and assembled whole (exit $?)" [ $? -eq 2 ]
 check "... each naming both sample counts" [ "$(grep -cE "ckpt-0+(7|14) was saved training on [0-9]+ samples, this run's training data has [0-9]+" "$TMP/moredata.log")" -ge 2 ]
+# a set whose tensor table lays the model out otherwise (two tensors of one size at each other's
+# offsets: ckpt_relayout) would be read by pieces at this model's offsets, the two swapped: refused
+mkdir -p "$TMP/relaid" && cp -r "$(set_of set 14)" "$TMP/relaid/"
+SWAPPED=$("$CKPT_RELAYOUT" "$TMP/relaid/ckpt-00000014")
+run relaid 2 checkpoint.resume="$TMP/relaid/ckpt-00000014" "${S[@]}"
+check "a set laid out otherwise, read by pieces: refused (exit $?), naming ${SWAPPED%% *}" \
+    bash -c "[ $? -eq 2 ] && grep -q 'ckpt-00000014: tensor ${SWAPPED%% *} is elsewhere or of another size in the set' \
+             '$TMP/relaid.log'"
 
 # ---- (c) a save killed after one rank's shard, before the manifest -------------------------------
 E=(ddp.zero=1 checkpoint.every_steps=4 "${S[@]}")

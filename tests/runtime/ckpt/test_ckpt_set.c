@@ -441,7 +441,7 @@ static void test_damage_and_fallback(void)
 
 /* Ranges of a buffer read through a reader that checks no CRC until a piece is read (ZeRO-3's
  * resume): ranges inside one piece and across three shards, a damaged shard's piece named only
- * when read, the others still readable. */
+ * when read, the others still readable; a range past the buffers refused. */
 static void test_read_range(void)
 {
     ddp_err err = {0};
@@ -464,6 +464,9 @@ static void test_read_range(void)
     CHECK_STR_CONTAINS(err.msg, "shard-00002-of-00003.ddp: CRC mismatch in tensor optim/m/@700+300");
     CHECK(ckpt_set_read_range(r, "optim/v/", 0, 10, out, &err) != DDP_OK, "an unknown buffer fails");
     CHECK_STR_CONTAINS(err.msg, "no buffer optim/v/");
+    /* past the buffers no extent fills it: refused, never left unwritten */
+    CHECK(ckpt_set_read_range(r, "param/", LEN - 10, 20, out, &err) == DDP_EUSAGE, "a range past the end fails");
+    CHECK_STR_CONTAINS(err.msg, "lie past its buffers'");
     ckpt_set_close(r);
 }
 
