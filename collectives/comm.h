@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "runtime/base/err.h"
+#include "runtime/base/host_name.h"
 
 typedef enum {
     DT_FLOAT, DT_DOUBLE, DT_HALF, DT_BFLOAT16, DT_INT32, DT_INT8, DT_UINT8, DT_INT64, DT_UINT64,
@@ -59,7 +60,7 @@ struct comm {
     const struct comm_ops *ops;
     int rank, size;
     int local_rank, local_size;
-    char host[64];
+    char host[DDP_HOST_NAME_MAX];
     void *impl;
     char label[64];   /* optional: what the caller is reducing now ("bucket 3 of 7"), named in the
                          NCCL watchdog's and ddp.debug's messages; backends never require it */

@@ -59,7 +59,7 @@ struct mpi_watch {
     double timeout_s, grace_s;
     uint64_t seq;
     int rank, size;
-    char (*hosts)[64];
+    char (*hosts)[DDP_HOST_NAME_MAX];
     peer_word *peers;          /* by rank */
     uint64_t round;            /* alarms this rank sent: the answers to the last one count */
     double wait_s, round_s;    /* when the wait began, and its deadline (the wait's start or a restart) */
@@ -73,7 +73,7 @@ static int connect_watch(mpi_watch *w, const comm *c, MPI_Comm base, ddp_err *er
 {
     MPI_TRY(MPI_Comm_dup(base, &w->comm));
     MPI_TRY(MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN));
-    MPI_TRY(MPI_Allgather(c->host, 64, MPI_CHAR, w->hosts, 64, MPI_CHAR, w->comm));
+    MPI_TRY(MPI_Allgather(c->host, DDP_HOST_NAME_MAX, MPI_CHAR, w->hosts, DDP_HOST_NAME_MAX, MPI_CHAR, w->comm));
     MPI_TRY(MPI_Irecv(&w->inbox, sizeof w->inbox, MPI_BYTE, MPI_ANY_SOURCE, 0, w->comm, &w->inbox_req));
     return DDP_OK;
 }
@@ -81,7 +81,7 @@ static int connect_watch(mpi_watch *w, const comm *c, MPI_Comm base, ddp_err *er
 int mpi_watch_create(comm *c, MPI_Comm base, double timeout_s, mpi_watch **out, ddp_err *err)
 {
     mpi_watch *w = calloc(1, sizeof *w);
-    char (*hosts)[64] = calloc((size_t)c->size, sizeof *hosts);
+    char (*hosts)[DDP_HOST_NAME_MAX] = calloc((size_t)c->size, sizeof *hosts);
     peer_word *peers = calloc((size_t)c->size, sizeof *peers);
     *out = NULL;
     if (!w || !hosts || !peers) {
@@ -241,7 +241,7 @@ static size_t appendf(char *buf, size_t at, size_t len, const char *fmt, ...)
 }
 
 size_t mpi_watch_name_missing(char *text, size_t at, size_t len, int size, const bool *missing,
-                              const char (*hosts)[64], double grace_s)
+                              const char (*hosts)[DDP_HOST_NAME_MAX], double grace_s)
 {
     int n = 0;
     for (int r = 0; r < size; r++)
@@ -280,7 +280,7 @@ _Noreturn static void report_and_abort(mpi_watch *w, const watch_msg *me)
     for (int r = 0; r < w->size && missing; r++)
         missing[r] = !answered(w, r);
     if (missing)
-        at = mpi_watch_name_missing(text, at, sizeof text, w->size, missing, (const char (*)[64])w->hosts, w->grace_s);
+        at = mpi_watch_name_missing(text, at, sizeof text, w->size, missing, (const char (*)[DDP_HOST_NAME_MAX])w->hosts, w->grace_s);
     free(missing);
     for (int r = 0; r < w->size && listed < LISTED_MAX; r++) {
         const watch_msg *heard = &w->peers[r].answer;

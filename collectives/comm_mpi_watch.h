@@ -51,6 +51,6 @@ void mpi_watch_busy(mpi_watch *w, comm *c, const char *what);
  * " and N more ranks, on hosts A, B" naming every host that has one, so a restart can leave them
  * all out. Returns the new length. */
 size_t mpi_watch_name_missing(char *text, size_t at, size_t len, int size, const bool *missing,
-                              const char (*hosts)[64], double grace_s);
+                              const char (*hosts)[DDP_HOST_NAME_MAX], double grace_s);
 
 #endif

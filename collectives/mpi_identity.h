@@ -6,11 +6,12 @@
 #define DDP_MPI_IDENTITY_H
 
 #include <mpi.h>
+#include "runtime/base/host_name.h"
 
 typedef struct mpi_identity {
     int rank, size;             /* in the communicator */
     int local_rank, local_size; /* among its ranks that share this host's memory */
-    char host[64];              /* MPI_Get_processor_name, cut to 63 bytes */
+    char host[DDP_HOST_NAME_MAX]; /* MPI_Get_processor_name */
 } mpi_identity;
 
 /* Fills *out for the calling rank of comm; returns MPI_SUCCESS or the failing call's MPI code. */

@@ -21,7 +21,7 @@
 /* One rank's line of the header table; gathered to every rank. */
 typedef struct rank_info {
     int pid, cores, numa_nodes, local_rank;
-    char host[64], device[128], numa[160];
+    char host[DDP_HOST_NAME_MAX], device[128], numa[160];
 } rank_info;
 
 typedef struct placement {

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "runtime/base/err.h"
+#include "runtime/base/host_name.h"
 
 /* First argument that turns ddprun into the per-rank wrapper (internal; see ddprun_rankwrap.c). */
 #define DDPRUN_RANK_WRAPPER_FLAG "--rank-wrapper"
@@ -52,7 +53,7 @@ typedef struct deadline_verdict {
     double seen_s;                             /* monotonic_s() when seen; 0: none */
     const char *what;                          /* what was seen, for ddprun's line when it ends mpirun */
     char not_arrived[512];                     /* "rank 2 (host h2), rank 3 (host h2)" */
-    char hosts[DEADLINE_HOSTS_MAX][64];
+    char hosts[DEADLINE_HOSTS_MAX][DDP_HOST_NAME_MAX];
     int n_hosts;
 } deadline_verdict;
 
@@ -103,7 +104,7 @@ int job_run(char *const argv[], int ranks, int stop_signal, job_result *out);
 /* --host-discovery (ddprun_discovery.c). */
 #define DISCOVERY_HOSTS_MAX 256               /* hosts kept from one run; later lines are not read */
 #define DISCOVERY_LINE_MAX 510                /* a line's bytes, newline excluded */
-#define DISCOVERY_LIST_MAX (DISCOVERY_HOSTS_MAX * (DDPRUN_HOST_LEN + 8)) /* the -H list it makes */
+#define DISCOVERY_LIST_MAX (DISCOVERY_HOSTS_MAX * (DDP_HOST_NAME_MAX + 8)) /* the -H list it makes */
 typedef struct discovery_opts {
     const char *cmd;      /* prints `host:slots` lines */
     int min_np, max_np;   /* --min-np (at least 1), --max-np (0: no limit) */
@@ -122,7 +123,6 @@ struct config;
 int discover_hosts(const discovery_opts *d, const struct config *cfg, char *hosts, size_t cap, int *np);
 
 /* (ddprun_hosts.c) Hosts as -H, --hostfile and --host-discovery give them. */
-#define DDPRUN_HOST_LEN 128     /* a host name's bytes, NUL included */
 #define DDPRUN_SLOTS_MAX 100000 /* slots of one host */
 /* One "host:slots" entry: the len bytes at s (no NUL needed), a host name of letters, digits,
  * '.', '-' and '_', then ':' and a whole number from 1 to DDPRUN_SLOTS_MAX; with default_slots

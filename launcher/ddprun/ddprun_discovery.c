@@ -33,7 +33,7 @@
 
 /* What one run of CMD listed: each host's name and slots, in order, up to what is used. */
 typedef struct fleet {
-    char names[DISCOVERY_HOSTS_MAX][DDPRUN_HOST_LEN];
+    char names[DISCOVERY_HOSTS_MAX][DDP_HOST_NAME_MAX];
     int slots[DISCOVERY_HOSTS_MAX];
     int n_hosts, total;
     bool unread; /* it listed more hosts than were read (--max-np slots or DISCOVERY_HOSTS_MAX hosts) */
@@ -51,7 +51,7 @@ static bool parse_line(const char *line, fleet *f, char *why, size_t cap)
             snprintf(why, cap, "host %s is listed twice", f->names[h]);
             return false;
         }
-    snprintf(f->names[f->n_hosts], DDPRUN_HOST_LEN, "%.*s", (int)name_len, line);
+    snprintf(f->names[f->n_hosts], DDP_HOST_NAME_MAX, "%.*s", (int)name_len, line);
     f->slots[f->n_hosts++] = slots;
     f->total = f->total + slots > DDPRUN_SLOTS_MAX ? DDPRUN_SLOTS_MAX : f->total + slots;
     return true;
@@ -153,7 +153,7 @@ static void describe(const fleet *f, int max_np, char *out, size_t cap)
     int h = 0;
     out[0] = '\0';
     for (; h < f->n_hosts; h++) {
-        char one[DDPRUN_HOST_LEN + 16];
+        char one[DDP_HOST_NAME_MAX + 16];
         int len = snprintf(one, sizeof one, "%s%s:%d", h ? ", " : "", f->names[h], f->slots[h]);
         if (used + (size_t)len + 160 >= cap) /* room for what follows */
             break;

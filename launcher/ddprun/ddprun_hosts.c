@@ -33,9 +33,9 @@ bool ddprun_host_entry(const char *s, size_t len, int default_slots, size_t *nam
 {
     const char *colon = memchr(s, ':', len);
     *name_len = colon ? (size_t)(colon - s) : len;
-    if (*name_len == 0 || *name_len >= DDPRUN_HOST_LEN || (!colon && default_slots == 0)) {
+    if (*name_len == 0 || *name_len >= DDP_HOST_NAME_MAX || (!colon && default_slots == 0)) {
         snprintf(why, cap, "expected %s (a host name of 1 to %d characters)",
-                 default_slots ? "host or host:slots" : "host:slots", DDPRUN_HOST_LEN - 1);
+                 default_slots ? "host or host:slots" : "host:slots", DDP_HOST_NAME_MAX - 1);
         return false;
     }
     for (size_t i = 0; i < *name_len; i++)
@@ -55,7 +55,7 @@ bool ddprun_host_entry(const char *s, size_t len, int default_slots, size_t *nam
  * not given (a hostfile line without slots; mpirun gives that host its cores). */
 typedef struct host_table {
     struct host_slots {
-        char name[DDPRUN_HOST_LEN];
+        char name[DDP_HOST_NAME_MAX];
         int slots;
     } *h;
     int n, cap;
@@ -78,7 +78,7 @@ static int table_append(host_table *t, const char *name, size_t name_len, int sl
         t->h = h;
         t->cap = cap;
     }
-    snprintf(t->h[t->n].name, DDPRUN_HOST_LEN, "%.*s", (int)name_len, name);
+    snprintf(t->h[t->n].name, DDP_HOST_NAME_MAX, "%.*s", (int)name_len, name);
     t->h[t->n++].slots = slots;
     return DDP_OK;
 }
@@ -176,9 +176,9 @@ static int read_hostfile_line(host_table *t, const char *line, const char *path,
     bool given;
     char why[160];
     if (name_len == 0) return DDP_OK;
-    if (name_len >= DDPRUN_HOST_LEN)
+    if (name_len >= DDP_HOST_NAME_MAX)
         return ddp_fail(err, DDP_EUSAGE, "--hostfile %s:%d: a host name of %zu characters (at most %d)", path, no,
-                        name_len, DDPRUN_HOST_LEN - 1);
+                        name_len, DDP_HOST_NAME_MAX - 1);
     if (!line_slots(host + name_len, &slots, &given, why, sizeof why))
         return ddp_fail(err, DDP_EUSAGE, "--hostfile %s:%d: %.*s: %s", path, no, (int)name_len, host, why);
     struct host_slots *known = table_find(t, host, name_len);

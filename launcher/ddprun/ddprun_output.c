@@ -175,9 +175,10 @@ static void parse_deadline(output_filter *f, const char *text)
     p += strlen(COMM_DEADLINE_NOT_ARRIVED);
     const char *end = strstr(p, " (no answer");
     snprintf(d->not_arrived, sizeof d->not_arrived, "%.*s", end ? (int)(end - p) : (int)strlen(p), p);
-    int rank, used = 0;
-    char host[64];
-    while (sscanf(p, "rank %d (host %63[^)])%n", &rank, host, &used) == 2) {
+    int rank, used;
+    char host[DDP_HOST_NAME_MAX];
+    _Static_assert(DDP_HOST_NAME_MAX == 256, "the width below is DDP_HOST_NAME_MAX - 1");
+    while ((used = 0, sscanf(p, "rank %d (host %255[^)])%n", &rank, host, &used)) == 2 && used > 0) {
         add_host(d, host, strlen(host));
         p += used;
         if (strncmp(p, ", ", 2) != 0) break;

@@ -12,10 +12,11 @@
 #include <stdint.h>
 
 #include "runtime/base/err.h"
+#include "runtime/base/host_name.h"
 
 /* One rank's view of its host, gathered from every rank by the caller (as bytes). */
 typedef struct gpu_share_rank {
-    char host[64];      /* the rank's host name (mpi_identity) */
+    char host[DDP_HOST_NAME_MAX]; /* the rank's host name (mpi_identity) */
     int32_t local_rank; /* its position among its host's ranks, which picks its GPU */
     int32_t gpus;       /* GPUs visible to it; <= 0: it uses none (not checked) */
     char bus_id[16];    /* the PCI bus id of the one it uses ("": unknown, its index names it) */

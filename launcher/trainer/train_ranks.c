@@ -56,7 +56,7 @@ typedef struct slow_streak {
 } slow_streak;
 
 typedef struct train_ranks {
-    char (*hosts)[64];          /* [world] */
+    char (*hosts)[DDP_HOST_NAME_MAX]; /* [world] */
     rank_step_time mine;        /* this rank's times since the last progress line */
     rank_figures *all;          /* [world]: the latest gather */
     window_entry window[WINDOW_INTERVALS_MAX];

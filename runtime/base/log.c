@@ -1,13 +1,14 @@
 /* log.c — rank-0 info lines and rank-tagged warnings/errors. Holds only the rank identity
  * set by log_init; never exits or aborts. */
 #include "log.h"
+#include "host_name.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 static int g_rank = 0;
-static char g_host[64] = "localhost";
+static char g_host[DDP_HOST_NAME_MAX] = "localhost";
 
 void log_init(int rank, const char *host)
 {

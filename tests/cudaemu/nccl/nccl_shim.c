@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "runtime/base/half_mpi.h"
+#include "runtime/base/host_name.h"
 #include "runtime/base/max_chunk.h"
 #include "tests/cudaemu/cudaemu.h"
 
@@ -230,7 +231,7 @@ static int color_of(const ncclUniqueId *id)
  * its PCI bus id: whatever index each rank's CUDA_VISIBLE_DEVICES gives it. */
 static ncclResult_t check_duplicate_devices(ncclComm_t c)
 {
-    struct where { char host[64]; int32_t device; } me, *all = calloc((size_t)c->size, sizeof *all);
+    struct where { char host[DDP_HOST_NAME_MAX]; int32_t device; } me, *all = calloc((size_t)c->size, sizeof *all);
     if (!all)
         return shim_fail(c, ncclSystemError, "ncclCommInitRank: out of memory");
     memset(&me, 0, sizeof me);

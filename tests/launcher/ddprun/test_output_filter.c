@@ -40,20 +40,24 @@ static void filtered(const char *in, size_t piece, char *out, size_t cap)
 
 /* A deadline past twelve ranks: 40 ranks on h1..h5 (8 each), h2..h4's 24 silent. The verdict
  * comm_mpi_watch writes, read back by the filter, names all three hosts (the ranks listed end on
- * h3), and the restart's list keeps h1 and h5 alone. */
+ * h3), and the restart's list keeps h1 and h5 alone. The names are fully qualified, longer than
+ * 63 bytes (as a cloud VM's may be): kept whole from the rank's name to the restart's list. */
 static void test_deadline_hosts(void)
 {
     enum { RANKS = 40, PER_HOST = 8 };
-    char hosts[RANKS][64], text[3072], line[3200], left[256];
+    static const char domain[] = ".us-central1-a.c.a-project-with-a-rather-long-name-123456.internal";
+    char hosts[RANKS][DDP_HOST_NAME_MAX], text[3072], line[3200], left[512], want[512], given[512];
     bool missing[RANKS];
     for (int r = 0; r < RANKS; r++) {
-        snprintf(hosts[r], sizeof hosts[r], "h%d", 1 + r / PER_HOST);
+        snprintf(hosts[r], sizeof hosts[r], "h%d%s", 1 + r / PER_HOST, domain);
         missing[r] = r >= PER_HOST && r < 4 * PER_HOST;
     }
+    CHECK(strlen(hosts[0]) > 63, "a name of %zu bytes", strlen(hosts[0]));
     size_t at = (size_t)snprintf(text, sizeof text, COMM_DEADLINE_VERDICT "all-reduce #3 did not complete.");
-    mpi_watch_name_missing(text, at, sizeof text, RANKS, missing, (const char (*)[64])hosts, 5);
-    CHECK(strstr(text, "rank 19 (host h3) and 12 more ranks, on hosts h2, h3, h4 (no answer within 5 s") != NULL,
-          "the verdict: %s", text);
+    mpi_watch_name_missing(text, at, sizeof text, RANKS, missing, (const char (*)[DDP_HOST_NAME_MAX])hosts, 5);
+    snprintf(want, sizeof want, "rank 19 (host h3%s) and 12 more ranks, on hosts h2%s, h3%s, h4%s (no answer within 5 s",
+             domain, domain, domain, domain);
+    CHECK(strstr(text, want) != NULL, "the verdict: %s", text);
     snprintf(line, sizeof line, "[1,0]<stderr>:[rank 0 h1] error: %s\n", text);
     fflush(stderr);
     output_filter *f = output_filter_new();
@@ -62,8 +66,32 @@ static void test_deadline_hosts(void)
     const deadline_verdict *d = output_deadline(f);
     CHECK_EQ_INT(d->n_hosts, 3);
     int slots = 0;
-    CHECK(ddprun_drop_hosts("h1:8,h2:8,h3:8,h4:8,h5:8", d, left, sizeof left, &slots), "hosts dropped");
-    CHECK(!strcmp(left, "h1:8,h5:8") && slots == 16, "left: %s, %d slots", left, slots);
+    snprintf(given, sizeof given, "h1%s:8,h2%s:8,h3%s:8,h4%s:8,h5%s:8", domain, domain, domain, domain, domain);
+    snprintf(want, sizeof want, "h1%s:8,h5%s:8", domain, domain);
+    CHECK(ddprun_drop_hosts(given, d, left, sizeof left, &slots), "hosts dropped");
+    CHECK(!strcmp(left, want) && slots == 16, "left: %s, %d slots", left, slots);
+    output_filter_free(f);
+}
+
+/* A short verdict (no "on hosts" list after the ranks): the host of each rank named, a name past
+ * 63 bytes whole, is left out of the restart's list. */
+static void test_deadline_long_name(void)
+{
+    static const char far[] = "h2.us-central1-a.c.a-project-with-a-rather-long-name-123456.internal";
+    char text[1024], line[1200], left[256];
+    snprintf(text, sizeof text, COMM_DEADLINE_VERDICT "all-reduce #3 did not complete within 3 s on rank 0 (host h1). "
+             COMM_DEADLINE_NOT_ARRIVED "rank 2 (host %s), rank 3 (host %s) (no answer within 3 s)", far, far);
+    snprintf(line, sizeof line, "[1,0]<stderr>:[rank 0 h1] error: %s\n", text);
+    output_filter *f = output_filter_new();
+    output_feed(f, true, line, strlen(line));
+    output_finish(f);
+    const deadline_verdict *d = output_deadline(f);
+    CHECK(d->n_hosts == 1 && !strcmp(d->hosts[0], far), "%d hosts, the first %s", d->n_hosts, d->hosts[0]);
+    char given[256];
+    snprintf(given, sizeof given, "h1:2,%s:2", far);
+    int slots = 0;
+    CHECK(ddprun_drop_hosts(given, d, left, sizeof left, &slots), "the host dropped");
+    CHECK(!strcmp(left, "h1:2") && slots == 2, "left: %s, %d slots", left, slots);
     output_filter_free(f);
 }
 
@@ -142,6 +170,7 @@ int main(void)
 {
     test_status_line_cut();
     test_deadline_hosts();
+    test_deadline_long_name();
     test_watchdog_abort();
     test_ckpt_given_up();
     char out[4096];
