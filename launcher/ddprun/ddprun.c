@@ -213,11 +213,15 @@ static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
 
 /* ---- placement -------------------------------------------------------------------------- */
 
-/* -np not given: one rank per GPU visible on this node (CUDA_VISIBLE_DEVICES applies), 1 when
- * there are none; says which on stderr, so --dry-run shows it without changing its stdout. */
-static void default_np(launch_opts *o)
+/* -np not given: the slots the hosts have (ddprun_hosts_np), else one rank per GPU visible on this
+ * node (CUDA_VISIBLE_DEVICES applies), 1 when there are none; says which on stderr, so --dry-run
+ * shows it without changing its stdout. DDP_EUSAGE when the hosts leave the count to mpirun. */
+static int default_np(launch_opts *o)
 {
-    if (o->np > 0) return;
+    ddp_err err = {0};
+    if (o->np > 0) return DDP_OK;
+    if (ddprun_hosts_np(o->hosts, o->hostfile, &o->np, &err) != DDP_OK) return usage_error("%s", err.msg);
+    if (o->np > 0) return DDP_OK;
     char reason[256] = "";
     int gpus = device_cuda_count(reason, sizeof reason);
     o->np = gpus > 0 ? gpus : 1;
@@ -226,6 +230,7 @@ static void default_np(launch_opts *o)
                 o->np, o->np == 1 ? "" : "s");
     else
         fprintf(stderr, "ddprun: -np not given: no GPUs on this node (%s) -> 1 rank\n", reason);
+    return DDP_OK;
 }
 
 /* ---- paths ------------------------------------------------------------------------------ */
@@ -501,7 +506,7 @@ static int plan_command(launch_opts *o, const char *self, int argc, char **argv)
         }
     }
     if (n_rest == 0) return usage_error("%s", "plan needs CONFIG.yaml");
-    default_np(o);
+    if (default_np(o) != DDP_OK) return DDP_EUSAGE;
     argv_list args = {0};
     char prog[PATH_MAX];
     program_path(prog, sizeof prog, "DDPRUN_WORKER", "ddprun-worker", self);
@@ -579,7 +584,7 @@ int main(int argc, char **argv)
         for (int i = first; i < argc; i++) argv_push(&prog_argv, argv[i]);
         argv_pushf(&prog_argv, "ddp.timeout_s=%.17g", cfg.ddp.timeout_s); /* the file's, for the start-up's deadline */
     }
-    if (!o.discovery.cmd) default_np(&o);
+    if (!o.discovery.cmd && default_np(&o) != DDP_OK) return DDP_EUSAGE;
     batch_split split;
     ddp_err err = {0};
     if (train_cfg && !o.discovery.cmd && config_batch_split(train_cfg, o.np, &split, &err) != DDP_OK) {

@@ -142,6 +142,10 @@ int ddprun_hosts_check(const char *hosts, const char *hostfile, ddp_err *err);
  * Slurm allocation's nodes (ddprun_in_slurm_allocation), else np (or when they do not pass
  * ddprun_hosts_check). */
 int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np);
+/* -np not given: *np gets the slots of -H, the hostfile or (neither given) a Slurm allocation, as
+ * mpirun counts them, said on stderr; 0 when none of those lists a host. DDP_EUSAGE, naming the
+ * host, when a hostfile leaves a host's slots to mpirun (its cores, rarely the GPUs' count). */
+int ddprun_hosts_np(const char *hosts, const char *hostfile, int *np, ddp_err *err);
 /* Whether ddprun runs inside a Slurm allocation that says its tasks per node (SLURM_JOB_ID and
  * SLURM_TASKS_PER_NODE): mpirun then takes the nodes and their slots from it, and
  * ddprun_ranks_per_node reads them there when neither -H nor a hostfile is given. */

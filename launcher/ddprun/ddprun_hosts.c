@@ -2,7 +2,8 @@
  * lines): checking them before anything starts (a malformed entry named, with the hostfile's line),
  * how many ranks the busiest node runs, which sizes each rank's thread count, this node's cores as
  * mpirun counts its slots, and the -H list without the hosts a collective deadline named, for the
- * next attempt. The one reader of a "host:slots" entry, which --host-discovery's lines use too.
+ * next attempt, and the rank count when -np is not given. The one reader of a "host:slots" entry,
+ * which --host-discovery's lines use too.
  * Must not start anything or decide restarts (ddprun.c does). */
 #include "ddprun.h"
 
@@ -290,6 +291,25 @@ int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np)
     }
     free(t.h);
     return left > 0 ? spread : most; /* oversubscribed: spread evenly */
+}
+
+int ddprun_hosts_np(const char *hosts, const char *hostfile, int *np, ddp_err *err)
+{
+    host_table t;
+    int rc = read_hosts(hosts, hostfile, &t, err), total = 0;
+    const char *from = hosts ? "-H" : hostfile ? "--hostfile" : "the Slurm allocation (SLURM_TASKS_PER_NODE)";
+    for (int h = 0; rc == DDP_OK && h < t.n; h++) {
+        if (t.h[h].slots == 0)
+            rc = ddp_fail(err, DDP_EUSAGE, "-np not given, and %s leaves host %s's slots to mpirun: give -np (one "
+                          "rank per GPU) or slots=N", from, t.h[h].name);
+        total += t.h[h].slots;
+    }
+    *np = rc == DDP_OK ? total : 0;
+    if (*np > 0)
+        fprintf(stderr, "ddprun: -np not given: %d slot%s in %s -> %d rank%s\n", total, total == 1 ? "" : "s", from,
+                total, total == 1 ? "" : "s");
+    free(t.h);
+    return rc;
 }
 
 bool ddprun_drop_hosts(const char *hosts, const deadline_verdict *d, char *buf, size_t size, int *slots_left)

@@ -6,6 +6,7 @@
 #   test_ddprun_np.sh N      emulated build with DDP_CUDA_EMU_DEVICES=N: -np N, "N GPUs ... N ranks"
 source "$(dirname "$0")/../lib.sh"
 config=$DDP_SRC/configs/fashion_mlp.yaml
+unset SLURM_JOB_ID SLURM_JOBID SLURM_TASKS_PER_NODE # this node alone: no allocation names slots
 
 # dry NAME ARGS...: ddprun --dry-run, stdout and stderr in $TMP/NAME.out / .err
 dry() {

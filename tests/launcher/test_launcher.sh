@@ -87,6 +87,19 @@ check "dry-run starts no rank" lacks $out "[rank"
 printf 'host1 slots=2\nhost2 slots=2\n' >"$tmp/hosts"
 run dry_hf --dry-run -np 4 --hostfile "$tmp/hosts" "$config"
 check "dry-run passes --hostfile" contains $out " --hostfile $tmp/hosts "
+# without -np, the ranks are the slots the hosts have, as mpirun counts them, and ddprun says so;
+# a hostfile that leaves a host's slots to mpirun (its cores) is refused, naming the host
+run dry_hf_np --dry-run --hostfile "$tmp/hosts" "$config"
+check "no -np, a hostfile of 2 + 2 slots: -np 4" contains $out " -np 4 "
+check "... said" grep -qx "ddprun: -np not given: 4 slots in --hostfile -> 4 ranks" $err
+run dry_h_np --dry-run -H host1:2,host2:3 "$config"
+check "no -np, -H host1:2,host2:3: -np 5" contains $out " -np 5 "
+SLURM_JOB_ID=7 SLURM_TASKS_PER_NODE="2(x3),1" run dry_slurm_np --dry-run "$config"
+check "no -np, a Slurm allocation of 2(x3),1 tasks: -np 7" contains $out " -np 7 "
+printf 'host1\nhost2 slots=2\n' >"$tmp/hosts_open"
+run dry_hf_open --dry-run --hostfile "$tmp/hosts_open" "$config"
+check "no -np, a hostfile host without slots=: refused (exit $rc), naming it" \
+    bash -c "[ $rc -eq 2 ] && grep -q 'leaves host host1.s slots to mpirun: give -np' '$err'"
 # A malformed -H entry or hostfile line is refused before mpirun starts, named
 for bad in "host1:0" "host1:2x" "host1:-3" "host1:99999999999" ":2" "host1:2,,host2" "host one"; do
     run dry_bad_h --dry-run -np 2 -H "$bad" "$config"
