@@ -135,8 +135,8 @@ bool ddprun_host_entry(const char *s, size_t len, int default_slots, size_t *nam
  * file:line, or saying why the hostfile cannot be read. */
 int ddprun_hosts_check(const char *hosts, const char *hostfile, ddp_err *err);
 /* Most ranks any one node runs for np ranks on hosts (-H "h1:8,h2"; no count = 1 slot) or
- * hostfile ("host slots=N" lines; no count: mpirun decides, so the ranks left spread evenly over
- * the hosts from there), the slots counted
+ * hostfile ("host slots=N" lines; no count: mpirun gives the host its cores, taken to be as many
+ * as this node's, ddprun_local_cores), the slots counted
  * as mpirun 4.1 counts them (a host listed again adds its slots, or in a hostfile one slot), and
  * assuming mpirun's default by-slot filling in host order; when neither is given, the same over a
  * Slurm allocation's nodes (ddprun_in_slurm_allocation), else np (or when they do not pass

@@ -279,13 +279,9 @@ int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np)
     if (read_hosts(hosts, hostfile, &t, NULL) != DDP_OK || t.n == 0) return np;
     int left = np, most = 0, spread = (np + t.n - 1) / t.n;
     for (int h = 0; h < t.n && left > 0; h++) {
-        if (t.h[h].slots == 0) { /* mpirun decides this host's slots: the ranks left spread over the rest */
-            int rest = (left + (t.n - h) - 1) / (t.n - h);
-            most = rest > most ? rest : most; /* the hosts before it keep what they were given */
-            left = 0;
-            break;
-        }
-        int here = t.h[h].slots < left ? t.h[h].slots : left;
+        /* no slots given: mpirun gives the host its cores, taken to be as many as this node's */
+        int slots = t.h[h].slots > 0 ? t.h[h].slots : ddprun_local_cores();
+        int here = slots < left ? slots : left;
         most = here > most ? here : most;
         left -= here;
     }

@@ -132,8 +132,9 @@ check "an unreadable hostfile is a usage error naming it (exit $rc)" contains $e
 # --display-allocation: -H adds a host's counts; in a hostfile, blanks may stand around '=',
 # count= and cpu= are slots=, max_slots= is the slots where slots= is not given, a commented
 # slots= is nothing, and a host listed again gains one slot (a first listing without slots
-# counting 1). At np 2 with 2+ cores: two ranks on host1 share its cores, one rank a node gets
-# them all.
+# counting 1); a host listed once without slots has its cores (measured on this one, and as
+# mpirun's help says; taken to be this node's). At np 2 with 2+ cores: two ranks on host1 share
+# its cores, one rank a node gets them all.
 if [ "$cores" -ge 2 ]; then
     run dry_twice --dry-run -np 2 -H host1,host1 "$config"
     check "-H host1,host1: two ranks share host1's cores" contains $out "-x OMP_NUM_THREADS=$((cores / 2)) "
@@ -148,7 +149,7 @@ if [ "$cores" -ge 2 ]; then
     hostfile_threads cpu 'host1 cpu =2 port=22\nhost2\n' $((cores / 2))
     hostfile_threads max 'host1 max_slots=2\nhost2\n' $((cores / 2))
     hostfile_threads slots_over_max 'host1 slots=1 max-slots=2\nhost2\n' "$cores"
-    hostfile_threads comment 'host1 # slots=2\nhost2\n' "$cores"
+    hostfile_threads comment 'host1 # slots=2\nhost2\n' $((cores / 2))
     hostfile_threads listed_twice 'host1\nhost1\nhost2\n' $((cores / 2))
     hostfile_threads slots_then_listed 'host1 slots=1\nhost2 slots=2\nhost1\n' $((cores / 2))
 fi

@@ -20,12 +20,20 @@ static void test_ranks_per_node(void)
         return;
     fputs("h1 slots=8\nh2\n", f);
     fclose(f);
-    CHECK_EQ_INT(ddprun_ranks_per_node(NULL, path, 10), 8); /* h1 fills its 8 slots first */
+    CHECK_EQ_INT(ddprun_ranks_per_node(NULL, path, 9), 8); /* h1 fills its 8 slots first */
     CHECK_EQ_INT(ddprun_ranks_per_node(NULL, path, 4), 4);
+    /* a host without slots has as many as mpirun counts cores (this node's, ddprun_local_cores):
+     * the ranks fill h1's 2, then h2 up to its cores; past them every host is oversubscribed */
+    const int cores = ddprun_local_cores();
     f = fopen(path, "w");
     fputs("h1 slots=2\nh2\n", f);
     fclose(f);
-    CHECK_EQ_INT(ddprun_ranks_per_node(NULL, path, 10), 8); /* the 8 left after h1's 2 go to h2 */
+    CHECK_EQ_INT(ddprun_ranks_per_node(NULL, path, 2 + cores), cores > 2 ? cores : 2);
+    CHECK_EQ_INT(ddprun_ranks_per_node(NULL, path, 2 + cores + 2), (2 + cores + 2 + 1) / 2);
+    f = fopen(path, "w");
+    fputs("h1\nh2\n", f);
+    fclose(f);
+    CHECK_EQ_INT(ddprun_ranks_per_node(NULL, path, cores), cores); /* all on h1, as mpirun fills by slot */
     CHECK_EQ_INT(ddprun_ranks_per_node("h1:2,h2:2", NULL, 4), 2);
     CHECK_EQ_INT(ddprun_ranks_per_node("h1:3,h2", NULL, 4), 3);
     remove(path);
