@@ -14,7 +14,9 @@
  * ckpt_find_latest does, and a single file ends the walk (read whole there, and resumed as
  * above). All of it waits under its own deadline, checkpoint.resume_timeout_s (resume_deadline_s).
  * Test-only: DDP_TEST_FAULT=slow-resume:RANK:STEP:SECONDS makes RANK take SECONDS longer after it
- * read a checkpoint of step STEP (rank 0 a whole one, any rank its pieces of a set).
+ * read a checkpoint of step STEP (rank 0 a whole one, any rank its pieces of a set); read-local:
+ * RANK:STEP makes RANK's read of its pieces of step STEP's set fail as out of memory (a whole
+ * checkpoint's: ckpt_read_entry).
  * Must not decide the file format (ckpt.c) or when to save (train_ckpt.c). */
 #include <libgen.h>
 #include <limits.h>
@@ -208,7 +210,7 @@ static int load_on_rank0(train_job *t, ckpt_loaded *walked, float **host, int64_
         rc = refuse_other_line(t, used, ck.hdr.step, err);
     size_t total = t->m->n_params * (size_t)c->n_buffers;
     if (rc == DDP_OK && !(*host = malloc(total * sizeof(float))))
-        rc = ddp_fail(err, DDP_ERUNTIME, "out of memory for the %zu floats of %s", total, used);
+        rc = ddp_fail_local(err, "out of memory for the %zu floats of %s", total, used);
     if (rc == DDP_OK)
         rc = copy_tensors(t, &ck, used, *host, err);
     header_fields(&ck.hdr, hdr);
@@ -269,12 +271,16 @@ static void recompute_total(train_job *t, const int64_t *hdr)
 
 enum { WALK_END, WALK_TRY };
 
+/* A rank's verdict on a set: this machine could not hold or place what it read (err->local). */
+#define LOCAL_FAILURE 3
+
 /* A set's piece that cannot be opened or read is damage, which the walk passes over to the previous
  * set, whatever the code: a missing or unreadable shard is open_input's DDP_EUSAGE, which try_set
- * would take for a refusal of the settings (check_saved's). */
-static int32_t damaged(int rc)
+ * would take for a refusal of the settings (check_saved's). A local failure is none (the walk ends
+ * with it, ckpt_find_latest_with). */
+static int32_t damaged(int rc, const ddp_err *err)
 {
-    return rc == DDP_OK ? DDP_OK : DDP_ERUNTIME;
+    return rc == DDP_OK ? DDP_OK : err->local ? LOCAL_FAILURE : DDP_ERUNTIME;
 }
 
 /* A set's buffers laid out as this model's (a resume reads its ranges by this model's offsets):
@@ -307,7 +313,7 @@ static int read_own_pieces(train_job *t, const char *path, int64_t *hdr, ddp_err
 {
     train_ckpt *c = t->ckpt;
     ckpt_set_reader *r = NULL;
-    int32_t mine = damaged(ckpt_set_open_pieces(path, &r, err));
+    int32_t mine = damaged(ckpt_set_open_pieces(path, &r, err), err);
     const ckpt_manifest *mf = mine == DDP_OK ? ckpt_set_reader_manifest(r) : NULL;
     if (mine == DDP_OK)
         mine = check_saved(t, &mf->hdr, mf->settings, (size_t)mf->settings_len, mf->train_samples, path, err);
@@ -315,7 +321,10 @@ static int read_own_pieces(train_job *t, const char *path, int64_t *hdr, ddp_err
         mine = check_layout(t, mf, path, err);
     for (int b = 0; mine == DDP_OK && b < c->n_buffers; b++)
         mine = damaged(train_shard_read_own(t, r, c->buffers[b].prefix, c->buffers[b].dev, c->buffers[b].sharded,
-                                            err));
+                                            err), err);
+    test_fault f;
+    if (mine == DDP_OK && test_fault_at("read-local", mf->hdr.step, &f))
+        mine = damaged(ddp_fail_local(err, "DDP_TEST_FAULT read-local: out of memory for %s", path), err);
     if (mine == DDP_OK) {
         header_fields(&mf->hdr, hdr);
         test_fault_sleep_at("slow-resume", mf->hdr.step);
@@ -325,7 +334,12 @@ static int read_own_pieces(train_job *t, const char *path, int64_t *hdr, ddp_err
         log_warn("%s", err->msg);
     char what[CKPT_PATH_MAX + 32];
     snprintf(what, sizeof what, "read what it holds of %s", path);
-    return train_agree(t, mine, what, err);
+    int rc = train_agree(t, mine, what, err);
+    if (rc == LOCAL_FAILURE) { /* on every rank: the walk ends */
+        err->code = rc = DDP_ERUNTIME;
+        err->local = true;
+    }
+    return rc;
 }
 
 /* Rank 0 tells every rank what to do next: WALK_TRY the set at path, or WALK_END. */

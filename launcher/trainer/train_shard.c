@@ -132,12 +132,12 @@ static int read_whole(train_job *t, ckpt_set_reader *r, const char *prefix, floa
     int rc = train_host_chunk(n, &chunk, err);
     float *host = rc == DDP_OK ? malloc((chunk ? chunk : 1) * sizeof *host) : NULL;
     if (rc == DDP_OK && !host)
-        rc = ddp_fail(err, DDP_ERUNTIME, "out of host memory for a chunk of %zu floats", chunk);
+        rc = ddp_fail_local(err, "out of host memory for a chunk of %zu floats", chunk);
     for (size_t off = 0; rc == DDP_OK && off < n; off += chunk) {
         size_t k = n - off < chunk ? n - off : chunk;
         rc = ckpt_set_read_range(r, prefix, (int64_t)off, (int64_t)k, host, err);
-        if (rc == DDP_OK)
-            rc = t->dev->ops->upload(t->dev, dev + off, host, k * sizeof *host, err);
+        if (rc == DDP_OK && (rc = t->dev->ops->upload(t->dev, dev + off, host, k * sizeof *host, err)) != DDP_OK)
+            err->local = true;
     }
     free(host);
     return rc;
@@ -152,12 +152,12 @@ int train_shard_read_own(train_job *t, ckpt_set_reader *r, const char *prefix, f
     int nx = 0;
     size_t n = t->opt->n_state;
     float *host = calloc(n ? n : 1, sizeof *host);
-    int rc = host ? my_extents(t, &x, &nx, err) : ddp_fail(err, DDP_ERUNTIME, "out of memory for %zu floats", n);
+    int rc = host ? my_extents(t, &x, &nx, err) : ddp_fail_local(err, "out of memory for %zu floats", n);
     for (int e = 0; rc == DDP_OK && e < nx; e++)
         rc = ckpt_set_read_range(r, prefix, (int64_t)x[e].param_offset, (int64_t)x[e].count, host + x[e].state_offset,
                                  err);
-    if (rc == DDP_OK)
-        rc = t->dev->ops->upload(t->dev, dev, host, n * sizeof *host, err);
+    if (rc == DDP_OK && (rc = t->dev->ops->upload(t->dev, dev, host, n * sizeof *host, err)) != DDP_OK)
+        err->local = true;
     free(x);
     free(host);
     return rc;

@@ -13,8 +13,22 @@ int ddp_fail(ddp_err *e, int code, const char *fmt, ...)
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         va_end(ap);
         e->code = code;
+        e->local = false;
     }
     return code;
+}
+
+int ddp_fail_local(ddp_err *e, const char *fmt, ...)
+{
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+        e->code = DDP_ERUNTIME;
+        e->local = true;
+    }
+    return DDP_ERUNTIME;
 }
 
 int ddp_prefix(ddp_err *e, const char *fmt, ...)

@@ -7,6 +7,7 @@
 #ifndef DDP_ERR_H
 #define DDP_ERR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -26,14 +27,18 @@ enum ddp_status {
 
 typedef struct ddp_err {
     int code;
+    bool local; /* the failure is this machine's (host memory, a device), not its input's: a
+                   checkpoint that could not be held is not damaged (ddp_fail_local) */
     char msg[DDP_ERR_MSG];
 } ddp_err;
 
-/* Sets e (if not NULL) to code and the formatted message; returns code so callers can
+/* Sets e (if not NULL) to code and the formatted message, not local; returns code so callers can
  * `return ddp_fail(e, DDP_EUSAGE, "...")`. */
 int ddp_fail(ddp_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* ddp_fail(e, DDP_ERUNTIME, ...) for a failure of this machine: e->local set. */
+int ddp_fail_local(ddp_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Prepends "context: " to e's message, keeping its code; returns e->code. */
+/* Prepends "context: " to e's message, keeping its code and local; returns e->code. */
 int ddp_prefix(ddp_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #ifdef __cplusplus

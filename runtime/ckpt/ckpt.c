@@ -10,7 +10,8 @@
  * each chunk of RANK's write of step STEP, storage slow but working); DDP_CKPT_TEST_WRITEBACK_FAIL
  * (set) makes the first wait for writeback fail with EIO, as storage that lost a write would;
  * DDP_TEST_FAULT=prune-fail:0:STEP makes the prune that keeps step STEP's checkpoint fail, as an
- * unreadable directory would. */
+ * unreadable directory would; read-local:RANK:STEP makes ckpt_read_entry's read of step STEP's
+ * checkpoint fail as out of memory (a failure of the machine, not of the checkpoint). */
 #include "ckpt_internal.h"
 
 #include <dirent.h>
@@ -525,7 +526,13 @@ int ckpt_count_beyond(const char *dir, int64_t step, int *count, char *newest, s
 
 int ckpt_read_entry(void *ctx, const char *path, bool set, ddp_err *err)
 {
-    return set ? ckpt_set_load(path, ctx, err) : ckpt_read(path, ctx, err);
+    int rc = set ? ckpt_set_load(path, ctx, err) : ckpt_read(path, ctx, err);
+    test_fault f;
+    if (rc == DDP_OK && test_fault_at("read-local", ((ckpt_loaded *)ctx)->hdr.step, &f)) {
+        ckpt_loaded_free(ctx);
+        return ddp_fail_local(err, "DDP_TEST_FAULT read-local: out of memory for %s", path);
+    }
+    return rc;
 }
 
 int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err *err)
@@ -562,6 +569,12 @@ int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, cha
                 snprintf(used_path, CKPT_PATH_MAX, "%s", path);
             free(e);
             return tried;
+        }
+        if (why.local) { /* this machine could not hold it: an older one would fare no better */
+            ddp_fail_local(err, "%s; %s is not passed over for it: the failure is this machine's, not the "
+                           "checkpoint's", why.msg, path);
+            free(e);
+            return DDP_ERUNTIME;
         }
         left -= e[i].committed;
         if (e[i].committed)

@@ -157,8 +157,11 @@ int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err
 /* ckpt_find_latest's walk with another reader: try_entry(ctx, path, set, why) is called on each
  * committed checkpoint, newest first, until it returns DDP_OK (taken) or CKPT_STOP (the walk ends
  * there, e.g. at a kind of checkpoint the caller reads otherwise); any other status is reported
- * with why's message and the previous one is tried. Returns what ckpt_find_latest returns, or
- * CKPT_STOP; used_path gets the path of the checkpoint the walk ended at. */
+ * with why's message and the previous one is tried, unless why is local (ddp_fail_local: host
+ * memory, the device), which ends the walk with that error: a checkpoint this machine could not
+ * hold is not damaged, and passing it over would resume an older one. Returns what
+ * ckpt_find_latest returns, or CKPT_STOP; used_path gets the path of the checkpoint the walk ended
+ * at. */
 #define CKPT_STOP (-2)
 typedef int (*ckpt_try_fn)(void *ctx, const char *path, bool set, ddp_err *why);
 int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, char *used_path, ddp_err *err);

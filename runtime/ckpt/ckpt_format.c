@@ -361,8 +361,8 @@ static int slurp(const char *path, void **buf, uint64_t *size, ddp_err *err)
     *buf = aligned_alloc(CKPT_ALIGN, ckpt_align_up(*size + 1));
     if (!*buf) {
         close(fd);
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory for %llu bytes", path,
-                        (unsigned long long)*size);
+        return ddp_fail_local(err, "checkpoint %s: out of memory for its %llu bytes", path,
+                              (unsigned long long)*size);
     }
     uint64_t got = 0;
     while (got < *size) {

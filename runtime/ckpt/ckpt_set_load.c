@@ -6,6 +6,7 @@
  * before anything is returned. This file must not write or remove anything. */
 #include "ckpt_set_internal.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +112,7 @@ int ckpt_set_load(const char *set_dir, ckpt_loaded *out, ddp_err *err)
     float *global =
         aligned_alloc(CKPT_ALIGN, ckpt_align_up(samples_at(&m) * sizeof(float) + sizeof(int64_t) + m.settings_len + 1));
     int rc = global ? DDP_OK
-                    : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory for %zu floats", set_dir, floats);
+                    : ddp_fail_local(err, "checkpoint %s: out of memory for %zu floats", set_dir, floats);
     ckpt_loaded c = {.hdr = m.hdr, .blob_ = global};
     for (int s = 0; rc == DDP_OK && s < m.n_shards; s++) {
         rc = fill_from_shard(set_dir, &m, s, global, err);
@@ -169,9 +170,12 @@ static int map_shard(ckpt_set_reader *r, const char *set_dir, int s, bool check_
         return ddp_prefix(err, "checkpoint");
     size_t len = (size_t)r->tables[s].file_bytes;
     void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    int why = errno;
     close(fd);
+    if (p == MAP_FAILED && why == ENOMEM)
+        return ddp_fail_local(err, "checkpoint %s: cannot map it: %s", path, strerror(why));
     if (p == MAP_FAILED)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: cannot map it", path);
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: cannot map it: %s", path, strerror(why));
     r->maps[s] = p, r->map_len[s] = len;
     int rc = DDP_OK;
     for (int i = 0; i < r->tables[s].n_tensors && rc == DDP_OK; i++) {

@@ -27,7 +27,8 @@
 #    larger) training data is refused naming both sample counts, by pieces and whole, and one
 #    whose tensor table lays the model out otherwise by pieces, naming the tensor;
 #  - keep_last removes old sets whole, and a prune that fails after a commit (DDP_TEST_FAULT
-#    prune-fail) is a warning: the job goes on and the next save prunes; checkpoint.resume names a
+#    prune-fail) is a warning: the job goes on and the next save prunes; a read that fails for want
+#    of memory ends the job instead of resuming an older checkpoint; checkpoint.resume names a
 #    set's directory; with
 #    checkpoint.upload_cmd a set is refused before training (exit 2);
 #  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), `ckpt export --format
@@ -170,6 +171,21 @@ check "flip: the previous set (step 16) resumed" grep -q "resumed from .*/ckpt-0
 check "flip: the resumed run ends bit-identical to the uninterrupted one" same "$(set_of whole 20)" "$(set_of flip 20)"
 check "flip: step 20 saved again under the alternate names, the passed-over set's shards removed" \
     bash -c "[ -f '$(set_of flip 20)/shard-00001-of-00002-alt.ddp' ] && [ ! -e '$(set_of flip 20)/shard-00001-of-00002.ddp' ]"
+# a read that fails for want of memory (DDP_TEST_FAULT read-local) is this machine's failure, not
+# the checkpoint's: the job ends naming it, and no older checkpoint is resumed in its place (the
+# newest would then be pruned); by pieces (rank 1) and whole (rank 0, a single file)
+mkdir -p "$TMP/local" "$TMP/localfile"
+cp -r "$TMP/whole/checkpoints" "$TMP/local/"
+cp -r "$TMP/file/checkpoints" "$TMP/localfile/"
+DDP_TEST_FAULT=read-local:1:20 run local 2 "${E[@]}" checkpoint.resume=auto
+check "read-local, a set by pieces: the job fails (exit $?)" [ $? -eq 1 ]
+DDP_TEST_FAULT=read-local:0:20 run localfile 2 ddp.zero=1 checkpoint.resume=auto
+check "read-local, a single file whole: the job fails (exit $?)" [ $? -eq 1 ]
+for name in local localfile; do
+    check "$name: named as this machine's failure, step 20 not passed over" \
+        grep -q "ckpt-00000020[^ ]* is not passed over for it: the failure is this machine's" "$TMP/$name.log"
+    check "$name: no older checkpoint resumed" bash -c "! grep -q 'resumed from' '$TMP/$name.log'"
+done
 # a damaged set newer than a single file: the walk passes over the set and ends at the file, which
 # rank 0 resumes as the walk read it: the set is tried (and named) once, not again by a second walk
 damage walkfile
