@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,8 +203,22 @@ static int check_apart(const char *in, const char *dir)
 static int check_folder(const char *dir, bool force)
 {
     struct stat sd;
-    if (stat(dir, &sd) != 0)
-        return DDP_OK; /* created after the checkpoint checked out */
+    if (stat(dir, &sd) != 0 && errno == ENOENT) { /* created after the checkpoint checked out, in its parent */
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof parent, "%s", dir);
+        char *slash = strrchr(parent, '/');
+        const char *p = !slash ? "." : slash == parent ? "/" : (*slash = '\0', parent);
+        int found = stat(p, &sd), why = errno;
+        if (found == 0 && S_ISDIR(sd.st_mode))
+            return DDP_OK;
+        fprintf(stderr, "ddprun ckpt export: %s: its parent %s is %s; the export makes the folder, not its parents\n",
+                dir, p, found != 0 && why != ENOENT ? strerror(why) : found != 0 ? "missing" : "not a folder");
+        return DDP_EUSAGE;
+    }
+    if (stat(dir, &sd) != 0) {
+        fprintf(stderr, "ddprun ckpt export: %s: %s\n", dir, strerror(errno));
+        return DDP_EUSAGE;
+    }
     if (!S_ISDIR(sd.st_mode)) {
         fprintf(stderr, "ddprun ckpt export: %s is not a directory; --format hf writes a folder\n", dir);
         return DDP_EUSAGE;

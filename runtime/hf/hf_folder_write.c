@@ -29,7 +29,15 @@ typedef struct folder {
     void *config_ctx;
     char *generation;          /* the source's generation_config.json, or NULL */
     size_t generation_len;
+    const char *source;        /* the folder the tokenizer's files are copied from, or NULL */
 } folder;
+
+/* The tokenizer's files save_pretrained writes beside the weights (the chat template among them),
+ * copied from the source folder when it has them, so that transformers and vLLM load the export
+ * with the tokenizer it was trained with. */
+static const char *const tokenizer_files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                              "added_tokens.json", "tokenizer.model", "vocab.json", "merges.txt",
+                                              "chat_template.jinja", "chat_template.json", NULL};
 
 static uint64_t tensor_bytes(const folder *x, int i)
 {
@@ -121,7 +129,8 @@ static int write_index(FILE *f, void *ctx, ddp_err *err)
     return DDP_OK;
 }
 
-static int write_json(const folder *x, const char *name, replace_file_stream_writer w, void *ctx, ddp_err *err)
+/* One file of the folder, whole (replace_file_stream). */
+static int write_file(const folder *x, const char *name, replace_file_stream_writer w, void *ctx, ddp_err *err)
 {
     char path[4096 + FILE_NAME_MAX];
     snprintf(path, sizeof path, "%s/%s", x->dir, name);
@@ -137,8 +146,39 @@ bool hf_export_file(const char *name)
 static int write_generation(FILE *f, void *ctx, ddp_err *err)
 {
     const folder *x = ctx;
-    (void)err;
-    return fwrite(x->generation, 1, x->generation_len, f) == x->generation_len ? DDP_OK : DDP_ERUNTIME;
+    if (fwrite(x->generation, 1, x->generation_len, f) != x->generation_len)
+        return ddp_fail(err, DDP_ERUNTIME, "%s/%s: write failed: %s", x->dir, HF_GENERATION_CONFIG, strerror(errno));
+    return DDP_OK;
+}
+
+typedef struct copy_job {
+    FILE *from;
+    const char *from_path;
+} copy_job;
+
+static int copy_stream(FILE *f, void *ctx, ddp_err *err)
+{
+    const copy_job *c = ctx;
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, c->from)) > 0)
+        if (fwrite(buf, 1, n, f) != n)
+            return ddp_fail(err, DDP_ERUNTIME, "copying %s: write failed: %s", c->from_path, strerror(errno));
+    return ferror(c->from) ? ddp_fail(err, DDP_ERUNTIME, "%s: read failed", c->from_path) : DDP_OK;
+}
+
+/* source/name into the folder, byte for byte, when the source has it. */
+static int copy_from_source(const folder *x, const char *name, ddp_err *err)
+{
+    char from[4096 + FILE_NAME_MAX];
+    snprintf(from, sizeof from, "%s/%s", x->source, name);
+    copy_job c = {.from_path = from};
+    ddp_err why = {0};
+    if (fopen_input(from, &c.from, &why) != DDP_OK) /* a FIFO would hold the export in open() */
+        return errno == ENOENT ? DDP_OK : (*err = why, why.code);
+    int rc = write_file(x, name, copy_stream, &c, err);
+    fclose(c.from);
+    return rc;
 }
 
 /* source/generation_config.json whole into x, when there is one: a JSON object, as transformers
@@ -171,11 +211,13 @@ static int write_folder(const char *dir, void *ctx, ddp_err *err)
     for (int k = 0; !rc && k < x->n_shards; k++)
         rc = write_shard(x, k, err);
     if (!rc && x->n_shards > 1)
-        rc = write_json(x, HF_INDEX, write_index, x, err);
+        rc = write_file(x, HF_INDEX, write_index, x, err);
     if (!rc && x->generation)
-        rc = write_json(x, HF_GENERATION_CONFIG, write_generation, x, err);
+        rc = write_file(x, HF_GENERATION_CONFIG, write_generation, x, err);
+    for (int k = 0; !rc && x->source && tokenizer_files[k]; k++)
+        rc = copy_from_source(x, tokenizer_files[k], err);
     if (!rc)
-        rc = write_json(x, HF_CONFIG, x->write_config, x->config_ctx, err);
+        rc = write_file(x, HF_CONFIG, x->write_config, x->config_ctx, err);
     return rc;
 }
 
@@ -187,7 +229,7 @@ int hf_folder_write(const char *dir, const st_out_tensor *tensors, int n, st_dty
         return ddp_fail(err, DDP_EUSAGE, "%s: exporting %s is not supported (F32 or BF16)", dir,
                         safetensors_dtype_name(dtype));
     folder x = {.t = tensors, .n = n, .dtype = dtype, .shard = calloc((size_t)n + 1, sizeof(int)),
-                .write_config = write_config, .config_ctx = ctx};
+                .write_config = write_config, .config_ctx = ctx, .source = source};
     if (!x.shard)
         return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", dir);
     split(&x, max_shard_bytes);

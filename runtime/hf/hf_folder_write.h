@@ -6,7 +6,8 @@
  * split_state_dict_into_shards does) and model.safetensors.index.json (json.dumps' indent 2,
  * weight_map sorted by name); config.json's text comes from the caller, generation_config.json (the
  * end-of-sequence ids and sampling settings transformers' generate() starts from) is the source
- * folder's, byte for byte, when it has one. The folder is written whole
+ * folder's, byte for byte, when it has one, and so are the tokenizer's files (tokenizer.json,
+ * tokenizer_config.json with its chat template, …) it has, so that the export loads with them. The folder is written whole
  * (runtime/base/replace_dir.h): every file into a temporary folder beside it, config.json last,
  * then renamed into place, so a failed export leaves an earlier one as it was (a folder that is a
  * mount point, or whose parent cannot be written, is written in place: its files renamed in one by
@@ -31,7 +32,8 @@ bool hf_export_file(const char *name);
 
 /* Writes the n tensors (distinct names) as the folder dir (created or replaced) as dtype (ST_F32 or ST_BF16),
  * shards of at most max_shard_bytes of tensor data, source's generation_config.json when source (a
- * folder, or NULL) has one (refused, naming it, when it is no JSON object), then config.json through
+ * folder, or NULL) has one (refused, naming it, when it is no JSON object) and its tokenizer's
+ * files, then config.json through
  * write_config(f, ctx); *files gets the number of safetensors files. */
 int hf_folder_write(const char *dir, const st_out_tensor *tensors, int n, st_dtype dtype, uint64_t max_shard_bytes,
                     replace_file_stream_writer write_config, void *ctx, const char *source, int *files,

@@ -4,7 +4,7 @@
 #  - the fixture through a step that changes nothing, exported: model.safetensors is the fixture's
 #    file byte for byte, its tensors (read with the `safetensors` package) the fixture's by name,
 #    shape, dtype and bytes, and config.json holds every key of the fixture's (transformers_version
-#    aside) at the same value;
+#    aside) at the same value; a source folder's tokenizer files come along byte for byte;
 #  - two training steps, exported in float32 and imported back (checkpoint.init_from, a still step):
 #    every parameter byte-identical (compared through `ckpt export --format llmc`); in bf16 every
 #    re-imported parameter is the float32 one rounded to nearest even (rounded here independently);
@@ -22,8 +22,9 @@
 #    that fails before the first file is in (a folder in the way) leaves DIR as it was, one that
 #    fails after it leaves DIR without config.json, saying so;
 #  - refused with exit 2, nothing written: a folder already holding config.json or a shard, a path
-#    that is a file, an MLP checkpoint (and the missing folder is not created), bad flag values
-#    (--max-shard-mb out of range saying the range).
+#    that is a file, a folder in a missing one (before the checkpoint is read), an MLP checkpoint
+#    (and the missing folder is not created), bad flag values (--max-shard-mb out of range saying
+#    the range).
 source "$(dirname "$0")/../../lib.sh"
 source "$(dirname "$0")/../../lib_mounts.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
@@ -73,6 +74,17 @@ assert not diff, diff
 assert cb["n_ctx"] == cb["n_positions"] and cb["torch_dtype"] == "float32", cb
 PY
 check "read with the safetensors package: the fixture's names, shapes, dtypes and bytes; its config keys" [ $? -eq 0 ]
+check "a source without a tokenizer: none in the export" bash -c "! ls '$TMP/fx' | grep -q -e tokenizer -e chat_template"
+# the source folder's tokenizer files (the chat template among them) come along byte for byte, so
+# transformers and vLLM load the export with the tokenizer it was trained with
+cp -r "$HF" "$TMP/hftok"
+for name in tokenizer.json tokenizer_config.json chat_template.jinja; do
+    head -c 3000 /dev/urandom | base64 >"$TMP/hftok/$name"
+done
+gpt2 "$TMP/ftok" "${STILL[@]}" checkpoint.init_from="$TMP/hftok" >"$TMP/ftok.log" 2>&1
+export_hf "$TMP/ftok/checkpoints/ckpt-00000001.ddp" "$TMP/ftokx" >"$TMP/ftokx.log" 2>&1
+check "a source with a tokenizer: its files in the export, byte for byte" \
+    bash -c "for n in tokenizer.json tokenizer_config.json chat_template.jinja; do cmp '$TMP/hftok/'\$n '$TMP/ftokx/'\$n || exit 1; done"
 
 # ---- trained, exported, imported back ------------------------------------------------------
 gpt2 "$TMP/a" checkpoint.init_from="$HF" train.max_steps=2 >"$TMP/a.log" 2>&1
@@ -262,6 +274,8 @@ check "left as it was" [ "$(sum_h32)" = "$before" ]
 mkdir "$TMP/part" && touch "$TMP/part/model-00002-of-00003.safetensors"
 refused "a folder holding a shard" "already holds model-00002-of-00003.safetensors" "$A" "$TMP/part"
 refused "a file as DIR" "is not a directory" "$A" "$A"
+refused "DIR in a missing folder, before the checkpoint is read" "its parent $TMP/nowhere is missing" \
+    "$TMP/no-such.ddp" "$TMP/nowhere/hf"
 mkdir "$TMP/other" && echo keep >"$TMP/other/notes.txt"
 export_hf "$A" "$TMP/other" >/dev/null 2>&1
 check "a folder holding other files: exported into it" [ $? -eq 0 ]
