@@ -155,10 +155,13 @@ static const cfg_key keys_after_models[] = {
          "(warmup-stable-decay) keeps the peak until the last `optimizer.schedule.decay_fraction` of the steps "
          "after warm-up, then goes in a straight line to `min_lr`."),
     INT("optimizer.schedule.warmup_steps", optimizer.schedule.warmup_steps, 0, BIG, "0", HASH_YES,
-        "Linear warm-up steps; at most the run's steps (`train.max_steps`, or with epochs their steps, "
-        "checked when the data is loaded)."),
+        "Linear warm-up steps (step i from 0 runs at lr × (i + 1) / warmup_steps, so the last of them runs at "
+        "the peak, as llm.c's and nanoGPT's do); at most the run's steps (`train.max_steps`, or with epochs "
+        "their steps, checked when the data is loaded)."),
     NUM("optimizer.schedule.min_lr", optimizer.schedule.min_lr, NR_NONNEG, "0", HASH_DECAY,
-        "Final LR of the cosine, linear and wsd schedules."),
+        "LR the cosine, linear and wsd schedules reach as the run's last step ends: the decay's step j of D "
+        "(from 0, the first after warm-up at the peak) runs at its progress j / D, so the last step runs one "
+        "decay step above it (llm.c's and nanoGPT's convention)."),
     NUM("optimizer.schedule.decay_fraction", optimizer.schedule.decay_fraction, NR_FRACTION, "0.2", HASH_WSD,
         "`wsd`: the part of the steps after warm-up that decays to `min_lr` (the rest keeps the peak)."),
     SECTION("ddp"),
