@@ -205,7 +205,9 @@ static int check_folder(const char *dir, bool force)
     struct stat sd;
     if (stat(dir, &sd) != 0 && errno == ENOENT) { /* created after the checkpoint checked out, in its parent */
         char parent[PATH_MAX];
-        snprintf(parent, sizeof parent, "%s", dir);
+        size_t len = (size_t)snprintf(parent, sizeof parent, "%s", dir);
+        while (len > 1 && parent[len - 1] == '/') /* "a/b/" is b in a */
+            parent[--len] = '\0';
         char *slash = strrchr(parent, '/');
         const char *p = !slash ? "." : slash == parent ? "/" : (*slash = '\0', parent);
         int found = stat(p, &sd), why = errno;

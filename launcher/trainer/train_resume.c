@@ -335,10 +335,8 @@ static int read_own_pieces(train_job *t, const char *path, int64_t *hdr, ddp_err
     char what[CKPT_PATH_MAX + 32];
     snprintf(what, sizeof what, "read what it holds of %s", path);
     int rc = train_agree(t, mine, what, err);
-    if (rc == LOCAL_FAILURE) { /* on every rank: the walk ends */
-        err->code = rc = DDP_ERUNTIME;
-        err->local = true;
-    }
+    if (rc == LOCAL_FAILURE) /* on every rank: the walk ends */
+        rc = ddp_mark_local(err, err->code = DDP_ERUNTIME);
     return rc;
 }
 

@@ -137,7 +137,7 @@ static int read_whole(train_job *t, ckpt_set_reader *r, const char *prefix, floa
         size_t k = n - off < chunk ? n - off : chunk;
         rc = ckpt_set_read_range(r, prefix, (int64_t)off, (int64_t)k, host, err);
         if (rc == DDP_OK && (rc = t->dev->ops->upload(t->dev, dev + off, host, k * sizeof *host, err)) != DDP_OK)
-            err->local = true;
+            ddp_mark_local(err, rc); /* the device could not take it */
     }
     free(host);
     return rc;
@@ -157,7 +157,7 @@ int train_shard_read_own(train_job *t, ckpt_set_reader *r, const char *prefix, f
         rc = ckpt_set_read_range(r, prefix, (int64_t)x[e].param_offset, (int64_t)x[e].count, host + x[e].state_offset,
                                  err);
     if (rc == DDP_OK && (rc = t->dev->ops->upload(t->dev, dev, host, n * sizeof *host, err)) != DDP_OK)
-        err->local = true;
+        ddp_mark_local(err, rc);
     free(x);
     free(host);
     return rc;

@@ -18,17 +18,11 @@ int ddp_fail(ddp_err *e, int code, const char *fmt, ...)
     return code;
 }
 
-int ddp_fail_local(ddp_err *e, const char *fmt, ...)
+int ddp_mark_local(ddp_err *e, int code)
 {
-    if (e) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-        va_end(ap);
-        e->code = DDP_ERUNTIME;
+    if (e)
         e->local = true;
-    }
-    return DDP_ERUNTIME;
+    return code;
 }
 
 int ddp_prefix(ddp_err *e, const char *fmt, ...)

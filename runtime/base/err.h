@@ -35,8 +35,10 @@ typedef struct ddp_err {
 /* Sets e (if not NULL) to code and the formatted message, not local; returns code so callers can
  * `return ddp_fail(e, DDP_EUSAGE, "...")`. */
 int ddp_fail(ddp_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Marks e's failure as this machine's (e->local, when e is not NULL); returns code. */
+int ddp_mark_local(ddp_err *e, int code);
 /* ddp_fail(e, DDP_ERUNTIME, ...) for a failure of this machine: e->local set. */
-int ddp_fail_local(ddp_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define ddp_fail_local(e, ...) ddp_mark_local((e), ddp_fail((e), DDP_ERUNTIME, __VA_ARGS__))
 
 /* Prepends "context: " to e's message, keeping its code and local; returns e->code. */
 int ddp_prefix(ddp_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
