@@ -105,6 +105,9 @@ void comm_mpi_busy(comm *c, const char *what);
  * "Not arrived: rank R (host H), ...", past twelve ranks adding "and N more ranks, on hosts A, B"
  * with every host of one; ddprun reads them from a rank's output. */
 #define COMM_DEADLINE_VERDICT "ddp.timeout_s: "
+/* The phase (comm.phase) of a resume's collectives, whose deadline is checkpoint.resume_timeout_s:
+ * a verdict naming it, ddprun names that key. */
+#define COMM_PHASE_RESUME "checkpoint resume"
 /* The NCCL watchdog's last line before it aborts the communicator and ends the process:
  * COMM_WATCHDOG_ABORT, why, COMM_WATCHDOG_ABORT_END. ddprun bounds mpirun from then on, as after
  * a deadline's verdict (NCCL cannot say which rank did not arrive). */

@@ -267,7 +267,7 @@ size_t mpi_watch_name_missing(char *text, size_t at, size_t len, int size, const
 /* The verdict: who did not answer this round, and where the others are. Never returns. */
 _Noreturn static void report_and_abort(mpi_watch *w, const watch_msg *me)
 {
-    char mine[160], text[3072], where[160];
+    char mine[160], text[16384], where[160]; /* room for twelve ranks and every host named whole */
     size_t at = 0;
     int listed = 0;
     bool *missing = calloc((size_t)w->size, sizeof *missing);

@@ -440,6 +440,11 @@ int cfg_parse_value(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_
     case KT_RESUME: return parse_resume(L, s, nd, k);
     case KT_SIGNAL: {
         int which = 0;
+        const char *t = nd->type == YAML_SCALAR_NODE ? (const char *)nd->data.scalar.value : "";
+        if (L->record && (!strcmp(t, "SIGTERM") || !strcmp(t, "SIGINT"))) { /* an earlier run's: it sent SIGUSR1 */
+            L->c->checkpoint.stop_signal = SIGUSR1;
+            return DDP_OK;
+        }
         int rc = parse_choice(L, s, nd, k->path, k->choices, &which);
         if (!rc)
             L->c->checkpoint.stop_signal = signal_numbers[which];

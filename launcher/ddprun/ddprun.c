@@ -354,7 +354,7 @@ static void describe_failure(const job_result *r, char *who, char *how, size_t s
 {
     const rank_failure *f = &r->failure;
     if (r->deadline.seen_s > 0 && r->deadline.not_arrived[0]) {
-        snprintf(who, size, "the collective deadline (ddp.timeout_s)");
+        snprintf(who, size, "%s", r->deadline.what);
         snprintf(how, size, "passed; not arrived: %.200s", r->deadline.not_arrived);
         return;
     }

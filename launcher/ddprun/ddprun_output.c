@@ -169,7 +169,8 @@ static void parse_deadline(output_filter *f, const char *text)
     if (d->seen_s > 0 || strncmp(text, COMM_DEADLINE_VERDICT, strlen(COMM_DEADLINE_VERDICT)) != 0)
         return;
     d->seen_s = monotonic_s();
-    d->what = "the collective deadline";
+    d->what = strstr(text, COMM_PHASE_RESUME ")") ? "the resume's collective deadline (checkpoint.resume_timeout_s)"
+                                                  : "the collective deadline (ddp.timeout_s)";
     if (!p)
         return;
     p += strlen(COMM_DEADLINE_NOT_ARRIVED);

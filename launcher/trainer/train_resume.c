@@ -64,11 +64,14 @@ static int refuse_other_data(const train_job *t, const ckpt_header *h, int64_t t
 {
     if (train_samples == 0 || train_samples == t->smp.n)
         return DDP_OK;
-    return ddp_fail(err, DDP_EUSAGE, "%s was saved training on %lld samples, this run's training data has %lld: its "
+    const char *packed = t->train.packed ? " (with data.packed, the rows the packing makes of the files: a ddprun "
+                                           "older than 2026-12-06 packed pieces without a trainable target too, so "
+                                           "its count may differ on the same files)" : "";
+    return ddp_fail(err, DDP_EUSAGE, "%s was saved training on %lld samples, this run's training data has %lld%s: its "
                     "position (%lld samples of epoch %lld done) is one in the data it was saved with; resume with "
                     "that data, or start fresh in another checkpoint.dir (`ddprun ckpt export --format hf` and "
                     "checkpoint.init_from carry the parameters over)", used, (long long)train_samples,
-                    (long long)t->smp.n, (long long)h->consumed, (long long)h->epoch + 1);
+                    (long long)t->smp.n, packed, (long long)h->consumed, (long long)h->epoch + 1);
 }
 
 /* A checkpoint of header h, settings text (NULL: none saved) and training split size (0: not
@@ -469,7 +472,7 @@ static int resume_whole(train_job *t, ckpt_loaded *walked, char *used, int64_t *
     int rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
     if (rc == DDP_OK && status == DDP_OK) {
         int32_t mine = host || (host = malloc(total * sizeof(float)))
-                           ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint's %zu floats", total);
+                           ? DDP_OK : ddp_fail_local(err, "out of memory for the checkpoint's %zu floats", total);
         rc = train_agree(t, mine, "hold the checkpoint on the host", err);
         if (rc == DDP_OK)
             rc = t->ctl->ops->broadcast(t->ctl, hdr, HDR_N, DT_INT64, 0, NULL, err);
@@ -548,7 +551,7 @@ static double resume_deadline_s(const config *c)
 int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
 {
     comm *ctl = t->ctl;
-    snprintf(ctl->phase, sizeof ctl->phase, "checkpoint resume");
+    snprintf(ctl->phase, sizeof ctl->phase, "%s", COMM_PHASE_RESUME);
     int rc = comm_mpi_set_timeout(ctl, resume_deadline_s(t->cfg), err);
     if (rc == DDP_OK)
         rc = resume_or_start(t, consumed, err);

@@ -41,7 +41,7 @@ static int my_extents(const train_job *t, optim_part **out, int *n, ddp_err *err
     const optimizer *o = t->opt;
     *out = malloc(((size_t)o->n_parts + 1) * sizeof **out);
     if (!*out)
-        return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint's extents");
+        return ddp_fail_local(err, "out of memory for the checkpoint's extents");
     *n = 0;
     if (!train_zero_active(t)) {
         size_t total = t->m->n_params, r = (size_t)t->ctl->rank, w = (size_t)t->ctl->size;

@@ -33,7 +33,7 @@ void log_info(const char *fmt, ...)
 
 static void log_tagged(const char *level, const char *fmt, va_list ap)
 {
-    char line[2048];
+    char line[16384]; /* a deadline's verdict, naming hosts whole (host_name.h), is read back by ddprun */
     vsnprintf(line, sizeof line, fmt, ap);
     fprintf(stderr, "[rank %d %s] %s%s\n", g_rank, g_host, level, line);
     fflush(stderr);

@@ -225,7 +225,7 @@ static int write_manifest(const char *set_dir, const ckpt_manifest *m, ddp_err *
     int64_t len = m->buffer_len;
     if (encode_parts(m, &p)) {
         free_parts(&p);
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory for the manifest", set_dir);
+        return ddp_fail_local(err, "checkpoint %s: out of memory for the manifest", set_dir);
     }
     ckpt_tensor t[10];
     int n = 0;
@@ -306,7 +306,7 @@ static int add_shard(const char *set_dir, ckpt_manifest *m, int s, int *cap, ddp
                       (unsigned long long)tab.hdr.config_hash, m->hdr.save_time, m->hdr.world_size,
                       (unsigned long long)m->hdr.config_hash);
     if (rc == DDP_OK && reserve_extents(m, cap, tab.n_tensors) != 0)
-        rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory for %d pieces", path, tab.n_tensors);
+        rc = ddp_fail_local(err, "checkpoint %s: out of memory for %d pieces", path, tab.n_tensors);
     for (int i = 0; rc == DDP_OK && i < tab.n_tensors; i++) {
         ckpt_extent *e = &m->extents[m->n_extents];
         int b;
@@ -369,7 +369,7 @@ int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards
     m.n_extents = 0;
     m.shards = calloc((size_t)n_shards, sizeof *m.shards);
     m.extents = calloc((size_t)cap, sizeof *m.extents);
-    int rc = m.shards && m.extents ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", set_dir);
+    int rc = m.shards && m.extents ? DDP_OK : ddp_fail_local(err, "checkpoint %s: out of memory", set_dir);
     for (int s = 0; rc == DDP_OK && s < n_shards; s++) {
         ckpt_set_shard_name(s, n_shards, alternate, m.shards[s].name, sizeof m.shards[s].name);
         rc = add_shard(set_dir, &m, s, &cap, err);
@@ -433,7 +433,7 @@ static int decode_manifest(ckpt_manifest *m, const char *path, ddp_err *err)
     m->shards = calloc((size_t)m->n_shards + 1, sizeof *m->shards);
     m->extents = calloc((size_t)m->n_extents + 1, sizeof *m->extents);
     if (!m->tensors || !m->shards || !m->extents)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", path);
+        return ddp_fail_local(err, "checkpoint %s: out of memory", path);
     if (m->n_buffers < 1 ||
         split_lines(names, m->tensors[0].name, CKPT_NAME_MAX, sizeof m->tensors[0], m->n_tensors) != m->n_tensors ||
         split_lines(snames, m->shards[0].name, CKPT_SET_SHARD_NAME_MAX, sizeof m->shards[0], m->n_shards) !=

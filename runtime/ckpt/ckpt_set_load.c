@@ -69,7 +69,7 @@ static int describe(const ckpt_manifest *m, ckpt_loaded *out, float *global, ddp
     int n = m->n_buffers * m->n_tensors;
     out->tensors = calloc((size_t)n + 3, sizeof *out->tensors);
     if (!out->tensors)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint: out of memory");
+        return ddp_fail_local(err, "checkpoint: out of memory");
     int k = 0;
     for (int b = 0; b < m->n_buffers; b++)
         for (int i = 0; i < m->n_tensors; i++, k++) {
@@ -217,7 +217,7 @@ static int open_reader(const char *set_dir, bool check_all, ckpt_set_reader **ou
     *out = NULL;
     ckpt_set_reader *r = calloc(1, sizeof *r);
     if (!r)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", set_dir);
+        return ddp_fail_local(err, "checkpoint %s: out of memory", set_dir);
     snprintf(r->dir, sizeof r->dir, "%s", set_dir);
     int rc = ckpt_manifest_read(set_dir, &r->m, err);
     if (rc == DDP_OK) {
@@ -227,7 +227,7 @@ static int open_reader(const char *set_dir, bool check_all, ckpt_set_reader **ou
         r->map_len = calloc(n, sizeof *r->map_len);
         r->owned = calloc((size_t)r->m.n_buffers * (size_t)r->m.n_tensors + 1, sizeof *r->owned);
         if (!r->tables || !r->maps || !r->map_len || !r->owned)
-            rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", set_dir);
+            rc = ddp_fail_local(err, "checkpoint %s: out of memory", set_dir);
     }
     for (int s = 0; rc == DDP_OK && s < r->m.n_shards; s++)
         rc = map_shard(r, set_dir, s, check_all, err);

@@ -4,8 +4,10 @@
  * default, or where its decider makes it count, it is taken. A resolved config of a language model
  * under SGD (whose betas the kind's AdamW default would have changed) loads again, and one an
  * earlier ddprun wrote with such a pair loads as the record it is (config_load_record). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "config_test_util.h"
@@ -120,6 +122,26 @@ static void test_record(void)
               back.optimizer.kind == OPT_SGD, "an earlier record loads as written: %s", err.msg);
     CHECK(config_load(path, 0, NULL, &back, &err) == DDP_EUSAGE, "as a training config it is refused");
     CHECK_STR_CONTAINS(err.msg, "optimizer.betas only with optimizer.kind adamw");
+    /* checkpoint.signal: SIGTERM, which earlier runs took (and sent SIGUSR1 for): the record loads */
+    c.optimizer.kind = OPT_ADAMW;
+    CHECK(config_write_resolved(&c, path, &err) == DDP_OK, "%s", err.msg);
+    static char text[65536];
+    FILE *f = fopen(path, "r+");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    char *at = strstr(text, "signal: SIGUSR1");
+    CHECK(f && at, "the record names its signal");
+    if (f && at) {
+        memcpy(at, "signal: SIGTERM", strlen("signal: SIGTERM"));
+        rewind(f);
+        fwrite(text, 1, n, f);
+    }
+    if (f)
+        fclose(f);
+    CHECK(config_load_record(path, &back, &err) == DDP_OK && back.checkpoint.stop_signal == SIGUSR1,
+          "a record's SIGTERM loads as the SIGUSR1 its run sent: %s", err.msg);
+    CHECK(config_load(path, 0, NULL, &back, &err) == DDP_EUSAGE, "as a training config it is refused");
+    CHECK_STR_CONTAINS(err.msg, "checkpoint.signal: expected one of SIGUSR1, SIGUSR2, got \"SIGTERM\"");
     unlink(path);
     rmdir(dir);
 }

@@ -14,6 +14,7 @@
 
 #include "collectives/comm_mpi_watch.h"
 #include "launcher/ddprun/ddprun.h"
+#include "runtime/base/log.h"
 #include "runtime/ckpt/ckpt.h"
 #include "tests/check.h"
 
@@ -95,6 +96,48 @@ static void test_deadline_long_name(void)
     output_filter_free(f);
 }
 
+/* A verdict naming hosts of 200 bytes, past twelve ranks, as a rank's log_error writes it (the
+ * line over 2048 bytes): ddprun still reads every host from it and drops both silent ones. */
+static void test_deadline_long_line(void)
+{
+    enum { RANKS = 16, PER_HOST = 4 };
+    static char hosts[RANKS][DDP_HOST_NAME_MAX], text[16384], line[20000], given[4096], want[1024], left[4096];
+    bool missing[RANKS];
+    for (int r = 0; r < RANKS; r++) {
+        snprintf(hosts[r], sizeof hosts[r], "h%d.%0200d", 1 + r / PER_HOST, 0);
+        missing[r] = r >= PER_HOST && r < 3 * PER_HOST + PER_HOST / 2; /* h2 and h3 whole, half of h4 */
+    }
+    size_t at = (size_t)snprintf(text, sizeof text, COMM_DEADLINE_VERDICT "all-reduce #3 did not complete.");
+    mpi_watch_name_missing(text, at, sizeof text, RANKS, missing, (const char (*)[DDP_HOST_NAME_MAX])hosts, 5);
+    FILE *tmp = tmpfile();
+    int saved = dup(2);
+    fflush(stderr);
+    dup2(fileno(tmp), 2);
+    log_init(0, "h1");
+    log_error("%s", text);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(line, 1, sizeof line - 1, tmp);
+    line[n] = '\0';
+    fclose(tmp);
+    CHECK(n > 2048 && strstr(line, "(no answer within 5 s") != NULL, "the logged verdict whole (%zu bytes)", n);
+    char tagged[20100];
+    snprintf(tagged, sizeof tagged, "[1,0]<stderr>:%s", line);
+    output_filter *f = output_filter_new();
+    output_feed(f, true, tagged, strlen(tagged));
+    output_finish(f);
+    const deadline_verdict *d = output_deadline(f);
+    CHECK_EQ_INT(d->n_hosts, 3);
+    snprintf(given, sizeof given, "%s:4,%s:4,%s:4,%s:4", hosts[0], hosts[4], hosts[8], hosts[12]);
+    snprintf(want, sizeof want, "%s:4", hosts[0]);
+    int slots = 0;
+    CHECK(ddprun_drop_hosts(given, d, left, sizeof left, &slots), "hosts dropped");
+    CHECK(!strcmp(left, want) && slots == 4, "left %zu bytes, %d slots", strlen(left), slots);
+    output_filter_free(f);
+}
+
 /* The NCCL watchdog's abort line starts the bound on mpirun as a deadline's verdict does, naming no
  * host; its warnings do not. */
 static void test_watchdog_abort(void)
@@ -171,6 +214,7 @@ int main(void)
     test_status_line_cut();
     test_deadline_hosts();
     test_deadline_long_name();
+    test_deadline_long_line();
     test_watchdog_abort();
     test_ckpt_given_up();
     char out[4096];

@@ -48,6 +48,8 @@ check "held 60 s past a 3 s checkpoint.resume_timeout_s: the job ends (rc $rc) w
     bash -c "[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 30 ]"
 check "... the verdict names the resume's deadline and rank 0" \
     grep -q "ddp.timeout_s: .*checkpoint resume) did not complete within 3 s.*Not arrived: rank 0" "$TMP/held.log"
+check "... and ddprun's last line names the resume's key" grep -q \
+    "^ddprun: job failed: the resume's collective deadline (checkpoint.resume_timeout_s) passed" "$TMP/held.log"
 
 # after the resume, a rank held after step 3 is named within ddp.timeout_s (2 s), not 600 s
 DDP_TEST_FAULT=sleep:1:3:60 job after checkpoint.resume=auto train.max_steps=6 ddp.timeout_s=2 \
@@ -56,4 +58,6 @@ check "held after a resumed step: the job ends (rc $rc) within 30 s (took $took 
     bash -c "[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 30 ]"
 check "... under ddp.timeout_s, naming rank 1" \
     grep -q "ddp.timeout_s: .*step [34]) did not complete within 2 s.*Not arrived: rank 1" "$TMP/after.log"
+check "... and ddprun's last line names ddp.timeout_s" grep -q \
+    "^ddprun: job failed: the collective deadline (ddp.timeout_s) passed" "$TMP/after.log"
 finish
