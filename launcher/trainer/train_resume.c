@@ -299,10 +299,8 @@ static int check_layout(const train_job *t, const ckpt_manifest *mf, const char 
         const ckpt_set_tensor *x = NULL;
         for (int k = 0; k < mf->n_tensors && !x; k++)
             x = strcmp(mf->tensors[k].name, m->tensors[i].name) == 0 ? &mf->tensors[k] : NULL;
-        int64_t numel = 1;
-        for (int d = 0; x && d < x->ndim; d++)
-            numel *= x->shape[d];
-        if (!x || x->offset != (int64_t)m->tensors[i].offset || numel != (int64_t)m->tensors[i].numel)
+        if (!x || x->offset != (int64_t)m->tensors[i].offset ||
+            ckpt_set_tensor_numel(x) != (int64_t)m->tensors[i].numel)
             return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s in the set; this model has %zu floats at offset "
                             "%zu", path, m->tensors[i].name, x ? "elsewhere or of another size" : "missing",
                             m->tensors[i].numel, m->tensors[i].offset);

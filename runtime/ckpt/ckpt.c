@@ -564,17 +564,14 @@ int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, cha
         ddp_err why = {0};
         snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
         int tried = e[i].committed ? try_entry(ctx, path, e[i].set, &why) : DDP_ERUNTIME;
-        if (tried == DDP_OK || tried == CKPT_STOP) {
+        if (tried == DDP_OK || tried == CKPT_STOP || why.local) { /* local: an older one would fare no better */
             if (used_path)
                 snprintf(used_path, CKPT_PATH_MAX, "%s", path);
+            if (why.local)
+                tried = ddp_fail_local(err, "%s; %s is not passed over for it: the failure is this machine's, not "
+                                       "the checkpoint's", why.msg, path);
             free(e);
             return tried;
-        }
-        if (why.local) { /* this machine could not hold it: an older one would fare no better */
-            ddp_fail_local(err, "%s; %s is not passed over for it: the failure is this machine's, not the "
-                           "checkpoint's", why.msg, path);
-            free(e);
-            return DDP_ERUNTIME;
         }
         left -= e[i].committed;
         if (e[i].committed)

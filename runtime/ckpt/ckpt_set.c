@@ -92,6 +92,11 @@ static int check_buffer_cover(const ckpt_manifest *m, int b, int *idx, const cha
     return DDP_OK;
 }
 
+int64_t ckpt_set_tensor_numel(const ckpt_set_tensor *t)
+{
+    return (int64_t)(ckpt_tensor_bytes_checked(CKPT_F32, t->ndim, t->shape) / sizeof(float));
+}
+
 /* Each tensor named once (a name of one line, which with each buffer's prefix fits a checkpoint's
  * name, as the set read whole names it) and of a valid shape inside the buffers, as a single file's
  * reader requires of its table; what names the set in errors. */

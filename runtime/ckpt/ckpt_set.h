@@ -54,6 +54,8 @@ typedef struct ckpt_manifest {
     ckpt_loaded raw_;               /* private: the manifest file read back */
 } ckpt_manifest;
 
+/* The elements of a tensor of a verified manifest (ckpt_manifest_read). */
+int64_t ckpt_set_tensor_numel(const ckpt_set_tensor *t);
 /* "ckpt-%08lld" (the set's directory name), "shard-%05d-of-%05d.ddp" ("shard-%05d-of-%05d-alt.ddp"
  * with `alternate`), and a piece's tensor name in a shard file: "<prefix>@<offset>+<count>". */
 void ckpt_set_dir_name(int64_t step, char *out, size_t size);

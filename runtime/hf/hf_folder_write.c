@@ -151,6 +151,18 @@ static int write_generation(FILE *f, void *ctx, ddp_err *err)
     return DDP_OK;
 }
 
+/* source/name opened into *f (path: its path, 4096 + FILE_NAME_MAX bytes), *f NULL when the source
+ * has none; a FIFO or folder of that name is refused, as it would hold the export in open(). */
+static int open_in_source(const char *source, const char *name, char *path, FILE **f, ddp_err *err)
+{
+    snprintf(path, 4096 + FILE_NAME_MAX, "%s/%s", source, name);
+    ddp_err why = {0};
+    *f = NULL;
+    if (fopen_input(path, f, &why) != DDP_OK)
+        return errno == ENOENT ? DDP_OK : (*err = why, why.code);
+    return DDP_OK;
+}
+
 typedef struct copy_job {
     FILE *from;
     const char *from_path;
@@ -171,12 +183,11 @@ static int copy_stream(FILE *f, void *ctx, ddp_err *err)
 static int copy_from_source(const folder *x, const char *name, ddp_err *err)
 {
     char from[4096 + FILE_NAME_MAX];
-    snprintf(from, sizeof from, "%s/%s", x->source, name);
     copy_job c = {.from_path = from};
-    ddp_err why = {0};
-    if (fopen_input(from, &c.from, &why) != DDP_OK) /* a FIFO would hold the export in open() */
-        return errno == ENOENT ? DDP_OK : (*err = why, why.code);
-    int rc = write_file(x, name, copy_stream, &c, err);
+    int rc = open_in_source(x->source, name, from, &c.from, err);
+    if (rc != DDP_OK || !c.from)
+        return rc;
+    rc = write_file(x, name, copy_stream, &c, err);
     fclose(c.from);
     return rc;
 }
@@ -186,12 +197,11 @@ static int copy_from_source(const folder *x, const char *name, ddp_err *err)
 static int read_generation(folder *x, const char *source, ddp_err *err)
 {
     char path[4096 + FILE_NAME_MAX];
-    snprintf(path, sizeof path, "%s/%s", source, HF_GENERATION_CONFIG);
-    FILE *f = NULL;
-    ddp_err why = {0};
-    if (fopen_input(path, &f, &why) != DDP_OK) /* a FIFO would hold the export in open() */
-        return errno == ENOENT ? DDP_OK : (*err = why, why.code);
-    int rc = read_whole(f, path, HF_CONFIG_MAX_BYTES, &x->generation, &x->generation_len, err);
+    FILE *f;
+    int rc = open_in_source(source, HF_GENERATION_CONFIG, path, &f, err);
+    if (rc != DDP_OK || !f)
+        return rc;
+    rc = read_whole(f, path, HF_CONFIG_MAX_BYTES, &x->generation, &x->generation_len, err);
     fclose(f);
     json_doc j = {0};
     if (!rc)

@@ -10,14 +10,6 @@
 
 #include "runtime/ckpt/ckpt_set.h"
 
-static int64_t numel(const ckpt_set_tensor *x)
-{
-    int64_t n = 1;
-    for (int d = 0; d < x->ndim; d++)
-        n *= x->shape[d];
-    return n;
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -33,7 +25,7 @@ int main(int argc, char **argv)
     int a = -1, b = -1;
     for (int i = 0; i < m.n_tensors && b < 0; i++)
         for (int j = i + 1; j < m.n_tensors && b < 0; j++)
-            if (numel(&m.tensors[i]) == numel(&m.tensors[j]))
+            if (ckpt_set_tensor_numel(&m.tensors[i]) == ckpt_set_tensor_numel(&m.tensors[j]))
                 a = i, b = j;
     int rc = 1;
     if (b >= 0) {
