@@ -172,6 +172,11 @@ int config_world_at_most(const config *c, int most);
 /* Writes the fully resolved config (every key, defaults included) as YAML to path, replacing it
  * atomically and durably; an error names the file and the system's reason. */
 int config_write_resolved(const config *c, const char *path, ddp_err *err);
+/* Rewrites c's relative paths (run.dir, data.path, checkpoint.dir, checkpoint.init_from, a
+ * checkpoint.resume path) as dir/path, dir being the working directory the job resolved them in:
+ * the run's record then names the job's files wherever `ckpt export` or `generate` read it.
+ * DDP_EUSAGE naming the key when one would not fit CFG_PATH_MAX. */
+int config_anchor_paths(config *c, const char *dir, ddp_err *err);
 
 /* The config reference (docs/config-reference.md) as Markdown, made from the key table: every
  * key's type, default, allowed values, description and whether the hash covers it. */

@@ -2,7 +2,8 @@
  *
  * config_write_resolved emits every key in table order through libyaml's emitter (so quoting
  * and escaping are libyaml's), numbers in the shortest text that reads back exactly, and
- * replaces the target whole and durably (runtime/base/replace_file.h).
+ * replaces the target whole and durably (runtime/base/replace_file.h); config_anchor_paths makes
+ * a record's relative paths whole first.
  * config_hash covers only what a bit-exact resume depends on; the same settings as text go into
  * checkpoints, so that a refused resume can name what changed. This file must not parse YAML or
  * validate values. */
@@ -218,6 +219,31 @@ int config_write_resolved(const config *c, const char *path, ddp_err *err)
         return ddp_fail(err, DDP_ERUNTIME, "%s: the model.%s shape is not yet taken from checkpoint.init_from",
                         path, model_kind_names[c->model.kind]);
     return replace_file_stream(path, write_to, &(resolved){.c = c, .path = path}, err);
+}
+
+/* The text of k in c that names a file or folder, or NULL: the path keys, and checkpoint.resume
+ * when it holds a path. */
+static char *path_value(config *c, const cfg_key *k)
+{
+    if (k->type == KT_STR || k->type == KT_OPT_PATH)
+        return (char *)c + k->off;
+    return k->type == KT_RESUME && c->checkpoint.resume == RESUME_PATH ? c->checkpoint.resume_path : NULL;
+}
+
+int config_anchor_paths(config *c, const char *dir, ddp_err *err)
+{
+    const cfg_key *k;
+    for (int i = 0; (k = cfg_key_at(i)); i++) {
+        char *value = cfg_model_key_active(c, k) ? path_value(c, k) : NULL;
+        if (!value || !value[0] || value[0] == '/')
+            continue;
+        char joined[CFG_PATH_MAX];
+        if (snprintf(joined, sizeof joined, "%s/%s", dir, value) >= (int)sizeof joined)
+            return ddp_fail(err, DDP_EUSAGE, "%s %s in the working directory %s is a path longer than %d bytes",
+                            k->path, value, dir, CFG_PATH_MAX - 1);
+        memcpy(value, joined, strlen(joined) + 1);
+    }
+    return DDP_OK;
 }
 
 /* ---- resume hash ---- */

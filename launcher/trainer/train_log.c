@@ -10,6 +10,7 @@
  * training state: it only reads it (evaluation runs the model forward only). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,26 @@ static void cut_last_line(struct train_log *g, const struct stat *st)
     g->metrics_bytes = end;
 }
 
+/* run.dir/config.resolved.yaml: cfg with its relative paths made whole against this working
+ * directory, which the ranks resolved them in, so that the record serves from anywhere. */
+static int write_record(const config *cfg, ddp_err *err)
+{
+    char cwd[PATH_MAX], path[CFG_PATH_MAX + 32];
+    if (!getcwd(cwd, sizeof cwd))
+        return ddp_fail(err, DDP_ERUNTIME, "cannot name the working directory, which the run's relative paths "
+                        "are in: %s", strerror(errno));
+    config *record = malloc(sizeof *record);
+    if (!record)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory");
+    *record = *cfg;
+    snprintf(path, sizeof path, "%s/config.resolved.yaml", cfg->run.dir);
+    int rc = config_anchor_paths(record, cwd, err);
+    if (rc == DDP_OK)
+        rc = config_write_resolved(record, path, err);
+    free(record);
+    return rc;
+}
+
 int train_log_open(train_job *t, ddp_err *err)
 {
     struct train_log *g = calloc(1, sizeof *g);
@@ -90,11 +111,7 @@ int train_log_open(train_job *t, ddp_err *err)
     if (t->ctl->rank != 0)
         return DDP_OK;
     const char *dir = t->cfg->run.dir;
-    int rc = make_dirs(dir, err) ? ddp_prefix(err, "run.dir") : DDP_OK;
-    char path[CFG_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/config.resolved.yaml", dir);
-    if (rc == DDP_OK)
-        rc = config_write_resolved(t->cfg, path, err);
+    int rc = make_dirs(dir, err) ? ddp_prefix(err, "run.dir") : write_record(t->cfg, err);
     if (rc != DDP_OK)
         return rc;
     snprintf(g->metrics_path, sizeof g->metrics_path, "%s/metrics.jsonl", dir);

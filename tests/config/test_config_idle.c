@@ -3,7 +3,9 @@
  * override's column, at whichever of it and its decider was set later, naming both values; at the
  * default, or where its decider makes it count, it is taken. A resolved config of a language model
  * under SGD (whose betas the kind's AdamW default would have changed) loads again, and one an
- * earlier ddprun wrote with such a pair loads as the record it is (config_load_record). */
+ * earlier ddprun wrote with such a pair loads as the record it is (config_load_record). A record's
+ * relative paths are made whole against the job's working directory (config_anchor_paths), the
+ * absolute ones and those unset left as they are; one that would not fit is refused naming it. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +148,28 @@ static void test_record(void)
     rmdir(dir);
 }
 
+static void test_anchored(void)
+{
+    config c;
+    ddp_err err = {0};
+    char *ov[] = {"model.kind=gpt2", "run.dir=runs/a", "data.path=/data/kjv", "checkpoint.init_from=./gpt2.bin",
+                  "checkpoint.resume=a/ckpt-00000002.ddp"};
+    CHECK(config_load(NULL, 5, ov, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(config_anchor_paths(&c, "/work/x", &err) == DDP_OK, "%s", err.msg);
+    CHECK(!strcmp(c.run.dir, "/work/x/runs/a"), "c.run.dir: %s", c.run.dir);
+    CHECK(!strcmp(c.data.path, "/data/kjv"), "c.data.path: %s", c.data.path);
+    CHECK(!strcmp(c.checkpoint.init_from, "/work/x/./gpt2.bin"), "c.checkpoint.init_from: %s", c.checkpoint.init_from);
+    CHECK(!strcmp(c.checkpoint.resume_path, "/work/x/a/ckpt-00000002.ddp"), "c.checkpoint.resume_path: %s", c.checkpoint.resume_path);
+    CHECK(!strcmp(c.checkpoint.dir, ""), "c.checkpoint.dir: %s", c.checkpoint.dir);
+    static char deep[CFG_PATH_MAX];
+    memset(deep, 'd', sizeof deep - 4);
+    deep[0] = '/';
+    deep[sizeof deep - 4] = '\0';
+    CHECK(config_load(NULL, 2, ov, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(config_anchor_paths(&c, deep, &err) == DDP_EUSAGE, "runs/a in a %zu-byte directory", strlen(deep));
+    CHECK_STR_CONTAINS(err.msg, "run.dir runs/a in the working directory /ddd");
+}
+
 /* A number equal to its default by value (-0 is 0) is the default. */
 static void test_negative_zero(void)
 {
@@ -160,6 +184,7 @@ int main(void)
     test_taken();
     test_lm_sgd_round_trip();
     test_record();
+    test_anchored();
     test_negative_zero();
     return check_done("config_idle");
 }

@@ -19,9 +19,10 @@
 #  - hf-llama-scaled-tiny (rope_scaling llama3): its stretch in the resolved config and the
 #    checkpoint's model, exported as the fixture's files; a config's factor other than the folder's
 #    refused naming both;
-#  - bos/eos token ids: a copy of the fixture with ids of its own (eos a list of three) exported with
-#    them, config.json as save_pretrained writes it, its generation_config.json byte for byte (one
-#    that is no JSON object, or a FIFO, refused); --token-ids-from another folder's; the checkpoint
+#  - bos/eos token ids: a copy of the fixture with ids of its own (eos a list of three), named by a
+#    path relative to the job's directory, exported from another directory with them, config.json
+#    as save_pretrained writes it, its generation_config.json byte for byte (one that is no JSON
+#    object, or a FIFO, refused); --token-ids-from another folder's; the checkpoint
 #    copied without its run exported with a warning that its ids are the class's defaults (none
 #    with --token-ids-from); the run's folder gone refused (exit 2, nothing written) until --token-ids-from names where it went; a
 #    string among the ids refused naming FILE:LINE:COL; from scratch, LlamaConfig's 1 and 2.
@@ -176,7 +177,7 @@ check "naming both values and the file" grep -q \
     "model.llama.rope_scaling.factor is 1, but checkpoint.init_from's $HFS/config.json has rope_scaling.factor " \
     "$TMP/s1.log"
 # ---- bos/eos token ids: the folder the run started from, --token-ids-from, from scratch, refusals --
-IDS=$TMP/ids-src
+IDS=$(cd "$TMP" && pwd -P)/ids-src
 mkdir -p "$IDS" && cp "$HF/model.safetensors" "$IDS/"
 python3 - "$HF/config.json" "$IDS/config.json" "$V" <<'PYIDS'
 import json, sys
@@ -187,11 +188,12 @@ PYIDS
 # an Instruct model's generate() defaults: its end ids and sampling settings
 printf '{\n  "do_sample": true,\n  "eos_token_id": [%d, 0],\n  "temperature": 0.6,\n  "top_p": 0.9\n}\n' \
     $((V - 1)) >"$IDS/generation_config.json"
-llama "$TMP/i" "${STILL[@]}" checkpoint.init_from="$IDS" >"$TMP/i.log" 2>&1
-check "a still step from a folder with ids of its own" [ $? -eq 0 ]
+(cd "$TMP" && llama i "${STILL[@]}" checkpoint.init_from=ids-src) >"$TMP/i.log" 2>&1
+check "a still step from a folder with ids of its own, named relative to the job's directory" [ $? -eq 0 ]
+check "the run's record names it whole" grep -q "init_from: \"$IDS\"" "$TMP/i/config.resolved.yaml"
 I=$TMP/i/checkpoints/ckpt-00000001.ddp
-export_hf "$I" "$TMP/ix" >"$TMP/ix.log" 2>&1
-check "exported" [ $? -eq 0 ]
+(cd / && export_hf "$I" "$TMP/ix") >"$TMP/ix.log" 2>&1
+check "exported from another directory" [ $? -eq 0 ]
 check "saying whose ids it wrote" grep -q "token ids from $IDS)" "$TMP/ix.log"
 # config_text OUT SRC: OUT/config.json is SRC/config.json as save_pretrained writes it (json.dumps,
 # indent 2, sorted keys), transformers_version aside and OUT's torch_dtype

@@ -7,7 +7,8 @@
 # the same text; init_from of another shape is refused naming both, nothing written; a config
 # without model.gpt2 keys takes the file's shape, and one key set otherwise is refused; a resumed run
 # does not read init_from; an MLP checkpoint is refused by export and generate; `ddprun generate`
-# finds the tokenizer through the run's config.resolved.yaml, is deterministic per seed, slides a
+# finds the tokenizer through the run's config.resolved.yaml (run from another directory than the
+# job's, whose relative data.path the record holds whole), is deterministic per seed, slides a
 # long prompt, takes --top-p (1: the default's text, below any one chance: the greedy text, outside
 # (0, 1] refused), and says what to do when the tokenizer cannot be found.
 source "$(dirname "$0")/../../lib.sh"
@@ -24,8 +25,8 @@ STILL=(train.max_steps=1 optimizer.kind=sgd optimizer.lr=1e-300 optimizer.moment
 "$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DDP_SRC/README.md" "$DATA" >/dev/null
 check "prepare-text: byte-token data" [ -f "$DATA/tokenizer.bin" ]
 
-gpt2 1 "$TMP/a" >"$TMP/a.log" 2>&1
-check "2-step tiny GPT-2 run" [ $? -eq 0 ]
+(cd "$TMP" && gpt2 1 a data.path=data) >"$TMP/a.log" 2>&1
+check "2-step tiny GPT-2 run, its run.dir and data.path relative to the job's directory" [ $? -eq 0 ]
 A=$TMP/a/checkpoints/ckpt-00000002.ddp
 "$DDPRUN" ckpt export --format llmc "$A" "$TMP/out/a.bin" >"$TMP/export.log" 2>&1
 rc=$?
@@ -115,8 +116,8 @@ check "naming the key, both values and the file" grep -q \
 
 # generate: the tokenizer from the run's config.resolved.yaml; deterministic per seed
 G=(--prompt "The checkpoint" --tokens 40)
-"$DDPRUN" generate "$A" "${G[@]}" >"$TMP/g1" 2>"$TMP/g1.err"
-check "generate (exit 0)" [ $? -eq 0 ]
+(cd / && "$DDPRUN" generate "$A" "${G[@]}") >"$TMP/g1" 2>"$TMP/g1.err"
+check "generate from another directory (exit 0)" [ $? -eq 0 ]
 check "prints the prompt, then the continuation" grep -q "^The checkpoint" "$TMP/g1"
 "$DDPRUN" generate "$A" "${G[@]}" >"$TMP/g2" 2>/dev/null
 check "same seed, same text" cmp "$TMP/g1" "$TMP/g2"
