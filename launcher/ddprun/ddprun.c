@@ -219,11 +219,11 @@ static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
 static int default_np(launch_opts *o)
 {
     ddp_err err = {0};
-    if (o->np > 0) return DDP_OK;
-    if (ddprun_hosts_np(o->hosts, o->hostfile, &o->np, &err) != DDP_OK) return usage_error("%s", err.msg);
-    if (o->np > 0) return DDP_OK;
     char reason[256] = "";
-    int gpus = device_cuda_count(reason, sizeof reason);
+    if (o->np > 0) return DDP_OK;
+    int gpus = o->hosts || o->hostfile ? 0 : device_cuda_count(reason, sizeof reason);
+    if (ddprun_hosts_np(o->hosts, o->hostfile, gpus, &o->np, &err) != DDP_OK) return usage_error("%s", err.msg);
+    if (o->np > 0) return DDP_OK;
     o->np = gpus > 0 ? gpus : 1;
     if (gpus > 0)
         fprintf(stderr, "ddprun: -np not given: %d GPU%s on this node -> %d rank%s\n", gpus, gpus == 1 ? "" : "s",

@@ -144,8 +144,10 @@ int ddprun_hosts_check(const char *hosts, const char *hostfile, ddp_err *err);
 int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np);
 /* -np not given: *np gets the slots of -H, the hostfile or (neither given) a Slurm allocation, as
  * mpirun counts them, said on stderr; 0 when none of those lists a host. DDP_EUSAGE, naming the
- * host, when a hostfile leaves a host's slots to mpirun (its cores, rarely the GPUs' count). */
-int ddprun_hosts_np(const char *hosts, const char *hostfile, int *np, ddp_err *err);
+ * host, when a hostfile leaves a host's slots to mpirun (its cores, rarely the GPUs' count). With
+ * gpus, this node's GPUs (given only when this node is among the allocation's), a node with fewer
+ * tasks is warned of on stderr: salloc's default is one task. */
+int ddprun_hosts_np(const char *hosts, const char *hostfile, int gpus, int *np, ddp_err *err);
 /* Whether ddprun runs inside a Slurm allocation that says its tasks per node (SLURM_JOB_ID and
  * SLURM_TASKS_PER_NODE): mpirun then takes the nodes and their slots from it, and
  * ddprun_ranks_per_node reads them there when neither -H nor a hostfile is given. */

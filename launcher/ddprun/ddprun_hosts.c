@@ -277,10 +277,12 @@ int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np)
 {
     host_table t;
     if (read_hosts(hosts, hostfile, &t, NULL) != DDP_OK || t.n == 0) return np;
-    int left = np, most = 0, spread = (np + t.n - 1) / t.n;
+    int left = np, most = 0, spread = (np + t.n - 1) / t.n, cores = 0;
     for (int h = 0; h < t.n && left > 0; h++) {
         /* no slots given: mpirun gives the host its cores, taken to be as many as this node's */
-        int slots = t.h[h].slots > 0 ? t.h[h].slots : ddprun_local_cores();
+        if (t.h[h].slots == 0 && cores == 0)
+            cores = ddprun_local_cores();
+        int slots = t.h[h].slots > 0 ? t.h[h].slots : cores;
         int here = slots < left ? slots : left;
         most = here > most ? here : most;
         left -= here;
@@ -289,21 +291,26 @@ int ddprun_ranks_per_node(const char *hosts, const char *hostfile, int np)
     return left > 0 ? spread : most; /* oversubscribed: spread evenly */
 }
 
-int ddprun_hosts_np(const char *hosts, const char *hostfile, int *np, ddp_err *err)
+int ddprun_hosts_np(const char *hosts, const char *hostfile, int gpus, int *np, ddp_err *err)
 {
     host_table t;
-    int rc = read_hosts(hosts, hostfile, &t, err), total = 0;
+    int rc = read_hosts(hosts, hostfile, &t, err), total = 0, least = 0;
     const char *from = hosts ? "-H" : hostfile ? "--hostfile" : "the Slurm allocation (SLURM_TASKS_PER_NODE)";
     for (int h = 0; rc == DDP_OK && h < t.n; h++) {
         if (t.h[h].slots == 0)
             rc = ddp_fail(err, DDP_EUSAGE, "-np not given, and %s leaves host %s's slots to mpirun: give -np (one "
                           "rank per GPU) or slots=N", from, t.h[h].name);
         total += t.h[h].slots;
+        least = h == 0 || t.h[h].slots < least ? t.h[h].slots : least;
     }
     *np = rc == DDP_OK ? total : 0;
     if (*np > 0)
         fprintf(stderr, "ddprun: -np not given: %d slot%s in %s -> %d rank%s\n", total, total == 1 ? "" : "s", from,
                 total, total == 1 ? "" : "s");
+    if (*np > 0 && least < gpus)
+        fprintf(stderr, "ddprun: warning: %s has %d task%s on a node, and this node has %d GPUs: %d of each such "
+                "node's GPUs stay idle; ask for --ntasks-per-node=%d\n", from, least, least == 1 ? "" : "s", gpus,
+                gpus - least, gpus);
     free(t.h);
     return rc;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ddprun's -np default, seen through --dry-run: without -np it starts one rank per GPU on this
-# node, and says so; with no GPU, one rank; an explicit -np always wins.
+# node, and says so; with no GPU, one rank; an explicit -np always wins. Inside a Slurm allocation,
+# its tasks, with a warning when a node has fewer tasks than this node has GPUs.
 #   test_ddprun_np.sh none   GPUs hidden (CUDA_VISIBLE_DEVICES= on real CUDA, DDP_CUDA_EMU_DEVICES=0
 #                            when emulated): -np 1, "no GPUs on this node"
 #   test_ddprun_np.sh N      emulated build with DDP_CUDA_EMU_DEVICES=N: -np N, "N GPUs ... N ranks"
@@ -27,6 +28,16 @@ else
     check "no -np, $n GPUs: mpirun gets -np $n" grep -q -- " -np $n " "$TMP/gpus.out"
     check "no -np, $n GPUs: ddprun says why" grep -qx "ddprun: -np not given: $n GPUs on this node -> $n ranks" \
         "$TMP/gpus.err"
+    # inside a Slurm allocation: its tasks, with a warning where a node has fewer than this node's GPUs
+    SLURM_JOB_ID=7 SLURM_TASKS_PER_NODE="$n,$((n - 1))" DDP_CUDA_EMU_DEVICES=$n dry slurm "$config"
+    check "no -np, Slurm tasks $n,$((n - 1)): mpirun gets -np $((2 * n - 1))" grep -q -- " -np $((2 * n - 1)) " \
+        "$TMP/slurm.out"
+    check "warning of the idle GPU" grep -qx "ddprun: warning: the Slurm allocation (SLURM_TASKS_PER_NODE) has \
+$((n - 1)) tasks\{0,1\} on a node, and this node has $n GPUs: 1 of each such node's GPUs stay idle; ask for \
+--ntasks-per-node=$n" "$TMP/slurm.err"
+    SLURM_JOB_ID=7 SLURM_TASKS_PER_NODE="$n(x2)" DDP_CUDA_EMU_DEVICES=$n dry slurm_full "$config"
+    check "no -np, Slurm tasks $n(x2): -np $((2 * n)), no warning" eval \
+        'grep -q -- " -np $((2 * n)) " "$TMP/slurm_full.out" && ! grep -q warning "$TMP/slurm_full.err"'
     DDP_CUDA_EMU_DEVICES=$n dry explicit -np 2 "$config"
     check "explicit -np 2 wins over $n GPUs" grep -q -- " -np 2 " "$TMP/explicit.out"
     check "explicit -np: no default message" bash -c "! grep -q 'np not given' '$TMP/explicit.err'"
