@@ -114,7 +114,7 @@ static int find_hf(const lm_hf_import *im, const char *name, const st_tensor **o
         return ddp_fail(err, DDP_EUSAGE, "%s has no tensor %s (or %s): not GPT-2's %s tensors?", im->w->path, prefixed,
                         name, "GPT2LMHeadModel");
     *out = a ? a : b;
-    return safetensors_check_readable(im->w->path, *out, err);
+    return safetensors_check_readable(hf_weights_file_of(im->w, *out), *out, err);
 }
 
 bool gpt2_hf_layout(const gpt2_shape *s, const param_tensor *t, int64_t dims[2], int *ndim)
@@ -143,8 +143,8 @@ static int import_tensor(const lm_hf_import *im, const param_tensor *t, const st
         char have[96], want[96];
         hf_format_dims(hf->shape, hf->ndim, have, sizeof have);
         hf_format_dims(dims, ndim, want, sizeof want);
-        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s, expected %s%s", im->w->path, hf->name, have, want,
-                        transposed ? " (Conv1D: [in, out])" : "");
+        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s, expected %s%s", hf_weights_file_of(im->w, hf), hf->name,
+                        have, want, transposed ? " (Conv1D: [in, out])" : "");
     }
     if (!transposed) {
         lm_hf_take_as_is(im, t, hf); /* wte: the first vocab_size rows */
@@ -179,8 +179,8 @@ static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
     if (ends_with(t->name, ".attn.bias") || ends_with(t->name, ".attn.masked_bias"))
         return DDP_OK;
     if (strcmp(t->name, "lm_head.weight"))
-        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of GPT-2's", im->w->path, t->name);
-    if (safetensors_check_readable(im->w->path, t, err))
+        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of GPT-2's", hf_weights_file_of(im->w, t), t->name);
+    if (safetensors_check_readable(hf_weights_file_of(im->w, t), t, err))
         return err->code;
     bool tied = lm_hf_tied(im, t, "wte.weight");
     if (!tied)

@@ -330,14 +330,15 @@ static int import_tensor(const lm_hf_import *im, const param_tensor *t, const st
     if (!hf)
         return ddp_fail(err, DDP_EUSAGE, "%s has no tensor %s: not %s's tensors?", im->w->path, t->name,
                         fam->hf->architecture);
-    if (safetensors_check_readable(im->w->path, hf, err))
+    const char *file = hf_weights_file_of(im->w, hf);
+    if (safetensors_check_readable(file, hf, err))
         return err->code;
     int64_t dims[2] = {llama_hf_vocab_rows(t->name) ? s->vocab_size : t->shape[0], t->ndim > 1 ? t->shape[1] : 0};
     if (hf->ndim != t->ndim || hf->shape[0] != dims[0] || (t->ndim > 1 && hf->shape[1] != dims[1])) {
         char have[96], want[96];
         hf_format_dims(hf->shape, hf->ndim, have, sizeof have);
         hf_format_dims(dims, t->ndim, want, sizeof want);
-        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s, expected %s", im->w->path, hf->name, have, want);
+        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s, expected %s", file, hf->name, have, want);
     }
     lm_hf_take_as_is(im, t, hf); /* the vocabulary's rows: the first vocab_size */
     return DDP_OK;
@@ -359,9 +360,9 @@ static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
         return DDP_OK;
     const llama_family *fam = im->imp->ctx;
     if (strcmp(t->name, "lm_head.weight") || !s->tie_embeddings)
-        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of the %s's%s", im->w->path, t->name, fam->title,
-                        strcmp(t->name, "lm_head.weight") ? "" : " (config.json ties it to embed_tokens)");
-    if (safetensors_check_readable(im->w->path, t, err))
+        return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of the %s's%s", hf_weights_file_of(im->w, t),
+                        t->name, fam->title, strcmp(t->name, "lm_head.weight") ? "" : " (config.json ties it to embed_tokens)");
+    if (safetensors_check_readable(hf_weights_file_of(im->w, t), t, err))
         return err->code;
     bool tied = lm_hf_tied(im, t, "model.embed_tokens.weight");
     if (!tied)

@@ -129,7 +129,7 @@ int train_stage_count_step(train_job *t, int64_t *micro_batches, ddp_err *err)
     }
     if (!t->train.packed)
         return DDP_OK;
-    snprintf(t->ctl->label, sizeof t->ctl->label, "the step's trainable targets");
+    snprintf(t->ctl->label, sizeof t->ctl->label, "the step's trainable targets and tokens");
     int rc = t->ctl->ops->allreduce(t->ctl, n, n, 2, DT_INT64, OP_SUM, NULL, err);
     t->ctl->label[0] = '\0';
     return rc;

@@ -192,6 +192,15 @@ const st_tensor *hf_weights_take(hf_weights *w, const char *name)
     return NULL;
 }
 
+const char *hf_weights_file_of(const hf_weights *w, const st_tensor *t)
+{
+    for (int k = 0; k < w->n; k++)
+        for (size_t i = 0; i < w->files[k].count; i++)
+            if (&w->files[k].tensors[i] == t)
+                return w->files[k].path;
+    return w->path;
+}
+
 int hf_weights_each_unused(const hf_weights *w, int (*fn)(void *ctx, const st_tensor *t, ddp_err *err), void *ctx,
                            ddp_err *err)
 {

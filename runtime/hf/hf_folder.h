@@ -53,7 +53,7 @@ int hf_check_fixed(const json_doc *j, const hf_fixed_key *keys, size_t n, ddp_er
 /* ---- the weights ---- */
 
 typedef struct hf_weights {
-    char path[4096];         /* model.safetensors, or the index: what messages name */
+    char path[4096];         /* model.safetensors, or the index: what messages about the folder name */
     safetensors *files;
     bool **used;             /* per file, per tensor: taken */
     int n;
@@ -66,6 +66,10 @@ void hf_weights_close(hf_weights *w);
 
 /* The tensor called name in any of the files, marked taken; NULL when none holds it. */
 const st_tensor *hf_weights_take(hf_weights *w, const char *name);
+
+/* The file that holds t, one of w's tensors (a shard of a sharded folder): what a message about t
+ * names. w->path when t is none of them. */
+const char *hf_weights_file_of(const hf_weights *w, const st_tensor *t);
 
 /* Calls fn on every tensor not taken, in file then name order, until one fails. */
 int hf_weights_each_unused(const hf_weights *w, int (*fn)(void *ctx, const st_tensor *t, ddp_err *err), void *ctx,

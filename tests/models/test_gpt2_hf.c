@@ -4,7 +4,7 @@
  * computed from the same files. Variants of the folder written here: names without
  * `transformer.`, with the attention mask buffers and a tied lm_head, and split over two shards
  * with model.safetensors.index.json (the same logits; a map that misplaces, leaves out or reaches
- * outside the folder refused); and the
+ * outside the folder refused; a tensor of another shape named with its shard); and the
  * refusals, each naming the key or tensor and leaving the model's parameters as they were: a
  * missing tensor, a Conv1D weight in [out, in], a tensor GPT-2 lacks, an untied lm_head, config
  * keys our GPT-2 cannot compute, and a shape other than the model's (both named). Every shape
@@ -170,6 +170,15 @@ static void test_sharded(const int32_t *input, const float *ref)
     refused(m, sharded("unlisted", t, n, n / 2, index), "weight_map lists 1", "its files hold");
     snprintf(index, sizeof index, "{\"weight_map\": {\"%s\": \"../x.safetensors\"}}", t[0].name);
     refused(m, sharded("outside", t, n, n / 2, index), "weight_map names \"../x.safetensors\", expected a file name", NULL);
+    int i = n - 1; /* a tensor of the second shard of another shape: named in that shard, not the index */
+    while (i > n / 2 && (t[i].ndim != 2 || t[i].shape[0] == t[i].shape[1]))
+        i--;
+    CHECK(i > n / 2, "a matrix that is not square in the second shard");
+    int64_t rows = t[i].shape[0];
+    t[i].shape[0] = t[i].shape[1], t[i].shape[1] = rows;
+    snprintf(want, sizeof want, "/model-00002-of-00002.safetensors: tensor %s is [", t[i].name);
+    refused(m, sharded("misshapen", t, n, n / 2, NULL), want, NULL);
+    t[i].shape[1] = t[i].shape[0], t[i].shape[0] = rows;
     m->ops->destroy(m);
     free_tensors(t, n);
 }
