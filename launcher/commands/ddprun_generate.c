@@ -324,10 +324,12 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts,
         return DDP_OK;
     }
     /* the window keeps the last seq_len ids: a longer turn would lose chat.json's start, the system
-     * prompt and the turn's header, and the model would answer text out of its template */
+     * prompt and the turn's header, and the model would answer text out of its template; so the
+     * prompt must leave room, and the answer ends where the context does */
     if (!rc && chat && n >= seq_len)
         rc = ddp_fail(err, DDP_EUSAGE, "--chat: the wrapped prompt is %lld tokens, the model's context %lld: "
                       "shorten the message", (long long)n, (long long)seq_len);
+    int64_t to_draw = chat && o->tokens > seq_len - n ? seq_len - n : o->tokens;
     device *dev = NULL;
     model *m = NULL;
     if (!rc)
@@ -347,8 +349,9 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts,
                 o->ckpt, (long long)n);
         if (started)
             fprintf(stderr, " (the first the start token %d)", ids[0]);
-        fprintf(stderr, ", %s%lld to draw (temperature %g, top-k %lld, top-p %g, seed %llu)", chat ? "up to " : "",
-                (long long)o->tokens, s.temperature, (long long)s.top_k, s.top_p, (unsigned long long)s.seed);
+        fprintf(stderr, ", %s%lld to draw%s (temperature %g, top-k %lld, top-p %g, seed %llu)", chat ? "up to " : "",
+                (long long)to_draw, to_draw < o->tokens ? ", what the context leaves" : "", s.temperature,
+                (long long)s.top_k, s.top_p, (unsigned long long)s.seed);
         if (chat)
             fprintf(stderr, "; chat: %lld + %lld + %lld ids from %s, stop at id %d", (long long)chat->n_prefix,
                     (long long)(n - chat->n_prefix - chat->n_suffix), (long long)chat->n_suffix, chat->path,
@@ -356,7 +359,7 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts,
         for (int64_t i = 1; chat && i < chat->n_stops; i++)
             fprintf(stderr, "%s%d", i == 1 ? " (also at " : ", ", chat->stops[i]);
         fputs(chat && chat->n_stops > 1 ? ")\n" : "\n", stderr);
-        rc = lm_generate(m, ids, n, o->tokens, &s, &drawn, err);
+        rc = lm_generate(m, ids, n, to_draw, &s, &drawn, err);
     }
     if (!rc && chat) { /* the answer alone, without the stop id */
         bool stopped = drawn > 0 && lm_is_stop(&s, ids[n + drawn - 1]);

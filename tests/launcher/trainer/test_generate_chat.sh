@@ -8,7 +8,8 @@
 # draws all --tokens tokens, and with also_stop ids the first drawn of stop and those ends it (a
 # version 1 file, without also_stop, is read as before; one with it refused); outside --chat the prompt follows the tokenizer's end-of-text id (a
 # chat of that id alone before the prompt draws the same), unprinted; a missing or malformed
-# chat.json exits 2 naming the file; a sentencepiece tokenizer's dummy-prefix space is not printed.
+# chat.json exits 2 naming the file; --tokens past the context's room after the wrapped prompt draws
+# only that room, so the template never slides out of the window; a sentencepiece tokenizer's dummy-prefix space is not printed.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 DATA=$TMP/data
@@ -93,6 +94,13 @@ for draw in "--temperature 0" "--seed 5 --top-k 0"; do
     check "$draw, also_stop: the log names them" grep -qF "stop at id $(never "$CONT") (also at ${C[N - 1]}, ${C[2]})" \
         "$TMP/answer.err"
 done
+# --tokens past the context: the answer ends where the context does (48 - 40 ids), never sliding the
+# template out of the window ($draw and $CONT: the loop's last)
+chat_json "$DATA/chat.json" "$(never "$CONT")"
+# shellcheck disable=SC2086
+"$DDPRUN" generate "$CK" --chat --prompt "$PROMPT" --tokens 20 $draw >"$TMP/full" 2>"$TMP/full.err"
+check "--tokens 20 after a 40-id prompt in a 48-id context: the first 8 alone" answer_is "$TMP/full" "$CONT" ""
+check "... said" grep -qF "up to 8 to draw, what the context leaves" "$TMP/full.err"
 check "the log line says where the chat came from" \
     grep -q "chat: $(wc -w <<<"$(ids "$PREFIX")") + $(wc -w <<<"$(ids "$PROMPT")") + $(wc -w <<<"$(ids "$SUFFIX")") ids from $DATA/chat.json, stop at id" \
     "$TMP/answer.err"
