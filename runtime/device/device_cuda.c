@@ -27,11 +27,11 @@
 #include "cudaemu.h" /* the emulator's; on the include path of the emulated build only */
 #endif
 
-/* Uploads are staged through a ring of pinned buffers of at most this many bytes each, so the
- * host memcpy into one overlaps the DMA out of the others. A step uploads up to three (inputs,
- * targets, packed documents): six slots let the host stage a whole step while the GPU still runs
- * the one before, where fewer made a step's last upload wait for that step's first, queued
- * behind all of the previous step's work. */
+/* Uploads are staged through a ring of pinned buffers of this many bytes each (96 MiB a rank,
+ * pinned when the device is set up), so the host memcpy into one overlaps the DMA out of the
+ * others. A step uploads up to three (inputs, targets, packed documents): six slots let the host
+ * stage a whole step while the GPU still runs the one before, where fewer made a step's last
+ * upload wait for that step's first, queued behind all of the previous step's work. */
 #define STAGING_CHUNK ((size_t)16 << 20)
 #define STAGING_SLOTS 6
 
@@ -39,8 +39,7 @@ typedef struct cuda_impl {
     cudaStream_t stream;
     cublasHandle_t blas;
     cuda_lt *lt;                  /* the epilogue GEMMs' cuBLASLt state (device_cuda_lt.c) */
-    void *staging[STAGING_SLOTS]; /* pinned host memory */
-    size_t staging_cap[STAGING_SLOTS];
+    void *staging[STAGING_SLOTS]; /* pinned host memory, STAGING_CHUNK bytes each */
     cudaEvent_t staging_done[STAGING_SLOTS]; /* recorded after the last copy out of staging[i] */
     int next_staging;
     void *scratch;                /* device_cuda_scratch() */
@@ -88,21 +87,6 @@ static void cuda_free(device *d, void *p)
     cudaFree(p); /* nothing useful to do with a failure while freeing */
 }
 
-/* Staging slot `slot` holding at least `bytes`, once its previous copy has finished. */
-static int staging_acquire(cuda_impl *im, int slot, size_t bytes, ddp_err *err)
-{
-    CUDA_TRY(wait_event(im, im->staging_done[slot]));
-    if (im->staging_cap[slot] >= bytes)
-        return DDP_OK;
-    if (im->staging[slot])
-        CUDA_TRY(cudaFreeHost(im->staging[slot]));
-    im->staging[slot] = NULL;
-    im->staging_cap[slot] = 0;
-    CUDA_TRY(cudaMallocHost(&im->staging[slot], bytes));
-    im->staging_cap[slot] = bytes;
-    return DDP_OK;
-}
-
 int device_cuda_upload(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
 {
     cuda_impl *im = impl_of(d);
@@ -110,9 +94,7 @@ int device_cuda_upload(device *d, void *dst, const void *src, size_t bytes, ddp_
         const size_t len = bytes - off < STAGING_CHUNK ? bytes - off : STAGING_CHUNK;
         const int slot = im->next_staging;
         im->next_staging = (slot + 1) % STAGING_SLOTS;
-        int rc = staging_acquire(im, slot, len, err);
-        if (rc)
-            return rc;
+        CUDA_TRY(wait_event(im, im->staging_done[slot])); /* its previous copy has finished */
         memcpy(im->staging[slot], (const char *)src + off, len);
         CUDA_TRY(cudaMemcpyAsync((char *)dst + off, im->staging[slot], len, cudaMemcpyHostToDevice, im->stream));
         CUDA_TRY(cudaEventRecord(im->staging_done[slot], im->stream));
@@ -487,8 +469,11 @@ static int cuda_setup(device *d, const device_opts *opts, ddp_err *err)
     }
     CUDA_TRY(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
     d->stream = im->stream;
-    for (int i = 0; i < STAGING_SLOTS; i++)
+    /* pinned whole here: pinning (and cudaFreeHost's wait for the GPU) inside a step would stall it */
+    for (int i = 0; i < STAGING_SLOTS; i++) {
         CUDA_TRY(cudaEventCreateWithFlags(&im->staging_done[i], cudaEventDisableTiming));
+        CUDA_TRY(cudaMallocHost(&im->staging[i], STAGING_CHUNK));
+    }
     CUBLAS_TRY(cublasCreate(&im->blas));
     CUBLAS_TRY(cublasSetStream(im->blas, im->stream));
     CUBLAS_TRY(cublasSetMathMode(im->blas, opts && opts->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));

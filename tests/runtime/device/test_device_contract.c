@@ -6,6 +6,9 @@
  * (wpe, dwpe NULL), while their token table stays required. The backends check no arguments
  * themselves, so identical messages show the check ran in front of both.
  *
+ * In the emulated build, an upload larger than every earlier one makes no CUDA call that blocks
+ * the host beyond its staging slot's wait: the pinned staging was made whole with the device.
+ *
  * Runs on the CPU backend always and on CUDA when a GPU (or, in the emulated build, the
  * emulator) answers; `--require-cuda` makes a missing CUDA device a failure. */
 #include <stdio.h>
@@ -15,6 +18,9 @@
 #include "device_bad_calls.h"
 #include "runtime/device/device.h"
 #include "tests/check.h"
+#ifdef DDP_TEST_CUDAEMU
+#include "tests/cudaemu/cudaemu.h"
+#endif
 
 
 /* Empty jobs: nothing is read or written, so NULL pointers are fine, on every backend. */
@@ -132,6 +138,31 @@ static void bad_calls_on(device *d, const char *backend, char msgs[][DDP_ERR_MSG
     empty_jobs(d, backend);
 }
 
+#ifdef DDP_TEST_CUDAEMU
+/* Six small uploads (one per staging slot), then one larger than all: one blocking call, the slot's
+ * wait for its previous copy, and no pinned memory freed (cudaFreeHost waits for the device) or
+ * made inside what would be a training step. */
+static void upload_pins_nothing(device *d)
+{
+    enum { SMALL = 1024, LARGE = 1 << 20 };
+    char *host = calloc(1, LARGE), *dev = NULL;
+    ddp_err err = {0};
+    int rc = host ? d->ops->alloc(d, LARGE, (void **)&dev, &err) : DDP_ERUNTIME;
+    for (int i = 0; i < 6 && !rc; i++)
+        rc = d->ops->upload(d, dev, host, SMALL, &err);
+    unsigned long long blocking = cudaemu_host_blocking_calls();
+    if (!rc)
+        rc = d->ops->upload(d, dev, host, LARGE, &err);
+    blocking = cudaemu_host_blocking_calls() - blocking;
+    CHECK(rc == 0, "uploads: %s", err.msg);
+    CHECK(blocking == 1, "an upload larger than the earlier ones made %llu blocking CUDA calls, expected its slot's "
+          "wait alone (DDP_CUDA_EMU_TRACE_BLOCKING=1 names them)", blocking);
+    if (dev)
+        d->ops->free(d, dev);
+    free(host);
+}
+#endif
+
 int main(int argc, char **argv)
 {
     bool require_cuda = argc > 1 && strcmp(argv[1], "--require-cuda") == 0;
@@ -160,6 +191,9 @@ int main(int argc, char **argv)
     if (gpu) {
         fprintf(stderr, "comparing the CPU backend with CUDA on %s\n", gpu->name);
         bad_calls_on(gpu, "cuda", cuda_msgs);
+#ifdef DDP_TEST_CUDAEMU
+        upload_pins_nothing(gpu);
+#endif
         for (size_t i = 0; i < device_n_bad_calls; i++)
             CHECK(strcmp(cpu_msgs[i], cuda_msgs[i]) == 0, "backends differ: cpu \"%s\", cuda \"%s\"", cpu_msgs[i],
                   cuda_msgs[i]);
