@@ -90,9 +90,9 @@ static bool abort_within(ncclcomm_impl *im, double limit_s, ncclResult_t *rc)
     abort_call.device = im->device;
     atomic_store(&abort_call.done, false);
     pthread_t t;
-    if (pthread_create(&t, NULL, abort_main, NULL) != 0) {
-        log_warn("NCCL watchdog: no thread for ncclCommAbort; calling it here, without a time limit");
-        *rc = ncclCommAbort(im->nccl);
+    if (pthread_create(&t, NULL, abort_main, NULL) != 0) { /* called here, a hang would keep the job */
+        log_warn("NCCL watchdog: no thread for ncclCommAbort, which may hang on a wedged GPU; exiting without it");
+        *rc = ncclSuccess;
         return true;
     }
     pthread_detach(t);

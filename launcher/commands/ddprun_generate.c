@@ -29,6 +29,7 @@
 #include "runtime/device/device.h"
 
 #define MAX_NEW_TOKENS (1 << 20)
+
 /* --prompt-file: far more than any model's context takes; a larger file is the wrong file */
 #define PROMPT_MAX_BYTES ((size_t)64 << 20)
 
@@ -85,6 +86,17 @@ static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
     return true;
 }
 
+/* Whether flag a is one of those that take a value (parse_args reads them). */
+static bool takes_value(const char *a)
+{
+    static const char *const valued[] = {"--prompt", "--prompt-file", "--tokenizer", "--chat-file", "--tokens",
+                                         "--top-k", "--top-p", "--seed", "--temperature"};
+    for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
+        if (!strcmp(a, valued[k]))
+            return true;
+    return false;
+}
+
 static int parse_args(int argc, char **argv, gen_opts *o)
 {
     *o = (gen_opts){.tokens = 64, .s = {.temperature = 1.0, .top_k = 40, .top_p = 1.0, .seed = 1337}};
@@ -108,6 +120,8 @@ static int parse_args(int argc, char **argv, gen_opts *o)
             o->ckpt = a;
             continue;
         }
+        if (!takes_value(a))
+            return usage("unknown flag %s", a);
         if (!v)
             return usage("%s needs a value", a);
         i++;
@@ -139,8 +153,6 @@ static int parse_args(int argc, char **argv, gen_opts *o)
             o->s.temperature = strtod(v, &end);
             if (!*v || *end || !isfinite(o->s.temperature) || o->s.temperature < 0)
                 return usage("--temperature: expected a number >= 0, got \"%s\"", v);
-        } else {
-            return usage("unknown flag %s", a);
         }
     }
     if (o->prompt && o->prompt_file)

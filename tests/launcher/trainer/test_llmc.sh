@@ -10,7 +10,8 @@
 # finds the tokenizer through the run's config.resolved.yaml (run from another directory than the
 # job's, whose relative data.path the record holds whole), is deterministic per seed, slides a
 # long prompt, takes --top-p (1: the default's text, below any one chance: the greedy text, outside
-# (0, 1] refused), and says what to do when the tokenizer cannot be found.
+# (0, 1] refused), names an unknown flag wherever it stands, and says what to do when the tokenizer
+# cannot be found.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
 DATA=$TMP/data
@@ -140,6 +141,13 @@ for bad in 0 1.5 -0.1 x; do
     "$DDPRUN" generate "$A" "${G[@]}" --top-p "$bad" >/dev/null 2>"$TMP/pbad.err"
     check "--top-p $bad: exit 2" [ $? -eq 2 ]
     check "--top-p $bad: named" grep -q "top-p: expected a number in (0, 1\], got \"$bad\"" "$TMP/pbad.err"
+done
+# an unknown flag is named as such, last (not "needs a value") or before CHECKPOINT (not taking it)
+for args in "$A --greedy" "--greedy $A"; do
+    # shellcheck disable=SC2086 # $args is the argument list
+    "$DDPRUN" generate $args >/dev/null 2>"$TMP/flag.err"
+    check "generate $args: exit 2 (got $?)" [ $? -eq 2 ]
+    check "generate $args: naming the unknown flag" grep -q "unknown flag --greedy" "$TMP/flag.err"
 done
 mkdir -p "$TMP/lone"
 cp "$A" "$TMP/lone/"
