@@ -388,6 +388,17 @@ sys.exit(int(sys.argv[2]) not in array("H", open(sys.argv[1], "rb").read()[1024:
         fail "hf bytelevel: id $k of the added token 'naïve café' is not in the stream"
     ok "hf byte-level BPE (GPT-2's kind): <|endoftext|> first, the input back through tokenizer.bin"
 
+    # a special token's text inside a document is text: the one <|endoftext|> id is the separator
+    printf 'before <|endoftext|> after\n' >"$TMP/special.txt"
+    "$PREP" --tokenizer "$TMP/bytelevel.json" "$TMP/special.txt" "$TMP/h6" >/dev/null || fail "hf special text"
+    k=$(hf_id "$TMP/bytelevel.json" "<|endoftext|>")
+    python3 -c 'import sys, glob
+from array import array
+ids = [i for f in glob.glob(sys.argv[1] + "/*_000000.bin") for i in array("H", open(f, "rb").read()[1024:])]
+sys.exit(f"<|endoftext|> {ids.count(int(sys.argv[2]))} times in {ids}" if ids.count(int(sys.argv[2])) != 1 else 0)' \
+        "$TMP/h6" "$k" || fail "hf bytelevel: a document's '<|endoftext|>' text became the control id"
+    ok "hf: a special token's text in a document is encoded as text, not as the token"
+
     # a tokenizer.json saved with truncation and padding on (as transformers saves one after a call
     # with truncation=True): neither cuts nor pads a document, the shards are the plain one's
     python3 -c 'import sys, tokenizers
