@@ -550,9 +550,11 @@ int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
 {
     comm *ctl = t->ctl;
     snprintf(ctl->phase, sizeof ctl->phase, "%s", COMM_PHASE_RESUME);
-    int rc = comm_mpi_set_timeout(ctl, resume_deadline_s(t->cfg), err);
+    train_resume_timeout_s = resume_deadline_s(t->cfg);
+    int rc = comm_mpi_set_timeout(ctl, train_resume_timeout_s, err);
     if (rc == DDP_OK)
         rc = resume_or_start(t, consumed, err);
+    train_resume_timeout_s = 0;
     ddp_err restore = {0};
     int rc2 = comm_mpi_set_timeout(ctl, t->cfg->ddp.timeout_s, &restore);
     ctl->phase[0] = '\0';
