@@ -51,7 +51,7 @@ __global__ void ddp_embedding_forward_kernel(E *out, const int32_t *tokens, cons
         const size_t bt = i / packs, k = i % packs;
         pack<E, W> o = load_pack<W>(wte + (size_t)tokens[bt] * C, k);
         if (Positions) {
-            const size_t p = bt % T - (doc_start ? (size_t)doc_start[bt] : 0);
+            const size_t p = (size_t)ddp_doc_offset(doc_start ? doc_start + bt : NULL, (int64_t)(bt % T));
             const pack<E, W> pe = load_pack<W>(wpe + p * C, k);
             DDP_UNROLL
             for (int q = 0; q < W; q++) o.v[q] = from_float<E>(to_float(o.v[q]) + to_float(pe.v[q]));

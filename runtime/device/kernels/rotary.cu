@@ -23,6 +23,7 @@
  * equal to a or b or apart from both, norm_out and h apart from their inputs. This file must not
  * hold other ops. */
 #include "kernel_common.cuh"
+#include "runtime/device/kernels/doc_walk.h"
 
 using ddp_kernels::block_sum;
 using ddp_kernels::from_float;
@@ -360,8 +361,7 @@ __global__ void ddp_rope_kernel(E *x, size_t ld, I T, I n_heads, size_t half, I 
     for (I i = (I)global_index(); i < n_items; i += (I)grid_stride()) {
         const I jp = i % half_packs, head_row = i / half_packs, h = head_row % n_heads, row = head_row / n_heads;
         const I t = row % T;
-        const size_t first = doc_start ? (size_t)min((long long)t, max(0LL, (long long)doc_start[row])) : 0;
-        const size_t k = ((size_t)t - first) * half + (size_t)jp * W;
+        const size_t k = (size_t)ddp_doc_offset(doc_start ? doc_start + row : NULL, (int64_t)t) * half + (size_t)jp * W;
         E *v = x + (size_t)row * ld + (size_t)h * 2 * half;
         float c[W], s[W];
         load_floats<W>(c, cos, k);

@@ -5,7 +5,7 @@
  * Every group runs with its buffers at aligned starts (the vector paths: LayerNorm's warp per row,
  * the embeddings' 16-byte packs) and again one element past them (the one-element fallbacks); the
  * embeddings also without a position table (wpe, dwpe NULL) and in packed rows (positions restart
- * at each document).
+ * at each document), and on CUDA with document starts outside [0, t], clamped (bad_starts_clamped).
  *
  * Every op runs on the CPU once and on the CUDA device twice, with the same fresh random inputs
  * (seed printed, DDP_TEST_SEED repeats a run) over awkward shapes: sizes 1, odd sizes, C not a
@@ -136,6 +136,39 @@ static void out_check(out *o, const char *what, double rtol, double atol)
 
 /* ---- embeddings ------------------------------------------------------------------------- */
 
+/* Document starts outside [0, t] (device data the host cannot check; the CPU backend refuses
+ * them) on the CUDA side alone: clamped, a start past t reading position 0 and a negative one
+ * position t, never a row outside wpe. One float add each, so exact. */
+static void bad_starts_clamped(int64_t B, int64_t T, int64_t C, both tok, both wte, both wpe, const int32_t *htok,
+                               const float *hwte, const float *hwpe)
+{
+    size_t n = (size_t)(B * T * C);
+    int32_t *hbad = xmalloc((size_t)(B * T) * sizeof *hbad);
+    for (int64_t i = 0; i < B * T; i++)
+        hbad[i] = i % 2 ? -3 - (int32_t)(i % T) : (int32_t)(i % T) + 5 + (int32_t)T;
+    both bad = both_upload(hbad, (size_t)(B * T) * sizeof *hbad);
+    out o = out_new(NULL, n);
+    ddp_err err = {0};
+    die_on(gpu->ops->embedding_forward(gpu, TENSOR_F32, o.g, tok.g, wte.g, wpe.g, bad.g, B, T, C, &err), &err,
+           "embedding_forward with bad starts");
+    float *got = xmalloc(n * sizeof *got);
+    download(gpu, got, o.g, n * sizeof *got);
+    size_t wrong = 0;
+    for (int64_t bt = 0; bt < B * T; bt++) {
+        int64_t p = bt % 2 ? bt % T : 0;
+        for (int64_t c = 0; c < C; c++)
+            wrong += got[bt * C + c] != hwte[(int64_t)htok[bt] * C + c] + hwpe[p * C + c];
+    }
+    CHECK(wrong == 0, "embedding_forward B=%lld T=%lld C=%lld, starts outside [0, t]: %zu elements not the clamped "
+          "row's", (long long)B, (long long)T, (long long)C, wrong);
+    both_free(bad);
+    both_free((both){o.c, o.g});
+    free(o.init);
+    free(o.first);
+    free(got);
+    free(hbad);
+}
+
 static void test_embeddings(void)
 {
     /* B, T, C, V: V = 1 makes every token the same; 2·70·300 and 6·64·769 elements pass the
@@ -206,6 +239,7 @@ static void test_embeddings(void)
         out_check(&bwd_pk[1], what, 0, 0);
         both_free(ds);
         free(hdocs);
+        bad_starts_clamped(B, T, C, tok, wte, wpe, htok, hwte, hwpe);
 
         both_free(tok);
         both_free(wte);
