@@ -106,9 +106,11 @@ static size_t llama3_piece_end(const cp_text *c, size_t i, size_t max_digits)
     bool prefix = cls[i] != UC_NUMBER && !is_newline(c->cp[i]);
     if (prefix && i + 1 < n && cls[i + 1] == UC_LETTER)
         return run_end(c, i + 1);
-    if (cls[i] == UC_NUMBER) {
-        size_t j = run_end(c, i);
-        return j - i > max_digits ? i + max_digits : j;
+    if (cls[i] == UC_NUMBER) { /* at most max_digits looked at: a long run's pieces stay linear in it */
+        size_t j = i;
+        while (j < n && j - i < max_digits && cls[j] == UC_NUMBER)
+            j++;
+        return j;
     }
     /* " ?[^\s\p{L}\p{N}]+[\r\n]*": a symbol run (after one space), and the line breaks after it */
     size_t from = c->cp[i] == ' ' && i + 1 < n && cls[i + 1] == UC_OTHER ? i + 1 : i;
