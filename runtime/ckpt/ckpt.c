@@ -75,7 +75,8 @@ static int64_t parse_ckpt_name(const char *name, bool set)
     return digits > 0 && strcmp(p, set ? "" : ".ddp") == 0 ? step : -1;
 }
 
-/* Removes ".ckpt-*.tmp.<pid>" files left by processes that no longer exist. */
+/* Removes ".ckpt-*.tmp.<pid>" files of dead processes, and of this pid: this process saves one at a
+ * time, so such a file is an earlier process's (a container's rank 0 has one pid every start). */
 static void remove_stale_temps(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -84,10 +85,8 @@ static void remove_stale_temps(const char *dir)
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         const char *tag = strstr(de->d_name, ".tmp.");
-        if (strncmp(de->d_name, ".ckpt-", 6) != 0 || !tag)
-            continue;
-        long pid = strtol(tag + 5, NULL, 10);
-        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        long pid = tag && !strncmp(de->d_name, ".ckpt-", 6) ? strtol(tag + 5, NULL, 10) : 0;
+        if (pid <= 0 || (pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)))
             continue;
         if (unlinkat(dirfd(d), de->d_name, 0) == 0)
             log_warn("checkpoint: removed %s/%s left by an interrupted save", dir, de->d_name);

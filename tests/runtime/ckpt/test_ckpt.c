@@ -326,6 +326,15 @@ static void test_prune_and_temps(void)
     ckpt_loaded_free(&c);
     write_step(d, 7, 7, path);
     CHECK_EQ_INT(ts_count(d, ".tmp."), 0);
+    /* ... and one under this process's pid (a container's restarted rank 0 has the pid of the one
+     * that left it): no save of this process runs while it starts another */
+    snprintf(junk, sizeof junk, "%s/.ckpt-00000051.ddp.tmp.%ld", d, (long)getpid());
+    f = fopen(junk, "w");
+    CHECK(f && fputs("torn", f) >= 0, "junk");
+    if (f)
+        fclose(f);
+    write_step(d, 8, 8, path);
+    CHECK_EQ_INT(ts_count(d, ".tmp."), 0);
 
     /* a directory named like a checkpoint is no checkpoint: it counts toward no keep_last, is left
      * alone by pruning and is not tried (or warned about) by the newest-first lookup */
