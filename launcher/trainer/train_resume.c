@@ -234,9 +234,14 @@ static int finish_resume(train_job *t, const int64_t *hdr, const char *used, ddp
     c->last_saved_step = c->durable_step = t->step;
     log_info("resumed from %s: step %lld, epoch %lld, %lld samples of the epoch consumed", used,
              (long long)t->step, (long long)t->epoch + 1, (long long)hdr[HDR_CONSUMED]);
-    if (world_at_save != t->ctl->size)
+    int64_t per_rank = t->batch * t->accum; /* a step's samples per rank */
+    if (world_at_save != t->ctl->size && t->cfg->train.global_batch > 0)
         log_info("resume: world size changed from %d to %d ranks; the sampler continues with the rest of the epoch "
                  "split %d ways", world_at_save, t->ctl->size, t->ctl->size);
+    else if (world_at_save != t->ctl->size) /* an elastic restart on fewer hosts, say: the step is not the same */
+        log_warn("resume: world size changed from %d to %d ranks, so a step now takes %lld samples, not %lld, at the "
+                 "same learning rate; train.global_batch keeps a step's samples whatever the ranks", world_at_save,
+                 t->ctl->size, (long long)(per_rank * t->ctl->size), (long long)(per_rank * world_at_save));
     return rc;
 }
 
