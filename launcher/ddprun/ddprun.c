@@ -585,6 +585,7 @@ int main(int argc, char **argv)
         argv_pushf(&prog_argv, "ddp.timeout_s=%.17g", cfg.ddp.timeout_s); /* the file's, for the start-up's deadline */
     }
     if (!o.discovery.cmd && default_np(&o) != DDP_OK) return DDP_EUSAGE;
+    if (o.discovery.cmd && train_cfg && discovery_check_batch(&o.discovery, train_cfg) != DDP_OK) return DDP_EUSAGE;
     batch_split split;
     ddp_err err = {0};
     if (train_cfg && !o.discovery.cmd && config_batch_split(train_cfg, o.np, &split, &err) != DDP_OK) {

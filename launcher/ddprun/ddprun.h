@@ -121,6 +121,10 @@ struct config;
  * (the time waited and what the last run listed named); DDP_EPREEMPTED when a stop was requested
  * (job_signals_seen) while waiting or while d->cmd ran: its process group is ended first. */
 int discover_hosts(const discovery_opts *d, const struct config *cfg, char *hosts, size_t cap, int *np);
+/* Before anything runs: DDP_OK when some world size from d->min_np to d->max_np (unbounded: 0)
+ * divides cfg's train.global_batch (or it is not set); else DDP_EUSAGE, said on stderr with the
+ * world sizes that would, since no fleet the command lists could be used. */
+int discovery_check_batch(const discovery_opts *d, const struct config *cfg);
 
 /* (ddprun_hosts.c) Hosts as -H, --hostfile and --host-discovery give them. */
 #define DDPRUN_SLOTS_MAX 100000 /* slots of one host */

@@ -16,6 +16,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +208,23 @@ static int stopped(const char *cmd, bool cmd_ended)
         fprintf(stderr, "ddprun: host discovery: %s ended on %s (its process group)\n", cmd,
                 signal_abbrev(job_first_stop_signal()));
     return DDP_EPREEMPTED;
+}
+
+int discovery_check_batch(const discovery_opts *d, const config *cfg)
+{
+    int64_t g = cfg->train.global_batch; /* no world size above it divides it */
+    int top = d->max_np > 0 ? d->max_np : g < INT_MAX ? (int)g : INT_MAX;
+    if (g == 0 || config_world_at_most(cfg, top) >= d->min_np)
+        return DDP_OK;
+    batch_split split;
+    ddp_err err = {0};
+    config_batch_split(cfg, d->min_np, &split, &err);
+    char upto[48] = "";
+    if (d->max_np > 0)
+        snprintf(upto, sizeof upto, " to --max-np %d", d->max_np);
+    fprintf(stderr, "ddprun: train.global_batch %lld divides into no world size from --min-np %d%s, so no fleet could "
+            "start: %s\n", (long long)g, d->min_np, upto, err.msg);
+    return DDP_EUSAGE;
 }
 
 int discover_hosts(const discovery_opts *d, const config *cfg, char *hosts, size_t cap, int *np)

@@ -10,7 +10,8 @@
 # while the job starts (before mpirun starts, before any rank exists, while a rank loads, as a
 # restart begins), a stop while nobody reads ddprun's stdout (the job goes on, the stop is
 # forwarded, the dropped output counted), and --max-restarts; --host-discovery's hosts (every host listed, --max-np,
-# train.global_batch's world sizes, a bad line named, too few slots ending after the wait and
+# train.global_batch's world sizes, a --min-np/--max-np range none of which it divides refused
+# before the command runs, a bad line named, too few slots ending after the wait and
 # saying the time waited, 300 hosts cut to the first, asked again before a restart), a stop while
 # discovery waits or its command runs (exit 75, the command's process group ended), and a world size train.global_batch refuses before mpirun. Wall-time bounds below are hang guards (a launcher that fails to stop the
 # surviving ranks would wait for their 60 s timeout), not performance assertions.
@@ -223,6 +224,16 @@ discover disc_gb 'hostA:5'
 run disc_gb --host-discovery "$tmp/disc_gb.sh" --dry-run "$config" train.global_batch=12 data.batch_size=4 \
     train.micro_batch=auto
 check "discovery: 5 slots, global batch 12 -> the 4 ranks it divides into" contains $out " -np 4 -H hostA:4 "
+# no world size from --min-np (to --max-np) divides global batch 12: refused before the command runs
+for range in "--min-np 5 --max-np 5" "--min-np 13"; do
+    # shellcheck disable=SC2086 # $range is flags
+    run disc_gb_none --host-discovery "$tmp/disc_gb.sh" $range --dry-run "$config" train.global_batch=12 \
+        data.batch_size=4 train.micro_batch=auto
+    check "discovery: $range with global batch 12: refused at once (exit $rc)" [ $rc -eq 2 ]
+    check "discovery: ... saying why" contains $err \
+        "train.global_batch 12 divides into no world size from $(sed 's/ --max-np/ to --max-np/' <<<"$range"), so"
+    check "discovery: ... without running the command" [ "$(cat "$tmp/disc_gb.runs")" -eq 1 ]
+done
 discover disc_bad 'hostA:2\nhostB 3'
 run disc_bad --host-discovery "$tmp/disc_bad.sh" --dry-run "$config"
 check "discovery: a bad line is a usage error (exit $rc)" [ $rc -eq 2 ]
