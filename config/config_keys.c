@@ -214,7 +214,7 @@ static const cfg_key keys_after_models[] = {
          "not with `checkpoint.upload_cmd`."),
     {.path = "checkpoint.resume", .type = KT_RESUME, .def = "auto",
      .doc = "`auto`: newest valid checkpoint in `checkpoint.dir` (after `checkpoint.download_cmd` when there "
-            "is none), else start fresh; `never`: start fresh; a path: that checkpoint. `never` or a path is "
+            "is none valid), else start fresh; `never`: start fresh; a path: that checkpoint. `never` or a path is "
             "refused on a job's first attempt while `checkpoint.dir` holds checkpoints a restart would resume "
             "instead (any; for a path in it, those beyond its step), naming them: pruning would also keep them "
             "before the run's own (docs/checkpoint-format.md). A restart (`ddprun --max-restarts`) resumes its own "
@@ -259,10 +259,11 @@ static const cfg_key keys_after_models[] = {
             "and `'{path}'` all give the path as one word, unchanged, whatever characters it holds (`$(...)` in "
             "a directory name is never run). Any other `{...}`, `${VAR}` included, is an error: write `$VAR`."),
     COMMAND("checkpoint.download_cmd", checkpoint.download_cmd, download_placeholders,
-            "Run by rank 0 when a resume (`checkpoint.resume: auto`, or a restart) finds no checkpoint in "
-            "`checkpoint.dir`, to fetch checkpoints into `{dir}` (e.g. `aws s3 sync s3://bucket/run/ {dir}`; "
-            "`DDPRUN_DIR` in the environment, quoted as for upload_cmd); the newest valid one is then resumed, "
-            "or the run starts fresh if it brought none. A failure stops the job before training (starting "
+            "Run by rank 0 when a resume (`checkpoint.resume: auto`, or a restart) finds no valid checkpoint in "
+            "`checkpoint.dir` (none, or only what an interrupted download cut short), to fetch checkpoints into "
+            "`{dir}` (e.g. `aws s3 sync s3://bucket/run/ {dir}`; `DDPRUN_DIR` in the environment, quoted as for "
+            "upload_cmd); the newest valid one is then resumed, or the run starts fresh if it brought none (where "
+            "there was none before). A failure stops the job before training (starting "
             "from step 0 instead would silently lose the run). Like an upload, it ends with its rank."),
     NUM("checkpoint.command_timeout_s", checkpoint.command_timeout_s, NR_POSITIVE, "900", HASH_NO,
         "Time limit of each upload or download command; past it the command's whole process group is ended "

@@ -162,15 +162,21 @@ bool train_ckpt_may_download(const train_job *t)
 }
 
 /* Rank 0: the newest checkpoint of checkpoint.dir that try_entry takes (ckpt_find_latest_with),
- * and when there is none, of what checkpoint.download_cmd brings into it. The command runs at most
- * once a resume, whichever reader asks first: the walk over a set's pieces, or resume_whole's read
- * when that walk ended at a single file. */
+ * and when there is none, or none valid (what an interrupted download left: a file cut short, a
+ * set without all its shards), of what checkpoint.download_cmd brings into it. The command runs
+ * at most once a resume, whichever reader asks first: the walk over a set's pieces, or
+ * resume_whole's read when that walk ended at a single file. */
 static int find_own_newest(train_job *t, ckpt_try_fn try_entry, void *ctx, char *used, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
     int rc = ckpt_find_latest_with(c->dir, try_entry, ctx, used, err);
-    if (rc != CKPT_NONE || !train_ckpt_may_download(t) || c->downloaded)
+    bool none_valid = rc == DDP_ERUNTIME && !err->local; /* local: this machine's failure, not the files' */
+    if ((rc != CKPT_NONE && !none_valid) || !train_ckpt_may_download(t) || c->downloaded)
         return rc;
+    if (none_valid)
+        log_warn("checkpoint: %s; running checkpoint.download_cmd, which may bring whole what it left cut short",
+                 err->msg);
+    *err = (ddp_err){0};
     c->downloaded = true;
     rc = ckpt_download(t->cfg->checkpoint.download_cmd, c->dir, t->cfg->checkpoint.command_timeout_s, c->command_log,
                        err);

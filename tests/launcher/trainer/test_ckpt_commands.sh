@@ -2,7 +2,8 @@
 # Checkpoints off the instance's disk: checkpoint.dir elsewhere, checkpoint.upload_cmd after each
 # save (in the background, never blocking training; a failing, a slow and a hanging command, and one
 # whose rank is killed by SIGKILL), and
-# checkpoint.download_cmd fetching the newest checkpoint when a fresh machine resumes (under
+# checkpoint.download_cmd fetching the newest checkpoint when a fresh machine resumes, or when
+# what an interrupted download left is no valid checkpoint (under
 # run.dir's lock: a second job into the same new run.dir is refused before downloading; its time
 # is not training time for checkpoint.every_minutes); placeholder
 # values with shell syntax in them, inside double, single or no quotes. Local commands stand in for
@@ -107,6 +108,13 @@ check "download: resumed from the downloaded checkpoint" grep -q "resumed from .
 check "download: result bit-identical to the uninterrupted run" \
     "$DDPRUN" ckpt diff "$TMP/disk two/ckpts/ckpt-00000060.ddp" "$TMP/fresh/checkpoints/ckpt-00000060.ddp"
 np2 run.dir="$TMP/fresh" "${RUN[@]}" train.max_steps=70 checkpoint.download_cmd="exit 9" >"$TMP/local.log" 2>&1
+# an interrupted download (the machine taken mid-copy) left the checkpoint cut short: none valid, so
+# the next attempt downloads again and resumes from it whole
+mkdir -p "$TMP/cut/checkpoints" && head -c 3000 "$remote/ckpt-00000040.ddp" >"$TMP/cut/checkpoints/ckpt-00000040.ddp"
+np2 run.dir="$TMP/cut" "${RUN[@]}" checkpoint.download_cmd="cp $remote/ckpt-00000040.ddp {dir}/" >"$TMP/cut.log" 2>&1
+check "a download cut short: downloaded again, resumed, completes (exit $?)" \
+    bash -c "[ $? -eq 0 ] && grep -q 'resumed from .*ckpt-00000040.ddp' '$TMP/cut.log'"
+check "... saying why it downloaded" grep -q "none valid.*running checkpoint.download_cmd" "$TMP/cut.log"
 check "download_cmd is not run when checkpoint.dir has a checkpoint" [ $? -eq 0 ]
 # a failed download stops the job before training: starting from step 0 would silently lose the run
 printf '#!/bin/sh\necho "bucket not found" >&2\nexit 4\n' >"$TMP/no-bucket"
