@@ -20,8 +20,10 @@
  *       state, saving nothing from it (EX_DATAERR); never restarted by --max-restarts, since a
  *       resume from the last checkpoint would repeat the same steps bit for bit
  *   75  preempted: ranks received the stop signal, saved a checkpoint and exited 75
- *       (EX_TEMPFAIL); never restarted by --max-restarts, since the machine is going away.
- *       Also a stop that came before mpirun was started: nothing ran
+ *       (EX_TEMPFAIL); not restarted by --max-restarts, since the machine is going away, unless
+ *       the stop was other hosts' preemption notice (ddprun asked nothing) and -H or
+ *       --host-discovery lets the job restart without them. Also a stop that came before mpirun
+ *       was started: nothing ran
  */
 #include "ddprun.h"
 
@@ -335,58 +337,7 @@ static void print_shell_quoted(char *const argv[])
     putchar('\n');
 }
 
-/* ---- outcome ---------------------------------------------------------------------------- */
-
-/* mpirun exits with the first failing rank's code; see the table at the top. */
-static int exit_code_for(int wait_status)
-{
-    if (!WIFEXITED(wait_status)) return DDP_ERUNTIME;
-    int code = WEXITSTATUS(wait_status);
-    return code == 0 || code == DDP_EUSAGE || code == DDP_ENONFINITE || code == DDP_EPREEMPTED ? code : DDP_ERUNTIME;
-}
-
-/* Exit status 127: mpirun, or a rank's wrapper, could not execute its program (ddprun_job.c,
- * ddprun_rankwrap.c), which every attempt would find the same. */
-static bool cannot_start(int wait_status) { return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 127; }
-
-/* who = "rank R on HOST" (or "mpirun" when no rank said), how = "exited with code C" etc. */
-static void describe_failure(const job_result *r, char *who, char *how, size_t size)
-{
-    const rank_failure *f = &r->failure;
-    if (r->deadline.seen_s > 0 && r->deadline.not_arrived[0]) {
-        snprintf(who, size, "%s", r->deadline.what);
-        snprintf(how, size, "passed; not arrived: %.200s", r->deadline.not_arrived);
-        return;
-    }
-    if (!f->known) {
-        snprintf(who, size, "mpirun");
-        if (WIFSIGNALED(r->wait_status))
-            snprintf(how, size, "was killed by %s", signal_abbrev(WTERMSIG(r->wait_status)));
-        else
-            snprintf(how, size, "exited with code %d (no rank reported a failure)", WEXITSTATUS(r->wait_status));
-        return;
-    }
-    snprintf(who, size, "rank %d on %s", f->rank, f->host[0] ? f->host : "an unknown host");
-    if (f->signal) snprintf(how, size, "was killed by %s", signal_abbrev(f->signal));
-    else snprintf(how, size, "exited with code %d", f->exit_code);
-}
-
-static void report(const job_result *r, int code)
-{
-    char who[300], how[300];
-    describe_failure(r, who, how, sizeof who);
-    if (code == DDP_EPREEMPTED)
-        fprintf(stderr, "ddprun: job stopped after saving a checkpoint (preempted, exit 75)\n");
-    else if (code == DDP_ENONFINITE)
-        fprintf(stderr, "ddprun: job stopped on a non-finite value, nothing saved from it (exit 65; not restarted: a "
-                        "resume would repeat it)\n");
-    else if (code != 0 && r->signals_received >= 2)
-        fprintf(stderr, "ddprun: job terminated by a second stop request (exit %d)\n", code);
-    else if (code == DDP_EUSAGE)
-        fprintf(stderr, "ddprun: %s %s (usage/config error, exit 2)\n", who, how);
-    else if (code != 0)
-        fprintf(stderr, "ddprun: job failed: %s %s\n", who, how);
-}
+/* ---- attempts --------------------------------------------------------------------------- */
 
 /* With --host-discovery, the hosts and rank count of an attempt: DDP_OK, or the exit code the
  * launch ends with (a stop requested while waiting: as before any attempt, or the previous
@@ -394,7 +345,7 @@ static void report(const job_result *r, int code)
 static int discover_attempt(launch_opts *o, const config *cfg, int attempt, const job_result *r, int code,
                             char *hosts, size_t cap)
 {
-    int rc = discover_hosts(&o->discovery, cfg, hosts, cap, &o->np);
+    int rc = discover_hosts(&o->discovery, cfg, code == DDP_EPREEMPTED ? &r->notice : NULL, hosts, cap, &o->np);
     if (rc == DDP_OK) {
         o->hosts = hosts;
         return DDP_OK;
@@ -413,7 +364,8 @@ static int discover_attempt(launch_opts *o, const config *cfg, int attempt, cons
     return code;
 }
 
-/* Runs the job, restarting failures up to o->max_restarts times. No attempt starts after a stop
+/* Runs the job, restarting failures (and a stop by other hosts' preemption notice, without them:
+ * notice_restarts) up to o->max_restarts times. No attempt starts after a stop
  * request: before the first one nothing runs (exit 75); a restart is not made, and the failure
  * that called for it is the outcome. With --host-discovery each attempt's hosts are the command's
  * answer at its start. cfg: the training config (NULL for bench and topo). */
@@ -454,23 +406,31 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
             fprintf(stderr, "ddprun: not restarting: %s (the message above says why), and another attempt would "
                     "fail the same way\n", cannot_start(r.wait_status) ? "a program could not be started (exit 127)"
                                                                     : "mpirun started no rank");
-        if (code != DDP_ERUNTIME || attempt >= o->max_restarts || job_signals_seen() > 0 ||
-            cannot_start(r.wait_status) || refused) {
+        /* another host's notice: its ranks saved and stopped, and the fleet goes on without it */
+        const deadline_verdict *lost = notice_restarts(&r, code) ? &r.notice : &r.deadline;
+        int slots_left;
+        bool drop = !o->discovery.cmd && ddprun_drop_hosts(o->hosts, lost, hosts, sizeof hosts, &slots_left);
+        if ((code != DDP_ERUNTIME && !(lost == &r.notice && (drop || o->discovery.cmd))) ||
+            attempt >= o->max_restarts || job_signals_seen() > 0 || cannot_start(r.wait_status) || refused) {
             report(&r, code);
             return code;
         }
         char who[300], how[300];
         describe_failure(&r, who, how, sizeof who);
-        fprintf(stderr, "ddprun: attempt %d of %d (restarting after %s failed: %s)\n", attempt + 2,
-                o->max_restarts + 1, who, how);
-        int slots_left;
-        if (!o->discovery.cmd && ddprun_drop_hosts(o->hosts, &r.deadline, hosts, sizeof hosts, &slots_left)) {
+        if (lost == &r.notice)
+            fprintf(stderr, "ddprun: attempt %d of %d (restarting without %s%s, whose preemption notice stopped the "
+                    "job)\n", attempt + 2, o->max_restarts + 1, r.notice.hosts[0],
+                    r.notice.n_hosts > 1 ? " and more" : "");
+        else
+            fprintf(stderr, "ddprun: attempt %d of %d (restarting after %s failed: %s)\n", attempt + 2,
+                    o->max_restarts + 1, who, how);
+        if (drop) {
             o->hosts = hosts;
             o->np = o->np < slots_left ? o->np : slots_left;
             int np = cfg ? config_world_at_most(cfg, o->np) : o->np; /* one train.global_batch divides into */
             o->np = np > 0 ? np : o->np;
-            fprintf(stderr, "ddprun: leaving out the host(s) whose ranks did not arrive: -np %d -H %s\n", o->np,
-                    o->hosts);
+            fprintf(stderr, "ddprun: leaving out the host(s) whose %s: -np %d -H %s\n",
+                    lost == &r.notice ? "preemption notice stopped the job" : "ranks did not arrive", o->np, o->hosts);
         }
     }
 }

@@ -47,7 +47,8 @@ typedef struct rank_failure {
 
 /* A collective deadline's verdict seen in a rank's output (collectives/comm.h): the ranks that
  * did not arrive, and their hosts without repeats. Also a line after which a rank may not end
- * (the NCCL watchdog's abort, a checkpoint write given up), which names no rank: seen_s alone. */
+ * (the NCCL watchdog's abort, a checkpoint write given up), which names no rank: seen_s alone. The
+ * same record holds the hosts whose preemption notice stopped the job (output_notice). */
 #define DEADLINE_HOSTS_MAX 64
 typedef struct deadline_verdict {
     double seen_s;                             /* monotonic_s() when seen; 0: none */
@@ -74,6 +75,8 @@ const rank_failure *output_first_failure(const output_filter *f);
 /* How many ranks' wrappers have said their worker started. */
 int output_ranks_started(const output_filter *f);
 const deadline_verdict *output_deadline(const output_filter *f);
+/* The hosts whose ranks logged a preemption notice (runtime/cloud/cloud_notice.h), in hosts[]. */
+const deadline_verdict *output_notice(const output_filter *f);
 void output_filter_free(output_filter *f);
 
 /* Outcome of one mpirun run. */
@@ -83,6 +86,7 @@ typedef struct job_result {
     int ranks_started;    /* ranks whose wrapper said they started (0: mpirun started none) */
     rank_failure failure;
     deadline_verdict deadline;
+    deadline_verdict notice; /* the hosts a preemption notice came from */
 } job_result;
 
 /* Once per process, before the config is read: SIGINT/SIGTERM become checkpoint requests. */
@@ -101,6 +105,21 @@ int job_first_stop_signal(void);
  * Returns 0, or -1 if mpirun could not start. */
 int job_run(char *const argv[], int ranks, int stop_signal, job_result *out);
 
+/* (ddprun_outcome.c) What an attempt's end means. */
+/* ddprun's exit code for mpirun's waitpid status (ddprun.c's table). */
+int exit_code_for(int wait_status);
+/* Exit status 127: mpirun, or a rank's wrapper, could not execute its program (ddprun_job.c,
+ * ddprun_rankwrap.c), which every attempt would find the same. */
+bool cannot_start(int wait_status);
+/* who = "rank R on HOST" (or "mpirun" when no rank said), how = "exited with code C" etc. */
+void describe_failure(const job_result *r, char *who, char *how, size_t size);
+/* ddprun's last line for an outcome (none for success). */
+void report(const job_result *r, int code);
+/* Whether an attempt that ended preempted (code 75) was stopped by the preemption notice of other
+ * hosts than this one, with no stop asked of ddprun: the job may go on without them (this host's
+ * notice, or a stop signal, means the job is going away). */
+bool notice_restarts(const job_result *r, int code);
+
 /* --host-discovery (ddprun_discovery.c). */
 #define DISCOVERY_HOSTS_MAX 256               /* hosts kept from one run; later lines are not read */
 #define DISCOVERY_LINE_MAX 510                /* a line's bytes, newline excluded */
@@ -113,14 +132,16 @@ typedef struct discovery_opts {
 
 struct config;
 /* Runs d->cmd (again every few seconds while it lists fewer than d->min_np usable slots, up to
- * d->wait_s), and fills hosts (cap bytes, DISCOVERY_LIST_MAX is enough) with the -H list and *np
+ * d->wait_s), leaves out the hosts of avoid (NULL: none; a preemption notice's, whose machines may
+ * still be listed for the minutes they have left), and fills hosts (cap bytes, DISCOVERY_LIST_MAX is enough) with the -H list and *np
  * with the rank count: the hosts listed, in order, up to d->max_np slots (and at most
  * DISCOVERY_HOSTS_MAX hosts), cut to the largest world size cfg's train.global_batch divides (cfg
  * may be NULL). Prints what it found or why not. Returns DDP_OK; DDP_EUSAGE for output that is
  * not `host:slots` lines (the line named); DDP_ERUNTIME when d->wait_s passed with too few slots
  * (the time waited and what the last run listed named); DDP_EPREEMPTED when a stop was requested
  * (job_signals_seen) while waiting or while d->cmd ran: its process group is ended first. */
-int discover_hosts(const discovery_opts *d, const struct config *cfg, char *hosts, size_t cap, int *np);
+int discover_hosts(const discovery_opts *d, const struct config *cfg, const deadline_verdict *avoid, char *hosts,
+                   size_t cap, int *np);
 /* Before anything runs: DDP_OK when some world size from d->min_np to d->max_np (unbounded: 0)
  * divides cfg's train.global_batch (or it is not set); else DDP_EUSAGE, said on stderr with the
  * world sizes that would, since no fleet the command lists could be used. */

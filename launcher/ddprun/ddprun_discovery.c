@@ -227,7 +227,30 @@ int discovery_check_batch(const discovery_opts *d, const config *cfg)
     return DDP_EUSAGE;
 }
 
-int discover_hosts(const discovery_opts *d, const config *cfg, char *hosts, size_t cap, int *np)
+/* f without the hosts of avoid, each said on stderr when say is true. */
+static void leave_out(fleet *f, const deadline_verdict *avoid, bool say)
+{
+    int kept = 0;
+    f->total = 0;
+    for (int h = 0; h < f->n_hosts; h++) {
+        bool out = false;
+        for (int i = 0; avoid && i < avoid->n_hosts && !out; i++)
+            out = !strcmp(f->names[h], avoid->hosts[i]);
+        if (out && say)
+            fprintf(stderr, "ddprun: host discovery: leaving out %s, whose preemption notice stopped the job\n",
+                    f->names[h]);
+        if (out)
+            continue;
+        memmove(f->names[kept], f->names[h], sizeof f->names[h]);
+        f->slots[kept] = f->slots[h];
+        f->total = f->total + f->slots[kept] > DDPRUN_SLOTS_MAX ? DDPRUN_SLOTS_MAX : f->total + f->slots[kept];
+        kept++;
+    }
+    f->n_hosts = kept;
+}
+
+int discover_hosts(const discovery_opts *d, const config *cfg, const deadline_verdict *avoid, char *hosts, size_t cap,
+                   int *np)
 {
     double start = monotonic_s(), deadline = start + d->wait_s;
     bool said_waiting = false;
@@ -244,6 +267,8 @@ int discover_hosts(const discovery_opts *d, const config *cfg, char *hosts, size
             fprintf(stderr, "ddprun: %s\n", err.msg);
             return DDP_EUSAGE;
         }
+        if (rc == DDP_OK)
+            leave_out(&f, avoid, !said_waiting);
         int slots = f.total, n = 0;
         if (rc == DDP_OK) {
             describe(&f, d->max_np, seen, sizeof seen);

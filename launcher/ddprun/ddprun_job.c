@@ -277,6 +277,7 @@ int job_run(char *const argv[], int ranks, int stop_signal, job_result *out)
     out->failure = *output_first_failure(f);
     out->ranks_started = output_ranks_started(f);
     out->deadline = *output_deadline(f);
+    out->notice = *output_notice(f);
     out->signals_received = stop_requests;
     output_filter_free(f);
     return 0;

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "collectives/comm.h"
+#include "runtime/cloud/cloud_notice.h"
 #include "runtime/base/clock.h"
 #include "runtime/ckpt/ckpt.h"
 
@@ -64,6 +65,7 @@ struct output_filter {
     int ranks_started;            /* wrappers' "started" status lines */
     rank_failure from_mpirun;     /* from mpirun's own report */
     deadline_verdict deadline;    /* the first collective deadline's verdict */
+    deadline_verdict notice;      /* the hosts whose ranks logged a preemption notice */
     struct held_line {            /* a rank's line another rank's output cut: its start so far */
         int rank;
         bool is_err;
@@ -197,6 +199,19 @@ static void parse_deadline(output_filter *f, const char *text)
 }
 
 const deadline_verdict *output_deadline(const output_filter *f) { return &f->deadline; }
+const deadline_verdict *output_notice(const output_filter *f) { return &f->notice; }
+
+/* A rank's "[rank R HOST] warning: preemption notice: ...": HOST noted. */
+static void parse_notice(output_filter *f, const char *line)
+{
+    const char *host = strchr(line, ' ') ? strchr(strchr(line, ' ') + 1, ' ') : NULL, *end;
+    if (strncmp(line, "[rank ", 6) != 0 || !host || !(end = strchr(++host, ']')) ||
+        strncmp(end, "] warning: " CLOUD_NOTICE_STOP, strlen("] warning: " CLOUD_NOTICE_STOP)) != 0)
+        return;
+    if (f->notice.seen_s <= 0)
+        f->notice = (deadline_verdict){.seen_s = monotonic_s(), .what = "a preemption notice"};
+    add_host(&f->notice, host, (size_t)(end - host));
+}
 
 static bool is_dashed_line(const char *line)
 {
@@ -353,6 +368,8 @@ static void rank_line(output_filter *f, int rank, bool is_err, char *joined)
     else
         fprintf(out, "[rank %d] %s\n", rank, joined);
     const char *verdict = strstr(joined, COMM_DEADLINE_VERDICT);
+    if (strstr(joined, CLOUD_NOTICE_STOP))
+        parse_notice(f, joined);
     if (verdict)
         parse_deadline(f, verdict);
     else if (f->deadline.seen_s <= 0 && watchdog_aborts(joined)) /* no rank named: NCCL cannot tell which */

@@ -125,7 +125,7 @@ static int start_stop_signal_thread(void)
 static void on_preemption_notice(const char *what, void *arg)
 {
     (void)arg;
-    log_warn("preemption notice: %s; checkpointing and stopping", what);
+    log_warn(CLOUD_NOTICE_STOP "%s; checkpointing and stopping", what);
     train_stop_requested = TRAIN_STOP_NOTICE;
 }
 

@@ -20,6 +20,9 @@ extern "C" {
 #endif
 
 #define NOTICE_TEXT_MAX 256
+/* What the worker's line on a notice says, after its rank's "[rank R HOST] warning: " tag:
+ * ddprun reads the host from such a line (a restart leaves it out). */
+#define CLOUD_NOTICE_STOP "preemption notice: "
 
 /* Whose notice to watch (the config's checkpoint.preemption_notice): none, whichever cloud's
  * metadata service answers, or one cloud's. */

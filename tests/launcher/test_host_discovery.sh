@@ -5,7 +5,9 @@
 # removed: np 2); after another, h1:2 h3:1 (h3 new: np 3). The MLP at train.global_batch 48 (4 per
 # rank) trains 4 x 3, then 4 x 6, then 4 x 4 per step, resumes from rank 0's checkpoints on h1,
 # and ends within 4 x 48 ulps of an uninterrupted np 4 run (test_global_batch.sh derives it). A
-# fleet that stays below --min-np ends the launch after --discovery-wait, naming what it saw.
+# fleet that stays below --min-np ends the launch after --discovery-wait, naming what it saw. A
+# preemption notice on h2 alone stops the job (exit 75 from every rank) and ddprun restarts without
+# h2, under -H and under --host-discovery (which still lists it).
 # The first failure is DDP_TEST_FAULT's exit on rank 0 (first attempt only); the second, a rank of
 # the np 2 attempt killed by this test once that attempt has trained past its checkpoint.
 # Skipped (exit 77), never passed, where namespaces cannot be made.
@@ -77,4 +79,42 @@ check "... naming the time waited and what the command listed" grep -qE \
     "$TMP/small.log"
 check "... after asking again" [ "$(cat "$TMP/runs")" -ge 2 ]
 check "... and nothing ran" [ ! -e "$NS_STORE/h1/small" ]
+
+# a preemption notice on h2 alone (a metadata server answering like AWS in h2's namespace; h1's
+# ranks find none at that address): the ranks save and stop, and ddprun restarts without h2, under
+# -H and under --host-discovery (which still lists h2, as a cloud lists a machine with minutes left)
+META_DIR=$TMP/meta
+mkdir -p "$META_DIR"
+ip netns exec "${NS_PREFIX}h2" python3 "$DDP_SRC/tests/launcher/metadata_server.py" aws "$META_DIR" &
+meta_pid=$!
+for _ in $(seq 100); do [ -f "$META_DIR/port" ] && break; sleep 0.05; done
+export DDPRUN_METADATA_URL=http://127.0.0.1:$(cat "$META_DIR/port")
+N=(train.global_batch=8 data.batch_size=4 train.max_steps=200 train.epochs=10 checkpoint.every_steps=50
+   checkpoint.resume=auto checkpoint.preemption_notice=aws checkpoint.notice_poll_s=0.3)
+printf '%s\n' 'h1:1\nh2:1' >"$TMP/answers"
+for how in hosts discovery; do
+    rm -f "$META_DIR/notice" "$META_DIR/served" "$TMP/runs"
+    if [ $how = hosts ]; then where=(-np 2 -H h1:1,h2:1); else where=(--host-discovery "$TMP/discover.sh"); fi
+    ddp "${where[@]}" --max-restarts 1 "${NS_MPI[@]}" "$SMALL" run.dir="$NS_RUNROOT/notice-$how" "${N[@]}" \
+        >"$TMP/notice-$how.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1200); do
+        grep -qE '"step":(2[0-9]|[3-9][0-9]),' "$NS_STORE/h1/notice-$how/metrics.jsonl" 2>/dev/null && break
+        sleep 0.05
+    done
+    touch "$META_DIR/notice"
+    wait $pid
+    rc=$?
+    log=$TMP/notice-$how.log
+    check "$how: a notice on h2 mid-run: the job goes on without h2 and completes (exit $rc)" \
+        bash -c "[ $rc -eq 0 ] && [ -f '$NS_STORE/h1/notice-$how/checkpoints/ckpt-00000200.ddp' ]"
+    check "$how: ... h2's rank named the notice" grep -q "h2\] warning: preemption notice: " "$log"
+    check "$how: ... ddprun restarted without h2" grep -qF \
+        "attempt 2 of 2 (restarting without h2, whose preemption notice stopped the job)" "$log"
+    check "$how: ... on h1 alone, resumed" bash -c "grep -qE -- '-np 1 -H h1:1' '$log' && grep -q 'resumed from' '$log'"
+done
+check "discovery: h2, still listed, left out" grep -qF "leaving out h2, whose preemption notice stopped the job" \
+    "$TMP/notice-discovery.log"
+kill $meta_pid 2>/dev/null
+wait $meta_pid 2>/dev/null
 finish
