@@ -337,11 +337,11 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts,
     }
     /* the window keeps the last seq_len ids: a longer turn would lose chat.json's start, the system
      * prompt and the turn's header, and the model would answer text out of its template; so the
-     * prompt must leave room, and the answer ends where the context does */
-    if (!rc && chat && n >= seq_len)
-        rc = ddp_fail(err, DDP_EUSAGE, "--chat: the wrapped prompt is %lld tokens, the model's context %lld: "
-                      "shorten the message", (long long)n, (long long)seq_len);
-    int64_t to_draw = chat && o->tokens > seq_len - n ? seq_len - n : o->tokens;
+     * prompt must fit, and the answer ends where the context does (its last id is drawn, not read) */
+    if (!rc && chat && n > seq_len)
+        rc = ddp_fail(err, DDP_EUSAGE, "--chat: the wrapped prompt is %lld tokens, more than the model's context "
+                      "of %lld: shorten the message", (long long)n, (long long)seq_len);
+    int64_t to_draw = chat && o->tokens > seq_len - n + 1 ? seq_len - n + 1 : o->tokens;
     device *dev = NULL;
     model *m = NULL;
     if (!rc)

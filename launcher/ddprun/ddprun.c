@@ -343,9 +343,9 @@ static void print_shell_quoted(char *const argv[])
  * launch ends with (a stop requested while waiting: as before any attempt, or the previous
  * attempt's outcome; at a restart a discovery that fails leaves the previous failure standing). */
 static int discover_attempt(launch_opts *o, const config *cfg, int attempt, const job_result *r, int code,
-                            char *hosts, size_t cap)
+                            const deadline_verdict *noticed, char *hosts, size_t cap)
 {
-    int rc = discover_hosts(&o->discovery, cfg, code == DDP_EPREEMPTED ? &r->notice : NULL, hosts, cap, &o->np);
+    int rc = discover_hosts(&o->discovery, cfg, noticed, hosts, cap, &o->np);
     if (rc == DDP_OK) {
         o->hosts = hosts;
         return DDP_OK;
@@ -374,10 +374,12 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
 {
     launch_opts cur = *opts, *o = &cur;
     static char hosts[DISCOVERY_LIST_MAX];
+    static deadline_verdict noticed; /* the hosts restarts left out for their preemption notice */
     job_result r = {0};
     int code = 0;
     for (int attempt = 0;; attempt++) {
-        int drc = o->discovery.cmd ? discover_attempt(o, cfg, attempt, &r, code, hosts, sizeof hosts) : DDP_OK;
+        int drc = o->discovery.cmd ? discover_attempt(o, cfg, attempt, &r, code, &noticed, hosts, sizeof hosts)
+                                   : DDP_OK;
         if (drc != DDP_OK) return drc;
         argv_list cmd = {0};
         build_command(o, self, prog_argv, attempt, &cmd);
@@ -407,30 +409,34 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
                     "fail the same way\n", cannot_start(r.wait_status) ? "a program could not be started (exit 127)"
                                                                     : "mpirun started no rank");
         /* another host's notice: its ranks saved and stopped, and the fleet goes on without it */
-        const deadline_verdict *lost = notice_restarts(&r, code) ? &r.notice : &r.deadline;
+        bool fetched = cfg && cfg->checkpoint.download_cmd[0];
+        bool notice = attempt < o->max_restarts && notice_restarts(&r, code, fetched);
+        const deadline_verdict *lost = notice ? &r.notice : &r.deadline;
         int slots_left;
         bool drop = !o->discovery.cmd && ddprun_drop_hosts(o->hosts, lost, hosts, sizeof hosts, &slots_left);
-        if ((code != DDP_ERUNTIME && !(lost == &r.notice && (drop || o->discovery.cmd))) ||
+        if ((code != DDP_ERUNTIME && !(notice && (drop || o->discovery.cmd))) ||
             attempt >= o->max_restarts || job_signals_seen() > 0 || cannot_start(r.wait_status) || refused) {
             report(&r, code);
             return code;
         }
         char who[300], how[300];
         describe_failure(&r, who, how, sizeof who);
-        if (lost == &r.notice)
+        if (notice) {
+            notice_remember(&noticed, &r);
             fprintf(stderr, "ddprun: attempt %d of %d (restarting without %s%s, whose preemption notice stopped the "
                     "job)\n", attempt + 2, o->max_restarts + 1, r.notice.hosts[0],
                     r.notice.n_hosts > 1 ? " and more" : "");
-        else
+        } else {
             fprintf(stderr, "ddprun: attempt %d of %d (restarting after %s failed: %s)\n", attempt + 2,
                     o->max_restarts + 1, who, how);
+        }
         if (drop) {
             o->hosts = hosts;
             o->np = o->np < slots_left ? o->np : slots_left;
             int np = cfg ? config_world_at_most(cfg, o->np) : o->np; /* one train.global_batch divides into */
             o->np = np > 0 ? np : o->np;
             fprintf(stderr, "ddprun: leaving out the host(s) whose %s: -np %d -H %s\n",
-                    lost == &r.notice ? "preemption notice stopped the job" : "ranks did not arrive", o->np, o->hosts);
+                    notice ? "preemption notice stopped the job" : "ranks did not arrive", o->np, o->hosts);
         }
     }
 }

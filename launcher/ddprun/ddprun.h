@@ -77,6 +77,8 @@ int output_ranks_started(const output_filter *f);
 const deadline_verdict *output_deadline(const output_filter *f);
 /* The hosts whose ranks logged a preemption notice (runtime/cloud/cloud_notice.h), in hosts[]. */
 const deadline_verdict *output_notice(const output_filter *f);
+/* Rank 0's host as its own lines name it; "" before one came. */
+const char *output_rank0_host(const output_filter *f);
 void output_filter_free(output_filter *f);
 
 /* Outcome of one mpirun run. */
@@ -87,6 +89,7 @@ typedef struct job_result {
     rank_failure failure;
     deadline_verdict deadline;
     deadline_verdict notice; /* the hosts a preemption notice came from */
+    char rank0_host[DDP_HOST_NAME_MAX]; /* where rank 0 ran (and saved whole-file checkpoints) */
 } job_result;
 
 /* Once per process, before the config is read: SIGINT/SIGTERM become checkpoint requests. */
@@ -117,8 +120,13 @@ void describe_failure(const job_result *r, char *who, char *how, size_t size);
 void report(const job_result *r, int code);
 /* Whether an attempt that ended preempted (code 75) was stopped by the preemption notice of other
  * hosts than this one, with no stop asked of ddprun: the job may go on without them (this host's
- * notice, or a stop signal, means the job is going away). */
-bool notice_restarts(const job_result *r, int code);
+ * notice, or a stop signal, means the job is going away). Not when rank 0's host is among them
+ * and nothing fetches its checkpoints for the next rank 0 (fetched: checkpoint.download_cmd):
+ * where checkpoint.dir is that machine's disk, the next attempt would start from step 0. */
+bool notice_restarts(const job_result *r, int code, bool fetched);
+/* Adds the hosts of r's notice to all (those a job restarted without, for host discovery to leave
+ * out while its command still lists them). */
+void notice_remember(deadline_verdict *all, const job_result *r);
 
 /* --host-discovery (ddprun_discovery.c). */
 #define DISCOVERY_HOSTS_MAX 256               /* hosts kept from one run; later lines are not read */
@@ -132,8 +140,8 @@ typedef struct discovery_opts {
 
 struct config;
 /* Runs d->cmd (again every few seconds while it lists fewer than d->min_np usable slots, up to
- * d->wait_s), leaves out the hosts of avoid (NULL: none; a preemption notice's, whose machines may
- * still be listed for the minutes they have left), and fills hosts (cap bytes, DISCOVERY_LIST_MAX is enough) with the -H list and *np
+ * d->wait_s), leaves out the hosts of avoid (NULL: none; preemption notices', whose machines may
+ * still be listed for the minutes they have left) as it reads them, and fills hosts (cap bytes, DISCOVERY_LIST_MAX is enough) with the -H list and *np
  * with the rank count: the hosts listed, in order, up to d->max_np slots (and at most
  * DISCOVERY_HOSTS_MAX hosts), cut to the largest world size cfg's train.global_batch divides (cfg
  * may be NULL). Prints what it found or why not. Returns DDP_OK; DDP_EUSAGE for output that is

@@ -65,10 +65,20 @@ static bool fleet_full(const fleet *f, int max_np)
     return (max_np > 0 && f->total >= max_np) || f->n_hosts == DISCOVERY_HOSTS_MAX;
 }
 
+/* Whether host name is one of avoid's (NULL: none). */
+static bool avoided(const deadline_verdict *avoid, const char *name)
+{
+    for (int i = 0; avoid && i < avoid->n_hosts; i++)
+        if (!strcmp(name, avoid->hosts[i]))
+            return true;
+    return false;
+}
+
 /* CMD's output (fp, from its start) into f, up to the hosts that can be used (the lines after
- * them are not read: f->unread says whether one lists a host). DDP_OK, or DDP_EUSAGE naming the
- * line. */
-static int parse_output(FILE *fp, const char *cmd, int max_np, fleet *f, ddp_err *err)
+ * them are not read: f->unread says whether one lists a host), those of avoid left out (said on
+ * stderr when say is true). DDP_OK, or DDP_EUSAGE naming the line. */
+static int parse_output(FILE *fp, const char *cmd, int max_np, const deadline_verdict *avoid, bool say, fleet *f,
+                        ddp_err *err)
 {
     char line[DISCOVERY_LINE_MAX + 2], why[128];
     memset(f, 0, sizeof *f);
@@ -89,6 +99,12 @@ static int parse_output(FILE *fp, const char *cmd, int max_np, fleet *f, ddp_err
         }
         if (!parse_line(text, f, why, sizeof why))
             return ddp_fail(err, DDP_EUSAGE, "--host-discovery %s: line %d: \"%.200s\": %s", cmd, no, text, why);
+        if (avoided(avoid, f->names[f->n_hosts - 1])) {
+            if (say)
+                fprintf(stderr, "ddprun: host discovery: leaving out %s, whose preemption notice stopped the job\n",
+                        f->names[f->n_hosts - 1]);
+            f->total -= f->slots[--f->n_hosts];
+        }
     }
     return DDP_OK;
 }
@@ -104,9 +120,9 @@ static void show_stderr(const char *path)
         fclose(fp);
 }
 
-/* One run of CMD into f: DDP_OK; DDP_ERUNTIME when CMD failed (err says how; worth another
- * try); DDP_EUSAGE for output that is not host:slots lines. */
-static int run_once(const char *cmd, int max_np, fleet *f, ddp_err *err)
+/* One run of CMD into f (parse_output: avoid's hosts left out): DDP_OK; DDP_ERUNTIME when CMD
+ * failed (err says how; worth another try); DDP_EUSAGE for output that is not host:slots lines. */
+static int run_once(const char *cmd, int max_np, const deadline_verdict *avoid, bool say, fleet *f, ddp_err *err)
 {
     char out_path[] = "/tmp/ddprun-discovery.XXXXXX", err_path[] = "/tmp/ddprun-discovery-err.XXXXXX";
     int out_fd = mkstemp(out_path), err_fd = out_fd >= 0 ? mkstemp(err_path) : -1;
@@ -136,7 +152,7 @@ static int run_once(const char *cmd, int max_np, fleet *f, ddp_err *err)
     FILE *fp = rc == DDP_OK ? fdopen(out_fd, "r") : NULL;
     if (fp) {
         rewind(fp);
-        rc = parse_output(fp, cmd, max_np, f, err);
+        rc = parse_output(fp, cmd, max_np, avoid, say, f, err);
         fclose(fp);
     } else {
         if (rc == DDP_OK)
@@ -227,28 +243,6 @@ int discovery_check_batch(const discovery_opts *d, const config *cfg)
     return DDP_EUSAGE;
 }
 
-/* f without the hosts of avoid, each said on stderr when say is true. */
-static void leave_out(fleet *f, const deadline_verdict *avoid, bool say)
-{
-    int kept = 0;
-    f->total = 0;
-    for (int h = 0; h < f->n_hosts; h++) {
-        bool out = false;
-        for (int i = 0; avoid && i < avoid->n_hosts && !out; i++)
-            out = !strcmp(f->names[h], avoid->hosts[i]);
-        if (out && say)
-            fprintf(stderr, "ddprun: host discovery: leaving out %s, whose preemption notice stopped the job\n",
-                    f->names[h]);
-        if (out)
-            continue;
-        memmove(f->names[kept], f->names[h], sizeof f->names[h]);
-        f->slots[kept] = f->slots[h];
-        f->total = f->total + f->slots[kept] > DDPRUN_SLOTS_MAX ? DDPRUN_SLOTS_MAX : f->total + f->slots[kept];
-        kept++;
-    }
-    f->n_hosts = kept;
-}
-
 int discover_hosts(const discovery_opts *d, const config *cfg, const deadline_verdict *avoid, char *hosts, size_t cap,
                    int *np)
 {
@@ -260,15 +254,13 @@ int discover_hosts(const discovery_opts *d, const config *cfg, const deadline_ve
             return stopped(d->cmd, false);
         fleet f = {0};
         ddp_err err = {0};
-        int rc = run_once(d->cmd, d->max_np, &f, &err);
+        int rc = run_once(d->cmd, d->max_np, avoid, !said_waiting, &f, &err);
         if (rc == DDP_EPREEMPTED || job_signals_seen() > 0)
             return stopped(d->cmd, rc == DDP_EPREEMPTED);
         if (rc == DDP_EUSAGE) {
             fprintf(stderr, "ddprun: %s\n", err.msg);
             return DDP_EUSAGE;
         }
-        if (rc == DDP_OK)
-            leave_out(&f, avoid, !said_waiting);
         int slots = f.total, n = 0;
         if (rc == DDP_OK) {
             describe(&f, d->max_np, seen, sizeof seen);

@@ -278,6 +278,7 @@ int job_run(char *const argv[], int ranks, int stop_signal, job_result *out)
     out->ranks_started = output_ranks_started(f);
     out->deadline = *output_deadline(f);
     out->notice = *output_notice(f);
+    snprintf(out->rank0_host, sizeof out->rank0_host, "%s", output_rank0_host(f));
     out->signals_received = stop_requests;
     output_filter_free(f);
     return 0;

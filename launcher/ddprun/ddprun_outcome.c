@@ -66,12 +66,28 @@ static bool is_this_host(const char *host)
     return !strcmp(host, name);
 }
 
-bool notice_restarts(const job_result *r, int code)
+bool notice_restarts(const job_result *r, int code, bool fetched)
 {
     if (code != DDP_EPREEMPTED || r->notice.n_hosts == 0 || r->signals_received > 0 || job_signals_seen() > 0)
         return false;
-    for (int i = 0; i < r->notice.n_hosts; i++)
-        if (is_this_host(r->notice.hosts[i]))
+    for (int i = 0; i < r->notice.n_hosts; i++) {
+        const char *h = r->notice.hosts[i];
+        if (is_this_host(h) || (!fetched && (!r->rank0_host[0] || !strcmp(h, r->rank0_host)))) {
+            fprintf(stderr, "ddprun: not restarting without %s: %s\n", h, is_this_host(h) ? "this is ddprun's host"
+                    : "rank 0 saved its checkpoints there, and no checkpoint.download_cmd fetches them");
             return false;
+        }
+    }
     return true;
+}
+
+void notice_remember(deadline_verdict *all, const job_result *r)
+{
+    for (int i = 0; i < r->notice.n_hosts; i++) {
+        bool known = false;
+        for (int k = 0; k < all->n_hosts && !known; k++)
+            known = !strcmp(all->hosts[k], r->notice.hosts[i]);
+        if (!known && all->n_hosts < DEADLINE_HOSTS_MAX)
+            memcpy(all->hosts[all->n_hosts++], r->notice.hosts[i], sizeof all->hosts[0]);
+    }
 }

@@ -66,6 +66,7 @@ struct output_filter {
     rank_failure from_mpirun;     /* from mpirun's own report */
     deadline_verdict deadline;    /* the first collective deadline's verdict */
     deadline_verdict notice;      /* the hosts whose ranks logged a preemption notice */
+    char rank0_host[DDP_HOST_NAME_MAX]; /* from rank 0's own tag; "" before its first line */
     struct held_line {            /* a rank's line another rank's output cut: its start so far */
         int rank;
         bool is_err;
@@ -201,17 +202,29 @@ static void parse_deadline(output_filter *f, const char *text)
 const deadline_verdict *output_deadline(const output_filter *f) { return &f->deadline; }
 const deadline_verdict *output_notice(const output_filter *f) { return &f->notice; }
 
-/* A rank's "[rank R HOST] warning: preemption notice: ...": HOST noted. */
-static void parse_notice(output_filter *f, const char *line)
+/* The HOST of a rank's own "[rank R HOST] ..." line (*end at its ']'), or NULL. */
+static const char *tag_host(const char *line, const char **end)
 {
-    const char *host = strchr(line, ' ') ? strchr(strchr(line, ' ') + 1, ' ') : NULL, *end;
-    if (strncmp(line, "[rank ", 6) != 0 || !host || !(end = strchr(++host, ']')) ||
-        strncmp(end, "] warning: " CLOUD_NOTICE_STOP, strlen("] warning: " CLOUD_NOTICE_STOP)) != 0)
+    const char *host = strchr(line, ' ') ? strchr(strchr(line, ' ') + 1, ' ') : NULL;
+    if (strncmp(line, "[rank ", 6) != 0 || !host || !(*end = strchr(++host, ']')))
+        return NULL;
+    return host;
+}
+
+/* A rank's "[rank R HOST] warning: preemption notice: ...": HOST noted; and rank 0's host. */
+static void note_hosts(output_filter *f, int rank, const char *line)
+{
+    const char *end, *host = tag_host(line, &end);
+    if (host && rank == 0 && !f->rank0_host[0] && (size_t)(end - host) < sizeof f->rank0_host)
+        snprintf(f->rank0_host, sizeof f->rank0_host, "%.*s", (int)(end - host), host);
+    if (!host || strncmp(end, "] warning: " CLOUD_NOTICE_STOP, strlen("] warning: " CLOUD_NOTICE_STOP)) != 0)
         return;
     if (f->notice.seen_s <= 0)
         f->notice = (deadline_verdict){.seen_s = monotonic_s(), .what = "a preemption notice"};
     add_host(&f->notice, host, (size_t)(end - host));
 }
+
+const char *output_rank0_host(const output_filter *f) { return f->rank0_host; }
 
 static bool is_dashed_line(const char *line)
 {
@@ -368,8 +381,7 @@ static void rank_line(output_filter *f, int rank, bool is_err, char *joined)
     else
         fprintf(out, "[rank %d] %s\n", rank, joined);
     const char *verdict = strstr(joined, COMM_DEADLINE_VERDICT);
-    if (strstr(joined, CLOUD_NOTICE_STOP))
-        parse_notice(f, joined);
+    note_hosts(f, rank, joined);
     if (verdict)
         parse_deadline(f, verdict);
     else if (f->deadline.seen_s <= 0 && watchdog_aborts(joined)) /* no rank named: NCCL cannot tell which */

@@ -83,21 +83,24 @@ static void cut_last_line(struct train_log *g, const struct stat *st)
 }
 
 /* run.dir/config.resolved.yaml: cfg with its relative paths made whole against this working
- * directory, which the ranks resolved them in, so that the record serves from anywhere. */
+ * directory, which the ranks resolved them in, so that the record serves from anywhere (as given,
+ * with a warning, where the directory cannot be named or a whole path would not fit). */
 static int write_record(const config *cfg, ddp_err *err)
 {
     char cwd[PATH_MAX], path[CFG_PATH_MAX + 32];
-    if (!getcwd(cwd, sizeof cwd))
-        return ddp_fail(err, DDP_ERUNTIME, "cannot name the working directory, which the run's relative paths "
-                        "are in: %s", strerror(errno));
     config *record = malloc(sizeof *record);
     if (!record)
         return ddp_fail(err, DDP_ERUNTIME, "out of memory");
     *record = *cfg;
+    ddp_err why = {0};
+    if (!getcwd(cwd, sizeof cwd))
+        ddp_fail(&why, DDP_ERUNTIME, "cannot name the working directory: %s", strerror(errno));
+    if (why.code != DDP_OK || config_anchor_paths(record, cwd, &why) != DDP_OK) {
+        log_warn("%s; the run's record (config.resolved.yaml) keeps its paths as given", why.msg);
+        *record = *cfg;
+    }
     snprintf(path, sizeof path, "%s/config.resolved.yaml", cfg->run.dir);
-    int rc = config_anchor_paths(record, cwd, err);
-    if (rc == DDP_OK)
-        rc = config_write_resolved(record, path, err);
+    int rc = config_write_resolved(record, path, err);
     free(record);
     return rc;
 }

@@ -170,11 +170,11 @@ static int find_own_newest(train_job *t, ckpt_try_fn try_entry, void *ctx, char 
 {
     train_ckpt *c = t->ckpt;
     int rc = ckpt_find_latest_with(c->dir, try_entry, ctx, used, err);
-    bool none_valid = rc == DDP_ERUNTIME && !err->local; /* local: this machine's failure, not the files' */
-    if ((rc != CKPT_NONE && !none_valid) || !train_ckpt_may_download(t) || c->downloaded)
-        return rc;
-    if (none_valid)
-        log_warn("checkpoint: %s; running checkpoint.download_cmd, which may bring whole what it left cut short",
+    bool damaged = rc == CKPT_DAMAGED;
+    if ((rc != CKPT_NONE && !damaged) || !train_ckpt_may_download(t) || c->downloaded)
+        return damaged ? DDP_ERUNTIME : rc;
+    if (damaged)
+        log_warn("checkpoint: %s; running checkpoint.download_cmd (an interrupted download leaves files so)",
                  err->msg);
     *err = (ddp_err){0};
     c->downloaded = true;
@@ -182,7 +182,7 @@ static int find_own_newest(train_job *t, ckpt_try_fn try_entry, void *ctx, char 
                        err);
     if (rc == DDP_OK && (rc = ckpt_find_latest_with(c->dir, try_entry, ctx, used, err)) == CKPT_NONE)
         log_info("checkpoint: checkpoint.download_cmd brought no checkpoint into %s", c->dir);
-    return rc;
+    return rc == CKPT_DAMAGED ? DDP_ERUNTIME : rc;
 }
 
 /* Rank 0: *host (params | state buffers, allocated once a checkpoint is found and verified; the
@@ -244,7 +244,7 @@ static int finish_resume(train_job *t, const int64_t *hdr, const char *used, ddp
     if (world_at_save != t->ctl->size && t->cfg->train.global_batch > 0)
         log_info("resume: world size changed from %d to %d ranks; the sampler continues with the rest of the epoch "
                  "split %d ways", world_at_save, t->ctl->size, t->ctl->size);
-    else if (world_at_save != t->ctl->size) /* an elastic restart on fewer hosts, say: the step is not the same */
+    else if (world_at_save != t->ctl->size && t->ctl->rank == 0) /* fewer hosts after a restart, say: another step */
         log_warn("resume: world size changed from %d to %d ranks, so a step now takes %lld samples, not %lld, at the "
                  "same learning rate; train.global_batch keeps a step's samples whatever the ranks", world_at_save,
                  t->ctl->size, (long long)(per_rank * t->ctl->size), (long long)(per_rank * world_at_save));
@@ -561,11 +561,11 @@ int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
 {
     comm *ctl = t->ctl;
     snprintf(ctl->phase, sizeof ctl->phase, "%s", COMM_PHASE_RESUME);
-    train_resume_timeout_s = resume_deadline_s(t->cfg);
-    int rc = comm_mpi_set_timeout(ctl, train_resume_timeout_s, err);
+    train_resuming = 1;
+    int rc = comm_mpi_set_timeout(ctl, resume_deadline_s(t->cfg), err);
     if (rc == DDP_OK)
         rc = resume_or_start(t, consumed, err);
-    train_resume_timeout_s = 0;
+    train_resuming = 0;
     ddp_err restore = {0};
     int rc2 = comm_mpi_set_timeout(ctl, t->cfg->ddp.timeout_s, &restore);
     ctl->phase[0] = '\0';

@@ -6,4 +6,4 @@
 volatile sig_atomic_t train_stop_requested = 0;
 volatile sig_atomic_t train_stop_answered = 0;
 volatile sig_atomic_t train_checkpoint_safe = 0;
-_Atomic double train_resume_timeout_s = 0;
+volatile sig_atomic_t train_resuming = 0;

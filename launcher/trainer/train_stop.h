@@ -20,9 +20,9 @@ extern volatile sig_atomic_t train_stop_answered;
  * resumable (exit 75). Rank 0 learns of its own saves' completion; the others of a resume, or from
  * rank 0 at the next step's stop agreement. */
 extern volatile sig_atomic_t train_checkpoint_safe;
-/* While the job resumes, the resume's deadline (checkpoint.resume_timeout_s, raised to cover
- * ddp.timeout_s and a download), else 0: a stop request cannot be answered before the resume ends,
- * so the worker's deadline on it waits for the resume, then gives it ddp.timeout_s from there. */
-extern _Atomic double train_resume_timeout_s;
+/* Set while the job resumes: a stop request cannot be answered before the resume ends, so the
+ * worker's deadline on it starts at the resume's end (a resume held up is ended by its own
+ * collectives' deadline, checkpoint.resume_timeout_s, naming the rank). */
+extern volatile sig_atomic_t train_resuming;
 
 #endif

@@ -456,8 +456,7 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
     if (keep_last <= 0)
         return DDP_OK;
     ckpt_entry *e;
-    int n;
-    int rc = list_ckpts(dir, &e, &n, err);
+    int n, rc = list_ckpts(dir, &e, &n, err);
     if (rc)
         return rc == CKPT_NONE ? DDP_OK : rc;
     const char *keep = keep_path ? base_name(keep_path) : "";
@@ -537,14 +536,14 @@ int ckpt_read_entry(void *ctx, const char *path, bool set, ddp_err *err)
 int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err *err)
 {
     memset(out, 0, sizeof *out);
-    return ckpt_find_latest_with(dir, ckpt_read_entry, out, used_path, err);
+    int rc = ckpt_find_latest_with(dir, ckpt_read_entry, out, used_path, err);
+    return rc == CKPT_DAMAGED ? DDP_ERUNTIME : rc;
 }
 
 int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, char *used_path, ddp_err *err)
 {
     ckpt_entry *e;
-    int n;
-    int rc = list_ckpts(dir, &e, &n, err);
+    int n, rc = list_ckpts(dir, &e, &n, err);
     int committed = 0;
     for (int i = 0; rc == DDP_OK && i < n; i++)
         committed += e[i].committed;
@@ -581,8 +580,9 @@ int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, cha
         log_warn("%s; %s", why.msg, left > 0 ? "falling back to the previous checkpoint" : "no older checkpoint left");
     }
     free(e);
-    return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: %d checkpoint(s), none valid (see warnings above)", dir,
-                    committed);
+    ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: %d checkpoint(s), none valid (see warnings above)", dir,
+             committed);
+    return CKPT_DAMAGED;
 }
 
 int ckpt_loaded_train_samples(const ckpt_loaded *c, const char *path, int64_t *n, ddp_err *err)

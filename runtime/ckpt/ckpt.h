@@ -160,9 +160,11 @@ int ckpt_find_latest(const char *dir, ckpt_loaded *out, char *used_path, ddp_err
  * with why's message and the previous one is tried, unless why is local (ddp_fail_local: host
  * memory, the device), which ends the walk with that error: a checkpoint this machine could not
  * hold is not damaged, and passing it over would resume an older one. Returns what
- * ckpt_find_latest returns, or CKPT_STOP; used_path gets the path of the checkpoint the walk ended
- * at. */
+ * ckpt_find_latest returns, but CKPT_DAMAGED where it returns DDP_ERUNTIME for checkpoints none
+ * of which is valid (err says so as ckpt_find_latest's does), or CKPT_STOP; used_path gets the
+ * path of the checkpoint the walk ended at. */
 #define CKPT_STOP (-2)
+#define CKPT_DAMAGED (-3)
 typedef int (*ckpt_try_fn)(void *ctx, const char *path, bool set, ddp_err *why);
 int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, char *used_path, ddp_err *err);
 /* ckpt_find_latest's reader, a ckpt_try_fn: the checkpoint at path read and verified into ctx (a

@@ -7,7 +7,7 @@
 # and ends within 4 x 48 ulps of an uninterrupted np 4 run (test_global_batch.sh derives it). A
 # fleet that stays below --min-np ends the launch after --discovery-wait, naming what it saw. A
 # preemption notice on h2 alone stops the job (exit 75 from every rank) and ddprun restarts without
-# h2, under -H and under --host-discovery (which still lists it).
+# h2, under -H and under --host-discovery (which still lists it); not where rank 0 ran on h2.
 # The first failure is DDP_TEST_FAULT's exit on rank 0 (first attempt only); the second, a rank of
 # the np 2 attempt killed by this test once that attempt has trained past its checkpoint.
 # Skipped (exit 77), never passed, where namespaces cannot be made.
@@ -115,6 +115,20 @@ for how in hosts discovery; do
 done
 check "discovery: h2, still listed, left out" grep -qF "leaving out h2, whose preemption notice stopped the job" \
     "$TMP/notice-discovery.log"
+# rank 0 on h2, its checkpoints on h2's disk and no download_cmd: the job ends 75, restarting nothing
+rm -f "$META_DIR/notice" "$META_DIR/served"
+ddp -np 2 -H h2:1,h1:1 --max-restarts 1 "${NS_MPI[@]}" "$SMALL" run.dir="$NS_RUNROOT/notice-rank0" "${N[@]}" \
+    >"$TMP/notice-rank0.log" 2>&1 &
+pid=$!
+for _ in $(seq 1200); do
+    grep -qE '"step":(2[0-9]|[3-9][0-9]),' "$NS_STORE/h2/notice-rank0/metrics.jsonl" 2>/dev/null && break
+    sleep 0.05
+done
+touch "$META_DIR/notice"
+wait $pid
+rc=$?
+check "rank 0's host noticed: the job ends 75, not restarted (exit $rc)" [ $rc -eq 75 ]
+check "... saying why" grep -qF "not restarting without h2: rank 0 saved its checkpoints there" "$TMP/notice-rank0.log"
 kill $meta_pid 2>/dev/null
 wait $meta_pid 2>/dev/null
 finish

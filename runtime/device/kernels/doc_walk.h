@@ -41,11 +41,13 @@ DDP_HOST_DEVICE_FN int64_t ddp_doc_at_position(const int32_t *start, const int32
     return t < T ? t : T;
 }
 
-/* Where the walk goes after a hit at t: the next document's position p, or T for an unpacked row. */
+/* Where the walk goes after a hit at t: the next document's position p, or T for an unpacked row
+ * (and for bounds that would not move it forward: the walk never loops nor reads before the row). */
 DDP_HOST_DEVICE_FN int64_t ddp_doc_next_position(const int32_t *start, const int32_t *end, int64_t t, int64_t p,
                                                  int64_t T)
 {
-    return ddp_doc_at_position(start, end, end ? (int64_t)end[t] + p : T, p, T);
+    const int64_t from = end ? (int64_t)end[t] + p : T;
+    return from <= t ? T : ddp_doc_at_position(start, end, from, p, T);
 }
 
 #endif

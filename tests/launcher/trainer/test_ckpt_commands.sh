@@ -108,6 +108,7 @@ check "download: resumed from the downloaded checkpoint" grep -q "resumed from .
 check "download: result bit-identical to the uninterrupted run" \
     "$DDPRUN" ckpt diff "$TMP/disk two/ckpts/ckpt-00000060.ddp" "$TMP/fresh/checkpoints/ckpt-00000060.ddp"
 np2 run.dir="$TMP/fresh" "${RUN[@]}" train.max_steps=70 checkpoint.download_cmd="exit 9" >"$TMP/local.log" 2>&1
+check "download_cmd is not run when checkpoint.dir has a checkpoint" [ $? -eq 0 ]
 # an interrupted download (the machine taken mid-copy) left the checkpoint cut short: none valid, so
 # the next attempt downloads again and resumes from it whole
 mkdir -p "$TMP/cut/checkpoints" && head -c 3000 "$remote/ckpt-00000040.ddp" >"$TMP/cut/checkpoints/ckpt-00000040.ddp"
@@ -115,7 +116,6 @@ np2 run.dir="$TMP/cut" "${RUN[@]}" checkpoint.download_cmd="cp $remote/ckpt-0000
 check "a download cut short: downloaded again, resumed, completes (exit $?)" \
     bash -c "[ $? -eq 0 ] && grep -q 'resumed from .*ckpt-00000040.ddp' '$TMP/cut.log'"
 check "... saying why it downloaded" grep -q "none valid.*running checkpoint.download_cmd" "$TMP/cut.log"
-check "download_cmd is not run when checkpoint.dir has a checkpoint" [ $? -eq 0 ]
 # a failed download stops the job before training: starting from step 0 would silently lose the run
 printf '#!/bin/sh\necho "bucket not found" >&2\nexit 4\n' >"$TMP/no-bucket"
 chmod +x "$TMP/no-bucket"

@@ -40,9 +40,9 @@ WANT="$(ids "$PREFIX") $(ids "$PROMPT") $(ids "$SUFFIX")"
 "$DDPRUN" generate "$CK" --encode-only --chat --prompt "$PROMPT" >"$TMP/enc1" 2>"$TMP/enc.err"
 check "--encode-only --chat: user_prefix, the prompt's bytes, user_suffix (chat.json of the run's data.path)" \
     [ "$(cat "$TMP/enc1")" = "$WANT" ]
-"$DDPRUN" generate "$CK" --chat --prompt "$(printf 'x%.0s' $(seq 8))$PROMPT" >/dev/null 2>"$TMP/long.err"
-check "--chat with a wrapped prompt as long as the context (48 ids): refused (exit $?), naming both" \
-    grep -q "the wrapped prompt is 48 tokens, the model's context 48" "$TMP/long.err"
+"$DDPRUN" generate "$CK" --chat --prompt "$(printf 'x%.0s' $(seq 9))$PROMPT" >/dev/null 2>"$TMP/long.err"
+check "--chat with a wrapped prompt longer than the context (49 ids of 48): refused (exit $?), naming both" \
+    grep -q "the wrapped prompt is 49 tokens, more than the model's context of 48" "$TMP/long.err"
 "$DDPRUN" generate --encode-only --chat --tokenizer "$TOK" --prompt "$PROMPT" >"$TMP/enc2" 2>>"$TMP/enc.err"
 check "... chat.json beside --tokenizer" [ "$(cat "$TMP/enc2")" = "$WANT" ]
 mkdir -p "$TMP/elsewhere" && mv "$DATA/chat.json" "$TMP/elsewhere/c.json"
@@ -94,13 +94,16 @@ for draw in "--temperature 0" "--seed 5 --top-k 0"; do
     check "$draw, also_stop: the log names them" grep -qF "stop at id $(never "$CONT") (also at ${C[N - 1]}, ${C[2]})" \
         "$TMP/answer.err"
 done
-# --tokens past the context: the answer ends where the context does (48 - 40 ids), never sliding the
-# template out of the window ($draw and $CONT: the loop's last)
-chat_json "$DATA/chat.json" "$(never "$CONT")"
+# --tokens past the context: the answer ends where the context does (48 - 40 + 1 ids: the last one
+# drawn is never read), never sliding the template out of the window ($draw: the loop's last)
+# shellcheck disable=SC2086
+"$DDPRUN" generate "$CK" --prompt "$PREFIX$PROMPT$SUFFIX" --tokens 9 $draw >"$TMP/plain9" 2>/dev/null
+CONT9=$(continuation "$TMP/plain9")
+chat_json "$DATA/chat.json" "$(never "$CONT9")"
 # shellcheck disable=SC2086
 "$DDPRUN" generate "$CK" --chat --prompt "$PROMPT" --tokens 20 $draw >"$TMP/full" 2>"$TMP/full.err"
-check "--tokens 20 after a 40-id prompt in a 48-id context: the first 8 alone" answer_is "$TMP/full" "$CONT" ""
-check "... said" grep -qF "up to 8 to draw, what the context leaves" "$TMP/full.err"
+check "--tokens 20 after a 40-id prompt in a 48-id context: the first 9 alone" answer_is "$TMP/full" "$CONT9" ""
+check "... said" grep -qF "up to 9 to draw, what the context leaves" "$TMP/full.err"
 check "the log line says where the chat came from" \
     grep -q "chat: $(wc -w <<<"$(ids "$PREFIX")") + $(wc -w <<<"$(ids "$PROMPT")") + $(wc -w <<<"$(ids "$SUFFIX")") ids from $DATA/chat.json, stop at id" \
     "$TMP/answer.err"

@@ -5,7 +5,8 @@
  * Every group runs with its buffers at aligned starts (the vector paths: LayerNorm's warp per row,
  * the embeddings' 16-byte packs) and again one element past them (the one-element fallbacks); the
  * embeddings also without a position table (wpe, dwpe NULL) and in packed rows (positions restart
- * at each document), and on CUDA with document starts outside [0, t], clamped (bad_starts_clamped).
+ * at each document), and on CUDA with document starts outside [0, t], clamped (bad_starts_clamped),
+ * and ends that would not move the position gradient's walk forward (bad_ends_walk_on).
  *
  * Every op runs on the CPU once and on the CUDA device twice, with the same fresh random inputs
  * (seed printed, DDP_TEST_SEED repeats a run) over awkward shapes: sizes 1, odd sizes, C not a
@@ -136,6 +137,41 @@ static void out_check(out *o, const char *what, double rtol, double atol)
 
 /* ---- embeddings ------------------------------------------------------------------------- */
 
+/* Document ends that would not move the position table's gradient walk forward (every start 0,
+ * every end 0: one document whose next would begin where it is): the walk ends at its first hit,
+ * which is each row's position p, so dwpe is the unpacked rows' (the walk looped for ever). */
+static void bad_ends_walk_on(int64_t B, int64_t T, int64_t C, int64_t V, both tok, both dout)
+{
+    int32_t *hdocs = xmalloc((size_t)(2 * B * T) * sizeof *hdocs);
+    memset(hdocs, 0, (size_t)(2 * B * T) * sizeof *hdocs);
+    both docs = both_upload(hdocs, (size_t)(2 * B * T) * sizeof *hdocs);
+    const int32_t *ends = (const int32_t *)docs.g + B * T;
+    out dwte[2] = {out_new(NULL, (size_t)(V * C)), out_new(NULL, (size_t)(V * C))};
+    out dwpe[2] = {out_new(NULL, (size_t)(T * C)), out_new(NULL, (size_t)(T * C))};
+    ddp_err err = {0};
+    for (int k = 0; k < 2; k++) {
+        die_on(gpu->ops->fill(gpu, TENSOR_F32, dwte[k].g, (size_t)(V * C), 0.0f, &err), &err, "fill");
+        die_on(gpu->ops->fill(gpu, TENSOR_F32, dwpe[k].g, (size_t)(T * C), 0.0f, &err), &err, "fill");
+        die_on(gpu->ops->embedding_backward(gpu, TENSOR_F32, dwte[k].g, dwpe[k].g, dout.g, tok.g, k ? docs.g : NULL,
+                                            k ? ends : NULL, B, T, C, V, &err), &err, "embedding_backward");
+    }
+    size_t bytes = (size_t)(T * C) * sizeof(float);
+    float *plain = xmalloc(bytes), *walked = xmalloc(bytes);
+    download(gpu, plain, dwpe[0].g, bytes);
+    download(gpu, walked, dwpe[1].g, bytes);
+    CHECK(memcmp(plain, walked, bytes) == 0, "embedding_backward B=%lld T=%lld C=%lld, ends that do not move the "
+          "walk: dwpe is not the unpacked rows'", (long long)B, (long long)T, (long long)C);
+    for (int k = 0; k < 2; k++) {
+        both_free((both){dwte[k].c, dwte[k].g});
+        both_free((both){dwpe[k].c, dwpe[k].g});
+        free(dwte[k].init), free(dwte[k].first), free(dwpe[k].init), free(dwpe[k].first);
+    }
+    both_free(docs);
+    free(plain);
+    free(walked);
+    free(hdocs);
+}
+
 /* Document starts outside [0, t] (device data the host cannot check; the CPU backend refuses
  * them) on the CUDA side alone: clamped, a start past t reading position 0 and a negative one
  * position t, never a row outside wpe. One float add each, so exact. */
@@ -240,6 +276,7 @@ static void test_embeddings(void)
         both_free(ds);
         free(hdocs);
         bad_starts_clamped(B, T, C, tok, wte, wpe, htok, hwte, hwpe);
+        bad_ends_walk_on(B, T, C, V, tok, dout);
 
         both_free(tok);
         both_free(wte);
