@@ -47,8 +47,9 @@ ALLOWED = {
     "launcher/bench": ["runtime/base", "runtime/device", "collectives", "launcher/shared"],
     "launcher/commands": ["runtime/base", "runtime/data", "runtime/hf", "runtime/device", "runtime/ckpt",
                           "config", "models"],  # runtime/hf: the JSON reader, for generate's chat.json
-    "launcher/ddprun": ["runtime/base", "runtime/device", "runtime/ckpt", "config", "collectives",
-                        "launcher/commands", "launcher/shared"],  # runtime/ckpt: a write given up, in ranks' output
+    # runtime/ckpt and runtime/cloud: a write given up and a preemption notice, in ranks' output
+    "launcher/ddprun": ["runtime/base", "runtime/device", "runtime/ckpt", "runtime/cloud", "config", "collectives",
+                        "launcher/commands", "launcher/shared"],
     "scripts": ["runtime", "collectives", "models"],
     "tests": ["runtime", "collectives", "models", "config", "launcher", "tests"],
     "tests/cudaemu/tests": ["runtime/base", "runtime/device", "tests"],  # the emulator's own tests

@@ -91,20 +91,26 @@ for _ in $(seq 100); do [ -f "$META_DIR/port" ] && break; sleep 0.05; done
 export DDPRUN_METADATA_URL=http://127.0.0.1:$(cat "$META_DIR/port")
 N=(train.global_batch=8 data.batch_size=4 train.max_steps=200 train.epochs=10 checkpoint.every_steps=50
    checkpoint.resume=auto checkpoint.preemption_notice=aws checkpoint.notice_poll_s=0.3)
-printf '%s\n' 'h1:1\nh2:1' >"$TMP/answers"
-for how in hosts discovery; do
+# noticed NAME RANK0_HOST ddprun-flags...: the job into run.dir notice-NAME (log $TMP/notice-NAME.log),
+# h2's notice once rank 0 (on RANK0_HOST) logged step 20; its exit status in rc
+noticed() {
+    local name=$1 host=$2; shift 2
     rm -f "$META_DIR/notice" "$META_DIR/served" "$TMP/runs"
-    if [ $how = hosts ]; then where=(-np 2 -H h1:1,h2:1); else where=(--host-discovery "$TMP/discover.sh"); fi
-    ddp "${where[@]}" --max-restarts 1 "${NS_MPI[@]}" "$SMALL" run.dir="$NS_RUNROOT/notice-$how" "${N[@]}" \
-        >"$TMP/notice-$how.log" 2>&1 &
-    pid=$!
+    ddp "$@" --max-restarts 1 "${NS_MPI[@]}" "$SMALL" run.dir="$NS_RUNROOT/notice-$name" "${N[@]}" \
+        >"$TMP/notice-$name.log" 2>&1 &
+    local pid=$!
     for _ in $(seq 1200); do
-        grep -qE '"step":(2[0-9]|[3-9][0-9]),' "$NS_STORE/h1/notice-$how/metrics.jsonl" 2>/dev/null && break
+        grep -qE '"step":(2[0-9]|[3-9][0-9]),' "$NS_STORE/$host/notice-$name/metrics.jsonl" 2>/dev/null && break
         sleep 0.05
     done
     touch "$META_DIR/notice"
     wait $pid
     rc=$?
+}
+printf '%s\n' 'h1:1\nh2:1' >"$TMP/answers"
+for how in hosts discovery; do
+    if [ $how = hosts ]; then where=(-np 2 -H h1:1,h2:1); else where=(--host-discovery "$TMP/discover.sh"); fi
+    noticed $how h1 "${where[@]}"
     log=$TMP/notice-$how.log
     check "$how: a notice on h2 mid-run: the job goes on without h2 and completes (exit $rc)" \
         bash -c "[ $rc -eq 0 ] && [ -f '$NS_STORE/h1/notice-$how/checkpoints/ckpt-00000200.ddp' ]"
@@ -116,17 +122,7 @@ done
 check "discovery: h2, still listed, left out" grep -qF "leaving out h2, whose preemption notice stopped the job" \
     "$TMP/notice-discovery.log"
 # rank 0 on h2, its checkpoints on h2's disk and no download_cmd: the job ends 75, restarting nothing
-rm -f "$META_DIR/notice" "$META_DIR/served"
-ddp -np 2 -H h2:1,h1:1 --max-restarts 1 "${NS_MPI[@]}" "$SMALL" run.dir="$NS_RUNROOT/notice-rank0" "${N[@]}" \
-    >"$TMP/notice-rank0.log" 2>&1 &
-pid=$!
-for _ in $(seq 1200); do
-    grep -qE '"step":(2[0-9]|[3-9][0-9]),' "$NS_STORE/h2/notice-rank0/metrics.jsonl" 2>/dev/null && break
-    sleep 0.05
-done
-touch "$META_DIR/notice"
-wait $pid
-rc=$?
+noticed rank0 h2 -np 2 -H h2:1,h1:1
 check "rank 0's host noticed: the job ends 75, not restarted (exit $rc)" [ $rc -eq 75 ]
 check "... saying why" grep -qF "not restarting without h2: rank 0 saved its checkpoints there" "$TMP/notice-rank0.log"
 kill $meta_pid 2>/dev/null
