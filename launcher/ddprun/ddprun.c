@@ -378,7 +378,8 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
     job_result r = {0};
     int code = 0;
     for (int attempt = 0;; attempt++) {
-        int drc = o->discovery.cmd ? discover_attempt(o, cfg, attempt, &r, code, &noticed, hosts, sizeof hosts)
+        int drc = o->discovery.cmd ? discover_attempt(o, cfg, attempt, &r, code, notice_avoided(&noticed), hosts,
+                                                      sizeof hosts)
                                    : DDP_OK;
         if (drc != DDP_OK) return drc;
         argv_list cmd = {0};

@@ -77,7 +77,7 @@ int output_ranks_started(const output_filter *f);
 const deadline_verdict *output_deadline(const output_filter *f);
 /* The hosts whose ranks logged a preemption notice (runtime/cloud/cloud_notice.h), in hosts[]. */
 const deadline_verdict *output_notice(const output_filter *f);
-/* Rank 0's host as its own lines name it; "" before one came. */
+/* Rank 0's host as its wrapper's status line names it; "" before that line came. */
 const char *output_rank0_host(const output_filter *f);
 void output_filter_free(output_filter *f);
 
@@ -127,6 +127,8 @@ bool notice_restarts(const job_result *r, int code, bool fetched);
 /* Adds the hosts of r's notice to all (those a job restarted without, for host discovery to leave
  * out while its command still lists them). */
 void notice_remember(deadline_verdict *all, const job_result *r);
+/* all, emptied first once ten minutes have passed since its latest notice. */
+const deadline_verdict *notice_avoided(deadline_verdict *all);
 
 /* --host-discovery (ddprun_discovery.c). */
 #define DISCOVERY_HOSTS_MAX 256               /* hosts kept from one run; later lines are not read */

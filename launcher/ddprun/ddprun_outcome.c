@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime/base/clock.h"
+
 int exit_code_for(int wait_status)
 {
     if (!WIFEXITED(wait_status)) return DDP_ERUNTIME;
@@ -81,8 +83,20 @@ bool notice_restarts(const job_result *r, int code, bool fetched)
     return true;
 }
 
+/* A noticed host is left out this long after the latest notice: longer than any cloud's notice
+ * (AWS 120 s), short enough for a new machine given the same name to be taken again. */
+#define NOTICE_AVOID_S 600.0
+
+const deadline_verdict *notice_avoided(deadline_verdict *all)
+{
+    if (all->n_hosts > 0 && monotonic_s() - all->seen_s > NOTICE_AVOID_S)
+        *all = (deadline_verdict){0};
+    return all;
+}
+
 void notice_remember(deadline_verdict *all, const job_result *r)
 {
+    all->seen_s = monotonic_s();
     for (int i = 0; i < r->notice.n_hosts; i++) {
         bool known = false;
         for (int k = 0; k < all->n_hosts && !known; k++)

@@ -66,7 +66,7 @@ struct output_filter {
     rank_failure from_mpirun;     /* from mpirun's own report */
     deadline_verdict deadline;    /* the first collective deadline's verdict */
     deadline_verdict notice;      /* the hosts whose ranks logged a preemption notice */
-    char rank0_host[DDP_HOST_NAME_MAX]; /* from rank 0's own tag; "" before its first line */
+    char rank0_host[DDP_HOST_NAME_MAX]; /* from rank 0's wrapper's "started" line; "" before it */
     struct held_line {            /* a rank's line another rank's output cut: its start so far */
         int rank;
         bool is_err;
@@ -140,6 +140,8 @@ static void parse_status(output_filter *f, const char *text)
     int n = sscanf(text, DDPRUN_STATUS_MARK " rank=%d host=%255s %15[a-z]=%d", &r.rank, r.host, kind, &value);
     if (n == 3 && strcmp(kind, "started") == 0)
         f->ranks_started++;
+    if (n == 3 && strcmp(kind, "started") == 0 && r.rank == 0)
+        snprintf(f->rank0_host, sizeof f->rank0_host, "%s", r.host);
     if (n != 4)
         return;
     if (strcmp(kind, "signal") == 0) r.signal = value;
@@ -211,12 +213,10 @@ static const char *tag_host(const char *line, const char **end)
     return host;
 }
 
-/* A rank's "[rank R HOST] warning: preemption notice: ...": HOST noted; and rank 0's host. */
-static void note_hosts(output_filter *f, int rank, const char *line)
+/* A rank's "[rank R HOST] warning: preemption notice: ...": HOST noted. */
+static void note_notice(output_filter *f, const char *line)
 {
     const char *end, *host = tag_host(line, &end);
-    if (host && rank == 0 && !f->rank0_host[0] && (size_t)(end - host) < sizeof f->rank0_host)
-        snprintf(f->rank0_host, sizeof f->rank0_host, "%.*s", (int)(end - host), host);
     if (!host || strncmp(end, "] warning: " CLOUD_NOTICE_STOP, strlen("] warning: " CLOUD_NOTICE_STOP)) != 0)
         return;
     if (f->notice.seen_s <= 0)
@@ -381,7 +381,7 @@ static void rank_line(output_filter *f, int rank, bool is_err, char *joined)
     else
         fprintf(out, "[rank %d] %s\n", rank, joined);
     const char *verdict = strstr(joined, COMM_DEADLINE_VERDICT);
-    note_hosts(f, rank, joined);
+    note_notice(f, joined);
     if (verdict)
         parse_deadline(f, verdict);
     else if (f->deadline.seen_s <= 0 && watchdog_aborts(joined)) /* no rank named: NCCL cannot tell which */

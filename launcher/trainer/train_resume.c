@@ -561,11 +561,12 @@ int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
 {
     comm *ctl = t->ctl;
     snprintf(ctl->phase, sizeof ctl->phase, "%s", COMM_PHASE_RESUME);
-    train_resuming = 1;
-    int rc = comm_mpi_set_timeout(ctl, resume_deadline_s(t->cfg), err);
+    double deadline_s = resume_deadline_s(t->cfg);
+    train_resume_limit_s = (sig_atomic_t)fmin(2 * deadline_s + 1, INT_MAX);
+    int rc = comm_mpi_set_timeout(ctl, deadline_s, err);
     if (rc == DDP_OK)
         rc = resume_or_start(t, consumed, err);
-    train_resuming = 0;
+    train_resume_limit_s = 0;
     ddp_err restore = {0};
     int rc2 = comm_mpi_set_timeout(ctl, t->cfg->ddp.timeout_s, &restore);
     ctl->phase[0] = '\0';

@@ -6,4 +6,4 @@
 volatile sig_atomic_t train_stop_requested = 0;
 volatile sig_atomic_t train_stop_answered = 0;
 volatile sig_atomic_t train_checkpoint_safe = 0;
-volatile sig_atomic_t train_resuming = 0;
+volatile sig_atomic_t train_resume_limit_s = 0;

@@ -20,9 +20,11 @@ extern volatile sig_atomic_t train_stop_answered;
  * resumable (exit 75). Rank 0 learns of its own saves' completion; the others of a resume, or from
  * rank 0 at the next step's stop agreement. */
 extern volatile sig_atomic_t train_checkpoint_safe;
-/* Set while the job resumes: a stop request cannot be answered before the resume ends, so the
- * worker's deadline on it starts at the resume's end (a resume held up is ended by its own
- * collectives' deadline, checkpoint.resume_timeout_s, naming the rank). */
-extern volatile sig_atomic_t train_resuming;
+/* While the job resumes, the seconds a stop request may wait for it (twice the resume's
+ * collective deadline: a resume may read, download and read again), else 0. A stop request cannot
+ * be answered before the resume ends, so the worker's deadline on it is this one during the resume
+ * (a resume held where no collective waits, every rank in a stalled read, is ended by it), and
+ * ddp.timeout_s from the resume's end. */
+extern volatile sig_atomic_t train_resume_limit_s;
 
 #endif

@@ -40,7 +40,7 @@
 static sigset_t stop_signals;
 
 /* The stop request's deadline: ddp.timeout_s once the config is read (before: start_timeout_s;
- * a request during a resume has it from the resume's end: train_resuming). A
+ * during a resume, the resume's own, then ddp.timeout_s from its end: train_resume_limit_s). A
  * request the ranks have not agreed on by then cannot be answered — a rank is held where the stop
  * agreement cannot reach it (an open() on a mount that stopped answering, a device call that never
  * returns) — and ends the job from here. A rank waiting in a collective at that moment is held by
@@ -57,7 +57,7 @@ static volatile sig_atomic_t mpi_started;
 #define STOP_HELD_GRACE_S 3
 #define STOP_RANK0_FIRST_S 1
 
-static _Noreturn void end_unanswered_stop(double waited_s)
+static _Noreturn void end_unanswered_stop(double waited_s, const char *limit)
 {
     char doing[512];
     bool held = activity_get(doing, sizeof doing);
@@ -66,8 +66,8 @@ static _Noreturn void end_unanswered_stop(double waited_s)
         activity_get(doing, sizeof doing);
     }
     int code = train_checkpoint_safe ? DDP_EPREEMPTED : DDP_ERUNTIME;
-    log_error("the stop request was not answered within %.0f s (ddp.timeout_s): this rank was %s; ending the job "
-              "(exit %d: %s)", waited_s, doing, code,
+    log_error("the stop request was not answered within %.0f s (%s): this rank was %s; ending the job "
+              "(exit %d: %s)", waited_s, limit, doing, code,
               code == DDP_EPREEMPTED ? "the last checkpoint is complete, resume with the same command"
               : stop_rank == 0       ? "no checkpoint of this job to resume from"
                                      : "rank 0 knows whether a checkpoint of this job is complete");
@@ -93,16 +93,17 @@ static void *stop_signal_thread(void *arg)
             train_stop_requested = TRAIN_STOP_SIGNAL;
         if (!mpi_started && stop_timeout_s > 0 && monotonic_s() - mpi_start_at > stop_timeout_s)
             end_unstarted_mpi(monotonic_s() - mpi_start_at);
-        double now = monotonic_s();
-        if (resuming && !train_resuming && asked_at > 0)
+        double now = monotonic_s(), resume_limit_s = train_resume_limit_s;
+        if (resuming && resume_limit_s == 0 && asked_at > 0)
             asked_at = now; /* the resume ended: from here the stop is answerable within ddp.timeout_s */
-        resuming = train_resuming;
-        if (train_stop_requested == TRAIN_STOP_NONE || train_stop_answered || resuming)
+        resuming = resume_limit_s > 0;
+        if (train_stop_requested == TRAIN_STOP_NONE || train_stop_answered)
             continue; /* a notice or a test fault asks too: the same deadline */
         if (asked_at == 0)
             asked_at = now;
-        if (stop_timeout_s > 0 && now - asked_at > stop_timeout_s)
-            end_unanswered_stop(now - asked_at);
+        if (stop_timeout_s > 0 && now - asked_at > (resuming ? resume_limit_s : stop_timeout_s))
+            end_unanswered_stop(now - asked_at, resuming ? "twice the resume's collective deadline, while resuming"
+                                                         : "ddp.timeout_s");
     }
     return NULL;
 }

@@ -2,9 +2,9 @@
 """metadata_server.py — a local stand-in for one cloud's instance metadata service, answering as
 that provider documents it, for the preemption notice tests (DDPRUN_METADATA_URL points at it).
 
-  metadata_server.py PROVIDER DIR      PROVIDER: aws | gcp | azure
+  metadata_server.py PROVIDER DIR [PORT]      PROVIDER: aws | gcp | azure
 
-Listens on 127.0.0.1 (a free port, written to DIR/port). Until DIR/notice exists it answers "no
+Listens on 127.0.0.1 (PORT, else a free port; written to DIR/port). Until DIR/notice exists it answers "no
 notice"; from then on it answers with the provider's documented notice and writes DIR/served (the
 time it first did). Requests without the provider's required header (AWS: an IMDSv2 token from
 PUT /latest/api/token; GCP: Metadata-Flavor: Google; Azure: Metadata: true) are refused as the
@@ -140,7 +140,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.reply(404, "Not Found")
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[3]) if len(sys.argv) > 3 else 0), Handler)
 with open(os.path.join(DIR, "port.tmp"), "w") as f:
     f.write(str(server.server_address[1]))
 os.rename(os.path.join(DIR, "port.tmp"), os.path.join(DIR, "port"))

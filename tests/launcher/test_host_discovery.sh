@@ -80,8 +80,8 @@ check "... naming the time waited and what the command listed" grep -qE \
 check "... after asking again" [ "$(cat "$TMP/runs")" -ge 2 ]
 check "... and nothing ran" [ ! -e "$NS_STORE/h1/small" ]
 
-# a preemption notice on h2 alone (a metadata server answering like AWS in h2's namespace; h1's
-# ranks find none at that address): the ranks save and stop, and ddprun restarts without h2, under
+# a preemption notice on h2 alone (a metadata server answering like AWS in h2's namespace, one
+# that never announces anything in h1's): the ranks save and stop, and ddprun restarts without h2, under
 # -H and under --host-discovery (which still lists h2, as a cloud lists a machine with minutes left)
 META_DIR=$TMP/meta
 mkdir -p "$META_DIR"
@@ -89,6 +89,13 @@ ip netns exec "${NS_PREFIX}h2" python3 "$DDP_SRC/tests/launcher/metadata_server.
 meta_pid=$!
 for _ in $(seq 100); do [ -f "$META_DIR/port" ] && break; sleep 0.05; done
 export DDPRUN_METADATA_URL=http://127.0.0.1:$(cat "$META_DIR/port")
+# h1's own service, at the same address in its namespace, never announces anything: its ranks log
+# no warning, so ddprun learns where rank 0 runs from the rank wrapper's status line alone
+mkdir -p "$TMP/meta-h1"
+ip netns exec "${NS_PREFIX}h1" python3 "$DDP_SRC/tests/launcher/metadata_server.py" aws "$TMP/meta-h1" \
+    "$(cat "$META_DIR/port")" &
+meta_h1_pid=$!
+for _ in $(seq 100); do [ -f "$TMP/meta-h1/port" ] && break; sleep 0.05; done
 N=(train.global_batch=8 data.batch_size=4 train.max_steps=200 train.epochs=10 checkpoint.every_steps=50
    checkpoint.resume=auto checkpoint.preemption_notice=aws checkpoint.notice_poll_s=0.3)
 # noticed NAME RANK0_HOST ddprun-flags...: the job into run.dir notice-NAME (log $TMP/notice-NAME.log),
@@ -125,6 +132,6 @@ check "discovery: h2, still listed, left out" grep -qF "leaving out h2, whose pr
 noticed rank0 h2 -np 2 -H h2:1,h1:1
 check "rank 0's host noticed: the job ends 75, not restarted (exit $rc)" [ $rc -eq 75 ]
 check "... saying why" grep -qF "not restarting without h2: rank 0 saved its checkpoints there" "$TMP/notice-rank0.log"
-kill $meta_pid 2>/dev/null
-wait $meta_pid 2>/dev/null
+kill $meta_pid $meta_h1_pid 2>/dev/null
+wait $meta_pid $meta_h1_pid 2>/dev/null
 finish
