@@ -18,7 +18,7 @@ MUTATIONS = [
      ["nccl_ddp"]),
     ("a pinned staging buffer is reused before its copy finished",
      "runtime/device/device_cuda.c",
-     r"\n    CUDA_TRY\(wait_event\(im, im->staging_done\[slot\]\)\);", "",
+     r"\n        CUDA_TRY\(wait_event\(im, im->staging_done\[slot\]\)\);[^\n]*", "",
      ["cuda_mlp_fixture_forward", "cuda_gpt_fixture_forward"]),
     ("a thread calls CUDA without selecting its device (the NCCL watchdog)",
      "collectives/nccl/comm_nccl_watchdog.c",
