@@ -268,16 +268,16 @@ static double expect_alltoall(const bench_row *r, size_t j)
 
 static const bench_coll colls[] = {
     {"allreduce", true, false, false, bw_allreduce, elems_same, init_same, run_allreduce, checked_all, expect_reduced,
-     false},
+     COPIES_NEVER},
     {"allgather", false, false, true, bw_blocks, elems_allgather, init_allgather, run_allgather, checked_all,
-     expect_allgather, false},
+     expect_allgather, COPIES_NEVER},
     {"reducescatter", true, false, true, bw_blocks, elems_reducescatter, init_blocks_in, run_reducescatter,
-     checked_reducescatter, expect_reducescatter, false},
-    {"broadcast", false, true, false, bw_one, elems_bcast, init_bcast, run_bcast, checked_all, expect_bcast, false},
-    {"reduce", true, true, false, bw_one, elems_same, init_same, run_reduce, checked_root, expect_reduced, false},
+     checked_reducescatter, expect_reducescatter, COPIES_NEVER},
+    {"broadcast", false, true, false, bw_one, elems_bcast, init_bcast, run_bcast, checked_all, expect_bcast, COPIES_NEVER},
+    {"reduce", true, true, false, bw_one, elems_same, init_same, run_reduce, checked_root, expect_reduced, COPIES_NEVER},
     {"alltoall", false, false, true, bw_blocks, elems_alltoall, init_blocks_in, run_alltoall, checked_all, expect_alltoall,
-     true},
-    {"sendrecv", false, false, false, bw_one, elems_same, init_same, run_sendrecv, checked_all, expect_sendrecv, true},
+     COPIES_UNDER_NCCL},
+    {"sendrecv", false, false, false, bw_one, elems_same, init_same, run_sendrecv, checked_all, expect_sendrecv, COPIES_ALWAYS},
 };
 
 const bench_coll *bench_find(const char *name)

@@ -28,6 +28,8 @@ typedef struct bench_row {
     bool avg_premultiplies;
 } bench_row;
 
+typedef enum bench_copies { COPIES_NEVER, COPIES_UNDER_NCCL, COPIES_ALWAYS } bench_copies;
+
 typedef struct bench_coll {
     const char *name;
     bool reduction, rooted;
@@ -41,11 +43,12 @@ typedef struct bench_coll {
     /* which result elements this rank checks: [*first, *first + *n) of recv */
     void (*checked)(const bench_row *r, bool in_place, size_t *first, size_t *n);
     double (*expected)(const bench_row *r, size_t j); /* result element j of the checked range */
-    /* comm.h's in-place form copies the input before exchanging it (NCCL's grouped send/recv has
-     * no in-place form): the in-place column times the exchange alone, out of place from a copy
-     * made before the loop, as nccl-tests' in-place column does; the check still runs the
-     * in-place call */
-    bool in_place_copies;
+    /* the backends whose in-place form copies the input before exchanging it (NCCL's grouped
+     * send/recv has no in-place form; MPI's sendrecv receives aside): there the in-place column
+     * times the exchange alone, out of place from a copy made before the loop, as nccl-tests'
+     * in-place column does; the check still runs the in-place call. Elsewhere (MPI_IN_PLACE) the
+     * in-place call is timed as it is. */
+    bench_copies in_place_copies;
 } bench_coll;
 
 const bench_coll *bench_find(const char *name);

@@ -236,13 +236,15 @@ static int run_coll(harness *h, const bench_row *r, bool in_place, ddp_err *err)
     return r->coll->run(h->c, r, in_place, in_place ? h->recv : h->send, h->recv, err);
 }
 
-/* What the timed loop runs: the collective itself, except that an in-place exchange whose
- * comm.h form copies its input first (bench_coll.in_place_copies) is timed out of place, from a
+/* What the timed loop runs: the collective itself, except that an in-place exchange whose form
+ * under this backend copies its input (bench_coll.in_place_copies) is timed out of place, from a
  * copy of the in-place input made here, before any timing, into the send buffer. */
 static int stage_timed(harness *h, const bench_row *r, bool in_place, bool *out_of_place, ddp_err *err)
 {
-    *out_of_place = !in_place || r->coll->in_place_copies;
-    if (!in_place || !r->coll->in_place_copies)
+    bench_copies when = r->coll->in_place_copies;
+    bool copies = in_place && (when == COPIES_ALWAYS || (when == COPIES_UNDER_NCCL && h->dev));
+    *out_of_place = !in_place || copies;
+    if (!copies)
         return DDP_OK;
     size_t none, bytes;
     placement_bytes(r, true, &none, &bytes);
