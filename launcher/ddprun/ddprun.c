@@ -414,7 +414,9 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
         bool notice = attempt < o->max_restarts && notice_restarts(&r, code, fetched);
         const deadline_verdict *lost = notice ? &r.notice : &r.deadline;
         int slots_left;
-        bool drop = !o->discovery.cmd && ddprun_drop_hosts(o->hosts, lost, hosts, sizeof hosts, &slots_left);
+        bool may_restart = attempt < o->max_restarts && (code == DDP_ERUNTIME || notice);
+        bool drop = may_restart && !o->discovery.cmd && ddprun_drop_hosts(o->hosts, lost, hosts, sizeof hosts,
+                                                                           &slots_left);
         if ((code != DDP_ERUNTIME && !(notice && (drop || o->discovery.cmd))) ||
             attempt >= o->max_restarts || job_signals_seen() > 0 || cannot_start(r.wait_status) || refused) {
             report(&r, code);

@@ -58,6 +58,12 @@ typedef struct deadline_verdict {
     int n_hosts;
 } deadline_verdict;
 
+/* Whether d's hosts hold the len bytes at host (ddprun_hosts.c). */
+bool verdict_has_host(const deadline_verdict *d, const char *host, size_t len);
+/* Adds the len bytes at host to d's hosts unless they hold it (none past DEADLINE_HOSTS_MAX, and no
+ * name too long for them). */
+void verdict_add_host(deadline_verdict *d, const char *host, size_t len);
+
 /* Rewrites tagged mpirun output into "[rank R] " lines and records rank failures. */
 typedef struct output_filter output_filter;
 

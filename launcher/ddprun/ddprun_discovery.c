@@ -65,15 +65,6 @@ static bool fleet_full(const fleet *f, int max_np)
     return (max_np > 0 && f->total >= max_np) || f->n_hosts == DISCOVERY_HOSTS_MAX;
 }
 
-/* Whether host name is one of avoid's (NULL: none). */
-static bool avoided(const deadline_verdict *avoid, const char *name)
-{
-    for (int i = 0; avoid && i < avoid->n_hosts; i++)
-        if (!strcmp(name, avoid->hosts[i]))
-            return true;
-    return false;
-}
-
 /* CMD's output (fp, from its start) into f, up to the hosts that can be used (the lines after
  * them are not read: f->unread says whether one lists a host), those of avoid left out (said on
  * stderr when say is true). DDP_OK, or DDP_EUSAGE naming the line. */
@@ -99,10 +90,11 @@ static int parse_output(FILE *fp, const char *cmd, int max_np, const deadline_ve
         }
         if (!parse_line(text, f, why, sizeof why))
             return ddp_fail(err, DDP_EUSAGE, "--host-discovery %s: line %d: \"%.200s\": %s", cmd, no, text, why);
-        if (avoided(avoid, f->names[f->n_hosts - 1])) {
+        const char *name = f->names[f->n_hosts - 1];
+        if (avoid && verdict_has_host(avoid, name, strlen(name))) {
             if (say)
                 fprintf(stderr, "ddprun: host discovery: leaving out %s, whose preemption notice stopped the job\n",
-                        f->names[f->n_hosts - 1]);
+                        name);
             f->total -= f->slots[--f->n_hosts];
         }
     }

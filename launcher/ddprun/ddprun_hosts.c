@@ -1,8 +1,8 @@
 /* ddprun_hosts.c — reading the hosts ddprun was given (-H "h1:8,h2" or a hostfile's "host slots=N"
  * lines): checking them before anything starts (a malformed entry named, with the hostfile's line),
  * how many ranks the busiest node runs, which sizes each rank's thread count, this node's cores as
- * mpirun counts its slots, and the -H list without the hosts a collective deadline named, for the
- * next attempt, and the rank count when -np is not given. The one reader of a "host:slots" entry,
+ * mpirun counts its slots, the one match of a host against a deadline's or notice's hosts, and the
+ * -H list without those hosts, for the next attempt, and the rank count when -np is not given. The one reader of a "host:slots" entry,
  * which --host-discovery's lines use too.
  * Must not start anything or decide restarts (ddprun.c does). */
 #include "ddprun.h"
@@ -315,6 +315,20 @@ int ddprun_hosts_np(const char *hosts, const char *hostfile, int gpus, int *np, 
     return rc;
 }
 
+bool verdict_has_host(const deadline_verdict *d, const char *host, size_t len)
+{
+    for (int i = 0; i < d->n_hosts; i++)
+        if (strlen(d->hosts[i]) == len && !strncmp(d->hosts[i], host, len))
+            return true;
+    return false;
+}
+
+void verdict_add_host(deadline_verdict *d, const char *host, size_t len)
+{
+    if (!verdict_has_host(d, host, len) && d->n_hosts < DEADLINE_HOSTS_MAX && len < sizeof d->hosts[0])
+        snprintf(d->hosts[d->n_hosts++], sizeof d->hosts[0], "%.*s", (int)len, host);
+}
+
 bool ddprun_drop_hosts(const char *hosts, const deadline_verdict *d, char *buf, size_t size, int *slots_left)
 {
     size_t at = 0;
@@ -328,9 +342,8 @@ bool ddprun_drop_hosts(const char *hosts, const deadline_verdict *d, char *buf, 
         size_t len = strcspn(p, ","), name_len;
         int slots;
         char why[128];
-        bool lost = !ddprun_host_entry(p, len, 1, &name_len, &slots, why, sizeof why); /* checked at the start */
-        for (int i = 0; i < d->n_hosts; i++)
-            lost = lost || (strlen(d->hosts[i]) == name_len && !strncmp(d->hosts[i], p, name_len));
+        bool lost = !ddprun_host_entry(p, len, 1, &name_len, &slots, why, sizeof why) || /* checked at the start */
+                    verdict_has_host(d, p, name_len);
         dropped = dropped || lost;
         if (!lost && at + len + 2 < size) {
             at += (size_t)snprintf(buf + at, size - at, "%s%.*s", at ? "," : "", (int)len, p);

@@ -97,11 +97,6 @@ const deadline_verdict *notice_avoided(deadline_verdict *all)
 void notice_remember(deadline_verdict *all, const job_result *r)
 {
     all->seen_s = monotonic_s();
-    for (int i = 0; i < r->notice.n_hosts; i++) {
-        bool known = false;
-        for (int k = 0; k < all->n_hosts && !known; k++)
-            known = !strcmp(all->hosts[k], r->notice.hosts[i]);
-        if (!known && all->n_hosts < DEADLINE_HOSTS_MAX)
-            memcpy(all->hosts[all->n_hosts++], r->notice.hosts[i], sizeof all->hosts[0]);
-    }
+    for (int i = 0; i < r->notice.n_hosts; i++)
+        verdict_add_host(all, r->notice.hosts[i], strlen(r->notice.hosts[i]));
 }

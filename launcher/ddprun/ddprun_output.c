@@ -149,15 +149,6 @@ static void parse_status(output_filter *f, const char *text)
     if (!f->first.known) f->first = r;
 }
 
-static void add_host(deadline_verdict *d, const char *host, size_t len)
-{
-    for (int i = 0; i < d->n_hosts; i++)
-        if (strlen(d->hosts[i]) == len && !strncmp(d->hosts[i], host, len))
-            return;
-    if (d->n_hosts < DEADLINE_HOSTS_MAX && len < sizeof d->hosts[0])
-        snprintf(d->hosts[d->n_hosts++], sizeof d->hosts[0], "%.*s", (int)len, host);
-}
-
 /* A rank's "ddp.timeout_s: ... Not arrived: rank R (host H), rank R2 (host H2) (no answer ...",
  * past twelve ranks "... and N more ranks, on hosts H3, H4 (no answer ...". */
 /* Whether line is the NCCL watchdog's last before it ends its rank (comm.h). */
@@ -185,7 +176,7 @@ static void parse_deadline(output_filter *f, const char *text)
     char host[DDP_HOST_NAME_MAX];
     _Static_assert(DDP_HOST_NAME_MAX == 256, "the width below is DDP_HOST_NAME_MAX - 1");
     while ((used = 0, sscanf(p, "rank %d (host %255[^)])%n", &rank, host, &used)) == 2 && used > 0) {
-        add_host(d, host, strlen(host));
+        verdict_add_host(d, host, strlen(host));
         p += used;
         if (strncmp(p, ", ", 2) != 0) break;
         p += 2;
@@ -196,7 +187,7 @@ static void parse_deadline(output_filter *f, const char *text)
     for (p = on + strlen(COMM_DEADLINE_ON_HOSTS); p < end;) {
         const char *comma = strstr(p, ", ");
         size_t len = (size_t)((comma && comma < end ? comma : end) - p);
-        add_host(d, p, len);
+        verdict_add_host(d, p, len);
         p += len + 2;
     }
 }
@@ -221,7 +212,7 @@ static void note_notice(output_filter *f, const char *line)
         return;
     if (f->notice.seen_s <= 0)
         f->notice = (deadline_verdict){.seen_s = monotonic_s(), .what = "a preemption notice"};
-    add_host(&f->notice, host, (size_t)(end - host));
+    verdict_add_host(&f->notice, host, (size_t)(end - host));
 }
 
 const char *output_rank0_host(const output_filter *f) { return f->rank0_host; }
