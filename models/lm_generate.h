@@ -5,7 +5,7 @@
  * is what sampling a few dozen tokens during training or from `ddprun generate` needs. The draw
  * is seeded and runs on the host in double, so a seed gives the same text on every backend with
  * the same logits. Logits that are not all finite (a model whose parameters are NaN or overflow)
- * are refused, never drawn from. A stop id (a chat's end of turn) ends the draw early. This
+ * are refused, never drawn from. A stop id (a chat's end of turn, a document's separator) ends the draw early. This
  * module must not read files or know tokenizers: it maps ids to ids. */
 #ifndef DDP_LM_GENERATE_H
 #define DDP_LM_GENERATE_H

@@ -9,7 +9,8 @@
  * (model_opts_from_description: any model that can be rebuilt from it) and loading its parameters.
  * With --chat the prompt's ids are wrapped in chat.json's (generate_chat.h: the user turn's prefix
  * and suffix scripts/prepare-chat captured from the chat template) and the draw ends at its stop id
- * or one of its also_stop ids (the model's other end ids), which is not printed. The draw itself is
+ * or one of its also_stop ids (the model's other end ids), which is not printed; without it, at the
+ * data's document separator (unless --no-stop), not printed either. The draw itself is
  * models/lm_generate.c's. `--encode-only` prints the prompt's token ids instead, wrapped with --chat
  * (for tests and for checking a prompt). Must not write files. */
 #include <errno.h>
@@ -36,7 +37,7 @@
 static const char generate_usage[] =
     "usage: ddprun generate CHECKPOINT [--prompt TEXT | --prompt-file FILE] [--tokens N]\n"
     "                       [--temperature T] [--top-k K] [--top-p P] [--seed S] [--tokenizer PATH]\n"
-    "                       [--chat [--chat-file PATH]]\n"
+    "                       [--no-stop] [--chat [--chat-file PATH]]\n"
     "       ddprun generate --encode-only [CHECKPOINT] [--tokenizer PATH] [--chat [--chat-file PATH]]\n"
     "                       [--prompt TEXT | --prompt-file FILE]\n"
     "  Prints the prompt and N tokens drawn from the language model in CHECKPOINT (runs on the\n"
@@ -49,6 +50,7 @@ static const char generate_usage[] =
     "  --seed S          seed of the draw (default 1337)\n"
     "  --tokenizer PATH  tokenizer.bin (default: data.path/tokenizer.bin of the run's\n"
     "                    config.resolved.yaml, the run directory being CHECKPOINT/../..)\n"
+    "  --no-stop         draw all N tokens, past the document separator (below)\n"
     "  --chat            the prompt is a user message to a chat model: wrapped in chat.json's\n"
     "                    ids (the chat template's user turn, as scripts/prepare-chat wrote them),\n"
     "                    drawing stops at its end-of-turn id or the model's other end ids\n"
@@ -56,15 +58,16 @@ static const char generate_usage[] =
     "  --chat-file PATH  chat.json (default: chat.json beside the tokenizer)\n"
     "  --encode-only     print the prompt's token ids (with --chat: wrapped) and exit\n"
     "  The prompt follows the data's document separator (the end-of-text token or BOS that\n"
-    "  prepare-text put before every document), which is not printed; without one and without a\n"
-    "  prompt, the context is the newline token. With --chat: chat.json's ids alone (an empty\n"
-    "  prompt: an empty user message).\n";
+    "  prepare-text put before every document), which is not printed; drawing it ends the\n"
+    "  document and the draw (unless --no-stop), and it is not printed either. Without one and\n"
+    "  without a prompt, the context is the newline token. With --chat: chat.json's ids alone\n"
+    "  (an empty prompt: an empty user message).\n";
 
 typedef struct gen_opts {
     const char *ckpt, *prompt, *prompt_file, *tokenizer, *chat_file;
     int64_t tokens;
     lm_sampling s;
-    bool encode_only, chat;
+    bool encode_only, chat, no_stop;
 } gen_opts;
 
 static int usage(const char *fmt, const char *arg)
@@ -114,6 +117,10 @@ static int parse_args(int argc, char **argv, gen_opts *o)
             o->chat = true;
             continue;
         }
+        if (!strcmp(a, "--no-stop")) {
+            o->no_stop = true;
+            continue;
+        }
         if (a[0] != '-' || !a[1]) {
             if (o->ckpt)
                 return usage("unexpected argument %s", a);
@@ -159,6 +166,8 @@ static int parse_args(int argc, char **argv, gen_opts *o)
         return usage("%s", "--prompt and --prompt-file are exclusive");
     if (o->chat_file && !o->chat)
         return usage("%s", "--chat-file needs --chat");
+    if (o->no_stop && o->chat)
+        return usage("%s", "--no-stop and --chat are exclusive (a chat's answer ends at its end of turn)");
     if (!o->ckpt && !(o->encode_only && o->tokenizer))
         return usage("%s", "needs CHECKPOINT (or --encode-only with --tokenizer PATH)");
     return 0;
@@ -355,15 +364,20 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts,
     if (chat) {
         s.stop_ids = chat->stops;
         s.n_stop_ids = chat->n_stops;
+    } else if (tok->eot >= 0 && !o->no_stop) { /* the document ends where the next one would start */
+        s.stop_ids = &tok->eot;
+        s.n_stop_ids = 1;
     }
     if (!rc) {
         fprintf(stderr, "generate: %s, step %lld of %s; %lld prompt tokens", m->description, (long long)ck->hdr.step,
                 o->ckpt, (long long)n);
         if (started)
             fprintf(stderr, " (the first the start token %d)", ids[0]);
-        fprintf(stderr, ", %s%lld to draw%s (temperature %g, top-k %lld, top-p %g, seed %llu)", chat ? "up to " : "",
+        fprintf(stderr, ", %s%lld to draw%s (temperature %g, top-k %lld, top-p %g, seed %llu)", s.n_stop_ids ? "up to " : "",
                 (long long)to_draw, to_draw < o->tokens ? ", what the context leaves" : "", s.temperature,
                 (long long)s.top_k, s.top_p, (unsigned long long)s.seed);
+        if (!chat && s.n_stop_ids)
+            fprintf(stderr, "; stop at the document separator, id %d", tok->eot);
         if (chat)
             fprintf(stderr, "; chat: %lld + %lld + %lld ids from %s, stop at id %d", (long long)chat->n_prefix,
                     (long long)(n - chat->n_prefix - chat->n_suffix), (long long)chat->n_suffix, chat->path,
@@ -373,12 +387,12 @@ static int run(const gen_opts *o, const ckpt_loaded *ck, const model_opts *opts,
         fputs(chat && chat->n_stops > 1 ? ")\n" : "\n", stderr);
         rc = lm_generate(m, ids, n, to_draw, &s, &drawn, err);
     }
-    if (!rc && chat) { /* the answer alone, without the stop id */
-        bool stopped = drawn > 0 && lm_is_stop(&s, ids[n + drawn - 1]);
+    bool stopped = !rc && drawn > 0 && lm_is_stop(&s, ids[n + drawn - 1]); /* not printed */
+    if (!rc && chat) { /* the answer alone */
         print_text(tok, ids + n, drawn - stopped);
         putchar('\n');
     } else if (!rc) { /* the start token is not part of the text */
-        print_text(tok, ids + started, n - started + drawn);
+        print_text(tok, ids + started, n - started + drawn - stopped);
         putchar('\n');
     }
     if (m)

@@ -8,7 +8,7 @@
 # draws all --tokens tokens, and with also_stop ids the first drawn of stop and those ends it (a
 # version 1 file, without also_stop, is read as before; one with it refused); outside --chat the prompt follows the tokenizer's end-of-text id (a
 # chat of that id alone before the prompt draws the same), unprinted; a missing or malformed
-# chat.json exits 2 naming the file; --tokens past the context's room after the wrapped prompt draws
+# chat.json exits 2 naming the file; plain generate ends at a drawn separator, unprinted (--no-stop: past it); --tokens past the context's room after the wrapped prompt draws
 # only that room, so the template never slides out of the window; a sentencepiece tokenizer's dummy-prefix space is not printed.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml
@@ -110,13 +110,17 @@ check "the log line says where the chat came from" \
 
 # --- outside --chat the prompt follows the data's document separator (tokenizer.bin's end-of-text
 # id, as prepare-text put it before every document): plain generate prints the prompt and then
-# what a chat of user_prefix [EOT] (no suffix) answers to it; the separator is not printed.
+# what a chat of user_prefix [EOT] (no suffix) stopping at EOT answers to it; the separator is not
+# printed, and drawing it ends the draw.
 EOT=0
 mkdir -p "$TMP/eot"
-python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[12:16] = int(sys.argv[2]).to_bytes(4, "little")
-open(sys.argv[3], "wb").write(b)' "$TOK" "$EOT" "$TMP/eot/tokenizer.bin"
-printf '{"version": 1, "user_prefix": [%s], "user_suffix": [], "end_of_turn": [%s], "stop": %s}\n' "$EOT" \
-    "$(never "$CONT")" "$(never "$CONT")" >"$TMP/eot/chat.json"
+with_eot() { # ID OUT: the byte tokenizer with ID as its end-of-text id
+    python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[12:16] = int(sys.argv[2]).to_bytes(4, "little")
+open(sys.argv[3], "wb").write(b)' "$TOK" "$1" "$2"
+}
+with_eot $EOT "$TMP/eot/tokenizer.bin"
+printf '{"version": 1, "user_prefix": [%s], "user_suffix": [], "end_of_turn": [%s], "stop": %s}\n' "$EOT" "$EOT" \
+    "$EOT" >"$TMP/eot/chat.json"
 G=(--tokenizer "$TMP/eot/tokenizer.bin" --prompt "$PROMPT" --tokens $N --seed 3 --top-k 0)
 "$DDPRUN" generate "$CK" "${G[@]}" >"$TMP/sep" 2>"$TMP/sep.err"
 check "separator: exit 0" [ $? -eq 0 ]
@@ -128,6 +132,26 @@ check "separator: the log names the start token" \
 "$DDPRUN" generate "$CK" "${G[@]/$TMP\/eot\/tokenizer.bin/$TOK}" >"$TMP/nosep" 2>"$TMP/nosep.err"
 check "no separator (the byte tokenizer): nothing before the prompt" \
     bash -c "! grep -q 'start token' '$TMP/nosep.err' && ! cmp -s '$TMP/sep' '$TMP/nosep'"
+
+# --- a drawn separator ends the draw, unprinted; --no-stop draws past it. Which ids a one-step model
+# draws is chance, so the separator is the first of a few bytes missing from the prompt (a separator
+# is no byte token) that its own long, flat draw (temperature 3) holds: each is drawn with a chance
+# near 1/256 a token, so 3000 draws all miss one with a chance near e^-11.
+D=(--prompt "$PROMPT" --tokens 3000 --seed 3 --top-k 0 --temperature 3)
+for sep in 0 1 2 3; do
+    with_eot $sep "$TMP/eot/sep.bin"
+    "$DDPRUN" generate "$CK" --tokenizer "$TMP/eot/sep.bin" "${D[@]}" --no-stop >"$TMP/all" 2>"$TMP/all.err"
+    at=$(python3 -c 'import sys; print(open(sys.argv[1], "rb").read()[len(sys.argv[2]):-1].find(bytes([int(sys.argv[3])])))' \
+        "$TMP/all" "$PROMPT" $sep)
+    [ "$at" -ge 0 ] && break
+done
+check "--no-stop: the prompt and all 3000 tokens ($sep first drawn at $at)" \
+    [ "$(wc -c <"$TMP/all")" -eq $((${#PROMPT} + 3000 + 1)) ]
+"$DDPRUN" generate "$CK" --tokenizer "$TMP/eot/sep.bin" "${D[@]}" >"$TMP/stopped" 2>"$TMP/stopped.err"
+check "separator $sep drawn: the text ends before it (the first $at tokens)" \
+    cmp "$TMP/stopped" <(head -c $((${#PROMPT} + at)) "$TMP/all"; echo)
+check "... the log names it" grep -qF "up to 3000 to draw" "$TMP/stopped.err"
+check "... and the stop" grep -qF "stop at the document separator, id $sep" "$TMP/stopped.err"
 
 # --- a sentencepiece split with a dummy prefix (tokenizer.bin's fifth int32 5): the prompt is encoded
 # after a space and printed as typed, without it, as transformers' decoder strips it
@@ -198,4 +222,5 @@ refused "also_stop in a version 1 file" "$TMP/also_v1.json:1:" "also_stop in a v
 refused "also_stop not a list" "$TMP/also_text.json:1:" '"also_stop" is a number, not an array of token ids' \
     "$CK" --chat --chat-file "$TMP/also_text.json" --prompt x
 refused "--chat-file without --chat" "--chat-file" "needs --chat" "$CK" --chat-file "$TMP/nostop.json" --prompt x
+refused "--no-stop with --chat" "--no-stop" "exclusive" "$CK" --chat --no-stop --prompt x
 finish
