@@ -96,6 +96,8 @@ ip netns exec "${NS_PREFIX}h1" python3 "$DDP_SRC/tests/launcher/metadata_server.
     "$(cat "$META_DIR/port")" &
 meta_h1_pid=$!
 for _ in $(seq 100); do [ -f "$TMP/meta-h1/port" ] && break; sleep 0.05; done
+check "h1's own metadata service is up, at h2's port (else h1's ranks would warn and name rank 0's host)" \
+    [ "$(cat "$TMP/meta-h1/port" 2>/dev/null)" = "$(cat "$META_DIR/port")" ]
 N=(train.global_batch=8 data.batch_size=4 train.max_steps=200 train.epochs=10 checkpoint.every_steps=50
    checkpoint.resume=auto checkpoint.preemption_notice=aws checkpoint.notice_poll_s=0.3)
 # noticed NAME RANK0_HOST ddprun-flags...: the job into run.dir notice-NAME (log $TMP/notice-NAME.log),
