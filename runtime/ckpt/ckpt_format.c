@@ -306,8 +306,9 @@ static int decode_header(const char *path, reader *r, ckpt_loaded *out, ddp_err 
         return fail_file(err, path, "header is malformed (tensor count)%s", "");
     out->n_tensors = (int)n_t;
     out->tensors = calloc(n_t + 1, sizeof *out->tensors);
-    if (!out->tensors)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", path);
+    if (!out->tensors) /* this machine's failure: the walk must not pass the checkpoint over for it */
+        return ddp_fail_local(err, "checkpoint %s: out of memory for its table of %llu tensors", path,
+                              (unsigned long long)n_t);
     return DDP_OK;
 }
 
@@ -341,7 +342,7 @@ static int decode_table(const char *path, reader *r, ckpt_loaded *out, uint64_t 
     const char *twice;
     if (ckpt_find_repeated_name(out->tensors, out->n_tensors, sizeof *out->tensors, offsetof(ckpt_tensor, name),
                                 &twice))
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory", path);
+        return ddp_fail_local(err, "checkpoint %s: out of memory checking its tensor names", path);
     return twice ? fail_file(err, path, "tensor %s appears twice", twice) : DDP_OK;
 }
 
@@ -458,7 +459,7 @@ static int read_prefix(int fd, const char *path, uint64_t n, void **buf, ddp_err
 {
     *buf = aligned_alloc(CKPT_ALIGN, ckpt_align_up(n + 1));
     if (!*buf)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: out of memory for %llu bytes", path, (unsigned long long)n);
+        return ddp_fail_local(err, "checkpoint %s: out of memory for %llu bytes", path, (unsigned long long)n);
     for (uint64_t got = 0; got < n;) {
         ssize_t r = pread(fd, (uint8_t *)*buf + got, n - got, (off_t)got);
         if (r < 0 && errno == EINTR)

@@ -3,7 +3,9 @@
  * (RLIMIT_FSIZE -> EFBIG through the background writer, with SIGXFSZ not killing the process),
  * a full filesystem (a 1 MB tmpfs when this process may mount; skipped with a note otherwise),
  * and kill -9 in the middle of a slow write. Each must leave the older checkpoint loadable, no
- * torn file under a final name, and give an error naming the path and the system's reason. */
+ * torn file under a final name, and give an error naming the path and the system's reason.
+ * And a read that runs out of memory (RLIMIT_AS) for the newest checkpoint's tensor table: this
+ * machine's failure, so the walk fails rather than passing the checkpoint over for an older one. */
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -191,6 +193,82 @@ static void test_kill_during_write(void)
     CHECK_EQ_INT(ts_count(d, ".tmp."), 0);   /* and cleaned up by the next save */
 }
 
+/* This process's virtual size in bytes (VmSize), 0 when unknown. */
+static uint64_t vm_size(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f) && sscanf(line, "VmSize: %llu kB", &kb) != 1) {
+    }
+    if (f)
+        fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+#define MANY_TENSORS 30000
+
+/* A checkpoint of step 20 with MANY_TENSORS scalars: a file of about 3 MB whose table takes about
+ * 7 MB read back (a ckpt_tensor each). */
+static int write_many_tensors(const char *d, ddp_err *err)
+{
+    test_state ts;
+    ts_init(&ts, 20, 20, 64);
+    ckpt_tensor *many = calloc(MANY_TENSORS, sizeof *many);
+    static const int64_t value = 7;
+    for (int i = 0; many && i < MANY_TENSORS; i++) {
+        snprintf(many[i].name, sizeof many[i].name, "extra/s%d", i);
+        many[i].dtype = CKPT_I64;
+        many[i].data = &value;
+    }
+    ts.s.tensors = many;
+    ts.s.n_tensors = MANY_TENSORS;
+    int rc = many ? ckpt_write_atomic(d, &ts.s, NULL, err) : ddp_fail(err, DDP_ERUNTIME, "out of memory");
+    free(many);
+    ts_free(&ts);
+    return rc;
+}
+
+/* The newest checkpoint read with room for its file but not for its table: 40 when the walk fails
+ * as this machine's failure, else the step it resumed (or its error code). */
+static int read_short_of_memory(const char *d, ddp_err *err)
+{
+    uint64_t vm = vm_size();
+    struct rlimit lim = {(rlim_t)(vm + (4u << 20)), RLIM_INFINITY};
+    if (vm == 0 || getrlimit(RLIMIT_AS, &(struct rlimit){0}) != 0 || setrlimit(RLIMIT_AS, &lim) != 0)
+        return 97;
+    ckpt_loaded c;
+    int rc = ckpt_find_latest(d, &c, NULL, err);
+    if (rc == DDP_OK) {
+        rc = (int)c.hdr.step;
+        ckpt_loaded_free(&c);
+        return rc;
+    }
+    return rc == DDP_ERUNTIME && err->local ? 40 : rc;
+}
+
+static void test_read_out_of_memory(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    printf("skip - a read short of memory: AddressSanitizer's allocator does not return NULL under RLIMIT_AS\n");
+#else
+    char d[600], msg[DDP_ERR_MSG];
+    snprintf(d, sizeof d, "%s/oom", dir);
+    ddp_err err = {0};
+    CHECK_EQ_INT(write_state(d, 10, 64, &err), DDP_OK);
+    CHECK_EQ_INT(write_many_tensors(d, &err), DDP_OK);
+    /* the child first: a read here would leave the table's memory in this process's heap */
+    CHECK_EQ_INT(in_child(read_short_of_memory, d, msg, sizeof msg), 40);
+    CHECK_STR_CONTAINS(msg, "out of memory");
+    CHECK_STR_CONTAINS(msg, "ckpt-00000020.ddp");
+    CHECK_STR_CONTAINS(msg, "not passed over");
+    ckpt_loaded c;
+    CHECK(ckpt_find_latest(d, &c, NULL, &err) == DDP_OK && c.hdr.step == 20, "step 20 reads with memory: %s",
+          err.msg);
+    ckpt_loaded_free(&c);
+#endif
+}
+
 int main(void)
 {
     if (!ts_tmpdir(dir, sizeof dir, "faults")) {
@@ -201,6 +279,7 @@ int main(void)
     test_file_size_limit();
     test_disk_full();
     test_kill_during_write();
+    test_read_out_of_memory();
     int rc = check_done("test_ckpt_faults");
     if (rc == 0)
         ts_rmrf(dir);
