@@ -1,6 +1,8 @@
 /* ckpt_set_load.c — reading a sharded checkpoint set back (ckpt_set.h): whole, as the one
  * checkpoint a single file would have been (a resume, `ckpt diff`), or tensor by tensor from
- * read-only maps of the shard files (`ckpt export`), so that an export holds no copy of the model.
+ * read-only maps of the shard files (`ckpt export`), so that an export holds no copy of the model;
+ * and checking a file's or a shard's CRCs through such a map (`ckpt info`), so that a checkpoint
+ * larger than this machine's memory is checked too.
  *
  * Every shard is checked against the manifest (its length and header CRC) and every piece's CRC
  * before anything is returned. This file must not write or remove anything. */
@@ -148,6 +150,63 @@ struct ckpt_set_reader {
     float **owned;           /* per buffer and tensor: a copy when it is split between shards */
 };
 
+/* path mapped read-only, len bytes: a map this machine cannot make (ENOMEM) is its failure. */
+static int map_readonly(const char *path, size_t len, const uint8_t **out, ddp_err *err)
+{
+    int fd;
+    if (open_input(path, &fd, err) != DDP_OK)
+        return ddp_prefix(err, "checkpoint");
+    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    int why = errno;
+    close(fd);
+    if (p == MAP_FAILED && why == ENOMEM)
+        return ddp_fail_local(err, "checkpoint %s: cannot map it: %s", path, strerror(why));
+    if (p == MAP_FAILED)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: cannot map it: %s", path, strerror(why));
+    *out = p;
+    return DDP_OK;
+}
+
+int ckpt_check_crcs(const char *path, ckpt_loaded *table, ddp_err *err)
+{
+    const uint8_t *p;
+    size_t len = (size_t)table->file_bytes;
+    if (map_readonly(path, len, &p, err))
+        return err->code;
+    madvise((void *)p, len, MADV_SEQUENTIAL); /* read once, front to back: no need to keep pages */
+    for (int i = 0; i < table->n_tensors; i++) {
+        ckpt_tensor *t = &table->tensors[i];
+        t->crc_ok = (uint32_t)crc32_z(0L, p + t->file_offset, t->nbytes) == t->crc;
+    }
+    munmap((void *)p, len);
+    return DDP_OK;
+}
+
+int ckpt_set_check_shard(const char *set_dir, const ckpt_manifest *m, int s, ddp_err *err)
+{
+    char path[CKPT_PATH_MAX], piece[CKPT_NAME_MAX];
+    snprintf(path, sizeof path, "%s/%s", set_dir, m->shards[s].name);
+    ckpt_loaded tab;
+    if (ckpt_set_shard_table(set_dir, m, s, &tab, err))
+        return err->code;
+    int rc = ckpt_check_crcs(path, &tab, err);
+    for (int i = 0; rc == DDP_OK && i < tab.n_tensors; i++)
+        if (!tab.tensors[i].crc_ok)
+            rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: CRC mismatch in tensor %s (data corrupt)", path,
+                          tab.tensors[i].name);
+    for (int i = 0; rc == DDP_OK && i < m->n_extents; i++) {
+        const ckpt_extent *e = &m->extents[i];
+        if (e->shard != s)
+            continue;
+        ckpt_set_piece_name(m->buffers[e->buffer], e->offset, e->count, piece, sizeof piece);
+        const ckpt_tensor *t = ckpt_loaded_tensor(&tab, piece);
+        if (!t || t->dtype != CKPT_F32 || ckpt_tensor_numel(t) != (uint64_t)e->count)
+            rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: piece %s is missing", path, piece);
+    }
+    ckpt_loaded_free(&tab);
+    return rc;
+}
+
 /* Piece t of shard s: its CRC checked through the map. */
 static int check_piece(const ckpt_set_reader *r, int s, ckpt_tensor *t, ddp_err *err)
 {
@@ -165,18 +224,10 @@ static int map_shard(ckpt_set_reader *r, const char *set_dir, int s, bool check_
         return err->code;
     char path[CKPT_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", set_dir, r->m.shards[s].name);
-    int fd;
-    if (open_input(path, &fd, err) != DDP_OK)
-        return ddp_prefix(err, "checkpoint");
     size_t len = (size_t)r->tables[s].file_bytes;
-    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-    int why = errno;
-    close(fd);
-    if (p == MAP_FAILED && why == ENOMEM)
-        return ddp_fail_local(err, "checkpoint %s: cannot map it: %s", path, strerror(why));
-    if (p == MAP_FAILED)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: cannot map it: %s", path, strerror(why));
-    r->maps[s] = p, r->map_len[s] = len;
+    if (map_readonly(path, len, &r->maps[s], err))
+        return err->code;
+    r->map_len[s] = len;
     int rc = DDP_OK;
     for (int i = 0; i < r->tables[s].n_tensors && rc == DDP_OK; i++) {
         ckpt_tensor *t = &r->tables[s].tensors[i];

@@ -331,6 +331,13 @@ static void test_extent_not_a_piece(void)
     CHECK(ckpt_set_open_pieces(set_dir, &r, &err) != DDP_OK, "so does the reader of pieces");
     ckpt_set_close(r);
     CHECK(ckpt_set_load(set_dir, &c, &err) != DDP_OK, "and the whole set's load");
+    ckpt_manifest m;
+    CHECK(ckpt_manifest_read(set_dir, &m, &err) == DDP_OK, "manifest: %s", err.msg);
+    CHECK(ckpt_set_check_shard(set_dir, &m, 0, &err) != DDP_OK, "and ckpt info's check of the shard");
+    CHECK_STR_CONTAINS(err.msg, "shard-00000-of-00003.ddp: piece param/");
+    CHECK_STR_CONTAINS(err.msg, "is missing");
+    CHECK(ckpt_set_check_shard(set_dir, &m, 1, &err) == DDP_OK, "the other shards pass: %s", err.msg);
+    ckpt_manifest_free(&m);
     CHECK(ckpt_set_remove(set_dir, NULL, &err) == DDP_OK, "remove: %s", err.msg);
 }
 
@@ -433,6 +440,16 @@ static void test_damage_and_fallback(void)
         CHECK(ckpt_set_load(set_dir, &c, &err) != DDP_OK, "%s: refused", hows[i]);
         CHECK_STR_CONTAINS(err.msg, "shard-00002-of-00003.ddp");
         CHECK_STR_CONTAINS(err.msg, says[i]);
+        /* ckpt info's check, shard by shard through maps: the damaged one alone, named the same */
+        ckpt_manifest m;
+        CHECK(ckpt_manifest_read(set_dir, &m, &err) == DDP_OK, "manifest: %s", err.msg);
+        for (int s = 0; s < 3; s++) {
+            int rc = ckpt_set_check_shard(set_dir, &m, s, &err);
+            CHECK((rc != DDP_OK) == (s == 2), "%s: shard %d checked: %d (%s)", hows[i], s, rc, err.msg);
+            CHECK(s < 2 || strstr(err.msg, says[i]), "%s: %s", hows[i], err.msg);
+            CHECK(s < 2 || !err.local, "%s: damage is not this machine's failure", hows[i]);
+        }
+        ckpt_manifest_free(&m);
     }
     CHECK(ckpt_find_latest(dir, &c, used, &err) == DDP_OK, "find with damaged sets: %s", err.msg);
     CHECK_STR_CONTAINS(used, "/ckpt-00000005");
