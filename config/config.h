@@ -175,7 +175,8 @@ int config_write_resolved(const config *c, const char *path, ddp_err *err);
 /* Rewrites c's relative paths (run.dir, data.path, checkpoint.dir, checkpoint.init_from, a
  * checkpoint.resume path) as dir/path, dir being the working directory the job resolved them in:
  * the run's record then names the job's files wherever `ckpt export` or `generate` read it.
- * DDP_EUSAGE naming the key when one would not fit CFG_PATH_MAX. */
+ * DDP_EUSAGE naming the key when one would not fit CFG_PATH_MAX, and when dir is not UTF-8 (the
+ * record could not hold it). */
 int config_anchor_paths(config *c, const char *dir, ddp_err *err);
 
 /* The config reference (docs/config-reference.md) as Markdown, made from the key table: every

@@ -9,7 +9,6 @@
  * validate values. */
 #include "config_internal.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 
 #include "runtime/base/exact_double.h"
 #include "runtime/base/replace_file.h"
+#include "runtime/base/utf8.h"
 
 static void format_list(const char *const *items, int count, char *out, size_t n)
 {
@@ -153,21 +153,6 @@ typedef struct resolved {
 } resolved;
 
 /* replace_file_stream's writer */
-/* The length of the well-formed UTF-8 sequence at p (2 to 4 bytes: no overlong form, surrogate or
- * code point past U+10FFFF) and its code point in *cp, or 0. */
-static int utf8_sequence(const unsigned char *p, unsigned *cp)
-{
-    int n = p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3 : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
-    unsigned lo = p[0] == 0xE0 ? 0xA0 : p[0] == 0xF0 ? 0x90 : 0x80, hi = p[0] == 0xED ? 0x9F : p[0] == 0xF4 ? 0x8F : 0xBF;
-    *cp = n ? p[0] & (0x7F >> n) : 0;
-    for (int i = 1; i < n; i++) {
-        if (p[i] < (i == 1 ? lo : 0x80) || p[i] > (i == 1 ? hi : 0xBF))
-            return 0;
-        *cp = *cp << 6 | (p[i] & 0x3F);
-    }
-    return n;
-}
-
 /* Whether YAML reads code point cp (above U+007F) as a printable character of a comment: not a C1
  * control, a line break (U+0085, U+2028, U+2029), the byte order mark or a non-character. */
 static bool comment_char(unsigned cp)
@@ -180,13 +165,14 @@ static bool comment_char(unsigned cp)
  * reads again. */
 static void put_comment_text(FILE *f, const char *text)
 {
+    const unsigned char *end = (const unsigned char *)text + strlen(text);
     for (const unsigned char *p = (const unsigned char *)text; *p;) {
-        unsigned cp = 0;
-        int n = *p >= 0x80 ? utf8_sequence(p, &cp) : *p >= 0x20 && *p < 0x7f ? 1 : 0;
+        uint32_t cp = 0;
+        size_t n = *p >= 0x80 ? utf8_next(p, (size_t)(end - p), &cp) : *p >= 0x20 && *p < 0x7f ? 1 : 0;
         if (n > 1 && !comment_char(cp))
             n = 0;
         if (n)
-            fwrite(p, 1, (size_t)n, f), p += n;
+            fwrite(p, 1, n, f), p += n;
         else
             fprintf(f, "\\x%02X", *p++);
     }
@@ -208,7 +194,7 @@ static int write_to(FILE *f, void *ctx, ddp_err *err)
     int rc = DDP_OK;
     if (emit_config(&w, c) || !yaml_emitter_flush(&w.em))
         rc = ddp_fail(err, DDP_ERUNTIME, "%s: libyaml emitter: %s", path,
-                      w.em.problem ? w.em.problem : strerror(errno));
+                      w.em.problem ? w.em.problem : "a value it cannot write (text that is not UTF-8?)");
     yaml_emitter_delete(&w.em);
     return rc;
 }
@@ -230,8 +216,21 @@ static char *path_value(config *c, const cfg_key *k)
     return k->type == KT_RESUME && c->checkpoint.resume == RESUME_PATH ? c->checkpoint.resume_path : NULL;
 }
 
+/* Whether s is well-formed UTF-8 (what YAML's text must be). */
+static bool is_utf8(const char *s)
+{
+    size_t n = strlen(s), step;
+    uint32_t cp;
+    for (size_t i = 0; i < n; i += step)
+        if (!(step = utf8_next((const uint8_t *)s + i, n - i, &cp)))
+            return false;
+    return true;
+}
+
 int config_anchor_paths(config *c, const char *dir, ddp_err *err)
 {
+    if (!is_utf8(dir)) /* its record would not be YAML: the job's paths are kept as given */
+        return ddp_fail(err, DDP_EUSAGE, "the working directory's name is not UTF-8 text, which YAML must be");
     const cfg_key *k;
     for (int i = 0; (k = cfg_key_at(i)); i++) {
         char *value = cfg_model_key_active(c, k) ? path_value(c, k) : NULL;

@@ -5,7 +5,8 @@
  * under SGD (whose betas the kind's AdamW default would have changed) loads again, and one an
  * earlier ddprun wrote with such a pair loads as the record it is (config_load_record). A record's
  * relative paths are made whole against the job's working directory (config_anchor_paths), the
- * absolute ones and those unset left as they are; one that would not fit is refused naming it. */
+ * absolute ones and those unset left as they are; one that would not fit is refused naming it, and so
+ * is a directory whose name is not UTF-8 (YAML's text); a UTF-8 one is written and read back. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +169,22 @@ static void test_anchored(void)
     CHECK(config_load(NULL, 2, ov, &c, &err) == DDP_OK, "%s", err.msg);
     CHECK(config_anchor_paths(&c, deep, &err) == DDP_EUSAGE, "runs/a in a %zu-byte directory", strlen(deep));
     CHECK_STR_CONTAINS(err.msg, "run.dir runs/a in the working directory /ddd");
+    /* a directory whose name is not UTF-8 (Latin-1's é) is refused, c untouched: the record keeps
+     * its paths as given rather than fail to be YAML; a UTF-8 one is taken */
+    CHECK(config_load(NULL, 2, ov, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK(config_anchor_paths(&c, "/data/caf\xe9", &err) == DDP_EUSAGE, "a Latin-1 working directory");
+    CHECK_STR_CONTAINS(err.msg, "not UTF-8");
+    CHECK(!strcmp(c.run.dir, "runs/a"), "c.run.dir: %s", c.run.dir);
+    CHECK(config_anchor_paths(&c, "/data/caf\xc3\xa9", &err) == DDP_OK, "%s", err.msg);
+    CHECK(!strcmp(c.run.dir, "/data/caf\xc3\xa9/runs/a"), "c.run.dir: %s", c.run.dir);
+    char path[] = "/tmp/ddp-anchor-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    CHECK(config_write_resolved(&c, path, &err) == DDP_OK, "the record with a UTF-8 directory: %s", err.msg);
+    config back;
+    CHECK(config_load_record(path, &back, &err) == DDP_OK && !strcmp(back.run.dir, c.run.dir), "read back: %s",
+          err.msg);
+    unlink(path);
 }
 
 /* A number equal to its default by value (-0 is 0) is the default. */
