@@ -52,6 +52,21 @@ cat > bot.jinja <<'EOF'
 {% for m in messages %}{{ ('User:\n' if m.role == 'user' else 'Bot: ') + m.content + '\n' }}{% endfor %}
 {% if add_generation_prompt %}Bot: {% endif %}
 EOF
+# Mistral v0.3's, without its system message and alternation checks
+printf '%s' "{{- bos_token }}{%- for m in messages %}{%- if m.role == 'user' %}{{- '[INST] ' + m.content + '[/INST]' }}{%- else %}{{- ' ' + m.content + eos_token }}{%- endif %}{%- endfor %}" > mistral.jinja
+# Qwen3's: the last answer after an empty think block the generation prompt does not write
+cat > think.jinja <<'EOF'
+{%- for m in messages %}
+    {%- if m.role == 'assistant' and loop.last %}
+        {{- '<|im_start|>assistant\n<think>\n\n</think>\n\n' + m.content + '<|im_end|>\n' }}
+    {%- else %}
+        {{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %}
+EOF
 # what prepare-chat must refuse
 printf '{%% for m in messages %%}\n{%% generation %%}{{ m.content }}{%% endgeneration %%}{%% endfor %%}' > generation.jinja
 printf '{{ messages[0].content | shout }}' > filter.jinja
@@ -135,6 +150,20 @@ for name, eos in (("badeos", [5, 100000]), ("texteos", "<|im_end|>")):
     json.dump(configs["qwen"], open(f"{name}/tokenizer_config.json", "w"))
     json.dump({"eos_token_id": eos}, open(f"{name}/generation_config.json", "w"))
 open("jinja/chat_template.jinja", "w").write(open("chatml.jinja").read())  # transformers >= 4.50's place
+# Mistral's kind: sentencepiece's BPE (a space as U+2581, before the text's first word too), its
+# template writing "[INST] " before the message and a space before the answer, each of which the
+# word after it takes
+m = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+m.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
+m.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                               decoders.Strip(" ", 1, 0)])
+m.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=600, show_progress=False,
+                                                  special_tokens=["<unk>", "<s>", "</s>", "[INST]", "[/INST]"] +
+                                                  [f"<0x{b:02X}>" for b in range(256)]))
+os.mkdir("mistral")
+m.save("mistral/tokenizer.json")
+json.dump({"bos_token": "<s>", "eos_token": "</s>", "chat_template": open("mistral.jinja").read()},
+          open("mistral/tokenizer_config.json", "w"))
 t.normalizer = normalizers.Lowercase()  # a split ddprun's prompt encoder does not have
 os.mkdir("lower")
 t.save("lower/tokenizer.json")
@@ -243,9 +272,15 @@ TURNS = {"chatml": ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\
          "llama3": ("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n",
                     "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>", "<|eot_id|>",
                     str.strip),
-         "bot": ("User:\n", "\nBot: ", "\n", None, str)}
+         # the suffix ends before the first token holding any of the answer: " the" holds the prompt's space
+         "bot": ("User:\n", "\nBot:", "\n", None, str),
+         # sentencepiece: "[INST] "'s space and the answer's are the next word's (decoded, a text's first
+         # space is dropped, as transformers' decoder drops it)
+         "mistral": ("<s>[INST]", "[/INST]", "</s>", "</s>", str),
+         "think": ("<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", "<|im_end|>\n",
+                   "<|im_end|>", str)}
 # each tokenizer folder's end tokens, as the fixture above wrote them (the stop among them is left out)
-ALSO_STOP = {"qwen": ["<|endoftext|>"], "llama": ["<|endoftext|>", "<|eot_id|>", "<|im_end|>"], "jinja": []}
+ALSO_STOP = {"mistral": [], "qwen": ["<|endoftext|>"], "llama": ["<|endoftext|>", "<|eot_id|>", "<|im_end|>"], "jinja": []}
 
 def find(doc, at, ids, text, tok, what):
     """The position after doc[at:p] == text's tokens (by decoding) followed by ids; dies if none."""
@@ -374,7 +409,19 @@ check "Llama 3: chat.json: BOS and headers, <|eot_id|> the stop, as in the docum
 "$PREP" --tokenizer qwen --chat-template bot.jinja bot.jsonl o3 > o3.log 2>&1
 check "a token holding the answer's first character counts, one holding none does not" \
     quiet chk chat o3 qwen/tokenizer.json bot 0.05 bot.jsonl
-check "plain-text turns: chat.json's end of turn a newline" quiet chk chatjson o3 qwen/tokenizer.json bot bot.jinja 0.05 bot.jsonl
+check "plain-text turns: chat.json's end of turn a newline, the suffix without the space the answer's word takes" \
+    quiet chk chatjson o3 qwen/tokenizer.json bot bot.jinja 0.05 bot.jsonl
+
+# --- Qwen3's template: what it writes between the generation prompt and the answer (an empty think
+# block) is the suffix's, as in the training documents
+"$PREP" --tokenizer qwen --chat-template think.jinja pc.jsonl o3t > o3t.log 2>&1
+check "think block: chat.json's suffix holds it, as the documents do ($(tail -n 1 o3t.log))" \
+    quiet chk chatjson o3t qwen/tokenizer.json think think.jinja 0.05 pc.jsonl
+# --- Mistral's: the spaces before the message and the answer are their first words' tokens', so the
+# prefix and suffix end before them (generate encodes a prompt as sentencepiece does: after a space)
+"$PREP" --tokenizer mistral pc.jsonl o3m > o3m.log 2>&1
+check "sentencepiece, Mistral's template: chat.json's pieces, as in the documents ($(tail -n 1 o3m.log))" \
+    quiet chk chatjson o3m mistral/tokenizer.json mistral mistral/tokenizer_config.json 0.05 pc.jsonl
 
 # --- --train-on all: every token but each document's first
 "$PREP" --tokenizer qwen --train-on all --val-fraction 0.5 chat.jsonl o4 > o4.log 2>&1
@@ -526,14 +573,21 @@ refused "{% generation %}" "generation\.jinja: chat template line 2: \{% generat
     --tokenizer qwen --chat-template generation.jinja chat.jsonl
 refused "an unknown filter" "filter\.jinja: chat template line 1: No filter named 'shout'.*transformers' tojson" \
     --tokenizer qwen --chat-template filter.jinja chat.jsonl
-refused "an undefined variable" "chat\.jsonl:1: the chat template \(undefined\.jinja, line 1\) needs what prepare-chat does not render: 'date_string' is undefined" \
+# a template that fails on any chat fails on chat.json's one-turn chat, rendered before any example
+refused "an undefined variable" "undefined\.jinja \(a one-turn chat rendered for chat\.json\): the chat template \(undefined\.jinja, line 1\) needs what prepare-chat does not render: 'date_string' is undefined" \
     --tokenizer qwen --chat-template undefined.jinja chat.jsonl
-refused "a loop over tools" "chat\.jsonl:1: the chat template \(tools\.jinja, line 1\) failed: TypeError: .*NoneType.*no tool definitions" \
+refused "a loop over tools" "tools\.jinja \(a one-turn chat rendered for chat\.json\): the chat template \(tools\.jinja, line 1\) failed: TypeError: .*NoneType.*no tool definitions" \
     --tokenizer qwen --chat-template tools.jinja chat.jsonl
 refused "raise_exception" "chat\.jsonl:2: the chat template refuses the example \(raise_exception at its line 3\): System messages are not supported" \
     --tokenizer qwen --chat-template nosystem.jinja chat.jsonl
-refused "a template not prefix-stable" "chat\.jsonl:1: the chat template is not prefix-stable at messages\[1\] \(assistant\)" \
+refused "a template not prefix-stable" "unstable\.jinja \(a one-turn chat rendered for chat\.json\): the chat template is not prefix-stable for one turn" \
     --tokenizer qwen --chat-template unstable.jinja chat.jsonl
+# Qwen3's way: a think block on the last answer alone, so an earlier answer's rendering changes
+refused "a template stable for one turn, not for two" "chat\.jsonl:2: the chat template is not prefix-stable at messages\[2\] \(assistant\)" \
+    --tokenizer qwen --chat-template think.jinja chat.jsonl
+refused "chat.json's template refused before any example is read (json.jsonl's line 3 is no JSON)" \
+    "inline\.jinja \(a one-turn chat rendered for chat\.json\): the chat template's pieces are not separable" \
+    --tokenizer qwen --chat-template inline.jinja json.jsonl
 # templates chat.json cannot hold (its one-turn chat is rendered around the question
 # "the sentinel question of ddprun?" and the answer "the sentinel answer of ddprun.")
 refused "a token across the user prefix's end" \
