@@ -215,6 +215,26 @@ static int load_text(cfg_loader *L, const cfg_src *s, const char *text, size_t l
 
 /* ---- walking documents ---- */
 
+/* A known key written with dots in a file: refused, showing it nested ("schedule.kind" as
+ * "schedule: {kind: ...}"); `key.path=value` is the command line's form. */
+static int dotted_key(cfg_loader *L, cfg_pos at, const char *path, const char *name)
+{
+    char nested[CFG_KEY_MAX * 2];
+    size_t n = 0, depth = 0;
+    for (const char *p = name; *p && n + 8 < sizeof nested; p++) {
+        if (*p == '.')
+            n += (size_t)snprintf(nested + n, sizeof nested - n, ": {"), depth++;
+        else
+            nested[n++] = *p;
+    }
+    n += (size_t)snprintf(nested + n, sizeof nested - n, ": ...");
+    while (depth-- > 0 && n + 1 < sizeof nested)
+        nested[n++] = '}';
+    nested[n] = '\0';
+    return cfg_error(L, at, path, "a dotted name in a file: write it nested, %s (the dotted form, key.path=value, "
+                     "is the command line's)", nested);
+}
+
 static int apply_mapping(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_node_t *map,
                          const char *section);
 
@@ -291,7 +311,10 @@ static int apply_mapping(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, 
         if (rc)
             return rc;
         /* dotted names would make `optimizer.lr: 1` and `optimizer: {lr: 2}` silently race */
-        int k = strchr(name, '.') ? -1 : cfg_key_find(path);
+        bool dotted = strchr(name, '.') != NULL;
+        if (dotted && cfg_key_find(path) >= 0)
+            return dotted_key(L, cfg_node_pos(s, key), path, name);
+        int k = dotted ? -1 : cfg_key_find(path);
         if (k < 0)
             return cfg_unknown_key(L, cfg_node_pos(s, key), section, name);
         rc = apply_node(L, s, doc, value, k);

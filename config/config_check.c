@@ -138,8 +138,12 @@ static bool not_synthetic(const config *c) { return c->data.kind != DATA_SYNTHET
 static bool not_tokens(const config *c) { return c->data.kind != DATA_TOKENS; }
 static bool no_command(const config *c) { return !c->checkpoint.upload_cmd[0] && !c->checkpoint.download_cmd[0]; }
 static bool no_notice(const config *c) { return c->checkpoint.preemption_notice == NOTICE_OFF; }
+static bool not_lm(const config *c) { return !cfg_language_model(c); }
+static bool no_eval(const config *c) { return !c->train.eval; }
+static bool no_profile(const config *c) { return c->train.profile_steps == 0; }
 
 #define SYNTHETIC_ONLY "data.synthetic.* only with data.kind synthetic"
+#define LM_ONLY(key) {key, "model.kind", not_lm, key " only with a language model (model.kind {lm})"}
 static const idle_key idle_keys[] = {
     {"optimizer.momentum", "optimizer.kind", not_sgd,
      "optimizer.momentum only with optimizer.kind sgd (AdamW's moments are optimizer.betas)"},
@@ -158,6 +162,12 @@ static const idle_key idle_keys[] = {
      "checkpoint.command_timeout_s only with checkpoint.upload_cmd or checkpoint.download_cmd"},
     {"checkpoint.notice_poll_s", "checkpoint.preemption_notice", no_notice,
      "checkpoint.notice_poll_s only with a checkpoint.preemption_notice other than off"},
+    LM_ONLY("train.sample_every"),
+    LM_ONLY("train.sample_tokens"),
+    LM_ONLY("train.logits_mb"),
+    {"train.eval_every", "train.eval", no_eval, "train.eval_every only with train.eval true"},
+    {"train.profile_start", "train.profile_steps", no_profile,
+     "train.profile_start only with train.profile_steps above 0 (the profiler on)"},
 };
 
 static int check_required(cfg_loader *L)
@@ -193,6 +203,8 @@ static int report_conflict(cfg_loader *L, const char *a, const char *b, const ch
     cfg_pos at = L->origin[later];
     if (at.source < 0) /* both defaults: a bug in the key table's defaults, but still say where */
         at = (cfg_pos){0, 1, 1};
+    if (ka == kb) /* a rule on one key's value */
+        return cfg_error(L, at, later_key->path, "expected %s, got %.100s", rule, later_val);
     return cfg_error(L, at, later_key->path, "expected %s, got %s %.100s with %s %.100s (%s)", rule,
                      later_key->path, later_val, other_key->path, other_val, other_at);
 }
@@ -231,8 +243,10 @@ static int check_idle(cfg_loader *L)
             continue;
         if (!defaults && (rc = table_defaults(L, &defaults)) != DDP_OK)
             break;
+        char rule[512];
+        expand_rule(r->rule, rule, sizeof rule);
         if (!at_default(L->c, defaults, cfg_key_at(k)))
-            rc = report_conflict(L, r->decider, r->key, r->rule);
+            rc = report_conflict(L, r->decider, r->key, rule);
     }
     free(defaults);
     return rc;

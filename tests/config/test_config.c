@@ -18,6 +18,8 @@ static void test_bad_files(void)
     expect_fail("key_typo.yaml", 0, NULL, "3:5: model.mlp.hiden:", "unknown key, did you mean 'model.mlp.hidden'?");
     expect_fail("old_flat_key.yaml", 0, NULL, "4:3: model.hidden:", "unknown key, did you mean 'model.mlp.hidden'?");
     expect_fail("key_wrong_section.yaml", 0, NULL, "5:1: lr:", "did you mean 'optimizer.lr'?");
+    expect_fail("dotted_key.yaml", 0, NULL, "4:23: optimizer.schedule.kind:",
+                "a dotted name in a file: write it nested, schedule: {kind: ...}");
     expect_fail("syntax_indent.yaml", 0, NULL, "3:7: YAML syntax error", "mapping values are not allowed");
     expect_fail("int_fraction.yaml", 0, NULL, "4:15: data.batch_size:", "expected an integer in [1, 2147483647], got \"1.5\"");
     expect_fail("int_overflow.yaml", 0, NULL, "6:11: train.epochs:", "(out of range)");
