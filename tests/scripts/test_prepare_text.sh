@@ -116,9 +116,17 @@ for i in $(seq 1 40); do printf 'Line %d: the quick brown fox — ünïcödé %d
 "$PREP" --tokenizer bytes --val-fraction 0.25 "$A" "$TMP/b1" >/dev/null
 check "$TMP/b1" 256 -1 0.25 100000000 "$A"
 ok "bytes: one document, 25% val"
-"$PREP" --tokenizer bytes "$A" "$B" "$TMP/b2" >/dev/null
+"$PREP" --tokenizer bytes "$A" "$B" "$TMP/b2" >"$TMP/b2.log"
 check "$TMP/b2" 256 -1 0.05 100000000 "$A" "$B"
-ok "bytes: two documents, default 5% val"
+grep -q "^prepare-text: note: the bytes tokenizer has no document separator .*: the 2 documents are joined end to end" \
+    "$TMP/b2.log" || fail "bytes: two documents joined without a note: $(cat "$TMP/b2.log")"
+ok "bytes: two documents, default 5% val, a note that nothing separates them"
+# a UTF-8 byte-order mark is no text: left out (check.py compares with the file without it)
+printf '\xef\xbb\xbfWith a mark.\r\n' > "$TMP/bom.txt"
+printf 'With a mark.\r\n' > "$TMP/nobom.txt"
+"$PREP" --tokenizer bytes --val-fraction 0.3 "$TMP/bom.txt" "$TMP/bom" >/dev/null
+check "$TMP/bom" 256 -1 0.3 100000000 "$TMP/nobom.txt"
+ok "bytes: a leading byte-order mark left out"
 
 # shard rollover, then --force with bigger shards leaves no stale shard behind
 "$PREP" --tokenizer bytes --val-fraction 0.3 --shard-tokens 97 "$A" "$B" "$TMP/b3" >/dev/null
@@ -414,6 +422,19 @@ t.save(sys.argv[2])' "$TMP/bytelevel.json" "$TMP/truncating.json" || fail "writi
     "$PREP" --tokenizer "$TMP/sentencepiece.json" "$A" "$B" "$TMP/h2" >/dev/null
     CHECK_SEP="<s>" CHECK_SPLIT=4 check "$TMP/h2" "$(hf_vocab "$TMP/sentencepiece.json")" 1 0.05 100000000 "$A" "$B"
     ok "hf sentencepiece-style BPE with byte fallback (Llama 2's kind): <s> first, the input back"
+    # a post-processor putting </s> after a text too (Llama 2's with add_eos_token, RoBERTa's): still <s>
+    python3 - "$TMP/sentencepiece.json" "$TMP/bos-eos.json" <<'PY'
+import sys, tokenizers
+from tokenizers import processors
+t = tokenizers.Tokenizer.from_file(sys.argv[1])
+t.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[
+    ("<s>", t.token_to_id("<s>")), ("</s>", t.token_to_id("</s>"))])
+t.save(sys.argv[2])
+PY
+    "$PREP" --tokenizer "$TMP/bos-eos.json" "$A" "$B" "$TMP/h2e" >"$TMP/h2e.log"
+    CHECK_SEP="<s>" CHECK_SPLIT=4 check "$TMP/h2e" "$(hf_vocab "$TMP/sentencepiece.json")" 1 0.05 100000000 "$A" "$B"
+    ! grep -q "no document separator" "$TMP/h2e.log" || fail "hf <s> \$A </s>: $(cat "$TMP/h2e.log")"
+    ok "hf: a post-processor writing <s> before a text and </s> after: <s> the separator"
 
     # uint32: ids above 65,535 from the merges and <|begin_of_text|>; --tokenizer given the folder
     mkdir "$TMP/wide"
@@ -437,6 +458,35 @@ t.save(sys.argv[2])' "$TMP/bytelevel.json" "$TMP/truncating.json" || fail "writi
             grep -q "^prepare-text: note: .*othersplit.json's pre-tokenizer is not" "$TMP/s-$k.log" ||
             fail "hf othersplit: no note on the prompt split: $(cat "$TMP/s-$k.log")"
         ok "hf $k: tokenizer.bin's pre-tokenizer is ${ks#*:}"
+    done
+    # a document past prepare-text's piece size (2^18 characters) is encoded in pieces cut after a
+    # newline before a letter or digit: the same ids as the tokenizers package's one call on it
+    python3 - "$TMP/long.txt" <<'PY'
+import random, sys
+random.seed(7)
+words = ["the", "naïve", "café", "1999", "x²", "日本語", "🙂", "don't", "HELLO", "a-b", "...", "\t", "  "]
+ends = ["\n", "\n\n", "\n\n\n", " \n", "\r\n", ".\n\n", "\n \n", "\n\t"]
+paras = [" ".join(random.choice(words) for _ in range(random.randint(1, 60))) + random.choice(ends)
+         for _ in range(30000)]
+open(sys.argv[1], "w", encoding="utf-8", newline="").write("".join(paras))
+PY
+    for k in bytelevel llama3 qwen2; do
+        "$PREP" --tokenizer "$TMP/$k.json" "$TMP/long.txt" "$TMP/p-$k" >/dev/null
+        python3 - "$TMP/$k.json" "$TMP/long.txt" "$TMP/p-$k" <<'PY' || fail "hf $k: a long document's ids differ from one call's"
+import glob, sys, tokenizers
+from array import array
+t = tokenizers.Tokenizer.from_file(sys.argv[1])
+t.encode_special_tokens = True
+text = open(sys.argv[2], encoding="utf-8", newline="").read()
+assert len(text) > 3 * (1 << 18), len(text)
+want = [t.token_to_id("<|endoftext|>")] + t.encode(text, add_special_tokens=False).ids
+code = "I" if t.get_vocab_size() > 65535 else "H"
+got = [i for s in ("train", "val") for f in sorted(glob.glob(f"{sys.argv[3]}/{s}_*.bin"))
+       for i in array(code, open(f, "rb").read()[1024:])]
+sys.exit(0 if got == want else f"{len(got)} ids, {len(want)} wanted; first difference at "
+         f"{next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))}")
+PY
+        ok "hf $k: a document of $(wc -c <"$TMP/long.txt") bytes, encoded in pieces, has the whole call's ids"
     done
     python3 - "$TMP/qwen2.json" "$TMP/q-nonfc.json" <<'PY'
 import json, sys
