@@ -5,12 +5,14 @@
  * time or run collectives, nor decide the exit status. */
 #include <dirent.h>
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "bench_report.h"
+#include "runtime/base/json_text.h"
 #include "runtime/base/log.h"
 
 /* Room for one host's GPU description (64 GPUs' lines and P2P matrix fit). */
@@ -188,14 +190,7 @@ void bench_print_footer(const bench_run *run, long long *wrong, double *avg_busb
 static void json_string(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", *s);
-        else
-            fputc(*s, f);
-    }
+    json_put_text(f, s, SIZE_MAX);
     fputc('"', f);
 }
 

@@ -63,10 +63,10 @@ static const char usage_text[] =
     "       ddprun ckpt info PATH | ckpt diff A B             inspect checkpoints (no mpirun)\n"
     "       ddprun ckpt export --format llmc [--force] CKPT OUT.bin\n"
     "                                                         a GPT-2 checkpoint as an llm.c model file\n"
-    "       ddprun ckpt export --format hf [--dtype f32|bf16] [--max-shard-mb N] [--force] CKPT DIR\n"
-    "                                                         a language model checkpoint as a Hugging Face folder\n"
-    "       ddprun generate CKPT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-    "                       [--tokenizer PATH] [--chat [--chat-file PATH]]\n"
+    "       ddprun ckpt export --format hf [--dtype f32|bf16] [--max-shard-mb N] [--token-ids-from SRC]\n"
+    "                       [--force] CKPT DIR                a language model checkpoint as a Hugging Face folder\n"
+    "       ddprun generate CKPT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+    "                       [--seed S] [--tokenizer PATH] [--no-stop] [--chat [--chat-file PATH]]\n"
     "                                                         text from a language model checkpoint (CPU);\n"
     "                                                         --chat: a fine-tuned chat model's answer\n"
     "       ddprun [-np N] plan CONFIG.yaml [key.path=value ...]  the job's memory plan per rank (no mpirun)\n"
@@ -87,6 +87,7 @@ static const char usage_text[] =
     "  --max-restarts N     restart a failed job up to N times (default 0); ranks see\n"
     "                       DDPRUN_RESTART_COUNT and DDPRUN_MAX_RESTARTS\n"
     "  --dry-run            print the mpirun command line and exit\n"
+    "  --                   the end of the flags (a CONFIG.yaml whose name begins with '-')\n"
     "  --mca KEY VALUE      passed to mpirun\n"
     "  -x VAR[=VALUE]       export VAR to every rank (mpirun -x)\n"
     "  --bind-to X          mpirun binding (default: none when a rank runs several threads)\n"
@@ -95,9 +96,10 @@ static const char usage_text[] =
     "Adds --allow-run-as-root as root and --oversubscribe when N exceeds this machine's cores\n"
     "(without -H/--hostfile). Sets OMP_NUM_THREADS = max(1, cores / ranks per node) unless set.\n"
     "Ranks get RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE. Output lines are tagged [rank R].\n"
-    "SIGINT/SIGTERM: ranks get the checkpoint signal (checkpoint.signal, default SIGUSR1), save and\n"
-    "exit 75; a second SIGINT/SIGTERM stops the job at once. Before the job starts (also while\n"
-    "--host-discovery waits or its CMD runs, which is ended): nothing is started, exit 75.\n"
+    "SIGINT/SIGTERM/SIGHUP: ranks get the checkpoint signal (checkpoint.signal, default SIGUSR1), save\n"
+    "and exit 75; a second stops the job at once (nohup leaves SIGHUP ignored). Before the job\n"
+    "starts (also while --host-discovery waits or its CMD runs, which is ended): nothing is started,\n"
+    "exit 75.\n"
     "Exit codes: 0 success, 1 failure, 2 usage/config error, 65 non-finite training (nothing saved\n"
     "from it), 75 preempted after a checkpoint.\n"
     "Environment: MPI_HOME (mpirun from MPI_HOME/bin), DDPRUN_WORKER, DDPRUN_BENCH (programs).\n";
@@ -170,6 +172,7 @@ static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(usage_text, stdout); return -1; }
         if (!strcmp(a, "--version")) { printf("ddprun %s\n", DDPRUN_VERSION); return -1; }
         if (!strcmp(a, "--dry-run")) { o->dry_run = true; continue; }
+        if (!strcmp(a, "--")) { i++; break; } /* the end of the flags: a CONFIG.yaml may begin with '-' */
         if (!takes_value(a)) return usage_error("unknown flag %s", a);
         if (!v) return usage_error("%s needs a value", a);
         if (!strcmp(a, "-np") || !strcmp(a, "-n") || !strcmp(a, "--np")) {
@@ -177,6 +180,7 @@ static int parse_flags(int argc, char **argv, launch_opts *o, int *first_arg)
         } else if (!strcmp(a, "--max-restarts")) {
             if (!parse_count(v, 0, &o->max_restarts)) return usage_error("--max-restarts: expected a count >= 0, got \"%s\"", v);
         } else if (!strcmp(a, "--host-discovery")) {
+            if (!v[strspn(v, " \t")]) return usage_error("%s", "--host-discovery: expected a command, got none");
             o->discovery.cmd = v;
         } else if (!strcmp(a, "--min-np")) {
             if (!parse_count(v, 1, &o->discovery.min_np)) return usage_error("--min-np: expected a count >= 1, got \"%s\"", v);
@@ -514,6 +518,12 @@ int main(int argc, char **argv)
     int rc = parse_flags(argc, argv, &o, &first);
     if (rc != 0) return rc < 0 ? 0 : rc;
     const char *cmd = argv[first];
+    bool in_process = !strcmp(cmd, "ckpt") || !strcmp(cmd, "generate") || !strcmp(cmd, "config");
+    if (in_process && first > 1) /* --dry-run would run it all the same, -np and -H would mean nothing */
+        return usage_error("%s runs in this process, without mpirun: ddprun's flags (-np, -H, --dry-run, ...) do "
+                           "not apply to it", cmd);
+    if (!strcmp(cmd, "plan") && o.discovery.cmd)
+        return usage_error("%s", "plan is for one world size: give -np N rather than --host-discovery");
     if (!strcmp(cmd, "ckpt") && first + 1 < argc && !strcmp(argv[first + 1], "export"))
         return ckpt_export_main(argc - first, argv + first);
     if (!strcmp(cmd, "ckpt")) return ckpt_tool_main(argc - first, argv + first);

@@ -2,7 +2,8 @@
  *
  * mpirun runs in its own process group with stdin from /dev/null, so a terminal's Ctrl-C reaches
  * only ddprun: Open MPI 4.1 answers SIGINT/SIGTERM by killing every rank at once, which would
- * lose the checkpoint. ddprun instead turns the first SIGINT/SIGTERM into the configured stop
+ * lose the checkpoint. ddprun instead turns the first SIGINT/SIGTERM (or SIGHUP: a closed terminal
+ * or ssh session; left ignored under nohup) into the configured stop
  * signal (SIGUSR1/SIGUSR2, which mpirun forwards to every rank and then waits for them), and a
  * second into SIGTERM (hard stop). The stop signal waits until every rank's wrapper has said its
  * worker started (ddprun_rankwrap.c): before that mpirun would drop it (no rank yet) or a rank
@@ -73,6 +74,7 @@ static void job_stop_signals(sigset_t *set)
     sigemptyset(set);
     sigaddset(set, SIGINT);
     sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
     sigaddset(set, SIGCHLD);
 }
 
@@ -93,7 +95,10 @@ int job_signals_install(void)
     struct sigaction sa = {.sa_handler = on_signal};
     job_stop_signals(&sa.sa_mask); /* one handler at a time: stop_requests++ is not atomic */
     sa.sa_flags = SA_RESTART;
-    if (sigaction(SIGINT, &sa, NULL) || sigaction(SIGTERM, &sa, NULL) || sigaction(SIGCHLD, &sa, NULL)) {
+    struct sigaction hup;
+    bool nohup = sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler == SIG_IGN; /* nohup ddprun ...: left so */
+    if (sigaction(SIGINT, &sa, NULL) || sigaction(SIGTERM, &sa, NULL) || sigaction(SIGCHLD, &sa, NULL) ||
+        (!nohup && sigaction(SIGHUP, &sa, NULL))) {
         perror("ddprun: sigaction");
         return -1;
     }
@@ -125,6 +130,9 @@ static void exec_mpirun(char *const argv[], int out_fd, int err_fd, pid_t launch
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
+    struct sigaction hup;
+    if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler == on_signal) /* an ignored one stays so */
+        signal(SIGHUP, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);

@@ -530,7 +530,8 @@ static int finish_job(train_job *t, int rc, ddp_err *err)
     int rc2 = train_ckpt_finish(t, !ok, ok ? err : NULL);
     if (ok)
         rc = rc2 != DDP_OK ? rc2 : rc;
-    if ((rc == DDP_OK || rc == DDP_EPREEMPTED) && (rc2 = train_log_finish(t, err)) != DDP_OK)
+    if ((rc == DDP_OK || rc == DDP_EPREEMPTED) &&
+        ((rc2 = train_log_finish(t, err)) != DDP_OK || (rc2 = train_tb_finish(t, err)) != DDP_OK))
         rc = rc2;
     return rc;
 }

@@ -10,6 +10,7 @@
  * device inside a step. */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 
 #include "runtime/base/clock.h"
 #include "runtime/base/dirs.h"
+#include "runtime/base/json_text.h"
 #include "runtime/base/log.h"
 #include "runtime/base/replace_file.h"
 #include "runtime/device/device_prof.h"
@@ -128,26 +130,12 @@ static const char *const track_names[PROF_TRACKS] = {
  * own thread, lane k > 0 thread LANE_TID(k), "communication stream k+1". */
 #define LANE_TID(lane) ((lane) == 0 ? TRACK_TID(PROF_TRACK_COMM) : TRACK_TID(PROF_TRACKS) + (lane) - 1)
 
-/* s as a JSON string's contents (names and details hold no quotes, but a host name might). */
-static void json_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-}
-
 static void trace_metadata(FILE *f, const train_job *t, int comm_lanes)
 {
     int r = TRACE_PID(t->ctl->rank);
     fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d (", r,
             STEPS_TID, t->ctl->rank);
-    json_text(f, t->ctl->host);
+    json_put_text(f, t->ctl->host, SIZE_MAX);
     fprintf(f, ")\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
             "\"args\":{\"sort_index\":%d}}", r, STEPS_TID, t->ctl->rank);
     fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"steps\"}}", r,
@@ -218,12 +206,12 @@ static void trace_span(FILE *f, double begin_us, double end_us, double zero_us)
 static void trace_event(FILE *f, int pid, int tid, const prof_record *e, double zero_us)
 {
     fprintf(f, ",\n{\"name\":\"");
-    json_text(f, e->name);
+    json_put_text(f, e->name, SIZE_MAX);
     fprintf(f, "\",\"cat\":\"%s\",\"ph\":\"X\",", e->family);
     trace_span(f, e->begin_us, e->end_us, zero_us);
     fprintf(f, ",\"pid\":%d,\"tid\":%d,\"args\":{", pid, tid);
     fprintf(f, "\"detail\":\"");
-    json_text(f, e->detail);
+    json_put_text(f, e->detail, SIZE_MAX);
     fprintf(f, "\",\"bytes\":%.0f,\"flops\":%.0f}}", e->bytes, e->flops);
 }
 

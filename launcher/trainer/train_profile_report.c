@@ -8,10 +8,12 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/json_text.h"
 #include "runtime/base/replace_file.h"
 #include "train_profile_report.h"
 
@@ -271,8 +273,11 @@ static void json_rows(FILE *f, const char *name, const prof_rows *rows, const wi
     for (size_t i = 0; i < rows->n; i++) {
         const prof_row *r = &rows->rows[i];
         row_figures g = figures_of(r, w);
-        fprintf(f, "%s\n{\"key\":\"%s\",\"family\":\"%s\",\"track\":\"%s\",", i ? "," : "", r->key, r->family,
-                tracks[r->track]);
+        fprintf(f, "%s\n{\"key\":\"", i ? "," : "");
+        json_put_text(f, r->key, SIZE_MAX);
+        fputs("\",\"family\":\"", f);
+        json_put_text(f, r->family, SIZE_MAX);
+        fprintf(f, "\",\"track\":\"%s\",", tracks[r->track]);
         json_number(f, "calls_per_step", g.calls);
         fputc(',', f);
         json_number(f, "ms_per_step", g.ms);
@@ -303,12 +308,15 @@ static int write_profile_doc(FILE *f, void *ctx, ddp_err *err)
     const profile_doc *d = ctx;
     const train_job *t = d->t;
     const window_sums *w = d->w;
-    fprintf(f, "{\"device\":\"%s\",\"rank\":0,\"ranks\":%d,\"first_step\":%lld,\"steps\":%lld,\"planned_steps\":%lld,",
-            t->dev->name, t->ctl->size, (long long)w->first_step + 1, (long long)w->steps, (long long)w->planned);
-    if (w->peaks)
+    fputs("{\"device\":\"", f);
+    json_put_text(f, t->dev->name, SIZE_MAX);
+    fprintf(f, "\",\"rank\":0,\"ranks\":%d,\"first_step\":%lld,\"steps\":%lld,\"planned_steps\":%lld,",
+            t->ctl->size, (long long)w->first_step + 1, (long long)w->steps, (long long)w->planned);
+    if (w->peaks) { /* the table's own names */
         fprintf(f, "\"peaks\":{\"gpu\":\"%s\",\"bf16_tflops\":%g,\"tf32_tflops\":%g,\"fp32_tflops\":%g,"
                 "\"mem_gb_per_s\":%g,\"tf32_gemms\":%s},", w->peaks->name, w->peaks->bf16_tflops,
                 w->peaks->tf32_tflops, w->peaks->fp32_tflops, w->peaks->mem_gbs, w->tf32 ? "true" : "false");
+    }
     else
         fprintf(f, "\"peaks\":null,");
     fprintf(f, "\"step_ms\":%.6g,\"ops_ms_per_step\":%.6g,\"not_in_ops_ms_per_step\":%.6g,\"dropped\":%llu,",

@@ -27,9 +27,11 @@
  * at most once per STRAGGLER_WINDOWS windows.
  * Must not change training state nor write metrics.jsonl itself (train_log.c does). */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/json_text.h"
 #include "runtime/base/log.h"
 #include "train_ranks.h"
 
@@ -239,20 +241,6 @@ double train_ranks_peak_mib(const train_job *t)
 
 const rank_figures *train_ranks_all(const train_job *t) { return t->ranks->all; }
 
-/* A host name as a JSON string's contents. */
-static void json_text(FILE *f, const char *s, size_t cap)
-{
-    for (size_t i = 0; i < cap && s[i]; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            fputc('\\', f);
-        if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-}
-
 void train_ranks_write_json(const train_job *t, FILE *f)
 {
     const train_ranks *r = t->ranks;
@@ -260,7 +248,7 @@ void train_ranks_write_json(const train_job *t, FILE *f)
     for (int i = 0; i < t->ctl->size; i++) {
         const rank_figures *x = &r->all[i];
         fprintf(f, "%s{\"rank\":%d,\"host\":\"", i ? "," : "", i);
-        json_text(f, r->hosts[i], sizeof r->hosts[i]);
+        json_put_text(f, r->hosts[i], sizeof r->hosts[i]);
         fprintf(f, "\",\"step_ms\":%.4f,\"wait_ms\":%.4f,\"data_ms\":%.4f,\"peak_mib\":%.2f}", x->step_ms,
                 x->wait_ms, x->data_ms, x->peak_bytes / (1 << 20));
     }

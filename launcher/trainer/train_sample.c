@@ -6,14 +6,17 @@
  * (train_finite.c), and a stop request ends a sample between two tokens. Under ZeRO-3 every
  * forward pass gathers each unit's parameters from every rank, so every rank draws the same
  * sample (the same seed, the same logits) and rank 0 prints it; nothing rank-local (a stop
- * request, an earlier finding) may then end one rank's draw early. Must not change training
- * state: generation only runs forward passes. */
+ * request, an earlier finding) may then end one rank's draw early. The log gets the text made
+ * safe for a terminal and for ddprun's output filter (loggable); TensorBoard gets it as UTF-8.
+ * Must not change training state: generation only runs forward passes. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "models/lm_generate.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
+#include "runtime/base/utf8.h"
 #include "runtime/data/tokenizer.h"
 #include "train_finite.h"
 #include "train_log.h"
@@ -32,6 +35,30 @@ static int sample_verdict(train_job *t, int rc, ddp_err *err)
     else if (rc == DDP_EPREEMPTED)
         log_info("sample at step %lld: %s (a stop was requested)", (long long)t->step, err->msg);
     return rc == DDP_ENONFINITE || rc == DDP_EPREEMPTED ? DDP_OK : rc;
+}
+
+/* text[0..len) as one log record's text: ill-formed UTF-8 as U+FFFD, each newline followed by two
+ * spaces (so no line of a sample reads as a rank's own line, such as a deadline's verdict, which
+ * ddprun's output filter acts on), other control bytes but tab as \xNN (an escape sequence would
+ * drive the terminal); malloc'd, NULL when out of memory. */
+static char *loggable(const char *text, size_t len)
+{
+    uint8_t *valid = malloc(3 * len + 1);
+    char *out = valid ? malloc(12 * len + 1) : NULL;
+    size_t n = out ? utf8_replace_invalid((const uint8_t *)text, len, valid) : 0, w = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = valid[i];
+        if (c == '\n')
+            w += (size_t)sprintf(out + w, "\n  ");
+        else if ((c < 0x20 && c != '\t') || c == 0x7F)
+            w += (size_t)sprintf(out + w, "\\x%02X", c);
+        else
+            out[w++] = (char)c;
+    }
+    if (out)
+        out[w] = '\0';
+    free(valid);
+    return out;
 }
 
 /* The sample itself (train_sample_text times it). */
@@ -70,7 +97,9 @@ static int sample_text(train_job *t, ddp_err *err)
     if (drawn && printer) {
         size_t len = 0;
         tokenizer_decode(&tok, ids + 1, n, text, (size_t)n * TOKENIZER_MAX_TOKEN_BYTES + 1, &len);
-        log_info("sample at step %lld: %s", (long long)t->step, text);
+        char *shown = loggable(text, len);
+        log_info("sample at step %lld: %s", (long long)t->step, shown ? shown : "(out of memory to show it)");
+        free(shown);
         if (rc == DDP_OK)
             rc = train_tb_text(t, "samples/text", text, len, err);
     }

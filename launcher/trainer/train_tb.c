@@ -46,6 +46,17 @@ int train_tb_open(train_job *t, ddp_err *err)
     return rc != DDP_OK ? ddp_prefix(err, "run.tensorboard") : DDP_OK;
 }
 
+int train_tb_finish(train_job *t, ddp_err *err)
+{
+    train_tb *tb = t->tb;
+    if (!tb)
+        return DDP_OK;
+    int rc = event_file_close(tb->file, err);
+    free(tb);
+    t->tb = NULL;
+    return rc != DDP_OK ? ddp_prefix(err, "run.tensorboard") : DDP_OK;
+}
+
 void train_tb_close(train_job *t)
 {
     train_tb *tb = t->tb;

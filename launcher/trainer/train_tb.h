@@ -8,6 +8,9 @@
 #include "train_job.h"
 
 int train_tb_open(train_job *t, ddp_err *err);
+/* A job that ends as it should: the file flushed, synced and closed, a failure the job's. */
+int train_tb_finish(train_job *t, ddp_err *err);
+/* Any job's end (after train_tb_finish, nothing left): the file closed, a failure not reported. */
 void train_tb_close(train_job *t);
 /* The progress line's figures (tags train/..., and rank{R}/... for every rank's). */
 typedef struct train_tb_progress {

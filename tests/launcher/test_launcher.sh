@@ -68,6 +68,22 @@ check "unknown flag as the last argument is a usage error" [ $rc -eq 2 ]
 check "unknown flag as the last argument is named as unknown" contains $err "unknown flag --no-such-flag"
 run novalue -np
 check "a value flag as the last argument needs a value" contains $err "-np needs a value"
+# -- ends the flags: a CONFIG.yaml whose name begins with '-'
+cp "$config" "$tmp/-dash.yaml"
+(cd "$tmp" && "$DDPRUN" --dry-run -np 1 -- -dash.yaml >dash.out 2>dash.err); rc=$?
+check "-- then -dash.yaml: the config (exit $rc)" bash -c "[ $rc -eq 0 ] && grep -qF -- ' -dash.yaml' '$tmp/dash.out'"
+(cd "$tmp" && "$DDPRUN" --dry-run -np 1 -dash.yaml >dash2.out 2>dash2.err); rc=$?
+check "-dash.yaml without --: an unknown flag (exit $rc)" bash -c "[ $rc -eq 2 ] && grep -qF 'unknown flag -dash.yaml' '$tmp/dash2.err'"
+run empty_disc --host-discovery ' ' "$config"
+check "--host-discovery ' ': a usage error at once (exit $rc)" bash -c "[ $rc -eq 2 ] && grep -qF 'expected a command' $err"
+# the in-process commands take none of the launch flags (--dry-run would have run them all the same)
+run dry_ckpt --dry-run ckpt info "$tmp/none.ddp"
+check "--dry-run ckpt info: refused (exit $rc)" bash -c "[ $rc -eq 2 ] && grep -qF 'ckpt runs in this process' $err"
+run np_generate -np 2 generate "$tmp/none.ddp"
+check "-np 2 generate: refused (exit $rc)" bash -c "[ $rc -eq 2 ] && grep -qF 'generate runs in this process' $err"
+run plan_disc --host-discovery 'echo h1:2' plan "$config"
+check "plan with --host-discovery: refused, asking for -np (exit $rc)" \
+    bash -c "[ $rc -eq 2 ] && grep -qF 'give -np N rather than --host-discovery' $err"
 
 # ---- dry run: the mpirun command ----
 run dry_h -np 4 -H host1:2,host2:2 --dry-run "$config" 'run.dir=a b'
@@ -390,18 +406,20 @@ check "worker exit 75 passes through" [ $rc -eq 75 ]
 check "exit 75 is not restarted" lacks $err "attempt"
 
 # ---- signals ----
-# start_and_signal NAME MODE: starts ddprun -np 2, waits for both ranks' "ready", sends SIGTERM
+# start_and_signal NAME MODE [SIGNAL [PREFIX...]]: starts ddprun -np 2 (after PREFIX, a command
+# that execs it), waits for both ranks' "ready", sends SIGNAL (default TERM)
 start_and_signal() {
-    local name=$1 mode=$2
+    local name=$1 mode=$2 sig=${3:-TERM}
+    shift $(($# < 3 ? $# : 3))
     out=$tmp/$name.out err=$tmp/$name.err
-    "$DDPRUN" -np 2 bench "$mode" >"$out" 2>"$err" &
+    "$@" "$DDPRUN" -np 2 bench "$mode" >"$out" 2>"$err" &
     pid=$!
     for _ in $(seq 600); do
         [ "$(grep -c 'ready rank' "$out")" -ge 2 ] && break
         sleep 0.1
     done
     t0=$(date +%s%N)
-    kill -TERM $pid
+    kill -$sig $pid
 }
 finish() {
     wait $pid
@@ -414,6 +432,19 @@ check "SIGTERM -> ddprun exits 75" [ $rc -eq 75 ]
 check "rank 0 got SIGUSR1 and saved" contains $out "[rank 0] rank 0 got SIGUSR1, checkpoint saved"
 check "rank 1 got SIGUSR1 and saved" contains $out "[rank 1] rank 1 got SIGUSR1, checkpoint saved"
 check "SIGTERM: no hang (${ms} ms < 30 s)" hang_guard
+# a hang-up (the terminal or ssh session closed) is a stop request too
+start_and_signal sighup wait-signal HUP
+finish
+check "SIGHUP -> ddprun exits 75 (got $rc)" [ $rc -eq 75 ]
+check "SIGHUP: the ranks got SIGUSR1 and saved" bash -c "grep -qF '[rank 0] rank 0 got SIGUSR1, checkpoint saved' $out &&
+    grep -qF '[rank 1] rank 1 got SIGUSR1, checkpoint saved' $out"
+# ... except under nohup, which ignores it: the job goes on, and a SIGTERM still stops it
+start_and_signal nohup wait-signal HUP bash -c 'trap "" HUP; exec "$@"' nohup
+sleep 1
+check "SIGHUP under nohup: ignored, the job goes on" bash -c "kill -0 $pid && ! grep -q 'stop requested' $err"
+kill -TERM $pid
+finish
+check "... a SIGTERM then stops it (exit 75, got $rc)" [ $rc -eq 75 ]
 start_and_signal twice ignore-signal
 sleep 0.5
 kill -INT $pid

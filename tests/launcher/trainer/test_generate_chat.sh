@@ -21,9 +21,21 @@ N=8
 check "prepare-text: byte-token data" [ -f "$TOK" ]
 # a context of 48: the wrapped prompt (40 ids) and the answer fit, as --chat requires of the prompt
 mpirun -np 1 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$TINY" run.dir="$TMP/run" data.path="$DATA" \
-    train.max_steps=1 data.seq_len=48 >"$TMP/run.log" 2>&1
+    train.max_steps=1 data.seq_len=48 train.sample_every=1 train.sample_tokens=300 >"$TMP/run.log" 2>&1
 CK=$TMP/run/checkpoints/ckpt-00000001.ddp
 check "a 1-step tiny GPT-2 checkpoint" [ -f "$CK" ]
+# its text sample, 300 bytes drawn nearly at random (some 40 of them control bytes), reaches the log
+# as UTF-8 with no control byte but newline and tab, the others escaped, each newline indented
+check "the training's text sample in the log: UTF-8, control bytes escaped, lines indented" python3 -c '
+import re, sys
+d = open(sys.argv[1], "rb").read()
+d.decode("utf-8")
+bad = sorted({b for b in d if (b < 0x20 and b not in (9, 10)) or b == 0x7F})
+s = d.decode()
+sample = s[s.index("sample at step 1: "):]
+sys.exit(f"control bytes {bad}" if bad else None if re.search(r"\\x[01][0-9A-F]", sample) and
+         all(l.startswith("  ") or "] " in l for l in sample.split("\n")[1:] if l) else "no escape, or a line not indented")' \
+    "$TMP/run.log"
 
 ids() { printf '%s' "$1" | od -An -v -tu1 | tr -s ' \n' '  ' | sed 's/^ //; s/ $//'; } # TEXT: its bytes
 csv() { ids "$1" | sed 's/ /, /g'; }
