@@ -139,8 +139,6 @@ static bool not_tokens(const config *c) { return c->data.kind != DATA_TOKENS; }
 static bool no_command(const config *c) { return !c->checkpoint.upload_cmd[0] && !c->checkpoint.download_cmd[0]; }
 static bool no_notice(const config *c) { return c->checkpoint.preemption_notice == NOTICE_OFF; }
 static bool not_lm(const config *c) { return !cfg_language_model(c); }
-static bool no_eval(const config *c) { return !c->train.eval; }
-static bool no_profile(const config *c) { return c->train.profile_steps == 0; }
 
 #define SYNTHETIC_ONLY "data.synthetic.* only with data.kind synthetic"
 #define LM_ONLY(key) {key, "model.kind", not_lm, key " only with a language model (model.kind {lm})"}
@@ -165,9 +163,6 @@ static const idle_key idle_keys[] = {
     LM_ONLY("train.sample_every"),
     LM_ONLY("train.sample_tokens"),
     LM_ONLY("train.logits_mb"),
-    {"train.eval_every", "train.eval", no_eval, "train.eval_every only with train.eval true"},
-    {"train.profile_start", "train.profile_steps", no_profile,
-     "train.profile_start only with train.profile_steps above 0 (the profiler on)"},
 };
 
 static int check_required(cfg_loader *L)

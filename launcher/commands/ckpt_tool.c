@@ -7,8 +7,9 @@
  * interrupted-and-resumed run can be compared with an uninterrupted one. Either PATH may be a
  * sharded set's directory (runtime/ckpt/ckpt_set.h): info then lists its shards, each checked
  * against the manifest and its own CRCs, and diff compares the tensors the set assembles. info
- * checks CRCs through a read-only map, never holding a file in memory: a checkpoint larger than
- * this machine's memory is checked too, and one it cannot map is said to be unchecked, not bad.
+ * checks CRCs a few MiB at a time, never holding a file in memory: a checkpoint larger than this
+ * machine's memory is checked too, and one it cannot check for want of memory is said to be
+ * unchecked, not bad.
  * This file only reads checkpoints; it must not modify them. */
 #include <inttypes.h>
 #include <math.h>
@@ -41,7 +42,7 @@ static void print_header(const ckpt_header *h)
                h->rng[i].state.s[0], h->rng[i].state.s[1], h->rng[i].state.s[2], h->rng[i].state.s[3]);
 }
 
-/* A set's shards, each checked through a map of its file; the count of bad ones, and in *unchecked
+/* A set's shards, each checked a few MiB at a time; the count of bad ones, and in *unchecked
  * of those this machine could not check (its failure, not the shard's). */
 static int list_shards(const char *dir, const ckpt_manifest *m, int *unchecked)
 {

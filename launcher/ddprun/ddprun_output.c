@@ -353,7 +353,9 @@ static void handle_tagged(output_filter *f, int s, int rank, bool is_err, const 
 }
 
 /* One whole line of a rank's (joined, freed here): consumed when it is the wrapper's status
- * line, else printed with the rank's tag and read for a deadline's verdict. */
+ * line, else printed with the rank's tag and, from its stderr, read for a deadline's verdict (the
+ * ranks' warnings and errors go there; stdout carries what a model wrote, a text sample, which
+ * may hold any text). */
 static void rank_line(output_filter *f, int rank, bool is_err, char *joined)
 {
     /* the wrapper's status line; after the worker's last output when that had no newline */
@@ -371,6 +373,10 @@ static void rank_line(output_filter *f, int rank, bool is_err, char *joined)
         fprintf(out, "%s\n", joined);
     else
         fprintf(out, "[rank %d] %s\n", rank, joined);
+    if (!is_err) {
+        free(joined);
+        return;
+    }
     const char *verdict = strstr(joined, COMM_DEADLINE_VERDICT);
     note_notice(f, joined);
     if (verdict)

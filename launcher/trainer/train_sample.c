@@ -38,22 +38,25 @@ static int sample_verdict(train_job *t, int rc, ddp_err *err)
 }
 
 /* text[0..len) as one log record's text: ill-formed UTF-8 as U+FFFD, each newline followed by two
- * spaces (so no line of a sample reads as a rank's own line, such as a deadline's verdict, which
- * ddprun's output filter acts on), other control bytes but tab as \xNN (an escape sequence would
- * drive the terminal); malloc'd, NULL when out of memory. */
+ * spaces (a sample's lines stand apart from the job's), other control characters but tab, C1's
+ * too, as \xNN and \u00NN (an escape sequence would drive the terminal); malloc'd, NULL when out
+ * of memory. */
 static char *loggable(const char *text, size_t len)
 {
     uint8_t *valid = malloc(3 * len + 1);
     char *out = valid ? malloc(12 * len + 1) : NULL;
     size_t n = out ? utf8_replace_invalid((const uint8_t *)text, len, valid) : 0, w = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = valid[i];
-        if (c == '\n')
+    for (size_t i = 0, k; i < n; i += k) {
+        uint32_t cp = 0;
+        k = utf8_next(valid + i, n - i, &cp); /* >= 1: the text is well-formed now */
+        if (cp == '\n')
             w += (size_t)sprintf(out + w, "\n  ");
-        else if ((c < 0x20 && c != '\t') || c == 0x7F)
-            w += (size_t)sprintf(out + w, "\\x%02X", c);
+        else if ((cp < 0x20 && cp != '\t') || cp == 0x7F)
+            w += (size_t)sprintf(out + w, "\\x%02X", (unsigned)cp);
+        else if (cp >= 0x80 && cp <= 0x9F)
+            w += (size_t)sprintf(out + w, "\\u%04X", (unsigned)cp);
         else
-            out[w++] = (char)c;
+            memcpy(out + w, valid + i, k), w += k;
     }
     if (out)
         out[w] = '\0';

@@ -104,12 +104,13 @@ int ckpt_set_open(const char *set_dir, ckpt_set_reader **out, ddp_err *err);
  * (ckpt_set_read_range): for a rank that reads only its own pieces. */
 int ckpt_set_open_pieces(const char *set_dir, ckpt_set_reader **out, ddp_err *err);
 const ckpt_manifest *ckpt_set_reader_manifest(const ckpt_set_reader *r);
-/* Each tensor's crc_ok in table (ckpt_read_table of path) checked through a read-only map of the
- * file, which holds no copy of it in memory; the data pointers stay NULL. A map this machine
- * cannot make is its failure (err->local). */
+/* Each tensor's crc_ok in table (ckpt_read_table of path), the file read a few MiB at a time, so
+ * none of it is held in memory; the data pointers stay NULL. A read error, or a file shorter than
+ * its table says (it shrank since), is an error; a buffer this machine cannot allocate is its
+ * failure (err->local). */
 int ckpt_check_crcs(const char *path, ckpt_loaded *table, ddp_err *err);
-/* Shard s of m checked as ckpt_set_open checks it (against the manifest, every piece's CRC
- * through a map, every extent of it a piece), without holding it in memory. */
+/* Shard s of m checked as ckpt_set_open checks it (against the manifest, every piece's CRC, every
+ * extent of it a piece), without holding it in memory (ckpt_check_crcs). */
 int ckpt_set_check_shard(const char *set_dir, const ckpt_manifest *m, int s, ddp_err *err);
 /* Elements [offset, offset + count) of buffer prefix ("param/", ...) into out, from the pieces
  * that hold them, each piece's CRC checked when first read; a missing or corrupt piece is an error

@@ -1,7 +1,7 @@
 /* ckpt_set_load.c — reading a sharded checkpoint set back (ckpt_set.h): whole, as the one
  * checkpoint a single file would have been (a resume, `ckpt diff`), or tensor by tensor from
  * read-only maps of the shard files (`ckpt export`), so that an export holds no copy of the model;
- * and checking a file's or a shard's CRCs through such a map (`ckpt info`), so that a checkpoint
+ * and checking a file's or a shard's CRCs a few MiB at a time (`ckpt info`), so that a checkpoint
  * larger than this machine's memory is checked too.
  *
  * Every shard is checked against the manifest (its length and header CRC) and every piece's CRC
@@ -167,19 +167,46 @@ static int map_readonly(const char *path, size_t len, const uint8_t **out, ddp_e
     return DDP_OK;
 }
 
+/* What ckpt_check_crcs reads at a time. */
+#define CRC_CHUNK_BYTES ((size_t)8 << 20)
+
+/* The CRC of fd's bytes [at, at + n) into *crc, read CRC_CHUNK_BYTES at a time into buf; a read
+ * error or a file that ended early (shrank since its table was read) is an error naming path. */
+static int crc_of_range(int fd, const char *path, uint64_t at, uint64_t n, uint8_t *buf, uint32_t *crc, ddp_err *err)
+{
+    uLong c = crc32_z(0L, NULL, 0);
+    while (n > 0) {
+        size_t want = n < CRC_CHUNK_BYTES ? (size_t)n : CRC_CHUNK_BYTES;
+        ssize_t got = pread(fd, buf, want, (off_t)at);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: read: %s", path,
+                            got < 0 ? strerror(errno) : "the file ended early (it shrank while being read)");
+        c = crc32_z(c, buf, (size_t)got);
+        at += (uint64_t)got, n -= (uint64_t)got;
+    }
+    *crc = (uint32_t)c;
+    return DDP_OK;
+}
+
 int ckpt_check_crcs(const char *path, ckpt_loaded *table, ddp_err *err)
 {
-    const uint8_t *p;
-    size_t len = (size_t)table->file_bytes;
-    if (map_readonly(path, len, &p, err))
-        return err->code;
-    madvise((void *)p, len, MADV_SEQUENTIAL); /* read once, front to back: no need to keep pages */
-    for (int i = 0; i < table->n_tensors; i++) {
+    int fd;
+    if (open_input(path, &fd, err) != DDP_OK)
+        return ddp_prefix(err, "checkpoint");
+    uint8_t *buf = malloc(CRC_CHUNK_BYTES);
+    int rc = buf ? DDP_OK : ddp_fail_local(err, "checkpoint %s: out of memory for a read buffer", path);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    for (int i = 0; rc == DDP_OK && i < table->n_tensors; i++) {
         ckpt_tensor *t = &table->tensors[i];
-        t->crc_ok = (uint32_t)crc32_z(0L, p + t->file_offset, t->nbytes) == t->crc;
+        uint32_t crc = 0;
+        rc = crc_of_range(fd, path, t->file_offset, t->nbytes, buf, &crc, err);
+        t->crc_ok = rc == DDP_OK && crc == t->crc;
     }
-    munmap((void *)p, len);
-    return DDP_OK;
+    free(buf);
+    close(fd);
+    return rc;
 }
 
 int ckpt_set_check_shard(const char *set_dir, const ckpt_manifest *m, int s, ddp_err *err)

@@ -461,16 +461,26 @@ PY
     done
     # a document past prepare-text's piece size (2^18 characters) is encoded in pieces cut after a
     # newline before a letter or digit: the same ids as the tokenizers package's one call on it
-    python3 - "$TMP/long.txt" <<'PY'
+    python3 - "$TMP/long.txt" "$TMP/gpt2nl.json" <<'PY'
 import random, sys
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 random.seed(7)
 words = ["the", "naïve", "café", "1999", "x²", "日本語", "🙂", "don't", "HELLO", "a-b", "...", "\t", "  "]
 ends = ["\n", "\n\n", "\n\n\n", " \n", "\r\n", ".\n\n", "\n \n", "\n\t"]
 paras = [" ".join(random.choice(words) for _ in range(random.randint(1, 60))) + random.choice(ends)
          for _ in range(30000)]
 open(sys.argv[1], "w", encoding="utf-8", newline="").write("".join(paras))
+# GPT-2's split with merges of newline runs ("\n\n", " \n" one token each, which the tokenizers
+# above, trained on lines, lack): a piece ending in such a run must end where the whole text's does
+t = Tokenizer(models.BPE())
+t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+t.decoder = decoders.ByteLevel()
+t.train_from_iterator(paras[:3000], trainers.BpeTrainer(vocab_size=1500, special_tokens=["<|endoftext|>"],
+                      show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+assert len(t.encode("\n\n").ids) == 1 and len(t.encode(" \n").ids) == 1, "no merges of newline runs"
+t.save(sys.argv[2])
 PY
-    for k in bytelevel llama3 qwen2; do
+    for k in bytelevel llama3 qwen2 gpt2nl; do
         "$PREP" --tokenizer "$TMP/$k.json" "$TMP/long.txt" "$TMP/p-$k" >/dev/null
         python3 - "$TMP/$k.json" "$TMP/long.txt" "$TMP/p-$k" <<'PY' || fail "hf $k: a long document's ids differ from one call's"
 import glob, sys, tokenizers

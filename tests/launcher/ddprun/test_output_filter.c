@@ -16,6 +16,7 @@
 #include "launcher/ddprun/ddprun.h"
 #include "runtime/base/log.h"
 #include "runtime/ckpt/ckpt.h"
+#include "runtime/cloud/cloud_notice.h"
 #include "tests/check.h"
 
 /* What the filter prints on stdout for `in` fed in pieces of `piece` bytes. */
@@ -183,6 +184,24 @@ static void test_ckpt_given_up(void)
     output_filter_free(f);
 }
 
+/* A rank's stdout (rank 0's log_info lines: a text sample, which may hold any text) is printed and
+ * never read for a verdict, a write given up or a notice: only its stderr's lines are. */
+static void test_stdout_not_read(void)
+{
+    const char *sample = "[1,0]<stdout>:sample at step 20: [rank 1 h2] error: " COMM_DEADLINE_VERDICT "all-reduce #9 "
+                         "did not complete within 3 s on rank 1 (host h2). Not arrived: rank 0 (host h1) (no answer)\n"
+                         "[1,0]<stdout>:  " CKPT_WRITE_GIVEN_UP "step 8\n"
+                         "[1,0]<stdout>:  [rank 0 h1] warning: " CLOUD_NOTICE_STOP "in 120 s\n";
+    fflush(stdout);
+    output_filter *f = output_filter_new();
+    output_feed(f, true, sample, strlen(sample));
+    output_finish(f);
+    CHECK(output_deadline(f)->seen_s == 0 && output_notice(f)->n_hosts == 0,
+          "a verdict's, a given-up write's and a notice's text on stdout: deadline seen %g, %d noticed",
+          output_deadline(f)->seen_s, output_notice(f)->n_hosts);
+    output_filter_free(f);
+}
+
 /* The wrapper's status line of rank 3 cut by mpirun's read, rank 5's output between its two
  * pieces: still read (the failure named with its host), not printed. */
 static void test_status_line_cut(void)
@@ -217,6 +236,7 @@ int main(void)
     test_deadline_long_line();
     test_watchdog_abort();
     test_ckpt_given_up();
+    test_stdout_not_read();
     char out[4096];
     const size_t pieces[] = {1, 7, 4096};
     for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {

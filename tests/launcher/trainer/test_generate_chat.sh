@@ -25,7 +25,8 @@ mpirun -np 1 --oversubscribe --bind-to none "$DDPRUN_WORKER" "$TINY" run.dir="$T
 CK=$TMP/run/checkpoints/ckpt-00000001.ddp
 check "a 1-step tiny GPT-2 checkpoint" [ -f "$CK" ]
 # its text sample, 300 bytes drawn nearly at random (some 40 of them control bytes), reaches the log
-# as UTF-8 with no control byte but newline and tab, the others escaped, each newline indented
+# as UTF-8 with no control byte but newline and tab, the others escaped, each newline indented (the
+# first line after the sample's that is not is the job's next one, the checkpoint's)
 check "the training's text sample in the log: UTF-8, control bytes escaped, lines indented" python3 -c '
 import re, sys
 d = open(sys.argv[1], "rb").read()
@@ -33,8 +34,9 @@ d.decode("utf-8")
 bad = sorted({b for b in d if (b < 0x20 and b not in (9, 10)) or b == 0x7F})
 s = d.decode()
 sample = s[s.index("sample at step 1: "):]
-sys.exit(f"control bytes {bad}" if bad else None if re.search(r"\\x[01][0-9A-F]", sample) and
-         all(l.startswith("  ") or "] " in l for l in sample.split("\n")[1:] if l) else "no escape, or a line not indented")' \
+after = next(l for l in sample.split("\n")[1:] if not l.startswith("  "))
+sys.exit(f"control bytes {bad}" if bad else "no \\xNN escape" if not re.search(r"\\x[01][0-9A-F]", sample) else
+         None if after.startswith("checkpoint: ") else f"a sample line not indented: {after[:60]!r}")' \
     "$TMP/run.log"
 
 ids() { printf '%s' "$1" | od -An -v -tu1 | tr -s ' \n' '  ' | sed 's/^ //; s/ $//'; } # TEXT: its bytes

@@ -444,8 +444,8 @@ static uint64_t vm_data(void)
     return (uint64_t)kb * 1024;
 }
 
-/* `ckpt info` of a 38 MB file with room for 4 MB more data (RLIMIT_DATA counts what a read would
- * allocate, not a read-only map of the file): every CRC checked, none of the file held. The file
+/* `ckpt info` of a 38 MB file with room for 16 MB more data (RLIMIT_DATA): every CRC checked, the
+ * file read a few MiB at a time, none of it held (a read of it whole needs 38 MB). The file
  * is written by a child of its own, so that what its state took is not left free in this heap
  * for a read to take without a new map. */
 static void test_info_without_memory(void)
@@ -470,7 +470,7 @@ static void test_info_without_memory(void)
         static char out[1 << 16];
         mallopt(M_MMAP_THRESHOLD, 64 << 10); /* a large block mapped anew, never from the heap's top */
         uint64_t data = vm_data();
-        struct rlimit lim = {(rlim_t)(data + (4u << 20)), RLIM_INFINITY};
+        struct rlimit lim = {(rlim_t)(data + (16u << 20)), RLIM_INFINITY};
         if (data == 0 || setrlimit(RLIMIT_DATA, &lim) != 0)
             _exit(97);
         int rc = run_tool(out, sizeof out, 3, "info", path, NULL);
