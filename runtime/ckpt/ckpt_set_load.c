@@ -27,6 +27,16 @@ static uint32_t stored_header_crc(const ckpt_loaded *c)
     return (uint32_t)p[24] | (uint32_t)p[25] << 8 | (uint32_t)p[26] << 16 | (uint32_t)p[27] << 24;
 }
 
+/* Extent e's piece in its shard's table tab (float32, e's count of them), its name in piece; NULL
+ * when tab has no such tensor. */
+static const ckpt_tensor *extent_piece(const ckpt_manifest *m, const ckpt_extent *e, const ckpt_loaded *tab,
+                                       char piece[CKPT_NAME_MAX])
+{
+    ckpt_set_piece_name(m->buffers[e->buffer], e->offset, e->count, piece, CKPT_NAME_MAX);
+    const ckpt_tensor *t = ckpt_loaded_tensor(tab, piece);
+    return t && t->dtype == CKPT_F32 && ckpt_tensor_numel(t) == (uint64_t)e->count ? t : NULL;
+}
+
 /* Shard s read in full, its pieces copied into global (the buffers one after another). */
 static int fill_from_shard(const char *set_dir, const ckpt_manifest *m, int s, float *global, ddp_err *err)
 {
@@ -44,9 +54,8 @@ static int fill_from_shard(const char *set_dir, const ckpt_manifest *m, int s, f
         const ckpt_extent *e = &m->extents[i];
         if (e->shard != s)
             continue;
-        ckpt_set_piece_name(m->buffers[e->buffer], e->offset, e->count, piece, sizeof piece);
-        const ckpt_tensor *t = ckpt_loaded_tensor(&c, piece);
-        if (!t || t->dtype != CKPT_F32 || ckpt_tensor_numel(t) != (uint64_t)e->count)
+        const ckpt_tensor *t = extent_piece(m, e, &c, piece);
+        if (!t)
             rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: piece %s is missing", path, piece);
         else
             memcpy(global + (size_t)e->buffer * (size_t)m->buffer_len + (size_t)e->offset, t->data,
@@ -221,15 +230,9 @@ int ckpt_set_check_shard(const char *set_dir, const ckpt_manifest *m, int s, ddp
         if (!tab.tensors[i].crc_ok)
             rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: CRC mismatch in tensor %s (data corrupt)", path,
                           tab.tensors[i].name);
-    for (int i = 0; rc == DDP_OK && i < m->n_extents; i++) {
-        const ckpt_extent *e = &m->extents[i];
-        if (e->shard != s)
-            continue;
-        ckpt_set_piece_name(m->buffers[e->buffer], e->offset, e->count, piece, sizeof piece);
-        const ckpt_tensor *t = ckpt_loaded_tensor(&tab, piece);
-        if (!t || t->dtype != CKPT_F32 || ckpt_tensor_numel(t) != (uint64_t)e->count)
+    for (int i = 0; rc == DDP_OK && i < m->n_extents; i++)
+        if (m->extents[i].shard == s && !extent_piece(m, &m->extents[i], &tab, piece))
             rc = ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: piece %s is missing", path, piece);
-    }
     ckpt_loaded_free(&tab);
     return rc;
 }

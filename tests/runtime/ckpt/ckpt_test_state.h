@@ -92,6 +92,22 @@ static void ts_free(test_state *ts)
         free(ts->buf[i]);
 }
 
+/* This process's size of kind key (/proc/self/status: "VmSize" all its maps, "VmData" its heap and
+ * private writable ones) in bytes, 0 when unknown: where a memory limit set below it begins. */
+static inline uint64_t ts_proc_bytes(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ':' && sscanf(line + n + 1, "%llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
 static char *ts_tmpdir(char *buf, size_t size, const char *tag)
 {
     const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";

@@ -431,19 +431,6 @@ static void test_info_without_memory(void)
     printf("skip - ckpt info under RLIMIT_DATA: AddressSanitizer's allocator aborts where malloc would fail\n");
 }
 #else
-/* This process's data size in bytes (VmData: heap and private writable maps), 0 when unknown. */
-static uint64_t vm_data(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof line, f) && sscanf(line, "VmData: %llu kB", &kb) != 1) {
-    }
-    if (f)
-        fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
 /* `ckpt info` of a 38 MB file with room for 16 MB more data (RLIMIT_DATA): every CRC checked, the
  * file read a few MiB at a time, none of it held (a read of it whole needs 38 MB). The file
  * is written by a child of its own, so that what its state took is not left free in this heap
@@ -469,7 +456,7 @@ static void test_info_without_memory(void)
     if (pid == 0) {
         static char out[1 << 16];
         mallopt(M_MMAP_THRESHOLD, 64 << 10); /* a large block mapped anew, never from the heap's top */
-        uint64_t data = vm_data();
+        uint64_t data = ts_proc_bytes("VmData");
         struct rlimit lim = {(rlim_t)(data + (16u << 20)), RLIM_INFINITY};
         if (data == 0 || setrlimit(RLIMIT_DATA, &lim) != 0)
             _exit(97);

@@ -199,19 +199,6 @@ static void test_read_out_of_memory(void)
     printf("skip - a read short of memory: AddressSanitizer's allocator does not return NULL under RLIMIT_AS\n");
 }
 #else
-/* This process's virtual size in bytes (VmSize), 0 when unknown. */
-static uint64_t vm_size(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof line, f) && sscanf(line, "VmSize: %llu kB", &kb) != 1) {
-    }
-    if (f)
-        fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
 #define MANY_TENSORS 30000
 
 /* A checkpoint of step 20 with MANY_TENSORS scalars: a file of about 3 MB whose table takes about
@@ -239,7 +226,7 @@ static int write_many_tensors(const char *d, ddp_err *err)
  * as this machine's failure, else the step it resumed (or its error code). */
 static int read_short_of_memory(const char *d, ddp_err *err)
 {
-    uint64_t vm = vm_size();
+    uint64_t vm = ts_proc_bytes("VmSize");
     struct rlimit lim = {(rlim_t)(vm + (4u << 20)), RLIM_INFINITY};
     if (vm == 0 || getrlimit(RLIMIT_AS, &(struct rlimit){0}) != 0 || setrlimit(RLIMIT_AS, &lim) != 0)
         return 97;
