@@ -107,7 +107,7 @@ static int tool_info(const char *path)
     ckpt_loaded c;
     ddp_err err = {0};
     if (ckpt_read_table(path, &c, NULL, &err) || ckpt_check_crcs(path, &c, &err)) {
-        ckpt_loaded_free(&c); /* the table of a file that could not be mapped; zeroed otherwise */
+        ckpt_loaded_free(&c); /* the table of a file whose CRCs could not be read; zeroed otherwise */
         log_error("%s", err.msg);
         return 1;
     }

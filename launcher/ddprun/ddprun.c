@@ -97,9 +97,9 @@ static const char usage_text[] =
     "(without -H/--hostfile). Sets OMP_NUM_THREADS = max(1, cores / ranks per node) unless set.\n"
     "Ranks get RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE. Output lines are tagged [rank R].\n"
     "SIGINT/SIGTERM/SIGHUP: ranks get the checkpoint signal (checkpoint.signal, default SIGUSR1), save\n"
-    "and exit 75; a second stops the job at once (nohup leaves SIGHUP ignored). Before the job\n"
-    "starts (also while --host-discovery waits or its CMD runs, which is ended): nothing is started,\n"
-    "exit 75.\n"
+    "and exit 75; a second SIGINT/SIGTERM stops the job at once (a SIGHUP only ever asks once; nohup\n"
+    "leaves it ignored). Before the job starts (also while --host-discovery waits or its CMD runs,\n"
+    "which is ended): nothing is started, exit 75.\n"
     "Exit codes: 0 success, 1 failure, 2 usage/config error, 65 non-finite training (nothing saved\n"
     "from it), 75 preempted after a checkpoint.\n"
     "Environment: MPI_HOME (mpirun from MPI_HOME/bin), DDPRUN_WORKER, DDPRUN_BENCH (programs).\n";
@@ -519,7 +519,8 @@ int main(int argc, char **argv)
     if (rc != 0) return rc < 0 ? 0 : rc;
     const char *cmd = argv[first];
     bool in_process = !strcmp(cmd, "ckpt") || !strcmp(cmd, "generate") || !strcmp(cmd, "config");
-    if (in_process && first > 1) /* --dry-run would run it all the same, -np and -H would mean nothing */
+    bool flags = first > 1 && !(first == 2 && !strcmp(argv[1], "--"));
+    if (in_process && flags) /* --dry-run would run it all the same, -np and -H would mean nothing */
         return usage_error("%s runs in this process, without mpirun: ddprun's flags (-np, -H, --dry-run, ...) do "
                            "not apply to it", cmd);
     if (!strcmp(cmd, "plan") && o.discovery.cmd)

@@ -90,7 +90,7 @@ void output_filter_free(output_filter *f);
 /* Outcome of one mpirun run. */
 typedef struct job_result {
     int wait_status;      /* mpirun's waitpid status */
-    int signals_received; /* SIGINT/SIGTERM delivered to ddprun during the run */
+    int signals_received; /* stop requests (SIGINT/SIGTERM/SIGHUP) ddprun took during the run */
     int ranks_started;    /* ranks whose wrapper said they started (0: mpirun started none) */
     rank_failure failure;
     deadline_verdict deadline;
@@ -98,17 +98,18 @@ typedef struct job_result {
     char rank0_host[DDP_HOST_NAME_MAX]; /* where rank 0 ran (and saved whole-file checkpoints) */
 } job_result;
 
-/* Once per process, before the config is read: SIGINT/SIGTERM become checkpoint requests. */
+/* Once per process, before the config is read: SIGINT/SIGTERM (and SIGHUP, unless ignored)
+ * become checkpoint requests. */
 int job_signals_install(void);
 /* ddprun's fds 1 and 2 made pipes that threads drain into queues and write out (ddprun_sink.c),
  * so a reader that stops reading never blocks the job; 0, or -1 with the outputs as they were. */
 int output_sink_install(void);
-/* Total SIGINT/SIGTERM seen so far (also between runs). */
+/* The stop requests so far (also between runs): each SIGINT/SIGTERM, a SIGHUP only as the first. */
 int job_signals_seen(void);
-/* The first of them (SIGINT or SIGTERM), 0 before any. */
+/* The first of them (SIGINT, SIGTERM or SIGHUP), 0 before any. */
 int job_first_stop_signal(void);
 /* Runs argv (argv[0] = mpirun, looked up on PATH when it has no '/'; ranks started through the
- * rank wrapper) to completion. mpirun ends when ddprun dies. The first SIGINT/SIGTERM (also one
+ * rank wrapper) to completion. mpirun ends when ddprun dies. The first stop request (also one
  * that came before this run) sends stop_signal to mpirun, which forwards it to every rank, as soon
  * as all `ranks` have started; a second sends SIGTERM at once (mpirun then kills the job).
  * Returns 0, or -1 if mpirun could not start. */

@@ -9,7 +9,7 @@
  * (config_world_at_most). Fewer than --min-np: CMD runs again every DISCOVERY_POLL_S seconds
  * until --discovery-wait has passed, and then the launch ends naming the time it waited (a run
  * of CMD can overrun the wait) and what the last run listed. A line that is not `host:slots` ends
- * it at once, naming the line. A stop request (SIGINT/SIGTERM, job_signals_seen) is looked for
+ * it at once, naming the line. A stop request (SIGINT/SIGTERM/SIGHUP, job_signals_seen) is looked for
  * while CMD runs and while waiting: CMD's process group is ended and discovery returns at once.
  * This file must not start mpirun or decide restarts (ddprun.c does). */
 #include "ddprun.h"

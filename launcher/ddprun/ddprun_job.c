@@ -43,10 +43,13 @@
 static int wake_pipe[2] = {-1, -1};
 static volatile sig_atomic_t stop_requests, first_stop;
 
+/* A SIGHUP counts as a first stop request only: a closed terminal often sends two (bash's to its
+ * jobs, then the kernel's to the foreground group), which must not become the second request
+ * that ends the job before it saved. */
 static void on_signal(int sig)
 {
     int saved = errno;
-    if (sig != SIGCHLD && stop_requests++ == 0) first_stop = sig;
+    if (sig != SIGCHLD && !(sig == SIGHUP && stop_requests > 0) && stop_requests++ == 0) first_stop = sig;
     char c = (char)sig;
     if (write(wake_pipe[1], &c, 1) < 0) { /* pipe full: a wake-up is pending anyway */ }
     errno = saved;
@@ -116,13 +119,18 @@ static void exec_mpirun(char *const argv[], int out_fd, int err_fd, pid_t launch
     if (getppid() != launcher) _exit(127); /* ddprun died before prctl took effect */
     if (pause_s > 0) nanosleep(&(struct timespec){(time_t)pause_s, 0}, NULL);
     setpgid(0, 0);
-    /* A terminal's Ctrl-C that reached ddprun's process group before either setpgid moved this
-     * child out of it: ddprun has its own copy and forwards the stop. A SIGTERM stays pending:
-     * only ddprun sends one here (a second stop, its death). */
+    /* A terminal's Ctrl-C or hang-up that reached ddprun's process group before either setpgid
+     * moved this child out of it: ddprun has its own copy and forwards the stop (a SIGHUP that
+     * ddprun ignores, under nohup, is ignored here too). A SIGTERM stays pending: only ddprun
+     * sends one here (a second stop, its death). */
+    struct sigaction hup;
+    bool hup_handled = sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler == on_signal;
     sigset_t intr;
     sigemptyset(&intr);
     sigaddset(&intr, SIGINT);
-    while (sigtimedwait(&intr, NULL, &(struct timespec){0, 0}) == SIGINT) {}
+    if (hup_handled)
+        sigaddset(&intr, SIGHUP);
+    while (sigtimedwait(&intr, NULL, &(struct timespec){0, 0}) > 0) {}
     int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null_fd >= 0) dup2(null_fd, 0); /* dup2's copy is inherited, the original closes at exec */
     dup2(out_fd, 1);
@@ -130,8 +138,7 @@ static void exec_mpirun(char *const argv[], int out_fd, int err_fd, pid_t launch
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
-    struct sigaction hup;
-    if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler == on_signal) /* an ignored one stays so */
+    if (hup_handled) /* an ignored one stays so */
         signal(SIGHUP, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
     sigset_t none;

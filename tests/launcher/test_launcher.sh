@@ -79,6 +79,8 @@ check "--host-discovery ' ': a usage error at once (exit $rc)" bash -c "[ $rc -e
 # the in-process commands take none of the launch flags (--dry-run would have run them all the same)
 run dry_ckpt --dry-run ckpt info "$tmp/none.ddp"
 check "--dry-run ckpt info: refused (exit $rc)" bash -c "[ $rc -eq 2 ] && grep -qF 'ckpt runs in this process' $err"
+run dd_ckpt -- ckpt info "$tmp/none.ddp"
+check "-- ckpt info: runs (-- is no flag; exit $rc, the file missing)" bash -c "[ $rc -eq 1 ] && ! grep -qF 'runs in this process' $err"
 run np_generate -np 2 generate "$tmp/none.ddp"
 check "-np 2 generate: refused (exit $rc)" bash -c "[ $rc -eq 2 ] && grep -qF 'generate runs in this process' $err"
 run plan_disc --host-discovery 'echo h1:2' plan "$config"
@@ -437,8 +439,10 @@ check "SIGTERM: no hang (${ms} ms < 30 s)" hang_guard
 start_and_signal sighup wait-signal HUP python3 -c 'import os, signal, sys
 signal.signal(signal.SIGHUP, signal.SIG_DFL)
 os.execvp(sys.argv[1], sys.argv[1:])'
+sleep 0.2
+kill -HUP $pid # a closed terminal often sends two: still one request
 finish
-check "SIGHUP -> ddprun exits 75 (got $rc)" [ $rc -eq 75 ]
+check "SIGHUP twice -> ddprun exits 75 (got $rc)" [ $rc -eq 75 ]
 check "SIGHUP: the ranks got SIGUSR1 and saved" bash -c "grep -qF '[rank 0] rank 0 got SIGUSR1, checkpoint saved' $out &&
     grep -qF '[rank 1] rank 1 got SIGUSR1, checkpoint saved' $out"
 # ... except under nohup, which ignores it: the job goes on, and a SIGTERM still stops it
