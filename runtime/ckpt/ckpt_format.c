@@ -346,6 +346,21 @@ static int decode_table(const char *path, reader *r, ckpt_loaded *out, uint64_t 
     return twice ? fail_file(err, path, "tensor %s appears twice", twice) : DDP_OK;
 }
 
+int ckpt_read_at(int fd, const char *path, void *buf, uint64_t n, uint64_t at, ddp_err *err)
+{
+    for (uint64_t got = 0; got < n;) {
+        uint64_t want = n - got > (1u << 30) ? (1u << 30) : n - got;   /* Linux reads at most 2 GiB - 4 KiB */
+        ssize_t r = pread(fd, (uint8_t *)buf + got, (size_t)want, (off_t)(at + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: read: %s", path,
+                            r < 0 ? strerror(errno) : "the file ended early (it shrank while being read)");
+        got += (uint64_t)r;
+    }
+    return DDP_OK;
+}
+
 /* Reads the whole file into a 64-byte aligned buffer. */
 static int slurp(const char *path, void **buf, uint64_t *size, ddp_err *err)
 {
@@ -365,20 +380,11 @@ static int slurp(const char *path, void **buf, uint64_t *size, ddp_err *err)
         return ddp_fail_local(err, "checkpoint %s: out of memory for its %llu bytes", path,
                               (unsigned long long)*size);
     }
-    uint64_t got = 0;
-    while (got < *size) {
-        ssize_t n = read(fd, (uint8_t *)*buf + got, *size - got > (1u << 30) ? (1u << 30) : *size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = n < 0 ? errno : EIO;
-            close(fd);
-            free(*buf);
-            *buf = NULL;
-            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: read: %s", path,
-                            n < 0 ? strerror(e) : "file shrank while reading");
-        }
-        got += (uint64_t)n;
+    if (ckpt_read_at(fd, path, *buf, *size, 0, err) != DDP_OK) {
+        close(fd);
+        free(*buf);
+        *buf = NULL;
+        return err->code;
     }
     close(fd);
     return DDP_OK;
@@ -460,16 +466,10 @@ static int read_prefix(int fd, const char *path, uint64_t n, void **buf, ddp_err
     *buf = aligned_alloc(CKPT_ALIGN, ckpt_align_up(n + 1));
     if (!*buf)
         return ddp_fail_local(err, "checkpoint %s: out of memory for %llu bytes", path, (unsigned long long)n);
-    for (uint64_t got = 0; got < n;) {
-        ssize_t r = pread(fd, (uint8_t *)*buf + got, n - got, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            free(*buf);
-            *buf = NULL;
-            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: read: %s", path, r < 0 ? strerror(errno) : "file shrank");
-        }
-        got += (uint64_t)r;
+    if (ckpt_read_at(fd, path, *buf, n, 0, err) != DDP_OK) {
+        free(*buf);
+        *buf = NULL;
+        return err->code;
     }
     return DDP_OK;
 }

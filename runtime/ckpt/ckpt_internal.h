@@ -42,6 +42,11 @@ uint64_t ckpt_tensor_bytes_checked(ckpt_dtype dtype, int ndim, const int64_t *sh
  * n^2. Returns 0, or -1 when out of memory for the pointers. */
 int ckpt_find_repeated_name(const void *items, int n, size_t stride, size_t name_at, const char **repeated);
 
+/* Reads n bytes of fd at offset at into buf, EINTR retried: a read error or a file that ends
+ * early (shrank since its size or table was read) is an error naming path. The one read loop of
+ * the checkpoint readers. */
+int ckpt_read_at(int fd, const char *path, void *buf, uint64_t n, uint64_t at, ddp_err *err);
+
 /* Sets SIGXFSZ to SIG_IGN (once per process) if it is at its default; see ckpt.h. */
 void ckpt_ignore_sigxfsz_once(void);
 

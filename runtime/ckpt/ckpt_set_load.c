@@ -159,41 +159,19 @@ struct ckpt_set_reader {
     float **owned;           /* per buffer and tensor: a copy when it is split between shards */
 };
 
-/* path mapped read-only, len bytes: a map this machine cannot make (ENOMEM) is its failure. */
-static int map_readonly(const char *path, size_t len, const uint8_t **out, ddp_err *err)
-{
-    int fd;
-    if (open_input(path, &fd, err) != DDP_OK)
-        return ddp_prefix(err, "checkpoint");
-    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-    int why = errno;
-    close(fd);
-    if (p == MAP_FAILED && why == ENOMEM)
-        return ddp_fail_local(err, "checkpoint %s: cannot map it: %s", path, strerror(why));
-    if (p == MAP_FAILED)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: cannot map it: %s", path, strerror(why));
-    *out = p;
-    return DDP_OK;
-}
-
 /* What ckpt_check_crcs reads at a time. */
 #define CRC_CHUNK_BYTES ((size_t)8 << 20)
 
-/* The CRC of fd's bytes [at, at + n) into *crc, read CRC_CHUNK_BYTES at a time into buf; a read
- * error or a file that ended early (shrank since its table was read) is an error naming path. */
+/* The CRC of fd's bytes [at, at + n) into *crc, read CRC_CHUNK_BYTES at a time into buf. */
 static int crc_of_range(int fd, const char *path, uint64_t at, uint64_t n, uint8_t *buf, uint32_t *crc, ddp_err *err)
 {
     uLong c = crc32_z(0L, NULL, 0);
-    while (n > 0) {
-        size_t want = n < CRC_CHUNK_BYTES ? (size_t)n : CRC_CHUNK_BYTES;
-        ssize_t got = pread(fd, buf, want, (off_t)at);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: read: %s", path,
-                            got < 0 ? strerror(errno) : "the file ended early (it shrank while being read)");
-        c = crc32_z(c, buf, (size_t)got);
-        at += (uint64_t)got, n -= (uint64_t)got;
+    for (uint64_t done = 0; done < n;) {
+        size_t want = n - done < CRC_CHUNK_BYTES ? (size_t)(n - done) : CRC_CHUNK_BYTES;
+        if (ckpt_read_at(fd, path, buf, want, at + done, err) != DDP_OK)
+            return err->code;
+        c = crc32_z(c, buf, want);
+        done += want;
     }
     *crc = (uint32_t)c;
     return DDP_OK;
@@ -255,8 +233,16 @@ static int map_shard(ckpt_set_reader *r, const char *set_dir, int s, bool check_
     char path[CKPT_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", set_dir, r->m.shards[s].name);
     size_t len = (size_t)r->tables[s].file_bytes;
-    if (map_readonly(path, len, &r->maps[s], err))
-        return err->code;
+    int fd;
+    if (open_input(path, &fd, err) != DDP_OK)
+        return ddp_prefix(err, "checkpoint");
+    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    int why = errno;
+    close(fd);
+    if (p == MAP_FAILED)   /* a map this machine cannot make (ENOMEM) is its failure */
+        return why == ENOMEM ? ddp_fail_local(err, "checkpoint %s: cannot map it: %s", path, strerror(why))
+                             : ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: cannot map it: %s", path, strerror(why));
+    r->maps[s] = p;
     r->map_len[s] = len;
     int rc = DDP_OK;
     for (int i = 0; i < r->tables[s].n_tensors && rc == DDP_OK; i++) {
