@@ -8,7 +8,7 @@
  * name the key or tensor and leave the parameters as they were: a missing tensor, a transposed
  * k_proj, a tensor the Llama lacks, an odd or oversized head_dim, heads not dividing hidden_size
  * without a head_dim, rope_scaling of another type than Llama 3's, hidden_act, attention_bias,
- * model_type, architectures, another shape (both named, also where only rope_theta differs or the
+ * partial_rotary_factor 0.5 (1.0 taken), model_type, architectures, another shape (both named, also where only rope_theta differs or the
  * folder's heads are of their own size, head_dim, which the description then carries), and a GPT-2 model
  * (named). The export of the imported parameters: the fixture's model.safetensors byte for byte and
  * its config.json but for transformers_version; the bf16 import exported as bf16 is bf16/'s
@@ -244,6 +244,8 @@ static void test_refusals(void)
         {"attention_bias", "true", "attention_bias is true"},
         {"model_type", "\"mistral\"", "model_type is \"mistral\""},
         {"rms_norm_eps", "0", "rms_norm_eps is 0; expected a positive number"},
+        /* a key LlamaConfig reads without writing it, added after mlp_bias */
+        {"mlp_bias", "false, \"partial_rotary_factor\": 0.5", "partial_rotary_factor is 0.5; ddprun's Llama rotates whole"},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char *config = config_with(fx.dir, keys[i].key, keys[i].value);
@@ -256,6 +258,10 @@ static void test_refusals(void)
     CHECK(llama_hf_load_model(&llama_family_llama, m, variant("swish", swish, t, n), &swish_err) == DDP_OK,
           "hidden_act swish: %s", swish_err.msg);
     free(swish);
+    char *whole = config_with(fx.dir, "mlp_bias", "false, \"partial_rotary_factor\": 1.0");
+    CHECK(llama_hf_load_model(&llama_family_llama, m, variant("whole", whole, t, n), &swish_err) == DDP_OK,
+          "partial_rotary_factor 1.0: %s", swish_err.msg);
+    free(whole);
     /* heads that do not divide hidden_size, without a head_dim to size them */
     char *uneven_config = text_with(config_with(fx.dir, "head_dim", "null"), "num_attention_heads", heads);
     refused(m, variant("config", uneven_config, t, n), uneven, "config.json");
