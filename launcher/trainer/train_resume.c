@@ -504,22 +504,39 @@ static int resume_whole(train_job *t, ckpt_loaded *walked, char *used, int64_t *
     return rc;
 }
 
-/* Against the run's horizon as the resume re-planned it (another world size has another number of
- * steps an epoch); a warm-up a resumed run has finished is not looked at. train.max_steps' bound is
- * the config's check. */
-static int check_warmup(const train_job *t, ddp_err *err)
+/* wsd: a decay of one step or less decays no step (step j of D runs at progress j / D, and the
+ * first is j = 0): refused, as the schedule asked for would silently be a constant one. */
+static int check_wsd_decay(const train_job *t, const char *plan, ddp_err *err)
+{
+    const config *c = t->cfg;
+    int64_t after = t->total_steps - c->optimizer.schedule.warmup_steps;
+    double decay = (double)after * c->optimizer.schedule.decay_fraction;
+    if (c->optimizer.schedule.kind != SCHED_WSD || after < 1 || decay > 1.0 || t->step >= t->total_steps)
+        return DDP_OK;
+    return ddp_fail(err, DDP_EUSAGE, "%s: optimizer.schedule.decay_fraction %g of the %lld steps after warm-up "
+                    "(%s) is %g step%s, and the decay's first step runs at the peak: no step would decay; "
+                    "raise it above %g or run more steps", c->source, c->optimizer.schedule.decay_fraction,
+                    (long long)after, plan, decay, decay == 1.0 ? "" : "s", 1.0 / (double)after);
+}
+
+/* The warm-up and a wsd decay against the run's horizon as the resume re-planned it (another world
+ * size has another number of steps an epoch); a warm-up a resumed run has finished is not looked
+ * at. The warm-up's bound by train.max_steps is the config's check. */
+static int check_schedule(const train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     int64_t warmup = c->optimizer.schedule.warmup_steps;
-    if (warmup <= t->total_steps || t->step >= warmup)
-        return DDP_OK;
     char plan[128];
     if (t->step > 0)
         snprintf(plan, sizeof plan, "resumed at step %lld, %lld steps an epoch on %d ranks", (long long)t->step,
                  (long long)t->steps_per_epoch, t->ctl->size);
+    else if (c->train.max_steps > 0)
+        snprintf(plan, sizeof plan, "train.max_steps %lld", (long long)c->train.max_steps);
     else
         snprintf(plan, sizeof plan, "train.epochs %lld x %lld steps an epoch", (long long)c->train.epochs,
                  (long long)t->steps_per_epoch);
+    if (warmup <= t->total_steps || t->step >= warmup)
+        return check_wsd_decay(t, plan, err);
     return ddp_fail(err, DDP_EUSAGE, "%s: optimizer.schedule.warmup_steps %lld is more than the run's %lld steps "
                     "(%s): the LR would never reach optimizer.lr nor decay", c->source, (long long)warmup,
                     (long long)t->total_steps, plan);
@@ -572,5 +589,5 @@ int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
     ctl->phase[0] = '\0';
     if (rc == DDP_OK && rc2 != DDP_OK)
         rc = ddp_fail(err, rc2, "%s", restore.msg);
-    return rc == DDP_OK ? check_warmup(t, err) : rc;
+    return rc == DDP_OK ? check_schedule(t, err) : rc;
 }

@@ -7,7 +7,8 @@
 # checkpoint of another model refused naming both models, one saved with other settings refused
 # naming each setting that differs, one of the previous format version refused saying why, and a
 # start from an older checkpoint, or fresh, into a checkpoint.dir with later ones refused; a stop
-# at the last step evaluated on the resume; a warm-up checked against the resumed run's horizon.
+# at the last step evaluated on the resume; a warm-up checked against the resumed run's horizon;
+# a wsd decay of one step refused.
 source "$(dirname "$0")/../../lib.sh"
 COMMON=(optimizer.kind=adamw optimizer.nesterov=false optimizer.lr=2e-3 train.max_steps=40 checkpoint.every_steps=15)
 
@@ -53,6 +54,14 @@ worker 1 "$TMP/wsd" "${WSD[@]}" checkpoint.resume=auto >"$TMP/wsd.log" 2>&1
 check "wsd: resumed run completes" [ $? -eq 0 ]
 check "wsd: resumed result bit-identical to the uninterrupted run" \
     "$DDPRUN" ckpt diff "$TMP/wsd-ref/checkpoints/ckpt-00000040.ddp" "$TMP/wsd/checkpoints/ckpt-00000040.ddp"
+# A decay of one step (a quarter of the 4 after warm-up) decays no step: refused; 1.2 steps run.
+SHORT=(train.max_steps=6 optimizer.schedule.warmup_steps=2 optimizer.schedule.kind=wsd)
+worker 1 "$TMP/wsd-one" "${SHORT[@]}" optimizer.schedule.decay_fraction=0.25 >"$TMP/wsd-one.log" 2>&1
+check "wsd: a one-step decay is refused (exit $?)" bash -c "[ $? -eq 2 ] && grep -q \
+    'decay_fraction 0.25 of the 4 steps after warm-up (train.max_steps 6) is 1 step.*no step would decay' \
+    '$TMP/wsd-one.log'"
+worker 1 "$TMP/wsd-more" "${SHORT[@]}" optimizer.schedule.decay_fraction=0.3 >/dev/null 2>&1
+check "wsd: a decay of 1.2 steps runs (exit $?)" [ $? -eq 0 ]
 
 # Newest checkpoint corrupt (one byte flipped inside a tensor) or truncated: the previous one is
 # used, reported, and the result is still bit-identical to the uninterrupted run.
