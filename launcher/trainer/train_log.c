@@ -6,7 +6,8 @@
  * Every metrics line is valid JSON: a value that is not finite is written as null. A metrics line
  * that cannot be written ends the job naming the file (a run whose record is lost must not look
  * successful). It owns the metrics file, the samples and steps trained since the last progress
- * line (train.c counts them in) and the latest evaluation (struct train_log). Must not change
+ * line (train.c counts them in) and the latest evaluation (struct train_log). At a job's start it
+ * removes what an earlier attempt killed in a whole-file write left in run.dir. Must not change
  * training state: it only reads it (evaluation runs the model forward only). */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include "runtime/base/clock.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
+#include "runtime/base/replace_file.h"
 #include "runtime/device/device_prof.h"
 #include "train_fault.h"
 #include "train_finite.h"
@@ -114,7 +116,13 @@ int train_log_open(train_job *t, ddp_err *err)
     if (t->ctl->rank != 0)
         return DDP_OK;
     const char *dir = t->cfg->run.dir;
-    int rc = make_dirs(dir, err) ? ddp_prefix(err, "run.dir") : write_record(t->cfg, err);
+    if (make_dirs(dir, err))
+        return ddp_prefix(err, "run.dir");
+    /* what an earlier attempt killed in a write left; under the lock, no writer of ours is alive */
+    static const char *const written_whole[] = {"config.resolved.yaml", "profile.json", "trace-rank*.json"};
+    for (size_t i = 0; i < sizeof written_whole / sizeof *written_whole; i++)
+        replace_file_remove_temps(dir, written_whole[i]);
+    int rc = write_record(t->cfg, err);
     if (rc != DDP_OK)
         return rc;
     snprintf(g->metrics_path, sizeof g->metrics_path, "%s/metrics.jsonl", dir);

@@ -4,13 +4,17 @@
 #define _POSIX_C_SOURCE 200809L
 #include "replace_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "dirs.h"
+#include "log.h"
 
 #define REPLACE_PATH_MAX 4096
 
@@ -101,4 +105,28 @@ int replace_file_write(int fd, const char *tmp, const void *p, size_t n, ddp_err
         off += (size_t)w;
     }
     return DDP_OK;
+}
+
+/* name's NAME into out when it is a temporary's name, ".NAME.tmp.PID" */
+static bool temp_of(const char *name, char *out, size_t size)
+{
+    const char *tag = strstr(name, ".tmp."), *next;
+    while (tag && (next = strstr(tag + 1, ".tmp.")) != NULL) /* the last one */
+        tag = next;
+    if (name[0] != '.' || !tag || tag == name || !tag[5] || strspn(tag + 5, "0123456789") != strlen(tag + 5))
+        return false;
+    return snprintf(out, size, "%.*s", (int)(tag - name - 1), name + 1) < (int)size;
+}
+
+void replace_file_remove_temps(const char *dir, const char *pattern)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char name[256];
+    for (struct dirent *de; (de = readdir(d)) != NULL;)
+        if (temp_of(de->d_name, name, sizeof name) && fnmatch(pattern, name, 0) == 0 &&
+            unlinkat(dirfd(d), de->d_name, 0) == 0)
+            log_warn("%s/%s: removed, left by a write that was cut short", dir, de->d_name);
+    closedir(d);
 }

@@ -22,6 +22,12 @@ typedef int (*replace_file_stream_writer)(FILE *f, void *ctx, ddp_err *err);
 int replace_file_fd(const char *path, replace_file_fd_writer write, void *ctx, ddp_err *err);
 int replace_file_stream(const char *path, replace_file_stream_writer write, void *ctx, ddp_err *err);
 
+/* Removes dir's temporaries (".NAME.tmp.PID") whose NAME matches the fnmatch pattern, each named
+ * in a warning: a writer killed between its create and its rename (kill -9, a lost node) leaves
+ * one behind. Only for a folder whose writers of such names have all ended (run.dir at a job's
+ * start, under its lock): a temporary being written now would go too. */
+void replace_file_remove_temps(const char *dir, const char *pattern);
+
 /* For fd writers: all n bytes of p written, retried after EINTR and short writes; DDP_ERUNTIME
  * naming tmp and strerror (a full disk, a file-size limit) otherwise. */
 int replace_file_write(int fd, const char *tmp, const void *p, size_t n, ddp_err *err);

@@ -8,7 +8,7 @@
 # naming each setting that differs, one of the previous format version refused saying why, and a
 # start from an older checkpoint, or fresh, into a checkpoint.dir with later ones refused; a stop
 # at the last step evaluated on the resume; a warm-up checked against the resumed run's horizon;
-# a wsd decay of one step refused.
+# a wsd decay of one step refused; temporaries of a killed write removed at the resume.
 source "$(dirname "$0")/../../lib.sh"
 COMMON=(optimizer.kind=adamw optimizer.nesterov=false optimizer.lr=2e-3 train.max_steps=40 checkpoint.every_steps=15)
 
@@ -50,8 +50,12 @@ PY
 check "wsd: logged lr follows warm-up, stable peak and decay ($lr_ok)" [ "$lr_ok" = ok ]
 DDP_TEST_FAULT=stop:0:36 worker 1 "$TMP/wsd" "${WSD[@]}" >/dev/null 2>&1
 check "wsd: stopped at step 36, inside the decay" [ -f "$TMP/wsd/checkpoints/ckpt-00000036.ddp" ]
+# the stop's attempt as if killed inside two whole-file writes: their temporaries go at the resume
+touch "$TMP/wsd/.trace-rank0.json.tmp.4194305" "$TMP/wsd/.config.resolved.yaml.tmp.4194305"
 worker 1 "$TMP/wsd" "${WSD[@]}" checkpoint.resume=auto >"$TMP/wsd.log" 2>&1
 check "wsd: resumed run completes" [ $? -eq 0 ]
+check "the temporaries an attempt killed in a write left are removed, named" bash -c \
+    "[ -z \"\$(ls -A '$TMP/wsd' | grep -F .tmp.)\" ] && [ \$(grep -c 'tmp.4194305: removed' '$TMP/wsd.log') -eq 2 ]"
 check "wsd: resumed result bit-identical to the uninterrupted run" \
     "$DDPRUN" ckpt diff "$TMP/wsd-ref/checkpoints/ckpt-00000040.ddp" "$TMP/wsd/checkpoints/ckpt-00000040.ddp"
 # A decay of one step (a quarter of the 4 after warm-up) decays no step: refused; 1.2 steps run.

@@ -2,7 +2,8 @@
  * (contents exact, no temporary left, an existing file replaced); a writer that fails or a
  * stream whose writes fail (RLIMIT_FSIZE: the kernel refuses the bytes) leave the old file
  * byte for byte and no temporary behind, with the writer's or the system's error passed on; a
- * path that names a folder, and one whose folder is missing, are usage errors naming the path. */
+ * path that names a folder, and one whose folder is missing, are usage errors naming the path;
+ * stale temporaries of one name pattern removed, nothing else. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <fcntl.h>
@@ -131,6 +132,26 @@ static void bad_paths(void)
     CHECK_STR_CONTAINS(err.msg, "cannot create");
 }
 
+/* Only temporaries (".NAME.tmp.DIGITS") whose NAME matches the pattern go. */
+static void stale_temps_removed(void)
+{
+    static const char *const gone[] = {".trace-rank0.json.tmp.12", ".trace-rank13.json.tmp.4194304"};
+    static const char *const kept[] = {".trace-rank0.json.tmp.12x", "trace-rank1.json.tmp.5", ".trace-rank1.json",
+                                       ".profile.json.tmp.7", ".trace-rank2.json.tmp.", ".ckpt-00000001.ddp.tmp.7"};
+    char path[160];
+    for (int i = 0; i < 2 + 6; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, i < 2 ? gone[i] : kept[i - 2]);
+        fclose(fopen(path, "w"));
+    }
+    replace_file_remove_temps(dir, "trace-rank*.json");
+    for (int i = 0; i < 2 + 6; i++) {
+        const char *name = i < 2 ? gone[i] : kept[i - 2];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        CHECK(access(path, F_OK) == (i < 2 ? -1 : 0), "%s %s", name, i < 2 ? "was left" : "was removed");
+        unlink(path);
+    }
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/test_replace_file.XXXXXX");
@@ -140,6 +161,7 @@ int main(void)
     written_whole(path);
     failures_keep_the_old_file(path);
     bad_paths();
+    stale_temps_removed();
     unlink(path);
     rmdir(dir);
     return check_done("test_replace_file");
