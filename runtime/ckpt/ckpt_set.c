@@ -468,6 +468,20 @@ static int decode_manifest(ckpt_manifest *m, const char *path, ddp_err *err)
     return ckpt_loaded_train_samples(c, path, &m->train_samples, err);
 }
 
+/* set_dir has no manifest: a save that did not finish, or a folder of checkpoints (run.dir's
+ * checkpoints/, named where one of them was meant), said as such. */
+static int no_manifest(const char *set_dir, ddp_err *err)
+{
+    int n = 0;
+    char newest[CKPT_NAME_MAX];
+    ddp_err ignored = {0};
+    if (ckpt_count_beyond(set_dir, -1, &n, newest, sizeof newest, &ignored) == DDP_OK && n > 0)
+        return ddp_fail(err, DDP_EUSAGE, "%s is a folder of %d checkpoint%s, not one checkpoint: name one of them "
+                        "(the newest: %s/%s)", set_dir, n, n == 1 ? "" : "s", set_dir, newest);
+    return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: no %s (a save that did not finish: not a checkpoint)",
+                    set_dir, CKPT_SET_MANIFEST);
+}
+
 int ckpt_manifest_read(const char *set_dir, ckpt_manifest *m, ddp_err *err)
 {
     memset(m, 0, sizeof *m);
@@ -475,8 +489,7 @@ int ckpt_manifest_read(const char *set_dir, ckpt_manifest *m, ddp_err *err)
     path_in(set_dir, CKPT_SET_MANIFEST, path);
     struct stat st;
     if (stat(path, &st) != 0 && errno == ENOENT)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: no %s (a save that did not finish: not a checkpoint)",
-                        set_dir, CKPT_SET_MANIFEST);
+        return no_manifest(set_dir, err);
     int rc = ckpt_read(path, &m->raw_, err);
     if (rc == DDP_OK) {
         m->hdr = m->raw_.hdr;

@@ -31,7 +31,8 @@
 #    of memory ends the job instead of resuming an older checkpoint; checkpoint.resume names a
 #    set's directory; with
 #    checkpoint.upload_cmd a set is refused before training (exit 2);
-#  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), `ckpt export --format
+#  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), names a folder of
+#    checkpoints as such, `ckpt export --format
 #    hf|llmc` of a set is byte for byte the export of the single file of the same step, and
 #    `ddprun generate` draws the same text from both; an export into the set, a folder in it or one
 #    holding it is refused.
@@ -231,6 +232,11 @@ check "ZeRO-3 missing shard: step 16's set resumed by pieces, ending bit-identic
 "$DDPRUN" ckpt info "$(set_of set 7)" >"$TMP/info.txt" 2>&1
 check "ckpt info on a set: exit 0, all CRCs OK" bash -c "[ $? -eq 0 ] && grep -q 'all CRCs OK' '$TMP/info.txt'"
 check "ckpt info lists the 4 shards" [ "$(grep -c '^shard shard-0000[0-3]-of-00004.ddp .* OK$' "$TMP/info.txt")" -eq 4 ]
+"$DDPRUN" ckpt info "$TMP/set/checkpoints" >"$TMP/info-folder.txt" 2>&1
+check "ckpt info on the folder of checkpoints: exit 1 (got $?)" [ $? -eq 1 ]
+check "... saying what the folder is, naming the newest checkpoint" grep -qE \
+    "checkpoints is a folder of [0-9]+ checkpoints, not one checkpoint: name one of them \(the newest: .*/ckpt-" \
+    "$TMP/info-folder.txt"
 damage info
 "$DDPRUN" ckpt info "$(set_of info 20)" >"$TMP/info-bad.txt" 2>&1
 check "ckpt info on a damaged set: exit 1 (got $?)" [ $? -eq 1 ]
