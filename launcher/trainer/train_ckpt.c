@@ -137,6 +137,37 @@ int train_ckpt_check_dir(train_job *t, ddp_err *err)
                                      : ddp_prefix(err, "checkpoint directory %s (run.dir/checkpoints)", c->dir);
 }
 
+/* The step of the newest checkpoint dir lists (files and committed sets), -1 for none. */
+static int64_t newest_listed(const char *dir)
+{
+    int n = 0;
+    char newest[CKPT_NAME_MAX];
+    ddp_err unlisted = {0}; /* a folder this host cannot list holds nothing a resume here could take */
+    if (ckpt_count_beyond(dir, -1, &n, newest, sizeof newest, &unlisted) != DDP_OK || n == 0)
+        return -1;
+    return strtoll(newest + strlen("ckpt-"), NULL, 10);
+}
+
+int train_ckpt_check_hosts(train_job *t, ddp_err *err)
+{
+    const char *dir = t->ckpt->dir;
+    int64_t from = t->ctl->rank == 0 ? newest_listed(dir) : 0;
+    from = from > t->step ? from : t->step;
+    int rc = t->ctl->ops->broadcast(t->ctl, &from, 1, DT_INT64, 0, NULL, err);
+    if (rc != DDP_OK)
+        return rc;
+    int64_t here = t->ctl->rank == 0 ? -1 : newest_listed(dir);
+    int32_t mine = DDP_OK;
+    if (here > from)
+        mine = ddp_fail(err, DDP_EUSAGE, "checkpoint.dir %s on this host (%s, rank %d) holds the checkpoint of step "
+                        "%lld, newer than step %lld, where rank 0 takes up the run: the folder is not shared between "
+                        "the hosts, and rank 0 runs on another host than the one that saved it. Start the job with "
+                        "this host first, copy the checkpoint into checkpoint.dir on rank 0's host, or set a "
+                        "checkpoint.dir every host shares", dir, t->ctl->host, t->ctl->rank, (long long)here,
+                        (long long)from);
+    return train_agree(t, mine, "take up the run: its host's checkpoint.dir holds a newer checkpoint", err);
+}
+
 void train_ckpt_close(train_job *t)
 {
     train_ckpt *c = t->ckpt;

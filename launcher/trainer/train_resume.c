@@ -589,5 +589,7 @@ int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err)
     ctl->phase[0] = '\0';
     if (rc == DDP_OK && rc2 != DDP_OK)
         rc = ddp_fail(err, rc2, "%s", restore.msg);
+    if (rc == DDP_OK)
+        rc = train_ckpt_check_hosts(t, err);
     return rc == DDP_OK ? check_schedule(t, err) : rc;
 }

@@ -8,7 +8,8 @@
 # naming each setting that differs, one of the previous format version refused saying why, and a
 # start from an older checkpoint, or fresh, into a checkpoint.dir with later ones refused; a stop
 # at the last step evaluated on the resume; a warm-up checked against the resumed run's horizon;
-# a wsd decay of one step refused; temporaries of a killed write removed at the resume.
+# a wsd decay of one step refused; temporaries of a killed write removed at the resume; a
+# checkpoint.dir not shared, with rank 0 on a host without the newest checkpoint, refused.
 source "$(dirname "$0")/../../lib.sh"
 COMMON=(optimizer.kind=adamw optimizer.nesterov=false optimizer.lr=2e-3 train.max_steps=40 checkpoint.every_steps=15)
 
@@ -143,6 +144,39 @@ check "... np=2 (468 steps an epoch) resumes it past its warm-up and completes (
 worker 2 "$TMP/warm-fresh" "${WU[@]}" >"$TMP/warm-fresh.log" 2>&1
 check "... while a fresh np=2 run with it is refused (exit $?)" \
     bash -c "[ $? -eq 2 ] && grep -q 'warmup_steps 500 is more than the run.s 468 steps' '$TMP/warm-fresh.log'"
+
+# checkpoint.dir on a disk each host has of its own: rank R runs in its own mount namespace with an
+# empty folder bound over run.dir/checkpoints, as on another host. Rank 0 there (a restart that
+# placed it elsewhere) is refused before any step, naming rank 1's host and step, where it would
+# have started over from step 0; rank 1 there (rank 0 still on the saving host) resumes.
+cat >"$TMP/elsewhere.sh" <<'EOF'
+#!/bin/bash
+# elsewhere.sh RANK EMPTY DIR CMD...: rank RANK sees EMPTY at DIR; every other rank DIR as it is
+if [ "$OMPI_COMM_WORLD_RANK" = "$1" ]; then
+    exec unshare -m bash -c 'mount --bind "$0" "$1" && shift && exec "$@"' "${@:2}"
+fi
+exec "${@:4}"
+EOF
+if unshare -m true 2>/dev/null; then
+    LOCAL=(train.max_steps=12 checkpoint.every_steps=6)
+    worker 2 "$TMP/local" "${LOCAL[@]}" train.max_steps=6 >/dev/null 2>&1
+    mkdir -p "$TMP/empty" && cp "$TMP/local/checkpoints/ckpt-00000006.ddp" "$TMP/ck6"
+    elsewhere() { # RANK: the resume with rank RANK elsewhere
+        mpirun -np 2 --oversubscribe --bind-to none bash "$TMP/elsewhere.sh" "$1" "$TMP/empty" "$TMP/local/checkpoints" \
+            "$DDPRUN_WORKER" "$SMALL" run.dir="$TMP/local" "${LOCAL[@]}" checkpoint.resume=auto
+    }
+    elsewhere 0 >"$TMP/local0.log" 2>&1
+    check "rank 0 on a host without the checkpoints: refused (exit $?)" bash -c "[ $? -eq 2 ] && grep -q \
+        'checkpoint.dir .* on this host ($(hostname), rank 1) holds the checkpoint of step 6, newer than step 0' \
+        '$TMP/local0.log'"
+    check "... before any step or save: step 6's checkpoint is the newest, as it was" bash -c \
+        "[ '$(basename "$(last_ckpt "$TMP/local")")' = ckpt-00000006.ddp ] && cmp -s '$TMP/ck6' '$TMP/local/checkpoints/ckpt-00000006.ddp'"
+    elsewhere 1 >"$TMP/local1.log" 2>&1
+    check "rank 1 on a host without them: rank 0 resumes step 6 and completes (exit $?)" bash -c \
+        "[ $? -eq 0 ] && grep -q 'resumed from .*ckpt-00000006.ddp' '$TMP/local1.log'"
+else
+    echo "note: node-local checkpoint.dir cases skipped (unshare -m is not allowed here)"
+fi
 
 # World size change mid-epoch: save at np=2 after 30 steps, resume at np=1 and at np=3; every
 # sample of the epoch is used at most once and the total is what drop_last promises; without
