@@ -163,7 +163,8 @@ static const cfg_key keys_after_models[] = {
         "(from 0, the first after warm-up at the peak) runs at its progress j / D, so the last step runs one "
         "decay step above it (llm.c's and nanoGPT's convention)."),
     NUM("optimizer.schedule.decay_fraction", optimizer.schedule.decay_fraction, NR_FRACTION, "0.2", HASH_WSD,
-        "`wsd`: the part of the steps after warm-up that decays to `min_lr` (the rest keeps the peak)."),
+        "`wsd`: the part of the steps after warm-up that decays to `min_lr` (the rest keeps the peak); a run "
+        "where it is one step or less (no step would decay) is refused at its start."),
     SECTION("ddp"),
     ENUM("ddp.backend", ddp.backend, backend_names, "auto", HASH_NO,
          "Gradient all-reduce backend; `auto` = NCCL on CUDA, MPI on CPU."),

@@ -78,7 +78,7 @@ static const hf_fixed_key llama_fixed_keys[] = {
     {"hidden_act", {"silu", "swish"}, JSON_STRING, "ddprun's Llama computes SwiGLU with silu"},
     {"attention_bias", {"false"}, JSON_BOOL, "ddprun's Llama has no attention biases"},
     {"mlp_bias", {"false"}, JSON_BOOL, "ddprun's Llama has no MLP biases"},
-    {"partial_rotary_factor", {"1", "1.0"}, JSON_NUMBER, "ddprun's Llama rotates whole heads (partial_rotary_factor 1)"},
+    {"partial_rotary_factor", {"1"}, JSON_NUMBER, "ddprun's Llama rotates whole heads (partial_rotary_factor 1)"},
     {"pretraining_tp", {"1"}, JSON_NUMBER, "ddprun's Llama computes each projection whole (pretraining_tp 1)"},
 };
 

@@ -10,7 +10,7 @@
 static const hf_fixed_key mistral_fixed_keys[] = {
     {"model_type", {"mistral"}, JSON_STRING, "ddprun imports Mistral (model_type \"mistral\")"},
     {"hidden_act", {"silu", "swish"}, JSON_STRING, "ddprun's Mistral computes SwiGLU with silu"},
-    {"partial_rotary_factor", {"1", "1.0"}, JSON_NUMBER, "ddprun's Mistral rotates whole heads (partial_rotary_factor 1)"},
+    {"partial_rotary_factor", {"1"}, JSON_NUMBER, "ddprun's Mistral rotates whole heads (partial_rotary_factor 1)"},
     {"rope_scaling", {"null"}, JSON_NULL, "ddprun's Mistral applies RoPE unscaled (rope_scaling null)"},
 };
 

@@ -11,7 +11,7 @@ static const hf_fixed_key qwen2_fixed_keys[] = {
     {"model_type", {"qwen2"}, JSON_STRING, "ddprun imports Qwen2 (model_type \"qwen2\")"},
     {"hidden_act", {"silu", "swish"}, JSON_STRING, "ddprun's Qwen2 computes SwiGLU with silu"},
     {"rope_scaling", {"null"}, JSON_NULL, "ddprun's Qwen2 applies RoPE unscaled (rope_scaling null)"},
-    {"partial_rotary_factor", {"1", "1.0"}, JSON_NUMBER, "ddprun's Qwen2 rotates whole heads (partial_rotary_factor 1)"},
+    {"partial_rotary_factor", {"1"}, JSON_NUMBER, "ddprun's Qwen2 rotates whole heads (partial_rotary_factor 1)"},
     {"use_sliding_window", {"false"}, JSON_BOOL, "ddprun's Qwen2 attends to every earlier position"},
 };
 

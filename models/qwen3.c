@@ -12,7 +12,7 @@ static const hf_fixed_key qwen3_fixed_keys[] = {
     {"model_type", {"qwen3"}, JSON_STRING, "ddprun imports Qwen3 (model_type \"qwen3\")"},
     {"hidden_act", {"silu", "swish"}, JSON_STRING, "ddprun's Qwen3 computes SwiGLU with silu"},
     {"rope_scaling", {"null"}, JSON_NULL, "ddprun's Qwen3 applies RoPE unscaled (rope_scaling null)"},
-    {"partial_rotary_factor", {"1", "1.0"}, JSON_NUMBER, "ddprun's Qwen3 rotates whole heads (partial_rotary_factor 1)"},
+    {"partial_rotary_factor", {"1"}, JSON_NUMBER, "ddprun's Qwen3 rotates whole heads (partial_rotary_factor 1)"},
     {"use_sliding_window", {"false"}, JSON_BOOL, "ddprun's Qwen3 attends to every earlier position"},
     {"attention_bias", {"false"}, JSON_BOOL, "ddprun's Qwen3 has no q/k/v/o biases"},
 };

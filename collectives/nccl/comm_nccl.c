@@ -181,7 +181,13 @@ static int end_collective(comm *c, int slot, const ncclcomm_fingerprint *fp, int
         ncclcomm_fingerprint_describe(fp, what, sizeof what);
         return ddp_prefix(err, "collective #%llu (%s)", (unsigned long long)fp->seq, what);
     }
-    CUDA_TRY_MARK_FAILED(cudaEventRecord(s->done, im->stream));
+    cudaError_t e = cudaEventRecord(s->done, im->stream);
+    if (e != cudaSuccess) { /* the event holds an earlier record: no watch may take it for this one's */
+        atomic_store(&s->state, SLOT_FREE);
+        im->failed = true;
+        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: recording the completion of collective #%llu: %s", __FILE__,
+                        __LINE__, (unsigned long long)fp->seq, cudaGetErrorString(e));
+    }
     atomic_store(&s->state, SLOT_LAUNCHED);
     if (!req) {
         if (im->own_stream)

@@ -13,14 +13,18 @@
  * check that the parameters and optimizer state are finite (train_finite.c): a checkpoint is
  * never written from NaN or infinite values, so the last finite one is never pruned for it. It
  * owns the writer, the saved buffers' staging and the save clock (struct train_ckpt,
- * train_ckpt_state.h). Must not decide the file format (ckpt.c) or the loop order (train.c).
+ * train_ckpt_state.h), and the checks that checkpoint.dir holds one line of training
+ * (train_ckpt_refuse_other_line, train_ckpt_check_hosts). Must not decide the file format (ckpt.c) or the loop order (train.c).
  * Test-only: DDP_TEST_FAULT=slow-snapshot:0:STEP:SECONDS makes rank 0's copy of step STEP's state
  * from the device take SECONDS longer, as a large model's would. */
+#include <libgen.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "runtime/ckpt/ckpt.h"
+#include "runtime/ckpt/ckpt_set.h"
 #include "runtime/ckpt/ckpt_upload.h"
 #include "runtime/base/activity.h"
 #include "runtime/base/clock.h"
@@ -115,7 +119,9 @@ int train_ckpt_open(train_job *t, ddp_err *err)
     c->tensors = calloc((size_t)t->m->n_tensors * bufs + 2, sizeof *c->tensors);
     c->settings = config_settings(cfg, SETTINGS_RESUME);
     if (!c->host || !c->tensors || !c->settings)
-        return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint staging buffer");
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for the checkpoint staging buffer: %.1f GB, the whole "
+                        "model's state on rank 0's host%s", (double)(n * bufs * sizeof(float)) / 1e9,
+                        t->zero ? " (checkpoint.sharded: true stages only each rank's shard)" : "");
     int rc = ckpt_writer_create(c->dir, (int)cfg->checkpoint.keep_last, &c->writer, err);
     if (rc == DDP_OK)
         watch_writer(t, c->writer);
@@ -137,34 +143,90 @@ int train_ckpt_check_dir(train_job *t, ddp_err *err)
                                      : ddp_prefix(err, "checkpoint directory %s (run.dir/checkpoints)", c->dir);
 }
 
-/* The step of the newest checkpoint dir lists (files and committed sets), -1 for none. */
-static int64_t newest_listed(const char *dir)
+/* ---- one line of training per checkpoint.dir ---- */
+
+/* Whether the checkpoint at path (a file, or a set's directory) lies in directory dir. */
+static bool lies_in(const char *path, const char *dir)
+{
+    char copy[CKPT_PATH_MAX], a[PATH_MAX], b[PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", path); /* dirname may write into its argument */
+    return realpath(dirname(copy), a) && realpath(dir, b) && !strcmp(a, b);
+}
+
+int train_ckpt_refuse_other_line(const train_job *t, const char *path, int64_t from, ddp_err *err)
+{
+    const char *dir = t->ckpt->dir;
+    if (t->ckpt->restart_count > 0)
+        return DDP_OK; /* what a restart finds there is this run's own, an unfinished save's included */
+    int n;
+    char newest[256], start[CKPT_PATH_MAX + 64];
+    ddp_err unlisted = {0}; /* nothing a restart could take either: train_ckpt_check_dir names why */
+    int64_t beyond = path && lies_in(path, dir) ? from : -1;
+    if (ckpt_count_beyond(dir, beyond, &n, newest, sizeof newest, &unlisted) != DDP_OK || n == 0)
+        return DDP_OK;
+    if (!path)
+        snprintf(start, sizeof start, "this fresh start (checkpoint.resume: never)");
+    else
+        snprintf(start, sizeof start, "step %lld of %s", (long long)from, path);
+    return ddp_fail(err, DDP_EUSAGE, "checkpoint.dir %s holds %d checkpoint(s) that a restart would resume instead "
+                    "of %s (the newest %s), and that pruning would keep before this run's own; move them out of %s "
+                    "or set another checkpoint.dir (checkpoint.resume: auto continues from its newest)", dir, n,
+                    start, newest, dir);
+}
+
+/* The step of the newest checkpoint dir lists (files and committed sets), -1 for none; its name
+ * into newest. */
+static int64_t newest_listed(const char *dir, char newest[CKPT_NAME_MAX])
 {
     int n = 0;
-    char newest[CKPT_NAME_MAX];
     ddp_err unlisted = {0}; /* a folder this host cannot list holds nothing a resume here could take */
-    if (ckpt_count_beyond(dir, -1, &n, newest, sizeof newest, &unlisted) != DDP_OK || n == 0)
+    if (ckpt_count_beyond(dir, -1, &n, newest, CKPT_NAME_MAX, &unlisted) != DDP_OK || n == 0)
         return -1;
     return strtoll(newest + strlen("ckpt-"), NULL, 10);
+}
+
+/* Whether checkpoint name in dir was saved with this run's settings (its header's config hash):
+ * what a restart with rank 0 on this host would take for the run's own. */
+static bool saved_by_this_config(const train_job *t, const char *dir, const char *name)
+{
+    char path[CKPT_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ddp_err unread = {0};
+    uint64_t hash = 0;
+    if (ckpt_is_set_dir(path)) {
+        ckpt_manifest m;
+        if (ckpt_manifest_read(path, &m, &unread) == DDP_OK)
+            hash = m.hdr.config_hash, ckpt_manifest_free(&m);
+    } else {
+        ckpt_loaded c = {0};
+        if (ckpt_read_table(path, &c, NULL, &unread) == DDP_OK)
+            hash = c.hdr.config_hash;
+        ckpt_loaded_free(&c);
+    }
+    return hash == config_hash(t->cfg);
 }
 
 int train_ckpt_check_hosts(train_job *t, ddp_err *err)
 {
     const char *dir = t->ckpt->dir;
-    int64_t from = t->ctl->rank == 0 ? newest_listed(dir) : 0;
+    char newest[CKPT_NAME_MAX];
+    int64_t from = t->ctl->rank == 0 ? newest_listed(dir, newest) : 0;
     from = from > t->step ? from : t->step;
     int rc = t->ctl->ops->broadcast(t->ctl, &from, 1, DT_INT64, 0, NULL, err);
     if (rc != DDP_OK)
         return rc;
-    int64_t here = t->ctl->rank == 0 ? -1 : newest_listed(dir);
+    int64_t here = t->ctl->rank == 0 ? -1 : newest_listed(dir, newest);
     int32_t mine = DDP_OK;
-    if (here > from)
-        mine = ddp_fail(err, DDP_EUSAGE, "checkpoint.dir %s on this host (%s, rank %d) holds the checkpoint of step "
-                        "%lld, newer than step %lld, where rank 0 takes up the run: the folder is not shared between "
-                        "the hosts, and rank 0 runs on another host than the one that saved it. Start the job with "
-                        "this host first, copy the checkpoint into checkpoint.dir on rank 0's host, or set a "
-                        "checkpoint.dir every host shares", dir, t->ctl->host, t->ctl->rank, (long long)here,
-                        (long long)from);
+    bool own_line = t->cfg->checkpoint.resume == RESUME_AUTO || t->ckpt->restart_count > 0;
+    if (here > from && saved_by_this_config(t, dir, newest))
+        mine = ddp_fail(err, DDP_EUSAGE, "checkpoint.dir %s on this host (%s, rank %d) holds %s of this config, "
+                        "newer than step %lld, where rank 0 takes up the run: the folder is not shared between the "
+                        "hosts (or this host sees more of it than rank 0's does). %s", dir, t->ctl->host,
+                        t->ctl->rank, newest, (long long)from,
+                        own_line ? "Start the job with this host first, copy the checkpoint into checkpoint.dir on "
+                                   "rank 0's host, or set a checkpoint.dir every host shares"
+                                 : "A restart with rank 0 on this host would resume it instead of this run's own "
+                                   "line: move it out of checkpoint.dir on this host, or set another checkpoint.dir");
     return train_agree(t, mine, "take up the run: its host's checkpoint.dir holds a newer checkpoint", err);
 }
 

@@ -20,10 +20,10 @@ bool train_ckpt_may_download(const train_job *t);
  * checkpoint.dir ends the job before its first step, not at its first save. */
 int train_ckpt_check_dir(train_job *t, ddp_err *err);
 /* After the resume, every rank: a checkpoint.dir that is not shared (a node-local disk), whose
- * newest checkpoint on another rank's host is newer than what rank 0 took up (a failure restart
- * or a new job that placed rank 0 on another host), is refused there, naming the host and the
- * step, before a step or save; otherwise the run would start over from an older step, or from 0.
- * Collective. */
+ * newest checkpoint on another rank's host is newer than what rank 0 took up and was saved with
+ * this config (a failure restart or a new job that placed rank 0 on another host), is refused
+ * there, naming the host and the checkpoint, before a step or save; otherwise the run would start
+ * over from an older step, or from 0. Collective. */
 int train_ckpt_check_hosts(train_job *t, ddp_err *err);
 /* Rank 0's clock: checkpoint.every_minutes has passed since the last save (other ranks: false). */
 bool train_ckpt_clock_due(const train_job *t);

@@ -47,4 +47,11 @@ typedef struct train_ckpt {
     void *observe_ctx;
 } train_ckpt;
 
+/* Rank 0, on a job's first attempt that does not take checkpoint.dir's newest: a fresh start
+ * (checkpoint.resume: never; path NULL) or checkpoint.resume's path at step `from`. Checkpoints
+ * in checkpoint.dir that a restart would resume instead (all of them, or those beyond `from` when
+ * path lies there) are another line of training's, which pruning would also keep before this
+ * run's own. Refused, naming them; nothing is removed. (train_ckpt.c) */
+int train_ckpt_refuse_other_line(const train_job *t, const char *path, int64_t from, ddp_err *err);
+
 #endif

@@ -18,7 +18,6 @@
  * RANK:STEP makes RANK's read of its pieces of step STEP's set fail as out of memory (a whole
  * checkpoint's: ckpt_read_entry).
  * Must not decide the file format (ckpt.c) or when to save (train_ckpt.c). */
-#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -88,40 +87,6 @@ static int check_saved(const train_job *t, const ckpt_header *h, const char *set
     return refuse_other_data(t, h, train_samples, used, err);
 }
 
-/* Whether the checkpoint at path (a file, or a set's directory) lies in directory dir. */
-static bool lies_in(const char *path, const char *dir)
-{
-    char copy[CKPT_PATH_MAX], a[PATH_MAX], b[PATH_MAX];
-    snprintf(copy, sizeof copy, "%s", path); /* dirname may write into its argument */
-    return realpath(dirname(copy), a) && realpath(dir, b) && !strcmp(a, b);
-}
-
-/* Rank 0, on a job's first attempt that does not take checkpoint.dir's newest: a fresh start
- * (checkpoint.resume: never; path NULL) or checkpoint.resume's path at step `from`. Checkpoints
- * in checkpoint.dir that a restart would resume instead (all of them, or those beyond `from` when
- * path lies there) are another line of training's, which pruning would also keep before this
- * run's own. Refused, naming them; nothing is removed. */
-static int refuse_other_line(const train_job *t, const char *path, int64_t from, ddp_err *err)
-{
-    const char *dir = t->ckpt->dir;
-    if (t->ckpt->restart_count > 0)
-        return DDP_OK; /* what a restart finds there is this run's own, an unfinished save's included */
-    int n;
-    char newest[256], start[CKPT_PATH_MAX + 64];
-    ddp_err unlisted = {0}; /* nothing a restart could take either: train_ckpt_check_dir names why */
-    int64_t beyond = path && lies_in(path, dir) ? from : -1;
-    if (ckpt_count_beyond(dir, beyond, &n, newest, sizeof newest, &unlisted) != DDP_OK || n == 0)
-        return DDP_OK;
-    if (!path)
-        snprintf(start, sizeof start, "this fresh start (checkpoint.resume: never)");
-    else
-        snprintf(start, sizeof start, "step %lld of %s", (long long)from, path);
-    return ddp_fail(err, DDP_EUSAGE, "checkpoint.dir %s holds %d checkpoint(s) that a restart would resume instead "
-                    "of %s (the newest %s), and that pruning would keep before this run's own; move them out of %s "
-                    "or set another checkpoint.dir (checkpoint.resume: auto continues from its newest)", dir, n,
-                    start, newest, dir);
-}
-
 /* A header's fields a resume uses, in the order HDR_* gives them. */
 static void header_fields(const ckpt_header *h, int64_t *hdr)
 {
@@ -185,6 +150,19 @@ static int find_own_newest(train_job *t, ckpt_try_fn try_entry, void *ctx, char 
     return rc == CKPT_DAMAGED ? DDP_ERUNTIME : rc;
 }
 
+/* A fresh start's optimizer state is zero, as made; but a walk over sets reads each set's pieces
+ * into the live buffers before the ranks agree on it, and one that ended with none taken (every
+ * set damaged, and what checkpoint.download_cmd left holds none) leaves a passed-over set's. */
+static int clear_optimizer_state(train_job *t, ddp_err *err)
+{
+    const train_ckpt *c = t->ckpt;
+    int rc = DDP_OK;
+    for (int b = 1; rc == DDP_OK && b < c->n_buffers; b++) /* 0: the parameters, drawn or read anew */
+        rc = t->dev->ops->fill(t->dev, TENSOR_F32, c->buffers[b].dev,
+                               c->buffers[b].sharded ? t->opt->n_state : t->m->n_params, 0.0f, err);
+    return rc;
+}
+
 /* Rank 0: *host (params | state buffers, allocated once a checkpoint is found and verified; the
  * caller frees it) and hdr from a verified checkpoint: the single file a walk over sets ended at
  * (walked, read and verified by file_ends_walk, its path in used; taken over), else the newest
@@ -216,7 +194,7 @@ static int load_on_rank0(train_job *t, ckpt_loaded *walked, float **host, int64_
     if (rc == DDP_OK)
         rc = check_saved(t, &ck.hdr, text ? saved->data : NULL, text ? saved->nbytes : 0, train_samples, used, err);
     if (rc == DDP_OK && from_path)
-        rc = refuse_other_line(t, used, ck.hdr.step, err);
+        rc = train_ckpt_refuse_other_line(t, used, ck.hdr.step, err);
     size_t total = t->m->n_params * (size_t)c->n_buffers;
     if (rc == DDP_OK && !(*host = malloc(total * sizeof(float))))
         rc = ddp_fail_local(err, "out of memory for the %zu floats of %s", total, used);
@@ -407,7 +385,7 @@ static int32_t lead_walk(train_job *t, int64_t *hdr, char *used, ckpt_loaded *fi
         snprintf(used, CKPT_PATH_MAX, "%s", cfg->checkpoint.resume_path);
         outcome = try_set(&w, used, true, err);
         if (outcome == DDP_OK)
-            outcome = refuse_other_line(t, used, hdr[HDR_STEP], err);
+            outcome = train_ckpt_refuse_other_line(t, used, hdr[HDR_STEP], err);
     }
     if (w.refused)
         outcome = w.refused, *err = w.refusal;
@@ -494,7 +472,9 @@ static int resume_whole(train_job *t, ckpt_loaded *walked, char *used, int64_t *
     } else if (rc == DDP_OK && status == CKPT_NONE) {
         if (t->cfg->checkpoint.resume == RESUME_AUTO)
             log_info("checkpoint: none in %s, starting fresh", c->dir);
-        rc = train_init_from(t, err);
+        rc = clear_optimizer_state(t, err);
+        if (rc == DDP_OK)
+            rc = train_init_from(t, err);
     } else if (rc == DDP_OK) {
         rc = status;
         if (t->ctl->rank != 0)
@@ -513,10 +493,13 @@ static int check_wsd_decay(const train_job *t, const char *plan, ddp_err *err)
     double decay = (double)after * c->optimizer.schedule.decay_fraction;
     if (c->optimizer.schedule.kind != SCHED_WSD || after < 1 || decay > 1.0 || t->step >= t->total_steps)
         return DDP_OK;
-    return ddp_fail(err, DDP_EUSAGE, "%s: optimizer.schedule.decay_fraction %g of the %lld steps after warm-up "
-                    "(%s) is %g step%s, and the decay's first step runs at the peak: no step would decay; "
-                    "raise it above %g or run more steps", c->source, c->optimizer.schedule.decay_fraction,
-                    (long long)after, plan, decay, decay == 1.0 ? "" : "s", 1.0 / (double)after);
+    char fix[64] = "run 2 or more steps after warm-up";
+    if (after > 1)
+        snprintf(fix, sizeof fix, "raise it above %g or run more steps", 1.0 / (double)after);
+    return ddp_fail(err, DDP_EUSAGE, "%s: optimizer.schedule.decay_fraction %g of the %lld step%s after warm-up "
+                    "(%s) is %g step%s, and the decay's first step runs at the peak: no step would decay; %s",
+                    c->source, c->optimizer.schedule.decay_fraction, (long long)after, after == 1 ? "" : "s", plan,
+                    decay, decay == 1.0 ? "" : "s", fix);
 }
 
 /* The warm-up and a wsd decay against the run's horizon as the resume re-planned it (another world
@@ -546,7 +529,7 @@ static int resume_or_start(train_job *t, int64_t *consumed, ddp_err *err)
 {
     *consumed = 0;
     if (t->cfg->checkpoint.resume == RESUME_NEVER && t->ckpt->restart_count == 0) {
-        int32_t mine = t->ctl->rank == 0 ? refuse_other_line(t, NULL, -1, err) : DDP_OK;
+        int32_t mine = t->ctl->rank == 0 ? train_ckpt_refuse_other_line(t, NULL, -1, err) : DDP_OK;
         int rc = train_agree(t, mine, "start fresh in checkpoint.dir", err);
         return rc == DDP_OK ? train_init_from(t, err) : rc;
     }

@@ -57,7 +57,8 @@ static int check_one(const json_doc *j, const hf_fixed_key *k, ddp_err *err)
     if (!v || json_kind_of(v) != k->kind)
         return v ? hf_key_fail(j, v, k->key, k->why, err) : DDP_OK;
     for (int i = 0; i < 3 && k->accepted[i]; i++)
-        if (!strcmp(json_text(v), k->accepted[i]))
+        if (k->kind == JSON_NUMBER ? strtod(json_text(v), NULL) == strtod(k->accepted[i], NULL)
+                                   : !strcmp(json_text(v), k->accepted[i]))
             return DDP_OK;
     return hf_key_fail(j, v, k->key, k->why, err);
 }

@@ -40,7 +40,8 @@ int hf_key_fail(const json_doc *j, const json_node *v, const char *key, const ch
 int hf_key_size(const json_doc *j, const char *key, int64_t max, int64_t *out, const char *needs, ddp_err *err);
 
 /* A key the model has one value of: absent, or one of `accepted` (literal texts, strings without
- * quotes) of JSON kind `kind`; otherwise refused with `why`. */
+ * quotes; a number's compared by value, so 1.0 and 1e0 are 1) of JSON kind `kind`; otherwise
+ * refused with `why`. */
 typedef struct hf_fixed_key {
     const char *key;
     const char *const accepted[3];

@@ -9,7 +9,8 @@
 # start from an older checkpoint, or fresh, into a checkpoint.dir with later ones refused; a stop
 # at the last step evaluated on the resume; a warm-up checked against the resumed run's horizon;
 # a wsd decay of one step refused; temporaries of a killed write removed at the resume; a
-# checkpoint.dir not shared, with rank 0 on a host without the newest checkpoint, refused.
+# checkpoint.dir not shared, with rank 0 on a host without the newest checkpoint, refused (one of
+# other settings there left alone).
 source "$(dirname "$0")/../../lib.sh"
 COMMON=(optimizer.kind=adamw optimizer.nesterov=false optimizer.lr=2e-3 train.max_steps=40 checkpoint.every_steps=15)
 
@@ -161,16 +162,23 @@ if unshare -m true 2>/dev/null; then
     LOCAL=(train.max_steps=12 checkpoint.every_steps=6)
     worker 2 "$TMP/local" "${LOCAL[@]}" train.max_steps=6 >/dev/null 2>&1
     mkdir -p "$TMP/empty" && cp "$TMP/local/checkpoints/ckpt-00000006.ddp" "$TMP/ck6"
-    elsewhere() { # RANK: the resume with rank RANK elsewhere
-        mpirun -np 2 --oversubscribe --bind-to none bash "$TMP/elsewhere.sh" "$1" "$TMP/empty" "$TMP/local/checkpoints" \
-            "$DDPRUN_WORKER" "$SMALL" run.dir="$TMP/local" "${LOCAL[@]}" checkpoint.resume=auto
+    elsewhere() { # RANK [OVERRIDES...]: the resume with rank RANK elsewhere
+        local rank=$1; shift
+        mpirun -np 2 --oversubscribe --bind-to none bash "$TMP/elsewhere.sh" "$rank" "$TMP/empty" \
+            "$TMP/local/checkpoints" "$DDPRUN_WORKER" "$SMALL" run.dir="$TMP/local" "${LOCAL[@]}" \
+            checkpoint.resume=auto "$@"
     }
     elsewhere 0 >"$TMP/local0.log" 2>&1
-    check "rank 0 on a host without the checkpoints: refused (exit $?)" bash -c "[ $? -eq 2 ] && grep -q \
-        'checkpoint.dir .* on this host ($(hostname), rank 1) holds the checkpoint of step 6, newer than step 0' \
+    check "rank 0 on a host without the checkpoints: refused (exit $?)" bash -c "[ $? -eq 2 ] && grep -qE \
+        'checkpoint.dir .* on this host \(($(hostname)|$(hostname -s)), rank 1\) holds ckpt-00000006.ddp of this config, newer than step 0' \
         '$TMP/local0.log'"
-    check "... before any step or save: step 6's checkpoint is the newest, as it was" bash -c \
-        "[ '$(basename "$(last_ckpt "$TMP/local")")' = ckpt-00000006.ddp ] && cmp -s '$TMP/ck6' '$TMP/local/checkpoints/ckpt-00000006.ddp'"
+    check "... before any step or save: nothing written on either host, step 6's checkpoint as it was" bash -c \
+        "[ -z \"\$(ls -A '$TMP/empty')\" ] && [ '$(basename "$(last_ckpt "$TMP/local")")' = ckpt-00000006.ddp ] &&
+         cmp -s '$TMP/ck6' '$TMP/local/checkpoints/ckpt-00000006.ddp'"
+    # a checkpoint of other settings on that host is no run's own: left alone
+    elsewhere 0 optimizer.lr=0.04 >"$TMP/local-other.log" 2>&1
+    check "... while one of other settings there is left alone: a fresh start completes (exit $?)" [ $? -eq 0 ]
+    rm -rf "${TMP:?}/empty/"*
     elsewhere 1 >"$TMP/local1.log" 2>&1
     check "rank 1 on a host without them: rank 0 resumes step 6 and completes (exit $?)" bash -c \
         "[ $? -eq 0 ] && grep -q 'resumed from .*ckpt-00000006.ddp' '$TMP/local1.log'"

@@ -16,7 +16,8 @@
 #    complete set resumed, never the damaged one (test_ckpt_set: truncated and missing shards); the
 #    step saved again writes the alternate shard names while the passed-over manifest stands; a
 #    damaged set newer than a single file is tried and named once, the file resumed as the walk
-#    read it;
+#    read it; every set damaged and a download leaving none: a fresh start with nothing of the
+#    sets read in its optimizer state, bit-identical to the uninterrupted run;
 #  - ZeRO-3 (parameters sharded too) at np=3: its set equals its single file, and np=2 ZeRO-2
 #    resumes it to the single-file chain's step 20 bit for bit; so does np=2 ZeRO-3, each rank
 #    reading only its own pieces of the set, also of a set checkpoint.download_cmd brings and of
@@ -197,6 +198,15 @@ check "a damaged set, then a single file: the file resumed" \
     grep -q "resumed from $(file walkfile 14): step 14" "$TMP/walkfile.log"
 check "... the damaged set tried and named once (no second walk)" \
     [ "$(grep -c 'ckpt-00000020/shard-00001-of-00002.ddp: CRC mismatch' "$TMP/walkfile.log")" -eq 1 ]
+# every set damaged, and a checkpoint.download_cmd that leaves none (a sync deleting what the store
+# lacks): a fresh start, with nothing of the set whose pieces rank 0 read before the ranks' verdict
+# left in its optimizer state: it ends as the uninterrupted run
+damage fresh
+rm -r "$(set_of fresh 16)"
+run fresh 2 "${E[@]}" checkpoint.keep_last=2 checkpoint.resume=auto checkpoint.download_cmd="rm -r {dir}/ckpt-00000020"
+check "every set damaged, the download leaves none: a fresh start (exit $?)" \
+    bash -c "[ $? -eq 0 ] && grep -q 'starting fresh' '$TMP/fresh.log'"
+check "... bit-identical to the uninterrupted run" same "$(set_of whole 20)" "$(set_of fresh 20)"
 E3=(ddp.zero=3 checkpoint.every_steps=4 "${S[@]}")
 run z3whole 2 "${E3[@]}"
 damage z3flip z3whole
