@@ -14,7 +14,8 @@
  * never written from NaN or infinite values, so the last finite one is never pruned for it. It
  * owns the writer, the saved buffers' staging and the save clock (struct train_ckpt,
  * train_ckpt_state.h), and the checks that checkpoint.dir holds one line of training
- * (train_ckpt_refuse_other_line, train_ckpt_check_hosts). Must not decide the file format (ckpt.c) or the loop order (train.c).
+ * (train_ckpt_refuse_other_line, train_ckpt_check_hosts). Must not decide the file format
+ * (ckpt.c) or the loop order (train.c).
  * Test-only: DDP_TEST_FAULT=slow-snapshot:0:STEP:SECONDS makes rank 0's copy of step STEP's state
  * from the device take SECONDS longer, as a large model's would. */
 #include <libgen.h>
