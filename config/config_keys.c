@@ -164,7 +164,8 @@ static const cfg_key keys_after_models[] = {
         "decay step above it (llm.c's and nanoGPT's convention)."),
     NUM("optimizer.schedule.decay_fraction", optimizer.schedule.decay_fraction, NR_FRACTION, "0.2", HASH_WSD,
         "`wsd`: the part of the steps after warm-up that decays to `min_lr` (the rest keeps the peak); a run "
-        "where it is one step or less (no step would decay) is refused at its start."),
+        "whose decay spans more than 0 but at most 1 step (no step would decay) is refused at its start or "
+        "resume."),
     SECTION("ddp"),
     ENUM("ddp.backend", ddp.backend, backend_names, "auto", HASH_NO,
          "Gradient all-reduce backend; `auto` = NCCL on CUDA, MPI on CPU."),
@@ -243,7 +244,9 @@ static const cfg_key keys_after_models[] = {
              "Where checkpoints are written and looked for (none: `run.dir/checkpoints`); may be a network mount "
              "that outlives the instance. Rank 0 alone reads and writes it, but with `checkpoint.sharded: true` "
              "every rank writes its shard there (and reads from it on a resume), so every rank must see the same "
-             "directory. It is created, and a file made and "
+             "directory. At every start each rank lists it on its own host: one whose newest checkpoint is of this "
+             "config and newer than what rank 0's host lists and takes up (a node-local disk, and rank 0 on another "
+             "host) ends the job there (exit 2). It is created, and a file made and "
              "removed in it, before the first step: a directory that cannot be created or written ends the job "
              "there (exit 1), not at the first save."),
     COMMAND("checkpoint.upload_cmd", checkpoint.upload_cmd, upload_placeholders,
@@ -261,7 +264,8 @@ static const cfg_key keys_after_models[] = {
             "a directory name is never run). Any other `{...}`, `${VAR}` included, is an error: write `$VAR`."),
     COMMAND("checkpoint.download_cmd", checkpoint.download_cmd, download_placeholders,
             "Run by rank 0 when a resume (`checkpoint.resume: auto`, or a restart) finds no valid checkpoint in "
-            "`checkpoint.dir` (none, or only what an interrupted download cut short), to fetch checkpoints into "
+            "`checkpoint.dir` (none, or only what an interrupted download cut short), or an earlier download did "
+            "not finish (its `.download-unfinished` marker is there), to fetch checkpoints into "
             "`{dir}` (e.g. `aws s3 sync s3://bucket/run/ {dir}`; `DDPRUN_DIR` in the environment, quoted as for "
             "upload_cmd); the newest valid one is then resumed, or the run starts fresh if it brought none (where "
             "there was none before). A failure stops the job before training (starting "

@@ -185,8 +185,10 @@ static int end_collective(comm *c, int slot, const ncclcomm_fingerprint *fp, int
     if (e != cudaSuccess) { /* the event holds an earlier record: no watch may take it for this one's */
         atomic_store(&s->state, SLOT_FREE);
         im->failed = true;
-        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: recording the completion of collective #%llu: %s", __FILE__,
-                        __LINE__, (unsigned long long)fp->seq, cudaGetErrorString(e));
+        char what[160];
+        ncclcomm_fingerprint_describe(fp, what, sizeof what);
+        return ddp_fail(err, DDP_ERUNTIME, "%s:%d: recording the completion of collective #%llu (%s): %s", __FILE__,
+                        __LINE__, (unsigned long long)fp->seq, what, cudaGetErrorString(e));
     }
     atomic_store(&s->state, SLOT_LAUNCHED);
     if (!req) {

@@ -400,6 +400,8 @@ int train_ckpt_maybe_save(train_job *t, bool due, ddp_err *err)
         return rc;
     c->last_saved_step = t->step;
     c->last_save_time = monotonic_s();
+    if (t->ctl->rank == 0)
+        ckpt_download_forget(c->dir);
     activity_set("saving the checkpoint of step %lld", (long long)t->step);
     if (cfg->checkpoint.sharded)
         return save_sharded(t, c, err);

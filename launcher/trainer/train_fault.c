@@ -55,7 +55,7 @@ int train_fault_open(train_job *t, ddp_err *err)
         return DDP_OK;
     char path[CFG_PATH_MAX];
     snprintf(path, sizeof path, "%s/trace-w%d-r%d.txt", dir, t->ctl->size, t->ctl->rank);
-    t->fault->trace = fopen(path, "a");
+    t->fault->trace = fopen(path, "ae");
     return t->fault->trace ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "cannot open %s", path);
 }
 

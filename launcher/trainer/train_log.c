@@ -126,7 +126,7 @@ int train_log_open(train_job *t, ddp_err *err)
     if (rc != DDP_OK)
         return rc;
     snprintf(g->metrics_path, sizeof g->metrics_path, "%s/metrics.jsonl", dir);
-    g->metrics = fopen(g->metrics_path, "a");
+    g->metrics = fopen(g->metrics_path, "ae"); /* close-on-exec: no checkpoint command inherits it */
     if (!g->metrics)
         return ddp_fail(err, DDP_ERUNTIME, "cannot open %s: %s", g->metrics_path, strerror(errno));
     struct stat st;

@@ -127,14 +127,16 @@ bool train_ckpt_may_download(const train_job *t)
 }
 
 /* Rank 0: the newest checkpoint of checkpoint.dir that try_entry takes (ckpt_find_latest_with),
- * and when there is none, or none valid (what an interrupted download left: a file cut short, a
- * set without all its shards), of what checkpoint.download_cmd brings into it. The command runs
+ * and when there is none, none valid (what an interrupted download left: a file cut short, a set
+ * without all its shards) or an earlier download's marker says it did not finish (the older
+ * checkpoints whole, the newest missing), of what checkpoint.download_cmd brings into it. The command runs
  * at most once a resume, whichever reader asks first: the walk over a set's pieces, or
  * resume_whole's read when that walk ended at a single file. */
 static int find_own_newest(train_job *t, ckpt_try_fn try_entry, void *ctx, char *used, ddp_err *err)
 {
     train_ckpt *c = t->ckpt;
-    int rc = ckpt_find_latest_with(c->dir, try_entry, ctx, used, err);
+    bool unfinished = train_ckpt_may_download(t) && !c->downloaded && ckpt_download_unfinished(c->dir);
+    int rc = unfinished ? CKPT_NONE : ckpt_find_latest_with(c->dir, try_entry, ctx, used, err);
     bool damaged = rc == CKPT_DAMAGED;
     if ((rc != CKPT_NONE && !damaged) || !train_ckpt_may_download(t) || c->downloaded)
         return damaged ? DDP_ERUNTIME : rc;
@@ -472,7 +474,7 @@ static int resume_whole(train_job *t, ckpt_loaded *walked, char *used, int64_t *
     } else if (rc == DDP_OK && status == CKPT_NONE) {
         if (t->cfg->checkpoint.resume == RESUME_AUTO)
             log_info("checkpoint: none in %s, starting fresh", c->dir);
-        rc = clear_optimizer_state(t, err);
+        rc = train_agree(t, clear_optimizer_state(t, err), "clear the optimizer state", err);
         if (rc == DDP_OK)
             rc = train_init_from(t, err);
     } else if (rc == DDP_OK) {

@@ -204,11 +204,12 @@ static void last_line(const output *o, char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)(end - start), o->keep + start);
 }
 
-/* Reads what is there now; false at end of file or on error. */
-static bool read_available(int fd, output *o)
+/* Reads what is there now, up to `chunks` reads of 4 KiB (a command writing faster than this reads
+ * must not keep the caller from its clock); false at end of file or on error. */
+static bool read_available(int fd, output *o, int chunks)
 {
     char buf[4096];
-    for (;;) {
+    for (int i = 0; i < chunks; i++) {
         ssize_t r = read(fd, buf, sizeof buf);
         if (r > 0) {
             take_output(o, buf, (size_t)r);
@@ -216,6 +217,7 @@ static bool read_available(int fd, output *o)
         }
         return r < 0 && (errno == EAGAIN || errno == EINTR);
     }
+    return true;
 }
 
 /* environ without any DDPRUN_<NAME> of names, then DDPRUN_<NAME>=value for each; NULL when out
@@ -400,12 +402,13 @@ static ending wait_shell(pid_t pid, int pipe_fd, double t0, double timeout_s, co
     bool open_pipe = true, shell_done = false, killed = false;
     ending why = ENDING_NONE;
     double ending_since = 0, now = t0;
-    /* after the SIGKILL, a moment for it to land; a process stuck in the kernel is not waited for */
-    while (!shell_done ||
-           (why != ENDING_NONE && group_alive(pid) && !(killed && now - ending_since > COMMAND_KILL_GRACE_S + 1))) {
+    /* after the SIGKILL, a moment for it to land; a process stuck in the kernel is not waited for,
+     * the shell included (an exec'd `cp` in uninterruptible sleep on a hung mount: left unreaped) */
+    while ((!shell_done || (why != ENDING_NONE && group_alive(pid))) &&
+           !(killed && now - ending_since > COMMAND_KILL_GRACE_S + 1)) {
         struct pollfd p = {.fd = pipe_fd, .events = POLLIN};
         if (open_pipe && poll(&p, 1, POLL_MS) > 0)
-            open_pipe = read_available(pipe_fd, o);
+            open_pipe = read_available(pipe_fd, o, 16);
         else if (!open_pipe)
             nanosleep(&(struct timespec){0, POLL_MS * 1000000L}, NULL);
         if (!shell_done && waitpid(pid, status, WNOHANG) == pid)
@@ -420,8 +423,9 @@ static ending wait_shell(pid_t pid, int pipe_fd, double t0, double timeout_s, co
             killed = true;
         }
     }
-    if (open_pipe)
-        read_available(pipe_fd, o); /* what it wrote last; a background child may hold the pipe on */
+    if (open_pipe) /* what it wrote last, up to 16 MiB (a pipe holds 1 MiB on 64 KiB pages); a background
+                    * child may hold the pipe on */
+        read_available(pipe_fd, o, 4096);
     return why;
 }
 

@@ -224,6 +224,35 @@ void ckpt_uploader_destroy(ckpt_uploader *u)
     free(u);
 }
 
+void ckpt_download_forget(const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, CKPT_DOWNLOAD_MARKER);
+    unlink(path);
+}
+
+bool ckpt_download_unfinished(const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, CKPT_DOWNLOAD_MARKER);
+    return access(path, F_OK) == 0;
+}
+
+/* The marker made durable before the command runs (its files may reach the disk first), or
+ * removed durably after it finished. */
+static int set_marker(const char *dir, bool on, ddp_err *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, CKPT_DOWNLOAD_MARKER);
+    int fd = on ? open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
+    if (on ? fd < 0 : unlink(path) != 0 && errno != ENOENT)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint.dir: cannot %s %s: %s", on ? "create" : "remove", path,
+                        strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return dir_fsync(dir, err);
+}
+
 int ckpt_download(const char *cmd, const char *dir, double timeout_s, const char *log_path, ddp_err *err)
 {
     char abs[PATH_MAX];
@@ -233,11 +262,24 @@ int ckpt_download(const char *cmd, const char *dir, double timeout_s, const char
     if (!realpath(dir, abs))
         snprintf(abs, sizeof abs, "%s", dir);
     const char *values[] = {abs};
-    log_info("checkpoint: none in %s; fetching with checkpoint.download_cmd", dir);
+    if (ckpt_download_unfinished(dir))
+        log_info("checkpoint: an earlier checkpoint.download_cmd into %s did not finish (%s); fetching again", dir,
+                 CKPT_DOWNLOAD_MARKER);
+    else
+        log_info("checkpoint: none in %s; fetching with checkpoint.download_cmd", dir);
+    if ((rc = set_marker(dir, true, err)) != DDP_OK)
+        return rc;
     command_result res;
     rc = run_logged("download", cmd, ckpt_download_placeholders, values, 1, timeout_s, NULL, log_path, &res, err);
-    if (rc != DDP_OK)
+    if (rc != DDP_OK) {
+        int held = 0;
+        char newest[CKPT_NAME_MAX];
+        ddp_err unlisted = {0};
+        if (ckpt_count_beyond(dir, -1, &held, newest, sizeof newest, &unlisted) == DDP_OK && held > 0)
+            log_warn("checkpoint: %s/%s stays: what the folder holds (the newest %s) is not resumed until a "
+                     "download finishes (remove the file to resume from it)", dir, CKPT_DOWNLOAD_MARKER, newest);
         return ddp_prefix(err, "checkpoint.download_cmd");
+    }
     log_info("checkpoint: checkpoint.download_cmd finished in %.1f s", res.seconds);
-    return DDP_OK;
+    return set_marker(dir, false, err);
 }

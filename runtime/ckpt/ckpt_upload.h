@@ -42,8 +42,16 @@ void ckpt_uploader_destroy(ckpt_uploader *u);
 
 /* Runs cmd (placeholders: ckpt_download_placeholders, {dir} = dir, created first) to fetch
  * checkpoints into dir, output appended to log_path. DDP_ERUNTIME naming the command and how it
- * ended when it fails. */
+ * ended when it fails. While it runs, and after it failed or was cut short (a timeout, the machine
+ * taken), dir holds CKPT_DOWNLOAD_MARKER: what is in dir may be part of what it brings, the older
+ * checkpoints whole and the newest missing. */
 int ckpt_download(const char *cmd, const char *dir, double timeout_s, const char *log_path, ddp_err *err);
+/* Whether dir holds the marker of a download that did not finish. */
+bool ckpt_download_unfinished(const char *dir);
+/* Removes the marker: a run that saves into dir (having resumed or started without downloading)
+ * leads it now, and an old download's marker must not hold its restarts back. */
+void ckpt_download_forget(const char *dir);
+#define CKPT_DOWNLOAD_MARKER ".download-unfinished"
 
 #ifdef __cplusplus
 }

@@ -248,7 +248,7 @@ int event_file_open(const char *dir, const char *host, event_file **out, ddp_err
                                   second gets a name of its own */
     snprintf(f->path, sizeof f->path, "%s/events.out.tfevents.%lld.%s.%ld.%u", dir, (long long)now.tv_sec, host,
              (long)getpid(), atomic_fetch_add(&opened, 1));
-    f->f = fopen(f->path, "wx"); /* a new file, never appended to another's */
+    f->f = fopen(f->path, "wxe"); /* a new file, never appended to another's; not a command's to inherit */
     if (!f->f) {
         rc = ddp_fail(err, DDP_ERUNTIME, "cannot create %s: %s", f->path, strerror(errno));
         free(f);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Checkpoints off the instance's disk: checkpoint.dir elsewhere, checkpoint.upload_cmd after each
 # save (in the background, never blocking training; a failing, a slow and a hanging command, and one
-# whose rank is killed by SIGKILL), and
+# whose rank is killed by SIGKILL; none inherits the rank's open files), and
 # checkpoint.download_cmd fetching the newest checkpoint when a fresh machine resumes, or when
-# what an interrupted download left is no valid checkpoint (under
+# what an interrupted download left is no valid checkpoint, or its marker says it did not finish (under
 # run.dir's lock: a second job into the same new run.dir is refused before downloading; its time
 # is not training time for checkpoint.every_minutes); placeholder
 # values with shell syntax in them, inside double, single or no quotes. Local commands stand in for
@@ -27,6 +27,11 @@ skipped=$(grep -c 'upload of ckpt-.* skipped' "$TMP/up.log")
 check "every save (10, 20, 30, 40) was uploaded ($uploaded) or reported skipped ($skipped)" \
     [ $((uploaded + skipped)) -eq 4 ]
 check "the last save was uploaded, bit for bit" cmp "$remote/ckpt-00000040.ddp" "$TMP/disk two/ckpts/ckpt-00000040.ddp"
+# the command inherits none of the files the rank keeps open (metrics.jsonl, the event file)
+np2 run.dir="$TMP/fds" "${RUN[@]}" train.max_steps=10 run.tensorboard=true \
+    checkpoint.upload_cmd="ls -l /proc/self/fd/ >$TMP/fds.txt" >"$TMP/fds.log" 2>&1
+check "an upload's open files: none of the rank's (exit $?)" bash -c \
+    "[ $? -eq 0 ] && grep -q ' 2 -> ' '$TMP/fds.txt' && ! grep -qE 'metrics.jsonl|tfevents' '$TMP/fds.txt'"
 check "each upload is reported" [ "$(grep -c 'uploaded in' "$TMP/up.log")" -eq "$uploaded" ]
 check "command output goes to run.dir/checkpoint-commands.log" \
     grep -q "uploaded ckpt-00000040.ddp step 40" "$TMP/up/checkpoint-commands.log"
@@ -116,6 +121,30 @@ np2 run.dir="$TMP/cut" "${RUN[@]}" checkpoint.download_cmd="cp $remote/ckpt-0000
 check "a download cut short: downloaded again, resumed, completes (exit $?)" \
     bash -c "[ $? -eq 0 ] && grep -q 'resumed from .*ckpt-00000040.ddp' '$TMP/cut.log'"
 check "... saying why it downloaded" grep -q "none valid.*running checkpoint.download_cmd" "$TMP/cut.log"
+# a download past its time limit after an older checkpoint came, the newest not yet (as `aws s3
+# sync` leaves it): its marker stays, so the next attempt fetches again instead of resuming the older
+DDP_TEST_FAULT=stop:0:20 np2 run.dir="$TMP/older" "${RUN[@]}" >/dev/null 2>&1
+mkdir -p "$TMP/partial/checkpoints"
+np2 run.dir="$TMP/partial" "${RUN[@]}" checkpoint.command_timeout_s=1 \
+    checkpoint.download_cmd="cp $TMP/older/checkpoints/ckpt-00000020.ddp {dir}/ && sleep 30 && cp $remote/ckpt-00000040.ddp {dir}/" \
+    >"$TMP/partial.a.log" 2>&1
+check "a download past its time limit: the job fails (exit $?), the older checkpoint and the marker left" \
+    bash -c "[ $? -ne 0 ] && [ -f '$TMP/partial/checkpoints/ckpt-00000020.ddp' ] &&
+             [ -e '$TMP/partial/checkpoints/.download-unfinished' ]"
+check "... with a warning that what the folder holds waits for a download" \
+    grep -q "download-unfinished stays: what the folder holds (the newest ckpt-00000020.ddp)" "$TMP/partial.a.log"
+np2 run.dir="$TMP/partial" "${RUN[@]}" checkpoint.download_cmd="cp $remote/ckpt-00000040.ddp {dir}/" \
+    >"$TMP/partial.b.log" 2>&1
+check "... the next attempt fetches again and resumes the newest (exit $?)" \
+    bash -c "[ $? -eq 0 ] && grep -q 'did not finish (.download-unfinished); fetching again' '$TMP/partial.b.log' &&
+             grep -q 'resumed from .*ckpt-00000040.ddp' '$TMP/partial.b.log'"
+check "... and the marker is gone" [ ! -e "$TMP/partial/checkpoints/.download-unfinished" ]
+# a marker a later run finds without downloading (no download_cmd now) goes with its first save
+touch "$TMP/partial/checkpoints/.download-unfinished"
+np2 run.dir="$TMP/partial" "${RUN[@]}" train.max_steps=50 >"$TMP/partial.c.log" 2>&1
+check "a run that saves without downloading removes an old download's marker (exit $?)" \
+    bash -c "[ $? -eq 0 ] && grep -q 'resumed from .*ckpt-00000040.ddp' '$TMP/partial.c.log' &&
+             [ ! -e '$TMP/partial/checkpoints/.download-unfinished' ]"
 # a failed download stops the job before training: starting from step 0 would silently lose the run
 printf '#!/bin/sh\necho "bucket not found" >&2\nexit 4\n' >"$TMP/no-bucket"
 chmod +x "$TMP/no-bucket"

@@ -1,7 +1,8 @@
 /* test_command.c — runtime/base/command.c: placeholders reach the command as environment
  * variables (a value with spaces, quotes, $(...) and backquotes stays one word and is never run,
  * inside double, single or no quotes, and inside $(...) and `...`), unknown placeholders refused, and
- * how a command ended: status, signal, time limit (the whole process group ended), its output in
+ * how a command ended: status, signal, time limit (the whole process group ended; a command
+ * writing without pause too), its output in
  * the log and its last line kept, and a stop request that ends the whole group, SIGTERM then
  * SIGKILL, leaving nothing alive; so does the death of the process that ran it, by SIGKILL. */
 #include <fcntl.h>
@@ -119,6 +120,10 @@ static void test_outcomes(void)
     CHECK_STR_CONTAINS(buf, "no creds\n");
     close(fd);
     unlink(log_path);
+    /* a command writing without pause still ends at its time limit */
+    CHECK_EQ_INT(command_run("yes & yes & yes & yes", NULL, NULL, 0, 0.5, -1, &res, &err), DDP_ERUNTIME);
+    CHECK_STR_CONTAINS(err.msg, "did not finish within 0.5 s");
+    CHECK(res.seconds < 5, "a flood of output ended promptly: %.1f s", res.seconds);
     /* a long output keeps only its last line */
     CHECK_EQ_INT(command_run("seq 1 100000; echo the end", NULL, NULL, 0, 10, -1, &res, &err), DDP_OK);
     CHECK(strcmp(res.tail, "the end") == 0, "tail '%s'", res.tail);
