@@ -159,11 +159,11 @@ int train_ckpt_refuse_other_line(const train_job *t, const char *path, int64_t f
     const char *dir = t->ckpt->dir;
     if (t->ckpt->restart_count > 0)
         return DDP_OK; /* what a restart finds there is this run's own, an unfinished save's included */
-    int n;
-    char newest[256], start[CKPT_PATH_MAX + 64];
+    ckpt_beyond held;
+    char start[CKPT_PATH_MAX + 64];
     ddp_err unlisted = {0}; /* nothing a restart could take either: train_ckpt_check_dir names why */
     int64_t beyond = path && lies_in(path, dir) ? from : -1;
-    if (ckpt_count_beyond(dir, beyond, &n, newest, sizeof newest, &unlisted) != DDP_OK || n == 0)
+    if (ckpt_count_beyond(dir, beyond, &held, &unlisted) != DDP_OK || held.count == 0)
         return DDP_OK;
     if (!path)
         snprintf(start, sizeof start, "this fresh start (checkpoint.resume: never)");
@@ -171,19 +171,18 @@ int train_ckpt_refuse_other_line(const train_job *t, const char *path, int64_t f
         snprintf(start, sizeof start, "step %lld of %s", (long long)from, path);
     return ddp_fail(err, DDP_EUSAGE, "checkpoint.dir %s holds %d checkpoint(s) that a restart would resume instead "
                     "of %s (the newest %s), and that pruning would keep before this run's own; move them out of %s "
-                    "or set another checkpoint.dir (checkpoint.resume: auto continues from its newest)", dir, n,
-                    start, newest, dir);
+                    "or set another checkpoint.dir (checkpoint.resume: auto continues from its newest)", dir,
+                    held.count, start, held.newest, dir);
 }
 
-/* The step of the newest checkpoint dir lists (files and committed sets), -1 for none; its name
- * into newest. */
-static int64_t newest_listed(const char *dir, char newest[CKPT_NAME_MAX])
+/* The newest checkpoint dir lists on this host (files and committed sets); none when this host
+ * cannot list it, which holds nothing a resume here could take. */
+static ckpt_beyond newest_listed(const char *dir)
 {
-    int n = 0;
-    ddp_err unlisted = {0}; /* a folder this host cannot list holds nothing a resume here could take */
-    if (ckpt_count_beyond(dir, -1, &n, newest, CKPT_NAME_MAX, &unlisted) != DDP_OK || n == 0)
-        return -1;
-    return strtoll(newest + strlen("ckpt-"), NULL, 10);
+    ckpt_beyond held;
+    ddp_err unlisted = {0};
+    (void)ckpt_count_beyond(dir, -1, &held, &unlisted); /* says none when it fails */
+    return held;
 }
 
 /* Whether checkpoint name in dir was saved with this run's settings (its header's config hash):
@@ -210,20 +209,19 @@ static bool saved_by_this_config(const train_job *t, const char *dir, const char
 int train_ckpt_check_hosts(train_job *t, ddp_err *err)
 {
     const char *dir = t->ckpt->dir;
-    char newest[CKPT_NAME_MAX];
-    int64_t from = t->ctl->rank == 0 ? newest_listed(dir, newest) : 0;
+    int64_t from = t->ctl->rank == 0 ? newest_listed(dir).newest_step : 0;
     from = from > t->step ? from : t->step;
     int rc = t->ctl->ops->broadcast(t->ctl, &from, 1, DT_INT64, 0, NULL, err);
     if (rc != DDP_OK)
         return rc;
-    int64_t here = t->ctl->rank == 0 ? -1 : newest_listed(dir, newest);
+    ckpt_beyond here = t->ctl->rank == 0 ? (ckpt_beyond){.newest_step = -1} : newest_listed(dir);
     int32_t mine = DDP_OK;
     bool own_line = t->cfg->checkpoint.resume == RESUME_AUTO || t->ckpt->restart_count > 0;
-    if (here > from && saved_by_this_config(t, dir, newest))
+    if (here.newest_step > from && saved_by_this_config(t, dir, here.newest))
         mine = ddp_fail(err, DDP_EUSAGE, "checkpoint.dir %s on this host (%s, rank %d) holds %s of this config, "
                         "newer than step %lld, where rank 0 takes up the run: the folder is not shared between the "
                         "hosts (or this host sees more of it than rank 0's does). %s", dir, t->ctl->host,
-                        t->ctl->rank, newest, (long long)from,
+                        t->ctl->rank, here.newest, (long long)from,
                         own_line ? "Start the job with this host first, copy the checkpoint into checkpoint.dir on "
                                    "rank 0's host, or set a checkpoint.dir every host shares"
                                  : "A restart with rank 0 on this host would resume it instead of this run's own "
@@ -400,8 +398,8 @@ int train_ckpt_maybe_save(train_job *t, bool due, ddp_err *err)
         return rc;
     c->last_saved_step = t->step;
     c->last_save_time = monotonic_s();
-    if (t->ctl->rank == 0)
-        ckpt_download_forget(c->dir);
+    if (t->ctl->rank == 0 && !c->marker_forgotten)
+        ckpt_download_forget(c->dir), c->marker_forgotten = true;
     activity_set("saving the checkpoint of step %lld", (long long)t->step);
     if (cfg->checkpoint.sharded)
         return save_sharded(t, c, err);

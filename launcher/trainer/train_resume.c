@@ -492,7 +492,8 @@ static int check_wsd_decay(const train_job *t, const char *plan, ddp_err *err)
 {
     const config *c = t->cfg;
     int64_t after = t->total_steps - c->optimizer.schedule.warmup_steps;
-    double decay = (double)after * c->optimizer.schedule.decay_fraction;
+    double start, decay = optim_decay_window(c->optimizer.schedule.kind, c->optimizer.schedule.warmup_steps,
+                                             c->optimizer.schedule.decay_fraction, t->total_steps, &start);
     if (c->optimizer.schedule.kind != SCHED_WSD || after < 1 || decay > 1.0 || t->step >= t->total_steps)
         return DDP_OK;
     char fix[64] = "run 2 or more steps after warm-up";

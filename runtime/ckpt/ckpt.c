@@ -503,20 +503,21 @@ void ckpt_prune_after_save(const char *dir, int keep_last, const char *keep_path
         log_warn("checkpoint: %s is written, but older ones were not pruned: %s", keep_path, e.msg);
 }
 
-int ckpt_count_beyond(const char *dir, int64_t step, int *count, char *newest, size_t size, ddp_err *err)
+int ckpt_count_beyond(const char *dir, int64_t step, ckpt_beyond *out, ddp_err *err)
 {
     ckpt_entry *e;
     int n;
-    *count = 0;
-    snprintf(newest, size, "%s", "");
+    *out = (ckpt_beyond){.newest_step = -1};
     int rc = list_ckpts(dir, &e, &n, err);
     if (rc)
         return rc == CKPT_NONE ? DDP_OK : rc;
     for (int i = 0; i < n; i++) {
         if (!e[i].committed || e[i].step <= step)
             continue;
-        if ((*count)++ == 0)
-            snprintf(newest, size, "%s", e[i].name); /* newest first */
+        if (out->count++ == 0) { /* newest first */
+            snprintf(out->newest, sizeof out->newest, "%s", e[i].name);
+            out->newest_step = e[i].step;
+        }
     }
     free(e);
     return DDP_OK;

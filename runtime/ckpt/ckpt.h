@@ -132,10 +132,11 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
 void ckpt_prune_after_save(const char *dir, int keep_last, const char *keep_path, const char *const held[],
                            int n_held, _Atomic uint64_t *progress);
 
+/* What ckpt_count_beyond finds: how many, and the newest's name and step ("" and -1 for none). */
+typedef struct ckpt_beyond { int count; int64_t newest_step; char newest[256]; } ckpt_beyond;
 /* The checkpoints in dir (files, and committed sets: what a resume or a prune takes) at steps above
- * `step`: *count of them, and the newest's name in newest (size bytes). *count 0 when dir does not
- * exist. */
-int ckpt_count_beyond(const char *dir, int64_t step, int *count, char *newest, size_t size, ddp_err *err);
+ * `step`, into *out; a count of 0 when dir does not exist, or (with the error) cannot be listed. */
+int ckpt_count_beyond(const char *dir, int64_t step, ckpt_beyond *out, ddp_err *err);
 
 /* Reads and verifies the whole file (magic, version, header CRC, table sanity, sizes against the
  * file length, every tensor CRC) before returning DDP_OK; on failure *out is left empty and err

@@ -472,12 +472,11 @@ static int decode_manifest(ckpt_manifest *m, const char *path, ddp_err *err)
  * checkpoints/, named where one of them was meant), said as such. */
 static int no_manifest(const char *set_dir, ddp_err *err)
 {
-    int n = 0;
-    char newest[CKPT_NAME_MAX];
+    ckpt_beyond held;
     ddp_err ignored = {0};
-    if (ckpt_count_beyond(set_dir, -1, &n, newest, sizeof newest, &ignored) == DDP_OK && n > 0)
+    if (ckpt_count_beyond(set_dir, -1, &held, &ignored) == DDP_OK && held.count > 0)
         return ddp_fail(err, DDP_EUSAGE, "%s is a folder of %d checkpoint%s, not one checkpoint: name one of them "
-                        "(the newest: %s/%s)", set_dir, n, n == 1 ? "" : "s", set_dir, newest);
+                        "(the newest: %s/%s)", set_dir, held.count, held.count == 1 ? "" : "s", set_dir, held.newest);
     return ddp_fail(err, DDP_ERUNTIME, "checkpoint %s: no %s (a save that did not finish: not a checkpoint)",
                     set_dir, CKPT_SET_MANIFEST);
 }

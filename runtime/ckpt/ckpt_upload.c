@@ -224,17 +224,15 @@ void ckpt_uploader_destroy(ckpt_uploader *u)
     free(u);
 }
 
-void ckpt_download_forget(const char *dir)
+static void marker_path(const char *dir, char path[PATH_MAX])
 {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, CKPT_DOWNLOAD_MARKER);
-    unlink(path);
+    snprintf(path, PATH_MAX, "%s/%s", dir, CKPT_DOWNLOAD_MARKER);
 }
 
 bool ckpt_download_unfinished(const char *dir)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, CKPT_DOWNLOAD_MARKER);
+    marker_path(dir, path);
     return access(path, F_OK) == 0;
 }
 
@@ -243,7 +241,7 @@ bool ckpt_download_unfinished(const char *dir)
 static int set_marker(const char *dir, bool on, ddp_err *err)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, CKPT_DOWNLOAD_MARKER);
+    marker_path(dir, path);
     int fd = on ? open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
     if (on ? fd < 0 : unlink(path) != 0 && errno != ENOENT)
         return ddp_fail(err, DDP_ERUNTIME, "checkpoint.dir: cannot %s %s: %s", on ? "create" : "remove", path,
@@ -251,6 +249,15 @@ static int set_marker(const char *dir, bool on, ddp_err *err)
     if (fd >= 0)
         close(fd);
     return dir_fsync(dir, err);
+}
+
+void ckpt_download_forget(const char *dir)
+{
+    if (!ckpt_download_unfinished(dir))
+        return;
+    ddp_err e = {0};
+    if (set_marker(dir, false, &e) != DDP_OK)
+        log_warn("checkpoint: %s", e.msg);
 }
 
 int ckpt_download(const char *cmd, const char *dir, double timeout_s, const char *log_path, ddp_err *err)
@@ -272,12 +279,11 @@ int ckpt_download(const char *cmd, const char *dir, double timeout_s, const char
     command_result res;
     rc = run_logged("download", cmd, ckpt_download_placeholders, values, 1, timeout_s, NULL, log_path, &res, err);
     if (rc != DDP_OK) {
-        int held = 0;
-        char newest[CKPT_NAME_MAX];
+        ckpt_beyond held;
         ddp_err unlisted = {0};
-        if (ckpt_count_beyond(dir, -1, &held, newest, sizeof newest, &unlisted) == DDP_OK && held > 0)
+        if (ckpt_count_beyond(dir, -1, &held, &unlisted) == DDP_OK && held.count > 0)
             log_warn("checkpoint: %s/%s stays: what the folder holds (the newest %s) is not resumed until a "
-                     "download finishes (remove the file to resume from it)", dir, CKPT_DOWNLOAD_MARKER, newest);
+                     "download finishes (remove the file to resume from it)", dir, CKPT_DOWNLOAD_MARKER, held.newest);
         return ddp_prefix(err, "checkpoint.download_cmd");
     }
     log_info("checkpoint: checkpoint.download_cmd finished in %.1f s", res.seconds);

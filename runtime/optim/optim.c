@@ -142,6 +142,18 @@ void optim_destroy(optimizer *o)
     free(o);
 }
 
+double optim_decay_window(sched_kind kind, int64_t warmup_steps, double decay_fraction, int64_t total_steps,
+                          double *start)
+{
+    double decay_steps = (double)(total_steps - warmup_steps);
+    *start = (double)warmup_steps;
+    if (kind == SCHED_WSD) {
+        *start += decay_steps * (1.0 - decay_fraction);
+        decay_steps *= decay_fraction;
+    }
+    return decay_steps;
+}
+
 double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps)
 {
     if (step < 0)
@@ -150,12 +162,7 @@ double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps)
         return o->lr * (double)(step + 1) / (double)o->warmup_steps;
     if (o->sched == SCHED_CONSTANT)
         return o->lr;
-    /* the steps the schedule decays over, and where it begins */
-    double decay_steps = (double)(total_steps - o->warmup_steps), start = (double)o->warmup_steps;
-    if (o->sched == SCHED_WSD) {
-        start += decay_steps * (1.0 - o->decay_fraction);
-        decay_steps *= o->decay_fraction;
-    }
+    double start, decay_steps = optim_decay_window(o->sched, o->warmup_steps, o->decay_fraction, total_steps, &start);
     double progress = decay_steps > 0 ? ((double)step - start) / decay_steps : 1.0;
     if (o->sched == SCHED_WSD && progress <= 0.0) /* the stable part: the peak itself */
         return o->lr;

@@ -93,6 +93,11 @@ int optim_set_no_decay(optimizer *o, const optim_span *spans, int n_spans, ddp_e
  * linear min_lr + (lr - min_lr)(1 - p); WSD lr up to the last decay_fraction * d steps, then a line
  * to min_lr over those. Past total_steps: the value at total_steps (min_lr when it decays). */
 double optim_lr_at(const optimizer *o, int64_t step, int64_t total_steps);
+/* The steps optim_lr_at decays over, (total_steps - warmup_steps) and for wsd the last
+ * decay_fraction of them, and into *start the step the decay begins at: the schedule's one
+ * definition, which the config checks read too. */
+double optim_decay_window(sched_kind kind, int64_t warmup_steps, double decay_fraction, int64_t total_steps,
+                          double *start);
 /* Computes the global L2 norm of the gradients on the device and, when clipping is on
  * (grad_clip > 0), clip_grad_norm_'s factor min(1, grad_clip/(norm+1e-6)) there too; waits for
  * nothing. *scale is the device float to hand to optim_step (o->clip_scale), or NULL when clipping
