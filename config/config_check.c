@@ -59,7 +59,6 @@ static bool tokens_without_lm(const config *c) { return c->data.kind == DATA_TOK
 static bool lm_without_tokens(const config *c) { return cfg_language_model(c) && c->data.kind != DATA_TOKENS; }
 static bool init_from_not_lm(const config *c) { return c->checkpoint.init_from[0] && !cfg_language_model(c); }
 static bool recompute_not_lm(const config *c) { return c->train.recompute != RECOMPUTE_NONE && !cfg_language_model(c); }
-static bool sharded_upload(const config *c) { return c->checkpoint.sharded && c->checkpoint.upload_cmd[0]; }
 
 /* A rule's "{lm}" is the language models' kind names ("a or b"), "{lm_files}" what
  * checkpoint.init_from may name for them: both composed from the kinds' descriptors. */
@@ -116,8 +115,6 @@ static const conflict conflicts[] = {
     {"optimizer.kind", "optimizer.nesterov", nesterov_adamw, "optimizer.nesterov true only with optimizer.kind sgd"},
     {"optimizer.momentum", "optimizer.nesterov", nesterov_no_momentum,
      "optimizer.nesterov true only with optimizer.momentum > 0"},
-    {"checkpoint.sharded", "checkpoint.upload_cmd", sharded_upload,
-     "checkpoint.upload_cmd only with checkpoint.sharded false (a sharded set is not uploaded yet)"},
 };
 
 /* Keys that another key's choice leaves without effect. Set to anything but their default there,

@@ -82,6 +82,16 @@ static void watch_writer(const train_job *t, ckpt_writer *w)
 /* checkpoint.sharded: every rank writes its shard through a writer of its own, so that a shard the
  * storage takes nothing of is given up and named, as rank 0's single file is: the write is
  * synchronous, and the other ranks wait for it in the agreement after it. */
+/* Rank 0, with checkpoint.upload_cmd: the uploader each save's file or set is handed to. */
+static int open_uploader(const train_job *t, train_ckpt *c, ddp_err *err)
+{
+    const config *cfg = t->cfg;
+    if (t->ctl->rank != 0 || !cfg->checkpoint.upload_cmd[0])
+        return DDP_OK;
+    return ckpt_uploader_create(cfg->checkpoint.upload_cmd, cfg->checkpoint.command_timeout_s, c->command_log,
+                                &c->uploader, err);
+}
+
 static int open_shard_writer(train_job *t, train_ckpt *c, ddp_err *err)
 {
     const config *cfg = t->cfg;
@@ -90,7 +100,7 @@ static int open_shard_writer(train_job *t, train_ckpt *c, ddp_err *err)
     int rc = ckpt_writer_create(c->dir, 0, &c->shard_writer, err);
     if (rc == DDP_OK)
         watch_writer(t, c->shard_writer);
-    return rc;
+    return rc == DDP_OK ? open_uploader(t, c, err) : rc;
 }
 
 int train_ckpt_open(train_job *t, ddp_err *err)
@@ -126,12 +136,10 @@ int train_ckpt_open(train_job *t, ddp_err *err)
     int rc = ckpt_writer_create(c->dir, (int)cfg->checkpoint.keep_last, &c->writer, err);
     if (rc == DDP_OK)
         watch_writer(t, c->writer);
-    if (rc == DDP_OK && cfg->checkpoint.upload_cmd[0]) {
-        rc = ckpt_uploader_create(cfg->checkpoint.upload_cmd, cfg->checkpoint.command_timeout_s, c->command_log,
-                                  &c->uploader, err);
-        if (rc == DDP_OK)
-            ckpt_writer_set_uploader(c->writer, c->uploader);
-    }
+    if (rc == DDP_OK)
+        rc = open_uploader(t, c, err);
+    if (rc == DDP_OK && c->uploader)
+        ckpt_writer_set_uploader(c->writer, c->uploader);
     return rc;
 }
 
@@ -234,11 +242,13 @@ void train_ckpt_close(train_job *t)
     train_ckpt *c = t->ckpt;
     if (!c)
         return;
-    if (!ckpt_writer_destroy(c->writer)) /* after the writer, whose last write may still hand one
-                                          * over; a writer left to its thread may do so at any time */
+    /* A writer is left to its thread when it gave a write up (a shard's with its staging,
+     * train_shard.c); the uploader goes after both, as their last write or prune may still hand
+     * it a checkpoint, and is left too when either may do so at any time. */
+    bool left = ckpt_writer_destroy(c->writer);
+    left |= ckpt_writer_destroy(c->shard_writer);
+    if (!left)
         ckpt_uploader_destroy(c->uploader);
-    (void)ckpt_writer_destroy(c->shard_writer); /* left to its thread when it gave a shard up, with the
-                                                 * shard's staging (train_shard.c) */
     free(c->host);
     free(c->tensors);
     free(c->settings);
@@ -320,7 +330,8 @@ static int save_sharded(train_job *t, train_ckpt *c, ddp_err *err)
         b[i] = (train_shard_buffer){c->buffers[i].prefix, c->buffers[i].dev, c->buffers[i].sharded};
     train_shard_save s = {.dir = c->dir, .writer = c->shard_writer, .buffers = b, .n_buffers = c->n_buffers,
                           .hdr = save_header(t, c),
-                          .settings = c->settings, .train_samples = t->smp.n, .keep_last = (int)t->cfg->checkpoint.keep_last};
+                          .settings = c->settings, .train_samples = t->smp.n, .keep_last = (int)t->cfg->checkpoint.keep_last,
+                          .uploader = c->uploader};
     ckpt_write_stats st;
     double t0 = monotonic_s();
     int rc = train_shard_write(t, &s, &st, err);
@@ -477,14 +488,40 @@ static int write_last_again(train_job *t, train_ckpt *c, ckpt_write_stats *st, d
  * and is waited for under the whole deadline. Its answers stay on: after a failure elsewhere the
  * other ranks may still wait in a collective, and must hear that this rank is busy, not hung (so
  * do train_ckpt_finish's for a single file). */
-static int finish_shard_writer(const train_job *t, train_ckpt *c, ddp_err *err)
+/* Rank 0 at the job's end, after its writer: the last upload waited for, or ended when the job
+ * failed or the storage stalled (its peers wait for this rank: an upload must not hold the job
+ * for its time limit); then what uploads held from pruning goes. Returns rc. */
+static int finish_uploads(const train_job *t, train_ckpt *c, bool failed, bool stalled, int rc)
+{
+    if (!c->uploader)
+        return rc;
+    if (failed || stalled)
+        ckpt_uploader_abandon(c->uploader);
+    /* Stalled: the abandoned upload's end (its group's SIGTERM, then SIGKILL after the grace) is
+     * waited for, but not its log's close, in run.dir, maybe on the storage that stopped */
+    if (stalled && !ckpt_uploader_drain_for(c->uploader, COMMAND_KILL_GRACE_S + 1))
+        log_warn("checkpoint: the upload was stopped but has not ended; the rank ends without it");
+    if (stalled)
+        return rc;
+    ckpt_uploader_drain(c->uploader);
+    /* What an upload held from pruning goes now, counted from the newest checkpoint this job
+     * wrote. A job that wrote none held none, and prunes nothing: the newest one there may be one
+     * the resume found damaged and passed over, and keeping it instead of the one resumed from
+     * would leave nothing to resume. */
+    ddp_err e = {0};
+    if (c->last_written[0] && ckpt_prune(c->dir, (int)t->cfg->checkpoint.keep_last, c->last_written, &e) != DDP_OK)
+        log_warn("checkpoint: %s", e.msg);
+    return rc;
+}
+
+static int finish_shard_writer(const train_job *t, train_ckpt *c, bool failed, ddp_err *err)
 {
     ddp_err local = {0};
     ckpt_writer_set_stall(c->shard_writer, t->cfg->ddp.timeout_s, "ddp.timeout_s");
     int rc = ckpt_writer_wait(c->shard_writer, NULL, err ? err : &local);
     if (rc != DDP_OK && !err) /* the job failed already: this is no error of its own */
         log_warn("checkpoint: %s", local.msg);
-    return rc;
+    return finish_uploads(t, c, failed, ckpt_writer_stalled(c->shard_writer), rc);
 }
 
 int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
@@ -494,7 +531,7 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
                   * deadline must not cut the final write or upload short */
         train_stop_answered = 1;
     if (c && c->shard_writer) /* no c->writer then */
-        return finish_shard_writer(t, c, err);
+        return finish_shard_writer(t, c, failed, err);
     if (!c || !c->writer)
         return DDP_OK;
     ckpt_write_stats st;
@@ -522,23 +559,5 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
         log_info("checkpoint: %s (%.1f MB) written in %.1f ms (%.0f MB/s), older ones pruned in %.1f ms; "
                  "training stalled %.1f ms for the snapshot", st.path, st.bytes / 1e6, 1e3 * st.write_s,
                  st.write_s > 0 ? st.bytes / 1e6 / st.write_s : 0.0, 1e3 * st.prune_s, 1e3 * st.snapshot_s);
-    if (c->uploader) {
-        if (failed || stalled) /* its peers wait for this rank: an upload must not hold the job for its time limit */
-            ckpt_uploader_abandon(c->uploader);
-        /* Stalled: the abandoned upload's end (its group's SIGTERM, then SIGKILL after the grace) is
-         * waited for, but not its log's close, in run.dir, maybe on the storage that stopped */
-        if (stalled && !ckpt_uploader_drain_for(c->uploader, COMMAND_KILL_GRACE_S + 1))
-            log_warn("checkpoint: the upload was stopped but has not ended; the rank ends without it");
-        if (stalled)
-            return rc;
-        ckpt_uploader_drain(c->uploader);
-        /* What an upload held from pruning goes now, counted from the newest checkpoint this job
-         * wrote. A job that wrote none held none, and prunes nothing: the newest file there may be
-         * one the resume found damaged and passed over, and keeping it instead of the one resumed
-         * from would leave nothing to resume. */
-        ddp_err e = {0};
-        if (c->last_written[0] && ckpt_prune(c->dir, (int)t->cfg->checkpoint.keep_last, c->last_written, &e) != DDP_OK)
-            log_warn("checkpoint: %s", e.msg);
-    }
-    return rc;
+    return finish_uploads(t, c, failed, stalled, rc);
 }

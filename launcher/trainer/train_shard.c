@@ -12,7 +12,7 @@
  * when the storage takes none of it for the writer's limit (train_ckpt.c); every rank then learns
  * whether every shard is durable (an all-reduce over t->ctl), rank 0 writes the manifest that commits
  * the set (ckpt_set_commit) through its writer too, every rank learns that verdict, and rank 0
- * starts the prune on its writer: every rank trains on meanwhile, rank 0 too, and the next save's
+ * hands the set to checkpoint.upload_cmd's uploader and starts the prune on its writer: every rank trains on meanwhile, rank 0 too, and the next save's
  * shard (or the job's end, train_ckpt_finish) waits for it, watched. A set being written counts
  * for nothing in a prune, newer than every set kept, so the next save's shards are safe from it.
  * Test-only: DDP_TEST_FAULT=slow-commit:0:STEP:SECONDS makes rank 0's commit of step STEP's set
@@ -31,6 +31,7 @@
 #include "runtime/base/log.h"
 #include "runtime/base/test_fault.h"
 #include "runtime/ckpt/ckpt_set.h"
+#include "runtime/ckpt/ckpt_upload.h"
 #include "train_replica.h"
 #include "train_shard.h"
 #include "train_zero.h"
@@ -172,6 +173,7 @@ typedef struct commit_job {
     char set_dir[CKPT_PATH_MAX], dir[CKPT_PATH_MAX];
     int n_shards, keep_last;
     bool alternate;
+    ckpt_uploader *uploader;     /* rank 0's, or NULL */
 } commit_job;
 
 /* The commit counts no progress (a few KB of tables and manifest): it is given up when it has not
@@ -194,16 +196,23 @@ static void commit_job_free(commit_job *j)
     free(j);
 }
 
-/* Runs while the ranks train on, and frees its job: nobody waits for it but the next wait. The
- * progress counter counts each file it removes. */
+/* Hands the committed set to the uploader first, so that the prune spares what an upload still
+ * reads (as ckpt_writer.c does for a file); runs while the ranks train on, and frees its job:
+ * nobody waits for it but the next wait. The progress counter counts each file it removes. */
 static int prune_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
 {
     commit_job *j = ctx;
     (void)err;
     double t0 = monotonic_s();
     uint64_t before = atomic_load(progress);
+    char held[2][CKPT_PATH_MAX] = {"", ""};
+    if (j->uploader) {
+        ckpt_uploader_submit(j->uploader, j->set_dir, j->spec.hdr.step);
+        ckpt_uploader_held(j->uploader, held);
+    }
+    const char *const held_paths[2] = {held[0], held[1]};
     test_fault_sleep_at("slow-prune", j->spec.hdr.step);
-    ckpt_prune_after_save(j->dir, j->keep_last, j->set_dir, NULL, 0, progress); /* a failure is a warning */
+    ckpt_prune_after_save(j->dir, j->keep_last, j->set_dir, held_paths, 2, progress); /* a failure is a warning */
     uint64_t removed = atomic_load(progress) - before;
     if (removed > 0)
         log_info("checkpoint: after %s, older sets beyond checkpoint.keep_last removed in the background (%llu "
@@ -243,6 +252,7 @@ static int commit_job_new(const train_job *t, const train_shard_save *s, const c
     j->n_shards = t->ctl->size;
     j->keep_last = s->keep_last;
     j->alternate = alternate;
+    j->uploader = s->uploader;
     return DDP_OK;
 }
 

@@ -27,10 +27,12 @@ typedef struct train_shard_save {
     const char *settings;      /* rank 0: the meta/config text */
     int64_t train_samples;     /* the training split's samples (meta/train_samples) */
     int keep_last;
+    ckpt_uploader *uploader;   /* rank 0: checkpoint.upload_cmd's, handed each committed set before the
+                                  prune (which spares what it uploads); NULL: none */
 } train_shard_save;
 
 /* Every rank, at the same step: writes this rank's shard, then (rank 0) the manifest, and starts
- * the prune to keep_last on s->writer, which the next save waits for before its shard. Every
+ * the upload (s->uploader) and the prune to keep_last on s->writer, which the next save waits for before its shard. Every
  * shard's header (and the manifest's) is s->hdr with rank 0's save_time, which the commit requires
  * of each shard. DDP_OK on every rank only when the set is committed; st (rank 0) gets the set's
  * directory, its bytes, the time until it was committed (write_s) and, apart from it, the wait for

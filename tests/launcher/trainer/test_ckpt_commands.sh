@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checkpoints off the instance's disk: checkpoint.dir elsewhere, checkpoint.upload_cmd after each
-# save (in the background, never blocking training; a failing, a slow and a hanging command, and one
-# whose rank is killed by SIGKILL; none inherits the rank's open files), and
+# save (in the background, never blocking training; a sharded set whole, then downloaded; a
+# failing, a slow and a hanging command, and one whose rank is killed by SIGKILL; none inherits the
+# rank's open files), and
 # checkpoint.download_cmd fetching the newest checkpoint when a fresh machine resumes, or when
 # what an interrupted download left is no valid checkpoint, or its marker says it did not finish (under
 # run.dir's lock: a second job into the same new run.dir is refused before downloading; its time
@@ -49,6 +50,27 @@ check "slow upload: the final checkpoint was uploaded" cmp "$TMP/slow-remote/ckp
     "$TMP/slow/checkpoints/ckpt-00000040.ddp"
 check "slow upload: what uploads held was pruned at the end" \
     [ "$(ls "$TMP/slow/checkpoints" | grep -c '^ckpt-')" -eq 1 ]
+
+# a sharded set is uploaded whole once committed, a slow upload holding the set it reads from the
+# prune; a fresh machine downloads it and resumes as the machine that wrote it does
+mkdir -p "$TMP/set-remote"
+np2 run.dir="$TMP/sets" "${RUN[@]}" checkpoint.every_steps=5 checkpoint.sharded=true \
+    checkpoint.upload_cmd="sleep 2; cp -r {path} $TMP/set-remote/" >"$TMP/sets.log" 2>&1
+check "sharded upload: job completes" [ $? -eq 0 ]
+check "sharded upload: newer sets came while an upload ran" grep -q "upload of ckpt-.* skipped" "$TMP/sets.log"
+check "sharded upload: no upload failed (none lost its set to pruning)" bash -c "! grep -q 'failed' '$TMP/sets.log'"
+check "sharded upload: the last set was uploaded whole" \
+    diff -r "$TMP/set-remote/ckpt-00000040" "$TMP/sets/checkpoints/ckpt-00000040"
+check "sharded upload: what uploads held was pruned at the end" \
+    [ "$(ls "$TMP/sets/checkpoints" | grep -c '^ckpt-')" -eq 1 ]
+np2 run.dir="$TMP/sets" "${RUN[@]}" train.max_steps=50 checkpoint.sharded=true >"$TMP/sets-ref.log" 2>&1
+check "sharded: the uploading machine resumes to step 50 (exit $?)" [ -d "$TMP/sets/checkpoints/ckpt-00000050" ]
+np2 run.dir="$TMP/sets-fresh" "${RUN[@]}" train.max_steps=50 checkpoint.sharded=true \
+    checkpoint.download_cmd="cp -r $TMP/set-remote/ckpt-00000040 {dir}/" >"$TMP/sets-fresh.log" 2>&1
+check "sharded download: resumed from the downloaded set (exit $?)" \
+    grep -q "resumed from .*/ckpt-00000040: step 40" "$TMP/sets-fresh.log"
+check "sharded download: result bit-identical to the uninterrupted run" \
+    "$DDPRUN" ckpt diff "$TMP/sets/checkpoints/ckpt-00000050" "$TMP/sets-fresh/checkpoints/ckpt-00000050"
 
 # a failing upload is reported, not fatal
 printf '#!/bin/sh\necho "denied: no credentials" >&2\nexit 3\n' >"$TMP/no-credentials"
