@@ -35,15 +35,18 @@ int64_t train_start_memory_mark(void)
 int train_start_memory_log(train_job *t, const char *what, int64_t before, ddp_err *err)
 {
     int64_t peak = host_mem_peak_kib(), rise = before >= 0 && peak >= 0 ? peak - before : -1;
-    int64_t mine[2] = {rise, -rise}, ends[2]; /* one maximum gives both: -max(-r) = min(r) */
-    int rc = t->ctl->ops->allreduce(t->ctl, mine, ends, 2, DT_INT64, OP_MAX, NULL, err);
+    /* one maximum gives all three: -max(-r) = min(r), and rank 0 counts -1 among the others */
+    int64_t mine[3] = {rise, -rise, t->ctl->rank == 0 ? -1 : rise}, ends[3];
+    int rc = t->ctl->ops->allreduce(t->ctl, mine, ends, 3, DT_INT64, OP_MAX, NULL, err);
     int64_t most = ends[0], lowest = -ends[1];
-    char shard[64] = "";
+    char shard[64] = "", others[64] = "";
     if (t->m->params_by_unit)
         snprintf(shard, sizeof shard, "a rank's shard %.0f MiB, ", (double)t->opt->n_state * 4 / 1048576);
+    if (t->ctl->size > 1)
+        snprintf(others, sizeof others, ", %.0f MiB on any rank but 0", (double)ends[2] / 1024);
     if (rc == DDP_OK && lowest >= 0)
-        log_info("%sstart, %s: resident host memory rose by at most %.0f MiB on any rank (%sthe model %.0f MiB, its "
-                 "largest tensor %.0f MiB)", t->m->params_by_unit ? "ZeRO-3 " : "", what, (double)most / 1024, shard,
-                 (double)t->m->n_params * 4 / 1048576, (double)model_largest_tensor(t->m) * 4 / 1048576);
+        log_info("%sstart, %s: resident host memory rose by at most %.0f MiB on any rank%s (%sthe model %.0f MiB, "
+                 "its largest tensor %.0f MiB)", t->m->params_by_unit ? "ZeRO-3 " : "", what, (double)most / 1024,
+                 others, shard, (double)t->m->n_params * 4 / 1048576, (double)model_largest_tensor(t->m) * 4 / 1048576);
     return rc;
 }

@@ -22,7 +22,8 @@ void train_agree_bystander_pause(void);
  * /proc cannot tell. */
 int64_t train_start_memory_mark(void);
 /* How far the start's step `what` raised resident host memory above `before` (the mark's) on the
- * rank that rose most, logged beside the model (and under ZeRO-3 a rank's shard): the claim that a
+ * rank that rose most, and on more than one rank the most among those other than rank 0 (which
+ * reads files whole), logged beside the model (and under ZeRO-3 a rank's shard): the claim that a
  * start holds no more than it says, as measured. Collective; nothing logged where /proc cannot
  * tell. */
 int train_start_memory_log(train_job *t, const char *what, int64_t before, ddp_err *err);

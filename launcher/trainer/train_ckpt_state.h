@@ -1,6 +1,6 @@
 /* train_ckpt_state.h — struct train_ckpt, the checkpoint state of a training job, which the save
- * (train_ckpt.c) and the resume (train_resume.c) share; nothing else includes it. Declarations
- * only. */
+ * (train_ckpt.c) and the resume (train_resume.c, and train_replica.c's train_share_saved for it)
+ * share; nothing else includes it. Declarations only. */
 #ifndef DDP_TRAIN_CKPT_STATE_H
 #define DDP_TRAIN_CKPT_STATE_H
 

@@ -1,8 +1,8 @@
-/* train_replica.c — what the step loop (train.c), checkpoints (train_ckpt.c) and evaluation
- * (train_log.c) share about this rank's replica: its parameters made rank 0's and the model told
- * they changed, and the batch staging buffers a micro-batch is chosen into, gathered and uploaded
- * from, which it owns (struct train_staging). Must not decide when any of it happens: its callers
- * do. */
+/* train_replica.c — what the step loop (train.c), checkpoints (train_ckpt.c, train_resume.c) and
+ * evaluation (train_log.c) share about this rank's replica: its parameters, or a checkpoint's
+ * saved buffers, made rank 0's a chunk at a time and the model told they changed, and the batch
+ * staging buffers a micro-batch is chosen into, gathered and uploaded from, which it owns (struct
+ * train_staging). Must not decide when any of it happens: its callers do. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -10,6 +10,7 @@
 #include "runtime/base/log.h"
 #include "runtime/base/max_chunk.h"
 #include "train_agree.h"
+#include "train_ckpt_state.h"
 #include "train_replica.h"
 #include "train_zero.h"
 
@@ -223,4 +224,44 @@ int train_draw_params(train_job *t, ddp_err *err)
 int train_broadcast_params(train_job *t, ddp_err *err)
 {
     return share_params(t, false, err);
+}
+
+int train_share_saved(train_job *t, train_chunk_fill fill, const void *ctx, ddp_err *err)
+{
+    const train_ckpt *c = t->ckpt;
+    device *d = t->dev;
+    size_t n = t->m->n_params, chunk = 0, n_state = t->opt->n_state;
+    bool sharded = false;
+    for (int b = 0; b < c->n_buffers; b++)
+        sharded |= c->buffers[b].sharded;
+    int rc = train_host_chunk(n, &chunk, err);
+    float *buf = rc == DDP_OK ? malloc((chunk ? chunk : 1) * sizeof *buf) : NULL;
+    float *shard = rc == DDP_OK && sharded ? calloc(n_state ? n_state : 1, sizeof *shard) : NULL; /* 0 in padding */
+    if (rc == DDP_OK && (!buf || (sharded && !shard)))
+        rc = ddp_fail_local(err, "out of host memory for a chunk of %zu floats%s", chunk, sharded ? " and a shard" : "");
+    rc = train_agree(t, rc, "hold a chunk of the saved buffers on the host", err);
+    int32_t local = DDP_OK;
+    ddp_err why = {0};
+    for (int b = 0; rc == DDP_OK && b < c->n_buffers; b++) {
+        const saved_buffer *to = &c->buffers[b];
+        for (size_t off = 0; rc == DDP_OK && off < n; off += chunk) {
+            size_t k = n - off < chunk ? n - off : chunk;
+            if (t->ctl->rank == 0)
+                fill(t, ctx, b, off, k, buf);
+            rc = t->ctl->ops->broadcast(t->ctl, buf, k, DT_FLOAT, 0, NULL, err);
+            if (rc == DDP_OK && local == DDP_OK && to->sharded)
+                train_zero_take_range(t, buf, off, k, shard);
+            else if (rc == DDP_OK && local == DDP_OK)
+                local = d->ops->upload(d, to->dev + off, buf, k * sizeof *buf, &why);
+        }
+        if (rc == DDP_OK && local == DDP_OK && to->sharded)
+            local = d->ops->upload(d, to->dev, shard, n_state * sizeof *shard, &why);
+    }
+    free(buf);
+    free(shard);
+    if (rc != DDP_OK)
+        return rc;
+    if (local != DDP_OK)
+        *err = why;
+    return train_agree(t, local, "take up the saved buffers on its device", err);
 }

@@ -17,6 +17,14 @@ enum { TRAIN_HOST_CHUNK = 1 << 26 };
  * or n. DDP_EUSAGE for a malformed DDP_COMM_MAX_CHUNK. */
 int train_host_chunk(size_t n, size_t *chunk, ddp_err *err);
 
+/* Rank 0's train_share_saved source: floats [off, off + n) of saved buffer b into out. */
+typedef void (*train_chunk_fill)(const train_job *t, const void *ctx, int b, size_t off, size_t n, float *out);
+/* Every rank takes the saved buffers (t->ckpt's: parameters, optimizer state) from rank 0, which
+ * fills them a chunk at a time (train_host_chunk) and broadcasts each: a buffer a rank holds whole
+ * goes to its device chunk by chunk, a sharded one (ZeRO) into a host copy of its shard, then to
+ * the device. No rank stages the whole state. A rank whose device fails takes the remaining chunks
+ * all the same, so that no other waits in a broadcast for it, and the ranks agree at the end. */
+int train_share_saved(train_job *t, train_chunk_fill fill, const void *ctx, ddp_err *err);
 /* Makes every rank's parameters rank 0's (no communication on one rank), in chunks through a host
  * buffer (train_host_chunk), then tells the model its parameters changed (train_params_changed). */
 int train_broadcast_params(train_job *t, ddp_err *err);

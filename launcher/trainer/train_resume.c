@@ -5,7 +5,8 @@
  * sharded set, assembled whole), refuses one written for another model or settings (naming what
  * differs), and broadcasts it, so ranks need no shared filesystem and a different world size or
  * ZeRO stage is fine: the sampler continues from the same number of globally consumed samples and
- * each rank takes its shard of the state it holds (train_zero_distribute). A job that saves sharded
+ * each rank takes what it holds of each chunk of the broadcast (train_share_saved: under ZeRO its
+ * shard; no rank but rank 0, which read the file, holds the whole state). A job that saves sharded
  * sets (checkpoint.sharded), or runs ZeRO-3, whose ranks never hold the whole model, reads a set
  * otherwise, so no rank holds the whole state on the host: rank 0 walks the checkpoints newest
  * first and names each set to every rank, which reads what it holds of it (train_shard_read_own:
@@ -95,8 +96,9 @@ static void header_fields(const ckpt_header *h, int64_t *hdr)
     memcpy(hdr, v, sizeof v);
 }
 
-/* Copies every saved buffer's tensors of a checkpoint written for this model into host. */
-static int copy_tensors(const train_job *t, const ckpt_loaded *ck, const char *used, float *host, ddp_err *err)
+/* Every saved buffer's tensors in a checkpoint written for this model, each checked: src[b *
+ * n_tensors + i] is buffer b's tensor i. */
+static int find_tensors(const train_job *t, const ckpt_loaded *ck, const char *used, const float **src, ddp_err *err)
 {
     const model *m = t->m;
     const train_ckpt *c = t->ckpt;
@@ -108,10 +110,26 @@ static int copy_tensors(const train_job *t, const ckpt_loaded *ck, const char *u
             if (!x || x->dtype != CKPT_F32 || ckpt_tensor_numel(x) != m->tensors[i].numel)
                 return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is %s in the checkpoint; this model needs %zu float32 "
                                 "values", used, name, x ? "of another shape or type" : "missing", m->tensors[i].numel);
-            memcpy(host + (size_t)b * m->n_params + m->tensors[i].offset, x->data, m->tensors[i].numel * sizeof(float));
+            src[(size_t)b * (size_t)m->n_tensors + (size_t)i] = x->data;
         }
     }
     return DDP_OK;
+}
+
+/* Rank 0's train_chunk_fill: floats [off, off + n) of saved buffer b, from the checkpoint's
+ * tensors (ctx: src as find_tensors gives them); zero where no tensor lies. */
+static void fill_chunk(const train_job *t, const void *ctx, int b, size_t off, size_t n, float *out)
+{
+    const model *m = t->m;
+    const float *const *src = ctx;
+    memset(out, 0, n * sizeof *out);
+    for (int i = 0; i < m->n_tensors; i++) {
+        size_t start = m->tensors[i].offset, end = start + m->tensors[i].numel;
+        size_t lo = start > off ? start : off, hi = end < off + n ? end : off + n;
+        if (lo < hi)
+            memcpy(out + (lo - off), src[(size_t)b * (size_t)m->n_tensors + (size_t)i] + (lo - start),
+                   (hi - lo) * sizeof *out);
+    }
 }
 
 /* A restart by ddprun --max-restarts continues this run: its own newest checkpoint wins over
@@ -165,11 +183,12 @@ static int clear_optimizer_state(train_job *t, ddp_err *err)
     return rc;
 }
 
-/* Rank 0: *host (params | state buffers, allocated once a checkpoint is found and verified; the
- * caller frees it) and hdr from a verified checkpoint: the single file a walk over sets ended at
- * (walked, read and verified by file_ends_walk, its path in used; taken over), else the newest
- * found. Returns DDP_OK, CKPT_NONE, or an error. */
-static int load_on_rank0(train_job *t, ckpt_loaded *walked, float **host, int64_t *hdr, char *used, ddp_err *err)
+/* Rank 0: *ck and hdr from a verified checkpoint, and *src its tensors (find_tensors; the caller
+ * frees both): the single file a walk over sets ended at (walked, read and verified by
+ * file_ends_walk, its path in used; taken over), else the newest found. Returns DDP_OK, CKPT_NONE,
+ * or an error. */
+static int load_on_rank0(train_job *t, ckpt_loaded *walked, ckpt_loaded *ck_out, const float ***src, int64_t *hdr,
+                         char *used, ddp_err *err)
 {
     const config *cfg = t->cfg;
     ckpt_loaded ck = {0};
@@ -197,13 +216,13 @@ static int load_on_rank0(train_job *t, ckpt_loaded *walked, float **host, int64_
         rc = check_saved(t, &ck.hdr, text ? saved->data : NULL, text ? saved->nbytes : 0, train_samples, used, err);
     if (rc == DDP_OK && from_path)
         rc = train_ckpt_refuse_other_line(t, used, ck.hdr.step, err);
-    size_t total = t->m->n_params * (size_t)c->n_buffers;
-    if (rc == DDP_OK && !(*host = malloc(total * sizeof(float))))
-        rc = ddp_fail_local(err, "out of memory for the %zu floats of %s", total, used);
+    size_t n_src = (size_t)t->m->n_tensors * (size_t)c->n_buffers;
+    if (rc == DDP_OK && !(*src = malloc((n_src ? n_src : 1) * sizeof **src)))
+        rc = ddp_fail_local(err, "out of memory for the table of %s", used);
     if (rc == DDP_OK)
-        rc = copy_tensors(t, &ck, used, *host, err);
+        rc = find_tensors(t, &ck, used, *src, err);
     header_fields(&ck.hdr, hdr);
-    ckpt_loaded_free(&ck);
+    *ck_out = ck;
     return rc;
 }
 
@@ -229,18 +248,6 @@ static int finish_resume(train_job *t, const int64_t *hdr, const char *used, ddp
                  "same learning rate; train.global_batch keeps a step's samples whatever the ranks", world_at_save,
                  t->ctl->size, (long long)(per_rank * t->ctl->size), (long long)(per_rank * world_at_save));
     return rc;
-}
-
-static int apply_resume(train_job *t, const float *host, const int64_t *hdr, const char *used, ddp_err *err)
-{
-    device *d = t->dev;
-    train_ckpt *c = t->ckpt;
-    size_t n = t->m->n_params, bytes = n * sizeof(float);
-    int rc = DDP_OK;
-    for (int b = 0; b < c->n_buffers && rc == DDP_OK; b++)
-        rc = c->buffers[b].sharded ? train_zero_distribute(t, host + (size_t)b * n, c->buffers[b].dev, err)
-                                   : d->ops->upload(d, c->buffers[b].dev, host + (size_t)b * n, bytes, err);
-    return rc == DDP_OK ? finish_resume(t, hdr, used, err) : rc;
 }
 
 /* The LR schedule's horizon after a resume, from the config as it is now: train.max_steps, or the
@@ -445,30 +452,28 @@ static int resumed(train_job *t, const int64_t *hdr, int64_t *consumed)
     return DDP_OK;
 }
 
-/* Rank 0 reads the checkpoint whole and broadcasts it; every rank takes its buffers from it. The
- * host buffer (the whole model and its state) exists only once rank 0 has found a checkpoint: a
- * fresh start, a ZeRO-3 one above all, reserves none of it. */
+/* Rank 0 reads the checkpoint whole and broadcasts it a chunk at a time; every rank takes what it
+ * holds of each chunk (train_share_saved). A fresh start reserves nothing. The memory this took is
+ * logged, rank 0's (the file) and the others' (a chunk, and a shard under ZeRO) apart. */
 static int resume_whole(train_job *t, ckpt_loaded *walked, char *used, int64_t *consumed, ddp_err *err)
 {
     const train_ckpt *c = t->ckpt;
-    size_t total = t->m->n_params * (size_t)c->n_buffers;
-    float *host = NULL;
-    int64_t hdr[HDR_N] = {0};
+    ckpt_loaded ck = {0};
+    const float **src = NULL;
+    int64_t hdr[HDR_N] = {0}, before = train_start_memory_mark();
     int32_t status = DDP_OK;
     if (t->ctl->rank == 0)
-        status = load_on_rank0(t, walked, &host, hdr, used, err);
+        status = load_on_rank0(t, walked, &ck, &src, hdr, used, err);
     /* Every rank learns rank 0's verdict, so a bad checkpoint stops all of them cleanly. */
     int rc = t->ctl->ops->broadcast(t->ctl, &status, 1, DT_INT32, 0, NULL, err);
     if (rc == DDP_OK && status == DDP_OK) {
-        int32_t mine = host || (host = malloc(total * sizeof(float)))
-                           ? DDP_OK : ddp_fail_local(err, "out of memory for the checkpoint's %zu floats", total);
-        rc = train_agree(t, mine, "hold the checkpoint on the host", err);
+        rc = t->ctl->ops->broadcast(t->ctl, hdr, HDR_N, DT_INT64, 0, NULL, err);
         if (rc == DDP_OK)
-            rc = t->ctl->ops->broadcast(t->ctl, hdr, HDR_N, DT_INT64, 0, NULL, err);
+            rc = train_share_saved(t, fill_chunk, src, err);
         if (rc == DDP_OK)
-            rc = t->ctl->ops->broadcast(t->ctl, host, total, DT_FLOAT, 0, NULL, err);
+            rc = train_start_memory_log(t, "the resume from a single file", before, err);
         if (rc == DDP_OK)
-            rc = apply_resume(t, host, hdr, used, err);
+            rc = finish_resume(t, hdr, used, err);
         if (rc == DDP_OK)
             rc = resumed(t, hdr, consumed);
     } else if (rc == DDP_OK && status == CKPT_NONE) {
@@ -482,7 +487,8 @@ static int resume_whole(train_job *t, ckpt_loaded *walked, char *used, int64_t *
         if (t->ctl->rank != 0)
             ddp_fail(err, status, "rank 0 could not load the checkpoint");
     }
-    free(host);
+    free(src);
+    ckpt_loaded_free(&ck);
     return rc;
 }
 

@@ -132,14 +132,11 @@ int train_zero_step(train_job *t, double lr, ddp_err *err)
     return rc;
 }
 
-/* Copies between a shard (its parts' state) and the global layout, in either direction. */
-static void copy_parts(const optim_part *parts, int n, float *shard, float *global, bool to_global)
+/* A shard's parts (their state) copied to their places in the global layout. */
+static void place_parts(const optim_part *parts, int n, const float *shard, float *global)
 {
-    for (int k = 0; k < n; k++) {
-        float *s = shard + parts[k].state_offset, *g = global + parts[k].param_offset;
-        size_t bytes = parts[k].count * sizeof(float);
-        memmove(to_global ? g : s, to_global ? s : g, bytes);
-    }
+    for (int k = 0; k < n; k++)
+        memcpy(global + parts[k].param_offset, shard + parts[k].state_offset, parts[k].count * sizeof(float));
 }
 
 int train_zero_collect(train_job *t, const float *state, float *global, ddp_err *err)
@@ -155,7 +152,7 @@ int train_zero_collect(train_job *t, const float *state, float *global, ddp_err 
         rc = t->dev->ops->download(t->dev, mine, state, n * sizeof *mine, err);
     if (rc == DDP_OK && ctl->rank == 0) {
         rank_parts(r, 0, parts);
-        copy_parts(parts, r->n_buckets, mine, global, true);
+        place_parts(parts, r->n_buckets, mine, global);
     }
     /* rank 0 receives each rank's shard in turn (and sends its own back, which is dropped) */
     for (int from = 1; rc == DDP_OK && from < ctl->size; from++) {
@@ -165,7 +162,7 @@ int train_zero_collect(train_job *t, const float *state, float *global, ddp_err 
         rc = ctl->ops->sendrecv(ctl, mine, peer, theirs, peer, n, DT_FLOAT, NULL, err);
         if (rc == DDP_OK && ctl->rank == 0) {
             rank_parts(r, from, parts);
-            copy_parts(parts, r->n_buckets, theirs, global, true);
+            place_parts(parts, r->n_buckets, theirs, global);
         }
     }
     free(mine);
@@ -174,16 +171,16 @@ int train_zero_collect(train_job *t, const float *state, float *global, ddp_err 
     return rc;
 }
 
-int train_zero_distribute(train_job *t, const float *global, float *state, ddp_err *err)
+void train_zero_take_range(const train_job *t, const float *chunk, size_t off, size_t n, float *shard)
 {
     const optimizer *o = t->opt;
-    float *mine = calloc(o->n_state, sizeof *mine);
-    if (!mine)
-        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %zu state floats", o->n_state);
-    copy_parts(o->parts, o->n_parts, mine, (float *)global, false);
-    int rc = t->dev->ops->upload(t->dev, state, mine, o->n_state * sizeof *mine, err);
-    free(mine);
-    return rc;
+    for (int k = 0; k < o->n_parts; k++) {
+        const optim_part *p = &o->parts[k];
+        size_t lo = p->param_offset > off ? p->param_offset : off;
+        size_t hi = p->param_offset + p->count < off + n ? p->param_offset + p->count : off + n;
+        if (lo < hi)
+            memcpy(shard + p->state_offset + (lo - p->param_offset), chunk + (lo - off), (hi - lo) * sizeof(float));
+    }
 }
 
 /* ---- ZeRO-3 ------------------------------------------------------------------------------- */

@@ -61,7 +61,8 @@ int train_zero_step(train_job *t, double lr, ddp_err *err);
 /* A state buffer (n_state floats on the device) into global, n_params floats in the checkpoint's
  * layout: every rank takes part; global is written on rank 0 only (may be NULL elsewhere). */
 int train_zero_collect(train_job *t, const float *state, float *global, ddp_err *err);
-/* This rank's part of a full state buffer global (n_params floats) into state on the device. */
-int train_zero_distribute(train_job *t, const float *global, float *state, ddp_err *err);
+/* What this rank's parts hold of floats [off, off + n) of a buffer in the checkpoint's layout
+ * (chunk), each copied to its place in shard (the optimizer's n_state floats, on the host). */
+void train_zero_take_range(const train_job *t, const float *chunk, size_t off, size_t n, float *shard);
 
 #endif

@@ -30,8 +30,7 @@
 #  - keep_last removes old sets whole, and a prune that fails after a commit (DDP_TEST_FAULT
 #    prune-fail) is a warning: the job goes on and the next save prunes; a read that fails for want
 #    of memory ends the job instead of resuming an older checkpoint; checkpoint.resume names a
-#    set's directory; with
-#    checkpoint.upload_cmd a set is refused before training (exit 2);
+#    set's directory;
 #  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), names a folder of
 #    checkpoints as such, `ckpt export --format
 #    hf|llmc` of a set is byte for byte the export of the single file of the same step, and
@@ -284,9 +283,19 @@ check "... and the set is left whole, nothing written in it" \
 check "export of a damaged set is refused" \
     bash -c "! '$DDPRUN' ckpt export --format llmc '$(set_of info 20)' '$TMP/bad.bin' >/dev/null 2>&1 && [ ! -e '$TMP/bad.bin' ]"
 
-# ---- checkpoint.upload_cmd does not take a set: refused before training ---------------------------
-run upload 1 "${S[@]}" checkpoint.upload_cmd=true
-check "checkpoint.sharded with checkpoint.upload_cmd: exit 2 (got $?)" [ $? -eq 2 ]
-check "... naming both keys" grep -q "checkpoint.upload_cmd only with checkpoint.sharded false" "$TMP/upload.log"
-check "... before anything was written" [ ! -e "$TMP/upload/checkpoints" ]
+# ---- a resume from a single file: rank 0 reads it whole, no other rank holds the whole state -------
+# A 12.7M-parameter GPT at np 3 under ZeRO-1, the broadcast in chunks of 1M floats: another rank
+# holds a chunk and its third of the state; its resident memory rises by less than the whole state
+# (the model and AdamW's two moments), which it held before (and besides, it first touches its
+# device copy of the parameters and its state shard: about two-thirds of that bound in all).
+BIG=(model.gpt2.n_embd=512 model.gpt2.n_head=8 model.gpt2.n_layer=4 ddp.zero=1 ddp.bucket_mb=25
+     ddp.first_bucket_mb=1 checkpoint.every_steps=2 optimizer.schedule.warmup_steps=1)
+run big 3 "${BIG[@]}" train.max_steps=2
+DDP_COMM_MAX_CHUNK=1048576 run big 3 "${BIG[@]}" train.max_steps=3 checkpoint.resume=auto
+rose=$(grep "start, the resume from a single file" "$TMP/big.log")
+others=$(sed -n 's/.* \([0-9]*\) MiB on any rank but 0.*/\1/p' <<<"$rose")
+model=$(sed -n 's/.*(the model \([0-9]*\) MiB.*/\1/p' <<<"$rose")
+check "single-file resume: resumed step 2 at np 3" grep -q "resumed from .*ckpt-00000002.ddp: step 2" "$TMP/big.log"
+check "... a rank other than 0 rose by ${others:-?} MiB, under the whole state ($((3 * ${model:-0})) MiB)" \
+    bash -c "[ -n '$others' ] && [ -n '$model' ] && [ '$others' -lt $((3 * ${model:-0})) ]"
 finish
