@@ -213,7 +213,7 @@ static const cfg_key keys_after_models[] = {
          "`checkpoint.dir/ckpt-<step>/`, and rank 0 then writes the set's manifest, which commits it "
          "(docs/checkpoint-format.md, Sharded checkpoints); needs a filesystem every rank shares. `false`: "
          "rank 0 gathers everything and writes one file. Either kind resumes at any world size and `ddp.zero`, "
-         "and either is uploaded by `checkpoint.upload_cmd` once it is whole (a set: committed)."),
+         "and either is handed to `checkpoint.upload_cmd` once it is whole (a set: committed)."),
     {.path = "checkpoint.resume", .type = KT_RESUME, .def = "auto",
      .doc = "`auto`: newest valid checkpoint in `checkpoint.dir` (after `checkpoint.download_cmd` when there "
             "is none valid), else start fresh; `never`: start fresh; a path: that checkpoint. `never` or a path is "
@@ -252,7 +252,7 @@ static const cfg_key keys_after_models[] = {
     COMMAND("checkpoint.upload_cmd", checkpoint.upload_cmd, upload_placeholders,
             "Run by rank 0 after each successful save, in the background (training never waits for it), e.g. "
             "`aws s3 cp {path} s3://bucket/run/`; with `checkpoint.sharded: true` `{path}` is the set's folder, "
-            "copied whole, e.g. `aws s3 sync {path} s3://bucket/run/{name}/`, once rank 0 has committed it. One upload at a time; when newer checkpoints are saved "
+            "once rank 0 has committed it: copy its `manifest.ddp` last (docs/running.md). One upload at a time; when newer checkpoints are saved "
             "meanwhile, only the newest is uploaded next (the skipped ones are named). A failure is reported "
             "with the command's exit status and last line of output, and is not fatal. At the end of the job (a "
             "preemption stop included) ddprun waits for the last upload; a job that fails ends it instead (the "

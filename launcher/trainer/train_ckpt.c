@@ -79,9 +79,6 @@ static void watch_writer(const train_job *t, ckpt_writer *w)
     ckpt_writer_set_keepalive(w, timeout / 4 < 1.0 ? timeout / 4 : 1.0, keep_ranks_waiting, t->ctl);
 }
 
-/* checkpoint.sharded: every rank writes its shard through a writer of its own, so that a shard the
- * storage takes nothing of is given up and named, as rank 0's single file is: the write is
- * synchronous, and the other ranks wait for it in the agreement after it. */
 /* Rank 0, with checkpoint.upload_cmd: the uploader each save's file or set is handed to. */
 static int open_uploader(const train_job *t, train_ckpt *c, ddp_err *err)
 {
@@ -92,6 +89,9 @@ static int open_uploader(const train_job *t, train_ckpt *c, ddp_err *err)
                                 &c->uploader, err);
 }
 
+/* checkpoint.sharded: every rank writes its shard through a writer of its own, so that a shard the
+ * storage takes nothing of is given up and named, as rank 0's single file is: the write is
+ * synchronous, and the other ranks wait for it in the agreement after it. */
 static int open_shard_writer(train_job *t, train_ckpt *c, ddp_err *err)
 {
     const config *cfg = t->cfg;
@@ -484,10 +484,6 @@ static int write_last_again(train_job *t, train_ckpt *c, ckpt_write_stats *st, d
                     "the job ends with its state unsaved", (long long)t->step, again.msg[0] ? again.msg : "no file");
 }
 
-/* checkpoint.sharded, at the job's end: rank 0's prune of the last set may still run on its writer,
- * and is waited for under the whole deadline. Its answers stay on: after a failure elsewhere the
- * other ranks may still wait in a collective, and must hear that this rank is busy, not hung (so
- * do train_ckpt_finish's for a single file). */
 /* Rank 0 at the job's end, after its writer: the last upload waited for, or ended when the job
  * failed or the storage stalled (its peers wait for this rank: an upload must not hold the job
  * for its time limit); then what uploads held from pruning goes. Returns rc. */
@@ -514,6 +510,10 @@ static int finish_uploads(const train_job *t, train_ckpt *c, bool failed, bool s
     return rc;
 }
 
+/* checkpoint.sharded, at the job's end: rank 0's prune of the last set may still run on its writer,
+ * and is waited for under the whole deadline. Its answers stay on: after a failure elsewhere the
+ * other ranks may still wait in a collective, and must hear that this rank is busy, not hung (so
+ * do train_ckpt_finish's for a single file). */
 static int finish_shard_writer(const train_job *t, train_ckpt *c, bool failed, ddp_err *err)
 {
     ddp_err local = {0};

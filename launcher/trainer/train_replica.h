@@ -1,8 +1,8 @@
-/* train_replica.h — what the step loop (train.c), checkpoints (train_ckpt.c) and evaluation
- * (train_log.c) share about this rank's replica (train_replica.c): its parameters made rank 0's and
- * the model told they changed, and the staging buffers (struct train_staging, its own) a batch's
- * rows are chosen into, gathered and uploaded from. Must not decide when any of it happens: its
- * callers do. */
+/* train_replica.h — what the step loop (train.c), checkpoints (train_ckpt.c, train_resume.c) and
+ * evaluation (train_log.c) share about this rank's replica (train_replica.c): its parameters, or a
+ * checkpoint's saved buffers, made rank 0's a chunk at a time and the model told they changed, and
+ * the staging buffers (struct train_staging, its own) a batch's rows are chosen into, gathered and
+ * uploaded from. Must not decide when any of it happens: its callers do. */
 #ifndef DDP_TRAIN_REPLICA_H
 #define DDP_TRAIN_REPLICA_H
 
@@ -22,7 +22,8 @@ typedef void (*train_chunk_fill)(const train_job *t, const void *ctx, int b, siz
 /* Every rank takes the saved buffers (t->ckpt's: parameters, optimizer state) from rank 0, which
  * fills them a chunk at a time (train_host_chunk) and broadcasts each: a buffer a rank holds whole
  * goes to its device chunk by chunk, a sharded one (ZeRO) into a host copy of its shard, then to
- * the device. No rank stages the whole state. A rank whose device fails takes the remaining chunks
+ * the device. No rank stages the whole state (rank 0 holds what it fills from: the file it read). A
+ * rank whose device fails takes the remaining chunks
  * all the same, so that no other waits in a broadcast for it, and the ranks agree at the end. */
 int train_share_saved(train_job *t, train_chunk_fill fill, const void *ctx, ddp_err *err);
 /* Makes every rank's parameters rank 0's (no communication on one rank), in chunks through a host

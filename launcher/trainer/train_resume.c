@@ -285,7 +285,7 @@ static int32_t damaged(int rc, const ddp_err *err)
 }
 
 /* A set's buffers laid out as this model's (a resume reads its ranges by this model's offsets):
- * their length, and every tensor at its offset with its number of elements, as copy_tensors
+ * their length, and every tensor at its offset with its number of elements, as find_tensors
  * demands of a whole checkpoint. Refused (DDP_EUSAGE) naming the first that differs. */
 static int check_layout(const train_job *t, const ckpt_manifest *mf, const char *path, ddp_err *err)
 {
@@ -453,14 +453,16 @@ static int resumed(train_job *t, const int64_t *hdr, int64_t *consumed)
 }
 
 /* Rank 0 reads the checkpoint whole and broadcasts it a chunk at a time; every rank takes what it
- * holds of each chunk (train_share_saved). A fresh start reserves nothing. The memory this took is
- * logged, rank 0's (the file) and the others' (a chunk, and a shard under ZeRO) apart. */
-static int resume_whole(train_job *t, ckpt_loaded *walked, char *used, int64_t *consumed, ddp_err *err)
+ * holds of each chunk (train_share_saved). A fresh start reserves nothing. The memory the resume
+ * took since `before` (the mark's, ahead of any walk over sets) is logged, rank 0's (the file) and
+ * the others' (a chunk, and a shard under ZeRO) apart. */
+static int resume_whole(train_job *t, ckpt_loaded *walked, char *used, int64_t before, int64_t *consumed,
+                        ddp_err *err)
 {
     const train_ckpt *c = t->ckpt;
     ckpt_loaded ck = {0};
     const float **src = NULL;
-    int64_t hdr[HDR_N] = {0}, before = train_start_memory_mark();
+    int64_t hdr[HDR_N] = {0};
     int32_t status = DDP_OK;
     if (t->ctl->rank == 0)
         status = load_on_rank0(t, walked, &ck, &src, hdr, used, err);
@@ -471,7 +473,7 @@ static int resume_whole(train_job *t, ckpt_loaded *walked, char *used, int64_t *
         if (rc == DDP_OK)
             rc = train_share_saved(t, fill_chunk, src, err);
         if (rc == DDP_OK)
-            rc = train_start_memory_log(t, "the resume from a single file", before, err);
+            rc = train_start_memory_log(t, "the resume of a checkpoint rank 0 read whole", before, err);
         if (rc == DDP_OK)
             rc = finish_resume(t, hdr, used, err);
         if (rc == DDP_OK)
@@ -548,11 +550,14 @@ static int resume_or_start(train_job *t, int64_t *consumed, ddp_err *err)
     bool done = false;
     ckpt_loaded walked = {0};
     bool sets = t->zero || t->cfg->checkpoint.sharded; /* below ZeRO-3, single files walk no sets */
+    int64_t before = train_start_memory_mark(); /* a walk that ends at a file read it whole */
     int rc = sets ? resume_by_pieces(t, hdr, used, &walked, &done, err) : DDP_OK;
+    if (rc == DDP_OK && done)
+        rc = train_start_memory_log(t, "the resume by pieces of a set", before, err);
     if (rc == DDP_OK && done)
         rc = resumed(t, hdr, consumed);
     else if (rc == DDP_OK)
-        rc = resume_whole(t, &walked, used, consumed, err);
+        rc = resume_whole(t, &walked, used, before, consumed, err);
     ckpt_loaded_free(&walked); /* a failure before resume_whole took it; else empty */
     return rc;
 }

@@ -30,7 +30,8 @@
 #  - keep_last removes old sets whole, and a prune that fails after a commit (DDP_TEST_FAULT
 #    prune-fail) is a warning: the job goes on and the next save prunes; a read that fails for want
 #    of memory ends the job instead of resuming an older checkpoint; checkpoint.resume names a
-#    set's directory;
+#    set's directory; a resume from a single file at np 3 raises no rank but rank 0's memory by
+#    the whole state (the broadcast goes a chunk at a time);
 #  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), names a folder of
 #    checkpoints as such, `ckpt export --format
 #    hf|llmc` of a set is byte for byte the export of the single file of the same step, and
@@ -292,7 +293,7 @@ BIG=(model.gpt2.n_embd=512 model.gpt2.n_head=8 model.gpt2.n_layer=4 ddp.zero=1 d
      ddp.first_bucket_mb=1 checkpoint.every_steps=2 optimizer.schedule.warmup_steps=1)
 run big 3 "${BIG[@]}" train.max_steps=2
 DDP_COMM_MAX_CHUNK=1048576 run big 3 "${BIG[@]}" train.max_steps=3 checkpoint.resume=auto
-rose=$(grep "start, the resume from a single file" "$TMP/big.log")
+rose=$(grep "start, the resume of a checkpoint rank 0 read whole" "$TMP/big.log")
 others=$(sed -n 's/.* \([0-9]*\) MiB on any rank but 0.*/\1/p' <<<"$rose")
 model=$(sed -n 's/.*(the model \([0-9]*\) MiB.*/\1/p' <<<"$rose")
 check "single-file resume: resumed step 2 at np 3" grep -q "resumed from .*ckpt-00000002.ddp: step 2" "$TMP/big.log"
