@@ -280,7 +280,10 @@ static const cfg_key keys_after_models[] = {
          "0; a notice is a stop request like SIGTERM: every rank agrees on a step, saves, and the job exits 75 "
          "naming the notice. `auto` asks all three at once (Azure's instance metadata: Scheduled Events answer "
          "their first request late) and watches whichever answers within 1 s; on other machines one line "
-         "says that no notice is watched there. On Azure an event counts once this VM's name is known (asked at every poll until it is)."),
+         "says that no notice is watched there. On Azure an event counts once this VM's name is known (asked "
+         "at every poll until it is). On AWS inside a container, where the IMDSv2 token's answer does not "
+         "arrive (the instance's hop limit is 1), the notice is asked without a token (IMDSv1) where the "
+         "instance allows it; where it does not, a warning says how to raise the hop limit."),
     NUM("checkpoint.notice_poll_s", checkpoint.notice_poll_s, NR_POLL, "5", HASH_NO,
         "How often the notice is polled. AWS warns 2 minutes ahead, GCP and Azure about 30 s: the poll "
         "interval plus one step plus the checkpoint's snapshot must fit. Polling more often than every "

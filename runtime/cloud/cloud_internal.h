@@ -17,6 +17,8 @@ typedef struct cloud_session {
     char base[CLOUD_URL_MAX];   /* http://169.254.169.254 or DDPRUN_METADATA_URL, no trailing '/' */
     char token[256];            /* AWS: IMDSv2 session token, "" = none yet */
     double token_time;          /* monotonic_s() when it was issued */
+    bool imds_v1;               /* AWS: no token comes back (in a container: the instance's hop limit),
+                                   but the service answers without one (IMDSv1): asked so from then on */
     char vm_name[128];          /* Azure: this VM's name, for the events that name it; "" until known */
 } cloud_session;
 

@@ -49,10 +49,14 @@ static void watch_main(worker *t, void *arg)
     cloud_session_init(&s, provider);
     log_info("checkpoint.preemption_notice: watching %s's preemption notice at %s every %g s", cloud_name(provider),
              s.base, w->poll_s);
-    bool failing = false;
+    bool failing = false, said_v1 = false;
     do {
         char what[NOTICE_TEXT_MAX] = "";
         int rc = cloud_poll(&s, what, sizeof what);
+        if (s.imds_v1 && !said_v1)
+            log_info("checkpoint.preemption_notice AWS: no IMDSv2 token comes back (inside a container: the "
+                     "instance's hop limit); asking without one (IMDSv1)");
+        said_v1 |= s.imds_v1;
         if (rc == 1) {
             w->on_notice(what, w->arg);
             break;

@@ -15,7 +15,9 @@ As Microsoft documents, Scheduled Events start on their first request, which Azu
 (here after 3 s; the documentation says up to two minutes), and with DIR/name_fails the first
 request for the VM's name fails with HTTP 503. While DIR/garbage exists, the notice endpoint answers 200
 with bytes that are no notice (random bytes, escapes and NULs among them), as a broken service or
-a captive proxy might.
+a captive proxy might. AWS inside a container whose instance's hop limit is 1: with DIR/token_lost the
+token's PUT gets no answer (the client times out, as the answer dropped on its way would leave it);
+with DIR/imdsv1 requests without a token are answered too (IMDSv1 on; else 401, as IMDSv2 required).
 """
 import http.server
 import json
@@ -85,6 +87,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_PUT(self):
         if PROVIDER == "aws" and self.path == "/latest/api/token":
+            if os.path.exists(os.path.join(DIR, "token_lost")):
+                self.log_message("LOST the token's answer")
+                time.sleep(3)  # beyond the client's 2 s: no answer reaches it
+                self.close_connection = True
+                return
             ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
             if not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
                 return self.refuse(400, "missing or bad X-aws-ec2-metadata-token-ttl-seconds")
@@ -104,8 +111,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def get_aws(self):
-        if self.headers.get("X-aws-ec2-metadata-token") not in TOKENS:
+        v1 = os.path.exists(os.path.join(DIR, "imdsv1"))
+        if self.headers.get("X-aws-ec2-metadata-token") not in TOKENS and not v1:
             return self.refuse(401, "IMDSv2 token missing or unknown")
+        if self.path == "/latest/meta-data/instance-id":
+            return self.reply(200, "i-0b22a22eec53b9321")
         if self.path == "/latest/meta-data/spot/instance-action" and os.path.exists(os.path.join(DIR, "garbage")):
             return self.garbage()
         if self.path == "/latest/meta-data/spot/instance-action" and notice_due():

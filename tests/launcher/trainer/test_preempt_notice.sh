@@ -6,7 +6,9 @@
 # answers (Azure by its instance metadata: its Scheduled Events' first answer comes late); with no
 # metadata service it stays silent and the job ends normally. Azure's events for 80 other VMs of the
 # placement group (an answer of 24 KB) do not stop the job, nor while its VM name's first request
-# fails, and this VM's event among them does; nor does an AWS answer of 200 that is garbage.
+# fails, and this VM's event among them does; nor does an AWS answer of 200 that is garbage. AWS
+# inside a container, where the IMDSv2 token's answer does not arrive: found by `auto` and asked
+# without a token (IMDSv1), or, where the instance refuses that, a warning names the hop limit.
 source "$(dirname "$0")/../../lib.sh"
 POLL=0.5
 LONG=(model.mlp.hidden=[512,512] optimizer.kind=adamw optimizer.nesterov=false train.max_steps=3000
@@ -24,10 +26,10 @@ start_server() { # provider dir
 stop_server() { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; }
 trap 'stop_server; rm -rf "$TMP"' EXIT
 
-# notice_case PROVIDER SETTING NAMED REFUSALS NOTICE_PATH: run until step 20 and the watch's first request
+# notice_case PROVIDER SETTING NAMED REFUSALS NOTICE_PATH [DIR]: run until step 20 and the watch's first request
 # to NOTICE_PATH answered, then the server announces the preemption
 notice_case() {
-    local p=$1 setting=$2 d=$TMP/$1
+    local p=$1 setting=$2 d=$TMP/${6:-$1}
     start_server "$p" "$d/meta"
     "$DDPRUN" -np 2 "$SMALL" run.dir="$d/run" "${LONG[@]}" checkpoint.preemption_notice="$setting" \
         checkpoint.notice_poll_s=$POLL >"$d/job.log" 2>&1 &
@@ -71,11 +73,33 @@ notice_case() {
 
 notice_case aws aws "AWS spot/instance-action: terminate at 2026-11-25T18:02:00Z" "^$" "spot/instance-action"
 check "aws: the IMDSv2 token was asked for" grep -q "PUT /latest/api/token" "$TMP/aws/meta/requests.log"
-# auto: the detection asks all three providers at once; the others' questions may be refused
-notice_case gcp auto "GCP instance/preempted: TRUE" "/metadata/instance" "instance/preempted"
+# AWS inside a container (the instance's hop limit 1): the token's answer never arrives; `auto`
+# finds AWS by asking without a token, and the notice is asked so (IMDSv1)
+mkdir -p "$TMP/aws-v1/meta" && touch "$TMP/aws-v1/meta/token_lost" "$TMP/aws-v1/meta/imdsv1"
+notice_case aws auto "AWS spot/instance-action: terminate at 2026-11-25T18:02:00Z" "^$" "spot/instance-action" aws-v1
+check "aws in a container (auto): detected" grep -q "watching AWS's preemption notice" "$TMP/aws-v1/job.log"
+check "aws in a container: asked without a token, said once" \
+    [ "$(grep -c 'no IMDSv2 token comes back.*asking without one (IMDSv1)' "$TMP/aws-v1/job.log")" -eq 1 ]
+# ... where the instance refuses IMDSv1: `auto` still finds AWS (its 401), and a warning says how
+# to let the token through; the job ends normally
+mkdir -p "$TMP/aws-hop/meta" && touch "$TMP/aws-hop/meta/token_lost"
+start_server aws "$TMP/aws-hop/meta"
+"$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/aws-hop/run" train.max_steps=40 checkpoint.notice_poll_s=$POLL \
+    checkpoint.preemption_notice=auto >"$TMP/aws-hop/job.log" 2>&1
+rc=$?
+stop_server
+check "aws in a container without IMDSv1: the job completes (exit 0, got $rc)" [ $rc -eq 0 ]
+check "... AWS detected by its refusal" grep -q "watching AWS's preemption notice" "$TMP/aws-hop/job.log"
+check "... the warning names the hop limit, once" \
+    [ "$(grep -c 'IMDSv1 is refused.*--http-put-response-hop-limit 2 (the token' "$TMP/aws-hop/job.log")" -eq 1 ]
+# auto: the detection asks the three providers at once (AWS twice: for a token, and without one); the
+# others' questions may be refused
+notice_case gcp auto "GCP instance/preempted: TRUE" "/metadata/instance\|/latest/meta-data/instance-id" \
+    "instance/preempted"
 check "gcp (auto): detected" grep -q "watching GCP's preemption notice" "$TMP/gcp/job.log"
 mkdir -p "$TMP/azure/meta" && touch "$TMP/azure/meta/name_fails"
-notice_case azure auto "Azure Scheduled Events: Preempt (EventId 5A2E-THIS" "preempted" "scheduledevents"
+notice_case azure auto "Azure Scheduled Events: Preempt (EventId 5A2E-THIS" "preempted\|/latest/meta-data/instance-id" \
+    "scheduledevents"
 check "azure (auto): detected" grep -q "watching Azure's preemption notice" "$TMP/azure/job.log"
 check "azure: the event for another VM was not taken for this one" bash -c "! grep -q 0F1C-OTHER '$TMP/azure/job.log'"
 
