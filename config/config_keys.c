@@ -270,7 +270,9 @@ static const cfg_key keys_after_models[] = {
             "`{dir}` (e.g. `aws s3 sync s3://bucket/run/ {dir}`; `DDPRUN_DIR` in the environment, quoted as for "
             "upload_cmd); the newest valid one is then resumed, or the run starts fresh if it brought none (where "
             "there was none before). A failure stops the job before training (starting "
-            "from step 0 instead would silently lose the run). Like an upload, it ends with its rank."),
+            "from step 0 instead would silently lose the run). Like an upload, it ends with its rank; a stop "
+            "request that reaches rank 0 (Ctrl-C or SIGTERM to ddprun, rank 0's node's preemption notice) ends "
+            "it at once, and the job exits 75 with its `.download-unfinished` marker kept for the next start."),
     NUM("checkpoint.command_timeout_s", checkpoint.command_timeout_s, NR_POSITIVE, "900", HASH_NO,
         "Time limit of each upload or download command; past it the command's whole process group is ended "
         "and the command counts as failed."),

@@ -23,7 +23,8 @@
  *       (EX_TEMPFAIL); not restarted by --max-restarts, since the machine is going away, unless
  *       the stop was other hosts' preemption notice (ddprun asked nothing) and -H or
  *       --host-discovery lets the job restart without them. Also a stop that came before mpirun
- *       was started: nothing ran
+ *       was started (nothing ran), or during the resume's checkpoint.download_cmd (nothing
+ *       trained, nothing saved)
  */
 #include "ddprun.h"
 

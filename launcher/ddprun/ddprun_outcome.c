@@ -46,7 +46,7 @@ void report(const job_result *r, int code)
     char who[300], how[300];
     describe_failure(r, who, how, sizeof who);
     if (code == DDP_EPREEMPTED)
-        fprintf(stderr, "ddprun: job stopped after saving a checkpoint (preempted, exit 75)\n");
+        fprintf(stderr, "ddprun: job stopped on request, resumable (preempted, exit 75)\n");
     else if (code == DDP_ENONFINITE)
         fprintf(stderr, "ddprun: job stopped on a non-finite value, nothing saved from it (exit 65; not restarted: a "
                         "resume would repeat it)\n");

@@ -536,19 +536,20 @@ static int finish_job(train_job *t, int rc, ddp_err *err)
     return rc;
 }
 
-/* The job's last line: steps, time, why it stopped (stop, TRAIN_STOP_*, for DDP_EPREEMPTED) and
- * the latest evaluation. */
+/* The job's last line: steps, time, why it stopped (stop, TRAIN_STOP_*, for DDP_EPREEMPTED; NONE:
+ * the resume's download was stopped) and the latest evaluation. */
 static void log_done(const train_job *t, int rc, int stop)
 {
-    double secs = monotonic_s() - t->t_start;
+    double secs = t->t_start > 0 ? monotonic_s() - t->t_start : 0; /* 0: stopped before the loop */
     train_eval last = train_log_last_eval(t);
     char result[64] = "no evaluation";
     if (last.done && t->m->io.classifier)
         snprintf(result, sizeof result, "final test accuracy %.2f%%", 100.0 * last.acc);
     else if (last.done)
         snprintf(result, sizeof result, "final test loss %.4f", last.loss);
-    const char *why = stop == TRAIN_STOP_NOTICE ? " (stopped by the cloud's preemption notice, checkpoint saved)"
-                                                : " (stopped by signal, checkpoint saved)";
+    const char *why = stop == TRAIN_STOP_NOTICE   ? " (stopped by the cloud's preemption notice, checkpoint saved)"
+                      : stop == TRAIN_STOP_SIGNAL ? " (stopped by signal, checkpoint saved)"
+                                                  : " (stopped while resuming, before any step: nothing to save)";
     log_info("done: %lld steps in %.1f s%s, %s", (long long)t->step, secs, rc == DDP_EPREEMPTED ? why : "", result);
 }
 

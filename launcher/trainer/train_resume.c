@@ -132,6 +132,13 @@ static void fill_chunk(const train_job *t, const void *ctx, int b, size_t off, s
     }
 }
 
+/* A download's stop: a stop request (a signal, a preemption notice) ends it at once, and the job
+ * with it (DDP_EPREEMPTED), instead of waiting for it up to checkpoint.command_timeout_s. */
+static int stop_requested(void)
+{
+    return train_stop_requested != TRAIN_STOP_NONE;
+}
+
 /* A restart by ddprun --max-restarts continues this run: its own newest checkpoint wins over
  * checkpoint.resume (never / a path), which only decides how the first attempt starts. */
 static bool resumes_own_newest(const train_job *t)
@@ -163,8 +170,8 @@ static int find_own_newest(train_job *t, ckpt_try_fn try_entry, void *ctx, char 
                  err->msg);
     *err = (ddp_err){0};
     c->downloaded = true;
-    rc = ckpt_download(t->cfg->checkpoint.download_cmd, c->dir, t->cfg->checkpoint.command_timeout_s, c->command_log,
-                       err);
+    rc = ckpt_download(t->cfg->checkpoint.download_cmd, c->dir, t->cfg->checkpoint.command_timeout_s,
+                       stop_requested, c->command_log, err);
     if (rc == DDP_OK && (rc = ckpt_find_latest_with(c->dir, try_entry, ctx, used, err)) == CKPT_NONE)
         log_info("checkpoint: checkpoint.download_cmd brought no checkpoint into %s", c->dir);
     return rc == CKPT_DAMAGED ? DDP_ERUNTIME : rc;

@@ -260,7 +260,8 @@ void ckpt_download_forget(const char *dir)
         log_warn("checkpoint: %s", e.msg);
 }
 
-int ckpt_download(const char *cmd, const char *dir, double timeout_s, const char *log_path, ddp_err *err)
+int ckpt_download(const char *cmd, const char *dir, double timeout_s, command_stop_fn stop, const char *log_path,
+                  ddp_err *err)
 {
     char abs[PATH_MAX];
     int rc = make_dirs(dir, err);
@@ -277,7 +278,10 @@ int ckpt_download(const char *cmd, const char *dir, double timeout_s, const char
     if ((rc = set_marker(dir, true, err)) != DDP_OK)
         return rc;
     command_result res;
-    rc = run_logged("download", cmd, ckpt_download_placeholders, values, 1, timeout_s, NULL, log_path, &res, err);
+    rc = run_logged("download", cmd, ckpt_download_placeholders, values, 1, timeout_s, stop, log_path, &res, err);
+    if (rc == DDP_EPREEMPTED)
+        log_warn("checkpoint: checkpoint.download_cmd was stopped by the stop request; %s/%s stays, so the next "
+                 "start fetches again", dir, CKPT_DOWNLOAD_MARKER);
     if (rc != DDP_OK) {
         ckpt_beyond held;
         ddp_err unlisted = {0};

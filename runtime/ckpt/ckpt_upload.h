@@ -11,6 +11,7 @@
 #define DDP_CKPT_UPLOAD_H
 
 #include "ckpt.h"
+#include "runtime/base/command.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,10 +43,11 @@ void ckpt_uploader_destroy(ckpt_uploader *u);
 
 /* Runs cmd (placeholders: ckpt_download_placeholders, {dir} = dir, created first) to fetch
  * checkpoints into dir, output appended to log_path. DDP_ERUNTIME naming the command and how it
- * ended when it fails. While it runs, and after it failed or was cut short (a timeout, the machine
+ * ended when it fails; DDP_EPREEMPTED when stop (may be NULL) answered non-zero and ended it. While it runs, and after it failed or was cut short (a timeout, the machine
  * taken), dir holds CKPT_DOWNLOAD_MARKER: what is in dir may be part of what it brings, the older
  * checkpoints whole and the newest missing. */
-int ckpt_download(const char *cmd, const char *dir, double timeout_s, const char *log_path, ddp_err *err);
+int ckpt_download(const char *cmd, const char *dir, double timeout_s, command_stop_fn stop, const char *log_path,
+                  ddp_err *err);
 /* Whether dir holds the marker of a download that did not finish. */
 bool ckpt_download_unfinished(const char *dir);
 /* Removes the marker: a run that saves into dir (having resumed or started without downloading)

@@ -507,12 +507,12 @@ exec 3<"$tmp/stalled"
 for _ in $(seq 3000); do contains $err "ddprun: stdout is not being read" && break; sleep 0.01; done
 t0=$(date +%s%N)
 kill -TERM $pid
-for _ in $(seq 3000); do contains $err "job stopped after saving a checkpoint" && break; sleep 0.01; done
+for _ in $(seq 3000); do contains $err "job stopped on request, resumable" && break; sleep 0.01; done
 ms=$((($(date +%s%N) - t0) / 1000000))
 check "stdout not read: ddprun says so on stderr" contains $err "ddprun: stdout is not being read"
 check "... the stop forwarded" contains $err "sending SIGUSR1 to all ranks"
 check "... the job stopped after saving, within 20 s (${ms} ms)" \
-    bash -c "[ $ms -lt 20000 ] && grep -qF 'job stopped after saving a checkpoint' '$err'"
+    bash -c "[ $ms -lt 20000 ] && grep -qF 'job stopped on request, resumable' '$err'"
 cat <&3 >"$tmp/stalled.out"
 exec 3<&-
 finish

@@ -3,7 +3,8 @@
 # save (in the background, never blocking training; a sharded set whole, then downloaded; a
 # failing, a slow and a hanging command, and one whose rank is killed by SIGKILL; none inherits the
 # rank's open files), and
-# checkpoint.download_cmd fetching the newest checkpoint when a fresh machine resumes, or when
+# checkpoint.download_cmd fetching the newest checkpoint when a fresh machine resumes (a stop
+# request ends it at once), or when
 # what an interrupted download left is no valid checkpoint, or its marker says it did not finish (under
 # run.dir's lock: a second job into the same new run.dir is refused before downloading; its time
 # is not training time for checkpoint.every_minutes); placeholder
@@ -167,6 +168,26 @@ np2 run.dir="$TMP/partial" "${RUN[@]}" train.max_steps=50 >"$TMP/partial.c.log" 
 check "a run that saves without downloading removes an old download's marker (exit $?)" \
     bash -c "[ $? -eq 0 ] && grep -q 'resumed from .*ckpt-00000040.ddp' '$TMP/partial.c.log' &&
              [ ! -e '$TMP/partial/checkpoints/.download-unfinished' ]"
+# a stop request (Ctrl-C, SIGTERM, a notice) during a download ends it at once: the job exits 75
+# naming the stop, the marker stays for the next start, and nothing of the command runs on (it
+# waited up to checkpoint.command_timeout_s, here the command's 60 s, before)
+"$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/dlstop" "${RUN[@]}" checkpoint.download_cmd="sleep 60; echo late >{dir}/late" \
+    >"$TMP/dlstop.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "download" "$TMP/dlstop/checkpoint-commands.log" 2>/dev/null && break; sleep 0.05; done
+t0=$(date +%s)
+kill -TERM $pid
+wait $pid
+rc=$?
+took=$(($(date +%s) - t0))
+check "a download stopped: exit 75 (got $rc) within 30 s of the stop, not the command's 60 s (took $took s)" \
+    bash -c "[ $rc -eq 75 ] && [ $took -lt 30 ]"
+check "... said, with the marker kept" grep -q "download_cmd was stopped.*download-unfinished stays" "$TMP/dlstop.log"
+check "... the marker is there" [ -e "$TMP/dlstop/checkpoints/.download-unfinished" ]
+check "... the rank's last line says nothing was saved" grep -q "stopped while resuming, before any step" "$TMP/dlstop.log"
+sleep 1
+check "... nothing of the command ran on" [ ! -e "$TMP/dlstop/checkpoints/late" ]
+
 # a failed download stops the job before training: starting from step 0 would silently lose the run
 printf '#!/bin/sh\necho "bucket not found" >&2\nexit 4\n' >"$TMP/no-bucket"
 chmod +x "$TMP/no-bucket"
