@@ -52,7 +52,7 @@ check "the np 2 attempt is running on h1 (a rank to kill: ${victim:-none})" [ -n
 [ -n "$victim" ] && kill -9 "$victim"
 wait $pid
 rc=$?
-check "the job ends after two restarts (exit $rc)" [ $rc -eq 0 ] && [ -f "$NS_STORE/h1/disc/checkpoints/ckpt-00000400.ddp" ]
+check "the job ends after two restarts (exit $rc)" eval '[ $rc -eq 0 ] && [ -f "$NS_STORE/h1/disc/checkpoints/ckpt-00000400.ddp" ]'
 check "discovery ran at the start and before each restart" [ "$(cat "$TMP/runs")" -eq 3 ]
 check "attempt 1 on h1 and h2" grep -qF "host discovery: h1:2, h2:2 (4 slots) -> -np 4 -H h1:2,h2:2" "$TMP/disc.log"
 check "attempt 2 without h2" grep -qF "host discovery: h1:2 (2 slots) -> -np 2 -H h1:2" "$TMP/disc.log"

@@ -44,7 +44,7 @@ ddp -np 4 -H h1:2,h2:2 "${NS_MPI[@]}" topo >"$TMP/topo.log" 2>&1
 check "... ranks 0 1 ran on h1 and 2 3 on h2 (ddprun topo)" \
     bash -c "grep -q 'Host h1: .*ranks 0 1;' '$TMP/topo.log' && grep -q 'Host h2: .*ranks 2 3;' '$TMP/topo.log'"
 two=$(last_ckpt "$NS_STORE/h1/two")
-check "... rank 0 wrote its checkpoints on h1 only" [ -n "$two" ] && [ ! -d "$NS_STORE/h2/two/checkpoints" ]
+check "... rank 0 wrote its checkpoints on h1 only" eval '[ -n "$two" ] && [ ! -d "$NS_STORE/h2/two/checkpoints" ]'
 check "... bit-identical to np 4 on one host" "$DDPRUN" ckpt diff "$(last_ckpt "$TMP/one")" "$two"
 
 # no shared filesystem: stopped at step 10 on h1 alone, resumed with three of four ranks on h2
@@ -88,6 +88,6 @@ check "... naming h2's ranks and host" grep -q "Not arrived: rank 2 (host h2), r
 check "... --max-restarts 1 goes on with h1 alone" \
     grep -qF "leaving out the host(s) whose ranks did not arrive: -np 2 -H h1:2" "$TMP/cut.log"
 check "... from the last checkpoint" grep -q "resum" "$TMP/cut.log"
-check "... to the end (exit $rc)" [ $rc -eq 0 ] && [ -f "$NS_STORE/h1/cut/checkpoints/ckpt-00000300.ddp" ]
+check "... to the end (exit $rc)" eval '[ $rc -eq 0 ] && [ -f "$NS_STORE/h1/cut/checkpoints/ckpt-00000300.ddp" ]'
 
 finish

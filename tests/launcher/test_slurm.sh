@@ -41,7 +41,7 @@ done
 wait %1; rc0=$?
 wait %2; rc1=$?
 check "srun without PMIx (each task MPI's rank 0 of 1): both refused with exit 2 (got $rc0 $rc1)" \
-    [ $rc0 -eq 2 ] && [ $rc1 -eq 2 ]
+    eval '[ $rc0 -eq 2 ] && [ $rc1 -eq 2 ]'
 check "... saying to use srun --mpi=pmix" grep -q "started by srun as task 1 of 2 (node 0), but MPI sees 1 rank(s)" \
     "$TMP/alone1.log"
 check "... or to start with ddprun or mpirun" grep -q "srun --mpi=pmix" "$TMP/alone0.log"

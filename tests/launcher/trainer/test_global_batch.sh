@@ -137,11 +137,11 @@ check "np=5 with global batch 12: every rank refuses with exit 2 (got $rc)" [ $r
 check "... naming the numbers and the world sizes that would" grep -qF \
     "train.global_batch 12 cannot be split over 5 ranks: 12 samples do not divide into 5 equal shares; world sizes that would: 1, 2, 3, 4, 6, 12" \
     "$TMP/refused-all.log"
-check "... before anything was written" [ ! -e "$TMP/refused/checkpoints" ] && [ ! -e "$TMP/refused/metrics.jsonl" ]
+check "... before anything was written" eval '[ ! -e "$TMP/refused/checkpoints" ] && [ ! -e "$TMP/refused/metrics.jsonl" ]'
 "$DDPRUN" -np 8 "$MLP" run.dir="$TMP/refused-ddprun" train.global_batch=48 data.batch_size=4 >"$TMP/refused-ddprun.log" 2>&1
 rc=$?
 check "ddprun -np 8 with global batch 48 of 4 per rank: exit 2 before mpirun (got $rc)" \
-    [ $rc -eq 2 ] && [ ! -e "$TMP/refused-ddprun" ]
+    eval '[ $rc -eq 2 ] && [ ! -e "$TMP/refused-ddprun" ]'
 check "... naming the numbers and the world sizes that would" grep -qF \
     "48 / (8 ranks x data.batch_size 4) is not a whole number of micro-steps; world sizes that would: 1, 2, 3, 4, 6, 12" \
     "$TMP/refused-ddprun.log"

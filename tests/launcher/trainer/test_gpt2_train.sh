@@ -11,7 +11,7 @@ SMALL=$DDP_SRC/tests/launcher/trainer/gpt2_small.yaml
 DATA=$TMP/bytes
 cat /usr/share/common-licenses/{GPL-3,Apache-2.0,LGPL-3,MPL-2.0,Artistic} >"$TMP/corpus.txt"
 "$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$TMP/corpus.txt" "$DATA" >"$TMP/prepare.log" 2>&1
-check "prepare-text writes the byte-level shards" [ -f "$DATA/train_000000.bin" ] && [ -f "$DATA/val_000000.bin" ]
+check "prepare-text writes the byte-level shards" eval '[ -f "$DATA/train_000000.bin" ] && [ -f "$DATA/val_000000.bin" ]'
 D=(data.path="$DATA")
 
 # --- DDP equivalence at global batch 16 (AdamW, weight decay on 2-D tensors, clipping) ---

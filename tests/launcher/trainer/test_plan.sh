@@ -233,7 +233,7 @@ check "--dry-run: prints the worker's --plan command and exits 0" grep -q "ddpru
 check "... and nothing else" [ "$(wc -l <"$TMP/dry.out")" -eq 1 ]
 "$DDPRUN" -np 8 plan "$DDP_SRC/configs/llama3_1b.yaml" model.llama.n_head=5 >/dev/null 2>"$TMP/bad.err"
 rc=$?
-check "a bad override: exit 2 (got $rc) naming the key" [ $rc -eq 2 ] && grep -q "model.llama.n_head" "$TMP/bad.err"
+check "a bad override: exit 2 (got $rc) naming the key" eval '[ $rc -eq 2 ] && grep -q "model.llama.n_head" "$TMP/bad.err"'
 "$DDPRUN" -np 2 plan "$SMALL" >/dev/null 2>"$TMP/mlp.err"
 rc=$?
 check "the MLP: refused with exit 2 (got $rc)" [ $rc -eq 2 ]

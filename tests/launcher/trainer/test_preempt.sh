@@ -38,7 +38,7 @@ check "resumed job is bit-identical to the uninterrupted run" \
 # kill -9 of rank 1 after step 250 (checkpoints at 100, 200): without restarts the job fails fast
 DDP_TEST_FAULT=kill:1:250 ddprun_np2 run.dir="$TMP/k0" "${LONG[@]}" >"$TMP/k0.log" 2>&1
 rc=$?
-check "SIGKILL of a rank: ddprun exits non-zero (got $rc)" [ $rc -ne 0 ] && [ $rc -ne 75 ]
+check "SIGKILL of a rank: ddprun exits non-zero (got $rc)" eval '[ $rc -ne 0 ] && [ $rc -ne 75 ]'
 check "the failure message names rank 1" grep -qi "rank 1" "$TMP/k0.log"
 # ... and with --max-restarts 1 it resumes from step 200 and completes
 DDP_TEST_FAULT=kill:1:250 "$DDPRUN" -np 2 --max-restarts 1 "$SMALL" run.dir="$TMP/k1" "${LONG[@]}" >"$TMP/k1.log" 2>&1

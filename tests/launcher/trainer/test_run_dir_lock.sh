@@ -47,7 +47,7 @@ check "... resuming A's step-$stopped checkpoint" grep -q "resumed from .*ckpt-0
 DDP_TEST_FAULT=kill:0:35 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/killed" train.max_steps=40 "${COMMON[@]}" \
     >"$TMP/k.log" 2>&1
 rc=$?
-check "the killed job failed (exit $rc)" [ $rc -ne 0 ] && [ $rc -ne 2 ]
+check "the killed job failed (exit $rc)" eval '[ $rc -ne 0 ] && [ $rc -ne 2 ]'
 "$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/killed" train.max_steps=40 "${COMMON[@]}" >"$TMP/k2.log" 2>&1
 check "the resume after a SIGKILL is not refused (exit $?)" [ $? -eq 0 ]
 check "... and resumes from step 20 or 30" grep -qE "resumed from .*ckpt-000000[23]0.ddp" "$TMP/k2.log"

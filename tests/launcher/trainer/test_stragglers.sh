@@ -18,7 +18,7 @@ check "the straggler line names rank 2 and its host" grep -q "straggler: rank 2 
 check "it says how much slower, over which steps, and what the others wait" \
     grep -Eq "[0-9]+ % slower than the median of the other ranks over the last [0-9]+ steps \(steps [0-9]+-[0-9]+\); the others wait [0-9.]+ ms a step for it" <<<"$line"
 last=$(sed -n 's/.*(steps [0-9]*-\([0-9]*\)).*/\1/p' <<<"$line")
-check "named within 4 x 50 + 2 x log_every steps of the slow-down (by step $last)" [ -n "$last" ] && [ "$last" -le $((SLOW_FROM + 200 + 10)) ]
+check "named within 4 x 50 + 2 x log_every steps of the slow-down (by step $last)" eval '[ -n "$last" ] && [ "$last" -le $((SLOW_FROM + 200 + 10)) ]'
 waited=$(sed -n 's/.*the others wait \([0-9.]*\) ms.*/\1/p' <<<"$line")
 check "the others' wait is about the 30 ms sleep ($waited ms)" python3 -c "exit(not 15 <= float('${waited:-0}') <= 60)"
 check "no other rank is named" bash -c "! grep 'straggler:' '$TMP/slow.log' | grep -v 'rank 2 on'"

@@ -25,7 +25,7 @@ GPT=(data.path="$TMP/data" run.tensorboard=true train.log_every=5 train.eval=tru
 "$DDPRUN" -np 2 "$TINY" run.dir="$TMP/done" "${GPT[@]}" train.max_steps=30 >"$TMP/done.log" 2>&1
 check "finished run: the job completes" [ $? -eq 0 ]
 files=("$TMP"/done/tensorboard/events.out.tfevents.*)
-check "finished run: one event file in run.dir/tensorboard" [ ${#files[@]} -eq 1 ] && [ -s "${files[0]}" ]
+check "finished run: one event file in run.dir/tensorboard" eval '[ ${#files[@]} -eq 1 ] && [ -s "${files[0]}" ]'
 python3 "$READ" "${files[0]}" >"$TMP/done.json"
 check "finished run: tensorboard reads it" [ $? -eq 0 ]
 check "finished run: values, steps and tags as metrics.jsonl and the log have them" \
