@@ -18,11 +18,11 @@
 #include "runtime/base/utf8.h"
 
 #define AWS_TOKEN_TTL_S 21600
+#define AWS_V1_RETRY_S 600 /* asking without a token (IMDSv1), a token is tried again this often */
 #define AZURE_API "api-version=2020-07-01"
 
 static const char aws_token_path[] = "/latest/api/token";
 static const char aws_notice_path[] = "/latest/meta-data/spot/instance-action";
-static const char aws_instance_path[] = "/latest/meta-data/instance-id";
 static const char gcp_notice_path[] = "/computeMetadata/v1/instance/preempted";
 static const char azure_events_path[] = "/metadata/scheduledevents?" AZURE_API;
 static const char azure_name_path[] = "/metadata/instance/compute/name?api-version=2021-02-01&format=text";
@@ -59,6 +59,7 @@ typedef struct http_reply {
     char body[256 * 1024];
     size_t len;
     bool google;                /* the answer carried Metadata-Flavor: Google */
+    bool ec2;                   /* the answer carried Server: EC2ws, as AWS's metadata service's all do */
     char error[CURL_ERROR_SIZE];
 } http_reply;
 
@@ -80,10 +81,12 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
 {
     http_reply *r = arg;
     size_t bytes = size * n;
-    static const char flavor[] = "Metadata-Flavor:";
+    static const char flavor[] = "Metadata-Flavor:", server[] = "Server:";
     if (bytes > sizeof flavor && strncasecmp(p, flavor, sizeof flavor - 1) == 0 &&
         memmem(p, bytes, "Google", 6) != NULL)
         r->google = true;
+    if (bytes > sizeof server && strncasecmp(p, server, sizeof server - 1) == 0 && memmem(p, bytes, "EC2ws", 5))
+        r->ec2 = true;
     return bytes;
 }
 
@@ -355,10 +358,10 @@ void cloud_session_init(cloud_session *s, notice_provider provider)
         s->base[--n] = '\0';
 }
 
-/* The token's PUT got no token: inside a container, whose packets take one hop more, the answer
- * never arrives where the instance's hop limit is 1 (the default of many). Asked without a token
- * instead (IMDSv1), which answers where the instance allows it; where it refuses (401), what says
- * how to let the token through. */
+/* The token's PUT got no token: inside a container, whose packets take one hop more, its answer
+ * never arrives where the instance's hop limit is 1 (the default of many). The notice is asked
+ * without a token instead (IMDSv1), which the service answers (200, 404) where the instance allows
+ * it; where it refuses (401), what says how to let the token through. */
 static int aws_without_token(cloud_session *s, const char *why, char *what, size_t cap)
 {
     http_reply r;
@@ -366,29 +369,39 @@ static int aws_without_token(cloud_session *s, const char *why, char *what, size
         snprintf(what, cap, "AWS IMDSv2 token: %s", why);
         return -1;
     }
-    if (r.status == 401) {
-        /* the advice first: what is cut at cap, and curl's reason may be long */
-        snprintf(what, cap, "no IMDSv2 token came back and IMDSv1 is refused (401): inside a container, raise "
-                 "the instance's hop limit: aws ec2 modify-instance-metadata-options --http-put-response-hop-limit "
-                 "2 (the token's request: %s)", why);
+    if (r.status == 401) { /* the advice first: what is cut at cap */
+        snprintf(what, cap, "no IMDSv2 token came back (%s) and IMDSv1 is refused: inside a container, raise the "
+                 "hop limit: aws ec2 modify-instance-metadata-options --instance-id ID "
+                 "--http-put-response-hop-limit 2", why);
         return -1;
     }
-    s->imds_v1 = true;
+    if (r.status != 200 && r.status != 404) {
+        snprintf(what, cap, "AWS IMDSv2 token: %s; asked without one, HTTP %ld", why, r.status);
+        return -1;
+    }
+    if (!s->imds_v1)
+        s->imds_v1 = true, s->token_time = monotonic_s();
     return notice_parse_aws(r.status, r.body, r.len, what, cap);
 }
 
 static int aws_poll(cloud_session *s, char *what, size_t cap)
 {
     http_reply r;
-    if (!s->imds_v1 && (!s->token[0] || monotonic_s() - s->token_time > AWS_TOKEN_TTL_S - 60)) {
-        if (!fetch(s->base, aws_token_path, true, "X-aws-ec2-metadata-token-ttl-seconds: 21600", &r) ||
-            r.status != 200 || r.len == 0 || r.len >= sizeof s->token) {
-            char why[CURL_ERROR_SIZE + 32];
-            snprintf(why, sizeof why, "%s", r.error[0] ? r.error : r.status != 200 ? "refused" : "no token in the answer");
+    /* a token when there is none or it expires; on IMDSv1, tried again every AWS_V1_RETRY_S */
+    double age = monotonic_s() - s->token_time;
+    if (s->imds_v1 ? age > AWS_V1_RETRY_S : !s->token[0] || age > AWS_TOKEN_TTL_S - 60) {
+        bool answered = fetch(s->base, aws_token_path, true, "X-aws-ec2-metadata-token-ttl-seconds: 21600", &r);
+        if (!answered || r.status != 200 || r.len == 0 || r.len >= sizeof s->token) {
+            char why[64] = "no answer";
+            if (answered)
+                snprintf(why, sizeof why, r.status != 200 ? "HTTP %ld" : "an empty or oversized token (HTTP %ld)", r.status);
+            if (s->imds_v1)
+                s->token_time = monotonic_s(); /* the next try in AWS_V1_RETRY_S */
             return aws_without_token(s, why, what, cap);
         }
         snprintf(s->token, sizeof s->token, "%.*s", (int)strcspn(r.body, "\r\n"), r.body);
         s->token_time = monotonic_s();
+        s->imds_v1 = false;
     }
     char header[sizeof s->token + 32];
     snprintf(header, sizeof header, "X-aws-ec2-metadata-token: %s", s->token);
@@ -447,38 +460,38 @@ int cloud_poll(cloud_session *s, char *what, size_t cap)
 
 /* ---- which cloud ------------------------------------------------------------------------- */
 
-/* Whether question i of cloud_detect was answered as its provider answers it. AWS twice: by the
- * IMDSv2 token, else (inside a container the token's answer may not arrive: aws_without_token) by
- * an IMDSv1 answer, or the 401 that refuses a request without a token. */
+/* Whether question i of cloud_detect was answered as its provider answers it. */
 static bool detect_answered(int i, http_reply *r)
 {
     char what[NOTICE_TEXT_MAX];
     switch (i) {
     case 0: return r->status == 200 && r->len > 0;
     case 1: return r->google && notice_parse_gcp(r->status, r->body, r->len, what, sizeof what) >= 0;
-    case 2: return r->status == 200 && r->body[0] == '{';
-    default: return (r->status == 200 && strncmp(r->body, "i-", 2) == 0) || r->status == 401;
+    default: return r->status == 200 && r->body[0] == '{';
     }
 }
 
-/* The questions asked at once, so that a machine on no cloud costs timeout_s, not four. */
+/* The three questions asked at once, so that a machine on no cloud costs timeout_s, not three. AWS
+ * by its token, else by the header Server: EC2ws on any answer: inside a container the token's
+ * answer may not arrive (aws_without_token), but AWS's service answers the others' questions (404,
+ * or 401 without a token), and nothing else at that address says EC2ws (OpenStack's EC2-like
+ * service does not). */
 notice_provider cloud_detect(double timeout_s)
 {
-    enum { N_ASKED = 4 };
     cloud_session s;
     cloud_session_init(&s, NOTICE_AUTO);
-    const notice_provider who[N_ASKED] = {NOTICE_AWS, NOTICE_GCP, NOTICE_AZURE, NOTICE_AWS};
+    const notice_provider who[3] = {NOTICE_AWS, NOTICE_GCP, NOTICE_AZURE};
     /* Azure by its instance metadata: Scheduled Events start on their first request, whose answer
      * may take up to two minutes (Microsoft's documentation), far longer than timeout_s */
-    const char *path[N_ASKED] = {aws_token_path, gcp_notice_path, azure_instance_path, aws_instance_path};
-    const char *header[N_ASKED] = {"X-aws-ec2-metadata-token-ttl-seconds: 60", "Metadata-Flavor: Google",
-                                   "Metadata: true", NULL};
-    http_reply *r = calloc(N_ASKED, sizeof *r);
-    struct curl_slist *h[N_ASKED] = {NULL};
-    CURL *e[N_ASKED] = {NULL};
+    const char *path[3] = {aws_token_path, gcp_notice_path, azure_instance_path};
+    const char *header[3] = {"X-aws-ec2-metadata-token-ttl-seconds: 60", "Metadata-Flavor: Google",
+                             "Metadata: true"};
+    http_reply *r = calloc(3, sizeof *r);
+    struct curl_slist *h[3] = {NULL, NULL, NULL};
+    CURL *e[3] = {NULL, NULL, NULL};
     CURLM *m = r ? curl_multi_init() : NULL;
-    for (int i = 0; m && i < N_ASKED; i++) {
-        h[i] = header[i] ? curl_slist_append(NULL, header[i]) : NULL;
+    for (int i = 0; m && i < 3; i++) {
+        h[i] = curl_slist_append(NULL, header[i]);
         e[i] = request(s.base, path[i], i == 0, h[i], (long)(timeout_s * 1000), &r[i]);
         if (e[i])
             curl_multi_add_handle(m, e[i]);
@@ -491,19 +504,21 @@ notice_provider cloud_detect(double timeout_s)
             curl_multi_poll(m, NULL, 0, 50, NULL);
     }
     notice_provider found = NOTICE_OFF;
-    for (int i = 0; i < N_ASKED; i++) { /* in order: the token's AWS first, the IMDSv1 one last */
+    bool ec2 = false;
+    for (int i = 0; i < 3; i++) {
         if (!e[i])
             continue;
         curl_easy_getinfo(e[i], CURLINFO_RESPONSE_CODE, &r[i].status);
         if (found == NOTICE_OFF && detect_answered(i, &r[i]))
             found = who[i];
+        ec2 |= r[i].ec2;
         curl_multi_remove_handle(m, e[i]);
         curl_easy_cleanup(e[i]);
     }
-    for (int i = 0; i < N_ASKED; i++)
+    for (int i = 0; i < 3; i++)
         curl_slist_free_all(h[i]);
     if (m)
         curl_multi_cleanup(m);
     free(r);
-    return found;
+    return found == NOTICE_OFF && ec2 ? NOTICE_AWS : found;
 }

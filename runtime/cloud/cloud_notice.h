@@ -1,9 +1,9 @@
 /* cloud_notice.h — the clouds' preemption notices: which cloud this machine runs on, and whether
  * it has announced that it will take the machine away.
  *
- * AWS (spot/instance-action, IMDSv2 with its session token), GCP (instance/preempted, header
- * Metadata-Flavor: Google) and Azure (Scheduled Events, an event of type Preempt for this VM,
- * header Metadata: true), each read from its documented instance metadata endpoint over plain
+ * AWS (spot/instance-action, IMDSv2 with its session token; IMDSv1 where no token comes back),
+ * GCP (instance/preempted, header Metadata-Flavor: Google) and Azure (Scheduled Events, an event
+ * of type Preempt for this VM, header Metadata: true), each read from its documented instance metadata endpoint over plain
  * HTTP with libcurl, never through a proxy. The base URL is http://169.254.169.254 (every one of
  * the three answers there) or DDPRUN_METADATA_URL, which tests point at a local server.
  * A watch polls on a thread of its own and calls back once on a notice. This module must not

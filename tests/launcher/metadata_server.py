@@ -18,6 +18,7 @@ with bytes that are no notice (random bytes, escapes and NULs among them), as a 
 a captive proxy might. AWS inside a container whose instance's hop limit is 1: with DIR/token_lost the
 token's PUT gets no answer (the client times out, as the answer dropped on its way would leave it);
 with DIR/imdsv1 requests without a token are answered too (IMDSv1 on; else 401, as IMDSv2 required).
+As AWS's service does, every AWS answer carries the header Server: EC2ws.
 """
 import http.server
 import json
@@ -68,6 +69,9 @@ def azure_events():
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
+    def version_string(self):
+        return "EC2ws" if PROVIDER == "aws" else super().version_string()
+
     def log_message(self, fmt, *args):
         with open(os.path.join(DIR, "requests.log"), "a") as f:
             f.write("%s %s\n" % (self.command, fmt % args))
@@ -114,8 +118,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         v1 = os.path.exists(os.path.join(DIR, "imdsv1"))
         if self.headers.get("X-aws-ec2-metadata-token") not in TOKENS and not v1:
             return self.refuse(401, "IMDSv2 token missing or unknown")
-        if self.path == "/latest/meta-data/instance-id":
-            return self.reply(200, "i-0b22a22eec53b9321")
         if self.path == "/latest/meta-data/spot/instance-action" and os.path.exists(os.path.join(DIR, "garbage")):
             return self.garbage()
         if self.path == "/latest/meta-data/spot/instance-action" and notice_due():
