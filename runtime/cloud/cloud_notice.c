@@ -77,16 +77,19 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
     return bytes;
 }
 
+/* Whether the header line p (bytes long, not NUL-terminated) is name (any case) with value in it. */
+static bool header_says(const char *p, size_t bytes, const char *name, const char *value)
+{
+    size_t n = strlen(name);
+    return p && bytes > n && strncasecmp(p, name, n) == 0 && memmem(p + n, bytes - n, value, strlen(value)) != NULL;
+}
+
 static size_t on_header(char *p, size_t size, size_t n, void *arg)
 {
     http_reply *r = arg;
     size_t bytes = size * n;
-    static const char flavor[] = "Metadata-Flavor:", server[] = "Server:";
-    if (bytes > sizeof flavor && strncasecmp(p, flavor, sizeof flavor - 1) == 0 &&
-        memmem(p, bytes, "Google", 6) != NULL)
-        r->google = true;
-    if (bytes > sizeof server && strncasecmp(p, server, sizeof server - 1) == 0 && memmem(p, bytes, "EC2ws", 5))
-        r->ec2 = true;
+    r->google |= header_says(p, bytes, "Metadata-Flavor:", "Google");
+    r->ec2 |= header_says(p, bytes, "Server:", "EC2ws");
     return bytes;
 }
 
