@@ -26,6 +26,19 @@ start_server() { # provider dir
 stop_server() { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; }
 trap 'stop_server; rm -rf "$TMP"' EXIT
 
+# quiet_job NAME SETTING [FLAG...]: an np=2 job of 40 steps beside an AWS stand-in that announces
+# nothing, its DIR/meta holding the FLAG files (metadata_server.py); exit status in rc, log NAME/job.log
+quiet_job() {
+    local d=$TMP/$1 setting=$2
+    shift 2
+    mkdir -p "$d/meta" && for f in "$@"; do touch "$d/meta/$f"; done
+    start_server aws "$d/meta"
+    "$DDPRUN" -np 2 "$SMALL" run.dir="$d/run" train.max_steps=40 checkpoint.notice_poll_s=$POLL \
+        checkpoint.preemption_notice="$setting" >"$d/job.log" 2>&1
+    rc=$?
+    stop_server
+}
+
 # notice_case PROVIDER SETTING NAMED REFUSALS NOTICE_PATH [DIR]: run until step 20 and the watch's first request
 # to NOTICE_PATH answered, then the server announces the preemption
 notice_case() {
@@ -83,16 +96,12 @@ check "aws in a container: asked without a token, said once" \
     [ "$(grep -c 'no IMDSv2 token comes back.*asking without one (IMDSv1)' "$TMP/aws-v1/job.log")" -eq 1 ]
 # ... where the instance refuses IMDSv1: `auto` still finds AWS (its 401s say EC2ws), and a warning
 # says how to let the token through; the job ends normally
-mkdir -p "$TMP/aws-hop/meta" && touch "$TMP/aws-hop/meta/token_lost"
-start_server aws "$TMP/aws-hop/meta"
-"$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/aws-hop/run" train.max_steps=40 checkpoint.notice_poll_s=$POLL \
-    checkpoint.preemption_notice=auto >"$TMP/aws-hop/job.log" 2>&1
-rc=$?
-stop_server
+quiet_job aws-hop auto token_lost
 check "aws in a container without IMDSv1: the job completes (exit 0, got $rc)" [ $rc -eq 0 ]
 check "... AWS detected by its refusal" grep -q "watching AWS's preemption notice" "$TMP/aws-hop/job.log"
 check "... the warning names the hop limit, once" \
-    [ "$(grep -c 'no IMDSv2 token came back (no answer) and IMDSv1 is refused.*--instance-id ID --http-put-response-hop-limit 2; asking' "$TMP/aws-hop/job.log")" -eq 1 ]
+    [ "$(grep -c 'no IMDSv2 token came back (no answer) and IMDSv1 is refused.*--instance-id ID '\
+'--http-put-response-hop-limit 2; asking' "$TMP/aws-hop/job.log")" -eq 1 ]
 # auto: the detection asks all three providers at once; the others' questions may be refused
 notice_case gcp auto "GCP instance/preempted: TRUE" "/metadata/instance" "instance/preempted"
 check "gcp (auto): detected" grep -q "watching GCP's preemption notice" "$TMP/gcp/job.log"
@@ -107,13 +116,7 @@ check "azure: the event for another VM was not taken for this one" bash -c "! gr
 check "the job resumes from the notice's checkpoint" grep -q "resumed from .*ckpt-" "$TMP/resume.log"
 
 # a service answering 200 with garbage: no notice; reported once, escaped; the job ends normally
-mkdir -p "$TMP/garbage/meta"
-touch "$TMP/garbage/meta/garbage"
-start_server aws "$TMP/garbage/meta"
-"$DDPRUN" -np 2 "$SMALL" run.dir="$TMP/garbage/run" train.max_steps=40 checkpoint.notice_poll_s=$POLL \
-    checkpoint.preemption_notice=aws >"$TMP/garbage/job.log" 2>&1
-rc=$?
-stop_server
+quiet_job garbage aws garbage
 check "aws answering garbage: the job completes (exit 0, got $rc)" [ $rc -eq 0 ]
 check "aws answering garbage: not taken for a notice" bash -c "! grep -q 'preemption notice:' '$TMP/garbage/job.log'"
 check "aws answering garbage: reported once" [ "$(grep -c 'not the documented format' "$TMP/garbage/job.log")" -eq 1 ]
