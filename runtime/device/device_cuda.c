@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/log.h"
 #include "runtime/device/device_cuda.h"
 #ifdef DDP_CUDA_EMULATION
 #include "cudaemu.h" /* the emulator's; on the include path of the emulated build only */
@@ -45,6 +46,7 @@ typedef struct cuda_impl {
     void *scratch;                /* device_cuda_scratch() */
     size_t scratch_bytes;
     uint64_t host_waits;          /* calls below that blocked the host (wait_stream, wait_event) */
+    bool told_release;            /* release_check's one line was written */
     cudaEvent_t compute_point;    /* stream_wait_compute's mark on the compute stream, made at its first call */
     cuda_traits traits;
 } cuda_impl;
@@ -69,6 +71,23 @@ static cudaError_t wait_event(cuda_impl *im, cudaEvent_t e)
     return cudaEventSynchronize(e);
 }
 
+/* A free or a destroy returns nothing to its caller, yet CUDA reports there what went wrong
+ * before it (an earlier kernel's fault is sticky and surfaces at any later call): the first such
+ * failure on a device is logged, as the later ones would only repeat it. The error is consumed
+ * from CUDA's last-error, so that the next kernel launch's check does not report it as its own. */
+static void release_check(device *d, const char *call, cudaError_t e)
+{
+    cuda_impl *im = impl_of(d);
+    if (e == cudaSuccess)
+        return;
+    (void)cudaGetLastError();
+    if (im->told_release)
+        return;
+    im->told_release = true;
+    log_warn("cuda device %d: %s: %s (later failures of releases on this device are not said)", d->index, call,
+             cudaGetErrorString(e));
+}
+
 /* ---- memory ---------------------------------------------------------------------------- */
 
 int device_cuda_alloc(device *d, size_t bytes, void **out, ddp_err *err)
@@ -83,8 +102,7 @@ int device_cuda_alloc(device *d, size_t bytes, void **out, ddp_err *err)
 
 static void cuda_free(device *d, void *p)
 {
-    (void)d;
-    cudaFree(p); /* nothing useful to do with a failure while freeing */
+    release_check(d, "cudaFree", cudaFree(p));
 }
 
 int device_cuda_upload(device *d, void *dst, const void *src, size_t bytes, ddp_err *err)
@@ -206,14 +224,13 @@ struct device_timer {
 
 static void cuda_timer_destroy(device *d, device_timer *t)
 {
-    (void)d;
     if (!t)
         return;
     for (int i = 0; i < TIMER_INTERVALS; i++) {
         if (t->start[i])
-            cudaEventDestroy(t->start[i]);
+            release_check(d, "cudaEventDestroy", cudaEventDestroy(t->start[i]));
         if (t->stop[i])
-            cudaEventDestroy(t->stop[i]);
+            release_check(d, "cudaEventDestroy", cudaEventDestroy(t->stop[i]));
     }
     free(t);
 }
@@ -293,11 +310,10 @@ int device_cuda_timer_take_ms(device *d, device_timer *t, double *ms, ddp_err *e
  * waits only for events not yet reached. */
 static void cuda_stamps_destroy(device *d, device_stamps *s)
 {
-    (void)d;
     cudaEvent_t *ev = s->slots;
     for (uint32_t i = 0; ev && i < s->capacity; i++)
         if (ev[i])
-            cudaEventDestroy(ev[i]);
+            release_check(d, "cudaEventDestroy", cudaEventDestroy(ev[i]));
     free(ev);
     free(s->stamped);
     free(s);
@@ -395,22 +411,23 @@ static void cuda_destroy(device *d)
         return;
     cuda_impl *im = impl_of(d);
     if (im) {
-        if (im->stream)
-            wait_stream(im, im->stream);
+        if (im->stream) /* the last ops' faults surface here, else nowhere */
+            release_check(d, "cudaStreamSynchronize", wait_stream(im, im->stream));
         for (int i = 0; i < STAGING_SLOTS; i++) {
             if (im->staging[i])
-                cudaFreeHost(im->staging[i]);
+                release_check(d, "cudaFreeHost", cudaFreeHost(im->staging[i]));
             if (im->staging_done[i])
-                cudaEventDestroy(im->staging_done[i]);
+                release_check(d, "cudaEventDestroy", cudaEventDestroy(im->staging_done[i]));
         }
-        cudaFree(im->scratch);
+        release_check(d, "cudaFree", cudaFree(im->scratch));
         if (im->compute_point)
-            cudaEventDestroy(im->compute_point);
-        if (im->blas)
-            cublasDestroy(im->blas);
+            release_check(d, "cudaEventDestroy", cudaEventDestroy(im->compute_point));
+        cublasStatus_t st = im->blas ? cublasDestroy(im->blas) : CUBLAS_STATUS_SUCCESS;
+        if (st != CUBLAS_STATUS_SUCCESS)
+            log_warn("cuda device %d: cublasDestroy: %s", d->index, cublasGetStatusString(st));
         device_cuda_lt_destroy(im->lt);
         if (im->stream)
-            cudaStreamDestroy(im->stream);
+            release_check(d, "cudaStreamDestroy", cudaStreamDestroy(im->stream));
         free(im);
     }
     free(d);

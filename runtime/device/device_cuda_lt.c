@@ -59,9 +59,12 @@ void device_cuda_lt_destroy(cuda_lt *lt)
 {
     if (!lt)
         return;
-    cudaFree(lt->workspace);
-    if (lt->handle)
-        cublasLtDestroy(lt->handle);
+    cudaError_t e = cudaFree(lt->workspace); /* an earlier kernel's fault may surface here */
+    if (e != cudaSuccess)
+        log_warn("cuBLASLt teardown: cudaFree(workspace): %s", cudaGetErrorString(e));
+    cublasStatus_t st = lt->handle ? cublasLtDestroy(lt->handle) : CUBLAS_STATUS_SUCCESS;
+    if (st != CUBLAS_STATUS_SUCCESS)
+        log_warn("cuBLASLt teardown: cublasLtDestroy: %s", cublasGetStatusString(st));
     free(lt);
 }
 
@@ -72,18 +75,20 @@ typedef struct lt_call {
     cublasLtMatmulPreference_t pref;
 } lt_call;
 
-static void lt_release(lt_call *c)
+/* Destroys every descriptor made, whatever fails; the first failure is returned. */
+static cublasStatus_t lt_release(lt_call *c)
 {
-    if (c->pref)
-        cublasLtMatmulPreferenceDestroy(c->pref);
-    if (c->d)
-        cublasLtMatrixLayoutDestroy(c->d);
-    if (c->b)
-        cublasLtMatrixLayoutDestroy(c->b);
-    if (c->a)
-        cublasLtMatrixLayoutDestroy(c->a);
-    if (c->desc)
-        cublasLtMatmulDescDestroy(c->desc);
+    cublasStatus_t st[5] = {
+        c->pref ? cublasLtMatmulPreferenceDestroy(c->pref) : CUBLAS_STATUS_SUCCESS,
+        c->d ? cublasLtMatrixLayoutDestroy(c->d) : CUBLAS_STATUS_SUCCESS,
+        c->b ? cublasLtMatrixLayoutDestroy(c->b) : CUBLAS_STATUS_SUCCESS,
+        c->a ? cublasLtMatrixLayoutDestroy(c->a) : CUBLAS_STATUS_SUCCESS,
+        c->desc ? cublasLtMatmulDescDestroy(c->desc) : CUBLAS_STATUS_SUCCESS,
+    };
+    for (int i = 0; i < 5; i++)
+        if (st[i] != CUBLAS_STATUS_SUCCESS)
+            return st[i];
+    return CUBLAS_STATUS_SUCCESS;
 }
 
 /* What one epilogue GEMM computes, in the row-major terms of device.h. */
@@ -187,7 +192,10 @@ static int lt_run(device *d, cuda_lt *lt, const lt_gemm *g, bool *fused, ddp_err
     int rc = lt_describe(lt, g, &c, err);
     if (!rc)
         rc = lt_execute(d, lt, g, &c, fused, err);
-    lt_release(&c);
+    cublasStatus_t st = lt_release(&c);
+    if (!rc && st != CUBLAS_STATUS_SUCCESS)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s:%d: %s: destroying cuBLASLt's descriptors: %s", __FILE__, __LINE__,
+                      g->op, cublasGetStatusString(st));
     return rc;
 }
 

@@ -7,13 +7,17 @@
  * themselves, so identical messages show the check ran in front of both.
  *
  * In the emulated build, an upload larger than every earlier one makes no CUDA call that blocks
- * the host beyond its staging slot's wait: the pinned staging was made whole with the device.
+ * the host beyond its staging slot's wait: the pinned staging was made whole with the device; and
+ * a free that CUDA refuses is said once on stderr, naming the call and CUDA's error, while the op
+ * after it still succeeds (the error is not left for that op's launch check to report).
  *
  * Runs on the CPU backend always and on CUDA when a GPU (or, in the emulated build, the
  * emulator) answers; `--require-cuda` makes a missing CUDA device a failure. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "device_bad_calls.h"
 #include "runtime/device/device.h"
@@ -161,6 +165,41 @@ static void upload_pins_nothing(device *d)
         d->ops->free(d, dev);
     free(host);
 }
+
+/* Frees the same buffer three times with stderr in a file: CUDA refuses the last two. */
+static void release_failure_said_once(device *d)
+{
+    char path[] = "/tmp/ddp_release_XXXXXX";
+    int fd = mkstemp(path), saved = dup(2);
+    float *dev = NULL;
+    ddp_err err = {0};
+    int rc = fd < 0 || saved < 0 ? DDP_ERUNTIME : d->ops->alloc(d, 4 * sizeof(float), (void **)&dev, &err);
+    CHECK(rc == 0, "alloc: %s", err.msg);
+    if (rc)
+        return;
+    fflush(stderr);
+    dup2(fd, 2);
+    for (int i = 0; i < 3; i++)
+        d->ops->free(d, dev);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char text[4096] = "";
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(path);
+    const char *line = "cuda device 0: cudaFree: invalid device pointer", *said = strstr(text, line);
+    CHECK(said != NULL, "a refused cudaFree was not said; stderr:\n%s", text);
+    CHECK(!said || !strstr(said + strlen(line), "warning:"), "said more than once:\n%s", text);
+    float *one = NULL;
+    rc = d->ops->alloc(d, sizeof(float), (void **)&one, &err);
+    if (!rc)
+        rc = d->ops->fill(d, TENSOR_F32, one, 1, 2.0f, &err);
+    CHECK(rc == 0, "the op after the refused frees failed: %s", err.msg);
+    if (one)
+        d->ops->free(d, one);
+}
 #endif
 
 int main(int argc, char **argv)
@@ -193,6 +232,7 @@ int main(int argc, char **argv)
         bad_calls_on(gpu, "cuda", cuda_msgs);
 #ifdef DDP_TEST_CUDAEMU
         upload_pins_nothing(gpu);
+        release_failure_said_once(gpu);
 #endif
         for (size_t i = 0; i < device_n_bad_calls; i++)
             CHECK(strcmp(cpu_msgs[i], cuda_msgs[i]) == 0, "backends differ: cpu \"%s\", cuda \"%s\"", cpu_msgs[i],
