@@ -253,15 +253,17 @@ static int map_shard(ckpt_set_reader *r, const char *set_dir, int s, bool check_
     return rc;
 }
 
-/* Shard s's table entry for piece e, or NULL. */
+/* Shard s's table entry for piece e (float32, e's count of them, as extent_piece asks), or NULL. */
 static ckpt_tensor *piece_entry(ckpt_set_reader *r, const ckpt_extent *e)
 {
     char name[CKPT_NAME_MAX];
     ckpt_set_piece_name(r->m.buffers[e->buffer], e->offset, e->count, name, sizeof name);
     ckpt_loaded *tab = &r->tables[e->shard];
-    for (int i = 0; i < tab->n_tensors; i++)
-        if (!strcmp(tab->tensors[i].name, name))
-            return ckpt_tensor_numel(&tab->tensors[i]) == (uint64_t)e->count ? &tab->tensors[i] : NULL;
+    for (int i = 0; i < tab->n_tensors; i++) {
+        ckpt_tensor *t = &tab->tensors[i];
+        if (!strcmp(t->name, name))
+            return t->dtype == CKPT_F32 && ckpt_tensor_numel(t) == (uint64_t)e->count ? t : NULL;
+    }
     return NULL;
 }
 

@@ -51,6 +51,7 @@ static void set_path(int64_t step, char *out)
 
 static double shard_save_time[3]; /* each shard's header's save_time (the commit's spec: 0) */
 static bool shard_alternate;       /* the shards' names, and the commit's */
+static bool first_piece_bf16;      /* the shard's first piece written as bf16 (its count of them) */
 
 /* Shard s of n with the pieces of p that are its own, of both buffers. */
 static void write_shard(const char *set_dir, int64_t step, int s, int n, const piece *p, int np)
@@ -61,7 +62,8 @@ static void write_shard(const char *set_dir, int64_t step, int s, int n, const p
         for (int i = 0; i < np; i++) {
             if (p[i].shard != s)
                 continue;
-            t[k] = (ckpt_tensor){.dtype = CKPT_F32, .ndim = 1, .shape = {p[i].count}, .data = &global[b][p[i].offset]};
+            t[k] = (ckpt_tensor){.dtype = k == 0 && first_piece_bf16 ? CKPT_BF16 : CKPT_F32, .ndim = 1,
+                                 .shape = {p[i].count}, .data = &global[b][p[i].offset]};
             ckpt_set_piece_name(prefixes[b], p[i].offset, p[i].count, t[k].name, sizeof t[k].name);
             k++;
         }
@@ -341,6 +343,48 @@ static void test_extent_not_a_piece(void)
     CHECK(ckpt_set_remove(set_dir, NULL, &err) == DDP_OK, "remove: %s", err.msg);
 }
 
+/* A shard whose piece is bf16, not float32 (another tool's set: the manifest's record of its length
+ * and header CRC made to match), is refused by every reader, naming the extent, before any tensor
+ * is read: a float32 read of the piece ran past it, half of it another piece's bytes or none. */
+static void test_piece_not_float32(void)
+{
+    char set_dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX + 64], shard[CKPT_PATH_MAX + 64];
+    set_path(9, set_dir);
+    ddp_err err = {0};
+    CHECK(commit(9, good, N_GOOD, &err) == DDP_OK, "commit 9: %s", err.msg);
+    first_piece_bf16 = true;
+    write_shard(set_dir, 9, 0, 3, good, N_GOOD);
+    first_piece_bf16 = false;
+    snprintf(shard, sizeof shard, "%s/shard-00000-of-00003.ddp", set_dir);
+    ckpt_loaded tab, c;
+    uint32_t crc = 0;
+    struct stat sb;
+    CHECK(ckpt_read_table(shard, &tab, &crc, &err) == DDP_OK && stat(shard, &sb) == 0, "shard 0: %s", err.msg);
+    ckpt_loaded_free(&tab);
+    snprintf(path, sizeof path, "%s/%s", set_dir, CKPT_SET_MANIFEST);
+    CHECK(ckpt_read(path, &c, &err) == DDP_OK, "manifest: %s", err.msg);
+    ckpt_tensor *info = (ckpt_tensor *)ckpt_loaded_tensor(&c, "set/shard_info");
+    CHECK(info && info->shape[1] == 2, "set/shard_info");
+    int64_t row[6];
+    if (info) {
+        memcpy(row, info->data, sizeof row);
+        row[0] = (int64_t)sb.st_size, row[1] = crc;
+        info->data = row;
+    }
+    ckpt_state st = {.hdr = c.hdr, .n_tensors = c.n_tensors, .tensors = c.tensors};
+    CHECK(ckpt_write_atomic_as(set_dir, CKPT_SET_MANIFEST, &st, NULL, &err) == DDP_OK, "rewrite: %s", err.msg);
+    ckpt_loaded_free(&c);
+    ckpt_set_reader *r = NULL;
+    CHECK(ckpt_set_open_pieces(set_dir, &r, &err) != DDP_OK, "the reader of pieces refuses a bf16 piece");
+    CHECK_STR_CONTAINS(err.msg, "extent 0 (param/ elements 0..");
+    CHECK_STR_CONTAINS(err.msg, "is not a piece of shard-00000-of-00003.ddp");
+    ckpt_set_close(r);
+    CHECK(ckpt_set_open(set_dir, &r, &err) != DDP_OK, "so does the reader of tensors");
+    ckpt_set_close(r);
+    CHECK(ckpt_set_load(set_dir, &c, &err) != DDP_OK, "and the whole set's load");
+    CHECK(ckpt_set_remove(set_dir, NULL, &err) == DDP_OK, "remove: %s", err.msg);
+}
+
 /* Case `how` of test_meta_malformed_refused: the meta/ tensor x made malformed. */
 static void spoil_meta(ckpt_tensor *x, int how)
 {
@@ -617,6 +661,7 @@ int main(void)
     test_other_save_refused();
     test_meta_malformed_refused();
     test_extent_not_a_piece();
+    test_piece_not_float32();
     test_damage_and_fallback();
     test_many_pieces();
     test_prune();
