@@ -252,7 +252,9 @@ static const cfg_key keys_after_models[] = {
     COMMAND("checkpoint.upload_cmd", checkpoint.upload_cmd, upload_placeholders,
             "Run by rank 0 after each successful save, in the background (training never waits for it), e.g. "
             "`aws s3 cp {path} s3://bucket/run/`; with `checkpoint.sharded: true` `{path}` is the set's folder, "
-            "once rank 0 has committed it: copy its `manifest.ddp` last (docs/running.md). One upload at a time; when newer checkpoints are saved "
+            "once rank 0 has committed it: copy its `manifest.ddp` last (docs/running.md). Copy `{path}`, not "
+            "all of `{dir}`: pruning is held off `{path}` alone, and the next save's temporary file appears in "
+            "`{dir}` while an upload runs. One upload at a time; when newer checkpoints are saved "
             "meanwhile, only the newest is uploaded next (the skipped ones are named). A failure is reported "
             "with the command's exit status and last line of output, and is not fatal. At the end of the job (a "
             "preemption stop included) ddprun waits for the last upload; a job that fails ends it instead (the "

@@ -35,6 +35,7 @@ struct ckpt_uploader {
     worker thread;   /* its mutex guards the fields below; the checkpoint writer's thread reads them too */
     upload_job waiting, running;
     int failed;
+    double last_s;   /* the newest successful upload's time; 0 before the first */
 };
 
 /* Set by ckpt_uploader_abandon: the job failed, and the running upload is ended (one uploader per
@@ -104,6 +105,9 @@ static void upload_one(ckpt_uploader *u, const upload_job *job)
                         u->log_path, &res, &e);
     if (rc == DDP_OK) {
         log_info("checkpoint: %s uploaded in %.1f s (checkpoint.upload_cmd)", name, res.seconds);
+        worker_lock(&u->thread);
+        u->last_s = res.seconds > 0 ? res.seconds : 1e-9; /* one that took no time still took place */
+        worker_unlock(&u->thread);
         return;
     }
     worker_lock(&u->thread);
@@ -181,6 +185,14 @@ void ckpt_uploader_held(ckpt_uploader *u, char held[2][CKPT_PATH_MAX])
     worker_unlock(&u->thread);
 }
 
+double ckpt_uploader_last_seconds(ckpt_uploader *u)
+{
+    worker_lock(&u->thread);
+    double s = u->last_s;
+    worker_unlock(&u->thread);
+    return s;
+}
+
 int ckpt_uploader_drain(ckpt_uploader *u)
 {
     worker_lock(&u->thread);
@@ -237,15 +249,17 @@ bool ckpt_download_unfinished(const char *dir)
 }
 
 /* The marker made durable before the command runs (its files may reach the disk first), or
- * removed durably after it finished. */
+ * removed durably after it finished; where there is none to remove, nothing is written. */
 static int set_marker(const char *dir, bool on, ddp_err *err)
 {
     char path[PATH_MAX];
     marker_path(dir, path);
+    if (!on && unlink(path) != 0)
+        return errno == ENOENT ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "checkpoint.dir: cannot remove %s: %s", path,
+                                                   strerror(errno));
     int fd = on ? open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
-    if (on ? fd < 0 : unlink(path) != 0 && errno != ENOENT)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint.dir: cannot %s %s: %s", on ? "create" : "remove", path,
-                        strerror(errno));
+    if (on && fd < 0)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint.dir: cannot create %s: %s", path, strerror(errno));
     if (fd >= 0)
         close(fd);
     return dir_fsync(dir, err);
@@ -253,8 +267,6 @@ static int set_marker(const char *dir, bool on, ddp_err *err)
 
 void ckpt_download_forget(const char *dir)
 {
-    if (!ckpt_download_unfinished(dir))
-        return;
     ddp_err e = {0};
     if (set_marker(dir, false, &e) != DDP_OK)
         log_warn("checkpoint: %s", e.msg);
