@@ -8,10 +8,11 @@
  * run's latest save. When that is more than the notice window of the cloud the notice watch found
  * (cloud_notice_window_s: AWS 120 s, GCP and Azure 30 s), the save would not finish before the
  * machine goes: a warning says so and what would help. No cloud known (checkpoint.preemption_notice
- * off, or no metadata service answered): nothing is said. An upload (checkpoint.upload_cmd) comes
- * after the write and is not counted: a checkpoint on local storage survives a stop that is not a
- * termination. It owns this run's step time (train_observe.c adds each step's work) and whether the
- * budget was checked, and keeps the worker's notice watch. Must not change when or what is saved. */
+ * off, or no metadata service answered): nothing is said. With checkpoint.upload_cmd, whose users'
+ * checkpoint.dir may go with the machine, the first upload measured adds a second check of a save
+ * that fits: the save and an upload as long as that one, against the same window. It owns this
+ * run's step time (train_observe.c adds each step's work), what the checks found, and keeps the
+ * worker's notice watch. Must not change when or what is saved. */
 #include <stdlib.h>
 
 #include "runtime/base/log.h"
@@ -22,6 +23,11 @@ struct train_budget {
     notice_watch *notice;   /* this node's preemption notice watch (the worker's), NULL when none */
     double run_step_s;      /* this run's steps' own work, never reset */
     bool checked;           /* rank 0: the budget was checked */
+    /* rank 0, for the upload's check: the cloud, and a save on its notice that fits (its time, its
+     * size); fits false when none was checked or it did not fit (then nothing more is said) */
+    notice_provider cloud;
+    bool fits, upload_checked;
+    double save_s, save_mb;
 };
 
 int train_budget_open(train_job *t, notice_watch *notice, ddp_err *err)
@@ -55,6 +61,8 @@ static void check_budget(train_job *t, const ckpt_write_stats *st, double stall_
     double need = poll_s + step_s + before_write_s + st->write_s;
     double mb = (double)st->bytes / 1e6;
     const char *before = sharded ? "the rest of the save" : "the snapshot";
+    struct train_budget *b = t->budget;
+    b->cloud = cloud, b->fits = need <= window, b->save_s = need, b->save_mb = mb;
     if (need <= window) {
         log_info("preemption budget: a save on %s's notice takes about %.1f s (the notice seen up to %.1f s late, a "
                  "step %.2f s, %s %.2f s, the write %.2f s) of its %.0f s notice", cloud_name(cloud), need, poll_s,
@@ -72,6 +80,28 @@ static void check_budget(train_job *t, const ckpt_write_stats *st, double stall_
              "%g), so that less is lost to the last periodic checkpoint", cloud_name(cloud), need, poll_s, step_s,
              before, before_write_s, mb, st->write_s, st->write_s > 0 ? mb / st->write_s : 0.0, window, storage,
              t->cfg->checkpoint.every_minutes);
+}
+
+void train_budget_uploaded(train_job *t, double upload_s)
+{
+    struct train_budget *b = t->budget;
+    if (!b->fits || b->upload_checked || upload_s <= 0)
+        return;
+    b->upload_checked = true;
+    double window = cloud_notice_window_s(b->cloud), total = b->save_s + upload_s;
+    if (total <= window) {
+        log_info("preemption budget: with checkpoint.upload_cmd, a checkpoint saved on %s's notice is uploaded after "
+                 "about %.1f s (the save %.1f s, the upload %.1f s as the last took) of its %.0f s notice",
+                 cloud_name(b->cloud), total, b->save_s, upload_s, window);
+        return;
+    }
+    double room = window - b->save_s;
+    log_warn("preemption budget: with checkpoint.upload_cmd, a checkpoint saved on %s's notice would be uploaded "
+             "after about %.1f s (the save %.1f s, the upload %.1f s as the last took), more than its %.0f s notice: "
+             "where checkpoint.dir goes with the machine, the next start resumes from an older upload, up to "
+             "checkpoint.every_minutes (now %g) older. What fits: an upload of %.3g MB in %.0f s (%.3g MB/s or "
+             "faster), or checkpoint.dir on storage that outlives the machine", cloud_name(b->cloud), total, b->save_s,
+             upload_s, window, t->cfg->checkpoint.every_minutes, b->save_mb, room, b->save_mb / room);
 }
 
 int train_budget_written(train_job *t, const ckpt_write_stats *st, double stall_s, ddp_err *err)

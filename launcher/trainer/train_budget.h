@@ -1,7 +1,8 @@
 /* train_budget.h — what a durable checkpoint's times say (train_budget.c, rank 0): they go to
- * run.tensorboard, and once the cloud is known, the preemption budget is checked. It owns what the
- * check needs (struct train_budget): this run's step time, whether it was checked, and the worker's
- * notice watch it is given. Must not change when or what is saved. */
+ * run.tensorboard, and once the cloud is known, the preemption budget is checked (with
+ * checkpoint.upload_cmd, again with an upload's time). It owns what the checks need (struct
+ * train_budget): this run's step time, what they found, and the worker's notice watch it is given.
+ * Must not change when or what is saved. */
 #ifndef DDP_TRAIN_BUDGET_H
 #define DDP_TRAIN_BUDGET_H
 
@@ -18,5 +19,9 @@ void train_budget_count_work(train_job *t, double s);
  * cloud is known, the preemption budget: would a save on that cloud's notice fit in its window?
  * stall_s is the save's stall before the snapshot was handed to the writer. */
 int train_budget_written(train_job *t, const ckpt_write_stats *st, double stall_s, ddp_err *err);
+/* Rank 0, with checkpoint.upload_cmd: upload_s is the newest successful upload's time (0: none
+ * yet). The first one measured after a save on notice was found to fit checks the save and such
+ * an upload against the same window, said once; nothing where the save alone did not fit. */
+void train_budget_uploaded(train_job *t, double upload_s);
 
 #endif

@@ -287,7 +287,10 @@ static int written(train_job *t, train_ckpt *c, const ckpt_write_stats *st, ddp_
     train_checkpoint_safe = 1;
     snprintf(c->last_written, sizeof c->last_written, "%s", st->path);
     c->durable_step = st->step;
-    return train_budget_written(t, st, c->stall_s, err);
+    int rc = train_budget_written(t, st, c->stall_s, err);
+    if (c->uploader) /* an upload of an earlier save may have ended since */
+        train_budget_uploaded(t, ckpt_uploader_last_seconds(c->uploader));
+    return rc;
 }
 
 /* Rank 0: a background write ended with status rc (why: its error). A failure is a warning the
@@ -487,7 +490,7 @@ static int write_last_again(train_job *t, train_ckpt *c, ckpt_write_stats *st, d
 /* Rank 0 at the job's end, after its writer: the last upload waited for, or ended when the job
  * failed or the storage stalled (its peers wait for this rank: an upload must not hold the job
  * for its time limit); then what uploads held from pruning goes. Returns rc. */
-static int finish_uploads(const train_job *t, train_ckpt *c, bool failed, bool stalled, int rc)
+static int finish_uploads(train_job *t, train_ckpt *c, bool failed, bool stalled, int rc)
 {
     if (!c->uploader)
         return rc;
@@ -500,6 +503,7 @@ static int finish_uploads(const train_job *t, train_ckpt *c, bool failed, bool s
     if (stalled)
         return rc;
     ckpt_uploader_drain(c->uploader);
+    train_budget_uploaded(t, ckpt_uploader_last_seconds(c->uploader));
     /* What an upload held from pruning goes now, counted from the newest checkpoint this job
      * wrote. A job that wrote none held none, and prunes nothing: the newest one there may be one
      * the resume found damaged and passed over, and keeping it instead of the one resumed from
@@ -514,7 +518,7 @@ static int finish_uploads(const train_job *t, train_ckpt *c, bool failed, bool s
  * and is waited for under the whole deadline. Its answers stay on: after a failure elsewhere the
  * other ranks may still wait in a collective, and must hear that this rank is busy, not hung (so
  * do train_ckpt_finish's for a single file). */
-static int finish_shard_writer(const train_job *t, train_ckpt *c, bool failed, ddp_err *err)
+static int finish_shard_writer(train_job *t, train_ckpt *c, bool failed, ddp_err *err)
 {
     ddp_err local = {0};
     ckpt_writer_set_stall(c->shard_writer, t->cfg->ddp.timeout_s, "ddp.timeout_s");

@@ -30,6 +30,8 @@ int ckpt_uploader_create(const char *cmd, double timeout_s, const char *log_path
 void ckpt_uploader_submit(ckpt_uploader *u, const char *path, int64_t step);
 /* Copies into held the paths an upload still needs (running, waiting; "" where none). */
 void ckpt_uploader_held(ckpt_uploader *u, char held[2][CKPT_PATH_MAX]);
+/* How long the newest successful upload took, in seconds; 0 before the first. */
+double ckpt_uploader_last_seconds(ckpt_uploader *u);
 /* Waits until no upload runs or waits (saying what it waits for); returns how many failed. */
 int ckpt_uploader_drain(ckpt_uploader *u);
 /* Waits as drain does, silently, for at most max_s; false when an upload still runs or waits. */
