@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "runtime/base/exact_double.h"
+#include "runtime/base/fnv1a.h"
 #include "runtime/base/replace_file.h"
 #include "runtime/base/utf8.h"
 
@@ -316,15 +317,11 @@ static int next_line(const config *c, settings_kind which, int *i, char *line, s
  * endianness, and numbers are in their exact shortest form. */
 uint64_t config_hash(const config *c)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = FNV1A64_BASIS;
     char line[CFG_PATH_MAX + CFG_KEY_MAX + 4];
     int len;
-    for (int i = 0; (len = next_line(c, SETTINGS_RESUME, &i, line, sizeof line)) >= 0;) {
-        for (int j = 0; j < len; j++) {
-            h ^= (unsigned char)line[j];
-            h *= 0x100000001b3ull;
-        }
-    }
+    for (int i = 0; (len = next_line(c, SETTINGS_RESUME, &i, line, sizeof line)) >= 0;)
+        h = fnv1a64(h, line, (size_t)len);
     return h;
 }
 

@@ -41,7 +41,8 @@ ALLOWED = {
     "launcher/shared": ["runtime/base"],  # what several programs use
     "launcher/trainer": ["runtime/base", "runtime/data", "runtime/device", "runtime/optim", "runtime/ckpt",
                          "runtime/cloud", "runtime/tensorboard", "config", "collectives", "models",
-                         "launcher/shared"],
+                         "launcher/shared",
+                         "runtime/hf"],  # runtime/hf: init_from's tokenizer.json against the data's vocabulary
     "launcher/worker": ["runtime/base", "runtime/cloud", "config", "collectives", "launcher/trainer",
                         "launcher/shared"],
     "launcher/bench": ["runtime/base", "runtime/device", "collectives", "launcher/shared"],

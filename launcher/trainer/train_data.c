@@ -1,10 +1,18 @@
 /* train_data.c — loading the job's data and checking it against the model (train_data.h). Owns
- * which loader data.kind and data.packed choose and the packing report; the formats themselves
- * are runtime/data's. Must not build a model or stage batches (train_replica.c does). */
+ * which loader data.kind and data.packed choose, the packing report, and the check that token data
+ * was made with the vocabulary of checkpoint.init_from's tokenizer; the formats themselves are
+ * runtime/data's and runtime/hf's. Must not build a model or stage batches (train_replica.c does). */
 #include "train_data.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include <sys/stat.h>
 
 #include "runtime/base/activity.h"
 #include "runtime/base/log.h"
+#include "runtime/data/tokenizer.h"
+#include "runtime/hf/hf_vocab.h"
 #include "train_fault.h"
 
 static int load_tokens(train_job *t, ddp_err *err)
@@ -72,8 +80,61 @@ static int fits(const train_job *t, const dataset *data, ddp_err *err)
                     data->name, h);
 }
 
+/* Rank 0's warning that the vocabulary was not compared, and why. */
+static void unchecked(const train_job *t, const char *json, const char *why)
+{
+    if (t->ctl->rank == 0)
+        log_warn("data.path %s: not checked against checkpoint.init_from's %s: %s", t->cfg->data.path, json, why);
+}
+
+/* Token data beside a checkpoint.init_from folder holding a tokenizer.json: the data must have
+ * been made with its vocabulary (equal fingerprints, runtime/data/tokenizer.h), or its ids would
+ * stand for other text to this model and training would go on without a word. Where a side cannot
+ * tell, rank 0 says so and the job goes on. Every rank reads both files: the same verdict. */
+static int same_vocabulary(const train_job *t, ddp_err *err)
+{
+    const config *c = t->cfg;
+    char json[CFG_PATH_MAX + 32], bin[CFG_PATH_MAX + 32];
+    struct stat st;
+    if (c->data.kind != DATA_TOKENS || !c->checkpoint.init_from[0] || stat(c->checkpoint.init_from, &st) != 0 ||
+        !S_ISDIR(st.st_mode))
+        return DDP_OK;
+    snprintf(json, sizeof json, "%s/%s", c->checkpoint.init_from, HF_TOKENIZER_JSON);
+    snprintf(bin, sizeof bin, "%s/tokenizer.bin", c->data.path);
+    if (access(json, F_OK) != 0) /* a folder with the weights alone: nothing to compare with */
+        return DDP_OK;
+    tokenizer tok;
+    ddp_err why = {0};
+    uint64_t want = 0;
+    if (tokenizer_load(bin, &tok, &why) != DDP_OK) {
+        unchecked(t, json, why.msg);
+        return DDP_OK;
+    }
+    bool known = tok.has_fingerprint;
+    uint64_t have = tok.fingerprint;
+    tokenizer_free(&tok);
+    if (!known) {
+        unchecked(t, json, "its tokenizer.bin records no vocabulary fingerprint (llm.c's, or an older "
+                  "scripts/prepare-text's: prepare the data again to have it checked)");
+        return DDP_OK;
+    }
+    if (hf_vocab_fingerprint(json, &want, &why) != DDP_OK) {
+        unchecked(t, json, why.msg);
+        return DDP_OK;
+    }
+    if (want == have)
+        return DDP_OK;
+    return ddp_fail(err, DDP_EUSAGE, "%s: data.path %s was tokenized with another vocabulary than "
+                    "checkpoint.init_from's %s (vocabulary fingerprints %016llx in its tokenizer.bin, %016llx): its "
+                    "token ids stand for other text to this model; prepare it with scripts/prepare-text (or "
+                    "prepare-chat) --tokenizer %s", c->source, c->data.path, json, (unsigned long long)have,
+                    (unsigned long long)want, json);
+}
+
 int train_data_fits(const train_job *t, ddp_err *err)
 {
     int rc = fits(t, &t->train, err);
-    return rc == DDP_OK ? fits(t, &t->test, err) : rc;
+    if (rc == DDP_OK)
+        rc = fits(t, &t->test, err);
+    return rc == DDP_OK ? same_vocabulary(t, err) : rc;
 }

@@ -8,7 +8,9 @@
 /* data.kind's splits into t->train and t->test: token shards as windows, or with data.packed
  * their documents packed into rows (rank 0 logs the packing); Fashion-MNIST; synthetic. */
 int train_data_load(train_job *t, ddp_err *err);
-/* Both splits have the samples t->m was built for: usage errors naming the data and the model. */
+/* Both splits have the samples t->m was built for, and token data the vocabulary of
+ * checkpoint.init_from's tokenizer.json where it has one: usage errors naming the data and the
+ * model (or the file). */
 int train_data_fits(const train_job *t, ddp_err *err);
 
 #endif

@@ -38,6 +38,12 @@ static int check_header(const char *path, const uint8_t *h, long long size, toke
     if (split < 0 || split >= TOKENIZER_SPLIT_KINDS)
         return ddp_fail(err, DDP_EUSAGE, "%s: pre-tokenizer %d (header int32 4) is not one of 0..%d that this "
                         "ddprun knows (a newer scripts/prepare-text's file?)", path, split, TOKENIZER_SPLIT_KINDS - 1);
+    int32_t has = le32(h + 28);
+    if (has != 0 && has != 1)
+        return ddp_fail(err, DDP_EUSAGE, "%s: header int32 7 is %d: 1 says a vocabulary fingerprint precedes it, 0 "
+                        "none", path, has);
+    t->has_fingerprint = has == 1;
+    t->fingerprint = (uint64_t)(uint32_t)le32(h + 20) | (uint64_t)(uint32_t)le32(h + 24) << 32;
     /* bounds the allocation below by what vocab entries can take, so a huge file fails here */
     long long most = TOKENIZER_HEADER_BYTES + (long long)vocab * (1 + TOKENIZER_MAX_TOKEN_BYTES);
     if (size > most)

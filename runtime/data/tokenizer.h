@@ -2,8 +2,9 @@
  * into text when printing samples (and for tokenizer_encode.h, which turns text into ids).
  *
  * Owns the file format checks: a header of 256 little-endian int32 (magic 20240328, version 2,
- * vocabulary size in 1..2^20, end-of-text id or -1, then ddprun's own field: the pre-tokenizer
- * that splits text before the merges, tokenizer_split below; llm.c leaves it 0 and ignores it),
+ * vocabulary size in 1..2^20, end-of-text id or -1, then ddprun's own fields, which llm.c leaves 0
+ * and ignores: the pre-tokenizer that splits text before the merges, tokenizer_split below; the
+ * vocabulary's fingerprint, its low and high 32 bits and 1, or three 0s where none is recorded),
  * then for each id in order a uint8 length >= 1 and that many bytes, and nothing after the last
  * entry. A failed load leaves *out zeroed with nothing allocated, and the error names the file and
  * what is wrong. Decoding only: encoding text is tokenizer_encode.c's (and scripts/prepare-text's)
@@ -12,6 +13,7 @@
 #ifndef DDP_TOKENIZER_H
 #define DDP_TOKENIZER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,10 +42,18 @@ typedef enum tokenizer_split {
 } tokenizer_split;
 #define TOKENIZER_SPLIT_KINDS 8
 
+/* The vocabulary's fingerprint, as scripts/prepare-text records it: FNV-1a 64 (runtime/base/fnv1a.h)
+ * over each regular token of the Hugging Face tokenizer.json it was made from (the model's
+ * vocabulary but the added tokens; for prepare-text's gpt2 and bytes tokenizers, as a byte-level
+ * tokenizer.json would spell them) in increasing id order: the id as 4 little-endian bytes, the
+ * token's string as the file spells it, a 0 byte. Equal fingerprints: the same ids for the same
+ * text, whatever the added tokens (Llama 3 and 3.1 agree). hf_vocab.h computes it from a file. */
 typedef struct tokenizer {
     int32_t vocab_size;
     int32_t eot;          /* end-of-text id, -1 when the tokenizer has none */
     tokenizer_split split;
+    bool has_fingerprint; /* false: llm.c's file, or an older prepare-text's */
+    uint64_t fingerprint;
     uint8_t *entries;     /* the file's entries after the header: length byte, then the bytes */
     uint32_t *offset;     /* vocab_size entries: offset[id] is id's length byte in entries */
 } tokenizer;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/fnv1a.h"
 #include "tokenizer_split.h"
 #include "unicode_nfc.h"
 
@@ -29,15 +30,7 @@ struct tokenizer_encoder {
                             * first space starts a segment of its own */
 };
 
-static uint64_t hash_bytes(const uint8_t *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
+static uint64_t hash_bytes(const uint8_t *p, size_t n) { return fnv1a64(FNV1A64_BASIS, p, n); }
 
 /* The id whose bytes are p[0..n), or -1. */
 static int32_t lookup(const tokenizer_encoder *e, const uint8_t *p, size_t n)

@@ -12,6 +12,9 @@ that prepare-text reads what that library writes. Test data only: it checks noth
   othersplit     llama3 with a Split regex of its own (digits apart, GPT-2's otherwise)
   wordpiece      bytelevel with a WordPiece decoder (prepare-text refuses it)
   gap            bytelevel with the last merged token's id moved 1000 up, leaving ids with no token
+  small          bytelevel of 290 ids, for the 300 of tests/fixtures/hf-llama-tiny
+  small-swapped  small with two merged tokens' ids swapped: another vocabulary of the same size
+  small-added    small with one more added token (<|eom_id|>), as Llama 3.1's beside Llama 3's
 """
 import json, sys
 from tokenizers import Tokenizer, Regex, models, normalizers, trainers, pre_tokenizers, decoders, processors
@@ -52,6 +55,16 @@ if kind in ("bytelevel", "wordpiece", "gap"):
         vocab = d["model"]["vocab"]
         vocab[max(vocab, key=vocab.get)] += 1000
     t = Tokenizer.from_str(json.dumps(d))
+elif kind in ("small", "small-swapped", "small-added"):
+    t = bytelevel(290)
+    d = json.loads(t.to_str())
+    if kind == "small-swapped":
+        vocab = d["model"]["vocab"]
+        a, b = sorted(vocab, key=vocab.get)[-2:]
+        vocab[a], vocab[b] = vocab[b], vocab[a]
+    t = Tokenizer.from_str(json.dumps(d))
+    if kind == "small-added":
+        t.add_special_tokens(["<|eom_id|>"])
 elif kind in ("llama3", "qwen2", "othersplit"):
     t = bytelevel(400, {"llama3": LLAMA3, "qwen2": QWEN2, "othersplit": OTHER}[kind], nfc=kind == "qwen2")
 elif kind == "wide":

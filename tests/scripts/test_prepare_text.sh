@@ -43,8 +43,12 @@ if extra:
 tb = open(os.path.join(out, "tokenizer.bin"), "rb").read()
 h = struct.unpack("<256i", tb[:1024])
 split = int(os.environ.get("CHECK_SPLIT", "1"))  # the pre-tokenizer code: GPT-2's unless said
-if h[:5] != (20240328, 2, vocab, eot, split) or any(h[5:]):
-    die(f"tokenizer.bin header {h[:5]}, expected {(20240328, 2, vocab, eot, split)} and zeros")
+if h[:5] != (20240328, 2, vocab, eot, split) or h[7] not in (0, 1) or any(h[8:]) or (h[7] == 0 and any(h[5:7])):
+    die(f"tokenizer.bin header {h[:8]}, expected {(20240328, 2, vocab, eot, split)}, a fingerprint or none, and zeros")
+if "CHECK_FINGERPRINT" in os.environ:  # the vocabulary's fingerprint, hex, or none
+    got = f"{struct.unpack('<Q', struct.pack('<ii', h[5], h[6]))[0]:016x}" if h[7] else "none"
+    if got != os.environ["CHECK_FINGERPRINT"]:
+        die(f"tokenizer.bin's vocabulary fingerprint {got}, expected {os.environ['CHECK_FINGERPRINT']}")
 table, pos = [], 1024
 for i in range(vocab):
     n = tb[pos]
@@ -378,6 +382,18 @@ hf_vocab() { # FILE: its vocabulary size, added tokens included
     python3 -c 'import sys, tokenizers
 print(tokenizers.Tokenizer.from_file(sys.argv[1]).get_vocab_size())' "$1"
 }
+hf_fingerprint() { # FILE: FNV-1a 64 of its regular tokens (runtime/data/tokenizer.h), as the
+    # tokenizers package lists them (its model's vocabulary without the added tokens), hex
+    python3 -c 'import struct, sys, tokenizers
+t = tokenizers.Tokenizer.from_file(sys.argv[1])
+added = set(t.get_added_tokens_decoder())
+h = 0xCBF29CE484222325
+for s, i in sorted(t.get_vocab(with_added_tokens=False).items(), key=lambda e: e[1]):
+    if i not in added:
+        for b in struct.pack("<I", i) + s.encode() + bytes(1):
+            h = ((h ^ b) * 0x100000001B3) % 2**64
+print(f"{h:016x}")' "$1"
+}
 hf_checks() {
     local make=$ROOT/tests/scripts/make_hf_tokenizer.py k v
     for k in bytelevel sentencepiece wide wordpiece gap llama3 qwen2 othersplit; do
@@ -386,7 +402,8 @@ hf_checks() {
     "$PREP" --tokenizer "$TMP/bytelevel.json" --val-fraction 0.3 "$A" "$B" "$TMP/h1" >"$TMP/h1.log"
     grep -q "; uint16 tokens, vocabulary [0-9]* (.*bytelevel.json)" "$TMP/h1.log" ||
         fail "hf bytelevel: summary line: $(cat "$TMP/h1.log")"
-    check "$TMP/h1" "$(hf_vocab "$TMP/bytelevel.json")" "$(hf_id "$TMP/bytelevel.json" "<|endoftext|>")" \
+    CHECK_FINGERPRINT=$(hf_fingerprint "$TMP/bytelevel.json") \
+        check "$TMP/h1" "$(hf_vocab "$TMP/bytelevel.json")" "$(hf_id "$TMP/bytelevel.json" "<|endoftext|>")" \
         0.3 100000000 "$A" "$B"
     # the added token is one id spelling its UTF-8 (tokenizers' own decode garbles it through ByteLevel)
     k=$(hf_id "$TMP/bytelevel.json" "naïve café")
@@ -420,7 +437,8 @@ t.save(sys.argv[2])' "$TMP/bytelevel.json" "$TMP/truncating.json" || fail "writi
 
     # the separator is the post-processor's <s> (id 1); byte fallback spells 日本語 and the emoji
     "$PREP" --tokenizer "$TMP/sentencepiece.json" "$A" "$B" "$TMP/h2" >/dev/null
-    CHECK_SEP="<s>" CHECK_SPLIT=4 check "$TMP/h2" "$(hf_vocab "$TMP/sentencepiece.json")" 1 0.05 100000000 "$A" "$B"
+    CHECK_SEP="<s>" CHECK_SPLIT=4 CHECK_FINGERPRINT=$(hf_fingerprint "$TMP/sentencepiece.json") \
+        check "$TMP/h2" "$(hf_vocab "$TMP/sentencepiece.json")" 1 0.05 100000000 "$A" "$B"
     ok "hf sentencepiece-style BPE with byte fallback (Llama 2's kind): <s> first, the input back"
     # a post-processor putting </s> after a text too (Llama 2's with add_eos_token, RoBERTa's): still <s>
     python3 - "$TMP/sentencepiece.json" "$TMP/bos-eos.json" <<'PY'

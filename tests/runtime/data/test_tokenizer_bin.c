@@ -1,6 +1,7 @@
 /* test_tokenizer_bin.c — llm.c's tokenizer.bin (suite 'data'): a file written here from the
  * format's definition (magic 20240328, version 2, 256 single bytes, multi-byte pieces up to 255
- * bytes, the end-of-text id, the pre-tokenizer) is read back piece by piece, and every malformed
+ * bytes, the end-of-text id, the pre-tokenizer, the vocabulary fingerprint) is read back piece by
+ * piece (a file without the fingerprint too), and every malformed
  * one (each header field wrong, a piece cut short or of length 0, trailing bytes, too short, missing) is rejected
  * naming the file and what is wrong; an empty prompt's first id is the end-of-text id, else the
  * id spelling a newline. */
@@ -25,6 +26,7 @@ static uint8_t *tokenizer_file(size_t *len)
     put_le32(b + 8, TOK_VOCAB);
     put_le32(b + 12, TOK_EOT);
     put_le32(b + 16, TOKENIZER_SPLIT_QWEN2);
+    put_le32(b + 20, (int32_t)0x89abcdef), put_le32(b + 24, 0x01234567), put_le32(b + 28, 1);
     size_t pos = 1024;
     for (int id = 0; id < 256; id++)
         b[pos++] = 1, b[pos++] = (uint8_t)id;
@@ -50,6 +52,8 @@ static void check_tokenizer_good(const char *path)
     CHECK_EQ_INT(t.eot, TOK_EOT);
     CHECK(t.split == TOKENIZER_SPLIT_QWEN2, "pre-tokenizer %d (%s), the file's is 3", (int)t.split,
           tokenizer_split_name(t.split));
+    CHECK(t.has_fingerprint && t.fingerprint == 0x0123456789abcdefull, "the fingerprint %016llx",
+          (unsigned long long)t.fingerprint);
     size_t len;
     const uint8_t *p;
     for (int id = 0; id < 256; id++) {
@@ -161,6 +165,16 @@ static void check_tokenizer(void)
     bad_field("tok_eot_neg.bin", good, len, 12, -2, "end-of-text id -2", NULL);
     bad_field("tok_split_new.bin", good, len, 16, TOKENIZER_SPLIT_KINDS, "pre-tokenizer 8 (header int32 4)", "0..7");
     bad_field("tok_split_neg.bin", good, len, 16, -1, "pre-tokenizer -1", NULL);
+    bad_field("tok_fingerprint_flag.bin", good, len, 28, 2, "header int32 7 is 2", NULL);
+    uint8_t *none = malloc(len); /* llm.c's header, an older prepare-text's: no fingerprint, read */
+    memcpy(none, good, len);
+    memset(none + 20, 0, 12);
+    write_raw(path, none, len);
+    tokenizer t;
+    ddp_err err = {0};
+    CHECK(tokenizer_load(path, &t, &err) == DDP_OK && !t.has_fingerprint, "no fingerprint: %s", err.msg);
+    tokenizer_free(&t);
+    free(none);
     uint8_t *b = malloc(len + 1);
     memcpy(b, good, len);
     b[len] = 'z';
