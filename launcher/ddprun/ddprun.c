@@ -417,7 +417,9 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
         /* another host's notice: its ranks saved and stopped, and the fleet goes on without it */
         bool fetched = cfg && cfg->checkpoint.download_cmd[0];
         bool notice = attempt < o->max_restarts && notice_restarts(&r, code, fetched);
-        const deadline_verdict *lost = notice ? &r.notice : &r.deadline;
+        deadline_verdict failed_lost, failed_noticed;
+        failure_lost_hosts(&r, fetched, &failed_lost, &failed_noticed);
+        const deadline_verdict *lost = notice ? &r.notice : &failed_lost;
         int slots_left;
         bool may_restart = attempt < o->max_restarts && (code == DDP_ERUNTIME || notice);
         bool drop = may_restart && !o->discovery.cmd && ddprun_drop_hosts(o->hosts, lost, hosts, sizeof hosts,
@@ -429,8 +431,9 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
         }
         char who[300], how[300];
         describe_failure(&r, who, how, sizeof who);
+        if (notice || failed_noticed.n_hosts > 0) /* discovery leaves them out a while */
+            notice_remember(&noticed, notice ? &r.notice : &failed_noticed);
         if (notice) {
-            notice_remember(&noticed, &r);
             fprintf(stderr, "ddprun: attempt %d of %d (restarting without %s%s, whose preemption notice stopped the "
                     "job)\n", attempt + 2, o->max_restarts + 1, r.notice.hosts[0],
                     r.notice.n_hosts > 1 ? " and more" : "");
@@ -444,7 +447,9 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
             int np = cfg ? config_world_at_most(cfg, o->np) : o->np; /* one train.global_batch divides into */
             o->np = np > 0 ? np : o->np;
             fprintf(stderr, "ddprun: leaving out the host(s) whose %s: -np %d -H %s\n",
-                    notice ? "preemption notice stopped the job" : "ranks did not arrive", o->np, o->hosts);
+                    notice ? "preemption notice stopped the job"
+                    : failed_noticed.n_hosts ? "ranks did not arrive or whose preemption notice came"
+                                             : "ranks did not arrive", o->np, o->hosts);
         }
     }
 }

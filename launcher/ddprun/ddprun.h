@@ -131,9 +131,14 @@ void report(const job_result *r, int code);
  * and nothing fetches its checkpoints for the next rank 0 (fetched: checkpoint.download_cmd):
  * where checkpoint.dir is that machine's disk, the next attempt would start from step 0. */
 bool notice_restarts(const job_result *r, int code, bool fetched);
-/* Adds the hosts of r's notice to all (those a job restarted without, for host discovery to leave
+/* After an attempt that failed: r's hosts whose ranks did not arrive, and those whose preemption
+ * notice came (the machine taken before the stop's save, or a resume's download, ended), but this
+ * host and, unless fetched, rank 0's (as notice_restarts keeps them); the noticed ones also into
+ * noticed. */
+void failure_lost_hosts(const job_result *r, bool fetched, deadline_verdict *lost, deadline_verdict *noticed);
+/* Adds the hosts of notice to all (those a job restarted without, for host discovery to leave
  * out while its command still lists them). */
-void notice_remember(deadline_verdict *all, const job_result *r);
+void notice_remember(deadline_verdict *all, const deadline_verdict *notice);
 /* all, emptied first once ten minutes have passed since its latest notice. */
 const deadline_verdict *notice_avoided(deadline_verdict *all);
 

@@ -68,13 +68,19 @@ static bool is_this_host(const char *host)
     return !strcmp(host, name);
 }
 
+/* Whether the next attempt must keep noticed host h: ddprun's own, or rank 0's with its checkpoints. */
+static bool kept_host(const job_result *r, const char *h, bool fetched)
+{
+    return is_this_host(h) || (!fetched && (!r->rank0_host[0] || !strcmp(h, r->rank0_host)));
+}
+
 bool notice_restarts(const job_result *r, int code, bool fetched)
 {
     if (code != DDP_EPREEMPTED || r->notice.n_hosts == 0 || r->signals_received > 0 || job_signals_seen() > 0)
         return false;
     for (int i = 0; i < r->notice.n_hosts; i++) {
         const char *h = r->notice.hosts[i];
-        if (is_this_host(h) || (!fetched && (!r->rank0_host[0] || !strcmp(h, r->rank0_host)))) {
+        if (kept_host(r, h, fetched)) {
             fprintf(stderr, "ddprun: not restarting without %s: %s\n", h, is_this_host(h) ? "this is ddprun's host"
                     : "rank 0 saved its checkpoints there, and no checkpoint.download_cmd fetches them");
             return false;
@@ -94,9 +100,22 @@ const deadline_verdict *notice_avoided(deadline_verdict *all)
     return all;
 }
 
-void notice_remember(deadline_verdict *all, const job_result *r)
+void failure_lost_hosts(const job_result *r, bool fetched, deadline_verdict *lost, deadline_verdict *noticed)
+{
+    *lost = r->deadline;
+    *noticed = (deadline_verdict){.what = r->notice.what};
+    for (int i = 0; i < r->notice.n_hosts; i++) {
+        const char *h = r->notice.hosts[i];
+        if (kept_host(r, h, fetched))
+            continue;
+        verdict_add_host(lost, h, strlen(h));
+        verdict_add_host(noticed, h, strlen(h));
+    }
+}
+
+void notice_remember(deadline_verdict *all, const deadline_verdict *notice)
 {
     all->seen_s = monotonic_s();
-    for (int i = 0; i < r->notice.n_hosts; i++)
-        verdict_add_host(all, r->notice.hosts[i], strlen(r->notice.hosts[i]));
+    for (int i = 0; i < notice->n_hosts; i++)
+        verdict_add_host(all, notice->hosts[i], strlen(notice->hosts[i]));
 }

@@ -7,7 +7,9 @@
 # and ends within 4 x 48 ulps of an uninterrupted np 4 run (test_global_batch.sh derives it). A
 # fleet that stays below --min-np ends the launch after --discovery-wait, naming what it saw. A
 # preemption notice on h2 alone stops the job (exit 75 from every rank) and ddprun restarts without
-# h2, under -H and under --host-discovery (which still lists it); not where rank 0 ran on h2.
+# h2, under -H and under --host-discovery (which still lists it); not where rank 0 ran on h2. A
+# notice on h2 during rank 0's download, and h2's rank killed then (its machine taken before the
+# job could stop): the job fails, and the restart under -H leaves h2 out too.
 # The first failure is DDP_TEST_FAULT's exit on rank 0 (first attempt only); the second, a rank of
 # the np 2 attempt killed by this test once that attempt has trained past its checkpoint.
 # Skipped (exit 77), never passed, where namespaces cannot be made.
@@ -130,6 +132,32 @@ for how in hosts discovery; do
 done
 check "discovery: h2, still listed, left out" grep -qF "leaving out h2, whose preemption notice stopped the job" \
     "$TMP/notice-discovery.log"
+# h2's notice while rank 0 downloads (a resume waits for the download, the stop with it) and h2's
+# machine taken before the job could stop: the job fails, and the restart leaves h2 out as well
+rm -f "$META_DIR/notice" "$META_DIR/served" "$TMP/fetching" "$TMP/fetched"
+printf '#!/bin/sh\n[ -e "%s" ] && exit 0\ntouch "%s" "%s"\nsleep 60\n' "$TMP/fetched" "$TMP/fetching" \
+    "$TMP/fetched" >"$TMP/fetch.sh" # the first attempt's download is slow, the second's brings nothing
+chmod +x "$TMP/fetch.sh"
+ddp -np 2 -H h1:1,h2:1 --max-restarts 1 "${NS_MPI[@]}" "$SMALL" run.dir="$NS_RUNROOT/taken" "${N[@]}" \
+    checkpoint.download_cmd="$TMP/fetch.sh" >"$TMP/taken.log" 2>&1 &
+pid=$!
+for _ in $(seq 1200); do [ -e "$TMP/fetching" ] && break; sleep 0.05; done
+touch "$META_DIR/notice"
+for _ in $(seq 1200); do grep -q "h2\] warning: preemption notice: " "$TMP/taken.log" && break; sleep 0.05; done
+victim=""
+for p in $(ip netns pids "${NS_PREFIX}h2"); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = ddprun-worker ] && victim=$p && break
+done
+check "taken: h2's rank saw the notice during the download (its rank: ${victim:-none})" \
+    eval '[ -n "$victim" ] && grep -q "h2\] warning: preemption notice: " "$TMP/taken.log"'
+[ -n "$victim" ] && kill -9 "$victim"
+wait $pid
+rc=$?
+check "taken: the job goes on without h2 and completes (exit $rc)" \
+    bash -c "[ $rc -eq 0 ] && [ -f '$NS_STORE/h1/taken/checkpoints/ckpt-00000200.ddp' ]"
+check "taken: ... the restart left h2 out, saying why" grep -qF \
+    "leaving out the host(s) whose ranks did not arrive or whose preemption notice came: -np 1 -H h1:1" "$TMP/taken.log"
+
 # rank 0 on h2, its checkpoints on h2's disk and no download_cmd: the job ends 75, restarting nothing
 noticed rank0 h2 -np 2 -H h2:1,h1:1
 check "rank 0's host noticed: the job ends 75, not restarted (exit $rc)" [ $rc -eq 75 ]
