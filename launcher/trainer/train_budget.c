@@ -13,6 +13,7 @@
  * that fits: the save and an upload as long as that one, against the same window. It owns this
  * run's step time (train_observe.c adds each step's work), what the checks found, and keeps the
  * worker's notice watch. Must not change when or what is saved. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "runtime/base/log.h"
@@ -96,12 +97,16 @@ void train_budget_uploaded(train_job *t, double upload_s)
         return;
     }
     double room = window - b->save_s;
+    char speed[96] = "";
+    if (room > 0) /* the save alone fits: room >= 0 */
+        snprintf(speed, sizeof speed, "an upload of %.3g MB in %.0f s (%.3g MB/s or faster), or ", b->save_mb, room,
+                 b->save_mb / room);
     log_warn("preemption budget: with checkpoint.upload_cmd, a checkpoint saved on %s's notice would be uploaded "
              "after about %.1f s (the save %.1f s, the upload %.1f s as the last took), more than its %.0f s notice: "
              "where checkpoint.dir goes with the machine, the next start resumes from an older upload, up to "
-             "checkpoint.every_minutes (now %g) older. What fits: an upload of %.3g MB in %.0f s (%.3g MB/s or "
-             "faster), or checkpoint.dir on storage that outlives the machine", cloud_name(b->cloud), total, b->save_s,
-             upload_s, window, t->cfg->checkpoint.every_minutes, b->save_mb, room, b->save_mb / room);
+             "checkpoint.every_minutes (now %g) older. What fits: %scheckpoint.dir on storage that outlives the "
+             "machine", cloud_name(b->cloud), total, b->save_s, upload_s, window, t->cfg->checkpoint.every_minutes,
+             speed);
 }
 
 int train_budget_written(train_job *t, const ckpt_write_stats *st, double stall_s, ddp_err *err)

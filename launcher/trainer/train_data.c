@@ -13,6 +13,7 @@
 #include "runtime/base/log.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/hf/hf_vocab.h"
+#include "train_agree.h"
 #include "train_fault.h"
 
 static int load_tokens(train_job *t, ddp_err *err)
@@ -80,18 +81,17 @@ static int fits(const train_job *t, const dataset *data, ddp_err *err)
                     data->name, h);
 }
 
-/* Rank 0's warning that the vocabulary was not compared, and why. */
+/* The warning that the vocabulary was not compared, and why. */
 static void unchecked(const train_job *t, const char *json, const char *why)
 {
-    if (t->ctl->rank == 0)
-        log_warn("data.path %s: not checked against checkpoint.init_from's %s: %s", t->cfg->data.path, json, why);
+    log_warn("data.path %s: not checked against checkpoint.init_from's %s: %s", t->cfg->data.path, json, why);
 }
 
-/* Token data beside a checkpoint.init_from folder holding a tokenizer.json: the data must have
- * been made with its vocabulary (equal fingerprints, runtime/data/tokenizer.h), or its ids would
- * stand for other text to this model and training would go on without a word. Where a side cannot
- * tell, rank 0 says so and the job goes on. Every rank reads both files: the same verdict. */
-static int same_vocabulary(const train_job *t, ddp_err *err)
+/* Rank 0: token data beside a checkpoint.init_from folder holding a tokenizer.json must have been
+ * made with its vocabulary (equal fingerprints, runtime/data/tokenizer.h), or its ids would stand
+ * for other text to this model and training would go on without a word. Where a side cannot tell,
+ * it says so and the job goes on. */
+static int vocabulary_verdict(const train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     char json[CFG_PATH_MAX + 32], bin[CFG_PATH_MAX + 32];
@@ -131,10 +131,14 @@ static int same_vocabulary(const train_job *t, ddp_err *err)
                     (unsigned long long)want, json);
 }
 
-int train_data_fits(const train_job *t, ddp_err *err)
+int train_data_fits(train_job *t, ddp_err *err)
 {
     int rc = fits(t, &t->train, err);
     if (rc == DDP_OK)
         rc = fits(t, &t->test, err);
-    return rc == DDP_OK ? same_vocabulary(t, err) : rc;
+    if (rc != DDP_OK)
+        return rc;
+    /* rank 0 reads the folder, as it reads init_from's weights (it need be there alone) */
+    int32_t mine = t->ctl->rank == 0 ? vocabulary_verdict(t, err) : DDP_OK;
+    return train_agree(t, mine, "take data.path's token ids for checkpoint.init_from's tokenizer.json", err);
 }

@@ -9,8 +9,8 @@
  * their documents packed into rows (rank 0 logs the packing); Fashion-MNIST; synthetic. */
 int train_data_load(train_job *t, ddp_err *err);
 /* Both splits have the samples t->m was built for, and token data the vocabulary of
- * checkpoint.init_from's tokenizer.json where it has one: usage errors naming the data and the
- * model (or the file). */
-int train_data_fits(const train_job *t, ddp_err *err);
+ * checkpoint.init_from's tokenizer.json where it has one (rank 0 compares, every rank learns its
+ * verdict: collective): usage errors naming the data and the model (or the file). */
+int train_data_fits(train_job *t, ddp_err *err);
 
 #endif

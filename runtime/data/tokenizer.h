@@ -43,11 +43,11 @@ typedef enum tokenizer_split {
 #define TOKENIZER_SPLIT_KINDS 8
 
 /* The vocabulary's fingerprint, as scripts/prepare-text records it: FNV-1a 64 (runtime/base/fnv1a.h)
- * over each regular token of the Hugging Face tokenizer.json it was made from (the model's
- * vocabulary but the added tokens; for prepare-text's gpt2 and bytes tokenizers, as a byte-level
- * tokenizer.json would spell them) in increasing id order: the id as 4 little-endian bytes, the
- * token's string as the file spells it, a 0 byte. Equal fingerprints: the same ids for the same
- * text, whatever the added tokens (Llama 3 and 3.1 agree). hf_vocab.h computes it from a file. */
+ * over every id of the Hugging Face tokenizer.json it was made from (the model's vocabulary and the
+ * added tokens; for prepare-text's gpt2 and bytes tokenizers, as a byte-level tokenizer.json would
+ * spell them) in increasing order: the id as 4 little-endian bytes, the token's string as the file
+ * spells it (an added token's content where both give the id), a 0 byte. Equal fingerprints: the
+ * same ids for the same text, chat markers included. hf_vocab.h computes it from a file. */
 typedef struct tokenizer {
     int32_t vocab_size;
     int32_t eot;          /* end-of-text id, -1 when the tokenizer has none */

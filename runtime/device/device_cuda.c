@@ -75,17 +75,22 @@ static cudaError_t wait_event(cuda_impl *im, cudaEvent_t e)
  * before it (an earlier kernel's fault is sticky and surfaces at any later call): the first such
  * failure on a device is logged, as the later ones would only repeat it. The error is consumed
  * from CUDA's last-error, so that the next kernel launch's check does not report it as its own. */
-static void release_check(device *d, const char *call, cudaError_t e)
+void device_cuda_release_failed(device *d, const char *call, const char *failure)
 {
-    cuda_impl *im = impl_of(d);
-    if (e == cudaSuccess)
+    if (!d || !failure)
         return;
+    cuda_impl *im = impl_of(d);
     (void)cudaGetLastError();
     if (im->told_release)
         return;
     im->told_release = true;
     log_warn("cuda device %d: %s: %s (later failures of releases on this device are not said)", d->index, call,
-             cudaGetErrorString(e));
+             failure);
+}
+
+static void release_check(device *d, const char *call, cudaError_t e)
+{
+    device_cuda_release_failed(d, call, e == cudaSuccess ? NULL : cudaGetErrorString(e));
 }
 
 /* ---- memory ---------------------------------------------------------------------------- */
@@ -419,13 +424,13 @@ static void cuda_destroy(device *d)
             if (im->staging_done[i])
                 release_check(d, "cudaEventDestroy", cudaEventDestroy(im->staging_done[i]));
         }
-        release_check(d, "cudaFree", cudaFree(im->scratch));
+        if (im->scratch) /* cudaFree(NULL) after a failed set-up would try the context again */
+            release_check(d, "cudaFree", cudaFree(im->scratch));
         if (im->compute_point)
             release_check(d, "cudaEventDestroy", cudaEventDestroy(im->compute_point));
         cublasStatus_t st = im->blas ? cublasDestroy(im->blas) : CUBLAS_STATUS_SUCCESS;
-        if (st != CUBLAS_STATUS_SUCCESS)
-            log_warn("cuda device %d: cublasDestroy: %s", d->index, cublasGetStatusString(st));
-        device_cuda_lt_destroy(im->lt);
+        device_cuda_release_failed(d, "cublasDestroy", st == CUBLAS_STATUS_SUCCESS ? NULL : cublasGetStatusString(st));
+        device_cuda_lt_destroy(d, im->lt);
         if (im->stream)
             release_check(d, "cudaStreamDestroy", cudaStreamDestroy(im->stream));
         free(im);

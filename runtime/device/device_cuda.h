@@ -63,11 +63,18 @@ static inline cudaStream_t device_cuda_stream(const device *d) { return (cudaStr
  * cudaMallocAsync on the compute stream: no host wait). */
 int device_cuda_scratch(device *d, size_t bytes, void **out, ddp_err *err);
 
+/* A release (a free, a destroy: nothing to return its failure to) of device d that failed with
+ * failure (NULL: it did not; d NULL: a device not made, nothing said): the first on a device is
+ * logged, later ones would repeat it; CUDA's last-error is consumed, so that the next kernel
+ * launch's check does not report it as its own (device_cuda.c). */
+void device_cuda_release_failed(device *d, const char *call, const char *failure);
+
 /* cuBLASLt's handle and workspace for the epilogue GEMMs (device_cuda_lt.c), one per device:
- * created with the device (tf32: cuda.tf32), reached through device_cuda_lt(). */
+ * created with the device (tf32: cuda.tf32), reached through device_cuda_lt(); destroyed with d
+ * (NULL where the device was not made), its failures said as d's releases. */
 typedef struct cuda_lt cuda_lt;
 int device_cuda_lt_create(bool tf32, cuda_lt **out, ddp_err *err);
-void device_cuda_lt_destroy(cuda_lt *lt);
+void device_cuda_lt_destroy(device *d, cuda_lt *lt);
 cuda_lt *device_cuda_lt(device *d);
 
 #ifdef __cplusplus

@@ -47,7 +47,7 @@ int device_cuda_lt_create(bool tf32, cuda_lt **out, ddp_err *err)
     }
     cudaError_t e = cudaMalloc(&lt->workspace, LT_WORKSPACE_BYTES);
     if (e != cudaSuccess) {
-        device_cuda_lt_destroy(lt);
+        device_cuda_lt_destroy(NULL, lt);
         return ddp_fail(err, DDP_ERUNTIME, "%s:%d: cudaMalloc(cuBLASLt workspace, %zu bytes): %s", __FILE__,
                         __LINE__, LT_WORKSPACE_BYTES, cudaGetErrorString(e));
     }
@@ -55,16 +55,14 @@ int device_cuda_lt_create(bool tf32, cuda_lt **out, ddp_err *err)
     return DDP_OK;
 }
 
-void device_cuda_lt_destroy(cuda_lt *lt)
+void device_cuda_lt_destroy(device *d, cuda_lt *lt)
 {
     if (!lt)
         return;
-    cudaError_t e = cudaFree(lt->workspace); /* an earlier kernel's fault may surface here */
-    if (e != cudaSuccess)
-        log_warn("cuBLASLt teardown: cudaFree(workspace): %s", cudaGetErrorString(e));
+    cudaError_t e = lt->workspace ? cudaFree(lt->workspace) : cudaSuccess; /* an earlier fault may surface */
+    device_cuda_release_failed(d, "cudaFree(cuBLASLt workspace)", e == cudaSuccess ? NULL : cudaGetErrorString(e));
     cublasStatus_t st = lt->handle ? cublasLtDestroy(lt->handle) : CUBLAS_STATUS_SUCCESS;
-    if (st != CUBLAS_STATUS_SUCCESS)
-        log_warn("cuBLASLt teardown: cublasLtDestroy: %s", cublasGetStatusString(st));
+    device_cuda_release_failed(d, "cublasLtDestroy", st == CUBLAS_STATUS_SUCCESS ? NULL : cublasGetStatusString(st));
     free(lt);
 }
 

@@ -1,6 +1,8 @@
-/* hf_vocab.c — a tokenizer.json's vocabulary fingerprint (hf_vocab.h): its regular tokens, those of
- * the model's vocabulary whose id no added token has, sorted by id and folded as tokenizer.h says.
- * Must not hold the document past the call. */
+/* hf_vocab.c — a tokenizer.json's vocabulary fingerprint (hf_vocab.h): every id of the model's
+ * vocabulary and of added_tokens with its string (an added token's content where both give the
+ * id), sorted by id and folded as runtime/data/tokenizer.h says. Must not hold the document past
+ * the call, nor index past what the document holds (a malformed file is an error, never a read of
+ * something else). */
 #include "hf_vocab.h"
 
 #include <stdbool.h>
@@ -17,71 +19,93 @@
 typedef struct vocab_token {
     int64_t id;
     const char *text;
+    bool added;      /* from added_tokens: its content stands for the id */
 } vocab_token;
 
+/* By id, an added token after the vocabulary's entry of the same id. */
 static int by_id(const void *a, const void *b)
 {
-    int64_t x = ((const vocab_token *)a)->id, y = ((const vocab_token *)b)->id;
-    return (x > y) - (x < y);
+    const vocab_token *x = a, *y = b;
+    if (x->id != y->id)
+        return (x->id > y->id) - (x->id < y->id);
+    return (int)x->added - (int)y->added;
 }
 
-/* An id: a non-negative integer below 2^31 (tokenizer.bin's ids are int32). */
-static int read_id(const json_doc *j, const json_node *n, int64_t *id, ddp_err *err)
+static int malformed(const json_doc *j, const json_node *at, const char *what, ddp_err *err)
+{
+    char where[600];
+    json_where(j, at, where, sizeof where);
+    return ddp_fail(err, DDP_EUSAGE, "%s: %s", where, what);
+}
+
+/* n's id (a non-negative integer below 2^31: tokenizer.bin's ids are int32); where n is NULL,
+ * the error points at parent. */
+static int read_id(const json_doc *j, const json_node *n, const json_node *parent, int64_t *id, ddp_err *err)
 {
     uint64_t v;
     if (n && json_uint(n, &v) && v <= INT32_MAX) {
         *id = (int64_t)v;
         return DDP_OK;
     }
-    char at[600];
-    json_where(j, n, at, sizeof at);
-    return ddp_fail(err, DDP_EUSAGE, "%s: a token id must be an integer in 0..%d", at, INT32_MAX);
+    return malformed(j, n ? n : parent, "a token id must be an integer in 0..2147483647", err);
 }
 
-/* model.vocab's tokens into t (n of them, in document order). */
+/* model.vocab's n tokens into t: an object of token to id (BPE, WordPiece), or Unigram's list of
+ * [token, score], the id its place. */
 static int read_vocab(const json_doc *j, const json_node *vocab, vocab_token *t, size_t n, ddp_err *err)
 {
     bool listed = json_kind_of(vocab) == JSON_ARRAY;
     for (size_t i = 0; i < n; i++) {
-        const json_node *v = NULL, *entry = listed ? json_array_at(j, vocab, i) : NULL;
-        if (listed) { /* Unigram: [token, score], its id its place */
-            v = entry && json_kind_of(entry) == JSON_ARRAY ? json_array_at(j, entry, 0) : NULL;
-            if (!v || json_kind_of(v) != JSON_STRING) {
-                char at[600];
-                json_where(j, entry ? entry : vocab, at, sizeof at);
-                return ddp_fail(err, DDP_EUSAGE, "%s: a Unigram vocabulary entry must be [token, score]", at);
-            }
-            t[i] = (vocab_token){(int64_t)i, json_text(v)};
+        const json_node *v = NULL;
+        if (listed) {
+            const json_node *entry = json_array_at(j, vocab, i);
+            v = json_kind_of(entry) == JSON_ARRAY && json_array_size(entry) == 2 ? json_array_at(j, entry, 0) : NULL;
+            if (!v || json_kind_of(v) != JSON_STRING)
+                return malformed(j, entry, "a Unigram vocabulary entry must be [token, score]", err);
+            t[i] = (vocab_token){(int64_t)i, json_text(v), false};
             continue;
         }
-        t[i].text = json_object_key(j, vocab, i, &v);
-        int rc = read_id(j, v, &t[i].id, err);
+        t[i] = (vocab_token){.text = json_object_key(j, vocab, i, &v)};
+        int rc = read_id(j, v, vocab, &t[i].id, err);
         if (rc != DDP_OK)
             return rc;
     }
     return DDP_OK;
 }
 
-static int by_value(const void *a, const void *b)
+/* added_tokens' n entries (objects with an id and a string content) into t. */
+static int read_added(const json_doc *j, const json_node *added, vocab_token *t, size_t n, ddp_err *err)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The ids of added_tokens (an array of objects with an id; absent: none), sorted, into *ids. */
-static int added_ids(const json_doc *j, const json_node *added, int64_t **ids, size_t *n, ddp_err *err)
-{
-    *n = added ? json_array_size(added) : 0;
-    *ids = malloc((*n ? *n : 1) * sizeof **ids);
-    if (!*ids)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %zu added tokens", j->name, *n);
-    for (size_t i = 0; i < *n; i++) {
+    for (size_t i = 0; i < n; i++) {
         const json_node *a = json_array_at(j, added, i);
-        int rc = read_id(j, a && json_kind_of(a) == JSON_OBJECT ? json_object_get(j, a, "id") : a, &(*ids)[i], err);
+        const json_node *content = json_kind_of(a) == JSON_OBJECT ? json_object_get(j, a, "content") : NULL;
+        if (!content || json_kind_of(content) != JSON_STRING)
+            return malformed(j, a, "an added token must be an object with a string content and an id", err);
+        t[i] = (vocab_token){.text = json_text(content), .added = true};
+        int rc = read_id(j, json_object_get(j, a, "id"), a, &t[i].id, err);
         if (rc != DDP_OK)
             return rc;
     }
-    qsort(*ids, *n, sizeof **ids, by_value);
+    return DDP_OK;
+}
+
+/* The sorted tokens folded; an id twice from one source is an error. */
+static int fold(const json_doc *j, const vocab_token *t, size_t n, uint64_t *out, ddp_err *err)
+{
+    uint64_t h = FNV1A64_BASIS;
+    for (size_t i = 0; i < n; i++) {
+        bool next_same = i + 1 < n && t[i + 1].id == t[i].id;
+        if (next_same && t[i + 1].added == t[i].added)
+            return ddp_fail(err, DDP_EUSAGE, "%s: %s gives id %lld to two tokens", j->name,
+                            t[i].added ? "added_tokens" : "model.vocab", (long long)t[i].id);
+        if (next_same) /* the vocabulary's entry, an added token's id too: the added content counts */
+            continue;
+        uint8_t id[4] = {(uint8_t)t[i].id, (uint8_t)(t[i].id >> 8), (uint8_t)(t[i].id >> 16),
+                         (uint8_t)(t[i].id >> 24)};
+        h = fnv1a64(h, id, sizeof id);
+        h = fnv1a64(h, t[i].text, strlen(t[i].text) + 1); /* with its 0 byte */
+    }
+    *out = h;
     return DDP_OK;
 }
 
@@ -94,43 +118,31 @@ static int fingerprint(const json_doc *j, uint64_t *out, ddp_err *err)
     if (!vocab || (json_kind_of(vocab) != JSON_OBJECT && json_kind_of(vocab) != JSON_ARRAY))
         return ddp_fail(err, DDP_EUSAGE, "%s: no model.vocab (an object of token to id, or a list of "
                         "[token, score])", j->name);
-    if (json_kind_of(root) == JSON_OBJECT && (added = json_object_get(j, root, "added_tokens")) &&
-        json_kind_of(added) != JSON_ARRAY)
+    added = json_object_get(j, root, "added_tokens");
+    if (added && json_kind_of(added) == JSON_NULL)
         added = NULL;
-    size_t n = json_kind_of(vocab) == JSON_ARRAY ? json_array_size(vocab) : json_object_size(vocab), n_added = 0;
-    int64_t *skip = NULL;
-    vocab_token *t = malloc((n ? n : 1) * sizeof *t);
-    int rc = t ? added_ids(j, added, &skip, &n_added, err)
-               : ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %zu tokens", j->name, n);
+    if (added && json_kind_of(added) != JSON_ARRAY)
+        return malformed(j, added, "added_tokens must be a list", err);
+    size_t nv = json_kind_of(vocab) == JSON_ARRAY ? json_array_size(vocab) : json_object_size(vocab);
+    size_t na = added ? json_array_size(added) : 0;
+    vocab_token *t = malloc((nv + na ? nv + na : 1) * sizeof *t);
+    if (!t)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: out of memory for %zu tokens", j->name, nv + na);
+    int rc = read_vocab(j, vocab, t, nv, err);
     if (rc == DDP_OK)
-        rc = read_vocab(j, vocab, t, n, err);
-    if (rc == DDP_OK)
-        qsort(t, n, sizeof *t, by_id);
-    uint64_t h = FNV1A64_BASIS;
-    for (size_t i = 0, k = 0; rc == DDP_OK && i < n; i++) {
-        if (i > 0 && t[i].id == t[i - 1].id) {
-            rc = ddp_fail(err, DDP_EUSAGE, "%s: model.vocab gives id %lld to two tokens", j->name,
-                          (long long)t[i].id);
-            break;
-        }
-        while (k < n_added && skip[k] < t[i].id) /* both ascend: one walk */
-            k++;
-        if (k < n_added && skip[k] == t[i].id)
-            continue;
-        uint8_t id[4] = {(uint8_t)t[i].id, (uint8_t)(t[i].id >> 8), (uint8_t)(t[i].id >> 16),
-                         (uint8_t)(t[i].id >> 24)};
-        h = fnv1a64(h, id, sizeof id);
-        h = fnv1a64(h, t[i].text, strlen(t[i].text) + 1); /* with its 0 byte */
+        rc = read_added(j, added, t + nv, na, err);
+    if (rc == DDP_OK) {
+        qsort(t, nv + na, sizeof *t, by_id);
+        rc = fold(j, t, nv + na, out, err);
     }
     free(t);
-    free(skip);
-    *out = h;
     return rc;
 }
 
 int hf_vocab_fingerprint(const char *path, uint64_t *out, ddp_err *err)
 {
     json_doc j;
+    *out = 0;
     int rc = json_doc_load_file(&j, path, TOKENIZER_JSON_MAX_BYTES, err);
     if (rc == DDP_OK)
         rc = fingerprint(&j, out, err);

@@ -15,6 +15,7 @@ that prepare-text reads what that library writes. Test data only: it checks noth
   small          bytelevel of 290 ids, for the 300 of tests/fixtures/hf-llama-tiny
   small-swapped  small with two merged tokens' ids swapped: another vocabulary of the same size
   small-added    small with one more added token (<|eom_id|>), as Llama 3.1's beside Llama 3's
+  small-marked   small with one of its own tokens added again: listed in added_tokens at its id
 """
 import json, sys
 from tokenizers import Tokenizer, Regex, models, normalizers, trainers, pre_tokenizers, decoders, processors
@@ -55,7 +56,7 @@ if kind in ("bytelevel", "wordpiece", "gap"):
         vocab = d["model"]["vocab"]
         vocab[max(vocab, key=vocab.get)] += 1000
     t = Tokenizer.from_str(json.dumps(d))
-elif kind in ("small", "small-swapped", "small-added"):
+elif kind in ("small", "small-swapped", "small-added", "small-marked"):
     t = bytelevel(290)
     d = json.loads(t.to_str())
     if kind == "small-swapped":
@@ -65,6 +66,9 @@ elif kind in ("small", "small-swapped", "small-added"):
     t = Tokenizer.from_str(json.dumps(d))
     if kind == "small-added":
         t.add_special_tokens(["<|eom_id|>"])
+    if kind == "small-marked":
+        vocab = t.get_vocab(with_added_tokens=False)
+        t.add_tokens([max(vocab, key=vocab.get)])
 elif kind in ("llama3", "qwen2", "othersplit"):
     t = bytelevel(400, {"llama3": LLAMA3, "qwen2": QWEN2, "othersplit": OTHER}[kind], nfc=kind == "qwen2")
 elif kind == "wide":

@@ -382,16 +382,14 @@ hf_vocab() { # FILE: its vocabulary size, added tokens included
     python3 -c 'import sys, tokenizers
 print(tokenizers.Tokenizer.from_file(sys.argv[1]).get_vocab_size())' "$1"
 }
-hf_fingerprint() { # FILE: FNV-1a 64 of its regular tokens (runtime/data/tokenizer.h), as the
-    # tokenizers package lists them (its model's vocabulary without the added tokens), hex
+hf_fingerprint() { # FILE: FNV-1a 64 of its tokens by id (runtime/data/tokenizer.h), as the
+    # tokenizers package lists them (its model's vocabulary and the added tokens), hex
     python3 -c 'import struct, sys, tokenizers
 t = tokenizers.Tokenizer.from_file(sys.argv[1])
-added = set(t.get_added_tokens_decoder())
 h = 0xCBF29CE484222325
-for s, i in sorted(t.get_vocab(with_added_tokens=False).items(), key=lambda e: e[1]):
-    if i not in added:
-        for b in struct.pack("<I", i) + s.encode() + bytes(1):
-            h = ((h ^ b) * 0x100000001B3) % 2**64
+for s, i in sorted(t.get_vocab(with_added_tokens=True).items(), key=lambda e: e[1]):
+    for b in struct.pack("<I", i) + s.encode() + bytes(1):
+        h = ((h ^ b) * 0x100000001B3) % 2**64
 print(f"{h:016x}")' "$1"
 }
 hf_checks() {
