@@ -93,8 +93,7 @@ static int parse_output(FILE *fp, const char *cmd, int max_np, const deadline_ve
         const char *name = f->names[f->n_hosts - 1];
         if (avoid && verdict_has_host(avoid, name, strlen(name))) {
             if (say)
-                fprintf(stderr, "ddprun: host discovery: leaving out %s, whose preemption notice stopped the job\n",
-                        name);
+                fprintf(stderr, "ddprun: host discovery: leaving out %s, whose preemption notice came\n", name);
             f->total -= f->slots[--f->n_hosts];
         }
     }

@@ -130,7 +130,7 @@ for how in hosts discovery; do
         "attempt 2 of 2 (restarting without h2, whose preemption notice stopped the job)" "$log"
     check "$how: ... on h1 alone, resumed" bash -c "grep -qE -- '-np 1 -H h1:1' '$log' && grep -q 'resumed from' '$log'"
 done
-check "discovery: h2, still listed, left out" grep -qF "leaving out h2, whose preemption notice stopped the job" \
+check "discovery: h2, still listed, left out" grep -qF "leaving out h2, whose preemption notice came" \
     "$TMP/notice-discovery.log"
 # h2's notice while rank 0 downloads (a resume waits for the download, the stop with it) and h2's
 # machine taken before the job could stop: the job fails, and the restart leaves h2 out as well

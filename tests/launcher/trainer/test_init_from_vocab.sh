@@ -5,9 +5,9 @@
 # also where the folder's lists one of its own tokens again as an added token (at its id); with
 # another vocabulary of the same size (two ids swapped), one more added token (Llama 3.1's beside
 # Llama 3's), or byte tokens, the job is refused before its first step (exit 2) naming both files
-# and their fingerprints (at np 2 too, rank 0 comparing and rank 1 learning its verdict); an unreadable tokenizer.json (an added token without an id), or a
-# tokenizer.bin that records no fingerprint (an older prepare-text's), is said not to be checked and
-# trains.
+# and their fingerprints (the swapped one at np 2 too: rank 0 compares, rank 1 learns its verdict);
+# an unreadable tokenizer.json (an added token without an id), or a tokenizer.bin that records no
+# fingerprint (an older prepare-text's), is said not to be checked and trains.
 source "$(dirname "$0")/../../lib.sh"
 TINY=$DDP_SRC/tests/launcher/trainer/llama_tiny.yaml
 FIX=${DDP_TEST_FIXTURES:-$DDP_SRC/tests/fixtures}/hf-llama-tiny
