@@ -7,6 +7,7 @@
  * (the file read up to a size limit, CFG_MAX_DEPTH nesting checked on libyaml's events before its
  * document loader runs) and YAML's explicit tags. Reads only the one YAML file. */
 #include "config_internal.h"
+#include "runtime/base/dirs.h"
 #include "runtime/base/read_whole.h"
 
 #include <errno.h>
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* ---- positions and messages ---- */
 
@@ -376,8 +376,7 @@ static int apply_file_document(cfg_loader *L, yaml_parser_t *parser, yaml_docume
  * refused once the limit is passed. *text is NUL-terminated; free it. */
 static int read_bounded(cfg_loader *L, const char *path, size_t max_bytes, char **text, size_t *len)
 {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    if (path_is_dir(path))
         return ddp_fail(L->err, DDP_EUSAGE, "%s: cannot read config: is a directory", path);
     FILE *f = fopen(path, "rb");
     if (!f)

@@ -237,7 +237,8 @@ static const cfg_key keys_after_models[] = {
              "resumed) loads the parameters from it (`ddprun ckpt export --format llmc` writes the file, as does "
              "llm.c's `train_gpt2.py`; `--format hf` the folder) instead of initialising them. Its shape (the "
              "file's header or `config.json`) gives each shape key of the model's section the config leaves out, "
-             "also on a resume, so it must be readable where rank 0 runs; a key set to another value is refused "
+             "also on a resume, so it must be readable where rank 0 runs (under `ddp.zero: 3` a fresh start's every "
+             "rank reads its own pieces of a folder, so every host needs it); a key set to another value is refused "
              "naming both. Only the models llm.c has a file for start from one; every language model from a "
              "folder. Not with `model.kind: mlp`."),
     OPT_PATH("checkpoint.dir", checkpoint.dir,

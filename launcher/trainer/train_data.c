@@ -1,17 +1,18 @@
-/* train_data.c — loading the job's data and checking it against the model (train_data.h). Owns
- * which loader data.kind and data.packed choose, the packing report, and the check that token data
- * was made with the vocabulary of checkpoint.init_from's tokenizer; the formats themselves are
- * runtime/data's and runtime/hf's. Must not build a model or stage batches (train_replica.c does). */
+/* train_data.c — loading the job's data and checking it against the model and the other ranks
+ * (train_data.h). Owns which loader data.kind and data.packed choose, the packing report, the
+ * check that every rank loaded the same data as rank 0, and the check that token data was made
+ * with the vocabulary of checkpoint.init_from's tokenizer; the formats themselves are runtime/data's
+ * and runtime/hf's. Must not build a model or stage batches (train_replica.c does). */
 #include "train_data.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
-#include <sys/stat.h>
-
 #include "runtime/base/activity.h"
+#include "runtime/base/dirs.h"
+#include "runtime/base/fnv1a.h"
 #include "runtime/base/log.h"
-#include "runtime/data/tokenizer.h"
 #include "runtime/hf/hf_vocab.h"
 #include "train_agree.h"
 #include "train_fault.h"
@@ -88,32 +89,22 @@ static void unchecked(const train_job *t, const char *json, const char *why)
 }
 
 /* Rank 0: token data beside a checkpoint.init_from folder holding a tokenizer.json must have been
- * made with its vocabulary (equal fingerprints, runtime/data/tokenizer.h), or its ids would stand
- * for other text to this model and training would go on without a word. Where a side cannot tell,
- * it says so and the job goes on. */
+ * made with its vocabulary (equal fingerprints, runtime/data/tokenizer.h: the data's as its
+ * tokenizer.bin records it, which the dataset kept), or its ids would stand for other text to this
+ * model and training would go on without a word. Where a side cannot tell, it says so and the job
+ * goes on. */
 static int vocabulary_verdict(const train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
-    char json[CFG_PATH_MAX + 32], bin[CFG_PATH_MAX + 32];
-    struct stat st;
-    if (c->data.kind != DATA_TOKENS || !c->checkpoint.init_from[0] || stat(c->checkpoint.init_from, &st) != 0 ||
-        !S_ISDIR(st.st_mode))
+    char json[CFG_PATH_MAX + 32];
+    if (!path_is_dir(c->checkpoint.init_from))
         return DDP_OK;
     snprintf(json, sizeof json, "%s/%s", c->checkpoint.init_from, HF_TOKENIZER_JSON);
-    snprintf(bin, sizeof bin, "%s/tokenizer.bin", c->data.path);
     if (access(json, F_OK) != 0) /* a folder with the weights alone: nothing to compare with */
         return DDP_OK;
-    tokenizer tok;
     ddp_err why = {0};
-    uint64_t want = 0;
-    if (tokenizer_load(bin, &tok, &why) != DDP_OK) {
-        unchecked(t, json, why.msg);
-        return DDP_OK;
-    }
-    bool known = tok.has_fingerprint;
-    uint64_t have = tok.fingerprint;
-    tokenizer_free(&tok);
-    if (!known) {
+    uint64_t want = 0, have = t->train.vocab_fingerprint;
+    if (!t->train.has_vocab_fingerprint) {
         unchecked(t, json, "its tokenizer.bin records no vocabulary fingerprint (llm.c's, or an older "
                   "scripts/prepare-text's: prepare the data again to have it checked)");
         return DDP_OK;
@@ -131,14 +122,85 @@ static int vocabulary_verdict(const train_job *t, ddp_err *err)
                     (unsigned long long)want, json);
 }
 
+/* What two ranks' copies of the data must share: each split's samples and tokens, the classes, and
+ * a digest of the vocabulary's fingerprint, the packing's counts, and a sample of the contents (the
+ * token stream at 64 places and its end; an in-memory split's targets and its first and last
+ * inputs), so a copy of other contents but the same size is told apart without reading it all. */
+enum { SUM_TRAIN_N, SUM_TEST_N, SUM_TRAIN_TOKENS, SUM_TEST_TOKENS, SUM_CLASSES, SUM_DIGEST, SUM_N };
+
+static uint64_t split_digest(uint64_t h, const dataset *d)
+{
+    if (d->tokens) {
+        const token_shards *s = d->tokens;
+        int32_t run[64];
+        for (int64_t k = 0; k <= 64; k++) { /* 64 evenly spaced runs, then the stream's end */
+            int64_t n = s->total < 64 ? s->total : 64, at = k < 64 ? (s->total - n) / 64 * k : s->total - n;
+            token_shards_copy(s, at, n, run);
+            h = fnv1a64(h, run, (size_t)n * sizeof *run);
+        }
+        h = fnv1a64(h, &s->count, sizeof s->count);
+    } else if (d->n > 0) {
+        size_t in = sample_field_bytes(d->layout.input), out = sample_field_bytes(d->layout.target);
+        h = fnv1a64(h, d->targets, (size_t)d->n * out);
+        h = fnv1a64(fnv1a64(h, d->inputs, in), d->inputs + (size_t)(d->n - 1) * in, in);
+    }
+    if (d->packed)
+        h = fnv1a64(fnv1a64(h, &d->packed->targets, sizeof(int64_t)), &d->packed->tokens, sizeof(int64_t));
+    return h;
+}
+
+static void summarize(const train_job *t, int64_t s[SUM_N])
+{
+    uint64_t h = fnv1a64(split_digest(split_digest(FNV1A64_BASIS, &t->train), &t->test),
+                         &t->train.vocab_fingerprint, sizeof t->train.vocab_fingerprint);
+    s[SUM_TRAIN_N] = t->train.n;
+    s[SUM_TEST_N] = t->test.n;
+    s[SUM_TRAIN_TOKENS] = t->train.tokens ? t->train.tokens->total : 0;
+    s[SUM_TEST_TOKENS] = t->test.tokens ? t->test.tokens->total : 0;
+    s[SUM_CLASSES] = t->train.layout.n_classes;
+    s[SUM_DIGEST] = (int64_t)(h >> 1); /* non-negative, for the message */
+}
+
+/* This rank's data against rank 0's (ranks read data.path on their own hosts): a rank with more
+ * samples would take more steps per epoch than the others and wait in a collective they never
+ * join; with as many but others, the sampler's shards would no longer cover the data once. */
+static int same_as_rank0(const train_job *t, int64_t *theirs, ddp_err *err)
+{
+    int64_t mine[SUM_N];
+    summarize(t, mine);
+    if (t->ctl->rank == 0)
+        memcpy(theirs, mine, sizeof mine);
+    int rc = t->ctl->ops->broadcast(t->ctl, theirs, SUM_N, DT_INT64, 0, NULL, err);
+    if (rc != DDP_OK || memcmp(mine, theirs, sizeof mine) == 0)
+        return rc;
+    char a[160], b[160];
+    const char *f = "%lld train and %lld val samples, %lld and %lld tokens, %lld classes, contents' digest %llx";
+    snprintf(a, sizeof a, f, (long long)mine[0], (long long)mine[1], (long long)mine[2], (long long)mine[3],
+             (long long)mine[4], (unsigned long long)mine[5]);
+    snprintf(b, sizeof b, f, (long long)theirs[0], (long long)theirs[1], (long long)theirs[2], (long long)theirs[3],
+             (long long)theirs[4], (unsigned long long)theirs[5]);
+    return ddp_fail(err, DDP_EUSAGE, "data.path %s on this rank's host is other data than rank 0's: %s here, %s there; "
+                    "every rank must read the same files", t->cfg->data.path, a, b);
+}
+
 int train_data_fits(train_job *t, ddp_err *err)
 {
-    int rc = fits(t, &t->train, err);
-    if (rc == DDP_OK)
-        rc = fits(t, &t->test, err);
-    if (rc != DDP_OK)
-        return rc;
+    const config *c = t->cfg;
+    int32_t mine = fits(t, &t->train, err);
+    if (mine == DDP_OK)
+        mine = fits(t, &t->test, err);
+    if (t->ctl->size > 1) { /* every rank takes part, whatever its own checks found */
+        int64_t rank0[SUM_N] = {0};
+        ddp_err later = {0};
+        int rc = same_as_rank0(t, rank0, mine == DDP_OK ? err : &later);
+        if (mine == DDP_OK)
+            mine = rc;
+    }
     /* rank 0 reads the folder, as it reads init_from's weights (it need be there alone) */
-    int32_t mine = t->ctl->rank == 0 ? vocabulary_verdict(t, err) : DDP_OK;
-    return train_agree(t, mine, "take data.path's token ids for checkpoint.init_from's tokenizer.json", err);
+    if (mine == DDP_OK && t->ctl->rank == 0 && c->data.kind == DATA_TOKENS && c->checkpoint.init_from[0])
+        mine = vocabulary_verdict(t, err);
+    if (t->ctl->size == 1)
+        return mine;
+    return train_agree(t, mine, "accept data.path (its copy against rank 0's, its vocabulary against "
+                       "checkpoint.init_from's)", err);
 }

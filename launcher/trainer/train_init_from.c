@@ -8,21 +8,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <sys/stat.h>
-
 #include "models/model_files.h"
 #include "runtime/base/activity.h"
+#include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
 #include "train_agree.h"
 #include "train_init_from.h"
 #include "train_replica.h"
 #include "train_zero.h"
-
-static bool is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 /* model.kind's files (models/model_files.h); the config allows checkpoint.init_from only for a kind
  * that has them (config_check.c). */
@@ -41,17 +34,18 @@ int train_init_from_shape(config *cfg, comm *ctl, ddp_err *err)
     if (frc != DDP_OK)
         return frc;
     const char *path = cfg->checkpoint.init_from, *kind = f->name;
-    bool hf = is_dir(path);
     config_shape s;
-    int64_t msg[1 + (sizeof s + sizeof(int64_t) - 1) / sizeof(int64_t)];
+    /* rank 0's status, whether the path is a folder where rank 0 runs, the shape */
+    int64_t msg[2 + (sizeof s + sizeof(int64_t) - 1) / sizeof(int64_t)];
     memset(&s, 0, sizeof s);
     memset(msg, 0, sizeof msg);
     if (ctl->rank == 0) {
         activity_set("reading the model shape from checkpoint.init_from %s", path);
-        msg[0] = f->read_shape(path, hf, &s, err); /* s: the kind's member */
+        msg[1] = path_is_dir(path);
+        msg[0] = f->read_shape(path, msg[1], &s, err); /* s: the kind's member */
         if (msg[0] != DDP_OK)
             ddp_prefix(err, "checkpoint.init_from, for the model.%s shape %s leaves out", kind, cfg->source);
-        memcpy(msg + 1, &s, sizeof s);
+        memcpy(msg + 2, &s, sizeof s);
     }
     int rc = ctl->ops->broadcast(ctl, msg, sizeof msg / sizeof msg[0], DT_INT64, 0, NULL, err);
     if (rc == DDP_OK && msg[0] != DDP_OK)
@@ -59,7 +53,8 @@ int train_init_from_shape(config *cfg, comm *ctl, ddp_err *err)
                                     path) : (int)msg[0];
     if (rc != DDP_OK)
         return rc;
-    memcpy(&s, msg + 1, sizeof s);
+    bool hf = msg[1];
+    memcpy(&s, msg + 2, sizeof s);
     char file[CFG_PATH_MAX + 16], text[512];
     snprintf(file, sizeof file, "%s%s", path, hf ? "/" HF_CONFIG : "");
     rc = config_take_shape(cfg, &s, file, hf ? f->hf_shape_names : f->llmc_shape_names, err);
@@ -111,10 +106,16 @@ int train_init_from(train_job *t, ddp_err *err)
     const char *path = t->cfg->checkpoint.init_from;
     if (!path[0])
         return train_draw_params(t, err);
-    bool hf = is_dir(path), own_pieces = t->zero && hf;
+    /* rank 0's view decides the way every rank goes: a host without the path goes rank 0's way,
+     * and under ZeRO-3 is named by its own read failing */
+    int32_t hf = t->ctl->rank == 0 && path_is_dir(path);
+    int rc = t->ctl->ops->broadcast(t->ctl, &hf, 1, DT_INT32, 0, NULL, err);
+    if (rc != DDP_OK)
+        return rc;
+    bool own_pieces = t->zero && hf;
     activity_set("loading the parameters of checkpoint.init_from %s", path);
     int64_t before = train_start_memory_mark();
-    int rc = own_pieces ? train_zero_init_from_folder(t, path, err) : init_from_rank0(t, path, hf, err);
+    rc = own_pieces ? train_zero_init_from_folder(t, path, err) : init_from_rank0(t, path, hf, err);
     if (rc == DDP_OK)
         rc = train_start_memory_log(t, "checkpoint.init_from", before, err);
     if (rc == DDP_OK)

@@ -19,6 +19,7 @@
 
 #include "collectives/param_gather.h"
 #include "models/model_files.h"
+#include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
 #include "train_agree.h"
 #include "train_zero.h"
@@ -289,6 +290,9 @@ int train_zero_init_from_folder(train_job *t, const char *dir, ddp_err *err)
     param_piece *pieces = NULL;
     int n_pieces = 0;
     int32_t mine = !f ? ddp_fail(err, DDP_EUSAGE, "this model.kind starts from no Hugging Face folder")
+                 : !path_is_dir(dir) ? ddp_fail(err, DDP_EUSAGE, "%s is a folder where rank 0 runs but not on this "
+                                                "rank's host: under ZeRO-3 every rank reads its own pieces of it, so "
+                                                "every host needs it (or a filesystem they share)", dir)
                  : host ? train_zero_pieces(t, &pieces, &n_pieces, err)
                         : ddp_fail(err, DDP_ERUNTIME, "out of host memory for %zu parameters", n);
     if (mine == DDP_OK)

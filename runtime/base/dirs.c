@@ -1,5 +1,6 @@
-/* dirs.c — make_dirs: mkdir on each prefix of the path in turn, ignoring the ones that exist, and
- * fsyncing the parent of each one made; the writability probe; the directory fsync (dirs.h). */
+/* dirs.c — path_is_dir; make_dirs: mkdir on each prefix of the path in turn, ignoring the ones
+ * that exist, and fsyncing the parent of each one made; the writability probe; the directory fsync
+ * (dirs.h). */
 #include "dirs.h"
 
 #include <errno.h>
@@ -11,6 +12,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+bool path_is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
 
 /* The directory holding `path` (a made directory) fsynced, so that its new entry is durable. */
 static int fsync_parent(const char *path, ddp_err *err)

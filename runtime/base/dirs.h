@@ -1,11 +1,16 @@
-/* dirs.h — directories the run writes into: `mkdir -p` (the run directory and the checkpoint
- * directory), a check at start that files can be created there, and the directory fsync that
+/* dirs.h — directories the run writes into and reads from: whether a path is one, `mkdir -p` (the
+ * run directory and the checkpoint directory), a check at start that files can be created there, and the directory fsync that
  * makes a rename or unlink in it durable. Permissions are 0777 before the umask, as mkdir(1)
  * gives. Must not remove or change anything that exists (the check removes only its own file). */
 #ifndef DDP_DIRS_H
 #define DDP_DIRS_H
 
+#include <stdbool.h>
+
 #include "err.h"
+
+/* Whether path names a directory now (a link to one counts); false where it cannot be looked at. */
+bool path_is_dir(const char *path);
 
 /* DDP_OK when path is a directory afterwards (existing already is fine); DDP_ERUNTIME naming the
  * component that could not be created, or DDP_EUSAGE when path is longer than PATH_MAX. */

@@ -559,8 +559,4 @@ int ckpt_set_remove(const char *set_dir, _Atomic uint64_t *progress, ddp_err *er
     return rc;
 }
 
-bool ckpt_is_set_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
+bool ckpt_is_set_dir(const char *path) { return path_is_dir(path); }

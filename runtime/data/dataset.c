@@ -421,8 +421,9 @@ int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_
     return DDP_OK;
 }
 
-/* The vocabulary size from DIR/tokenizer.bin's header (the decoding table prepare-text writes). */
-static int token_vocab(const char *dir, int64_t *vocab, ddp_err *err)
+/* The vocabulary's size and fingerprint from DIR/tokenizer.bin's header (the decoding table
+ * prepare-text writes); *has_fingerprint false where none is recorded. */
+static int token_vocab(const char *dir, int64_t *vocab, bool *has_fingerprint, uint64_t *fingerprint, ddp_err *err)
 {
     char path[4096];
     tokenizer tok;
@@ -432,6 +433,8 @@ static int token_vocab(const char *dir, int64_t *vocab, ddp_err *err)
     if ((rc = tokenizer_load(path, &tok, err)))
         return ddp_prefix(err, "data.path %s: scripts/prepare-text writes tokenizer.bin beside the shards", dir);
     *vocab = tok.vocab_size;
+    *has_fingerprint = tok.has_fingerprint;
+    *fingerprint = tok.fingerprint;
     tokenizer_free(&tok);
     return DDP_OK;
 }
@@ -442,7 +445,9 @@ static int load_tokens(const char *dir, const char *split, int64_t seq_len, bool
 {
     memset(out, 0, sizeof *out);
     int64_t vocab = 0;
-    int rc = token_vocab(dir, &vocab, err);
+    bool has_fingerprint = false;
+    uint64_t fingerprint = 0;
+    int rc = token_vocab(dir, &vocab, &has_fingerprint, &fingerprint, err);
     if (rc)
         return rc;
     token_shards *s = calloc(1, sizeof *s);
@@ -465,6 +470,8 @@ static int load_tokens(const char *dir, const char *split, int64_t seq_len, bool
     out->tokens = s;
     out->n = token_shards_windows(s, seq_len);
     out->layout = (sample_layout){.input = {SAMPLE_I32, seq_len}, .target = {SAMPLE_I32, seq_len}, .n_classes = vocab};
+    out->has_vocab_fingerprint = has_fingerprint;
+    out->vocab_fingerprint = fingerprint;
     snprintf(out->name, sizeof out->name, "tokens/%s", split);
     return DDP_OK;
 }

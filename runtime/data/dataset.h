@@ -26,6 +26,8 @@ typedef struct dataset {
     uint8_t *targets;       /* n samples of sample_field_bytes(layout.target) bytes */
     token_shards *tokens;   /* token data instead of inputs/targets: sample i is window i */
     doc_packing *packed;    /* with tokens, fine-tuning data: sample i is packed row i instead */
+    bool has_vocab_fingerprint; /* with tokens: tokenizer.bin records its vocabulary's fingerprint */
+    uint64_t vocab_fingerprint; /* ... which is this (runtime/data/tokenizer.h) */
     char name[64];          /* "fashion-mnist/train", "synthetic/test", "tokens/val", ... */
 } dataset;
 
@@ -40,10 +42,10 @@ int dataset_load_fashion_mnist(const char *dir, bool train, dataset *out, ddp_er
 int dataset_make_synthetic(int64_t n, int64_t features, int64_t classes, uint64_t seed, bool test, dataset *out,
                            ddp_err *err);
 /* The SPLIT shards of DIR (scripts/prepare-text's output) as windows of seq_len tokens:
- * i32 x seq_len -> i32 x seq_len, next-token targets, n_classes = the vocabulary of DIR/tokenizer.bin.
- * Every token is checked against that vocabulary here, so a foreign or corrupt shard is refused
- * before training with the file and the token's index named. Fewer tokens than one window
- * (seq_len + 1) is a usage error naming the split and both counts. */
+ * i32 x seq_len -> i32 x seq_len, next-token targets, n_classes = the vocabulary of DIR/tokenizer.bin
+ * (its fingerprint kept beside). Every token is checked against that vocabulary here, so a foreign
+ * or corrupt shard is refused before training with the file and the token's index named. Fewer
+ * tokens than one window (seq_len + 1) is a usage error naming the split and both counts. */
 int dataset_load_tokens(const char *dir, const char *split, int64_t seq_len, dataset *out, ddp_err *err);
 /* The same shards with their .docs and .mask (scripts/prepare-chat) as packed rows of seq_len
  * positions (doc_packing.h): i32 x seq_len tokens -> i32 x seq_len targets, DOC_NO_TARGET where a

@@ -46,7 +46,7 @@ typedef struct cuda_impl {
     void *scratch;                /* device_cuda_scratch() */
     size_t scratch_bytes;
     uint64_t host_waits;          /* calls below that blocked the host (wait_stream, wait_event) */
-    bool told_release;            /* release_check's one line was written */
+    bool told_release;            /* device_cuda_release_failed's one line was written */
     cudaEvent_t compute_point;    /* stream_wait_compute's mark on the compute stream, made at its first call */
     cuda_traits traits;
 } cuda_impl;

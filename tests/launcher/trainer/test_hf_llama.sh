@@ -9,7 +9,8 @@
 #    --dtype bf16 is bf16/'s model.safetensors byte for byte;
 #  - two training steps exported, imported back (a still step) and exported again: the same files;
 #  - np 3 ZeRO-3, each rank reading its own pieces of the folder, ends bit-identical to ZeRO-2 (rank 0
-#    reads the whole folder and broadcasts it); a shape other than the folder's refused there too;
+#    reads the whole folder and broadcasts it); a shape other than the folder's refused there too,
+#    and at np 2 the folder where rank 0 runs but not where rank 1 does (exit 2, rank 1 named);
 #  - refused with exit 2: a model.llama shape other than the folder's (both named), an llm.c file
 #    (not a folder) for a Llama;
 #  - a config with no model.llama keys: config.json's shape on both ranks of an np=2 run and in the
@@ -99,6 +100,22 @@ llama3 3 "$TMP/z3x" model.llama.n_kv_head="$NH" >"$TMP/z3x.log" 2>&1
 check "ZeRO-3, another n_kv_head: exit 2 (got $?)" [ $? -eq 2 ]
 check "naming the key, both values and the file" grep -q "model.llama.n_kv_head is $NH, but \
 checkpoint.init_from's $HF/config.json has num_key_value_heads $NKV" "$TMP/z3x.log"
+# the folder where rank 0 runs but not where rank 1 does (a tmpfs over its parent in rank 1's own
+# mount namespace): rank 1 is named, and no rank goes the other way (rank 0's view decides)
+mkdir -p "$TMP/only0" && cp -r "$HF" "$TMP/only0/hf"
+if unshare -m --propagation private true 2>/dev/null; then
+    Z3=("$TINY" run.dir="$TMP/z3h" data.path="$DATA" "${SHAPE[@]}" checkpoint.init_from="$TMP/only0/hf" ddp.zero=3)
+    timeout 120 mpirun --oversubscribe --bind-to none -np 1 "$DDPRUN_WORKER" "${Z3[@]}" : -np 1 \
+        unshare -m --propagation private sh -c 'mount -t tmpfs tmpfs "$0" && exec "$@"' "$TMP/only0" \
+        "$DDPRUN_WORKER" "${Z3[@]}" >"$TMP/z3h.log" 2>&1
+    check "ZeRO-3, the folder on rank 0's host alone: exit 2 (got $?)" [ $? -eq 2 ]
+    check "rank 1 says the folder is not on its host" grep -q "$TMP/only0/hf is a folder where rank 0 runs but not \
+on this rank's host: under ZeRO-3 every rank reads its own pieces of it, so every host needs it" "$TMP/z3h.log"
+    check "rank 0 names rank 1" grep -q "rank 1 could not load its pieces of checkpoint.init_from $TMP/only0/hf" \
+        "$TMP/z3h.log"
+else
+    echo "note: the folder-on-one-host case skipped (unshare -m refused here)"
+fi
 
 # ---- refusals ------------------------------------------------------------------------------
 llama "$TMP/x1" "${STILL[@]}" checkpoint.init_from="$HF" model.llama.n_kv_head="$NH" >"$TMP/x1.log" 2>&1

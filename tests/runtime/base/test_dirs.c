@@ -1,4 +1,4 @@
-/* test_dirs.c — runtime/base/dirs.c's make_dirs: every missing component of a path is made, and
+/* test_dirs.c — runtime/base/dirs.c's path_is_dir, and make_dirs: every missing component of a path is made, and
  * the directory holding each one made is fsynced after it (so that what is saved inside never
  * outlives its entry on a crash), while components that existed cost no fsync; a component that is
  * a file is named. fsync is interposed here: this executable's definition is the one dirs.c calls,
@@ -56,6 +56,16 @@ int main(void)
     snprintf(path, sizeof path, "%s/file/c", root);
     CHECK(make_dirs(path, &err) != DDP_OK, "a file in the way is refused");
     CHECK_STR_CONTAINS(err.msg, "file/c");
+    /* path_is_dir: a folder, a link to one; not a file, a missing path, a path through a file */
+    snprintf(path, sizeof path, "%s/a/b", root);
+    CHECK(path_is_dir(path), "a/b is a folder");
+    snprintf(path, sizeof path, "%s/link", root);
+    CHECK(symlink("a", path) == 0 && path_is_dir(path), "a link to a folder is one");
+    CHECK(!path_is_dir(want), "a file is no folder");
+    snprintf(path, sizeof path, "%s/missing", root);
+    CHECK(!path_is_dir(path), "a missing path is no folder");
+    snprintf(path, sizeof path, "%s/file/c", root);
+    CHECK(!path_is_dir(path), "a path through a file is no folder");
     snprintf(path, sizeof path, "rm -rf '%s'", root);
     if (system(path) != 0)
         fprintf(stderr, "could not remove %s\n", root);
