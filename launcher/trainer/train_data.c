@@ -123,9 +123,10 @@ static int vocabulary_verdict(const train_job *t, ddp_err *err)
 }
 
 /* What two ranks' copies of the data must share: each split's samples and tokens, the classes, and
- * a digest of the vocabulary's fingerprint, the packing's counts, and a sample of the contents (the
- * token stream at 64 places and its end; an in-memory split's targets and its first and last
- * inputs), so a copy of other contents but the same size is told apart without reading it all. */
+ * a digest of the vocabulary's fingerprint, of each packed row's tokens and targets, and of a
+ * sample of the contents (the token stream at 64 places and its end, however it is cut into shard
+ * files; an in-memory split's targets and its first and last inputs), so a copy of other contents
+ * but the same size is told apart without reading it all. */
 enum { SUM_TRAIN_N, SUM_TEST_N, SUM_TRAIN_TOKENS, SUM_TEST_TOKENS, SUM_CLASSES, SUM_DIGEST, SUM_N };
 
 static uint64_t split_digest(uint64_t h, const dataset *d)
@@ -138,14 +139,16 @@ static uint64_t split_digest(uint64_t h, const dataset *d)
             token_shards_copy(s, at, n, run);
             h = fnv1a64(h, run, (size_t)n * sizeof *run);
         }
-        h = fnv1a64(h, &s->count, sizeof s->count);
     } else if (d->n > 0) {
         size_t in = sample_field_bytes(d->layout.input), out = sample_field_bytes(d->layout.target);
         h = fnv1a64(h, d->targets, (size_t)d->n * out);
         h = fnv1a64(fnv1a64(h, d->inputs, in), d->inputs + (size_t)(d->n - 1) * in, in);
     }
-    if (d->packed)
-        h = fnv1a64(fnv1a64(h, &d->packed->targets, sizeof(int64_t)), &d->packed->tokens, sizeof(int64_t));
+    if (d->packed) {
+        const doc_packing *p = d->packed;
+        h = fnv1a64(h, p->row_targets, (size_t)p->n_rows * sizeof *p->row_targets);
+        h = fnv1a64(h, p->row_tokens, (size_t)p->n_rows * sizeof *p->row_tokens);
+    }
     return h;
 }
 
@@ -161,6 +164,17 @@ static void summarize(const train_job *t, int64_t s[SUM_N])
     s[SUM_DIGEST] = (int64_t)(h >> 1); /* non-negative, for the message */
 }
 
+/* A summary's counts for the message: tokens only for token data. */
+static void format_counts(const int64_t s[SUM_N], char *out, size_t n)
+{
+    int k = snprintf(out, n, "%lld train and %lld val samples", (long long)s[SUM_TRAIN_N], (long long)s[SUM_TEST_N]);
+    if (s[SUM_TRAIN_TOKENS] > 0 && k > 0 && (size_t)k < n)
+        k += snprintf(out + k, n - (size_t)k, ", %lld and %lld tokens", (long long)s[SUM_TRAIN_TOKENS],
+                      (long long)s[SUM_TEST_TOKENS]);
+    if (k > 0 && (size_t)k < n)
+        snprintf(out + k, n - (size_t)k, ", %lld classes", (long long)s[SUM_CLASSES]);
+}
+
 /* This rank's data against rank 0's (ranks read data.path on their own hosts): a rank with more
  * samples would take more steps per epoch than the others and wait in a collective they never
  * join; with as many but others, the sampler's shards would no longer cover the data once. */
@@ -173,14 +187,17 @@ static int same_as_rank0(const train_job *t, int64_t *theirs, ddp_err *err)
     int rc = t->ctl->ops->broadcast(t->ctl, theirs, SUM_N, DT_INT64, 0, NULL, err);
     if (rc != DDP_OK || memcmp(mine, theirs, sizeof mine) == 0)
         return rc;
-    char a[160], b[160];
-    const char *f = "%lld train and %lld val samples, %lld and %lld tokens, %lld classes, contents' digest %llx";
-    snprintf(a, sizeof a, f, (long long)mine[0], (long long)mine[1], (long long)mine[2], (long long)mine[3],
-             (long long)mine[4], (unsigned long long)mine[5]);
-    snprintf(b, sizeof b, f, (long long)theirs[0], (long long)theirs[1], (long long)theirs[2], (long long)theirs[3],
-             (long long)theirs[4], (unsigned long long)theirs[5]);
-    return ddp_fail(err, DDP_EUSAGE, "data.path %s on this rank's host is other data than rank 0's: %s here, %s there; "
-                    "every rank must read the same files", t->cfg->data.path, a, b);
+    const char *path = t->cfg->data.path, *fix = "every rank must read the same data";
+    if (memcmp(mine, theirs, SUM_DIGEST * sizeof *mine) == 0)
+        return ddp_fail(err, DDP_EUSAGE, "data.path %s on this rank's host is other data than rank 0's: as many "
+                        "samples and tokens, other contents (the digest of its vocabulary, packing and sampled "
+                        "contents is %llx here, %llx there); %s", path, (unsigned long long)mine[SUM_DIGEST],
+                        (unsigned long long)theirs[SUM_DIGEST], fix);
+    char here[160], there[160];
+    format_counts(mine, here, sizeof here);
+    format_counts(theirs, there, sizeof there);
+    return ddp_fail(err, DDP_EUSAGE, "data.path %s on this rank's host is other data than rank 0's: %s here, %s "
+                    "there; %s", path, here, there, fix);
 }
 
 int train_data_fits(train_job *t, ddp_err *err)
@@ -201,6 +218,5 @@ int train_data_fits(train_job *t, ddp_err *err)
         mine = vocabulary_verdict(t, err);
     if (t->ctl->size == 1)
         return mine;
-    return train_agree(t, mine, "accept data.path (its copy against rank 0's, its vocabulary against "
-                       "checkpoint.init_from's)", err);
+    return train_agree(t, mine, "take data.path for this job (its error says why)", err);
 }

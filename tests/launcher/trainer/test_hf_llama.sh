@@ -103,7 +103,7 @@ checkpoint.init_from's $HF/config.json has num_key_value_heads $NKV" "$TMP/z3x.l
 # the folder where rank 0 runs but not where rank 1 does (a tmpfs over its parent in rank 1's own
 # mount namespace): rank 1 is named, and no rank goes the other way (rank 0's view decides)
 mkdir -p "$TMP/only0" && cp -r "$HF" "$TMP/only0/hf"
-if unshare -m --propagation private true 2>/dev/null; then
+if unshare -m --propagation private mount -t tmpfs tmpfs "$TMP/only0" 2>/dev/null; then
     Z3=("$TINY" run.dir="$TMP/z3h" data.path="$DATA" "${SHAPE[@]}" checkpoint.init_from="$TMP/only0/hf" ddp.zero=3)
     timeout 120 mpirun --oversubscribe --bind-to none -np 1 "$DDPRUN_WORKER" "${Z3[@]}" : -np 1 \
         unshare -m --propagation private sh -c 'mount -t tmpfs tmpfs "$0" && exec "$@"' "$TMP/only0" \
@@ -114,7 +114,7 @@ on this rank's host: under ZeRO-3 every rank reads its own pieces of it, so ever
     check "rank 0 names rank 1" grep -q "rank 1 could not load its pieces of checkpoint.init_from $TMP/only0/hf" \
         "$TMP/z3h.log"
 else
-    echo "note: the folder-on-one-host case skipped (unshare -m refused here)"
+    echo "note: the folder-on-one-host case skipped (no tmpfs in a mount namespace of its own here)"
 fi
 
 # ---- refusals ------------------------------------------------------------------------------

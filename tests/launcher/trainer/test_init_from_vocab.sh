@@ -43,7 +43,7 @@ check "before any step" bash -c "! ls '$TMP/run-swapped.log/checkpoints' 2>/dev/
 llama "$TMP/data" "$TMP/swapped" "$TMP/swapped2.log" 2
 check "np 2: refused (exit 2)" [ $? -eq 2 ]
 check "np 2: rank 0 compared and said why, rank 1 learned its verdict" \
-    eval 'grep -q "rank 0 .*another vocabulary" "$TMP/swapped2.log" && grep -q "rank 1 .*rank 0 could not accept data.path" "$TMP/swapped2.log"'
+    eval 'grep -q "rank 0 .*another vocabulary" "$TMP/swapped2.log" && grep -q "rank 1 .*rank 0 could not take data.path" "$TMP/swapped2.log"'
 
 llama "$TMP/bytes" "$TMP/same" "$TMP/bytes.log"
 check "byte tokens for the folder's model: refused (exit 2)" [ $? -eq 2 ]
