@@ -49,7 +49,7 @@ typedef struct rank_failure {
  * did not arrive, and their hosts without repeats. Also a line after which a rank may not end
  * (the NCCL watchdog's abort, a checkpoint write given up), which names no rank: seen_s alone. The
  * same record holds the hosts whose preemption notice stopped the job (output_notice). */
-#define DEADLINE_HOSTS_MAX 64
+#define DEADLINE_HOSTS_MAX 256 /* as many as discovery keeps (DISCOVERY_HOSTS_MAX): a spot fleet's notices */
 typedef struct deadline_verdict {
     double seen_s;                             /* monotonic_s() when seen; 0: none */
     const char *what;                          /* what was seen, for ddprun's line when it ends mpirun */

@@ -4,8 +4,10 @@
  * only ddprun: Open MPI 4.1 answers SIGINT/SIGTERM by killing every rank at once, which would
  * lose the checkpoint. ddprun instead turns the first SIGINT/SIGTERM (or SIGHUP: a closed terminal
  * or ssh session; left ignored under nohup) into the configured stop
- * signal (SIGUSR1/SIGUSR2, which mpirun forwards to every rank and then waits for them), and a
- * second into SIGTERM (hard stop). The stop signal waits until every rank's wrapper has said its
+ * signal (SIGUSR1/SIGUSR2, which mpirun forwards to every rank and then waits for them), a
+ * second into SIGTERM (hard stop), and a third, or mpirun still there END_AFTER_TERM_S after the
+ * SIGTERM (Open MPI's orderly abort waits for the daemons of a host it cannot reach), into
+ * SIGKILL to mpirun's process group. The stop signal waits until every rank's wrapper has said its
  * worker started (ddprun_rankwrap.c): before that mpirun would drop it (no rank yet) or a rank
  * still loading would die of it; a stop that came before mpirun did waits the same way.
  * mpirun gets SIGTERM when ddprun dies (PR_SET_PDEATHSIG), so a killed ddprun leaves no job
@@ -39,6 +41,9 @@
  * ended it this long after (it waits for daemons on a host it can no longer reach) is ended by us:
  * SIGTERM, then SIGKILL as long again after. */
 #define END_AFTER_VERDICT_S 3.0
+/* After the second stop request's SIGTERM, how long mpirun has to end the job before its process
+ * group is killed (Open MPI kills its ranks at once; this is for daemons that do not answer). */
+#define END_AFTER_TERM_S 10.0
 
 static int wake_pipe[2] = {-1, -1};
 static volatile sig_atomic_t stop_requests, first_stop;
@@ -152,19 +157,32 @@ static void exec_mpirun(char *const argv[], int out_fd, int err_fd, pid_t launch
 /* What one run has done about stop requests so far. */
 typedef struct stop_state {
     bool signalled;   /* stop_signal sent */
-    bool terminated;  /* SIGTERM sent (second request) */
+    bool terminated;  /* SIGTERM sent (second request) ... */
+    double terminated_s; /* ... at this monotonic time */
+    bool killed;      /* SIGKILL sent to mpirun's process group */
     bool told_wait;   /* said that the stop signal waits for the ranks to start */
 } stop_state;
 
 /* Acts on the stop requests so far (they all belong to this run: launch starts none after one).
- * The first becomes stop_signal once all `ranks` have started, the second ends the job at once. */
+ * The first becomes stop_signal once all `ranks` have started, the second ends the job at once,
+ * and a third, or the second's END_AFTER_TERM_S passing with mpirun still there, kills mpirun's
+ * process group. */
 static void act_on_stops(pid_t pid, int ranks, int stop_signal, const output_filter *f, stop_state *s)
 {
     int started = output_ranks_started(f);
-    if (stop_requests >= 2 && !s->terminated) {
-        fprintf(stderr, "ddprun: second stop request: terminating the job now\n");
+    if (s->terminated && !s->killed && (stop_requests >= 3 || monotonic_s() >= s->terminated_s + END_AFTER_TERM_S)) {
+        if (stop_requests >= 3)
+            fprintf(stderr, "ddprun: third stop request: killing mpirun and what it started on this host\n");
+        else
+            fprintf(stderr, "ddprun: mpirun has not ended the job %.0f s after the second stop request (a host may "
+                            "be unreachable): killing it and what it started on this host\n", END_AFTER_TERM_S);
+        kill(-pid, SIGKILL);
+        s->killed = true;
+    } else if (stop_requests >= 2 && !s->terminated) {
+        fprintf(stderr, "ddprun: second stop request: terminating the job now (signal again to kill it)\n");
         kill(pid, SIGTERM);
         s->terminated = true;
+        s->terminated_s = monotonic_s();
     } else if (stop_requests == 1 && !s->signalled && started >= ranks) {
         fprintf(stderr, "ddprun: stop requested: sending %s to all ranks so they checkpoint and exit "
                         "(signal again to stop immediately)\n", signal_abbrev(stop_signal));
@@ -190,19 +208,26 @@ static void end_stuck_mpirun(pid_t pid, int tries, const char *what)
     fflush(stderr);
 }
 
-/* poll's timeout: none while the job runs, a drain period after mpirun exited, and the bound on
- * mpirun after a deadline's verdict (ending it when that passed). */
-static int wait_ms(const output_filter *f, pid_t pid, bool exited, int *ends)
+/* poll's timeout: none while the job runs, a drain period after mpirun exited, and the bounds on
+ * mpirun after a deadline's verdict (ending it when that passed) and after a second stop request
+ * (act_on_stops acts when it passed). */
+static int wait_ms(const output_filter *f, pid_t pid, bool exited, const stop_state *stops, int *ends)
 {
     if (exited) return DRAIN_AFTER_EXIT_MS;
+    int ms = -1;
+    if (stops->terminated && !stops->killed) {
+        double left = stops->terminated_s + END_AFTER_TERM_S - monotonic_s();
+        ms = left > 0 ? (int)(left * 1000.0) + 1 : 0;
+    }
     double seen = output_deadline(f)->seen_s;
-    if (seen <= 0) return -1;
+    if (seen <= 0) return ms;
     double left = seen + END_AFTER_VERDICT_S * (1 + *ends) - monotonic_s();
     if (left <= 0) {
         end_stuck_mpirun(pid, (*ends)++, output_deadline(f)->what);
         left = END_AFTER_VERDICT_S;
     }
-    return (int)(left * 1000.0) + 1;
+    int verdict_ms = (int)(left * 1000.0) + 1;
+    return ms >= 0 && ms < verdict_ms ? ms : verdict_ms;
 }
 
 /* Reads what is available on fd into the filter; returns false at EOF or error. */
@@ -268,7 +293,7 @@ int job_run(char *const argv[], int ranks, int stop_signal, job_result *out)
         if (!exited) act_on_stops(pid, ranks, stop_signal, f, &stops);
         bool pipes_open = fds[0].fd >= 0 || fds[1].fd >= 0;
         if (exited && !pipes_open) break;
-        int rc = poll(fds, 3, wait_ms(f, pid, exited, &ends));
+        int rc = poll(fds, 3, wait_ms(f, pid, exited, &stops, &ends));
         if (rc < 0 && errno != EINTR) { perror("ddprun: poll"); break; }
         if (rc == 0 && exited) break; /* mpirun is gone and someone else still holds its pipes */
         for (int i = 0; i < 2; i++)

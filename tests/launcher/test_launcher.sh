@@ -6,7 +6,8 @@
 # file:line), threads per rank from the hosts' slots (as mpirun 4.1 reads them),
 # config validation before launch, [rank R] output tagging and stream routing, the torchrun
 # environment, failure reports naming rank + host (exit code and SIGKILL), exit-code passthrough
-# (2, 75), SIGTERM -> SIGUSR1 to every rank -> exit 75, the second-signal hard stop, a stop
+# (2, 75), SIGTERM -> SIGUSR1 to every rank -> exit 75, the second-signal hard stop (an mpirun that
+# outlives it killed with its process group 10 s later, or at a third signal), a stop
 # while the job starts (before mpirun starts, before any rank exists, while a rank loads, as a
 # restart begins), a stop while nobody reads ddprun's stdout (the job goes on, the stop is
 # forwarded, the dropped output counted), and --max-restarts; --host-discovery's hosts (every host listed, --max-np,
@@ -459,6 +460,40 @@ finish
 check "second signal stops the job (non-zero)" [ $rc -ne 0 ]
 check "second signal is announced" contains $err "second stop request"
 check "second signal: no hang (${ms} ms < 30 s)" hang_guard
+# an mpirun that outlives the second request's SIGTERM (Open MPI's orderly abort waiting for the
+# daemon of a host it cannot reach; here one that ignores SIGTERM and SIGINT, and starts no rank):
+# ten seconds later, or at a third request, ddprun kills its process group and ends
+mkdir -p "$tmp/stuck-mpi/bin"
+printf '%s\n' '#!/bin/sh' "trap '' TERM INT" 'sleep 600 &' 'echo "stuck mpirun $$ child $!" >&2' 'wait; wait' \
+    >"$tmp/stuck-mpi/bin/mpirun"
+chmod +x "$tmp/stuck-mpi/bin/mpirun"
+gone() { [ -n "$1" ] && { [ ! -e "/proc/$1" ] || grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat"; }; } # or a zombie
+stuck() { # NAME STOPS: ddprun on the stuck mpirun, STOPS SIGINTs half a second apart
+    out=$tmp/$1.out err=$tmp/$1.err
+    MPI_HOME=$tmp/stuck-mpi "$DDPRUN" -np 2 bench wait-signal >"$out" 2>"$err" &
+    pid=$!
+    for _ in $(seq 100); do grep -q "stuck mpirun" "$err" && break; sleep 0.1; done
+    t0=$(date +%s%N)
+    for _ in $(seq "$2"); do kill -INT $pid; sleep 0.5; done
+    for _ in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    kill -KILL $pid 2>/dev/null # still there after 30 s: the hang guard fails (unstick ends mpirun)
+    finish
+    read -r mpirun_pid child_pid < <(sed -n 's/.*stuck mpirun \([0-9]*\) child \([0-9]*\).*/\1 \2/p' "$err")
+}
+unstick() { [ -z "$mpirun_pid" ] || gone "$mpirun_pid" || kill -KILL -- -"$mpirun_pid"; } # where ddprun did not
+stuck stuck2 2
+check "stuck mpirun, two requests: ddprun ends (non-zero, got $rc)" [ $rc -ne 0 ]
+check "saying it kills mpirun ten seconds after the second request" \
+    contains $err "mpirun has not ended the job 10 s after the second stop request"
+check "stuck mpirun, two requests: no hang (${ms} ms < 30 s)" hang_guard
+check "and the stuck mpirun ($mpirun_pid) and its child ($child_pid) are gone" \
+    eval 'gone "$mpirun_pid" && gone "$child_pid"'
+unstick
+stuck stuck3 3
+check "stuck mpirun, three requests: ddprun ends (non-zero, got $rc)" [ $rc -ne 0 ]
+check "saying the third request kills mpirun" contains $err "third stop request: killing mpirun"
+check "without waiting for the ten seconds" lacks $err "has not ended the job 10 s after"
+unstick
 
 # ---- stop requests while the job starts ----
 # Each must end with both ranks saving (exit 75): not dropped by an mpirun that has no rank yet,

@@ -2,8 +2,9 @@
  * the busiest node's ranks, which sizes each rank's threads, when a host with no slot count
  * follows hosts with one (those keep the ranks they were given, and the ranks left spread over the
  * rest); and the restart's list after a
- * collective deadline: the named hosts left out, and nothing claimed dropped when the verdict names
- * no host of the list (an address in -H, a host name in the verdict). */
+ * collective deadline: the named hosts left out (as many as discovery lists), and nothing claimed
+ * dropped when the verdict names no host of the list (an address in -H, a host name in the
+ * verdict). */
 #include <stdio.h>
 #include <string.h>
 
@@ -52,9 +53,35 @@ static void test_drop_hosts(void)
     CHECK(!ddprun_drop_hosts("node2:4", &d, buf, sizeof buf, &slots), "no host would be left");
 }
 
+/* A fleet of DEADLINE_HOSTS_MAX + 1 hosts of which all but the last are lost (a zone's spot
+ * instances taken at once): every lost host is recorded once, and the restart keeps the last. */
+static void test_drop_many_hosts(void)
+{
+    static deadline_verdict d;
+    static char list[(DEADLINE_HOSTS_MAX + 1) * 16], buf[sizeof list];
+    size_t at = 0;
+    for (int i = 0; i <= DEADLINE_HOSTS_MAX; i++) {
+        char name[16];
+        int len = snprintf(name, sizeof name, "spot%d", i);
+        at += (size_t)snprintf(list + at, sizeof list - at, "%s%s:8", i ? "," : "", name);
+        if (i < DEADLINE_HOSTS_MAX) {
+            verdict_add_host(&d, name, (size_t)len);
+            verdict_add_host(&d, name, (size_t)len); /* named twice, kept once */
+        }
+    }
+    CHECK_EQ_INT(d.n_hosts, DEADLINE_HOSTS_MAX);
+    CHECK(DEADLINE_HOSTS_MAX >= DISCOVERY_HOSTS_MAX, "a verdict holds as many hosts as discovery lists");
+    int slots = 0;
+    CHECK(ddprun_drop_hosts(list, &d, buf, sizeof buf, &slots), "the lost hosts dropped");
+    char last[32];
+    snprintf(last, sizeof last, "spot%d:8", DEADLINE_HOSTS_MAX);
+    CHECK(!strcmp(buf, last) && slots == 8, "left: %.40s, %d slots", buf, slots);
+}
+
 int main(void)
 {
     test_ranks_per_node();
     test_drop_hosts();
+    test_drop_many_hosts();
     return check_done("test_hosts");
 }
