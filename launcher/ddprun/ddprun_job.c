@@ -7,7 +7,8 @@
  * signal (SIGUSR1/SIGUSR2, which mpirun forwards to every rank and then waits for them), a
  * second into SIGTERM (hard stop), and a third, or mpirun still there END_AFTER_TERM_S after the
  * SIGTERM (Open MPI's orderly abort waits for the daemons of a host it cannot reach), into
- * SIGKILL to mpirun's process group. The stop signal waits until every rank's wrapper has said its
+ * SIGKILL to mpirun's process group (the ranks, in groups of their own, die with their parent:
+ * ddprun_rankwrap.c). The stop signal waits until every rank's wrapper has said its
  * worker started (ddprun_rankwrap.c): before that mpirun would drop it (no rank yet) or a rank
  * still loading would die of it; a stop that came before mpirun did waits the same way.
  * mpirun gets SIGTERM when ddprun dies (PR_SET_PDEATHSIG), so a killed ddprun leaves no job
@@ -170,19 +171,20 @@ typedef struct stop_state {
 static void act_on_stops(pid_t pid, int ranks, int stop_signal, const output_filter *f, stop_state *s)
 {
     int started = output_ranks_started(f);
-    if (s->terminated && !s->killed && (stop_requests >= 3 || monotonic_s() >= s->terminated_s + END_AFTER_TERM_S)) {
-        if (stop_requests >= 3)
-            fprintf(stderr, "ddprun: third stop request: killing mpirun and what it started on this host\n");
-        else
-            fprintf(stderr, "ddprun: mpirun has not ended the job %.0f s after the second stop request (a host may "
-                            "be unreachable): killing it and what it started on this host\n", END_AFTER_TERM_S);
-        kill(-pid, SIGKILL);
-        s->killed = true;
-    } else if (stop_requests >= 2 && !s->terminated) {
+    if (stop_requests >= 2 && !s->terminated) {
         fprintf(stderr, "ddprun: second stop request: terminating the job now (signal again to kill it)\n");
         kill(pid, SIGTERM);
         s->terminated = true;
         s->terminated_s = monotonic_s();
+    }
+    if (s->terminated && !s->killed && (stop_requests >= 3 || monotonic_s() >= s->terminated_s + END_AFTER_TERM_S)) {
+        if (stop_requests >= 3)
+            fprintf(stderr, "ddprun: third stop request: killing mpirun (its ranks die with it)\n");
+        else
+            fprintf(stderr, "ddprun: mpirun has not ended the job %.0f s after the second stop request (a host may "
+                            "be unreachable): killing it (its ranks die with it)\n", END_AFTER_TERM_S);
+        kill(-pid, SIGKILL); /* the ranks' wrappers have SIGKILL as their parent's death signal */
+        s->killed = true;
     } else if (stop_requests == 1 && !s->signalled && started >= ranks) {
         fprintf(stderr, "ddprun: stop requested: sending %s to all ranks so they checkpoint and exit "
                         "(signal again to stop immediately)\n", signal_abbrev(stop_signal));
@@ -214,6 +216,7 @@ static void end_stuck_mpirun(pid_t pid, int tries, const char *what)
 static int wait_ms(const output_filter *f, pid_t pid, bool exited, const stop_state *stops, int *ends)
 {
     if (exited) return DRAIN_AFTER_EXIT_MS;
+    if (stops->killed) return -1; /* SIGKILL sent: nothing is left to send */
     int ms = -1;
     if (stops->terminated && !stops->killed) {
         double left = stops->terminated_s + END_AFTER_TERM_S - monotonic_s();

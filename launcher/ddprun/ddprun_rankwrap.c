@@ -13,8 +13,10 @@
  * mpirun signals the whole process group of each rank (odls default), so every signal reaches the
  * worker directly; the wrapper only has to outlive the worker (the stop signals stay blocked here,
  * so a worker saving a checkpoint is not reported dead early) and never leave it orphaned (the
- * worker gets SIGKILL if the wrapper dies: PR_SET_PDEATHSIG). It must stay transparent: no other
- * output, same exit status as the worker. */
+ * worker gets SIGKILL if the wrapper dies: PR_SET_PDEATHSIG). The wrapper gets SIGKILL the same
+ * way when its parent, mpirun or its daemon, dies: each rank has a process group of its own, so
+ * ddprun killing a stuck mpirun's group (ddprun_job.c) would leave it running. It must stay
+ * transparent: no other output, same exit status as the worker. */
 #include "ddprun.h"
 
 #include <errno.h>
@@ -88,6 +90,10 @@ static void report_status(const char *what)
 
 int rank_wrapper_main(int argc, char **argv)
 {
+    pid_t launcher = getppid();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) /* mpirun, or its daemon, died before prctl took effect */
+        return 1;
     stop_at_start_fault(); /* stands for a slow program load, so it comes before the mask */
     sigset_t stop;
     stop_signals_fill(&stop);

@@ -461,39 +461,50 @@ check "second signal stops the job (non-zero)" [ $rc -ne 0 ]
 check "second signal is announced" contains $err "second stop request"
 check "second signal: no hang (${ms} ms < 30 s)" hang_guard
 # an mpirun that outlives the second request's SIGTERM (Open MPI's orderly abort waiting for the
-# daemon of a host it cannot reach; here one that ignores SIGTERM and SIGINT, and starts no rank):
-# ten seconds later, or at a third request, ddprun kills its process group and ends
+# daemon of a host it cannot reach; here one that ignores SIGTERM and SIGINT), with one rank as
+# Open MPI starts them: ddprun's rank wrapper in a process group of its own, its worker a sleep.
+# Ten seconds after the second request, or at a third, ddprun kills mpirun's process group and
+# ends, and the rank dies with its parent
 mkdir -p "$tmp/stuck-mpi/bin"
-printf '%s\n' '#!/bin/sh' "trap '' TERM INT" 'sleep 600 &' 'echo "stuck mpirun $$ child $!" >&2' 'wait; wait' \
-    >"$tmp/stuck-mpi/bin/mpirun"
+printf '%s\n' '#!/bin/sh' "trap '' TERM INT" "setsid '$DDPRUN' --rank-wrapper /bin/sleep 600 &" \
+    'echo "stuck mpirun $$ rank $!" >&2' 'wait; wait' >"$tmp/stuck-mpi/bin/mpirun"
 chmod +x "$tmp/stuck-mpi/bin/mpirun"
 gone() { [ -n "$1" ] && { [ ! -e "/proc/$1" ] || grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat"; }; } # or a zombie
-stuck() { # NAME STOPS: ddprun on the stuck mpirun, STOPS SIGINTs half a second apart
-    out=$tmp/$1.out err=$tmp/$1.err
+stuck() { # NAME STOPS: ddprun on the stuck mpirun, STOPS SIGINTs a quarter of a second apart
+    out=$tmp/$1.out err=$tmp/$1.err mpirun_pid= rank_pid= worker_pid=
     MPI_HOME=$tmp/stuck-mpi "$DDPRUN" -np 2 bench wait-signal >"$out" 2>"$err" &
     pid=$!
-    for _ in $(seq 100); do grep -q "stuck mpirun" "$err" && break; sleep 0.1; done
+    for _ in $(seq 100); do
+        read -r mpirun_pid rank_pid < <(sed -n 's/.*stuck mpirun \([0-9]*\) rank \([0-9]*\).*/\1 \2/p' "$err")
+        [ -n "$rank_pid" ] && worker_pid=$(pgrep -P "$rank_pid" sleep) && break
+        sleep 0.1
+    done
     t0=$(date +%s%N)
-    for _ in $(seq "$2"); do kill -INT $pid; sleep 0.5; done
+    for _ in $(seq "$2"); do kill -INT $pid; sleep 0.25; done
     for _ in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
-    kill -KILL $pid 2>/dev/null # still there after 30 s: the hang guard fails (unstick ends mpirun)
+    kill -KILL $pid 2>/dev/null # still there after 30 s: the hang guard fails (unstick ends the rest)
     finish
-    read -r mpirun_pid child_pid < <(sed -n 's/.*stuck mpirun \([0-9]*\) child \([0-9]*\).*/\1 \2/p' "$err")
+    sleep 0.5 # the rank's death signal, and its worker's, delivered
 }
-unstick() { [ -z "$mpirun_pid" ] || gone "$mpirun_pid" || kill -KILL -- -"$mpirun_pid"; } # where ddprun did not
+unstick() { # what ddprun did not end, so that nothing outlives the test
+    [ -z "$mpirun_pid" ] || gone "$mpirun_pid" || kill -KILL -- -"$mpirun_pid"
+    [ -z "$rank_pid" ] || gone "$rank_pid" || kill -KILL -- -"$rank_pid"
+}
+stuck_checks() { # WHAT
+    check "$1: ddprun ends (non-zero, got $rc)" [ $rc -ne 0 ]
+    check "$1: no hang (${ms} ms < 30 s)" hang_guard
+    check "$1: mpirun ($mpirun_pid), the rank's wrapper ($rank_pid) and worker ($worker_pid) are gone" \
+        eval 'gone "$mpirun_pid" && gone "$rank_pid" && gone "$worker_pid"'
+    unstick
+}
 stuck stuck2 2
-check "stuck mpirun, two requests: ddprun ends (non-zero, got $rc)" [ $rc -ne 0 ]
 check "saying it kills mpirun ten seconds after the second request" \
-    contains $err "mpirun has not ended the job 10 s after the second stop request"
-check "stuck mpirun, two requests: no hang (${ms} ms < 30 s)" hang_guard
-check "and the stuck mpirun ($mpirun_pid) and its child ($child_pid) are gone" \
-    eval 'gone "$mpirun_pid" && gone "$child_pid"'
-unstick
+    contains $err "mpirun has not ended the job 10 s after the second stop request (a host may be unreachable): killing it"
+stuck_checks "stuck mpirun, two requests"
 stuck stuck3 3
-check "stuck mpirun, three requests: ddprun ends (non-zero, got $rc)" [ $rc -ne 0 ]
 check "saying the third request kills mpirun" contains $err "third stop request: killing mpirun"
 check "without waiting for the ten seconds" lacks $err "has not ended the job 10 s after"
-unstick
+stuck_checks "stuck mpirun, three requests"
 
 # ---- stop requests while the job starts ----
 # Each must end with both ranks saving (exit 75): not dropped by an mpirun that has no rank yet,
