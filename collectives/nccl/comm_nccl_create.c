@@ -1,7 +1,8 @@
 /* comm_nccl_create.c — making an NCCL communicator (comm_nccl_create, comm.h).
  *
  * It owns: the control communicator (our duplicate of MPI_COMM_WORLD) and the rank's identity,
- * the NCCL communicator (rank 0's ncclUniqueId travels by MPI_Bcast with its status), one
+ * the NCCL communicator (made only once every rank's own set-up and rank 0's ncclUniqueId are
+ * known to have succeeded, which ranks agree on by MPI; then the id travels by MPI_Bcast), one
  * non-blocking communication stream of the device's greatest priority (so queued backward kernels
  * do not hold up a ready all-reduce) unless single_stream, the events and the barrier's buffer,
  * and starting the watchdog. A failure anywhere aborts what was made (comm_nccl_teardown.c) and
@@ -26,28 +27,36 @@ static int fill_identity(comm *c, ncclcomm_impl *im, ddp_err *err)
     return DDP_OK;
 }
 
-/* Rank 0 makes the unique id and broadcasts it with its status, so a failure there is every
- * rank's failure rather than a hang in ncclCommInitRank. */
-static int init_nccl(comm *c, ncclcomm_impl *im, ddp_err *err)
+/* Every rank learns whether any rank's own set-up (local_rc) or rank 0's unique id failed before
+ * any joins ncclCommInitRank, which waits for all of them without a deadline: a rank that did not
+ * come would hold the others there (and a caller's next collective, the failed rank in it). Then
+ * rank 0's id goes to every rank. */
+static int init_nccl(comm *c, ncclcomm_impl *im, int local_rc, ddp_err *err)
 {
-    struct { int32_t status; ncclUniqueId id; } msg;
-    memset(&msg, 0, sizeof msg);
-    if (c->rank == 0)
-        msg.status = ncclGetUniqueId(&msg.id);
-    MPI_TRY(MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, im->ctl));
-    if (msg.status != ncclSuccess)
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    int mine[2] = {0, local_rc != DDP_OK ? c->size - c->rank : 0}, all[2]; /* status; first failed rank */
+    if (c->rank == 0 && local_rc == DDP_OK)
+        mine[0] = (int)ncclGetUniqueId(&id);
+    MPI_TRY(MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, im->ctl));
+    if (local_rc != DDP_OK)
+        return local_rc;
+    if (all[0] != ncclSuccess)
         return ddp_fail(err, DDP_ERUNTIME, "%s:%d: ncclGetUniqueId on rank 0: %s", __FILE__, __LINE__,
-                        ncclGetErrorString((ncclResult_t)msg.status));
-    NCCL_TRY_MARK_FAILED(c, ncclCommInitRank(&im->nccl, c->size, msg.id, c->rank));
+                        ncclGetErrorString((ncclResult_t)all[0]));
+    if (all[1] > 0)
+        return ddp_fail(err, DDP_ERUNTIME, "rank %d could not set up its GPU for NCCL (its message says why), so "
+                        "no communicator was made", c->size - all[1]);
+    MPI_TRY(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, im->ctl));
+    NCCL_TRY_MARK_FAILED(c, ncclCommInitRank(&im->nccl, c->size, id, c->rank));
     return DDP_OK;
 }
 
-static int setup(comm *c, ncclcomm_impl *im, ddp_err *err)
+/* This rank's part before the communicator: the test faults, its GPU, the stream, the events and
+ * the barrier's buffer. */
+static int setup_local(ncclcomm_impl *im, comm *c, ddp_err *err)
 {
-    int rc = fill_identity(c, im, err);
-    if (rc)
-        return rc;
-    rc = ncclcomm_faults_read(im, err);
+    int rc = ncclcomm_faults_read(im, err);
     if (rc)
         return rc;
     CUDA_TRY_MARK_FAILED(cudaSetDevice(im->device));
@@ -66,7 +75,15 @@ static int setup(comm *c, ncclcomm_impl *im, ddp_err *err)
         CUDA_TRY_MARK_FAILED(cudaEventCreateWithFlags(&im->slots[i].done, cudaEventDisableTiming));
     CUDA_TRY_MARK_FAILED(cudaMalloc((void **)&im->barrier_buf, sizeof(int)));
     CUDA_TRY_MARK_FAILED(cudaMemset(im->barrier_buf, 0, sizeof(int)));
-    rc = init_nccl(c, im, err);
+    return DDP_OK;
+}
+
+static int setup(comm *c, ncclcomm_impl *im, ddp_err *err)
+{
+    int rc = fill_identity(c, im, err);
+    if (rc)
+        return rc;
+    rc = init_nccl(c, im, setup_local(im, c, err), err);
     if (rc)
         return rc;
     return ncclcomm_watchdog_start(c, err);

@@ -18,7 +18,8 @@ NCCL backend on emulated GPUs (suite 'nccl', emulated build only):
   test_bench.py nccl-topo        topo lists the GPUs, a P2P matrix, the CUDA and NCCL versions
   test_bench.py nccl-errors      no GPU / fewer GPUs than ranks fail clearly; auto picks nccl when
                                  every rank has a GPU; a stalled rank ends the job within -T; a
-                                 failing rank (--fail) ends the job
+                                 failing rank (--fail) ends the job; so does one whose own part
+                                 of the communicator's set-up fails (no rank waits for it)
 
 Expected values (column names, busbw factors, footer wording, versions from the installed CUDA
 and NCCL headers, the emulator's documented P2P attributes) come from sources written here or
@@ -71,10 +72,16 @@ def busbw_factor(coll, n):
     return 1.0
 
 
-def mpirun(np_, args, env=None, timeout=300):
+def mpirun(np_, args, env=None, timeout=300, rank_env=None):
     """(returncode, stdout, stderr); a run that outlives timeout counts as a hang (rc None) and is
-    ended with SIGTERM, which mpirun passes on to the ranks (SIGKILL would orphan them)."""
+    ended with SIGTERM, which mpirun passes on to the ranks (SIGKILL would orphan them).
+    rank_env: {rank: {VAR: value}}, set for those ranks alone (mpirun's MPMD form)."""
     cmd = ["mpirun", "-np", str(np_), BENCH] + args
+    if rank_env:
+        cmd = ["mpirun"]
+        for r in range(np_):
+            cmd += ["-np", "1"] + [x for k, v in rank_env.get(r, {}).items() for x in ("-x", "%s=%s" % (k, v))]
+            cmd += [BENCH] + args + ([":"] if r < np_ - 1 else [])
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=dict(os.environ, **(env or {})))
     try:
@@ -370,6 +377,13 @@ def nccl_errors():
     rc, out, err = mpirun(2, ["reducescatter", "--backend", "nccl", "--fail", "1"] + small, emu_env(2), timeout=60)
     check(rc not in (0, None) and re.search(r"^\[rank 1 \S+\] error: ddprun-bench: .*planted failure", err, re.M),
           "nccl --fail 1: exit %s, stderr %s" % (rc, err[-400:]))
+    # rank 1 fails its own part of the communicator's set-up (a malformed test switch, for a GPU
+    # that cannot be set up): rank 0 must not wait in ncclCommInitRank for it (a hang, before)
+    rc, out, err = mpirun(2, ["allreduce", "--backend", "nccl"] + small, emu_env(2), timeout=60,
+                          rank_env={1: {"DDP_TEST_NCCL_STALL": "soon"}})
+    check(rc not in (0, None) and "DDP_TEST_NCCL_STALL=soon: expected RANK:SEQ" in err
+          and "rank 1 could not set up its GPU for NCCL" in err,
+          "rank 1's set-up failing before the communicator: exit %s, stderr %s" % (rc, err[-600:]))
 
 
 def nccl_timed():
