@@ -137,10 +137,45 @@ static int write_file(const folder *x, const char *name, replace_file_stream_wri
     return replace_file_stream(path, w, ctx, err);
 }
 
+static bool starts(const char *name, const char *prefix) { return !strncmp(name, prefix, strlen(prefix)); }
+
+static bool ends(const char *name, const char *suffix)
+{
+    size_t n = strlen(name), k = strlen(suffix);
+    return n >= k && !strcmp(name + n - k, suffix);
+}
+
 bool hf_export_file(const char *name)
 {
     return !strcmp(name, HF_CONFIG) || !strcmp(name, HF_GENERATION_CONFIG) ||
-           (!strncmp(name, "model", 5) && strstr(name, ".safetensors"));
+           (starts(name, "model") && strstr(name, ".safetensors")) ||
+           /* the model's weights in other formats: transformers', TensorFlow's, Flax's, Meta's */
+           starts(name, "pytorch_model") || starts(name, "tf_model") || starts(name, "flax_model") ||
+           ends(name, ".pth") || !strcmp(name, "original");
+}
+
+static bool tokenizer_file(const char *name)
+{
+    for (int k = 0; tokenizer_files[k]; k++)
+        if (!strcmp(name, tokenizer_files[k]))
+            return true;
+    return false;
+}
+
+/* An export with a tokenizer of its own replaces the whole set: one of an earlier export's left
+ * beside it (a chat_template.jinja, which transformers reads over tokenizer_config.json's; a
+ * tokenizer.model, which converters read first) would be the other model's. */
+static bool export_or_tokenizer_file(const char *name) { return hf_export_file(name) || tokenizer_file(name); }
+
+static bool has_tokenizer(const char *source)
+{
+    char path[4096 + FILE_NAME_MAX];
+    for (int k = 0; source && tokenizer_files[k]; k++) {
+        snprintf(path, sizeof path, "%s/%s", source, tokenizer_files[k]);
+        if (access(path, F_OK) == 0)
+            return true;
+    }
+    return false;
 }
 
 static int write_generation(FILE *f, void *ctx, ddp_err *err)
@@ -245,7 +280,8 @@ int hf_folder_write(const char *dir, const st_out_tensor *tensors, int n, st_dty
     split(&x, max_shard_bytes);
     int rc = source ? read_generation(&x, source, err) : DDP_OK;
     if (!rc)
-        rc = replace_dir(dir, write_folder, hf_export_file, HF_CONFIG, &x, err);
+        rc = replace_dir(dir, write_folder, has_tokenizer(source) ? export_or_tokenizer_file : hf_export_file,
+                         HF_CONFIG, &x, err);
     if (!rc)
         *files = x.n_shards;
     free(x.shard);

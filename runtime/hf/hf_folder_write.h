@@ -11,9 +11,11 @@
  * (runtime/base/replace_dir.h): every file into a temporary folder beside it, config.json last,
  * then renamed into place, so a failed export leaves an earlier one as it was (a folder that is a
  * mount point, or whose parent cannot be written, is written in place: its files renamed in one by
- * one, config.json last). An earlier export's files (hf_export_file) are not carried into the new folder, which therefore holds no
- * stale shard or index; its other files (a tokenizer, a README) are. Must not know any model or
- * what config.json says. */
+ * one, config.json last). An earlier export's files (hf_export_file) are not carried into the new
+ * folder, which therefore holds no stale shard or index, nor the earlier model's weights in another
+ * format; nor its tokenizer's files where the source has a tokenizer (the set is the source's
+ * whole). Its other files (a README; the tokenizer, where the source has none) are. Must not know
+ * any model or what config.json says. */
 #ifndef DDP_HF_FOLDER_WRITE_H
 #define DDP_HF_FOLDER_WRITE_H
 
@@ -27,7 +29,8 @@
 #define HF_DEFAULT_SHARD_BYTES 5000000000ull  /* save_pretrained's max_shard_size "5GB" */
 
 /* config.json, generation_config.json, model*.safetensors or the index: a name an export writes or
- * leaves stale. */
+ * leaves stale; or a model's weights in another format (pytorch_model*, tf_model*, flax_model*,
+ * *.pth, Meta's original/), which an export replaces too. */
 bool hf_export_file(const char *name);
 
 /* Writes the n tensors (distinct names) as the folder dir (created or replaced) as dtype (ST_F32 or ST_BF16),

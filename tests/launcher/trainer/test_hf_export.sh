@@ -5,6 +5,9 @@
 #    file byte for byte, its tensors (read with the `safetensors` package) the fixture's by name,
 #    shape, dtype and bytes, and config.json holds every key of the fixture's (transformers_version
 #    aside) at the same value; a source folder's tokenizer files come along byte for byte;
+#    --force over another model's folder leaves none of its tokenizer's files (where the source
+#    has a tokenizer; the set whole where it has none) nor its weights in other formats, and keeps
+#    its README; without --force, a folder with weights in another format is refused;
 #  - two training steps, exported in float32 and imported back (checkpoint.init_from, a still step):
 #    every parameter byte-identical (compared through `ckpt export --format llmc`); in bf16 every
 #    re-imported parameter is the float32 one rounded to nearest even (rounded here independently);
@@ -85,6 +88,37 @@ gpt2 "$TMP/ftok" "${STILL[@]}" checkpoint.init_from="$TMP/hftok" >"$TMP/ftok.log
 export_hf "$TMP/ftok/checkpoints/ckpt-00000001.ddp" "$TMP/ftokx" >"$TMP/ftokx.log" 2>&1
 check "a source with a tokenizer: its files in the export, byte for byte" \
     bash -c "for n in tokenizer.json tokenizer_config.json chat_template.jinja; do cmp '$TMP/hftok/'\$n '$TMP/ftokx/'\$n || exit 1; done"
+# --force over another model's folder: its tokenizer's files go with its weights in any format
+# (a tokenizer.model or vocab.json beside the new tokenizer.json, or a pytorch_model.bin beside the
+# new weights, would load as the other model's), the user's README stays
+old_model() { # DIR: another model's folder, as the Hub gives it
+    mkdir -p "$1/original"
+    for name in config.json tokenizer.model vocab.json merges.txt tokenizer.json pytorch_model.bin README.md \
+                original/consolidated.00.pth; do echo old >"$1/$name"; done
+}
+old_model "$TMP/old"
+refused() { # DESCRIPTION PATTERN ARGS...: exit 2, stderr matching PATTERN
+    local what=$1 pattern=$2; shift 2
+    export_hf "$@" >/dev/null 2>"$TMP/err"
+    local rc=$?
+    check "$what: exit 2 (got $rc)" [ $rc -eq 2 ]
+    check "$what: saying so" grep -q -- "$pattern" "$TMP/err"
+}
+mkdir "$TMP/bin" && echo old >"$TMP/bin/pytorch_model.bin"
+refused "a folder holding another format's weights" "already holds pytorch_model.bin; give --force" \
+    "$TMP/ftok/checkpoints/ckpt-00000001.ddp" "$TMP/bin"
+export_hf --force "$TMP/ftok/checkpoints/ckpt-00000001.ddp" "$TMP/old" >/dev/null 2>&1
+check "--force over another model's folder: exit 0" [ $? -eq 0 ]
+check "its tokenizer's files and weights gone, the source's tokenizer and the README there: $(ls "$TMP/old" | tr '\n' ' ')" \
+    [ "$(ls "$TMP/old" | LC_ALL=C sort | tr '\n' ' ')" = "README.md chat_template.jinja config.json \
+generation_config.json model.safetensors tokenizer.json tokenizer_config.json " ]
+check "the tokenizer the source's" cmp "$TMP/hftok/tokenizer.json" "$TMP/old/tokenizer.json"
+old_model "$TMP/old2"
+export_hf --force "$F" "$TMP/old2" >/dev/null 2>&1
+check "--force from a source without a tokenizer: exit 0" [ $? -eq 0 ]
+check "the folder's tokenizer kept whole: $(ls "$TMP/old2" | tr '\n' ' ')" \
+    [ "$(ls "$TMP/old2" | LC_ALL=C sort | tr '\n' ' ')" = "README.md config.json generation_config.json \
+merges.txt model.safetensors tokenizer.json tokenizer.model vocab.json " ]
 
 # ---- trained, exported, imported back ------------------------------------------------------
 gpt2 "$TMP/a" checkpoint.init_from="$HF" train.max_steps=2 >"$TMP/a.log" 2>&1
@@ -260,13 +294,6 @@ fi
 in_place_cases in_place "DIR"
 
 # ---- refusals ------------------------------------------------------------------------------
-refused() { # DESCRIPTION PATTERN ARGS...: exit 2, stderr matching PATTERN
-    local what=$1 pattern=$2; shift 2
-    export_hf "$@" >/dev/null 2>"$TMP/err"
-    local rc=$?
-    check "$what: exit 2 (got $rc)" [ $rc -eq 2 ]
-    check "$what: saying so" grep -q -- "$pattern" "$TMP/err"
-}
 sum_h32() { cat "$TMP/h32"/* | cksum; }
 before=$(sum_h32)
 refused "a folder holding an export" "$TMP/h32 already holds .*--force" "$A" "$TMP/h32"
