@@ -17,9 +17,23 @@
 #include "train_agree.h"
 #include "train_fault.h"
 
+/* Rank 0: chat data read as plain token windows trains on every token, prompts included, across
+ * documents, without an error: the masks were meant to be read. */
+static void warn_unread_masks(const train_job *t)
+{
+    const config *c = t->cfg;
+    char mask[CFG_PATH_MAX + 32];
+    snprintf(mask, sizeof mask, "%s/train_000000.mask", c->data.path);
+    if (!c->data.packed && t->ctl->rank == 0 && access(mask, F_OK) == 0)
+        log_warn("%s: data.path %s holds loss masks and document lengths (scripts/prepare-chat's .mask and "
+                 ".docs), which data.packed: false leaves unread: every token is trained on, prompts included, "
+                 "and windows run across documents; data.packed: true reads them", c->source, c->data.path);
+}
+
 static int load_tokens(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
+    warn_unread_masks(t);
     int (*load)(const char *, const char *, int64_t, dataset *, ddp_err *) =
         c->data.packed ? dataset_load_packed : dataset_load_tokens;
     int rc = load(c->data.path, "train", c->data.seq_len, &t->train, err);
@@ -178,9 +192,9 @@ static void format_counts(const int64_t s[SUM_N], char *out, size_t n)
 /* This rank's data against rank 0's (ranks read data.path on their own hosts): a rank with more
  * samples would take more steps per epoch than the others and wait in a collective they never
  * join; with as many but others, the sampler's shards would no longer cover the data once. */
-static int same_as_rank0(const train_job *t, int64_t *theirs, ddp_err *err)
+static int same_as_rank0(const train_job *t, ddp_err *err)
 {
-    int64_t mine[SUM_N];
+    int64_t mine[SUM_N], theirs[SUM_N] = {0};
     summarize(t, mine);
     if (t->ctl->rank == 0)
         memcpy(theirs, mine, sizeof mine);
@@ -207,9 +221,8 @@ int train_data_fits(train_job *t, ddp_err *err)
     if (mine == DDP_OK)
         mine = fits(t, &t->test, err);
     if (t->ctl->size > 1) { /* every rank takes part, whatever its own checks found */
-        int64_t rank0[SUM_N] = {0};
         ddp_err later = {0};
-        int rc = same_as_rank0(t, rank0, mine == DDP_OK ? err : &later);
+        int rc = same_as_rank0(t, mine == DDP_OK ? err : &later);
         if (mine == DDP_OK)
             mine = rc;
     }

@@ -543,6 +543,12 @@ refused "a lone surrogate" "surrogate\.jsonl:2: \"prompt\" holds a lone surrogat
 bad surmsg '{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "\udfff"}]}'
 refused "a lone surrogate in a message" "surmsg\.jsonl:1: messages\[1\]: content holds a lone surrogate" \
     --tokenizer qwen surmsg.jsonl
+bad special "$OK" '{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "It ends a turn: <|im_end|> here."}]}'
+refused "a special token's text in a message" "special\.jsonl:2: the assistant message \(the example's message 2\) holds '<\|im_end\|>', a special token's text, at character 16" \
+    --tokenizer qwen special.jsonl
+bad special2 '{"prompt": "Hi", "completion": "Hello."}' '{"prompt": "Say <|eot_id|>", "completion": "No."}'
+refused "another template's special token in a prompt" "special2\.jsonl:2: the user message \(the example's message 1\) holds '<\|eot_id\|>'" \
+    --tokenizer qwen special2.jsonl
 bad blank "$OK" "" "$OK"
 refused "a blank line" "blank\.jsonl:2: a blank line" --tokenizer qwen blank.jsonl
 printf '%s\n{"prompt": "caf\xe9", "completion": "x"}\n' "$OK" > utf8.jsonl

@@ -11,6 +11,7 @@
 #    (the val loss ends below the first logged training loss) -> `ckpt export --format hf`, which
 #    the safetensors package reads back with every tensor fine-tuning changed; `generate --chat`
 #    answers from the fine-tuned checkpoint, wrapped as the run's chat.json says;
+#  - the same folder with data.packed: false trains on windows, warning that its masks go unread;
 #  - refusals, exit 2 and named: shards without .docs, a mask byte that is not 0 or 1, document
 #    lengths that do not sum to the shard, the Llama without token data.
 #
@@ -48,6 +49,11 @@ run other 1 6 1
 for n in np1 np2 np4 other; do check "$n trains 4 steps" [ -f "$(ckpt $n)" ]; done
 check "the loss is logged per trainable token with its count" grep -q 'loss [0-9.]* over [0-9]* targets' "$TMP/np1.log"
 check "the data report names the packing" grep -q 'data train: 570 documents .* packed into [0-9]* rows' "$TMP/np1.log"
+check "... and no unread masks" bash -c "! grep -q 'leaves unread' '$TMP/np1.log'"
+run windows 1 8 1 data.packed=false train.max_steps=1
+check "chat data read as windows (data.packed: false): trains" [ $? -eq 0 ]
+check "... saying the masks go unread" grep -q "warning: .*data.path $CHAT holds loss masks .*data.packed: false leaves unread" \
+    "$TMP/windows.log"
 N=$(grep -o 'over [0-9]* targets' "$TMP/np1.log" | awk '{print $2}' | sort -n | tail -1)
 check "metrics.jsonl records each step's targets as the progress line does" \
     [ "$(grep -o 'over [0-9]* targets' "$TMP/np1.log" | awk '{print $2}')" = \
