@@ -378,7 +378,7 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
                   int stop_signal)
 {
     launch_opts cur = *opts, *o = &cur;
-    static char hosts[DISCOVERY_LIST_MAX];
+    static char hosts[HOSTS_LIST_MAX];
     static deadline_verdict noticed; /* the hosts restarts left out for their preemption notice */
     job_result r = {0};
     int code = 0;

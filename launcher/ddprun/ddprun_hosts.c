@@ -332,12 +332,16 @@ void verdict_add_host(deadline_verdict *d, const char *host, size_t len)
 bool ddprun_drop_hosts(const char *hosts, const deadline_verdict *d, char *buf, size_t size, int *slots_left)
 {
     size_t at = 0;
-    bool dropped = false;
+    bool dropped = false, cut = false;
     *slots_left = 0;
     if (!hosts || d->n_hosts == 0) return false;
-    /* a second restart's list is buf itself: read from a copy, never from what is written */
-    char *from = strdup(hosts);
-    if (!from) return false;
+    /* a second restart's list is buf itself: the list is made in a copy, written to buf if whole */
+    char *from = strdup(hosts), *kept = malloc(size);
+    if (!from || !kept) {
+        free(from);
+        free(kept);
+        return false;
+    }
     for (const char *p = from; *p;) {
         size_t len = strcspn(p, ","), name_len;
         int slots;
@@ -345,14 +349,19 @@ bool ddprun_drop_hosts(const char *hosts, const deadline_verdict *d, char *buf, 
         bool lost = !ddprun_host_entry(p, len, 1, &name_len, &slots, why, sizeof why) || /* checked at the start */
                     verdict_has_host(d, p, name_len);
         dropped = dropped || lost;
-        if (!lost && at + len + 2 < size) {
-            at += (size_t)snprintf(buf + at, size - at, "%s%.*s", at ? "," : "", (int)len, p);
+        cut = cut || (!lost && at + (at > 0) + len + 1 > size); /* a comma, the entry, its NUL */
+        if (!lost && !cut) {
+            at += (size_t)snprintf(kept + at, size - at, "%s%.*s", at ? "," : "", (int)len, p);
             *slots_left += slots;
         }
         p += len + (p[len] == ',');
     }
+    bool ok = dropped && at > 0 && !cut;
+    if (ok)
+        memcpy(buf, kept, at + 1);
     free(from);
-    return dropped && at > 0;
+    free(kept);
+    return ok;
 }
 
 /* One number from the file DIR/cpuN/NAME (the sysfs layout), -1 when it cannot be read. */

@@ -218,7 +218,7 @@ static int wait_ms(const output_filter *f, pid_t pid, bool exited, const stop_st
     if (exited) return DRAIN_AFTER_EXIT_MS;
     if (stops->killed) return -1; /* SIGKILL sent: nothing is left to send */
     int ms = -1;
-    if (stops->terminated && !stops->killed) {
+    if (stops->terminated) {
         double left = stops->terminated_s + END_AFTER_TERM_S - monotonic_s();
         ms = left > 0 ? (int)(left * 1000.0) + 1 : 0;
     }

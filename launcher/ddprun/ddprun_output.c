@@ -60,6 +60,7 @@ typedef struct line_buf {
 struct output_filter {
     line_buf partial[2];          /* per stream: bytes after the last newline */
     bool in_block[2];             /* between two dashed lines of an mpirun box */
+    bool in_long_block[2];        /* past BLOCK_MAX_LINES of one: its closing line passes through */
     argv_list block[2];           /* the box's lines so far (dashed opener included) */
     rank_failure first;           /* from the wrapper's status line */
     int ranks_started;            /* wrappers' "started" status lines */
@@ -399,6 +400,11 @@ static void handle_line(output_filter *f, int s, const char *line)
         return;
     }
     if (strncmp(line, "mpirun: Forwarding signal", 25) == 0) return; /* ddprun already said so */
+    if (is_dashed_line(line) && f->in_long_block[s]) { /* the closing line opens nothing */
+        f->in_long_block[s] = false;
+        emit(s == 1, line);
+        return;
+    }
     if (is_dashed_line(line)) {
         if (f->in_block[s]) {   /* closing line: decide about the whole box */
             argv_push(&f->block[s], line);
@@ -409,7 +415,10 @@ static void handle_line(output_filter *f, int s, const char *line)
     }
     if (f->in_block[s]) {
         argv_push(&f->block[s], line);
-        if (f->block[s].n >= BLOCK_MAX_LINES) flush_block(f, s);
+        if (f->block[s].n >= BLOCK_MAX_LINES) {
+            flush_block(f, s);
+            f->in_long_block[s] = true;
+        }
         return;
     }
     emit(s == 1, line);

@@ -15,8 +15,11 @@
  * so a worker saving a checkpoint is not reported dead early) and never leave it orphaned (the
  * worker gets SIGKILL if the wrapper dies: PR_SET_PDEATHSIG). The wrapper gets SIGKILL the same
  * way when its parent, mpirun or its daemon, dies: each rank has a process group of its own, so
- * ddprun killing a stuck mpirun's group (ddprun_job.c) would leave it running. It must stay
- * transparent: no other output, same exit status as the worker. */
+ * ddprun killing a stuck mpirun's group (ddprun_job.c) would leave it running. Linux sends that
+ * signal when the thread that forked the wrapper ends, not the process: Open MPI 4 forks ranks from
+ * its main event loop, which lasts as long as mpirun; one forking from a short-lived thread would
+ * kill its ranks at that thread's end. The wrapper must stay transparent: no other output, same
+ * exit status as the worker. */
 #include "ddprun.h"
 
 #include <errno.h>

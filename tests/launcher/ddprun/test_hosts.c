@@ -51,6 +51,15 @@ static void test_drop_hosts(void)
     CHECK(!ddprun_drop_hosts("10.0.0.1:2,10.0.0.2:2", &d, buf, sizeof buf, &slots),
           "a verdict naming no host of the list drops nothing");
     CHECK(!ddprun_drop_hosts("node2:4", &d, buf, sizeof buf, &slots), "no host would be left");
+    CHECK(ddprun_drop_hosts("node1:2,node2:2,node3:1", &d, buf, 16, &slots) && !strcmp(buf, "node1:2,node3:1"),
+          "the hosts left fill the buffer to its last byte: %s", buf);
+    strcpy(buf, "kept");
+    CHECK(!ddprun_drop_hosts("node1:2,node2:2,node3:1", &d, buf, 15, &slots) && !strcmp(buf, "kept"),
+          "one byte short: nothing dropped and buf untouched, rather than node3 left out without a word");
+    CHECK(ddprun_drop_hosts("node2:1,node1:2", &d, buf, 8, &slots) && !strcmp(buf, "node1:2"),
+          "a first entry needs no comma: %s", buf);
+    CHECK(HOSTS_LIST_MAX >= 131072 && HOSTS_LIST_MAX >= DISCOVERY_LIST_MAX,
+          "a restart's list holds any -H argument (at most 128 KiB) and discovery's");
 }
 
 /* A fleet of DEADLINE_HOSTS_MAX + 1 hosts of which all but the last are lost (a zone's spot

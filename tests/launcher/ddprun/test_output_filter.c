@@ -228,8 +228,25 @@ static void test_status_line_cut(void)
     CHECK(strcmp(out, "[rank 5] x\n") == 0, "only rank 5's line printed: \"%s\"", out);
 }
 
+/* A dashed line, more lines than a box of mpirun's holds, a dashed line: all passed through as they
+ * came, and the second dashed line closes it (taken for an opener, it held the lines after it back
+ * behind the ranks' output until the next dashed line or the end). */
+static void test_long_box(void)
+{
+    static char in[4096], want[4096], out[4096];
+    const char *dash = "------------------------------------------------------------\n";
+    char *at = stpcpy(in, dash);
+    for (int i = 0; i < 70; i++)
+        at += sprintf(at, "line %d\n", i);
+    stpcpy(stpcpy(stpcpy(want, in), dash), "after\n[rank 0] late\n");
+    stpcpy(stpcpy(at, dash), "after\n[1,0]<stdout>:late\n");
+    filtered(in, 4096, out, sizeof out);
+    CHECK(strcmp(out, want) == 0, "a 72-line box, then a line and a rank's: \"%s\"", out + strlen(out) - 40);
+}
+
 int main(void)
 {
+    test_long_box();
     test_status_line_cut();
     test_deadline_hosts();
     test_deadline_long_name();
