@@ -284,6 +284,19 @@ static int parse_str(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, con
     return DDP_OK;
 }
 
+/* A path: parse_str's text, but not a plain true or false, which YAML reads as a boolean (a slip
+ * for "off", which would make a folder or name a file of that name); quoted, it is the text. A
+ * command may be `true` or `false`: those are programs. */
+static int parse_path(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const char *key, const char *expect,
+                      char *out)
+{
+    const char *t = plain_text(nd);
+    if (t && is_bool_text(t))
+        return cfg_error(L, cfg_node_pos(s, nd), key, "expected %s, got the boolean %s (quote it, \"%s\", for a path "
+                         "of that name)", expect, t, t);
+    return parse_str(L, s, nd, key, expect, out);
+}
+
 /* A shell command whose {placeholders} are all known (runtime/base/command.h expands them). */
 static int parse_command(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, const cfg_key *k, char *out)
 {
@@ -393,7 +406,7 @@ static int parse_resume(cfg_loader *L, const cfg_src *s, const yaml_node_t *nd, 
 {
     config *c = L->c;
     char path[CFG_PATH_MAX];
-    int rc = parse_str(L, s, nd, k->path, "auto, never or a checkpoint path", path);
+    int rc = parse_path(L, s, nd, k->path, "auto, never or a checkpoint path", path);
     if (rc)
         return rc;
     static const char *const words[] = {"auto", "never"};
@@ -425,13 +438,13 @@ int cfg_parse_value(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_
     case KT_UINT: return parse_uint(L, s, nd, k->path, (uint64_t *)field);
     case KT_NUM: return parse_num(L, s, nd, k->path, k->range, (double *)field);
     case KT_BOOL: return parse_bool(L, s, nd, k->path, (bool *)field);
-    case KT_STR: return parse_str(L, s, nd, k->path, "a non-empty path", field);
+    case KT_STR: return parse_path(L, s, nd, k->path, "a non-empty path", field);
     case KT_OPT_PATH:
         if (nd->type == YAML_SCALAR_NODE && (is_null(nd) || !nd->data.scalar.length)) {
             memset(field, 0, CFG_PATH_MAX);
             return DDP_OK;
         }
-        return nd->type == YAML_SCALAR_NODE ? parse_str(L, s, nd, k->path, "a path, or \"\" for none", field)
+        return nd->type == YAML_SCALAR_NODE ? parse_path(L, s, nd, k->path, "a path, or \"\" for none", field)
                                             : wrong(L, s, nd, k->path, "a path, or \"\" for none");
     case KT_COMMAND: return parse_command(L, s, nd, k, field);
     case KT_ENUM: return parse_choice(L, s, nd, k->path, k->choices, (int *)field);

@@ -131,6 +131,13 @@ static void test_bad_overrides(void)
     expect_fail(NULL, 1, (char *[]){"checkpoint.upload_cmd='   '"}, "<override 1>:1:23: checkpoint.upload_cmd:",
                 "expected a shell command");
     expect_fail(NULL, 1, (char *[]){"device=\"cpu\\0x\""}, "<override 1>:1:8: device:", "without NUL bytes");
+    /* a plain true or false is YAML's boolean, never a path (a slip for "off"); a command may be `false` */
+    expect_fail(NULL, 1, (char *[]){"checkpoint.init_from=false"}, "<override 1>:1:22: checkpoint.init_from:",
+                "expected a path, or \"\" for none, got the boolean false (quote it, \"false\", for a path of that name)");
+    expect_fail(NULL, 1, (char *[]){"run.dir=True"}, "<override 1>:1:9: run.dir:",
+                "expected a non-empty path, got the boolean True");
+    expect_fail(NULL, 1, (char *[]){"checkpoint.resume=FALSE"}, "<override 1>:1:19: checkpoint.resume:",
+                "expected auto, never or a checkpoint path, got the boolean FALSE");
     expect_fail(NULL, 1, (char *[]){"optimizer.betas=[!!float \"0.9\\0junk\", 0.95]"},
                 "<override 1>:1:18: optimizer.betas[0]:", "without NUL bytes");
     expect_fail(NULL, 1, (char *[]){"run={\"dir\\0x\": a}"}, "<override 1>:1:6: run:", "key name without NUL bytes");
@@ -241,6 +248,12 @@ static void test_overrides_apply(void)
     CHECK(rc == DDP_OK && !c.checkpoint.init_from[0] && !c.checkpoint.upload_cmd[0],
           "init_from= and upload_cmd= clear them: rc %d, \"%s\", \"%s\" (%s)", rc, c.checkpoint.init_from,
           c.checkpoint.upload_cmd, err.msg);
+    /* quoted (or tagged !!str), true and false are the text; a command may be the program false */
+    rc = config_load(fixture("minimal.yaml"), 3,
+                     (char *[]){"checkpoint.dir='false'", "run.dir=!!str true", "checkpoint.upload_cmd=false"}, &c, &err);
+    CHECK(rc == DDP_OK && !strcmp(c.checkpoint.dir, "false") && !strcmp(c.run.dir, "true") &&
+          !strcmp(c.checkpoint.upload_cmd, "false"), "quoted false, !!str true, the command false: rc %d (%s)", rc,
+          err.msg);
 }
 
 static void test_round_trip(void)
