@@ -161,7 +161,7 @@ typedef struct adamw_args {
 /* ---- reductions (kernels/reduce_cpu.c, kernels/reduce.cu): deterministic, sums in double ----- */
 #define DEVICE_REDUCE_OPS(OP)                                                                      \
     /* db[c] = beta * db[c] + sum_r dy[r,c]   (beta is 0 or 1; 0 overwrites db unread); dy of     \
-     * type t, db float (a gradient) */                                                            \
+     * type t, db float (a gradient); the CPU adds in float, in row order, CUDA in double */       \
     OP(bias_grad, (device *d, tensor_dtype t, const void *dy, float *db, int64_t rows, int64_t cols, \
                    float beta))                                                                    \
     /* Row-wise softmax cross-entropy over the first cols of rows with stride ld >= cols (columns \

@@ -7,7 +7,9 @@
  * positions), so no result depends on the thread count. dwte's additions run in position order, in float: the
  * order the CUDA kernels reproduce bit for bit. dwpe's sums run in double over (b, t) in order,
  * rounded once. Arguments arrive checked (device_check_*.c); token ids are trusted to lie in
- * [0, V), as the model checks its data before training. This file must not allocate memory or set thread counts. */
+ * [0, V) by the forward, as the model checks its data before training, and the backward skips any
+ * outside it rather than write outside dwte, as the CUDA kernel does. This file must not allocate
+ * memory or set thread counts. */
 #include "cpu_kernel.h"
 
 #include "runtime/device/kernels/doc_walk.h"
@@ -67,13 +69,15 @@ static int cpu_embedding_forward_f32(device *d, float *restrict out, const int32
  * dwte entry happen in the same order for any thread count. They stay in float because a double
  * copy of dwte would need a [V,C] scratch this layer does not own. */
 static void embedding_backward_wte(float *restrict dwte, const float *restrict dout, const int32_t *restrict tokens,
-                                   int64_t BT, int64_t C)
+                                   int64_t BT, int64_t C, int64_t V)
 {
     int64_t nblocks = (C + DDP_COL_BLOCK - 1) / DDP_COL_BLOCK;
     DDP_PARALLEL_FOR(BT * C)
     for (int64_t blk = 0; blk < nblocks; blk++) {
         int64_t c0 = blk * DDP_COL_BLOCK, c1 = ddp_min_i64(c0 + DDP_COL_BLOCK, C);
         for (int64_t bt = 0; bt < BT; bt++) {
+            if (tokens[bt] < 0 || tokens[bt] >= V)
+                continue;
             float *restrict dst = dwte + (int64_t)tokens[bt] * C;
             const float *restrict src = dout + bt * C;
             for (int64_t c = c0; c < c1; c++)
@@ -84,13 +88,13 @@ static void embedding_backward_wte(float *restrict dwte, const float *restrict d
 
 static int cpu_embedding_backward_f32(device *d, float *restrict dwte, float *restrict dwpe, const float *restrict dout,
                                       const int32_t *restrict tokens, const int32_t *doc_start, const int32_t *doc_end,
-                                      int64_t B, int64_t T, int64_t C, ddp_err *err)
+                                      int64_t B, int64_t T, int64_t C, int64_t V, ddp_err *err)
 {
     (void)d;
     int rc = dwpe ? device_cpu_check_docs("embedding_backward", doc_start, doc_end, B, T, err) : DDP_OK;
     if (rc)
         return rc;
-    embedding_backward_wte(dwte, dout, tokens, B * T, C);
+    embedding_backward_wte(dwte, dout, tokens, B * T, C, V);
     if (dwpe)
         add_position_sums(dwpe, dout, doc_start, doc_end, B, T, C);
     return DDP_OK;
@@ -111,6 +115,5 @@ int device_cpu_embedding_backward(device *d, tensor_dtype t, float *dwte, float 
                                   int64_t T, int64_t C, int64_t V, ddp_err *err)
 {
     (void)t;
-    (void)V;
-    return cpu_embedding_backward_f32(d, dwte, dwpe, dout, tokens, doc_start, doc_end, B, T, C, err);
+    return cpu_embedding_backward_f32(d, dwte, dwpe, dout, tokens, doc_start, doc_end, B, T, C, V, err);
 }

@@ -536,6 +536,22 @@ static void test_threads(void)
     arena_free();
 }
 
+/* Token ids outside [0, V) (a model's check passed over) add nothing to dwte's rows or to the rows
+ * before and after it, as on CUDA; the ids inside add their rows as always. */
+static void test_embedding_backward_bad_ids(void)
+{
+    enum { T = 5, C = 3, V = 2 };
+    const int32_t tok[T] = {1, -1, V, INT32_MIN, 0};
+    float dout[T * C], guarded[(V + 2) * C] = {0}, want[(V + 2) * C] = {0};
+    for (int i = 0; i < T * C; i++)
+        dout[i] = (float)(i + 1);
+    memcpy(want + 2 * C, dout, C * sizeof(float));      /* token 1 at position 0 */
+    memcpy(want + C, dout + 4 * C, C * sizeof(float));  /* token 0 at position 4 */
+    DEV(embedding_backward, TENSOR_F32, guarded + C, NULL, dout, tok, NULL, NULL, 1, T, C, V);
+    check_bits("embedding_backward", "ids outside [0, V) skipped, the rows around dwte untouched", want, guarded,
+               (V + 2) * C);
+}
+
 int main(void)
 {
     double t0 = now_s();
@@ -552,6 +568,7 @@ int main(void)
     test_embedding(3, 17, 37, 5, false, lens), test_embedding(4, 29, 13, 7, true, lens);
     test_embedding(2, 5, 9, 3, true, whole);
     test_embedding_no_positions(2, 7, 37, 5), test_embedding_no_positions(3, 17, 129, 50);
+    test_embedding_backward_bad_ids();
     test_layernorm(1, 1, 3.0, true), test_layernorm(1, 37, 0.0, true), test_layernorm(7, 37, 3.0, false);
     test_layernorm(7, 37, 3.0, true), test_layernorm(33, 129, -2.0, true);
     test_residual_layernorm(1, 1), test_residual_layernorm(7, 37), test_residual_layernorm(300, 333);
