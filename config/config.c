@@ -448,8 +448,8 @@ static int override_key(cfg_loader *L, int n, const char *text, size_t key_len, 
 }
 
 /* A shell's word `key=/data/run #2` is a value and a YAML comment, which would drop the rest of
- * what the user typed without a word: refused, so that it is quoted. */
-static int no_comment_after(const cfg_loader *L, const cfg_src *src, const char *value, size_t end, const char *key)
+ * what the user typed without a word: refused, so that it is quoted. end: where a node ends. */
+static int no_comment_at(const cfg_loader *L, const cfg_src *src, const char *value, size_t end, const char *key)
 {
     size_t at = 0; /* end counts characters (libyaml's marks), at bytes */
     for (size_t chars = 0; value[at] && chars < end; chars++)
@@ -460,6 +460,18 @@ static int no_comment_after(const cfg_loader *L, const cfg_src *src, const char 
     return cfg_error(L, (cfg_pos){src->source, 1, src->col_offset + (int)(end + blank) + 1}, key, "\"%.40s\" after "
                      "the value is a YAML comment, which drops it: quote the value if it belongs to it",
                      value + at + blank);
+}
+
+/* After the value and after each scalar in it: a block mapping or list (`key=path: /data #2`) ends
+ * only where the text does, past the comment, so its scalars' ends are where one begins. */
+static int no_comment_after(const cfg_loader *L, const cfg_src *src, yaml_document_t *doc, const char *value,
+                            const char *key)
+{
+    int rc = no_comment_at(L, src, value, yaml_document_get_root_node(doc)->end_mark.index, key);
+    for (yaml_node_t *nd = doc->nodes.start; !rc && nd < doc->nodes.top; nd++)
+        if (nd->type == YAML_SCALAR_NODE)
+            rc = no_comment_at(L, src, value, nd->end_mark.index, key);
+    return rc;
 }
 
 static int apply_override(cfg_loader *L, int n, const char *text)
@@ -497,7 +509,7 @@ static int apply_override(cfg_loader *L, int n, const char *text)
         if (root && !rc)
             rc = no_second_document(L, &parser, &src, cfg_key_at(k)->path);
         if (root && !rc)
-            rc = no_comment_after(L, &src, value, root->end_mark.index, cfg_key_at(k)->path);
+            rc = no_comment_after(L, &src, &doc, value, cfg_key_at(k)->path);
         else if (!root)
             rc = cfg_error(L, (cfg_pos){n, 1, src.col_offset + 1}, cfg_key_at(k)->path,
                            "expected %s, got nothing", expect);

@@ -94,6 +94,11 @@ static void test_bad_overrides(void)
     expect_fail(NULL, 1, (char *[]){"data.batch_size=64 #128"}, "<override 1>:1:20: data.batch_size:",
                 "\"#128\" after the value is a YAML comment");
     expect_fail(NULL, 1, (char *[]){"run.dir='/x' \t# y"}, "<override 1>:1:15: run.dir:", "YAML comment");
+    /* a block mapping or list ends where the text does, past the comment: its scalars' ends are looked at */
+    expect_fail(NULL, 1, (char *[]){"data=path: /data/run #2"}, "<override 1>:1:22: data:",
+                "\"#2\" after the value is a YAML comment");
+    expect_fail(NULL, 1, (char *[]){"model.mlp.hidden=- 256 #512"}, "<override 1>:1:24: model.mlp.hidden:",
+                "\"#512\" after the value is a YAML comment");
     /* libyaml's marks count characters: "é" is one, two bytes */
     expect_fail(NULL, 1, (char *[]){"run.dir=/runs/\xc3\xa9 #x"}, "<override 1>:1:17: run.dir:", "\"#x\" after");
     config accepted;
