@@ -474,7 +474,7 @@ static int ncclcomm_test(comm *c, comm_req *r, bool *done, ddp_err *err)
     *done = true;
     if (!slot_holds(im, r))
         return DDP_OK;
-    cudaError_t e = cudaEventQuery(im->slots[r->slot].done);
+    cudaError_t e = cuda_event_query(im->slots[r->slot].done);
     if (e == cudaErrorNotReady) {
         *done = false;
         return DDP_OK;

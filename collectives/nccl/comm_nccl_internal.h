@@ -17,6 +17,7 @@
 
 #include "collectives/comm.h"
 #include "runtime/base/worker.h"
+#include "runtime/device/cuda_query.h"
 
 /* Collectives in flight at once before issuing one more waits for the oldest. */
 #define NCCLCOMM_SLOTS 256

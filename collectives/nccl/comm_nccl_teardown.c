@@ -25,7 +25,7 @@ static const char *drain(ncclcomm_impl *im, char *why, size_t len)
         return NULL; /* nothing in flight, or the watchdog saw it all complete */
     double deadline = monotonic_s() + im->timeout_s;
     for (useconds_t nap = 100;; nap = nap < 10000 ? 2 * nap : nap) {
-        cudaError_t e = cudaEventQuery(s->done);
+        cudaError_t e = cuda_event_query(s->done);
         if (e == cudaSuccess)
             return NULL;
         if (e != cudaErrorNotReady) {

@@ -39,7 +39,7 @@ static scan scan_slots(ncclcomm_impl *im)
         if (st == SLOT_FREE)
             continue;
         if (st == SLOT_LAUNCHED) {
-            cudaError_t e = cudaEventQuery(sl->done);
+            cudaError_t e = cuda_event_query(sl->done);
             if (e == cudaSuccess) {
                 atomic_store(&sl->state, SLOT_FREE);
                 s.progressed = true;

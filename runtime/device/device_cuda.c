@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "runtime/base/log.h"
+#include "runtime/device/cuda_query.h"
 #include "runtime/device/device_cuda.h"
 #ifdef DDP_CUDA_EMULATION
 #include "cudaemu.h" /* the emulator's; on the include path of the emulated build only */
@@ -266,7 +267,7 @@ int device_cuda_timer_create(device *d, device_timer **out, ddp_err *err)
 static int timer_retire_oldest(device *d, device_timer *t, ddp_err *err)
 {
     float ms = 0;
-    cudaError_t done = cudaEventQuery(t->stop[t->first]);
+    cudaError_t done = cuda_event_query(t->stop[t->first]);
     if (done == cudaErrorNotReady)
         done = wait_event(impl_of(d), t->stop[t->first]);
     CUDA_TRY(done);
@@ -372,7 +373,7 @@ int device_cuda_stream_wait_compute(device *d, void *stream, ddp_err *err)
 /* Microseconds from event a to event b, once b has been reached (waiting only if it has not). */
 static int stamp_interval_us(cuda_impl *im, cudaEvent_t a, cudaEvent_t b, double *us, ddp_err *err)
 {
-    cudaError_t reached = cudaEventQuery(b);
+    cudaError_t reached = cuda_event_query(b);
     if (reached == cudaErrorNotReady)
         reached = wait_event(im, b);
     CUDA_TRY(reached);

@@ -203,9 +203,12 @@ static int lt_try(device *d, const lt_gemm *g, bool *fused, ddp_err *err)
     cuda_lt *lt = device_cuda_lt(d);
     *fused = false;
     /* cuBLASLt requires the GELU input's leading dimension to be a multiple of 8; below 16-byte
-     * alignment its GELU epilogues were wrong on an H100 (see the top of this file) */
+     * alignment its GELU epilogues were wrong on an H100 (see the top of this file). The bias's
+     * alignment cannot be promised to the heuristic, which may pick a kernel reading it in 16-byte
+     * vectors (a misaligned-address fault), so a bias below that is not fused either. */
     bool aligned = lt_alignment(g, g->a, g->lda) >= 16 && lt_alignment(g, g->b, g->ldb) >= 16 &&
-                   lt_alignment(g, g->y, g->n) >= 16 && (!g->aux || lt_alignment(g, g->aux, g->n) >= 16);
+                   lt_alignment(g, g->y, g->n) >= 16 && (!g->aux || lt_alignment(g, g->aux, g->n) >= 16) &&
+                   (!g->bias || lt_alignment(g, g->bias, 0) >= 16);
     int rc = !aligned || (g->aux && g->n % 8 != 0) ? DDP_OK : lt_run(d, lt, g, fused, err);
     if (!rc && !*fused && !lt->told_unfused) {
         lt->told_unfused = true;

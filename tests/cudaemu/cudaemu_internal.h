@@ -25,6 +25,10 @@ int emulated_cc_major();
 /* Records err as the last error (cudaGetLastError) and prints "cudaemu: <message>" to stderr.
  * Returns err so callers can `return fail(...)`. */
 cudaError_t fail(cudaError_t err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* cudaErrorNotReady, recorded as the last error without a message: a query of work not yet done
+ * is no failure, but the runtime keeps its code for cudaGetLastError all the same, so the next
+ * launch's check reports it unless the caller cleared it (PyTorch's event query does). */
+cudaError_t not_ready();
 
 /* The calling thread's device for a call that uses one: its cudaSetDevice choice, or device 0 when
  * it never chose and the machine has exactly one. Reports through fail() and returns -1 when the

@@ -537,7 +537,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
     cudaError_t err = stream_tail(stream, "cudaStreamQuery", &tail);
     if (err != cudaSuccess)
         return err;
-    return query_point(tail, "cudaStreamQuery") ? cudaSuccess : cudaErrorNotReady;
+    return query_point(tail, "cudaStreamQuery") ? cudaSuccess : not_ready();
 }
 
 cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)

@@ -25,6 +25,12 @@ cudaError_t fail(cudaError_t err, const char *fmt, ...)
     return err;
 }
 
+cudaError_t not_ready()
+{
+    last_error = cudaErrorNotReady;
+    return cudaErrorNotReady;
+}
+
 struct error_text {
     cudaError_t code;
     const char *name, *text;

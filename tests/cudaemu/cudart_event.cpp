@@ -4,7 +4,7 @@
  * An event names a point in a stream's queue (cudaemu_streams.cpp): cudaEventRecord queues a
  * marker that timestamps the point when it runs, cudaStreamWaitEvent makes another stream wait
  * for that point, a query runs at most one op toward it and says cudaErrorNotReady until it is
- * reached. An event belongs to the device current when it was made; recording, querying or
+ * reached (kept as the last error, as the runtime keeps it). An event belongs to the device current when it was made; recording, querying or
  * destroying it from a thread on another device is an error (waiting for it is allowed, as in
  * CUDA). Must not run or order work itself: the stream engine does. */
 #include "cudaemu_internal.h"
@@ -138,7 +138,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
     cudaError_t err = event_point(event, "cudaEventQuery", &rec);
     if (err != cudaSuccess || !rec)
         return err;
-    return query_point(rec->at, "cudaEventQuery") ? cudaSuccess : cudaErrorNotReady;
+    return query_point(rec->at, "cudaEventQuery") ? cudaSuccess : not_ready();
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
@@ -167,7 +167,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
     if (!a || !b)
         return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
     if (!point_reached(a->at) || !point_reached(b->at))
-        return cudaErrorNotReady; /* as CUDA: not an error to report, the work has not run yet */
+        return not_ready(); /* as CUDA: not an error to report, the work has not run yet */
     *ms = (float)(b->time_ms - a->time_ms);
     return cudaSuccess;
 }
