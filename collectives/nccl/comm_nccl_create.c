@@ -45,8 +45,8 @@ static int init_nccl(comm *c, ncclcomm_impl *im, int local_rc, ddp_err *err)
         return ddp_fail(err, DDP_ERUNTIME, "%s:%d: ncclGetUniqueId on rank 0: %s", __FILE__, __LINE__,
                         ncclGetErrorString((ncclResult_t)all[0]));
     if (all[1] > 0)
-        return ddp_fail(err, DDP_ERUNTIME, "rank %d could not set up its GPU for NCCL (its message says why), so "
-                        "no communicator was made", c->size - all[1]);
+        return ddp_fail(err, DDP_ERUNTIME, "rank %d failed its own part of the NCCL communicator's set-up (its "
+                        "message says why), so no communicator was made", c->size - all[1]);
     MPI_TRY(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, im->ctl));
     NCCL_TRY_MARK_FAILED(c, ncclCommInitRank(&im->nccl, c->size, id, c->rank));
     return DDP_OK;

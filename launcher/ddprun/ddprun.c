@@ -378,13 +378,25 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
                   int stop_signal)
 {
     launch_opts cur = *opts, *o = &cur;
-    static char hosts[HOSTS_LIST_MAX];
+    /* each attempt's -H list: discovery's, or the user's less the hosts dropped (never longer) */
+    size_t user_list = opts->hosts ? strlen(opts->hosts) + 1 : 0;
+    size_t want = user_list > DISCOVERY_LIST_MAX ? user_list : DISCOVERY_LIST_MAX;
+    static char *hosts;
+    static size_t hosts_cap;
+    if (want > hosts_cap) {
+        char *grown = realloc(hosts, want);
+        if (!grown) {
+            fprintf(stderr, "ddprun: out of memory\n");
+            return DDP_ERUNTIME;
+        }
+        hosts = grown, hosts_cap = want;
+    }
     static deadline_verdict noticed; /* the hosts restarts left out for their preemption notice */
     job_result r = {0};
     int code = 0;
     for (int attempt = 0;; attempt++) {
         int drc = o->discovery.cmd ? discover_attempt(o, cfg, attempt, &r, code, notice_avoided(&noticed), hosts,
-                                                      sizeof hosts)
+                                                      hosts_cap)
                                    : DDP_OK;
         if (drc != DDP_OK) return drc;
         argv_list cmd = {0};
@@ -422,7 +434,7 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
         const deadline_verdict *lost = notice ? &r.notice : &failed_lost;
         int slots_left;
         bool may_restart = attempt < o->max_restarts && (code == DDP_ERUNTIME || notice);
-        bool drop = may_restart && !o->discovery.cmd && ddprun_drop_hosts(o->hosts, lost, hosts, sizeof hosts,
+        bool drop = may_restart && !o->discovery.cmd && ddprun_drop_hosts(o->hosts, lost, hosts, hosts_cap,
                                                                            &slots_left);
         if ((code != DDP_ERUNTIME && !(notice && (drop || o->discovery.cmd))) ||
             attempt >= o->max_restarts || job_signals_seen() > 0 || cannot_start(r.wait_status) || refused) {

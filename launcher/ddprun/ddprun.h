@@ -146,9 +146,6 @@ const deadline_verdict *notice_avoided(deadline_verdict *all);
 #define DISCOVERY_HOSTS_MAX 256               /* hosts kept from one run; later lines are not read */
 #define DISCOVERY_LINE_MAX 510                /* a line's bytes, newline excluded */
 #define DISCOVERY_LIST_MAX (DISCOVERY_HOSTS_MAX * (DDP_HOST_NAME_MAX + 8)) /* the -H list it makes */
-/* Room for any -H list a restart runs on: a user's (one argument, which Linux bounds at
- * MAX_ARG_STRLEN, 128 KiB) or discovery's, each less the hosts dropped from it. */
-#define HOSTS_LIST_MAX (DISCOVERY_LIST_MAX > 131072 ? DISCOVERY_LIST_MAX : 131072)
 typedef struct discovery_opts {
     const char *cmd;      /* prints `host:slots` lines */
     int min_np, max_np;   /* --min-np (at least 1), --max-np (0: no limit) */
@@ -212,8 +209,8 @@ int ddprun_local_cores(void);
  * them into buf (size bytes; buf may be hosts itself) and their remaining slots into *slots_left.
  * False when there is no list, no host of it named (the verdict names hosts as the ranks saw their
  * names: an address or another spelling in the list matches none), no host would be left, or the
- * hosts left do not fit in buf (never with HOSTS_LIST_MAX bytes: a restart on some of them would
- * leave the others idle without a word). */
+ * hosts left do not fit in buf (never with strlen(hosts) + 1 bytes: a restart on some of them
+ * would leave the others idle without a word). */
 bool ddprun_drop_hosts(const char *hosts, const deadline_verdict *d, char *buf, size_t size, int *slots_left);
 
 /* The per-rank wrapper: runs argv[0] with argv, reports its failure, exits like it. */

@@ -149,23 +149,27 @@ bool hf_export_file(const char *name)
 {
     return !strcmp(name, HF_CONFIG) || !strcmp(name, HF_GENERATION_CONFIG) ||
            (starts(name, "model") && strstr(name, ".safetensors")) ||
-           /* the model's weights in other formats: transformers', TensorFlow's, Flax's, Meta's */
+           /* the model's weights in other formats (transformers', TensorFlow's, Flax's, Meta's and
+            * Mistral's consolidated files and params.json), and a PEFT adapter, which transformers
+            * loads over its base model instead of the folder's weights */
            starts(name, "pytorch_model") || starts(name, "tf_model") || starts(name, "flax_model") ||
-           ends(name, ".pth") || !strcmp(name, "original");
+           starts(name, "consolidated") || ends(name, ".pth") || !strcmp(name, "params.json") ||
+           starts(name, "adapter_model") || !strcmp(name, "adapter_config.json");
 }
 
-static bool tokenizer_file(const char *name)
+bool hf_tokenizer_file(const char *name)
 {
     for (int k = 0; tokenizer_files[k]; k++)
         if (!strcmp(name, tokenizer_files[k]))
             return true;
-    return false;
+    /* other tokenizers' files: tokenizer.model.v3, Mistral's tekken.json, tiktoken's ranks */
+    return starts(name, "tokenizer") || !strcmp(name, "tekken.json") || ends(name, ".tiktoken");
 }
 
 /* An export with a tokenizer of its own replaces the whole set: one of an earlier export's left
  * beside it (a chat_template.jinja, which transformers reads over tokenizer_config.json's; a
  * tokenizer.model, which converters read first) would be the other model's. */
-static bool export_or_tokenizer_file(const char *name) { return hf_export_file(name) || tokenizer_file(name); }
+static bool export_or_tokenizer_file(const char *name) { return hf_export_file(name) || hf_tokenizer_file(name); }
 
 static bool has_tokenizer(const char *source)
 {

@@ -13,9 +13,10 @@
  * mount point, or whose parent cannot be written, is written in place: its files renamed in one by
  * one, config.json last). An earlier export's files (hf_export_file) are not carried into the new
  * folder, which therefore holds no stale shard or index, nor the earlier model's weights in another
- * format; nor its tokenizer's files where the source has a tokenizer (the set is the source's
- * whole). Its other files (a README; the tokenizer, where the source has none) are. Must not know
- * any model or what config.json says. */
+ * format or an adapter; nor its tokenizer's files (hf_tokenizer_file) where the source has a
+ * tokenizer (the set is the source's whole). Its other files and its folders (a README; Meta's
+ * original/; the tokenizer, where the source has none) are. Must not know any model or what
+ * config.json says. */
 #ifndef DDP_HF_FOLDER_WRITE_H
 #define DDP_HF_FOLDER_WRITE_H
 
@@ -30,8 +31,12 @@
 
 /* config.json, generation_config.json, model*.safetensors or the index: a name an export writes or
  * leaves stale; or a model's weights in another format (pytorch_model*, tf_model*, flax_model*,
- * *.pth, Meta's original/), which an export replaces too. */
+ * consolidated*, *.pth, params.json) or a PEFT adapter's files, which an export replaces too. Files
+ * only: folders (Meta's original/) are carried. */
 bool hf_export_file(const char *name);
+/* A tokenizer's file (tokenizer*, vocab.json, merges.txt, the chat templates, tekken.json,
+ * *.tiktoken, ...): an export whose source has a tokenizer replaces the folder's whole set. */
+bool hf_tokenizer_file(const char *name);
 
 /* Writes the n tensors (distinct names) as the folder dir (created or replaced) as dtype (ST_F32 or ST_BF16),
  * shards of at most max_shard_bytes of tensor data, source's generation_config.json when source (a

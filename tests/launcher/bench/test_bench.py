@@ -382,7 +382,7 @@ def nccl_errors():
     rc, out, err = mpirun(2, ["allreduce", "--backend", "nccl"] + small, emu_env(2), timeout=60,
                           rank_env={1: {"DDP_TEST_NCCL_STALL": "soon"}})
     check(rc not in (0, None) and "DDP_TEST_NCCL_STALL=soon: expected RANK:SEQ" in err
-          and "rank 1 could not set up its GPU for NCCL" in err,
+          and "rank 1 failed its own part of the NCCL communicator's set-up" in err,
           "rank 1's set-up failing before the communicator: exit %s, stderr %s" % (rc, err[-600:]))
 
 

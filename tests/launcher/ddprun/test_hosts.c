@@ -58,8 +58,6 @@ static void test_drop_hosts(void)
           "one byte short: nothing dropped and buf untouched, rather than node3 left out without a word");
     CHECK(ddprun_drop_hosts("node2:1,node1:2", &d, buf, 8, &slots) && !strcmp(buf, "node1:2"),
           "a first entry needs no comma: %s", buf);
-    CHECK(HOSTS_LIST_MAX >= 131072 && HOSTS_LIST_MAX >= DISCOVERY_LIST_MAX,
-          "a restart's list holds any -H argument (at most 128 KiB) and discovery's");
 }
 
 /* A fleet of DEADLINE_HOSTS_MAX + 1 hosts of which all but the last are lost (a zone's spot

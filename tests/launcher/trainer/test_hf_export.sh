@@ -5,9 +5,11 @@
 #    file byte for byte, its tensors (read with the `safetensors` package) the fixture's by name,
 #    shape, dtype and bytes, and config.json holds every key of the fixture's (transformers_version
 #    aside) at the same value; a source folder's tokenizer files come along byte for byte;
-#    --force over another model's folder leaves none of its tokenizer's files (where the source
-#    has a tokenizer; the set whole where it has none) nor its weights in other formats, and keeps
-#    its README; without --force, a folder with weights in another format is refused;
+#    --force over another model's folder (also a mount point, written in place) leaves none of its
+#    tokenizer's files (where the source has a tokenizer; the set whole where it has none) nor its
+#    weights in other formats or adapter, and keeps its README and original/ folder, with no
+#    temporary left; without --force, a folder with weights in another format or a tokenizer's file
+#    is refused;
 #  - two training steps, exported in float32 and imported back (checkpoint.init_from, a still step):
 #    every parameter byte-identical (compared through `ckpt export --format llmc`); in bf16 every
 #    re-imported parameter is the float32 one rounded to nearest even (rounded here independently);
@@ -88,13 +90,16 @@ gpt2 "$TMP/ftok" "${STILL[@]}" checkpoint.init_from="$TMP/hftok" >"$TMP/ftok.log
 export_hf "$TMP/ftok/checkpoints/ckpt-00000001.ddp" "$TMP/ftokx" >"$TMP/ftokx.log" 2>&1
 check "a source with a tokenizer: its files in the export, byte for byte" \
     bash -c "for n in tokenizer.json tokenizer_config.json chat_template.jinja; do cmp '$TMP/hftok/'\$n '$TMP/ftokx/'\$n || exit 1; done"
-# --force over another model's folder: its tokenizer's files go with its weights in any format
-# (a tokenizer.model or vocab.json beside the new tokenizer.json, or a pytorch_model.bin beside the
-# new weights, would load as the other model's), the user's README stays
+# --force over another model's folder: its tokenizer's files go with its weights in any format and
+# an adapter (a tokenizer.model or vocab.json beside the new tokenizer.json, or a pytorch_model.bin
+# or adapter beside the new weights, would load as the other model's); the user's README and the
+# folders (Meta's original/) stay, and no temporary is left
+OLD_FILES="config.json tokenizer.model tokenizer.model.v3 tekken.json vocab.json merges.txt tokenizer.json
+           pytorch_model.bin consolidated.safetensors params.json adapter_config.json adapter_model.safetensors
+           README.md original/consolidated.00.pth"
 old_model() { # DIR: another model's folder, as the Hub gives it
     mkdir -p "$1/original"
-    for name in config.json tokenizer.model vocab.json merges.txt tokenizer.json pytorch_model.bin README.md \
-                original/consolidated.00.pth; do echo old >"$1/$name"; done
+    for name in $OLD_FILES; do echo old >"$1/$name"; done
 }
 old_model "$TMP/old"
 refused() { # DESCRIPTION PATTERN ARGS...: exit 2, stderr matching PATTERN
@@ -107,18 +112,28 @@ refused() { # DESCRIPTION PATTERN ARGS...: exit 2, stderr matching PATTERN
 mkdir "$TMP/bin" && echo old >"$TMP/bin/pytorch_model.bin"
 refused "a folder holding another format's weights" "already holds pytorch_model.bin; give --force" \
     "$TMP/ftok/checkpoints/ckpt-00000001.ddp" "$TMP/bin"
-export_hf --force "$TMP/ftok/checkpoints/ckpt-00000001.ddp" "$TMP/old" >/dev/null 2>&1
-check "--force over another model's folder: exit 0" [ $? -eq 0 ]
-check "its tokenizer's files and weights gone, the source's tokenizer and the README there: $(ls "$TMP/old" | tr '\n' ' ')" \
-    [ "$(ls "$TMP/old" | LC_ALL=C sort | tr '\n' ' ')" = "README.md chat_template.jinja config.json \
-generation_config.json model.safetensors tokenizer.json tokenizer_config.json " ]
-check "the tokenizer the source's" cmp "$TMP/hftok/tokenizer.json" "$TMP/old/tokenizer.json"
+mkdir "$TMP/tokonly" && echo old >"$TMP/tokonly/tokenizer.model"
+refused "a folder holding a tokenizer's files" "already holds tokenizer.model; give --force" \
+    "$TMP/ftok/checkpoints/ckpt-00000001.ddp" "$TMP/tokonly"
+NEW_FOLDER="README.md chat_template.jinja config.json generation_config.json model.safetensors original tokenizer.json \
+tokenizer_config.json "
+over_old_model() { # DIR WHAT: --force over old_model's DIR, from the source with a tokenizer
+    export_hf --force "$TMP/ftok/checkpoints/ckpt-00000001.ddp" "$1" >/dev/null 2>"$TMP/err"
+    check "$2: exit 0 (got $?)" [ $? -eq 0 ]
+    check "$2: the old tokenizer, weights and adapter gone, the source's tokenizer, README and original/ there: $(ls "$1" | tr '\n' ' ')" \
+        [ "$(ls "$1" | LC_ALL=C sort | tr '\n' ' ')" = "$NEW_FOLDER" ]
+    check "$2: original/ as it was" [ "$(cat "$1/original/consolidated.00.pth")" = old ]
+    check "$2: the tokenizer the source's" cmp "$TMP/hftok/tokenizer.json" "$1/tokenizer.json"
+    check "$2: no temporary left, no warning ($(head -c 300 "$TMP/err"))" \
+        bash -c '[ -z "$(ls -A "$1" "$(dirname "$1")" | grep "^\.")" ] && [ ! -s "$2" ]' _ "$1" "$TMP/err"
+}
+over_old_model "$TMP/old" "--force over another model's folder"
 old_model "$TMP/old2"
 export_hf --force "$F" "$TMP/old2" >/dev/null 2>&1
 check "--force from a source without a tokenizer: exit 0" [ $? -eq 0 ]
 check "the folder's tokenizer kept whole: $(ls "$TMP/old2" | tr '\n' ' ')" \
     [ "$(ls "$TMP/old2" | LC_ALL=C sort | tr '\n' ' ')" = "README.md config.json generation_config.json \
-merges.txt model.safetensors tokenizer.json tokenizer.model vocab.json " ]
+merges.txt model.safetensors original tekken.json tokenizer.json tokenizer.model tokenizer.model.v3 vocab.json " ]
 
 # ---- trained, exported, imported back ------------------------------------------------------
 gpt2 "$TMP/a" checkpoint.init_from="$HF" train.max_steps=2 >"$TMP/a.log" 2>&1
@@ -288,6 +303,9 @@ if tmpfs_at "$TMP/vol" 64m; then
     check "then an export that completes: exit 0 (got $?)" [ $? -eq 0 ]
     check "the folder whole again" \
         [ "$(ls -A "$TMP/vol" | tr '\n' ' ')" = "config.json generation_config.json model.safetensors notes.txt " ]
+    # another model's folder on a mount point: written in place, its folders kept
+    rm -r "$TMP/vol"/* && old_model "$TMP/vol"
+    over_old_model "$TMP/vol" "--force over another model's folder on a mount point"
 else
     echo "note: tmpfs mount-point case skipped (cannot mount a tmpfs here)"
 fi
