@@ -180,8 +180,10 @@ check "a still step from the stretched folder, no model.llama keys" [ $? -eq 0 ]
 got=$(resolved_model_keys "$TMP/s" llama factor low_freq_factor high_freq_factor original_max_position_embeddings)
 check "the resolved config holds config.json's rope_scaling ($got)" python3 -c 'import sys
 sys.exit([float(x) for x in sys.argv[1].split()] != [float(x) for x in sys.argv[2:]])' "$got" "$RF" "$RLOW" "$RHIGH" "$RORIG"
+# (bash -c: without pipefail, grep -q leaving before ckpt info has written all is no failure)
 check "the checkpoint's model holds the stretch" \
-    eval '"$DDPRUN" ckpt info "$TMP/s/checkpoints/ckpt-00000001.ddp" | grep -q "tie_embeddings=[01] rope_scaling=[0-9.]*,"'
+    bash -c '"$1" ckpt info "$2" | grep -q "tie_embeddings=[01] rope_scaling=[0-9.]*,"' _ "$DDPRUN" \
+    "$TMP/s/checkpoints/ckpt-00000001.ddp"
 export_hf "$TMP/s/checkpoints/ckpt-00000001.ddp" "$TMP/sx" >/dev/null 2>&1
 check "exported: the stretched fixture's model.safetensors byte for byte" cmp "$TMP/sx/model.safetensors" \
     "$HFS/model.safetensors"
