@@ -14,6 +14,7 @@
 #include "bench_report.h"
 #include "runtime/base/json_text.h"
 #include "runtime/base/log.h"
+#include "runtime/base/replace_file.h"
 
 /* Room for one host's GPU description (64 GPUs' lines and P2P matrix fit). */
 #define GPU_TEXT_MAX ((size_t)64 << 10)
@@ -215,12 +216,14 @@ static void json_ranks(FILE *f, const bench_run *run)
     }
 }
 
-int bench_write_json(const bench_run *run, long long wrong, double avg, ddp_err *err)
+typedef struct json_doc { const bench_run *run; long long wrong; double avg; } json_doc;
+
+static int write_json_doc(FILE *f, void *ctx, ddp_err *err)
 {
+    (void)err; /* a failed write is the stream's error, which replace_file_stream reports */
+    const json_doc *d = ctx;
+    const bench_run *run = d->run;
     const bench_opts *o = run->o;
-    FILE *f = fopen(o->json_path, "w");
-    if (!f)
-        return ddp_fail(err, DDP_ERUNTIME, "-J %s: cannot write: %m", o->json_path);
     fprintf(f, "{\"collective\": \"%s\", \"backend\": \"%s\", \"nranks\": %d,\n \"ranks\": [", run->coll->name,
             run->backend, run->id->size);
     json_ranks(f, run);
@@ -238,9 +241,15 @@ int bench_write_json(const bench_run *run, long long wrong, double avg, ddp_err 
         json_placement(f, "in_place", &x->p[1]);
         fprintf(f, "}%s\n", i + 1 < run->n_rows ? "," : "");
     }
-    fprintf(f, " ],\n \"summary\": {\"out_of_bounds\": %lld, \"ok\": %s, \"avg_busbw_gbs\": %.9g}}\n", wrong,
-            wrong ? "false" : "true", avg);
-    if (fclose(f) != 0)
-        return ddp_fail(err, DDP_ERUNTIME, "-J %s: write failed: %m", o->json_path);
+    fprintf(f, " ],\n \"summary\": {\"out_of_bounds\": %lld, \"ok\": %s, \"avg_busbw_gbs\": %.9g}}\n", d->wrong,
+            d->wrong ? "false" : "true", d->avg);
     return DDP_OK;
+}
+
+int bench_write_json(const bench_run *run, long long wrong, double avg, ddp_err *err)
+{
+    int rc = replace_file_stream(run->o->json_path, write_json_doc, &(json_doc){run, wrong, avg}, err);
+    if (rc != DDP_OK)
+        ddp_prefix(err, "-J");
+    return rc;
 }

@@ -293,6 +293,7 @@ def usage():
         check(needle in err, "%s: stderr lacks %r: %s" % (args, needle, err[-300:]))
         check(err.count("error: ddprun-bench") == 1, "%s: the usage error printed once" % args)
     nccl_unavailable()
+    json_whole()
     rc, out, err = mpirun(2, ["topo"], timeout=120)
     check(rc == 0, "topo: exit %s: %s" % (rc, err[-300:]))
     nodes = len([d for d in glob.glob("/sys/devices/system/node/node*") if re.search(r"node\d+$", d)])
@@ -303,6 +304,41 @@ def usage():
         check(gpus.startswith("no CUDA devices (this build of ddprun has no CUDA backend"), "topo: GPUs %s" % gpus)
     else:
         check(re.match(r"no CUDA devices \(.+\)$|\d+ \(CUDA driver", gpus), "topo: GPUs %s" % gpus)
+
+
+def json_whole():
+    """-J's file is written whole or not at all: on a filesystem with no room for the new one, the
+    job fails (exit 1, the cause named) and leaves the file already there as it was, with no
+    temporary beside it (writing in place truncated it and left part of the new one)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        small = os.path.join(tmp, "small")
+        os.mkdir(small)
+        # two pages: the old file's and the filler's; the new file (~4.5 KB) needs two of its own
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", small], capture_output=True).returncode:
+            print("note: -J on a full filesystem skipped (cannot mount a tmpfs here)", file=sys.stderr)
+            return
+        try:
+            path, old = os.path.join(small, "out.json"), '{"earlier": "run"}\n'
+            with open(path, "w") as f:
+                f.write(old)
+            fill = os.open(os.path.join(small, "fill"), os.O_WRONLY | os.O_CREAT)
+            try:
+                while os.write(fill, b"x" * 512) > 0:
+                    pass
+            except OSError:
+                pass
+            os.close(fill)
+            rc, out, err = mpirun(2, ["allreduce", "-b", "8", "-e", "1M", "-n", "1", "-w", "0", "-J", path],
+                                  backend_args("mpi", 2)[1], timeout=120)
+            check(rc == 1, "-J full: exit %s, wanted 1: %s" % (rc, err[-300:]))
+            check(re.search(r"error: ddprun-bench: -J: \S*small/\.out\.json\.tmp\.\d+: .*No space left", err),
+                  "-J full: the failed write named: %s" % err[-300:])
+            with open(path) as f:
+                check(f.read() == old, "-J full: the earlier file kept as it was")
+            check(sorted(os.listdir(small)) == ["fill", "out.json"], "-J full: left %s" % os.listdir(small))
+        finally:
+            if subprocess.run(["umount", small]).returncode:
+                subprocess.run(["umount", "-l", small])
 
 
 def abort():
