@@ -7,6 +7,7 @@
  * (the file read up to a size limit, CFG_MAX_DEPTH nesting checked on libyaml's events before its
  * document loader runs) and YAML's explicit tags. Reads only the one YAML file. */
 #include "config_internal.h"
+#include "runtime/base/affix.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/read_whole.h"
 
@@ -491,7 +492,7 @@ static int apply_override(cfg_loader *L, int n, const char *text)
     if (!value[strspn(value, " \t")] && (key->type == KT_OPT_PATH || key->type == KT_COMMAND))
         value = "''";
     /* the same text in a file is a plain scalar: here it would begin a document of its own */
-    if ((!strncmp(value, "---", 3) || !strncmp(value, "...", 3)) && strchr(" \t\r\n", value[3]))
+    if ((has_prefix(value, "---") || has_prefix(value, "...")) && strchr(" \t\r\n", value[3]))
         return cfg_error(L, (cfg_pos){n, 1, src.col_offset + 1}, cfg_key_at(k)->path, "a value beginning %.3s "
                          "would begin a YAML document: quote it", value);
     yaml_parser_t parser;

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/affix.h"
+
 #define MODEL_OFF offsetof(config, model.opts)
 
 /* Rows beyond CFG_MAX_KEYS are not copied: config_load refuses such a table (cfg_key_count) first. */
@@ -88,7 +90,7 @@ static const model_hash_rule *hash_rule_of(const cfg_key *k)
 {
     const cfg_model_section *s = section_of(k->path);
     for (int i = 0; s && i < s->kind->n_hash_rules; i++)
-        if (!strncmp(k->path, s->kind->hash_rules[i].prefix, strlen(s->kind->hash_rules[i].prefix)))
+        if (has_prefix(k->path, s->kind->hash_rules[i].prefix))
             return &s->kind->hash_rules[i];
     return NULL;
 }

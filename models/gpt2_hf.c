@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/affix.h"
 #include "lm_hf.h"
 
 #define MAX_DIM (1 << 24)
@@ -123,7 +124,7 @@ bool gpt2_hf_layout(const gpt2_shape *s, const param_tensor *t, int64_t dims[2],
     dims[0] = t->shape[0], dims[1] = t->ndim > 1 ? t->shape[1] : 0;
     if (!strcmp(t->name, "wte.weight"))
         dims[0] = s->vocab_size; /* our padding rows are not stored */
-    bool conv1d = !strncmp(t->name, "h.", 2) && t->ndim == 2;
+    bool conv1d = has_prefix(t->name, "h.") && t->ndim == 2;
     if (conv1d)
         dims[0] = t->shape[1], dims[1] = t->shape[0];
     return conv1d;
@@ -165,18 +166,12 @@ static int import_tensor(const lm_hf_import *im, const param_tensor *t, const st
     return ok ? DDP_OK : ddp_fail(err, DDP_ERUNTIME, "%s: out of memory", im->w->path);
 }
 
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !strcmp(s + n - k, suffix);
-}
-
 /* A tensor of the folder that is none of ours: a mask buffer (skipped), a tied lm_head (must equal
  * wte), nothing else. */
 static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
 {
     const lm_hf_import *im = ctx;
-    if (ends_with(t->name, ".attn.bias") || ends_with(t->name, ".attn.masked_bias"))
+    if (has_suffix(t->name, ".attn.bias") || has_suffix(t->name, ".attn.masked_bias"))
         return DDP_OK;
     if (strcmp(t->name, "lm_head.weight"))
         return ddp_fail(err, DDP_EUSAGE, "%s: tensor %s is not one of GPT-2's", hf_weights_file_of(im->w, t), t->name);

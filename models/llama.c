@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "gpt2.h"
+#include "runtime/base/affix.h"
 #include "runtime/base/exact_double.h"
 #include "runtime/base/rng.h"
 
@@ -344,7 +345,7 @@ static bool parse_rope_scaling(const char **text, llama_shape *s)
     *r = LLAMA_ROPE_UNSCALED;
     long long positions = 0;
     int end = -1;
-    if (strncmp(*text, " rope_scaling=", 14))
+    if (!has_prefix(*text, " rope_scaling="))
         return true;
     *r = (llama_rope_scaling){0};
     sscanf(*text, " rope_scaling=%lf,%lf,%lf,%lld%n", &r->factor, &r->low_freq_factor, &r->high_freq_factor,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/affix.h"
 #include "lm_hf.h"
 
 #define MAX_DIM (1 << 24)
@@ -344,19 +345,13 @@ static int import_tensor(const lm_hf_import *im, const param_tensor *t, const st
     return DDP_OK;
 }
 
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !strcmp(s + n - k, suffix);
-}
-
 /* A tensor of the folder that is none of ours: a RoPE buffer (skipped), a tied lm_head (must equal
  * embed_tokens), nothing else. */
 static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
 {
     const lm_hf_import *im = ctx;
     const llama_shape *s = &im->shape->llama;
-    if (ends_with(t->name, ".rotary_emb.inv_freq"))
+    if (has_suffix(t->name, ".rotary_emb.inv_freq"))
         return DDP_OK;
     const llama_family *fam = im->imp->ctx;
     if (strcmp(t->name, "lm_head.weight") || !s->tie_embeddings)

@@ -20,6 +20,7 @@
 
 #include "collectives/comm.h"
 #include "runtime/cloud/cloud_notice.h"
+#include "runtime/base/affix.h"
 #include "runtime/base/clock.h"
 #include "runtime/ckpt/ckpt.h"
 
@@ -122,8 +123,8 @@ static bool parse_tag(const char *line, int *rank, bool *is_err, const char **pa
     int job, r, used = 0;
     if (sscanf(line, "[%d,%d]%n", &job, &r, &used) != 2 || used == 0) return false;
     const char *p = line + used;
-    if (strncmp(p, "<stdout>:", 9) == 0) *is_err = false;
-    else if (strncmp(p, "<stderr>:", 9) == 0) *is_err = true;
+    if (has_prefix(p, "<stdout>:")) *is_err = false;
+    else if (has_prefix(p, "<stderr>:")) *is_err = true;
     else return false;
     *rank = r;
     *payload = p + 9;
@@ -163,7 +164,7 @@ static void parse_deadline(output_filter *f, const char *text)
 {
     deadline_verdict *d = &f->deadline;
     const char *p = strstr(text, COMM_DEADLINE_NOT_ARRIVED);
-    if (d->seen_s > 0 || strncmp(text, COMM_DEADLINE_VERDICT, strlen(COMM_DEADLINE_VERDICT)) != 0)
+    if (d->seen_s > 0 || !has_prefix(text, COMM_DEADLINE_VERDICT))
         return;
     d->seen_s = monotonic_s();
     d->what = strstr(text, COMM_PHASE_RESUME ")") ? "the resume's collective deadline (checkpoint.resume_timeout_s)"
@@ -179,7 +180,7 @@ static void parse_deadline(output_filter *f, const char *text)
     while ((used = 0, sscanf(p, "rank %d (host %255[^)])%n", &rank, host, &used)) == 2 && used > 0) {
         verdict_add_host(d, host, strlen(host));
         p += used;
-        if (strncmp(p, ", ", 2) != 0) break;
+        if (!has_prefix(p, ", ")) break;
         p += 2;
     }
     const char *on = strstr(p, COMM_DEADLINE_ON_HOSTS);
@@ -200,7 +201,7 @@ const deadline_verdict *output_notice(const output_filter *f) { return &f->notic
 static const char *tag_host(const char *line, const char **end)
 {
     const char *host = strchr(line, ' ') ? strchr(strchr(line, ' ') + 1, ' ') : NULL;
-    if (strncmp(line, "[rank ", 6) != 0 || !host || !(*end = strchr(++host, ']')))
+    if (!has_prefix(line, "[rank ") || !host || !(*end = strchr(++host, ']')))
         return NULL;
     return host;
 }
@@ -209,7 +210,7 @@ static const char *tag_host(const char *line, const char **end)
 static void note_notice(output_filter *f, const char *line)
 {
     const char *end, *host = tag_host(line, &end);
-    if (!host || strncmp(end, "] warning: " CLOUD_NOTICE_STOP, strlen("] warning: " CLOUD_NOTICE_STOP)) != 0)
+    if (!host || !has_prefix(end, "] warning: " CLOUD_NOTICE_STOP))
         return;
     if (f->notice.seen_s <= 0)
         f->notice = (deadline_verdict){.seen_s = monotonic_s(), .what = "a preemption notice"};
@@ -399,7 +400,7 @@ static void handle_line(output_filter *f, int s, const char *line)
         handle_tagged(f, s, rank, is_err, payload);
         return;
     }
-    if (strncmp(line, "mpirun: Forwarding signal", 25) == 0) return; /* ddprun already said so */
+    if (has_prefix(line, "mpirun: Forwarding signal")) return; /* ddprun already said so */
     if (is_dashed_line(line) && f->in_long_block[s]) { /* the closing line opens nothing */
         f->in_long_block[s] = false;
         emit(s == 1, line);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/base/affix.h"
 #include "runtime/base/open_input.h"
 #include "runtime/base/read_whole.h"
 #include "json_doc.h"
@@ -137,24 +138,16 @@ static int write_file(const folder *x, const char *name, replace_file_stream_wri
     return replace_file_stream(path, w, ctx, err);
 }
 
-static bool starts(const char *name, const char *prefix) { return !strncmp(name, prefix, strlen(prefix)); }
-
-static bool ends(const char *name, const char *suffix)
-{
-    size_t n = strlen(name), k = strlen(suffix);
-    return n >= k && !strcmp(name + n - k, suffix);
-}
-
 bool hf_export_file(const char *name)
 {
     return !strcmp(name, HF_CONFIG) || !strcmp(name, HF_GENERATION_CONFIG) ||
-           (starts(name, "model") && strstr(name, ".safetensors")) ||
+           (has_prefix(name, "model") && strstr(name, ".safetensors")) ||
            /* the model's weights in other formats (transformers', TensorFlow's, Flax's, Meta's and
             * Mistral's consolidated files and params.json), and a PEFT adapter, which transformers
             * loads over its base model instead of the folder's weights */
-           starts(name, "pytorch_model") || starts(name, "tf_model") || starts(name, "flax_model") ||
-           starts(name, "consolidated") || ends(name, ".pth") || !strcmp(name, "params.json") ||
-           starts(name, "adapter_model") || !strcmp(name, "adapter_config.json");
+           has_prefix(name, "pytorch_model") || has_prefix(name, "tf_model") || has_prefix(name, "flax_model") ||
+           has_prefix(name, "consolidated") || has_suffix(name, ".pth") || !strcmp(name, "params.json") ||
+           has_prefix(name, "adapter_model") || !strcmp(name, "adapter_config.json");
 }
 
 bool hf_tokenizer_file(const char *name)
@@ -163,7 +156,7 @@ bool hf_tokenizer_file(const char *name)
         if (!strcmp(name, tokenizer_files[k]))
             return true;
     /* other tokenizers' files: tokenizer.model.v3, Mistral's tekken.json, tiktoken's ranks */
-    return starts(name, "tokenizer") || !strcmp(name, "tekken.json") || ends(name, ".tiktoken");
+    return has_prefix(name, "tokenizer") || !strcmp(name, "tekken.json") || has_suffix(name, ".tiktoken");
 }
 
 /* An export with a tokenizer of its own replaces the whole set: one of an earlier export's left
