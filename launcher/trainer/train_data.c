@@ -13,6 +13,7 @@
 #include "runtime/base/dirs.h"
 #include "runtime/base/fnv1a.h"
 #include "runtime/base/log.h"
+#include "runtime/data/token_shards.h"
 #include "runtime/hf/hf_vocab.h"
 #include "train_agree.h"
 #include "train_fault.h"
@@ -23,7 +24,7 @@ static void warn_unread_masks(const train_job *t)
 {
     const config *c = t->cfg;
     char mask[CFG_PATH_MAX + 32];
-    snprintf(mask, sizeof mask, "%s/train_000000.mask", c->data.path);
+    token_shard_file_name(mask, sizeof mask, c->data.path, "train", 0, "mask");
     if (!c->data.packed && t->ctl->rank == 0 && access(mask, F_OK) == 0)
         log_warn("%s: data.path %s holds loss masks and document lengths (scripts/prepare-chat's .mask and "
                  ".docs), which data.packed: false leaves unread: every token is trained on, prompts included, "

@@ -320,9 +320,9 @@ int doc_packing_open(const char *dir, const char *split, const token_shards *s, 
     pieces pc = {0};
     char path[4200];
     for (int64_t k = 0; !rc && k < s->count; k++) {
-        snprintf(path, sizeof path, "%s/%s_%06lld.docs", dir, split, (long long)k);
+        token_shard_file_name(path, sizeof path, dir, split, k, "docs");
         rc = read_docs(path, s, k, T, &pc, p, err);
-        snprintf(path, sizeof path, "%s/%s_%06lld.mask", dir, split, (long long)k);
+        token_shard_file_name(path, sizeof path, dir, split, k, "mask");
         if (!rc)
             rc = map_mask(path, s, k, p, err);
     }

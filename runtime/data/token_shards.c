@@ -148,12 +148,17 @@ static int check_numbering(const char *dir, const char *split, const int32_t *nu
     return DDP_OK;
 }
 
+int token_shard_file_name(char *out, size_t n, const char *dir, const char *split, int64_t k, const char *ext)
+{
+    return snprintf(out, n, "%s/%s_%06lld.%s", dir, split, (long long)k, ext);
+}
+
 static char *shard_path(const char *dir, const char *split, int64_t k)
 {
-    int len = snprintf(NULL, 0, "%s/%s_%06lld.bin", dir, split, (long long)k);
+    int len = token_shard_file_name(NULL, 0, dir, split, k, "bin");
     char *path = len < 0 ? NULL : malloc((size_t)len + 1);
     if (path)
-        snprintf(path, (size_t)len + 1, "%s/%s_%06lld.bin", dir, split, (long long)k);
+        token_shard_file_name(path, (size_t)len + 1, dir, split, k, "bin");
     return path;
 }
 

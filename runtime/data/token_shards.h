@@ -57,6 +57,9 @@ int token_shards_open(const char *dir, const char *split, token_shards *out, ddp
 int token_shards_check_same_format(const token_shards *a, const token_shards *b, ddp_err *err);
 /* Unmaps and frees everything; leaves *s zeroed. Safe on a zeroed struct. */
 void token_shards_close(token_shards *s);
+/* "DIR/SPLIT_NNNNNN.EXT", the name of shard k's file of kind ext ("bin"; scripts/prepare-chat's
+ * "docs" and "mask" beside it), into out (n bytes; NULL when n is 0): snprintf's count. */
+int token_shard_file_name(char *out, size_t n, const char *dir, const char *split, int64_t k, const char *ext);
 
 /* Non-overlapping training windows of T (>= 1) tokens: (total - 1) / T; 0 when T < 1. */
 int64_t token_shards_windows(const token_shards *s, int64_t T);
