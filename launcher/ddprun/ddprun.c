@@ -430,10 +430,10 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
         bool fetched = cfg && cfg->checkpoint.download_cmd[0];
         bool notice = attempt < o->max_restarts && notice_restarts(&r, code, fetched);
         deadline_verdict failed_lost, failed_noticed;
-        failure_lost_hosts(&r, fetched, &failed_lost, &failed_noticed);
+        bool may_restart = attempt < o->max_restarts && (code == DDP_ERUNTIME || notice);
+        failure_lost_hosts(&r, fetched, may_restart && !notice, &failed_lost, &failed_noticed);
         const deadline_verdict *lost = notice ? &r.notice : &failed_lost;
         int slots_left;
-        bool may_restart = attempt < o->max_restarts && (code == DDP_ERUNTIME || notice);
         bool drop = may_restart && !o->discovery.cmd && ddprun_drop_hosts(o->hosts, lost, hosts, hosts_cap,
                                                                            &slots_left);
         if ((code != DDP_ERUNTIME && !(notice && (drop || o->discovery.cmd))) ||

@@ -47,7 +47,8 @@ typedef struct rank_failure {
 
 /* A collective deadline's verdict seen in a rank's output (collectives/comm.h): the ranks that
  * did not arrive, and their hosts without repeats. Also a line after which a rank may not end
- * (the NCCL watchdog's abort, a checkpoint write given up), which names no rank: seen_s alone. The
+ * (the NCCL watchdog's abort, a checkpoint write given up, a rank's own deadline ending it:
+ * launcher/shared/rank_ends.h), which names no rank: seen_s alone. The
  * same record holds the hosts whose preemption notice stopped the job (output_notice). */
 #define DEADLINE_HOSTS_MAX 256 /* as many as discovery keeps (DISCOVERY_HOSTS_MAX): a spot fleet's notices */
 typedef struct deadline_verdict {
@@ -133,9 +134,9 @@ void report(const job_result *r, int code);
 bool notice_restarts(const job_result *r, int code, bool fetched);
 /* After an attempt that failed: r's hosts whose ranks did not arrive, and those whose preemption
  * notice came (the machine taken before the stop's save, or a resume's download, ended), but this
- * host and, unless fetched, rank 0's (as notice_restarts keeps them); the noticed ones also into
- * noticed. */
-void failure_lost_hosts(const job_result *r, bool fetched, deadline_verdict *lost, deadline_verdict *noticed);
+ * host and, unless fetched, rank 0's (as notice_restarts keeps them), each kept one named on
+ * stderr when say; the noticed ones also into noticed. */
+void failure_lost_hosts(const job_result *r, bool fetched, bool say, deadline_verdict *lost, deadline_verdict *noticed);
 /* Adds the hosts of notice to all (those a job restarted without, for host discovery to leave
  * out while its command still lists them). */
 void notice_remember(deadline_verdict *all, const deadline_verdict *notice);

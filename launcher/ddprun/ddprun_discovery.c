@@ -40,7 +40,9 @@ typedef struct fleet {
     bool unread; /* it listed more hosts than were read (--max-np slots or DISCOVERY_HOSTS_MAX hosts) */
 } fleet;
 
-/* One line of CMD's output (no newline) into f; false with why set when it is not `host:slots`. */
+/* One line of CMD's output (no newline) into f; false with why set when it is not `host:slots`,
+ * or names a host listed before with other slots. A repeat of a line is taken once: a cloud's API
+ * may list an instance twice for a moment, and an elastic job should not end for it. */
 static bool parse_line(const char *line, fleet *f, char *why, size_t cap)
 {
     size_t name_len;
@@ -49,7 +51,9 @@ static bool parse_line(const char *line, fleet *f, char *why, size_t cap)
         return false;
     for (int h = 0; h < f->n_hosts; h++)
         if (strlen(f->names[h]) == name_len && !strncmp(f->names[h], line, name_len)) {
-            snprintf(why, cap, "host %s is listed twice", f->names[h]);
+            if (f->slots[h] == slots)
+                return true;
+            snprintf(why, cap, "host %s is listed twice, with %d and %d slots", f->names[h], f->slots[h], slots);
             return false;
         }
     snprintf(f->names[f->n_hosts], DDP_HOST_NAME_MAX, "%.*s", (int)name_len, line);

@@ -16,8 +16,9 @@
  * Signal handlers only write to a self-pipe; all work happens in the poll loop. The stop signals
  * are blocked across fork until the child has its default handlers, so one meant for mpirun (a
  * second stop, ddprun's death) is not swallowed by ddprun's handler in the child. Once a rank has
- * given a collective deadline's verdict, mpirun gets END_AFTER_VERDICT_S to end the job before
- * ddprun ends it (mpirun waits forever for the daemons of a host it can no longer reach).
+ * given a collective deadline's verdict, or ended on an error that may leave it held (ddprun_output.c),
+ * mpirun gets END_AFTER_VERDICT_S to end the job before ddprun ends it (mpirun waits forever for
+ * the daemons of a host it can no longer reach, or for a process held in the kernel).
  * This file does not build command lines or choose exit codes. Test-only (runtime/base/
  * test_fault.h): `fork-pause:0:0:SECONDS` holds the child SECONDS in that window. */
 #include "ddprun.h"

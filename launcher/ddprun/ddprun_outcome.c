@@ -68,10 +68,31 @@ static bool is_this_host(const char *host)
     return !strcmp(host, name);
 }
 
-/* Whether the next attempt must keep noticed host h: ddprun's own, or rank 0's with its checkpoints. */
+/* Whether the next attempt must keep host h, noticed or not arrived: ddprun's own, or rank 0's with
+ * its checkpoints (a restart without it would find none there and start again from step 0). */
 static bool kept_host(const job_result *r, const char *h, bool fetched)
 {
     return is_this_host(h) || (!fetched && (!r->rank0_host[0] || !strcmp(h, r->rank0_host)));
+}
+
+static const char *kept_why(const char *h)
+{
+    return is_this_host(h) ? "this is ddprun's host"
+                           : "rank 0 saved its checkpoints there, and no checkpoint.download_cmd fetches them";
+}
+
+/* h into lost (and noticed, unless NULL) unless the next attempt must keep it, said when say. */
+static void lose_host(const job_result *r, const char *h, bool fetched, bool say, deadline_verdict *lost,
+                      deadline_verdict *noticed)
+{
+    if (kept_host(r, h, fetched)) {
+        if (say)
+            fprintf(stderr, "ddprun: a restart would not leave out %s: %s\n", h, kept_why(h));
+        return;
+    }
+    verdict_add_host(lost, h, strlen(h));
+    if (noticed)
+        verdict_add_host(noticed, h, strlen(h));
 }
 
 bool notice_restarts(const job_result *r, int code, bool fetched)
@@ -81,8 +102,7 @@ bool notice_restarts(const job_result *r, int code, bool fetched)
     for (int i = 0; i < r->notice.n_hosts; i++) {
         const char *h = r->notice.hosts[i];
         if (kept_host(r, h, fetched)) {
-            fprintf(stderr, "ddprun: not restarting without %s: %s\n", h, is_this_host(h) ? "this is ddprun's host"
-                    : "rank 0 saved its checkpoints there, and no checkpoint.download_cmd fetches them");
+            fprintf(stderr, "ddprun: not restarting without %s: %s\n", h, kept_why(h));
             return false;
         }
     }
@@ -100,16 +120,16 @@ const deadline_verdict *notice_avoided(deadline_verdict *all)
     return all;
 }
 
-void failure_lost_hosts(const job_result *r, bool fetched, deadline_verdict *lost, deadline_verdict *noticed)
+void failure_lost_hosts(const job_result *r, bool fetched, bool say, deadline_verdict *lost, deadline_verdict *noticed)
 {
     *lost = r->deadline;
+    lost->n_hosts = 0;
     *noticed = (deadline_verdict){.what = r->notice.what};
+    for (int i = 0; i < r->deadline.n_hosts; i++)
+        lose_host(r, r->deadline.hosts[i], fetched, say, lost, NULL);
     for (int i = 0; i < r->notice.n_hosts; i++) {
         const char *h = r->notice.hosts[i];
-        if (kept_host(r, h, fetched))
-            continue;
-        verdict_add_host(lost, h, strlen(h));
-        verdict_add_host(noticed, h, strlen(h));
+        lose_host(r, h, fetched, say && !verdict_has_host(&r->deadline, h, strlen(h)), lost, noticed);
     }
 }
 

@@ -23,6 +23,7 @@
 #include "runtime/base/affix.h"
 #include "runtime/base/clock.h"
 #include "runtime/ckpt/ckpt.h"
+#include "launcher/shared/rank_ends.h"
 
 /* A line longer than this is emitted in pieces rather than buffered without bound. */
 #define LINE_MAX_BYTES (1u << 20)
@@ -156,8 +157,17 @@ static void parse_status(output_filter *f, const char *text)
 /* Whether line is the NCCL watchdog's last before it ends its rank (comm.h). */
 static bool watchdog_aborts(const char *line)
 {
-    size_t n = strlen(line), end = strlen(COMM_WATCHDOG_ABORT_END);
-    return strstr(line, COMM_WATCHDOG_ABORT) && n >= end && strcmp(line + n - end, COMM_WATCHDOG_ABORT_END) == 0;
+    return strstr(line, COMM_WATCHDOG_ABORT) && has_suffix(line, COMM_WATCHDOG_ABORT_END);
+}
+
+/* What a rank's error line that ends its rank, and may leave it held (by a stuck checkpoint write,
+ * or whatever kept its stop request or its MPI start-up from finishing), was; NULL for another. */
+static const char *rank_held_end(const char *line)
+{
+    if (strstr(line, CKPT_WRITE_GIVEN_UP)) return "a checkpoint write given up";
+    if (strstr(line, RANK_END_STOP_UNANSWERED)) return "a rank's stop request left unanswered";
+    if (strstr(line, RANK_END_START_UNFINISHED)) return "a rank's MPI start-up left unfinished";
+    return NULL;
 }
 
 static void parse_deadline(output_filter *f, const char *text)
@@ -385,9 +395,8 @@ static void rank_line(output_filter *f, int rank, bool is_err, char *joined)
         parse_deadline(f, verdict);
     else if (f->deadline.seen_s <= 0 && watchdog_aborts(joined)) /* no rank named: NCCL cannot tell which */
         f->deadline = (deadline_verdict){.seen_s = monotonic_s(), .what = "the NCCL watchdog's abort"};
-    else if (f->deadline.seen_s <= 0 && strstr(joined, CKPT_WRITE_GIVEN_UP)) /* its rank ends at once, unless
-                                                                              * the stuck write holds it */
-        f->deadline = (deadline_verdict){.seen_s = monotonic_s(), .what = "a checkpoint write given up"};
+    else if (f->deadline.seen_s <= 0 && rank_held_end(joined)) /* its rank ends at once, unless held */
+        f->deadline = (deadline_verdict){.seen_s = monotonic_s(), .what = rank_held_end(joined)};
     free(joined);
 }
 

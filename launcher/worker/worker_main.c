@@ -27,6 +27,7 @@
 #include "runtime/cloud/cloud_notice.h"
 #include "launcher/trainer/train.h"
 #include "launcher/trainer/train_agree.h"
+#include "launcher/shared/rank_ends.h"
 #include "launcher/shared/stop_signals.h"
 
 /* The stop signals (stop_signals.h: "checkpoint and stop") are blocked in every thread and
@@ -66,7 +67,7 @@ static _Noreturn void end_unanswered_stop(double waited_s, const char *limit)
         activity_get(doing, sizeof doing);
     }
     int code = train_checkpoint_safe ? DDP_EPREEMPTED : DDP_ERUNTIME;
-    log_error("the stop request was not answered within %.0f s (%s): this rank was %s; ending the job "
+    log_error(RANK_END_STOP_UNANSWERED "%.0f s (%s): this rank was %s; ending the job "
               "(exit %d: %s)", waited_s, limit, doing, code,
               code == DDP_EPREEMPTED ? "the last checkpoint is complete, resume with the same command"
               : stop_rank == 0       ? "no checkpoint of this job to resume from"
@@ -76,7 +77,7 @@ static _Noreturn void end_unanswered_stop(double waited_s, const char *limit)
 
 static _Noreturn void end_unstarted_mpi(double waited_s)
 {
-    log_error("MPI's start-up (MPI_Init, the first collectives) did not finish within %.0f s (ddp.timeout_s): a "
+    log_error(RANK_END_START_UNFINISHED "%.0f s (ddp.timeout_s): a "
               "rank of the job never reached it (its program or libraries on a stalled file system, its host "
               "unreachable); ending the job", waited_s);
     _exit(DDP_ERUNTIME);

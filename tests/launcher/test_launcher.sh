@@ -257,6 +257,13 @@ discover disc_bad 'hostA:2\nhostB 3'
 run disc_bad --host-discovery "$tmp/disc_bad.sh" --dry-run "$config"
 check "discovery: a bad line is a usage error (exit $rc)" [ $rc -eq 2 ]
 check "discovery: ... naming the line" contains $err "line 2: \"hostB 3\": expected host:slots"
+discover disc_dup 'hostA:2\nhostB:1\nhostA:2'
+run disc_dup --host-discovery "$tmp/disc_dup.sh" --dry-run "$config"
+check "discovery: a line repeated whole counts once (exit $rc)" contains $out " -np 3 -H hostA:2,hostB:1 "
+discover disc_dup_slots 'hostA:2\nhostA:3'
+run disc_dup_slots --host-discovery "$tmp/disc_dup_slots.sh" --dry-run "$config"
+check "discovery: a host listed again with other slots is a usage error (exit $rc)" [ $rc -eq 2 ]
+check "discovery: ... naming both" contains $err "line 2: \"hostA:3\": host hostA is listed twice, with 2 and 3 slots"
 discover disc_small 'hostA:1'
 # 5 s: asked again at 2 and 4 s, so twice at least however slow a loaded machine runs the first one
 run disc_small --host-discovery "$tmp/disc_small.sh" --min-np 2 --discovery-wait 5 --dry-run "$config"

@@ -4,7 +4,7 @@
  * rest); and the restart's list after a
  * collective deadline: the named hosts left out (as many as discovery lists), and nothing claimed
  * dropped when the verdict names no host of the list (an address in -H, a host name in the
- * verdict). */
+ * verdict); and which hosts a failed attempt loses (launcher/ddprun/ddprun_outcome.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -85,10 +85,36 @@ static void test_drop_many_hosts(void)
     CHECK(!strcmp(buf, last) && slots == 8, "left: %.40s, %d slots", buf, slots);
 }
 
+/* The hosts a failed attempt's restart leaves out: those whose ranks did not arrive and those whose
+ * notice came, but rank 0's where no checkpoint.download_cmd fetches its checkpoints (a restart
+ * without it finds none and trains from step 0) and ddprun's own; a host in both lists counts once. */
+static void test_lost_hosts(void)
+{
+    job_result r = {.deadline = {.seen_s = 1, .what = "the collective deadline (ddp.timeout_s)"}};
+    snprintf(r.rank0_host, sizeof r.rank0_host, "node1");
+    verdict_add_host(&r.deadline, "node1", 5);
+    verdict_add_host(&r.deadline, "node2", 5);
+    verdict_add_host(&r.notice, "node2", 5);
+    verdict_add_host(&r.notice, "node3", 5);
+    deadline_verdict lost, noticed;
+    failure_lost_hosts(&r, false, false, &lost, &noticed);
+    CHECK(lost.n_hosts == 2 && !strcmp(lost.hosts[0], "node2") && !strcmp(lost.hosts[1], "node3"),
+          "rank 0's host kept: %d lost, the first %s", lost.n_hosts, lost.hosts[0]);
+    CHECK(noticed.n_hosts == 2 && !strcmp(noticed.hosts[0], "node2"), "the noticed ones: %d", noticed.n_hosts);
+    CHECK(lost.seen_s == 1 && lost.what == r.deadline.what, "the verdict's time and what carried");
+    failure_lost_hosts(&r, true, false, &lost, &noticed);
+    CHECK(lost.n_hosts == 3 && !strcmp(lost.hosts[0], "node1"), "fetched: rank 0's host left out too (%d)",
+          lost.n_hosts);
+    r.rank0_host[0] = '\0'; /* rank 0 never said where it ran: no host but this one is known safe to leave */
+    failure_lost_hosts(&r, false, false, &lost, &noticed);
+    CHECK(lost.n_hosts == 0, "rank 0's host unknown: every host kept (%d lost)", lost.n_hosts);
+}
+
 int main(void)
 {
     test_ranks_per_node();
     test_drop_hosts();
     test_drop_many_hosts();
+    test_lost_hosts();
     return check_done("test_hosts");
 }

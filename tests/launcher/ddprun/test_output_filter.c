@@ -6,7 +6,8 @@
  * text finishes it (a status line cut so still read); a line fed in pieces (ddprun's own reads of
  * mpirun's pipe) must come out whole; a line the rank tagged itself ("[rank R host] ") keeps that tag only. Output is captured through a temporary file.
  * A collective deadline's verdict naming more ranks than it lists still yields every host; the NCCL
- * watchdog's abort line and a checkpoint write given up count as a verdict naming none. */
+ * watchdog's abort line, a checkpoint write given up and a rank's own deadline ending it count as a
+ * verdict naming none. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "collectives/comm_mpi_watch.h"
 #include "launcher/ddprun/ddprun.h"
+#include "launcher/shared/rank_ends.h"
 #include "runtime/base/log.h"
 #include "runtime/ckpt/ckpt.h"
 #include "runtime/cloud/cloud_notice.h"
@@ -184,6 +186,30 @@ static void test_ckpt_given_up(void)
     output_filter_free(f);
 }
 
+/* The errors with which a rank's own deadlines end it (an unanswered stop request, an unfinished MPI
+ * start-up: the rank may be held in the kernel by what it waited on) start the bound on mpirun
+ * too, naming no host, as a write given up does. */
+static void test_rank_held_ends(void)
+{
+    const char *lines[] = {
+        "[1,0]<stderr>:[rank 0 h1] error: " RANK_END_STOP_UNANSWERED "300 s (ddp.timeout_s): this rank was loading "
+        "the data (data.path /mnt/data/kjv); ending the job (exit 1: no checkpoint of this job to resume from)\n",
+        "[1,1]<stderr>:[rank 1 h2] error: " RANK_END_START_UNFINISHED "300 s (ddp.timeout_s): a rank of the job never "
+        "reached it (its program or libraries on a stalled file system, its host unreachable); ending the job\n"};
+    const char *whats[] = {"stop request left unanswered", "MPI start-up left unfinished"};
+    for (int i = 0; i < 2; i++) {
+        fflush(stderr);
+        output_filter *f = output_filter_new();
+        output_feed(f, true, lines[i], strlen(lines[i]));
+        output_finish(f);
+        const deadline_verdict *d = output_deadline(f);
+        CHECK(d->seen_s > 0 && d->n_hosts == 0 && !d->not_arrived[0], "line %d: seen %g, %d hosts", i, d->seen_s,
+              d->n_hosts);
+        CHECK(d->what && strstr(d->what, whats[i]), "line %d: what: %s", i, d->what ? d->what : "(none)");
+        output_filter_free(f);
+    }
+}
+
 /* A rank's stdout (rank 0's log_info lines: a text sample, which may hold any text) is printed and
  * never read for a verdict, a write given up or a notice: only its stderr's lines are. */
 static void test_stdout_not_read(void)
@@ -253,6 +279,7 @@ int main(void)
     test_deadline_long_line();
     test_watchdog_abort();
     test_ckpt_given_up();
+    test_rank_held_ends();
     test_stdout_not_read();
     char out[4096];
     const size_t pieces[] = {1, 7, 4096};
