@@ -317,7 +317,7 @@ static bool has_manifest(DIR *d, const char *name)
 }
 
 /* Final checkpoint files and sets' directories in dir, newest step first (at one step the set
- * first). CKPT_NONE when dir does not exist. */
+ * first). CKPT_NONE when dir does not exist; a listing cut short (EIO) fails, not a shorter list. */
 static int list_ckpts(const char *dir, ckpt_entry **out, int *n, ddp_err *err)
 {
     *out = NULL;
@@ -330,7 +330,7 @@ static int list_ckpts(const char *dir, ckpt_entry **out, int *n, ddp_err *err)
     }
     int cap = 0;
     struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
+    while (errno = 0, (de = readdir(d)) != NULL) {
         int64_t step = parse_ckpt_name(de->d_name, false);
         bool set = step < 0 && (step = parse_ckpt_name(de->d_name, true)) >= 0;
         if (step < 0 || !(set ? is_dir_entry(d, de) : is_file(d, de)))
@@ -338,12 +338,8 @@ static int list_ckpts(const char *dir, ckpt_entry **out, int *n, ddp_err *err)
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
             ckpt_entry *grown = realloc(*out, (size_t)cap * sizeof **out);
-            if (!grown) {
-                closedir(d);
-                free(*out);
-                *out = NULL;
-                return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: out of memory", dir);
-            }
+            if (!grown)
+                break; /* errno: ENOMEM */
             *out = grown;
         }
         (*out)[*n].step = step;
@@ -352,7 +348,14 @@ static int list_ckpts(const char *dir, ckpt_entry **out, int *n, ddp_err *err)
         snprintf((*out)[*n].name, sizeof (*out)[*n].name, "%s", de->d_name);
         (*n)++;
     }
+    int failed = errno;
     closedir(d);
+    if (failed) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: cannot list it: %s", dir, strerror(failed));
+    }
     if (*n > 0)
         qsort(*out, (size_t)*n, sizeof **out, by_step_desc);
     return DDP_OK;
@@ -389,7 +392,8 @@ static bool remove_entry(const char *dir, const ckpt_entry *e, _Atomic uint64_t 
 }
 
 /* The checkpoints this process's newest-first walk passed over (damaged, unreadable), as dir/name:
- * a prune neither counts nor deletes them, whatever their step, until a save writes the name again.
+ * a prune neither counts nor deletes them, whatever their step, until a save writes the name again
+ * or a later walk takes it (fetched again by checkpoint.download_cmd).
  * Counted, a damaged one would push a valid one out of keep_last once a later save's step passed
  * its own. The walk runs on the job's thread, prunes on the writer's: hence the lock. */
 #define PASSED_OVER_MAX 64
@@ -410,11 +414,15 @@ static int passed_over_index(const char *dir, const char *name)
     return -1;
 }
 
-static void note_passed_over(const char *dir, const char *name)
+/* dir/name onto the list when passed, else off it (a checkpoint like any other again). */
+static void mark_passed_over(const char *dir, const char *name, bool passed)
 {
     pthread_mutex_lock(&passed_over.lock);
-    if (passed_over_index(dir, name) < 0 && passed_over.n < PASSED_OVER_MAX)
+    int i = passed_over_index(dir, name);
+    if (passed && i < 0 && passed_over.n < PASSED_OVER_MAX)
         snprintf(passed_over.path[passed_over.n++], CKPT_PATH_MAX, "%s/%s", dir, name);
+    else if (!passed && i >= 0)
+        memcpy(passed_over.path[i], passed_over.path[--passed_over.n], CKPT_PATH_MAX);
     pthread_mutex_unlock(&passed_over.lock);
 }
 
@@ -424,16 +432,6 @@ static bool was_passed_over(const char *dir, const char *name)
     bool found = passed_over_index(dir, name) >= 0;
     pthread_mutex_unlock(&passed_over.lock);
     return found;
-}
-
-/* A save wrote dir/name again: it is a checkpoint like any other now. */
-static void forget_passed_over(const char *dir, const char *name)
-{
-    pthread_mutex_lock(&passed_over.lock);
-    int i = passed_over_index(dir, name);
-    if (i >= 0)
-        memcpy(passed_over.path[i], passed_over.path[--passed_over.n], CKPT_PATH_MAX);
-    pthread_mutex_unlock(&passed_over.lock);
 }
 
 /* Test-only: DDP_TEST_FAULT prune-fail at the step of the checkpoint this prune keeps. */
@@ -460,7 +458,7 @@ int ckpt_prune_except(const char *dir, int keep_last, const char *keep_path, con
     if (rc)
         return rc == CKPT_NONE ? DDP_OK : rc;
     const char *keep = keep_path ? base_name(keep_path) : "";
-    forget_passed_over(dir, keep);
+    mark_passed_over(dir, keep, false); /* written again */
     int64_t newest_kept = -1, keep_step = -1;
     int kept = 0, removed = 0;
     for (int i = 0; i < n; i++)
@@ -564,6 +562,8 @@ int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, cha
         snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
         int tried = e[i].committed ? try_entry(ctx, path, e[i].set, &why) : DDP_ERUNTIME;
         if (tried == DDP_OK || tried == CKPT_STOP || why.local) { /* local: an older one would fare no better */
+            if (tried == DDP_OK)
+                mark_passed_over(dir, e[i].name, false);
             if (used_path)
                 snprintf(used_path, CKPT_PATH_MAX, "%s", path);
             if (why.local)
@@ -574,7 +574,7 @@ int ckpt_find_latest_with(const char *dir, ckpt_try_fn try_entry, void *ctx, cha
         }
         left -= e[i].committed;
         if (e[i].committed)
-            note_passed_over(dir, e[i].name);
+            mark_passed_over(dir, e[i].name, true);
         if (!e[i].committed)
             snprintf(why.msg, sizeof why.msg, "checkpoint %s/%s: no %s (a save that did not finish): not a checkpoint",
                      dir, e[i].name, CKPT_SET_MANIFEST);

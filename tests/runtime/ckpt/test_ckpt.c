@@ -281,6 +281,29 @@ static void passed_over_kept(void)
           ts_file_exists(d, "ckpt-00000150.ddp"), "after 160: kept 160 and 150, the rewritten 140 pruned");
 }
 
+/* A checkpoint passed over and then replaced by a good one (checkpoint.download_cmd fetching it
+ * again) that a later walk takes counts again: a prune after the next save keeps it and removes the
+ * oldest, rather than leaving it beside keep_last others for the rest of the job. */
+static void passed_over_then_taken(void)
+{
+    char d[600], path[CKPT_PATH_MAX], p140[CKPT_PATH_MAX];
+    snprintf(d, sizeof d, "%s/passed_over_taken", dir);
+    ddp_err err = {0};
+    write_step(d, 120, 120, path);
+    write_step(d, 140, 140, p140);
+    flip_byte(p140, tensor_offset(p140, "param/fc2.weight") + 3);
+    ckpt_loaded c;
+    CHECK(ckpt_find_latest(d, &c, NULL, &err) == DDP_OK && c.hdr.step == 120, "the damaged 140 passed over");
+    ckpt_loaded_free(&c);
+    write_step(d, 140, 140, p140); /* fetched again, whole */
+    CHECK(ckpt_find_latest(d, &c, NULL, &err) == DDP_OK && c.hdr.step == 140, "the fetched 140 taken");
+    ckpt_loaded_free(&c);
+    write_step(d, 150, 150, path);
+    CHECK_EQ_INT(ckpt_prune(d, 2, path, &err), DDP_OK);
+    CHECK(ts_count(d, "ckpt-") == 2 && ts_file_exists(d, "ckpt-00000150.ddp") &&
+          ts_file_exists(d, "ckpt-00000140.ddp"), "keep_last 2 after 150: kept 150 and the taken 140, pruned 120");
+}
+
 static void test_prune_and_temps(void)
 {
     char d[600], path[CKPT_PATH_MAX];
@@ -312,6 +335,7 @@ static void test_prune_and_temps(void)
     CHECK(unlink(path) == 0, "unlink %s", path);
     write_step(d, 6, 6, path);
     passed_over_kept();
+    passed_over_then_taken();
 
     /* a temporary left by a dead process is ignored by readers and removed by the next save */
     pid_t child = fork();

@@ -5,7 +5,11 @@
  * and kill -9 in the middle of a slow write. Each must leave the older checkpoint loadable, no
  * torn file under a final name, and give an error naming the path and the system's reason.
  * And a read that runs out of memory (RLIMIT_AS) for the newest checkpoint's tensor table: this
- * machine's failure, so the walk fails rather than passing the checkpoint over for an older one. */
+ * machine's failure, so the walk fails rather than passing the checkpoint over for an older one.
+ * And a listing of the folder cut short (readdir's EIO from a network mount, made by linking with
+ * --wrap=readdir64, readdir's name with 64-bit offsets): an error naming the folder, not a shorter
+ * list to resume from. */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -259,6 +263,42 @@ static void test_read_out_of_memory(void)
 }
 #endif
 
+/* readdir, but after readdir_fail_after more entries, NULL with errno EIO (-1: never) */
+static int readdir_fail_after = -1;
+struct dirent *__real_readdir64(DIR *d);
+struct dirent *__wrap_readdir64(DIR *d);
+struct dirent *__wrap_readdir64(DIR *d)
+{
+    if (readdir_fail_after == 0) {
+        errno = EIO;
+        return NULL;
+    }
+    if (readdir_fail_after > 0)
+        readdir_fail_after--;
+    return __real_readdir64(d);
+}
+
+static void test_listing_cut_short(void)
+{
+    char d[600];
+    snprintf(d, sizeof d, "%s/cut", dir);
+    ddp_err err = {0};
+    CHECK_EQ_INT(write_state(d, 10, 64, &err), DDP_OK);
+    CHECK_EQ_INT(write_state(d, 20, 64, &err), DDP_OK);
+    for (int after = 0; after < 4; after++) { /* ".", "..", the two checkpoints, in the folder's order */
+        ckpt_loaded c;
+        readdir_fail_after = after;
+        int rc = ckpt_find_latest(d, &c, NULL, &err);
+        readdir_fail_after = -1;
+        CHECK(rc == DDP_ERUNTIME, "a listing cut short after %d entries fails (%d, step %lld)", after, rc,
+              rc == DDP_OK ? (long long)c.hdr.step : -1LL);
+        if (rc == DDP_OK)
+            ckpt_loaded_free(&c);
+        CHECK_STR_CONTAINS(err.msg, "cannot list it: Input/output error");
+        CHECK_STR_CONTAINS(err.msg, d);
+    }
+}
+
 int main(void)
 {
     if (!ts_tmpdir(dir, sizeof dir, "faults")) {
@@ -270,6 +310,7 @@ int main(void)
     test_disk_full();
     test_kill_during_write();
     test_read_out_of_memory();
+    test_listing_cut_short();
     int rc = check_done("test_ckpt_faults");
     if (rc == 0)
         ts_rmrf(dir);
