@@ -211,7 +211,8 @@ static const cfg_key keys_after_models[] = {
     BOOL("checkpoint.sharded", checkpoint.sharded, "false", HASH_NO,
          "Each rank writes its own shard of the parameters and optimizer state, all at once, into "
          "`checkpoint.dir/ckpt-<step>/`, and rank 0 then writes the set's manifest, which commits it "
-         "(docs/checkpoint-format.md, Sharded checkpoints); needs a filesystem every rank shares. `false`: "
+         "(docs/checkpoint-format.md, Sharded checkpoints); needs a filesystem every rank shares, which the "
+         "start checks (a rank that does not see rank 0's file there ends the job, exit 2). `false`: "
          "rank 0 gathers everything and writes one file. Either kind resumes at any world size and `ddp.zero`, "
          "and either is handed to `checkpoint.upload_cmd` once it is whole (a set: committed)."),
     {.path = "checkpoint.resume", .type = KT_RESUME, .def = "auto",

@@ -146,10 +146,11 @@ int train_ckpt_open(train_job *t, ddp_err *err)
 int train_ckpt_check_dir(train_job *t, ddp_err *err)
 {
     const train_ckpt *c = t->ckpt;
-    if (t->ctl->rank != 0 || make_writable_dir(c->dir, err) == DDP_OK)
-        return DDP_OK;
-    return t->cfg->checkpoint.dir[0] ? ddp_prefix(err, "checkpoint.dir %s", c->dir)
-                                     : ddp_prefix(err, "checkpoint directory %s (run.dir/checkpoints)", c->dir);
+    int rc = t->ctl->rank == 0 ? make_writable_dir(c->dir, err) : DDP_OK;
+    if (rc != DDP_OK)
+        rc = t->cfg->checkpoint.dir[0] ? ddp_prefix(err, "checkpoint.dir %s", c->dir)
+                                       : ddp_prefix(err, "checkpoint directory %s (run.dir/checkpoints)", c->dir);
+    return t->cfg->checkpoint.sharded && t->ctl->size > 1 ? train_shard_check_dir(t, c->dir, rc, err) : rc;
 }
 
 /* ---- one line of training per checkpoint.dir ---- */

@@ -16,7 +16,8 @@ int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err);
 /* Whether train_ckpt_resume may run checkpoint.download_cmd: one is set, and the job resumes its
  * own newest checkpoint (checkpoint.resume auto, or a restart). */
 bool train_ckpt_may_download(const train_job *t);
-/* Rank 0, after the resume: the checkpoint directory exists and takes files, so that a bad
+/* Every rank, after the resume: the checkpoint directory exists and takes files on rank 0's host,
+ * and with checkpoint.sharded every rank sees that directory (train_shard_check_dir), so that a bad
  * checkpoint.dir ends the job before its first step, not at its first save. */
 int train_ckpt_check_dir(train_job *t, ddp_err *err);
 /* After the resume, every rank: a checkpoint.dir that is not shared (a node-local disk), whose

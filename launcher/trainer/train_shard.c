@@ -21,10 +21,13 @@
  * before the commit (a save killed part-way).
  * Must not decide when to save or what the buffers are (train_ckpt.c), nor the file layout
  * (runtime/ckpt/ckpt_set.c). */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime/base/clock.h"
 #include "runtime/base/dirs.h"
@@ -32,9 +35,56 @@
 #include "runtime/base/test_fault.h"
 #include "runtime/ckpt/ckpt_set.h"
 #include "runtime/ckpt/ckpt_upload.h"
+#include "train_agree.h"
 #include "train_replica.h"
 #include "train_shard.h"
 #include "train_zero.h"
+
+/* ---- checkpoint.dir shared by every rank ---- */
+
+#define SHARED_PROBE ".ddprun-shared-"
+
+/* dir/SHARED_PROBE<token> made by rank 0, with a token drawn from its clock and pid (never 0). */
+static int make_probe(const char *dir, int64_t *token, char *path, size_t cap, ddp_err *err)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    *token = (int64_t)((ns ^ ((uint64_t)getpid() << 40)) | 1u);
+    snprintf(path, cap, "%s/" SHARED_PROBE "%016llx", dir, (unsigned long long)*token);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 || close(fd) != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: cannot make %s in it: %s", dir, path,
+                        strerror(errno));
+    return DDP_OK;
+}
+
+int train_shard_check_dir(train_job *t, const char *dir, int mine, ddp_err *err)
+{
+    comm *c = t->ctl;
+    char probe[CKPT_PATH_MAX + 64];
+    int64_t token = 0;
+    if (c->rank == 0 && mine == DDP_OK)
+        mine = make_probe(dir, &token, probe, sizeof probe, err);
+    ddp_err lost = {0}; /* a failure of the broadcast: the agreement below fails for it too */
+    if (c->ops->broadcast(c, &token, 1, DT_INT64, 0, NULL, &lost) != DDP_OK && mine == DDP_OK)
+        mine = ddp_fail(err, lost.code, "%s", lost.msg);
+    snprintf(probe, sizeof probe, "%s/" SHARED_PROBE "%016llx", dir, (unsigned long long)token);
+    int fd = c->rank != 0 && token && mine == DDP_OK ? open(probe, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd >= 0)
+        close(fd);
+    else if (c->rank != 0 && token && mine == DDP_OK)
+        mine = ddp_fail(err, DDP_EUSAGE, "checkpoint directory %s on this rank's host (%s) is not the one rank 0 "
+                        "writes: rank 0's file %s is not there (%s); with checkpoint.sharded: true every rank "
+                        "writes its shard into it, so every host must see the same directory (a shared file "
+                        "system)", dir, c->host, probe + strlen(dir) + 1, strerror(errno));
+    int rc = train_agree(t, mine, "take checkpoint.dir for the sharded checkpoints (its error says why)", err);
+    if (c->rank == 0 && token)
+        unlink(probe);
+    return rc;
+}
+
+/* ---- a save ---- */
 
 /* This rank's extents as optimizer parts (count > 0 only); *n may be 0 (more ranks than floats). */
 static int my_extents(const train_job *t, optim_part **out, int *n, ddp_err *err)

@@ -39,6 +39,13 @@ typedef struct train_shard_save {
  * the previous save's prune (prune_s). */
 int train_shard_write(train_job *t, const train_shard_save *s, ckpt_write_stats *st, ddp_err *err);
 
+/* Every rank, at the start, after rank 0 made dir writable (mine: this rank's verdict so far):
+ * every rank writes its shards into dir, so every rank must see the folder rank 0 does. Rank 0
+ * makes a file of a name drawn now in dir, every other rank looks for it, and they agree; a rank
+ * that does not find it (a node-local disk, a share not mounted on its host) fails with
+ * DDP_EUSAGE naming the folder and its host, the others naming it, before any training. */
+int train_shard_check_dir(train_job *t, const char *dir, int mine, ddp_err *err);
+
 /* A resume from a set: what this rank holds of buffer prefix of the set r reads (whatever world
  * size and stage saved it) into dev. sharded (ZeRO's optimizer state, ZeRO-3's parameters): its
  * extents, its shard of n_state floats, through a host copy of the shard; else the whole buffer

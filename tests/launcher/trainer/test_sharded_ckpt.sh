@@ -32,6 +32,7 @@
 #    of memory ends the job instead of resuming an older checkpoint; checkpoint.resume names a
 #    set's directory; a resume from a single file at np 3 raises no rank but rank 0's memory by
 #    the whole state (the broadcast goes a chunk at a time);
+#  - a rank whose host has another folder at checkpoint.dir's path ends the job at the start;
 #  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), names a folder of
 #    checkpoints as such, `ckpt export --format
 #    hf|llmc` of a set is byte for byte the export of the single file of the same step, and
@@ -299,4 +300,34 @@ model=$(sed -n 's/.*(the model \([0-9]*\) MiB.*/\1/p' <<<"$rose")
 check "single-file resume: resumed step 2 at np 3" grep -q "resumed from .*ckpt-00000002.ddp: step 2" "$TMP/big.log"
 check "... a rank other than 0 rose by ${others:-?} MiB, under the whole state ($((3 * ${model:-0})) MiB)" \
     bash -c "[ -n '$others' ] && [ -n '$model' ] && [ '$others' -lt $((3 * ${model:-0})) ]"
+
+# ---- a rank whose host has another folder at checkpoint.dir's path --------------------------------
+# rank 1 in a mount namespace of its own with a tmpfs over that path (a share not mounted on its
+# host): the job ends at the start, exit 2, rank 1 naming the folder and rank 0's file, rank 0
+# naming rank 1, no step trained and rank 0's file gone; not sharded, rank 0 alone writes there.
+if unshare -m true 2>/dev/null; then
+    mkdir -p "$TMP/unshared/ckpt"
+    unshared() {
+        timeout 120 mpirun --bind-to none -np 1 "$DDPRUN_WORKER" "$GPT" "${G[@]}" run.dir="$TMP/unshared/run" \
+            checkpoint.dir="$TMP/unshared/ckpt" "$@" : -np 1 unshare -m sh -c 'mount -t tmpfs none "$0" && exec "$@"' \
+            "$TMP/unshared/ckpt" "$DDPRUN_WORKER" "$GPT" "${G[@]}" run.dir="$TMP/unshared/run" \
+            checkpoint.dir="$TMP/unshared/ckpt" "$@" >"$TMP/unshared.log" 2>&1
+    }
+    unshared "${S[@]}" train.max_steps=4
+    rc=$?
+    check "a rank that does not see checkpoint.dir as rank 0 does ends the start (exit $rc)" [ $rc -eq 2 ]
+    check "... rank 1 naming the folder and rank 0's file" grep -qE "\[rank 1 [^]]*\] error: checkpoint directory \
+$TMP/unshared/ckpt on this rank's host \([^)]*\) is not the one rank 0 writes: rank 0's file \.ddprun-shared-[0-9a-f]{16} is \
+not there" "$TMP/unshared.log"
+    check "... rank 0 naming rank 1" grep -qE "\[rank 0 [^]]*\] error: rank 1 could not take checkpoint.dir for the \
+sharded checkpoints" "$TMP/unshared.log"
+    check "... before any step, rank 0's file removed" \
+        bash -c "! grep -q ' step [0-9]*/' '$TMP/unshared.log' && [ -z \"\$(ls -A '$TMP/unshared/ckpt')\" ]"
+    unshared train.max_steps=4
+    rc=$?
+    check "... not sharded, rank 0 alone writes there: the job trains and saves (exit $rc)" \
+        bash -c "[ $rc -eq 0 ] && [ -f '$TMP/unshared/ckpt/ckpt-00000004.ddp' ]"
+else
+    echo "note: the unshared checkpoint.dir case skipped (unshare -m is not allowed here)"
+fi
 finish
