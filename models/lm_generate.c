@@ -183,6 +183,8 @@ int lm_generate(model *m, int32_t *tokens, int64_t len, int64_t n, const lm_samp
             rc = ddp_fail(err, DDP_EPREEMPTED, "stopped after %lld of %lld tokens", (long long)k, (long long)n);
             break;
         }
+        if (s->each_token)
+            s->each_token(s->token_ctx);
         int64_t have = len + k, w = have < T ? have : T;
         memcpy(b.window, tokens + have - w, (size_t)w * sizeof *tokens); /* the rest stays 0: causal, unread */
         rc = d->ops->upload(d, b.in_dev, b.window, (size_t)T * sizeof(int32_t), err);

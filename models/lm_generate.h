@@ -29,6 +29,10 @@ typedef struct lm_sampling {
      * <|end_of_text|>) */
     const int32_t *stop_ids;
     int64_t n_stop_ids;
+    /* NULL, or called with token_ctx before each token's forward pass: the caller's sign of life
+     * while it generates (a trainer's rank 0 answering the ranks that wait for it) */
+    void (*each_token)(void *token_ctx);
+    void *token_ctx;
 } lm_sampling;
 
 /* Whether id is one of s's stop ids. */

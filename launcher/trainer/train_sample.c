@@ -16,6 +16,7 @@
 #include "models/lm_generate.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
+#include "runtime/base/test_fault.h"
 #include "runtime/base/utf8.h"
 #include "runtime/data/tokenizer.h"
 #include "train_finite.h"
@@ -64,6 +65,23 @@ static char *loggable(const char *text, size_t len)
     return out;
 }
 
+typedef struct sample_token_ctx {
+    comm *ctl;
+    long long step;
+} sample_token_ctx;
+
+/* Before each token of rank 0's own sample (not ZeRO-3's, which every rank draws together): the
+ * other ranks wait for it in the stop agreement under the collective deadline, and hear that it is
+ * busy, as during a checkpoint write, so a sample longer than ddp.timeout_s is no hung rank.
+ * Test-only: DDP_TEST_FAULT=slow-sample:0:STEP:SECONDS makes each token of step STEP's sample
+ * take SECONDS longer. */
+static void answer_waiting_ranks(void *ctx)
+{
+    const sample_token_ctx *s = ctx;
+    test_fault_sleep_at("slow-sample", s->step);
+    comm_mpi_busy(s->ctl, "text sample");
+}
+
 /* The sample itself (train_sample_text times it). */
 static int sample_text(train_job *t, ddp_err *err)
 {
@@ -91,8 +109,10 @@ static int sample_text(train_job *t, ddp_err *err)
     bool drawn = false;
     if (!rc) {
         ids[0] = tokenizer_context_start(&tok);
+        sample_token_ctx alive = {.ctl = t->ctl, .step = t->step};
         lm_sampling s = {.temperature = 1.0, .top_k = 40, .seed = c->run.seed ^ (uint64_t)t->step * 0x9E3779B97F4A7C15ull,
-                         .stop = every_rank ? NULL : &train_stop_requested};
+                         .stop = every_rank ? NULL : &train_stop_requested,
+                         .each_token = every_rank ? NULL : answer_waiting_ranks, .token_ctx = &alive};
         int gen = lm_generate(t->m, ids, 1, n, &s, NULL, err);
         drawn = gen == DDP_OK;
         rc = sample_verdict(t, gen, err);

@@ -7,7 +7,8 @@
 # timeout, and checkpoints written every few steps, end normally. A rank whose config read never
 # returns (a FIFO nobody writes, as a mount that stopped answering) ends the job at the start-up's
 # deadline, the command line's ddp.timeout_s, named; so does one whose program never starts (its
-# exec stalled), which holds the others in MPI_Init.
+# exec stalled), which holds the others in MPI_Init. Rank 0's text sample longer than the deadline
+# is no hung rank.
 source "$(dirname "$0")/../../lib.sh"
 HOST=$(hostname)
 TIMEOUT=3
@@ -65,6 +66,17 @@ check "a rank late by less than the timeout, with checkpoints every 4 steps: the
     [ "$rc" -eq 0 ]
 check "... and no deadline message" bash -c "! grep -q 'ddp.timeout_s:' '$TMP/late.log'"
 check "... its checkpoints were written" [ -n "$(last_ckpt "$TMP/late")" ]
+
+# rank 0's text sample (a GPT on byte-level tokens) of 8 tokens slowed to 0.8 s each: 6.4 s, more
+# than twice the deadline, while the other ranks wait in the stop agreement; rank 0 answers them
+# that it is busy, and the job ends normally (a verdict naming rank 0 without that)
+"$DDP_SRC/scripts/prepare-text" --tokenizer bytes "$DDP_SRC/README.md" "$TMP/bytes" >"$TMP/prepare.log" 2>&1
+timed sample env DDP_TEST_FAULT=slow-sample:0:2:0.8 "$DDPRUN" -np 3 "$DDP_SRC/tests/launcher/trainer/gpt2_tiny.yaml" \
+    run.dir="$TMP/sample" data.path="$TMP/bytes" ddp.timeout_s=$TIMEOUT train.max_steps=4 train.sample_every=2 \
+    train.sample_tokens=8
+check "rank 0's text sample longer than the deadline: the job ends normally (got $rc)" [ "$rc" -eq 0 ]
+check "... the slow sample printed, no deadline message" \
+    bash -c "grep -q 'sample at step 2' '$TMP/sample.log' && ! grep -q 'ddp.timeout_s:' '$TMP/sample.log'"
 
 # rank 1 (mpirun's second app context) reads its config from a FIFO that no one opens for writing
 mkfifo "$TMP/stalled.yaml"
