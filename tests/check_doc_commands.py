@@ -259,7 +259,7 @@ class Checker:
 
     def split_program(self, toks):
         """(program token, kind, arguments) of the project program a command runs; kind is program()'s."""
-        while toks and ENV_ASSIGN.match(toks[0]):
+        while toks and (ENV_ASSIGN.match(toks[0]) or toks[0] == "exec"):  # `exec PROGRAM` runs PROGRAM
             toks = toks[1:]
         if not toks:
             return None
