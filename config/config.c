@@ -69,7 +69,7 @@ int cfg_error(const cfg_loader *L, cfg_pos at, const char *key, const char *fmt,
 static const char *tag_shown(const char *tag, char *buf, size_t n)
 {
     static const char core[] = "tag:yaml.org,2002:";
-    if (strncmp(tag, core, sizeof core - 1) == 0)
+    if (has_prefix(tag, core))
         snprintf(buf, n, "!!%s", tag + sizeof core - 1);
     else
         snprintf(buf, n, "%s", tag);

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/base/affix.h"
+
 /* A file without these is almost certainly not a training config (or a mis-indented one). */
 static const char *const required_sections[] = {"model", "data"};
 
@@ -71,7 +73,7 @@ static void expand_rule(const char *rule, char *out, size_t n)
     size_t len = 0;
     while (*rule && len + 1 < n) {
         size_t w = 0;
-        while (w < 2 && strncmp(rule, words[w].name, strlen(words[w].name)))
+        while (w < 2 && !has_prefix(rule, words[w].name))
             w++;
         const char *text = w < 2 ? words[w].value : rule;
         size_t take = w < 2 ? strlen(text) : 1, room = n - 1 - len;

@@ -273,8 +273,7 @@ static void init_tensor(const model *m, const rng_key *key, const param_tensor *
     size_t drawn = t->numel;
     if (t->shape[0] == g->lm.Vp && (t->offset == g->off_embed || t->offset == g->off_head))
         drawn = (size_t)g->s.vocab_size * (size_t)g->s.n_embd;
-    size_t len = strlen(t->name);
-    float fill = len > 5 && !strcmp(t->name + len - 5, ".bias") ? 0.0f : 1.0f;
+    float fill = has_suffix(t->name, ".bias") ? 0.0f : 1.0f;
     if (t->ndim == 2)
         model_draw_normal(key, lo, hi, drawn, 0.02, dst);
     else
@@ -326,11 +325,10 @@ static void describe(const llama_family *fam, char *out, size_t size, const llam
 static int64_t parse_optional_size(const char **text, const char *name)
 {
     long long v = 0;
-    size_t n = strlen(name);
     int end = -1;
     char format[48];
     snprintf(format, sizeof format, "%s%%lld%%n", name);
-    if (strncmp(*text, name, n) || sscanf(*text, format, &v, &end) != 1 || end <= 0)
+    if (!has_prefix(*text, name) || sscanf(*text, format, &v, &end) != 1 || end <= 0)
         return 0;
     *text += end;
     return v;

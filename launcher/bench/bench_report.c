@@ -4,11 +4,13 @@
  * Ranks' facts are gathered over MPI_COMM_WORLD; printing is rank 0's (log_info). It must not
  * time or run collectives, nor decide the exit status. */
 #include <dirent.h>
+#include <errno.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench_report.h"
@@ -246,10 +248,28 @@ static int write_json_doc(FILE *f, void *ctx, ddp_err *err)
     return DDP_OK;
 }
 
+/* A path that is no regular file (/dev/stdout, a FIFO) has nothing to replace: written in place. */
+static int write_in_place(const char *path, json_doc *doc, ddp_err *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot write: %s", path, strerror(errno));
+    write_json_doc(f, doc, err);
+    bool failed = fflush(f) != 0 || ferror(f);
+    if (fclose(f) != 0 || failed)
+        return ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", path, strerror(errno));
+    return DDP_OK;
+}
+
 int bench_write_json(const bench_run *run, long long wrong, double avg, ddp_err *err)
 {
-    int rc = replace_file_stream(run->o->json_path, write_json_doc, &(json_doc){run, wrong, avg}, err);
-    if (rc != DDP_OK)
-        ddp_prefix(err, "-J");
-    return rc;
+    json_doc doc = {run, wrong, avg};
+    struct stat st;
+    const char *path = run->o->json_path;
+    int rc = stat(path, &st) == 0 && !S_ISREG(st.st_mode) ? write_in_place(path, &doc, err)
+                                                          : replace_file_stream(path, write_json_doc, &doc, err);
+    if (rc == DDP_OK)
+        return DDP_OK;
+    err->code = DDP_ERUNTIME; /* a missing folder too: the results are measured, only their file failed */
+    return ddp_prefix(err, "-J");
 }

@@ -68,7 +68,8 @@ void bench_print_row(const row_result *x);
 /* Footer lines; *wrong = all wrong elements, *avg_busbw = plain mean of every busbw value. */
 void bench_print_footer(const bench_run *run, long long *wrong, double *avg_busbw);
 /* -J's file, written whole or not at all (runtime/base/replace_file.h): a failed write leaves the
- * file that was there as it was. */
+ * file that was there as it was; a path that is no regular file (/dev/stdout, a FIFO) is written
+ * in place. DDP_ERUNTIME on any failure. */
 int bench_write_json(const bench_run *run, long long wrong, double avg_busbw, ddp_err *err);
 
 /* ---- bench_gpu.c / bench_gpu_absent.c ---- */

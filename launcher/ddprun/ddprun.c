@@ -427,11 +427,12 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
                     "fail the same way\n", cannot_start(r.wait_status) ? "a program could not be started (exit 127)"
                                                                     : "mpirun started no rank");
         /* another host's notice: its ranks saved and stopped, and the fleet goes on without it */
-        bool fetched = cfg && cfg->checkpoint.download_cmd[0];
+        bool fetched = cfg && (cfg->checkpoint.download_cmd[0] || cfg->checkpoint.sharded); /* reach any host */
         bool notice = attempt < o->max_restarts && notice_restarts(&r, code, fetched);
         deadline_verdict failed_lost, failed_noticed;
         bool may_restart = attempt < o->max_restarts && (code == DDP_ERUNTIME || notice);
-        failure_lost_hosts(&r, fetched, may_restart && !notice, &failed_lost, &failed_noticed);
+        bool say = may_restart && !notice && !o->discovery.cmd && !refused && !cannot_start(r.wait_status);
+        failure_lost_hosts(&r, fetched, say && job_signals_seen() == 0, &failed_lost, &failed_noticed);
         const deadline_verdict *lost = notice ? &r.notice : &failed_lost;
         int slots_left;
         bool drop = may_restart && !o->discovery.cmd && ddprun_drop_hosts(o->hosts, lost, hosts, hosts_cap,

@@ -54,6 +54,9 @@ typedef struct rank_failure {
 typedef struct deadline_verdict {
     double seen_s;                             /* monotonic_s() when seen; 0: none */
     const char *what;                          /* what was seen, for ddprun's line when it ends mpirun */
+    int code;                                  /* the exit code a rank ending itself said it ends with
+                                                * ("... (exit 75: ..."), the job's when ddprun ends
+                                                * mpirun after it; 0: none said */
     char not_arrived[512];                     /* "rank 2 (host h2), rank 3 (host h2)" */
     char hosts[DEADLINE_HOSTS_MAX][DDP_HOST_NAME_MAX];
     int n_hosts;
@@ -129,7 +132,8 @@ void report(const job_result *r, int code);
 /* Whether an attempt that ended preempted (code 75) was stopped by the preemption notice of other
  * hosts than this one, with no stop asked of ddprun: the job may go on without them (this host's
  * notice, or a stop signal, means the job is going away). Not when rank 0's host is among them
- * and nothing fetches its checkpoints for the next rank 0 (fetched: checkpoint.download_cmd):
+ * and nothing brings its checkpoints to the next rank 0 (fetched: checkpoint.download_cmd, or
+ * checkpoint.sharded, whose directory every rank shares, which the job's start checks):
  * where checkpoint.dir is that machine's disk, the next attempt would start from step 0. */
 bool notice_restarts(const job_result *r, int code, bool fetched);
 /* After an attempt that failed: r's hosts whose ranks did not arrive, and those whose preemption

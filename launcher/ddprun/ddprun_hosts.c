@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/base/affix.h"
+
 static bool host_char(char ch) { return isalnum((unsigned char)ch) || ch == '.' || ch == '-' || ch == '_'; }
 
 /* A whole number from 1 to DDPRUN_SLOTS_MAX in the len bytes at s (no sign, nothing else). */
@@ -234,7 +236,7 @@ static void read_slurm_allocation(host_table *t)
         char *end;
         long slots = strtol(p, &end, 10), repeat = 1;
         ok = end != p && slots >= 1 && slots <= DDPRUN_SLOTS_MAX;
-        if (ok && !strncmp(end, "(x", 2)) {
+        if (ok && has_prefix(end, "(x")) {
             const char *at = end + 2;
             repeat = strtol(at, &end, 10);
             ok = end != at && *end == ')' && repeat >= 1 && repeat <= SLURM_NODES_MAX;

@@ -18,8 +18,9 @@
  * second stop, ddprun's death) is not swallowed by ddprun's handler in the child. Once a rank has
  * given a collective deadline's verdict, or ended on an error that may leave it held (ddprun_output.c),
  * mpirun gets END_AFTER_VERDICT_S to end the job before ddprun ends it (mpirun waits forever for
- * the daemons of a host it can no longer reach, or for a process held in the kernel).
- * This file does not build command lines or choose exit codes. Test-only (runtime/base/
+ * the daemons of a host it can no longer reach, or for a process held in the kernel); the exit
+ * code such a rank said it ends with (75 when its checkpoint is complete) is then the job's.
+ * This file does not build command lines or map a status to ddprun's exit code. Test-only (runtime/base/
  * test_fault.h): `fork-pause:0:0:SECONDS` holds the child SECONDS in that window. */
 #include "ddprun.h"
 
@@ -321,6 +322,8 @@ int job_run(char *const argv[], int ranks, int stop_signal, job_result *out)
     out->failure = *output_first_failure(f);
     out->ranks_started = output_ranks_started(f);
     out->deadline = *output_deadline(f);
+    if (ends > 0 && out->deadline.code > 0) /* ended here, not by the rank that said how it ends */
+        out->wait_status = out->deadline.code << 8;
     out->notice = *output_notice(f);
     snprintf(out->rank0_host, sizeof out->rank0_host, "%s", output_rank0_host(f));
     out->signals_received = stop_requests;

@@ -78,7 +78,8 @@ static bool kept_host(const job_result *r, const char *h, bool fetched)
 static const char *kept_why(const char *h)
 {
     return is_this_host(h) ? "this is ddprun's host"
-                           : "rank 0 saved its checkpoints there, and no checkpoint.download_cmd fetches them";
+                           : "rank 0 saved its checkpoints there, and neither checkpoint.download_cmd nor "
+                             "checkpoint.sharded's shared directory brings them to another host";
 }
 
 /* h into lost (and noticed, unless NULL) unless the next attempt must keep it, said when say. */

@@ -9,5 +9,7 @@
 
 #define RANK_END_STOP_UNANSWERED "the stop request was not answered within "
 #define RANK_END_START_UNFINISHED "MPI's start-up (MPI_Init, the first collectives) did not finish within "
+/* where the unanswered stop's line says the exit code its rank ends with */
+#define RANK_END_CODE "; ending the job (exit "
 
 #endif

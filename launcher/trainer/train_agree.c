@@ -11,9 +11,16 @@
 
 int train_agree(train_job *t, int32_t mine, const char *what, ddp_err *err)
 {
+    return train_agree_then(t, mine, what, NULL, NULL, err);
+}
+
+int train_agree_then(train_job *t, int32_t mine, const char *what, void (*agreed)(void *), void *ctx, ddp_err *err)
+{
     int32_t first, status;
     ddp_err e = {0}; /* a failure of the agreement itself: this rank's own message comes first */
     int rc = comm_first_failure(t->ctl, mine, &first, &status, &e);
+    if (agreed)
+        agreed(ctx);
     if (rc != DDP_OK)
         return mine != DDP_OK ? mine : ddp_fail(err, rc, "%s", e.msg);
     if (first < 0)

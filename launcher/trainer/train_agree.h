@@ -12,6 +12,10 @@
  * train_agree_bystander_pause) an error of the first failed rank's status saying that rank `rank`
  * could not `what`. Collective. */
 int train_agree(train_job *t, int32_t mine, const char *what, ddp_err *err);
+/* train_agree, calling agreed(ctx) (when not NULL) once every rank's verdict is in, however the
+ * agreement went, before a bystander's pause: what must happen before the job may end (a file
+ * the others had to see, removed). */
+int train_agree_then(train_job *t, int32_t mine, const char *what, void (*agreed)(void *), void *ctx, ddp_err *err);
 /* A rank that ends because another failed waits TRAIN_AGREE_BYSTANDER_S first: the failed rank's
  * exit then reaches mpirun first, mpirun ends the others, and ddprun's report names the failed
  * rank, not a bystander that exited with its status a moment sooner. */

@@ -44,44 +44,73 @@
 
 #define SHARED_PROBE ".ddprun-shared-"
 
-/* dir/SHARED_PROBE<token> made by rank 0, with a token drawn from its clock and pid (never 0). */
-static int make_probe(const char *dir, int64_t *token, char *path, size_t cap, ddp_err *err)
+/* dir/SHARED_PROBE<token>[-r<rank>] into path: rank 0's file (rank < 0), or another rank's own. */
+static void probe_name(const char *dir, int64_t token, int rank, char *path, size_t cap)
+{
+    int n = snprintf(path, cap, "%s/" SHARED_PROBE "%016llx", dir, (unsigned long long)token);
+    if (rank >= 0 && n > 0 && (size_t)n < cap)
+        snprintf(path + n, cap - (size_t)n, "-r%d", rank);
+}
+
+/* Makes the empty file path; DDP_OK, or err naming it and why. */
+static int make_file(const char *dir, const char *path, ddp_err *err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0 && close(fd) == 0)
+        return DDP_OK;
+    return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: cannot make %s in it: %s", dir, path + strlen(dir) + 1,
+                    strerror(errno));
+}
+
+/* The token of rank 0's file: drawn from its clock and pid, never 0 (0: no file made). */
+static int64_t draw_token(void)
 {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     uint64_t ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-    *token = (int64_t)((ns ^ ((uint64_t)getpid() << 40)) | 1u);
-    snprintf(path, cap, "%s/" SHARED_PROBE "%016llx", dir, (unsigned long long)*token);
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 || close(fd) != 0)
-        return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: cannot make %s in it: %s", dir, path,
-                        strerror(errno));
-    return DDP_OK;
+    return (int64_t)((ns ^ ((uint64_t)getpid() << 40)) | 1u);
 }
+
+/* Another rank: rank 0's file is there, and a file of its own can be made there (and goes). */
+static int see_probe(const char *dir, int64_t token, const comm *c, ddp_err *err)
+{
+    char path[CKPT_PATH_MAX + 64];
+    probe_name(dir, token, -1, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ddp_fail(err, DDP_EUSAGE, "checkpoint directory %s on this rank's host (%s) is not the one rank 0 "
+                        "writes: rank 0's file %s is not there (%s); with checkpoint.sharded: true every rank "
+                        "writes its shard into it, so every host must see the same directory (a shared file "
+                        "system)", dir, c->host, path + strlen(dir) + 1, strerror(errno));
+    close(fd);
+    probe_name(dir, token, c->rank, path, sizeof path);
+    int rc = make_file(dir, path, err);
+    if (rc == DDP_OK)
+        unlink(path);
+    return rc != DDP_OK ? ddp_prefix(err, "on this rank's host (%s), where it writes its shard", c->host) : rc;
+}
+
+static void remove_probe(void *path) { unlink(path); }
 
 int train_shard_check_dir(train_job *t, const char *dir, int mine, ddp_err *err)
 {
     comm *c = t->ctl;
     char probe[CKPT_PATH_MAX + 64];
     int64_t token = 0;
-    if (c->rank == 0 && mine == DDP_OK)
-        mine = make_probe(dir, &token, probe, sizeof probe, err);
+    if (c->rank == 0 && mine == DDP_OK) {
+        int64_t drawn = draw_token();
+        probe_name(dir, drawn, -1, probe, sizeof probe);
+        if ((mine = make_file(dir, probe, err)) == DDP_OK)
+            token = drawn;
+    }
     ddp_err lost = {0}; /* a failure of the broadcast: the agreement below fails for it too */
     if (c->ops->broadcast(c, &token, 1, DT_INT64, 0, NULL, &lost) != DDP_OK && mine == DDP_OK)
         mine = ddp_fail(err, lost.code, "%s", lost.msg);
-    snprintf(probe, sizeof probe, "%s/" SHARED_PROBE "%016llx", dir, (unsigned long long)token);
-    int fd = c->rank != 0 && token && mine == DDP_OK ? open(probe, O_RDONLY | O_CLOEXEC) : -1;
-    if (fd >= 0)
-        close(fd);
-    else if (c->rank != 0 && token && mine == DDP_OK)
-        mine = ddp_fail(err, DDP_EUSAGE, "checkpoint directory %s on this rank's host (%s) is not the one rank 0 "
-                        "writes: rank 0's file %s is not there (%s); with checkpoint.sharded: true every rank "
-                        "writes its shard into it, so every host must see the same directory (a shared file "
-                        "system)", dir, c->host, probe + strlen(dir) + 1, strerror(errno));
-    int rc = train_agree(t, mine, "take checkpoint.dir for the sharded checkpoints (its error says why)", err);
-    if (c->rank == 0 && token)
-        unlink(probe);
-    return rc;
+    if (c->rank != 0 && token && mine == DDP_OK)
+        mine = see_probe(dir, token, c, err);
+    bool made = c->rank == 0 && token;
+    return train_agree_then(t, mine, "take checkpoint.dir for the sharded checkpoints (its error says why)",
+                            made ? remove_probe : NULL, probe, err);
 }
 
 /* ---- a save ---- */

@@ -40,10 +40,12 @@ typedef struct train_shard_save {
 int train_shard_write(train_job *t, const train_shard_save *s, ckpt_write_stats *st, ddp_err *err);
 
 /* Every rank, at the start, after rank 0 made dir writable (mine: this rank's verdict so far):
- * every rank writes its shards into dir, so every rank must see the folder rank 0 does. Rank 0
- * makes a file of a name drawn now in dir, every other rank looks for it, and they agree; a rank
- * that does not find it (a node-local disk, a share not mounted on its host) fails with
- * DDP_EUSAGE naming the folder and its host, the others naming it, before any training. */
+ * every rank writes its shards into dir, so every rank must see the folder rank 0 does and write
+ * there. Rank 0 makes a file of a name drawn now in dir, every other rank opens it and makes (and
+ * removes) one of its own, they agree, and rank 0's goes. A rank that does not find it (a
+ * node-local disk, a share not mounted on its host) fails with DDP_EUSAGE naming the folder and
+ * its host, one that cannot write there (mounted read-only) with DDP_ERUNTIME; the others name it;
+ * all before any training. */
 int train_shard_check_dir(train_job *t, const char *dir, int mine, ddp_err *err);
 
 /* A resume from a set: what this rank holds of buffer prefix of the set r reads (whatever world

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "runtime/base/activity.h"
+#include "runtime/base/affix.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/mpi_thread.h"
 #include "runtime/base/test_fault.h"
@@ -67,9 +68,8 @@ static _Noreturn void end_unanswered_stop(double waited_s, const char *limit)
         activity_get(doing, sizeof doing);
     }
     int code = train_checkpoint_safe ? DDP_EPREEMPTED : DDP_ERUNTIME;
-    log_error(RANK_END_STOP_UNANSWERED "%.0f s (%s): this rank was %s; ending the job "
-              "(exit %d: %s)", waited_s, limit, doing, code,
-              code == DDP_EPREEMPTED ? "the last checkpoint is complete, resume with the same command"
+    log_error(RANK_END_STOP_UNANSWERED "%.0f s (%s): this rank was %s" RANK_END_CODE "%d: %s)", waited_s, limit,
+              doing, code, code == DDP_EPREEMPTED ? "the last checkpoint is complete, resume with the same command"
               : stop_rank == 0       ? "no checkpoint of this job to resume from"
                                      : "rank 0 knows whether a checkpoint of this job is complete");
     _exit(code);
@@ -191,7 +191,7 @@ static double start_timeout_s(int n, char *const overrides[])
     char **given = calloc((size_t)n + 1, sizeof *given);
     int n_given = 0;
     for (int i = 0; given && i < n; i++)
-        if (strncmp(overrides[i], key, sizeof key - 1) == 0)
+        if (has_prefix(overrides[i], key))
             given[n_given++] = overrides[i];
     static config only;
     ddp_err err = {0};

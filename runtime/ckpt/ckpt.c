@@ -28,6 +28,7 @@
 #include <zlib.h>
 
 #include "ckpt_set.h"
+#include "runtime/base/affix.h"
 #include "runtime/base/dirs.h"
 #include "runtime/base/log.h"
 #include "runtime/base/test_fault.h"
@@ -65,7 +66,7 @@ void ckpt_file_name(int64_t step, char *out, size_t out_size)
  * "ckpt-<digits>"), or -1 for anything else. */
 static int64_t parse_ckpt_name(const char *name, bool set)
 {
-    if (strncmp(name, "ckpt-", 5) != 0)
+    if (!has_prefix(name, "ckpt-"))
         return -1;
     const char *p = name + 5;
     int64_t step = 0;
@@ -82,10 +83,9 @@ static void remove_stale_temps(const char *dir)
     DIR *d = opendir(dir);
     if (!d)
         return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
         const char *tag = strstr(de->d_name, ".tmp.");
-        long pid = tag && !strncmp(de->d_name, ".ckpt-", 6) ? strtol(tag + 5, NULL, 10) : 0;
+        long pid = tag && has_prefix(de->d_name, ".ckpt-") ? strtol(tag + 5, NULL, 10) : 0;
         if (pid <= 0 || (pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)))
             continue;
         if (unlinkat(dirfd(d), de->d_name, 0) == 0)

@@ -9,7 +9,9 @@
  * "ready", ignore SIGUSR1, wait) | fail-first (rank 1 exits 3 when DDPRUN_RESTART_COUNT is 0) |
  * fail-first-then-wait (the same, then wait-signal on a restart) | unterminated-exit:C (stderr's
  * last output has no newline, then exit C) | chatty-wait (wait-signal, writing 1 KiB lines to stdout
- * as fast as they go out meanwhile). Ranks that "wait" give up after
+ * as fast as they go out meanwhile) | wait-held (a stop answered as a worker held past its deadline
+ * answers it: rank 0 says it ends the job with exit 75, then every rank stays, SIGTERM ignored,
+ * as one held in the kernel would). Ranks that "wait" give up after
  * 60 s so a launcher that fails to stop them shows up as a hang-guard failure, not a stuck test. */
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "launcher/shared/rank_ends.h"
 #include "launcher/shared/stop_signals.h"
 
 static volatile sig_atomic_t got_signal;
@@ -113,6 +116,17 @@ int main(int argc, char **argv)
         usleep(300000); /* a short "save": ddprun must wait for it */
         printf("rank %d got SIGUSR1, checkpoint saved\n", rank);
         return 75;
+    }
+    if (!strcmp(mode, "wait-held")) {
+        printf("ready rank %d\n", rank);
+        wait_up_to(60);
+        if (rank == 0 && got_signal == SIGUSR1)
+            fprintf(stderr, "[rank 0 fake] error: " RANK_END_STOP_UNANSWERED "3 s (ddp.timeout_s): this rank was "
+                            "held" RANK_END_CODE "75: the last checkpoint is complete)\n");
+        signal(SIGTERM, SIG_IGN);
+        got_signal = 0;
+        wait_up_to(60);
+        return 1;
     }
     if (!strcmp(mode, "ignore-signal")) {
         printf("ready rank %d\n", rank);

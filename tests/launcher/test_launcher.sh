@@ -460,6 +460,14 @@ check "SIGHUP under nohup: ignored, the job goes on" bash -c "kill -0 $pid && ! 
 kill -TERM $pid
 finish
 check "... a SIGTERM then stops it (exit 75, got $rc)" [ $rc -eq 75 ]
+# a stop that rank 0 could not answer (held past its deadline): it says it ends the job with exit
+# 75 (its checkpoint complete), but held, neither it nor mpirun ends; ddprun ends mpirun 3 s after
+# the line, and the job's exit code is the one the rank said
+start_and_signal held wait-held
+finish
+check "a held rank's unanswered stop: ddprun ends mpirun and exits 75, as the rank said (got $rc)" [ $rc -eq 75 ]
+check "... saying why it ended mpirun" contains $err "mpirun has not ended the job 3 s after a rank's stop request left unanswered"
+check "... no hang (${ms} ms < 30 s)" hang_guard
 start_and_signal twice ignore-signal
 sleep 0.5
 kill -INT $pid

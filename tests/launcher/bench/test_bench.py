@@ -309,7 +309,8 @@ def usage():
 def json_whole():
     """-J's file is written whole or not at all: on a filesystem with no room for the new one, the
     job fails (exit 1, the cause named) and leaves the file already there as it was, with no
-    temporary beside it (writing in place truncated it and left part of the new one)."""
+    temporary beside it (writing in place truncated it and left part of the new one). Into a
+    missing folder: exit 1 too; to /dev/stdout (no regular file): the JSON on stdout."""
     with tempfile.TemporaryDirectory() as tmp:
         small = os.path.join(tmp, "small")
         os.mkdir(small)
@@ -336,6 +337,12 @@ def json_whole():
             with open(path) as f:
                 check(f.read() == old, "-J full: the earlier file kept as it was")
             check(sorted(os.listdir(small)) == ["fill", "out.json"], "-J full: left %s" % os.listdir(small))
+            rc, out, err = mpirun(2, ["allreduce", "-b", "8", "-e", "64", "-n", "1", "-w", "0", "-J",
+                                      os.path.join(small, "no", "such.json")], backend_args("mpi", 2)[1], timeout=120)
+            check(rc == 1 and "-J: " in err, "-J into a missing folder: exit %s, wanted 1: %s" % (rc, err[-300:]))
+            rc, out, err = mpirun(2, ["allreduce", "-b", "8", "-e", "64", "-n", "1", "-w", "0", "-J", "/dev/stdout"],
+                                  backend_args("mpi", 2)[1], timeout=120)
+            check(rc == 0 and '"collective": "allreduce"' in out, "-J /dev/stdout: exit %s, the JSON in stdout" % rc)
         finally:
             if subprocess.run(["umount", small]).returncode:
                 subprocess.run(["umount", "-l", small])

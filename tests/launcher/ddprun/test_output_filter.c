@@ -193,10 +193,11 @@ static void test_rank_held_ends(void)
 {
     const char *lines[] = {
         "[1,0]<stderr>:[rank 0 h1] error: " RANK_END_STOP_UNANSWERED "300 s (ddp.timeout_s): this rank was loading "
-        "the data (data.path /mnt/data/kjv); ending the job (exit 1: no checkpoint of this job to resume from)\n",
+        "the data (data.path /mnt/data/kjv)" RANK_END_CODE "1: no checkpoint of this job to resume from)\n",
         "[1,1]<stderr>:[rank 1 h2] error: " RANK_END_START_UNFINISHED "300 s (ddp.timeout_s): a rank of the job never "
         "reached it (its program or libraries on a stalled file system, its host unreachable); ending the job\n"};
     const char *whats[] = {"stop request left unanswered", "MPI start-up left unfinished"};
+    const int codes[] = {1, 0}; /* the exit code the line says its rank ends with (the job's, if ddprun ends it) */
     for (int i = 0; i < 2; i++) {
         fflush(stderr);
         output_filter *f = output_filter_new();
@@ -206,6 +207,7 @@ static void test_rank_held_ends(void)
         CHECK(d->seen_s > 0 && d->n_hosts == 0 && !d->not_arrived[0], "line %d: seen %g, %d hosts", i, d->seen_s,
               d->n_hosts);
         CHECK(d->what && strstr(d->what, whats[i]), "line %d: what: %s", i, d->what ? d->what : "(none)");
+        CHECK(d->code == codes[i], "line %d: code %d", i, d->code);
         output_filter_free(f);
     }
 }

@@ -304,12 +304,15 @@ check "... a rank other than 0 rose by ${others:-?} MiB, under the whole state (
 # ---- a rank whose host has another folder at checkpoint.dir's path --------------------------------
 # rank 1 in a mount namespace of its own with a tmpfs over that path (a share not mounted on its
 # host): the job ends at the start, exit 2, rank 1 naming the folder and rank 0's file, rank 0
-# naming rank 1, no step trained and rank 0's file gone; not sharded, rank 0 alone writes there.
+# naming rank 1, no step trained and rank 0's file gone; one that sees the folder read-only ends it
+# too (exit 1); not sharded, rank 0 alone writes there.
 if unshare -m true 2>/dev/null; then
     mkdir -p "$TMP/unshared/ckpt"
+    # rank 1's view of the folder: another one (a tmpfs over it), or (mount_ro set) the same read-only
+    mount_tmpfs='mount -t tmpfs none "$0" && exec "$@"'
     unshared() {
         timeout 120 mpirun --bind-to none -np 1 "$DDPRUN_WORKER" "$GPT" "${G[@]}" run.dir="$TMP/unshared/run" \
-            checkpoint.dir="$TMP/unshared/ckpt" "$@" : -np 1 unshare -m sh -c 'mount -t tmpfs none "$0" && exec "$@"' \
+            checkpoint.dir="$TMP/unshared/ckpt" "$@" : -np 1 unshare -m sh -c "${mount_ro:-$mount_tmpfs}" \
             "$TMP/unshared/ckpt" "$DDPRUN_WORKER" "$GPT" "${G[@]}" run.dir="$TMP/unshared/run" \
             checkpoint.dir="$TMP/unshared/ckpt" "$@" >"$TMP/unshared.log" 2>&1
     }
@@ -323,6 +326,13 @@ not there" "$TMP/unshared.log"
 sharded checkpoints" "$TMP/unshared.log"
     check "... before any step, rank 0's file removed" \
         bash -c "! grep -q ' step [0-9]*/' '$TMP/unshared.log' && [ -z \"\$(ls -A '$TMP/unshared/ckpt')\" ]"
+    mount_ro='mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"' unshared "${S[@]}" train.max_steps=4
+    rc=$?
+    check "... one that sees it read-only ends the start too (exit $rc)" [ $rc -eq 1 ]
+    check "... rank 1 naming the folder and why" grep -qE "\[rank 1 [^]]*\] error: on this rank's host \([^)]*\), where it \
+writes its shard: checkpoint directory $TMP/unshared/ckpt: cannot make \.ddprun-shared-[0-9a-f]{16}-r1 in it: Read-only" \
+        "$TMP/unshared.log"
+    check "... rank 0's file removed" [ -z "$(ls -A "$TMP/unshared/ckpt")" ]
     unshared train.max_steps=4
     rc=$?
     check "... not sharded, rank 0 alone writes there: the job trains and saves (exit $rc)" \
