@@ -252,13 +252,12 @@ static void test_name_twice(void)
     ckpt_loaded_free(&c);
 }
 
-/* A checkpoint the newest-first walk passed over as damaged is neither counted nor deleted by a
- * prune after a save of a higher step either (keep_last 2 keeps two valid ones), until a save of
- * its own step replaces it. */
-static void passed_over_kept(void)
+/* In dir/name (into d): a valid checkpoint of step 120 and a damaged one of step 140 (its path
+ * into p140), which a walk then passes over for 120. */
+static void pass_over_140(const char *name, char d[600], char p140[CKPT_PATH_MAX])
 {
-    char d[600], path[CKPT_PATH_MAX], p140[CKPT_PATH_MAX];
-    snprintf(d, sizeof d, "%s/passed_over", dir);
+    char path[CKPT_PATH_MAX];
+    snprintf(d, 600, "%s/%s", dir, name);
     ddp_err err = {0};
     write_step(d, 120, 120, path);
     write_step(d, 140, 140, p140);
@@ -266,6 +265,16 @@ static void passed_over_kept(void)
     ckpt_loaded c;
     CHECK(ckpt_find_latest(d, &c, NULL, &err) == DDP_OK && c.hdr.step == 120, "the damaged 140 passed over");
     ckpt_loaded_free(&c);
+}
+
+/* A checkpoint the newest-first walk passed over as damaged is neither counted nor deleted by a
+ * prune after a save of a higher step either (keep_last 2 keeps two valid ones), until a save of
+ * its own step replaces it. */
+static void passed_over_kept(void)
+{
+    char d[600], path[CKPT_PATH_MAX], p140[CKPT_PATH_MAX];
+    ddp_err err = {0};
+    pass_over_140("passed_over", d, p140);
     write_step(d, 135, 135, path);
     CHECK_EQ_INT(ckpt_prune(d, 2, path, &err), DDP_OK);
     write_step(d, 150, 150, path);
@@ -287,14 +296,9 @@ static void passed_over_kept(void)
 static void passed_over_then_taken(void)
 {
     char d[600], path[CKPT_PATH_MAX], p140[CKPT_PATH_MAX];
-    snprintf(d, sizeof d, "%s/passed_over_taken", dir);
     ddp_err err = {0};
-    write_step(d, 120, 120, path);
-    write_step(d, 140, 140, p140);
-    flip_byte(p140, tensor_offset(p140, "param/fc2.weight") + 3);
+    pass_over_140("passed_over_taken", d, p140);
     ckpt_loaded c;
-    CHECK(ckpt_find_latest(d, &c, NULL, &err) == DDP_OK && c.hdr.step == 120, "the damaged 140 passed over");
-    ckpt_loaded_free(&c);
     write_step(d, 140, 140, p140); /* fetched again, whole */
     CHECK(ckpt_find_latest(d, &c, NULL, &err) == DDP_OK && c.hdr.step == 140, "the fetched 140 taken");
     ckpt_loaded_free(&c);
