@@ -232,7 +232,7 @@ static int check_folder(const char *dir, bool force)
     }
     int rc = DDP_OK;
     for (struct dirent *e; !force && !rc && (e = readdir(d));)
-        if (hf_export_file(e->d_name) || hf_tokenizer_file(e->d_name)) {
+        if (hf_export_or_tokenizer_file(e->d_name)) {
             fprintf(stderr, "ddprun ckpt export: %s already holds %s; give --force to replace the folder's model\n",
                     dir, e->d_name);
             rc = DDP_EUSAGE;

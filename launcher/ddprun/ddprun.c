@@ -422,23 +422,25 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
         /* mpirun refused the job (an option it rejects, too few slots, a host it cannot reach): the
          * same hosts would be refused again; --host-discovery's next answer may differ */
         bool refused = r.ranks_started == 0 && !o->discovery.cmd;
-        if (code == DDP_ERUNTIME && attempt < o->max_restarts && (cannot_start(r.wait_status) || refused))
+        bool same_again = cannot_start(r.wait_status) || refused; /* another attempt would fail the same way */
+        bool attempts_left = attempt < o->max_restarts;
+        if (code == DDP_ERUNTIME && attempts_left && same_again)
             fprintf(stderr, "ddprun: not restarting: %s (the message above says why), and another attempt would "
                     "fail the same way\n", cannot_start(r.wait_status) ? "a program could not be started (exit 127)"
                                                                     : "mpirun started no rank");
         /* another host's notice: its ranks saved and stopped, and the fleet goes on without it */
         bool fetched = cfg && (cfg->checkpoint.download_cmd[0] || cfg->checkpoint.sharded); /* reach any host */
-        bool notice = attempt < o->max_restarts && notice_restarts(&r, code, fetched);
+        bool notice = attempts_left && notice_restarts(&r, code, fetched);
+        bool failure_restarts = code == DDP_ERUNTIME && attempts_left && !same_again && job_signals_seen() == 0;
         deadline_verdict failed_lost, failed_noticed;
-        bool may_restart = attempt < o->max_restarts && (code == DDP_ERUNTIME || notice);
-        bool say = may_restart && !notice && !o->discovery.cmd && !refused && !cannot_start(r.wait_status);
-        failure_lost_hosts(&r, fetched, say && job_signals_seen() == 0, &failed_lost, &failed_noticed);
+        /* the kept host is said only where this failure restarts with hosts dropped */
+        failure_lost_hosts(&r, fetched, failure_restarts && !notice && !o->discovery.cmd, &failed_lost, &failed_noticed);
         const deadline_verdict *lost = notice ? &r.notice : &failed_lost;
         int slots_left;
-        bool drop = may_restart && !o->discovery.cmd && ddprun_drop_hosts(o->hosts, lost, hosts, hosts_cap,
-                                                                           &slots_left);
-        if ((code != DDP_ERUNTIME && !(notice && (drop || o->discovery.cmd))) ||
-            attempt >= o->max_restarts || job_signals_seen() > 0 || cannot_start(r.wait_status) || refused) {
+        bool drop = (code == DDP_ERUNTIME || notice) && attempts_left && !o->discovery.cmd &&
+                    ddprun_drop_hosts(o->hosts, lost, hosts, hosts_cap, &slots_left);
+        bool notice_restarts_now = notice && !same_again && job_signals_seen() == 0 && (drop || o->discovery.cmd);
+        if (!failure_restarts && !notice_restarts_now) {
             report(&r, code);
             return code;
         }

@@ -395,10 +395,12 @@ static void rank_line(output_filter *f, int rank, bool is_err, char *joined)
         parse_deadline(f, verdict);
     else if (f->deadline.seen_s <= 0 && watchdog_aborts(joined)) /* no rank named: NCCL cannot tell which */
         f->deadline = (deadline_verdict){.seen_s = monotonic_s(), .what = "the NCCL watchdog's abort"};
-    else if (f->deadline.seen_s <= 0 && rank_held_end(joined)) { /* its rank ends at once, unless held */
-        const char *said = strstr(joined, RANK_END_CODE);
-        f->deadline = (deadline_verdict){.seen_s = monotonic_s(), .what = rank_held_end(joined),
-                                         .code = said ? atoi(said + strlen(RANK_END_CODE)) : 0};
+    else if (f->deadline.seen_s <= 0) {
+        const char *held_end = rank_held_end(joined); /* its rank ends at once, unless held */
+        const char *said = held_end ? strstr(joined, RANK_END_CODE) : NULL;
+        if (held_end)
+            f->deadline = (deadline_verdict){.seen_s = monotonic_s(), .what = held_end,
+                                             .code = said ? atoi(said + strlen(RANK_END_CODE)) : 0};
     }
     free(joined);
 }

@@ -159,10 +159,7 @@ bool hf_tokenizer_file(const char *name)
     return has_prefix(name, "tokenizer") || !strcmp(name, "tekken.json") || has_suffix(name, ".tiktoken");
 }
 
-/* An export with a tokenizer of its own replaces the whole set: one of an earlier export's left
- * beside it (a chat_template.jinja, which transformers reads over tokenizer_config.json's; a
- * tokenizer.model, which converters read first) would be the other model's. */
-static bool export_or_tokenizer_file(const char *name) { return hf_export_file(name) || hf_tokenizer_file(name); }
+bool hf_export_or_tokenizer_file(const char *name) { return hf_export_file(name) || hf_tokenizer_file(name); }
 
 static bool has_tokenizer(const char *source)
 {
@@ -277,7 +274,7 @@ int hf_folder_write(const char *dir, const st_out_tensor *tensors, int n, st_dty
     split(&x, max_shard_bytes);
     int rc = source ? read_generation(&x, source, err) : DDP_OK;
     if (!rc)
-        rc = replace_dir(dir, write_folder, has_tokenizer(source) ? export_or_tokenizer_file : hf_export_file,
+        rc = replace_dir(dir, write_folder, has_tokenizer(source) ? hf_export_or_tokenizer_file : hf_export_file,
                          HF_CONFIG, &x, err);
     if (!rc)
         *files = x.n_shards;

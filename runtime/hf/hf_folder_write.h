@@ -37,6 +37,8 @@ bool hf_export_file(const char *name);
 /* A tokenizer's file (tokenizer*, vocab.json, merges.txt, the chat templates, tekken.json,
  * *.tiktoken, ...): an export whose source has a tokenizer replaces the folder's whole set. */
 bool hf_tokenizer_file(const char *name);
+/* Either of the two: a file an export whose source has a tokenizer replaces. */
+bool hf_export_or_tokenizer_file(const char *name);
 
 /* Writes the n tensors (distinct names) as the folder dir (created or replaced) as dtype (ST_F32 or ST_BF16),
  * shards of at most max_shard_bytes of tensor data, source's generation_config.json when source (a
