@@ -248,26 +248,10 @@ static int write_json_doc(FILE *f, void *ctx, ddp_err *err)
     return DDP_OK;
 }
 
-/* A path that is no regular file (/dev/stdout, a FIFO) has nothing to replace: written in place. */
-static int write_in_place(const char *path, json_doc *doc, ddp_err *err)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: cannot write: %s", path, strerror(errno));
-    write_json_doc(f, doc, err);
-    bool failed = fflush(f) != 0 || ferror(f);
-    if (fclose(f) != 0 || failed)
-        return ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", path, strerror(errno));
-    return DDP_OK;
-}
-
 int bench_write_json(const bench_run *run, long long wrong, double avg, ddp_err *err)
 {
     json_doc doc = {run, wrong, avg};
-    struct stat st;
-    const char *path = run->o->json_path;
-    int rc = stat(path, &st) == 0 && !S_ISREG(st.st_mode) ? write_in_place(path, &doc, err)
-                                                          : replace_file_stream(path, write_json_doc, &doc, err);
+    int rc = replace_file_stream(run->o->json_path, write_json_doc, &doc, err); /* /dev/stdout: in place */
     if (rc == DDP_OK)
         return DDP_OK;
     err->code = DDP_ERUNTIME; /* a missing folder too: the results are measured, only their file failed */

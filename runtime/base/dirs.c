@@ -1,6 +1,6 @@
 /* dirs.c — path_is_dir; make_dirs: mkdir on each prefix of the path in turn, ignoring the ones
- * that exist, and fsyncing the parent of each one made; the writability probe; the directory fsync
- * (dirs.h). */
+ * that exist, and fsyncing the parent of each one made; the writability probes; the directory
+ * fsync (dirs.h). */
 #include "dirs.h"
 
 #include <errno.h>
@@ -48,21 +48,28 @@ int make_dirs(const char *path, ddp_err *err)
     }
 }
 
+int dir_try_file(const char *dir, const char *name, ddp_err *err)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+        return ddp_fail(err, DDP_EUSAGE, "directory path too long: %s", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || close(fd) != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "cannot make %s in it: %s", name, strerror(errno));
+    if (unlink(path) != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "cannot remove %s from it: %s", name, strerror(errno));
+    return DDP_OK;
+}
+
 int make_writable_dir(const char *path, ddp_err *err)
 {
     int rc = make_dirs(path, err);
     if (rc)
         return rc;
-    char probe[PATH_MAX];
-    if (snprintf(probe, sizeof probe, "%s/.ddprun-probe.%ld", path, (long)getpid()) >= (int)sizeof probe)
-        return ddp_fail(err, DDP_EUSAGE, "directory path too long: %s", path);
-    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ddp_fail(err, DDP_ERUNTIME, "cannot create a file in it: %s", strerror(errno));
-    close(fd);
-    if (unlink(probe) != 0)
-        return ddp_fail(err, DDP_ERUNTIME, "cannot remove a file from it (%s): %s", probe, strerror(errno));
-    return DDP_OK;
+    char host[256] = "host", name[320];
+    gethostname(host, sizeof host - 1); /* on failure, the pid alone names it */
+    snprintf(name, sizeof name, ".ddprun-probe.%s.%ld", host, (long)getpid());
+    return dir_try_file(path, name, err);
 }
 
 int dir_fsync(const char *path, ddp_err *err)

@@ -16,9 +16,14 @@ bool path_is_dir(const char *path);
  * component that could not be created, or DDP_EUSAGE when path is longer than PATH_MAX. */
 int make_dirs(const char *path, ddp_err *err);
 
-/* make_dirs, then creates and removes an empty file ".ddprun-probe.<pid>" in path, so that a
- * read-only filesystem or a directory this process may not write is found before any work depends
- * on it. DDP_ERUNTIME saying which step failed and why. */
+/* Creates the empty file dir/name and removes it: that this process may write in dir, seen
+ * before any work depends on it. name must be one no other process uses (the caller's host and
+ * pid in it). DDP_ERUNTIME naming the file, the step that failed and why (the caller names dir). */
+int dir_try_file(const char *dir, const char *name, ddp_err *err);
+
+/* make_dirs, then dir_try_file of ".ddprun-probe.<host>.<pid>" in path (a directory that hosts
+ * share may see two processes of one pid), so that a read-only filesystem or a directory this
+ * process may not write is found before any work depends on it. */
 int make_writable_dir(const char *path, ddp_err *err);
 
 /* fsync of the directory itself. A filesystem that cannot fsync directories (EINVAL) counts as

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dirs.h"
@@ -70,8 +71,25 @@ int replace_file_fd(const char *path, replace_file_fd_writer write, void *ctx, d
     return commit(fd, write(fd, tmp, ctx, err), dir, tmp, path, err);
 }
 
+/* f's contents from write, flushed and closed (f named name in messages); the first failure. */
+static int write_stream(FILE *f, const char *name, replace_file_stream_writer write, void *ctx, ddp_err *err)
+{
+    int rc = write(f, ctx, err);
+    if ((fflush(f) != 0 || ferror(f)) && !rc)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", name, errno ? strerror(errno) : "stream error");
+    if (fclose(f) != 0 && !rc)
+        rc = ddp_fail(err, DDP_ERUNTIME, "%s: close: %s", name, strerror(errno));
+    return rc;
+}
+
 int replace_file_stream(const char *path, replace_file_stream_writer write, void *ctx, ddp_err *err)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) { /* nothing to replace */
+        FILE *f = fopen(path, "we");
+        return f ? write_stream(f, path, write, ctx, err)
+                 : ddp_fail(err, DDP_ERUNTIME, "%s: cannot write: %s", path, strerror(errno));
+    }
     char dir[REPLACE_PATH_MAX], tmp[REPLACE_PATH_MAX + 64];
     int fd = -1, rc = temp_name(path, dir, tmp, err);
     if (!rc)
@@ -86,12 +104,7 @@ int replace_file_stream(const char *path, replace_file_stream_writer write, void
             close(own);
         return commit(fd, ddp_fail(err, DDP_ERUNTIME, "%s: fdopen: %s", tmp, strerror(errno)), dir, tmp, path, err);
     }
-    rc = write(f, ctx, err);
-    if ((fflush(f) != 0 || ferror(f)) && !rc)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: write failed: %s", tmp, errno ? strerror(errno) : "stream error");
-    if (fclose(f) != 0 && !rc)
-        rc = ddp_fail(err, DDP_ERUNTIME, "%s: close: %s", tmp, strerror(errno));
-    return commit(fd, rc, dir, tmp, path, err);
+    return commit(fd, write_stream(f, tmp, write, ctx, err), dir, tmp, path, err);
 }
 
 int replace_file_write(int fd, const char *tmp, const void *p, size_t n, ddp_err *err)

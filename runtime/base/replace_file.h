@@ -18,7 +18,9 @@ typedef int (*replace_file_stream_writer)(FILE *f, void *ctx, ddp_err *err);
 
 /* DDP_OK once path holds what write wrote, durably. DDP_EUSAGE when path names a folder, is too
  * long, or its folder is missing or not writable (the message names the temporary file);
- * DDP_ERUNTIME for a failed write, fsync, close or rename, naming the call and strerror. */
+ * DDP_ERUNTIME for a failed write, fsync, close or rename, naming the call and strerror. A stream
+ * to a path that is neither a file nor a folder (/dev/stdout, a FIFO) has nothing to replace: it
+ * is written there in place, flushed and closed. */
 int replace_file_fd(const char *path, replace_file_fd_writer write, void *ctx, ddp_err *err);
 int replace_file_stream(const char *path, replace_file_stream_writer write, void *ctx, ddp_err *err);
 

@@ -2,8 +2,9 @@
  * (contents exact, no temporary left, an existing file replaced); a writer that fails or a
  * stream whose writes fail (RLIMIT_FSIZE: the kernel refuses the bytes) leave the old file
  * byte for byte and no temporary behind, with the writer's or the system's error passed on; a
- * path that names a folder, and one whose folder is missing, are usage errors naming the path;
- * stale temporaries of one name pattern removed, nothing else. */
+ * path that names a folder, and one whose folder is missing, are usage errors naming the path; a
+ * FIFO is written in place, and stays one; stale temporaries of one name pattern removed,
+ * nothing else. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/check.h"
@@ -132,6 +134,25 @@ static void bad_paths(void)
     CHECK_STR_CONTAINS(err.msg, "cannot create");
 }
 
+/* A FIFO (a reader waiting at its other end) has nothing to replace: the text goes through it. */
+static void fifo_written_in_place(void)
+{
+    char path[128], buf[32] = {0};
+    snprintf(path, sizeof path, "%s/pipe", dir);
+    CHECK_EQ_INT(mkfifo(path, 0600), 0);
+    int rd = open(path, O_RDONLY | O_NONBLOCK);
+    ddp_err err = {0};
+    CHECK(rd >= 0 && replace_file_stream(path, put_text, "through\n", &err) == DDP_OK, "FIFO: %s", err.msg);
+    ssize_t n = rd >= 0 ? read(rd, buf, sizeof buf - 1) : -1;
+    struct stat st;
+    CHECK(n == 8 && !strcmp(buf, "through\n"), "FIFO: read %zd bytes: %s", n, buf);
+    CHECK(stat(path, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced by a file");
+    CHECK_EQ_INT(count(".tmp."), 0);
+    if (rd >= 0)
+        close(rd);
+    unlink(path);
+}
+
 /* Only temporaries (".NAME.tmp.DIGITS") whose NAME matches the pattern go. */
 static void stale_temps_removed(void)
 {
@@ -161,6 +182,7 @@ int main(void)
     written_whole(path);
     failures_keep_the_old_file(path);
     bad_paths();
+    fifo_written_in_place();
     stale_temps_removed();
     unlink(path);
     rmdir(dir);
