@@ -499,11 +499,13 @@ static int open_job(train_job *t, notice_watch *notice, int64_t *consumed, ddp_e
     if (rc == DDP_OK)
         rc = train_lock_run_dir(t, train_ckpt_may_download(t), err);
     if (rc == DDP_OK)
+        rc = train_ckpt_check_dir(t, true, err);
+    if (rc == DDP_OK)
         rc = train_ckpt_resume(t, consumed, err);
     if (rc == DDP_OK)
         rc = train_lock_run_dir(t, true, err);
     if (rc == DDP_OK)
-        rc = train_ckpt_check_dir(t, err);
+        rc = train_ckpt_check_dir(t, false, err);
     if (rc == DDP_OK)
         rc = train_log_open(t, err);
     if (rc == DDP_OK)

@@ -143,14 +143,18 @@ int train_ckpt_open(train_job *t, ddp_err *err)
     return rc;
 }
 
-int train_ckpt_check_dir(train_job *t, ddp_err *err)
+int train_ckpt_check_dir(train_job *t, bool before_resume, ddp_err *err)
 {
-    const train_ckpt *c = t->ckpt;
+    train_ckpt *c = t->ckpt;
+    bool shared = t->cfg->checkpoint.sharded && t->ctl->size > 1;
+    if (before_resume)
+        return shared ? train_shard_check_dir(t, c->dir, DDP_OK, true, &c->dir_shared_seen, err) : DDP_OK;
     int rc = t->ctl->rank == 0 ? make_writable_dir(c->dir, err) : DDP_OK;
     if (rc != DDP_OK)
         rc = t->cfg->checkpoint.dir[0] ? ddp_prefix(err, "checkpoint.dir %s", c->dir)
                                        : ddp_prefix(err, "checkpoint directory %s (run.dir/checkpoints)", c->dir);
-    return t->cfg->checkpoint.sharded && t->ctl->size > 1 ? train_shard_check_dir(t, c->dir, rc, err) : rc;
+    bool checked; /* seen before the resume: rank 0's verdict is its own, as without checkpoint.sharded */
+    return shared && !c->dir_shared_seen ? train_shard_check_dir(t, c->dir, rc, false, &checked, err) : rc;
 }
 
 /* ---- one line of training per checkpoint.dir ---- */

@@ -16,10 +16,13 @@ int train_ckpt_resume(train_job *t, int64_t *consumed, ddp_err *err);
 /* Whether train_ckpt_resume may run checkpoint.download_cmd: one is set, and the job resumes its
  * own newest checkpoint (checkpoint.resume auto, or a restart). */
 bool train_ckpt_may_download(const train_job *t);
-/* Every rank, after the resume: the checkpoint directory exists and takes files on rank 0's host,
- * and with checkpoint.sharded every rank sees that directory (train_shard_check_dir), so that a bad
- * checkpoint.dir ends the job before its first step, not at its first save. */
-int train_ckpt_check_dir(train_job *t, ddp_err *err);
+/* Every rank. After the resume (before_resume false): the checkpoint directory exists and takes
+ * files on rank 0's host, and with checkpoint.sharded every rank sees that directory
+ * (train_shard_check_dir), so that a bad checkpoint.dir ends the job before its first step, not at
+ * its first save. Before the resume, with checkpoint.sharded, that last check alone where the
+ * directory exists, so that a rank that does not see it ends the job before the resume would call
+ * each set it holds damaged. */
+int train_ckpt_check_dir(train_job *t, bool before_resume, ddp_err *err);
 /* After the resume, every rank: a checkpoint.dir that is not shared (a node-local disk), whose
  * newest checkpoint on another rank's host is newer than what rank 0 took up and was saved with
  * this config (a failure restart or a new job that placed rank 0 on another host), is refused

@@ -44,6 +44,7 @@ typedef struct train_ckpt {
     bool last_write_failed;       /* rank 0: the background write before this one failed (write_ended) */
     bool downloaded;              /* rank 0: checkpoint.download_cmd has run (at most once a resume) */
     bool marker_forgotten;        /* rank 0: the first save removed a download's marker (ckpt_download_forget) */
+    bool dir_shared_seen;         /* checkpoint.sharded: every rank saw dir before the resume (train_ckpt_check_dir) */
     ckpt_write_observer observe;  /* checkpoint.sharded: told of each save's write (train_ckpt_observe) */
     void *observe_ctx;
 } train_ckpt;

@@ -84,20 +84,20 @@ static int see_probe(const char *dir, int64_t token, const comm *c, ddp_err *err
                         "system)", dir, c->host, path + strlen(dir) + 1, strerror(errno));
     close(fd);
     probe_name(dir, token, c->rank, path, sizeof path);
-    int rc = make_file(dir, path, err);
-    if (rc == DDP_OK)
-        unlink(path);
-    return rc != DDP_OK ? ddp_prefix(err, "on this rank's host (%s), where it writes its shard", c->host) : rc;
+    int rc = dir_try_file(dir, path + strlen(dir) + 1, err);
+    return rc != DDP_OK ? ddp_prefix(err, "checkpoint directory %s on this rank's host (%s), where it writes its shard",
+                                     dir, c->host)
+                        : rc;
 }
 
 static void remove_probe(void *path) { unlink(path); }
 
-int train_shard_check_dir(train_job *t, const char *dir, int mine, ddp_err *err)
+int train_shard_check_dir(train_job *t, const char *dir, int mine, bool if_there, bool *checked, ddp_err *err)
 {
     comm *c = t->ctl;
     char probe[CKPT_PATH_MAX + 64];
     int64_t token = 0;
-    if (c->rank == 0 && mine == DDP_OK) {
+    if (c->rank == 0 && mine == DDP_OK && (!if_there || path_is_dir(dir))) {
         int64_t drawn = draw_token();
         probe_name(dir, drawn, -1, probe, sizeof probe);
         if ((mine = make_file(dir, probe, err)) == DDP_OK)
@@ -109,6 +109,7 @@ int train_shard_check_dir(train_job *t, const char *dir, int mine, ddp_err *err)
     if (c->rank != 0 && token && mine == DDP_OK)
         mine = see_probe(dir, token, c, err);
     bool made = c->rank == 0 && token;
+    *checked = token != 0;
     return train_agree_then(t, mine, "take checkpoint.dir for the sharded checkpoints (its error says why)",
                             made ? remove_probe : NULL, probe, err);
 }

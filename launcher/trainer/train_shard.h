@@ -39,14 +39,15 @@ typedef struct train_shard_save {
  * the previous save's prune (prune_s). */
 int train_shard_write(train_job *t, const train_shard_save *s, ckpt_write_stats *st, ddp_err *err);
 
-/* Every rank, at the start, after rank 0 made dir writable (mine: this rank's verdict so far):
- * every rank writes its shards into dir, so every rank must see the folder rank 0 does and write
- * there. Rank 0 makes a file of a name drawn now in dir, every other rank opens it and makes (and
- * removes) one of its own, they agree, and rank 0's goes. A rank that does not find it (a
- * node-local disk, a share not mounted on its host) fails with DDP_EUSAGE naming the folder and
- * its host, one that cannot write there (mounted read-only) with DDP_ERUNTIME; the others name it;
- * all before any training. */
-int train_shard_check_dir(train_job *t, const char *dir, int mine, ddp_err *err);
+/* Every rank, at the start (mine: this rank's verdict so far): every rank writes its shards into
+ * dir, so every rank must see the folder rank 0 does and write there. Rank 0 makes a file of a
+ * name drawn now in dir, every other rank opens it and makes (and removes) one of its own, they
+ * agree, and rank 0's goes. A rank that does not find it (a node-local disk, a share not mounted
+ * on its host) fails with DDP_EUSAGE naming the folder and its host, one that cannot write there
+ * (mounted read-only) with DDP_ERUNTIME; the others name it; all before any training. With
+ * if_there, where dir is no directory on rank 0's host the ranks agree without a check
+ * (*checked false); otherwise rank 0 has made dir already. */
+int train_shard_check_dir(train_job *t, const char *dir, int mine, bool if_there, bool *checked, ddp_err *err);
 
 /* A resume from a set: what this rank holds of buffer prefix of the set r reads (whatever world
  * size and stage saved it) into dev. sharded (ZeRO's optimizer state, ZeRO-3's parameters): its

@@ -32,7 +32,8 @@
 #    of memory ends the job instead of resuming an older checkpoint; checkpoint.resume names a
 #    set's directory; a resume from a single file at np 3 raises no rank but rank 0's memory by
 #    the whole state (the broadcast goes a chunk at a time);
-#  - a rank whose host has another folder at checkpoint.dir's path ends the job at the start;
+#  - a rank whose host has another folder at checkpoint.dir's path ends the job at the start, on a
+#    restart before the resume reads (and calls damaged) the sets rank 0 sees;
 #  - `ckpt info` lists a set's shards (BAD naming the damaged one, exit 1), names a folder of
 #    checkpoints as such, `ckpt export --format
 #    hf|llmc` of a set is byte for byte the export of the single file of the same step, and
@@ -305,7 +306,8 @@ check "... a rank other than 0 rose by ${others:-?} MiB, under the whole state (
 # rank 1 in a mount namespace of its own with a tmpfs over that path (a share not mounted on its
 # host): the job ends at the start, exit 2, rank 1 naming the folder and rank 0's file, rank 0
 # naming rank 1, no step trained and rank 0's file gone; one that sees the folder read-only ends it
-# too (exit 1); not sharded, rank 0 alone writes there.
+# too (exit 1); not sharded, rank 0 alone writes there; a restart with a set saved ends before its
+# resume names the set.
 if unshare -m true 2>/dev/null; then
     mkdir -p "$TMP/unshared/ckpt"
     # rank 1's view of the folder: another one (a tmpfs over it), or (mount_ro set) the same read-only
@@ -329,14 +331,24 @@ sharded checkpoints" "$TMP/unshared.log"
     mount_ro='mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"' unshared "${S[@]}" train.max_steps=4
     rc=$?
     check "... one that sees it read-only ends the start too (exit $rc)" [ $rc -eq 1 ]
-    check "... rank 1 naming the folder and why" grep -qE "\[rank 1 [^]]*\] error: on this rank's host \([^)]*\), where it \
-writes its shard: checkpoint directory $TMP/unshared/ckpt: cannot make \.ddprun-shared-[0-9a-f]{16}-r1 in it: Read-only" \
+    check "... rank 1 naming the folder and why" grep -qE "\[rank 1 [^]]*\] error: checkpoint directory $TMP/unshared/ckpt \
+on this rank's host \([^)]*\), where it writes its shard: cannot make \.ddprun-shared-[0-9a-f]{16}-r1 in it: Read-only" \
         "$TMP/unshared.log"
     check "... rank 0's file removed" [ -z "$(ls -A "$TMP/unshared/ckpt")" ]
     unshared train.max_steps=4
     rc=$?
     check "... not sharded, rank 0 alone writes there: the job trains and saves (exit $rc)" \
         bash -c "[ $rc -eq 0 ] && [ -f '$TMP/unshared/ckpt/ckpt-00000004.ddp' ]"
+    # a restart onto such a host where a set is saved ends before the resume, whose walk would find
+    # the set damaged on rank 1 (and pass over it, and run checkpoint.download_cmd)
+    rm -rf "$TMP/unshared/ckpt"/*
+    run unshared-set 2 "${S[@]}" checkpoint.dir="$TMP/unshared/ckpt" train.max_steps=4
+    set_saved=$(ls "$TMP/unshared/ckpt")
+    unshared "${S[@]}" train.max_steps=8 checkpoint.resume=auto
+    rc=$?
+    check "... a restart onto it, a set ${set_saved:-?} saved, ends before the resume (exit $rc)" \
+        bash -c "[ $rc -eq 2 ] && [ -n '$set_saved' ] && grep -q 'is not the one rank 0 writes' '$TMP/unshared.log'"
+    check "... the set neither read nor called damaged" bash -c "! grep -q '$set_saved' '$TMP/unshared.log'"
 else
     echo "note: the unshared checkpoint.dir case skipped (unshare -m is not allowed here)"
 fi
