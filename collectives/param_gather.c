@@ -18,7 +18,7 @@ typedef struct unit_state {
 } unit_state;
 
 struct param_gather {
-    const reducer *layout;
+    reducer *layout;         /* its failures halt the reducer's collectives, and the reducer's these */
     comm *comm;
     device *dev;
     tensor_dtype t;
@@ -57,7 +57,7 @@ size_t param_gather_window_n(const reducer *layout)
     return first + 2 * other;
 }
 
-int param_gather_create(const reducer *layout, device *d, tensor_dtype t, const void *shard, param_gather **out,
+int param_gather_create(reducer *layout, device *d, tensor_dtype t, const void *shard, param_gather **out,
                         ddp_err *err)
 {
     *out = NULL;
@@ -110,8 +110,10 @@ static int start_gather(param_gather *g, int unit, int w, ddp_err *err)
     }
     g->holder[w] = unit;
     g->units[unit].window = w;
-    if (g->status != DDP_OK) /* no collective after a failure: the peers would pair it with another */
-        return g->status;
+    if (g->status != DDP_OK || reducer_halted(g->layout)) /* the peers would pair it with another */
+        return g->status != DDP_OK ? g->status
+                                   : ddp_fail(err, DDP_ERUNTIME, "parameters of unit %d of %d not gathered: a "
+                                              "gradient collective failed before", unit + 1, g->n_units);
     const reducer_bucket *b = bucket_of(g, unit);
     size_t at, shard_at, count;
     reducer_zero_part(g->layout, g->n_units - 1 - unit, g->comm->rank, &at, &shard_at, &count);
@@ -145,6 +147,8 @@ static int window_for(const param_gather *g, int unit, int keep)
 
 static void keep_error(param_gather *g, int rc, const ddp_err *e)
 {
+    if (rc != DDP_OK)
+        reducer_halt(g->layout);
     if (rc != DDP_OK && g->status == DDP_OK) {
         g->status = rc;
         g->err = *e;

@@ -25,11 +25,12 @@ typedef struct param_gather param_gather;
 /* Windows for the units of layout (after reducer_use_zero_units) over its communicator, gathering
  * elements of type t (TENSOR_F32 or TENSOR_BF16) from shard (this rank's blocks, layout->shard_n
  * elements on d). */
-int param_gather_create(const reducer *layout, device *d, tensor_dtype t, const void *shard, param_gather **out,
+int param_gather_create(reducer *layout, device *d, tensor_dtype t, const void *shard, param_gather **out,
                         ddp_err *err);
 /* The window holding unit's parameters (a model param_window_fn; ctx is the param_gather): waits
  * for its gather, starting it first if needed, and starts the next unit's. An error is kept for
- * param_gather_status and the window returned anyway. */
+ * param_gather_status and the window returned anyway; after one, or a failure of the reducer's
+ * collectives, no gather is issued and the reducer issues none either (reducer_halt). */
 const void *param_gather_window(void *ctx, int unit);
 /* Whether unit has a window: gathered, or its gather started (the one before it asked for it). */
 bool param_gather_holds(const param_gather *g, int unit);

@@ -185,6 +185,24 @@ void reducer_begin(reducer *r, bool accumulate)
     r->turns = 0;
 }
 
+/* A failure of one of the bucket collectives, or of what had to come before one (e: its error):
+ * the first kept for reducer_finish, and the order with the peers broken (reducer_halt). */
+static void keep_failure(reducer *r, int rc, const ddp_err *e)
+{
+    if (rc == DDP_OK)
+        return;
+    r->halted = true;
+    if (r->status == DDP_OK) {
+        r->status = rc;
+        if (e != &r->err)
+            r->err = *e;
+    }
+}
+
+void reducer_halt(reducer *r) { r->halted = true; }
+
+bool reducer_halted(const reducer *r) { return r->halted; }
+
 /* The bucket's average, in place: all-reduced, or under ZeRO reduce-scattered (this rank's block
  * receives it; the windows of two buckets never overlap, the last one's runs into the tail).
  * bfloat16 buckets are summed and scaled by 1/size when cast back (reducer_finish): NCCL's own
@@ -250,16 +268,16 @@ static void start_bucket(reducer *r, reducer_bucket *b)
     }
     r->comm->label[0] = '\0';
     b->started = 1;
-    if (rc != DDP_OK && r->status == DDP_OK)
-        r->status = rc;
+    keep_failure(r, rc, &r->err);
 }
 
-/* Start every bucket, in order, whose gradients are complete. None after a failure: the peers'
- * next collective is still the failed bucket's, which a later one would be paired with (other
- * counts: a hang, or sums of different gradients); reducer_finish reports the failure. */
+/* Start every bucket, in order, whose gradients are complete. None after a failure, the parameter
+ * windows' included (reducer_halt): the peers' next collective is still the failed one, which a
+ * later one would be paired with (other counts: a hang, or sums of different gradients);
+ * reducer_finish reports the failure. */
 static void start_ready_buckets(reducer *r)
 {
-    while (r->status == DDP_OK && r->next_to_start < r->n_buckets) {
+    while (r->status == DDP_OK && !r->halted && r->next_to_start < r->n_buckets) {
         reducer_bucket *b = &r->buckets[r->next_to_start];
         if (b->ready < b->count)
             break;
@@ -274,8 +292,8 @@ static void poke_in_flight(reducer *r)
     for (int i = 0; i < r->next_to_start; i++) {
         reducer_bucket *b = &r->buckets[i];
         bool done = false;
-        if (b->req && r->comm->ops->test(r->comm, b->req, &done, &r->err) != DDP_OK && r->status == DDP_OK)
-            r->status = r->err.code ? r->err.code : DDP_ERUNTIME;
+        if (b->req && r->comm->ops->test(r->comm, b->req, &done, &r->err) != DDP_OK)
+            keep_failure(r, r->err.code ? r->err.code : DDP_ERUNTIME, &r->err);
     }
 }
 
@@ -356,11 +374,7 @@ float *reducer_unit_window(void *ctx, int unit)
     reducer_bucket *b = &r->buckets[bucket];
     if (b->window < 0) {
         ddp_err e = {0};
-        int rc = take_window(r, next_window(r, bucket), bucket, false, &e);
-        if (rc != DDP_OK && r->status == DDP_OK) {
-            r->status = rc;
-            r->err = e;
-        }
+        keep_failure(r, take_window(r, next_window(r, bucket), bucket, false, &e), &e);
     }
     return r->windows[b->window];
 }
@@ -469,6 +483,8 @@ int reducer_finish(reducer *r, ddp_err *err)
         *err = r->err;
         return rc;
     }
+    if (r->halted)
+        return ddp_fail(err, DDP_ERUNTIME, "reducer: no bucket issued after a parameter window's collective failed");
     if (r->next_to_start < r->n_buckets) {
         const reducer_bucket *b = &r->buckets[r->next_to_start];
         return ddp_fail(err, DDP_ERUNTIME, "reducer: bucket %d [%zu, +%zu) has %zu of %zu gradients final at the "

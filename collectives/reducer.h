@@ -62,6 +62,7 @@ typedef struct reducer {
     int next_to_start;      /* buckets start in order 0, 1, ... */
     int status;             /* first error seen inside a callback */
     ddp_err err;
+    bool halted;            /* a collective failed or was not issued (reducer_halt) */
     long test_delay_ms;     /* test-only DDP_TEST_COMM_DELAY_MS: finish() sleeps this long before its waits */
     device *dev;            /* the profiler's device, and under bf16 the one running the casts */
     uint16_t *bf16;         /* bf16 only: device shadow of grads that the all-reduce carries */
@@ -118,6 +119,12 @@ void reducer_zero_part(const reducer *r, int bucket, int rank, size_t *param_off
 int reducer_gather(reducer *r, int bucket, ddp_err *err);
 /* ZeRO: waits for every all-gather started since the last call. */
 int reducer_gather_finish(reducer *r, ddp_err *err);
+/* A collective of the reducer's or of the parameter windows' (param_gather.h), which share its
+ * communicator and its order of collectives, failed or was not issued: the peers' next collective
+ * is still that one, which a later one would be paired with, so neither issues another
+ * (reducer_finish fails). Never cleared: the job ends on it. */
+void reducer_halt(reducer *r);
+bool reducer_halted(const reducer *r);
 /* Before the communicator is aborted (a collective may never finish): forgets the requests in
  * flight without waiting for them (the abort ends them), so reducer_destroy frees memory only. */
 void reducer_abandon(reducer *r);
