@@ -63,7 +63,8 @@ struct comm {
     char host[DDP_HOST_NAME_MAX];
     void *impl;
     char label[64];   /* optional: what the caller is reducing now ("bucket 3 of 7"), named in the
-                         NCCL watchdog's and ddp.debug's messages; backends never require it */
+                         NCCL watchdog's, ddp.debug's and the MPI deadline's messages as it was
+                         when the collective was issued; backends never require it */
     char phase[32];   /* optional: where the caller is ("step 17"), named in the MPI deadline's */
     void *stream;     /* the cudaStream_t collectives run on (NCCL), so a profiler can time them in
                          its order; NULL for host-memory communicators (MPI) */
@@ -89,7 +90,7 @@ int comm_first_failure(comm *c, int32_t mine, int32_t *first, int32_t *status, d
 int comm_mpi_create(comm **out, ddp_err *err);
 /* Collective the first time it sets one: from now on every collective of c that is waited for
  * longer than timeout_s (> 0; 0 leaves MPI's own unbounded wait) ends the job, naming the ranks
- * that did not arrive, their hosts, the collective and c's label and phase (comm_mpi_watch.h).
+ * that did not arrive, their hosts, the collective, its label and c's phase (comm_mpi_watch.h).
  * Waiting polls, yielding the core and after 0.1 s sleeping between polls, instead of spinning in
  * MPI_Wait. Once c has a deadline, a later call only changes its length (0: unbounded, still
  * polling), and is not collective. */

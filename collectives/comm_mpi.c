@@ -37,8 +37,9 @@ typedef struct mpi_impl {
 
 struct comm_req {
     bool blocking;             /* a stack request of a blocking call: no MPI requests */
-    uint64_t seq;              /* with a deadline: the collective's number, and its name */
+    uint64_t seq;              /* with a deadline: the collective's number, its name and label */
     const char *what;
+    char label[sizeof ((comm *)0)->label];
     MPI_Request *reqs;
     int n, cap;
     /* work once every request completed, in this order */
@@ -131,6 +132,7 @@ static int req_begin(comm *c, const char *what, comm_dtype dt, comm_op op, bool 
     r->reqs = q;
     r->cap = (int)n_mpi;
     r->what = what;
+    snprintf(r->label, sizeof r->label, "%s", c->label);
     r->seq = m->watch ? mpi_watch_enter(m->watch) : 0;
     *out = r;
     return DDP_OK;
@@ -462,7 +464,7 @@ static int mpi_barrier(comm *c, ddp_err *err)
     MPI_Request r;
     uint64_t seq = mpi_watch_enter(m->watch);
     MPI_TRY(MPI_Ibarrier(m->comm, &r));
-    return mpi_watch_wait(m->watch, c, 1, &r, seq, "barrier", err);
+    return mpi_watch_wait(m->watch, c, 1, &r, &(mpi_watched){seq, "barrier", c->label}, err);
 }
 
 static int mpi_wait(comm *c, comm_req *r, ddp_err *err)
@@ -470,7 +472,7 @@ static int mpi_wait(comm *c, comm_req *r, ddp_err *err)
     mpi_impl *m = impl_of(c);
     int rc = DDP_OK;
     if (m->watch)
-        rc = mpi_watch_wait(m->watch, c, r->n, r->reqs, r->seq, r->what, err);
+        rc = mpi_watch_wait(m->watch, c, r->n, r->reqs, &(mpi_watched){r->seq, r->what, r->label}, err);
     else if ((rc = MPI_Waitall(r->n, r->reqs, MPI_STATUSES_IGNORE)) != MPI_SUCCESS)
         rc = mpi_fail(err, rc, "MPI_Waitall", __FILE__, __LINE__);
     if (rc != DDP_OK)

@@ -161,12 +161,11 @@ void mpi_watch_destroy(mpi_watch *w)
 
 uint64_t mpi_watch_enter(mpi_watch *w) { return ++w->seq; }
 
-static watch_msg describe(const mpi_watch *w, const comm *c, int kind, uint64_t seq, const char *what,
-                          double waited_s)
+static watch_msg describe(const mpi_watch *w, const comm *c, int kind, const mpi_watched *x, double waited_s)
 {
-    watch_msg m = {.kind = kind, .rank = w->rank, .seq = seq, .waited_s = waited_s};
-    snprintf(m.what, sizeof m.what, "%s", what ? what : "collective");
-    snprintf(m.label, sizeof m.label, "%s", c->label);
+    watch_msg m = {.kind = kind, .rank = w->rank, .seq = x->seq, .waited_s = waited_s};
+    snprintf(m.what, sizeof m.what, "%s", x->what ? x->what : "collective");
+    snprintf(m.label, sizeof m.label, "%s", x->label ? x->label : "");
     snprintf(m.phase, sizeof m.phase, "%s", c->phase);
     return m;
 }
@@ -307,10 +306,10 @@ _Noreturn static void report_and_abort(mpi_watch *w, const watch_msg *me)
  * checkpoint write), the wait is not stuck: the deadline starts over. Otherwise, the grace over,
  * the lowest-numbered rank that timed out gives the verdict; never returns. A busy rank holds no
  * other rank's verdict: one that does not answer is named as at any deadline. */
-static int expire(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq, const char *what,
-                  double waited_s, bool *done, ddp_err *err)
+static int expire(mpi_watch *w, comm *c, int n, MPI_Request *reqs, const mpi_watched *x, double waited_s, bool *done,
+                  ddp_err *err)
 {
-    watch_msg me = describe(w, c, MSG_ALARM, seq, what, waited_s);
+    watch_msg me = describe(w, c, MSG_ALARM, x, waited_s);
     me.round = ++w->round;
     reap_sends(w);
     for (int r = 0; r < w->size; r++)
@@ -333,7 +332,7 @@ static int expire(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq,
     }
     int reporter = w->rank;
     for (int r = 0; r < w->rank; r++)
-        if (timed_out_too(w, r, seq)) {
+        if (timed_out_too(w, r, x->seq)) {
             reporter = r;
             break;
         }
@@ -344,7 +343,7 @@ static int expire(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq,
 }
 
 /* The deadline counts from the wait's start, or from when expire last started it over. */
-static int wait_loop(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq, const char *what, ddp_err *err)
+static int wait_loop(mpi_watch *w, comm *c, int n, MPI_Request *reqs, const mpi_watched *x, ddp_err *err)
 {
     double t0 = monotonic_s();
     w->wait_s = w->round_s = t0;
@@ -357,11 +356,11 @@ static int wait_loop(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t s
         if (polls % POLLS_PER_LOOK != 0)
             continue;
         double waited = monotonic_s() - t0;
-        watch_msg me = describe(w, c, MSG_STATUS, seq, what, waited);
+        watch_msg me = describe(w, c, MSG_STATUS, x, waited);
         poll_inbox(w, &me);
         if (monotonic_s() - w->round_s > w->timeout_s) {
             bool done = false;
-            int rc = expire(w, c, n, reqs, seq, what, waited, &done, err);
+            int rc = expire(w, c, n, reqs, x, waited, &done, err);
             if (rc != DDP_OK || done)
                 return rc;
         }
@@ -376,10 +375,10 @@ static int wait_loop(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t s
 
 /* The wait is the process's activity meanwhile: a stop request's deadline (the worker's) tells a
  * rank held here by a peer from the peer that holds it. */
-int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq, const char *what, ddp_err *err)
+int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, const mpi_watched *x, ddp_err *err)
 {
-    activity_wait_begin(what, seq);
-    int rc = wait_loop(w, c, n, reqs, seq, what, err);
+    activity_wait_begin(x->what, x->seq);
+    int rc = wait_loop(w, c, n, reqs, x, err);
     activity_wait_end();
     return rc;
 }
@@ -387,6 +386,6 @@ int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq
 /* Answers the alarms that came meanwhile as a rank in a wait would, in none (seq 0). */
 void mpi_watch_busy(mpi_watch *w, comm *c, const char *what)
 {
-    watch_msg me = describe(w, c, MSG_STATUS, 0, what, 0);
+    watch_msg me = describe(w, c, MSG_STATUS, &(mpi_watched){.what = what, .label = c->label}, 0);
     poll_inbox(w, &me);
 }

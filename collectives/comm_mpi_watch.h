@@ -35,9 +35,17 @@ void mpi_watch_destroy(mpi_watch *w);
 /* A collective is issued: returns its sequence number (1, 2, ...). */
 uint64_t mpi_watch_enter(mpi_watch *w);
 
-/* Waits for the n requests of collective seq (`what`: "all-reduce", ...) within the timeout;
- * never returns once it expired. MPI errors come back as DDP_ERUNTIME. */
-int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, uint64_t seq, const char *what, ddp_err *err);
+/* A collective waited for: its number (mpi_watch_enter), kind ("all-reduce", ...) and the
+ * caller's label when it was issued ("bucket 3 of 7"; c->label is another collective's by the
+ * wait of a non-blocking one). */
+typedef struct mpi_watched {
+    uint64_t seq;
+    const char *what, *label;
+} mpi_watched;
+
+/* Waits for the n requests of collective x within the timeout; never returns once it expired.
+ * MPI errors come back as DDP_ERUNTIME. */
+int mpi_watch_wait(mpi_watch *w, comm *c, int n, MPI_Request *reqs, const mpi_watched *x, ddp_err *err);
 
 /* This rank is busy outside the collectives (`what`: up to 23 bytes, "checkpoint write"): answers
  * the ranks whose deadline passed meanwhile that it is ("busy with WHAT"), so that their deadline
