@@ -256,14 +256,13 @@ typedef struct commit_job {
     ckpt_uploader *uploader;     /* rank 0's, or NULL */
 } commit_job;
 
-/* The commit counts no progress (a few KB of tables and manifest): it is given up when it has not
- * ended stall_s after its wait began. The prune counts each file it removes. */
+/* The commit counts each shard's table it reads (a few KB each, but one read per rank): it is given
+ * up when it reads none for stall_s. The prune counts each file it removes. */
 static int commit_main(void *ctx, _Atomic uint64_t *progress, ddp_err *err)
 {
     commit_job *j = ctx;
-    (void)progress;
     test_fault_sleep_at("slow-commit", j->spec.hdr.step);
-    int rc = ckpt_set_commit(j->set_dir, &j->spec, j->n_shards, j->alternate, err);
+    int rc = ckpt_set_commit(j->set_dir, &j->spec, j->n_shards, j->alternate, progress, err);
     return rc == DDP_OK ? dir_fsync(j->dir, err) : rc;
 }
 

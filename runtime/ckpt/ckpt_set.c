@@ -366,7 +366,8 @@ bool ckpt_set_names_taken(const char *set_dir, int n_shards)
     return taken;
 }
 
-int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards, bool alternate, ddp_err *err)
+int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards, bool alternate,
+                    _Atomic uint64_t *progress, ddp_err *err)
 {
     ckpt_manifest m = *spec;
     int cap = 4 * n_shards * spec->n_buffers;   /* grown as the shards' tables are read */
@@ -378,6 +379,8 @@ int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards
     for (int s = 0; rc == DDP_OK && s < n_shards; s++) {
         ckpt_set_shard_name(s, n_shards, alternate, m.shards[s].name, sizeof m.shards[s].name);
         rc = add_shard(set_dir, &m, s, &cap, err);
+        if (rc == DDP_OK && progress) /* at thousands of shards, the tables' reads take a while */
+            atomic_fetch_add_explicit(progress, 1, memory_order_relaxed);
     }
     char what[CKPT_PATH_MAX + 32];
     snprintf(what, sizeof what, "checkpoint %s", set_dir);

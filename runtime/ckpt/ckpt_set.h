@@ -74,8 +74,10 @@ bool ckpt_set_names_taken(const char *set_dir, int n_shards);
  * holds (the replaced set's shards, an interrupted write's temporaries, an earlier attempt's shards
  * of another world size). Refused, naming the shard file, when one is missing or does not fit, or
  * is another save's: every shard's header must have spec's step, save_time, world_size and
- * config_hash (the writers share rank 0's save_time). */
-int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards, bool alternate, ddp_err *err);
+ * config_hash (the writers share rank 0's save_time). progress (or NULL) counts each shard's table
+ * read, for a stall watch. */
+int ckpt_set_commit(const char *set_dir, const ckpt_manifest *spec, int n_shards, bool alternate,
+                    _Atomic uint64_t *progress, ddp_err *err);
 
 /* The manifest of set_dir, verified (its CRCs, the extents' cover of every buffer). */
 int ckpt_manifest_read(const char *set_dir, ckpt_manifest *m, ddp_err *err);

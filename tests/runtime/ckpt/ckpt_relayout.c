@@ -33,7 +33,7 @@ int main(int argc, char **argv)
         m.tensors[a].offset = m.tensors[b].offset;
         m.tensors[b].offset = at;
         bool alternate = strstr(m.shards[0].name, "-alt") != NULL;
-        rc = ckpt_set_commit(argv[1], &m, m.n_shards, alternate, &err) == DDP_OK ? 0 : 1;
+        rc = ckpt_set_commit(argv[1], &m, m.n_shards, alternate, NULL, &err) == DDP_OK ? 0 : 1;
         if (rc == 0)
             printf("%s %s\n", m.tensors[a].name, m.tensors[b].name);
         else

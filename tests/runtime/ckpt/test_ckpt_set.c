@@ -89,7 +89,11 @@ static int commit(int64_t step, const piece *p, int np, ddp_err *err)
                           .settings_len = strlen(settings), .train_samples = 4321};
     for (int b = 0; b < N_BUF; b++)
         snprintf(spec.buffers[b], sizeof spec.buffers[b], "%s", prefixes[b]);
-    return ckpt_set_commit(set_dir, &spec, 3, shard_alternate, err);
+    _Atomic uint64_t progress = 0;
+    int rc = ckpt_set_commit(set_dir, &spec, 3, shard_alternate, &progress, err);
+    CHECK(rc != DDP_OK || progress == 3, "a commit of 3 shards counts %llu tables read for its stall watch",
+          (unsigned long long)progress);
+    return rc;
 }
 
 /* An empty file at set_dir/name. */
