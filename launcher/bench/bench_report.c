@@ -251,7 +251,10 @@ static int write_json_doc(FILE *f, void *ctx, ddp_err *err)
 int bench_write_json(const bench_run *run, long long wrong, double avg, ddp_err *err)
 {
     json_doc doc = {run, wrong, avg};
-    int rc = replace_file_stream(run->o->json_path, write_json_doc, &doc, err); /* /dev/stdout: in place */
+    struct stat st;
+    const char *path = run->o->json_path;
+    int rc = stat(path, &st) == 0 && !S_ISREG(st.st_mode) ? write_stream_in_place(path, write_json_doc, &doc, err)
+                                                          : replace_file_stream(path, write_json_doc, &doc, err);
     if (rc == DDP_OK)
         return DDP_OK;
     err->code = DDP_ERUNTIME; /* a missing folder too: the results are measured, only their file failed */

@@ -54,11 +54,12 @@ int dir_try_file(const char *dir, const char *name, ddp_err *err)
     if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
         return ddp_fail(err, DDP_EUSAGE, "directory path too long: %s", dir);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || close(fd) != 0)
+    if (fd < 0)
         return ddp_fail(err, DDP_ERUNTIME, "cannot make %s in it: %s", name, strerror(errno));
+    int closed = close(fd) == 0 ? 0 : errno; /* removed all the same */
     if (unlink(path) != 0)
         return ddp_fail(err, DDP_ERUNTIME, "cannot remove %s from it: %s", name, strerror(errno));
-    return DDP_OK;
+    return closed ? ddp_fail(err, DDP_ERUNTIME, "cannot close %s in it: %s", name, strerror(closed)) : DDP_OK;
 }
 
 int make_writable_dir(const char *path, ddp_err *err)

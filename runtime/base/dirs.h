@@ -18,7 +18,8 @@ int make_dirs(const char *path, ddp_err *err);
 
 /* Creates the empty file dir/name and removes it: that this process may write in dir, seen
  * before any work depends on it. name must be one no other process uses (the caller's host and
- * pid in it). DDP_ERUNTIME naming the file, the step that failed and why (the caller names dir). */
+ * pid in it). DDP_ERUNTIME naming the file, the step that failed and why (the caller names dir);
+ * DDP_EUSAGE when the path is longer than PATH_MAX. */
 int dir_try_file(const char *dir, const char *name, ddp_err *err);
 
 /* make_dirs, then dir_try_file of ".ddprun-probe.<host>.<pid>" in path (a directory that hosts

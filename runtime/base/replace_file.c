@@ -1,6 +1,7 @@
 /* replace_file.c — a file written whole or not at all (replace_file.h). Owns the temporary name,
- * the fsyncs and the rename; the contents are the caller's writer's. Must not touch path until
- * the new contents are durable in the temporary file. */
+ * the fsyncs and the rename, and the checks of a stream's writes (also of one written in place);
+ * the contents are the caller's writer's. Must not touch path until the new contents are durable
+ * in the temporary file. */
 #define _POSIX_C_SOURCE 200809L
 #include "replace_file.h"
 
@@ -11,7 +12,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dirs.h"
@@ -82,14 +82,15 @@ static int write_stream(FILE *f, const char *name, replace_file_stream_writer wr
     return rc;
 }
 
+int write_stream_in_place(const char *path, replace_file_stream_writer write, void *ctx, ddp_err *err)
+{
+    FILE *f = fopen(path, "we");
+    return f ? write_stream(f, path, write, ctx, err)
+             : ddp_fail(err, DDP_ERUNTIME, "%s: cannot write: %s", path, strerror(errno));
+}
+
 int replace_file_stream(const char *path, replace_file_stream_writer write, void *ctx, ddp_err *err)
 {
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) { /* nothing to replace */
-        FILE *f = fopen(path, "we");
-        return f ? write_stream(f, path, write, ctx, err)
-                 : ddp_fail(err, DDP_ERUNTIME, "%s: cannot write: %s", path, strerror(errno));
-    }
     char dir[REPLACE_PATH_MAX], tmp[REPLACE_PATH_MAX + 64];
     int fd = -1, rc = temp_name(path, dir, tmp, err);
     if (!rc)

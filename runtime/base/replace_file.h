@@ -18,11 +18,14 @@ typedef int (*replace_file_stream_writer)(FILE *f, void *ctx, ddp_err *err);
 
 /* DDP_OK once path holds what write wrote, durably. DDP_EUSAGE when path names a folder, is too
  * long, or its folder is missing or not writable (the message names the temporary file);
- * DDP_ERUNTIME for a failed write, fsync, close or rename, naming the call and strerror. A stream
- * to a path that is neither a file nor a folder (/dev/stdout, a FIFO) has nothing to replace: it
- * is written there in place, flushed and closed. */
+ * DDP_ERUNTIME for a failed write, fsync, close or rename, naming the call and strerror. */
 int replace_file_fd(const char *path, replace_file_fd_writer write, void *ctx, ddp_err *err);
 int replace_file_stream(const char *path, replace_file_stream_writer write, void *ctx, ddp_err *err);
+
+/* For a path with nothing to replace (/dev/stdout, a FIFO), where the caller has chosen to: the
+ * stream written there in place, flushed and closed; no temporary, fsync or rename. Opening a FIFO
+ * waits for its reader. DDP_ERUNTIME naming path, the call and strerror. */
+int write_stream_in_place(const char *path, replace_file_stream_writer write, void *ctx, ddp_err *err);
 
 /* Removes dir's temporaries (".NAME.tmp.PID") whose NAME matches the fnmatch pattern, each named
  * in a warning: a writer killed between its create and its rename (kill -9, a lost node) leaves

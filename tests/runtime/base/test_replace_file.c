@@ -3,8 +3,8 @@
  * stream whose writes fail (RLIMIT_FSIZE: the kernel refuses the bytes) leave the old file
  * byte for byte and no temporary behind, with the writer's or the system's error passed on; a
  * path that names a folder, and one whose folder is missing, are usage errors naming the path; a
- * FIFO is written in place, and stays one; stale temporaries of one name pattern removed,
- * nothing else. */
+ * FIFO written in place (write_stream_in_place) stays one; stale temporaries of one name pattern
+ * removed, nothing else. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <fcntl.h>
@@ -142,11 +142,13 @@ static void fifo_written_in_place(void)
     CHECK_EQ_INT(mkfifo(path, 0600), 0);
     int rd = open(path, O_RDONLY | O_NONBLOCK);
     ddp_err err = {0};
-    CHECK(rd >= 0 && replace_file_stream(path, put_text, "through\n", &err) == DDP_OK, "FIFO: %s", err.msg);
+    CHECK(rd >= 0 && write_stream_in_place(path, put_text, "through\n", &err) == DDP_OK, "FIFO: %s", err.msg);
     ssize_t n = rd >= 0 ? read(rd, buf, sizeof buf - 1) : -1;
     struct stat st;
     CHECK(n == 8 && !strcmp(buf, "through\n"), "FIFO: read %zd bytes: %s", n, buf);
     CHECK(stat(path, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced by a file");
+    CHECK(write_stream_in_place(path, refuse, "in place", &err) == DDP_ERUNTIME &&
+          strstr(err.msg, "the writer gave up (in place)"), "FIFO: a refusing writer: %s", err.msg);
     CHECK_EQ_INT(count(".tmp."), 0);
     if (rd >= 0)
         close(rd);
