@@ -431,16 +431,16 @@ static int launch(const launch_opts *opts, const config *cfg, const char *self, 
         /* another host's notice: its ranks saved and stopped, and the fleet goes on without it */
         bool fetched = cfg && (cfg->checkpoint.download_cmd[0] || cfg->checkpoint.sharded); /* reach any host */
         bool notice = attempts_left && notice_restarts(&r, code, fetched);
-        bool failure_restarts = code == DDP_ERUNTIME && attempts_left && !same_again && job_signals_seen() == 0;
-        deadline_verdict failed_lost, failed_noticed;
-        /* the kept host is said only where this failure restarts with hosts dropped */
-        failure_lost_hosts(&r, fetched, failure_restarts && !notice && !o->discovery.cmd, &failed_lost, &failed_noticed);
+        bool failure_restarts = code == DDP_ERUNTIME && attempts_left && !same_again; /* unless a stop came */
+        deadline_verdict failed_lost, failed_noticed; /* the kept host said where ddprun picks the next hosts */
+        failure_lost_hosts(&r, fetched, failure_restarts && !notice && !o->discovery.cmd && job_signals_seen() == 0,
+                           &failed_lost, &failed_noticed);
         const deadline_verdict *lost = notice ? &r.notice : &failed_lost;
         int slots_left;
         bool drop = (code == DDP_ERUNTIME || notice) && attempts_left && !o->discovery.cmd &&
                     ddprun_drop_hosts(o->hosts, lost, hosts, hosts_cap, &slots_left);
-        bool notice_restarts_now = notice && !same_again && job_signals_seen() == 0 && (drop || o->discovery.cmd);
-        if (!failure_restarts && !notice_restarts_now) {
+        bool notice_restarts_now = notice && !same_again && (drop || o->discovery.cmd);
+        if (job_signals_seen() > 0 || (!failure_restarts && !notice_restarts_now)) {
             report(&r, code);
             return code;
         }
