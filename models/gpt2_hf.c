@@ -110,7 +110,8 @@ static int find_hf(const lm_hf_import *im, const char *name, const st_tensor **o
     snprintf(prefixed, sizeof prefixed, HF_PREFIX "%s", name);
     const st_tensor *a = hf_weights_take(im->w, prefixed), *b = hf_weights_take(im->w, name);
     if (a && b)
-        return ddp_fail(err, DDP_EUSAGE, "%s holds both %s and %s", im->w->path, prefixed, name);
+        return ddp_fail(err, DDP_EUSAGE, "%s holds %s and %s holds %s: one of them only", hf_weights_file_of(im->w, a),
+                        prefixed, hf_weights_file_of(im->w, b), name);
     if (!a && !b)
         return ddp_fail(err, DDP_EUSAGE, "%s has no tensor %s (or %s): not GPT-2's %s tensors?", im->w->path, prefixed,
                         name, "GPT2LMHeadModel");
@@ -179,7 +180,8 @@ static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
         return err->code;
     bool tied = lm_hf_tied(im, t, "wte.weight");
     if (!tied)
-        return ddp_fail(err, DDP_EUSAGE, "%s: lm_head.weight differs from wte; ddprun's GPT-2 ties them", im->w->path);
+        return ddp_fail(err, DDP_EUSAGE, "%s: lm_head.weight differs from wte; ddprun's GPT-2 ties them",
+                        hf_weights_file_of(im->w, t));
     return DDP_OK;
 }
 

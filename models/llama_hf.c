@@ -362,7 +362,7 @@ static int check_unused(void *ctx, const st_tensor *t, ddp_err *err)
     bool tied = lm_hf_tied(im, t, "model.embed_tokens.weight");
     if (!tied)
         return ddp_fail(err, DDP_EUSAGE, "%s: lm_head.weight differs from model.embed_tokens.weight, which "
-                        "tie_word_embeddings ties it to", im->w->path);
+                        "tie_word_embeddings ties it to", hf_weights_file_of(im->w, t));
     return DDP_OK;
 }
 

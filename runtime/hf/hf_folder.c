@@ -130,7 +130,13 @@ static int shard_of(hf_weights *w, const char *dir, const json_doc *j, const jso
     for (*k = 0; *k < w->n; (*k)++)
         if (!strcmp(strrchr(w->files[*k].path, '/') + 1, name))
             return DDP_OK;
-    return add_file(w, dir, name, err);
+    int rc = add_file(w, dir, name, err);
+    if (rc != DDP_OK) { /* the file's own error, after where the index asks for it */
+        char where[600];
+        json_where(j, v, where, sizeof where);
+        ddp_prefix(err, "%s: weight_map names \"%.200s\"", where, name);
+    }
+    return rc;
 }
 
 /* DIR/model.safetensors.index.json: every shard its weight_map names, each tensor in the file the

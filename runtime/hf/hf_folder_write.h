@@ -37,7 +37,10 @@ bool hf_export_file(const char *name);
 /* A tokenizer's file (tokenizer*, vocab.json, merges.txt, the chat templates, tekken.json,
  * *.tiktoken, ...): an export whose source has a tokenizer replaces the folder's whole set. */
 bool hf_tokenizer_file(const char *name);
-/* Either of the two: a file an export whose source has a tokenizer replaces. */
+/* Either of the two: a file an export whose source has a tokenizer replaces. Such an export
+ * replaces the whole set: one of an earlier export's left beside it (a chat_template.jinja, which
+ * transformers reads over tokenizer_config.json's; a tokenizer.model, which converters read first)
+ * would be the other model's. */
 bool hf_export_or_tokenizer_file(const char *name);
 
 /* Writes the n tensors (distinct names) as the folder dir (created or replaced) as dtype (ST_F32 or ST_BF16),

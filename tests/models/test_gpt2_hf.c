@@ -170,6 +170,9 @@ static void test_sharded(const int32_t *input, const float *ref)
     refused(m, sharded("unlisted", t, n, n / 2, index), "weight_map lists 1", "its files hold");
     snprintf(index, sizeof index, "{\"weight_map\": {\"%s\": \"../x.safetensors\"}}", t[0].name);
     refused(m, sharded("outside", t, n, n / 2, index), "weight_map names \"../x.safetensors\", expected a file name", NULL);
+    snprintf(index, sizeof index, "{\"weight_map\": {\"%s\": \"model-00009-of-00009.safetensors\"}}", t[0].name);
+    refused(m, sharded("missing", t, n, n / 2, index), /* the index's line, then the file's own error */
+            "model.safetensors.index.json:1:", "weight_map names \"model-00009-of-00009.safetensors\": ");
     int i = n - 1; /* a tensor of the second shard of another shape: named in that shard, not the index */
     while (i > n / 2 && (t[i].ndim != 2 || t[i].shape[0] == t[i].shape[1]))
         i--;
