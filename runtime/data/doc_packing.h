@@ -9,8 +9,9 @@
  * each piece, so a piece without a trainable target (all prompt) adds nothing to any loss and is
  * left out. The result depends only on the files and T, so every rank packs the same rows.
  *
- * A row's target at position t is the next token of the same document when the mask marks it
- * trainable, else XENT_NO_TARGET (-1): the prompt's tokens and a document's last token have none.
+ * A row's target at position t is the next token of the same document when the mask marks that
+ * token trainable, else XENT_NO_TARGET (-1): a prompt's tokens are never targets (its last
+ * position's is the answer's first token); a document's last position and padding have none.
  * Its document bounds are the attention op's doc_start / doc_end (device.h). Files are checked
  * against the shards before any row is built (magic, version, counts, lengths summing to each
  * shard's tokens, mask bytes 0 or 1) and a bad one is named; nothing is half-loaded. Must not know
