@@ -326,15 +326,18 @@ static int apply_mapping(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, 
 }
 
 /* Where the byte libyaml's reader stopped at lies in the text parsed (always a string here): its
- * line, and its column in characters, as a mark. */
+ * line, and its column and index in characters, as a mark (libyaml's marks count characters). */
 static yaml_mark_t offset_mark(const yaml_parser_t *p)
 {
-    yaml_mark_t m = {.index = p->problem_offset};
+    yaml_mark_t m = {0};
     const unsigned char *t = p->input.string.start, *end = p->input.string.end;
     for (size_t i = 0; t && i < p->problem_offset && t + i < end; i++) {
+        if ((t[i] & 0xC0) == 0x80) /* not a character's first byte */
+            continue;
+        m.index++;
         if (t[i] == '\n')
             m.line++, m.column = 0;
-        else if ((t[i] & 0xC0) != 0x80) /* a character's first byte */
+        else
             m.column++;
     }
     return m;

@@ -109,6 +109,9 @@ static void test_bad_encoding(void)
     static const char text[] = "model: {}\ndata: {}\ntrain:\n  epochs: 3\n  eval: true\nrun: {dir: 'caf\xff'}\n";
     expect_refused(write_file("bad_utf8.yaml", text, strlen(text)), 0, NULL, "bad_utf8.yaml:6:16:",
                    "YAML read error at byte 66: invalid leading UTF-8 octet");
+    /* in an override, the column counts the characters before it too, not their bytes */
+    expect_refused(write_file("good.yaml", "model: {}\ndata: {}\n", 19), 1, (char *[]){"run.dir=/caf\xc3\xa9\xff"},
+                   "<override 1>:1:14:", "YAML read error at byte 6: invalid leading UTF-8 octet");
 }
 
 static void test_tags(void)
