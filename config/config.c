@@ -40,14 +40,29 @@ int cfg_pos_later(cfg_pos a, cfg_pos b)
     return a.line != b.line ? a.line > b.line : a.col > b.col;
 }
 
-void cfg_pos_label(const cfg_loader *L, cfg_pos at, char *out, size_t n)
+/* "FILE:LINE:COL", "<override N>:LINE:COL" or "<default>:LINE:COL" for at. */
+static void format_pos(const char *file, cfg_pos at, char *out, size_t n)
 {
     if (at.source == 0)
-        snprintf(out, n, "%s:%d:%d", L->file, at.line, at.col);
+        snprintf(out, n, "%s:%d:%d", file, at.line, at.col);
     else if (at.source < 0) /* a default of the key table (cfg_defaults) */
         snprintf(out, n, "<default>:%d:%d", at.line, at.col);
     else
         snprintf(out, n, "<override %d>:%d:%d", at.source, at.line, at.col);
+}
+
+void cfg_pos_label(const cfg_loader *L, cfg_pos at, char *out, size_t n) { format_pos(L->file, at, out, n); }
+
+const char *config_where(const config *c, const char *key, char *out, size_t n)
+{
+    int k = cfg_key_find(key);
+    cfg_pos at = k >= 0 ? c->origin[k] : (cfg_pos){-1, 0, 0};
+    const char *file = c->source[0] ? c->source : "the config";
+    if (at.source < 0 || at.line < 1) /* a default (or a config not loaded): the file is all there is to name */
+        snprintf(out, n, "%s", file);
+    else
+        format_pos(file, at, out, n);
+    return out;
 }
 
 int cfg_error(const cfg_loader *L, cfg_pos at, const char *key, const char *fmt, ...)
@@ -256,7 +271,7 @@ static int no_second_document(cfg_loader *L, yaml_parser_t *parser, const cfg_sr
 static int apply_node(cfg_loader *L, const cfg_src *s, yaml_document_t *doc, yaml_node_t *node, int k)
 {
     const cfg_key *key = cfg_key_at(k);
-    L->origin[k] = cfg_node_pos(s, node);
+    L->c->origin[k] = cfg_node_pos(s, node);
     L->in_file[k] |= s->source == 0;
     int rc = cfg_check_tag(L, s, node, key->path);
     if (rc)
@@ -443,7 +458,7 @@ static int override_key(cfg_loader *L, int n, const char *text, size_t key_len, 
         k = cfg_key_find(path);
         if (k < 0)
             return cfg_unknown_key(L, at, section, name);
-        L->origin[k] = at;
+        L->c->origin[k] = at;
         snprintf(section, sizeof section, "%s", path);
         start = end + 1;
     }
@@ -533,12 +548,10 @@ int config_load(const char *path, int n_overrides, char *const overrides[], conf
 static int load(const char *path, size_t max_file_bytes, int n_overrides, char *const overrides[], bool record,
                 config *out, ddp_err *err)
 {
-    if (cfg_key_count() > CFG_MAX_KEYS) /* a build error in spirit: the tables outgrew origin[] */
+    if (cfg_key_count() > CFG_MAX_KEYS) /* a build error in spirit: the tables outgrew config.origin[] */
         return ddp_fail(err, DDP_ERUNTIME, "config: %d keys, raise CFG_MAX_KEYS (%d)", cfg_key_count(), CFG_MAX_KEYS);
     config work;
     cfg_loader L = {.c = &work, .err = err, .file = path ? path : "<no file>", .record = record};
-    for (int i = 0; i < CFG_MAX_KEYS; i++)
-        L.origin[i] = (cfg_pos){-1, 0, 0};
     int drc = cfg_defaults(&L);
     if (drc)
         return drc;

@@ -4,8 +4,9 @@
  * line, and validates everything before any rank does work. Every rejection names
  * FILE:LINE:COL and the key path (overrides are reported as `<override N>:1:COL`), and returns
  * DDP_EUSAGE (a model's shape left to checkpoint.init_from is checked once the training job
- * has read it: config_take_shape). The struct below is plain data; nothing outside config
- * parses YAML. Settings that belong to a layer are held in that layer's own types (device_opts.h's kinds, optim_opts,
+ * has read it: config_take_shape). The config keeps where each key was set, so that the checks
+ * only a running job can make (the world size, the data, the device) name it too: config_where.
+ * The struct below is plain data; nothing outside config parses YAML. Settings that belong to a layer are held in that layer's own types (device_opts.h's kinds, optim_opts,
  * models/model_opts.h, the notice provider), so the config sits above those layers and none of
  * them includes this header: the training job hands each its part. The key table
  * (config_internal.h) describes every key; docs/config-reference.md is generated from it.
@@ -30,6 +31,10 @@ extern "C" {
 #endif
 
 #define CFG_PATH_MAX 1024
+#define CFG_MAX_KEYS 256 /* the general keys and each model kind's section (about a dozen a kind), with room for more kinds */
+
+/* Where a value came from: source -1 = default, 0 = the file, N = override N (1-based). */
+typedef struct cfg_pos { int source, line, col; } cfg_pos;
 
 typedef enum { DATA_FASHION_MNIST, DATA_SYNTHETIC, DATA_TOKENS } cfg_data_kind;
 typedef enum { BACKEND_AUTO, BACKEND_MPI, BACKEND_NCCL } cfg_backend;
@@ -120,6 +125,8 @@ typedef struct config {
         notice_provider preemption_notice;      /* the cloud's preemption notice to watch (runtime/cloud) */
         double notice_poll_s;
     } checkpoint;
+
+    cfg_pos origin[CFG_MAX_KEYS]; /* where each key (by its index in the key table) was last set: config_where */
 } config;
 
 /* The loader's bounds: a config file is read up to CFG_MAX_FILE_BYTES (a FIFO or device that
@@ -139,6 +146,13 @@ int config_load_bounded(const char *path, size_t max_file_bytes, int n_overrides
  * without overrides, and with the keys another key leaves without effect (docs/config.md) taken as
  * written, so a record from before that check existed still loads. */
 int config_load_record(const char *path, config *out, ddp_err *err);
+
+/* Where key (a dotted path) was set, for a message about its value that only a later check can
+ * refuse (the world size, the data, the device): "FILE:LINE:COL" in the config file,
+ * "<override N>:1:COL" on the command line, the file's name alone for a default. Returns out;
+ * CFG_WHERE_MAX bytes hold any. */
+#define CFG_WHERE_MAX (CFG_PATH_MAX + 64)
+const char *config_where(const config *c, const char *key, char *out, size_t n);
 
 /* checkpoint.init_from's shape, in model.kind's member: what the training job reads from the file. */
 typedef model_init_shape config_shape;
@@ -163,7 +177,7 @@ typedef struct batch_split {
 /* The split at `world` ranks: data.batch_size and train.grad_accum as set; with train.global_batch,
  * accum = global_batch / (world x batch), batch being data.batch_size (train.micro_batch fixed) or
  * the largest per-rank batch up to it that divides global_batch / world (auto). DDP_OK, or
- * DDP_EUSAGE naming the config file, the numbers and the world sizes that would divide it. */
+ * DDP_EUSAGE naming where train.global_batch was set, the numbers and the world sizes that would divide it. */
 int config_batch_split(const config *c, int world, batch_split *out, ddp_err *err);
 /* The largest world size <= most that config_batch_split accepts (most itself without
  * train.global_batch); 0 when none is. */

@@ -89,7 +89,7 @@ int config_batch_split(const config *c, int world, batch_split *out, ddp_err *er
     }
     if (split_global(c, world, out))
         return DDP_OK;
-    char why[256], worlds[256];
+    char why[256], worlds[256], where[CFG_WHERE_MAX];
     int64_t g = c->train.global_batch, b = c->data.batch_size;
     if (g % world != 0)
         snprintf(why, sizeof why, "%lld samples do not divide into %d equal shares", (long long)g, world);
@@ -103,8 +103,8 @@ int config_batch_split(const config *c, int world, batch_split *out, ddp_err *er
                  (long long)ACCUM_MAX);
     list_worlds(c, worlds, sizeof worlds);
     return ddp_fail(err, DDP_EUSAGE, "%s: train.global_batch %lld cannot be split over %d rank%s: %s; world sizes "
-                    "that would: %s%s", c->source[0] ? c->source : "config", (long long)g, world, world == 1 ? "" : "s",
-                    why, worlds, c->train.micro_batch == MICRO_BATCH_FIXED ? " (train.micro_batch: auto allows every "
+                    "that would: %s%s", config_where(c, "train.global_batch", where, sizeof where), (long long)g,
+                    world, world == 1 ? "" : "s", why, worlds, c->train.micro_batch == MICRO_BATCH_FIXED ? " (train.micro_batch: auto allows every "
                     "divisor of train.global_batch)" : "");
 }
 

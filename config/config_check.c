@@ -180,7 +180,7 @@ static int check_required(cfg_loader *L)
 static int report_conflict(cfg_loader *L, const char *a, const char *b, const char *rule)
 {
     int ka = cfg_key_find(a), kb = cfg_key_find(b);
-    int later = cfg_pos_later(L->origin[ka], L->origin[kb]) ? ka : kb;
+    int later = cfg_pos_later(L->c->origin[ka], L->c->origin[kb]) ? ka : kb;
     int other = later == ka ? kb : ka;
     const cfg_key *later_key = cfg_key_at(later), *other_key = cfg_key_at(other);
     char later_val[CFG_PATH_MAX], other_val[CFG_PATH_MAX], other_at[CFG_PATH_MAX + 64];
@@ -190,11 +190,11 @@ static int report_conflict(cfg_loader *L, const char *a, const char *b, const ch
         snprintf(other_val, sizeof other_val, "\"\"");
     if (!later_val[0])
         snprintf(later_val, sizeof later_val, "\"\"");
-    if (L->origin[other].source < 0)
+    if (L->c->origin[other].source < 0)
         snprintf(other_at, sizeof other_at, "the default");
     else
-        cfg_pos_label(L, L->origin[other], other_at, sizeof other_at);
-    cfg_pos at = L->origin[later];
+        cfg_pos_label(L, L->c->origin[other], other_at, sizeof other_at);
+    cfg_pos at = L->c->origin[later];
     if (at.source < 0) /* both defaults: a bug in the key table's defaults, but still say where */
         at = (cfg_pos){0, 1, 1};
     if (ka == kb) /* a rule on one key's value */
@@ -233,7 +233,7 @@ static int check_idle(cfg_loader *L)
     for (size_t i = 0; !rc && i < sizeof idle_keys / sizeof idle_keys[0]; i++) {
         const idle_key *r = &idle_keys[i];
         int k = cfg_key_find(r->key);
-        if (L->origin[k].source < 0 || !r->idle(L->c))
+        if (L->c->origin[k].source < 0 || !r->idle(L->c))
             continue;
         if (!defaults && (rc = table_defaults(L, &defaults)) != DDP_OK)
             break;
@@ -253,10 +253,10 @@ static int check_idle(cfg_loader *L)
 static void derive_defaults(cfg_loader *L)
 {
     config *c = L->c;
-    if (c->precision == PRECISION_BF16 && L->origin[cfg_key_find("ddp.grad_dtype")].source < 0 &&
+    if (c->precision == PRECISION_BF16 && L->c->origin[cfg_key_find("ddp.grad_dtype")].source < 0 &&
         c->ddp.backend != BACKEND_MPI && c->ddp.zero < 2)
         c->ddp.grad_dtype = GRAD_BF16;
-    if (cfg_language_model(c) && L->origin[cfg_key_find("data.kind")].source < 0)
+    if (cfg_language_model(c) && L->c->origin[cfg_key_find("data.kind")].source < 0)
         c->data.kind = DATA_TOKENS;
 }
 

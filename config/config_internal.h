@@ -27,10 +27,9 @@
 #define CFG_OFF(field) offsetof(config, field)
 
 /* Key i of the whole table in depth-first order (every section is followed by its own keys; the
- * writer relies on it), or NULL past the end. Indices are stable: cfg_loader.origin uses them. */
+ * writer relies on it), or NULL past the end. Indices are stable: config.origin uses them. */
 const cfg_key *cfg_key_at(int i);
 int cfg_key_count(void);
-#define CFG_MAX_KEYS 256 /* the general keys and each model kind's section (about a dozen a kind), with room for more kinds */
 #define CFG_KEY_MAX 256         /* longest dotted path we accept, NUL included */
 
 int cfg_key_find(const char *path);          /* index for cfg_key_at, or -1 */
@@ -53,9 +52,6 @@ void cfg_format_value(const config *c, const cfg_key *k, char *out, size_t n);
 extern const char *const cfg_signal_names[];
 const char *cfg_signal_name(int signo);
 
-/* Where a value came from: source -1 = default, 0 = the file, N = override N (1-based). */
-typedef struct cfg_pos { int source, line, col; } cfg_pos;
-
 /* How marks of one parsed YAML text map to positions: override columns are shifted by the
  * offset of the value inside `key.path=value`. */
 typedef struct cfg_src { int source, col_offset; } cfg_src;
@@ -64,7 +60,6 @@ typedef struct cfg_loader {
     config *c;
     ddp_err *err;
     const char *file;                  /* label for source 0 */
-    cfg_pos origin[CFG_MAX_KEYS];      /* where each key was last set */
     bool in_file[CFG_MAX_KEYS];        /* the file (source 0) set it, whatever overrides did after */
     bool record;                       /* config_load_record: a run's record, idle keys taken as written */
 } cfg_loader;

@@ -346,6 +346,8 @@ static int apply_default(cfg_loader *L, const cfg_key *k)
 int cfg_defaults(cfg_loader *L)
 {
     memset(L->c, 0, sizeof *L->c);
+    for (int i = 0; i < CFG_MAX_KEYS; i++)
+        L->c->origin[i] = (cfg_pos){-1, 0, 0};
     ddp_err *outer = L->err, why = {0};
     const cfg_key *k = NULL;
     int rc = DDP_OK;

@@ -133,7 +133,7 @@ void cfg_model_kind_rules_note(FILE *out)
 static int wrong_kind(cfg_loader *L, const cfg_model_section *s, int k_section)
 {
     int k_kind = cfg_key_find("model.kind");
-    cfg_pos sec = L->origin[k_section], kind = L->origin[k_kind];
+    cfg_pos sec = L->c->origin[k_section], kind = L->c->origin[k_kind];
     bool section_later = cfg_pos_later(sec, kind);
     char kind_text[64], earlier_at[CFG_PATH_MAX + 64];
     snprintf(kind_text, sizeof kind_text, "model.kind %s", model_kind_names[L->c->model.kind]);
@@ -174,7 +174,7 @@ static void leave_shape_to_init_from(cfg_loader *L, const cfg_model_section *s)
 {
     L->c->model.shape_pending = 0;
     for (int i = 1; L->c->checkpoint.init_from[0] && i < s->n_keys; i++)
-        if (shape_key(s, &s->keys[i]) && L->origin[cfg_key_find(s->keys[i].path)].source < 0) {
+        if (shape_key(s, &s->keys[i]) && L->c->origin[cfg_key_find(s->keys[i].path)].source < 0) {
             L->c->model.shape_pending |= 1u << i;
             memset((char *)L->c + s->keys[i].off, 0, field_size(&s->keys[i]));
         }
@@ -187,13 +187,13 @@ bool config_shape_pending(const config *c) { return c->model.shape_pending != 0;
 static int take_key(const config *c, const config *want, const cfg_key *k, bool pending, const char *file,
                     const char *name, ddp_err *err)
 {
-    char set[64], there[64], expect[96];
+    char set[64], there[64], expect[96], where[CFG_WHERE_MAX];
     cfg_format_value(c, k, set, sizeof set);
     cfg_format_value(want, k, there, sizeof there);
     if (!pending && strcmp(set, there))
         return ddp_fail(err, DDP_EUSAGE, "%s: %s is %s, but checkpoint.init_from's %s has %s %s; leave %s out to "
-                        "take it from there, or set it to %s", config_file(c), k->path, set, file, name, there,
-                        k->path, there);
+                        "take it from there, or set it to %s", config_where(c, k->path, where, sizeof where), k->path, set,
+                        file, name, there, k->path, there);
     const char *field = (const char *)want + k->off;
     if (k->type == KT_INT && (*(const int64_t *)field < k->imin || *(const int64_t *)field > k->imax))
         return ddp_fail(err, DDP_EUSAGE, "checkpoint.init_from's %s has %s %s, outside %s's range %lld..%lld", file,
@@ -268,7 +268,7 @@ int config_take_shape(config *c, const config_shape *from, const char *file, con
  * (under SGD the betas stay at the table's default: set otherwise, config_check.c refuses them). */
 static void kind_defaults(cfg_loader *L, const model_config_kind *kind)
 {
-    if (kind->beta2 && L->c->optimizer.kind == OPT_ADAMW && L->origin[cfg_key_find("optimizer.betas")].source < 0)
+    if (kind->beta2 && L->c->optimizer.kind == OPT_ADAMW && L->c->origin[cfg_key_find("optimizer.betas")].source < 0)
         L->c->optimizer.beta2 = kind->beta2;
 }
 
@@ -280,7 +280,7 @@ int cfg_check_model(cfg_loader *L)
         int k = cfg_key_find(sec->kind->path);
         if (sec->kind->kind == L->c->model.kind)
             active = sec;
-        else if (L->origin[k].source >= 0)
+        else if (L->c->origin[k].source >= 0)
             return wrong_kind(L, sec, k);
     }
     if (!active)

@@ -38,6 +38,7 @@ static inline void check_fail_fast_(void)
     } while (0)
 
 #define CHECK_EQ_INT(a, b) CHECK((long long)(a) == (long long)(b), "%s = %lld, expected %lld", #a, (long long)(a), (long long)(b))
+#define CHECK_STR_EQ(a, b) CHECK(strcmp((a), (b)) == 0, "\"%s\" is not \"%s\"", (a), (b))
 #define CHECK_STR_CONTAINS(hay, needle) CHECK(strstr((hay), (needle)) != NULL, "\"%s\" does not contain \"%s\"", (hay), (needle))
 /* |a-b| <= atol + rtol*|b| */
 #define CHECK_CLOSE(a, b, rtol, atol) CHECK(fabs((double)(a) - (double)(b)) <= (atol) + (rtol) * fabs((double)(b)), "%s = %.9g, expected %.9g", #a, (double)(a), (double)(b))

@@ -126,13 +126,6 @@ static int make_reducer(train_job *t, ddp_err *err)
     return rc;
 }
 
-/* What the device is made with, from the config: its device and cuda sections. (The model's
- * options are train_model_opts', the optimizer's the config's optimizer section itself.) */
-static device_opts device_opts_of(const config *c)
-{
-    return (device_opts){.kind = c->device, .tf32 = c->cuda.tf32};
-}
-
 /* The per-rank split of a step's samples at this world size (config_batch_split): with
  * train.global_batch a world size that does not divide it ends the job here, before anything is
  * built, the same on every rank; train.micro_batch auto says which per-rank batch it chose. */
@@ -157,12 +150,14 @@ static int split_batch(train_job *t, ddp_err *err)
 static int setup_model(train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
-    const device_opts dev_opts = device_opts_of(c);
+    const device_opts dev_opts = {.kind = c->device, .tf32 = c->cuda.tf32}; /* the device and cuda sections */
     const model_opts model = train_model_opts(c);
+    char where[CFG_WHERE_MAX];
     int rc = device_open(&dev_opts, t->ctl->local_rank, &t->dev, err);
     if (rc == DDP_OK && c->precision == PRECISION_BF16 && t->dev->kind != DEVICE_CUDA)
         rc = ddp_fail(err, DDP_EUSAGE, "%s: precision: bf16 needs a GPU (the CPU backend computes in float32), and "
-                      "this rank runs on %s; use precision: fp32 here", c->source, t->dev->name);
+                      "this rank runs on %s; use precision: fp32 here", config_where(c, "precision", where, sizeof where),
+                      t->dev->name);
     if (rc == DDP_OK)
         rc = check_gpu_count(t, err);
     if (rc == DDP_OK)
@@ -203,12 +198,14 @@ static int setup(train_job *t, ddp_err *err)
     if (rc != DDP_OK)
         return rc;
     t->steps_per_epoch = train_steps_in(t, sampler_steps_per_epoch(&t->smp));
-    if (t->steps_per_epoch < 1)
+    if (t->steps_per_epoch < 1) {
+        char where[CFG_WHERE_MAX]; /* the per-rank batch's, or the global batch's it came from */
+        config_where(c, c->train.global_batch > 0 ? "train.global_batch" : "data.batch_size", where, sizeof where);
         return ddp_fail(err, DDP_EUSAGE, "%s: data.batch_size %lld x %d ranks x train.grad_accum %lld = %lld "
-                        "samples per step is more than one epoch of %s (%lld samples)", c->source,
-                        (long long)t->batch, t->ctl->size, (long long)t->accum,
-                        (long long)(t->batch * t->ctl->size * t->accum),
+                        "samples per step is more than one epoch of %s (%lld samples)", where, (long long)t->batch,
+                        t->ctl->size, (long long)t->accum, (long long)(t->batch * t->ctl->size * t->accum),
                         t->train.name, (long long)t->train.n);
+    }
     t->total_steps = c->train.max_steps > 0 ? c->train.max_steps : c->train.epochs * t->steps_per_epoch;
     return DDP_OK;
 }

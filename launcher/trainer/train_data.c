@@ -23,12 +23,13 @@
 static void warn_unread_masks(const train_job *t)
 {
     const config *c = t->cfg;
-    char mask[CFG_PATH_MAX + 32];
+    char mask[CFG_PATH_MAX + 32], where[CFG_WHERE_MAX];
     token_shard_file_name(mask, sizeof mask, c->data.path, "train", 0, "mask");
     if (!c->data.packed && t->ctl->rank == 0 && access(mask, F_OK) == 0)
         log_warn("%s: data.path %s holds loss masks and document lengths (scripts/prepare-chat's .mask and "
                  ".docs), which data.packed: false leaves unread: every token is trained on, prompts included, "
-                 "and windows run across documents; data.packed: true reads them", c->source, c->data.path);
+                 "and windows run across documents; data.packed: true reads them",
+                 config_where(c, "data.path", where, sizeof where), c->data.path);
 }
 
 static int load_tokens(train_job *t, ddp_err *err)
@@ -42,8 +43,10 @@ static int load_tokens(train_job *t, ddp_err *err)
         rc = load(c->data.path, "val", c->data.seq_len, &t->test, err);
     if (rc == DDP_OK)
         rc = token_shards_check_same_format(t->train.tokens, t->test.tokens, err);
+    char where[CFG_WHERE_MAX];
     if (rc != DDP_OK)
-        return c->data.packed ? ddp_prefix(err, "%s: data.packed", c->source) : rc;
+        return c->data.packed ? ddp_prefix(err, "%s: data.packed", config_where(c, "data.packed", where, sizeof where))
+                              : rc;
     for (int i = 0; c->data.packed && i < 2 && t->ctl->rank == 0; i++) {
         const doc_packing *p = (i ? &t->test : &t->train)->packed;
         char left_out[128] = "";
@@ -111,7 +114,7 @@ static void unchecked(const train_job *t, const char *json, const char *why)
 static int vocabulary_verdict(const train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
-    char json[CFG_PATH_MAX + 32];
+    char json[CFG_PATH_MAX + 32], where[CFG_WHERE_MAX];
     if (!path_is_dir(c->checkpoint.init_from))
         return DDP_OK;
     snprintf(json, sizeof json, "%s/%s", c->checkpoint.init_from, HF_TOKENIZER_JSON);
@@ -133,8 +136,8 @@ static int vocabulary_verdict(const train_job *t, ddp_err *err)
     return ddp_fail(err, DDP_EUSAGE, "%s: data.path %s was tokenized with another vocabulary than "
                     "checkpoint.init_from's %s (vocabulary fingerprints %016llx in its tokenizer.bin, %016llx): its "
                     "token ids stand for other text to this model; prepare it with scripts/prepare-text (or "
-                    "prepare-chat) --tokenizer %s", c->source, c->data.path, json, (unsigned long long)have,
-                    (unsigned long long)want, json);
+                    "prepare-chat) --tokenizer %s", config_where(c, "data.path", where, sizeof where), c->data.path,
+                    json, (unsigned long long)have, (unsigned long long)want, json);
 }
 
 /* What two ranks' copies of the data must share: each split's samples and tokens, the classes, and

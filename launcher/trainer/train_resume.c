@@ -511,13 +511,14 @@ static int check_wsd_decay(const train_job *t, const char *plan, ddp_err *err)
                                              c->optimizer.schedule.decay_fraction, t->total_steps, &start);
     if (c->optimizer.schedule.kind != SCHED_WSD || after < 1 || decay > 1.0 || t->step >= t->total_steps)
         return DDP_OK;
-    char fix[64] = "run 2 or more steps after warm-up";
+    char fix[64] = "run 2 or more steps after warm-up", where[CFG_WHERE_MAX];
     if (after > 1)
         snprintf(fix, sizeof fix, "raise it above %g or run more steps", 1.0 / (double)after);
     return ddp_fail(err, DDP_EUSAGE, "%s: optimizer.schedule.decay_fraction %g of the %lld step%s after warm-up "
                     "(%s) is %g step%s, and the decay's first step runs at the peak: no step would decay; %s",
-                    c->source, c->optimizer.schedule.decay_fraction, (long long)after, after == 1 ? "" : "s", plan,
-                    decay, decay == 1.0 ? "" : "s", fix);
+                    config_where(c, "optimizer.schedule.decay_fraction", where, sizeof where),
+                    c->optimizer.schedule.decay_fraction, (long long)after, after == 1 ? "" : "s", plan, decay,
+                    decay == 1.0 ? "" : "s", fix);
 }
 
 /* The warm-up and a wsd decay against the run's horizon as the resume re-planned it (another world
@@ -527,7 +528,7 @@ static int check_schedule(const train_job *t, ddp_err *err)
 {
     const config *c = t->cfg;
     int64_t warmup = c->optimizer.schedule.warmup_steps;
-    char plan[128];
+    char plan[128], where[CFG_WHERE_MAX];
     if (t->step > 0)
         snprintf(plan, sizeof plan, "resumed at step %lld, %lld steps an epoch on %d ranks", (long long)t->step,
                  (long long)t->steps_per_epoch, t->ctl->size);
@@ -539,7 +540,8 @@ static int check_schedule(const train_job *t, ddp_err *err)
     if (warmup <= t->total_steps || t->step >= warmup)
         return check_wsd_decay(t, plan, err);
     return ddp_fail(err, DDP_EUSAGE, "%s: optimizer.schedule.warmup_steps %lld is more than the run's %lld steps "
-                    "(%s): the LR would never reach optimizer.lr nor decay", c->source, (long long)warmup,
+                    "(%s): the LR would never reach optimizer.lr nor decay",
+                    config_where(c, "optimizer.schedule.warmup_steps", where, sizeof where), (long long)warmup,
                     (long long)t->total_steps, plan);
 }
 
@@ -554,9 +556,8 @@ static int resume_or_start(train_job *t, int64_t *consumed, ddp_err *err)
     activity_set("reading the last checkpoint in %s", t->ckpt->dir);
     int64_t hdr[HDR_N] = {0};
     char used[CKPT_PATH_MAX] = "";
-    bool done = false;
     ckpt_loaded walked = {0};
-    bool sets = t->zero || t->cfg->checkpoint.sharded; /* below ZeRO-3, single files walk no sets */
+    bool done = false, sets = t->zero || t->cfg->checkpoint.sharded; /* below ZeRO-3, single files walk no sets */
     int64_t before = train_start_memory_mark(); /* a walk that ends at a file read it whole */
     int rc = sets ? resume_by_pieces(t, hdr, used, &walked, &done, err) : DDP_OK;
     if (rc == DDP_OK && done)

@@ -66,7 +66,8 @@ static inline void expect_fail(const char *file_rel, int n_ov, char *const ov[],
           "a failed load wrote into *out (%s)", where);
 }
 
-/* Writes c into a folder of its own, reads it back and demands the identical struct. */
+/* Writes c into a folder of its own, reads it back and demands the identical struct, but for where
+ * it came from: its file's name and where each key was set in it. */
 static inline void round_trip(const config *a)
 {
     char dir[] = "/tmp/ddp_round_trip.XXXXXX", path[4096];
@@ -78,6 +79,7 @@ static inline void round_trip(const config *a)
     CHECK(config_load(path, 0, NULL, &b, &err) == DDP_OK, "read back: %s", err.msg);
     memset(b.source, 0, sizeof b.source);
     memcpy(b.source, a->source, sizeof b.source);
+    memcpy(b.origin, a->origin, sizeof b.origin);
     CHECK(memcmp(a, &b, sizeof b) == 0, "round trip through %s changed the config", path);
     CHECK(config_hash(a) == config_hash(&b), "hash changed in round trip");
     unlink(path);

@@ -471,6 +471,7 @@ static void test_reference(void)
         CHECK(config_load(NULL, with_kind, ovs, &defaults, &err) == DDP_OK, "%s defaults: %s", kind, err.msg);
         int rc = config_load(NULL, 1 + with_kind, ovs + 1 - with_kind, &c, &err);
         CHECK(rc == DDP_OK, "%s: the reference's default refused: %s", ov, err.msg);
+        memcpy(c.origin, defaults.origin, sizeof c.origin); /* the override set one key: only its value counts */
         CHECK(rc || memcmp(&c, &defaults, sizeof c) == 0, "%s: not the default", ov);
     }
     CHECK(rows >= 60, "%d key rows in the reference", rows);
@@ -496,6 +497,34 @@ static void expect_split_refused(const config *c, int world, const char *says)
     ddp_err err = {0};
     CHECK_EQ_INT(config_batch_split(c, world, &s, &err), DDP_EUSAGE);
     CHECK_STR_CONTAINS(err.msg, says);
+}
+
+/* Where each key was set, kept for the checks a running job makes: the file's line and column of
+ * the value, an override's, or the file alone for a default; the world-size check starts with it. */
+static void test_where(void)
+{
+    config c;
+    ddp_err err = {0};
+    char where[CFG_WHERE_MAX], want[CFG_WHERE_MAX];
+    const char *file = fixture("global_batch.yaml");
+    CHECK(config_load(file, 0, NULL, &c, &err) == DDP_OK, "%s", err.msg);
+    snprintf(want, sizeof want, "%s:5:17", file);
+    CHECK_STR_EQ(config_where(&c, "train.global_batch", where, sizeof where), want);
+    snprintf(want, sizeof want, "%s:3:20", file);
+    CHECK_STR_EQ(config_where(&c, "data.batch_size", where, sizeof where), want);
+    CHECK_STR_EQ(config_where(&c, "train.epochs", where, sizeof where), file); /* a default */
+    CHECK_STR_EQ(config_where(&c, "train.no_such_key", where, sizeof where), file);
+    snprintf(want, sizeof want, "%s:5:17: train.global_batch 48 cannot be split over 5 ranks", file);
+    batch_split s;
+    CHECK_EQ_INT(config_batch_split(&c, 5, &s, &err), DDP_EUSAGE);
+    CHECK(strncmp(err.msg, want, strlen(want)) == 0, "\"%s\" does not start with \"%s\"", err.msg, want);
+
+    char *later[] = {"data.batch_size=2", "train.global_batch=12"}; /* an override's place wins over the file's */
+    CHECK(config_load(file, 2, later, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK_STR_EQ(config_where(&c, "train.global_batch", where, sizeof where), "<override 2>:1:20");
+    CHECK_STR_EQ(config_where(&c, "data.batch_size", where, sizeof where), "<override 1>:1:17");
+    CHECK(config_load(NULL, 0, NULL, &c, &err) == DDP_OK, "%s", err.msg);
+    CHECK_STR_EQ(config_where(&c, "train.global_batch", where, sizeof where), "the config");
 }
 
 static void test_global_batch(void)
@@ -590,6 +619,7 @@ int main(void)
     test_schedule_keys();
     test_reference();
     test_global_batch();
+    test_where();
     CHECK(!strcmp(act_kind_name(ACT_GELU), "gelu"), "act_kind_name");
     return check_done("test_config");
 }

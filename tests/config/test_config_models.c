@@ -66,7 +66,10 @@ static void test_init_from_shape(void)
     char *other[] = {"model.kind=gpt2", "checkpoint.init_from=hf", "model.gpt2.n_head=8"};
     CHECK(config_load(NULL, 3, other, &c, &err) == DDP_OK, "%s", err.msg);
     CHECK(config_take_shape(&c, &from, "hf/config.json", names, &err) == DDP_EUSAGE, "n_head 8 taken");
-    CHECK_STR_CONTAINS(err.msg, "model.gpt2.n_head is 8, but checkpoint.init_from's hf/config.json has n_head 4");
+    const char *at_override = "<override 3>:1:19: model.gpt2.n_head is 8, but checkpoint.init_from's hf/config.json "
+                              "has n_head 4";
+    CHECK(strncmp(err.msg, at_override, strlen(at_override)) == 0, "\"%s\" does not start with \"%s\"", err.msg,
+          at_override);
     CHECK(c.model.opts.gpt2.n_head == 8 && c.model.opts.gpt2.n_layer == 0, "a refused take changed the shape");
 
     /* a shape beyond the keys' ranges (a folder allows more) or with uneven heads is refused */

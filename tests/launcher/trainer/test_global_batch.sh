@@ -137,6 +137,8 @@ check "np=5 with global batch 12: every rank refuses with exit 2 (got $rc)" [ $r
 check "... naming the numbers and the world sizes that would" grep -qF \
     "train.global_batch 12 cannot be split over 5 ranks: 12 samples do not divide into 5 equal shares; world sizes that would: 1, 2, 3, 4, 6, 12" \
     "$TMP/refused-all.log"
+check "... at the override that set it" grep -qE "<override [0-9]+>:1:20: train.global_batch 12 cannot be split" \
+    "$TMP/refused-all.log"
 check "... before anything was written" eval '[ ! -e "$TMP/refused/checkpoints" ] && [ ! -e "$TMP/refused/metrics.jsonl" ]'
 "$DDPRUN" -np 8 "$MLP" run.dir="$TMP/refused-ddprun" train.global_batch=48 data.batch_size=4 >"$TMP/refused-ddprun.log" 2>&1
 rc=$?

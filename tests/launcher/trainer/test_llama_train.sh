@@ -119,7 +119,8 @@ done
 CUDA_VISIBLE_DEVICES= worker 1 "$TMP/bf16" "${D[@]}" device=auto precision=bf16 >"$TMP/bf16.log" 2>&1
 rc=$?
 check "precision bf16 on the CPU backend: refused as a usage error (rc $rc)" [ $rc -eq 2 ]
-check "... saying why" grep -qF "precision: bf16 needs a GPU (the CPU backend computes in float32)" "$TMP/bf16.log"
+check "... saying why, at the override that set it" \
+    grep -qE "<override [0-9]+>:1:11: precision: bf16 needs a GPU \(the CPU backend computes in float32\)" "$TMP/bf16.log"
 check "... before training" [ ! -e "$TMP/bf16/checkpoints" ]
 
 # --- ddprun generate on a Llama checkpoint ---
