@@ -111,11 +111,12 @@ static int start_gather(param_gather *g, int unit, int w, ddp_err *err)
     g->holder[w] = unit;
     g->units[unit].window = w;
     const reducer *r = g->layout;
-    if (g->status != DDP_OK || reducer_halted(r)) /* the peers would pair it with another */
-        return g->status != DDP_OK ? g->status
-                                   : ddp_fail(err, r->status ? r->status : DDP_ERUNTIME, "parameters of unit %d of %d "
-                                              "not gathered after a gradient collective failed: %s", unit + 1,
-                                              g->n_units, r->status ? r->err.msg : "(the reducer says why)");
+    if (g->status != DDP_OK) /* after either side's failure the peers would pair a gather with another collective */
+        return g->status;
+    if (reducer_halted(r))
+        return ddp_fail(err, r->status ? r->status : DDP_ERUNTIME, "parameters of unit %d of %d not gathered after a "
+                        "gradient collective failed: %s", unit + 1, g->n_units,
+                        r->status ? r->err.msg : "(the reducer says why)");
     const reducer_bucket *b = bucket_of(g, unit);
     size_t at, shard_at, count;
     reducer_zero_part(g->layout, g->n_units - 1 - unit, g->comm->rank, &at, &shard_at, &count);

@@ -153,8 +153,8 @@ int train_ckpt_check_dir(train_job *t, bool before_resume, ddp_err *err)
     if (rc != DDP_OK)
         rc = t->cfg->checkpoint.dir[0] ? ddp_prefix(err, "checkpoint.dir %s", c->dir)
                                        : ddp_prefix(err, "checkpoint directory %s (run.dir/checkpoints)", c->dir);
-    bool checked; /* seen before the resume: rank 0's verdict is its own, as without checkpoint.sharded */
-    return shared && !c->dir_shared_seen ? train_shard_check_dir(t, c->dir, rc, false, &checked, err) : rc;
+    /* seen before the resume: rank 0's verdict is its own, as without checkpoint.sharded */
+    return shared && !c->dir_shared_seen ? train_shard_check_dir(t, c->dir, rc, false, &c->dir_shared_seen, err) : rc;
 }
 
 /* ---- one line of training per checkpoint.dir ---- */

@@ -52,16 +52,6 @@ static void probe_name(const char *dir, int64_t token, int rank, char *path, siz
         snprintf(path + n, cap - (size_t)n, "-r%d", rank);
 }
 
-/* Makes the empty file path; DDP_OK, or err naming it and why. */
-static int make_file(const char *dir, const char *path, ddp_err *err)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0 && close(fd) == 0)
-        return DDP_OK;
-    return ddp_fail(err, DDP_ERUNTIME, "checkpoint directory %s: cannot make %s in it: %s", dir, path + strlen(dir) + 1,
-                    strerror(errno));
-}
-
 /* The token of rank 0's file: drawn from its clock and pid, never 0 (0: no file made). */
 static int64_t draw_token(void)
 {
@@ -100,8 +90,10 @@ int train_shard_check_dir(train_job *t, const char *dir, int mine, bool if_there
     if (c->rank == 0 && mine == DDP_OK && (!if_there || path_is_dir(dir))) {
         int64_t drawn = draw_token();
         probe_name(dir, drawn, -1, probe, sizeof probe);
-        if ((mine = make_file(dir, probe, err)) == DDP_OK)
+        if ((mine = dir_make_file(dir, probe + strlen(dir) + 1, err)) == DDP_OK)
             token = drawn;
+        else
+            ddp_prefix(err, "checkpoint directory %s", dir);
     }
     ddp_err lost = {0}; /* a failure of the broadcast: the agreement below fails for it too */
     if (c->ops->broadcast(c, &token, 1, DT_INT64, 0, NULL, &lost) != DDP_OK && mine == DDP_OK)

@@ -1,6 +1,6 @@
 /* dirs.c — path_is_dir; make_dirs: mkdir on each prefix of the path in turn, ignoring the ones
- * that exist, and fsyncing the parent of each one made; the writability probes; the directory
- * fsync (dirs.h). */
+ * that exist, and fsyncing the parent of each one made; the empty files (a writability probe, or
+ * one kept for others to find); the directory fsync (dirs.h). */
 #include "dirs.h"
 
 #include <errno.h>
@@ -48,18 +48,35 @@ int make_dirs(const char *path, ddp_err *err)
     }
 }
 
+/* Creates the empty file dir/name (flags: O_EXCL or O_TRUNC), its path into path; a file whose
+ * close failed is removed again, so that a failure leaves nothing behind. */
+static int make_empty(const char *dir, const char *name, int flags, char path[PATH_MAX], ddp_err *err)
+{
+    if (snprintf(path, PATH_MAX, "%s/%s", dir, name) >= PATH_MAX)
+        return ddp_fail(err, DDP_EUSAGE, "directory path too long: %s", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
+    if (fd < 0)
+        return ddp_fail(err, DDP_ERUNTIME, "cannot make %s in it: %s", name, strerror(errno));
+    if (close(fd) == 0)
+        return DDP_OK;
+    int e = errno;
+    unlink(path);
+    return ddp_fail(err, DDP_ERUNTIME, "cannot close %s in it: %s", name, strerror(e));
+}
+
+int dir_make_file(const char *dir, const char *name, ddp_err *err)
+{
+    char path[PATH_MAX];
+    return make_empty(dir, name, O_EXCL, path, err);
+}
+
 int dir_try_file(const char *dir, const char *name, ddp_err *err)
 {
     char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
-        return ddp_fail(err, DDP_EUSAGE, "directory path too long: %s", dir);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ddp_fail(err, DDP_ERUNTIME, "cannot make %s in it: %s", name, strerror(errno));
-    int closed = close(fd) == 0 ? 0 : errno; /* removed all the same */
-    if (unlink(path) != 0)
+    int rc = make_empty(dir, name, O_TRUNC, path, err);
+    if (rc == DDP_OK && unlink(path) != 0)
         return ddp_fail(err, DDP_ERUNTIME, "cannot remove %s from it: %s", name, strerror(errno));
-    return closed ? ddp_fail(err, DDP_ERUNTIME, "cannot close %s in it: %s", name, strerror(closed)) : DDP_OK;
+    return rc;
 }
 
 int make_writable_dir(const char *path, ddp_err *err)

@@ -1,7 +1,8 @@
 /* dirs.h — directories the run writes into and reads from: whether a path is one, `mkdir -p` (the
- * run directory and the checkpoint directory), a check at start that files can be created there, and the directory fsync that
- * makes a rename or unlink in it durable. Permissions are 0777 before the umask, as mkdir(1)
- * gives. Must not remove or change anything that exists (the check removes only its own file). */
+ * run directory and the checkpoint directory), a check at start that files can be created there,
+ * an empty file made for other processes to find, and the directory fsync that makes a rename or
+ * unlink in it durable. Permissions are 0777 before the umask, as mkdir(1) gives. Must not remove
+ * or change anything that exists (the check removes only its own file). */
 #ifndef DDP_DIRS_H
 #define DDP_DIRS_H
 
@@ -15,6 +16,12 @@ bool path_is_dir(const char *path);
 /* DDP_OK when path is a directory afterwards (existing already is fine); DDP_ERUNTIME naming the
  * component that could not be created, or DDP_EUSAGE when path is longer than PATH_MAX. */
 int make_dirs(const char *path, ddp_err *err);
+
+/* Creates the empty file dir/name, which must not exist yet (O_EXCL), and leaves it for the caller
+ * to remove: a file others are to find. DDP_ERUNTIME naming the file, the step that failed and why
+ * (the caller names dir; nothing is left where it fails); DDP_EUSAGE when the path is longer than
+ * PATH_MAX. */
+int dir_make_file(const char *dir, const char *name, ddp_err *err);
 
 /* Creates the empty file dir/name and removes it: that this process may write in dir, seen
  * before any work depends on it. name must be one no other process uses (the caller's host and
