@@ -300,9 +300,11 @@ static int written(train_job *t, train_ckpt *c, const ckpt_write_stats *st, ddp_
 
 /* Rank 0: a background write ended with status rc (why: its error). A failure is a warning the
  * first time (a full disk, a network mount's hiccup): training goes on and the next save, a
- * preemption's included, writes anew; a second in a row ends the job. */
+ * preemption's included, writes anew; a second in a row ends the job. Found at the job's end
+ * (at_end), where the last step is not saved (checkpoint.final: false), it is judged the same: the
+ * outcome must not depend on whether a poll saw it first. */
 static int write_ended(train_job *t, train_ckpt *c, int rc, const ckpt_write_stats *st, const ddp_err *why,
-                       ddp_err *err)
+                       bool at_end, ddp_err *err)
 {
     c->pending = false;
     if (rc == DDP_OK) {
@@ -315,8 +317,10 @@ static int write_ended(train_job *t, train_ckpt *c, int rc, const ckpt_write_sta
         return ddp_fail(err, rc, "checkpoint of step %lld failed, as the save before it did: %s", (long long)st->step,
                         why->msg);
     c->last_write_failed = true;
-    log_warn("checkpoint of step %lld failed: %s; training goes on and the next save tries again (a second "
-             "failure in a row ends the job)", (long long)st->step, why->msg);
+    log_warn("checkpoint of step %lld failed: %s; %s", (long long)st->step, why->msg,
+             at_end ? "the job's last step is not saved (checkpoint.final: false): its newest checkpoint is the one "
+                      "before" : "training goes on and the next save tries again (a second failure in a row ends "
+                      "the job)");
     return DDP_OK;
 }
 
@@ -376,7 +380,7 @@ static int snapshot_and_submit(train_job *t, train_ckpt *c, ddp_err *err)
     ckpt_write_stats st;
     if (c->pending) { /* submit would wait for it too */
         ddp_err why = {0};
-        rc = write_ended(t, c, ckpt_writer_wait(c->writer, &st, &why), &st, &why, err);
+        rc = write_ended(t, c, ckpt_writer_wait(c->writer, &st, &why), &st, &why, false, err);
     }
     if (rc == DDP_OK)
         rc = ckpt_writer_submit(c->writer, &s, err);
@@ -456,7 +460,7 @@ int train_ckpt_poll(train_job *t, ddp_err *err)
     int rc;
     if (!c->pending || !ckpt_writer_poll(c->writer, &st, &rc, &why))
         return DDP_OK;
-    return write_ended(t, c, rc, &st, &why, err);
+    return write_ended(t, c, rc, &st, &why, false, err);
 }
 
 bool train_ckpt_stalled(const train_job *t)
@@ -552,6 +556,11 @@ int train_ckpt_finish(train_job *t, bool failed, ddp_err *err)
     bool stalled = ckpt_writer_stalled(c->writer); /* the storage may answer nothing more */
     if (rc != DDP_OK && !err && c->pending) /* the job failed already: this is no error of its own */
         log_warn("checkpoint of step %lld failed: %s", (long long)c->last_saved_step, local.msg);
+    if (rc != DDP_OK && err && c->pending && c->last_saved_step < t->step) { /* an earlier step's, found now */
+        ddp_err why = *err;
+        err->msg[0] = '\0';
+        rc = write_ended(t, c, rc, &st, &why, true, err);
+    }
     if (rc == DDP_OK && st.path[0] && c->pending) {
         c->pending = false;
         rc = written(t, c, &st, err ? err : &local);

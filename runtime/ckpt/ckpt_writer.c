@@ -20,7 +20,8 @@
  * Test-only, on the writer's rank RANK (test_fault_sleep_at):
  * DDP_TEST_FAULT=slow-write:RANK:STEP:SECONDS (runtime/base/test_fault.h) makes the write of step
  * STEP's checkpoint take SECONDS longer, as slow storage would (slow-prune: its prune, once the file
- * is durable); fail-write:RANK:STEP makes its first write fail, as storage that fails once would. */
+ * is durable); fail-write:RANK:STEP[:SECONDS] makes its first write fail (after SECONDS), as storage
+ * that fails once would. */
 #include "ckpt_internal.h"
 
 #include <math.h>
@@ -93,6 +94,7 @@ static int test_fail_write(int64_t step, ddp_err *err)
     if (failed_once || !test_fault_at("fail-write", step, &f))
         return DDP_OK;
     failed_once = true;
+    test_fault_sleep(&f);
     return ddp_fail(err, DDP_ERUNTIME, "DDP_TEST_FAULT fail-write: the write of step %lld failed", (long long)step);
 }
 

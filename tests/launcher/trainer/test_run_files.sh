@@ -7,7 +7,8 @@
 # make a directory unwritable); a metrics.jsonl that is a link to /dev/full (every write: ENOSPC)
 # covers the metrics case everywhere. A background save that fails is a warning once, and ends the
 # job when the next fails too (a directory standing where a checkpoint's file goes); the last
-# step's, which no later save makes good, is written once more (DDP_TEST_FAULT fail-write).
+# step's, which no later save makes good, is written once more (DDP_TEST_FAULT fail-write), and an
+# earlier step's found failed at the job's end is the same warning.
 # checkpoint.final false leaves out the end-of-run save only. A prune that fails after a save
 # (DDP_TEST_FAULT prune-fail) is a warning: the job goes on. The progress line's rates leave an
 # evaluation's time out (DDP_TEST_FAULT slow-eval).
@@ -161,6 +162,15 @@ DDP_TEST_FAULT=fail-write:0:7 np1 run.dir="$TMP/again" train.max_steps=7 >"$TMP/
 check "fail-write at the last step: the job ends 0 (got $?)" [ $? -eq 0 ]
 check "... saying it writes it once more" grep -q "checkpoint of step 7, the job's last step, was not written (DDP_TEST_FAULT fail-write.*); writing it once more" "$TMP/again.log"
 check "... and step 7's checkpoint is whole" "$DDPRUN" ckpt info "$TMP/again/checkpoints/ckpt-00000007.ddp"
+# an earlier save's write fails once, 3 s after it began: with checkpoint.final false the job's end
+# finds it, not a poll, and judges it as a poll would (a first failure: a warning), not by timing
+DDP_TEST_FAULT=fail-write:0:5:3 np1 run.dir="$TMP/late" train.max_steps=7 checkpoint.every_steps=5 \
+    checkpoint.final=false >"$TMP/late.log" 2>&1
+check "fail-write of step 5 found at the end: the job ends 0 (got $?)" [ $? -eq 0 ]
+check "... warning that the last step is not saved" grep -q "checkpoint of step 5 failed: DDP_TEST_FAULT \
+fail-write.*; the job's last step is not saved (checkpoint.final: false): its newest checkpoint is the one before" \
+    "$TMP/late.log"
+check "... and no checkpoint is said to be written" bash -c "! grep -q 'written in' '$TMP/late.log'"
 
 # metrics.jsonl's rates leave evaluations out: each pass of step 5's evaluation sleeps 0.01 s
 # (DDP_TEST_FAULT slow-eval), and the line at step 5, which follows it, shows a step far below
