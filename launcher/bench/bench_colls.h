@@ -45,9 +45,8 @@ typedef struct bench_coll {
     double (*expected)(const bench_row *r, size_t j); /* result element j of the checked range */
     /* the backends whose in-place form copies the input before exchanging it (NCCL's grouped
      * send/recv has no in-place form; MPI's sendrecv receives aside): there the in-place column
-     * times the exchange alone, out of place from a copy made before the loop, as nccl-tests'
-     * in-place column does; the check still runs the in-place call. Elsewhere (MPI_IN_PLACE) the
-     * in-place call is timed as it is. */
+     * times the exchange alone, out of place from a copy made before the loop; the check still
+     * runs the in-place call. Elsewhere (MPI_IN_PLACE) the in-place call is timed as it is. */
     bench_copies in_place_copies;
 } bench_coll;
 

@@ -1,9 +1,10 @@
 /* bench_main.c — ddprun-bench, one rank of `ddprun -np N bench OP [flags]`: choosing and opening
  * the backend (MPI on host buffers, or NCCL on this rank's GPU), the shared harness that times
  * and checks every collective the same way, the exit status, and `ddprun-bench topo`.
- * Timing follows nccl-tests: NCCL collectives run on one stream (the communicator's single_stream
- * mode) and two timing events on it bracket the batch of iterations; on host buffers MPI_Wtime
- * does. Inside the timed loop nothing runs but the collectives: no allocation, no copy.
+ * Timing: NCCL collectives run on one stream, back to back, as in nccl-tests (the communicator's
+ * single_stream mode), and two timing events on it bracket the batch of iterations (nccl-tests
+ * reads a host clock around it); on host buffers MPI_Wtime does. Inside the timed loop nothing
+ * runs but the collectives: no allocation, and no copy but MPI's in-place reduce-scatter's move.
  *
  * Error policy (no rank may be left waiting): set-up steps (backend, buffers) end with an
  * agreement over MPI_COMM_WORLD, so when one rank fails every rank exits cleanly and the failing
@@ -256,8 +257,8 @@ static int stage_timed(harness *h, const bench_row *r, bool in_place, bool *out_
 }
 
 /* Seconds per iteration. On a device, timing events on the one stream the collectives run on
- * bracket the whole batch (the GPU's time, as nccl-tests measures it); on host buffers, MPI_Wtime.
- * Nothing but the collectives runs inside: no allocation, no copy, no second stream. */
+ * bracket the whole batch (the GPU's time); on host buffers, MPI_Wtime. Nothing but the
+ * collectives runs inside: no allocation, no second stream, no copy of the harness's own. */
 static int timed_loop(harness *h, const bench_row *r, bool in_place, double *sec, ddp_err *err)
 {
     int rc = DDP_OK, iters = h->o->iters;
@@ -341,9 +342,8 @@ static int run_row(harness *h, comm_dtype dt, int op, size_t bytes, ddp_err *err
                    (uint32_t)h->n_rows, h->id->rank, h->id->size, strcmp(h->c->ops->name, "nccl") == 0};
     if (r.count == 0)
         return DDP_OK; /* smaller than one element per rank */
-    row_result x = {.elements = r.count * (h->coll->blocks ? (size_t)r.ranks : 1), .dt = dt, .op = op,
-                    .root = h->coll->rooted ? r.root : -1};
-    x.bytes = x.elements * comm_dtype_size(dt);
+    row_result x = {.count = r.count, .dt = dt, .op = op, .root = h->coll->rooted ? r.root : -1};
+    x.bytes = r.count * (h->coll->blocks ? (size_t)r.ranks : 1) * comm_dtype_size(dt);
     for (int in_place = 0; in_place < 2; in_place++) {
         /* what the NCCL watchdog names if this row stalls */
         snprintf(h->c->label, sizeof h->c->label, "ddprun-bench row %zu B %s%s", x.bytes, comm_dtype_name(dt),

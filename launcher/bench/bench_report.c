@@ -169,7 +169,7 @@ void bench_print_row(const row_result *x)
     char a[96], b[96];
     format_placement(&x->p[0], a, sizeof a);
     format_placement(&x->p[1], b, sizeof b);
-    log_info(" %13zu  %15zu  %8s  %6s  %5d%s%s", x->bytes, x->elements, comm_dtype_name(x->dt),
+    log_info(" %13zu  %15zu  %8s  %6s  %5d%s%s", x->bytes, x->count, comm_dtype_name(x->dt),
              x->op < 0 ? "none" : comm_op_name((comm_op)x->op), x->root, a, b);
 }
 
@@ -236,7 +236,7 @@ static int write_json_doc(FILE *f, void *ctx, ddp_err *err)
     for (size_t i = 0; i < run->n_rows; i++) {
         const row_result *x = &run->rows[i];
         fprintf(f, "  {\"size_bytes\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"root\": %d, ",
-                x->bytes, x->elements, comm_dtype_name(x->dt), x->op < 0 ? "none" : comm_op_name((comm_op)x->op),
+                x->bytes, x->count, comm_dtype_name(x->dt), x->op < 0 ? "none" : comm_op_name((comm_op)x->op),
                 x->root);
         json_placement(f, "out_of_place", &x->p[0]);
         fputs(", ", f);

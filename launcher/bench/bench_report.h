@@ -30,7 +30,8 @@ typedef struct placement {
 } placement;
 
 typedef struct row_result {
-    size_t bytes, elements;
+    size_t bytes; /* the whole message: all ranks' blocks for all-gather, reduce-scatter and all-to-all */
+    size_t count; /* the count each rank passes (one rank's block there), as nccl-tests prints it */
     comm_dtype dt;
     int op;   /* -1: not a reduction */
     int root; /* -1: no root */
