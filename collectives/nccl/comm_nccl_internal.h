@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "collectives/comm.h"
@@ -70,10 +71,19 @@ typedef struct ncclcomm_impl {
      * watchdog reads, and the teardown fields below. */
     worker watchdog;
     atomic_bool aborting;      /* the watchdog is taking the process down */
-    double teardown_deadline;  /* > 0: the communicator is being torn down; past this monotonic
-                                  time the watchdog ends the process */
+    _Atomic double teardown_deadline; /* > 0: the communicator is being torn down; past this
+                                  monotonic time the watchdog (or its monitor) ends the process */
     double teardown_limit_s;
     const char *teardown_what;
+
+    /* The watchdog's monitor: a thread that makes no CUDA or NCCL call and takes no lock, and ends
+     * the process when the watchdog has finished no pass for timeout_s + abort_limit_s (a CUDA or
+     * NCCL call of its hangs, on a wedged GPU, and holds its mutex), or the teardown overran its
+     * deadline unseen. */
+    pthread_t monitor;
+    bool monitor_started;
+    atomic_bool monitor_stop;
+    _Atomic double watchdog_beat; /* monotonic time the watchdog last finished a pass */
 
     /* test-only fault switches (comm_nccl_check.c) */
     int stall_rank, skew_rank;
@@ -121,7 +131,8 @@ void ncclcomm_free(comm *c, bool abort);
 int ncclcomm_watchdog_start(comm *c, ddp_err *err);
 /* Teardown has begun: from now on the watchdog leaves the collectives alone (their events are
  * about to go) and ends the process, saying `what` did not finish, if the teardown is not over
- * within limit_s. A wedged GPU can hang any CUDA or NCCL call; this bounds them all. */
+ * within limit_s. A wedged GPU can hang any CUDA or NCCL call, the watchdog's own included (then
+ * its monitor ends the process); this bounds them all. */
 void ncclcomm_watchdog_teardown(comm *c, double limit_s, const char *what);
 void ncclcomm_watchdog_stop(comm *c);
 /* The calling thread waits for the watchdog to end the process (used after an NCCL call failed

@@ -8,8 +8,16 @@
  * which collective (kind, sequence number, the caller's label such as the bucket, count, type),
  * calls ncclCommAbort and ends the process with DDP_ERUNTIME, so mpirun/ddprun end the job; an
  * abort that has not returned after min(ddp.timeout_s, 30 s) is given up on, and the process
- * ends all the same. Once the communicator's teardown begins it stops looking at collectives
- * and only ends the process if the teardown overruns its deadline.
+ * ends all the same. While the owner is inside an NCCL call on the communicator (one NCCL may
+ * hold on the host, waiting for a peer to connect) it ends the process without the abort, which
+ * NCCL allows only from the thread that uses a blocking communicator. Once the communicator's
+ * teardown begins it stops looking at collectives and only ends the process if the teardown
+ * overruns its deadline.
+ * A monitor thread watches the watchdog itself, as a CUDA or NCCL call can hang on a wedged GPU
+ * (an event query included) and the watchdog then holds its mutex, which the owner's next
+ * collective and teardown wait for: it makes no CUDA or NCCL call and takes no lock, and ends the
+ * process when the watchdog has finished no pass for ddp.timeout_s + the abort's limit, or when
+ * the teardown's deadline passed unseen.
  * Its first call selects the communicator's GPU (a thread's current device is its own; a thread
  * that never chose one works on GPU 0); starting fails with that call's error.
  * It makes no MPI calls (MPI may be initialised FUNNELED: runtime/base/mpi_thread.h) and never
@@ -103,14 +111,28 @@ static bool abort_within(ncclcomm_impl *im, double limit_s, ncclResult_t *rc)
     return atomic_load(&abort_call.done);
 }
 
-/* Prints, aborts the communicator (for at most im->abort_limit_s) and ends the process. Called
- * with the watchdog's mutex held. */
+/* Whether the owner is inside an NCCL call on the communicator now (a collective being issued): a
+ * blocking communicator's call may wait on the host for a peer (NCCL connects lazily, at a pair's
+ * first collective), and ncclCommAbort from another thread would free what that call uses. */
+static bool owner_in_call(ncclcomm_impl *im)
+{
+    for (int i = 0; i < NCCLCOMM_SLOTS; i++)
+        if (atomic_load(&im->slots[i].state) == SLOT_ISSUING)
+            return true;
+    return false;
+}
+
+/* Prints, aborts the communicator (for at most im->abort_limit_s; not under the owner's NCCL call)
+ * and ends the process. Called with the watchdog's mutex held. */
 __attribute__((noreturn)) static void abort_job(ncclcomm_impl *im, const char *why)
 {
     atomic_store(&im->aborting, true);
     log_error(COMM_WATCHDOG_ABORT "%s" COMM_WATCHDOG_ABORT_END, why);
     ncclResult_t rc = ncclSuccess;
-    if (!abort_within(im, im->abort_limit_s, &rc))
+    if (owner_in_call(im))
+        log_error("NCCL watchdog: this rank is inside an NCCL call on the communicator, which ncclCommAbort would "
+                  "free under it; exiting without the abort");
+    else if (!abort_within(im, im->abort_limit_s, &rc))
         log_error("NCCL watchdog: ncclCommAbort did not return within %g s (a wedged GPU?); exiting without it",
                   im->abort_limit_s);
     else if (rc != ncclSuccess)
@@ -120,7 +142,7 @@ __attribute__((noreturn)) static void abort_job(ncclcomm_impl *im, const char *w
     _exit(DDP_ERUNTIME);
 }
 
-/* The teardown ran past its deadline. Called with the watchdog's mutex held. */
+/* The teardown ran past its deadline. Called with the watchdog's mutex held, or by the monitor. */
 __attribute__((noreturn)) static void teardown_overdue(ncclcomm_impl *im)
 {
     atomic_store(&im->aborting, true);
@@ -178,14 +200,20 @@ static int select_gpu(void *arg, ddp_err *err)
     return DDP_OK;
 }
 
+static double poll_interval_s(const ncclcomm_impl *im)
+{
+    double poll_s = im->timeout_s / 20;
+    return poll_s < 0.01 ? 0.01 : poll_s > 1.0 ? 1.0 : poll_s;
+}
+
 static void watchdog_main(worker *t, void *arg)
 {
     ncclcomm_impl *im = arg;
-    double poll_s = im->timeout_s / 20;
-    poll_s = poll_s < 0.01 ? 0.01 : poll_s > 1.0 ? 1.0 : poll_s;
+    double poll_s = poll_interval_s(im);
     double last_progress = monotonic_s();
     worker_lock(t);
     while (worker_nap(t, poll_s)) {
+        atomic_store(&im->watchdog_beat, monotonic_s());
         if (im->teardown_deadline > 0) {
             if (monotonic_s() > im->teardown_deadline)
                 teardown_overdue(im);
@@ -196,10 +224,41 @@ static void watchdog_main(worker *t, void *arg)
     worker_unlock(t);
 }
 
+/* The monitor's loop (see the file's head): its naps are short, so that stopping it is quick. */
+static void *monitor_main(void *arg)
+{
+    ncclcomm_impl *im = arg;
+    double limit_s = im->timeout_s + im->abort_limit_s + poll_interval_s(im), grace_s = 2 * poll_interval_s(im);
+    while (!atomic_load(&im->monitor_stop)) {
+        usleep(10000);
+        double now = monotonic_s(), beat = atomic_load(&im->watchdog_beat), deadline = im->teardown_deadline;
+        if (atomic_load(&im->aborting)) /* the watchdog ends the process, its abort bounded */
+            continue;
+        if (deadline > 0 && now > deadline + grace_s)
+            teardown_overdue(im);
+        if (now - beat > limit_s) {
+            atomic_store(&im->aborting, true);
+            log_error("NCCL watchdog: its last check ended %.0f s ago, past ddp.timeout_s %g s and the abort's %g s: "
+                      "a CUDA or NCCL call hangs (a wedged GPU?); exiting", now - beat, im->timeout_s,
+                      im->abort_limit_s);
+            fflush(stdout);
+            fflush(stderr);
+            _exit(DDP_ERUNTIME);
+        }
+    }
+    return NULL;
+}
+
 int ncclcomm_watchdog_start(comm *c, ddp_err *err)
 {
     ncclcomm_impl *im = c->impl;
-    return worker_start(&im->watchdog, "NCCL watchdog", select_gpu, watchdog_main, im, err);
+    atomic_store(&im->watchdog_beat, monotonic_s());
+    atomic_store(&im->monitor_stop, false);
+    int rc = worker_start(&im->watchdog, "NCCL watchdog", select_gpu, watchdog_main, im, err);
+    if (rc == DDP_OK && pthread_create(&im->monitor, NULL, monitor_main, im) != 0)
+        return ddp_fail(err, DDP_ERUNTIME, "cannot start the NCCL watchdog's monitor thread");
+    im->monitor_started = rc == DDP_OK;
+    return rc;
 }
 
 void ncclcomm_watchdog_teardown(comm *c, double limit_s, const char *what)
@@ -212,7 +271,16 @@ void ncclcomm_watchdog_teardown(comm *c, double limit_s, const char *what)
     worker_unlock(&im->watchdog);
 }
 
-void ncclcomm_watchdog_stop(comm *c) { worker_stop(&((ncclcomm_impl *)c->impl)->watchdog); }
+void ncclcomm_watchdog_stop(comm *c)
+{
+    ncclcomm_impl *im = c->impl;
+    worker_stop(&im->watchdog); /* watched still: a watchdog stuck in a CUDA call would hold this */
+    if (im->monitor_started) {
+        atomic_store(&im->monitor_stop, true);
+        pthread_join(im->monitor, NULL);
+        im->monitor_started = false;
+    }
+}
 
 void ncclcomm_watchdog_await_exit(void)
 {

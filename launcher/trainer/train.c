@@ -24,7 +24,6 @@
 
 #include "runtime/base/activity.h"
 #include "runtime/base/clock.h"
-#include "launcher/shared/gpu_share.h"
 #include "runtime/base/log.h"
 #include "train_budget.h"
 #include "train_ckpt.h"
@@ -44,28 +43,6 @@
 #include "train_stop.h"
 #include "train_tb.h"
 #include "train_zero.h"
-
-/* One rank per GPU (gpu_share.h): device: cuda reduces gradients with NCCL, which refuses two
- * ranks on one GPU, so more ranks on a host than GPUs is an error at startup, the same on every
- * rank (each rank's host and GPU count are gathered: every rank takes part, CUDA or not). */
-static int check_gpu_count(train_job *t, ddp_err *err)
-{
-    comm *ctl = t->ctl;
-    char reason[256] = "";
-    int gpus = t->dev->kind == DEVICE_CUDA ? device_cuda_count(reason, sizeof reason) : 0;
-    char bus_id[32] = "";
-    if (gpus > 0)
-        device_cuda_bus_id(t->dev->index, bus_id, sizeof bus_id);
-    gpu_share_rank me = gpu_share_me(ctl->host, ctl->local_rank, gpus, bus_id);
-    gpu_share_rank *all = calloc((size_t)ctl->size, sizeof *all);
-    if (!all)
-        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d ranks' GPU counts", ctl->size);
-    int rc = ctl->ops->allgather(ctl, &me, all, sizeof me, DT_UINT8, NULL, err);
-    if (rc == DDP_OK)
-        rc = gpu_share_check(all, ctl->size, "train on device: cpu (its gradients go over MPI)", err);
-    free(all);
-    return rc;
-}
 
 static int open_grad_comm(train_job *t, ddp_err *err)
 {
@@ -159,7 +136,7 @@ static int setup_model(train_job *t, ddp_err *err)
                       "this rank runs on %s; use precision: fp32 here", config_where(c, "precision", where, sizeof where),
                       t->dev->name);
     if (rc == DDP_OK)
-        rc = check_gpu_count(t, err);
+        rc = train_ranks_check_gpus(t, err);
     if (rc == DDP_OK)
         rc = train_data_load(t, err);
     if (rc == DDP_OK)
@@ -444,8 +421,30 @@ static int train_loop(train_job *t, int64_t consumed, int *stop, ddp_err *err)
     return rc != DDP_OK ? rc : train_ckpt_maybe_save(t, c->checkpoint.final, err);
 }
 
-/* failed: the job ends on an error, so the gradient communicator is aborted (a peer may never
- * finish a collective) rather than drained. */
+/* The gradient communicator's end, with what uses it (ZeRO's gathers, the reducer); once. After a
+ * loop that every rank left in agreement, every rank ends it at once, before rank 0 waits for its
+ * last checkpoint and upload: NCCL's destroy waits for the host's other ranks (an intra-node
+ * collective), which would wait that long otherwise, past their teardown's limit. After a failure
+ * it is aborted (a peer may never finish a collective) before the buffers its collectives use are
+ * freed: cudaFree waits for the device, and so for a collective a dead peer never joins, until the
+ * watchdog's timeout. The reducer and the gathers forget their requests first. */
+static void end_collectives(train_job *t, bool failed)
+{
+    bool own = t->grad_comm && t->grad_comm != t->ctl;
+    if (failed && own) {
+        reducer_abandon(t->red);
+        train_zero_abandon(t);
+        t->grad_comm->ops->abort(t->grad_comm);
+    }
+    train_zero_close(t); /* before the communicator its gathers use */
+    reducer_destroy(t->red);
+    if (own && !failed)
+        t->grad_comm->ops->destroy(t->grad_comm);
+    t->red = NULL;
+    t->grad_comm = NULL;
+}
+
+/* failed: the job ends on an error, so the gradient communicator is aborted rather than drained. */
 static void teardown(train_job *t, bool failed)
 {
     train_ckpt_close(t);
@@ -456,19 +455,7 @@ static void teardown(train_job *t, bool failed)
     train_lock_release(t); /* after every other writer into run.dir */
     train_fault_close(t);
     train_budget_close(t);
-    /* After a failure the NCCL communicator is aborted before the buffers its collectives use are
-     * freed: cudaFree waits for the device, and so for a collective a dead peer never joins, until
-     * the watchdog's timeout. The reducer and the gathers forget their requests first. */
-    bool abort_first = failed && t->grad_comm && t->grad_comm != t->ctl;
-    if (abort_first) {
-        reducer_abandon(t->red);
-        train_zero_abandon(t);
-        t->grad_comm->ops->abort(t->grad_comm);
-    }
-    train_zero_close(t); /* before the communicator its gathers use */
-    reducer_destroy(t->red);
-    if (t->grad_comm && t->grad_comm != t->ctl && !abort_first)
-        t->grad_comm->ops->destroy(t->grad_comm);
+    end_collectives(t, failed);
     optim_destroy(t->opt);
     train_observe_close(t);
     train_staging_close(t);
@@ -565,10 +552,14 @@ static int train_job_run(const config *cfg, comm *ctl, notice_watch *notice, ddp
                      (long long)t.step, (long long)t.total_steps);
         rc = train_loop(&t, consumed, &stop, err);
     }
-    if (rc != DDP_OK && rc != DDP_EPREEMPTED && rc != DDP_ENONFINITE && err->msg[0]) {
+    /* DDP_ENONFINITE, like a stop, is every rank's agreed decision: nothing is left in flight */
+    bool agreed = rc == DDP_OK || rc == DDP_EPREEMPTED || rc == DDP_ENONFINITE;
+    if (!agreed && err->msg[0]) {
         log_error("%s", err->msg); /* now: a peer's deadline may end this rank in the waits below */
         err->msg[0] = '\0';
     }
+    if (agreed)
+        end_collectives(&t, false);
     rc = finish_job(&t, rc, err);
     if (train_ckpt_stalled(&t)) { /* teardown closes files in run.dir, on storage that may answer
                                    * nothing more: this rank ends now, mpirun the rest */
@@ -579,8 +570,7 @@ static int train_job_run(const config *cfg, comm *ctl, notice_watch *notice, ddp
     }
     if (rc == DDP_OK || rc == DDP_EPREEMPTED)
         log_done(&t, rc, stop);
-    /* DDP_ENONFINITE, like a stop, is every rank's agreed decision: nothing is left in flight */
-    teardown(&t, rc != DDP_OK && rc != DDP_EPREEMPTED && rc != DDP_ENONFINITE);
+    teardown(&t, !agreed);
     return rc;
 }
 

@@ -1,4 +1,5 @@
-/* train_ranks.c — every rank's own figures at each progress line, and the straggler rule.
+/* train_ranks.c — the one-rank-per-GPU check at the start; every rank's own figures at each
+ * progress line, and the straggler rule.
  *
  * The step's observers (train_observe.c) add up here, per rank, the wall time of its steps
  * (evaluation, log lines and text samples left out), the time it waited in collectives (the stop
@@ -32,6 +33,7 @@
 #include <string.h>
 
 #include "runtime/base/json_text.h"
+#include "launcher/shared/gpu_share.h"
 #include "runtime/base/log.h"
 #include "train_ranks.h"
 
@@ -43,6 +45,29 @@
 #define WINDOW_INTERVALS_MAX (STRAGGLER_WINDOW_STEPS + 1) /* an interval holds at least one step */
 
 #define RANK_FIGURES (sizeof(rank_figures) / sizeof(double))
+
+/* ---- one rank per GPU ---- */
+
+int train_ranks_check_gpus(train_job *t, ddp_err *err)
+{
+    comm *ctl = t->ctl;
+    char reason[256] = "";
+    int gpus = t->dev->kind == DEVICE_CUDA ? device_cuda_count(reason, sizeof reason) : 0;
+    char bus_id[32] = "";
+    if (gpus > 0)
+        device_cuda_bus_id(t->dev->index, bus_id, sizeof bus_id);
+    gpu_share_rank me = gpu_share_me(ctl->host, ctl->local_rank, gpus, bus_id);
+    gpu_share_rank *all = calloc((size_t)ctl->size, sizeof *all);
+    if (!all)
+        return ddp_fail(err, DDP_ERUNTIME, "out of memory for %d ranks' GPU counts", ctl->size);
+    int rc = ctl->ops->allgather(ctl, &me, all, sizeof me, DT_UINT8, NULL, err);
+    if (rc == DDP_OK)
+        rc = gpu_share_check(all, ctl->size, "train on device: cpu (its gradients go over MPI)", err);
+    free(all);
+    return rc;
+}
+
+/* ---- every rank's figures ---- */
 
 /* A progress interval's steps and every rank's work, wait and step time per step. */
 typedef struct window_entry {

@@ -1,5 +1,6 @@
-/* train_ranks.h — every rank's own figures at each progress line, and the straggler rule
- * (train_ranks.c). It owns them (struct train_ranks): the host names, this rank's times since the
+/* train_ranks.h — what the ranks of a job learn of each other (train_ranks.c): at the start, that
+ * no two of a host share a GPU; every rank's own figures at each progress line, and the straggler
+ * rule. It owns the figures (struct train_ranks): the host names, this rank's times since the
  * last progress line (the step's observers add them), the latest gather and the straggler windows.
  * Must not change training state nor write metrics.jsonl itself (train_log.c does). */
 #ifndef DDP_TRAIN_RANKS_H
@@ -22,6 +23,11 @@ typedef struct rank_step_time {
     double step_s, wait_s, data_s;
     int64_t steps;
 } rank_step_time;
+
+/* One rank per GPU (launcher/shared/gpu_share.h): device: cuda reduces gradients with NCCL, which
+ * refuses two ranks on one GPU, so more ranks on a host than GPUs is a usage error at startup, the
+ * same on every rank (each rank's host and GPU count are gathered: every rank calls it, CUDA or not). */
+int train_ranks_check_gpus(train_job *t, ddp_err *err);
 
 /* The host names of every rank (one allgather; every rank calls it). */
 int train_ranks_open(train_job *t, ddp_err *err);

@@ -12,6 +12,10 @@
  *   failed     destroy after a failed call aborts at once
  *   abort      ops->abort aborts at once
  *   watchdog   the watchdog's own abort never returns: the process ends anyway
+ *   connecting a collective's NCCL call holds the caller on the host (a peer that never connects):
+ *              the watchdog ends the process without ncclCommAbort, which would free it under the call
+ *   hungquery  an event query never returns on the watchdog's thread, which holds its mutex there:
+ *              its monitor ends the process, the owner's teardown waiting for that mutex
  *   staging    in-place exchanges reuse one staging buffer instead of allocating each time
  * It must not reach into the communicator's internals: only comm.h and the calls it makes. */
 #include <cuda_runtime_api.h>
@@ -79,12 +83,16 @@ WRAP(cudaMemset, (void *p, int v, size_t n), (p, v, n))
 WRAP(cudaMemcpyAsync, (void *d, const void *src, size_t n, enum cudaMemcpyKind k, cudaStream_t s), (d, src, n, k, s))
 WRAP(cudaPointerGetAttributes, (struct cudaPointerAttributes *a, const void *p), (a, p))
 
-/* NCCL refusing the next all-gather, as it would on a communicator it found broken. */
-static atomic_bool g_refuse_allgather;
+/* NCCL refusing the next all-gather, as it would on a communicator it found broken; or its call
+ * never returning to its caller (held), as a blocking communicator's first collective waits on the
+ * host for a peer that never connects. (A reduction on one rank makes no NCCL call.) */
+static atomic_bool g_refuse_allgather, g_hold_allgather;
 ncclResult_t __real_ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st);
 ncclResult_t __wrap_ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st);
 ncclResult_t __wrap_ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st)
 {
+    while (atomic_load(&g_hold_allgather))
+        usleep(1000);
     if (atomic_exchange(&g_refuse_allgather, false))
         return ncclInternalError;
     return __real_ncclAllGather(s, r, n, t, c, st);
@@ -92,8 +100,9 @@ ncclResult_t __wrap_ncclAllGather(const void *s, void *r, size_t n, ncclDataType
 
 /* The GPU's work: finishes (RUNS), never finishes until ncclCommAbort ends it (STUCK: a peer that
  * never joins the collective), or never finishes at all, every waiting call and ncclCommAbort
- * included (WEDGED). cudaFree waits like a synchronisation, as on a GPU. */
-enum { RUNS, STUCK, WEDGED };
+ * included (WEDGED), and with QUERY_HANGS a query never returns either. cudaFree waits like a
+ * synchronisation, as on a GPU. */
+enum { RUNS, STUCK, WEDGED, QUERY_HANGS };
 static atomic_int g_gpu = RUNS;
 static atomic_bool g_aborted;
 static atomic_int g_abort_calls, g_destroy_calls;
@@ -101,7 +110,7 @@ static atomic_int g_abort_calls, g_destroy_calls;
 static bool unfinished(void)
 {
     int gpu = atomic_load(&g_gpu);
-    return gpu == WEDGED || (gpu == STUCK && !atomic_load(&g_aborted));
+    return gpu == WEDGED || gpu == QUERY_HANGS || (gpu == STUCK && !atomic_load(&g_aborted));
 }
 
 static void wait_while_unfinished(void)
@@ -116,6 +125,8 @@ static void wait_while_unfinished(void)
     cudaError_t __wrap_##name(type x)                                                              \
     {                                                                                              \
         observe(#name);                                                                            \
+        while (atomic_load(&g_gpu) == QUERY_HANGS)                                                 \
+            usleep(1000);                                                                          \
         return unfinished() ? cudaErrorNotReady : __real_##name(x);                                \
     }
 #define WRAP_WAIT(name, type)                                                                      \
@@ -138,6 +149,7 @@ ncclResult_t __wrap_ncclCommAbort(ncclComm_t comm);
 ncclResult_t __wrap_ncclCommAbort(ncclComm_t comm)
 {
     atomic_fetch_add(&g_abort_calls, 1);
+    log_warn("ncclCommAbort called"); /* the scenarios' script looks for it */
     while (atomic_load(&g_gpu) == WEDGED)
         usleep(1000);
     atomic_store(&g_aborted, true);
@@ -369,6 +381,38 @@ static void scenario_watchdog(void)
         pause();
 }
 
+/* The watchdog fires while the all-gather's NCCL call holds this thread: it must end the process
+ * without ncclCommAbort (exit 1). Never returns. */
+static void scenario_connecting(void)
+{
+    comm *c = create(0, 1.0);
+    static float *buf;
+    CHECK(cudaMalloc((void **)&buf, 64 * sizeof *buf) == cudaSuccess, "cudaMalloc");
+    ddp_err err = {0};
+    atomic_store(&g_hold_allgather, true);
+    if (c)
+        c->ops->allgather(c, buf, buf, 4, DT_FLOAT, NULL, &err);
+    CHECK(0, "the held all-gather returned: %s", err.msg);
+}
+
+/* An event query that never returns on the watchdog's thread (a wedged GPU): the watchdog holds its
+ * mutex in it and the owner's teardown waits for that mutex; the monitor ends the process once the
+ * watchdog has finished no pass for timeout 1 s + abort limit 1 s. Never returns. */
+static void scenario_hungquery(void)
+{
+    comm *c = create(0, 1.0);
+    static float *buf;
+    CHECK(cudaMalloc((void **)&buf, 64 * sizeof *buf) == cudaSuccess, "cudaMalloc");
+    ddp_err err = {0};
+    comm_req *req = NULL;
+    if (c && c->ops->allreduce(c, buf, buf, 64, DT_FLOAT, OP_SUM, &req, &err) == DDP_OK) {
+        atomic_store(&g_gpu, QUERY_HANGS);
+        usleep(500000); /* the watchdog's next pass queries the collective's event, every 50 ms */
+        c->ops->destroy(c);
+    }
+    CHECK(0, "destroy returned while the watchdog hung in an event query");
+}
+
 /* In-place all-to-all and sendrecv send from a staging copy that is allocated once and only
  * grows: repeated exchanges allocate nothing, a larger one replaces it, destroy frees it. */
 static void scenario_staging(void)
@@ -412,7 +456,8 @@ int main(int argc, char **argv)
         void (*run)(void);
     } scenarios[] = {{"priority", scenario_priority}, {"threads", scenario_threads}, {"setdevice", scenario_setdevice},
                      {"stuck", scenario_stuck}, {"wedged", scenario_wedged}, {"failed", scenario_failed},
-                     {"abort", scenario_abort}, {"watchdog", scenario_watchdog}, {"staging", scenario_staging}};
+                     {"abort", scenario_abort}, {"watchdog", scenario_watchdog}, {"staging", scenario_staging},
+                     {"connecting", scenario_connecting}, {"hungquery", scenario_hungquery}};
     int found = 0;
     for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)
         if (strcmp(what, scenarios[i].name) == 0) {

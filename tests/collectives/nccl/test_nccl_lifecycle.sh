@@ -51,5 +51,18 @@ check "... the watchdog names the stalled collective" \
     grep -q "error: NCCL watchdog: collective allreduce #1 (64 x float, sum) did not complete within 1 s; aborting" "$TMP/watchdog.log"
 check "... and gives up on ncclCommAbort after 1 s" \
     grep -q "error: NCCL watchdog: ncclCommAbort did not return within 1 s (a wedged GPU?); exiting without it" "$TMP/watchdog.log"
+scenario hungquery 1
+rc=$?
+check "an event query that never returns on the watchdog's thread: the process ends with exit 1 (rc $rc)" [ $rc -eq 1 ]
+check "... within timeout 1 s + abort limit 1 s, plus start-up (took $ELAPSED s)" [ "$(echo "$ELAPSED < 15" | bc)" = 1 ]
+check "... the watchdog's monitor saying a call hangs" grep -Eq "error: NCCL watchdog: its last check ended [0-9]+ s \
+ago, past ddp.timeout_s 1 s and the abort's 1 s: a CUDA or NCCL call hangs \(a wedged GPU\?\); exiting" "$TMP/hungquery.log"
+scenario connecting 1
+rc=$?
+check "watchdog while an NCCL call holds the rank (a peer that never connects): exit 1 (rc $rc)" [ $rc -eq 1 ]
+check "... the watchdog names the collective" \
+    grep -q "error: NCCL watchdog: collective allgather #1 (.*) did not complete within 1 s; aborting" "$TMP/connecting.log"
+check "... and ends the process without ncclCommAbort, which would free the communicator under the call" \
+    bash -c "grep -q 'inside an NCCL call on the communicator, which ncclCommAbort would free under it; exiting without the abort' '$TMP/connecting.log' && ! grep -q 'ncclCommAbort called' '$TMP/connecting.log'"
 
 finish

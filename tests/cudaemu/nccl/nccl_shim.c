@@ -8,7 +8,9 @@
  * or overwrites data as on a GPU. ncclCommInitRank needs MPI initialised and every rank of
  * MPI_COMM_WORLD to call it at the same time (it splits MPI_COMM_WORLD by the unique id), and
  * rejects two ranks on one device of one host, as NCCL does. ncclCommDestroy waits for the
- * communicator's queued calls. ncclCommAbort may be called from another thread (a watchdog): it
+ * communicator's queued calls, then for every rank of the communicator on this host to call it
+ * too (NCCL documents it as an intra-node collective: a rank that destroys while a peer of its
+ * host still works waits for that peer). ncclCommAbort may be called from another thread (a watchdog): it
  * sets a flag that makes any wait in progress give up and queued calls be dropped, and leaves the
  * memory to the exiting process.
  * C ABI exactly as declared by the real nccl.h. It must not implement anything our code does not
@@ -263,6 +265,9 @@ static ncclResult_t join(ncclComm_t c, int nranks, ncclUniqueId id, int rank)
     if (c->rank != rank)
         return shim_fail(c, ncclInvalidUsage, "ncclCommInitRank: rank %d given twice (or ranks are not "
                          "0..%d)", rank, nranks - 1);
+    rc = MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &c->node);
+    if (rc != MPI_SUCCESS)
+        return shim_mpi_fail(c, rc, "MPI_Comm_split_type", __LINE__);
     ncclResult_t dup = check_duplicate_devices(c);
     return dup != ncclSuccess ? dup : shim_create_ops(c);
 }
@@ -273,10 +278,33 @@ static void free_comm(ncclComm_t c)
     MPI_Finalized(&finalized);
     if (!finalized) {
         shim_free_ops(c);
+        if (c->node != MPI_COMM_NULL)
+            MPI_Comm_free(&c->node);
         if (c->mpi != MPI_COMM_NULL)
             MPI_Comm_free(&c->mpi);
     }
     free(c);
+}
+
+/* Destroy's wait for the communicator's other ranks on this host, polled so that ncclCommAbort
+ * from another thread (a watchdog's, while this rank waits here) ends it as it ends NCCL's. */
+static ncclResult_t wait_for_host_peers(ncclComm_t comm)
+{
+    MPI_Request req;
+    int rc = MPI_Ibarrier(comm->node, &req);
+    if (rc != MPI_SUCCESS)
+        return shim_mpi_fail(comm, rc, "MPI_Ibarrier", __LINE__);
+    for (int done = 0;;) {
+        rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return shim_mpi_fail(comm, rc, "MPI_Test", __LINE__);
+        if (done)
+            return ncclSuccess;
+        if (atomic_load(&comm->aborted)) /* the request is left to the exiting process */
+            return shim_fail(comm, ncclInvalidUsage, "ncclCommDestroy: aborted while waiting for this host's "
+                             "other ranks of the communicator to destroy it too");
+        usleep(1000);
+    }
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int rank)
@@ -304,7 +332,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
     ncclComm_t c = calloc(1, sizeof *c);
     if (!c)
         return shim_fail(NULL, ncclSystemError, "ncclCommInitRank: out of memory");
-    c->mpi = MPI_COMM_NULL;
+    c->mpi = c->node = MPI_COMM_NULL;
     c->two_byte = MPI_DATATYPE_NULL;
     for (int i = 0; i < SHIM_BUILTIN_OPS; i++)
         c->half_op[i] = c->bf16_op[i] = MPI_OP_NULL;
@@ -336,8 +364,10 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
             return shim_fail(comm, ncclUnhandledCudaError, "ncclCommDestroy: waiting for queued work: %s",
                              cudaGetErrorString(e));
     }
-    free_comm(comm);
-    return ncclSuccess;
+    ncclResult_t rc = wait_for_host_peers(comm);
+    if (rc == ncclSuccess || !atomic_load(&comm->aborted))
+        free_comm(comm);
+    return rc;
 }
 
 /* Called from a watchdog thread while the owner may be inside a collective: flag only, no MPI

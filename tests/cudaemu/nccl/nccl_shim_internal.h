@@ -18,6 +18,7 @@ enum { SHIM_BUILTIN_OPS = 4 }; /* sum prod max min; avg is a sum then a division
 
 struct ncclComm {
     MPI_Comm mpi;                 /* this communicator's own MPI communicator */
+    MPI_Comm node;                /* its ranks on this host (MPI's shared-memory split): destroy's barrier */
     int rank, size, device;
     size_t max_chunk;             /* elements per MPI call (INT_MAX, or DDP_COMM_MAX_CHUNK) */
     MPI_Datatype two_byte;

@@ -9,6 +9,8 @@
 #  - a rank that stops participating makes the job exit non-zero soon after ddp.timeout_s,
 #    the watchdog naming rank, collective, bucket; a rank that fails with collectives in flight
 #    ends on its own error, aborting NCCL before freeing their buffers;
+#  - every rank ends the NCCL communicator when the loop ends (its destroy waits for the host's
+#    other ranks), so rank 0's last checkpoint upload holds none of them past its limit;
 #  - ddp.debug turns a planted size mismatch into a clear error instead of a hang;
 #  - more ranks than (emulated) GPUs on a host is rejected at startup, naming host, ranks and GPU,
 #    DDPRUN_ALLOW_GPU_SHARING=1 or not (NCCL refuses two ranks on one GPU); ranks that each see one
@@ -73,6 +75,15 @@ check "stalled rank: job exits non-zero, not by the outer guard (rc $rc)" [ $rc 
 check "watchdog names rank 0, the collective, its bucket and the timeout" \
     grep -Eq "\[rank 0 [^]]*\] error: NCCL watchdog: collective allreduce #5 \(bucket 1 of 2, [0-9]+ x float, avg\) did not complete within 3 s; aborting" "$TMP/stall.log"
 check "the stalled rank says it stopped" grep -q "\[rank 1 .*DDP_TEST_NCCL_STALL" "$TMP/stall.log"
+
+# NCCL's destroy waits for the communicator's other ranks on the host (an intra-node collective,
+# which the emulated NCCL waits for too): every rank ends the communicator as the loop ends, so
+# rank 0's last upload, longer than the others' teardown limit (ddp.timeout_s 3 + 3 s), holds none
+# of them in it
+mkdir -p "$TMP/remote-up"
+gpu_run upload 2 2 data.batch_size=24 ddp.timeout_s=3 checkpoint.upload_cmd="sleep 8 && cp {path} $TMP/remote-up/"
+check "rank 0's last upload outlasts the NCCL teardown's limit: the job ends 0 (exit $?)" [ $? -eq 0 ]
+check "... the final checkpoint uploaded" bash -c "ls '$TMP/remote-up' | grep -q '^ckpt-'"
 
 # A rank that fails with its collectives in flight aborts NCCL before it frees their buffers
 # (cudaFree waits for the device): rank 1 stops before collective #5 (step 3), rank 0 issues #5
