@@ -48,16 +48,39 @@
  * group is killed (Open MPI kills its ranks at once; this is for daemons that do not answer). */
 #define END_AFTER_TERM_S 10.0
 
+/* The first stop request's signal sent again by the same process within this long is that request
+ * again, not a second one. */
+#define STOP_REPEAT_S 0.5
+
 static int wake_pipe[2] = {-1, -1};
 static volatile sig_atomic_t stop_requests, first_stop;
+static pid_t first_sender; /* the process that sent the first stop request (0: the kernel, a terminal) */
+static struct timespec first_at;
+
+/* Whether sig repeats the first stop request: GNU timeout, like other supervisors, sends its signal
+ * to ddprun and then to ddprun's process group, which ddprun may take as two signals; a second
+ * request would end the job before it saved. A terminal's Ctrl-C twice still counts twice. */
+static bool repeats_first(int sig, const siginfo_t *si)
+{
+    if (stop_requests != 1 || sig != first_stop || si->si_code != SI_USER || si->si_pid != first_sender)
+        return false;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - first_at.tv_sec) + 1e-9 * (double)(now.tv_nsec - first_at.tv_nsec) < STOP_REPEAT_S;
+}
 
 /* A SIGHUP counts as a first stop request only: a closed terminal often sends two (bash's to its
  * jobs, then the kernel's to the foreground group), which must not become the second request
  * that ends the job before it saved. */
-static void on_signal(int sig)
+static void on_signal(int sig, siginfo_t *si, void *context)
 {
+    (void)context;
     int saved = errno;
-    if (sig != SIGCHLD && !(sig == SIGHUP && stop_requests > 0) && stop_requests++ == 0) first_stop = sig;
+    if (sig != SIGCHLD && !(sig == SIGHUP && stop_requests > 0) && !repeats_first(sig, si) && stop_requests++ == 0) {
+        first_stop = sig;
+        first_sender = si->si_code == SI_USER ? si->si_pid : 0;
+        clock_gettime(CLOCK_MONOTONIC, &first_at);
+    }
     char c = (char)sig;
     if (write(wake_pipe[1], &c, 1) < 0) { /* pipe full: a wake-up is pending anyway */ }
     errno = saved;
@@ -103,9 +126,9 @@ int job_signals_install(void)
         perror("ddprun: pipe");
         return -1;
     }
-    struct sigaction sa = {.sa_handler = on_signal};
+    struct sigaction sa = {.sa_sigaction = on_signal};
     job_stop_signals(&sa.sa_mask); /* one handler at a time: stop_requests++ is not atomic */
-    sa.sa_flags = SA_RESTART;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     struct sigaction hup;
     bool nohup = sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler == SIG_IGN; /* nohup ddprun ...: left so */
     if (sigaction(SIGINT, &sa, NULL) || sigaction(SIGTERM, &sa, NULL) || sigaction(SIGCHLD, &sa, NULL) ||
@@ -115,6 +138,9 @@ int job_signals_install(void)
     }
     /* A closed stdout (ddprun ... | head) must not kill the launcher while ranks still run. */
     signal(SIGPIPE, SIG_IGN);
+    sigset_t ours; /* a mask inherited from ddprun's parent would hold every stop back, and SIGCHLD */
+    job_stop_signals(&ours);
+    sigprocmask(SIG_UNBLOCK, &ours, NULL);
     return 0;
 }
 
@@ -132,7 +158,7 @@ static void exec_mpirun(char *const argv[], int out_fd, int err_fd, pid_t launch
      * ddprun ignores, under nohup, is ignored here too). A SIGTERM stays pending: only ddprun
      * sends one here (a second stop, its death). */
     struct sigaction hup;
-    bool hup_handled = sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler == on_signal;
+    bool hup_handled = sigaction(SIGHUP, NULL, &hup) == 0 && (hup.sa_flags & SA_SIGINFO) && hup.sa_sigaction == on_signal;
     sigset_t intr;
     sigemptyset(&intr);
     sigaddset(&intr, SIGINT);

@@ -460,6 +460,16 @@ check "SIGHUP under nohup: ignored, the job goes on" bash -c "kill -0 $pid && ! 
 kill -TERM $pid
 finish
 check "... a SIGTERM then stops it (exit 75, got $rc)" [ $rc -eq 75 ]
+# one stop request sent twice by one process (GNU timeout signals ddprun, then its process group),
+# to a ddprun whose parent left SIGTERM blocked: one request, taken (exit 75, the ranks saved)
+start_and_signal repeated wait-signal TERM python3 -c 'import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+os.execvp(sys.argv[1], sys.argv[1:])'
+sleep 0.1
+kill -TERM $pid
+finish
+check "SIGTERM twice from one process, SIGTERM blocked by the parent -> exit 75 (got $rc)" [ $rc -eq 75 ]
+check "... the ranks saved" grep -qF '[rank 1] rank 1 got SIGUSR1, checkpoint saved' $out
 # a stop that rank 0 could not answer (held past its deadline): it says it ends the job with exit
 # 75 (its checkpoint complete), but held, neither it nor mpirun ends; ddprun ends mpirun 3 s after
 # the line, and the job's exit code is the one the rank said
@@ -485,7 +495,8 @@ printf '%s\n' '#!/bin/sh' "trap '' TERM INT" "setsid '$DDPRUN' --rank-wrapper /b
     'echo "stuck mpirun $$ rank $!" >&2' 'wait; wait' >"$tmp/stuck-mpi/bin/mpirun"
 chmod +x "$tmp/stuck-mpi/bin/mpirun"
 gone() { [ -n "$1" ] && { [ ! -e "/proc/$1" ] || grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat"; }; } # or a zombie
-stuck() { # NAME STOPS: ddprun on the stuck mpirun, STOPS SIGINTs a quarter of a second apart
+stuck() { # NAME STOPS: ddprun on the stuck mpirun, STOPS SIGINTs 0.6 s apart (closer, one
+          # process's repeats are one request)
     out=$tmp/$1.out err=$tmp/$1.err mpirun_pid= rank_pid= worker_pid=
     MPI_HOME=$tmp/stuck-mpi "$DDPRUN" -np 2 bench wait-signal >"$out" 2>"$err" &
     pid=$!
@@ -495,7 +506,7 @@ stuck() { # NAME STOPS: ddprun on the stuck mpirun, STOPS SIGINTs a quarter of a
         sleep 0.1
     done
     t0=$(date +%s%N)
-    for _ in $(seq "$2"); do kill -INT $pid; sleep 0.25; done
+    for _ in $(seq "$2"); do kill -INT $pid; sleep 0.6; done
     for _ in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
     kill -KILL $pid 2>/dev/null # still there after 30 s: the hang guard fails (unstick ends the rest)
     finish
@@ -549,7 +560,7 @@ pid=$!
 for _ in $(seq 2000); do pgrep -P $pid >/dev/null && break; sleep 0.005; done
 t0=$(date +%s%N)
 kill -TERM $pid
-sleep 0.2
+sleep 0.6 # past the half second within which a process's repeat is one request
 kill -TERM $pid
 finish
 check "second stop while mpirun is being forked: the job ends (exit $rc), no rank started" \
