@@ -76,10 +76,10 @@ typedef struct ncclcomm_impl {
     double teardown_limit_s;
     const char *teardown_what;
 
-    /* The watchdog's monitor: a thread that makes no CUDA or NCCL call and takes no lock, and ends
-     * the process when the watchdog has finished no pass for timeout_s + abort_limit_s (a CUDA or
-     * NCCL call of its hangs, on a wedged GPU, and holds its mutex), or the teardown overran its
-     * deadline unseen. */
+    /* The watchdog's monitor: a thread that makes no CUDA or NCCL call and takes none of the
+     * communicator's locks, and ends the process when the watchdog has finished no pass for
+     * timeout_s + abort_limit_s (a CUDA or NCCL call of its hangs, on a wedged GPU, and holds its
+     * mutex), or the teardown overran its deadline unseen. */
     pthread_t monitor;
     bool monitor_started;
     atomic_bool monitor_stop;

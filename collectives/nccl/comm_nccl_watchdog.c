@@ -15,9 +15,10 @@
  * overruns its deadline.
  * A monitor thread watches the watchdog itself, as a CUDA or NCCL call can hang on a wedged GPU
  * (an event query included) and the watchdog then holds its mutex, which the owner's next
- * collective and teardown wait for: it makes no CUDA or NCCL call and takes no lock, and ends the
- * process when the watchdog has finished no pass for ddp.timeout_s + the abort's limit, or when
- * the teardown's deadline passed unseen.
+ * collective and teardown wait for: it makes no CUDA or NCCL call and takes none of the
+ * communicator's locks, and ends the process when the watchdog has finished no pass for
+ * ddp.timeout_s + the abort's limit, or when the teardown's deadline passed unseen (its message,
+ * like every exit's here, goes through stdio, which a stdout nobody reads can hold).
  * Its first call selects the communicator's GPU (a thread's current device is its own; a thread
  * that never chose one works on GPU 0); starting fails with that call's error.
  * It makes no MPI calls (MPI may be initialised FUNNELED: runtime/base/mpi_thread.h) and never
@@ -213,32 +214,40 @@ static void watchdog_main(worker *t, void *arg)
     double last_progress = monotonic_s();
     worker_lock(t);
     while (worker_nap(t, poll_s)) {
-        atomic_store(&im->watchdog_beat, monotonic_s());
         if (im->teardown_deadline > 0) {
             if (monotonic_s() > im->teardown_deadline)
                 teardown_overdue(im);
-            continue;
+        } else {
+            check_once(im, &last_progress);
         }
-        check_once(im, &last_progress);
+        atomic_store(&im->watchdog_beat, monotonic_s());
     }
     worker_unlock(t);
 }
 
-/* The monitor's loop (see the file's head): its naps are short, so that stopping it is quick. */
+/* The monitor's loop (see the file's head): its naps are short, so that stopping it is quick. A
+ * nap that overran by a second means the whole process was stopped (SIGSTOP, a suspended job), the
+ * watchdog with it: the watchdog's silence counts from the resume, and it has a grace to look first. */
 static void *monitor_main(void *arg)
 {
     ncclcomm_impl *im = arg;
     double limit_s = im->timeout_s + im->abort_limit_s + poll_interval_s(im), grace_s = 2 * poll_interval_s(im);
+    double woke = monotonic_s(), resumed = woke;
     while (!atomic_load(&im->monitor_stop)) {
         usleep(10000);
-        double now = monotonic_s(), beat = atomic_load(&im->watchdog_beat), deadline = im->teardown_deadline;
+        double now = monotonic_s();
+        if (now - woke > 1.0)
+            resumed = now;
+        woke = now;
+        double beat = atomic_load(&im->watchdog_beat), deadline = im->teardown_deadline;
+        beat = beat > resumed ? beat : resumed;
         if (atomic_load(&im->aborting)) /* the watchdog ends the process, its abort bounded */
             continue;
-        if (deadline > 0 && now > deadline + grace_s)
+        if (deadline > 0 && now > deadline + grace_s && now > resumed + grace_s)
             teardown_overdue(im);
         if (now - beat > limit_s) {
             atomic_store(&im->aborting, true);
-            log_error("NCCL watchdog: its last check ended %.0f s ago, past ddp.timeout_s %g s and the abort's %g s: "
+            log_error("NCCL watchdog: its last pass ended %.0f s ago, past ddp.timeout_s %g s and the abort's %g s: "
                       "a CUDA or NCCL call hangs (a wedged GPU?); exiting", now - beat, im->timeout_s,
                       im->abort_limit_s);
             fflush(stdout);
@@ -265,9 +274,9 @@ void ncclcomm_watchdog_teardown(comm *c, double limit_s, const char *what)
 {
     ncclcomm_impl *im = c->impl;
     worker_lock(&im->watchdog);
-    im->teardown_deadline = monotonic_s() + limit_s;
-    im->teardown_limit_s = limit_s;
+    im->teardown_limit_s = limit_s; /* before the deadline, which the monitor reads without the lock */
     im->teardown_what = what;
+    im->teardown_deadline = monotonic_s() + limit_s;
     worker_unlock(&im->watchdog);
 }
 

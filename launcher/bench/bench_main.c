@@ -37,6 +37,9 @@ typedef struct harness {
     void *host_send, *host_recv; /* where inputs are made and results checked (== send/recv on host) */
     row_result *rows;
     size_t n_rows, cap_rows;
+    bool swept;                  /* every collective of the sweep completed here (the peers' too, or
+                                    they aborted the job): the communicator's end is a destroy, which
+                                    NCCL pairs with the host's other ranks, whatever fails after */
 } harness;
 
 /* Who prints a failure: this rank, rank 0 alone (a verdict all ranks share), or nobody here
@@ -389,6 +392,7 @@ static int run_bench(harness *h, ddp_err *err)
     rc = agree(h->id, rc, err);
     if (!rc && (rc = sweep(h, err)) != DDP_OK)
         bench_abort(rc, err->msg); /* the other ranks may be inside a collective */
+    h->swept = rc == DDP_OK;
     long long wrong = 0;
     double avg = 0;
     if (!rc) {
@@ -453,7 +457,7 @@ static int bench_main(int argc, char **argv, const mpi_identity *id, ddp_err *er
     rc = open_backend(id, &o, &h.c, &h.dev, err);
     if (!rc)
         rc = run_bench(&h, err);
-    if (h.c && rc)
+    if (h.c && rc && !h.swept)
         h.c->ops->abort(h.c); /* some rank failed: a collective may never finish */
     else if (h.c)
         h.c->ops->destroy(h.c);

@@ -16,6 +16,8 @@
  *              the watchdog ends the process without ncclCommAbort, which would free it under the call
  *   hungquery  an event query never returns on the watchdog's thread, which holds its mutex there:
  *              its monitor ends the process, the owner's teardown waiting for that mutex
+ *   paused     the process stopped past the monitor's limit and continued (the script stops it):
+ *              not taken for a hung watchdog
  *   staging    in-place exchanges reuse one staging buffer instead of allocating each time
  * It must not reach into the communicator's internals: only comm.h and the calls it makes. */
 #include <cuda_runtime_api.h>
@@ -413,6 +415,16 @@ static void scenario_hungquery(void)
     CHECK(0, "destroy returned while the watchdog hung in an event query");
 }
 
+/* Idle for 7 s, during which test_nccl_lifecycle.sh stops the process for 4 s (SIGSTOP, as a
+ * suspended job is), past the monitor's limit (timeout 1 s + abort limit 1 s): the run goes on. */
+static void scenario_paused(void)
+{
+    comm *c = create(0, 1.0);
+    usleep(7000000);
+    if (c)
+        c->ops->destroy(c);
+}
+
 /* In-place all-to-all and sendrecv send from a staging copy that is allocated once and only
  * grows: repeated exchanges allocate nothing, a larger one replaces it, destroy frees it. */
 static void scenario_staging(void)
@@ -457,7 +469,8 @@ int main(int argc, char **argv)
     } scenarios[] = {{"priority", scenario_priority}, {"threads", scenario_threads}, {"setdevice", scenario_setdevice},
                      {"stuck", scenario_stuck}, {"wedged", scenario_wedged}, {"failed", scenario_failed},
                      {"abort", scenario_abort}, {"watchdog", scenario_watchdog}, {"staging", scenario_staging},
-                     {"connecting", scenario_connecting}, {"hungquery", scenario_hungquery}};
+                     {"connecting", scenario_connecting}, {"hungquery", scenario_hungquery},
+                     {"paused", scenario_paused}};
     int found = 0;
     for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)
         if (strcmp(what, scenarios[i].name) == 0) {

@@ -55,8 +55,12 @@ scenario hungquery 1
 rc=$?
 check "an event query that never returns on the watchdog's thread: the process ends with exit 1 (rc $rc)" [ $rc -eq 1 ]
 check "... within timeout 1 s + abort limit 1 s, plus start-up (took $ELAPSED s)" [ "$(echo "$ELAPSED < 15" | bc)" = 1 ]
-check "... the watchdog's monitor saying a call hangs" grep -Eq "error: NCCL watchdog: its last check ended [0-9]+ s \
+check "... the watchdog's monitor saying a call hangs" grep -Eq "error: NCCL watchdog: its last pass ended [0-9]+ s \
 ago, past ddp.timeout_s 1 s and the abort's 1 s: a CUDA or NCCL call hangs \(a wedged GPU\?\); exiting" "$TMP/hungquery.log"
+(sleep 1.5; p=$(pgrep -x test_nccl_lifecycle | head -n 1); kill -STOP "$p"; sleep 4; kill -CONT "$p") &
+scenario paused 1
+check "stopped for 4 s and continued: not taken for a hung watchdog (exit $?)" [ $? -eq 0 ]
+wait
 scenario connecting 1
 rc=$?
 check "watchdog while an NCCL call holds the rank (a peer that never connects): exit 1 (rc $rc)" [ $rc -eq 1 ]
