@@ -7,7 +7,7 @@
  * FILE_MAX_BYTES, so that the loader's size bound, like its nesting bound, is within the fuzzer's
  * reach. A rejected config only has to come back as an error. An accepted one must survive the
  * trip the training job makes: config_write_resolved, then config_load of that file gives the
- * same struct and the same config_hash (anything else is a setting silently changed on resume),
+ * same struct (but for where its keys were set) and the same config_hash (anything else is a setting silently changed on resume),
  * and so the harness aborts on a difference (a GPT-2 or Llama shape left to checkpoint.init_from is
  * given one first, take_shape). It owns no checks of its own beyond that round trip,
  * and must not print for ordinary inputs. */
@@ -95,6 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         }
         memcpy(again.source, c.source, sizeof c.source);
+        memcpy(again.origin, c.origin, sizeof c.origin); /* where keys were set differs by the file */
         if (memcmp(&c, &again, sizeof c) != 0 || config_hash(&c) != config_hash(&again)) {
             fprintf(stderr, "resolved config reads back different from the config it was written from\n");
             abort();
